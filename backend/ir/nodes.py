@@ -1,0 +1,449 @@
+"""The tile IR: frozen dataclasses for expressions, statements, buffers, tile ops,
+kernel scopes and functions.
+
+Every node is an immutable value; passes build new nodes.  Types are canonical dtype
+names (``"float16"``, ``"int32"`` ...; see ``tilecute.runtime.dtypes``).  Statements
+carry a source location (``loc``) that is not part of their identity, so the printer's
+output re-parsed gives an equal IR.
+
+Imports nothing heavy: no CUTLASS, no torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional, Union
+
+from ..runtime.dtypes import DTYPES
+
+INDEX = "int32"  # dtype of extents, indices, loop and thread variables
+
+
+@dataclass(frozen=True)
+class Loc:
+    """Where a node came from in the frontend source."""
+
+    file: str
+    line: int
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}"
+
+
+def _loc() -> Optional[Loc]:
+    return field(default=None, compare=False, repr=False)
+
+
+# --------------------------------------------------------------------------------------
+# Expressions
+# --------------------------------------------------------------------------------------
+class Expr:
+    """Base of expressions. Arithmetic operators build IR (used by ``T.*`` helpers);
+    comparisons do not, so ``==`` stays structural equality."""
+
+    dtype: str
+
+    def __add__(self, o): return binop("add", self, o)
+    def __radd__(self, o): return binop("add", o, self)
+    def __sub__(self, o): return binop("sub", self, o)
+    def __rsub__(self, o): return binop("sub", o, self)
+    def __mul__(self, o): return binop("mul", self, o)
+    def __rmul__(self, o): return binop("mul", o, self)
+    def __floordiv__(self, o): return binop("floordiv", self, o)
+    def __rfloordiv__(self, o): return binop("floordiv", o, self)
+    def __truediv__(self, o): return binop("div", self, o)
+    def __rtruediv__(self, o): return binop("div", o, self)
+    def __mod__(self, o): return binop("mod", self, o)
+    def __rmod__(self, o): return binop("mod", o, self)
+    def __neg__(self): return binop("sub", const(0, self.dtype), self)
+
+
+@dataclass(frozen=True)
+class Var(Expr):
+    """A named scalar: loop/block variable, symbolic extent, scalar param, let binding.
+    Names are unique within a function (the frontend renames shadowing bindings)."""
+
+    name: str
+    dtype: str = INDEX
+
+
+@dataclass(frozen=True)
+class Const(Expr):
+    value: Union[int, float, bool]
+    dtype: str
+
+
+BINOPS = ("add", "sub", "mul", "div", "floordiv", "mod", "min", "max",
+          "bitand", "bitor", "bitxor", "shl", "shr")
+CMPOPS = ("lt", "le", "gt", "ge", "eq", "ne")
+
+
+@dataclass(frozen=True)
+class BinOp(Expr):
+    op: str  # one of BINOPS
+    a: Expr
+    b: Expr
+    dtype: str
+
+
+@dataclass(frozen=True)
+class Cmp(Expr):
+    op: str  # one of CMPOPS
+    a: Expr
+    b: Expr
+    dtype: str = "bool"
+
+
+@dataclass(frozen=True)
+class Logic(Expr):
+    op: str  # "and" | "or"
+    args: tuple[Expr, ...]
+    dtype: str = "bool"
+
+
+@dataclass(frozen=True)
+class Not(Expr):
+    a: Expr
+    dtype: str = "bool"
+
+
+@dataclass(frozen=True)
+class Cast(Expr):
+    dtype: str
+    value: Expr
+
+
+@dataclass(frozen=True)
+class Select(Expr):
+    cond: Expr
+    a: Expr
+    b: Expr
+    dtype: str
+
+
+@dataclass(frozen=True)
+class Load(Expr):
+    buffer: str
+    indices: tuple[Expr, ...]
+    dtype: str
+
+
+# intrinsic name -> number of arguments
+INTRINSICS = {
+    "exp": 1, "exp2": 1, "log": 1, "log2": 1, "sqrt": 1, "rsqrt": 1, "tanh": 1,
+    "sin": 1, "cos": 1, "abs": 1, "floor": 1, "ceil": 1, "fma": 3, "ceildiv": 2,
+    "thread_idx": 1, "block_dim": 1,
+}
+
+
+@dataclass(frozen=True)
+class Call(Expr):
+    """An intrinsic call (``INTRINSICS``); ``min``/``max`` are ``BinOp``s."""
+
+    name: str
+    args: tuple[Expr, ...]
+    dtype: str
+
+
+# --------------------------------------------------------------------------------------
+# Type rules (shared by the frontend and the validator)
+# --------------------------------------------------------------------------------------
+def is_float(dtype: str) -> bool:
+    return DTYPES[dtype].kind == "float"
+
+
+def is_int(dtype: str) -> bool:
+    return DTYPES[dtype].kind in ("int", "uint")
+
+
+def promote(a: str, b: str) -> str:
+    """The dtype of ``a op b``: floats win over ints, wider wins, ties keep ``a``."""
+    if a == b:
+        return a
+    fa, fb = is_float(a), is_float(b)
+    if fa != fb:
+        return a if fa else b
+    if a == "bool":
+        return b
+    if b == "bool":
+        return a
+    return a if DTYPES[a].bits >= DTYPES[b].bits else b
+
+
+def as_expr(x, dtype: Optional[str] = None) -> Expr:
+    """Turn a Python constant into a ``Const`` (``dtype`` or its natural dtype)."""
+    if isinstance(x, Expr):
+        return x
+    if isinstance(x, bool):
+        return Const(x, dtype or "bool")
+    if isinstance(x, int):
+        return Const(x, dtype or INDEX)
+    if isinstance(x, float):
+        return Const(x, dtype or "float32")
+    raise TypeError(f"cannot use {type(x).__name__} {x!r} as an IR expression")
+
+
+def const(value, dtype: str) -> Const:
+    if is_float(dtype):
+        return Const(float(value), dtype)
+    if dtype == "bool":
+        return Const(bool(value), dtype)
+    return Const(int(value), dtype)
+
+
+def _coerce(a, b):
+    """Give two operands one dtype; Python constants take the other side's dtype."""
+    if not isinstance(a, Expr) and isinstance(b, Expr):
+        a = const(a, b.dtype) if not (isinstance(a, float) and is_int(b.dtype)) else as_expr(a)
+    if not isinstance(b, Expr) and isinstance(a, Expr):
+        b = const(b, a.dtype) if not (isinstance(b, float) and is_int(a.dtype)) else as_expr(b)
+    a, b = as_expr(a), as_expr(b)
+    t = promote(a.dtype, b.dtype)
+    return cast(a, t), cast(b, t), t
+
+
+def cast(e: Expr, dtype: str) -> Expr:
+    if e.dtype == dtype:
+        return e
+    if isinstance(e, Const):
+        return const(e.value, dtype)
+    return Cast(dtype, e)
+
+
+def binop(op: str, a, b) -> Expr:
+    a, b, t = _coerce(a, b)
+    if op == "div" and is_int(t):
+        op = "floordiv"  # tilecute integer division is floor division, as in Python
+    if isinstance(a, Const) and isinstance(b, Const) and is_int(t):
+        folded = _fold_int(op, a.value, b.value)
+        if folded is not None:
+            return Const(folded, t)
+    return BinOp(op, a, b, t)
+
+
+def _fold_int(op, x, y):
+    if op == "add": return x + y
+    if op == "sub": return x - y
+    if op == "mul": return x * y
+    if op == "floordiv" and y != 0: return x // y
+    if op == "mod" and y != 0: return x % y
+    if op == "min": return min(x, y)
+    if op == "max": return max(x, y)
+    return None
+
+
+def cmp(op: str, a, b) -> Expr:
+    a, b, _ = _coerce(a, b)
+    return Cmp(op, a, b)
+
+
+def ceildiv(a, b) -> Expr:
+    a, b, t = _coerce(a, b)
+    if isinstance(a, Const) and isinstance(b, Const):
+        return Const(-(-a.value // b.value), t)
+    return Call("ceildiv", (a, b), t)
+
+
+# --------------------------------------------------------------------------------------
+# Buffers and regions
+# --------------------------------------------------------------------------------------
+SCOPES = ("global", "shared", "fragment", "local")
+
+
+@dataclass(frozen=True)
+class Buffer:
+    """A tensor in some memory scope.  ``shape``/``strides`` entries are ``Const`` or
+    ``Var`` (symbolic).  ``strides is None`` means row-major contiguous."""
+
+    name: str
+    dtype: str
+    shape: tuple[Expr, ...]
+    scope: str = "global"
+    strides: Optional[tuple[Expr, ...]] = None
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+
+@dataclass(frozen=True)
+class Region:
+    """A tile of a buffer: origin per axis, and the extents when given explicitly
+    (``A[i:i+16, 0:64]``); ``extents is None`` means "as large as the other side"."""
+
+    buffer: str
+    starts: tuple[Expr, ...]
+    extents: Optional[tuple[Expr, ...]] = None
+
+
+# --------------------------------------------------------------------------------------
+# Statements
+# --------------------------------------------------------------------------------------
+class Stmt:
+    loc: Optional[Loc]
+
+
+LOOP_KINDS = ("serial", "unrolled", "parallel", "pipelined")
+
+
+@dataclass(frozen=True)
+class For(Stmt):
+    var: Var
+    start: Expr
+    extent: Expr
+    kind: str
+    body: tuple[Stmt, ...]
+    num_stages: int = 0  # pipelined loops only
+    loc: Optional[Loc] = _loc()
+
+
+@dataclass(frozen=True)
+class If(Stmt):
+    cond: Expr
+    then: tuple[Stmt, ...]
+    orelse: tuple[Stmt, ...] = ()
+    loc: Optional[Loc] = _loc()
+
+
+@dataclass(frozen=True)
+class Let(Stmt):
+    """Bind ``var`` to ``value`` for the rest of the enclosing block."""
+
+    var: Var
+    value: Expr
+    loc: Optional[Loc] = _loc()
+
+
+@dataclass(frozen=True)
+class Store(Stmt):
+    buffer: str
+    indices: tuple[Expr, ...]
+    value: Expr
+    loc: Optional[Loc] = _loc()
+
+
+@dataclass(frozen=True)
+class Evaluate(Stmt):
+    value: Expr
+    loc: Optional[Loc] = _loc()
+
+
+@dataclass(frozen=True)
+class Allocate(Stmt):
+    """Declare a shared, fragment or local buffer for the rest of the kernel."""
+
+    buffer: Buffer
+    loc: Optional[Loc] = _loc()
+
+
+# ---- tile ops (lowered by later passes; the foundation codegen rejects them) --------
+@dataclass(frozen=True)
+class Copy(Stmt):
+    src: Region
+    dst: Region
+    loc: Optional[Loc] = _loc()
+
+
+@dataclass(frozen=True)
+class Fill(Stmt):
+    dst: Region
+    value: Expr
+    loc: Optional[Loc] = _loc()
+
+
+@dataclass(frozen=True)
+class Clear(Stmt):
+    buffer: str
+    loc: Optional[Loc] = _loc()
+
+
+@dataclass(frozen=True)
+class Gemm(Stmt):
+    a: str
+    b: str
+    c: str
+    transpose_a: bool = False
+    transpose_b: bool = False
+    clear_accum: bool = False
+    loc: Optional[Loc] = _loc()
+
+
+REDUCE_KINDS = ("sum", "max", "min", "abssum", "absmax")
+
+
+@dataclass(frozen=True)
+class Reduce(Stmt):
+    kind: str
+    src: str
+    dst: str
+    dim: int
+    clear: bool = True
+    loc: Optional[Loc] = _loc()
+
+
+@dataclass(frozen=True)
+class AtomicAdd(Stmt):
+    """``dst += value`` atomically; ``value`` is an expression or a source region."""
+
+    dst: Region
+    value: Union[Expr, Region]
+    loc: Optional[Loc] = _loc()
+
+
+TILE_OPS = (Copy, Fill, Clear, Gemm, Reduce, AtomicAdd)
+
+
+# --------------------------------------------------------------------------------------
+# Kernel scopes and functions
+# --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class KernelScope(Stmt):
+    """``with T.Kernel(*grid, threads=..., cluster=...) as block_vars:``"""
+
+    grid: tuple[Expr, ...]  # 1..3 extents
+    threads: tuple[int, ...]  # 1..3
+    block_vars: tuple[Var, ...]  # one per grid dim
+    body: tuple[Stmt, ...]
+    cluster: Optional[tuple[int, ...]] = None
+    loc: Optional[Loc] = _loc()
+
+    @property
+    def num_threads(self) -> int:
+        n = 1
+        for t in self.threads:
+            n *= t
+        return n
+
+
+Param = Union[Buffer, Var]
+
+
+@dataclass(frozen=True)
+class PrimFunc:
+    """A function: params (global tensors and scalars) and one or more kernel scopes,
+    launched in order.  ``symbols`` are the symbolic extents/strides, in first-use order."""
+
+    name: str
+    params: tuple[Param, ...]
+    kernels: tuple[KernelScope, ...]
+    symbols: tuple[Var, ...] = ()
+    loc: Optional[Loc] = _loc()
+
+    def buffer(self, name: str) -> Optional[Buffer]:
+        for p in self.params:
+            if isinstance(p, Buffer) and p.name == name:
+                return p
+        return None
+
+    def script(self) -> str:
+        from .printer import print_func
+
+        return print_func(self)
+
+    def to_json(self) -> str:
+        from .serialize import to_json
+
+        return to_json(self)
+
+    def __str__(self) -> str:
+        return self.script()

@@ -1,0 +1,174 @@
+"""Print a PrimFunc as a ``T.*`` script that reads like the frontend and re-parses
+(``tilecute.language.from_script``) to an equal PrimFunc."""
+
+from __future__ import annotations
+
+from . import nodes as N
+
+# precedence of Python operators, higher binds tighter
+_BINARY = {
+    "add": ("+", 11), "sub": ("-", 11), "mul": ("*", 12), "div": ("/", 12),
+    "floordiv": ("//", 12), "mod": ("%", 12), "bitand": ("&", 8), "bitor": ("|", 6),
+    "bitxor": ("^", 7), "shl": ("<<", 10), "shr": (">>", 10),
+}
+_CMP = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
+_PREC_CMP, _PREC_NOT, _PREC_AND, _PREC_OR, _PREC_ATOM = 5, 4, 3, 2, 100
+
+
+def expr_str(e: N.Expr) -> str:
+    return _expr(e)[0]
+
+
+def _paren(e: N.Expr, min_prec: int) -> str:
+    text, prec = _expr(e)
+    return f"({text})" if prec < min_prec else text
+
+
+def _const(e: N.Const) -> str:
+    if e.dtype == "int32":
+        return str(e.value)
+    if e.dtype == "bool":
+        return str(bool(e.value))
+    return f"T.{e.dtype}({e.value!r})"
+
+
+def _expr(e: N.Expr) -> tuple[str, int]:
+    if isinstance(e, N.Var):
+        return e.name, _PREC_ATOM
+    if isinstance(e, N.Const):
+        text = _const(e)
+        return text, (_PREC_ATOM if not text.startswith("-") else 13)
+    if isinstance(e, N.BinOp):
+        if e.op in ("min", "max"):
+            return f"T.{e.op}({expr_str(e.a)}, {expr_str(e.b)})", _PREC_ATOM
+        sym, prec = _BINARY[e.op]
+        return f"{_paren(e.a, prec)} {sym} {_paren(e.b, prec + 1)}", prec
+    if isinstance(e, N.Cmp):
+        return f"{_paren(e.a, _PREC_CMP + 1)} {_CMP[e.op]} {_paren(e.b, _PREC_CMP + 1)}", _PREC_CMP
+    if isinstance(e, N.Logic):
+        prec = _PREC_AND if e.op == "and" else _PREC_OR
+        return f" {e.op} ".join(_paren(a, prec + 1) for a in e.args), prec
+    if isinstance(e, N.Not):
+        return f"not {_paren(e.a, _PREC_NOT)}", _PREC_NOT
+    if isinstance(e, N.Cast):
+        return f'T.Cast("{e.dtype}", {expr_str(e.value)})', _PREC_ATOM
+    if isinstance(e, N.Select):
+        return f"T.if_then_else({expr_str(e.cond)}, {expr_str(e.a)}, {expr_str(e.b)})", _PREC_ATOM
+    if isinstance(e, N.Load):
+        return f"{e.buffer}[{', '.join(expr_str(i) for i in e.indices)}]", _PREC_ATOM
+    if isinstance(e, N.Call):
+        args = ", ".join(expr_str(a) for a in e.args)
+        if e.name == "thread_idx":
+            return f"T.get_thread_binding({args})", _PREC_ATOM
+        return f"T.{e.name}({args})", _PREC_ATOM
+    raise TypeError(f"printer: unknown expression {type(e).__name__}")
+
+
+def _tuple(items) -> str:
+    items = list(items)
+    return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
+
+
+def _region(r: N.Region) -> str:
+    if r.extents is None:
+        if all(isinstance(s, N.Const) and s.value == 0 for s in r.starts):
+            return r.buffer
+        return f"{r.buffer}[{', '.join(expr_str(s) for s in r.starts)}]"
+    parts = []
+    for s, x in zip(r.starts, r.extents):
+        stop = expr_str(N.binop("add", s, x))
+        parts.append(f"{expr_str(s)}:{stop}")
+    return f"{r.buffer}[{', '.join(parts)}]"
+
+
+def _loop_range(s: N.For) -> str:
+    fn = {"serial": "T.serial", "unrolled": "T.unroll", "parallel": "T.Parallel",
+          "pipelined": "T.Pipelined"}[s.kind]
+    zero = isinstance(s.start, N.Const) and s.start.value == 0
+    bounds = expr_str(s.extent) if zero else f"{expr_str(s.start)}, {expr_str(N.binop('add', s.start, s.extent))}"
+    if s.kind == "pipelined":
+        bounds += f", num_stages={s.num_stages}"
+    return f"{fn}({bounds})"
+
+
+def _stmts(body, indent: int, out: list[str]) -> None:
+    pad = "    " * indent
+    if not body:
+        out.append(pad + "pass")
+    for s in body:
+        _stmt(s, indent, out)
+
+
+def _stmt(s: N.Stmt, indent: int, out: list[str]) -> None:
+    pad = "    " * indent
+    if isinstance(s, N.For):
+        out.append(f"{pad}for {s.var.name} in {_loop_range(s)}:")
+        _stmts(s.body, indent + 1, out)
+    elif isinstance(s, N.If):
+        out.append(f"{pad}if {expr_str(s.cond)}:")
+        _stmts(s.then, indent + 1, out)
+        if s.orelse:
+            out.append(f"{pad}else:")
+            _stmts(s.orelse, indent + 1, out)
+    elif isinstance(s, N.Let):
+        out.append(f"{pad}{s.var.name} = {_typed(s.value, s.var.dtype)}")
+    elif isinstance(s, N.Store):
+        out.append(f"{pad}{s.buffer}[{', '.join(expr_str(i) for i in s.indices)}] = {expr_str(s.value)}")
+    elif isinstance(s, N.Evaluate):
+        out.append(f"{pad}T.evaluate({expr_str(s.value)})")
+    elif isinstance(s, N.Allocate):
+        b = s.buffer
+        shape = _tuple(expr_str(d) for d in b.shape)
+        out.append(f'{pad}{b.name} = T.alloc_{b.scope}({shape}, "{b.dtype}")')
+    elif isinstance(s, N.Copy):
+        out.append(f"{pad}T.copy({_region(s.src)}, {_region(s.dst)})")
+    elif isinstance(s, N.Fill):
+        out.append(f"{pad}T.fill({_region(s.dst)}, {expr_str(s.value)})")
+    elif isinstance(s, N.Clear):
+        out.append(f"{pad}T.clear({s.buffer})")
+    elif isinstance(s, N.Gemm):
+        out.append(f"{pad}T.gemm({s.a}, {s.b}, {s.c}, transpose_A={s.transpose_a}, "
+                   f"transpose_B={s.transpose_b}, clear_accum={s.clear_accum})")
+    elif isinstance(s, N.Reduce):
+        out.append(f"{pad}T.reduce_{s.kind}({s.src}, {s.dst}, dim={s.dim}, clear={s.clear})")
+    elif isinstance(s, N.AtomicAdd):
+        value = _region(s.value) if isinstance(s.value, N.Region) else expr_str(s.value)
+        out.append(f"{pad}T.atomic_add({_region(s.dst)}, {value})")
+    elif isinstance(s, N.KernelScope):
+        args = [expr_str(g) for g in s.grid]
+        threads = str(s.threads[0]) if len(s.threads) == 1 else _tuple(str(t) for t in s.threads)
+        args.append(f"threads={threads}")
+        if s.cluster is not None:
+            args.append(f"cluster={_tuple(str(c) for c in s.cluster)}")
+        names = s.block_vars[0].name if len(s.block_vars) == 1 else _tuple(v.name for v in s.block_vars)
+        out.append(f"{pad}with T.Kernel({', '.join(args)}) as {names}:")
+        _stmts(s.body, indent + 1, out)
+    else:
+        raise TypeError(f"printer: unknown statement {type(s).__name__}")
+
+
+def _typed(e: N.Expr, dtype: str) -> str:
+    return expr_str(e)
+
+
+def _param(p: N.Param) -> str:
+    if isinstance(p, N.Var):
+        return f"{p.name}: T.{p.dtype}"
+    shape = _tuple(expr_str(d) for d in p.shape)
+    if p.strides is None:
+        return f'{p.name}: T.Tensor({shape}, "{p.dtype}")'
+    strides = _tuple(expr_str(d) for d in p.strides)
+    return f'{p.name}: T.StridedTensor({shape}, {strides}, "{p.dtype}")'
+
+
+def print_func(f: N.PrimFunc) -> str:
+    out: list[str] = ["import tilecute.language as T", ""]
+    for s in f.symbols:
+        out.append(f'{s.name} = T.symbolic("{s.name}")')
+    if f.symbols:
+        out.append("")
+    out.append("")
+    out.append("@T.prim_func")
+    out.append(f"def {f.name}({', '.join(_param(p) for p in f.params)}):")
+    _stmts(f.kernels, 1, out)
+    return "\n".join(out) + "\n"

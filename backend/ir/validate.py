@@ -1,0 +1,247 @@
+"""Check a PrimFunc before anything is generated from it.
+
+Errors name the function, the statement (as the printer writes it) and the frontend
+source line, so an IR coming from JSON is as debuggable as one from ``@T.prim_func``.
+"""
+
+from __future__ import annotations
+
+from . import nodes as N
+from ..runtime.dtypes import DTYPES
+
+MAX_THREADS = 1024
+MAX_BLOCK_DIMS = (1024, 1024, 64)
+
+
+class ValidationError(ValueError):
+    def __init__(self, func: str, stmt, msg: str):
+        self.func, self.stmt, self.msg_text = func, stmt, msg
+        loc = getattr(stmt, "loc", None) if stmt is not None else None
+        where = f"{loc}: " if loc else ""
+        text = f"{where}in prim_func '{func}'"
+        if stmt is not None and not isinstance(stmt, N.PrimFunc):
+            text += f", statement `{_stmt_text(stmt)}`"
+        super().__init__(f"{text}: {msg}")
+
+
+def _stmt_text(s) -> str:
+    from .printer import _stmt
+
+    out: list[str] = []
+    try:
+        _stmt(s, 0, out)
+    except Exception:  # a malformed node must not hide the real error
+        return type(s).__name__
+    return out[0] if out else type(s).__name__
+
+
+class _Validator:
+    def __init__(self, func: N.PrimFunc):
+        self.func = func
+        self.stmt = func
+
+    def fail(self, msg: str):
+        raise ValidationError(self.func.name, self.stmt, msg)
+
+    def dtype(self, d: str, what: str):
+        if d not in DTYPES:
+            self.fail(f"{what}: unknown dtype {d!r}")
+
+    def run(self):
+        f = self.func
+        scope_vars: dict[str, N.Var] = {}
+        buffers: dict[str, N.Buffer] = {}
+        for s in f.symbols:
+            scope_vars[s.name] = s
+        for p in f.params:
+            if p.name in buffers or p.name in scope_vars and isinstance(p, N.Buffer):
+                self.fail(f"parameter name '{p.name}' is used twice")
+            if isinstance(p, N.Buffer):
+                self.dtype(p.dtype, f"parameter '{p.name}'")
+                if p.scope != "global":
+                    self.fail(f"parameter '{p.name}' must be a global tensor")
+                for d in p.shape + (p.strides or ()):
+                    if isinstance(d, N.Var) and d.name not in scope_vars:
+                        self.fail(f"parameter '{p.name}': symbol '{d.name}' is not declared in "
+                                  "the function's symbols")
+                    if not isinstance(d, (N.Var, N.Const)):
+                        self.fail(f"parameter '{p.name}': dims must be ints or symbols")
+                buffers[p.name] = p
+            else:
+                self.dtype(p.dtype, f"parameter '{p.name}'")
+                scope_vars[p.name] = p
+        if not f.kernels:
+            self.fail("a prim_func needs at least one T.Kernel")
+        for k in f.kernels:
+            self.kernel(k, dict(scope_vars), dict(buffers))
+
+    def kernel(self, k: N.KernelScope, vars_, bufs):
+        self.stmt = k
+        if not 1 <= len(k.grid) <= 3:
+            self.fail(f"T.Kernel takes 1 to 3 grid extents, got {len(k.grid)}")
+        if len(k.block_vars) != len(k.grid):
+            self.fail("one block variable per grid extent")
+        if not 1 <= len(k.threads) <= 3:
+            self.fail("threads must have 1 to 3 dims")
+        for t, limit in zip(k.threads, MAX_BLOCK_DIMS):
+            if t > limit:
+                self.fail(f"threads={k.threads}: a block dim of {t} exceeds {limit}")
+        if k.num_threads > MAX_THREADS:
+            self.fail(f"threads={k.threads} is {k.num_threads} threads per block; CUDA allows at "
+                      f"most {MAX_THREADS}")
+        if k.cluster is not None and (len(k.cluster) > 3 or _prod(k.cluster) > 16):
+            self.fail(f"cluster={k.cluster}: at most 3 dims and 16 blocks")
+        for g in k.grid:
+            self.expr(g, vars_, bufs)
+            if not N.is_int(g.dtype):
+                self.fail("grid extents must be integers")
+        for v in k.block_vars:
+            vars_[v.name] = v
+        self.body(k.body, vars_, bufs)
+
+    def body(self, stmts, vars_, bufs):
+        vars_, bufs = dict(vars_), dict(bufs)
+        for s in stmts:
+            self.stmt = s
+            self.one(s, vars_, bufs)
+
+    def one(self, s, vars_, bufs):
+        if isinstance(s, N.For):
+            if s.kind not in N.LOOP_KINDS:
+                self.fail(f"unknown loop kind {s.kind!r}")
+            self.expr(s.start, vars_, bufs)
+            self.expr(s.extent, vars_, bufs)
+            if s.kind == "pipelined" and s.num_stages < 1:
+                self.fail("T.Pipelined needs num_stages >= 1")
+            inner = dict(vars_)
+            inner[s.var.name] = s.var
+            self.body(s.body, inner, bufs)
+        elif isinstance(s, N.If):
+            self.expr(s.cond, vars_, bufs)
+            self.body(s.then, vars_, bufs)
+            self.body(s.orelse, vars_, bufs)
+        elif isinstance(s, N.Let):
+            self.expr(s.value, vars_, bufs)
+            if s.value.dtype != s.var.dtype:
+                self.fail(f"let '{s.var.name}': value has dtype {s.value.dtype}, variable "
+                          f"{s.var.dtype}")
+            vars_[s.var.name] = s.var
+        elif isinstance(s, N.Store):
+            buf = self.buffer(s.buffer, bufs)
+            if len(s.indices) != buf.ndim:
+                self.fail(f"'{buf.name}' has {buf.ndim} dims but the store gives "
+                          f"{len(s.indices)} indices")
+            for i in s.indices:
+                self.expr(i, vars_, bufs)
+                if not N.is_int(i.dtype):
+                    self.fail(f"index of '{buf.name}' has dtype {i.dtype}, expected an integer")
+            self.expr(s.value, vars_, bufs)
+            if s.value.dtype != buf.dtype:
+                self.fail(f"storing a {s.value.dtype} value into '{buf.name}' of dtype {buf.dtype}")
+        elif isinstance(s, N.Evaluate):
+            self.expr(s.value, vars_, bufs)
+        elif isinstance(s, N.Allocate):
+            b = s.buffer
+            self.dtype(b.dtype, f"buffer '{b.name}'")
+            if b.scope not in ("shared", "fragment", "local"):
+                self.fail(f"buffer '{b.name}': allocations are shared, fragment or local")
+            if not all(isinstance(d, N.Const) and d.value > 0 for d in b.shape):
+                self.fail(f"buffer '{b.name}': allocation shapes are positive constants")
+            bufs[b.name] = b
+        elif isinstance(s, N.Copy):
+            self.region(s.src, vars_, bufs)
+            self.region(s.dst, vars_, bufs)
+        elif isinstance(s, N.Fill):
+            self.region(s.dst, vars_, bufs)
+            self.expr(s.value, vars_, bufs)
+        elif isinstance(s, N.Clear):
+            self.buffer(s.buffer, bufs)
+        elif isinstance(s, N.Gemm):
+            for name in (s.a, s.b, s.c):
+                self.buffer(name, bufs)
+            if self.buffer(s.c, bufs).scope != "fragment":
+                self.fail(f"T.gemm accumulates into a fragment; '{s.c}' is {bufs[s.c].scope}")
+        elif isinstance(s, N.Reduce):
+            src, dst = self.buffer(s.src, bufs), self.buffer(s.dst, bufs)
+            if s.kind not in N.REDUCE_KINDS:
+                self.fail(f"unknown reduction {s.kind!r}")
+            if not 0 <= s.dim < src.ndim:
+                self.fail(f"reduce over dim {s.dim} of '{src.name}', which has {src.ndim} dims")
+            del dst
+        elif isinstance(s, N.AtomicAdd):
+            self.region(s.dst, vars_, bufs)
+            if isinstance(s.value, N.Region):
+                self.region(s.value, vars_, bufs)
+            else:
+                self.expr(s.value, vars_, bufs)
+        elif isinstance(s, N.KernelScope):
+            self.fail("T.Kernel blocks cannot nest")
+        else:
+            self.fail(f"unknown statement {type(s).__name__}")
+
+    def buffer(self, name, bufs) -> N.Buffer:
+        if name not in bufs:
+            self.fail(f"buffer '{name}' is not defined here")
+        return bufs[name]
+
+    def region(self, r: N.Region, vars_, bufs):
+        buf = self.buffer(r.buffer, bufs)
+        if len(r.starts) != buf.ndim or (r.extents is not None and len(r.extents) != buf.ndim):
+            self.fail(f"region of '{buf.name}' names {len(r.starts)} dims, the buffer has {buf.ndim}")
+        for e in r.starts + (r.extents or ()):
+            self.expr(e, vars_, bufs)
+
+    def expr(self, e, vars_, bufs):
+        if not isinstance(e, N.Expr):
+            self.fail(f"expected an expression, got {type(e).__name__}")
+        self.dtype(e.dtype, "expression")
+        if isinstance(e, N.Var):
+            if e.name not in vars_:
+                self.fail(f"name '{e.name}' is not defined here")
+            if vars_[e.name].dtype != e.dtype:
+                self.fail(f"'{e.name}' is used as {e.dtype} but declared {vars_[e.name].dtype}")
+        elif isinstance(e, N.Const):
+            pass
+        elif isinstance(e, (N.BinOp, N.Cmp)):
+            if e.op not in (N.BINOPS if isinstance(e, N.BinOp) else N.CMPOPS):
+                self.fail(f"unknown operator {e.op!r}")
+            self.expr(e.a, vars_, bufs)
+            self.expr(e.b, vars_, bufs)
+            if e.a.dtype != e.b.dtype:
+                self.fail(f"operands of {e.op} have dtypes {e.a.dtype} and {e.b.dtype}")
+        elif isinstance(e, N.Logic):
+            for a in e.args:
+                self.expr(a, vars_, bufs)
+        elif isinstance(e, (N.Not, N.Cast)):
+            self.expr(e.a if isinstance(e, N.Not) else e.value, vars_, bufs)
+        elif isinstance(e, N.Select):
+            for a in (e.cond, e.a, e.b):
+                self.expr(a, vars_, bufs)
+        elif isinstance(e, N.Load):
+            buf = self.buffer(e.buffer, bufs)
+            if len(e.indices) != buf.ndim:
+                self.fail(f"'{buf.name}' has {buf.ndim} dims but is indexed with {len(e.indices)}")
+            for i in e.indices:
+                self.expr(i, vars_, bufs)
+        elif isinstance(e, N.Call):
+            if e.name not in N.INTRINSICS:
+                self.fail(f"unknown intrinsic {e.name!r}")
+            if len(e.args) != N.INTRINSICS[e.name]:
+                self.fail(f"{e.name} takes {N.INTRINSICS[e.name]} arguments, got {len(e.args)}")
+            for a in e.args:
+                self.expr(a, vars_, bufs)
+        else:
+            self.fail(f"unknown expression {type(e).__name__}")
+
+
+def _prod(xs):
+    n = 1
+    for x in xs:
+        n *= x
+    return n
+
+
+def validate(func: N.PrimFunc) -> N.PrimFunc:
+    """Raise :class:`ValidationError` if ``func`` is malformed; return it otherwise."""
+    _Validator(func).run()
+    return func

@@ -1,0 +1,223 @@
+"""The launch ABI: one description of what a compiled function takes and what each
+kernel parameter is.
+
+The compiler produces a :class:`LaunchABI` when it lowers a ``PrimFunc``; the CuTe DSL
+codegen, the host-module template and the C++ launcher template all render from it, and
+the cubin check (``tilecute.runtime.cubin``) compares it with the cubin's own parameter
+table.  It lives in the runtime because a cache entry carries it as JSON and the lazy
+cubin step reads it back without the compiler.
+
+Pure data: no CUTLASS, no torch, no compiler imports.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Union
+
+from .dtypes import DTYPES
+
+ABI_VERSION = 1
+
+Dim = Union[int, str]  # a static extent, or the name of a symbol
+
+
+@dataclass(frozen=True)
+class TensorArg:
+    """A tensor the caller passes (any DLPack tensor).
+
+    ``strides`` is ``None`` for a tensor that must be contiguous (row-major); otherwise
+    each stride is a static int or a symbol bound at launch.  ``align`` is the byte
+    alignment of the data pointer that the kernel assumes (vectorized access needs 16).
+    """
+
+    name: str
+    dtype: str
+    shape: tuple[Dim, ...]
+    strides: tuple[Dim, ...] | None = None
+    align: int = 1
+    kind: str = field(default="tensor", init=False)
+
+
+@dataclass(frozen=True)
+class ScalarArg:
+    """A scalar the caller passes (Python int, float or bool)."""
+
+    name: str
+    dtype: str
+    kind: str = field(default="scalar", init=False)
+
+
+Arg = Union[TensorArg, ScalarArg]
+
+
+@dataclass(frozen=True)
+class SymbolSpec:
+    """A symbolic extent or stride, bound from the first place it appears.
+
+    ``arg`` is the index of the argument that binds it, ``field`` is ``"shape"`` or
+    ``"stride"`` and ``dim`` the axis.  Every other place that names the symbol must
+    agree at launch; ``divisibility`` is a promise the launcher checks.
+    """
+
+    name: str
+    arg: int
+    field: str
+    dim: int
+    divisibility: int = 1
+
+
+@dataclass(frozen=True)
+class KernelParam:
+    """One parameter of one ``@cute.kernel``, in cubin order.
+
+    ``kind``: ``"pointer"`` (the data pointer of tensor argument ``source``),
+    ``"scalar"`` (scalar argument ``source``, or symbol ``source`` when
+    ``from_symbol``), or ``"tma_desc"`` (reserved for TMA descriptors, 128 bytes).
+    ``dtype`` is the pointee type of a pointer and the value type of a scalar.
+    """
+
+    name: str
+    kind: str
+    dtype: str
+    source: str
+    from_symbol: bool = False
+
+    @property
+    def size(self) -> int:
+        if self.kind == "pointer":
+            return 8
+        if self.kind == "tma_desc":
+            return 128
+        return DTYPES[self.dtype].bytes
+
+    @property
+    def align(self) -> int:
+        return 64 if self.kind == "tma_desc" else self.size
+
+
+@dataclass(frozen=True)
+class KernelLaunch:
+    """One kernel of the function, launched in order on one stream.
+
+    ``symbol`` is the exact name of the kernel in the cubin.  ``grid`` holds three C++
+    expressions over the launcher's symbol variables (``sym_<name>``), rendered by the
+    compiler, never computed by a template.
+    """
+
+    symbol: str
+    grid: tuple[str, str, str]
+    block: tuple[int, int, int]
+    params: tuple[KernelParam, ...]
+    dynamic_smem: int = 0
+    cluster: tuple[int, int, int] | None = None
+
+    def param_offsets(self) -> list[int]:
+        """Byte offset of each parameter in the kernel's parameter buffer (C layout)."""
+        offsets, cursor = [], 0
+        for p in self.params:
+            cursor = (cursor + p.align - 1) // p.align * p.align
+            offsets.append(cursor)
+            cursor += p.size
+        return offsets
+
+
+@dataclass(frozen=True)
+class LaunchABI:
+    """What a compiled function takes (``args``, ``symbols``) and launches (``kernels``)."""
+
+    function: str
+    args: tuple[Arg, ...]
+    symbols: tuple[SymbolSpec, ...]
+    kernels: tuple[KernelLaunch, ...]
+    version: int = ABI_VERSION
+
+    def arg(self, name: str) -> Arg:
+        for a in self.args:
+            if a.name == name:
+                return a
+        raise KeyError(f"{self.function}: no argument named {name!r}")
+
+    def arg_index(self, name: str) -> int:
+        return [a.name for a in self.args].index(name)
+
+    # -- JSON ---------------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        def arg_dict(a: Arg) -> dict:
+            if isinstance(a, TensorArg):
+                return {
+                    "kind": "tensor",
+                    "name": a.name,
+                    "dtype": a.dtype,
+                    "shape": list(a.shape),
+                    "strides": None if a.strides is None else list(a.strides),
+                    "align": a.align,
+                }
+            return {"kind": "scalar", "name": a.name, "dtype": a.dtype}
+
+        return {
+            "version": self.version,
+            "function": self.function,
+            "args": [arg_dict(a) for a in self.args],
+            "symbols": [
+                {"name": s.name, "arg": s.arg, "field": s.field, "dim": s.dim,
+                 "divisibility": s.divisibility}
+                for s in self.symbols
+            ],
+            "kernels": [
+                {
+                    "symbol": k.symbol,
+                    "grid": list(k.grid),
+                    "block": list(k.block),
+                    "dynamic_smem": k.dynamic_smem,
+                    "cluster": None if k.cluster is None else list(k.cluster),
+                    "params": [
+                        {"name": p.name, "kind": p.kind, "dtype": p.dtype,
+                         "source": p.source, "from_symbol": p.from_symbol}
+                        for p in k.params
+                    ],
+                }
+                for k in self.kernels
+            ],
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=1, sort_keys=True)
+
+    @staticmethod
+    def from_dict(d: dict) -> "LaunchABI":
+        if d.get("version") != ABI_VERSION:
+            raise ValueError(
+                f"launch ABI version {d.get('version')!r} is not supported "
+                f"(this tilecute reads version {ABI_VERSION})"
+            )
+
+        def arg(a: dict) -> Arg:
+            if a["kind"] == "tensor":
+                return TensorArg(
+                    a["name"], a["dtype"], tuple(a["shape"]),
+                    None if a["strides"] is None else tuple(a["strides"]), a["align"],
+                )
+            return ScalarArg(a["name"], a["dtype"])
+
+        return LaunchABI(
+            function=d["function"],
+            args=tuple(arg(a) for a in d["args"]),
+            symbols=tuple(SymbolSpec(**s) for s in d["symbols"]),
+            kernels=tuple(
+                KernelLaunch(
+                    symbol=k["symbol"],
+                    grid=tuple(k["grid"]),
+                    block=tuple(k["block"]),
+                    params=tuple(KernelParam(**p) for p in k["params"]),
+                    dynamic_smem=k["dynamic_smem"],
+                    cluster=None if k["cluster"] is None else tuple(k["cluster"]),
+                )
+                for k in d["kernels"]
+            ),
+        )
+
+    @staticmethod
+    def from_json(text: str) -> "LaunchABI":
+        return LaunchABI.from_dict(json.loads(text))
