@@ -294,6 +294,7 @@ class For(Stmt):
     kind: str
     body: tuple[Stmt, ...]
     num_stages: int = 0  # pipelined loops only
+    vector_width: int = 1  # parallel loops: elements per thread access, set by a pass
     loc: Optional[Loc] = _loc()
 
 

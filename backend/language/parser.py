@@ -311,10 +311,12 @@ class _Parser:
         names = [e for e in (target.elts if isinstance(target, ast.Tuple) else [target])]
         if not all(isinstance(n, ast.Name) for n in names):
             raise self.error(s, "loop variables must be plain names")
-        num_stages = 0
+        num_stages, vector_width = 0, 1
         if kind == "parallel":
-            if set(kw) - {"coalesced_width"}:
+            if set(kw) - {"coalesced_width", "vector_width"}:
                 raise self.error(s, f"T.Parallel got unknown keyword(s) {sorted(set(kw))}")
+            if "vector_width" in kw:
+                vector_width = self.eval_python(kw["vector_width"])
             extents = [self.index_expr(a) for a in it.args]
             if len(extents) != len(names):
                 raise self.error(s, f"T.Parallel has {len(extents)} extents but {len(names)} "
@@ -349,8 +351,10 @@ class _Parser:
             body = self.block(s.body)
         finally:
             self.pop()
-        for v, (start, extent) in reversed(list(zip(loop_vars, ranges))):
-            body = (N.For(v, start, extent, kind, body, num_stages, loc=self.loc(s)),)
+        innermost = len(loop_vars) - 1
+        for d, (v, (start, extent)) in reversed(list(enumerate(zip(loop_vars, ranges)))):
+            width = vector_width if d == innermost else 1
+            body = (N.For(v, start, extent, kind, body, num_stages, width, loc=self.loc(s)),)
         return body[0]
 
     def if_stmt(self, s: ast.If) -> list[N.Stmt]:

@@ -1,0 +1,100 @@
+"""Small integer analyses over IR expressions: value ranges, known divisors, and
+whether an expression mentions a variable.  Used by the vectorization planner and by the
+codegen's bounds predication; they never change the IR."""
+
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+from ..ir import nodes as N
+
+Range = tuple[Optional[int], Optional[int]]  # inclusive bounds, None = unknown
+
+
+def mentions(e, name: str) -> bool:
+    if isinstance(e, N.Var):
+        return e.name == name
+    if isinstance(e, N.Expr):
+        return any(mentions(v, name) for v in vars(e).values())
+    if isinstance(e, tuple):
+        return any(mentions(v, name) for v in e)
+    return False
+
+
+def value_range(e: N.Expr, env: dict[str, Range]) -> Range:
+    """Inclusive [lo, hi] of an integer expression given ranges of variables."""
+    if isinstance(e, N.Const):
+        v = int(e.value)
+        return v, v
+    if isinstance(e, N.Var):
+        return env.get(e.name, (None, None))
+    if isinstance(e, N.Cast) and N.is_int(e.dtype):
+        return value_range(e.value, env)
+    if isinstance(e, N.Call) and e.name == "thread_idx":
+        return env.get(f"thread_idx{e.args[0].value}", (0, None))
+    if isinstance(e, N.BinOp):
+        (al, ah), (bl, bh) = value_range(e.a, env), value_range(e.b, env)
+        if e.op == "add":
+            return _opt(al, bl, lambda x, y: x + y), _opt(ah, bh, lambda x, y: x + y)
+        if e.op == "sub":
+            return _opt(al, bh, lambda x, y: x - y), _opt(ah, bl, lambda x, y: x - y)
+        if e.op == "mul" and al is not None and bl is not None and al >= 0 and bl >= 0:
+            return al * bl, _opt(ah, bh, lambda x, y: x * y)
+        if e.op == "floordiv" and al is not None and al >= 0 and bl is not None and bl > 0:
+            return (al // bh if bh is not None else 0), (ah // bl if ah is not None else None)
+        if e.op == "mod" and al is not None and al >= 0 and bl is not None and bl > 0:
+            return 0, (bh - 1 if bh is not None else None)
+        if e.op == "min":
+            his = [h for h in (ah, bh) if h is not None]
+            return _opt(al, bl, min), (min(his) if his else None)
+        if e.op == "max":
+            los = [lo for lo in (al, bl) if lo is not None]
+            return (max(los) if los else None), _opt(ah, bh, max)
+    return None, None
+
+
+def _opt(x, y, f):
+    return None if x is None or y is None else f(x, y)
+
+
+def known_multiple(e: N.Expr) -> int:
+    """The largest integer known to divide ``e`` at every launch (1 when nothing is known)."""
+    if isinstance(e, N.Const):
+        return abs(int(e.value)) or 0  # 0 is a multiple of everything
+    if isinstance(e, N.BinOp):
+        a, b = known_multiple(e.a), known_multiple(e.b)
+        if e.op == "mul":
+            return a * b if a and b else 0
+        if e.op in ("add", "sub"):
+            return math.gcd(a, b)
+    if isinstance(e, N.Cast) and N.is_int(e.dtype):
+        return known_multiple(e.value)
+    return 1
+
+
+def affine_in(e: N.Expr, name: str) -> Optional[N.Expr]:
+    """If ``e == name + c`` with ``c`` free of ``name``, return ``c``; else None."""
+    if isinstance(e, N.Var) and e.name == name:
+        return N.Const(0, "int32")
+    if isinstance(e, N.BinOp) and e.op == "add":
+        if not mentions(e.b, name):
+            c = affine_in(e.a, name)
+            return None if c is None else N.binop("add", c, e.b)
+        if not mentions(e.a, name):
+            c = affine_in(e.b, name)
+            return None if c is None else N.binop("add", e.a, c)
+    if isinstance(e, N.BinOp) and e.op == "sub" and not mentions(e.b, name):
+        c = affine_in(e.a, name)
+        return None if c is None else N.binop("sub", c, e.b)
+    return None
+
+
+def row_major_strides(buf: N.Buffer) -> tuple[N.Expr, ...]:
+    """Element strides of ``buf``: its declared strides, or row-major from its shape."""
+    if buf.strides is not None:
+        return buf.strides
+    strides: list[N.Expr] = [N.Const(1, "int32")]
+    for d in reversed(buf.shape[1:]):
+        strides.insert(0, N.binop("mul", strides[0], d))
+    return tuple(strides)

@@ -1,0 +1,83 @@
+"""The lazy cubin step: run a kernel's generated CuTe DSL source through ``cute.compile``
+and keep the cubin.
+
+This is the only place tilecute imports CUTLASS.  The generated host module calls
+:func:`produce_cubin` on first use; ``tilecute.build_cubin`` calls it ahead of time.
+The compile runs in a private staging folder (``--dump-dir``); the caller moves the cubin
+into place with ``os.replace``.
+"""
+
+from __future__ import annotations
+
+import glob
+import importlib.util
+import os
+import sys
+import tempfile
+
+from .abi import LaunchABI
+from .cubin import CubinInfo, check_abi, read_cubin
+
+
+def default_arch() -> str:
+    """The GPU's arch (sm_XY, sm_90a on Hopper), else TILECUTE_ARCH / CUTE_DSL_ARCH."""
+    env = os.environ.get("TILECUTE_ARCH") or os.environ.get("CUTE_DSL_ARCH")
+    if env:
+        return env
+    try:
+        from cuda.bindings import driver as cu
+
+        err, = cu.cuInit(0)
+        if err == cu.CUresult.CUDA_SUCCESS:
+            _, dev = cu.cuDeviceGet(0)
+            _, major = cu.cuDeviceGetAttribute(
+                cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev)
+            _, minor = cu.cuDeviceGetAttribute(
+                cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev)
+            return f"sm_{major}{minor}" + ("a" if major >= 9 else "")
+    except Exception:  # no driver, no GPU: fall through to the error below
+        pass
+    raise RuntimeError(
+        "tilecute: no GPU found to pick the target arch from; set TILECUTE_ARCH "
+        "(e.g. sm_90a or sm_80) to build cubins on a machine without a GPU"
+    )
+
+
+def _import_source(path: str, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # CuTe DSL reads the source of the kernels through inspect
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.modules.pop(name, None)
+    return module
+
+
+def compile_cubin(source_path: str, function: str, arch: str, out_dir: str) -> str:
+    """Compile the ``@cute.jit`` wrapper ``function`` of the CuTe DSL file ``source_path``
+    for ``arch``; return the path of the cubin written under ``out_dir``."""
+    os.environ.setdefault("CUTE_DSL_ARCH", arch)
+    import cutlass.cute as cute  # noqa: F401  (first CUTLASS import of the process, if lazy)
+
+    module = _import_source(source_path, f"tilecute_cute_{abs(hash(source_path)):x}")
+    wrapper = getattr(module, function)
+    dump = tempfile.mkdtemp(prefix="dump-", dir=out_dir)
+    cute.compile(wrapper, *module.placeholder_args(),
+                 options=f"--keep-cubin --gpu-arch {arch} --dump-dir {dump}")
+    found = glob.glob(os.path.join(dump, "*.cubin"))
+    if len(found) != 1:
+        raise RuntimeError(f"{function}: cute.compile left {len(found)} cubins in {dump}, expected 1")
+    return found[0]
+
+
+def produce_cubin(source_path: str, abi: LaunchABI, arch: str, staging_dir: str,
+                  name: str = "kernel.cubin") -> CubinInfo:
+    """Compile, check the cubin against ``abi`` (``ABIMismatch`` on disagreement), and
+    leave it as ``staging_dir/name``."""
+    cubin = compile_cubin(source_path, abi.function, arch, staging_dir)
+    info = read_cubin(cubin, arch)
+    check_abi(info, abi)
+    target = os.path.join(staging_dir, name)
+    os.replace(cubin, target)
+    return CubinInfo(path=target, arch=arch, kernels=info.kernels)
