@@ -92,7 +92,9 @@ class _KernelEmitter:
         if isinstance(e, N.Not):
             return f"(not {self.expr(e.a)})"
         if isinstance(e, N.Cast):
-            return f"{self.expr(e.value)}.to({cute_type(e.dtype)})"
+            if self.vector:  # TensorSSA values convert with .to
+                return f"{self.expr(e.value)}.to({cute_type(e.dtype)})"
+            return f"{cute_type(e.dtype)}({self.expr(e.value)})"
         if isinstance(e, N.Select):
             return f"cutlass.select_({self.expr(e.cond)}, {self.expr(e.a)}, {self.expr(e.b)})"
         if isinstance(e, N.Load):

@@ -58,8 +58,9 @@ def _is_ir(x) -> bool:
 
 class _Parser:
     def __init__(self, tree: ast.FunctionDef, env: dict, filename: str, line_offset: int,
-                 source_lines: list[str]):
+                 source_lines: list[str], annotations: Optional[dict] = None):
         self.tree, self.env, self.filename = tree, env, filename
+        self.annotations = annotations or {}
         self.line_offset, self.source_lines = line_offset, source_lines
         self.fname = tree.name
         self.scopes: list[dict[str, Any]] = [{}]
@@ -126,7 +127,12 @@ class _Parser:
             if arg.annotation is None:
                 raise self.error(arg, f"parameter '{arg.arg}' needs an annotation "
                                       "(T.Tensor(shape, dtype) or a scalar dtype such as T.int32)")
-            spec = self.eval_python(arg.annotation)
+            # annotations were evaluated when the function was defined (closure values of
+            # a kernel factory included); a script re-parse evaluates them here
+            if arg.arg in self.annotations:
+                spec = self.annotations[arg.arg]
+            else:
+                spec = self.eval_python(arg.annotation)
             self.used_names.add(arg.arg)
             params.append(self.make_param(arg, spec))
         kernels: list[N.KernelScope] = []
@@ -790,7 +796,8 @@ def prim_func(fn) -> N.PrimFunc:
     # line numbers in `tree` are relative to the dedented snippet; shift to the file
     offset = first - 1
     return _Parser(fdef, _function_env(fn), filename, offset,
-                   all_lines[offset:] if all_lines else source.splitlines()).parse()
+                   all_lines[offset:] if all_lines else source.splitlines(),
+                   getattr(fn, "__annotations__", None)).parse()
 
 
 def from_script(text: str, env: Optional[dict] = None, filename: str = "<script>") -> N.PrimFunc:
