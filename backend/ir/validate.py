@@ -83,12 +83,12 @@ class _Validator:
             self.fail("one block variable per grid extent")
         if not 1 <= len(k.threads) <= 3:
             self.fail("threads must have 1 to 3 dims")
-        for t, limit in zip(k.threads, MAX_BLOCK_DIMS):
-            if t > limit:
-                self.fail(f"threads={k.threads}: a block dim of {t} exceeds {limit}")
         if k.num_threads > MAX_THREADS:
             self.fail(f"threads={k.threads} is {k.num_threads} threads per block; CUDA allows at "
                       f"most {MAX_THREADS}")
+        for t, limit in zip(k.threads, MAX_BLOCK_DIMS):
+            if t > limit:
+                self.fail(f"threads={k.threads}: a block dim of {t} exceeds {limit}")
         if k.cluster is not None and (len(k.cluster) > 3 or _prod(k.cluster) > 16):
             self.fail(f"cluster={k.cluster}: at most 3 dims and 16 blocks")
         for g in k.grid:

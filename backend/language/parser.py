@@ -617,10 +617,10 @@ class _Parser:
             op = _BIN.get(type(node.op))
             if op is None:
                 raise self.error(node, f"operator {type(node.op).__name__} is not supported")
-            if not _is_ir(a) and not _is_ir(b):
-                return _python_binop(node.op, a, b)
             self.check_value(node.left, a)
             self.check_value(node.right, b)
+            if not _is_ir(a) and not _is_ir(b):
+                return _python_binop(node.op, a, b)
             return N.binop(op, a, b)
         if isinstance(node, ast.UnaryOp):
             a = self.expr(node.operand)

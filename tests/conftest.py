@@ -1,0 +1,40 @@
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "examples"))
+
+# cubins build without a GPU when the arch is given
+os.environ.setdefault("TILECUTE_ARCH", "sm_90a")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(pytest.mark.skipif(not _has_gpu(), reason="needs a CUDA GPU"))
+
+
+_GPU = None
+
+
+def _has_gpu() -> bool:
+    global _GPU
+    if _GPU is None:
+        try:
+            import torch
+
+            _GPU = torch.cuda.is_available()
+        except ImportError:
+            _GPU = False
+    return _GPU
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    """A private, empty kernel cache for one test."""
+    d = tmp_path / "cache"
+    monkeypatch.setenv("TILECUTE_CACHE_DIR", str(d))
+    return d
