@@ -116,3 +116,20 @@ ALL = {
     "clamp_rows": clamp_rows,
     "math_ops": math_ops,
 }
+
+
+def strided_scale(N=256, dtype="float16", block_M=4, threads=128):
+    """y = 2 * x over (M, N) views whose row stride is symbolic (non-contiguous inputs)."""
+    M, sx, sy = T.symbolic("M"), T.symbolic("sx"), T.symbolic("sy")
+
+    @T.prim_func
+    def strided_scale(x: T.StridedTensor((M, N), (sx, 1), dtype),
+                      y: T.StridedTensor((M, N), (sy, 1), dtype)):
+        with T.Kernel(T.ceildiv(M, block_M), threads=threads) as bx:
+            for i, j in T.Parallel(block_M, N):
+                y[bx * block_M + i, j] = x[bx * block_M + i, j] * 2.0
+
+    return strided_scale
+
+
+ALL["strided_scale"] = strided_scale

@@ -1,0 +1,151 @@
+"""A compiled kernel as users hold it: a cache entry's host module behind a callable.
+
+``tilecute.load(path)`` and ``tilecute.compile`` both end here.  The first call
+produces the cubin if needed and loads the launcher; after that, calling the kernel calls
+the TVM FFI function directly (the kernel's class ``__call__`` becomes that function),
+so no Python frame of tilecute's runs per call.  With ``out_idx`` the outputs are
+allocated with torch first, which keeps one Python frame per call.
+
+Imports neither the compiler nor CUTLASS; torch only when outputs are allocated.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import threading
+from pathlib import Path
+from typing import Optional, Sequence
+
+from .abi import LaunchABI, TensorArg
+from .entry import check_private, verify_entry
+
+SOURCE_KINDS = {"cute": "kernel_cute.py", "host": "host.py", "launcher": "launcher.cpp",
+                "abi": "abi.json", "ir": "ir.json"}
+
+
+def _import_host_module(path: Path):
+    name = f"tilecute_entry_{path.name[:24]}"
+    if name in sys.modules and getattr(sys.modules[name], "HERE", None) == str(path):
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path / "host.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    sys.modules[name] = module
+    return module
+
+
+class Kernel:
+    """A compiled function.  ``kernel(*args)`` launches it (arguments in the prim_func's
+    order; an optional trailing int is an explicit CUDA stream handle)."""
+
+    def __init__(self, path, out_idx: Optional[Sequence[int]] = None):
+        self.path = Path(path)
+        check_private(self.path)
+        self.host = _import_host_module(self.path)
+        self.abi = LaunchABI.from_json((self.path / "abi.json").read_text())
+        self.name = self.abi.function
+        n = len(self.abi.args)
+        self.out_idx = sorted(i % n for i in ([out_idx] if isinstance(out_idx, int) else out_idx or []))
+        for i in self.out_idx:
+            if not isinstance(self.abi.args[i], TensorArg):
+                raise ValueError(f"{self.name}: out_idx {i} names scalar argument "
+                                 f"'{self.abi.args[i].name}'; outputs must be tensors")
+        self._lock = threading.Lock()
+        self._module = None
+        self._func = None
+        # a class per instance, so that __call__ can become the TVM FFI function itself
+        self.__class__ = type(f"Kernel_{self.name}", (Kernel,), {})
+
+    def __repr__(self) -> str:
+        return f"<tilecute kernel {self.host.SIGNATURE} at {self.path}>"
+
+    # ---- artifacts ----------------------------------------------------------------------
+    def ensure_cubin(self) -> str:
+        """Produce the cubin now (what the first call would do); return its path.
+        Works without a GPU when the arch was given (TILECUTE_ARCH)."""
+        return self.host.ensure_cubin()
+
+    def get_source(self, kind: str = "cute") -> str:
+        """``"cute"`` (CuTe DSL), ``"host"`` (host module), ``"launcher"`` (C++), ``"abi"``
+        (launch ABI JSON) or ``"ir"`` (IR JSON)."""
+        if kind not in SOURCE_KINDS:
+            raise ValueError(f"get_source: kind must be one of {sorted(SOURCE_KINDS)}, got {kind!r}")
+        return (self.path / SOURCE_KINDS[kind]).read_text()
+
+    @property
+    def launcher(self):
+        """The loaded TVM FFI module (``cleanup`` and the function live there)."""
+        self._load()
+        return self._module
+
+    def _load(self):
+        with self._lock:
+            if self._func is None:
+                self._module = self.host.load_launcher()
+                self._func = self._module[self.name]
+                if not self.out_idx:
+                    type(self).__call__ = staticmethod(self._func)
+        return self._func
+
+    # ---- calls --------------------------------------------------------------------------
+    def __call__(self, *args):
+        func = self._func or self._load()
+        if not self.out_idx:
+            return func(*args)
+        return self._call_with_outputs(func, args)
+
+    def _call_with_outputs(self, func, args):
+        import torch
+
+        n_in = len(self.abi.args) - len(self.out_idx)
+        if len(args) not in (n_in, n_in + 1):
+            raise TypeError(f"{self.name}: expected {n_in} arguments (outputs {self.out_idx} "
+                            f"are allocated), got {len(args)}")
+        stream = list(args[n_in:])
+        inputs = iter(args[:n_in])
+        full, outs = [], []
+        symbols = {}
+        device = None
+        given = [a for i, a in enumerate(self.abi.args) if i not in self.out_idx]
+        for spec, value in zip(given, args[:n_in]):
+            if isinstance(spec, TensorArg) and hasattr(value, "shape"):
+                device = device or value.device
+                for d, dim in enumerate(spec.shape):
+                    if isinstance(dim, str) and d < len(value.shape):
+                        symbols.setdefault(dim, int(value.shape[d]))
+        for i, spec in enumerate(self.abi.args):
+            if i in self.out_idx:
+                try:
+                    shape = [d if isinstance(d, int) else symbols[d] for d in spec.shape]
+                except KeyError as e:
+                    raise ValueError(f"{self.name}: output '{spec.name}' has symbolic dim {e} "
+                                     "that no input binds") from None
+                t = torch.empty(shape, dtype=_torch_dtype(spec.dtype), device=device)
+                full.append(t)
+                outs.append(t)
+            else:
+                full.append(next(inputs))
+        func(*full, *stream)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+def _torch_dtype(name: str):
+    import torch
+
+    return {"float8_e4m3": torch.float8_e4m3fn, "float8_e5m2": torch.float8_e5m2,
+            "bool": torch.bool}.get(name) or getattr(torch, name)
+
+
+def load(path, out_idx: Optional[Sequence[int]] = None) -> Kernel:
+    """Load a compiled kernel from its folder (a cache entry) for deployment.  The
+    entry's manifest is checked first; a damaged entry is an error, never used."""
+    path = Path(path)
+    if not (path / "manifest.json").exists():
+        raise FileNotFoundError(f"{path} is not a tilecute kernel folder (no manifest.json)")
+    check_private(path)
+    problems = verify_entry(path)
+    if problems:
+        raise RuntimeError(f"tilecute.load({str(path)!r}): the entry is damaged: " + "; ".join(problems))
+    return Kernel(path, out_idx)
