@@ -1,0 +1,145 @@
+"""Per-call host cost of launching a tiny kernel: tilecute vs its peers, in one run.
+
+Peers: torch.add(out=), CuTe DSL's own --enable-tvm-ffi function, Triton (if
+installed), and a C++ loop of raw cuLaunchKernel on tilecute's own cubin (built with
+nvcc here).  Two modes: a long loop (throughput; the GPU queue may push back) and
+200-launch bursts with the queue drained between bursts (host latency).
+Prints one JSON line per (peer, mode), then a summary line with ratios to the raw loop.
+
+    python benchmarks/launch_overhead.py [--iters 20000] [--burst 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "examples"))
+N = 1024  # one block: the kernel itself is ~2 us of GPU time
+
+
+def measure(name, call, iters, burst, rounds=50):
+    for _ in range(2000):
+        call()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        call()
+    torch.cuda.synchronize()
+    loop = (time.perf_counter() - t0) / iters * 1e6
+    total = 0.0
+    for _ in range(rounds):
+        s = time.perf_counter()
+        for _ in range(burst):
+            call()
+        total += (time.perf_counter() - s) / burst * 1e6
+        torch.cuda.synchronize()
+    rows = [{"peer": name, "mode": "loop", "us_per_call": round(loop, 3)},
+            {"peer": name, "mode": f"burst{burst}", "us_per_call": round(total / rounds, 3)}]
+    for r in rows:
+        print(json.dumps(r), flush=True)
+    return rows
+
+
+def cute_dsl_peer():
+    import cutlass
+    import cutlass.cute as cute
+
+    @cute.kernel
+    def add_kernel(a: cute.Tensor, b: cute.Tensor, c: cute.Tensor):
+        bx, _, _ = cute.arch.block_idx()
+        tx, _, _ = cute.arch.thread_idx()
+        for k in cutlass.range_constexpr(8):
+            i = bx * 1024 + k * 128 + tx
+            if i < a.shape[0]:
+                c[i] = a[i] + b[i]
+
+    @cute.jit
+    def add(a: cute.Tensor, b: cute.Tensor, c: cute.Tensor, stream):
+        add_kernel(a, b, c).launch(grid=((a.shape[0] + 1023) // 1024, 1, 1), block=(128, 1, 1),
+                                   stream=stream)
+
+    n = cute.sym_int()
+    fake = [cute.runtime.make_fake_compact_tensor(cutlass.Float16, (n,)) for _ in range(3)]
+    stream = cute.runtime.make_fake_stream(use_tvm_ffi_env_stream=True)
+    return cute.compile(add, *fake, stream, options="--enable-tvm-ffi")
+
+
+def triton_peer():
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def add_kernel(a, b, c, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        m = offs < n
+        tl.store(c + offs, tl.load(a + offs, mask=m) + tl.load(b + offs, mask=m), mask=m)
+
+    return lambda a, b, c: add_kernel[(1,)](a, b, c, N, BLOCK=1024)
+
+
+def raw_peer(cubin: str, symbol: str, iters: int, burst: int):
+    nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+    exe = Path(tempfile.mkdtemp()) / "raw_launch"
+    subprocess.run([nvcc, "-O2", "-o", str(exe), str(HERE / "raw_launch.cpp"), "-lcuda"], check=True)
+    out = subprocess.run([str(exe), cubin, symbol, str(N), str(iters), str(burst)], check=True,
+                         capture_output=True, text=True).stdout
+    rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    for r in rows:
+        print(json.dumps(r), flush=True)
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--iters", type=int, default=20000)
+    ap.add_argument("--burst", type=int, default=200)
+    ap.add_argument("--entry", help="load tilecute's kernel from this cache entry instead of compiling")
+    args = ap.parse_args()
+
+    import tilecute
+    import elementwise as E
+
+    kernel = tilecute.load(args.entry) if args.entry else tilecute.compile(E.vector_add("float16"))
+    a = torch.randn(N, device="cuda", dtype=torch.float16)
+    b = torch.randn(N, device="cuda", dtype=torch.float16)
+    c = torch.empty_like(a)
+    kernel(a, b, c)
+    torch.cuda.synchronize()
+    assert torch.equal(c, a + b), "tilecute result is wrong"
+    rows = measure("tilecute", lambda: kernel(a, b, c), args.iters, args.burst)
+    rows += measure("torch.add(out=)", lambda: torch.add(a, b, out=c), args.iters, args.burst)
+    try:
+        f = cute_dsl_peer()
+        f(a, b, c)
+        torch.cuda.synchronize()
+        assert torch.equal(c, a + b)
+        rows += measure("CuTe DSL --enable-tvm-ffi", lambda: f(a, b, c), args.iters, args.burst)
+    except ImportError as e:
+        print(json.dumps({"peer": "CuTe DSL --enable-tvm-ffi", "skipped": str(e)}))
+    try:
+        t = triton_peer()
+        rows += measure("triton", lambda: t(a, b, c), args.iters, args.burst)
+    except ImportError as e:
+        print(json.dumps({"peer": "triton", "skipped": str(e)}))
+    rows += raw_peer(str(kernel.path / "kernel.cubin"), kernel.abi.kernels[0].symbol,
+                     args.iters, args.burst)
+    raw = {r["mode"]: r["us_per_call"] for r in rows if r["peer"].startswith("raw")}
+    summary = {r["peer"] + " / " + r["mode"]: round(r["us_per_call"] / raw[r["mode"]], 2)
+               for r in rows if r["mode"] in raw}
+    print(json.dumps({"summary": "ratio to raw cuLaunchKernel", "device": torch.cuda.get_device_name(),
+                      **summary}))
+
+
+if __name__ == "__main__":
+    main()
