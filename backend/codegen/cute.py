@@ -28,6 +28,10 @@ MATH = {
     "tanh": "cute.math.tanh", "sin": "cute.math.sin", "cos": "cute.math.cos",
     "floor": "cute.math.floor", "ceil": "cute.math.ceil",
 }
+PREC = {"or": 2, "and": 3, "not": 4, "cmp": 5, "bitor": 6, "bitxor": 7, "bitand": 8,
+        "shl": 10, "shr": 10, "add": 11, "sub": 11, "mul": 12, "div": 12, "floordiv": 12,
+        "mod": 12}
+ATOM = 100
 UNROLL_LIMIT = 8  # parallel nests with at most this many iterations per thread unroll fully
 
 
@@ -76,44 +80,57 @@ class _KernelEmitter:
         return f"{cute_type(e.dtype)}({value})"
 
     def expr(self, e: N.Expr) -> str:
+        return self._expr(e)[0]
+
+    def operand(self, e: N.Expr, min_prec: int) -> str:
+        text, prec = self._expr(e)
+        return f"({text})" if prec < min_prec else text
+
+    def _expr(self, e: N.Expr) -> tuple[str, int]:
+        """Source text of ``e`` and its Python precedence (parentheses only where needed)."""
         if isinstance(e, N.Var):
-            return self.subst.get(e.name, e.name)
+            return self.subst.get(e.name, e.name), ATOM
         if isinstance(e, N.Const):
-            return self.const(e)
+            return self.const(e), ATOM
         if isinstance(e, N.BinOp):
-            a, b = self.expr(e.a), self.expr(e.b)
             if e.op in ("min", "max"):
-                return f"{'cutlass.min' if e.op == 'min' else 'cutlass.max'}({a}, {b})"
-            return f"({a} {BINOP[e.op]} {b})"
+                return f"cutlass.{e.op}({self.expr(e.a)}, {self.expr(e.b)})", ATOM
+            p = PREC[e.op]
+            return f"{self.operand(e.a, p)} {BINOP[e.op]} {self.operand(e.b, p + 1)}", p
         if isinstance(e, N.Cmp):
-            return f"({self.expr(e.a)} {CMPOP[e.op]} {self.expr(e.b)})"
+            p = PREC["cmp"]
+            return f"{self.operand(e.a, p + 1)} {CMPOP[e.op]} {self.operand(e.b, p + 1)}", p
         if isinstance(e, N.Logic):
-            return "(" + f" {e.op} ".join(self.expr(a) for a in e.args) + ")"
+            p = PREC[e.op]
+            return f" {e.op} ".join(self.operand(a, p + 1) for a in e.args), p
         if isinstance(e, N.Not):
-            return f"(not {self.expr(e.a)})"
+            return f"not {self.operand(e.a, PREC['not'])}", PREC["not"]
         if isinstance(e, N.Cast):
             if self.vector:  # TensorSSA values convert with .to
-                return f"{self.expr(e.value)}.to({cute_type(e.dtype)})"
-            return f"{cute_type(e.dtype)}({self.expr(e.value)})"
+                return f"{self.operand(e.value, ATOM)}.to({cute_type(e.dtype)})", ATOM
+            return f"{cute_type(e.dtype)}({self.expr(e.value)})", ATOM
         if isinstance(e, N.Select):
-            return f"cutlass.select_({self.expr(e.cond)}, {self.expr(e.a)}, {self.expr(e.b)})"
+            return (f"cutlass.select_({self.expr(e.cond)}, {self.expr(e.a)}, "
+                    f"{self.expr(e.b)})"), ATOM
         if isinstance(e, N.Load):
             key = self.load_key(e)
             if key in self.vector:
-                return self.vector[key]
-            return f"{e.buffer}[{self.index_tuple(e.indices)}]"
+                return self.vector[key], ATOM
+            return f"{e.buffer}[{self.index_tuple(e.indices)}]", ATOM
         if isinstance(e, N.Call):
-            args = [self.expr(a) for a in e.args]
             if e.name == "thread_idx":
-                return ("tc_tx", "tc_ty", "tc_tz")[int(e.args[0].value)]
+                return ("tc_tx", "tc_ty", "tc_tz")[int(e.args[0].value)], ATOM
             if e.name == "ceildiv":
-                return f"(({args[0]} + {args[1]} - 1) // {args[1]})"
-            if e.name == "abs":
-                return f"cute.math.absf({args[0]})" if N.is_float(e.dtype) else f"cutlass.abs({args[0]})"
+                a, b = self.operand(e.args[0], PREC["add"]), self.operand(e.args[1], ATOM)
+                return f"({a} + {b} - 1) // {b}", PREC["floordiv"]
             if e.name == "fma":
-                return f"(({args[0]}) * ({args[1]}) + ({args[2]}))"
+                a, b, c = (self.operand(x, PREC["mul"] + 1) for x in e.args)
+                return f"{a} * {b} + {c}", PREC["add"]
+            if e.name == "abs":
+                fn = "cute.math.absf" if N.is_float(e.dtype) else "abs"
+                return f"{fn}({self.expr(e.args[0])})", ATOM
             if e.name in MATH:
-                return f"{MATH[e.name]}({args[0]})"
+                return f"{MATH[e.name]}({self.expr(e.args[0])})", ATOM
         self.fail(None, f"expression {type(e).__name__} {getattr(e, 'name', '')} has no CuTe DSL form")
 
     def index_tuple(self, indices) -> str:
@@ -237,11 +254,15 @@ class _KernelEmitter:
         per_step = threads * width
         iters = -(-total // per_step)
         k, f = self.fresh("k"), self.fresh("f")
-        rng = f"cutlass.range_constexpr({iters})" if iters <= UNROLL_LIMIT else f"cutlass.range({iters})"
-        self.line(depth, f"for {k} in {rng}:")
         scale = f" * {width}" if width > 1 else ""
-        self.line(depth + 1, f"{f} = ({k} * {threads} + tc_tid){scale}")
-        inner = depth + 1
+        if iters == 1:
+            inner = depth
+            self.line(inner, f"{f} = tc_tid{scale}")
+        else:
+            rng = f"cutlass.range_constexpr({iters})" if iters <= UNROLL_LIMIT else f"cutlass.range({iters})"
+            self.line(depth, f"for {k} in {rng}:")
+            inner = depth + 1
+            self.line(inner, f"{f} = ({k} * {threads} + tc_tid){scale}")
         if total % per_step:
             self.line(inner, f"if {f} < {total}:")
             inner += 1
