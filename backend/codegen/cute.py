@@ -95,6 +95,10 @@ class _KernelEmitter:
         if isinstance(e, N.BinOp):
             if e.op in ("min", "max"):
                 return f"cutlass.{e.op}({self.expr(e.a)}, {self.expr(e.b)})", ATOM
+            if e.op == "mod" and N.is_int(e.dtype) and not self.nonnegative_mod(e):
+                # CuTe DSL's % truncates like C; the IR's mod floors like Python's
+                a, b = self.operand(e.a, PREC["mul"]), self.operand(e.b, ATOM)
+                return f"{a} - {a} // {b} * {b}", PREC["sub"]
             p = PREC[e.op]
             return f"{self.operand(e.a, p)} {BINOP[e.op]} {self.operand(e.b, p + 1)}", p
         if isinstance(e, N.Cmp):
@@ -130,8 +134,18 @@ class _KernelEmitter:
                 fn = "cute.math.absf" if N.is_float(e.dtype) else "abs"
                 return f"{fn}({self.expr(e.args[0])})", ATOM
             if e.name in MATH:
-                return f"{MATH[e.name]}({self.expr(e.args[0])})", ATOM
+                x = e.args[0]
+                if x.dtype in ("float16", "bfloat16"):  # 16-bit math runs in fp32
+                    inner = f"{MATH[e.name]}({self.expr(N.Cast('float32', x))})"
+                    if self.vector:
+                        return f"{inner}.to({cute_type(e.dtype)})", ATOM
+                    return f"{cute_type(e.dtype)}({inner})", ATOM
+                return f"{MATH[e.name]}({self.expr(x)})", ATOM
         self.fail(None, f"expression {type(e).__name__} {getattr(e, 'name', '')} has no CuTe DSL form")
+
+    def nonnegative_mod(self, e: N.BinOp) -> bool:
+        (alo, _), (blo, _) = value_range(e.a, self.ranges), value_range(e.b, self.ranges)
+        return alo is not None and alo >= 0 and blo is not None and blo > 0
 
     def index_tuple(self, indices) -> str:
         parts = [self.expr(i) for i in indices]
@@ -182,7 +196,8 @@ class _KernelEmitter:
             value = self.expr(s.value)
             conds = self.stmt_predicate(s) if guarded else []
             if conds:
-                self.line(depth, f"{s.var.name} = {self.const(N.const(0, s.var.dtype))}")
+                # defined before the `if` with the value's exact type, as CuTe DSL requires
+                self.line(depth, f"{s.var.name} = {cute_type(s.var.dtype)}(0)")
                 self.line(depth, f"if {' and '.join(conds)}:")
                 self.line(depth + 1, f"{s.var.name} = {value}")
             else:
@@ -331,7 +346,10 @@ class _KernelEmitter:
             if isinstance(s, N.Let):
                 self.line(depth, f"{s.var.name} = {self.expr(s.value)}")
             else:
-                self.line(depth, f"{self.vector_view(s.buffer, s.indices, width)}.store({self.expr(s.value)})")
+                # TensorSSA arithmetic may widen (a Float32 scalar widens fp16 lanes): convert
+                value = self.operand(s.value, ATOM)
+                dtype = cute_type(self.buffers[s.buffer].dtype)
+                self.line(depth, f"{self.vector_view(s.buffer, s.indices, width)}.store({value}.to({dtype}))")
         self.vector.clear()
 
     def vector_view(self, buffer: str, indices, width: int) -> str:

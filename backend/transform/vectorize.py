@@ -52,6 +52,23 @@ def _accesses(body):
     return out
 
 
+# expressions with a TensorSSA form that keeps every lane's dtype (CuTe DSL's min/max,
+# select and fma on TensorSSA need tensor operands on both sides; they stay scalar)
+_VECTOR_CALLS = {"exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "sin", "cos"}
+
+
+def _has_vector_form(e) -> bool:
+    if isinstance(e, (N.Var, N.Const, N.Load)):
+        return True
+    if isinstance(e, N.BinOp):
+        return e.op in ("add", "sub", "mul", "div") and _has_vector_form(e.a) and _has_vector_form(e.b)
+    if isinstance(e, N.Cast):
+        return _has_vector_form(e.value)
+    if isinstance(e, N.Call):
+        return e.name in _VECTOR_CALLS and all(_has_vector_form(a) for a in e.args)
+    return False
+
+
 def _uses_outside_index(e, j: str) -> bool:
     """Does ``j`` appear other than inside a load's indices?"""
     if isinstance(e, N.Load):
@@ -77,8 +94,7 @@ def legal_width(inner: N.For, buffers: dict[str, N.Buffer]) -> tuple[int, dict[s
     if not accesses:
         return 1, {}
     for s in inner.body:
-        value = s.value
-        if _uses_outside_index(value, j):
+        if _uses_outside_index(s.value, j) or not _has_vector_form(s.value):
             return 1, {}
     width = VECTOR_BYTES
     multiple = 0
