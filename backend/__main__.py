@@ -1,0 +1,7 @@
+"""``python -m tilecute``: the ``tilecute`` command line (see ``tilecute.cli``)."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

@@ -1,0 +1,407 @@
+"""The kernel cache, compiler side: keys, lookup, and publishing entries built once and
+imported by every later process.
+
+An entry is a folder ``<root>/<key>`` (format and runtime checks: ``tilecute.runtime.entry``;
+the whole story: ``docs/cache.md``).  :func:`get_or_build` builds a missing entry in a
+temporary folder inside the root, under a per-key file lock, and publishes it with one
+``os.rename``; :func:`lookup` hands out an entry only after checking that it is private
+and whole, and moves a damaged one aside so that it is rebuilt.
+
+Imports the standard library, ``filelock`` and ``tilecute.runtime.entry``; not the rest
+of the compiler (the build function brings what it needs), not CUTLASS, not torch.
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import hashlib
+import importlib.metadata
+import json
+import os
+import re
+import secrets
+import shutil
+import subprocess
+import tempfile
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional
+
+from .runtime.entry import (
+    MANIFEST,
+    SCHEMA,
+    CacheEntryWarning,
+    UnsafeCacheError,
+    check_private,
+    file_record,
+    load_manifest,
+    verify_entry,
+    write_manifest,
+)
+
+__all__ = [
+    "CacheError", "CacheEntry", "UnsafeCacheError", "cache_root", "cache_key", "tool_versions",
+    "lookup", "get_or_build", "list_entries", "clear", "verify_all", "entry_path",
+]
+
+ENV_DIR = "TILECUTE_CACHE_DIR"
+ENV_DISABLE = "TILECUTE_DISABLE_CACHE"
+
+_KEY = re.compile(r"[0-9a-f]{64}\Z")
+_TMP_PREFIX = ".tmp-"
+_TRASH_PREFIX = ".trash-"
+_LOCKS = ".locks"
+# clear() removes build folders left by crashed processes only when they are this old:
+# a younger one may belong to a build running right now
+_STALE_TMP_SECONDS = 3600.0
+# the manifest fields a build function must return; the cache adds schema, key, created, files
+_BUILD_FIELDS = ("function", "arch", "versions", "options", "ir", "abi")
+
+
+class CacheError(Exception):
+    """An expected cache failure with a message for the user (no such entry, an ambiguous
+    key prefix, a build that returned no manifest fields)."""
+
+
+# --- where and what --------------------------------------------------------------------
+
+
+def cache_root() -> Path:
+    """The cache folder: ``$TILECUTE_CACHE_DIR``, else ``~/.cache/tilecute``.
+
+    Created with mode 0700 when missing (and so are the parents created with it);
+    refused with :class:`UnsafeCacheError` when it is not private to the current user."""
+    root = Path(os.environ.get(ENV_DIR) or Path.home() / ".cache" / "tilecute").expanduser()
+    if not root.is_absolute():
+        root = Path.cwd() / root
+    if not root.is_dir():
+        _make_private_dirs(root)
+    check_private(root)
+    return root
+
+
+def _make_private_dirs(folder: Path) -> None:
+    missing = []
+    p = folder
+    while not p.exists():
+        missing.append(p)
+        p = p.parent
+    for p in reversed(missing):
+        try:
+            p.mkdir(mode=0o700)
+            os.chmod(p, 0o700)  # mkdir's mode is cut by the umask
+        except FileExistsError:  # another process made it meanwhile; check_private judges it
+            pass
+
+
+def cache_key(ir_json: str, arch: str, options: dict, versions: dict) -> str:
+    """The entry key: sha256 (hex) of a canonical encoding (sorted-key JSON) of the
+    canonical IR JSON, the target arch, the compile options and the tool versions
+    (:func:`tool_versions`).  Changing any ingredient changes the key."""
+    if not isinstance(ir_json, str):
+        raise TypeError(f"cache_key: ir_json must be the canonical IR JSON text, got "
+                        f"{type(ir_json).__name__}")
+    ingredients = {"cache-schema": SCHEMA, "ir": ir_json, "arch": arch,
+                   "options": options, "versions": versions}
+    try:
+        text = json.dumps(ingredients, sort_keys=True, separators=(",", ":"), ensure_ascii=True,
+                          allow_nan=False)
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"cache_key: options and versions must be plain JSON values "
+                        f"(str, int, float, bool, None, list, dict): {e}") from None
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def tool_versions() -> dict:
+    """Versions of the tools that shape an entry: tilecute, nvidia-cutlass-dsl,
+    apache-tvm-ffi (from package metadata, without importing them) and the C++ compiler
+    (first line of ``--version``).  ``"none"`` for one that is missing.  Computed once per
+    process."""
+    return dict(_tool_versions())
+
+
+@functools.lru_cache(maxsize=1)
+def _tool_versions() -> tuple:
+    versions = {name: _dist_version(name)
+                for name in ("tilecute", "nvidia-cutlass-dsl", "apache-tvm-ffi")}
+    if versions["tilecute"] == "none":  # running from a source tree that is not installed
+        from . import __version__
+
+        versions["tilecute"] = __version__
+    versions["cxx"] = _cxx_version()
+    return tuple(sorted(versions.items()))
+
+
+def _dist_version(dist: str) -> str:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return "none"
+
+
+def _cxx_version() -> str:
+    try:
+        from .build import cxx_version
+    except ImportError:
+        cxx_version = None
+    try:
+        if cxx_version is not None:
+            return cxx_version()
+        out = subprocess.run(["c++", "--version"], capture_output=True, text=True, check=False,
+                             timeout=30)
+        if out.returncode == 0 and out.stdout.strip():
+            return out.stdout.splitlines()[0].strip()
+    except Exception:  # no compiler: lookups still work, a build reports the real error
+        pass
+    return "none"
+
+
+def _check_key(key: str) -> str:
+    if not isinstance(key, str) or not _KEY.match(key):
+        raise ValueError(f"tilecute cache: {key!r} is not a cache key (64 lowercase hex "
+                         "digits, from cache_key)")
+    return key
+
+
+# --- lookup and publishing -------------------------------------------------------------
+
+
+def lookup(key: str) -> Optional[Path]:
+    """The entry for ``key`` if it is present, private and whole, else ``None``.
+
+    A damaged entry (a file missing, truncated or altered, a manifest that does not match)
+    is reported with a :class:`~tilecute.runtime.entry.CacheEntryWarning` naming the file
+    and the entry, and removed so that the next build replaces it; it is never returned.
+    An entry that another user could have written raises :class:`UnsafeCacheError`."""
+    return _lookup(cache_root(), _check_key(key), lock=None)
+
+
+def _lookup(root: Path, key: str, lock) -> Optional[Path]:
+    """``lock``: the key's lock when the caller holds it, else None (then the lock is
+    taken before removing a damaged entry, so that an entry published meanwhile by another
+    process is not removed in its place)."""
+    path = root / key
+    if not os.path.lexists(path):
+        return None
+    if not path.is_dir() or path.is_symlink():
+        problems = [f"{key}: not a folder"]
+    else:
+        try:
+            check_private(path)
+        except FileNotFoundError:  # removed meanwhile (tilecute cache clear)
+            return None
+        problems = _entry_problems(path, key)
+    if not problems:
+        return path
+    if lock is None:
+        with _key_lock(root, key):
+            return _lookup(root, key, lock=True)
+    warnings.warn(f"tilecute cache: entry {path} is damaged ({'; '.join(problems)}); "
+                  "removing it so that it is rebuilt", CacheEntryWarning, stacklevel=2)
+    _remove(path)
+    return None
+
+
+def _entry_problems(path: Path, key: Optional[str]) -> list[str]:
+    problems = verify_entry(path)
+    if problems or key is None:
+        return problems
+    recorded = load_manifest(path).get("key")
+    if recorded != key:
+        return [f"{MANIFEST}: records key {recorded!r}, not the folder's key"]
+    return []
+
+
+def get_or_build(key: str, build: Callable[[Path], dict]) -> Path:
+    """The entry folder for ``key``, built by ``build`` if the cache has none.
+
+    ``build(folder)`` writes the entry's artifacts into ``folder`` (an empty private
+    temporary folder inside the cache root) and returns the manifest fields ``function``,
+    ``arch``, ``versions``, ``options``, ``ir`` (object or JSON text) and ``abi``.  The
+    cache then writes ``manifest.json`` with the sha256 and size of every file and
+    publishes the folder with one ``os.rename`` to ``<root>/<key>``.  A per-key file lock
+    makes concurrent processes build a key once; the others wait and reuse the entry.
+    A failing build leaves nothing behind and its exception propagates.
+
+    With ``TILECUTE_DISABLE_CACHE=1`` nothing is looked up or published: the entry is
+    built into a fresh temporary folder outside the cache (removed at exit) and returned.
+    """
+    _check_key(key)
+    if os.environ.get(ENV_DISABLE, "") not in ("", "0"):
+        folder = Path(tempfile.mkdtemp(prefix=f"tilecute-{key[:12]}-"))
+        atexit.register(shutil.rmtree, folder, True)
+        _build_into(folder, key, build)
+        return folder
+    root = cache_root()
+    path = _lookup(root, key, lock=None)
+    if path is not None:
+        return path
+    with _key_lock(root, key):
+        path = _lookup(root, key, lock=True)
+        if path is not None:  # another process built it while we waited for the lock
+            return path
+        tmp = Path(tempfile.mkdtemp(dir=root, prefix=_TMP_PREFIX))
+        try:
+            _build_into(tmp, key, build)
+            os.rename(tmp, root / key)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+    return root / key
+
+
+def _build_into(folder: Path, key: str, build: Callable[[Path], dict]) -> None:
+    fields = build(folder)
+    if not isinstance(fields, dict):
+        raise CacheError(f"tilecute cache: the build function returned "
+                         f"{type(fields).__name__}, not the manifest fields {_BUILD_FIELDS}")
+    missing = [f for f in ("function", "arch") if f not in fields]
+    if missing:
+        raise CacheError(f"tilecute cache: the build function returned no {missing} "
+                         f"(manifest fields: {_BUILD_FIELDS})")
+    manifest = {"versions": {}, "options": {}, "ir": None, "abi": None, **fields}
+    if isinstance(manifest["ir"], str):
+        manifest["ir"] = json.loads(manifest["ir"])
+    manifest.update(schema=SCHEMA, key=key, created=time.time(), files=_record_files(folder))
+    write_manifest(folder, manifest)
+
+
+def _record_files(folder: Path) -> dict:
+    """sha256 and size of every artifact under ``folder`` (names starting with ``.`` are
+    bookkeeping, not artifacts); group/world write bits are dropped on the way."""
+    files = {}
+    for dirpath, dirnames, filenames in os.walk(folder):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        for fname in sorted(filenames):
+            if fname.startswith(".") or (dirpath == str(folder) and fname == MANIFEST):
+                continue
+            file = Path(dirpath) / fname
+            mode = file.stat().st_mode & 0o7777
+            if mode & 0o022:
+                os.chmod(file, mode & ~0o022)
+            files[file.relative_to(folder).as_posix()] = file_record(file)
+    return files
+
+
+def _key_lock(root: Path, key: str):
+    from filelock import FileLock
+
+    locks = root / _LOCKS
+    if not locks.is_dir():
+        _make_private_dirs(locks)
+    return FileLock(str(locks / f"{key}.lock"), mode=0o600)
+
+
+def _remove(path: Path) -> bool:
+    """Move ``path`` aside (one rename, so no reader sees it half deleted), then delete it.
+    False if it was already gone."""
+    trash = path.parent / f"{_TRASH_PREFIX}{path.name[:16]}-{secrets.token_hex(6)}"
+    try:
+        os.rename(path, trash)
+    except FileNotFoundError:
+        return False
+    if trash.is_dir() and not trash.is_symlink():
+        shutil.rmtree(trash, ignore_errors=True)
+    else:
+        trash.unlink()
+    return True
+
+
+# --- helpers for the CLI -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CacheEntry:
+    """One entry as ``tilecute cache ls`` shows it."""
+
+    key: str
+    function: str
+    arch: str
+    size: int  # bytes, all files of the folder
+    age: float  # seconds since it was built
+    path: Path
+
+
+def _entry_folders(root: Path) -> list[Path]:
+    return sorted(p for p in root.iterdir() if _KEY.match(p.name) and p.is_dir())
+
+
+def list_entries() -> list[CacheEntry]:
+    """Every entry of the cache, oldest first."""
+    now = time.time()
+    entries = []
+    for path in _entry_folders(cache_root()):
+        try:
+            manifest = load_manifest(path)
+        except (OSError, ValueError):
+            manifest = {}
+        created = manifest.get("created")
+        if not isinstance(created, (int, float)):
+            created = path.stat().st_mtime
+        entries.append(CacheEntry(key=path.name, function=str(manifest.get("function", "?")),
+                                  arch=str(manifest.get("arch", "?")), size=_folder_size(path),
+                                  age=max(0.0, now - created), path=path))
+    return sorted(entries, key=lambda e: -e.age)
+
+
+def _folder_size(folder: Path) -> int:
+    total = 0
+    for dirpath, _, filenames in os.walk(folder):
+        for fname in filenames:
+            try:
+                total += os.lstat(os.path.join(dirpath, fname)).st_size
+            except FileNotFoundError:
+                pass
+    return total
+
+
+def clear(older_than_seconds: Optional[float] = None) -> list[str]:
+    """Remove every entry (or those built more than ``older_than_seconds`` ago); returns
+    the removed keys.  Processes that already loaded an entry keep working.  Leftovers of
+    crashed builds and removals go too (build folders only once an hour old, since a
+    younger one may belong to a build in progress)."""
+    root = cache_root()
+    removed = [e.key for e in list_entries()
+               if older_than_seconds is None or e.age > older_than_seconds]
+    removed = [key for key in removed if _remove(root / key)]
+    now = time.time()
+    for p in root.iterdir():
+        try:
+            stale = now - p.stat().st_mtime > max(_STALE_TMP_SECONDS, older_than_seconds or 0)
+        except FileNotFoundError:
+            continue
+        if p.name.startswith(_TRASH_PREFIX) or (p.name.startswith(_TMP_PREFIX) and stale):
+            shutil.rmtree(p, ignore_errors=True)
+    return removed
+
+
+def verify_all() -> dict[str, list[str]]:
+    """Every entry's key with the problems found in it (an empty list when it is whole).
+    Reports only: nothing is removed (a damaged entry is rebuilt on its next lookup)."""
+    result = {}
+    for path in _entry_folders(cache_root()):
+        try:
+            check_private(path)
+        except UnsafeCacheError as e:
+            result[path.name] = [str(e)]
+            continue
+        result[path.name] = _entry_problems(path, path.name)
+    return result
+
+
+def entry_path(key: str) -> Path:
+    """The folder of the entry whose key is ``key`` or starts with it (like git, a unique
+    prefix is enough).  :class:`CacheError` when none or several match."""
+    if not key or not re.fullmatch(r"[0-9a-f]{1,64}", key):
+        raise CacheError(f"{key!r} is not a cache key or key prefix (lowercase hex digits)")
+    matches = [p for p in _entry_folders(cache_root()) if p.name.startswith(key)]
+    if not matches:
+        raise CacheError(f"no cache entry matches {key!r}")
+    if len(matches) > 1:
+        raise CacheError(f"{key!r} is ambiguous: it matches {len(matches)} entries ("
+                         + ", ".join(p.name[:12] for p in matches[:5])
+                         + (", ..." if len(matches) > 5 else "") + ")")
+    return matches[0]

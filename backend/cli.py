@@ -1,0 +1,159 @@
+"""The ``tilecute`` command line (also ``python -m tilecute``).
+
+    tilecute cache ls                          list entries: key, function, arch, size, age
+    tilecute cache clear [--older-than 7d]     remove entries (all, or those older than that)
+    tilecute cache verify                      check every entry against its manifest
+    tilecute cache path KEY                    print an entry's folder (a unique key prefix does)
+
+Exit codes: 0 success, 1 failure (a damaged entry, no such entry, an unsafe cache
+folder), 2 usage error.  Expected failures print one line to stderr, no traceback.
+
+Imports only ``tilecute.cache`` (the standard library and the runtime's entry helpers).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+from typing import Callable, Optional, Sequence
+
+from . import cache
+
+_DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in ``"3600"``, ``"3600s"``, ``"30m"``, ``"12h"``, ``"7d"``, ``"2w"``."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*", text)
+    if not m:
+        raise argparse.ArgumentTypeError(
+            f"invalid duration {text!r}: a number with a unit s, m, h, d or w (e.g. 7d, 12h, "
+            "30m, 3600s)")
+    return float(m.group(1)) * _DURATION_UNITS[m.group(2) or "s"]
+
+
+def _human_size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    raise AssertionError
+
+
+def _human_age(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)}{unit}"
+    return f"{int(seconds)}s"
+
+
+# --- cache subcommands: each takes the parsed arguments and returns the exit code ---------
+
+
+def _cache_ls(args: argparse.Namespace) -> int:
+    entries = cache.list_entries()
+    if not entries:
+        print(f"no entries in {cache.cache_root()}", file=sys.stderr)
+        return 0
+    rows = [("KEY", "FUNCTION", "ARCH", "SIZE", "AGE")]
+    rows += [(e.key[:12], e.function, e.arch, _human_size(e.size), _human_age(e.age))
+             for e in entries]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+    total = sum(e.size for e in entries)
+    print(f"{len(entries)} entries, {_human_size(total)} in {cache.cache_root()}")
+    return 0
+
+
+def _cache_clear(args: argparse.Namespace) -> int:
+    removed = cache.clear(args.older_than)
+    print(f"removed {len(removed)} entr{'y' if len(removed) == 1 else 'ies'}")
+    return 0
+
+
+def _cache_verify(args: argparse.Namespace) -> int:
+    results = cache.verify_all()
+    bad = {key: problems for key, problems in results.items() if problems}
+    for key, problems in bad.items():
+        for problem in problems:
+            print(f"{key[:12]}: {problem}")
+    print(f"{len(results)} entries checked, {len(bad)} damaged"
+          + (" (each is rebuilt on its next use; `tilecute cache clear` removes all)" if bad else ""))
+    return 1 if bad else 0
+
+
+def _cache_path(args: argparse.Namespace) -> int:
+    print(cache.entry_path(args.key))
+    return 0
+
+
+# --- the parser ------------------------------------------------------------------------
+
+
+def _command(subparsers, name: str, run: Callable[[argparse.Namespace], int], help: str,
+             *arguments: tuple) -> argparse.ArgumentParser:
+    """Add the subcommand ``name`` running ``run(args)``; ``arguments``: one
+    ``(flags, add_argument keywords)`` pair per argument."""
+    parser = subparsers.add_parser(name, help=help, description=help)
+    for flags, kwargs in arguments:
+        parser.add_argument(*((flags,) if isinstance(flags, str) else flags), **kwargs)
+    parser.set_defaults(run=run)
+    return parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tilecute", description="tilecute: a TileLang-style compiler for NVIDIA's CuTe DSL.")
+    parser.add_argument("--version", action="version", version=f"tilecute {_version()}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    cache_parser = commands.add_parser(
+        "cache", help="inspect and manage the kernel cache",
+        description=f"The kernel cache (${cache.ENV_DIR}, default ~/.cache/tilecute).")
+    cache_commands = cache_parser.add_subparsers(dest="cache_command", metavar="COMMAND",
+                                                 required=True)
+    _command(cache_commands, "ls", _cache_ls, "list entries: key, function, arch, size, age")
+    _command(cache_commands, "clear", _cache_clear,
+             "remove entries (all, or those older than --older-than)",
+             ("--older-than", dict(type=parse_duration, metavar="DURATION", default=None,
+                                   help="only entries built longer ago than this (7d, 12h, "
+                                        "30m, 3600s)")))
+    _command(cache_commands, "verify", _cache_verify,
+             "check every entry's files against its manifest (exit 1 if one is damaged)")
+    _command(cache_commands, "path", _cache_path, "print the folder of an entry",
+             ("key", dict(metavar="KEY", help="the entry's key or a unique prefix of it")))
+
+    # Further commands: one _command(...) line each, here for top-level ones
+    # (`tilecute show ...`) or above for cache ones (`tilecute cache ...`).
+    return parser
+
+
+def _version() -> str:
+    from . import __version__
+
+    return __version__
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)  # usage errors: message to stderr, SystemExit(2)
+    try:
+        return args.run(args)
+    except BrokenPipeError:  # `tilecute cache ls | head`: the reader left, nothing to report
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        return 1
+    except (cache.CacheError, OSError) as e:  # UnsafeCacheError is an OSError
+        print(f"tilecute: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,26 @@
+"""Render the Python host module of a compiled kernel (``templates/host_module.py.j2``)."""
+
+from __future__ import annotations
+
+from ..runtime.abi import LaunchABI, TensorArg
+from .launcher import template_environment
+
+TEMPLATE = "host_module.py.j2"
+
+
+def signature(abi: LaunchABI) -> str:
+    """``name(A: Tensor[N] float16, alpha: float32)``: the call as users see it."""
+    parts = []
+    for a in abi.args:
+        if isinstance(a, TensorArg):
+            dims = ", ".join(str(d) for d in a.shape)
+            strides = "" if a.strides is None else f" strides=({', '.join(map(str, a.strides))})"
+            parts.append(f"{a.name}: Tensor[{dims}] {a.dtype}{strides}")
+        else:
+            parts.append(f"{a.name}: {a.dtype}")
+    return f"{abi.function}({', '.join(parts)})"
+
+
+def render_host_module(abi: LaunchABI, *, arch: str, tilecute_version: str) -> str:
+    return template_environment().get_template(TEMPLATE).render(
+        version=tilecute_version, function=abi.function, arch=arch, signature=signature(abi))
