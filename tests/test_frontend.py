@@ -136,3 +136,27 @@ def test_symbolic_dims_are_collected_in_first_use_order():
                 b[bx * 128 + i] = a[0, bx * 128 + i]
     assert [s.name for s in f.symbols] == ["N", "M"]
     assert f.params[1].strides == (N,)
+
+
+def test_rebinding_an_outer_variable_inside_a_loop_is_an_error():
+    def f(x: T.Tensor((16,), "float32"), y: T.Tensor((1,), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            s = 0.0
+            for k in T.serial(16):
+                s += x[k]
+            y[0] = s
+    msg = _parse_error(f)
+    assert "'s' is bound outside this loop/if body" in msg and "T.alloc_local" in msg
+    assert f":{_line_of(f, 's += x[k]')}:" in msg
+
+
+def test_rebinding_inside_the_same_block_is_a_new_binding():
+    @T.prim_func
+    def f(x: T.Tensor((16,), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            for k in T.serial(16):
+                v = x[k]
+                v += 1.0
+                x[k] = v
+    body = f.kernels[0].body[0].body
+    assert [type(s).__name__ for s in body] == ["Let", "Let", "Store"]

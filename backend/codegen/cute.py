@@ -171,18 +171,16 @@ class _KernelEmitter:
         return conds
 
     def stmt_predicate(self, s) -> list[str]:
+        loads = list(_loads(s.value)) + list(_loads(s.indices)) if isinstance(s, N.Store) \
+            else list(_loads(s.value)) if isinstance(s, N.Let) else []
+        conds = self.access_predicate(s.buffer, s.indices) if isinstance(s, N.Store) else []
+        return list(dict.fromkeys(conds + self.access_conds(loads)))
+
+    def access_conds(self, loads) -> list[str]:
         conds: list[str] = []
-        loads = list(_loads(s.value)) if isinstance(s, (N.Store, N.Let)) else []
-        if isinstance(s, N.Store):
-            conds += self.access_predicate(s.buffer, s.indices)
         for ld in loads:
             conds += self.access_predicate(ld.buffer, ld.indices)
-        seen, out = set(), []
-        for c in conds:
-            if c not in seen:
-                seen.add(c)
-                out.append(c)
-        return out
+        return list(dict.fromkeys(conds))
 
     # ---- statements ----------------------------------------------------------------------
     def body(self, stmts, depth: int, guarded: bool = False) -> None:
@@ -211,13 +209,26 @@ class _KernelEmitter:
             else:
                 self.line(depth, text)
         elif isinstance(s, N.If):
-            self.line(depth, f"if {self.expr(s.cond)}:")
+            conds = self.access_conds(list(_loads(s.cond))) if guarded else []
+            if conds:  # the condition reads global memory: read it only where in bounds
+                c = self.fresh("cond")
+                self.line(depth, f"{c} = False")
+                self.line(depth, f"if {' and '.join(conds)}:")
+                self.line(depth + 1, f"{c} = {self.expr(s.cond)}")
+                self.line(depth, f"if {c}:")
+            else:
+                self.line(depth, f"if {self.expr(s.cond)}:")
             self.body(s.then, depth + 1, guarded)
             if s.orelse:
                 self.line(depth, "else:")
                 self.body(s.orelse, depth + 1, guarded)
         elif isinstance(s, N.Evaluate):
-            self.line(depth, self.expr(s.value))
+            conds = self.access_conds(list(_loads(s.value))) if guarded else []
+            if conds:
+                self.line(depth, f"if {' and '.join(conds)}:")
+                self.line(depth + 1, self.expr(s.value))
+            else:
+                self.line(depth, self.expr(s.value))
         elif isinstance(s, N.For):
             if s.kind == "parallel":
                 self.parallel(s, depth)
@@ -262,8 +273,11 @@ class _KernelEmitter:
         for lp in loops:
             if not isinstance(lp.extent, N.Const) or not isinstance(lp.start, N.Const):
                 self.fail(lp, "T.Parallel extents must be known at compile time")
+        if _has_parallel(loops[-1].body):
+            self.fail(s, "a T.Parallel loop inside a T.Parallel body must be the whole body "
+                         "(write `for i, j in T.Parallel(a, b)`)")
         extents = [int(lp.extent.value) for lp in loops]
-        width = loops[-1].vector_width
+        width = max(1, loops[-1].vector_width)
         total = math.prod(extents)
         threads = self.scope.num_threads
         per_step = threads * width
@@ -346,6 +360,8 @@ class _KernelEmitter:
             if isinstance(s, N.Let):
                 self.line(depth, f"{s.var.name} = {self.expr(s.value)}")
             else:
+                # later loads of the stored buffer must see the new values
+                self.vector = {k: v for k, v in self.vector.items() if k[0] != s.buffer}
                 # TensorSSA arithmetic may widen (a Float32 scalar widens fp16 lanes): convert
                 value = self.operand(s.value, ATOM)
                 dtype = cute_type(self.buffers[s.buffer].dtype)
@@ -361,7 +377,7 @@ class _KernelEmitter:
             if isinstance(stride, N.Const) and stride.value == 1:
                 terms.append(self.expr(idx))
             else:
-                terms.append(f"{self.expr(idx)} * {self.expr(stride)}")
+                terms.append(f"{self.operand(idx, PREC['mul'])} * {self.operand(stride, PREC['mul'] + 1)}")
         offset = " + ".join(terms)
         return (f"cute.make_tensor({buffer}.iterator + cute.assume({offset}, divby={width}), "
                 f"cute.make_layout({width}))")
@@ -398,6 +414,16 @@ class _KernelEmitter:
                          f"cute.make_layout(({shape},), stride=({strides},)))")
         self.body(k.body, 1)
         return self.lines
+
+
+def _has_parallel(body) -> bool:
+    for s in body:
+        if isinstance(s, N.For):
+            if s.kind == "parallel" or _has_parallel(s.body):
+                return True
+        elif isinstance(s, N.If) and (_has_parallel(s.then) or _has_parallel(s.orelse)):
+            return True
+    return False
 
 
 def _loads(e):

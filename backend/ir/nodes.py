@@ -132,7 +132,7 @@ class Load(Expr):
 INTRINSICS = {
     "exp": 1, "exp2": 1, "log": 1, "log2": 1, "sqrt": 1, "rsqrt": 1, "tanh": 1,
     "sin": 1, "cos": 1, "abs": 1, "floor": 1, "ceil": 1, "fma": 3, "ceildiv": 2,
-    "thread_idx": 1, "block_dim": 1,
+    "thread_idx": 1,
 }
 
 
@@ -294,7 +294,7 @@ class For(Stmt):
     kind: str
     body: tuple[Stmt, ...]
     num_stages: int = 0  # pipelined loops only
-    vector_width: int = 1  # parallel loops: elements per thread access, set by a pass
+    vector_width: int = 0  # parallel loops: elements per access; 0 = the pass chooses
     loc: Optional[Loc] = _loc()
 
 
@@ -331,7 +331,7 @@ class Evaluate(Stmt):
 
 @dataclass(frozen=True)
 class Allocate(Stmt):
-    """Declare a shared, fragment or local buffer for the rest of the kernel."""
+    """Declare a shared, fragment or local buffer for the rest of the enclosing block."""
 
     buffer: Buffer
     loc: Optional[Loc] = _loc()

@@ -88,7 +88,7 @@ def _loop_range(s: N.For) -> str:
     bounds = expr_str(s.extent) if zero else f"{expr_str(s.start)}, {expr_str(N.binop('add', s.start, s.extent))}"
     if s.kind == "pipelined":
         bounds += f", num_stages={s.num_stages}"
-    if s.vector_width > 1:
+    if s.vector_width:
         bounds += f", vector_width={s.vector_width}"
     return f"{fn}({bounds})"
 

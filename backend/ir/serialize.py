@@ -1,7 +1,7 @@
 """The JSON form of the IR: what other compilers emit to target tilecute.
 
 Every node is an object ``{"node": "<ClassName>", <field>: <value>, ...}``; tuples are
-lists; source locations are ``{"file": ..., "line": ...}``.  The document is
+lists; source locations are ``{"node": "Loc", "file": ..., "line": ...}``.  The document is
 ``{"schema": "tilecute.ir", "version": SCHEMA_VERSION, "func": <PrimFunc>}``.
 ``from_json(to_json(f)) == f`` for every function (locations included).
 """

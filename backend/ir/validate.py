@@ -6,8 +6,13 @@ source line, so an IR coming from JSON is as debuggable as one from ``@T.prim_fu
 
 from __future__ import annotations
 
+import keyword
+
 from . import nodes as N
 from ..runtime.dtypes import DTYPES
+
+# names the generated CuTe DSL source uses itself
+RESERVED = {"cute", "cutlass", "_", "placeholder_args"}
 
 MAX_THREADS = 1024
 MAX_BLOCK_DIMS = (1024, 1024, 64)
@@ -39,6 +44,17 @@ class _Validator:
     def __init__(self, func: N.PrimFunc):
         self.func = func
         self.stmt = func
+        self.bound: set[str] = set()
+
+    def name(self, name: str, what: str) -> None:
+        """Names become Python identifiers in generated code: unique, not ours."""
+        if not name.isidentifier() or keyword.iskeyword(name):
+            self.fail(f"{what} name {name!r} is not a Python identifier")
+        if name in RESERVED or name.startswith("tc_") or name.startswith("tilecute"):
+            self.fail(f"{what} name {name!r} is reserved for generated code")
+        if name in self.bound:
+            self.fail(f"{what} name {name!r} is bound twice in this function (names are unique)")
+        self.bound.add(name)
 
     def fail(self, msg: str):
         raise ValidationError(self.func.name, self.stmt, msg)
@@ -51,9 +67,12 @@ class _Validator:
         f = self.func
         scope_vars: dict[str, N.Var] = {}
         buffers: dict[str, N.Buffer] = {}
+        self.name(f.name, "function")
         for s in f.symbols:
+            self.name(s.name, "symbol")
             scope_vars[s.name] = s
         for p in f.params:
+            self.name(p.name, "parameter")
             if p.name in buffers or p.name in scope_vars and isinstance(p, N.Buffer):
                 self.fail(f"parameter name '{p.name}' is used twice")
             if isinstance(p, N.Buffer):
@@ -67,6 +86,7 @@ class _Validator:
                     if not isinstance(d, (N.Var, N.Const)):
                         self.fail(f"parameter '{p.name}': dims must be ints or symbols")
                 buffers[p.name] = p
+                self.name(f"{p.name}_ptr", "parameter pointer (generated)")
             else:
                 self.dtype(p.dtype, f"parameter '{p.name}'")
                 scope_vars[p.name] = p
@@ -96,6 +116,7 @@ class _Validator:
             if not N.is_int(g.dtype):
                 self.fail("grid extents must be integers")
         for v in k.block_vars:
+            self.name(v.name, "block variable")
             vars_[v.name] = v
         self.body(k.body, vars_, bufs)
 
@@ -113,11 +134,15 @@ class _Validator:
             self.expr(s.extent, vars_, bufs)
             if s.kind == "pipelined" and s.num_stages < 1:
                 self.fail("T.Pipelined needs num_stages >= 1")
+            self.name(s.var.name, "loop variable")
+            if not N.is_int(s.start.dtype) or not N.is_int(s.extent.dtype):
+                self.fail("loop bounds must be integers")
             inner = dict(vars_)
             inner[s.var.name] = s.var
             self.body(s.body, inner, bufs)
         elif isinstance(s, N.If):
             self.expr(s.cond, vars_, bufs)
+            self.boolean(s.cond, "an if condition")
             self.body(s.then, vars_, bufs)
             self.body(s.orelse, vars_, bufs)
         elif isinstance(s, N.Let):
@@ -125,6 +150,7 @@ class _Validator:
             if s.value.dtype != s.var.dtype:
                 self.fail(f"let '{s.var.name}': value has dtype {s.value.dtype}, variable "
                           f"{s.var.dtype}")
+            self.name(s.var.name, "variable")
             vars_[s.var.name] = s.var
         elif isinstance(s, N.Store):
             buf = self.buffer(s.buffer, bufs)
@@ -147,6 +173,7 @@ class _Validator:
                 self.fail(f"buffer '{b.name}': allocations are shared, fragment or local")
             if not all(isinstance(d, N.Const) and d.value > 0 for d in b.shape):
                 self.fail(f"buffer '{b.name}': allocation shapes are positive constants")
+            self.name(b.name, "buffer")
             bufs[b.name] = b
         elif isinstance(s, N.Copy):
             self.region(s.src, vars_, bufs)
@@ -179,6 +206,10 @@ class _Validator:
         else:
             self.fail(f"unknown statement {type(s).__name__}")
 
+    def boolean(self, e, what: str) -> None:
+        if e.dtype != "bool":
+            self.fail(f"{what} must be bool, got {e.dtype}")
+
     def buffer(self, name, bufs) -> N.Buffer:
         if name not in bufs:
             self.fail(f"buffer '{name}' is not defined here")
@@ -209,20 +240,36 @@ class _Validator:
             self.expr(e.b, vars_, bufs)
             if e.a.dtype != e.b.dtype:
                 self.fail(f"operands of {e.op} have dtypes {e.a.dtype} and {e.b.dtype}")
+            if isinstance(e, N.BinOp) and e.dtype != e.a.dtype:
+                self.fail(f"{e.op} of {e.a.dtype} operands is declared {e.dtype}")
+            if isinstance(e, N.BinOp) and e.op == "div" and N.is_int(e.dtype):
+                self.fail("integer division is written floordiv (the IR's div is for floats)")
         elif isinstance(e, N.Logic):
             for a in e.args:
                 self.expr(a, vars_, bufs)
-        elif isinstance(e, (N.Not, N.Cast)):
-            self.expr(e.a if isinstance(e, N.Not) else e.value, vars_, bufs)
+                self.boolean(a, f"an operand of {e.op}")
+        elif isinstance(e, N.Not):
+            self.expr(e.a, vars_, bufs)
+            self.boolean(e.a, "the operand of not")
+        elif isinstance(e, N.Cast):
+            self.expr(e.value, vars_, bufs)
         elif isinstance(e, N.Select):
             for a in (e.cond, e.a, e.b):
                 self.expr(a, vars_, bufs)
+            self.boolean(e.cond, "a select condition")
+            if not e.a.dtype == e.b.dtype == e.dtype:
+                self.fail(f"select branches have dtypes {e.a.dtype} and {e.b.dtype}, "
+                          f"the select {e.dtype}")
         elif isinstance(e, N.Load):
             buf = self.buffer(e.buffer, bufs)
             if len(e.indices) != buf.ndim:
                 self.fail(f"'{buf.name}' has {buf.ndim} dims but is indexed with {len(e.indices)}")
+            if e.dtype != buf.dtype:
+                self.fail(f"a load of '{buf.name}' ({buf.dtype}) is declared {e.dtype}")
             for i in e.indices:
                 self.expr(i, vars_, bufs)
+                if not N.is_int(i.dtype):
+                    self.fail(f"index of '{buf.name}' has dtype {i.dtype}, expected an integer")
         elif isinstance(e, N.Call):
             if e.name not in N.INTRINSICS:
                 self.fail(f"unknown intrinsic {e.name!r}")
@@ -230,6 +277,9 @@ class _Validator:
                 self.fail(f"{e.name} takes {N.INTRINSICS[e.name]} arguments, got {len(e.args)}")
             for a in e.args:
                 self.expr(a, vars_, bufs)
+            if e.name == "thread_idx" and not (isinstance(e.args[0], N.Const)
+                                               and e.args[0].value in (0, 1, 2)):
+                self.fail("thread_idx takes a constant axis 0, 1 or 2")
         else:
             self.fail(f"unknown expression {type(e).__name__}")
 

@@ -64,6 +64,7 @@ class _Parser:
         self.line_offset, self.source_lines = line_offset, source_lines
         self.fname = tree.name
         self.scopes: list[dict[str, Any]] = [{}]
+        self.control: list[bool] = [False]  # per scope: is it a loop or if body?
         self.used_names: set[str] = set()
         self.symbols: dict[str, N.Var] = {}
         self.T = env.get("T")
@@ -104,11 +105,26 @@ class _Parser:
     def bind(self, name: str, value) -> None:
         self.scopes[-1][name] = value
 
-    def push(self):
+    def push(self, control: bool = True):
         self.scopes.append({})
+        self.control.append(control)
 
     def pop(self):
         self.scopes.pop()
+        self.control.pop()
+
+    def check_rebind(self, name: str, node) -> None:
+        """Rebinding a variable from outside the enclosing loop/if body would not carry
+        out of that body (IR lets are immutable): say so instead of miscompiling."""
+        inner_control = max(i for i, c in enumerate(self.control) if c or i == 0)
+        for i in range(len(self.scopes) - 1, -1, -1):
+            if name in self.scopes[i]:
+                if i < inner_control and isinstance(self.scopes[i][name], N.Var):
+                    raise self.error(node, f"'{name}' is bound outside this loop/if body; "
+                                           "assigning it here would not change it there. Use a "
+                                           "local buffer: `acc = T.alloc_local((1,), dtype)` and "
+                                           "`acc[0] += ...`")
+                return
 
     def note_symbols(self, value):
         for x in _walk_exprs(value):
@@ -249,7 +265,7 @@ class _Parser:
             raise self.error(s, "T.Kernel blocks cannot nest")
         grid = [self.index_expr(a) for a in call.args]
         kw = {k.arg: k.value for k in call.keywords}
-        unknown = set(kw) - {"threads", "cluster", "prelude"}
+        unknown = set(kw) - {"threads", "cluster"}
         if unknown:
             raise self.error(s, f"T.Kernel got unknown keyword(s) {sorted(unknown)}")
         if not 1 <= len(grid) <= 3:
@@ -271,7 +287,7 @@ class _Parser:
                                     f"{len(names)} names")
         else:
             names = ["bx", "by", "bz"][: len(grid)]
-        self.push()
+        self.push(control=False)
         block_vars = []
         for nm in names:
             v = N.Var(self.fresh(nm), "int32")
@@ -317,7 +333,7 @@ class _Parser:
         names = [e for e in (target.elts if isinstance(target, ast.Tuple) else [target])]
         if not all(isinstance(n, ast.Name) for n in names):
             raise self.error(s, "loop variables must be plain names")
-        num_stages, vector_width = 0, 1
+        num_stages, vector_width = 0, 0
         if kind == "parallel":
             if set(kw) - {"coalesced_width", "vector_width"}:
                 raise self.error(s, f"T.Parallel got unknown keyword(s) {sorted(set(kw))}")
@@ -332,7 +348,7 @@ class _Parser:
             if len(names) != 1:
                 raise self.error(s, f"{kind} loops bind one variable")
             if kind == "pipelined":
-                unknown = set(kw) - {"num_stages", "order", "stage", "group"}
+                unknown = set(kw) - {"num_stages"}
                 if unknown:
                     raise self.error(s, f"T.Pipelined got unknown keyword(s) {sorted(unknown)}")
                 num_stages = self.eval_python(kw["num_stages"]) if "num_stages" in kw else 2
@@ -359,19 +375,14 @@ class _Parser:
             self.pop()
         innermost = len(loop_vars) - 1
         for d, (v, (start, extent)) in reversed(list(enumerate(zip(loop_vars, ranges)))):
-            width = vector_width if d == innermost else 1
+            width = vector_width if d == innermost else 0
             body = (N.For(v, start, extent, kind, body, num_stages, width, loc=self.loc(s)),)
         return body[0]
 
     def if_stmt(self, s: ast.If) -> list[N.Stmt]:
         cond = self.expr(s.test)
-        if not _is_ir(cond):  # parse-time condition: pick the branch
-            chosen = s.body if cond else s.orelse
-            self.push()
-            try:
-                return list(self.block(chosen))
-            finally:
-                self.pop()
+        if not _is_ir(cond):  # parse-time condition: the chosen branch is straight-line code
+            return list(self.block(s.body if cond else s.orelse))
         if cond.dtype != "bool":
             cond = N.cmp("ne", cond, 0)
         self.push()
@@ -404,6 +415,7 @@ class _Parser:
                 return []
             else:
                 raise self.error(s, f"cannot bind '{target.id}' to {type(v).__name__} {v!r}")
+        self.check_rebind(target.id, s)
         var = N.Var(self.fresh(target.id), v.dtype)
         self.bind(target.id, var)
         return [N.Let(var, v, loc=self.loc(s))]
@@ -419,6 +431,7 @@ class _Parser:
             current = self.expr(s.target)
             if not _is_ir(current):
                 raise self.error(s, f"'{s.target.id}' is a parse-time constant")
+            self.check_rebind(s.target.id, s)
             value = N.cast(N.binop(op, current, self.expr(s.value)), current.dtype)
             var = N.Var(self.fresh(s.target.id), value.dtype)
             self.bind(s.target.id, var)

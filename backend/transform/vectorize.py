@@ -88,7 +88,8 @@ def legal_width(inner: N.For, buffers: dict[str, N.Buffer]) -> tuple[int, dict[s
     """The widest legal vector width for the innermost parallel loop ``inner`` (1 if
     none), and the byte alignment each accessed tensor then needs."""
     j = inner.var.name
-    if not isinstance(inner.extent, N.Const):
+    if not isinstance(inner.extent, N.Const) or not (isinstance(inner.start, N.Const)
+                                                     and inner.start.value == 0):
         return 1, {}
     accesses = _accesses(inner.body)
     if not accesses:
@@ -147,12 +148,12 @@ def plan_vectorization(func: N.PrimFunc) -> tuple[N.PrimFunc, dict[str, int]]:
 
     def visit_parallel(loop: N.For) -> N.For:
         if len(loop.body) == 1 and isinstance(loop.body[0], N.For) and loop.body[0].kind == "parallel":
-            return dataclasses.replace(loop, body=(visit_parallel(loop.body[0]),))
+            return dataclasses.replace(loop, vector_width=1, body=(visit_parallel(loop.body[0]),))
         width, align = legal_width(loop, buffers)
-        if loop.vector_width > 1:
-            if width % loop.vector_width:
+        if loop.vector_width:  # the program asked for a width (1 turns vectorization off)
+            if width % loop.vector_width and loop.vector_width > 1:
                 raise VectorizeError(
-                    f"{loop.loc or ''} prim_func '{func.name}': T.Parallel(..., "
+                    f"{str(loop.loc) + ': ' if loop.loc else ''}prim_func '{func.name}': T.Parallel(..., "
                     f"vector_width={loop.vector_width}) is not legal here (the widest legal "
                     f"width is {width})")
             width = loop.vector_width
