@@ -164,3 +164,64 @@ def build_launcher(source: Path, out_dir: Path, *, extra_cflags: tuple[str, ...]
     finally:
         tmp.unlink(missing_ok=True)
     return target
+
+
+# -- whole entries and ahead-of-time cubins ---------------------------------------------------
+
+
+def write_sources(func, arch: str, folder: Path):
+    """Lower ``func`` and write its generated sources into ``folder``: ``ir.json``,
+    ``abi.json``, ``kernel_cute.py``, ``launcher.cpp`` and ``host.py``.  Returns the plan."""
+    from . import __version__
+    from .codegen.cute import emit_cute
+    from .host.host_module import render_host_module
+    from .host.launcher import render_launcher
+    from .ir.serialize import to_json
+    from .transform.lower import lower
+
+    plan = lower(func, arch)
+    folder = Path(folder)
+    files = {
+        "ir.json": to_json(plan.func),
+        "abi.json": plan.abi.to_json(),
+        "kernel_cute.py": emit_cute(plan),
+        "launcher.cpp": render_launcher(plan.abi, tilecute_version=__version__),
+        "host.py": render_host_module(plan.abi, arch=arch, tilecute_version=__version__),
+    }
+    for name, text in files.items():
+        (folder / name).write_text(text)
+    return plan
+
+
+def build_entry(func, arch: str, options: dict, folder: Path) -> dict:
+    """Build every artifact of a cache entry except the cubin (made on first use) into
+    ``folder``; return the manifest fields the cache records."""
+    import json
+
+    from .cache import tool_versions
+    from .ir.serialize import canonical_json
+
+    plan = write_sources(func, arch, folder)
+    build_launcher(Path(folder) / "launcher.cpp", Path(folder))
+    return {"function": func.name, "arch": arch, "options": options,
+            "versions": tool_versions(), "ir": json.loads(canonical_json(func)),
+            "abi": plan.abi.to_dict()}
+
+
+def build_cubin(func, arch: str | None = None, out_dir: str | None = None):
+    """Generate ``func``'s CuTe DSL source and compile it to a cubin for ``arch`` (default:
+    the GPU's, else ``TILECUTE_ARCH``), without a GPU if need be.  The cubin's kernels and
+    parameter tables are checked against the launch ABI (``ABIMismatch`` on disagreement).
+    Returns a :class:`tilecute.runtime.cubin.CubinInfo` (path, kernel names, parameter
+    tables)."""
+    from .codegen.cute import emit_cute
+    from .runtime.cubingen import default_arch, produce_cubin
+    from .transform.lower import lower
+
+    arch = arch or default_arch()
+    folder = Path(out_dir or tempfile.mkdtemp(prefix=f"tilecute-{func.name}-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    plan = lower(func, arch)
+    source = folder / "kernel_cute.py"
+    source.write_text(emit_cute(plan))
+    return produce_cubin(str(source), plan.abi, arch, str(folder))
