@@ -4,11 +4,12 @@
     tilecute cache clear [--older-than 7d]     remove entries (all, or those older than that)
     tilecute cache verify                      check every entry against its manifest
     tilecute cache path KEY                    print an entry's folder (a unique key prefix does)
+    tilecute show KEY [--kind cute|host|launcher|abi|ir]   print a compiled kernel's sources
 
 Exit codes: 0 success, 1 failure (a damaged entry, no such entry, an unsafe cache
 folder), 2 usage error.  Expected failures print one line to stderr, no traceback.
 
-Imports only ``tilecute.cache`` (the standard library and the runtime's entry helpers).
+Imports only ``tilecute.cache`` and ``tilecute.runtime.kernel``'s table of sources.
 """
 
 from __future__ import annotations
@@ -17,9 +18,11 @@ import argparse
 import os
 import re
 import sys
+from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from . import cache
+from .runtime.kernel import SOURCE_KINDS
 
 _DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
@@ -90,6 +93,14 @@ def _cache_path(args: argparse.Namespace) -> int:
     return 0
 
 
+def _show(args: argparse.Namespace) -> int:
+    folder = Path(args.kernel)
+    if not (folder / "manifest.json").is_file():
+        folder = cache.entry_path(args.kernel)
+    print((folder / SOURCE_KINDS[args.kind]).read_text(), end="")
+    return 0
+
+
 # --- the parser ------------------------------------------------------------------------
 
 
@@ -126,8 +137,15 @@ def build_parser() -> argparse.ArgumentParser:
     _command(cache_commands, "path", _cache_path, "print the folder of an entry",
              ("key", dict(metavar="KEY", help="the entry's key or a unique prefix of it")))
 
+    _command(commands, "show", _show,
+             "print a compiled kernel's CuTe DSL source, host module, launcher C++, launch ABI "
+             "or IR",
+             ("kernel", dict(metavar="KERNEL", help="a cache key (or unique prefix) or an entry "
+                                                    "folder")),
+             ("--kind", dict(choices=sorted(SOURCE_KINDS), default="cute",
+                             help="what to print (default: cute)")))
     # Further commands: one _command(...) line each, here for top-level ones
-    # (`tilecute show ...`) or above for cache ones (`tilecute cache ...`).
+    # or above for cache ones (`tilecute cache ...`).
     return parser
 
 
