@@ -19,24 +19,31 @@ from .abi import LaunchABI
 from .cubin import CubinInfo, check_abi, read_cubin
 
 
-def default_arch() -> str:
-    """The GPU's arch (sm_XY, sm_90a on Hopper), else TILECUTE_ARCH / CUTE_DSL_ARCH."""
-    env = os.environ.get("TILECUTE_ARCH") or os.environ.get("CUTE_DSL_ARCH")
-    if env:
-        return env
-    try:
-        from cuda.bindings import driver as cu
+def gpu_arch(device: int = 0):
+    """The arch of GPU ``device`` (``sm_90a`` on Hopper, ``sm_80``...), or None without a
+    driver or GPU.  Asks the driver directly (ctypes), so it needs no CUDA Python package."""
+    import ctypes
 
-        err, = cu.cuInit(0)
-        if err == cu.CUresult.CUDA_SUCCESS:
-            _, dev = cu.cuDeviceGet(0)
-            _, major = cu.cuDeviceGetAttribute(
-                cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev)
-            _, minor = cu.cuDeviceGetAttribute(
-                cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev)
-            return f"sm_{major}{minor}" + ("a" if major >= 9 else "")
-    except Exception:  # no driver, no GPU: fall through to the error below
-        pass
+    try:
+        cuda = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return None
+    dev, major, minor = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
+    if cuda.cuInit(0) != 0 or cuda.cuDeviceGet(ctypes.byref(dev), device) != 0:
+        return None
+    # CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75, _MINOR = 76
+    if cuda.cuDeviceGetAttribute(ctypes.byref(major), 75, dev) != 0 or \
+            cuda.cuDeviceGetAttribute(ctypes.byref(minor), 76, dev) != 0:
+        return None
+    suffix = "a" if major.value in (9, 10) else ""  # wgmma/tcgen05 need the arch-specific target
+    return f"sm_{major.value}{minor.value}{suffix}"
+
+
+def default_arch() -> str:
+    """The GPU's arch, else TILECUTE_ARCH / CUTE_DSL_ARCH (for machines without a GPU)."""
+    arch = gpu_arch() or os.environ.get("TILECUTE_ARCH") or os.environ.get("CUTE_DSL_ARCH")
+    if arch:
+        return arch
     raise RuntimeError(
         "tilecute: no GPU found to pick the target arch from; set TILECUTE_ARCH "
         "(e.g. sm_90a or sm_80) to build cubins on a machine without a GPU"

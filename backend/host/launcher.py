@@ -101,13 +101,13 @@ def launcher_context(abi: LaunchABI, *, tilecute_version: str) -> dict[str, Any]
         "num_args": len(abi.args),
         "arg_names": ", ".join(a.name for a in abi.args),
         "args": args,
-        "symbols": [{"name": s.name, "var": f"sym_{s.name}"} for s in abi.symbols],
         "device_tensors": [a for a in args if a["kind"] == "tensor"],
         "device_source": {"name": first.name, "var": f"t_{first.name}"},
         "dtype_names": [
             {"name": d.name, "code": d.dl_code, "bits": d.bits} for d in DTYPES.values()
         ],
         "dynamic_smem_limit": DEFAULT_DYNAMIC_SMEM_LIMIT,
+        "num_kernels": len(abi.kernels),
         "kernels": [_kernel_context(abi, k, i) for i, k in enumerate(abi.kernels)],
     }
 
@@ -350,7 +350,9 @@ def _kernel_context(abi: LaunchABI, k: KernelLaunch, index: int) -> dict:
             raise _fail(abi, f"{label}: cluster {k.cluster} needs three positive entries")
         cluster = list(k.cluster)
     params = []
-    used: set[str] = set()
+    grid_vars = [f"k{index}_grid_{c}" for c in "xyz"]
+    params_var = f"k{index}_params"
+    used: set[str] = {*grid_vars, params_var}  # locals a parameter must not shadow
     for p in k.params:
         base = f"k{index}_" + re.sub(r"\W", "_", p.name)
         var, n = base, 1
@@ -365,14 +367,14 @@ def _kernel_context(abi: LaunchABI, k: KernelLaunch, index: int) -> dict:
         "symbol": k.symbol,
         "symbol_literal": cpp_string_literal(k.symbol),
         "grid": list(k.grid),
-        "grid_vars": [f"k{index}_grid_{c}" for c in "xyz"],
+        "grid_vars": grid_vars,
         "block": list(k.block),
         "dynamic_smem": k.dynamic_smem,
         "raise_dynamic_smem_limit": _cpp_bool(k.dynamic_smem > DEFAULT_DYNAMIC_SMEM_LIMIT),
         "cluster": cluster if cluster is not None else [0, 0, 0],
         "non_portable_cluster": _cpp_bool(cluster_size > PORTABLE_CLUSTER_SIZE),
         "params": params,
-        "params_var": f"k{index}_params",
+        "params_var": params_var,
         "param_addresses": [f"&{p['var']}" for p in params],
     }
 

@@ -68,7 +68,7 @@ def grid_cpp(e: N.Expr, func: N.PrimFunc) -> str:
         if e.op in ("floordiv", "min", "max"):
             return f"tc_{e.op}({a}, {b})"
         if e.op == "mod":
-            return f"({a} % {b})"
+            return f"tc_mod({a}, {b})"
     if isinstance(e, N.Call) and e.name == "ceildiv":
         return f"tc_ceildiv({grid_cpp(e.args[0], func)}, {grid_cpp(e.args[1], func)})"
     if isinstance(e, N.Cast) and N.is_int(e.dtype):
