@@ -11,6 +11,7 @@ Imports neither the compiler nor CUTLASS; torch only when outputs are allocated.
 
 from __future__ import annotations
 
+import atexit
 import importlib.util
 import os
 import sys
@@ -85,6 +86,8 @@ class Kernel:
             if self._func is None:
                 self._module = self.host.load_launcher()
                 self._func = self._module[self.name]
+                # unload modules and release contexts while the driver is still up
+                atexit.register(self._module["cleanup"])
                 if not self.out_idx:
                     type(self).__call__ = staticmethod(self._func)
         return self._func
