@@ -25,6 +25,7 @@ import torch
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "examples"))
+sys.path.insert(0, str(HERE))
 N = 1024  # one block: the kernel itself is ~2 us of GPU time
 
 
@@ -52,27 +53,9 @@ def measure(name, call, iters, burst, rounds=50):
 
 
 def cute_dsl_peer():
-    import cutlass
-    import cutlass.cute as cute
+    from cute_dsl_peer import build_add
 
-    @cute.kernel
-    def add_kernel(a: cute.Tensor, b: cute.Tensor, c: cute.Tensor):
-        bx, _, _ = cute.arch.block_idx()
-        tx, _, _ = cute.arch.thread_idx()
-        for k in cutlass.range_constexpr(8):
-            i = bx * 1024 + k * 128 + tx
-            if i < a.shape[0]:
-                c[i] = a[i] + b[i]
-
-    @cute.jit
-    def add(a: cute.Tensor, b: cute.Tensor, c: cute.Tensor, stream):
-        add_kernel(a, b, c).launch(grid=((a.shape[0] + 1023) // 1024, 1, 1), block=(128, 1, 1),
-                                   stream=stream)
-
-    n = cute.sym_int()
-    fake = [cute.runtime.make_fake_compact_tensor(cutlass.Float16, (n,)) for _ in range(3)]
-    stream = cute.runtime.make_fake_stream(use_tvm_ffi_env_stream=True)
-    return cute.compile(add, *fake, stream, options="--enable-tvm-ffi")
+    return build_add()
 
 
 def triton_peer():
