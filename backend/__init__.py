@@ -7,8 +7,8 @@ entry points load what they need on first use.
 __version__ = "0.1.0"
 
 _LAZY = {
-    "compile": ("tilecute.jit", "compile"),
-    "jit": ("tilecute.jit", "jit"),
+    "compile": ("tilecute.api", "compile"),
+    "jit": ("tilecute.api", "jit"),
     "load": ("tilecute.runtime.kernel", "load"),
     "build_cubin": ("tilecute.build", "build_cubin"),
     "lower": ("tilecute.transform.lower", "lower"),
