@@ -99,34 +99,7 @@ def main():
         entry = str(kernel.path)
     results = {}
     for name, code, extra in (("import torch + CUDA init", BASELINE_CHILD, []),
-                              ("tilecute cached load", TILECUTE_CHILD = r"""
-import time, json, sys
-t0 = time.perf_counter()
-import torch
-t1 = time.perf_counter()
-import tilecute
-t2 = time.perf_counter()
-import tvm_ffi
-t3 = time.perf_counter()
-kernel = tilecute.load(sys.argv[1])
-t4 = time.perf_counter()
-kernel.launcher  # loads launcher.so through TVM FFI and hands it the cubin
-t5 = time.perf_counter()
-a = torch.randn(1 << 20, device="cuda", dtype=torch.float16); b = torch.randn_like(a); c = torch.empty_like(a)
-torch.cuda.synchronize()
-t6 = time.perf_counter()
-kernel(a, b, c); torch.cuda.synchronize()
-t7 = time.perf_counter()
-kernel(a, b, c); torch.cuda.synchronize()
-t8 = time.perf_counter()
-assert torch.equal(c, a + b)
-print(json.dumps({"import_torch_ms": (t1-t0)*1e3, "import_tilecute_ms": (t2-t1)*1e3,
-                  "import_tvm_ffi_ms": (t3-t2)*1e3, "load_entry_ms": (t4-t3)*1e3,
-                  "load_launcher_ms": (t5-t4)*1e3, "first_launch_ms": (t7-t6)*1e3,
-                  "second_launch_ms": (t8-t7)*1e3, "cutlass_imported": "cutlass" in sys.modules}))
-"""
-
-CUTE_CHILD, [entry]),
+                              ("tilecute cached load", TILECUTE_CHILD, [entry]),
                               ("CuTe DSL compile path", CUTE_CHILD, [str(HERE)])):
         rows = [run(code, *extra) for _ in range(args.runs)]
         med = {k: round(statistics.median(r[k] for r in rows), 1)

@@ -68,9 +68,11 @@ def test_if_else_and_serial_loop(m):
     out = torch.empty(m, device="cuda")
     k(x, out)
     torch.cuda.synchronize()
-    s = x.sum(1)
-    ref = torch.where(s > 0, s, torch.full_like(s, -1.0))
-    torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
+    s = x.double().sum(1)
+    ref = torch.where(s > 0, s, torch.full_like(s, -1.0)).float()
+    # a row summing to about 0 may take either branch in fp32: check it against both
+    either = torch.where((out == -1.0) & (s.abs() < 1e-4), out, ref)
+    torch.testing.assert_close(out, either, rtol=1e-5, atol=1e-4)
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
