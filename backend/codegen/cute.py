@@ -14,7 +14,7 @@ import math
 from .. import __version__
 from ..ir import nodes as N
 from ..runtime.dtypes import DTYPES
-from ..transform.analysis import row_major_strides, value_range
+from ..transform.analysis import loads as _loads, row_major_strides, value_range
 from ..transform.lower import KernelPlan
 
 # ---- tables ------------------------------------------------------------------------------
@@ -424,18 +424,6 @@ def _has_parallel(body) -> bool:
         elif isinstance(s, N.If) and (_has_parallel(s.then) or _has_parallel(s.orelse)):
             return True
     return False
-
-
-def _loads(e):
-    if isinstance(e, N.Load):
-        yield e
-        yield from _loads(e.indices)
-    elif isinstance(e, N.Expr):
-        for v in vars(e).values():
-            yield from _loads(v)
-    elif isinstance(e, tuple):
-        for v in e:
-            yield from _loads(v)
 
 
 def _used_buffers(body) -> set[str]:

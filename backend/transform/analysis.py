@@ -12,6 +12,19 @@ from ..ir import nodes as N
 Range = tuple[Optional[int], Optional[int]]  # inclusive bounds, None = unknown
 
 
+def loads(e):
+    """Every ``Load`` in an expression (or tuple of them), loads inside indices included."""
+    if isinstance(e, N.Load):
+        yield e
+        yield from loads(e.indices)
+    elif isinstance(e, N.Expr):
+        for v in vars(e).values():
+            yield from loads(v)
+    elif isinstance(e, tuple):
+        for v in e:
+            yield from loads(v)
+
+
 def mentions(e, name: str) -> bool:
     if isinstance(e, N.Var):
         return e.name == name

@@ -16,24 +16,13 @@ import math
 
 from ..ir import nodes as N
 from ..runtime.dtypes import DTYPES
-from .analysis import affine_in, known_multiple, mentions, row_major_strides
+from .analysis import affine_in, known_multiple, loads as _loads, mentions, row_major_strides
 
 VECTOR_BYTES = 16
 
 
 class VectorizeError(ValueError):
     pass
-
-
-def _loads(e):
-    if isinstance(e, N.Load):
-        yield e
-    if isinstance(e, N.Expr):
-        for v in vars(e).values():
-            yield from _loads(v)
-    elif isinstance(e, tuple):
-        for v in e:
-            yield from _loads(v)
 
 
 def _accesses(body):
