@@ -148,3 +148,49 @@ def test_misaligned_view_is_a_clear_error():
     c = torch.empty_like(a)
     with pytest.raises(ValueError, match="align"):
         k(a[1:], b[1:], c[1:])
+
+
+def test_cuda_graph_capture_and_replay():
+    k = tilecute.compile(E.vector_add("float16"))
+    a, b = _rand(50001), _rand(50001)
+    outs = [torch.empty_like(a) for _ in range(100)]
+    k(a, b, outs[0])  # first call (cubin, module load) outside the capture
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for c in outs:
+            k(a, b, c)
+    for c in outs:
+        c.fill_(float("nan"))
+    a.copy_(_rand(50001))  # replays read the new inputs
+    g.replay()
+    torch.cuda.synchronize()
+    for c in outs:
+        assert torch.equal(c, a + b)
+
+
+def test_torch_compile_fullgraph_with_a_registered_op():
+    import tilecute.torch as tt
+
+    k = tilecute.compile(E.vector_add("float16"), out_idx=[2])
+    op = tt.register(k, "tilecute_gpu_test::vector_add")
+
+    def f(x, y):
+        return op(x, y) * 2 + 1
+
+    a, b = _rand(4099), _rand(4099)
+    compiled = torch.compile(f, fullgraph=True)
+    torch.testing.assert_close(compiled(a, b), f(a, b))
+    torch.testing.assert_close(compiled(a, b), (a + b) * 2 + 1)
+
+
+def test_cupy_arrays_with_an_explicit_stream():
+    cp = pytest.importorskip("cupy")
+    k = tilecute.compile(E.vector_add("float16"))
+    a = cp.random.randn(10007).astype(cp.float16)
+    b = cp.random.randn(10007).astype(cp.float16)
+    c = cp.empty_like(a)
+    s = cp.cuda.Stream(non_blocking=True)
+    k(a, b, c, s.ptr)
+    s.synchronize()
+    assert cp.array_equal(c, a + b)
