@@ -1,8 +1,9 @@
 """Per-call host cost of launching a tiny kernel: tilecute vs its peers, in one run.
 
-Peers: torch.add(out=), CuTe DSL's own --enable-tvm-ffi function, Triton (if
-installed), and a C++ loop of raw cuLaunchKernel on tilecute's own cubin (built with
-nvcc here).  Two modes: a long loop (throughput; the GPU queue may push back) and
+Case "3 tensors" (fp16 vector add): tilecute vs torch.add(out=), CuTe DSL's own
+--enable-tvm-ffi function, Triton (if installed), and a C++ loop of raw cuLaunchKernel on
+tilecute's own cubin (built with nvcc here).  Case "10 tensors + 4 scalars": tilecute vs
+the raw loop.  Two modes: a long loop (throughput; the GPU queue may push back) and
 200-launch bursts with the queue drained between bursts (host latency).
 Prints one JSON line per (peer, mode), then a summary line with ratios to the raw loop.
 
@@ -29,7 +30,7 @@ sys.path.insert(0, str(HERE))
 N = 1024  # one block: the kernel itself is ~2 us of GPU time
 
 
-def measure(name, call, iters, burst, rounds=50):
+def measure(name, call, iters, burst, case, rounds=50):
     for _ in range(2000):
         call()
     torch.cuda.synchronize()
@@ -45,8 +46,8 @@ def measure(name, call, iters, burst, rounds=50):
             call()
         total += (time.perf_counter() - s) / burst * 1e6
         torch.cuda.synchronize()
-    rows = [{"peer": name, "mode": "loop", "us_per_call": round(loop, 3)},
-            {"peer": name, "mode": f"burst{burst}", "us_per_call": round(total / rounds, 3)}]
+    rows = [{"case": case, "peer": name, "mode": "loop", "us_per_call": round(loop, 3)},
+            {"case": case, "peer": name, "mode": f"burst{burst}", "us_per_call": round(total / rounds, 3)}]
     for r in rows:
         print(json.dumps(r), flush=True)
     return rows
@@ -71,13 +72,26 @@ def triton_peer():
     return lambda a, b, c: add_kernel[(1,)](a, b, c, N, BLOCK=1024)
 
 
-def raw_peer(cubin: str, symbol: str, iters: int, burst: int):
+def raw_peer(kernel, iters: int, burst: int, case: str):
+    """raw_launch.cpp on tilecute's own cubin, parameters described from the launch ABI."""
     nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
-    exe = Path(tempfile.mkdtemp()) / "raw_launch"
-    subprocess.run([nvcc, "-O2", "-o", str(exe), str(HERE / "raw_launch.cpp"), "-lcuda"], check=True)
-    out = subprocess.run([str(exe), cubin, symbol, str(N), str(iters), str(burst)], check=True,
-                         capture_output=True, text=True).stdout
-    rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    exe = Path(tempfile.gettempdir()) / "tilecute_raw_launch"
+    if not exe.exists():
+        subprocess.run([nvcc, "-O2", "-o", str(exe), str(HERE / "raw_launch.cpp"), "-lcuda"], check=True)
+    launch = kernel.abi.kernels[0]
+    letters = []
+    for p in launch.params:
+        if p.kind == "pointer":
+            letters.append("p")
+        elif p.from_symbol:
+            letters.append("n")
+        else:
+            letters.append("f" if p.dtype.startswith("float") else "i")
+    grid = -(-N // 1024)
+    out = subprocess.run([str(exe), str(kernel.path / "kernel.cubin"), launch.symbol, str(N), str(iters),
+                          str(burst), str(grid), str(launch.block[0]), "".join(letters)],
+                         check=True, capture_output=True, text=True).stdout
+    rows = [dict(json.loads(line), case=case) for line in out.splitlines() if line.startswith("{")]
     for r in rows:
         print(json.dumps(r), flush=True)
     return rows
@@ -87,41 +101,56 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--iters", type=int, default=20000)
     ap.add_argument("--burst", type=int, default=200)
-    ap.add_argument("--entry", help="load tilecute's kernel from this cache entry instead of compiling")
     args = ap.parse_args()
 
     import tilecute
     import elementwise as E
 
-    kernel = tilecute.load(args.entry) if args.entry else tilecute.compile(E.vector_add("float16"))
+    rows = []
+    # case 1: 3 tensors, every peer
+    case = "3 tensors"
+    kernel = tilecute.compile(E.vector_add("float16"))
     a = torch.randn(N, device="cuda", dtype=torch.float16)
     b = torch.randn(N, device="cuda", dtype=torch.float16)
     c = torch.empty_like(a)
     kernel(a, b, c)
     torch.cuda.synchronize()
     assert torch.equal(c, a + b), "tilecute result is wrong"
-    rows = measure("tilecute", lambda: kernel(a, b, c), args.iters, args.burst)
-    rows += measure("torch.add(out=)", lambda: torch.add(a, b, out=c), args.iters, args.burst)
+    rows += measure("tilecute", lambda: kernel(a, b, c), args.iters, args.burst, case)
+    rows += measure("torch.add(out=)", lambda: torch.add(a, b, out=c), args.iters, args.burst, case)
     try:
         f = cute_dsl_peer()
         f(a, b, c)
         torch.cuda.synchronize()
         assert torch.equal(c, a + b)
-        rows += measure("CuTe DSL --enable-tvm-ffi", lambda: f(a, b, c), args.iters, args.burst)
+        rows += measure("CuTe DSL --enable-tvm-ffi", lambda: f(a, b, c), args.iters, args.burst, case)
     except ImportError as e:
         print(json.dumps({"peer": "CuTe DSL --enable-tvm-ffi", "skipped": str(e)}))
     try:
         t = triton_peer()
-        rows += measure("triton", lambda: t(a, b, c), args.iters, args.burst)
+        rows += measure("triton", lambda: t(a, b, c), args.iters, args.burst, case)
     except ImportError as e:
         print(json.dumps({"peer": "triton", "skipped": str(e)}))
-    rows += raw_peer(str(kernel.path / "kernel.cubin"), kernel.abi.kernels[0].symbol,
-                     args.iters, args.burst)
-    raw = {r["mode"]: r["us_per_call"] for r in rows if r["peer"].startswith("raw")}
-    summary = {r["peer"] + " / " + r["mode"]: round(r["us_per_call"] / raw[r["mode"]], 2)
-               for r in rows if r["mode"] in raw}
-    print(json.dumps({"summary": "ratio to raw cuLaunchKernel", "device": torch.cuda.get_device_name(),
-                      **summary}))
+    rows += raw_peer(kernel, args.iters, args.burst, case)
+
+    # case 2: 10 tensors + 4 scalars, tilecute vs the raw loop
+    case = "10 tensors + 4 scalars"
+    wide = tilecute.compile(E.many_args("float16"))
+    xs = [torch.randn(N, device="cuda", dtype=torch.float16) for _ in range(9)]
+    y = torch.empty_like(xs[0])
+    wide(*xs, y, 0.5, 1.0, 3, 1)
+    torch.cuda.synchronize()
+    ref = (sum(x.float() for x in xs) * 0.5 + 1.0 + 2).half()
+    assert torch.allclose(y.float(), ref.float(), rtol=1e-2, atol=1e-1), "many_args result is wrong"
+    rows += measure("tilecute", lambda: wide(*xs, y, 0.5, 1.0, 3, 1), args.iters, args.burst, case)
+    rows += raw_peer(wide, args.iters, args.burst, case)
+
+    for case in ("3 tensors", "10 tensors + 4 scalars"):
+        raw = {r["mode"]: r["us_per_call"] for r in rows if r["case"] == case and r["peer"].startswith("raw")}
+        summary = {r["peer"] + " / " + r["mode"]: round(r["us_per_call"] / raw[r["mode"]], 2)
+                   for r in rows if r["case"] == case and r["mode"] in raw}
+        print(json.dumps({"summary": f"ratio to raw cuLaunchKernel, {case}",
+                          "device": torch.cuda.get_device_name(), **summary}))
 
 
 if __name__ == "__main__":

@@ -133,3 +133,27 @@ def strided_scale(N=256, dtype="float16", block_M=4, threads=128):
 
 
 ALL["strided_scale"] = strided_scale
+
+
+def many_args(dtype="float16", block=1024):
+    """10 tensors and 4 scalars (the launch-overhead benchmark's wide case):
+    y = (x0 + ... + x8) * scale + bias, with two int scalars shifting the result."""
+    N = T.symbolic("N")
+
+    @T.prim_func
+    def many_args(x0: T.Tensor((N,), dtype), x1: T.Tensor((N,), dtype), x2: T.Tensor((N,), dtype),
+                  x3: T.Tensor((N,), dtype), x4: T.Tensor((N,), dtype), x5: T.Tensor((N,), dtype),
+                  x6: T.Tensor((N,), dtype), x7: T.Tensor((N,), dtype), x8: T.Tensor((N,), dtype),
+                  y: T.Tensor((N,), dtype), scale: T.float32, bias: T.float32, k0: T.int32,
+                  k1: T.int32):
+        with T.Kernel(T.ceildiv(N, block), threads=128) as bx:
+            for i in T.Parallel(block):
+                s = (x0[bx * block + i] + x1[bx * block + i] + x2[bx * block + i]
+                     + x3[bx * block + i] + x4[bx * block + i] + x5[bx * block + i]
+                     + x6[bx * block + i] + x7[bx * block + i] + x8[bx * block + i])
+                y[bx * block + i] = s * scale + bias + (k0 - k1)
+
+    return many_args
+
+
+ALL["many_args"] = many_args

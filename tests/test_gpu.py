@@ -194,3 +194,14 @@ def test_cupy_arrays_with_an_explicit_stream():
     k(a, b, c, s.ptr)
     s.synchronize()
     assert cp.array_equal(c, a + b)
+
+
+@pytest.mark.parametrize("n", [1, 1023, 1 << 16])
+def test_many_args_ten_tensors_four_scalars(n):
+    k = tilecute.compile(E.many_args("float16"))
+    xs = [_rand(n) for _ in range(9)]
+    y = torch.empty_like(xs[0])
+    k(*xs, y, 0.5, 1.0, 3, 1)
+    torch.cuda.synchronize()
+    ref = sum(x.float() for x in xs) * 0.5 + 1.0 + 2
+    torch.testing.assert_close(y.float(), ref.half().float(), rtol=1e-2, atol=5e-2)

@@ -364,8 +364,9 @@ class _KernelEmitter:
                 self.vector = {k: v for k, v in self.vector.items() if k[0] != s.buffer}
                 # TensorSSA arithmetic may widen (a Float32 scalar widens fp16 lanes): convert
                 value = self.operand(s.value, ATOM)
-                dtype = cute_type(self.buffers[s.buffer].dtype)
-                self.line(depth, f"{self.vector_view(s.buffer, s.indices, width)}.store({value}.to({dtype}))")
+                if not isinstance(s.value, N.Cast):  # a Cast already ends in .to(dtype)
+                    value += f".to({cute_type(self.buffers[s.buffer].dtype)})"
+                self.line(depth, f"{self.vector_view(s.buffer, s.indices, width)}.store({value})")
         self.vector.clear()
 
     def vector_view(self, buffer: str, indices, width: int) -> str:
