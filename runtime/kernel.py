@@ -93,6 +93,16 @@ class Kernel:
         return self._func
 
     # ---- calls --------------------------------------------------------------------------
+    def launch(self, *args, stream=None):
+        """``kernel(*args)`` with an explicit stream given as a torch/CuPy stream, any
+        object with ``__cuda_stream__`` (the CUDA stream protocol), or an int handle.
+        For tensors of any DLPack framework (CuPy, JAX, ...): their current stream is not
+        torch's, so pass the one the data lives on."""
+        if stream is None:
+            return self(*args)
+        return self(*args, stream_handle(stream))
+
+
     def __call__(self, *args):
         func = self._func or self._load()
         if not self.out_idx:
@@ -132,6 +142,20 @@ class Kernel:
                 full.append(next(inputs))
         func(*full, *stream)
         return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+def stream_handle(stream) -> int:
+    """The ``CUstream`` handle (an int) of a stream object of any framework."""
+    if isinstance(stream, int):
+        return stream
+    if hasattr(stream, "__cuda_stream__"):  # the CUDA stream protocol: (version, handle)
+        return int(stream.__cuda_stream__()[1])
+    for attr in ("cuda_stream", "ptr", "handle"):  # torch, CuPy, cuda.core
+        value = getattr(stream, attr, None)
+        if isinstance(value, int):
+            return value
+    raise TypeError(f"cannot take a CUDA stream handle from {type(stream).__name__}; pass an "
+                    "int, a torch or CuPy stream, or an object with __cuda_stream__")
 
 
 def _torch_dtype(name: str):

@@ -191,7 +191,7 @@ def test_cupy_arrays_with_an_explicit_stream():
     b = cp.random.randn(10007).astype(cp.float16)
     c = cp.empty_like(a)
     s = cp.cuda.Stream(non_blocking=True)
-    k(a, b, c, s.ptr)
+    k.launch(a, b, c, stream=s)
     s.synchronize()
     assert cp.array_equal(c, a + b)
 
