@@ -131,8 +131,31 @@ def _tool_versions() -> tuple:
         from . import __version__
 
         versions["tilecute"] = __version__
+    # the generated artifacts follow the code, not only the release number: a changed
+    # template or codegen module with the same version must not reuse old entries
+    versions["tilecute"] += f"+src.{_source_fingerprint()}"
     versions["cxx"] = _cxx_version()
     return tuple(sorted(versions.items()))
+
+
+def _source_fingerprint() -> str:
+    """sha256 (12 hex digits) of tilecute's own .py and .j2 files: compiler, runtime and
+    templates, named by package so a source tree and an installed wheel agree (about 40
+    small files, read once per process)."""
+    from . import runtime, templates
+
+    roots = {"tilecute": Path(__file__).parent, "tilecute.runtime": Path(runtime.__file__).parent,
+             "tilecute.templates": Path(templates.__file__).parent}
+    digest = hashlib.sha256()
+    for package, root in sorted(roots.items()):
+        others = [r for r in roots.values() if r != root and root in r.parents]
+        for f in sorted(root.rglob("*")):
+            if f.suffix not in (".py", ".j2") or "__pycache__" in f.parts or \
+                    any(o in f.parents for o in others):
+                continue
+            digest.update(f"{package}/{f.relative_to(root).as_posix()}".encode() + b"\0")
+            digest.update(f.read_bytes())
+    return digest.hexdigest()[:12]
 
 
 def _dist_version(dist: str) -> str:

@@ -358,9 +358,25 @@ def test_every_key_ingredient_changes_the_key():
 def test_tool_versions_names_every_tool():
     v = cache.tool_versions()
     assert set(v) == {"tilecute", "nvidia-cutlass-dsl", "apache-tvm-ffi", "cxx"}
-    assert v["tilecute"] == __import__("tilecute").__version__
+    # the release number plus a fingerprint of tilecute's own sources (templates included)
+    assert re.fullmatch(re.escape(__import__("tilecute").__version__) + r"\+src\.[0-9a-f]{12}",
+                        v["tilecute"])
     assert all(isinstance(s, str) and s for s in v.values())
     assert cache.tool_versions() == v
+
+
+def test_source_fingerprint_follows_the_templates(tmp_path, monkeypatch):
+    from tilecute import templates
+
+    before = cache._source_fingerprint()
+    fake = tmp_path / "templates"
+    fake.mkdir()
+    for f in Path(templates.__file__).parent.iterdir():
+        if f.is_file():
+            (fake / f.name).write_bytes(f.read_bytes())
+    (fake / "launcher.cpp.j2").write_text("// changed\n")
+    monkeypatch.setattr(templates, "__file__", str(fake / "__init__.py"))
+    assert cache._source_fingerprint() != before
 
 
 def test_cache_key_refuses_non_json_options():

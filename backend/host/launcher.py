@@ -28,7 +28,11 @@ TEMPLATE = "launcher.cpp.j2"
 EXPORT_SET_CUBIN = "__tilecute_set_cubin"
 EXPORT_ENSURE_DEVICE = "__tilecute_ensure_device"
 EXPORT_CLEANUP = "cleanup"
-RESERVED_EXPORTS = (EXPORT_SET_CUBIN, EXPORT_ENSURE_DEVICE, EXPORT_CLEANUP)
+# exported only by launchers built with -DTILECUTE_PHASE_TIMING (docs/performance.md)
+EXPORT_PHASE_TIMES = "__tilecute_phase_times"
+EXPORT_PHASE_RESET = "__tilecute_phase_reset"
+RESERVED_EXPORTS = (EXPORT_SET_CUBIN, EXPORT_ENSURE_DEVICE, EXPORT_CLEANUP, EXPORT_PHASE_TIMES,
+                    EXPORT_PHASE_RESET)
 
 # CUDA limits the launcher relies on.
 MAX_THREADS_PER_BLOCK = 1024

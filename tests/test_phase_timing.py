@@ -1,0 +1,184 @@
+"""The launcher's phase timing (docs/performance.md), on a CPU machine: built with
+-DTILECUTE_PHASE_TIMING it exports __tilecute_phase_times / __tilecute_phase_reset and
+records the phases a call finished; built without it (the cache entry's own launcher) it
+exports neither and its call function holds no timing code.
+
+Two launcher builds in all: the entry's (by tilecute.compile) and the timed one."""
+
+import ctypes
+import os
+import re
+import subprocess
+
+import pytest
+
+torch = pytest.importorskip("torch")
+tvm_ffi = pytest.importorskip("tvm_ffi")
+
+import elementwise as E  # noqa: E402
+import tilecute  # noqa: E402
+from tilecute.build import build_launcher, launcher_build_command  # noqa: E402
+
+DEFINE = "-DTILECUTE_PHASE_TIMING"
+PHASES = ("checks", "pack", "stream", "slot", "context", "launch")
+KEYS = (*PHASES, "calls", "clock_read_ps")
+
+
+@pytest.fixture(scope="module")
+def entry(tmp_path_factory):
+    """vector_add (float16) in a private cache; its launcher.so is built without the define."""
+    d = tmp_path_factory.mktemp("cache")
+    old = os.environ.get("TILECUTE_CACHE_DIR")
+    os.environ["TILECUTE_CACHE_DIR"] = str(d)
+    try:
+        yield tilecute.compile(E.vector_add("float16"), target="sm_90a").path
+    finally:
+        if old is None:
+            del os.environ["TILECUTE_CACHE_DIR"]
+        else:
+            os.environ["TILECUTE_CACHE_DIR"] = old
+
+
+@pytest.fixture(scope="module")
+def timed(entry, tmp_path_factory):
+    """The entry's launcher.cpp built with the define, loaded."""
+    folder = tmp_path_factory.mktemp("timed")
+    source = folder / "launcher.cpp"
+    source.write_text((entry / "launcher.cpp").read_text())
+    return tvm_ffi.load_module(str(build_launcher(source, folder, extra_cflags=(DEFINE,))))
+
+
+def times(module) -> dict:
+    return dict(module["__tilecute_phase_times"]())
+
+
+# -- a DLPack tensor that says it is on cuda:0 while its data is host memory ---------------
+# It passes every argument check of the launcher (devices included) on a machine without a
+# GPU; the call then fails at the device slot (no driver, or no cubin set), before any launch.
+
+
+class _DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class _DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class _DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int32),
+                ("dtype", _DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+
+
+class _DLManagedTensor(ctypes.Structure):
+    pass
+
+
+_DELETER = ctypes.CFUNCTYPE(None, ctypes.POINTER(_DLManagedTensor))
+_DLManagedTensor._fields_ = [("dl_tensor", _DLTensor), ("manager_ctx", ctypes.c_void_p),
+                             ("deleter", _DELETER)]
+_KDLCUDA = 2
+
+
+class _CudaLabelled:
+    """``host`` (a CPU float16 torch tensor) exported through DLPack as a cuda:0 tensor.
+    The deleter is NULL (DLPack allows it): this object owns the memory."""
+
+    def __init__(self, host):
+        self.host = host
+        self.shape = (ctypes.c_int64 * host.dim())(*host.shape)
+        m = _DLManagedTensor()
+        m.dl_tensor.data = host.data_ptr()
+        m.dl_tensor.device = _DLDevice(_KDLCUDA, 0)
+        m.dl_tensor.ndim = host.dim()
+        m.dl_tensor.dtype = _DLDataType(2, 16, 1)  # float16
+        m.dl_tensor.shape = self.shape
+        m.dl_tensor.strides = None
+        m.dl_tensor.byte_offset = 0
+        m.deleter = _DELETER()
+        self.managed = m
+
+    def __dlpack_device__(self):
+        return (_KDLCUDA, 0)
+
+    def __dlpack__(self, **kwargs):
+        new = ctypes.pythonapi.PyCapsule_New
+        new.restype = ctypes.py_object
+        new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+        return new(ctypes.addressof(self.managed), b"dltensor", None)
+
+
+# -- tests ---------------------------------------------------------------------------------
+
+
+def test_timed_launcher_exports_phase_times_and_reset(timed):
+    assert timed.implements_function("__tilecute_phase_times")
+    assert timed.implements_function("__tilecute_phase_reset")
+    timed["__tilecute_phase_reset"]()
+    got = times(timed)
+    assert tuple(got) == KEYS  # the documented order
+    assert all(isinstance(v, int) for v in got.values())
+    assert all(got[k] == 0 for k in (*PHASES, "calls"))
+    assert got["clock_read_ps"] > 0
+    with pytest.raises(TypeError, match="__tilecute_phase_times: expected no arguments, got 1"):
+        timed["__tilecute_phase_times"](1)
+
+
+def test_calls_that_fail_their_checks_record_nothing(timed):
+    """The device check is the last check: CPU tensors raise inside the checks phase, so
+    no phase is finished and nothing is recorded."""
+    timed["__tilecute_phase_reset"]()
+    a = torch.zeros(1024, dtype=torch.float16)
+    for _ in range(50):
+        with pytest.raises(ValueError, match="vector_add: argument 'A': expected a CUDA tensor, got cpu"):
+            timed["vector_add"](a, a, a)
+    with pytest.raises(ValueError, match="expected dtype float16"):
+        timed["vector_add"](a, a.float(), a)
+    got = times(timed)
+    assert {k: got[k] for k in (*PHASES, "calls")} == dict.fromkeys((*PHASES, "calls"), 0), got
+
+
+def test_finished_phases_are_recorded_and_calls_count_only_returns(timed):
+    """Tensors labelled cuda:0 pass every check; the call fails at the device slot (no
+    driver here; no cubin is set on a GPU machine).  checks, pack and stream were finished
+    and hold time; slot, context and launch hold none; the call did not return, so
+    `calls` stays 0.  Reset zeroes everything."""
+    timed["__tilecute_phase_reset"]()
+    labelled = [_CudaLabelled(torch.zeros(1024, dtype=torch.float16)) for _ in range(3)]
+    args = [tvm_ffi.from_dlpack(x) for x in labelled]
+    assert str(args[0].device) == "cuda:0"
+    for _ in range(100):
+        with pytest.raises(RuntimeError, match=r"vector_add: (no CUDA driver|no cubin)"):
+            timed["vector_add"](*args)
+    got = times(timed)
+    assert got["checks"] > 0 and got["pack"] > 0 and got["stream"] > 0, got
+    assert got["slot"] == got["context"] == got["launch"] == got["calls"] == 0, got
+    timed["__tilecute_phase_reset"]()
+    assert all(v == 0 for k, v in times(timed).items() if k != "clock_read_ps")
+    del args
+
+
+def test_launcher_without_the_define_has_no_phase_exports(entry):
+    module = tvm_ffi.load_module(str(entry / "launcher.so"))
+    assert module.implements_function("vector_add")
+    assert not module.implements_function("__tilecute_phase_times")
+    assert not module.implements_function("__tilecute_phase_reset")
+
+
+def test_call_function_without_the_define_preprocesses_to_no_timing_code(entry, tmp_path):
+    """The TC_PHASE_* macros in the generated source expand to nothing."""
+    source = entry / "launcher.cpp"
+    text = source.read_text()
+    assert "TC_PHASE_MARK(kPhaseChecks);" in text  # the source names the phases ...
+    out = tmp_path / "launcher.ii"
+    cmd = launcher_build_command(source, out)
+    cmd = [c for c in cmd if not c.startswith(("-Wl,", "-L", "-l"))]
+    cmd[cmd.index("-shared")] = "-E"
+    subprocess.run(cmd, check=True, capture_output=True)
+    pre = out.read_text()
+    body = re.search(r"void call_vector_add\(.*?\n}\n", pre, re.S).group(0)
+    assert "tc_launch(" in body and "CurrentContextGuard" in body
+    for word in ("PhaseTimer", "tc_phase_timer", "kPhase", "steady_clock", "TC_PHASE"):
+        assert word not in body  # ... which compile to nothing
+    assert "PhaseTimer" not in pre and "__tilecute_phase" not in pre
