@@ -566,9 +566,13 @@ FAKE_LIBCUDA = r"""
 // <param sizes...>" lines), and a log of attributes and launches with the parameter bytes.
 #include <cuda.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
+#include <mutex>
+#include <thread>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -654,8 +658,15 @@ CUresult fake_cuCtxSetCurrent(CUcontext context) {
   return CUDA_SUCCESS;
 }
 
+std::mutex g_load_mutex;  // module loads may run on several threads (one per device)
+
 CUresult fake_cuModuleLoadData(CUmodule* out, const void* image) {
   if (device_of(g_current) < 0) return CUDA_ERROR_INVALID_CONTEXT;
+  // FAKE_CUDA_LOAD_DELAY_MS: a slow first load on device 0, to show other devices don't wait
+  if (const char* delay = std::getenv("FAKE_CUDA_LOAD_DELAY_MS"); delay && device_of(g_current) == 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(delay)));
+  }
+  std::lock_guard<std::mutex> lock(g_load_mutex);
   auto* module = new FakeModule{g_current, {}};
   std::istringstream in(static_cast<const char*>(image));
   std::string line;
@@ -1264,3 +1275,67 @@ def test_gpu_call_overhead(gpu_mods):
     # checks, env stream, slot lookup, context check and launch: a few microseconds (3.8 on
     # an H100 host, torch.add 5.6); a lock, a file read or a module load per call would not fit
     assert launcher_us < 20
+
+
+CONCURRENCY_SCRIPT = r"""
+import ctypes, json, sys, threading, time
+import tvm_ffi
+
+paths = json.loads(sys.argv[1])
+cuda = ctypes.CDLL("libcuda.so.1")
+mod = tvm_ffi.load_module(paths["vector_add"])
+mod["__tilecute_set_cubin"](paths["cubin"])
+finished = {}
+
+def first_use(dev):
+    mod["__tilecute_ensure_device"](dev)
+    finished[dev] = time.perf_counter()
+
+start = time.perf_counter()
+slow = threading.Thread(target=first_use, args=(0,))  # device 0's module load takes 600 ms
+slow.start()
+time.sleep(0.05)
+fast = threading.Thread(target=first_use, args=(1,))
+fast.start()
+fast.join()
+slow.join()
+out = {"device1_done_s": finished[1] - start, "device0_done_s": finished[0] - start}
+mod["cleanup"]()
+loaded_before = cuda.fake_modules_loaded()
+# 16 threads racing the first use of both devices: each device loads its module once
+threads = [threading.Thread(target=mod["__tilecute_ensure_device"], args=(i % 2,)) for i in range(16)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+out["loads_in_race"] = cuda.fake_modules_loaded() - loaded_before
+out["retains_in_race"] = [cuda.fake_retains(0), cuda.fake_retains(1)]
+mod["cleanup"]()
+out["retains_after_cleanup"] = [cuda.fake_retains(0), cuda.fake_retains(1)]
+print(json.dumps(out))
+"""
+
+
+def test_driver_first_uses_on_two_devices_do_not_serialize(launchers, tmp_path):
+    """Per-device slots (CPU, fake driver): a slow first load on device 0 does not hold up
+    device 1's first use, and threads racing a device's first use load its module once."""
+    source = tmp_path / "fake_libcuda.cpp"
+    source.write_text(FAKE_LIBCUDA)
+    subprocess.run(["g++", "-std=c++17", "-O1", "-fPIC", "-shared", f"-I{cuda_include_dir()}",
+                    str(source), "-Wl,-soname,libcuda.so.1", "-o", str(tmp_path / "libcuda.so.1")],
+                   check=True, capture_output=True, text=True)
+    k = ABIS["vector_add"].kernels[0]
+    cubin = tmp_path / "fake.cubin"
+    cubin.write_text(" ".join(["kernel", k.symbol, *(str(p.size) for p in k.params)]) + "\n")
+    env = dict(os.environ, LD_LIBRARY_PATH=f"{tmp_path}:{os.environ.get('LD_LIBRARY_PATH', '')}",
+               FAKE_CUDA_LOAD_DELAY_MS="600")
+    paths = {"vector_add": str(launchers["vector_add"]), "cubin": str(cubin)}
+    run = subprocess.run([sys.executable, "-c", CONCURRENCY_SCRIPT, json.dumps(paths)],
+                         capture_output=True, text=True, env=env, timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr
+    out = json.loads(run.stdout.strip().splitlines()[-1])
+    assert out["device0_done_s"] >= 0.6
+    assert out["device1_done_s"] < 0.4, out  # did not wait for device 0's load
+    assert out["loads_in_race"] == 2
+    assert out["retains_in_race"] == [1, 1]
+    assert out["retains_after_cleanup"] == [0, 0]
