@@ -83,10 +83,11 @@ def given_entry(path: Path):
     return [(path.name, path)]
 
 
-def build_both(entry: Path, folder: Path) -> tuple[Path, Path]:
-    """The entry's launcher.cpp built twice, at once: with the define (``folder/timed``) and
+def build_both(entry: Path, folder: Path) -> tuple[Path, Path, Path]:
+    """The entry's launcher.cpp built three times, at once: with the define (``folder/timed``),
     without it (``folder/plain``, as the entry's own launcher.so is built; rebuilt here so
-    that both come from the same compiler and an entry copied from another machine works)."""
+    that all come from the same compiler and an entry copied from another machine works),
+    and without it at -O1 (``folder/o1``)."""
     from concurrent.futures import ThreadPoolExecutor
 
     from tilecute.build import build_launcher
@@ -103,10 +104,12 @@ def build_both(entry: Path, folder: Path) -> tuple[Path, Path]:
         abi = LaunchABI.from_json((entry / "abi.json").read_text())
         source.write_text(render_launcher(abi, tilecute_version=__version__))
         emit(entry=str(entry), note="launcher.cpp predates phase timing; rendered again from abi.json")
-    with ThreadPoolExecutor(2) as pool:
+    with ThreadPoolExecutor(3) as pool:
         timed = pool.submit(build_launcher, source, folder / "timed", extra_cflags=(DEFINE,))
         plain = pool.submit(build_launcher, source, folder / "plain")
-        return timed.result(), plain.result()
+        # the same launcher at -O1 (the later -O wins): is the slower-to-build -O2 worth it?
+        o1 = pool.submit(build_launcher, source, folder / "o1", extra_cflags=("-O1",))
+        return timed.result(), plain.result(), o1.result()
 
 
 def load(library: Path, cubin: Path):
@@ -181,10 +184,11 @@ def run_calls(fn, args, iters: int, burst: int) -> float:
     return elapsed
 
 
-def measure(case, timed, plain, function, args, iters, burst, warmup):
-    fn, plain_fn = timed[function], plain[function]
+def measure(case, timed, plain, o1, function, args, iters, burst, warmup):
+    fn, plain_fn, o1_fn = timed[function], plain[function], o1[function]
     run_calls(fn, args, warmup, 0)  # first use: driver, module load; then steady state
     run_calls(plain_fn, args, warmup, 0)
+    run_calls(o1_fn, args, warmup, 0)
     modes = [("loop", 0)] + ([(f"burst{burst}", burst)] if burst > 0 else [])
     for mode, b in modes:
         timed["__tilecute_phase_reset"]()
@@ -207,6 +211,15 @@ def measure(case, timed, plain, function, args, iters, burst, warmup):
              ns_per_call=round(wall_ns - total, 1), note="Python loop, TVM FFI call and argument conversion")
         emit(case=case, mode=mode, phase="wall per call (launcher without the define)",
              ns_per_call=round(plain_wall / calls * 1e9, 1))
+        # -O2 vs -O1, interleaved three times each so that drift hits both alike
+        o2_walls, o1_walls = [], []
+        for _ in range(3):
+            o2_walls.append(run_calls(plain_fn, args, iters, b))
+            o1_walls.append(run_calls(o1_fn, args, iters, b))
+        emit(case=case, mode=mode, phase="wall per call, -O2 launcher (min of 3)",
+             ns_per_call=round(min(o2_walls) / calls * 1e9, 1))
+        emit(case=case, mode=mode, phase="wall per call, -O1 launcher (min of 3)",
+             ns_per_call=round(min(o1_walls) / calls * 1e9, 1))
 
 
 def main():
@@ -231,7 +244,7 @@ def main():
             folder = Path(tmp) / str(i)
             folder.mkdir()
             t0 = time.perf_counter()
-            library, plain_library = build_both(entry, folder)
+            library, plain_library, o1_library = build_both(entry, folder)
             build_s = time.perf_counter() - t0
             timed = load(library, entry / "kernel.cubin")
             missing = [e for e in EXPORTS if not timed.implements_function(e)]
@@ -244,8 +257,10 @@ def main():
                      skipped="no CUDA GPU: the timed launcher builds and loads; nothing measured")
                 continue
             plain = load(plain_library, entry / "kernel.cubin")
+            o1 = load(o1_library, entry / "kernel.cubin")
             call_args = make_args(abi, args.n)
-            measure(case, timed, plain, abi.function, call_args, args.iters, args.burst, args.warmup)
+            measure(case, timed, plain, o1, abi.function, call_args, args.iters, args.burst,
+                    args.warmup)
     if gpu:
         import torch
 
