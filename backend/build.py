@@ -31,7 +31,10 @@ import tempfile
 from pathlib import Path
 
 LAUNCHER_LIBRARY = "launcher.so"
-CXX_FLAGS = ("-std=c++17", "-O2", "-fPIC", "-fvisibility=hidden")
+# -O1, not -O2: on an H100 the launcher's per-call time at -O1 and -O2 was the same within
+# noise (interleaved, min of 3: 3.76 vs 3.82 us for 3 tensors, 5.21 vs 5.43 us for 10
+# tensors + 4 scalars), and -O1 builds in 2.3-2.7 s instead of 3.3 s (docs/performance.md)
+CXX_FLAGS = ("-std=c++17", "-O1", "-fPIC", "-fvisibility=hidden")
 _CUDA_HEADERS = ("cuda.h", "cudaTypedefs.h")
 
 
