@@ -17,7 +17,7 @@ from typing import Iterable
 import torch
 
 from .runtime.abi import ScalarArg, TensorArg
-from .runtime.kernel import Kernel, _torch_dtype
+from .runtime.kernel import Kernel
 
 _SCALAR_SCHEMA = {"bool": "bool", "float32": "float", "float64": "float"}
 
@@ -41,26 +41,6 @@ def schema(kernel: Kernel, mutates_args: Iterable[str] = ()) -> str:
     return f"({', '.join(inputs)}) -> {ret}"
 
 
-def _output_shapes(kernel: Kernel, args) -> list[list]:
-    """Output shapes from the symbols the inputs bind (works on fake tensors too)."""
-    symbols = {}
-    given = [a for i, a in enumerate(kernel.abi.args) if i not in kernel.out_idx]
-    for spec, value in zip(given, args):
-        if isinstance(spec, TensorArg):
-            for d, dim in enumerate(spec.shape):
-                if isinstance(dim, str):
-                    symbols.setdefault(dim, value.shape[d])
-    shapes = []
-    for i in kernel.out_idx:
-        spec = kernel.abi.args[i]
-        try:
-            shapes.append([d if isinstance(d, int) else symbols[d] for d in spec.shape])
-        except KeyError as e:
-            raise ValueError(f"{kernel.name}: output '{spec.name}' has symbolic dim {e} that "
-                             "no input binds") from None
-    return shapes
-
-
 def register(kernel: Kernel, name: str, mutates_args: Iterable[str] = ()):
     """Register ``kernel`` as the custom op ``name`` (``"namespace::op"``); returns the op."""
     mutates = tuple(mutates_args)
@@ -72,16 +52,12 @@ def register(kernel: Kernel, name: str, mutates_args: Iterable[str] = ()):
     if not kernel.out_idx and not mutates:
         raise ValueError(f"{kernel.name}: an op must return outputs (compile with out_idx) or "
                          "name the tensors it writes in mutates_args")
-    out_specs = [kernel.abi.args[i] for i in kernel.out_idx]
-
     def impl(*args):
         result = kernel(*args)
         return result if kernel.out_idx else None
 
     def fake(*args):
-        device = next(a.device for a in args if isinstance(a, torch.Tensor))
-        outs = [torch.empty(shape, dtype=_torch_dtype(spec.dtype), device=device)
-                for shape, spec in zip(_output_shapes(kernel, args), out_specs)]
+        outs = kernel.allocate_outputs(args)
         if not outs:
             return None
         return outs[0] if len(outs) == 1 else tuple(outs)

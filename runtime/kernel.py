@@ -109,38 +109,42 @@ class Kernel:
             return func(*args)
         return self._call_with_outputs(func, args)
 
-    def _call_with_outputs(self, func, args):
+    def allocate_outputs(self, inputs) -> list:
+        """torch tensors for the ``out_idx`` outputs, shaped by the symbols the ``inputs``
+        (the other arguments, in order) bind, on the first input tensor's device.  Under
+        torch's fake-tensor mode they are fake tensors, so this serves meta kernels too."""
         import torch
 
-        n_in = len(self.abi.args) - len(self.out_idx)
-        if len(args) not in (n_in, n_in + 1):
-            raise TypeError(f"{self.name}: expected {n_in} arguments (outputs {self.out_idx} "
-                            f"are allocated), got {len(args)}")
-        stream = list(args[n_in:])
-        inputs = iter(args[:n_in])
-        full, outs = [], []
         symbols = {}
         device = None
         given = [a for i, a in enumerate(self.abi.args) if i not in self.out_idx]
-        for spec, value in zip(given, args[:n_in]):
+        for spec, value in zip(given, inputs):
             if isinstance(spec, TensorArg) and hasattr(value, "shape"):
                 device = device or value.device
                 for d, dim in enumerate(spec.shape):
                     if isinstance(dim, str) and d < len(value.shape):
-                        symbols.setdefault(dim, int(value.shape[d]))
-        for i, spec in enumerate(self.abi.args):
-            if i in self.out_idx:
-                try:
-                    shape = [d if isinstance(d, int) else symbols[d] for d in spec.shape]
-                except KeyError as e:
-                    raise ValueError(f"{self.name}: output '{spec.name}' has symbolic dim {e} "
-                                     "that no input binds") from None
-                t = torch.empty(shape, dtype=_torch_dtype(spec.dtype), device=device)
-                full.append(t)
-                outs.append(t)
-            else:
-                full.append(next(inputs))
-        func(*full, *stream)
+                        symbols.setdefault(dim, value.shape[d])
+        outs = []
+        for i in self.out_idx:
+            spec = self.abi.args[i]
+            try:
+                shape = [d if isinstance(d, int) else symbols[d] for d in spec.shape]
+            except KeyError as e:
+                raise ValueError(f"{self.name}: output '{spec.name}' has symbolic dim {e} "
+                                 "that no input binds") from None
+            outs.append(torch.empty(shape, dtype=_torch_dtype(spec.dtype), device=device))
+        return outs
+
+    def _call_with_outputs(self, func, args):
+        n_in = len(self.abi.args) - len(self.out_idx)
+        if len(args) not in (n_in, n_in + 1):
+            raise TypeError(f"{self.name}: expected {n_in} arguments (outputs {self.out_idx} "
+                            f"are allocated), got {len(args)}")
+        outs = self.allocate_outputs(args[:n_in])
+        inputs, allocated = iter(args[:n_in]), iter(outs)
+        full = [next(allocated) if i in self.out_idx else next(inputs)
+                for i in range(len(self.abi.args))]
+        func(*full, *args[n_in:])
         return outs[0] if len(outs) == 1 else tuple(outs)
 
 
