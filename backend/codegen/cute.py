@@ -316,15 +316,10 @@ class _KernelEmitter:
         """Vector loads/stores of ``width`` elements at ``j``; a scalar tail where the vector
         may cross a bound."""
         j = loop.var.name
-        conds: list[str] = []
-        lo, hi = self.ranges[j]
-        for s in body:
-            conds += self.stmt_predicate(s)
-        # every access is j + c (increasing in j): checking the vector's last element suffices
-        # for the upper bounds; the lower bounds hold at its first element
-        self.ranges[j] = (lo, hi)
-        last = [c for c in self._vector_last_conds(body, j, width)]
-        conds = [c for c in dict.fromkeys(conds + last)]
+        # every access is j + c (increasing in j): the bounds at the vector's first and last
+        # element cover all of its elements
+        first = [c for s in body for c in self.stmt_predicate(s)]
+        conds = list(dict.fromkeys(first + self._vector_last_conds(body, j, width)))
         if conds:
             self.line(depth, f"if {' and '.join(conds)}:")
             self.vector_stmts(body, width, depth + 1)
