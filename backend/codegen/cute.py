@@ -15,7 +15,9 @@ from .. import __version__
 from ..ir import nodes as N
 from ..runtime.dtypes import DTYPES
 from ..transform.analysis import loads as _loads, row_major_strides, value_range
-from ..transform.lower import KernelPlan
+from ..transform.layout import accesses, parallel_nest
+from ..transform.lower import KernelPlan, shared_buffers, shared_offsets, SHARED_ALIGN
+from ..transform.vectorize import top_loads, vector_accesses
 
 # ---- tables ------------------------------------------------------------------------------
 BINOP = {"add": "+", "sub": "-", "mul": "*", "div": "/", "floordiv": "//", "mod": "%",
@@ -33,6 +35,12 @@ PREC = {"or": 2, "and": 3, "not": 4, "cmp": 5, "bitor": 6, "bitxor": 7, "bitand"
         "mod": 12}
 ATOM = 100
 UNROLL_LIMIT = 8  # parallel nests with at most this many iterations per thread unroll fully
+REPLICATED_UNROLL = 256  # replicated nests up to this many iterations unroll fully
+HELPERS = {  # runtime.cute helper modules, by what the kernel uses
+    "reduce": "from tilecute.runtime.cute import reduce as tcr",
+    "atomic": "from tilecute.runtime.cute import atomic as tca",
+    "copy": "from tilecute.runtime.cute import copy as tcc",
+}
 
 
 class CodegenError(NotImplementedError):
@@ -52,8 +60,14 @@ class _KernelEmitter:
         self.buffers: dict[str, N.Buffer] = {p.name: p for p in plan.tensor_params}
         self.ranges: dict[str, tuple] = {}
         self.counter = 0
-        self.subst: dict[str, str] = {}  # loop variable -> expression text (vector tails)
-        self.vector: dict[str, str] = {}  # Load key -> TensorSSA temporary (vector bodies)
+        self.layouts: dict[str, N.Layout] = {}
+        self.subst: dict[str, str] = {}  # loop variable -> expression text (lanes)
+        self.vector: dict[tuple, str] = {}  # vector access -> its register temporary
+        self.hoisted: dict[tuple, str] = {}  # bounds-checked load -> its temporary
+        self.lane = None  # this lane's index text inside a nest body
+        self.frag_reg = None  # (step text, lanes) of the nest being emitted
+        self.uses: set[str] = set()  # runtime.cute helper modules the kernel calls
+        self.grid_bound: dict[str, str] = {}  # block variable -> the symbol its grid extent is
 
     # ---- helpers -------------------------------------------------------------------------
     def fresh(self, stem: str) -> str:
@@ -110,17 +124,17 @@ class _KernelEmitter:
         if isinstance(e, N.Not):
             return f"not {self.operand(e.a, PREC['not'])}", PREC["not"]
         if isinstance(e, N.Cast):
-            if self.vector:  # TensorSSA values convert with .to
-                return f"{self.operand(e.value, ATOM)}.to({cute_type(e.dtype)})", ATOM
             return f"{cute_type(e.dtype)}({self.expr(e.value)})", ATOM
         if isinstance(e, N.Select):
             return (f"cutlass.select_({self.expr(e.cond)}, {self.expr(e.a)}, "
                     f"{self.expr(e.b)})"), ATOM
         if isinstance(e, N.Load):
             key = self.load_key(e)
+            if key in self.hoisted:
+                return self.hoisted[key], ATOM
             if key in self.vector:
-                return self.vector[key], ATOM
-            return f"{e.buffer}[{self.index_tuple(e.indices)}]", ATOM
+                return f"{self.vector[key]}[{self.lane}]", ATOM
+            return self.element(e.buffer, e.indices), ATOM
         if isinstance(e, N.Call):
             if e.name == "thread_idx":
                 return ("tc_tx", "tc_ty", "tc_tz")[int(e.args[0].value)], ATOM
@@ -137,8 +151,6 @@ class _KernelEmitter:
                 x = e.args[0]
                 if x.dtype in ("float16", "bfloat16"):  # 16-bit math runs in fp32
                     inner = f"{MATH[e.name]}({self.expr(N.Cast('float32', x))})"
-                    if self.vector:
-                        return f"{inner}.to({cute_type(e.dtype)})", ATOM
                     return f"{cute_type(e.dtype)}({inner})", ATOM
                 return f"{MATH[e.name]}({self.expr(x)})", ATOM
         self.fail(None, f"expression {type(e).__name__} {getattr(e, 'name', '')} has no CuTe DSL form")
@@ -156,7 +168,7 @@ class _KernelEmitter:
         return (e.buffer, e.indices)
 
     # ---- bounds predication --------------------------------------------------------------
-    def access_predicate(self, buffer: str, indices) -> list[str]:
+    def access_predicate(self, buffer: str, indices, lower: bool = True, upper: bool = True) -> list[str]:
         """Conditions for ``buffer[indices]`` to be in bounds that cannot be proved."""
         buf = self.buffers.get(buffer)
         if buf is None or buf.scope != "global":
@@ -164,17 +176,15 @@ class _KernelEmitter:
         conds = []
         for idx, dim in zip(indices, buf.shape):
             lo, hi = value_range(idx, self.ranges)
-            if lo is None or lo < 0:
+            if lower and (lo is None or lo < 0):
                 conds.append(f"{self.expr(idx)} >= 0")
+            if not upper:
+                continue
+            if isinstance(idx, N.Var) and isinstance(dim, N.Var) and self.grid_bound.get(idx.name) == dim.name:
+                continue  # a block index over a grid of exactly `dim` blocks
             if not (isinstance(dim, N.Const) and hi is not None and hi < dim.value):
                 conds.append(f"{self.expr(idx)} < {self.expr(dim)}")
         return conds
-
-    def stmt_predicate(self, s) -> list[str]:
-        loads = list(_loads(s.value)) + list(_loads(s.indices)) if isinstance(s, N.Store) \
-            else list(_loads(s.value)) if isinstance(s, N.Let) else []
-        conds = self.access_predicate(s.buffer, s.indices) if isinstance(s, N.Store) else []
-        return list(dict.fromkeys(conds + self.access_conds(loads)))
 
     def access_conds(self, loads) -> list[str]:
         conds: list[str] = []
@@ -189,67 +199,141 @@ class _KernelEmitter:
         for s in stmts:
             self.stmt(s, depth, guarded)
 
-    def stmt(self, s: N.Stmt, depth: int, guarded: bool) -> None:
-        if isinstance(s, N.Let):
-            value = self.expr(s.value)
-            conds = self.stmt_predicate(s) if guarded else []
+    def hoist_loads(self, e, depth: int) -> None:
+        """Read each global load of ``e`` whose bounds cannot be proved into a temporary
+        that stays 0 out of bounds (out-of-bounds loads read 0)."""
+        for ld in top_loads(e):
+            self.hoist_loads(ld.indices, depth)
+            key = self.load_key(ld)
+            if key in self.vector or key in self.hoisted:
+                continue
+            conds = self.access_predicate(ld.buffer, ld.indices)
             if conds:
-                # defined before the `if` with the value's exact type, as CuTe DSL requires
-                self.line(depth, f"{s.var.name} = {cute_type(s.var.dtype)}(0)")
+                t = self.fresh("ld")
+                self.line(depth, f"{t} = {cute_type(ld.dtype)}(0)")
                 self.line(depth, f"if {' and '.join(conds)}:")
-                self.line(depth + 1, f"{s.var.name} = {value}")
-            else:
-                self.line(depth, f"{s.var.name} = {value}")
+                self.line(depth + 1, f"{t} = {self.expr(ld)}")
+                self.hoisted[key] = t
+
+    def stmt(self, s: N.Stmt, depth: int, guarded: bool) -> None:
+        saved = dict(self.hoisted)
+        try:
+            self._stmt(s, depth, guarded)
+        finally:
+            self.hoisted = saved
+
+    def _stmt(self, s: N.Stmt, depth: int, guarded: bool) -> None:
+        if guarded and isinstance(s, (N.Let, N.Store, N.If, N.Evaluate)):
+            parts = {N.Let: lambda: s.value, N.Store: lambda: (s.indices, s.value),
+                     N.If: lambda: s.cond, N.Evaluate: lambda: s.value}
+            self.hoist_loads(parts[type(s)](), depth)
+        if isinstance(s, N.Let):
+            self.line(depth, f"{s.var.name} = {self.expr(s.value)}")
         elif isinstance(s, N.Store):
-            text = f"{s.buffer}[{self.index_tuple(s.indices)}] = {self.expr(s.value)}"
-            conds = self.stmt_predicate(s) if guarded else []
+            key = (s.buffer, s.indices)
+            if key in self.vector:  # a vector store: this lane's element of its registers
+                self.line(depth, f"{self.vector[key]}[{self.lane}] = {self.expr(s.value)}")
+                return
+            text = f"{self.element(s.buffer, s.indices)} = {self.expr(s.value)}"
+            conds = self.access_predicate(s.buffer, s.indices) if guarded else []
             if conds:
                 self.line(depth, f"if {' and '.join(conds)}:")
                 self.line(depth + 1, text)
             else:
                 self.line(depth, text)
         elif isinstance(s, N.If):
-            conds = self.access_conds(list(_loads(s.cond))) if guarded else []
-            if conds:  # the condition reads global memory: read it only where in bounds
-                c = self.fresh("cond")
-                self.line(depth, f"{c} = False")
-                self.line(depth, f"if {' and '.join(conds)}:")
-                self.line(depth + 1, f"{c} = {self.expr(s.cond)}")
-                self.line(depth, f"if {c}:")
-            else:
-                self.line(depth, f"if {self.expr(s.cond)}:")
+            self.line(depth, f"if {self.expr(s.cond)}:")
             self.body(s.then, depth + 1, guarded)
             if s.orelse:
                 self.line(depth, "else:")
                 self.body(s.orelse, depth + 1, guarded)
         elif isinstance(s, N.Evaluate):
-            conds = self.access_conds(list(_loads(s.value))) if guarded else []
-            if conds:
-                self.line(depth, f"if {' and '.join(conds)}:")
-                self.line(depth + 1, self.expr(s.value))
-            else:
-                self.line(depth, self.expr(s.value))
+            self.line(depth, self.expr(s.value))
         elif isinstance(s, N.For):
             if s.kind == "parallel":
                 self.parallel(s, depth)
+                if s.async_copy or parallel_nest(s)[-1].async_copy:
+                    self.line(depth, "cute.arch.cp_async_commit_group()")
             else:
                 self.serial(s, depth, guarded)
         elif isinstance(s, N.Allocate):
             self.allocate(s, depth)
+        elif isinstance(s, N.Reduce):
+            self.reduce(s, depth)
+        elif isinstance(s, N.AtomicAdd):
+            if isinstance(s.value, N.Region):
+                self.fail(s, "internal: tile T.atomic_add reached the codegen unlowered")
+            self.atomic_add(s, depth, guarded)
+        elif isinstance(s, N.Barrier):
+            self.barrier(s, depth)
         elif isinstance(s, N.TILE_OPS):
             self.fail(s, f"T.{type(s).__name__.lower()} is a tile op; its lowering to CuTe DSL "
                          "is not implemented yet in this tilecute")
         else:
             self.fail(s, f"statement {type(s).__name__} has no CuTe DSL form")
 
+    # ---- buffers -------------------------------------------------------------------------
     def allocate(self, s: N.Allocate, depth: int) -> None:
         b = s.buffer
-        if b.scope != "local":
-            self.fail(s, f"'{b.name}' is a {b.scope} buffer; shared and fragment buffers come "
-                         "with tile-op lowering, not implemented yet in this tilecute")
+        self.buffers[b.name] = b
+        if s.layout is not None:
+            self.layouts[b.name] = s.layout
+        if b.scope == "shared":
+            return  # carved out of dynamic shared memory at the kernel's start
+        if b.scope == "fragment":
+            total = math.prod(int(d.value) for d in b.shape)
+            layout = s.layout or N.Layout("replicated")
+            if layout.kind == "blocked":
+                step = layout.threads * layout.vector
+                regs = -(-total // step) * layout.vector
+                note = f"  # {layout.kind}: {layout.vector} consecutive elements per thread step"
+            else:
+                regs, note = total, "  # replicated: every thread holds every element"
+            self.line(depth, f"{b.name} = cute.make_rmem_tensor(({regs},), {cute_type(b.dtype)}){note}")
+            return
         shape = ", ".join(str(int(d.value)) for d in b.shape)
         self.line(depth, f"{b.name} = cute.make_rmem_tensor(({shape},), {cute_type(b.dtype)})")
-        self.buffers[b.name] = b
+
+    def element(self, name: str, indices) -> str:
+        """Source text of ``name[indices]`` in its memory (a register, shared or global)."""
+        buf = self.buffers[name]
+        if buf.scope == "fragment":
+            layout = self.layouts.get(name, N.Layout("replicated"))
+            if layout.kind == "blocked":
+                if self.frag_reg is None or self.lane is None:
+                    self.fail(None, f"internal: fragment '{name}' accessed outside its nest")
+                k, width = self.frag_reg
+                reg = self.lane if k == "0" else (
+                    f"{k} * {width} + {self.lane}" if width > 1 else k)
+                return f"{name}[{reg}]"
+            return f"{name}[{self.flat_index(buf, indices)}]"
+        if buf.scope == "shared":
+            return f"{name}[{self.shared_index(buf, indices)}]"
+        return f"{name}[{self.index_tuple(indices)}]"
+
+    def flat_index(self, buf: N.Buffer, indices) -> str:
+        terms = []
+        for idx, stride in zip(indices, row_major_strides(buf)):
+            if isinstance(stride, N.Const) and stride.value == 1:
+                terms.append(self.operand(idx, PREC["add"]))
+            else:
+                terms.append(f"{self.operand(idx, PREC['mul'])} * {int(stride.value)}")
+        return " + ".join(terms)
+
+    def shared_index(self, buf: N.Buffer, indices) -> str:
+        layout = self.layouts.get(buf.name)
+        if layout is None or layout.kind != "swizzled":
+            return self.flat_index(buf, indices)
+        # column c of row r is stored at c ^ (r % swizzle)
+        r, c = indices[-2], indices[-1]
+        rows, cols = int(buf.shape[-2].value), int(buf.shape[-1].value)
+        lead = self.flat_index(N.Buffer(buf.name, buf.dtype, buf.shape[:-2]), indices[:-2]) \
+            if buf.ndim > 2 else None
+        rt, ct = self.operand(r, PREC["bitand"] + 1), self.operand(c, PREC["bitxor"] + 1)
+        text = f"{self.operand(r, PREC['mul'])} * {cols} + ({ct} ^ ({rt} & {layout.swizzle - 1}))"
+        if lead:
+            text = f"({lead}) * {rows * cols} + {text}"
+        return text
 
     def serial(self, s: N.For, depth: int, guarded: bool) -> None:
         start, stop = self.expr(s.start), self.expr(N.binop("add", s.start, s.extent))
@@ -262,33 +346,39 @@ class _KernelEmitter:
             rng = f"cutlass.range({start}, {stop})"
         if const:
             self.ranges[s.var.name] = (int(s.start.value), int(s.start.value + s.extent.value - 1))
+        else:
+            lo = value_range(s.start, self.ranges)[0]
+            self.ranges[s.var.name] = (lo, None)
         self.line(depth, f"for {s.var.name} in {rng}:")
         self.body(s.body, depth + 1, guarded)
 
     def parallel(self, s: N.For, depth: int) -> None:
-        loops = [s]
-        while len(loops[-1].body) == 1 and isinstance(loops[-1].body[0], N.For) \
-                and loops[-1].body[0].kind == "parallel":
-            loops.append(loops[-1].body[0])
+        loops = parallel_nest(s)
         for lp in loops:
             if not isinstance(lp.extent, N.Const) or not isinstance(lp.start, N.Const):
                 self.fail(lp, "T.Parallel extents must be known at compile time")
         if _has_parallel(loops[-1].body):
             self.fail(s, "a T.Parallel loop inside a T.Parallel body must be the whole body "
                          "(write `for i, j in T.Parallel(a, b)`)")
+        if loops[-1].replicated:
+            self.replicated_nest(loops, depth)
+            return
         extents = [int(lp.extent.value) for lp in loops]
         width = max(1, loops[-1].vector_width)
         total = math.prod(extents)
         threads = self.scope.num_threads
         per_step = threads * width
         iters = -(-total // per_step)
-        k, f = self.fresh("k"), self.fresh("f")
+        fragments = any(self.buffers[b].scope == "fragment" for b, _, _ in accesses(loops[-1].body))
+        # nests over fragments unroll fully: their register indices must be constants
+        static_k = iters == 1 or iters <= UNROLL_LIMIT or fragments
+        k, f = ("0" if iters == 1 else self.fresh("k")), self.fresh("f")
         scale = f" * {width}" if width > 1 else ""
         if iters == 1:
             inner = depth
             self.line(inner, f"{f} = tc_tid{scale}")
         else:
-            rng = f"cutlass.range_constexpr({iters})" if iters <= UNROLL_LIMIT else f"cutlass.range({iters})"
+            rng = f"cutlass.range_constexpr({iters})" if static_k else f"cutlass.range({iters})"
             self.line(depth, f"for {k} in {rng}:")
             inner = depth + 1
             self.line(inner, f"{f} = ({k} * {threads} + tc_tid){scale}")
@@ -299,73 +389,120 @@ class _KernelEmitter:
         for lp, extent in zip(loops, extents):
             rest //= extent
             start = int(lp.start.value)
-            value = f"{f} // {rest}" if rest > 1 else f
-            if lp is not loops[0]:
-                value = f"({value}) % {extent}"
+            if static_k and rest % per_step == 0:
+                # the same for every thread of a step: a compile-time value
+                value = f"{k} * {per_step} // {rest}" if rest > 1 else f"{k} * {per_step}"
+                if lp is not loops[0]:
+                    value = f"{value} % {extent}"
+                value = value if k != "0" else "0"
+            else:
+                value = f"{f} // {rest}" if rest > 1 else f
+                if lp is not loops[0]:
+                    value = f"({value}) % {extent}"
             if start:
                 value = f"{value} + {start}"
             self.line(inner, f"{lp.var.name} = {value}")
             self.ranges[lp.var.name] = (start, start + extent - 1)
-        body = loops[-1].body
-        if width == 1:
-            self.body(body, inner, guarded=True)
-        else:
-            self.vector_body(loops[-1], body, width, inner)
+        self.frag_reg = (k, width)
+        self.lanes(loops[-1], width, inner)
+        self.frag_reg = None
 
-    def vector_body(self, loop: N.For, body, width: int, depth: int) -> None:
-        """Vector loads/stores of ``width`` elements at ``j``; a scalar tail where the vector
-        may cross a bound."""
-        j = loop.var.name
-        # every access is j + c (increasing in j): the bounds at the vector's first and last
-        # element cover all of its elements
-        first = [c for s in body for c in self.stmt_predicate(s)]
-        conds = list(dict.fromkeys(first + self._vector_last_conds(body, j, width)))
+    def replicated_nest(self, loops, depth: int) -> None:
+        """Every thread runs every iteration (the nest writes only replicated fragments and
+        locals); small nests unroll so fragment indices are constants."""
+        total = math.prod(int(lp.extent.value) for lp in loops)
+        for lp in loops:
+            start, stop = int(lp.start.value), int(lp.start.value + lp.extent.value)
+            rng = "cutlass.range_constexpr" if total <= REPLICATED_UNROLL else "cutlass.range"
+            self.line(depth, f"for {lp.var.name} in {rng}({start}, {stop}):")
+            self.ranges[lp.var.name] = (start, stop - 1)
+            depth += 1
+        self.body(loops[-1].body, depth, guarded=True)
+
+    def lanes(self, inner: N.For, width: int, depth: int) -> None:
+        """The body for ``width`` consecutive iterations of ``inner`` per thread: vector
+        loads into registers, the body once per lane, vector stores; a per-lane bounds-checked
+        path where a vector may cross a tensor's end."""
+        vec = vector_accesses(inner, self.buffers, self.layouts, width)
+        conds = self.vector_bounds(inner, vec, width)
         if conds:
             self.line(depth, f"if {' and '.join(conds)}:")
-            self.vector_stmts(body, width, depth + 1)
+            self.lanes_fast(inner, width, vec, depth + 1)
             self.line(depth, "else:")
-            v = self.fresh("v")
-            self.line(depth + 1, f"for {v} in cutlass.range_constexpr({width}):")
-            self.subst[j] = f"({j} + {v})"
-            self.body(body, depth + 2, guarded=True)
-            del self.subst[j]
+            self.lanes_loop(inner, width, {}, depth + 1)
         else:
-            self.vector_stmts(body, width, depth)
+            self.lanes_fast(inner, width, vec, depth)
 
-    def _vector_last_conds(self, body, j: str, width: int) -> list[str]:
+    def vector_bounds(self, inner: N.For, vec, width: int) -> list[str]:
+        """Bounds conditions of the vector accesses at the first and the last lane."""
+        j = inner.var.name
         conds = []
-        saved = dict(self.subst)
-        self.subst[j] = f"({j} + {width - 1})"
-        lo, hi = self.ranges[j]
-        self.ranges[j] = (lo + width - 1, hi)
-        for s in body:
-            conds += self.stmt_predicate(s)
-        self.ranges[j] = (lo, hi)
-        self.subst = saved
-        return conds
+        # indices grow with the lane: lower bounds at the first lane, upper at the last
+        for (name, indices) in vec:
+            conds += self.access_predicate(name, indices, upper=width == 1)
+        if width > 1:
+            lo, hi = self.ranges[j]
+            self.subst[j] = f"({j} + {width - 1})"
+            self.ranges[j] = (lo + width - 1, hi)
+            for (name, indices) in vec:
+                conds += self.access_predicate(name, indices, lower=False)
+            self.ranges[j] = (lo, hi)
+            del self.subst[j]
+        return list(dict.fromkeys(conds))
 
-    def vector_stmts(self, body, width: int, depth: int) -> None:
-        for s in body:
-            for ld in _loads(s.value):
-                key = self.load_key(ld)
-                if key not in self.vector:
-                    name = self.fresh("vec")
-                    self.line(depth, f"{name} = {self.vector_view(ld.buffer, ld.indices, width)}.load()")
-                    self.vector[key] = name
-            if isinstance(s, N.Let):
-                self.line(depth, f"{s.var.name} = {self.expr(s.value)}")
-            else:
-                # later loads of the stored buffer must see the new values
-                self.vector = {k: v for k, v in self.vector.items() if k[0] != s.buffer}
-                # TensorSSA arithmetic may widen (a Float32 scalar widens fp16 lanes): convert
-                value = self.operand(s.value, ATOM)
-                if not isinstance(s.value, N.Cast):  # a Cast already ends in .to(dtype)
-                    value += f".to({cute_type(self.buffers[s.buffer].dtype)})"
-                self.line(depth, f"{self.vector_view(s.buffer, s.indices, width)}.store({value})")
-        self.vector.clear()
+    def lanes_fast(self, inner: N.For, width: int, vec, depth: int) -> None:
+        body = inner.body
+        if inner.async_copy and vec:
+            (st,) = body
+            chunk = vec[(st.buffer, st.indices)]
+            for c in range(0, width, chunk):
+                src = self.vector_view(st.value.buffer, st.value.indices, chunk, c)
+                dst = self.vector_view(st.buffer, st.indices, chunk, c)
+                bits = chunk * DTYPES[self.buffers[st.buffer].dtype].bits
+                self.line(depth, f"tcc.copy_async({src}, {dst}, {bits})")
+            self.uses.add("copy")
+            return
+        temps = {}
+        stores = []
+        for key, chunk in vec.items():
+            name, indices = key
+            dtype = cute_type(self.buffers[name].dtype)
+            tmp = self.fresh("vec")
+            temps[key] = tmp
+            self.line(depth, f"{tmp} = cute.make_rmem_tensor(({width},), {dtype})")
+            if any(isinstance(s, N.Store) and (s.buffer, s.indices) == key for s in body):
+                stores.append((key, chunk, tmp))
+                continue
+            for c in range(0, width, chunk):
+                part = f"cute.make_tensor({tmp}.iterator + {c}, cute.make_layout({chunk}))" \
+                    if chunk < width else tmp
+                self.line(depth, f"{part}.store({self.vector_view(name, indices, chunk, c)}.load())")
+        self.lanes_loop(inner, width, temps, depth)
+        for key, chunk, tmp in stores:
+            name, indices = key
+            for c in range(0, width, chunk):
+                part = f"cute.make_tensor({tmp}.iterator + {c}, cute.make_layout({chunk}))" \
+                    if chunk < width else tmp
+                self.line(depth, f"{self.vector_view(name, indices, chunk, c)}.store({part}.load())")
 
-    def vector_view(self, buffer: str, indices, width: int) -> str:
-        """A ``width``-element tensor over ``buffer[indices...]`` (contiguous, aligned)."""
+    def lanes_loop(self, inner: N.For, width: int, temps, depth: int) -> None:
+        j = inner.var.name
+        if width == 1:
+            self.lane, self.vector = "0", temps
+            self.body(inner.body, depth, guarded=True)
+            self.lane, self.vector = None, {}
+            return
+        lane = self.fresh("lane")
+        self.line(depth, f"for {lane} in cutlass.range_constexpr({width}):")
+        self.subst[j] = f"({j} + {lane})"
+        self.lane, self.vector = lane, temps
+        self.body(inner.body, depth + 1, guarded=True)
+        self.lane, self.vector = None, {}
+        del self.subst[j]
+
+    def vector_view(self, buffer: str, indices, width: int, extra: int = 0) -> str:
+        """A ``width``-element tensor over ``buffer[indices...]`` (+ ``extra`` elements):
+        contiguous, and aligned to its size."""
         buf = self.buffers[buffer]
         strides = row_major_strides(buf)
         terms = []
@@ -374,9 +511,75 @@ class _KernelEmitter:
                 terms.append(self.expr(idx))
             else:
                 terms.append(f"{self.operand(idx, PREC['mul'])} * {self.operand(stride, PREC['mul'] + 1)}")
+        if extra:
+            terms.append(str(extra))
         offset = " + ".join(terms)
         return (f"cute.make_tensor({buffer}.iterator + cute.assume({offset}, divby={width}), "
                 f"cute.make_layout({width}))")
+
+    # ---- tile statements -----------------------------------------------------------------
+    def reduce(self, s: N.Reduce, depth: int) -> None:
+        """Each thread combines its own registers of every row, then a warp shuffle
+        all-reduce, then (several warps) a shared-memory exchange; the result lands in every
+        thread's copy of the replicated ``dst``."""
+        src, dst = self.buffers[s.src], self.buffers[s.dst]
+        layout = self.layouts[s.src]
+        threads, width = layout.threads, layout.vector
+        row = int(src.shape[-1].value)
+        rows = math.prod(int(d.value) for d in src.shape[:-1])
+        per_row = row // threads  # registers of a row in each thread
+        op = {"sum": "sum", "abssum": "sum", "max": "max", "absmax": "max", "min": "min"}[s.kind]
+        take = (lambda x: f"cute.math.absf({x})") if s.kind.startswith("abs") and N.is_float(src.dtype) \
+            else (lambda x: f"abs({x})") if s.kind.startswith("abs") else (lambda x: x)
+        red, r, q = self.fresh("red"), self.fresh("r"), self.fresh("q")
+        acc = self.fresh("acc")
+        self.line(depth, f"{red} = cute.make_rmem_tensor(({rows},), {cute_type(src.dtype)})")
+        self.line(depth, f"for {r} in cutlass.range_constexpr({rows}):")
+        self.line(depth + 1, f"{acc} = {take(f'{s.src}[{r} * {per_row}]')}")
+        if per_row > 1:
+            self.line(depth + 1, f"for {q} in cutlass.range_constexpr(1, {per_row}):")
+            self.line(depth + 2, f'{acc} = tcr.combine({acc}, {take(f"{s.src}[{r} * {per_row} + {q}]")}, "{op}")')
+        warp = min(threads, 32)
+        self.line(depth + 1, f'{red}[{r}] = tcr.warp_allreduce({acc}, "{op}", {warp})')
+        if threads > 32:
+            warps = threads // 32
+            self.line(depth, f'tcr.block_allreduce({red}, "{op}", {s.scratch}, {warps}, {warps})')
+        self.line(depth, f"for {r} in cutlass.range_constexpr({rows}):")
+        value = f"{red}[{r}]"
+        if not s.clear:
+            value = f'tcr.combine({s.dst}[{r}], {value}, "{op}")'
+        if dst.dtype != src.dtype:
+            value = f"{cute_type(dst.dtype)}({value})"
+        self.line(depth + 1, f"{s.dst}[{r}] = {value}")
+        del width
+        self.uses.add("reduce")
+
+    def atomic_add(self, s: N.AtomicAdd, depth: int, guarded: bool) -> None:
+        buf = self.buffers[s.dst.buffer]
+        if buf.scope not in ("global", "shared"):
+            self.fail(s, f"T.atomic_add into '{buf.name}': atomics target global or shared memory")
+        value = self.expr(N.cast(s.value, buf.dtype))
+        if buf.scope == "shared":
+            coord = self.shared_index(buf, s.dst.starts)
+        else:
+            coord = f"({self.index_tuple(s.dst.starts)},)" if len(s.dst.starts) == 1 \
+                else f"({self.index_tuple(s.dst.starts)})"
+        text = f"tca.atomic_add({buf.name}, {coord}, {value})"
+        conds = []
+        if guarded:
+            conds = list(dict.fromkeys(self.access_predicate(buf.name, s.dst.starts)
+                                       + self.access_conds(list(_loads(s.value)) + list(_loads(s.dst.starts)))))
+        if conds:
+            self.line(depth, f"if {' and '.join(conds)}:")
+            self.line(depth + 1, text)
+        else:
+            self.line(depth, text)
+        self.uses.add("atomic")
+
+    def barrier(self, s: N.Barrier, depth: int) -> None:
+        if s.wait_async:
+            self.line(depth, "cute.arch.cp_async_wait_group(0)")
+        self.line(depth, "cute.arch.sync_threads()")
 
     # ---- the kernel ----------------------------------------------------------------------
     def emit(self) -> list[str]:
@@ -400,6 +603,16 @@ class _KernelEmitter:
         for v, g in zip(k.block_vars, k.grid):
             hi = g.value - 1 if isinstance(g, N.Const) else None
             self.ranges[v.name] = (0, hi)
+            if isinstance(g, N.Var):
+                self.grid_bound[v.name] = g.name
+        offsets, total = shared_offsets(k)
+        if offsets:
+            self.line(1, f"tc_smem = cute.arch.get_dyn_smem(cutlass.Int8, alignment={SHARED_ALIGN})"
+                         f"  # {total} bytes")
+            for b in shared_buffers(k):
+                n = math.prod(int(d.value) for d in b.shape)
+                self.line(1, f"{b.name} = cute.make_tensor(cute.recast_ptr(tc_smem + {offsets[b.name]}, "
+                             f"dtype={cute_type(b.dtype)}), cute.make_layout({n}))")
         used = _used_buffers(k.body)
         for p in plan.tensor_params:
             if p.name not in used:
@@ -453,8 +666,14 @@ def emit_cute(plan: KernelPlan) -> str:
         "import cutlass.cute as cute",
         "",
     ]
+    kernels, uses = [], set()
     for i in range(len(f.kernels)):
-        out += ["", *(_KernelEmitter(plan, i).emit()), "",
+        emitter = _KernelEmitter(plan, i)
+        kernels.append(emitter.emit())
+        uses |= emitter.uses
+    out += [HELPERS[u] for u in sorted(uses)]
+    for i in range(len(f.kernels)):
+        out += ["", *kernels[i], "",
                 f'{plan.kernel_names[i]}.set_name_prefix("{plan.name_prefixes[i]}", '
                 "remove_cutlass_symbol=True, keep_mangled_name=False)", ""]
     params = abi.kernels[0].params
@@ -466,6 +685,8 @@ def emit_cute(plan: KernelPlan) -> str:
     for i, (k, launch) in enumerate(zip(f.kernels, abi.kernels)):
         grid = [emitter.expr(g) for g in k.grid] + ["1"] * (3 - len(k.grid))
         extra = f", cluster=[{', '.join(map(str, launch.cluster))}]" if launch.cluster else ""
+        if launch.dynamic_smem:
+            extra += f", smem={launch.dynamic_smem}"
         out.append(f"    {plan.kernel_names[i]}({names}).launch(grid=[{', '.join(grid)}], "
                    f"block=[{', '.join(map(str, launch.block))}]{extra})")
     align = {a.name: a.align for a in abi.args if a.kind == "tensor"}

@@ -65,6 +65,9 @@ class Var(Expr):
 
     name: str
     dtype: str = INDEX
+    # symbols only: a divisor every launch promises (the launcher checks it); lets the
+    # vectorizer prove that rows strided by this symbol stay 16-byte aligned
+    multiple: int = 1
 
 
 @dataclass(frozen=True)
@@ -294,7 +297,13 @@ class For(Stmt):
     kind: str
     body: tuple[Stmt, ...]
     num_stages: int = 0  # pipelined loops only
-    vector_width: int = 0  # parallel loops: elements per access; 0 = the pass chooses
+    # parallel loops: consecutive iterations per thread step (lanes); 0 = the passes choose
+    vector_width: int = 0
+    # parallel loops: every thread runs every iteration (they write only replicated
+    # fragments or locals); set by the layout pass
+    replicated: bool = False
+    # parallel loops copying global -> shared: cp.async, completed at the next barrier
+    async_copy: bool = False
     loc: Optional[Loc] = _loc()
 
 
@@ -329,11 +338,45 @@ class Evaluate(Stmt):
     loc: Optional[Loc] = _loc()
 
 
+LAYOUT_KINDS = ("blocked", "replicated", "row_major", "swizzled")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where the elements of a fragment or shared buffer live; chosen by the layout pass.
+
+    Fragments (``f`` = row-major flat index of an element):
+      ``blocked``: thread ``(f // vector) % threads`` holds it, in register
+      ``(f // (vector * threads)) * vector + f % vector``;
+      ``replicated``: every thread holds every element, in register ``f``.
+    Shared buffers:
+      ``row_major``;
+      ``swizzled``: row-major over the last two dims ``(r, c)``, with column ``c`` stored at
+      ``c ^ (r % swizzle)`` (a power of two), so column walks hit distinct banks.
+    """
+
+    kind: str
+    threads: int = 0
+    vector: int = 0
+    swizzle: int = 0
+
+
 @dataclass(frozen=True)
 class Allocate(Stmt):
     """Declare a shared, fragment or local buffer for the rest of the enclosing block."""
 
     buffer: Buffer
+    layout: Optional[Layout] = None  # chosen by the layout pass for fragment/shared buffers
+    loc: Optional[Loc] = _loc()
+
+
+@dataclass(frozen=True)
+class Barrier(Stmt):
+    """``T.sync_threads()``: a block-wide barrier; with ``wait_async`` it first waits for
+    this thread's outstanding cp.async copies.  The barrier pass inserts them between
+    tile statements that share a shared buffer."""
+
+    wait_async: bool = False
     loc: Optional[Loc] = _loc()
 
 
@@ -379,6 +422,7 @@ class Reduce(Stmt):
     dst: str
     dim: int
     clear: bool = True
+    scratch: str = ""  # shared buffer for the cross-warp step; set by the layout pass
     loc: Optional[Loc] = _loc()
 
 

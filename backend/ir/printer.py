@@ -90,7 +90,19 @@ def _loop_range(s: N.For) -> str:
         bounds += f", num_stages={s.num_stages}"
     if s.vector_width:
         bounds += f", vector_width={s.vector_width}"
+    if s.replicated:
+        bounds += ", replicated=True"
+    if s.async_copy:
+        bounds += ", async_copy=True"
     return f"{fn}({bounds})"
+
+
+def layout_str(layout: N.Layout) -> str:
+    args = [f'"{layout.kind}"']
+    for name in ("threads", "vector", "swizzle"):
+        if getattr(layout, name):
+            args.append(f"{name}={getattr(layout, name)}")
+    return f"T.Layout({', '.join(args)})"
 
 
 def _stmts(body, indent: int, out: list[str]) -> None:
@@ -121,7 +133,10 @@ def _stmt(s: N.Stmt, indent: int, out: list[str]) -> None:
     elif isinstance(s, N.Allocate):
         b = s.buffer
         shape = _tuple(expr_str(d) for d in b.shape)
-        out.append(f'{pad}{b.name} = T.alloc_{b.scope}({shape}, "{b.dtype}")')
+        layout = f", layout={layout_str(s.layout)}" if s.layout is not None else ""
+        out.append(f'{pad}{b.name} = T.alloc_{b.scope}({shape}, "{b.dtype}"{layout})')
+    elif isinstance(s, N.Barrier):
+        out.append(f"{pad}T.sync_threads({'wait_async=True' if s.wait_async else ''})")
     elif isinstance(s, N.Copy):
         out.append(f"{pad}T.copy({_region(s.src)}, {_region(s.dst)})")
     elif isinstance(s, N.Fill):
@@ -132,7 +147,8 @@ def _stmt(s: N.Stmt, indent: int, out: list[str]) -> None:
         out.append(f"{pad}T.gemm({s.a}, {s.b}, {s.c}, transpose_A={s.transpose_a}, "
                    f"transpose_B={s.transpose_b}, clear_accum={s.clear_accum})")
     elif isinstance(s, N.Reduce):
-        out.append(f"{pad}T.reduce_{s.kind}({s.src}, {s.dst}, dim={s.dim}, clear={s.clear})")
+        scratch = f", scratch={s.scratch}" if s.scratch else ""
+        out.append(f"{pad}T.reduce_{s.kind}({s.src}, {s.dst}, dim={s.dim}, clear={s.clear}{scratch})")
     elif isinstance(s, N.AtomicAdd):
         value = _region(s.value) if isinstance(s.value, N.Region) else expr_str(s.value)
         out.append(f"{pad}T.atomic_add({_region(s.dst)}, {value})")
@@ -166,7 +182,8 @@ def _param(p: N.Param) -> str:
 def print_func(f: N.PrimFunc) -> str:
     out: list[str] = ["import tilecute.language as T", ""]
     for s in f.symbols:
-        out.append(f'{s.name} = T.symbolic("{s.name}")')
+        multiple = f", multiple_of={s.multiple}" if s.multiple > 1 else ""
+        out.append(f'{s.name} = T.symbolic("{s.name}"{multiple})')
     if f.symbols:
         out.append("")
     out.append("")

@@ -194,7 +194,19 @@ class _Validator:
                 self.fail(f"unknown reduction {s.kind!r}")
             if not 0 <= s.dim < src.ndim:
                 self.fail(f"reduce over dim {s.dim} of '{src.name}', which has {src.ndim} dims")
-            del dst
+            for b in (src, dst):
+                if b.scope != "fragment":
+                    self.fail(f"T.reduce_{s.kind} reduces fragments; '{b.name}' is a {b.scope} buffer")
+            want = src.shape[:s.dim] + src.shape[s.dim + 1:] or (N.Const(1, "int32"),)
+            if tuple(dst.shape) != tuple(want):
+                shape = lambda b: tuple(int(d.value) for d in b)  # noqa: E731
+                self.fail(f"T.reduce_{s.kind}: reducing '{src.name}' {shape(src.shape)} over dim "
+                          f"{s.dim} gives shape {shape(want)}, but '{dst.name}' has shape "
+                          f"{shape(dst.shape)}")
+            if s.scratch and self.buffer(s.scratch, bufs).scope != "shared":
+                self.fail(f"reduce scratch '{s.scratch}' must be a shared buffer")
+        elif isinstance(s, N.Barrier):
+            pass
         elif isinstance(s, N.AtomicAdd):
             self.region(s.dst, vars_, bufs)
             if isinstance(s.value, N.Region):

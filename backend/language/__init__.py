@@ -78,9 +78,13 @@ def StridedTensor(shape, strides, dtype="float32") -> TensorSpec:  # noqa: N802
 Buffer = Tensor
 
 
-def symbolic(name: str, dtype: str = "int32") -> _N.Var:
-    """A symbolic extent, bound at launch from the tensors that use it."""
-    return _N.Var(name, dtype_name(dtype))
+def symbolic(name: str, dtype: str = "int32", multiple_of: int = 1) -> _N.Var:
+    """A symbolic extent, bound at launch from the tensors that use it.  ``multiple_of``
+    promises a divisor (checked at launch: a ValueError names the argument), which lets
+    rows strided by the symbol be read with 16-byte vector instructions."""
+    if not isinstance(multiple_of, int) or multiple_of < 1:
+        raise ValueError(f"T.symbolic('{name}'): multiple_of must be a positive int, got {multiple_of!r}")
+    return _N.Var(name, dtype_name(dtype), multiple_of)
 
 
 dynamic = symbolic
@@ -159,6 +163,14 @@ def floormod(a, b):
     return _N.binop("mod", a, b)
 
 
+def Layout(kind: str, threads: int = 0, vector: int = 0, swizzle: int = 0) -> _N.Layout:  # noqa: N802
+    """A buffer layout, as the layout pass prints it (``T.alloc_fragment(..., layout=...)``);
+    see ``tilecute.ir.nodes.Layout``."""
+    if kind not in _N.LAYOUT_KINDS:
+        raise ValueError(f"T.Layout: kind must be one of {_N.LAYOUT_KINDS}, got {kind!r}")
+    return _N.Layout(kind, threads, vector, swizzle)
+
+
 # ---- statements: recognised by the parser inside a @T.prim_func body --------------------
 class _ParserOnly:
     def __init__(self, name: str):
@@ -178,6 +190,7 @@ _STATEMENT_FORMS = (
     "Kernel", "Parallel", "serial", "unroll", "Pipelined", "alloc_shared",
     "alloc_fragment", "alloc_local", "copy", "fill", "clear", "gemm", "reduce_sum",
     "reduce_max", "reduce_min", "reduce_abssum", "reduce_absmax", "atomic_add", "evaluate",
+    "sync_threads",
 )
 for _name in _STATEMENT_FORMS:
     globals()[_name] = _ParserOnly(_name)
@@ -189,5 +202,5 @@ __all__ = [
     "prim_func", "from_script", "FrontendError", "Tensor", "StridedTensor", "Buffer",
     "symbolic", "dynamic", "ceildiv", "exp", "exp2", "log", "log2", "sqrt", "rsqrt",
     "tanh", "sin", "cos", "abs", "max", "min", "fma", "floor", "ceil", "Cast",
-    "if_then_else", "get_thread_binding", *_STATEMENT_FORMS, *sorted(DTYPES),
+    "if_then_else", "get_thread_binding", "Layout", *_STATEMENT_FORMS, *sorted(DTYPES),
 ]

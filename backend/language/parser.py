@@ -333,12 +333,15 @@ class _Parser:
         names = [e for e in (target.elts if isinstance(target, ast.Tuple) else [target])]
         if not all(isinstance(n, ast.Name) for n in names):
             raise self.error(s, "loop variables must be plain names")
-        num_stages, vector_width = 0, 0
+        num_stages, vector_width, replicated, async_copy = 0, 0, False, False
         if kind == "parallel":
-            if set(kw) - {"coalesced_width", "vector_width"}:
-                raise self.error(s, f"T.Parallel got unknown keyword(s) {sorted(set(kw))}")
+            unknown = set(kw) - {"coalesced_width", "vector_width", "replicated", "async_copy"}
+            if unknown:
+                raise self.error(s, f"T.Parallel got unknown keyword(s) {sorted(unknown)}")
             if "vector_width" in kw:
                 vector_width = self.eval_python(kw["vector_width"])
+            replicated = bool(self.eval_python(kw["replicated"])) if "replicated" in kw else False
+            async_copy = bool(self.eval_python(kw["async_copy"])) if "async_copy" in kw else False
             extents = [self.index_expr(a) for a in it.args]
             if len(extents) != len(names):
                 raise self.error(s, f"T.Parallel has {len(extents)} extents but {len(names)} "
@@ -375,8 +378,9 @@ class _Parser:
             self.pop()
         innermost = len(loop_vars) - 1
         for d, (v, (start, extent)) in reversed(list(enumerate(zip(loop_vars, ranges)))):
-            width = vector_width if d == innermost else 0
-            body = (N.For(v, start, extent, kind, body, num_stages, width, loc=self.loc(s)),)
+            width = vector_width if d == innermost else (1 if vector_width else 0)
+            body = (N.For(v, start, extent, kind, body, num_stages, width, replicated,
+                          async_copy, loc=self.loc(s)),)
         return body[0]
 
     def if_stmt(self, s: ast.If) -> list[N.Stmt]:
@@ -469,9 +473,12 @@ class _Parser:
             dt = dtype_name(dtype)
         except KeyError:
             raise self.error(s, f"'{name}': unknown dtype {dtype!r}") from None
+        layout = kw.get("layout")
+        if layout is not None and not isinstance(layout, N.Layout):
+            raise self.error(s, f"'{name}': layout= takes a T.Layout(...), got {layout!r}")
         buf = N.Buffer(self.fresh(name), dt, tuple(N.Const(d, "int32") for d in shape), scope)
         self.bind(name, _BufferRef(buf))
-        return N.Allocate(buf, loc=self.loc(s))
+        return N.Allocate(buf, layout, loc=self.loc(s))
 
     def expr_stmt(self, s: ast.Expr) -> list[N.Stmt]:
         call = s.value
@@ -500,9 +507,20 @@ class _Parser:
         for kind in N.REDUCE_KINDS:
             if self.is_t_form(f, f"reduce_{kind}"):
                 src, dst = (self.buffer_of(x).name for x in call.args[:2])
-                kw = {k.arg: self.eval_python(k.value) for k in call.keywords}
+                kw = {k.arg: self.eval_python(k.value) for k in call.keywords if k.arg != "scratch"}
                 dim = self.eval_python(call.args[2]) if len(call.args) > 2 else kw.get("dim", 0)
-                return [N.Reduce(kind, src, dst, int(dim), bool(kw.get("clear", True)), loc=loc)]
+                unknown = set(kw) - {"dim", "clear", "scratch"}
+                if unknown:
+                    raise self.error(s, f"T.reduce_{kind} got unknown keyword(s) {sorted(unknown)}")
+                scratch = ""
+                for k in call.keywords:
+                    if k.arg == "scratch":
+                        scratch = self.buffer_of(k.value).name
+                return [N.Reduce(kind, src, dst, int(dim), bool(kw.get("clear", True)), scratch,
+                                 loc=loc)]
+        if self.is_t_form(f, "sync_threads"):
+            kw = {k.arg: self.eval_python(k.value) for k in call.keywords}
+            return [N.Barrier(bool(kw.get("wait_async", False)), loc=loc)]
         if self.is_t_form(f, "atomic_add"):
             dst = self.region(call.args[0])
             v = call.args[1]
@@ -517,7 +535,8 @@ class _Parser:
         if self.is_t_form(f, "evaluate"):
             return [N.Evaluate(N.as_expr(self.expr(call.args[0])), loc=loc)]
         raise self.error(s, "an expression statement must be a T.* statement call "
-                            "(T.copy, T.fill, T.clear, T.gemm, T.reduce_*, T.atomic_add, T.evaluate)")
+                            "(T.copy, T.fill, T.clear, T.gemm, T.reduce_*, T.atomic_add, "
+                            "T.sync_threads, T.evaluate)")
 
     # ---- regions ----------------------------------------------------------------------
     def region_args(self, call, n, what):

@@ -75,6 +75,8 @@ def known_multiple(e: N.Expr) -> int:
     """The largest integer known to divide ``e`` at every launch (1 when nothing is known)."""
     if isinstance(e, N.Const):
         return abs(int(e.value)) or 0  # 0 is a multiple of everything
+    if isinstance(e, N.Var):
+        return e.multiple
     if isinstance(e, N.BinOp):
         a, b = known_multiple(e.a), known_multiple(e.b)
         if e.op == "mul":

@@ -12,8 +12,15 @@ from dataclasses import dataclass
 
 from ..ir import nodes as N
 from ..ir.validate import validate
+from ..runtime.dtypes import DTYPES
 from ..runtime.abi import KernelLaunch, KernelParam, LaunchABI, ScalarArg, SymbolSpec, TensorArg
+from .layout import infer_layouts
+from .sync import insert_barriers
+from .tileops import lower_tile_ops
 from .vectorize import plan_vectorization
+
+SHARED_ALIGN = 128  # bytes; every shared buffer starts at a multiple (swizzles and cp.async)
+SHARED_LIMIT = 227 * 1024  # the most dynamic shared memory a Hopper block can opt into
 
 # scalar argument dtypes a kernel parameter can carry as is
 _SCALAR_PARAM_DTYPES = {"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
@@ -78,7 +85,10 @@ def grid_cpp(e: N.Expr, func: N.PrimFunc) -> str:
 
 def lower(func: N.PrimFunc, arch: str = "sm_90a") -> KernelPlan:
     validate(func)
-    func, aligned = plan_vectorization(func)
+    func = lower_tile_ops(func)
+    func = infer_layouts(func)
+    func, aligned = plan_vectorization(func, arch)
+    func = insert_barriers(func)
     symbols: list[SymbolSpec] = []
     seen: set[str] = set()
     args = []
@@ -88,7 +98,7 @@ def lower(func: N.PrimFunc, arch: str = "sm_90a") -> KernelPlan:
                 for d, x in enumerate(dims):
                     if isinstance(x, N.Var) and x.name not in seen:
                         seen.add(x.name)
-                        symbols.append(SymbolSpec(x.name, i, field, d))
+                        symbols.append(SymbolSpec(x.name, i, field, d, x.multiple))
             args.append(TensorArg(p.name, p.dtype, tuple(_dim(d) for d in p.shape),
                                   None if p.strides is None else tuple(_dim(d) for d in p.strides),
                                   aligned.get(p.name, 1)))
@@ -121,6 +131,34 @@ def lower(func: N.PrimFunc, arch: str = "sm_90a") -> KernelPlan:
         grid = tuple(grid_cpp(g, func) for g in k.grid) + ("1",) * (3 - len(k.grid))
         block = tuple(k.threads) + (1,) * (3 - len(k.threads))
         cluster = None if k.cluster is None else tuple(k.cluster) + (1,) * (3 - len(k.cluster))
-        kernels.append(KernelLaunch(f"{prefix}_{i}", grid, block, params, 0, cluster))
+        smem = shared_bytes(k)
+        if smem > SHARED_LIMIT:
+            raise LoweringError(f"prim_func '{func.name}': kernel {i} needs {smem} bytes of shared "
+                                f"memory; a block can have at most {SHARED_LIMIT}")
+        kernels.append(KernelLaunch(f"{prefix}_{i}", grid, block, params, smem, cluster))
     abi = LaunchABI(func.name, tuple(args), tuple(symbols), tuple(kernels))
     return KernelPlan(func, abi, tuple(names), tuple(prefixes), arch)
+
+
+def shared_buffers(scope: N.KernelScope) -> list[N.Buffer]:
+    """The shared buffers of a kernel, in allocation order (shared allocations stand at
+    the top level of the kernel body)."""
+    return [s.buffer for s in scope.body if isinstance(s, N.Allocate) and s.buffer.scope == "shared"]
+
+
+def shared_offsets(scope: N.KernelScope) -> tuple[dict[str, int], int]:
+    """Byte offset of each shared buffer in the block's dynamic shared memory, and the
+    total; the codegen carves the buffers at these offsets."""
+    offsets, total = {}, 0
+    for b in shared_buffers(scope):
+        total = -(-total // SHARED_ALIGN) * SHARED_ALIGN
+        offsets[b.name] = total
+        n = 1
+        for d in b.shape:
+            n *= int(d.value)
+        total += n * DTYPES[b.dtype].bytes
+    return offsets, total
+
+
+def shared_bytes(scope: N.KernelScope) -> int:
+    return shared_offsets(scope)[1]

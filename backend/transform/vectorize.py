@@ -1,12 +1,14 @@
-"""Choose a vector width for each ``T.Parallel`` nest whose global accesses allow
-128-bit loads and stores.
+"""Choose lanes per thread step for ``T.Parallel`` nests, and which of their accesses
+become 128-bit loads and stores.
 
-A nest is vectorized by ``V`` elements when its innermost loop ``j`` has an extent that
-``V`` divides, its body is straight-line stores and lets, and every global access is
-contiguous in ``j``: the last index is ``j + c`` with ``c`` a known multiple of ``V``, the
-other indices do not mention ``j``, and every other stride is a known multiple of ``V``.
-``V`` is 16 bytes of the narrowest-aligned dtype touched.  The tensors accessed that way
-are returned so the launcher checks their data pointers are aligned.
+A nest runs ``V`` consecutive iterations of its innermost loop ``j`` per thread step
+(lanes).  Each access that is straight-line, to a global or row-major shared buffer,
+contiguous in ``j`` (last index ``j + c``, ``c`` and the other strides known multiples of
+the chunk), becomes one vector instruction per chunk of at most 16 bytes; every other
+access runs per lane.  For nests over fragments the layout pass has fixed ``V``; for the
+others ``V`` is the widest at which every global access is a full vector (16 bytes of the
+narrowest dtype, dividing the innermost extent), else 1.  The tensors accessed by vector
+instructions are returned with the alignment they need, which the launcher checks.
 """
 
 from __future__ import annotations
@@ -25,99 +27,123 @@ class VectorizeError(ValueError):
     pass
 
 
-def _accesses(body):
-    """(buffer, indices) of every load and store in a straight-line body, or None."""
-    out = []
-    for s in body:
-        if isinstance(s, N.Store):
-            out.append((s.buffer, s.indices))
-            out.extend((ld.buffer, ld.indices) for ld in _loads(s.value))
-            if any(True for _ in _loads(s.indices)):
-                return None
-        elif isinstance(s, N.Let):
-            out.extend((ld.buffer, ld.indices) for ld in _loads(s.value))
-        else:
-            return None
-    return out
+def legal_width(inner: N.For, buffers: dict[str, N.Buffer],
+                layouts: dict[str, N.Layout] | None = None) -> tuple[int, dict[str, int]]:
+    """The widest lane count for the innermost parallel loop ``inner`` at which every global
+    access of its body is a full-width vector access (1 if none)."""
+    from .layout import accesses
 
-
-# expressions with a TensorSSA form that keeps every lane's dtype (CuTe DSL's min/max,
-# select and fma on TensorSSA need tensor operands on both sides; they stay scalar)
-_VECTOR_CALLS = {"exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "sin", "cos"}
-
-
-def _has_vector_form(e) -> bool:
-    if isinstance(e, (N.Var, N.Const, N.Load)):
-        return True
-    if isinstance(e, N.BinOp):
-        return e.op in ("add", "sub", "mul", "div") and _has_vector_form(e.a) and _has_vector_form(e.b)
-    if isinstance(e, N.Cast):
-        return _has_vector_form(e.value)
-    if isinstance(e, N.Call):
-        return e.name in _VECTOR_CALLS and all(_has_vector_form(a) for a in e.args)
-    return False
-
-
-def _uses_outside_index(e, j: str) -> bool:
-    """Does ``j`` appear other than inside a load's indices?"""
-    if isinstance(e, N.Load):
-        return False
-    if isinstance(e, N.Var):
-        return e.name == j
-    if isinstance(e, N.Call) and e.name == "thread_idx":
-        return True  # per-thread values have no vector form
-    if isinstance(e, N.Expr):
-        return any(_uses_outside_index(v, j) for v in vars(e).values())
-    if isinstance(e, tuple):
-        return any(_uses_outside_index(v, j) for v in e)
-    return False
-
-
-def legal_width(inner: N.For, buffers: dict[str, N.Buffer]) -> tuple[int, dict[str, int]]:
-    """The widest legal vector width for the innermost parallel loop ``inner`` (1 if
-    none), and the byte alignment each accessed tensor then needs."""
-    j = inner.var.name
     if not isinstance(inner.extent, N.Const) or not (isinstance(inner.start, N.Const)
                                                      and inner.start.value == 0):
         return 1, {}
-    accesses = _accesses(inner.body)
-    if not accesses:
+    touched = accesses(inner.body)
+    glob = [(b, tuple(i)) for b, i, _ in touched if buffers.get(b) is not None
+            and buffers[b].scope == "global"]
+    if not glob:
         return 1, {}
-    for s in inner.body:
-        if _uses_outside_index(s.value, j) or not _has_vector_form(s.value):
-            return 1, {}
-    width = VECTOR_BYTES
-    multiple = 0
-    for name, indices in accesses:
-        buf = buffers.get(name)
-        if buf is None or buf.scope != "global":
-            return 1, {}
-        if any(mentions(i, j) for i in indices[:-1]):
-            return 1, {}
-        c = affine_in(indices[-1], j)
-        if c is None:
-            return 1, {}
-        strides = row_major_strides(buf)
-        if not (isinstance(strides[-1], N.Const) and strides[-1].value == 1):
-            return 1, {}
-        width = min(width, VECTOR_BYTES // DTYPES[buf.dtype].bytes)
-        multiple = math.gcd(multiple, known_multiple(c))
-        for idx, stride in zip(indices[:-1], strides[:-1]):
-            multiple = math.gcd(multiple, known_multiple(stride))
+    width = VECTOR_BYTES // min(DTYPES[buffers[b].dtype].bytes for b, _ in glob)
     extent = int(inner.extent.value)
-    while width > 1 and (extent % width or (multiple and multiple % width)):
+    while width > 1:
+        if extent % width == 0:
+            vec = vector_accesses(inner, buffers, layouts or {}, width)
+            if all(vec.get((b, i)) == min(width, VECTOR_BYTES // DTYPES[buffers[b].dtype].bytes)
+                   for b, i in glob):
+                return width, {}
         width //= 2
+    return 1, {}
+
+
+def top_loads(e):
+    """Loads in ``e`` that are not inside another load's indices (those are gathers)."""
+    if isinstance(e, N.Load):
+        yield e
+    elif isinstance(e, N.Expr):
+        for v in vars(e).values():
+            yield from top_loads(v)
+    elif isinstance(e, tuple):
+        for v in e:
+            yield from top_loads(v)
+
+
+def vector_accesses(inner: N.For, buffers: dict[str, N.Buffer], layouts: dict[str, N.Layout],
+                    width: int) -> dict[tuple, int]:
+    """The accesses of the innermost parallel loop ``inner`` (running ``width`` lanes per
+    thread step) that become vector loads/stores: ``(buffer, indices) -> chunk`` elements
+    per instruction (at most 16 bytes).  Only straight-line accesses at the top of the
+    body, to global or row-major shared buffers, contiguous in the loop variable, at
+    offsets known to be multiples of the chunk, and of buffers the body does not both
+    read and write.  The vectorizer and the codegen both call this, so the alignment the
+    launcher checks is exactly what the kernel assumes."""
     if width < 2:
-        return 1, {}
-    align = {}
-    for name, _ in accesses:
-        need = width * DTYPES[buffers[name].dtype].bytes
-        align[name] = max(align.get(name, 1), need)
-    return width, align
+        return {}
+    j = inner.var.name
+    stored = {s.buffer for s in inner.body if isinstance(s, N.Store)}
+    loaded = {ld.buffer for s in inner.body for ld in _loads(getattr(s, "value", ()))}
+    candidates = []
+    for s in inner.body:
+        if isinstance(s, N.Store):
+            candidates.append((s.buffer, s.indices))
+        if isinstance(s, (N.Store, N.Let)):
+            candidates.extend((ld.buffer, ld.indices) for ld in top_loads(s.value))
+    out = {}
+    for name, indices in candidates:
+        buf = buffers.get(name)
+        if buf is None or (name in stored and name in loaded):
+            continue
+        if buf.scope == "shared":
+            if getattr(layouts.get(name), "kind", "row_major") != "row_major":
+                continue
+        elif buf.scope != "global":
+            continue
+        if any(True for _ in _loads(indices)) or any(mentions(i, j) for i in indices[:-1]):
+            continue
+        c = affine_in(indices[-1], j)
+        strides = row_major_strides(buf)
+        if c is None or not (isinstance(strides[-1], N.Const) and strides[-1].value == 1):
+            continue
+        chunk = min(width, VECTOR_BYTES // DTYPES[buf.dtype].bytes)
+        multiple = known_multiple(c)
+        for stride in strides[:-1]:
+            multiple = math.gcd(multiple, known_multiple(stride))
+        while chunk > 1 and multiple and multiple % chunk:
+            chunk //= 2
+        if chunk > 1:
+            out[(name, indices)] = chunk
+    return out
 
 
-def plan_vectorization(func: N.PrimFunc) -> tuple[N.PrimFunc, dict[str, int]]:
+ASYNC_COPY_BYTES = (4, 8, 16)  # cp.async copies 4, 8 or 16 bytes
+
+
+def async_copy_ok(inner: N.For, buffers, layouts, arch: str) -> bool:
+    """Is this nest a plain global -> row-major shared copy whose vector chunks cp.async
+    (sm_80+) can move?"""
+    if not _arch_at_least(arch, 80) or len(inner.body) != 1 or not isinstance(inner.body[0], N.Store):
+        return False
+    s = inner.body[0]
+    if not isinstance(s.value, N.Load):
+        return False
+    dst, src = buffers.get(s.buffer), buffers.get(s.value.buffer)
+    if dst is None or src is None or dst.scope != "shared" or src.scope != "global" \
+            or dst.dtype != src.dtype:
+        return False
+    vec = vector_accesses(inner, buffers, layouts, inner.vector_width)
+    chunks = {vec.get((s.buffer, s.indices)), vec.get((src.name, s.value.indices))}
+    return len(chunks) == 1 and None not in chunks and \
+        chunks.pop() * DTYPES[dst.dtype].bytes in ASYNC_COPY_BYTES
+
+
+def _arch_at_least(arch: str, cc: int) -> bool:
+    digits = "".join(ch for ch in arch.split("_")[-1] if ch.isdigit())
+    return bool(digits) and int(digits) >= cc
+
+
+def plan_vectorization(func: N.PrimFunc, arch: str = "sm_90a") -> tuple[N.PrimFunc, dict[str, int]]:
+    """Choose lanes per thread step for the parallel nests the layout pass left open, mark
+    global -> shared copies for cp.async, and collect the byte alignment each tensor
+    argument needs for the vector accesses."""
     buffers = {p.name: p for p in func.params if isinstance(p, N.Buffer)}
+    layouts: dict[str, N.Layout] = {}
     aligned: dict[str, int] = {}
 
     def visit(body):
@@ -125,6 +151,8 @@ def plan_vectorization(func: N.PrimFunc) -> tuple[N.PrimFunc, dict[str, int]]:
         for s in body:
             if isinstance(s, N.Allocate):
                 buffers[s.buffer.name] = s.buffer
+                if s.layout is not None:
+                    layouts[s.buffer.name] = s.layout
             if isinstance(s, N.For) and s.kind == "parallel":
                 out.append(visit_parallel(s))
             elif isinstance(s, N.For):
@@ -135,22 +163,45 @@ def plan_vectorization(func: N.PrimFunc) -> tuple[N.PrimFunc, dict[str, int]]:
                 out.append(s)
         return tuple(out)
 
+    def note_alignment(inner: N.For) -> None:
+        for (name, _), chunk in vector_accesses(inner, buffers, layouts, inner.vector_width).items():
+            if buffers[name].scope == "global":
+                need = chunk * DTYPES[buffers[name].dtype].bytes
+                aligned[name] = max(aligned.get(name, 1), need)
+
     def visit_parallel(loop: N.For) -> N.For:
-        if len(loop.body) == 1 and isinstance(loop.body[0], N.For) and loop.body[0].kind == "parallel":
-            return dataclasses.replace(loop, vector_width=1, body=(visit_parallel(loop.body[0]),))
-        width, align = legal_width(loop, buffers)
-        if loop.vector_width:  # the program asked for a width (1 turns vectorization off)
-            if width % loop.vector_width and loop.vector_width > 1:
+        loops = [loop]
+        while len(loops[-1].body) == 1 and isinstance(loops[-1].body[0], N.For) \
+                and loops[-1].body[0].kind == "parallel":
+            loops.append(loops[-1].body[0])
+        inner = loops[-1]
+        fragment = any(buffers[b].scope == "fragment" for b, _ in _all_accesses(inner.body))
+        if inner.replicated or fragment:
+            # lanes chosen by the layout pass (fragment nests) or none (replicated nests)
+            if not inner.replicated:
+                note_alignment(inner)
+            return loop
+        width, _ = legal_width(inner, buffers, layouts)
+        if inner.vector_width:  # the program asked for a width (1 turns vectorization off)
+            if width % inner.vector_width and inner.vector_width > 1:
                 raise VectorizeError(
-                    f"{str(loop.loc) + ': ' if loop.loc else ''}prim_func '{func.name}': T.Parallel(..., "
-                    f"vector_width={loop.vector_width}) is not legal here (the widest legal "
+                    f"{str(inner.loc) + ': ' if inner.loc else ''}prim_func '{func.name}': T.Parallel(..., "
+                    f"vector_width={inner.vector_width}) is not legal here (the widest legal "
                     f"width is {width})")
-            width = loop.vector_width
-            align = {k: width * DTYPES[buffers[k].dtype].bytes for k in align}
-        if width > 1:
-            for k, v in align.items():
-                aligned[k] = max(aligned.get(k, 1), v)
-        return dataclasses.replace(loop, vector_width=width, body=visit(loop.body))
+            width = inner.vector_width
+        inner = dataclasses.replace(inner, vector_width=width)
+        note_alignment(inner)
+        if async_copy_ok(inner, buffers, layouts, arch):
+            inner = dataclasses.replace(inner, async_copy=True)
+        for outer in reversed(loops[:-1]):
+            inner = dataclasses.replace(outer, vector_width=1, body=(inner,))
+        return inner
 
     kernels = tuple(dataclasses.replace(k, body=visit(k.body)) for k in func.kernels)
     return dataclasses.replace(func, kernels=kernels), aligned
+
+
+def _all_accesses(body):
+    from .layout import accesses
+
+    return [(b, i) for b, i, _ in accesses(body)]

@@ -1,0 +1,330 @@
+"""Choose layouts: which thread holds which element of each fragment, how each shared
+buffer is laid out, and how each ``T.Parallel`` nest maps onto threads.
+
+Runs after ``lower_tile_ops`` (every copy/fill is a parallel nest by then).
+
+Fragments
+  A fragment is *replicated* (every thread holds all of it) when it is a reduction's
+  output, or when some nest reads it at indices other than the nest's own loop variables
+  (``mx[i]`` inside a loop over ``(i, j)``).  Code outside a nest may not index fragments.
+  Every other fragment is *blocked*: the nests that touch it walk exactly its shape
+  (``x[i, j]`` under ``T.Parallel(I, J)``), and iteration ``f`` (row-major flat index) runs
+  on thread ``(f // V) % threads`` with ``f`` in register ``(f // (V * threads)) * V + f % V``,
+  so each thread touches only its own registers.  Fragments that share a nest share
+  ``V``: 16 bytes of the narrowest dtype the nests touch, halved until it divides every
+  nest's innermost extent and, for a fragment that is reduced, until every row of
+  ``threads * V``-element steps is whole (each thread then holds part of every row).
+
+Nests
+  A nest touching a blocked fragment runs with the fragment's ``V`` lanes per thread step;
+  a nest writing only replicated fragments and locals runs whole on every thread
+  (``replicated=True``); any other nest is distributed and left to the vectorizer.
+
+Shared buffers
+  ``swizzled`` (column ``c`` of row ``r`` stored at ``c ^ (r % 32)``) when a nest walks a
+  column (its innermost loop variable indexes a dim other than the last) and the rows
+  are a power of two long; ``row_major`` otherwise.
+
+Reductions get a shared scratch buffer (one value per row and warp) when the block has
+more than one warp.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from ..ir import nodes as N
+from ..runtime.dtypes import DTYPES
+from .analysis import loads as _loads, mentions
+
+VECTOR_BYTES = 16
+WARP = 32
+
+
+class LayoutError(ValueError):
+    pass
+
+
+def parallel_nest(loop: N.For) -> list[N.For]:
+    """The loops of the parallel nest headed by ``loop`` (``for i, j in T.Parallel(a, b)``)."""
+    loops = [loop]
+    while len(loops[-1].body) == 1 and isinstance(loops[-1].body[0], N.For) \
+            and loops[-1].body[0].kind == "parallel":
+        loops.append(loops[-1].body[0])
+    return loops
+
+
+def accesses(body):
+    """(buffer, indices, is_write) of every buffer access in ``body``, nested statements
+    included."""
+    out = []
+
+    def expr(e):
+        for ld in _loads(e):
+            out.append((ld.buffer, ld.indices, False))
+
+    def visit(s):
+        if isinstance(s, N.Store):
+            out.append((s.buffer, s.indices, True))
+            expr(s.indices)
+            expr(s.value)
+        elif isinstance(s, N.AtomicAdd):
+            out.append((s.dst.buffer, s.dst.starts, True))
+            expr(s.dst.starts)
+            if isinstance(s.value, N.Expr):
+                expr(s.value)
+        elif isinstance(s, (N.Let, N.Evaluate)):
+            expr(s.value)
+        elif isinstance(s, N.If):
+            expr(s.cond)
+            for t in s.then + s.orelse:
+                visit(t)
+        elif isinstance(s, N.For):
+            expr((s.start, s.extent))
+            for t in s.body:
+                visit(t)
+    for s in body:
+        visit(s)
+    return out
+
+
+@dataclasses.dataclass
+class _Nest:
+    loops: list
+    accesses: list
+
+    @property
+    def vars(self):
+        return tuple(lp.var.name for lp in self.loops)
+
+    @property
+    def extents(self):
+        return tuple(lp.extent for lp in self.loops)
+
+    def identity(self, indices) -> bool:
+        return len(indices) == len(self.loops) and all(
+            isinstance(i, N.Var) and i.name == v for i, v in zip(indices, self.vars))
+
+
+class _Kernel:
+    def __init__(self, func: N.PrimFunc, scope: N.KernelScope):
+        self.func, self.scope = func, scope
+        self.threads = scope.num_threads
+        self.buffers = {p.name: p for p in func.params if isinstance(p, N.Buffer)}
+        self.allocs: dict[str, N.Allocate] = {}
+        self.nests: list[_Nest] = []
+        self.reduces: list[N.Reduce] = []
+        self.replicated: set[str] = set()
+        self.why: dict[str, N.Stmt] = {}  # fragment -> a statement that makes it replicated
+        self.column_walked: set[str] = set()
+
+    def fail(self, s, msg: str):
+        where = f"{s.loc}: " if getattr(s, "loc", None) else ""
+        raise LayoutError(f"{where}prim_func '{self.func.name}': {msg}")
+
+    def scope_of(self, name: str) -> str:
+        return self.buffers[name].scope
+
+    # ---- collect ------------------------------------------------------------------------
+    def collect(self, body, top: bool = True) -> None:
+        for s in body:
+            if isinstance(s, N.Allocate):
+                self.buffers[s.buffer.name] = s.buffer
+                self.allocs[s.buffer.name] = s
+                if s.buffer.scope == "shared" and not top:
+                    self.fail(s, f"shared buffer '{s.buffer.name}' must be allocated at the top "
+                                 "level of its T.Kernel block, not inside a loop or if")
+            elif isinstance(s, N.For) and s.kind == "parallel":
+                loops = parallel_nest(s)
+                nest = _Nest(loops, accesses(loops[-1].body))
+                self.nests.append(nest)
+                for lp in loops:
+                    if not (isinstance(lp.extent, N.Const) and isinstance(lp.start, N.Const)):
+                        if any(self.scope_of(b) == "fragment" for b, _, _ in nest.accesses):
+                            self.fail(lp, "a T.Parallel loop over fragments needs constant extents")
+                for b, idx, _ in nest.accesses:
+                    if self.scope_of(b) == "fragment" and not self.identity_shape(nest, b, idx):
+                        self.make_replicated(b, s)
+                    if self.scope_of(b) == "shared" and len(idx) >= 2 and \
+                            any(mentions(i, nest.vars[-1]) for i in idx[:-1]):
+                        self.column_walked.add(b)
+            elif isinstance(s, N.For):
+                self.collect(s.body, top=False)
+            elif isinstance(s, N.If):
+                self.direct(accesses([dataclasses.replace(s, then=(), orelse=())]), s)
+                self.collect(s.then, top=False)
+                self.collect(s.orelse, top=False)
+            elif isinstance(s, N.Reduce):
+                self.reduces.append(s)
+                self.make_replicated(s.dst, s)
+            elif isinstance(s, N.Gemm):
+                self.fail(s, "T.gemm is not implemented yet in this tilecute")
+            else:
+                self.direct(accesses([s]), s)
+
+    def direct(self, accs, s) -> None:
+        """Accesses outside any nest: fragments may not be indexed there."""
+        for b, _, _ in accs:
+            if self.scope_of(b) == "fragment":
+                self.fail(s, f"fragment '{b}' is indexed outside a T.Parallel loop; a fragment is "
+                             "spread over the block's threads, so index it inside `for ... in "
+                             "T.Parallel(...)` (or use T.alloc_local for a per-thread value)")
+
+    def identity_shape(self, nest: _Nest, b: str, idx) -> bool:
+        buf = self.buffers[b]
+        return nest.identity(idx) and tuple(buf.shape) == nest.extents and all(
+            isinstance(lp.start, N.Const) and lp.start.value == 0 for lp in nest.loops)
+
+    def make_replicated(self, name: str, s) -> None:
+        self.replicated.add(name)
+        self.why.setdefault(name, s)
+
+    # ---- decide -------------------------------------------------------------------------
+    def decide(self):
+        frags = [n for n, a in self.allocs.items() if a.buffer.scope == "fragment"]
+        blocked = [f for f in frags if f not in self.replicated]
+        for r in self.reduces:
+            if r.src in self.replicated:
+                self.fail(r, f"T.reduce_{r.kind} reads fragment '{r.src}', but '{r.src}' is "
+                             f"replicated ({self.why_text(r.src)}); reduce a fragment that "
+                             "T.Parallel loops walk with their own loop variables")
+        # union the blocked fragments that share a nest
+        parent = {f: f for f in blocked}
+
+        def find(x):
+            while parent[x] != x:
+                parent[x] = parent[parent[x]]
+                x = parent[x]
+            return x
+        nest_mode = []
+        for nest in self.nests:
+            touched = sorted({b for b, _, _ in nest.accesses if b in parent})
+            for b in touched[1:]:
+                parent[find(b)] = find(touched[0])
+            writes = {b for b, _, w in nest.accesses if w}
+            if touched:
+                for b in touched:
+                    if tuple(self.buffers[b].shape) != nest.extents:
+                        self.fail(nest.loops[0], f"fragment '{b}' is walked by a T.Parallel "
+                                                 "loop whose extents differ from its shape")
+                bad = sorted(w for w in writes if w in self.replicated)
+                if bad:
+                    self.fail(nest.loops[0], self.mixed_text(bad[0], touched[0]))
+                nest_mode.append(("blocked", touched[0]))
+            elif writes and all(w in self.replicated or self.scope_of(w) == "local" for w in writes):
+                nest_mode.append(("replicated", None))
+            else:
+                bad = sorted(w for w in writes if w in self.replicated)
+                if bad:
+                    self.fail(nest.loops[0], self.mixed_text(bad[0], None))
+                nest_mode.append(("distributed", None))
+        # one V per group
+        groups: dict[str, list] = {}
+        for f in blocked:
+            groups.setdefault(find(f), []).append(f)
+        vector: dict[str, int] = {}
+        for root, members in groups.items():
+            nests = [n for n, (m, r) in zip(self.nests, nest_mode) if m == "blocked" and find(r) == root]
+            dtypes = {self.buffers[b].dtype for n in nests for b, _, _ in n.accesses}
+            dtypes |= {self.buffers[m].dtype for m in members}
+            v = VECTOR_BYTES // min(DTYPES[d].bytes for d in dtypes)
+            while v > 1 and any(int(n.extents[-1].value) % v for n in nests):
+                v //= 2
+            for r in self.reduces:
+                if r.src in members:
+                    row = int(self.buffers[r.src].shape[-1].value)
+                    if r.dim != self.buffers[r.src].ndim - 1:
+                        self.fail(r, f"T.reduce_{r.kind} over dim {r.dim} of '{r.src}': only the "
+                                     "last dim can be reduced in this tilecute")
+                    while v > 1 and row % (self.threads * v):
+                        v //= 2
+                    if row % (self.threads * v):
+                        self.fail(r, f"T.reduce_{r.kind}: rows of '{r.src}' have {row} elements, "
+                                     f"not a multiple of the block's {self.threads} threads; each "
+                                     "thread must hold part of every row (use fewer threads or "
+                                     "longer rows)")
+            for m in members:
+                vector[m] = v
+        return nest_mode, vector
+
+    def why_text(self, name: str) -> str:
+        s = self.why.get(name)
+        where = f" at {s.loc}" if getattr(s, "loc", None) else ""
+        if isinstance(s, N.Reduce):
+            return f"it is the output of T.reduce_{s.kind}{where}"
+        return f"it is read across threads{where}"
+
+    def mixed_text(self, frag: str, blocked) -> str:
+        other = f"the distributed fragment '{blocked}'" if blocked else "global or shared memory"
+        return (f"this T.Parallel loop writes the replicated fragment '{frag}' ({self.why_text(frag)}) "
+                f"and also {other}; every thread would need every element of '{frag}' but each "
+                "thread runs only its own iterations; write it in a separate T.Parallel loop")
+
+    # ---- rewrite ------------------------------------------------------------------------
+    def rewrite(self, nest_mode, vector) -> N.KernelScope:
+        nest_iter = iter(zip(self.nests, nest_mode))
+        warps = self.threads // WARP if self.threads % WARP == 0 else 1
+        scratch_allocs = []
+
+        def layout_of(name: str):
+            buf = self.buffers[name]
+            if buf.scope == "fragment":
+                if name in self.replicated:
+                    return N.Layout("replicated")
+                return N.Layout("blocked", threads=self.threads, vector=vector[name])
+            if buf.scope == "shared":
+                row = int(buf.shape[-1].value)
+                if name in self.column_walked and buf.ndim >= 2 and row >= 2 and row & (row - 1) == 0:
+                    return N.Layout("swizzled", swizzle=min(WARP, row))
+                return N.Layout("row_major")
+            return None
+
+        def visit(body):
+            out = []
+            for s in body:
+                if isinstance(s, N.Allocate):
+                    out.append(dataclasses.replace(s, layout=s.layout or layout_of(s.buffer.name)))
+                elif isinstance(s, N.For) and s.kind == "parallel":
+                    nest, (mode, root) = next(nest_iter)
+                    out.append(self.rewrite_nest(nest, mode, vector.get(root, 0)))
+                elif isinstance(s, N.For):
+                    out.append(dataclasses.replace(s, body=visit(s.body)))
+                elif isinstance(s, N.If):
+                    out.append(dataclasses.replace(s, then=visit(s.then), orelse=visit(s.orelse)))
+                elif isinstance(s, N.Reduce) and warps > 1 and not s.scratch:
+                    src = self.buffers[s.src]
+                    rows = math.prod(int(d.value) for d in src.shape[:-1])
+                    name = f"{s.dst}_scratch"
+                    buf = N.Buffer(name, src.dtype, (N.Const(rows * warps, "int32"),), "shared")
+                    scratch_allocs.append(N.Allocate(buf, N.Layout("row_major"), loc=s.loc))
+                    out.append(dataclasses.replace(s, scratch=name))
+                else:
+                    out.append(s)
+            return tuple(out)
+
+        body = visit(self.scope.body)
+        return dataclasses.replace(self.scope, body=tuple(scratch_allocs) + body)
+
+    @staticmethod
+    def rewrite_nest(nest: _Nest, mode: str, v: int) -> N.For:
+        loops = nest.loops
+        body = loops[-1].body
+        for d in reversed(range(len(loops))):
+            lp = loops[d]
+            if mode == "blocked":
+                lp = dataclasses.replace(lp, vector_width=v if d == len(loops) - 1 else 1)
+            elif mode == "replicated":
+                lp = dataclasses.replace(lp, replicated=True, vector_width=1)
+            body = (dataclasses.replace(lp, body=body),)
+        return body[0]
+
+
+def infer_layouts(func: N.PrimFunc) -> N.PrimFunc:
+    kernels = []
+    for scope in func.kernels:
+        k = _Kernel(func, scope)
+        k.collect(scope.body)
+        nest_mode, vector = k.decide()
+        kernels.append(k.rewrite(nest_mode, vector))
+    return dataclasses.replace(func, kernels=tuple(kernels))

@@ -1,0 +1,132 @@
+"""Insert block barriers (``T.sync_threads()``) between tile statements that share a
+shared buffer, and the waits for cp.async copies.
+
+Threads of a nest touch shared elements in the nest's own mapping, so a statement that
+reads a shared buffer written by an earlier statement (or writes one an earlier statement
+read or wrote) since the last barrier needs a barrier first.  A barrier that follows a
+cp.async copy nest waits for the copies (``wait_async=True``).  Loop bodies run again
+after their end, so a body starts from the union of the state before the loop and the
+body's own accesses.  Fragments and locals are per thread and need none.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ..ir import nodes as N
+from .layout import accesses, parallel_nest
+
+
+class _State:
+    def __init__(self):
+        self.written: dict[str, bool] = {}  # shared buffer -> written by cp.async
+        self.read: set[str] = set()
+
+    def copy(self) -> "_State":
+        st = _State()
+        st.written, st.read = dict(self.written), set(self.read)
+        return st
+
+    def merge(self, other: "_State") -> None:
+        for b, a in other.written.items():
+            self.written[b] = self.written.get(b, False) or a
+        self.read |= other.read
+
+
+class _Sync:
+    def __init__(self, func: N.PrimFunc, scope: N.KernelScope):
+        self.shared = {s.buffer.name for s in _allocs(scope.body) if s.buffer.scope == "shared"}
+
+    def touches(self, s):
+        """Shared buffers ``s`` reads and writes, and whether its writes are cp.async."""
+        if isinstance(s, N.Reduce):
+            return set(), set(), False  # its scratch is synchronised inside the helper
+        reads, writes = set(), set()
+        for b, _, w in accesses([s]):
+            if b in self.shared:
+                (writes if w else reads).add(b)
+        return reads, writes, isinstance(s, N.For) and parallel_nest(s)[-1].async_copy
+
+    def block(self, body, st: _State) -> tuple:
+        out = []
+        for s in body:
+            if isinstance(s, N.Barrier):
+                st.written.clear()
+                st.read.clear()
+                out.append(s)
+                continue
+            if isinstance(s, N.For) and s.kind != "parallel":
+                # a body runs after its own end: start it from everything it touches
+                summary = _State()
+                reads, writes, _ = self.touches(s)
+                summary.read |= reads
+                for b in writes:
+                    summary.written[b] = True if _async_writes(s, b) else False
+                entry = st.copy()
+                entry.merge(summary)
+                new_body = self.block(s.body, entry)
+                out.append(dataclasses.replace(s, body=new_body))
+                st.merge(entry)
+                continue
+            if isinstance(s, N.If) and not _has_thread_idx(s.cond):
+                self.barrier_if_needed(s, st, out)
+                a, b = st.copy(), st.copy()
+                then, orelse = self.block(s.then, a), self.block(s.orelse, b)
+                a.merge(b)
+                st.written, st.read = a.written, a.read
+                out.append(dataclasses.replace(s, then=then, orelse=orelse))
+                continue
+            self.barrier_if_needed(s, st, out)
+            reads, writes, is_async = self.touches(s)
+            st.read |= reads
+            for b in writes:
+                st.written[b] = st.written.get(b, False) or is_async
+            out.append(s)
+        return tuple(out)
+
+    def barrier_if_needed(self, s, st: _State, out: list) -> None:
+        reads, writes, _ = self.touches(s)
+        if isinstance(s, N.If):
+            reads = writes = set()  # its branches decide for themselves
+        if reads & set(st.written) or writes & (st.read | set(st.written)):
+            out.append(N.Barrier(any(st.written.values()), loc=getattr(s, "loc", None)))
+            st.written.clear()
+            st.read.clear()
+
+
+def _async_writes(s, buf: str) -> bool:
+    if isinstance(s, N.For) and s.kind == "parallel":
+        return parallel_nest(s)[-1].async_copy
+    if isinstance(s, N.For):
+        return any(_async_writes(t, buf) for t in s.body)
+    if isinstance(s, N.If):
+        return any(_async_writes(t, buf) for t in s.then + s.orelse)
+    return False
+
+
+def _has_thread_idx(e) -> bool:
+    if isinstance(e, N.Call) and e.name == "thread_idx":
+        return True
+    if isinstance(e, N.Expr):
+        return any(_has_thread_idx(v) for v in vars(e).values())
+    if isinstance(e, tuple):
+        return any(_has_thread_idx(v) for v in e)
+    return False
+
+
+def _allocs(body):
+    for s in body:
+        if isinstance(s, N.Allocate):
+            yield s
+        elif isinstance(s, N.For):
+            yield from _allocs(s.body)
+        elif isinstance(s, N.If):
+            yield from _allocs(s.then + s.orelse)
+
+
+def insert_barriers(func: N.PrimFunc) -> N.PrimFunc:
+    kernels = []
+    for scope in func.kernels:
+        sync = _Sync(func, scope)
+        kernels.append(dataclasses.replace(scope, body=sync.block(scope.body, _State())))
+    return dataclasses.replace(func, kernels=tuple(kernels))
