@@ -15,6 +15,14 @@ import tilecute.language as T
 NEG_INF = float("-inf")
 
 
+def row_config(n: int) -> dict:
+    """``block_n`` and ``threads`` for rows of ``n`` elements: the row rounded up to a
+    power of two (at least 1024), 8 to 32 fp32 values per thread."""
+    block_n = max(1024, 1 << (n - 1).bit_length())
+    threads = min(1024, max(128, block_n // 32))
+    return {"block_n": block_n, "threads": threads}
+
+
 def softmax(block_n=4096, dtype="float16", threads=256, align=8):
     """Y = softmax(X, dim=-1) for rows of up to ``block_n`` elements."""
     M, N = T.symbolic("M"), T.symbolic("N", multiple_of=align)

@@ -1,0 +1,117 @@
+"""Atomic adds for generated kernels, into global or shared memory, result unused.
+
+Both helpers lower to PTX ``red`` (reduction without a returned value) with
+``.relaxed`` ordering (the semantics of CUDA ``atomicAdd``) at ``.gpu`` scope for
+global tensors and ``.cta`` scope for shared ones.
+
+Usage in generated code::
+
+    from tilecute.runtime.cute import atomic as tca
+    tca.atomic_add(out, (i, j), value)              # scalar
+    tca.atomic_add_vector(out, (i, j * 4), vals, 4)  # 4 contiguous elements
+
+Dtypes (scalar): Float32, Float64, Float16, Int32, Uint32, Int64, Uint64 on sm_80 and
+sm_90; BFloat16 only on sm_90+ (``red.add.bf16`` needs sm_90; ptxas rejects it for
+sm_80, so the helper raises at trace time there).
+"""
+
+import cutlass
+import cutlass.cute as cute
+from cutlass.cutlass_dsl import CuTeDSL
+
+_RED_DTYPES = (cutlass.Float32, cutlass.Float64, cutlass.Float16, cutlass.BFloat16,
+               cutlass.Int32, cutlass.Uint32, cutlass.Int64, cutlass.Uint64)
+
+
+def arch_major() -> int:
+    """Major compute capability of the arch being compiled for (``--gpu-arch`` option,
+    else CUTE_DSL_ARCH); a trace-time Python int."""
+    return CuTeDSL._get_dsl().get_arch_enum().major
+
+
+def element_ptr(tensor, coord):
+    """Pointer to ``tensor[coord]``: ``tensor.iterator + crd2idx(coord, tensor.layout)``.
+    ``coord`` is a tuple matching the tensor's rank or a single (linear) index; a
+    1-tuple on a rank-1 layout built from a plain int (``make_layout(n)``, shape ``n``
+    rather than ``(n,)``) is unwrapped, since ``crd2idx`` rejects that pairing.  Works
+    for swizzled (composed) layouts too: the swizzle is applied to the offset."""
+    if isinstance(coord, tuple) and len(coord) == 1 and not isinstance(tensor.shape, tuple):
+        coord = coord[0]
+    return tensor.iterator + cute.crd2idx(coord, tensor.layout)
+
+
+def _scope(tensor) -> str:
+    return "cta" if tensor.iterator.memspace == cute.AddressSpace.smem else "gpu"
+
+
+def _check_dtype(dtype) -> None:
+    if dtype not in _RED_DTYPES:
+        raise TypeError(f"tilecute atomic_add: no atomic add for {dtype.__name__}")
+    if dtype is cutlass.BFloat16 and arch_major() < 9:
+        raise TypeError("tilecute atomic_add: bfloat16 atomic add (red.add.bf16) needs sm_90 "
+                        "or newer")
+
+
+def atomic_add(tensor, coord, value) -> None:
+    """``tensor[coord] += value`` atomically; ``tensor`` in global or shared memory.
+
+    ``value`` is converted to the tensor's element type first.  PTX:
+    ``red.relaxed.gpu.global.add.f32`` (global) / ``red.relaxed.cta.shared::cta.add.f32``
+    (shared); ``.f64``, ``.noftz.f16``, ``.noftz.bf16`` (sm_90+), ``.s32``/``.u32``/
+    ``.s64``/``.u64`` for the other dtypes.  SASS: ``RED.E.ADD...`` / ``ATOMS.ADD``.
+    """
+    dtype = tensor.element_type
+    _check_dtype(dtype)
+    cute.arch.red(element_ptr(tensor, coord), dtype(value), op="add", dtype=dtype,
+                  sem="relaxed", scope=_scope(tensor))
+
+
+def vector_chunk(dtype, width: int, global_memory: bool = True) -> int:
+    """Elements per ``red`` instruction that :func:`atomic_add_vector` uses for
+    ``width`` ``dtype`` elements on the current arch: ``width`` itself where one
+    vector ``red`` exists, 2 for f16 pairs (``f16x2``), else 1."""
+    if not global_memory:
+        return 1  # nvvm.red: "vector arguments only support reduction on global or generic"
+    if arch_major() >= 9:
+        if dtype is cutlass.Float32 and width in (2, 4):
+            return width
+        if dtype in (cutlass.Float16, cutlass.BFloat16) and width in (2, 4, 8):
+            return width
+    if dtype is cutlass.Float16 and width % 2 == 0:
+        return 2  # red.global.add.noftz.f16x2, sm_60+
+    return 1
+
+
+def atomic_add_vector(tensor, coord, values, width: int) -> None:
+    """Atomically add ``width`` values to the ``width`` contiguous elements of
+    ``tensor`` starting at ``coord`` (``width`` compile-time).
+
+    ``values``: a register tensor (``cute.make_rmem_tensor``) or a TensorSSA of
+    ``width`` elements of the tensor's element type.  Contract: the ``width`` elements
+    are contiguous in memory (unit stride, no swizzle inside the vector) and the first
+    one is aligned to ``width * element bytes`` (the caller guarantees it; the vector
+    ``red`` faults on a misaligned address).
+
+    One instruction where the hardware has it: sm_90+, global memory:
+    ``red.relaxed.gpu.global.add.v2.f32`` / ``.v4.f32``, ``.add.noftz.v4.f16`` /
+    ``.v8.f16`` / ``.v4.bf16`` / ``.v8.bf16`` (2 x f16 / bf16: ``.noftz.f16x2`` /
+    ``.noftz.bf16x2``).  Elsewhere it splits: global f16 on sm_80 into ``f16x2``
+    pairs, everything else (shared memory: the NVVM ``red`` op takes vectors only for
+    global/generic pointers; other dtypes or widths) into one scalar ``red`` per
+    element.  Each instruction is atomic on its own, not the whole vector.
+    """
+    dtype = tensor.element_type
+    _check_dtype(dtype)
+    if isinstance(values, cute.TensorSSA):
+        regs = cute.make_rmem_tensor((width,), dtype)
+        regs.store(values)
+    else:
+        regs = values
+    ptr = element_ptr(tensor, coord)
+    chunk = vector_chunk(dtype, width, tensor.iterator.memspace == cute.AddressSpace.gmem)
+    for i in range(0, width, chunk):
+        if chunk == 1:
+            part = dtype(regs[i])
+        else:
+            part = cute.make_tensor(regs.iterator + i, cute.make_layout(chunk)).load()
+        cute.arch.red(ptr + i, part, op="add", dtype=dtype, sem="relaxed", scope=_scope(tensor))

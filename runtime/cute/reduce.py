@@ -1,0 +1,98 @@
+"""Reductions for generated kernels: an element-wise combine, a warp shuffle all-reduce
+and a block-level all-reduce through shared memory.
+
+``op`` is always a compile-time Python string: ``"sum"``, ``"max"`` or ``"min"``.
+Never use Python's builtin ``max``/``min`` on DSL values (they compare the Python
+objects, not the device values); :func:`combine` picks the right device op.
+
+Usage in generated code::
+
+    from tilecute.runtime.cute import reduce as tcr
+    acc = tcr.combine(acc, x, "max")
+    red[r] = tcr.warp_allreduce(acc, "max", 32)
+    tcr.block_allreduce(red, "max", scratch, 4, 4)
+"""
+
+import cutlass
+import cutlass.cute as cute
+
+OPS = ("sum", "max", "min")
+
+
+def combine(a, b, op: str):
+    """``a + b``, ``max(a, b)`` or ``min(a, b)`` for ``op`` "sum" / "max" / "min".
+
+    Float32 max/min use ``cute.arch.fmax``/``fmin`` (PTX ``max.f32``/``min.f32``, NaN-quiet
+    like CUDA ``fmaxf``); other dtypes (ints, f16, bf16, f64) use ``cutlass.max``/``min``
+    (``max.s32``/``max.u32``/``max.f64``..., signedness from the DSL type).  ``a`` and
+    ``b`` should have the same DSL type; a plain Python number on one side is fine.
+    A plain function: it emits straight-line code, so it inlines anywhere.
+    """
+    if op == "sum":
+        return a + b
+    if op not in ("max", "min"):
+        raise ValueError(f"tilecute combine: unknown op {op!r}, expected one of {OPS}")
+    if isinstance(a, cutlass.Float32) or isinstance(b, cutlass.Float32):
+        return cute.arch.fmax(a, b) if op == "max" else cute.arch.fmin(a, b)
+    return cutlass.max(a, b) if op == "max" else cutlass.min(a, b)
+
+
+def warp_allreduce(value, op: str, width: int):
+    """All-reduce ``value`` over each group of ``width`` consecutive lanes (``width`` a
+    compile-time power of two, 1..32); every lane of a group returns the group's result.
+
+    PTX: log2(width) ``shfl.sync.bfly.b32`` (lane offsets width/2, ..., 1, full mask,
+    clamp 31) each followed by the combine (``add.f32``/``max.f32``/...).  Values under
+    32 bits are shuffled as 32 bits, 64-bit values as two shuffles.  All 32 lanes of the
+    warp must execute it (full-mask shuffle).  ``width`` 1 returns ``value`` unchanged.
+    """
+    if width < 1 or width > 32 or width & (width - 1):
+        raise ValueError(f"tilecute warp_allreduce: width {width} is not a power of two in 1..32")
+    offset = width // 2
+    while offset > 0:
+        other = cute.arch.shuffle_sync_bfly(value, offset=offset)
+        value = combine(value, other, op)
+        offset //= 2
+    return value
+
+
+@cute.jit
+def block_allreduce(vals: cute.Tensor, op: cutlass.Constexpr, scratch: cute.Tensor,
+                    num_warps: cutlass.Constexpr, group_warps: cutlass.Constexpr):
+    """All-reduce each of the R values of the register tensor ``vals`` (R = its static
+    size) across groups of ``group_warps`` consecutive warps; the result replaces
+    ``vals[r]`` in every thread of the group.
+
+    Contract: every ``vals[r]`` is already reduced within its warp (e.g. by
+    :func:`warp_allreduce` with width 32); ``group_warps`` divides ``num_warps``, both
+    compile-time, and the block has ``num_warps`` warps (warp = linear thread id // 32);
+    ``scratch`` is a shared-memory tensor of >= R * num_warps elements of ``vals``'
+    dtype, indexed linearly.  Every thread of the block must call it (it has barriers).
+
+    Steps: lane 0 of warp w writes ``scratch[r * num_warps + w]`` (``st.shared``);
+    ``bar.sync 0``; every thread combines the ``group_warps`` partials of its group
+    (``ld.shared``, broadcast reads) into ``vals[r]``; ``bar.sync 0`` again, so
+    ``scratch`` can be reused right after.  ``group_warps`` 1 emits nothing.
+    """
+    if cutlass.const_expr(num_warps % group_warps != 0):
+        raise ValueError(f"tilecute block_allreduce: group_warps {group_warps} "
+                         f"does not divide num_warps {num_warps}")
+    if cutlass.const_expr(group_warps > 1):
+        rows = cute.size(vals)
+        warp = cute.arch.warp_idx()
+        if cute.arch.lane_idx() == 0:
+            for r in cutlass.range_constexpr(rows):
+                scratch[r * num_warps + warp] = vals[r]
+        cute.arch.sync_threads()
+        first = 0  # first warp of this thread's group
+        if cutlass.const_expr(group_warps < num_warps):
+            if cutlass.const_expr(group_warps & (group_warps - 1) == 0):
+                first = warp & -group_warps  # warp >= 0: a mask, not a signed division
+            else:
+                first = (warp // group_warps) * group_warps
+        for r in cutlass.range_constexpr(rows):
+            acc = scratch[r * num_warps + first]
+            for g in cutlass.range_constexpr(1, group_warps):
+                acc = combine(acc, scratch[r * num_warps + first + g], op)
+            vals[r] = acc
+        cute.arch.sync_threads()
