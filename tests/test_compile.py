@@ -14,6 +14,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import elementwise as E  # noqa: E402
+import tile_ops  # noqa: E402
 import tilecute  # noqa: E402
 from tilecute.cli import main as cli  # noqa: E402
 
@@ -39,9 +40,12 @@ def vadd(shared_cache):
     return tilecute.compile(E.vector_add("float16"), target="sm_90a")
 
 
-@pytest.mark.parametrize("name", sorted(E.ALL))
+EXAMPLES = {**E.ALL, **tile_ops.ALL}
+
+
+@pytest.mark.parametrize("name", sorted(EXAMPLES))
 def test_every_example_builds_an_entry_whose_launcher_loads(name, shared_cache):
-    kernel = tilecute.compile(E.ALL[name](), target="sm_90a")
+    kernel = tilecute.compile(EXAMPLES[name](), target="sm_90a")
     for f in ("host.py", "kernel_cute.py", "launcher.cpp", "launcher.so", "abi.json", "ir.json",
               "manifest.json"):
         assert (kernel.path / f).is_file(), f

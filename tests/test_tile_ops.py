@@ -211,3 +211,11 @@ def test_shared_memory_past_the_block_limit_is_an_error():
 
     with pytest.raises(ValueError, match="needs 262144 bytes of shared memory"):
         lower(big)
+
+
+def test_ir_json_round_trips_infinite_constants():
+    from tilecute.ir.serialize import canonical_json, from_json, to_json
+
+    func = E.softmax()
+    assert from_json(to_json(func)) == func
+    assert '{"float":"-inf"}' in canonical_json(func)

@@ -2,7 +2,8 @@
 
 Every node is an object ``{"node": "<ClassName>", <field>: <value>, ...}``; tuples are
 lists; source locations are ``{"node": "Loc", "file": ..., "line": ...}``.  The document is
-``{"schema": "tilecute.ir", "version": SCHEMA_VERSION, "func": <PrimFunc>}``.
+``{"schema": "tilecute.ir", "version": SCHEMA_VERSION, "func": <PrimFunc>}``.  Infinite
+and NaN float constants, which JSON cannot spell, are ``{"float": "-inf"}``.
 ``from_json(to_json(f)) == f`` for every function (locations included).
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 
 from . import nodes
 
@@ -33,10 +35,14 @@ def _encode(x):
         return out
     if isinstance(x, (tuple, list)):
         return [_encode(v) for v in x]
+    if isinstance(x, float) and not math.isfinite(x):
+        return {"float": repr(x)}  # JSON has no inf/nan: {"float": "-inf"}
     return x
 
 
 def _decode(x):
+    if isinstance(x, dict) and set(x) == {"float"}:
+        return float(x["float"])
     if isinstance(x, dict):
         name = x.get("node")
         cls = _NODE_TYPES.get(name)

@@ -22,18 +22,27 @@ OPS = ("sum", "max", "min")
 def combine(a, b, op: str):
     """``a + b``, ``max(a, b)`` or ``min(a, b)`` for ``op`` "sum" / "max" / "min".
 
-    Float32 max/min use ``cute.arch.fmax``/``fmin`` (PTX ``max.f32``/``min.f32``, NaN-quiet
-    like CUDA ``fmaxf``); other dtypes (ints, f16, bf16, f64) use ``cutlass.max``/``min``
-    (``max.s32``/``max.u32``/``max.f64``..., signedness from the DSL type).  ``a`` and
-    ``b`` should have the same DSL type; a plain Python number on one side is fine.
-    A plain function: it emits straight-line code, so it inlines anywhere.
+    PTX by dtype: Float32 max/min use ``cute.arch.fmax``/``fmin`` (``max.f32``/``min.f32``,
+    NaN-quiet like CUDA ``fmaxf``); Float16/BFloat16 go through Float32 the same way
+    (exact; NVVM folds the ``cvt``/``max.f32``/``cvt`` back into ``max.f16``/
+    ``max.bf16``, where CuTe's generic max would be ``setp`` + ``selp``); integers and Float64 use
+    ``cutlass.max``/``min`` (``max.s32``/``min.u32``/...; f64: ``setp`` + ``selp``).
+    Signedness comes from the DSL type: elements loaded from a tensor of a Uint32
+    pointer come back as Int32 (CuTe pointers are signless), so wrap them in
+    ``cutlass.Uint32(...)`` where unsigned order matters.  ``a`` and ``b`` should have
+    the same DSL type; a Python number on one side is fine.  The result has ``a``'s
+    type (``b``'s if ``a`` is a Python number).  A plain function emitting straight-line
+    code, so it inlines anywhere.
     """
     if op == "sum":
         return a + b
     if op not in ("max", "min"):
         raise ValueError(f"tilecute combine: unknown op {op!r}, expected one of {OPS}")
-    if isinstance(a, cutlass.Float32) or isinstance(b, cutlass.Float32):
-        return cute.arch.fmax(a, b) if op == "max" else cute.arch.fmin(a, b)
+    dtype = type(a) if isinstance(a, cutlass.Numeric) else type(b)
+    if dtype in (cutlass.Float32, cutlass.Float16, cutlass.BFloat16):
+        f = cute.arch.fmax if op == "max" else cute.arch.fmin
+        r = f(cutlass.Float32(a), cutlass.Float32(b))
+        return r if dtype is cutlass.Float32 else dtype(r)
     return cutlass.max(a, b) if op == "max" else cutlass.min(a, b)
 
 
