@@ -139,7 +139,7 @@ def test_reduce_rejects_bad_arguments():
 # ---- atomic ------------------------------------------------------------------------------
 @cute.kernel
 def atomic_kernel(a: cute.Pointer, b: cute.Pointer, c: cute.Pointer, d: cute.Pointer,
-                  e: cute.Pointer, i0: cutlass.Int32, bf16: cutlass.Constexpr):
+                  e: cute.Pointer, f: cute.Pointer, i0: cutlass.Int32, bf16: cutlass.Constexpr):
     g2 = cute.make_tensor(a, cute.make_layout((8, 64), stride=(64, 1)))
     g1 = cute.make_tensor(a, cute.make_layout((512,), stride=(1,)))
     s1 = tcs.alloc(F32, 64)
@@ -153,6 +153,7 @@ def atomic_kernel(a: cute.Pointer, b: cute.Pointer, c: cute.Pointer, d: cute.Poi
     tca.atomic_add(cute.make_tensor(b, cute.make_layout(64)), tx, 1.0)
     tca.atomic_add(cute.make_tensor(c, cute.make_layout(64)), tx, 1.0)
     tca.atomic_add(cute.make_tensor(d, cute.make_layout(64)), tx, tx)
+    tca.atomic_add(cute.make_tensor(f, cute.make_layout(64)), tx, -1)
     if cutlass.const_expr(bf16):
         tca.atomic_add(cute.make_tensor(e, cute.make_layout(64)), tx, 1.0)
     cute.arch.sync_threads()
@@ -161,11 +162,12 @@ def atomic_kernel(a: cute.Pointer, b: cute.Pointer, c: cute.Pointer, d: cute.Poi
 
 @cute.jit
 def atomic_wrapper(a: cute.Pointer, b: cute.Pointer, c: cute.Pointer, d: cute.Pointer,
-                   e: cute.Pointer, i0: cutlass.Int32, bf16: cutlass.Constexpr):
-    atomic_kernel(a, b, c, d, e, i0, bf16).launch(grid=(1, 1, 1), block=(64, 1, 1))
+                   e: cute.Pointer, f: cute.Pointer, i0: cutlass.Int32, bf16: cutlass.Constexpr):
+    atomic_kernel(a, b, c, d, e, f, i0, bf16).launch(grid=(1, 1, 1), block=(64, 1, 1))
 
 
-ATOMIC_ARGS = (gptr(F32), gptr(F64), gptr(F16), gptr(I32), gptr(BF16), cutlass.Int32(0))
+ATOMIC_ARGS = (gptr(F32), gptr(F64), gptr(F16), gptr(I32), gptr(BF16), gptr(cutlass.Int64),
+               cutlass.Int32(0))
 
 
 @pytest.mark.parametrize("arch", ARCHS)
@@ -178,6 +180,7 @@ def test_atomic_add(arch, tmp_path, monkeypatch):
     assert count(ptx, r"red\.relaxed\.gpu\.global\.add\.f64") == 1
     assert count(ptx, r"red\.relaxed\.gpu\.global\.add\.noftz\.f16") == 1
     assert count(ptx, r"red\.relaxed\.gpu\.global\.add\.s32") == 1
+    assert count(ptx, r"red\.relaxed\.gpu\.global\.add\.u64") == 1  # Int64: no red.add.s64
     assert count(ptx, r"red\.relaxed\.gpu\.global\.add\.noftz\.bf16") == int(bf16)
     assert "atom." not in ptx  # result unused: no atom, no CAS loop
 

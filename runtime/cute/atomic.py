@@ -40,6 +40,12 @@ def element_ptr(tensor, coord):
     return tensor.iterator + cute.crd2idx(coord, tensor.layout)
 
 
+def _red_type(dtype):
+    """The ``red`` type for ``dtype``: ptxas has no ``red.add.s64``, and a two's
+    complement add is the same as ``.u64``."""
+    return cutlass.Uint64 if dtype is cutlass.Int64 else dtype
+
+
 def _scope(tensor) -> str:
     return "cta" if tensor.iterator.memspace == cute.AddressSpace.smem else "gpu"
 
@@ -55,14 +61,15 @@ def _check_dtype(dtype) -> None:
 def atomic_add(tensor, coord, value) -> None:
     """``tensor[coord] += value`` atomically; ``tensor`` in global or shared memory.
 
-    ``value`` is converted to the tensor's element type first.  PTX:
-    ``red.relaxed.gpu.global.add.f32`` (global) / ``red.relaxed.cta.shared::cta.add.f32``
-    (shared); ``.f64``, ``.noftz.f16``, ``.noftz.bf16`` (sm_90+), ``.s32``/``.u32``/
-    ``.s64``/``.u64`` for the other dtypes.  SASS: ``RED.E.ADD...`` / ``ATOMS.ADD``.
+    ``coord``: see :func:`element_ptr`.  ``value`` is converted to the tensor's element
+    type first.  PTX: ``red.relaxed.gpu.global.add.f32`` (global) /
+    ``red.relaxed.cta.shared::cta.add.f32`` (shared); ``.f64``, ``.noftz.f16``,
+    ``.noftz.bf16`` (sm_90+), ``.s32`` (Int32, and Uint32 buffers: their tensors have
+    Int32 elements), ``.u64`` (Int64, Uint64) for the other dtypes.
     """
     dtype = tensor.element_type
     _check_dtype(dtype)
-    cute.arch.red(element_ptr(tensor, coord), dtype(value), op="add", dtype=dtype,
+    cute.arch.red(element_ptr(tensor, coord), dtype(value), op="add", dtype=_red_type(dtype),
                   sem="relaxed", scope=_scope(tensor))
 
 
@@ -114,4 +121,5 @@ def atomic_add_vector(tensor, coord, values, width: int) -> None:
             part = dtype(regs[i])
         else:
             part = cute.make_tensor(regs.iterator + i, cute.make_layout(chunk)).load()
-        cute.arch.red(ptr + i, part, op="add", dtype=dtype, sem="relaxed", scope=_scope(tensor))
+        cute.arch.red(ptr + i, part, op="add", dtype=_red_type(dtype), sem="relaxed",
+                      scope=_scope(tensor))

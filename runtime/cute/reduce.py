@@ -2,8 +2,10 @@
 and a block-level all-reduce through shared memory.
 
 ``op`` is always a compile-time Python string: ``"sum"``, ``"max"`` or ``"min"``.
-Never use Python's builtin ``max``/``min`` on DSL values (they compare the Python
-objects, not the device values); :func:`combine` picks the right device op.
+Use :func:`combine`, not Python's builtin ``max``/``min``: inside ``@cute.kernel``/
+``@cute.jit`` bodies CuTe rewrites those into a compare + select (``setp`` + ``selp``,
+not ``max.f32``), and in plain helper functions they fail with
+``PHASE_DYNAMIC_TO_STATIC_BOOL``.
 
 Usage in generated code::
 
