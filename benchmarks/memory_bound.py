@@ -71,7 +71,7 @@ def rowwise(reps: int) -> None:
         cfg = E.row_config(n)
         cases = {
             "softmax": (tilecute.compile(E.softmax(**cfg)), (x, y), lambda: torch.softmax(x, -1), 0),
-            "layernorm": (tilecute.compile(E.layernorm(**E.row_config(n, 16))), (x, w, b, y),
+            "layernorm": (tilecute.compile(E.layernorm(**cfg)), (x, w, b, y),
                           lambda: F.layer_norm(x, (n,), w, b, 1e-5), 2 * n * 2),
             "rmsnorm": (tilecute.compile(E.rmsnorm(**cfg)), (x, w, y),
                         lambda: F.rms_norm(x, (n,), w, 1e-6), n * 2),

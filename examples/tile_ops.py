@@ -18,7 +18,7 @@ NEG_INF = float("-inf")
 def row_config(n: int, per_thread: int = 32) -> dict:
     """``block_n`` and ``threads`` for rows of ``n`` elements: the row rounded up to a
     power of two (at least 1024), about ``per_thread`` fp32 values per thread (128 to 1024
-    threads).  Kernels holding two row fragments (layernorm) take 16."""
+    threads).  At 1024 threads ptxas caps a thread at 64 registers."""
     block_n = max(1024, 1 << (n - 1).bit_length())
     threads = min(1024, max(128, block_n // per_thread))
     return {"block_n": block_n, "threads": threads}

@@ -18,8 +18,7 @@ ROWS = 37  # not a multiple of anything
 
 def _kernel(name, n, dtype):
     align = 8 if n % 8 == 0 else 1
-    per_thread = 16 if name == "layernorm" else 32
-    return tilecute.compile(E.ALL[name](dtype=dtype, align=align, **E.row_config(n, per_thread)))
+    return tilecute.compile(E.ALL[name](dtype=dtype, align=align, **E.row_config(n)))
 
 
 def _tol(dtype):
