@@ -218,4 +218,5 @@ def test_ir_json_round_trips_infinite_constants():
 
     func = E.softmax()
     assert from_json(to_json(func)) == func
+    assert from_script(func.script()) == func  # printed as T.float32(float("-inf"))
     assert '{"float":"-inf"}' in canonical_json(func)

@@ -29,6 +29,8 @@ def _const(e: N.Const) -> str:
         return str(e.value)
     if e.dtype == "bool":
         return str(bool(e.value))
+    if isinstance(e.value, float) and e.value != e.value or e.value in (float("inf"), float("-inf")):
+        return f'T.{e.dtype}(float("{e.value!r}"))'
     return f"T.{e.dtype}({e.value!r})"
 
 
