@@ -17,7 +17,8 @@ from ..runtime.dtypes import DTYPES
 from ..transform.analysis import loads as _loads, row_major_strides, value_range
 from ..transform.layout import accesses, parallel_nest
 from ..transform.lower import KernelPlan, shared_buffers, shared_offsets, SHARED_ALIGN
-from ..transform.vectorize import top_loads, vector_accesses
+from ..transform.analysis import top_loads
+from ..transform.vectorize import vector_accesses
 
 # ---- tables ------------------------------------------------------------------------------
 BINOP = {"add": "+", "sub": "-", "mul": "*", "div": "/", "floordiv": "//", "mod": "%",

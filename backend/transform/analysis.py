@@ -12,17 +12,24 @@ from ..ir import nodes as N
 Range = tuple[Optional[int], Optional[int]]  # inclusive bounds, None = unknown
 
 
-def loads(e):
-    """Every ``Load`` in an expression (or tuple of them), loads inside indices included."""
+def loads(e, nested: bool = True):
+    """Every ``Load`` in an expression (or tuple of them); with ``nested=False`` not the
+    loads inside another load's indices (gathers)."""
     if isinstance(e, N.Load):
         yield e
-        yield from loads(e.indices)
+        if nested:
+            yield from loads(e.indices)
     elif isinstance(e, N.Expr):
         for v in vars(e).values():
-            yield from loads(v)
+            yield from loads(v, nested)
     elif isinstance(e, tuple):
         for v in e:
-            yield from loads(v)
+            yield from loads(v, nested)
+
+
+def top_loads(e):
+    """Loads in ``e`` that are not inside another load's indices."""
+    return loads(e, nested=False)
 
 
 def mentions(e, name: str) -> bool:

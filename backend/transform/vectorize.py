@@ -18,7 +18,7 @@ import math
 
 from ..ir import nodes as N
 from ..runtime.dtypes import DTYPES
-from .analysis import affine_in, known_multiple, loads as _loads, mentions, row_major_strides
+from .analysis import affine_in, known_multiple, loads as _loads, mentions, row_major_strides, top_loads
 
 VECTOR_BYTES = 16
 
@@ -51,18 +51,6 @@ def legal_width(inner: N.For, buffers: dict[str, N.Buffer],
                 return width, {}
         width //= 2
     return 1, {}
-
-
-def top_loads(e):
-    """Loads in ``e`` that are not inside another load's indices (those are gathers)."""
-    if isinstance(e, N.Load):
-        yield e
-    elif isinstance(e, N.Expr):
-        for v in vars(e).values():
-            yield from top_loads(v)
-    elif isinstance(e, tuple):
-        for v in e:
-            yield from top_loads(v)
 
 
 def vector_accesses(inner: N.For, buffers: dict[str, N.Buffer], layouts: dict[str, N.Layout],
