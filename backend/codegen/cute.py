@@ -253,7 +253,7 @@ class _KernelEmitter:
         elif isinstance(s, N.For):
             if s.kind == "parallel":
                 self.parallel(s, depth)
-                if s.async_copy or parallel_nest(s)[-1].async_copy:
+                if parallel_nest(s)[-1].async_copy:
                     self.line(depth, "cute.arch.cp_async_commit_group()")
             else:
                 self.serial(s, depth, guarded)
@@ -524,8 +524,7 @@ class _KernelEmitter:
         all-reduce, then (several warps) a shared-memory exchange; the result lands in every
         thread's copy of the replicated ``dst``."""
         src, dst = self.buffers[s.src], self.buffers[s.dst]
-        layout = self.layouts[s.src]
-        threads, width = layout.threads, layout.vector
+        threads = self.layouts[s.src].threads
         row = int(src.shape[-1].value)
         rows = math.prod(int(d.value) for d in src.shape[:-1])
         per_row = row // threads  # registers of a row in each thread
@@ -552,7 +551,6 @@ class _KernelEmitter:
         if dst.dtype != src.dtype:
             value = f"{cute_type(dst.dtype)}({value})"
         self.line(depth + 1, f"{s.dst}[{r}] = {value}")
-        del width
         self.uses.add("reduce")
 
     def atomic_add(self, s: N.AtomicAdd, depth: int, guarded: bool) -> None:

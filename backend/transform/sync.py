@@ -34,7 +34,7 @@ class _State:
 
 
 class _Sync:
-    def __init__(self, func: N.PrimFunc, scope: N.KernelScope):
+    def __init__(self, scope: N.KernelScope):
         self.shared = {s.buffer.name for s in _allocs(scope.body) if s.buffer.scope == "shared"}
 
     def touches(self, s):
@@ -61,7 +61,7 @@ class _Sync:
                 reads, writes, _ = self.touches(s)
                 summary.read |= reads
                 for b in writes:
-                    summary.written[b] = True if _async_writes(s, b) else False
+                    summary.written[b] = _async_writes(s)
                 entry = st.copy()
                 entry.merge(summary)
                 new_body = self.block(s.body, entry)
@@ -94,13 +94,14 @@ class _Sync:
             st.read.clear()
 
 
-def _async_writes(s, buf: str) -> bool:
+def _async_writes(s) -> bool:
+    """Does ``s`` hold a cp.async copy nest?"""
     if isinstance(s, N.For) and s.kind == "parallel":
         return parallel_nest(s)[-1].async_copy
     if isinstance(s, N.For):
-        return any(_async_writes(t, buf) for t in s.body)
+        return any(_async_writes(t) for t in s.body)
     if isinstance(s, N.If):
-        return any(_async_writes(t, buf) for t in s.then + s.orelse)
+        return any(_async_writes(t) for t in s.then + s.orelse)
     return False
 
 
@@ -127,6 +128,6 @@ def _allocs(body):
 def insert_barriers(func: N.PrimFunc) -> N.PrimFunc:
     kernels = []
     for scope in func.kernels:
-        sync = _Sync(func, scope)
+        sync = _Sync(scope)
         kernels.append(dataclasses.replace(scope, body=sync.block(scope.body, _State())))
     return dataclasses.replace(func, kernels=tuple(kernels))

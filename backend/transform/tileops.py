@@ -118,8 +118,6 @@ class _Lowerer:
     def copy(self, s: N.Copy) -> N.Stmt:
         shape = self.loop_shape(s, s.src, s.dst, "T.copy")
         sbuf, dbuf = self.buffers[s.src.buffer], self.buffers[s.dst.buffer]
-        if dbuf.scope == "global" and sbuf.scope == "global":
-            pass  # global -> global: a plain parallel copy
 
         def body(vs):
             value = N.Load(sbuf.name, self.indices(s.src, shape, vs), sbuf.dtype)

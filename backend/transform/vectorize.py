@@ -19,6 +19,7 @@ import math
 from ..ir import nodes as N
 from ..runtime.dtypes import DTYPES
 from .analysis import affine_in, known_multiple, loads as _loads, mentions, row_major_strides, top_loads
+from .layout import accesses, parallel_nest
 
 VECTOR_BYTES = 16
 
@@ -28,19 +29,17 @@ class VectorizeError(ValueError):
 
 
 def legal_width(inner: N.For, buffers: dict[str, N.Buffer],
-                layouts: dict[str, N.Layout] | None = None) -> tuple[int, dict[str, int]]:
+                layouts: dict[str, N.Layout] | None = None) -> int:
     """The widest lane count for the innermost parallel loop ``inner`` at which every global
     access of its body is a full-width vector access (1 if none)."""
-    from .layout import accesses
-
     if not isinstance(inner.extent, N.Const) or not (isinstance(inner.start, N.Const)
                                                      and inner.start.value == 0):
-        return 1, {}
+        return 1
     touched = accesses(inner.body)
     glob = [(b, tuple(i)) for b, i, _ in touched if buffers.get(b) is not None
             and buffers[b].scope == "global"]
     if not glob:
-        return 1, {}
+        return 1
     width = VECTOR_BYTES // min(DTYPES[buffers[b].dtype].bytes for b, _ in glob)
     extent = int(inner.extent.value)
     while width > 1:
@@ -48,9 +47,9 @@ def legal_width(inner: N.For, buffers: dict[str, N.Buffer],
             vec = vector_accesses(inner, buffers, layouts or {}, width)
             if all(vec.get((b, i)) == min(width, VECTOR_BYTES // DTYPES[buffers[b].dtype].bytes)
                    for b, i in glob):
-                return width, {}
+                return width
         width //= 2
-    return 1, {}
+    return 1
 
 
 def vector_accesses(inner: N.For, buffers: dict[str, N.Buffer], layouts: dict[str, N.Layout],
@@ -158,18 +157,15 @@ def plan_vectorization(func: N.PrimFunc, arch: str = "sm_90a") -> tuple[N.PrimFu
                 aligned[name] = max(aligned.get(name, 1), need)
 
     def visit_parallel(loop: N.For) -> N.For:
-        loops = [loop]
-        while len(loops[-1].body) == 1 and isinstance(loops[-1].body[0], N.For) \
-                and loops[-1].body[0].kind == "parallel":
-            loops.append(loops[-1].body[0])
+        loops = parallel_nest(loop)
         inner = loops[-1]
-        fragment = any(buffers[b].scope == "fragment" for b, _ in _all_accesses(inner.body))
+        fragment = any(buffers[b].scope == "fragment" for b, _, _ in accesses(inner.body))
         if inner.replicated or fragment:
             # lanes chosen by the layout pass (fragment nests) or none (replicated nests)
             if not inner.replicated:
                 note_alignment(inner)
             return loop
-        width, _ = legal_width(inner, buffers, layouts)
+        width = legal_width(inner, buffers, layouts)
         if inner.vector_width:  # the program asked for a width (1 turns vectorization off)
             if width % inner.vector_width and inner.vector_width > 1:
                 raise VectorizeError(
@@ -188,8 +184,3 @@ def plan_vectorization(func: N.PrimFunc, arch: str = "sm_90a") -> tuple[N.PrimFu
     kernels = tuple(dataclasses.replace(k, body=visit(k.body)) for k in func.kernels)
     return dataclasses.replace(func, kernels=kernels), aligned
 
-
-def _all_accesses(body):
-    from .layout import accesses
-
-    return [(b, i) for b, i, _ in accesses(body)]
