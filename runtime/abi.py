@@ -68,14 +68,86 @@ class SymbolSpec:
     divisibility: int = 1
 
 
+TMA_MODES = ("tiled", "im2col")
+TMA_SWIZZLES = (0, 32, 64, 128)  # bytes; 0 = none
+TMA_INTERLEAVES = (0, 16, 32)  # bytes; 0 = none
+TMA_L2_PROMOTIONS = (0, 64, 128, 256)  # bytes; 0 = none
+TMA_OOB_FILLS = ("zero", "nan")  # "nan": NaN_REQUEST_ZERO_FMA (floating-point dtypes only)
+
+
+@dataclass(frozen=True)
+class TmaSpec:
+    """What the launcher needs to encode one TMA descriptor per launch.
+
+    The descriptor covers the whole tensor argument ``KernelParam.source``: its rank,
+    global dims and strides come from the tensor at launch (dims in TMA order, i.e. the
+    last tensor axis is TMA dimension 0; the last axis must have stride 1).  Everything
+    here is in *tensor axis order* (the order of ``TensorArg.shape``), the launcher
+    reverses it.
+
+    ``box``: elements per axis copied by one TMA instruction (tiled mode);
+    ``element_strides``: traversal stride per axis (``None``: all 1);
+    ``swizzle`` / ``interleave`` / ``l2_promotion``: bytes (0 = none);
+    ``oob_fill``: what out-of-bounds elements read as.  Im2col mode (rank 3..5, tensor
+    axes ``(N, spatial..., C)``): ``lower_corner`` and ``upper_corner`` hold one offset
+    per spatial axis, ``channels_per_pixel`` and ``pixels_per_column`` the box.
+    """
+
+    mode: str = "tiled"
+    box: tuple[int, ...] = ()
+    element_strides: tuple[int, ...] | None = None
+    swizzle: int = 0
+    interleave: int = 0
+    l2_promotion: int = 0
+    oob_fill: str = "zero"
+    lower_corner: tuple[int, ...] = ()
+    upper_corner: tuple[int, ...] = ()
+    channels_per_pixel: int = 0
+    pixels_per_column: int = 0
+
+    def to_dict(self) -> dict:
+        d = {"mode": self.mode, "box": list(self.box),
+             "element_strides": None if self.element_strides is None else list(self.element_strides),
+             "swizzle": self.swizzle, "interleave": self.interleave,
+             "l2_promotion": self.l2_promotion, "oob_fill": self.oob_fill}
+        if self.mode == "im2col":
+            d.update(lower_corner=list(self.lower_corner), upper_corner=list(self.upper_corner),
+                     channels_per_pixel=self.channels_per_pixel,
+                     pixels_per_column=self.pixels_per_column)
+        return d
+
+    @staticmethod
+    def from_dict(d: dict) -> "TmaSpec":
+        d = dict(d)
+        for key in ("box", "lower_corner", "upper_corner"):
+            if key in d:
+                d[key] = tuple(d[key])
+        if d.get("element_strides") is not None:
+            d["element_strides"] = tuple(d["element_strides"])
+        return TmaSpec(**d)
+
+    def box_bytes(self, dtype: str) -> int:
+        """Bytes one copy moves into shared memory (what an mbarrier expects)."""
+        n = 1
+        if self.mode == "im2col":
+            n = self.channels_per_pixel * self.pixels_per_column
+        else:
+            for i, b in enumerate(self.box):
+                e = 1 if self.element_strides is None else self.element_strides[i]
+                n *= -(-b // e)
+        return n * DTYPES[dtype].bytes
+
+
 @dataclass(frozen=True)
 class KernelParam:
     """One parameter of one ``@cute.kernel``, in cubin order.
 
     ``kind``: ``"pointer"`` (the data pointer of tensor argument ``source``),
     ``"scalar"`` (scalar argument ``source``, or symbol ``source`` when
-    ``from_symbol``), or ``"tma_desc"`` (reserved for TMA descriptors, 128 bytes).
-    ``dtype`` is the pointee type of a pointer and the value type of a scalar.
+    ``from_symbol``), or ``"tma_desc"`` (a TMA descriptor over tensor argument
+    ``source``, 128 bytes passed by value, encoded per launch from ``tma``).
+    ``dtype`` is the pointee type of a pointer or descriptor and the value type of a
+    scalar.
     """
 
     name: str
@@ -83,6 +155,7 @@ class KernelParam:
     dtype: str
     source: str
     from_symbol: bool = False
+    tma: TmaSpec | None = None
 
     @property
     def size(self) -> int:
@@ -95,6 +168,11 @@ class KernelParam:
     @property
     def align(self) -> int:
         return 64 if self.kind == "tma_desc" else self.size
+
+
+# where kernel parameters start in constant bank 0 on sm_90 (Hopper); parameter alignment
+# is absolute there.  Only 64-byte aligned parameters (TMA descriptors, sm_90+) notice.
+PARAM_BANK_OFFSET = 0x210
 
 
 @dataclass(frozen=True)
@@ -114,11 +192,15 @@ class KernelLaunch:
     cluster: tuple[int, int, int] | None = None
 
     def param_offsets(self) -> list[int]:
-        """Byte offset of each parameter in the kernel's parameter buffer (C layout)."""
-        offsets, cursor = [], 0
+        """Byte offset of each parameter in the kernel's parameter buffer, as the cubin
+        lays it out: C layout, with alignment counted from where the parameters start in
+        constant bank 0 (:data:`PARAM_BANK_OFFSET`), so a 64-byte aligned TMA descriptor
+        after two pointers sits at offset 48.  The launcher passes parameter addresses
+        (``kernelParams``) and the driver places them; the cubin check compares these."""
+        offsets, cursor = [], PARAM_BANK_OFFSET
         for p in self.params:
             cursor = (cursor + p.align - 1) // p.align * p.align
-            offsets.append(cursor)
+            offsets.append(cursor - PARAM_BANK_OFFSET)
             cursor += p.size
         return offsets
 
@@ -156,6 +238,13 @@ class LaunchABI:
                 }
             return {"kind": "scalar", "name": a.name, "dtype": a.dtype}
 
+        def param_dict(p: KernelParam) -> dict:
+            d = {"name": p.name, "kind": p.kind, "dtype": p.dtype, "source": p.source,
+                 "from_symbol": p.from_symbol}
+            if p.tma is not None:
+                d["tma"] = p.tma.to_dict()
+            return d
+
         return {
             "version": self.version,
             "function": self.function,
@@ -172,11 +261,7 @@ class LaunchABI:
                     "block": list(k.block),
                     "dynamic_smem": k.dynamic_smem,
                     "cluster": None if k.cluster is None else list(k.cluster),
-                    "params": [
-                        {"name": p.name, "kind": p.kind, "dtype": p.dtype,
-                         "source": p.source, "from_symbol": p.from_symbol}
-                        for p in k.params
-                    ],
+                    "params": [param_dict(p) for p in k.params],
                 }
                 for k in self.kernels
             ],
@@ -201,6 +286,12 @@ class LaunchABI:
                 )
             return ScalarArg(a["name"], a["dtype"])
 
+        def param(p: dict) -> KernelParam:
+            p = dict(p)
+            if p.get("tma") is not None:
+                p["tma"] = TmaSpec.from_dict(p["tma"])
+            return KernelParam(**p)
+
         return LaunchABI(
             function=d["function"],
             args=tuple(arg(a) for a in d["args"]),
@@ -210,7 +301,7 @@ class LaunchABI:
                     symbol=k["symbol"],
                     grid=tuple(k["grid"]),
                     block=tuple(k["block"]),
-                    params=tuple(KernelParam(**p) for p in k["params"]),
+                    params=tuple(param(p) for p in k["params"]),
                     dynamic_smem=k["dynamic_smem"],
                     cluster=None if k["cluster"] is None else tuple(k["cluster"]),
                 )

@@ -16,7 +16,7 @@ from ..ir import nodes as N
 from ..runtime.dtypes import DTYPES
 from ..transform.analysis import loads as _loads, row_major_strides, value_range
 from ..transform.layout import accesses, parallel_nest
-from ..transform.lower import KernelPlan, shared_buffers, shared_offsets, SHARED_ALIGN
+from ..transform.lower import KernelPlan, shared_align, shared_allocs, shared_offsets, shared_stride
 from ..transform.analysis import top_loads
 from ..transform.vectorize import vector_accesses
 
@@ -41,7 +41,9 @@ HELPERS = {  # runtime.cute helper modules, by what the kernel uses
     "reduce": "from tilecute.runtime.cute import reduce as tcr",
     "atomic": "from tilecute.runtime.cute import atomic as tca",
     "copy": "from tilecute.runtime.cute import copy as tcc",
+    "tma": "from tilecute.runtime.cute import tma as tct",
 }
+TMA_SWIZZLE_MASK = {32: 0x10, 64: 0x30, 128: 0x70}  # byte bits that TMA's swizzle XORs in
 
 
 class CodegenError(NotImplementedError):
@@ -55,6 +57,7 @@ def cute_type(dtype: str) -> str:
 class _KernelEmitter:
     def __init__(self, plan: KernelPlan, index: int):
         self.plan, self.func = plan, plan.func
+        self.index = index
         self.scope = plan.func.kernels[index]
         self.name = plan.kernel_names[index]
         self.lines: list[str] = []
@@ -69,6 +72,9 @@ class _KernelEmitter:
         self.frag_reg = None  # (step text, lanes) of the nest being emitted
         self.uses: set[str] = set()  # runtime.cute helper modules the kernel calls
         self.grid_bound: dict[str, str] = {}  # block variable -> the symbol its grid extent is
+        self.smem_offsets: dict[str, int] = {}  # shared buffer -> byte offset
+        self.staged: dict[str, N.Allocate] = {}  # multi-buffered shared buffers
+        self.stage_of: dict[str, str] = {}  # staged buffer -> the stage the loop body sees
 
     # ---- helpers -------------------------------------------------------------------------
     def fresh(self, stem: str) -> str:
@@ -267,6 +273,14 @@ class _KernelEmitter:
             self.atomic_add(s, depth, guarded)
         elif isinstance(s, N.Barrier):
             self.barrier(s, depth)
+        elif isinstance(s, N.TmaCopy):
+            self.tma_copy(s, depth)
+        elif isinstance(s, N.MBarrierWait):
+            self.uses.add("tma")
+            self.line(depth, f"tct.wait({self.barrier_ref(s.barrier)}, {self.expr(s.parity)})")
+        elif isinstance(s, N.MBarrierArrive):
+            self.uses.add("tma")
+            self.line(depth, f"tct.arrive({self.barrier_ref(s.barrier)})")
         elif isinstance(s, N.TILE_OPS):
             self.fail(s, f"T.{type(s).__name__.lower()} is a tile op; its lowering to CuTe DSL "
                          "is not implemented yet in this tilecute")
@@ -323,6 +337,12 @@ class _KernelEmitter:
 
     def shared_index(self, buf: N.Buffer, indices) -> str:
         layout = self.layouts.get(buf.name)
+        if layout is not None and layout.kind == "tma_swizzled":
+            # TMA's pattern on byte offsets: b ^ ((b >> 3) & mask); in elements of 2^l bytes
+            # that is e ^ ((e >> 3) & (mask >> l))
+            mask = TMA_SWIZZLE_MASK[layout.swizzle] >> (DTYPES[buf.dtype].bytes.bit_length() - 1)
+            e = self.flat_index(buf, indices)
+            return f"({e}) ^ ((({e}) >> 3) & {mask})"
         if layout is None or layout.kind != "swizzled":
             return self.flat_index(buf, indices)
         # column c of row r is stored at c ^ (r % swizzle)
@@ -351,7 +371,20 @@ class _KernelEmitter:
             lo = value_range(s.start, self.ranges)[0]
             self.ranges[s.var.name] = (lo, None)
         self.line(depth, f"for {s.var.name} in {rng}:")
+        views = []
+        if s.kind == "pipelined":
+            used = _used_buffers(s.body)
+            rel = s.var.name if isinstance(s.start, N.Const) and s.start.value == 0 else \
+                f"({s.var.name} - {self.operand(s.start, PREC['sub'] + 1)})"
+            for name, a in self.staged.items():
+                if name in used and a.stages == s.num_stages:
+                    views.append(name)
+                    stage = f"{rel} % {s.num_stages}"
+                    self.stage_of[name] = stage
+                    self.line(depth + 1, f"{name} = {self.shared_view(a, stage)}  # the stage this iteration reads")
         self.body(s.body, depth + 1, guarded)
+        for name in views:
+            del self.stage_of[name]
 
     def parallel(self, s: N.For, depth: int) -> None:
         loops = parallel_nest(s)
@@ -575,6 +608,56 @@ class _KernelEmitter:
             self.line(depth, text)
         self.uses.add("atomic")
 
+    # ---- TMA ------------------------------------------------------------------------------
+    def shared_ptr(self, name: str, stage: str | None = None) -> str:
+        """The Int8 shared-memory pointer to buffer ``name`` (stage ``stage`` of a staged
+        buffer)."""
+        off = self.smem_offsets[name]
+        if stage is None:
+            stage = self.stage_of.get(name)
+        if name not in self.staged or stage is None:
+            return f"tc_smem + {off}"
+        a = self.staged[name]
+        # assume: keeps the pointer's alignment (vector and TMA accesses need it)
+        return (f"tc_smem + cute.assume({off} + ({stage}) * {shared_stride(a)}, "
+                f"divby={shared_align(a)})")
+
+    def shared_view(self, a: N.Allocate, stage: str | None = None) -> str:
+        b = a.buffer
+        n = math.prod(int(d.value) for d in b.shape)
+        return (f"cute.make_tensor(cute.recast_ptr({self.shared_ptr(b.name, stage)}, "
+                f"dtype={cute_type(b.dtype)}), cute.make_layout({n}))")
+
+    def barrier_ref(self, r: N.Region) -> str:
+        idx = r.starts[0]
+        if isinstance(idx, N.Const) and idx.value == 0:
+            return r.buffer
+        return f"{r.buffer} + {self.operand(idx, PREC['add'] + 1)}"
+
+    def tma_copy(self, s: N.TmaCopy, depth: int) -> None:
+        self.uses.add("tma")
+        params = {p.name: p for p in self.plan.abi.kernels[self.index].params}
+        desc = params.get(s.desc)
+        if desc is None:
+            self.fail(s, "internal: T.tma_copy without a descriptor (the TMA pass assigns one)")
+        load = s.barrier is not None
+        glob, shared = (s.src, s.dst) if load else (s.dst, s.src)
+        coords = ", ".join(self.expr(x) for x in reversed(glob.starts))
+        coords = f"({coords},)" if len(glob.starts) == 1 else f"({coords})"
+        stage = None if s.stage is None else self.expr(s.stage)
+        smem = self.shared_ptr(shared.buffer, stage)
+        box = "x".join(map(str, desc.tma.box))
+        if load:
+            nbytes = desc.tma.box_bytes(desc.dtype)
+            self.line(depth, f"if tc_tid == 0:  # TMA load of a {box} box of {glob.buffer}")
+            self.line(depth + 1, f"tct.load({s.desc}, {smem}, {self.barrier_ref(s.barrier)}, "
+                                 f"{coords}, {nbytes})")
+        else:
+            self.line(depth, f"tct.store_fence()  # TMA store of a {box} box of {glob.buffer}")
+            self.line(depth, "cute.arch.sync_threads()")
+            self.line(depth, "if tc_tid == 0:")
+            self.line(depth + 1, f"tct.store({s.desc}, {smem}, {coords})")
+
     def barrier(self, s: N.Barrier, depth: int) -> None:
         if s.wait_async:
             self.line(depth, "cute.arch.cp_async_wait_group(0)")
@@ -583,8 +666,9 @@ class _KernelEmitter:
     # ---- the kernel ----------------------------------------------------------------------
     def emit(self) -> list[str]:
         plan, k = self.plan, self.scope
-        params = [f"{p.name}: {'cute.Pointer' if p.kind == 'pointer' else cute_type(p.dtype)}"
-                  for p in plan.abi.kernels[0].params]
+        params = [f"{p.name}: {_param_type(p)}" for p in plan.abi.kernels[self.index].params]
+        if any(p.kind == "tma_desc" for p in plan.abi.kernels[self.index].params):
+            self.uses.add("tma")
         self.line(0, "@cute.kernel")
         self.line(0, f"def {self.name}({', '.join(params)}):")
         bvars = [v.name for v in k.block_vars] + ["_"] * (3 - len(k.block_vars))
@@ -605,13 +689,32 @@ class _KernelEmitter:
             if isinstance(g, N.Var):
                 self.grid_bound[v.name] = g.name
         offsets, total = shared_offsets(k)
+        self.smem_offsets = offsets
         if offsets:
-            self.line(1, f"tc_smem = cute.arch.get_dyn_smem(cutlass.Int8, alignment={SHARED_ALIGN})"
+            allocs = shared_allocs(k)
+            align = max(shared_align(a) for a in allocs)
+            self.line(1, f"tc_smem = cute.arch.get_dyn_smem(cutlass.Int8, alignment={align})"
                          f"  # {total} bytes")
-            for b in shared_buffers(k):
-                n = math.prod(int(d.value) for d in b.shape)
-                self.line(1, f"{b.name} = cute.make_tensor(cute.recast_ptr(tc_smem + {offsets[b.name]}, "
-                             f"dtype={cute_type(b.dtype)}), cute.make_layout({n}))")
+            barriers = []
+            for a in allocs:
+                b = a.buffer
+                if a.layout is not None and a.layout.kind == "mbarrier":
+                    barriers.append(a)
+                    self.line(1, f"{b.name} = cute.recast_ptr(tc_smem + {offsets[b.name]}, "
+                                 f"dtype=cutlass.Int64)  # {int(b.shape[0].value)} mbarrier(s)")
+                elif a.stages > 1:
+                    self.staged[b.name] = a
+                    self.line(1, f"# {b.name}: {a.stages} stages of {math.prod(int(d.value) for d in b.shape)} "
+                                 f"{b.dtype} from byte {offsets[b.name]}, {shared_stride(a)} apart")
+                else:
+                    self.line(1, f"{b.name} = {self.shared_view(a)}")
+            if barriers:
+                self.uses.add("tma")
+                self.line(1, "if tc_tid == 0:")
+                for a in barriers:
+                    self.line(2, f"tct.init_barriers({a.buffer.name}, {int(a.buffer.shape[0].value)}, "
+                                 f"{a.layout.threads})")
+                self.line(1, "cute.arch.sync_threads()")
         used = _used_buffers(k.body)
         for p in plan.tensor_params:
             if p.name not in used:
@@ -622,6 +725,14 @@ class _KernelEmitter:
                          f"cute.make_layout(({shape},), stride=({strides},)))")
         self.body(k.body, 1)
         return self.lines
+
+
+def _param_type(p) -> str:
+    if p.kind == "pointer":
+        return "cute.Pointer"
+    if p.kind == "tma_desc":
+        return "tct.Desc"
+    return cute_type(p.dtype)
 
 
 def _has_parallel(body) -> bool:
@@ -635,9 +746,15 @@ def _has_parallel(body) -> bool:
 
 
 def _used_buffers(body) -> set[str]:
+    """Buffers the statements index (TMA copies address theirs through descriptors and
+    shared pointers, so they do not count)."""
     used: set[str] = set()
 
     def visit(x):
+        if isinstance(x, N.TmaCopy):
+            for e in x.src.starts + x.dst.starts:
+                visit(e)
+            return
         if isinstance(x, (N.Load, N.Store)):
             used.add(x.buffer)
         if isinstance(x, N.Region):
@@ -675,13 +792,20 @@ def emit_cute(plan: KernelPlan) -> str:
         out += ["", *kernels[i], "",
                 f'{plan.kernel_names[i]}.set_name_prefix("{plan.name_prefixes[i]}", '
                 "remove_cutlass_symbol=True, keep_mangled_name=False)", ""]
-    params = abi.kernels[0].params
-    sig = ", ".join(f"{p.name}: {'cute.Pointer' if p.kind == 'pointer' else cute_type(p.dtype)}"
-                    for p in params)
-    names = ", ".join(p.name for p in params)
+    params = [p for p in abi.kernels[0].params if p.kind != "tma_desc"]  # common to all kernels
+    sig = ", ".join(f"{p.name}: {_param_type(p)}" for p in params)
     out += ["", "@cute.jit", f"def {f.name}({sig}):"]
     emitter = _KernelEmitter(plan, 0)
+    pointer_of = {p.source: p.name for p in params if p.kind == "pointer"}
     for i, (k, launch) in enumerate(zip(f.kernels, abi.kernels)):
+        names = []
+        for p in launch.params:
+            if p.kind == "tma_desc":
+                # a stand-in of the right type: the launcher passes the real descriptor
+                out.append(f"    {p.name} = tct.placeholder({pointer_of[p.source]}, "
+                           f"{cute_type(p.dtype)}, {tuple(p.tma.box)}, {p.tma.swizzle})")
+            names.append(p.name)
+        names = ", ".join(names)
         grid = [emitter.expr(g) for g in k.grid] + ["1"] * (3 - len(k.grid))
         extra = f", cluster=[{', '.join(map(str, launch.cluster))}]" if launch.cluster else ""
         if launch.dynamic_smem:

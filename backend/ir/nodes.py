@@ -338,7 +338,7 @@ class Evaluate(Stmt):
     loc: Optional[Loc] = _loc()
 
 
-LAYOUT_KINDS = ("blocked", "replicated", "row_major", "swizzled")
+LAYOUT_KINDS = ("blocked", "replicated", "row_major", "swizzled", "tma_swizzled", "mbarrier")
 
 
 @dataclass(frozen=True)
@@ -352,7 +352,12 @@ class Layout:
     Shared buffers:
       ``row_major``;
       ``swizzled``: row-major over the last two dims ``(r, c)``, with column ``c`` stored at
-      ``c ^ (r % swizzle)`` (a power of two), so column walks hit distinct banks.
+      ``c ^ (r % swizzle)`` (a power of two), so column walks hit distinct banks;
+      ``tma_swizzled``: row-major, with TMA's ``swizzle``-byte pattern (32, 64 or 128):
+      16-byte chunk ``j`` of each ``swizzle``-byte row segment ``r`` is stored at chunk
+      ``j ^ (r % (swizzle / 16))`` (what a TMA copy with that swizzle reads and writes);
+      ``mbarrier``: an array of mbarriers (dtype uint64), each expecting ``threads``
+      arrivals per phase (``T.alloc_barrier(n, arrive_count=threads)``).
     """
 
     kind: str
@@ -368,6 +373,9 @@ class Allocate(Stmt):
     buffer: Buffer
     layout: Optional[Layout] = None  # chosen by the layout pass for fragment/shared buffers
     loc: Optional[Loc] = _loc()
+    # shared buffers multi-buffered by a T.Pipelined loop (the TMA pass): `stages` copies,
+    # the loop body sees stage (k - start) % stages
+    stages: int = 1
 
 
 @dataclass(frozen=True)
@@ -432,6 +440,47 @@ class AtomicAdd(Stmt):
 
     dst: Region
     value: Union[Expr, Region]
+    loc: Optional[Loc] = _loc()
+
+
+@dataclass(frozen=True)
+class TmaCopy(Stmt):
+    """A TMA bulk tensor copy of one box, issued by one thread (sm_90+).
+
+    Load (``src`` global, ``dst`` shared): arrives once on the mbarrier element
+    ``barrier`` and expects the box's bytes there; threads see the data after
+    ``T.mbarrier_wait_parity`` on it.  Store (``src`` shared, ``dst`` global): makes the
+    block's shared writes visible to TMA, copies, and waits until the shared tile has
+    been read.  ``stage`` names the stage of a multi-buffered shared buffer (None: the
+    stage the enclosing pipelined loop's body sees).  ``desc`` is the descriptor
+    parameter, set by the TMA pass.  The global side is a region origin (its box is the
+    shared buffer's shape, leading dims 1); out-of-bounds elements load as zero and are
+    not stored.
+    """
+
+    src: Region
+    dst: Region
+    barrier: Optional[Region] = None
+    stage: Optional[Expr] = None
+    desc: str = ""
+    loc: Optional[Loc] = _loc()
+
+
+@dataclass(frozen=True)
+class MBarrierArrive(Stmt):
+    """``T.mbarrier_arrive(bar[i])``: every thread that runs it arrives once."""
+
+    barrier: Region
+    loc: Optional[Loc] = _loc()
+
+
+@dataclass(frozen=True)
+class MBarrierWait(Stmt):
+    """``T.mbarrier_wait_parity(bar[i], parity)``: wait until the phase with this
+    parity (0 or 1) of the mbarrier has completed."""
+
+    barrier: Region
+    parity: Expr
     loc: Optional[Loc] = _loc()
 
 

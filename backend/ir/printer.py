@@ -135,12 +135,28 @@ def _stmt(s: N.Stmt, indent: int, out: list[str]) -> None:
     elif isinstance(s, N.Allocate):
         b = s.buffer
         shape = _tuple(expr_str(d) for d in b.shape)
+        if s.layout is not None and s.layout.kind == "mbarrier":
+            out.append(f"{pad}{b.name} = T.alloc_barrier({expr_str(b.shape[0])}, "
+                       f"arrive_count={s.layout.threads})")
+            return
         layout = f", layout={layout_str(s.layout)}" if s.layout is not None else ""
-        out.append(f'{pad}{b.name} = T.alloc_{b.scope}({shape}, "{b.dtype}"{layout})')
+        stages = f", stages={s.stages}" if s.stages > 1 else ""
+        out.append(f'{pad}{b.name} = T.alloc_{b.scope}({shape}, "{b.dtype}"{layout}{stages})')
     elif isinstance(s, N.Barrier):
         out.append(f"{pad}T.sync_threads({'wait_async=True' if s.wait_async else ''})")
     elif isinstance(s, N.Copy):
         out.append(f"{pad}T.copy({_region(s.src)}, {_region(s.dst)})")
+    elif isinstance(s, N.TmaCopy):
+        kw = ""
+        if s.barrier is not None:
+            kw += f", barrier={_region(s.barrier)}"
+        if s.stage is not None:
+            kw += f", stage={expr_str(s.stage)}"
+        out.append(f"{pad}T.tma_copy({_region(s.src)}, {_region(s.dst)}{kw})")
+    elif isinstance(s, N.MBarrierArrive):
+        out.append(f"{pad}T.mbarrier_arrive({_region(s.barrier)})")
+    elif isinstance(s, N.MBarrierWait):
+        out.append(f"{pad}T.mbarrier_wait_parity({_region(s.barrier)}, {expr_str(s.parity)})")
     elif isinstance(s, N.Fill):
         out.append(f"{pad}T.fill({_region(s.dst)}, {expr_str(s.value)})")
     elif isinstance(s, N.Clear):

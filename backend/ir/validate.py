@@ -45,6 +45,7 @@ class _Validator:
         self.func = func
         self.stmt = func
         self.bound: set[str] = set()
+        self.barriers: set[str] = set()
 
     def name(self, name: str, what: str) -> None:
         """Names become Python identifiers in generated code: unique, not ours."""
@@ -173,8 +174,38 @@ class _Validator:
                 self.fail(f"buffer '{b.name}': allocations are shared, fragment or local")
             if not all(isinstance(d, N.Const) and d.value > 0 for d in b.shape):
                 self.fail(f"buffer '{b.name}': allocation shapes are positive constants")
+            if s.layout is not None and s.layout.kind == "mbarrier" and \
+                    (b.scope != "shared" or b.dtype != "uint64" or b.ndim != 1 or s.layout.threads < 1):
+                self.fail(f"buffer '{b.name}': an mbarrier array is a 1-d shared uint64 buffer "
+                          "with an arrive count >= 1 (T.alloc_barrier)")
+            if s.stages < 1 or (s.stages > 1 and b.scope != "shared"):
+                self.fail(f"buffer '{b.name}': only shared buffers have stages (got {s.stages})")
             self.name(b.name, "buffer")
             bufs[b.name] = b
+            if s.layout is not None and s.layout.kind == "mbarrier":
+                self.barriers.add(b.name)
+        elif isinstance(s, N.TmaCopy):
+            self.region(s.src, vars_, bufs)
+            self.region(s.dst, vars_, bufs)
+            scopes = (bufs[s.src.buffer].scope, bufs[s.dst.buffer].scope)
+            if scopes not in (("global", "shared"), ("shared", "global")):
+                self.fail(f"T.tma_copy copies global -> shared or shared -> global, not "
+                          f"{scopes[0]} -> {scopes[1]}")
+            if scopes[0] == "global" and s.barrier is None:
+                self.fail("T.tma_copy from global memory needs barrier= (an mbarrier element "
+                          "the copy arrives on)")
+            if scopes[0] == "shared" and s.barrier is not None:
+                self.fail("T.tma_copy to global memory takes no barrier (it waits for itself)")
+            if s.barrier is not None:
+                self.barrier_ref(s.barrier, vars_, bufs)
+            if s.stage is not None:
+                self.expr(s.stage, vars_, bufs)
+        elif isinstance(s, (N.MBarrierArrive, N.MBarrierWait)):
+            self.barrier_ref(s.barrier, vars_, bufs)
+            if isinstance(s, N.MBarrierWait):
+                self.expr(s.parity, vars_, bufs)
+                if not N.is_int(s.parity.dtype):
+                    self.fail("the parity of T.mbarrier_wait_parity must be an integer")
         elif isinstance(s, N.Copy):
             self.region(s.src, vars_, bufs)
             self.region(s.dst, vars_, bufs)
@@ -226,6 +257,11 @@ class _Validator:
         if name not in bufs:
             self.fail(f"buffer '{name}' is not defined here")
         return bufs[name]
+
+    def barrier_ref(self, r: N.Region, vars_, bufs):
+        self.region(r, vars_, bufs)
+        if r.buffer not in self.barriers or r.extents is not None:
+            self.fail(f"'{r.buffer}' is not an element of a T.alloc_barrier array")
 
     def region(self, r: N.Region, vars_, bufs):
         buf = self.buffer(r.buffer, bufs)

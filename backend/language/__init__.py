@@ -190,7 +190,7 @@ _STATEMENT_FORMS = (
     "Kernel", "Parallel", "serial", "unroll", "Pipelined", "alloc_shared",
     "alloc_fragment", "alloc_local", "copy", "fill", "clear", "gemm", "reduce_sum",
     "reduce_max", "reduce_min", "reduce_abssum", "reduce_absmax", "atomic_add", "evaluate",
-    "sync_threads",
+    "sync_threads", "alloc_barrier", "tma_copy", "mbarrier_arrive", "mbarrier_wait_parity",
 )
 for _name in _STATEMENT_FORMS:
     globals()[_name] = _ParserOnly(_name)

@@ -410,6 +410,8 @@ class _Parser:
             for form, scope in _ALLOCS.items():
                 if self.is_t_form(value.func, form):
                     return [self.allocate(target.id, value, scope, s)]
+            if self.is_t_form(value.func, "alloc_barrier"):
+                return [self.alloc_barrier(target.id, value, s)]
         v = self.expr(value)
         if not _is_ir(v):
             if isinstance(v, (int, float, bool)):
@@ -480,6 +482,34 @@ class _Parser:
         self.bind(name, _BufferRef(buf))
         return N.Allocate(buf, layout, loc=self.loc(s))
 
+    def alloc_barrier(self, name: str, call: ast.Call, s) -> N.Stmt:
+        """``bars = T.alloc_barrier(n, arrive_count=1)``: n mbarriers in shared memory."""
+        if not self.in_kernel:
+            raise self.error(s, "barriers are allocated inside a T.Kernel block")
+        args = [self.eval_python(a) for a in call.args]
+        kw = {k.arg: self.eval_python(k.value) for k in call.keywords}
+        unknown = set(kw) - {"num", "arrive_count"}
+        if unknown:
+            raise self.error(s, f"T.alloc_barrier got unknown keyword(s) {sorted(unknown)}")
+        num = args[0] if args else kw.get("num", 1)
+        count = args[1] if len(args) > 1 else kw.get("arrive_count", 1)
+        for what, v in (("the number of barriers", num), ("arrive_count", count)):
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise self.error(s, f"'{name}': T.alloc_barrier: {what} must be a positive int "
+                                    f"known at parse time, got {v!r}")
+        buf = N.Buffer(self.fresh(name), "uint64", (N.Const(num, "int32"),), "shared")
+        self.bind(name, _BufferRef(buf))
+        return N.Allocate(buf, N.Layout("mbarrier", threads=count), loc=self.loc(s))
+
+    def barrier_element(self, node, what: str) -> N.Region:
+        r = self.region(node) if isinstance(node, ast.Subscript) else \
+            N.Region(self.buffer_of(node).name, (N.Const(0, "int32"),))
+        buf = self.buffer_named(r.buffer)
+        if buf.dtype != "uint64" or buf.scope != "shared" or r.extents is not None:
+            raise self.error(node, f"{what} takes one element of a T.alloc_barrier array, "
+                                   f"e.g. bars[0]")
+        return r
+
     def expr_stmt(self, s: ast.Expr) -> list[N.Stmt]:
         call = s.value
         if not isinstance(call, ast.Call):
@@ -532,11 +562,33 @@ class _Parser:
                 buf = self.buffer_named(dst.buffer)
                 value = N.cast(N.as_expr(value, buf.dtype), buf.dtype)
             return [N.AtomicAdd(dst, value, loc=loc)]
+        if self.is_t_form(f, "tma_copy"):
+            src, dst = self.region_args(call, 2, "T.tma_copy")
+            barrier, stage = None, None
+            for k in call.keywords:
+                if k.arg == "barrier":
+                    barrier = self.barrier_element(k.value, "T.tma_copy(barrier=)")
+                elif k.arg == "stage":
+                    stage = N.as_expr(self.expr(k.value))
+                else:
+                    raise self.error(s, f"T.tma_copy got unknown keyword {k.arg!r}")
+            return [N.TmaCopy(src, dst, barrier, stage, loc=loc)]
+        if self.is_t_form(f, "mbarrier_arrive"):
+            if len(call.args) != 1:
+                raise self.error(s, "T.mbarrier_arrive takes one barrier element")
+            return [N.MBarrierArrive(self.barrier_element(call.args[0], "T.mbarrier_arrive"), loc=loc)]
+        if self.is_t_form(f, "mbarrier_wait_parity"):
+            if len(call.args) != 2:
+                raise self.error(s, "T.mbarrier_wait_parity takes a barrier element and a parity")
+            bar = self.barrier_element(call.args[0], "T.mbarrier_wait_parity")
+            parity = N.cast(N.as_expr(self.expr(call.args[1]), "int32"), "int32")
+            return [N.MBarrierWait(bar, parity, loc=loc)]
         if self.is_t_form(f, "evaluate"):
             return [N.Evaluate(N.as_expr(self.expr(call.args[0])), loc=loc)]
         raise self.error(s, "an expression statement must be a T.* statement call "
                             "(T.copy, T.fill, T.clear, T.gemm, T.reduce_*, T.atomic_add, "
-                            "T.sync_threads, T.evaluate)")
+                            "T.sync_threads, T.tma_copy, T.mbarrier_arrive, "
+                            "T.mbarrier_wait_parity, T.evaluate)")
 
     # ---- regions ----------------------------------------------------------------------
     def region_args(self, call, n, what):

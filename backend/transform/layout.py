@@ -76,6 +76,8 @@ def accesses(body):
                 expr(s.value)
         elif isinstance(s, (N.Let, N.Evaluate)):
             expr(s.value)
+        elif isinstance(s, N.TmaCopy):  # TMA's own accesses are ordered by the sync pass
+            expr(s.src.starts + s.dst.starts)
         elif isinstance(s, N.If):
             expr(s.cond)
             for t in s.then + s.orelse:

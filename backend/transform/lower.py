@@ -3,7 +3,7 @@ and the launch ABI that the CuTe DSL codegen and both templates render from.
 
 The kernel parameter list is derived here and nowhere else: every kernel of a function
 takes the data pointers of the tensor arguments (in argument order), then the symbols
-(int32, in first-use order), then the scalar arguments.
+(int32, in first-use order), then the scalar arguments, then its own TMA descriptors.
 """
 
 from __future__ import annotations
@@ -17,9 +17,11 @@ from ..runtime.abi import KernelLaunch, KernelParam, LaunchABI, ScalarArg, Symbo
 from .layout import infer_layouts
 from .sync import insert_barriers
 from .tileops import lower_tile_ops
+from .tma import plan_tma, stage_bytes
 from .vectorize import plan_vectorization
 
 SHARED_ALIGN = 128  # bytes; every shared buffer starts at a multiple (swizzles and cp.async)
+TMA_SWIZZLE_ALIGN = 1024  # bytes; a TMA-swizzled buffer (and each of its stages) starts at one
 SHARED_LIMIT = 227 * 1024  # the most dynamic shared memory a Hopper block can opt into
 
 # scalar argument dtypes a kernel parameter can carry as is
@@ -85,9 +87,12 @@ def grid_cpp(e: N.Expr, func: N.PrimFunc) -> str:
 
 def lower(func: N.PrimFunc, arch: str = "sm_90a") -> KernelPlan:
     validate(func)
+    func, descriptors = plan_tma(func, arch)
     func = lower_tile_ops(func)
     func = infer_layouts(func)
     func, aligned = plan_vectorization(func, arch)
+    for d in (d for ds in descriptors for d in ds):
+        aligned[d.tensor] = max(aligned.get(d.tensor, 1), 16)  # TMA needs 16-byte bases
     func = insert_barriers(func)
     symbols: list[SymbolSpec] = []
     seen: set[str] = set()
@@ -135,28 +140,44 @@ def lower(func: N.PrimFunc, arch: str = "sm_90a") -> KernelPlan:
         if smem > SHARED_LIMIT:
             raise LoweringError(f"prim_func '{func.name}': kernel {i} needs {smem} bytes of shared "
                                 f"memory; a block can have at most {SHARED_LIMIT}")
-        kernels.append(KernelLaunch(f"{prefix}_{i}", grid, block, params, smem, cluster))
+        tma = tuple(KernelParam(d.name, "tma_desc", d.dtype, d.tensor, tma=d.spec)
+                    for d in descriptors[i])
+        kernels.append(KernelLaunch(f"{prefix}_{i}", grid, block, params + tma, smem, cluster))
     abi = LaunchABI(func.name, tuple(args), tuple(symbols), tuple(kernels))
     return KernelPlan(func, abi, tuple(names), tuple(prefixes), arch)
 
 
+def shared_allocs(scope: N.KernelScope) -> list[N.Allocate]:
+    """The shared allocations of a kernel, in order (shared allocations stand at the top
+    level of the kernel body)."""
+    return [s for s in scope.body if isinstance(s, N.Allocate) and s.buffer.scope == "shared"]
+
+
 def shared_buffers(scope: N.KernelScope) -> list[N.Buffer]:
-    """The shared buffers of a kernel, in allocation order (shared allocations stand at
-    the top level of the kernel body)."""
-    return [s.buffer for s in scope.body if isinstance(s, N.Allocate) and s.buffer.scope == "shared"]
+    return [s.buffer for s in shared_allocs(scope)]
+
+
+def shared_stride(alloc: N.Allocate) -> int:
+    """Bytes from one stage of a shared buffer to the next (its alignment divides it)."""
+    align = shared_align(alloc)
+    return -(-stage_bytes(alloc.buffer) // align) * align
+
+
+def shared_align(alloc: N.Allocate) -> int:
+    swizzled = alloc.layout is not None and alloc.layout.kind == "tma_swizzled"
+    return TMA_SWIZZLE_ALIGN if swizzled else SHARED_ALIGN
 
 
 def shared_offsets(scope: N.KernelScope) -> tuple[dict[str, int], int]:
     """Byte offset of each shared buffer in the block's dynamic shared memory, and the
-    total; the codegen carves the buffers at these offsets."""
+    total; the codegen carves the buffers at these offsets.  A buffer with ``stages``
+    holds that many copies, :func:`shared_stride` apart."""
     offsets, total = {}, 0
-    for b in shared_buffers(scope):
-        total = -(-total // SHARED_ALIGN) * SHARED_ALIGN
-        offsets[b.name] = total
-        n = 1
-        for d in b.shape:
-            n *= int(d.value)
-        total += n * DTYPES[b.dtype].bytes
+    for a in shared_allocs(scope):
+        align = shared_align(a)
+        total = -(-total // align) * align
+        offsets[a.buffer.name] = total
+        total += shared_stride(a) * (a.stages - 1) + stage_bytes(a.buffer)
     return offsets, total
 
 

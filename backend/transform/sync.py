@@ -50,6 +50,9 @@ class _Sync:
     def block(self, body, st: _State) -> tuple:
         out = []
         for s in body:
+            if isinstance(s, N.TmaCopy):
+                self.tma_copy(s, st, out)
+                continue
             if isinstance(s, N.Barrier):
                 st.written.clear()
                 st.read.clear()
@@ -83,6 +86,21 @@ class _Sync:
                 st.written[b] = st.written.get(b, False) or is_async
             out.append(s)
         return tuple(out)
+
+    def tma_copy(self, s: N.TmaCopy, st: _State, out: list) -> None:
+        """A TMA load may overwrite its shared buffer only after every thread is done with
+        it (a barrier when it was read or written since the last one); threads see the
+        data after the mbarrier wait, so it leaves nothing to order.  A TMA store fences
+        and synchronises the block itself (codegen) and then reads its buffer."""
+        if s.src.buffer in self.shared:  # store
+            st.written.clear()
+            st.read.clear()
+            st.read.add(s.src.buffer)
+        elif s.dst.buffer in st.read or s.dst.buffer in st.written:
+            out.append(N.Barrier(any(st.written.values()), loc=s.loc))
+            st.written.clear()
+            st.read.clear()
+        out.append(s)
 
     def barrier_if_needed(self, s, st: _State, out: list) -> None:
         reads, writes, _ = self.touches(s)

@@ -1,0 +1,406 @@
+"""TMA (sm_90+): tile copies between global and shared memory through the Tensor Memory
+Accelerator, with mbarriers, and software pipelining of ``T.Pipelined`` loops.
+
+What this pass does, per kernel, before the tile ops are lowered:
+
+1. **Loads.** ``T.copy(A[origin], s)`` (a global region origin into a whole shared
+   buffer) becomes ``T.tma_copy(A[origin], s, barrier=bar[i])`` plus a
+   ``T.mbarrier_wait_parity`` when TMA can do it (:func:`tma_box` says when) and the copy
+   stands at the top level of the kernel or of a ``T.Pipelined`` body; adjacent copies
+   share one barrier.  Anything else keeps the cp.async / vector path.
+2. **Stores.** ``T.copy(s, A[origin])`` becomes ``T.tma_copy(s, A[origin])`` (anywhere).
+3. **Pipelining.** A ``T.Pipelined(n, num_stages=S)`` body whose loads became TMA copies
+   gets its shared buffers multi-buffered (``Allocate.stages = S``, one mbarrier per
+   stage) and its loads issued ``S - 1`` iterations ahead::
+
+       for p in range(S - 1):                 # prologue
+           if p < n: tma_copy(... k = p ..., stage=p, barrier=bar[p])
+       for k in T.Pipelined(n, num_stages=S): # the body sees stage k % S
+           if k + S - 1 < n: tma_copy(... k + S - 1 ..., stage=(k + S - 1) % S, ...)
+           mbarrier_wait_parity(bar[k % S], (k // S) & 1)
+           <the rest of the body>
+
+   The barrier pass then puts a block barrier before the in-loop copy (the stage it
+   refills was read in the previous iteration).
+4. **Descriptors.** Every ``TmaCopy`` (these and the program's own ``T.tma_copy``) gets a
+   descriptor parameter: one per (tensor, box, swizzle) and kernel, named
+   ``<tensor>_desc``; the specs go to the launch ABI (``TmaSpec``), which the launcher
+   encodes per launch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from ..ir import nodes as N
+from ..runtime.abi import TmaSpec
+from ..runtime.dtypes import DTYPES
+from .analysis import known_multiple, mentions, row_major_strides
+
+MAX_BOX = 256  # elements per box dimension
+MAX_RANK = 5
+
+
+class TmaError(ValueError):
+    pass
+
+
+def tma_arch(arch: str) -> bool:
+    """Does ``arch`` (``sm_90a``, ``sm_80``...) have TMA?"""
+    digits = "".join(ch for ch in arch if ch.isdigit())
+    return bool(digits) and int(digits) >= 90
+
+
+@dataclasses.dataclass(frozen=True)
+class Descriptor:
+    """One descriptor parameter of one kernel."""
+
+    name: str
+    tensor: str
+    dtype: str
+    spec: TmaSpec
+
+
+def tma_box(glob: N.Buffer, region: N.Region, shared: N.Buffer, swizzle: int) -> tuple | str:
+    """The box (tensor axis order) of a TMA copy between ``region`` of global ``glob``
+    and the whole shared buffer ``shared``, or why TMA cannot do it."""
+    if glob.dtype != shared.dtype:
+        return f"the dtypes differ ({glob.dtype} and {shared.dtype}); TMA does not convert"
+    if not 1 <= glob.ndim <= MAX_RANK:
+        return f"'{glob.name}' has {glob.ndim} dims; TMA tensors have 1 to {MAX_RANK}"
+    tile = [int(d.value) for d in shared.shape]
+    while len(tile) > glob.ndim and tile[0] == 1:
+        tile.pop(0)
+    if len(tile) > glob.ndim:
+        return f"the shared tile has more dims than '{glob.name}'"
+    box = (1,) * (glob.ndim - len(tile)) + tuple(tile)
+    if region.extents is not None:
+        ext = [int(e.value) if isinstance(e, N.Const) else None for e in region.extents]
+        if tuple(ext) != box:
+            return f"the region's extents {ext} are not the shared tile's {list(box)}"
+    if any(b > MAX_BOX for b in box):
+        return f"box {list(box)} has a dim above {MAX_BOX}"
+    esize = DTYPES[glob.dtype].bytes
+    strides = row_major_strides(glob)
+    if not (isinstance(strides[-1], N.Const) and strides[-1].value == 1):
+        return f"the last dim of '{glob.name}' is not contiguous (stride 1)"
+    for d, st in enumerate(strides[:-1]):
+        if known_multiple(st) * esize % 16:
+            return (f"stride {d} of '{glob.name}' is not known to be a multiple of 16 bytes "
+                    "(declare the extents with T.symbolic(..., multiple_of=...))")
+    inner = box[-1] * esize
+    if inner % 16:
+        return f"the box's inner dim is {inner} bytes, not a multiple of 16"
+    if swizzle and inner != swizzle:
+        return f"a {swizzle}-byte TMA swizzle needs {swizzle}-byte rows, the box has {inner}"
+    return box
+
+
+def _is_origin(r: N.Region) -> bool:
+    return all(isinstance(x, N.Const) and x.value == 0 for x in r.starts) and r.extents is None
+
+
+def _whole(r: N.Region, buf: N.Buffer) -> bool:
+    if not all(isinstance(x, N.Const) and x.value == 0 for x in r.starts):
+        return False
+    return r.extents is None or tuple(r.extents) == tuple(buf.shape)
+
+
+def _substitute(e, name: str, value: N.Expr):
+    """``e`` with variable ``name`` replaced by ``value`` (expressions, regions, tuples)."""
+    if isinstance(e, N.Var) and e.name == name:
+        return value
+    if isinstance(e, tuple):
+        return tuple(_substitute(x, name, value) for x in e)
+    if dataclasses.is_dataclass(e) and not isinstance(e, type):
+        changes = {f.name: _substitute(getattr(e, f.name), name, value)
+                   for f in dataclasses.fields(e) if f.name != "loc"}
+        return dataclasses.replace(e, **changes)
+    return e
+
+
+def _buffer_names(body) -> set[str]:
+    """Every buffer a statement list names (loads, stores, regions, tile-op operands)."""
+    out: set[str] = set()
+
+    def visit(x):
+        if isinstance(x, (N.Load, N.Store)):
+            out.add(x.buffer)
+        elif isinstance(x, N.Region):
+            out.add(x.buffer)
+        elif isinstance(x, N.Gemm):
+            out.update((x.a, x.b, x.c))
+        elif isinstance(x, N.Reduce):
+            out.update((x.src, x.dst))
+        elif isinstance(x, N.Clear):
+            out.add(x.buffer)
+        if isinstance(x, tuple):
+            for y in x:
+                visit(y)
+        elif dataclasses.is_dataclass(x) and not isinstance(x, type):
+            for f in dataclasses.fields(x):
+                visit(getattr(x, f.name))
+
+    visit(tuple(body))
+    return out
+
+
+def _let_names(body) -> set[str]:
+    out: set[str] = set()
+    for s in body:
+        if isinstance(s, N.Let):
+            out.add(s.var.name)
+        elif isinstance(s, N.For):
+            out.add(s.var.name)
+            out |= _let_names(s.body)
+        elif isinstance(s, N.If):
+            out |= _let_names(s.then + s.orelse)
+    return out
+
+
+def _i32(v: int) -> N.Const:
+    return N.Const(v, "int32")
+
+
+class _Kernel:
+    def __init__(self, func: N.PrimFunc, scope: N.KernelScope, arch: str, names: set[str]):
+        self.func, self.scope, self.arch = func, scope, arch
+        self.names = names
+        self.buffers = {p.name: p for p in func.params if isinstance(p, N.Buffer)}
+        self.allocs: dict[str, N.Allocate] = {}
+        for s in scope.body:
+            if isinstance(s, N.Allocate):
+                self.allocs[s.buffer.name] = s
+                self.buffers[s.buffer.name] = s.buffer
+        self.new_allocs: list[N.Allocate] = []
+        self.stages: dict[str, int] = {}
+        self.descriptors: dict[tuple, Descriptor] = {}
+
+    def fail(self, s, msg: str):
+        where = f"{s.loc}: " if getattr(s, "loc", None) else ""
+        raise TmaError(f"{where}prim_func '{self.func.name}': {msg}")
+
+    def fresh(self, stem: str) -> str:
+        n = 0
+        while f"{stem}{n}" in self.names:
+            n += 1
+        self.names.add(f"{stem}{n}")
+        return f"{stem}{n}"
+
+    def swizzle_of(self, shared: str) -> int:
+        a = self.allocs.get(shared)
+        return a.layout.swizzle if a is not None and a.layout is not None and \
+            a.layout.kind == "tma_swizzled" else 0
+
+    # ---- which copies -----------------------------------------------------------------
+    def load_ok(self, s) -> bool:
+        if not (isinstance(s, N.Copy) and tma_arch(self.arch)):
+            return False
+        src, dst = self.buffers.get(s.src.buffer), self.buffers.get(s.dst.buffer)
+        if src is None or dst is None or src.scope != "global" or dst.scope != "shared":
+            return False
+        if not _whole(s.dst, dst) or s.dst.buffer not in self.allocs:
+            return False
+        return isinstance(tma_box(src, s.src, dst, self.swizzle_of(dst.name)), tuple)
+
+    def store_ok(self, s) -> bool:
+        if not (isinstance(s, N.Copy) and tma_arch(self.arch)):
+            return False
+        src, dst = self.buffers.get(s.src.buffer), self.buffers.get(s.dst.buffer)
+        if src is None or dst is None or src.scope != "shared" or dst.scope != "global":
+            return False
+        if not _whole(s.src, src) or s.src.buffer not in self.allocs:
+            return False
+        return isinstance(tma_box(dst, s.dst, src, self.swizzle_of(src.name)), tuple)
+
+    def barrier(self, count: int, stages: int, loc) -> str:
+        name = self.fresh("tc_bar")
+        buf = N.Buffer(name, "uint64", (_i32(stages),), "shared")
+        self.new_allocs.append(N.Allocate(buf, N.Layout("mbarrier", threads=count), loc=loc))
+        return name
+
+    # ---- rewriting --------------------------------------------------------------------
+    def top(self, body) -> list:
+        """The kernel body: TMA load groups and pipelined loops at this level, stores
+        anywhere."""
+        out, i = [], 0
+        body = list(body)
+        while i < len(body):
+            s = body[i]
+            if self.load_ok(s):
+                group = [s]
+                while i + len(group) < len(body) and self.load_ok(body[i + len(group)]):
+                    group.append(body[i + len(group)])
+                bar = self.barrier(len(group), 1, s.loc)
+                ref = N.Region(bar, (_i32(0),))
+                out += [N.TmaCopy(c.src, c.dst, ref, loc=c.loc) for c in group]
+                out.append(N.MBarrierWait(ref, _i32(0), loc=s.loc))
+                i += len(group)
+                continue
+            if isinstance(s, N.For) and s.kind == "pipelined":
+                out += self.pipelined(s)
+            else:
+                out.append(self.stmt(s))
+            i += 1
+        return out
+
+    def stmt(self, s):
+        """Stores become TMA stores at any depth; nested loops are not pipelined."""
+        if self.store_ok(s):
+            return N.TmaCopy(s.src, s.dst, loc=s.loc)
+        if isinstance(s, N.For):
+            return dataclasses.replace(s, body=tuple(self.stmt(t) for t in s.body))
+        if isinstance(s, N.If):
+            return dataclasses.replace(s, then=tuple(self.stmt(t) for t in s.then),
+                                       orelse=tuple(self.stmt(t) for t in s.orelse))
+        return s
+
+    def pipelined(self, loop: N.For):
+        """Multi-buffer and prefetch the TMA loads of a ``T.Pipelined`` body (see the
+        module docstring); a body with none stays as it is (a serial loop)."""
+        body = list(loop.body)
+        inner = _let_names(body)
+        outside = _buffer_names(
+            [t for t in self.scope.body if t is not loop and not isinstance(t, N.Allocate)])
+        loads, before = [], []
+        for s in body:
+            # a load is pipelined when its origin depends only on the loop variable and
+            # values from outside the loop, and its buffer is not touched before it in
+            # the body nor anywhere outside the loop
+            if self.load_ok(s) and not any(mentions(e, n) for e in s.src.starts for n in inner) \
+                    and s.dst.buffer not in _buffer_names(before) \
+                    and s.dst.buffer not in outside and s.dst.buffer not in self.stages:
+                loads.append(s)
+            else:
+                before.append(s)
+        if not loads:
+            return [dataclasses.replace(loop, body=tuple(self.stmt(t) for t in loop.body))]
+        taken = {id(c) for c in loads}
+        rest, wait_at = [], None
+        for s in body:
+            if id(s) in taken:
+                if wait_at is None:
+                    wait_at = len(rest)
+            else:
+                rest.append(self.stmt(s))
+        S, k, a, n = loop.num_stages, loop.var, loop.start, loop.extent
+        for c in loads:
+            self.stages[c.dst.buffer] = S
+        bar = self.barrier(len(loads), S, loop.loc)
+
+        def issue(it: N.Expr, stage: N.Expr):
+            ref = N.Region(bar, (stage,))
+            return tuple(N.TmaCopy(_substitute(c.src, k.name, it), c.dst, ref, stage, loc=c.loc)
+                         for c in loads)
+
+        def sub(x, y):  # x - y, without "- 0"
+            return x if isinstance(y, N.Const) and y.value == 0 else N.binop("sub", x, y)
+
+        prologue = []
+        for p in range(S - 1):
+            it = N.binop("add", a, _i32(p))
+            if isinstance(n, N.Const):
+                if p < n.value:
+                    prologue += issue(it, _i32(p))
+            else:
+                prologue.append(N.If(N.Cmp("lt", _i32(p), n), issue(it, _i32(p)), loc=loop.loc))
+        ahead = N.binop("add", k, _i32(S - 1))
+        rel = sub(ahead, a)
+        prefetch = N.If(N.Cmp("lt", rel, n),
+                        issue(ahead, N.binop("mod", rel, _i32(S))), loc=loop.loc)
+        cur = sub(k, a)
+        wait = N.MBarrierWait(N.Region(bar, (N.binop("mod", cur, _i32(S)),)),
+                              N.binop("bitand", N.binop("floordiv", cur, _i32(S)), _i32(1)),
+                              loc=loop.loc)
+        new_body = [prefetch] + rest[:wait_at] + [wait] + rest[wait_at:]
+        return [*prologue, dataclasses.replace(loop, body=tuple(new_body))]
+
+    # ---- descriptors ------------------------------------------------------------------
+    def describe(self, body) -> tuple:
+        out = []
+        for s in body:
+            if isinstance(s, N.TmaCopy):
+                out.append(self.describe_copy(s))
+            elif isinstance(s, N.For):
+                out.append(dataclasses.replace(s, body=self.describe(s.body)))
+            elif isinstance(s, N.If):
+                out.append(dataclasses.replace(s, then=self.describe(s.then),
+                                               orelse=self.describe(s.orelse)))
+            else:
+                out.append(s)
+        return tuple(out)
+
+    def describe_copy(self, s: N.TmaCopy) -> N.TmaCopy:
+        if not tma_arch(self.arch):
+            self.fail(s, f"T.tma_copy needs TMA (sm_90 or newer); the target is {self.arch}")
+        load = self.buffers[s.src.buffer].scope == "global"
+        glob_r, shared_r = (s.src, s.dst) if load else (s.dst, s.src)
+        glob, shared = self.buffers[glob_r.buffer], self.buffers[shared_r.buffer]
+        if not _whole(shared_r, shared):
+            self.fail(s, f"T.tma_copy moves a whole shared buffer; '{shared.name}' is sliced")
+        swizzle = self.swizzle_of(shared.name)
+        box = tma_box(glob, glob_r, shared, swizzle)
+        if isinstance(box, str):
+            self.fail(s, f"T.tma_copy between '{glob.name}' and '{shared.name}': {box}")
+        spec = TmaSpec(box=box, swizzle=swizzle)
+        key = (glob.name, spec)
+        d = self.descriptors.get(key)
+        if d is None:
+            taken = {x.name for x in self.descriptors.values()}
+            name, i = f"{glob.name}_desc", 1
+            while name in taken or name in self.names:
+                i += 1
+                name = f"{glob.name}_desc{i}"
+            d = Descriptor(name, glob.name, glob.dtype, spec)
+            self.descriptors[key] = d
+        return dataclasses.replace(s, desc=d.name)
+
+    def run(self) -> tuple[N.KernelScope, list[Descriptor]]:
+        body = [dataclasses.replace(s, stages=self.stages[s.buffer.name])
+                if isinstance(s, N.Allocate) and s.buffer.name in self.stages else s
+                for s in self.top(self.scope.body)]
+        # barrier arrays go with the other allocations, before the first statement
+        first = next((i for i, s in enumerate(body) if not isinstance(s, N.Allocate)), len(body))
+        body[first:first] = self.new_allocs
+        body = self.describe(tuple(body))
+        return dataclasses.replace(self.scope, body=body), list(self.descriptors.values())
+
+
+def _all_names(func: N.PrimFunc) -> set[str]:
+    names = {p.name for p in func.params} | {s.name for s in func.symbols}
+
+    def visit(x):
+        if isinstance(x, N.Var):
+            names.add(x.name)
+        elif isinstance(x, N.Buffer):
+            names.add(x.name)
+        if isinstance(x, tuple):
+            for y in x:
+                visit(y)
+        elif dataclasses.is_dataclass(x) and not isinstance(x, type):
+            for f in dataclasses.fields(x):
+                visit(getattr(x, f.name))
+
+    visit(func.kernels)
+    return names
+
+
+def plan_tma(func: N.PrimFunc, arch: str) -> tuple[N.PrimFunc, list[list[Descriptor]]]:
+    """Apply the TMA rewrites; returns the function and each kernel's descriptors."""
+    names = _all_names(func)
+    kernels, descriptors = [], []
+    for scope in func.kernels:
+        k, d = _Kernel(func, scope, arch, names).run()
+        kernels.append(k)
+        descriptors.append(d)
+    return dataclasses.replace(func, kernels=tuple(kernels)), descriptors
+
+
+def box_bytes(d: Descriptor) -> int:
+    return d.spec.box_bytes(d.dtype)
+
+
+def stage_bytes(buf: N.Buffer) -> int:
+    """Bytes of one stage of a shared buffer."""
+    return math.prod(int(x.value) for x in buf.shape) * DTYPES[buf.dtype].bytes

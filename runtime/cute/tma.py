@@ -1,0 +1,90 @@
+"""TMA copies and mbarriers for generated kernels (sm_90+).
+
+The launcher encodes every descriptor on the host per launch (``cuTensorMapEncodeTiled``)
+and passes it by value; a kernel declares it ``Desc`` (a ``__grid_constant__`` 128-byte
+``CUtensorMap`` parameter) and only issues copies.  Usage in generated code::
+
+    from tilecute.runtime.cute import tma as tct
+
+    @cute.kernel
+    def k(..., A_desc: tct.Desc):
+        bar = cute.recast_ptr(tc_smem + 8192, dtype=cutlass.Int64)
+        if tc_tid == 0:
+            tct.init_barriers(bar, 1, 1)
+        cute.arch.sync_threads()
+        if tc_tid == 0:
+            tct.load(A_desc, tc_smem + 0, bar + 0, (x, y), 8192)   # arrives, expects 8192 bytes
+        tct.wait(bar + 0, 0)
+
+    @cute.jit
+    def f(A_ptr: cute.Pointer, ...):
+        k(..., tct.placeholder(A_ptr, cutlass.Float16, (64, 64), 0)).launch(...)
+
+Coordinates are in TMA order (the tensor's last axis first), in elements.  Helpers hold
+no control flow on device values (only ``@cute.kernel`` bodies get the DSL's ``if``), so
+the kernel wraps one-thread steps in ``if tc_tid == 0:`` itself.
+"""
+
+import cutlass.cute as cute
+from cutlass.base_dsl.typing import GridConstant
+from cutlass.experimental import primitives as _prims
+from cutlass.experimental.cuda.tensor_map import (
+    TensorMap, TensorMapSwizzle, create_tensor_map_tiled,
+)
+
+Desc = GridConstant[TensorMap]  # the kernel parameter type of a descriptor
+
+_SWIZZLES = {0: TensorMapSwizzle.none, 32: TensorMapSwizzle.s32b,
+             64: TensorMapSwizzle.s64b, 128: TensorMapSwizzle.s128b}
+
+
+def placeholder(ptr, dtype, box, swizzle: int):
+    """A compile-time stand-in descriptor over ``ptr`` with box ``box`` (tensor axis
+    order).  Only its type reaches the cubin (a 128-byte grid-constant parameter); the
+    launcher passes the real descriptor, so the dims here are just the box's."""
+    dims = [int(b) for b in reversed(box)]
+    strides, step = [], dims[0] * dtype.width // 8
+    for d in dims[1:]:
+        strides.append(-(-step // 16))  # 16-byte units, as create_tensor_map_tiled takes
+        step = -(-step // 16) * 16 * d
+    return create_tensor_map_tiled(ptr.toint(), dtype, dims, strides, dims,
+                                   swizzle=_SWIZZLES[swizzle])
+
+
+def init_barriers(bar, num: int, count: int) -> None:
+    """One thread: initialise ``num`` mbarriers from ``bar``, each expecting ``count``
+    arrivals per phase; a block barrier after makes them visible."""
+    for i in range(num):
+        cute.arch.mbarrier_init(bar + i, count)
+    cute.arch.mbarrier_init_fence()
+
+
+def load(desc, smem, bar, coords, nbytes: int) -> None:
+    """One thread: arrive on ``bar`` expecting ``nbytes``, and start the TMA load of the
+    box at ``coords`` into ``smem`` (128-byte aligned; 1024 for a 128-byte swizzle)."""
+    cute.arch.mbarrier_arrive_and_expect_tx(bar, nbytes)
+    _prims.cp_async_bulk_tensor_shared_cta_global(smem, desc.get_ptr(), list(coords), bar)
+
+
+def store_fence() -> None:
+    """Every thread, before a TMA store: make this thread's shared writes visible to TMA
+    (then a block barrier)."""
+    cute.arch.fence_proxy("async.shared", space="cta")
+
+
+def store(desc, smem, coords) -> None:
+    """One thread: store the box at ``coords`` from ``smem`` and wait until TMA has read
+    it (the shared tile may be rewritten after the next block barrier)."""
+    _prims.cp_async_bulk_tensor_global_shared_cta(desc.get_ptr(), smem, list(coords))
+    cute.arch.cp_async_bulk_commit_group()
+    cute.arch.cp_async_bulk_wait_group(0, read=True)
+
+
+def wait(bar, parity) -> None:
+    """Wait until the phase of ``bar`` with this parity has completed."""
+    cute.arch.mbarrier_wait(bar, parity)
+
+
+def arrive(bar) -> None:
+    """This thread arrives once on ``bar``."""
+    cute.arch.mbarrier_arrive(bar)
