@@ -37,6 +37,7 @@ from ..ir import nodes as N
 from ..runtime.abi import TmaSpec
 from ..runtime.dtypes import DTYPES
 from .analysis import known_multiple, mentions, row_major_strides
+from .layout import accesses, parallel_nest
 
 MAX_BOX = 256  # elements per box dimension
 MAX_RANK = 5
@@ -146,6 +147,24 @@ def _buffer_names(body) -> set[str]:
     return out
 
 
+def _column_walked(body) -> set[str]:
+    """Shared buffers some ``T.Parallel`` nest walks down a column (its innermost loop
+    variable in an index other than the last): the layout pass swizzles those."""
+    out: set[str] = set()
+    for s in body:
+        if isinstance(s, N.For) and s.kind == "parallel":
+            loops = parallel_nest(s)
+            inner = loops[-1].var.name
+            for b, idx, _ in accesses(loops[-1].body):
+                if len(idx) >= 2 and any(mentions(i, inner) for i in idx[:-1]):
+                    out.add(b)
+        elif isinstance(s, N.For):
+            out |= _column_walked(s.body)
+        elif isinstance(s, N.If):
+            out |= _column_walked(s.then + s.orelse)
+    return out
+
+
 def _let_names(body) -> set[str]:
     out: set[str] = set()
     for s in body:
@@ -173,6 +192,7 @@ class _Kernel:
             if isinstance(s, N.Allocate):
                 self.allocs[s.buffer.name] = s
                 self.buffers[s.buffer.name] = s.buffer
+        self.column_walked = _column_walked(scope.body)
         self.new_allocs: list[N.Allocate] = []
         self.stages: dict[str, int] = {}
         self.descriptors: dict[tuple, Descriptor] = {}
@@ -202,6 +222,8 @@ class _Kernel:
             return False
         if not _whole(s.dst, dst) or s.dst.buffer not in self.allocs:
             return False
+        if dst.name in self.column_walked and not self.swizzle_of(dst.name):
+            return False  # the layout pass swizzles it for the column walk; TMA rows can't
         return isinstance(tma_box(src, s.src, dst, self.swizzle_of(dst.name)), tuple)
 
     def store_ok(self, s) -> bool:
@@ -211,6 +233,8 @@ class _Kernel:
         if src is None or dst is None or src.scope != "shared" or dst.scope != "global":
             return False
         if not _whole(s.src, src) or s.src.buffer not in self.allocs:
+            return False
+        if src.name in self.column_walked and not self.swizzle_of(src.name):
             return False
         return isinstance(tma_box(dst, s.dst, src, self.swizzle_of(src.name)), tuple)
 
