@@ -17,7 +17,7 @@ from tilecute.transform.tma import TmaError
 from tilecute.codegen.cute import emit_cute
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))
-import tma as ex  # noqa: E402
+import tma_ops as ex  # noqa: E402
 
 
 def _walk(body):

@@ -7,7 +7,7 @@ descriptors encoded by the launcher on the host for every launch.
     explicit_copy   the same as tma_copy in TileLang's explicit form: T.alloc_barrier,
                     T.tma_copy, T.mbarrier_wait_parity
 
-Run on an H100: ``python3 examples/tma.py`` (checks against torch).
+Run on an H100: ``python3 examples/tma_ops.py`` (checks against torch).
 """
 
 import tilecute.language as T
