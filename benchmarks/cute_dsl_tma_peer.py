@@ -69,7 +69,8 @@ def build(pairs: int):
     """Compile the 1-pair (2 descriptors) or 2-pair (4 descriptors) copy for fp16 (M, N)
     torch tensors, N a multiple of 8; returns the TVM FFI function."""
     m, n = cute.sym_int(), cute.sym_int(divisibility=8)
-    fake = [cute.runtime.make_fake_compact_tensor(cutlass.Float16, (m, n), assumed_align=16)
+    fake = [cute.runtime.make_fake_compact_tensor(cutlass.Float16, (m, n), stride_order=(1, 0),
+                                                  assumed_align=16)
             for _ in range(2 * pairs)]
     stream = cute.runtime.make_fake_stream(use_tvm_ffi_env_stream=True)
     return cute.compile(copy1 if pairs == 1 else copy2, *fake, stream, options="--enable-tvm-ffi")

@@ -49,7 +49,8 @@ def bandwidth(rows, cols, reps):
     variants = {
         "tilecute TMA load+store, box 64x128": E.tma_copy((64, 128)),
         "tilecute TMA load+store, box 128x128": E.tma_copy((128, 128)),
-        "tilecute T.Pipelined TMA loads (3 stages) + vector stores, B = A + 1": E.pipelined_copy(bm=32, bn=128, stages=3),
+        "tilecute T.Pipelined TMA loads (3 stages) + vector stores, B = A + 1":
+            E.pipelined_copy(bm=64, bn=128, stages=3, splits=16),
     }
     for name, f in variants.items():
         kernel = tilecute.compile(f)

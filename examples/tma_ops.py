@@ -40,21 +40,23 @@ def tma_copy(box=(64, 64), dtype="float16", threads=128):
     return T.from_script("\n".join(lines), filename="<tma_copy>")
 
 
-def pipelined_copy(M=None, N=None, bm=64, bn=64, stages=3, dtype="float16", threads=128):
-    """B = A + 1: block ``bx`` walks the (M, bn) column strip ``bx`` in T.Pipelined steps
-    of bm rows; with num_stages=S the TMA loads of steps k+1..k+S-1 are in flight while
-    step k computes."""
+def pipelined_copy(M=None, N=None, bm=64, bn=64, stages=3, splits=1, dtype="float16",
+                   threads=128):
+    """B = A + 1: block (bx, by) walks part ``by`` of ``splits`` of the (M, bn) column strip
+    ``bx`` in T.Pipelined steps of bm rows; with num_stages=S the TMA loads of steps
+    k+1..k+S-1 are in flight while step k computes."""
     M = M or T.symbolic("M")
     N = N or T.symbolic("N", multiple_of=8)
 
     @T.prim_func
     def pipelined_copy(A: T.Tensor((M, N), dtype), B: T.Tensor((M, N), dtype)):
-        with T.Kernel(T.ceildiv(N, bn), threads=threads) as bx:
+        with T.Kernel(T.ceildiv(N, bn), splits, threads=threads) as (bx, by):
             s = T.alloc_shared((bm, bn), dtype)
-            for k in T.Pipelined(T.ceildiv(M, bm), num_stages=stages):
-                T.copy(A[k * bm, bx * bn], s)
+            steps = T.ceildiv(T.ceildiv(M, bm), splits)
+            for k in T.Pipelined(steps, num_stages=stages):
+                T.copy(A[(by * steps + k) * bm, bx * bn], s)
                 for i, j in T.Parallel(bm, bn):
-                    B[k * bm + i, bx * bn + j] = s[i, j] + T.Cast(dtype, 1)
+                    B[(by * steps + k) * bm + i, bx * bn + j] = s[i, j] + T.Cast(dtype, 1)
 
     return pipelined_copy
 

@@ -30,9 +30,9 @@ def _same(a, b):
 @pytest.mark.parametrize("box,shape", [
     ((256,), (1000,)),
     ((64, 64), (1000, 200)),
-    ((8, 16, 64), (13, 70, 136)),
-    ((2, 4, 8, 64), (3, 9, 20, 72)),
-    ((1, 2, 4, 8, 32), (2, 3, 5, 17, 40)),
+    ((8, 16, 64), (13, 72, 136)),  # all but the first dim: multiples of 8 (16 bytes)
+    ((2, 4, 8, 64), (3, 16, 24, 72)),
+    ((1, 2, 4, 8, 32), (3, 8, 8, 24, 40)),
 ])
 def test_round_trip_ranks(box, shape):
     kernel = tilecute.compile(E.tma_copy(box))
@@ -60,10 +60,11 @@ def test_strided_view():
     assert torch.equal(a, b)
 
 
+@pytest.mark.parametrize("splits", [1, 3])
 @pytest.mark.parametrize("stages", [1, 2, 3, 4])
 @pytest.mark.parametrize("rows", [1000, 64, 7])
-def test_pipelined_copy(stages, rows):
-    kernel = tilecute.compile(E.pipelined_copy(stages=stages))
+def test_pipelined_copy(stages, rows, splits):
+    kernel = tilecute.compile(E.pipelined_copy(stages=stages, splits=splits))
     a = _rand((rows, 520), "float16")
     b = torch.zeros_like(a)
     kernel(a, b)
