@@ -19,7 +19,19 @@ from typing import Any
 
 import jinja2
 
-from ..runtime.abi import KernelLaunch, KernelParam, LaunchABI, ScalarArg, TensorArg
+from ..runtime.abi import (
+    TMA_INTERLEAVES,
+    TMA_L2_PROMOTIONS,
+    TMA_MODES,
+    TMA_OOB_FILLS,
+    TMA_SWIZZLES,
+    KernelLaunch,
+    KernelParam,
+    LaunchABI,
+    ScalarArg,
+    TensorArg,
+    TmaSpec,
+)
 from ..runtime.dtypes import DTYPES
 
 TEMPLATE = "launcher.cpp.j2"
@@ -38,6 +50,49 @@ RESERVED_EXPORTS = (EXPORT_SET_CUBIN, EXPORT_ENSURE_DEVICE, EXPORT_CLEANUP, EXPO
 MAX_THREADS_PER_BLOCK = 1024
 DEFAULT_DYNAMIC_SMEM_LIMIT = 48 * 1024  # above this a kernel must opt in per function
 PORTABLE_CLUSTER_SIZE = 8  # above this a kernel must allow non-portable cluster sizes
+
+# TMA descriptors (cuda.h, cuTensorMapEncodeTiled / cuTensorMapEncodeIm2col): the rules that
+# depend only on the launch ABI are checked here; those that depend on the tensor, at launch.
+TMA_MAX_RANK = 5
+TMA_MAX_BOX = 256  # elements per box axis
+TMA_MAX_ELEMENT_STRIDE = 8
+TMA_INNER_BOX_BYTES = 16  # without interleave, the inner box is a multiple of 16 bytes
+TMA_MAX_CHANNELS_PER_PIXEL = 256
+TMA_MAX_PIXELS_PER_COLUMN = 1024
+# im2col corner offsets by tensor rank: R means each offset lies in [-R, R - 1]
+TMA_IM2COL_CORNER_RANGE = {3: 32768, 4: 128, 5: 16}
+# tilecute dtype -> CUtensorMapDataType.  TMA moves bytes, so 1-byte types (float8 too)
+# travel as UINT8 and 2-byte integers as UINT16.
+TMA_DATA_TYPES = {
+    "float16": "CU_TENSOR_MAP_DATA_TYPE_FLOAT16",
+    "bfloat16": "CU_TENSOR_MAP_DATA_TYPE_BFLOAT16",
+    "float32": "CU_TENSOR_MAP_DATA_TYPE_FLOAT32",
+    "float64": "CU_TENSOR_MAP_DATA_TYPE_FLOAT64",
+    "int32": "CU_TENSOR_MAP_DATA_TYPE_INT32",
+    "uint32": "CU_TENSOR_MAP_DATA_TYPE_UINT32",
+    "int64": "CU_TENSOR_MAP_DATA_TYPE_INT64",
+    "uint64": "CU_TENSOR_MAP_DATA_TYPE_UINT64",
+    "uint8": "CU_TENSOR_MAP_DATA_TYPE_UINT8",
+    "int8": "CU_TENSOR_MAP_DATA_TYPE_UINT8",
+    "bool": "CU_TENSOR_MAP_DATA_TYPE_UINT8",
+    "float8_e4m3": "CU_TENSOR_MAP_DATA_TYPE_UINT8",
+    "float8_e5m2": "CU_TENSOR_MAP_DATA_TYPE_UINT8",
+    "int16": "CU_TENSOR_MAP_DATA_TYPE_UINT16",
+    "uint16": "CU_TENSOR_MAP_DATA_TYPE_UINT16",
+}
+# The driver fills out-of-bounds elements with NaN only for a floating-point tensor map type
+# (float8 travels as UINT8, so it cannot).
+TMA_NAN_FILL_DATA_TYPES = ("CU_TENSOR_MAP_DATA_TYPE_FLOAT16", "CU_TENSOR_MAP_DATA_TYPE_BFLOAT16",
+                           "CU_TENSOR_MAP_DATA_TYPE_FLOAT32", "CU_TENSOR_MAP_DATA_TYPE_FLOAT64")
+_TMA_SWIZZLE_ENUMS = {0: "CU_TENSOR_MAP_SWIZZLE_NONE", 32: "CU_TENSOR_MAP_SWIZZLE_32B",
+                      64: "CU_TENSOR_MAP_SWIZZLE_64B", 128: "CU_TENSOR_MAP_SWIZZLE_128B"}
+_TMA_INTERLEAVE_ENUMS = {0: "CU_TENSOR_MAP_INTERLEAVE_NONE", 16: "CU_TENSOR_MAP_INTERLEAVE_16B",
+                         32: "CU_TENSOR_MAP_INTERLEAVE_32B"}
+_TMA_L2_PROMOTION_ENUMS = {0: "CU_TENSOR_MAP_L2_PROMOTION_NONE", 64: "CU_TENSOR_MAP_L2_PROMOTION_L2_64B",
+                           128: "CU_TENSOR_MAP_L2_PROMOTION_L2_128B",
+                           256: "CU_TENSOR_MAP_L2_PROMOTION_L2_256B"}
+_TMA_OOB_FILL_ENUMS = {"zero": "CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE",
+                       "nan": "CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA"}
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _SYMBOL_USE = re.compile(r"\bsym_([A-Za-z0-9_]+)")
@@ -92,6 +147,10 @@ def launcher_context(abi: LaunchABI, *, tilecute_version: str) -> dict[str, Any]
     binding = _symbol_binding_sites(abi)
     args = _arg_contexts(abi, binding)
     first = abi.args[tensor_indices[0]]
+    kernels = [_kernel_context(abi, k, i) for i, k in enumerate(abi.kernels)]
+    descriptors = [p["tma"] for k in kernels for p in k["params"] if p["tma"] is not None]
+    for n, d in enumerate(descriptors):
+        d["index"] = n
     return {
         "function": abi.function,
         "tilecute_version": tilecute_version,
@@ -112,7 +171,10 @@ def launcher_context(abi: LaunchABI, *, tilecute_version: str) -> dict[str, Any]
         ],
         "dynamic_smem_limit": DEFAULT_DYNAMIC_SMEM_LIMIT,
         "num_kernels": len(abi.kernels),
-        "kernels": [_kernel_context(abi, k, i) for i, k in enumerate(abi.kernels)],
+        "kernels": kernels,
+        "tma_descriptors": descriptors,
+        "encodes_tiled_tma": _cpp_bool(any(d["mode"] == "tiled" for d in descriptors)),
+        "encodes_im2col_tma": _cpp_bool(any(d["mode"] == "im2col" for d in descriptors)),
     }
 
 
@@ -200,8 +262,19 @@ def _value_expr(name: str, field: str, d: int) -> str:
     return f"t_{name}->shape[{d}]" if field == "shape" else f"strides_{name}[{d}]"
 
 
+def _tma_sources(abi: LaunchABI) -> dict[str, list[KernelParam]]:
+    """tensor argument name -> the TMA descriptor parameters over it, in kernel order."""
+    sources: dict[str, list[KernelParam]] = {}
+    for k in abi.kernels:
+        for p in k.params:
+            if p.kind == "tma_desc" and p.tma is not None:
+                sources.setdefault(p.source, []).append(p)
+    return sources
+
+
 def _arg_contexts(abi: LaunchABI, binding: dict[str, tuple[int, str, int]]) -> list[dict]:
     divisibility = {s.name: s.divisibility for s in abi.symbols}
+    tma_sources = _tma_sources(abi)
     # Occurrences of a symbol that come before its binding site in check order are
     # compared right after the binding.
     order = {site: n for n, site in enumerate((i, f, d) for i, f, d, _ in _dim_sites(abi))}
@@ -245,6 +318,18 @@ def _arg_contexts(abi: LaunchABI, binding: dict[str, tuple[int, str, int]]) -> l
         summary = f"tensor {a.dtype}[{dims}], {layout}"
         if a.align > 1:
             summary += f", data aligned to {a.align} bytes"
+        tma = None
+        if a.name in tma_sources:
+            # One global layout per tensor serves all its descriptors; interleave 32 asks for
+            # 32-byte alignment of the address and strides, everything else for 16.
+            granule = max(32 if p.tma.interleave == 32 else 16 for p in tma_sources[a.name])
+            tma = {
+                "var": f"tma_{a.name}",
+                "strides": "nullptr" if a.strides is None else f"strides_{a.name}",
+                "element_bytes": dtype.bytes,
+                "granule": granule,
+                "params": ", ".join(_comment_text(n) for n in sorted({p.name for p in tma_sources[a.name]})),
+            }
         out.append({
             "kind": "tensor",
             "index": i,
@@ -259,6 +344,7 @@ def _arg_contexts(abi: LaunchABI, binding: dict[str, tuple[int, str, int]]) -> l
             "contiguous": a.strides is None,
             "stride_checks": dim_checks.get((i, "stride"), []),
             "align": a.align,
+            "tma": tma,
         })
     return out
 
@@ -310,7 +396,7 @@ def _param_context(abi: LaunchABI, k: KernelLaunch, p: KernelParam, var: str) ->
         if arg.dtype != p.dtype:
             raise _fail(abi, f"{where}: points to {p.dtype} but argument {arg.name!r} is {arg.dtype}")
         return {"var": var, "cpp_type": "void*", "init": f"ptr_{arg.name}",
-                "comment": f"data pointer of {arg.name} ({arg.dtype})"}
+                "comment": f"data pointer of {arg.name} ({arg.dtype})", "tma": None}
     if p.kind == "scalar":
         if p.dtype.startswith("float8"):
             raise _fail(abi, f"{where}: {p.dtype} scalar parameters are not supported")
@@ -319,17 +405,164 @@ def _param_context(abi: LaunchABI, k: KernelLaunch, p: KernelParam, var: str) ->
             if p.source not in {s.name for s in abi.symbols}:
                 raise _fail(abi, f"{where}: symbol {p.source!r} is not declared")
             return {"var": var, "cpp_type": cpp, "init": _convert(f"sym_{p.source}", p.dtype),
-                    "comment": f"symbol {p.source} as {p.dtype}"}
+                    "comment": f"symbol {p.source} as {p.dtype}", "tma": None}
         arg = next((a for a in abi.args if a.name == p.source), None)
         if not isinstance(arg, ScalarArg):
             raise _fail(abi, f"{where}: a scalar parameter needs a scalar argument, got {p.source!r}")
         if arg.dtype != p.dtype:
             raise _fail(abi, f"{where}: is {p.dtype} but argument {arg.name!r} is {arg.dtype}")
         return {"var": var, "cpp_type": cpp, "init": _convert(f"arg_{arg.name}", p.dtype),
-                "comment": f"scalar argument {arg.name} ({arg.dtype})"}
+                "comment": f"scalar argument {arg.name} ({arg.dtype})", "tma": None}
     if p.kind == "tma_desc":
-        raise _fail(abi, f"{where}: TMA descriptor parameters are not supported by the launcher yet")
+        tma = _tma_context(abi, k, p, var, where)
+        return {"var": var, "cpp_type": "CUtensorMap", "init": None,
+                "comment": f"TMA descriptor over {p.source}, encoded below", "tma": tma}
     raise _fail(abi, f"{where}: unknown parameter kind {p.kind!r}")
+
+
+def _tma_context(abi: LaunchABI, k: KernelLaunch, p: KernelParam, var: str, where: str) -> dict:
+    """Check one TMA descriptor parameter against the rules of cuda.h that the launch ABI
+    alone decides, and describe it for the template.  Everything stays in tensor axis order;
+    the launcher's encode helpers reverse it into TMA order."""
+    spec = p.tma
+    if spec is None:
+        raise _fail(abi, f"{where}: a TMA descriptor parameter needs its TmaSpec (KernelParam.tma is None)")
+    arg = next((a for a in abi.args if a.name == p.source), None)
+    if not isinstance(arg, TensorArg):
+        raise _fail(abi, f"{where}: a TMA descriptor needs a tensor argument, got {p.source!r}")
+    where = f"{where} (TMA descriptor over argument {arg.name!r})"
+
+    def bad(rule: str) -> LauncherABIError:
+        return _fail(abi, f"{where}: {rule}")
+
+    if arg.dtype != p.dtype:
+        raise bad(f"the descriptor is {p.dtype} but the argument is {arg.dtype}; they must match")
+    if spec.mode not in TMA_MODES:
+        raise bad(f"mode must be one of {TMA_MODES}, got {spec.mode!r}")
+    data_type = TMA_DATA_TYPES.get(arg.dtype)
+    if data_type is None:
+        raise bad(f"{arg.dtype} has no TMA data type")
+    element_bytes = DTYPES[arg.dtype].bytes
+    rank = len(arg.shape)
+    im2col = spec.mode == "im2col"
+    lowest_rank = 3 if im2col else 1
+    if not lowest_rank <= rank <= TMA_MAX_RANK:
+        raise bad(f"{spec.mode} mode needs a tensor of rank {lowest_rank} to {TMA_MAX_RANK}, "
+                  f"the argument has rank {rank}")
+
+    if spec.swizzle not in TMA_SWIZZLES:
+        raise bad(f"swizzle must be one of {TMA_SWIZZLES} (bytes), got {spec.swizzle!r}")
+    if spec.interleave not in TMA_INTERLEAVES:
+        raise bad(f"interleave must be one of {TMA_INTERLEAVES} (bytes), got {spec.interleave!r}")
+    if spec.l2_promotion not in TMA_L2_PROMOTIONS:
+        raise bad(f"l2_promotion must be one of {TMA_L2_PROMOTIONS} (bytes), got {spec.l2_promotion!r}")
+    if spec.oob_fill not in TMA_OOB_FILLS:
+        raise bad(f"oob_fill must be one of {TMA_OOB_FILLS}, got {spec.oob_fill!r}")
+    if spec.oob_fill == "nan" and data_type not in TMA_NAN_FILL_DATA_TYPES:
+        raise bad(f"oob_fill 'nan' needs a floating-point TMA data type, {arg.dtype} travels as "
+                  f"{data_type.removeprefix('CU_TENSOR_MAP_DATA_TYPE_')}")
+    if spec.interleave != 0 and rank < 3:
+        raise bad(f"interleave {spec.interleave} needs a tensor of rank 3 or more, the argument has rank {rank}")
+    if spec.interleave == 32 and spec.swizzle != 32:
+        raise bad(f"interleave 32 needs swizzle 32, got swizzle {spec.swizzle}")
+
+    if spec.element_strides is not None:
+        if len(spec.element_strides) != rank:
+            raise bad(f"element_strides has {len(spec.element_strides)} entries for rank {rank}; "
+                      "it needs one per tensor axis (or None)")
+        for d, e in enumerate(spec.element_strides):
+            if not 1 <= e <= TMA_MAX_ELEMENT_STRIDE:
+                raise bad(f"element_strides[{d}] must be in 1..{TMA_MAX_ELEMENT_STRIDE}, got {e}")
+    element_strides = list(spec.element_strides or (1,) * rank)
+
+    if im2col:
+        spatial = rank - 2
+        if spec.box:
+            raise bad(f"im2col mode takes its box from channels_per_pixel and pixels_per_column; "
+                      f"box must be empty, got {list(spec.box)}")
+        limit = TMA_IM2COL_CORNER_RANGE[rank]
+        for field in ("lower_corner", "upper_corner"):
+            corner = getattr(spec, field)
+            if len(corner) != spatial:
+                raise bad(f"{field} has {len(corner)} entries; rank {rank} im2col needs one per "
+                          f"spatial axis ({spatial})")
+            for d, c in enumerate(corner):
+                if not -limit <= c <= limit - 1:
+                    raise bad(f"{field}[{d}] must be in [{-limit}, {limit - 1}] for rank {rank}, got {c}")
+        if not 1 <= spec.channels_per_pixel <= TMA_MAX_CHANNELS_PER_PIXEL:
+            raise bad(f"channels_per_pixel must be in 1..{TMA_MAX_CHANNELS_PER_PIXEL}, "
+                      f"got {spec.channels_per_pixel}")
+        if not 1 <= spec.pixels_per_column <= TMA_MAX_PIXELS_PER_COLUMN:
+            raise bad(f"pixels_per_column must be in 1..{TMA_MAX_PIXELS_PER_COLUMN}, "
+                      f"got {spec.pixels_per_column}")
+        inner, inner_name = spec.channels_per_pixel, "channels_per_pixel"
+        box = [0] * rank
+    else:
+        if spec.lower_corner or spec.upper_corner or spec.channels_per_pixel or spec.pixels_per_column:
+            raise bad("lower_corner, upper_corner, channels_per_pixel and pixels_per_column are "
+                      "im2col fields; a tiled descriptor leaves them unset")
+        if len(spec.box) != rank:
+            raise bad(f"box has {len(spec.box)} entries for rank {rank}; tiled mode needs one per tensor axis")
+        for d, b in enumerate(spec.box):
+            if not 1 <= b <= TMA_MAX_BOX:
+                raise bad(f"box[{d}] must be in 1..{TMA_MAX_BOX}, got {b}")
+        inner, inner_name = spec.box[-1], f"box[{rank - 1}]"
+        box = list(spec.box)
+    inner_bytes = inner * element_bytes
+    if spec.interleave == 0:
+        if not im2col and inner_bytes % TMA_INNER_BOX_BYTES != 0:
+            raise bad(f"without interleave the inner box ({inner_name} * {element_bytes} bytes = "
+                      f"{inner_bytes} bytes) must be a multiple of {TMA_INNER_BOX_BYTES} bytes")
+        if spec.swizzle != 0 and inner_bytes > spec.swizzle:
+            raise bad(f"with swizzle {spec.swizzle} the inner box ({inner_name} * {element_bytes} bytes = "
+                      f"{inner_bytes} bytes) must be at most {spec.swizzle} bytes")
+
+    pad = TMA_MAX_RANK - rank
+    corner_pad = 3 - max(rank - 2, 0)
+    return {
+        "index": None,  # set by launcher_context: the row of kTmaDescriptors
+        "var": var,
+        "mode": spec.mode,
+        "global_var": f"tma_{arg.name}",
+        "kernel_literal": cpp_string_literal(k.symbol),
+        "param_literal": cpp_string_literal(p.name),
+        "arg": arg.name,
+        "data_type": data_type,
+        "rank": rank,
+        "box": box + [0] * pad,
+        "element_strides": element_strides + [0] * pad,
+        "interleave": _TMA_INTERLEAVE_ENUMS[spec.interleave],
+        "swizzle": _TMA_SWIZZLE_ENUMS[spec.swizzle],
+        "l2_promotion": _TMA_L2_PROMOTION_ENUMS[spec.l2_promotion],
+        "oob_fill": _TMA_OOB_FILL_ENUMS[spec.oob_fill],
+        "lower_corner": list(spec.lower_corner) + [0] * corner_pad if im2col else [0, 0, 0],
+        "upper_corner": list(spec.upper_corner) + [0] * corner_pad if im2col else [0, 0, 0],
+        "channels_per_pixel": spec.channels_per_pixel,
+        "pixels_per_column": spec.pixels_per_column,
+        "summary": _tma_summary(k, p, arg, spec),
+    }
+
+
+def _tma_summary(k: KernelLaunch, p: KernelParam, arg: TensorArg, spec: TmaSpec) -> str:
+    """One line for the generated code: which argument, mode, box, swizzle and the rest."""
+    dims = ", ".join(str(x) for x in arg.shape)
+    parts = [f"kernel '{_comment_text(k.symbol)}' parameter '{_comment_text(p.name)}': "
+             f"{arg.name} {arg.dtype}[{dims}]", spec.mode]
+    if spec.mode == "im2col":
+        parts += [f"lower corner {list(spec.lower_corner)}", f"upper corner {list(spec.upper_corner)}",
+                  f"{spec.channels_per_pixel} channels per pixel",
+                  f"{spec.pixels_per_column} pixels per column"]
+    else:
+        parts.append(f"box {list(spec.box)}")
+    if spec.element_strides is not None:
+        parts.append(f"element strides {list(spec.element_strides)}")
+    parts.append(f"swizzle {spec.swizzle}B" if spec.swizzle else "no swizzle")
+    if spec.interleave:
+        parts.append(f"interleave {spec.interleave}B")
+    if spec.l2_promotion:
+        parts.append(f"L2 promotion {spec.l2_promotion}B")
+    parts.append(f"out-of-bounds {'NaN' if spec.oob_fill == 'nan' else 'zero'}")
+    return ", ".join(parts)
 
 
 def _kernel_context(abi: LaunchABI, k: KernelLaunch, index: int) -> dict:
@@ -381,6 +614,11 @@ def _kernel_context(abi: LaunchABI, k: KernelLaunch, index: int) -> dict:
         "params_var": params_var,
         "param_addresses": [f"&{p['var']}" for p in params],
     }
+
+
+def _comment_text(text: str) -> str:
+    """``text`` safe inside a ``//`` comment: printable ASCII, no backslash."""
+    return "".join(c if 0x20 <= ord(c) < 0x7F and c != "\\" else "?" for c in text)
 
 
 def _cpp_bool(value: bool) -> str:
