@@ -21,18 +21,10 @@ from launch_overhead import measure  # noqa: E402
 
 
 def gpu_time(fn, reps=20):
-    """Median milliseconds of ``fn`` over ``reps`` runs (CUDA events)."""
-    fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn()
-        e.record()
-        e.synchronize()
-        times.append(s.elapsed_time(e))
-    return sorted(times)[len(times) // 2]
+    """Median milliseconds of ``fn`` (CUDA events)."""
+    from memory_bound import time_us
+
+    return time_us(fn, reps) / 1e3
 
 
 def bandwidth(rows, cols, reps):

@@ -215,28 +215,23 @@ class _Kernel:
 
     # ---- which copies -----------------------------------------------------------------
     def load_ok(self, s) -> bool:
-        if not (isinstance(s, N.Copy) and tma_arch(self.arch)):
-            return False
-        src, dst = self.buffers.get(s.src.buffer), self.buffers.get(s.dst.buffer)
-        if src is None or dst is None or src.scope != "global" or dst.scope != "shared":
-            return False
-        if not _whole(s.dst, dst) or s.dst.buffer not in self.allocs:
-            return False
-        if dst.name in self.column_walked and not self.swizzle_of(dst.name):
-            return False  # the layout pass swizzles it for the column walk; TMA rows can't
-        return isinstance(tma_box(src, s.src, dst, self.swizzle_of(dst.name)), tuple)
+        return isinstance(s, N.Copy) and self.tma_ok(s.src, s.dst)
 
     def store_ok(self, s) -> bool:
-        if not (isinstance(s, N.Copy) and tma_arch(self.arch)):
+        return isinstance(s, N.Copy) and self.tma_ok(s.dst, s.src)
+
+    def tma_ok(self, glob_r: N.Region, shared_r: N.Region) -> bool:
+        """Can TMA copy between global region ``glob_r`` and shared ``shared_r``?"""
+        glob, shared = self.buffers.get(glob_r.buffer), self.buffers.get(shared_r.buffer)
+        if not tma_arch(self.arch) or glob is None or shared is None or \
+                glob.scope != "global" or shared.scope != "shared":
             return False
-        src, dst = self.buffers.get(s.src.buffer), self.buffers.get(s.dst.buffer)
-        if src is None or dst is None or src.scope != "shared" or dst.scope != "global":
+        if not _whole(shared_r, shared) or shared.name not in self.allocs:
             return False
-        if not _whole(s.src, src) or s.src.buffer not in self.allocs:
-            return False
-        if src.name in self.column_walked and not self.swizzle_of(src.name):
-            return False
-        return isinstance(tma_box(dst, s.dst, src, self.swizzle_of(src.name)), tuple)
+        swizzle = self.swizzle_of(shared.name)
+        if shared.name in self.column_walked and not swizzle:
+            return False  # the layout pass swizzles it for the column walk; TMA rows can't
+        return isinstance(tma_box(glob, glob_r, shared, swizzle), tuple)
 
     def barrier(self, count: int, stages: int, loc) -> str:
         name = self.fresh("tc_bar")
