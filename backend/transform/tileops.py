@@ -33,7 +33,7 @@ class _Lowerer:
     def __init__(self, func: N.PrimFunc):
         self.func = func
         self.buffers: dict[str, N.Buffer] = {p.name: p for p in func.params if isinstance(p, N.Buffer)}
-        self.names = _all_names(func)
+        self.names = all_names(func)
         self.counter = 0
 
     def fail(self, s, msg: str):
@@ -188,7 +188,8 @@ def _kept_dims(extents, rank: int) -> list[int]:
     return list(range(len(extents) - rank, len(extents)))
 
 
-def _all_names(func: N.PrimFunc) -> set[str]:
+def all_names(func: N.PrimFunc) -> set[str]:
+    """Every variable and buffer name in ``func`` (fresh names avoid them)."""
     names: set[str] = set()
 
     def visit(x):

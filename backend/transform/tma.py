@@ -38,6 +38,7 @@ from ..runtime.abi import TmaSpec
 from ..runtime.dtypes import DTYPES
 from .analysis import known_multiple, mentions, row_major_strides
 from .layout import accesses, parallel_nest
+from .tileops import all_names
 
 MAX_BOX = 256  # elements per box dimension
 MAX_RANK = 5
@@ -386,28 +387,9 @@ class _Kernel:
         return dataclasses.replace(self.scope, body=body), list(self.descriptors.values())
 
 
-def _all_names(func: N.PrimFunc) -> set[str]:
-    names = {p.name for p in func.params} | {s.name for s in func.symbols}
-
-    def visit(x):
-        if isinstance(x, N.Var):
-            names.add(x.name)
-        elif isinstance(x, N.Buffer):
-            names.add(x.name)
-        if isinstance(x, tuple):
-            for y in x:
-                visit(y)
-        elif dataclasses.is_dataclass(x) and not isinstance(x, type):
-            for f in dataclasses.fields(x):
-                visit(getattr(x, f.name))
-
-    visit(func.kernels)
-    return names
-
-
 def plan_tma(func: N.PrimFunc, arch: str) -> tuple[N.PrimFunc, list[list[Descriptor]]]:
     """Apply the TMA rewrites; returns the function and each kernel's descriptors."""
-    names = _all_names(func)
+    names = all_names(func)
     kernels, descriptors = [], []
     for scope in func.kernels:
         k, d = _Kernel(func, scope, arch, names).run()
