@@ -42,6 +42,7 @@ HELPERS = {  # runtime.cute helper modules, by what the kernel uses
     "atomic": "from tilecute.runtime.cute import atomic as tca",
     "copy": "from tilecute.runtime.cute import copy as tcc",
     "tma": "from tilecute.runtime.cute import tma as tct",
+    "mma": "from tilecute.runtime.cute import mma as tcm",
 }
 TMA_SWIZZLE_MASK = {32: 0x10, 64: 0x30, 128: 0x70}  # byte bits that TMA's swizzle XORs in
 
@@ -75,6 +76,10 @@ class _KernelEmitter:
         self.smem_offsets: dict[str, int] = {}  # shared buffer -> byte offset
         self.staged: dict[str, N.Allocate] = {}  # multi-buffered shared buffers
         self.stage_of: dict[str, str] = {}  # staged buffer -> the stage the loop body sees
+        self.mma_coords: dict[str, str] = {}  # T.gemm accumulator fragment -> its (i, j) tensor
+        self.mma_reg = None  # the register index inside a nest over accumulators
+        self.gemms: dict[int, str] = {}  # id(T.gemm) -> its tiled MMA
+        self.proxy_fence = False  # barriers also fence shared writes for wgmma reads
 
     # ---- helpers -------------------------------------------------------------------------
     def fresh(self, stem: str) -> str:
@@ -275,6 +280,8 @@ class _KernelEmitter:
             self.barrier(s, depth)
         elif isinstance(s, N.TmaCopy):
             self.tma_copy(s, depth)
+        elif isinstance(s, N.Gemm):
+            self.gemm(s, depth)
         elif isinstance(s, N.MBarrierWait):
             self.uses.add("tma")
             self.line(depth, f"tct.wait({self.barrier_ref(s.barrier)}, {self.expr(s.parity)})")
@@ -298,6 +305,15 @@ class _KernelEmitter:
         if b.scope == "fragment":
             total = math.prod(int(d.value) for d in b.shape)
             layout = s.layout or N.Layout("replicated")
+            if layout.kind == "mma":
+                self.uses.add("mma")
+                coords = f"{b.name}_ij"
+                self.mma_coords[b.name] = coords
+                shape = tuple(int(d.value) for d in b.shape)
+                self.line(depth, f"{b.name}, {coords} = tcm.accumulator(\"{layout.mma}\", "
+                                 f"{tuple(layout.warps)}, {shape}, {cute_type(b.dtype)}, tc_tid)"
+                                 f"  # {layout.mma} accumulator; {coords}[r] = (i, j) of register r")
+                return
             if layout.kind == "blocked":
                 step = layout.threads * layout.vector
                 regs = -(-total // step) * layout.vector
@@ -314,6 +330,10 @@ class _KernelEmitter:
         buf = self.buffers[name]
         if buf.scope == "fragment":
             layout = self.layouts.get(name, N.Layout("replicated"))
+            if layout.kind == "mma":
+                if self.mma_reg is None:
+                    self.fail(None, f"internal: fragment '{name}' accessed outside its nest")
+                return f"{name}[{self.mma_reg}]"
             if layout.kind == "blocked":
                 if self.frag_reg is None or self.lane is None:
                     self.fail(None, f"internal: fragment '{name}' accessed outside its nest")
@@ -341,7 +361,16 @@ class _KernelEmitter:
             # TMA's pattern on byte offsets: b ^ ((b >> 3) & mask); in elements of 2^l bytes
             # that is e ^ ((e >> 3) & (mask >> l))
             mask = TMA_SWIZZLE_MASK[layout.swizzle] >> (DTYPES[buf.dtype].bytes.bit_length() - 1)
-            e = self.flat_index(buf, indices)
+            width = layout.swizzle // DTYPES[buf.dtype].bytes
+            cols = int(buf.shape[-1].value)
+            if cols <= width:
+                e = self.flat_index(buf, indices)
+            else:  # chunk c // width of the last dim, then the row, then c % width
+                rows = math.prod(int(d.value) for d in buf.shape[:-1])
+                lead = self.flat_index(N.Buffer(buf.name, buf.dtype, buf.shape[:-1]), indices[:-1])
+                c = self.operand(indices[-1], PREC["shr"] + 1)
+                e = (f"({c} >> {width.bit_length() - 1}) * {rows * width} + "
+                     f"({lead}) * {width} + ({c} & {width - 1})")
             return f"({e}) ^ ((({e}) >> 3) & {mask})"
         if layout is None or layout.kind != "swizzled":
             return self.flat_index(buf, indices)
@@ -376,12 +405,14 @@ class _KernelEmitter:
             used = _used_buffers(s.body)
             rel = s.var.name if isinstance(s.start, N.Const) and s.start.value == 0 else \
                 f"({s.var.name} - {self.operand(s.start, PREC['sub'] + 1)})"
+            operands = {x for t in _walk(s.body) if isinstance(t, N.Gemm) for x in (t.a, t.b)}
             for name, a in self.staged.items():
-                if name in used and a.stages == s.num_stages:
+                if (name in used or name in operands) and a.stages == s.num_stages:
                     views.append(name)
                     stage = f"{rel} % {s.num_stages}"
                     self.stage_of[name] = stage
-                    self.line(depth + 1, f"{name} = {self.shared_view(a, stage)}  # the stage this iteration reads")
+                    if name in used:  # indexed in the body (T.gemm takes the pointer itself)
+                        self.line(depth + 1, f"{name} = {self.shared_view(a, stage)}  # the stage this iteration reads")
         self.body(s.body, depth + 1, guarded)
         for name in views:
             del self.stage_of[name]
@@ -396,6 +427,10 @@ class _KernelEmitter:
                          "(write `for i, j in T.Parallel(a, b)`)")
         if loops[-1].replicated:
             self.replicated_nest(loops, depth)
+            return
+        mma = [b for b, _, _ in accesses(loops[-1].body) if b in self.mma_coords]
+        if mma:
+            self.mma_nest(loops, mma[0], depth)
             return
         extents = [int(lp.extent.value) for lp in loops]
         width = max(1, loops[-1].vector_width)
@@ -440,6 +475,60 @@ class _KernelEmitter:
         self.frag_reg = (k, width)
         self.lanes(loops[-1], width, inner)
         self.frag_reg = None
+
+    def mma_nest(self, loops, frag: str, depth: int) -> None:
+        """A nest over T.gemm accumulators: each thread walks its own registers, with the
+        loop variables taken from the register's (i, j)."""
+        r = self.fresh("r")
+        self.line(depth, f"for {r} in cutlass.range_constexpr(cute.size({frag})):")
+        names = ", ".join(lp.var.name for lp in loops)
+        self.line(depth + 1, f"{names} = {self.mma_coords[frag]}[{r}]")
+        for lp in loops:
+            self.ranges[lp.var.name] = (0, int(lp.extent.value) - 1)
+        self.mma_reg = r
+        self.body(loops[-1].body, depth + 1, guarded=True)
+        self.mma_reg = None
+
+    def gemm(self, s: N.Gemm, depth: int) -> None:
+        a, b, c = (self.buffers[x] for x in (s.a, s.b, s.c))
+        layout = self.layouts[s.c]
+        mma = self.gemms[id(s)]
+
+        def view(buf, mn_major):
+            rows, cols = (int(d.value) for d in buf.shape)
+            dtype = "cutlass.TFloat32" if buf.dtype == "float32" else cute_type(buf.dtype)
+            return (f"tcm.operand({self.shared_ptr(buf.name)}, {dtype}, {rows}, {cols}, "
+                    f"{self.layouts[buf.name].swizzle}, {mn_major}, \"{layout.mma}\")")
+        a_mn, b_mn = s.transpose_a, not s.transpose_b
+        acc = "" if not s.clear_accum else ", accumulate=False"
+        self.line(depth, f"# T.gemm({s.a}, {s.b}, {s.c}): {s.c} += {s.a}{'^T' if s.transpose_a else ''} "
+                         f"@ {s.b}{'^T' if s.transpose_b else ''}")
+        if layout.mma == "wgmma":
+            self.line(depth, f"tcm.gemm({mma}, tc_tid, {s.c}, {view(a, a_mn)}, {view(b, b_mn)}{acc})")
+        else:
+            self.line(depth, f"tcm.gemm_warp({mma}, tc_tid, {s.c}, {view(a, a_mn)}, "
+                             f"{view(b, b_mn)}, {a_mn}, {b_mn}{acc})")
+
+    def declare_gemms(self, body, depth: int) -> None:
+        """One tiled MMA per T.gemm, at the kernel's start."""
+        allocs = {s.buffer.name: s for s in _walk(body) if isinstance(s, N.Allocate)}
+        for s in _walk(body):
+            if not isinstance(s, N.Gemm):
+                continue
+            self.uses.add("mma")
+            layout = allocs[s.c].layout
+            a, b = allocs[s.a].buffer, allocs[s.b].buffer
+            name = f"tc_mma{len(self.gemms)}"
+            self.gemms[id(s)] = name
+            n = int(allocs[s.c].buffer.shape[1].value)
+            dt = lambda x: "cutlass.TFloat32" if x == "float32" else cute_type(x)  # noqa: E731
+            self.line(depth, f"{name} = tcm.tiled_mma(\"{layout.mma}\", {dt(a.dtype)}, {dt(b.dtype)}, "
+                             f"cutlass.Float32, {s.transpose_a}, {not s.transpose_b}, "
+                             f"{tuple(layout.warps)}, {n})  # T.gemm({s.a}, {s.b}, {s.c})")
+            if layout.mma == "wgmma":
+                written = {x for t in _walk(body) if not isinstance(t, N.TmaCopy)
+                           for x, _, w in accesses([t]) if w}
+                self.proxy_fence |= bool({s.a, s.b} & written)
 
     def replicated_nest(self, loops, depth: int) -> None:
         """Every thread runs every iteration (the nest writes only replicated fragments and
@@ -647,20 +736,26 @@ class _KernelEmitter:
         stage = None if s.stage is None else self.expr(s.stage)
         smem = self.shared_ptr(shared.buffer, stage)
         box = "x".join(map(str, desc.tma.box))
+        chunk_bytes = desc.tma.box_bytes(desc.dtype)
+        chunks = int(self.buffers[shared.buffer].shape[-1].value) // desc.tma.box[-1]
+        what = f"a {box} box" if chunks == 1 else f"{chunks} {box} boxes"
+        more = f", chunks={chunks}, step={desc.tma.box[-1]}, chunk_bytes={chunk_bytes}" \
+            if chunks > 1 else ""
         if load:
-            nbytes = desc.tma.box_bytes(desc.dtype)
-            self.line(depth, f"if tc_tid == 0:  # TMA load of a {box} box of {glob.buffer}")
+            self.line(depth, f"if tc_tid == 0:  # TMA load of {what} of {glob.buffer}")
             self.line(depth + 1, f"tct.load({s.desc}, {smem}, {self.barrier_ref(s.barrier)}, "
-                                 f"{coords}, {nbytes})")
+                                 f"{coords}, {chunk_bytes * chunks}{more})")
         else:
-            self.line(depth, f"tct.store_fence()  # TMA store of a {box} box of {glob.buffer}")
+            self.line(depth, f"tct.store_fence()  # TMA store of {what} of {glob.buffer}")
             self.line(depth, "cute.arch.sync_threads()")
             self.line(depth, "if tc_tid == 0:")
-            self.line(depth + 1, f"tct.store({s.desc}, {smem}, {coords})")
+            self.line(depth + 1, f"tct.store({s.desc}, {smem}, {coords}{more})")
 
     def barrier(self, s: N.Barrier, depth: int) -> None:
         if s.wait_async:
             self.line(depth, "cute.arch.cp_async_wait_group(0)")
+        if self.proxy_fence:  # shared writes become visible to wgmma's (async proxy) reads
+            self.line(depth, 'cute.arch.fence_proxy("async.shared", space="cta")')
         self.line(depth, "cute.arch.sync_threads()")
 
     # ---- the kernel ----------------------------------------------------------------------
@@ -723,6 +818,7 @@ class _KernelEmitter:
             strides = ", ".join(self.expr(d) for d in row_major_strides(p))
             self.line(1, f"{p.name} = cute.make_tensor({p.name}_ptr, "
                          f"cute.make_layout(({shape},), stride=({strides},)))")
+        self.declare_gemms(k.body, 1)
         self.body(k.body, 1)
         return self.lines
 
@@ -733,6 +829,16 @@ def _param_type(p) -> str:
     if p.kind == "tma_desc":
         return "tct.Desc"
     return cute_type(p.dtype)
+
+
+def _walk(body):
+    """Every statement of ``body``, nested ones included, in program order."""
+    for s in body:
+        yield s
+        if isinstance(s, N.For):
+            yield from _walk(s.body)
+        elif isinstance(s, N.If):
+            yield from _walk(s.then + s.orelse)
 
 
 def _has_parallel(body) -> bool:

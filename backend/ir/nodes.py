@@ -348,14 +348,20 @@ class Layout:
     Fragments (``f`` = row-major flat index of an element):
       ``blocked``: thread ``(f // vector) % threads`` holds it, in register
       ``(f // (vector * threads)) * vector + f % vector``;
-      ``replicated``: every thread holds every element, in register ``f``.
+      ``replicated``: every thread holds every element, in register ``f``;
+      ``mma``: the accumulator layout of tensor-core MMA family ``mma`` (``wgmma`` on
+      sm_90a, ``mma`` for warp ``mma.sync``) with ``warps = (along M, along N)``
+      (warpgroups for wgmma): ``T.gemm`` accumulates into it; element ``(i, j)`` of each
+      register is given by CuTe's partition of the tiled MMA (``runtime/cute/mma.py``).
     Shared buffers:
       ``row_major``;
       ``swizzled``: row-major over the last two dims ``(r, c)``, with column ``c`` stored at
       ``c ^ (r % swizzle)`` (a power of two), so column walks hit distinct banks;
-      ``tma_swizzled``: row-major, with TMA's ``swizzle``-byte pattern (32, 64 or 128):
-      16-byte chunk ``j`` of each ``swizzle``-byte row segment ``r`` is stored at chunk
-      ``j ^ (r % (swizzle / 16))`` (what a TMA copy with that swizzle reads and writes);
+      ``tma_swizzled``: the last dim cut into ``swizzle``-byte column chunks (32, 64 or
+      128), stored chunk after chunk, each chunk row-major over the other dims; with
+      TMA's pattern on byte offsets (``b ^ ((b >> 3) & mask)``, ``mask`` 0x10/0x30/0x70):
+      what TMA copies with that swizzle write, one box per chunk, and the layout
+      tensor-core MMAs read operands from;
       ``mbarrier``: an array of mbarriers (dtype uint64), each expecting ``threads``
       arrivals per phase (``T.alloc_barrier(n, arrive_count=threads)``).
     """
@@ -364,6 +370,8 @@ class Layout:
     threads: int = 0
     vector: int = 0
     swizzle: int = 0
+    mma: str = ""
+    warps: tuple = ()
 
 
 @dataclass(frozen=True)

@@ -76,6 +76,8 @@ def accesses(body):
                 expr(s.value)
         elif isinstance(s, (N.Let, N.Evaluate)):
             expr(s.value)
+        elif isinstance(s, N.Gemm):
+            out.extend([(s.a, (), False), (s.b, (), False), (s.c, (), False), (s.c, (), True)])
         elif isinstance(s, N.TmaCopy):  # TMA's own accesses are ordered by the sync pass
             expr(s.src.starts + s.dst.starts)
         elif isinstance(s, N.If):
@@ -161,7 +163,7 @@ class _Kernel:
                 self.reduces.append(s)
                 self.make_replicated(s.dst, s)
             elif isinstance(s, N.Gemm):
-                self.fail(s, "T.gemm is not implemented yet in this tilecute")
+                pass  # its fragment has the MMA layout (gemm pass)
             else:
                 self.direct(accesses([s]), s)
 
@@ -183,8 +185,17 @@ class _Kernel:
         self.why.setdefault(name, s)
 
     # ---- decide -------------------------------------------------------------------------
+    def mma_layout(self, name: str):
+        a = self.allocs.get(name)
+        return a.layout if a is not None and a.layout is not None and a.layout.kind == "mma" else None
+
     def decide(self):
         frags = [n for n, a in self.allocs.items() if a.buffer.scope == "fragment"]
+        for f in frags:
+            if self.mma_layout(f) is not None and f in self.replicated:
+                self.fail(self.why[f], f"fragment '{f}' is a T.gemm accumulator (each thread "
+                                       f"holds the MMA's part of it) but {self.why_text(f)}; "
+                                       "index it in T.Parallel loops with their own loop variables")
         blocked = [f for f in frags if f not in self.replicated]
         for r in self.reduces:
             if r.src in self.replicated:
@@ -221,12 +232,32 @@ class _Kernel:
                 if bad:
                     self.fail(nest.loops[0], self.mixed_text(bad[0], None))
                 nest_mode.append(("distributed", None))
-        # one V per group
+        # one V per group; a group with a T.gemm accumulator takes the MMA's layout
         groups: dict[str, list] = {}
         for f in blocked:
             groups.setdefault(find(f), []).append(f)
         vector: dict[str, int] = {}
+        self.mma: dict[str, N.Layout] = {}
         for root, members in groups.items():
+            mma = {self.mma_layout(m) for m in members} - {None}
+            if len(mma) > 1:
+                self.fail(self.allocs[members[0]], f"fragments {sorted(members)} share T.Parallel "
+                                                   "loops but accumulate different T.gemm layouts")
+            if mma:
+                layout = mma.pop()
+                shapes = {tuple(self.buffers[m].shape) for m in members}
+                if len(shapes) > 1:
+                    self.fail(self.allocs[members[0]], f"fragments {sorted(members)} share T.Parallel "
+                                                       "loops with a T.gemm accumulator, so they need "
+                                                       "its shape")
+                for r in self.reduces:
+                    if r.src in members:
+                        self.fail(r, f"T.reduce_{r.kind} of '{r.src}', which has a T.gemm "
+                                     "accumulator's layout, is not supported yet")
+                for m in members:
+                    self.mma[m] = layout
+                    vector[m] = 0
+                continue
             nests = [n for n, (m, r) in zip(self.nests, nest_mode) if m == "blocked" and find(r) == root]
             dtypes = {self.buffers[b].dtype for n in nests for b, _, _ in n.accesses}
             dtypes |= {self.buffers[m].dtype for m in members}
@@ -272,6 +303,8 @@ class _Kernel:
         def layout_of(name: str):
             buf = self.buffers[name]
             if buf.scope == "fragment":
+                if name in self.mma:
+                    return self.mma[name]
                 if name in self.replicated:
                     return N.Layout("replicated")
                 return N.Layout("blocked", threads=self.threads, vector=vector[name])
@@ -289,7 +322,9 @@ class _Kernel:
                     out.append(dataclasses.replace(s, layout=s.layout or layout_of(s.buffer.name)))
                 elif isinstance(s, N.For) and s.kind == "parallel":
                     nest, (mode, root) = next(nest_iter)
-                    out.append(self.rewrite_nest(nest, mode, vector.get(root, 0)))
+                    # a nest over a T.gemm accumulator walks its registers (codegen), one lane each
+                    v = 1 if root in self.mma else vector.get(root, 0)
+                    out.append(self.rewrite_nest(nest, mode, v))
                 elif isinstance(s, N.For):
                     out.append(dataclasses.replace(s, body=visit(s.body)))
                 elif isinstance(s, N.If):

@@ -14,6 +14,7 @@ from ..ir import nodes as N
 from ..ir.validate import validate
 from ..runtime.dtypes import DTYPES
 from ..runtime.abi import KernelLaunch, KernelParam, LaunchABI, ScalarArg, SymbolSpec, TensorArg
+from .gemm import plan_gemm
 from .layout import infer_layouts
 from .sync import insert_barriers
 from .tileops import lower_tile_ops
@@ -87,6 +88,7 @@ def grid_cpp(e: N.Expr, func: N.PrimFunc) -> str:
 
 def lower(func: N.PrimFunc, arch: str = "sm_90a") -> KernelPlan:
     validate(func)
+    func = plan_gemm(func, arch)
     func, descriptors = plan_tma(func, arch)
     func = lower_tile_ops(func)
     func = infer_layouts(func)

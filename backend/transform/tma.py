@@ -66,7 +66,9 @@ class Descriptor:
 
 def tma_box(glob: N.Buffer, region: N.Region, shared: N.Buffer, swizzle: int) -> tuple | str:
     """The box (tensor axis order) of a TMA copy between ``region`` of global ``glob``
-    and the whole shared buffer ``shared``, or why TMA cannot do it."""
+    and the whole shared buffer ``shared``, or why TMA cannot do it.  With a swizzle the
+    box is one ``swizzle``-byte chunk of the tile's last dim; the copy moves the tile as
+    consecutive boxes (the ``tma_swizzled`` layout stores the chunks one after another)."""
     if glob.dtype != shared.dtype:
         return f"the dtypes differ ({glob.dtype} and {shared.dtype}); TMA does not convert"
     if not 1 <= glob.ndim <= MAX_RANK:
@@ -81,9 +83,14 @@ def tma_box(glob: N.Buffer, region: N.Region, shared: N.Buffer, swizzle: int) ->
         ext = [int(e.value) if isinstance(e, N.Const) else None for e in region.extents]
         if tuple(ext) != box:
             return f"the region's extents {ext} are not the shared tile's {list(box)}"
+    esize = DTYPES[glob.dtype].bytes
+    if swizzle and box[-1] * esize % swizzle:
+        return (f"a {swizzle}-byte TMA swizzle copies rows in {swizzle}-byte chunks; the box's "
+                f"rows have {box[-1] * esize} bytes")
+    if swizzle:  # one box per chunk of the last dim
+        box = box[:-1] + (swizzle // esize,)
     if any(b > MAX_BOX for b in box):
         return f"box {list(box)} has a dim above {MAX_BOX}"
-    esize = DTYPES[glob.dtype].bytes
     strides = row_major_strides(glob)
     if not (isinstance(strides[-1], N.Const) and strides[-1].value == 1):
         return f"the last dim of '{glob.name}' is not contiguous (stride 1)"
@@ -94,8 +101,6 @@ def tma_box(glob: N.Buffer, region: N.Region, shared: N.Buffer, swizzle: int) ->
     inner = box[-1] * esize
     if inner % 16:
         return f"the box's inner dim is {inner} bytes, not a multiple of 16"
-    if swizzle and inner != swizzle:
-        return f"a {swizzle}-byte TMA swizzle needs {swizzle}-byte rows, the box has {inner}"
     return box
 
 

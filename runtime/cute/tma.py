@@ -59,11 +59,22 @@ def init_barriers(bar, num: int, count: int) -> None:
     cute.arch.mbarrier_init_fence()
 
 
-def load(desc, smem, bar, coords, nbytes: int) -> None:
-    """One thread: arrive on ``bar`` expecting ``nbytes``, and start the TMA load of the
-    box at ``coords`` into ``smem`` (128-byte aligned; 1024 for a 128-byte swizzle)."""
+def _chunks(coords, chunks: int, step: int, chunk_bytes: int):
+    """(byte offset in shared memory, coordinates) of each box of a tile moved as
+    ``chunks`` boxes side by side along the innermost axis, ``step`` elements apart."""
+    coords = list(coords)
+    return [(c * chunk_bytes, [coords[0] + c * step] + coords[1:]) for c in range(chunks)]
+
+
+def load(desc, smem, bar, coords, nbytes: int, chunks: int = 1, step: int = 0,
+         chunk_bytes: int = 0) -> None:
+    """One thread: arrive on ``bar`` expecting ``nbytes`` (the whole tile), and start
+    the TMA load of the box at ``coords`` into ``smem`` (128-byte aligned; 1024 for a
+    128-byte swizzle), or of ``chunks`` boxes along the innermost axis into consecutive
+    ``chunk_bytes`` pieces of ``smem`` (a ``tma_swizzled`` tile wider than its swizzle)."""
     cute.arch.mbarrier_arrive_and_expect_tx(bar, nbytes)
-    _prims.cp_async_bulk_tensor_shared_cta_global(smem, desc.get_ptr(), list(coords), bar)
+    for off, where in _chunks(coords, chunks, step, chunk_bytes):
+        _prims.cp_async_bulk_tensor_shared_cta_global(smem + off, desc.get_ptr(), where, bar)
 
 
 def store_fence() -> None:
@@ -72,10 +83,12 @@ def store_fence() -> None:
     cute.arch.fence_proxy("async.shared", space="cta")
 
 
-def store(desc, smem, coords) -> None:
-    """One thread: store the box at ``coords`` from ``smem`` and wait until TMA has read
-    it (the shared tile may be rewritten after the next block barrier)."""
-    _prims.cp_async_bulk_tensor_global_shared_cta(desc.get_ptr(), smem, list(coords))
+def store(desc, smem, coords, chunks: int = 1, step: int = 0, chunk_bytes: int = 0) -> None:
+    """One thread: store the box at ``coords`` from ``smem`` (or ``chunks`` boxes, as in
+    :func:`load`) and wait until TMA has read it (the shared tile may be rewritten after
+    the next block barrier)."""
+    for off, where in _chunks(coords, chunks, step, chunk_bytes):
+        _prims.cp_async_bulk_tensor_global_shared_cta(desc.get_ptr(), smem + off, where)
     cute.arch.cp_async_bulk_commit_group()
     cute.arch.cp_async_bulk_wait_group(0, read=True)
 

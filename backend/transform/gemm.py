@@ -1,0 +1,196 @@
+"""Plan ``T.gemm`` on tensor cores: pick the MMA family, check the tile shapes, and fix
+the layouts the MMA needs (runs first, so the TMA pass sees the operand swizzles).
+
+``T.gemm(A, B, C, transpose_A, transpose_B, clear_accum)`` computes ``C += A @ B`` with
+``A`` ``(M, K)`` (``(K, M)`` when ``transpose_A``), ``B`` ``(K, N)`` (``(N, K)`` when
+``transpose_B``), both shared, and ``C`` an ``(M, N)`` float32 fragment.
+
+Families (``runtime/cute/mma.py`` issues them):
+
+* ``wgmma`` on sm_90+ for float16, bfloat16 and float8 (e4m3/e5m2): one warpgroup
+  (128 threads) per 64 rows, ``threads / 128`` warpgroups along M; N a multiple of 8 up
+  to 256.  float8 operands must be K-major (``transpose_B=True``, no ``transpose_A``).
+* ``mma`` (warp ``mma.sync``) on sm_80+ for float16 and bfloat16, and for float32 (as
+  tf32; K-major operands only) on every arch, since CuTe DSL has no tf32 wgmma atom.
+  Warps are arranged ``(warps_m, warps_n)`` over the tile, as square as the tile allows.
+
+Layouts: each operand becomes ``tma_swizzled`` with the widest swizzle (128, 64 or 32
+bytes) dividing its last dim's bytes, so TMA copies fill it (one box per chunk) and the
+MMA reads it without bank conflicts; ``C`` (and every fragment it shares a
+``T.Parallel`` loop with, see the layout pass) gets the ``mma`` layout.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ..ir import nodes as N
+from ..runtime.dtypes import DTYPES
+
+WARPGROUP = 128
+WARP = 32
+SWIZZLES = (128, 64, 32)
+WGMMA_TYPES = ("float16", "bfloat16", "float8_e4m3", "float8_e5m2")
+MMA_TYPES = ("float16", "bfloat16", "float32")
+INSTR_K = {"float16": 16, "bfloat16": 16, "float32": 8, "float8_e4m3": 32, "float8_e5m2": 32}
+
+
+class GemmError(ValueError):
+    pass
+
+
+def _arch_number(arch: str) -> int:
+    digits = "".join(ch for ch in arch if ch.isdigit())
+    return int(digits) if digits else 0
+
+
+def operand_swizzle(inner_bytes: int) -> int:
+    """The widest TMA swizzle whose chunks tile a row of ``inner_bytes`` (0 if none)."""
+    return next((s for s in SWIZZLES if inner_bytes % s == 0), 0)
+
+
+def mma_warps(m: int, n: int, warps: int) -> tuple[int, int] | None:
+    """``(warps_m, warps_n)`` for mma.sync: each warp a multiple of 16 x 16, as square as
+    possible."""
+    best = None
+    for wm in range(1, warps + 1):
+        if warps % wm:
+            continue
+        wn = warps // wm
+        if m % (16 * wm) or n % (16 * wn):
+            continue
+        score = abs(m // wm - n // wn)
+        if best is None or score < best[0]:
+            best = (score, (wm, wn))
+    return None if best is None else best[1]
+
+
+class _Kernel:
+    def __init__(self, func: N.PrimFunc, scope: N.KernelScope, arch: str):
+        self.func, self.scope, self.arch = func, scope, arch
+        self.buffers = {p.name: p for p in func.params if isinstance(p, N.Buffer)}
+        self.allocs: dict[str, N.Allocate] = {}
+        self.layouts: dict[str, N.Layout] = {}
+        self.threads = scope.num_threads
+
+    def fail(self, s, msg: str):
+        where = f"{s.loc}: " if getattr(s, "loc", None) else ""
+        raise GemmError(f"{where}prim_func '{self.func.name}': T.gemm({s.a}, {s.b}, {s.c}): {msg}")
+
+    def collect(self, body) -> list[N.Gemm]:
+        out = []
+        for s in body:
+            if isinstance(s, N.Allocate):
+                self.allocs[s.buffer.name] = s
+                self.buffers[s.buffer.name] = s.buffer
+            elif isinstance(s, N.Gemm):
+                out.append(s)
+            elif isinstance(s, N.For):
+                out += self.collect(s.body)
+            elif isinstance(s, N.If):
+                out += self.collect(s.then + s.orelse)
+        return out
+
+    def set_layout(self, s: N.Gemm, name: str, layout: N.Layout) -> None:
+        have = self.layouts.get(name) or self.allocs[name].layout
+        if have is not None and have != layout:
+            self.fail(s, f"'{name}' needs layout {layout} here but has {have} (from the program "
+                         "or another T.gemm)")
+        self.layouts[name] = layout
+
+    def plan(self, s: N.Gemm) -> None:
+        a, b, c = (self.buffers[x] for x in (s.a, s.b, s.c))
+        for buf, what in ((a, "A"), (b, "B")):
+            if buf.scope != "shared":
+                self.fail(s, f"{what} ('{buf.name}') is a {buf.scope} buffer; this tilecute "
+                             "reads T.gemm operands from shared memory (T.alloc_shared)")
+            if buf.ndim != 2:
+                self.fail(s, f"{what} ('{buf.name}') has {buf.ndim} dims, not 2")
+            if buf.name not in self.allocs:
+                self.fail(s, f"{what} ('{buf.name}') must be allocated in this T.Kernel block")
+        if c.scope != "fragment" or c.ndim != 2:
+            self.fail(s, f"C ('{c.name}') must be a 2-D fragment (T.alloc_fragment)")
+        if c.dtype != "float32":
+            self.fail(s, f"C ('{c.name}') is {c.dtype}; T.gemm accumulates in float32")
+        dims = lambda buf: tuple(int(d.value) for d in buf.shape)  # noqa: E731
+        (m, k) = dims(a)[::-1] if s.transpose_a else dims(a)
+        (k2, n) = dims(b)[::-1] if s.transpose_b else dims(b)
+        if k != k2 or dims(c) != (m, n):
+            self.fail(s, f"shapes do not chain: A is {'K x M' if s.transpose_a else 'M x K'} "
+                         f"{dims(a)}, B is {'N x K' if s.transpose_b else 'K x N'} {dims(b)}, "
+                         f"C is {dims(c)}")
+        if a.dtype != b.dtype and not (a.dtype.startswith("float8") and b.dtype.startswith("float8")):
+            self.fail(s, f"A is {a.dtype} and B is {b.dtype}; the operands must have one dtype")
+        a_mn, b_mn = s.transpose_a, not s.transpose_b
+        sm = _arch_number(self.arch)
+        if a.dtype in WGMMA_TYPES and sm >= 90:
+            family = "wgmma"
+        elif a.dtype in MMA_TYPES and sm >= 80:
+            family = "mma"
+        else:
+            where = "wgmma (sm_90a)" if a.dtype.startswith("float8") else "mma.sync (sm_80+)"
+            self.fail(s, f"{a.dtype} operands on {self.arch}: T.gemm supports float16, bfloat16 "
+                         f"and float32 (tf32) on sm_80+, float8 on sm_90a (no tensor-core path "
+                         f"here; {a.dtype} needs {where})")
+        if (a.dtype.startswith("float8") or a.dtype == "float32") and (a_mn or b_mn):
+            self.fail(s, f"{a.dtype} operands must be K-major: A as (M, K) and B as (N, K) with "
+                         "transpose_B=True (the tensor cores transpose only 16-bit types)")
+        if k % INSTR_K[a.dtype]:
+            self.fail(s, f"K = {k} is not a multiple of {INSTR_K[a.dtype]}, the MMA's K for "
+                         f"{a.dtype}")
+        if family == "wgmma":
+            if self.threads % WARPGROUP:
+                self.fail(s, f"wgmma runs on warpgroups of {WARPGROUP} threads; the block has "
+                             f"{self.threads}")
+            wg = self.threads // WARPGROUP
+            if m % (64 * wg):
+                self.fail(s, f"M = {m} is not a multiple of 64 x {wg} warpgroups (each warpgroup "
+                             "takes 64-row steps); change the tile or the thread count")
+            if n % 8 or n > 256:
+                self.fail(s, f"N = {n}: wgmma takes N a multiple of 8 up to 256")
+            warps = (wg, 1)
+        else:
+            if self.threads % WARP:
+                self.fail(s, f"mma.sync runs on whole warps; the block has {self.threads} threads")
+            warps = mma_warps(m, n, self.threads // WARP)
+            if warps is None:
+                self.fail(s, f"no arrangement of {self.threads // WARP} warps tiles {m} x {n} in "
+                             "16 x 16 steps")
+        for buf, what in ((a, "A"), (b, "B")):
+            rows, cols = dims(buf)
+            swizzle = operand_swizzle(cols * DTYPES[buf.dtype].bytes)
+            if not swizzle or rows % 8:
+                self.fail(s, f"{what} ('{buf.name}') is {rows} x {cols} {buf.dtype}: its rows must "
+                             "be a multiple of 32 bytes and its row count a multiple of 8")
+            self.set_layout(s, buf.name, N.Layout("tma_swizzled", swizzle=swizzle))
+        self.set_layout(s, c.name, N.Layout("mma", threads=self.threads, mma=family, warps=warps))
+
+    def run(self) -> N.KernelScope:
+        for g in self.collect(self.scope.body):
+            self.plan(g)
+        if not self.layouts:
+            return self.scope
+
+        def visit(body):
+            out = []
+            for s in body:
+                if isinstance(s, N.Allocate) and s.buffer.name in self.layouts:
+                    s = dataclasses.replace(s, layout=self.layouts[s.buffer.name])
+                elif isinstance(s, N.For):
+                    s = dataclasses.replace(s, body=visit(s.body))
+                elif isinstance(s, N.If):
+                    s = dataclasses.replace(s, then=visit(s.then), orelse=visit(s.orelse))
+                out.append(s)
+            return tuple(out)
+        return dataclasses.replace(self.scope, body=visit(self.scope.body))
+
+
+def plan_gemm(func: N.PrimFunc, arch: str) -> N.PrimFunc:
+    kernels = tuple(_Kernel(func, k, arch).run() for k in func.kernels)
+    return dataclasses.replace(func, kernels=kernels)
+
+
+def gemm_family(scope_allocs: dict[str, N.Allocate], g: N.Gemm) -> str:
+    """The MMA family the gemm pass chose for ``g`` (from its accumulator's layout)."""
+    layout = scope_allocs[g.c].layout
+    return layout.mma if layout is not None else ""

@@ -1,0 +1,140 @@
+"""Tensor-core matrix multiply for generated kernels: ``T.gemm`` and its accumulators.
+
+Two instruction families, both through CuTe's tiled MMAs:
+
+* ``wgmma`` (sm_90a): warpgroup MMA reading A and B straight from shared memory through
+  matrix descriptors; one warpgroup (128 threads) per 64 rows of the tile.
+* ``mma`` (sm_80+): warp ``mma.sync`` with ``ldmatrix`` (16-bit types) or plain shared
+  loads (tf32) into registers; warps arranged ``(warps_m, warps_n)`` over the tile.
+
+Shared operands are tilecute's ``tma_swizzled`` buffers: row-major ``(rows, cols)`` with
+the last dim cut into chunks of ``swizzle`` bytes, chunk after chunk, each chunk a
+``(rows, swizzle bytes)`` block with TMA's XOR pattern (what TMA writes for a box whose
+inner dim is ``swizzle`` bytes, one box per chunk).  :func:`operand` views one as the
+``(MN, K)`` tensor the MMA wants; a buffer whose last dim is K is K-major, one whose last
+dim is M (or N) is MN-major.
+
+Accumulators: :func:`accumulator` gives the registers of a ``(M, N)`` fragment and the
+``(i, j)`` coordinate of each register, so an elementwise loop over the fragment is::
+
+    acc, acc_ij = tcm.accumulator("wgmma", (2, 1), (128, 128), cutlass.Float32, tc_tid)
+    for r in cutlass.range_constexpr(cute.size(acc)):
+        i, j = acc_ij[r]
+        ...
+
+The register layout depends only on the family, the warp arrangement and the tile, so a
+fragment shares it with every ``T.gemm`` that accumulates into it.
+"""
+
+import cutlass
+import cutlass.cute as cute
+from cutlass.cute.nvgpu import OperandMajorMode, warp, warpgroup
+
+WARPGROUP = 128
+
+
+def _major(mn_major: bool):
+    return OperandMajorMode.MN if mn_major else OperandMajorMode.K
+
+
+def _outer(rows: int, cols: int, width: int, mn_major: bool):
+    """The unswizzled ``(MN, K)`` layout of a ``(rows, cols)`` chunked buffer, in
+    elements (``width`` elements per chunk row); rows come in groups of 8, the unit of
+    the swizzle pattern and of the MMA descriptors."""
+    chunked = ((width, cols // width), (1, rows * width))  # the last dim, chunk after chunk
+    grouped = ((8, rows // 8), (width, 8 * width))  # the first dim, in groups of 8 rows
+    if mn_major:  # buffer (K, MN): MN is the chunked last dim
+        return cute.make_layout((chunked[0], grouped[0]), stride=(chunked[1], grouped[1]))
+    return cute.make_layout((grouped[0], chunked[0]), stride=(grouped[1], chunked[1]))
+
+
+def _swizzle_bits(swizzle: int) -> int:
+    return {32: 1, 64: 2, 128: 3}[swizzle]
+
+
+def operand(smem, dtype, rows: int, cols: int, swizzle: int, mn_major: bool, family: str):
+    """The ``(MN, K)`` view of the ``(rows, cols)`` ``tma_swizzled`` shared buffer at the
+    byte pointer ``smem``.  wgmma takes the swizzle on the pointer (in bytes); the warp
+    family on the layout (in elements)."""
+    esize = dtype.width // 8
+    outer = _outer(rows, cols, swizzle // esize, mn_major)
+    bits = _swizzle_bits(swizzle)
+    if family == "wgmma":
+        ptr = cute.recast_ptr(smem, cute.make_swizzle(bits, 4, 3), dtype=dtype)
+        return cute.make_tensor(ptr, outer)
+    shift = 4 - (esize.bit_length() - 1)  # 16-byte units, in elements
+    layout = cute.make_composed_layout(cute.make_swizzle(bits, shift, 3), 0, outer)
+    return cute.make_tensor(cute.recast_ptr(smem, dtype=dtype), layout)
+
+
+def tiled_mma(family: str, a_dtype, b_dtype, acc_dtype, a_mn_major: bool, b_mn_major: bool,
+              warps: tuple, n: int):
+    """The tiled MMA of one ``T.gemm``: ``warps = (warpgroups, 1)`` along M for wgmma
+    (each warpgroup a 64 x ``n`` instruction), ``(warps_m, warps_n)`` for mma.sync."""
+    if family == "wgmma":
+        if a_dtype.width == 16:
+            op = warpgroup.MmaF16BF16Op(a_dtype, acc_dtype, (64, n, 16), warpgroup.OperandSource.SMEM,
+                                        _major(a_mn_major), _major(b_mn_major))
+        else:
+            op = warpgroup.MmaF8Op(a_dtype, b_dtype, acc_dtype, (64, n, 32),
+                                   warpgroup.OperandSource.SMEM, _major(a_mn_major),
+                                   _major(b_mn_major))
+        return cute.make_tiled_mma(cute.make_mma_atom(op), (warps[0], warps[1], 1))
+    if a_dtype.width == 32:
+        op, shape = warp.MmaTF32Op((16, 8, 8)), (16, 8, 8)
+    else:
+        op, shape = warp.MmaF16BF16Op(a_dtype, acc_dtype, (16, 8, 16)), (16, 8, 16)
+    # each warp takes a 16 x 16 step (two n8 atoms) so ldmatrix.x4 feeds B
+    return cute.make_tiled_mma(op, cute.make_layout((warps[0], warps[1], 1)),
+                               permutation_mnk=(warps[0] * shape[0], warps[1] * shape[1] * 2,
+                                                shape[2]))
+
+
+def accumulator(family: str, warps: tuple, shape: tuple, dtype, tid):
+    """The registers of this thread's part of an ``(M, N)`` fragment under the MMA
+    layout, and a tensor of the same shape holding each register's ``(i, j)``."""
+    mma = tiled_mma(family, cutlass.Float16, cutlass.Float16, cutlass.Float32, False, False,
+                    warps, shape[1] if family == "wgmma" else 8)
+    thr = mma.get_slice(tid)
+    regs = cute.make_rmem_tensor(thr.partition_shape_C(shape), dtype)
+    return regs, thr.partition_C(cute.make_identity_tensor(shape))
+
+
+def gemm(mma, tid, acc, sa, sb, accumulate: bool = True) -> None:
+    """``acc += sa @ sb^T`` (``sa`` is ``(M, K)``, ``sb`` is ``(N, K)``, both shared views
+    from :func:`operand`).  wgmma: issued by the whole warpgroup and waited for before
+    returning; ``accumulate=False`` overwrites ``acc`` (``clear_accum``)."""
+    thr = mma.get_slice(tid)
+    fa, fb = mma.make_fragment_A(thr.partition_A(sa)), mma.make_fragment_B(thr.partition_B(sb))
+    mma.set(warpgroup.Field.ACCUMULATE, accumulate)
+    warpgroup.fence()
+    for k in range(cute.size(fa, mode=[2])):
+        cute.gemm(mma, acc, fa[None, None, k], fb[None, None, k], acc)
+        mma.set(warpgroup.Field.ACCUMULATE, True)
+    warpgroup.commit_group()
+    warpgroup.wait_group(0)
+
+
+def gemm_warp(mma, tid, acc, sa, sb, a_mn_major: bool, b_mn_major: bool,
+              accumulate: bool = True) -> None:
+    """``acc += sa @ sb^T`` with mma.sync: per K step, shared -> registers (``ldmatrix``
+    for 16-bit types, transposing for MN-major operands) then the MMAs."""
+    thr = mma.get_slice(tid)
+    fa = mma.make_fragment_A(thr.partition_A(sa))
+    fb = mma.make_fragment_B(thr.partition_B(sb))
+    if not accumulate:
+        acc.fill(0.0)
+    copy_a = cute.make_tiled_copy_A(_s2r_atom(sa.element_type, a_mn_major), mma).get_slice(tid)
+    copy_b = cute.make_tiled_copy_B(_s2r_atom(sb.element_type, b_mn_major), mma).get_slice(tid)
+    src_a, dst_a = copy_a.partition_S(sa), copy_a.retile(fa)
+    src_b, dst_b = copy_b.partition_S(sb), copy_b.retile(fb)
+    for k in range(cute.size(fa, mode=[2])):
+        cute.copy(copy_a, src_a[None, None, k], dst_a[None, None, k])
+        cute.copy(copy_b, src_b[None, None, k], dst_b[None, None, k])
+        cute.gemm(mma, acc, fa[None, None, k], fb[None, None, k], acc)
+
+
+def _s2r_atom(dtype, mn_major: bool):
+    if dtype.width == 16:
+        return cute.make_copy_atom(warp.LdMatrix8x8x16bOp(mn_major, 4), dtype)
+    return cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), dtype)
