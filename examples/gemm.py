@@ -25,10 +25,12 @@ def _dims(dtype, out_dtype):
 
 
 def matmul(tm=128, tn=128, tk=64, stages=3, threads=256, dtype="float16",
-           transpose_A=False, transpose_B=False, out_dtype=None):
+           transpose_A=False, transpose_B=False, out_dtype=None, panel=0):
     """Y (M, N) = A @ B with A = X (M, K), or X^T for X (K, M) when ``transpose_A``, and
     B = W (K, N), or W^T for W (N, K) when ``transpose_B``; fp32 accumulation, ``Y`` in
-    ``out_dtype`` (the input dtype by default).  One (tm, tn) tile per block."""
+    ``out_dtype`` (the input dtype by default).  One (tm, tn) tile per block; with
+    ``panel`` > 0 the blocks walk the tiles in panels of that many rows
+    (``T.use_swizzle``), so blocks running at once share tiles of W in L2."""
     out_dtype = out_dtype or ("float16" if dtype.startswith("float8") else dtype)
     M, N, K = _dims(dtype, out_dtype)
     xshape, xtile = ((K, M), (tk, tm)) if transpose_A else ((M, K), (tm, tk))
@@ -38,6 +40,8 @@ def matmul(tm=128, tn=128, tk=64, stages=3, threads=256, dtype="float16",
     def matmul(X: T.Tensor(xshape, dtype), W: T.Tensor(wshape, dtype),
                Y: T.Tensor((M, N), out_dtype)):
         with T.Kernel(T.ceildiv(N, tn), T.ceildiv(M, tm), threads=threads) as (col, row):
+            if panel:
+                T.use_swizzle(panel)
             xs = T.alloc_shared(xtile, dtype)
             ws = T.alloc_shared(wtile, dtype)
             acc = T.alloc_fragment((tm, tn), "float32")

@@ -74,18 +74,3 @@ def test_abi_lists_pointers_then_symbols_then_scalars():
         ("x_ptr", "pointer"), ("y_ptr", "pointer"), ("out_ptr", "pointer"), ("N", "scalar"),
         ("alpha", "scalar"), ("beta", "scalar"), ("offset", "scalar")]
     assert abi.kernels[0].grid == ("tc_ceildiv(sym_N, 512)", "1", "1")
-
-
-def test_gemm_is_a_clear_error_until_it_is_implemented():
-    @T.prim_func
-    def mm(A: T.Tensor((64, 64), "float16"), B: T.Tensor((64, 64), "float16")):
-        with T.Kernel(1, threads=128) as bx:
-            a = T.alloc_shared((64, 64), "float16")
-            b = T.alloc_shared((64, 64), "float16")
-            c = T.alloc_fragment((64, 64), "float32")
-            T.copy(A, a)
-            T.copy(B, b)
-            T.gemm(a, b, c)
-
-    with pytest.raises(ValueError, match="T.gemm is not implemented yet"):
-        emit_cute(lower(mm))

@@ -80,6 +80,7 @@ class _KernelEmitter:
         self.mma_reg = None  # the register index inside a nest over accumulators
         self.gemms: dict[int, str] = {}  # id(T.gemm) -> its tiled MMA
         self.proxy_fence = False  # barriers also fence shared writes for wgmma reads
+        self.in_flight = False  # a T.gemm left wgmma batches in flight (wg_wait)
 
     # ---- helpers -------------------------------------------------------------------------
     def fresh(self, stem: str) -> str:
@@ -333,7 +334,8 @@ class _KernelEmitter:
             if layout.kind == "mma":
                 if self.mma_reg is None:
                     self.fail(None, f"internal: fragment '{name}' accessed outside its nest")
-                return f"{name}[{self.mma_reg}]"
+                lane = "" if self.lane in (None, "0") else f" + {self.lane}"
+                return f"{name}[{self.mma_reg}{lane}]"
             if layout.kind == "blocked":
                 if self.frag_reg is None or self.lane is None:
                     self.fail(None, f"internal: fragment '{name}' accessed outside its nest")
@@ -416,6 +418,7 @@ class _KernelEmitter:
         self.body(s.body, depth + 1, guarded)
         for name in views:
             del self.stage_of[name]
+        self.drain(depth)
 
     def parallel(self, s: N.For, depth: int) -> None:
         loops = parallel_nest(s)
@@ -479,15 +482,24 @@ class _KernelEmitter:
     def mma_nest(self, loops, frag: str, depth: int) -> None:
         """A nest over T.gemm accumulators: each thread walks its own registers, with the
         loop variables taken from the register's (i, j)."""
+        self.drain(depth)
         r = self.fresh("r")
-        self.line(depth, f"for {r} in cutlass.range_constexpr(cute.size({frag})):")
+        width = max(1, loops[-1].vector_width)  # registers r, r + 1: columns j, j + 1
+        step = f", {width}" if width > 1 else ""
+        self.line(depth, f"for {r} in cutlass.range_constexpr(0, cute.size({frag}){step}):")
         names = ", ".join(lp.var.name for lp in loops)
         self.line(depth + 1, f"{names} = {self.mma_coords[frag]}[{r}]")
         for lp in loops:
             self.ranges[lp.var.name] = (0, int(lp.extent.value) - 1)
         self.mma_reg = r
-        self.body(loops[-1].body, depth + 1, guarded=True)
+        self.lanes(loops[-1], width, depth + 1)
         self.mma_reg = None
+
+    def drain(self, depth: int) -> None:
+        """Wait for the wgmma batches a T.gemm left in flight."""
+        if self.in_flight:
+            self.line(depth, "tcm.drain()  # the MMAs still in flight")
+            self.in_flight = False
 
     def gemm(self, s: N.Gemm, depth: int) -> None:
         a, b, c = (self.buffers[x] for x in (s.a, s.b, s.c))
@@ -504,6 +516,9 @@ class _KernelEmitter:
         self.line(depth, f"# T.gemm({s.a}, {s.b}, {s.c}): {s.c} += {s.a}{'^T' if s.transpose_a else ''} "
                          f"@ {s.b}{'^T' if s.transpose_b else ''}")
         if layout.mma == "wgmma":
+            if s.wg_wait:
+                acc += f", wait={s.wg_wait}"
+                self.in_flight = True
             self.line(depth, f"tcm.gemm({mma}, tc_tid, {s.c}, {view(a, a_mn)}, {view(b, b_mn)}{acc})")
         else:
             self.line(depth, f"tcm.gemm_warp({mma}, tc_tid, {s.c}, {view(a, a_mn)}, "

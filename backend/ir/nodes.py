@@ -425,6 +425,9 @@ class Gemm(Stmt):
     transpose_a: bool = False
     transpose_b: bool = False
     clear_accum: bool = False
+    # wgmma batches this statement leaves in flight (0: done when it ends); the TMA pass
+    # sets 1 for the last statement of a pipelined body, and the loop drains after its end
+    wg_wait: int = 0
     loc: Optional[Loc] = _loc()
 
 

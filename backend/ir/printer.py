@@ -162,8 +162,9 @@ def _stmt(s: N.Stmt, indent: int, out: list[str]) -> None:
     elif isinstance(s, N.Clear):
         out.append(f"{pad}T.clear({s.buffer})")
     elif isinstance(s, N.Gemm):
+        wait = f", wg_wait={s.wg_wait}" if s.wg_wait else ""
         out.append(f"{pad}T.gemm({s.a}, {s.b}, {s.c}, transpose_A={s.transpose_a}, "
-                   f"transpose_B={s.transpose_b}, clear_accum={s.clear_accum})")
+                   f"transpose_B={s.transpose_b}, clear_accum={s.clear_accum}{wait})")
     elif isinstance(s, N.Reduce):
         scratch = f", scratch={s.scratch}" if s.scratch else ""
         out.append(f"{pad}T.reduce_{s.kind}({s.src}, {s.dst}, dim={s.dim}, clear={s.clear}{scratch})")

@@ -293,6 +293,7 @@ class _Parser:
             v = N.Var(self.fresh(nm), "int32")
             block_vars.append(v)
             self.bind(nm, v)
+        self.kernel_grid = (tuple(grid), tuple(names))
         self.in_kernel = True
         try:
             body = self.block(s.body)
@@ -510,12 +511,63 @@ class _Parser:
                                    f"e.g. bars[0]")
         return r
 
+    def use_swizzle(self, call: ast.Call, s) -> list[N.Stmt]:
+        """``T.use_swizzle(panel_size, order="row")``: from here on the block's first two
+        indices walk the grid in panels of ``panel_size`` rows (``order="col"``: columns),
+        down each panel's rows before moving a column, so blocks running together share
+        operand tiles in L2.  Lets that rebind the ``T.Kernel`` names."""
+        if not self.in_kernel:
+            raise self.error(s, "T.use_swizzle belongs inside a T.Kernel block")
+        (grid, names) = self.kernel_grid
+        if len(grid) < 2:
+            raise self.error(s, "T.use_swizzle needs a T.Kernel with at least 2 grid extents")
+        args = [self.eval_python(a) for a in call.args]
+        kw = {k.arg: self.eval_python(k.value) for k in call.keywords}
+        unknown = set(kw) - {"panel_size", "order", "enable"}
+        if unknown:
+            raise self.error(s, f"T.use_swizzle got unknown keyword(s) {sorted(unknown)}")
+        panel = args[0] if args else kw.get("panel_size", 8)
+        order = args[1] if len(args) > 1 else kw.get("order", "row")
+        if not kw.get("enable", True):
+            return []
+        if not isinstance(panel, int) or panel < 1 or order not in ("row", "col"):
+            raise self.error(s, f"T.use_swizzle(panel_size={panel!r}, order={order!r}): "
+                                "panel_size is a positive int, order 'row' or 'col'")
+        i32 = lambda v: N.Const(v, "int32")  # noqa: E731
+        x, y = (self.expr(ast.Name(id=n, ctx=ast.Load())) for n in names[:2])
+        nx, ny = grid[0], grid[1]
+        if order == "col":  # panels of columns: swap the roles of the two grid dims
+            x, y, nx, ny = y, x, ny, nx
+        stmts = []
+
+        def let(name, value):
+            var = N.Var(self.fresh(name), "int32")
+            stmts.append(N.Let(var, value, loc=self.loc(s)))
+            return var
+        flat = let("block_flat", N.binop("add", x, N.binop("mul", y, nx)))
+        size = N.binop("mul", i32(panel), nx)
+        first = let("panel_first", N.binop("mul", N.binop("floordiv", flat, size), i32(panel)))
+        offset = let("panel_offset", N.binop("mod", flat, size))
+        rv = let("panel_rows", N.Select(N.Cmp("le", N.binop("add", first, i32(panel)), ny),
+                                        i32(panel), N.binop("sub", ny, first), "int32"))
+        new_x = N.binop("floordiv", offset, rv)
+        new_y = N.binop("add", N.binop("mod", offset, rv), first)
+        if order == "col":
+            new_x, new_y = new_y, new_x
+        for name, value in zip(names[:2], (new_x, new_y)):
+            var = N.Var(self.fresh(name), "int32")
+            stmts.append(N.Let(var, value, loc=self.loc(s)))
+            self.bind(name, var)
+        return stmts
+
     def expr_stmt(self, s: ast.Expr) -> list[N.Stmt]:
         call = s.value
         if not isinstance(call, ast.Call):
             raise self.error(s, "an expression statement must be a T.* call")
         loc = self.loc(s)
         f = call.func
+        if self.is_t_form(f, "use_swizzle"):
+            return self.use_swizzle(call, s)
         if self.is_t_form(f, "copy"):
             src, dst = self.region_args(call, 2, "T.copy")
             return [N.Copy(src, dst, loc=loc)]
@@ -531,9 +583,13 @@ class _Parser:
             unknown = set(kw) - {"transpose_A", "transpose_B", "clear_accum", "policy", "k_pack", "wg_wait"}
             if unknown:
                 raise self.error(s, f"T.gemm got unknown keyword(s) {sorted(unknown)}")
+            wait = int(kw.get("wg_wait", 0))
+            if wait not in (0, 1):
+                raise self.error(s, f"T.gemm: wg_wait={wait}; tilecute keeps 0 or 1 wgmma "
+                                    "batches in flight")
             return [N.Gemm(a, b, c, bool(kw.get("transpose_A", False)),
                            bool(kw.get("transpose_B", False)), bool(kw.get("clear_accum", False)),
-                           loc=loc)]
+                           wait, loc=loc)]
         for kind in N.REDUCE_KINDS:
             if self.is_t_form(f, f"reduce_{kind}"):
                 src, dst = (self.buffer_of(x).name for x in call.args[:2])

@@ -40,6 +40,7 @@ from .analysis import loads as _loads, mentions
 
 VECTOR_BYTES = 16
 WARP = 32
+MMA_LANES = 2  # MMA accumulators hold pairs of adjacent columns in adjacent registers
 
 
 class LayoutError(ValueError):
@@ -256,7 +257,7 @@ class _Kernel:
                                      "accumulator's layout, is not supported yet")
                 for m in members:
                     self.mma[m] = layout
-                    vector[m] = 0
+                    vector[m] = MMA_LANES
                 continue
             nests = [n for n, (m, r) in zip(self.nests, nest_mode) if m == "blocked" and find(r) == root]
             dtypes = {self.buffers[b].dtype for n in nests for b, _, _ in n.accesses}
@@ -322,9 +323,7 @@ class _Kernel:
                     out.append(dataclasses.replace(s, layout=s.layout or layout_of(s.buffer.name)))
                 elif isinstance(s, N.For) and s.kind == "parallel":
                     nest, (mode, root) = next(nest_iter)
-                    # a nest over a T.gemm accumulator walks its registers (codegen), one lane each
-                    v = 1 if root in self.mma else vector.get(root, 0)
-                    out.append(self.rewrite_nest(nest, mode, v))
+                    out.append(self.rewrite_nest(nest, mode, vector.get(root, 0)))
                 elif isinstance(s, N.For):
                     out.append(dataclasses.replace(s, body=visit(s.body)))
                 elif isinstance(s, N.If):

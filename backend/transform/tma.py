@@ -21,7 +21,10 @@ What this pass does, per kernel, before the tile ops are lowered:
            <the rest of the body>
 
    The barrier pass then puts a block barrier before the in-loop copy (the stage it
-   refills was read in the previous iteration).
+   refills was read in the previous iteration).  When the body ends with a wgmma
+   ``T.gemm`` on the loaded tiles, the refill moves after it and the gemm keeps its MMAs
+   in flight (``wg_wait=1``): step k's MMAs overlap step k + 1's wait, and the refill
+   of step k - 1's stage follows the wait that retires step k - 1's MMAs.
 4. **Descriptors.** Every ``TmaCopy`` (these and the program's own ``T.tma_copy``) gets a
    descriptor parameter: one per (tensor, box, swizzle) and kernel, named
    ``<tensor>_desc``; the specs go to the launch ABI (``TmaSpec``), which the launcher
@@ -338,8 +341,20 @@ class _Kernel:
         wait = N.MBarrierWait(N.Region(bar, (N.binop("mod", cur, _i32(S)),)),
                               N.binop("bitand", N.binop("floordiv", cur, _i32(S)), _i32(1)),
                               loc=loop.loc)
-        new_body = [prefetch] + rest[:wait_at] + [wait] + rest[wait_at:]
+        last = rest[-1] if rest else None
+        if isinstance(last, N.Gemm) and self.wgmma(last) and last.wg_wait == 0 and \
+                {last.a, last.b} & {c.dst.buffer for c in loads}:
+            # the wgmma of step k stays in flight while step k + 1 waits for its tiles; the
+            # refill comes after it, once step k - 1's MMAs (the stage it overwrites) are done
+            rest[-1] = dataclasses.replace(last, wg_wait=1)
+            new_body = rest[:wait_at] + [wait] + rest[wait_at:] + [prefetch]
+        else:
+            new_body = [prefetch] + rest[:wait_at] + [wait] + rest[wait_at:]
         return [*prologue, dataclasses.replace(loop, body=tuple(new_body))]
+
+    def wgmma(self, g: N.Gemm) -> bool:
+        layout = self.allocs[g.c].layout if g.c in self.allocs else None
+        return layout is not None and layout.mma == "wgmma"
 
     # ---- descriptors ------------------------------------------------------------------
     def describe(self, body) -> tuple:
@@ -385,9 +400,9 @@ class _Kernel:
         body = [dataclasses.replace(s, stages=self.stages[s.buffer.name])
                 if isinstance(s, N.Allocate) and s.buffer.name in self.stages else s
                 for s in self.top(self.scope.body)]
-        # barrier arrays go with the other allocations, before the first statement
-        first = next((i for i, s in enumerate(body) if not isinstance(s, N.Allocate)), len(body))
-        body[first:first] = self.new_allocs
+        # barrier arrays go after the other allocations (shared offsets follow this order)
+        last = max((i for i, s in enumerate(body) if isinstance(s, N.Allocate)), default=-1)
+        body[last + 1:last + 1] = self.new_allocs
         body = self.describe(tuple(body))
         return dataclasses.replace(self.scope, body=body), list(self.descriptors.values())
 

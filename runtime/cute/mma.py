@@ -100,10 +100,11 @@ def accumulator(family: str, warps: tuple, shape: tuple, dtype, tid):
     return regs, thr.partition_C(cute.make_identity_tensor(shape))
 
 
-def gemm(mma, tid, acc, sa, sb, accumulate: bool = True) -> None:
+def gemm(mma, tid, acc, sa, sb, accumulate: bool = True, wait: int = 0) -> None:
     """``acc += sa @ sb^T`` (``sa`` is ``(M, K)``, ``sb`` is ``(N, K)``, both shared views
-    from :func:`operand`).  wgmma: issued by the whole warpgroup and waited for before
-    returning; ``accumulate=False`` overwrites ``acc`` (``clear_accum``)."""
+    from :func:`operand`), issued by the whole warpgroup as one batch; returns once at
+    most ``wait`` batches are in flight (then :func:`drain` before reading ``acc``).
+    ``accumulate=False`` overwrites ``acc`` (``clear_accum``)."""
     thr = mma.get_slice(tid)
     fa, fb = mma.make_fragment_A(thr.partition_A(sa)), mma.make_fragment_B(thr.partition_B(sb))
     mma.set(warpgroup.Field.ACCUMULATE, accumulate)
@@ -112,6 +113,11 @@ def gemm(mma, tid, acc, sa, sb, accumulate: bool = True) -> None:
         cute.gemm(mma, acc, fa[None, None, k], fb[None, None, k], acc)
         mma.set(warpgroup.Field.ACCUMULATE, True)
     warpgroup.commit_group()
+    warpgroup.wait_group(wait)
+
+
+def drain() -> None:
+    """Wait until every wgmma batch of this warpgroup is done."""
     warpgroup.wait_group(0)
 
 

@@ -1,0 +1,128 @@
+"""GEMM throughput: tilecute's examples/gemm.py next to torch.matmul (cuBLAS) in the same
+run, on the same randn inputs; optionally CUTLASS's own CuTe DSL Hopper GEMM example
+(``--cutlass-example PATH``: a dense_gemm_persistent.py fetched from NVIDIA/cutlass,
+never committed here).  Prints one JSON line per (shape, dtype, kernel).
+
+    python3 benchmarks/gemm.py [--shapes 4096x4096x4096,...] [--dtypes bfloat16,float16]
+                               [--schedules 128x256x64x4x256,...]
+
+A schedule is tm x tn x tk x stages x threads [x panel] (panel: T.use_swizzle rows).  TFLOP/s = 2 M N K / time; the time is
+the median over ``--reps`` CUDA-event samples of ``--inner`` back-to-back launches.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
+
+import tilecute  # noqa: E402
+import gemm as G  # noqa: E402
+
+TORCH = {"float16": torch.float16, "bfloat16": torch.bfloat16}
+SHAPES = "4096x4096x4096,8192x8192x8192,4096x11008x4096,4096x14336x4096"
+SCHEDULES = "128x256x64x4x256x8,128x256x64x4x256,128x128x64x4x256x8"
+
+
+def time_ms(fn, reps: int, inner: int) -> float:
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    samples = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(inner):
+            fn()
+        end.record()
+        end.synchronize()
+        samples.append(start.elapsed_time(end) / inner)
+    return statistics.median(samples)
+
+
+def emit(**row):
+    print(json.dumps(row), flush=True)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--shapes", default=SHAPES, help="MxNxK,... (default: %(default)s)")
+    ap.add_argument("--dtypes", default="bfloat16,float16")
+    ap.add_argument("--schedules", default=SCHEDULES, help="tm x tn x tk x stages x threads,...")
+    ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--inner", type=int, default=10)
+    ap.add_argument("--cutlass-example", default=None,
+                    help="path of CUTLASS's CuTe DSL dense_gemm_persistent.py to run as a peer")
+    args = ap.parse_args(argv)
+    emit(device=torch.cuda.get_device_name(), torch=torch.__version__)
+    for shape in args.shapes.split(","):
+        M, N, K = (int(x) for x in shape.split("x"))
+        flops = 2 * M * N * K
+        for dtype in args.dtypes.split(","):
+            torch.manual_seed(0)
+            x = torch.randn(M, K, device="cuda", dtype=TORCH[dtype])
+            w = torch.randn(K, N, device="cuda", dtype=TORCH[dtype])
+            y = torch.empty(M, N, device="cuda", dtype=TORCH[dtype])
+            ref = torch.matmul(x, w)
+            ms = time_ms(lambda: torch.matmul(x, w, out=y), args.reps, args.inner)
+            peer = flops / ms / 1e9
+            emit(shape=shape, dtype=dtype, kernel="torch.matmul (cuBLAS)", ms=round(ms, 4),
+                 tflops=round(peer, 1))
+            for sched in args.schedules.split(","):
+                tm, tn, tk, stages, threads, *panel = (int(v) for v in sched.split("x"))
+                kernel = tilecute.compile(G.matmul(tm, tn, tk, stages, threads, dtype,
+                                                   panel=panel[0] if panel else 0))
+                kernel(x, w, y)
+                err = (y.float() - ref.float()).abs().max().item()
+                ms = time_ms(lambda: kernel(x, w, y), args.reps, args.inner)
+                tf = flops / ms / 1e9
+                emit(shape=shape, dtype=dtype, kernel="tilecute", schedule=sched, ms=round(ms, 4),
+                     tflops=round(tf, 1), of_cublas=round(tf / peer, 3),
+                     max_err_vs_cublas=round(err, 4))
+            if args.cutlass_example:
+                cutlass_peer(args.cutlass_example, x, w, ref, flops, peer, shape, dtype, args)
+
+
+def cutlass_peer(path, x, w, ref, flops, peer, shape, dtype, args):
+    """CUTLASS's CuTe DSL Hopper persistent GEMM (128x256 tiles, cluster 1x1) on the same
+    inputs: A (M, K) K-major, B = W viewed (N, K) N-major, C (M, N); its own host code
+    builds the TMA descriptors.  Compiled once per shape and dtype."""
+    try:
+        import importlib.util
+
+        import cuda.bindings.driver as cuda_drv
+        import cutlass
+        import cutlass.cute as cute
+        from cutlass.cute.runtime import from_dlpack
+
+        spec = importlib.util.spec_from_file_location("cutlass_dense_gemm_persistent", path)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = mod
+        spec.loader.exec_module(mod)
+        M, N = x.shape[0], w.shape[1]
+        c = torch.empty(M, N, 1, device="cuda", dtype=x.dtype)
+        ta = from_dlpack(x.unsqueeze(-1), assumed_align=16).mark_layout_dynamic(leading_dim=1)
+        tb = from_dlpack(w.t().unsqueeze(-1), assumed_align=16).mark_layout_dynamic(leading_dim=0)
+        tc = from_dlpack(c, assumed_align=16).mark_layout_dynamic(leading_dim=1)
+        gemm = mod.HopperWgmmaGemmPersistentKernel(cutlass.Float32, (128, 256), (1, 1), 1, True)
+        clusters = cutlass.utils.HardwareInfo().get_max_active_clusters(1)
+        stream = cuda_drv.CUstream(torch.cuda.current_stream().cuda_stream)
+        compiled = cute.compile(gemm, ta, tb, tc, clusters, stream)
+        compiled(ta, tb, tc, stream)
+        err = (c[..., 0].float() - ref.float()).abs().max().item()
+        ms = time_ms(lambda: compiled(ta, tb, tc, stream), args.reps, args.inner)
+        tf = flops / ms / 1e9
+        emit(shape=shape, dtype=dtype, kernel="CUTLASS CuTe DSL dense_gemm_persistent",
+             schedule="128x256 tile, cluster 1x1", ms=round(ms, 4), tflops=round(tf, 1),
+             of_cublas=round(tf / peer, 3), max_err_vs_cublas=round(err, 4))
+    except Exception as e:  # the peer is optional; say why it did not run
+        emit(shape=shape, dtype=dtype, kernel="CUTLASS CuTe DSL dense_gemm_persistent",
+             error=f"{type(e).__name__}: {str(e)[:300]}")
+
+
+if __name__ == "__main__":
+    main()

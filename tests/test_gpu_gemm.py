@@ -1,0 +1,99 @@
+"""T.gemm on a GPU (pytest -m gpu): examples/gemm.py against torch.matmul for every
+dtype the GPU's tensor cores take, all four transpose forms, square, skinny (M = 16..128),
+K not a multiple of the K tile, and ragged M and N; plus the fused bias+relu epilogue."""
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import tilecute  # noqa: E402
+import gemm as G  # noqa: E402
+
+pytestmark = pytest.mark.gpu
+
+TORCH = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32,
+         "float8_e4m3": torch.float8_e4m3fn, "float8_e5m2": torch.float8_e5m2}
+
+
+def _hopper():
+    return torch.cuda.get_device_capability()[0] >= 9
+
+
+def _check(dtype, M, N, K, transpose_A=False, transpose_B=False, **schedule):
+    torch.manual_seed(M * 7 + N * 3 + K)
+    kernel = tilecute.compile(G.matmul(dtype=dtype, transpose_A=transpose_A,
+                                       transpose_B=transpose_B, **schedule))
+    x = torch.randn(M, K, device="cuda").to(TORCH[dtype])
+    w = torch.randn(K, N, device="cuda").to(TORCH[dtype])
+    out = torch.float16 if dtype.startswith("float8") else TORCH[dtype]
+    y = torch.full((M, N), float("nan"), device="cuda", dtype=out)
+    kernel(x.t().contiguous() if transpose_A else x, w.t().contiguous() if transpose_B else w, y)
+    if dtype == "float32":  # tf32 inputs: round like the tensor cores (truncate 13 bits)
+        xr, wr = (t.view(torch.int32) & ~0x1FFF for t in (x, w))
+        ref = xr.view(torch.float32).double() @ wr.view(torch.float32).double()
+    else:
+        ref = x.double() @ w.double()
+    err = (y.double() - ref).abs().max().item()
+    # fp32 accumulation of K products, then one rounding to the output dtype
+    tol = {"float16": 2e-3, "bfloat16": 1e-2, "float32": 1e-3}.get(str(out).split(".")[-1], 1e-2)
+    bound = tol * ref.abs().max().item() + 1e-2
+    assert not torch.isnan(y).any(), f"{dtype} {M}x{N}x{K}: output left unwritten"
+    assert err <= bound, f"{dtype} {M}x{N}x{K} tA={transpose_A} tB={transpose_B}: max err {err} > {bound}"
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("transpose_A,transpose_B", [(False, False), (False, True),
+                                                     (True, False), (True, True)])
+def test_transposes(dtype, transpose_A, transpose_B):
+    _check(dtype, 1000, 776, 520, transpose_A, transpose_B)
+
+
+@pytest.mark.parametrize("M,N,K", [(512, 512, 512), (16, 4096, 1024), (64, 1024, 4096),
+                                   (128, 384, 200), (1000, 1000, 136), (257, 136, 72)])
+def test_shapes(M, N, K):
+    _check("float16", M, N, K)
+
+
+def test_row_length_not_a_multiple_of_16_bytes_is_a_clear_error():
+    kernel = tilecute.compile(G.matmul())
+    x = torch.randn(64, 64, device="cuda", dtype=torch.float16)
+    w = torch.randn(64, 129, device="cuda", dtype=torch.float16)
+    y = torch.empty(64, 129, device="cuda", dtype=torch.float16)
+    with pytest.raises(ValueError, match="W"):
+        kernel(x, w, y)
+
+
+@pytest.mark.parametrize("schedule", [dict(tm=128, tn=256, stages=4, panel=8), dict(tm=64, tn=64, threads=128),
+                                      dict(tm=128, tn=128, tk=32, stages=2, threads=128)])
+def test_schedules(schedule):
+    _check("bfloat16", 777, 1024, 1000, **schedule)
+
+
+@pytest.mark.parametrize("dtype", ["float8_e4m3", "float8_e5m2"])
+def test_float8(dtype):
+    if not _hopper():
+        pytest.skip("float8 tensor cores need sm_90")
+    _check(dtype, 300, 512, 256, transpose_B=True, tk=128)
+
+
+def test_tf32():
+    _check("float32", 300, 512, 264, transpose_B=True, tk=32)
+
+
+def test_bias_relu_epilogue():
+    kernel = tilecute.compile(G.matmul_bias_relu())
+    M, N, K = 500, 384, 256
+    x = torch.randn(M, K, device="cuda", dtype=torch.float16)
+    w = torch.randn(K, N, device="cuda", dtype=torch.float16)
+    bias = torch.randn(N, device="cuda", dtype=torch.float16)
+    y = torch.empty(M, N, device="cuda", dtype=torch.float16)
+    kernel(x, w, bias, y)
+    ref = torch.relu(x.float() @ w.float() + bias.float())
+    torch.testing.assert_close(y.float(), ref, atol=5e-2, rtol=2e-3)
+
+
+def test_jit_factory():
+    x = torch.randn(256, 128, device="cuda", dtype=torch.float16)
+    w = torch.randn(128, 192, device="cuda", dtype=torch.float16)
+    y = G.matmul_kernel(tm=128, tn=64, threads=128)(x, w)
+    torch.testing.assert_close(y.float(), x.float() @ w.float(), atol=5e-2, rtol=2e-3)
