@@ -1,0 +1,314 @@
+"""benchmarks/launch_overhead.py and its raw cuLaunchKernel peer, checked without a GPU.
+
+- the script's arguments;
+- the raw loop's parameter lists, made from each case's launch ABI;
+- benchmarks/raw_launch.cpp built with g++ against a fake libcuda (direct entry points):
+  it launches the kernel the cubin names with the parameters it was given, and for the TMA
+  case encodes the same descriptors as tilecute's launcher (run against test_launcher.py's
+  fake driver with test_launcher_tma.py's tensor-map encoder) for the same tensor, on every
+  launch for its first peer and once for the second.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+TESTS = Path(__file__).resolve().parent
+BENCH = TESTS.parent / "benchmarks"
+sys.path.insert(0, str(BENCH))
+sys.path.insert(0, str(TESTS))
+
+import launch_overhead as L  # noqa: E402
+import tilecute  # noqa: E402
+import tma_ops  # noqa: E402
+from test_launcher import FAKE_LIBCUDA  # noqa: E402
+from test_launcher_tma import FAKE_TENSOR_MAPS, parse_encode  # noqa: E402
+from tilecute.build import cuda_include_dir  # noqa: E402
+
+# libcuda's own entry points, as raw_launch.cpp links them (cuda.h maps cuMemAlloc and
+# cuMemsetD8 to their _v2 symbols on both sides).  Modules come from a text "cubin"
+# ("kernel <name> <param sizes...>"); at exit it prints to stderr how many encodes and
+# launches it saw and each distinct encode and launch line, with the parameter bytes.
+FAKE_DIRECT_LIBCUDA = r"""
+#include <cuda.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+struct Function { std::string name; std::vector<int> sizes; };
+std::map<std::string, Function> g_functions;
+std::map<std::string, long> g_encodes, g_launches;
+long g_encode_count = 0, g_launch_count = 0;
+uint64_t g_next_alloc = 0x100000;
+
+template <typename T>
+void list(std::ostringstream& os, const char* key, const T* values, unsigned n) {
+  os << " " << key << "=";
+  for (unsigned i = 0; i < n; ++i) os << (i == 0 ? "" : ",") << static_cast<long long>(values[i]);
+}
+
+struct Report {
+  ~Report() {
+    std::fprintf(stderr, "encodes %ld\nlaunches %ld\n", g_encode_count, g_launch_count);
+    for (auto& [line, n] : g_encodes) std::fprintf(stderr, "%s count=%ld\n", line.c_str(), n);
+    for (auto& [line, n] : g_launches) std::fprintf(stderr, "%s count=%ld\n", line.c_str(), n);
+  }
+} g_report;
+}  // namespace
+
+extern "C" {
+CUresult cuInit(unsigned) { return CUDA_SUCCESS; }
+CUresult cuGetErrorName(CUresult, const char** s) { *s = "FAKE_ERROR"; return CUDA_SUCCESS; }
+CUresult cuDeviceGet(CUdevice* d, int ordinal) { *d = ordinal; return CUDA_SUCCESS; }
+CUresult cuDevicePrimaryCtxRetain(CUcontext* c, CUdevice) {
+  *c = reinterpret_cast<CUcontext>(0x10);
+  return CUDA_SUCCESS;
+}
+CUresult cuCtxSetCurrent(CUcontext) { return CUDA_SUCCESS; }
+CUresult cuModuleLoad(CUmodule* m, const char* path) {
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream is(line);
+    std::string kind;
+    Function f;
+    is >> kind >> f.name;
+    for (int size; is >> size;) f.sizes.push_back(size);
+    if (kind == "kernel") g_functions[f.name] = f;
+  }
+  *m = reinterpret_cast<CUmodule>(0x20);
+  return g_functions.empty() ? CUDA_ERROR_INVALID_IMAGE : CUDA_SUCCESS;
+}
+CUresult cuModuleGetFunction(CUfunction* f, CUmodule, const char* name) {
+  auto it = g_functions.find(name);
+  if (it == g_functions.end()) return CUDA_ERROR_NOT_FOUND;
+  *f = reinterpret_cast<CUfunction>(&it->second);
+  return CUDA_SUCCESS;
+}
+CUresult cuFuncSetAttribute(CUfunction, CUfunction_attribute, int) { return CUDA_SUCCESS; }
+CUresult cuMemAlloc(CUdeviceptr* p, size_t bytes) {
+  *p = g_next_alloc;
+  g_next_alloc += (bytes + 0xfffff) & ~size_t(0xfffff);
+  return CUDA_SUCCESS;
+}
+CUresult cuMemsetD8(CUdeviceptr, unsigned char, size_t) { return CUDA_SUCCESS; }
+CUresult cuStreamCreate(CUstream* s, unsigned) { *s = reinterpret_cast<CUstream>(0x30); return CUDA_SUCCESS; }
+CUresult cuStreamSynchronize(CUstream) { return CUDA_SUCCESS; }
+CUresult cuTensorMapEncodeTiled(CUtensorMap* map, CUtensorMapDataType type, cuuint32_t rank, void* address,
+                                const cuuint64_t* dims, const cuuint64_t* strides, const cuuint32_t* box,
+                                const cuuint32_t* element_strides, CUtensorMapInterleave interleave,
+                                CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2, CUtensorMapFloatOOBfill oob) {
+  std::ostringstream os;
+  os << "tiled type=" << type << " rank=" << rank << " address=" << reinterpret_cast<uintptr_t>(address);
+  list(os, "dims", dims, rank);
+  list(os, "strides", strides, rank - 1);
+  list(os, "box", box, rank);
+  list(os, "element_strides", element_strides, rank);
+  os << " interleave=" << interleave << " swizzle=" << swizzle << " l2=" << l2 << " oob=" << oob;
+  ++g_encodes[os.str()];
+  ++g_encode_count;
+  if (reinterpret_cast<uintptr_t>(map) % 64 != 0) return CUDA_ERROR_INVALID_VALUE;  // the real rule
+  std::memset(map, 0, sizeof(*map));
+  map->opaque[0] = 0x414d54;  // "TMA"
+  map->opaque[2] = reinterpret_cast<uintptr_t>(address);
+  return CUDA_SUCCESS;
+}
+CUresult cuLaunchKernel(CUfunction handle, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                        unsigned bz, unsigned smem, CUstream stream, void** params, void** extra) {
+  auto* f = reinterpret_cast<Function*>(handle);
+  std::ostringstream os;
+  os << "launch " << f->name << " grid=" << gx << "," << gy << "," << gz << " block=" << bx << "," << by << ","
+     << bz << " smem=" << smem << " stream=" << reinterpret_cast<uintptr_t>(stream) << " extra=" << (extra != nullptr)
+     << " params=";
+  for (size_t i = 0; i < f->sizes.size(); ++i) {
+    const auto* bytes = static_cast<const unsigned char*>(params[i]);
+    char hex[3];
+    os << (i == 0 ? "" : ",");
+    for (int b = 0; b < f->sizes[i]; ++b) {
+      std::snprintf(hex, sizeof(hex), "%02x", bytes[b]);
+      os << hex;
+    }
+  }
+  ++g_launches[os.str()];
+  ++g_launch_count;
+  return CUDA_SUCCESS;
+}
+}  // extern "C"
+"""
+
+# tilecute's launcher against test_launcher.py's fake driver: the encodes of one call
+TILECUTE_SCRIPT = r"""
+import ctypes, json, sys
+sys.path.insert(0, sys.argv[1])
+import tvm_ffi
+from test_launcher import FakeTensor
+
+launcher, cubin, function = sys.argv[2:5]
+cuda = ctypes.CDLL("libcuda.so.1")
+cuda.fake_tma_log.restype = ctypes.c_char_p
+mod = tvm_ffi.load_module(launcher)
+mod["__tilecute_set_cubin"](cubin)
+x = FakeTensor((64, 64), "float16", data=0x100000)
+y = FakeTensor((64, 64), "float16", data=0x200000)
+mod[function](x, y)
+print(json.dumps(cuda.fake_tma_log().decode().splitlines()))
+"""
+
+
+@pytest.fixture(scope="module")
+def kernels(tmp_path_factory):
+    """Each case's tilecute kernel and CPU arguments (shapes as in the benchmark)."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("TILECUTE_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+    try:
+        compiled = L.case_kernels(list(L.CASES.values()))
+        yield {case: (kernel, make("cpu")) for case, (kernel, make) in compiled.items()}
+    finally:
+        mp.undo()
+
+
+def text_cubin(path: Path, kernel) -> Path:
+    launch = kernel.abi.kernels[0]
+    path.write_text(" ".join(["kernel", launch.symbol, *(str(p.size) for p in launch.params)]) + "\n")
+    return path
+
+
+def test_arguments():
+    args = L.parse_args([])
+    assert (args.iters, args.burst) == (20000, 200)
+    assert args.cases == ["3 tensors", "10 tensors + 4 scalars", "2 TMA descriptors"]
+    assert L.parse_args(["--cases", "tma", "--iters", "10", "--burst", "5"]).cases == ["2 TMA descriptors"]
+    for bad in (["--cases", "3,foo"], ["--cases", ""], ["--iters", "0"]):
+        with pytest.raises(SystemExit):
+            L.parse_args(bad)
+
+
+def test_raw_parameters_come_from_the_launch_abi(kernels):
+    vector_add, args = kernels["3 tensors"]
+    assert L.raw_peer_args(vector_add, args) == ["1,1,1", "128,1,1", "0", "p:2048", "p:2048", "p:2048", "i:1024"]
+    many, args = kernels["10 tensors + 4 scalars"]
+    assert L.raw_peer_args(many, args) == ["1,1,1", "128,1,1", "0", *["p:2048"] * 10, "i:1024", "f:0.5", "f:1.0",
+                                           "i:3", "i:1"]
+    tma, args = kernels["2 TMA descriptors"]
+    assert [p.name for p in tma.abi.kernels[0].params] == ["A_ptr", "B_ptr", "D0", "D1", "A_desc", "B_desc"]
+    assert L.raw_peer_args(tma, args) == ["1,1,1", "128,1,1", str(tma.abi.kernels[0].dynamic_smem),
+                                          "p:8192", "p:8192", "i:64", "i:64", "t:0:64x64:64x64", "t:1:64x64:64x64"]
+    # a bigger tensor: the grid expression is evaluated with the launcher's floor semantics
+    big = [torch.empty(130, 72, dtype=torch.float16) for _ in range(2)]
+    assert L.raw_peer_args(tma, big)[0] == "6,1,1"  # ceildiv(130, 64) * ceildiv(72, 64) blocks
+
+
+def test_grid_expressions_floor_like_python():
+    assert L._grid_value("(tc_ceildiv(sym_N, 1024) * tc_floordiv(sym_M, 3))", {"N": 1025, "M": -7}) == 2 * -3
+    assert L._grid_value("tc_max(tc_mod(sym_N, 3), 1)", {"N": -1}) == 2
+
+
+@pytest.fixture(scope="module")
+def raw_exe(tmp_path_factory):
+    """raw_launch.cpp built with g++ against FAKE_DIRECT_LIBCUDA (rpath: no LD_LIBRARY_PATH)."""
+    root = tmp_path_factory.mktemp("fake_direct_cuda")
+    (root / "fake.cpp").write_text(FAKE_DIRECT_LIBCUDA)
+    include = f"-I{cuda_include_dir()}"
+    subprocess.run(["g++", "-std=c++17", "-O1", "-fPIC", "-shared", include, str(root / "fake.cpp"),
+                    "-Wl,-soname,libcuda.so.1", "-o", str(root / "libcuda.so.1")], check=True, capture_output=True)
+    (root / "libcuda.so").symlink_to("libcuda.so.1")
+    exe = root / "raw_launch"
+    build = subprocess.run(["g++", "-std=c++17", "-O2", "-Wall", "-Werror", include, str(BENCH / "raw_launch.cpp"),
+                            f"-L{root}", f"-Wl,-rpath,{root}", "-lcuda", "-o", str(exe)],
+                           capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr
+    return exe
+
+
+def run_raw(exe, cubin, kernel, args, iters=10, burst=3):
+    out = subprocess.run([str(exe), str(cubin), kernel.abi.kernels[0].symbol, str(iters), str(burst),
+                          *L.raw_peer_args(kernel, args)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    rows = [json.loads(line) for line in out.stdout.splitlines()]
+    report = out.stderr.splitlines()
+    counts = {line.split()[0]: int(line.split()[1]) for line in report[:2]}
+    seen = dict(line.rsplit(" count=", 1) for line in report[2:])
+    encodes = {line: int(n) for line, n in seen.items() if line.startswith("tiled ")}
+    launches = {line: int(n) for line, n in seen.items() if line.startswith("launch ")}
+    return rows, counts, encodes, launches
+
+
+def test_raw_loop_launches_the_cubin_kernel_with_its_parameters(raw_exe, kernels, tmp_path):
+    kernel, args = kernels["10 tensors + 4 scalars"]
+    rows, counts, encodes, launches = run_raw(raw_exe, text_cubin(tmp_path / "k.cubin", kernel), kernel, args)
+    assert [(r["peer"], r["mode"]) for r in rows] == [(L.RAW, "loop"), (L.RAW, "burst3")]
+    assert all(r["us_per_call"] >= 0 for r in rows)
+    calls = 1000 + 10 + 50 * 3  # warm-up, loop, 50 bursts
+    assert counts == {"encodes": 0, "launches": calls}
+    (line,) = launches
+    fields = dict(f.split("=", 1) for f in line.split()[2:])
+    assert (fields["grid"], fields["block"], fields["smem"], fields["extra"]) == ("1,1,1", "128,1,1", "0", "0")
+    params = fields["params"].split(",")
+    pointers = [int.from_bytes(bytes.fromhex(p), "little") for p in params[:10]]
+    assert len(set(pointers)) == 10 and all(p >= 0x100000 for p in pointers)  # ten fresh buffers
+    assert params[10:] == ["00040000", "0000003f", "0000803f", "03000000", "01000000"]  # 1024, 0.5f, 1.0f, 3, 1
+
+
+def test_raw_loop_encodes_the_descriptors_tilecute_encodes(raw_exe, kernels, tmp_path, tmp_path_factory):
+    kernel, args = kernels["2 TMA descriptors"]
+    cubin = text_cubin(tmp_path / "k.cubin", kernel)
+    rows, counts, encodes, launches = run_raw(raw_exe, cubin, kernel, args)
+    per_call = f"{L.RAW}, 2 cuTensorMapEncodeTiled per call"
+    once = f"{L.RAW}, 2 descriptors encoded once, outside the loop"
+    assert [(r["peer"], r["mode"]) for r in rows] == [(per_call, "loop"), (per_call, "burst3"),
+                                                      (once, "loop"), (once, "burst3")]
+    assert L.raw_baseline([dict(r, case="c") for r in rows], "c") == {r["mode"]: r["us_per_call"] for r in rows[:2]}
+    calls = 1000 + 10 + 50 * 3
+    # per call: both descriptors before every launch (and once before the warm-up); once: once
+    assert counts == {"encodes": 2 * (calls + 1) + 2, "launches": 2 * calls}
+    raw = sorted((parse_encode(line) for line in encodes), key=lambda e: e["address"])
+    assert len(raw) == 2 and raw[0]["address"] != raw[1]["address"]
+
+    # tilecute's launcher, same kernel, same (64, 64) float16 tensors, on the launcher tests' fake driver
+    root = tmp_path_factory.mktemp("fake_cuda_tma_bench")
+    (root / "fake_libcuda.cpp").write_text(FAKE_LIBCUDA)
+    (root / "fake_tensor_maps.cpp").write_text(FAKE_TENSOR_MAPS)
+    compile_ = ["g++", "-std=c++17", "-O1", "-fPIC", f"-I{cuda_include_dir()}", "-c"]
+    subprocess.run([*compile_, "-DcuGetProcAddress_v2=fake_base_cuGetProcAddress_v2", str(root / "fake_libcuda.cpp"),
+                    "-o", str(root / "base.o")], check=True, capture_output=True)
+    subprocess.run([*compile_, str(root / "fake_tensor_maps.cpp"), "-o", str(root / "maps.o")], check=True,
+                   capture_output=True)
+    subprocess.run(["g++", "-shared", str(root / "base.o"), str(root / "maps.o"), "-Wl,-soname,libcuda.so.1",
+                    "-o", str(root / "libcuda.so.1")], check=True, capture_output=True)
+    env = dict(os.environ, LD_LIBRARY_PATH=f"{root}:{os.environ.get('LD_LIBRARY_PATH', '')}")
+    run = subprocess.run([sys.executable, "-c", TILECUTE_SCRIPT, str(TESTS), str(kernel.path / "launcher.so"),
+                          str(cubin), kernel.name], capture_output=True, text=True, env=env, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    ours = [parse_encode(line) for line in json.loads(run.stdout.strip().splitlines()[-1])]
+    assert [e["address"] for e in ours] == [0x100000, 0x200000]
+    for theirs, mine in zip(ours, raw):
+        assert {k: v for k, v in theirs.items() if k != "address"} == {k: v for k, v in mine.items() if k != "address"}
+    assert ours[0] == {"mode": "tiled", "type": 6, "rank": 2, "address": 0x100000, "dims": [64, 64], "strides": [128],
+                       "box": [64, 64], "element_strides": [1, 1], "interleave": 0, "swizzle": 0, "l2": 0, "oob": 0}
+
+    # each launch gets the descriptors over its own buffers, by value, after the pointers and symbols
+    (line,) = launches
+    fields = dict(f.split("=", 1) for f in line.split()[2:])
+    assert (fields["grid"], fields["block"], fields["smem"]) == ("1,1,1", "128,1,1",
+                                                                 str(kernel.abi.kernels[0].dynamic_smem))
+    a, b, d0, d1, a_desc, b_desc = fields["params"].split(",")
+    assert (d0, d1) == ("40000000", "40000000")
+    for ptr, desc in ((a, a_desc), (b, b_desc)):
+        address = int.from_bytes(bytes.fromhex(ptr), "little")
+        want = (0x414D54).to_bytes(8, "little") + bytes(8) + address.to_bytes(8, "little") + bytes(128 - 24)
+        assert desc == want.hex()
+
