@@ -96,8 +96,10 @@ class Kernel:
     def launch(self, *args, stream=None):
         """``kernel(*args)`` with an explicit stream given as a torch/CuPy stream, any
         object with ``__cuda_stream__`` (the CUDA stream protocol), or an int handle.
-        For tensors of any DLPack framework (CuPy, JAX, ...): their current stream is not
-        torch's, so pass the one the data lives on."""
+        For arrays of another DLPack framework (CuPy is tested; JAX is not): TVM FFI learns
+        the current stream only from a framework that exports the DLPack C exchange API
+        (torch does); without it and without ``stream`` the launch goes to the legacy
+        default stream, so pass the one the data lives on."""
         if stream is None:
             return self(*args)
         return self(*args, stream_handle(stream))

@@ -1,4 +1,5 @@
-"""benchmarks/launch_overhead.py and its raw cuLaunchKernel peer, checked without a GPU.
+"""benchmarks/launch_overhead.py, its raw cuLaunchKernel peer and benchmarks/ffi_arg_cost.py,
+checked without a GPU.
 
 - the script's arguments;
 - the raw loop's parameter lists, made from each case's launch ABI;
@@ -6,7 +7,8 @@
   it launches the kernel the cubin names with the parameters it was given, and for the TMA
   case encodes the same descriptors as tilecute's launcher (run against test_launcher.py's
   fake driver with test_launcher_tma.py's tensor-map encoder) for the same tensor, on every
-  launch for its first peer and once for the second.
+  launch for its first peer and once for the second;
+- ffi_arg_cost.py's CPU run.
 """
 
 from __future__ import annotations
@@ -312,3 +314,15 @@ def test_raw_loop_encodes_the_descriptors_tilecute_encodes(raw_exe, kernels, tmp
         want = (0x414D54).to_bytes(8, "little") + bytes(8) + address.to_bytes(8, "little") + bytes(128 - 24)
         assert desc == want.hex()
 
+
+def test_ffi_arg_cost_runs_on_cpu():
+    run = subprocess.run([sys.executable, str(BENCH / "ffi_arg_cost.py"), "--samples", "1", "--device", "cpu",
+                          "--no-subprocess"], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    lines = [json.loads(line) for line in run.stdout.splitlines()]
+    assert lines[0]["env"] == "versions" and "torch.Tensor.__dlpack_c_exchange_api__" in lines[0]
+    rows = {(r["what"], r["args"]): r["ns_per_call"] for r in lines if "what" in r}
+    assert ("noop(*torch tensors)", 10) in rows and ("noop(*ints)", 10) in rows
+    assert all(ns > 0 for ns in rows.values())
+    (summary,) = [r for r in lines if "summary" in r]
+    assert "noop(*torch tensors)" in summary and "torch tensor minus int, per argument (10 of each)" in summary
