@@ -225,8 +225,10 @@ def raw_peer(kernel, args, iters: int, burst: int, case: str):
     """raw_launch.cpp on tilecute's own cubin, parameters described from the launch ABI."""
     cmd = [str(raw_launch_exe()), kernel.ensure_cubin(), kernel.abi.kernels[0].symbol, str(iters), str(burst),
            *raw_peer_args(kernel, args)]
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    rows = [dict(case=case, **json.loads(line)) for line in out.splitlines() if line.startswith("{")]
+    run = subprocess.run(cmd, capture_output=True, text=True)
+    if run.returncode != 0:
+        raise RuntimeError(f"{case}: raw loop failed ({run.returncode}): {' '.join(cmd)}\n{run.stderr}")
+    rows = [dict(case=case, **json.loads(line)) for line in run.stdout.splitlines() if line.startswith("{")]
     for r in rows:
         print(json.dumps(r), flush=True)
     return rows
