@@ -53,10 +53,13 @@ def main(argv=None):
     ap.add_argument("--shapes", default=SHAPES, help="MxNxK,... (default: %(default)s)")
     ap.add_argument("--dtypes", default="bfloat16,float16")
     ap.add_argument("--schedules", default=SCHEDULES, help="tm x tn x tk x stages x threads,...")
+    ap.add_argument("--epilogues", default="direct",
+                    help="direct (registers -> global), shared (-> swizzled shared -> TMA store)")
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--inner", type=int, default=10)
-    ap.add_argument("--cutlass-example", default=None,
-                    help="path of CUTLASS's CuTe DSL dense_gemm_persistent.py to run as a peer")
+    ap.add_argument("--cutlass-example", action="append", default=[],
+                    help="path of CUTLASS's CuTe DSL Hopper dense_gemm_persistent.py or "
+                         "dense_gemm.py to run as a peer (repeatable)")
     args = ap.parse_args(argv)
     emit(device=torch.cuda.get_device_name(), torch=torch.__version__)
     for shape in args.shapes.split(","):
@@ -72,25 +75,29 @@ def main(argv=None):
             peer = flops / ms / 1e9
             emit(shape=shape, dtype=dtype, kernel="torch.matmul (cuBLAS)", ms=round(ms, 4),
                  tflops=round(peer, 1))
-            for sched in args.schedules.split(","):
+            for sched, epi in ((s, e) for s in args.schedules.split(",")
+                               for e in args.epilogues.split(",")):
                 tm, tn, tk, stages, threads, *panel = (int(v) for v in sched.split("x"))
                 kernel = tilecute.compile(G.matmul(tm, tn, tk, stages, threads, dtype,
-                                                   panel=panel[0] if panel else 0))
+                                                   panel=panel[0] if panel else 0, epilogue=epi))
                 kernel(x, w, y)
                 err = (y.float() - ref.float()).abs().max().item()
                 ms = time_ms(lambda: kernel(x, w, y), args.reps, args.inner)
                 tf = flops / ms / 1e9
-                emit(shape=shape, dtype=dtype, kernel="tilecute", schedule=sched, ms=round(ms, 4),
+                emit(shape=shape, dtype=dtype, kernel="tilecute", schedule=sched, epilogue=epi,
+                     ms=round(ms, 4),
                      tflops=round(tf, 1), of_cublas=round(tf / peer, 3),
                      max_err_vs_cublas=round(err, 4))
-            if args.cutlass_example:
-                cutlass_peer(args.cutlass_example, x, w, ref, flops, peer, shape, dtype, args)
+            for path in args.cutlass_example:
+                cutlass_peer(path, x, w, ref, flops, peer, shape, dtype, args)
 
 
 def cutlass_peer(path, x, w, ref, flops, peer, shape, dtype, args):
-    """CUTLASS's CuTe DSL Hopper persistent GEMM (128x256 tiles, cluster 1x1) on the same
-    inputs: A (M, K) K-major, B = W viewed (N, K) N-major, C (M, N); its own host code
-    builds the TMA descriptors.  Compiled once per shape and dtype."""
+    """CUTLASS's CuTe DSL Hopper GEMM example (persistent warp-specialized, or the plain
+    dense_gemm.py; 128x256 tiles, cluster 1x1) on the same inputs: A (M, K) K-major,
+    B = W viewed (N, K) N-major, C (M, N); its own host code builds the TMA descriptors.
+    Compiled once per shape and dtype."""
+    name = os.path.splitext(os.path.basename(path))[0]
     try:
         import importlib.util
 
@@ -108,19 +115,23 @@ def cutlass_peer(path, x, w, ref, flops, peer, shape, dtype, args):
         ta = from_dlpack(x.unsqueeze(-1), assumed_align=16).mark_layout_dynamic(leading_dim=1)
         tb = from_dlpack(w.t().unsqueeze(-1), assumed_align=16).mark_layout_dynamic(leading_dim=0)
         tc = from_dlpack(c, assumed_align=16).mark_layout_dynamic(leading_dim=1)
-        gemm = mod.HopperWgmmaGemmPersistentKernel(cutlass.Float32, (128, 256), (1, 1), 1, True)
-        clusters = cutlass.utils.HardwareInfo().get_max_active_clusters(1)
         stream = cuda_drv.CUstream(torch.cuda.current_stream().cuda_stream)
-        compiled = cute.compile(gemm, ta, tb, tc, clusters, stream)
+        if hasattr(mod, "HopperWgmmaGemmPersistentKernel"):
+            gemm = mod.HopperWgmmaGemmPersistentKernel(cutlass.Float32, (128, 256), (1, 1), 1, True)
+            clusters = cutlass.utils.HardwareInfo().get_max_active_clusters(1)
+            compiled = cute.compile(gemm, ta, tb, tc, clusters, stream)
+        else:
+            gemm = mod.HopperWgmmaGemmKernel(cutlass.Float32, (128, 256), (1, 1))
+            compiled = cute.compile(gemm, ta, tb, tc, stream)
         compiled(ta, tb, tc, stream)
         err = (c[..., 0].float() - ref.float()).abs().max().item()
         ms = time_ms(lambda: compiled(ta, tb, tc, stream), args.reps, args.inner)
         tf = flops / ms / 1e9
-        emit(shape=shape, dtype=dtype, kernel="CUTLASS CuTe DSL dense_gemm_persistent",
+        emit(shape=shape, dtype=dtype, kernel=f"CUTLASS CuTe DSL {name}",
              schedule="128x256 tile, cluster 1x1", ms=round(ms, 4), tflops=round(tf, 1),
              of_cublas=round(tf / peer, 3), max_err_vs_cublas=round(err, 4))
     except Exception as e:  # the peer is optional; say why it did not run
-        emit(shape=shape, dtype=dtype, kernel="CUTLASS CuTe DSL dense_gemm_persistent",
+        emit(shape=shape, dtype=dtype, kernel=f"CUTLASS CuTe DSL {path}",
              error=f"{type(e).__name__}: {str(e)[:300]}")
 
 

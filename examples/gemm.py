@@ -25,12 +25,14 @@ def _dims(dtype, out_dtype):
 
 
 def matmul(tm=128, tn=128, tk=64, stages=3, threads=256, dtype="float16",
-           transpose_A=False, transpose_B=False, out_dtype=None, panel=0):
+           transpose_A=False, transpose_B=False, out_dtype=None, panel=0, epilogue="direct"):
     """Y (M, N) = A @ B with A = X (M, K), or X^T for X (K, M) when ``transpose_A``, and
     B = W (K, N), or W^T for W (N, K) when ``transpose_B``; fp32 accumulation, ``Y`` in
     ``out_dtype`` (the input dtype by default).  One (tm, tn) tile per block; with
     ``panel`` > 0 the blocks walk the tiles in panels of that many rows
-    (``T.use_swizzle``), so blocks running at once share tiles of W in L2."""
+    (``T.use_swizzle``), so blocks running at once share tiles of W in L2.
+    ``epilogue="shared"`` writes the tile through a swizzled shared buffer and TMA
+    stores instead of straight from registers."""
     out_dtype = out_dtype or ("float16" if dtype.startswith("float8") else dtype)
     M, N, K = _dims(dtype, out_dtype)
     xshape, xtile = ((K, M), (tk, tm)) if transpose_A else ((M, K), (tm, tk))
@@ -45,6 +47,9 @@ def matmul(tm=128, tn=128, tk=64, stages=3, threads=256, dtype="float16",
             xs = T.alloc_shared(xtile, dtype)
             ws = T.alloc_shared(wtile, dtype)
             acc = T.alloc_fragment((tm, tn), "float32")
+            if epilogue == "shared":
+                ys = T.alloc_shared((tm, tn), out_dtype,
+                                    layout=T.Layout("tma_swizzled", swizzle=128))
             T.clear(acc)
             for step in T.Pipelined(T.ceildiv(K, tk), num_stages=stages):
                 if transpose_A:
@@ -56,7 +61,11 @@ def matmul(tm=128, tn=128, tk=64, stages=3, threads=256, dtype="float16",
                 else:
                     T.copy(W[step * tk, col * tn], ws)
                 T.gemm(xs, ws, acc, transpose_A=transpose_A, transpose_B=transpose_B)
-            T.copy(acc, Y[row * tm, col * tn])
+            if epilogue == "shared":
+                T.copy(acc, ys)
+                T.copy(ys, Y[row * tm, col * tn])
+            else:
+                T.copy(acc, Y[row * tm, col * tn])
 
     return matmul
 

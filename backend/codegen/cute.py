@@ -81,6 +81,7 @@ class _KernelEmitter:
         self.gemms: dict[int, str] = {}  # id(T.gemm) -> its tiled MMA
         self.proxy_fence = False  # barriers also fence shared writes for wgmma reads
         self.in_flight = False  # a T.gemm left wgmma batches in flight (wg_wait)
+        self.one_thread = False  # inside `if tc_tid == 0:`
 
     # ---- helpers -------------------------------------------------------------------------
     def fresh(self, stem: str) -> str:
@@ -255,8 +256,11 @@ class _KernelEmitter:
             else:
                 self.line(depth, text)
         elif isinstance(s, N.If):
-            self.line(depth, f"if {self.expr(s.cond)}:")
+            one = _is_thread_zero(s.cond) and len(self.scope.threads) == 1 and not s.orelse
+            self.line(depth, "if tc_tid == 0:" if one else f"if {self.expr(s.cond)}:")
+            saved, self.one_thread = self.one_thread, self.one_thread or one
             self.body(s.then, depth + 1, guarded)
+            self.one_thread = saved
             if s.orelse:
                 self.line(depth, "else:")
                 self.body(s.orelse, depth + 1, guarded)
@@ -757,9 +761,13 @@ class _KernelEmitter:
         more = f", chunks={chunks}, step={desc.tma.box[-1]}, chunk_bytes={chunk_bytes}" \
             if chunks > 1 else ""
         if load:
-            self.line(depth, f"if tc_tid == 0:  # TMA load of {what} of {glob.buffer}")
-            self.line(depth + 1, f"tct.load({s.desc}, {smem}, {self.barrier_ref(s.barrier)}, "
-                                 f"{coords}, {chunk_bytes * chunks}{more})")
+            call = (f"tct.load({s.desc}, {smem}, {self.barrier_ref(s.barrier)}, "
+                    f"{coords}, {chunk_bytes * chunks}{more})")
+            if self.one_thread:  # already inside `if tc_tid == 0:`
+                self.line(depth, f"{call}  # TMA load of {what} of {glob.buffer}")
+            else:
+                self.line(depth, f"if tc_tid == 0:  # TMA load of {what} of {glob.buffer}")
+                self.line(depth + 1, call)
         else:
             self.line(depth, f"tct.store_fence()  # TMA store of {what} of {glob.buffer}")
             self.line(depth, "cute.arch.sync_threads()")
@@ -844,6 +852,13 @@ def _param_type(p) -> str:
     if p.kind == "tma_desc":
         return "tct.Desc"
     return cute_type(p.dtype)
+
+
+def _is_thread_zero(e) -> bool:
+    """Is ``e`` the condition ``thread_idx(0) == 0``?"""
+    return isinstance(e, N.Cmp) and e.op == "eq" and isinstance(e.a, N.Call) and \
+        e.a.name == "thread_idx" and e.a.args == (N.Const(0, "int32"),) and \
+        isinstance(e.b, N.Const) and e.b.value == 0
 
 
 def _walk(body):

@@ -344,10 +344,23 @@ class _Kernel:
         last = rest[-1] if rest else None
         if isinstance(last, N.Gemm) and self.wgmma(last) and last.wg_wait == 0 and \
                 {last.a, last.b} & {c.dst.buffer for c in loads}:
-            # the wgmma of step k stays in flight while step k + 1 waits for its tiles; the
-            # refill comes after it, once step k - 1's MMAs (the stage it overwrites) are done
+            # the wgmma of step k stays in flight while step k + 1 waits for its tiles.  Each
+            # thread releases step k - 1's stage on an "empty" mbarrier once its MMAs of
+            # step k - 1 are done; one thread waits for that release and refills the stage
+            # (no block barrier: the warpgroups never wait for each other)
             rest[-1] = dataclasses.replace(last, wg_wait=1)
-            new_body = rest[:wait_at] + [wait] + rest[wait_at:] + [prefetch]
+            empty = self.barrier(self.scope.num_threads, S, loop.loc)
+            prev = sub(cur, _i32(1))
+            prev_stage = N.Region(empty, (N.binop("mod", N.binop("add", cur, _i32(S - 1)), _i32(S)),))
+            release = N.If(N.Cmp("gt", cur, _i32(0)), (N.MBarrierArrive(prev_stage, loc=loop.loc),),
+                           loc=loop.loc)
+            acquire = N.If(N.Cmp("gt", cur, _i32(0)), (N.MBarrierWait(
+                prev_stage, N.binop("bitand", N.binop("floordiv", prev, _i32(S)), _i32(1)),
+                loc=loop.loc),), loc=loop.loc)
+            one = N.Cmp("eq", N.Call("thread_idx", (_i32(0),), "int32"), _i32(0))
+            refill = N.If(N.Cmp("lt", rel, n), (N.If(one, (acquire,) + prefetch.then,
+                                                     loc=loop.loc),), loc=loop.loc)
+            new_body = rest[:wait_at] + [wait] + rest[wait_at:] + [release, refill]
         else:
             new_body = [prefetch] + rest[:wait_at] + [wait] + rest[wait_at:]
         return [*prologue, dataclasses.replace(loop, body=tuple(new_body))]
