@@ -78,8 +78,14 @@ def main(argv=None):
             for sched, epi in ((s, e) for s in args.schedules.split(",")
                                for e in args.epilogues.split(",")):
                 tm, tn, tk, stages, threads, *panel = (int(v) for v in sched.split("x"))
-                kernel = tilecute.compile(G.matmul(tm, tn, tk, stages, threads, dtype,
-                                                   panel=panel[0] if panel else 0, epilogue=epi))
+                try:
+                    kernel = tilecute.compile(G.matmul(tm, tn, tk, stages, threads, dtype,
+                                                       panel=panel[0] if panel else 0,
+                                                       epilogue=epi))
+                except ValueError as e:  # e.g. more shared memory than a block can have
+                    emit(shape=shape, dtype=dtype, kernel="tilecute", schedule=sched,
+                         epilogue=epi, skipped=str(e)[:200])
+                    continue
                 kernel(x, w, y)
                 err = (y.float() - ref.float()).abs().max().item()
                 ms = time_ms(lambda: kernel(x, w, y), args.reps, args.inner)

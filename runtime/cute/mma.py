@@ -105,7 +105,10 @@ def gemm(mma, tid, acc, sa, sb, accumulate: bool = True, wait: int = 0) -> None:
     from :func:`operand`), issued by the whole warpgroup as one batch; returns once at
     most ``wait`` batches are in flight (then :func:`drain` before reading ``acc``).
     ``accumulate=False`` overwrites ``acc`` (``clear_accum``)."""
-    thr = mma.get_slice(tid)
+    # the shared-memory descriptors depend only on the warpgroup: slicing by a value the
+    # compiler knows is warp-uniform keeps them in uniform registers (a per-thread value
+    # makes every wgmma wait for a per-thread descriptor conversion)
+    thr = mma.get_slice(cute.arch.make_warp_uniform(tid // WARPGROUP) * WARPGROUP)
     fa, fb = mma.make_fragment_A(thr.partition_A(sa)), mma.make_fragment_B(thr.partition_B(sb))
     mma.set(warpgroup.Field.ACCUMULATE, accumulate)
     warpgroup.fence()
