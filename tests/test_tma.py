@@ -49,7 +49,7 @@ def test_tma_copy_abi_and_cubin(tmp_path):
     descs = [p for p in params if p.kind == "tma_desc"]
     assert [(p.name, p.source, p.dtype) for p in descs] == [
         ("A_desc", "A", "float16"), ("B_desc", "B", "float16")]
-    assert descs[0].tma == TmaSpec(box=(64, 64))
+    assert descs[0].tma == TmaSpec(box=(64, 64), l2_promotion=128)
     assert {a.name: a.align for a in plan.abi.args} == {"A": 16, "B": 16}
     copies = _stmts(plan, N.TmaCopy)
     assert [c.barrier is not None for c in copies] == [True, False]  # a load, then a store

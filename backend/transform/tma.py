@@ -45,6 +45,7 @@ from .tileops import all_names
 
 MAX_BOX = 256  # elements per box dimension
 MAX_RANK = 5
+L2_PROMOTION = 128  # bytes
 
 
 class TmaError(ValueError):
@@ -396,7 +397,8 @@ class _Kernel:
         box = tma_box(glob, glob_r, shared, swizzle)
         if isinstance(box, str):
             self.fail(s, f"T.tma_copy between '{glob.name}' and '{shared.name}': {box}")
-        spec = TmaSpec(box=box, swizzle=swizzle)
+        # L2 promotion of 128 bytes, as CuTe's own TMA atoms encode it
+        spec = TmaSpec(box=box, swizzle=swizzle, l2_promotion=L2_PROMOTION)
         key = (glob.name, spec)
         d = self.descriptors.get(key)
         if d is None:
