@@ -80,7 +80,7 @@ class _KernelEmitter:
         self.mma_reg = None  # the register index inside a nest over accumulators
         self.gemms: dict[int, str] = {}  # id(T.gemm) -> its tiled MMA
         self.proxy_fence = False  # barriers also fence shared writes for wgmma reads
-        self.in_flight = False  # a T.gemm left wgmma batches in flight (wg_wait)
+        self.in_flight: list[str] = []  # accumulators of T.gemms that left wgmma batches in flight
         self.one_thread = False  # inside `if tc_tid == 0:`
 
     # ---- helpers -------------------------------------------------------------------------
@@ -501,9 +501,9 @@ class _KernelEmitter:
 
     def drain(self, depth: int) -> None:
         """Wait for the wgmma batches a T.gemm left in flight."""
-        if self.in_flight:
-            self.line(depth, "tcm.drain()  # the MMAs still in flight")
-            self.in_flight = False
+        for acc in self.in_flight:
+            self.line(depth, f"tcm.drain({acc})  # the MMAs still in flight")
+        self.in_flight = []
 
     def gemm(self, s: N.Gemm, depth: int) -> None:
         a, b, c = (self.buffers[x] for x in (s.a, s.b, s.c))
@@ -522,7 +522,8 @@ class _KernelEmitter:
         if layout.mma == "wgmma":
             if s.wg_wait:
                 acc += f", wait={s.wg_wait}"
-                self.in_flight = True
+                if s.c not in self.in_flight:
+                    self.in_flight.append(s.c)
             self.line(depth, f"tcm.gemm({mma}, tc_tid, {s.c}, {view(a, a_mn)}, {view(b, b_mn)}{acc})")
         else:
             self.line(depth, f"tcm.gemm_warp({mma}, tc_tid, {s.c}, {view(a, a_mn)}, "

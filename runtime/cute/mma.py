@@ -28,6 +28,7 @@ fragment shares it with every ``T.gemm`` that accumulates into it.
 
 import cutlass
 import cutlass.cute as cute
+from cutlass._mlir.dialects import llvm as _llvm
 from cutlass.cute.nvgpu import OperandMajorMode, warp, warpgroup
 
 WARPGROUP = 128
@@ -117,11 +118,25 @@ def gemm(mma, tid, acc, sa, sb, accumulate: bool = True, wait: int = 0) -> None:
         mma.set(warpgroup.Field.ACCUMULATE, True)
     warpgroup.commit_group()
     warpgroup.wait_group(wait)
+    if wait == 0:
+        fence_registers(acc)
 
 
-def drain() -> None:
-    """Wait until every wgmma batch of this warpgroup is done."""
+def drain(acc) -> None:
+    """Wait until every wgmma batch of this warpgroup is done; ``acc`` may be read after."""
     warpgroup.wait_group(0)
+    fence_registers(acc)
+
+
+def fence_registers(acc) -> None:
+    """Pin every register of ``acc`` after the preceding wait: without it the compiler may
+    move reads of the accumulators (an epilogue's conversions) above ``wgmma.wait_group``,
+    and ptxas then serializes every wgmma of the kernel (its warning C7514).  An empty
+    volatile asm that "rewrites" each register, like CUTLASS's warpgroup_fence_operand."""
+    for i in range(cute.size(acc)):
+        acc[i] = cutlass.Float32(_llvm.inline_asm(
+            cutlass.Float32.mlir_type, [cutlass.Float32(acc[i]).ir_value()], "", "=f,0",
+            has_side_effects=True, is_align_stack=False, asm_dialect=_llvm.AsmDialect.AD_ATT))
 
 
 def gemm_warp(mma, tid, acc, sa, sb, a_mn_major: bool, b_mn_major: bool,
