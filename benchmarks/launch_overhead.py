@@ -185,14 +185,14 @@ def raw_peer_args(kernel, args) -> list[str]:
                 raise NotImplementedError(f"{abi.function}: scalar '{p.name}' of dtype {p.dtype}")
         elif p.kind == "tma_desc":
             t, spec = values[p.source], p.tma
-            plain = (spec.mode == "tiled" and spec.swizzle == 0 and spec.interleave == 0 and spec.l2_promotion == 0
+            plain = (spec.mode == "tiled" and spec.swizzle == 0 and spec.interleave == 0
                      and spec.oob_fill == "zero" and spec.element_strides in (None, (1,) * len(spec.box)))
             if p.dtype != "float16" or not plain or not t.is_contiguous() or p.source not in pointer_index:
                 raise NotImplementedError(f"{abi.function}: descriptor '{p.name}' is not a plain tiled float16 "
                                           "one over a contiguous tensor whose pointer comes first")
             shape = "x".join(str(d) for d in t.shape)
             box = "x".join(str(b) for b in spec.box)
-            params.append(f"t:{pointer_index[p.source]}:{shape}:{box}")
+            params.append(f"t:{pointer_index[p.source]}:{shape}:{box}:{spec.l2_promotion}")
         else:
             raise NotImplementedError(f"{abi.function}: parameter kind {p.kind}")
     grid = ",".join(str(_grid_value(g, symbols)) for g in launch.grid)

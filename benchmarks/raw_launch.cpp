@@ -8,11 +8,12 @@
 //     p:BYTES        pointer to a fresh, zeroed device buffer of BYTES bytes
 //     i:VALUE        int32
 //     f:VALUE        float32
-//     t:K:SHAPE:BOX  a tiled float16 TMA descriptor (CUtensorMap, passed by value) over the
-//                    buffer of parameter K (a p:), a contiguous row-major tensor of SHAPE
-//                    (extents joined by 'x', tensor axis order: 64x64), box BOX (the same
-//                    form); no interleave, swizzle or L2 promotion, zero out-of-bounds fill:
-//                    what tilecute's launcher encodes for such a TmaSpec
+//     t:K:SHAPE:BOX[:L2]  a tiled float16 TMA descriptor (CUtensorMap, passed by value)
+//                    over the buffer of parameter K (a p:), a contiguous row-major tensor of
+//                    SHAPE (extents joined by 'x', tensor axis order: 64x64), box BOX (the
+//                    same form), L2 promotion L2 bytes (0, 64, 128 or 256; default 0); no
+//                    interleave or swizzle, zero out-of-bounds fill: what tilecute's launcher
+//                    encodes for such a TmaSpec
 // Prints one JSON line per (peer, mode): modes "loop" (ITERS launches, then one
 // synchronize) and "burstBURST" (BURST launches timed, the queue drained between bursts,
 // 50 rounds).  With descriptors there are two peers: the first encodes every descriptor
@@ -61,6 +62,7 @@ struct Tma {          // one descriptor: its parameter slot and how to encode it
   cuuint64_t strides[4];   // bytes
   cuuint32_t box[5];
   cuuint32_t element_strides[5];
+  CUtensorMapL2promotion l2;
 };
 
 int main(int argc, char** argv) {
@@ -103,11 +105,20 @@ int main(int argc, char** argv) {
       case 't': {
         const size_t c1 = value.find(':'), c2 = value.find(':', c1 + 1);
         if (c1 == std::string::npos || c2 == std::string::npos) usage(("bad descriptor: " + spec).c_str());
+        const size_t c3 = value.find(':', c2 + 1);  // optional :L2
         Tma t = {};
         t.param = i;
         t.source = static_cast<size_t>(std::atoll(value.substr(0, c1).c_str()));
         std::vector<long long> shape = numbers(value.substr(c1 + 1, c2 - c1 - 1), 'x');
-        std::vector<long long> box = numbers(value.substr(c2 + 1), 'x');
+        std::vector<long long> box = numbers(value.substr(c2 + 1, c3 == std::string::npos ? std::string::npos : c3 - c2 - 1), 'x');
+        const long long l2 = c3 == std::string::npos ? 0 : std::atoll(value.substr(c3 + 1).c_str());
+        switch (l2) {
+          case 0: t.l2 = CU_TENSOR_MAP_L2_PROMOTION_NONE; break;
+          case 64: t.l2 = CU_TENSOR_MAP_L2_PROMOTION_L2_64B; break;
+          case 128: t.l2 = CU_TENSOR_MAP_L2_PROMOTION_L2_128B; break;
+          case 256: t.l2 = CU_TENSOR_MAP_L2_PROMOTION_L2_256B; break;
+          default: usage(("bad L2 promotion: " + spec).c_str());
+        }
         if (t.source >= i || argv[8 + t.source][0] != 'p') {
           usage(("descriptor source is not an earlier p: " + spec).c_str());
         }
@@ -136,7 +147,7 @@ int main(int argc, char** argv) {
       CHECK(cuTensorMapEncodeTiled(&maps[t.param], CU_TENSOR_MAP_DATA_TYPE_FLOAT16, t.rank,
                                    reinterpret_cast<void*>(ptrs[t.source]), t.dims, t.strides, t.box,
                                    t.element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
-                                   CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+                                   t.l2, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
     }
   };
   CUstream stream; CHECK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));

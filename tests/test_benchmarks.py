@@ -208,7 +208,7 @@ def test_raw_parameters_come_from_the_launch_abi(kernels):
     tma, args = kernels["2 TMA descriptors"]
     assert [p.name for p in tma.abi.kernels[0].params] == ["A_ptr", "B_ptr", "D0", "D1", "A_desc", "B_desc"]
     assert L.raw_peer_args(tma, args) == ["1,1,1", "128,1,1", str(tma.abi.kernels[0].dynamic_smem),
-                                          "p:8192", "p:8192", "i:64", "i:64", "t:0:64x64:64x64", "t:1:64x64:64x64"]
+                                          "p:8192", "p:8192", "i:64", "i:64", "t:0:64x64:64x64:128", "t:1:64x64:64x64:128"]
     # a bigger tensor: the grid expression is evaluated with the launcher's floor semantics
     big = [torch.empty(130, 72, dtype=torch.float16) for _ in range(2)]
     assert L.raw_peer_args(tma, big)[0] == "6,1,1"  # ceildiv(130, 64) * ceildiv(72, 64) blocks
@@ -300,7 +300,7 @@ def test_raw_loop_encodes_the_descriptors_tilecute_encodes(raw_exe, kernels, tmp
     for theirs, mine in zip(ours, raw):
         assert {k: v for k, v in theirs.items() if k != "address"} == {k: v for k, v in mine.items() if k != "address"}
     assert ours[0] == {"mode": "tiled", "type": 6, "rank": 2, "address": 0x100000, "dims": [64, 64], "strides": [128],
-                       "box": [64, 64], "element_strides": [1, 1], "interleave": 0, "swizzle": 0, "l2": 0, "oob": 0}
+                       "box": [64, 64], "element_strides": [1, 1], "interleave": 0, "swizzle": 0, "l2": 2, "oob": 0}  # L2_128B
 
     # each launch gets the descriptors over its own buffers, by value, after the pointers and symbols
     (line,) = launches
