@@ -19,10 +19,10 @@ def _hopper():
     return torch.cuda.get_device_capability()[0] >= 9
 
 
-def _check(dtype, M, N, K, transpose_A=False, transpose_B=False, **schedule):
+def _check(dtype, M, N, K, transpose_A=False, transpose_B=False, target=None, **schedule):
     torch.manual_seed(M * 7 + N * 3 + K)
     kernel = tilecute.compile(G.matmul(dtype=dtype, transpose_A=transpose_A,
-                                       transpose_B=transpose_B, **schedule))
+                                       transpose_B=transpose_B, **schedule), target=target)
     x = torch.randn(M, K, device="cuda").to(TORCH[dtype])
     w = torch.randn(K, N, device="cuda").to(TORCH[dtype])
     out = torch.float16 if dtype.startswith("float8") else TORCH[dtype]
@@ -74,6 +74,19 @@ def test_float8(dtype):
     if not _hopper():
         pytest.skip("float8 tensor cores need sm_90")
     _check(dtype, 300, 512, 256, transpose_B=True, tk=128)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("transpose_A,transpose_B", [(False, False), (True, True)])
+def test_sm80_mma_sync(dtype, transpose_A, transpose_B):
+    """The sm_80 path (cp.async into swizzled tiles, ldmatrix, mma.sync) on this GPU."""
+    _check(dtype, 300, 264, 200, transpose_A, transpose_B, target="sm_80", tk=32, threads=128)
+
+
+@pytest.mark.parametrize("schedule", [dict(epilogue="shared", tn=256, panel=4),
+                                      dict(epilogue="shared", tm=64, tn=128, threads=128)])
+def test_shared_epilogue(schedule):
+    _check("bfloat16", 1000, 776, 520, **schedule)
 
 
 def test_tf32():

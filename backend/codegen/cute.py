@@ -647,6 +647,12 @@ class _KernelEmitter:
         """A ``width``-element tensor over ``buffer[indices...]`` (+ ``extra`` elements):
         contiguous, and aligned to its size."""
         buf = self.buffers[buffer]
+        layout = self.layouts.get(buffer)
+        if buf.scope == "shared" and layout is not None and layout.kind == "tma_swizzled":
+            last = indices[-1] if not extra else N.binop("add", indices[-1], N.Const(extra, "int32"))
+            offset = self.shared_index(buf, tuple(indices[:-1]) + (last,))
+            return (f"cute.make_tensor({buffer}.iterator + cute.assume({offset}, divby={width}), "
+                    f"cute.make_layout({width}))")
         strides = row_major_strides(buf)
         terms = []
         for idx, stride in zip(indices, strides):

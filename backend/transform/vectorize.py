@@ -57,7 +57,7 @@ def vector_accesses(inner: N.For, buffers: dict[str, N.Buffer], layouts: dict[st
     """The accesses of the innermost parallel loop ``inner`` (running ``width`` lanes per
     thread step) that become vector loads/stores: ``(buffer, indices) -> chunk`` elements
     per instruction (at most 16 bytes).  Only straight-line accesses at the top of the
-    body, to global or row-major shared buffers, contiguous in the loop variable, at
+    body, to global, row-major or TMA-swizzled shared buffers, contiguous in the loop variable, at
     offsets known to be multiples of the chunk, and of buffers the body does not both
     read and write.  The vectorizer and the codegen both call this, so the alignment the
     launcher checks is exactly what the kernel assumes."""
@@ -77,8 +77,9 @@ def vector_accesses(inner: N.For, buffers: dict[str, N.Buffer], layouts: dict[st
         buf = buffers.get(name)
         if buf is None or (name in stored and name in loaded):
             continue
+        kind = getattr(layouts.get(name), "kind", "row_major")
         if buf.scope == "shared":
-            if getattr(layouts.get(name), "kind", "row_major") != "row_major":
+            if kind not in ("row_major", "tma_swizzled"):
                 continue
         elif buf.scope != "global":
             continue
@@ -90,8 +91,13 @@ def vector_accesses(inner: N.For, buffers: dict[str, N.Buffer], layouts: dict[st
             continue
         chunk = min(width, VECTOR_BYTES // DTYPES[buf.dtype].bytes)
         multiple = known_multiple(c)
-        for stride in strides[:-1]:
-            multiple = math.gcd(multiple, known_multiple(stride))
+        if buf.scope == "shared" and kind == "tma_swizzled":
+            # rows of swizzle bytes, whose 16-byte pieces the swizzle only permutes: a
+            # vector inside one piece stays contiguous
+            multiple = math.gcd(multiple, layouts[name].swizzle // DTYPES[buf.dtype].bytes)
+        else:
+            for stride in strides[:-1]:
+                multiple = math.gcd(multiple, known_multiple(stride))
         while chunk > 1 and multiple and multiple % chunk:
             chunk //= 2
         if chunk > 1:
