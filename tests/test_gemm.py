@@ -1,0 +1,196 @@
+"""T.gemm on CPU: the gemm pass's choices (family, layouts, pipelining), its errors, real
+cubins for every dtype x transpose x arch with parameter tables checked against the ABI,
+and ptxas's verdict that the wgmma main loop is not serialized."""
+
+import glob
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+import tilecute.language as T
+from tilecute.ir import nodes as N
+from tilecute.ir.printer import print_func
+from tilecute.ir.serialize import from_json, to_json
+from tilecute.runtime.cubin import check_abi, read_cubin
+from tilecute.runtime.cubingen import _import_source, compile_cubin
+from tilecute.transform.gemm import GemmError
+from tilecute.transform.lower import lower
+from tilecute.codegen.cute import emit_cute
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))
+import gemm as G  # noqa: E402
+
+PTXAS = shutil.which("ptxas") or "/usr/local/cuda/bin/ptxas"
+
+
+def _walk(body):
+    for s in body:
+        yield s
+        if isinstance(s, N.For):
+            yield from _walk(s.body)
+        elif isinstance(s, N.If):
+            yield from _walk(s.then + s.orelse)
+
+
+def _stmts(plan, cls):
+    return [s for s in _walk(plan.func.kernels[0].body) if isinstance(s, cls)]
+
+
+def _layouts(plan):
+    return {s.buffer.name: s.layout for s in _stmts(plan, N.Allocate)}
+
+
+def _cubin(plan, tmp_path):
+    path = tmp_path / "k.py"
+    path.write_text(emit_cute(plan))
+    os.environ["CUTE_DSL_ARCH"] = plan.arch
+    cubin = compile_cubin(str(path), plan.func.name, plan.arch, str(tmp_path))
+    check_abi(read_cubin(cubin), plan.abi)
+    return cubin
+
+
+# ---- what the passes choose ----------------------------------------------------------------
+def test_wgmma_plan_for_the_issue_example():
+    plan = lower(G.matmul(tm=128, tn=128, tk=64, stages=3, threads=256), "sm_90a")
+    layouts = _layouts(plan)
+    assert layouts["xs"] == N.Layout("tma_swizzled", swizzle=128)
+    assert layouts["ws"] == N.Layout("tma_swizzled", swizzle=128)
+    assert layouts["acc"] == N.Layout("mma", threads=256, mma="wgmma", warps=(2, 1))
+    (g,) = _stmts(plan, N.Gemm)
+    assert g.wg_wait == 1  # the last statement of a pipelined body keeps its MMAs in flight
+    descs = {p.name: p.tma for p in plan.abi.kernels[0].params if p.kind == "tma_desc"}
+    # X's tile is one 128 x 64 box; W's (64, 128) tile is two 64-column chunks of one box each
+    assert descs["X_desc"].box == (128, 64) and descs["W_desc"].box == (64, 64)
+    assert all(d.swizzle == 128 and d.l2_promotion == 128 for d in descs.values())
+    # full barriers (one arrival per load) and empty barriers (every thread releases)
+    bars = [a for a in _stmts(plan, N.Allocate) if a.layout and a.layout.kind == "mbarrier"]
+    assert [(int(a.buffer.shape[0].value), a.layout.threads) for a in bars] == [(3, 2), (3, 256)]
+    assert not _stmts(plan, N.Barrier) or all(
+        b not in _walk([f for f in _stmts(plan, N.For) if f.kind == "pipelined"][0].body)
+        for b in _stmts(plan, N.Barrier))
+    src = emit_cute(plan)
+    assert "tcm.gemm(tc_mma0, tc_tid, acc," in src and "wait=1)" in src
+    assert "tcm.drain(acc)" in src
+    assert "chunks=2, step=64, chunk_bytes=8192" in src
+
+
+def test_mma_family_and_warps():
+    plan = lower(G.matmul(tm=128, tn=128, tk=32, threads=128), "sm_80")
+    assert _layouts(plan)["acc"] == N.Layout("mma", threads=128, mma="mma", warps=(2, 2))
+    assert not [p for p in plan.abi.kernels[0].params if p.kind == "tma_desc"]  # cp.async on sm_80
+    assert "tcm.gemm_warp(" in emit_cute(plan)
+    # tf32 takes mma.sync on Hopper too (CuTe DSL has no tf32 wgmma atom)
+    plan = lower(G.matmul(dtype="float32", tk=32, transpose_B=True), "sm_90a")
+    assert _layouts(plan)["acc"].mma == "mma"
+
+
+def test_epilogue_through_shared_memory_is_a_tma_store():
+    plan = lower(G.matmul(tn=256, epilogue="shared"), "sm_90a")
+    src = emit_cute(plan)
+    assert "tct.store(Y_desc" in src and "chunks=4" in src
+    # accumulator pairs go to the swizzled tile as 2-element vectors
+    assert "cute.make_tensor(ys.iterator + cute.assume(" in src
+
+
+def test_use_swizzle_rebinds_the_block_indices():
+    plan = lower(G.matmul(panel=8), "sm_90a")
+    lets = [s.var.name for s in _stmts(plan, N.Let)]
+    assert lets[:4] == ["block_flat", "panel_first", "panel_offset", "panel_rows"]
+    src = emit_cute(plan)
+    assert "(col_1 * 128, " in src and "row_1 * 128)" in src  # the loads use the new indices
+
+
+def test_gemm_round_trips_through_json_and_the_printer():
+    func = G.matmul()
+    again = from_json(to_json(func))
+    assert print_func(again) == print_func(func)
+    assert "T.gemm(xs, ws, acc, transpose_A=False, transpose_B=False, clear_accum=False)" in print_func(func)
+    plan = lower(func, "sm_90a")
+    assert "wg_wait=1" in print_func(plan.func)
+    assert from_json(to_json(plan.func)) == plan.func
+
+
+# ---- errors --------------------------------------------------------------------------------
+def _mm(a_shape, b_shape, c_shape, dtype="float16", c_dtype="float32", threads=128,
+        a_scope="shared", transpose_B=False):
+    cm, cn = c_shape
+
+    @T.prim_func
+    def mm(A: T.Tensor((256, 256), dtype)):
+        with T.Kernel(1, threads=threads) as bx:
+            if a_scope == "shared":
+                a = T.alloc_shared(a_shape, dtype)
+            else:
+                a = T.alloc_fragment(a_shape, dtype)
+            b = T.alloc_shared(b_shape, dtype)
+            c = T.alloc_fragment(c_shape, c_dtype)
+            T.clear(c)
+            T.gemm(a, b, c, transpose_B=transpose_B)
+            for i, j in T.Parallel(cm, cn):
+                A[i, j] = T.Cast(dtype, c[i, j])
+    return mm
+
+
+@pytest.mark.parametrize("args,kw,arch,match", [
+    (((64, 32), (64, 64), (64, 64)), {}, "sm_90a", r"shapes do not chain"),
+    (((64, 32), (32, 64), (64, 64)), dict(threads=96), "sm_90a", r"warpgroups of 128 threads"),
+    (((96, 32), (32, 64), (96, 64)), {}, "sm_90a", r"M = 96 is not a multiple of 64"),
+    (((64, 32), (32, 64), (64, 64)), dict(c_dtype="float16"), "sm_90a", r"accumulates in float32"),
+    (((64, 32), (32, 64), (64, 64)), dict(a_scope="fragment"), "sm_90a", r"reads T.gemm operands from shared"),
+    (((64, 64), (64, 64), (64, 64)), dict(dtype="float8_e4m3"), "sm_90a", r"must be K-major"),
+    (((64, 64), (64, 64), (64, 64)), dict(dtype="float8_e4m3", transpose_B=True), "sm_80",
+     r"float8 on sm_90a"),
+    (((64, 32), (32, 64), (64, 64)), {}, "sm_70", r"no tensor-core path"),
+    (((64, 16), (16, 8), (64, 8)), {}, "sm_90a", r"rows must be a multiple of 32 bytes"),
+])
+def test_errors_name_the_kernel_and_operands(args, kw, arch, match):
+    with pytest.raises(GemmError, match=match) as e:
+        lower(_mm(*args, **kw), arch)
+    assert "prim_func 'mm'" in str(e.value) and "T.gemm(a, b, c)" in str(e.value)
+
+
+# ---- cubins --------------------------------------------------------------------------------
+CASES = [("sm_90a", dt, ta, tb, {}) for dt in ("float16", "bfloat16")
+         for ta in (False, True) for tb in (False, True)]
+CASES += [("sm_90a", "float8_e4m3", False, True, dict(tk=128)),
+          ("sm_90a", "float8_e5m2", False, True, dict(tk=128)),
+          ("sm_90a", "float32", False, True, dict(tk=32)),
+          ("sm_90a", "bfloat16", False, False, dict(tn=256, stages=3, epilogue="shared", panel=16))]
+CASES += [("sm_80", dt, ta, tb, dict(tk=32, threads=128)) for dt in ("float16", "bfloat16")
+          for ta, tb in ((False, False), (True, True))]
+CASES += [("sm_80", "float32", False, True, dict(tk=32, threads=128))]
+
+
+@pytest.mark.parametrize("arch,dtype,ta,tb,kw", CASES)
+def test_gemm_variants_compile_to_cubins(tmp_path, arch, dtype, ta, tb, kw):
+    plan = lower(G.matmul(dtype=dtype, transpose_A=ta, transpose_B=tb, **kw), arch)
+    _cubin(plan, tmp_path)
+
+
+def test_bias_relu_epilogue_compiles(tmp_path):
+    _cubin(lower(G.matmul_bias_relu(), "sm_90a"), tmp_path)
+
+
+@pytest.mark.skipif(not os.path.exists(PTXAS), reason="needs ptxas (CUDA toolkit)")
+@pytest.mark.parametrize("epilogue", ["direct", "shared"])
+def test_ptxas_keeps_the_wgmma_pipeline(tmp_path, epilogue):
+    """ptxas serializes every wgmma of a kernel when something reads the accumulators
+    while MMAs may be in flight (C7514); the drain's register fence prevents it."""
+    import cutlass.cute as cute
+
+    plan = lower(G.matmul(tn=256, stages=3, dtype="bfloat16", epilogue=epilogue), "sm_90a")
+    path = tmp_path / "k.py"
+    path.write_text(emit_cute(plan))
+    os.environ["CUTE_DSL_ARCH"] = "sm_90a"
+    module = _import_source(str(path), "tilecute_gemm_ptx_check")
+    cute.compile(getattr(module, plan.func.name), *module.placeholder_args(),
+                 options=f"--keep-ptx --gpu-arch sm_90a --dump-dir {tmp_path}")
+    (ptx,) = glob.glob(str(tmp_path / "*.ptx"))
+    out = subprocess.run([PTXAS, "-arch=sm_90a", "-v", ptx, "-o", str(tmp_path / "x.cubin")],
+                         capture_output=True, text=True, check=True)
+    assert "wgmma.mma_async" in open(ptx).read()
+    assert "C7514" not in out.stderr and "serialized" not in out.stderr, out.stderr
+    assert "0 bytes spill stores" in out.stderr
