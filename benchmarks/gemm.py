@@ -25,7 +25,7 @@ import gemm as G  # noqa: E402
 
 TORCH = {"float16": torch.float16, "bfloat16": torch.bfloat16}
 SHAPES = "4096x4096x4096,8192x8192x8192,4096x11008x4096,4096x14336x4096"
-SCHEDULES = "128x256x64x4x256x8,128x256x64x4x256,128x128x64x4x256x8"
+SCHEDULES = "128x256x64x3x256x16,128x256x64x3x256x8,128x256x64x4x256x16"
 
 
 def time_ms(fn, reps: int, inner: int) -> float:
@@ -53,7 +53,7 @@ def main(argv=None):
     ap.add_argument("--shapes", default=SHAPES, help="MxNxK,... (default: %(default)s)")
     ap.add_argument("--dtypes", default="bfloat16,float16")
     ap.add_argument("--schedules", default=SCHEDULES, help="tm x tn x tk x stages x threads,...")
-    ap.add_argument("--epilogues", default="direct",
+    ap.add_argument("--epilogues", default="shared,direct",
                     help="direct (registers -> global), shared (-> swizzled shared -> TMA store)")
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--inner", type=int, default=10)
