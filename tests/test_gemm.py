@@ -17,6 +17,7 @@ from tilecute.ir.serialize import from_json, to_json
 from tilecute.runtime.cubin import check_abi, read_cubin
 from tilecute.runtime.cubingen import _import_source, compile_cubin
 from tilecute.transform.gemm import GemmError
+from tilecute.transform.analysis import walk_stmts
 from tilecute.transform.lower import lower
 from tilecute.codegen.cute import emit_cute
 
@@ -26,17 +27,8 @@ import gemm as G  # noqa: E402
 PTXAS = shutil.which("ptxas") or "/usr/local/cuda/bin/ptxas"
 
 
-def _walk(body):
-    for s in body:
-        yield s
-        if isinstance(s, N.For):
-            yield from _walk(s.body)
-        elif isinstance(s, N.If):
-            yield from _walk(s.then + s.orelse)
-
-
 def _stmts(plan, cls):
-    return [s for s in _walk(plan.func.kernels[0].body) if isinstance(s, cls)]
+    return [s for s in walk_stmts(plan.func.kernels[0].body) if isinstance(s, cls)]
 
 
 def _layouts(plan):
@@ -69,7 +61,7 @@ def test_wgmma_plan_for_the_issue_example():
     bars = [a for a in _stmts(plan, N.Allocate) if a.layout and a.layout.kind == "mbarrier"]
     assert [(int(a.buffer.shape[0].value), a.layout.threads) for a in bars] == [(3, 2), (3, 256)]
     assert not _stmts(plan, N.Barrier) or all(
-        b not in _walk([f for f in _stmts(plan, N.For) if f.kind == "pipelined"][0].body)
+        b not in walk_stmts([f for f in _stmts(plan, N.For) if f.kind == "pipelined"][0].body)
         for b in _stmts(plan, N.Barrier))
     src = emit_cute(plan)
     assert "tcm.gemm(tc_mma0, tc_tid, acc," in src and "wait=1)" in src

@@ -12,6 +12,7 @@ from tilecute.ir.printer import print_func
 from tilecute.runtime.abi import TmaSpec
 from tilecute.runtime.cubin import check_abi, read_cubin
 from tilecute.runtime.cubingen import compile_cubin
+from tilecute.transform.analysis import walk_stmts
 from tilecute.transform.lower import lower
 from tilecute.transform.tma import TmaError
 from tilecute.codegen.cute import emit_cute
@@ -20,17 +21,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))
 import tma_ops as ex  # noqa: E402
 
 
-def _walk(body):
-    for s in body:
-        yield s
-        if isinstance(s, N.For):
-            yield from _walk(s.body)
-        elif isinstance(s, N.If):
-            yield from _walk(s.then + s.orelse)
-
-
 def _stmts(plan, cls):
-    return [s for k in plan.func.kernels for s in _walk(k.body) if isinstance(s, cls)]
+    return [s for k in plan.func.kernels for s in walk_stmts(k.body) if isinstance(s, cls)]
 
 
 def _cubin(plan, tmp_path):

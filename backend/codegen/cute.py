@@ -14,7 +14,7 @@ import math
 from .. import __version__
 from ..ir import nodes as N
 from ..runtime.dtypes import DTYPES
-from ..transform.analysis import loads as _loads, row_major_strides, value_range
+from ..transform.analysis import loads as _loads, row_major_strides, value_range, walk_stmts
 from ..transform.layout import accesses, parallel_nest
 from ..transform.lower import KernelPlan, shared_align, shared_allocs, shared_offsets, shared_stride
 from ..transform.analysis import top_loads
@@ -411,7 +411,7 @@ class _KernelEmitter:
             used = _used_buffers(s.body)
             rel = s.var.name if isinstance(s.start, N.Const) and s.start.value == 0 else \
                 f"({s.var.name} - {self.operand(s.start, PREC['sub'] + 1)})"
-            operands = {x for t in _walk(s.body) if isinstance(t, N.Gemm) for x in (t.a, t.b)}
+            operands = {x for t in walk_stmts(s.body) if isinstance(t, N.Gemm) for x in (t.a, t.b)}
             for name, a in self.staged.items():
                 if (name in used or name in operands) and a.stages == s.num_stages:
                     views.append(name)
@@ -490,7 +490,9 @@ class _KernelEmitter:
         r = self.fresh("r")
         width = max(1, loops[-1].vector_width)  # registers r, r + 1: columns j, j + 1
         step = f", {width}" if width > 1 else ""
-        self.line(depth, f"for {r} in cutlass.range_constexpr(0, cute.size({frag}){step}):")
+        # unrolled by the compiler (register indices become constants); range_constexpr
+        # would unroll while tracing, slowly, and warn past 64 iterations
+        self.line(depth, f"for {r} in cutlass.range(0, cute.size({frag}){step}, unroll_full=True):")
         names = ", ".join(lp.var.name for lp in loops)
         self.line(depth + 1, f"{names} = {self.mma_coords[frag]}[{r}]")
         for lp in loops:
@@ -531,8 +533,8 @@ class _KernelEmitter:
 
     def declare_gemms(self, body, depth: int) -> None:
         """One tiled MMA per T.gemm, at the kernel's start."""
-        allocs = {s.buffer.name: s for s in _walk(body) if isinstance(s, N.Allocate)}
-        for s in _walk(body):
+        allocs = {s.buffer.name: s for s in walk_stmts(body) if isinstance(s, N.Allocate)}
+        for s in walk_stmts(body):
             if not isinstance(s, N.Gemm):
                 continue
             self.uses.add("mma")
@@ -546,7 +548,7 @@ class _KernelEmitter:
                              f"cutlass.Float32, {s.transpose_a}, {not s.transpose_b}, "
                              f"{tuple(layout.warps)}, {n})  # T.gemm({s.a}, {s.b}, {s.c})")
             if layout.mma == "wgmma":
-                written = {x for t in _walk(body) if not isinstance(t, N.TmaCopy)
+                written = {x for t in walk_stmts(body) if not isinstance(t, N.TmaCopy)
                            for x, _, w in accesses([t]) if w}
                 self.proxy_fence |= bool({s.a, s.b} & written)
 
@@ -866,16 +868,6 @@ def _is_thread_zero(e) -> bool:
     return isinstance(e, N.Cmp) and e.op == "eq" and isinstance(e.a, N.Call) and \
         e.a.name == "thread_idx" and e.a.args == (N.Const(0, "int32"),) and \
         isinstance(e.b, N.Const) and e.b.value == 0
-
-
-def _walk(body):
-    """Every statement of ``body``, nested ones included, in program order."""
-    for s in body:
-        yield s
-        if isinstance(s, N.For):
-            yield from _walk(s.body)
-        elif isinstance(s, N.If):
-            yield from _walk(s.then + s.orelse)
 
 
 def _has_parallel(body) -> bool:

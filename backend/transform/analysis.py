@@ -12,6 +12,17 @@ from ..ir import nodes as N
 Range = tuple[Optional[int], Optional[int]]  # inclusive bounds, None = unknown
 
 
+def walk_stmts(body):
+    """Every statement of ``body``, nested ones (loop and if bodies) included, in program
+    order."""
+    for s in body:
+        yield s
+        if isinstance(s, N.For):
+            yield from walk_stmts(s.body)
+        elif isinstance(s, N.If):
+            yield from walk_stmts(s.then + s.orelse)
+
+
 def loads(e, nested: bool = True):
     """Every ``Load`` in an expression (or tuple of them); with ``nested=False`` not the
     loads inside another load's indices (gathers)."""
