@@ -152,7 +152,7 @@ CASES += [("sm_90a", "float8_e4m3", False, True, dict(tk=128)),
           ("sm_90a", "float32", False, True, dict(tk=32)),
           ("sm_90a", "bfloat16", False, False, dict(tn=256, stages=3, epilogue="shared", panel=16))]
 CASES += [("sm_80", dt, ta, tb, dict(tk=32, threads=128)) for dt in ("float16", "bfloat16")
-          for ta, tb in ((False, False), (True, True))]
+          for ta in (False, True) for tb in (False, True)]
 CASES += [("sm_80", "float32", False, True, dict(tk=32, threads=128))]
 
 
