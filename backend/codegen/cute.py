@@ -514,8 +514,7 @@ class _KernelEmitter:
 
         def view(buf, mn_major):
             rows, cols = (int(d.value) for d in buf.shape)
-            dtype = "cutlass.TFloat32" if buf.dtype == "float32" else cute_type(buf.dtype)
-            return (f"tcm.operand({self.shared_ptr(buf.name)}, {dtype}, {rows}, {cols}, "
+            return (f"tcm.operand({self.shared_ptr(buf.name)}, {_mma_type(buf.dtype)}, {rows}, {cols}, "
                     f"{self.layouts[buf.name].swizzle}, {mn_major}, \"{layout.mma}\")")
         a_mn, b_mn = s.transpose_a, not s.transpose_b
         acc = "" if not s.clear_accum else ", accumulate=False"
@@ -534,6 +533,8 @@ class _KernelEmitter:
     def declare_gemms(self, body, depth: int) -> None:
         """One tiled MMA per T.gemm, at the kernel's start."""
         allocs = {s.buffer.name: s for s in walk_stmts(body) if isinstance(s, N.Allocate)}
+        written = {x for t in walk_stmts(body) if not isinstance(t, N.TmaCopy)
+                   for x, _, w in accesses([t]) if w}  # shared buffers threads write
         for s in walk_stmts(body):
             if not isinstance(s, N.Gemm):
                 continue
@@ -543,13 +544,10 @@ class _KernelEmitter:
             name = f"tc_mma{len(self.gemms)}"
             self.gemms[id(s)] = name
             n = int(allocs[s.c].buffer.shape[1].value)
-            dt = lambda x: "cutlass.TFloat32" if x == "float32" else cute_type(x)  # noqa: E731
-            self.line(depth, f"{name} = tcm.tiled_mma(\"{layout.mma}\", {dt(a.dtype)}, {dt(b.dtype)}, "
+            self.line(depth, f"{name} = tcm.tiled_mma(\"{layout.mma}\", {_mma_type(a.dtype)}, {_mma_type(b.dtype)}, "
                              f"cutlass.Float32, {s.transpose_a}, {not s.transpose_b}, "
                              f"{tuple(layout.warps)}, {n})  # T.gemm({s.a}, {s.b}, {s.c})")
             if layout.mma == "wgmma":
-                written = {x for t in walk_stmts(body) if not isinstance(t, N.TmaCopy)
-                           for x, _, w in accesses([t]) if w}
                 self.proxy_fence |= bool({s.a, s.b} & written)
 
     def replicated_nest(self, loops, depth: int) -> None:
@@ -861,6 +859,11 @@ def _param_type(p) -> str:
     if p.kind == "tma_desc":
         return "tct.Desc"
     return cute_type(p.dtype)
+
+
+def _mma_type(dtype: str) -> str:
+    """The CuTe type of a T.gemm operand: float32 operands multiply as tf32."""
+    return "cutlass.TFloat32" if dtype == "float32" else cute_type(dtype)
 
 
 def _is_thread_zero(e) -> bool:

@@ -12,6 +12,13 @@ from ..ir import nodes as N
 Range = tuple[Optional[int], Optional[int]]  # inclusive bounds, None = unknown
 
 
+def arch_at_least(arch: str, cc: int) -> bool:
+    """Is target ``arch`` (``sm_90a``, ``sm_80``...) compute capability ``cc`` (90, 80...)
+    or newer?"""
+    digits = "".join(ch for ch in arch.split("_")[-1] if ch.isdigit())
+    return bool(digits) and int(digits) >= cc
+
+
 def walk_stmts(body):
     """Every statement of ``body``, nested ones (loop and if bodies) included, in program
     order."""

@@ -26,6 +26,7 @@ import dataclasses
 
 from ..ir import nodes as N
 from ..runtime.dtypes import DTYPES
+from .analysis import arch_at_least
 
 WARPGROUP = 128
 WARP = 32
@@ -37,11 +38,6 @@ INSTR_K = {"float16": 16, "bfloat16": 16, "float32": 8, "float8_e4m3": 32, "floa
 
 class GemmError(ValueError):
     pass
-
-
-def _arch_number(arch: str) -> int:
-    digits = "".join(ch for ch in arch if ch.isdigit())
-    return int(digits) if digits else 0
 
 
 def operand_swizzle(inner_bytes: int) -> int:
@@ -122,10 +118,9 @@ class _Kernel:
         if a.dtype != b.dtype and not (a.dtype.startswith("float8") and b.dtype.startswith("float8")):
             self.fail(s, f"A is {a.dtype} and B is {b.dtype}; the operands must have one dtype")
         a_mn, b_mn = s.transpose_a, not s.transpose_b
-        sm = _arch_number(self.arch)
-        if a.dtype in WGMMA_TYPES and sm >= 90:
+        if a.dtype in WGMMA_TYPES and arch_at_least(self.arch, 90):
             family = "wgmma"
-        elif a.dtype in MMA_TYPES and sm >= 80:
+        elif a.dtype in MMA_TYPES and arch_at_least(self.arch, 80):
             family = "mma"
         else:
             where = "wgmma (sm_90a)" if a.dtype.startswith("float8") else "mma.sync (sm_80+)"
@@ -188,9 +183,3 @@ class _Kernel:
 def plan_gemm(func: N.PrimFunc, arch: str) -> N.PrimFunc:
     kernels = tuple(_Kernel(func, k, arch).run() for k in func.kernels)
     return dataclasses.replace(func, kernels=kernels)
-
-
-def gemm_family(scope_allocs: dict[str, N.Allocate], g: N.Gemm) -> str:
-    """The MMA family the gemm pass chose for ``g`` (from its accumulator's layout)."""
-    layout = scope_allocs[g.c].layout
-    return layout.mma if layout is not None else ""

@@ -39,7 +39,7 @@ import math
 from ..ir import nodes as N
 from ..runtime.abi import TmaSpec
 from ..runtime.dtypes import DTYPES
-from .analysis import known_multiple, mentions, row_major_strides
+from .analysis import arch_at_least, known_multiple, mentions, row_major_strides
 from .layout import accesses, parallel_nest
 from .tileops import all_names
 
@@ -50,12 +50,6 @@ L2_PROMOTION = 128  # bytes
 
 class TmaError(ValueError):
     pass
-
-
-def tma_arch(arch: str) -> bool:
-    """Does ``arch`` (``sm_90a``, ``sm_80``...) have TMA?"""
-    digits = "".join(ch for ch in arch if ch.isdigit())
-    return bool(digits) and int(digits) >= 90
 
 
 @dataclasses.dataclass(frozen=True)
@@ -233,7 +227,7 @@ class _Kernel:
     def tma_ok(self, glob_r: N.Region, shared_r: N.Region) -> bool:
         """Can TMA copy between global region ``glob_r`` and shared ``shared_r``?"""
         glob, shared = self.buffers.get(glob_r.buffer), self.buffers.get(shared_r.buffer)
-        if not tma_arch(self.arch) or glob is None or shared is None or \
+        if not arch_at_least(self.arch, 90) or glob is None or shared is None or \
                 glob.scope != "global" or shared.scope != "shared":
             return False
         if not _whole(shared_r, shared) or shared.name not in self.allocs:
@@ -386,7 +380,7 @@ class _Kernel:
         return tuple(out)
 
     def describe_copy(self, s: N.TmaCopy) -> N.TmaCopy:
-        if not tma_arch(self.arch):
+        if not arch_at_least(self.arch, 90):
             self.fail(s, f"T.tma_copy needs TMA (sm_90 or newer); the target is {self.arch}")
         load = self.buffers[s.src.buffer].scope == "global"
         glob_r, shared_r = (s.src, s.dst) if load else (s.dst, s.src)

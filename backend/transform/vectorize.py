@@ -18,7 +18,7 @@ import math
 
 from ..ir import nodes as N
 from ..runtime.dtypes import DTYPES
-from .analysis import affine_in, known_multiple, loads as _loads, mentions, row_major_strides, top_loads
+from .analysis import affine_in, arch_at_least, known_multiple, loads as _loads, mentions, row_major_strides, top_loads
 from .layout import accesses, parallel_nest
 
 VECTOR_BYTES = 16
@@ -111,7 +111,7 @@ ASYNC_COPY_BYTES = (4, 8, 16)  # cp.async copies 4, 8 or 16 bytes
 def async_copy_ok(inner: N.For, buffers, layouts, arch: str) -> bool:
     """Is this nest a plain global -> row-major shared copy whose vector chunks cp.async
     (sm_80+) can move?"""
-    if not _arch_at_least(arch, 80) or len(inner.body) != 1 or not isinstance(inner.body[0], N.Store):
+    if not arch_at_least(arch, 80) or len(inner.body) != 1 or not isinstance(inner.body[0], N.Store):
         return False
     s = inner.body[0]
     if not isinstance(s.value, N.Load):
@@ -124,11 +124,6 @@ def async_copy_ok(inner: N.For, buffers, layouts, arch: str) -> bool:
     chunks = {vec.get((s.buffer, s.indices)), vec.get((src.name, s.value.indices))}
     return len(chunks) == 1 and None not in chunks and \
         chunks.pop() * DTYPES[dst.dtype].bytes in ASYNC_COPY_BYTES
-
-
-def _arch_at_least(arch: str, cc: int) -> bool:
-    digits = "".join(ch for ch in arch.split("_")[-1] if ch.isdigit())
-    return bool(digits) and int(digits) >= cc
 
 
 def plan_vectorization(func: N.PrimFunc, arch: str = "sm_90a") -> tuple[N.PrimFunc, dict[str, int]]:
