@@ -6,7 +6,8 @@ never committed here).  Prints one JSON line per (shape, dtype, kernel).
     python3 benchmarks/gemm.py [--shapes 4096x4096x4096,...] [--dtypes bfloat16,float16]
                                [--schedules 128x256x64x4x256,...]
 
-A schedule is tm x tn x tk x stages x threads [x panel] (panel: T.use_swizzle rows).  TFLOP/s = 2 M N K / time; the time is
+A schedule is tm x tn x tk x stages x threads [x panel] [x ws] (panel: T.use_swizzle rows;
+ws: a warp-specialized main loop, a producer warpgroup issuing the TMA loads).  TFLOP/s = 2 M N K / time; the time is
 the median over ``--reps`` CUDA-event samples of ``--inner`` back-to-back launches.
 """
 
@@ -77,11 +78,13 @@ def main(argv=None):
                  tflops=round(peer, 1))
             for sched, epi in ((s, e) for s in args.schedules.split(",")
                                for e in args.epilogues.split(",")):
-                tm, tn, tk, stages, threads, *panel = (int(v) for v in sched.split("x"))
+                parts = sched.split("x")
+                ws = "ws" in parts
+                tm, tn, tk, stages, threads, *panel = (int(v) for v in parts if v != "ws")
                 try:
                     kernel = tilecute.compile(G.matmul(tm, tn, tk, stages, threads, dtype,
                                                        panel=panel[0] if panel else 0,
-                                                       epilogue=epi))
+                                                       epilogue=epi, warp_specialize=ws))
                 except ValueError as e:  # e.g. more shared memory than a block can have
                     emit(shape=shape, dtype=dtype, kernel="tilecute", schedule=sched,
                          epilogue=epi, skipped=str(e)[:200])

@@ -25,14 +25,16 @@ def _dims(dtype, out_dtype):
 
 
 def matmul(tm=128, tn=128, tk=64, stages=3, threads=256, dtype="float16",
-           transpose_A=False, transpose_B=False, out_dtype=None, panel=0, epilogue="direct"):
+           transpose_A=False, transpose_B=False, out_dtype=None, panel=0, epilogue="direct",
+           warp_specialize=False):
     """Y (M, N) = A @ B with A = X (M, K), or X^T for X (K, M) when ``transpose_A``, and
     B = W (K, N), or W^T for W (N, K) when ``transpose_B``; fp32 accumulation, ``Y`` in
     ``out_dtype`` (the input dtype by default).  One (tm, tn) tile per block; with
     ``panel`` > 0 the blocks walk the tiles in panels of that many rows
     (``T.use_swizzle``), so blocks running at once share tiles of W in L2.
     ``epilogue="shared"`` writes the tile through a swizzled shared buffer and TMA
-    stores instead of straight from registers."""
+    stores instead of straight from registers.  ``warp_specialize`` (sm_90a) adds a
+    producer warpgroup that issues the TMA loads, so the ``threads`` only compute."""
     out_dtype = out_dtype or ("float16" if dtype.startswith("float8") else dtype)
     M, N, K = _dims(dtype, out_dtype)
     xshape, xtile = ((K, M), (tk, tm)) if transpose_A else ((M, K), (tm, tk))
@@ -51,7 +53,8 @@ def matmul(tm=128, tn=128, tk=64, stages=3, threads=256, dtype="float16",
                 ys = T.alloc_shared((tm, tn), out_dtype,
                                     layout=T.Layout("tma_swizzled", swizzle=128))
             T.clear(acc)
-            for step in T.Pipelined(T.ceildiv(K, tk), num_stages=stages):
+            for step in T.Pipelined(T.ceildiv(K, tk), num_stages=stages,
+                                    warp_specialize=warp_specialize):
                 if transpose_A:
                     T.copy(X[step * tk, row * tm], xs)
                 else:
@@ -70,7 +73,8 @@ def matmul(tm=128, tn=128, tk=64, stages=3, threads=256, dtype="float16",
     return matmul
 
 
-def matmul_bias_relu(tm=128, tn=128, tk=64, stages=3, threads=256, dtype="float16"):
+def matmul_bias_relu(tm=128, tn=128, tk=64, stages=3, threads=256, dtype="float16",
+                     warp_specialize=False):
     """Y = relu(X @ W + bias) with the bias and relu applied to the accumulator in the
     same kernel (a T.Parallel loop over the fragment)."""
     M, N, K = _dims(dtype, dtype)
@@ -83,7 +87,8 @@ def matmul_bias_relu(tm=128, tn=128, tk=64, stages=3, threads=256, dtype="float1
             ws = T.alloc_shared((tk, tn), dtype)
             acc = T.alloc_fragment((tm, tn), "float32")
             T.clear(acc)
-            for step in T.Pipelined(T.ceildiv(K, tk), num_stages=stages):
+            for step in T.Pipelined(T.ceildiv(K, tk), num_stages=stages,
+                                    warp_specialize=warp_specialize):
                 T.copy(X[row * tm, step * tk], xs)
                 T.copy(W[step * tk, col * tn], ws)
                 T.gemm(xs, ws, acc)
@@ -95,10 +100,11 @@ def matmul_bias_relu(tm=128, tn=128, tk=64, stages=3, threads=256, dtype="float1
 
 
 @tilecute.jit(out_idx=[-1])
-def matmul_kernel(tm=128, tn=128, tk=64, stages=3, threads=256, dtype="float16"):
+def matmul_kernel(tm=128, tn=128, tk=64, stages=3, threads=256, dtype="float16",
+                  warp_specialize=False):
     """``Y = matmul_kernel(tm, tn, ...)(X, W)``: the autotune-ready form (the knobs are
     the factory's arguments; each setting compiles and caches once)."""
-    return matmul(tm, tn, tk, stages, threads, dtype)
+    return matmul(tm, tn, tk, stages, threads, dtype, warp_specialize=warp_specialize)
 
 
 def _main():

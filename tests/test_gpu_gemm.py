@@ -113,3 +113,38 @@ def test_jit_factory():
     w = torch.randn(128, 192, device="cuda", dtype=torch.float16)
     y = G.matmul_kernel(tm=128, tn=64, threads=128)(x, w)
     torch.testing.assert_close(y.float(), x.float() @ w.float(), atol=5e-2, rtol=2e-3)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("transpose_A,transpose_B", [(False, False), (True, True)])
+def test_warp_specialized_transposes(dtype, transpose_A, transpose_B):
+    if not _hopper():
+        pytest.skip("warp specialization needs sm_90a")
+    _check(dtype, 1000, 776, 520, transpose_A, transpose_B, warp_specialize=True)
+
+
+@pytest.mark.parametrize("M,N,K,schedule", [
+    (16, 4096, 1024, {}),  # skinny: one row of blocks, mostly rows past M
+    (257, 136, 72, {}),  # K = 1 and a bit tiles; ragged M and N
+    (1000, 776, 64, dict(stages=4)),  # one K step: the producer never waits
+    (777, 1024, 1000, dict(tn=256, stages=3, panel=8, epilogue="shared")),
+    (333, 520, 1000, dict(tm=64, tn=128, threads=128, stages=2)),  # one compute warpgroup
+])
+def test_warp_specialized_shapes(M, N, K, schedule):
+    if not _hopper():
+        pytest.skip("warp specialization needs sm_90a")
+    _check("bfloat16", M, N, K, warp_specialize=True, **schedule)
+
+
+def test_warp_specialized_bias_relu():
+    if not _hopper():
+        pytest.skip("warp specialization needs sm_90a")
+    kernel = tilecute.compile(G.matmul_bias_relu(warp_specialize=True))
+    M, N, K = 500, 384, 1024
+    x = torch.randn(M, K, device="cuda", dtype=torch.float16)
+    w = torch.randn(K, N, device="cuda", dtype=torch.float16)
+    bias = torch.randn(N, device="cuda", dtype=torch.float16)
+    y = torch.empty(M, N, device="cuda", dtype=torch.float16)
+    kernel(x, w, bias, y)
+    ref = torch.relu(x.float() @ w.float() + bias.float())
+    torch.testing.assert_close(y.float(), ref, atol=5e-2, rtol=2e-3)

@@ -84,6 +84,13 @@ class _KernelEmitter:
         self.one_thread = False  # inside `if tc_tid == 0:`
 
     # ---- helpers -------------------------------------------------------------------------
+    def sync(self) -> str:
+        """A barrier of the threads the body maps onto: the whole block, or with a
+        producer warpgroup (which never joins) named barrier 1 over the others."""
+        if self.scope.producer_threads:
+            return f"cute.arch.barrier(barrier_id=1, number_of_threads={self.scope.num_threads})"
+        return "cute.arch.sync_threads()"
+
     def fresh(self, stem: str) -> str:
         self.counter += 1
         return f"tc_{stem}{self.counter}"
@@ -256,8 +263,9 @@ class _KernelEmitter:
             else:
                 self.line(depth, text)
         elif isinstance(s, N.If):
-            one = _is_thread_zero(s.cond) and len(self.scope.threads) == 1 and not s.orelse
-            self.line(depth, "if tc_tid == 0:" if one else f"if {self.expr(s.cond)}:")
+            t = _one_thread(s.cond)
+            one = t is not None and len(self.scope.threads) == 1 and not s.orelse
+            self.line(depth, f"if tc_tid == {t}:" if one else f"if {self.expr(s.cond)}:")
             saved, self.one_thread = self.one_thread, self.one_thread or one
             self.body(s.then, depth + 1, guarded)
             self.one_thread = saved
@@ -290,6 +298,9 @@ class _KernelEmitter:
         elif isinstance(s, N.MBarrierWait):
             self.uses.add("tma")
             self.line(depth, f"tct.wait({self.barrier_ref(s.barrier)}, {self.expr(s.parity)})")
+        elif isinstance(s, N.SetMaxNReg):
+            fn = "increase" if s.increase else "decrease"
+            self.line(depth, f"cute.arch.setmaxregister_{fn}({s.count})  # registers per thread of this warpgroup")
         elif isinstance(s, N.MBarrierArrive):
             self.uses.add("tma")
             self.line(depth, f"tct.arrive({self.barrier_ref(s.barrier)})")
@@ -691,7 +702,8 @@ class _KernelEmitter:
         self.line(depth + 1, f'{red}[{r}] = tcr.warp_allreduce({acc}, "{op}", {warp})')
         if threads > 32:
             warps = threads // 32
-            self.line(depth, f'tcr.block_allreduce({red}, "{op}", {s.scratch}, {warps}, {warps})')
+            named = f", {self.scope.num_threads}" if self.scope.producer_threads else ""
+            self.line(depth, f'tcr.block_allreduce({red}, "{op}", {s.scratch}, {warps}, {warps}{named})')
         self.line(depth, f"for {r} in cutlass.range_constexpr({rows}):")
         value = f"{red}[{r}]"
         if not s.clear:
@@ -770,14 +782,14 @@ class _KernelEmitter:
         if load:
             call = (f"tct.load({s.desc}, {smem}, {self.barrier_ref(s.barrier)}, "
                     f"{coords}, {chunk_bytes * chunks}{more})")
-            if self.one_thread:  # already inside `if tc_tid == 0:`
+            if self.one_thread:  # already inside `if tc_tid == <one thread>:`
                 self.line(depth, f"{call}  # TMA load of {what} of {glob.buffer}")
             else:
                 self.line(depth, f"if tc_tid == 0:  # TMA load of {what} of {glob.buffer}")
                 self.line(depth + 1, call)
         else:
             self.line(depth, f"tct.store_fence()  # TMA store of {what} of {glob.buffer}")
-            self.line(depth, "cute.arch.sync_threads()")
+            self.line(depth, self.sync())
             self.line(depth, "if tc_tid == 0:")
             self.line(depth + 1, f"tct.store({s.desc}, {smem}, {coords}{more})")
 
@@ -786,7 +798,7 @@ class _KernelEmitter:
             self.line(depth, "cute.arch.cp_async_wait_group(0)")
         if self.proxy_fence:  # shared writes become visible to wgmma's (async proxy) reads
             self.line(depth, 'cute.arch.fence_proxy("async.shared", space="cta")')
-        self.line(depth, "cute.arch.sync_threads()")
+        self.line(depth, self.sync())
 
     # ---- the kernel ----------------------------------------------------------------------
     def emit(self) -> list[str]:
@@ -807,7 +819,7 @@ class _KernelEmitter:
             tid += f" + tc_tz * {tx * ty}"
         self.line(1, f"tc_tid = {tid}")
         for d, t in enumerate(k.threads):
-            self.ranges[f"thread_idx{d}"] = (0, t - 1)
+            self.ranges[f"thread_idx{d}"] = (0, t - 1 + (k.producer_threads if d == 0 else 0))
         for v, g in zip(k.block_vars, k.grid):
             hi = g.value - 1 if isinstance(g, N.Const) else None
             self.ranges[v.name] = (0, hi)
@@ -866,11 +878,13 @@ def _mma_type(dtype: str) -> str:
     return "cutlass.TFloat32" if dtype == "float32" else cute_type(dtype)
 
 
-def _is_thread_zero(e) -> bool:
-    """Is ``e`` the condition ``thread_idx(0) == 0``?"""
-    return isinstance(e, N.Cmp) and e.op == "eq" and isinstance(e.a, N.Call) and \
-        e.a.name == "thread_idx" and e.a.args == (N.Const(0, "int32"),) and \
-        isinstance(e.b, N.Const) and e.b.value == 0
+def _one_thread(e) -> int | None:
+    """The thread ``t`` if ``e`` is the condition ``thread_idx(0) == t``."""
+    if isinstance(e, N.Cmp) and e.op == "eq" and isinstance(e.a, N.Call) and \
+            e.a.name == "thread_idx" and e.a.args == (N.Const(0, "int32"),) and \
+            isinstance(e.b, N.Const):
+        return int(e.b.value)
+    return None
 
 
 def _has_parallel(body) -> bool:
@@ -948,6 +962,8 @@ def emit_cute(plan: KernelPlan) -> str:
         extra = f", cluster=[{', '.join(map(str, launch.cluster))}]" if launch.cluster else ""
         if launch.dynamic_smem:
             extra += f", smem={launch.dynamic_smem}"
+        if k.producer_threads:  # one block per SM: setmaxnreg shares the SM's registers
+            extra += ", min_blocks_per_mp=1"
         out.append(f"    {plan.kernel_names[i]}({names}).launch(grid=[{', '.join(grid)}], "
                    f"block=[{', '.join(map(str, launch.block))}]{extra})")
     align = {a.name: a.align for a in abi.args if a.kind == "tensor"}

@@ -305,6 +305,9 @@ class For(Stmt):
     # parallel loops copying global -> shared: cp.async, completed at the next barrier
     async_copy: bool = False
     loc: Optional[Loc] = _loc()
+    # pipelined loops (sm_90a): a producer warpgroup issues the body's TMA loads while the
+    # kernel's threads compute (the TMA pass)
+    warp_specialize: bool = False
 
 
 @dataclass(frozen=True)
@@ -393,6 +396,17 @@ class Barrier(Stmt):
     tile statements that share a shared buffer."""
 
     wait_async: bool = False
+    loc: Optional[Loc] = _loc()
+
+
+@dataclass(frozen=True)
+class SetMaxNReg(Stmt):
+    """``T.set_max_nreg(count, is_inc)``: the executing warpgroup's register budget
+    becomes ``count`` per thread (``setmaxnreg``, sm_90a); the TMA pass gives a producer
+    warpgroup few and the compute warpgroups the rest."""
+
+    count: int
+    increase: bool
     loc: Optional[Loc] = _loc()
 
 
@@ -511,6 +525,9 @@ class KernelScope(Stmt):
     body: tuple[Stmt, ...]
     cluster: Optional[tuple[int, ...]] = None
     loc: Optional[Loc] = _loc()
+    # threads launched after the `threads` ones for a producer warpgroup (the TMA pass's
+    # warp specialization); the body's statements map onto `threads` alone
+    producer_threads: int = 0
 
     @property
     def num_threads(self) -> int:

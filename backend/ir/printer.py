@@ -90,6 +90,8 @@ def _loop_range(s: N.For) -> str:
     bounds = expr_str(s.extent) if zero else f"{expr_str(s.start)}, {expr_str(N.binop('add', s.start, s.extent))}"
     if s.kind == "pipelined":
         bounds += f", num_stages={s.num_stages}"
+        if s.warp_specialize:
+            bounds += ", warp_specialize=True"
     if s.vector_width:
         bounds += f", vector_width={s.vector_width}"
     if s.replicated:
@@ -132,6 +134,8 @@ def _stmt(s: N.Stmt, indent: int, out: list[str]) -> None:
         out.append(f"{pad}{s.buffer}[{', '.join(expr_str(i) for i in s.indices)}] = {expr_str(s.value)}")
     elif isinstance(s, N.Evaluate):
         out.append(f"{pad}T.evaluate({expr_str(s.value)})")
+    elif isinstance(s, N.SetMaxNReg):
+        out.append(f"{pad}T.set_max_nreg({s.count}, {int(s.increase)})")
     elif isinstance(s, N.Allocate):
         b = s.buffer
         shape = _tuple(expr_str(d) for d in b.shape)
@@ -177,6 +181,8 @@ def _stmt(s: N.Stmt, indent: int, out: list[str]) -> None:
         args.append(f"threads={threads}")
         if s.cluster is not None:
             args.append(f"cluster={_tuple(str(c) for c in s.cluster)}")
+        if s.producer_threads:
+            args.append(f"producer_threads={s.producer_threads}")
         names = s.block_vars[0].name if len(s.block_vars) == 1 else _tuple(v.name for v in s.block_vars)
         out.append(f"{pad}with T.Kernel({', '.join(args)}) as {names}:")
         _stmts(s.body, indent + 1, out)

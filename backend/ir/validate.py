@@ -110,6 +110,12 @@ class _Validator:
         for t, limit in zip(k.threads, MAX_BLOCK_DIMS):
             if t > limit:
                 self.fail(f"threads={k.threads}: a block dim of {t} exceeds {limit}")
+        if k.producer_threads and (k.producer_threads % 128 or len(k.threads) != 1
+                                   or k.num_threads % 128
+                                   or k.num_threads + k.producer_threads > MAX_THREADS):
+            self.fail(f"producer_threads={k.producer_threads}: a producer is whole warpgroups "
+                      "(multiples of 128) after a 1-D block of whole warpgroups, "
+                      f"{MAX_THREADS} threads in all at most")
         if k.cluster is not None and (len(k.cluster) > 3 or _prod(k.cluster) > 16):
             self.fail(f"cluster={k.cluster}: at most 3 dims and 16 blocks")
         for g in k.grid:
@@ -135,6 +141,8 @@ class _Validator:
             self.expr(s.extent, vars_, bufs)
             if s.kind == "pipelined" and s.num_stages < 1:
                 self.fail("T.Pipelined needs num_stages >= 1")
+            if s.warp_specialize and s.kind != "pipelined":
+                self.fail("warp_specialize is a T.Pipelined option")
             self.name(s.var.name, "loop variable")
             if not N.is_int(s.start.dtype) or not N.is_int(s.extent.dtype):
                 self.fail("loop bounds must be integers")
@@ -167,6 +175,10 @@ class _Validator:
                 self.fail(f"storing a {s.value.dtype} value into '{buf.name}' of dtype {buf.dtype}")
         elif isinstance(s, N.Evaluate):
             self.expr(s.value, vars_, bufs)
+        elif isinstance(s, N.SetMaxNReg):
+            if not (24 <= s.count <= 256 and s.count % 8 == 0):
+                self.fail(f"T.set_max_nreg({s.count}, ...): the count must be a multiple of 8 "
+                          "from 24 to 256")
         elif isinstance(s, N.Allocate):
             b = s.buffer
             self.dtype(b.dtype, f"buffer '{b.name}'")

@@ -265,7 +265,7 @@ class _Parser:
             raise self.error(s, "T.Kernel blocks cannot nest")
         grid = [self.index_expr(a) for a in call.args]
         kw = {k.arg: k.value for k in call.keywords}
-        unknown = set(kw) - {"threads", "cluster"}
+        unknown = set(kw) - {"threads", "cluster", "producer_threads"}
         if unknown:
             raise self.error(s, f"T.Kernel got unknown keyword(s) {sorted(unknown)}")
         if not 1 <= len(grid) <= 3:
@@ -274,6 +274,8 @@ class _Parser:
         if not 1 <= len(threads) <= 3:
             raise self.error(s, "threads must have 1 to 3 dims")
         cluster = self.int_tuple(kw["cluster"], "cluster") if "cluster" in kw else None
+        producer = self.int_tuple(kw["producer_threads"], "producer_threads")[0] \
+            if "producer_threads" in kw else 0
         names = []
         if item.optional_vars is not None:
             t = item.optional_vars
@@ -301,7 +303,7 @@ class _Parser:
             self.in_kernel = False
             self.pop()
         return N.KernelScope(tuple(grid), threads, tuple(block_vars), body, cluster,
-                             loc=self.loc(s))
+                             loc=self.loc(s), producer_threads=producer)
 
     def int_tuple(self, node, what) -> tuple[int, ...]:
         v = self.eval_python(node)
@@ -335,6 +337,7 @@ class _Parser:
         if not all(isinstance(n, ast.Name) for n in names):
             raise self.error(s, "loop variables must be plain names")
         num_stages, vector_width, replicated, async_copy = 0, 0, False, False
+        warp_specialize = False
         if kind == "parallel":
             unknown = set(kw) - {"coalesced_width", "vector_width", "replicated", "async_copy"}
             if unknown:
@@ -352,10 +355,12 @@ class _Parser:
             if len(names) != 1:
                 raise self.error(s, f"{kind} loops bind one variable")
             if kind == "pipelined":
-                unknown = set(kw) - {"num_stages"}
+                unknown = set(kw) - {"num_stages", "warp_specialize"}
                 if unknown:
                     raise self.error(s, f"T.Pipelined got unknown keyword(s) {sorted(unknown)}")
                 num_stages = self.eval_python(kw["num_stages"]) if "num_stages" in kw else 2
+                if "warp_specialize" in kw:
+                    warp_specialize = bool(self.eval_python(kw["warp_specialize"]))
             elif kw and not (kind == "serial" and set(kw) <= {"step"}):
                 raise self.error(s, f"unsupported keyword(s) {sorted(kw)} for a {kind} loop")
             if "step" in kw:
@@ -381,7 +386,7 @@ class _Parser:
         for d, (v, (start, extent)) in reversed(list(enumerate(zip(loop_vars, ranges)))):
             width = vector_width if d == innermost else (1 if vector_width else 0)
             body = (N.For(v, start, extent, kind, body, num_stages, width, replicated,
-                          async_copy, loc=self.loc(s)),)
+                          async_copy, loc=self.loc(s), warp_specialize=warp_specialize),)
         return body[0]
 
     def if_stmt(self, s: ast.If) -> list[N.Stmt]:
@@ -641,10 +646,18 @@ class _Parser:
             return [N.MBarrierWait(bar, parity, loc=loc)]
         if self.is_t_form(f, "evaluate"):
             return [N.Evaluate(N.as_expr(self.expr(call.args[0])), loc=loc)]
+        if self.is_t_form(f, "set_max_nreg"):
+            if len(call.args) != 2:
+                raise self.error(s, "T.set_max_nreg takes a register count and is_inc (0 or 1)")
+            count, inc = (self.eval_python(a) for a in call.args)
+            if not isinstance(count, int) or isinstance(count, bool):
+                raise self.error(s, f"T.set_max_nreg: the register count must be an int known "
+                                    f"at parse time, got {count!r}")
+            return [N.SetMaxNReg(count, bool(inc), loc=loc)]
         raise self.error(s, "an expression statement must be a T.* statement call "
                             "(T.copy, T.fill, T.clear, T.gemm, T.reduce_*, T.atomic_add, "
                             "T.sync_threads, T.tma_copy, T.mbarrier_arrive, "
-                            "T.mbarrier_wait_parity, T.evaluate)")
+                            "T.mbarrier_wait_parity, T.set_max_nreg, T.evaluate)")
 
     # ---- regions ----------------------------------------------------------------------
     def region_args(self, call, n, what):

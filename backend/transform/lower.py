@@ -18,7 +18,7 @@ from .gemm import plan_gemm
 from .layout import infer_layouts
 from .sync import insert_barriers
 from .tileops import lower_tile_ops
-from .tma import plan_tma, stage_bytes
+from .tma import plan_tma, split_roles, stage_bytes
 from .vectorize import plan_vectorization
 
 SHARED_ALIGN = 128  # bytes; every shared buffer starts at a multiple (swizzles and cp.async)
@@ -96,6 +96,7 @@ def lower(func: N.PrimFunc, arch: str = "sm_90a") -> KernelPlan:
     for d in (d for ds in descriptors for d in ds):
         aligned[d.tensor] = max(aligned.get(d.tensor, 1), 16)  # TMA needs 16-byte bases
     func = insert_barriers(func)
+    func = split_roles(func)
     symbols: list[SymbolSpec] = []
     seen: set[str] = set()
     args = []
@@ -136,7 +137,8 @@ def lower(func: N.PrimFunc, arch: str = "sm_90a") -> KernelPlan:
         names.append(f"{func.name}_kernel{i}")
         prefixes.append(prefix)
         grid = tuple(grid_cpp(g, func) for g in k.grid) + ("1",) * (3 - len(k.grid))
-        block = tuple(k.threads) + (1,) * (3 - len(k.threads))
+        threads = (k.threads[0] + k.producer_threads,) + tuple(k.threads[1:])
+        block = threads + (1,) * (3 - len(threads))
         cluster = None if k.cluster is None else tuple(k.cluster) + (1,) * (3 - len(k.cluster))
         smem = shared_bytes(k)
         if smem > SHARED_LIMIT:

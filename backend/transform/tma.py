@@ -46,6 +46,9 @@ from .tileops import all_names
 MAX_BOX = 256  # elements per box dimension
 MAX_RANK = 5
 L2_PROMOTION = 128  # bytes
+WARPGROUP = 128
+PRODUCER_REGS = 40  # registers per thread a producer warpgroup keeps (it only issues TMA)
+SM_REGISTERS = 65536  # a block of a warp-specialized kernel has the SM to itself
 
 
 class TmaError(ValueError):
@@ -200,6 +203,7 @@ class _Kernel:
         self.new_allocs: list[N.Allocate] = []
         self.stages: dict[str, int] = {}
         self.descriptors: dict[tuple, Descriptor] = {}
+        self.producer: N.If | None = None  # the producer warpgroup's branch, if any
 
     def fail(self, s, msg: str):
         where = f"{s.loc}: " if getattr(s, "loc", None) else ""
@@ -337,8 +341,11 @@ class _Kernel:
                               N.binop("bitand", N.binop("floordiv", cur, _i32(S)), _i32(1)),
                               loc=loop.loc)
         last = rest[-1] if rest else None
-        if isinstance(last, N.Gemm) and self.wgmma(last) and last.wg_wait == 0 and \
-                {last.a, last.b} & {c.dst.buffer for c in loads}:
+        mma_tail = isinstance(last, N.Gemm) and self.wgmma(last) and last.wg_wait == 0 and \
+            bool({last.a, last.b} & {c.dst.buffer for c in loads})
+        if loop.warp_specialize:
+            return self.specialized(loop, loads, rest, wait_at, bar, issue, mma_tail)
+        if mma_tail:
             # the wgmma of step k stays in flight while step k + 1 waits for its tiles.  Each
             # thread releases step k - 1's stage on an "empty" mbarrier once its MMAs of
             # step k - 1 are done; one thread waits for that release and refills the stage
@@ -359,6 +366,57 @@ class _Kernel:
         else:
             new_body = [prefetch] + rest[:wait_at] + [wait] + rest[wait_at:]
         return [*prologue, dataclasses.replace(loop, body=tuple(new_body))]
+
+    def specialized(self, loop: N.For, loads, rest, wait_at, bar, issue, mma_tail) -> list:
+        """The warp-specialized form of a pipelined loop: a producer warpgroup (threads
+        ``threads .. threads + 127``) runs its own loop that waits for a stage to be
+        released and refills it; the kernel's threads wait for each stage, run the body
+        (its wgmma batch stays in flight) and release the previous stage::
+
+            if thread_idx >= threads:                      # the producer warpgroup
+                if thread_idx == threads:
+                    for j in range(n):
+                        if j >= S: mbarrier_wait_parity(empty[j % S], (j // S + 1) & 1)
+                        tma_copy(... k = start + j ..., stage=j % S, barrier=full[j % S])
+            for k in T.Pipelined(n, num_stages=S):     # the compute warpgroups
+                mbarrier_wait_parity(full[k % S], (k // S) & 1)
+                <the body; its T.gemm keeps one batch in flight>
+                if k > 0: mbarrier_arrive(empty[(k - 1) % S])
+
+        :func:`split_roles` later puts everything but the producer in its ``else``."""
+        if not arch_at_least(self.arch, 90) or not mma_tail:
+            self.fail(loop, "T.Pipelined(warp_specialize=True) needs sm_90a and a body whose loads "
+                            "become TMA copies and that ends with a wgmma T.gemm on the loaded tiles")
+        if len(self.scope.threads) != 1 or self.scope.num_threads % WARPGROUP:
+            self.fail(loop, f"T.Pipelined(warp_specialize=True) needs 1-D threads in whole warpgroups "
+                            f"(multiples of {WARPGROUP}); the kernel has threads={self.scope.threads}")
+        if self.producer is not None:
+            self.fail(loop, "a kernel has at most one T.Pipelined(warp_specialize=True) loop")
+        S, k, a, n = loop.num_stages, loop.var, loop.start, loop.extent
+        threads = self.scope.num_threads
+        rest = list(rest)
+        rest[-1] = dataclasses.replace(rest[-1], wg_wait=1)
+        empty = self.barrier(threads, S, loop.loc)
+        cur = k if isinstance(a, N.Const) and a.value == 0 else N.binop("sub", k, a)
+        full = N.MBarrierWait(N.Region(bar, (N.binop("mod", cur, _i32(S)),)),
+                              N.binop("bitand", N.binop("floordiv", cur, _i32(S)), _i32(1)),
+                              loc=loop.loc)
+        release = N.If(N.Cmp("gt", cur, _i32(0)), (N.MBarrierArrive(N.Region(
+            empty, (N.binop("mod", N.binop("add", cur, _i32(S - 1)), _i32(S)),)), loc=loop.loc),),
+            loc=loop.loc)
+        j = N.Var(self.fresh("tc_j"), "int32")
+        stage = N.binop("mod", j, _i32(S))
+        acquire = N.If(N.Cmp("ge", j, _i32(S)), (N.MBarrierWait(
+            N.Region(empty, (stage,)),
+            N.binop("bitand", N.binop("add", N.binop("floordiv", j, _i32(S)), _i32(1)), _i32(1)),
+            loc=loop.loc),), loc=loop.loc)
+        it = j if isinstance(a, N.Const) and a.value == 0 else N.binop("add", a, j)
+        feed = N.For(j, _i32(0), n, "serial", (acquire,) + issue(it, stage), loc=loop.loc)
+        tid = N.Call("thread_idx", (_i32(0),), "int32")
+        self.producer = N.If(N.Cmp("ge", tid, _i32(threads)), (
+            N.If(N.Cmp("eq", tid, _i32(threads)), (feed,), loc=loop.loc),), loc=loop.loc)
+        body = rest[:wait_at] + [full] + rest[wait_at:] + [release]
+        return [self.producer, dataclasses.replace(loop, body=tuple(body))]
 
     def wgmma(self, g: N.Gemm) -> bool:
         layout = self.allocs[g.c].layout if g.c in self.allocs else None
@@ -413,7 +471,9 @@ class _Kernel:
         last = max((i for i, s in enumerate(body) if isinstance(s, N.Allocate)), default=-1)
         body[last + 1:last + 1] = self.new_allocs
         body = self.describe(tuple(body))
-        return dataclasses.replace(self.scope, body=body), list(self.descriptors.values())
+        producer = WARPGROUP if self.producer is not None else 0
+        return (dataclasses.replace(self.scope, body=body, producer_threads=producer),
+                list(self.descriptors.values()))
 
 
 def plan_tma(func: N.PrimFunc, arch: str) -> tuple[N.PrimFunc, list[list[Descriptor]]]:
@@ -434,3 +494,48 @@ def box_bytes(d: Descriptor) -> int:
 def stage_bytes(buf: N.Buffer) -> int:
     """Bytes of one stage of a shared buffer."""
     return math.prod(int(x.value) for x in buf.shape) * DTYPES[buf.dtype].bytes
+
+
+def split_roles(func: N.PrimFunc) -> N.PrimFunc:
+    """The last step of warp specialization, after the barrier pass: in a kernel with a
+    producer warpgroup, everything after the shared allocations and the leading ``Let``s
+    (which both roles see) moves into the ``else`` of the producer's branch, and each
+    role sets its register budget: the producer keeps :data:`PRODUCER_REGS`, the compute
+    warpgroups share the rest of the SM's registers (``T.set_max_nreg``)."""
+    kernels = []
+    for scope in func.kernels:
+        if not scope.producer_threads:
+            kernels.append(scope)
+            continue
+        threads = scope.num_threads
+        tid = N.Call("thread_idx", (_i32(0),), "int32")
+        cond = N.Cmp("ge", tid, _i32(threads))
+        (at,) = [i for i, s in enumerate(scope.body) if isinstance(s, N.If) and s.cond == cond]
+        producer = scope.body[at]
+        local = {s.buffer.name for s in scope.body if isinstance(s, N.Allocate)}
+        head, compute = [], []
+        for i, s in enumerate(scope.body):
+            if i == at:
+                continue
+            shared = isinstance(s, N.Allocate) and s.buffer.scope == "shared"
+            if shared or (i < at and isinstance(s, N.Let) and not _reads(s.value, local)):
+                head.append(s)
+            else:
+                compute.append(s)
+        regs = (SM_REGISTERS - PRODUCER_REGS * scope.producer_threads) // threads // 8 * 8
+        regs = min(256, regs)
+        split = N.If(cond, (N.SetMaxNReg(PRODUCER_REGS, False, loc=producer.loc),) + producer.then,
+                     (N.SetMaxNReg(regs, True, loc=producer.loc), *compute), loc=producer.loc)
+        kernels.append(dataclasses.replace(scope, body=(*head, split)))
+    return dataclasses.replace(func, kernels=tuple(kernels))
+
+
+def _reads(e, buffers: set[str]) -> bool:
+    """Does ``e`` load from one of ``buffers``?"""
+    if isinstance(e, N.Load) and e.buffer in buffers:
+        return True
+    if isinstance(e, N.Expr):
+        return any(_reads(v, buffers) for v in vars(e).values())
+    if isinstance(e, tuple):
+        return any(_reads(v, buffers) for v in e)
+    return False

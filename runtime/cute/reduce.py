@@ -69,7 +69,8 @@ def warp_allreduce(value, op: str, width: int):
 
 @cute.jit
 def block_allreduce(vals: cute.Tensor, op: cutlass.Constexpr, scratch: cute.Tensor,
-                    num_warps: cutlass.Constexpr, group_warps: cutlass.Constexpr):
+                    num_warps: cutlass.Constexpr, group_warps: cutlass.Constexpr,
+                    threads: cutlass.Constexpr = 0):
     """All-reduce each of the R values of the register tensor ``vals`` (R = its static
     size) across groups of ``group_warps`` consecutive warps; the result replaces
     ``vals[r]`` in every thread of the group.
@@ -83,7 +84,9 @@ def block_allreduce(vals: cute.Tensor, op: cutlass.Constexpr, scratch: cute.Tens
     Steps: lane 0 of warp w writes ``scratch[r * num_warps + w]`` (``st.shared``);
     ``bar.sync 0``; every thread combines the ``group_warps`` partials of its group
     (``ld.shared``, broadcast reads) into ``vals[r]``; ``bar.sync 0`` again, so
-    ``scratch`` can be reused right after.  ``group_warps`` 1 emits nothing.
+    ``scratch`` can be reused right after.  ``group_warps`` 1 emits nothing.  With
+    ``threads`` the barriers are named barrier 1 over the first ``threads`` threads (a
+    kernel whose producer warpgroup does not take part).
     """
     if cutlass.const_expr(num_warps % group_warps != 0):
         raise ValueError(f"tilecute block_allreduce: group_warps {group_warps} "
@@ -94,7 +97,7 @@ def block_allreduce(vals: cute.Tensor, op: cutlass.Constexpr, scratch: cute.Tens
         if cute.arch.lane_idx() == 0:
             for r in cutlass.range_constexpr(rows):
                 scratch[r * num_warps + warp] = vals[r]
-        cute.arch.sync_threads()
+        _sync(threads)
         first = 0  # first warp of this thread's group
         if cutlass.const_expr(group_warps < num_warps):
             if cutlass.const_expr(group_warps & (group_warps - 1) == 0):
@@ -106,4 +109,12 @@ def block_allreduce(vals: cute.Tensor, op: cutlass.Constexpr, scratch: cute.Tens
             for g in cutlass.range_constexpr(1, group_warps):
                 acc = combine(acc, scratch[r * num_warps + first + g], op)
             vals[r] = acc
+        _sync(threads)
+
+
+def _sync(threads: int) -> None:
+    """A barrier of the whole block, or (``threads``) of its first ``threads`` threads."""
+    if cutlass.const_expr(threads):
+        cute.arch.barrier(barrier_id=1, number_of_threads=threads)
+    else:
         cute.arch.sync_threads()
