@@ -7,8 +7,12 @@ never committed here).  Prints one JSON line per (shape, dtype, kernel).
                                [--schedules 128x256x64x4x256,...]
 
 A schedule is tm x tn x tk x stages x threads [x panel] [x ws] (panel: T.use_swizzle rows;
-ws: a warp-specialized main loop, a producer warpgroup issuing the TMA loads).  TFLOP/s = 2 M N K / time; the time is
-the median over ``--reps`` CUDA-event samples of ``--inner`` back-to-back launches.
+ws: a warp-specialized main loop, a producer warpgroup issuing the TMA loads).
+TFLOP/s = 2 M N K / time.  Per shape, every kernel is timed in ``--rounds`` rounds (each
+round in a rotated order, as the GPU's clock drifts with its temperature); a round's time
+is the median over ``--reps`` CUDA-event samples of ``--inner`` back-to-back launches.  A
+row gives the median time over rounds and the median (and range) of its per-round ratio
+to cuBLAS.
 """
 
 import argparse
@@ -26,7 +30,7 @@ import gemm as G  # noqa: E402
 
 TORCH = {"float16": torch.float16, "bfloat16": torch.bfloat16}
 SHAPES = "4096x4096x4096,8192x8192x8192,4096x11008x4096,4096x14336x4096"
-SCHEDULES = "128x256x64x3x256x16,128x256x64x3x256x8,128x256x64x4x256x16"
+SCHEDULES = "128x256x64x3x256x16xws,128x256x64x3x256x16"
 
 
 def time_ms(fn, reps: int, inner: int) -> float:
@@ -56,8 +60,11 @@ def main(argv=None):
     ap.add_argument("--schedules", default=SCHEDULES, help="tm x tn x tk x stages x threads,...")
     ap.add_argument("--epilogues", default="shared,direct",
                     help="direct (registers -> global), shared (-> swizzled shared -> TMA store)")
-    ap.add_argument("--reps", type=int, default=10)
-    ap.add_argument("--inner", type=int, default=10)
+    ap.add_argument("--reps", type=int, default=5, help="CUDA-event samples per kernel and round")
+    ap.add_argument("--inner", type=int, default=10, help="launches per sample")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="rounds over all kernels of a shape, each in a rotated order (the GPU's "
+                         "clock drifts as it heats: every kernel sees the same conditions)")
     ap.add_argument("--cutlass-example", action="append", default=[],
                     help="path of CUTLASS's CuTe DSL Hopper dense_gemm_persistent.py or "
                          "dense_gemm.py to run as a peer (repeatable)")
@@ -72,12 +79,11 @@ def main(argv=None):
             w = torch.randn(K, N, device="cuda", dtype=TORCH[dtype])
             y = torch.empty(M, N, device="cuda", dtype=TORCH[dtype])
             ref = torch.matmul(x, w)
-            ms = time_ms(lambda: torch.matmul(x, w, out=y), args.reps, args.inner)
-            peer = flops / ms / 1e9
-            emit(shape=shape, dtype=dtype, kernel="torch.matmul (cuBLAS)", ms=round(ms, 4),
-                 tflops=round(peer, 1))
+            # (row fields, launch, max error vs cuBLAS); cuBLAS first
+            runs = [(dict(kernel="torch.matmul (cuBLAS)"), lambda: torch.matmul(x, w, out=y), None)]
             for sched, epi in ((s, e) for s in args.schedules.split(",")
                                for e in args.epilogues.split(",")):
+                row = dict(kernel="tilecute", schedule=sched, epilogue=epi)
                 parts = sched.split("x")
                 ws = "ws" in parts
                 tm, tn, tk, stages, threads, *panel = (int(v) for v in parts if v != "ws")
@@ -86,26 +92,37 @@ def main(argv=None):
                                                        panel=panel[0] if panel else 0,
                                                        epilogue=epi, warp_specialize=ws))
                 except ValueError as e:  # e.g. more shared memory than a block can have
-                    emit(shape=shape, dtype=dtype, kernel="tilecute", schedule=sched,
-                         epilogue=epi, skipped=str(e)[:200])
+                    emit(shape=shape, dtype=dtype, **row, skipped=str(e)[:200])
                     continue
-                kernel(x, w, y)
-                err = (y.float() - ref.float()).abs().max().item()
-                ms = time_ms(lambda: kernel(x, w, y), args.reps, args.inner)
-                tf = flops / ms / 1e9
-                emit(shape=shape, dtype=dtype, kernel="tilecute", schedule=sched, epilogue=epi,
-                     ms=round(ms, 4),
-                     tflops=round(tf, 1), of_cublas=round(tf / peer, 3),
-                     max_err_vs_cublas=round(err, 4))
+                out = torch.empty_like(y)
+                kernel(x, w, out)
+                err = (out.float() - ref.float()).abs().max().item()
+                runs.append((row, lambda k=kernel, o=out: k(x, w, o), err))
             for path in args.cutlass_example:
-                cutlass_peer(path, x, w, ref, flops, peer, shape, dtype, args)
+                peer = cutlass_peer(path, x, w, ref, shape, dtype)
+                if peer is not None:
+                    runs.append(peer)
+            times = [[] for _ in runs]
+            for r in range(args.rounds):
+                for i in [(r + j) % len(runs) for j in range(len(runs))]:
+                    times[i].append(time_ms(runs[i][1], args.reps, args.inner))
+            for (row, _, err), ts in zip(runs, times):
+                ms = statistics.median(ts)
+                # the ratio to cuBLAS per round (both timed in it), then the median
+                ratios = [c / t for c, t in zip(times[0], ts)]
+                extra = {} if err is None else dict(
+                    of_cublas=round(statistics.median(ratios), 3),
+                    of_cublas_range=[round(min(ratios), 3), round(max(ratios), 3)],
+                    max_err_vs_cublas=round(err, 4))
+                emit(shape=shape, dtype=dtype, **row, ms=round(ms, 4),
+                     tflops=round(flops / ms / 1e9, 1), **extra)
 
 
-def cutlass_peer(path, x, w, ref, flops, peer, shape, dtype, args):
+def cutlass_peer(path, x, w, ref, shape, dtype):
     """CUTLASS's CuTe DSL Hopper GEMM example (persistent warp-specialized, or the plain
     dense_gemm.py; 128x256 tiles, cluster 1x1) on the same inputs: A (M, K) K-major,
     B = W viewed (N, K) N-major, C (M, N); its own host code builds the TMA descriptors.
-    Compiled once per shape and dtype."""
+    Compiled once per shape and dtype; returns (row fields, launch, max error) or None."""
     name = os.path.splitext(os.path.basename(path))[0]
     try:
         import importlib.util
@@ -134,14 +151,12 @@ def cutlass_peer(path, x, w, ref, flops, peer, shape, dtype, args):
             compiled = cute.compile(gemm, ta, tb, tc, stream)
         compiled(ta, tb, tc, stream)
         err = (c[..., 0].float() - ref.float()).abs().max().item()
-        ms = time_ms(lambda: compiled(ta, tb, tc, stream), args.reps, args.inner)
-        tf = flops / ms / 1e9
-        emit(shape=shape, dtype=dtype, kernel=f"CUTLASS CuTe DSL {name}",
-             schedule="128x256 tile, cluster 1x1", ms=round(ms, 4), tflops=round(tf, 1),
-             of_cublas=round(tf / peer, 3), max_err_vs_cublas=round(err, 4))
+        return (dict(kernel=f"CUTLASS CuTe DSL {name}", schedule="128x256 tile, cluster 1x1"),
+                lambda: compiled(ta, tb, tc, stream), err)
     except Exception as e:  # the peer is optional; say why it did not run
         emit(shape=shape, dtype=dtype, kernel=f"CUTLASS CuTe DSL {path}",
              error=f"{type(e).__name__}: {str(e)[:300]}")
+        return None
 
 
 if __name__ == "__main__":
