@@ -6,6 +6,9 @@ forms) with TMA loads into swizzled shared tiles, ``T.Pipelined`` multi-bufferin
         a kernel factory: block sizes and stages are the knobs an autotuner turns
     matmul_bias_relu(...)
         the same main loop with an epilogue fused on the accumulator fragment
+    matmul_a_registers(...), matmul_chain(...)
+        A read from registers (wgmma's RS form): scaled on the way, or the accumulator
+        of a first T.gemm
 
 Run on a GPU: ``python3 examples/gemm.py`` (checks against torch.matmul).
 """
@@ -97,6 +100,65 @@ def matmul_bias_relu(tm=128, tn=128, tk=64, stages=3, threads=256, dtype="float1
                     acc[i, j] + T.Cast("float32", bias[col * tn + j]), 0.0)
 
     return matmul_bias_relu
+
+
+def matmul_a_registers(tm=128, tn=128, tk=64, stages=3, threads=256, dtype="float16",
+                       warp_specialize=False):
+    """Y = (X * scale[k]) @ W: each A tile goes from shared memory to registers with its
+    columns scaled there, and wgmma reads A from registers (its RS form)."""
+    M, N, K = _dims(dtype, dtype)
+
+    @T.prim_func
+    def matmul_a_registers(X: T.Tensor((M, K), dtype), scale: T.Tensor((K,), dtype),
+                           W: T.Tensor((K, N), dtype), Y: T.Tensor((M, N), dtype)):
+        with T.Kernel(T.ceildiv(N, tn), T.ceildiv(M, tm), threads=threads) as (col, row):
+            # swizzled like an MMA operand, so the threads' reads into registers spread
+            # over the banks (TMA writes it so)
+            xs = T.alloc_shared((tm, tk), dtype, layout=T.Layout("tma_swizzled", swizzle=128))
+            ws = T.alloc_shared((tk, tn), dtype)
+            xr = T.alloc_fragment((tm, tk), dtype)
+            acc = T.alloc_fragment((tm, tn), "float32")
+            T.clear(acc)
+            for step in T.Pipelined(T.ceildiv(K, tk), num_stages=stages,
+                                    warp_specialize=warp_specialize):
+                T.copy(X[row * tm, step * tk], xs)
+                T.copy(W[step * tk, col * tn], ws)
+                for i, k in T.Parallel(tm, tk):
+                    xr[i, k] = xs[i, k] * scale[step * tk + k]
+                T.gemm(xr, ws, acc)
+            T.copy(acc, Y[row * tm, col * tn])
+
+    return matmul_a_registers
+
+
+def matmul_chain(tm=64, n1=64, tn=128, tk=64, threads=128, dtype="float16"):
+    """Y = (X @ W1) @ W2 with the (tm, n1) intermediate never leaving registers: the first
+    T.gemm's accumulator is cast into an A fragment of the second (the way attention
+    kernels feed P = softmax(S) to P @ V).  X (M, K), W1 (K, n1), W2 (n1, N)."""
+    M, N, K = _dims(dtype, dtype)
+
+    @T.prim_func
+    def matmul_chain(X: T.Tensor((M, K), dtype), W1: T.Tensor((K, n1), dtype),
+                     W2: T.Tensor((n1, N), dtype), Y: T.Tensor((M, N), dtype)):
+        with T.Kernel(T.ceildiv(N, tn), T.ceildiv(M, tm), threads=threads) as (col, row):
+            xs = T.alloc_shared((tm, tk), dtype)
+            w1s = T.alloc_shared((tk, n1), dtype)
+            w2s = T.alloc_shared((n1, tn), dtype)
+            s = T.alloc_fragment((tm, n1), "float32")
+            p = T.alloc_fragment((tm, n1), dtype)
+            acc = T.alloc_fragment((tm, tn), "float32")
+            T.clear(s)
+            for step in T.Pipelined(T.ceildiv(K, tk), num_stages=2):
+                T.copy(X[row * tm, step * tk], xs)
+                T.copy(W1[step * tk, 0], w1s)
+                T.gemm(xs, w1s, s)
+            T.copy(W2[0, col * tn], w2s)
+            for i, j in T.Parallel(tm, n1):
+                p[i, j] = T.Cast(dtype, s[i, j])
+            T.gemm(p, w2s, acc, clear_accum=True)
+            T.copy(acc, Y[row * tm, col * tn])
+
+    return matmul_chain
 
 
 @tilecute.jit(out_idx=[-1])

@@ -105,9 +105,140 @@ def test_gemm_round_trips_through_json_and_the_printer():
     assert from_json(to_json(plan.func)) == plan.func
 
 
+# ---- warp specialization -------------------------------------------------------------------
+def test_warp_specialized_plan():
+    """A producer warpgroup after the 256 compute threads runs the TMA loads in its own
+    loop; the compute threads wait for full stages and release them, with no TMA and no
+    block barrier in their loop; both roles set their register budgets."""
+    plan = lower(G.matmul(tn=256, epilogue="shared", panel=16, warp_specialize=True), "sm_90a")
+    scope = plan.func.kernels[0]
+    assert scope.producer_threads == 128 and plan.abi.kernels[0].block == (384, 1, 1)
+    split = scope.body[-1]
+    assert isinstance(split, N.If) and print_func(plan.func).count("T.get_thread_binding(0) >= 256") == 1
+    assert split.then[0] == N.SetMaxNReg(40, False) and split.orelse[0] == N.SetMaxNReg(232, True)
+    # the shared buffers and the T.use_swizzle Lets stay before the split: both roles see them
+    assert all(isinstance(s, (N.Allocate, N.Let)) for s in scope.body[:-1])
+    (feed,) = [f for f in walk_stmts(split.then) if isinstance(f, N.For)]
+    assert len([s for s in walk_stmts(feed.body) if isinstance(s, N.TmaCopy)]) == 2
+    assert any(isinstance(s, N.MBarrierWait) for s in walk_stmts(feed.body))  # waits for "empty"
+    (loop,) = [f for f in walk_stmts(split.orelse) if isinstance(f, N.For) and f.kind == "pipelined"]
+    inner = list(walk_stmts(loop.body))
+    assert not any(isinstance(s, (N.TmaCopy, N.Barrier)) for s in inner)
+    assert any(isinstance(s, N.MBarrierArrive) for s in inner)
+    src = emit_cute(plan)
+    assert "cute.arch.setmaxregister_decrease(40)" in src and "setmaxregister_increase(232)" in src
+    assert "if tc_tid == 256:" in src and "min_blocks_per_mp=1" in src
+    # the epilogue's barrier before the TMA store leaves the producer out
+    assert "cute.arch.barrier(barrier_id=1, number_of_threads=256)" in src
+    assert "sync_threads()" in src.split("if tc_tx >= 256:")[0]  # barrier init: every thread
+    assert "sync_threads()" not in src.split("if tc_tx >= 256:")[1]
+
+
+def test_warp_specialized_budget_for_one_compute_warpgroup():
+    plan = lower(G.matmul(tm=64, tn=128, threads=128, warp_specialize=True), "sm_90a")
+    split = plan.func.kernels[0].body[-1]
+    assert plan.abi.kernels[0].block == (256, 1, 1) and split.orelse[0] == N.SetMaxNReg(256, True)
+
+
+def test_warp_specialized_lowered_ir_round_trips():
+    plan = lower(G.matmul(warp_specialize=True), "sm_90a")
+    text = print_func(plan.func)
+    assert "producer_threads=128" in text and "T.set_max_nreg(40, 0)" in text
+    assert "warp_specialize=True" in text
+    assert from_json(to_json(plan.func)) == plan.func
+    assert "warp_specialize=True" in print_func(G.matmul(warp_specialize=True))
+
+
+def _ws_loop(gemm=True, loops=1):
+    @T.prim_func
+    def ws(A: T.Tensor((256, 256), "float16"), B: T.Tensor((256, 256), "float16")):
+        with T.Kernel(1, threads=128) as bx:
+            a = T.alloc_shared((64, 64), "float16")
+            b = T.alloc_shared((64, 64), "float16")
+            a2 = T.alloc_shared((64, 64), "float16")
+            c = T.alloc_fragment((64, 64), "float32")
+            T.clear(c)
+            for k in T.Pipelined(4, num_stages=2, warp_specialize=True):
+                T.copy(A[0, k * 64], a)
+                T.copy(B[k * 64, 0], b)
+                if gemm:
+                    T.gemm(a, b, c)
+            if loops == 2:
+                for k in T.Pipelined(4, num_stages=2, warp_specialize=True):
+                    T.copy(B[0, k * 64], a2)
+                    T.gemm(a2, b, c)
+            T.copy(c, A[0, 0])
+    return ws
+
+
+@pytest.mark.parametrize("kw,arch,match", [
+    ({}, "sm_80", r"needs sm_90a"),
+    (dict(gemm=False), "sm_90a", r"ends with a wgmma T.gemm"),
+    (dict(loops=2), "sm_90a", r"at most one T.Pipelined\(warp_specialize=True\)"),
+])
+def test_warp_specialize_errors_name_the_kernel(kw, arch, match):
+    from tilecute.transform.tma import TmaError
+
+    with pytest.raises(TmaError, match=match) as e:
+        lower(_ws_loop(**kw), arch)
+    assert "prim_func 'ws'" in str(e.value)
+
+
+# ---- A from registers (wgmma RS) ------------------------------------------------------------
+def test_a_in_registers_plan():
+    plan = lower(G.matmul_a_registers(), "sm_90a")
+    layouts = _layouts(plan)
+    assert layouts["xr"] == N.Layout("mma", threads=256, mma="wgmma", warps=(2, 1), operand="A")
+    assert layouts["ws"].kind == "tma_swizzled"
+    (g,) = _stmts(plan, N.Gemm)
+    assert g.wg_wait == 0  # the next step rewrites A's registers: no MMAs left in flight
+    src = emit_cute(plan)
+    assert 'xr, xr_ij = tcm.a_fragment("wgmma", (2, 1), (128, 64), cutlass.Float16, tc_tid)' in src
+    assert "tcm.gemm(tc_mma0, tc_tid, acc, xr, tcm.operand(" in src and "a_regs=True)" in src
+    text = print_func(plan.func)
+    assert 'T.Layout("mma", threads=256, mma="wgmma", warps=(2, 1), operand="A")' in text
+
+
+def test_a_in_registers_warp_specialized_releases_each_step():
+    plan = lower(G.matmul_a_registers(warp_specialize=True), "sm_90a")
+    (loop,) = [f for f in _stmts(plan, N.For) if f.kind == "pipelined"]
+    assert isinstance(loop.body[-1], N.MBarrierArrive)  # this step's stage, right after its MMAs
+    assert [g.wg_wait for g in _stmts(plan, N.Gemm)] == [0]
+
+
+def test_accumulator_moves_into_an_a_fragment():
+    """The chained GEMM: the first accumulator is cast into the second T.gemm's A
+    registers, register for register (same (i, j) per register)."""
+    plan = lower(G.matmul_chain(), "sm_90a")
+    assert _layouts(plan)["p"].operand == "A" and _layouts(plan)["s"].operand == ""
+    src = emit_cute(plan)
+    assert "p[tc_r3 + tc_lane4] = cutlass.Float16(s[tc_r3 + tc_lane4])" in src
+
+
+def test_a_fragment_walked_in_part_is_a_clear_error():
+    from tilecute.transform.layout import LayoutError
+
+    @T.prim_func
+    def bad(A: T.Tensor((64, 64), "float16")):
+        with T.Kernel(1, threads=128) as bx:
+            a = T.alloc_shared((64, 64), "float16")
+            b = T.alloc_shared((64, 32), "float16")
+            s = T.alloc_fragment((64, 32), "float32")
+            p = T.alloc_fragment((64, 64), "float16")
+            c = T.alloc_fragment((64, 32), "float32")
+            T.copy(A[0, 0], a)
+            T.copy(A[0, 0], b)
+            T.gemm(a, b, s, clear_accum=True)
+            for i, j in T.Parallel(64, 32):
+                p[i, j] = T.Cast("float16", s[i, j])
+            T.gemm(p, b, c, clear_accum=True)
+    with pytest.raises(LayoutError, match="fragment 'p' has a T.gemm register layout"):
+        lower(bad, "sm_90a")
+
+
 # ---- errors --------------------------------------------------------------------------------
 def _mm(a_shape, b_shape, c_shape, dtype="float16", c_dtype="float32", threads=128,
-        a_scope="shared", transpose_B=False):
+        a_scope="shared", transpose_B=False, b_scope="shared"):
     cm, cn = c_shape
 
     @T.prim_func
@@ -117,7 +248,10 @@ def _mm(a_shape, b_shape, c_shape, dtype="float16", c_dtype="float32", threads=1
                 a = T.alloc_shared(a_shape, dtype)
             else:
                 a = T.alloc_fragment(a_shape, dtype)
-            b = T.alloc_shared(b_shape, dtype)
+            if b_scope == "shared":
+                b = T.alloc_shared(b_shape, dtype)
+            else:
+                b = T.alloc_fragment(b_shape, dtype)
             c = T.alloc_fragment(c_shape, c_dtype)
             T.clear(c)
             T.gemm(a, b, c, transpose_B=transpose_B)
@@ -131,7 +265,10 @@ def _mm(a_shape, b_shape, c_shape, dtype="float16", c_dtype="float32", threads=1
     (((64, 32), (32, 64), (64, 64)), dict(threads=96), "sm_90a", r"warpgroups of 128 threads"),
     (((96, 32), (32, 64), (96, 64)), {}, "sm_90a", r"M = 96 is not a multiple of 64"),
     (((64, 32), (32, 64), (64, 64)), dict(c_dtype="float16"), "sm_90a", r"accumulates in float32"),
-    (((64, 32), (32, 64), (64, 64)), dict(a_scope="fragment"), "sm_90a", r"reads T.gemm operands from shared"),
+    (((64, 32), (32, 64), (64, 64)), dict(a_scope="fragment"), "sm_80", r"A from registers is wgmma's form"),
+    (((64, 64), (64, 64), (64, 64)), dict(a_scope="fragment", dtype="float8_e4m3", transpose_B=True),
+     "sm_90a", r"A from registers is wgmma's form \(sm_90a\) for float16 and bfloat16"),
+    (((64, 32), (32, 64), (64, 64)), dict(b_scope="fragment"), "sm_90a", r"T.gemm reads B from shared"),
     (((64, 64), (64, 64), (64, 64)), dict(dtype="float8_e4m3"), "sm_90a", r"must be K-major"),
     (((64, 64), (64, 64), (64, 64)), dict(dtype="float8_e4m3", transpose_B=True), "sm_80",
      r"float8 on sm_90a"),
@@ -151,6 +288,14 @@ CASES += [("sm_90a", "float8_e4m3", False, True, dict(tk=128)),
           ("sm_90a", "float8_e5m2", False, True, dict(tk=128)),
           ("sm_90a", "float32", False, True, dict(tk=32)),
           ("sm_90a", "bfloat16", False, False, dict(tn=256, stages=3, epilogue="shared", panel=16))]
+CASES += [("sm_90a", "bfloat16", False, False, dict(tn=256, epilogue="shared", panel=16,
+                                                    warp_specialize=True)),
+          ("sm_90a", "float16", True, True, dict(warp_specialize=True)),
+          ("sm_90a", "float16", False, False, dict(tm=64, threads=128, stages=4, warp_specialize=True)),
+          ("sm_90a", "float8_e4m3", False, True, dict(tk=128, warp_specialize=True))]
+RS_CASES = [("matmul_a_registers", {}), ("matmul_a_registers", dict(warp_specialize=True)),
+            ("matmul_a_registers", dict(dtype="bfloat16", tm=64, threads=128)),
+            ("matmul_chain", {}), ("matmul_chain", dict(tm=128, threads=256, n1=128))]
 CASES += [("sm_80", dt, ta, tb, dict(tk=32, threads=128)) for dt in ("float16", "bfloat16")
           for ta in (False, True) for tb in (False, True)]
 CASES += [("sm_80", "float32", False, True, dict(tk=32, threads=128))]
@@ -162,18 +307,25 @@ def test_gemm_variants_compile_to_cubins(tmp_path, arch, dtype, ta, tb, kw):
     _cubin(plan, tmp_path)
 
 
-def test_bias_relu_epilogue_compiles(tmp_path):
-    _cubin(lower(G.matmul_bias_relu(), "sm_90a"), tmp_path)
+@pytest.mark.parametrize("fn,kw", RS_CASES)
+def test_a_in_registers_compiles(tmp_path, fn, kw):
+    _cubin(lower(getattr(G, fn)(**kw), "sm_90a"), tmp_path)
+
+
+@pytest.mark.parametrize("ws", [False, True])
+def test_bias_relu_epilogue_compiles(tmp_path, ws):
+    _cubin(lower(G.matmul_bias_relu(warp_specialize=ws), "sm_90a"), tmp_path)
 
 
 @pytest.mark.skipif(not os.path.exists(PTXAS), reason="needs ptxas (CUDA toolkit)")
-@pytest.mark.parametrize("epilogue", ["direct", "shared"])
-def test_ptxas_keeps_the_wgmma_pipeline(tmp_path, epilogue):
+@pytest.mark.parametrize("epilogue,ws", [("direct", False), ("shared", False), ("shared", True)])
+def test_ptxas_keeps_the_wgmma_pipeline(tmp_path, epilogue, ws):
     """ptxas serializes every wgmma of a kernel when something reads the accumulators
     while MMAs may be in flight (C7514); the drain's register fence prevents it."""
     import cutlass.cute as cute
 
-    plan = lower(G.matmul(tn=256, stages=3, dtype="bfloat16", epilogue=epilogue), "sm_90a")
+    plan = lower(G.matmul(tn=256, stages=3, dtype="bfloat16", epilogue=epilogue,
+                          warp_specialize=ws), "sm_90a")
     path = tmp_path / "k.py"
     path.write_text(emit_cute(plan))
     os.environ["CUTE_DSL_ARCH"] = "sm_90a"
@@ -186,3 +338,4 @@ def test_ptxas_keeps_the_wgmma_pipeline(tmp_path, epilogue):
     assert "wgmma.mma_async" in open(ptx).read()
     assert "C7514" not in out.stderr and "serialized" not in out.stderr, out.stderr
     assert "0 bytes spill stores" in out.stderr
+    assert ("setmaxnreg" in open(ptx).read()) == ws

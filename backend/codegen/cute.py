@@ -326,9 +326,11 @@ class _KernelEmitter:
                 coords = f"{b.name}_ij"
                 self.mma_coords[b.name] = coords
                 shape = tuple(int(d.value) for d in b.shape)
-                self.line(depth, f"{b.name}, {coords} = tcm.accumulator(\"{layout.mma}\", "
+                fn, what = ("a_fragment", "A operand") if layout.operand == "A" else \
+                    ("accumulator", "accumulator")
+                self.line(depth, f"{b.name}, {coords} = tcm.{fn}(\"{layout.mma}\", "
                                  f"{tuple(layout.warps)}, {shape}, {cute_type(b.dtype)}, tc_tid)"
-                                 f"  # {layout.mma} accumulator; {coords}[r] = (i, j) of register r")
+                                 f"  # {layout.mma} {what}; {coords}[r] = (i, j) of register r")
                 return
             if layout.kind == "blocked":
                 step = layout.threads * layout.vector
@@ -529,6 +531,10 @@ class _KernelEmitter:
                     f"{self.layouts[buf.name].swizzle}, {mn_major}, \"{layout.mma}\")")
         a_mn, b_mn = s.transpose_a, not s.transpose_b
         acc = "" if not s.clear_accum else ", accumulate=False"
+        if a.scope == "fragment":  # wgmma's RS form: A is this thread's registers
+            a_view, acc = s.a, acc + ", a_regs=True"
+        else:
+            a_view = view(a, a_mn)
         self.line(depth, f"# T.gemm({s.a}, {s.b}, {s.c}): {s.c} += {s.a}{'^T' if s.transpose_a else ''} "
                          f"@ {s.b}{'^T' if s.transpose_b else ''}")
         if layout.mma == "wgmma":
@@ -536,7 +542,7 @@ class _KernelEmitter:
                 acc += f", wait={s.wg_wait}"
                 if s.c not in self.in_flight:
                     self.in_flight.append(s.c)
-            self.line(depth, f"tcm.gemm({mma}, tc_tid, {s.c}, {view(a, a_mn)}, {view(b, b_mn)}{acc})")
+            self.line(depth, f"tcm.gemm({mma}, tc_tid, {s.c}, {a_view}, {view(b, b_mn)}{acc})")
         else:
             self.line(depth, f"tcm.gemm_warp({mma}, tc_tid, {s.c}, {view(a, a_mn)}, "
                              f"{view(b, b_mn)}, {a_mn}, {b_mn}{acc})")
@@ -557,7 +563,8 @@ class _KernelEmitter:
             n = int(allocs[s.c].buffer.shape[1].value)
             self.line(depth, f"{name} = tcm.tiled_mma(\"{layout.mma}\", {_mma_type(a.dtype)}, {_mma_type(b.dtype)}, "
                              f"cutlass.Float32, {s.transpose_a}, {not s.transpose_b}, "
-                             f"{tuple(layout.warps)}, {n})  # T.gemm({s.a}, {s.b}, {s.c})")
+                             f"{tuple(layout.warps)}, {n}{', a_regs=True' if a.scope == 'fragment' else ''})"
+                             f"  # T.gemm({s.a}, {s.b}, {s.c})")
             if layout.mma == "wgmma":
                 self.proxy_fence |= bool({s.a, s.b} & written)
 

@@ -355,7 +355,9 @@ class Layout:
       ``mma``: the accumulator layout of tensor-core MMA family ``mma`` (``wgmma`` on
       sm_90a, ``mma`` for warp ``mma.sync``) with ``warps = (along M, along N)``
       (warpgroups for wgmma): ``T.gemm`` accumulates into it; element ``(i, j)`` of each
-      register is given by CuTe's partition of the tiled MMA (``runtime/cute/mma.py``).
+      register is given by CuTe's partition of the tiled MMA (``runtime/cute/mma.py``);
+      with ``operand="A"`` the register layout of a wgmma A operand read from registers
+      (the same (i, j) per register as an accumulator with as many columns).
     Shared buffers:
       ``row_major``;
       ``swizzled``: row-major over the last two dims ``(r, c)``, with column ``c`` stored at
@@ -375,6 +377,7 @@ class Layout:
     swizzle: int = 0
     mma: str = ""
     warps: tuple = ()
+    operand: str = ""  # mma layouts: "" for an accumulator, "A" for an A operand
 
 
 @dataclass(frozen=True)

@@ -103,9 +103,10 @@ def _loop_range(s: N.For) -> str:
 
 def layout_str(layout: N.Layout) -> str:
     args = [f'"{layout.kind}"']
-    for name in ("threads", "vector", "swizzle"):
-        if getattr(layout, name):
-            args.append(f"{name}={getattr(layout, name)}")
+    for name in ("threads", "vector", "swizzle", "mma", "warps", "operand"):
+        value = getattr(layout, name)
+        if value:
+            args.append(f'{name}="{value}"' if isinstance(value, str) else f"{name}={value}")
     return f"T.Layout({', '.join(args)})"
 
 

@@ -163,12 +163,13 @@ def floormod(a, b):
     return _N.binop("mod", a, b)
 
 
-def Layout(kind: str, threads: int = 0, vector: int = 0, swizzle: int = 0) -> _N.Layout:  # noqa: N802
+def Layout(kind: str, threads: int = 0, vector: int = 0, swizzle: int = 0, mma: str = "",  # noqa: N802
+           warps: tuple = (), operand: str = "") -> _N.Layout:
     """A buffer layout, as the layout pass prints it (``T.alloc_fragment(..., layout=...)``);
     see ``tilecute.ir.nodes.Layout``."""
     if kind not in _N.LAYOUT_KINDS:
         raise ValueError(f"T.Layout: kind must be one of {_N.LAYOUT_KINDS}, got {kind!r}")
-    return _N.Layout(kind, threads, vector, swizzle)
+    return _N.Layout(kind, threads, vector, swizzle, mma, tuple(warps), operand)
 
 
 # ---- statements: recognised by the parser inside a @T.prim_func body --------------------

@@ -3,7 +3,11 @@ the layouts the MMA needs (runs first, so the TMA pass sees the operand swizzles
 
 ``T.gemm(A, B, C, transpose_A, transpose_B, clear_accum)`` computes ``C += A @ B`` with
 ``A`` ``(M, K)`` (``(K, M)`` when ``transpose_A``), ``B`` ``(K, N)`` (``(N, K)`` when
-``transpose_B``), both shared, and ``C`` an ``(M, N)`` float32 fragment.
+``transpose_B``), both shared, and ``C`` an ``(M, N)`` float32 fragment.  With wgmma
+(16-bit types) ``A`` may instead be an ``(M, K)`` fragment: wgmma's RS form reads it from
+registers, laid out as an ``mma`` fragment with ``operand="A"`` (register ``r`` holds the
+same ``(i, j)`` as register ``r`` of an accumulator with ``K`` columns, so a ``T.Parallel``
+loop can move an accumulator into it, as attention kernels do with P = softmax(S)).
 
 Families (``runtime/cute/mma.py`` issues them):
 
@@ -96,10 +100,12 @@ class _Kernel:
 
     def plan(self, s: N.Gemm) -> None:
         a, b, c = (self.buffers[x] for x in (s.a, s.b, s.c))
+        a_regs = a.scope == "fragment"  # wgmma's RS form: A from registers
         for buf, what in ((a, "A"), (b, "B")):
-            if buf.scope != "shared":
-                self.fail(s, f"{what} ('{buf.name}') is a {buf.scope} buffer; this tilecute "
-                             "reads T.gemm operands from shared memory (T.alloc_shared)")
+            if buf.scope != "shared" and not (buf is a and a_regs):
+                self.fail(s, f"{what} ('{buf.name}') is a {buf.scope} buffer; T.gemm reads B from "
+                             "shared memory (T.alloc_shared) and A from shared memory or, with "
+                             "wgmma, a fragment (T.alloc_fragment)")
             if buf.ndim != 2:
                 self.fail(s, f"{what} ('{buf.name}') has {buf.ndim} dims, not 2")
             if buf.name not in self.allocs:
@@ -118,6 +124,12 @@ class _Kernel:
         if a.dtype != b.dtype and not (a.dtype.startswith("float8") and b.dtype.startswith("float8")):
             self.fail(s, f"A is {a.dtype} and B is {b.dtype}; the operands must have one dtype")
         a_mn, b_mn = s.transpose_a, not s.transpose_b
+        if a_regs and not (a.dtype in ("float16", "bfloat16") and arch_at_least(self.arch, 90)):
+            self.fail(s, f"A ('{a.name}') is a fragment: A from registers is wgmma's form (sm_90a) "
+                         f"for float16 and bfloat16; here {a.dtype} on {self.arch}")
+        if a_regs and s.transpose_a:
+            self.fail(s, f"A ('{a.name}') is a fragment, which holds A as (M, K); transpose_A "
+                         "applies to shared A only")
         if a.dtype in WGMMA_TYPES and arch_at_least(self.arch, 90):
             family = "wgmma"
         elif a.dtype in MMA_TYPES and arch_at_least(self.arch, 80):
@@ -152,6 +164,10 @@ class _Kernel:
                 self.fail(s, f"no arrangement of {self.threads // WARP} warps tiles {m} x {n} in "
                              "16 x 16 steps")
         for buf, what in ((a, "A"), (b, "B")):
+            if buf is a and a_regs:
+                self.set_layout(s, a.name, N.Layout("mma", threads=self.threads, mma=family,
+                                                    warps=warps, operand="A"))
+                continue
             rows, cols = dims(buf)
             swizzle = operand_swizzle(cols * DTYPES[buf.dtype].bytes)
             if not swizzle or rows % 8:

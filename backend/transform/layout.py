@@ -194,8 +194,9 @@ class _Kernel:
         frags = [n for n, a in self.allocs.items() if a.buffer.scope == "fragment"]
         for f in frags:
             if self.mma_layout(f) is not None and f in self.replicated:
-                self.fail(self.why[f], f"fragment '{f}' is a T.gemm accumulator (each thread "
-                                       f"holds the MMA's part of it) but {self.why_text(f)}; "
+                self.fail(self.why[f], f"fragment '{f}' has a T.gemm register layout (an "
+                                       f"accumulator or an A operand: each thread holds the MMA's "
+                                       f"part of it) but {self.why_text(f)}; "
                                        "index it in T.Parallel loops with their own loop variables")
         blocked = [f for f in frags if f not in self.replicated]
         for r in self.reduces:
@@ -241,11 +242,12 @@ class _Kernel:
         self.mma: dict[str, N.Layout] = {}
         for root, members in groups.items():
             mma = {self.mma_layout(m) for m in members} - {None}
-            if len(mma) > 1:
+            # an A operand and an accumulator of one shape hold the same (i, j) per register
+            if len({dataclasses.replace(x, operand="") for x in mma}) > 1:
                 self.fail(self.allocs[members[0]], f"fragments {sorted(members)} share T.Parallel "
                                                    "loops but accumulate different T.gemm layouts")
             if mma:
-                layout = mma.pop()
+                layout = min(mma, key=lambda x: x.operand)  # the accumulator's, if any
                 shapes = {tuple(self.buffers[m].shape) for m in members}
                 if len(shapes) > 1:
                     self.fail(self.allocs[members[0]], f"fragments {sorted(members)} share T.Parallel "
@@ -256,7 +258,7 @@ class _Kernel:
                         self.fail(r, f"T.reduce_{r.kind} of '{r.src}', which has a T.gemm "
                                      "accumulator's layout, is not supported yet")
                 for m in members:
-                    self.mma[m] = layout
+                    self.mma[m] = self.mma_layout(m) or layout
                     vector[m] = MMA_LANES
                 continue
             nests = [n for n, (m, r) in zip(self.nests, nest_mode) if m == "blocked" and find(r) == root]

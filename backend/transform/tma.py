@@ -302,6 +302,8 @@ class _Kernel:
             else:
                 before.append(s)
         if not loads:
+            if loop.warp_specialize:
+                self.specialized(loop, [], [], 0, None, None, False)  # says why not
             return [dataclasses.replace(loop, body=tuple(self.stmt(t) for t in loop.body))]
         taken = {id(c) for c in loads}
         rest, wait_at = [], None
@@ -345,7 +347,7 @@ class _Kernel:
             bool({last.a, last.b} & {c.dst.buffer for c in loads})
         if loop.warp_specialize:
             return self.specialized(loop, loads, rest, wait_at, bar, issue, mma_tail)
-        if mma_tail:
+        if mma_tail and self.shared_a(last):  # (A in registers must stay until its MMAs end)
             # the wgmma of step k stays in flight while step k + 1 waits for its tiles.  Each
             # thread releases step k - 1's stage on an "empty" mbarrier once its MMAs of
             # step k - 1 are done; one thread waits for that release and refills the stage
@@ -395,15 +397,19 @@ class _Kernel:
         S, k, a, n = loop.num_stages, loop.var, loop.start, loop.extent
         threads = self.scope.num_threads
         rest = list(rest)
-        rest[-1] = dataclasses.replace(rest[-1], wg_wait=1)
         empty = self.barrier(threads, S, loop.loc)
         cur = k if isinstance(a, N.Const) and a.value == 0 else N.binop("sub", k, a)
         full = N.MBarrierWait(N.Region(bar, (N.binop("mod", cur, _i32(S)),)),
                               N.binop("bitand", N.binop("floordiv", cur, _i32(S)), _i32(1)),
                               loc=loop.loc)
-        release = N.If(N.Cmp("gt", cur, _i32(0)), (N.MBarrierArrive(N.Region(
-            empty, (N.binop("mod", N.binop("add", cur, _i32(S - 1)), _i32(S)),)), loc=loop.loc),),
-            loc=loop.loc)
+        if self.shared_a(rest[-1]):  # step k's MMAs stay in flight: release step k - 1's stage
+            rest[-1] = dataclasses.replace(rest[-1], wg_wait=1)
+            release = N.If(N.Cmp("gt", cur, _i32(0)), (N.MBarrierArrive(N.Region(
+                empty, (N.binop("mod", N.binop("add", cur, _i32(S - 1)), _i32(S)),)), loc=loop.loc),),
+                loc=loop.loc)
+        else:  # A from registers: the MMAs end with the step, and so does its stage
+            release = N.MBarrierArrive(N.Region(empty, (N.binop("mod", cur, _i32(S)),)),
+                                       loc=loop.loc)
         j = N.Var(self.fresh("tc_j"), "int32")
         stage = N.binop("mod", j, _i32(S))
         acquire = N.If(N.Cmp("ge", j, _i32(S)), (N.MBarrierWait(
@@ -417,6 +423,9 @@ class _Kernel:
             N.If(N.Cmp("eq", tid, _i32(threads)), (feed,), loc=loop.loc),), loc=loop.loc)
         body = rest[:wait_at] + [full] + rest[wait_at:] + [release]
         return [self.producer, dataclasses.replace(loop, body=tuple(body))]
+
+    def shared_a(self, g: N.Gemm) -> bool:
+        return self.buffers[g.a].scope == "shared"
 
     def wgmma(self, g: N.Gemm) -> bool:
         layout = self.allocs[g.c].layout if g.c in self.allocs else None

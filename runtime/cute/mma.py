@@ -69,12 +69,14 @@ def operand(smem, dtype, rows: int, cols: int, swizzle: int, mn_major: bool, fam
 
 
 def tiled_mma(family: str, a_dtype, b_dtype, acc_dtype, a_mn_major: bool, b_mn_major: bool,
-              warps: tuple, n: int):
+              warps: tuple, n: int, a_regs: bool = False):
     """The tiled MMA of one ``T.gemm``: ``warps = (warpgroups, 1)`` along M for wgmma
-    (each warpgroup a 64 x ``n`` instruction), ``(warps_m, warps_n)`` for mma.sync."""
+    (each warpgroup a 64 x ``n`` instruction; ``a_regs``: A from registers, the RS form),
+    ``(warps_m, warps_n)`` for mma.sync."""
     if family == "wgmma":
         if a_dtype.width == 16:
-            op = warpgroup.MmaF16BF16Op(a_dtype, acc_dtype, (64, n, 16), warpgroup.OperandSource.SMEM,
+            source = warpgroup.OperandSource.RMEM if a_regs else warpgroup.OperandSource.SMEM
+            op = warpgroup.MmaF16BF16Op(a_dtype, acc_dtype, (64, n, 16), source,
                                         _major(a_mn_major), _major(b_mn_major))
         else:
             op = warpgroup.MmaF8Op(a_dtype, b_dtype, acc_dtype, (64, n, 32),
@@ -101,16 +103,29 @@ def accumulator(family: str, warps: tuple, shape: tuple, dtype, tid):
     return regs, thr.partition_C(cute.make_identity_tensor(shape))
 
 
-def gemm(mma, tid, acc, sa, sb, accumulate: bool = True, wait: int = 0) -> None:
+def a_fragment(family: str, warps: tuple, shape: tuple, dtype, tid):
+    """The registers of this thread's part of an ``(M, K)`` A operand read from registers
+    (wgmma's RS form), and each register's ``(i, k)``: the same coordinates as an
+    accumulator's registers with ``K`` columns."""
+    mma = tiled_mma(family, dtype, dtype, cutlass.Float32, False, False, warps, 64, a_regs=True)
+    thr = mma.get_slice(tid)
+    regs = cute.make_rmem_tensor(thr.partition_shape_A(shape), dtype)
+    return regs, thr.partition_A(cute.make_identity_tensor(shape))
+
+
+def gemm(mma, tid, acc, sa, sb, accumulate: bool = True, wait: int = 0,
+         a_regs: bool = False) -> None:
     """``acc += sa @ sb^T`` (``sa`` is ``(M, K)``, ``sb`` is ``(N, K)``, both shared views
-    from :func:`operand`), issued by the whole warpgroup as one batch; returns once at
-    most ``wait`` batches are in flight (then :func:`drain` before reading ``acc``).
+    from :func:`operand`; with ``a_regs``, ``sa`` is this thread's registers from
+    :func:`a_fragment` and ``mma`` an RS tiled MMA), issued by the whole warpgroup as one batch; returns once at most
+    ``wait`` batches are in flight (then :func:`drain` before reading ``acc``).
     ``accumulate=False`` overwrites ``acc`` (``clear_accum``)."""
     # the shared-memory descriptors depend only on the warpgroup: slicing by a value the
     # compiler knows is warp-uniform keeps them in uniform registers (a per-thread value
     # makes every wgmma wait for a per-thread descriptor conversion)
     thr = mma.get_slice(cute.arch.make_warp_uniform(tid // WARPGROUP) * WARPGROUP)
-    fa, fb = mma.make_fragment_A(thr.partition_A(sa)), mma.make_fragment_B(thr.partition_B(sb))
+    fb = mma.make_fragment_B(thr.partition_B(sb))
+    fa = sa if a_regs else mma.make_fragment_A(thr.partition_A(sa))
     mma.set(warpgroup.Field.ACCUMULATE, accumulate)
     warpgroup.fence()
     for k in range(cute.size(fa, mode=[2])):
