@@ -68,6 +68,9 @@ def main(argv=None):
     ap.add_argument("--cutlass-example", action="append", default=[],
                     help="path of CUTLASS's CuTe DSL Hopper dense_gemm_persistent.py or "
                          "dense_gemm.py to run as a peer (repeatable)")
+    ap.add_argument("--cutlass-clusters", default="1x1",
+                    help="cluster shapes to run the CUTLASS example with, e.g. 1x1,2x1 (2x1: "
+                         "B tiles multicast by TMA to the two blocks of a cluster)")
     args = ap.parse_args(argv)
     emit(device=torch.cuda.get_device_name(), torch=torch.__version__)
     for shape in args.shapes.split(","):
@@ -99,9 +102,11 @@ def main(argv=None):
                 err = (out.float() - ref.float()).abs().max().item()
                 runs.append((row, lambda k=kernel, o=out: k(x, w, o), err))
             for path in args.cutlass_example:
-                peer = cutlass_peer(path, x, w, ref, shape, dtype)
-                if peer is not None:
-                    runs.append(peer)
+                for cluster in args.cutlass_clusters.split(","):
+                    peer = cutlass_peer(path, x, w, ref, shape, dtype,
+                                        tuple(int(c) for c in cluster.split("x")))
+                    if peer is not None:
+                        runs.append(peer)
             times = [[] for _ in runs]
             for r in range(args.rounds):
                 for i in [(r + j) % len(runs) for j in range(len(runs))]:
@@ -118,9 +123,9 @@ def main(argv=None):
                      tflops=round(flops / ms / 1e9, 1), **extra)
 
 
-def cutlass_peer(path, x, w, ref, shape, dtype):
+def cutlass_peer(path, x, w, ref, shape, dtype, cluster=(1, 1)):
     """CUTLASS's CuTe DSL Hopper GEMM example (persistent warp-specialized, or the plain
-    dense_gemm.py; 128x256 tiles, cluster 1x1) on the same inputs: A (M, K) K-major,
+    dense_gemm.py; 128x256 tiles, the given cluster) on the same inputs: A (M, K) K-major,
     B = W viewed (N, K) N-major, C (M, N); its own host code builds the TMA descriptors.
     Compiled once per shape and dtype; returns (row fields, launch, max error) or None."""
     name = os.path.splitext(os.path.basename(path))[0]
@@ -143,15 +148,16 @@ def cutlass_peer(path, x, w, ref, shape, dtype):
         tc = from_dlpack(c, assumed_align=16).mark_layout_dynamic(leading_dim=1)
         stream = cuda_drv.CUstream(torch.cuda.current_stream().cuda_stream)
         if hasattr(mod, "HopperWgmmaGemmPersistentKernel"):
-            gemm = mod.HopperWgmmaGemmPersistentKernel(cutlass.Float32, (128, 256), (1, 1), 1, True)
-            clusters = cutlass.utils.HardwareInfo().get_max_active_clusters(1)
+            gemm = mod.HopperWgmmaGemmPersistentKernel(cutlass.Float32, (128, 256), cluster, 1, True)
+            clusters = cutlass.utils.HardwareInfo().get_max_active_clusters(cluster[0] * cluster[1])
             compiled = cute.compile(gemm, ta, tb, tc, clusters, stream)
         else:
-            gemm = mod.HopperWgmmaGemmKernel(cutlass.Float32, (128, 256), (1, 1))
+            gemm = mod.HopperWgmmaGemmKernel(cutlass.Float32, (128, 256), cluster)
             compiled = cute.compile(gemm, ta, tb, tc, stream)
         compiled(ta, tb, tc, stream)
         err = (c[..., 0].float() - ref.float()).abs().max().item()
-        return (dict(kernel=f"CUTLASS CuTe DSL {name}", schedule="128x256 tile, cluster 1x1"),
+        return (dict(kernel=f"CUTLASS CuTe DSL {name}",
+                     schedule=f"128x256 tile, cluster {cluster[0]}x{cluster[1]}"),
                 lambda: compiled(ta, tb, tc, stream), err)
     except Exception as e:  # the peer is optional; say why it did not run
         emit(shape=shape, dtype=dtype, kernel=f"CUTLASS CuTe DSL {path}",

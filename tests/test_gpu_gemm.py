@@ -148,3 +148,37 @@ def test_warp_specialized_bias_relu():
     kernel(x, w, bias, y)
     ref = torch.relu(x.float() @ w.float() + bias.float())
     torch.testing.assert_close(y.float(), ref, atol=5e-2, rtol=2e-3)
+
+
+@pytest.mark.parametrize("dtype,schedule", [("float16", {}), ("bfloat16", dict(warp_specialize=True)),
+                                            ("float16", dict(tm=64, threads=128, warp_specialize=True))])
+def test_a_in_registers(dtype, schedule):
+    """wgmma's RS form: A's tile goes shared -> registers with its columns scaled."""
+    if not _hopper():
+        pytest.skip("A from registers is wgmma's form (sm_90a)")
+    M, N, K = 1000, 776, 520
+    x = torch.randn(M, K, device="cuda").to(TORCH[dtype])
+    scale = (torch.rand(K, device="cuda") + 0.5).to(TORCH[dtype])
+    w = torch.randn(K, N, device="cuda").to(TORCH[dtype])
+    y = torch.full((M, N), float("nan"), device="cuda", dtype=TORCH[dtype])
+    tilecute.compile(G.matmul_a_registers(dtype=dtype, **schedule))(x, scale, w, y)
+    ref = (x * scale).double() @ w.double()  # the product rounds to dtype, as in registers
+    err = (y.double() - ref).abs().max().item()
+    assert err <= (2e-3 if dtype == "float16" else 1e-2) * ref.abs().max().item() + 1e-2, err
+
+
+@pytest.mark.parametrize("schedule", [{}, dict(tm=128, threads=256, n1=128)])
+def test_chained_gemm_through_registers(schedule):
+    """(X @ W1) @ W2 with the intermediate cast to fp16 in registers, never stored."""
+    if not _hopper():
+        pytest.skip("A from registers is wgmma's form (sm_90a)")
+    n1 = schedule.get("n1", 64)
+    M, N, K = 300, 520, 1000
+    x = torch.randn(M, K, device="cuda", dtype=torch.float16) / 8
+    w1 = torch.randn(K, n1, device="cuda", dtype=torch.float16) / 8
+    w2 = torch.randn(n1, N, device="cuda", dtype=torch.float16)
+    y = torch.full((M, N), float("nan"), device="cuda", dtype=torch.float16)
+    tilecute.compile(G.matmul_chain(**schedule))(x, w1, w2, y)
+    ref = (x.float() @ w1.float()).half().double() @ w2.double()
+    err = (y.double() - ref).abs().max().item()
+    assert err <= 2e-3 * ref.abs().max().item() + 1e-2, err
