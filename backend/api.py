@@ -30,6 +30,10 @@ def compile(func: N.PrimFunc, out_idx: Optional[Sequence[int]] = None,  # noqa: 
     arch, else ``TILECUTE_ARCH``) and return the callable kernel.
 
     ``out_idx``: indices of parameters the kernel allocates (torch) and returns.
+    ``options``: compile options, TileLang's pass configs by another name:
+    ``{"disable_tma": True}`` keeps tile copies off TMA, ``{"disable_wgmma": True}`` keeps
+    ``T.gemm`` on mma.sync (so an sm_90a GPU runs the sm_80 code paths).  They are part of
+    the cache key.
     The cubin is produced on the first call, or by ``kernel.ensure_cubin()``.
     """
     from . import cache
@@ -37,8 +41,10 @@ def compile(func: N.PrimFunc, out_idx: Optional[Sequence[int]] = None,  # noqa: 
     if not isinstance(func, N.PrimFunc):
         raise TypeError(f"tilecute.compile takes a PrimFunc (from @T.prim_func), got "
                         f"{type(func).__name__}")
+    from .transform.lower import check_options
+
     arch = _arch(target)
-    options = dict(options or {})
+    options = check_options(options)
     ir_json = canonical_json(func)
     key = cache.cache_key(ir_json, arch, options, cache.tool_versions())
 

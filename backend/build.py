@@ -172,7 +172,7 @@ def build_launcher(source: Path, out_dir: Path, *, extra_cflags: tuple[str, ...]
 # -- whole entries and ahead-of-time cubins ---------------------------------------------------
 
 
-def write_sources(func, arch: str, folder: Path):
+def write_sources(func, arch: str, folder: Path, options: dict | None = None):
     """Lower ``func`` and write its generated sources into ``folder``: ``ir.json``,
     ``abi.json``, ``kernel_cute.py``, ``launcher.cpp`` and ``host.py``.  Returns the plan."""
     from . import __version__
@@ -182,7 +182,7 @@ def write_sources(func, arch: str, folder: Path):
     from .ir.serialize import to_json
     from .transform.lower import lower
 
-    plan = lower(func, arch)
+    plan = lower(func, arch, options)
     folder = Path(folder)
     files = {
         "ir.json": to_json(plan.func),
@@ -204,14 +204,15 @@ def build_entry(func, arch: str, options: dict, folder: Path) -> dict:
     from .cache import tool_versions
     from .ir.serialize import canonical_json
 
-    plan = write_sources(func, arch, folder)
+    plan = write_sources(func, arch, folder, options)
     build_launcher(Path(folder) / "launcher.cpp", Path(folder))
     return {"function": func.name, "arch": arch, "options": options,
             "versions": tool_versions(), "ir": json.loads(canonical_json(func)),
             "abi": plan.abi.to_dict()}
 
 
-def build_cubin(func, arch: str | None = None, out_dir: str | None = None):
+def build_cubin(func, arch: str | None = None, out_dir: str | None = None,
+                options: dict | None = None):
     """Generate ``func``'s CuTe DSL source and compile it to a cubin for ``arch`` (default:
     the GPU's, else ``TILECUTE_ARCH``), without a GPU if need be.  The cubin's kernels and
     parameter tables are checked against the launch ABI (``ABIMismatch`` on disagreement).
@@ -224,7 +225,7 @@ def build_cubin(func, arch: str | None = None, out_dir: str | None = None):
     arch = arch or default_arch()
     folder = Path(out_dir or tempfile.mkdtemp(prefix=f"tilecute-{func.name}-"))
     folder.mkdir(parents=True, exist_ok=True)
-    plan = lower(func, arch)
+    plan = lower(func, arch, options)
     source = folder / "kernel_cute.py"
     source.write_text(emit_cute(plan))
     return produce_cubin(str(source), plan.abi, arch, str(folder))

@@ -307,6 +307,37 @@ def test_gemm_variants_compile_to_cubins(tmp_path, arch, dtype, ta, tb, kw):
     _cubin(plan, tmp_path)
 
 
+SM80_ON_HOPPER = {"disable_tma": True, "disable_wgmma": True}
+
+
+def test_options_put_sm80_code_paths_on_hopper():
+    """disable_tma + disable_wgmma (TileLang's pass configs) on sm_90a: cp.async into the
+    swizzled tiles, ldmatrix and mma.sync, the sm_80 kernel an H100 can run."""
+    plan = lower(G.matmul(threads=128, tk=32), "sm_90a", SM80_ON_HOPPER)
+    assert _layouts(plan)["acc"].mma == "mma"
+    assert not [p for p in plan.abi.kernels[0].params if p.kind == "tma_desc"]
+    src = emit_cute(plan)
+    assert "tcc.copy_async(" in src and "tcm.gemm_warp(" in src
+    only_wgmma = lower(G.matmul(), "sm_90a", {"disable_wgmma": True})
+    assert _layouts(only_wgmma)["acc"].mma == "mma"
+    assert [p for p in only_wgmma.abi.kernels[0].params if p.kind == "tma_desc"]  # TMA stays
+
+
+@pytest.mark.parametrize("options,match", [({"disable_wgmma": 1}, r"takes True or False"),
+                                           ({"fast_math": True}, r"unknown compile option 'fast_math'")])
+def test_unknown_or_bad_options_are_errors(options, match):
+    from tilecute.transform.lower import LoweringError
+
+    with pytest.raises(LoweringError, match=match):
+        lower(G.matmul(), "sm_90a", options)
+
+
+@pytest.mark.parametrize("ta,tb", [(False, False), (True, True)])
+def test_sm80_paths_on_hopper_compile(tmp_path, ta, tb):
+    plan = lower(G.matmul(threads=128, tk=32, transpose_A=ta, transpose_B=tb), "sm_90a", SM80_ON_HOPPER)
+    _cubin(plan, tmp_path)
+
+
 @pytest.mark.parametrize("fn,kw", RS_CASES)
 def test_a_in_registers_compiles(tmp_path, fn, kw):
     _cubin(lower(getattr(G, fn)(**kw), "sm_90a"), tmp_path)

@@ -19,10 +19,12 @@ def _hopper():
     return torch.cuda.get_device_capability()[0] >= 9
 
 
-def _check(dtype, M, N, K, transpose_A=False, transpose_B=False, target=None, **schedule):
+def _check(dtype, M, N, K, transpose_A=False, transpose_B=False, target=None, options=None,
+           **schedule):
     torch.manual_seed(M * 7 + N * 3 + K)
     kernel = tilecute.compile(G.matmul(dtype=dtype, transpose_A=transpose_A,
-                                       transpose_B=transpose_B, **schedule), target=target)
+                                       transpose_B=transpose_B, **schedule), target=target,
+                              options=options)
     x = torch.randn(M, K, device="cuda").to(TORCH[dtype])
     w = torch.randn(K, N, device="cuda").to(TORCH[dtype])
     out = torch.float16 if dtype.startswith("float8") else TORCH[dtype]
@@ -84,6 +86,19 @@ def test_sm80_mma_sync(dtype, transpose_A, transpose_B):
     if torch.cuda.get_device_capability()[0] != 8:
         pytest.skip("an sm_80 cubin needs an sm_8x GPU")
     _check(dtype, 300, 264, 200, transpose_A, transpose_B, target="sm_80", tk=32, threads=128)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("transpose_A,transpose_B", [(False, False), (False, True),
+                                                     (True, False), (True, True)])
+def test_sm80_code_paths_on_hopper(dtype, transpose_A, transpose_B):
+    """The sm_80 path's cp.async, ldmatrix (.trans for MN-major operands) and mma.sync,
+    compiled for sm_90a with the disable_tma and disable_wgmma options, so a Hopper GPU
+    runs them."""
+    if not _hopper():
+        pytest.skip("compiled for sm_90a")
+    _check(dtype, 300, 264, 200, transpose_A, transpose_B, tk=32, threads=128,
+           options={"disable_tma": True, "disable_wgmma": True})
 
 
 @pytest.mark.parametrize("schedule", [dict(epilogue="shared", tn=256, panel=4),

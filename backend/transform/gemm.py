@@ -66,8 +66,9 @@ def mma_warps(m: int, n: int, warps: int) -> tuple[int, int] | None:
 
 
 class _Kernel:
-    def __init__(self, func: N.PrimFunc, scope: N.KernelScope, arch: str):
+    def __init__(self, func: N.PrimFunc, scope: N.KernelScope, arch: str, wgmma: bool = True):
         self.func, self.scope, self.arch = func, scope, arch
+        self.wgmma = wgmma
         self.buffers = {p.name: p for p in func.params if isinstance(p, N.Buffer)}
         self.allocs: dict[str, N.Allocate] = {}
         self.layouts: dict[str, N.Layout] = {}
@@ -124,13 +125,14 @@ class _Kernel:
         if a.dtype != b.dtype and not (a.dtype.startswith("float8") and b.dtype.startswith("float8")):
             self.fail(s, f"A is {a.dtype} and B is {b.dtype}; the operands must have one dtype")
         a_mn, b_mn = s.transpose_a, not s.transpose_b
-        if a_regs and not (a.dtype in ("float16", "bfloat16") and arch_at_least(self.arch, 90)):
+        if a_regs and not (a.dtype in ("float16", "bfloat16") and arch_at_least(self.arch, 90)
+                           and self.wgmma):
             self.fail(s, f"A ('{a.name}') is a fragment: A from registers is wgmma's form (sm_90a) "
                          f"for float16 and bfloat16; here {a.dtype} on {self.arch}")
         if a_regs and s.transpose_a:
             self.fail(s, f"A ('{a.name}') is a fragment, which holds A as (M, K); transpose_A "
                          "applies to shared A only")
-        if a.dtype in WGMMA_TYPES and arch_at_least(self.arch, 90):
+        if a.dtype in WGMMA_TYPES and arch_at_least(self.arch, 90) and self.wgmma:
             family = "wgmma"
         elif a.dtype in MMA_TYPES and arch_at_least(self.arch, 80):
             family = "mma"
@@ -196,6 +198,8 @@ class _Kernel:
         return dataclasses.replace(self.scope, body=visit(self.scope.body))
 
 
-def plan_gemm(func: N.PrimFunc, arch: str) -> N.PrimFunc:
-    kernels = tuple(_Kernel(func, k, arch).run() for k in func.kernels)
+def plan_gemm(func: N.PrimFunc, arch: str, wgmma: bool = True) -> N.PrimFunc:
+    """Plan every T.gemm; ``wgmma=False`` (the ``disable_wgmma`` option) keeps sm_90a on
+    mma.sync."""
+    kernels = tuple(_Kernel(func, k, arch, wgmma).run() for k in func.kernels)
     return dataclasses.replace(func, kernels=kernels)

@@ -34,6 +34,27 @@ class LoweringError(ValueError):
     pass
 
 
+# compile options (``tilecute.compile(..., options={...})``), like TileLang's pass configs
+OPTIONS = {
+    "disable_tma": "no TMA: tile copies take the cp.async / vector path even on sm_90+ "
+                   "(explicit T.tma_copy statements stay)",
+    "disable_wgmma": "no wgmma: T.gemm takes warp mma.sync (+ ldmatrix) even on sm_90a",
+}
+
+
+def check_options(options) -> dict:
+    """``options`` as a dict of known, boolean compile options (``LoweringError``
+    naming an unknown one)."""
+    options = dict(options or {})
+    for k, v in options.items():
+        if k not in OPTIONS:
+            raise LoweringError(f"unknown compile option {k!r}; the options are "
+                                + ", ".join(f"{n} ({d})" for n, d in OPTIONS.items()))
+        if not isinstance(v, bool):
+            raise LoweringError(f"compile option {k!r} takes True or False, got {v!r}")
+    return options
+
+
 @dataclass(frozen=True)
 class KernelPlan:
     """Everything generation needs: the lowered function, its ABI, and per kernel scope
@@ -86,10 +107,12 @@ def grid_cpp(e: N.Expr, func: N.PrimFunc) -> str:
     raise LoweringError(f"prim_func '{func.name}': grid extent {e} is not supported")
 
 
-def lower(func: N.PrimFunc, arch: str = "sm_90a") -> KernelPlan:
+def lower(func: N.PrimFunc, arch: str = "sm_90a", options: dict | None = None) -> KernelPlan:
+    """Run the passes for ``arch`` with compile ``options`` (:data:`OPTIONS`)."""
+    options = check_options(options)
     validate(func)
-    func = plan_gemm(func, arch)
-    func, descriptors = plan_tma(func, arch)
+    func = plan_gemm(func, arch, wgmma=not options.get("disable_wgmma", False))
+    func, descriptors = plan_tma(func, arch, auto=not options.get("disable_tma", False))
     func = lower_tile_ops(func)
     func = infer_layouts(func)
     func, aligned = plan_vectorization(func, arch)

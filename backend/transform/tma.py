@@ -190,8 +190,10 @@ def _i32(v: int) -> N.Const:
 
 
 class _Kernel:
-    def __init__(self, func: N.PrimFunc, scope: N.KernelScope, arch: str, names: set[str]):
+    def __init__(self, func: N.PrimFunc, scope: N.KernelScope, arch: str, names: set[str],
+                 auto: bool = True):
         self.func, self.scope, self.arch = func, scope, arch
+        self.auto = auto  # turn T.copy into TMA copies (off: the disable_tma option)
         self.names = names
         self.buffers = {p.name: p for p in func.params if isinstance(p, N.Buffer)}
         self.allocs: dict[str, N.Allocate] = {}
@@ -231,7 +233,7 @@ class _Kernel:
     def tma_ok(self, glob_r: N.Region, shared_r: N.Region) -> bool:
         """Can TMA copy between global region ``glob_r`` and shared ``shared_r``?"""
         glob, shared = self.buffers.get(glob_r.buffer), self.buffers.get(shared_r.buffer)
-        if not arch_at_least(self.arch, 90) or glob is None or shared is None or \
+        if not self.auto or not arch_at_least(self.arch, 90) or glob is None or shared is None or \
                 glob.scope != "global" or shared.scope != "shared":
             return False
         if not _whole(shared_r, shared) or shared.name not in self.allocs:
@@ -485,12 +487,14 @@ class _Kernel:
                 list(self.descriptors.values()))
 
 
-def plan_tma(func: N.PrimFunc, arch: str) -> tuple[N.PrimFunc, list[list[Descriptor]]]:
-    """Apply the TMA rewrites; returns the function and each kernel's descriptors."""
+def plan_tma(func: N.PrimFunc, arch: str, auto: bool = True) -> tuple[N.PrimFunc, list[list[Descriptor]]]:
+    """Apply the TMA rewrites (``auto=False``, the ``disable_tma`` option: only the
+    program's own ``T.tma_copy`` statements); returns the function and each kernel's
+    descriptors."""
     names = all_names(func)
     kernels, descriptors = [], []
     for scope in func.kernels:
-        k, d = _Kernel(func, scope, arch, names).run()
+        k, d = _Kernel(func, scope, arch, names, auto).run()
         kernels.append(k)
         descriptors.append(d)
     return dataclasses.replace(func, kernels=tuple(kernels)), descriptors
