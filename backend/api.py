@@ -41,7 +41,7 @@ def compile(func: N.PrimFunc, out_idx: Optional[Sequence[int]] = None,  # noqa: 
     if not isinstance(func, N.PrimFunc):
         raise TypeError(f"tilecute.compile takes a PrimFunc (from @T.prim_func), got "
                         f"{type(func).__name__}")
-    from .transform.lower import check_options
+    from .options import check_options
 
     arch = _arch(target)
     options = check_options(options)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from ..ir import nodes as N
 from ..ir.validate import validate
+from ..options import check_options
 from ..runtime.dtypes import DTYPES
 from ..runtime.abi import KernelLaunch, KernelParam, LaunchABI, ScalarArg, SymbolSpec, TensorArg
 from .gemm import plan_gemm
@@ -32,27 +33,6 @@ _SCALAR_PARAM_DTYPES = {"bool", "int8", "int16", "int32", "int64", "uint8", "uin
 
 class LoweringError(ValueError):
     pass
-
-
-# compile options (``tilecute.compile(..., options={...})``), like TileLang's pass configs
-OPTIONS = {
-    "disable_tma": "no TMA: tile copies take the cp.async / vector path even on sm_90+ "
-                   "(explicit T.tma_copy statements stay)",
-    "disable_wgmma": "no wgmma: T.gemm takes warp mma.sync (+ ldmatrix) even on sm_90a",
-}
-
-
-def check_options(options) -> dict:
-    """``options`` as a dict of known, boolean compile options (``LoweringError``
-    naming an unknown one)."""
-    options = dict(options or {})
-    for k, v in options.items():
-        if k not in OPTIONS:
-            raise LoweringError(f"unknown compile option {k!r}; the options are "
-                                + ", ".join(f"{n} ({d})" for n, d in OPTIONS.items()))
-        if not isinstance(v, bool):
-            raise LoweringError(f"compile option {k!r} takes True or False, got {v!r}")
-    return options
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,10 @@ What this pass does, per kernel, before the tile ops are lowered:
    refills was read in the previous iteration).  When the body ends with a wgmma
    ``T.gemm`` on the loaded tiles, the refill moves after it and the gemm keeps its MMAs
    in flight (``wg_wait=1``): step k's MMAs overlap step k + 1's wait, and the refill
-   of step k - 1's stage follows the wait that retires step k - 1's MMAs.
+   of step k - 1's stage follows the wait that retires step k - 1's MMAs (A read from
+   shared memory; with A in registers the MMAs end within the step).
+   ``T.Pipelined(..., warp_specialize=True)`` moves the loads to a producer warpgroup
+   instead (:meth:`_Kernel.specialized`, then :func:`split_roles` after the barrier pass).
 4. **Descriptors.** Every ``TmaCopy`` (these and the program's own ``T.tma_copy``) gets a
    descriptor parameter: one per (tensor, box, swizzle) and kernel, named
    ``<tensor>_desc``; the specs go to the launch ABI (``TmaSpec``), which the launcher
@@ -387,7 +390,9 @@ class _Kernel:
                 <the body; its T.gemm keeps one batch in flight>
                 if k > 0: mbarrier_arrive(empty[(k - 1) % S])
 
-        :func:`split_roles` later puts everything but the producer in its ``else``."""
+        With A in registers (wgmma RS) the MMAs end within the step, so each step
+        releases its own stage.  :func:`split_roles` later puts everything but the
+        producer in its ``else``."""
         if not arch_at_least(self.arch, 90) or not mma_tail:
             self.fail(loop, "T.Pipelined(warp_specialize=True) needs sm_90a and a body whose loads "
                             "become TMA copies and that ends with a wgmma T.gemm on the loaded tiles")
