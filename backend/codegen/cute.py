@@ -405,7 +405,8 @@ class _KernelEmitter:
         return text
 
     def serial(self, s: N.For, depth: int, guarded: bool) -> None:
-        start, stop = self.expr(s.start), self.expr(N.binop("add", s.start, s.extent))
+        zero = isinstance(s.start, N.Const) and s.start.value == 0
+        start, stop = self.expr(s.start), self.expr(s.extent if zero else N.binop("add", s.start, s.extent))
         const = isinstance(s.start, N.Const) and isinstance(s.extent, N.Const)
         if s.kind == "unrolled" and const:
             rng = f"cutlass.range_constexpr({start}, {stop})"
