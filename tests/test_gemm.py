@@ -146,7 +146,36 @@ def test_warp_specialized_lowered_ir_round_trips():
     assert "producer_threads=128" in text and "T.set_max_nreg(40, 0)" in text
     assert "warp_specialize=True" in text
     assert from_json(to_json(plan.func)) == plan.func
-    assert "warp_specialize=True" in print_func(G.matmul(warp_specialize=True))
+    func = G.matmul(warp_specialize=True)
+    assert "warp_specialize=True" in print_func(func) and T.from_script(print_func(func)) == func
+    # a kernel scope with a producer warpgroup parses back from its printed form
+    scope = plan.func.kernels[0]
+    bare = N.PrimFunc("bare", plan.func.params, (N.KernelScope(
+        scope.grid, scope.threads, scope.block_vars, (N.SetMaxNReg(40, False),),
+        producer_threads=128),), plan.func.symbols)
+    assert T.from_script(print_func(bare)) == bare
+
+
+def test_set_max_nreg_needs_hopper():
+    from tilecute.codegen.cute import CodegenError
+
+    @T.prim_func
+    def regs(A: T.Tensor((128,), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            T.set_max_nreg(240, 1)
+            A[T.get_thread_binding(0)] = 1.0
+    assert "cute.arch.setmaxregister_increase(240)" in emit_cute(lower(regs, "sm_90a"))
+    assert "T.set_max_nreg(240, 1)" in print_func(regs)
+    assert T.from_script(print_func(regs)) == regs
+    with pytest.raises(CodegenError, match="prim_func 'regs'.*sm_90a instruction; the target is sm_80"):
+        emit_cute(lower(regs, "sm_80"))
+    with pytest.raises(Exception, match="multiple of 8 from 24 to 256"):
+        @T.prim_func
+        def bad(A: T.Tensor((128,), "float32")):
+            with T.Kernel(1, threads=128) as bx:
+                T.set_max_nreg(20, 0)
+                A[T.get_thread_binding(0)] = 1.0
+        lower(bad, "sm_90a")
 
 
 def _ws_loop(gemm=True, loops=1):

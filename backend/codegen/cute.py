@@ -299,6 +299,9 @@ class _KernelEmitter:
             self.uses.add("tma")
             self.line(depth, f"tct.wait({self.barrier_ref(s.barrier)}, {self.expr(s.parity)})")
         elif isinstance(s, N.SetMaxNReg):
+            if not self.plan.arch.startswith("sm_90"):
+                self.fail(s, f"T.set_max_nreg is setmaxnreg, an sm_90a instruction; the target is "
+                             f"{self.plan.arch}")
             fn = "increase" if s.increase else "decrease"
             self.line(depth, f"cute.arch.setmaxregister_{fn}({s.count})  # registers per thread of this warpgroup")
         elif isinstance(s, N.MBarrierArrive):

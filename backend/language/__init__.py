@@ -192,7 +192,7 @@ _STATEMENT_FORMS = (
     "alloc_fragment", "alloc_local", "copy", "fill", "clear", "gemm", "reduce_sum",
     "reduce_max", "reduce_min", "reduce_abssum", "reduce_absmax", "atomic_add", "evaluate",
     "sync_threads", "alloc_barrier", "tma_copy", "mbarrier_arrive", "mbarrier_wait_parity",
-    "use_swizzle",
+    "use_swizzle", "set_max_nreg",
 )
 for _name in _STATEMENT_FORMS:
     globals()[_name] = _ParserOnly(_name)
