@@ -7,7 +7,8 @@ never committed here).  Prints one JSON line per (shape, dtype, kernel).
                                [--schedules 128x256x64x4x256,...]
 
 A schedule is tm x tn x tk x stages x threads [x panel] [x ws] (panel: T.use_swizzle rows;
-ws: a warp-specialized main loop, a producer warpgroup issuing the TMA loads).
+ws: a warp-specialized main loop, a producer warpgroup issuing the TMA loads; a schedule
+without it is explicitly not warp-specialized).
 TFLOP/s = 2 M N K / time.  Per shape, every kernel is timed in ``--rounds`` rounds (each
 round in a rotated order, as the GPU's clock drifts with its temperature); a round's time
 is the median over ``--reps`` CUDA-event samples of ``--inner`` back-to-back launches.  A
@@ -88,7 +89,7 @@ def main(argv=None):
                                for e in args.epilogues.split(",")):
                 row = dict(kernel="tilecute", schedule=sched, epilogue=epi)
                 parts = sched.split("x")
-                ws = "ws" in parts
+                ws = "ws" in parts  # without it, explicitly not warp-specialized
                 tm, tn, tk, stages, threads, *panel = (int(v) for v in parts if v != "ws")
                 try:
                     kernel = tilecute.compile(G.matmul(tm, tn, tk, stages, threads, dtype,

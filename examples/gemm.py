@@ -29,7 +29,7 @@ def _dims(dtype, out_dtype):
 
 def matmul(tm=128, tn=128, tk=64, stages=3, threads=256, dtype="float16",
            transpose_A=False, transpose_B=False, out_dtype=None, panel=0, epilogue="direct",
-           warp_specialize=False):
+           warp_specialize=None):
     """Y (M, N) = A @ B with A = X (M, K), or X^T for X (K, M) when ``transpose_A``, and
     B = W (K, N), or W^T for W (N, K) when ``transpose_B``; fp32 accumulation, ``Y`` in
     ``out_dtype`` (the input dtype by default).  One (tm, tn) tile per block; with
@@ -37,7 +37,8 @@ def matmul(tm=128, tn=128, tk=64, stages=3, threads=256, dtype="float16",
     (``T.use_swizzle``), so blocks running at once share tiles of W in L2.
     ``epilogue="shared"`` writes the tile through a swizzled shared buffer and TMA
     stores instead of straight from registers.  ``warp_specialize`` (sm_90a) adds a
-    producer warpgroup that issues the TMA loads, so the ``threads`` only compute."""
+    producer warpgroup that issues the TMA loads, so the ``threads`` only compute; ``None``
+    lets the TMA pass decide (on when the tile's shared memory keeps one block per SM)."""
     out_dtype = out_dtype or ("float16" if dtype.startswith("float8") else dtype)
     M, N, K = _dims(dtype, out_dtype)
     xshape, xtile = ((K, M), (tk, tm)) if transpose_A else ((M, K), (tm, tk))
@@ -77,7 +78,7 @@ def matmul(tm=128, tn=128, tk=64, stages=3, threads=256, dtype="float16",
 
 
 def matmul_bias_relu(tm=128, tn=128, tk=64, stages=3, threads=256, dtype="float16",
-                     warp_specialize=False):
+                     warp_specialize=None):
     """Y = relu(X @ W + bias) with the bias and relu applied to the accumulator in the
     same kernel (a T.Parallel loop over the fragment)."""
     M, N, K = _dims(dtype, dtype)
@@ -103,7 +104,7 @@ def matmul_bias_relu(tm=128, tn=128, tk=64, stages=3, threads=256, dtype="float1
 
 
 def matmul_a_registers(tm=128, tn=128, tk=64, stages=3, threads=256, dtype="float16",
-                       warp_specialize=False):
+                       warp_specialize=None):
     """Y = (X * scale[k]) @ W: each A tile goes from shared memory to registers with its
     columns scaled there, and wgmma reads A from registers (its RS form)."""
     M, N, K = _dims(dtype, dtype)
@@ -163,7 +164,7 @@ def matmul_chain(tm=64, n1=64, tn=128, tk=64, threads=128, dtype="float16"):
 
 @tilecute.jit(out_idx=[-1])
 def matmul_kernel(tm=128, tn=128, tk=64, stages=3, threads=256, dtype="float16",
-                  warp_specialize=False):
+                  warp_specialize=None):
     """``Y = matmul_kernel(tm, tn, ...)(X, W)``: the autotune-ready form (the knobs are
     the factory's arguments; each setting compiles and caches once)."""
     return matmul(tm, tn, tk, stages, threads, dtype, warp_specialize=warp_specialize)

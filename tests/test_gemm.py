@@ -134,6 +134,51 @@ def test_warp_specialized_plan():
     assert "sync_threads()" not in src.split("if tc_tx >= 256:")[1]
 
 
+@pytest.mark.parametrize("kw,ws", [
+    (dict(tn=256, epilogue="shared"), True),  # 208 KiB of shared memory: one block per SM anyway
+    (dict(tn=256, stages=4), True),
+    (dict(), False),  # 128 x 128 x 64 x 3 stages: 96 KiB, two blocks fit on an SM
+    (dict(tm=64, tn=64, threads=128), False),
+    (dict(tn=256, epilogue="shared", warp_specialize=False), False),  # asked not to
+])
+def test_warp_specialization_by_default_when_it_costs_no_occupancy(kw, ws):
+    plan = lower(G.matmul(**kw), "sm_90a")
+    assert (plan.func.kernels[0].producer_threads == 128) == ws
+
+
+def _hidden_origin(ws):
+    @T.prim_func
+    def hidden(A: T.Tensor((512, 512), "float16"), B: T.Tensor((512, 512), "float16"),
+               C: T.Tensor((128, 256), "float16")):
+        with T.Kernel(1, threads=256) as bx:
+            a = T.alloc_shared((128, 64), "float16")
+            b = T.alloc_shared((64, 256), "float16")
+            ys = T.alloc_shared((128, 256), "float16", layout=T.Layout("tma_swizzled", swizzle=128))
+            t = T.alloc_local((1,), "int32")
+            c = T.alloc_fragment((128, 256), "float32")
+            t[0] = 2
+            base = t[0] * 64
+            T.clear(c)
+            for k in T.Pipelined(8, num_stages=3, warp_specialize=ws):
+                T.copy(A[base, k * 64], a)
+                T.copy(B[k * 64, 0], b)
+                T.gemm(a, b, c)
+            T.copy(c, ys)
+            T.copy(ys, C[0, 0])
+    return hidden
+
+
+def test_producer_must_see_the_load_origins():
+    """The producer warpgroup sees block indices, parameters and the pure top-level Lets
+    before the loop; an origin computed from a thread's registers is an error when asked
+    for, and keeps the default off."""
+    from tilecute.transform.tma import TmaError
+
+    with pytest.raises(TmaError, match=r"the loads use \['base'\]"):
+        lower(_hidden_origin(True), "sm_90a")
+    assert lower(_hidden_origin(None), "sm_90a").func.kernels[0].producer_threads == 0
+
+
 def test_warp_specialized_budget_for_one_compute_warpgroup():
     plan = lower(G.matmul(tm=64, tn=128, threads=128, warp_specialize=True), "sm_90a")
     split = plan.func.kernels[0].body[-1]
@@ -316,7 +361,8 @@ CASES = [("sm_90a", dt, ta, tb, {}) for dt in ("float16", "bfloat16")
 CASES += [("sm_90a", "float8_e4m3", False, True, dict(tk=128)),
           ("sm_90a", "float8_e5m2", False, True, dict(tk=128)),
           ("sm_90a", "float32", False, True, dict(tk=32)),
-          ("sm_90a", "bfloat16", False, False, dict(tn=256, stages=3, epilogue="shared", panel=16))]
+          ("sm_90a", "bfloat16", False, False, dict(tn=256, stages=3, epilogue="shared", panel=16,
+                                                    warp_specialize=False))]
 CASES += [("sm_90a", "bfloat16", False, False, dict(tn=256, epilogue="shared", panel=16,
                                                     warp_specialize=True)),
           ("sm_90a", "float16", True, True, dict(warp_specialize=True)),

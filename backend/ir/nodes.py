@@ -306,8 +306,8 @@ class For(Stmt):
     async_copy: bool = False
     loc: Optional[Loc] = _loc()
     # pipelined loops (sm_90a): a producer warpgroup issues the body's TMA loads while the
-    # kernel's threads compute (the TMA pass)
-    warp_specialize: bool = False
+    # kernel's threads compute (the TMA pass); None: the pass decides
+    warp_specialize: Optional[bool] = None
 
 
 @dataclass(frozen=True)

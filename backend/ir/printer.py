@@ -90,8 +90,8 @@ def _loop_range(s: N.For) -> str:
     bounds = expr_str(s.extent) if zero else f"{expr_str(s.start)}, {expr_str(N.binop('add', s.start, s.extent))}"
     if s.kind == "pipelined":
         bounds += f", num_stages={s.num_stages}"
-        if s.warp_specialize:
-            bounds += ", warp_specialize=True"
+        if s.warp_specialize is not None:
+            bounds += f", warp_specialize={s.warp_specialize}"
     if s.vector_width:
         bounds += f", vector_width={s.vector_width}"
     if s.replicated:

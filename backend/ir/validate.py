@@ -141,7 +141,7 @@ class _Validator:
             self.expr(s.extent, vars_, bufs)
             if s.kind == "pipelined" and s.num_stages < 1:
                 self.fail("T.Pipelined needs num_stages >= 1")
-            if s.warp_specialize and s.kind != "pipelined":
+            if s.warp_specialize is not None and s.kind != "pipelined":
                 self.fail("warp_specialize is a T.Pipelined option")
             self.name(s.var.name, "loop variable")
             if not N.is_int(s.start.dtype) or not N.is_int(s.extent.dtype):

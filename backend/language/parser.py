@@ -337,7 +337,7 @@ class _Parser:
         if not all(isinstance(n, ast.Name) for n in names):
             raise self.error(s, "loop variables must be plain names")
         num_stages, vector_width, replicated, async_copy = 0, 0, False, False
-        warp_specialize = False
+        warp_specialize = None
         if kind == "parallel":
             unknown = set(kw) - {"coalesced_width", "vector_width", "replicated", "async_copy"}
             if unknown:
@@ -359,8 +359,9 @@ class _Parser:
                 if unknown:
                     raise self.error(s, f"T.Pipelined got unknown keyword(s) {sorted(unknown)}")
                 num_stages = self.eval_python(kw["num_stages"]) if "num_stages" in kw else 2
-                if "warp_specialize" in kw:
-                    warp_specialize = bool(self.eval_python(kw["warp_specialize"]))
+                if "warp_specialize" in kw:  # None: the TMA pass decides
+                    ws = self.eval_python(kw["warp_specialize"])
+                    warp_specialize = None if ws is None else bool(ws)
             elif kw and not (kind == "serial" and set(kw) <= {"step"}):
                 raise self.error(s, f"unsupported keyword(s) {sorted(kw)} for a {kind} loop")
             if "step" in kw:

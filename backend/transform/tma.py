@@ -52,6 +52,7 @@ L2_PROMOTION = 128  # bytes
 WARPGROUP = 128
 PRODUCER_REGS = 40  # registers per thread a producer warpgroup keeps (it only issues TMA)
 SM_REGISTERS = 65536  # a block of a warp-specialized kernel has the SM to itself
+SM_SHARED = 228 * 1024  # shared memory per SM (Hopper)
 
 
 class TmaError(ValueError):
@@ -350,7 +351,10 @@ class _Kernel:
         last = rest[-1] if rest else None
         mma_tail = isinstance(last, N.Gemm) and self.wgmma(last) and last.wg_wait == 0 and \
             bool({last.a, last.b} & {c.dst.buffer for c in loads})
-        if loop.warp_specialize:
+        ws = loop.warp_specialize
+        if ws is None:  # the default: when it costs no occupancy (see auto_specialize)
+            ws = self.auto_specialize(loop, loads, mma_tail)
+        if ws:
             return self.specialized(loop, loads, rest, wait_at, bar, issue, mma_tail)
         if mma_tail and self.shared_a(last):  # (A in registers must stay until its MMAs end)
             # the wgmma of step k stays in flight while step k + 1 waits for its tiles.  Each
@@ -401,6 +405,11 @@ class _Kernel:
                             f"(multiples of {WARPGROUP}); the kernel has threads={self.scope.threads}")
         if self.producer is not None:
             self.fail(loop, "a kernel has at most one T.Pipelined(warp_specialize=True) loop")
+        hidden = sorted(self.producer_names(loop, loads) - self.producer_sees(loop))
+        if hidden:
+            self.fail(loop, f"T.Pipelined(warp_specialize=True): the loads use {hidden}, which the "
+                            "producer warpgroup does not see; it sees the kernel's block indices, "
+                            "parameters and the Lets before the loop at the kernel's top level")
         S, k, a, n = loop.num_stages, loop.var, loop.start, loop.extent
         threads = self.scope.num_threads
         rest = list(rest)
@@ -430,6 +439,39 @@ class _Kernel:
             N.If(N.Cmp("eq", tid, _i32(threads)), (feed,), loc=loop.loc),), loc=loop.loc)
         body = rest[:wait_at] + [full] + rest[wait_at:] + [release]
         return [self.producer, dataclasses.replace(loop, body=tuple(body))]
+
+    def auto_specialize(self, loop: N.For, loads, mma_tail: bool) -> bool:
+        """Warp-specialize a loop that did not say (``warp_specialize=None``) when it can
+        and when it costs no occupancy: the block's shared memory already keeps it alone on
+        its SM (a producer's register reallocation takes the SM's whole register file)."""
+        threads = self.scope.num_threads
+        if not (mma_tail and len(self.scope.threads) == 1 and threads % WARPGROUP == 0
+                and threads + WARPGROUP <= 1024 and self.producer is None):
+            return False
+        if self.producer_names(loop, loads) - self.producer_sees(loop):
+            return False
+        stages = {**self.stages, **{c.dst.buffer: loop.num_stages for c in loads}}
+        smem = sum(stage_bytes(a.buffer) * stages.get(name, a.stages)
+                   for name, a in self.allocs.items() if a.buffer.scope == "shared")
+        return smem > SM_SHARED // 2
+
+    def producer_names(self, loop: N.For, loads) -> set[str]:
+        """Variables the producer's loop needs (its bounds, the loads' coordinates)."""
+        names: set[str] = set()
+        _var_names((loop.start, loop.extent) + tuple(c.src for c in loads), names)
+        return names - {loop.var.name}
+
+    def producer_sees(self, loop: N.For) -> set[str]:
+        """What :func:`split_roles` leaves before the role split: block indices,
+        parameters, symbols, and the pure top-level Lets before ``loop``."""
+        seen = {v.name for v in self.scope.block_vars} | {p.name for p in self.func.params}
+        seen |= {v.name for v in self.func.symbols}
+        for s in self.scope.body:
+            if s is loop:
+                break
+            if isinstance(s, N.Let) and not _reads(s.value, set(self.allocs)):
+                seen.add(s.var.name)
+        return seen
 
     def shared_a(self, g: N.Gemm) -> bool:
         return self.buffers[g.a].scope == "shared"
@@ -546,6 +588,19 @@ def split_roles(func: N.PrimFunc) -> N.PrimFunc:
                      (N.SetMaxNReg(regs, True, loc=producer.loc), *compute), loc=producer.loc)
         kernels.append(dataclasses.replace(scope, body=(*head, split)))
     return dataclasses.replace(func, kernels=tuple(kernels))
+
+
+def _var_names(x, out: set[str]) -> None:
+    """Every variable name in expressions / regions ``x``."""
+    if isinstance(x, N.Var):
+        out.add(x.name)
+    elif isinstance(x, tuple):
+        for y in x:
+            _var_names(y, out)
+    elif dataclasses.is_dataclass(x) and not isinstance(x, type):
+        for f in dataclasses.fields(x):
+            if f.name != "loc":
+                _var_names(getattr(x, f.name), out)
 
 
 def _reads(e, buffers: set[str]) -> bool:
