@@ -116,6 +116,7 @@ def matmul_a_registers(tm=128, tn=128, tk=64, stages=3, threads=256, dtype="floa
             # swizzled like an MMA operand, so the threads' reads into registers spread
             # over the banks (TMA writes it so)
             xs = T.alloc_shared((tm, tk), dtype, layout=T.Layout("tma_swizzled", swizzle=128))
+            ss = T.alloc_shared((tk,), dtype)
             ws = T.alloc_shared((tk, tn), dtype)
             xr = T.alloc_fragment((tm, tk), dtype)
             acc = T.alloc_fragment((tm, tn), "float32")
@@ -123,9 +124,10 @@ def matmul_a_registers(tm=128, tn=128, tk=64, stages=3, threads=256, dtype="floa
             for step in T.Pipelined(T.ceildiv(K, tk), num_stages=stages,
                                     warp_specialize=warp_specialize):
                 T.copy(X[row * tm, step * tk], xs)
+                T.copy(scale[step * tk], ss)  # the step's scales arrive with its tiles
                 T.copy(W[step * tk, col * tn], ws)
                 for i, k in T.Parallel(tm, tk):
-                    xr[i, k] = xs[i, k] * scale[step * tk + k]
+                    xr[i, k] = xs[i, k] * ss[k]
                 T.gemm(xr, ws, acc)
             T.copy(acc, Y[row * tm, col * tn])
 
