@@ -136,11 +136,19 @@ def test_jit_factory():
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-@pytest.mark.parametrize("transpose_A,transpose_B", [(False, False), (True, True)])
+@pytest.mark.parametrize("transpose_A,transpose_B", [(False, False), (False, True),
+                                                     (True, False), (True, True)])
 def test_warp_specialized_transposes(dtype, transpose_A, transpose_B):
     if not _hopper():
         pytest.skip("warp specialization needs sm_90a")
     _check(dtype, 1000, 776, 520, transpose_A, transpose_B, warp_specialize=True)
+
+
+@pytest.mark.parametrize("dtype", ["float8_e4m3", "float8_e5m2"])
+def test_warp_specialized_float8(dtype):
+    if not _hopper():
+        pytest.skip("float8 tensor cores need sm_90")
+    _check(dtype, 300, 512, 1024, transpose_B=True, tk=128, tn=256, warp_specialize=True)
 
 
 @pytest.mark.parametrize("M,N,K,schedule", [
