@@ -426,7 +426,7 @@ class _KernelEmitter:
         views = []
         if s.kind == "pipelined":
             used = _used_buffers(s.body)
-            rel = s.var.name if isinstance(s.start, N.Const) and s.start.value == 0 else \
+            rel = s.var.name if zero else \
                 f"({s.var.name} - {self.operand(s.start, PREC['sub'] + 1)})"
             operands = {x for t in walk_stmts(s.body) if isinstance(t, N.Gemm) for x in (t.a, t.b)}
             for name, a in self.staged.items():
@@ -548,7 +548,7 @@ class _KernelEmitter:
                     self.in_flight.append(s.c)
             self.line(depth, f"tcm.gemm({mma}, tc_tid, {s.c}, {a_view}, {view(b, b_mn)}{acc})")
         else:
-            self.line(depth, f"tcm.gemm_warp({mma}, tc_tid, {s.c}, {view(a, a_mn)}, "
+            self.line(depth, f"tcm.gemm_warp({mma}, tc_tid, {s.c}, {a_view}, "
                              f"{view(b, b_mn)}, {a_mn}, {b_mn}{acc})")
 
     def declare_gemms(self, body, depth: int) -> None:

@@ -40,6 +40,7 @@ import dataclasses
 import math
 
 from ..ir import nodes as N
+from ..ir.validate import MAX_THREADS
 from ..runtime.abi import TmaSpec
 from ..runtime.dtypes import DTYPES
 from .analysis import arch_at_least, known_multiple, mentions, row_major_strides
@@ -309,7 +310,7 @@ class _Kernel:
                 before.append(s)
         if not loads:
             if loop.warp_specialize:
-                self.specialized(loop, [], [], 0, None, None, False)  # says why not
+                self.fail(loop, self.specialize_refusal(loop, [], False))
             return [dataclasses.replace(loop, body=tuple(self.stmt(t) for t in loop.body))]
         taken = {id(c) for c in loads}
         rest, wait_at = [], None
@@ -329,9 +330,6 @@ class _Kernel:
             return tuple(N.TmaCopy(_substitute(c.src, k.name, it), c.dst, ref, stage, loc=c.loc)
                          for c in loads)
 
-        def sub(x, y):  # x - y, without "- 0"
-            return x if isinstance(y, N.Const) and y.value == 0 else N.binop("sub", x, y)
-
         prologue = []
         for p in range(S - 1):
             it = N.binop("add", a, _i32(p))
@@ -341,10 +339,10 @@ class _Kernel:
             else:
                 prologue.append(N.If(N.Cmp("lt", _i32(p), n), issue(it, _i32(p)), loc=loop.loc))
         ahead = N.binop("add", k, _i32(S - 1))
-        rel = sub(ahead, a)
+        rel = _sub(ahead, a)
         prefetch = N.If(N.Cmp("lt", rel, n),
                         issue(ahead, N.binop("mod", rel, _i32(S))), loc=loop.loc)
-        cur = sub(k, a)
+        cur = _sub(k, a)
         wait = N.MBarrierWait(N.Region(bar, (N.binop("mod", cur, _i32(S)),)),
                               N.binop("bitand", N.binop("floordiv", cur, _i32(S)), _i32(1)),
                               loc=loop.loc)
@@ -352,10 +350,14 @@ class _Kernel:
         mma_tail = isinstance(last, N.Gemm) and self.wgmma(last) and last.wg_wait == 0 and \
             bool({last.a, last.b} & {c.dst.buffer for c in loads})
         ws = loop.warp_specialize
-        if ws is None:  # the default: when it costs no occupancy (see auto_specialize)
-            ws = self.auto_specialize(loop, loads, mma_tail)
+        if ws is not False:
+            refusal = self.specialize_refusal(loop, loads, mma_tail)
+            if ws and refusal:
+                self.fail(loop, refusal)
+            # the default: where it can, and where it costs no occupancy
+            ws = refusal is None and (ws or self.alone_on_sm(loop, loads))
         if ws:
-            return self.specialized(loop, loads, rest, wait_at, bar, issue, mma_tail)
+            return self.specialized(loop, loads, rest, wait_at, bar, issue, wait, cur)
         if mma_tail and self.shared_a(last):  # (A in registers must stay until its MMAs end)
             # the wgmma of step k stays in flight while step k + 1 waits for its tiles.  Each
             # thread releases step k - 1's stage on an "empty" mbarrier once its MMAs of
@@ -363,7 +365,7 @@ class _Kernel:
             # (no block barrier: the warpgroups never wait for each other)
             rest[-1] = dataclasses.replace(last, wg_wait=1)
             empty = self.barrier(self.scope.num_threads, S, loop.loc)
-            prev = sub(cur, _i32(1))
+            prev = _sub(cur, _i32(1))
             prev_stage = N.Region(empty, (N.binop("mod", N.binop("add", cur, _i32(S - 1)), _i32(S)),))
             release = N.If(N.Cmp("gt", cur, _i32(0)), (N.MBarrierArrive(prev_stage, loc=loop.loc),),
                            loc=loop.loc)
@@ -378,7 +380,7 @@ class _Kernel:
             new_body = [prefetch] + rest[:wait_at] + [wait] + rest[wait_at:]
         return [*prologue, dataclasses.replace(loop, body=tuple(new_body))]
 
-    def specialized(self, loop: N.For, loads, rest, wait_at, bar, issue, mma_tail) -> list:
+    def specialized(self, loop: N.For, loads, rest, wait_at, bar, issue, full, cur) -> list:
         """The warp-specialized form of a pipelined loop: a producer warpgroup (threads
         ``threads .. threads + 127``) runs its own loop that waits for a stage to be
         released and refills it; the kernel's threads wait for each stage, run the body
@@ -396,28 +398,12 @@ class _Kernel:
 
         With A in registers (wgmma RS) the MMAs end within the step, so each step
         releases its own stage.  :func:`split_roles` later puts everything but the
-        producer in its ``else``."""
-        if not arch_at_least(self.arch, 90) or not mma_tail:
-            self.fail(loop, "T.Pipelined(warp_specialize=True) needs sm_90a and a body whose loads "
-                            "become TMA copies and that ends with a wgmma T.gemm on the loaded tiles")
-        if len(self.scope.threads) != 1 or self.scope.num_threads % WARPGROUP:
-            self.fail(loop, f"T.Pipelined(warp_specialize=True) needs 1-D threads in whole warpgroups "
-                            f"(multiples of {WARPGROUP}); the kernel has threads={self.scope.threads}")
-        if self.producer is not None:
-            self.fail(loop, "a kernel has at most one T.Pipelined(warp_specialize=True) loop")
-        hidden = sorted(self.producer_names(loop, loads) - self.producer_sees(loop))
-        if hidden:
-            self.fail(loop, f"T.Pipelined(warp_specialize=True): the loads use {hidden}, which the "
-                            "producer warpgroup does not see; it sees the kernel's block indices, "
-                            "parameters and the Lets before the loop at the kernel's top level")
-        S, k, a, n = loop.num_stages, loop.var, loop.start, loop.extent
+        producer in its ``else``.  ``full`` is the wait for step ``cur``'s stage (``cur`` =
+        the loop variable minus its start), as :meth:`pipelined` built it."""
+        S, a, n = loop.num_stages, loop.start, loop.extent
         threads = self.scope.num_threads
         rest = list(rest)
         empty = self.barrier(threads, S, loop.loc)
-        cur = k if isinstance(a, N.Const) and a.value == 0 else N.binop("sub", k, a)
-        full = N.MBarrierWait(N.Region(bar, (N.binop("mod", cur, _i32(S)),)),
-                              N.binop("bitand", N.binop("floordiv", cur, _i32(S)), _i32(1)),
-                              loc=loop.loc)
         if self.shared_a(rest[-1]):  # step k's MMAs stay in flight: release step k - 1's stage
             rest[-1] = dataclasses.replace(rest[-1], wg_wait=1)
             release = N.If(N.Cmp("gt", cur, _i32(0)), (N.MBarrierArrive(N.Region(
@@ -432,7 +418,7 @@ class _Kernel:
             N.Region(empty, (stage,)),
             N.binop("bitand", N.binop("add", N.binop("floordiv", j, _i32(S)), _i32(1)), _i32(1)),
             loc=loop.loc),), loc=loop.loc)
-        it = j if isinstance(a, N.Const) and a.value == 0 else N.binop("add", a, j)
+        it = j if isinstance(a, N.Const) and a.value == 0 else N.binop("add", a, j)  # a + j
         feed = N.For(j, _i32(0), n, "serial", (acquire,) + issue(it, stage), loc=loop.loc)
         tid = N.Call("thread_idx", (_i32(0),), "int32")
         self.producer = N.If(N.Cmp("ge", tid, _i32(threads)), (
@@ -440,16 +426,30 @@ class _Kernel:
         body = rest[:wait_at] + [full] + rest[wait_at:] + [release]
         return [self.producer, dataclasses.replace(loop, body=tuple(body))]
 
-    def auto_specialize(self, loop: N.For, loads, mma_tail: bool) -> bool:
-        """Warp-specialize a loop that did not say (``warp_specialize=None``) when it can
-        and when it costs no occupancy: the block's shared memory already keeps it alone on
-        its SM (a producer's register reallocation takes the SM's whole register file)."""
+    def specialize_refusal(self, loop: N.For, loads, mma_tail: bool) -> str | None:
+        """Why ``loop`` cannot be warp-specialized (an error when the program asks, the
+        default staying off otherwise), or None."""
         threads = self.scope.num_threads
-        if not (mma_tail and len(self.scope.threads) == 1 and threads % WARPGROUP == 0
-                and threads + WARPGROUP <= 1024 and self.producer is None):
-            return False
-        if self.producer_names(loop, loads) - self.producer_sees(loop):
-            return False
+        if not arch_at_least(self.arch, 90) or not mma_tail:
+            return ("T.Pipelined(warp_specialize=True) needs sm_90a and a body whose loads "
+                    "become TMA copies and that ends with a wgmma T.gemm on the loaded tiles")
+        if len(self.scope.threads) != 1 or threads % WARPGROUP or threads + WARPGROUP > MAX_THREADS:
+            return (f"T.Pipelined(warp_specialize=True) needs 1-D threads in whole warpgroups "
+                    f"(multiples of {WARPGROUP}) with room for a producer warpgroup (at most "
+                    f"{MAX_THREADS - WARPGROUP}); the kernel has threads={self.scope.threads}")
+        if self.producer is not None:
+            return "a kernel has at most one T.Pipelined(warp_specialize=True) loop"
+        hidden = sorted(self.producer_names(loop, loads) - self.producer_sees(loop))
+        if hidden:
+            return (f"T.Pipelined(warp_specialize=True): the loads use {hidden}, which the "
+                    "producer warpgroup does not see; it sees the kernel's block indices, "
+                    "parameters and the Lets before the loop at the kernel's top level")
+        return None
+
+    def alone_on_sm(self, loop: N.For, loads) -> bool:
+        """Does the block's shared memory (with ``loop``'s stages) keep it alone on its SM?
+        Then warp specialization costs no occupancy (a producer's register reallocation
+        takes the SM's whole register file), so the default turns it on."""
         stages = {**self.stages, **{c.dst.buffer: loop.num_stages for c in loads}}
         smem = sum(stage_bytes(a.buffer) * stages.get(name, a.stages)
                    for name, a in self.allocs.items() if a.buffer.scope == "shared")
@@ -469,7 +469,7 @@ class _Kernel:
         for s in self.scope.body:
             if s is loop:
                 break
-            if isinstance(s, N.Let) and not _reads(s.value, set(self.allocs)):
+            if _hoisted(s, set(self.allocs)):
                 seen.add(s.var.name)
         return seen
 
@@ -578,7 +578,7 @@ def split_roles(func: N.PrimFunc) -> N.PrimFunc:
             if i == at:
                 continue
             shared = isinstance(s, N.Allocate) and s.buffer.scope == "shared"
-            if shared or (i < at and isinstance(s, N.Let) and not _reads(s.value, local)):
+            if shared or (i < at and _hoisted(s, local)):
                 head.append(s)
             else:
                 compute.append(s)
@@ -588,6 +588,18 @@ def split_roles(func: N.PrimFunc) -> N.PrimFunc:
                      (N.SetMaxNReg(regs, True, loc=producer.loc), *compute), loc=producer.loc)
         kernels.append(dataclasses.replace(scope, body=(*head, split)))
     return dataclasses.replace(func, kernels=tuple(kernels))
+
+
+def _sub(x, y):
+    """x - y, without "- 0"."""
+    return x if isinstance(y, N.Const) and y.value == 0 else N.binop("sub", x, y)
+
+
+def _hoisted(s, allocated: set[str]) -> bool:
+    """Is ``s`` (at the kernel's top level, before a warp-specialized loop) a ``Let`` that
+    :func:`split_roles` leaves before the role split, where the producer sees it: one that
+    reads no buffer the kernel allocates."""
+    return isinstance(s, N.Let) and not _reads(s.value, allocated)
 
 
 def _var_names(x, out: set[str]) -> None:
