@@ -30,7 +30,7 @@ import dataclasses
 
 from ..ir import nodes as N
 from ..runtime.dtypes import DTYPES
-from .analysis import arch_at_least
+from .analysis import arch_at_least, walk_stmts
 
 WARPGROUP = 128
 WARP = 32
@@ -79,17 +79,14 @@ class _Kernel:
         raise GemmError(f"{where}prim_func '{self.func.name}': T.gemm({s.a}, {s.b}, {s.c}): {msg}")
 
     def collect(self, body) -> list[N.Gemm]:
+        """The T.gemm statements of ``body``, in order; records its allocations."""
         out = []
-        for s in body:
+        for s in walk_stmts(body):
             if isinstance(s, N.Allocate):
                 self.allocs[s.buffer.name] = s
                 self.buffers[s.buffer.name] = s.buffer
             elif isinstance(s, N.Gemm):
                 out.append(s)
-            elif isinstance(s, N.For):
-                out += self.collect(s.body)
-            elif isinstance(s, N.If):
-                out += self.collect(s.then + s.orelse)
         return out
 
     def set_layout(self, s: N.Gemm, name: str, layout: N.Layout) -> None:

@@ -160,10 +160,6 @@ def shared_allocs(scope: N.KernelScope) -> list[N.Allocate]:
     return [s for s in scope.body if isinstance(s, N.Allocate) and s.buffer.scope == "shared"]
 
 
-def shared_buffers(scope: N.KernelScope) -> list[N.Buffer]:
-    return [s.buffer for s in shared_allocs(scope)]
-
-
 def shared_stride(alloc: N.Allocate) -> int:
     """Bytes from one stage of a shared buffer to the next (its alignment divides it)."""
     align = shared_align(alloc)

@@ -44,13 +44,13 @@ from ..ir.validate import MAX_THREADS
 from ..runtime.abi import TmaSpec
 from ..runtime.dtypes import DTYPES
 from .analysis import arch_at_least, known_multiple, mentions, row_major_strides
+from .gemm import WARPGROUP
 from .layout import accesses, parallel_nest
 from .tileops import all_names
 
 MAX_BOX = 256  # elements per box dimension
 MAX_RANK = 5
 L2_PROMOTION = 128  # bytes
-WARPGROUP = 128
 PRODUCER_REGS = 40  # registers per thread a producer warpgroup keeps (it only issues TMA)
 SM_REGISTERS = 65536  # a block of a warp-specialized kernel has the SM to itself
 SM_SHARED = 228 * 1024  # shared memory per SM (Hopper)

@@ -18,9 +18,12 @@ Accumulators: :func:`accumulator` gives the registers of a ``(M, N)`` fragment a
 ``(i, j)`` coordinate of each register, so an elementwise loop over the fragment is::
 
     acc, acc_ij = tcm.accumulator("wgmma", (2, 1), (128, 128), cutlass.Float32, tc_tid)
-    for r in cutlass.range_constexpr(cute.size(acc)):
+    for r in cutlass.range(0, cute.size(acc), 2, unroll_full=True):  # register pairs
         i, j = acc_ij[r]
         ...
+
+:func:`a_fragment` does the same for an A operand read from registers (wgmma's RS form);
+register ``r`` holds the same ``(i, j)`` there as in an accumulator with K columns.
 
 The register layout depends only on the family, the warp arrangement and the tile, so a
 fragment shares it with every ``T.gemm`` that accumulates into it.
