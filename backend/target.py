@@ -1,0 +1,105 @@
+"""Hardware facts per target architecture: the one place passes, the code generator and
+the launcher generator read them from.  Imports nothing of tilecute.
+
+A target is a CUDA architecture name as ``cute.compile`` takes it (``sm_90a``,
+``sm_80``...); :func:`check_arch` refuses anything else before it reaches a generated
+file or a compiler option string.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+WARP = 32  # threads per warp
+WARPGROUP = 128  # threads per warpgroup (wgmma, setmaxnreg)
+MAX_THREADS = 1024  # threads per block
+VECTOR_BYTES = 16  # the widest vector load/store a thread issues (128 bits)
+ASYNC_COPY_BYTES = (4, 8, 16)  # cp.async moves 4, 8 or 16 bytes
+
+# TMA (sm_90+): box and tensor limits of cuTensorMapEncodeTiled
+TMA_MAX_BOX = 256  # elements per box dimension
+TMA_MAX_RANK = 5
+TMA_SWIZZLES = (128, 64, 32)  # bytes; the widest dividing a row is chosen
+
+# shared memory layout
+SHARED_ALIGN = 128  # bytes; every shared buffer starts at a multiple (swizzles and cp.async)
+TMA_SWIZZLE_ALIGN = 1024  # bytes; a TMA-swizzled buffer (and each of its stages) starts at one
+
+# tensor-core MMA
+WGMMA_TYPES = ("float16", "bfloat16", "float8_e4m3", "float8_e5m2")
+MMA_TYPES = ("float16", "bfloat16", "float32")
+MMA_INSTR_K = {"float16": 16, "bfloat16": 16, "float32": 8, "float8_e4m3": 32, "float8_e5m2": 32}
+
+PRODUCER_REGS = 40  # registers per thread a TMA producer warpgroup keeps
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a block may use on one architecture."""
+
+    arch: str
+    cc: int  # compute capability as an integer (90, 80...)
+    shared_per_block: int  # the most dynamic shared memory a block can opt into (bytes)
+    shared_per_sm: int  # shared memory of one SM (bytes)
+    registers_per_sm: int
+
+    def at_least(self, cc: int) -> bool:
+        return self.cc >= cc
+
+    @property
+    def tma(self) -> bool:
+        return self.cc >= 90
+
+    @property
+    def wgmma(self) -> bool:
+        return self.arch == "sm_90a"
+
+    @property
+    def cp_async(self) -> bool:
+        return self.cc >= 80
+
+
+# Shared memory per SM and the per-block opt-in limit, from the CUDA programming guide's
+# compute capability table.
+_SHARED = {
+    80: (164 * 1024, 163 * 1024), 86: (100 * 1024, 99 * 1024), 87: (164 * 1024, 163 * 1024),
+    89: (100 * 1024, 99 * 1024), 90: (228 * 1024, 227 * 1024),
+    100: (228 * 1024, 227 * 1024), 103: (228 * 1024, 227 * 1024),
+    120: (100 * 1024, 99 * 1024),
+}
+
+SUPPORTED_ARCHS = ("sm_80", "sm_86", "sm_87", "sm_89", "sm_90", "sm_90a",
+                   "sm_100a", "sm_103a", "sm_120a")
+
+_ARCH = re.compile(r"sm_(\d+)a?")
+
+
+class TargetError(ValueError):
+    pass
+
+
+def check_arch(arch) -> str:
+    """``arch`` if it is an architecture tilecute supports, else a :class:`TargetError`
+    naming the valid ones."""
+    if not isinstance(arch, str) or arch not in SUPPORTED_ARCHS:
+        raise TargetError(f"target {arch!r} is not an architecture tilecute supports; "
+                          f"use one of {', '.join(SUPPORTED_ARCHS)}")
+    return arch
+
+
+def compute_capability(arch: str) -> int:
+    m = _ARCH.fullmatch(arch)
+    return int(m.group(1)) if m else 0
+
+
+def arch_at_least(arch: str, cc: int) -> bool:
+    """Is target ``arch`` (``sm_90a``, ``sm_80``...) compute capability ``cc`` (90, 80...)
+    or newer?"""
+    return compute_capability(arch) >= cc
+
+
+def target(arch: str) -> Target:
+    cc = compute_capability(arch)
+    per_sm, per_block = _SHARED.get(cc, _SHARED[90] if cc >= 90 else _SHARED[80])
+    return Target(arch, cc, per_block, per_sm, 65536)
