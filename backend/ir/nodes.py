@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional, Union
 
+from ..runtime.abi import TmaSpec
 from ..runtime.dtypes import DTYPES
 
 INDEX = "int32"  # dtype of extents, indices, loop and thread variables
@@ -306,8 +307,22 @@ class For(Stmt):
     async_copy: bool = False
     loc: Optional[Loc] = _loc()
     # pipelined loops (sm_90a): a producer warpgroup issues the body's TMA loads while the
-    # kernel's threads compute (the TMA pass); None: the pass decides
+    # kernel's threads compute (the warp-specialization pass); None: the pass decides
     warp_specialize: Optional[bool] = None
+    # the innermost loop of a parallel nest: the accesses of its body that run as one
+    # vector instruction per chunk of lanes (the vectorization pass decides, the code
+    # generator and the launch ABI's alignment checks read them)
+    vectors: tuple["VectorAccess", ...] = ()
+
+
+@dataclass(frozen=True)
+class VectorAccess:
+    """``buffer[indices]`` in a parallel loop body moves ``chunk`` consecutive elements
+    (at most 16 bytes) per instruction; its offset is a known multiple of ``chunk``."""
+
+    buffer: str
+    indices: tuple[Expr, ...]
+    chunk: int
 
 
 @dataclass(frozen=True)
@@ -387,9 +402,22 @@ class Allocate(Stmt):
     buffer: Buffer
     layout: Optional[Layout] = None  # chosen by the layout pass for fragment/shared buffers
     loc: Optional[Loc] = _loc()
-    # shared buffers multi-buffered by a T.Pipelined loop (the TMA pass): `stages` copies,
-    # the loop body sees stage (k - start) % stages
+    # shared buffers multi-buffered by a T.Pipelined loop (the pipelining passes):
+    # `stages` copies, the loop body sees stage (k - start) % stages
     stages: int = 1
+    # shared buffers: where the buffer lives in the block's dynamic shared memory (the
+    # shared-memory pass, last); None before it
+    slot: Optional["SharedSlot"] = None
+
+
+@dataclass(frozen=True)
+class SharedSlot:
+    """A shared buffer's place in dynamic shared memory: its first stage starts at byte
+    ``offset``, stage ``s`` at ``offset + s * stride``; both are multiples of ``align``."""
+
+    offset: int
+    stride: int
+    align: int
 
 
 @dataclass(frozen=True)
@@ -528,9 +556,13 @@ class KernelScope(Stmt):
     body: tuple[Stmt, ...]
     cluster: Optional[tuple[int, ...]] = None
     loc: Optional[Loc] = _loc()
-    # threads launched after the `threads` ones for a producer warpgroup (the TMA pass's
-    # warp specialization); the body's statements map onto `threads` alone
+    # threads launched after the `threads` ones for a producer warpgroup (the
+    # warp-specialization pass); the body's statements map onto `threads` alone
     producer_threads: int = 0
+    # the TMA descriptor parameters of this kernel (the TMA descriptor pass), in order
+    tma_descriptors: tuple["TmaDescriptor", ...] = ()
+    # bytes of dynamic shared memory (the shared-memory pass)
+    shared_bytes: int = 0
 
     @property
     def num_threads(self) -> int:
@@ -538,6 +570,17 @@ class KernelScope(Stmt):
         for t in self.threads:
             n *= t
         return n
+
+
+@dataclass(frozen=True)
+class TmaDescriptor:
+    """One TMA descriptor parameter of a kernel: ``TmaCopy.desc`` names it; the launcher
+    encodes it per launch from tensor argument ``tensor`` with ``spec``."""
+
+    name: str
+    tensor: str
+    dtype: str
+    spec: TmaSpec
 
 
 Param = Union[Buffer, Var]

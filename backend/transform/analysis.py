@@ -8,6 +8,7 @@ import math
 from typing import Optional
 
 from ..ir import nodes as N
+from ..runtime.dtypes import DTYPES
 
 Range = tuple[Optional[int], Optional[int]]  # inclusive bounds, None = unknown
 
@@ -128,6 +129,11 @@ def affine_in(e: N.Expr, name: str) -> Optional[N.Expr]:
         c = affine_in(e.a, name)
         return None if c is None else N.binop("sub", c, e.b)
     return None
+
+
+def stage_bytes(buf: N.Buffer) -> int:
+    """Bytes of one stage of a shared buffer (its shape is static)."""
+    return math.prod(int(x.value) for x in buf.shape) * DTYPES[buf.dtype].bytes
 
 
 def row_major_strides(buf: N.Buffer) -> tuple[N.Expr, ...]:

@@ -60,14 +60,7 @@ class TmaError(ValueError):
     pass
 
 
-@dataclasses.dataclass(frozen=True)
-class Descriptor:
-    """One descriptor parameter of one kernel."""
-
-    name: str
-    tensor: str
-    dtype: str
-    spec: TmaSpec
+Descriptor = N.TmaDescriptor
 
 
 def tma_box(glob: N.Buffer, region: N.Region, shared: N.Buffer, swizzle: int) -> tuple | str:
@@ -530,21 +523,17 @@ class _Kernel:
         body[last + 1:last + 1] = self.new_allocs
         body = self.describe(tuple(body))
         producer = WARPGROUP if self.producer is not None else 0
-        return (dataclasses.replace(self.scope, body=body, producer_threads=producer),
-                list(self.descriptors.values()))
+        return dataclasses.replace(self.scope, body=body, producer_threads=producer,
+                                   tma_descriptors=tuple(self.descriptors.values()))
 
 
-def plan_tma(func: N.PrimFunc, arch: str, auto: bool = True) -> tuple[N.PrimFunc, list[list[Descriptor]]]:
+def plan_tma(func: N.PrimFunc, arch: str, auto: bool = True) -> N.PrimFunc:
     """Apply the TMA rewrites (``auto=False``, the ``disable_tma`` option: only the
-    program's own ``T.tma_copy`` statements); returns the function and each kernel's
-    descriptors."""
+    program's own ``T.tma_copy`` statements); each kernel records its descriptors
+    (``KernelScope.tma_descriptors``)."""
     names = all_names(func)
-    kernels, descriptors = [], []
-    for scope in func.kernels:
-        k, d = _Kernel(func, scope, arch, names, auto).run()
-        kernels.append(k)
-        descriptors.append(d)
-    return dataclasses.replace(func, kernels=tuple(kernels)), descriptors
+    kernels = [_Kernel(func, scope, arch, names, auto).run() for scope in func.kernels]
+    return dataclasses.replace(func, kernels=tuple(kernels))
 
 
 def box_bytes(d: Descriptor) -> int:

@@ -120,19 +120,18 @@ def async_copy_ok(inner: N.For, buffers, layouts, arch: str) -> bool:
     if dst is None or src is None or dst.scope != "shared" or src.scope != "global" \
             or dst.dtype != src.dtype:
         return False
-    vec = vector_accesses(inner, buffers, layouts, inner.vector_width)
+    vec = {(v.buffer, v.indices): v.chunk for v in inner.vectors}
     chunks = {vec.get((s.buffer, s.indices)), vec.get((src.name, s.value.indices))}
     return len(chunks) == 1 and None not in chunks and \
         chunks.pop() * DTYPES[dst.dtype].bytes in ASYNC_COPY_BYTES
 
 
-def plan_vectorization(func: N.PrimFunc, arch: str = "sm_90a") -> tuple[N.PrimFunc, dict[str, int]]:
-    """Choose lanes per thread step for the parallel nests the layout pass left open, mark
-    global -> shared copies for cp.async, and collect the byte alignment each tensor
-    argument needs for the vector accesses."""
+def plan_vectorization(func: N.PrimFunc, arch: str = "sm_90a") -> N.PrimFunc:
+    """Choose lanes per thread step for the parallel nests the layout pass left open,
+    record on each nest's innermost loop which accesses become vector instructions
+    (``For.vectors``), and mark global -> shared copies for cp.async."""
     buffers = {p.name: p for p in func.params if isinstance(p, N.Buffer)}
     layouts: dict[str, N.Layout] = {}
-    aligned: dict[str, int] = {}
 
     def visit(body):
         out = []
@@ -151,21 +150,22 @@ def plan_vectorization(func: N.PrimFunc, arch: str = "sm_90a") -> tuple[N.PrimFu
                 out.append(s)
         return tuple(out)
 
-    def note_alignment(inner: N.For) -> None:
-        for (name, _), chunk in vector_accesses(inner, buffers, layouts, inner.vector_width).items():
-            if buffers[name].scope == "global":
-                need = chunk * DTYPES[buffers[name].dtype].bytes
-                aligned[name] = max(aligned.get(name, 1), need)
+    def record(inner: N.For) -> N.For:
+        vec = vector_accesses(inner, buffers, layouts, inner.vector_width)
+        return dataclasses.replace(inner, vectors=tuple(
+            N.VectorAccess(name, indices, chunk) for (name, indices), chunk in vec.items()))
 
     def visit_parallel(loop: N.For) -> N.For:
         loops = parallel_nest(loop)
         inner = loops[-1]
         fragment = any(buffers[b].scope == "fragment" for b, _, _ in accesses(inner.body))
-        if inner.replicated or fragment:
-            # lanes chosen by the layout pass (fragment nests) or none (replicated nests)
-            if not inner.replicated:
-                note_alignment(inner)
+        if inner.replicated:  # every thread runs every iteration: no lanes
             return loop
+        if fragment:  # lanes chosen by the layout pass
+            inner = record(inner)
+            for outer in reversed(loops[:-1]):
+                inner = dataclasses.replace(outer, body=(inner,))
+            return inner
         width = legal_width(inner, buffers, layouts)
         if inner.vector_width:  # the program asked for a width (1 turns vectorization off)
             if width % inner.vector_width and inner.vector_width > 1:
@@ -174,8 +174,7 @@ def plan_vectorization(func: N.PrimFunc, arch: str = "sm_90a") -> tuple[N.PrimFu
                     f"vector_width={inner.vector_width}) is not legal here (the widest legal "
                     f"width is {width})")
             width = inner.vector_width
-        inner = dataclasses.replace(inner, vector_width=width)
-        note_alignment(inner)
+        inner = record(dataclasses.replace(inner, vector_width=width))
         if async_copy_ok(inner, buffers, layouts, arch):
             inner = dataclasses.replace(inner, async_copy=True)
         for outer in reversed(loops[:-1]):
@@ -183,5 +182,5 @@ def plan_vectorization(func: N.PrimFunc, arch: str = "sm_90a") -> tuple[N.PrimFu
         return inner
 
     kernels = tuple(dataclasses.replace(k, body=visit(k.body)) for k in func.kernels)
-    return dataclasses.replace(func, kernels=kernels), aligned
+    return dataclasses.replace(func, kernels=kernels)
 

@@ -1,0 +1,102 @@
+"""Walking and rebuilding the IR: the one visitor module every pass and the code
+generator use, so that a pass shows only its rule.
+
+- :func:`walk_stmts` yields every statement of a body, nested ones included;
+- :func:`walk_nodes` yields every node (statements, expressions, regions) under a value;
+- :class:`StmtMutator` rebuilds a function, calling ``visit_<node>`` (``visit_for``,
+  ``visit_copy``...) where a subclass defines one; every other statement is rebuilt
+  with its bodies visited.  A visit may return a statement, a sequence of statements
+  (spliced in place) or ``None`` (dropped);
+- :func:`substitute` replaces variables by expressions anywhere in a value.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Iterator
+
+from . import nodes as N
+
+# statement fields that hold statement lists
+BODY_FIELDS = {N.For: ("body",), N.If: ("then", "orelse"), N.KernelScope: ("body",)}
+
+
+def walk_stmts(body) -> Iterator[N.Stmt]:
+    """Every statement of ``body``, nested ones (loop and if bodies) included, in program
+    order."""
+    for s in body:
+        yield s
+        for name in BODY_FIELDS.get(type(s), ()):
+            yield from walk_stmts(getattr(s, name))
+
+
+def walk_nodes(x) -> Iterator:
+    """Every IR node (dataclass instance) in ``x`` (a node, or nested tuples of them),
+    parents before children; source locations excluded."""
+    if isinstance(x, (tuple, list)):
+        for y in x:
+            yield from walk_nodes(y)
+    elif dataclasses.is_dataclass(x) and not isinstance(x, type) and not isinstance(x, N.Loc):
+        yield x
+        for f in dataclasses.fields(x):
+            if f.name != "loc":
+                yield from walk_nodes(getattr(x, f.name))
+
+
+def var_names(x) -> set[str]:
+    """Every variable name mentioned in ``x``."""
+    return {n.name for n in walk_nodes(x) if isinstance(n, N.Var)}
+
+
+def substitute(x, mapping: dict[str, N.Expr]):
+    """``x`` (a node or nested tuples of them) with each variable named in ``mapping``
+    replaced by its expression."""
+    if isinstance(x, N.Var):
+        return mapping.get(x.name, x)
+    if isinstance(x, tuple):
+        return tuple(substitute(y, mapping) for y in x)
+    if dataclasses.is_dataclass(x) and not isinstance(x, type) and not isinstance(x, N.Loc):
+        changes = {f.name: substitute(getattr(x, f.name), mapping)
+                   for f in dataclasses.fields(x) if f.name != "loc"}
+        return dataclasses.replace(x, **changes)
+    return x
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+class StmtMutator:
+    """Rebuild statements.  Subclasses define ``visit_<snake_case node name>(s)`` for the
+    nodes their rule concerns and call :meth:`generic` (or ``super()``) to recurse."""
+
+    def run(self, func: N.PrimFunc) -> N.PrimFunc:
+        kernels = tuple(self.visit_kernel(k) for k in func.kernels)
+        return dataclasses.replace(func, kernels=kernels)
+
+    def visit_kernel(self, scope: N.KernelScope) -> N.KernelScope:
+        return dataclasses.replace(scope, body=self.visit_block(scope.body))
+
+    def visit_block(self, body) -> tuple:
+        out: list[N.Stmt] = []
+        for s in body:
+            r = self.visit(s)
+            if r is None:
+                continue
+            if isinstance(r, (list, tuple)):
+                out.extend(r)
+            else:
+                out.append(r)
+        return tuple(out)
+
+    def visit(self, s: N.Stmt):
+        method = getattr(self, "visit_" + _snake(type(s).__name__), None)
+        return method(s) if method is not None else self.generic(s)
+
+    def generic(self, s: N.Stmt) -> N.Stmt:
+        """``s`` with its statement lists visited (the node itself kept)."""
+        names = BODY_FIELDS.get(type(s))
+        if not names:
+            return s
+        return dataclasses.replace(s, **{n: self.visit_block(getattr(s, n)) for n in names})

@@ -1,0 +1,152 @@
+"""The launch ABI of a lowered function: the one structure the code generator, both
+templates and the cubin check read (``tilecute.runtime.abi.LaunchABI``).
+
+The kernel parameter list is derived here and nowhere else: every kernel of a function
+takes the data pointers of the tensor arguments (in argument order), then the symbols
+(int32, in first-use order), then the scalar arguments, then its own TMA descriptors.
+Everything else comes from what the passes recorded in the IR: the descriptors
+(``KernelScope.tma_descriptors``), the shared memory (``KernelScope.shared_bytes``), the
+producer warpgroup, and the alignment each tensor needs (the vector accesses the
+vectorization pass chose, ``For.vectors``; TMA needs 16-byte bases).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..ir import nodes as N
+from ..ir.visitor import walk_stmts
+from ..runtime.abi import KernelLaunch, KernelParam, LaunchABI, ScalarArg, SymbolSpec, TensorArg
+from ..runtime.dtypes import DTYPES
+
+# scalar argument dtypes a kernel parameter can carry as is
+_SCALAR_PARAM_DTYPES = {"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
+                        "uint64", "float32", "float64"}
+TMA_BASE_ALIGN = 16  # bytes: TMA global addresses
+
+
+class LoweringError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class KernelPlan:
+    """Everything generation needs: the lowered function, its ABI, and per kernel scope
+    the CuTe DSL function name and its name prefix (cubin symbol = ``f"{prefix}_{i}"``)."""
+
+    func: N.PrimFunc
+    abi: LaunchABI
+    kernel_names: tuple[str, ...]
+    name_prefixes: tuple[str, ...]
+    arch: str
+
+    @property
+    def tensor_params(self) -> list[N.Buffer]:
+        return [p for p in self.func.params if isinstance(p, N.Buffer)]
+
+    @property
+    def scalar_params(self) -> list[N.Var]:
+        return [p for p in self.func.params if isinstance(p, N.Var)]
+
+
+def _dim(d: N.Expr):
+    return d.value if isinstance(d, N.Const) else d.name
+
+
+def grid_cpp(e: N.Expr, func: N.PrimFunc) -> str:
+    """A grid extent as a C++ expression over the launcher's ``sym_<name>`` locals."""
+    symbols = {s.name for s in func.symbols}
+    if isinstance(e, N.Const):
+        return str(int(e.value))
+    if isinstance(e, N.Var):
+        if e.name not in symbols:
+            raise LoweringError(
+                f"prim_func '{func.name}': grid extent uses '{e.name}'; grid extents may use "
+                "only constants and the symbolic dims of the tensor arguments"
+            )
+        return f"sym_{e.name}"
+    if isinstance(e, N.BinOp):
+        ops = {"add": "+", "sub": "-", "mul": "*"}
+        a, b = grid_cpp(e.a, func), grid_cpp(e.b, func)
+        if e.op in ops:
+            return f"({a} {ops[e.op]} {b})"
+        if e.op in ("floordiv", "min", "max"):
+            return f"tc_{e.op}({a}, {b})"
+        if e.op == "mod":
+            return f"tc_mod({a}, {b})"
+    if isinstance(e, N.Call) and e.name == "ceildiv":
+        return f"tc_ceildiv({grid_cpp(e.args[0], func)}, {grid_cpp(e.args[1], func)})"
+    if isinstance(e, N.Cast) and N.is_int(e.dtype):
+        return grid_cpp(e.value, func)
+    raise LoweringError(f"prim_func '{func.name}': grid extent {e} is not supported")
+
+
+def tensor_alignment(func: N.PrimFunc) -> dict[str, int]:
+    """Bytes each tensor argument's base must be a multiple of, from the recorded vector
+    accesses and TMA descriptors."""
+    globals_ = {p.name: p for p in func.params if isinstance(p, N.Buffer)}
+    aligned: dict[str, int] = {}
+    for k in func.kernels:
+        for s in walk_stmts(k.body):
+            if isinstance(s, N.For):
+                for v in s.vectors:
+                    if v.buffer in globals_:
+                        need = v.chunk * DTYPES[globals_[v.buffer].dtype].bytes
+                        aligned[v.buffer] = max(aligned.get(v.buffer, 1), need)
+        for d in k.tma_descriptors:
+            aligned[d.tensor] = max(aligned.get(d.tensor, 1), TMA_BASE_ALIGN)
+    return aligned
+
+
+def build_abi(func: N.PrimFunc, arch: str) -> KernelPlan:
+    """The launch ABI of lowered ``func`` and the plan the generators render from."""
+    aligned = tensor_alignment(func)
+    symbols: list[SymbolSpec] = []
+    seen: set[str] = set()
+    args = []
+    for i, p in enumerate(func.params):
+        if isinstance(p, N.Buffer):
+            for field, dims in (("shape", p.shape), ("stride", p.strides or ())):
+                for d, x in enumerate(dims):
+                    if isinstance(x, N.Var) and x.name not in seen:
+                        seen.add(x.name)
+                        symbols.append(SymbolSpec(x.name, i, field, d, x.multiple))
+            args.append(TensorArg(p.name, p.dtype, tuple(_dim(d) for d in p.shape),
+                                  None if p.strides is None else tuple(_dim(d) for d in p.strides),
+                                  aligned.get(p.name, 1)))
+        else:
+            if p.dtype not in _SCALAR_PARAM_DTYPES:
+                raise LoweringError(
+                    f"prim_func '{func.name}': scalar parameter '{p.name}' has dtype {p.dtype}; "
+                    f"scalar parameters may be {sorted(_SCALAR_PARAM_DTYPES)}"
+                )
+            args.append(ScalarArg(p.name, p.dtype))
+    missing = [s.name for s in func.symbols if s.name not in seen]
+    if missing:
+        raise LoweringError(f"prim_func '{func.name}': symbols {missing} appear in no tensor "
+                            "argument's shape or strides, so no launch can bind them")
+    order = {s.name: i for i, s in enumerate(func.symbols)}
+    symbols.sort(key=lambda s: order[s.name])
+
+    params = tuple(
+        [KernelParam(f"{p.name}_ptr", "pointer", p.dtype, p.name)
+         for p in func.params if isinstance(p, N.Buffer)]
+        + [KernelParam(s.name, "scalar", "int32", s.name, from_symbol=True) for s in symbols]
+        + [KernelParam(p.name, "scalar", p.dtype, p.name)
+           for p in func.params if isinstance(p, N.Var)]
+    )
+    kernels, names, prefixes = [], [], []
+    for i, k in enumerate(func.kernels):
+        prefix = f"tilecute_{func.name}"
+        names.append(f"{func.name}_kernel{i}")
+        prefixes.append(prefix)
+        grid = tuple(grid_cpp(g, func) for g in k.grid) + ("1",) * (3 - len(k.grid))
+        threads = (k.threads[0] + k.producer_threads,) + tuple(k.threads[1:])
+        block = threads + (1,) * (3 - len(threads))
+        cluster = None if k.cluster is None else tuple(k.cluster) + (1,) * (3 - len(k.cluster))
+        tma = tuple(KernelParam(d.name, "tma_desc", d.dtype, d.tensor, tma=d.spec)
+                    for d in k.tma_descriptors)
+        kernels.append(KernelLaunch(f"{prefix}_{i}", grid, block, params + tma, k.shared_bytes,
+                                    cluster))
+    abi = LaunchABI(func.name, tuple(args), tuple(symbols), tuple(kernels))
+    return KernelPlan(func, abi, tuple(names), tuple(prefixes), arch)
