@@ -1,5 +1,6 @@
 """Hardware facts per target architecture: the one place passes, the code generator and
-the launcher generator read them from.  Imports nothing of tilecute.
+the launcher generator read them from.  Imports nothing of tilecute but
+``tilecute.runtime.arch`` (the supported archs and ``check_arch``).
 
 A target is a CUDA architecture name as ``cute.compile`` takes it (``sm_90a``,
 ``sm_80``...); :func:`check_arch` refuses anything else before it reaches a generated
@@ -10,6 +11,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+
+# the supported archs and their check live in the runtime, which reads TILECUTE_ARCH without
+# importing the compiler; re-exported here
+from .runtime.arch import SUPPORTED_ARCHS, TargetError, check_arch  # noqa: F401
 
 WARP = 32  # threads per warp
 WARPGROUP = 128  # threads per warpgroup (wgmma, setmaxnreg)
@@ -69,23 +74,7 @@ _SHARED = {
     120: (100 * 1024, 99 * 1024),
 }
 
-SUPPORTED_ARCHS = ("sm_80", "sm_86", "sm_87", "sm_89", "sm_90", "sm_90a",
-                   "sm_100a", "sm_103a", "sm_120a")
-
 _ARCH = re.compile(r"sm_(\d+)a?")
-
-
-class TargetError(ValueError):
-    pass
-
-
-def check_arch(arch) -> str:
-    """``arch`` if it is an architecture tilecute supports, else a :class:`TargetError`
-    naming the valid ones."""
-    if not isinstance(arch, str) or arch not in SUPPORTED_ARCHS:
-        raise TargetError(f"target {arch!r} is not an architecture tilecute supports; "
-                          f"use one of {', '.join(SUPPORTED_ARCHS)}")
-    return arch
 
 
 def compute_capability(arch: str) -> int:
