@@ -10,7 +10,7 @@ _LAZY = {
     "compile": ("tilecute.api", "compile"),
     "jit": ("tilecute.api", "jit"),
     "load": ("tilecute.runtime.kernel", "load"),
-    "build_cubin": ("tilecute.build", "build_cubin"),
+    "build_cubin": ("tilecute.driver", "build_cubin"),
     "lower": ("tilecute.transform.lower", "lower"),
 }
 

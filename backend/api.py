@@ -3,7 +3,7 @@
 ``compile`` computes the cache key from the canonical IR, the target and the tool
 versions, and imports the cached entry when there is one: on a hit nothing of the
 compiler beyond the IR is imported (no codegen, no templates, no CUTLASS).  On a miss it
-builds the entry (``tilecute.build.build_entry``) under the cache's lock.
+builds the entry (``tilecute.driver.build_entry``) under the cache's lock.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def compile(func: N.PrimFunc, out_idx: Optional[Sequence[int]] = None,  # noqa: 
     key = cache.cache_key(ir_json, arch, options, cache.tool_versions())
 
     def build(folder):
-        from .build import build_entry
+        from .driver import build_entry
 
         return build_entry(func, arch, options, folder)
 

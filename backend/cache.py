@@ -7,22 +7,20 @@ temporary folder inside the root, under a per-key file lock, and publishes it wi
 ``os.rename``; :func:`lookup` hands out an entry only after checking that it is private
 and whole, and moves a damaged one aside so that it is rebuilt.
 
-Imports the standard library, ``filelock`` and ``tilecute.runtime.entry``; not the rest
-of the compiler (the build function brings what it needs), not CUTLASS, not torch.
+Imports the standard library, ``filelock``, ``tilecute.runtime.entry`` and
+``tilecute.toolchain`` (for :func:`tool_versions`); not the rest of the compiler (the build
+function brings what it needs), not CUTLASS, not torch.
 """
 
 from __future__ import annotations
 
 import atexit
-import functools
 import hashlib
-import importlib.metadata
 import json
 import os
 import re
 import secrets
 import shutil
-import subprocess
 import tempfile
 import time
 import warnings
@@ -41,6 +39,7 @@ from .runtime.entry import (
     verify_entry,
     write_manifest,
 )
+from .toolchain import tool_versions
 
 __all__ = [
     "CacheError", "CacheEntry", "UnsafeCacheError", "cache_root", "cache_key", "tool_versions",
@@ -113,73 +112,6 @@ def cache_key(ir_json: str, arch: str, options: dict, versions: dict) -> str:
         raise TypeError(f"cache_key: options and versions must be plain JSON values "
                         f"(str, int, float, bool, None, list, dict): {e}") from None
     return hashlib.sha256(text.encode()).hexdigest()
-
-
-def tool_versions() -> dict:
-    """Versions of the tools that shape an entry: tilecute, nvidia-cutlass-dsl,
-    apache-tvm-ffi (from package metadata, without importing them) and the C++ compiler
-    (first line of ``--version``).  ``"none"`` for one that is missing.  Computed once per
-    process."""
-    return dict(_tool_versions())
-
-
-@functools.lru_cache(maxsize=1)
-def _tool_versions() -> tuple:
-    versions = {name: _dist_version(name)
-                for name in ("tilecute", "nvidia-cutlass-dsl", "apache-tvm-ffi")}
-    if versions["tilecute"] == "none":  # running from a source tree that is not installed
-        from . import __version__
-
-        versions["tilecute"] = __version__
-    # the generated artifacts follow the code, not only the release number: a changed
-    # template or codegen module with the same version must not reuse old entries
-    versions["tilecute"] += f"+src.{_source_fingerprint()}"
-    versions["cxx"] = _cxx_version()
-    return tuple(sorted(versions.items()))
-
-
-def _source_fingerprint() -> str:
-    """sha256 (12 hex digits) of tilecute's own .py and .j2 files: compiler, runtime and
-    templates, named by package so a source tree and an installed wheel agree (about 40
-    small files, read once per process)."""
-    from . import runtime, templates
-
-    roots = {"tilecute": Path(__file__).parent, "tilecute.runtime": Path(runtime.__file__).parent,
-             "tilecute.templates": Path(templates.__file__).parent}
-    digest = hashlib.sha256()
-    for package, root in sorted(roots.items()):
-        others = [r for r in roots.values() if r != root and root in r.parents]
-        for f in sorted(root.rglob("*")):
-            if f.suffix not in (".py", ".j2") or "__pycache__" in f.parts or \
-                    any(o in f.parents for o in others):
-                continue
-            digest.update(f"{package}/{f.relative_to(root).as_posix()}".encode() + b"\0")
-            digest.update(f.read_bytes())
-    return digest.hexdigest()[:12]
-
-
-def _dist_version(dist: str) -> str:
-    try:
-        return importlib.metadata.version(dist)
-    except importlib.metadata.PackageNotFoundError:
-        return "none"
-
-
-def _cxx_version() -> str:
-    try:
-        from .build import cxx_version
-    except ImportError:
-        cxx_version = None
-    try:
-        if cxx_version is not None:
-            return cxx_version()
-        out = subprocess.run(["c++", "--version"], capture_output=True, text=True, check=False,
-                             timeout=30)
-        if out.returncode == 0 and out.stdout.strip():
-            return out.stdout.splitlines()[0].strip()
-    except Exception:  # no compiler: lookups still work, a build reports the real error
-        pass
-    return "none"
 
 
 def _check_key(key: str) -> str:

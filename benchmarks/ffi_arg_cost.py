@@ -52,7 +52,7 @@ extern "C" TVM_FFI_DLL_EXPORT int __tvm_ffi_touch(void*, const TVMFFIAny* args, 
 def build_noop(folder: Path):
     """Build the do-nothing library with tilecute's launcher build; return the module."""
     import tvm_ffi
-    from tilecute.build import build_launcher
+    from tilecute.toolchain import build_launcher
 
     (folder / "noop.cpp").write_text(NOOP_SOURCE)
     lib = build_launcher(folder / "noop.cpp", folder)

@@ -212,7 +212,7 @@ def raw_launch_exe() -> Path:
         if Path(nvcc).exists():
             cmd = [nvcc, "-O2", "-o", str(tmp), str(source), "-lcuda"]
         else:
-            from tilecute.build import cuda_include_dir, cxx_compiler
+            from tilecute.toolchain import cuda_include_dir, cxx_compiler
 
             cmd = [cxx_compiler(), "-std=c++17", "-O2", f"-I{cuda_include_dir()}", "-o", str(tmp), str(source),
                    "-lcuda"]
@@ -370,7 +370,7 @@ def check_cpu(cases):
            descriptors=sum(p.kind == "tma_desc" for p in kernel.abi.kernels[0].params))
         ok(case, "raw loop parameters from the launch ABI",
            argv=[kernel.abi.kernels[0].symbol, *raw_peer_args(kernel, make("cpu"))])
-    from tilecute.build import cuda_include_dir, cxx_compiler
+    from tilecute.toolchain import cuda_include_dir, cxx_compiler
 
     cmd = [cxx_compiler(), "-std=c++17", "-O2", "-Wall", f"-I{cuda_include_dir()}", "-fsyntax-only",
            str(HERE / "raw_launch.cpp")]

@@ -2,7 +2,7 @@
 built with -DTILECUTE_PHASE_TIMING (docs/performance.md).
 
 For each case the entry's launcher.cpp is copied into a temporary folder, built with the
-define (tilecute.build.build_launcher), loaded with tvm_ffi.load_module and given the
+define (tilecute.toolchain.build_launcher), loaded with tvm_ffi.load_module and given the
 entry's cubin.  On a GPU it then runs --iters calls with torch CUDA tensors, twice: one
 long loop (throughput: the GPU queue may push back) and bursts of --burst calls with the
 queue drained between bursts (host latency).  It prints one JSON line per phase (mean ns
@@ -90,7 +90,7 @@ def build_both(entry: Path, folder: Path) -> tuple[Path, Path, Path]:
     and without it at -O1 (``folder/o1``)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from tilecute.build import build_launcher
+    from tilecute.toolchain import build_launcher
 
     source = folder / "launcher.cpp"
     shutil.copyfile(entry / "launcher.cpp", source)

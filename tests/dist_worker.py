@@ -12,13 +12,13 @@ import torch.distributed as dist
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
 import elementwise as E  # noqa: E402
 import tilecute  # noqa: E402
-from tilecute import build  # noqa: E402
+from tilecute import driver  # noqa: E402
 
 rank = int(os.environ["RANK"])
 torch.cuda.set_device(rank)
 dist.init_process_group("nccl")
 counter = os.environ["TILECUTE_TEST_BUILD_COUNTER"]
-real = build.build_entry
+real = driver.build_entry
 
 
 def counted(*args, **kwargs):
@@ -27,7 +27,7 @@ def counted(*args, **kwargs):
     return real(*args, **kwargs)
 
 
-build.build_entry = counted
+driver.build_entry = counted
 block = int(os.environ["TILECUTE_TEST_BLOCK"])  # a block size no earlier run used: a new kernel
 dist.barrier()
 kernel = tilecute.compile(E.vector_add("float16", block=block))

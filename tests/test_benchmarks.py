@@ -32,7 +32,7 @@ import tilecute  # noqa: E402
 import tma_ops  # noqa: E402
 from test_launcher import FAKE_LIBCUDA  # noqa: E402
 from test_launcher_tma import FAKE_TENSOR_MAPS, parse_encode  # noqa: E402
-from tilecute.build import cuda_include_dir  # noqa: E402
+from tilecute.toolchain import cuda_include_dir  # noqa: E402
 
 # libcuda's own entry points, as raw_launch.cpp links them (cuda.h maps cuMemAlloc and
 # cuMemsetD8 to their _v2 symbols on both sides).  Modules come from a text "cubin"

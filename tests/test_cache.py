@@ -2,7 +2,7 @@
 
 Entries here come from ``fake_build``, which writes small files under the real entry
 names.  To run these tests against the real compiler, make ``fake_build`` call
-``tilecute.build.build_entry`` (keeping the counter line it appends per build).
+``tilecute.driver.build_entry`` (keeping the counter line it appends per build).
 """
 
 from __future__ import annotations
@@ -366,9 +366,9 @@ def test_tool_versions_names_every_tool():
 
 
 def test_source_fingerprint_follows_the_templates(tmp_path, monkeypatch):
-    from tilecute import templates
+    from tilecute import templates, toolchain
 
-    before = cache._source_fingerprint()
+    before = toolchain.source_fingerprint()
     fake = tmp_path / "templates"
     fake.mkdir()
     for f in Path(templates.__file__).parent.iterdir():
@@ -376,7 +376,7 @@ def test_source_fingerprint_follows_the_templates(tmp_path, monkeypatch):
             (fake / f.name).write_bytes(f.read_bytes())
     (fake / "launcher.cpp.j2").write_text("// changed\n")
     monkeypatch.setattr(templates, "__file__", str(fake / "__init__.py"))
-    assert cache._source_fingerprint() != before
+    assert toolchain.source_fingerprint() != before
 
 
 def test_cache_key_refuses_non_json_options():

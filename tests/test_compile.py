@@ -136,13 +136,13 @@ def test_eight_processes_compiling_one_new_program_build_it_once(tmp_path):
     counter = tmp_path / "builds.txt"
     code = f"""
         import json, os, elementwise as E, tilecute
-        from tilecute import build
-        real = build.build_entry
+        from tilecute import driver
+        real = driver.build_entry
         def counted(*a, **k):
             with open({str(counter)!r}, "a") as f:
                 f.write(str(os.getpid()) + "\\n")
             return real(*a, **k)
-        build.build_entry = counted
+        driver.build_entry = counted
         k = tilecute.compile(E.two_kernels("float32"))
         k.launcher
         print(json.dumps({{"path": str(k.path)}}))

@@ -29,7 +29,7 @@ torch = pytest.importorskip("torch")
 tvm_ffi = pytest.importorskip("tvm_ffi")
 
 import tilecute  # noqa: E402
-from tilecute.build import (  # noqa: E402
+from tilecute.toolchain import (  # noqa: E402
     LAUNCHER_LIBRARY,
     LauncherBuildError,
     build_launcher,

@@ -1,7 +1,7 @@
 """TMA descriptor parameters in the generated launcher (docs/launch-abi.md, "TMA descriptors").
 
 Launch ABIs written by hand with 0, 2 and 4 descriptors (tiled, and one im2col) are
-rendered and built the way a cache entry's launcher is (``tilecute.build.build_launcher``,
+rendered and built the way a cache entry's launcher is (``tilecute.toolchain.build_launcher``,
 here with ``-Wall -Wextra -Werror``) and loaded through TVM FFI; no GPU is needed:
 
 - render time: every rule of cuda.h that the ABI alone decides raises ``LauncherABIError``;
@@ -31,7 +31,7 @@ tvm_ffi = pytest.importorskip("tvm_ffi")
 
 import tilecute  # noqa: E402
 from test_launcher import FAKE_LIBCUDA, FakeTensor, needs_no_driver, parse_launch, raises  # noqa: E402
-from tilecute.build import build_launcher, cuda_include_dir  # noqa: E402
+from tilecute.toolchain import build_launcher, cuda_include_dir  # noqa: E402
 from tilecute.host.launcher import LauncherABIError, launcher_context, render_launcher  # noqa: E402
 from tilecute.runtime.abi import (  # noqa: E402
     KernelLaunch,

@@ -17,7 +17,7 @@ tvm_ffi = pytest.importorskip("tvm_ffi")
 
 import elementwise as E  # noqa: E402
 import tilecute  # noqa: E402
-from tilecute.build import build_launcher, launcher_build_command  # noqa: E402
+from tilecute.toolchain import build_launcher, launcher_build_command  # noqa: E402
 
 DEFINE = "-DTILECUTE_PHASE_TIMING"
 PHASES = ("checks", "pack", "stream", "slot", "context", "launch")

@@ -1,0 +1,235 @@
+"""The toolchain that turns a generated launcher into a shared library, and the versions
+of every tool that shapes a cache entry.
+
+Finds the C++ compiler and its version, the CUDA driver API headers and TVM FFI's build
+info (include paths, ``libtvm_ffi``); builds a launcher (:func:`build_launcher`); and says
+which tool versions a cache key must cover (:func:`tool_versions`, with a fingerprint of
+tilecute's own sources).
+
+The compiler is called directly, not through ``tvm_ffi.cpp.build``.  That helper would
+serve (it takes the source, include paths, flags and a build folder), but it
+
+* runs the ``ninja`` executable, which only apache-tvm-ffi's optional ``[cpp]`` extra
+  installs and which tilecute does not otherwise need;
+* writes ``build.ninja``, a lock file, ninja's logs, the object file and its dependency
+  file into the build folder, and the library can only be named inside that folder;
+* links ``-ltvm_ffi`` without an rpath.
+
+One compiler call builds the library straight from the source with the same include paths
+and library (``tvm_ffi.libinfo``), into a temporary name that is renamed into place.
+
+The launcher is linked against libtvm_ffi and libdl only: the CUDA driver is opened at run
+time, so the build needs only the CUDA *headers* (``cuda.h``, ``cudaTypedefs.h``), which the
+``nvidia-cuda-runtime`` wheel ships.
+
+Imports the standard library and ``tvm_ffi.libinfo`` (loaded without the rest of tvm_ffi);
+of tilecute only ``__version__`` and the folders of ``tilecute.runtime`` and
+``tilecute.templates`` (for the source fingerprint): never ``cache`` or ``driver``, no
+CUTLASS, no torch.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.metadata
+import importlib.util
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+LAUNCHER_LIBRARY = "launcher.so"
+# -O1, not -O2: on an H100 the launcher's per-call time at -O1 and -O2 was the same within
+# noise (interleaved, min of 3: 3.76 vs 3.82 us for 3 tensors, 5.21 vs 5.43 us for 10
+# tensors + 4 scalars), and -O1 builds in 2.3-2.7 s instead of 3.3 s (docs/performance.md)
+CXX_FLAGS = ("-std=c++17", "-O1", "-fPIC", "-fvisibility=hidden")
+_CUDA_HEADERS = ("cuda.h", "cudaTypedefs.h")
+
+
+class LauncherBuildError(RuntimeError):
+    """The C++ compiler failed on a launcher; the message holds its command and output."""
+
+
+def cxx_compiler() -> str:
+    """The C++ compiler: ``$CXX``, else ``g++``, else ``c++``."""
+    env = os.environ.get("CXX")
+    if env:
+        return env
+    for name in ("g++", "c++"):
+        found = shutil.which(name)
+        if found:
+            return found
+    raise LauncherBuildError("no C++ compiler: set CXX or install g++")
+
+
+@functools.lru_cache(maxsize=None)
+def _compiler_version(compiler: str) -> str:
+    out = subprocess.run([compiler, "--version"], capture_output=True, text=True, check=False)
+    if out.returncode != 0 or not out.stdout.strip():
+        raise LauncherBuildError(f"`{compiler} --version` failed: {out.stderr.strip()}")
+    return out.stdout.splitlines()[0].strip()
+
+
+def cxx_version() -> str:
+    """The first line of ``<compiler> --version`` (for the cache key)."""
+    return _compiler_version(cxx_compiler())
+
+
+def _has_cuda_headers(folder: Path) -> bool:
+    return all((folder / h).is_file() for h in _CUDA_HEADERS)
+
+
+@functools.lru_cache(maxsize=1)
+def cuda_include_dir() -> Path:
+    """The folder holding ``cuda.h`` and ``cudaTypedefs.h``.
+
+    The ``nvidia-cuda-runtime`` wheel first (``nvidia/cu13/include`` for CUDA 13,
+    ``nvidia/cuda_runtime/include`` for CUDA 12), so a user machine needs no toolkit; then
+    ``$CUDA_HOME`` / ``$CUDA_PATH`` and ``/usr/local/cuda``.
+    """
+    candidates: list[Path] = []
+    spec = importlib.util.find_spec("nvidia")
+    for root in (spec.submodule_search_locations or []) if spec else []:
+        root = Path(root)
+        candidates += [root / "cu13" / "include", root / "cuda_runtime" / "include"]
+        candidates += sorted(root.glob("*/include"))
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        if os.environ.get(var):
+            candidates.append(Path(os.environ[var]) / "include")
+    candidates.append(Path("/usr/local/cuda/include"))
+    for folder in candidates:
+        if _has_cuda_headers(folder):
+            return folder
+    raise LauncherBuildError(
+        "no CUDA driver API headers (cuda.h, cudaTypedefs.h) found; install the "
+        "nvidia-cuda-runtime wheel or set CUDA_HOME. Looked in: "
+        + ", ".join(str(c) for c in candidates)
+    )
+
+
+@functools.lru_cache(maxsize=1)
+def _tvm_ffi_libinfo():
+    """``tvm_ffi.libinfo`` without importing ``tvm_ffi`` itself, whose ``__init__`` imports
+    torch when torch is installed (about 2 s); libinfo.py needs only the standard library."""
+    spec = importlib.util.find_spec("tvm_ffi")
+    for root in (spec.submodule_search_locations or []) if spec else []:
+        path = Path(root) / "libinfo.py"
+        if path.is_file():
+            module_spec = importlib.util.spec_from_file_location("_tilecute_tvm_ffi_libinfo", path)
+            module = importlib.util.module_from_spec(module_spec)
+            try:
+                module_spec.loader.exec_module(module)
+                return module
+            except Exception:  # a layout we do not know: take the ordinary import
+                break
+    from tvm_ffi import libinfo
+
+    return libinfo
+
+
+def launcher_build_command(source: Path, output: Path, extra_cflags: tuple[str, ...] = ()) -> list[str]:
+    """The compiler command that builds ``source`` into the shared library ``output``."""
+    libinfo = _tvm_ffi_libinfo()
+    tvm_ffi_lib = Path(libinfo.find_libtvm_ffi())
+    includes = dict.fromkeys(  # ordered, without repeats (tvm_ffi ships dlpack in its own include)
+        [libinfo.find_include_path(), libinfo.find_dlpack_include_path(), str(cuda_include_dir())]
+    )
+    return [
+        cxx_compiler(),
+        *CXX_FLAGS,
+        *extra_cflags,
+        *(f"-I{folder}" for folder in includes),
+        "-shared",
+        str(source),
+        "-o",
+        str(output),
+        f"-L{tvm_ffi_lib.parent}",
+        f"-Wl,-rpath,{tvm_ffi_lib.parent}",
+        "-Wl,-z,defs",  # an unresolved symbol fails the build, not the first load
+        "-ltvm_ffi",
+        "-ldl",
+    ]
+
+
+def build_launcher(source: Path, out_dir: Path, *, extra_cflags: tuple[str, ...] = ()) -> Path:
+    """Compile the launcher ``source`` into ``out_dir/launcher.so`` and return its path.
+
+    The library is written under a temporary name in ``out_dir`` and renamed into place,
+    so a reader never sees a partial file.
+    """
+    source, out_dir = Path(source), Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    target = out_dir / LAUNCHER_LIBRARY
+    fd, tmp_name = tempfile.mkstemp(prefix=".launcher.", suffix=".so.tmp", dir=out_dir)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        cmd = launcher_build_command(source, tmp, tuple(extra_cflags))
+        out = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if out.returncode != 0:
+            raise LauncherBuildError(
+                f"building the launcher {source} failed (exit {out.returncode}):\n"
+                f"$ {' '.join(cmd)}\n{out.stdout}{out.stderr}"
+            )
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return target
+
+
+# -- tool versions (for the cache key) ------------------------------------------------------
+
+
+def tool_versions() -> dict:
+    """Versions of the tools that shape an entry: tilecute, nvidia-cutlass-dsl,
+    apache-tvm-ffi (from package metadata, without importing them) and the C++ compiler
+    (first line of ``--version``).  ``"none"`` for one that is missing.  Computed once per
+    process."""
+    return dict(_tool_versions())
+
+
+@functools.lru_cache(maxsize=1)
+def _tool_versions() -> tuple:
+    versions = {name: _dist_version(name)
+                for name in ("tilecute", "nvidia-cutlass-dsl", "apache-tvm-ffi")}
+    if versions["tilecute"] == "none":  # running from a source tree that is not installed
+        from . import __version__
+
+        versions["tilecute"] = __version__
+    # the generated artifacts follow the code, not only the release number: a changed
+    # template or codegen module with the same version must not reuse old entries
+    versions["tilecute"] += f"+src.{source_fingerprint()}"
+    try:
+        versions["cxx"] = cxx_version()
+    except Exception:  # no compiler: lookups still work, a build reports the real error
+        versions["cxx"] = "none"
+    return tuple(sorted(versions.items()))
+
+
+def source_fingerprint() -> str:
+    """sha256 (12 hex digits) of tilecute's own .py and .j2 files: compiler, runtime and
+    templates, named by package so a source tree and an installed wheel agree (about 40
+    small files, read once per process)."""
+    from . import runtime, templates
+
+    roots = {"tilecute": Path(__file__).parent, "tilecute.runtime": Path(runtime.__file__).parent,
+             "tilecute.templates": Path(templates.__file__).parent}
+    digest = hashlib.sha256()
+    for package, root in sorted(roots.items()):
+        others = [r for r in roots.values() if r != root and root in r.parents]
+        for f in sorted(root.rglob("*")):
+            if f.suffix not in (".py", ".j2") or "__pycache__" in f.parts or \
+                    any(o in f.parents for o in others):
+                continue
+            digest.update(f"{package}/{f.relative_to(root).as_posix()}".encode() + b"\0")
+            digest.update(f.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+def _dist_version(dist: str) -> str:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return "none"
