@@ -17,7 +17,7 @@ from tilecute.ir.serialize import from_json, to_json
 from tilecute.runtime.cubin import check_abi, read_cubin
 from tilecute.runtime.cubingen import _import_source, compile_cubin
 from tilecute.transform.gemm import GemmError
-from tilecute.transform.analysis import walk_stmts
+from tilecute.ir.visitor import walk_stmts
 from tilecute.transform.lower import lower
 from tilecute.codegen.cute import emit_cute
 
@@ -172,7 +172,7 @@ def test_producer_must_see_the_load_origins():
     """The producer warpgroup sees block indices, parameters and the pure top-level Lets
     before the loop; an origin computed from a thread's registers is an error when asked
     for, and keeps the default off."""
-    from tilecute.transform.tma import TmaError
+    from tilecute.transform.tma_copies import TmaError
 
     with pytest.raises(TmaError, match=r"the loads use \['base'\]"):
         lower(_hidden_origin(True), "sm_90a")
@@ -251,7 +251,7 @@ def _ws_loop(gemm=True, loops=1):
     (dict(loops=2), "sm_90a", r"at most one T.Pipelined\(warp_specialize=True\)"),
 ])
 def test_warp_specialize_errors_name_the_kernel(kw, arch, match):
-    from tilecute.transform.tma import TmaError
+    from tilecute.transform.tma_copies import TmaError
 
     with pytest.raises(TmaError, match=match) as e:
         lower(_ws_loop(**kw), arch)

@@ -12,9 +12,9 @@ from tilecute.ir.printer import print_func
 from tilecute.runtime.abi import TmaSpec
 from tilecute.runtime.cubin import check_abi, read_cubin
 from tilecute.runtime.cubingen import compile_cubin
-from tilecute.transform.analysis import walk_stmts
+from tilecute.ir.visitor import walk_stmts
 from tilecute.transform.lower import lower
-from tilecute.transform.tma import TmaError
+from tilecute.transform.tma_copies import TmaError
 from tilecute.codegen.cute import emit_cute
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))

@@ -1,34 +1,20 @@
-"""Small integer analyses over IR expressions: value ranges, known divisors, and
-whether an expression mentions a variable.  Used by the vectorization planner and by the
-codegen's bounds predication; they never change the IR."""
+"""Analyses several passes and the code generator share; they never change the IR.
+Integer facts about expressions (value ranges, known divisors, affine forms, whether an
+expression mentions a variable), the loads of an expression, the accesses of a
+statement list, parallel nests, names in use, and sizes of buffers."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Optional
 
 from ..ir import nodes as N
+from ..ir.visitor import walk_stmts  # noqa: F401
 from ..runtime.dtypes import DTYPES
+from ..target import arch_at_least  # noqa: F401
 
 Range = tuple[Optional[int], Optional[int]]  # inclusive bounds, None = unknown
-
-
-def arch_at_least(arch: str, cc: int) -> bool:
-    """Is target ``arch`` (``sm_90a``, ``sm_80``...) compute capability ``cc`` (90, 80...)
-    or newer?"""
-    digits = "".join(ch for ch in arch.split("_")[-1] if ch.isdigit())
-    return bool(digits) and int(digits) >= cc
-
-
-def walk_stmts(body):
-    """Every statement of ``body``, nested ones (loop and if bodies) included, in program
-    order."""
-    for s in body:
-        yield s
-        if isinstance(s, N.For):
-            yield from walk_stmts(s.body)
-        elif isinstance(s, N.If):
-            yield from walk_stmts(s.then + s.orelse)
 
 
 def loads(e, nested: bool = True):
@@ -144,3 +130,70 @@ def row_major_strides(buf: N.Buffer) -> tuple[N.Expr, ...]:
     for d in reversed(buf.shape[1:]):
         strides.insert(0, N.binop("mul", strides[0], d))
     return tuple(strides)
+
+
+def parallel_nest(loop: N.For) -> list[N.For]:
+    """The loops of the parallel nest headed by ``loop`` (``for i, j in T.Parallel(a, b)``)."""
+    loops = [loop]
+    while len(loops[-1].body) == 1 and isinstance(loops[-1].body[0], N.For) \
+            and loops[-1].body[0].kind == "parallel":
+        loops.append(loops[-1].body[0])
+    return loops
+
+
+def accesses(body):
+    """(buffer, indices, is_write) of every buffer access in ``body``, nested statements
+    included."""
+    out = []
+
+    def expr(e):
+        for ld in loads(e):
+            out.append((ld.buffer, ld.indices, False))
+
+    def visit(s):
+        if isinstance(s, N.Store):
+            out.append((s.buffer, s.indices, True))
+            expr(s.indices)
+            expr(s.value)
+        elif isinstance(s, N.AtomicAdd):
+            out.append((s.dst.buffer, s.dst.starts, True))
+            expr(s.dst.starts)
+            if isinstance(s.value, N.Expr):
+                expr(s.value)
+        elif isinstance(s, (N.Let, N.Evaluate)):
+            expr(s.value)
+        elif isinstance(s, N.Gemm):
+            out.extend([(s.a, (), False), (s.b, (), False), (s.c, (), False), (s.c, (), True)])
+        elif isinstance(s, N.TmaCopy):  # TMA's own accesses are ordered by the sync pass
+            expr(s.src.starts + s.dst.starts)
+        elif isinstance(s, N.If):
+            expr(s.cond)
+            for t in s.then + s.orelse:
+                visit(t)
+        elif isinstance(s, N.For):
+            expr((s.start, s.extent))
+            for t in s.body:
+                visit(t)
+    for s in body:
+        visit(s)
+    return out
+
+
+def all_names(func: N.PrimFunc) -> set[str]:
+    """Every variable and buffer name in ``func`` (fresh names avoid them)."""
+    names: set[str] = set()
+
+    def visit(x):
+        if isinstance(x, N.Var):
+            names.add(x.name)
+        elif isinstance(x, N.Buffer):
+            names.add(x.name)
+        elif dataclasses.is_dataclass(x) and not isinstance(x, type):
+            for f in dataclasses.fields(x):
+                visit(getattr(x, f.name))
+        elif isinstance(x, tuple):
+            for v in x:
+                visit(v)
+
+    visit(func)
+    return names

@@ -36,7 +36,7 @@ import math
 
 from ..ir import nodes as N
 from ..runtime.dtypes import DTYPES
-from .analysis import loads as _loads, mentions
+from .analysis import accesses, loads as _loads, mentions, parallel_nest  # noqa: F401
 
 VECTOR_BYTES = 16
 WARP = 32
@@ -45,53 +45,6 @@ MMA_LANES = 2  # MMA accumulators hold pairs of adjacent columns in adjacent reg
 
 class LayoutError(ValueError):
     pass
-
-
-def parallel_nest(loop: N.For) -> list[N.For]:
-    """The loops of the parallel nest headed by ``loop`` (``for i, j in T.Parallel(a, b)``)."""
-    loops = [loop]
-    while len(loops[-1].body) == 1 and isinstance(loops[-1].body[0], N.For) \
-            and loops[-1].body[0].kind == "parallel":
-        loops.append(loops[-1].body[0])
-    return loops
-
-
-def accesses(body):
-    """(buffer, indices, is_write) of every buffer access in ``body``, nested statements
-    included."""
-    out = []
-
-    def expr(e):
-        for ld in _loads(e):
-            out.append((ld.buffer, ld.indices, False))
-
-    def visit(s):
-        if isinstance(s, N.Store):
-            out.append((s.buffer, s.indices, True))
-            expr(s.indices)
-            expr(s.value)
-        elif isinstance(s, N.AtomicAdd):
-            out.append((s.dst.buffer, s.dst.starts, True))
-            expr(s.dst.starts)
-            if isinstance(s.value, N.Expr):
-                expr(s.value)
-        elif isinstance(s, (N.Let, N.Evaluate)):
-            expr(s.value)
-        elif isinstance(s, N.Gemm):
-            out.extend([(s.a, (), False), (s.b, (), False), (s.c, (), False), (s.c, (), True)])
-        elif isinstance(s, N.TmaCopy):  # TMA's own accesses are ordered by the sync pass
-            expr(s.src.starts + s.dst.starts)
-        elif isinstance(s, N.If):
-            expr(s.cond)
-            for t in s.then + s.orelse:
-                visit(t)
-        elif isinstance(s, N.For):
-            expr((s.start, s.extent))
-            for t in s.body:
-                visit(t)
-    for s in body:
-        visit(s)
-    return out
 
 
 @dataclasses.dataclass

@@ -15,8 +15,11 @@ from .layout import infer_layouts
 from .shared_memory import assign_shared_memory
 from .sync import insert_barriers
 from .tileops import lower_tile_ops
-from .tma import plan_tma, split_roles
+from .software_pipeline import pipeline_tma_loads
+from .tma_copies import lower_copies_to_tma
+from .tma_descriptors import assign_tma_descriptors
 from .vectorize import plan_vectorization
+from .warp_specialize import split_roles, warp_specialize
 
 
 def passes(arch: str, options: dict) -> list[tuple[str, object]]:
@@ -24,12 +27,16 @@ def passes(arch: str, options: dict) -> list[tuple[str, object]]:
     return [
         ("validate", lambda f: (validate(f), f)[1]),
         ("select_mma", lambda f: plan_gemm(f, arch, wgmma=not options.get("disable_wgmma", False))),
-        ("lower_tma", lambda f: plan_tma(f, arch, auto=not options.get("disable_tma", False))),
+        ("lower_copies_to_tma",
+         lambda f: lower_copies_to_tma(f, arch, auto=not options.get("disable_tma", False))),
+        ("warp_specialize", lambda f: warp_specialize(f, arch)),
+        ("pipeline_tma_loads", lambda f: pipeline_tma_loads(f, arch)),
+        ("assign_tma_descriptors", lambda f: assign_tma_descriptors(f, arch)),
         ("lower_tile_ops", lower_tile_ops),
         ("infer_layouts", infer_layouts),
         ("vectorize", lambda f: plan_vectorization(f, arch)),
         ("insert_barriers", insert_barriers),
-        ("split_roles", split_roles),
+        ("split_roles", lambda f: split_roles(f, arch)),
         ("assign_shared_memory", lambda f: assign_shared_memory(f, arch)),
     ]
 

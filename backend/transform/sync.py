@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..ir import nodes as N
-from .layout import accesses, parallel_nest
+from .analysis import accesses, parallel_nest
 
 
 class _State:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..ir import nodes as N
+from .analysis import all_names
 
 
 class TileOpError(ValueError):
@@ -186,26 +187,6 @@ def _kept_dims(extents, rank: int) -> list[int]:
     """Which axes of a region with ``extents`` the ``rank`` loop dims walk: its trailing
     ``rank`` axes (after the leading unit extents dropped by ``_squeeze``)."""
     return list(range(len(extents) - rank, len(extents)))
-
-
-def all_names(func: N.PrimFunc) -> set[str]:
-    """Every variable and buffer name in ``func`` (fresh names avoid them)."""
-    names: set[str] = set()
-
-    def visit(x):
-        if isinstance(x, N.Var):
-            names.add(x.name)
-        elif isinstance(x, N.Buffer):
-            names.add(x.name)
-        elif dataclasses.is_dataclass(x) and not isinstance(x, type):
-            for f in dataclasses.fields(x):
-                visit(getattr(x, f.name))
-        elif isinstance(x, tuple):
-            for v in x:
-                visit(v)
-
-    visit(func)
-    return names
 
 
 def lower_tile_ops(func: N.PrimFunc) -> N.PrimFunc:

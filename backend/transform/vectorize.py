@@ -18,8 +18,7 @@ import math
 
 from ..ir import nodes as N
 from ..runtime.dtypes import DTYPES
-from .analysis import affine_in, arch_at_least, known_multiple, loads as _loads, mentions, row_major_strides, top_loads
-from .layout import accesses, parallel_nest
+from .analysis import accesses, parallel_nest, affine_in, arch_at_least, known_multiple, loads as _loads, mentions, row_major_strides, top_loads
 
 VECTOR_BYTES = 16
 

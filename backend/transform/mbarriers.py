@@ -1,0 +1,119 @@
+"""What the two TMA scheduling passes (:mod:`.warp_specialize`, :mod:`.software_pipeline`)
+share: a kernel's pending TMA loads, new mbarrier arrays, and the staged issue of a
+pipelined loop's loads."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ..ir import nodes as N
+from ..ir.visitor import substitute
+from .analysis import all_names
+from .tma_copies import is_pending_load
+
+
+def i32(v: int) -> N.Const:
+    return N.Const(v, "int32")
+
+
+def sub(x, y):
+    """x - y, without "- 0"."""
+    return x if isinstance(y, N.Const) and y.value == 0 else N.binop("sub", x, y)
+
+
+class KernelTma:
+    """One kernel being scheduled: its buffers and allocations, fresh names, and the
+    mbarrier arrays and stage counts the pass adds (:meth:`finish` writes them back)."""
+
+    def __init__(self, func: N.PrimFunc, scope: N.KernelScope, arch: str, names: set[str]):
+        self.func, self.scope, self.arch, self.names = func, scope, arch, names
+        self.buffers = {p.name: p for p in func.params if isinstance(p, N.Buffer)}
+        self.allocs = {s.buffer.name: s for s in scope.body if isinstance(s, N.Allocate)}
+        self.buffers.update({n: a.buffer for n, a in self.allocs.items()})
+        self.new_allocs: list[N.Allocate] = []
+        self.stages: dict[str, int] = {}
+
+    def fail(self, s, msg: str, error=ValueError):
+        where = f"{s.loc}: " if getattr(s, "loc", None) else ""
+        raise error(f"{where}prim_func '{self.func.name}': {msg}")
+
+    def fresh(self, stem: str) -> str:
+        n = 0
+        while f"{stem}{n}" in self.names:
+            n += 1
+        self.names.add(f"{stem}{n}")
+        return f"{stem}{n}"
+
+    def barrier(self, count: int, stages: int, loc) -> str:
+        """A new array of ``stages`` mbarriers, each expecting ``count`` arrivals."""
+        name = self.fresh("tc_bar")
+        buf = N.Buffer(name, "uint64", (i32(stages),), "shared")
+        self.new_allocs.append(N.Allocate(buf, N.Layout("mbarrier", threads=count), loc=loc))
+        return name
+
+    def pending(self, body) -> list[N.TmaCopy]:
+        return [s for s in body if is_pending_load(s, self.func)]
+
+    def shared_a(self, g: N.Gemm) -> bool:
+        return self.buffers[g.a].scope == "shared"
+
+    def wgmma(self, g: N.Gemm) -> bool:
+        layout = self.allocs[g.c].layout if g.c in self.allocs else None
+        return layout is not None and layout.mma == "wgmma"
+
+    def mma_tail(self, rest, loads) -> bool:
+        """Does a pipelined body end with a wgmma ``T.gemm`` on the tiles it loads?"""
+        last = rest[-1] if rest else None
+        return isinstance(last, N.Gemm) and self.wgmma(last) and last.wg_wait == 0 and \
+            bool({last.a, last.b} & {c.dst.buffer for c in loads})
+
+    def finish(self, body) -> N.KernelScope:
+        """The kernel with ``body``, the stage counts on its allocations and the new
+        mbarrier arrays after its other allocations (shared offsets follow this order)."""
+        body = [dataclasses.replace(s, stages=self.stages[s.buffer.name])
+                if isinstance(s, N.Allocate) and s.buffer.name in self.stages else s
+                for s in body]
+        last = max((i for i, s in enumerate(body) if isinstance(s, N.Allocate)), default=-1)
+        body[last + 1:last + 1] = self.new_allocs
+        return dataclasses.replace(self.scope, body=tuple(body))
+
+
+def split_body(body, loads):
+    """A pipelined body without its ``loads``, and where the first of them stood."""
+    taken = {id(c) for c in loads}
+    rest, wait_at = [], None
+    for s in body:
+        if id(s) in taken:
+            if wait_at is None:
+                wait_at = len(rest)
+        else:
+            rest.append(s)
+    return rest, wait_at
+
+
+def issuer(loop: N.For, loads, bar: str):
+    """``issue(it, stage)``: the loads of step ``it`` into ``stage``, arriving on
+    ``bar[stage]``."""
+    def issue(it: N.Expr, stage: N.Expr) -> tuple:
+        ref = N.Region(bar, (stage,))
+        return tuple(N.TmaCopy(substitute(c.src, {loop.var.name: it}), c.dst, ref, stage, loc=c.loc)
+                     for c in loads)
+    return issue
+
+
+def full_wait(loop: N.For, bar: str):
+    """The wait for the current step's stage: ``(cur, wait)`` with ``cur`` the step
+    index (the loop variable minus its start)."""
+    S = loop.num_stages
+    cur = sub(loop.var, loop.start)
+    wait = N.MBarrierWait(N.Region(bar, (N.binop("mod", cur, i32(S)),)),
+                          N.binop("bitand", N.binop("floordiv", cur, i32(S)), i32(1)),
+                          loc=loop.loc)
+    return cur, wait
+
+
+def schedule(func: N.PrimFunc, arch: str, kernel_pass) -> N.PrimFunc:
+    """Run ``kernel_pass(KernelTma) -> KernelScope`` over every kernel."""
+    names = all_names(func)
+    kernels = tuple(kernel_pass(KernelTma(func, k, arch, names)) for k in func.kernels)
+    return dataclasses.replace(func, kernels=kernels)

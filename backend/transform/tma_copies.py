@@ -1,0 +1,185 @@
+"""Lower copies to TMA (sm_90+): which ``T.copy`` statements between global and shared
+memory the Tensor Memory Accelerator moves.
+
+- **Loads.** ``T.copy(A[origin], s)`` (a global region origin into a whole shared
+  buffer) becomes a ``TmaCopy`` with no barrier yet — a load waiting for the
+  scheduling passes (:mod:`.warp_specialize`, :mod:`.software_pipeline`) to give it an
+  mbarrier and a stage — when TMA can do it (:func:`tma_box`) and the copy stands at the
+  top level of the kernel, or at the top level of a ``T.Pipelined`` body with an origin
+  that depends only on the loop variable and values from outside the loop, into a
+  buffer touched neither before it in the body, nor outside the loop, nor by an earlier
+  pipelined loop.  Anything else keeps the cp.async / vector path.
+- **Stores.** ``T.copy(s, A[origin])`` becomes ``TmaCopy(s, A[origin])`` anywhere.
+
+``auto=False`` (the ``disable_tma`` option) turns nothing into TMA.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ..ir import nodes as N
+from ..ir.visitor import StmtMutator, walk_nodes, walk_stmts
+from ..runtime.dtypes import DTYPES
+from ..target import TMA_MAX_BOX, TMA_MAX_RANK, arch_at_least
+from .analysis import accesses, known_multiple, mentions, parallel_nest, row_major_strides
+
+
+class TmaError(ValueError):
+    pass
+
+
+def tma_box(glob: N.Buffer, region: N.Region, shared: N.Buffer, swizzle: int) -> tuple | str:
+    """The box (tensor axis order) of a TMA copy between ``region`` of global ``glob``
+    and the whole shared buffer ``shared``, or why TMA cannot do it.  With a swizzle the
+    box is one ``swizzle``-byte chunk of the tile's last dim; the copy moves the tile as
+    consecutive boxes (the ``tma_swizzled`` layout stores the chunks one after another)."""
+    if glob.dtype != shared.dtype:
+        return f"the dtypes differ ({glob.dtype} and {shared.dtype}); TMA does not convert"
+    if not 1 <= glob.ndim <= TMA_MAX_RANK:
+        return f"'{glob.name}' has {glob.ndim} dims; TMA tensors have 1 to {TMA_MAX_RANK}"
+    tile = [int(d.value) for d in shared.shape]
+    while len(tile) > glob.ndim and tile[0] == 1:
+        tile.pop(0)
+    if len(tile) > glob.ndim:
+        return f"the shared tile has more dims than '{glob.name}'"
+    box = (1,) * (glob.ndim - len(tile)) + tuple(tile)
+    if region.extents is not None:
+        ext = [int(e.value) if isinstance(e, N.Const) else None for e in region.extents]
+        if tuple(ext) != box:
+            return f"the region's extents {ext} are not the shared tile's {list(box)}"
+    esize = DTYPES[glob.dtype].bytes
+    if swizzle and box[-1] * esize % swizzle:
+        return (f"a {swizzle}-byte TMA swizzle copies rows in {swizzle}-byte chunks; the box's "
+                f"rows have {box[-1] * esize} bytes")
+    if swizzle:  # one box per chunk of the last dim
+        box = box[:-1] + (swizzle // esize,)
+    if any(b > TMA_MAX_BOX for b in box):
+        return f"box {list(box)} has a dim above {TMA_MAX_BOX}"
+    strides = row_major_strides(glob)
+    if not (isinstance(strides[-1], N.Const) and strides[-1].value == 1):
+        return f"the last dim of '{glob.name}' is not contiguous (stride 1)"
+    for d, st in enumerate(strides[:-1]):
+        if known_multiple(st) * esize % 16:
+            return (f"stride {d} of '{glob.name}' is not known to be a multiple of 16 bytes "
+                    "(declare the extents with T.symbolic(..., multiple_of=...))")
+    inner = box[-1] * esize
+    if inner % 16:
+        return f"the box's inner dim is {inner} bytes, not a multiple of 16"
+    return box
+
+
+def whole(r: N.Region, buf: N.Buffer) -> bool:
+    """Does region ``r`` cover all of ``buf``?"""
+    if not all(isinstance(x, N.Const) and x.value == 0 for x in r.starts):
+        return False
+    return r.extents is None or tuple(r.extents) == tuple(buf.shape)
+
+
+def tma_swizzle(alloc: N.Allocate | None) -> int:
+    """The TMA swizzle (bytes) of a shared allocation, 0 for none."""
+    layout = alloc.layout if alloc is not None else None
+    return layout.swizzle if layout is not None and layout.kind == "tma_swizzled" else 0
+
+
+def is_pending_load(s, func: N.PrimFunc) -> bool:
+    """Is ``s`` a TMA load this pass made, still waiting for its mbarrier and stage?"""
+    return isinstance(s, N.TmaCopy) and s.barrier is None and func.buffer(s.src.buffer) is not None
+
+
+def buffer_names(body) -> set[str]:
+    """Every buffer a statement list names (loads, stores, regions, tile-op operands)."""
+    out: set[str] = set()
+    for x in walk_nodes(tuple(body)):
+        if isinstance(x, (N.Load, N.Store, N.Region)):
+            out.add(x.buffer)
+        elif isinstance(x, N.Gemm):
+            out.update((x.a, x.b, x.c))
+        elif isinstance(x, N.Reduce):
+            out.update((x.src, x.dst))
+        elif isinstance(x, N.Clear):
+            out.add(x.buffer)
+    return out
+
+
+def let_names(body) -> set[str]:
+    """Names bound inside ``body`` (Lets and loop variables, nested ones included)."""
+    return {s.var.name for s in walk_stmts(body) if isinstance(s, (N.Let, N.For))}
+
+
+def column_walked(body) -> set[str]:
+    """Shared buffers some ``T.Parallel`` nest walks down a column (its innermost loop
+    variable in an index other than the last): the layout pass swizzles those."""
+    out: set[str] = set()
+    for s in walk_stmts(body):
+        if isinstance(s, N.For) and s.kind == "parallel":
+            loops = parallel_nest(s)
+            inner = loops[-1].var.name
+            for b, idx, _ in accesses(loops[-1].body):
+                if len(idx) >= 2 and any(mentions(i, inner) for i in idx[:-1]):
+                    out.add(b)
+    return out
+
+
+class _Kernel(StmtMutator):
+    def __init__(self, func: N.PrimFunc, scope: N.KernelScope, arch: str):
+        self.func, self.scope, self.arch = func, scope, arch
+        self.buffers = {p.name: p for p in func.params if isinstance(p, N.Buffer)}
+        self.allocs = {s.buffer.name: s for s in scope.body if isinstance(s, N.Allocate)}
+        self.buffers.update({n: a.buffer for n, a in self.allocs.items()})
+        self.column_walked = column_walked(scope.body)
+        self.pipelined: set[str] = set()  # buffers an earlier pipelined loop loads
+
+    def tma_ok(self, glob_r: N.Region, shared_r: N.Region) -> bool:
+        """Can TMA copy between global region ``glob_r`` and shared ``shared_r``?"""
+        glob, shared = self.buffers.get(glob_r.buffer), self.buffers.get(shared_r.buffer)
+        if glob is None or shared is None or glob.scope != "global" or shared.scope != "shared":
+            return False
+        if not whole(shared_r, shared) or shared.name not in self.allocs:
+            return False
+        swizzle = tma_swizzle(self.allocs[shared.name])
+        if shared.name in self.column_walked and not swizzle:
+            return False  # the layout pass swizzles it for the column walk; TMA rows can't
+        return isinstance(tma_box(glob, glob_r, shared, swizzle), tuple)
+
+    def load_ok(self, s) -> bool:
+        return isinstance(s, N.Copy) and self.tma_ok(s.src, s.dst)
+
+    def visit_copy(self, s: N.Copy):
+        """Stores at any depth (loads only where :meth:`top` takes them)."""
+        return N.TmaCopy(s.src, s.dst, loc=s.loc) if self.tma_ok(s.dst, s.src) else s
+
+    def top(self) -> N.KernelScope:
+        out = []
+        for s in self.scope.body:
+            if self.load_ok(s):
+                out.append(N.TmaCopy(s.src, s.dst, loc=s.loc))
+            elif isinstance(s, N.For) and s.kind == "pipelined":
+                out.append(self.pipelined_loop(s))
+            else:
+                out.append(self.visit(s))
+        return dataclasses.replace(self.scope, body=tuple(out))
+
+    def pipelined_loop(self, loop: N.For) -> N.For:
+        inner = let_names(loop.body)
+        outside = buffer_names(
+            [t for t in self.scope.body if t is not loop and not isinstance(t, N.Allocate)])
+        body, before, loaded = [], [], set()
+        for s in loop.body:
+            if self.load_ok(s) and not any(mentions(e, n) for e in s.src.starts for n in inner) \
+                    and s.dst.buffer not in buffer_names(before) \
+                    and s.dst.buffer not in outside and s.dst.buffer not in self.pipelined:
+                body.append(N.TmaCopy(s.src, s.dst, loc=s.loc))
+                loaded.add(s.dst.buffer)
+            else:
+                before.append(s)
+                body.append(self.visit(s))
+        self.pipelined |= loaded
+        return dataclasses.replace(loop, body=tuple(body))
+
+
+def lower_copies_to_tma(func: N.PrimFunc, arch: str, auto: bool = True) -> N.PrimFunc:
+    if not auto or not arch_at_least(arch, 90):
+        return func
+    kernels = tuple(_Kernel(func, k, arch).top() for k in func.kernels)
+    return dataclasses.replace(func, kernels=kernels)

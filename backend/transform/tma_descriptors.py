@@ -1,0 +1,66 @@
+"""TMA descriptors: every ``TmaCopy`` (those the TMA passes made and the program's own
+``T.tma_copy``) names a descriptor parameter of its kernel (``TmaCopy.desc``), one per
+(tensor, box, swizzle), named ``<tensor>_desc``; the kernel records them
+(``KernelScope.tma_descriptors``), the launch ABI turns them into parameters, and the
+launcher encodes them per launch."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ..ir import nodes as N
+from ..ir.visitor import StmtMutator
+from ..runtime.abi import TmaSpec
+from ..target import arch_at_least
+from .analysis import all_names
+from .tma_copies import TmaError, tma_box, tma_swizzle, whole
+
+L2_PROMOTION = 128  # bytes, as CuTe's own TMA atoms encode it
+
+
+class _Describer(StmtMutator):
+    def __init__(self, func: N.PrimFunc, scope: N.KernelScope, arch: str, names: set[str]):
+        self.func, self.arch, self.names = func, arch, names
+        self.buffers = {p.name: p for p in func.params if isinstance(p, N.Buffer)}
+        self.allocs = {s.buffer.name: s for s in scope.body if isinstance(s, N.Allocate)}
+        self.buffers.update({n: a.buffer for n, a in self.allocs.items()})
+        self.descriptors: dict[tuple, N.TmaDescriptor] = {}
+
+    def fail(self, s, msg: str):
+        where = f"{s.loc}: " if s.loc else ""
+        raise TmaError(f"{where}prim_func '{self.func.name}': {msg}")
+
+    def visit_kernel(self, scope: N.KernelScope) -> N.KernelScope:
+        scope = super().visit_kernel(scope)
+        return dataclasses.replace(scope, tma_descriptors=tuple(self.descriptors.values()))
+
+    def visit_tma_copy(self, s: N.TmaCopy) -> N.TmaCopy:
+        if not arch_at_least(self.arch, 90):
+            self.fail(s, f"T.tma_copy needs TMA (sm_90 or newer); the target is {self.arch}")
+        load = self.buffers[s.src.buffer].scope == "global"
+        glob_r, shared_r = (s.src, s.dst) if load else (s.dst, s.src)
+        glob, shared = self.buffers[glob_r.buffer], self.buffers[shared_r.buffer]
+        if not whole(shared_r, shared):
+            self.fail(s, f"T.tma_copy moves a whole shared buffer; '{shared.name}' is sliced")
+        swizzle = tma_swizzle(self.allocs.get(shared.name))
+        box = tma_box(glob, glob_r, shared, swizzle)
+        if isinstance(box, str):
+            self.fail(s, f"T.tma_copy between '{glob.name}' and '{shared.name}': {box}")
+        spec = TmaSpec(box=box, swizzle=swizzle, l2_promotion=L2_PROMOTION)
+        key = (glob.name, spec)
+        d = self.descriptors.get(key)
+        if d is None:
+            taken = {x.name for x in self.descriptors.values()}
+            name, i = f"{glob.name}_desc", 1
+            while name in taken or name in self.names:
+                i += 1
+                name = f"{glob.name}_desc{i}"
+            d = N.TmaDescriptor(name, glob.name, glob.dtype, spec)
+            self.descriptors[key] = d
+        return dataclasses.replace(s, desc=d.name)
+
+
+def assign_tma_descriptors(func: N.PrimFunc, arch: str) -> N.PrimFunc:
+    names = all_names(func)
+    kernels = tuple(_Describer(func, k, arch, names).visit_kernel(k) for k in func.kernels)
+    return dataclasses.replace(func, kernels=kernels)

@@ -1,0 +1,200 @@
+"""Warp specialization (sm_90a): a ``T.Pipelined`` loop whose TMA loads feed a wgmma
+``T.gemm`` gets a producer warpgroup that issues the loads while the kernel's threads
+only compute.  Two passes:
+
+- :func:`warp_specialize` (after the copies are lowered to TMA, before software
+  pipelining) decides per loop and builds the producer's loop and the compute loop::
+
+      if thread_idx >= threads:                      # the producer warpgroup
+          if thread_idx == threads:
+              for j in range(n):
+                  if j >= S: mbarrier_wait_parity(empty[j % S], (j // S + 1) & 1)
+                  tma_copy(... k = start + j ..., stage=j % S, barrier=full[j % S])
+      for k in T.Pipelined(n, num_stages=S):     # the compute warpgroups
+          mbarrier_wait_parity(full[k % S], (k // S) & 1)
+          <the body; its T.gemm keeps one batch in flight>
+          if k > 0: mbarrier_arrive(empty[(k - 1) % S])
+
+  With A in registers (wgmma RS) the MMAs end within the step, so each step releases
+  its own stage.  ``warp_specialize=True`` asks for it (an error naming the reason when
+  the loop does not qualify), ``False`` refuses it, and the default (``None``) turns it
+  on where the loop qualifies and the block's shared memory keeps it alone on its SM
+  anyway (the producer's register reallocation takes the SM's whole register file).
+- :func:`split_roles` (after the barrier pass) moves everything but the shared
+  allocations and the leading pure ``Let``s into the ``else`` of the producer's branch
+  and sets each role's register budget (``T.set_max_nreg``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ..ir import nodes as N
+from ..ir.visitor import var_names
+from ..target import MAX_THREADS, PRODUCER_REGS, WARPGROUP, arch_at_least, target
+from .analysis import loads as expr_loads, stage_bytes
+from .tma_copies import TmaError
+from .mbarriers import KernelTma, full_wait, i32, issuer, schedule, split_body
+
+
+class WarpSpecializeError(TmaError):
+    pass
+
+
+class _Specializer:
+    def __init__(self, k: KernelTma):
+        self.k = k
+        self.producer: N.If | None = None
+        self.staged: dict[str, int] = {}  # buffers earlier pipelined loops load, their stages
+
+    def fail(self, s, msg: str):
+        self.k.fail(s, msg, WarpSpecializeError)
+
+    def run(self) -> N.KernelScope:
+        body = []
+        for s in self.k.scope.body:
+            if isinstance(s, N.For) and s.kind == "pipelined":
+                body += self.loop(s)
+            else:
+                body.append(s)
+        scope = self.k.finish(body)
+        return dataclasses.replace(scope, producer_threads=WARPGROUP if self.producer else 0)
+
+    def loop(self, loop: N.For) -> list:
+        loads = self.k.pending(loop.body)
+        if not loads:
+            if loop.warp_specialize:
+                self.fail(loop, self.refusal(loop, [], False))
+            return [loop]
+        rest, wait_at = split_body(loop.body, loads)
+        staged = {**self.staged, **{c.dst.buffer: loop.num_stages for c in loads}}
+        self.staged = staged
+        ws = loop.warp_specialize
+        if ws is False:
+            return [loop]
+        refusal = self.refusal(loop, loads, self.k.mma_tail(rest, loads))
+        if ws and refusal:
+            self.fail(loop, refusal)
+        if refusal is not None or not (ws or self.alone_on_sm(staged)):
+            return [loop]
+        return self.specialize(loop, loads, rest, wait_at)
+
+    def specialize(self, loop: N.For, loads, rest, wait_at) -> list:
+        k = self.k
+        S, a, n = loop.num_stages, loop.start, loop.extent
+        for c in loads:
+            k.stages[c.dst.buffer] = S
+        bar = k.barrier(len(loads), S, loop.loc)
+        issue = issuer(loop, loads, bar)
+        cur, full = full_wait(loop, bar)
+        threads = k.scope.num_threads
+        rest = list(rest)
+        empty = k.barrier(threads, S, loop.loc)
+        if k.shared_a(rest[-1]):  # step k's MMAs stay in flight: release step k - 1's stage
+            rest[-1] = dataclasses.replace(rest[-1], wg_wait=1)
+            release = N.If(N.Cmp("gt", cur, i32(0)), (N.MBarrierArrive(N.Region(
+                empty, (N.binop("mod", N.binop("add", cur, i32(S - 1)), i32(S)),)), loc=loop.loc),),
+                loc=loop.loc)
+        else:  # A from registers: the MMAs end with the step, and so does its stage
+            release = N.MBarrierArrive(N.Region(empty, (N.binop("mod", cur, i32(S)),)),
+                                       loc=loop.loc)
+        j = N.Var(k.fresh("tc_j"), "int32")
+        stage = N.binop("mod", j, i32(S))
+        acquire = N.If(N.Cmp("ge", j, i32(S)), (N.MBarrierWait(
+            N.Region(empty, (stage,)),
+            N.binop("bitand", N.binop("add", N.binop("floordiv", j, i32(S)), i32(1)), i32(1)),
+            loc=loop.loc),), loc=loop.loc)
+        it = j if isinstance(a, N.Const) and a.value == 0 else N.binop("add", a, j)  # a + j
+        feed = N.For(j, i32(0), n, "serial", (acquire,) + issue(it, stage), loc=loop.loc)
+        tid = N.Call("thread_idx", (i32(0),), "int32")
+        self.producer = N.If(N.Cmp("ge", tid, i32(threads)), (
+            N.If(N.Cmp("eq", tid, i32(threads)), (feed,), loc=loop.loc),), loc=loop.loc)
+        body = rest[:wait_at] + [full] + rest[wait_at:] + [release]
+        return [self.producer, dataclasses.replace(loop, body=tuple(body))]
+
+    def refusal(self, loop: N.For, loads, mma_tail: bool) -> str | None:
+        """Why ``loop`` cannot be warp-specialized (an error when the program asks, the
+        default staying off otherwise), or None."""
+        scope = self.k.scope
+        threads = scope.num_threads
+        if not arch_at_least(self.k.arch, 90) or not mma_tail:
+            return ("T.Pipelined(warp_specialize=True) needs sm_90a and a body whose loads "
+                    "become TMA copies and that ends with a wgmma T.gemm on the loaded tiles")
+        if len(scope.threads) != 1 or threads % WARPGROUP or threads + WARPGROUP > MAX_THREADS:
+            return (f"T.Pipelined(warp_specialize=True) needs 1-D threads in whole warpgroups "
+                    f"(multiples of {WARPGROUP}) with room for a producer warpgroup (at most "
+                    f"{MAX_THREADS - WARPGROUP}); the kernel has threads={scope.threads}")
+        if self.producer is not None:
+            return "a kernel has at most one T.Pipelined(warp_specialize=True) loop"
+        needs = var_names((loop.start, loop.extent) + tuple(c.src for c in loads)) - {loop.var.name}
+        hidden = sorted(needs - self.producer_sees(loop))
+        if hidden:
+            return (f"T.Pipelined(warp_specialize=True): the loads use {hidden}, which the "
+                    "producer warpgroup does not see; it sees the kernel's block indices, "
+                    "parameters and the Lets before the loop at the kernel's top level")
+        return None
+
+    def alone_on_sm(self, stages: dict[str, int]) -> bool:
+        """Does the block's shared memory (with the pipelined loops' stages) keep it alone
+        on its SM?  Then warp specialization costs no occupancy."""
+        smem = sum(stage_bytes(a.buffer) * stages.get(name, a.stages)
+                   for name, a in self.k.allocs.items() if a.buffer.scope == "shared")
+        return smem > target(self.k.arch).shared_per_sm // 2
+
+    def producer_sees(self, loop: N.For) -> set[str]:
+        """What :func:`split_roles` leaves before the role split: block indices,
+        parameters, symbols, and the pure top-level Lets before ``loop``."""
+        scope, func = self.k.scope, self.k.func
+        seen = {v.name for v in scope.block_vars} | {p.name for p in func.params}
+        seen |= {v.name for v in func.symbols}
+        for s in scope.body:
+            if s is loop:
+                break
+            if _hoisted(s, set(self.k.allocs)):
+                seen.add(s.var.name)
+        return seen
+
+
+def warp_specialize(func: N.PrimFunc, arch: str) -> N.PrimFunc:
+    return schedule(func, arch, lambda k: _Specializer(k).run())
+
+
+def split_roles(func: N.PrimFunc, arch: str) -> N.PrimFunc:
+    """The last step of warp specialization, after the barrier pass: in a kernel with a
+    producer warpgroup, everything after the shared allocations and the leading ``Let``s
+    (which both roles see) moves into the ``else`` of the producer's branch, and each
+    role sets its register budget: the producer keeps :data:`PRODUCER_REGS`, the compute
+    warpgroups share the rest of the SM's registers (``T.set_max_nreg``)."""
+    kernels = []
+    for scope in func.kernels:
+        if not scope.producer_threads:
+            kernels.append(scope)
+            continue
+        threads = scope.num_threads
+        tid = N.Call("thread_idx", (i32(0),), "int32")
+        cond = N.Cmp("ge", tid, i32(threads))
+        (at,) = [i for i, s in enumerate(scope.body) if isinstance(s, N.If) and s.cond == cond]
+        producer = scope.body[at]
+        local = {s.buffer.name for s in scope.body if isinstance(s, N.Allocate)}
+        head, compute = [], []
+        for i, s in enumerate(scope.body):
+            if i == at:
+                continue
+            shared = isinstance(s, N.Allocate) and s.buffer.scope == "shared"
+            if shared or (i < at and _hoisted(s, local)):
+                head.append(s)
+            else:
+                compute.append(s)
+        regs = (target(arch).registers_per_sm - PRODUCER_REGS * scope.producer_threads) // threads // 8 * 8
+        regs = min(256, regs)
+        split = N.If(cond, (N.SetMaxNReg(PRODUCER_REGS, False, loc=producer.loc),) + producer.then,
+                     (N.SetMaxNReg(regs, True, loc=producer.loc), *compute), loc=producer.loc)
+        kernels.append(dataclasses.replace(scope, body=(*head, split)))
+    return dataclasses.replace(func, kernels=tuple(kernels))
+
+
+def _hoisted(s, allocated: set[str]) -> bool:
+    """Is ``s`` (at the kernel's top level, before a warp-specialized loop) a ``Let`` that
+    :func:`split_roles` leaves before the role split, where the producer sees it: one that
+    reads no buffer the kernel allocates."""
+    return isinstance(s, N.Let) and not any(ld.buffer in allocated for ld in expr_loads(s.value))
