@@ -16,7 +16,7 @@ from tilecute.ir.printer import print_func
 from tilecute.ir.serialize import from_json, to_json
 from tilecute.runtime.cubin import check_abi, read_cubin
 from tilecute.runtime.cubingen import _import_source, compile_cubin
-from tilecute.transform.gemm import GemmError
+from tilecute.transform.select_mma import GemmError
 from tilecute.ir.visitor import walk_stmts
 from tilecute.transform.lower import lower
 from tilecute.codegen.cute import emit_cute
@@ -290,7 +290,7 @@ def test_accumulator_moves_into_an_a_fragment():
 
 
 def test_a_fragment_walked_in_part_is_a_clear_error():
-    from tilecute.transform.layout import LayoutError
+    from tilecute.transform.layout_inference import LayoutError
 
     @T.prim_func
     def bad(A: T.Tensor((64, 64), "float16")):

@@ -13,9 +13,9 @@ from tilecute.ir import nodes as N
 from tilecute.ir.validate import ValidationError
 from tilecute.language import from_script
 from tilecute.runtime.cubin import check_abi
-from tilecute.transform.layout import LayoutError
+from tilecute.transform.layout_inference import LayoutError
 from tilecute.transform.lower import lower
-from tilecute.transform.tileops import TileOpError
+from tilecute.transform.lower_tile_ops import TileOpError
 from tilecute.codegen.cute import emit_cute
 
 CASES = [("softmax", {}), ("softmax", {"dtype": "bfloat16", "block_n": 1024, "threads": 128}),

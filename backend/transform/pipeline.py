@@ -1,50 +1,61 @@
 """The pass pipeline: the whole compiler between the IR and the code generator, in
-order.  Each pass is ``PrimFunc -> PrimFunc`` and records what it decides on the IR
-(layouts, stages, descriptors, vector accesses, shared-memory slots); the launch ABI is
-then read off the lowered function (:mod:`.launch_abi`)."""
+order.  Each pass is ``PrimFunc -> PrimFunc`` (``Pass.run(func, arch, options)``) and
+records what it decides on the IR: MMA layouts, TMA copies, stages, roles, descriptors,
+loops, fragment layouts, vector accesses, barriers, shared-memory slots.  The launch ABI
+is then read off the lowered function (:mod:`.launch_abi`)."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
 
 from ..ir import nodes as N
 from ..ir.validate import validate
 from ..options import check_options
-from ..target import check_arch
-from .gemm import plan_gemm
+from . import (insert_barriers, layout_inference, lower_tile_ops, select_mma, shared_memory,
+               software_pipeline, tma_copies, tma_descriptors, vectorize, warp_specialize)
 from .launch_abi import KernelPlan, build_abi
-from .layout import infer_layouts
-from .shared_memory import assign_shared_memory
-from .sync import insert_barriers
-from .tileops import lower_tile_ops
-from .software_pipeline import pipeline_tma_loads
-from .tma_copies import lower_copies_to_tma
-from .tma_descriptors import assign_tma_descriptors
-from .vectorize import plan_vectorization
-from .warp_specialize import split_roles, warp_specialize
 
 
-def passes(arch: str, options: dict) -> list[tuple[str, object]]:
-    """The passes for ``arch`` and compile ``options``, in order: (name, pass)."""
-    return [
-        ("validate", lambda f: (validate(f), f)[1]),
-        ("select_mma", lambda f: plan_gemm(f, arch, wgmma=not options.get("disable_wgmma", False))),
-        ("lower_copies_to_tma",
-         lambda f: lower_copies_to_tma(f, arch, auto=not options.get("disable_tma", False))),
-        ("warp_specialize", lambda f: warp_specialize(f, arch)),
-        ("pipeline_tma_loads", lambda f: pipeline_tma_loads(f, arch)),
-        ("assign_tma_descriptors", lambda f: assign_tma_descriptors(f, arch)),
-        ("lower_tile_ops", lower_tile_ops),
-        ("infer_layouts", infer_layouts),
-        ("vectorize", lambda f: plan_vectorization(f, arch)),
-        ("insert_barriers", insert_barriers),
-        ("split_roles", lambda f: split_roles(f, arch)),
-        ("assign_shared_memory", lambda f: assign_shared_memory(f, arch)),
-    ]
+@dataclass(frozen=True)
+class Pass:
+    name: str
+    run: Callable[[N.PrimFunc, str, dict], N.PrimFunc]  # (func, arch, options) -> func
 
 
-def run_passes(func: N.PrimFunc, arch: str = "sm_90a", options: dict | None = None) -> N.PrimFunc:
+def _validate(func, arch, options):
+    validate(func)
+    return func
+
+
+PASSES = (
+    Pass("validate", _validate),
+    Pass("select_mma", lambda f, arch, o: select_mma.select_mma(
+        f, arch, wgmma=not o.get("disable_wgmma", False))),
+    Pass("lower_copies_to_tma", lambda f, arch, o: tma_copies.lower_copies_to_tma(
+        f, arch, auto=not o.get("disable_tma", False))),
+    Pass("warp_specialize", lambda f, arch, o: warp_specialize.warp_specialize(f, arch)),
+    Pass("pipeline_tma_loads", lambda f, arch, o: software_pipeline.pipeline_tma_loads(f, arch)),
+    Pass("assign_tma_descriptors",
+         lambda f, arch, o: tma_descriptors.assign_tma_descriptors(f, arch)),
+    Pass("lower_tile_ops", lambda f, arch, o: lower_tile_ops.lower_tile_ops(f)),
+    Pass("infer_layouts", lambda f, arch, o: layout_inference.infer_layouts(f)),
+    Pass("vectorize", lambda f, arch, o: vectorize.vectorize(f, arch)),
+    Pass("insert_barriers", lambda f, arch, o: insert_barriers.insert_barriers(f)),
+    Pass("split_roles", lambda f, arch, o: warp_specialize.split_roles(f, arch)),
+    Pass("assign_shared_memory", lambda f, arch, o: shared_memory.assign_shared_memory(f, arch)),
+)
+
+
+def run_passes(func: N.PrimFunc, arch: str = "sm_90a", options: dict | None = None,
+               until: str | None = None) -> N.PrimFunc:
+    """``func`` after the passes for ``arch`` and compile ``options`` (through the pass
+    named ``until``, when given: what a pass-level test or ``tilecute show`` prints)."""
     options = check_options(options)
-    for _, p in passes(arch, options):
-        func = p(func)
+    for p in PASSES:
+        func = p.run(func, arch, options)
+        if p.name == until:
+            break
     return func
 
 

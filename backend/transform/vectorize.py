@@ -17,10 +17,11 @@ import dataclasses
 import math
 
 from ..ir import nodes as N
+from ..ir.visitor import StmtMutator
 from ..runtime.dtypes import DTYPES
-from .analysis import accesses, parallel_nest, affine_in, arch_at_least, known_multiple, loads as _loads, mentions, row_major_strides, top_loads
-
-VECTOR_BYTES = 16
+from ..target import ASYNC_COPY_BYTES, VECTOR_BYTES, arch_at_least
+from .analysis import (accesses, affine_in, known_multiple, loads as _loads, mentions,
+                       parallel_nest, row_major_strides, top_loads)
 
 
 class VectorizeError(ValueError):
@@ -104,9 +105,6 @@ def vector_accesses(inner: N.For, buffers: dict[str, N.Buffer], layouts: dict[st
     return out
 
 
-ASYNC_COPY_BYTES = (4, 8, 16)  # cp.async copies 4, 8 or 16 bytes
-
-
 def async_copy_ok(inner: N.For, buffers, layouts, arch: str) -> bool:
     """Is this nest a plain global -> row-major shared copy whose vector chunks cp.async
     (sm_80+) can move?"""
@@ -125,61 +123,54 @@ def async_copy_ok(inner: N.For, buffers, layouts, arch: str) -> bool:
         chunks.pop() * DTYPES[dst.dtype].bytes in ASYNC_COPY_BYTES
 
 
-def plan_vectorization(func: N.PrimFunc, arch: str = "sm_90a") -> N.PrimFunc:
-    """Choose lanes per thread step for the parallel nests the layout pass left open,
-    record on each nest's innermost loop which accesses become vector instructions
-    (``For.vectors``), and mark global -> shared copies for cp.async."""
-    buffers = {p.name: p for p in func.params if isinstance(p, N.Buffer)}
-    layouts: dict[str, N.Layout] = {}
+class _Vectorizer(StmtMutator):
+    def __init__(self, func: N.PrimFunc, arch: str):
+        self.func, self.arch = func, arch
+        self.buffers = {p.name: p for p in func.params if isinstance(p, N.Buffer)}
+        self.layouts: dict[str, N.Layout] = {}
 
-    def visit(body):
-        out = []
-        for s in body:
-            if isinstance(s, N.Allocate):
-                buffers[s.buffer.name] = s.buffer
-                if s.layout is not None:
-                    layouts[s.buffer.name] = s.layout
-            if isinstance(s, N.For) and s.kind == "parallel":
-                out.append(visit_parallel(s))
-            elif isinstance(s, N.For):
-                out.append(dataclasses.replace(s, body=visit(s.body)))
-            elif isinstance(s, N.If):
-                out.append(dataclasses.replace(s, then=visit(s.then), orelse=visit(s.orelse)))
-            else:
-                out.append(s)
-        return tuple(out)
+    def visit_allocate(self, s: N.Allocate) -> N.Allocate:
+        self.buffers[s.buffer.name] = s.buffer
+        if s.layout is not None:
+            self.layouts[s.buffer.name] = s.layout
+        return s
 
-    def record(inner: N.For) -> N.For:
-        vec = vector_accesses(inner, buffers, layouts, inner.vector_width)
+    def visit_for(self, loop: N.For) -> N.For:
+        return self.parallel(loop) if loop.kind == "parallel" else self.generic(loop)
+
+    def record(self, inner: N.For) -> N.For:
+        vec = vector_accesses(inner, self.buffers, self.layouts, inner.vector_width)
         return dataclasses.replace(inner, vectors=tuple(
             N.VectorAccess(name, indices, chunk) for (name, indices), chunk in vec.items()))
 
-    def visit_parallel(loop: N.For) -> N.For:
+    def parallel(self, loop: N.For) -> N.For:
         loops = parallel_nest(loop)
         inner = loops[-1]
-        fragment = any(buffers[b].scope == "fragment" for b, _, _ in accesses(inner.body))
         if inner.replicated:  # every thread runs every iteration: no lanes
             return loop
-        if fragment:  # lanes chosen by the layout pass
-            inner = record(inner)
+        if any(self.buffers[b].scope == "fragment" for b, _, _ in accesses(inner.body)):
+            inner = self.record(inner)  # lanes chosen by the layout pass
             for outer in reversed(loops[:-1]):
                 inner = dataclasses.replace(outer, body=(inner,))
             return inner
-        width = legal_width(inner, buffers, layouts)
+        width = legal_width(inner, self.buffers, self.layouts)
         if inner.vector_width:  # the program asked for a width (1 turns vectorization off)
             if width % inner.vector_width and inner.vector_width > 1:
                 raise VectorizeError(
-                    f"{str(inner.loc) + ': ' if inner.loc else ''}prim_func '{func.name}': T.Parallel(..., "
-                    f"vector_width={inner.vector_width}) is not legal here (the widest legal "
-                    f"width is {width})")
+                    f"{str(inner.loc) + ': ' if inner.loc else ''}prim_func '{self.func.name}': "
+                    f"T.Parallel(..., vector_width={inner.vector_width}) is not legal here (the "
+                    f"widest legal width is {width})")
             width = inner.vector_width
-        inner = record(dataclasses.replace(inner, vector_width=width))
-        if async_copy_ok(inner, buffers, layouts, arch):
+        inner = self.record(dataclasses.replace(inner, vector_width=width))
+        if async_copy_ok(inner, self.buffers, self.layouts, self.arch):
             inner = dataclasses.replace(inner, async_copy=True)
         for outer in reversed(loops[:-1]):
             inner = dataclasses.replace(outer, vector_width=1, body=(inner,))
         return inner
 
-    kernels = tuple(dataclasses.replace(k, body=visit(k.body)) for k in func.kernels)
-    return dataclasses.replace(func, kernels=kernels)
 
+def vectorize(func: N.PrimFunc, arch: str = "sm_90a") -> N.PrimFunc:
+    """Choose lanes per thread step for the parallel nests the layout pass left open,
+    record on each nest's innermost loop which accesses become vector instructions
+    (``For.vectors``), and mark global -> shared copies for cp.async."""
+    return _Vectorizer(func, arch).run(func)

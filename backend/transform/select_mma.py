@@ -29,15 +29,11 @@ from __future__ import annotations
 import dataclasses
 
 from ..ir import nodes as N
+from ..ir.visitor import StmtMutator, walk_stmts
 from ..runtime.dtypes import DTYPES
-from .analysis import arch_at_least, walk_stmts
+from ..target import (MMA_INSTR_K, MMA_TYPES, TMA_SWIZZLES, WARP, WARPGROUP, WGMMA_TYPES,
+                      arch_at_least)
 
-WARPGROUP = 128
-WARP = 32
-SWIZZLES = (128, 64, 32)
-WGMMA_TYPES = ("float16", "bfloat16", "float8_e4m3", "float8_e5m2")
-MMA_TYPES = ("float16", "bfloat16", "float32")
-INSTR_K = {"float16": 16, "bfloat16": 16, "float32": 8, "float8_e4m3": 32, "float8_e5m2": 32}
 
 
 class GemmError(ValueError):
@@ -46,7 +42,7 @@ class GemmError(ValueError):
 
 def operand_swizzle(inner_bytes: int) -> int:
     """The widest TMA swizzle whose chunks tile a row of ``inner_bytes`` (0 if none)."""
-    return next((s for s in SWIZZLES if inner_bytes % s == 0), 0)
+    return next((s for s in TMA_SWIZZLES if inner_bytes % s == 0), 0)
 
 
 def mma_warps(m: int, n: int, warps: int) -> tuple[int, int] | None:
@@ -141,8 +137,8 @@ class _Kernel:
         if (a.dtype.startswith("float8") or a.dtype == "float32") and (a_mn or b_mn):
             self.fail(s, f"{a.dtype} operands must be K-major: A as (M, K) and B as (N, K) with "
                          "transpose_B=True (the tensor cores transpose only 16-bit types)")
-        if k % INSTR_K[a.dtype]:
-            self.fail(s, f"K = {k} is not a multiple of {INSTR_K[a.dtype]}, the MMA's K for "
+        if k % MMA_INSTR_K[a.dtype]:
+            self.fail(s, f"K = {k} is not a multiple of {MMA_INSTR_K[a.dtype]}, the MMA's K for "
                          f"{a.dtype}")
         if family == "wgmma":
             if self.threads % WARPGROUP:
@@ -180,22 +176,19 @@ class _Kernel:
             self.plan(g)
         if not self.layouts:
             return self.scope
-
-        def visit(body):
-            out = []
-            for s in body:
-                if isinstance(s, N.Allocate) and s.buffer.name in self.layouts:
-                    s = dataclasses.replace(s, layout=self.layouts[s.buffer.name])
-                elif isinstance(s, N.For):
-                    s = dataclasses.replace(s, body=visit(s.body))
-                elif isinstance(s, N.If):
-                    s = dataclasses.replace(s, then=visit(s.then), orelse=visit(s.orelse))
-                out.append(s)
-            return tuple(out)
-        return dataclasses.replace(self.scope, body=visit(self.scope.body))
+        return _SetLayouts(self.layouts).visit_kernel(self.scope)
 
 
-def plan_gemm(func: N.PrimFunc, arch: str, wgmma: bool = True) -> N.PrimFunc:
+class _SetLayouts(StmtMutator):
+    def __init__(self, layouts: dict[str, N.Layout]):
+        self.layouts = layouts
+
+    def visit_allocate(self, s: N.Allocate) -> N.Allocate:
+        layout = self.layouts.get(s.buffer.name)
+        return s if layout is None else dataclasses.replace(s, layout=layout)
+
+
+def select_mma(func: N.PrimFunc, arch: str, wgmma: bool = True) -> N.PrimFunc:
     """Plan every T.gemm; ``wgmma=False`` (the ``disable_wgmma`` option) keeps sm_90a on
     mma.sync."""
     kernels = tuple(_Kernel(func, k, arch, wgmma).run() for k in func.kernels)

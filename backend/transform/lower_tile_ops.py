@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..ir import nodes as N
+from ..ir.visitor import StmtMutator
 from .analysis import all_names
 
 
@@ -30,7 +31,7 @@ def _static(extents) -> tuple | None:
     return None
 
 
-class _Lowerer:
+class _Lowerer(StmtMutator):
     def __init__(self, func: N.PrimFunc):
         self.func = func
         self.buffers: dict[str, N.Buffer] = {p.name: p for p in func.params if isinstance(p, N.Buffer)}
@@ -145,30 +146,23 @@ class _Lowerer:
             return (N.AtomicAdd(dst, N.cast(value, dbuf.dtype), loc=s.loc),)
         return self.nest(s, shape, body)
 
-    def stmts(self, body) -> tuple:
-        out = []
-        for s in body:
-            if isinstance(s, N.Allocate):
-                self.buffers[s.buffer.name] = s.buffer
-                out.append(s)
-            elif isinstance(s, N.Copy):
-                out.append(self.copy(s))
-            elif isinstance(s, N.Fill):
-                out.append(self.fill(s, s.dst, s.value))
-            elif isinstance(s, N.Clear):
-                buf = self.buffers[s.buffer]
-                region = N.Region(buf.name, tuple(N.Const(0, "int32") for _ in buf.shape),
-                                  tuple(buf.shape))
-                out.append(self.fill(s, region, N.const(0, buf.dtype)))
-            elif isinstance(s, N.AtomicAdd) and isinstance(s.value, N.Region):
-                out.append(self.atomic_tile(s))
-            elif isinstance(s, N.For):
-                out.append(dataclasses.replace(s, body=self.stmts(s.body)))
-            elif isinstance(s, N.If):
-                out.append(dataclasses.replace(s, then=self.stmts(s.then), orelse=self.stmts(s.orelse)))
-            else:
-                out.append(s)
-        return tuple(out)
+    def visit_allocate(self, s: N.Allocate) -> N.Allocate:
+        self.buffers[s.buffer.name] = s.buffer
+        return s
+
+    def visit_copy(self, s: N.Copy) -> N.Stmt:
+        return self.copy(s)
+
+    def visit_fill(self, s: N.Fill) -> N.Stmt:
+        return self.fill(s, s.dst, s.value)
+
+    def visit_clear(self, s: N.Clear) -> N.Stmt:
+        buf = self.buffers[s.buffer]
+        region = N.Region(buf.name, tuple(N.Const(0, "int32") for _ in buf.shape), tuple(buf.shape))
+        return self.fill(s, region, N.const(0, buf.dtype))
+
+    def visit_atomic_add(self, s: N.AtomicAdd) -> N.Stmt:
+        return self.atomic_tile(s) if isinstance(s.value, N.Region) else s
 
 
 def _zero(e) -> bool:
@@ -191,6 +185,4 @@ def _kept_dims(extents, rank: int) -> list[int]:
 
 def lower_tile_ops(func: N.PrimFunc) -> N.PrimFunc:
     """``func`` with copies, fills, clears and tile atomics turned into parallel nests."""
-    lowerer = _Lowerer(func)
-    kernels = tuple(dataclasses.replace(k, body=lowerer.stmts(k.body)) for k in func.kernels)
-    return dataclasses.replace(func, kernels=kernels)
+    return _Lowerer(func).run(func)

@@ -36,10 +36,9 @@ import math
 
 from ..ir import nodes as N
 from ..runtime.dtypes import DTYPES
+from ..target import VECTOR_BYTES, WARP
 from .analysis import accesses, loads as _loads, mentions, parallel_nest  # noqa: F401
 
-VECTOR_BYTES = 16
-WARP = 32
 MMA_LANES = 2  # MMA accumulators hold pairs of adjacent columns in adjacent registers
 
 
