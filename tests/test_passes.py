@@ -1,0 +1,294 @@
+"""Each pass alone: a small program, the passes before it, then the pass; the test
+reads what the pass changed as a diff of the printed IR (the form `tilecute show`
+prints), and the decisions the printer does not show (descriptors, vector accesses,
+shared-memory slots) from the nodes that record them."""
+
+import dataclasses
+import difflib
+
+import pytest
+
+import tilecute.language as T
+from tilecute.ir import nodes as N
+from tilecute.ir.printer import print_func
+from tilecute.ir.validate import ValidationError
+from tilecute.ir.visitor import walk_stmts
+from tilecute.transform.pipeline import PASSES, run_passes
+from tilecute.transform.shared_memory import SharedMemoryError
+
+GEMM = """
+@T.prim_func
+def mm(A: T.Tensor((256, 128), "float16"), B: T.Tensor((128, 256), "float16"),
+       C: T.Tensor((256, 256), "float16")):
+    with T.Kernel(2, 2, threads=128) as (bx, by):
+        As = T.alloc_shared((128, 64), "float16")
+        Bs = T.alloc_shared((64, 128), "float16")
+        acc = T.alloc_fragment((128, 128), "float32")
+        T.clear(acc)
+        for k in T.Pipelined(2, num_stages=2):
+            T.copy(A[by * 128, k * 64], As)
+            T.copy(B[k * 64, bx * 128], Bs)
+            T.gemm(As, Bs, acc)
+        T.copy(acc, C[by * 128, bx * 128])
+"""
+GEMM_WS = GEMM.replace("num_stages=2)", "num_stages=2, warp_specialize=True)")
+TILE = """
+@T.prim_func
+def rowcopy(A: T.Tensor((64, 64), "float32"), B: T.Tensor((64, 64), "float32")):
+    with T.Kernel(1, threads=128) as bx:
+        s = T.alloc_shared((64, 64), "float32")
+        f = T.alloc_fragment((64, 64), "float32")
+        T.copy(A[0, 0], s)
+        T.copy(s, f)
+        for i, j in T.Parallel(64, 64):
+            f[i, j] = f[i, j] * 2.0
+        T.copy(f, B[0, 0])
+"""
+ADD = """
+@T.prim_func
+def add(A: T.Tensor((1024,), "float16"), B: T.Tensor((1024,), "float16")):
+    with T.Kernel(1, threads=128) as bx:
+        for i in T.Parallel(1024):
+            B[i] = A[i] + A[i]
+"""
+NAMES = [p.name for p in PASSES]
+
+
+def before_and_after(src: str, name: str, arch: str):
+    """The program after the passes before ``name``, and after ``name`` too."""
+    i = NAMES.index(name)
+    func = T.from_script(src)
+    before = run_passes(func, arch, until=NAMES[i - 1]) if i else func
+    return before, PASSES[i].run(before, arch, {})
+
+
+def changes(src: str, name: str, arch: str) -> str:
+    before, after = before_and_after(src, name, arch)
+    d = difflib.unified_diff(print_func(before).splitlines(), print_func(after).splitlines(),
+                             lineterm="", n=0)
+    return "\n".join(list(d)[2:]) + "\n"
+
+
+CASES = [
+    ("select_mma", GEMM, "sm_90a", """\
+@@ -7,3 +7,3 @@
+-        As = T.alloc_shared((128, 64), "float16")
+-        Bs = T.alloc_shared((64, 128), "float16")
+-        acc = T.alloc_fragment((128, 128), "float32")
++        As = T.alloc_shared((128, 64), "float16", layout=T.Layout("tma_swizzled", swizzle=128))
++        Bs = T.alloc_shared((64, 128), "float16", layout=T.Layout("tma_swizzled", swizzle=128))
++        acc = T.alloc_fragment((128, 128), "float32", layout=T.Layout("mma", threads=128, mma="wgmma", warps=(1, 1)))
+"""),
+    ("lower_copies_to_tma", GEMM, "sm_90a", """\
+@@ -12,2 +12,2 @@
+-            T.copy(A[by * 128, k * 64], As)
+-            T.copy(B[k * 64, bx * 128], Bs)
++            T.tma_copy(A[by * 128, k * 64], As)
++            T.tma_copy(B[k * 64, bx * 128], Bs)
+"""),
+    ("warp_specialize", GEMM_WS, "sm_90a", """\
+@@ -6,3 +6,3 @@
+-    with T.Kernel(2, 2, threads=128) as (bx, by):
+-        As = T.alloc_shared((128, 64), "float16", layout=T.Layout("tma_swizzled", swizzle=128))
+-        Bs = T.alloc_shared((64, 128), "float16", layout=T.Layout("tma_swizzled", swizzle=128))
++    with T.Kernel(2, 2, threads=128, producer_threads=128) as (bx, by):
++        As = T.alloc_shared((128, 64), "float16", layout=T.Layout("tma_swizzled", swizzle=128), stages=2)
++        Bs = T.alloc_shared((64, 128), "float16", layout=T.Layout("tma_swizzled", swizzle=128), stages=2)
+@@ -9,0 +10,2 @@
++        tc_bar0 = T.alloc_barrier(2, arrive_count=2)
++        tc_bar1 = T.alloc_barrier(2, arrive_count=128)
+@@ -10,0 +13,7 @@
++        if T.get_thread_binding(0) >= 128:
++            if T.get_thread_binding(0) == 128:
++                for tc_j0 in T.serial(2):
++                    if tc_j0 >= 2:
++                        T.mbarrier_wait_parity(tc_bar1[tc_j0 % 2], tc_j0 // 2 + 1 & 1)
++                    T.tma_copy(A[by * 128, tc_j0 * 64], As, barrier=tc_bar0[tc_j0 % 2], stage=tc_j0 % 2)
++                    T.tma_copy(B[tc_j0 * 64, bx * 128], Bs, barrier=tc_bar0[tc_j0 % 2], stage=tc_j0 % 2)
+@@ -12,3 +21,4 @@
+-            T.tma_copy(A[by * 128, k * 64], As)
+-            T.tma_copy(B[k * 64, bx * 128], Bs)
+-            T.gemm(As, Bs, acc, transpose_A=False, transpose_B=False, clear_accum=False)
++            T.mbarrier_wait_parity(tc_bar0[k % 2], k // 2 & 1)
++            T.gemm(As, Bs, acc, transpose_A=False, transpose_B=False, clear_accum=False, wg_wait=1)
++            if k > 0:
++                T.mbarrier_arrive(tc_bar1[(k + 1) % 2])
+"""),
+    ("pipeline_tma_loads", GEMM, "sm_90a", """\
+@@ -7,2 +7,2 @@
+-        As = T.alloc_shared((128, 64), "float16", layout=T.Layout("tma_swizzled", swizzle=128))
+-        Bs = T.alloc_shared((64, 128), "float16", layout=T.Layout("tma_swizzled", swizzle=128))
++        As = T.alloc_shared((128, 64), "float16", layout=T.Layout("tma_swizzled", swizzle=128), stages=2)
++        Bs = T.alloc_shared((64, 128), "float16", layout=T.Layout("tma_swizzled", swizzle=128), stages=2)
+@@ -9,0 +10,2 @@
++        tc_bar0 = T.alloc_barrier(2, arrive_count=2)
++        tc_bar1 = T.alloc_barrier(2, arrive_count=128)
+@@ -10,0 +13,2 @@
++        T.tma_copy(A[by * 128, 0 * 64], As, barrier=tc_bar0, stage=0)
++        T.tma_copy(B[0 * 64, bx * 128], Bs, barrier=tc_bar0, stage=0)
+@@ -12,3 +16,10 @@
+-            T.tma_copy(A[by * 128, k * 64], As)
+-            T.tma_copy(B[k * 64, bx * 128], Bs)
+-            T.gemm(As, Bs, acc, transpose_A=False, transpose_B=False, clear_accum=False)
++            T.mbarrier_wait_parity(tc_bar0[k % 2], k // 2 & 1)
++            T.gemm(As, Bs, acc, transpose_A=False, transpose_B=False, clear_accum=False, wg_wait=1)
++            if k > 0:
++                T.mbarrier_arrive(tc_bar1[(k + 1) % 2])
++            if k + 1 < 2:
++                if T.get_thread_binding(0) == 0:
++                    if k > 0:
++                        T.mbarrier_wait_parity(tc_bar1[(k + 1) % 2], (k - 1) // 2 & 1)
++                    T.tma_copy(A[by * 128, (k + 1) * 64], As, barrier=tc_bar0[(k + 1) % 2], stage=(k + 1) % 2)
++                    T.tma_copy(B[(k + 1) * 64, bx * 128], Bs, barrier=tc_bar0[(k + 1) % 2], stage=(k + 1) % 2)
+"""),
+    ("lower_tile_ops", TILE, "sm_80", """\
+@@ -9,2 +9,6 @@
+-        T.copy(A, s)
+-        T.copy(s, f)
++        for i1 in T.Parallel(64):
++            for i2 in T.Parallel(64):
++                s[i1, i2] = A[i1, i2]
++        for i3 in T.Parallel(64):
++            for i4 in T.Parallel(64):
++                f[i3, i4] = s[i3, i4]
+@@ -14 +18,3 @@
+-        T.copy(f, B)
++        for i5 in T.Parallel(64):
++            for i6 in T.Parallel(64):
++                B[i5, i6] = f[i5, i6]
+"""),
+    ("infer_layouts", TILE, "sm_80", """\
+@@ -7,2 +7,2 @@
+-        s = T.alloc_shared((64, 64), "float32")
+-        f = T.alloc_fragment((64, 64), "float32")
++        s = T.alloc_shared((64, 64), "float32", layout=T.Layout("row_major"))
++        f = T.alloc_fragment((64, 64), "float32", layout=T.Layout("blocked", threads=128, vector=4))
+@@ -12,2 +12,2 @@
+-        for i3 in T.Parallel(64):
+-            for i4 in T.Parallel(64):
++        for i3 in T.Parallel(64, vector_width=1):
++            for i4 in T.Parallel(64, vector_width=4):
+@@ -15,2 +15,2 @@
+-        for i in T.Parallel(64):
+-            for j in T.Parallel(64):
++        for i in T.Parallel(64, vector_width=1):
++            for j in T.Parallel(64, vector_width=4):
+@@ -18,2 +18,2 @@
+-        for i5 in T.Parallel(64):
+-            for i6 in T.Parallel(64):
++        for i5 in T.Parallel(64, vector_width=1):
++            for i6 in T.Parallel(64, vector_width=4):
+"""),
+    ("vectorize", TILE, "sm_80", """\
+@@ -9,2 +9,2 @@
+-        for i1 in T.Parallel(64):
+-            for i2 in T.Parallel(64):
++        for i1 in T.Parallel(64, vector_width=1):
++            for i2 in T.Parallel(64, vector_width=4, async_copy=True):
+"""),
+    ("insert_barriers", TILE, "sm_80", """\
+@@ -11,0 +12 @@
++        T.sync_threads(wait_async=True)
+"""),
+    ("split_roles", GEMM_WS, "sm_90a", """\
+@@ -9 +8,0 @@
+-        acc = T.alloc_fragment((128, 128), "float32", layout=T.Layout("mma", threads=128, mma="wgmma", warps=(1, 1)))
+@@ -12,3 +10,0 @@
+-        for i1 in T.Parallel(128, vector_width=1):
+-            for i2 in T.Parallel(128, vector_width=2):
+-                acc[i1, i2] = T.float32(0.0)
+@@ -15,0 +12 @@
++            T.set_max_nreg(40, 0)
+@@ -22,8 +19,14 @@
+-        for k in T.Pipelined(2, num_stages=2, warp_specialize=True):
+-            T.mbarrier_wait_parity(tc_bar0[k % 2], k // 2 & 1)
+-            T.gemm(As, Bs, acc, transpose_A=False, transpose_B=False, clear_accum=False, wg_wait=1)
+-            if k > 0:
+-                T.mbarrier_arrive(tc_bar1[(k + 1) % 2])
+-        for i3 in T.Parallel(128, vector_width=1):
+-            for i4 in T.Parallel(128, vector_width=2):
+-                C[by * 128 + i3, bx * 128 + i4] = T.Cast("float16", acc[i3, i4])
++        else:
++            T.set_max_nreg(256, 1)
++            acc = T.alloc_fragment((128, 128), "float32", layout=T.Layout("mma", threads=128, mma="wgmma", warps=(1, 1)))
++            for i1 in T.Parallel(128, vector_width=1):
++                for i2 in T.Parallel(128, vector_width=2):
++                    acc[i1, i2] = T.float32(0.0)
++            for k in T.Pipelined(2, num_stages=2, warp_specialize=True):
++                T.mbarrier_wait_parity(tc_bar0[k % 2], k // 2 & 1)
++                T.gemm(As, Bs, acc, transpose_A=False, transpose_B=False, clear_accum=False, wg_wait=1)
++                if k > 0:
++                    T.mbarrier_arrive(tc_bar1[(k + 1) % 2])
++            for i3 in T.Parallel(128, vector_width=1):
++                for i4 in T.Parallel(128, vector_width=2):
++                    C[by * 128 + i3, bx * 128 + i4] = T.Cast("float16", acc[i3, i4])
+"""),
+]
+
+
+@pytest.mark.parametrize("name,src,arch,expected", CASES, ids=[c[0] for c in CASES])
+def test_pass_changes(name, src, arch, expected):
+    assert changes(src, name, arch) == expected
+
+
+def test_every_pass_has_a_test():
+    tested = {c[0] for c in CASES} | {"validate", "assign_tma_descriptors", "vectorize",
+                                       "assign_shared_memory"}
+    assert tested == set(NAMES)
+
+
+def test_validate_refuses_and_passes_through():
+    func = T.from_script(ADD)
+    assert PASSES[0].run(func, "sm_90a", {}) is func
+    kernel = dataclasses.replace(func.kernels[0], threads=(2048,))
+    bad = dataclasses.replace(func, kernels=(kernel,))
+    with pytest.raises(ValidationError, match="threads"):
+        PASSES[0].run(bad, "sm_90a", {})
+
+
+def test_lower_copies_to_tma_leaves_sm_80_alone():
+    before, after = before_and_after(GEMM, "lower_copies_to_tma", "sm_80")
+    assert after == before
+
+
+def test_vectorize_records_the_vector_accesses():
+    before, after = before_and_after(ADD, "vectorize", "sm_90a")
+    (loop,) = [s for s in walk_stmts(after.kernels[0].body) if isinstance(s, N.For)]
+    assert loop.vector_width == 8
+    assert {(v.buffer, v.chunk) for v in loop.vectors} == {("A", 8), ("B", 8)}
+    assert changes(ADD, "vectorize", "sm_90a") == (
+        "@@ -7 +7 @@\n"
+        "-        for i in T.Parallel(1024):\n"
+        "+        for i in T.Parallel(1024, vector_width=8):\n")
+
+
+def test_assign_tma_descriptors_names_one_per_tensor_and_box():
+    before, after = before_and_after(GEMM, "assign_tma_descriptors", "sm_90a")
+    assert print_func(after) == print_func(before)  # the printer does not show descriptors
+    scope = after.kernels[0]
+    assert [(d.name, d.tensor, d.spec.box, d.spec.swizzle) for d in scope.tma_descriptors] == [
+        ("A_desc", "A", (128, 64), 128), ("B_desc", "B", (64, 64), 128)]
+    copies = [s for s in walk_stmts(scope.body) if isinstance(s, N.TmaCopy)]
+    assert {(c.src.buffer, c.desc) for c in copies} == {("A", "A_desc"), ("B", "B_desc")}
+
+
+def test_assign_shared_memory_places_stages_and_checks_the_arch_limit():
+    _, after = before_and_after(GEMM, "assign_shared_memory", "sm_90a")
+    scope = after.kernels[0]
+    slots = {s.buffer.name: s.slot for s in scope.body if isinstance(s, N.Allocate) and s.slot}
+    # two 16 KiB stages each for As and Bs (1024-aligned, swizzled), then the mbarriers
+    assert (slots["As"].offset, slots["As"].stride, slots["As"].align) == (0, 16384, 1024)
+    assert (slots["Bs"].offset, slots["Bs"].stride) == (32768, 16384)
+    assert slots["tc_bar0"].offset == 65536 and slots["tc_bar0"].align == 128
+    assert scope.shared_bytes == slots["tc_bar1"].offset + 16
+    big = """
+@T.prim_func
+def big(A: T.Tensor((51200,), "float32")):
+    with T.Kernel(1, threads=128) as bx:
+        s = T.alloc_shared((51200,), "float32")
+        T.copy(A[0], s)
+        T.copy(s, A[0])
+"""  # 200 KiB of shared memory: a Hopper block may have it, an sm_80 one may not
+    assert run_passes(T.from_script(big), "sm_90a").kernels[0].shared_bytes == 204800
+    with pytest.raises(SharedMemoryError, match=r"needs 204800 bytes .* at most 166912 on sm_80"):
+        run_passes(T.from_script(big), "sm_80")
