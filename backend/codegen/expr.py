@@ -1,0 +1,145 @@
+"""Expressions as CuTe DSL source text: constants, operators with Python precedence
+(parentheses only where needed), casts, and the math intrinsics, each in one table.
+
+The printer knows nothing of memory: a load prints through the ``load`` function its
+owner passes in (a register, a hoisted temporary, or an element of a tensor).  Imports no
+CUTLASS.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from ..ir import nodes as N
+from ..runtime.dtypes import DTYPES
+from ..transform.analysis import value_range
+
+BINOP = {"add": "+", "sub": "-", "mul": "*", "div": "/", "floordiv": "//", "mod": "%",
+         "bitand": "&", "bitor": "|", "bitxor": "^", "shl": "<<", "shr": ">>"}
+CMPOP = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
+# Python precedence of what an operator prints as (higher binds tighter)
+PREC = {"or": 2, "and": 3, "not": 4, "cmp": 5, "bitor": 6, "bitxor": 7, "bitand": 8,
+        "shl": 10, "shr": 10, "add": 11, "sub": 11, "mul": 12, "div": 12, "floordiv": 12,
+        "mod": 12}
+ATOM = 100
+# unary math intrinsic -> CuTe DSL function (16-bit arguments compute in float32)
+MATH = {
+    "exp": "cute.math.exp", "exp2": "cute.math.exp2", "log": "cute.math.log",
+    "log2": "cute.math.log2", "sqrt": "cute.math.sqrt", "rsqrt": "cute.math.rsqrt",
+    "tanh": "cute.math.tanh", "sin": "cute.math.sin", "cos": "cute.math.cos",
+    "floor": "cute.math.floor", "ceil": "cute.math.ceil",
+}
+THREAD_IDX = ("tc_tx", "tc_ty", "tc_tz")  # what the kernel binds cute.arch.thread_idx() to
+
+
+def cute_type(dtype: str) -> str:
+    return f"cutlass.{DTYPES[dtype].cute}"
+
+
+def mma_type(dtype: str) -> str:
+    """The CuTe type of a T.gemm operand: float32 operands multiply as tf32."""
+    return "cutlass.TFloat32" if dtype == "float32" else cute_type(dtype)
+
+
+def const(e: N.Const) -> str:
+    if e.dtype == "bool":
+        return "True" if e.value else "False"
+    if e.dtype == "int32":
+        return str(int(e.value))
+    value = repr(float(e.value)) if N.is_float(e.dtype) else str(int(e.value))
+    if value in ("inf", "-inf", "nan"):
+        value = f'float("{value}")'
+    return f"{cute_type(e.dtype)}({value})"
+
+
+class ExprPrinter:
+    """Source text of expressions.  ``ranges`` (variable -> known (lo, hi)) is shared with
+    the kernel emitter, which fills it as loops open; ``subst`` maps a loop variable to
+    the text that stands for it in the current lane."""
+
+    def __init__(self, ranges: dict[str, tuple], load: Callable[[N.Load], str],
+                 fail: Callable[[object, str], None]):
+        self.ranges = ranges
+        self.load = load
+        self.fail = fail
+        self.subst: dict[str, str] = {}
+
+    def expr(self, e: N.Expr) -> str:
+        return self._expr(e)[0]
+
+    def operand(self, e: N.Expr, min_prec: int) -> str:
+        text, prec = self._expr(e)
+        return f"({text})" if prec < min_prec else text
+
+    def index_tuple(self, indices) -> str:
+        parts = [self.expr(i) for i in indices]
+        return ", ".join(parts) if len(parts) > 1 else parts[0]
+
+    def _expr(self, e: N.Expr) -> tuple[str, int]:
+        """Source text of ``e`` and its Python precedence."""
+        if isinstance(e, N.Var):
+            return self.subst.get(e.name, e.name), ATOM
+        if isinstance(e, N.Const):
+            return const(e), ATOM
+        if isinstance(e, N.BinOp):
+            if e.op in ("min", "max"):
+                return f"cutlass.{e.op}({self.expr(e.a)}, {self.expr(e.b)})", ATOM
+            if e.op == "mod" and N.is_int(e.dtype) and not self._nonnegative_mod(e):
+                # CuTe DSL's % truncates like C; the IR's mod floors like Python's
+                a, b = self.operand(e.a, PREC["mul"]), self.operand(e.b, ATOM)
+                return f"{a} - {a} // {b} * {b}", PREC["sub"]
+            p = PREC[e.op]
+            return f"{self.operand(e.a, p)} {BINOP[e.op]} {self.operand(e.b, p + 1)}", p
+        if isinstance(e, N.Cmp):
+            p = PREC["cmp"]
+            return f"{self.operand(e.a, p + 1)} {CMPOP[e.op]} {self.operand(e.b, p + 1)}", p
+        if isinstance(e, N.Logic):
+            p = PREC[e.op]
+            return f" {e.op} ".join(self.operand(a, p + 1) for a in e.args), p
+        if isinstance(e, N.Not):
+            return f"not {self.operand(e.a, PREC['not'])}", PREC["not"]
+        if isinstance(e, N.Cast):
+            return f"{cute_type(e.dtype)}({self.expr(e.value)})", ATOM
+        if isinstance(e, N.Select):
+            return (f"cutlass.select_({self.expr(e.cond)}, {self.expr(e.a)}, "
+                    f"{self.expr(e.b)})"), ATOM
+        if isinstance(e, N.Load):
+            return self.load(e), ATOM
+        if isinstance(e, N.Call):
+            form = _CALLS.get(e.name)
+            if form is not None:
+                return form(self, e)
+            if e.name in MATH:
+                return self._math(e), ATOM
+        self.fail(None, f"expression {type(e).__name__} {getattr(e, 'name', '')} has no CuTe DSL form")
+
+    def _nonnegative_mod(self, e: N.BinOp) -> bool:
+        (alo, _), (blo, _) = value_range(e.a, self.ranges), value_range(e.b, self.ranges)
+        return alo is not None and alo >= 0 and blo is not None and blo > 0
+
+    def _math(self, e: N.Call) -> str:
+        x = e.args[0]
+        if x.dtype in ("float16", "bfloat16"):  # 16-bit math runs in fp32
+            return f"{cute_type(e.dtype)}({MATH[e.name]}({self.expr(N.Cast('float32', x))}))"
+        return f"{MATH[e.name]}({self.expr(x)})"
+
+    # ---- intrinsics that are not one function call --------------------------------------
+    def _thread_idx(self, e: N.Call):
+        return THREAD_IDX[int(e.args[0].value)], ATOM
+
+    def _ceildiv(self, e: N.Call):
+        a, b = self.operand(e.args[0], PREC["add"]), self.operand(e.args[1], ATOM)
+        return f"({a} + {b} - 1) // {b}", PREC["floordiv"]
+
+    def _fma(self, e: N.Call):
+        a, b, c = (self.operand(x, PREC["mul"] + 1) for x in e.args)
+        return f"{a} * {b} + {c}", PREC["add"]
+
+    def _abs(self, e: N.Call):
+        fn = "cute.math.absf" if N.is_float(e.dtype) else "abs"
+        return f"{fn}({self.expr(e.args[0])})", ATOM
+
+
+# intrinsic -> its printer (text, precedence); the others are MATH's one-argument calls
+_CALLS = {"thread_idx": ExprPrinter._thread_idx, "ceildiv": ExprPrinter._ceildiv,
+          "fma": ExprPrinter._fma, "abs": ExprPrinter._abs}

@@ -1,0 +1,408 @@
+"""One ``T.Kernel`` block as a ``@cute.kernel`` function: its parameters (the launch
+ABI's), thread and block indices, shared memory carved into buffers, global tensors
+built from pointers, then the statements.
+
+Statements have one method each (the table ``_STATEMENTS``); the concerns with state of
+their own live in their modules: expressions (``expr``), bounds predication
+(``bounds``), shared memory and element offsets (``memory``), T.Parallel nests and
+vector lanes (``nests``), T.gemm (``mma``).  Imports no CUTLASS.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..ir import nodes as N
+from ..transform.analysis import loads as _loads, row_major_strides, value_range, walk_stmts
+from ..transform.lower import KernelPlan
+from .bounds import Bounds, load_key
+from .expr import PREC, ExprPrinter, cute_type
+from .memory import SharedMemory, shared_index
+from .mma import MmaEmitter
+from .nests import NestEmitter
+from .source import CodegenError, Writer
+
+
+def param_type(p) -> str:
+    """The annotation of a launch-ABI parameter in a CuTe DSL signature."""
+    if p.kind == "pointer":
+        return "cute.Pointer"
+    if p.kind == "tma_desc":
+        return "tct.Desc"
+    return cute_type(p.dtype)
+
+
+class KernelEmitter:
+    """Emits kernel ``index`` of ``plan``.  ``buffers``, ``layouts`` and ``ranges`` grow
+    as the body's allocations and loops are reached; the parts share them."""
+
+    def __init__(self, plan: KernelPlan, index: int):
+        self.plan, self.func = plan, plan.func
+        self.index = index
+        self.scope = plan.func.kernels[index]
+        self.name = plan.kernel_names[index]
+        self.out = Writer()
+        self.buffers: dict[str, N.Buffer] = {p.name: p for p in plan.tensor_params}
+        self.layouts: dict[str, N.Layout] = {}
+        self.ranges: dict[str, tuple] = {}  # variable -> its known (lo, hi)
+        self.exprs = ExprPrinter(self.ranges, self.load, self.fail)
+        self.bounds = Bounds(self.out, self.exprs, self.buffers, self.ranges)
+        self.smem = SharedMemory(self.scope, self.out)
+        self.mma = MmaEmitter(self.out, self.buffers, self.layouts, self.smem)
+        self.nests = NestEmitter(self)
+        self.one_thread = False  # inside `if tc_tid == <t>:`
+
+    def fail(self, node, msg: str):
+        loc = getattr(node, "loc", None)
+        where = f"{loc}: " if loc else ""
+        raise CodegenError(f"{where}prim_func '{self.func.name}': {msg}")
+
+    def sync(self) -> str:
+        """A barrier of the threads the body maps onto: the whole block, or with a
+        producer warpgroup (which never joins) named barrier 1 over the others."""
+        if self.scope.producer_threads:
+            return f"cute.arch.barrier(barrier_id=1, number_of_threads={self.scope.num_threads})"
+        return "cute.arch.sync_threads()"
+
+    # ---- memory accesses ------------------------------------------------------------------
+    def load(self, e: N.Load) -> str:
+        key = load_key(e)
+        if key in self.bounds.hoisted:
+            return self.bounds.hoisted[key]
+        if key in self.nests.vector:
+            return f"{self.nests.vector[key]}[{self.nests.lane}]"
+        return self.element(e.buffer, e.indices)
+
+    def element(self, name: str, indices) -> str:
+        """Source text of ``name[indices]`` in its memory (a register, shared or global)."""
+        buf = self.buffers[name]
+        if buf.scope == "fragment":
+            return self.nests.register(name, indices)
+        if buf.scope == "shared":
+            return f"{name}[{shared_index(self.exprs, buf, self.layouts.get(name), indices)}]"
+        return f"{name}[{self.exprs.index_tuple(indices)}]"
+
+    # ---- statements ----------------------------------------------------------------------
+    def body(self, stmts, depth: int, guarded: bool = False) -> None:
+        if not stmts:
+            self.out.line(depth, "pass")
+        for s in stmts:
+            self.stmt(s, depth, guarded)
+
+    def stmt(self, s: N.Stmt, depth: int, guarded: bool) -> None:
+        with self.bounds.statement():
+            if guarded and isinstance(s, (N.Let, N.Store, N.If, N.Evaluate)):
+                self.bounds.hoist(_checked_part(s), depth, self.nests.vector)
+            method = _STATEMENTS.get(type(s))
+            if method is not None:
+                method(self, s, depth, guarded)
+            elif isinstance(s, N.TILE_OPS):
+                self.fail(s, f"T.{type(s).__name__.lower()} is a tile op; its lowering to CuTe DSL "
+                             "is not implemented yet in this tilecute")
+            else:
+                self.fail(s, f"statement {type(s).__name__} has no CuTe DSL form")
+
+    def let(self, s: N.Let, depth: int, guarded: bool) -> None:
+        self.out.line(depth, f"{s.var.name} = {self.exprs.expr(s.value)}")
+
+    def store(self, s: N.Store, depth: int, guarded: bool) -> None:
+        expr = self.exprs.expr
+        key = (s.buffer, s.indices)
+        if key in self.nests.vector:  # a vector store: this lane's element of its registers
+            self.out.line(depth, f"{self.nests.vector[key]}[{self.nests.lane}] = {expr(s.value)}")
+            return
+        text = f"{self.element(s.buffer, s.indices)} = {expr(s.value)}"
+        self.predicated(self.bounds.predicate(s.buffer, s.indices) if guarded else [], text, depth)
+
+    def predicated(self, conds: list[str], text: str, depth: int) -> None:
+        if conds:
+            self.out.line(depth, f"if {' and '.join(conds)}:")
+            self.out.line(depth + 1, text)
+        else:
+            self.out.line(depth, text)
+
+    def if_(self, s: N.If, depth: int, guarded: bool) -> None:
+        t = _one_thread(s.cond)
+        one = t is not None and len(self.scope.threads) == 1 and not s.orelse
+        self.out.line(depth, f"if tc_tid == {t}:" if one else f"if {self.exprs.expr(s.cond)}:")
+        saved, self.one_thread = self.one_thread, self.one_thread or one
+        self.body(s.then, depth + 1, guarded)
+        self.one_thread = saved
+        if s.orelse:
+            self.out.line(depth, "else:")
+            self.body(s.orelse, depth + 1, guarded)
+
+    def evaluate(self, s: N.Evaluate, depth: int, guarded: bool) -> None:
+        self.out.line(depth, self.exprs.expr(s.value))
+
+    def for_(self, s: N.For, depth: int, guarded: bool) -> None:
+        if s.kind == "parallel":
+            self.nests.parallel(s, depth)
+        else:
+            self.serial(s, depth, guarded)
+
+    def serial(self, s: N.For, depth: int, guarded: bool) -> None:
+        expr = self.exprs.expr
+        zero = isinstance(s.start, N.Const) and s.start.value == 0
+        start, stop = expr(s.start), expr(s.extent if zero else N.binop("add", s.start, s.extent))
+        const = isinstance(s.start, N.Const) and isinstance(s.extent, N.Const)
+        if s.kind == "unrolled" and const:
+            rng = f"cutlass.range_constexpr({start}, {stop})"
+        elif s.kind == "unrolled":
+            rng = f"cutlass.range({start}, {stop}, unroll_full=True)"
+        else:
+            rng = f"cutlass.range({start}, {stop})"
+        if const:
+            self.ranges[s.var.name] = (int(s.start.value), int(s.start.value + s.extent.value - 1))
+        else:
+            lo = value_range(s.start, self.ranges)[0]
+            self.ranges[s.var.name] = (lo, None)
+        self.out.line(depth, f"for {s.var.name} in {rng}:")
+        if s.kind == "pipelined":
+            step = s.var.name if zero else \
+                f"({s.var.name} - {self.exprs.operand(s.start, PREC['sub'] + 1)})"
+            operands = {x for t in walk_stmts(s.body) if isinstance(t, N.Gemm) for x in (t.a, t.b)}
+            with self.smem.pipelined(s.num_stages, step, used_buffers(s.body), operands, depth + 1):
+                self.body(s.body, depth + 1, guarded)
+        else:
+            self.body(s.body, depth + 1, guarded)
+        self.mma.drain(depth)
+
+    def allocate(self, s: N.Allocate, depth: int, guarded: bool) -> None:
+        b = s.buffer
+        self.buffers[b.name] = b
+        if s.layout is not None:
+            self.layouts[b.name] = s.layout
+        if b.scope == "shared":
+            return  # carved out of dynamic shared memory at the kernel's start
+        if b.scope == "fragment":
+            total = math.prod(int(d.value) for d in b.shape)
+            layout = s.layout or N.Layout("replicated")
+            if layout.kind == "mma":
+                self.mma.fragment(s, depth)
+                return
+            if layout.kind == "blocked":
+                step = layout.threads * layout.vector
+                regs = -(-total // step) * layout.vector
+                note = f"  # {layout.kind}: {layout.vector} consecutive elements per thread step"
+            else:
+                regs, note = total, "  # replicated: every thread holds every element"
+            self.out.line(depth, f"{b.name} = cute.make_rmem_tensor(({regs},), {cute_type(b.dtype)}){note}")
+            return
+        shape = ", ".join(str(int(d.value)) for d in b.shape)
+        self.out.line(depth, f"{b.name} = cute.make_rmem_tensor(({shape},), {cute_type(b.dtype)})")
+
+    # ---- tile statements -----------------------------------------------------------------
+    def reduce(self, s: N.Reduce, depth: int, guarded: bool) -> None:
+        """Each thread combines its own registers of every row, then a warp shuffle
+        all-reduce, then (several warps) a shared-memory exchange; the result lands in every
+        thread's copy of the replicated ``dst``."""
+        out = self.out
+        src, dst = self.buffers[s.src], self.buffers[s.dst]
+        threads = self.layouts[s.src].threads
+        row = int(src.shape[-1].value)
+        rows = math.prod(int(d.value) for d in src.shape[:-1])
+        per_row = row // threads  # registers of a row in each thread
+        op = {"sum": "sum", "abssum": "sum", "max": "max", "absmax": "max", "min": "min"}[s.kind]
+        take = (lambda x: f"cute.math.absf({x})") if s.kind.startswith("abs") and N.is_float(src.dtype) \
+            else (lambda x: f"abs({x})") if s.kind.startswith("abs") else (lambda x: x)
+        red, r, q = out.fresh("red"), out.fresh("r"), out.fresh("q")
+        acc = out.fresh("acc")
+        out.line(depth, f"{red} = cute.make_rmem_tensor(({rows},), {cute_type(src.dtype)})")
+        out.line(depth, f"for {r} in cutlass.range_constexpr({rows}):")
+        out.line(depth + 1, f"{acc} = {take(f'{s.src}[{r} * {per_row}]')}")
+        if per_row > 1:
+            out.line(depth + 1, f"for {q} in cutlass.range_constexpr(1, {per_row}):")
+            out.line(depth + 2, f'{acc} = tcr.combine({acc}, {take(f"{s.src}[{r} * {per_row} + {q}]")}, "{op}")')
+        warp = min(threads, 32)
+        out.line(depth + 1, f'{red}[{r}] = tcr.warp_allreduce({acc}, "{op}", {warp})')
+        if threads > 32:
+            warps = threads // 32
+            named = f", {self.scope.num_threads}" if self.scope.producer_threads else ""
+            out.line(depth, f'tcr.block_allreduce({red}, "{op}", {s.scratch}, {warps}, {warps}{named})')
+        out.line(depth, f"for {r} in cutlass.range_constexpr({rows}):")
+        value = f"{red}[{r}]"
+        if not s.clear:
+            value = f'tcr.combine({s.dst}[{r}], {value}, "{op}")'
+        if dst.dtype != src.dtype:
+            value = f"{cute_type(dst.dtype)}({value})"
+        out.line(depth + 1, f"{s.dst}[{r}] = {value}")
+        out.use("reduce")
+
+    def atomic_add(self, s: N.AtomicAdd, depth: int, guarded: bool) -> None:
+        if isinstance(s.value, N.Region):
+            self.fail(s, "internal: tile T.atomic_add reached the codegen unlowered")
+        buf = self.buffers[s.dst.buffer]
+        if buf.scope not in ("global", "shared"):
+            self.fail(s, f"T.atomic_add into '{buf.name}': atomics target global or shared memory")
+        value = self.exprs.expr(N.cast(s.value, buf.dtype))
+        if buf.scope == "shared":
+            coord = shared_index(self.exprs, buf, self.layouts.get(buf.name), s.dst.starts)
+        else:
+            coord = f"({self.exprs.index_tuple(s.dst.starts)},)" if len(s.dst.starts) == 1 \
+                else f"({self.exprs.index_tuple(s.dst.starts)})"
+        conds = []
+        if guarded:
+            conds = list(dict.fromkeys(self.bounds.predicate(buf.name, s.dst.starts)
+                                       + self.bounds.of_loads(list(_loads(s.value)) + list(_loads(s.dst.starts)))))
+        self.predicated(conds, f"tca.atomic_add({buf.name}, {coord}, {value})", depth)
+        self.out.use("atomic")
+
+    def gemm(self, s: N.Gemm, depth: int, guarded: bool) -> None:
+        self.mma.gemm(s, depth)
+
+    # ---- barriers and TMA -----------------------------------------------------------------
+    def barrier(self, s: N.Barrier, depth: int, guarded: bool) -> None:
+        if s.wait_async:
+            self.out.line(depth, "cute.arch.cp_async_wait_group(0)")
+        if self.mma.proxy_fence:  # shared writes become visible to wgmma's (async proxy) reads
+            self.out.line(depth, 'cute.arch.fence_proxy("async.shared", space="cta")')
+        self.out.line(depth, self.sync())
+
+    def barrier_ref(self, r: N.Region) -> str:
+        idx = r.starts[0]
+        if isinstance(idx, N.Const) and idx.value == 0:
+            return r.buffer
+        return f"{r.buffer} + {self.exprs.operand(idx, PREC['add'] + 1)}"
+
+    def mbarrier_wait(self, s: N.MBarrierWait, depth: int, guarded: bool) -> None:
+        self.out.use("tma")
+        self.out.line(depth, f"tct.wait({self.barrier_ref(s.barrier)}, {self.exprs.expr(s.parity)})")
+
+    def mbarrier_arrive(self, s: N.MBarrierArrive, depth: int, guarded: bool) -> None:
+        self.out.use("tma")
+        self.out.line(depth, f"tct.arrive({self.barrier_ref(s.barrier)})")
+
+    def set_max_nreg(self, s: N.SetMaxNReg, depth: int, guarded: bool) -> None:
+        if not self.plan.arch.startswith("sm_90"):
+            self.fail(s, f"T.set_max_nreg is setmaxnreg, an sm_90a instruction; the target is "
+                         f"{self.plan.arch}")
+        fn = "increase" if s.increase else "decrease"
+        self.out.line(depth, f"cute.arch.setmaxregister_{fn}({s.count})  # registers per thread of this warpgroup")
+
+    def tma_copy(self, s: N.TmaCopy, depth: int, guarded: bool) -> None:
+        out = self.out
+        out.use("tma")
+        params = {p.name: p for p in self.plan.abi.kernels[self.index].params}
+        desc = params.get(s.desc)
+        if desc is None:
+            self.fail(s, "internal: T.tma_copy without a descriptor (the TMA pass assigns one)")
+        load = s.barrier is not None
+        glob, shared = (s.src, s.dst) if load else (s.dst, s.src)
+        coords = ", ".join(self.exprs.expr(x) for x in reversed(glob.starts))
+        coords = f"({coords},)" if len(glob.starts) == 1 else f"({coords})"
+        stage = None if s.stage is None else self.exprs.expr(s.stage)
+        smem = self.smem.ptr(shared.buffer, stage)
+        box = "x".join(map(str, desc.tma.box))
+        chunk_bytes = desc.tma.box_bytes(desc.dtype)
+        chunks = int(self.buffers[shared.buffer].shape[-1].value) // desc.tma.box[-1]
+        what = f"a {box} box" if chunks == 1 else f"{chunks} {box} boxes"
+        more = f", chunks={chunks}, step={desc.tma.box[-1]}, chunk_bytes={chunk_bytes}" \
+            if chunks > 1 else ""
+        if load:
+            call = (f"tct.load({s.desc}, {smem}, {self.barrier_ref(s.barrier)}, "
+                    f"{coords}, {chunk_bytes * chunks}{more})")
+            if self.one_thread:  # already inside `if tc_tid == <one thread>:`
+                out.line(depth, f"{call}  # TMA load of {what} of {glob.buffer}")
+            else:
+                out.line(depth, f"if tc_tid == 0:  # TMA load of {what} of {glob.buffer}")
+                out.line(depth + 1, call)
+        else:
+            out.line(depth, f"tct.store_fence()  # TMA store of {what} of {glob.buffer}")
+            out.line(depth, self.sync())
+            out.line(depth, "if tc_tid == 0:")
+            out.line(depth + 1, f"tct.store({s.desc}, {smem}, {coords}{more})")
+
+    # ---- the kernel ----------------------------------------------------------------------
+    def emit(self) -> list[str]:
+        plan, k, out = self.plan, self.scope, self.out
+        launch = plan.abi.kernels[self.index]
+        params = [f"{p.name}: {param_type(p)}" for p in launch.params]
+        if any(p.kind == "tma_desc" for p in launch.params):
+            out.use("tma")
+        out.line(0, "@cute.kernel")
+        out.line(0, f"def {self.name}({', '.join(params)}):")
+        bvars = [v.name for v in k.block_vars] + ["_"] * (3 - len(k.block_vars))
+        out.line(1, f"{', '.join(bvars)} = cute.arch.block_idx()")
+        out.line(1, "tc_tx, tc_ty, tc_tz = cute.arch.thread_idx()")
+        tx, ty = (k.threads + (1, 1))[:2]
+        tid = "tc_tx"
+        if len(k.threads) > 1:
+            tid += f" + tc_ty * {tx}"
+        if len(k.threads) > 2:
+            tid += f" + tc_tz * {tx * ty}"
+        out.line(1, f"tc_tid = {tid}")
+        for d, t in enumerate(k.threads):
+            self.ranges[f"thread_idx{d}"] = (0, t - 1 + (k.producer_threads if d == 0 else 0))
+        for v, g in zip(k.block_vars, k.grid):
+            hi = g.value - 1 if isinstance(g, N.Const) else None
+            self.ranges[v.name] = (0, hi)
+            if isinstance(g, N.Var):
+                self.bounds.grid_bound[v.name] = g.name
+        self.smem.carve(1)
+        used = used_buffers(k.body)
+        for p in plan.tensor_params:
+            if p.name not in used:
+                continue
+            shape = ", ".join(self.exprs.expr(d) for d in p.shape)
+            strides = ", ".join(self.exprs.expr(d) for d in row_major_strides(p))
+            out.line(1, f"{p.name} = cute.make_tensor({p.name}_ptr, "
+                        f"cute.make_layout(({shape},), stride=({strides},)))")
+        self.mma.declare(k.body, 1)
+        self.body(k.body, 1)
+        return out.lines
+
+
+# statement kind -> its method (tile ops other than these reach the codegen unlowered)
+_STATEMENTS = {
+    N.Let: KernelEmitter.let, N.Store: KernelEmitter.store, N.If: KernelEmitter.if_,
+    N.Evaluate: KernelEmitter.evaluate, N.For: KernelEmitter.for_,
+    N.Allocate: KernelEmitter.allocate, N.Reduce: KernelEmitter.reduce,
+    N.AtomicAdd: KernelEmitter.atomic_add, N.Barrier: KernelEmitter.barrier,
+    N.TmaCopy: KernelEmitter.tma_copy, N.Gemm: KernelEmitter.gemm,
+    N.MBarrierWait: KernelEmitter.mbarrier_wait, N.SetMaxNReg: KernelEmitter.set_max_nreg,
+    N.MBarrierArrive: KernelEmitter.mbarrier_arrive,
+}
+
+
+def _checked_part(s: N.Stmt):
+    """The part of a bounds-checked statement whose loads are hoisted."""
+    if isinstance(s, N.Store):
+        return (s.indices, s.value)
+    if isinstance(s, N.If):
+        return s.cond
+    return s.value
+
+
+def _one_thread(e) -> int | None:
+    """The thread ``t`` if ``e`` is the condition ``thread_idx(0) == t``."""
+    if isinstance(e, N.Cmp) and e.op == "eq" and isinstance(e.a, N.Call) and \
+            e.a.name == "thread_idx" and e.a.args == (N.Const(0, "int32"),) and \
+            isinstance(e.b, N.Const):
+        return int(e.b.value)
+    return None
+
+
+def used_buffers(body) -> set[str]:
+    """Buffers the statements index (TMA copies address theirs through descriptors and
+    shared pointers, so they do not count)."""
+    used: set[str] = set()
+
+    def visit(x):
+        if isinstance(x, N.TmaCopy):
+            for e in x.src.starts + x.dst.starts:
+                visit(e)
+            return
+        if isinstance(x, (N.Load, N.Store)):
+            used.add(x.buffer)
+        if isinstance(x, N.Region):
+            used.add(x.buffer)
+        if isinstance(x, (N.Expr, N.Stmt, N.Region)) and hasattr(x, "__dataclass_fields__"):
+            for v in vars(x).values():
+                visit(v)
+        elif isinstance(x, tuple):
+            for v in x:
+                visit(v)
+
+    visit(body)
+    return used

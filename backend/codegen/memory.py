@@ -1,0 +1,167 @@
+"""Memory as CuTe DSL source text: the kernel's dynamic shared memory carved into its
+buffers (stages of multi-buffered ones included), element offsets in row-major and
+swizzled layouts, and the aligned vector views that 128-bit accesses and cp.async use.
+Imports no CUTLASS.
+"""
+
+from __future__ import annotations
+
+import math
+from contextlib import contextmanager
+
+from ..ir import nodes as N
+from ..runtime.dtypes import DTYPES
+from ..transform.analysis import row_major_strides
+from ..transform.lower import shared_align, shared_allocs, shared_offsets, shared_stride
+from .expr import PREC, ExprPrinter, cute_type
+from .source import Writer
+
+TMA_SWIZZLE_MASK = {32: 0x10, 64: 0x30, 128: 0x70}  # byte bits that TMA's swizzle XORs in
+
+
+def elements(buf: N.Buffer) -> int:
+    return math.prod(int(d.value) for d in buf.shape)
+
+
+# ---- element offsets ----------------------------------------------------------------------
+def flat_index(exprs: ExprPrinter, buf: N.Buffer, indices) -> str:
+    """The row-major element offset of ``buf[indices]`` (static shape)."""
+    terms = []
+    for idx, stride in zip(indices, row_major_strides(buf)):
+        if isinstance(stride, N.Const) and stride.value == 1:
+            terms.append(exprs.operand(idx, PREC["add"]))
+        else:
+            terms.append(f"{exprs.operand(idx, PREC['mul'])} * {int(stride.value)}")
+    return " + ".join(terms)
+
+
+def shared_index(exprs: ExprPrinter, buf: N.Buffer, layout: N.Layout | None, indices) -> str:
+    """The element offset of ``buf[indices]`` in a shared buffer of ``layout``."""
+    if layout is not None and layout.kind == "tma_swizzled":
+        # TMA's pattern on byte offsets: b ^ ((b >> 3) & mask); in elements of 2^l bytes
+        # that is e ^ ((e >> 3) & (mask >> l))
+        mask = TMA_SWIZZLE_MASK[layout.swizzle] >> (DTYPES[buf.dtype].bytes.bit_length() - 1)
+        width = layout.swizzle // DTYPES[buf.dtype].bytes
+        cols = int(buf.shape[-1].value)
+        if cols <= width:
+            e = flat_index(exprs, buf, indices)
+        else:  # chunk c // width of the last dim, then the row, then c % width
+            rows = math.prod(int(d.value) for d in buf.shape[:-1])
+            lead = flat_index(exprs, N.Buffer(buf.name, buf.dtype, buf.shape[:-1]), indices[:-1])
+            c = exprs.operand(indices[-1], PREC["shr"] + 1)
+            e = (f"({c} >> {width.bit_length() - 1}) * {rows * width} + "
+                 f"({lead}) * {width} + ({c} & {width - 1})")
+        return f"({e}) ^ ((({e}) >> 3) & {mask})"
+    if layout is None or layout.kind != "swizzled":
+        return flat_index(exprs, buf, indices)
+    # column c of row r is stored at c ^ (r % swizzle)
+    r, c = indices[-2], indices[-1]
+    rows, cols = int(buf.shape[-2].value), int(buf.shape[-1].value)
+    lead = flat_index(exprs, N.Buffer(buf.name, buf.dtype, buf.shape[:-2]), indices[:-2]) \
+        if buf.ndim > 2 else None
+    rt, ct = exprs.operand(r, PREC["bitand"] + 1), exprs.operand(c, PREC["bitxor"] + 1)
+    text = f"{exprs.operand(r, PREC['mul'])} * {cols} + ({ct} ^ ({rt} & {layout.swizzle - 1}))"
+    if lead:
+        text = f"({lead}) * {rows * cols} + {text}"
+    return text
+
+
+def vector_view(exprs: ExprPrinter, buf: N.Buffer, layout: N.Layout | None, indices,
+                width: int, extra: int = 0) -> str:
+    """A ``width``-element tensor over ``buf[indices...]`` (+ ``extra`` elements):
+    contiguous, and aligned to its size."""
+    if buf.scope == "shared" and layout is not None and layout.kind == "tma_swizzled":
+        last = indices[-1] if not extra else N.binop("add", indices[-1], N.Const(extra, "int32"))
+        offset = shared_index(exprs, buf, layout, tuple(indices[:-1]) + (last,))
+    else:
+        terms = []
+        for idx, stride in zip(indices, row_major_strides(buf)):
+            if isinstance(stride, N.Const) and stride.value == 1:
+                terms.append(exprs.expr(idx))
+            else:
+                terms.append(f"{exprs.operand(idx, PREC['mul'])} * {exprs.operand(stride, PREC['mul'] + 1)}")
+        if extra:
+            terms.append(str(extra))
+        offset = " + ".join(terms)
+    return (f"cute.make_tensor({buf.name}.iterator + cute.assume({offset}, divby={width}), "
+            f"cute.make_layout({width}))")
+
+
+# ---- dynamic shared memory ---------------------------------------------------------------
+class SharedMemory:
+    """The kernel's shared buffers in its dynamic shared memory ``tc_smem``: their byte
+    offsets, which are multi-buffered, and which stage a pipelined loop body sees."""
+
+    def __init__(self, scope: N.KernelScope, out: Writer):
+        self.out = out
+        self.allocs = shared_allocs(scope)
+        self.offsets, self.total = shared_offsets(scope)
+        self.staged: dict[str, N.Allocate] = {}  # multi-buffered shared buffers
+        self.stage_of: dict[str, str] = {}  # staged buffer -> the stage the loop body sees
+
+    def carve(self, depth: int) -> None:
+        """Declare every shared buffer at its offset (staged ones get views per loop
+        iteration) and initialize the mbarriers."""
+        if not self.offsets:
+            return
+        out = self.out
+        align = max(shared_align(a) for a in self.allocs)
+        out.line(depth, f"tc_smem = cute.arch.get_dyn_smem(cutlass.Int8, alignment={align})"
+                        f"  # {self.total} bytes")
+        barriers = []
+        for a in self.allocs:
+            b = a.buffer
+            if a.layout is not None and a.layout.kind == "mbarrier":
+                barriers.append(a)
+                out.line(depth, f"{b.name} = cute.recast_ptr(tc_smem + {self.offsets[b.name]}, "
+                                f"dtype=cutlass.Int64)  # {int(b.shape[0].value)} mbarrier(s)")
+            elif a.stages > 1:
+                self.staged[b.name] = a
+                out.line(depth, f"# {b.name}: {a.stages} stages of {elements(b)} "
+                                f"{b.dtype} from byte {self.offsets[b.name]}, {shared_stride(a)} apart")
+            else:
+                out.line(depth, f"{b.name} = {self.view(a)}")
+        if barriers:
+            out.use("tma")
+            out.line(depth, "if tc_tid == 0:")
+            for a in barriers:
+                out.line(depth + 1, f"tct.init_barriers({a.buffer.name}, {int(a.buffer.shape[0].value)}, "
+                                    f"{a.layout.threads})")
+            out.line(depth, "cute.arch.sync_threads()")
+
+    def ptr(self, name: str, stage: str | None = None) -> str:
+        """The Int8 shared-memory pointer to buffer ``name`` (stage ``stage`` of a staged
+        buffer; by default the stage the enclosing pipelined loop sees)."""
+        off = self.offsets[name]
+        if stage is None:
+            stage = self.stage_of.get(name)
+        if name not in self.staged or stage is None:
+            return f"tc_smem + {off}"
+        a = self.staged[name]
+        # assume: keeps the pointer's alignment (vector and TMA accesses need it)
+        return (f"tc_smem + cute.assume({off} + ({stage}) * {shared_stride(a)}, "
+                f"divby={shared_align(a)})")
+
+    def view(self, a: N.Allocate, stage: str | None = None) -> str:
+        b = a.buffer
+        return (f"cute.make_tensor(cute.recast_ptr({self.ptr(b.name, stage)}, "
+                f"dtype={cute_type(b.dtype)}), cute.make_layout({elements(b)}))")
+
+    @contextmanager
+    def pipelined(self, stages: int, step: str, indexed: set[str], operands: set[str], depth: int):
+        """Inside a pipelined loop of ``stages`` whose step since its start is ``step``:
+        each staged buffer the body touches is its stage ``step % stages``; buffers the
+        body indexes get a tensor view of it."""
+        views = []
+        for name, a in self.staged.items():
+            if (name in indexed or name in operands) and a.stages == stages:
+                views.append(name)
+                stage = f"{step} % {stages}"
+                self.stage_of[name] = stage
+                if name in indexed:  # (T.gemm takes the pointer itself)
+                    self.out.line(depth, f"{name} = {self.view(a, stage)}  # the stage this iteration reads")
+        try:
+            yield
+        finally:
+            for name in views:
+                del self.stage_of[name]

@@ -1,0 +1,93 @@
+"""T.gemm as CuTe DSL source text: one tiled MMA per T.gemm at the kernel's start, the
+accumulator (and A-operand) fragments in the MMA's register layout, the gemm calls
+(wgmma or warp-level mma), and waiting for wgmma batches left in flight.  The
+``runtime.cute.mma`` helpers (``tcm``) do the work.  Imports no CUTLASS.
+"""
+
+from __future__ import annotations
+
+from ..ir import nodes as N
+from ..transform.analysis import walk_stmts
+from ..transform.analysis import accesses
+from .expr import cute_type, mma_type
+from .memory import SharedMemory
+from .source import Writer
+
+
+class MmaEmitter:
+    def __init__(self, out: Writer, buffers: dict[str, N.Buffer], layouts: dict[str, N.Layout],
+                 smem: SharedMemory):
+        self.out, self.buffers, self.layouts, self.smem = out, buffers, layouts, smem
+        self.coords: dict[str, str] = {}  # mma fragment -> its (i, j) tensor
+        self.tiled: dict[int, str] = {}  # id(T.gemm) -> its tiled MMA
+        self.proxy_fence = False  # barriers also fence shared writes for wgmma reads
+        self.in_flight: list[str] = []  # accumulators of T.gemms that left wgmma batches in flight
+
+    def declare(self, body, depth: int) -> None:
+        """One tiled MMA per T.gemm, at the kernel's start."""
+        allocs = {s.buffer.name: s for s in walk_stmts(body) if isinstance(s, N.Allocate)}
+        written = {x for t in walk_stmts(body) if not isinstance(t, N.TmaCopy)
+                   for x, _, w in accesses([t]) if w}  # shared buffers threads write
+        for s in walk_stmts(body):
+            if not isinstance(s, N.Gemm):
+                continue
+            self.out.use("mma")
+            layout = allocs[s.c].layout
+            a, b = allocs[s.a].buffer, allocs[s.b].buffer
+            name = f"tc_mma{len(self.tiled)}"
+            self.tiled[id(s)] = name
+            n = int(allocs[s.c].buffer.shape[1].value)
+            self.out.line(depth, f"{name} = tcm.tiled_mma(\"{layout.mma}\", {mma_type(a.dtype)}, "
+                                 f"{mma_type(b.dtype)}, cutlass.Float32, {s.transpose_a}, "
+                                 f"{not s.transpose_b}, {tuple(layout.warps)}, {n}"
+                                 f"{', a_regs=True' if a.scope == 'fragment' else ''})"
+                                 f"  # T.gemm({s.a}, {s.b}, {s.c})")
+            if layout.mma == "wgmma":
+                self.proxy_fence |= bool({s.a, s.b} & written)
+
+    def fragment(self, a: N.Allocate, depth: int) -> None:
+        """A fragment in an MMA's register layout (an accumulator or an A operand), with the
+        tensor of each register's (i, j)."""
+        b, layout = a.buffer, a.layout
+        self.out.use("mma")
+        coords = f"{b.name}_ij"
+        self.coords[b.name] = coords
+        shape = tuple(int(d.value) for d in b.shape)
+        fn, what = ("a_fragment", "A operand") if layout.operand == "A" else \
+            ("accumulator", "accumulator")
+        self.out.line(depth, f"{b.name}, {coords} = tcm.{fn}(\"{layout.mma}\", "
+                             f"{tuple(layout.warps)}, {shape}, {cute_type(b.dtype)}, tc_tid)"
+                             f"  # {layout.mma} {what}; {coords}[r] = (i, j) of register r")
+
+    def gemm(self, s: N.Gemm, depth: int) -> None:
+        a, b = self.buffers[s.a], self.buffers[s.b]
+        layout = self.layouts[s.c]
+        mma = self.tiled[id(s)]
+
+        def view(buf, mn_major):
+            rows, cols = (int(d.value) for d in buf.shape)
+            return (f"tcm.operand({self.smem.ptr(buf.name)}, {mma_type(buf.dtype)}, {rows}, {cols}, "
+                    f"{self.layouts[buf.name].swizzle}, {mn_major}, \"{layout.mma}\")")
+        a_mn, b_mn = s.transpose_a, not s.transpose_b
+        acc = "" if not s.clear_accum else ", accumulate=False"
+        if a.scope == "fragment":  # wgmma's RS form: A is this thread's registers
+            a_view, acc = s.a, acc + ", a_regs=True"
+        else:
+            a_view = view(a, a_mn)
+        self.out.line(depth, f"# T.gemm({s.a}, {s.b}, {s.c}): {s.c} += {s.a}{'^T' if s.transpose_a else ''} "
+                             f"@ {s.b}{'^T' if s.transpose_b else ''}")
+        if layout.mma == "wgmma":
+            if s.wg_wait:
+                acc += f", wait={s.wg_wait}"
+                if s.c not in self.in_flight:
+                    self.in_flight.append(s.c)
+            self.out.line(depth, f"tcm.gemm({mma}, tc_tid, {s.c}, {a_view}, {view(b, b_mn)}{acc})")
+        else:
+            self.out.line(depth, f"tcm.gemm_warp({mma}, tc_tid, {s.c}, {a_view}, "
+                                 f"{view(b, b_mn)}, {a_mn}, {b_mn}{acc})")
+
+    def drain(self, depth: int) -> None:
+        """Wait for the wgmma batches a T.gemm left in flight."""
+        for acc in self.in_flight:
+            self.out.line(depth, f"tcm.drain({acc})  # the MMAs still in flight")
+        self.in_flight = []

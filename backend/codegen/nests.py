@@ -1,0 +1,258 @@
+"""T.Parallel nests as CuTe DSL source text.
+
+A nest spreads its iterations over the block's threads; each thread step runs ``width``
+consecutive iterations of the innermost loop (lanes).  Accesses the vectorize pass chose
+become 128-bit loads/stores or cp.async copies through registers; the body runs once per
+lane; where a vector may cross a tensor's end a per-lane bounds-checked path runs
+instead.  Nests over T.gemm accumulators walk each thread's own registers; replicated
+nests run every iteration in every thread.  Imports no CUTLASS.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from ..ir import nodes as N
+from ..runtime.dtypes import DTYPES
+from ..transform.analysis import accesses, parallel_nest
+from ..transform.vectorize import vector_accesses
+from .expr import cute_type
+from .memory import flat_index, vector_view
+
+if TYPE_CHECKING:
+    from .kernel import KernelEmitter
+
+UNROLL_LIMIT = 8  # parallel nests with at most this many iterations per thread unroll fully
+REPLICATED_UNROLL = 256  # replicated nests up to this many iterations unroll fully
+
+
+class NestEmitter:
+    """Which register a fragment access inside the current nest body means: ``lane`` (this
+    lane's index text), ``step`` ((step text, lanes) of a nest over blocked fragments),
+    ``mma_reg`` (the register index of a nest over accumulators), and ``vector`` (each
+    vector access of the body -> its register temporary)."""
+
+    def __init__(self, kernel: KernelEmitter):
+        self.k = kernel
+        self.lane: str | None = None
+        self.step: tuple[str, int] | None = None
+        self.mma_reg: str | None = None
+        self.vector: dict[tuple, str] = {}
+
+    # ---- registers ------------------------------------------------------------------------
+    def register(self, name: str, indices) -> str:
+        """Source text of fragment ``name[indices]`` in this thread's registers."""
+        k = self.k
+        buf = k.buffers[name]
+        layout = k.layouts.get(name, N.Layout("replicated"))
+        if layout.kind == "mma":
+            if self.mma_reg is None:
+                k.fail(None, f"internal: fragment '{name}' accessed outside its nest")
+            lane = "" if self.lane in (None, "0") else f" + {self.lane}"
+            return f"{name}[{self.mma_reg}{lane}]"
+        if layout.kind == "blocked":
+            if self.step is None or self.lane is None:
+                k.fail(None, f"internal: fragment '{name}' accessed outside its nest")
+            step, width = self.step
+            reg = self.lane if step == "0" else (
+                f"{step} * {width} + {self.lane}" if width > 1 else step)
+            return f"{name}[{reg}]"
+        return f"{name}[{flat_index(k.exprs, buf, indices)}]"
+
+    # ---- nests ----------------------------------------------------------------------------
+    def parallel(self, s: N.For, depth: int) -> None:
+        k, out = self.k, self.k.out
+        loops = parallel_nest(s)
+        for lp in loops:
+            if not isinstance(lp.extent, N.Const) or not isinstance(lp.start, N.Const):
+                k.fail(lp, "T.Parallel extents must be known at compile time")
+        if _has_parallel(loops[-1].body):
+            k.fail(s, "a T.Parallel loop inside a T.Parallel body must be the whole body "
+                      "(write `for i, j in T.Parallel(a, b)`)")
+        mma = [b for b, _, _ in accesses(loops[-1].body) if b in k.mma.coords]
+        if loops[-1].replicated:
+            self.replicated(loops, depth)
+        elif mma:
+            self.over_accumulator(loops, mma[0], depth)
+        else:
+            self.spread(loops, depth)
+        if loops[-1].async_copy:  # the nest's cp.async copies form one group
+            k.out.line(depth, "cute.arch.cp_async_commit_group()")
+
+    def spread(self, loops, depth: int) -> None:
+        """The nest's iterations spread over the block's threads, ``width`` lanes per
+        thread step."""
+        k, out = self.k, self.k.out
+        extents = [int(lp.extent.value) for lp in loops]
+        width = max(1, loops[-1].vector_width)
+        total = math.prod(extents)
+        threads = k.scope.num_threads
+        per_step = threads * width
+        iters = -(-total // per_step)
+        fragments = any(k.buffers[b].scope == "fragment" for b, _, _ in accesses(loops[-1].body))
+        # nests over fragments unroll fully: their register indices must be constants
+        static_k = iters == 1 or iters <= UNROLL_LIMIT or fragments
+        step, f = ("0" if iters == 1 else out.fresh("k")), out.fresh("f")
+        scale = f" * {width}" if width > 1 else ""
+        if iters == 1:
+            inner = depth
+            out.line(inner, f"{f} = tc_tid{scale}")
+        else:
+            rng = f"cutlass.range_constexpr({iters})" if static_k else f"cutlass.range({iters})"
+            out.line(depth, f"for {step} in {rng}:")
+            inner = depth + 1
+            out.line(inner, f"{f} = ({step} * {threads} + tc_tid){scale}")
+        if total % per_step:
+            out.line(inner, f"if {f} < {total}:")
+            inner += 1
+        rest = total
+        for lp, extent in zip(loops, extents):
+            rest //= extent
+            start = int(lp.start.value)
+            if static_k and rest % per_step == 0:
+                # the same for every thread of a step: a compile-time value
+                value = f"{step} * {per_step} // {rest}" if rest > 1 else f"{step} * {per_step}"
+                if lp is not loops[0]:
+                    value = f"{value} % {extent}"
+                value = value if step != "0" else "0"
+            else:
+                value = f"{f} // {rest}" if rest > 1 else f
+                if lp is not loops[0]:
+                    value = f"({value}) % {extent}"
+            if start:
+                value = f"{value} + {start}"
+            out.line(inner, f"{lp.var.name} = {value}")
+            k.ranges[lp.var.name] = (start, start + extent - 1)
+        self.step = (step, width)
+        self.lanes(loops[-1], width, inner)
+        self.step = None
+
+    def over_accumulator(self, loops, frag: str, depth: int) -> None:
+        """A nest over T.gemm accumulators: each thread walks its own registers, with the
+        loop variables taken from the register's (i, j)."""
+        k, out = self.k, self.k.out
+        k.mma.drain(depth)
+        r = out.fresh("r")
+        width = max(1, loops[-1].vector_width)  # registers r, r + 1: columns j, j + 1
+        step = f", {width}" if width > 1 else ""
+        # unrolled by the compiler (register indices become constants); range_constexpr
+        # would unroll while tracing, slowly, and warn past 64 iterations
+        out.line(depth, f"for {r} in cutlass.range(0, cute.size({frag}){step}, unroll_full=True):")
+        names = ", ".join(lp.var.name for lp in loops)
+        out.line(depth + 1, f"{names} = {k.mma.coords[frag]}[{r}]")
+        for lp in loops:
+            k.ranges[lp.var.name] = (0, int(lp.extent.value) - 1)
+        self.mma_reg = r
+        self.lanes(loops[-1], width, depth + 1)
+        self.mma_reg = None
+
+    def replicated(self, loops, depth: int) -> None:
+        """Every thread runs every iteration (the nest writes only replicated fragments and
+        locals); small nests unroll so fragment indices are constants."""
+        total = math.prod(int(lp.extent.value) for lp in loops)
+        for lp in loops:
+            start, stop = int(lp.start.value), int(lp.start.value + lp.extent.value)
+            rng = "cutlass.range_constexpr" if total <= REPLICATED_UNROLL else "cutlass.range"
+            self.k.out.line(depth, f"for {lp.var.name} in {rng}({start}, {stop}):")
+            self.k.ranges[lp.var.name] = (start, stop - 1)
+            depth += 1
+        self.k.body(loops[-1].body, depth, guarded=True)
+
+    # ---- lanes ----------------------------------------------------------------------------
+    def lanes(self, inner: N.For, width: int, depth: int) -> None:
+        """The body for ``width`` consecutive iterations of ``inner`` per thread: vector
+        loads into registers, the body once per lane, vector stores; a per-lane bounds-checked
+        path where a vector may cross a tensor's end."""
+        vec = vector_accesses(inner, self.k.buffers, self.k.layouts, width)
+        conds = self.vector_bounds(inner, vec, width)
+        if conds:
+            self.k.out.line(depth, f"if {' and '.join(conds)}:")
+            self.lanes_fast(inner, width, vec, depth + 1)
+            self.k.out.line(depth, "else:")
+            self.lanes_loop(inner, width, {}, depth + 1)
+        else:
+            self.lanes_fast(inner, width, vec, depth)
+
+    def vector_bounds(self, inner: N.For, vec, width: int) -> list[str]:
+        """Bounds conditions of the vector accesses at the first and the last lane."""
+        k = self.k
+        j = inner.var.name
+        conds = []
+        # indices grow with the lane: lower bounds at the first lane, upper at the last
+        for (name, indices) in vec:
+            conds += k.bounds.predicate(name, indices, upper=width == 1)
+        if width > 1:
+            lo, hi = k.ranges[j]
+            k.exprs.subst[j] = f"({j} + {width - 1})"
+            k.ranges[j] = (lo + width - 1, hi)
+            for (name, indices) in vec:
+                conds += k.bounds.predicate(name, indices, lower=False)
+            k.ranges[j] = (lo, hi)
+            del k.exprs.subst[j]
+        return list(dict.fromkeys(conds))
+
+    def view(self, name: str, indices, chunk: int, extra: int = 0) -> str:
+        return vector_view(self.k.exprs, self.k.buffers[name], self.k.layouts.get(name),
+                           indices, chunk, extra)
+
+    def lanes_fast(self, inner: N.For, width: int, vec, depth: int) -> None:
+        out = self.k.out
+        body = inner.body
+        if inner.async_copy and vec:
+            (st,) = body
+            chunk = vec[(st.buffer, st.indices)]
+            for c in range(0, width, chunk):
+                src = self.view(st.value.buffer, st.value.indices, chunk, c)
+                dst = self.view(st.buffer, st.indices, chunk, c)
+                bits = chunk * DTYPES[self.k.buffers[st.buffer].dtype].bits
+                out.line(depth, f"tcc.copy_async({src}, {dst}, {bits})")
+            out.use("copy")
+            return
+        temps = {}
+        stores = []
+        for key, chunk in vec.items():
+            name, indices = key
+            dtype = cute_type(self.k.buffers[name].dtype)
+            tmp = out.fresh("vec")
+            temps[key] = tmp
+            out.line(depth, f"{tmp} = cute.make_rmem_tensor(({width},), {dtype})")
+            if any(isinstance(s, N.Store) and (s.buffer, s.indices) == key for s in body):
+                stores.append((key, chunk, tmp))
+                continue
+            for c in range(0, width, chunk):
+                part = f"cute.make_tensor({tmp}.iterator + {c}, cute.make_layout({chunk}))" \
+                    if chunk < width else tmp
+                out.line(depth, f"{part}.store({self.view(name, indices, chunk, c)}.load())")
+        self.lanes_loop(inner, width, temps, depth)
+        for key, chunk, tmp in stores:
+            name, indices = key
+            for c in range(0, width, chunk):
+                part = f"cute.make_tensor({tmp}.iterator + {c}, cute.make_layout({chunk}))" \
+                    if chunk < width else tmp
+                out.line(depth, f"{self.view(name, indices, chunk, c)}.store({part}.load())")
+
+    def lanes_loop(self, inner: N.For, width: int, temps, depth: int) -> None:
+        j = inner.var.name
+        if width == 1:
+            self.lane, self.vector = "0", temps
+            self.k.body(inner.body, depth, guarded=True)
+            self.lane, self.vector = None, {}
+            return
+        lane = self.k.out.fresh("lane")
+        self.k.out.line(depth, f"for {lane} in cutlass.range_constexpr({width}):")
+        self.k.exprs.subst[j] = f"({j} + {lane})"
+        self.lane, self.vector = lane, temps
+        self.k.body(inner.body, depth + 1, guarded=True)
+        self.lane, self.vector = None, {}
+        del self.k.exprs.subst[j]
+
+
+def _has_parallel(body) -> bool:
+    for s in body:
+        if isinstance(s, N.For):
+            if s.kind == "parallel" or _has_parallel(s.body):
+                return True
+        elif isinstance(s, N.If) and (_has_parallel(s.then) or _has_parallel(s.orelse)):
+            return True
+    return False
