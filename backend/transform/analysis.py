@@ -5,12 +5,11 @@ statement list, parallel nests, names in use, and sizes of buffers."""
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from typing import Optional
 
 from ..ir import nodes as N
-from ..ir.visitor import walk_stmts  # noqa: F401
+from ..ir.visitor import walk_nodes, walk_stmts  # noqa: F401
 from ..runtime.dtypes import DTYPES
 from ..target import arch_at_least  # noqa: F401
 
@@ -181,19 +180,4 @@ def accesses(body):
 
 def all_names(func: N.PrimFunc) -> set[str]:
     """Every variable and buffer name in ``func`` (fresh names avoid them)."""
-    names: set[str] = set()
-
-    def visit(x):
-        if isinstance(x, N.Var):
-            names.add(x.name)
-        elif isinstance(x, N.Buffer):
-            names.add(x.name)
-        elif dataclasses.is_dataclass(x) and not isinstance(x, type):
-            for f in dataclasses.fields(x):
-                visit(getattr(x, f.name))
-        elif isinstance(x, tuple):
-            for v in x:
-                visit(v)
-
-    visit(func)
-    return names
+    return {n.name for n in walk_nodes(func) if isinstance(n, (N.Var, N.Buffer))}

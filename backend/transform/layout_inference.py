@@ -35,6 +35,7 @@ import dataclasses
 import math
 
 from ..ir import nodes as N
+from ..ir.visitor import StmtMutator
 from ..runtime.dtypes import DTYPES
 from ..target import VECTOR_BYTES, WARP
 from .analysis import accesses, loads as _loads, mentions, parallel_nest  # noqa: F401
@@ -270,30 +271,29 @@ class _Kernel:
                 return N.Layout("row_major")
             return None
 
-        def visit(body):
-            out = []
-            for s in body:
-                if isinstance(s, N.Allocate):
-                    out.append(dataclasses.replace(s, layout=s.layout or layout_of(s.buffer.name)))
-                elif isinstance(s, N.For) and s.kind == "parallel":
-                    nest, (mode, root) = next(nest_iter)
-                    out.append(self.rewrite_nest(nest, mode, vector.get(root, 0)))
-                elif isinstance(s, N.For):
-                    out.append(dataclasses.replace(s, body=visit(s.body)))
-                elif isinstance(s, N.If):
-                    out.append(dataclasses.replace(s, then=visit(s.then), orelse=visit(s.orelse)))
-                elif isinstance(s, N.Reduce) and warps > 1 and not s.scratch:
-                    src = self.buffers[s.src]
-                    rows = math.prod(int(d.value) for d in src.shape[:-1])
-                    name = f"{s.dst}_scratch"
-                    buf = N.Buffer(name, src.dtype, (N.Const(rows * warps, "int32"),), "shared")
-                    scratch_allocs.append(N.Allocate(buf, N.Layout("row_major"), loc=s.loc))
-                    out.append(dataclasses.replace(s, scratch=name))
-                else:
-                    out.append(s)
-            return tuple(out)
+        kernel = self
 
-        body = visit(self.scope.body)
+        class _Rewrite(StmtMutator):
+            def visit_allocate(self, s: N.Allocate) -> N.Allocate:
+                return dataclasses.replace(s, layout=s.layout or layout_of(s.buffer.name))
+
+            def visit_for(self, s: N.For) -> N.For:
+                if s.kind != "parallel":
+                    return self.generic(s)
+                nest, (mode, root) = next(nest_iter)
+                return kernel.rewrite_nest(nest, mode, vector.get(root, 0))
+
+            def visit_reduce(self, s: N.Reduce) -> N.Reduce:
+                if warps <= 1 or s.scratch:
+                    return s
+                src = kernel.buffers[s.src]
+                rows = math.prod(int(d.value) for d in src.shape[:-1])
+                name = f"{s.dst}_scratch"
+                buf = N.Buffer(name, src.dtype, (N.Const(rows * warps, "int32"),), "shared")
+                scratch_allocs.append(N.Allocate(buf, N.Layout("row_major"), loc=s.loc))
+                return dataclasses.replace(s, scratch=name)
+
+        body = _Rewrite().visit_block(self.scope.body)
         return dataclasses.replace(self.scope, body=tuple(scratch_allocs) + body)
 
     @staticmethod
