@@ -1,0 +1,78 @@
+"""Per-row statistics of MMA accumulators: the registers behind an ``(M,)`` fragment whose
+elements live with the rows of an ``(M, N)`` ``T.gemm`` accumulator (the ``mma_rows``
+layout), the row reductions that fill them, and the index arithmetic that lets a loop
+over the accumulator's registers read the statistic of each register's row.
+
+In both tensor-core families a thread's accumulator registers have the shape
+``((2, 2[, N/8]), MMA_M, MMA_N)``: two adjacent columns, two rows 8 apart, (wgmma:
+column groups of 8), then the tiles along M and N.  So a thread holds ``2 * MMA_M``
+rows, the same ones for every N, and the four lanes of a quad (``lane // 4`` equal)
+hold the same rows.  A row reduction combines a thread's registers of each row and
+then the quad (two butterfly shuffles); it needs all warps along M (a warp arrangement
+``(w, 1)``), which the layout pass checks.
+
+Usage in generated code::
+
+    from tilecute.runtime.cute import rows as tcrow
+    m, m_i = tcrow.row_fragment("wgmma", (2, 1), 128, cutlass.Float32, tc_tid)
+    tcrow.reduce_rows(acc, m, "max", clear=False)
+    for r in cutlass.range(0, cute.size(acc), 2, unroll_full=True):
+        ... m[tcrow.row_of(acc, r)] ...          # the statistic of register r's row
+    for q in cutlass.range_constexpr(cute.size(m)):
+        i = m_i[q]                              # the row that m[q] belongs to
+"""
+
+import cutlass
+import cutlass.cute as cute
+
+from . import mma as tcm
+from .reduce import combine, warp_allreduce
+
+
+def row_fragment(family: str, warps: tuple, m: int, dtype, tid):
+    """Registers for one value per accumulator row this thread holds (``2 * MMA_M`` of
+    them), and the row index of each (a tuple, indexed by a compile-time register)."""
+    n = 8  # the rows a thread holds do not depend on N
+    mma = tcm.tiled_mma(family, cutlass.Float16, cutlass.Float16, cutlass.Float32, False, False,
+                        warps, n)
+    coords = mma.get_slice(tid).partition_C(cute.make_identity_tensor((m, n)))
+    mma_m = cute.size(coords, mode=[1])
+    rows = tuple(coords[((0, r0) + (0,) * (len(coords.shape[0]) - 2), mi, 0)][0]
+                 for mi in range(mma_m) for r0 in range(2))
+    return cute.make_rmem_tensor((2 * mma_m,), dtype), rows
+
+
+def row_of(acc, r):
+    """The register of a row fragment holding the row of accumulator register ``r``
+    (``r`` a flat register index; the registers are compact, column-major)."""
+    inner = cute.size(acc, mode=[0])
+    mma_m = cute.size(acc, mode=[1])
+    return (r // 2) % 2 + 2 * ((r // inner) % mma_m)
+
+
+def reduce_rows(acc, rows, op: str, clear: bool = True):
+    """``rows[q] = op over the accumulator row of rows[q]`` (``clear=False``: combined
+    with the value already there).  ``op``: "sum", "max", "min", "abssum", "absmax"."""
+    absolute = op.startswith("abs")
+    base = op[3:] if absolute else op
+    inner = cute.size(acc, mode=[0])
+    mma_m = cute.size(acc, mode=[1])
+    mma_n = cute.size(acc, mode=[2])
+    groups = inner // 4  # column groups of 8 (wgmma), else 1
+    for mi in range(mma_m):
+        for r0 in range(2):
+            v = None
+            for ni in range(mma_n):
+                for g in range(groups):
+                    for c0 in range(2):
+                        x = acc[c0 + 2 * r0 + 4 * g + inner * (mi + mma_m * ni)]
+                        if absolute:
+                            x = _abs(x)
+                        v = x if v is None else combine(v, x, base)
+            v = warp_allreduce(v, base, 4)  # the quad holding this row
+            q = r0 + 2 * mi
+            rows[q] = v if clear else combine(rows[q], v, base)
+
+
+def _abs(x):
+    return cute.arch.fmax(x, -x)
