@@ -372,7 +372,11 @@ class Layout:
       (warpgroups for wgmma): ``T.gemm`` accumulates into it; element ``(i, j)`` of each
       register is given by CuTe's partition of the tiled MMA (``runtime/cute/mma.py``);
       with ``operand="A"`` the register layout of a wgmma A operand read from registers
-      (the same (i, j) per register as an accumulator with as many columns).
+      (the same (i, j) per register as an accumulator with as many columns);
+      ``mma_rows``: an ``(M,)`` fragment holding one value per row of an ``(M, N)``
+      accumulator with layout ``mma``/``warps``: each thread holds the rows its
+      accumulator registers cover (``runtime/cute/rows.py``); row reductions of the
+      accumulator write it, and loops over the accumulator read it at their row.
     Shared buffers:
       ``row_major``;
       ``swizzled``: row-major over the last two dims ``(r, c)``, with column ``c`` stored at

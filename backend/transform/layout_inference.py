@@ -35,7 +35,7 @@ import dataclasses
 import math
 
 from ..ir import nodes as N
-from ..ir.visitor import StmtMutator
+from ..ir.visitor import StmtMutator, walk_stmts
 from ..runtime.dtypes import DTYPES
 from ..target import VECTOR_BYTES, WARP
 from .analysis import accesses, loads as _loads, mentions, parallel_nest  # noqa: F401
@@ -76,6 +76,7 @@ class _Kernel:
         self.replicated: set[str] = set()
         self.why: dict[str, N.Stmt] = {}  # fragment -> a statement that makes it replicated
         self.column_walked: set[str] = set()
+        self.rows = self.row_fragments()  # fragment -> its mma_rows layout
 
     def fail(self, s, msg: str):
         where = f"{s.loc}: " if getattr(s, "loc", None) else ""
@@ -83,6 +84,71 @@ class _Kernel:
 
     def scope_of(self, name: str) -> str:
         return self.buffers[name].scope
+
+    # ---- row statistics of accumulators -------------------------------------------------
+    def row_fragments(self) -> dict[str, N.Layout]:
+        """The ``(M,)`` fragments that live with the rows of an ``(M, N)`` T.gemm
+        accumulator: a row reduction's output, a fragment read as ``m[i]`` in a nest over
+        the accumulator's ``(i, j)``, and (transitively) a fragment of that shape that
+        shares a ``T.Parallel(M)`` nest with one."""
+        allocs = {s.buffer.name: s for s in walk_stmts(self.scope.body) if isinstance(s, N.Allocate)}
+
+        def frag(name):
+            a = allocs.get(name)
+            return a.buffer if a is not None and a.buffer.scope == "fragment" else None
+
+        def acc_layout(name):
+            a = allocs.get(name)
+            lay = a.layout if a is not None else None
+            return lay if lay is not None and lay.kind == "mma" and lay.operand == "" else None
+
+        def rows_of(layout: N.Layout) -> N.Layout:
+            return N.Layout("mma_rows", threads=layout.threads, mma=layout.mma, warps=layout.warps)
+
+        rows: dict[str, N.Layout] = {}
+        extent: dict[str, int] = {}
+
+        def add(name, layout, m, s):
+            buf = frag(name)
+            if buf is None or buf.ndim != 1 or buf.shape[0] != N.Const(m, "int32"):
+                return False
+            if name in rows and rows[name] != layout:
+                self.fail(s, f"fragment '{name}' holds row statistics of two T.gemm accumulators "
+                             f"with different register layouts ({rows[name]} and {layout})")
+            new = name not in rows
+            rows[name], extent[name] = layout, m
+            return new
+
+        nests = [parallel_nest(s) for s in walk_stmts(self.scope.body)
+                 if isinstance(s, N.For) and s.kind == "parallel"]
+        nests = [n for i, n in enumerate(nests) if not any(n[0] in m[1:] for m in nests)]
+        for r in walk_stmts(self.scope.body):
+            if isinstance(r, N.Reduce) and acc_layout(r.src) is not None:
+                src = allocs[r.src].buffer
+                if src.ndim == 2 and r.dim in (1, -1):
+                    add(r.dst, rows_of(acc_layout(r.src)), int(src.shape[0].value), r)
+        changed = True
+        while changed:
+            changed = False
+            for loops in nests:
+                names = [lp.var.name for lp in loops]
+                accs = accesses(loops[-1].body)
+                if len(loops) == 2:  # over an accumulator (i, j): m[i] reads its row
+                    lay = next((acc_layout(b) for b, idx, _ in accs if acc_layout(b) is not None
+                                and [getattr(x, "name", None) for x in idx] == names), None)
+                    if lay is not None:
+                        m = int(loops[0].extent.value)
+                        for b, idx, _ in accs:
+                            if len(idx) == 1 and getattr(idx[0], "name", None) == names[0]:
+                                changed |= add(b, rows_of(lay), m, loops[0])
+                elif len(loops) == 1:  # T.Parallel(M) over row fragments
+                    known = [rows[b] for b, idx, _ in accs if b in rows]
+                    if known:
+                        m = int(loops[0].extent.value)
+                        for b, idx, _ in accs:
+                            if len(idx) == 1 and getattr(idx[0], "name", None) == names[0]:
+                                changed |= add(b, known[0], m, loops[0])
+        return rows
 
     # ---- collect ------------------------------------------------------------------------
     def collect(self, body, top: bool = True) -> None:
@@ -101,8 +167,10 @@ class _Kernel:
                     if not (isinstance(lp.extent, N.Const) and isinstance(lp.start, N.Const)):
                         if any(self.scope_of(b) == "fragment" for b, _, _ in nest.accesses):
                             self.fail(lp, "a T.Parallel loop over fragments needs constant extents")
-                for b, idx, _ in nest.accesses:
-                    if self.scope_of(b) == "fragment" and not self.identity_shape(nest, b, idx):
+                for b, idx, write in nest.accesses:
+                    if b in self.rows:
+                        self.check_row_access(nest, b, idx, write, s)
+                    elif self.scope_of(b) == "fragment" and not self.identity_shape(nest, b, idx):
                         self.make_replicated(b, s)
                     if self.scope_of(b) == "shared" and len(idx) >= 2 and \
                             any(mentions(i, nest.vars[-1]) for i in idx[:-1]):
@@ -115,11 +183,27 @@ class _Kernel:
                 self.collect(s.orelse, top=False)
             elif isinstance(s, N.Reduce):
                 self.reduces.append(s)
-                self.make_replicated(s.dst, s)
+                if s.dst not in self.rows:
+                    self.make_replicated(s.dst, s)
             elif isinstance(s, N.Gemm):
                 pass  # its fragment has the MMA layout (gemm pass)
             else:
                 self.direct(accesses([s]), s)
+
+    def check_row_access(self, nest: _Nest, b: str, idx, write: bool, s) -> None:
+        """A row fragment is walked by ``T.Parallel(M)`` at ``i`` or read at ``i`` in a
+        nest over its accumulator's ``(i, j)``."""
+        ok = len(idx) == 1 and isinstance(idx[0], N.Var) and idx[0].name == nest.vars[0] and \
+            isinstance(nest.loops[0].start, N.Const) and nest.loops[0].start.value == 0
+        if ok and len(nest.loops) == 2 and write:
+            self.fail(s, f"fragment '{b}' holds one value per row of a T.gemm accumulator; a "
+                         f"T.Parallel loop over the accumulator's (i, j) may read '{b}[i]' but not "
+                         f"write it (reduce the rows with T.reduce_*)")
+        if not ok or len(nest.loops) > 2:
+            self.fail(s, f"fragment '{b}' holds one value per row of a T.gemm accumulator, so it "
+                         f"is indexed by the row variable of a T.Parallel loop: "
+                         f"`for i in T.Parallel({self.buffers[b].shape[0]})` or `for i, j in "
+                         f"T.Parallel(M, N)` over the accumulator")
 
     def direct(self, accs, s) -> None:
         """Accesses outside any nest: fragments may not be indexed there."""
@@ -144,7 +228,8 @@ class _Kernel:
         return a.layout if a is not None and a.layout is not None and a.layout.kind == "mma" else None
 
     def decide(self):
-        frags = [n for n, a in self.allocs.items() if a.buffer.scope == "fragment"]
+        frags = [n for n, a in self.allocs.items()
+                 if a.buffer.scope == "fragment" and n not in self.rows]
         for f in frags:
             if self.mma_layout(f) is not None and f in self.replicated:
                 self.fail(self.why[f], f"fragment '{f}' has a T.gemm register layout (an "
@@ -171,6 +256,10 @@ class _Kernel:
             for b in touched[1:]:
                 parent[find(b)] = find(touched[0])
             writes = {b for b, _, w in nest.accesses if w}
+            row_frags = {b for b, _, _ in nest.accesses if b in self.rows}
+            if row_frags and not touched:  # each thread walks the rows it holds
+                nest_mode.append(("rows", None))
+                continue
             if touched:
                 for b in touched:
                     if tuple(self.buffers[b].shape) != nest.extents:
@@ -208,8 +297,7 @@ class _Kernel:
                                                        "its shape")
                 for r in self.reduces:
                     if r.src in members:
-                        self.fail(r, f"T.reduce_{r.kind} of '{r.src}', which has a T.gemm "
-                                     "accumulator's layout, is not supported yet")
+                        self.check_row_reduce(r, layout)
                 for m in members:
                     self.mma[m] = self.mma_layout(m) or layout
                     vector[m] = MMA_LANES
@@ -237,6 +325,17 @@ class _Kernel:
                 vector[m] = v
         return nest_mode, vector
 
+    def check_row_reduce(self, r: N.Reduce, layout: N.Layout) -> None:
+        src = self.buffers[r.src]
+        if r.dst not in self.rows or src.ndim != 2 or r.dim not in (1, -1):
+            self.fail(r, f"T.reduce_{r.kind} of the T.gemm accumulator '{r.src}' reduces its "
+                         f"rows (dim=1) into a fragment of shape ({src.shape[0]},)")
+        if layout.warps[1] != 1:
+            self.fail(r, f"T.reduce_{r.kind} of the T.gemm accumulator '{r.src}': its rows are "
+                         f"spread over {layout.warps[1]} warps along N (warps {layout.warps}); a row "
+                         "reduction needs every warp along M (T.gemm(..., policy="
+                         "T.GemmWarpPolicy.FullRow))")
+
     def why_text(self, name: str) -> str:
         s = self.why.get(name)
         where = f" at {s.loc}" if getattr(s, "loc", None) else ""
@@ -258,6 +357,8 @@ class _Kernel:
 
         def layout_of(name: str):
             buf = self.buffers[name]
+            if name in self.rows:
+                return self.rows[name]
             if buf.scope == "fragment":
                 if name in self.mma:
                     return self.mma[name]
@@ -284,8 +385,8 @@ class _Kernel:
                 return kernel.rewrite_nest(nest, mode, vector.get(root, 0))
 
             def visit_reduce(self, s: N.Reduce) -> N.Reduce:
-                if warps <= 1 or s.scratch:
-                    return s
+                if warps <= 1 or s.scratch or s.dst in kernel.rows:
+                    return s  # (rows of an accumulator reduce within their quad)
                 src = kernel.buffers[s.src]
                 rows = math.prod(int(d.value) for d in src.shape[:-1])
                 name = f"{s.dst}_scratch"
