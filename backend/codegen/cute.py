@@ -17,7 +17,7 @@ kernel builds its tensors from them.  Imports no CUTLASS: it prints text.
 
 from __future__ import annotations
 
-from ..transform.lower import KernelPlan
+from ..transform.launch_abi import KernelPlan
 from .kernel import KernelEmitter
 from .source import CodegenError
 from .wrapper import header, jit_wrapper, name_prefix, placeholder_args

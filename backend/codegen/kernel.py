@@ -14,7 +14,7 @@ import math
 
 from ..ir import nodes as N
 from ..transform.analysis import loads as _loads, row_major_strides, value_range, walk_stmts
-from ..transform.lower import KernelPlan
+from ..transform.launch_abi import KernelPlan
 from .bounds import Bounds, load_key
 from .expr import PREC, ExprPrinter, cute_type
 from .memory import SharedMemory, shared_index
@@ -283,8 +283,7 @@ class KernelEmitter:
     def tma_copy(self, s: N.TmaCopy, depth: int, guarded: bool) -> None:
         out = self.out
         out.use("tma")
-        params = {p.name: p for p in self.plan.abi.kernels[self.index].params}
-        desc = params.get(s.desc)
+        desc = {d.name: d for d in self.scope.tma_descriptors}.get(s.desc)
         if desc is None:
             self.fail(s, "internal: T.tma_copy without a descriptor (the TMA pass assigns one)")
         load = s.barrier is not None
@@ -293,11 +292,12 @@ class KernelEmitter:
         coords = f"({coords},)" if len(glob.starts) == 1 else f"({coords})"
         stage = None if s.stage is None else self.exprs.expr(s.stage)
         smem = self.smem.ptr(shared.buffer, stage)
-        box = "x".join(map(str, desc.tma.box))
-        chunk_bytes = desc.tma.box_bytes(desc.dtype)
-        chunks = int(self.buffers[shared.buffer].shape[-1].value) // desc.tma.box[-1]
+        spec = desc.spec
+        box = "x".join(map(str, spec.box))
+        chunk_bytes = spec.box_bytes(desc.dtype)
+        chunks = int(self.buffers[shared.buffer].shape[-1].value) // spec.box[-1]
         what = f"a {box} box" if chunks == 1 else f"{chunks} {box} boxes"
-        more = f", chunks={chunks}, step={desc.tma.box[-1]}, chunk_bytes={chunk_bytes}" \
+        more = f", chunks={chunks}, step={spec.box[-1]}, chunk_bytes={chunk_bytes}" \
             if chunks > 1 else ""
         if load:
             call = (f"tct.load({s.desc}, {smem}, {self.barrier_ref(s.barrier)}, "
@@ -318,7 +318,7 @@ class KernelEmitter:
         plan, k, out = self.plan, self.scope, self.out
         launch = plan.abi.kernels[self.index]
         params = [f"{p.name}: {param_type(p)}" for p in launch.params]
-        if any(p.kind == "tma_desc" for p in launch.params):
+        if k.tma_descriptors:
             out.use("tma")
         out.line(0, "@cute.kernel")
         out.line(0, f"def {self.name}({', '.join(params)}):")

@@ -1,5 +1,6 @@
 """Memory as CuTe DSL source text: the kernel's dynamic shared memory carved into its
-buffers (stages of multi-buffered ones included), element offsets in row-major and
+buffers (stages of multi-buffered ones included) where the shared-memory pass placed them
+(``Allocate.slot``, ``KernelScope.shared_bytes``), element offsets in row-major and
 swizzled layouts, and the aligned vector views that 128-bit accesses and cp.async use.
 Imports no CUTLASS.
 """
@@ -12,9 +13,9 @@ from contextlib import contextmanager
 from ..ir import nodes as N
 from ..runtime.dtypes import DTYPES
 from ..transform.analysis import row_major_strides
-from ..transform.lower import shared_align, shared_allocs, shared_offsets, shared_stride
+from ..transform.shared_memory import shared_allocs
 from .expr import PREC, ExprPrinter, cute_type
-from .source import Writer
+from .source import CodegenError, Writer
 
 TMA_SWIZZLE_MASK = {32: 0x10, 64: 0x30, 128: 0x70}  # byte bits that TMA's swizzle XORs in
 
@@ -89,23 +90,28 @@ def vector_view(exprs: ExprPrinter, buf: N.Buffer, layout: N.Layout | None, indi
 
 # ---- dynamic shared memory ---------------------------------------------------------------
 class SharedMemory:
-    """The kernel's shared buffers in its dynamic shared memory ``tc_smem``: their byte
-    offsets, which are multi-buffered, and which stage a pipelined loop body sees."""
+    """The kernel's shared buffers in its dynamic shared memory ``tc_smem``: their slots,
+    which are multi-buffered, and which stage a pipelined loop body sees."""
 
     def __init__(self, scope: N.KernelScope, out: Writer):
         self.out = out
         self.allocs = shared_allocs(scope)
-        self.offsets, self.total = shared_offsets(scope)
+        self.total = scope.shared_bytes
+        self.slots: dict[str, N.SharedSlot] = {a.buffer.name: a.slot for a in self.allocs}
+        unplaced = [name for name, slot in self.slots.items() if slot is None]
+        if unplaced:
+            raise CodegenError(f"internal: shared buffers {unplaced} have no slot (the "
+                               "shared-memory pass places them)")
         self.staged: dict[str, N.Allocate] = {}  # multi-buffered shared buffers
         self.stage_of: dict[str, str] = {}  # staged buffer -> the stage the loop body sees
 
     def carve(self, depth: int) -> None:
         """Declare every shared buffer at its offset (staged ones get views per loop
         iteration) and initialize the mbarriers."""
-        if not self.offsets:
+        if not self.slots:
             return
         out = self.out
-        align = max(shared_align(a) for a in self.allocs)
+        align = max(a.slot.align for a in self.allocs)
         out.line(depth, f"tc_smem = cute.arch.get_dyn_smem(cutlass.Int8, alignment={align})"
                         f"  # {self.total} bytes")
         barriers = []
@@ -113,12 +119,12 @@ class SharedMemory:
             b = a.buffer
             if a.layout is not None and a.layout.kind == "mbarrier":
                 barriers.append(a)
-                out.line(depth, f"{b.name} = cute.recast_ptr(tc_smem + {self.offsets[b.name]}, "
+                out.line(depth, f"{b.name} = cute.recast_ptr(tc_smem + {a.slot.offset}, "
                                 f"dtype=cutlass.Int64)  # {int(b.shape[0].value)} mbarrier(s)")
             elif a.stages > 1:
                 self.staged[b.name] = a
                 out.line(depth, f"# {b.name}: {a.stages} stages of {elements(b)} "
-                                f"{b.dtype} from byte {self.offsets[b.name]}, {shared_stride(a)} apart")
+                                f"{b.dtype} from byte {a.slot.offset}, {a.slot.stride} apart")
             else:
                 out.line(depth, f"{b.name} = {self.view(a)}")
         if barriers:
@@ -132,15 +138,14 @@ class SharedMemory:
     def ptr(self, name: str, stage: str | None = None) -> str:
         """The Int8 shared-memory pointer to buffer ``name`` (stage ``stage`` of a staged
         buffer; by default the stage the enclosing pipelined loop sees)."""
-        off = self.offsets[name]
+        slot = self.slots[name]
         if stage is None:
             stage = self.stage_of.get(name)
         if name not in self.staged or stage is None:
-            return f"tc_smem + {off}"
-        a = self.staged[name]
+            return f"tc_smem + {slot.offset}"
         # assume: keeps the pointer's alignment (vector and TMA accesses need it)
-        return (f"tc_smem + cute.assume({off} + ({stage}) * {shared_stride(a)}, "
-                f"divby={shared_align(a)})")
+        return (f"tc_smem + cute.assume({slot.offset} + ({stage}) * {slot.stride}, "
+                f"divby={slot.align})")
 
     def view(self, a: N.Allocate, stage: str | None = None) -> str:
         b = a.buffer

@@ -2,7 +2,7 @@
 
 A nest spreads its iterations over the block's threads; each thread step runs ``width``
 consecutive iterations of the innermost loop (lanes).  Accesses the vectorize pass chose
-become 128-bit loads/stores or cp.async copies through registers; the body runs once per
+(``For.vectors``) become 128-bit loads/stores or cp.async copies through registers; the body runs once per
 lane; where a vector may cross a tensor's end a per-lane bounds-checked path runs
 instead.  Nests over T.gemm accumulators walk each thread's own registers; replicated
 nests run every iteration in every thread.  Imports no CUTLASS.
@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING
 from ..ir import nodes as N
 from ..runtime.dtypes import DTYPES
 from ..transform.analysis import accesses, parallel_nest
-from ..transform.vectorize import vector_accesses
 from .expr import cute_type
 from .memory import flat_index, vector_view
 
@@ -164,7 +163,7 @@ class NestEmitter:
         """The body for ``width`` consecutive iterations of ``inner`` per thread: vector
         loads into registers, the body once per lane, vector stores; a per-lane bounds-checked
         path where a vector may cross a tensor's end."""
-        vec = vector_accesses(inner, self.k.buffers, self.k.layouts, width)
+        vec = {(v.buffer, v.indices): v.chunk for v in inner.vectors}  # the vectorize pass's
         conds = self.vector_bounds(inner, vec, width)
         if conds:
             self.k.out.line(depth, f"if {' and '.join(conds)}:")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from .. import __version__
 from ..runtime.dtypes import DTYPES
-from ..transform.lower import KernelPlan
+from ..transform.launch_abi import KernelPlan
 from .expr import ExprPrinter, cute_type
 from .kernel import param_type
 from .source import HELPERS, INDENT, CodegenError
