@@ -121,6 +121,18 @@ def stage_bytes(buf: N.Buffer) -> int:
     return math.prod(int(x.value) for x in buf.shape) * DTYPES[buf.dtype].bytes
 
 
+def is_unit(e) -> bool:
+    """Is extent ``e`` (an int or a ``Const``) 1?"""
+    return e == 1 or (isinstance(e, N.Const) and e.value == 1)
+
+
+def squeeze(shape) -> tuple:
+    """Drop the unit extents of a tile (a (1, 64) or (64, 1) tile copies like a (64,)
+    one, ``Q[b, s:s + 64, h, :]`` like a (64, D) one); keep at least one."""
+    kept = tuple(x for x in shape if not is_unit(x))
+    return kept or tuple(shape)[-1:]
+
+
 def row_major_strides(buf: N.Buffer) -> tuple[N.Expr, ...]:
     """Element strides of ``buf``: its declared strides, or row-major from its shape."""
     if buf.strides is not None:

@@ -18,7 +18,7 @@ import dataclasses
 
 from ..ir import nodes as N
 from ..ir.visitor import StmtMutator
-from .analysis import all_names
+from .analysis import all_names, is_unit, squeeze
 
 
 class TileOpError(ValueError):
@@ -68,13 +68,13 @@ class _Lowerer(StmtMutator):
             self.fail(s, f"{what}: neither '{a.buffer}' nor '{b.buffer}' gives the tile's shape; "
                          "give one side explicit extents (A[i:i+16, 0:64])")
         if sa is None or sb is None:
-            shape = _squeeze(sa if sa is not None else sb)
+            shape = squeeze(sa if sa is not None else sb)
             other = b if sa is not None else a
             if len(shape) > len(other.starts):
                 self.fail(s, f"{what}: the tile has {len(shape)} dims but '{other.buffer}' only "
                              f"{len(other.starts)}")
-            return _squeeze(shape)
-        qa, qb = _squeeze(sa), _squeeze(sb)
+            return squeeze(shape)
+        qa, qb = squeeze(sa), squeeze(sb)
         if len(qa) != len(qb) or any(
                 not (isinstance(x, N.Const) and isinstance(y, N.Const) and x.value == y.value)
                 and x != y for x, y in zip(qa, qb)):
@@ -89,7 +89,7 @@ class _Lowerer(StmtMutator):
         """Element indices of region ``r`` at the nest's iteration ``loop_vars``."""
         rank = len(r.starts)
         extents = self.tile_shape(r)
-        if extents is not None and len(_squeeze(extents)) == len(shape):
+        if extents is not None and len(squeeze(extents)) == len(shape):
             # map loop dims onto the region's non-unit dims, in order
             out, d = [], 0
             ext = list(extents)
@@ -131,7 +131,7 @@ class _Lowerer(StmtMutator):
         shape = self.tile_shape(dst)
         if shape is None:
             self.fail(s, f"T.fill of '{dst.buffer}' needs explicit extents (A[i:i+16, 0:64])")
-        shape = _squeeze(shape)
+        shape = squeeze(shape)
         buf = self.buffers[dst.buffer]
         return self.nest(s, shape, lambda vs: (
             N.Store(buf.name, self.indices(dst, shape, vs), N.cast(value, buf.dtype), loc=s.loc),))
@@ -169,18 +169,11 @@ def _zero(e) -> bool:
     return isinstance(e, N.Const) and e.value == 0
 
 
-def _squeeze(shape) -> tuple:
-    """Drop leading unit extents (a (1, 64) tile copies like a (64,) one), keep at least one."""
-    shape = list(shape)
-    while len(shape) > 1 and isinstance(shape[0], N.Const) and shape[0].value == 1:
-        shape.pop(0)
-    return tuple(shape)
-
-
 def _kept_dims(extents, rank: int) -> list[int]:
-    """Which axes of a region with ``extents`` the ``rank`` loop dims walk: its trailing
-    ``rank`` axes (after the leading unit extents dropped by ``_squeeze``)."""
-    return list(range(len(extents) - rank, len(extents)))
+    """Which axes of a region with ``extents`` the ``rank`` loop dims walk: its non-unit
+    axes, in order (the trailing ``rank`` axes when there are fewer)."""
+    kept = [d for d, x in enumerate(extents) if not is_unit(x)]
+    return kept if len(kept) == rank else list(range(len(extents) - rank, len(extents)))
 
 
 def lower_tile_ops(func: N.PrimFunc) -> N.PrimFunc:

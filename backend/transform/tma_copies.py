@@ -22,7 +22,8 @@ from ..ir import nodes as N
 from ..ir.visitor import StmtMutator, walk_nodes, walk_stmts
 from ..runtime.dtypes import DTYPES
 from ..target import TMA_MAX_BOX, TMA_MAX_RANK, arch_at_least
-from .analysis import accesses, known_multiple, mentions, parallel_nest, row_major_strides
+from .analysis import (accesses, known_multiple, mentions, parallel_nest, row_major_strides,
+                       squeeze)
 
 
 class TmaError(ValueError):
@@ -39,15 +40,17 @@ def tma_box(glob: N.Buffer, region: N.Region, shared: N.Buffer, swizzle: int) ->
     if not 1 <= glob.ndim <= TMA_MAX_RANK:
         return f"'{glob.name}' has {glob.ndim} dims; TMA tensors have 1 to {TMA_MAX_RANK}"
     tile = [int(d.value) for d in shared.shape]
-    while len(tile) > glob.ndim and tile[0] == 1:
-        tile.pop(0)
-    if len(tile) > glob.ndim:
-        return f"the shared tile has more dims than '{glob.name}'"
-    box = (1,) * (glob.ndim - len(tile)) + tuple(tile)
-    if region.extents is not None:
+    if region.extents is not None:  # the region's unit dims may stand anywhere
         ext = [int(e.value) if isinstance(e, N.Const) else None for e in region.extents]
-        if tuple(ext) != box:
-            return f"the region's extents {ext} are not the shared tile's {list(box)}"
+        if None in ext or squeeze(ext) != squeeze(tile):
+            return f"the region's extents {ext} are not the shared tile's {tile}"
+        box = tuple(ext)
+    else:  # a region origin: the tile's dims are the tensor's last ones
+        while len(tile) > glob.ndim and tile[0] == 1:
+            tile.pop(0)
+        if len(tile) > glob.ndim:
+            return f"the shared tile has more dims than '{glob.name}'"
+        box = (1,) * (glob.ndim - len(tile)) + tuple(tile)
     esize = DTYPES[glob.dtype].bytes
     if swizzle and box[-1] * esize % swizzle:
         return (f"a {swizzle}-byte TMA swizzle copies rows in {swizzle}-byte chunks; the box's "
