@@ -10,7 +10,7 @@ import elementwise as E
 import tilecute
 from tilecute.runtime.abi import KernelParam
 from tilecute.runtime.cubin import ABIMismatch, check_abi
-from tilecute.transform.lower import lower
+from tilecute.transform.pipeline import lower
 from tilecute.codegen.cute import CodegenError, emit_cute
 import tilecute.language as T
 

@@ -18,7 +18,7 @@ from tilecute.runtime.cubin import check_abi, read_cubin
 from tilecute.runtime.cubingen import _import_source, compile_cubin
 from tilecute.transform.select_mma import GemmError
 from tilecute.ir.visitor import walk_stmts
-from tilecute.transform.lower import lower
+from tilecute.transform.pipeline import lower
 from tilecute.codegen.cute import emit_cute
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))

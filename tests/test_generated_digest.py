@@ -22,7 +22,7 @@ from tilecute.codegen.cute import emit_cute
 from tilecute.host.host_module import render_host_module
 from tilecute.host.launcher import render_launcher
 from tilecute.ir.printer import print_func
-from tilecute.transform.lower import lower
+from tilecute.transform.pipeline import lower
 
 DIGESTS = Path(__file__).parent / "golden" / "generated_digests.json"
 ROOT = str(Path(__file__).resolve().parents[1])  # source locations are printed; pin them relative

@@ -14,7 +14,7 @@ from tilecute.ir.validate import ValidationError
 from tilecute.language import from_script
 from tilecute.runtime.cubin import check_abi
 from tilecute.transform.layout_inference import LayoutError
-from tilecute.transform.lower import lower
+from tilecute.transform.pipeline import lower
 from tilecute.transform.lower_tile_ops import TileOpError
 from tilecute.codegen.cute import emit_cute
 
