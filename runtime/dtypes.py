@@ -60,9 +60,30 @@ ALIASES = {
 }
 
 
+class UnknownDTypeError(KeyError, ValueError):
+    """A dtype name tilecute does not know.  A ``KeyError`` (a lookup that failed) and a
+    ``ValueError`` (a bad value from the user); its message names the dtype and lists
+    the valid ones, which a bare ``KeyError`` would not."""
+
+    def __init__(self, name):
+        self.name = name
+        super().__init__(f"unknown dtype {name!r}; {valid_dtypes_text()}")
+
+    def __str__(self) -> str:  # KeyError would quote the whole message
+        return self.args[0]
+
+
+def valid_dtypes_text() -> str:
+    return (f"tilecute dtypes are {', '.join(DTYPES)} "
+            f"(or an alias of one: {', '.join(ALIASES)})")
+
+
 def canonical_dtype(name: str) -> str:
-    """The canonical tilecute dtype name for ``name``; ``KeyError`` when unknown."""
+    """The canonical tilecute dtype name for ``name``; :class:`UnknownDTypeError` (a
+    ``KeyError`` and a ``ValueError``) naming the valid ones when unknown."""
+    if not isinstance(name, str):
+        raise UnknownDTypeError(name)
     name = ALIASES.get(name, name)
     if name not in DTYPES:
-        raise KeyError(name)
+        raise UnknownDTypeError(name)
     return name

@@ -67,9 +67,21 @@ def test_unknown_dtype_names_the_line():
     assert f":{_line_of(f, 'float17')}:" in msg
 
 
-def test_unknown_dtype_in_a_parameter():
-    with pytest.raises(KeyError):
-        T.Tensor((4,), "complex64")
+def test_unknown_dtype_in_a_parameter_names_the_parameter_and_the_valid_dtypes():
+    def f(x: T.Tensor((4,), "complex64")):
+        with T.Kernel(1, threads=32) as bx:
+            x[0] = 1.0
+    msg = _parse_error(f)
+    assert "parameter 'x': unknown dtype 'complex64'" in msg
+    assert "tilecute dtypes are float16, bfloat16" in msg and "prim_func 'f'" in msg
+    assert f":{_line_of(f, 'complex64')}:" in msg
+
+
+def test_unknown_dtype_outside_a_prim_func_is_a_value_error_that_lists_the_valid_ones():
+    with pytest.raises(ValueError, match=r"unknown dtype 'float17'; tilecute dtypes are float16"):
+        T.dtype_name("float17")
+    with pytest.raises(KeyError):  # still a KeyError for callers that catch one
+        T.dtype_name("float17")
 
 
 def test_store_shape_mismatch_names_the_line():

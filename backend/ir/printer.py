@@ -140,9 +140,10 @@ def _stmt(s: N.Stmt, indent: int, out: list[str]) -> None:
     elif isinstance(s, N.Allocate):
         b = s.buffer
         shape = _tuple(expr_str(d) for d in b.shape)
-        if s.layout is not None and s.layout.kind == "mbarrier":
-            out.append(f"{pad}{b.name} = T.alloc_barrier({expr_str(b.shape[0])}, "
-                       f"arrive_count={s.layout.threads})")
+        if s.layout is not None and s.layout.kind == "mbarrier":  # TileLang's signature
+            n, count = b.shape[0].value, s.layout.threads
+            arg = str(count) if n == 1 else f"[{count}] * {n}"
+            out.append(f"{pad}{b.name} = T.alloc_barrier({arg})")
             return
         layout = f", layout={layout_str(s.layout)}" if s.layout is not None else ""
         stages = f", stages={s.stages}" if s.stages > 1 else ""

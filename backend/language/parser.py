@@ -5,6 +5,14 @@ dtypes and tuples fold into the IR as constants, so ``if block_M > 64:`` picks a
 while parsing.  Names bound inside the body become IR variables, renamed where they
 would shadow one another so that generated code keeps TileLang's scoping.  Anything the
 frontend does not support is a :class:`FrontendError` at its source line.
+
+``T.*`` forms are recognised by value (``forms.Form``), and a call's arguments are bound
+to the form's signature (TileLang's) before anything is read from them: positional and
+keyword spellings mean the same, and an unknown argument, or a TileLang argument
+tilecute does not honor, is an error naming the form, the argument and the line.
+
+Imports the IR, the values, forms and ops modules; never the ``T`` namespace
+(``tilecute.language``), which imports this module.
 """
 
 from __future__ import annotations
@@ -17,6 +25,11 @@ from typing import Any, Optional
 
 from ..ir import nodes as N
 from ..ir.validate import validate
+from ..runtime.dtypes import UnknownDTypeError
+from . import forms as F
+from . import ops
+from .values import (DType, GemmWarpPolicy, Layout, TensorSpec, dtype_name, dynamic, plain_signature,
+                     signature_error)
 
 MAX_PARALLEL_DIMS = 8
 
@@ -43,9 +56,23 @@ class _BufferRef:
         self.buffer = buffer
 
 
-_LOOPS = {"Parallel": "parallel", "serial": "serial", "unroll": "unrolled",
-          "Pipelined": "pipelined"}
-_ALLOCS = {"alloc_shared": "shared", "alloc_fragment": "fragment", "alloc_local": "local"}
+class _VarRef(_BufferRef):
+    """A ``T.alloc_var`` name: a one-element local buffer that reads and assigns like a
+    scalar (``x = x + 1`` stores into it)."""
+
+
+class _Given:
+    """A call argument whose value is already known (from ``*args`` / ``**kwargs``)."""
+
+    def __init__(self, value, node):
+        self.value, self.node = value, node
+
+
+_LOOPS = {"Parallel": "parallel", "serial": "serial", "Serial": "serial", "unroll": "unrolled",
+          "Unroll": "unrolled", "Pipelined": "pipelined"}
+# TileLang's memory scopes (the `scope` argument of T.alloc_*) -> tilecute's
+_SCOPES = {"shared.dyn": "shared", "shared": "shared", "local.fragment": "fragment",
+           "local": "local", "local.var": "local"}
 _CMP = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq", ast.NotEq: "ne"}
 _BIN = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div",
         ast.FloorDiv: "floordiv", ast.Mod: "mod", ast.BitAnd: "bitand", ast.BitOr: "bitor",
@@ -54,6 +81,97 @@ _BIN = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div",
 
 def _is_ir(x) -> bool:
     return isinstance(x, N.Expr)
+
+
+class _Args:
+    """A ``T.*`` call's arguments bound to the form's signature.
+
+    ``value(name)`` evaluates an argument (its default when the call does not give it);
+    ``node(name)`` is the AST node to report an error at; ``given(name)`` says whether
+    the call names it.  Binding errors (an unknown keyword, one positional too many, a
+    missing argument) name the form, the argument and the line."""
+
+    def __init__(self, parser: "_Parser", name: str, sig: inspect.Signature, call: ast.Call):
+        self.parser, self.name, self.sig, self.call = parser, name, sig, call
+        pos: list = []
+        kw: dict = {}
+        for a in call.args:
+            if isinstance(a, ast.Starred):
+                pos.extend(_Given(v, a) for v in parser.eval_python(a.value))
+            else:
+                pos.append(a)
+        for k in call.keywords:
+            if k.arg is None:
+                kw.update({n: _Given(v, k.value) for n, v in parser.eval_python(k.value).items()})
+            else:
+                kw[k.arg] = k.value
+        texts = [ast.unparse(r) if isinstance(r, ast.AST) else repr(r.value) for r in pos]
+        error = signature_error(f"T.{name}", sig, texts, kw)
+        if error:
+            raise parser.error(call, error)
+        self.bound = sig.bind(*pos, **kw)
+        self._values: dict = {}
+
+    def given(self, name: str) -> bool:
+        return name in self.bound.arguments
+
+    def node(self, name: str):
+        ref = self.bound.arguments.get(name)
+        if isinstance(ref, _Given):
+            return ref.node
+        return ref if isinstance(ref, ast.AST) else self.call
+
+    def ref(self, name: str):
+        """The raw argument: an AST node, a :class:`_Given`, or a tuple of them for
+        ``*args``; the default when the call does not give it."""
+        if name in self.bound.arguments:
+            return self.bound.arguments[name]
+        p = self.sig.parameters[name]
+        return {p.VAR_POSITIONAL: (), p.VAR_KEYWORD: {}}.get(p.kind, p.default)
+
+    def value(self, name: str):
+        if name not in self._values:
+            self._values[name] = self.parser.arg_value(self.ref(name))
+        return self._values[name]
+
+    def fail(self, name: str, msg: str) -> "FrontendError":
+        return self.parser.error(self.node(name), f"T.{self.name}: {msg}")
+
+    def refuse_unless(self, name: str, accepted, why: str) -> None:
+        """An argument tilecute does not honor: an error when the call gives it a value
+        other than ``accepted`` (TileLang's default, and spellings meaning the same)."""
+        if not self.given(name):
+            return
+        v = self.value(name)
+        if any(v is a or (type(v) is type(a) and v == a) for a in accepted):
+            return
+        raise self.fail(name, f"{name}={_show(v)} is not supported: {why}")
+
+    def no_annotations(self) -> None:
+        self.refuse_unless("annotations", (None, {}), "tilecute takes no annotations")
+
+    def static_bool(self, name: str) -> bool:
+        v = self.value(name)
+        if isinstance(v, bool) or (isinstance(v, int) and v in (0, 1)):
+            return bool(v)
+        raise self.fail(name, f"{name} must be True or False, known at parse time; got {_show(v)}")
+
+    def static_int(self, name: str, lo: Optional[int] = None) -> int:
+        v = self.value(name)
+        if isinstance(v, int) and not isinstance(v, bool) and (lo is None or v >= lo):
+            return v
+        bound = f" >= {lo}" if lo is not None else ""
+        raise self.fail(name, f"{name} must be an int{bound} known at parse time; got {_show(v)}")
+
+
+def _show(v) -> str:
+    if isinstance(v, N.Expr):
+        from ..ir.printer import expr_str
+
+        return f"`{expr_str(v)}`"
+    if isinstance(v, GemmWarpPolicy):
+        return f"T.GemmWarpPolicy.{v.name}"
+    return repr(v)
 
 
 class _Parser:
@@ -67,7 +185,7 @@ class _Parser:
         self.control: list[bool] = [False]  # per scope: is it a loop or if body?
         self.used_names: set[str] = set()
         self.symbols: dict[str, N.Var] = {}
-        self.T = env.get("T")
+        self.used_names.add(self.fname)  # the function's own name is taken too
         self.in_kernel = False
 
     # ---- errors and locations ---------------------------------------------------------
@@ -91,6 +209,12 @@ class _Parser:
         if hasattr(builtins, name):
             return getattr(builtins, name)
         raise self.error(node, f"name '{name}' is not defined")
+
+    def lookup_local(self, name: str):
+        for scope in reversed(self.scopes):
+            if name in scope:
+                return scope[name]
+        return None
 
     def fresh(self, name: str) -> str:
         if name not in self.used_names:
@@ -121,9 +245,10 @@ class _Parser:
             if name in self.scopes[i]:
                 if i < inner_control and isinstance(self.scopes[i][name], N.Var):
                     raise self.error(node, f"'{name}' is bound outside this loop/if body; "
-                                           "assigning it here would not change it there. Use a "
-                                           "local buffer: `acc = T.alloc_local((1,), dtype)` and "
-                                           "`acc[0] += ...`")
+                                           "assigning it here would not change it there. Use "
+                                           "`acc = T.alloc_var(dtype)` (or a local buffer: "
+                                           "`acc = T.alloc_local((1,), dtype)` and "
+                                           "`acc[0] += ...`)")
                 return
 
     def note_symbols(self, value):
@@ -131,6 +256,40 @@ class _Parser:
             if isinstance(x, N.Var) and x.name not in self.symbols:
                 self.symbols[x.name] = x
                 self.used_names.add(x.name)
+
+    # ---- T.* forms and their arguments ------------------------------------------------
+    def form_of(self, node) -> Optional[F.Form]:
+        """The ``T.*`` statement form ``node`` names (as ``T.copy`` or an imported alias),
+        or None; a TileLang form tilecute lacks is an error here."""
+        try:
+            v = self.eval_python(node)
+        except FrontendError:
+            return None
+        if isinstance(v, F.Unsupported):
+            raise self.error(node, v.message())
+        return v if isinstance(v, F.Form) else None
+
+    def args(self, form: F.Form, call: ast.Call) -> _Args:
+        return _Args(self, form.__name__, form.signature, call)
+
+    def arg_value(self, ref):
+        if isinstance(ref, _Given):
+            return ref.value
+        if isinstance(ref, ast.AST):
+            return self.eval_python(ref)
+        if isinstance(ref, tuple):
+            return tuple(self.arg_value(r) for r in ref)
+        return ref  # a default
+
+    def arg_index(self, ref, form: str) -> N.Expr:
+        """An argument that is an integer expression (a grid or loop extent)."""
+        if isinstance(ref, ast.AST):
+            return self.index_expr(ref)
+        v = ref.value if isinstance(ref, _Given) else ref
+        node = ref.node if isinstance(ref, _Given) else None
+        if isinstance(v, bool) or not isinstance(v, (int, N.Expr)) or not N.is_int(N.as_expr(v).dtype):
+            raise self.error(node, f"T.{form}: expected an integer expression, got {_show(v)}")
+        return N.cast(N.as_expr(v), "int32")
 
     # ---- the function -----------------------------------------------------------------
     def parse(self) -> N.PrimFunc:
@@ -166,10 +325,18 @@ class _Parser:
         return func
 
     def make_param(self, arg: ast.arg, spec) -> N.Param:
-        from . import TensorSpec, DType, dtype_name
-
         name = arg.arg
         if isinstance(spec, TensorSpec):
+            if spec.error:
+                raise self.error(arg, f"parameter '{name}': {spec.error}")
+            for what, value in spec.refused:
+                raise self.error(arg, f"parameter '{name}': {spec.form}({what}={_show(value)}) "
+                                      "is not supported (tilecute's tensor parameters are "
+                                      "global tensors passed in by the caller)")
+            try:
+                dt = dtype_name(spec.dtype)
+            except UnknownDTypeError as e:
+                raise self.error(arg, f"parameter '{name}': {e}") from None
             shape = tuple(self.dim(arg, d, name) for d in spec.shape)
             strides = None
             if spec.strides is not None:
@@ -177,15 +344,15 @@ class _Parser:
                     raise self.error(arg, f"'{name}': {len(spec.strides)} strides for "
                                           f"{len(shape)} dims")
                 strides = tuple(self.dim(arg, d, name) for d in spec.strides)
-            buf = N.Buffer(name, spec.dtype, shape, "global", strides)
+            buf = N.Buffer(name, dt, shape, "global", strides)
             self.note_symbols(shape + (strides or ()))
             self.bind(name, _BufferRef(buf))
             return buf
-        if isinstance(spec, str):
+        if isinstance(spec, str) or str(spec).startswith("torch."):
             try:
                 dt = dtype_name(spec)
-            except KeyError:
-                raise self.error(arg, f"parameter '{name}': unknown dtype {spec!r}") from None
+            except UnknownDTypeError as e:
+                raise self.error(arg, f"parameter '{name}': {e}") from None
             var = N.Var(name, dt)
             self.bind(name, var)
             return var
@@ -194,11 +361,13 @@ class _Parser:
 
     def dim(self, node, d, name) -> N.Expr:
         if isinstance(d, bool) or not isinstance(d, (int, N.Var)):
-            raise self.error(node, f"'{name}': a dimension must be an int or T.symbolic(...), "
+            raise self.error(node, f"'{name}': a dimension must be an int or T.dynamic(...), "
                                    f"got {d!r}")
         if isinstance(d, int):
             if d <= 0:
                 raise self.error(node, f"'{name}': dimension {d} must be positive")
+            if d >= 2 ** 31:
+                raise self.error(node, f"'{name}': dimension {d} does not fit int32")
             return N.Const(d, "int32")
         if d.dtype != "int32":
             raise self.error(node, f"'{name}': symbolic dimension {d.name} must be int32")
@@ -224,7 +393,7 @@ class _Parser:
             raise self.error(s, "only `with T.Kernel(...)` blocks (and parse-time constants) "
                                 "may stand at the top level of a prim_func body")
         if isinstance(s, ast.For):
-            return [self.for_stmt(s)]
+            return self.for_stmt(s)
         if isinstance(s, ast.If):
             return self.if_stmt(s)
         if isinstance(s, ast.Assign):
@@ -259,23 +428,34 @@ class _Parser:
             raise self.error(s, "one `with T.Kernel(...)` at a time")
         item = s.items[0]
         call = item.context_expr
-        if not (isinstance(call, ast.Call) and self.is_t_form(call.func, "Kernel")):
-            raise self.error(s, "the only `with` form is `with T.Kernel(...) as ...`")
+        form = self.form_of(call.func) if isinstance(call, ast.Call) else None
+        if form is None or form.kind != "with":
+            raise self.error(s, "the only `with` forms are `with T.Kernel(...) as ...` and "
+                                "`with T.ClusterKernel(...) as ...`")
         if self.in_kernel:
             raise self.error(s, "T.Kernel blocks cannot nest")
-        grid = [self.index_expr(a) for a in call.args]
-        kw = {k.arg: k.value for k in call.keywords}
-        unknown = set(kw) - {"threads", "cluster", "producer_threads"}
-        if unknown:
-            raise self.error(s, f"T.Kernel got unknown keyword(s) {sorted(unknown)}")
+        a = self.args(form, call)
+        grid = [self.arg_index(r, form.__name__) for r in a.ref("blocks")]
         if not 1 <= len(grid) <= 3:
-            raise self.error(s, f"T.Kernel takes 1 to 3 grid extents, got {len(grid)}")
-        threads = self.int_tuple(kw["threads"], "threads") if "threads" in kw else (128,)
+            raise self.error(s, f"T.{form.__name__} takes 1 to 3 grid extents, got {len(grid)}")
+        a.refuse_unless("prelude", (None,), "tilecute emits CuTe DSL, not CUDA C++, so there is "
+                                            "no C code to import")
+        threads = self.int_tuple(a.node("threads"), "threads", a.value("threads")) \
+            if a.value("threads") is not None else (128,)
         if not 1 <= len(threads) <= 3:
-            raise self.error(s, "threads must have 1 to 3 dims")
-        cluster = self.int_tuple(kw["cluster"], "cluster") if "cluster" in kw else None
-        producer = self.int_tuple(kw["producer_threads"], "producer_threads")[0] \
-            if "producer_threads" in kw else 0
+            raise a.fail("threads", "threads must have 1 to 3 dims")
+        cluster, producer = None, 0
+        if form.__name__ == "ClusterKernel":
+            dims = self.int_tuple(a.node("cluster_dims"), "cluster_dims", a.value("cluster_dims"))
+            if len(dims) > 3:
+                raise a.fail("cluster_dims", "cluster_dims has at most 3 dims")
+            dims = dims + (1,) * (3 - len(dims))
+            cluster = None if dims == (1, 1, 1) else dims
+        else:
+            if a.value("cluster") is not None:
+                cluster = self.int_tuple(a.node("cluster"), "cluster", a.value("cluster"))
+            if a.given("producer_threads"):
+                producer = a.static_int("producer_threads", 0)
         names = []
         if item.optional_vars is not None:
             t = item.optional_vars
@@ -305,48 +485,56 @@ class _Parser:
         return N.KernelScope(tuple(grid), threads, tuple(block_vars), body, cluster,
                              loc=self.loc(s), producer_threads=producer)
 
-    def int_tuple(self, node, what) -> tuple[int, ...]:
-        v = self.eval_python(node)
+    def int_tuple(self, node, what, v=None) -> tuple[int, ...]:
+        if v is None:
+            v = self.eval_python(node)
         v = tuple(v) if isinstance(v, (tuple, list)) else (v,)
         if not all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in v):
             raise self.error(node, f"{what} must be positive ints known at parse time, got {v!r}")
         return v
 
-    def for_stmt(self, s: ast.For) -> N.Stmt:
+    def for_stmt(self, s: ast.For) -> list[N.Stmt]:
         if s.orelse:
             raise self.error(s, "for-else is not supported")
         it = s.iter
+        loops = "T.Parallel(...), T.serial(...), T.unroll(...), T.Pipelined(...) or range(...)"
         if not isinstance(it, ast.Call):
-            raise self.error(s, "loop over T.Parallel(...), T.serial(...), T.unroll(...), "
-                                "T.Pipelined(...) or range(...)")
-        kind = None
-        for form, k in _LOOPS.items():
-            if self.is_t_form(it.func, form):
-                kind = k
-        if kind is None and isinstance(it.func, ast.Name) and it.func.id == "range" \
+            raise self.error(s, f"loop over {loops}")
+        form = self.form_of(it.func)
+        if form is None and isinstance(it.func, ast.Name) and it.func.id == "range" \
                 and self.lookup("range", it) is range:
-            kind = "serial"
-        if kind is None:
-            raise self.error(s, "loop over T.Parallel(...), T.serial(...), T.unroll(...), "
-                                "T.Pipelined(...) or range(...)")
+            form = F.FORMS["serial"]  # range(start, stop, step) binds like T.serial
+        if form is None or form.kind != "for":
+            raise self.error(s, f"loop over {loops}")
         if not self.in_kernel:
             raise self.error(s, "loops must be inside a T.Kernel block")
-        kw = {k.arg: k.value for k in it.keywords}
+        kind = _LOOPS[form.__name__]
+        a = self.args(form, it)
+        a.no_annotations()
         target = s.target
         names = [e for e in (target.elts if isinstance(target, ast.Tuple) else [target])]
         if not all(isinstance(n, ast.Name) for n in names):
             raise self.error(s, "loop variables must be plain names")
         num_stages, vector_width, replicated, async_copy = 0, 0, False, False
         warp_specialize = None
+        step = None
         if kind == "parallel":
-            unknown = set(kw) - {"coalesced_width", "vector_width", "replicated", "async_copy"}
-            if unknown:
-                raise self.error(s, f"T.Parallel got unknown keyword(s) {sorted(unknown)}")
-            if "vector_width" in kw:
-                vector_width = self.eval_python(kw["vector_width"])
-            replicated = bool(self.eval_python(kw["replicated"])) if "replicated" in kw else False
-            async_copy = bool(self.eval_python(kw["async_copy"])) if "async_copy" in kw else False
-            extents = [self.index_expr(a) for a in it.args]
+            extents = [self.arg_index(r, "Parallel") for r in a.ref("extents")]
+            if not extents:
+                raise self.error(s, "T.Parallel needs at least one extent")
+            vector_width = a.static_int("vector_width", 0)
+            if a.value("coalesced_width") is not None:
+                width = a.static_int("coalesced_width", 1)
+                if vector_width and vector_width != width:
+                    raise a.fail("coalesced_width", f"coalesced_width={width} and "
+                                                    f"vector_width={vector_width} disagree")
+                vector_width = width
+            a.refuse_unless("loop_layout", (None,), "tilecute's layout pass lays out every "
+                                                    "parallel loop itself")
+            a.refuse_unless("prefer_async", (None, False), "tilecute's vectorization pass "
+                                                           "chooses cp.async itself")
+            replicated = a.static_bool("replicated")
+            async_copy = a.static_bool("async_copy")
             if len(extents) != len(names):
                 raise self.error(s, f"T.Parallel has {len(extents)} extents but {len(names)} "
                                     "loop variables")
@@ -354,46 +542,70 @@ class _Parser:
         else:
             if len(names) != 1:
                 raise self.error(s, f"{kind} loops bind one variable")
-            if kind == "pipelined":
-                unknown = set(kw) - {"num_stages", "warp_specialize"}
-                if unknown:
-                    raise self.error(s, f"T.Pipelined got unknown keyword(s) {sorted(unknown)}")
-                num_stages = self.eval_python(kw["num_stages"]) if "num_stages" in kw else 2
-                if "warp_specialize" in kw:  # None: the TMA pass decides
-                    ws = self.eval_python(kw["warp_specialize"])
-                    warp_specialize = None if ws is None else bool(ws)
-            elif kw and not (kind == "serial" and set(kw) <= {"step"}):
-                raise self.error(s, f"unsupported keyword(s) {sorted(kw)} for a {kind} loop")
-            if "step" in kw:
-                raise self.error(s, "loop steps are not supported; scale the variable instead")
-            args = [self.index_expr(a) for a in it.args]
-            if len(args) == 1:
-                ranges = [(N.Const(0, "int32"), args[0])]
-            elif len(args) == 2:
-                ranges = [(args[0], _sub(args[1], args[0]))]
+            start = self.arg_index(a.ref("start"), form.__name__)
+            if a.ref("stop") is None:
+                start, stop = N.Const(0, "int32"), start
             else:
-                raise self.error(s, "a loop range takes (extent) or (start, stop)")
+                stop = self.arg_index(a.ref("stop"), form.__name__)
+            if kind == "pipelined":
+                num_stages = a.static_int("num_stages", 0)
+                for opt in ("order", "stage", "sync", "group"):
+                    a.refuse_unless(opt, (None, (), []), "tilecute schedules pipelined loops "
+                                                         "itself (num_stages only)")
+                ws = a.value("warp_specialize")
+                warp_specialize = None if ws is None else a.static_bool("warp_specialize")
+                if num_stages == 0:  # TileLang: no pipelining
+                    if warp_specialize:
+                        raise a.fail("warp_specialize", "warp_specialize needs a pipelined "
+                                                        "loop (num_stages >= 1)")
+                    kind, warp_specialize = "serial", None
+            else:
+                if a.value("step") is not None:
+                    step = a.static_int("step")
+                    if step < 1:
+                        raise a.fail("step", f"step={step}: tilecute loops count upwards "
+                                             "(a positive step)")
+                if kind == "unrolled":
+                    a.static_bool("explicit")  # unrolled fully either way
+                    a.refuse_unless("unroll_factor", (None,), "tilecute unrolls completely")
+            extent = _sub(stop, start)
+            if step is not None and step != 1:
+                extent = ops.ceildiv(extent, step)
+            ranges = [(start, extent)]
         self.push()
         loop_vars = []
-        for nm, _ in zip(names, ranges):
-            v = N.Var(self.fresh(nm.id), "int32")
-            loop_vars.append(v)
-            self.bind(nm.id, v)
+        prologue: list[N.Stmt] = []
+        for nm, (start, _) in zip(names, ranges):
+            if step is not None and step != 1:
+                counter = N.Var(self.fresh(f"{nm.id}_iter"), "int32")
+                v = N.Var(self.fresh(nm.id), "int32")
+                prologue.append(N.Let(v, N.binop("add", ranges[0][0],
+                                                 N.binop("mul", counter, step)), loc=self.loc(s)))
+                loop_vars.append(counter)
+                self.bind(nm.id, v)
+            else:
+                v = N.Var(self.fresh(nm.id), "int32")
+                loop_vars.append(v)
+                self.bind(nm.id, v)
+        if prologue:
+            ranges = [(N.Const(0, "int32"), ranges[0][1])]
         try:
-            body = self.block(s.body)
+            body = tuple(prologue) + self.block(s.body)
         finally:
             self.pop()
         innermost = len(loop_vars) - 1
         for d, (v, (start, extent)) in reversed(list(enumerate(zip(loop_vars, ranges)))):
             width = vector_width if d == innermost else (1 if vector_width else 0)
-            body = (N.For(v, start, extent, kind, body, num_stages, width, replicated,
-                          async_copy, loc=self.loc(s), warp_specialize=warp_specialize),)
-        return body[0]
+            body = (N.For(v, start, extent, kind, body, num_stages if kind == "pipelined" else 0,
+                          width, replicated, async_copy, loc=self.loc(s),
+                          warp_specialize=warp_specialize),)
+        return [body[0]]
 
     def if_stmt(self, s: ast.If) -> list[N.Stmt]:
         cond = self.expr(s.test)
         if not _is_ir(cond):  # parse-time condition: the chosen branch is straight-line code
             return list(self.block(s.body if cond else s.orelse))
+        self.check_value(s.test, cond)
         if cond.dtype != "bool":
             cond = N.cmp("ne", cond, 0)
         self.push()
@@ -414,17 +626,22 @@ class _Parser:
             raise self.error(s, "assign to a name or to a buffer element `A[i, j] = ...`")
         value = s.value
         if isinstance(value, ast.Call):
-            for form, scope in _ALLOCS.items():
-                if self.is_t_form(value.func, form):
-                    return [self.allocate(target.id, value, scope, s)]
-            if self.is_t_form(value.func, "alloc_barrier"):
-                return [self.alloc_barrier(target.id, value, s)]
+            form = self.form_of(value.func)
+            if form is not None and form.kind == "alloc":
+                return self.allocate(target.id, form, value, s)
+        current = self.lookup_local(target.id)
+        if isinstance(current, _VarRef):  # `x = ...` on a T.alloc_var stores into it
+            buf = current.buffer
+            return [self.store_value(buf, (N.Const(0, "int32"),), self.expr(value), s)]
         v = self.expr(value)
         if not _is_ir(v):
             if isinstance(v, (int, float, bool)):
                 v = N.as_expr(v)
             elif isinstance(v, (str, tuple)):
                 self.bind(target.id, v)  # a parse-time value (dtype name, shape tuple)
+                return []
+            elif isinstance(v, _BufferRef):
+                self.bind(target.id, v)  # another name for a buffer
                 return []
             else:
                 raise self.error(s, f"cannot bind '{target.id}' to {type(v).__name__} {v!r}")
@@ -439,13 +656,18 @@ class _Parser:
             raise self.error(s, f"operator {type(s.op).__name__} is not supported")
         if isinstance(s.target, ast.Subscript):
             current = self.expr(s.target)
-            return [self.store(s.target, N.binop(op, current, self.expr(s.value)), s)]
+            return [self.store(s.target, self.binop(s, op, current, self.expr(s.value)), s)]
         if isinstance(s.target, ast.Name):
+            ref = self.lookup_local(s.target.id)
+            if isinstance(ref, _VarRef):
+                current = self.expr(s.target)
+                return [self.store_value(ref.buffer, (N.Const(0, "int32"),),
+                                         self.binop(s, op, current, self.expr(s.value)), s)]
             current = self.expr(s.target)
             if not _is_ir(current):
                 raise self.error(s, f"'{s.target.id}' is a parse-time constant")
             self.check_rebind(s.target.id, s)
-            value = N.cast(N.binop(op, current, self.expr(s.value)), current.dtype)
+            value = N.cast(self.binop(s, op, current, self.expr(s.value)), current.dtype)
             var = N.Var(self.fresh(s.target.id), value.dtype)
             self.bind(s.target.id, var)
             return [N.Let(var, value, loc=self.loc(s))]
@@ -456,57 +678,99 @@ class _Parser:
         indices = self.indices(target)
         if any(isinstance(i, slice) for i in indices):
             raise self.error(s, f"storing to a slice of '{buf.name}' is not supported; "
-                                "use T.copy or T.Parallel")
+                                "use T.copy, T.fill or T.Parallel")
         if len(indices) != buf.ndim:
             raise self.error(s, f"'{buf.name}' has {buf.ndim} dims but is indexed with "
                                 f"{len(indices)}")
+        return self.store_value(buf, tuple(indices), value, s)
+
+    def store_value(self, buf: N.Buffer, indices, value, s) -> N.Stmt:
         if isinstance(value, _BufferRef):
             raise self.error(s, "cannot store a whole buffer into an element")
+        if not _is_ir(value) and not isinstance(value, (int, float, bool)):
+            raise self.error(s, f"cannot store {type(value).__name__} {value!r} into "
+                                f"'{buf.name}'")
         value = N.as_expr(value, buf.dtype if not _is_ir(value) else None)
         return N.Store(buf.name, tuple(indices), N.cast(value, buf.dtype), loc=self.loc(s))
 
-    def allocate(self, name: str, call: ast.Call, scope: str, s) -> N.Stmt:
-        from . import dtype_name
-
+    def allocate(self, name: str, form: F.Form, call: ast.Call, s) -> list[N.Stmt]:
         if not self.in_kernel:
             raise self.error(s, "buffers are allocated inside a T.Kernel block")
-        args = [self.eval_python(a) for a in call.args]
-        kw = {k.arg: self.eval_python(k.value) for k in call.keywords}
-        shape = args[0] if args else kw.get("shape")
-        dtype = args[1] if len(args) > 1 else kw.get("dtype", "float32")
+        a = self.args(form, call)
+        if form.__name__ == "alloc_barrier":
+            return [self.alloc_barrier(name, a, s)]
+        if form.__name__ == "alloc_var":
+            return self.alloc_var(name, a, s)
+        shape = a.value("shape")
         shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
         if not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in shape):
-            raise self.error(s, f"'{name}': {scope} buffer shape must be positive ints known at "
-                                f"parse time, got {shape!r}")
-        try:
-            dt = dtype_name(dtype)
-        except KeyError:
-            raise self.error(s, f"'{name}': unknown dtype {dtype!r}") from None
-        layout = kw.get("layout")
+            raise a.fail("shape", f"'{name}': the shape must be positive ints known at parse "
+                                  f"time, got {shape!r}")
+        dt = self.dtype_arg(a, "dtype", name)
+        scope = self.scope_arg(a, name)
+        layout = a.value("layout")
         if layout is not None and not isinstance(layout, N.Layout):
-            raise self.error(s, f"'{name}': layout= takes a T.Layout(...), got {layout!r}")
+            raise a.fail("layout", f"'{name}': layout= takes a T.Layout(...), got {layout!r}")
+        stages = a.static_int("stages", 1) if "stages" in a.sig.parameters else 1
         buf = N.Buffer(self.fresh(name), dt, tuple(N.Const(d, "int32") for d in shape), scope)
         self.bind(name, _BufferRef(buf))
-        return N.Allocate(buf, layout, loc=self.loc(s))
+        return [N.Allocate(buf, layout, loc=self.loc(s), stages=stages)]
 
-    def alloc_barrier(self, name: str, call: ast.Call, s) -> N.Stmt:
-        """``bars = T.alloc_barrier(n, arrive_count=1)``: n mbarriers in shared memory."""
-        if not self.in_kernel:
-            raise self.error(s, "barriers are allocated inside a T.Kernel block")
-        args = [self.eval_python(a) for a in call.args]
-        kw = {k.arg: self.eval_python(k.value) for k in call.keywords}
-        unknown = set(kw) - {"num", "arrive_count"}
-        if unknown:
-            raise self.error(s, f"T.alloc_barrier got unknown keyword(s) {sorted(unknown)}")
-        num = args[0] if args else kw.get("num", 1)
-        count = args[1] if len(args) > 1 else kw.get("arrive_count", 1)
-        for what, v in (("the number of barriers", num), ("arrive_count", count)):
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise self.error(s, f"'{name}': T.alloc_barrier: {what} must be a positive int "
-                                    f"known at parse time, got {v!r}")
-        buf = N.Buffer(self.fresh(name), "uint64", (N.Const(num, "int32"),), "shared")
+    def dtype_arg(self, a: _Args, arg: str, name: str) -> str:
+        try:
+            return dtype_name(a.value(arg))
+        except UnknownDTypeError as e:
+            raise a.fail(arg, f"'{name}': {e}") from None
+
+    def scope_arg(self, a: _Args, name: str) -> str:
+        scope = a.value("scope")
+        if scope not in _SCOPES:
+            raise a.fail("scope", f"'{name}': scope={scope!r} is not supported; tilecute "
+                                  f"allocates in {sorted(_SCOPES)}")
+        return _SCOPES[scope]
+
+    def alloc_var(self, name: str, a: _Args, s) -> list[N.Stmt]:
+        """``x = T.alloc_var(dtype, init=0)``: TileLang reads ``*args`` as ``(init)``,
+        ``(scope)`` (a string) or ``(init, scope)``."""
+        dt = self.dtype_arg(a, "dtype", name)
+        extra = a.value("args")
+        init, scope = a.value("init"), a.value("scope")
+        if len(extra) == 1 and isinstance(extra[0], str):
+            scope = extra[0]
+        elif len(extra) == 1:
+            if a.given("init"):
+                raise a.fail("init", f"'{name}': init given twice")
+            init = extra[0]
+        elif len(extra) == 2:
+            init, scope = extra
+        elif extra:
+            raise a.fail("args", f"'{name}': T.alloc_var takes (dtype, init, scope) at most")
+        if scope not in ("local.var", "local"):
+            raise a.fail("scope", f"'{name}': scope={scope!r} is not supported; a T.alloc_var "
+                                  "lives in 'local.var'")
+        buf = N.Buffer(self.fresh(name), dt, (N.Const(1, "int32"),), "local")
+        value = N.as_expr(0 if init is None else init, dt) if not _is_ir(init) else init
+        if isinstance(value, _BufferRef) or not isinstance(value, N.Expr):
+            raise a.fail("init", f"'{name}': init must be a scalar, got {init!r}")
+        self.bind(name, _VarRef(buf))
+        return [N.Allocate(buf, loc=self.loc(s)),
+                N.Store(buf.name, (N.Const(0, "int32"),), N.cast(value, dt), loc=self.loc(s))]
+
+    def alloc_barrier(self, name: str, a: _Args, s) -> N.Stmt:
+        """``bar = T.alloc_barrier(arrive_count)``: one mbarrier; a list of counts makes one
+        per entry (tilecute's arrays share one count)."""
+        counts = a.value("arrive_count")
+        counts = list(counts) if isinstance(counts, (tuple, list)) else [counts]
+        if not counts or not all(isinstance(c, int) and not isinstance(c, bool) and c >= 1
+                                 for c in counts):
+            raise a.fail("arrive_count", f"'{name}': arrive_count must be a positive int (or "
+                                         f"a list of them) known at parse time, got {_show(a.value('arrive_count'))}")
+        if len(set(counts)) != 1:
+            raise a.fail("arrive_count", f"'{name}': arrive counts {counts} differ; tilecute's "
+                                         "mbarrier arrays take one count for all")
+        buf = N.Buffer(self.fresh(name), "uint64", (N.Const(len(counts), "int32"),), "shared")
         self.bind(name, _BufferRef(buf))
-        return N.Allocate(buf, N.Layout("mbarrier", threads=count), loc=self.loc(s))
+        return N.Allocate(buf, N.Layout("mbarrier", threads=counts[0]), loc=self.loc(s))
 
     def barrier_element(self, node, what: str) -> N.Region:
         r = self.region(node) if isinstance(node, ast.Subscript) else \
@@ -517,7 +781,7 @@ class _Parser:
                                    f"e.g. bars[0]")
         return r
 
-    def use_swizzle(self, call: ast.Call, s) -> list[N.Stmt]:
+    def use_swizzle(self, a: _Args, s) -> list[N.Stmt]:
         """``T.use_swizzle(panel_size, order="row")``: from here on the block's first two
         indices walk the grid in panels of ``panel_size`` rows (``order="col"``: columns),
         down each panel's rows before moving a column, so blocks running together share
@@ -527,16 +791,11 @@ class _Parser:
         (grid, names) = self.kernel_grid
         if len(grid) < 2:
             raise self.error(s, "T.use_swizzle needs a T.Kernel with at least 2 grid extents")
-        args = [self.eval_python(a) for a in call.args]
-        kw = {k.arg: self.eval_python(k.value) for k in call.keywords}
-        unknown = set(kw) - {"panel_size", "order", "enable"}
-        if unknown:
-            raise self.error(s, f"T.use_swizzle got unknown keyword(s) {sorted(unknown)}")
-        panel = args[0] if args else kw.get("panel_size", 8)
-        order = args[1] if len(args) > 1 else kw.get("order", "row")
-        if not kw.get("enable", True):
+        panel, order = a.value("panel_size"), a.value("order")
+        if not a.static_bool("enable"):
             return []
-        if not isinstance(panel, int) or panel < 1 or order not in ("row", "col"):
+        if not isinstance(panel, int) or isinstance(panel, bool) or panel < 1 \
+                or order not in ("row", "col"):
             raise self.error(s, f"T.use_swizzle(panel_size={panel!r}, order={order!r}): "
                                 "panel_size is a positive int, order 'row' or 'col'")
         i32 = lambda v: N.Const(v, "int32")  # noqa: E731
@@ -570,102 +829,167 @@ class _Parser:
         call = s.value
         if not isinstance(call, ast.Call):
             raise self.error(s, "an expression statement must be a T.* call")
-        loc = self.loc(s)
-        f = call.func
-        if self.is_t_form(f, "use_swizzle"):
-            return self.use_swizzle(call, s)
-        if self.is_t_form(f, "copy"):
-            src, dst = self.region_args(call, 2, "T.copy")
-            return [N.Copy(src, dst, loc=loc)]
-        if self.is_t_form(f, "fill"):
-            dst = self.region(call.args[0])
+        form = self.form_of(call.func)
+        if form is None or form.kind != "stmt":
+            if form is not None:
+                raise self.error(s, f"T.{form.__name__} is not a statement here")
+            self.expr(call)  # a TileLang-only form reports itself
+            raise self.error(s, "an expression statement must be a T.* statement call "
+                                "(T.copy, T.fill, T.clear, T.gemm, T.reduce_*, T.atomic_add, "
+                                "T.sync_threads, T.tma_copy, T.mbarrier_arrive, "
+                                "T.mbarrier_wait_parity, T.use_swizzle, T.set_max_nreg, "
+                                "T.evaluate)")
+        a = self.args(form, call)
+        handler = getattr(self, f"stmt_{form.__name__}", None)
+        if handler is None and form.__name__.startswith("reduce_"):
+            return [self.reduce(a, form.__name__[len("reduce_"):], s)]
+        return handler(a, s)
+
+    def stmt_copy(self, a: _Args, s) -> list[N.Stmt]:
+        a.refuse_unless("coalesced_width", (None,), "the copy's vector width is chosen by "
+                        "tilecute's vectorization pass (T.Parallel(..., coalesced_width=...) "
+                        "sets it for an explicit loop)")
+        a.refuse_unless("disable_tma", (False,), "tilecute has no per-copy TMA switch (the "
+                        "compile option disable_tma turns TMA off for a whole function)")
+        a.refuse_unless("eviction_policy", (None, "evict_normal"), "tilecute's copies use the "
+                        "normal eviction policy")
+        a.refuse_unless("prefer_instruction", (None,), "tilecute's passes choose the copy "
+                        "instruction")
+        a.refuse_unless("loop_layout", (None,), "tilecute's layout pass lays out copies itself")
+        a.no_annotations()
+        return [N.Copy(self.region(a.node("src")), self.region(a.node("dst")), loc=self.loc(s))]
+
+    def stmt_fill(self, a: _Args, s) -> list[N.Stmt]:
+        a.no_annotations()
+        dst = self.region(a.node("buffer"))
+        buf = self.buffer_named(dst.buffer)
+        value = a.value("value")
+        self.check_value(a.node("value"), value)
+        if not _is_ir(value) and not isinstance(value, (int, float, bool)):
+            raise a.fail("value", f"cannot fill '{buf.name}' with {value!r}")
+        return [N.Fill(dst, N.cast(N.as_expr(value, buf.dtype), buf.dtype), loc=self.loc(s))]
+
+    def stmt_clear(self, a: _Args, s) -> list[N.Stmt]:
+        a.no_annotations()
+        return [N.Clear(self.buffer_of(a.node("buffer")).name, loc=self.loc(s))]
+
+    def stmt_gemm(self, a: _Args, s) -> list[N.Stmt]:
+        A, B, C = (self.buffer_of(a.node(x)).name for x in ("A", "B", "C"))
+        policy = a.value("policy")
+        if policy not in tuple(GemmWarpPolicy) or isinstance(policy, bool):
+            raise a.fail("policy", f"policy={_show(policy)}: expected a T.GemmWarpPolicy "
+                                   "(Square, FullRow, FullCol)")
+        if GemmWarpPolicy(policy) != GemmWarpPolicy.Square:
+            raise a.fail("policy", f"policy=T.GemmWarpPolicy.{GemmWarpPolicy(policy).name} is "
+                                   "not supported yet: tilecute's gemm pass arranges the warps "
+                                   "itself (warpgroups along M for wgmma, as square as the tile "
+                                   "allows for mma.sync); use the default, Square")
+        a.refuse_unless("k_pack", (1,), "k_pack packs K for AMD's MFMA; tilecute targets "
+                                        "NVIDIA tensor cores")
+        a.refuse_unless("mbar", (None,), "tilecute's T.gemm completes (or, with wg_wait=1, "
+                                         "leaves one wgmma batch in flight) without an mbarrier")
+        a.no_annotations()
+        wait = a.static_int("wg_wait")
+        if wait not in (0, 1):
+            raise a.fail("wg_wait", f"wg_wait={wait}; tilecute keeps 0 or 1 wgmma batches in "
+                                    "flight")
+        return [N.Gemm(A, B, C, a.static_bool("transpose_A"), a.static_bool("transpose_B"),
+                       a.static_bool("clear_accum"), wait, loc=self.loc(s))]
+
+    def stmt_reduce(self, a: _Args, s) -> list[N.Stmt]:
+        kind = a.value("reduce_type")
+        if kind not in N.REDUCE_KINDS:
+            raise a.fail("reduce_type", f"reduce_type={kind!r} is not supported; tilecute "
+                                        f"reduces with {', '.join(N.REDUCE_KINDS)}")
+        return [self.reduce(a, kind, s)]
+
+    def reduce(self, a: _Args, kind: str, s) -> N.Stmt:
+        what = f"T.reduce_{kind}" if a.name != "reduce" else "T.reduce"
+        if kind not in N.REDUCE_KINDS:
+            raise self.error(s, f"{what} is not supported: tilecute's Reduce has the kinds "
+                                f"{', '.join(N.REDUCE_KINDS)}")
+        src = self.buffer_of(a.node("buffer"))
+        dst = self.buffer_of(a.node("out"))
+        dim = a.static_int("dim")
+        if dim < -src.ndim:
+            raise a.fail("dim", f"dim={dim} is out of range for '{src.name}', which has "
+                                f"{src.ndim} dims")
+        if dim < 0:  # counts from the last axis, as in TileLang
+            dim += src.ndim
+        a.refuse_unless("batch", (1,), "tilecute reduces one output element per step")
+        if "nan_propagate" in a.sig.parameters:
+            a.refuse_unless("nan_propagate", (False,), "tilecute's max/min do not propagate NaN")
+        a.no_annotations()
+        scratch = ""
+        if "scratch" in a.sig.parameters and a.value("scratch") is not None:
+            scratch = self.buffer_of(a.node("scratch")).name
+        return N.Reduce(kind, src.name, dst.name, dim, a.static_bool("clear"),
+                        scratch, loc=self.loc(s))
+
+    def stmt_atomic_add(self, a: _Args, s) -> list[N.Stmt]:
+        a.refuse_unless("memory_order", (None, "relaxed"), "tilecute's atomics are relaxed "
+                                                           "(CUDA atomicAdd)")
+        a.refuse_unless("return_prev", (False,), "T.atomic_add is a statement in tilecute; "
+                                                 "it returns nothing")
+        a.refuse_unless("use_tma", (False,), "tilecute has no TMA reduce-store")
+        a.no_annotations()
+        dst = self.region(a.node("dst"))
+        v = a.node("value")
+        value = a.value("value")
+        if isinstance(value, _BufferRef) or (isinstance(v, ast.Subscript) and
+                                             any(isinstance(i, slice) for i in self.indices(v))):
+            value = self.region(v)
+        else:
             buf = self.buffer_named(dst.buffer)
-            return [N.Fill(dst, N.cast(N.as_expr(self.expr(call.args[1]), buf.dtype), buf.dtype), loc=loc)]
-        if self.is_t_form(f, "clear"):
-            return [N.Clear(self.buffer_of(call.args[0]).name, loc=loc)]
-        if self.is_t_form(f, "gemm"):
-            a, b, c = (self.buffer_of(x).name for x in call.args[:3])
-            kw = {k.arg: self.eval_python(k.value) for k in call.keywords}
-            unknown = set(kw) - {"transpose_A", "transpose_B", "clear_accum", "policy", "k_pack", "wg_wait"}
-            if unknown:
-                raise self.error(s, f"T.gemm got unknown keyword(s) {sorted(unknown)}")
-            wait = int(kw.get("wg_wait", 0))
-            if wait not in (0, 1):
-                raise self.error(s, f"T.gemm: wg_wait={wait}; tilecute keeps 0 or 1 wgmma "
-                                    "batches in flight")
-            return [N.Gemm(a, b, c, bool(kw.get("transpose_A", False)),
-                           bool(kw.get("transpose_B", False)), bool(kw.get("clear_accum", False)),
-                           wait, loc=loc)]
-        for kind in N.REDUCE_KINDS:
-            if self.is_t_form(f, f"reduce_{kind}"):
-                src, dst = (self.buffer_of(x).name for x in call.args[:2])
-                kw = {k.arg: self.eval_python(k.value) for k in call.keywords if k.arg != "scratch"}
-                dim = self.eval_python(call.args[2]) if len(call.args) > 2 else kw.get("dim", 0)
-                unknown = set(kw) - {"dim", "clear", "scratch"}
-                if unknown:
-                    raise self.error(s, f"T.reduce_{kind} got unknown keyword(s) {sorted(unknown)}")
-                scratch = ""
-                for k in call.keywords:
-                    if k.arg == "scratch":
-                        scratch = self.buffer_of(k.value).name
-                return [N.Reduce(kind, src, dst, int(dim), bool(kw.get("clear", True)), scratch,
-                                 loc=loc)]
-        if self.is_t_form(f, "sync_threads"):
-            kw = {k.arg: self.eval_python(k.value) for k in call.keywords}
-            return [N.Barrier(bool(kw.get("wait_async", False)), loc=loc)]
-        if self.is_t_form(f, "atomic_add"):
-            dst = self.region(call.args[0])
-            v = call.args[1]
-            value = self.expr(v)
-            if isinstance(value, _BufferRef) or (isinstance(v, ast.Subscript) and
-                                                 any(isinstance(i, slice) for i in self.indices(v))):
-                value = self.region(v)
-            else:
-                buf = self.buffer_named(dst.buffer)
-                value = N.cast(N.as_expr(value, buf.dtype), buf.dtype)
-            return [N.AtomicAdd(dst, value, loc=loc)]
-        if self.is_t_form(f, "tma_copy"):
-            src, dst = self.region_args(call, 2, "T.tma_copy")
-            barrier, stage = None, None
-            for k in call.keywords:
-                if k.arg == "barrier":
-                    barrier = self.barrier_element(k.value, "T.tma_copy(barrier=)")
-                elif k.arg == "stage":
-                    stage = N.as_expr(self.expr(k.value))
-                else:
-                    raise self.error(s, f"T.tma_copy got unknown keyword {k.arg!r}")
-            return [N.TmaCopy(src, dst, barrier, stage, loc=loc)]
-        if self.is_t_form(f, "mbarrier_arrive"):
-            if len(call.args) != 1:
-                raise self.error(s, "T.mbarrier_arrive takes one barrier element")
-            return [N.MBarrierArrive(self.barrier_element(call.args[0], "T.mbarrier_arrive"), loc=loc)]
-        if self.is_t_form(f, "mbarrier_wait_parity"):
-            if len(call.args) != 2:
-                raise self.error(s, "T.mbarrier_wait_parity takes a barrier element and a parity")
-            bar = self.barrier_element(call.args[0], "T.mbarrier_wait_parity")
-            parity = N.cast(N.as_expr(self.expr(call.args[1]), "int32"), "int32")
-            return [N.MBarrierWait(bar, parity, loc=loc)]
-        if self.is_t_form(f, "evaluate"):
-            return [N.Evaluate(N.as_expr(self.expr(call.args[0])), loc=loc)]
-        if self.is_t_form(f, "set_max_nreg"):
-            if len(call.args) != 2:
-                raise self.error(s, "T.set_max_nreg takes a register count and is_inc (0 or 1)")
-            count, inc = (self.eval_python(a) for a in call.args)
-            if not isinstance(count, int) or isinstance(count, bool):
-                raise self.error(s, f"T.set_max_nreg: the register count must be an int known "
-                                    f"at parse time, got {count!r}")
-            return [N.SetMaxNReg(count, bool(inc), loc=loc)]
-        raise self.error(s, "an expression statement must be a T.* statement call "
-                            "(T.copy, T.fill, T.clear, T.gemm, T.reduce_*, T.atomic_add, "
-                            "T.sync_threads, T.tma_copy, T.mbarrier_arrive, "
-                            "T.mbarrier_wait_parity, T.set_max_nreg, T.evaluate)")
+            value = N.cast(N.as_expr(value, buf.dtype), buf.dtype)
+        return [N.AtomicAdd(dst, value, loc=self.loc(s))]
+
+    def stmt_evaluate(self, a: _Args, s) -> list[N.Stmt]:
+        return [N.Evaluate(N.as_expr(a.value("value")), loc=self.loc(s))]
+
+    def stmt_sync_threads(self, a: _Args, s) -> list[N.Stmt]:
+        a.refuse_unless("barrier_id", (None,), "tilecute's T.sync_threads is the block-wide "
+                                               "barrier (no named barriers)")
+        a.refuse_unless("arrive_count", (None,), "tilecute's T.sync_threads waits for the "
+                                                 "whole block")
+        return [N.Barrier(a.static_bool("wait_async"), loc=self.loc(s))]
+
+    def stmt_tma_copy(self, a: _Args, s) -> list[N.Stmt]:
+        for opt in ("cluster_mask", "leader_scope_threads"):
+            a.refuse_unless(opt, (None,), "tilecute's TMA copies are per block (no multicast)")
+        a.refuse_unless("eviction_policy", (None, "evict_normal"), "tilecute's copies use the "
+                        "normal eviction policy")
+        a.no_annotations()
+        src, dst = self.region(a.node("src")), self.region(a.node("dst"))
+        barrier = None
+        if a.value("barrier") is not None:
+            barrier = self.barrier_element(a.node("barrier"), "T.tma_copy(barrier=)")
+        stage = None
+        if a.given("stage"):
+            stage = N.as_expr(a.value("stage"))
+        return [N.TmaCopy(src, dst, barrier, stage, loc=self.loc(s))]
+
+    def stmt_mbarrier_arrive(self, a: _Args, s) -> list[N.Stmt]:
+        a.refuse_unless("cta_id", (None,), "tilecute arrives on this block's own mbarrier")
+        return [N.MBarrierArrive(self.barrier_element(a.node("mbarrier"), "T.mbarrier_arrive"),
+                                 loc=self.loc(s))]
+
+    def stmt_mbarrier_wait_parity(self, a: _Args, s) -> list[N.Stmt]:
+        bar = self.barrier_element(a.node("mbarrier"), "T.mbarrier_wait_parity")
+        parity = a.value("parity")
+        if not (_is_ir(parity) or isinstance(parity, int)) or isinstance(parity, bool):
+            raise a.fail("parity", f"parity must be an integer, got {_show(parity)}")
+        parity = N.cast(N.as_expr(parity, "int32"), "int32")
+        return [N.MBarrierWait(bar, parity, loc=self.loc(s))]
+
+    def stmt_use_swizzle(self, a: _Args, s) -> list[N.Stmt]:
+        return self.use_swizzle(a, s)
+
+    def stmt_set_max_nreg(self, a: _Args, s) -> list[N.Stmt]:
+        count = a.static_int("reg_count")
+        return [N.SetMaxNReg(count, a.static_bool("is_inc"), loc=self.loc(s))]
 
     # ---- regions ----------------------------------------------------------------------
-    def region_args(self, call, n, what):
-        if len(call.args) != n:
-            raise self.error(call, f"{what} takes {n} arguments")
-        return [self.region(a) for a in call.args]
-
     def region(self, node) -> N.Region:
         if isinstance(node, ast.Subscript):
             buf = self.buffer_of(node.value)
@@ -690,9 +1014,9 @@ class _Parser:
         return N.Region(buf.name, tuple(N.Const(0, "int32") for _ in buf.shape))
 
     def buffer_of(self, node) -> N.Buffer:
-        v = self.expr(node)
+        v = self.expr(node) if not isinstance(node, ast.Name) else self.lookup(node.id, node)
         if not isinstance(v, _BufferRef):
-            raise self.error(node, f"expected a buffer, got {ast.unparse(node)}")
+            raise self.error(node, f"expected a buffer, got `{ast.unparse(node)}`")
         return v.buffer
 
     def buffer_named(self, name: str) -> N.Buffer:
@@ -717,16 +1041,6 @@ class _Parser:
         return out
 
     # ---- expressions ------------------------------------------------------------------
-    def is_t_form(self, node, name: str) -> bool:
-        """Is ``node`` the T.* statement form ``name`` (as ``T.name`` or an imported alias)?"""
-        from . import _ParserOnly
-
-        try:
-            v = self.eval_python(node)
-        except FrontendError:
-            return False
-        return isinstance(v, _ParserOnly) and v.__name__ == name
-
     def eval_python(self, node):
         """Evaluate ``node`` to a Python value (closure constants, T.* attributes, IR)."""
         return self.expr(node)
@@ -746,14 +1060,29 @@ class _Parser:
             return self._expr(node)
         except FrontendError:
             raise
-        except (TypeError, ValueError, KeyError, IndexError, ZeroDivisionError, AttributeError) as e:
+        except RecursionError:
+            raise self.error(node, "expression nested too deeply") from None
+        except (TypeError, ValueError, KeyError, IndexError, ZeroDivisionError, AttributeError,
+                NotImplementedError) as e:
             raise self.error(node, f"cannot evaluate `{ast.unparse(node)}`: {e}") from None
+
+    def binop(self, node, op: str, a, b):
+        if op in _BITWISE:
+            for side in (a, b):
+                t = side.dtype if _is_ir(side) else ("float32" if isinstance(side, float) else "int32")
+                if not N.is_int(t):
+                    raise self.error(node, f"bitwise operator {_BITWISE[op]} takes integers, "
+                                           f"got {t}")
+        return N.binop(op, a, b)
 
     def _expr(self, node):
         if isinstance(node, ast.Constant):
             return node.value
         if isinstance(node, ast.Name):
-            return self.lookup(node.id, node)
+            v = self.lookup(node.id, node)
+            if isinstance(v, _VarRef):
+                return N.Load(v.buffer.name, (N.Const(0, "int32"),), v.buffer.dtype)
+            return v
         if isinstance(node, ast.Attribute):
             base = self.expr(node.value)
             if isinstance(base, _BufferRef):
@@ -763,19 +1092,28 @@ class _Parser:
                 if node.attr == "dtype":
                     return b.dtype
                 raise self.error(node, f"buffer attribute '{node.attr}' is not supported")
+            if _is_ir(base):
+                if node.attr == "dtype":
+                    return base.dtype
+                if node.attr == "astype":
+                    return _Astype(base)
+                raise self.error(node, f"expression attribute '{node.attr}' is not supported "
+                                       "(`.dtype` and `.astype(dtype)` are)")
             return getattr(base, node.attr)
         if isinstance(node, (ast.Tuple, ast.List)):
             return tuple(self.expr(e) for e in node.elts)
+        if isinstance(node, ast.Dict) and None not in node.keys:  # annotations={...}
+            return {self.expr(k): self.expr(v) for k, v in zip(node.keys, node.values)}
         if isinstance(node, ast.BinOp):
             a, b = self.expr(node.left), self.expr(node.right)
-            op = _BIN.get(type(node.op))
-            if op is None:
-                raise self.error(node, f"operator {type(node.op).__name__} is not supported")
             self.check_value(node.left, a)
             self.check_value(node.right, b)
             if not _is_ir(a) and not _is_ir(b):
                 return _python_binop(node.op, a, b)
-            return N.binop(op, a, b)
+            op = _BIN.get(type(node.op))
+            if op is None:
+                raise self.error(node, f"operator {type(node.op).__name__} is not supported")
+            return self.binop(node, op, a, b)
         if isinstance(node, ast.UnaryOp):
             a = self.expr(node.operand)
             if not _is_ir(a):
@@ -783,12 +1121,16 @@ class _Parser:
                         ast.Invert: lambda x: ~x}[type(node.op)](a)
             self.check_value(node.operand, a)
             if isinstance(node.op, ast.USub):
+                if isinstance(a, N.Const) and not isinstance(a.value, bool):
+                    return N.Const(-a.value, a.dtype)  # -T.infinity(dtype) is a constant
                 return N.binop("sub", N.const(0, a.dtype), a)
             if isinstance(node.op, ast.Not):
                 return N.Not(_truth(a))
             if isinstance(node.op, ast.UAdd):
                 return a
-            raise self.error(node, "operator ~ is not supported")
+            if not N.is_int(a.dtype):
+                raise self.error(node, f"operator ~ takes an integer, got {a.dtype}")
+            return ops.bitwise_not(a)
         if isinstance(node, ast.Compare):
             if len(node.ops) != 1:
                 parts = []
@@ -799,11 +1141,11 @@ class _Parser:
                 values = [self.expr(ast.copy_location(p, node)) for p in parts]
                 return _and(values)
             a, b = self.expr(node.left), self.expr(node.comparators[0])
+            if not _is_ir(a) and not _is_ir(b):
+                return _python_cmp(node.ops[0], a, b)
             op = _CMP.get(type(node.ops[0]))
             if op is None:
                 raise self.error(node, f"comparison {type(node.ops[0]).__name__} is not supported")
-            if not _is_ir(a) and not _is_ir(b):
-                return _python_cmp(node.ops[0], a, b)
             self.check_value(node.left, a)
             self.check_value(node.comparators[0], b)
             return N.cmp(op, a, b)
@@ -818,7 +1160,8 @@ class _Parser:
             a, b, t = N._coerce(a, b)
             return N.Select(_truth(c), a, b, t)
         if isinstance(node, ast.Subscript):
-            base = self.expr(node.value)
+            base = self.expr(node.value) if not isinstance(node.value, ast.Name) \
+                else self.lookup(node.value.id, node.value)
             if isinstance(base, _BufferRef):
                 buf = base.buffer
                 idx = self.indices(node)
@@ -833,34 +1176,80 @@ class _Parser:
                 raise self.error(node, f"`{ast.unparse(node.value)}` is a scalar, not a buffer")
             return base[self.expr(node.slice)]
         if isinstance(node, ast.Call):
-            fn = self.expr(node.func)
-            from . import _ParserOnly
-
-            if isinstance(fn, _ParserOnly):
-                raise self.error(node, f"T.{fn.__name__} is a statement form and cannot be used "
-                                       "in an expression here")
-            args = [self.expr(a) for a in node.args]
-            kwargs = {k.arg: self.expr(k.value) for k in node.keywords}
-            for a in args:
-                if isinstance(a, _BufferRef):
-                    raise self.error(node, f"buffer '{a.buffer.name}' passed to "
-                                           f"`{ast.unparse(node.func)}`")
-            if fn in (max, min) and any(_is_ir(a) for a in args) and len(args) == 2:
-                return N.binop(fn.__name__, *args)
-            if fn is float and args and _is_ir(args[0]):
-                return N.cast(args[0], "float32")
-            if fn is int and args and _is_ir(args[0]):
-                return N.cast(args[0], "int32")
-            return fn(*args, **kwargs)
+            return self.call(node)
         if isinstance(node, ast.Slice):
             return slice(self.expr(node.lower) if node.lower else None,
                          self.expr(node.upper) if node.upper else None)
         raise self.error(node, f"`{type(node).__name__}` expressions are not supported")
 
+    def call(self, node: ast.Call):
+        fn = self.expr(node.func)
+        if isinstance(fn, F.Form):
+            raise self.error(node, f"T.{fn.__name__} is a statement form and cannot be used "
+                                   "in an expression here")
+        if isinstance(fn, F.Unsupported):
+            raise self.error(node, fn.message())
+        helper = _helper_name(fn)
+        if helper is not None:  # a T.* helper: TileLang's signature, then its arguments
+            if isinstance(node.func, ast.Attribute) and not isinstance(fn, _Astype):
+                helper = node.func.attr  # as written: T.half, T.symbolic
+            a = _Args(self, helper, plain_signature(fn), node)
+            args = [a.value(n) for n, p in a.sig.parameters.items()
+                    if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+            kwargs = {n: a.value(n) for n, p in a.sig.parameters.items()
+                      if p.kind == p.KEYWORD_ONLY}
+            for n, v in zip(a.sig.parameters, args):
+                self.check_value(a.node(n), v)
+            try:
+                return fn(*args, **kwargs)
+            except (TypeError, ValueError, KeyError) as e:
+                raise self.error(node, f"T.{helper}: {e}" if not str(e).startswith("T.")
+                                 else str(e)) from None
+        args = [self.expr(a) for a in node.args]
+        kwargs = {k.arg: self.expr(k.value) for k in node.keywords}
+        for a in args:
+            if isinstance(a, _BufferRef):
+                raise self.error(node, f"buffer '{a.buffer.name}' passed to "
+                                       f"`{ast.unparse(node.func)}`")
+        if fn in (max, min) and any(_is_ir(a) for a in args) and len(args) == 2:
+            return N.binop(fn.__name__, *args)
+        if fn is float and args and _is_ir(args[0]):
+            return N.cast(args[0], "float32")
+        if fn is int and args and _is_ir(args[0]):
+            return N.cast(args[0], "int32")
+        return fn(*args, **kwargs)
+
     def check_value(self, node, v):
         if isinstance(v, _BufferRef):
             raise self.error(node, f"buffer '{v.buffer.name}' used as a value; index it "
                                    f"(`{v.buffer.name}[i]`)")
+
+
+class _Astype:
+    """``expr.astype(dtype)``: a cast."""
+
+    def __init__(self, value: N.Expr):
+        self.value = value
+
+    def __call__(self, dtype):
+        return ops.Cast(dtype, self.value)
+
+
+_BITWISE = {"bitand": "&", "bitor": "|", "bitxor": "^", "shl": "<<", "shr": ">>"}
+
+
+def _helper_name(fn) -> Optional[str]:
+    """The ``T.`` name of an expression helper (whose signature the parser binds)."""
+    if isinstance(fn, DType):
+        return str(fn)
+    if isinstance(fn, _Astype):
+        return "astype"
+    if getattr(fn, "__module__", None) == ops.__name__ and getattr(fn, "__name__", "") in \
+            ops.EXPRESSION_HELPERS:
+        return fn.__name__
+    if fn is dynamic or fn is Layout:
+        return fn.__name__
+    return None
 
 
 def _truth(x) -> N.Expr:
@@ -887,10 +1276,46 @@ def _or(values):
 
 
 def _sub(a: N.Expr, b: N.Expr) -> N.Expr:
-    """``a - b`` with ``(x + y) - x -> y`` so printed ranges re-parse exactly."""
+    """The extent ``a - b`` of a slice or loop range, folded where the two are affine in
+    the same terms: ``A[bx * 64:(bx + 1) * 64]`` has extent 64, and ``(x + y) - x`` is
+    ``y`` (so printed ranges re-parse exactly)."""
     if isinstance(a, N.BinOp) and a.op == "add" and a.a == b:
         return a.b
+    fa, fb = _affine(a), _affine(b)
+    if fa is not None and fb is not None:
+        terms = dict(fa[0])
+        for t, c in fb[0].items():
+            terms[t] = terms.get(t, 0) - c
+        terms = {t: c for t, c in terms.items() if c}
+        const = fa[1] - fb[1]
+        if not terms:
+            return N.Const(const, "int32")
+        if const == 0 and list(terms.values()) == [1]:
+            return next(iter(terms))
     return N.binop("sub", a, b)
+
+
+def _affine(e) -> Optional[tuple[dict, int]]:
+    """``e`` as ``sum(coefficient * term) + constant`` over int32 terms (anything that is
+    not a sum, difference or product by a constant is a term); None for other dtypes."""
+    if not isinstance(e, N.Expr) or e.dtype != "int32":
+        return None
+    if isinstance(e, N.Const):
+        return {}, int(e.value)
+    if isinstance(e, N.BinOp) and e.op in ("add", "sub", "mul"):
+        fa, fb = _affine(e.a), _affine(e.b)
+        if fa is not None and fb is not None:
+            if e.op == "mul":
+                if not fa[0] or not fb[0]:  # a product by a constant
+                    (_, k), (terms, c) = (fa, fb) if not fa[0] else (fb, fa)
+                    return {t: v * k for t, v in terms.items()}, c * k
+            else:
+                sign = 1 if e.op == "add" else -1
+                terms = dict(fa[0])
+                for t, c in fb[0].items():
+                    terms[t] = terms.get(t, 0) + sign * c
+                return terms, fa[1] + sign * fb[1]
+    return {e: 1}, 0
 
 
 def _python_binop(op, a, b):
@@ -928,18 +1353,19 @@ def _function_env(fn) -> dict:
     return env
 
 
-def _parse(tree: ast.FunctionDef, env: dict, filename: str, line_offset: int,
-           lines: list[str]) -> N.PrimFunc:
-    return _Parser(tree, env, filename, line_offset, lines).parse()
-
-
 def prim_func(fn) -> N.PrimFunc:
     """Parse ``fn`` (a Python function written with ``T.*``) into a PrimFunc."""
+    name = getattr(fn, "__name__", "?")
+    if not inspect.isfunction(fn):
+        raise FrontendError(f"@T.prim_func decorates a Python function, got {fn!r}", None, name)
     try:
         lines, first = inspect.getsourcelines(fn)
     except (OSError, TypeError) as e:
-        raise FrontendError(f"cannot read the source of {getattr(fn, '__name__', fn)!r}: {e}",
-                            None, getattr(fn, "__name__", "?")) from None
+        raise FrontendError(
+            f"cannot read the source of {name!r} ({e}). @T.prim_func parses the function's "
+            "source text, which Python keeps only for functions defined in a file (not typed "
+            "into a REPL or built with exec): put the kernel in a .py file and import it, or "
+            "pass its text to T.from_script(text)", None, name) from None
     source = textwrap.dedent("".join(lines))
     filename = inspect.getsourcefile(fn) or "<unknown>"
     tree = ast.parse(source)
@@ -954,13 +1380,15 @@ def prim_func(fn) -> N.PrimFunc:
                    getattr(fn, "__annotations__", None)).parse()
 
 
-def from_script(text: str, env: Optional[dict] = None, filename: str = "<script>") -> N.PrimFunc:
-    """Parse a printed script (``PrimFunc.script()``): its top-level assignments run as
-    Python with ``T`` bound, then its ``@T.prim_func`` function is parsed."""
-    import tilecute.language as T
-
-    namespace: dict = {"T": T, **(env or {})}
-    tree = ast.parse(text)
+def parse_script(text: str, namespace: dict, filename: str = "<script>") -> N.PrimFunc:
+    """Parse a script holding one ``@T.prim_func`` function: its top-level assignments
+    and imports run as Python in ``namespace`` (where the caller binds ``T``), then the
+    function is parsed (``tilecute.language.from_script``)."""
+    try:
+        tree = ast.parse(text, filename)
+    except SyntaxError as e:
+        raise FrontendError(f"the script is not valid Python: {e.msg}",
+                            N.Loc(filename, e.lineno or 0), "?", e.text or "") from None
     funcs = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
     if len(funcs) != 1:
         raise FrontendError(f"a script holds exactly one function, found {len(funcs)}", None, "?")

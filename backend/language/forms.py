@@ -1,0 +1,293 @@
+"""The ``T.*`` statement forms: ``T.Kernel``, the loop ranges, ``T.alloc_*``, ``T.copy``,
+``T.gemm``, ``T.reduce_*`` ... with TileLang's signatures.
+
+A form is not a Python function a program calls: the parser recognises it in a
+``@T.prim_func`` body and binds the call's arguments to the form's signature (so
+positional and keyword spellings mean the same, and an unknown argument is an error
+that names the form, the argument and the line).  The signatures below are TileLang's
+(``tilelang/language/*.py``), in its positional order and with its defaults; the
+keyword-only arguments after TileLang's are tilecute's own, marked in each form.
+What the parser honors, and what it refuses, is in docs/ir.md ("TileLang's forms").
+
+Also here: :data:`TILELANG_ONLY`, TileLang's forms that tilecute does not have, so
+that ``T.alloc_tmem(...)`` is an error saying so rather than "has no attribute".
+
+Imports only the values module; the parser and the ``T`` namespace import this one.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+from .values import GemmWarpPolicy
+
+
+class Form:
+    """A ``T.*`` statement form: its name, TileLang's signature and where it stands
+    (``with``, ``for``, ``alloc`` for ``buf = T.alloc_*(...)``, ``stmt``)."""
+
+    def __init__(self, fn, kind: str):
+        self.__name__ = fn.__name__
+        self.__doc__ = fn.__doc__
+        self.__signature__ = inspect.signature(fn)
+        self.kind = kind
+
+    @property
+    def signature(self) -> inspect.Signature:
+        return self.__signature__
+
+    def __call__(self, *args, **kwargs):
+        raise RuntimeError(
+            f"T.{self.__name__} can only be used inside a @T.prim_func body "
+            "(the frontend parses it; it is not a Python function)"
+        )
+
+    def __repr__(self) -> str:
+        return f"<T.{self.__name__}{self.signature}>"
+
+
+FORMS: dict[str, Form] = {}
+
+
+def _form(kind: str, name: str = ""):
+    def register(fn):
+        form = Form(fn, kind)
+        if name:
+            form.__name__ = name
+        FORMS[form.__name__] = form
+        return form
+    return register
+
+
+# ---- kernels ----------------------------------------------------------------------------
+@_form("with")
+def Kernel(*blocks, threads=None, prelude=None, cluster=None, producer_threads=0):  # noqa: N802
+    """``with T.Kernel(gx, gy, threads=128) as (bx, by)``.  tilecute's: ``cluster``
+    (blocks per cluster, as ``T.ClusterKernel``'s ``cluster_dims``) and
+    ``producer_threads`` (the warp-specialization pass's producer warpgroup)."""
+
+
+@_form("with")
+def ClusterKernel(*blocks, cluster_dims, threads=None, prelude=None):  # noqa: N802
+    """``with T.ClusterKernel(gx, gy, cluster_dims=2, threads=128) as (bx, by)``."""
+
+
+# ---- loops ------------------------------------------------------------------------------
+@_form("for")
+def Parallel(*extents, coalesced_width=None, loop_layout=None, prefer_async=None,  # noqa: N802
+             annotations=None, vector_width=0, replicated=False, async_copy=False):
+    """``for i, j in T.Parallel(M, N)``.  tilecute's: ``vector_width``, ``replicated``,
+    ``async_copy`` (what the passes decided, as the printer writes lowered IR)."""
+
+
+@_form("for")
+def serial(start, stop=None, step=None, *, annotations=None):
+    """``for k in T.serial(n)`` / ``T.serial(start, stop, step)``."""
+
+
+@_form("for", "Serial")
+def _serial_alias(start, stop=None, step=None, *, annotations=None):
+    """Alias of ``T.serial``."""
+
+
+@_form("for")
+def unroll(start, stop=None, step=None, *, explicit=False, unroll_factor=None, annotations=None):
+    """``for k in T.unroll(n)``: a serial loop unrolled completely."""
+
+
+@_form("for", "Unroll")
+def _unroll_alias(start, stop=None, step=None, *, explicit=False, unroll_factor=None,
+                  annotations=None):
+    """Alias of ``T.unroll``."""
+
+
+@_form("for")
+def Pipelined(start, stop=None, num_stages=0, order=None, stage=None, sync=None, group=None,  # noqa: N802
+              annotations=None, *, warp_specialize=None):
+    """``for k in T.Pipelined(n, num_stages=3)``.  ``num_stages=0`` (TileLang's default)
+    is a plain serial loop.  tilecute's: ``warp_specialize``."""
+
+
+# ---- allocations (`buf = T.alloc_*(...)`) -------------------------------------------------
+@_form("alloc")
+def alloc_shared(shape, dtype, scope="shared.dyn", *, layout=None, stages=1):
+    """A shared-memory buffer.  tilecute's: ``layout`` and ``stages`` (lowered IR)."""
+
+
+@_form("alloc")
+def alloc_fragment(shape, dtype, scope="local.fragment", *, layout=None):
+    """A register tile spread over the block's threads.  tilecute's: ``layout``."""
+
+
+@_form("alloc")
+def alloc_local(shape, dtype, scope="local", *, layout=None):
+    """A buffer private to each thread.  tilecute's: ``layout``."""
+
+
+@_form("alloc")
+def alloc_var(dtype, *args, scope="local.var", init=None):
+    """A scalar variable (a one-element local buffer): ``x = T.alloc_var(T.int32)``, then
+    ``x = ...``, ``x += ...`` and reads of ``x``.  ``T.alloc_var(dtype, init)``,
+    ``T.alloc_var(dtype, init, scope)`` and ``T.alloc_var(dtype, scope)`` as in TileLang."""
+
+
+@_form("alloc")
+def alloc_barrier(arrive_count):
+    """``T.alloc_barrier(128)``: one mbarrier expecting 128 arrivals per phase;
+    ``T.alloc_barrier([128] * n)``: ``n`` of them."""
+
+
+# ---- tile statements --------------------------------------------------------------------
+@_form("stmt")
+def copy(src, dst, *, coalesced_width=None, disable_tma=False, eviction_policy=None,
+         prefer_instruction=None, annotations=None, loop_layout=None):
+    """``T.copy(A[by * 64, k * 32], A_shared)``."""
+
+
+@_form("stmt")
+def fill(buffer, value, annotations=None):
+    """``T.fill(acc, 0)``."""
+
+
+@_form("stmt")
+def clear(buffer, annotations=None):
+    """``T.clear(acc)``: fill with zeros."""
+
+
+@_form("stmt")
+def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=GemmWarpPolicy.Square,  # noqa: N803
+         clear_accum=False, k_pack=1, mbar=None, annotations=None, *, wg_wait=0):
+    """``T.gemm(A_shared, B_shared, acc, transpose_B=True)``: ``C += A @ B``.  tilecute's:
+    ``wg_wait`` (wgmma batches left in flight, 0 or 1; an older TileLang argument)."""
+
+
+@_form("stmt")
+def reduce(buffer, out, reduce_type, dim, clear, batch=1, nan_propagate=False, annotations=None):
+    """``T.reduce(x, out, "max", dim, clear)``."""
+
+
+def _reduce_kind(kind: str, abs_like: bool, nan: bool):
+    """TileLang's ``T.reduce_<kind>`` signature (``reduce_abssum`` has no ``clear``,
+    ``max``/``min``/``absmax`` take ``nan_propagate``).  tilecute's: ``scratch`` (the
+    shared buffer of the cross-warp step, set by the layout pass), and ``clear`` as a
+    keyword of ``reduce_abssum`` (lowered IR)."""
+    params = [inspect.Parameter("buffer", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+              inspect.Parameter("out", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+              inspect.Parameter("dim", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=-1)]
+    if not abs_like:
+        params.append(inspect.Parameter("clear", inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                        default=True))
+    params.append(inspect.Parameter("batch", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=1))
+    if nan:
+        params.append(inspect.Parameter("nan_propagate", inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                        default=False))
+    params.append(inspect.Parameter("annotations", inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                    default=None))
+    if abs_like:
+        params.append(inspect.Parameter("clear", inspect.Parameter.KEYWORD_ONLY, default=True))
+    params.append(inspect.Parameter("scratch", inspect.Parameter.KEYWORD_ONLY, default=None))
+
+    def fn(*args, **kwargs):
+        pass
+    fn.__name__ = f"reduce_{kind}"
+    fn.__doc__ = f"``T.reduce_{kind}(x, out, dim=-1)``: reduce ``x`` over ``dim`` into ``out``."
+    form = Form(fn, "stmt")
+    form.__signature__ = inspect.Signature(params)
+    FORMS[form.__name__] = form
+    return form
+
+
+reduce_sum = _reduce_kind("sum", False, False)
+reduce_max = _reduce_kind("max", False, True)
+reduce_min = _reduce_kind("min", False, True)
+reduce_abssum = _reduce_kind("abssum", True, False)
+reduce_absmax = _reduce_kind("absmax", False, True)
+reduce_bitand = _reduce_kind("bitand", False, False)
+reduce_bitor = _reduce_kind("bitor", False, False)
+reduce_bitxor = _reduce_kind("bitxor", False, False)
+
+
+@_form("stmt")
+def atomic_add(dst, value, memory_order=None, return_prev=False, use_tma=False, annotations=None):
+    """``T.atomic_add(C[i, j], v)`` or, with regions, a tile: ``T.atomic_add(C[...], acc)``."""
+
+
+@_form("stmt")
+def evaluate(value):
+    """``T.evaluate(expr)``: compute ``expr`` for its effect."""
+
+
+@_form("stmt")
+def sync_threads(barrier_id=None, arrive_count=None, *, wait_async=False):
+    """A block-wide barrier.  tilecute's: ``wait_async`` (first wait for this thread's
+    cp.async copies; the barrier pass sets it)."""
+
+
+@_form("stmt")
+def tma_copy(src, dst, *, barrier=None, cluster_mask=None, leader_scope_threads=None,
+             eviction_policy=None, annotations=None, stage=None):
+    """A TMA copy with explicit synchronization.  tilecute's: ``stage`` (the stage of a
+    multi-buffered shared buffer)."""
+
+
+@_form("stmt")
+def mbarrier_arrive(mbarrier, cta_id=None):
+    """Arrive once on an mbarrier."""
+
+
+@_form("stmt")
+def mbarrier_wait_parity(mbarrier, parity):
+    """Wait until the mbarrier's phase with this parity has completed."""
+
+
+@_form("stmt")
+def use_swizzle(panel_size, order="row", enable=True):
+    """Walk the grid in panels (blocks running together share tiles in L2)."""
+
+
+@_form("stmt")
+def set_max_nreg(reg_count, is_inc):
+    """``setmaxnreg``: the warpgroup's register budget per thread (sm_90a)."""
+
+
+# ---- TileLang forms tilecute does not have ------------------------------------------------
+class Unsupported:
+    """``T.<name>`` for a TileLang form tilecute does not have: using it in a prim_func is
+    an error that says so (the parser raises it at the line); calling it outside is too."""
+
+    def __init__(self, name: str):
+        self.__name__ = name
+
+    def message(self) -> str:
+        return (f"T.{self.__name__} is a TileLang form that tilecute does not support "
+                "(see docs/ir.md, \"TileLang's forms\")")
+
+    def __call__(self, *args, **kwargs):
+        raise NotImplementedError(self.message())
+
+    def __repr__(self) -> str:
+        return f"<T.{self.__name__}: not supported by tilecute>"
+
+
+TILELANG_ONLY = frozenset("""
+    Persistent vectorized Vectorized grid thread_binding Fragment FragmentBuffer SharedBuffer
+    LocalBuffer ptr make_tensor make_tensor_from_addr alloc_global alloc_reducer
+    alloc_cluster_barrier alloc_tmem alloc_descriptor empty allocate async_copy transpose
+    im2col c2d_im2col copy_cluster tma_gather4 tma_scatter4 tma_load tma_load_2sm gemm_sp
+    wgmma_gemm tcgen05_gemm reducer_init reducer_update finalize_reducer warp_reduce_sum
+    warp_reduce_max warp_reduce_min warp_reduce_bitand warp_reduce_bitor cumsum cummax
+    atomic_max atomic_min atomic_addx2 atomic_addx4 atomic_load atomic_store atomic_or dp4a
+    reshape view loop_break any_of all_of access_ptr activemask all_sync any_sync ballot
+    ballot_sync barrier_arrive barrier_wait get_lane_idx get_warp_idx get_warp_idx_sync
+    get_warp_group_idx get_thread_bindings get_block_binding get_block_bindings
+    get_thread_extent get_thread_extents get_block_extent get_block_extents
+    mbarrier_arrive_expect_tx mbarrier_expect_tx no_set_max_nreg inc_max_nreg dec_max_nreg
+    shfl_down shfl_sync shfl_up shfl_xor sync_global sync_grid sync_warp syncthreads_and
+    syncthreads_count syncthreads_or fence_proxy_async tma_store_arrive tma_store_wait
+    shuffle_elect annotate_layout annotate_safe_value annotate_restrict_buffers
+    annotate_l2_hit_ratio annotate_min_blocks_per_sm annotate_ws_schedule ws_op
+    create_tma_descriptor named_barrier_arrive index_to_coordinates import_source inline
+    meta_class print device_assert call_extern call_intrin reinterpret pow round trunc
+    truncdiv truncmod fmod isnan isinf isfinite erf log10 log1p exp10 tan atan atan2
+    acos asin sinh cosh popcount clz likely Shuffle
+""".split())

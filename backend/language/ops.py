@@ -1,0 +1,227 @@
+"""The ``T.*`` expression helpers: math, casts, selects and dtype constants.
+
+Each is an ordinary function over IR expressions and Python numbers (on two Python
+numbers the arithmetic ones compute the number).  The parser calls them with a
+call's arguments bound to the signature below, which is TileLang's (TVM's ``tir`` ops
+for the math), so ``T.exp2(x)``, ``T.if_then_else(c, a, b)``, ``T.cast(x, "float16")``
+mean what they mean there.  Every helper builds only existing IR nodes.
+
+Imports the IR nodes and the values module; nothing imports back.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..ir import nodes as _N
+from ..runtime.dtypes import DTYPES
+from .values import dtype_name
+
+_FLOAT_MATH = ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "sin", "cos", "floor", "ceil")
+
+
+def _is_number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def ceildiv(a, b):
+    """``(a + b - 1) // b``."""
+    if not isinstance(a, _N.Expr) and not isinstance(b, _N.Expr):
+        return -(-a // b)
+    return _N.ceildiv(a, b)
+
+
+cdiv = ceildiv
+
+
+def _unary(name):
+    def f(x):
+        x = _N.as_expr(x)
+        if not _N.is_float(x.dtype):
+            x = _N.cast(x, "float32")
+        return _N.Call(name, (x,), x.dtype)
+
+    f.__name__ = name
+    f.__qualname__ = name
+    f.__doc__ = f"``T.{name}(x)`` elementwise (an integer ``x`` is converted to float32)."
+    return f
+
+
+exp, exp2, log, log2 = _unary("exp"), _unary("exp2"), _unary("log"), _unary("log2")
+sqrt, rsqrt, tanh = _unary("sqrt"), _unary("rsqrt"), _unary("tanh")
+sin, cos, floor, ceil = _unary("sin"), _unary("cos"), _unary("floor"), _unary("ceil")
+
+
+def sigmoid(x):
+    """``1 / (1 + exp(-x))``."""
+    x = _N.as_expr(x)
+    if not _N.is_float(x.dtype):
+        x = _N.cast(x, "float32")
+    one = _N.const(1, x.dtype)
+    return _N.binop("div", one, _N.binop("add", one, exp(_N.binop("sub", _N.const(0, x.dtype), x))))
+
+
+def abs(x):  # noqa: A001
+    """``|x|``."""
+    if _is_number(x):
+        return -x if x < 0 else x
+    x = _N.as_expr(x)
+    return _N.Call("abs", (x,), x.dtype)
+
+
+def max(a, b):  # noqa: A001
+    """The larger of ``a`` and ``b`` (a ``BinOp``)."""
+    if not isinstance(a, _N.Expr) and not isinstance(b, _N.Expr):
+        return a if a >= b else b
+    return _N.binop("max", a, b)
+
+
+def min(a, b):  # noqa: A001
+    """The smaller of ``a`` and ``b`` (a ``BinOp``)."""
+    if not isinstance(a, _N.Expr) and not isinstance(b, _N.Expr):
+        return a if a <= b else b
+    return _N.binop("min", a, b)
+
+
+def clamp(dst, min_val, max_val):
+    """``T.min(T.max(dst, min_val), max_val)``."""
+    return min(max(dst, min_val), max_val)
+
+
+def fma(a, b, c):
+    """``a * b + c``."""
+    a, b, t = _N._coerce(a, b)
+    a, c, t = _N._coerce(a, c)
+    return _N.Call("fma", (_N.cast(a, t), _N.cast(b, t), _N.cast(c, t)), t)
+
+
+def floordiv(a, b):
+    return _N.binop("floordiv", a, b)
+
+
+def floormod(a, b):
+    return _N.binop("mod", a, b)
+
+
+# ---- bitwise (integers only) ----------------------------------------------------------------
+def _bitwise(op: str, name: str):
+    def f(a, b):
+        if not isinstance(a, _N.Expr) and not isinstance(b, _N.Expr):
+            return {"bitand": a & b, "bitor": a | b, "bitxor": a ^ b, "shl": a << b,
+                    "shr": a >> b}[op]
+        e = _N.binop(op, a, b)
+        if not _N.is_int(e.dtype):
+            raise TypeError(f"T.{name} takes integers, got {e.dtype}")
+        return e
+
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = f"``T.{name}(a, b)`` on integers."
+    return f
+
+
+bitwise_and, bitwise_or = _bitwise("bitand", "bitwise_and"), _bitwise("bitor", "bitwise_or")
+bitwise_xor = _bitwise("bitxor", "bitwise_xor")
+shift_left, shift_right = _bitwise("shl", "shift_left"), _bitwise("shr", "shift_right")
+
+
+def bitwise_not(x):
+    """``~x`` on integers (``x ^ -1``: every bit flipped)."""
+    if isinstance(x, int) and not isinstance(x, bool):
+        return ~x
+    x = _N.as_expr(x)
+    if not _N.is_int(x.dtype):
+        raise TypeError(f"T.bitwise_not takes an integer, got {x.dtype}")
+    ones = -1 if DTYPES[x.dtype].kind == "int" else (1 << DTYPES[x.dtype].bits) - 1
+    return _N.binop("bitxor", x, _N.Const(ones, x.dtype))
+
+
+# ---- casts and selects ---------------------------------------------------------------------
+def Cast(dtype, value):  # noqa: N802
+    """TVM's ``T.Cast(dtype, value)``."""
+    return _N.cast(_N.as_expr(value), dtype_name(dtype))
+
+
+def cast(value, dtype, round: str = "", sat: bool = True, rbits=None):  # noqa: A002
+    """TileLang's ``T.cast(value, dtype)`` (value first).  PTX rounding hints (``round``,
+    ``rbits``) and ``sat=False`` are refused: tilecute's conversions round to nearest
+    and have no switch for saturation."""
+    if round != "" or rbits is not None:
+        raise ValueError(f"T.cast: round={round!r}/rbits are not supported (tilecute's casts "
+                         "round to nearest even)")
+    if sat is not True:
+        raise ValueError("T.cast: sat=False is not supported (tilecute has no switch for "
+                         "saturating conversions)")
+    return Cast(dtype, value)
+
+
+def if_then_else(cond, t, f):
+    """``cond ? t : f``.  Both sides are evaluated (a ``Select``); guard a load that may be
+    out of bounds with an ``if`` statement instead."""
+    a, b, ty = _N._coerce(t, f)
+    return _N.Select(_truth(cond), a, b, ty)
+
+
+def Select(condition, true_value, false_value):  # noqa: N802
+    """TVM's ``T.Select(cond, a, b)``: both sides evaluated."""
+    return if_then_else(condition, true_value, false_value)
+
+
+def _truth(x) -> _N.Expr:
+    x = _N.as_expr(x)
+    return x if x.dtype == "bool" else _N.cmp("ne", x, 0)
+
+
+# ---- dtype constants --------------------------------------------------------------------------
+_FLOAT_MAX = {"float16": 65504.0, "bfloat16": 3.3895313892515355e38,
+              "float32": 3.4028234663852886e38, "float64": 1.7976931348623157e308,
+              "float8_e4m3": 448.0, "float8_e5m2": 57344.0}
+
+
+def infinity(dtype):
+    """``+inf`` of a float dtype (``-T.infinity(dtype)`` is ``-inf``)."""
+    dt = dtype_name(dtype)
+    if not _N.is_float(dt):
+        raise ValueError(f"T.infinity({dt!r}): only float dtypes have an infinity")
+    if dt == "float8_e4m3":
+        raise ValueError("T.infinity('float8_e4m3'): e4m3 has no infinity; use "
+                         "T.max_value('float8_e4m3')")
+    return _N.Const(math.inf, dt)
+
+
+def max_value(dtype):
+    """The largest finite value of ``dtype``."""
+    dt = dtype_name(dtype)
+    info = DTYPES[dt]
+    if info.kind == "float":
+        return _N.Const(_FLOAT_MAX[dt], dt)
+    if info.kind == "bool":
+        return _N.Const(True, dt)
+    bits = info.bits - (1 if info.kind == "int" else 0)
+    return _N.Const((1 << bits) - 1, dt)
+
+
+def min_value(dtype):
+    """The lowest finite value of ``dtype`` (``-max_value`` for floats)."""
+    dt = dtype_name(dtype)
+    info = DTYPES[dt]
+    if info.kind == "float":
+        return _N.Const(-_FLOAT_MAX[dt], dt)
+    if info.kind == "bool":
+        return _N.Const(False, dt)
+    return _N.Const(-(1 << (info.bits - 1)) if info.kind == "int" else 0, dt)
+
+
+def get_thread_binding(dim: int = 0):
+    """``threadIdx.x`` (``dim`` 0), ``.y`` (1) or ``.z`` (2)."""
+    if dim not in (0, 1, 2) or isinstance(dim, bool):
+        raise ValueError(f"T.get_thread_binding: dim must be 0, 1 or 2, got {dim!r}")
+    return _N.Call("thread_idx", (_N.Const(int(dim), "int32"),), "int32")
+
+
+EXPRESSION_HELPERS = (
+    "ceildiv", "cdiv", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "sin", "cos",
+    "floor", "ceil", "sigmoid", "abs", "max", "min", "clamp", "fma", "floordiv", "floormod",
+    "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "shift_left", "shift_right",
+    "Cast", "cast", "if_then_else", "Select", "infinity", "max_value", "min_value",
+    "get_thread_binding",
+)

@@ -1,0 +1,221 @@
+"""The values a ``T.*`` program handles at parse time: dtypes, parameter annotations,
+symbolic extents, GEMM warp policies, layouts.
+
+Both the ``T`` namespace (``tilecute.language``) and the parser import this module;
+it imports neither of them.  Nothing here builds statements.
+"""
+
+from __future__ import annotations
+
+import enum
+import inspect
+import re
+from dataclasses import dataclass
+from typing import Optional
+
+from ..ir import nodes as _N
+from ..runtime.dtypes import DTYPES, UnknownDTypeError, canonical_dtype
+
+
+class DType(str):
+    """A dtype name usable as annotation (``n: T.int32``) and as a constant maker
+    (``T.float32(0)``), or a cast when given an expression (``T.float32(x)``)."""
+
+    def __call__(self, value) -> _N.Expr:
+        if isinstance(value, _N.Expr):
+            return _N.cast(value, str(self))
+        return _N.const(value, str(self))
+
+
+float16 = DType("float16")
+bfloat16 = DType("bfloat16")
+float32 = DType("float32")
+float64 = DType("float64")
+float8_e4m3 = DType("float8_e4m3")
+float8_e5m2 = DType("float8_e5m2")
+int8, int16, int32, int64 = DType("int8"), DType("int16"), DType("int32"), DType("int64")
+uint8, uint16, uint32, uint64 = DType("uint8"), DType("uint16"), DType("uint32"), DType("uint64")
+boolean = DType("bool")
+
+# every `T.<name>` that is a dtype: the canonical names and TileLang's spellings
+DTYPE_NAMES = {
+    **{name: DType(name) for name in DTYPES if name != "bool"},
+    "boolean": boolean, "bool": boolean,
+    "half": float16, "float": float32, "double": float64, "float8_e4m3fn": float8_e4m3,
+}
+
+
+def dtype_name(d) -> str:
+    """Canonical dtype name of a ``T.*`` dtype, a string, or a torch dtype;
+    :class:`UnknownDTypeError` (a ``KeyError`` and a ``ValueError``) naming the valid
+    ones otherwise."""
+    if isinstance(d, str):
+        return canonical_dtype(str(d))
+    text = str(d)
+    if text.startswith("torch."):
+        return canonical_dtype(text[len("torch."):])
+    raise UnknownDTypeError(d)
+
+
+# ---- parameter annotations ---------------------------------------------------------------
+@dataclass(frozen=True)
+class TensorSpec:
+    """What a parameter annotation (``T.Tensor(shape, dtype)``) says.  It is checked by
+    the parser, which can name the prim_func, the parameter and the line: ``dtype`` is
+    kept as written, ``refused`` lists the TileLang arguments given that tilecute does
+    not honor, as ``(argument, value)``, and ``error`` says why the annotation's
+    arguments did not fit its signature."""
+
+    shape: tuple
+    dtype: object
+    strides: Optional[tuple] = None
+    form: str = "T.Tensor"
+    refused: tuple = ()
+    error: str = ""
+
+
+def plain_signature(fn) -> inspect.Signature:
+    """``fn``'s signature without annotations, as error messages print it."""
+    sig = inspect.signature(fn)
+    return sig.replace(parameters=[p.replace(annotation=p.empty) for p in sig.parameters.values()],
+                       return_annotation=sig.empty)
+
+
+def signature_error(form: str, sig: inspect.Signature, args: list, kwargs: dict) -> Optional[str]:
+    """Why ``form(*args, **kwargs)`` does not fit ``sig`` (None if it does), naming the
+    argument: ``args`` are the positional arguments as the program wrote them."""
+    params = list(sig.parameters.values())
+    if not any(p.kind == p.VAR_POSITIONAL for p in params):
+        n = sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params)
+        if len(args) > n:
+            return (f"{form}: unexpected positional argument {n + 1} (`{args[n]}`); {form} "
+                    f"takes {n} positional argument(s) (the signature is {form}{sig})")
+    try:
+        sig.bind(*args, **kwargs)
+    except TypeError as e:
+        return f"{form}: {e} (the signature is {form}{sig})"
+    return None
+
+
+def _shape_tuple(shape) -> tuple:
+    return tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
+
+
+def _refused(**given) -> tuple:
+    """The arguments whose value differs from TileLang's default (given as
+    ``name=(value, default)``)."""
+    return tuple((k, v) for k, (v, default) in given.items() if v != default)
+
+
+class _TensorProxy:
+    """``T.Tensor(shape, dtype="float32", data=None, scope=None)`` and TileLang's
+    subscript spelling ``T.Tensor[shape, dtype]``: a global tensor parameter.
+
+    Annotations are evaluated when Python runs the ``def``, before the parser sees the
+    function: arguments that do not fit the signature come back as a spec with an
+    ``error``, which the parser reports at the parameter."""
+
+    form = "T.Tensor"
+
+    def spec(self, shape, dtype="float32", data=None, scope=None) -> TensorSpec:
+        return TensorSpec(_shape_tuple(shape), dtype, None, self.form,
+                          _refused(data=(data, None), scope=(_global(scope), "global")))
+
+    @property
+    def __signature__(self) -> inspect.Signature:
+        return plain_signature(self.spec)
+
+    def __call__(self, *args, **kwargs) -> TensorSpec:
+        error = signature_error(self.form, plain_signature(self.spec), [repr(a) for a in args],
+                                kwargs)
+        if error:
+            return TensorSpec((), None, None, self.form, (), error)
+        return self.spec(*args, **kwargs)
+
+    def __getitem__(self, keys) -> TensorSpec:
+        keys = keys if isinstance(keys, tuple) else (keys,)
+        if all(not isinstance(k, (tuple, list, str)) for k in keys):
+            keys = (keys,)  # T.Tensor[M, N]: all of it is the shape
+        return self(*keys)
+
+    def __repr__(self) -> str:
+        return f"<{self.form}>"
+
+
+class _StridedTensorProxy(_TensorProxy):
+    """``T.StridedTensor(shape, strides, dtype="float32", scope=None)``."""
+
+    form = "T.StridedTensor"
+
+    def spec(self, shape, strides, dtype="float32", scope=None) -> TensorSpec:  # noqa: D102
+        return TensorSpec(_shape_tuple(shape), dtype, _shape_tuple(strides), self.form,
+                          _refused(scope=(_global(scope), "global")))
+
+
+class _BufferProxy(_TensorProxy):
+    """``T.Buffer(shape, dtype, data, strides, elem_offset, scope, align, offset_factor,
+    buffer_type, axis_separators)`` (TileLang's older spelling of ``T.Tensor``)."""
+
+    form = "T.Buffer"
+
+    def spec(self, shape, dtype="float32", data=None, strides=None, elem_offset=None,  # noqa: D102
+             scope="global", align=0, offset_factor=0, buffer_type="",
+             axis_separators=None) -> TensorSpec:
+        return TensorSpec(_shape_tuple(shape), dtype,
+                          None if strides is None else _shape_tuple(strides), self.form,
+                          _refused(data=(data, None), elem_offset=(elem_offset, None),
+                                   scope=(_global(scope), "global"), align=(align or 0, 0),
+                                   offset_factor=(offset_factor or 0, 0),
+                                   buffer_type=(buffer_type, ""),
+                                   axis_separators=(axis_separators, None)))
+
+
+def _global(scope):
+    return "global" if scope is None else scope
+
+
+Tensor = _TensorProxy()
+StridedTensor = _StridedTensorProxy()
+Buffer = _BufferProxy()
+
+
+# ---- symbolic extents --------------------------------------------------------------------
+def dynamic(name: str, dtype="int32", multiple_of: int = 1):
+    """``T.dynamic("N")``: a symbolic extent, bound at launch from the tensors that use
+    it; ``T.dynamic("M, N")`` (or ``"M N"``) makes a tuple of them, as in TileLang.
+    ``multiple_of`` (tilecute's) promises a divisor, checked at launch (a ValueError
+    names the argument), which lets rows strided by the symbol be read with 16-byte
+    vector instructions."""
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError(f"T.dynamic: the name must be a non-empty string, got {name!r}")
+    if not isinstance(multiple_of, int) or isinstance(multiple_of, bool) or multiple_of < 1:
+        raise ValueError(f"T.dynamic('{name}'): multiple_of must be a positive int, "
+                         f"got {multiple_of!r}")
+    names = re.split(r"\s*,\s*|\s+", name.strip())
+    made = tuple(_N.Var(n, dtype_name(dtype), multiple_of) for n in names)
+    return made if len(made) > 1 else made[0]
+
+
+symbolic = dynamic  # TileLang's older name (tilecute's printer writes it)
+dyn = dynamic
+
+
+# ---- T.gemm's warp policy ----------------------------------------------------------------
+class GemmWarpPolicy(enum.IntEnum):
+    """TileLang's ``T.GemmWarpPolicy``: how ``T.gemm`` spreads a block's warps over the
+    ``(M, N)`` tile.  tilecute's gemm pass arranges warps itself; ``T.gemm`` accepts
+    ``Square`` (the default) and refuses the others (see docs/ir.md)."""
+
+    Square = 0
+    FullRow = 1
+    FullCol = 2
+
+
+# ---- layouts ------------------------------------------------------------------------------
+def Layout(kind: str, threads: int = 0, vector: int = 0, swizzle: int = 0, mma: str = "",  # noqa: N802
+           warps: tuple = (), operand: str = "") -> _N.Layout:
+    """A buffer layout, as the layout pass prints it (``T.alloc_fragment(..., layout=...)``);
+    see ``tilecute.ir.nodes.Layout``."""
+    if kind not in _N.LAYOUT_KINDS:
+        raise ValueError(f"T.Layout: kind must be one of {_N.LAYOUT_KINDS}, got {kind!r}")
+    return _N.Layout(kind, threads, vector, swizzle, mma, tuple(warps), operand)

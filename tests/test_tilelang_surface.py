@@ -1,0 +1,444 @@
+"""TileLang's surface in tilecute's frontend: every ``T.*`` form binds its arguments to
+TileLang's signature (positional and keyword spellings alike), refuses what it does not
+honor at the line that says it, and what it honors compiles to a cubin."""
+
+import inspect
+import textwrap
+
+import pytest
+
+import tilecute
+import tilecute.language as T
+from tilecute.codegen.cute import emit_cute
+from tilecute.ir import nodes as N
+from tilecute.language import FrontendError
+from tilecute.language.forms import FORMS
+from tilecute.transform.pipeline import lower
+
+HEADER = '''import tilecute.language as T
+
+
+@T.prim_func
+def walk({params}A: T.Tensor((64, 64), "float16"), C: T.Tensor((64,), "float32")):
+    with T.Kernel(1, threads=128) as bx:
+        s = T.alloc_shared((64, 64), "float16")
+        t = T.alloc_shared((64, 64), "float16")
+        acc = T.alloc_fragment((64, 64), "float32")
+        row = T.alloc_fragment((64,), "float32")
+        bar = T.alloc_barrier(1)
+        x = T.float32(1.0)
+'''
+
+# every T.* name a program can call: where it stands and the fewest arguments it takes
+CALLS = {
+    "Kernel": ("with", "1"), "ClusterKernel": ("with", "1, cluster_dims=2"),
+    "Parallel": ("for", "4"), "serial": ("for", "4"), "Serial": ("for", "4"),
+    "unroll": ("for", "4"), "Unroll": ("for", "4"), "Pipelined": ("for", "4, num_stages=1"),
+    "alloc_shared": ("alloc", '(4,), "float32"'), "alloc_fragment": ("alloc", '(4,), "float32"'),
+    "alloc_local": ("alloc", '(4,), "float32"'), "alloc_var": ("alloc", '"float32"'),
+    "alloc_barrier": ("alloc", "1"),
+    "copy": ("stmt", "A[0, 0], s"), "fill": ("stmt", "acc, 0"), "clear": ("stmt", "acc"),
+    "gemm": ("stmt", "s, t, acc"), "reduce": ("stmt", 'acc, row, "sum", 1, True'),
+    **{f"reduce_{k}": ("stmt", "acc, row") for k in
+       ("sum", "max", "min", "abssum", "absmax", "bitand", "bitor", "bitxor")},
+    "atomic_add": ("stmt", "C[0], 1.0"), "evaluate": ("stmt", "x"), "sync_threads": ("stmt", ""),
+    "tma_copy": ("stmt", "A[0, 0], s, barrier=bar[0]"), "mbarrier_arrive": ("stmt", "bar[0]"),
+    "mbarrier_wait_parity": ("stmt", "bar[0], 0"), "use_swizzle": ("stmt", "8"),
+    "set_max_nreg": ("stmt", "240, 1"),
+    "Tensor": ("param", '(4,), "float32"'), "StridedTensor": ("param", '(4,), (1,), "float32"'),
+    "Buffer": ("param", '(4,), "float32"'),
+    **{name: ("expr", "x") for name in ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh",
+                                        "sin", "cos", "floor", "ceil", "sigmoid", "abs")},
+    "max": ("expr", "x, 1.0"), "min": ("expr", "x, 1.0"), "clamp": ("expr", "x, 0.0, 1.0"),
+    "fma": ("expr", "x, x, x"), "ceildiv": ("expr", "bx, 2"), "cdiv": ("expr", "bx, 2"),
+    "floordiv": ("expr", "bx, 2"), "floormod": ("expr", "bx, 2"),
+    **{name: ("expr", "bx, 1") for name in ("bitwise_and", "bitwise_or", "bitwise_xor",
+                                            "shift_left", "shift_right")},
+    "bitwise_not": ("expr", "bx"), "Cast": ("expr", '"float16", x'), "cast": ("expr", 'x, "float16"'),
+    "if_then_else": ("expr", "bx > 0, x, x"), "Select": ("expr", "bx > 0, x, x"),
+    "infinity": ("expr", '"float32"'), "max_value": ("expr", '"float32"'),
+    "min_value": ("expr", '"float32"'), "get_thread_binding": ("expr", "0"),
+    "symbolic": ("dim", '"K"'), "dynamic": ("dim", '"K"'), "Layout": ("layout", '"blocked"'),
+    **{name: ("expr", "1.0") for name in T.DTYPE_NAMES},
+}
+NOT_CALLED = {"prim_func", "from_script", "FrontendError", "GemmWarpPolicy"}
+
+
+def program(name: str, args: str) -> tuple[str, int]:
+    """A script that calls ``T.<name>(args)`` where the form stands; the call's line."""
+    where, _ = CALLS[name]
+    call = f"T.{name}({args})"
+    if where == "param":
+        return HEADER.format(params=f"Z: {call}, ") + "        C[0] = x\n", 5
+    if where == "dim":
+        return HEADER.format(params=f'Z: T.Tensor(({call},), "float32"), ') + "        C[0] = x\n", 5
+    if where == "with":
+        text = HEADER.format(params="").split("    with T.Kernel")[0]
+        return text + f"    with {call} as bx:\n        C[0] = 1.0\n", text.count("\n") + 1
+    lines = HEADER.format(params="")
+    line = lines.count("\n") + 1
+    body = {"for": f"for i in {call}:\n            C[0] = 1.0", "alloc": f"v = {call}",
+            "stmt": call, "expr": f"y = {call}",
+            "layout": f'v = T.alloc_fragment((4,), "float32", layout={call})'}[where]
+    return lines + "        " + body + "\n", line
+
+
+def _error(text: str) -> str:
+    with pytest.raises(FrontendError) as e:
+        T.from_script(text)
+    return str(e.value)
+
+
+def test_every_form_is_walked():
+    """A new T.* name must join CALLS (and so the walks below)."""
+    assert set(T.__all__) - NOT_CALLED == set(CALLS)
+
+
+# forms whose fewest arguments are refused, or need more than the walk's kernel has
+REFUSED_AS_CALLED = {
+    "reduce_bitand": "T.reduce_bitand is not supported", "reduce_bitor": "T.reduce_bitor is not supported",
+    "reduce_bitxor": "T.reduce_bitxor is not supported",
+    "use_swizzle": "T.use_swizzle needs a T.Kernel with at least 2 grid extents",
+}
+
+
+@pytest.mark.parametrize("name", sorted(CALLS))
+def test_every_form_takes_its_fewest_arguments(name):
+    text, line = program(name, CALLS[name][1])
+    if name in REFUSED_AS_CALLED:
+        msg = _error(text)
+        assert REFUSED_AS_CALLED[name] in msg and f"<script>:{line}:" in msg
+    else:
+        T.from_script(text)
+
+
+@pytest.mark.parametrize("name", sorted(CALLS))
+def test_unknown_keyword_names_form_argument_and_line(name):
+    args = CALLS[name][1]
+    text, line = program(name, f"{args}, bogus_arg=1" if args else "bogus_arg=1")
+    msg = _error(text)
+    assert f"<script>:{line}:" in msg and "prim_func 'walk'" in msg
+    assert f"T.{name}" in msg and "bogus_arg" in msg, msg
+
+
+@pytest.mark.parametrize("name", sorted(CALLS))
+def test_unknown_positional_names_form_argument_and_line(name):
+    args = CALLS[name][1]
+    positional = ", ".join(a for a in args.split(", ") if "=" not in a)
+    keywords = ", ".join(a for a in args.split(", ") if "=" in a)
+    extra = ", ".join(["7"] * 12)
+    call_args = ", ".join(x for x in (positional, extra, keywords) if x)
+    text, line = program(name, call_args)
+    msg = _error(text)
+    assert f"<script>:{line}:" in msg and "prim_func 'walk'" in msg
+    if name in ("Kernel", "ClusterKernel"):  # *blocks: the extra ones are grid extents
+        assert f"T.{name} takes 1 to 3 grid extents, got 13" in msg
+    elif name == "Parallel":  # *extents: one loop variable per extent
+        assert "T.Parallel has 13 extents but 1 loop variables" in msg
+    elif name == "alloc_var":  # *args: (init, scope) at most
+        assert "T.alloc_var takes (dtype, init, scope) at most" in msg
+    else:
+        assert f"T.{name}: unexpected positional argument" in msg and "(`7`)" in msg, msg
+
+
+def test_positional_and_keyword_spellings_mean_the_same():
+    def both(call_pos, call_kw):
+        a = T.from_script(program("gemm", "s, t, acc")[0].replace("T.gemm(s, t, acc)", call_pos))
+        b = T.from_script(program("gemm", "s, t, acc")[0].replace("T.gemm(s, t, acc)", call_kw))
+        return a, b
+
+    a, b = both("T.gemm(s, t, acc, True, False, T.GemmWarpPolicy.Square, True)",
+                "T.gemm(s, t, acc, clear_accum=True, transpose_A=True)")
+    assert a == b
+    gemm = [s for s in a.kernels[0].body if isinstance(s, N.Gemm)][0]
+    assert (gemm.transpose_a, gemm.transpose_b, gemm.clear_accum) == (True, False, True)
+    a, b = both("T.reduce_max(acc, row, 1, False)", "T.reduce_max(acc, row, clear=False, dim=1)")
+    assert a == b
+
+
+# ---- what is honored, with TileLang's meaning ----------------------------------------------
+def _script(body: str, params: str = 'A: T.Tensor((256, 64), "float16"), '
+                                     'B: T.Tensor((256, 64), "float16")', grid: str = "4") -> str:
+    return (f"import tilecute.language as T\n\n\n@T.prim_func\n"
+            f"def kern({params}):\n    with T.Kernel({grid}, threads=128) as bx:\n"
+            + textwrap.indent(textwrap.dedent(body), "        "))
+
+
+def _kernel(body: str, **kw) -> N.PrimFunc:
+    return T.from_script(_script(body, **kw))
+
+
+def _stmts(func, cls):
+    from tilecute.ir.visitor import walk_stmts
+
+    return [s for s in walk_stmts(func.kernels[0].body) if isinstance(s, cls)]
+
+
+def test_slices_fold_their_extent():
+    f = _kernel("""
+        s = T.alloc_shared((64, 64), "float16")
+        T.copy(A[bx * 64:(bx + 1) * 64, :], s)
+        T.copy(s, B[bx * 64:bx * 64 + 64, 0:64])
+    """)
+    c1, c2 = _stmts(f, N.Copy)
+    assert c1.src.extents == (N.Const(64, "int32"), N.Const(64, "int32"))
+    assert (c1.src.starts, c1.src.extents) == (c2.dst.starts, c2.dst.extents)
+
+
+def test_gemm_positional_transposes_are_honored():
+    f = _kernel("""
+        a = T.alloc_shared((64, 64), "float16")
+        b = T.alloc_shared((64, 64), "float16")
+        c = T.alloc_fragment((64, 64), "float32")
+        T.gemm(a, b, c, True, False)
+        T.gemm(a, b, c, False, True, T.GemmWarpPolicy.Square, True)
+    """)
+    g1, g2 = _stmts(f, N.Gemm)
+    assert (g1.transpose_a, g1.transpose_b, g1.clear_accum) == (True, False, False)
+    assert (g2.transpose_a, g2.transpose_b, g2.clear_accum) == (False, True, True)
+
+
+def test_alloc_scope_argument_is_honored():
+    f = _kernel("""
+        a = T.alloc_fragment((4,), "float32", "local")
+        b = T.alloc_local((4,), "float32")
+        c = T.alloc_shared((4,), "float32", scope="shared")
+        d = T.alloc_fragment((64,), "float32")
+    """)
+    assert [s.buffer.scope for s in _stmts(f, N.Allocate)] == ["local", "local", "shared", "fragment"]
+
+
+def test_reduce_dim_defaults_to_the_last_axis_as_in_tilelang():
+    f = _kernel("""
+        x = T.alloc_fragment((64, 32), "float32")
+        r = T.alloc_fragment((64,), "float32")
+        T.reduce_max(x, r)
+        T.reduce_absmax(x, r, -1, False)
+        T.reduce(x, r, "sum", 1, True)
+        T.reduce_abssum(x, r)
+    """)
+    assert [(r.kind, r.dim, r.clear) for r in _stmts(f, N.Reduce)] == [
+        ("max", 1, True), ("absmax", 1, False), ("sum", 1, True), ("abssum", 1, True)]
+
+
+def test_alloc_barrier_takes_tilelangs_arrive_count():
+    f = _kernel("""
+        one = T.alloc_barrier(128)
+        four = T.alloc_barrier([64] * 4)
+    """)
+    one, four = _stmts(f, N.Allocate)
+    assert (one.buffer.shape, one.layout.threads) == ((N.Const(1, "int32"),), 128)
+    assert (four.buffer.shape, four.layout.threads) == ((N.Const(4, "int32"),), 64)
+    assert "one = T.alloc_barrier(128)" in f.script() and "T.alloc_barrier([64] * 4)" in f.script()
+    assert T.from_script(f.script()) == f
+
+
+def test_pipelined_without_num_stages_is_a_serial_loop_as_in_tilelang():
+    f = _kernel("""
+        for k in T.Pipelined(4):
+            B[k, 0] = A[k, 0]
+        for k in T.Pipelined(0, 4, 2):
+            B[k, 0] = A[k, 0]
+    """)
+    loops = _stmts(f, N.For)
+    assert [(x.kind, x.num_stages) for x in loops] == [("serial", 0), ("pipelined", 2)]
+
+
+def test_constants_and_casts():
+    f = _kernel("""
+        v = -T.infinity("float16")
+        w = T.max_value("int8") + T.min_value("int8")
+        y = (A[0, 0] * 2).astype("float32")
+        z = T.cast(A[0, 0], "float32") + T.Cast("float32", A[0, 0])
+        B[0, 0] = v
+    """)
+    lets = {s.var.name: s.value for s in _stmts(f, N.Let)}
+    assert lets["v"] == N.Const(float("-inf"), "float16")
+    assert lets["w"] == N.Const(-1, "int8")
+    assert lets["y"].dtype == "float32" and isinstance(lets["y"], N.Cast)
+    assert lets["z"].a == lets["z"].b
+
+
+def test_bitwise_operators_on_integers():
+    f = _kernel("""
+        u = (bx >> 1) & 3 | (bx << 2) ^ ~bx
+    """, params='A: T.Tensor((4,), "int32")')
+    (let,) = _stmts(f, N.Let)
+    assert let.value.dtype == "int32" and "~" not in f.script()
+
+
+def test_serial_step_walks_every_step():
+    f = _kernel("""
+        for k in T.serial(2, 64, 16):
+            B[k, 0] = A[k, 0]
+    """)
+    (loop,) = _stmts(f, N.For)
+    assert loop.extent == N.Const(4, "int32")
+    let = loop.body[0]
+    assert isinstance(let, N.Let) and let.var.name == "k"
+
+
+def test_dynamic_names_several_symbols():
+    M, K = T.dynamic("M, K")
+    assert (M.name, K.name) == ("M", "K") and T.dynamic("a b")[1].name == "b"
+    assert T.symbolic("N", multiple_of=8).multiple == 8
+
+
+def test_cluster_kernel_normalizes_cluster_dims():
+    f = T.from_script(textwrap.dedent('''
+        import tilecute.language as T
+
+        @T.prim_func
+        def k(A: T.Tensor((256,), "float32")):
+            with T.ClusterKernel(4, cluster_dims=2, threads=64) as bx:
+                A[bx] = 0.0
+    '''))
+    assert f.kernels[0].cluster == (2, 1, 1)
+
+
+# ---- what is refused, and why ------------------------------------------------------------------
+REFUSED = [
+    ('T.gemm(a, b, c, policy=T.GemmWarpPolicy.FullRow)', "T.gemm: policy=T.GemmWarpPolicy.FullRow is not supported yet"),
+    ('T.gemm(a, b, c, k_pack=2)', "T.gemm: k_pack=2 is not supported"),
+    ('T.gemm(a, b, c, mbar=bars[0])', "T.gemm: mbar="),
+    ('T.copy(A[0, 0], a, disable_tma=True)', "T.copy: disable_tma=True is not supported"),
+    ('T.copy(A[0, 0], a, eviction_policy="evict_first")', "T.copy: eviction_policy='evict_first' is not supported"),
+    ('T.copy(A[0, 0], a, coalesced_width=4)', "T.copy: coalesced_width=4 is not supported"),
+    ('T.reduce_sum(c, r, batch=2)', "T.reduce_sum: batch=2 is not supported"),
+    ('T.reduce_max(c, r, nan_propagate=True)', "T.reduce_max: nan_propagate=True is not supported"),
+    ('T.reduce_bitand(c, r)', "T.reduce_bitand is not supported"),
+    ('T.reduce(c, r, "bitor", 1, True)', "T.reduce: reduce_type='bitor' is not supported"),
+    ('T.atomic_add(B[0, 0], 1.0, memory_order="seq_cst")', "T.atomic_add: memory_order='seq_cst' is not supported"),
+    ('T.atomic_add(B[0, 0], 1.0, return_prev=True)', "T.atomic_add: return_prev=True is not supported"),
+    ('T.sync_threads(1, 64)', "T.sync_threads: barrier_id=1 is not supported"),
+    ('T.mbarrier_arrive(bars[0], 1)', "T.mbarrier_arrive: cta_id=1 is not supported"),
+    ('T.fill(c, 0, annotations={"x": 1})', "T.fill: annotations={'x': 1} is not supported"),
+    ('for i in T.Parallel(4, loop_layout=1):\n    pass', "T.Parallel: loop_layout=1 is not supported"),
+    ('for i in T.Parallel(4, prefer_async=True):\n    pass', "T.Parallel: prefer_async=True is not supported"),
+    ('for i in T.unroll(4, unroll_factor=2):\n    pass', "T.unroll: unroll_factor=2 is not supported"),
+    ('for i in T.Pipelined(4, num_stages=2, order=[0, 1]):\n    pass', "T.Pipelined: order=(0, 1) is not supported"),
+    ('v = T.alloc_shared((4,), "float32", "global")', "T.alloc_shared: 'v': scope='global' is not supported"),
+    ('v = T.alloc_local((4,), "float17")', "T.alloc_local: 'v': unknown dtype 'float17'; tilecute dtypes are"),
+    ('v = T.alloc_barrier([32, 64])', "T.alloc_barrier: 'v': arrive counts [32, 64] differ"),
+    ('v = T.cast(A[0, 0], "float32", round="rz")', "T.cast: round='rz'"),
+    ('v = T.infinity("int32")', "T.infinity('int32'): only float dtypes have an infinity"),
+    ('v = T.alloc_tmem((4,), "float32")', "T.alloc_tmem is a TileLang form that tilecute does not support"),
+    ('T.cumsum(c)', "T.cumsum is a TileLang form that tilecute does not support"),
+    ('for i in T.vectorized(4):\n    pass', "T.vectorized is a TileLang form that tilecute does not support"),
+    ('v = A[0, 0] & 1', "bitwise operator & takes integers, got float16"),
+]
+
+
+@pytest.mark.parametrize("stmt,message", REFUSED, ids=[m.split(":")[0].split(" ")[0] for _, m in REFUSED])
+def test_refused_arguments_name_form_argument_and_line(stmt, message):
+    body = textwrap.dedent("""
+        a = T.alloc_shared((64, 64), "float16")
+        b = T.alloc_shared((64, 64), "float16")
+        c = T.alloc_fragment((64, 64), "float32")
+        r = T.alloc_fragment((64,), "float32")
+        bars = T.alloc_barrier(1)
+    """) + stmt + "\n"
+    text = _script(body)
+    with pytest.raises(FrontendError) as e:
+        T.from_script(text)
+    msg = str(e.value)
+    assert message in msg, msg
+    line = text.splitlines().index("        " + stmt.splitlines()[0]) + 1
+    assert f"<script>:{line}:" in msg and "prim_func 'kern'" in msg  # the statement's own line
+
+
+def test_tensor_annotation_arguments_are_checked_at_the_parameter():
+    def f(A: T.Tensor((4,), "float16", data=1), B: T.Tensor((4,), "float16")):
+        with T.Kernel(1, threads=32) as bx:
+            B[0] = A[0]
+
+    with pytest.raises(FrontendError, match=r"parameter 'A': T.Tensor\(data=1\) is not supported"):
+        T.prim_func(f)
+
+    def g(A: T.Tensor((4,), "float16", bogus=1)):
+        with T.Kernel(1, threads=32) as bx:
+            A[0] = 0.0
+
+    with pytest.raises(FrontendError) as e:
+        T.prim_func(g)
+    line = inspect.getsourcelines(g)[1]
+    assert f":{line}:" in str(e.value) and "T.Tensor: got an unexpected keyword argument 'bogus'" in str(e.value)
+
+
+def test_a_prim_func_typed_into_a_repl_says_what_to_do():
+    namespace = {"T": T}
+    exec("def k(A: T.Tensor((4,), 'float32')):\n    pass\n", namespace)  # no source file
+    with pytest.raises(FrontendError, match=r"put the kernel in a \.py file.*T\.from_script\(text\)"):
+        T.prim_func(namespace["k"])
+
+
+# ---- honored forms compile to cubins ---------------------------------------------------------------
+def _build(func, tmp_path):
+    plan = lower(func, "sm_90a")
+    assert emit_cute(plan)
+    return tilecute.build_cubin(func, "sm_90a", out_dir=str(tmp_path))
+
+
+def test_tilelang_idioms_compile_softmax(tmp_path):
+    """Slices with folded extents, -T.infinity, the last-axis reduce default, exp2,
+    clamp to T.max_value, astype, T.cast, a fragment allocated "local"."""
+    f = _kernel("""
+        s = T.alloc_shared((16, 128), "float16")
+        x = T.alloc_fragment((16, 128), "float32")
+        m = T.alloc_fragment((16,), "float32")
+        l = T.alloc_fragment((16,), "float32")
+        scale = T.alloc_fragment((1,), "float32", "local")
+        scale[0] = T.log2(T.float32(2.0)) * T.rsqrt(T.float32(1.0))
+        T.copy(A[bx * 16:(bx + 1) * 16, :], s)
+        T.copy(s, x)
+        T.fill(m, -T.infinity("float32"))
+        T.reduce_max(x, m, clear=False)
+        for i, j in T.Parallel(16, 128):
+            x[i, j] = T.exp2((x[i, j] - m[i]) * scale[0] * 1.4426950408889634)
+        T.reduce_sum(x, l)
+        for i, j in T.Parallel(16, 128):
+            v = T.clamp(T.abs(x[i, j] / l[i]), T.min_value("float16"), T.max_value("float16"))
+            s[i, j] = T.if_then_else(v > 0.5, v.astype("float16"), T.cast(v * 0.5, "float16"))
+        T.copy(s, B[bx * 16:(bx + 1) * 16, :])
+    """, params='A: T.Tensor((256, 128), "float16"), B: T.Tensor((256, 128), "float16")', grid="16")
+    assert _build(f, tmp_path).kernels
+
+
+def test_tilelang_idioms_compile_gemm_with_positional_transposes(tmp_path):
+    f = _kernel("""
+        a = T.alloc_shared((64, 32), "float16")
+        b = T.alloc_shared((64, 32), "float16")
+        c = T.alloc_fragment((64, 64), "float32")
+        T.clear(c)
+        for k in T.Pipelined(2, num_stages=2):
+            T.copy(A[0, k * 32], a)
+            T.copy(W[0, k * 32], b)
+            T.gemm(a, b, c, False, True, T.GemmWarpPolicy.Square)
+        T.copy(c, C[bx * 64:(bx + 1) * 64, 0:64])
+    """, params='A: T.Tensor((64, 64), "float16"), W: T.Tensor((64, 64), "float16"), '
+                'C: T.Tensor((256, 64), "float32")')
+    (gemm,) = _stmts(f, N.Gemm)
+    assert gemm.transpose_b and not gemm.transpose_a
+    assert _build(f, tmp_path).kernels
+
+
+def test_tilelang_idioms_compile_scalars_loops_and_bits(tmp_path):
+    """T.alloc_var carried through a stepped serial loop, T.Pipelined without stages,
+    bitwise operators, T.Parallel(coalesced_width=...), generic T.reduce."""
+    f = _kernel("""
+        total = T.alloc_var(T.int32, 0)
+        for k in T.serial(0, 64, 8):
+            total += (k >> 3) & 7 | (bx << 1) ^ ~k
+        for k in T.Pipelined(4):
+            total = total + T.shift_left(k, 1)
+        x = T.alloc_fragment((4, 128), "float32")
+        r = T.alloc_fragment((4,), "float32")
+        for i, j in T.Parallel(4, 128, coalesced_width=2):
+            x[i, j] = T.Cast("float32", A[i, j] + total)
+        T.reduce(x, r, "absmax", 1, True)
+        for i in T.Parallel(4):
+            B[bx * 4 + i] = r[i] + T.sigmoid(T.float32(0.0))
+    """, params='A: T.Tensor((4, 128), "int32"), B: T.Tensor((256,), "float32")', grid="64")
+    loops = _stmts(f, N.For)
+    assert [lp.vector_width for lp in loops if lp.kind == "parallel"][:2] == [1, 2]
+    assert _build(f, tmp_path).kernels
