@@ -20,7 +20,7 @@ from .expr import PREC, ExprPrinter, cute_type
 from .memory import SharedMemory, shared_index
 from .mma import MmaEmitter
 from .nests import NestEmitter
-from .source import CodegenError, Writer
+from .source import CodegenError, Writer, ident, quote
 
 
 def param_type(p) -> str:
@@ -40,7 +40,7 @@ class KernelEmitter:
         self.plan, self.func = plan, plan.func
         self.index = index
         self.scope = plan.func.kernels[index]
-        self.name = plan.kernel_names[index]
+        self.name = plan.abi.kernels[index].symbol  # the kernel is named after its cubin symbol
         self.out = Writer()
         self.buffers: dict[str, N.Buffer] = {p.name: p for p in plan.tensor_params}
         self.layouts: dict[str, N.Layout] = {}
@@ -79,8 +79,8 @@ class KernelEmitter:
         if buf.scope == "fragment":
             return self.nests.register(name, indices)
         if buf.scope == "shared":
-            return f"{name}[{shared_index(self.exprs, buf, self.layouts.get(name), indices)}]"
-        return f"{name}[{self.exprs.index_tuple(indices)}]"
+            return f"{ident(name)}[{shared_index(self.exprs, buf, self.layouts.get(name), indices)}]"
+        return f"{ident(name)}[{self.exprs.index_tuple(indices)}]"
 
     # ---- statements ----------------------------------------------------------------------
     def body(self, stmts, depth: int, guarded: bool = False) -> None:
@@ -103,7 +103,7 @@ class KernelEmitter:
                 self.fail(s, f"statement {type(s).__name__} has no CuTe DSL form")
 
     def let(self, s: N.Let, depth: int, guarded: bool) -> None:
-        self.out.line(depth, f"{s.var.name} = {self.exprs.expr(s.value)}")
+        self.out.line(depth, f"{ident(s.var.name)} = {self.exprs.expr(s.value)}")
 
     def store(self, s: N.Store, depth: int, guarded: bool) -> None:
         expr = self.exprs.expr
@@ -157,10 +157,10 @@ class KernelEmitter:
         else:
             lo = value_range(s.start, self.ranges)[0]
             self.ranges[s.var.name] = (lo, None)
-        self.out.line(depth, f"for {s.var.name} in {rng}:")
+        var = ident(s.var.name)
+        self.out.line(depth, f"for {var} in {rng}:")
         if s.kind == "pipelined":
-            step = s.var.name if zero else \
-                f"({s.var.name} - {self.exprs.operand(s.start, PREC['sub'] + 1)})"
+            step = var if zero else f"({var} - {self.exprs.operand(s.start, PREC['sub'] + 1)})"
             operands = {x for t in walk_stmts(s.body) if isinstance(t, N.Gemm) for x in (t.a, t.b)}
             with self.smem.pipelined(s.num_stages, step, used_buffers(s.body), operands, depth + 1):
                 self.body(s.body, depth + 1, guarded)
@@ -181,52 +181,61 @@ class KernelEmitter:
             if layout.kind == "mma":
                 self.mma.fragment(s, depth)
                 return
+            if layout.kind == "mma_rows":
+                self.mma.row_fragment(s, depth)
+                return
             if layout.kind == "blocked":
                 step = layout.threads * layout.vector
                 regs = -(-total // step) * layout.vector
-                note = f"  # {layout.kind}: {layout.vector} consecutive elements per thread step"
+                note = f"{layout.kind}: {layout.vector} consecutive elements per thread step"
             else:
-                regs, note = total, "  # replicated: every thread holds every element"
-            self.out.line(depth, f"{b.name} = cute.make_rmem_tensor(({regs},), {cute_type(b.dtype)}){note}")
+                regs, note = total, "replicated: every thread holds every element"
+            self.out.line(depth, f"{ident(b.name)} = cute.make_rmem_tensor(({regs},), {cute_type(b.dtype)})",
+                          note)
             return
         shape = ", ".join(str(int(d.value)) for d in b.shape)
-        self.out.line(depth, f"{b.name} = cute.make_rmem_tensor(({shape},), {cute_type(b.dtype)})")
+        self.out.line(depth, f"{ident(b.name)} = cute.make_rmem_tensor(({shape},), {cute_type(b.dtype)})")
 
     # ---- tile statements -----------------------------------------------------------------
     def reduce(self, s: N.Reduce, depth: int, guarded: bool) -> None:
         """Each thread combines its own registers of every row, then a warp shuffle
         all-reduce, then (several warps) a shared-memory exchange; the result lands in every
-        thread's copy of the replicated ``dst``."""
+        thread's copy of the replicated ``dst``.  Rows of a T.gemm accumulator reduce within
+        the quads that hold them."""
+        if s.src in self.mma.coords:
+            self.mma.reduce_rows(s, depth)
+            return
         out = self.out
         src, dst = self.buffers[s.src], self.buffers[s.dst]
         threads = self.layouts[s.src].threads
         row = int(src.shape[-1].value)
         rows = math.prod(int(d.value) for d in src.shape[:-1])
         per_row = row // threads  # registers of a row in each thread
-        op = {"sum": "sum", "abssum": "sum", "max": "max", "absmax": "max", "min": "min"}[s.kind]
+        op = quote({"sum": "sum", "abssum": "sum", "max": "max", "absmax": "max", "min": "min"}[s.kind])
+        src_, dst_ = ident(s.src), ident(s.dst)
         take = (lambda x: f"cute.math.absf({x})") if s.kind.startswith("abs") and N.is_float(src.dtype) \
             else (lambda x: f"abs({x})") if s.kind.startswith("abs") else (lambda x: x)
         red, r, q = out.fresh("red"), out.fresh("r"), out.fresh("q")
         acc = out.fresh("acc")
         out.line(depth, f"{red} = cute.make_rmem_tensor(({rows},), {cute_type(src.dtype)})")
         out.line(depth, f"for {r} in cutlass.range_constexpr({rows}):")
-        out.line(depth + 1, f"{acc} = {take(f'{s.src}[{r} * {per_row}]')}")
+        out.line(depth + 1, f"{acc} = {take(f'{src_}[{r} * {per_row}]')}")
         if per_row > 1:
             out.line(depth + 1, f"for {q} in cutlass.range_constexpr(1, {per_row}):")
-            out.line(depth + 2, f'{acc} = tcr.combine({acc}, {take(f"{s.src}[{r} * {per_row} + {q}]")}, "{op}")')
+            out.line(depth + 2, f"{acc} = tcr.combine({acc}, {take(f'{src_}[{r} * {per_row} + {q}]')}, {op})")
         warp = min(threads, 32)
-        out.line(depth + 1, f'{red}[{r}] = tcr.warp_allreduce({acc}, "{op}", {warp})')
+        out.line(depth + 1, f"{red}[{r}] = tcr.warp_allreduce({acc}, {op}, {warp})")
         if threads > 32:
             warps = threads // 32
             named = f", {self.scope.num_threads}" if self.scope.producer_threads else ""
-            out.line(depth, f'tcr.block_allreduce({red}, "{op}", {s.scratch}, {warps}, {warps}{named})')
+            out.line(depth, f"tcr.block_allreduce({red}, {op}, {ident(s.scratch)}, {warps}, {warps}{named})")
         out.line(depth, f"for {r} in cutlass.range_constexpr({rows}):")
         value = f"{red}[{r}]"
         if not s.clear:
-            value = f'tcr.combine({s.dst}[{r}], {value}, "{op}")'
+            value = f"tcr.combine({dst_}[{r}], {value}, {op})"
         if dst.dtype != src.dtype:
             value = f"{cute_type(dst.dtype)}({value})"
-        out.line(depth + 1, f"{s.dst}[{r}] = {value}")
+        out.line(depth + 1, f"{dst_}[{r}] = {value}")
         out.use("reduce")
 
     def atomic_add(self, s: N.AtomicAdd, depth: int, guarded: bool) -> None:
@@ -245,7 +254,7 @@ class KernelEmitter:
         if guarded:
             conds = list(dict.fromkeys(self.bounds.predicate(buf.name, s.dst.starts)
                                        + self.bounds.of_loads(list(_loads(s.value)) + list(_loads(s.dst.starts)))))
-        self.predicated(conds, f"tca.atomic_add({buf.name}, {coord}, {value})", depth)
+        self.predicated(conds, f"tca.atomic_add({ident(buf.name)}, {coord}, {value})", depth)
         self.out.use("atomic")
 
     def gemm(self, s: N.Gemm, depth: int, guarded: bool) -> None:
@@ -262,8 +271,8 @@ class KernelEmitter:
     def barrier_ref(self, r: N.Region) -> str:
         idx = r.starts[0]
         if isinstance(idx, N.Const) and idx.value == 0:
-            return r.buffer
-        return f"{r.buffer} + {self.exprs.operand(idx, PREC['add'] + 1)}"
+            return ident(r.buffer)
+        return f"{ident(r.buffer)} + {self.exprs.operand(idx, PREC['add'] + 1)}"
 
     def mbarrier_wait(self, s: N.MBarrierWait, depth: int, guarded: bool) -> None:
         self.out.use("tma")
@@ -278,7 +287,7 @@ class KernelEmitter:
             self.fail(s, f"T.set_max_nreg is setmaxnreg, an sm_90a instruction; the target is "
                          f"{self.plan.arch}")
         fn = "increase" if s.increase else "decrease"
-        self.out.line(depth, f"cute.arch.setmaxregister_{fn}({s.count})  # registers per thread of this warpgroup")
+        self.out.line(depth, f"cute.arch.setmaxregister_{fn}({s.count})", "registers per thread of this warpgroup")
 
     def tma_copy(self, s: N.TmaCopy, depth: int, guarded: bool) -> None:
         out = self.out
@@ -300,29 +309,29 @@ class KernelEmitter:
         more = f", chunks={chunks}, step={spec.box[-1]}, chunk_bytes={chunk_bytes}" \
             if chunks > 1 else ""
         if load:
-            call = (f"tct.load({s.desc}, {smem}, {self.barrier_ref(s.barrier)}, "
+            call = (f"tct.load({ident(s.desc)}, {smem}, {self.barrier_ref(s.barrier)}, "
                     f"{coords}, {chunk_bytes * chunks}{more})")
             if self.one_thread:  # already inside `if tc_tid == <one thread>:`
-                out.line(depth, f"{call}  # TMA load of {what} of {glob.buffer}")
+                out.line(depth, call, f"TMA load of {what} of {glob.buffer}")
             else:
-                out.line(depth, f"if tc_tid == 0:  # TMA load of {what} of {glob.buffer}")
+                out.line(depth, "if tc_tid == 0:", f"TMA load of {what} of {glob.buffer}")
                 out.line(depth + 1, call)
         else:
-            out.line(depth, f"tct.store_fence()  # TMA store of {what} of {glob.buffer}")
+            out.line(depth, "tct.store_fence()", f"TMA store of {what} of {glob.buffer}")
             out.line(depth, self.sync())
             out.line(depth, "if tc_tid == 0:")
-            out.line(depth + 1, f"tct.store({s.desc}, {smem}, {coords}{more})")
+            out.line(depth + 1, f"tct.store({ident(s.desc)}, {smem}, {coords}{more})")
 
     # ---- the kernel ----------------------------------------------------------------------
     def emit(self) -> list[str]:
         plan, k, out = self.plan, self.scope, self.out
         launch = plan.abi.kernels[self.index]
-        params = [f"{p.name}: {param_type(p)}" for p in launch.params]
+        params = [f"{ident(p.name)}: {param_type(p)}" for p in launch.params]
         if k.tma_descriptors:
             out.use("tma")
         out.line(0, "@cute.kernel")
         out.line(0, f"def {self.name}({', '.join(params)}):")
-        bvars = [v.name for v in k.block_vars] + ["_"] * (3 - len(k.block_vars))
+        bvars = [ident(v.name) for v in k.block_vars] + ["_"] * (3 - len(k.block_vars))
         out.line(1, f"{', '.join(bvars)} = cute.arch.block_idx()")
         out.line(1, "tc_tx, tc_ty, tc_tz = cute.arch.thread_idx()")
         tx, ty = (k.threads + (1, 1))[:2]
@@ -341,12 +350,13 @@ class KernelEmitter:
                 self.bounds.grid_bound[v.name] = g.name
         self.smem.carve(1)
         used = used_buffers(k.body)
+        pointer = {p.source: p.name for p in launch.params if p.kind == "pointer"}
         for p in plan.tensor_params:
             if p.name not in used:
                 continue
             shape = ", ".join(self.exprs.expr(d) for d in p.shape)
             strides = ", ".join(self.exprs.expr(d) for d in row_major_strides(p))
-            out.line(1, f"{p.name} = cute.make_tensor({p.name}_ptr, "
+            out.line(1, f"{ident(p.name)} = cute.make_tensor({ident(pointer[p.name])}, "
                         f"cute.make_layout(({shape},), stride=({strides},)))")
         self.mma.declare(k.body, 1)
         self.body(k.body, 1)

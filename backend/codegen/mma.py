@@ -11,7 +11,7 @@ from ..transform.analysis import walk_stmts
 from ..transform.analysis import accesses
 from .expr import cute_type, mma_type
 from .memory import SharedMemory
-from .source import Writer
+from .source import Writer, ident, quote
 
 
 class MmaEmitter:
@@ -19,6 +19,7 @@ class MmaEmitter:
                  smem: SharedMemory):
         self.out, self.buffers, self.layouts, self.smem = out, buffers, layouts, smem
         self.coords: dict[str, str] = {}  # mma fragment -> its (i, j) tensor
+        self.rows: dict[str, str] = {}  # mma_rows fragment -> the row index of each register
         self.tiled: dict[int, str] = {}  # id(T.gemm) -> its tiled MMA
         self.proxy_fence = False  # barriers also fence shared writes for wgmma reads
         self.in_flight: list[str] = []  # accumulators of T.gemms that left wgmma batches in flight
@@ -37,11 +38,11 @@ class MmaEmitter:
             name = f"tc_mma{len(self.tiled)}"
             self.tiled[id(s)] = name
             n = int(allocs[s.c].buffer.shape[1].value)
-            self.out.line(depth, f"{name} = tcm.tiled_mma(\"{layout.mma}\", {mma_type(a.dtype)}, "
+            self.out.line(depth, f"{name} = tcm.tiled_mma({quote(layout.mma)}, {mma_type(a.dtype)}, "
                                  f"{mma_type(b.dtype)}, cutlass.Float32, {s.transpose_a}, "
                                  f"{not s.transpose_b}, {tuple(layout.warps)}, {n}"
-                                 f"{', a_regs=True' if a.scope == 'fragment' else ''})"
-                                 f"  # T.gemm({s.a}, {s.b}, {s.c})")
+                                 f"{', a_regs=True' if a.scope == 'fragment' else ''})",
+                          f"T.gemm({s.a}, {s.b}, {s.c})")
             if layout.mma == "wgmma":
                 self.proxy_fence |= bool({s.a, s.b} & written)
 
@@ -50,14 +51,34 @@ class MmaEmitter:
         tensor of each register's (i, j)."""
         b, layout = a.buffer, a.layout
         self.out.use("mma")
-        coords = f"{b.name}_ij"
+        coords = f"tc_{b.name}_ij"  # in the generator's namespace: no IR name starts with tc_
         self.coords[b.name] = coords
         shape = tuple(int(d.value) for d in b.shape)
         fn, what = ("a_fragment", "A operand") if layout.operand == "A" else \
             ("accumulator", "accumulator")
-        self.out.line(depth, f"{b.name}, {coords} = tcm.{fn}(\"{layout.mma}\", "
-                             f"{tuple(layout.warps)}, {shape}, {cute_type(b.dtype)}, tc_tid)"
-                             f"  # {layout.mma} {what}; {coords}[r] = (i, j) of register r")
+        self.out.line(depth, f"{ident(b.name)}, {coords} = tcm.{fn}({quote(layout.mma)}, "
+                             f"{tuple(layout.warps)}, {shape}, {cute_type(b.dtype)}, tc_tid)",
+                      f"{layout.mma} {what}; {coords}[r] = (i, j) of register r")
+
+    def row_fragment(self, a: N.Allocate, depth: int) -> None:
+        """An (M,) fragment holding one value per row of an accumulator: the rows this
+        thread's accumulator registers cover, and the row index of each."""
+        b, layout = a.buffer, a.layout
+        self.out.use("rows")
+        rows = f"{b.name}_i"
+        self.rows[b.name] = rows
+        self.out.line(depth, f"{b.name}, {rows} = tcrow.row_fragment(\"{layout.mma}\", "
+                             f"{tuple(layout.warps)}, {int(b.shape[0].value)}, {cute_type(b.dtype)}, "
+                             f"tc_tid)  # the rows of a {layout.mma} accumulator this thread holds; "
+                             f"{b.name}[q] is row {rows}[q]")
+
+    def reduce_rows(self, s: N.Reduce, depth: int) -> None:
+        """``T.reduce_<kind>(acc, rows, dim=1)``: each thread combines its registers of each
+        of its rows, then the quad holding the row."""
+        self.drain(depth)
+        self.out.use("rows")
+        self.out.line(depth, f"tcrow.reduce_rows({s.src}, {s.dst}, \"{s.kind}\", clear={s.clear})"
+                             f"  # T.reduce_{s.kind}({s.src}, {s.dst}, dim=1)")
 
     def gemm(self, s: N.Gemm, depth: int) -> None:
         a, b = self.buffers[s.a], self.buffers[s.b]
@@ -67,27 +88,28 @@ class MmaEmitter:
         def view(buf, mn_major):
             rows, cols = (int(d.value) for d in buf.shape)
             return (f"tcm.operand({self.smem.ptr(buf.name)}, {mma_type(buf.dtype)}, {rows}, {cols}, "
-                    f"{self.layouts[buf.name].swizzle}, {mn_major}, \"{layout.mma}\")")
+                    f"{self.layouts[buf.name].swizzle}, {mn_major}, {quote(layout.mma)})")
         a_mn, b_mn = s.transpose_a, not s.transpose_b
         acc = "" if not s.clear_accum else ", accumulate=False"
         if a.scope == "fragment":  # wgmma's RS form: A is this thread's registers
-            a_view, acc = s.a, acc + ", a_regs=True"
+            a_view, acc = ident(s.a), acc + ", a_regs=True"
         else:
             a_view = view(a, a_mn)
-        self.out.line(depth, f"# T.gemm({s.a}, {s.b}, {s.c}): {s.c} += {s.a}{'^T' if s.transpose_a else ''} "
-                             f"@ {s.b}{'^T' if s.transpose_b else ''}")
+        self.out.comment(depth, f"T.gemm({s.a}, {s.b}, {s.c}): {s.c} += {s.a}{'^T' if s.transpose_a else ''} "
+                                f"@ {s.b}{'^T' if s.transpose_b else ''}")
+        c = ident(s.c)
         if layout.mma == "wgmma":
             if s.wg_wait:
                 acc += f", wait={s.wg_wait}"
                 if s.c not in self.in_flight:
                     self.in_flight.append(s.c)
-            self.out.line(depth, f"tcm.gemm({mma}, tc_tid, {s.c}, {a_view}, {view(b, b_mn)}{acc})")
+            self.out.line(depth, f"tcm.gemm({mma}, tc_tid, {c}, {a_view}, {view(b, b_mn)}{acc})")
         else:
-            self.out.line(depth, f"tcm.gemm_warp({mma}, tc_tid, {s.c}, {a_view}, "
+            self.out.line(depth, f"tcm.gemm_warp({mma}, tc_tid, {c}, {a_view}, "
                                  f"{view(b, b_mn)}, {a_mn}, {b_mn}{acc})")
 
     def drain(self, depth: int) -> None:
         """Wait for the wgmma batches a T.gemm left in flight."""
         for acc in self.in_flight:
-            self.out.line(depth, f"tcm.drain({acc})  # the MMAs still in flight")
+            self.out.line(depth, f"tcm.drain({ident(acc)})", "the MMAs still in flight")
         self.in_flight = []

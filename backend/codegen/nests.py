@@ -18,6 +18,7 @@ from ..runtime.dtypes import DTYPES
 from ..transform.analysis import accesses, parallel_nest
 from .expr import cute_type
 from .memory import flat_index, vector_view
+from .source import ident
 
 if TYPE_CHECKING:
     from .kernel import KernelEmitter
@@ -37,6 +38,8 @@ class NestEmitter:
         self.lane: str | None = None
         self.step: tuple[str, int] | None = None
         self.mma_reg: str | None = None
+        self.mma_frag: str | None = None  # the accumulator an mma_reg indexes
+        self.row_reg: str | None = None  # the row register of a nest over row fragments
         self.vector: dict[tuple, str] = {}
 
     # ---- registers ------------------------------------------------------------------------
@@ -49,15 +52,21 @@ class NestEmitter:
             if self.mma_reg is None:
                 k.fail(None, f"internal: fragment '{name}' accessed outside its nest")
             lane = "" if self.lane in (None, "0") else f" + {self.lane}"
-            return f"{name}[{self.mma_reg}{lane}]"
+            return f"{ident(name)}[{self.mma_reg}{lane}]"
+        if layout.kind == "mma_rows":
+            if self.mma_reg is not None:  # the row of the accumulator register walked
+                return f"{name}[tcrow.row_of({self.mma_frag}, {self.mma_reg})]"
+            if self.row_reg is None:
+                k.fail(None, f"internal: fragment '{name}' accessed outside its nest")
+            return f"{name}[{self.row_reg}]"
         if layout.kind == "blocked":
             if self.step is None or self.lane is None:
                 k.fail(None, f"internal: fragment '{name}' accessed outside its nest")
             step, width = self.step
             reg = self.lane if step == "0" else (
                 f"{step} * {width} + {self.lane}" if width > 1 else step)
-            return f"{name}[{reg}]"
-        return f"{name}[{flat_index(k.exprs, buf, indices)}]"
+            return f"{ident(name)}[{reg}]"
+        return f"{ident(name)}[{flat_index(k.exprs, buf, indices)}]"
 
     # ---- nests ----------------------------------------------------------------------------
     def parallel(self, s: N.For, depth: int) -> None:
@@ -70,10 +79,13 @@ class NestEmitter:
             k.fail(s, "a T.Parallel loop inside a T.Parallel body must be the whole body "
                       "(write `for i, j in T.Parallel(a, b)`)")
         mma = [b for b, _, _ in accesses(loops[-1].body) if b in k.mma.coords]
+        rows = [b for b, _, _ in accesses(loops[-1].body) if b in k.mma.rows]
         if loops[-1].replicated:
             self.replicated(loops, depth)
         elif mma:
             self.over_accumulator(loops, mma[0], depth)
+        elif rows:
+            self.over_rows(loops[0], rows[0], depth)
         else:
             self.spread(loops, depth)
         if loops[-1].async_copy:  # the nest's cp.async copies form one group
@@ -121,7 +133,7 @@ class NestEmitter:
                     value = f"({value}) % {extent}"
             if start:
                 value = f"{value} + {start}"
-            out.line(inner, f"{lp.var.name} = {value}")
+            out.line(inner, f"{ident(lp.var.name)} = {value}")
             k.ranges[lp.var.name] = (start, start + extent - 1)
         self.step = (step, width)
         self.lanes(loops[-1], width, inner)
@@ -137,14 +149,26 @@ class NestEmitter:
         step = f", {width}" if width > 1 else ""
         # unrolled by the compiler (register indices become constants); range_constexpr
         # would unroll while tracing, slowly, and warn past 64 iterations
-        out.line(depth, f"for {r} in cutlass.range(0, cute.size({frag}){step}, unroll_full=True):")
-        names = ", ".join(lp.var.name for lp in loops)
+        out.line(depth, f"for {r} in cutlass.range(0, cute.size({ident(frag)}){step}, unroll_full=True):")
+        names = ", ".join(ident(lp.var.name) for lp in loops)
         out.line(depth + 1, f"{names} = {k.mma.coords[frag]}[{r}]")
         for lp in loops:
             k.ranges[lp.var.name] = (0, int(lp.extent.value) - 1)
-        self.mma_reg = r
+        self.mma_reg, self.mma_frag = r, frag
         self.lanes(loops[-1], width, depth + 1)
-        self.mma_reg = None
+        self.mma_reg = self.mma_frag = None
+
+    def over_rows(self, loop: N.For, frag: str, depth: int) -> None:
+        """``T.Parallel(M)`` over row fragments of an accumulator: each thread walks the
+        rows it holds (a quad holds each row, so its four threads compute the same)."""
+        k, out = self.k, self.k.out
+        q = out.fresh("q")
+        out.line(depth, f"for {q} in cutlass.range_constexpr(cute.size({frag})):")
+        out.line(depth + 1, f"{loop.var.name} = {k.mma.rows[frag]}[{q}]")
+        k.ranges[loop.var.name] = (0, int(loop.extent.value) - 1)
+        self.row_reg = q
+        self.lanes(loop, 1, depth + 1)
+        self.row_reg = None
 
     def replicated(self, loops, depth: int) -> None:
         """Every thread runs every iteration (the nest writes only replicated fragments and
@@ -153,7 +177,7 @@ class NestEmitter:
         for lp in loops:
             start, stop = int(lp.start.value), int(lp.start.value + lp.extent.value)
             rng = "cutlass.range_constexpr" if total <= REPLICATED_UNROLL else "cutlass.range"
-            self.k.out.line(depth, f"for {lp.var.name} in {rng}({start}, {stop}):")
+            self.k.out.line(depth, f"for {ident(lp.var.name)} in {rng}({start}, {stop}):")
             self.k.ranges[lp.var.name] = (start, stop - 1)
             depth += 1
         self.k.body(loops[-1].body, depth, guarded=True)
@@ -183,7 +207,7 @@ class NestEmitter:
             conds += k.bounds.predicate(name, indices, upper=width == 1)
         if width > 1:
             lo, hi = k.ranges[j]
-            k.exprs.subst[j] = f"({j} + {width - 1})"
+            k.exprs.subst[j] = f"({ident(j)} + {width - 1})"
             k.ranges[j] = (lo + width - 1, hi)
             for (name, indices) in vec:
                 conds += k.bounds.predicate(name, indices, lower=False)
@@ -240,7 +264,7 @@ class NestEmitter:
             return
         lane = self.k.out.fresh("lane")
         self.k.out.line(depth, f"for {lane} in cutlass.range_constexpr({width}):")
-        self.k.exprs.subst[j] = f"({j} + {lane})"
+        self.k.exprs.subst[j] = f"({ident(j)} + {lane})"
         self.lane, self.vector = lane, temps
         self.k.body(inner.body, depth + 1, guarded=True)
         self.lane, self.vector = None, {}

@@ -1,11 +1,30 @@
-"""Writing generated CuTe DSL source: indented lines, fresh temporaries, and the
-``runtime.cute`` helper modules a kernel calls.
+"""Writing generated CuTe DSL source: indented lines, fresh temporaries, the
+``runtime.cute`` helper modules a kernel calls, how IR names are spelled, and the one
+quoting helper for every other string that reaches the source.
 
-Every part of the code generator writes through a :class:`Writer`; nothing here knows
-what a kernel is.  Imports nothing of the compiler.
+Three namespaces share the generated module:
+
+- the generator's own names: ``tc_*`` temporaries, the kernels (named after their cubin
+  symbols, ``tilecute_<function>_<i>``), ``cute``, ``cutlass``, the helper aliases and
+  ``placeholder_args`` (:data:`MODULE_NAMES`).  The IR validator refuses user names with
+  the ``tc_`` and ``tilecute`` prefixes and ``cute``/``cutlass``/``placeholder_args``;
+- Python's builtins and the names CuTe DSL's AST preprocessor adds to the functions it
+  rewrites (``range``, ``locals``, ``self``, regions and temporaries named
+  ``<word>_<n>``);
+- the IR's names (parameters, symbols, variables, buffers, descriptors).
+
+:func:`ident` spells an IR name as itself unless it could be read as a name of the first
+two, and then with a trailing underscore (PEP 8's way around a clash).  Every IR name
+the generator prints goes through it.  Strings that are not names go through
+:func:`quote` (string literals) or :func:`comment` (comments).
+
+Imports nothing of the compiler.
 """
 
 from __future__ import annotations
+
+import builtins
+import re
 
 INDENT = "    "
 
@@ -17,10 +36,49 @@ HELPERS = {
     "tma": "from tilecute.runtime.cute import tma as tct",
     "mma": "from tilecute.runtime.cute import mma as tcm",
 }
+# names the generated module binds at its top level
+MODULE_NAMES = frozenset({"cutlass", "cute", "placeholder_args"}
+                         | {line.rsplit(" as ", 1)[1] for line in HELPERS.values()})
+# names CuTe DSL's preprocessor uses in the kernel and wrapper functions it rewrites,
+# besides builtins: its own locals, and region functions and temporaries `<word>_<n>`
+_DSL_NAMES = frozenset({"self", "yield_self"})
+_DSL_NUMBERED = re.compile(r"_[0-9]+$")
+_BUILTINS = frozenset(dir(builtins))
 
 
 class CodegenError(NotImplementedError):
     pass
+
+
+def clashes(name: str) -> bool:
+    """Could IR name ``name``, printed as is, be read as a name of Python, CuTe DSL or
+    the generator?  (Names ending in ``_`` count, so that :func:`ident` stays one to
+    one.)"""
+    return (name in _BUILTINS or name in MODULE_NAMES or name in _DSL_NAMES
+            or _DSL_NUMBERED.search(name) is not None or name.endswith("_"))
+
+
+def ident(name: str) -> str:
+    """How IR name ``name`` is spelled in the generated source.  Distinct names stay
+    distinct: a name printed as is never ends in ``_``, a renamed one always does."""
+    if name.startswith("__"):  # Python's and CuTe DSL's (__module_dsl__); the codegen refuses them
+        raise CodegenError(f"internal: IR name {name!r} reached the printer")
+    return name + "_" if clashes(name) else name
+
+
+def quote(text: str) -> str:
+    """``text`` as a double-quoted Python string literal."""
+    r = repr(text)
+    # repr picks single quotes unless text holds one; without a double quote the body
+    # holds no quote at all and reads the same between double quotes
+    return f'"{r[1:-1]}"' if r[0] == "'" and '"' not in text else r
+
+
+def comment(text: str) -> str:
+    """``text`` made safe for a ``#`` comment: printable ASCII stays, every other
+    character (line breaks included) is written as its Python escape, so the comment
+    cannot end early or carry anything Python would read as code."""
+    return "".join(c if " " <= c <= "~" else ascii(c)[1:-1] for c in text)
 
 
 class Writer:
@@ -32,8 +90,12 @@ class Writer:
         self.uses: set[str] = set()  # keys of HELPERS
         self._count = 0
 
-    def line(self, depth: int, text: str) -> None:
-        self.lines.append(INDENT * depth + text)
+    def line(self, depth: int, text: str, note: str | None = None) -> None:
+        """``text`` at ``depth``, with ``note`` as a trailing comment."""
+        self.lines.append(INDENT * depth + text + ("" if note is None else f"  # {comment(note)}"))
+
+    def comment(self, depth: int, text: str) -> None:
+        self.lines.append(INDENT * depth + f"# {comment(text)}")
 
     def fresh(self, stem: str) -> str:
         """A new temporary ``tc_<stem><n>`` (``tc_`` names are the generator's own)."""

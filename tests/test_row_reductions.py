@@ -1,0 +1,115 @@
+"""Row statistics of T.gemm accumulators (the core of attention's online softmax): a
+row reduction of an accumulator into an (M,) fragment, loops over M that update the
+statistics, and loops over the accumulator that read its row's statistic.  CPU: the
+layouts the pass chooses, the errors, and sm_90a cubins."""
+
+import pytest
+
+import tilecute
+import tilecute.language as T
+from tilecute.codegen.cute import emit_cute
+from tilecute.ir import nodes as N
+from tilecute.transform.layout_inference import LayoutError
+from tilecute.transform.pipeline import lower, run_passes
+
+
+def online_softmax_pv(bm=128, bn=64, d=64, threads=256, dtype="float16"):
+    """O = softmax(Q K^T * scale) V for one (bm, d) block of queries, the KV sequence
+    walked in bn steps with running row max and sum (FlashAttention's recurrence)."""
+    S = T.symbolic("S")
+    scale = 0.125 * 1.44269504  # log2(e) / sqrt(d)
+
+    @T.prim_func
+    def attention(Q: T.Tensor((S, d), dtype), K: T.Tensor((S, d), dtype),
+                  V: T.Tensor((S, d), dtype), O: T.Tensor((S, d), dtype)):
+        with T.Kernel(T.ceildiv(S, bm), threads=threads) as bx:
+            Qs = T.alloc_shared((bm, d), dtype)
+            Ks = T.alloc_shared((bn, d), dtype)
+            Vs = T.alloc_shared((bn, d), dtype)
+            s = T.alloc_fragment((bm, bn), "float32")
+            p = T.alloc_fragment((bm, bn), dtype)
+            o = T.alloc_fragment((bm, d), "float32")
+            m = T.alloc_fragment((bm,), "float32")
+            m_prev = T.alloc_fragment((bm,), "float32")
+            alpha = T.alloc_fragment((bm,), "float32")
+            l = T.alloc_fragment((bm,), "float32")
+            l_step = T.alloc_fragment((bm,), "float32")
+            T.copy(Q[bx * bm, 0], Qs)
+            T.fill(o, 0.0)
+            T.fill(l, 0.0)
+            T.fill(m, -1e30)
+            for k in T.Pipelined(T.ceildiv(S, bn), num_stages=2):
+                T.copy(K[k * bn, 0], Ks)
+                T.clear(s)
+                T.gemm(Qs, Ks, s, transpose_B=True)
+                for i, j in T.Parallel(bm, bn):  # keys past the end do not count
+                    s[i, j] = T.if_then_else(k * bn + j < S, s[i, j], -1e30)
+                T.copy(m, m_prev)
+                T.reduce_max(s, m, dim=1, clear=False)
+                for i in T.Parallel(bm):
+                    alpha[i] = T.exp2((m_prev[i] - m[i]) * scale)
+                for i, j in T.Parallel(bm, bn):
+                    s[i, j] = T.exp2(s[i, j] * scale - m[i] * scale)
+                T.reduce_sum(s, l_step, dim=1)
+                for i in T.Parallel(bm):
+                    l[i] = l[i] * alpha[i] + l_step[i]
+                for i, j in T.Parallel(bm, d):
+                    o[i, j] *= alpha[i]
+                T.copy(s, p)
+                T.copy(V[k * bn, 0], Vs)
+                T.gemm(p, Vs, o)
+            for i, j in T.Parallel(bm, d):
+                o[i, j] /= l[i]
+            T.copy(o, O[bx * bm, 0])
+
+    return attention
+
+
+def _layouts(func):
+    out = {}
+    for k in func.kernels:
+        for s in k.body:
+            if isinstance(s, N.Allocate) and s.layout is not None:
+                out[s.buffer.name] = s.layout
+    return out
+
+
+def test_row_statistics_get_the_accumulator_rows_layout():
+    func = run_passes(online_softmax_pv(), "sm_90a", until="infer_layouts")
+    layouts = _layouts(func)
+    for name in ("m", "m_prev", "alpha", "l", "l_step"):
+        assert layouts[name] == N.Layout("mma_rows", threads=256, mma="wgmma", warps=(2, 1)), name
+    assert layouts["s"].kind == "mma" and layouts["p"].operand == "A"
+    assert not any(name.endswith("_scratch") for name in layouts)  # quads, no shared exchange
+
+
+def test_generated_code_reduces_in_quads_and_reads_rows_by_register():
+    src = emit_cute(lower(online_softmax_pv(), "sm_90a"))
+    assert 'tcrow.reduce_rows(s, m, "max", clear=False)' in src
+    assert 'tcrow.reduce_rows(s, l_step, "sum", clear=True)' in src
+    assert "alpha[tcrow.row_of(o, " in src and "m[tcrow.row_of(s, " in src
+    assert "for tc_q" in src and "= l_i[tc_q" in src  # T.Parallel(bm) over the rows held
+
+
+@pytest.mark.parametrize("d,bn", [(64, 64), (128, 64)])
+def test_online_softmax_builds_for_sm_90a(d, bn, tmp_path):
+    info = tilecute.build_cubin(online_softmax_pv(d=d, bn=bn), "sm_90a", out_dir=str(tmp_path))
+    assert info.kernel_names == ["tilecute_attention_0"]
+
+
+def test_writing_a_row_statistic_in_an_accumulator_loop_is_an_error():
+    @T.prim_func
+    def bad(A: T.Tensor((128, 64), "float16"), B: T.Tensor((64, 64), "float16")):
+        with T.Kernel(1, threads=256) as bx:
+            As = T.alloc_shared((128, 64), "float16")
+            Bs = T.alloc_shared((64, 64), "float16")
+            s = T.alloc_fragment((128, 64), "float32")
+            m = T.alloc_fragment((128,), "float32")
+            T.copy(A[0, 0], As)
+            T.copy(B[0, 0], Bs)
+            T.gemm(As, Bs, s, clear_accum=True)
+            T.reduce_max(s, m, dim=1)
+            for i, j in T.Parallel(128, 64):
+                m[i] = s[i, j]
+    with pytest.raises(LayoutError, match=r"may read 'm\[i\]' but not write it"):
+        lower(bad, "sm_90a")
