@@ -10,10 +10,15 @@ and NaN float constants, which JSON cannot spell, are ``{"float": "-inf"}``.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
+import types
+import typing
 
 from . import nodes
+from .validate import MAX_DEPTH
+from ..runtime.dtypes import DTYPES, valid_dtypes_text
 
 SCHEMA_VERSION = 1
 
@@ -22,6 +27,72 @@ _NODE_TYPES = {
     for cls in vars(nodes).values()
     if isinstance(cls, type) and dataclasses.is_dataclass(cls)
 }
+# JSON levels a document may nest: two per IR level (a node, a list of nodes) and some
+_MAX_JSON_DEPTH = 2 * MAX_DEPTH + 16
+
+
+class IRJSONError(ValueError):
+    """A document that is not tilecute IR JSON; the message names the node and field."""
+
+
+@functools.lru_cache(maxsize=None)
+def _field_types(cls) -> dict:
+    return typing.get_type_hints(cls)
+
+
+def _type_text(tp, plural: bool = False) -> str:
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_type_text(a, plural) for a in typing.get_args(tp))
+    if origin is tuple or tp is tuple:
+        args = typing.get_args(tp)
+        return f"a list of {_type_text(args[0], True)}" if args else "a list"
+    if tp is type(None):
+        return "null"
+    one, many = {int: ("an int", "ints"), float: ("a number", "numbers"),
+                 bool: ("true or false", "booleans"), str: ("a string", "strings")}.get(
+        tp, (f"a {getattr(tp, '__name__', tp)} node", f"{getattr(tp, '__name__', tp)} nodes"))
+    return many if plural else one
+
+
+def _fits(value, tp) -> bool:
+    """Is a decoded ``value`` of field type ``tp`` (nodes' annotations)?"""
+    origin = typing.get_origin(tp)
+    if tp is typing.Any:
+        return True
+    if origin in (typing.Union, types.UnionType):
+        return any(_fits(value, a) for a in typing.get_args(tp))
+    if origin is tuple or tp is tuple:
+        args = typing.get_args(tp)
+        if not isinstance(value, tuple):
+            return False
+        if not args:
+            return True
+        if len(args) == 2 and args[1] is Ellipsis:
+            return all(_fits(v, args[0]) for v in value)
+        return len(args) == len(value) and all(_fits(v, a) for v, a in zip(value, args))
+    if tp is type(None):
+        return value is None
+    if tp is bool:
+        return isinstance(value, bool)
+    if tp is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if tp is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return isinstance(value, tp)
+
+
+def _check_depth(doc) -> None:
+    stack = [(doc, 0)]
+    while stack:
+        x, d = stack.pop()
+        if d > _MAX_JSON_DEPTH:
+            raise IRJSONError(f"tilecute IR JSON: the document nests deeper than "
+                              f"{_MAX_JSON_DEPTH} levels (the IR allows {MAX_DEPTH})")
+        if isinstance(x, dict):
+            stack.extend((v, d + 1) for v in x.values())
+        elif isinstance(x, list):
+            stack.extend((v, d + 1) for v in x)
 
 
 def _encode(x):
@@ -40,26 +111,42 @@ def _encode(x):
     return x
 
 
-def _decode(x):
+def _decode(x, path: str = "func"):
     if isinstance(x, dict) and set(x) == {"float"}:
-        return float(x["float"])
+        try:
+            return float(x["float"])
+        except (TypeError, ValueError):
+            raise IRJSONError(f"tilecute IR JSON: {path}: {x['float']!r} is not a float") from None
     if isinstance(x, dict):
         name = x.get("node")
-        cls = _NODE_TYPES.get(name)
+        cls = _NODE_TYPES.get(name) if isinstance(name, str) else None
         if cls is None:
-            raise ValueError(f"tilecute IR JSON: unknown node type {name!r}")
-        kwargs = {k: _decode(v) for k, v in x.items() if k != "node"}
+            raise IRJSONError(f"tilecute IR JSON: {path}: unknown node type {name!r}")
         names = {f.name for f in dataclasses.fields(cls)}
-        unknown = set(kwargs) - names
+        unknown = set(x) - names - {"node"}
         if unknown:
-            raise ValueError(f"tilecute IR JSON: {name} has no field(s) {sorted(unknown)}")
+            raise IRJSONError(f"tilecute IR JSON: {path}: {name} has no field(s) {sorted(unknown)}")
+        kwargs = {k: _decode(v, f"{path}.{k}") for k, v in x.items() if k != "node"}
+        hints = _field_types(cls)
+        for k, v in kwargs.items():
+            if not _fits(v, hints[k]):
+                raise IRJSONError(f"tilecute IR JSON: {path}: {name}.{k} must be "
+                                  f"{_type_text(hints[k])}, got {_json_text(x[k])}")
+            if k == "dtype" and hints[k] is str and v not in DTYPES:
+                raise IRJSONError(f"tilecute IR JSON: {path}: {name}.dtype: unknown dtype {v!r}; "
+                                  f"{valid_dtypes_text()}")
         try:
             return cls(**kwargs)
         except TypeError as e:
-            raise ValueError(f"tilecute IR JSON: bad {name}: {e}") from None
+            raise IRJSONError(f"tilecute IR JSON: {path}: bad {name}: {e}") from None
     if isinstance(x, list):
-        return tuple(_decode(v) for v in x)
+        return tuple(_decode(v, f"{path}[{i}]") for i, v in enumerate(x))
     return x
+
+
+def _json_text(v) -> str:
+    text = json.dumps(v)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def to_dict(func: nodes.PrimFunc) -> dict:
@@ -92,18 +179,29 @@ def strip_locs(x):
 
 
 def from_dict(doc: dict) -> nodes.PrimFunc:
-    if doc.get("schema") != "tilecute.ir":
-        raise ValueError("not a tilecute IR document (missing \"schema\": \"tilecute.ir\")")
+    """The PrimFunc a decoded document holds.  Every field is checked against its node's
+    type (an :class:`IRJSONError`, a ``ValueError``, names the node and field); what the
+    function means is checked by ``tilecute.ir.validate``."""
+    if not isinstance(doc, dict) or doc.get("schema") != "tilecute.ir":
+        raise IRJSONError("not a tilecute IR document (missing \"schema\": \"tilecute.ir\")")
     if doc.get("version") != SCHEMA_VERSION:
-        raise ValueError(
+        raise IRJSONError(
             f"tilecute IR JSON version {doc.get('version')!r} is not supported "
             f"(this tilecute reads version {SCHEMA_VERSION})"
         )
-    func = _decode(doc["func"])
+    _check_depth(doc.get("func"))
+    func = _decode(doc.get("func"))
     if not isinstance(func, nodes.PrimFunc):
-        raise ValueError("tilecute IR JSON: \"func\" is not a PrimFunc")
+        raise IRJSONError("tilecute IR JSON: \"func\" is not a PrimFunc")
     return func
 
 
 def from_json(text: str) -> nodes.PrimFunc:
-    return from_dict(json.loads(text))
+    try:
+        doc = json.loads(text)
+    except RecursionError:
+        raise IRJSONError(f"tilecute IR JSON: the document nests deeper than Python's JSON "
+                          f"reader can follow (the IR allows {MAX_DEPTH} levels)") from None
+    except json.JSONDecodeError as e:
+        raise IRJSONError(f"tilecute IR JSON: not valid JSON: {e}") from None
+    return from_dict(doc)

@@ -6,16 +6,23 @@ source line, so an IR coming from JSON is as debuggable as one from ``@T.prim_fu
 
 from __future__ import annotations
 
+import dataclasses
 import keyword
+import unicodedata
 
 from . import nodes as N
-from ..runtime.dtypes import DTYPES
+from ..runtime.dtypes import DTYPES, valid_dtypes_text
 
 # names the generated CuTe DSL source uses itself
 RESERVED = {"cute", "cutlass", "_", "placeholder_args"}
 
 MAX_THREADS = 1024
 MAX_BLOCK_DIMS = (1024, 1024, 64)
+MAX_GRID_DIMS = (2 ** 31 - 1, 65535, 65535)  # CUDA's gridDim limits
+# how deeply IR nodes may nest (statements and expressions together, from the function
+# down): the passes and the code generator recurse over the IR, and a function nested
+# some 500 levels deep exhausts Python's default recursion limit there
+MAX_DEPTH = 256
 
 
 class ValidationError(ValueError):
@@ -48,9 +55,16 @@ class _Validator:
         self.barriers: set[str] = set()
 
     def name(self, name: str, what: str) -> None:
-        """Names become Python identifiers in generated code: unique, not ours."""
-        if not name.isidentifier() or keyword.iskeyword(name):
+        """Names become Python identifiers in generated code: unique, not ours, and as
+        Python reads them (it folds identifiers to NFKC: a fullwidth 'ｂx' would become
+        'bx' in the generated source and overwrite the block index)."""
+        if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name):
             self.fail(f"{what} name {name!r} is not a Python identifier")
+        folded = unicodedata.normalize("NFKC", name)
+        if folded != name:
+            self.fail(f"{what} name {name!r} is not in Unicode NFKC form: Python would read "
+                      f"it as {folded!r} in the generated source, where it could clash with "
+                      "another name; use the NFKC form (or plain ASCII)")
         if name in RESERVED or name.startswith("tc_") or name.startswith("tilecute"):
             self.fail(f"{what} name {name!r} is reserved for generated code")
         if name in self.bound:
@@ -61,10 +75,60 @@ class _Validator:
         raise ValidationError(self.func.name, self.stmt, msg)
 
     def dtype(self, d: str, what: str):
-        if d not in DTYPES:
-            self.fail(f"{what}: unknown dtype {d!r}")
+        if not isinstance(d, str) or d not in DTYPES:
+            self.fail(f"{what}: unknown dtype {d!r}; {valid_dtypes_text()}")
+
+    def integer(self, v, what: str, lo: int = 0, hi: int | None = None) -> int:
+        """A field that must be a Python int in ``[lo, hi]`` (JSON may hold anything)."""
+        if isinstance(v, bool) or not isinstance(v, int):
+            self.fail(f"{what} must be an int, got {type(v).__name__} {v!r}")
+        if v < lo or (hi is not None and v > hi):
+            self.fail(f"{what} is {v}; it must be {lo}..{hi}" if hi is not None
+                      else f"{what} is {v}; it must be at least {lo}")
+        return v
+
+    def int_tuple(self, v, what: str, lo: int = 1):
+        if not isinstance(v, tuple):
+            self.fail(f"{what} must be a list of ints, got {type(v).__name__} {v!r}")
+        for x in v:
+            self.integer(x, what, lo)
+
+    def const(self, e: N.Const, what: str = "") -> None:
+        """A literal's value fits its dtype (a float in an int32 dim, a bool in an int, or
+        2**40 in an int32 would be printed into code as they are)."""
+        info = DTYPES[e.dtype]
+        v = e.value
+        where = f"{what}: " if what else ""
+        if info.kind == "bool":
+            if not isinstance(v, bool):
+                self.fail(f"{where}a bool constant holds {type(v).__name__} {v!r}")
+        elif info.kind in ("int", "uint"):
+            if isinstance(v, bool) or not isinstance(v, int):
+                self.fail(f"{where}an {e.dtype} constant holds {type(v).__name__} {v!r}")
+            lo, hi = (-(1 << (info.bits - 1)), (1 << (info.bits - 1)) - 1) if info.kind == "int" \
+                else (0, (1 << info.bits) - 1)
+            if not lo <= v <= hi:
+                self.fail(f"{where}the {e.dtype} constant {v} is out of range ({lo}..{hi})")
+        elif isinstance(v, bool) or not isinstance(v, (int, float)):
+            self.fail(f"{where}a {e.dtype} constant holds {type(v).__name__} {v!r}")
+
+    def dim(self, d, what: str, vars_) -> None:
+        """A buffer dim or stride: a positive int32 constant or a declared symbol."""
+        if isinstance(d, N.Var):
+            if d.name not in vars_:
+                self.fail(f"{what}: symbol '{d.name}' is not declared in the function's symbols")
+            if d.dtype != "int32":
+                self.fail(f"{what}: symbol '{d.name}' must be int32")
+            return
+        if not isinstance(d, N.Const):
+            self.fail(f"{what}: dims must be ints or symbols, got {type(d).__name__}")
+        self.dtype(d.dtype, what)
+        self.const(d, what)
+        if d.dtype != "int32" or d.value < 1:
+            self.fail(f"{what}: dim {d.value!r} must be a positive int32")
 
     def run(self):
+        self.depth()
         f = self.func
         scope_vars: dict[str, N.Var] = {}
         buffers: dict[str, N.Buffer] = {}
@@ -80,12 +144,14 @@ class _Validator:
                 self.dtype(p.dtype, f"parameter '{p.name}'")
                 if p.scope != "global":
                     self.fail(f"parameter '{p.name}' must be a global tensor")
+                if not isinstance(p.shape, tuple) or not p.shape or \
+                        not isinstance(p.strides, (tuple, type(None))):
+                    self.fail(f"parameter '{p.name}': shape and strides are lists of dims")
+                if p.strides is not None and len(p.strides) != len(p.shape):
+                    self.fail(f"parameter '{p.name}': {len(p.strides)} strides for "
+                              f"{len(p.shape)} dims")
                 for d in p.shape + (p.strides or ()):
-                    if isinstance(d, N.Var) and d.name not in scope_vars:
-                        self.fail(f"parameter '{p.name}': symbol '{d.name}' is not declared in "
-                                  "the function's symbols")
-                    if not isinstance(d, (N.Var, N.Const)):
-                        self.fail(f"parameter '{p.name}': dims must be ints or symbols")
+                    self.dim(d, f"parameter '{p.name}'", scope_vars)
                 buffers[p.name] = p
                 self.name(f"{p.name}_ptr", "parameter pointer (generated)")
             else:
@@ -98,12 +164,18 @@ class _Validator:
 
     def kernel(self, k: N.KernelScope, vars_, bufs):
         self.stmt = k
-        if not 1 <= len(k.grid) <= 3:
-            self.fail(f"T.Kernel takes 1 to 3 grid extents, got {len(k.grid)}")
-        if len(k.block_vars) != len(k.grid):
+        if not isinstance(k, N.KernelScope):
+            self.fail(f"a prim_func's kernels are T.Kernel scopes, got {type(k).__name__}")
+        if not isinstance(k.grid, tuple) or not 1 <= len(k.grid) <= 3:
+            self.fail(f"T.Kernel takes 1 to 3 grid extents, got {k.grid!r}")
+        if not isinstance(k.block_vars, tuple) or len(k.block_vars) != len(k.grid):
             self.fail("one block variable per grid extent")
+        self.int_tuple(k.threads, "threads")
         if not 1 <= len(k.threads) <= 3:
             self.fail("threads must have 1 to 3 dims")
+        self.integer(k.producer_threads, "producer_threads")
+        if k.cluster is not None:
+            self.int_tuple(k.cluster, "cluster")
         if k.num_threads > MAX_THREADS:
             self.fail(f"threads={k.threads} is {k.num_threads} threads per block; CUDA allows at "
                       f"most {MAX_THREADS}")
@@ -118,10 +190,13 @@ class _Validator:
                       f"{MAX_THREADS} threads in all at most")
         if k.cluster is not None and (len(k.cluster) > 3 or _prod(k.cluster) > 16):
             self.fail(f"cluster={k.cluster}: at most 3 dims and 16 blocks")
-        for g in k.grid:
+        for axis, (g, limit) in enumerate(zip(k.grid, MAX_GRID_DIMS)):
             self.expr(g, vars_, bufs)
             if not N.is_int(g.dtype):
                 self.fail("grid extents must be integers")
+            if isinstance(g, N.Const) and not 1 <= g.value <= limit:
+                self.fail(f"grid extent {g.value} along {'xyz'[axis]} is out of CUDA's range "
+                          f"1..{limit}")
         for v in k.block_vars:
             self.name(v.name, "block variable")
             vars_[v.name] = v
@@ -137,10 +212,17 @@ class _Validator:
         if isinstance(s, N.For):
             if s.kind not in N.LOOP_KINDS:
                 self.fail(f"unknown loop kind {s.kind!r}")
+            if not isinstance(s.var, N.Var):
+                self.fail(f"a loop variable is a Var, got {type(s.var).__name__}")
             self.expr(s.start, vars_, bufs)
             self.expr(s.extent, vars_, bufs)
+            self.integer(s.num_stages, "num_stages")
+            self.integer(s.vector_width, "vector_width")
             if s.kind == "pipelined" and s.num_stages < 1:
                 self.fail("T.Pipelined needs num_stages >= 1")
+            if isinstance(s.extent, N.Const) and s.extent.value < (1 if s.kind == "parallel" else 0):
+                self.fail(f"a {s.kind} loop over {s.extent.value} iterations"
+                          + (" (T.Parallel needs at least one)" if s.kind == "parallel" else ""))
             if s.warp_specialize is not None and s.kind != "pipelined":
                 self.fail("warp_specialize is a T.Pipelined option")
             self.name(s.var.name, "loop variable")
@@ -176,16 +258,23 @@ class _Validator:
         elif isinstance(s, N.Evaluate):
             self.expr(s.value, vars_, bufs)
         elif isinstance(s, N.SetMaxNReg):
+            self.integer(s.count, "T.set_max_nreg's count")
             if not (24 <= s.count <= 256 and s.count % 8 == 0):
                 self.fail(f"T.set_max_nreg({s.count}, ...): the count must be a multiple of 8 "
                           "from 24 to 256")
         elif isinstance(s, N.Allocate):
             b = s.buffer
+            if not isinstance(b, N.Buffer):
+                self.fail(f"an allocation holds a Buffer, got {type(b).__name__}")
             self.dtype(b.dtype, f"buffer '{b.name}'")
             if b.scope not in ("shared", "fragment", "local"):
                 self.fail(f"buffer '{b.name}': allocations are shared, fragment or local")
-            if not all(isinstance(d, N.Const) and d.value > 0 for d in b.shape):
+            if not isinstance(b.shape, tuple) or not b.shape or not all(
+                    isinstance(d, N.Const) for d in b.shape):
                 self.fail(f"buffer '{b.name}': allocation shapes are positive constants")
+            for d in b.shape:
+                self.dim(d, f"buffer '{b.name}'", vars_)
+            self.integer(s.stages, f"buffer '{b.name}': stages", 1)
             if s.layout is not None and s.layout.kind == "mbarrier" and \
                     (b.scope != "shared" or b.dtype != "uint64" or b.ndim != 1 or s.layout.threads < 1):
                 self.fail(f"buffer '{b.name}': an mbarrier array is a 1-d shared uint64 buffer "
@@ -285,14 +374,14 @@ class _Validator:
     def expr(self, e, vars_, bufs):
         if not isinstance(e, N.Expr):
             self.fail(f"expected an expression, got {type(e).__name__}")
-        self.dtype(e.dtype, "expression")
+        self.dtype(e.dtype, f"expression {type(e).__name__}")
         if isinstance(e, N.Var):
             if e.name not in vars_:
                 self.fail(f"name '{e.name}' is not defined here")
             if vars_[e.name].dtype != e.dtype:
                 self.fail(f"'{e.name}' is used as {e.dtype} but declared {vars_[e.name].dtype}")
         elif isinstance(e, N.Const):
-            pass
+            self.const(e)
         elif isinstance(e, (N.BinOp, N.Cmp)):
             if e.op not in (N.BINOPS if isinstance(e, N.BinOp) else N.CMPOPS):
                 self.fail(f"unknown operator {e.op!r}")
@@ -342,6 +431,22 @@ class _Validator:
                 self.fail("thread_idx takes a constant axis 0, 1 or 2")
         else:
             self.fail(f"unknown expression {type(e).__name__}")
+
+
+    def depth(self) -> None:
+        """Refuse IR nested deeper than :data:`MAX_DEPTH` before anything recurses over
+        it (this walk keeps its own stack)."""
+        stack = [(self.func, 0)]
+        while stack:
+            x, d = stack.pop()
+            if isinstance(x, tuple):
+                stack.extend((y, d) for y in x)
+            elif dataclasses.is_dataclass(x) and not isinstance(x, (type, N.Loc)):
+                if d > MAX_DEPTH:
+                    self.fail(f"the IR nests deeper than {MAX_DEPTH} levels (a {type(x).__name__} "
+                              "node at that depth); split deep expressions with lets")
+                stack.extend((getattr(x, f.name), d + 1) for f in dataclasses.fields(x)
+                             if f.name != "loc")
 
 
 def _prod(xs):

@@ -17,7 +17,6 @@ from ..ir import nodes as _N
 from ..runtime.dtypes import DTYPES
 from .values import dtype_name
 
-_FLOAT_MATH = ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "sin", "cos", "floor", "ceil")
 
 
 def _is_number(x) -> bool:
