@@ -3,6 +3,8 @@ row reduction of an accumulator into an (M,) fragment, loops over M that update 
 statistics, and loops over the accumulator that read its row's statistic.  CPU: the
 layouts the pass chooses, the errors, and sm_90a cubins."""
 
+import re
+
 import pytest
 
 import tilecute
@@ -88,7 +90,8 @@ def test_generated_code_reduces_in_quads_and_reads_rows_by_register():
     assert 'tcrow.reduce_rows(s, m, "max", clear=False)' in src
     assert 'tcrow.reduce_rows(s, l_step, "sum", clear=True)' in src
     assert "alpha[tcrow.row_of(o, " in src and "m[tcrow.row_of(s, " in src
-    assert "for tc_q" in src and "= l_i[tc_q" in src  # T.Parallel(bm) over the rows held
+    assert re.search(r"for tc_q\d+ in cutlass.range_constexpr\(cute.size\(l\)\)", src)
+    assert re.search(r"= \w*l_i\[tc_q\d+\]", src)  # T.Parallel(bm) over the rows held
 
 
 @pytest.mark.parametrize("d,bn", [(64, 64), (128, 64)])
@@ -113,3 +116,64 @@ def test_writing_a_row_statistic_in_an_accumulator_loop_is_an_error():
                 m[i] = s[i, j]
     with pytest.raises(LayoutError, match=r"may read 'm\[i\]' but not write it"):
         lower(bad, "sm_90a")
+
+
+def _gemm(m, n, threads, policy):
+    @T.prim_func
+    def gemm(A: T.Tensor((m, 64), "float16"), B: T.Tensor((64, n), "float16"),
+             C: T.Tensor((m, n), "float32")):
+        with T.Kernel(1, threads=threads) as bx:
+            As = T.alloc_shared((m, 64), "float16")
+            Bs = T.alloc_shared((64, n), "float16")
+            acc = T.alloc_fragment((m, n), "float32")
+            T.copy(A[0, 0], As)
+            T.copy(B[0, 0], Bs)
+            T.gemm(As, Bs, acc, clear_accum=True, policy=policy)
+            T.copy(acc, C[0, 0])
+    return gemm
+
+
+@pytest.mark.parametrize("arch,m,n,threads,policy,warps", [
+    ("sm_80", 64, 64, 128, T.GemmWarpPolicy.Square, (2, 2)),
+    ("sm_80", 64, 64, 128, T.GemmWarpPolicy.FullRow, (4, 1)),
+    ("sm_80", 64, 64, 128, T.GemmWarpPolicy.FullCol, (1, 4)),
+    ("sm_90a", 128, 128, 256, T.GemmWarpPolicy.Square, (2, 1)),
+    ("sm_90a", 64, 128, 256, T.GemmWarpPolicy.Square, (1, 2)),  # M=64: split along N
+    ("sm_90a", 128, 128, 256, T.GemmWarpPolicy.FullCol, (1, 2)),
+])
+def test_gemm_warp_policy_arranges_the_warps(arch, m, n, threads, policy, warps, tmp_path):
+    func = _gemm(m, n, threads, policy)
+    layouts = _layouts(run_passes(func, arch, until="select_mma"))
+    assert layouts["acc"].warps == warps
+    assert tilecute.build_cubin(func, arch, out_dir=str(tmp_path)).kernel_names == ["tilecute_gemm_0"]
+
+
+def test_gemm_warp_policy_that_cannot_tile_is_an_error():
+    with pytest.raises(ValueError, match=r"no arrangement of 2 warpgroup\(s\) tiles 64 x 128 with "
+                                         r"policy FullRow"):
+        lower(_gemm(64, 128, 256, T.GemmWarpPolicy.FullRow), "sm_90a")
+
+
+def _row_max(policy):
+    @T.prim_func
+    def row_max(A: T.Tensor((64, 64), "float16"), B: T.Tensor((64, 64), "float16"),
+                M: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            As = T.alloc_shared((64, 64), "float16")
+            Bs = T.alloc_shared((64, 64), "float16")
+            acc = T.alloc_fragment((64, 64), "float32")
+            m = T.alloc_fragment((64,), "float32")
+            T.copy(A[0, 0], As)
+            T.copy(B[0, 0], Bs)
+            T.gemm(As, Bs, acc, clear_accum=True, policy=policy)
+            T.reduce_max(acc, m, dim=1)
+            T.copy(m, M[0])
+    return row_max
+
+
+def test_row_reduction_on_sm_80_needs_full_row_warps(tmp_path):
+    with pytest.raises(LayoutError, match=r"spread over 2 warps along N .*FullRow"):
+        lower(_row_max(T.GemmWarpPolicy.Square), "sm_80")
+    func = _row_max(T.GemmWarpPolicy.FullRow)
+    assert "tcrow.reduce_rows(acc, m" in emit_cute(lower(func, "sm_80"))
+    assert tilecute.build_cubin(func, "sm_80", out_dir=str(tmp_path)).kernel_names

@@ -478,6 +478,13 @@ class Gemm(Stmt):
     # sets 1 for the last statement of a pipelined body, and the loop drains after its end
     wg_wait: int = 0
     loc: Optional[Loc] = _loc()
+    # how the block's warps tile (M, N) (TileLang's T.GemmWarpPolicy): "Square" (as square
+    # as the tile allows; warpgroups along M for wgmma when M allows), "FullRow" (every
+    # warp along M), "FullCol" (every warp along N)
+    policy: str = "Square"
+
+
+GEMM_POLICIES = ("Square", "FullRow", "FullCol")
 
 
 REDUCE_KINDS = ("sum", "max", "min", "abssum", "absmax")

@@ -260,6 +260,11 @@ class _Kernel:
             if row_frags and not touched:  # each thread walks the rows it holds
                 nest_mode.append(("rows", None))
                 continue
+            if row_frags and not any(self.mma_layout(b) for b in touched):
+                self.fail(nest.loops[0], f"this T.Parallel loop walks fragment '{touched[0]}' and "
+                                         f"reads '{sorted(row_frags)[0]}', which holds one value per "
+                                         "row of a T.gemm accumulator: read it in loops over the "
+                                         "accumulator or over its rows")
             if touched:
                 for b in touched:
                     if tuple(self.buffers[b].shape) != nest.extents:

@@ -40,20 +40,33 @@ class GemmError(ValueError):
     pass
 
 
+def wgmma_warps(m: int, n: int, warpgroups: int, policy: str = "Square") -> tuple[int, int] | None:
+    """``(warpgroups along M, along N)`` for wgmma: each warpgroup a 64-row step (or
+    several) by a multiple of 8 columns up to 256.  ``Square`` and ``FullRow`` put them
+    along M when M allows (``Square`` falls back to N), ``FullCol`` along N."""
+    def fits(wm, wn):
+        return m % (64 * wm) == 0 and n % wn == 0 and (n // wn) % 8 == 0 and n // wn <= 256
+    order = {"FullRow": [(warpgroups, 1)], "FullCol": [(1, warpgroups)],
+             "Square": [(warpgroups, 1), (1, warpgroups)]}[policy]
+    return next((w for w in order if fits(*w)), None)
+
+
 def operand_swizzle(inner_bytes: int) -> int:
     """The widest TMA swizzle whose chunks tile a row of ``inner_bytes`` (0 if none)."""
     return next((s for s in TMA_SWIZZLES if inner_bytes % s == 0), 0)
 
 
-def mma_warps(m: int, n: int, warps: int) -> tuple[int, int] | None:
-    """``(warps_m, warps_n)`` for mma.sync: each warp a multiple of 16 x 16, as square as
-    possible."""
+def mma_warps(m: int, n: int, warps: int, policy: str = "Square") -> tuple[int, int] | None:
+    """``(warps_m, warps_n)`` for mma.sync: each warp a multiple of 16 x 16; every warp
+    along M (``FullRow``), along N (``FullCol``), or as square as possible."""
     best = None
     for wm in range(1, warps + 1):
         if warps % wm:
             continue
         wn = warps // wm
         if m % (16 * wm) or n % (16 * wn):
+            continue
+        if (policy == "FullRow" and wn != 1) or (policy == "FullCol" and wm != 1):
             continue
         score = abs(m // wm - n // wn)
         if best is None or score < best[0]:
@@ -93,6 +106,8 @@ class _Kernel:
         self.layouts[name] = layout
 
     def plan(self, s: N.Gemm) -> None:
+        if s.policy not in N.GEMM_POLICIES:
+            self.fail(s, f"policy {s.policy!r} is not one of {', '.join(N.GEMM_POLICIES)}")
         a, b, c = (self.buffers[x] for x in (s.a, s.b, s.c))
         a_regs = a.scope == "fragment"  # wgmma's RS form: A from registers
         for buf, what in ((a, "A"), (b, "B")):
@@ -145,19 +160,20 @@ class _Kernel:
                 self.fail(s, f"wgmma runs on warpgroups of {WARPGROUP} threads; the block has "
                              f"{self.threads}")
             wg = self.threads // WARPGROUP
-            if m % (64 * wg):
-                self.fail(s, f"M = {m} is not a multiple of 64 x {wg} warpgroups (each warpgroup "
-                             "takes 64-row steps); change the tile or the thread count")
-            if n % 8 or n > 256:
-                self.fail(s, f"N = {n}: wgmma takes N a multiple of 8 up to 256")
-            warps = (wg, 1)
+            warps = wgmma_warps(m, n, wg, s.policy)
+            if warps is None:
+                self.fail(s, f"no arrangement of {wg} warpgroup(s) tiles {m} x {n} with "
+                             f"policy {s.policy}: each warpgroup takes 64-row steps and a "
+                             "multiple of 8 columns up to 256 (along M: M a multiple of "
+                             f"{64 * wg}; along N: N / {wg} a multiple of 8); change the tile, "
+                             "the thread count or the policy")
         else:
             if self.threads % WARP:
                 self.fail(s, f"mma.sync runs on whole warps; the block has {self.threads} threads")
-            warps = mma_warps(m, n, self.threads // WARP)
+            warps = mma_warps(m, n, self.threads // WARP, s.policy)
             if warps is None:
                 self.fail(s, f"no arrangement of {self.threads // WARP} warps tiles {m} x {n} in "
-                             "16 x 16 steps")
+                             f"16 x 16 steps with policy {s.policy}")
         for buf, what in ((a, "A"), (b, "B")):
             if buf is a and a_regs:
                 self.set_layout(s, a.name, N.Layout("mma", threads=self.threads, mma=family,

@@ -73,10 +73,11 @@ def operand(smem, dtype, rows: int, cols: int, swizzle: int, mn_major: bool, fam
 
 def tiled_mma(family: str, a_dtype, b_dtype, acc_dtype, a_mn_major: bool, b_mn_major: bool,
               warps: tuple, n: int, a_regs: bool = False):
-    """The tiled MMA of one ``T.gemm``: ``warps = (warpgroups, 1)`` along M for wgmma
-    (each warpgroup a 64 x ``n`` instruction; ``a_regs``: A from registers, the RS form),
-    ``(warps_m, warps_n)`` for mma.sync."""
+    """The tiled MMA of one ``T.gemm`` with an ``n``-column tile: ``warps = (along M,
+    along N)`` in warpgroups for wgmma (each warpgroup a 64 x ``n / warps[1]``
+    instruction; ``a_regs``: A from registers, the RS form), in warps for mma.sync."""
     if family == "wgmma":
+        n = n // warps[1]
         if a_dtype.width == 16:
             source = warpgroup.OperandSource.RMEM if a_regs else warpgroup.OperandSource.SMEM
             op = warpgroup.MmaF16BF16Op(a_dtype, acc_dtype, (64, n, 16), source,
@@ -110,7 +111,8 @@ def a_fragment(family: str, warps: tuple, shape: tuple, dtype, tid):
     """The registers of this thread's part of an ``(M, K)`` A operand read from registers
     (wgmma's RS form), and each register's ``(i, k)``: the same coordinates as an
     accumulator's registers with ``K`` columns."""
-    mma = tiled_mma(family, dtype, dtype, cutlass.Float32, False, False, warps, 64, a_regs=True)
+    mma = tiled_mma(family, dtype, dtype, cutlass.Float32, False, False, warps, 64 * warps[1],
+                    a_regs=True)
     thr = mma.get_slice(tid)
     regs = cute.make_rmem_tensor(thr.partition_shape_A(shape), dtype)
     return regs, thr.partition_A(cute.make_identity_tensor(shape))
