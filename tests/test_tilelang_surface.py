@@ -158,14 +158,17 @@ def test_positional_and_keyword_spellings_mean_the_same():
 
 # ---- what is honored, with TileLang's meaning ----------------------------------------------
 def _script(body: str, params: str = 'A: T.Tensor((256, 64), "float16"), '
-                                     'B: T.Tensor((256, 64), "float16")', grid: str = "4") -> str:
-    return (f"import tilecute.language as T\n\n\n@T.prim_func\n"
+                                     'B: T.Tensor((256, 64), "float16")', grid: str = "4",
+            head: str = "") -> str:
+    return (f"import tilecute.language as T\n{head}\n\n@T.prim_func\n"
             f"def kern({params}):\n    with T.Kernel({grid}, threads=128) as bx:\n"
             + textwrap.indent(textwrap.dedent(body), "        "))
 
 
 def _kernel(body: str, **kw) -> N.PrimFunc:
-    return T.from_script(_script(body, **kw))
+    f = T.from_script(_script(body, **kw))
+    assert T.from_script(f.script()) == f  # the printer writes what the frontend reads back
+    return f
 
 
 def _stmts(func, cls):
@@ -298,7 +301,6 @@ def test_cluster_kernel_normalizes_cluster_dims():
 
 # ---- what is refused, and why ------------------------------------------------------------------
 REFUSED = [
-    ('T.gemm(a, b, c, policy=T.GemmWarpPolicy.FullRow)', "T.gemm: policy=T.GemmWarpPolicy.FullRow is not supported yet"),
     ('T.gemm(a, b, c, k_pack=2)', "T.gemm: k_pack=2 is not supported"),
     ('T.gemm(a, b, c, mbar=bars[0])', "T.gemm: mbar="),
     ('T.copy(A[0, 0], a, disable_tma=True)', "T.copy: disable_tma=True is not supported"),
@@ -322,6 +324,8 @@ REFUSED = [
     ('v = T.alloc_barrier([32, 64])', "T.alloc_barrier: 'v': arrive counts [32, 64] differ"),
     ('v = T.cast(A[0, 0], "float32", round="rz")', "T.cast: round='rz'"),
     ('v = T.infinity("int32")', "T.infinity('int32'): only float dtypes have an infinity"),
+    ('v = T.cast("float32", A[0, 0])', "T.cast takes (value, dtype), as in TileLang; T.Cast takes (dtype, value)"),
+    ('if a:\n    pass', "buffer 'a' used as a value"),
     ('v = T.alloc_tmem((4,), "float32")', "T.alloc_tmem is a TileLang form that tilecute does not support"),
     ('T.cumsum(c)', "T.cumsum is a TileLang form that tilecute does not support"),
     ('for i in T.vectorized(4):\n    pass', "T.vectorized is a TileLang form that tilecute does not support"),
@@ -380,8 +384,9 @@ def _build(func, tmp_path):
 
 
 def test_tilelang_idioms_compile_softmax(tmp_path):
-    """Slices with folded extents, -T.infinity, the last-axis reduce default, exp2,
-    clamp to T.max_value, astype, T.cast, a fragment allocated "local"."""
+    """A T.dynamic row count, slices with folded extents, -T.infinity, the last-axis
+    reduce default, exp2, clamp to T.max_value, astype, T.cast, a fragment allocated
+    "local"."""
     f = _kernel("""
         s = T.alloc_shared((16, 128), "float16")
         x = T.alloc_fragment((16, 128), "float32")
@@ -400,7 +405,9 @@ def test_tilelang_idioms_compile_softmax(tmp_path):
             v = T.clamp(T.abs(x[i, j] / l[i]), T.min_value("float16"), T.max_value("float16"))
             s[i, j] = T.if_then_else(v > 0.5, v.astype("float16"), T.cast(v * 0.5, "float16"))
         T.copy(s, B[bx * 16:(bx + 1) * 16, :])
-    """, params='A: T.Tensor((256, 128), "float16"), B: T.Tensor((256, 128), "float16")', grid="16")
+    """, params='A: T.Tensor((M, 128), "float16"), B: T.Tensor((M, 128), "float16")',
+                grid="T.ceildiv(M, 16)", head='M = T.dynamic("M")')
+    assert [s.name for s in f.symbols] == ["M"]
     assert _build(f, tmp_path).kernels
 
 

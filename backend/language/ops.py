@@ -144,6 +144,9 @@ def cast(value, dtype, round: str = "", sat: bool = True, rbits=None):  # noqa: 
     """TileLang's ``T.cast(value, dtype)`` (value first).  PTX rounding hints (``round``,
     ``rbits``) and ``sat=False`` are refused: tilecute's conversions round to nearest
     and have no switch for saturation."""
+    if isinstance(value, str) and isinstance(dtype, _N.Expr):
+        raise ValueError("T.cast takes (value, dtype), as in TileLang; T.Cast takes "
+                         "(dtype, value)")
     if round != "" or rbits is not None:
         raise ValueError(f"T.cast: round={round!r}/rbits are not supported (tilecute's casts "
                          "round to nearest even)")

@@ -603,9 +603,9 @@ class _Parser:
 
     def if_stmt(self, s: ast.If) -> list[N.Stmt]:
         cond = self.expr(s.test)
+        self.check_value(s.test, cond)
         if not _is_ir(cond):  # parse-time condition: the chosen branch is straight-line code
             return list(self.block(s.body if cond else s.orelse))
-        self.check_value(s.test, cond)
         if cond.dtype != "bool":
             cond = N.cmp("ne", cond, 0)
         self.push()
@@ -833,7 +833,6 @@ class _Parser:
         if form is None or form.kind != "stmt":
             if form is not None:
                 raise self.error(s, f"T.{form.__name__} is not a statement here")
-            self.expr(call)  # a TileLang-only form reports itself
             raise self.error(s, "an expression statement must be a T.* statement call "
                                 "(T.copy, T.fill, T.clear, T.gemm, T.reduce_*, T.atomic_add, "
                                 "T.sync_threads, T.tma_copy, T.mbarrier_arrive, "
@@ -879,11 +878,6 @@ class _Parser:
         if policy not in tuple(GemmWarpPolicy) or isinstance(policy, bool):
             raise a.fail("policy", f"policy={_show(policy)}: expected a T.GemmWarpPolicy "
                                    "(Square, FullRow, FullCol)")
-        if GemmWarpPolicy(policy) != GemmWarpPolicy.Square:
-            raise a.fail("policy", f"policy=T.GemmWarpPolicy.{GemmWarpPolicy(policy).name} is "
-                                   "not supported yet: tilecute's gemm pass arranges the warps "
-                                   "itself (warpgroups along M for wgmma, as square as the tile "
-                                   "allows for mma.sync); use the default, Square")
         a.refuse_unless("k_pack", (1,), "k_pack packs K for AMD's MFMA; tilecute targets "
                                         "NVIDIA tensor cores")
         a.refuse_unless("mbar", (None,), "tilecute's T.gemm completes (or, with wg_wait=1, "
@@ -894,7 +888,8 @@ class _Parser:
             raise a.fail("wg_wait", f"wg_wait={wait}; tilecute keeps 0 or 1 wgmma batches in "
                                     "flight")
         return [N.Gemm(A, B, C, a.static_bool("transpose_A"), a.static_bool("transpose_B"),
-                       a.static_bool("clear_accum"), wait, loc=self.loc(s))]
+                       a.static_bool("clear_accum"), wait, loc=self.loc(s),
+                       policy=GemmWarpPolicy(policy).name)]
 
     def stmt_reduce(self, a: _Args, s) -> list[N.Stmt]:
         kind = a.value("reduce_type")
@@ -1121,7 +1116,7 @@ class _Parser:
                         ast.Invert: lambda x: ~x}[type(node.op)](a)
             self.check_value(node.operand, a)
             if isinstance(node.op, ast.USub):
-                if isinstance(a, N.Const) and not isinstance(a.value, bool):
+                if isinstance(a, N.Const) and (N.is_float(a.dtype) or a.dtype.startswith("int")):
                     return N.Const(-a.value, a.dtype)  # -T.infinity(dtype) is a constant
                 return N.binop("sub", N.const(0, a.dtype), a)
             if isinstance(node.op, ast.Not):
@@ -1213,6 +1208,8 @@ class _Parser:
                                        f"`{ast.unparse(node.func)}`")
         if fn in (max, min) and any(_is_ir(a) for a in args) and len(args) == 2:
             return N.binop(fn.__name__, *args)
+        if fn is abs and len(args) == 1 and _is_ir(args[0]):
+            return ops.abs(args[0])
         if fn is float and args and _is_ir(args[0]):
             return N.cast(args[0], "float32")
         if fn is int and args and _is_ir(args[0]):
