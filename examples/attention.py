@@ -1,0 +1,143 @@
+"""FlashAttention forward, written the TileLang way: ``O = softmax(Q K^T * scale) V`` over
+BSHD tensors, one block of ``block_M`` queries per program, the keys and values walked
+in ``block_N`` steps with a running row max and row sum (the online softmax), fp32
+accumulation in registers, P fed to the second ``T.gemm`` from registers.
+
+    flash_attention(batch, heads, seq_len, dim, ...)  -> a prim_func (factory)
+        kv_heads < heads: grouped-query attention (heads share K/V by groups)
+        causal: query i sees keys j <= i (the loop stops at the diagonal block)
+        Returns O (B, S, H, D) and the log-sum-exp LSE (B, H, S) in base 2... no: in
+        natural log, as FlashAttention's softmax_lse.
+
+Run on a GPU: ``python3 examples/attention.py`` (checks against
+torch.nn.functional.scaled_dot_product_attention).
+"""
+
+import math
+
+import tilecute
+import tilecute.language as T
+
+LOG2E = 1.4426950408889634
+
+
+def flash_attention(heads=32, dim=128, kv_heads=None, causal=False, dtype="float16",
+                    block_M=128, block_N=64, threads=256, num_stages=2, sm_scale=None):
+    """The forward kernel for Q (B, S, heads, dim), K and V (B, S, kv_heads, dim) in
+    ``dtype``; writes O like Q and LSE (B, heads, S) in float32.  ``sm_scale`` defaults
+    to 1 / sqrt(dim)."""
+    kv_heads = kv_heads or heads
+    assert heads % kv_heads == 0, "kv_heads must divide heads"
+    groups = heads // kv_heads
+    scale = (sm_scale if sm_scale is not None else 1.0 / math.sqrt(dim)) * LOG2E  # exp -> exp2
+    batch, seq_len = T.symbolic("batch"), T.symbolic("seq_len")
+    q_shape = (batch, seq_len, heads, dim)
+    kv_shape = (batch, seq_len, kv_heads, dim)
+
+    @T.prim_func
+    def flash_attention(Q: T.Tensor(q_shape, dtype), K: T.Tensor(kv_shape, dtype),
+                        V: T.Tensor(kv_shape, dtype), O: T.Tensor(q_shape, dtype),
+                        LSE: T.Tensor((batch, heads, seq_len), "float32")):
+        with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=threads) as (bx, by, bz):
+            Q_s = T.alloc_shared((block_M, dim), dtype)
+            K_s = T.alloc_shared((block_N, dim), dtype)
+            V_s = T.alloc_shared((block_N, dim), dtype)
+            S = T.alloc_fragment((block_M, block_N), "float32")
+            P = T.alloc_fragment((block_M, block_N), dtype)
+            acc_o = T.alloc_fragment((block_M, dim), "float32")
+            m = T.alloc_fragment((block_M,), "float32")
+            m_prev = T.alloc_fragment((block_M,), "float32")
+            alpha = T.alloc_fragment((block_M,), "float32")
+            l = T.alloc_fragment((block_M,), "float32")
+            l_step = T.alloc_fragment((block_M,), "float32")
+
+            kv_head = by // groups
+            T.copy(Q[bz, bx * block_M:(bx + 1) * block_M, by, :], Q_s)
+            T.fill(acc_o, 0)
+            T.fill(l, 0)
+            T.fill(m, -T.infinity("float32"))
+
+            loop_range = (
+                T.min(T.ceildiv(seq_len, block_N), T.ceildiv((bx + 1) * block_M, block_N))
+                if causal else T.ceildiv(seq_len, block_N))
+            for k in T.Pipelined(loop_range, num_stages=num_stages):
+                T.copy(K[bz, k * block_N:(k + 1) * block_N, kv_head, :], K_s)
+                T.gemm(Q_s, K_s, S, transpose_B=True, clear_accum=True,
+                       policy=T.GemmWarpPolicy.FullRow)
+                # keys past the end, and (causal) keys after the query, do not count
+                if causal:
+                    for i, j in T.Parallel(block_M, block_N):
+                        S[i, j] = T.if_then_else(
+                            (bx * block_M + i >= k * block_N + j) and (k * block_N + j < seq_len),
+                            S[i, j], -T.infinity("float32"))
+                else:
+                    for i, j in T.Parallel(block_M, block_N):
+                        S[i, j] = T.if_then_else(k * block_N + j < seq_len, S[i, j],
+                                                 -T.infinity("float32"))
+                T.copy(m, m_prev)
+                T.reduce_max(S, m, dim=1, clear=False)
+                for i in T.Parallel(block_M):
+                    alpha[i] = T.exp2((m_prev[i] - m[i]) * scale)
+                for i, j in T.Parallel(block_M, block_N):
+                    S[i, j] = T.exp2(S[i, j] * scale - m[i] * scale)
+                T.reduce_sum(S, l_step, dim=1)
+                for i in T.Parallel(block_M):
+                    l[i] = l[i] * alpha[i] + l_step[i]
+                for i, j in T.Parallel(block_M, dim):
+                    acc_o[i, j] *= alpha[i]
+                T.copy(S, P)
+                T.copy(V[bz, k * block_N:(k + 1) * block_N, kv_head, :], V_s)
+                T.gemm(P, V_s, acc_o, policy=T.GemmWarpPolicy.FullRow)
+            for i, j in T.Parallel(block_M, dim):
+                acc_o[i, j] /= l[i]
+            T.copy(acc_o, O[bz, bx * block_M:(bx + 1) * block_M, by, :])
+            for i in T.Parallel(block_M):
+                if bx * block_M + i < seq_len:
+                    LSE[bz, by, bx * block_M + i] = m[i] * (scale / LOG2E) + T.log(l[i])
+
+    return flash_attention
+
+
+@tilecute.jit(out_idx=[3, 4])
+def flash_attention_kernel(heads=32, dim=128, kv_heads=None, causal=False, dtype="float16",
+                           block_M=128, block_N=64, threads=256, num_stages=2, sm_scale=None):
+    """``O, LSE = flash_attention_kernel(heads, dim, ...)(Q, K, V)``."""
+    return flash_attention(heads, dim, kv_heads, causal, dtype, block_M, block_N, threads,
+                           num_stages, sm_scale)
+
+
+def reference(q, k, v, causal, sm_scale=None):
+    """O and LSE by torch, in float32 (BSHD in, BSHD / BHS out)."""
+    import torch
+
+    groups = q.shape[2] // k.shape[2]
+    qf, kf, vf = (x.float().transpose(1, 2) for x in (q, k, v))  # BHSD
+    kf, vf = kf.repeat_interleave(groups, 1), vf.repeat_interleave(groups, 1)
+    scale = sm_scale if sm_scale is not None else 1.0 / math.sqrt(q.shape[-1])
+    s = qf @ kf.transpose(-1, -2) * scale
+    if causal:
+        n = q.shape[1]
+        s = s.masked_fill(torch.ones(n, n, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
+    lse = torch.logsumexp(s, dim=-1)
+    return (torch.softmax(s, dim=-1) @ vf).transpose(1, 2), lse
+
+
+def _main():
+    import torch
+
+    for heads, kv_heads, dim, causal in ((8, 8, 128, False), (8, 2, 64, True)):
+        kernel = flash_attention_kernel(heads, dim, kv_heads, causal)
+        for seq in (1, 127, 1000):
+            q = torch.randn(2, seq, heads, dim, device="cuda", dtype=torch.float16)
+            k = torch.randn(2, seq, kv_heads, dim, device="cuda", dtype=torch.float16)
+            v = torch.randn_like(k)
+            o, lse = kernel(q, k, v)
+            ro, rlse = reference(q, k, v, causal)
+            err = (o.float() - ro).abs().max().item()
+            lerr = (lse - rlse).abs().max().item()
+            print(f"H={heads} KV={kv_heads} D={dim} causal={causal} S={seq}: "
+                  f"max |O - ref| = {err:.2e}, max |LSE - ref| = {lerr:.2e}")
+
+
+if __name__ == "__main__":
+    _main()

@@ -1,0 +1,87 @@
+"""On the GPU: examples/attention.py against a float32 torch reference (MHA and GQA, causal
+and not, head dims 64/128/256, fp16 and bf16, ragged sequence lengths), and the T.gemm warp
+policies and row reductions it relies on.  CPU: every variant builds (tests below
+without the gpu mark)."""
+
+import pytest
+
+import attention as A
+import tilecute
+import tilecute.language as T
+
+VARIANTS = [  # heads, kv_heads, dim, causal, dtype
+    (4, 4, 128, False, "float16"),
+    (4, 4, 128, True, "float16"),
+    (8, 2, 64, False, "bfloat16"),
+    (8, 2, 64, True, "float16"),
+    (2, 1, 256, True, "bfloat16"),
+]
+IDS = [f"H{h}-KV{kv}-D{d}-{'causal' if c else 'full'}-{dt}" for h, kv, d, c, dt in VARIANTS]
+
+
+@pytest.mark.parametrize("heads,kv_heads,dim,causal,dtype", VARIANTS, ids=IDS)
+def test_attention_variant_builds(heads, kv_heads, dim, causal, dtype, tmp_path):
+    func = A.flash_attention(heads, dim, kv_heads, causal, dtype)
+    assert tilecute.build_cubin(func, "sm_90a", out_dir=str(tmp_path)).kernel_names
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("seq", [1, 127, 1000, 4097])
+@pytest.mark.parametrize("heads,kv_heads,dim,causal,dtype", VARIANTS, ids=IDS)
+def test_attention_matches_torch(heads, kv_heads, dim, causal, dtype, seq):
+    import torch
+
+    kernel = A.flash_attention_kernel(heads, dim, kv_heads, causal, dtype)
+    tdt = getattr(torch, dtype)
+    torch.manual_seed(seq)
+    q = torch.randn(2, seq, heads, dim, device="cuda", dtype=tdt)
+    k = torch.randn(2, seq, kv_heads, dim, device="cuda", dtype=tdt)
+    v = torch.randn(2, seq, kv_heads, dim, device="cuda", dtype=tdt)
+    o, lse = kernel(q, k, v)
+    ro, rlse = A.reference(q, k, v, causal)
+    tol = 2e-2 if dtype == "bfloat16" else 4e-3
+    torch.testing.assert_close(o.float(), ro, atol=tol, rtol=tol)
+    torch.testing.assert_close(lse, rlse, atol=1e-3, rtol=1e-3)
+
+
+def _policy_gemm(m, n, threads, policy):
+    @T.prim_func
+    def policy_gemm(A_: T.Tensor((m, 64), "float16"), B_: T.Tensor((64, n), "float16"),
+                    C_: T.Tensor((m, n), "float32"), R: T.Tensor((m,), "float32")):
+        with T.Kernel(1, threads=threads) as bx:
+            As = T.alloc_shared((m, 64), "float16")
+            Bs = T.alloc_shared((64, n), "float16")
+            acc = T.alloc_fragment((m, n), "float32")
+            T.copy(A_[0, 0], As)
+            T.copy(B_[0, 0], Bs)
+            T.gemm(As, Bs, acc, clear_accum=True, policy=policy)
+            T.copy(acc, C_[0, 0])
+            if policy == T.GemmWarpPolicy.FullRow:
+                r = T.alloc_fragment((m,), "float32")
+                T.reduce_sum(acc, r, dim=1)
+                T.copy(r, R[0])
+    return policy_gemm
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("options", [None, {"disable_tma": True, "disable_wgmma": True}],
+                         ids=["wgmma", "mma.sync"])
+@pytest.mark.parametrize("m,n,threads,policy", [
+    (64, 128, 256, T.GemmWarpPolicy.Square),    # wgmma: M = 64 split along N
+    (128, 128, 256, T.GemmWarpPolicy.FullCol),
+    (128, 64, 256, T.GemmWarpPolicy.FullRow),
+    (64, 64, 128, T.GemmWarpPolicy.FullRow),
+])
+def test_gemm_warp_policies_on_gpu(m, n, threads, policy, options):
+    import torch
+
+    kernel = tilecute.compile(_policy_gemm(m, n, threads, policy), options=options)
+    a = torch.randn(m, 64, device="cuda", dtype=torch.float16)
+    b = torch.randn(64, n, device="cuda", dtype=torch.float16)
+    c = torch.zeros(m, n, device="cuda")
+    r = torch.zeros(m, device="cuda")
+    kernel(a, b, c, r)
+    ref = a.float() @ b.float()
+    torch.testing.assert_close(c, ref, atol=1e-2, rtol=1e-3)
+    if policy == T.GemmWarpPolicy.FullRow:
+        torch.testing.assert_close(r, ref.sum(1), atol=5e-2, rtol=1e-3)
