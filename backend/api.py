@@ -3,7 +3,9 @@
 ``compile`` computes the cache key from the canonical IR, the target and the tool
 versions, and imports the cached entry when there is one: on a hit nothing of the
 compiler beyond the IR is imported (no codegen, no templates, no CUTLASS).  On a miss it
-builds the entry (``tilecute.driver.build_entry``) under the cache's lock.
+builds the entry (``tilecute.driver.build_entry``) under the cache's lock.  What a user
+can get wrong (the target, ``out_idx``, the options) is checked first, before any build,
+and reported with the function's name.
 """
 
 from __future__ import annotations
@@ -13,15 +15,23 @@ from typing import Optional, Sequence
 
 from .ir import nodes as N
 from .ir.serialize import canonical_json
-from .runtime.kernel import Kernel
+from .runtime.arch import TargetError, check_arch
+from .runtime.kernel import Kernel, resolve_out_idx
 
 
-def _arch(target: Optional[str]) -> str:
-    if target in (None, "auto", "cuda"):
-        from .runtime.cubingen import default_arch
+def _arch(target: Optional[str], function: str) -> str:
+    """The arch ``target`` names (``"sm_90a"``, ``"cuda:sm_90a"``; None, ``"auto"`` or
+    ``"cuda"``: the GPU's, else ``TILECUTE_ARCH``), checked against the supported ones."""
+    try:
+        if target in (None, "auto", "cuda"):
+            from .runtime.cubingen import default_arch
 
-        return default_arch()
-    return target[len("cuda:"):] if target.startswith("cuda:") else target
+            return default_arch()
+        if isinstance(target, str) and target.startswith("cuda:"):
+            return check_arch(target[len("cuda:"):], f"target={target!r}")
+        return check_arch(target)
+    except TargetError as e:
+        raise TargetError(f"{function}: {e}") from None
 
 
 def compile(func: N.PrimFunc, out_idx: Optional[Sequence[int]] = None,  # noqa: A001
@@ -43,7 +53,8 @@ def compile(func: N.PrimFunc, out_idx: Optional[Sequence[int]] = None,  # noqa: 
                         f"{type(func).__name__}")
     from .options import check_options
 
-    arch = _arch(target)
+    resolve_out_idx(func.name, [p.name for p in func.params], out_idx)  # before any build
+    arch = _arch(target, func.name)
     options = check_options(options)
     ir_json = canonical_json(func)
     key = cache.cache_key(ir_json, arch, options, cache.tool_versions())
@@ -51,10 +62,12 @@ def compile(func: N.PrimFunc, out_idx: Optional[Sequence[int]] = None,  # noqa: 
     def build(folder):
         from .driver import build_entry
 
-        return build_entry(func, arch, options, folder)
+        return build_entry(func, arch, options, folder,
+                           published_as=cache.published_path(key, folder))
 
-    path = cache.get_or_build(key, build)
-    return Kernel(path, out_idx)
+    # the kernel imports its host module under the key's lock: `tilecute cache clear`
+    # cannot remove the entry between the lookup and the import
+    return cache.get_or_build(key, build, use=lambda path: Kernel(path, out_idx))
 
 
 def jit(fn=None, *, out_idx: Optional[Sequence[int]] = None, target: Optional[str] = None,
@@ -67,6 +80,13 @@ def jit(fn=None, *, out_idx: Optional[Sequence[int]] = None, target: Optional[st
     """
 
     def wrap(factory):
+        # a bad target or option fails at decoration, not at the first call
+        if target not in (None, "auto", "cuda"):
+            _arch(target, getattr(factory, "__name__", "tilecute.jit"))
+        from .options import check_options
+
+        check_options(options)
+
         @functools.lru_cache(maxsize=None)
         def compiled(*args, **kwargs):
             func = factory(*args, **kwargs)

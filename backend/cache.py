@@ -26,43 +26,58 @@ import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Optional, TypeVar
 
 from .runtime.entry import (
+    LOCK,
     MANIFEST,
     SCHEMA,
     CacheEntryWarning,
+    CacheLockTimeout,
     UnsafeCacheError,
+    check_lock_folder,
     check_private,
     file_record,
+    hold_lock,
     load_manifest,
+    remove_stale_staging,
+    try_lock,
     verify_entry,
     write_manifest,
 )
 from .toolchain import tool_versions
 
 __all__ = [
-    "CacheError", "CacheEntry", "UnsafeCacheError", "cache_root", "cache_key", "tool_versions",
-    "lookup", "get_or_build", "list_entries", "clear", "verify_all", "entry_path",
+    "CacheError", "CacheKeyError", "CacheEntry", "UnsafeCacheError", "CacheLockTimeout",
+    "cache_root", "cache_key", "tool_versions", "lookup", "get_or_build", "published_path",
+    "list_entries", "clear", "verify_all", "entry_path",
 ]
 
 ENV_DIR = "TILECUTE_CACHE_DIR"
 ENV_DISABLE = "TILECUTE_DISABLE_CACHE"
 
 _KEY = re.compile(r"[0-9a-f]{64}\Z")
-_TMP_PREFIX = ".tmp-"
+_TMP_PREFIX = ".tmp-"  # a build in progress: .tmp-<key>-<random>, made under the key's lock
 _TRASH_PREFIX = ".trash-"
 _LOCKS = ".locks"
-# clear() removes build folders left by crashed processes only when they are this old:
-# a younger one may belong to a build running right now
+# clear() removes a build folder whose name holds no key (made by an older tilecute) only
+# when it is this old: a younger one may belong to a build running right now
 _STALE_TMP_SECONDS = 3600.0
 # the manifest fields a build function must return; the cache adds schema, key, created, files
 _BUILD_FIELDS = ("function", "arch", "versions", "options", "ir", "abi")
 
 
 class CacheError(Exception):
-    """An expected cache failure with a message for the user (no such entry, an ambiguous
-    key prefix, a build that returned no manifest fields)."""
+    """An expected cache failure with a message for the user (no such entry, a build that
+    returned no manifest fields)."""
+
+
+class CacheKeyError(CacheError):
+    """A key or key prefix given by the user that names no single entry by its form: not
+    hex digits, or a prefix of several keys (a usage error: ``tilecute`` exits 2)."""
+
+
+T = TypeVar("T")
 
 
 # --- where and what --------------------------------------------------------------------
@@ -135,7 +150,7 @@ def lookup(key: str) -> Optional[Path]:
 
 
 def _lookup(root: Path, key: str, lock) -> Optional[Path]:
-    """``lock``: the key's lock when the caller holds it, else None (then the lock is
+    """``lock``: True when the caller holds the key's lock, else None (then the lock is
     taken before removing a damaged entry, so that an entry published meanwhile by another
     process is not removed in its place)."""
     path = root / key
@@ -145,15 +160,22 @@ def _lookup(root: Path, key: str, lock) -> Optional[Path]:
         problems = [f"{key}: not a folder"]
     else:
         try:
-            check_private(path)
+            check_private(path, recursive=True)
         except FileNotFoundError:  # removed meanwhile (tilecute cache clear)
             return None
         problems = _entry_problems(path, key)
     if not problems:
         return path
     if lock is None:
-        with _key_lock(root, key):
+        with _key_lock(root, key, f"checking the damaged entry {key[:12]}"):
             return _lookup(root, key, lock=True)
+    if path.is_dir() and not path.is_symlink():
+        # a process producing a lazy artifact holds the entry's own lock between moving
+        # the file in and recording it in the manifest: look again once it is done
+        with hold_lock(path / LOCK, f"checking the damaged entry {key[:12]}"):
+            problems = _entry_problems(path, key)
+        if not problems:
+            return path
     warnings.warn(f"tilecute cache: entry {path} is damaged ({'; '.join(problems)}); "
                   "removing it so that it is rebuilt", CacheEntryWarning, stacklevel=2)
     _remove(path)
@@ -170,16 +192,24 @@ def _entry_problems(path: Path, key: Optional[str]) -> list[str]:
     return []
 
 
-def get_or_build(key: str, build: Callable[[Path], dict]) -> Path:
-    """The entry folder for ``key``, built by ``build`` if the cache has none.
+def get_or_build(key: str, build: Callable[[Path], dict],
+                 use: Optional[Callable[[Path], T]] = None):
+    """The entry folder for ``key``, built by ``build`` if the cache has none; with
+    ``use``, the result of ``use(folder)`` instead.
 
     ``build(folder)`` writes the entry's artifacts into ``folder`` (an empty private
-    temporary folder inside the cache root) and returns the manifest fields ``function``,
-    ``arch``, ``versions``, ``options``, ``ir`` (object or JSON text) and ``abi``.  The
-    cache then writes ``manifest.json`` with the sha256 and size of every file and
-    publishes the folder with one ``os.rename`` to ``<root>/<key>``.  A per-key file lock
-    makes concurrent processes build a key once; the others wait and reuse the entry.
-    A failing build leaves nothing behind and its exception propagates.
+    temporary folder inside the cache root, published as :func:`published_path`) and
+    returns the manifest fields ``function``, ``arch``, ``versions``, ``options``, ``ir``
+    (object or JSON text) and ``abi``.  The cache then writes ``manifest.json`` with the
+    sha256 and size of every file and publishes the folder with one ``os.rename`` to
+    ``<root>/<key>``.  A per-key file lock makes concurrent processes build a key once; the
+    others wait and reuse the entry.  A failing build leaves nothing behind and its
+    exception propagates.
+
+    ``use(folder)`` runs under the key's lock, so what it reads from the entry (``Kernel``
+    imports ``host.py``) is not removed under it by ``tilecute cache clear``, which takes
+    the same lock.  Waiting for the lock ends after ``TILECUTE_LOCK_TIMEOUT`` seconds
+    with a :class:`CacheLockTimeout` naming the holder's pid.
 
     With ``TILECUTE_DISABLE_CACHE=1`` nothing is looked up or published: the entry is
     built into a fresh temporary folder outside the cache (removed at exit) and returned.
@@ -189,23 +219,35 @@ def get_or_build(key: str, build: Callable[[Path], dict]) -> Path:
         folder = Path(tempfile.mkdtemp(prefix=f"tilecute-{key[:12]}-"))
         atexit.register(shutil.rmtree, folder, True)
         _build_into(folder, key, build)
-        return folder
+        return use(folder) if use is not None else folder
     root = cache_root()
     path = _lookup(root, key, lock=None)
-    if path is not None:
+    if path is not None and use is None:
         return path
-    with _key_lock(root, key):
-        path = _lookup(root, key, lock=True)
-        if path is not None:  # another process built it while we waited for the lock
-            return path
-        tmp = Path(tempfile.mkdtemp(dir=root, prefix=_TMP_PREFIX))
-        try:
-            _build_into(tmp, key, build)
-            os.rename(tmp, root / key)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-    return root / key
+    with _key_lock(root, key, f"building or loading entry {key[:12]}"):
+        if path is None or not path.is_dir():  # a miss, or removed since the lookup
+            path = _lookup(root, key, lock=True)
+        if path is None:  # else another process built it while we waited for the lock
+            tmp = Path(tempfile.mkdtemp(dir=root, prefix=f"{_TMP_PREFIX}{key}-"))
+            try:
+                _build_into(tmp, key, build)
+                os.rename(tmp, root / key)
+            except BaseException:
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise
+            path = root / key
+        return use(path) if use is not None else path
+
+
+def published_path(key: str, folder: Path) -> Path:
+    """Where the folder that :func:`get_or_build` handed to a build function for ``key``
+    is published: ``<root>/<key>`` for a build folder in the cache, the folder itself with
+    ``TILECUTE_DISABLE_CACHE``.  A build writes it into what must name the entry's files
+    later (the launcher's source path, which its error tracebacks show)."""
+    folder = Path(folder)
+    if folder.name.startswith(f"{_TMP_PREFIX}{key}-"):
+        return folder.parent / key
+    return folder
 
 
 def _build_into(folder: Path, key: str, build: Callable[[Path], dict]) -> None:
@@ -241,13 +283,19 @@ def _record_files(folder: Path) -> dict:
     return files
 
 
-def _key_lock(root: Path, key: str):
-    from filelock import FileLock
+def _key_lock(root: Path, key: str, what: str):
+    """The key's lock (``<root>/.locks/<key>.lock``) as a context manager; ``.locks`` is
+    checked first (a real folder, private), since a lock file is created and written."""
+    locks = _lock_folder(root)
+    return hold_lock(locks / f"{key}.lock", what)
 
+
+def _lock_folder(root: Path) -> Path:
     locks = root / _LOCKS
-    if not locks.is_dir():
+    if not os.path.lexists(locks):
         _make_private_dirs(locks)
-    return FileLock(str(locks / f"{key}.lock"), mode=0o600)
+    check_lock_folder(locks)
+    return locks
 
 
 def _remove(path: Path) -> bool:
@@ -315,21 +363,40 @@ def _folder_size(folder: Path) -> int:
 
 def clear(older_than_seconds: Optional[float] = None) -> list[str]:
     """Remove every entry (or those built more than ``older_than_seconds`` ago); returns
-    the removed keys.  Processes that already loaded an entry keep working.  Leftovers of
-    crashed builds and removals go too (build folders only once an hour old, since a
-    younger one may belong to a build in progress)."""
+    the removed keys.  Each is removed under its key's lock, so a process loading it right
+    now (``tilecute.compile``) finishes first; processes that already loaded an entry keep
+    working.  Leftovers of killed processes go too: removals in progress, build folders
+    whose key's lock is free (their builder is dead), and staging folders of lazy artifacts
+    in the entries that stay."""
     root = cache_root()
-    removed = [e.key for e in list_entries()
-               if older_than_seconds is None or e.age > older_than_seconds]
-    removed = [key for key in removed if _remove(root / key)]
+    removed = []
+    for e in list_entries():
+        if older_than_seconds is not None and e.age <= older_than_seconds:
+            try:
+                remove_stale_staging(e.path)
+            except FileNotFoundError:  # removed meanwhile
+                pass
+            continue
+        with _key_lock(root, e.key, f"removing entry {e.key[:12]}"):
+            if _remove(root / e.key):
+                removed.append(e.key)
     now = time.time()
     for p in root.iterdir():
-        try:
-            stale = now - p.stat().st_mtime > max(_STALE_TMP_SECONDS, older_than_seconds or 0)
-        except FileNotFoundError:
-            continue
-        if p.name.startswith(_TRASH_PREFIX) or (p.name.startswith(_TMP_PREFIX) and stale):
+        if p.name.startswith(_TRASH_PREFIX):
             shutil.rmtree(p, ignore_errors=True)
+        elif p.name.startswith(_TMP_PREFIX):
+            key = p.name[len(_TMP_PREFIX):len(_TMP_PREFIX) + 64]
+            if _KEY.match(key) and p.name[len(_TMP_PREFIX) + 64:].startswith("-"):
+                with try_lock(_lock_folder(root) / f"{key}.lock") as free:
+                    if free:
+                        shutil.rmtree(p, ignore_errors=True)
+                continue
+            try:
+                stale = now - p.stat().st_mtime > max(_STALE_TMP_SECONDS, older_than_seconds or 0)
+            except FileNotFoundError:
+                continue
+            if stale:
+                shutil.rmtree(p, ignore_errors=True)
     return removed
 
 
@@ -339,7 +406,7 @@ def verify_all() -> dict[str, list[str]]:
     result = {}
     for path in _entry_folders(cache_root()):
         try:
-            check_private(path)
+            check_private(path, recursive=True)
         except UnsafeCacheError as e:
             result[path.name] = [str(e)]
             continue
@@ -349,14 +416,15 @@ def verify_all() -> dict[str, list[str]]:
 
 def entry_path(key: str) -> Path:
     """The folder of the entry whose key is ``key`` or starts with it (like git, a unique
-    prefix is enough).  :class:`CacheError` when none or several match."""
+    prefix is enough).  :class:`CacheError` when none matches, :class:`CacheKeyError` when
+    ``key`` is not hex digits or several entries match."""
     if not key or not re.fullmatch(r"[0-9a-f]{1,64}", key):
-        raise CacheError(f"{key!r} is not a cache key or key prefix (lowercase hex digits)")
+        raise CacheKeyError(f"{key!r} is not a cache key or key prefix (lowercase hex digits)")
     matches = [p for p in _entry_folders(cache_root()) if p.name.startswith(key)]
     if not matches:
         raise CacheError(f"no cache entry matches {key!r}")
     if len(matches) > 1:
-        raise CacheError(f"{key!r} is ambiguous: it matches {len(matches)} entries ("
+        raise CacheKeyError(f"{key!r} is ambiguous: it matches {len(matches)} entries ("
                          + ", ".join(p.name[:12] for p in matches[:5])
                          + (", ..." if len(matches) > 5 else "") + ")")
     return matches[0]

@@ -7,7 +7,8 @@
     tilecute show KEY [--kind cute|host|launcher|abi|ir]   print a compiled kernel's sources
 
 Exit codes: 0 success, 1 failure (a damaged entry, no such entry, an unsafe cache
-folder), 2 usage error.  Expected failures print one line to stderr, no traceback.
+folder, a lock held too long), 2 usage error (also a KEY that is not hex digits or is a
+prefix of several keys).  Expected failures print one line to stderr, no traceback.
 
 Imports only ``tilecute.cache`` and ``tilecute.runtime.kernel``'s table of sources.
 """
@@ -166,7 +167,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         except (OSError, ValueError):
             pass
         return 1
-    except (cache.CacheError, OSError) as e:  # UnsafeCacheError is an OSError
+    except cache.CacheKeyError as e:  # the KEY argument names no single entry by its form
+        print(f"tilecute: error: {e}", file=sys.stderr)
+        return 2
+    except (cache.CacheError, OSError) as e:  # UnsafeCacheError, CacheLockTimeout: OSErrors
         print(f"tilecute: error: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -44,13 +44,18 @@ def write_sources(func, arch: str, folder: Path, options: dict | None = None):
     return plan
 
 
-def build_entry(func, arch: str, options: dict, folder: Path) -> dict:
+def build_entry(func, arch: str, options: dict, folder: Path,
+                published_as: Path | None = None) -> dict:
     """Build every artifact of a cache entry except the cubin (made on first use) into
-    ``folder``; return the manifest fields the cache records."""
+    ``folder``; return the manifest fields the cache records.  ``published_as``: where the
+    folder will live (the cache renames it); the launcher records its source under that
+    path, so a launcher error's traceback names a file that exists."""
     from .ir.serialize import canonical_json
 
     plan = write_sources(func, arch, folder, options)
-    build_launcher(Path(folder) / "launcher.cpp", Path(folder))
+    folder = Path(folder)
+    remap = (f"-ffile-prefix-map={folder}={published_as}",) if published_as else ()
+    build_launcher(folder / "launcher.cpp", folder, extra_cflags=remap)
     return {"function": func.name, "arch": arch, "options": options,
             "versions": tool_versions(), "ir": json.loads(canonical_json(func)),
             "abi": plan.abi.to_dict()}
@@ -64,10 +69,11 @@ def build_cubin(func, arch: str | None = None, out_dir: str | None = None,
     Returns a :class:`tilecute.runtime.cubin.CubinInfo` (path, kernel names, parameter
     tables)."""
     from .codegen.cute import emit_cute
+    from .runtime.arch import check_arch
     from .runtime.cubingen import default_arch, produce_cubin
     from .transform.lower import lower
 
-    arch = arch or default_arch()
+    arch = check_arch(arch, f"build_cubin({func.name})") if arch else default_arch()
     folder = Path(out_dir or tempfile.mkdtemp(prefix=f"tilecute-{func.name}-"))
     folder.mkdir(parents=True, exist_ok=True)
     plan = lower(func, arch, options)

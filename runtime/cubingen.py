@@ -4,19 +4,22 @@ and keep the cubin.
 This is the only place tilecute imports CUTLASS.  The generated host module calls
 :func:`produce_cubin` on first use; ``tilecute.build_cubin`` calls it ahead of time.
 The compile runs in a private staging folder (``--dump-dir``); the caller moves the cubin
-into place with ``os.replace``.
+into place with ``os.replace``.  Every arch is checked (``tilecute.runtime.arch``) before
+it reaches ``cute.compile``'s option string, which is built with ``shlex`` so that a
+folder name with spaces stays one argument.
 """
 
 from __future__ import annotations
 
 import glob
-import importlib.util
 import os
-import sys
+import shlex
 import tempfile
 
 from .abi import LaunchABI
+from .arch import check_arch
 from .cubin import CubinInfo, check_abi, read_cubin
+from .entry import import_source
 
 
 def gpu_arch(device: int = 0):
@@ -35,43 +38,42 @@ def gpu_arch(device: int = 0):
     if cuda.cuDeviceGetAttribute(ctypes.byref(major), 75, dev) != 0 or \
             cuda.cuDeviceGetAttribute(ctypes.byref(minor), 76, dev) != 0:
         return None
-    suffix = "a" if major.value in (9, 10) else ""  # wgmma/tcgen05 need the arch-specific target
+    # wgmma, tcgen05 and sm_120's MMAs need the arch-specific target
+    suffix = "a" if major.value in (9, 10, 12) else ""
     return f"sm_{major.value}{minor.value}{suffix}"
 
 
 def default_arch() -> str:
-    """The GPU's arch, else TILECUTE_ARCH / CUTE_DSL_ARCH (for machines without a GPU)."""
-    arch = gpu_arch() or os.environ.get("TILECUTE_ARCH") or os.environ.get("CUTE_DSL_ARCH")
+    """The GPU's arch, else TILECUTE_ARCH / CUTE_DSL_ARCH (for machines without a GPU),
+    checked against the architectures tilecute supports (``TargetError`` naming them)."""
+    arch = gpu_arch()
     if arch:
-        return arch
+        return check_arch(arch, "the GPU cuda:0")
+    for var in ("TILECUTE_ARCH", "CUTE_DSL_ARCH"):
+        if os.environ.get(var):
+            return check_arch(os.environ[var], f"${var}")
     raise RuntimeError(
         "tilecute: no GPU found to pick the target arch from; set TILECUTE_ARCH "
         "(e.g. sm_90a or sm_80) to build cubins on a machine without a GPU"
     )
 
 
-def _import_source(path: str, name: str):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # CuTe DSL reads the source of the kernels through inspect
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.modules.pop(name, None)
-    return module
+_import_source = import_source  # the name tests/test_gemm.py imports
 
 
 def compile_cubin(source_path: str, function: str, arch: str, out_dir: str) -> str:
     """Compile the ``@cute.jit`` wrapper ``function`` of the CuTe DSL file ``source_path``
     for ``arch``; return the path of the cubin written under ``out_dir``."""
+    check_arch(arch)
     os.environ.setdefault("CUTE_DSL_ARCH", arch)
     import cutlass.cute as cute  # noqa: F401  (first CUTLASS import of the process, if lazy)
 
-    module = _import_source(source_path, f"tilecute_cute_{abs(hash(source_path)):x}")
+    # in sys.modules while it runs: CuTe DSL reads the kernels' source through inspect
+    module = import_source(source_path, f"tilecute_cute_{abs(hash(source_path)):x}")
     wrapper = getattr(module, function)
     dump = tempfile.mkdtemp(prefix="dump-", dir=out_dir)
     cute.compile(wrapper, *module.placeholder_args(),
-                 options=f"--keep-cubin --gpu-arch {arch} --dump-dir {dump}")
+                 options=shlex.join(["--keep-cubin", "--gpu-arch", arch, "--dump-dir", dump]))
     found = glob.glob(os.path.join(dump, "*.cubin"))
     if len(found) != 1:
         raise RuntimeError(f"{function}: cute.compile left {len(found)} cubins in {dump}, expected 1")

@@ -8,25 +8,34 @@ and size of every artifact; names starting with ``.`` are bookkeeping (locks, st
 folders, temporary manifests) and never artifacts.
 
 Generated host modules import this module at run time, so it imports the standard library
-only (``filelock`` lazily, inside :func:`publish_artifact`): never CUTLASS, torch, jinja2
-or tilecute's compiler.  The compiler side of the cache is ``tilecute.cache``.
+only (``filelock`` lazily, inside :func:`hold_lock`): never CUTLASS, torch, jinja2 or
+tilecute's compiler.  The compiler side of the cache is ``tilecute.cache``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import importlib.machinery
+import importlib.util
 import json
 import os
 import shutil
 import stat
+import sys
 import tempfile
 import warnings
 from pathlib import Path
-from typing import Callable, Iterable, Optional, Union
+from typing import Callable, Iterable, Iterator, Optional, Union
 
 MANIFEST = "manifest.json"
 SCHEMA = 1
 LOCK = ".lock"  # the entry's lock file, taken by publish_artifact
+STAGING_PREFIX = ".staging-"  # publish_artifact's private folders, used under LOCK only
+ENV_LOCK_TIMEOUT = "TILECUTE_LOCK_TIMEOUT"
+# how long a process waits for a cache lock before it reports the holder (seconds): far
+# above a real build (launcher ~3 s, a large cubin a minute), far below "forever"
+DEFAULT_LOCK_TIMEOUT = 600.0
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -40,6 +49,11 @@ class UnsafeCacheError(PermissionError):
 
 class CacheEntryWarning(RuntimeWarning):
     """A damaged cache entry or artifact was found; it is rebuilt, never used."""
+
+
+class CacheLockTimeout(TimeoutError):
+    """A cache lock stayed held longer than ``TILECUTE_LOCK_TIMEOUT``; the message names
+    the lock file and the process holding it."""
 
 
 # --- safety ----------------------------------------------------------------------------
@@ -57,9 +71,13 @@ def _unsafe_reason(path: Path, st: os.stat_result, uid: int) -> Optional[str]:
     return None
 
 
-def check_private(path: PathLike) -> None:
+def check_private(path: PathLike, recursive: bool = False) -> None:
     """Refuse ``path`` unless it is a folder owned by the current user that neither its
     group nor others can write, and the same holds for each regular file directly in it.
+    With ``recursive`` (an entry: importing or loading anything from it) every subfolder
+    is held to the same rules, and so are the files in it; a bookkeeping folder directly in
+    the entry (a name starting with ``.``, e.g. ``.staging-*``) is checked as a folder, not
+    its content, which tilecute never reads.
 
     Raises :class:`UnsafeCacheError` naming the path and the rule.  Called on the cache
     root and on every entry before anything is imported or loaded from it: importing a
@@ -77,18 +95,57 @@ def check_private(path: PathLike) -> None:
     reason = _unsafe_reason(path, st, uid)
     if reason:
         raise UnsafeCacheError(f"tilecute cache: refusing folder {str(path)!r}: {reason}")
-    with os.scandir(path) as it:
-        for item in it:
-            try:
-                if not item.is_file():  # follows links: a link to a file is checked too
-                    continue
-                fst = item.stat()
-            except FileNotFoundError:  # removed meanwhile (a lock, a temporary manifest)
+    _check_contents(path, path, uid, recursive)
+
+
+def _check_contents(top: Path, folder: Path, uid: int, recursive: bool) -> None:
+    with os.scandir(folder) as it:
+        items = list(it)
+    for item in items:
+        try:
+            is_dir = item.is_dir()  # follows links, as the checks below do
+            if not (is_dir and recursive) and not item.is_file():
                 continue
-            reason = _unsafe_reason(Path(item.path), fst, uid)
-            if reason:
+            st = item.stat()
+        except FileNotFoundError:  # removed meanwhile (a lock, a temporary manifest)
+            continue
+        reason = _unsafe_reason(Path(item.path), st, uid)
+        if reason:
+            what = "folder" if is_dir else "file"
+            raise UnsafeCacheError(
+                f"tilecute cache: refusing {str(top)!r}: its {what} "
+                f"{Path(item.path).relative_to(top).as_posix()!r}: {reason}")
+        if is_dir and not (folder == top and item.name.startswith(".")):
+            if item.is_symlink():
                 raise UnsafeCacheError(
-                    f"tilecute cache: refusing {str(path)!r}: its file {item.name!r}: {reason}")
+                    f"tilecute cache: refusing {str(top)!r}: its folder {item.name!r} is a "
+                    "symbolic link (an entry holds its own files only)")
+            try:
+                _check_contents(top, Path(item.path), uid, recursive)
+            except FileNotFoundError:
+                continue
+
+
+def check_lock_folder(path: PathLike) -> None:
+    """Refuse the lock folder ``path`` (the cache's ``.locks``) unless it is a real folder,
+    not a symbolic link, owned by the current user and writable by no one else: a lock file
+    is created and written, so a folder someone else controls could point that write at
+    any of the user's files.  The lock files in it are not checked one by one (there is
+    one per key ever built); ``filelock`` opens them with ``O_NOFOLLOW``."""
+    path = Path(path)
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"tilecute cache: {str(path)!r} does not exist") from None
+    if stat.S_ISLNK(st.st_mode):
+        raise UnsafeCacheError(f"tilecute cache: refusing the lock folder {str(path)!r}: it is "
+                               "a symbolic link; remove it (tilecute recreates it)")
+    if not stat.S_ISDIR(st.st_mode):
+        raise UnsafeCacheError(f"tilecute cache: refusing the lock folder {str(path)!r}: it "
+                               "is not a folder")
+    reason = _unsafe_reason(path, st, os.getuid())
+    if reason:
+        raise UnsafeCacheError(f"tilecute cache: refusing the lock folder {str(path)!r}: {reason}")
 
 
 # --- manifest --------------------------------------------------------------------------
@@ -186,8 +243,10 @@ def _is_plain_relative(name: str) -> bool:
 def verify_entry(path: PathLike, files: Optional[Iterable[str]] = None) -> list[str]:
     """Problems found in the entry ``path``, one string per problem, each naming its file:
     a missing file, a size or sha256 that differs from the manifest.  ``files``: the
-    artifacts to check (default: every file the manifest lists).  An empty list means the
-    entry is whole.  Sizes are compared before any hashing, so a truncated file costs one
+    artifacts to check (default: every file the manifest lists, and then the entry holds
+    nothing else: a file or folder the manifest does not list, a planted
+    ``__pycache__/host.*.pyc`` say, is a problem too).  An empty list means the entry is
+    whole.  Sizes are compared before any hashing, so a truncated file costs one
     ``stat``."""
     path = Path(path)
     try:
@@ -209,6 +268,34 @@ def verify_entry(path: PathLike, files: Optional[Iterable[str]] = None) -> list[
         problem = _check_file(path / name, record)
         if problem:
             problems.append(f"{name}: {problem}")
+    if files is None:
+        problems += _unrecorded(path, recorded)
+    return problems
+
+
+def _unrecorded(path: Path, recorded: dict) -> list[str]:
+    """What the entry holds besides its manifest, its recorded artifacts and its
+    bookkeeping (names starting with ``.`` directly in it), one problem per item."""
+    folders = {p for name in recorded for p in Path(name).parents if p != Path(".")}
+    problems = []
+    for dirpath, dirnames, filenames in os.walk(path):
+        here = Path(dirpath).relative_to(path)
+        if here == Path("."):
+            dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+            filenames = [f for f in filenames if not f.startswith(".") and f != MANIFEST]
+        for d in sorted(dirnames):
+            if here / d not in folders or os.path.islink(os.path.join(dirpath, d)):
+                count = sum(len(fs) for _, _, fs in os.walk(os.path.join(dirpath, d)))
+                problems.append(f"{(here / d).as_posix()}/: a folder the manifest does not list "
+                                f"({count} file{'' if count == 1 else 's'}); an entry holds "
+                                "only its recorded artifacts")
+        dirnames[:] = sorted(d for d in dirnames if here / d in folders
+                             and not os.path.islink(os.path.join(dirpath, d)))
+        for f in sorted(filenames):
+            name = (here / f).as_posix()
+            if name not in recorded:
+                problems.append(f"{name}: not recorded in the manifest; an entry holds only its "
+                                "recorded artifacts")
     return problems
 
 
@@ -228,6 +315,105 @@ def _check_file(file: Path, record: dict) -> Optional[str]:
     return None
 
 
+# --- locks -----------------------------------------------------------------------------
+
+
+def lock_timeout() -> float:
+    """Seconds a process waits for a cache lock: ``$TILECUTE_LOCK_TIMEOUT``, else 600."""
+    text = os.environ.get(ENV_LOCK_TIMEOUT, "")
+    try:
+        value = float(text) if text else DEFAULT_LOCK_TIMEOUT
+    except ValueError:
+        raise ValueError(f"{ENV_LOCK_TIMEOUT}={text!r} is not a number of seconds") from None
+    if not value >= 0:
+        raise ValueError(f"{ENV_LOCK_TIMEOUT}={text!r}: the wait must be 0 seconds or more")
+    return value
+
+
+@contextlib.contextmanager
+def hold_lock(lock_file: PathLike, what: str, timeout: Optional[float] = None) -> Iterator[None]:
+    """Hold the file lock ``lock_file`` (``filelock``, an OS lock released if its holder
+    dies) for the ``with`` block.  ``what`` says what it guards, for the message of the
+    :class:`CacheLockTimeout` raised after ``timeout`` seconds (default
+    :func:`lock_timeout`), which names the holder's pid and whether it is stopped."""
+    from filelock import FileLock, Timeout
+
+    wait = lock_timeout() if timeout is None else timeout
+    lock = FileLock(str(lock_file), mode=0o600, timeout=wait)
+    try:
+        lock.acquire()
+    except Timeout:
+        raise CacheLockTimeout(_lock_timeout_message(Path(lock_file), what, wait)) from None
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+@contextlib.contextmanager
+def try_lock(lock_file: PathLike) -> Iterator[bool]:
+    """``with try_lock(f) as held:`` takes the lock only if it is free right now."""
+    from filelock import FileLock, Timeout
+
+    lock = FileLock(str(lock_file), mode=0o600, timeout=0)
+    try:
+        lock.acquire()
+    except Timeout:
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        lock.release()
+
+
+def _lock_timeout_message(lock_file: Path, what: str, wait: float) -> str:
+    pid = lock_holder(lock_file)
+    if pid is None:
+        holder = "another process (its pid is not known here)"
+        advice = "if a tilecute process is stopped or hung, end it"
+    else:
+        state = _process_state(pid)
+        holder = f"pid {pid}" + (f" ({state})" if state else "")
+        advice = (f"that process is stopped: resume it (kill -CONT {pid}) or end it"
+                  if state == "stopped" else f"if pid {pid} is hung, end it (kill {pid})")
+    return (f"tilecute cache: waited {wait:g} s for the lock {str(lock_file)!r} ({what}), "
+            f"held by {holder}; {advice}, or set {ENV_LOCK_TIMEOUT} (seconds) to wait longer")
+
+
+def lock_holder(lock_file: PathLike) -> Optional[int]:
+    """The pid of the process holding the ``flock`` on ``lock_file``, from ``/proc/locks``
+    (Linux); None where that cannot be told."""
+    try:
+        st = os.stat(lock_file)
+        with open("/proc/locks") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    device = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    exact, same_inode = [], []
+    for line in lines:
+        # "1: FLOCK  ADVISORY  WRITE 9465 fe:00:2146577 0 EOF"; waiters are "1: -> FLOCK ..."
+        fields = line.split()
+        if len(fields) < 6 or fields[1] != "FLOCK" or not fields[4].isdigit():
+            continue
+        if fields[5] == device:
+            exact.append(int(fields[4]))
+        elif fields[5].rsplit(":", 1)[-1] == str(st.st_ino):  # overlay file systems
+            same_inode.append(int(fields[4]))
+    found = exact or same_inode
+    return found[0] if len(set(found)) == 1 else None
+
+
+def _process_state(pid: int) -> Optional[str]:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+    return {"T": "stopped", "t": "stopped", "Z": "a zombie", "D": "in uninterruptible I/O"}.get(state)
+
+
 # --- lazy artifacts --------------------------------------------------------------------
 
 
@@ -241,7 +427,9 @@ def publish_artifact(entry: PathLike, name: str, produce: Callable[[str], object
     the manifest (rewritten atomically), so concurrent threads and processes produce it
     once and a reader never sees a partial file.  An artifact that is present and matches
     the manifest is returned without taking the lock (a read-only entry with its cubin
-    works); one that does not match is warned about and produced again.
+    works); one that does not match is warned about and produced again.  Staging folders
+    that a killed process left behind are removed under the lock (only the lock's holder
+    uses one, so every other one is dead).
     """
     entry = Path(entry)
     if "/" in name or not _is_plain_relative(name) or name.startswith(".") or name == MANIFEST:
@@ -249,10 +437,9 @@ def publish_artifact(entry: PathLike, name: str, produce: Callable[[str], object
     target = entry / name
     if _artifact_ok(entry, name):
         return target
-    check_private(entry)
-    from filelock import FileLock
-
-    with FileLock(str(entry / LOCK), mode=0o600):
+    check_private(entry, recursive=True)
+    with hold_lock(entry / LOCK, f"producing {name} in {entry}"):
+        _remove_staging(entry)
         manifest = load_manifest(entry)
         record = manifest["files"].get(name)
         if record is not None and _check_file(target, record) is None:
@@ -261,7 +448,7 @@ def publish_artifact(entry: PathLike, name: str, produce: Callable[[str], object
             problem = _check_file(target, record) if record else "not recorded in the manifest"
             warnings.warn(f"tilecute cache: {name} in {entry} does not match its manifest "
                           f"({problem}); producing it again", CacheEntryWarning, stacklevel=2)
-        staging = tempfile.mkdtemp(dir=entry, prefix=".staging-")
+        staging = tempfile.mkdtemp(dir=entry, prefix=STAGING_PREFIX)
         try:
             produce(staging)
             produced = Path(staging) / name
@@ -278,6 +465,24 @@ def publish_artifact(entry: PathLike, name: str, produce: Callable[[str], object
     return target
 
 
+def remove_stale_staging(entry: PathLike) -> int:
+    """Remove the staging folders a killed process left in ``entry``, if no process is
+    producing an artifact there right now (the entry's lock is free); returns how many."""
+    entry = Path(entry)
+    if not any(p.name.startswith(STAGING_PREFIX) for p in entry.iterdir()):
+        return 0
+    with try_lock(entry / LOCK) as held:
+        return _remove_staging(entry) if held else 0
+
+
+def _remove_staging(entry: Path) -> int:
+    """Under the entry's lock: every staging folder is a dead process's."""
+    stale = [p for p in entry.iterdir() if p.name.startswith(STAGING_PREFIX)]
+    for p in stale:
+        shutil.rmtree(p, ignore_errors=True)
+    return len(stale)
+
+
 def _artifact_ok(entry: Path, name: str) -> bool:
     try:
         record = load_manifest(entry)["files"].get(name)
@@ -291,3 +496,34 @@ def _drop_group_other_write(file: Path) -> None:
     mode = stat.S_IMODE(os.stat(file).st_mode)
     if mode & 0o022:
         os.chmod(file, mode & ~0o022)
+
+
+# --- importing generated modules -------------------------------------------------------
+
+
+class _SourceOnlyLoader(importlib.machinery.SourceFileLoader):
+    """Compiles the source file every time: never reads a ``__pycache__/*.pyc`` (one
+    planted in an entry would run instead of the checked source) and never writes one
+    (an entry holds only the files its manifest lists).  ``get_source`` still works, so
+    ``inspect`` (which CuTe DSL uses to read kernels) finds the text."""
+
+    def get_code(self, fullname):
+        return self.source_to_code(self.get_data(self.path), self.path)
+
+
+def import_source(path: PathLike, name: str, register: bool = False):
+    """Import the Python file ``path`` as module ``name`` without bytecode files.
+    ``register``: leave it in ``sys.modules`` (otherwise it is there only while it runs,
+    for ``inspect``)."""
+    path = str(path)
+    spec = importlib.util.spec_from_file_location(name, path, loader=_SourceOnlyLoader(name, path))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    if not register:
+        sys.modules.pop(name, None)
+    return module

@@ -12,29 +12,73 @@ Imports neither the compiler nor CUTLASS; torch only when outputs are allocated.
 from __future__ import annotations
 
 import atexit
-import importlib.util
-import os
+import operator
 import sys
 import threading
 from pathlib import Path
 from typing import Optional, Sequence
 
 from .abi import LaunchABI, TensorArg
-from .entry import check_private, verify_entry
+from .entry import check_private, import_source, verify_entry
 
 SOURCE_KINDS = {"cute": "kernel_cute.py", "host": "host.py", "launcher": "launcher.cpp",
                 "abi": "abi.json", "ir": "ir.json"}
+# the files the first call reads (the cubin is checked by publish_artifact itself)
+_LOADED_FILES = ("host.py", "abi.json", "kernel_cute.py", "launcher.so")
 
 
 def _import_host_module(path: Path):
     name = f"tilecute_entry_{path.name[:24]}"
     if name in sys.modules and getattr(sys.modules[name], "HERE", None) == str(path):
         return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, path / "host.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    sys.modules[name] = module
-    return module
+    return import_source(path / "host.py", name, register=True)
+
+
+def resolve_out_idx(function: str, params: Sequence[str], out_idx) -> list[int]:
+    """``out_idx`` (None, an int, or a sequence of ints; negative ones count from the end,
+    as in TileLang) as the sorted indices of the parameters ``params`` of ``function``.
+    A ``TypeError`` for what is not an index, a ``ValueError`` for an index out of range
+    either side or one parameter named twice; each names the function."""
+    if out_idx is None:
+        return []
+    items = [out_idx] if isinstance(out_idx, int) else out_idx
+    if isinstance(items, (str, bytes)) or not hasattr(items, "__iter__"):
+        raise TypeError(f"{function}: out_idx takes a parameter index or a list of them, got "
+                        f"{out_idx!r}")
+    n = len(params)
+    names = ", ".join(params)
+    indices = []
+    for i in items:
+        try:
+            if isinstance(i, bool):
+                raise TypeError
+            i = operator.index(i)
+        except TypeError:
+            hint = f" (parameter {i!r} is out_idx {params.index(i)})" if i in params else ""
+            raise TypeError(f"{function}: out_idx takes parameter indices (ints), got {i!r}"
+                            f"{hint}") from None
+        if not -n <= i < n:
+            raise ValueError(f"{function}: out_idx {i} is out of range: {function} has {n} "
+                             f"parameter{'' if n == 1 else 's'} ({names}), so an index is 0 to "
+                             f"{n - 1}, or -{n} to -1 counting from the end")
+        if i % n in indices:
+            raise ValueError(f"{function}: out_idx names parameter {i % n} "
+                             f"('{params[i % n]}') twice")
+        indices.append(i % n)
+    return sorted(indices)
+
+
+def _cleanup_at_exit(cleanup) -> None:
+    """The launcher's ``cleanup`` at interpreter exit, unless another thread is still alive.
+
+    ``cleanup`` must not run while a call launches (it unloads the module a launch is
+    using).  At exit Python has joined its non-daemon threads, but daemon threads still run
+    and may be inside a call; then the cleanup is skipped: it is optional (the driver
+    reclaims modules and contexts when the process ends)."""
+    current = threading.current_thread()
+    if any(t is not current and t.is_alive() for t in threading.enumerate()):
+        return
+    cleanup()
 
 
 class Kernel:
@@ -43,12 +87,11 @@ class Kernel:
 
     def __init__(self, path, out_idx: Optional[Sequence[int]] = None):
         self.path = Path(path)
-        check_private(self.path)
+        check_private(self.path, recursive=True)
         self.host = _import_host_module(self.path)
         self.abi = LaunchABI.from_json((self.path / "abi.json").read_text())
         self.name = self.abi.function
-        n = len(self.abi.args)
-        self.out_idx = sorted(i % n for i in ([out_idx] if isinstance(out_idx, int) else out_idx or []))
+        self.out_idx = resolve_out_idx(self.name, [a.name for a in self.abi.args], out_idx)
         for i in self.out_idx:
             if not isinstance(self.abi.args[i], TensorArg):
                 raise ValueError(f"{self.name}: out_idx {i} names scalar argument "
@@ -84,13 +127,29 @@ class Kernel:
     def _load(self):
         with self._lock:
             if self._func is None:
+                self._check_entry()
                 self._module = self.host.load_launcher()
                 self._func = self._module[self.name]
                 # unload modules and release contexts while the driver is still up
-                atexit.register(self._module["cleanup"])
+                atexit.register(_cleanup_at_exit, self._module["cleanup"])
                 if not self.out_idx:
                     type(self).__call__ = staticmethod(self._func)
         return self._func
+
+    def _check_entry(self) -> None:
+        """The files the first call loads, checked against the manifest just before: the
+        entry was checked when the kernel was compiled, maybe long ago."""
+        try:
+            check_private(self.path, recursive=True)
+        except FileNotFoundError:
+            problems = ["the folder is gone"]
+        else:
+            problems = verify_entry(self.path, files=_LOADED_FILES)
+        if problems:
+            raise RuntimeError(
+                f"{self.name}: refusing to load the launcher from {str(self.path)!r}: the cache "
+                f"entry changed after it was compiled ({'; '.join(problems)}); call "
+                "tilecute.compile again, which rebuilds it")
 
     # ---- calls --------------------------------------------------------------------------
     def launch(self, *args, stream=None):
@@ -106,10 +165,9 @@ class Kernel:
 
 
     def __call__(self, *args):
-        func = self._func or self._load()
-        if not self.out_idx:
-            return func(*args)
-        return self._call_with_outputs(func, args)
+        if self.out_idx:
+            return self._call_with_outputs(args)
+        return (self._func or self._load())(*args)
 
     def allocate_outputs(self, inputs) -> list:
         """torch tensors for the ``out_idx`` outputs, shaped by the symbols the ``inputs``
@@ -137,17 +195,30 @@ class Kernel:
             outs.append(torch.empty(shape, dtype=_torch_dtype(spec.dtype), device=device))
         return outs
 
-    def _call_with_outputs(self, func, args):
+    def _call_with_outputs(self, args):
+        """Check the arguments (before anything is loaded), allocate the outputs, call."""
         n_in = len(self.abi.args) - len(self.out_idx)
-        if len(args) not in (n_in, n_in + 1):
-            raise TypeError(f"{self.name}: expected {n_in} arguments (outputs {self.out_idx} "
-                            f"are allocated), got {len(args)}")
+        if len(args) not in (n_in, n_in + 1) or (len(args) == n_in + 1 and _is_tensor(args[-1])):
+            inputs = [a.name for i, a in enumerate(self.abi.args) if i not in self.out_idx]
+            outputs = [self.abi.args[i].name for i in self.out_idx]
+            raise TypeError(
+                f"{self.name}: expected {n_in} argument{'' if n_in == 1 else 's'} "
+                f"({', '.join(inputs)}) and optionally a stream, got {len(args)}: "
+                f"{', '.join(outputs)} (out_idx {self.out_idx}) "
+                f"{'is' if len(outputs) == 1 else 'are'} allocated by the kernel and returned, "
+                "so do not pass "
+                f"{'it' if len(outputs) == 1 else 'them'}")
         outs = self.allocate_outputs(args[:n_in])
+        func = self._func or self._load()
         inputs, allocated = iter(args[:n_in]), iter(outs)
         full = [next(allocated) if i in self.out_idx else next(inputs)
                 for i in range(len(self.abi.args))]
         func(*full, *args[n_in:])
         return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+def _is_tensor(value) -> bool:
+    return hasattr(value, "__dlpack__") or hasattr(value, "shape")
 
 
 def stream_handle(stream) -> int:
@@ -177,7 +248,7 @@ def load(path, out_idx: Optional[Sequence[int]] = None) -> Kernel:
     path = Path(path)
     if not (path / "manifest.json").exists():
         raise FileNotFoundError(f"{path} is not a tilecute kernel folder (no manifest.json)")
-    check_private(path)
+    check_private(path, recursive=True)
     problems = verify_entry(path)
     if problems:
         raise RuntimeError(f"tilecute.load({str(path)!r}): the entry is damaged: " + "; ".join(problems))

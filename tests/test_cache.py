@@ -535,12 +535,12 @@ def test_cli_path_with_prefix(cache_dir, capsys):
     assert capsys.readouterr().out.strip() == str(a)
     assert main(["cache", "path", b.name]) == 0
     assert capsys.readouterr().out.strip() == str(b)
-    assert main(["cache", "path", "a"]) == 1
+    assert main(["cache", "path", "a"]) == 2  # a usage error: the KEY names no single entry
     captured = capsys.readouterr()
     assert "ambiguous" in captured.err and captured.out == "" and "Traceback" not in captured.err
-    assert main(["cache", "path", "ff"]) == 1
+    assert main(["cache", "path", "ff"]) == 1  # a failure: no such entry
     assert "no cache entry matches 'ff'" in capsys.readouterr().err
-    assert main(["cache", "path", "../x"]) == 1
+    assert main(["cache", "path", "../x"]) == 2
     assert "not a cache key" in capsys.readouterr().err
 
 

@@ -106,11 +106,11 @@ HIT_CHILD = """
     from tilecute import cache
     calls = []
     real = cache.get_or_build
-    def spy(key, build):
+    def spy(key, build, **kwargs):
         def counting(folder):
             calls.append(key)
             return build(folder)
-        return real(key, counting)
+        return real(key, counting, **kwargs)
     cache.get_or_build = spy
     t = time.perf_counter()
     k = tilecute.compile(E.vector_add("float16"))
