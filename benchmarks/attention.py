@@ -1,0 +1,98 @@
+"""Attention forward throughput: tilecute's examples/attention.py next to torch's SDPA
+(cuDNN and FlashAttention-2 backends), and FlashAttention-4's CuTe DSL kernel when the
+``flash_attn`` package is importable, all in one process, in rotated rounds.  Prints one
+JSON line per (shape, causal, kernel): median TFLOP/s (4 * B * H * S^2 * D, halved when
+causal) and the median per-round ratio to cuDNN.
+
+    python3 benchmarks/attention.py [--shapes 8x32x4096x128,...] [--rounds 5]
+"""
+
+import argparse
+import json
+import os
+import statistics
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))
+import attention as A  # noqa: E402
+
+
+def bench(fn, reps: int = 20) -> float:
+    """Median milliseconds of ``fn()`` over ``reps`` launches timed with CUDA events."""
+    fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def peers(q, k, v, causal):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.nn.functional import scaled_dot_product_attention as sdpa
+
+    qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))  # SDPA takes BHSD
+    groups = q.shape[2] // k.shape[2]
+    out = {}
+    for name, backend in (("cudnn", SDPBackend.CUDNN_ATTENTION),
+                          ("sdpa-fa2", SDPBackend.FLASH_ATTENTION)):
+        def run(backend=backend):
+            with sdpa_kernel(backend):
+                return sdpa(qt, kt, vt, is_causal=causal, enable_gqa=groups > 1)
+        try:
+            run()
+            out[name] = run
+        except Exception as e:  # a backend that does not take this shape
+            print(json.dumps({"peer": name, "skipped": str(e)[:200]}), flush=True)
+    try:
+        from flash_attn.cute.interface import flash_attn_func
+
+        out["fa4"] = lambda: flash_attn_func(q, k, v, causal=causal)
+        out["fa4"]()
+    except Exception as e:
+        out.pop("fa4", None)
+        print(json.dumps({"peer": "fa4", "skipped": str(e)[:200]}), flush=True)
+    return out
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--shapes", default="8x32x4096x128,4x16x8192x128,16x16x2048x64")
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--reps", type=int, default=20)
+    p.add_argument("--dtype", default="float16")
+    args = p.parse_args()
+    dtype = getattr(torch, args.dtype)
+    for shape in args.shapes.split(","):
+        b, h, s, d = (int(x) for x in shape.split("x"))
+        for causal in (False, True):
+            q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=dtype) for _ in range(3))
+            kernel = A.flash_attention_kernel(h, d, h, causal, args.dtype)
+            o, lse = kernel(q, k, v)
+            lse_out = torch.empty_like(lse)
+            kernels = {"tilecute": lambda: kernel(q, k, v), **peers(q, k, v, causal)}
+            times = {n: [] for n in kernels}
+            names = list(kernels)
+            for r in range(args.rounds):
+                for n in names[r % len(names):] + names[:r % len(names)]:
+                    times[n].append(bench(kernels[n], args.reps))
+            flops = 4 * b * h * s * s * d / (2 if causal else 1)
+            for n in names:
+                ratios = [c / t for t, c in zip(times[n], times.get("cudnn", times[n]))]
+                print(json.dumps({
+                    "shape": shape, "causal": causal, "dtype": args.dtype, "kernel": n,
+                    "tflops": round(flops / statistics.median(times[n]) / 1e9, 1),
+                    "ratio_to_cudnn": round(statistics.median(ratios), 3),
+                    "device": torch.cuda.get_device_name()}), flush=True)
+            del lse_out
+
+
+if __name__ == "__main__":
+    main()
