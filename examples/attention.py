@@ -22,7 +22,8 @@ LOG2E = 1.4426950408889634
 
 
 def flash_attention(heads=32, dim=128, kv_heads=None, causal=False, dtype="float16",
-                    block_M=128, block_N=64, threads=256, num_stages=2, sm_scale=None):
+                    block_M=128, block_N=64, threads=256, num_stages=2, sm_scale=None,
+                    warp_specialize=None):
     """The forward kernel for Q (B, S, heads, dim), K and V (B, S, kv_heads, dim) in
     ``dtype``; writes O like Q and LSE (B, heads, S) in float32.  ``sm_scale`` defaults
     to 1 / sqrt(dim)."""
@@ -60,7 +61,7 @@ def flash_attention(heads=32, dim=128, kv_heads=None, causal=False, dtype="float
             loop_range = (
                 T.min(T.ceildiv(seq_len, block_N), T.ceildiv((bx + 1) * block_M, block_N))
                 if causal else T.ceildiv(seq_len, block_N))
-            for k in T.Pipelined(loop_range, num_stages=num_stages):
+            for k in T.Pipelined(loop_range, num_stages=num_stages, warp_specialize=warp_specialize):
                 T.copy(K[bz, k * block_N:(k + 1) * block_N, kv_head, :], K_s)
                 T.gemm(Q_s, K_s, S, transpose_B=True, clear_accum=True,
                        policy=T.GemmWarpPolicy.FullRow)
@@ -100,10 +101,11 @@ def flash_attention(heads=32, dim=128, kv_heads=None, causal=False, dtype="float
 
 @tilecute.jit(out_idx=[3, 4])
 def flash_attention_kernel(heads=32, dim=128, kv_heads=None, causal=False, dtype="float16",
-                           block_M=128, block_N=64, threads=256, num_stages=2, sm_scale=None):
+                           block_M=128, block_N=64, threads=256, num_stages=2, sm_scale=None,
+                           warp_specialize=None):
     """``O, LSE = flash_attention_kernel(heads, dim, ...)(Q, K, V)``."""
     return flash_attention(heads, dim, kv_heads, causal, dtype, block_M, block_N, threads,
-                           num_stages, sm_scale)
+                           num_stages, sm_scale, warp_specialize)
 
 
 def reference(q, k, v, causal, sm_scale=None):
