@@ -22,11 +22,12 @@ from .toolchain import build_launcher, tool_versions
 
 def write_sources(func, arch: str, folder: Path, options: dict | None = None):
     """Lower ``func`` and write its generated sources into ``folder``: ``ir.json``,
-    ``abi.json``, ``kernel_cute.py``, ``launcher.cpp`` and ``host.py``.  Returns the plan."""
+    ``abi.json``, ``kernel_cute.py``, ``launcher.cpp`` with the launcher runtime header it
+    includes (``tilecute_launcher.h``), and ``host.py``.  Returns the plan."""
     from . import __version__
     from .codegen.cute import emit_cute
     from .host.host_module import render_host_module
-    from .host.launcher import render_launcher
+    from .host.launcher import write_launcher
     from .ir.serialize import to_json
     from .transform.lower import lower
 
@@ -36,11 +37,11 @@ def write_sources(func, arch: str, folder: Path, options: dict | None = None):
         "ir.json": to_json(plan.func),
         "abi.json": plan.abi.to_json(),
         "kernel_cute.py": emit_cute(plan),
-        "launcher.cpp": render_launcher(plan.abi, tilecute_version=__version__),
         "host.py": render_host_module(plan.abi, arch=arch, tilecute_version=__version__),
     }
     for name, text in files.items():
         (folder / name).write_text(text)
+    write_launcher(plan.abi, folder, tilecute_version=__version__)
     return plan
 
 

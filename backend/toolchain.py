@@ -208,10 +208,15 @@ def _tool_versions() -> tuple:
     return tuple(sorted(versions.items()))
 
 
+# what the fingerprint reads: the sources that shape generated artifacts
+_SOURCE_SUFFIXES = (".py", ".j2", ".h")
+
+
 def source_fingerprint() -> str:
-    """sha256 (12 hex digits) of tilecute's own .py and .j2 files: compiler, runtime and
-    templates, named by package so a source tree and an installed wheel agree (about 40
-    small files, read once per process)."""
+    """sha256 (12 hex digits) of tilecute's own sources (.py, the .j2 templates and the
+    launcher runtime header .h): compiler, runtime and templates, named by package so a
+    source tree and an installed wheel agree (about 70 small files, read once per
+    process)."""
     from . import runtime, templates
 
     roots = {"tilecute": Path(__file__).parent, "tilecute.runtime": Path(runtime.__file__).parent,
@@ -220,7 +225,7 @@ def source_fingerprint() -> str:
     for package, root in sorted(roots.items()):
         others = [r for r in roots.values() if r != root and root in r.parents]
         for f in sorted(root.rglob("*")):
-            if f.suffix not in (".py", ".j2") or "__pycache__" in f.parts or \
+            if f.suffix not in _SOURCE_SUFFIXES or "__pycache__" in f.parts or \
                     any(o in f.parents for o in others):
                 continue
             digest.update(f"{package}/{f.relative_to(root).as_posix()}".encode() + b"\0")

@@ -1,16 +1,16 @@
 """Where the launcher's time goes: each phase of a call, in ns per call, from a launcher
 built with -DTILECUTE_PHASE_TIMING (docs/performance.md).
 
-For each case the entry's launcher.cpp is copied into a temporary folder, built with the
-define (tilecute.toolchain.build_launcher), loaded with tvm_ffi.load_module and given the
-entry's cubin.  On a GPU it then runs --iters calls with torch CUDA tensors, twice: one
-long loop (throughput: the GPU queue may push back) and bursts of --burst calls with the
-queue drained between bursts (host latency).  It prints one JSON line per phase (mean ns
-per call), the launcher's total, the wall time per call of the Python loop around it,
-what lies outside the launcher (wall - total: Python, TVM FFI's argument conversion, the
-loop), and the same loop on the same launcher.cpp built without the define (as the
-entry's own launcher.so is) for the cost of the timing itself.  Without a GPU it builds, loads and checks the exports,
-says so and exits 0.
+For each case the entry's launcher.cpp (and its runtime header) is copied into a temporary
+folder, built with the define (tilecute.toolchain.build_launcher), loaded with
+tvm_ffi.load_module and given the entry's cubin. On a GPU it then runs --iters calls with
+torch CUDA tensors, twice: one long loop (throughput: the GPU queue may push back) and
+bursts of --burst calls with the queue drained between bursts (host latency). It prints
+one JSON line per phase (mean ns per call), the launcher's total, the wall time per call
+of the Python loop around it, what lies outside the launcher (wall - total: Python, TVM
+FFI's argument conversion, the loop), and the same loop on the same launcher.cpp built
+without the define (as the entry's own launcher.so is) for the cost of the timing itself.
+Without a GPU it builds, loads and checks the exports, says so and exits 0.
 
     python benchmarks/launch_phases.py                      # vector_add (float16), many_args if the example exists
     python benchmarks/launch_phases.py --entry ~/.cache/tilecute/<key>   # any cache entry
@@ -90,20 +90,23 @@ def build_both(entry: Path, folder: Path) -> tuple[Path, Path, Path]:
     and without it at -O1 (``folder/o1``)."""
     from concurrent.futures import ThreadPoolExecutor
 
+    from tilecute.host.launcher import LAUNCHER_SOURCE, RUNTIME_HEADER, write_launcher
     from tilecute.toolchain import build_launcher
 
-    source = folder / "launcher.cpp"
-    shutil.copyfile(entry / "launcher.cpp", source)
-    if "TC_PHASE_MARK" not in source.read_text():
-        # made by a tilecute before phase timing (the cache key does not cover the
-        # templates): render it again from the entry's ABI with the current templates
+    source = folder / LAUNCHER_SOURCE
+    if (entry / RUNTIME_HEADER).is_file() and "TC_PHASE_MARK" in (entry / LAUNCHER_SOURCE).read_text():
+        for name in (LAUNCHER_SOURCE, RUNTIME_HEADER):
+            shutil.copyfile(entry / name, folder / name)
+    else:
+        # made by an older tilecute (before phase timing, or before the launcher runtime
+        # became a header): render it again from the entry's ABI with the current templates
         from tilecute import __version__
-        from tilecute.host.launcher import render_launcher
         from tilecute.runtime.abi import LaunchABI
 
         abi = LaunchABI.from_json((entry / "abi.json").read_text())
-        source.write_text(render_launcher(abi, tilecute_version=__version__))
-        emit(entry=str(entry), note="launcher.cpp predates phase timing; rendered again from abi.json")
+        write_launcher(abi, folder, tilecute_version=__version__)
+        emit(entry=str(entry), note="launcher.cpp predates phase timing or the runtime header; "
+                                    "rendered again from abi.json")
     with ThreadPoolExecutor(3) as pool:
         timed = pool.submit(build_launcher, source, folder / "timed", extra_cflags=(DEFINE,))
         plain = pool.submit(build_launcher, source, folder / "plain")

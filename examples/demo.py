@@ -48,9 +48,11 @@ def main():
     print(f"no GPU here: built the {os.environ['TILECUTE_ARCH']} cubin in "
           f"{time.perf_counter() - t:.2f} s; nothing was launched.")
     print(f"generated sources in {kernel.path}:")
-    for name in ("kernel_cute.py", "host.py", "launcher.cpp", "abi.json", Path(cubin).name):
+    for name in ("kernel_cute.py", "host.py", "launcher.cpp", "tilecute_launcher.h", "abi.json",
+                 Path(cubin).name):
         print(f"  {kernel.path / name}")
-    print(f"read them with: tilecute show {kernel.path.name[:12]} --kind cute|host|launcher|abi")
+    print(f"read them with: tilecute show {kernel.path.name[:12]} "
+          "--kind cute|host|launcher|launcher-header|abi")
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ from .abi import LaunchABI, TensorArg
 from .entry import check_private, import_source, verify_entry
 
 SOURCE_KINDS = {"cute": "kernel_cute.py", "host": "host.py", "launcher": "launcher.cpp",
-                "abi": "abi.json", "ir": "ir.json"}
+                "abi": "abi.json", "ir": "ir.json", "launcher-header": "tilecute_launcher.h"}
 # the files the first call reads (the cubin is checked by publish_artifact itself)
 _LOADED_FILES = ("host.py", "abi.json", "kernel_cute.py", "launcher.so")
 

@@ -46,8 +46,8 @@ EXAMPLES = {**E.ALL, **tile_ops.ALL}
 @pytest.mark.parametrize("name", sorted(EXAMPLES))
 def test_every_example_builds_an_entry_whose_launcher_loads(name, shared_cache):
     kernel = tilecute.compile(EXAMPLES[name](), target="sm_90a")
-    for f in ("host.py", "kernel_cute.py", "launcher.cpp", "launcher.so", "abi.json", "ir.json",
-              "manifest.json"):
+    for f in ("host.py", "kernel_cute.py", "launcher.cpp", "tilecute_launcher.h", "launcher.so",
+              "abi.json", "ir.json", "manifest.json"):
         assert (kernel.path / f).is_file(), f
     assert f"def {kernel.name}(" in kernel.get_source("cute")
     assert "TVM_FFI" in kernel.get_source("launcher") or "tvm" in kernel.get_source("launcher")
@@ -89,6 +89,20 @@ def test_get_source_kinds_and_show_cli(vadd, capsys):
     assert "cuLaunchKernel" in capsys.readouterr().out
     assert cli(["show", str(vadd.path)]) == 0
     assert "@cute.kernel" in capsys.readouterr().out
+
+
+def test_entry_carries_the_launcher_runtime_header(vadd, capsys):
+    """launcher.cpp includes the launcher runtime header; the entry holds a copy (listed in
+    the manifest, shown by `tilecute show`), so the entry's launcher builds from the entry."""
+    from tilecute.host.launcher import runtime_header
+
+    header = vadd.path / "tilecute_launcher.h"
+    assert header.read_bytes() == runtime_header().read_bytes()
+    assert '#include "tilecute_launcher.h"' in vadd.get_source("launcher")
+    manifest = json.loads((vadd.path / "manifest.json").read_text())
+    assert "tilecute_launcher.h" in manifest["files"]
+    assert cli(["show", vadd.path.name[:10], "--kind", "launcher-header"]) == 0
+    assert capsys.readouterr().out == header.read_text()
 
 
 def _child(code: str, cache_dir) -> dict:
@@ -158,7 +172,8 @@ def test_eight_processes_compiling_one_new_program_build_it_once(tmp_path):
     assert len(counter.read_text().split()) == 1
 
 
-@pytest.mark.parametrize("victim", ["host.py", "launcher.so", "abi.json", "kernel_cute.py"])
+@pytest.mark.parametrize("victim", ["host.py", "launcher.so", "abi.json", "kernel_cute.py",
+                                    "tilecute_launcher.h"])
 def test_damaged_artifact_is_reported_and_rebuilt(victim, cache_dir):
     k = tilecute.compile(E.vector_add("float16"), target="sm_90a")
     path = k.path

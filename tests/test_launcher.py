@@ -42,6 +42,7 @@ from tilecute.host.launcher import (  # noqa: E402
     launcher_context,
     render_launcher,
     template_environment,
+    write_launcher,
 )
 from tilecute.runtime.abi import (  # noqa: E402
     KernelLaunch,
@@ -261,8 +262,7 @@ def launchers(tmp_path_factory) -> dict[str, Path]:
     def build(abi: LaunchABI) -> Path:
         folder = root / abi.function
         folder.mkdir()
-        source = folder / "launcher.cpp"
-        source.write_text(render_launcher(abi, tilecute_version=VERSION))
+        source = write_launcher(abi, folder, tilecute_version=VERSION)
         # -Werror: the generated code must build without warnings.
         return build_launcher(source, folder, extra_cflags=("-Wall", "-Wextra", "-Werror"))
 

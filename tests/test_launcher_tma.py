@@ -32,7 +32,7 @@ tvm_ffi = pytest.importorskip("tvm_ffi")
 import tilecute  # noqa: E402
 from test_launcher import FAKE_LIBCUDA, FakeTensor, needs_no_driver, parse_launch, raises  # noqa: E402
 from tilecute.toolchain import build_launcher, cuda_include_dir  # noqa: E402
-from tilecute.host.launcher import LauncherABIError, launcher_context, render_launcher  # noqa: E402
+from tilecute.host.launcher import LauncherABIError, launcher_context, render_launcher, write_launcher  # noqa: E402
 from tilecute.runtime.abi import (  # noqa: E402
     KernelLaunch,
     KernelParam,
@@ -300,8 +300,7 @@ def launchers(tmp_path_factory) -> dict[str, Path]:
     def build(abi: LaunchABI) -> Path:
         folder = root / abi.function
         folder.mkdir()
-        source = folder / "launcher.cpp"
-        source.write_text(render_launcher(abi, tilecute_version=VERSION))
+        source = write_launcher(abi, folder, tilecute_version=VERSION)
         return build_launcher(source, folder, extra_cflags=("-Wall", "-Wextra", "-Werror"))
 
     with ThreadPoolExecutor(len(ABIS)) as pool:
@@ -858,8 +857,7 @@ def test_gpu_descriptors_load_what_torch_holds(tmp_path):
     cubin = tmp_path / "tma_kernels.cubin"
     subprocess.run([nvcc, "-cubin", f"-arch=sm_{major}{minor}a", str(source), "-o", str(cubin)],
                    check=True, capture_output=True, text=True)
-    launcher = tmp_path / "launcher.cpp"
-    launcher.write_text(render_launcher(GPU_CHECK, tilecute_version=VERSION))
+    launcher = write_launcher(GPU_CHECK, tmp_path, tilecute_version=VERSION)
     mod = tvm_ffi.load_module(str(build_launcher(launcher, tmp_path / "build")))
     mod["__tilecute_set_cubin"](str(cubin))
     f = mod["tma_gpu_check"]

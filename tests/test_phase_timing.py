@@ -8,6 +8,7 @@ Two launcher builds in all: the entry's (by tilecute.compile) and the timed one.
 import ctypes
 import os
 import re
+import shutil
 import subprocess
 
 import pytest
@@ -41,10 +42,12 @@ def entry(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def timed(entry, tmp_path_factory):
-    """The entry's launcher.cpp built with the define, loaded."""
+    """The entry's launcher.cpp (and the runtime header it includes) built with the
+    define, loaded."""
     folder = tmp_path_factory.mktemp("timed")
+    for name in ("launcher.cpp", "tilecute_launcher.h"):
+        shutil.copyfile(entry / name, folder / name)
     source = folder / "launcher.cpp"
-    source.write_text((entry / "launcher.cpp").read_text())
     return tvm_ffi.load_module(str(build_launcher(source, folder, extra_cflags=(DEFINE,))))
 
 

@@ -39,3 +39,21 @@ def test_public_names_come_from_the_driver_and_the_toolchain():
 
     assert tilecute.build_cubin is driver.build_cubin
     assert cache.tool_versions is toolchain.tool_versions
+
+
+def test_source_fingerprint_follows_the_launcher_runtime_header(tmp_path, monkeypatch):
+    """The header is copied into every entry, so a changed header must change the key."""
+    from pathlib import Path
+
+    from tilecute import templates, toolchain
+
+    before = toolchain.source_fingerprint()
+    fake = tmp_path / "templates"
+    fake.mkdir()
+    for f in Path(templates.__file__).parent.iterdir():
+        if f.is_file():
+            (fake / f.name).write_bytes(f.read_bytes())
+    header = fake / "tilecute_launcher.h"
+    header.write_bytes(header.read_bytes() + b"// changed\n")
+    monkeypatch.setattr(templates, "__file__", str(fake / "__init__.py"))
+    assert toolchain.source_fingerprint() != before

@@ -4,8 +4,10 @@ All decisions are made here, in Python: which checks each argument gets and in w
 order, where each symbol is bound and where it is compared, the C++ type and value of
 every kernel parameter.  The result is a plain context of strings, ints, lists and dicts;
 ``templates/launcher.cpp.j2`` only prints it (``StrictUndefined``: a missing value is an
-error, never an empty string).  ``docs/launch-abi.md`` describes what the generated code
-does.
+error, never an empty string).  The C++ that is the same in every launcher is a real header,
+``templates/tilecute_launcher.h``, which the rendered source includes and which
+:func:`write_launcher` copies next to it.  ``docs/launch-abi.md`` describes what the
+generated code does.
 
 Imports jinja2 and the runtime's ABI and dtype tables; no CUTLASS, no torch.
 """
@@ -13,6 +15,7 @@ Imports jinja2 and the runtime's ABI and dtype tables; no CUTLASS, no torch.
 from __future__ import annotations
 
 import re
+import shutil
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -35,6 +38,9 @@ from ..runtime.abi import (
 from ..runtime.dtypes import DTYPES
 
 TEMPLATE = "launcher.cpp.j2"
+LAUNCHER_SOURCE = "launcher.cpp"
+# the launcher runtime: a header under templates/, copied next to every rendered launcher
+RUNTIME_HEADER = "tilecute_launcher.h"
 
 # Names the launcher exports besides the function itself.
 EXPORT_SET_CUBIN = "__tilecute_set_cubin"
@@ -126,9 +132,25 @@ def template_environment() -> jinja2.Environment:
 
 
 def render_launcher(abi: LaunchABI, *, tilecute_version: str) -> str:
-    """The C++ source of the launcher for ``abi``."""
+    """The C++ source of the launcher for ``abi``; it includes :data:`RUNTIME_HEADER`, which
+    must lie next to it when it is built (:func:`write_launcher` puts it there)."""
     context = launcher_context(abi, tilecute_version=tilecute_version)
     return template_environment().get_template(TEMPLATE).render(**context)
+
+
+def runtime_header() -> Path:
+    """The launcher runtime header shipped with tilecute (``templates/tilecute_launcher.h``)."""
+    return templates_dir() / RUNTIME_HEADER
+
+
+def write_launcher(abi: LaunchABI, folder: Path, *, tilecute_version: str) -> Path:
+    """Render the launcher for ``abi`` into ``folder/launcher.cpp`` and copy the runtime
+    header next to it, so the folder builds on its own; returns the source's path."""
+    folder = Path(folder)
+    source = folder / LAUNCHER_SOURCE
+    source.write_text(render_launcher(abi, tilecute_version=tilecute_version))
+    shutil.copyfile(runtime_header(), folder / RUNTIME_HEADER)
+    return source
 
 
 # -- context --------------------------------------------------------------------------------
@@ -155,6 +177,7 @@ def launcher_context(abi: LaunchABI, *, tilecute_version: str) -> dict[str, Any]
         "function": abi.function,
         "tilecute_version": tilecute_version,
         "abi_version": abi.version,
+        "runtime_header": RUNTIME_HEADER,
         "exports": {
             "set_cubin": EXPORT_SET_CUBIN,
             "ensure_device": EXPORT_ENSURE_DEVICE,

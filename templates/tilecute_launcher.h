@@ -1,10 +1,46 @@
-{#- The part of every launcher that does not depend on the launch ABI.  It uses the
-    constants the main template defines before it: kFunction, kNumArgs, kArgNames,
-    kNumKernels, kKernels, kDTypeNames, TmaDescriptorInfo, kEncodesTiledTma,
-    kEncodesIm2colTma.  No template variables here. -#}
-// ---------------------------------------------------------------------------
-// Launcher runtime: the same in every tilecute launcher
-// ---------------------------------------------------------------------------
+// tilecute launcher runtime: the part of every generated launcher that does not depend on the
+// launch ABI (argument checks, the CUDA driver resolved at run time, per-device module slots,
+// TMA encoding, launches, phase timing).  Shipped as package data of tilecute.templates and
+// copied next to launcher.cpp into every cache entry, so an entry builds on its own.
+//
+// Not a stand-alone header: the generated launcher.cpp includes it once, after it defines,
+// in an anonymous namespace, the tables of its launch ABI that this code reads:
+//   kFunction, kNumArgs, kArgNames          the function and its arguments (for messages)
+//   KernelInfo, kNumKernels, kKernels       the kernels, in launch order
+//   DTypeName, kDTypeNames                  dtype names for messages
+//   TmaDescriptorInfo                       one TMA descriptor parameter
+//   kEncodesTiledTma, kEncodesIm2colTma     which encode entry points the driver must provide
+// Everything here has internal linkage (anonymous namespace): each launcher library carries
+// its own copy.  docs/launch-abi.md describes what the code does.
+
+#ifndef TILECUTE_LAUNCHER_H_
+#define TILECUTE_LAUNCHER_H_
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <dlfcn.h>
+#include <tvm/ffi/any.h>
+#include <tvm/ffi/c_api.h>
+#include <tvm/ffi/error.h>
+#include <tvm/ffi/extra/c_env_api.h>
+#include <tvm/ffi/function.h>
+#include <tvm/ffi/string.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+#ifdef TILECUTE_PHASE_TIMING
+#include <chrono>
+#include <tvm/ffi/container/map.h>
+#endif
+
+namespace {
 
 #define TC_COLD __attribute__((noinline, cold))
 
@@ -1051,3 +1087,7 @@ void tc_phase_reset() {
 #define TC_PHASE_CALL_DONE()
 
 #endif  // TILECUTE_PHASE_TIMING
+
+}  // namespace
+
+#endif  // TILECUTE_LAUNCHER_H_
