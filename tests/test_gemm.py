@@ -92,7 +92,7 @@ def test_use_swizzle_rebinds_the_block_indices():
     lets = [s.var.name for s in _stmts(plan, N.Let)]
     assert lets[:4] == ["block_flat", "panel_first", "panel_offset", "panel_rows"]
     src = emit_cute(plan)
-    assert "(col_1 * 128, " in src and "row_1 * 128)" in src  # the loads use the new indices
+    assert "(col_1_ * 128, " in src and "row_1_ * 128)" in src  # the loads use the new indices (col_1 spelled col_1_)
 
 
 def test_gemm_round_trips_through_json_and_the_printer():
@@ -267,7 +267,7 @@ def test_a_in_registers_plan():
     (g,) = _stmts(plan, N.Gemm)
     assert g.wg_wait == 0  # the next step rewrites A's registers: no MMAs left in flight
     src = emit_cute(plan)
-    assert 'xr, xr_ij = tcm.a_fragment("wgmma", (2, 1), (128, 64), cutlass.Float16, tc_tid)' in src
+    assert 'xr, tc_xr_ij = tcm.a_fragment("wgmma", (2, 1), (128, 64), cutlass.Float16, tc_tid)' in src
     assert "tcm.gemm(tc_mma0, tc_tid, acc, xr, tcm.operand(" in src and "a_regs=True)" in src
     text = print_func(plan.func)
     assert 'T.Layout("mma", threads=256, mma="wgmma", warps=(2, 1), operand="A")' in text

@@ -4,7 +4,9 @@ builds the compile-time stand-ins the lazy cubin step passes to ``cute.compile``
 
 This is the entry point; the work is split by concern:
 
-- ``source``: the Writer (lines, fresh ``tc_`` temporaries, helper modules used)
+- ``source``: the Writer (lines, fresh ``tc_`` temporaries, helper modules used), how
+  IR names are spelled (``ident``: the generated module's namespaces), ``quote`` and
+  ``comment`` for every other string
 - ``expr``: expressions (constants, operators and precedence, casts, math intrinsics)
 - ``kernel``: a ``@cute.kernel`` function and its statements
 - ``bounds``: bounds predication; ``memory``: shared memory and element offsets;
@@ -17,16 +19,18 @@ kernel builds its tensors from them.  Imports no CUTLASS: it prints text.
 
 from __future__ import annotations
 
+from ..transform.analysis import all_names
 from ..transform.launch_abi import KernelPlan
 from .kernel import KernelEmitter
-from .source import CodegenError
-from .wrapper import header, jit_wrapper, name_prefix, placeholder_args
+from .source import CodegenError, generator_name
+from .wrapper import check_function_name, header, jit_wrapper, name_prefix, placeholder_args
 
 __all__ = ["CodegenError", "emit_cute"]
 
 
 def emit_cute(plan: KernelPlan) -> str:
     """The CuTe DSL source of ``plan``."""
+    check_names(plan)
     kernels, uses = [], set()
     for i in range(len(plan.func.kernels)):
         emitter = KernelEmitter(plan, i)
@@ -37,3 +41,21 @@ def emit_cute(plan: KernelPlan) -> str:
         out += ["", *lines, "", name_prefix(plan, i), ""]
     out += ["", *jit_wrapper(plan), "", "", *placeholder_args(plan)]
     return "\n".join(out) + "\n"
+
+
+def check_names(plan: KernelPlan) -> None:
+    """Refuse the IR names the generator cannot give a spelling of their own (see
+    :mod:`.source`): the function's, where it would hide a name the module needs, and
+    ``__`` names, which Python and CuTe DSL keep for themselves."""
+    check_function_name(plan)
+    f = plan.func
+    names = all_names(f) | {d.name for k in f.kernels for d in k.tma_descriptors}
+    where = f"{f.loc}: " if f.loc else ""
+    dunder = sorted(n for n in names if n.startswith("__"))
+    if dunder:
+        raise CodegenError(f"{where}prim_func '{f.name}': the name '{dunder[0]}' starts with '__', "
+                           "which Python and CuTe DSL keep for their own names; rename it")
+    ours = sorted(n for n in names if n.startswith("tc_") and generator_name(n))
+    if ours:
+        raise CodegenError(f"{where}prim_func '{f.name}': internal: a pass named '{ours[0]}', a "
+                           "name the code generator binds itself")

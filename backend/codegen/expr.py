@@ -13,6 +13,7 @@ from typing import Callable
 from ..ir import nodes as N
 from ..runtime.dtypes import DTYPES
 from ..transform.analysis import value_range
+from .source import ident
 
 BINOP = {"add": "+", "sub": "-", "mul": "*", "div": "/", "floordiv": "//", "mod": "%",
          "bitand": "&", "bitor": "|", "bitxor": "^", "shl": "<<", "shr": ">>"}
@@ -55,7 +56,8 @@ def const(e: N.Const) -> str:
 class ExprPrinter:
     """Source text of expressions.  ``ranges`` (variable -> known (lo, hi)) is shared with
     the kernel emitter, which fills it as loops open; ``subst`` maps a loop variable to
-    the text that stands for it in the current lane."""
+    the text that stands for it in the current lane.  Variables print through
+    :func:`.source.ident`."""
 
     def __init__(self, ranges: dict[str, tuple], load: Callable[[N.Load], str],
                  fail: Callable[[object, str], None]):
@@ -78,7 +80,7 @@ class ExprPrinter:
     def _expr(self, e: N.Expr) -> tuple[str, int]:
         """Source text of ``e`` and its Python precedence."""
         if isinstance(e, N.Var):
-            return self.subst.get(e.name, e.name), ATOM
+            return self.subst.get(e.name) or ident(e.name), ATOM
         if isinstance(e, N.Const):
             return const(e), ATOM
         if isinstance(e, N.BinOp):

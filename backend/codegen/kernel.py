@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 
 from ..ir import nodes as N
-from ..transform.analysis import loads as _loads, row_major_strides, value_range, walk_stmts
+from ..transform.analysis import all_names, loads as _loads, row_major_strides, value_range, walk_stmts
 from ..transform.launch_abi import KernelPlan
 from .bounds import Bounds, load_key
 from .expr import PREC, ExprPrinter, cute_type
@@ -41,7 +41,7 @@ class KernelEmitter:
         self.index = index
         self.scope = plan.func.kernels[index]
         self.name = plan.abi.kernels[index].symbol  # the kernel is named after its cubin symbol
-        self.out = Writer()
+        self.out = Writer(frozenset(all_names(plan.func)))
         self.buffers: dict[str, N.Buffer] = {p.name: p for p in plan.tensor_params}
         self.layouts: dict[str, N.Layout] = {}
         self.ranges: dict[str, tuple] = {}  # variable -> its known (lo, hi)

@@ -15,7 +15,7 @@ from ..runtime.dtypes import DTYPES
 from ..transform.analysis import row_major_strides
 from ..transform.shared_memory import shared_allocs
 from .expr import PREC, ExprPrinter, cute_type
-from .source import CodegenError, Writer
+from .source import CodegenError, Writer, ident
 
 TMA_SWIZZLE_MASK = {32: 0x10, 64: 0x30, 128: 0x70}  # byte bits that TMA's swizzle XORs in
 
@@ -84,7 +84,7 @@ def vector_view(exprs: ExprPrinter, buf: N.Buffer, layout: N.Layout | None, indi
         if extra:
             terms.append(str(extra))
         offset = " + ".join(terms)
-    return (f"cute.make_tensor({buf.name}.iterator + cute.assume({offset}, divby={width}), "
+    return (f"cute.make_tensor({ident(buf.name)}.iterator + cute.assume({offset}, divby={width}), "
             f"cute.make_layout({width}))")
 
 
@@ -112,26 +112,26 @@ class SharedMemory:
             return
         out = self.out
         align = max(a.slot.align for a in self.allocs)
-        out.line(depth, f"tc_smem = cute.arch.get_dyn_smem(cutlass.Int8, alignment={align})"
-                        f"  # {self.total} bytes")
+        out.line(depth, f"tc_smem = cute.arch.get_dyn_smem(cutlass.Int8, alignment={align})",
+                 f"{self.total} bytes")
         barriers = []
         for a in self.allocs:
             b = a.buffer
             if a.layout is not None and a.layout.kind == "mbarrier":
                 barriers.append(a)
-                out.line(depth, f"{b.name} = cute.recast_ptr(tc_smem + {a.slot.offset}, "
-                                f"dtype=cutlass.Int64)  # {int(b.shape[0].value)} mbarrier(s)")
+                out.line(depth, f"{ident(b.name)} = cute.recast_ptr(tc_smem + {a.slot.offset}, "
+                                "dtype=cutlass.Int64)", f"{int(b.shape[0].value)} mbarrier(s)")
             elif a.stages > 1:
                 self.staged[b.name] = a
-                out.line(depth, f"# {b.name}: {a.stages} stages of {elements(b)} "
-                                f"{b.dtype} from byte {a.slot.offset}, {a.slot.stride} apart")
+                out.comment(depth, f"{b.name}: {a.stages} stages of {elements(b)} "
+                                   f"{b.dtype} from byte {a.slot.offset}, {a.slot.stride} apart")
             else:
-                out.line(depth, f"{b.name} = {self.view(a)}")
+                out.line(depth, f"{ident(b.name)} = {self.view(a)}")
         if barriers:
             out.use("tma")
             out.line(depth, "if tc_tid == 0:")
             for a in barriers:
-                out.line(depth + 1, f"tct.init_barriers({a.buffer.name}, {int(a.buffer.shape[0].value)}, "
+                out.line(depth + 1, f"tct.init_barriers({ident(a.buffer.name)}, {int(a.buffer.shape[0].value)}, "
                                     f"{a.layout.threads})")
             out.line(depth, "cute.arch.sync_threads()")
 
@@ -164,7 +164,7 @@ class SharedMemory:
                 stage = f"{step} % {stages}"
                 self.stage_of[name] = stage
                 if name in indexed:  # (T.gemm takes the pointer itself)
-                    self.out.line(depth, f"{name} = {self.view(a, stage)}  # the stage this iteration reads")
+                    self.out.line(depth, f"{ident(name)} = {self.view(a, stage)}", "the stage this iteration reads")
         try:
             yield
         finally:

@@ -65,20 +65,20 @@ class MmaEmitter:
         thread's accumulator registers cover, and the row index of each."""
         b, layout = a.buffer, a.layout
         self.out.use("rows")
-        rows = f"{b.name}_i"
+        rows = f"tc_{b.name}_i"  # in the generator's namespace: no IR name starts with tc_
         self.rows[b.name] = rows
-        self.out.line(depth, f"{b.name}, {rows} = tcrow.row_fragment(\"{layout.mma}\", "
-                             f"{tuple(layout.warps)}, {int(b.shape[0].value)}, {cute_type(b.dtype)}, "
-                             f"tc_tid)  # the rows of a {layout.mma} accumulator this thread holds; "
-                             f"{b.name}[q] is row {rows}[q]")
+        self.out.line(depth, f"{ident(b.name)}, {rows} = tcrow.row_fragment({quote(layout.mma)}, "
+                             f"{tuple(layout.warps)}, {int(b.shape[0].value)}, {cute_type(b.dtype)}, tc_tid)",
+                      f"the rows of a {layout.mma} accumulator this thread holds; "
+                      f"{b.name}[q] is row {rows}[q]")
 
     def reduce_rows(self, s: N.Reduce, depth: int) -> None:
         """``T.reduce_<kind>(acc, rows, dim=1)``: each thread combines its registers of each
         of its rows, then the quad holding the row."""
         self.drain(depth)
         self.out.use("rows")
-        self.out.line(depth, f"tcrow.reduce_rows({s.src}, {s.dst}, \"{s.kind}\", clear={s.clear})"
-                             f"  # T.reduce_{s.kind}({s.src}, {s.dst}, dim=1)")
+        self.out.line(depth, f"tcrow.reduce_rows({ident(s.src)}, {ident(s.dst)}, {quote(s.kind)}, "
+                             f"clear={s.clear})", f"T.reduce_{s.kind}({s.src}, {s.dst}, dim=1)")
 
     def gemm(self, s: N.Gemm, depth: int) -> None:
         a, b = self.buffers[s.a], self.buffers[s.b]

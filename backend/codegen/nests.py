@@ -55,10 +55,10 @@ class NestEmitter:
             return f"{ident(name)}[{self.mma_reg}{lane}]"
         if layout.kind == "mma_rows":
             if self.mma_reg is not None:  # the row of the accumulator register walked
-                return f"{name}[tcrow.row_of({self.mma_frag}, {self.mma_reg})]"
+                return f"{ident(name)}[tcrow.row_of({ident(self.mma_frag)}, {self.mma_reg})]"
             if self.row_reg is None:
                 k.fail(None, f"internal: fragment '{name}' accessed outside its nest")
-            return f"{name}[{self.row_reg}]"
+            return f"{ident(name)}[{self.row_reg}]"
         if layout.kind == "blocked":
             if self.step is None or self.lane is None:
                 k.fail(None, f"internal: fragment '{name}' accessed outside its nest")
@@ -163,8 +163,8 @@ class NestEmitter:
         rows it holds (a quad holds each row, so its four threads compute the same)."""
         k, out = self.k, self.k.out
         q = out.fresh("q")
-        out.line(depth, f"for {q} in cutlass.range_constexpr(cute.size({frag})):")
-        out.line(depth + 1, f"{loop.var.name} = {k.mma.rows[frag]}[{q}]")
+        out.line(depth, f"for {q} in cutlass.range_constexpr(cute.size({ident(frag)})):")
+        out.line(depth + 1, f"{ident(loop.var.name)} = {k.mma.rows[frag]}[{q}]")
         k.ranges[loop.var.name] = (0, int(loop.extent.value) - 1)
         self.row_reg = q
         self.lanes(loop, 1, depth + 1)

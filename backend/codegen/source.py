@@ -35,6 +35,7 @@ HELPERS = {
     "copy": "from tilecute.runtime.cute import copy as tcc",
     "tma": "from tilecute.runtime.cute import tma as tct",
     "mma": "from tilecute.runtime.cute import mma as tcm",
+    "rows": "from tilecute.runtime.cute import rows as tcrow",
 }
 # names the generated module binds at its top level
 MODULE_NAMES = frozenset({"cutlass", "cute", "placeholder_args"}
@@ -44,6 +45,10 @@ MODULE_NAMES = frozenset({"cutlass", "cute", "placeholder_args"}
 _DSL_NAMES = frozenset({"self", "yield_self"})
 _DSL_NUMBERED = re.compile(r"_[0-9]+$")
 _BUILTINS = frozenset(dir(builtins))
+# the generator's own names that are not fresh temporaries (the passes name theirs tc_*
+# too: tc_bar<n>, tc_j<n>; these must stay apart)
+_FIXED = frozenset({"tc_tid", "tc_tx", "tc_ty", "tc_tz", "tc_smem"})
+_FIXED_FAMILIES = re.compile(r"tc_mma[0-9]+$|tc_.+_ij?$")
 
 
 class CodegenError(NotImplementedError):
@@ -56,6 +61,11 @@ def clashes(name: str) -> bool:
     one.)"""
     return (name in _BUILTINS or name in MODULE_NAMES or name in _DSL_NAMES
             or _DSL_NUMBERED.search(name) is not None or name.endswith("_"))
+
+
+def generator_name(name: str) -> bool:
+    """Is ``name`` one the generator binds (besides fresh temporaries)?"""
+    return name in _FIXED or name in MODULE_NAMES or _FIXED_FAMILIES.match(name) is not None
 
 
 def ident(name: str) -> str:
@@ -83,11 +93,13 @@ def comment(text: str) -> str:
 
 class Writer:
     """The lines of one ``@cute.kernel`` function, the temporaries it has named, and the
-    helper modules it calls."""
+    helper modules it calls.  ``taken``: the IR's names (passes name theirs ``tc_*``
+    too), which no temporary may take."""
 
-    def __init__(self):
+    def __init__(self, taken: frozenset[str] = frozenset()):
         self.lines: list[str] = []
         self.uses: set[str] = set()  # keys of HELPERS
+        self.taken = taken
         self._count = 0
 
     def line(self, depth: int, text: str, note: str | None = None) -> None:
@@ -98,8 +110,10 @@ class Writer:
         self.lines.append(INDENT * depth + f"# {comment(text)}")
 
     def fresh(self, stem: str) -> str:
-        """A new temporary ``tc_<stem><n>`` (``tc_`` names are the generator's own)."""
+        """A new temporary ``tc_<stem><n>``."""
         self._count += 1
+        while f"tc_{stem}{self._count}" in self.taken:
+            self._count += 1
         return f"tc_{stem}{self._count}"
 
     def use(self, helper: str) -> None:

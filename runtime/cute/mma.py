@@ -17,9 +17,9 @@ dim is M (or N) is MN-major.
 Accumulators: :func:`accumulator` gives the registers of a ``(M, N)`` fragment and the
 ``(i, j)`` coordinate of each register, so an elementwise loop over the fragment is::
 
-    acc, acc_ij = tcm.accumulator("wgmma", (2, 1), (128, 128), cutlass.Float32, tc_tid)
+    acc, tc_acc_ij = tcm.accumulator("wgmma", (2, 1), (128, 128), cutlass.Float32, tc_tid)
     for r in cutlass.range(0, cute.size(acc), 2, unroll_full=True):  # register pairs
-        i, j = acc_ij[r]
+        i, j = tc_acc_ij[r]
         ...
 
 :func:`a_fragment` does the same for an A operand read from registers (wgmma's RS form);
