@@ -47,7 +47,8 @@ import torch
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "examples"))
-sys.path.insert(0, str(HERE))
+if str(HERE) not in sys.path:  # the peers (cute_dsl_peer, ...); after the examples, whose
+    sys.path.append(str(HERE))  # gemm.py this folder's gemm.py must not shadow for importers
 N = 1024  # one block: the kernel itself is ~2 us of GPU time
 TMA_SHAPE = (64, 64)  # one 64x64 box: one block
 CASES = {"3": "3 tensors", "10": "10 tensors + 4 scalars", "tma": "2 TMA descriptors"}

@@ -5,16 +5,16 @@ checked without a GPU.
 - the raw loop's parameter lists, made from each case's launch ABI;
 - benchmarks/raw_launch.cpp built with g++ against a fake libcuda (direct entry points):
   it launches the kernel the cubin names with the parameters it was given, and for the TMA
-  case encodes the same descriptors as tilecute's launcher (run against test_launcher.py's
-  fake driver with test_launcher_tma.py's tensor-map encoder) for the same tensor, on every
-  launch for its first peer and once for the second;
+  case encodes the same descriptors as tilecute's launcher (run against the fake driver of
+  tests/fake_cuda with its tensor-map encoder) for the same tensor, on every launch for its
+  first peer and once for the second;
 - ffi_arg_cost.py's CPU run.
 """
 
 from __future__ import annotations
 
+import importlib.machinery
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -24,144 +24,25 @@ import torch
 
 TESTS = Path(__file__).resolve().parent
 BENCH = TESTS.parent / "benchmarks"
-sys.path.insert(0, str(BENCH))
-sys.path.insert(0, str(TESTS))
+# after the examples (tests/conftest.py puts them first): benchmarks/gemm.py must not shadow
+# examples/gemm.py for the test files that run after this one
+sys.path.append(str(BENCH))
 
 import launch_overhead as L  # noqa: E402
 import tilecute  # noqa: E402
 import tma_ops  # noqa: E402
-from test_launcher import FAKE_LIBCUDA  # noqa: E402
-from test_launcher_tma import FAKE_TENSOR_MAPS, parse_encode  # noqa: E402
+from fake_cuda import driver_env, fake_direct_libcuda, fake_libcuda, parse_encode, text_cubin  # noqa: E402
 from tilecute.toolchain import cuda_include_dir  # noqa: E402
 
-# libcuda's own entry points, as raw_launch.cpp links them (cuda.h maps cuMemAlloc and
-# cuMemsetD8 to their _v2 symbols on both sides).  Modules come from a text "cubin"
-# ("kernel <name> <param sizes...>"); at exit it prints to stderr how many encodes and
-# launches it saw and each distinct encode and launch line, with the parameter bytes.
-FAKE_DIRECT_LIBCUDA = r"""
-#include <cuda.h>
-
-#include <cstdint>
-#include <cstdio>
-#include <cstring>
-#include <fstream>
-#include <map>
-#include <sstream>
-#include <string>
-#include <vector>
-
-namespace {
-struct Function { std::string name; std::vector<int> sizes; };
-std::map<std::string, Function> g_functions;
-std::map<std::string, long> g_encodes, g_launches;
-long g_encode_count = 0, g_launch_count = 0;
-uint64_t g_next_alloc = 0x100000;
-
-template <typename T>
-void list(std::ostringstream& os, const char* key, const T* values, unsigned n) {
-  os << " " << key << "=";
-  for (unsigned i = 0; i < n; ++i) os << (i == 0 ? "" : ",") << static_cast<long long>(values[i]);
-}
-
-struct Report {
-  ~Report() {
-    std::fprintf(stderr, "encodes %ld\nlaunches %ld\n", g_encode_count, g_launch_count);
-    for (auto& [line, n] : g_encodes) std::fprintf(stderr, "%s count=%ld\n", line.c_str(), n);
-    for (auto& [line, n] : g_launches) std::fprintf(stderr, "%s count=%ld\n", line.c_str(), n);
-  }
-} g_report;
-}  // namespace
-
-extern "C" {
-CUresult cuInit(unsigned) { return CUDA_SUCCESS; }
-CUresult cuGetErrorName(CUresult, const char** s) { *s = "FAKE_ERROR"; return CUDA_SUCCESS; }
-CUresult cuDeviceGet(CUdevice* d, int ordinal) { *d = ordinal; return CUDA_SUCCESS; }
-CUresult cuDevicePrimaryCtxRetain(CUcontext* c, CUdevice) {
-  *c = reinterpret_cast<CUcontext>(0x10);
-  return CUDA_SUCCESS;
-}
-CUresult cuCtxSetCurrent(CUcontext) { return CUDA_SUCCESS; }
-CUresult cuModuleLoad(CUmodule* m, const char* path) {
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream is(line);
-    std::string kind;
-    Function f;
-    is >> kind >> f.name;
-    for (int size; is >> size;) f.sizes.push_back(size);
-    if (kind == "kernel") g_functions[f.name] = f;
-  }
-  *m = reinterpret_cast<CUmodule>(0x20);
-  return g_functions.empty() ? CUDA_ERROR_INVALID_IMAGE : CUDA_SUCCESS;
-}
-CUresult cuModuleGetFunction(CUfunction* f, CUmodule, const char* name) {
-  auto it = g_functions.find(name);
-  if (it == g_functions.end()) return CUDA_ERROR_NOT_FOUND;
-  *f = reinterpret_cast<CUfunction>(&it->second);
-  return CUDA_SUCCESS;
-}
-CUresult cuFuncSetAttribute(CUfunction, CUfunction_attribute, int) { return CUDA_SUCCESS; }
-CUresult cuMemAlloc(CUdeviceptr* p, size_t bytes) {
-  *p = g_next_alloc;
-  g_next_alloc += (bytes + 0xfffff) & ~size_t(0xfffff);
-  return CUDA_SUCCESS;
-}
-CUresult cuMemsetD8(CUdeviceptr, unsigned char, size_t) { return CUDA_SUCCESS; }
-CUresult cuStreamCreate(CUstream* s, unsigned) { *s = reinterpret_cast<CUstream>(0x30); return CUDA_SUCCESS; }
-CUresult cuStreamSynchronize(CUstream) { return CUDA_SUCCESS; }
-CUresult cuTensorMapEncodeTiled(CUtensorMap* map, CUtensorMapDataType type, cuuint32_t rank, void* address,
-                                const cuuint64_t* dims, const cuuint64_t* strides, const cuuint32_t* box,
-                                const cuuint32_t* element_strides, CUtensorMapInterleave interleave,
-                                CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2, CUtensorMapFloatOOBfill oob) {
-  std::ostringstream os;
-  os << "tiled type=" << type << " rank=" << rank << " address=" << reinterpret_cast<uintptr_t>(address);
-  list(os, "dims", dims, rank);
-  list(os, "strides", strides, rank - 1);
-  list(os, "box", box, rank);
-  list(os, "element_strides", element_strides, rank);
-  os << " interleave=" << interleave << " swizzle=" << swizzle << " l2=" << l2 << " oob=" << oob;
-  ++g_encodes[os.str()];
-  ++g_encode_count;
-  if (reinterpret_cast<uintptr_t>(map) % 64 != 0) return CUDA_ERROR_INVALID_VALUE;  // the real rule
-  std::memset(map, 0, sizeof(*map));
-  map->opaque[0] = 0x414d54;  // "TMA"
-  map->opaque[2] = reinterpret_cast<uintptr_t>(address);
-  return CUDA_SUCCESS;
-}
-CUresult cuLaunchKernel(CUfunction handle, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
-                        unsigned bz, unsigned smem, CUstream stream, void** params, void** extra) {
-  auto* f = reinterpret_cast<Function*>(handle);
-  std::ostringstream os;
-  os << "launch " << f->name << " grid=" << gx << "," << gy << "," << gz << " block=" << bx << "," << by << ","
-     << bz << " smem=" << smem << " stream=" << reinterpret_cast<uintptr_t>(stream) << " extra=" << (extra != nullptr)
-     << " params=";
-  for (size_t i = 0; i < f->sizes.size(); ++i) {
-    const auto* bytes = static_cast<const unsigned char*>(params[i]);
-    char hex[3];
-    os << (i == 0 ? "" : ",");
-    for (int b = 0; b < f->sizes[i]; ++b) {
-      std::snprintf(hex, sizeof(hex), "%02x", bytes[b]);
-      os << hex;
-    }
-  }
-  ++g_launches[os.str()];
-  ++g_launch_count;
-  return CUDA_SUCCESS;
-}
-}  // extern "C"
-"""
-
-# tilecute's launcher against test_launcher.py's fake driver: the encodes of one call
+# tilecute's launcher against the fake driver of tests/fake_cuda: the encodes of one call
 TILECUTE_SCRIPT = r"""
-import ctypes, json, sys
+import json, sys
 sys.path.insert(0, sys.argv[1])
 import tvm_ffi
-from test_launcher import FakeTensor
+from fake_cuda import FakeTensor, open_driver
 
 launcher, cubin, function = sys.argv[2:5]
-cuda = ctypes.CDLL("libcuda.so.1")
-cuda.fake_tma_log.restype = ctypes.c_char_p
+cuda = open_driver()
 mod = tvm_ffi.load_module(launcher)
 mod["__tilecute_set_cubin"](cubin)
 x = FakeTensor((64, 64), "float16", data=0x100000)
@@ -183,10 +64,14 @@ def kernels(tmp_path_factory):
         mp.undo()
 
 
-def text_cubin(path: Path, kernel) -> Path:
-    launch = kernel.abi.kernels[0]
-    path.write_text(" ".join(["kernel", launch.symbol, *(str(p.size) for p in launch.params)]) + "\n")
-    return path
+def kernel_cubin(path: Path, kernel) -> Path:
+    """The fake drivers' text "cubin" for a compiled kernel's first launch."""
+    return text_cubin(path, kernel.abi.kernels[:1])
+
+
+def test_the_benchmarks_folder_does_not_shadow_the_examples():
+    spec = importlib.machinery.PathFinder.find_spec("gemm", sys.path)
+    assert Path(spec.origin).parent.name == "examples", spec.origin
 
 
 def test_arguments():
@@ -221,16 +106,12 @@ def test_grid_expressions_floor_like_python():
 
 @pytest.fixture(scope="module")
 def raw_exe(tmp_path_factory):
-    """raw_launch.cpp built with g++ against FAKE_DIRECT_LIBCUDA (rpath: no LD_LIBRARY_PATH)."""
-    root = tmp_path_factory.mktemp("fake_direct_cuda")
-    (root / "fake.cpp").write_text(FAKE_DIRECT_LIBCUDA)
-    include = f"-I{cuda_include_dir()}"
-    subprocess.run(["g++", "-std=c++17", "-O1", "-fPIC", "-shared", include, str(root / "fake.cpp"),
-                    "-Wl,-soname,libcuda.so.1", "-o", str(root / "libcuda.so.1")], check=True, capture_output=True)
-    (root / "libcuda.so").symlink_to("libcuda.so.1")
-    exe = root / "raw_launch"
-    build = subprocess.run(["g++", "-std=c++17", "-O2", "-Wall", "-Werror", include, str(BENCH / "raw_launch.cpp"),
-                            f"-L{root}", f"-Wl,-rpath,{root}", "-lcuda", "-o", str(exe)],
+    """raw_launch.cpp built with g++ against tests/fake_cuda/direct_libcuda.cpp (rpath: no
+    LD_LIBRARY_PATH)."""
+    fake = fake_direct_libcuda()
+    exe = tmp_path_factory.mktemp("raw_launch") / "raw_launch"
+    build = subprocess.run(["g++", "-std=c++17", "-O2", "-Wall", "-Werror", f"-I{cuda_include_dir()}",
+                            str(BENCH / "raw_launch.cpp"), f"-L{fake}", f"-Wl,-rpath,{fake}", "-lcuda", "-o", str(exe)],
                            capture_output=True, text=True)
     assert build.returncode == 0, build.stderr
     return exe
@@ -251,7 +132,7 @@ def run_raw(exe, cubin, kernel, args, iters=10, burst=3):
 
 def test_raw_loop_launches_the_cubin_kernel_with_its_parameters(raw_exe, kernels, tmp_path):
     kernel, args = kernels["10 tensors + 4 scalars"]
-    rows, counts, encodes, launches = run_raw(raw_exe, text_cubin(tmp_path / "k.cubin", kernel), kernel, args)
+    rows, counts, encodes, launches = run_raw(raw_exe, kernel_cubin(tmp_path / "k.cubin", kernel), kernel, args)
     assert [(r["peer"], r["mode"]) for r in rows] == [(L.RAW, "loop"), (L.RAW, "burst3")]
     assert all(r["us_per_call"] >= 0 for r in rows)
     calls = 1000 + 10 + 50 * 3  # warm-up, loop, 50 bursts
@@ -265,9 +146,9 @@ def test_raw_loop_launches_the_cubin_kernel_with_its_parameters(raw_exe, kernels
     assert params[10:] == ["00040000", "0000003f", "0000803f", "03000000", "01000000"]  # 1024, 0.5f, 1.0f, 3, 1
 
 
-def test_raw_loop_encodes_the_descriptors_tilecute_encodes(raw_exe, kernels, tmp_path, tmp_path_factory):
+def test_raw_loop_encodes_the_descriptors_tilecute_encodes(raw_exe, kernels, tmp_path):
     kernel, args = kernels["2 TMA descriptors"]
-    cubin = text_cubin(tmp_path / "k.cubin", kernel)
+    cubin = kernel_cubin(tmp_path / "k.cubin", kernel)
     rows, counts, encodes, launches = run_raw(raw_exe, cubin, kernel, args)
     per_call = f"{L.RAW}, 2 cuTensorMapEncodeTiled per call"
     once = f"{L.RAW}, 2 descriptors encoded once, outside the loop"
@@ -281,17 +162,7 @@ def test_raw_loop_encodes_the_descriptors_tilecute_encodes(raw_exe, kernels, tmp
     assert len(raw) == 2 and raw[0]["address"] != raw[1]["address"]
 
     # tilecute's launcher, same kernel, same (64, 64) float16 tensors, on the launcher tests' fake driver
-    root = tmp_path_factory.mktemp("fake_cuda_tma_bench")
-    (root / "fake_libcuda.cpp").write_text(FAKE_LIBCUDA)
-    (root / "fake_tensor_maps.cpp").write_text(FAKE_TENSOR_MAPS)
-    compile_ = ["g++", "-std=c++17", "-O1", "-fPIC", f"-I{cuda_include_dir()}", "-c"]
-    subprocess.run([*compile_, "-DcuGetProcAddress_v2=fake_base_cuGetProcAddress_v2", str(root / "fake_libcuda.cpp"),
-                    "-o", str(root / "base.o")], check=True, capture_output=True)
-    subprocess.run([*compile_, str(root / "fake_tensor_maps.cpp"), "-o", str(root / "maps.o")], check=True,
-                   capture_output=True)
-    subprocess.run(["g++", "-shared", str(root / "base.o"), str(root / "maps.o"), "-Wl,-soname,libcuda.so.1",
-                    "-o", str(root / "libcuda.so.1")], check=True, capture_output=True)
-    env = dict(os.environ, LD_LIBRARY_PATH=f"{root}:{os.environ.get('LD_LIBRARY_PATH', '')}")
+    env = driver_env(fake_libcuda(tensor_maps=True))
     run = subprocess.run([sys.executable, "-c", TILECUTE_SCRIPT, str(TESTS), str(kernel.path / "launcher.so"),
                           str(cubin), kernel.name], capture_output=True, text=True, env=env, timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr

@@ -12,9 +12,7 @@ Four launchers are built once per module, in parallel.
 
 from __future__ import annotations
 
-import ctypes
 import json
-import os
 import shutil
 import struct
 import subprocess
@@ -29,6 +27,16 @@ torch = pytest.importorskip("torch")
 tvm_ffi = pytest.importorskip("tvm_ffi")
 
 import tilecute  # noqa: E402
+from fake_cuda import (  # noqa: E402
+    TESTS,
+    FakeTensor,
+    driver_env,
+    fake_libcuda,
+    needs_no_driver,
+    parse_launch,
+    raises,
+    text_cubin,
+)
 from tilecute.toolchain import (  # noqa: E402
     LAUNCHER_LIBRARY,
     LauncherBuildError,
@@ -158,99 +166,6 @@ TWO_STAGE = LaunchABI(
 ABIS = {abi.function: abi for abi in (VECTOR_ADD, COPY2D, AXPY, TWO_STAGE)}
 
 
-# -- DLPack tensors that own no memory --------------------------------------------------------
-
-
-class _DLDevice(ctypes.Structure):
-    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
-
-
-class _DLDataType(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
-
-
-class _DLTensor(ctypes.Structure):
-    _fields_ = [
-        ("data", ctypes.c_void_p),
-        ("device", _DLDevice),
-        ("ndim", ctypes.c_int32),
-        ("dtype", _DLDataType),
-        ("shape", ctypes.POINTER(ctypes.c_int64)),
-        ("strides", ctypes.POINTER(ctypes.c_int64)),
-        ("byte_offset", ctypes.c_uint64),
-    ]
-
-
-_DELETER = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
-
-
-class _DLManagedTensor(ctypes.Structure):
-    _fields_ = [("dl_tensor", _DLTensor), ("manager_ctx", ctypes.c_void_p), ("deleter", _DELETER)]
-
-
-_KEEP_NOTHING = _DELETER(lambda _: None)
-_capsule_new = ctypes.pythonapi.PyCapsule_New
-_capsule_new.restype = ctypes.py_object
-_capsule_new.argtypes = (ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p)
-
-_DL_DEVICE = {"cpu": 1, "cuda": 2}
-_DL_DTYPE = {"float16": (2, 16), "float32": (2, 32), "bfloat16": (4, 16), "int32": (0, 32)}
-
-
-class FakeTensor:
-    """A DLPack tensor with any device, shape, strides and address, and no memory.
-
-    The launcher reads only the DLTensor fields, so a "CUDA" FakeTensor takes a call past
-    the device checks on a machine without a GPU.
-    """
-
-    def __init__(self, shape, dtype="float32", *, device="cuda:0", strides=None,
-                 data=0x7F0000000000, byte_offset=0):
-        kind, _, index = device.partition(":")
-        self.device = (_DL_DEVICE[kind], int(index or 0))
-        self.shape = tuple(shape)
-        self.strides = None if strides is None else tuple(strides)
-        self.dtype = _DL_DTYPE[dtype]
-        self.data = data
-        self.byte_offset = byte_offset
-        self._alive = []
-
-    @property
-    def address(self) -> int:
-        return self.data + self.byte_offset
-
-    def __dlpack_device__(self):
-        return self.device
-
-    def __dlpack__(self, stream=None):
-        ndim = len(self.shape)
-        shape = (ctypes.c_int64 * ndim)(*self.shape)
-        strides = None if self.strides is None else (ctypes.c_int64 * ndim)(*self.strides)
-        managed = _DLManagedTensor()
-        t = managed.dl_tensor
-        t.data = self.data
-        t.device = _DLDevice(*self.device)
-        t.ndim = ndim
-        t.dtype = _DLDataType(self.dtype[0], self.dtype[1], 1)
-        t.shape = shape
-        t.strides = strides if strides is not None else ctypes.POINTER(ctypes.c_int64)()
-        t.byte_offset = self.byte_offset
-        managed.deleter = _KEEP_NOTHING
-        self._alive.append((managed, shape, strides))
-        return _capsule_new(ctypes.addressof(managed), b"dltensor", None)
-
-
-def has_cuda_driver() -> bool:
-    try:
-        ctypes.CDLL("libcuda.so.1")
-    except OSError:
-        return False
-    return True
-
-
-needs_no_driver = pytest.mark.skipif(has_cuda_driver(), reason="this machine has a CUDA driver")
-
-
 # -- fixtures ---------------------------------------------------------------------------------
 
 
@@ -274,18 +189,6 @@ def launchers(tmp_path_factory) -> dict[str, Path]:
 @pytest.fixture(scope="module")
 def mods(launchers):
     return {name: tvm_ffi.load_module(str(path)) for name, path in launchers.items()}
-
-
-def raises(exc, match_all, fn, *args):
-    """Call fn(*args); assert it raises exactly ``exc`` whose message contains every string
-    of ``match_all``; return the message."""
-    with pytest.raises(Exception) as info:
-        fn(*args)
-    assert type(info.value) is exc, f"expected {exc.__name__}, got {type(info.value).__name__}: {info.value}"
-    message = str(info.value)
-    for part in match_all:
-        assert part in message, f"{part!r} not in {message!r}"
-    return message
 
 
 def f16(n, **kw):
@@ -558,279 +461,18 @@ def test_auxiliary_exports(launchers, tmp_path):
     assert mod["cleanup"]() is None
 
 
-# -- the driver path, against a fake libcuda.so.1 ------------------------------------------------
-
-FAKE_LIBCUDA = r"""
-// A stand-in for libcuda.so.1: two devices, primary contexts with retain counts, a
-// thread-local current context, modules parsed from a text "cubin" ("kernel <name>
-// <param sizes...>" lines), and a log of attributes and launches with the parameter bytes.
-#include <cuda.h>
-
-#include <chrono>
-#include <cstdint>
-#include <cstdio>
-#include <cstdlib>
-#include <map>
-#include <mutex>
-#include <thread>
-#include <sstream>
-#include <string>
-#include <vector>
-
-namespace {
-
-constexpr int kDevices = 2;
-struct FakeContext {
-  int device;
-};
-FakeContext g_contexts[kDevices] = {{0}, {1}};
-int g_retains[kDevices] = {0, 0};
-thread_local CUcontext g_current = nullptr;
-
-struct FakeFunction {
-  std::string name;
-  std::vector<int> sizes;
-  CUcontext context;
-};
-struct FakeModule {
-  CUcontext context;
-  std::map<std::string, FakeFunction> functions;
-};
-
-int g_modules_live = 0;
-int g_modules_loaded = 0;
-int g_init_result = CUDA_SUCCESS;
-int g_fail_next_launch = CUDA_SUCCESS;
-std::string g_requests;  // "<symbol> <version> <flags>" for every cuGetProcAddress request
-std::string g_log;
-
-int device_of(CUcontext context) {
-  for (int d = 0; d < kDevices; ++d) {
-    if (context == reinterpret_cast<CUcontext>(&g_contexts[d])) return d;
-  }
-  return -1;
-}
-
-CUresult fake_cuInit(unsigned int) { return static_cast<CUresult>(g_init_result); }
-
-CUresult fake_cuGetErrorName(CUresult error, const char** name) {
-  switch (error) {
-    case CUDA_SUCCESS: *name = "CUDA_SUCCESS"; return CUDA_SUCCESS;
-    case CUDA_ERROR_NO_DEVICE: *name = "CUDA_ERROR_NO_DEVICE"; return CUDA_SUCCESS;
-    case CUDA_ERROR_INVALID_DEVICE: *name = "CUDA_ERROR_INVALID_DEVICE"; return CUDA_SUCCESS;
-    case CUDA_ERROR_INVALID_CONTEXT: *name = "CUDA_ERROR_INVALID_CONTEXT"; return CUDA_SUCCESS;
-    case CUDA_ERROR_NOT_FOUND: *name = "CUDA_ERROR_NOT_FOUND"; return CUDA_SUCCESS;
-    case CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES: *name = "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES"; return CUDA_SUCCESS;
-    default: *name = nullptr; return CUDA_ERROR_INVALID_VALUE;
-  }
-}
-
-CUresult fake_cuGetErrorString(CUresult, const char** text) {
-  *text = "fake driver error";
-  return CUDA_SUCCESS;
-}
-
-CUresult fake_cuDeviceGet(CUdevice* device, int ordinal) {
-  if (ordinal < 0 || ordinal >= kDevices) return CUDA_ERROR_INVALID_DEVICE;
-  *device = ordinal;
-  return CUDA_SUCCESS;
-}
-
-CUresult fake_cuDevicePrimaryCtxRetain(CUcontext* context, CUdevice device) {
-  ++g_retains[device];
-  *context = reinterpret_cast<CUcontext>(&g_contexts[device]);
-  return CUDA_SUCCESS;
-}
-
-CUresult fake_cuDevicePrimaryCtxRelease(CUdevice device) {
-  if (g_retains[device] == 0) return CUDA_ERROR_INVALID_CONTEXT;
-  --g_retains[device];
-  return CUDA_SUCCESS;
-}
-
-CUresult fake_cuCtxGetCurrent(CUcontext* context) {
-  *context = g_current;
-  return CUDA_SUCCESS;
-}
-
-CUresult fake_cuCtxSetCurrent(CUcontext context) {
-  g_current = context;
-  return CUDA_SUCCESS;
-}
-
-std::mutex g_load_mutex;  // module loads may run on several threads (one per device)
-
-CUresult fake_cuModuleLoadData(CUmodule* out, const void* image) {
-  if (device_of(g_current) < 0) return CUDA_ERROR_INVALID_CONTEXT;
-  // FAKE_CUDA_LOAD_DELAY_MS: a slow first load on device 0, to show other devices don't wait
-  if (const char* delay = std::getenv("FAKE_CUDA_LOAD_DELAY_MS"); delay && device_of(g_current) == 0) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(delay)));
-  }
-  std::lock_guard<std::mutex> lock(g_load_mutex);
-  auto* module = new FakeModule{g_current, {}};
-  std::istringstream in(static_cast<const char*>(image));
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream words(line);
-    std::string kind, name;
-    if (!(words >> kind >> name) || kind != "kernel") continue;
-    FakeFunction function{name, {}, g_current};
-    int size = 0;
-    while (words >> size) function.sizes.push_back(size);
-    module->functions[name] = function;
-  }
-  ++g_modules_live;
-  ++g_modules_loaded;
-  g_log += "load device=" + std::to_string(device_of(g_current)) + "\n";
-  *out = reinterpret_cast<CUmodule>(module);
-  return CUDA_SUCCESS;
-}
-
-CUresult fake_cuModuleUnload(CUmodule handle) {
-  auto* module = reinterpret_cast<FakeModule*>(handle);
-  if (g_current != module->context) return CUDA_ERROR_INVALID_CONTEXT;
-  g_log += "unload device=" + std::to_string(device_of(module->context)) + "\n";
-  delete module;
-  --g_modules_live;
-  return CUDA_SUCCESS;
-}
-
-CUresult fake_cuModuleGetFunction(CUfunction* out, CUmodule handle, const char* name) {
-  auto* module = reinterpret_cast<FakeModule*>(handle);
-  auto it = module->functions.find(name);
-  if (it == module->functions.end()) return CUDA_ERROR_NOT_FOUND;
-  *out = reinterpret_cast<CUfunction>(&it->second);
-  return CUDA_SUCCESS;
-}
-
-CUresult fake_cuFuncSetAttribute(CUfunction handle, CUfunction_attribute attribute, int value) {
-  auto* function = reinterpret_cast<FakeFunction*>(handle);
-  g_log += "attribute " + function->name + " " + std::to_string(static_cast<int>(attribute)) + "=" +
-           std::to_string(value) + "\n";
-  return CUDA_SUCCESS;
-}
-
-CUresult record_launch(CUfunction handle, const unsigned grid[3], const unsigned block[3], unsigned smem,
-                       CUstream stream, void** params, const unsigned cluster[3]) {
-  auto* function = reinterpret_cast<FakeFunction*>(handle);
-  if (g_current != function->context) return CUDA_ERROR_INVALID_CONTEXT;
-  if (g_fail_next_launch != CUDA_SUCCESS) {
-    const int status = g_fail_next_launch;
-    g_fail_next_launch = CUDA_SUCCESS;
-    return static_cast<CUresult>(status);
-  }
-  std::ostringstream os;
-  os << "launch " << function->name << " grid=" << grid[0] << "," << grid[1] << "," << grid[2]
-     << " block=" << block[0] << "," << block[1] << "," << block[2] << " smem=" << smem
-     << " stream=" << reinterpret_cast<uintptr_t>(stream) << " device=" << device_of(g_current)
-     << " cluster=" << cluster[0] << "," << cluster[1] << "," << cluster[2] << " params=";
-  for (size_t i = 0; i < function->sizes.size(); ++i) {
-    const auto* bytes = static_cast<const unsigned char*>(params[i]);
-    char hex[3];
-    os << (i == 0 ? "" : ",");
-    for (int b = 0; b < function->sizes[i]; ++b) {
-      std::snprintf(hex, sizeof(hex), "%02x", bytes[b]);
-      os << hex;
-    }
-  }
-  g_log += os.str() + "\n";
-  return CUDA_SUCCESS;
-}
-
-CUresult fake_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
-                             unsigned bz, unsigned smem, CUstream stream, void** params, void** extra) {
-  if (extra != nullptr) return CUDA_ERROR_INVALID_VALUE;
-  const unsigned grid[3] = {gx, gy, gz};
-  const unsigned block[3] = {bx, by, bz};
-  const unsigned cluster[3] = {0, 0, 0};
-  return record_launch(f, grid, block, smem, stream, params, cluster);
-}
-
-CUresult fake_cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** params, void** extra) {
-  if (extra != nullptr) return CUDA_ERROR_INVALID_VALUE;
-  const unsigned grid[3] = {config->gridDimX, config->gridDimY, config->gridDimZ};
-  const unsigned block[3] = {config->blockDimX, config->blockDimY, config->blockDimZ};
-  unsigned cluster[3] = {0, 0, 0};
-  for (unsigned i = 0; i < config->numAttrs; ++i) {
-    if (config->attrs[i].id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) {
-      cluster[0] = config->attrs[i].value.clusterDim.x;
-      cluster[1] = config->attrs[i].value.clusterDim.y;
-      cluster[2] = config->attrs[i].value.clusterDim.z;
-    }
-  }
-  return record_launch(f, grid, block, config->sharedMemBytes, config->hStream, params, cluster);
-}
-
-}  // namespace
-
-extern "C" {
-
-__attribute__((visibility("default"))) CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version,
-                                                                     cuuint64_t flags,
-                                                                     CUdriverProcAddressQueryResult* status) {
-  g_requests += std::string(symbol) + " " + std::to_string(version) + " " + std::to_string(flags) + "\n";
-  static const std::map<std::string, void*> table = {
-      {"cuInit", reinterpret_cast<void*>(&fake_cuInit)},
-      {"cuGetErrorName", reinterpret_cast<void*>(&fake_cuGetErrorName)},
-      {"cuGetErrorString", reinterpret_cast<void*>(&fake_cuGetErrorString)},
-      {"cuDeviceGet", reinterpret_cast<void*>(&fake_cuDeviceGet)},
-      {"cuDevicePrimaryCtxRetain", reinterpret_cast<void*>(&fake_cuDevicePrimaryCtxRetain)},
-      {"cuDevicePrimaryCtxRelease", reinterpret_cast<void*>(&fake_cuDevicePrimaryCtxRelease)},
-      {"cuCtxGetCurrent", reinterpret_cast<void*>(&fake_cuCtxGetCurrent)},
-      {"cuCtxSetCurrent", reinterpret_cast<void*>(&fake_cuCtxSetCurrent)},
-      {"cuModuleLoadData", reinterpret_cast<void*>(&fake_cuModuleLoadData)},
-      {"cuModuleUnload", reinterpret_cast<void*>(&fake_cuModuleUnload)},
-      {"cuModuleGetFunction", reinterpret_cast<void*>(&fake_cuModuleGetFunction)},
-      {"cuFuncSetAttribute", reinterpret_cast<void*>(&fake_cuFuncSetAttribute)},
-      {"cuLaunchKernel", reinterpret_cast<void*>(&fake_cuLaunchKernel)},
-      {"cuLaunchKernelEx", reinterpret_cast<void*>(&fake_cuLaunchKernelEx)},
-  };
-  auto it = table.find(symbol);
-  if (it == table.end()) {
-    *pfn = nullptr;
-    if (status != nullptr) *status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
-    return CUDA_ERROR_NOT_FOUND;
-  }
-  *pfn = it->second;
-  if (status != nullptr) *status = CU_GET_PROC_ADDRESS_SUCCESS;
-  return CUDA_SUCCESS;
-}
-
-__attribute__((visibility("default"))) const char* fake_log() { return g_log.c_str(); }
-__attribute__((visibility("default"))) void fake_clear_log() { g_log.clear(); }
-__attribute__((visibility("default"))) int fake_retains(int device) { return g_retains[device]; }
-__attribute__((visibility("default"))) int fake_modules_live() { return g_modules_live; }
-__attribute__((visibility("default"))) int fake_modules_loaded() { return g_modules_loaded; }
-__attribute__((visibility("default"))) void fake_set_init_result(int result) { g_init_result = result; }
-__attribute__((visibility("default"))) void fake_fail_next_launch(int result) { g_fail_next_launch = result; }
-__attribute__((visibility("default"))) void* fake_context(int device) { return &g_contexts[device]; }
-__attribute__((visibility("default"))) void fake_set_current(void* context) {
-  g_current = static_cast<CUcontext>(context);
-}
-__attribute__((visibility("default"))) void* fake_current() { return g_current; }
-__attribute__((visibility("default"))) const char* fake_requests() { return g_requests.c_str(); }
-__attribute__((visibility("default"))) void fake_clear_requests() { g_requests.clear(); }
-
-}  // extern "C"
-"""
+# -- the driver path, against a fake libcuda.so.1 (tests/fake_cuda) --------------------------------
 
 # Runs in a subprocess whose LD_LIBRARY_PATH finds the fake libcuda.so.1 first.  It makes the
 # calls and prints what the fake driver saw, as JSON; the tests below check it.
 DRIVER_SCRIPT = r"""
-import ctypes, importlib.util, json, shutil, sys
+import json, shutil, sys
+sys.path.insert(0, sys.argv[1])
 import tvm_ffi
+from fake_cuda import FakeTensor, open_driver
 
-spec = importlib.util.spec_from_file_location("launcher_tests", sys.argv[1])
-tests = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(tests)
-FakeTensor = tests.FakeTensor
 paths = json.loads(sys.argv[2])
-cuda = ctypes.CDLL("libcuda.so.1")
-cuda.fake_log.restype = ctypes.c_char_p
-cuda.fake_requests.restype = ctypes.c_char_p
-cuda.fake_context.restype = ctypes.c_void_p
-cuda.fake_current.restype = ctypes.c_void_p
-cuda.fake_set_current.argtypes = (ctypes.c_void_p,)
+cuda = open_driver()
 out = {}
 
 def log():
@@ -932,43 +574,18 @@ print(json.dumps(out))
 def driver(launchers, tmp_path_factory):
     """What the fake driver saw when DRIVER_SCRIPT ran the launchers."""
     root = tmp_path_factory.mktemp("fake_cuda")
-    source = root / "fake_libcuda.cpp"
-    source.write_text(FAKE_LIBCUDA)
-    library = root / "libcuda.so.1"
-    subprocess.run(
-        ["g++", "-std=c++17", "-O1", "-fPIC", "-shared", f"-I{cuda_include_dir()}", str(source),
-         "-Wl,-soname,libcuda.so.1", "-o", str(library)],
-        check=True, capture_output=True, text=True,
-    )
-    lines = []  # the fake "cubin": every kernel of every ABI with its parameter sizes
-    for abi in ABIS.values():
-        for k in abi.kernels:
-            lines.append(" ".join(["kernel", k.symbol, *(str(p.size) for p in k.params)]))
-    cubin = root / "fake.cubin"
-    cubin.write_text("\n".join(lines) + "\n")
-    partial = root / "partial.cubin"
-    partial.write_text("\n".join(line for line in lines if "copy2d_kernel" not in line) + "\n")
+    kernels = [k for abi in ABIS.values() for k in abi.kernels]  # the fake "cubin": every kernel
+    cubin = text_cubin(root / "fake.cubin", kernels)
+    partial = text_cubin(root / "partial.cubin", [k for k in kernels if k.symbol != "copy2d_kernel"])
     paths = {name: str(p) for name, p in launchers.items()}
     paths.update(cubin=str(cubin), cubin_without_copy2d=str(partial),
                  vector_add_copy=str(root / "vector_add_copy.so"))
     script = root / "drive.py"
     script.write_text(DRIVER_SCRIPT)
-    env = dict(os.environ, LD_LIBRARY_PATH=f"{root}:{os.environ.get('LD_LIBRARY_PATH', '')}")
-    run = subprocess.run([sys.executable, str(script), __file__, json.dumps(paths)],
-                         capture_output=True, text=True, env=env, timeout=300)
+    run = subprocess.run([sys.executable, str(script), str(TESTS), json.dumps(paths)],
+                         capture_output=True, text=True, env=driver_env(fake_libcuda()), timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr
     return json.loads(run.stdout.strip().splitlines()[-1])
-
-
-def parse_launch(line: str) -> dict:
-    kind, symbol, *fields = line.split()
-    assert kind == "launch"
-    out = {"symbol": symbol}
-    for field in fields:
-        key, _, value = field.partition("=")
-        out[key] = value
-    out["params"] = out["params"].split(",") if out["params"] else []
-    return out
 
 
 def le(fmt: str, value) -> str:
@@ -1278,11 +895,13 @@ def test_gpu_call_overhead(gpu_mods):
 
 
 CONCURRENCY_SCRIPT = r"""
-import ctypes, json, sys, threading, time
+import json, sys, threading, time
+sys.path.insert(0, sys.argv[2])
 import tvm_ffi
+from fake_cuda import open_driver
 
 paths = json.loads(sys.argv[1])
-cuda = ctypes.CDLL("libcuda.so.1")
+cuda = open_driver()
 mod = tvm_ffi.load_module(paths["vector_add"])
 mod["__tilecute_set_cubin"](paths["cubin"])
 finished = {}
@@ -1319,18 +938,10 @@ print(json.dumps(out))
 def test_driver_first_uses_on_two_devices_do_not_serialize(launchers, tmp_path):
     """Per-device slots (CPU, fake driver): a slow first load on device 0 does not hold up
     device 1's first use, and threads racing a device's first use load its module once."""
-    source = tmp_path / "fake_libcuda.cpp"
-    source.write_text(FAKE_LIBCUDA)
-    subprocess.run(["g++", "-std=c++17", "-O1", "-fPIC", "-shared", f"-I{cuda_include_dir()}",
-                    str(source), "-Wl,-soname,libcuda.so.1", "-o", str(tmp_path / "libcuda.so.1")],
-                   check=True, capture_output=True, text=True)
-    k = ABIS["vector_add"].kernels[0]
-    cubin = tmp_path / "fake.cubin"
-    cubin.write_text(" ".join(["kernel", k.symbol, *(str(p.size) for p in k.params)]) + "\n")
-    env = dict(os.environ, LD_LIBRARY_PATH=f"{tmp_path}:{os.environ.get('LD_LIBRARY_PATH', '')}",
-               FAKE_CUDA_LOAD_DELAY_MS="600")
+    cubin = text_cubin(tmp_path / "fake.cubin", ABIS["vector_add"].kernels)
+    env = driver_env(fake_libcuda(), FAKE_CUDA_LOAD_DELAY_MS="600")
     paths = {"vector_add": str(launchers["vector_add"]), "cubin": str(cubin)}
-    run = subprocess.run([sys.executable, "-c", CONCURRENCY_SCRIPT, json.dumps(paths)],
+    run = subprocess.run([sys.executable, "-c", CONCURRENCY_SCRIPT, json.dumps(paths), str(TESTS)],
                          capture_output=True, text=True, env=env, timeout=120)
     assert run.returncode == 0, run.stdout + run.stderr
     out = json.loads(run.stdout.strip().splitlines()[-1])

@@ -6,9 +6,9 @@ here with ``-Wall -Wextra -Werror``) and loaded through TVM FFI; no GPU is neede
 
 - render time: every rule of cuda.h that the ABI alone decides raises ``LauncherABIError``;
 - launch time, before any driver call: CPU tensors reach the per-tensor TMA checks;
-- the driver path runs in a subprocess against test_launcher.py's fake ``libcuda.so.1``,
-  extended here with a ``cuTensorMapEncodeTiled`` / ``cuTensorMapEncodeIm2col`` that log
-  their arguments and write a descriptor saying which encode made it;
+- the driver path runs in a subprocess against the fake ``libcuda.so.1`` of ``tests/fake_cuda``
+  with its ``cuTensorMapEncodeTiled`` / ``cuTensorMapEncodeIm2col``, which log their
+  arguments and write a descriptor saying which encode made it;
 - the cubin check takes a 128-byte, 64-byte aligned parameter.
 """
 
@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import shutil
 import struct
 import subprocess
@@ -30,8 +29,18 @@ torch = pytest.importorskip("torch")
 tvm_ffi = pytest.importorskip("tvm_ffi")
 
 import tilecute  # noqa: E402
-from test_launcher import FAKE_LIBCUDA, FakeTensor, needs_no_driver, parse_launch, raises  # noqa: E402
-from tilecute.toolchain import build_launcher, cuda_include_dir  # noqa: E402
+from fake_cuda import (  # noqa: E402
+    TESTS,
+    FakeTensor,
+    driver_env,
+    fake_libcuda,
+    needs_no_driver,
+    parse_encode,
+    parse_launch,
+    raises,
+    text_cubin,
+)
+from tilecute.toolchain import build_launcher  # noqa: E402
 from tilecute.host.launcher import LauncherABIError, launcher_context, render_launcher, write_launcher  # noqa: E402
 from tilecute.runtime.abi import (  # noqa: E402
     KernelLaunch,
@@ -45,7 +54,6 @@ from tilecute.runtime.abi import (  # noqa: E402
 from tilecute.runtime.cubin import ABIMismatch, CubinInfo, CubinKernel, CubinParam, check_abi  # noqa: E402
 
 VERSION = tilecute.__version__
-TESTS = Path(__file__).resolve().parent
 
 
 def desc(name: str, arg: str, dtype: str, **spec) -> KernelParam:
@@ -381,115 +389,14 @@ def test_encoding_needs_the_driver(mods):
 
 # -- the driver path, against the fake libcuda.so.1 with tensor-map encoding ---------------------
 
-# Compiled together with FAKE_LIBCUDA, whose cuGetProcAddress_v2 is renamed at compile time
-# (-DcuGetProcAddress_v2=fake_base_cuGetProcAddress_v2): this one forwards every request to it
-# (which logs the request) and answers the two tensor-map entry points itself.
-FAKE_TENSOR_MAPS = r"""
-#include <cuda.h>
-
-#include <cstdint>
-#include <cstring>
-#include <sstream>
-#include <string>
-
-extern "C" CUresult fake_base_cuGetProcAddress_v2(const char* symbol, void** pfn, int version, cuuint64_t flags,
-                                                  CUdriverProcAddressQueryResult* status);
-
-namespace {
-
-std::string g_tma_log;
-uint64_t g_encodes = 0;
-int g_fail_next_encode = CUDA_SUCCESS;
-
-template <typename T>
-void list(std::ostringstream& os, const char* key, const T* values, unsigned n) {
-  os << " " << key << "=";
-  for (unsigned i = 0; i < n; ++i) os << (i == 0 ? "" : ",") << static_cast<long long>(values[i]);
-}
-
-// Logs the common arguments; writes a descriptor {"TMA", encode number, global address}.
-CUresult finish(std::ostringstream& os, CUtensorMap* map, void* address, CUtensorMapInterleave interleave,
-                CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2, CUtensorMapFloatOOBfill oob) {
-  os << " interleave=" << interleave << " swizzle=" << swizzle << " l2=" << l2 << " oob=" << oob;
-  g_tma_log += os.str() + "\n";
-  if (reinterpret_cast<uintptr_t>(map) % 64 != 0) return CUDA_ERROR_INVALID_VALUE;  // the real rule
-  if (g_fail_next_encode != CUDA_SUCCESS) {
-    const int status = g_fail_next_encode;
-    g_fail_next_encode = CUDA_SUCCESS;
-    return static_cast<CUresult>(status);
-  }
-  std::memset(map, 0, sizeof(*map));
-  map->opaque[0] = 0x414d54;  // "TMA"
-  map->opaque[1] = ++g_encodes;
-  map->opaque[2] = reinterpret_cast<uintptr_t>(address);
-  return CUDA_SUCCESS;
-}
-
-CUresult fake_cuTensorMapEncodeTiled(CUtensorMap* map, CUtensorMapDataType type, cuuint32_t rank, void* address,
-                                     const cuuint64_t* dims, const cuuint64_t* strides, const cuuint32_t* box,
-                                     const cuuint32_t* element_strides, CUtensorMapInterleave interleave,
-                                     CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2,
-                                     CUtensorMapFloatOOBfill oob) {
-  std::ostringstream os;
-  os << "tiled type=" << type << " rank=" << rank << " address=" << reinterpret_cast<uintptr_t>(address);
-  list(os, "dims", dims, rank);
-  list(os, "strides", strides, rank - 1);
-  list(os, "box", box, rank);
-  list(os, "element_strides", element_strides, rank);
-  return finish(os, map, address, interleave, swizzle, l2, oob);
-}
-
-CUresult fake_cuTensorMapEncodeIm2col(CUtensorMap* map, CUtensorMapDataType type, cuuint32_t rank, void* address,
-                                      const cuuint64_t* dims, const cuuint64_t* strides, const int* lower,
-                                      const int* upper, cuuint32_t channels, cuuint32_t pixels,
-                                      const cuuint32_t* element_strides, CUtensorMapInterleave interleave,
-                                      CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2,
-                                      CUtensorMapFloatOOBfill oob) {
-  std::ostringstream os;
-  os << "im2col type=" << type << " rank=" << rank << " address=" << reinterpret_cast<uintptr_t>(address);
-  list(os, "dims", dims, rank);
-  list(os, "strides", strides, rank - 1);
-  list(os, "lower", lower, rank - 2);
-  list(os, "upper", upper, rank - 2);
-  os << " channels=" << channels << " pixels=" << pixels;
-  list(os, "element_strides", element_strides, rank);
-  return finish(os, map, address, interleave, swizzle, l2, oob);
-}
-
-}  // namespace
-
-extern "C" {
-
-__attribute__((visibility("default"))) CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version,
-                                                                     cuuint64_t flags,
-                                                                     CUdriverProcAddressQueryResult* status) {
-  const CUresult found = fake_base_cuGetProcAddress_v2(symbol, pfn, version, flags, status);
-  void* own = nullptr;
-  if (std::strcmp(symbol, "cuTensorMapEncodeTiled") == 0) own = reinterpret_cast<void*>(&fake_cuTensorMapEncodeTiled);
-  if (std::strcmp(symbol, "cuTensorMapEncodeIm2col") == 0) own = reinterpret_cast<void*>(&fake_cuTensorMapEncodeIm2col);
-  if (own == nullptr) return found;
-  *pfn = own;
-  if (status != nullptr) *status = CU_GET_PROC_ADDRESS_SUCCESS;
-  return CUDA_SUCCESS;
-}
-
-__attribute__((visibility("default"))) const char* fake_tma_log() { return g_tma_log.c_str(); }
-__attribute__((visibility("default"))) void fake_clear_tma_log() { g_tma_log.clear(); }
-__attribute__((visibility("default"))) void fake_fail_next_encode(int result) { g_fail_next_encode = result; }
-
-}  // extern "C"
-"""
-
 DRIVER_SCRIPT = r"""
-import ctypes, json, sys
+import json, sys
 sys.path.insert(0, sys.argv[1])
 import tvm_ffi
-from test_launcher import FakeTensor
+from fake_cuda import FakeTensor, open_driver
 
 paths = json.loads(sys.argv[2])
-cuda = ctypes.CDLL("libcuda.so.1")
-for name in ("fake_log", "fake_requests", "fake_tma_log"):
-    getattr(cuda, name).restype = ctypes.c_char_p
+cuda = open_driver()
 out = {}
 
 def drain():
@@ -546,34 +453,13 @@ print(json.dumps(out))
 def driver(launchers, tmp_path_factory):
     """What the fake driver saw when DRIVER_SCRIPT called the three launchers."""
     root = tmp_path_factory.mktemp("fake_cuda_tma")
-    (root / "fake_libcuda.cpp").write_text(FAKE_LIBCUDA)
-    (root / "fake_tensor_maps.cpp").write_text(FAKE_TENSOR_MAPS)
-    compile_ = ["g++", "-std=c++17", "-O1", "-fPIC", f"-I{cuda_include_dir()}", "-c"]
-    subprocess.run([*compile_, "-DcuGetProcAddress_v2=fake_base_cuGetProcAddress_v2",
-                    str(root / "fake_libcuda.cpp"), "-o", str(root / "base.o")], check=True, capture_output=True)
-    subprocess.run([*compile_, str(root / "fake_tensor_maps.cpp"), "-o", str(root / "maps.o")],
-                   check=True, capture_output=True)
-    subprocess.run(["g++", "-shared", str(root / "base.o"), str(root / "maps.o"), "-Wl,-soname,libcuda.so.1",
-                    "-o", str(root / "libcuda.so.1")], check=True, capture_output=True)
-    cubin = root / "fake.cubin"  # "kernel <name> <param sizes...>" lines
-    cubin.write_text("".join(" ".join(["kernel", k.symbol, *(str(p.size) for p in k.params)]) + "\n"
-                             for abi in ABIS.values() for k in abi.kernels))
+    cubin = text_cubin(root / "fake.cubin", [k for abi in ABIS.values() for k in abi.kernels])
     paths = {"launchers": {name: str(p) for name, p in launchers.items()}, "cubin": str(cubin)}
-    env = dict(os.environ, LD_LIBRARY_PATH=f"{root}:{os.environ.get('LD_LIBRARY_PATH', '')}")
     run = subprocess.run([sys.executable, "-c", DRIVER_SCRIPT, str(TESTS), json.dumps(paths)],
-                         capture_output=True, text=True, env=env, timeout=300)
+                         capture_output=True, text=True, env=driver_env(fake_libcuda(tensor_maps=True)),
+                         timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr
     return json.loads(run.stdout.strip().splitlines()[-1])
-
-
-def parse_encode(line: str) -> dict:
-    mode, *fields = line.split()
-    out = {"mode": mode}
-    for field in fields:
-        key, _, value = field.partition("=")
-        out[key] = [int(v) for v in value.split(",")] if "," in value or key in (
-            "dims", "strides", "box", "element_strides", "lower", "upper") else int(value)
-    return out
 
 
 def descriptor_bytes(encode_number: int, address: int) -> str:

@@ -5,7 +5,6 @@ exports neither and its call function holds no timing code.
 
 Two launcher builds in all: the entry's (by tilecute.compile) and the timed one."""
 
-import ctypes
 import os
 import re
 import shutil
@@ -18,6 +17,7 @@ tvm_ffi = pytest.importorskip("tvm_ffi")
 
 import elementwise as E  # noqa: E402
 import tilecute  # noqa: E402
+from fake_cuda import FakeTensor  # noqa: E402
 from tilecute.toolchain import build_launcher, launcher_build_command  # noqa: E402
 
 DEFINE = "-DTILECUTE_PHASE_TIMING"
@@ -53,63 +53,6 @@ def timed(entry, tmp_path_factory):
 
 def times(module) -> dict:
     return dict(module["__tilecute_phase_times"]())
-
-
-# -- a DLPack tensor that says it is on cuda:0 while its data is host memory ---------------
-# It passes every argument check of the launcher (devices included) on a machine without a
-# GPU; the call then fails at the device slot (no driver, or no cubin set), before any launch.
-
-
-class _DLDevice(ctypes.Structure):
-    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
-
-
-class _DLDataType(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
-
-
-class _DLTensor(ctypes.Structure):
-    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int32),
-                ("dtype", _DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
-                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
-
-
-class _DLManagedTensor(ctypes.Structure):
-    pass
-
-
-_DELETER = ctypes.CFUNCTYPE(None, ctypes.POINTER(_DLManagedTensor))
-_DLManagedTensor._fields_ = [("dl_tensor", _DLTensor), ("manager_ctx", ctypes.c_void_p),
-                             ("deleter", _DELETER)]
-_KDLCUDA = 2
-
-
-class _CudaLabelled:
-    """``host`` (a CPU float16 torch tensor) exported through DLPack as a cuda:0 tensor.
-    The deleter is NULL (DLPack allows it): this object owns the memory."""
-
-    def __init__(self, host):
-        self.host = host
-        self.shape = (ctypes.c_int64 * host.dim())(*host.shape)
-        m = _DLManagedTensor()
-        m.dl_tensor.data = host.data_ptr()
-        m.dl_tensor.device = _DLDevice(_KDLCUDA, 0)
-        m.dl_tensor.ndim = host.dim()
-        m.dl_tensor.dtype = _DLDataType(2, 16, 1)  # float16
-        m.dl_tensor.shape = self.shape
-        m.dl_tensor.strides = None
-        m.dl_tensor.byte_offset = 0
-        m.deleter = _DELETER()
-        self.managed = m
-
-    def __dlpack_device__(self):
-        return (_KDLCUDA, 0)
-
-    def __dlpack__(self, **kwargs):
-        new = ctypes.pythonapi.PyCapsule_New
-        new.restype = ctypes.py_object
-        new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
-        return new(ctypes.addressof(self.managed), b"dltensor", None)
 
 
 # -- tests ---------------------------------------------------------------------------------
@@ -148,7 +91,7 @@ def test_finished_phases_are_recorded_and_calls_count_only_returns(timed):
     and hold time; slot, context and launch hold none; the call did not return, so
     `calls` stays 0.  Reset zeroes everything."""
     timed["__tilecute_phase_reset"]()
-    labelled = [_CudaLabelled(torch.zeros(1024, dtype=torch.float16)) for _ in range(3)]
+    labelled = [FakeTensor((1024,), "float16") for _ in range(3)]  # cuda:0, no memory
     args = [tvm_ffi.from_dlpack(x) for x in labelled]
     assert str(args[0].device) == "cuda:0"
     for _ in range(100):
