@@ -14,6 +14,12 @@ OPTIONS = {
     "disable_tma": "no TMA: tile copies take the cp.async / vector path even on sm_90+ "
                    "(explicit T.tma_copy statements stay)",
     "disable_wgmma": "no wgmma: T.gemm takes warp mma.sync (+ ldmatrix) even on sm_90a",
+    "disable_shared_epilogue": "T.copy(accumulator, global) stays a direct register -> global "
+                               "copy (by default, on sm_90+, it goes through a swizzled shared "
+                               "tile and a TMA store when the shared memory fits)",
+    "disable_rasterization": "a GEMM kernel's 2-D grid keeps its plain block order (by default "
+                             "the blocks walk it in panels of 16 rows, as T.use_swizzle(16), "
+                             "unless the program sets an order)",
 }
 
 

@@ -20,6 +20,8 @@ PACKAGES = {"tilecute": ROOT / "backend", "tilecute.runtime": ROOT / "runtime",
 # pass name in transform.pipeline -> the module that holds it
 PASS_MODULES = {
     "select_mma": "tilecute.transform.select_mma",
+    "rasterize": "tilecute.transform.rasterize",
+    "stage_epilogue": "tilecute.transform.shared_epilogue",
     "lower_copies_to_tma": "tilecute.transform.tma_copies",
     "warp_specialize": "tilecute.transform.warp_specialize",
     "pipeline_tma_loads": "tilecute.transform.software_pipeline",
@@ -87,13 +89,14 @@ def stage(name: str) -> float:
     for i, p in enumerate(order):
         if PASS_MODULES.get(p) == name and p != "split_roles":
             return 3 + i / 100
+    if name == "tilecute.transform.mbarriers":  # shared by the TMA scheduling passes
+        return stage(PASS_MODULES["lower_copies_to_tma"]) + 0.001
     fixed = [
         # the package root only holds __version__ and lazy names (importlib, not imports)
         (("tilecute.runtime", "tilecute.target", "tilecute.options", "tilecute.templates"), 0),
         (("tilecute.ir",), 1),
         (("tilecute.language",), 2),
         (("tilecute.transform.analysis",), 2.5),
-        (("tilecute.transform.mbarriers",), 3 + 2.5 / 100),  # shared by the TMA scheduling passes
         (("tilecute.transform.launch_abi",), 3.9),
         (("tilecute.transform.pipeline", "tilecute.transform"), 3.95),
         (("tilecute.codegen",), 4),

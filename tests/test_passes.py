@@ -25,13 +25,32 @@ def mm(A: T.Tensor((256, 128), "float16"), B: T.Tensor((128, 256), "float16"),
         Bs = T.alloc_shared((64, 128), "float16")
         acc = T.alloc_fragment((128, 128), "float32")
         T.clear(acc)
+        for k in T.Pipelined(2, num_stages=4):
+            T.copy(A[by * 128, k * 64], As)
+            T.copy(B[k * 64, bx * 128], Bs)
+            T.gemm(As, Bs, acc)
+        T.copy(acc, C[by * 128, bx * 128])
+"""
+GEMM_SYM = """
+M = T.symbolic("M")
+N = T.symbolic("N", multiple_of=8)
+
+@T.prim_func
+def mm(A: T.Tensor((M, 128), "float16"), B: T.Tensor((128, N), "float16"),
+       C: T.Tensor((M, N), "float16")):
+    with T.Kernel(T.ceildiv(N, 128), T.ceildiv(M, 128), threads=128) as (bx, by):
+        As = T.alloc_shared((128, 64), "float16")
+        Bs = T.alloc_shared((64, 128), "float16")
+        acc = T.alloc_fragment((128, 128), "float32")
+        T.clear(acc)
         for k in T.Pipelined(2, num_stages=2):
             T.copy(A[by * 128, k * 64], As)
             T.copy(B[k * 64, bx * 128], Bs)
             T.gemm(As, Bs, acc)
         T.copy(acc, C[by * 128, bx * 128])
 """
-GEMM_WS = GEMM.replace("num_stages=2)", "num_stages=2, warp_specialize=True)")
+GEMM_WS = GEMM.replace("num_stages=4)", "num_stages=4, warp_specialize=True)")
+GEMM_NOWS = GEMM.replace("num_stages=4)", "num_stages=4, warp_specialize=False)")
 TILE = """
 @T.prim_func
 def rowcopy(A: T.Tensor((64, 64), "float32"), B: T.Tensor((64, 64), "float32")):
@@ -70,6 +89,31 @@ def changes(src: str, name: str, arch: str) -> str:
 
 
 CASES = [
+    ("rasterize", GEMM_SYM, "sm_90a", """\
+@@ -9,0 +10,6 @@
++        block_flat = bx + by * T.ceildiv(N, 128)
++        panel_first = block_flat // (16 * T.ceildiv(N, 128)) * 16
++        panel_offset = block_flat % (16 * T.ceildiv(N, 128))
++        panel_rows = T.if_then_else(panel_first + 16 <= T.ceildiv(M, 128), 16, T.ceildiv(M, 128) - panel_first)
++        bx1 = panel_offset // panel_rows
++        by1 = panel_offset % panel_rows + panel_first
+@@ -15,2 +21,2 @@
+-            T.copy(A[by * 128, k * 64], As)
+-            T.copy(B[k * 64, bx * 128], Bs)
++            T.copy(A[by1 * 128, k * 64], As)
++            T.copy(B[k * 64, bx1 * 128], Bs)
+@@ -18 +24 @@
+-        T.copy(acc, C[by * 128, bx * 128])
++        T.copy(acc, C[by1 * 128, bx1 * 128])
+"""),
+    ("stage_epilogue", GEMM, "sm_90a", """\
+@@ -9,0 +10 @@
++        acc_shared = T.alloc_shared((128, 128), "float16", layout=T.Layout("tma_swizzled", swizzle=128))
+@@ -15 +16,2 @@
+-        T.copy(acc, C[by * 128, bx * 128])
++        T.copy(acc, acc_shared)
++        T.copy(acc_shared, C[by * 128, bx * 128])
+"""),
     ("select_mma", GEMM, "sm_90a", """\
 @@ -7,3 +7,3 @@
 -        As = T.alloc_shared((128, 64), "float16")
@@ -80,11 +124,14 @@ CASES = [
 +        acc = T.alloc_fragment((128, 128), "float32", layout=T.Layout("mma", threads=128, mma="wgmma", warps=(1, 1)))
 """),
     ("lower_copies_to_tma", GEMM, "sm_90a", """\
-@@ -12,2 +12,2 @@
+@@ -13,2 +13,2 @@
 -            T.copy(A[by * 128, k * 64], As)
 -            T.copy(B[k * 64, bx * 128], Bs)
 +            T.tma_copy(A[by * 128, k * 64], As)
 +            T.tma_copy(B[k * 64, bx * 128], Bs)
+@@ -17 +17 @@
+-        T.copy(acc_shared, C[by * 128, bx * 128])
++        T.tma_copy(acc_shared, C[by * 128, bx * 128])
 """),
     ("warp_specialize", GEMM_WS, "sm_90a", """\
 @@ -6,3 +6,3 @@
@@ -92,54 +139,56 @@ CASES = [
 -        As = T.alloc_shared((128, 64), "float16", layout=T.Layout("tma_swizzled", swizzle=128))
 -        Bs = T.alloc_shared((64, 128), "float16", layout=T.Layout("tma_swizzled", swizzle=128))
 +    with T.Kernel(2, 2, threads=128, producer_threads=128) as (bx, by):
-+        As = T.alloc_shared((128, 64), "float16", layout=T.Layout("tma_swizzled", swizzle=128), stages=2)
-+        Bs = T.alloc_shared((64, 128), "float16", layout=T.Layout("tma_swizzled", swizzle=128), stages=2)
-@@ -9,0 +10,2 @@
-+        tc_bar0 = T.alloc_barrier(2, arrive_count=2)
-+        tc_bar1 = T.alloc_barrier(2, arrive_count=128)
-@@ -10,0 +13,7 @@
++        As = T.alloc_shared((128, 64), "float16", layout=T.Layout("tma_swizzled", swizzle=128), stages=4)
++        Bs = T.alloc_shared((64, 128), "float16", layout=T.Layout("tma_swizzled", swizzle=128), stages=4)
+@@ -10,0 +11,2 @@
++        tc_bar0 = T.alloc_barrier([2] * 4)
++        tc_bar1 = T.alloc_barrier([128] * 4)
+@@ -11,0 +14,7 @@
 +        if T.get_thread_binding(0) >= 128:
 +            if T.get_thread_binding(0) == 128:
 +                for tc_j0 in T.serial(2):
-+                    if tc_j0 >= 2:
-+                        T.mbarrier_wait_parity(tc_bar1[tc_j0 % 2], tc_j0 // 2 + 1 & 1)
-+                    T.tma_copy(A[by * 128, tc_j0 * 64], As, barrier=tc_bar0[tc_j0 % 2], stage=tc_j0 % 2)
-+                    T.tma_copy(B[tc_j0 * 64, bx * 128], Bs, barrier=tc_bar0[tc_j0 % 2], stage=tc_j0 % 2)
-@@ -12,3 +21,4 @@
++                    if tc_j0 >= 4:
++                        T.mbarrier_wait_parity(tc_bar1[tc_j0 % 4], tc_j0 // 4 + 1 & 1)
++                    T.tma_copy(A[by * 128, tc_j0 * 64], As, barrier=tc_bar0[tc_j0 % 4], stage=tc_j0 % 4)
++                    T.tma_copy(B[tc_j0 * 64, bx * 128], Bs, barrier=tc_bar0[tc_j0 % 4], stage=tc_j0 % 4)
+@@ -13,3 +22,4 @@
 -            T.tma_copy(A[by * 128, k * 64], As)
 -            T.tma_copy(B[k * 64, bx * 128], Bs)
 -            T.gemm(As, Bs, acc, transpose_A=False, transpose_B=False, clear_accum=False)
-+            T.mbarrier_wait_parity(tc_bar0[k % 2], k // 2 & 1)
++            T.mbarrier_wait_parity(tc_bar0[k % 4], k // 4 & 1)
 +            T.gemm(As, Bs, acc, transpose_A=False, transpose_B=False, clear_accum=False, wg_wait=1)
 +            if k > 0:
-+                T.mbarrier_arrive(tc_bar1[(k + 1) % 2])
++                T.mbarrier_arrive(tc_bar1[(k + 3) % 4])
 """),
-    ("pipeline_tma_loads", GEMM, "sm_90a", """\
+    ("pipeline_tma_loads", GEMM_NOWS, "sm_90a", """\
 @@ -7,2 +7,2 @@
 -        As = T.alloc_shared((128, 64), "float16", layout=T.Layout("tma_swizzled", swizzle=128))
 -        Bs = T.alloc_shared((64, 128), "float16", layout=T.Layout("tma_swizzled", swizzle=128))
-+        As = T.alloc_shared((128, 64), "float16", layout=T.Layout("tma_swizzled", swizzle=128), stages=2)
-+        Bs = T.alloc_shared((64, 128), "float16", layout=T.Layout("tma_swizzled", swizzle=128), stages=2)
-@@ -9,0 +10,2 @@
-+        tc_bar0 = T.alloc_barrier(2, arrive_count=2)
-+        tc_bar1 = T.alloc_barrier(2, arrive_count=128)
-@@ -10,0 +13,2 @@
++        As = T.alloc_shared((128, 64), "float16", layout=T.Layout("tma_swizzled", swizzle=128), stages=4)
++        Bs = T.alloc_shared((64, 128), "float16", layout=T.Layout("tma_swizzled", swizzle=128), stages=4)
+@@ -10,0 +11,2 @@
++        tc_bar0 = T.alloc_barrier([2] * 4)
++        tc_bar1 = T.alloc_barrier([128] * 4)
+@@ -11,0 +14,4 @@
 +        T.tma_copy(A[by * 128, 0 * 64], As, barrier=tc_bar0, stage=0)
 +        T.tma_copy(B[0 * 64, bx * 128], Bs, barrier=tc_bar0, stage=0)
-@@ -12,3 +16,10 @@
++        T.tma_copy(A[by * 128, 1 * 64], As, barrier=tc_bar0[1], stage=1)
++        T.tma_copy(B[1 * 64, bx * 128], Bs, barrier=tc_bar0[1], stage=1)
+@@ -13,3 +19,10 @@
 -            T.tma_copy(A[by * 128, k * 64], As)
 -            T.tma_copy(B[k * 64, bx * 128], Bs)
 -            T.gemm(As, Bs, acc, transpose_A=False, transpose_B=False, clear_accum=False)
-+            T.mbarrier_wait_parity(tc_bar0[k % 2], k // 2 & 1)
++            T.mbarrier_wait_parity(tc_bar0[k % 4], k // 4 & 1)
 +            T.gemm(As, Bs, acc, transpose_A=False, transpose_B=False, clear_accum=False, wg_wait=1)
 +            if k > 0:
-+                T.mbarrier_arrive(tc_bar1[(k + 1) % 2])
-+            if k + 1 < 2:
++                T.mbarrier_arrive(tc_bar1[(k + 3) % 4])
++            if k + 3 < 2:
 +                if T.get_thread_binding(0) == 0:
 +                    if k > 0:
-+                        T.mbarrier_wait_parity(tc_bar1[(k + 1) % 2], (k - 1) // 2 & 1)
-+                    T.tma_copy(A[by * 128, (k + 1) * 64], As, barrier=tc_bar0[(k + 1) % 2], stage=(k + 1) % 2)
-+                    T.tma_copy(B[(k + 1) * 64, bx * 128], Bs, barrier=tc_bar0[(k + 1) % 2], stage=(k + 1) % 2)
++                        T.mbarrier_wait_parity(tc_bar1[(k + 3) % 4], (k - 1) // 4 & 1)
++                    T.tma_copy(A[by * 128, (k + 3) * 64], As, barrier=tc_bar0[(k + 3) % 4], stage=(k + 3) % 4)
++                    T.tma_copy(B[(k + 3) * 64, bx * 128], Bs, barrier=tc_bar0[(k + 3) % 4], stage=(k + 3) % 4)
 """),
     ("lower_tile_ops", TILE, "sm_80", """\
 @@ -9,2 +9,6 @@
@@ -193,36 +242,39 @@ CASES = [
     ("split_roles", GEMM_WS, "sm_90a", """\
 @@ -9 +8,0 @@
 -        acc = T.alloc_fragment((128, 128), "float32", layout=T.Layout("mma", threads=128, mma="wgmma", warps=(1, 1)))
-@@ -12,3 +10,0 @@
+@@ -13,3 +11,0 @@
 -        for i1 in T.Parallel(128, vector_width=1):
 -            for i2 in T.Parallel(128, vector_width=2):
 -                acc[i1, i2] = T.float32(0.0)
-@@ -15,0 +12 @@
+@@ -16,0 +13 @@
 +            T.set_max_nreg(40, 0)
-@@ -22,8 +19,14 @@
--        for k in T.Pipelined(2, num_stages=2, warp_specialize=True):
--            T.mbarrier_wait_parity(tc_bar0[k % 2], k // 2 & 1)
+@@ -23,9 +20,15 @@
+-        for k in T.Pipelined(2, num_stages=4, warp_specialize=True):
+-            T.mbarrier_wait_parity(tc_bar0[k % 4], k // 4 & 1)
 -            T.gemm(As, Bs, acc, transpose_A=False, transpose_B=False, clear_accum=False, wg_wait=1)
 -            if k > 0:
--                T.mbarrier_arrive(tc_bar1[(k + 1) % 2])
+-                T.mbarrier_arrive(tc_bar1[(k + 3) % 4])
 -        for i3 in T.Parallel(128, vector_width=1):
 -            for i4 in T.Parallel(128, vector_width=2):
--                C[by * 128 + i3, bx * 128 + i4] = T.Cast("float16", acc[i3, i4])
+-                acc_shared[i3, i4] = T.Cast("float16", acc[i3, i4])
+-        T.tma_copy(acc_shared, C[by * 128, bx * 128])
 +        else:
 +            T.set_max_nreg(256, 1)
 +            acc = T.alloc_fragment((128, 128), "float32", layout=T.Layout("mma", threads=128, mma="wgmma", warps=(1, 1)))
 +            for i1 in T.Parallel(128, vector_width=1):
 +                for i2 in T.Parallel(128, vector_width=2):
 +                    acc[i1, i2] = T.float32(0.0)
-+            for k in T.Pipelined(2, num_stages=2, warp_specialize=True):
-+                T.mbarrier_wait_parity(tc_bar0[k % 2], k // 2 & 1)
++            for k in T.Pipelined(2, num_stages=4, warp_specialize=True):
++                T.mbarrier_wait_parity(tc_bar0[k % 4], k // 4 & 1)
 +                T.gemm(As, Bs, acc, transpose_A=False, transpose_B=False, clear_accum=False, wg_wait=1)
 +                if k > 0:
-+                    T.mbarrier_arrive(tc_bar1[(k + 1) % 2])
++                    T.mbarrier_arrive(tc_bar1[(k + 3) % 4])
 +            for i3 in T.Parallel(128, vector_width=1):
 +                for i4 in T.Parallel(128, vector_width=2):
-+                    C[by * 128 + i3, bx * 128 + i4] = T.Cast("float16", acc[i3, i4])
++                    acc_shared[i3, i4] = T.Cast("float16", acc[i3, i4])
++            T.tma_copy(acc_shared, C[by * 128, bx * 128])
 """),
+
 ]
 
 
@@ -267,20 +319,24 @@ def test_assign_tma_descriptors_names_one_per_tensor_and_box():
     assert print_func(after) == print_func(before)  # the printer does not show descriptors
     scope = after.kernels[0]
     assert [(d.name, d.tensor, d.spec.box, d.spec.swizzle) for d in scope.tma_descriptors] == [
-        ("A_desc", "A", (128, 64), 128), ("B_desc", "B", (64, 64), 128)]
+        ("A_desc", "A", (128, 64), 128), ("B_desc", "B", (64, 64), 128),
+        ("C_desc", "C", (128, 64), 128)]  # the epilogue's TMA store, in 64-column chunks
     copies = [s for s in walk_stmts(scope.body) if isinstance(s, N.TmaCopy)]
-    assert {(c.src.buffer, c.desc) for c in copies} == {("A", "A_desc"), ("B", "B_desc")}
+    assert {(c.src.buffer, c.dst.buffer, c.desc) for c in copies} == {
+        ("A", "As", "A_desc"), ("B", "Bs", "B_desc"), ("acc_shared", "C", "C_desc")}
 
 
 def test_assign_shared_memory_places_stages_and_checks_the_arch_limit():
     _, after = before_and_after(GEMM, "assign_shared_memory", "sm_90a")
     scope = after.kernels[0]
     slots = {s.buffer.name: s.slot for s in scope.body if isinstance(s, N.Allocate) and s.slot}
-    # two 16 KiB stages each for As and Bs (1024-aligned, swizzled), then the mbarriers
+    # four 16 KiB stages each for As and Bs (1024-aligned, swizzled), the epilogue's tile,
+    # then the mbarriers
     assert (slots["As"].offset, slots["As"].stride, slots["As"].align) == (0, 16384, 1024)
-    assert (slots["Bs"].offset, slots["Bs"].stride) == (32768, 16384)
-    assert slots["tc_bar0"].offset == 65536 and slots["tc_bar0"].align == 128
-    assert scope.shared_bytes == slots["tc_bar1"].offset + 16
+    assert (slots["Bs"].offset, slots["Bs"].stride) == (65536, 16384)
+    assert (slots["acc_shared"].offset, slots["acc_shared"].stride) == (131072, 32768)
+    assert slots["tc_bar0"].offset == 163840 and slots["tc_bar0"].align == 128
+    assert scope.shared_bytes == slots["tc_bar1"].offset + 32
     big = """
 @T.prim_func
 def big(A: T.Tensor((51200,), "float32")):

@@ -150,7 +150,7 @@ def test_gemm_warp_policy_arranges_the_warps(arch, m, n, threads, policy, warps,
 
 def test_gemm_warp_policy_that_cannot_tile_is_an_error():
     with pytest.raises(ValueError, match=r"no arrangement of 2 warpgroup\(s\) tiles 64 x 128 with "
-                                         r"policy FullRow"):
+                                         r"policy FullRow: M = 64 is not a multiple of 64 x 2"):
         lower(_gemm(64, 128, 256, T.GemmWarpPolicy.FullRow), "sm_90a")
 
 

@@ -11,7 +11,7 @@ from typing import Optional
 from ..ir import nodes as N
 from ..ir.visitor import walk_nodes, walk_stmts  # noqa: F401
 from ..runtime.dtypes import DTYPES
-from ..target import arch_at_least  # noqa: F401
+from ..target import TMA_MAX_BOX, TMA_MAX_RANK, arch_at_least  # noqa: F401
 
 Range = tuple[Optional[int], Optional[int]]  # inclusive bounds, None = unknown
 
@@ -193,3 +193,59 @@ def accesses(body):
 def all_names(func: N.PrimFunc) -> set[str]:
     """Every variable and buffer name in ``func`` (fresh names avoid them)."""
     return {n.name for n in walk_nodes(func) if isinstance(n, (N.Var, N.Buffer))}
+
+
+# ---- TMA ---------------------------------------------------------------------------------
+def tma_box(glob: N.Buffer, region: N.Region, shared: N.Buffer, swizzle: int) -> tuple | str:
+    """The box (tensor axis order) of a TMA copy between ``region`` of global ``glob``
+    and the whole shared buffer ``shared``, or why TMA cannot do it.  With a swizzle the
+    box is one ``swizzle``-byte chunk of the tile's last dim; the copy moves the tile as
+    consecutive boxes (the ``tma_swizzled`` layout stores the chunks one after another)."""
+    if glob.dtype != shared.dtype:
+        return f"the dtypes differ ({glob.dtype} and {shared.dtype}); TMA does not convert"
+    if not 1 <= glob.ndim <= TMA_MAX_RANK:
+        return f"'{glob.name}' has {glob.ndim} dims; TMA tensors have 1 to {TMA_MAX_RANK}"
+    tile = [int(d.value) for d in shared.shape]
+    if region.extents is not None:  # the region's unit dims may stand anywhere
+        ext = [int(e.value) if isinstance(e, N.Const) else None for e in region.extents]
+        if None in ext or squeeze(ext) != squeeze(tile):
+            return f"the region's extents {ext} are not the shared tile's {tile}"
+        box = tuple(ext)
+    else:  # a region origin: the tile's dims are the tensor's last ones
+        while len(tile) > glob.ndim and tile[0] == 1:
+            tile.pop(0)
+        if len(tile) > glob.ndim:
+            return f"the shared tile has more dims than '{glob.name}'"
+        box = (1,) * (glob.ndim - len(tile)) + tuple(tile)
+    esize = DTYPES[glob.dtype].bytes
+    if swizzle and box[-1] * esize % swizzle:
+        return (f"a {swizzle}-byte TMA swizzle copies rows in {swizzle}-byte chunks; the box's "
+                f"rows have {box[-1] * esize} bytes")
+    if swizzle:  # one box per chunk of the last dim
+        box = box[:-1] + (swizzle // esize,)
+    if any(b > TMA_MAX_BOX for b in box):
+        return f"box {list(box)} has a dim above {TMA_MAX_BOX}"
+    strides = row_major_strides(glob)
+    if not (isinstance(strides[-1], N.Const) and strides[-1].value == 1):
+        return f"the last dim of '{glob.name}' is not contiguous (stride 1)"
+    for d, st in enumerate(strides[:-1]):
+        if known_multiple(st) * esize % 16:
+            return (f"stride {d} of '{glob.name}' is not known to be a multiple of 16 bytes "
+                    "(declare the extents with T.symbolic(..., multiple_of=...))")
+    inner = box[-1] * esize
+    if inner % 16:
+        return f"the box's inner dim is {inner} bytes, not a multiple of 16"
+    return box
+
+
+def whole(r: N.Region, buf: N.Buffer) -> bool:
+    """Does region ``r`` cover all of ``buf``?"""
+    if not all(isinstance(x, N.Const) and x.value == 0 for x in r.starts):
+        return False
+    return r.extents is None or tuple(r.extents) == tuple(buf.shape)
+
+
+def tma_swizzle(alloc: N.Allocate | None) -> int:
+    """The TMA swizzle (bytes) of a shared allocation, 0 for none."""
+    layout = alloc.layout if alloc is not None else None
+    return layout.swizzle if layout is not None and layout.kind == "tma_swizzled" else 0

@@ -12,8 +12,9 @@ from typing import Callable
 from ..ir import nodes as N
 from ..ir.validate import validate
 from ..options import check_options
-from . import (insert_barriers, layout_inference, lower_tile_ops, select_mma, shared_memory,
-               software_pipeline, tma_copies, tma_descriptors, vectorize, warp_specialize)
+from . import (insert_barriers, layout_inference, lower_tile_ops, rasterize, select_mma,
+               shared_epilogue, shared_memory, software_pipeline, tma_copies, tma_descriptors,
+               vectorize, warp_specialize)
 from .launch_abi import KernelPlan, build_abi
 
 
@@ -32,6 +33,8 @@ PASSES = (
     Pass("validate", _validate),
     Pass("select_mma", lambda f, arch, o: select_mma.select_mma(
         f, arch, wgmma=not o.get("disable_wgmma", False))),
+    Pass("rasterize", lambda f, arch, o: rasterize.rasterize(f, o)),
+    Pass("stage_epilogue", lambda f, arch, o: shared_epilogue.stage_epilogue(f, arch, o)),
     Pass("lower_copies_to_tma", lambda f, arch, o: tma_copies.lower_copies_to_tma(
         f, arch, auto=not o.get("disable_tma", False))),
     Pass("warp_specialize", lambda f, arch, o: warp_specialize.warp_specialize(f, arch)),

@@ -162,11 +162,15 @@ class _Kernel:
             wg = self.threads // WARPGROUP
             warps = wgmma_warps(m, n, wg, s.policy)
             if warps is None:
+                why = []
+                if s.policy != "FullCol":
+                    why.append(f"M = {m} is not a multiple of 64 x {wg} warpgroups along M")
+                if s.policy != "FullRow":
+                    why.append(f"N = {n} does not split into {wg} warpgroups of a multiple of 8 "
+                               "columns (up to 256)")
                 self.fail(s, f"no arrangement of {wg} warpgroup(s) tiles {m} x {n} with "
-                             f"policy {s.policy}: each warpgroup takes 64-row steps and a "
-                             "multiple of 8 columns up to 256 (along M: M a multiple of "
-                             f"{64 * wg}; along N: N / {wg} a multiple of 8); change the tile, "
-                             "the thread count or the policy")
+                             f"policy {s.policy}: {' and '.join(why)}; each warpgroup takes "
+                             "64-row steps; change the tile, the thread count or the policy")
         else:
             if self.threads % WARP:
                 self.fail(s, f"mma.sync runs on whole warps; the block has {self.threads} threads")

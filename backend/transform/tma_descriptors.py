@@ -12,8 +12,8 @@ from ..ir import nodes as N
 from ..ir.visitor import StmtMutator
 from ..runtime.abi import TmaSpec
 from ..target import arch_at_least
-from .analysis import all_names
-from .tma_copies import TmaError, tma_box, tma_swizzle, whole
+from .analysis import all_names, tma_box, tma_swizzle, whole
+from .tma_copies import TmaError
 
 L2_PROMOTION = 128  # bytes, as CuTe's own TMA atoms encode it
 

@@ -1,0 +1,95 @@
+"""The GEMM epilogue through shared memory (sm_90+, by default): ``T.copy(acc, C[...])``
+from a T.gemm accumulator straight to global memory becomes
+
+    acc_s = T.alloc_shared((M, N), C.dtype, layout=T.Layout("tma_swizzled", swizzle=...))
+    T.copy(acc, acc_s)           # registers -> a swizzled shared tile (register pairs)
+    T.copy(acc_s, C[...])        # -> one TMA store (the TMA pass lowers it)
+
+where TMA can store the tile and the block's shared memory (the pipelined loops' stages
+counted) still fits without fewer blocks fitting on an SM.  What experts write by hand for the last few percent of a GEMM
+(``examples/gemm.py``, ``epilogue="shared"``); the compile option
+``disable_shared_epilogue`` keeps the direct copy.  The new allocation and copies are
+visible in the printed IR."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ..ir import nodes as N
+from ..ir.visitor import walk_stmts
+from ..runtime.dtypes import DTYPES
+from ..target import TMA_SWIZZLES, arch_at_least, target
+from .analysis import all_names, stage_bytes, tma_box, whole
+
+BARRIER_SLACK = 1024  # bytes the TMA passes may still add (mbarriers, alignment)
+
+
+def _accumulator(a: N.Allocate | None) -> bool:
+    return a is not None and a.buffer.scope == "fragment" and a.layout is not None and \
+        a.layout.kind == "mma" and a.layout.operand == ""
+
+
+def _estimate(scope: N.KernelScope) -> int:
+    """Shared bytes of a kernel once its pipelined loops multi-buffer their loads."""
+    stages: dict[str, int] = {}
+    for s in walk_stmts(scope.body):
+        if isinstance(s, N.For) and s.kind == "pipelined":
+            for t in s.body:
+                if isinstance(t, N.Copy):
+                    stages[t.dst.buffer] = max(stages.get(t.dst.buffer, 1), s.num_stages)
+    total = 0
+    for a in scope.body:
+        if isinstance(a, N.Allocate) and a.buffer.scope == "shared":
+            align = 1024 if a.layout is not None and a.layout.kind == "tma_swizzled" else 128
+            total = -(-total // align) * align + stage_bytes(a.buffer) * stages.get(a.buffer.name, 1)
+    return total
+
+
+def _kernel(func: N.PrimFunc, scope: N.KernelScope, arch: str, names: set[str]) -> N.KernelScope:
+    allocs = {s.buffer.name: s for s in scope.body if isinstance(s, N.Allocate)}
+    params = {p.name: p for p in func.params if isinstance(p, N.Buffer)}
+    t = target(arch)
+    used = _estimate(scope) + BARRIER_SLACK
+    # the tile may take what is left of the block's limit, and no more than keeps as many
+    # blocks on an SM as before (a shared epilogue is not worth half the occupancy)
+    blocks = max(1, t.shared_per_sm // max(used, 1))
+    budget = min(t.shared_per_block, t.shared_per_sm // blocks) - used
+    body = []
+    new_allocs = []
+    for s in scope.body:
+        if not (isinstance(s, N.Copy) and _accumulator(allocs.get(s.src.buffer))
+                and s.dst.buffer in params and whole(s.src, allocs[s.src.buffer].buffer)):
+            body.append(s)
+            continue
+        acc, glob = allocs[s.src.buffer].buffer, params[s.dst.buffer]
+        shape = tuple(acc.shape)
+        row_bytes = int(shape[-1].value) * DTYPES[glob.dtype].bytes
+        swizzle = next((w for w in TMA_SWIZZLES if row_bytes % w == 0), 0)
+        n = 0
+        while f"{acc.name}_shared{n or ''}" in names:
+            n += 1
+        name = f"{acc.name}_shared{n or ''}"
+        tile = N.Buffer(name, glob.dtype, shape, "shared")
+        size = stage_bytes(tile) + 1024
+        if not swizzle or size > budget or not isinstance(tma_box(glob, s.dst, tile, swizzle), tuple):
+            body.append(s)
+            continue
+        names.add(name)
+        budget -= size
+        whole_tile = N.Region(name, tuple(N.Const(0, "int32") for _ in shape))
+        new_allocs.append(N.Allocate(tile, N.Layout("tma_swizzled", swizzle=swizzle), loc=s.loc))
+        body += [N.Copy(s.src, whole_tile, loc=s.loc), N.Copy(whole_tile, s.dst, loc=s.loc)]
+    if not new_allocs:
+        return scope
+    last = max(i for i, s in enumerate(body) if isinstance(s, N.Allocate))
+    body[last + 1:last + 1] = new_allocs
+    return dataclasses.replace(scope, body=tuple(body))
+
+
+def stage_epilogue(func: N.PrimFunc, arch: str, options: dict) -> N.PrimFunc:
+    if not arch_at_least(arch, 90) or options.get("disable_tma") or \
+            options.get("disable_shared_epilogue"):
+        return func
+    names = all_names(func)
+    kernels = tuple(_kernel(func, k, arch, names) for k in func.kernels)
+    return dataclasses.replace(func, kernels=kernels)
