@@ -1,5 +1,7 @@
-"""Cache entries as the runtime sees them: the manifest, the safety check, verification,
-and the lazy-artifact protocol (how ``kernel.cubin`` joins an entry on first use).
+"""Cache entries as the runtime sees them: the manifest, the safety checks, verification,
+the cache's file locks (waits that end, naming the holder), the lazy-artifact protocol (how
+``kernel.cubin`` joins an entry on first use), and importing an entry's generated modules
+from their source, without bytecode files.
 
 An entry is a folder holding the artifacts of one compiled kernel under fixed names
 (``manifest.json``, ``host.py``, ``kernel_cute.py``, ``launcher.cpp``, ``launcher.so``,

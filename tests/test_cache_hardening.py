@@ -373,17 +373,23 @@ def test_clear_removes_dead_staging_folders_and_keeps_a_live_one(cache_dir):
     assert E.verify_entry(path) == []
 
 
-def test_a_lookup_during_a_lazy_publish_does_not_call_the_entry_damaged(cache_dir, monkeypatch):
+@pytest.mark.parametrize("look", ["lookup", "verify_all"])
+def test_a_look_during_a_lazy_publish_does_not_call_the_entry_damaged(cache_dir, monkeypatch,
+                                                                      look):
     """Between moving kernel.cubin in and recording it, the entry holds an unrecorded file;
-    a lookup then waits for the entry's lock and looks again."""
+    a lookup (or `tilecute cache verify`) then waits for the entry's lock and looks again."""
     key = key_for()
     path = cache.get_or_build(key, fake_build())
     real_write = E.write_manifest
     found = {}
+    expected = {"lookup": path, "verify_all": {key: []}}[look]
+
+    def look_at_it():
+        return cache.lookup(key) if look == "lookup" else cache.verify_all()
 
     def write_manifest_after_a_lookup(folder, manifest):
         assert (Path(folder) / "kernel.cubin").exists()  # moved in, not yet recorded
-        looker = threading.Thread(target=lambda: found.setdefault("path", cache.lookup(key)))
+        looker = threading.Thread(target=lambda: found.setdefault("path", look_at_it()))
         looker.start()
         looker.join(0.5)  # it waits for the entry's lock that publish_artifact holds
         real_write(folder, manifest)
@@ -392,7 +398,7 @@ def test_a_lookup_during_a_lazy_publish_does_not_call_the_entry_damaged(cache_di
     monkeypatch.setattr(E, "write_manifest", write_manifest_after_a_lookup)
     E.publish_artifact(path, "kernel.cubin", lambda d: Path(d, "kernel.cubin").write_bytes(b"cubin"))
     found["looker"].join(60)
-    assert found["path"] == path and E.verify_entry(path) == []
+    assert found["path"] == expected and E.verify_entry(path) == []
 
 
 # --- item 9: the launcher is checked when it is loaded --------------------------------------
