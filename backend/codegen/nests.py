@@ -85,7 +85,7 @@ class NestEmitter:
         elif mma:
             self.over_accumulator(loops, mma[0], depth)
         elif rows:
-            self.over_rows(loops[0], rows[0], depth)
+            self.over_rows(loops, rows[0], depth)
         else:
             self.spread(loops, depth)
         if loops[-1].async_copy:  # the nest's cp.async copies form one group
@@ -158,16 +158,24 @@ class NestEmitter:
         self.lanes(loops[-1], width, depth + 1)
         self.mma_reg = self.mma_frag = None
 
-    def over_rows(self, loop: N.For, frag: str, depth: int) -> None:
-        """``T.Parallel(M)`` over row fragments of an accumulator: each thread walks the
-        rows it holds (a quad holds each row, so its four threads compute the same)."""
+    def over_rows(self, loops, frag: str, depth: int) -> None:
+        """A nest whose first loop walks the rows of row fragments (``T.Parallel(M)``, or
+        ``T.Parallel(M, N)`` with no accumulator): each thread walks the rows it holds,
+        the other loops whole (the four threads of a quad hold a row: they compute the
+        same values and store the same ones)."""
         k, out = self.k, self.k.out
         q = out.fresh("q")
         out.line(depth, f"for {q} in cutlass.range_constexpr(cute.size({ident(frag)})):")
-        out.line(depth + 1, f"{ident(loop.var.name)} = {k.mma.rows[frag]}[{q}]")
-        k.ranges[loop.var.name] = (0, int(loop.extent.value) - 1)
+        depth += 1
+        out.line(depth, f"{ident(loops[0].var.name)} = {k.mma.rows[frag]}[{q}]")
+        k.ranges[loops[0].var.name] = (0, int(loops[0].extent.value) - 1)
+        for lp in loops[1:]:
+            start, stop = int(lp.start.value), int(lp.start.value + lp.extent.value)
+            out.line(depth, f"for {ident(lp.var.name)} in cutlass.range({start}, {stop}):")
+            k.ranges[lp.var.name] = (start, stop - 1)
+            depth += 1
         self.row_reg = q
-        self.lanes(loop, 1, depth + 1)
+        self.lanes(loops[-1], 1, depth)
         self.row_reg = None
 
     def replicated(self, loops, depth: int) -> None:
