@@ -248,12 +248,13 @@ CASES = [
 -                acc[i1, i2] = T.float32(0.0)
 @@ -16,0 +13 @@
 +            T.set_max_nreg(40, 0)
-@@ -23,9 +20,15 @@
+@@ -23,10 +20,16 @@
 -        for k in T.Pipelined(2, num_stages=4, warp_specialize=True):
 -            T.mbarrier_wait_parity(tc_bar0[k % 4], k // 4 & 1)
 -            T.gemm(As, Bs, acc, transpose_A=False, transpose_B=False, clear_accum=False, wg_wait=1)
 -            if k > 0:
 -                T.mbarrier_arrive(tc_bar1[(k + 3) % 4])
+-        T.sync_threads()
 -        for i3 in T.Parallel(128, vector_width=1):
 -            for i4 in T.Parallel(128, vector_width=2):
 -                acc_shared[i3, i4] = T.Cast("float16", acc[i3, i4])
@@ -269,6 +270,7 @@ CASES = [
 +                T.gemm(As, Bs, acc, transpose_A=False, transpose_B=False, clear_accum=False, wg_wait=1)
 +                if k > 0:
 +                    T.mbarrier_arrive(tc_bar1[(k + 3) % 4])
++            T.sync_threads()
 +            for i3 in T.Parallel(128, vector_width=1):
 +                for i4 in T.Parallel(128, vector_width=2):
 +                    acc_shared[i3, i4] = T.Cast("float16", acc[i3, i4])
@@ -326,16 +328,27 @@ def test_assign_tma_descriptors_names_one_per_tensor_and_box():
         ("A", "As", "A_desc"), ("B", "Bs", "B_desc"), ("acc_shared", "C", "C_desc")}
 
 
+def test_insert_barriers_orders_buffers_that_share_bytes():
+    # the epilogue tile reuses the stages' bytes: every warpgroup's MMAs must be done with
+    # them before any thread writes it
+    _, after = before_and_after(GEMM_NOWS, "insert_barriers", "sm_90a")
+    body = after.kernels[0].body
+    (loop,) = [i for i, s in enumerate(body) if isinstance(s, N.For) and s.kind == "pipelined"]
+    assert isinstance(body[loop + 1], N.Barrier)
+    assert any(isinstance(s, N.Store) and s.buffer == "acc_shared" for s in walk_stmts(body[loop + 2:]))
+
+
 def test_assign_shared_memory_places_stages_and_checks_the_arch_limit():
     _, after = before_and_after(GEMM, "assign_shared_memory", "sm_90a")
     scope = after.kernels[0]
     slots = {s.buffer.name: s.slot for s in scope.body if isinstance(s, N.Allocate) and s.slot}
-    # four 16 KiB stages each for As and Bs (1024-aligned, swizzled), the epilogue's tile,
-    # then the mbarriers
+    # four 16 KiB stages each for As and Bs (1024-aligned, swizzled); the epilogue's tile,
+    # alive only after the main loop, on the bytes of As's stages; then the mbarriers,
+    # alive throughout
     assert (slots["As"].offset, slots["As"].stride, slots["As"].align) == (0, 16384, 1024)
     assert (slots["Bs"].offset, slots["Bs"].stride) == (65536, 16384)
-    assert (slots["acc_shared"].offset, slots["acc_shared"].stride) == (131072, 32768)
-    assert slots["tc_bar0"].offset == 163840 and slots["tc_bar0"].align == 128
+    assert (slots["acc_shared"].offset, slots["acc_shared"].stride) == (0, 32768)
+    assert slots["tc_bar0"].offset == 131072 and slots["tc_bar0"].align == 128
     assert scope.shared_bytes == slots["tc_bar1"].offset + 32
     big = """
 @T.prim_func

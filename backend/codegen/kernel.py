@@ -262,6 +262,7 @@ class KernelEmitter:
 
     # ---- barriers and TMA -----------------------------------------------------------------
     def barrier(self, s: N.Barrier, depth: int, guarded: bool) -> None:
+        self.mma.drain(depth)  # wgmma reads of shared memory end before the block moves on
         if s.wait_async:
             self.out.line(depth, "cute.arch.cp_async_wait_group(0)")
         if self.mma.proxy_fence:  # shared writes become visible to wgmma's (async proxy) reads

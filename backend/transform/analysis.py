@@ -195,6 +195,33 @@ def all_names(func: N.PrimFunc) -> set[str]:
     return {n.name for n in walk_nodes(func) if isinstance(n, (N.Var, N.Buffer))}
 
 
+def buffers_used(s) -> set[str]:
+    """Every buffer statement ``s`` names (nested statements included)."""
+    out: set[str] = set()
+    for x in walk_nodes(s):
+        if isinstance(x, (N.Load, N.Store, N.Region)):
+            out.add(x.buffer)
+        elif isinstance(x, N.Gemm):
+            out.update((x.a, x.b, x.c))
+        elif isinstance(x, N.Reduce):
+            out.update(b for b in (x.src, x.dst, x.scratch) if b)
+        elif isinstance(x, N.Clear):
+            out.add(x.buffer)
+    return out
+
+
+def lifetimes(scope: N.KernelScope) -> dict[str, tuple[int, int]]:
+    """First and last top-level statement of the kernel that uses each buffer."""
+    out: dict[str, tuple[int, int]] = {}
+    for i, s in enumerate(scope.body):
+        if isinstance(s, N.Allocate):
+            continue
+        for b in buffers_used(s):
+            lo, _ = out.get(b, (i, i))
+            out[b] = (lo, i)
+    return out
+
+
 # ---- TMA ---------------------------------------------------------------------------------
 def tma_box(glob: N.Buffer, region: N.Region, shared: N.Buffer, swizzle: int) -> tuple | str:
     """The box (tensor axis order) of a TMA copy between ``region`` of global ``glob``

@@ -3,7 +3,8 @@ shared buffer, and the waits for cp.async copies.
 
 Threads of a nest touch shared elements in the nest's own mapping, so a statement that
 reads a shared buffer written by an earlier statement (or writes one an earlier statement
-read or wrote) since the last barrier needs a barrier first.  A barrier that follows a
+read or wrote) since the last barrier needs a barrier first; buffers the shared-memory pass
+placed on the same bytes count as one.  A barrier that follows a
 cp.async copy nest waits for the copies (``wait_async=True``).  Loop bodies run again
 after their end, so a body starts from the union of the state before the loop and the
 body's own accesses.  Fragments and locals are per thread and need none.
@@ -15,6 +16,7 @@ import dataclasses
 
 from ..ir import nodes as N
 from .analysis import accesses, parallel_nest
+from .shared_memory import overlapping
 
 
 class _State:
@@ -36,15 +38,19 @@ class _State:
 class _Sync:
     def __init__(self, scope: N.KernelScope):
         self.shared = {s.buffer.name for s in _allocs(scope.body) if s.buffer.scope == "shared"}
+        self.aliases = overlapping(scope)  # buffers placed on the same bytes
 
     def touches(self, s):
-        """Shared buffers ``s`` reads and writes, and whether its writes are cp.async."""
+        """Shared buffers ``s`` reads and writes (a write touches every buffer on the same
+        bytes too), and whether its writes are cp.async."""
         if isinstance(s, N.Reduce):
             return set(), set(), False  # its scratch is synchronised inside the helper
         reads, writes = set(), set()
         for b, _, w in accesses([s]):
             if b in self.shared:
                 (writes if w else reads).add(b)
+        for b in list(writes):
+            writes |= self.aliases.get(b, set())
         return reads, writes, isinstance(s, N.For) and parallel_nest(s)[-1].async_copy
 
     def block(self, body, st: _State) -> tuple:
@@ -96,7 +102,7 @@ class _Sync:
             st.written.clear()
             st.read.clear()
             st.read.add(s.src.buffer)
-        elif s.dst.buffer in st.read or s.dst.buffer in st.written:
+        elif ({s.dst.buffer} | self.aliases.get(s.dst.buffer, set())) & (st.read | set(st.written)):
             out.append(N.Barrier(any(st.written.values()), loc=s.loc))
             st.written.clear()
             st.read.clear()

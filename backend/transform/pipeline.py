@@ -44,9 +44,9 @@ PASSES = (
     Pass("lower_tile_ops", lambda f, arch, o: lower_tile_ops.lower_tile_ops(f)),
     Pass("infer_layouts", lambda f, arch, o: layout_inference.infer_layouts(f)),
     Pass("vectorize", lambda f, arch, o: vectorize.vectorize(f, arch)),
+    Pass("assign_shared_memory", lambda f, arch, o: shared_memory.assign_shared_memory(f, arch)),
     Pass("insert_barriers", lambda f, arch, o: insert_barriers.insert_barriers(f)),
     Pass("split_roles", lambda f, arch, o: warp_specialize.split_roles(f, arch)),
-    Pass("assign_shared_memory", lambda f, arch, o: shared_memory.assign_shared_memory(f, arch)),
 )
 
 

@@ -6,7 +6,8 @@ from a T.gemm accumulator straight to global memory becomes
     T.copy(acc_s, C[...])        # -> one TMA store (the TMA pass lowers it)
 
 where TMA can store the tile and the block's shared memory (the pipelined loops' stages
-counted) still fits without fewer blocks fitting on an SM.  What experts write by hand for the last few percent of a GEMM
+counted, less the bytes of buffers dead by then, which the tile reuses) still fits without
+fewer blocks fitting on an SM.  What experts write by hand for the last few percent of a GEMM
 (``examples/gemm.py``, ``epilogue="shared"``); the compile option
 ``disable_shared_epilogue`` keeps the direct copy.  The new allocation and copies are
 visible in the printed IR."""
@@ -19,7 +20,7 @@ from ..ir import nodes as N
 from ..ir.visitor import walk_stmts
 from ..runtime.dtypes import DTYPES
 from ..target import TMA_SWIZZLES, arch_at_least, target
-from .analysis import all_names, stage_bytes, tma_box, whole
+from .analysis import all_names, lifetimes, stage_bytes, tma_box, whole
 
 BARRIER_SLACK = 1024  # bytes the TMA passes may still add (mbarriers, alignment)
 
@@ -29,34 +30,38 @@ def _accumulator(a: N.Allocate | None) -> bool:
         a.layout.kind == "mma" and a.layout.operand == ""
 
 
-def _estimate(scope: N.KernelScope) -> int:
-    """Shared bytes of a kernel once its pipelined loops multi-buffer their loads."""
+def _estimate(scope: N.KernelScope) -> dict[str, int]:
+    """Bytes of each shared buffer once the pipelined loops multi-buffer their loads (and
+    the alignment padding before it)."""
     stages: dict[str, int] = {}
     for s in walk_stmts(scope.body):
         if isinstance(s, N.For) and s.kind == "pipelined":
             for t in s.body:
                 if isinstance(t, N.Copy):
                     stages[t.dst.buffer] = max(stages.get(t.dst.buffer, 1), s.num_stages)
-    total = 0
+    out = {}
     for a in scope.body:
         if isinstance(a, N.Allocate) and a.buffer.scope == "shared":
             align = 1024 if a.layout is not None and a.layout.kind == "tma_swizzled" else 128
-            total = -(-total // align) * align + stage_bytes(a.buffer) * stages.get(a.buffer.name, 1)
-    return total
+            out[a.buffer.name] = align + stage_bytes(a.buffer) * stages.get(a.buffer.name, 1)
+    return out
 
 
 def _kernel(func: N.PrimFunc, scope: N.KernelScope, arch: str, names: set[str]) -> N.KernelScope:
     allocs = {s.buffer.name: s for s in scope.body if isinstance(s, N.Allocate)}
     params = {p.name: p for p in func.params if isinstance(p, N.Buffer)}
     t = target(arch)
-    used = _estimate(scope) + BARRIER_SLACK
+    sizes = _estimate(scope)
+    alive = lifetimes(scope)
+    used = sum(sizes.values()) + BARRIER_SLACK
     # the tile may take what is left of the block's limit, and no more than keeps as many
-    # blocks on an SM as before (a shared epilogue is not worth half the occupancy)
+    # blocks on an SM as before (a shared epilogue is not worth half the occupancy); it
+    # reuses the bytes of buffers no longer alive (the main loop's stages)
     blocks = max(1, t.shared_per_sm // max(used, 1))
     budget = min(t.shared_per_block, t.shared_per_sm // blocks) - used
     body = []
     new_allocs = []
-    for s in scope.body:
+    for i, s in enumerate(scope.body):
         if not (isinstance(s, N.Copy) and _accumulator(allocs.get(s.src.buffer))
                 and s.dst.buffer in params and whole(s.src, allocs[s.src.buffer].buffer)):
             body.append(s)
@@ -70,7 +75,8 @@ def _kernel(func: N.PrimFunc, scope: N.KernelScope, arch: str, names: set[str]) 
             n += 1
         name = f"{acc.name}_shared{n or ''}"
         tile = N.Buffer(name, glob.dtype, shape, "shared")
-        size = stage_bytes(tile) + 1024
+        dead = sum(size for b, size in sizes.items() if alive.get(b, (i, i))[1] < i)
+        size = max(0, stage_bytes(tile) + 1024 - dead)
         if not swizzle or size > budget or not isinstance(tma_box(glob, s.dst, tile, swizzle), tuple):
             body.append(s)
             continue

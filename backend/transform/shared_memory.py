@@ -1,11 +1,15 @@
-"""Shared-memory layout, the last pass: each shared buffer of a kernel gets its place in
-the block's dynamic shared memory (``Allocate.slot``), and the kernel its total
+"""Shared-memory layout: each shared buffer of a kernel gets its place in the block's
+dynamic shared memory (``Allocate.slot``), and the kernel its total
 (``KernelScope.shared_bytes``), checked against what a block of the target may use.
+Runs before the barrier pass, which orders the threads around buffers that share bytes.
 
-Buffers are placed in allocation order (shared allocations stand at the kernel's top
-level), each at a multiple of its alignment: 128 bytes (swizzles, cp.async), 1024 for a
-TMA-swizzled buffer.  A buffer with ``stages`` holds that many copies, ``stride`` bytes
-apart (one stage rounded up to the alignment)."""
+Buffers are placed in allocation order, each at the lowest offset (a multiple of its
+alignment: 128 bytes, 1024 for a TMA-swizzled buffer) where it overlaps no buffer that is
+alive at the same time.  A buffer is alive from the first to the last top-level statement
+of the kernel that uses it (a loop or a branch counts as one statement), so a GEMM's
+epilogue tile reuses the bytes of the main loop's stages.  Mbarrier arrays live the whole
+kernel.  A buffer with ``stages`` holds that many copies, ``stride`` bytes apart (one
+stage rounded up to the alignment)."""
 
 from __future__ import annotations
 
@@ -13,7 +17,7 @@ import dataclasses
 
 from ..ir import nodes as N
 from ..target import SHARED_ALIGN, TMA_SWIZZLE_ALIGN, target
-from .analysis import stage_bytes
+from .analysis import lifetimes, stage_bytes
 
 
 class SharedMemoryError(ValueError):
@@ -36,17 +40,39 @@ def _round_up(x: int, align: int) -> int:
 
 def place(scope: N.KernelScope) -> N.KernelScope:
     """``scope`` with a slot on each shared allocation and its total bytes."""
-    slots, total = {}, 0
+    forever = (-1, len(scope.body))
+    alive = lifetimes(scope)
+    placed: list[tuple[int, int, tuple[int, int]]] = []  # (start, end, lifetime)
+    slots = {}
     for a in shared_allocs(scope):
         align = _align(a)
-        total = _round_up(total, align)
         stride = _round_up(stage_bytes(a.buffer), align)
-        slots[a.buffer.name] = N.SharedSlot(total, stride, align)
-        total += stride * (a.stages - 1) + stage_bytes(a.buffer)
+        size = stride * (a.stages - 1) + stage_bytes(a.buffer)
+        mbarrier = a.layout is not None and a.layout.kind == "mbarrier"
+        life = forever if mbarrier else alive.get(a.buffer.name, forever)
+        offset, moved = 0, True
+        while moved:
+            moved = False
+            for start, end, other in placed:
+                together = life[0] <= other[1] and other[0] <= life[1]
+                if together and offset < end and start < offset + size:
+                    offset, moved = _round_up(end, align), True
+        placed.append((offset, offset + size, life))
+        slots[a.buffer.name] = N.SharedSlot(offset, stride, align)
+    total = max((end for _, end, _ in placed), default=0)
     body = tuple(dataclasses.replace(s, slot=slots[s.buffer.name])
                  if isinstance(s, N.Allocate) and s.buffer.name in slots else s
                  for s in scope.body)
     return dataclasses.replace(scope, body=body, shared_bytes=total)
+
+
+def overlapping(scope: N.KernelScope) -> dict[str, set[str]]:
+    """For each shared buffer, the other buffers placed on some of its bytes."""
+    spans = {a.buffer.name: (a.slot.offset, a.slot.offset + a.slot.stride * (a.stages - 1)
+                             + stage_bytes(a.buffer))
+             for a in shared_allocs(scope) if a.slot is not None}
+    return {b: {c for c, (s2, e2) in spans.items() if c != b and s < e2 and s2 < e}
+            for b, (s, e) in spans.items()}
 
 
 def assign_shared_memory(func: N.PrimFunc, arch: str) -> N.PrimFunc:

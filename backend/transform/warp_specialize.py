@@ -32,7 +32,7 @@ import dataclasses
 from ..ir import nodes as N
 from ..ir.visitor import var_names
 from ..target import MAX_THREADS, PRODUCER_REGS, WARPGROUP, arch_at_least, target
-from .analysis import loads as expr_loads, stage_bytes
+from .analysis import lifetimes, loads as expr_loads, stage_bytes
 from .tma_copies import TmaError
 from .mbarriers import KernelTma, full_wait, i32, issuer, schedule, split_body
 
@@ -135,11 +135,17 @@ class _Specializer:
         return None
 
     def alone_on_sm(self, stages: dict[str, int]) -> bool:
-        """Does the block's shared memory (with the pipelined loops' stages) keep it alone
-        on its SM?  Then warp specialization costs no occupancy."""
-        smem = sum(stage_bytes(a.buffer) * stages.get(name, a.stages)
-                   for name, a in self.k.allocs.items() if a.buffer.scope == "shared")
-        return smem > target(self.k.arch).shared_per_sm // 2
+        """Does the block's shared memory (with the pipelined loops' stages; buffers alive
+        at different times share bytes) keep it alone on its SM?  Then warp
+        specialization costs no occupancy."""
+        sizes = {name: stage_bytes(a.buffer) * stages.get(name, a.stages)
+                 for name, a in self.k.allocs.items() if a.buffer.scope == "shared"}
+        alive = lifetimes(self.k.scope)
+        forever = (-1, len(self.k.scope.body))
+        peak = max((sum(size for b, size in sizes.items()
+                        if alive.get(b, forever)[0] <= i <= alive.get(b, forever)[1])
+                    for i in range(len(self.k.scope.body))), default=0)
+        return peak > target(self.k.arch).shared_per_sm // 2
 
     def producer_sees(self, loop: N.For) -> set[str]:
         """What :func:`split_roles` leaves before the role split: block indices,
