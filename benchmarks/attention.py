@@ -68,16 +68,23 @@ def main():
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--dtype", default="float16")
+    p.add_argument("--variants", default="64",
+                   help="tilecute schedules: block_N [ws], comma-separated (e.g. 64,128ws)")
     args = p.parse_args()
     dtype = getattr(torch, args.dtype)
     for shape in args.shapes.split(","):
         b, h, s, d = (int(x) for x in shape.split("x"))
         for causal in (False, True):
             q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=dtype) for _ in range(3))
-            kernel = A.flash_attention_kernel(h, d, h, causal, args.dtype)
-            o, lse = kernel(q, k, v)
-            lse_out = torch.empty_like(lse)
-            kernels = {"tilecute": lambda: kernel(q, k, v), **peers(q, k, v, causal)}
+            kernels = {}
+            for variant in args.variants.split(","):
+                ws = variant.endswith("ws")
+                bn = int(variant[:-2] if ws else variant)
+                kernel = A.flash_attention_kernel(h, d, h, causal, args.dtype, block_N=bn,
+                                                  warp_specialize=ws)
+                kernel(q, k, v)
+                kernels[f"tilecute-{variant}"] = lambda kernel=kernel: kernel(q, k, v)
+            kernels.update(peers(q, k, v, causal))
             times = {n: [] for n in kernels}
             names = list(kernels)
             for r in range(args.rounds):
@@ -91,7 +98,6 @@ def main():
                     "tflops": round(flops / statistics.median(times[n]) / 1e9, 1),
                     "ratio_to_cudnn": round(statistics.median(ratios), 3),
                     "device": torch.cuda.get_device_name()}), flush=True)
-            del lse_out
 
 
 if __name__ == "__main__":

@@ -8,7 +8,10 @@ never committed here).  Prints one JSON line per (shape, dtype, kernel).
 
 A schedule is tm x tn x tk x stages x threads [x panel] [x ws] (panel: T.use_swizzle rows;
 ws: a warp-specialized main loop, a producer warpgroup issuing the TMA loads; a schedule
-without it is explicitly not warp-specialized).
+without it is explicitly not warp-specialized).  ``plain`` is the program as TileLang users
+write it (``T.copy(acc, Y[...])``, no T.use_swizzle, no warp_specialize): what the
+compiler's defaults make of it; ``plain`` with ``off`` turns those defaults off
+(``disable_shared_epilogue``, ``disable_rasterization``).
 TFLOP/s = 2 M N K / time.  Per shape, every kernel is timed in ``--rounds`` rounds (each
 round in a rotated order, as the GPU's clock drifts with its temperature); a round's time
 is the median over ``--reps`` CUDA-event samples of ``--inner`` back-to-back launches.  A
@@ -31,7 +34,7 @@ import gemm as G  # noqa: E402
 
 TORCH = {"float16": torch.float16, "bfloat16": torch.bfloat16}
 SHAPES = "4096x4096x4096,8192x8192x8192,4096x11008x4096,4096x14336x4096"
-SCHEDULES = "128x256x64x3x256x16xws,128x256x64x3x256x16"
+SCHEDULES = "128x256x64x3x256x16xws,128x256x64x3x256x16,128x256x64x3x256xplain"
 
 
 def time_ms(fn, reps: int, inner: int) -> float:
@@ -87,14 +90,24 @@ def main(argv=None):
             runs = [(dict(kernel="torch.matmul (cuBLAS)"), lambda: torch.matmul(x, w, out=y), None)]
             for sched, epi in ((s, e) for s in args.schedules.split(",")
                                for e in args.epilogues.split(",")):
-                row = dict(kernel="tilecute", schedule=sched, epilogue=epi)
                 parts = sched.split("x")
-                ws = "ws" in parts  # without it, explicitly not warp-specialized
-                tm, tn, tk, stages, threads, *panel = (int(v) for v in parts if v != "ws")
+                plain = "plain" in parts  # the program as TileLang users write it
+                if plain and epi != "direct":
+                    continue
+                row = dict(kernel="tilecute", schedule=sched, epilogue=epi)
+                # without ws, explicitly not warp-specialized; plain: the compiler decides
+                ws = None if plain else "ws" in parts
+                options = {"disable_shared_epilogue": True, "disable_rasterization": True} \
+                    if "off" in parts else None
+                if not plain and epi == "direct":  # a hand schedule's direct epilogue stays so
+                    options = {"disable_shared_epilogue": True}
+                tm, tn, tk, stages, threads, *panel = (int(v) for v in parts
+                                                       if v not in ("ws", "plain", "off"))
                 try:
                     kernel = tilecute.compile(G.matmul(tm, tn, tk, stages, threads, dtype,
                                                        panel=panel[0] if panel else 0,
-                                                       epilogue=epi, warp_specialize=ws))
+                                                       epilogue=epi, warp_specialize=ws),
+                                              options=options)
                 except ValueError as e:  # e.g. more shared memory than a block can have
                     emit(shape=shape, dtype=dtype, **row, skipped=str(e)[:200])
                     continue

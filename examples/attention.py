@@ -6,8 +6,8 @@ accumulation in registers, P fed to the second ``T.gemm`` from registers.
     flash_attention(batch, heads, seq_len, dim, ...)  -> a prim_func (factory)
         kv_heads < heads: grouped-query attention (heads share K/V by groups)
         causal: query i sees keys j <= i (the loop stops at the diagonal block)
-        Returns O (B, S, H, D) and the log-sum-exp LSE (B, H, S) in base 2... no: in
-        natural log, as FlashAttention's softmax_lse.
+        writes O (B, S, H, D) and the log-sum-exp LSE (B, H, S) in natural log, as
+        FlashAttention's softmax_lse
 
 Run on a GPU: ``python3 examples/attention.py`` (checks against
 torch.nn.functional.scaled_dot_product_attention).

@@ -9,29 +9,33 @@ import attention as A
 import tilecute
 import tilecute.language as T
 
-VARIANTS = [  # heads, kv_heads, dim, causal, dtype
-    (4, 4, 128, False, "float16"),
-    (4, 4, 128, True, "float16"),
-    (8, 2, 64, False, "bfloat16"),
-    (8, 2, 64, True, "float16"),
-    (2, 1, 256, True, "bfloat16"),
+VARIANTS = [  # heads, kv_heads, dim, causal, dtype, schedule
+    (4, 4, 128, False, "float16", {}),
+    (4, 4, 128, True, "float16", {}),
+    (8, 2, 64, False, "bfloat16", {}),
+    (8, 2, 64, True, "float16", {}),
+    (2, 1, 256, True, "bfloat16", {}),
+    (4, 4, 128, True, "float16", {"block_N": 128, "warp_specialize": True}),
+    (4, 2, 128, False, "bfloat16", {"block_N": 128}),
+    (4, 4, 64, False, "float16", {"warp_specialize": True}),
 ]
-IDS = [f"H{h}-KV{kv}-D{d}-{'causal' if c else 'full'}-{dt}" for h, kv, d, c, dt in VARIANTS]
+IDS = [f"H{h}-KV{kv}-D{d}-{'causal' if c else 'full'}-{dt}"
+       + "".join(f"-{k}{v}" for k, v in kw.items()) for h, kv, d, c, dt, kw in VARIANTS]
 
 
-@pytest.mark.parametrize("heads,kv_heads,dim,causal,dtype", VARIANTS, ids=IDS)
-def test_attention_variant_builds(heads, kv_heads, dim, causal, dtype, tmp_path):
-    func = A.flash_attention(heads, dim, kv_heads, causal, dtype)
+@pytest.mark.parametrize("heads,kv_heads,dim,causal,dtype,kw", VARIANTS, ids=IDS)
+def test_attention_variant_builds(heads, kv_heads, dim, causal, dtype, kw, tmp_path):
+    func = A.flash_attention(heads, dim, kv_heads, causal, dtype, **kw)
     assert tilecute.build_cubin(func, "sm_90a", out_dir=str(tmp_path)).kernel_names
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("seq", [1, 127, 1000, 4097])
-@pytest.mark.parametrize("heads,kv_heads,dim,causal,dtype", VARIANTS, ids=IDS)
-def test_attention_matches_torch(heads, kv_heads, dim, causal, dtype, seq):
+@pytest.mark.parametrize("heads,kv_heads,dim,causal,dtype,kw", VARIANTS, ids=IDS)
+def test_attention_matches_torch(heads, kv_heads, dim, causal, dtype, kw, seq):
     import torch
 
-    kernel = A.flash_attention_kernel(heads, dim, kv_heads, causal, dtype)
+    kernel = A.flash_attention_kernel(heads, dim, kv_heads, causal, dtype, **kw)
     tdt = getattr(torch, dtype)
     torch.manual_seed(seq)
     q = torch.randn(2, seq, heads, dim, device="cuda", dtype=tdt)
