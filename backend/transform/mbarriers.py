@@ -73,7 +73,12 @@ class KernelTma:
         body = [dataclasses.replace(s, stages=self.stages[s.buffer.name])
                 if isinstance(s, N.Allocate) and s.buffer.name in self.stages else s
                 for s in body]
-        last = max((i for i, s in enumerate(body) if isinstance(s, N.Allocate)), default=-1)
+        last = -1  # after the allocations heading the kernel (Lets may stand among them)
+        for i, s in enumerate(body):
+            if isinstance(s, N.Allocate):
+                last = i
+            elif not isinstance(s, N.Let):
+                break
         body[last + 1:last + 1] = self.new_allocs
         return dataclasses.replace(self.scope, body=tuple(body))
 

@@ -60,7 +60,7 @@ def _kernel(func: N.PrimFunc, scope: N.KernelScope, arch: str, names: set[str]) 
     blocks = max(1, t.shared_per_sm // max(used, 1))
     budget = min(t.shared_per_block, t.shared_per_sm // blocks) - used
     body = []
-    new_allocs = []
+    changed = False
     for i, s in enumerate(scope.body):
         if not (isinstance(s, N.Copy) and _accumulator(allocs.get(s.src.buffer))
                 and s.dst.buffer in params and whole(s.src, allocs[s.src.buffer].buffer)):
@@ -83,13 +83,10 @@ def _kernel(func: N.PrimFunc, scope: N.KernelScope, arch: str, names: set[str]) 
         names.add(name)
         budget -= size
         whole_tile = N.Region(name, tuple(N.Const(0, "int32") for _ in shape))
-        new_allocs.append(N.Allocate(tile, N.Layout("tma_swizzled", swizzle=swizzle), loc=s.loc))
-        body += [N.Copy(s.src, whole_tile, loc=s.loc), N.Copy(whole_tile, s.dst, loc=s.loc)]
-    if not new_allocs:
-        return scope
-    last = max(i for i, s in enumerate(body) if isinstance(s, N.Allocate))
-    body[last + 1:last + 1] = new_allocs
-    return dataclasses.replace(scope, body=tuple(body))
+        changed = True
+        body += [N.Allocate(tile, N.Layout("tma_swizzled", swizzle=swizzle), loc=s.loc),
+                 N.Copy(s.src, whole_tile, loc=s.loc), N.Copy(whole_tile, s.dst, loc=s.loc)]
+    return dataclasses.replace(scope, body=tuple(body)) if changed else scope
 
 
 def stage_epilogue(func: N.PrimFunc, arch: str, options: dict) -> N.PrimFunc:
