@@ -68,8 +68,9 @@ def main():
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--dtype", default="float16")
-    p.add_argument("--variants", default="64",
-                   help="tilecute schedules: block_N [ws], comma-separated (e.g. 64,128ws)")
+    p.add_argument("--variants", default="default",
+                   help="tilecute schedules: block_N [ws], comma-separated (e.g. 64,128ws); "
+                        "default: the example's own choice")
     args = p.parse_args()
     dtype = getattr(torch, args.dtype)
     for shape in args.shapes.split(","):
@@ -79,9 +80,9 @@ def main():
             kernels = {}
             for variant in args.variants.split(","):
                 ws = variant.endswith("ws")
-                bn = int(variant[:-2] if ws else variant)
+                bn = None if variant == "default" else int(variant[:-2] if ws else variant)
                 kernel = A.flash_attention_kernel(h, d, h, causal, args.dtype, block_N=bn,
-                                                  warp_specialize=ws)
+                                                  warp_specialize=None if bn is None else ws)
                 kernel(q, k, v)
                 kernels[f"tilecute-{variant}"] = lambda kernel=kernel: kernel(q, k, v)
             kernels.update(peers(q, k, v, causal))

@@ -22,11 +22,16 @@ LOG2E = 1.4426950408889634
 
 
 def flash_attention(heads=32, dim=128, kv_heads=None, causal=False, dtype="float16",
-                    block_M=128, block_N=64, threads=256, num_stages=2, sm_scale=None,
+                    block_M=128, block_N=None, threads=256, num_stages=2, sm_scale=None,
                     warp_specialize=None):
     """The forward kernel for Q (B, S, heads, dim), K and V (B, S, kv_heads, dim) in
     ``dtype``; writes O like Q and LSE (B, heads, S) in float32.  ``sm_scale`` defaults
-    to 1 / sqrt(dim)."""
+    to 1 / sqrt(dim).  The default schedule is the one measured best on an H100
+    (benchmarks/attention.py): 128-key steps and a producer warpgroup for the K/V loads
+    at head dim 128, 64-key steps at 64, 64-key steps with a producer at 256."""
+    block_N = block_N or (128 if dim == 128 else 64)
+    if warp_specialize is None and dim >= 128:
+        warp_specialize = True
     kv_heads = kv_heads or heads
     assert heads % kv_heads == 0, "kv_heads must divide heads"
     groups = heads // kv_heads
@@ -101,7 +106,7 @@ def flash_attention(heads=32, dim=128, kv_heads=None, causal=False, dtype="float
 
 @tilecute.jit(out_idx=[3, 4])
 def flash_attention_kernel(heads=32, dim=128, kv_heads=None, causal=False, dtype="float16",
-                           block_M=128, block_N=64, threads=256, num_stages=2, sm_scale=None,
+                           block_M=128, block_N=None, threads=256, num_stages=2, sm_scale=None,
                            warp_specialize=None):
     """``O, LSE = flash_attention_kernel(heads, dim, ...)(Q, K, V)``."""
     return flash_attention(heads, dim, kv_heads, causal, dtype, block_M, block_N, threads,
