@@ -11,7 +11,7 @@ _LAZY = {
     "jit": ("tilecute.api", "jit"),
     "load": ("tilecute.runtime.kernel", "load"),
     "build_cubin": ("tilecute.driver", "build_cubin"),
-    "lower": ("tilecute.transform.lower", "lower"),
+    "lower": ("tilecute.transform.pipeline", "lower"),
 }
 
 

@@ -29,7 +29,7 @@ def write_sources(func, arch: str, folder: Path, options: dict | None = None):
     from .host.host_module import render_host_module
     from .host.launcher import write_launcher
     from .ir.serialize import to_json
-    from .transform.lower import lower
+    from .transform.pipeline import lower
 
     plan = lower(func, arch, options)
     folder = Path(folder)
@@ -72,7 +72,7 @@ def build_cubin(func, arch: str | None = None, out_dir: str | None = None,
     from .codegen.cute import emit_cute
     from .runtime.arch import check_arch
     from .runtime.cubingen import default_arch, produce_cubin
-    from .transform.lower import lower
+    from .transform.pipeline import lower
 
     arch = check_arch(arch, f"build_cubin({func.name})") if arch else default_arch()
     folder = Path(out_dir or tempfile.mkdtemp(prefix=f"tilecute-{func.name}-"))
