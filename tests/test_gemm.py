@@ -21,7 +21,7 @@ from tilecute.ir.visitor import walk_stmts
 from tilecute.transform.pipeline import lower
 from tilecute.codegen.cute import emit_cute
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))
+sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "examples")))  # as conftest: locations match the digest test
 import gemm as G  # noqa: E402
 
 PTXAS = shutil.which("ptxas") or "/usr/local/cuda/bin/ptxas"

@@ -17,7 +17,7 @@ from tilecute.transform.pipeline import lower
 from tilecute.transform.tma_copies import TmaError
 from tilecute.codegen.cute import emit_cute
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))
+sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "examples")))  # as conftest: locations match the digest test
 import tma_ops as ex  # noqa: E402
 
 
