@@ -13,7 +13,8 @@ from __future__ import annotations
 import math
 
 from ..ir import nodes as N
-from ..transform.analysis import all_names, loads as _loads, row_major_strides, value_range, walk_stmts
+from ..transform.analysis import (all_names, loads as _loads, row_major_strides, value_range,
+                                  walk_stmts, wide_offsets)
 from ..transform.launch_abi import KernelPlan
 from .bounds import Bounds, load_key
 from .expr import PREC, ExprPrinter, cute_type
@@ -72,6 +73,13 @@ class KernelEmitter:
         if key in self.nests.vector:
             return f"{self.nests.vector[key]}[{self.nests.lane}]"
         return self.element(e.buffer, e.indices)
+
+    def stride_text(self, buf: N.Buffer, stride: N.Expr) -> str:
+        """A global tensor's stride: 64-bit where its offsets may pass int32 (the layout then
+        computes every offset in 64 bits; coordinates stay 32-bit)."""
+        if wide_offsets(buf) and not (isinstance(stride, N.Const) and stride.value == 1):
+            return f"cutlass.Int64({self.exprs.expr(stride)})"
+        return self.exprs.expr(stride)
 
     def element(self, name: str, indices) -> str:
         """Source text of ``name[indices]`` in its memory (a register, shared or global)."""
@@ -356,7 +364,7 @@ class KernelEmitter:
             if p.name not in used:
                 continue
             shape = ", ".join(self.exprs.expr(d) for d in p.shape)
-            strides = ", ".join(self.exprs.expr(d) for d in row_major_strides(p))
+            strides = ", ".join(self.stride_text(p, d) for d in row_major_strides(p))
             out.line(1, f"{ident(p.name)} = cute.make_tensor({ident(pointer[p.name])}, "
                         f"cute.make_layout(({shape},), stride=({strides},)))")
         self.mma.declare(k.body, 1)

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 
 from ..ir import nodes as N
 from ..runtime.dtypes import DTYPES
-from ..transform.analysis import row_major_strides
+from ..transform.analysis import row_major_strides, wide_offsets
 from ..transform.shared_memory import shared_allocs
 from .expr import PREC, ExprPrinter, cute_type
 from .source import CodegenError, Writer, ident
@@ -76,9 +76,12 @@ def vector_view(exprs: ExprPrinter, buf: N.Buffer, layout: N.Layout | None, indi
         offset = shared_index(exprs, buf, layout, tuple(indices[:-1]) + (last,))
     else:
         terms = []
+        wide = buf.scope == "global" and wide_offsets(buf)  # 64-bit offsets past int32
         for idx, stride in zip(indices, row_major_strides(buf)):
             if isinstance(stride, N.Const) and stride.value == 1:
                 terms.append(exprs.expr(idx))
+            elif wide:
+                terms.append(f"cutlass.Int64({exprs.expr(idx)}) * {exprs.operand(stride, PREC['mul'] + 1)}")
             else:
                 terms.append(f"{exprs.operand(idx, PREC['mul'])} * {exprs.operand(stride, PREC['mul'] + 1)}")
         if extra:

@@ -133,13 +133,32 @@ def squeeze(shape) -> tuple:
     return kept or tuple(shape)[-1:]
 
 
+INT32_MAX = 2**31 - 1
+
+
+def wide_offsets(buf: N.Buffer) -> bool:
+    """May an element offset of global tensor ``buf`` exceed int32?  Its largest offset is
+    the sum of (extent - 1) * stride; a symbol is below 2**31 (the launcher checks), so a
+    1-D contiguous tensor never does, and a tensor whose shape or strides multiply two
+    symbols may."""
+    total = 0
+    for d, st in zip(buf.shape, row_major_strides(buf)):
+        if not (isinstance(d, N.Const) and isinstance(st, N.Const)):
+            if buf.ndim == 1 and isinstance(st, N.Const) and st.value == 1:
+                return False  # extent < 2**31, stride 1
+            return True
+        total += (int(d.value) - 1) * int(st.value)
+    return total > INT32_MAX
+
+
 def row_major_strides(buf: N.Buffer) -> tuple[N.Expr, ...]:
     """Element strides of ``buf``: its declared strides, or row-major from its shape."""
     if buf.strides is not None:
         return buf.strides
     strides: list[N.Expr] = [N.Const(1, "int32")]
     for d in reversed(buf.shape[1:]):
-        strides.insert(0, N.binop("mul", strides[0], d))
+        one = isinstance(strides[0], N.Const) and strides[0].value == 1
+        strides.insert(0, d if one else N.binop("mul", strides[0], d))
     return tuple(strides)
 
 
