@@ -181,3 +181,21 @@ def test_text_that_is_not_json_is_a_value_error():
         from_json("{")
     with pytest.raises(IRJSONError, match="not a tilecute IR document"):
         from_json("[1, 2]")
+
+
+def test_dunder_names_are_refused_by_the_validator():
+    import json
+
+    import tilecute.language as T
+    from tilecute.ir.serialize import from_json, to_json
+    from tilecute.ir.validate import ValidationError, validate
+
+    @T.prim_func
+    def f(A: T.Tensor((16,), "float32")):
+        with T.Kernel(1, threads=16) as bx:
+            for i in T.Parallel(16):
+                A[i] = 0.0
+    doc = to_json(f).replace('"name": "bx"', '"name": "__bx"')
+    with pytest.raises(ValidationError, match=r"'__bx' is reserved for generated code"):
+        validate(from_json(doc))
+    assert json.loads(doc)  # the document itself is well formed

@@ -65,8 +65,9 @@ class _Validator:
             self.fail(f"{what} name {name!r} is not in Unicode NFKC form: Python would read "
                       f"it as {folded!r} in the generated source, where it could clash with "
                       "another name; use the NFKC form (or plain ASCII)")
-        if name in RESERVED or name.startswith("tc_") or name.startswith("tilecute"):
-            self.fail(f"{what} name {name!r} is reserved for generated code")
+        if name in RESERVED or name.startswith(("tc_", "tilecute", "__")):
+            self.fail(f"{what} name {name!r} is reserved for generated code (names starting "
+                      "with 'tc_', 'tilecute' or '__' belong to tilecute, Python and CuTe DSL)")
         if name in self.bound:
             self.fail(f"{what} name {name!r} is bound twice in this function (names are unique)")
         self.bound.add(name)
