@@ -36,6 +36,7 @@ from ..runtime.abi import (
     TmaSpec,
 )
 from ..runtime.dtypes import DTYPES
+from ..target import MAX_THREADS, TMA_MAX_BOX, TMA_MAX_RANK
 
 TEMPLATE = "launcher.cpp.j2"
 LAUNCHER_SOURCE = "launcher.cpp"
@@ -53,14 +54,12 @@ RESERVED_EXPORTS = (EXPORT_SET_CUBIN, EXPORT_ENSURE_DEVICE, EXPORT_CLEANUP, EXPO
                     EXPORT_PHASE_RESET)
 
 # CUDA limits the launcher relies on.
-MAX_THREADS_PER_BLOCK = 1024
+MAX_THREADS_PER_BLOCK = MAX_THREADS
 DEFAULT_DYNAMIC_SMEM_LIMIT = 48 * 1024  # above this a kernel must opt in per function
 PORTABLE_CLUSTER_SIZE = 8  # above this a kernel must allow non-portable cluster sizes
 
 # TMA descriptors (cuda.h, cuTensorMapEncodeTiled / cuTensorMapEncodeIm2col): the rules that
 # depend only on the launch ABI are checked here; those that depend on the tensor, at launch.
-TMA_MAX_RANK = 5
-TMA_MAX_BOX = 256  # elements per box axis
 TMA_MAX_ELEMENT_STRIDE = 8
 TMA_INNER_BOX_BYTES = 16  # without interleave, the inner box is a multiple of 16 bytes
 TMA_MAX_CHANNELS_PER_PIXEL = 256

@@ -10,13 +10,13 @@ import dataclasses
 import keyword
 import unicodedata
 
-from . import nodes as N
 from ..runtime.dtypes import DTYPES, valid_dtypes_text
+from ..target import MAX_THREADS
+from . import nodes as N
 
 # names the generated CuTe DSL source uses itself
 RESERVED = {"cute", "cutlass", "_", "placeholder_args"}
 
-MAX_THREADS = 1024
 MAX_BLOCK_DIMS = (1024, 1024, 64)
 MAX_GRID_DIMS = (2 ** 31 - 1, 65535, 65535)  # CUDA's gridDim limits
 # how deeply IR nodes may nest (statements and expressions together, from the function
