@@ -113,6 +113,23 @@ def flash_attention_kernel(heads=32, dim=128, kv_heads=None, causal=False, dtype
                            num_stages, sm_scale, warp_specialize)
 
 
+def attention_op(heads=32, dim=128, kv_heads=None, causal=False, dtype="float16", **schedule):
+    """The kernel as a ``torch.library`` custom op (``tilecute_examples::flash_attention_...``)
+    with a fake implementation from the launch ABI: ``O, LSE = op(q, k, v)`` runs under
+    ``torch.compile(fullgraph=True)`` and CUDA graphs."""
+    import tilecute.torch
+
+    kernel = flash_attention_kernel(heads, dim, kv_heads, causal, dtype, **schedule)
+    name = (f"tilecute_examples::flash_attention_h{heads}_kv{kv_heads or heads}_d{dim}"
+            f"_{'causal' if causal else 'full'}_{dtype}")
+    if name not in _OPS:
+        _OPS[name] = tilecute.torch.register(kernel, name)
+    return _OPS[name]
+
+
+_OPS = {}
+
+
 def reference(q, k, v, causal, sm_scale=None):
     """O and LSE by torch, in float32 (BSHD in, BSHD / BHS out)."""
     import torch

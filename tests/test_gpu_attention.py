@@ -29,6 +29,30 @@ def test_attention_variant_builds(heads, kv_heads, dim, causal, dtype, kw, tmp_p
     assert tilecute.build_cubin(func, "sm_90a", out_dir=str(tmp_path)).kernel_names
 
 
+def test_attention_op_shapes_under_fake_tensors(cache_dir):
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    op = A.attention_op(8, 64, 2, True, "float16", block_N=64)
+    with FakeTensorMode():
+        q = torch.empty(2, 77, 8, 64, dtype=torch.float16)
+        k = torch.empty(2, 77, 2, 64, dtype=torch.float16)
+        o, lse = op(q, k, k)
+        assert tuple(o.shape) == (2, 77, 8, 64) and o.dtype == torch.float16
+        assert tuple(lse.shape) == (2, 8, 77) and lse.dtype == torch.float32
+
+
+@pytest.mark.gpu
+def test_attention_op_under_torch_compile():
+    import torch
+
+    op = A.attention_op(4, 128, 4, False, "float16")
+    q, k, v = (torch.randn(1, 300, 4, 128, device="cuda", dtype=torch.float16) for _ in range(3))
+    o, _ = torch.compile(lambda q, k, v: op(q, k, v), fullgraph=True)(q, k, v)
+    ro, _ = A.reference(q, k, v, False)
+    torch.testing.assert_close(o.float(), ro, atol=4e-3, rtol=4e-3)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("seq", [1, 127, 1000, 4097])
 @pytest.mark.parametrize("heads,kv_heads,dim,causal,dtype,kw", VARIANTS, ids=IDS)
