@@ -32,11 +32,11 @@ class LoweringError(ValueError):
 @dataclass(frozen=True)
 class KernelPlan:
     """Everything generation needs: the lowered function, its ABI, and per kernel scope
-    the CuTe DSL function name and its name prefix (cubin symbol = ``f"{prefix}_{i}"``)."""
+    the name prefix CuTe DSL gives its symbol (cubin symbol = ``f"{prefix}_{i}"``, which is
+    also the ``@cute.kernel`` function's name)."""
 
     func: N.PrimFunc
     abi: LaunchABI
-    kernel_names: tuple[str, ...]
     name_prefixes: tuple[str, ...]
     arch: str
 
@@ -135,10 +135,9 @@ def build_abi(func: N.PrimFunc, arch: str) -> KernelPlan:
         + [KernelParam(p.name, "scalar", p.dtype, p.name)
            for p in func.params if isinstance(p, N.Var)]
     )
-    kernels, names, prefixes = [], [], []
+    kernels, prefixes = [], []
     for i, k in enumerate(func.kernels):
         prefix = f"tilecute_{func.name}"
-        names.append(f"{func.name}_kernel{i}")
         prefixes.append(prefix)
         grid = tuple(grid_cpp(g, func) for g in k.grid) + ("1",) * (3 - len(k.grid))
         threads = (k.threads[0] + k.producer_threads,) + tuple(k.threads[1:])
@@ -149,4 +148,4 @@ def build_abi(func: N.PrimFunc, arch: str) -> KernelPlan:
         kernels.append(KernelLaunch(f"{prefix}_{i}", grid, block, params + tma, k.shared_bytes,
                                     cluster))
     abi = LaunchABI(func.name, tuple(args), tuple(symbols), tuple(kernels))
-    return KernelPlan(func, abi, tuple(names), tuple(prefixes), arch)
+    return KernelPlan(func, abi, tuple(prefixes), arch)
