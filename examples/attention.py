@@ -70,16 +70,19 @@ def flash_attention(heads=32, dim=128, kv_heads=None, causal=False, dtype="float
                 T.copy(K[bz, k * block_N:(k + 1) * block_N, kv_head, :], K_s)
                 T.gemm(Q_s, K_s, S, transpose_B=True, clear_accum=True,
                        policy=T.GemmWarpPolicy.FullRow)
-                # keys past the end, and (causal) keys after the query, do not count
+                # keys past the end, and (causal) keys after the query, do not count: only
+                # the last block and (causal) the blocks on the diagonal need the mask
                 if causal:
-                    for i, j in T.Parallel(block_M, block_N):
-                        S[i, j] = T.if_then_else(
-                            (bx * block_M + i >= k * block_N + j) and (k * block_N + j < seq_len),
-                            S[i, j], -T.infinity("float32"))
+                    if (k + 1) * block_N > bx * block_M or (k + 1) * block_N > seq_len:
+                        for i, j in T.Parallel(block_M, block_N):
+                            S[i, j] = T.if_then_else(
+                                (bx * block_M + i >= k * block_N + j)
+                                and (k * block_N + j < seq_len), S[i, j], -T.infinity("float32"))
                 else:
-                    for i, j in T.Parallel(block_M, block_N):
-                        S[i, j] = T.if_then_else(k * block_N + j < seq_len, S[i, j],
-                                                 -T.infinity("float32"))
+                    if (k + 1) * block_N > seq_len:
+                        for i, j in T.Parallel(block_M, block_N):
+                            S[i, j] = T.if_then_else(k * block_N + j < seq_len, S[i, j],
+                                                     -T.infinity("float32"))
                 T.copy(m, m_prev)
                 T.reduce_max(S, m, dim=1, clear=False)
                 for i in T.Parallel(block_M):

@@ -1,5 +1,7 @@
-"""L2-friendly block order for GEMM kernels (by default): a kernel with a 2-D grid whose
-program runs a T.gemm, and that does not remap its block indices itself (as
+"""L2-friendly block order for GEMM kernels (by default): a kernel with a 2-D grid (the
+tiles of one output matrix; a third grid dimension, such as attention's heads and batch,
+keeps the plain order, in which neighbouring blocks share their K/V) whose program runs a
+T.gemm, and that does not remap its block indices itself (as
 ``T.use_swizzle`` does), walks its grid in panels of :data:`PANEL` rows, exactly as if it
 began with ``T.use_swizzle(PANEL)``: blocks running at once then share the tiles of one
 operand in L2.  The Lets it adds are visible in the printed IR; the compile option
@@ -29,7 +31,7 @@ def _i32(v: int) -> N.Const:
 
 
 def _kernel(scope: N.KernelScope, names: set[str]) -> N.KernelScope:
-    if len(scope.grid) < 2 or not any(isinstance(s, N.Gemm) for s in walk_stmts(scope.body)) \
+    if len(scope.grid) != 2 or not any(isinstance(s, N.Gemm) for s in walk_stmts(scope.body)) \
             or _remaps_blocks(scope):
         return scope
     if all(isinstance(g, N.Const) for g in scope.grid[:2]) and scope.grid[1].value <= PANEL:
