@@ -69,8 +69,8 @@ def main():
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--dtype", default="float16")
     p.add_argument("--variants", default="default",
-                   help="tilecute schedules: block_N [ws], comma-separated (e.g. 64,128ws); "
-                        "default: the example's own choice")
+                   help="tilecute schedules: block_N [ws] [@stages], comma-separated (e.g. "
+                        "64,128ws,128ws@3); default: the example's own choice")
     args = p.parse_args()
     dtype = getattr(torch, args.dtype)
     for shape in args.shapes.split(","):
@@ -79,10 +79,12 @@ def main():
             q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=dtype) for _ in range(3))
             kernels = {}
             for variant in args.variants.split(","):
-                ws = variant.endswith("ws")
-                bn = None if variant == "default" else int(variant[:-2] if ws else variant)
+                base, _, stages = variant.partition("@")  # 128ws@3: 3 stages
+                ws = base.endswith("ws")
+                bn = None if base == "default" else int(base[:-2] if ws else base)
                 kernel = A.flash_attention_kernel(h, d, h, causal, args.dtype, block_N=bn,
-                                                  warp_specialize=None if bn is None else ws)
+                                                  warp_specialize=None if bn is None else ws,
+                                                  num_stages=int(stages or 2))
                 kernel(q, k, v)
                 kernels[f"tilecute-{variant}"] = lambda kernel=kernel: kernel(q, k, v)
             kernels.update(peers(q, k, v, causal))
