@@ -17,6 +17,10 @@ OPTIONS = {
     "disable_shared_epilogue": "T.copy(accumulator, global) stays a direct register -> global "
                                "copy (by default, on sm_90+, it goes through a swizzled shared "
                                "tile and a TMA store when the shared memory fits)",
+    "wide_offsets": "compute every global tensor offset in 64 bits (for tensors of more than "
+                    "2**31 elements under symbolic shapes); by default offsets are 64-bit only "
+                    "where a static shape needs it, and the launcher refuses a tensor past "
+                    "int32 with an error naming this option",
     "disable_rasterization": "a GEMM kernel's 2-D grid keeps its plain block order (by default "
                              "the blocks walk it in panels of 16 rows, as T.use_swizzle(16), "
                              "unless the program sets an order)",

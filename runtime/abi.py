@@ -30,6 +30,7 @@ class TensorArg:
     ``strides`` is ``None`` for a tensor that must be contiguous (row-major); otherwise
     each stride is a static int or a symbol bound at launch.  ``align`` is the byte
     alignment of the data pointer that the kernel assumes (vectorized access needs 16).
+    ``offsets_int32``: the launcher checks that the largest element offset fits int32.
     """
 
     name: str
@@ -38,6 +39,9 @@ class TensorArg:
     strides: tuple[Dim, ...] | None = None
     align: int = 1
     kind: str = field(default="tensor", init=False)
+    # the kernel computes this tensor's offsets in 32 bits though its symbolic shape could
+    # pass int32: the launcher refuses a tensor whose largest offset does
+    offsets_int32: bool = False
 
 
 @dataclass(frozen=True)
@@ -235,6 +239,7 @@ class LaunchABI:
                     "shape": list(a.shape),
                     "strides": None if a.strides is None else list(a.strides),
                     "align": a.align,
+                    "offsets_int32": a.offsets_int32,
                 }
             return {"kind": "scalar", "name": a.name, "dtype": a.dtype}
 
@@ -283,6 +288,7 @@ class LaunchABI:
                 return TensorArg(
                     a["name"], a["dtype"], tuple(a["shape"]),
                     None if a["strides"] is None else tuple(a["strides"]), a["align"],
+                    offsets_int32=a.get("offsets_int32", False),
                 )
             return ScalarArg(a["name"], a["dtype"])
 

@@ -389,6 +389,25 @@ inline void tc_check_align(const void* ptr, const char* arg, uintptr_t align) {
   if (TVM_FFI_PREDICT_FALSE(reinterpret_cast<uintptr_t>(ptr) % align != 0)) tc_fail_align(ptr, arg, align);
 }
 
+[[noreturn]] TC_COLD void tc_fail_offsets_int32(const DLTensor* t, const char* arg, int64_t last) {
+  tc_raise_value_error(tc_arg(arg) + "its largest element offset is " + tc_str(last) +
+                       ", past int32, which this kernel computes its offsets in; compile it with "
+                       "options={\"wide_offsets\": True} for 64-bit offsets (shape " + tc_dims(t->shape, t->ndim) + ")");
+}
+
+// A tensor the kernel indexes with 32-bit offsets: its largest offset, the sum of
+// (extent - 1) * |stride|, must fit int32 (extents and strides are int32 already).
+inline void tc_check_offsets_int32(const DLTensor* t, const char* arg) {
+  int64_t last = 0, stride = 1;
+  for (int d = t->ndim - 1; d >= 0; --d) {
+    const int64_t s = t->strides != nullptr ? t->strides[d] : stride;
+    if (t->shape[d] == 0) return;  // no elements: nothing is read or written
+    last += (t->shape[d] - 1) * (s < 0 ? -s : s);
+    stride *= t->shape[d];
+  }
+  if (TVM_FFI_PREDICT_FALSE(last > kInt32Max)) tc_fail_offsets_int32(t, arg, last);
+}
+
 [[noreturn]] TC_COLD void tc_fail_int_range(int64_t value, const char* arg, const char* dtype) {
   tc_raise_value_error(tc_arg(arg) + "expected a value that fits " + dtype + ", got " + tc_str(value));
 }

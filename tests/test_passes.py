@@ -288,7 +288,7 @@ def test_pass_changes(name, src, arch, expected):
 
 def test_every_pass_has_a_test():
     tested = {c[0] for c in CASES} | {"validate", "assign_tma_descriptors", "vectorize",
-                                       "assign_shared_memory"}
+                                       "assign_shared_memory", "choose_index_width"}
     assert tested == set(NAMES)
 
 
@@ -299,6 +299,16 @@ def test_validate_refuses_and_passes_through():
     bad = dataclasses.replace(func, kernels=(kernel,))
     with pytest.raises(ValidationError, match="threads"):
         PASSES[0].run(bad, "sm_90a", {})
+
+
+def test_choose_index_width_records_64_bit_tensors():
+    wide = GEMM.replace("(256, 128)", "(65536, 65536)").replace("(128, 256)", "(65536, 128)")
+    before, after = before_and_after(wide, "choose_index_width", "sm_90a")
+    assert before.wide_tensors == () and after.wide_tensors == ("A",)  # static, past int32
+    _, sym = before_and_after(GEMM_SYM, "choose_index_width", "sm_90a")
+    assert sym.wide_tensors == ()  # symbolic: 32-bit unless the option asks
+    func = T.from_script(GEMM_SYM)
+    assert PASSES[1].run(func, "sm_90a", {"wide_offsets": True}).wide_tensors == ("A", "B", "C")
 
 
 def test_lower_copies_to_tma_leaves_sm_80_alone():

@@ -1,8 +1,11 @@
-"""Element offsets past 2**31: a global tensor whose offsets may pass int32 (statically,
-or because its shape multiplies symbols) is laid out with 64-bit strides and indexed with
-64-bit offsets; coordinates stay 32-bit (each extent is below 2**31).  CPU: which tensors,
-the generated layouts, and 64-bit address arithmetic in the PTX; GPU: a tensor of more
-than 2**31 elements read and written at its far end."""
+"""Element offsets past 2**31.  A global tensor whose static shape has offsets past int32
+is laid out with 64-bit strides and indexed with 64-bit offsets (coordinates stay 32-bit:
+each extent is below 2**31); so is every tensor whose symbolic shape could pass int32 under
+the option ``wide_offsets``.  Without it such a tensor keeps 32-bit offsets (64-bit ones
+cost up to 1.8x on memory-bound kernels) and the launcher refuses one whose largest offset
+passes int32, naming the option.  CPU: which tensors, the generated layouts, 64-bit
+arithmetic in the PTX, the launcher's refusal; GPU: a tensor of more than 2**31 elements
+read and written at its far end."""
 
 import glob
 import importlib.util
@@ -15,7 +18,7 @@ import tilecute
 import tilecute.language as T
 from tilecute.codegen.cute import emit_cute
 from tilecute.ir import nodes as N
-from tilecute.transform.analysis import wide_offsets
+from tilecute.transform.analysis import may_pass_int32
 from tilecute.transform.pipeline import lower
 
 
@@ -32,8 +35,8 @@ def _buf(shape, dtype="float16"):
     (("M", 64), True),            # M * 64 may pass 2**31
     (("M", "N"), True),
 ])
-def test_which_tensors_need_64_bit_offsets(shape, wide):
-    assert wide_offsets(_buf(shape)) == wide
+def test_which_tensors_may_pass_int32(shape, wide):
+    assert may_pass_int32(_buf(shape)) == wide
 
 
 def add_one(M, N, block=(32, 256)):
@@ -77,11 +80,36 @@ def test_small_static_tensor_keeps_32_bit_offsets():
     assert "Int64" not in src
 
 
-def test_symbolic_2d_tensor_builds(tmp_path):
+def test_symbolic_2d_tensor_keeps_32_bit_offsets_and_the_launcher_checks():
+    M, N = T.symbolic("M"), T.symbolic("N", multiple_of=8)
+    plan = lower(add_one(M, N), "sm_90a")
+    assert "Int64" not in emit_cute(plan)
+    assert all(a.offsets_int32 for a in plan.abi.args)
+
+
+def test_wide_offsets_option_makes_symbolic_tensors_64_bit(tmp_path):
     M, N = T.symbolic("M"), T.symbolic("N", multiple_of=8)
     func = add_one(M, N)
-    assert "cutlass.Int64(N)" in emit_cute(lower(func, "sm_90a"))
-    assert tilecute.build_cubin(func, "sm_90a", out_dir=str(tmp_path)).kernel_names
+    plan = lower(func, "sm_90a", {"wide_offsets": True})
+    assert plan.func.wide_tensors == ("A", "B")
+    assert "stride=(cutlass.Int64(N), 1,)" in emit_cute(plan)
+    assert not any(a.offsets_int32 for a in plan.abi.args)
+    assert tilecute.build_cubin(func, "sm_90a", out_dir=str(tmp_path),
+                                options={"wide_offsets": True}).kernel_names
+
+
+def test_launcher_refuses_a_tensor_past_int32_without_the_option(cache_dir):
+    from fake_cuda import FakeTensor
+
+    M, N = T.symbolic("M"), T.symbolic("N", multiple_of=8)
+    kernel = tilecute.compile(add_one(M, N))
+    big = FakeTensor((65536 + 64, 32768), "float16", device="cpu")
+    small = FakeTensor((64, 32768), "float16", device="cpu")
+    with pytest.raises(ValueError, match=r"add_one: argument 'A': its largest element offset is "
+                                         r"2149580799, past int32.*wide_offsets"):
+        kernel(big, big)
+    with pytest.raises(ValueError, match="expected a CUDA tensor"):  # passes the new check
+        kernel(small, small)
 
 
 @pytest.mark.gpu
@@ -89,7 +117,7 @@ def test_tensor_past_2_31_elements_on_gpu():
     import torch
 
     M, N = T.symbolic("M"), T.symbolic("N", multiple_of=8)
-    kernel = tilecute.compile(add_one(M, N))
+    kernel = tilecute.compile(add_one(M, N), options={"wide_offsets": True})
     rows, cols = 65536 + 64, 32768  # 2**31 + 2**21 elements, 4 GiB of fp16 each
     a = torch.empty(rows, cols, device="cuda", dtype=torch.float16)
     a[:64].fill_(1.0)

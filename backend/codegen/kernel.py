@@ -14,7 +14,7 @@ import math
 
 from ..ir import nodes as N
 from ..transform.analysis import (all_names, loads as _loads, row_major_strides, value_range,
-                                  walk_stmts, wide_offsets)
+                                  walk_stmts)
 from ..transform.launch_abi import KernelPlan
 from .bounds import Bounds, load_key
 from .expr import PREC, ExprPrinter, cute_type
@@ -75,9 +75,10 @@ class KernelEmitter:
         return self.element(e.buffer, e.indices)
 
     def stride_text(self, buf: N.Buffer, stride: N.Expr) -> str:
-        """A global tensor's stride: 64-bit where its offsets may pass int32 (the layout then
-        computes every offset in 64 bits; coordinates stay 32-bit)."""
-        if wide_offsets(buf) and not (isinstance(stride, N.Const) and stride.value == 1):
+        """A global tensor's stride: 64-bit for the tensors the index-width pass chose (the
+        layout then computes every offset in 64 bits; coordinates stay 32-bit)."""
+        if buf.name in self.plan.func.wide_tensors and \
+                not (isinstance(stride, N.Const) and stride.value == 1):
             return f"cutlass.Int64({self.exprs.expr(stride)})"
         return self.exprs.expr(stride)
 

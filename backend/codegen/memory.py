@@ -12,7 +12,7 @@ from contextlib import contextmanager
 
 from ..ir import nodes as N
 from ..runtime.dtypes import DTYPES
-from ..transform.analysis import row_major_strides, wide_offsets
+from ..transform.analysis import row_major_strides
 from ..transform.shared_memory import shared_allocs
 from .expr import PREC, ExprPrinter, cute_type
 from .source import CodegenError, Writer, ident
@@ -68,15 +68,14 @@ def shared_index(exprs: ExprPrinter, buf: N.Buffer, layout: N.Layout | None, ind
 
 
 def vector_view(exprs: ExprPrinter, buf: N.Buffer, layout: N.Layout | None, indices,
-                width: int, extra: int = 0) -> str:
+                width: int, extra: int = 0, wide: bool = False) -> str:
     """A ``width``-element tensor over ``buf[indices...]`` (+ ``extra`` elements):
-    contiguous, and aligned to its size."""
+    contiguous, and aligned to its size; ``wide``: 64-bit offsets (the index-width pass)."""
     if buf.scope == "shared" and layout is not None and layout.kind == "tma_swizzled":
         last = indices[-1] if not extra else N.binop("add", indices[-1], N.Const(extra, "int32"))
         offset = shared_index(exprs, buf, layout, tuple(indices[:-1]) + (last,))
     else:
         terms = []
-        wide = buf.scope == "global" and wide_offsets(buf)  # 64-bit offsets past int32
         for idx, stride in zip(indices, row_major_strides(buf)):
             if isinstance(stride, N.Const) and stride.value == 1:
                 terms.append(exprs.expr(idx))

@@ -225,7 +225,7 @@ class NestEmitter:
 
     def view(self, name: str, indices, chunk: int, extra: int = 0) -> str:
         return vector_view(self.k.exprs, self.k.buffers[name], self.k.layouts.get(name),
-                           indices, chunk, extra)
+                           indices, chunk, extra, wide=name in self.k.plan.func.wide_tensors)
 
     def lanes_fast(self, inner: N.For, width: int, vec, depth: int) -> None:
         out = self.k.out

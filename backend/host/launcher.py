@@ -366,6 +366,7 @@ def _arg_contexts(abi: LaunchABI, binding: dict[str, tuple[int, str, int]]) -> l
             "contiguous": a.strides is None,
             "stride_checks": dim_checks.get((i, "stride"), []),
             "align": a.align,
+            "offsets_int32": a.offsets_int32,
             "tma": tma,
         })
     return out

@@ -607,6 +607,8 @@ class PrimFunc:
     kernels: tuple[KernelScope, ...]
     symbols: tuple[Var, ...] = ()
     loc: Optional[Loc] = _loc()
+    # global tensors indexed with 64-bit offsets (the index-width pass)
+    wide_tensors: tuple[str, ...] = ()
 
     def buffer(self, name: str) -> Optional[Buffer]:
         for p in self.params:

@@ -136,19 +136,26 @@ def squeeze(shape) -> tuple:
 INT32_MAX = 2**31 - 1
 
 
-def wide_offsets(buf: N.Buffer) -> bool:
-    """May an element offset of global tensor ``buf`` exceed int32?  Its largest offset is
-    the sum of (extent - 1) * stride; a symbol is below 2**31 (the launcher checks), so a
-    1-D contiguous tensor never does, and a tensor whose shape or strides multiply two
-    symbols may."""
+def max_offset(buf: N.Buffer) -> int | None:
+    """The largest element offset of ``buf`` (sum of (extent - 1) * stride), or None when
+    its shape or strides hold symbols."""
     total = 0
     for d, st in zip(buf.shape, row_major_strides(buf)):
         if not (isinstance(d, N.Const) and isinstance(st, N.Const)):
-            if buf.ndim == 1 and isinstance(st, N.Const) and st.value == 1:
-                return False  # extent < 2**31, stride 1
-            return True
+            return None
         total += (int(d.value) - 1) * int(st.value)
-    return total > INT32_MAX
+    return total
+
+
+def may_pass_int32(buf: N.Buffer) -> bool:
+    """May an element offset of global tensor ``buf`` pass int32?  A 1-D contiguous tensor
+    never does (its extent is a symbol the launcher checks, or a constant); one whose shape
+    or strides multiply symbols may."""
+    bound = max_offset(buf)
+    if bound is not None:
+        return bound > INT32_MAX
+    strides = row_major_strides(buf)
+    return not (buf.ndim == 1 and isinstance(strides[0], N.Const) and strides[0].value == 1)
 
 
 def row_major_strides(buf: N.Buffer) -> tuple[N.Expr, ...]:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from ..ir import nodes as N
 from ..ir.visitor import walk_stmts
+from .analysis import may_pass_int32
 from ..runtime.abi import KernelLaunch, KernelParam, LaunchABI, ScalarArg, SymbolSpec, TensorArg
 from ..runtime.dtypes import DTYPES
 
@@ -113,7 +114,8 @@ def build_abi(func: N.PrimFunc, arch: str) -> KernelPlan:
                         symbols.append(SymbolSpec(x.name, i, field, d, x.multiple))
             args.append(TensorArg(p.name, p.dtype, tuple(_dim(d) for d in p.shape),
                                   None if p.strides is None else tuple(_dim(d) for d in p.strides),
-                                  aligned.get(p.name, 1)))
+                                  aligned.get(p.name, 1),
+                                  offsets_int32=may_pass_int32(p) and p.name not in func.wide_tensors))
         else:
             if p.dtype not in _SCALAR_PARAM_DTYPES:
                 raise LoweringError(

@@ -12,7 +12,7 @@ from typing import Callable
 from ..ir import nodes as N
 from ..ir.validate import validate
 from ..options import check_options
-from . import (insert_barriers, layout_inference, lower_tile_ops, rasterize, select_mma,
+from . import (index_width, insert_barriers, layout_inference, lower_tile_ops, rasterize, select_mma,
                shared_epilogue, shared_memory, software_pipeline, tma_copies, tma_descriptors,
                vectorize, warp_specialize)
 from .launch_abi import KernelPlan, build_abi
@@ -31,6 +31,7 @@ def _validate(func, arch, options):
 
 PASSES = (
     Pass("validate", _validate),
+    Pass("choose_index_width", lambda f, arch, o: index_width.choose_index_width(f, o)),
     Pass("select_mma", lambda f, arch, o: select_mma.select_mma(
         f, arch, wgmma=not o.get("disable_wgmma", False))),
     Pass("rasterize", lambda f, arch, o: rasterize.rasterize(f, o)),
