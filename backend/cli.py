@@ -4,7 +4,7 @@
     tilecute cache clear [--older-than 7d]     remove entries (all, or those older than that)
     tilecute cache verify                      check every entry against its manifest
     tilecute cache path KEY                    print an entry's folder (a unique key prefix does)
-    tilecute show KEY [--kind cute|host|launcher|launcher-header|abi|ir]   print a compiled kernel's sources
+    tilecute show KEY [--kind cute|host|launcher|launcher-header|abi|ir|script]   print a compiled kernel's sources
 
 Exit codes: 0 success, 1 failure (a damaged entry, no such entry, an unsafe cache
 folder, a lock held too long), 2 usage error (also a KEY that is not hex digits or is a

@@ -35,6 +35,7 @@ def write_sources(func, arch: str, folder: Path, options: dict | None = None):
     folder = Path(folder)
     files = {
         "ir.json": to_json(plan.func),
+        "ir_script.txt": plan.func.script(),  # the lowered IR as the printer shows it
         "abi.json": plan.abi.to_json(),
         "kernel_cute.py": emit_cute(plan),
         "host.py": render_host_module(plan.abi, arch=arch, tilecute_version=__version__),

@@ -89,6 +89,10 @@ def test_get_source_kinds_and_show_cli(vadd, capsys):
     assert "cuLaunchKernel" in capsys.readouterr().out
     assert cli(["show", str(vadd.path)]) == 0
     assert "@cute.kernel" in capsys.readouterr().out
+    # the lowered IR as the printer shows it: the passes' decisions in TileLang's form
+    assert cli(["show", vadd.path.name[:10], "--kind", "script"]) == 0
+    script = capsys.readouterr().out
+    assert script == vadd.get_source("script") and "T.Parallel(1024, vector_width=8)" in script
 
 
 def test_entry_carries_the_launcher_runtime_header(vadd, capsys):
