@@ -70,7 +70,7 @@ class NestEmitter:
 
     # ---- nests ----------------------------------------------------------------------------
     def parallel(self, s: N.For, depth: int) -> None:
-        k, out = self.k, self.k.out
+        k = self.k
         loops = parallel_nest(s)
         for lp in loops:
             if not isinstance(lp.extent, N.Const) or not isinstance(lp.start, N.Const):

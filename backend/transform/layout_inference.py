@@ -38,7 +38,7 @@ from ..ir import nodes as N
 from ..ir.visitor import StmtMutator, walk_stmts
 from ..runtime.dtypes import DTYPES
 from ..target import VECTOR_BYTES, WARP
-from .analysis import accesses, loads as _loads, mentions, parallel_nest  # noqa: F401
+from .analysis import accesses, mentions, parallel_nest
 
 MMA_LANES = 2  # MMA accumulators hold pairs of adjacent columns in adjacent registers
 

@@ -14,8 +14,6 @@ the lower-rank tile lines up with the trailing dims of the other (leading extent
 
 from __future__ import annotations
 
-import dataclasses
-
 from ..ir import nodes as N
 from ..ir.visitor import StmtMutator
 from .analysis import all_names, is_unit, squeeze
