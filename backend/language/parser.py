@@ -24,6 +24,7 @@ import textwrap
 from typing import Any, Optional
 
 from ..ir import nodes as N
+from ..ir.rasterization import panel_order
 from ..ir.validate import validate
 from ..runtime.dtypes import UnknownDTypeError
 from . import forms as F
@@ -798,7 +799,6 @@ class _Parser:
                 or order not in ("row", "col"):
             raise self.error(s, f"T.use_swizzle(panel_size={panel!r}, order={order!r}): "
                                 "panel_size is a positive int, order 'row' or 'col'")
-        i32 = lambda v: N.Const(v, "int32")  # noqa: E731
         x, y = (self.expr(ast.Name(id=n, ctx=ast.Load())) for n in names[:2])
         nx, ny = grid[0], grid[1]
         if order == "col":  # panels of columns: swap the roles of the two grid dims
@@ -809,14 +809,7 @@ class _Parser:
             var = N.Var(self.fresh(name), "int32")
             stmts.append(N.Let(var, value, loc=self.loc(s)))
             return var
-        flat = let("block_flat", N.binop("add", x, N.binop("mul", y, nx)))
-        size = N.binop("mul", i32(panel), nx)
-        first = let("panel_first", N.binop("mul", N.binop("floordiv", flat, size), i32(panel)))
-        offset = let("panel_offset", N.binop("mod", flat, size))
-        rv = let("panel_rows", N.Select(N.Cmp("le", N.binop("add", first, i32(panel)), ny),
-                                        i32(panel), N.binop("sub", ny, first), "int32"))
-        new_x = N.binop("floordiv", offset, rv)
-        new_y = N.binop("add", N.binop("mod", offset, rv), first)
+        new_x, new_y = panel_order(x, y, nx, ny, panel, let)
         if order == "col":
             new_x, new_y = new_y, new_x
         for name, value in zip(names[:2], (new_x, new_y)):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..ir import nodes as N
+from ..ir.rasterization import panel_order
 from ..ir.visitor import substitute, walk_stmts
 from .analysis import all_names, mentions
 
@@ -24,10 +25,6 @@ def _remaps_blocks(scope: N.KernelScope) -> bool:
     x, y = (v.name for v in scope.block_vars[:2])
     return any(isinstance(s, N.Let) and mentions(s.value, x) and mentions(s.value, y)
                for s in scope.body)
-
-
-def _i32(v: int) -> N.Const:
-    return N.Const(v, "int32")
 
 
 def _kernel(scope: N.KernelScope, names: set[str]) -> N.KernelScope:
@@ -45,21 +42,14 @@ def _kernel(scope: N.KernelScope, names: set[str]) -> N.KernelScope:
         return N.Var(f"{stem}{n or ''}", "int32")
 
     x, y = scope.block_vars[:2]
-    nx, ny = scope.grid[0], scope.grid[1]
     lets = []
 
     def let(stem, value):
         var = fresh(stem)
         lets.append(N.Let(var, value, loc=scope.loc))
         return var
-    flat = let("block_flat", N.binop("add", x, N.binop("mul", y, nx)))
-    size = N.binop("mul", _i32(PANEL), nx)
-    first = let("panel_first", N.binop("mul", N.binop("floordiv", flat, size), _i32(PANEL)))
-    offset = let("panel_offset", N.binop("mod", flat, size))
-    rows = let("panel_rows", N.Select(N.Cmp("le", N.binop("add", first, _i32(PANEL)), ny),
-                                      _i32(PANEL), N.binop("sub", ny, first), "int32"))
-    new_x = let(x.name, N.binop("floordiv", offset, rows))
-    new_y = let(y.name, N.binop("add", N.binop("mod", offset, rows), first))
+    new_x, new_y = panel_order(x, y, scope.grid[0], scope.grid[1], PANEL, let)
+    new_x, new_y = let(x.name, new_x), let(y.name, new_y)
     body = substitute(tuple(scope.body), {x.name: new_x, y.name: new_y})
     return dataclasses.replace(scope, body=tuple(lets) + body)
 
