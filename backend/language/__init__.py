@@ -48,6 +48,7 @@ from .ops import (  # noqa: F401
 from .parser import FrontendError, parse_script, prim_func
 from .values import DTYPE_NAMES, DType, GemmWarpPolicy, Layout, TensorSpec, dtype_name  # noqa: F401
 from .values import Buffer, StridedTensor, Tensor, dyn, dynamic, symbolic  # noqa: F401
+from .values import Macro, macro  # noqa: F401
 from ..ir import nodes as _N
 
 Serial, Unroll = FORMS["Serial"], FORMS["Unroll"]
@@ -69,6 +70,6 @@ def __getattr__(name: str):
 
 __all__ = [
     "prim_func", "from_script", "FrontendError", "Tensor", "StridedTensor", "Buffer",
-    "symbolic", "dynamic", "GemmWarpPolicy", "Layout", *FORMS, *EXPRESSION_HELPERS,
+    "symbolic", "dynamic", "GemmWarpPolicy", "Layout", "macro", *FORMS, *EXPRESSION_HELPERS,
     *DTYPE_NAMES,
 ]

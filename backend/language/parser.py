@@ -29,8 +29,8 @@ from ..ir.validate import validate
 from ..runtime.dtypes import UnknownDTypeError
 from . import forms as F
 from . import ops
-from .values import (DType, GemmWarpPolicy, Layout, TensorSpec, dtype_name, dynamic, plain_signature,
-                     signature_error)
+from .values import (DType, GemmWarpPolicy, Layout, Macro, TensorSpec, dtype_name, dynamic,
+                     plain_signature, signature_error)
 
 MAX_PARALLEL_DIMS = 8
 
@@ -822,6 +822,9 @@ class _Parser:
         call = s.value
         if not isinstance(call, ast.Call):
             raise self.error(s, "an expression statement must be a T.* call")
+        macro = self.macro_of(call.func)
+        if macro is not None:
+            return self.inline_macro(macro, call, s)
         form = self.form_of(call.func)
         if form is None or form.kind != "stmt":
             if form is not None:
@@ -836,6 +839,75 @@ class _Parser:
         if handler is None and form.__name__.startswith("reduce_"):
             return [self.reduce(a, form.__name__[len("reduce_"):], s)]
         return handler(a, s)
+
+    # ---- T.macro -------------------------------------------------------------------------
+    def macro_of(self, node):
+        """The ``T.macro`` a call's callee names (a name or an attribute path), or None."""
+        path = []
+        while isinstance(node, ast.Attribute):
+            path.append(node.attr)
+            node = node.value
+        if not isinstance(node, ast.Name):
+            return None
+        value = self.lookup_local(node.id)
+        if value is None:
+            value = self.env.get(node.id)
+        for attr in reversed(path):
+            value = getattr(value, attr, None)
+        return value if isinstance(value, Macro) else None
+
+    def inline_macro(self, macro: "Macro", call: ast.Call, s) -> list[N.Stmt]:
+        """The macro's body, parsed here with its parameters bound to the call's arguments
+        and its other names resolved in its own module and closure."""
+        fn = macro.fn
+        try:
+            lines, first = inspect.getsourcelines(fn)
+        except (OSError, TypeError) as e:
+            raise self.error(s, f"T.macro {macro.__name__!r}: cannot read its source ({e})")
+        tree = ast.parse(textwrap.dedent("".join(lines)))
+        fdef = tree.body[0]
+        for node in ast.walk(fdef):
+            if isinstance(node, ast.Return) and node.value is not None:
+                raise self.error(s, f"T.macro {macro.__name__!r} returns a value; tilecute "
+                                    "inlines macros as statements (assign through a buffer)")
+        if any(isinstance(a, ast.Starred) for a in call.args) or \
+                any(k.arg is None for k in call.keywords):
+            raise self.error(s, f"T.macro {macro.__name__!r}: *args and **kwargs are not supported")
+        values = [self.macro_arg(a) for a in call.args]
+        kwvalues = {k.arg: self.macro_arg(k.value) for k in call.keywords}
+        try:
+            bound = inspect.signature(fn).bind(*values, **kwvalues)
+        except TypeError as e:
+            raise self.error(s, f"T.macro {macro.__name__!r}: {e}") from None
+        bound.apply_defaults()
+        saved = (self.scopes, self.control, self.env, self.filename, self.line_offset,
+                 self.source_lines)
+        filename = inspect.getsourcefile(fn) or "<unknown>"
+        all_lines = linecache.getlines(filename)
+        self.scopes, self.control = [dict(bound.arguments)], [False]
+        self.env = _function_env(fn)
+        self.filename, self.line_offset = filename, first - 1
+        self.source_lines = all_lines[first - 1:] if all_lines else lines
+        try:
+            body = [t for t in fdef.body if not (isinstance(t, ast.Expr)
+                                                 and isinstance(t.value, ast.Constant))]
+            out: list[N.Stmt] = []
+            for t in body:
+                if isinstance(t, ast.Return):
+                    break
+                out.extend(self.stmt(t, False))
+            return out
+        finally:
+            (self.scopes, self.control, self.env, self.filename, self.line_offset,
+             self.source_lines) = saved
+
+    def macro_arg(self, node):
+        """A macro argument: a buffer (by name), or an expression's value."""
+        if isinstance(node, ast.Name):
+            value = self.lookup_local(node.id)
+            if value is not None:
+                return value
+        return self.expr(node)
 
     def stmt_copy(self, a: _Args, s) -> list[N.Stmt]:
         a.refuse_unless("coalesced_width", (None,), "the copy's vector width is chosen by "

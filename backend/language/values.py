@@ -219,3 +219,37 @@ def Layout(kind: str, threads: int = 0, vector: int = 0, swizzle: int = 0, mma: 
     if kind not in _N.LAYOUT_KINDS:
         raise ValueError(f"T.Layout: kind must be one of {_N.LAYOUT_KINDS}, got {kind!r}")
     return _N.Layout(kind, threads, vector, swizzle, mma, tuple(warps), operand)
+
+
+# ---- macros -------------------------------------------------------------------------------
+class Macro:
+    """``@T.macro``: a Python function whose ``T.*`` body is inlined where a
+    ``@T.prim_func`` calls it as a statement, its parameters bound to the call's arguments
+    (buffers, expressions or Python values) and its other names resolved in the macro's
+    own module and closure, as Python would.  A macro returns nothing."""
+
+    def __init__(self, fn):
+        if not callable(fn) or not hasattr(fn, "__code__"):
+            raise TypeError(f"@T.macro decorates a Python function, got {fn!r}")
+        self.fn = fn
+        self.__name__ = fn.__name__
+        self.__doc__ = fn.__doc__
+
+    def __call__(self, *args, **kwargs):
+        raise TypeError(f"T.macro {self.__name__!r} is inlined by @T.prim_func: call it as a "
+                        "statement inside a kernel body")
+
+    def __repr__(self) -> str:
+        return f"<T.macro {self.__name__}>"
+
+
+def macro(fn=None, *, hygienic: bool = True):
+    """TileLang's ``@T.macro`` (``hygienic=True``: names resolve where the macro is
+    defined; ``hygienic=False``, TileLang's other mode, is refused)."""
+    if not hygienic:
+        raise ValueError("T.macro(hygienic=False) is not supported: tilecute resolves a "
+                         "macro's names where it is defined, as Python does")
+    if fn is None:
+        return Macro
+    return Macro(fn)
+
