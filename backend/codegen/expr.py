@@ -37,6 +37,12 @@ def cute_type(dtype: str) -> str:
     return f"cutlass.{DTYPES[dtype].cute}"
 
 
+def memory_type(dtype: str) -> str:
+    """The CuTe type of ``dtype`` elements in global or shared memory: bool is a byte
+    there (as in DLPack and torch; CuTe keeps i1 to registers)."""
+    return "cutlass.Uint8" if dtype == "bool" else cute_type(dtype)
+
+
 def mma_type(dtype: str) -> str:
     """The CuTe type of a T.gemm operand: float32 operands multiply as tf32."""
     return "cutlass.TFloat32" if dtype == "float32" else cute_type(dtype)

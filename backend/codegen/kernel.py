@@ -72,7 +72,10 @@ class KernelEmitter:
             return self.bounds.hoisted[key]
         if key in self.nests.vector:
             return f"{self.nests.vector[key]}[{self.nests.lane}]"
-        return self.element(e.buffer, e.indices)
+        text = self.element(e.buffer, e.indices)
+        if e.dtype == "bool" and self.buffers[e.buffer].scope in ("global", "shared"):
+            return f"({text} != 0)"  # a byte in memory
+        return text
 
     def stride_text(self, buf: N.Buffer, stride: N.Expr) -> str:
         """A global tensor's stride: 64-bit for the tensors the index-width pass chose (the
@@ -120,7 +123,10 @@ class KernelEmitter:
         if key in self.nests.vector:  # a vector store: this lane's element of its registers
             self.out.line(depth, f"{self.nests.vector[key]}[{self.nests.lane}] = {expr(s.value)}")
             return
-        text = f"{self.element(s.buffer, s.indices)} = {expr(s.value)}"
+        value = expr(s.value)
+        if self.buffers[s.buffer].dtype == "bool" and self.buffers[s.buffer].scope in ("global", "shared"):
+            value = f"cutlass.Uint8({value})"  # a byte in memory
+        text = f"{self.element(s.buffer, s.indices)} = {value}"
         self.predicated(self.bounds.predicate(s.buffer, s.indices) if guarded else [], text, depth)
 
     def predicated(self, conds: list[str], text: str, depth: int) -> None:

@@ -14,7 +14,7 @@ from ..ir import nodes as N
 from ..runtime.dtypes import DTYPES
 from ..transform.analysis import row_major_strides
 from ..transform.shared_memory import shared_allocs
-from .expr import PREC, ExprPrinter, cute_type
+from .expr import PREC, ExprPrinter, memory_type
 from .source import CodegenError, Writer, ident
 
 TMA_SWIZZLE_MASK = {32: 0x10, 64: 0x30, 128: 0x70}  # byte bits that TMA's swizzle XORs in
@@ -152,7 +152,7 @@ class SharedMemory:
     def view(self, a: N.Allocate, stage: str | None = None) -> str:
         b = a.buffer
         return (f"cute.make_tensor(cute.recast_ptr({self.ptr(b.name, stage)}, "
-                f"dtype={cute_type(b.dtype)}), cute.make_layout({elements(b)}))")
+                f"dtype={memory_type(b.dtype)}), cute.make_layout({elements(b)}))")
 
     @contextmanager
     def pipelined(self, stages: int, step: str, indexed: set[str], operands: set[str], depth: int):

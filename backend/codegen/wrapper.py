@@ -11,7 +11,7 @@ import builtins
 from .. import __version__
 from ..runtime.dtypes import DTYPES
 from ..transform.launch_abi import KernelPlan
-from .expr import ExprPrinter, cute_type
+from .expr import ExprPrinter, cute_type, memory_type
 from .kernel import param_type
 from .source import HELPERS, INDENT, MODULE_NAMES, CodegenError, comment, ident, quote
 
@@ -72,7 +72,7 @@ def placeholder_args(plan: KernelPlan) -> list[str]:
            "    return ("]
     for p in wrapper_params(plan):
         if p.kind == "pointer":
-            out.append(f"        cute.runtime.make_ptr({cute_type(p.dtype)}, 0, "
+            out.append(f"        cute.runtime.make_ptr({memory_type(p.dtype)}, 0, "
                        f"cute.AddressSpace.gmem, assumed_align={max(align[p.source], DTYPES[p.dtype].bytes)}),")
         else:
             out.append(f"        {cute_type(p.dtype)}(0),")

@@ -75,8 +75,8 @@ def vector_accesses(inner: N.For, buffers: dict[str, N.Buffer], layouts: dict[st
     out = {}
     for name, indices in candidates:
         buf = buffers.get(name)
-        if buf is None or (name in stored and name in loaded):
-            continue
+        if buf is None or (name in stored and name in loaded) or buf.dtype == "bool":
+            continue  # (bool is a byte in memory and a bit in registers: element by element)
         kind = getattr(layouts.get(name), "kind", "row_major")
         if buf.scope == "shared":
             if kind not in ("row_major", "tma_swizzled"):
