@@ -71,3 +71,76 @@ def test_macro_errors_name_the_macro():
         scaled_copy(1, 2, 3)
     with pytest.raises(ValueError, match="hygienic=False"):
         T.macro(hygienic=False)
+
+
+@T.macro
+def qk(K, Q_s, K_s, S, k, bn, h, b):
+    T.copy(K[b, k * bn:(k + 1) * bn, h, :], K_s)
+    T.gemm(Q_s, K_s, S, transpose_B=True, clear_accum=True, policy=T.GemmWarpPolicy.FullRow)
+
+
+@T.macro
+def online_softmax(S, m, m_prev, alpha, l, l_step, scale, bm, bn):
+    T.copy(m, m_prev)
+    T.reduce_max(S, m, dim=1, clear=False)
+    for i in T.Parallel(bm):
+        alpha[i] = T.exp2((m_prev[i] - m[i]) * scale)
+    for i, j in T.Parallel(bm, bn):
+        S[i, j] = T.exp2(S[i, j] * scale - m[i] * scale)
+    T.reduce_sum(S, l_step, dim=1)
+    for i in T.Parallel(bm):
+        l[i] = l[i] * alpha[i] + l_step[i]
+
+
+def attention_with_macros(seq, heads=2, dim=64, bm=128, bn=64):
+    """Attention as TileLang's examples write it, with macros (sequence a multiple of bn)."""
+    scale = dim ** -0.5 * 1.4426950408889634
+    shape = (1, seq, heads, dim)
+
+    @T.prim_func
+    def attn(Q: T.Tensor(shape, "float16"), K: T.Tensor(shape, "float16"),
+             V: T.Tensor(shape, "float16"), O: T.Tensor(shape, "float16")):
+        with T.Kernel(T.ceildiv(seq, bm), heads, 1, threads=256) as (bx, h, b):
+            Q_s = T.alloc_shared((bm, dim), "float16")
+            K_s = T.alloc_shared((bn, dim), "float16")
+            V_s = T.alloc_shared((bn, dim), "float16")
+            S = T.alloc_fragment((bm, bn), "float")
+            P = T.alloc_fragment((bm, bn), "float16")
+            acc = T.alloc_fragment((bm, dim), "float")
+            m = T.alloc_fragment((bm,), "float")
+            m_prev = T.alloc_fragment((bm,), "float")
+            alpha = T.alloc_fragment((bm,), "float")
+            l = T.alloc_fragment((bm,), "float")
+            l_step = T.alloc_fragment((bm,), "float")
+            T.copy(Q[b, bx * bm:(bx + 1) * bm, h, :], Q_s)
+            T.fill(acc, 0)
+            T.fill(l, 0)
+            T.fill(m, -T.infinity("float"))
+            for k in T.Pipelined(T.ceildiv(seq, bn), num_stages=2):
+                qk(K, Q_s, K_s, S, k, bn, h, b)
+                online_softmax(S, m, m_prev, alpha, l, l_step, scale, bm, bn)
+                for i, j in T.Parallel(bm, dim):
+                    acc[i, j] *= alpha[i]
+                T.copy(S, P)
+                T.copy(V[b, k * bn:(k + 1) * bn, h, :], V_s)
+                T.gemm(P, V_s, acc, policy=T.GemmWarpPolicy.FullRow)
+            for i, j in T.Parallel(bm, dim):
+                acc[i, j] /= l[i]
+            T.copy(acc, O[b, bx * bm:(bx + 1) * bm, h, :])
+    return attn
+
+
+def test_attention_with_macros_builds(tmp_path):
+    assert tilecute.build_cubin(attention_with_macros(512), "sm_90a", out_dir=str(tmp_path)).kernel_names
+
+
+@pytest.mark.gpu
+def test_attention_with_macros_matches_torch():
+    import torch
+
+    q, k, v = (torch.randn(1, 512, 2, 64, device="cuda", dtype=torch.float16) for _ in range(3))
+    o = torch.empty_like(q)
+    tilecute.compile(attention_with_macros(512))(q, k, v, o)
+    ref = torch.nn.functional.scaled_dot_product_attention(
+        *(x.transpose(1, 2).float() for x in (q, k, v))).transpose(1, 2)
+    torch.testing.assert_close(o.float(), ref, atol=4e-3, rtol=4e-3)
