@@ -11,6 +11,7 @@ import tilecute
 import tilecute.language as T
 from tilecute.ir import nodes as N
 from tilecute.ir.validate import ValidationError
+from tilecute.ir.visitor import walk_stmts
 from tilecute.language import from_script
 from tilecute.runtime.cubin import check_abi
 from tilecute.transform.layout_inference import LayoutError
@@ -157,16 +158,24 @@ def test_reduce_into_a_wrong_shape_is_an_error():
                 T.reduce_sum(x, s, dim=1)
 
 
-def test_fragment_indexed_outside_a_parallel_loop_is_an_error():
+def test_fragment_indexed_outside_a_parallel_loop_is_replicated():
+    # every thread runs a statement outside a nest, so the fragment it reads is held whole
+    # by every thread (issue 17: TileLang programs read reduction results this way)
     @T.prim_func
-    def bad(A: T.Tensor((128,), "float32")):
+    def f(A: T.Tensor((128,), "float32"), B: T.Tensor((4,), "float32")):
         with T.Kernel(1, threads=128) as bx:
             x = T.alloc_fragment((128,), "float32")
+            s = T.alloc_fragment((1,), "float32")
             T.copy(A, x)
-            A[0] = x[3]
+            B[0] = x[3]
+            for i in T.Parallel(1):
+                s[i] = x[5] * 2.0
+                B[1] = s[i]
 
-    with pytest.raises(LayoutError, match="fragment 'x' is indexed outside a T.Parallel loop"):
-        lower(bad)
+    plan = lower(f)
+    layouts = {a.buffer.name: a.layout for a in walk_stmts(plan.func.kernels[0].body)
+               if isinstance(a, N.Allocate)}
+    assert layouts["x"] == N.Layout("replicated")
 
 
 def test_writing_a_replicated_fragment_from_a_distributed_loop_is_an_error():
@@ -223,3 +232,20 @@ def test_ir_json_round_trips_infinite_constants():
     assert from_json(to_json(func)) == func
     assert from_script(func.script()) == func  # printed as T.float32(float("-inf"))
     assert '{"float":"-inf"}' in canonical_json(func)
+
+
+def test_reduction_result_read_outside_a_loop_builds(tmp_path):
+    @T.prim_func
+    def row_max(A: T.Tensor((64, 256), "float32"), B: T.Tensor((64,), "float32"),
+                C: T.Tensor((64,), "float32")):
+        with T.Kernel(64, threads=128) as bx:
+            a = T.alloc_fragment((256,), "float32")
+            m = T.alloc_fragment((1,), "float32")
+            T.copy(A[bx, 0], a)
+            T.reduce_max(a, m, dim=0)
+            B[bx] = m[0]  # a fragment element read outside T.Parallel
+            for i in T.Parallel(1):  # one loop writing a replicated fragment and memory
+                m[i] = m[i] * 2.0
+                C[bx] = m[i]
+
+    assert tilecute.build_cubin(row_max, "sm_90a", out_dir=str(tmp_path)).kernel_names

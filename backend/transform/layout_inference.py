@@ -206,12 +206,14 @@ class _Kernel:
                          f"T.Parallel(M, N)` over the accumulator")
 
     def direct(self, accs, s) -> None:
-        """Accesses outside any nest: fragments may not be indexed there."""
+        """Accesses outside any nest: every thread runs them, so a fragment indexed there
+        is replicated (every thread holds all of it; a reduction's output already is)."""
         for b, _, _ in accs:
+            if b in self.rows:
+                self.fail(s, f"fragment '{b}' holds one value per row of a T.gemm accumulator; "
+                             "index it inside a T.Parallel loop over its rows")
             if self.scope_of(b) == "fragment":
-                self.fail(s, f"fragment '{b}' is indexed outside a T.Parallel loop; a fragment is "
-                             "spread over the block's threads, so index it inside `for ... in "
-                             "T.Parallel(...)` (or use T.alloc_local for a per-thread value)")
+                self.make_replicated(b, s)
 
     def identity_shape(self, nest: _Nest, b: str, idx) -> bool:
         buf = self.buffers[b]
@@ -274,12 +276,13 @@ class _Kernel:
                 if bad:
                     self.fail(nest.loops[0], self.mixed_text(bad[0], touched[0]))
                 nest_mode.append(("blocked", touched[0]))
-            elif writes and all(w in self.replicated or self.scope_of(w) == "local" for w in writes):
+            elif writes and any(w in self.replicated for w in writes) or writes and \
+                    all(self.scope_of(w) == "local" for w in writes):
+                # it writes a replicated fragment (maybe memory too): every thread runs every
+                # iteration, so each holds the whole fragment; memory gets the same values
+                # from every thread
                 nest_mode.append(("replicated", None))
             else:
-                bad = sorted(w for w in writes if w in self.replicated)
-                if bad:
-                    self.fail(nest.loops[0], self.mixed_text(bad[0], None))
                 nest_mode.append(("distributed", None))
         # one V per group; a group with a T.gemm accumulator takes the MMA's layout
         groups: dict[str, list] = {}
