@@ -249,3 +249,33 @@ def test_reduction_result_read_outside_a_loop_builds(tmp_path):
                 C[bx] = m[i]
 
     assert tilecute.build_cubin(row_max, "sm_90a", out_dir=str(tmp_path)).kernel_names
+
+
+def _leading_unit_row_sum(N=256):
+    @T.prim_func
+    def row_sum_1(A: T.Tensor((64, N), "float32"), B: T.Tensor((64,), "float32")):
+        with T.Kernel(64, threads=128) as bx:
+            a = T.alloc_fragment((1, N), "float32")  # a leading unit dim, as TileLang writes rows
+            s = T.alloc_fragment((1,), "float32")
+            T.copy(A[bx, 0], a)
+            T.reduce_sum(a, s, dim=1)
+            B[bx] = s[0]
+    return row_sum_1
+
+
+def test_fragment_with_a_leading_unit_dim_is_blocked(tmp_path):
+    plan = lower(_leading_unit_row_sum())
+    layouts = {a.buffer.name: a.layout for a in walk_stmts(plan.func.kernels[0].body)
+               if isinstance(a, N.Allocate)}
+    assert layouts["a"].kind == "blocked" and layouts["s"].kind == "replicated"
+    assert tilecute.build_cubin(_leading_unit_row_sum(), "sm_90a", out_dir=str(tmp_path)).kernel_names
+
+
+@pytest.mark.gpu
+def test_leading_unit_dim_row_sum_on_gpu():
+    import torch
+
+    a = torch.randn(64, 256, device="cuda")
+    b = torch.empty(64, device="cuda")
+    tilecute.compile(_leading_unit_row_sum())(a, b)
+    torch.testing.assert_close(b, a.sum(1), atol=1e-4, rtol=1e-4)

@@ -38,7 +38,7 @@ from ..ir import nodes as N
 from ..ir.visitor import StmtMutator, walk_stmts
 from ..runtime.dtypes import DTYPES
 from ..target import VECTOR_BYTES, WARP
-from .analysis import accesses, mentions, parallel_nest
+from .analysis import accesses, is_unit, mentions, parallel_nest, squeeze
 
 MMA_LANES = 2  # MMA accumulators hold pairs of adjacent columns in adjacent registers
 
@@ -216,9 +216,16 @@ class _Kernel:
                 self.make_replicated(b, s)
 
     def identity_shape(self, nest: _Nest, b: str, idx) -> bool:
+        """Does the nest walk fragment ``b`` element by element, in its row-major order?
+        Unit dims of ``b`` indexed by 0 do not count (a (1, 256) fragment walked by
+        ``T.Parallel(256)`` at ``[0, i]``)."""
         buf = self.buffers[b]
-        return nest.identity(idx) and tuple(buf.shape) == nest.extents and all(
-            isinstance(lp.start, N.Const) and lp.start.value == 0 for lp in nest.loops)
+        kept = [(d, i) for d, i in zip(buf.shape, idx)
+                if not (is_unit(d) and isinstance(i, N.Const) and i.value == 0)]
+        return len(kept) == len(idx) - (len(buf.shape) - len(nest.loops)) and \
+            nest.identity(tuple(i for _, i in kept)) and \
+            tuple(d for d, _ in kept) == nest.extents and all(
+                isinstance(lp.start, N.Const) and lp.start.value == 0 for lp in nest.loops)
 
     def make_replicated(self, name: str, s) -> None:
         self.replicated.add(name)
@@ -269,7 +276,7 @@ class _Kernel:
                                          "accumulator or over its rows")
             if touched:
                 for b in touched:
-                    if tuple(self.buffers[b].shape) != nest.extents:
+                    if squeeze(tuple(self.buffers[b].shape)) != squeeze(nest.extents):
                         self.fail(nest.loops[0], f"fragment '{b}' is walked by a T.Parallel "
                                                  "loop whose extents differ from its shape")
                 bad = sorted(w for w in writes if w in self.replicated)
