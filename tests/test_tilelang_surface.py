@@ -34,6 +34,7 @@ CALLS = {
     "Kernel": ("with", "1"), "ClusterKernel": ("with", "1, cluster_dims=2"),
     "Parallel": ("for", "4"), "serial": ("for", "4"), "Serial": ("for", "4"),
     "unroll": ("for", "4"), "Unroll": ("for", "4"), "Pipelined": ("for", "4, num_stages=1"),
+    "vectorized": ("for", "4"), "Vectorized": ("for", "4"), "Persistent": ("for", "[4], 1, bx"),
     "alloc_shared": ("alloc", '(4,), "float32"'), "alloc_fragment": ("alloc", '(4,), "float32"'),
     "alloc_local": ("alloc", '(4,), "float32"'), "alloc_var": ("alloc", '"float32"'),
     "alloc_barrier": ("alloc", "1"),
@@ -41,7 +42,8 @@ CALLS = {
     "gemm": ("stmt", "s, t, acc"), "reduce": ("stmt", 'acc, row, "sum", 1, True'),
     **{f"reduce_{k}": ("stmt", "acc, row") for k in
        ("sum", "max", "min", "abssum", "absmax", "bitand", "bitor", "bitxor")},
-    "atomic_add": ("stmt", "C[0], 1.0"), "evaluate": ("stmt", "x"), "sync_threads": ("stmt", ""),
+    "atomic_add": ("stmt", "C[0], 1.0"), "atomic_max": ("stmt", "C[0], 1.0"),
+    "atomic_min": ("stmt", "C[0], 1.0"), "evaluate": ("stmt", "x"), "sync_threads": ("stmt", ""),
     "tma_copy": ("stmt", "A[0, 0], s, barrier=bar[0]"), "mbarrier_arrive": ("stmt", "bar[0]"),
     "mbarrier_wait_parity": ("stmt", "bar[0], 0"), "use_swizzle": ("stmt", "8"),
     "set_max_nreg": ("stmt", "240, 1"),
@@ -97,8 +99,8 @@ def test_every_form_is_walked():
 
 # forms whose fewest arguments are refused, or need more than the walk's kernel has
 REFUSED_AS_CALLED = {
-    "reduce_bitand": "T.reduce_bitand is not supported", "reduce_bitor": "T.reduce_bitor is not supported",
-    "reduce_bitxor": "T.reduce_bitxor is not supported",
+    "reduce_bitand": "bitwise reductions take integers", "reduce_bitor": "bitwise reductions take integers",
+    "reduce_bitxor": "bitwise reductions take integers",
     "use_swizzle": "T.use_swizzle needs a T.Kernel with at least 2 grid extents",
 }
 
@@ -309,17 +311,30 @@ REFUSED = [
     ('T.copy(A[0, 0], a, coalesced_width=4)', "T.copy: coalesced_width=4 is not supported"),
     ('T.reduce_sum(c, r, batch=2)', "T.reduce_sum: batch=2 is not supported"),
     ('T.reduce_max(c, r, nan_propagate=True)', "T.reduce_max: nan_propagate=True is not supported"),
-    ('T.reduce_bitand(c, r)', "T.reduce_bitand is not supported"),
-    ('T.reduce(c, r, "bitor", 1, True)', "T.reduce: reduce_type='bitor' is not supported"),
+    ('T.reduce_bitand(c, r)', "T.reduce_bitand: 'c' is float32; bitwise reductions take integers"),
+    ('T.reduce(c, r, "bitor", 1, True)', "T.reduce: 'c' is float32; bitwise reductions take integers"),
+    ('T.reduce(c, r, "prod", 1, True)', "T.reduce: reduce_type='prod' is not supported"),
     ('T.atomic_add(B[0, 0], 1.0, memory_order="seq_cst")', "T.atomic_add: memory_order='seq_cst' is not supported"),
     ('T.atomic_add(B[0, 0], 1.0, return_prev=True)', "T.atomic_add: return_prev=True is not supported"),
+    ('T.atomic_max(B[0, 0], 1.0, memory_order="seq_cst")', "T.atomic_max: memory_order='seq_cst' is not supported"),
+    ('T.atomic_min(B[0, 0], 1.0, return_prev=True)', "T.atomic_min: return_prev=True is not supported"),
     ('T.sync_threads(1, 64)', "T.sync_threads: barrier_id=1 is not supported"),
     ('T.mbarrier_arrive(bars[0], 1)', "T.mbarrier_arrive: cta_id=1 is not supported"),
     ('T.fill(c, 0, annotations={"x": 1})', "T.fill: annotations={'x': 1} is not supported"),
     ('for i in T.Parallel(4, loop_layout=1):\n    pass', "T.Parallel: loop_layout=1 is not supported"),
     ('for i in T.Parallel(4, prefer_async=True):\n    pass', "T.Parallel: prefer_async=True is not supported"),
     ('for i in T.unroll(4, unroll_factor=2):\n    pass', "T.unroll: unroll_factor=2 is not supported"),
-    ('for i in T.Pipelined(4, num_stages=2, order=[0, 1]):\n    pass', "T.Pipelined: order=(0, 1) is not supported"),
+    ('for i in T.Pipelined(4, stage=[0, 1], order=[1, 0]):\n    T.copy(A[0, 0], a)\n    T.gemm(a, b, c)',
+     "T.Pipelined: order=(1, 0) is not supported: tilecute issues a pipelined loop's statements in source order"),
+    ('for i in T.Pipelined(4, stage=[1, 1]):\n    T.copy(A[0, 0], a)\n    T.gemm(a, b, c)',
+     "T.Pipelined: stage=(1, 1): a copy into shared memory at line"),
+    ('for i in T.Pipelined(4, stage=[0, 0, 1]):\n    T.copy(A[0, 0], a)\n    T.fill(c, 0)\n    T.gemm(a, b, c)',
+     "T.Pipelined: stage=(0, 0, 1): a statement other than a global-to-shared copy at line"),
+    ('for i in T.Pipelined(4, stage=[0]):\n    T.copy(A[0, 0], a)\n    T.gemm(a, b, c)',
+     "T.Pipelined: stage=(0,) has 1 entries but the loop body has 2 scheduled statements"),
+    ('for i in T.Pipelined(4, num_stages=3, stage=[0, 1]):\n    T.copy(A[0, 0], a)\n    T.gemm(a, b, c)',
+     "T.Pipelined: num_stages=3 disagrees with stage= (max stage 1: 2 stages)"),
+    ('for i in T.Pipelined(4, num_stages=2, group=[[0]]):\n    pass', "T.Pipelined: group=((0,),) is not supported"),
     ('v = T.alloc_shared((4,), "float32", "global")', "T.alloc_shared: 'v': scope='global' is not supported"),
     ('v = T.alloc_local((4,), "float17")', "T.alloc_local: 'v': unknown dtype 'float17'; tilecute dtypes are"),
     ('v = T.alloc_barrier([32, 64])', "T.alloc_barrier: 'v': arrive counts [32, 64] differ"),
@@ -329,7 +344,9 @@ REFUSED = [
     ('if a:\n    pass', "buffer 'a' used as a value"),
     ('v = T.alloc_tmem((4,), "float32")', "T.alloc_tmem is a TileLang form that tilecute does not support"),
     ('T.cumsum(c)', "T.cumsum is a TileLang form that tilecute does not support"),
-    ('for i in T.vectorized(4):\n    pass', "T.vectorized is a TileLang form that tilecute does not support"),
+    ('for i in T.vectorized(4, annotations={"x": 1}):\n    pass', "T.vectorized: annotations={'x': 1} is not supported"),
+    ('for i, j in T.Persistent([4], 1, bx):\n    pass', "T.Persistent has 1 domain dims but 2 loop variables"),
+    ('v, w = 1, 2, 3', "cannot unpack 3 values into 2 names"),
     ('v = A[0, 0] & 1', "bitwise operator & takes integers, got float16"),
 ]
 
@@ -449,4 +466,136 @@ def test_tilelang_idioms_compile_scalars_loops_and_bits(tmp_path):
     """, params='A: T.Tensor((4, 128), "int32"), B: T.Tensor((256,), "float32")', grid="64")
     loops = _stmts(f, N.For)
     assert [lp.vector_width for lp in loops if lp.kind == "parallel"][:2] == [1, 2]
+    assert _build(f, tmp_path).kernels
+
+
+# ---- forms added for the corpus (tests/corpus) ------------------------------------------------
+def _eval(e, env):
+    """The value of an int32 IR expression of Vars, Consts and + * // % min max."""
+    if isinstance(e, N.Const):
+        return int(e.value)
+    if isinstance(e, N.Var):
+        return env[e.name]
+    if isinstance(e, N.Call) and e.name == "ceildiv":
+        a, b = (_eval(x, env) for x in e.args)
+        return -(-a // b)
+    a, b = _eval(e.a, env), _eval(e.b, env)
+    ops = {"add": int.__add__, "sub": int.__sub__, "mul": int.__mul__, "floordiv": int.__floordiv__,
+           "mod": int.__mod__, "min": min, "max": max}
+    return ops[e.op](a, b)
+
+
+@pytest.mark.parametrize("domain, waves, group", [((3, 5), 4, 8), ((4, 7), 5, 2), ((2, 3, 5), 7, 2),
+                                                   ((6,), 4, 4)])
+def test_persistent_walks_every_tile_once(domain, waves, group):
+    """T.Persistent(domain, wave_size, index, group_size) is TileLang's loop: over all blocks
+    and waves, every tile of the domain runs exactly once."""
+    names = ", ".join(f"v{i}" for i in range(len(domain)))
+    f = _kernel(f"""
+        for {names} in T.Persistent({list(domain)}, {waves}, bx, {group}):
+            B[0, 0] = T.float16(v0)
+    """, grid=str(waves))
+    (loop,) = [s for s in _stmts(f, N.For)]
+    assert loop.kind == "serial"
+    lets = [s for s in loop.body if isinstance(s, N.Let)]
+    (guard,) = [s for s in loop.body if isinstance(s, N.If)]
+    seen = []
+    for bx in range(waves):
+        for w in range(_eval(loop.extent, {})):
+            env = {"bx": bx, loop.var.name: w}
+            for let in lets:
+                env[let.var.name] = _eval(let.value, env)
+            last = env[lets[-1].var.name]
+            if last < _eval(guard.cond.b, env):
+                seen.append(tuple(env[let.var.name] for let in lets[1:]))
+    import itertools
+    assert sorted(seen) == sorted(itertools.product(*(range(d) for d in domain)))
+
+
+def test_vectorized_is_a_per_thread_loop():
+    f = _kernel("""
+        x = T.alloc_local((8,), "float16")
+        for i in T.vectorized(8):
+            x[i] = A[bx, i]
+        for i in T.Vectorized(2, 6):
+            B[bx, i] = x[i]
+    """)
+    loops = _stmts(f, N.For)
+    assert [(lp.kind, _eval(lp.start, {}), _eval(lp.extent, {})) for lp in loops] == \
+        [("unrolled", 0, 8), ("unrolled", 2, 4)]
+
+
+def test_tuple_assignment_reads_every_value_first():
+    f = _kernel("""
+        bb, bh = bx // 2, bx % 2
+        bb, bh = bh, bb
+        B[bb, bh] = A[bh, bb]
+    """)
+    lets = _stmts(f, N.Let)
+    env = {"bx": 5}
+    for let in lets:
+        env[let.var.name] = _eval(let.value, env)
+    (store,) = _stmts(f, N.Store)
+    assert [_eval(i, env) for i in store.indices] == [1, 2]
+
+
+def test_pipelined_stage_and_order_as_tilecute_schedules():
+    """stage= puts the global-to-shared copies in stage 0 and the rest in the last stage:
+    num_stages = max(stage) + 1; scalar bindings do not count; all in stage 0 is a serial
+    loop."""
+    body = """
+        a = T.alloc_shared((64, 64), "float16")
+        b = T.alloc_shared((64, 64), "float16")
+        c = T.alloc_fragment((64, 64), "float32")
+        for k in T.Pipelined(4, stage={stage}, order={order}):
+            base = k * 64
+            T.copy(A[base, 0], a)
+            T.copy(A[base, 0], b)
+            T.gemm(a, b, c)
+    """
+    for stage, order, want in (([0, 0, 2], [0, 1, 2], ("pipelined", 3)), ([0, 0, 1], None, ("pipelined", 2)),
+                               ([0, 0, 0], [0, 1, 2], ("serial", 0))):
+        f = _kernel(body.format(stage=stage, order=order))
+        (loop,) = _stmts(f, N.For)
+        assert (loop.kind, loop.num_stages) == want
+
+
+def test_atomic_max_and_min(tmp_path):
+    f = _kernel("""
+        x = T.alloc_fragment((64,), "float32")
+        for i in T.Parallel(64):
+            x[i] = T.Cast("float32", A[bx, i])
+        for i in T.Parallel(64):
+            T.atomic_max(M[0], x[i])
+            T.atomic_min(M[1], x[i], memory_order="relaxed")
+        T.atomic_max(M[2:4], x[0:2])
+        T.atomic_add(M[2:4], x[2:4])
+    """, params='A: T.Tensor((256, 64), "float16"), M: T.Tensor((4,), "float32")')
+    # a sliced value is a tile (it used to be read as an element and refused)
+    assert [(a.op, isinstance(a.value, N.Region)) for a in _stmts(f, N.AtomicAdd)] == \
+        [("max", False), ("min", False), ("max", True), ("add", True)]
+    assert "T.atomic_min(M[1], x[i_1])" in f.script()
+    src = emit_cute(lower(f, "sm_90a"))
+    assert "tca.atomic_max(M, (0,), " in src and "tca.atomic_min(M, (1,), " in src
+    assert _build(f, tmp_path).kernels
+    from tilecute.ir.validate import ValidationError
+
+    with pytest.raises(ValidationError, match=r"T.atomic_max into 'B' \(float16\): atomic max/min take "
+                                              "float32, int32 or int64"):
+        _kernel("T.atomic_max(B[0, 0], 1.0)")
+
+
+def test_bitwise_reductions(tmp_path):
+    f = _kernel("""
+        x = T.alloc_fragment((4, 128), "int32")
+        r = T.alloc_fragment((4,), "int32")
+        T.copy(A[bx * 4, 0], x)
+        T.reduce_bitor(x, r, dim=1)
+        T.reduce(x, r, "bitxor", 1, False)
+        for i in T.Parallel(4):
+            B[bx * 4 + i] = r[i]
+    """, params='A: T.Tensor((256, 128), "int32"), B: T.Tensor((256,), "int32")')
+    assert [(s.kind, s.clear) for s in _stmts(f, N.Reduce)] == [("bitor", True), ("bitxor", False)]
+    src = emit_cute(lower(f, "sm_90a"))
+    assert "tcr.warp_allreduce(" in src and "\"bitor\", 32)" in src and "tcr.combine(r[" in src
     assert _build(f, tmp_path).kernels

@@ -226,7 +226,7 @@ class KernelEmitter:
         row = int(src.shape[-1].value)
         rows = math.prod(int(d.value) for d in src.shape[:-1])
         per_row = row // threads  # registers of a row in each thread
-        op = quote({"sum": "sum", "abssum": "sum", "max": "max", "absmax": "max", "min": "min"}[s.kind])
+        op = quote({"abssum": "sum", "absmax": "max"}.get(s.kind, s.kind))
         src_, dst_ = ident(s.src), ident(s.dst)
         take = (lambda x: f"cute.math.absf({x})") if s.kind.startswith("abs") and N.is_float(src.dtype) \
             else (lambda x: f"abs({x})") if s.kind.startswith("abs") else (lambda x: x)
@@ -269,7 +269,7 @@ class KernelEmitter:
         if guarded:
             conds = list(dict.fromkeys(self.bounds.predicate(buf.name, s.dst.starts)
                                        + self.bounds.of_loads(list(_loads(s.value)) + list(_loads(s.dst.starts)))))
-        self.predicated(conds, f"tca.atomic_add({ident(buf.name)}, {coord}, {value})", depth)
+        self.predicated(conds, f"tca.atomic_{s.op}({ident(buf.name)}, {coord}, {value})", depth)
         self.out.use("atomic")
 
     def gemm(self, s: N.Gemm, depth: int, guarded: bool) -> None:

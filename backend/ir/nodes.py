@@ -487,7 +487,8 @@ class Gemm(Stmt):
 GEMM_POLICIES = ("Square", "FullRow", "FullCol")
 
 
-REDUCE_KINDS = ("sum", "max", "min", "abssum", "absmax")
+REDUCE_KINDS = ("sum", "max", "min", "abssum", "absmax", "bitand", "bitor", "bitxor")
+BITWISE_REDUCE_KINDS = ("bitand", "bitor", "bitxor")  # integer sources only
 
 
 @dataclass(frozen=True)
@@ -503,11 +504,17 @@ class Reduce(Stmt):
 
 @dataclass(frozen=True)
 class AtomicAdd(Stmt):
-    """``dst += value`` atomically; ``value`` is an expression or a source region."""
+    """``dst += value`` atomically (``op`` "max"/"min": ``dst = max(dst, value)`` ...,
+    TileLang's ``T.atomic_max``/``T.atomic_min``); ``value`` is an expression or a source
+    region."""
 
     dst: Region
     value: Union[Expr, Region]
     loc: Optional[Loc] = _loc()
+    op: str = "add"
+
+
+ATOMIC_OPS = ("add", "max", "min")
 
 
 @dataclass(frozen=True)

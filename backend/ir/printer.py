@@ -177,7 +177,7 @@ def _stmt(s: N.Stmt, indent: int, out: list[str]) -> None:
         out.append(f"{pad}T.reduce_{s.kind}({s.src}, {s.dst}, dim={s.dim}, clear={s.clear}{scratch})")
     elif isinstance(s, N.AtomicAdd):
         value = _region(s.value) if isinstance(s.value, N.Region) else expr_str(s.value)
-        out.append(f"{pad}T.atomic_add({_region(s.dst)}, {value})")
+        out.append(f"{pad}T.atomic_{s.op}({_region(s.dst)}, {value})")
     elif isinstance(s, N.KernelScope):
         args = [expr_str(g) for g in s.grid]
         threads = str(s.threads[0]) if len(s.threads) == 1 else _tuple(str(t) for t in s.threads)

@@ -325,6 +325,8 @@ class _Validator:
             src, dst = self.buffer(s.src, bufs), self.buffer(s.dst, bufs)
             if s.kind not in N.REDUCE_KINDS:
                 self.fail(f"unknown reduction {s.kind!r}")
+            if s.kind in N.BITWISE_REDUCE_KINDS and not N.is_int(src.dtype):
+                self.fail(f"T.reduce_{s.kind} takes integers; '{src.name}' is {src.dtype}")
             if not 0 <= s.dim < src.ndim:
                 self.fail(f"reduce over dim {s.dim} of '{src.name}', which has {src.ndim} dims")
             for b in (src, dst):
@@ -341,6 +343,12 @@ class _Validator:
         elif isinstance(s, N.Barrier):
             pass
         elif isinstance(s, N.AtomicAdd):
+            if s.op not in N.ATOMIC_OPS:
+                self.fail(f"unknown atomic op {s.op!r}; expected one of {', '.join(N.ATOMIC_OPS)}")
+            dst_dtype = self.buffer(s.dst.buffer, bufs).dtype
+            if s.op != "add" and dst_dtype not in ("float32", "int32", "int64"):
+                self.fail(f"T.atomic_{s.op} into '{s.dst.buffer}' ({dst_dtype}): atomic max/min "
+                          "take float32, int32 or int64")
             self.region(s.dst, vars_, bufs)
             if isinstance(s.value, N.Region):
                 self.region(s.value, vars_, bufs)

@@ -32,10 +32,10 @@ from typing import Optional
 
 from .forms import FORMS, TILELANG_ONLY, Unsupported
 from .forms import (  # noqa: F401
-    Kernel, ClusterKernel, Parallel, serial, unroll, Pipelined, alloc_shared, alloc_fragment,
+    Kernel, ClusterKernel, Parallel, serial, unroll, vectorized, Persistent, Pipelined, alloc_shared, alloc_fragment,
     alloc_local, alloc_var, alloc_barrier, copy, fill, clear, gemm, reduce, reduce_sum,
     reduce_max, reduce_min, reduce_abssum, reduce_absmax, reduce_bitand, reduce_bitor,
-    reduce_bitxor, atomic_add, evaluate, sync_threads, tma_copy, mbarrier_arrive,
+    reduce_bitxor, atomic_add, atomic_max, atomic_min, evaluate, sync_threads, tma_copy, mbarrier_arrive,
     mbarrier_wait_parity, use_swizzle, set_max_nreg,
 )
 from .ops import EXPRESSION_HELPERS
@@ -51,7 +51,7 @@ from .values import Buffer, StridedTensor, Tensor, dyn, dynamic, symbolic  # noq
 from .values import Macro, macro  # noqa: F401
 from ..ir import nodes as _N
 
-Serial, Unroll = FORMS["Serial"], FORMS["Unroll"]
+Serial, Unroll, Vectorized = FORMS["Serial"], FORMS["Unroll"], FORMS["Vectorized"]
 globals().update(DTYPE_NAMES)  # T.float16, T.half, T.bool ...
 
 

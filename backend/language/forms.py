@@ -102,6 +102,25 @@ def _unroll_alias(start, stop=None, step=None, *, explicit=False, unroll_factor=
 
 
 @_form("for")
+def vectorized(start, stop=None, *, annotations=None):
+    """``for i in T.vectorized(n)``: TVM's vectorized loop, every iteration run by the
+    thread that reaches it (tilecute emits it unrolled; its vectorization pass chooses
+    the vector accesses)."""
+
+
+@_form("for", "Vectorized")
+def _vectorized_alias(start, stop=None, *, annotations=None):
+    """Alias of ``T.vectorized``."""
+
+
+@_form("for")
+def Persistent(domain, wave_size, index, group_size=8):  # noqa: N802
+    """``for bx, by in T.Persistent([m_blocks, n_blocks], sm_num, block_id)``: the tiles of
+    ``domain`` this block owns, wave by wave (tile ``w * wave_size + index`` in wave
+    ``w``), the last dim walked in groups of ``group_size``."""
+
+
+@_form("for")
 def Pipelined(start, stop=None, num_stages=0, order=None, stage=None, sync=None, group=None,  # noqa: N802
               annotations=None, *, warp_specialize=None):
     """``for k in T.Pipelined(n, num_stages=3)``.  ``num_stages=0`` (TileLang's default)
@@ -213,6 +232,17 @@ def atomic_add(dst, value, memory_order=None, return_prev=False, use_tma=False, 
 
 
 @_form("stmt")
+def atomic_max(dst, value, memory_order=None, return_prev=False, annotations=None):
+    """``T.atomic_max(Amax[0], v)``: ``dst = max(dst, value)`` atomically (or a tile, with
+    regions)."""
+
+
+@_form("stmt")
+def atomic_min(dst, value, memory_order=None, return_prev=False, annotations=None):
+    """``T.atomic_min(Amin[0], v)``: ``dst = min(dst, value)`` atomically (or a tile)."""
+
+
+@_form("stmt")
 def evaluate(value):
     """``T.evaluate(expr)``: compute ``expr`` for its effect."""
 
@@ -270,13 +300,13 @@ class Unsupported:
 
 
 TILELANG_ONLY = frozenset("""
-    Persistent vectorized Vectorized grid thread_binding Fragment FragmentBuffer SharedBuffer
+    grid thread_binding Fragment FragmentBuffer SharedBuffer
     LocalBuffer ptr make_tensor make_tensor_from_addr alloc_global alloc_reducer
     alloc_cluster_barrier alloc_tmem alloc_descriptor empty allocate async_copy transpose
     im2col c2d_im2col copy_cluster tma_gather4 tma_scatter4 tma_load tma_load_2sm gemm_sp
     wgmma_gemm tcgen05_gemm reducer_init reducer_update finalize_reducer warp_reduce_sum
     warp_reduce_max warp_reduce_min warp_reduce_bitand warp_reduce_bitor cumsum cummax
-    atomic_max atomic_min atomic_addx2 atomic_addx4 atomic_load atomic_store atomic_or dp4a
+    atomic_addx2 atomic_addx4 atomic_load atomic_store atomic_or dp4a
     reshape view loop_break any_of all_of access_ptr activemask all_sync any_sync ballot
     ballot_sync barrier_arrive barrier_wait get_lane_idx get_warp_idx get_warp_idx_sync
     get_warp_group_idx get_thread_bindings get_block_binding get_block_bindings

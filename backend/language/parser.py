@@ -70,7 +70,8 @@ class _Given:
 
 
 _LOOPS = {"Parallel": "parallel", "serial": "serial", "Serial": "serial", "unroll": "unrolled",
-          "Unroll": "unrolled", "Pipelined": "pipelined"}
+          "Unroll": "unrolled", "vectorized": "unrolled", "Vectorized": "unrolled",
+          "Pipelined": "pipelined"}
 # TileLang's memory scopes (the `scope` argument of T.alloc_*) -> tilecute's
 _SCOPES = {"shared.dyn": "shared", "shared": "shared", "local.fragment": "fragment",
            "local": "local", "local.var": "local"}
@@ -509,13 +510,15 @@ class _Parser:
             raise self.error(s, f"loop over {loops}")
         if not self.in_kernel:
             raise self.error(s, "loops must be inside a T.Kernel block")
-        kind = _LOOPS[form.__name__]
         a = self.args(form, it)
-        a.no_annotations()
         target = s.target
         names = [e for e in (target.elts if isinstance(target, ast.Tuple) else [target])]
         if not all(isinstance(n, ast.Name) for n in names):
             raise self.error(s, "loop variables must be plain names")
+        if form.__name__ == "Persistent":
+            return self.persistent_loop(s, a, [n.id for n in names])
+        kind = _LOOPS[form.__name__]
+        a.no_annotations()
         num_stages, vector_width, replicated, async_copy = 0, 0, False, False
         warp_specialize = None
         step = None
@@ -550,23 +553,25 @@ class _Parser:
                 stop = self.arg_index(a.ref("stop"), form.__name__)
             if kind == "pipelined":
                 num_stages = a.static_int("num_stages", 0)
-                for opt in ("order", "stage", "sync", "group"):
+                for opt in ("sync", "group"):
                     a.refuse_unless(opt, (None, (), []), "tilecute schedules pipelined loops "
-                                                         "itself (num_stages only)")
+                                                         "itself (num_stages, or stage/order "
+                                                         "that say the same)")
                 ws = a.value("warp_specialize")
                 warp_specialize = None if ws is None else a.static_bool("warp_specialize")
-                if num_stages == 0:  # TileLang: no pipelining
+                if num_stages == 0 and not (a.given("stage") or a.given("order")):
+                    # TileLang: no pipelining
                     if warp_specialize:
                         raise a.fail("warp_specialize", "warp_specialize needs a pipelined "
                                                         "loop (num_stages >= 1)")
                     kind, warp_specialize = "serial", None
             else:
-                if a.value("step") is not None:
+                if "step" in a.sig.parameters and a.value("step") is not None:
                     step = a.static_int("step")
                     if step < 1:
                         raise a.fail("step", f"step={step}: tilecute loops count upwards "
                                              "(a positive step)")
-                if kind == "unrolled":
+                if kind == "unrolled" and "explicit" in a.sig.parameters:
                     a.static_bool("explicit")  # unrolled fully either way
                     a.refuse_unless("unroll_factor", (None,), "tilecute unrolls completely")
             extent = _sub(stop, start)
@@ -594,6 +599,10 @@ class _Parser:
             body = tuple(prologue) + self.block(s.body)
         finally:
             self.pop()
+        if kind == "pipelined" and (a.given("stage") or a.given("order")):
+            num_stages = self.manual_stages(a, body, num_stages)
+            if num_stages == 0:
+                kind, warp_specialize = "serial", None
         innermost = len(loop_vars) - 1
         for d, (v, (start, extent)) in reversed(list(enumerate(zip(loop_vars, ranges)))):
             width = vector_width if d == innermost else (1 if vector_width else 0)
@@ -601,6 +610,105 @@ class _Parser:
                           width, replicated, async_copy, loc=self.loc(s),
                           warp_specialize=warp_specialize),)
         return [body[0]]
+
+    def manual_stages(self, a: _Args, body, num_stages: int) -> int:
+        """``T.Pipelined(n, stage=[...], order=[...])``: a manual schedule, honored where it
+        is the one tilecute's pipeline builds, which is then ``num_stages = max(stage) + 1``:
+        the scheduled statements (those of the body but scalar bindings) in source order,
+        the copies into shared memory in stage 0 and every other statement in the last
+        stage.  Anything else is refused, naming what differs."""
+        scheduled = [t for t in body if not isinstance(t, N.Let)]
+        n = len(scheduled)
+        stage, order = a.value("stage"), a.value("order")
+
+        def int_list(name, v):
+            if not isinstance(v, (tuple, list)) or not all(
+                    isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in v):
+                raise a.fail(name, f"{name}={_show(v)}: a list of non-negative ints known at "
+                                   "parse time")
+            if len(v) != n:
+                raise a.fail(name, f"{name}={_show(v)} has {len(v)} entries but the loop body "
+                                   f"has {n} scheduled statements (scalar bindings do not count)")
+            return list(v)
+        stage = int_list("stage", stage) if stage is not None else [0] * n
+        if order is not None and int_list("order", order) != list(range(n)):
+            raise a.fail("order", f"order={_show(order)} is not supported: tilecute issues a "
+                                  "pipelined loop's statements in source order (order=None or "
+                                  f"{list(range(n))})")
+        last = max(stage, default=0)
+        scopes = {}
+        for scope in self.scopes:
+            scopes.update({v.buffer.name: v.buffer.scope for v in scope.values()
+                           if isinstance(v, _BufferRef)})
+        for t in body:
+            if isinstance(t, N.Allocate):
+                scopes[t.buffer.name] = t.buffer.scope
+        for t, st in zip(scheduled, stage):
+            producer = isinstance(t, N.Copy) and scopes.get(t.dst.buffer) == "shared" \
+                and scopes.get(t.src.buffer) == "global"
+            want = 0 if producer else last
+            if st != want:
+                what = "a copy into shared memory" if producer else "a statement other than a " \
+                    "global-to-shared copy"
+                raise a.fail("stage", f"stage={_show(a.value('stage'))}: {what} at line "
+                                      f"{t.loc.line if t.loc else '?'} is in stage {st}; tilecute's "
+                                      f"pipeline puts copies into shared memory in stage 0 and "
+                                      f"the rest in the last stage ({last})")
+        stages = last + 1 if last else 0
+        if a.given("num_stages") and num_stages != stages:
+            raise a.fail("num_stages", f"num_stages={num_stages} disagrees with stage= (max "
+                                       f"stage {last}: {stages} stages)")
+        return stages
+
+    def persistent_loop(self, s: ast.For, a: _Args, names: list[str]) -> list[N.Stmt]:
+        """``for bx, by in T.Persistent(domain, wave_size, index, group_size=8)``, as
+        TileLang builds it: a serial loop over ``ceildiv(padded, wave_size)`` waves, tile
+        ``w * wave_size + index`` of the domain padded to whole groups of ``group_size``
+        along its last dim; the coordinates are Lets and the body runs when the tile lies in
+        the domain."""
+        domain = a.value("domain")
+        if not isinstance(domain, (tuple, list)) or not domain:
+            raise a.fail("domain", f"domain must be a list of extents, got {_show(domain)}")
+        if len(names) != len(domain):
+            raise self.error(s, f"T.Persistent has {len(domain)} domain dims but {len(names)} "
+                                "loop variables")
+        domain = [self.arg_index(_Given(d, a.node("domain")), "Persistent") for d in domain]
+        wave_size = self.arg_index(a.ref("wave_size"), "Persistent")
+        index = self.arg_index(a.ref("index"), "Persistent")
+        group = self.arg_index(a.ref("group_size"), "Persistent")
+        last = domain[-1]
+        if isinstance(group, N.Const) and isinstance(last, N.Const):
+            group = N.Const(max(1, min(int(group.value), int(last.value))), "int32")
+        else:
+            group = ops.max(N.Const(1, "int32"), ops.min(group, last))
+        grouped = [ops.ceildiv(last, group), *domain[:-1], group]
+        padded = grouped[0]
+        for g in grouped[1:]:
+            padded = N.binop("mul", padded, g)
+        loc = self.loc(s)
+        wave = N.Var(self.fresh("w"), "int32")
+        self.push()
+        try:
+            tile = N.Var(self.fresh("tile_id"), "int32")
+            stmts: list[N.Stmt] = [N.Let(tile, N.binop("add", N.binop("mul", wave, wave_size), index),
+                                         loc=loc)]
+            idx, rem = [None] * len(grouped), tile
+            for i in range(len(grouped) - 1, 0, -1):
+                idx[i] = N.binop("mod", rem, grouped[i])
+                rem = N.binop("floordiv", rem, grouped[i])
+            idx[0] = rem
+            coords = idx[1:-1] + [N.binop("add", N.binop("mul", idx[0], group), idx[-1])]
+            for name, value in zip(names, coords):
+                var = N.Var(self.fresh(name), "int32")
+                stmts.append(N.Let(var, value, loc=loc))
+                self.bind(name, var)
+            body = self.block(s.body)
+        finally:
+            self.pop()
+        in_range = N.cmp("lt", stmts[-1].var, last)
+        stmts.append(N.If(in_range, body, (), loc=loc))
+        waves = ops.ceildiv(padded, wave_size)
+        return [N.For(wave, N.Const(0, "int32"), waves, "serial", tuple(stmts), loc=loc)]
 
     def if_stmt(self, s: ast.If) -> list[N.Stmt]:
         cond = self.expr(s.test)
@@ -623,18 +731,48 @@ class _Parser:
         target = s.targets[0]
         if isinstance(target, ast.Subscript):
             return [self.store(target, self.expr(s.value), s)]
+        if isinstance(target, (ast.Tuple, ast.List)):
+            return self.unpack(target, s)
         if not isinstance(target, ast.Name):
             raise self.error(s, "assign to a name or to a buffer element `A[i, j] = ...`")
-        value = s.value
+        return self.assign_name(target, s.value, s)
+
+    def unpack(self, target, s) -> list[N.Stmt]:
+        """``bb, bh = bbh // H, bbh % H``: every value is read before any name is bound,
+        as in Python; targets are names or buffer elements."""
+        if any(isinstance(t, ast.Starred) for t in target.elts):
+            raise self.error(s, "starred assignment targets are not supported")
+        if isinstance(s.value, (ast.Tuple, ast.List)) and \
+                not any(isinstance(e, ast.Starred) for e in s.value.elts):
+            values = [self.expr(e) for e in s.value.elts]
+        else:
+            values = self.expr(s.value)
+            if not isinstance(values, (tuple, list)):
+                raise self.error(s, f"cannot unpack `{ast.unparse(s.value)}` into "
+                                    f"{len(target.elts)} names")
+        if len(values) != len(target.elts):
+            raise self.error(s, f"cannot unpack {len(values)} values into {len(target.elts)} names")
+        out: list[N.Stmt] = []
+        for t, v in zip(target.elts, values):
+            if isinstance(t, ast.Subscript):
+                out.append(self.store(t, v, s))
+            elif isinstance(t, ast.Name):
+                out.extend(self.assign_name(t, None, s, v))
+            else:
+                raise self.error(s, "unpack into names or buffer elements")
+        return out
+
+    def assign_name(self, target: ast.Name, value, s, known=None) -> list[N.Stmt]:
+        """``name = value`` (``known``: the value, already evaluated)."""
         if isinstance(value, ast.Call):
             form = self.form_of(value.func)
             if form is not None and form.kind == "alloc":
                 return self.allocate(target.id, form, value, s)
+        v = self.expr(value) if value is not None else known
         current = self.lookup_local(target.id)
         if isinstance(current, _VarRef):  # `x = ...` on a T.alloc_var stores into it
             buf = current.buffer
-            return [self.store_value(buf, (N.Const(0, "int32"),), self.expr(value), s)]
-        v = self.expr(value)
+            return [self.store_value(buf, (N.Const(0, "int32"),), v, s)]
         if not _is_ir(v):
             if isinstance(v, (int, float, bool)):
                 v = N.as_expr(v)
@@ -830,7 +968,7 @@ class _Parser:
             if form is not None:
                 raise self.error(s, f"T.{form.__name__} is not a statement here")
             raise self.error(s, "an expression statement must be a T.* statement call "
-                                "(T.copy, T.fill, T.clear, T.gemm, T.reduce_*, T.atomic_add, "
+                                "(T.copy, T.fill, T.clear, T.gemm, T.reduce_*, T.atomic_add/max/min, "
                                 "T.sync_threads, T.tma_copy, T.mbarrier_arrive, "
                                 "T.mbarrier_wait_parity, T.use_swizzle, T.set_max_nreg, "
                                 "T.evaluate)")
@@ -970,6 +1108,8 @@ class _Parser:
                                 f"{', '.join(N.REDUCE_KINDS)}")
         src = self.buffer_of(a.node("buffer"))
         dst = self.buffer_of(a.node("out"))
+        if kind in N.BITWISE_REDUCE_KINDS and not N.is_int(src.dtype):
+            raise a.fail("buffer", f"'{src.name}' is {src.dtype}; bitwise reductions take integers")
         dim = a.static_int("dim")
         if dim < -src.ndim:
             raise a.fail("dim", f"dim={dim} is out of range for '{src.name}', which has "
@@ -986,23 +1126,32 @@ class _Parser:
         return N.Reduce(kind, src.name, dst.name, dim, a.static_bool("clear"),
                         scratch, loc=self.loc(s))
 
-    def stmt_atomic_add(self, a: _Args, s) -> list[N.Stmt]:
+    def stmt_atomic_max(self, a: _Args, s) -> list[N.Stmt]:
+        return self.stmt_atomic_add(a, s, "max")
+
+    def stmt_atomic_min(self, a: _Args, s) -> list[N.Stmt]:
+        return self.stmt_atomic_add(a, s, "min")
+
+    def stmt_atomic_add(self, a: _Args, s, op: str = "add") -> list[N.Stmt]:
+        """``T.atomic_add/max/min(dst, value)``: an element, or a tile (regions)."""
         a.refuse_unless("memory_order", (None, "relaxed"), "tilecute's atomics are relaxed "
                                                            "(CUDA atomicAdd)")
-        a.refuse_unless("return_prev", (False,), "T.atomic_add is a statement in tilecute; "
+        a.refuse_unless("return_prev", (False,), f"T.atomic_{op} is a statement in tilecute; "
                                                  "it returns nothing")
-        a.refuse_unless("use_tma", (False,), "tilecute has no TMA reduce-store")
+        if "use_tma" in a.sig.parameters:
+            a.refuse_unless("use_tma", (False,), "tilecute has no TMA reduce-store")
         a.no_annotations()
         dst = self.region(a.node("dst"))
         v = a.node("value")
-        value = a.value("value")
-        if isinstance(value, _BufferRef) or (isinstance(v, ast.Subscript) and
-                                             any(isinstance(i, slice) for i in self.indices(v))):
+        if isinstance(v, ast.Subscript) and any(isinstance(i, slice) for i in self.indices(v)):
+            value = self.region(v)  # a tile: T.atomic_add(C[0:2], x[0:2])
+        elif isinstance(a.value("value"), _BufferRef):
             value = self.region(v)
         else:
+            value = a.value("value")
             buf = self.buffer_named(dst.buffer)
             value = N.cast(N.as_expr(value, buf.dtype), buf.dtype)
-        return [N.AtomicAdd(dst, value, loc=self.loc(s))]
+        return [N.AtomicAdd(dst, value, loc=self.loc(s), op=op)]
 
     def stmt_evaluate(self, a: _Args, s) -> list[N.Stmt]:
         return [N.Evaluate(N.as_expr(a.value("value")), loc=self.loc(s))]

@@ -141,7 +141,7 @@ class _Lowerer(StmtMutator):
         def body(vs):
             value = N.Load(sbuf.name, self.indices(s.value, shape, vs), sbuf.dtype)
             dst = N.Region(dbuf.name, self.indices(s.dst, shape, vs))
-            return (N.AtomicAdd(dst, N.cast(value, dbuf.dtype), loc=s.loc),)
+            return (N.AtomicAdd(dst, N.cast(value, dbuf.dtype), loc=s.loc, op=s.op),)
         return self.nest(s, shape, body)
 
     def visit_allocate(self, s: N.Allocate) -> N.Allocate:

@@ -123,3 +123,34 @@ def atomic_add_vector(tensor, coord, values, width: int) -> None:
             part = cute.make_tensor(regs.iterator + i, cute.make_layout(chunk)).load()
         cute.arch.red(ptr + i, part, op="add", dtype=_red_type(dtype), sem="relaxed",
                       scope=_scope(tensor))
+
+
+# dtypes with an atomic max/min (the validator allows exactly these IR dtypes: float32,
+# int32, int64; uint buffers have signless Int elements here, so their order is not known)
+_MINMAX_DTYPES = (cutlass.Float32, cutlass.Int32, cutlass.Int64)
+
+
+def _atomic_minmax(tensor, coord, value, op: str) -> None:
+    dtype = tensor.element_type
+    if dtype not in _MINMAX_DTYPES:
+        raise TypeError(f"tilecute atomic_{op}: no atomic {op} for {dtype.__name__}")
+    ptr = element_ptr(tensor, coord)
+    if dtype is cutlass.Float32:
+        # the sign-split integer max/min (atom.max.s32 / atom.min.u32 on the bits)
+        f = cute.arch.atomic_fmax if op == "max" else cute.arch.atomic_fmin
+        f(ptr, dtype(value), sem="relaxed", scope=_scope(tensor))
+    else:
+        cute.arch.red(ptr, dtype(value), op=op, dtype=dtype, sem="relaxed", scope=_scope(tensor))
+
+
+def atomic_max(tensor, coord, value) -> None:
+    """``tensor[coord] = max(tensor[coord], value)`` atomically (relaxed; ``.gpu`` scope
+    in global memory, ``.cta`` in shared).  Float32: ``cute.arch.atomic_fmax`` (a signed
+    integer max on the bits of a non-negative value, an unsigned min on those of a
+    negative one); Int32/Int64: ``red.max.s32``/``.s64``."""
+    _atomic_minmax(tensor, coord, value, "max")
+
+
+def atomic_min(tensor, coord, value) -> None:
+    """``tensor[coord] = min(tensor[coord], value)`` atomically; as :func:`atomic_max`."""
+    _atomic_minmax(tensor, coord, value, "min")

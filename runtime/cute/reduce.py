@@ -1,7 +1,8 @@
 """Reductions for generated kernels: an element-wise combine, a warp shuffle all-reduce
 and a block-level all-reduce through shared memory.
 
-``op`` is always a compile-time Python string: ``"sum"``, ``"max"`` or ``"min"``.
+``op`` is always a compile-time Python string: ``"sum"``, ``"max"``, ``"min"``, or on
+integers ``"bitand"``, ``"bitor"``, ``"bitxor"``.
 Use :func:`combine`, not Python's builtin ``max``/``min``: inside ``@cute.kernel``/
 ``@cute.jit`` bodies CuTe rewrites those into a compare + select (``setp`` + ``selp``,
 not ``max.f32``), and in plain helper functions they fail with
@@ -18,11 +19,12 @@ Usage in generated code::
 import cutlass
 import cutlass.cute as cute
 
-OPS = ("sum", "max", "min")
+OPS = ("sum", "max", "min", "bitand", "bitor", "bitxor")
 
 
 def combine(a, b, op: str):
-    """``a + b``, ``max(a, b)`` or ``min(a, b)`` for ``op`` "sum" / "max" / "min".
+    """``a + b``, ``max(a, b)``, ``min(a, b)``, ``a & b``, ``a | b`` or ``a ^ b`` for ``op``
+    "sum" / "max" / "min" / "bitand" / "bitor" / "bitxor" (the last three on integers).
 
     PTX by dtype: Float32 max/min use ``cute.arch.fmax``/``fmin`` (``max.f32``/``min.f32``,
     NaN-quiet like CUDA ``fmaxf``); Float16/BFloat16 go through Float32 the same way
@@ -38,6 +40,12 @@ def combine(a, b, op: str):
     """
     if op == "sum":
         return a + b
+    if op == "bitand":  # integers (and.b32 / or.b32 / xor.b32)
+        return a & b
+    if op == "bitor":
+        return a | b
+    if op == "bitxor":
+        return a ^ b
     if op not in ("max", "min"):
         raise ValueError(f"tilecute combine: unknown op {op!r}, expected one of {OPS}")
     dtype = type(a) if isinstance(a, cutlass.Numeric) else type(b)
