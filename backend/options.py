@@ -21,6 +21,10 @@ OPTIONS = {
                     "2**31 elements under symbolic shapes); by default offsets are 64-bit only "
                     "where a static shape needs it, and the launcher refuses a tensor past "
                     "int32 with an error naming this option",
+    "disable_mma_overlap": "a pipelined loop with two chained wgmma GEMMs and work between "
+                           "them (attention's S = Q K^T, softmax, O += P V) runs them in "
+                           "program order; by default (sm_90a) step k's first GEMM and step "
+                           "k - 1's second are issued together and run during the softmax",
     "disable_rasterization": "a GEMM kernel's 2-D grid keeps its plain block order (by default "
                              "the blocks walk it in panels of 16 rows, as T.use_swizzle(16), "
                              "unless the program sets an order)",

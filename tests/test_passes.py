@@ -70,6 +70,31 @@ def add(A: T.Tensor((1024,), "float16"), B: T.Tensor((1024,), "float16")):
         for i in T.Parallel(1024):
             B[i] = A[i] + A[i]
 """
+ATTN = """
+@T.prim_func
+def attn(Q: T.Tensor((128, 64), "float16"), K: T.Tensor((1024, 64), "float16"),
+         V: T.Tensor((1024, 64), "float16"), O: T.Tensor((128, 64), "float32")):
+    with T.Kernel(1, threads=128) as bx:
+        Q_s = T.alloc_shared((64, 64), "float16")
+        K_s = T.alloc_shared((64, 64), "float16")
+        V_s = T.alloc_shared((64, 64), "float16")
+        S = T.alloc_fragment((64, 64), "float32")
+        P = T.alloc_fragment((64, 64), "float16")
+        acc = T.alloc_fragment((64, 64), "float32")
+        T.copy(Q[bx * 64, 0], Q_s)
+        T.clear(acc)
+        for k in T.Pipelined(16, num_stages=2, warp_specialize=True):
+            T.copy(K[k * 64, 0], K_s)
+            T.gemm(Q_s, K_s, S, transpose_B=True, clear_accum=True)
+            for i, j in T.Parallel(64, 64):
+                S[i, j] = T.exp2(S[i, j])
+            for i, j in T.Parallel(64, 64):
+                acc[i, j] *= 0.5
+            T.copy(S, P)
+            T.copy(V[k * 64, 0], V_s)
+            T.gemm(P, V_s, acc)
+        T.copy(acc, O[bx * 64, 0])
+"""
 NAMES = [p.name for p in PASSES]
 
 
@@ -278,6 +303,32 @@ CASES = [
 +            T.tma_copy(acc_shared, C[by * 128, bx * 128])
 """),
 
+    ("overlap_mma", ATTN, "sm_90a", """\
+@@ -26 +26,10 @@
+-        for k in T.Pipelined(16, num_stages=2, warp_specialize=True):
++        T.mbarrier_wait_parity(tc_bar0, 0)
++        T.gemm(Q_s, K_s, S, transpose_A=False, transpose_B=True, clear_accum=True, stage=0)
++        for i in T.Parallel(64):
++            for j in T.Parallel(64):
++                S[i, j] = T.exp2(S[i, j])
++        for i_1 in T.Parallel(64):
++            for j_1 in T.Parallel(64):
++                acc[i_1, j_1] = acc[i_1, j_1] * T.float32(0.5)
++        T.copy(S, P)
++        for k in T.Pipelined(1, 16, num_stages=2, warp_specialize=True):
+@@ -28 +37,2 @@
+-            T.gemm(Q_s, K_s, S, transpose_A=False, transpose_B=True, clear_accum=True)
++            T.gemm(Q_s, K_s, S, transpose_A=False, transpose_B=True, clear_accum=True, wg_wait=1, stage=k % 2)
++            T.gemm(P, V_s, acc, transpose_A=False, transpose_B=False, clear_accum=False, wg_wait=1, stage=(k - 1) % 2)
+@@ -31,0 +42,2 @@
++            T.wait_wgmma(0)
++            T.mbarrier_arrive(tc_bar1[(k - 1) % 2])
+@@ -36,2 +48,2 @@
+-            T.gemm(P, V_s, acc, transpose_A=False, transpose_B=False, clear_accum=False)
+-            T.mbarrier_arrive(tc_bar1[k % 2])
++        T.gemm(P, V_s, acc, transpose_A=False, transpose_B=False, clear_accum=False, stage=1)
++        T.mbarrier_arrive(tc_bar1[1])
+"""),
 ]
 
 
@@ -373,3 +424,27 @@ def big(A: T.Tensor((51200,), "float32")):
     assert run_passes(T.from_script(big), "sm_90a").kernels[0].shared_bytes == 204800
     with pytest.raises(SharedMemoryError, match=r"needs 204800 bytes .* at most 166912 on sm_80"):
         run_passes(T.from_script(big), "sm_80")
+
+
+def test_overlap_mma_off_and_where_it_does_not_apply():
+    """The option keeps the loop as written, and a loop
+    where a statement free of the second GEMM's registers (S *= 2) must stay after one
+    tied to them (P = S) is not split."""
+    func = T.from_script(ATTN)
+    before, after = before_and_after(ATTN, "overlap_mma", "sm_90a")
+    off = PASSES[NAMES.index("overlap_mma")].run(before, "sm_90a", {"disable_mma_overlap": True})
+    assert print_func(off) == print_func(before) != print_func(after)
+    tangled = ATTN.replace("            T.copy(S, P)\n",
+                           "            T.copy(S, P)\n            for i, j in T.Parallel(64, 64):\n"
+                           "                S[i, j] = S[i, j] * 2.0\n")
+    assert "T.wait_wgmma" not in print_func(run_passes(T.from_script(tangled), "sm_90a"))
+    assert "T.wait_wgmma(0)" in print_func(after)
+
+
+def test_overlapped_attention_builds(tmp_path):
+    """The overlapped loop compiles to an sm_90a cubin (each GEMM names its stage)."""
+    import tilecute
+    info = tilecute.build_cubin(T.from_script(ATTN), "sm_90a", out_dir=str(tmp_path))
+    src = (tmp_path / "kernel_cute.py").read_text()
+    assert "tcm.wait_batches(0)" in src and "tcm.fence_registers(S)" in src
+    assert info.kernel_names

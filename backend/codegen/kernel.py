@@ -273,7 +273,10 @@ class KernelEmitter:
         self.out.use("atomic")
 
     def gemm(self, s: N.Gemm, depth: int, guarded: bool) -> None:
-        self.mma.gemm(s, depth)
+        self.mma.gemm(s, depth, None if s.stage is None else self.exprs.expr(s.stage))
+
+    def wait_wgmma(self, s: N.WaitWgmma, depth: int, guarded: bool) -> None:
+        self.mma.wait(s, depth)
 
     # ---- barriers and TMA -----------------------------------------------------------------
     def barrier(self, s: N.Barrier, depth: int, guarded: bool) -> None:
@@ -386,6 +389,7 @@ _STATEMENTS = {
     N.Allocate: KernelEmitter.allocate, N.Reduce: KernelEmitter.reduce,
     N.AtomicAdd: KernelEmitter.atomic_add, N.Barrier: KernelEmitter.barrier,
     N.TmaCopy: KernelEmitter.tma_copy, N.Gemm: KernelEmitter.gemm,
+    N.WaitWgmma: KernelEmitter.wait_wgmma,
     N.MBarrierWait: KernelEmitter.mbarrier_wait, N.SetMaxNReg: KernelEmitter.set_max_nreg,
     N.MBarrierArrive: KernelEmitter.mbarrier_arrive,
 }

@@ -22,7 +22,8 @@ class MmaEmitter:
         self.rows: dict[str, str] = {}  # mma_rows fragment -> the row index of each register
         self.tiled: dict[int, str] = {}  # id(T.gemm) -> its tiled MMA
         self.proxy_fence = False  # barriers also fence shared writes for wgmma reads
-        self.in_flight: list[str] = []  # accumulators of T.gemms that left wgmma batches in flight
+        # the wgmma batches T.gemms left in flight, oldest first: (accumulator, A fragment)
+        self.in_flight: list[tuple[str, str | None]] = []
 
     def declare(self, body, depth: int) -> None:
         """One tiled MMA per T.gemm, at the kernel's start."""
@@ -75,19 +76,21 @@ class MmaEmitter:
     def reduce_rows(self, s: N.Reduce, depth: int) -> None:
         """``T.reduce_<kind>(acc, rows, dim=1)``: each thread combines its registers of each
         of its rows, then the quad holding the row."""
-        self.drain(depth)
+        self.drain(depth, {s.src, s.dst})
         self.out.use("rows")
         self.out.line(depth, f"tcrow.reduce_rows({ident(s.src)}, {ident(s.dst)}, {quote(s.kind)}, "
                              f"clear={s.clear})", f"T.reduce_{s.kind}({s.src}, {s.dst}, dim=1)")
 
-    def gemm(self, s: N.Gemm, depth: int) -> None:
+    def gemm(self, s: N.Gemm, depth: int, stage: str | None = None) -> None:
+        """``stage``: the stage of the staged shared operands (default: the enclosing
+        pipelined loop's)."""
         a, b = self.buffers[s.a], self.buffers[s.b]
         layout = self.layouts[s.c]
         mma = self.tiled[id(s)]
 
         def view(buf, mn_major):
             rows, cols = (int(d.value) for d in buf.shape)
-            return (f"tcm.operand({self.smem.ptr(buf.name)}, {mma_type(buf.dtype)}, {rows}, {cols}, "
+            return (f"tcm.operand({self.smem.ptr(buf.name, stage)}, {mma_type(buf.dtype)}, {rows}, {cols}, "
                     f"{self.layouts[buf.name].swizzle}, {mn_major}, {quote(layout.mma)})")
         a_mn, b_mn = s.transpose_a, not s.transpose_b
         acc = "" if not s.clear_accum else ", accumulate=False"
@@ -101,15 +104,34 @@ class MmaEmitter:
         if layout.mma == "wgmma":
             if s.wg_wait:
                 acc += f", wait={s.wg_wait}"
-                if s.c not in self.in_flight:
-                    self.in_flight.append(s.c)
             self.out.line(depth, f"tcm.gemm({mma}, tc_tid, {c}, {a_view}, {view(b, b_mn)}{acc})")
+            a_frag = s.a if a.scope == "fragment" else None
+            self.retire(self.in_flight + [(s.c, a_frag)], s.wg_wait, depth, done=s.c)
         else:
             self.out.line(depth, f"tcm.gemm_warp({mma}, tc_tid, {c}, {a_view}, "
                                  f"{view(b, b_mn)}, {a_mn}, {b_mn}{acc})")
 
-    def drain(self, depth: int) -> None:
-        """Wait for the wgmma batches a T.gemm left in flight."""
-        for acc in self.in_flight:
+    def retire(self, batches: list, pending: int, depth: int, done: str | None = None) -> None:
+        """After a wait that leaves the last ``pending`` of ``batches`` in flight: pin the
+        registers of the accumulators that are complete now (``done``: one the wait's
+        helper pins itself)."""
+        self.in_flight = batches[len(batches) - pending:] if pending else []
+        still = {c for c, _ in self.in_flight}
+        for c in dict.fromkeys(c for c, _ in batches):
+            if c not in still and c != done:
+                self.out.line(depth, f"tcm.fence_registers({ident(c)})", "its MMAs are done")
+
+    def wait(self, s: N.WaitWgmma, depth: int) -> None:
+        """``T.wait_wgmma(n)``: at most the last ``n`` batches stay in flight."""
+        self.out.use("mma")
+        self.out.line(depth, f"tcm.wait_batches({s.pending})")
+        self.retire(self.in_flight, s.pending, depth)
+
+    def drain(self, depth: int, touched: set[str] | None = None) -> None:
+        """Wait for the wgmma batches T.gemms left in flight (only when some statement
+        about to run touches one of their registers, when ``touched`` names its buffers)."""
+        if touched is not None and not touched & {x for b in self.in_flight for x in b if x}:
+            return
+        for acc in dict.fromkeys(c for c, _ in self.in_flight):
             self.out.line(depth, f"tcm.drain({ident(acc)})", "the MMAs still in flight")
         self.in_flight = []

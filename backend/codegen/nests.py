@@ -143,7 +143,7 @@ class NestEmitter:
         """A nest over T.gemm accumulators: each thread walks its own registers, with the
         loop variables taken from the register's (i, j)."""
         k, out = self.k, self.k.out
-        k.mma.drain(depth)
+        k.mma.drain(depth, {b for lp in loops for b, _, _ in accesses(lp.body)})
         r = out.fresh("r")
         width = max(1, loops[-1].vector_width)  # registers r, r + 1: columns j, j + 1
         step = f", {width}" if width > 1 else ""

@@ -482,6 +482,9 @@ class Gemm(Stmt):
     # as the tile allows; warpgroups along M for wgmma when M allows), "FullRow" (every
     # warp along M), "FullCol" (every warp along N)
     policy: str = "Square"
+    # the stage of its multi-buffered shared operands, where it is not the one the
+    # enclosing pipelined loop's body sees (set by the MMA-overlap pass)
+    stage: Optional[Expr] = None
 
 
 GEMM_POLICIES = ("Square", "FullRow", "FullCol")
@@ -545,6 +548,16 @@ class MBarrierArrive(Stmt):
     """``T.mbarrier_arrive(bar[i])``: every thread that runs it arrives once."""
 
     barrier: Region
+    loc: Optional[Loc] = _loc()
+
+
+@dataclass(frozen=True)
+class WaitWgmma(Stmt):
+    """``T.wait_wgmma(pending)``: wait until at most ``pending`` of this warpgroup's wgmma
+    batches (the most recent ones) are in flight; the accumulators of the others may be
+    read after it."""
+
+    pending: int
     loc: Optional[Loc] = _loc()
 
 

@@ -170,8 +170,11 @@ def _stmt(s: N.Stmt, indent: int, out: list[str]) -> None:
     elif isinstance(s, N.Gemm):
         wait = f", wg_wait={s.wg_wait}" if s.wg_wait else ""
         policy = f", policy=T.GemmWarpPolicy.{s.policy}" if s.policy != "Square" else ""
+        stage = f", stage={expr_str(s.stage)}" if s.stage is not None else ""
         out.append(f"{pad}T.gemm({s.a}, {s.b}, {s.c}, transpose_A={s.transpose_a}, "
-                   f"transpose_B={s.transpose_b}, clear_accum={s.clear_accum}{policy}{wait})")
+                   f"transpose_B={s.transpose_b}, clear_accum={s.clear_accum}{policy}{wait}{stage})")
+    elif isinstance(s, N.WaitWgmma):
+        out.append(f"{pad}T.wait_wgmma({s.pending})")
     elif isinstance(s, N.Reduce):
         scratch = f", scratch={s.scratch}" if s.scratch else ""
         out.append(f"{pad}T.reduce_{s.kind}({s.src}, {s.dst}, dim={s.dim}, clear={s.clear}{scratch})")

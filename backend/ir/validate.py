@@ -321,6 +321,11 @@ class _Validator:
                 self.buffer(name, bufs)
             if self.buffer(s.c, bufs).scope != "fragment":
                 self.fail(f"T.gemm accumulates into a fragment; '{s.c}' is {bufs[s.c].scope}")
+            if s.stage is not None:
+                self.expr(s.stage, vars_, bufs)
+        elif isinstance(s, N.WaitWgmma):
+            if not isinstance(s.pending, int) or s.pending < 0:
+                self.fail(f"T.wait_wgmma takes a count of batches >= 0, got {s.pending!r}")
         elif isinstance(s, N.Reduce):
             src, dst = self.buffer(s.src, bufs), self.buffer(s.dst, bufs)
             if s.kind not in N.REDUCE_KINDS:

@@ -63,6 +63,34 @@ def substitute(x, mapping: dict[str, N.Expr]):
     return x
 
 
+def fold_constants(x):
+    """``x`` (a node or nested tuples of them) with integer arithmetic on constants folded
+    and ``e + 0``, ``e - 0``, ``e * 1`` simplified (what substituting a constant for a
+    loop variable leaves: ``(0 + 1) * 128`` becomes ``128``)."""
+    if isinstance(x, tuple):
+        return tuple(fold_constants(y) for y in x)
+    if not dataclasses.is_dataclass(x) or isinstance(x, type) or isinstance(x, N.Loc):
+        return x
+    changes = {f.name: fold_constants(getattr(x, f.name))
+               for f in dataclasses.fields(x) if f.name != "loc"}
+    x = dataclasses.replace(x, **changes)
+    if isinstance(x, N.BinOp) and N.is_int(x.dtype):
+        a, b = x.a, x.b
+        zero_b = isinstance(b, N.Const) and b.value == 0
+        if isinstance(a, N.Const) and isinstance(b, N.Const):
+            bitwise = {"bitand": int.__and__, "bitor": int.__or__, "bitxor": int.__xor__}
+            if x.op in bitwise:
+                return N.Const(bitwise[x.op](int(a.value), int(b.value)), x.dtype)
+            return N.binop(x.op, a, b)
+        if x.op in ("add", "sub") and zero_b and a.dtype == x.dtype:
+            return a
+        if x.op == "add" and isinstance(a, N.Const) and a.value == 0 and b.dtype == x.dtype:
+            return b
+        if x.op == "mul" and isinstance(b, N.Const) and b.value == 1 and a.dtype == x.dtype:
+            return a
+    return x
+
+
 def _snake(name: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 

@@ -12,8 +12,8 @@ from typing import Callable
 from ..ir import nodes as N
 from ..ir.validate import validate
 from ..options import check_options
-from . import (index_width, insert_barriers, layout_inference, lower_tile_ops, rasterize, select_mma,
-               shared_epilogue, shared_memory, software_pipeline, tma_copies, tma_descriptors,
+from . import (index_width, insert_barriers, layout_inference, lower_tile_ops, overlap_mma,
+               rasterize, select_mma, shared_epilogue, shared_memory, software_pipeline, tma_copies, tma_descriptors,
                vectorize, warp_specialize)
 from .launch_abi import KernelPlan, build_abi
 
@@ -40,6 +40,7 @@ PASSES = (
         f, arch, auto=not o.get("disable_tma", False))),
     Pass("warp_specialize", lambda f, arch, o: warp_specialize.warp_specialize(f, arch)),
     Pass("pipeline_tma_loads", lambda f, arch, o: software_pipeline.pipeline_tma_loads(f, arch)),
+    Pass("overlap_mma", overlap_mma.overlap_mma),
     Pass("assign_tma_descriptors",
          lambda f, arch, o: tma_descriptors.assign_tma_descriptors(f, arch)),
     Pass("lower_tile_ops", lambda f, arch, o: lower_tile_ops.lower_tile_ops(f)),

@@ -142,6 +142,12 @@ def gemm(mma, tid, acc, sa, sb, accumulate: bool = True, wait: int = 0,
         fence_registers(acc)
 
 
+def wait_batches(pending: int) -> None:
+    """Wait until at most the last ``pending`` wgmma batches of this warpgroup are in
+    flight (then :func:`fence_registers` the accumulators of the finished ones)."""
+    warpgroup.wait_group(pending)
+
+
 def drain(acc) -> None:
     """Wait until every wgmma batch of this warpgroup is done; ``acc`` may be read after."""
     warpgroup.wait_group(0)

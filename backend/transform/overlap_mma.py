@@ -1,0 +1,132 @@
+"""Overlap a pipelined loop's two chained wgmma GEMMs with the work between them
+(FlashAttention-3's intra-warpgroup overlap).
+
+A consumer loop of the form (attention: ``S = Q K^T``, the online softmax, ``O += P V``)
+
+    for k in T.Pipelined(a, n):
+        T.mbarrier_wait_parity(full[k], ...)
+        T.gemm(Q_s, K_s, S, clear_accum=True)      # G1
+        X                                          # reads S, writes P and rescales O
+        T.gemm(P, V_s, O)                          # G2: A from registers
+        T.mbarrier_arrive(empty[k])
+
+runs G1 and G2 one after the other, each waiting for its MMAs, so the tensor cores idle
+during X.  This pass software-pipelines the loop by one step: step k issues G1 for
+step k and G2 for step k - 1 together, waits for G1 only, runs the part of X that does
+not touch G2's operands (``P``, ``O``) while G2 runs, then waits for G2, releases step
+k - 1's stage, and finishes X:
+
+    wait full[a]; G1(a); X(a)                          # prologue (step a, no G2)
+    for k in T.Pipelined(a + 1, n - 1):
+        wait full[k]; G1(k) (in flight); G2(k - 1, stage k - 1) (in flight: G1 done)
+        X_free(k)                                       # e.g. max, exp2, row sums
+        T.wait_wgmma(0)                                 # G2 done
+        arrive empty[k - 1]; X_tied(k)                  # e.g. O *= alpha; P = S
+    G2(a + n - 1); arrive empty[a + n - 1]              # epilogue
+
+It applies only where X splits that way (no statement of ``X_free`` depends on an earlier
+statement of ``X_tied``), both GEMMs are wgmma, and G2's A operand is a register
+fragment X writes.  ``options={"disable_mma_overlap": True}`` keeps the loop as written.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ..ir import nodes as N
+from ..ir.visitor import StmtMutator, fold_constants, substitute
+from .analysis import buffers_used
+from .mbarriers import i32, sub
+
+
+def _wgmma(allocs: dict, g: N.Gemm) -> bool:
+    a = allocs.get(g.c)
+    return a is not None and a.layout is not None and a.layout.mma == "wgmma"
+
+
+def split_tied(between: list, tied: set[str]):
+    """``between`` as (statements free of the buffers in ``tied``, statements touching
+    them), or None where a free statement follows a tied one it shares a buffer with."""
+    free, bound = [], []
+    for s in between:
+        used = buffers_used(s)
+        if used & tied:
+            bound.append(s)
+            continue
+        if any(used & buffers_used(t) for t in bound):
+            return None
+        free.append(s)
+    return free, bound
+
+
+class _Overlap(StmtMutator):
+    def __init__(self, allocs: dict):
+        self.allocs = allocs
+
+    def visit_for(self, loop: N.For):
+        loop = self.generic(loop)
+        plan = self.match(loop)
+        return loop if plan is None else self.rewrite(loop, *plan)
+
+    def match(self, loop: N.For):
+        body = loop.body
+        if loop.kind != "pipelined" or len(body) < 4:
+            return None
+        wait, arrive = body[0], body[-1]
+        if not isinstance(wait, N.MBarrierWait) or not isinstance(arrive, N.MBarrierArrive):
+            return None
+        gemms = [i for i, s in enumerate(body) if isinstance(s, N.Gemm)]
+        if len(gemms) != 2 or gemms[0] != 1 or gemms[1] != len(body) - 2:
+            return None
+        g1, g2 = body[1], body[-2]
+        if not (_wgmma(self.allocs, g1) and _wgmma(self.allocs, g2)) or g1.wg_wait or g2.wg_wait:
+            return None
+        a2 = self.allocs.get(g2.a)
+        if a2 is None or a2.buffer.scope != "fragment" or not g1.clear_accum or g1.c in (g2.a, g2.c):
+            return None
+        between = list(body[2:-2])
+        if not any(g2.a in buffers_used(s) for s in between):
+            return None
+        staged = {n for n, al in self.allocs.items() if al.stages > 1}
+        if any(buffers_used(s) & staged for s in between):
+            return None  # (a staged buffer's stage would follow the loop's new start)
+        split = split_tied(between, {g2.a, g2.c})
+        if split is None or any(g1.c in buffers_used(s) for s in split[1]) and not split[0]:
+            return None
+        return g1, g2, split[0], split[1]
+
+    def rewrite(self, loop: N.For, g1: N.Gemm, g2: N.Gemm, free: list, tied: list):
+        wait, arrive = loop.body[0], loop.body[-1]
+        k, a, n, S = loop.var, loop.start, loop.extent, loop.num_stages
+        loc = loop.loc
+
+        def at(stmts, it):
+            return list(fold_constants(substitute(tuple(stmts), {k.name: it})))
+
+        def stage(it):  # the stage step ``it`` reads
+            return fold_constants(N.binop("mod", sub(it, a), i32(S)))
+
+        prev = N.binop("sub", k, i32(1))
+        first = at([wait, dataclasses.replace(g1, stage=stage(a)), *free, *tied], a)
+        steady = dataclasses.replace(loop, start=fold_constants(N.binop("add", a, i32(1))),
+                                     extent=sub(n, i32(1)),
+                                     body=tuple([
+                                         wait, dataclasses.replace(g1, wg_wait=1, stage=stage(k)),
+                                         dataclasses.replace(g2, wg_wait=1, stage=stage(prev)),
+                                         *free,
+                                         N.WaitWgmma(0, loc=g2.loc), *at([arrive], prev), *tied]))
+        last = fold_constants(N.binop("add", a, sub(n, i32(1))))
+        tail = [dataclasses.replace(g2, stage=stage(last)), *at([arrive], last)]
+        if isinstance(n, N.Const):
+            return first + [steady] + tail if n.value > 0 else []
+        return N.If(N.Cmp("gt", n, i32(0)), tuple(first + [steady] + tail), loc=loc)
+
+
+def overlap_mma(func: N.PrimFunc, arch: str, options: dict) -> N.PrimFunc:
+    if options.get("disable_mma_overlap") or not arch.startswith("sm_90"):
+        return func
+    kernels = []
+    for scope in func.kernels:
+        allocs = {s.buffer.name: s for s in scope.body if isinstance(s, N.Allocate)}
+        kernels.append(_Overlap(allocs).visit_kernel(scope))
+    return dataclasses.replace(func, kernels=tuple(kernels))
