@@ -25,6 +25,10 @@ OPTIONS = {
                            "them (attention's S = Q K^T, softmax, O += P V) runs them in "
                            "program order; by default (sm_90a) step k's first GEMM and step "
                            "k - 1's second are issued together and run during the softmax",
+    "disable_warpgroup_pingpong": "with the MMA overlap, two compute warpgroups that each hold "
+                                  "half the rows issue their GEMMs together; by default they "
+                                  "take turns (named barriers), so one's MMAs run during the "
+                                  "other's softmax",
     "disable_rasterization": "a GEMM kernel's 2-D grid keeps its plain block order (by default "
                              "the blocks walk it in panels of 16 rows, as T.use_swizzle(16), "
                              "unless the program sets an order)",

@@ -15,8 +15,14 @@ import sys
 
 import torch
 
+import tilecute
+
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))
 import attention as A  # noqa: E402
+
+
+# variant suffixes: schedule choices turned off (compile options)
+OFF = {"serial": "disable_mma_overlap", "nopp": "disable_warpgroup_pingpong"}
 
 
 def bench(fn, reps: int = 20) -> float:
@@ -69,8 +75,10 @@ def main():
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--dtype", default="float16")
     p.add_argument("--variants", default="default",
-                   help="tilecute schedules: block_N [ws] [@stages], comma-separated (e.g. "
-                        "64,128ws,128ws@3); default: the example's own choice")
+                   help="tilecute schedules: block_N [ws] [@stages] [-serial], comma-separated "
+                        "(e.g. 64,128ws,128ws@3,default-serial); default: the example's own "
+                        "choice; -serial: without the MMA overlap (disable_mma_overlap), -nopp: "
+                        "without the warpgroup ping-pong (disable_warpgroup_pingpong)")
     args = p.parse_args()
     dtype = getattr(torch, args.dtype)
     for shape in args.shapes.split(","):
@@ -79,12 +87,15 @@ def main():
             q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=dtype) for _ in range(3))
             kernels = {}
             for variant in args.variants.split(","):
-                base, _, stages = variant.partition("@")  # 128ws@3: 3 stages
+                spec, *offs = variant.split("-")  # 128ws-serial: no MMA overlap
+                base, _, stages = spec.partition("@")  # 128ws@3: 3 stages
                 ws = base.endswith("ws")
                 bn = None if base == "default" else int(base[:-2] if ws else base)
-                kernel = A.flash_attention_kernel(h, d, h, causal, args.dtype, block_N=bn,
-                                                  warp_specialize=None if bn is None else ws,
-                                                  num_stages=int(stages or 2))
+                func = A.flash_attention(h, d, h, causal, args.dtype, block_N=bn,
+                                         warp_specialize=None if bn is None else ws,
+                                         num_stages=int(stages) if stages else None)
+                kernel = tilecute.compile(func, out_idx=[3, 4], options={
+                    OFF[o]: True for o in offs})
                 kernel(q, k, v)
                 kernels[f"tilecute-{variant}"] = lambda kernel=kernel: kernel(q, k, v)
             kernels.update(peers(q, k, v, causal))

@@ -22,14 +22,17 @@ LOG2E = 1.4426950408889634
 
 
 def flash_attention(heads=32, dim=128, kv_heads=None, causal=False, dtype="float16",
-                    block_M=128, block_N=None, threads=256, num_stages=2, sm_scale=None,
+                    block_M=128, block_N=None, threads=256, num_stages=None, sm_scale=None,
                     warp_specialize=None):
     """The forward kernel for Q (B, S, heads, dim), K and V (B, S, kv_heads, dim) in
     ``dtype``; writes O like Q and LSE (B, heads, S) in float32.  ``sm_scale`` defaults
     to 1 / sqrt(dim).  The default schedule is the one measured best on an H100
-    (benchmarks/attention.py): 128-key steps and a producer warpgroup for the K/V loads
-    at head dim 128, 64-key steps at 64, 64-key steps with a producer at 256."""
+    (benchmarks/attention.py): 128-key steps, 3 stages and a producer warpgroup for the
+    K/V loads at head dim 128, 64-key steps at 64, 64-key steps with a producer at 256.
+    The compiler overlaps each step's softmax with the MMAs (``overlap_mma``: the next
+    Q K^T and this P V run during it, the two compute warpgroups taking turns)."""
     block_N = block_N or (128 if dim == 128 else 64)
+    num_stages = num_stages or (3 if dim == 128 and block_N == 128 else 2)
     if warp_specialize is None and dim >= 128:
         warp_specialize = True
     kv_heads = kv_heads or heads
@@ -109,8 +112,8 @@ def flash_attention(heads=32, dim=128, kv_heads=None, causal=False, dtype="float
 
 @tilecute.jit(out_idx=[3, 4])
 def flash_attention_kernel(heads=32, dim=128, kv_heads=None, causal=False, dtype="float16",
-                           block_M=128, block_N=None, threads=256, num_stages=2, sm_scale=None,
-                           warp_specialize=None):
+                           block_M=128, block_N=None, threads=256, num_stages=None,
+                           sm_scale=None, warp_specialize=None):
     """``O, LSE = flash_attention_kernel(heads, dim, ...)(Q, K, V)``."""
     return flash_attention(heads, dim, kv_heads, causal, dtype, block_M, block_N, threads,
                            num_stages, sm_scale, warp_specialize)

@@ -275,6 +275,11 @@ class KernelEmitter:
     def gemm(self, s: N.Gemm, depth: int, guarded: bool) -> None:
         self.mma.gemm(s, depth, None if s.stage is None else self.exprs.expr(s.stage))
 
+    def named_barrier(self, s: N.NamedBarrier, depth: int, guarded: bool) -> None:
+        fn = "barrier_arrive" if s.arrive else "barrier"
+        self.out.line(depth, f"cute.arch.{fn}(barrier_id={self.exprs.expr(s.barrier_id)}, "
+                             f"number_of_threads={s.threads})")
+
     def wait_wgmma(self, s: N.WaitWgmma, depth: int, guarded: bool) -> None:
         self.mma.wait(s, depth)
 
@@ -389,7 +394,7 @@ _STATEMENTS = {
     N.Allocate: KernelEmitter.allocate, N.Reduce: KernelEmitter.reduce,
     N.AtomicAdd: KernelEmitter.atomic_add, N.Barrier: KernelEmitter.barrier,
     N.TmaCopy: KernelEmitter.tma_copy, N.Gemm: KernelEmitter.gemm,
-    N.WaitWgmma: KernelEmitter.wait_wgmma,
+    N.WaitWgmma: KernelEmitter.wait_wgmma, N.NamedBarrier: KernelEmitter.named_barrier,
     N.MBarrierWait: KernelEmitter.mbarrier_wait, N.SetMaxNReg: KernelEmitter.set_max_nreg,
     N.MBarrierArrive: KernelEmitter.mbarrier_arrive,
 }

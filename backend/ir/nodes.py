@@ -552,6 +552,19 @@ class MBarrierArrive(Stmt):
 
 
 @dataclass(frozen=True)
+class NamedBarrier(Stmt):
+    """A named barrier (``bar.sync`` / ``bar.arrive``) over ``threads`` threads: the
+    threads that sync wait until ``threads`` have arrived or synced on ``barrier_id``
+    (2..15; 0 is the block's barrier, 1 the compute warpgroups' one).  The MMA-overlap
+    pass uses them to take the two compute warpgroups' GEMMs in turns."""
+
+    barrier_id: Expr
+    threads: int
+    arrive: bool = False
+    loc: Optional[Loc] = _loc()
+
+
+@dataclass(frozen=True)
 class WaitWgmma(Stmt):
     """``T.wait_wgmma(pending)``: wait until at most ``pending`` of this warpgroup's wgmma
     batches (the most recent ones) are in flight; the accumulators of the others may be

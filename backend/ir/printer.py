@@ -173,6 +173,9 @@ def _stmt(s: N.Stmt, indent: int, out: list[str]) -> None:
         stage = f", stage={expr_str(s.stage)}" if s.stage is not None else ""
         out.append(f"{pad}T.gemm({s.a}, {s.b}, {s.c}, transpose_A={s.transpose_a}, "
                    f"transpose_B={s.transpose_b}, clear_accum={s.clear_accum}{policy}{wait}{stage})")
+    elif isinstance(s, N.NamedBarrier):
+        fn = "named_barrier_arrive" if s.arrive else "named_barrier_sync"
+        out.append(f"{pad}T.{fn}({expr_str(s.barrier_id)}, {s.threads})")
     elif isinstance(s, N.WaitWgmma):
         out.append(f"{pad}T.wait_wgmma({s.pending})")
     elif isinstance(s, N.Reduce):

@@ -323,6 +323,10 @@ class _Validator:
                 self.fail(f"T.gemm accumulates into a fragment; '{s.c}' is {bufs[s.c].scope}")
             if s.stage is not None:
                 self.expr(s.stage, vars_, bufs)
+        elif isinstance(s, N.NamedBarrier):
+            self.expr(s.barrier_id, vars_, bufs)
+            if s.threads <= 0 or s.threads % 32:
+                self.fail(f"a named barrier counts whole warps; {s.threads} threads")
         elif isinstance(s, N.WaitWgmma):
             if not isinstance(s.pending, int) or s.pending < 0:
                 self.fail(f"T.wait_wgmma takes a count of batches >= 0, got {s.pending!r}")

@@ -59,9 +59,26 @@ def split_tied(between: list, tied: set[str]):
     return free, bound
 
 
+WARPGROUP = 128
+TURN_BARRIER = 2  # named barriers 2, 3: the two compute warpgroups' turns (1: their sync)
+
+
 class _Overlap(StmtMutator):
-    def __init__(self, allocs: dict):
-        self.allocs = allocs
+    def __init__(self, allocs: dict, pingpong: bool):
+        self.allocs, self.pingpong = allocs, pingpong
+
+    def turns(self, g1: N.Gemm):
+        """For two compute warpgroups that each own half the rows (wgmma warps (2, 1)):
+        (wait for my turn, hand the turn over) statements, else None.  Warpgroup w
+        issues its GEMMs after syncing on barrier 2 + w, then arrives on the other's, so
+        one warpgroup's MMAs run while the other computes its softmax (FA3's ping-pong)."""
+        layout = self.allocs[g1.c].layout
+        if not self.pingpong or tuple(layout.warps) != (2, 1) or layout.threads != 2 * WARPGROUP:
+            return None
+        wg = N.binop("floordiv", N.Call("thread_idx", (i32(0),), "int32"), i32(WARPGROUP))
+        mine = N.NamedBarrier(N.binop("add", i32(TURN_BARRIER), wg), 2 * WARPGROUP, loc=g1.loc)
+        other = N.binop("sub", i32(TURN_BARRIER + 1), wg)
+        return wg, mine, other
 
     def visit_for(self, loop: N.For):
         loop = self.generic(loop)
@@ -107,19 +124,39 @@ class _Overlap(StmtMutator):
             return fold_constants(N.binop("mod", sub(it, a), i32(S)))
 
         prev = N.binop("sub", k, i32(1))
-        first = at([wait, dataclasses.replace(g1, stage=stage(a)), *free, *tied], a)
+        last = fold_constants(N.binop("add", a, sub(n, i32(1))))
+        turns = self.turns(g1)
+        if turns is None:
+            init, mine, hand_over = [], [], lambda it: []
+        else:
+            wg, sync, other = turns
+            # warpgroup 0 goes first; warpgroup 1 skips its last hand-over (warpgroup 0
+            # has no turn left to take), so every arrival meets a sync
+            init = [N.If(N.Cmp("eq", wg, i32(1)), (N.NamedBarrier(
+                i32(TURN_BARRIER), sync.threads, arrive=True, loc=loc),), loc=loc)]
+            mine = [sync]
+
+            def hand_over(it):
+                cond = N.Logic("or", (N.Cmp("eq", wg, i32(0)), N.Cmp("lt", it, last)))
+                return [N.If(fold_constants(cond), (N.NamedBarrier(
+                    other, sync.threads, arrive=True, loc=loc),), loc=loc)]
+        if turns is None:
+            first = at([wait, dataclasses.replace(g1, stage=stage(a)), *free, *tied], a)
+        else:
+            first = at([wait, *mine, dataclasses.replace(g1, wg_wait=1, stage=stage(a)),
+                        *hand_over(k), N.WaitWgmma(0, loc=g1.loc), *free, *tied], a)
         steady = dataclasses.replace(loop, start=fold_constants(N.binop("add", a, i32(1))),
                                      extent=sub(n, i32(1)),
                                      body=tuple([
-                                         wait, dataclasses.replace(g1, wg_wait=1, stage=stage(k)),
+                                         wait, *mine,
+                                         dataclasses.replace(g1, wg_wait=1, stage=stage(k)),
                                          dataclasses.replace(g2, wg_wait=1, stage=stage(prev)),
-                                         *free,
+                                         *hand_over(k), *free,
                                          N.WaitWgmma(0, loc=g2.loc), *at([arrive], prev), *tied]))
-        last = fold_constants(N.binop("add", a, sub(n, i32(1))))
         tail = [dataclasses.replace(g2, stage=stage(last)), *at([arrive], last)]
         if isinstance(n, N.Const):
-            return first + [steady] + tail if n.value > 0 else []
-        return N.If(N.Cmp("gt", n, i32(0)), tuple(first + [steady] + tail), loc=loc)
+            return init + first + [steady] + tail if n.value > 0 else []
+        return N.If(N.Cmp("gt", n, i32(0)), tuple(init + first + [steady] + tail), loc=loc)
 
 
 def overlap_mma(func: N.PrimFunc, arch: str, options: dict) -> N.PrimFunc:
@@ -128,5 +165,6 @@ def overlap_mma(func: N.PrimFunc, arch: str, options: dict) -> N.PrimFunc:
     kernels = []
     for scope in func.kernels:
         allocs = {s.buffer.name: s for s in scope.body if isinstance(s, N.Allocate)}
-        kernels.append(_Overlap(allocs).visit_kernel(scope))
+        pingpong = not options.get("disable_warpgroup_pingpong")
+        kernels.append(_Overlap(allocs, pingpong).visit_kernel(scope))
     return dataclasses.replace(func, kernels=tuple(kernels))
