@@ -21,14 +21,15 @@ OPTIONS = {
                     "2**31 elements under symbolic shapes); by default offsets are 64-bit only "
                     "where a static shape needs it, and the launcher refuses a tensor past "
                     "int32 with an error naming this option",
-    "disable_mma_overlap": "a pipelined loop with two chained wgmma GEMMs and work between "
-                           "them (attention's S = Q K^T, softmax, O += P V) runs them in "
-                           "program order; by default (sm_90a) step k's first GEMM and step "
-                           "k - 1's second are issued together and run during the softmax",
-    "disable_warpgroup_pingpong": "with the MMA overlap, two compute warpgroups that each hold "
-                                  "half the rows issue their GEMMs together; by default they "
-                                  "take turns (named barriers), so one's MMAs run during the "
-                                  "other's softmax",
+    "disable_mma_overlap": "a pipelined loop (3 stages or more) with two chained wgmma GEMMs "
+                           "and work between them (attention's S = Q K^T, softmax, O += P V) "
+                           "runs them in program order; by default (sm_90a) step k's first "
+                           "GEMM and step k - 1's second are issued together and run during "
+                           "the softmax",
+    "warpgroup_pingpong": "with the MMA overlap, two compute warpgroups that each hold half "
+                          "the rows take turns issuing their GEMMs (named barriers), so one's "
+                          "MMAs run during the other's softmax (FA3's ping-pong; off by "
+                          "default: slower than the overlap alone on an H100)",
     "disable_rasterization": "a GEMM kernel's 2-D grid keeps its plain block order (by default "
                              "the blocks walk it in panels of 16 rows, as T.use_swizzle(16), "
                              "unless the program sets an order)",

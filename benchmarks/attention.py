@@ -21,8 +21,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))
 import attention as A  # noqa: E402
 
 
-# variant suffixes: schedule choices turned off (compile options)
-OFF = {"serial": "disable_mma_overlap", "nopp": "disable_warpgroup_pingpong"}
+# variant suffixes: schedule choices turned off or on (compile options)
+OFF = {"serial": "disable_mma_overlap", "pp": "warpgroup_pingpong"}
 
 
 def bench(fn, reps: int = 20) -> float:
@@ -77,8 +77,8 @@ def main():
     p.add_argument("--variants", default="default",
                    help="tilecute schedules: block_N [ws] [@stages] [-serial], comma-separated "
                         "(e.g. 64,128ws,128ws@3,default-serial); default: the example's own "
-                        "choice; -serial: without the MMA overlap (disable_mma_overlap), -nopp: "
-                        "without the warpgroup ping-pong (disable_warpgroup_pingpong)")
+                        "choice; -serial: without the MMA overlap (disable_mma_overlap), -pp: "
+                        "with the warpgroup ping-pong (warpgroup_pingpong)")
     args = p.parse_args()
     dtype = getattr(torch, args.dtype)
     for shape in args.shapes.split(","):

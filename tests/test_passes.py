@@ -83,7 +83,7 @@ def attn(Q: T.Tensor((128, 64), "float16"), K: T.Tensor((1024, 64), "float16"),
         acc = T.alloc_fragment((64, 64), "float32")
         T.copy(Q[bx * 64, 0], Q_s)
         T.clear(acc)
-        for k in T.Pipelined(16, num_stages=2, warp_specialize=True):
+        for k in T.Pipelined(16, num_stages=3, warp_specialize=True):
             T.copy(K[k * 64, 0], K_s)
             T.gemm(Q_s, K_s, S, transpose_B=True, clear_accum=True)
             for i, j in T.Parallel(64, 64):
@@ -305,7 +305,7 @@ CASES = [
 
     ("overlap_mma", ATTN, "sm_90a", """\
 @@ -26 +26,10 @@
--        for k in T.Pipelined(16, num_stages=2, warp_specialize=True):
+-        for k in T.Pipelined(16, num_stages=3, warp_specialize=True):
 +        T.mbarrier_wait_parity(tc_bar0, 0)
 +        T.gemm(Q_s, K_s, S, transpose_A=False, transpose_B=True, clear_accum=True, stage=0)
 +        for i in T.Parallel(64):
@@ -315,19 +315,19 @@ CASES = [
 +            for j_1 in T.Parallel(64):
 +                acc[i_1, j_1] = acc[i_1, j_1] * T.float32(0.5)
 +        T.copy(S, P)
-+        for k in T.Pipelined(1, 16, num_stages=2, warp_specialize=True):
++        for k in T.Pipelined(1, 16, num_stages=3, warp_specialize=True):
 @@ -28 +37,2 @@
 -            T.gemm(Q_s, K_s, S, transpose_A=False, transpose_B=True, clear_accum=True)
-+            T.gemm(Q_s, K_s, S, transpose_A=False, transpose_B=True, clear_accum=True, wg_wait=1, stage=k % 2)
-+            T.gemm(P, V_s, acc, transpose_A=False, transpose_B=False, clear_accum=False, wg_wait=1, stage=(k - 1) % 2)
++            T.gemm(Q_s, K_s, S, transpose_A=False, transpose_B=True, clear_accum=True, wg_wait=1, stage=k % 3)
++            T.gemm(P, V_s, acc, transpose_A=False, transpose_B=False, clear_accum=False, wg_wait=1, stage=(k - 1) % 3)
 @@ -31,0 +42,2 @@
 +            T.wait_wgmma(0)
-+            T.mbarrier_arrive(tc_bar1[(k - 1) % 2])
++            T.mbarrier_arrive(tc_bar1[(k - 1) % 3])
 @@ -36,2 +48,2 @@
 -            T.gemm(P, V_s, acc, transpose_A=False, transpose_B=False, clear_accum=False)
--            T.mbarrier_arrive(tc_bar1[k % 2])
-+        T.gemm(P, V_s, acc, transpose_A=False, transpose_B=False, clear_accum=False, stage=1)
-+        T.mbarrier_arrive(tc_bar1[1])
+-            T.mbarrier_arrive(tc_bar1[k % 3])
++        T.gemm(P, V_s, acc, transpose_A=False, transpose_B=False, clear_accum=False, stage=0)
++        T.mbarrier_arrive(tc_bar1)
 """),
 ]
 
@@ -448,3 +448,21 @@ def test_overlapped_attention_builds(tmp_path):
     src = (tmp_path / "kernel_cute.py").read_text()
     assert "tcm.wait_batches(0)" in src and "tcm.fence_registers(S)" in src
     assert info.kernel_names
+
+
+def test_overlap_mma_needs_three_stages_and_pingpong_is_asked_for():
+    """With 2 stages the loop stays as written (the producer could not run ahead); two
+    compute warpgroups take turns only with warpgroup_pingpong."""
+    two = run_passes(T.from_script(ATTN.replace("num_stages=3", "num_stages=2")), "sm_90a")
+    assert "T.wait_wgmma" not in print_func(two)
+    wide = ATTN.replace("threads=128", "threads=256").replace("Q: T.Tensor((128, 64)", "Q: T.Tensor((256, 64)")
+    for name in ("Q_s", "S", "P", "acc"):
+        wide = wide.replace(f"{name} = T.alloc_shared((64, 64)", f"{name} = T.alloc_shared((128, 64)") \
+            .replace(f"{name} = T.alloc_fragment((64, 64)", f"{name} = T.alloc_fragment((128, 64)")
+    wide = wide.replace("T.Parallel(64, 64)", "T.Parallel(128, 64)").replace("Q[bx * 64", "Q[bx * 128") \
+        .replace("O[bx * 64", "O[bx * 128")
+    plain = print_func(run_passes(T.from_script(wide), "sm_90a"))
+    turns = print_func(run_passes(T.from_script(wide), "sm_90a", {"warpgroup_pingpong": True}))
+    assert "T.wait_wgmma(0)" in plain and "named_barrier" not in plain
+    assert "T.named_barrier_sync(2 + T.get_thread_binding(0) // 128, 256)" in turns
+    assert "T.named_barrier_arrive(3 - T.get_thread_binding(0) // 128, 256)" in turns

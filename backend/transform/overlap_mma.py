@@ -25,8 +25,16 @@ k - 1's stage, and finishes X:
     G2(a + n - 1); arrive empty[a + n - 1]              # epilogue
 
 It applies only where X splits that way (no statement of ``X_free`` depends on an earlier
-statement of ``X_tied``), both GEMMs are wgmma, and G2's A operand is a register
-fragment X writes.  ``options={"disable_mma_overlap": True}`` keeps the loop as written.
+statement of ``X_tied``), both GEMMs are wgmma, G2's A operand is a register fragment X
+writes, and the loop has 3 stages or more (step k - 1's stage is held until the middle
+of step k: with 2 the producer cannot run ahead; measured on an H100, attention at head
+dim 128 ran 7% slower with 2 stages overlapped than not, 6% faster with 3).
+``options={"disable_mma_overlap": True}`` keeps the loop as written.
+
+``options={"warpgroup_pingpong": True}`` also makes two compute warpgroups that each own
+half the rows take turns issuing their GEMMs (FA3's ping-pong, named barriers 2 and 3).
+It is off by default: measured on an H100 (attention, head dim 128, 3 stages), the turns
+cost 2-4% on top of the overlap.
 """
 
 from __future__ import annotations
@@ -87,8 +95,8 @@ class _Overlap(StmtMutator):
 
     def match(self, loop: N.For):
         body = loop.body
-        if loop.kind != "pipelined" or len(body) < 4:
-            return None
+        if loop.kind != "pipelined" or len(body) < 4 or loop.num_stages < 3:
+            return None  # (step k - 1's stage is held until mid-step k: 2 stages starve)
         wait, arrive = body[0], body[-1]
         if not isinstance(wait, N.MBarrierWait) or not isinstance(arrive, N.MBarrierArrive):
             return None
@@ -165,6 +173,6 @@ def overlap_mma(func: N.PrimFunc, arch: str, options: dict) -> N.PrimFunc:
     kernels = []
     for scope in func.kernels:
         allocs = {s.buffer.name: s for s in scope.body if isinstance(s, N.Allocate)}
-        pingpong = not options.get("disable_warpgroup_pingpong")
+        pingpong = bool(options.get("warpgroup_pingpong"))
         kernels.append(_Overlap(allocs, pingpong).visit_kernel(scope))
     return dataclasses.replace(func, kernels=tuple(kernels))
