@@ -304,28 +304,34 @@ CASES = [
 """),
 
     ("overlap_mma", ATTN, "sm_90a", """\
-@@ -26 +26,10 @@
+@@ -26 +26,7 @@
 -        for k in T.Pipelined(16, num_stages=3, warp_specialize=True):
 +        T.mbarrier_wait_parity(tc_bar0, 0)
 +        T.gemm(Q_s, K_s, S, transpose_A=False, transpose_B=True, clear_accum=True, stage=0)
 +        for i in T.Parallel(64):
 +            for j in T.Parallel(64):
 +                S[i, j] = T.exp2(S[i, j])
++        T.copy(S, P)
++        for k in T.Pipelined(1, 16, num_stages=3, warp_specialize=True):
+@@ -28 +34,5 @@
+-            T.gemm(Q_s, K_s, S, transpose_A=False, transpose_B=True, clear_accum=True)
++            T.gemm(Q_s, K_s, S, transpose_A=False, transpose_B=True, clear_accum=True, wg_wait=1, stage=k % 3)
++            for i_1 in T.Parallel(64):
++                for j_1 in T.Parallel(64):
++                    acc[i_1, j_1] = acc[i_1, j_1] * T.float32(0.5)
++            T.gemm(P, V_s, acc, transpose_A=False, transpose_B=False, clear_accum=False, wg_wait=1, stage=(k - 1) % 3)
+@@ -32,3 +42,2 @@
+-            for i_1 in T.Parallel(64):
+-                for j_1 in T.Parallel(64):
+-                    acc[i_1, j_1] = acc[i_1, j_1] * T.float32(0.5)
++            T.wait_wgmma(0)
++            T.mbarrier_arrive(tc_bar1[(k - 1) % 3])
+@@ -36,2 +45,5 @@
+-            T.gemm(P, V_s, acc, transpose_A=False, transpose_B=False, clear_accum=False)
+-            T.mbarrier_arrive(tc_bar1[k % 3])
 +        for i_1 in T.Parallel(64):
 +            for j_1 in T.Parallel(64):
 +                acc[i_1, j_1] = acc[i_1, j_1] * T.float32(0.5)
-+        T.copy(S, P)
-+        for k in T.Pipelined(1, 16, num_stages=3, warp_specialize=True):
-@@ -28 +37,2 @@
--            T.gemm(Q_s, K_s, S, transpose_A=False, transpose_B=True, clear_accum=True)
-+            T.gemm(Q_s, K_s, S, transpose_A=False, transpose_B=True, clear_accum=True, wg_wait=1, stage=k % 3)
-+            T.gemm(P, V_s, acc, transpose_A=False, transpose_B=False, clear_accum=False, wg_wait=1, stage=(k - 1) % 3)
-@@ -31,0 +42,2 @@
-+            T.wait_wgmma(0)
-+            T.mbarrier_arrive(tc_bar1[(k - 1) % 3])
-@@ -36,2 +48,2 @@
--            T.gemm(P, V_s, acc, transpose_A=False, transpose_B=False, clear_accum=False)
--            T.mbarrier_arrive(tc_bar1[k % 3])
 +        T.gemm(P, V_s, acc, transpose_A=False, transpose_B=False, clear_accum=False, stage=0)
 +        T.mbarrier_arrive(tc_bar1)
 """),

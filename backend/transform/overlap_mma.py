@@ -16,13 +16,19 @@ step k and G2 for step k - 1 together, waits for G1 only, runs the part of X tha
 not touch G2's operands (``P``, ``O``) while G2 runs, then waits for G2, releases step
 k - 1's stage, and finishes X:
 
-    wait full[a]; G1(a); X(a)                          # prologue (step a, no G2)
+    wait full[a]; G1(a); X_free(a); X_tied(a)          # prologue (step a, no G2)
     for k in T.Pipelined(a + 1, n - 1):
-        wait full[k]; G1(k) (in flight); G2(k - 1, stage k - 1) (in flight: G1 done)
+        wait full[k]; G1(k) (in flight)
+        X_acc(k - 1)                                    # O *= alpha, while G1 runs
+        G2(k - 1, stage k - 1) (in flight: G1 done)
         X_free(k)                                       # e.g. max, exp2, row sums
         T.wait_wgmma(0)                                 # G2 done
-        arrive empty[k - 1]; X_tied(k)                  # e.g. O *= alpha; P = S
-    G2(a + n - 1); arrive empty[a + n - 1]              # epilogue
+        arrive empty[k - 1]; X_tied(k)                  # e.g. P = S
+    X_acc(a + n - 1); G2(a + n - 1); arrive empty[a + n - 1]     # epilogue
+
+``X_tied`` is what touches G2's operands; its statements that touch only G2's accumulator
+(``X_acc``, the rescale of O) wait for the next step, where they run while G1 does
+(FA3's order), when they commute with the rest of ``X_tied`` and with G1.
 
 It applies only where X splits that way (no statement of ``X_free`` depends on an earlier
 statement of ``X_tied``), both GEMMs are wgmma, G2's A operand is a register fragment X
@@ -116,11 +122,21 @@ class _Overlap(StmtMutator):
         if any(buffers_used(s) & staged for s in between):
             return None  # (a staged buffer's stage would follow the loop's new start)
         split = split_tied(between, {g2.a, g2.c})
-        if split is None or any(g1.c in buffers_used(s) for s in split[1]) and not split[0]:
+        if split is None:
             return None
-        return g1, g2, split[0], split[1]
+        free, tied = split
+        # the rescale of G2's accumulator (O *= alpha) waits for the next step, where it
+        # runs while that step's G1 does, if it commutes with the rest of the tied part
+        rest = [t for t in tied if g2.a in buffers_used(t) or g1.c in buffers_used(t)]
+        later = [t for t in tied if t not in rest]
+        g1_bufs = {g1.a, g1.b, g1.c}
+        if any(buffers_used(r) & (buffers_used(t) | g1_bufs) for r in later for t in rest) or \
+                any(buffers_used(r) & g1_bufs for r in later):
+            later, rest = [], tied
+        return g1, g2, free, later, rest
 
-    def rewrite(self, loop: N.For, g1: N.Gemm, g2: N.Gemm, free: list, tied: list):
+    def rewrite(self, loop: N.For, g1: N.Gemm, g2: N.Gemm, free: list, later: list,
+                tied: list):
         wait, arrive = loop.body[0], loop.body[-1]
         k, a, n, S = loop.var, loop.start, loop.extent, loop.num_stages
         loc = loop.loc
@@ -158,10 +174,12 @@ class _Overlap(StmtMutator):
                                      body=tuple([
                                          wait, *mine,
                                          dataclasses.replace(g1, wg_wait=1, stage=stage(k)),
+                                         *at(later, prev),
                                          dataclasses.replace(g2, wg_wait=1, stage=stage(prev)),
                                          *hand_over(k), *free,
                                          N.WaitWgmma(0, loc=g2.loc), *at([arrive], prev), *tied]))
-        tail = [dataclasses.replace(g2, stage=stage(last)), *at([arrive], last)]
+        tail = [*at(later, last), dataclasses.replace(g2, stage=stage(last)),
+                *at([arrive], last)]
         if isinstance(n, N.Const):
             return init + first + [steady] + tail if n.value > 0 else []
         return N.If(N.Cmp("gt", n, i32(0)), tuple(init + first + [steady] + tail), loc=loc)
