@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING
 
 from ..ir import nodes as N
 from ..runtime.dtypes import DTYPES
-from ..transform.analysis import accesses, parallel_nest
+from ..ir.visitor import substitute
+from ..transform.analysis import accesses, let_values, parallel_nest
 from .expr import cute_type
 from .memory import flat_index, vector_view
 from .source import ident
@@ -41,6 +42,7 @@ class NestEmitter:
         self.mma_frag: str | None = None  # the accumulator an mma_reg indexes
         self.row_reg: str | None = None  # the row register of a nest over row fragments
         self.vector: dict[tuple, str] = {}
+        self.lets: dict[str, N.Expr] = {}  # the Lets of the innermost body being emitted
 
     # ---- registers ------------------------------------------------------------------------
     def register(self, name: str, indices) -> str:
@@ -196,6 +198,9 @@ class NestEmitter:
         loads into registers, the body once per lane, vector stores; a per-lane bounds-checked
         path where a vector may cross a tensor's end."""
         vec = {(v.buffer, v.indices): v.chunk for v in inner.vectors}  # the vectorize pass's
+        # vector instructions and their bounds run before the body's Lets are bound: they
+        # read the Lets' values (the vectorizer proved them free of loads)
+        self.lets = let_values(inner.body)
         conds = self.vector_bounds(inner, vec, width)
         if conds:
             self.k.out.line(depth, f"if {' and '.join(conds)}:")
@@ -212,20 +217,24 @@ class NestEmitter:
         conds = []
         # indices grow with the lane: lower bounds at the first lane, upper at the last
         for (name, indices) in vec:
-            conds += k.bounds.predicate(name, indices, upper=width == 1)
+            conds += k.bounds.predicate(name, self.resolve(indices), upper=width == 1)
         if width > 1:
             lo, hi = k.ranges[j]
             k.exprs.subst[j] = f"({ident(j)} + {width - 1})"
             k.ranges[j] = (lo + width - 1, hi)
             for (name, indices) in vec:
-                conds += k.bounds.predicate(name, indices, lower=False)
+                conds += k.bounds.predicate(name, self.resolve(indices), lower=False)
             k.ranges[j] = (lo, hi)
             del k.exprs.subst[j]
         return list(dict.fromkeys(conds))
 
+    def resolve(self, indices):
+        return substitute(indices, self.lets) if self.lets else indices
+
     def view(self, name: str, indices, chunk: int, extra: int = 0) -> str:
         return vector_view(self.k.exprs, self.k.buffers[name], self.k.layouts.get(name),
-                           indices, chunk, extra, wide=name in self.k.plan.func.wide_tensors)
+                           self.resolve(indices), chunk, extra,
+                           wide=name in self.k.plan.func.wide_tensors)
 
     def lanes_fast(self, inner: N.For, width: int, vec, depth: int) -> None:
         out = self.k.out

@@ -9,7 +9,7 @@ import math
 from typing import Optional
 
 from ..ir import nodes as N
-from ..ir.visitor import walk_nodes, walk_stmts  # noqa: F401
+from ..ir.visitor import substitute, walk_nodes, walk_stmts  # noqa: F401
 from ..runtime.dtypes import DTYPES
 from ..target import TMA_MAX_BOX, TMA_MAX_RANK, arch_at_least  # noqa: F401
 
@@ -34,6 +34,17 @@ def loads(e, nested: bool = True):
 def top_loads(e):
     """Loads in ``e`` that are not inside another load's indices."""
     return loads(e, nested=False)
+
+
+def let_values(body) -> dict[str, N.Expr]:
+    """The top-level ``Let`` bindings of a statement list, each with the earlier ones
+    substituted into its value (what a variable bound in a loop body stands for in terms
+    of the loop's own variables)."""
+    out: dict[str, N.Expr] = {}
+    for s in body:
+        if isinstance(s, N.Let):
+            out[s.var.name] = substitute(s.value, out) if out else s.value
+    return out
 
 
 def mentions(e, name: str) -> bool:

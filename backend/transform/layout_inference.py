@@ -217,15 +217,23 @@ class _Kernel:
 
     def identity_shape(self, nest: _Nest, b: str, idx) -> bool:
         """Does the nest walk fragment ``b`` element by element, in its row-major order?
-        Unit dims of ``b`` indexed by 0 do not count (a (1, 256) fragment walked by
-        ``T.Parallel(256)`` at ``[0, i]``)."""
+        Unit dims of ``b`` indexed by 0 or by a unit loop's variable do not count, nor do
+        the nest's unit loops (a (1, 256) fragment walked by ``T.Parallel(256)`` at
+        ``[0, i]``; a (256,) one walked by ``T.Parallel(1, 256)`` at ``[j]``): the
+        element's row-major flat index is then the iteration's."""
+        if not all(isinstance(lp.start, N.Const) and lp.start.value == 0 for lp in nest.loops):
+            return False
+        unit_vars = {lp.var.name for lp in nest.loops if is_unit(lp.extent)}
+        loops = [lp for lp in nest.loops if not is_unit(lp.extent)]
         buf = self.buffers[b]
+        if len(idx) != len(buf.shape):
+            return False
         kept = [(d, i) for d, i in zip(buf.shape, idx)
-                if not (is_unit(d) and isinstance(i, N.Const) and i.value == 0)]
-        return len(kept) == len(idx) - (len(buf.shape) - len(nest.loops)) and \
-            nest.identity(tuple(i for _, i in kept)) and \
-            tuple(d for d, _ in kept) == nest.extents and all(
-                isinstance(lp.start, N.Const) and lp.start.value == 0 for lp in nest.loops)
+                if not (is_unit(d) and (isinstance(i, N.Const) and i.value == 0 or
+                                        isinstance(i, N.Var) and i.name in unit_vars))]
+        return len(kept) == len(loops) and all(
+            isinstance(i, N.Var) and i.name == lp.var.name and d == lp.extent
+            for (d, i), lp in zip(kept, loops))
 
     def make_replicated(self, name: str, s) -> None:
         self.replicated.add(name)

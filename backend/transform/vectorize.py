@@ -20,8 +20,8 @@ from ..ir import nodes as N
 from ..ir.visitor import StmtMutator
 from ..runtime.dtypes import DTYPES
 from ..target import ASYNC_COPY_BYTES, VECTOR_BYTES, arch_at_least
-from .analysis import (accesses, affine_in, known_multiple, loads as _loads, mentions,
-                       parallel_nest, row_major_strides, top_loads)
+from .analysis import (accesses, affine_in, known_multiple, let_values, loads as _loads,
+                       mentions, parallel_nest, row_major_strides, substitute, top_loads)
 
 
 class VectorizeError(ValueError):
@@ -72,8 +72,11 @@ def vector_accesses(inner: N.For, buffers: dict[str, N.Buffer], layouts: dict[st
             candidates.append((s.buffer, s.indices))
         if isinstance(s, (N.Store, N.Let)):
             candidates.extend((ld.buffer, ld.indices) for ld in top_loads(s.value))
+    lets = let_values(inner.body)
     out = {}
-    for name, indices in candidates:
+    for key in candidates:
+        name, indices = key
+        indices = substitute(indices, lets) if lets else indices  # (a Let bound in the body)
         buf = buffers.get(name)
         if buf is None or (name in stored and name in loaded) or buf.dtype == "bool":
             continue  # (bool is a byte in memory and a bit in registers: element by element)
@@ -101,7 +104,7 @@ def vector_accesses(inner: N.For, buffers: dict[str, N.Buffer], layouts: dict[st
         while chunk > 1 and multiple and multiple % chunk:
             chunk //= 2
         if chunk > 1:
-            out[(name, indices)] = chunk
+            out[key] = chunk
     return out
 
 
