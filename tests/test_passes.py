@@ -472,3 +472,15 @@ def test_overlap_mma_needs_three_stages_and_pingpong_is_asked_for():
     assert "T.wait_wgmma(0)" in plain and "named_barrier" not in plain
     assert "T.named_barrier_sync(2 + T.get_thread_binding(0) // 128, 256)" in turns
     assert "T.named_barrier_arrive(3 - T.get_thread_binding(0) // 128, 256)" in turns
+
+
+def test_one_stage_pipeline_issues_its_load_before_waiting():
+    """T.Pipelined(num_stages=1) over TMA loads and a wgmma T.gemm: the step's own load
+    is issued before the step waits for it (it was issued after the gemm, for a step that
+    had already waited: the kernel hung on the GPU)."""
+    src = GEMM_SYM.replace("num_stages=3", "num_stages=1").replace("num_stages=2", "num_stages=1")
+    assert "num_stages=1" in src
+    text = print_func(run_passes(T.from_script(src), "sm_90a"))
+    loop = text[text.index("T.Pipelined("):]
+    assert loop.index("T.tma_copy(") < loop.index("T.mbarrier_wait_parity(")
+    assert "wg_wait=1" not in loop

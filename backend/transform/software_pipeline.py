@@ -78,7 +78,9 @@ class _Pipeliner:
         prefetch = N.If(N.Cmp("lt", rel, n), issue(ahead, N.binop("mod", rel, i32(S))), loc=loop.loc)
         cur, wait = full_wait(loop, bar)
         last = rest[-1] if rest else None
-        if k.mma_tail(rest, loads) and k.shared_a(last):  # (A in registers must stay until its MMAs end)
+        # (A in registers must stay until its MMAs end; with one stage the refill is this
+        # step's own load, which must come before the wait: the plain form below)
+        if S > 1 and k.mma_tail(rest, loads) and k.shared_a(last):
             rest[-1] = dataclasses.replace(last, wg_wait=1)
             empty = k.barrier(k.scope.num_threads, S, loop.loc)
             prev = sub(cur, i32(1))
