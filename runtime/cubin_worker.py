@@ -1,0 +1,155 @@
+"""Cubins compiled out of process, so that compiling never stalls launching.
+
+``cute.compile`` holds the Python interpreter for the seconds a kernel takes to compile;
+run in the process that also launches kernels, it stops every other thread (a serving
+process compiling a new shape in the background, the autotuner's profiling).  A cache
+entry's lazy cubin step (its host module's ``ensure_cubin``) therefore goes to a worker:
+a child process (``python -m tilecute.runtime.cubin_worker``) that imports CUTLASS once and
+compiles one request at a time, read as JSON lines on its stdin, answered on its stdout.
+The caller waits on a pipe, without the interpreter lock.  A process keeps its idle
+workers for the next request and starts another when all are busy.
+
+``TILECUTE_CUBIN_WORKER=0`` compiles in the calling process instead (one process, one
+traceback, for debugging a code-generation error).  ``tilecute.build_cubin`` (ahead of
+time, no launches to protect) compiles in process.
+
+Imports the standard library only; the worker imports :mod:`.cubingen`.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import subprocess
+import sys
+import threading
+import traceback
+
+ENV = "TILECUTE_CUBIN_WORKER"
+
+
+class CubinCompileError(RuntimeError):
+    """``cute.compile`` failed in the cubin worker; the message carries its error and the
+    end of its traceback."""
+
+
+def enabled() -> bool:
+    return os.environ.get(ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+class _Worker:
+    def __init__(self):
+        self.owner = os.getpid()  # a forked child must not share its parent's pipes
+        env = dict(os.environ)
+        # the child imports tilecute as this process does (tests and users may extend sys.path)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+        self.proc = subprocess.Popen([sys.executable, "-m", "tilecute.runtime.cubin_worker"],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
+                                     text=True, bufsize=1)
+
+    def alive(self) -> bool:
+        return self.owner == os.getpid() and self.proc.poll() is None
+
+    def ask(self, request: dict) -> dict:
+        self.proc.stdin.write(json.dumps(request) + "\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()  # the wait: no interpreter lock held
+        if not line:
+            raise CubinCompileError(f"the cubin worker (pid {self.proc.pid}) exited with "
+                                    f"code {self.proc.wait()} while compiling "
+                                    f"{request['source']}")
+        return json.loads(line)
+
+
+_idle: list[_Worker] = []
+_lock = threading.Lock()
+
+
+def _take() -> _Worker:
+    with _lock:
+        while _idle:
+            w = _idle.pop()
+            if w.alive():
+                return w
+    return _Worker()
+
+
+@atexit.register
+def _shutdown() -> None:
+    """Close the idle workers' stdin (each then exits) and reap them."""
+    with _lock:
+        workers, _idle[:] = list(_idle), []
+    for w in workers:
+        if w.owner != os.getpid():
+            continue
+        try:
+            w.proc.stdin.close()
+            w.proc.wait(timeout=10)
+        except Exception:
+            w.proc.kill()
+        w.proc.stdout.close()
+
+
+def produce_cubin(source_path: str, abi_path: str, arch: str, staging_dir: str,
+                  name: str = "kernel.cubin") -> str:
+    """:func:`tilecute.runtime.cubingen.produce_cubin` in a worker process (or here, with
+    ``TILECUTE_CUBIN_WORKER=0``); returns the cubin's path.  The ABI and arch checks and
+    their errors are the same."""
+    request = {"source": str(source_path), "abi": str(abi_path), "arch": arch,
+               "staging": str(staging_dir), "name": name}
+    if not enabled():
+        return _serve(request)["path"]
+    worker = _take()
+    try:
+        reply = worker.ask(request)
+    except BaseException:
+        worker.proc.kill()
+        raise
+    with _lock:
+        _idle.append(worker)
+    if reply["ok"]:
+        return reply["path"]
+    raise _error(reply)
+
+
+def _error(reply: dict) -> Exception:
+    from .arch import TargetError
+    from .cubin import ABIMismatch
+
+    known = {"ABIMismatch": ABIMismatch, "TargetError": TargetError}
+    cls = known.get(reply["type"])
+    if cls is not None:
+        return cls(reply["message"])
+    return CubinCompileError(f"{reply['type']}: {reply['message']}\n"
+                             f"(in the cubin worker; TILECUTE_CUBIN_WORKER=0 compiles in "
+                             f"this process)\n{reply['traceback']}")
+
+
+def _serve(request: dict) -> dict:
+    from .abi import LaunchABI
+    from .cubingen import produce_cubin as compile_here
+
+    with open(request["abi"]) as f:
+        abi = LaunchABI.from_json(f.read())
+    info = compile_here(request["source"], abi, request["arch"], request["staging"],
+                        request["name"])
+    return {"ok": True, "path": info.path}
+
+
+def main() -> None:
+    out = sys.stdout
+    sys.stdout = sys.stderr  # what compiling prints goes to stderr, never into the replies
+    for line in sys.stdin:
+        request = json.loads(line)
+        try:
+            reply = _serve(request)
+        except Exception as e:  # reported to the caller, who raises it
+            tb = "".join(traceback.format_exception(type(e), e, e.__traceback__)[-6:])
+            reply = {"ok": False, "type": type(e).__name__, "message": str(e), "traceback": tb}
+        out.write(json.dumps(reply) + "\n")
+        out.flush()
+
+
+if __name__ == "__main__":
+    main()
