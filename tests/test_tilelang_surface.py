@@ -47,6 +47,10 @@ CALLS = {
     "tma_copy": ("stmt", "A[0, 0], s, barrier=bar[0]"), "mbarrier_arrive": ("stmt", "bar[0]"),
     "mbarrier_wait_parity": ("stmt", "bar[0], 0"), "use_swizzle": ("stmt", "8"),
     "set_max_nreg": ("stmt", "240, 1"),
+    "cumsum": ("stmt", "s"), "cummax": ("stmt", "s"), "finalize_reducer": ("stmt", "acc"),
+    "alloc_reducer": ("alloc", '(4,), "float32", "sum", "all"'),
+    "im2col": ("stmt", "A, s, bx, 0, 3, 1, 1, 1"), "c2d_im2col": ("stmt", "A, s, bx, 0, 3, 1, 1, 1"),
+    **{name: ("expr", "x, 1") for name in ("shfl_xor", "shfl_down", "shfl_up", "shfl_sync")},
     "Tensor": ("param", '(4,), "float32"'), "StridedTensor": ("param", '(4,), (1,), "float32"'),
     "Buffer": ("param", '(4,), "float32"'),
     **{name: ("expr", "x") for name in ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh",
@@ -102,6 +106,9 @@ REFUSED_AS_CALLED = {
     "reduce_bitand": "bitwise reductions take integers", "reduce_bitor": "bitwise reductions take integers",
     "reduce_bitxor": "bitwise reductions take integers",
     "use_swizzle": "T.use_swizzle needs a T.Kernel with at least 2 grid extents",
+    "im2col": "must be a 4-d (N, H, W, C) tensor parameter",
+    "finalize_reducer": "'acc' is not a T.alloc_reducer buffer",
+    "c2d_im2col": "must be a 4-d (N, H, W, C) tensor parameter",
 }
 
 
@@ -343,7 +350,7 @@ REFUSED = [
     ('v = T.cast("float32", A[0, 0])', "T.cast takes (value, dtype), as in TileLang; T.Cast takes (dtype, value)"),
     ('if a:\n    pass', "buffer 'a' used as a value"),
     ('v = T.alloc_tmem((4,), "float32")', "T.alloc_tmem is a TileLang form that tilecute does not support"),
-    ('T.cumsum(c)', "T.cumsum is a TileLang form that tilecute does not support"),
+    ('T.reducer_init(c)', "T.reducer_init is a TileLang form that tilecute does not support"),
     ('for i in T.vectorized(4, annotations={"x": 1}):\n    pass', "T.vectorized: annotations={'x': 1} is not supported"),
     ('for i, j in T.Persistent([4], 1, bx):\n    pass', "T.Persistent has 1 domain dims but 2 loop variables"),
     ('v, w = 1, 2, 3', "cannot unpack 3 values into 2 names"),

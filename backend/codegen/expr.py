@@ -143,6 +143,22 @@ class ExprPrinter:
         a, b, c = (self.operand(x, PREC["mul"] + 1) for x in e.args)
         return f"{a} * {b} + {c}", PREC["add"]
 
+    def _shuffle(self, e: N.Call):
+        """``cute.arch.shuffle_sync_*`` (``shfl.sync``), with CUDA's ``__shfl_*_sync``
+        segment/clamp word for ``width``-lane groups."""
+        value, lane, width, mask = e.args
+        fn = {"shfl_xor": "bfly", "shfl_down": "down", "shfl_up": "up", "shfl_sync": ""}[e.name]
+        clamp = 0 if e.name == "shfl_up" else 31
+        if isinstance(width, N.Const):
+            word = str(((32 - int(width.value)) << 8) | clamp)
+        else:
+            word = f"((32 - {self.operand(width, PREC['sub'] + 1)}) << 8) | {clamp}"
+        args = [self.expr(value), f"offset={self.expr(lane) if not isinstance(lane, N.Const) else int(lane.value)}",
+                f"mask_and_clamp={word}"]
+        if not (isinstance(mask, N.Const) and int(mask.value) == 0xFFFFFFFF):
+            args.append(f"mask={self.expr(mask) if not isinstance(mask, N.Const) else int(mask.value)}")
+        return f"cute.arch.shuffle_sync{'_' + fn if fn else ''}({', '.join(args)})", ATOM
+
     def _abs(self, e: N.Call):
         fn = "cute.math.absf" if N.is_float(e.dtype) else "abs"
         return f"{fn}({self.expr(e.args[0])})", ATOM
@@ -150,4 +166,5 @@ class ExprPrinter:
 
 # intrinsic -> its printer (text, precedence); the others are MATH's one-argument calls
 _CALLS = {"thread_idx": ExprPrinter._thread_idx, "ceildiv": ExprPrinter._ceildiv,
-          "fma": ExprPrinter._fma, "abs": ExprPrinter._abs}
+          "fma": ExprPrinter._fma, "abs": ExprPrinter._abs,
+          **{name: ExprPrinter._shuffle for name in N.SHUFFLES}}

@@ -52,6 +52,7 @@ class KernelEmitter:
         self.mma = MmaEmitter(self.out, self.buffers, self.layouts, self.smem)
         self.nests = NestEmitter(self)
         self.one_thread = False  # inside `if tc_tid == <t>:`
+        self.reducers: dict[str, str] = {}  # T.alloc_reducer fragment -> its op
 
     def fail(self, node, msg: str):
         loc = getattr(node, "loc", None)
@@ -183,6 +184,11 @@ class KernelEmitter:
             self.body(s.body, depth + 1, guarded)
         self.mma.drain(depth)
 
+    def while_(self, s: N.While, depth: int, guarded: bool) -> None:
+        self.out.line(depth, f"while {self.exprs.expr(s.cond)}:")
+        self.body(s.body, depth + 1, guarded)
+        self.mma.drain(depth)
+
     def allocate(self, s: N.Allocate, depth: int, guarded: bool) -> None:
         b = s.buffer
         self.buffers[b.name] = b
@@ -192,6 +198,8 @@ class KernelEmitter:
             return  # carved out of dynamic shared memory at the kernel's start
         if b.scope == "fragment":
             total = math.prod(int(d.value) for d in b.shape)
+            if s.reducer:
+                self.reducers[b.name] = s.reducer
             layout = s.layout or N.Layout("replicated")
             if layout.kind == "mma":
                 self.mma.fragment(s, depth)
@@ -252,6 +260,81 @@ class KernelEmitter:
             value = f"{cute_type(dst.dtype)}({value})"
         out.line(depth + 1, f"{dst_}[{r}] = {value}")
         out.use("reduce")
+
+    def scan(self, s: N.Scan, depth: int, guarded: bool) -> None:
+        """T.cumsum / T.cummax of a shared buffer: each warp takes whole lines (the
+        elements along ``dim`` at one index of the other dims), lane ``l`` the
+        ``ceil(L / 32)`` positions from ``l * ceil(L / 32)`` in scan order (from the end
+        when reversed), loaded into registers, scanned by ``tcs.warp_inclusive_scan``,
+        stored back; the barrier pass orders it with the statements around it."""
+        out, src, dst = self.out, self.buffers[s.src], self.buffers[s.dst]
+        threads = self.scope.num_threads
+        fn = {"sum": "T.cumsum", "max": "T.cummax"}[s.kind]
+        if threads % 32:
+            self.fail(s, f"{fn} scans with whole warps; the block has {threads} threads")
+        if s.src in self.smem.staged or s.dst in self.smem.staged:
+            self.fail(s, f"{fn} of a multi-buffered shared buffer is not supported")
+        shape = [int(d.value) for d in src.shape]
+        length = shape[s.dim]
+        outer, inner = math.prod(shape[:s.dim]), math.prod(shape[s.dim + 1:])
+        lines, warps, chunk = outer * inner, threads // 32, -(-length // 32)
+        lane, line, c = out.fresh("lane"), out.fresh("line"), out.fresh("c")
+        vals, pos = out.fresh("scan"), out.fresh("pos")
+        i32 = lambda v: N.Const(v, "int32")  # noqa: E731
+        line_var, pos_var = N.Var(line), N.Var(pos)
+        o, i = N.binop("floordiv", line_var, i32(inner)), N.binop("mod", line_var, i32(inner))
+
+        def unflatten(flat, dims):  # a row-major flat index over `dims` -> one index per dim
+            out_, rest = [], math.prod(dims)
+            for d in dims:
+                rest //= d
+                out_.append(N.binop("mod", N.binop("floordiv", flat, i32(rest)), i32(d)) if d > 1
+                            else i32(0))
+            return out_
+        indices = tuple(unflatten(o, shape[:s.dim]) + [pos_var] + unflatten(i, shape[s.dim + 1:]))
+        self.ranges[line] = (0, lines - 1)
+        self.ranges[pos] = (0, length - 1)
+        order = f"{length - 1} - ({lane} * {chunk} + {c})" if s.reverse else f"{lane} * {chunk} + {c}"
+        what = f"{fn}({s.src}, {s.dst}, dim={s.dim}{', reverse=True' if s.reverse else ''})"
+        out.line(depth, f"{lane} = tc_tid % 32", what)
+        out.line(depth, f"for {line} in cutlass.range(tc_tid // 32, {lines}, {warps}):")
+        out.line(depth + 1, f"{vals} = cute.make_rmem_tensor(({chunk},), {cute_type(src.dtype)})")
+        out.line(depth + 1, f"{vals}.fill(0)")
+        guard = f"if {lane} * {chunk} + {c} < {length}:" if length % 32 else None
+        for load in (True, False):
+            if not load:
+                out.line(depth + 1, f"tcs.warp_inclusive_scan({vals}, {quote(s.kind)}, {lane})")
+            out.line(depth + 1, f"for {c} in cutlass.range_constexpr({chunk}):")
+            d = depth + 2
+            if guard:
+                out.line(d, guard)
+                d += 1
+            out.line(d, f"{pos} = {order}")
+            buf = src if load else dst
+            elem = f"{ident(buf.name)}[{shared_index(self.exprs, buf, self.layouts.get(buf.name), indices)}]"
+            out.line(d, f"{vals}[{c}] = {elem}" if load else f"{elem} = {vals}[{c}]")
+        out.use("scan")
+
+    def finalize_reducer(self, s: N.FinalizeReducer, depth: int, guarded: bool) -> None:
+        """Every thread's copy of the reducer combined: a warp shuffle all-reduce of each
+        element, then (several warps) a shared-memory exchange."""
+        buf = self.buffers[s.buffer]
+        op = quote(self.reducers[s.buffer])
+        threads = self.scope.num_threads
+        if threads & (threads - 1) and threads % 32:
+            self.fail(s, f"T.finalize_reducer combines whole warps; the block has {threads} threads")
+        total = math.prod(int(d.value) for d in buf.shape)
+        r = self.out.fresh("r")
+        self.out.line(depth, f"for {r} in cutlass.range_constexpr({total}):",
+                      f"T.finalize_reducer({s.buffer})")
+        self.out.line(depth + 1, f"{ident(buf.name)}[{r}] = tcr.warp_allreduce({ident(buf.name)}[{r}], "
+                                 f"{op}, {min(threads, 32)})")
+        if threads > 32:
+            warps = threads // 32
+            named = f", {threads}" if self.scope.producer_threads else ""
+            self.out.line(depth, f"tcr.block_allreduce({ident(buf.name)}, {op}, {ident(s.scratch)}, "
+                                 f"{warps}, {warps}{named})")
+        self.out.use("reduce")
 
     def atomic_add(self, s: N.AtomicAdd, depth: int, guarded: bool) -> None:
         if isinstance(s.value, N.Region):
@@ -396,7 +479,8 @@ _STATEMENTS = {
     N.TmaCopy: KernelEmitter.tma_copy, N.Gemm: KernelEmitter.gemm,
     N.WaitWgmma: KernelEmitter.wait_wgmma, N.NamedBarrier: KernelEmitter.named_barrier,
     N.MBarrierWait: KernelEmitter.mbarrier_wait, N.SetMaxNReg: KernelEmitter.set_max_nreg,
-    N.MBarrierArrive: KernelEmitter.mbarrier_arrive,
+    N.MBarrierArrive: KernelEmitter.mbarrier_arrive, N.While: KernelEmitter.while_,
+    N.Scan: KernelEmitter.scan, N.FinalizeReducer: KernelEmitter.finalize_reducer,
 }
 
 

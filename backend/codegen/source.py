@@ -36,6 +36,7 @@ HELPERS = {
     "tma": "from tilecute.runtime.cute import tma as tct",
     "mma": "from tilecute.runtime.cute import mma as tcm",
     "rows": "from tilecute.runtime.cute import rows as tcrow",
+    "scan": "from tilecute.runtime.cute import scan as tcs",
 }
 # names the generated module binds at its top level
 MODULE_NAMES = frozenset({"cutlass", "cute", "placeholder_args"}

@@ -137,7 +137,12 @@ INTRINSICS = {
     "exp": 1, "exp2": 1, "log": 1, "log2": 1, "sqrt": 1, "rsqrt": 1, "tanh": 1,
     "sin": 1, "cos": 1, "abs": 1, "floor": 1, "ceil": 1, "fma": 3, "ceildiv": 2,
     "thread_idx": 1,
+    # warp shuffles (TileLang's T.shfl_*): (value, lane delta / source lane, width, mask);
+    # the value of lane ``lane ^ delta`` / ``lane + delta`` / ``lane - delta`` / ``src``
+    # within groups of ``width`` lanes (CUDA's __shfl_*_sync)
+    "shfl_xor": 4, "shfl_down": 4, "shfl_up": 4, "shfl_sync": 4,
 }
+SHUFFLES = ("shfl_xor", "shfl_down", "shfl_up", "shfl_sync")
 
 
 @dataclass(frozen=True)
@@ -334,6 +339,16 @@ class If(Stmt):
 
 
 @dataclass(frozen=True)
+class While(Stmt):
+    """``while cond: body``: the condition is tested before every iteration (TileLang's
+    bounded ``while``; the program guarantees it ends)."""
+
+    cond: Expr
+    body: tuple[Stmt, ...]
+    loc: Optional[Loc] = _loc()
+
+
+@dataclass(frozen=True)
 class Let(Stmt):
     """Bind ``var`` to ``value`` for the rest of the enclosing block."""
 
@@ -412,6 +427,11 @@ class Allocate(Stmt):
     # shared buffers: where the buffer lives in the block's dynamic shared memory (the
     # shared-memory pass, last); None before it
     slot: Optional["SharedSlot"] = None
+    # fragments only: a reducer (TileLang's T.alloc_reducer(..., replication="all")):
+    # every thread holds a private copy of every element that T.Parallel loops (run over
+    # the threads) combine contributions into with this op; T.finalize_reducer combines
+    # the copies.  "" for an ordinary fragment
+    reducer: str = ""
 
 
 @dataclass(frozen=True)
@@ -505,6 +525,54 @@ class Reduce(Stmt):
     loc: Optional[Loc] = _loc()
 
 
+SCAN_KINDS = ("sum", "max")
+
+
+@dataclass(frozen=True)
+class Scan(Stmt):
+    """``T.cumsum(src, dst, dim, reverse)`` / ``T.cummax``: the inclusive scan of shared
+    buffer ``src`` along ``dim`` into shared buffer ``dst`` of the same shape (may be
+    ``src``); ``reverse`` scans from the end (``dst[i] = op(src[i:])``).  A fragment
+    source is staged through shared memory by the tile-op lowering, as TileLang does."""
+
+    kind: str  # one of SCAN_KINDS
+    src: str
+    dst: str
+    dim: int
+    reverse: bool = False
+    loc: Optional[Loc] = _loc()
+
+
+@dataclass(frozen=True)
+class FinalizeReducer(Stmt):
+    """``T.finalize_reducer(r)``: combine every thread's copy of reducer ``r`` (an
+    all-reduce with the reducer's op); each thread then holds the totals.  ``scratch``:
+    the shared buffer of the cross-warp step, set by the layout pass."""
+
+    buffer: str
+    scratch: str = ""
+    loc: Optional[Loc] = _loc()
+
+
+@dataclass(frozen=True)
+class Im2Col(Stmt):
+    """``T.im2col(img, col, nhw_step, c_step, kernel, stride, dilation, pad)``: gather tile
+    ``col`` (shared, ``(block_M, block_K)``) of the im2col matrix of the NHWC image
+    ``img``: row ``nhw_step * block_M + m`` is output pixel (n, oh, ow), column
+    ``c_step * block_K + k`` is filter tap (kh, kw, c) of a square ``kernel``; elements
+    in the padding or past the matrix are 0.  Lowered to a T.Parallel loop."""
+
+    img: str
+    col: str
+    nhw_step: Expr
+    c_step: Expr
+    kernel: int
+    stride: int
+    dilation: int
+    pad: int
+    loc: Optional[Loc] = _loc()
+
+
 @dataclass(frozen=True)
 class AtomicAdd(Stmt):
     """``dst += value`` atomically (``op`` "max"/"min": ``dst = max(dst, value)`` ...,
@@ -584,7 +652,7 @@ class MBarrierWait(Stmt):
     loc: Optional[Loc] = _loc()
 
 
-TILE_OPS = (Copy, Fill, Clear, Gemm, Reduce, AtomicAdd)
+TILE_OPS = (Copy, Fill, Clear, Gemm, Reduce, AtomicAdd, Scan, Im2Col)
 
 
 # --------------------------------------------------------------------------------------

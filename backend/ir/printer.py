@@ -123,6 +123,9 @@ def _stmt(s: N.Stmt, indent: int, out: list[str]) -> None:
     if isinstance(s, N.For):
         out.append(f"{pad}for {s.var.name} in {_loop_range(s)}:")
         _stmts(s.body, indent + 1, out)
+    elif isinstance(s, N.While):
+        out.append(f"{pad}while {expr_str(s.cond)}:")
+        _stmts(s.body, indent + 1, out)
     elif isinstance(s, N.If):
         out.append(f"{pad}if {expr_str(s.cond)}:")
         _stmts(s.then, indent + 1, out)
@@ -147,6 +150,10 @@ def _stmt(s: N.Stmt, indent: int, out: list[str]) -> None:
             return
         layout = f", layout={layout_str(s.layout)}" if s.layout is not None else ""
         stages = f", stages={s.stages}" if s.stages > 1 else ""
+        if s.reducer:
+            out.append(f'{pad}{b.name} = T.alloc_reducer({shape}, "{b.dtype}", op="{s.reducer}", '
+                       f'replication="all"{layout})')
+            return
         out.append(f'{pad}{b.name} = T.alloc_{b.scope}({shape}, "{b.dtype}"{layout}{stages})')
     elif isinstance(s, N.Barrier):
         out.append(f"{pad}T.sync_threads({'wait_async=True' if s.wait_async else ''})")
@@ -181,6 +188,15 @@ def _stmt(s: N.Stmt, indent: int, out: list[str]) -> None:
     elif isinstance(s, N.Reduce):
         scratch = f", scratch={s.scratch}" if s.scratch else ""
         out.append(f"{pad}T.reduce_{s.kind}({s.src}, {s.dst}, dim={s.dim}, clear={s.clear}{scratch})")
+    elif isinstance(s, N.Scan):
+        fn = {"sum": "cumsum", "max": "cummax"}[s.kind]
+        out.append(f"{pad}T.{fn}({s.src}, {s.dst}, dim={s.dim}, reverse={s.reverse})")
+    elif isinstance(s, N.FinalizeReducer):
+        scratch = f", scratch={s.scratch}" if s.scratch else ""
+        out.append(f"{pad}T.finalize_reducer({s.buffer}{scratch})")
+    elif isinstance(s, N.Im2Col):
+        out.append(f"{pad}T.im2col({s.img}, {s.col}, {expr_str(s.nhw_step)}, {expr_str(s.c_step)}, "
+                   f"{s.kernel}, {s.stride}, {s.dilation}, {s.pad})")
     elif isinstance(s, N.AtomicAdd):
         value = _region(s.value) if isinstance(s.value, N.Region) else expr_str(s.value)
         out.append(f"{pad}T.atomic_{s.op}({_region(s.dst)}, {value})")

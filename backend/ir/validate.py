@@ -53,6 +53,7 @@ class _Validator:
         self.stmt = func
         self.bound: set[str] = set()
         self.barriers: set[str] = set()
+        self.reducers: set[str] = set()  # T.alloc_reducer buffers
 
     def name(self, name: str, what: str) -> None:
         """Names become Python identifiers in generated code: unique, not ours, and as
@@ -237,6 +238,42 @@ class _Validator:
             self.boolean(s.cond, "an if condition")
             self.body(s.then, vars_, bufs)
             self.body(s.orelse, vars_, bufs)
+        elif isinstance(s, N.While):
+            self.expr(s.cond, vars_, bufs)
+            self.boolean(s.cond, "a while condition")
+            self.body(s.body, vars_, bufs)
+        elif isinstance(s, N.Scan):
+            src, dst = self.buffer(s.src, bufs), self.buffer(s.dst, bufs)
+            fn = {"sum": "T.cumsum", "max": "T.cummax"}.get(s.kind)
+            if fn is None:
+                self.fail(f"unknown scan {s.kind!r}; expected one of {', '.join(N.SCAN_KINDS)}")
+            if src.scope not in ("shared", "fragment") or dst.scope not in ("shared", "fragment"):
+                self.fail(f"{fn} scans shared or fragment buffers ('{src.name}' is {src.scope}, "
+                          f"'{dst.name}' is {dst.scope})")
+            if tuple(src.shape) != tuple(dst.shape) or src.dtype != dst.dtype:
+                self.fail(f"{fn}: '{dst.name}' must have the shape and dtype of '{src.name}'")
+            if not isinstance(s.dim, int) or not 0 <= s.dim < src.ndim:
+                self.fail(f"{fn} over dim {s.dim} of '{src.name}', which has {src.ndim} dims")
+        elif isinstance(s, N.FinalizeReducer):
+            if s.buffer not in self.reducers:
+                self.fail(f"T.finalize_reducer: '{s.buffer}' is not a T.alloc_reducer buffer")
+            if s.scratch and self.buffer(s.scratch, bufs).scope != "shared":
+                self.fail(f"reducer scratch '{s.scratch}' must be a shared buffer")
+        elif isinstance(s, N.Im2Col):
+            img, col = self.buffer(s.img, bufs), self.buffer(s.col, bufs)
+            if img.scope != "global" or img.ndim != 4:
+                self.fail(f"T.im2col reads a 4-d NHWC global tensor; '{img.name}' is a "
+                          f"{img.ndim}-d {img.scope} buffer")
+            if col.scope not in ("shared", "fragment") or col.ndim != 2 or col.dtype != img.dtype:
+                self.fail(f"T.im2col writes a 2-d shared or fragment tile of '{img.name}''s dtype; "
+                          f"'{col.name}' is a {col.ndim}-d {col.scope} {col.dtype} buffer")
+            for e in (s.nhw_step, s.c_step):
+                self.expr(e, vars_, bufs)
+                if not N.is_int(e.dtype):
+                    self.fail("T.im2col's nhw_step and c_step are integers")
+            for name in ("kernel", "stride", "dilation"):
+                self.integer(getattr(s, name), f"T.im2col's {name}", 1)
+            self.integer(s.pad, "T.im2col's pad", 0)
         elif isinstance(s, N.Let):
             self.expr(s.value, vars_, bufs)
             if s.value.dtype != s.var.dtype:
@@ -286,6 +323,11 @@ class _Validator:
             bufs[b.name] = b
             if s.layout is not None and s.layout.kind == "mbarrier":
                 self.barriers.add(b.name)
+            if s.reducer:
+                if b.scope != "fragment" or s.reducer not in ("sum", "max", "min"):
+                    self.fail(f"buffer '{b.name}': a reducer is a fragment combined by sum, max "
+                              f"or min (got a {b.scope} buffer, op {s.reducer!r})")
+                self.reducers.add(b.name)
         elif isinstance(s, N.TmaCopy):
             self.region(s.src, vars_, bufs)
             self.region(s.dst, vars_, bufs)
@@ -444,6 +486,11 @@ class _Validator:
                 self.fail(f"{e.name} takes {N.INTRINSICS[e.name]} arguments, got {len(e.args)}")
             for a in e.args:
                 self.expr(a, vars_, bufs)
+            if e.name in N.SHUFFLES and not (N.is_int(e.args[2].dtype) and N.is_int(e.args[3].dtype)
+                                             and N.is_int(e.args[1].dtype)):
+                self.fail(f"T.{e.name}: the lane, width and mask are integers")
+            if e.name in N.SHUFFLES and e.dtype != e.args[0].dtype:
+                self.fail(f"T.{e.name} of a {e.args[0].dtype} value is declared {e.dtype}")
             if e.name == "thread_idx" and not (isinstance(e.args[0], N.Const)
                                                and e.args[0].value in (0, 1, 2)):
                 self.fail("thread_idx takes a constant axis 0, 1 or 2")

@@ -19,7 +19,8 @@ from typing import Iterator
 from . import nodes as N
 
 # statement fields that hold statement lists
-BODY_FIELDS = {N.For: ("body",), N.If: ("then", "orelse"), N.KernelScope: ("body",)}
+BODY_FIELDS = {N.For: ("body",), N.If: ("then", "orelse"), N.While: ("body",),
+               N.KernelScope: ("body",)}
 
 
 def walk_stmts(body) -> Iterator[N.Stmt]:

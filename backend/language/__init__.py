@@ -38,6 +38,7 @@ from .forms import (  # noqa: F401
     reduce_bitxor, atomic_add, atomic_max, atomic_min, evaluate, sync_threads, tma_copy, mbarrier_arrive,
     mbarrier_wait_parity, use_swizzle, set_max_nreg,
 )
+from .forms import alloc_reducer, cummax, cumsum, finalize_reducer, im2col  # noqa: F401
 from .ops import EXPRESSION_HELPERS
 from .ops import (  # noqa: F401
     ceildiv, cdiv, exp, exp2, log, log2, sqrt, rsqrt, tanh, sin, cos, floor, ceil, sigmoid,
@@ -45,6 +46,7 @@ from .ops import (  # noqa: F401
     bitwise_not, shift_left, shift_right, Cast, cast, if_then_else, Select, infinity,
     max_value, min_value, get_thread_binding,
 )
+from .ops import shfl_down, shfl_sync, shfl_up, shfl_xor  # noqa: F401
 from .parser import FrontendError, parse_script, prim_func
 from .values import DTYPE_NAMES, DType, GemmWarpPolicy, Layout, TensorSpec, dtype_name  # noqa: F401
 from .values import Buffer, StridedTensor, Tensor, dyn, dynamic, symbolic  # noqa: F401
@@ -52,6 +54,7 @@ from .values import Macro, macro  # noqa: F401
 from ..ir import nodes as _N
 
 Serial, Unroll, Vectorized = FORMS["Serial"], FORMS["Unroll"], FORMS["Vectorized"]
+c2d_im2col = FORMS["c2d_im2col"]
 globals().update(DTYPE_NAMES)  # T.float16, T.half, T.bool ...
 
 

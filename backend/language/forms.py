@@ -280,6 +280,45 @@ def set_max_nreg(reg_count, is_inc):
     """``setmaxnreg``: the warpgroup's register budget per thread (sm_90a)."""
 
 
+# ---- scans, reducers, im2col (issue 17's corpus) -----------------------------------------
+@_form("stmt")
+def cumsum(src, dst=None, dim=0, reverse=False, annotations=None):
+    """``T.cumsum(x, dim=1, reverse=False)``: the inclusive running sum of ``x`` along
+    ``dim`` into ``dst`` (``x`` itself when omitted); shared or fragment buffers."""
+
+
+@_form("stmt")
+def cummax(src, dst=None, dim=0, reverse=False, annotations=None):
+    """``T.cummax(x, dim=1)``: the running maximum, as ``T.cumsum``."""
+
+
+@_form("alloc")
+def alloc_reducer(shape, dtype, op="sum", replication=None, *, layout=None):
+    """``r = T.alloc_reducer(M, "float32", replication="all")``: TileLang's (legacy)
+    reducer: each thread holds its own copy of every element; T.Parallel loops combine
+    contributions into it (``r[i] += x``); ``T.finalize_reducer(r)`` combines the copies.
+    tilecute's: ``layout`` (lowered IR)."""
+
+
+@_form("stmt")
+def finalize_reducer(reducer, dst=None, batch=1, annotations=None, *, scratch=None):
+    """``T.finalize_reducer(r)``: every thread's copy of ``r`` becomes the combination of
+    all of them.  tilecute's: ``scratch`` (set by the layout pass)."""
+
+
+@_form("stmt")
+def im2col(img, col, nhw_step, c_step, kernel, stride, dilation, pad, eviction_policy=None,
+           annotations=None):
+    """``T.im2col(data, data_shared, by, k_iter, KH, S, D, P)``: gather an im2col tile of
+    an NHWC image (zero padding)."""
+
+
+@_form("stmt", "c2d_im2col")
+def _c2d_im2col(img, col, nhw_step, c_step, kernel, stride, dilation, pad, eviction_policy=None,
+                annotations=None):
+    """TileLang's older name of ``T.im2col``."""
+
+
 # ---- TileLang forms tilecute does not have ------------------------------------------------
 class Unsupported:
     """``T.<name>`` for a TileLang form tilecute does not have: using it in a prim_func is
@@ -301,18 +340,18 @@ class Unsupported:
 
 TILELANG_ONLY = frozenset("""
     grid thread_binding Fragment FragmentBuffer SharedBuffer
-    LocalBuffer ptr make_tensor make_tensor_from_addr alloc_global alloc_reducer
+    LocalBuffer ptr make_tensor make_tensor_from_addr alloc_global
     alloc_cluster_barrier alloc_tmem alloc_descriptor empty allocate async_copy transpose
-    im2col c2d_im2col copy_cluster tma_gather4 tma_scatter4 tma_load tma_load_2sm gemm_sp
-    wgmma_gemm tcgen05_gemm reducer_init reducer_update finalize_reducer warp_reduce_sum
-    warp_reduce_max warp_reduce_min warp_reduce_bitand warp_reduce_bitor cumsum cummax
+    copy_cluster tma_gather4 tma_scatter4 tma_load tma_load_2sm gemm_sp
+    wgmma_gemm tcgen05_gemm reducer_init reducer_update warp_reduce_sum
+    warp_reduce_max warp_reduce_min warp_reduce_bitand warp_reduce_bitor
     atomic_addx2 atomic_addx4 atomic_load atomic_store atomic_or dp4a
     reshape view loop_break any_of all_of access_ptr activemask all_sync any_sync ballot
     ballot_sync barrier_arrive barrier_wait get_lane_idx get_warp_idx get_warp_idx_sync
     get_warp_group_idx get_thread_bindings get_block_binding get_block_bindings
     get_thread_extent get_thread_extents get_block_extent get_block_extents
     mbarrier_arrive_expect_tx mbarrier_expect_tx no_set_max_nreg inc_max_nreg dec_max_nreg
-    shfl_down shfl_sync shfl_up shfl_xor sync_global sync_grid sync_warp syncthreads_and
+    sync_global sync_grid sync_warp syncthreads_and
     syncthreads_count syncthreads_or fence_proxy_async tma_store_arrive tma_store_wait
     shuffle_elect annotate_layout annotate_safe_value annotate_restrict_buffers
     annotate_l2_hit_ratio annotate_min_blocks_per_sm annotate_ws_schedule ws_op

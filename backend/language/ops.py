@@ -220,10 +220,51 @@ def get_thread_binding(dim: int = 0):
     return _N.Call("thread_idx", (_N.Const(int(dim), "int32"),), "int32")
 
 
+# ---- warp shuffles (TileLang's T.shfl_*; CUDA's __shfl_*_sync) --------------------------------
+_FULL_MASK = 0xFFFFFFFF
+
+
+def _shuffle(name: str, what: str):
+    def f(value, delta, width=32, mask=_FULL_MASK):
+        value = _N.as_expr(value)
+        if _is_number(width) and (width < 1 or width > 32 or width & (width - 1)):
+            raise ValueError(f"T.{name}: width={width} must be a power of two from 1 to 32")
+        if _is_number(mask) and not 0 < mask <= _FULL_MASK:
+            raise ValueError(f"T.{name}: mask={mask:#x} must be a nonzero 32-bit lane mask")
+        if DTYPES[value.dtype].bits > 64 or value.dtype == "bool":
+            raise ValueError(f"T.{name}: a {value.dtype} value cannot be shuffled (32 or 64 bits, "
+                             "narrower ones widened)")
+        mask = _N.Const(mask, "uint32") if _is_number(mask) else _N.as_expr(mask)
+        args = (value, _N.as_expr(delta), _N.as_expr(width), mask)
+        for x, arg in zip(args[1:3], ("delta" if name != "shfl_sync" else "srcLane", "width")):
+            if not _N.is_int(x.dtype):
+                raise TypeError(f"T.{name}: {arg} must be an integer, got {x.dtype}")
+        return _N.Call(name, args, value.dtype)
+
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = (f"``T.{name}(value, {'srcLane' if name == 'shfl_sync' else 'delta'}, width=32, "
+                 f"mask=0xFFFFFFFF)``: {what} within groups of ``width`` lanes; every lane of "
+                 "``mask`` must run it.")
+    return f
+
+
+shfl_xor = _shuffle("shfl_xor", "the value of lane ``lane ^ delta``")
+shfl_down = _shuffle("shfl_down", "the value of lane ``lane + delta`` (its own past the group)")
+shfl_up = _shuffle("shfl_up", "the value of lane ``lane - delta`` (its own before the group)")
+_shfl_sync = _shuffle("shfl_sync", "the value of lane ``srcLane``")
+
+
+def shfl_sync(value, srcLane, width=32, mask=_FULL_MASK):  # noqa: N803 (TileLang's name)
+    return _shfl_sync(value, srcLane, width, mask)
+
+
+shfl_sync.__doc__ = _shfl_sync.__doc__
+
+
 EXPRESSION_HELPERS = (
     "ceildiv", "cdiv", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "sin", "cos",
     "floor", "ceil", "sigmoid", "abs", "max", "min", "clamp", "fma", "floordiv", "floormod",
     "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "shift_left", "shift_right",
     "Cast", "cast", "if_then_else", "Select", "infinity", "max_value", "min_value",
-    "get_thread_binding",
+    "get_thread_binding", "shfl_xor", "shfl_down", "shfl_up", "shfl_sync",
 )

@@ -406,6 +406,8 @@ class _Parser:
             raise self.error(s, "annotated assignments are not supported; write `x = T.float32(v)`")
         if isinstance(s, ast.Expr):
             return self.expr_stmt(s)
+        if isinstance(s, ast.While):
+            return self.while_stmt(s)
         kind = type(s).__name__
         hint = {"While": "use `for ... in T.serial(n)`", "Return": "a prim_func returns nothing",
                 "Break": "", "Continue": "", "Try": "", "FunctionDef": "", "Raise": ""}.get(kind, "")
@@ -484,6 +486,7 @@ class _Parser:
         finally:
             self.in_kernel = False
             self.pop()
+        body = _hoist_shared(body)
         return N.KernelScope(tuple(grid), threads, tuple(block_vars), body, cluster,
                              loc=self.loc(s), producer_threads=producer)
 
@@ -840,6 +843,8 @@ class _Parser:
             return [self.alloc_barrier(name, a, s)]
         if form.__name__ == "alloc_var":
             return self.alloc_var(name, a, s)
+        if form.__name__ == "alloc_reducer":
+            return self.alloc_reducer(name, a, s)
         shape = a.value("shape")
         shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
         if not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in shape):
@@ -1198,6 +1203,120 @@ class _Parser:
         count = a.static_int("reg_count")
         return [N.SetMaxNReg(count, a.static_bool("is_inc"), loc=self.loc(s))]
 
+    # ---- while, scans, reducers, im2col (issue 17's corpus) -----------------------------
+    def while_stmt(self, s: ast.While) -> list[N.Stmt]:
+        """``while cond:`` with a condition computed in the kernel (TileLang's bounded
+        while: the program makes it end)."""
+        if s.orelse:
+            raise self.error(s, "while-else is not supported")
+        cond = self.expr(s.test)
+        self.check_value(s.test, cond)
+        if not _is_ir(cond):
+            if not cond:
+                return []
+            raise self.error(s, "`while` with a condition that is true at parse time never ends")
+        if cond.dtype != "bool":
+            cond = N.cmp("ne", cond, 0)
+        self.push()
+        body = self.block(s.body)
+        self.pop()
+        return [N.While(cond, body, loc=self.loc(s))]
+
+    def whole_buffer(self, a: _Args, arg: str, what: str) -> N.Buffer:
+        """A whole buffer argument (a region of all of it counts)."""
+        node = a.node(arg)
+        if isinstance(node, ast.Subscript):
+            r = self.region(node)
+            buf = self.buffer_named(r.buffer)
+            full = all(isinstance(x, N.Const) and x.value == 0 for x in r.starts) and (
+                r.extents is None or tuple(r.extents) == tuple(buf.shape))
+            if not full or r.extents is None and buf.scope == "global":
+                raise a.fail(arg, f"{what} takes a whole buffer; `{ast.unparse(node)}` is a part "
+                                  f"of '{buf.name}' (allocate a buffer of the tile's shape)")
+            return buf
+        return self.buffer_of(node)
+
+    def stmt_cumsum(self, a: _Args, s, kind: str = "sum") -> list[N.Stmt]:
+        what = {"sum": "T.cumsum", "max": "T.cummax"}[kind]
+        src = self.whole_buffer(a, "src", what)
+        dst = self.whole_buffer(a, "dst", what) if a.value("dst") is not None else src
+        for b, arg in ((src, "src"), (dst, "dst")):
+            if b.scope not in ("shared", "fragment"):
+                raise a.fail(arg, f"'{b.name}' is a {b.scope} buffer; {what} scans shared or "
+                                  "fragment buffers")
+        if tuple(dst.shape) != tuple(src.shape) or dst.dtype != src.dtype:
+            raise a.fail("dst", f"'{dst.name}' must have the shape and dtype of '{src.name}'")
+        dim = a.static_int("dim")
+        if not -src.ndim <= dim < src.ndim:
+            raise a.fail("dim", f"dim={dim} is out of range for '{src.name}', which has "
+                                f"{src.ndim} dims")
+        a.no_annotations()
+        return [N.Scan(kind, src.name, dst.name, dim % src.ndim, a.static_bool("reverse"),
+                       loc=self.loc(s))]
+
+    def stmt_cummax(self, a: _Args, s) -> list[N.Stmt]:
+        return self.stmt_cumsum(a, s, "max")
+
+    def alloc_reducer(self, name: str, a: _Args, s) -> list[N.Stmt]:
+        """TileLang's legacy reducer (``replication="all"`` or ``"none"``, which differ only
+        in TileLang's physical plan): a fragment each thread holds whole."""
+        op = a.value("op")
+        if op not in ("sum", "max", "min"):
+            raise a.fail("op", f"'{name}': op={op!r} is not supported; a T.alloc_reducer with "
+                               "replication= combines by 'sum', 'max' or 'min'")
+        if a.value("replication") not in ("all", "none"):
+            raise a.fail("replication", f"'{name}': replication={_show(a.value('replication'))} "
+                                        "is not supported: tilecute has TileLang's replicated "
+                                        "reducer (replication=\"all\" or \"none\", finalized in "
+                                        "place), not the reducer epochs (T.reducer_init/"
+                                        "T.reducer_update)")
+        shape = a.value("shape")
+        shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
+        if not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in shape):
+            raise a.fail("shape", f"'{name}': the shape must be positive ints known at parse "
+                                  f"time, got {shape!r}")
+        dt = self.dtype_arg(a, "dtype", name)
+        layout = a.value("layout")
+        if layout is not None and not isinstance(layout, N.Layout):
+            raise a.fail("layout", f"'{name}': layout= takes a T.Layout(...), got {layout!r}")
+        buf = N.Buffer(self.fresh(name), dt, tuple(N.Const(d, "int32") for d in shape), "fragment")
+        self.bind(name, _BufferRef(buf))
+        self.__dict__.setdefault("reducer_buffers", set()).add(buf.name)
+        return [N.Allocate(buf, layout, loc=self.loc(s), reducer=op)]
+
+    def stmt_finalize_reducer(self, a: _Args, s) -> list[N.Stmt]:
+        buf = self.buffer_of(a.node("reducer"))
+        if buf.name not in self.__dict__.get("reducer_buffers", ()):
+            raise a.fail("reducer", f"'{buf.name}' is not a T.alloc_reducer buffer")
+        a.refuse_unless("dst", (None,), "tilecute finalizes TileLang's replicated reducer in "
+                                        "place (the reducer-epoch form with dst= is not "
+                                        "supported)")
+        a.refuse_unless("batch", (1,), "tilecute combines the whole reducer in one step")
+        a.no_annotations()
+        scratch = ""
+        if a.value("scratch") is not None:
+            scratch = self.buffer_of(a.node("scratch")).name
+        return [N.FinalizeReducer(buf.name, scratch, loc=self.loc(s))]
+
+    def stmt_im2col(self, a: _Args, s) -> list[N.Stmt]:
+        img, col = self.buffer_of(a.node("img")), self.buffer_of(a.node("col"))
+        if img.scope != "global" or img.ndim != 4:
+            raise a.fail("img", f"'{img.name}' must be a 4-d (N, H, W, C) tensor parameter")
+        if col.scope not in ("shared", "fragment") or col.ndim != 2:
+            raise a.fail("col", f"'{col.name}' must be a 2-d shared or fragment tile")
+        if col.dtype != img.dtype:
+            raise a.fail("col", f"'{col.name}' is {col.dtype} but '{img.name}' is {img.dtype}")
+        a.refuse_unless("eviction_policy", (None, "evict_normal"),
+                        "tilecute's im2col gather has no cache-eviction hint")
+        a.no_annotations()
+        steps = [self.arg_index(a.ref(n), "T.im2col") for n in ("nhw_step", "c_step")]
+        return [N.Im2Col(img.name, col.name, steps[0], steps[1], a.static_int("kernel", 1),
+                         a.static_int("stride", 1), a.static_int("dilation", 1),
+                         a.static_int("pad", 0), loc=self.loc(s))]
+
+    def stmt_c2d_im2col(self, a: _Args, s) -> list[N.Stmt]:
+        return self.stmt_im2col(a, s)
+
     # ---- regions ----------------------------------------------------------------------
     def region(self, node) -> N.Region:
         if isinstance(node, ast.Subscript):
@@ -1461,6 +1580,32 @@ def _helper_name(fn) -> Optional[str]:
     if fn is dynamic or fn is Layout:
         return fn.__name__
     return None
+
+
+def _hoist_shared(body: tuple) -> tuple:
+    """A kernel body with the shared buffers allocated in its loops and ifs allocated at
+    its top level instead, just before the statement that held them (TileLang allocates
+    every buffer once per block, wherever the program writes the T.alloc_shared)."""
+    from ..ir.visitor import StmtMutator
+
+    hoisted: list[N.Allocate] = []
+
+    class _Take(StmtMutator):
+        def visit_allocate(self, s):
+            if s.buffer.scope == "shared":
+                hoisted.append(s)
+                return None
+            return s
+    out: list[N.Stmt] = []
+    for s in body:
+        if isinstance(s, N.Allocate):
+            out.append(s)
+            continue
+        t = _Take().generic(s)
+        out.extend(hoisted)
+        hoisted.clear()
+        out.append(t)
+    return tuple(out)
 
 
 def _truth(x) -> N.Expr:

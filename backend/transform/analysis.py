@@ -222,6 +222,17 @@ def accesses(body):
             expr((s.start, s.extent))
             for t in s.body:
                 visit(t)
+        elif isinstance(s, N.While):
+            expr(s.cond)
+            for t in s.body:
+                visit(t)
+        elif isinstance(s, N.Scan):
+            out.extend([(s.src, (), False), (s.dst, (), True)])
+        elif isinstance(s, N.Im2Col):
+            out.extend([(s.img, (), False), (s.col, (), True)])
+            expr((s.nhw_step, s.c_step))
+        elif isinstance(s, N.FinalizeReducer):
+            out.extend([(s.buffer, (), False), (s.buffer, (), True)])
     for s in body:
         visit(s)
     return out
@@ -244,6 +255,12 @@ def buffers_used(s) -> set[str]:
             out.update(b for b in (x.src, x.dst, x.scratch) if b)
         elif isinstance(x, N.Clear):
             out.add(x.buffer)
+        elif isinstance(x, N.Scan):
+            out.update((x.src, x.dst))
+        elif isinstance(x, N.Im2Col):
+            out.update((x.img, x.col))
+        elif isinstance(x, N.FinalizeReducer):
+            out.update(b for b in (x.buffer, x.scratch) if b)
     return out
 
 

@@ -43,7 +43,7 @@ class _Sync:
     def touches(self, s):
         """Shared buffers ``s`` reads and writes (a write touches every buffer on the same
         bytes too), and whether its writes are cp.async."""
-        if isinstance(s, N.Reduce):
+        if isinstance(s, (N.Reduce, N.FinalizeReducer)):
             return set(), set(), False  # its scratch is synchronised inside the helper
         reads, writes = set(), set()
         for b, _, w in accesses([s]):
@@ -64,7 +64,9 @@ class _Sync:
                 st.read.clear()
                 out.append(s)
                 continue
-            if isinstance(s, N.For) and s.kind != "parallel":
+            if isinstance(s, N.While):  # its condition is read before every iteration too
+                self.barrier_if_needed(dataclasses.replace(s, body=()), st, out)
+            if isinstance(s, (N.For, N.While)) and getattr(s, "kind", "") != "parallel":
                 # a body runs after its own end: start it from everything it touches
                 summary = _State()
                 reads, writes, _ = self.touches(s)
@@ -122,7 +124,7 @@ def _async_writes(s) -> bool:
     """Does ``s`` hold a cp.async copy nest?"""
     if isinstance(s, N.For) and s.kind == "parallel":
         return parallel_nest(s)[-1].async_copy
-    if isinstance(s, N.For):
+    if isinstance(s, (N.For, N.While)):
         return any(_async_writes(t) for t in s.body)
     if isinstance(s, N.If):
         return any(_async_writes(t) for t in s.then + s.orelse)
@@ -143,7 +145,7 @@ def _allocs(body):
     for s in body:
         if isinstance(s, N.Allocate):
             yield s
-        elif isinstance(s, N.For):
+        elif isinstance(s, (N.For, N.While)):
             yield from _allocs(s.body)
         elif isinstance(s, N.If):
             yield from _allocs(s.then + s.orelse)

@@ -76,6 +76,8 @@ class _Kernel:
         self.replicated: set[str] = set()
         self.why: dict[str, N.Stmt] = {}  # fragment -> a statement that makes it replicated
         self.column_walked: set[str] = set()
+        self.scanned: set[str] = set()  # shared buffers a T.cumsum scans: row-major
+        self.reducers: set[str] = set()  # T.alloc_reducer fragments
         self.rows = self.row_fragments()  # fragment -> its mma_rows layout
 
     def fail(self, s, msg: str):
@@ -156,6 +158,9 @@ class _Kernel:
             if isinstance(s, N.Allocate):
                 self.buffers[s.buffer.name] = s.buffer
                 self.allocs[s.buffer.name] = s
+                if s.reducer:  # every thread holds a copy of every element
+                    self.reducers.add(s.buffer.name)
+                    self.make_replicated(s.buffer.name, s)
                 if s.buffer.scope == "shared" and not top:
                     self.fail(s, f"shared buffer '{s.buffer.name}' must be allocated at the top "
                                  "level of its T.Kernel block, not inside a loop or if")
@@ -177,6 +182,11 @@ class _Kernel:
                         self.column_walked.add(b)
             elif isinstance(s, N.For):
                 self.collect(s.body, top=False)
+            elif isinstance(s, N.While):
+                self.direct(accesses([dataclasses.replace(s, body=())]), s)
+                self.collect(s.body, top=False)
+            elif isinstance(s, N.Scan):
+                self.scanned |= {s.src, s.dst}
             elif isinstance(s, N.If):
                 self.direct(accesses([dataclasses.replace(s, then=(), orelse=())]), s)
                 self.collect(s.then, top=False)
@@ -272,7 +282,10 @@ class _Kernel:
             touched = sorted({b for b, _, _ in nest.accesses if b in parent})
             for b in touched[1:]:
                 parent[find(b)] = find(touched[0])
-            writes = {b for b, _, w in nest.accesses if w}
+            # a nest combining contributions into a reducer (``r[i] += x``) runs each
+            # iteration once, on one thread, into that thread's copy: not a replicated write
+            reads = {b for b, _, w in nest.accesses if not w}
+            writes = {b for b, _, w in nest.accesses if w and not (b in self.reducers and b in reads)}
             row_frags = {b for b, _, _ in nest.accesses if b in self.rows}
             if row_frags and not touched:  # each thread walks the rows it holds
                 nest_mode.append(("rows", None))
@@ -390,7 +403,7 @@ class _Kernel:
                 return N.Layout("blocked", threads=self.threads, vector=vector[name])
             if buf.scope == "shared":
                 row = int(buf.shape[-1].value)
-                if name in self.column_walked and buf.ndim >= 2 and row >= 2 and row & (row - 1) == 0:
+                if name in self.column_walked and name not in self.scanned and buf.ndim >= 2 and row >= 2 and row & (row - 1) == 0:
                     return N.Layout("swizzled", swizzle=min(WARP, row))
                 return N.Layout("row_major")
             return None
@@ -415,6 +428,16 @@ class _Kernel:
                 name = f"{s.dst}_scratch"
                 buf = N.Buffer(name, src.dtype, (N.Const(rows * warps, "int32"),), "shared")
                 scratch_allocs.append(N.Allocate(buf, N.Layout("row_major"), loc=s.loc))
+                return dataclasses.replace(s, scratch=name)
+
+            def visit_finalize_reducer(self, s: N.FinalizeReducer) -> N.FinalizeReducer:
+                if warps <= 1 or s.scratch:
+                    return s
+                buf = kernel.buffers[s.buffer]
+                size = math.prod(int(d.value) for d in buf.shape) * warps
+                name = f"{s.buffer}_scratch"
+                scratch = N.Buffer(name, buf.dtype, (N.Const(size, "int32"),), "shared")
+                scratch_allocs.append(N.Allocate(scratch, N.Layout("row_major"), loc=s.loc))
                 return dataclasses.replace(s, scratch=name)
 
         body = _Rewrite().visit_block(self.scope.body)

@@ -14,8 +14,10 @@ the lower-rank tile lines up with the trailing dims of the other (leading extent
 
 from __future__ import annotations
 
+import dataclasses
+
 from ..ir import nodes as N
-from ..ir.visitor import StmtMutator
+from ..ir.visitor import StmtMutator, fold_constants
 from .analysis import all_names, is_unit, squeeze
 
 
@@ -147,6 +149,61 @@ class _Lowerer(StmtMutator):
     def visit_allocate(self, s: N.Allocate) -> N.Allocate:
         self.buffers[s.buffer.name] = s.buffer
         return s
+
+    def visit_kernel(self, scope: N.KernelScope) -> N.KernelScope:
+        self.staging: list[N.Allocate] = []  # shared tiles a fragment scan goes through
+        scope = super().visit_kernel(scope)
+        return dataclasses.replace(scope, body=tuple(self.staging) + scope.body)
+
+    def visit_scan(self, s: N.Scan):
+        """A scan of fragments goes through a shared tile, as in TileLang: copy in, scan
+        there, copy out (the copies are parallel nests)."""
+        src, dst = self.buffers[s.src], self.buffers[s.dst]
+        if src.scope == "shared" and dst.scope == "shared":
+            return s
+        tile = N.Buffer(self.fresh(f"{s.src}_scan_").name, src.dtype, src.shape, "shared")
+        self.buffers[tile.name] = tile
+        self.staging.append(N.Allocate(tile, loc=s.loc))
+        whole = lambda b: N.Region(b.name, tuple(N.Const(0, "int32") for _ in b.shape))  # noqa: E731
+        return [self.copy(N.Copy(whole(src), whole(tile), loc=s.loc)),
+                dataclasses.replace(s, src=tile.name, dst=tile.name),
+                self.copy(N.Copy(whole(tile), whole(dst), loc=s.loc))]
+
+    def visit_im2col(self, s: N.Im2Col) -> N.Stmt:
+        """``col[i, j]`` = the image element under filter tap ``c_step * BK + j`` of output
+        pixel ``nhw_step * BM + i``, 0 in the padding and past the matrix."""
+        img, col = self.buffers[s.img], self.buffers[s.col]
+        n_, h_, w_, c_ = img.shape
+        bm, bk = col.shape
+        i32 = lambda v: N.Const(v, "int32")  # noqa: E731
+        K, S, D, P = s.kernel, s.stride, s.dilation, s.pad
+        b = N.binop
+        oh = b("add", b("floordiv", b("sub", b("add", h_, i32(2 * P)), i32(D * (K - 1) + 1)), i32(S)), i32(1))
+        ow = b("add", b("floordiv", b("sub", b("add", w_, i32(2 * P)), i32(D * (K - 1) + 1)), i32(S)), i32(1))
+
+        def body(vs):
+            i, j = vs
+            m, q = self.fresh("im2col_m"), self.fresh("im2col_k")
+            h, w = self.fresh("im2col_h"), self.fresh("im2col_w")
+            lets = [N.Let(m, b("add", b("mul", s.nhw_step, bm), i), loc=s.loc),
+                    N.Let(q, b("add", b("mul", s.c_step, bk), j), loc=s.loc)]
+            kc = b("mul", i32(K), c_)
+            lets.append(N.Let(h, b("sub", b("add", b("mul", b("floordiv", b("mod", m, b("mul", oh, ow)), ow), i32(S)),
+                                                   b("mul", b("floordiv", q, kc), i32(D))), i32(P)), loc=s.loc))
+            lets.append(N.Let(w, b("sub", b("add", b("mul", b("mod", m, ow), i32(S)),
+                                                   b("mul", b("mod", b("floordiv", q, c_), i32(K)), i32(D))),
+                                          i32(P)), loc=s.loc))
+            inside = N.Logic("and", (N.cmp("lt", m, b("mul", n_, b("mul", oh, ow))),
+                                     N.cmp("lt", q, b("mul", i32(K), kc)),
+                                     N.cmp("ge", h, 0), N.cmp("lt", h, h_),
+                                     N.cmp("ge", w, 0), N.cmp("lt", w, w_)))
+            value = N.Load(img.name, (b("floordiv", m, b("mul", oh, ow)), h, w, b("mod", q, c_)), img.dtype)
+            store = N.Store(col.name, (i, j), N.Select(inside, value, N.const(0, img.dtype), img.dtype),
+                            loc=s.loc)
+            return fold_constants(tuple(lets)) + (store,)
+        return self.nest(s, (bm, bk), body)
+
+    visit_im2_col = visit_im2col  # (the visitor's snake_case of "Im2Col")
 
     def visit_copy(self, s: N.Copy) -> N.Stmt:
         return self.copy(s)

@@ -1,13 +1,14 @@
 """2-D convolution with TileLang's own im2col tile op: ``T.im2col(data, data_shared, by,
-k_iter, KH, S, D, P)`` gathers the input tile, and the filter and output are viewed as
-matrices with ``T.Tensor(shape, dtype, buffer.data)`` (TileLang's convolution example)."""
+k_iter, KH, S, D, P)`` gathers each (block_M, block_K) input tile (zero padding), the
+filter comes as its (KH * KW * C, F) matrix and the output as (N * OH * OW, F)
+(TileLang's convolution example)."""
 
 import tilecute.language as T
 
 OUTPUTS = (2,)
 ATOL, RTOL = 5e-2, 1e-2
 SM80 = True
-MISSING = "T.im2col (an im2col gather tile op: no IR node; TMA im2col descriptors exist only for explicit T.tma_copy)"
+MISSING = None
 
 from .conv2d_im2col import CONFIG  # noqa: E402
 
