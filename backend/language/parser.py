@@ -556,10 +556,9 @@ class _Parser:
                 stop = self.arg_index(a.ref("stop"), form.__name__)
             if kind == "pipelined":
                 num_stages = a.static_int("num_stages", 0)
-                for opt in ("sync", "group"):
-                    a.refuse_unless(opt, (None, (), []), "tilecute schedules pipelined loops "
-                                                         "itself (num_stages, or stage/order "
-                                                         "that say the same)")
+                a.refuse_unless("sync", (None, (), []), "tilecute schedules pipelined loops "
+                                                        "itself (num_stages, or stage/order "
+                                                        "that say the same)")
                 ws = a.value("warp_specialize")
                 warp_specialize = None if ws is None else a.static_bool("warp_specialize")
                 if num_stages == 0 and not (a.given("stage") or a.given("order")):
@@ -602,8 +601,9 @@ class _Parser:
             body = tuple(prologue) + self.block(s.body)
         finally:
             self.pop()
-        if kind == "pipelined" and (a.given("stage") or a.given("order")):
-            num_stages = self.manual_stages(a, body, num_stages)
+        overlap = False
+        if kind == "pipelined" and (a.given("stage") or a.given("order") or a.given("group")):
+            num_stages, overlap = self.manual_stages(a, body, num_stages)
             if num_stages == 0:
                 kind, warp_specialize = "serial", None
         innermost = len(loop_vars) - 1
@@ -611,34 +611,59 @@ class _Parser:
             width = vector_width if d == innermost else (1 if vector_width else 0)
             body = (N.For(v, start, extent, kind, body, num_stages if kind == "pipelined" else 0,
                           width, replicated, async_copy, loc=self.loc(s),
-                          warp_specialize=warp_specialize),)
+                          warp_specialize=warp_specialize, overlap_mma=overlap),)
         return [body[0]]
 
-    def manual_stages(self, a: _Args, body, num_stages: int) -> int:
-        """``T.Pipelined(n, stage=[...], order=[...])``: a manual schedule, honored where it
-        is the one tilecute's pipeline builds, which is then ``num_stages = max(stage) + 1``:
-        the scheduled statements (those of the body but scalar bindings) in source order,
-        the copies into shared memory in stage 0 and every other statement in the last
-        stage.  Anything else is refused, naming what differs."""
+    def manual_stages(self, a: _Args, body, num_stages: int) -> tuple[int, bool]:
+        """``T.Pipelined(n, stage=[...], order=[...], group=[[...], ...])``: a manual
+        schedule (``group`` gathers consecutive statements; ``stage`` and ``order`` are then
+        per group), honored where it is one tilecute builds; returns (num_stages, overlap):
+
+        - tilecute's pipeline, ``num_stages = max(stage) + 1``: the scheduled statements
+          (those of the body but scalar bindings) in source order, the copies into shared
+          memory in stage 0 (or -1) and every other statement in the last stage;
+        - the MMA overlap (TileLang's pipelined attention): two ``T.gemm``s, the first in
+          stage 0 and issued first, the second in stage 1, the statements between them in
+          stage 0 or 1, and everything in stage 1 issued before the stage-0 work between
+          the GEMMs (the next step's first GEMM and this step's second run while the
+          softmax computes): the loop is marked ``overlap_mma`` (done by that pass).
+
+        Anything else is refused, naming what differs."""
         scheduled = [t for t in body if not isinstance(t, N.Let)]
         n = len(scheduled)
-        stage, order = a.value("stage"), a.value("order")
+        stage, order, group = a.value("stage"), a.value("order"), a.value("group")
+        if group in ((), []):
+            group = None
+        if group is not None:
+            if not isinstance(group, (tuple, list)) or not all(
+                    isinstance(g, (tuple, list)) and g and all(
+                        isinstance(x, int) and not isinstance(x, bool) for x in g) for g in group):
+                raise a.fail("group", f"group={_show(group)}: a list of lists of statement "
+                                      "indices known at parse time")
+            if [x for g in group for x in g] != list(range(n)):
+                raise a.fail("group", f"group={_show(group)}: tilecute takes groups of "
+                                      f"consecutive statements covering the body's {n} "
+                                      "scheduled statements in order (scalar bindings do not "
+                                      "count)")
+            groups = [[scheduled[x] for x in g] for g in group]
+            if stage is None and order is None:
+                raise a.fail("group", "group= without stage= or order= schedules nothing")
+        else:
+            groups = [[t] for t in scheduled]
+        m = len(groups)
+        unit = "groups" if group is not None else "scheduled statements"
 
         def int_list(name, v):
             if not isinstance(v, (tuple, list)) or not all(
-                    isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in v):
-                raise a.fail(name, f"{name}={_show(v)}: a list of non-negative ints known at "
-                                   "parse time")
-            if len(v) != n:
+                    isinstance(x, int) and not isinstance(x, bool) and x >= -1 for x in v):
+                raise a.fail(name, f"{name}={_show(v)}: a list of ints >= -1 known at parse "
+                                   "time")
+            if len(v) != m:
                 raise a.fail(name, f"{name}={_show(v)} has {len(v)} entries but the loop body "
-                                   f"has {n} scheduled statements (scalar bindings do not count)")
+                                   f"has {m} {unit} (scalar bindings do not count)")
             return list(v)
-        stage = int_list("stage", stage) if stage is not None else [0] * n
-        if order is not None and int_list("order", order) != list(range(n)):
-            raise a.fail("order", f"order={_show(order)} is not supported: tilecute issues a "
-                                  "pipelined loop's statements in source order (order=None or "
-                                  f"{list(range(n))})")
-        last = max(stage, default=0)
+        stage = int_list("stage", stage) if stage is not None else [0] * m
+        order = int_list("order", order) if order is not None else None
         scopes = {}
         for scope in self.scopes:
             scopes.update({v.buffer.name: v.buffer.scope for v in scope.values()
@@ -646,11 +671,28 @@ class _Parser:
         for t in body:
             if isinstance(t, N.Allocate):
                 scopes[t.buffer.name] = t.buffer.scope
-        for t, st in zip(scheduled, stage):
-            producer = isinstance(t, N.Copy) and scopes.get(t.dst.buffer) == "shared" \
+
+        def is_load(t):
+            return isinstance(t, N.Copy) and scopes.get(t.dst.buffer) == "shared" \
                 and scopes.get(t.src.buffer) == "global"
-            want = 0 if producer else last
-            if st != want:
+        loads = [all(is_load(t) for t in g) for g in groups]
+        overlap = self.overlap_schedule(groups, loads, stage, order)
+        if overlap:
+            if a.given("num_stages") and num_stages < 2:
+                raise a.fail("num_stages", f"num_stages={num_stages}: the overlapped GEMMs "
+                                           "need 2 stages or more")
+            return (num_stages if a.given("num_stages") else 2), True
+        if order is not None and order != list(range(m)):
+            raise a.fail("order", f"order={_show(a.value('order'))} is not supported: tilecute "
+                                  f"issues a pipelined loop's statements in source order "
+                                  f"(order=None or {list(range(m))}), or the order of the MMA "
+                                  f"overlap (the first T.gemm, then the stage-1 work and the "
+                                  f"second T.gemm, then the rest)")
+        last = max(stage, default=0)
+        for g, st, producer in zip(groups, stage, loads):
+            want = (0, -1) if producer else (last,)
+            if st not in want:
+                t = g[0]
                 what = "a copy into shared memory" if producer else "a statement other than a " \
                     "global-to-shared copy"
                 raise a.fail("stage", f"stage={_show(a.value('stage'))}: {what} at line "
@@ -661,7 +703,26 @@ class _Parser:
         if a.given("num_stages") and num_stages != stages:
             raise a.fail("num_stages", f"num_stages={num_stages} disagrees with stage= (max "
                                        f"stage {last}: {stages} stages)")
-        return stages
+        return stages, False
+
+    @staticmethod
+    def overlap_schedule(groups, loads, stage, order) -> bool:
+        """Whether ``stage``/``order`` over ``groups`` describe the MMA overlap (see
+        :meth:`manual_stages`)."""
+        gemms = [i for i, g in enumerate(groups) for t in g if isinstance(t, N.Gemm)]
+        if order is None or len(gemms) != 2 or gemms[0] == gemms[1]:
+            return False
+        g1, g2 = gemms
+        work = [i for i in range(len(groups)) if not loads[i]]
+        if work[0] != g1 or work[-1] != g2 or stage[g1] != 0 or stage[g2] != 1:
+            return False
+        between = [i for i in work if g1 < i < g2]
+        if any(stage[i] not in (0, 1) for i in between):
+            return False
+        late = [i for i in between if stage[i] == 1] + [g2]
+        early = [i for i in between if stage[i] == 0]
+        return all(order[g1] < order[i] for i in late + early) and \
+            all(order[x] < order[y] for x in late for y in early)
 
     def persistent_loop(self, s: ast.For, a: _Args, names: list[str]) -> list[N.Stmt]:
         """``for bx, by in T.Persistent(domain, wave_size, index, group_size=8)``, as
@@ -1288,9 +1349,10 @@ class _Parser:
         buf = self.buffer_of(a.node("reducer"))
         if buf.name not in self.__dict__.get("reducer_buffers", ()):
             raise a.fail("reducer", f"'{buf.name}' is not a T.alloc_reducer buffer")
-        a.refuse_unless("dst", (None,), "tilecute finalizes TileLang's replicated reducer in "
-                                        "place (the reducer-epoch form with dst= is not "
-                                        "supported)")
+        if a.value("dst") is not None:
+            raise a.fail("dst", f"dst=`{ast.unparse(a.node('dst'))}` is not supported: tilecute "
+                                "finalizes TileLang's replicated reducer in place (not the "
+                                "reducer-epoch form)")
         a.refuse_unless("batch", (1,), "tilecute combines the whole reducer in one step")
         a.no_annotations()
         scratch = ""
