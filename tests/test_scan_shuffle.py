@@ -334,3 +334,41 @@ def test_im2col_lowers_to_a_padded_gather(tmp_path):
 def test_im2col_errors(old, new, message):
     msg = _error(IM2COL.replace(old, new), new)
     assert message in msg, msg
+
+
+# ---- the scan helper's PTX ----------------------------------------------------------------------
+cutlass = pytest.importorskip("cutlass")
+cute = pytest.importorskip("cutlass.cute")
+from tilecute.runtime.cute import scan as tcscan  # noqa: E402
+
+
+@cute.kernel
+def _scan_kernel(p: cute.Pointer, op: cutlass.Constexpr):
+    x = cute.make_tensor(p, cute.make_layout((64,), stride=(1,)))
+    tx, _, _ = cute.arch.thread_idx()
+    lane = tx % 32
+    vals = cute.make_rmem_tensor((2,), cutlass.Float32)
+    for c in cutlass.range_constexpr(2):
+        vals[c] = x[lane * 2 + c]
+    tcscan.warp_inclusive_scan(vals, op, lane)
+    for c in cutlass.range_constexpr(2):
+        x[lane * 2 + c] = vals[c]
+
+
+@cute.jit
+def _scan_wrapper(p: cute.Pointer, op: cutlass.Constexpr):
+    _scan_kernel(p, op).launch(grid=(1, 1, 1), block=(32, 1, 1))
+
+
+@pytest.mark.parametrize("op,combine", [("sum", r"add\.f32"), ("max", r"max\.f32")])
+def test_warp_inclusive_scan_ptx(op, combine, tmp_path, monkeypatch):
+    """Five shuffles up for the lanes' totals and one for the carry into each lane (clamp
+    word 0: a lane below the offset reads itself, and the select keeps its value); one
+    combine within the lane's two registers, five across lanes, two for the carry."""
+    monkeypatch.setenv("CUTE_DSL_ARCH", "sm_90a")
+    ptr = cute.runtime.make_ptr(cutlass.Float32, 0, cute.AddressSpace.gmem, assumed_align=16)
+    compiled = cute.compile(_scan_wrapper, ptr, op,
+                            options=f"--keep-ptx --gpu-arch sm_90a --dump-dir {tmp_path}")
+    ptx = compiled.__ptx__
+    assert len(re.findall(r"shfl\.sync\.up\.b32\s+%r\d+\|?%?p?\d*,\s*%r\d+,\s*(?:%r\d+|\d+),\s*0,\s*-1;", ptx)) == 6, ptx
+    assert len(re.findall(combine, ptx)) == 8
