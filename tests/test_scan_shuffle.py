@@ -372,3 +372,17 @@ def test_warp_inclusive_scan_ptx(op, combine, tmp_path, monkeypatch):
     ptx = compiled.__ptx__
     assert len(re.findall(r"shfl\.sync\.up\.b32\s+%r\d+\|?%?p?\d*,\s*%r\d+,\s*(?:%r\d+|\d+),\s*0,\s*-1;", ptx)) == 6, ptx
     assert len(re.findall(combine, ptx)) == 8
+
+
+def test_a_reducer_update_beside_a_replicated_write_is_refused():
+    text = _script("""
+        r = T.alloc_reducer(16, "float32", replication="all")
+        m = T.alloc_fragment((16,), "float32")
+        T.clear(r)
+        T.clear(m)
+        for i, j in T.Parallel(16, 64):
+            r[i] += A[i, j]
+            m[i] = A[i, j]
+    """, 'A: T.Tensor((16, 64), "float32")', grid="1")
+    with pytest.raises(ValueError, match="combines into the reducer 'r' and also writes 'm'"):
+        run_passes(T.from_script(text), "sm_90a")

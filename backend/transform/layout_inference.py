@@ -306,6 +306,12 @@ class _Kernel:
                 nest_mode.append(("blocked", touched[0]))
             elif writes and any(w in self.replicated for w in writes) or writes and \
                     all(self.scope_of(w) == "local" for w in writes):
+                combined = sorted({b for b, _, w in nest.accesses if w} - writes)
+                if combined:  # every thread would add every contribution
+                    self.fail(nest.loops[0], f"this T.Parallel loop combines into the reducer "
+                                             f"'{combined[0]}' and also writes "
+                                             f"'{sorted(writes)[0]}', which every thread holds "
+                                             "whole; write it in a separate T.Parallel loop")
                 # it writes a replicated fragment (maybe memory too): every thread runs every
                 # iteration, so each holds the whole fragment; memory gets the same values
                 # from every thread
