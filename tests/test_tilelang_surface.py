@@ -341,7 +341,7 @@ REFUSED = [
      "T.Pipelined: stage=(0,) has 1 entries but the loop body has 2 scheduled statements"),
     ('for i in T.Pipelined(4, num_stages=3, stage=[0, 1]):\n    T.copy(A[0, 0], a)\n    T.gemm(a, b, c)',
      "T.Pipelined: num_stages=3 disagrees with stage= (max stage 1: 2 stages)"),
-    ('for i in T.Pipelined(4, num_stages=2, group=[[0]]):\n    pass', "T.Pipelined: group=((0,),) is not supported"),
+    ('for i in T.Pipelined(4, num_stages=2, group=[[0]]):\n    pass', "T.Pipelined: group=((0,),): tilecute takes groups"),
     ('v = T.alloc_shared((4,), "float32", "global")', "T.alloc_shared: 'v': scope='global' is not supported"),
     ('v = T.alloc_local((4,), "float17")', "T.alloc_local: 'v': unknown dtype 'float17'; tilecute dtypes are"),
     ('v = T.alloc_barrier([32, 64])', "T.alloc_barrier: 'v': arrive counts [32, 64] differ"),

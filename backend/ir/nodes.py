@@ -314,6 +314,10 @@ class For(Stmt):
     # pipelined loops (sm_90a): a producer warpgroup issues the body's TMA loads while the
     # kernel's threads compute (the warp-specialization pass); None: the pass decides
     warp_specialize: Optional[bool] = None
+    # pipelined loops: the program asked for the body's second GEMM to run one step behind,
+    # overlapping the next step's first GEMM and the work between them (TileLang's
+    # T.Pipelined(stage=, order=, group=) saying so); the MMA-overlap pass does it or fails
+    overlap_mma: bool = False
     # the innermost loop of a parallel nest: the accesses of its body that run as one
     # vector instruction per chunk of lanes (the vectorization pass decides, the code
     # generator and the launch ABI's alignment checks read them)

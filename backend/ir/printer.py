@@ -92,6 +92,8 @@ def _loop_range(s: N.For) -> str:
         bounds += f", num_stages={s.num_stages}"
         if s.warp_specialize is not None:
             bounds += f", warp_specialize={s.warp_specialize}"
+        if s.overlap_mma:
+            bounds += ", overlap_mma=True"
     if s.vector_width:
         bounds += f", vector_width={s.vector_width}"
     if s.replicated:

@@ -122,9 +122,10 @@ def Persistent(domain, wave_size, index, group_size=8):  # noqa: N802
 
 @_form("for")
 def Pipelined(start, stop=None, num_stages=0, order=None, stage=None, sync=None, group=None,  # noqa: N802
-              annotations=None, *, warp_specialize=None):
+              annotations=None, *, warp_specialize=None, overlap_mma=False):
     """``for k in T.Pipelined(n, num_stages=3)``.  ``num_stages=0`` (TileLang's default)
-    is a plain serial loop.  tilecute's: ``warp_specialize``."""
+    is a plain serial loop.  tilecute's: ``warp_specialize``, ``overlap_mma`` (what
+    TileLang's stage/order/group say for the MMA overlap)."""
 
 
 # ---- allocations (`buf = T.alloc_*(...)`) -------------------------------------------------

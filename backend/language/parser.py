@@ -601,7 +601,7 @@ class _Parser:
             body = tuple(prologue) + self.block(s.body)
         finally:
             self.pop()
-        overlap = False
+        overlap = kind == "pipelined" and a.given("overlap_mma") and a.static_bool("overlap_mma")
         if kind == "pipelined" and (a.given("stage") or a.given("order") or a.given("group")):
             num_stages, overlap = self.manual_stages(a, body, num_stages)
             if num_stages == 0:

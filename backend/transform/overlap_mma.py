@@ -35,7 +35,10 @@ statement of ``X_tied``), both GEMMs are wgmma, G2's A operand is a register fra
 writes, and the loop has 3 stages or more (step k - 1's stage is held until the middle
 of step k: with 2 the producer cannot run ahead; measured on an H100, attention at head
 dim 128 ran 7% slower with 2 stages overlapped than not, 6% faster with 3).
-``options={"disable_mma_overlap": True}`` keeps the loop as written.
+``options={"disable_mma_overlap": True}`` keeps the loop as written, unless the program
+asked for the overlap (``For.overlap_mma``: TileLang's ``T.Pipelined(stage=, order=,
+group=)`` describing this schedule), which is honored with any number of stages, or
+refused (``OverlapError``) where the loop is not of this form.
 
 ``options={"warpgroup_pingpong": True}`` also makes two compute warpgroups that each own
 half the rows take turns issuing their GEMMs (FA3's ping-pong, named barriers 2 and 3).
@@ -48,7 +51,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..ir import nodes as N
-from ..ir.visitor import StmtMutator, fold_constants, substitute
+from ..ir.visitor import StmtMutator, fold_constants, substitute, walk_stmts
 from .analysis import buffers_used
 from .mbarriers import i32, sub
 
@@ -77,9 +80,13 @@ WARPGROUP = 128
 TURN_BARRIER = 2  # named barriers 2, 3: the two compute warpgroups' turns (1: their sync)
 
 
+class OverlapError(ValueError):
+    pass
+
+
 class _Overlap(StmtMutator):
-    def __init__(self, allocs: dict, pingpong: bool):
-        self.allocs, self.pingpong = allocs, pingpong
+    def __init__(self, func: str, allocs: dict, pingpong: bool, auto: bool):
+        self.func, self.allocs, self.pingpong, self.auto = func, allocs, pingpong, auto
 
     def turns(self, g1: N.Gemm):
         """For two compute warpgroups that each own half the rows (wgmma warps (2, 1)):
@@ -97,11 +104,21 @@ class _Overlap(StmtMutator):
     def visit_for(self, loop: N.For):
         loop = self.generic(loop)
         plan = self.match(loop)
+        if plan is None and loop.overlap_mma:
+            where = f"{loop.loc}: " if loop.loc else ""
+            raise OverlapError(
+                f"{where}prim_func '{self.func}': T.Pipelined(stage=, order=) asks for the "
+                f"second T.gemm one step behind the first; tilecute does that for a loop whose "
+                f"body is its TMA loads, a wgmma T.gemm into a cleared accumulator, work on it, "
+                f"and a wgmma T.gemm whose A operand is a register fragment that work writes "
+                f"(sm_90a, warp-specialized); this loop is not of that form")
         return loop if plan is None else self.rewrite(loop, *plan)
 
     def match(self, loop: N.For):
         body = loop.body
-        if loop.kind != "pipelined" or len(body) < 4 or loop.num_stages < 3:
+        if loop.kind != "pipelined" or len(body) < 4:
+            return None
+        if not loop.overlap_mma and (not self.auto or loop.num_stages < 3):
             return None  # (step k - 1's stage is held until mid-step k: 2 stages starve)
         wait, arrive = body[0], body[-1]
         if not isinstance(wait, N.MBarrierWait) or not isinstance(arrive, N.MBarrierArrive):
@@ -186,11 +203,19 @@ class _Overlap(StmtMutator):
 
 
 def overlap_mma(func: N.PrimFunc, arch: str, options: dict) -> N.PrimFunc:
-    if options.get("disable_mma_overlap") or not arch.startswith("sm_90"):
+    asked = any(isinstance(s, N.For) and s.overlap_mma for k in func.kernels
+                for s in walk_stmts(k.body))
+    if not arch.startswith("sm_90"):
+        if asked:
+            raise OverlapError(f"prim_func '{func.name}': T.Pipelined(stage=, order=) asks for "
+                               f"overlapped wgmma GEMMs, which need sm_90a; the target is {arch}")
+        return func
+    auto = not options.get("disable_mma_overlap")
+    if not auto and not asked:
         return func
     kernels = []
     for scope in func.kernels:
         allocs = {s.buffer.name: s for s in scope.body if isinstance(s, N.Allocate)}
         pingpong = bool(options.get("warpgroup_pingpong"))
-        kernels.append(_Overlap(allocs, pingpong).visit_kernel(scope))
+        kernels.append(_Overlap(func.name, allocs, pingpong, auto).visit_kernel(scope))
     return dataclasses.replace(func, kernels=tuple(kernels))

@@ -75,7 +75,8 @@ class _Specializer:
         refusal = self.refusal(loop, loads, self.k.mma_tail(rest, loads))
         if ws and refusal:
             self.fail(loop, refusal)
-        if refusal is not None or not (ws or self.alone_on_sm(staged)):
+        # (a loop whose GEMMs the program asked to overlap needs the producer warpgroup)
+        if refusal is not None or not (ws or loop.overlap_mma or self.alone_on_sm(staged)):
             return [loop]
         return self.specialize(loop, loads, rest, wait_at)
 
