@@ -46,7 +46,7 @@ CALLS = {
     "atomic_min": ("stmt", "C[0], 1.0"), "evaluate": ("stmt", "x"), "sync_threads": ("stmt", ""),
     "tma_copy": ("stmt", "A[0, 0], s, barrier=bar[0]"), "mbarrier_arrive": ("stmt", "bar[0]"),
     "mbarrier_wait_parity": ("stmt", "bar[0], 0"), "use_swizzle": ("stmt", "8"),
-    "set_max_nreg": ("stmt", "240, 1"),
+    "set_max_nreg": ("stmt", "240, 1"), "wait_wgmma": ("stmt", "0"), "warpgroup_wait": ("stmt", "0"),
     "cumsum": ("stmt", "s"), "cummax": ("stmt", "s"), "finalize_reducer": ("stmt", "acc"),
     "alloc_reducer": ("alloc", '(4,), "float32", "sum", "all"'),
     "im2col": ("stmt", "A, s, bx, 0, 3, 1, 1, 1"), "c2d_im2col": ("stmt", "A, s, bx, 0, 3, 1, 1, 1"),
@@ -606,3 +606,31 @@ def test_bitwise_reductions(tmp_path):
     src = emit_cute(lower(f, "sm_90a"))
     assert "tcr.warp_allreduce(" in src and "\"bitor\", 32)" in src and "tcr.combine(r[" in src
     assert _build(f, tmp_path).kernels
+
+
+def test_wait_wgmma_is_honored(tmp_path):
+    """T.wait_wgmma(n) / T.warpgroup_wait(n) after a T.gemm(..., wg_wait=1): the batches
+    left in flight are waited for there (and the accumulator read after it)."""
+    import tilecute
+    from tilecute.ir import nodes as N
+
+    src = '''
+@T.prim_func
+def g(A: T.Tensor((128, 64), "float16"), B: T.Tensor((128, 64), "float16"), C: T.Tensor((128, 128), "float32")):
+    with T.Kernel(1, threads=128) as bx:
+        A_s = T.alloc_shared((128, 64), "float16")
+        B_s = T.alloc_shared((128, 64), "float16")
+        acc = T.alloc_fragment((128, 128), "float32")
+        T.copy(A[0, 0], A_s)
+        T.copy(B[0, 0], B_s)
+        T.gemm(A_s, B_s, acc, transpose_B=True, clear_accum=True, wg_wait=1)
+        WAIT
+        T.copy(acc, C[0, 0])
+'''
+    for form in ("T.wait_wgmma(0)", "T.warpgroup_wait(0)"):
+        f = T.from_script(src.replace("WAIT", form))
+        assert [s.pending for s in f.kernels[0].body if isinstance(s, N.WaitWgmma)] == [0]
+    tilecute.build_cubin(f, "sm_90a", out_dir=str(tmp_path))
+    assert "tcm.wait_batches(0)" in (tmp_path / "kernel_cute.py").read_text()
+    with pytest.raises(Exception, match=r"T.wait_wgmma: id=-1"):
+        T.from_script(src.replace("WAIT", "T.wait_wgmma(-1)"))

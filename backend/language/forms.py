@@ -272,6 +272,17 @@ def mbarrier_wait_parity(mbarrier, parity):
 
 
 @_form("stmt")
+def wait_wgmma(id):  # noqa: A002  (TileLang's name)
+    """Wait until at most ``id`` of this warpgroup's wgmma batches are in flight (after a
+    ``T.gemm(..., wg_wait=1)``)."""
+
+
+@_form("stmt")
+def warpgroup_wait(num_mma):
+    """TileLang's other name of :func:`wait_wgmma`."""
+
+
+@_form("stmt")
 def use_swizzle(panel_size, order="row", enable=True):
     """Walk the grid in panels (blocks running together share tiles in L2)."""
 

@@ -1249,6 +1249,15 @@ class _Parser:
         return [N.MBarrierArrive(self.barrier_element(a.node("mbarrier"), "T.mbarrier_arrive"),
                                  loc=self.loc(s))]
 
+    def stmt_wait_wgmma(self, a: _Args, s, name: str = "id") -> list[N.Stmt]:
+        pending = a.static_int(name)
+        if pending < 0:
+            raise a.fail(name, f"{name}={pending}: a count of wgmma batches >= 0")
+        return [N.WaitWgmma(pending, loc=self.loc(s))]
+
+    def stmt_warpgroup_wait(self, a: _Args, s) -> list[N.Stmt]:
+        return self.stmt_wait_wgmma(a, s, "num_mma")
+
     def stmt_mbarrier_wait_parity(self, a: _Args, s) -> list[N.Stmt]:
         bar = self.barrier_element(a.node("mbarrier"), "T.mbarrier_wait_parity")
         parity = a.value("parity")
