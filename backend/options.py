@@ -30,6 +30,9 @@ OPTIONS = {
                           "the rows take turns issuing their GEMMs (named barriers), so one's "
                           "MMAs run during the other's softmax (FA3's ping-pong; off by "
                           "default: slower than the overlap alone on an H100)",
+    "fast_math": "exp2, exp, log2 and log compute with the approximate instructions that "
+                 "flush subnormals (ex2/lg2.approx.ftz, as nvcc's --use_fast_math; TileLang's "
+                 "tl.enable_fast_math); by default exp2 is ex2.approx without ftz",
     "disable_rasterization": "a GEMM kernel's 2-D grid keeps its plain block order (by default "
                              "the blocks walk it in panels of 16 rows, as T.use_swizzle(16), "
                              "unless the program sets an order)",

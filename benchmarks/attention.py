@@ -22,7 +22,7 @@ import attention as A  # noqa: E402
 
 
 # variant suffixes: schedule choices turned off or on (compile options)
-OFF = {"serial": "disable_mma_overlap", "pp": "warpgroup_pingpong"}
+OFF = {"serial": "disable_mma_overlap", "pp": "warpgroup_pingpong", "fm": "fast_math"}
 
 
 def bench(fn, reps: int = 20) -> float:
@@ -78,7 +78,7 @@ def main():
                    help="tilecute schedules: block_N [ws] [@stages] [-serial], comma-separated "
                         "(e.g. 64,128ws,128ws@3,default-serial); default: the example's own "
                         "choice; -serial: without the MMA overlap (disable_mma_overlap), -pp: "
-                        "with the warpgroup ping-pong (warpgroup_pingpong)")
+                        "with the warpgroup ping-pong (warpgroup_pingpong), -fm: with fast_math")
     args = p.parse_args()
     dtype = getattr(torch, args.dtype)
     for shape in args.shapes.split(","):

@@ -345,7 +345,7 @@ def test_pass_changes(name, src, arch, expected):
 
 def test_every_pass_has_a_test():
     tested = {c[0] for c in CASES} | {"validate", "assign_tma_descriptors", "vectorize",
-                                       "assign_shared_memory", "choose_index_width"}
+                                       "assign_shared_memory", "choose_index_width", "fast_math"}
     assert tested == set(NAMES)
 
 
@@ -535,3 +535,18 @@ def test_overlap_mma_round_trips_through_the_printer():
     src = PIPELINED_ATTN.replace("ORDER", "[-1, 0, 3, 1, -1, 2]").replace("STAGE", "[-1, 0, 0, 1, -1, 1]")
     func = T.from_script(src)
     assert "overlap_mma=True" in print_func(func) and T.from_script(print_func(func)) == func
+
+
+def test_fast_math_takes_the_approximate_intrinsics(tmp_path):
+    """fast_math: exp2/exp/log2/log become their ftz approximations (what the code
+    generator prints as cute.math.exp2(..., approx=True, ftz=True)); off, they stay."""
+    import tilecute
+
+    src = ADD.replace("B[i] = A[i] + A[i]", "B[i] = T.exp2(A[i]) + T.exp(A[i]) + T.log2(A[i]) + T.log(A[i])")
+    func = T.from_script(src)
+    on = print_func(run_passes(func, "sm_90a", {"fast_math": True}))
+    assert "T.exp2_approx(" in on and "T.exp_approx(" in on and "T.log_approx(" in on
+    assert "approx" not in print_func(run_passes(func, "sm_90a"))
+    info = tilecute.build_cubin(func, "sm_90a", out_dir=str(tmp_path), options={"fast_math": True})
+    assert info.kernel_names
+    assert "approx=True, ftz=True" in (tmp_path / "kernel_cute.py").read_text()

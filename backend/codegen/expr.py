@@ -30,6 +30,13 @@ MATH = {
     "tanh": "cute.math.tanh", "sin": "cute.math.sin", "cos": "cute.math.cos",
     "floor": "cute.math.floor", "ceil": "cute.math.ceil",
 }
+# the fast-math pass's approximations: a float32 expression with the argument as {x}
+APPROX = {
+    "exp2_approx": "cute.math.exp2({x}, approx=True, ftz=True)",
+    "exp_approx": "cute.math.exp2({x} * cutlass.Float32(1.4426950408889634), approx=True, ftz=True)",
+    "log2_approx": "cute.math.log2({x}, approx=True, ftz=True)",
+    "log_approx": "cute.math.log2({x}, approx=True, ftz=True) * cutlass.Float32(0.6931471805599453)",
+}
 THREAD_IDX = ("tc_tx", "tc_ty", "tc_tz")  # what the kernel binds cute.arch.thread_idx() to
 
 
@@ -119,6 +126,11 @@ class ExprPrinter:
                 return form(self, e)
             if e.name in MATH:
                 return self._math(e), ATOM
+            if e.name in APPROX:
+                x = self.expr(N.Cast("float32", e.args[0]) if e.args[0].dtype != "float32"
+                              else e.args[0])
+                value = APPROX[e.name].format(x=f"({x})" if " " in x else x)
+                return (value if e.dtype == "float32" else f"{cute_type(e.dtype)}({value})"), ATOM
         self.fail(None, f"expression {type(e).__name__} {getattr(e, 'name', '')} has no CuTe DSL form")
 
     def _nonnegative_mod(self, e: N.BinOp) -> bool:

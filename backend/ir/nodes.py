@@ -137,6 +137,10 @@ INTRINSICS = {
     "exp": 1, "exp2": 1, "log": 1, "log2": 1, "sqrt": 1, "rsqrt": 1, "tanh": 1,
     "sin": 1, "cos": 1, "abs": 1, "floor": 1, "ceil": 1, "fma": 3, "ceildiv": 2,
     "thread_idx": 1,
+    # the fast-math pass's approximations (ex2.approx.ftz / lg2.approx.ftz: flush
+    # subnormals, ~2 ulp): exp2(x), exp(x) as exp2(x * log2 e), log2(x), log(x) as
+    # log2(x) * ln 2
+    "exp2_approx": 1, "exp_approx": 1, "log2_approx": 1, "log_approx": 1,
     # warp shuffles (TileLang's T.shfl_*): (value, lane delta / source lane, width, mask);
     # the value of lane ``lane ^ delta`` / ``lane + delta`` / ``lane - delta`` / ``src``
     # within groups of ``width`` lanes (CUDA's __shfl_*_sync)

@@ -12,9 +12,9 @@ from typing import Callable
 from ..ir import nodes as N
 from ..ir.validate import validate
 from ..options import check_options
-from . import (index_width, insert_barriers, layout_inference, lower_tile_ops, overlap_mma,
-               rasterize, select_mma, shared_epilogue, shared_memory, software_pipeline, tma_copies, tma_descriptors,
-               vectorize, warp_specialize)
+from . import (fast_math, index_width, insert_barriers, layout_inference, lower_tile_ops,
+               overlap_mma, rasterize, select_mma, shared_epilogue, shared_memory,
+               software_pipeline, tma_copies, tma_descriptors, vectorize, warp_specialize)
 from .launch_abi import KernelPlan, build_abi
 
 
@@ -34,6 +34,7 @@ PASSES = (
     Pass("choose_index_width", lambda f, arch, o: index_width.choose_index_width(f, o)),
     Pass("select_mma", lambda f, arch, o: select_mma.select_mma(
         f, arch, wgmma=not o.get("disable_wgmma", False))),
+    Pass("fast_math", lambda f, arch, o: fast_math.fast_math(f, o)),
     Pass("rasterize", lambda f, arch, o: rasterize.rasterize(f, o)),
     Pass("stage_epilogue", lambda f, arch, o: shared_epilogue.stage_epilogue(f, arch, o)),
     Pass("lower_copies_to_tma", lambda f, arch, o: tma_copies.lower_copies_to_tma(
