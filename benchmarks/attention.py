@@ -22,7 +22,8 @@ import attention as A  # noqa: E402
 
 
 # variant suffixes: schedule choices turned off or on (compile options)
-OFF = {"serial": "disable_mma_overlap", "pp": "warpgroup_pingpong", "fm": "fast_math"}
+OFF = {"serial": ("disable_mma_overlap", True), "pp": ("warpgroup_pingpong", True),
+       "precise": ("fast_math", False)}
 
 
 def bench(fn, reps: int = 20) -> float:
@@ -78,7 +79,8 @@ def main():
                    help="tilecute schedules: block_N [ws] [@stages] [-serial], comma-separated "
                         "(e.g. 64,128ws,128ws@3,default-serial); default: the example's own "
                         "choice; -serial: without the MMA overlap (disable_mma_overlap), -pp: "
-                        "with the warpgroup ping-pong (warpgroup_pingpong), -fm: with fast_math")
+                        "with the warpgroup ping-pong (warpgroup_pingpong), -precise: without the "
+                        "example's fast_math")
     args = p.parse_args()
     dtype = getattr(torch, args.dtype)
     for shape in args.shapes.split(","):
@@ -94,8 +96,9 @@ def main():
                 func = A.flash_attention(h, d, h, causal, args.dtype, block_N=bn,
                                          warp_specialize=None if bn is None else ws,
                                          num_stages=int(stages) if stages else None)
-                kernel = tilecute.compile(func, out_idx=[3, 4], options={
-                    OFF[o]: True for o in offs})
+                options = dict(A.OPTIONS)  # the example's own (fast_math)
+                options.update(OFF[o] for o in offs)
+                kernel = tilecute.compile(func, out_idx=[3, 4], options=options)
                 kernel(q, k, v)
                 kernels[f"tilecute-{variant}"] = lambda kernel=kernel: kernel(q, k, v)
             kernels.update(peers(q, k, v, causal))
