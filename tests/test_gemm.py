@@ -399,7 +399,7 @@ def test_options_put_sm80_code_paths_on_hopper():
 
 
 @pytest.mark.parametrize("options,match", [({"disable_wgmma": 1}, r"takes True or False"),
-                                           ({"fast_math": True}, r"unknown compile option 'fast_math'")])
+                                           ({"fastmath": True}, r"unknown compile option 'fastmath'")])
 def test_unknown_or_bad_options_are_errors(options, match):
     from tilecute.options import OptionError
 
