@@ -12,16 +12,27 @@ _LAZY = {
     "load": ("tilecute.runtime.kernel", "load"),
     "build_cubin": ("tilecute.driver", "build_cubin"),
     "lower": ("tilecute.transform.pipeline", "lower"),
+    "PassConfigKey": ("tilecute.options", "PassConfigKey"),
+    "TensorSupplyType": ("tilecute.utils", "TensorSupplyType"),
 }
+# submodules reachable as attributes after a bare `import tilecute` (TileLang's layout)
+_SUBMODULES = ("profiler", "utils", "testing", "language", "options")
+
+
+def cdiv(a, b):
+    """``ceil(a / b)`` for ints (TileLang's ``tilelang.cdiv``)."""
+    return -(-a // b)
 
 
 def __getattr__(name):
-    if name in _LAZY:
-        import importlib
+    import importlib
 
+    if name in _LAZY:
         module, attr = _LAZY[name]
         return getattr(importlib.import_module(module), attr)
+    if name in _SUBMODULES:
+        return importlib.import_module(f"tilecute.{name}")
     raise AttributeError(f"module 'tilecute' has no attribute {name!r}")
 
 
-__all__ = ["__version__", *_LAZY]
+__all__ = ["__version__", "cdiv", *_LAZY]

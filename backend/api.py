@@ -34,8 +34,16 @@ def _arch(target: Optional[str], function: str) -> str:
         raise TargetError(f"{function}: {e}") from None
 
 
+def _options(options, pass_configs, function: str) -> dict:
+    """``options`` with TileLang's ``pass_configs`` mapped in (an explicit option wins)."""
+    from .options import check_options, from_pass_configs
+
+    return check_options({**from_pass_configs(pass_configs, function), **dict(options or {})})
+
+
 def compile(func: N.PrimFunc, out_idx: Optional[Sequence[int]] = None,  # noqa: A001
-            target: Optional[str] = None, options: Optional[dict] = None) -> Kernel:
+            target: Optional[str] = None, options: Optional[dict] = None,
+            pass_configs: Optional[dict] = None) -> Kernel:
     """Compile ``func`` for ``target`` (``"sm_90a"``, ``"sm_80"``...; default: the GPU's
     arch, else ``TILECUTE_ARCH``) and return the callable kernel.
 
@@ -43,7 +51,8 @@ def compile(func: N.PrimFunc, out_idx: Optional[Sequence[int]] = None,  # noqa: 
     ``options``: compile options, TileLang's pass configs by another name:
     ``{"disable_tma": True}`` keeps tile copies off TMA, ``{"disable_wgmma": True}`` keeps
     ``T.gemm`` on mma.sync (so an sm_90a GPU runs the sm_80 code paths).  They are part of
-    the cache key.
+    the cache key.  ``pass_configs``: TileLang's ``PassConfigKey`` settings, mapped onto
+    ``options`` (``tilecute.PassConfigKey``; a key with no tilecute meaning is refused).
     The cubin is produced on the first call, or by ``kernel.ensure_cubin()``.
     """
     from . import cache
@@ -51,11 +60,9 @@ def compile(func: N.PrimFunc, out_idx: Optional[Sequence[int]] = None,  # noqa: 
     if not isinstance(func, N.PrimFunc):
         raise TypeError(f"tilecute.compile takes a PrimFunc (from @T.prim_func), got "
                         f"{type(func).__name__}")
-    from .options import check_options
-
     resolve_out_idx(func.name, [p.name for p in func.params], out_idx)  # before any build
     arch = _arch(target, func.name)
-    options = check_options(options)
+    options = _options(options, pass_configs, func.name)
     ir_json = canonical_json(func)
     key = cache.cache_key(ir_json, arch, options, cache.tool_versions())
 
@@ -71,7 +78,7 @@ def compile(func: N.PrimFunc, out_idx: Optional[Sequence[int]] = None,  # noqa: 
 
 
 def jit(fn=None, *, out_idx: Optional[Sequence[int]] = None, target: Optional[str] = None,
-        options: Optional[dict] = None):
+        options: Optional[dict] = None, pass_configs: Optional[dict] = None):
     """Decorate a kernel factory (a function returning a ``@T.prim_func``): calling it
     with the same arguments returns the same compiled kernel.
 
@@ -83,20 +90,28 @@ def jit(fn=None, *, out_idx: Optional[Sequence[int]] = None, target: Optional[st
         # a bad target or option fails at decoration, not at the first call
         if target not in (None, "auto", "cuda"):
             _arch(target, getattr(factory, "__name__", "tilecute.jit"))
-        from .options import check_options
+        merged = _options(options, pass_configs, getattr(factory, "__name__", "tilecute.jit"))
+        from .language.eager import is_eager
 
-        check_options(options)
+        if is_eager(factory):  # TileLang's eager style: tensors in, T.empty outputs returned
+            from .language.eager import EagerKernel
+
+            if out_idx is not None:
+                raise TypeError(f"{factory.__name__}: an eager kernel's outputs are its "
+                                "T.empty tensors (returned); out_idx does not apply")
+            return EagerKernel(factory, target=target, options=merged)
 
         @functools.lru_cache(maxsize=None)
         def compiled(*args, **kwargs):
             func = factory(*args, **kwargs)
-            return compile(func, out_idx=out_idx, target=target, options=options)
+            return compile(func, out_idx=out_idx, target=target, options=merged)
 
         @functools.wraps(factory)
         def call(*args, **kwargs):
             return compiled(*args, **kwargs)
 
         call.cache_clear = compiled.cache_clear
+        call.compile = call  # TileLang's factory.compile(*args): the compiled kernel
         return call
 
     return wrap(fn) if fn is not None else wrap

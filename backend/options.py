@@ -33,6 +33,8 @@ OPTIONS = {
     "fast_math": "exp2, exp, log2 and log compute with the approximate instructions that "
                  "flush subnormals (ex2/lg2.approx.ftz, as nvcc's --use_fast_math; TileLang's "
                  "tl.enable_fast_math); by default exp2 is ex2.approx without ftz",
+    "disable_warp_specialize": "no producer warpgroup unless a T.Pipelined loop asks for one "
+                               "(warp_specialize=True); TileLang's tl.disable_warp_specialized",
     "disable_rasterization": "a GEMM kernel's 2-D grid keeps its plain block order (by default "
                              "the blocks walk it in panels of 16 rows, as T.use_swizzle(16), "
                              "unless the program sets an order)",
@@ -49,4 +51,41 @@ def check_options(options) -> dict:
                               + ", ".join(f"{n} ({d})" for n, d in OPTIONS.items()))
         if not isinstance(v, bool):
             raise OptionError(f"compile option {k!r} takes True or False, got {v!r}")
+    return options
+
+
+class PassConfigKey(str, __import__("enum").Enum):
+    """TileLang's pass-configuration keys that tilecute maps onto its options
+    (``@tilecute.jit(pass_configs={PassConfigKey.TL_DISABLE_TMA_LOWER: True})``)."""
+
+    TL_DISABLE_TMA_LOWER = "tl.disable_tma_lower"
+    TL_DISABLE_WARP_SPECIALIZED = "tl.disable_warp_specialized"
+    TL_ENABLE_FAST_MATH = "tl.enable_fast_math"
+    TL_DISABLE_FAST_MATH = "tl.disable_fast_math"
+
+
+# TileLang key -> (tilecute option, the option's value for a config value v)
+_PASS_CONFIGS = {
+    "tl.disable_tma_lower": ("disable_tma", lambda v: v),
+    "tl.disable_warp_specialized": ("disable_warp_specialize", lambda v: v),
+    "tl.enable_fast_math": ("fast_math", lambda v: v),
+    "tl.disable_fast_math": ("fast_math", lambda v: not v),
+}
+
+
+def from_pass_configs(pass_configs, function: str = "tilecute.jit") -> dict:
+    """TileLang's ``pass_configs`` as tilecute options; a key tilecute has no meaning for
+    is an ``OptionError`` naming it and the kernel."""
+    options = {}
+    for key, value in dict(pass_configs or {}).items():
+        name = key.value if isinstance(key, PassConfigKey) else str(key)
+        if name not in _PASS_CONFIGS:
+            raise OptionError(f"{function}: pass_configs key {name!r} is not supported by "
+                              f"tilecute; the ones it maps are "
+                              + ", ".join(f"{k} (-> {o})" for k, (o, _) in _PASS_CONFIGS.items()))
+        if not isinstance(value, bool):
+            raise OptionError(f"{function}: pass_configs[{name!r}] takes True or False, got "
+                              f"{value!r}")
+        option, convert = _PASS_CONFIGS[name]
+        options[option] = convert(value)
     return options

@@ -121,6 +121,20 @@ class Kernel:
             raise ValueError(f"get_source: kind must be one of {sorted(SOURCE_KINDS)}, got {kind!r}")
         return (self.path / SOURCE_KINDS[kind]).read_text()
 
+    def get_kernel_source(self) -> str:
+        """The CuTe DSL source (TileLang's name for ``get_source("cute")``)."""
+        return self.get_source("cute")
+
+    def get_profiler(self, tensor_supply_type=None, shapes=None):
+        """A ``tilecute.profiler.Profiler`` for this kernel (TileLang's API): ``do_bench``
+        and ``assert_allclose`` on inputs made as ``tensor_supply_type`` says
+        (``tilecute.utils.TensorSupplyType``, default ``Auto``); ``shapes`` gives the
+        sizes of symbolic dims."""
+        from tilecute.profiler import Profiler
+        from tilecute.utils import TensorSupplyType
+
+        return Profiler(self, tensor_supply_type or TensorSupplyType.Auto, shapes)
+
     @property
     def launcher(self):
         """The loaded TVM FFI module (``cleanup`` and the function live there)."""

@@ -39,7 +39,8 @@ PASSES = (
     Pass("stage_epilogue", lambda f, arch, o: shared_epilogue.stage_epilogue(f, arch, o)),
     Pass("lower_copies_to_tma", lambda f, arch, o: tma_copies.lower_copies_to_tma(
         f, arch, auto=not o.get("disable_tma", False))),
-    Pass("warp_specialize", lambda f, arch, o: warp_specialize.warp_specialize(f, arch)),
+    Pass("warp_specialize", lambda f, arch, o: warp_specialize.warp_specialize(
+        f, arch, auto=not o.get("disable_warp_specialize", False))),
     Pass("pipeline_tma_loads", lambda f, arch, o: software_pipeline.pipeline_tma_loads(f, arch)),
     Pass("overlap_mma", overlap_mma.overlap_mma),
     Pass("assign_tma_descriptors",

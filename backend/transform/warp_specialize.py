@@ -42,8 +42,8 @@ class WarpSpecializeError(TmaError):
 
 
 class _Specializer:
-    def __init__(self, k: KernelTma):
-        self.k = k
+    def __init__(self, k: KernelTma, auto: bool = True):
+        self.k, self.auto = k, auto  # auto: the pass may choose a producer by itself
         self.producer: N.If | None = None
         self.staged: dict[str, int] = {}  # buffers earlier pipelined loops load, their stages
 
@@ -76,7 +76,8 @@ class _Specializer:
         if ws and refusal:
             self.fail(loop, refusal)
         # (a loop whose GEMMs the program asked to overlap needs the producer warpgroup)
-        if refusal is not None or not (ws or loop.overlap_mma or self.alone_on_sm(staged)):
+        if refusal is not None or not (ws or loop.overlap_mma or (
+                self.auto and self.alone_on_sm(staged))):
             return [loop]
         return self.specialize(loop, loads, rest, wait_at)
 
@@ -162,8 +163,10 @@ class _Specializer:
         return seen
 
 
-def warp_specialize(func: N.PrimFunc, arch: str) -> N.PrimFunc:
-    return schedule(func, arch, lambda k: _Specializer(k).run())
+def warp_specialize(func: N.PrimFunc, arch: str, auto: bool = True) -> N.PrimFunc:
+    """``auto=False`` (option ``disable_warp_specialize``): only loops that ask for a
+    producer (``warp_specialize=True``, or overlapped GEMMs) get one."""
+    return schedule(func, arch, lambda k: _Specializer(k, auto).run())
 
 
 def split_roles(func: N.PrimFunc, arch: str) -> N.PrimFunc:

@@ -1,0 +1,151 @@
+"""TileLang's kernel and host API under tilecute's names (issue 17 items 5-6): the eager
+jit style (T.const / T.Tensor declarations / T.empty outputs / .compile), pass_configs,
+get_kernel_source, get_profiler, tilecute.profiler / utils / testing / cdiv."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+import tilecute
+import tilecute.language as T
+from tilecute.options import OptionError
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import eager_programs as E  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _arch(monkeypatch):
+    monkeypatch.setenv("TILECUTE_ARCH", "sm_90a")
+
+
+def test_eager_compile_builds_a_kernel_with_its_empty_outputs():
+    k = E.add.compile(M=256, N=128, block_M=64)
+    assert [a.name for a in k.abi.args] == ["A", "B", "C"] and k.kernel.out_idx == [2]
+    assert [a.shape for a in k.abi.args] == [(256, 128)] * 3
+    assert Path(k.ensure_cubin()).stat().st_size > 0
+    assert k.get_kernel_source() == k.get_source("cute")
+    assert E.add.compile(M=256, N=128, block_M=64) is k  # one kernel per specialization
+    assert E.add.compile(M=256, N=128) is not k
+
+
+def test_eager_return_order_and_python_statements():
+    k = E.row_sum.compile(N=64, M=512)
+    assert k.kernel.out_idx == [1, 2] and k.order == [1, 0]  # returns S, B; declared B, S
+    with pytest.raises(ValueError, match=r"assert M % BLOCK_M == 0 failed"):
+        E.row_sum.compile(N=64, M=500)
+
+
+def test_eager_errors_name_the_kernel_and_what_is_wrong():
+    torch = pytest.importorskip("torch")
+    with pytest.raises(TypeError, match=r"add.compile: give the T.const value\(s\) N"):
+        E.add.compile(M=1)
+    with pytest.raises(TypeError, match=r"unknown argument\(s\) block_K"):
+        E.add.compile(M=64, N=64, block_K=3)
+    with pytest.raises(ValueError, match=r"N is 128 by an earlier tensor but 64 by 'B'"):
+        E.add(torch.zeros(256, 128), torch.zeros(256, 64))
+    with pytest.raises(TypeError, match=r"add: missing a required argument: 'B'"):
+        E.add(torch.zeros(4, 4))
+    with pytest.raises(TypeError, match=r"out_idx does not apply"):
+        tilecute.jit(out_idx=[-1])(E.add.fn)
+
+
+def test_pass_configs_map_onto_options_or_are_refused():
+    from tilecute.options import from_pass_configs
+
+    assert from_pass_configs({tilecute.PassConfigKey.TL_DISABLE_TMA_LOWER: True,
+                              "tl.disable_fast_math": False}) == {"disable_tma": True,
+                                                                  "fast_math": True}
+    assert from_pass_configs({"tl.disable_warp_specialized": True}) == {
+        "disable_warp_specialize": True}
+    with pytest.raises(OptionError, match=r"pass_configs key 'tl.disable_safe_memory_legalize' "
+                                          r"is not supported"):
+        tilecute.jit(pass_configs={"tl.disable_safe_memory_legalize": True})(lambda: None)
+    with pytest.raises(OptionError, match=r"takes True or False"):
+        from_pass_configs({"tl.enable_fast_math": 1})
+
+
+def test_disable_warp_specialize_keeps_the_producer_off():
+    from tilecute.ir.printer import print_func
+    from tilecute.transform.pipeline import run_passes
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
+    import gemm as G
+
+    func = G.matmul(tm=128, tn=256, tk=64, stages=3)  # alone on its SM: a producer by default
+    plain = print_func(run_passes(func, "sm_90a"))
+    off = print_func(run_passes(func, "sm_90a", {"disable_warp_specialize": True}))
+    assert "producer_threads" in plain or "warp_specialize=True" in plain
+    assert "producer_threads" not in off
+
+
+def test_cdiv_submodules_and_supply_types():
+    assert tilecute.cdiv(10, 4) == 3 and tilecute.cdiv(8, 4) == 2
+    torch = pytest.importorskip("torch")
+    from tilecute.utils import TensorSupplyType, make_tensor
+
+    assert tilecute.utils.TensorSupplyType is TensorSupplyType is tilecute.TensorSupplyType
+    i = make_tensor((64,), "int8", TensorSupplyType.Integer, device="cpu")
+    assert i.dtype == torch.int8 and int(i.min()) >= -2 and int(i.max()) <= 2
+    u = make_tensor((64,), "uint8", TensorSupplyType.Auto, device="cpu")
+    assert int(u.min()) >= 0 and int(u.max()) <= 3
+    assert make_tensor((3,), "float16", TensorSupplyType.One, device="cpu").tolist() == [1, 1, 1]
+    f = make_tensor((4096,), "float32", TensorSupplyType.Uniform, device="cpu")
+    assert -1 <= float(f.min()) and float(f.max()) < 1
+    with pytest.raises(ValueError, match="integer type"):
+        make_tensor((4,), "int32", TensorSupplyType.Normal, device="cpu")
+
+
+def test_profiler_and_testing_helpers_on_cpu():
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("the GPU test covers timing")
+    k = E.add.compile(M=64, N=64)
+    prof = k.get_profiler(tilecute.TensorSupplyType.Normal)
+    with pytest.raises(RuntimeError, match="needs a CUDA GPU"):
+        prof.do_bench()
+    with pytest.raises(RuntimeError, match="needs a CUDA GPU"):
+        tilecute.profiler.do_bench(lambda: None)
+    with pytest.raises(TypeError, match="TensorSupplyType"):
+        k.get_profiler("randn")
+    tilecute.testing.set_random_seed(0)
+    a = torch.randn(1000)
+    b = a.clone()
+    b[0] += 1
+    tilecute.testing.torch_assert_close(a, b, max_mismatched_ratio=0.01)
+    with pytest.raises(AssertionError, match="1 of 1000 elements differ"):
+        tilecute.testing.torch_assert_close(a, b, max_mismatched_ratio=0.0)
+
+
+def test_factory_jit_has_compile():
+    @tilecute.jit(out_idx=[-1])
+    def scale(n):
+        @T.prim_func
+        def scale(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32")):
+            with T.Kernel(1, threads=128) as bx:
+                for i in T.Parallel(n):
+                    B[i] = A[i] * 2.0
+        return scale
+
+    assert scale.compile(256) is scale(256)
+    assert scale(256).out_idx == [1]
+
+
+@pytest.mark.gpu
+def test_eager_kernels_run_and_profile():
+    import torch
+
+    a, b = torch.randn(256, 128, device="cuda"), torch.randn(256, 128, device="cuda")
+    torch.testing.assert_close(E.add(a, b), a + b)
+    x = torch.randn(64, 512, device="cuda")
+    s, bsum = E.row_sum(x)
+    torch.testing.assert_close(s, x.sum(1), rtol=1e-4, atol=1e-3)
+    torch.testing.assert_close(bsum, x.sum(1), rtol=1e-4, atol=1e-3)
+    k = E.add.compile(M=256, N=128)
+    prof = k.get_profiler(tilecute.TensorSupplyType.Randn)
+    assert prof.do_bench(warmup=5, rep=20) > 0
+    prof.assert_allclose(lambda A, B: A + B, atol=1e-5, rtol=1e-5)
+    with pytest.raises(AssertionError, match="differ from the reference"):
+        prof.assert_allclose(lambda A, B: A - B)
+    assert tilecute.profiler.do_bench(lambda: k(a, b), warmup=5, rep=20) > 0
