@@ -14,9 +14,10 @@ _LAZY = {
     "lower": ("tilecute.transform.pipeline", "lower"),
     "PassConfigKey": ("tilecute.options", "PassConfigKey"),
     "TensorSupplyType": ("tilecute.utils", "TensorSupplyType"),
+    "autotune": ("tilecute.autotuner", "autotune"),
 }
 # submodules reachable as attributes after a bare `import tilecute` (TileLang's layout)
-_SUBMODULES = ("profiler", "utils", "testing", "language", "options")
+_SUBMODULES = ("profiler", "utils", "testing", "language", "options", "autotuner")
 
 
 def cdiv(a, b):

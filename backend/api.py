@@ -112,6 +112,7 @@ def jit(fn=None, *, out_idx: Optional[Sequence[int]] = None, target: Optional[st
 
         call.cache_clear = compiled.cache_clear
         call.compile = call  # TileLang's factory.compile(*args): the compiled kernel
+        call.__tilecute_jit__ = (out_idx, target, merged)  # what tilecute.autotune reads
         return call
 
     return wrap(fn) if fn is not None else wrap

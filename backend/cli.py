@@ -5,6 +5,7 @@
     tilecute cache verify                      check every entry against its manifest
     tilecute cache path KEY                    print an entry's folder (a unique key prefix does)
     tilecute show KEY [--kind cute|host|launcher|launcher-header|abi|ir|script]   print a compiled kernel's sources
+    tilecute tune ls | show KEY | clear        the autotuner's stored results
 
 Exit codes: 0 success, 1 failure (a damaged entry, no such entry, an unsafe cache
 folder, a lock held too long), 2 usage error (also a KEY that is not hex digits or is a
@@ -16,9 +17,11 @@ Imports only ``tilecute.cache`` and ``tilecute.runtime.kernel``'s table of sourc
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import sys
+import time
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
@@ -102,6 +105,47 @@ def _show(args: argparse.Namespace) -> int:
     return 0
 
 
+# --- tune subcommands: the autotuner's stored results ------------------------------------
+
+
+def _tune_ls(args: argparse.Namespace) -> int:
+    from .autotuner import list_results, store_dir
+
+    results = list_results()
+    if not results:
+        print(f"no tuning results in {store_dir()}", file=sys.stderr)
+        return 0
+    rows = [("KEY", "FUNCTION", "BEST", "DEVICE", "AGE")]
+    now = time.time()
+    rows += [(r["key"][:12], r.get("function", "?"),
+              json.dumps(r.get("best"), sort_keys=True), r.get("device", "?"),
+              _human_age(now - r.get("created", now))) for r in results]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+    return 0
+
+
+def _tune_show(args: argparse.Namespace) -> int:
+    from .autotuner import list_results
+
+    found = [r for r in list_results() if r["key"].startswith(args.key)]
+    if len(found) != 1:
+        print(f"tilecute: error: {len(found)} tuning results match {args.key!r}",
+              file=sys.stderr)
+        return 1 if not found else 2
+    print(json.dumps(found[0], indent=1))
+    return 0
+
+
+def _tune_clear(args: argparse.Namespace) -> int:
+    from .autotuner import clear_results
+
+    n = clear_results()
+    print(f"removed {n} tuning result{'' if n == 1 else 's'}")
+    return 0
+
+
 # --- the parser ------------------------------------------------------------------------
 
 
@@ -145,6 +189,15 @@ def build_parser() -> argparse.ArgumentParser:
                                                     "folder")),
              ("--kind", dict(choices=sorted(SOURCE_KINDS), default="cute",
                              help="what to print (default: cute)")))
+    tune_parser = commands.add_parser(
+        "tune", help="inspect and clear the autotuner's stored results",
+        description="The autotuner's results (<cache root>/autotune): one per key.")
+    tune_commands = tune_parser.add_subparsers(dest="tune_command", metavar="COMMAND",
+                                               required=True)
+    _command(tune_commands, "ls", _tune_ls, "list results: key, function, best config, device, age")
+    _command(tune_commands, "show", _tune_show, "print one result (every config and its time)",
+             ("key", dict(metavar="KEY", help="the result's key or a unique prefix of it")))
+    _command(tune_commands, "clear", _tune_clear, "remove every stored result")
     # Further commands: one _command(...) line each, here for top-level ones
     # or above for cache ones (`tilecute cache ...`).
     return parser

@@ -1,0 +1,136 @@
+"""tilecute.autotune (issue 20 item 2): configs compiled in parallel, failures and
+timeouts recorded and skipped, results stored under a key of everything that changes the
+answer and reused without compiling or profiling; `tilecute tune`."""
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import tilecute
+from tilecute import autotuner as A
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import autotune_programs as P  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _env(monkeypatch, tmp_path):
+    monkeypatch.setenv("TILECUTE_ARCH", "sm_90a")
+    monkeypatch.setenv("TILECUTE_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def _tuner(configs, **kw):
+    return tilecute.autotune(configs=configs, **kw)(P.scale)
+
+
+def test_configs_compile_in_parallel_and_failures_are_recorded():
+    tuned = _tuner([{"block": 256}, {"block": 512}, {"block": 384}, {"block": 128, "threads": 2048}])
+    results = tuned.compile_all(1024)
+    by_block = {(r.config["block"], r.config.get("threads")): r for r in results}
+    assert by_block[(256, None)].kernel is not None and by_block[(512, None)].kernel is not None
+    assert "does not divide" in by_block[(384, None)].error
+    assert by_block[(128, 2048)].error.startswith("compile failed")
+    assert Path(by_block[(256, None)].kernel.ensure_cubin()).stat().st_size > 0
+
+
+def test_a_config_past_the_timeout_is_skipped_not_the_tuner():
+    tuned = _tuner([{"block": 256}, {"block": 512, "delay": 30.0}], timeout=20)
+    results = tuned.compile_all(1024)
+    assert results[0].kernel is not None
+    assert "timeout=20" in results[1].error and results[1].kernel is None
+
+
+def test_the_key_changes_with_every_part(monkeypatch):
+    configs = [{"block": 256}, {"block": 512}]
+    base = _tuner(configs).key((1024,), {}, configs)
+    assert _tuner(configs).key((1024,), {}, configs) == base
+    assert _tuner(configs).key((2048,), {}, configs) != base  # arguments (shapes)
+    other = [{"block": 256}, {"block": 128}]
+    assert _tuner(other).key((1024,), {}, other) != base  # a config's IR
+    f32 = tilecute.autotune(configs=configs)(tilecute.jit(out_idx=[1])(P.scale_program))
+    assert f32.key((1024,), {}, configs) != base  # out_idx ([-1] and [1] differ as written)
+    opts = tilecute.autotune(configs=configs)(
+        tilecute.jit(out_idx=[-1], options={"disable_tma": True})(P.scale_program))
+    assert opts.key((1024,), {}, configs) != base  # options
+    monkeypatch.setenv("TILECUTE_ARCH", "sm_80")
+    assert _tuner(configs).key((1024,), {}, configs) != base  # arch
+    monkeypatch.setenv("TILECUTE_ARCH", "sm_90a")
+    monkeypatch.setattr("tilecute.cache.tool_versions", lambda: {"tilecute": "other"})
+    assert _tuner(configs).key((1024,), {}, configs) != base  # versions
+
+
+def test_stored_results_are_reused_without_compiling_or_profiling(monkeypatch):
+    configs = [{"block": 256}, {"block": 512}]
+    tuned = _tuner(configs)
+    key = tuned.key((1024,), {}, configs)
+    A._store(key, "scale", (1024,), {}, [A.ConfigResult({"block": 256}, 0.02),
+                                          A.ConfigResult({"block": 512}, 0.01)], {"block": 512})
+
+    def boom(*a, **k):
+        raise AssertionError("compiled or profiled again")
+    monkeypatch.setattr(A.AutoTuner, "compile_all", boom)
+    monkeypatch.setattr(A.AutoTuner, "profile", boom)
+    kernel = tuned(1024)
+    assert tuned.result.from_store and tuned.result.best == {"block": 512}
+    assert kernel.abi.kernels[0].grid[0] in (2, "2")  # 1024 / 512 blocks
+    assert tuned(1024) is kernel
+    # another process: same key, the stored winner, no compile of the others
+    code = textwrap.dedent(f"""
+        import sys; sys.path.insert(0, {str(HERE)!r})
+        import tilecute, autotune_programs as P
+        from tilecute import autotuner as A
+        A.AutoTuner.compile_all = A.AutoTuner.profile = None
+        t = tilecute.autotune(configs={configs!r})(P.scale)
+        t(1024)
+        print(t.result.from_store, t.result.best)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["True", "{'block':", "512}"]
+
+
+def test_without_a_gpu_tuning_says_so():
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("has a GPU")
+    tuned = _tuner([{"block": 256}])
+    with pytest.raises(RuntimeError, match="needs a CUDA GPU"):
+        tuned(1024)
+
+
+def test_autotune_refuses_what_it_cannot_tune():
+    with pytest.raises(TypeError, match="stacks on @tilecute.jit"):
+        tilecute.autotune(configs=[{}])(P.scale_program)
+    with pytest.raises(TypeError, match="unsupported argument"):
+        tilecute.autotune(configs=[{}], cache_input_tensors=True)
+
+
+def test_tune_cli(capsys):
+    from tilecute.cli import main
+
+    A._store("ab" * 32, "scale", (1024,), {}, [A.ConfigResult({"block": 256}, 0.02)], {"block": 256})
+    assert main(["tune", "ls"]) == 0
+    assert "abababababab  scale" in capsys.readouterr().out
+    assert main(["tune", "show", "abab"]) == 0
+    assert json.loads(capsys.readouterr().out)["best"] == {"block": 256}
+    assert main(["tune", "clear"]) == 0
+    assert "removed 1 tuning result" in capsys.readouterr().out
+    assert main(["tune", "show", "abab"]) == 1
+
+
+@pytest.mark.gpu
+def test_tuning_picks_a_correct_kernel_on_the_gpu():
+    import torch
+
+    tuned = _tuner([{"block": 256}, {"block": 512}, {"block": 384}],
+                   ref_prog=lambda a: a * 2, warmup=2, rep=5)
+    kernel = tuned(1 << 20)
+    assert tuned.result.best in ({"block": 256}, {"block": 512})
+    assert sum(r.time_ms is not None for r in tuned.result.configs) == 2
+    x = torch.randn(1 << 20, device="cuda")
+    torch.testing.assert_close(kernel(x), x * 2)
