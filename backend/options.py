@@ -35,6 +35,10 @@ OPTIONS = {
                  "tl.enable_fast_math); by default exp2 is ex2.approx without ftz",
     "disable_warp_specialize": "no producer warpgroup unless a T.Pipelined loop asks for one "
                                "(warp_specialize=True); TileLang's tl.disable_warp_specialized",
+    "pdl": "Programmatic Dependent Launch (sm_90+): each kernel is launched with programmatic "
+           "stream serialization, so it starts (its prologue overlaps) while the previous "
+           "kernel on the stream finishes, and waits for that kernel's memory "
+           "(griddepcontrol.wait) before its body; it lets the next kernel launch at once",
     "disable_rasterization": "a GEMM kernel's 2-D grid keeps its plain block order (by default "
                              "the blocks walk it in panels of 16 rows, as T.use_swizzle(16), "
                              "unless the program sets an order)",

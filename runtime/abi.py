@@ -194,6 +194,7 @@ class KernelLaunch:
     params: tuple[KernelParam, ...]
     dynamic_smem: int = 0
     cluster: tuple[int, int, int] | None = None
+    pdl: bool = False  # launched with programmatic stream serialization (option pdl)
 
     def param_offsets(self) -> list[int]:
         """Byte offset of each parameter in the kernel's parameter buffer, as the cubin
@@ -267,6 +268,7 @@ class LaunchABI:
                     "dynamic_smem": k.dynamic_smem,
                     "cluster": None if k.cluster is None else list(k.cluster),
                     "params": [param_dict(p) for p in k.params],
+                    **({"pdl": True} if k.pdl else {}),
                 }
                 for k in self.kernels
             ],
@@ -310,6 +312,7 @@ class LaunchABI:
                     params=tuple(param(p) for p in k["params"]),
                     dynamic_smem=k["dynamic_smem"],
                     cluster=None if k["cluster"] is None else tuple(k["cluster"]),
+                    pdl=k.get("pdl", False),
                 )
                 for k in d["kernels"]
             ),

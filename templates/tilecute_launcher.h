@@ -996,17 +996,32 @@ inline void tc_launch(const DeviceSlot& slot, int kernel, int64_t grid_x, int64_
   if (grid_x == 0 || grid_y == 0 || grid_z == 0) return;  // an empty grid launches nothing
   const KernelInfo& info = kKernels[kernel];
   CUresult status;
-  if (info.cluster[0] == 0) {
+  bool plain = info.cluster[0] == 0;
+#ifdef TC_ANY_PDL
+  plain = plain && !info.pdl;
+#endif
+  if (plain) {
     status = g_cuda.LaunchKernel(slot.kernels[kernel], static_cast<unsigned>(grid_x), static_cast<unsigned>(grid_y),
                                  static_cast<unsigned>(grid_z), info.block[0], info.block[1], info.block[2],
                                  info.dynamic_smem, stream, params, nullptr);
   } else {
-    CUlaunchAttribute cluster;
-    std::memset(&cluster, 0, sizeof(cluster));
-    cluster.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-    cluster.value.clusterDim.x = info.cluster[0];
-    cluster.value.clusterDim.y = info.cluster[1];
-    cluster.value.clusterDim.z = info.cluster[2];
+    CUlaunchAttribute attrs[2];
+    std::memset(attrs, 0, sizeof(attrs));
+    unsigned num_attrs = 0;
+    if (info.cluster[0] != 0) {
+      attrs[num_attrs].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+      attrs[num_attrs].value.clusterDim.x = info.cluster[0];
+      attrs[num_attrs].value.clusterDim.y = info.cluster[1];
+      attrs[num_attrs].value.clusterDim.z = info.cluster[2];
+      ++num_attrs;
+    }
+#ifdef TC_ANY_PDL
+    if (info.pdl) {  // the kernel may start while the previous one on the stream finishes
+      attrs[num_attrs].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+      attrs[num_attrs].value.programmaticStreamSerializationAllowed = 1;
+      ++num_attrs;
+    }
+#endif
     CUlaunchConfig config;
     std::memset(&config, 0, sizeof(config));
     config.gridDimX = static_cast<unsigned>(grid_x);
@@ -1017,8 +1032,8 @@ inline void tc_launch(const DeviceSlot& slot, int kernel, int64_t grid_x, int64_
     config.blockDimZ = info.block[2];
     config.sharedMemBytes = info.dynamic_smem;
     config.hStream = stream;
-    config.attrs = &cluster;
-    config.numAttrs = 1;
+    config.attrs = attrs;
+    config.numAttrs = num_attrs;
     status = g_cuda.LaunchKernelEx(&config, slot.kernels[kernel], params, nullptr);
   }
   if (TVM_FFI_PREDICT_FALSE(status != CUDA_SUCCESS)) tc_fail_launch(kernel, status, device_id);

@@ -5,6 +5,7 @@ shared-memory slots) from the nodes that record them."""
 
 import dataclasses
 import difflib
+from pathlib import Path
 
 import pytest
 
@@ -345,7 +346,8 @@ def test_pass_changes(name, src, arch, expected):
 
 def test_every_pass_has_a_test():
     tested = {c[0] for c in CASES} | {"validate", "assign_tma_descriptors", "vectorize",
-                                       "assign_shared_memory", "choose_index_width", "fast_math"}
+                                       "assign_shared_memory", "choose_index_width", "fast_math",
+                                       "programmatic_launch"}
     assert tested == set(NAMES)
 
 
@@ -550,3 +552,23 @@ def test_fast_math_takes_the_approximate_intrinsics(tmp_path):
     info = tilecute.build_cubin(func, "sm_90a", out_dir=str(tmp_path), options={"fast_math": True})
     assert info.kernel_names
     assert "approx=True, ftz=True" in (tmp_path / "kernel_cute.py").read_text()
+
+
+def test_pdl_marks_kernels_and_reaches_the_launcher_and_the_kernel(tmp_path, monkeypatch):
+    """Option pdl: KernelScope.pdl, the ABI's kernel `pdl`, the launcher's KernelInfo (and
+    its programmatic-stream-serialization branch), griddepcontrol in the kernel; the
+    launcher builds; sm_80 refuses it by name; without the option nothing changes."""
+    import tilecute
+    from tilecute.options import OptionError
+
+    monkeypatch.setenv("TILECUTE_CACHE_DIR", str(tmp_path / "cache"))
+    func = T.from_script(ADD)
+    assert not any(k.pdl for k in run_passes(func, "sm_90a").kernels)
+    k = tilecute.compile(func, target="sm_90a", options={"pdl": True})
+    assert [kl.pdl for kl in k.abi.kernels] == [True]
+    assert "#define TC_ANY_PDL 1" in k.get_source("launcher")
+    assert "cute.arch.griddepcontrol_wait()" in k.get_source("cute")
+    assert Path(k.ensure_cubin()).stat().st_size > 0
+    assert "TC_ANY_PDL" not in tilecute.compile(func, target="sm_90a").get_source("launcher")
+    with pytest.raises(OptionError, match="option pdl .* needs sm_90 or later; the target is sm_80"):
+        tilecute.compile(func, target="sm_80", options={"pdl": True})

@@ -448,6 +448,10 @@ class KernelEmitter:
         if len(k.threads) > 2:
             tid += f" + tc_tz * {tx * ty}"
         out.line(1, f"tc_tid = {tid}")
+        if k.pdl:  # Programmatic Dependent Launch: the previous grid's memory is visible
+            # after the wait; the next kernel may start launching from here on
+            out.line(1, "cute.arch.griddepcontrol_wait()", "PDL: the previous kernel's writes")
+            out.line(1, "cute.arch.griddepcontrol_launch_dependents()")
         for d, t in enumerate(k.threads):
             self.ranges[f"thread_idx{d}"] = (0, t - 1 + (k.producer_threads if d == 0 else 0))
         for v, g in zip(k.block_vars, k.grid):

@@ -683,6 +683,9 @@ class KernelScope(Stmt):
     tma_descriptors: tuple["TmaDescriptor", ...] = ()
     # bytes of dynamic shared memory (the shared-memory pass)
     shared_bytes: int = 0
+    # Programmatic Dependent Launch (option `pdl`): the kernel may start while the previous
+    # kernel on the stream finishes; it waits for it (griddepcontrol.wait) before its body
+    pdl: bool = False
 
     @property
     def num_threads(self) -> int:

@@ -1,9 +1,10 @@
-"""Fast math (option ``fast_math``, TileLang's ``tl.enable_fast_math``): ``exp2``,
+"""Per-function switches the options make: fast math (option ``fast_math``, TileLang's ``tl.enable_fast_math``): ``exp2``,
 ``exp``, ``log2`` and ``log`` of float32 (and 16-bit, computed in float32) become their
 approximations (``exp2_approx``...: ``ex2.approx.ftz.f32`` / ``lg2.approx.ftz.f32``,
 subnormals flushed to zero), as nvcc's ``--use_fast_math`` makes them.  The default
 ``exp2`` is ``ex2.approx.f32`` without ftz, which ptxas wraps in a subnormal fix-up
 (more instructions per element: what an attention kernel's softmax pays on every score).
+And Programmatic Dependent Launch (option ``pdl``, :func:`programmatic_launch`).
 """
 
 from __future__ import annotations
@@ -31,3 +32,20 @@ def fast_math(func: N.PrimFunc, options: dict) -> N.PrimFunc:
     if not options.get("fast_math"):
         return func
     return dataclasses.replace(func, kernels=_rewrite(func.kernels))
+
+
+def programmatic_launch(func: N.PrimFunc, arch: str, options: dict) -> N.PrimFunc:
+    """Option ``pdl``: every kernel launches with Programmatic Dependent Launch
+    (``KernelScope.pdl``: the launcher sets the attribute, the kernel waits for the
+    previous grid's memory at its start).  sm_90+ only (an ``OptionError`` otherwise)."""
+    if not options.get("pdl"):
+        return func
+    from ..options import OptionError
+    from ..target import check_arch  # noqa: F401  (arch names are checked upstream)
+
+    major = int(arch[3:].rstrip("a"))
+    if major < 90:
+        raise OptionError(f"prim_func '{func.name}': option pdl (Programmatic Dependent "
+                          f"Launch) needs sm_90 or later; the target is {arch}")
+    return dataclasses.replace(func, kernels=tuple(dataclasses.replace(k, pdl=True)
+                                                   for k in func.kernels))

@@ -148,6 +148,6 @@ def build_abi(func: N.PrimFunc, arch: str) -> KernelPlan:
         tma = tuple(KernelParam(d.name, "tma_desc", d.dtype, d.tensor, tma=d.spec)
                     for d in k.tma_descriptors)
         kernels.append(KernelLaunch(f"{prefix}_{i}", grid, block, params + tma, k.shared_bytes,
-                                    cluster))
+                                    cluster, pdl=k.pdl))
     abi = LaunchABI(func.name, tuple(args), tuple(symbols), tuple(kernels))
     return KernelPlan(func, abi, tuple(prefixes), arch)

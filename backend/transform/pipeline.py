@@ -35,6 +35,7 @@ PASSES = (
     Pass("select_mma", lambda f, arch, o: select_mma.select_mma(
         f, arch, wgmma=not o.get("disable_wgmma", False))),
     Pass("fast_math", lambda f, arch, o: fast_math.fast_math(f, o)),
+    Pass("programmatic_launch", lambda f, arch, o: fast_math.programmatic_launch(f, arch, o)),
     Pass("rasterize", lambda f, arch, o: rasterize.rasterize(f, o)),
     Pass("stage_epilogue", lambda f, arch, o: shared_epilogue.stage_epilogue(f, arch, o)),
     Pass("lower_copies_to_tma", lambda f, arch, o: tma_copies.lower_copies_to_tma(
