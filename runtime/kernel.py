@@ -130,8 +130,7 @@ class Kernel:
         and ``assert_allclose`` on inputs made as ``tensor_supply_type`` says
         (``tilecute.utils.TensorSupplyType``, default ``Auto``); ``shapes`` gives the
         sizes of symbolic dims."""
-        from tilecute.profiler import Profiler
-        from tilecute.utils import TensorSupplyType
+        from .profiling import Profiler, TensorSupplyType
 
         return Profiler(self, tensor_supply_type or TensorSupplyType.Auto, shapes)
 

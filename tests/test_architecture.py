@@ -105,7 +105,9 @@ def stage(name: str) -> float:
         (("tilecute.toolchain",), 6),
         (("tilecute.driver",), 7),
         (("tilecute.cache",), 8),
-        (("tilecute.api", "tilecute.torch", "tilecute.cli", "tilecute.__main__"), 9),
+        (("tilecute.api", "tilecute.torch", "tilecute.cli", "tilecute.__main__",
+          "tilecute.autotuner"), 9),
+        (("tilecute.profiler", "tilecute.utils", "tilecute.testing"), 0),  # runtime re-exports
         (("tilecute",), 0),
     ]
     best = None
