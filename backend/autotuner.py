@@ -82,7 +82,7 @@ def _compile_config(factory, args: tuple, kwargs: dict, config: dict, out_idx, t
 
 class AutoTuner:
     def __init__(self, jitted, configs, warmup, rep, timeout, ref_prog, skip_check, atol, rtol,
-                 supply_type, executor, cache_results, max_mismatched_ratio):
+                 supply_type, executor, cache_results, max_mismatched_ratio, shapes=None):
         factory = getattr(jitted, "__wrapped__", None)
         spec = getattr(jitted, "__tilecute_jit__", None)
         if factory is None or spec is None:
@@ -95,6 +95,7 @@ class AutoTuner:
         self.ref_prog, self.skip_check, self.atol, self.rtol = ref_prog, skip_check, atol, rtol
         self.supply_type, self.executor, self.cache_results = supply_type, executor, cache_results
         self.max_mismatched_ratio = max_mismatched_ratio
+        self.shapes = dict(shapes or {})  # sizes of symbolic dims for the generated inputs
         self.__name__ = getattr(factory, "__name__", "tuned")
         self.__doc__ = factory.__doc__
         self.result: Optional[TuneResult] = None
@@ -169,7 +170,7 @@ class AutoTuner:
         ok = [r for r in results if r.kernel is not None]
         if not ok:
             return
-        inputs = Profiler(ok[0].kernel, self.supply_type)._inputs()
+        inputs = Profiler(ok[0].kernel, self.supply_type, self.shapes)._inputs()
         want = None
         if self.ref_prog is not None and not self.skip_check:
             want = self.ref_prog(*[x.clone() for x in inputs])
@@ -226,16 +227,18 @@ def autotune(configs=None, warmup: float = 25, rep: float = 100, timeout: Option
              ref_prog: Optional[Callable] = None, skip_check: bool = False, atol: float = 1e-2,
              rtol: float = 1e-2, supply_type: TensorSupplyType = TensorSupplyType.Auto,
              executor: Optional[cf.Executor] = None, cache_results: bool = True,
-             max_mismatched_ratio: float = 0.01, **unknown):
+             max_mismatched_ratio: float = 0.01, shapes: Optional[dict] = None, **unknown):
     """Decorate a ``@tilecute.jit`` kernel factory: calling it tunes over ``configs``
     (dicts of the factory's keyword arguments, or a function of the call's arguments
-    returning them) and returns the fastest kernel (see the module docstring)."""
+    returning them) and returns the fastest kernel (see the module docstring).  ``shapes``
+    gives the sizes of symbolic dims for the generated inputs (kernels whose shapes the
+    factory's arguments do not fix)."""
     if unknown:
         raise TypeError(f"tilecute.autotune: unsupported argument(s) {', '.join(unknown)}")
 
     def wrap(jitted):
         return AutoTuner(jitted, configs, warmup, rep, timeout, ref_prog, skip_check, atol,
-                         rtol, supply_type, executor, cache_results, max_mismatched_ratio)
+                         rtol, supply_type, executor, cache_results, max_mismatched_ratio, shapes)
     return wrap
 
 

@@ -61,7 +61,8 @@ def main():
         return
     n = args.size
     tuned = tilecute.autotune(configs=configs, ref_prog=lambda x, w: x @ w, warmup=25, rep=100,
-                              atol=1e-1, rtol=1e-2)(tilecute.jit(out_idx=[-1])(factory))
+                              atol=1e-1, rtol=1e-2, shapes={"M": n, "N": n, "K": n})(
+        tilecute.jit(out_idx=[-1])(factory))
     kernel = tuned(n)
     x = torch.randn(n, n, device="cuda", dtype=torch.float16)
     w = torch.randn(n, n, device="cuda", dtype=torch.float16)
