@@ -54,15 +54,33 @@ def compile(func: N.PrimFunc, out_idx: Optional[Sequence[int]] = None,  # noqa: 
     the cache key.  ``pass_configs``: TileLang's ``PassConfigKey`` settings, mapped onto
     ``options`` (``tilecute.PassConfigKey``; a key with no tilecute meaning is refused).
     The cubin is produced on the first call, or by ``kernel.ensure_cubin()``.
-    """
-    from . import cache
 
+    Plain ``T.dynamic`` extents that decide whether a row stride is a multiple of 16
+    bytes give two kernels, picked per call by the tensors' shapes (an aligned variant
+    that keeps TMA and vector accesses, and the general one; ``tilecute.variants``;
+    option ``disable_dynamic_variants`` builds the general one only).
+    """
     if not isinstance(func, N.PrimFunc):
         raise TypeError(f"tilecute.compile takes a PrimFunc (from @T.prim_func), got "
                         f"{type(func).__name__}")
-    resolve_out_idx(func.name, [p.name for p in func.params], out_idx)  # before any build
+    outputs = resolve_out_idx(func.name, [p.name for p in func.params], out_idx)  # before any build
     arch = _arch(target, func.name)
     options = _options(options, pass_configs, func.name)
+    if not options.get("disable_dynamic_variants"):
+        from .variants import AlignedOrGeneral, aligned_variant, alignment_divisors, checks_for
+
+        divisors = alignment_divisors(func)
+        checks = checks_for(func, divisors, outputs) if divisors else None
+        if checks:  # plain T.dynamic extents that decide a stride's alignment
+            aligned = _compile_one(aligned_variant(func, divisors), out_idx, arch, options)
+            return AlignedOrGeneral(aligned, _compile_one(func, out_idx, arch, options), checks)
+    return _compile_one(func, out_idx, arch, options)
+
+
+def _compile_one(func: N.PrimFunc, out_idx, arch: str, options: dict) -> Kernel:
+    """One cache entry: looked up by its key, built on a miss."""
+    from . import cache
+
     ir_json = canonical_json(func)
     key = cache.cache_key(ir_json, arch, options, cache.tool_versions())
 

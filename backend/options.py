@@ -39,6 +39,9 @@ OPTIONS = {
            "stream serialization, so it starts (its prologue overlaps) while the previous "
            "kernel on the stream finishes, and waits for that kernel's memory "
            "(griddepcontrol.wait) before its body; it lets the next kernel launch at once",
+    "disable_dynamic_variants": "plain T.dynamic extents that decide a row stride's 16-byte "
+                                "alignment build the general kernel only (by default also an "
+                                "aligned variant with TMA and vector accesses, picked per call)",
     "disable_rasterization": "a GEMM kernel's 2-D grid keeps its plain block order (by default "
                              "the blocks walk it in panels of 16 rows, as T.use_swizzle(16), "
                              "unless the program sets an order)",
