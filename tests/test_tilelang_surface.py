@@ -47,6 +47,7 @@ CALLS = {
     "tma_copy": ("stmt", "A[0, 0], s, barrier=bar[0]"), "mbarrier_arrive": ("stmt", "bar[0]"),
     "mbarrier_wait_parity": ("stmt", "bar[0], 0"), "use_swizzle": ("stmt", "8"),
     "set_max_nreg": ("stmt", "240, 1"), "wait_wgmma": ("stmt", "0"), "warpgroup_wait": ("stmt", "0"),
+    "barrier_arrive": ("stmt", "bar[0]"), "barrier_wait": ("stmt", "bar[0], 0"),
     "cumsum": ("stmt", "s"), "cummax": ("stmt", "s"), "finalize_reducer": ("stmt", "acc"),
     "alloc_reducer": ("alloc", '(4,), "float32", "sum", "all"'),
     "im2col": ("stmt", "A, s, bx, 0, 3, 1, 1, 1"), "c2d_im2col": ("stmt", "A, s, bx, 0, 3, 1, 1, 1"),
@@ -634,3 +635,25 @@ def g(A: T.Tensor((128, 64), "float16"), B: T.Tensor((128, 64), "float16"), C: T
     assert "tcm.wait_batches(0)" in (tmp_path / "kernel_cute.py").read_text()
     with pytest.raises(Exception, match=r"T.wait_wgmma: id=-1"):
         T.from_script(src.replace("WAIT", "T.wait_wgmma(-1)"))
+
+
+def test_barrier_arrive_and_wait_are_the_mbarrier_forms():
+    """TileLang's T.barrier_arrive / T.barrier_wait are T.mbarrier_arrive /
+    T.mbarrier_wait_parity; a wait without a parity is refused by name."""
+    from tilecute.ir import nodes as N
+    from tilecute.ir.visitor import walk_stmts
+
+    src = '''
+@T.prim_func
+def k(A: T.Tensor((128,), "float32")):
+    with T.Kernel(1, threads=128) as bx:
+        bar = T.alloc_barrier([128])
+        T.barrier_arrive(bar[0])
+        T.barrier_wait(bar[0], 0)
+        A[0] = 1.0
+'''
+    f = T.from_script(src)
+    kinds = [type(s).__name__ for s in walk_stmts(f.kernels[0].body)]
+    assert "MBarrierArrive" in kinds and "MBarrierWait" in kinds
+    with pytest.raises(Exception, match=r"T.barrier_wait: parity=None"):
+        T.from_script(src.replace("T.barrier_wait(bar[0], 0)", "T.barrier_wait(bar[0])"))

@@ -36,7 +36,8 @@ from .forms import (  # noqa: F401
     alloc_local, alloc_var, alloc_barrier, copy, fill, clear, gemm, reduce, reduce_sum,
     reduce_max, reduce_min, reduce_abssum, reduce_absmax, reduce_bitand, reduce_bitor,
     reduce_bitxor, atomic_add, atomic_max, atomic_min, evaluate, sync_threads, tma_copy, mbarrier_arrive,
-    mbarrier_wait_parity, use_swizzle, set_max_nreg, wait_wgmma, warpgroup_wait,
+    mbarrier_wait_parity, use_swizzle, set_max_nreg, wait_wgmma, warpgroup_wait, barrier_arrive,
+    barrier_wait,
 )
 from .forms import alloc_reducer, cummax, cumsum, finalize_reducer, im2col  # noqa: F401
 from .ops import EXPRESSION_HELPERS

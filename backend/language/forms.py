@@ -272,6 +272,17 @@ def mbarrier_wait_parity(mbarrier, parity):
 
 
 @_form("stmt")
+def barrier_arrive(barrier_id):
+    """TileLang's name of :func:`mbarrier_arrive` (an mbarrier element from
+    ``T.alloc_barrier``)."""
+
+
+@_form("stmt")
+def barrier_wait(barrier_id, parity=None):
+    """TileLang's name of :func:`mbarrier_wait_parity`; tilecute needs the ``parity``."""
+
+
+@_form("stmt")
 def wait_wgmma(id):  # noqa: A002  (TileLang's name)
     """Wait until at most ``id`` of this warpgroup's wgmma batches are in flight (after a
     ``T.gemm(..., wg_wait=1)``)."""
@@ -359,7 +370,7 @@ TILELANG_ONLY = frozenset("""
     warp_reduce_max warp_reduce_min warp_reduce_bitand warp_reduce_bitor
     atomic_addx2 atomic_addx4 atomic_load atomic_store atomic_or dp4a
     reshape view loop_break any_of all_of access_ptr activemask all_sync any_sync ballot
-    ballot_sync barrier_arrive barrier_wait get_lane_idx get_warp_idx get_warp_idx_sync
+    ballot_sync get_lane_idx get_warp_idx get_warp_idx_sync
     get_warp_group_idx get_thread_bindings get_block_binding get_block_bindings
     get_thread_extent get_thread_extents get_block_extent get_block_extents
     mbarrier_arrive_expect_tx mbarrier_expect_tx no_set_max_nreg inc_max_nreg dec_max_nreg
