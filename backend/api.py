@@ -63,7 +63,8 @@ def compile(func: N.PrimFunc, out_idx: Optional[Sequence[int]] = None,  # noqa: 
     if not isinstance(func, N.PrimFunc):
         raise TypeError(f"tilecute.compile takes a PrimFunc (from @T.prim_func), got "
                         f"{type(func).__name__}")
-    outputs = resolve_out_idx(func.name, [p.name for p in func.params], out_idx)  # before any build
+    outputs = resolve_out_idx(func.name, [p.name for p in func.params
+                                          if p.name not in func.workspaces], out_idx)  # before any build
     arch = _arch(target, func.name)
     options = _options(options, pass_configs, func.name)
     if not options.get("disable_dynamic_variants"):

@@ -30,7 +30,7 @@ def schema(kernel: Kernel, mutates_args: Iterable[str] = ()) -> str:
     """The op schema: inputs in the kernel's order (outputs left out), outputs returned."""
     mutates = set(mutates_args)
     inputs, outputs = [], []
-    for i, a in enumerate(kernel.abi.args):
+    for i, a in enumerate(kernel.args):
         if i in kernel.out_idx:
             outputs.append("Tensor")
         elif isinstance(a, TensorArg):
@@ -44,7 +44,7 @@ def schema(kernel: Kernel, mutates_args: Iterable[str] = ()) -> str:
 def register(kernel: Kernel, name: str, mutates_args: Iterable[str] = ()):
     """Register ``kernel`` as the custom op ``name`` (``"namespace::op"``); returns the op."""
     mutates = tuple(mutates_args)
-    names = {a.name for a in kernel.abi.args if isinstance(a, TensorArg)}
+    names = {a.name for a in kernel.args if isinstance(a, TensorArg)}
     unknown = set(mutates) - names
     if unknown:
         raise ValueError(f"{kernel.name}: mutates_args {sorted(unknown)} are not tensor "

@@ -68,7 +68,7 @@ def checks_for(func: N.PrimFunc, divisors: dict[str, int],
     checks, found = [], set()
     position = 0
     for i, p in enumerate(func.params):
-        if i in out_idx:
+        if i in out_idx or p.name in func.workspaces:
             continue
         if isinstance(p, N.Buffer):
             for axis, d in enumerate(p.shape):

@@ -42,6 +42,9 @@ class TensorArg:
     # the kernel computes this tensor's offsets in 32 bits though its symbolic shape could
     # pass int32: the launcher refuses a tensor whose largest offset does
     offsets_int32: bool = False
+    # a workspace (``T.alloc_global``): each call allocates it; the caller neither passes
+    # nor gets it
+    workspace: bool = False
 
 
 @dataclass(frozen=True)
@@ -241,6 +244,7 @@ class LaunchABI:
                     "strides": None if a.strides is None else list(a.strides),
                     "align": a.align,
                     "offsets_int32": a.offsets_int32,
+                    **({"workspace": True} if a.workspace else {}),
                 }
             return {"kind": "scalar", "name": a.name, "dtype": a.dtype}
 
@@ -291,6 +295,7 @@ class LaunchABI:
                     a["name"], a["dtype"], tuple(a["shape"]),
                     None if a["strides"] is None else tuple(a["strides"]), a["align"],
                     offsets_int32=a.get("offsets_int32", False),
+                    workspace=a.get("workspace", False),
                 )
             return ScalarArg(a["name"], a["dtype"])
 

@@ -92,7 +92,11 @@ class Kernel:
         self.host = _import_host_module(self.path)
         self.abi = LaunchABI.from_json((self.path / "abi.json").read_text())
         self.name = self.abi.function
-        self.out_idx = resolve_out_idx(self.name, [a.name for a in self.abi.args], out_idx)
+        # T.alloc_global workspaces: the last args; each call allocates them
+        self.workspace_idx = [i for i, a in enumerate(self.abi.args)
+                              if isinstance(a, TensorArg) and a.workspace]
+        self.args = self.abi.args[:len(self.abi.args) - len(self.workspace_idx)]
+        self.out_idx = resolve_out_idx(self.name, [a.name for a in self.args], out_idx)
         for i in self.out_idx:
             if not isinstance(self.abi.args[i], TensorArg):
                 raise ValueError(f"{self.name}: out_idx {i} names scalar argument "
@@ -148,7 +152,7 @@ class Kernel:
                 self._func = self._module[self.name]
                 # unload modules and release contexts while the driver is still up
                 atexit.register(_cleanup_at_exit, self._module["cleanup"])
-                if not self.out_idx:
+                if not self.out_idx and not self.workspace_idx:
                     type(self).__call__ = staticmethod(self._func)
         return self._func
 
@@ -181,7 +185,7 @@ class Kernel:
 
 
     def __call__(self, *args):
-        if self.out_idx:
+        if self.out_idx or self.workspace_idx:
             return self._call_with_outputs(args)
         return (self._func or self._load())(*args)
 
@@ -189,11 +193,14 @@ class Kernel:
         """torch tensors for the ``out_idx`` outputs, shaped by the symbols the ``inputs``
         (the other arguments, in order) bind, on the first input tensor's device.  Under
         torch's fake-tensor mode they are fake tensors, so this serves meta kernels too."""
+        return self._allocate(inputs, self.out_idx)
+
+    def _allocate(self, inputs, which) -> list:
         import torch
 
         symbols = {}
         device = None
-        given = [a for i, a in enumerate(self.abi.args) if i not in self.out_idx]
+        given = [a for i, a in enumerate(self.args) if i not in self.out_idx]
         for spec, value in zip(given, inputs):
             if isinstance(spec, TensorArg) and hasattr(value, "shape"):
                 device = device or value.device
@@ -201,22 +208,29 @@ class Kernel:
                     if isinstance(dim, str) and d < len(value.shape):
                         symbols.setdefault(dim, value.shape[d])
         outs = []
-        for i in self.out_idx:
+        for i in which:
             spec = self.abi.args[i]
             try:
                 shape = [d if isinstance(d, int) else symbols[d] for d in spec.shape]
             except KeyError as e:
-                raise ValueError(f"{self.name}: output '{spec.name}' has symbolic dim {e} "
+                what = "workspace" if spec.workspace else "output"
+                raise ValueError(f"{self.name}: {what} '{spec.name}' has symbolic dim {e} "
                                  "that no input binds") from None
             outs.append(torch.empty(shape, dtype=_torch_dtype(spec.dtype), device=device))
         return outs
 
     def _call_with_outputs(self, args):
-        """Check the arguments (before anything is loaded), allocate the outputs, call."""
-        n_in = len(self.abi.args) - len(self.out_idx)
+        """Check the arguments (before anything is loaded), allocate the outputs and the
+        workspaces, call."""
+        n_in = len(self.args) - len(self.out_idx)
+        if not self.out_idx and (len(args) not in (n_in, n_in + 1)
+                                 or len(args) == n_in + 1 and _is_tensor(args[-1])):
+            raise TypeError(f"{self.name}: expected {n_in} argument{'' if n_in == 1 else 's'} "
+                            f"({', '.join(a.name for a in self.args)}) and optionally a "
+                            f"stream, got {len(args)}")
         if len(args) not in (n_in, n_in + 1) or (len(args) == n_in + 1 and _is_tensor(args[-1])):
-            inputs = [a.name for i, a in enumerate(self.abi.args) if i not in self.out_idx]
-            outputs = [self.abi.args[i].name for i in self.out_idx]
+            inputs = [a.name for i, a in enumerate(self.args) if i not in self.out_idx]
+            outputs = [self.args[i].name for i in self.out_idx]
             raise TypeError(
                 f"{self.name}: expected {n_in} argument{'' if n_in == 1 else 's'} "
                 f"({', '.join(inputs)}) and optionally a stream, got {len(args)}: "
@@ -224,12 +238,15 @@ class Kernel:
                 f"{'is' if len(outputs) == 1 else 'are'} allocated by the kernel and returned, "
                 "so do not pass "
                 f"{'it' if len(outputs) == 1 else 'them'}")
-        outs = self.allocate_outputs(args[:n_in])
+        outs = self._allocate(args[:n_in], self.out_idx + self.workspace_idx)
         func = self._func or self._load()
         inputs, allocated = iter(args[:n_in]), iter(outs)
-        full = [next(allocated) if i in self.out_idx else next(inputs)
+        full = [next(allocated) if i in self.out_idx or i in self.workspace_idx else next(inputs)
                 for i in range(len(self.abi.args))]
         func(*full, *args[n_in:])
+        outs = outs[:len(self.out_idx)]
+        if not outs:
+            return None
         return outs[0] if len(outs) == 1 else tuple(outs)
 
 

@@ -131,7 +131,7 @@ class Profiler:
         from .abi import TensorArg
 
         out = []
-        for i, arg in enumerate(self.kernel.abi.args):
+        for i, arg in enumerate(self.kernel.args):
             if i in self.kernel.out_idx:
                 continue
             if not isinstance(arg, TensorArg):

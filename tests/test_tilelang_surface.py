@@ -37,7 +37,7 @@ CALLS = {
     "vectorized": ("for", "4"), "Vectorized": ("for", "4"), "Persistent": ("for", "[4], 1, bx"),
     "alloc_shared": ("alloc", '(4,), "float32"'), "alloc_fragment": ("alloc", '(4,), "float32"'),
     "alloc_local": ("alloc", '(4,), "float32"'), "alloc_var": ("alloc", '"float32"'),
-    "alloc_barrier": ("alloc", "1"),
+    "alloc_barrier": ("alloc", "1"), "alloc_global": ("alloc", '(4,), "float32"'),
     "copy": ("stmt", "A[0, 0], s"), "fill": ("stmt", "acc, 0"), "clear": ("stmt", "acc"),
     "gemm": ("stmt", "s, t, acc"), "reduce": ("stmt", 'acc, row, "sum", 1, True'),
     **{f"reduce_{k}": ("stmt", "acc, row") for k in
@@ -657,3 +657,52 @@ def k(A: T.Tensor((128,), "float32")):
     assert "MBarrierArrive" in kinds and "MBarrierWait" in kinds
     with pytest.raises(Exception, match=r"T.barrier_wait: parity=None"):
         T.from_script(src.replace("T.barrier_wait(bar[0], 0)", "T.barrier_wait(bar[0])"))
+
+
+WORKSPACE = '''import tilecute.language as T
+n = T.symbolic("n")
+
+
+@T.prim_func
+def two_pass(X: T.Tensor((n, 64), "float32"), Y: T.Tensor((n,), "float32")):
+    partial = T.alloc_global({shape}, "float32")
+    with T.Kernel(n, threads=64) as b:
+        partial[b, T.get_thread_binding()] = X[b, T.get_thread_binding()] * 2
+    with T.Kernel(n, threads=1) as b:
+        acc = T.alloc_var("float32")
+        for i in T.serial(64):
+            acc += partial[b, i]
+        Y[b] = acc
+'''
+
+
+def test_alloc_global_is_a_workspace_param():
+    """T.alloc_global: a last, hidden param the launch ABI marks; the printed script
+    re-parses to the same function."""
+    from tilecute.transform.pipeline import lower
+
+    func = T.from_script(WORKSPACE.format(shape="(n, 64)"))
+    assert [p.name for p in func.params] == ["X", "Y", "partial"]
+    assert func.workspaces == ("partial",)
+    assert 'partial = T.alloc_global((n, 64), "float32")' in func.script()
+    from tilecute.ir.serialize import canonical_json
+
+    assert canonical_json(T.from_script(func.script())) == canonical_json(func)
+    abi = lower(func, "sm_90a").abi
+    assert [(a.name, a.workspace) for a in abi.args] == [("X", False), ("Y", False), ("partial", True)]
+
+
+@pytest.mark.parametrize("shape,msg", [
+    ("(n * 2, 64)", "dim 0 of a T.alloc_global is"),
+    ("(T.symbolic('m'), 64)", "dim 0 of a T.alloc_global is"),
+    ("(0, 64)", "dim 0 of a T.alloc_global is"),
+])
+def test_alloc_global_refuses_dims_no_call_can_size(shape, msg):
+    with pytest.raises(FrontendError, match=msg):
+        T.from_script(WORKSPACE.format(shape=shape))
+
+
+def test_alloc_global_refuses_other_scopes():
+    with pytest.raises(FrontendError, match="T.alloc_global allocates in 'global'"):
+        T.from_script(WORKSPACE.format(shape='(n, 64), "float32", "shared"').replace(
+            ', "float32")\n    with', ')\n    with', 1))

@@ -721,6 +721,9 @@ class PrimFunc:
     loc: Optional[Loc] = _loc()
     # global tensors indexed with 64-bit offsets (the index-width pass)
     wide_tensors: tuple[str, ...] = ()
+    # params that are workspaces (``T.alloc_global``): the last params, allocated by each
+    # call and passed to the kernels, never given by the caller nor returned
+    workspaces: tuple[str, ...] = ()
 
     def buffer(self, name: str) -> Optional[Buffer]:
         for p in self.params:

@@ -240,6 +240,11 @@ def print_func(f: N.PrimFunc) -> str:
         out.append("")
     out.append("")
     out.append("@T.prim_func")
-    out.append(f"def {f.name}({', '.join(_param(p) for p in f.params)}):")
+    ws = set(f.workspaces)
+    out.append(f"def {f.name}({', '.join(_param(p) for p in f.params if p.name not in ws)}):")
+    for p in f.params:
+        if p.name in ws:
+            out.append(f'    {p.name} = T.alloc_global({_tuple(expr_str(d) for d in p.shape)}, '
+                       f'"{p.dtype}")')
     _stmts(f.kernels, 1, out)
     return "\n".join(out) + "\n"

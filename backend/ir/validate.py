@@ -159,6 +159,22 @@ class _Validator:
             else:
                 self.dtype(p.dtype, f"parameter '{p.name}'")
                 scope_vars[p.name] = p
+        tail = [p.name for p in f.params[len(f.params) - len(f.workspaces):]] \
+            if f.workspaces else []
+        if list(f.workspaces) != tail or len(set(tail)) != len(tail):
+            self.fail(f"workspaces {list(f.workspaces)} must name the last parameters, each once")
+        for p in f.params:
+            if p.name in f.workspaces:
+                if not isinstance(p, N.Buffer) or p.strides is not None:
+                    self.fail(f"workspace '{p.name}' must be a contiguous tensor parameter")
+                bound = {d.name for q in f.params if q.name not in f.workspaces
+                         and isinstance(q, N.Buffer) for d in q.shape + (q.strides or ())
+                         if isinstance(d, N.Var)}
+                for d in p.shape:
+                    if not isinstance(d, (N.Const, N.Var)) or \
+                            isinstance(d, N.Var) and d.name not in bound:
+                        self.fail(f"workspace '{p.name}': each dim is an int or a symbol "
+                                  "another parameter's shape or strides bind")
         if not f.kernels:
             self.fail("a prim_func needs at least one T.Kernel")
         for k in f.kernels:

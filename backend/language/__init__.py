@@ -39,7 +39,7 @@ from .forms import (  # noqa: F401
     mbarrier_wait_parity, use_swizzle, set_max_nreg, wait_wgmma, warpgroup_wait, barrier_arrive,
     barrier_wait,
 )
-from .forms import alloc_reducer, cummax, cumsum, finalize_reducer, im2col  # noqa: F401
+from .forms import alloc_global, alloc_reducer, cummax, cumsum, finalize_reducer, im2col  # noqa: F401
 from .ops import EXPRESSION_HELPERS
 from .ops import (  # noqa: F401
     ceildiv, cdiv, exp, exp2, log, log2, sqrt, rsqrt, tanh, sin, cos, floor, ceil, sigmoid,

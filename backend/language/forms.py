@@ -152,6 +152,14 @@ def alloc_var(dtype, *args, scope="local.var", init=None):
 
 
 @_form("alloc")
+def alloc_global(shape, dtype, scope="global"):
+    """A global-memory workspace: ``ws = T.alloc_global((B, H, 4), T.float32)``, at the top
+    level of the body or inside a ``T.Kernel``.  Every call allocates it (torch, on the
+    arguments' device, uninitialized) and passes it to every kernel of the function; it
+    is not returned.  Dims are ints or symbols that a parameter binds."""
+
+
+@_form("alloc")
 def alloc_barrier(arrive_count):
     """``T.alloc_barrier(128)``: one mbarrier expecting 128 arrivals per phase;
     ``T.alloc_barrier([128] * n)``: ``n`` of them."""
@@ -363,7 +371,7 @@ class Unsupported:
 
 TILELANG_ONLY = frozenset("""
     grid thread_binding Fragment FragmentBuffer SharedBuffer
-    LocalBuffer ptr make_tensor make_tensor_from_addr alloc_global
+    LocalBuffer ptr make_tensor make_tensor_from_addr
     alloc_cluster_barrier alloc_tmem alloc_descriptor empty allocate async_copy transpose
     copy_cluster tma_gather4 tma_scatter4 tma_load tma_load_2sm gemm_sp
     wgmma_gemm tcgen05_gemm reducer_init reducer_update warp_reduce_sum

@@ -187,6 +187,7 @@ class _Parser:
         self.control: list[bool] = [False]  # per scope: is it a loop or if body?
         self.used_names: set[str] = set()
         self.symbols: dict[str, N.Var] = {}
+        self.workspaces: list[N.Buffer] = []  # T.alloc_global
         self.used_names.add(self.fname)  # the function's own name is taken too
         self.in_kernel = False
 
@@ -321,8 +322,9 @@ class _Parser:
             kernels.append(s)
         if not kernels:
             raise self.error(fn, "a prim_func needs at least one `with T.Kernel(...)` block")
-        func = N.PrimFunc(self.fname, tuple(params), tuple(kernels),
-                          tuple(self.symbols.values()), loc=self.loc(fn))
+        func = N.PrimFunc(self.fname, tuple(params) + tuple(self.workspaces), tuple(kernels),
+                          tuple(self.symbols.values()), loc=self.loc(fn),
+                          workspaces=tuple(b.name for b in self.workspaces))
         validate(func)
         return func
 
@@ -390,6 +392,8 @@ class _Parser:
         if isinstance(s, ast.With):
             return [self.with_stmt(s)]
         if top:
+            if isinstance(s, ast.Assign) and self.is_alloc_global(s.value):
+                return self.assign(s)
             if isinstance(s, ast.Assign) and self.try_python_assign(s):
                 return []
             raise self.error(s, "only `with T.Kernel(...)` blocks (and parse-time constants) "
@@ -580,6 +584,15 @@ class _Parser:
             if step is not None and step != 1:
                 extent = ops.ceildiv(extent, step)
             ranges = [(start, extent)]
+            if kind in ("serial", "unrolled") and (step is None or step == 1) and \
+                    isinstance(extent, N.Const) and extent.value == 1:
+                # a one-step loop is its body, with the variable bound to the start
+                self.push()
+                try:
+                    self.bind(names[0].id, start)
+                    return list(self.block(s.body))
+                finally:
+                    self.pop()
         self.push()
         loop_vars = []
         prologue: list[N.Stmt] = []
@@ -896,7 +909,39 @@ class _Parser:
         value = N.as_expr(value, buf.dtype if not _is_ir(value) else None)
         return N.Store(buf.name, tuple(indices), N.cast(value, buf.dtype), loc=self.loc(s))
 
+    def is_alloc_global(self, value) -> bool:
+        if not isinstance(value, ast.Call):
+            return False
+        form = self.form_of(value.func)
+        return form is not None and form.__name__ == "alloc_global"
+
+    def alloc_global(self, name: str, a: _Args, s) -> list[N.Stmt]:
+        """``ws = T.alloc_global(shape, dtype)``: a workspace param, appended after the
+        prim_func's own (every call allocates it; see ``PrimFunc.workspaces``)."""
+        shape = a.value("shape")
+        shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
+        dims = []
+        for d, x in enumerate(shape):
+            if isinstance(x, int) and not isinstance(x, bool) and x > 0:
+                dims.append(N.Const(x, "int32"))
+            elif isinstance(x, N.Var) and x.name in self.symbols:
+                dims.append(x)
+            else:
+                raise a.fail("shape", f"'{name}': dim {d} of a T.alloc_global is "
+                                      f"{_show(x)}; tilecute's workspaces take positive ints "
+                                      "or symbols a parameter's shape binds, per dim")
+        dt = self.dtype_arg(a, "dtype", name)
+        if a.value("scope") != "global":
+            raise a.fail("scope", f"'{name}': T.alloc_global allocates in 'global', got "
+                                  f"scope={a.value('scope')!r}")
+        buf = N.Buffer(self.fresh(name), dt, tuple(dims), "global")
+        self.workspaces.append(buf)
+        self.bind(name, _BufferRef(buf))
+        return []
+
     def allocate(self, name: str, form: F.Form, call: ast.Call, s) -> list[N.Stmt]:
+        if form.__name__ == "alloc_global":
+            return self.alloc_global(name, self.args(form, call), s)
         if not self.in_kernel:
             raise self.error(s, "buffers are allocated inside a T.Kernel block")
         a = self.args(form, call)
@@ -954,7 +999,8 @@ class _Parser:
             raise a.fail("scope", f"'{name}': scope={scope!r} is not supported; a T.alloc_var "
                                   "lives in 'local.var'")
         buf = N.Buffer(self.fresh(name), dt, (N.Const(1, "int32"),), "local")
-        value = N.as_expr(0 if init is None else init, dt) if not _is_ir(init) else init
+        value = N.const(0 if init is None else init, dt) \
+            if isinstance(init, (int, float, type(None))) else N.as_expr(init, dt) if not _is_ir(init) else init
         if isinstance(value, _BufferRef) or not isinstance(value, N.Expr):
             raise a.fail("init", f"'{name}': init must be a scalar, got {init!r}")
         self.bind(name, _VarRef(buf))

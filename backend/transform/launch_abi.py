@@ -115,7 +115,8 @@ def build_abi(func: N.PrimFunc, arch: str) -> KernelPlan:
             args.append(TensorArg(p.name, p.dtype, tuple(_dim(d) for d in p.shape),
                                   None if p.strides is None else tuple(_dim(d) for d in p.strides),
                                   aligned.get(p.name, 1),
-                                  offsets_int32=may_pass_int32(p) and p.name not in func.wide_tensors))
+                                  offsets_int32=may_pass_int32(p) and p.name not in func.wide_tensors,
+                                  workspace=p.name in func.workspaces))
         else:
             if p.dtype not in _SCALAR_PARAM_DTYPES:
                 raise LoweringError(

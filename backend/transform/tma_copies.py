@@ -6,7 +6,9 @@ memory the Tensor Memory Accelerator moves.
   scheduling passes (:mod:`.warp_specialize`, :mod:`.software_pipeline`) to give it an
   mbarrier and a stage — when TMA can do it (:func:`tma_box`) and the copy stands at the
   top level of the kernel, or at the top level of a ``T.Pipelined`` body with an origin
-  that depends only on the loop variable and values from outside the loop, into a
+  that depends only on the loop variable, values from outside the loop and the body's
+  Lets before it that read no buffer the kernel writes (inlined into the origin: a
+  paged load's ``page = block_table[b, k]``), into a
   buffer touched neither before it in the body, nor outside the loop, nor by an earlier
   pipelined loop.  Anything else keeps the cp.async / vector path.
 - **Stores.** ``T.copy(s, A[origin])`` becomes ``TmaCopy(s, A[origin])`` anywhere.
@@ -19,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..ir import nodes as N
-from ..ir.visitor import StmtMutator, walk_nodes, walk_stmts
+from ..ir.visitor import StmtMutator, substitute, walk_nodes, walk_stmts
 from ..target import arch_at_least
 from .analysis import (accesses, mentions, parallel_nest, tma_box,  # noqa: F401
                        tma_swizzle, whole)
@@ -111,18 +113,42 @@ class _Kernel(StmtMutator):
         inner = let_names(loop.body)
         outside = buffer_names(
             [t for t in self.scope.body if t is not loop and not isinstance(t, N.Allocate)])
+        written = self.written()
         body, before, loaded = [], [], set()
+        lets: dict[str, N.Expr] = {}  # the body's top-level Lets, each of the step alone
         for s in loop.body:
-            if self.load_ok(s) and not any(mentions(e, n) for e in s.src.starts for n in inner) \
-                    and s.dst.buffer not in buffer_names(before) \
+            src = self.step_origin(s, lets, inner) if self.load_ok(s) else None
+            if src is not None and s.dst.buffer not in buffer_names(before) \
                     and s.dst.buffer not in outside and s.dst.buffer not in self.pipelined:
-                body.append(N.TmaCopy(s.src, s.dst, loc=s.loc))
+                body.append(N.TmaCopy(src, s.dst, loc=s.loc))
                 loaded.add(s.dst.buffer)
             else:
+                if isinstance(s, N.Let) and not any(
+                        isinstance(x, N.Load) and (x.buffer in written or self.func.buffer(x.buffer) is None)
+                        for x in walk_nodes(s.value)):
+                    lets[s.var.name] = substitute(s.value, lets)
                 before.append(s)
                 body.append(self.visit(s))
         self.pipelined |= loaded
         return dataclasses.replace(loop, body=tuple(body))
+
+    def step_origin(self, s: N.Copy, lets: dict, inner: set) -> N.Region | None:
+        """The copy's source with the body's Lets it names inlined (a paged load's
+        ``page = block_table[b, k]``), so that the load can be issued steps ahead; None
+        when it names another name bound in the body."""
+        src = substitute(s.src, lets) if lets else s.src
+        if any(mentions(e, n) for e in src.starts for n in inner):
+            return None
+        return src
+
+    def written(self) -> set[str]:
+        """Global buffers some statement of the kernel writes."""
+        out = set()
+        for x in walk_stmts(self.scope.body):
+            for field in ("dst", "buffer", "c"):  # every statement's write target
+                v = getattr(x, field, None)
+                out.update([v.buffer] if isinstance(v, N.Region) else [v] if isinstance(v, str) else [])
+        return {b for b in out if self.func.buffer(b) is not None}
 
 
 def lower_copies_to_tma(func: N.PrimFunc, arch: str, auto: bool = True) -> N.PrimFunc:

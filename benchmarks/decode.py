@@ -1,0 +1,126 @@
+"""Decode attention bandwidth: examples/decode.py's paged split-KV kernel next to a
+device-to-device copy measured in the same run, torch SDPA on the same (dense, unpaged)
+K/V, and FlashAttention-4's paged path when its wheel is importable and takes the shape.
+
+Bytes counted: the K and V the keys of every sequence need (``sum(seqlens) x kv_heads x
+dim x 2 tensors x element size``), plus Q and O; achieved bandwidth = bytes / time.  The
+copy peer moves a buffer as large as the cache (read + write counted).  Each number is the
+median of ``--reps`` CUDA-event timings after warm-up.  One JSON line per measurement,
+with ``of_copy`` (the ratio to the copy bandwidth) where it applies.
+
+    python benchmarks/decode.py [--reps 30] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+import decode as D  # noqa: E402
+
+SHAPES = [  # batch, heads, kv_heads, dim, seqlen, page sizes
+    (1, 32, 8, 128, 65536, (16, 64, 256)),
+    (1, 64, 8, 128, 65536, (64, 256)),
+    (8, 32, 8, 128, 16384, (16, 64, 256)),
+    (32, 32, 8, 128, 4096, (64,)),
+    (128, 32, 8, 128, 2048, (16, 64)),
+]
+
+
+def time_us(fn, reps: int) -> float:
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1e3)
+    return statistics.median(times)
+
+
+def emit(row: dict) -> None:
+    print(json.dumps(row), flush=True)
+
+
+def fa4_paged(q, k_pages, v_pages, table, lens):
+    """FlashAttention-4's call on the paged cache, or raise (import, signature, arch)."""
+    from flash_attn.cute.interface import flash_attn_func
+
+    q4 = q.unsqueeze(1)  # (B, 1, H, D)
+    return lambda: flash_attn_func(q4, k_pages, v_pages, page_table=table, seqused_k=lens)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument("--quick", action="store_true", help="the first shape only")
+    args = ap.parse_args()
+    props = torch.cuda.get_device_properties(0)
+    emit({"device": props.name, "sms": props.multi_processor_count})
+    torch.manual_seed(0)
+    for batch, heads, kv_heads, dim, seqlen, pages in SHAPES[:1] if args.quick else SHAPES:
+        dt = torch.float16
+        esize = 2
+        kv_bytes = batch * seqlen * kv_heads * dim * 2 * esize
+        qo_bytes = 2 * batch * heads * dim * esize
+        nbytes = kv_bytes + qo_bytes
+        src = torch.empty(kv_bytes // 2, dtype=torch.uint8, device="cuda")
+        dst = torch.empty_like(src)
+        copy_us = time_us(lambda: dst.copy_(src), args.reps)
+        copy_gbps = 2 * src.numel() / copy_us / 1e3
+        del src, dst
+        base = {"batch": batch, "heads": heads, "kv_heads": kv_heads, "dim": dim, "seqlen": seqlen}
+        emit({**base, "peer": "d2d_copy", "us": round(copy_us, 2), "GBps": round(copy_gbps, 1)})
+        q = torch.randn(batch, heads, dim, dtype=dt, device="cuda")
+        for page in pages:
+            cache = D.make_cache(batch, kv_heads, dim, page, [seqlen] * batch, dt, "cuda",
+                                 extra_pages=0)
+            out = D.paged_decode_op(q, *cache)
+            err = (out.float() - D.reference(q, *cache)).abs().max().item() if batch <= 8 else None
+            split = D.choose_num_split(batch, kv_heads, cache[2].shape[1] * page,
+                                       num_sms=props.multi_processor_count)
+            us = time_us(lambda: D.paged_decode_op(q, *cache, num_split=split), args.reps)
+            gbps = nbytes / us / 1e3
+            emit({**base, "page": page, "peer": "tilecute", "num_split": split, "us": round(us, 2),
+                  "GBps": round(gbps, 1), "of_copy": round(gbps / copy_gbps, 3),
+                  **({"max_err": err} if err is not None else {})})
+            try:
+                fa4 = fa4_paged(q, *cache)
+                fa4()
+                us = time_us(fa4, args.reps)
+                emit({**base, "page": page, "peer": "fa4", "us": round(us, 2),
+                      "GBps": round(nbytes / us / 1e3, 1),
+                      "of_copy": round(nbytes / us / 1e3 / copy_gbps, 3)})
+            except Exception as e:  # not installed, or not this shape / arch
+                emit({**base, "page": page, "peer": "fa4", "skipped": str(e).splitlines()[0][:160]
+                      if str(e) else type(e).__name__})
+            del cache
+        # SDPA on dense K/V (it has no paged cache): the same bytes, one query per sequence
+        k = torch.randn(batch, kv_heads, seqlen, dim, dtype=dt, device="cuda")
+        v = torch.randn_like(k)
+        qs = q.unsqueeze(2)  # (B, H, 1, D)
+        sdpa = torch.nn.functional.scaled_dot_product_attention
+        try:
+            fn = lambda: sdpa(qs, k, v, enable_gqa=heads != kv_heads)  # noqa: E731
+            fn()
+            us = time_us(fn, args.reps)
+            emit({**base, "peer": "torch_sdpa_dense", "us": round(us, 2),
+                  "GBps": round(nbytes / us / 1e3, 1),
+                  "of_copy": round(nbytes / us / 1e3 / copy_gbps, 3)})
+        except Exception as e:
+            emit({**base, "peer": "torch_sdpa_dense", "skipped": str(e)[:160]})
+        del k, v
+
+
+if __name__ == "__main__":
+    main()
