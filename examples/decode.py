@@ -122,18 +122,20 @@ def paged_decode(heads, kv_heads, dim, page_size, num_split, block_N=64, num_sta
                         l[i] > 0, m[i] * scale + T.log2(l[i]), -T.infinity(accum))
 
         with T.Kernel(heads, batch, threads=dim) as (h, b):
+            lse_s = T.alloc_shared((num_split,), accum)
+            acc = T.alloc_fragment((dim,), accum)
             lse_max = T.alloc_var(accum, -T.infinity(accum))
             lse_total = T.alloc_var(accum, 0)
-            acc = T.alloc_fragment((dim,), accum)
+            T.copy(lse_partial[b, h, :], lse_s)
             for s in T.serial(num_split):
-                lse_max = T.max(lse_max, lse_partial[b, h, s])
+                lse_max = T.max(lse_max, lse_s[s])
             for s in T.serial(num_split):
-                lse_total += T.exp2(lse_partial[b, h, s] - lse_max)
+                lse_total += T.exp2(lse_s[s] - lse_max)
             T.fill(acc, 0)
-            for s in T.serial(num_split):
-                weight = T.exp2(lse_partial[b, h, s] - lse_max) / lse_total
+            # unrolled: every split's partial is loaded before the sum needs it
+            for s in T.unroll(num_split):
                 for d in T.Parallel(dim):
-                    acc[d] += weight * o_partial[b, h, s, d]
+                    acc[d] += T.exp2(lse_s[s] - lse_max) / lse_total * o_partial[b, h, s, d]
             T.copy(acc, O[b, h, :])
 
     return paged_decode
