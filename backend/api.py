@@ -11,6 +11,7 @@ and reported with the function's name.
 from __future__ import annotations
 
 import functools
+import os
 from typing import Optional, Sequence
 
 from .ir import nodes as N
@@ -55,6 +56,9 @@ def compile(func: N.PrimFunc, out_idx: Optional[Sequence[int]] = None,  # noqa: 
     ``options`` (``tilecute.PassConfigKey``; a key with no tilecute meaning is refused).
     The cubin is produced on the first call, or by ``kernel.ensure_cubin()``.
 
+    ``target`` may list several archs (``["sm_90a", "sm_80"]``): one cache entry each, and
+    a :class:`MultiArchKernel` whose first call picks the one that runs on the GPU.
+
     Plain ``T.dynamic`` extents that decide whether a row stride is a multiple of 16
     bytes give two kernels, picked per call by the tensors' shapes (an aligned variant
     that keeps TMA and vector accesses, and the general one; ``tilecute.variants``;
@@ -63,6 +67,11 @@ def compile(func: N.PrimFunc, out_idx: Optional[Sequence[int]] = None,  # noqa: 
     if not isinstance(func, N.PrimFunc):
         raise TypeError(f"tilecute.compile takes a PrimFunc (from @T.prim_func), got "
                         f"{type(func).__name__}")
+    if isinstance(target, (list, tuple)):  # several archs: one kernel per arch, picked per GPU
+        if not target:
+            raise ValueError(f"{func.name}: target=[] names no arch")
+        archs = list(dict.fromkeys(_arch(t, func.name) for t in target))
+        return MultiArchKernel({a: compile(func, out_idx, a, options, pass_configs) for a in archs})
     outputs = resolve_out_idx(func.name, [p.name for p in func.params
                                           if p.name not in func.workspaces], out_idx)  # before any build
     arch = _arch(target, func.name)
@@ -76,6 +85,56 @@ def compile(func: N.PrimFunc, out_idx: Optional[Sequence[int]] = None,  # noqa: 
             aligned = _compile_one(aligned_variant(func, divisors), out_idx, arch, options)
             return AlignedOrGeneral(aligned, _compile_one(func, out_idx, arch, options), checks)
     return _compile_one(func, out_idx, arch, options)
+
+
+class MultiArchKernel:
+    """``tilecute.compile(..., target=[...])``: one compiled kernel per arch.  The first
+    call picks the one whose cubin runs on the GPU (``tilecute.runtime.package.pick_arch``:
+    an ``a`` arch on its exact version, a plain one on its major at an equal or higher
+    minor) and, when every GPU of the process takes the same arch, becomes that kernel;
+    otherwise each call picks by its tensors' device.  Everything else (``abi``,
+    ``get_source``...) is the first arch's kernel; ``kernels`` holds them all."""
+
+    def __init__(self, kernels: dict):
+        self.kernels = kernels
+        self.archs = list(kernels)
+        self._by_device: dict = {}
+        # a class per instance, so that __call__ can become the picked kernel
+        self.__class__ = type("MultiArchKernel", (MultiArchKernel,), {})
+
+    def pick(self, args):
+        from .runtime.package import arch_for_device, tensor_device
+
+        device = tensor_device(args)
+        kernel = self._by_device.get(device)
+        if kernel is None:
+            kernel = self._by_device[device] = self.kernels[
+                arch_for_device(self.archs, device, self.kernels[self.archs[0]].name)]
+        return kernel
+
+    def __call__(self, *args):
+        from .runtime.package import arch_for_device, device_count
+
+        kernel = self.pick(args)
+        if os.environ.get("TILECUTE_ARCH") or len(
+                {arch_for_device(self.archs, d, kernel.name) for d in range(device_count())}) == 1:
+            type(self).__call__ = staticmethod(kernel)  # one arch serves every GPU
+        return kernel(*args)
+
+    def launch(self, *args, stream=None):
+        return self.pick(args).launch(*args, stream=stream)
+
+    def ensure_cubin(self) -> list:
+        """Every arch's cubin (paths, in ``archs`` order)."""
+        return [k.ensure_cubin() for k in self.kernels.values()]
+
+    def __getattr__(self, name):
+        if name == "kernels":
+            raise AttributeError(name)
+        return getattr(self.kernels[self.archs[0]], name)
+
+    def __repr__(self) -> str:
+        return f"<tilecute kernel for {', '.join(self.archs)}: {self.kernels[self.archs[0]]!r}>"
 
 
 def _compile_one(func: N.PrimFunc, out_idx, arch: str, options: dict) -> Kernel:
@@ -107,8 +166,9 @@ def jit(fn=None, *, out_idx: Optional[Sequence[int]] = None, target: Optional[st
 
     def wrap(factory):
         # a bad target or option fails at decoration, not at the first call
-        if target not in (None, "auto", "cuda"):
-            _arch(target, getattr(factory, "__name__", "tilecute.jit"))
+        for t in (target if isinstance(target, (list, tuple)) else [target]):
+            if t not in (None, "auto", "cuda"):
+                _arch(t, getattr(factory, "__name__", "tilecute.jit"))
         merged = _options(options, pass_configs, getattr(factory, "__name__", "tilecute.jit"))
         from .language.eager import is_eager
 
@@ -120,16 +180,25 @@ def jit(fn=None, *, out_idx: Optional[Sequence[int]] = None, target: Optional[st
                                 "T.empty tensors (returned); out_idx does not apply")
             return EagerKernel(factory, target=target, options=merged)
 
+        specializations = {}  # (args, kwargs) -> kernel, what `tilecute export` reads
+
         @functools.lru_cache(maxsize=None)
         def compiled(*args, **kwargs):
             func = factory(*args, **kwargs)
-            return compile(func, out_idx=out_idx, target=target, options=merged)
+            kernel = compile(func, out_idx=out_idx, target=target, options=merged)
+            specializations[(args, tuple(sorted(kwargs.items())))] = kernel
+            return kernel
 
         @functools.wraps(factory)
         def call(*args, **kwargs):
             return compiled(*args, **kwargs)
 
-        call.cache_clear = compiled.cache_clear
+        def cache_clear():
+            compiled.cache_clear()
+            specializations.clear()
+
+        call.cache_clear = cache_clear
+        call.specializations = specializations
         call.compile = call  # TileLang's factory.compile(*args): the compiled kernel
         call.__tilecute_jit__ = (out_idx, target, merged)  # what tilecute.autotune reads
         return call

@@ -6,6 +6,9 @@
     tilecute cache path KEY                    print an entry's folder (a unique key prefix does)
     tilecute show KEY [--kind cute|host|launcher|launcher-header|abi|ir|script]   print a compiled kernel's sources
     tilecute tune ls | show KEY | clear        the autotuner's stored results
+    tilecute export FILE.py[:ATTR] -o OUTDIR --arch sm_90a,sm_80 [--name PKG] [--wheel]
+                                               kernels as a package that needs only TVM FFI
+    tilecute verify PKG_DIR                    check an exported package against its manifest
 
 Exit codes: 0 success, 1 failure (a damaged entry, no such entry, an unsafe cache
 folder, a lock held too long), 2 usage error (also a KEY that is not hex digits or is a
@@ -149,6 +152,39 @@ def _tune_clear(args: argparse.Namespace) -> int:
 # --- the parser ------------------------------------------------------------------------
 
 
+def _export(args: argparse.Namespace) -> int:
+    from .export import ExportError, export
+
+    archs = [a.strip() for a in args.arch.split(",") if a.strip()]
+    log = None if args.quiet else (lambda line: print(f"tilecute export: {line}", file=sys.stderr))
+    try:
+        root = export(args.target, args.output, archs, name=args.name, wheel=args.wheel,
+                      version=args.pkg_version, log=log)
+    except (ExportError, ValueError) as e:  # TargetError is a ValueError
+        print(f"tilecute: error: {e}", file=sys.stderr)
+        return 2 if isinstance(e, ExportError) else 1
+    print(root)
+    if args.wheel:
+        print(next(root.parent.glob(f"{root.name}-{args.pkg_version}-*.whl")))
+    return 0
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from .export import verify_package
+
+    root = Path(args.package)
+    if not (root / "manifest.json").is_file():
+        print(f"tilecute: error: {root} is not an exported package (no manifest.json)",
+              file=sys.stderr)
+        return 1
+    problems = verify_package(root)
+    for p in problems:
+        print(f"{root}: {p}")
+    if not problems:
+        print(f"{root}: ok")
+    return 1 if problems else 0
+
+
 def _command(subparsers, name: str, run: Callable[[argparse.Namespace], int], help: str,
              *arguments: tuple) -> argparse.ArgumentParser:
     """Add the subcommand ``name`` running ``run(args)``; ``arguments``: one
@@ -198,6 +234,26 @@ def build_parser() -> argparse.ArgumentParser:
     _command(tune_commands, "show", _tune_show, "print one result (every config and its time)",
              ("key", dict(metavar="KEY", help="the result's key or a unique prefix of it")))
     _command(tune_commands, "clear", _tune_clear, "remove every stored result")
+    _command(commands, "export", _export,
+             "compile kernels for several archs into a package that imports with only "
+             "apache-tvm-ffi (and a C++ header)",
+             ("target", dict(metavar="FILE.py[:ATTR]",
+                             help="a Python file, and optionally the attribute to export (a "
+                                  "prim_func, a compiled or @tilecute.jit kernel, a list or "
+                                  "dict of them); default: every kernel it defines")),
+             (("-o", "--output"), dict(required=True, metavar="OUTDIR",
+                                       help="where the package folder (and wheel) goes")),
+             ("--arch", dict(required=True, metavar="ARCHS",
+                             help="comma-separated targets, e.g. sm_90a,sm_80")),
+             ("--name", dict(default=None, metavar="PKG",
+                             help="the package's name (default: the file's stem)")),
+             ("--pkg-version", dict(default="0.1.0", metavar="VERSION",
+                                    help="the package's version (default 0.1.0)")),
+             ("--wheel", dict(action="store_true", help="also write an installable wheel")),
+             (("-q", "--quiet"), dict(action="store_true", help="no progress on stderr")))
+    _command(commands, "verify", _verify,
+             "check an exported package's files against its manifest (exit 1 if damaged)",
+             ("package", dict(metavar="PKG_DIR", help="the package folder (holds manifest.json)")))
     # Further commands: one _command(...) line each, here for top-level ones
     # or above for cache ones (`tilecute cache ...`).
     return parser
