@@ -128,6 +128,19 @@ class MultiArchKernel:
         """Every arch's cubin (paths, in ``archs`` order)."""
         return [k.ensure_cubin() for k in self.kernels.values()]
 
+    def warmup(self, devices=None):
+        """Every arch's cubin; the launcher of the arch this host's GPU takes, loaded
+        (``Kernel.warmup``; without a GPU, ``TILECUTE_ARCH``'s, if set)."""
+        from .runtime.package import PackageError, arch_for_device
+
+        self.ensure_cubin()
+        try:
+            arch = arch_for_device(self.archs, 0, self.kernels[self.archs[0]].name)
+        except PackageError:
+            return self
+        self.kernels[arch].warmup(devices)
+        return self
+
     def __getattr__(self, name):
         if name == "kernels":
             raise AttributeError(name)
@@ -153,6 +166,13 @@ def _compile_one(func: N.PrimFunc, out_idx, arch: str, options: dict) -> Kernel:
     # the kernel imports its host module under the key's lock: `tilecute cache clear`
     # cannot remove the entry between the lookup and the import
     return cache.get_or_build(key, build, use=lambda path: Kernel(path, out_idx))
+
+
+def _specs_text(specializations: dict) -> str:
+    if not specializations:
+        return "none"
+    return "; ".join("(" + ", ".join([*map(repr, a), *(f"{k}={v!r}" for k, v in kw)]) + ")"
+                     for a, kw in specializations)
 
 
 def jit(fn=None, *, out_idx: Optional[Sequence[int]] = None, target: Optional[str] = None,
@@ -181,9 +201,15 @@ def jit(fn=None, *, out_idx: Optional[Sequence[int]] = None, target: Optional[st
             return EagerKernel(factory, target=target, options=merged)
 
         specializations = {}  # (args, kwargs) -> kernel, what `tilecute export` reads
+        sealed = []
 
         @functools.lru_cache(maxsize=None)
         def compiled(*args, **kwargs):
+            if sealed:
+                shown = ", ".join([*map(repr, args), *(f"{k}={v!r}" for k, v in kwargs.items())])
+                raise ValueError(f"{factory.__name__}({shown}): not compiled, and "
+                                 f"{factory.__name__} is sealed (no compile after seal()); "
+                                 f"its kernels: {_specs_text(specializations)}")
             func = factory(*args, **kwargs)
             kernel = compile(func, out_idx=out_idx, target=target, options=merged)
             specializations[(args, tuple(sorted(kwargs.items())))] = kernel
@@ -197,8 +223,25 @@ def jit(fn=None, *, out_idx: Optional[Sequence[int]] = None, target: Optional[st
             compiled.cache_clear()
             specializations.clear()
 
+        def warmup(*specs, devices=None):
+            """Compile each specialization (a tuple of arguments or a dict of keyword
+            arguments) and warm it up (``Kernel.warmup``); returns the kernels."""
+            out = []
+            for spec in specs:
+                args, kwargs = ((), spec) if isinstance(spec, dict) else (
+                    tuple(spec) if isinstance(spec, (tuple, list)) else (spec,), {})
+                out.append(compiled(*args, **kwargs).warmup(devices))
+            return out
+
+        def seal():
+            """From now on an argument set not compiled yet is a ``ValueError``, never a
+            compile (a serving process, after ``warmup``)."""
+            sealed.append(True)
+
         call.cache_clear = cache_clear
         call.specializations = specializations
+        call.warmup = warmup
+        call.seal = seal
         call.compile = call  # TileLang's factory.compile(*args): the compiled kernel
         call.__tilecute_jit__ = (out_idx, target, merged)  # what tilecute.autotune reads
         return call

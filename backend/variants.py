@@ -104,6 +104,12 @@ class AlignedOrGeneral:
         self.aligned.ensure_cubin()
         return self.general.ensure_cubin()
 
+    def warmup(self, devices=None):
+        """Both variants' cubins and launchers, ready (``Kernel.warmup``)."""
+        self.aligned.warmup(devices)
+        self.general.warmup(devices)
+        return self
+
     def __getattr__(self, name):
         return getattr(self.general, name)
 

@@ -116,6 +116,23 @@ class Kernel:
         Works without a GPU when the arch was given (TILECUTE_ARCH)."""
         return self.host.ensure_cubin()
 
+    def warmup(self, devices=None) -> "Kernel":
+        """Everything a first call would do, now: the cubin produced, the launcher loaded,
+        and the cubin loaded on ``devices`` (CUDA device ids; default: every GPU, none
+        without a driver), so that serving never waits on a build or a load."""
+        self.ensure_cubin()
+        self._load()
+        if devices is None:
+            from .package import PackageError, device_count
+
+            try:
+                devices = range(device_count())
+            except PackageError:  # no driver: nothing to load on
+                devices = ()
+        for d in devices:
+            self._module["__tilecute_ensure_device"](int(d))
+        return self
+
     def get_source(self, kind: str = "cute") -> str:
         """``"cute"`` (CuTe DSL), ``"host"`` (host module), ``"launcher"`` (C++), ``"abi"``
         (launch ABI JSON), ``"ir"`` (the lowered IR as JSON), ``"script"`` (the lowered IR as

@@ -106,7 +106,7 @@ def stage(name: str) -> float:
         (("tilecute.driver",), 7),
         (("tilecute.cache",), 8),
         (("tilecute.api", "tilecute.torch", "tilecute.cli", "tilecute.__main__",
-          "tilecute.autotuner", "tilecute.variants"), 9),
+          "tilecute.autotuner", "tilecute.variants", "tilecute.export"), 9),
         (("tilecute.profiler", "tilecute.utils", "tilecute.testing"), 0),  # runtime re-exports
         (("tilecute",), 0),
     ]

@@ -379,3 +379,50 @@ print("ok")
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip().endswith("ok") and "refused" in r.stdout
     assert torch.cuda.is_available()
+
+
+# ---- warm-up and sealing --------------------------------------------------------------------
+def test_warmup_builds_everything_and_seal_refuses_new_shapes(cache_dir):
+    calls = []
+
+    @tilecute.jit(out_idx=[-1])
+    def double(n, dtype="float32"):
+        calls.append(n)
+
+        @T.prim_func
+        def double_(A: T.Tensor((n,), dtype), B: T.Tensor((n,), dtype)):
+            with T.Kernel(1, threads=128) as bx:
+                for i in T.Parallel(n):
+                    B[i] = A[i] + A[i]
+
+        return double_
+
+    kernels = double.warmup((256,), {"n": 512, "dtype": "float16"}, devices=())
+    assert calls == [256, 512] and len(kernels) == 2
+    for k in kernels:
+        assert (k.path / "kernel.cubin").is_file() and k._func is not None  # launcher loaded
+    assert double(256) is kernels[0]  # served without a compile
+    double.seal()
+    with pytest.raises(ValueError, match=r"double\(1024\): not compiled.*sealed.*\(256\)"):
+        double(1024)
+    assert calls == [256, 512]
+
+
+def test_eager_warmup_and_seal(cache_dir):
+    @tilecute.jit
+    def neg(X, block: int = 128):
+        n = T.const("n")
+        X: T.Tensor((n,), "float32")
+        Y = T.empty((n,), "float32")
+        with T.Kernel(T.ceildiv(n, block), threads=block) as bx:
+            for i in T.Parallel(block):
+                if bx * block + i < n:
+                    Y[bx * block + i] = -X[bx * block + i]
+        return Y
+
+    (k,) = neg.warmup({"n": 1000}, devices=())
+    assert (k.path / "kernel.cubin").is_file()
+    neg.seal()
+    assert neg.compile(n=1000) is k
+    with pytest.raises(ValueError, match="n=2000.*sealed.*n=1000"):
+        neg.compile(n=2000)

@@ -129,6 +129,7 @@ class EagerKernel:
         self.scalars = [p for p in params if p not in self.decls]
         self._kernels: dict = {}
         self._lock = threading.Lock()
+        self.sealed = False
 
     # ---- parsing helpers --------------------------------------------------------------
     def error(self, node, msg: str) -> FrontendError:
@@ -198,6 +199,10 @@ class EagerKernel:
             kernel = self._kernels.get(key)
         if kernel is not None:
             return kernel
+        if self.sealed:
+            built = "; ".join(", ".join(f"{k}={v}" for k, v in (*c, *sp)) for c, sp in self._kernels) or "none"
+            raise ValueError(f"{self.__name__}: no kernel for {', '.join(f'{k}={v}' for k, v in (*consts.items(), *spec.items()))}, "
+                             f"and {self.__name__} is sealed (no compile after seal()); built: {built}")
         import tilecute
 
         env = self._env(consts, spec)
@@ -266,6 +271,19 @@ class EagerKernel:
                              f"{', '.join(f'{c}=...' for c in unbound)})")
         kernel = self._build(consts, spec)
         return kernel(*[tensors[n] for n in self.tensors])
+
+    def warmup(self, *specs, devices=None) -> list:
+        """``compile(**spec)`` and ``Kernel.warmup`` for each dict ``spec`` (``T.const``
+        values and specialization arguments); returns the kernels."""
+        kernels = [self.compile(**spec) for spec in specs]
+        for k in kernels:
+            k.warmup(devices)
+        return kernels
+
+    def seal(self) -> None:
+        """From now on a call that needs a kernel not built yet is a ``ValueError``,
+        never a compile (a serving process, after ``warmup``)."""
+        self.sealed = True
 
     def compile(self, **kwargs):
         """The kernel for these ``T.const`` values and specialization arguments (the
