@@ -23,12 +23,25 @@ PREC = {"or": 2, "and": 3, "not": 4, "cmp": 5, "bitor": 6, "bitxor": 7, "bitand"
         "shl": 10, "shr": 10, "add": 11, "sub": 11, "mul": 12, "div": 12, "floordiv": 12,
         "mod": 12}
 ATOM = 100
-# unary math intrinsic -> CuTe DSL function (16-bit arguments compute in float32)
+# float math intrinsic -> CuTe DSL function of its arguments.  16-bit arguments compute
+# in float32 and the result converts back, as TileLang's CUDA code does for the functions
+# CUDA has no half versions of (its templates #define hpow powf, htan as tanf(float(x)))
 MATH = {
     "exp": "cute.math.exp", "exp2": "cute.math.exp2", "log": "cute.math.log",
     "log2": "cute.math.log2", "sqrt": "cute.math.sqrt", "rsqrt": "cute.math.rsqrt",
     "tanh": "cute.math.tanh", "sin": "cute.math.sin", "cos": "cute.math.cos",
-    "floor": "cute.math.floor", "ceil": "cute.math.ceil",
+    "floor": "cute.math.floor", "ceil": "cute.math.ceil", "tan": "cute.math.tan",
+    "atan": "cute.math.atan", "acos": "cute.math.acos", "asin": "cute.math.asin",
+    "sinh": "cute.math.sinh", "cosh": "cute.math.cosh", "erf": "cute.math.erf",
+    "log10": "cute.math.log10", "log1p": "cute.math.log1p", "trunc": "cute.math.trunc",
+    # TVM's round: halfway cases to even (rint); C's roundf: away from zero
+    "round": "cute.math.roundeven", "round_ties_away_from_zero": "cute.math.round",
+    "pow": "cute.math.pow", "atan2": "cute.math.atan2",
+    # C's fmod (the sign of x): MLIR's arith.remf, LLVM's frem
+    "fmod": "cute.math.rem",
+    # float predicates (MLIR's math.isnan ...: an i1, wrapped as a Boolean); 16-bit
+    # arguments are widened first, as TVM's isnan does, which is exact
+    "isnan": "cute.math.isnan", "isinf": "cute.math.isinf", "isfinite": "cute.math.isfinite",
 }
 # the fast-math pass's approximations: a float32 expression with the argument as {x}
 APPROX = {
@@ -73,14 +86,20 @@ class ExprPrinter:
     :func:`.source.ident`."""
 
     def __init__(self, ranges: dict[str, tuple], load: Callable[[N.Load], str],
-                 fail: Callable[[object, str], None]):
+                 fail: Callable[[object, str], None],
+                 use: Callable[[str], None] | None = None):
         self.ranges = ranges
         self.load = load
         self.fail = fail
+        self.use = use or self._no_helpers  # records a runtime.cute helper module it calls
         self.subst: dict[str, str] = {}
 
     def expr(self, e: N.Expr) -> str:
         return self._expr(e)[0]
+
+    def _no_helpers(self, helper: str) -> None:
+        self.fail(None, f"an expression that calls the runtime.cute {helper!r} helpers cannot "
+                        "stand here")
 
     def operand(self, e: N.Expr, min_prec: int) -> str:
         text, prec = self._expr(e)
@@ -138,10 +157,12 @@ class ExprPrinter:
         return alo is not None and alo >= 0 and blo is not None and blo > 0
 
     def _math(self, e: N.Call) -> str:
-        x = e.args[0]
-        if x.dtype in ("float16", "bfloat16"):  # 16-bit math runs in fp32
-            return f"{cute_type(e.dtype)}({MATH[e.name]}({self.expr(N.Cast('float32', x))}))"
-        return f"{MATH[e.name]}({self.expr(x)})"
+        wide = e.args[0].dtype in ("float16", "bfloat16")  # 16-bit math runs in fp32
+        args = ", ".join(self.expr(N.Cast("float32", x) if wide else x) for x in e.args)
+        value = f"{MATH[e.name]}({args})"
+        if e.dtype == "bool" or wide:
+            return f"{cute_type(e.dtype)}({value})"
+        return value
 
     # ---- intrinsics that are not one function call --------------------------------------
     def _thread_idx(self, e: N.Call):
@@ -171,6 +192,23 @@ class ExprPrinter:
             args.append(f"mask={self.expr(mask) if not isinstance(mask, N.Const) else int(mask.value)}")
         return f"cute.arch.shuffle_sync{'_' + fn if fn else ''}({', '.join(args)})", ATOM
 
+    def _exp10(self, e: N.Call):
+        """``10 ** x`` as ``powf(10, x)`` (CUDA's exp10f is libdevice's, which CuTe DSL does
+        not expose; ``exp2(x * log2(10))`` would lose bits of ``x * log2(10)``)."""
+        x = e.args[0]
+        value = f"cute.math.pow(cutlass.Float32(10.0), {self.expr(N.cast(x, 'float32'))})"
+        return (value if e.dtype == "float32" else f"{cute_type(e.dtype)}({value})"), ATOM
+
+    def _integer(self, e: N.Call):
+        """C's ``/`` and ``%`` (``runtime.cute.math``), ``popc``, ``clz`` (an int32)."""
+        args = ", ".join(self.expr(x) for x in e.args)
+        if e.name in ("truncdiv", "truncmod"):
+            self.use("math")
+            return f"tcmath.{e.name}({args})", ATOM
+        if e.name == "popcount":
+            return f"cute.arch.popc({args})", ATOM
+        return f"cutlass.Int32(cute.arch.clz({args}))", ATOM
+
     def _abs(self, e: N.Call):
         fn = "cute.math.absf" if N.is_float(e.dtype) else "abs"
         return f"{fn}({self.expr(e.args[0])})", ATOM
@@ -178,5 +216,6 @@ class ExprPrinter:
 
 # intrinsic -> its printer (text, precedence); the others are MATH's one-argument calls
 _CALLS = {"thread_idx": ExprPrinter._thread_idx, "ceildiv": ExprPrinter._ceildiv,
-          "fma": ExprPrinter._fma, "abs": ExprPrinter._abs,
+          "fma": ExprPrinter._fma, "abs": ExprPrinter._abs, "exp10": ExprPrinter._exp10,
+          **{name: ExprPrinter._integer for name in ("truncdiv", "truncmod", "popcount", "clz")},
           **{name: ExprPrinter._shuffle for name in N.SHUFFLES}}

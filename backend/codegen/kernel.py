@@ -46,7 +46,7 @@ class KernelEmitter:
         self.buffers: dict[str, N.Buffer] = {p.name: p for p in plan.tensor_params}
         self.layouts: dict[str, N.Layout] = {}
         self.ranges: dict[str, tuple] = {}  # variable -> its known (lo, hi)
-        self.exprs = ExprPrinter(self.ranges, self.load, self.fail)
+        self.exprs = ExprPrinter(self.ranges, self.load, self.fail, self.out.use)
         self.bounds = Bounds(self.out, self.exprs, self.buffers, self.ranges)
         self.smem = SharedMemory(self.scope, self.out)
         self.mma = MmaEmitter(self.out, self.buffers, self.layouts, self.smem)

@@ -37,6 +37,7 @@ HELPERS = {
     "mma": "from tilecute.runtime.cute import mma as tcm",
     "rows": "from tilecute.runtime.cute import rows as tcrow",
     "scan": "from tilecute.runtime.cute import scan as tcs",
+    "math": "from tilecute.runtime.cute import math as tcmath",
 }
 # names the generated module binds at its top level
 MODULE_NAMES = frozenset({"cutlass", "cute", "placeholder_args"}

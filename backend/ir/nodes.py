@@ -137,6 +137,16 @@ INTRINSICS = {
     "exp": 1, "exp2": 1, "log": 1, "log2": 1, "sqrt": 1, "rsqrt": 1, "tanh": 1,
     "sin": 1, "cos": 1, "abs": 1, "floor": 1, "ceil": 1, "fma": 3, "ceildiv": 2,
     "thread_idx": 1,
+    # TVM's tir math (TileLang's T.tan ...): float argument(s), the argument's dtype;
+    # round: halfway cases to even (TVM's round), round_ties_away_from_zero: C's roundf
+    "tan": 1, "atan": 1, "acos": 1, "asin": 1, "sinh": 1, "cosh": 1, "erf": 1, "log10": 1,
+    "log1p": 1, "exp10": 1, "trunc": 1, "round": 1, "round_ties_away_from_zero": 1,
+    "pow": 2, "fmod": 2, "atan2": 2,
+    # float predicates: bool
+    "isnan": 1, "isinf": 1, "isfinite": 1,
+    # integers: C's / and % (truncating; the BinOps floordiv and mod floor), the number
+    # of set bits (the argument's dtype), leading zeros of a 32/64-bit integer (int32)
+    "truncdiv": 2, "truncmod": 2, "popcount": 1, "clz": 1,
     # the fast-math pass's approximations (ex2.approx.ftz / lg2.approx.ftz: flush
     # subnormals, ~2 ulp): exp2(x), exp(x) as exp2(x * log2 e), log2(x), log(x) as
     # log2(x) * ln 2
@@ -147,6 +157,12 @@ INTRINSICS = {
     "shfl_xor": 4, "shfl_down": 4, "shfl_up": 4, "shfl_sync": 4,
 }
 SHUFFLES = ("shfl_xor", "shfl_down", "shfl_up", "shfl_sync")
+# the intrinsics whose arguments and result share one float dtype
+FLOAT_MATH = ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "sin", "cos", "floor",
+              "ceil", "tan", "atan", "acos", "asin", "sinh", "cosh", "erf", "log10", "log1p",
+              "exp10", "trunc", "round", "round_ties_away_from_zero", "pow", "fmod", "atan2",
+              "exp2_approx", "exp_approx", "log2_approx", "log_approx")
+FLOAT_PREDICATES = ("isnan", "isinf", "isfinite")
 
 
 @dataclass(frozen=True)

@@ -62,6 +62,8 @@ def _expr(e: N.Expr) -> tuple[str, int]:
         args = ", ".join(expr_str(a) for a in e.args)
         if e.name == "thread_idx":
             return f"T.get_thread_binding({args})", _PREC_ATOM
+        if e.name == "round_ties_away_from_zero":
+            return f'T.round({args}, "ties-away-from-zero")', _PREC_ATOM
         return f"T.{e.name}({args})", _PREC_ATOM
     raise TypeError(f"printer: unknown expression {type(e).__name__}")
 

@@ -507,11 +507,29 @@ class _Validator:
                 self.fail(f"T.{e.name}: the lane, width and mask are integers")
             if e.name in N.SHUFFLES and e.dtype != e.args[0].dtype:
                 self.fail(f"T.{e.name} of a {e.args[0].dtype} value is declared {e.dtype}")
+            self.intrinsic_types(e)
             if e.name == "thread_idx" and not (isinstance(e.args[0], N.Const)
                                                and e.args[0].value in (0, 1, 2)):
                 self.fail("thread_idx takes a constant axis 0, 1 or 2")
         else:
             self.fail(f"unknown expression {type(e).__name__}")
+
+    def intrinsic_types(self, e: N.Call) -> None:
+        """The dtype rules of the math intrinsics (what the frontend's helpers build)."""
+        dtypes = [a.dtype for a in e.args]
+        if e.name in N.FLOAT_MATH and not (N.is_float(e.dtype) and set(dtypes) == {e.dtype}):
+            self.fail(f"{e.name} takes float arguments of its result's dtype; got "
+                      f"{', '.join(dtypes)} -> {e.dtype}")
+        if e.name in N.FLOAT_PREDICATES and not (N.is_float(dtypes[0]) and e.dtype == "bool"):
+            self.fail(f"{e.name} takes a float and is a bool; got {dtypes[0]} -> {e.dtype}")
+        if e.name in ("truncdiv", "truncmod", "popcount") and not (
+                N.is_int(e.dtype) and set(dtypes) == {e.dtype}):
+            self.fail(f"{e.name} takes integer arguments of its result's dtype; got "
+                      f"{', '.join(dtypes)} -> {e.dtype}")
+        if e.name == "clz" and not (N.is_int(dtypes[0]) and DTYPES[dtypes[0]].bits in (32, 64)
+                                    and e.dtype == "int32"):
+            self.fail(f"clz takes a 32- or 64-bit integer and is an int32; got {dtypes[0]} -> "
+                      f"{e.dtype}")
 
 
     def depth(self) -> None:

@@ -48,6 +48,10 @@ from .ops import (  # noqa: F401
     max_value, min_value, get_thread_binding,
 )
 from .ops import shfl_down, shfl_sync, shfl_up, shfl_xor  # noqa: F401
+from .ops import (  # noqa: F401
+    tan, atan, acos, asin, sinh, cosh, erf, log10, log1p, exp10, pow, fmod, atan2, round,
+    trunc, isnan, isinf, isfinite, truncdiv, truncmod, popcount, clz, likely,
+)
 from .parser import FrontendError, parse_script, prim_func
 from .values import DTYPE_NAMES, DType, GemmWarpPolicy, Layout, TensorSpec, dtype_name  # noqa: F401
 from .values import Buffer, StridedTensor, Tensor, dyn, dynamic, symbolic  # noqa: F401

@@ -387,7 +387,5 @@ TILELANG_ONLY = frozenset("""
     shuffle_elect annotate_layout annotate_safe_value annotate_restrict_buffers
     annotate_l2_hit_ratio annotate_min_blocks_per_sm annotate_ws_schedule ws_op
     create_tma_descriptor named_barrier_arrive index_to_coordinates import_source inline
-    meta_class print device_assert call_extern call_intrin reinterpret pow round trunc
-    truncdiv truncmod fmod isnan isinf isfinite erf log10 log1p exp10 tan atan atan2
-    acos asin sinh cosh popcount clz likely Shuffle
+    meta_class print device_assert call_extern call_intrin reinterpret Shuffle
 """.split())

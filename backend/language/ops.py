@@ -11,6 +11,7 @@ Imports the IR nodes and the values module; nothing imports back.
 
 from __future__ import annotations
 
+import builtins
 import math
 
 from ..ir import nodes as _N
@@ -49,6 +50,158 @@ def _unary(name):
 exp, exp2, log, log2 = _unary("exp"), _unary("exp2"), _unary("log"), _unary("log2")
 sqrt, rsqrt, tanh = _unary("sqrt"), _unary("rsqrt"), _unary("tanh")
 sin, cos, floor, ceil = _unary("sin"), _unary("cos"), _unary("floor"), _unary("ceil")
+
+
+# TVM's tir math as TileLang exports it (``T.tan`` ... ``T.exp10``): the argument's float
+# dtype (an integer argument is converted to float32, as for ``T.exp``)
+tan, atan, acos, asin = _unary("tan"), _unary("atan"), _unary("acos"), _unary("asin")
+sinh, cosh, erf = _unary("sinh"), _unary("cosh"), _unary("erf")
+log10, log1p, exp10 = _unary("log10"), _unary("log1p"), _unary("exp10")
+
+
+def _float_pair(name: str, a, b) -> tuple:
+    """``a`` and ``b`` in one float dtype (TVM's ``BinaryOpMatchTypes``); two integers are
+    refused, as TVM refuses them ("power only applies to float")."""
+    a, b, t = _N._coerce(a, b)
+    if not _N.is_float(t):
+        raise TypeError(f"T.{name} takes floats, got {a.dtype} and {b.dtype}")
+    return a, b, t
+
+
+def pow(x, y):  # noqa: A001 (TileLang's name)
+    """``x ** y`` on floats (``powf``)."""
+    x, y, t = _float_pair("pow", x, y)
+    return _N.Call("pow", (x, y), t)
+
+
+def fmod(x, y):
+    """C's ``fmod``: the remainder of ``x / y`` truncated, with the sign of ``x``."""
+    x, y, t = _float_pair("fmod", x, y)
+    return _N.Call("fmod", (x, y), t)
+
+
+def atan2(x1, x2):
+    """``atan(x1 / x2)`` in the quadrant of ``(x2, x1)``, C's ``atan2f(x1, x2)``."""
+    x1, x2, t = _float_pair("atan2", x1, x2)
+    return _N.Call("atan2", (x1, x2), t)
+
+
+_ROUNDING = {"ties-to-even": "round", "ties-away-from-zero": "round_ties_away_from_zero"}
+
+
+def round(x, rounding_mode="ties-to-even"):  # noqa: A001 (TileLang's name)
+    """The nearest integral value, halfway cases to even (TVM's ``round``) or, with
+    ``rounding_mode="ties-away-from-zero"``, away from zero (C's ``roundf``).  An integer
+    is returned as it is, as in TVM."""
+    if rounding_mode is None:
+        rounding_mode = "ties-to-even"
+    if rounding_mode not in _ROUNDING:
+        raise ValueError(f"T.round: rounding_mode={rounding_mode!r}; expected 'ties-to-even' "
+                         "or 'ties-away-from-zero'")
+    x = _N.as_expr(x)
+    if not _N.is_float(x.dtype):
+        return x
+    return _N.Call(_ROUNDING[rounding_mode], (x,), x.dtype)
+
+
+def trunc(x):
+    """The integral part of ``x`` (rounded toward zero); an integer as it is, as in TVM."""
+    x = _N.as_expr(x)
+    return _N.Call("trunc", (x,), x.dtype) if _N.is_float(x.dtype) else x
+
+
+def _predicate(name: str, on_int: bool, fold):
+    def f(x):
+        x = _N.as_expr(x)
+        if not _N.is_float(x.dtype):  # TVM: an integer is never NaN nor infinite
+            return _N.Const(on_int, "bool")
+        if isinstance(x, _N.Const):
+            return _N.Const(bool(fold(float(x.value))), "bool")
+        return _N.Call(name, (x,), "bool")
+
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = f"``T.{name}(x)``: a ``bool`` (an integer ``x`` gives ``{on_int}``)."
+    return f
+
+
+isnan = _predicate("isnan", False, math.isnan)
+isinf = _predicate("isinf", False, math.isinf)
+isfinite = _predicate("isfinite", True, math.isfinite)
+
+
+def _int_pair(name: str, a, b) -> tuple:
+    a, b, t = _N._coerce(a, b)
+    if not _N.is_int(t):
+        raise TypeError(f"T.{name} takes integers, got {a.dtype} and {b.dtype}")
+    return a, b, t
+
+
+def _is_py_int(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _c_div(x: int, y: int) -> int:
+    q = builtins.abs(x) // builtins.abs(y)
+    return q if (x < 0) == (y < 0) else -q
+
+
+def truncdiv(a, b):
+    """C's integer ``a / b``: the quotient rounded toward zero (``-7 / 2 == -3``), where
+    ``//`` and ``T.floordiv`` floor (``-7 // 2 == -4``)."""
+    if _is_py_int(a) and _is_py_int(b):
+        if b == 0:
+            raise ValueError("T.truncdiv: division by zero")
+        return _c_div(a, b)
+    a, b, t = _int_pair("truncdiv", a, b)
+    if isinstance(a, _N.Const) and isinstance(b, _N.Const) and b.value != 0:
+        return _N.Const(_c_div(int(a.value), int(b.value)), t)
+    return _N.Call("truncdiv", (a, b), t)
+
+
+def truncmod(a, b):
+    """C's integer ``a % b``: ``a - truncdiv(a, b) * b``, with the sign of ``a``
+    (``-7 % 2 == -1``), where ``%`` and ``T.floormod`` take the sign of ``b``."""
+    if _is_py_int(a) and _is_py_int(b):
+        if b == 0:
+            raise ValueError("T.truncmod: division by zero")
+        return a - _c_div(a, b) * b
+    a, b, t = _int_pair("truncmod", a, b)
+    if isinstance(a, _N.Const) and isinstance(b, _N.Const) and b.value != 0:
+        x, y = int(a.value), int(b.value)
+        return _N.Const(x - _c_div(x, y) * y, t)
+    return _N.Call("truncmod", (a, b), t)
+
+
+def _integer(name: str, x) -> _N.Expr:
+    x = _N.as_expr(x)
+    if not _N.is_int(x.dtype):
+        raise TypeError(f"T.{name} takes an integer, got {x.dtype}")
+    return x
+
+
+def popcount(x):
+    """The number of set bits of ``x`` (its two's complement bits), in ``x``'s dtype."""
+    x = _integer("popcount", x)
+    if isinstance(x, _N.Const):
+        return _N.Const(bin(int(x.value) & ((1 << DTYPES[x.dtype].bits) - 1)).count("1"), x.dtype)
+    return _N.Call("popcount", (x,), x.dtype)
+
+
+def clz(x):
+    """The number of leading zero bits of a 32- or 64-bit integer, an ``int32`` (CUDA's
+    ``__clz``/``__clzll``: 32 or 64 for 0)."""
+    x = _integer("clz", x)
+    bits = DTYPES[x.dtype].bits
+    if bits not in (32, 64):
+        raise TypeError(f"T.clz takes a 32- or 64-bit integer, got {x.dtype}")
+    if isinstance(x, _N.Const):
+        return _N.Const(bits - (int(x.value) & ((1 << bits) - 1)).bit_length(), "int32")
+    return _N.Call("clz", (x,), "int32")
+
+
+def likely(cond):
+    """TVM's branch hint: the condition itself (tilecute passes no hint on)."""
+    return cond
 
 
 def sigmoid(x):
@@ -267,4 +420,7 @@ EXPRESSION_HELPERS = (
     "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "shift_left", "shift_right",
     "Cast", "cast", "if_then_else", "Select", "infinity", "max_value", "min_value",
     "get_thread_binding", "shfl_xor", "shfl_down", "shfl_up", "shfl_sync",
+    "tan", "atan", "acos", "asin", "sinh", "cosh", "erf", "log10", "log1p", "exp10", "pow",
+    "fmod", "atan2", "round", "trunc", "isnan", "isinf", "isfinite", "truncdiv", "truncmod",
+    "popcount", "clz", "likely",
 )
