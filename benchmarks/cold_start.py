@@ -21,7 +21,12 @@ median of ``--runs`` is printed, one JSON line per path, then a summary of each 
 wall time beyond the floor.  The goal (issue 21): the exported package at most 100 ms
 beyond ``import torch`` + CUDA init.
 
-    python benchmarks/cold_start.py [--runs 10] [--package DIR] [--entry DIR]
+    python benchmarks/cold_start.py [--runs 10] [--package DIR] [--entry DIR] [--only package,cute]
+
+Python's bytecode matters here: an environment installed with ``pip --no-compile`` and run
+with ``PYTHONDONTWRITEBYTECODE=1`` (our GPU machine's) compiles tvm_ffi's sources at every
+import (~100 ms on the H100 host).  A normal ``pip install`` writes the ``.pyc`` files;
+run ``python -m compileall`` on such an environment first to measure what users get.
 """
 
 from __future__ import annotations
@@ -165,10 +170,14 @@ def main():
     ap.add_argument("--package", help="an exported package folder with a float32 vector_add "
                                       "(default: export examples/export/kernels.py now)")
     ap.add_argument("--entry", help="a cache entry of that vector_add (default: compile it now)")
+    ap.add_argument("--only", default=None,
+                    help="comma-separated words; run the paths whose name has one (the floor "
+                         "always runs), e.g. package,cache")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="tilecute-cold-"))
     package, entry = args.package, args.entry
-    if package is None or entry is None:
+    wants = lambda word: not args.only or word in args.only.lower()  # noqa: E731
+    if package is None or (entry is None and wants("cache")):
         import tilecute
         from tilecute.export import export, load_module
 
@@ -176,7 +185,7 @@ def main():
             package = str(export(str(HERE.parent / "examples" / "export" / "kernels.py") +
                                  ":vector_add", work, [os.environ.get("TILECUTE_ARCH", "sm_90a")],
                                  name="tccold"))
-        if entry is None:
+        if entry is None and wants("cache"):
             module = load_module(str(HERE.parent / "examples" / "export" / "kernels.py"), ["sm_90a"])
             kernel = tilecute.compile(module.vector_add)
             kernel.ensure_cubin()
@@ -187,8 +196,8 @@ def main():
              ("exported package", child, [str(package.parent)], None),
              ("exported package, no torch DLPack addon", child, [str(package.parent)],
               {**os.environ, "TVM_FFI_DISABLE_TORCH_C_DLPACK": "1"}),
-             ("tilecute cache", TILECUTE_CHILD, [entry], None)]
-    if _importable("cutlass"):
+             ("tilecute cache", TILECUTE_CHILD, [entry or ""], None)]
+    if _importable("cutlass") and (not args.only or "cute" in args.only.lower()):
         try:
             subprocess.run([sys.executable, "-c", CUTE_EXPORT, str(HERE), str(work)], check=True,
                            capture_output=True, text=True)
@@ -202,6 +211,10 @@ def main():
     if not _importable("tilelang"):
         print(json.dumps({"path": "TileLang cache", "skipped": "tilelang is not installed"}),
               flush=True)
+    if args.only:
+        words = [w.strip().lower() for w in args.only.split(",") if w.strip()]
+        paths = [p for p in paths if p[0].startswith("import torch") or
+                 any(w in p[0].lower() for w in words)]
     results = {}
     for name, code, extra, env in paths:
         run(code, *extra, env=env)  # one unmeasured run: file caches warm, JIT addons built

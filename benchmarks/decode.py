@@ -5,7 +5,7 @@ K/V, and FlashAttention-4's paged path when its wheel is importable and takes th
 Bytes counted: the K and V the keys of every sequence need (``sum(seqlens) x kv_heads x
 dim x 2 tensors x element size``), plus Q and O; achieved bandwidth = bytes / time.  The
 copy peer moves a buffer as large as the cache (read + write counted).  Each number is the
-median of ``--reps`` CUDA-event timings after warm-up.  One JSON line per measurement,
+median of ``--reps`` CUDA-event timings (each of 10 back-to-back calls) after warm-up.  One JSON line per measurement,
 with ``of_copy`` (the ratio to the copy bandwidth) where it applies.
 
     python benchmarks/decode.py [--reps 30] [--quick]
@@ -33,7 +33,10 @@ SHAPES = [  # batch, heads, kv_heads, dim, seqlen, page sizes
 ]
 
 
-def time_us(fn, reps: int) -> float:
+def time_us(fn, reps: int, inner: int = 10) -> float:
+    """Median over ``reps`` of the mean time of ``inner`` back-to-back calls: a decode step
+    follows another on the stream, so the host's per-call work (output and workspace
+    allocation, argument checks) overlaps the previous call's kernels, as when serving."""
     for _ in range(3):
         fn()
     torch.cuda.synchronize()
@@ -41,10 +44,11 @@ def time_us(fn, reps: int) -> float:
     for _ in range(reps):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
-        fn()
+        for _ in range(inner):
+            fn()
         end.record()
         end.synchronize()
-        times.append(start.elapsed_time(end) * 1e3)
+        times.append(start.elapsed_time(end) * 1e3 / inner)
     return statistics.median(times)
 
 
