@@ -124,6 +124,70 @@ def test_all_forms_in_one_scalar_kernel_build_for_sm80(tmp_path):
     assert tilecute.build_cubin(func, "sm_80", out_dir=str(tmp_path)).kernel_names
 
 
+# ---- lanes, warps, warp groups, T.sync_warp ------------------------------------------------------
+WARPS = _script("""
+    s = T.alloc_shared((256,), "float32")
+    tid = T.get_thread_binding(0)
+    s[tid] = A[bx * 256 + tid]
+    T.sync_warp()
+    lane = T.get_lane_idx()
+    v = s[T.get_warp_idx() * 32 + (lane ^ 1)]
+    T.sync_warp(0xFFFF)
+    B[bx * 256 + tid] = v
+    W[bx * 256 + tid] = lane + T.get_warp_idx_sync() * 100 + T.get_warp_group_idx() * 10000 + \\
+        T.get_lane_idx(16) * 1000000 + T.get_warp_group_idx(32, 2) * 100000000
+""", 'A: T.Tensor((M,), "float32"), B: T.Tensor((M,), "float32"), W: T.Tensor((M,), "int32")',
+    grid="T.ceildiv(M, 256)", threads=256)
+
+
+def test_lane_warp_and_warp_group_are_tilelangs_divisions_of_the_thread_index(tmp_path):
+    """tl::get_lane_idx / get_warp_idx / get_warp_group_idx: the linear thread index % 32,
+    // 32, // (32 * 4), built from T.get_thread_binding (so every pass knows they vary by
+    thread); T.sync_warp is bar.warp.sync."""
+    func = _roundtrip(T.from_script(WARPS))
+    script = func.script()
+    assert "lane = T.get_thread_binding(0) % 32\n" in script
+    assert "v = s[T.get_thread_binding(0) // 32 * 32 + (lane ^ 1)]" in script
+    assert ("lane + T.get_thread_binding(0) // 32 * 100 + T.get_thread_binding(0) // 128 * 10000 "
+            "+ T.get_thread_binding(0) % 16 * 1000000 + T.get_thread_binding(0) // 64 * 100000000") in script
+    assert "        T.sync_warp()\n" in script and "        T.sync_warp(T.uint32(65535))\n" in script
+    source = emit_cute(lower(func, "sm_90a"))
+    assert "cute.arch.sync_warp()\n" in source and "cute.arch.sync_warp(65535)\n" in source
+    assert "lane = tc_tx % 32" in source  # provably non-negative: Python's % is C's here
+    assert tilecute.build_cubin(func, "sm_90a", out_dir=str(tmp_path)).kernel_names
+
+
+def test_thread_forms_take_the_kernels_thread_dims():
+    """A 2-D block: TileLang's linear index threadIdx.x + blockDim.x * threadIdx.y."""
+    func = T.from_script(_script("""
+        B[bx * 128 + T.get_thread_binding(0)] = T.get_warp_idx() + T.get_lane_idx(0)
+    """, 'B: T.Tensor((M,), "int32")', threads="(32, 4)"))
+    tid = "(T.get_thread_binding(0) + T.get_thread_binding(1) * 32)"
+    # a warp size that is not positive is the default, as tl::get_lane_idx has it
+    assert f"= {tid} // 32 + {tid} % 32\n" in func.script()
+    i = N.Var("i", "int32")
+    lane = T.get_lane_idx(i, threads=(128,))
+    assert lane.b == N.Select(N.Cmp("gt", i, N.Const(0, "int32")), i, N.Const(32, "int32"), "int32")
+
+
+@pytest.mark.parametrize("call,message", [
+    ("T.get_lane_idx(1.5)", "T.get_lane_idx: warp_size must be an integer, got 1.5"),
+    ("T.get_warp_group_idx(warps_per_group=2)",
+     "T.get_warp_group_idx expects `warp_size` when specifying `warps_per_group`"),
+    ("T.get_warp_idx(threads=4)", "T.get_warp_idx: got an unexpected keyword argument 'threads'"),
+    ("T.sync_warp(0)", "T.sync_warp: mask=0x0 must be a nonzero 32-bit lane mask"),
+    ("T.sync_warp(1.0)", "mask must be an integer lane mask"),
+    ("T.sync_warp(1, 2)", "T.sync_warp: unexpected positional argument 2"),
+])
+def test_thread_form_errors(call, message):
+    body = f"y = {call}" if not call.startswith("T.sync_warp") else call
+    msg = _error(_script(f"""
+        {body}
+        A[bx] = 1.0
+    """, 'A: T.Tensor((M,), "float32")'), call)
+    assert message in msg, msg
+
+
 # ---- what each means ---------------------------------------------------------------------------
 def test_truncdiv_truncmod_round_toward_zero_where_floordiv_floors():
     assert (T.truncdiv(-7, 2), T.truncmod(-7, 2), T.truncdiv(7, -2), T.truncmod(7, -2)) == (-3, -1, -3, 1)
@@ -276,10 +340,20 @@ def _inputs(case, dtype, n):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("case", sorted(CASES) + ["warps"])
 def test_forms_match_torch(case):
     import torch
 
+    if case == "warps":
+        n = 1024
+        a, b = torch.randn(n, device="cuda"), torch.empty(n, device="cuda")
+        w = torch.empty(n, device="cuda", dtype=torch.int32)
+        tilecute.compile(T.from_script(WARPS))(a, b, w)
+        tid = torch.arange(n, device="cuda") % 256
+        assert torch.equal(b, a[torch.arange(n, device="cuda") ^ 1])
+        want = tid % 32 + tid // 32 * 100 + tid // 128 * 10000 + tid % 16 * 1000000 + tid // 64 * 100000000
+        assert torch.equal(w.to(torch.int64), want)
+        return
     call, in_dtype, out_dtype, _ = CASES[case]
     kernel = tilecute.compile(T.from_script(elementwise(call, in_dtype, out_dtype, in_dtype)))
     n = 4096
@@ -299,7 +373,7 @@ def test_forms_match_torch(case):
 @pytest.mark.parametrize("case,instruction", [
     ("round", r"cvt\.rni\.f32\.f32"), ("trunc", r"cvt\.rzi\.f32\.f32"),
     ("truncdiv", r"div\.s32"), ("truncmod", r"rem\.s32"), ("truncdiv_u32", r"div\.u32"),
-    ("popcount", r"popc\.b32"), ("clz", r"clz\.b32"),
+    ("popcount", r"popc\.b32"), ("clz", r"clz\.b32"), ("warps", r"bar\.warp\.sync"),
 ])
 def test_ptx_instructions(case, instruction, tmp_path, monkeypatch):
     """C's integer / and % are PTX div/rem (which truncate); TVM's round is cvt.rni."""
@@ -308,8 +382,7 @@ def test_ptx_instructions(case, instruction, tmp_path, monkeypatch):
     import cutlass.cute as cute
     from tilecute.runtime.cubingen import import_source
 
-    call, in_dtype, out_dtype, _ = CASES[case]
-    func = T.from_script(elementwise(call, in_dtype, out_dtype, in_dtype))
+    func = T.from_script(WARPS if case == "warps" else elementwise(*CASES[case][:3], CASES[case][1]))
     path = tmp_path / "kernel_cute.py"
     path.write_text(emit_cute(lower(func, "sm_90a")))
     module = import_source(str(path), f"tilecute_intrinsics_{case}")

@@ -226,7 +226,7 @@ class KernelEmitter:
         thread's copy of the replicated ``dst``.  Rows of a T.gemm accumulator reduce within
         the quads that hold them."""
         if s.src in self.mma.coords:
-            self.mma.reduce_rows(s, depth)
+            self.mma.reduce_rows(s, depth, self.scope.num_threads if self.scope.producer_threads else 0)
             return
         out = self.out
         src, dst = self.buffers[s.src], self.buffers[s.dst]
@@ -363,6 +363,11 @@ class KernelEmitter:
         self.out.line(depth, f"cute.arch.{fn}(barrier_id={self.exprs.expr(s.barrier_id)}, "
                              f"number_of_threads={s.threads})")
 
+    def warp_sync(self, s: N.WarpSync, depth: int, guarded: bool) -> None:
+        mask = "" if s.mask is None else (str(int(s.mask.value)) if isinstance(s.mask, N.Const)
+                                          else self.exprs.expr(s.mask))
+        self.out.line(depth, f"cute.arch.sync_warp({mask})")
+
     def wait_wgmma(self, s: N.WaitWgmma, depth: int, guarded: bool) -> None:
         self.mma.wait(s, depth)
 
@@ -482,6 +487,7 @@ _STATEMENTS = {
     N.AtomicAdd: KernelEmitter.atomic_add, N.Barrier: KernelEmitter.barrier,
     N.TmaCopy: KernelEmitter.tma_copy, N.Gemm: KernelEmitter.gemm,
     N.WaitWgmma: KernelEmitter.wait_wgmma, N.NamedBarrier: KernelEmitter.named_barrier,
+    N.WarpSync: KernelEmitter.warp_sync,
     N.MBarrierWait: KernelEmitter.mbarrier_wait, N.SetMaxNReg: KernelEmitter.set_max_nreg,
     N.MBarrierArrive: KernelEmitter.mbarrier_arrive, N.While: KernelEmitter.while_,
     N.Scan: KernelEmitter.scan, N.FinalizeReducer: KernelEmitter.finalize_reducer,

@@ -657,6 +657,15 @@ class NamedBarrier(Stmt):
 
 
 @dataclass(frozen=True)
+class WarpSync(Stmt):
+    """``T.sync_warp(mask)``: ``bar.warp.sync`` (CUDA's ``__syncwarp``) over the lanes of
+    ``mask`` (a ``uint32``; ``None``: the whole warp).  Every lane in the mask runs it."""
+
+    mask: Optional[Expr] = None
+    loc: Optional[Loc] = _loc()
+
+
+@dataclass(frozen=True)
 class WaitWgmma(Stmt):
     """``T.wait_wgmma(pending)``: wait until at most ``pending`` of this warpgroup's wgmma
     batches (the most recent ones) are in flight; the accumulators of the others may be

@@ -187,6 +187,8 @@ def _stmt(s: N.Stmt, indent: int, out: list[str]) -> None:
     elif isinstance(s, N.NamedBarrier):
         fn = "named_barrier_arrive" if s.arrive else "named_barrier_sync"
         out.append(f"{pad}T.{fn}({expr_str(s.barrier_id)}, {s.threads})")
+    elif isinstance(s, N.WarpSync):
+        out.append(f"{pad}T.sync_warp({'' if s.mask is None else expr_str(s.mask)})")
     elif isinstance(s, N.WaitWgmma):
         out.append(f"{pad}T.wait_wgmma({s.pending})")
     elif isinstance(s, N.Reduce):

@@ -385,6 +385,11 @@ class _Validator:
             self.expr(s.barrier_id, vars_, bufs)
             if s.threads <= 0 or s.threads % 32:
                 self.fail(f"a named barrier counts whole warps; {s.threads} threads")
+        elif isinstance(s, N.WarpSync):
+            if s.mask is not None:
+                self.expr(s.mask, vars_, bufs)
+                if s.mask.dtype != "uint32":
+                    self.fail(f"T.sync_warp's mask is a uint32, got {s.mask.dtype}")
         elif isinstance(s, N.WaitWgmma):
             if not isinstance(s.pending, int) or s.pending < 0:
                 self.fail(f"T.wait_wgmma takes a count of batches >= 0, got {s.pending!r}")

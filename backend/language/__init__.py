@@ -40,6 +40,7 @@ from .forms import (  # noqa: F401
     barrier_wait,
 )
 from .forms import alloc_global, alloc_reducer, cummax, cumsum, finalize_reducer, im2col  # noqa: F401
+from .forms import sync_warp  # noqa: F401
 from .ops import EXPRESSION_HELPERS
 from .ops import (  # noqa: F401
     ceildiv, cdiv, exp, exp2, log, log2, sqrt, rsqrt, tanh, sin, cos, floor, ceil, sigmoid,
@@ -51,6 +52,7 @@ from .ops import shfl_down, shfl_sync, shfl_up, shfl_xor  # noqa: F401
 from .ops import (  # noqa: F401
     tan, atan, acos, asin, sinh, cosh, erf, log10, log1p, exp10, pow, fmod, atan2, round,
     trunc, isnan, isinf, isfinite, truncdiv, truncmod, popcount, clz, likely,
+    get_lane_idx, get_warp_idx, get_warp_idx_sync, get_warp_group_idx,
 )
 from .parser import FrontendError, parse_script, prim_func
 from .values import DTYPE_NAMES, DType, GemmWarpPolicy, Layout, TensorSpec, dtype_name  # noqa: F401

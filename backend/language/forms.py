@@ -263,6 +263,12 @@ def sync_threads(barrier_id=None, arrive_count=None, *, wait_async=False):
 
 
 @_form("stmt")
+def sync_warp(mask=None):
+    """``__syncwarp(mask)``: the warp's lanes in ``mask`` (all 32 by default) wait for each
+    other; their shared-memory writes before it are visible to them after it."""
+
+
+@_form("stmt")
 def tma_copy(src, dst, *, barrier=None, cluster_mask=None, leader_scope_threads=None,
              eviction_policy=None, annotations=None, stage=None):
     """A TMA copy with explicit synchronization.  tilecute's: ``stage`` (the stage of a
@@ -378,11 +384,10 @@ TILELANG_ONLY = frozenset("""
     warp_reduce_max warp_reduce_min warp_reduce_bitand warp_reduce_bitor
     atomic_addx2 atomic_addx4 atomic_load atomic_store atomic_or dp4a
     reshape view loop_break any_of all_of access_ptr activemask all_sync any_sync ballot
-    ballot_sync get_lane_idx get_warp_idx get_warp_idx_sync
-    get_warp_group_idx get_thread_bindings get_block_binding get_block_bindings
+    ballot_sync get_thread_bindings get_block_binding get_block_bindings
     get_thread_extent get_thread_extents get_block_extent get_block_extents
     mbarrier_arrive_expect_tx mbarrier_expect_tx no_set_max_nreg inc_max_nreg dec_max_nreg
-    sync_global sync_grid sync_warp syncthreads_and
+    sync_global sync_grid syncthreads_and
     syncthreads_count syncthreads_or fence_proxy_async tma_store_arrive tma_store_wait
     shuffle_elect annotate_layout annotate_safe_value annotate_restrict_buffers
     annotate_l2_hit_ratio annotate_min_blocks_per_sm annotate_ws_schedule ws_op

@@ -12,6 +12,7 @@ Imports the IR nodes and the values module; nothing imports back.
 from __future__ import annotations
 
 import builtins
+import inspect
 import math
 
 from ..ir import nodes as _N
@@ -373,6 +374,79 @@ def get_thread_binding(dim: int = 0):
     return _N.Call("thread_idx", (_N.Const(int(dim), "int32"),), "int32")
 
 
+# ---- lanes, warps and warp groups (TileLang's T.get_lane_idx ...; its tl::get_lane_idx) -------
+# TileLang's defaults on NVIDIA GPUs: 32 lanes a warp, 4 warps a warp group
+_WARP_SIZE, _WARPS_PER_GROUP = 32, 4
+
+
+def _linear_thread_idx(threads: tuple) -> _N.Expr:
+    """TileLang's ``threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)``
+    over the kernel's ``threads``."""
+    tid, stride = get_thread_binding(0), 1
+    for d in range(1, len(threads)):
+        stride *= threads[d - 1]
+        tid = _N.binop("add", tid, _N.binop("mul", get_thread_binding(d), stride))
+    return tid
+
+
+def _count(name: str, arg: str, value, default: int) -> _N.Expr:
+    """A warp size or warps-per-group argument: ``default`` where it is None or not
+    positive (as tl::get_lane_idx falls back at run time)."""
+    if value is None:
+        return _N.Const(default, "int32")
+    if isinstance(value, bool) or not isinstance(value, (int, _N.Expr)) or \
+            (isinstance(value, _N.Expr) and not _N.is_int(value.dtype)):
+        raise TypeError(f"T.{name}: {arg} must be an integer, got {value!r}")
+    if isinstance(value, int):
+        return _N.Const(value if value > 0 else default, "int32")
+    value = _N.cast(value, "int32")
+    return _N.Select(_N.cmp("gt", value, 0), value, _N.Const(default, "int32"), "int32")
+
+
+def _thread_form(fn):
+    """A helper of the kernel's thread index: the parser passes the enclosing T.Kernel's
+    ``threads`` (keyword ``threads``, not part of TileLang's signature shown to programs)."""
+    sig = inspect.signature(fn)
+    fn.__signature__ = sig.replace(parameters=[p for p in sig.parameters.values()
+                                               if p.name != "threads"])
+    fn.kernel_threads = True
+    return fn
+
+
+@_thread_form
+def get_lane_idx(warp_size=None, *, threads=(128,)):
+    """The thread's lane in its warp: the linear thread index ``% warp_size`` (32)."""
+    return _N.binop("mod", _linear_thread_idx(threads),
+                    _count("get_lane_idx", "warp_size", warp_size, _WARP_SIZE))
+
+
+@_thread_form
+def get_warp_idx(warp_size=None, *, threads=(128,)):
+    """The thread's warp in the block: the linear thread index ``// warp_size`` (32)."""
+    return _N.binop("floordiv", _linear_thread_idx(threads),
+                    _count("get_warp_idx", "warp_size", warp_size, _WARP_SIZE))
+
+
+@_thread_form
+def get_warp_idx_sync(warp_size=None, *, threads=(128,)):
+    """As :func:`get_warp_idx` (TileLang's variant for converged warps; the same value)."""
+    return _N.binop("floordiv", _linear_thread_idx(threads),
+                    _count("get_warp_idx_sync", "warp_size", warp_size, _WARP_SIZE))
+
+
+@_thread_form
+def get_warp_group_idx(warp_size=None, warps_per_group=None, *, threads=(128,)):
+    """The thread's warp group: the linear thread index ``// (warp_size *
+    warps_per_group)`` (32 * 4 = 128)."""
+    if warps_per_group is not None and warp_size is None:
+        raise ValueError("T.get_warp_group_idx expects `warp_size` when specifying "
+                         "`warps_per_group`")
+    size = _N.binop("mul", _count("get_warp_group_idx", "warp_size", warp_size, _WARP_SIZE),
+                    _count("get_warp_group_idx", "warps_per_group", warps_per_group,
+                           _WARPS_PER_GROUP))
+    return _N.binop("floordiv", _linear_thread_idx(threads), size)
+
+
 # ---- warp shuffles (TileLang's T.shfl_*; CUDA's __shfl_*_sync) --------------------------------
 _FULL_MASK = 0xFFFFFFFF
 
@@ -422,5 +496,6 @@ EXPRESSION_HELPERS = (
     "get_thread_binding", "shfl_xor", "shfl_down", "shfl_up", "shfl_sync",
     "tan", "atan", "acos", "asin", "sinh", "cosh", "erf", "log10", "log1p", "exp10", "pow",
     "fmod", "atan2", "round", "trunc", "isnan", "isinf", "isfinite", "truncdiv", "truncmod",
-    "popcount", "clz", "likely",
+    "popcount", "clz", "likely", "get_lane_idx", "get_warp_idx", "get_warp_idx_sync",
+    "get_warp_group_idx",
 )

@@ -484,6 +484,7 @@ class _Parser:
             block_vars.append(v)
             self.bind(nm, v)
         self.kernel_grid = (tuple(grid), tuple(names))
+        self.kernel_threads = tuple(threads)
         self.in_kernel = True
         try:
             body = self.block(s.body)
@@ -1275,6 +1276,18 @@ class _Parser:
                                                  "whole block")
         return [N.Barrier(a.static_bool("wait_async"), loc=self.loc(s))]
 
+    def stmt_sync_warp(self, a: _Args, s) -> list[N.Stmt]:
+        mask = a.value("mask")
+        if mask is not None:
+            if isinstance(mask, int) and not isinstance(mask, bool):
+                if not 0 < mask <= 0xFFFFFFFF:
+                    raise a.fail("mask", f"mask={mask:#x} must be a nonzero 32-bit lane mask")
+                mask = N.Const(mask, "uint32")
+            elif not (isinstance(mask, N.Expr) and N.is_int(mask.dtype)):
+                raise a.fail("mask", "mask must be an integer lane mask")
+            mask = N.cast(mask, "uint32")
+        return [N.WarpSync(mask, loc=self.loc(s))]
+
     def stmt_tma_copy(self, a: _Args, s) -> list[N.Stmt]:
         for opt in ("cluster_mask", "leader_scope_threads"):
             a.refuse_unless(opt, (None,), "tilecute's TMA copies are per block (no multicast)")
@@ -1659,6 +1672,10 @@ class _Parser:
                       if p.kind == p.KEYWORD_ONLY}
             for n, v in zip(a.sig.parameters, args):
                 self.check_value(a.node(n), v)
+            if getattr(fn, "kernel_threads", False):  # T.get_lane_idx ...: of the T.Kernel's threads
+                if not self.in_kernel:
+                    raise self.error(node, f"T.{helper} is only valid inside a T.Kernel")
+                kwargs["threads"] = self.kernel_threads
             try:
                 return fn(*args, **kwargs)
             except (TypeError, ValueError, KeyError) as e:
