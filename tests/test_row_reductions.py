@@ -171,9 +171,22 @@ def _row_max(policy):
     return row_max
 
 
-def test_row_reduction_on_sm_80_needs_full_row_warps(tmp_path):
-    with pytest.raises(LayoutError, match=r"spread over 2 warps along N .*FullRow"):
-        lower(_row_max(T.GemmWarpPolicy.Square), "sm_80")
-    func = _row_max(T.GemmWarpPolicy.FullRow)
-    assert "tcrow.reduce_rows(acc, m" in emit_cute(lower(func, "sm_80"))
-    assert tilecute.build_cubin(func, "sm_80", out_dir=str(tmp_path)).kernel_names
+@pytest.mark.parametrize("arch,policy,warps", [
+    ("sm_80", T.GemmWarpPolicy.Square, (2, 2)),
+    ("sm_80", T.GemmWarpPolicy.FullCol, (1, 4)),
+    ("sm_80", T.GemmWarpPolicy.FullRow, (4, 1)),
+    ("sm_90a", T.GemmWarpPolicy.FullRow, (1, 1)),
+])
+def test_row_reduction_with_warps_along_n_meets_in_shared(arch, policy, warps, tmp_path):
+    """Rows spread over warps along N (FullCol, Square): each warp's quad reduces its
+    columns, then the warps' partials combine through a shared scratch of M x warps_n."""
+    func = _row_max(policy)
+    lowered = lower(func, arch)
+    source = emit_cute(lowered)
+    assert _layouts(run_passes(func, arch, until="select_mma"))["acc"].warps == warps
+    if warps[1] > 1:
+        assert 'tcrow.reduce_rows_across(acc, m, tc_m_i, "max", True, m_rows_scratch, ' in source
+        assert "m_rows_scratch = cute.make_tensor(" in source
+    else:
+        assert "tcrow.reduce_rows(acc, m" in source
+    assert tilecute.build_cubin(func, arch, out_dir=str(tmp_path)).kernel_names

@@ -226,7 +226,7 @@ class KernelEmitter:
         thread's copy of the replicated ``dst``.  Rows of a T.gemm accumulator reduce within
         the quads that hold them."""
         if s.src in self.mma.coords:
-            self.mma.reduce_rows(s, depth)
+            self.mma.reduce_rows(s, depth, self.scope.num_threads if self.scope.producer_threads else 0)
             return
         out = self.out
         src, dst = self.buffers[s.src], self.buffers[s.dst]

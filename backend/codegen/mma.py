@@ -73,13 +73,25 @@ class MmaEmitter:
                       f"the rows of a {layout.mma} accumulator this thread holds; "
                       f"{b.name}[q] is row {rows}[q]")
 
-    def reduce_rows(self, s: N.Reduce, depth: int) -> None:
+    def reduce_rows(self, s: N.Reduce, depth: int, threads: int = 0) -> None:
         """``T.reduce_<kind>(acc, rows, dim=1)``: each thread combines its registers of each
-        of its rows, then the quad holding the row."""
+        of its rows, then the quad holding the row; with warps along N (``s.scratch``), then
+        the warps' partials through shared memory (``threads``: a named barrier over the
+        first ``threads`` threads, for a kernel with a producer warpgroup)."""
         self.drain(depth, {s.src, s.dst})
         self.out.use("rows")
-        self.out.line(depth, f"tcrow.reduce_rows({ident(s.src)}, {ident(s.dst)}, {quote(s.kind)}, "
-                             f"clear={s.clear})", f"T.reduce_{s.kind}({s.src}, {s.dst}, dim=1)")
+        what = f"T.reduce_{s.kind}({s.src}, {s.dst}, dim=1)"
+        if not s.scratch:
+            self.out.line(depth, f"tcrow.reduce_rows({ident(s.src)}, {ident(s.dst)}, {quote(s.kind)}, "
+                                 f"clear={s.clear})", what)
+            return
+        layout = self.layouts[s.src]
+        m = int(self.buffers[s.src].shape[0].value)
+        self.out.line(depth, f"tcrow.reduce_rows_across({ident(s.src)}, {ident(s.dst)}, "
+                             f"{self.rows[s.dst]}, {quote(s.kind)}, {s.clear}, {ident(s.scratch)}, "
+                             f"{quote(layout.mma)}, {tuple(layout.warps)}, {m}, tc_tid, {threads})",
+                      what + f": rows split over {layout.warps[1]} warp(group)s along N meet in "
+                             f"'{s.scratch}'")
 
     def gemm(self, s: N.Gemm, depth: int, stage: str | None = None) -> None:
         """``stage``: the stage of the staged shared operands (default: the enclosing

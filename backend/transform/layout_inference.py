@@ -26,7 +26,9 @@ Shared buffers
   are a power of two long; ``row_major`` otherwise.
 
 Reductions get a shared scratch buffer (one value per row and warp) when the block has
-more than one warp.
+more than one warp; a row reduction of a T.gemm accumulator whose warps split N
+(``GemmWarpPolicy.FullCol``) gets one of M x warps-along-N values, where the warps'
+partial rows meet.
 """
 
 from __future__ import annotations
@@ -372,11 +374,6 @@ class _Kernel:
         if r.dst not in self.rows or src.ndim != 2 or r.dim not in (1, -1):
             self.fail(r, f"T.reduce_{r.kind} of the T.gemm accumulator '{r.src}' reduces its "
                          f"rows (dim=1) into a fragment of shape ({src.shape[0]},)")
-        if layout.warps[1] != 1:
-            self.fail(r, f"T.reduce_{r.kind} of the T.gemm accumulator '{r.src}': its rows are "
-                         f"spread over {layout.warps[1]} warps along N (warps {layout.warps}); a row "
-                         "reduction needs every warp along M (T.gemm(..., policy="
-                         "T.GemmWarpPolicy.FullRow))")
 
     def why_text(self, name: str) -> str:
         s = self.why.get(name)
@@ -427,8 +424,21 @@ class _Kernel:
                 return kernel.rewrite_nest(nest, mode, vector.get(root, 0))
 
             def visit_reduce(self, s: N.Reduce) -> N.Reduce:
+                if s.dst in kernel.rows and not s.scratch:
+                    # rows of an accumulator reduce within the quad holding them; with warps
+                    # along N (GemmWarpPolicy.FullCol) the warps' partials meet in shared
+                    acc = kernel.mma[s.src]
+                    if acc.warps[1] == 1:
+                        return s
+                    m = int(kernel.buffers[s.src].shape[0].value)
+                    name = f"{s.dst}_rows_scratch"
+                    if name not in {a.buffer.name for a in scratch_allocs}:
+                        buf = N.Buffer(name, kernel.buffers[s.dst].dtype,
+                                       (N.Const(m * acc.warps[1], "int32"),), "shared")
+                        scratch_allocs.append(N.Allocate(buf, N.Layout("row_major"), loc=s.loc))
+                    return dataclasses.replace(s, scratch=name)
                 if warps <= 1 or s.scratch or s.dst in kernel.rows:
-                    return s  # (rows of an accumulator reduce within their quad)
+                    return s
                 src = kernel.buffers[s.src]
                 rows = math.prod(int(d.value) for d in src.shape[:-1])
                 name = f"{s.dst}_scratch"

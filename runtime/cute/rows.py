@@ -8,8 +8,9 @@ In both tensor-core families a thread's accumulator registers have the shape
 column groups of 8), then the tiles along M and N.  So a thread holds ``2 * MMA_M``
 rows, the same ones for every N, and the four lanes of a quad (``lane // 4`` equal)
 hold the same rows.  A row reduction combines a thread's registers of each row and
-then the quad (two butterfly shuffles); it needs all warps along M (a warp arrangement
-``(w, 1)``), which the layout pass checks.
+then the quad (two butterfly shuffles); when warps also split N (``(w, n)`` with n > 1:
+``GemmWarpPolicy.FullCol``), ``reduce_rows_across`` then combines the n warps' partials
+through a shared scratch the layout pass allocates.
 
 Usage in generated code::
 
@@ -26,7 +27,7 @@ import cutlass
 import cutlass.cute as cute
 
 from . import mma as tcm
-from .reduce import combine, warp_allreduce
+from .reduce import _sync, combine, warp_allreduce
 
 
 def row_fragment(family: str, warps: tuple, m: int, dtype, tid):
@@ -72,6 +73,56 @@ def reduce_rows(acc, rows, op: str, clear: bool = True):
             v = warp_allreduce(v, base, 4)  # the quad holding this row
             q = r0 + 2 * mi
             rows[q] = v if clear else combine(rows[q], v, base)
+
+
+def reduce_rows_across(acc, rows, rows_i, op: str, clear: bool, scratch, family: str,
+                       warps: tuple, m: int, tid, threads: int = 0):
+    """``reduce_rows`` for an accumulator whose warps (warpgroups for wgmma) split N:
+    each warp's quad reduces its columns of the row, lane 0 of the quad writes the partial
+    to ``scratch[w * m + row]`` (``w``: the warp's index along N, the tiled MMA's atoms
+    being laid out column-major, M first), a barrier, then every thread combines the
+    ``warps[1]`` partials of each of its rows, and a second barrier lets the scratch be
+    written again.  Every thread of the MMA must call it."""
+    absolute = op.startswith("abs")
+    base = op[3:] if absolute else op
+    inner = cute.size(acc, mode=[0])
+    mma_m = cute.size(acc, mode=[1])
+    mma_n = cute.size(acc, mode=[2])
+    groups = inner // 4
+    unit = 128 if family == "wgmma" else 32
+    along_n = (tid // unit) // warps[0]
+    part = cute.make_rmem_tensor((2 * mma_m,), rows.element_type)
+    for mi in range(mma_m):
+        for r0 in range(2):
+            v = None
+            for ni in range(mma_n):
+                for g in range(groups):
+                    for c0 in range(2):
+                        x = acc[c0 + 2 * r0 + 4 * g + inner * (mi + mma_m * ni)]
+                        if absolute:
+                            x = _abs(x)
+                        v = x if v is None else combine(v, x, base)
+            part[r0 + 2 * mi] = warp_allreduce(v, base, 4)
+    _exchange(part, rows, rows_i, base, clear, scratch, warps[1], m, along_n, tid, threads)
+
+
+@cute.jit
+def _exchange(part, rows, rows_i, op: cutlass.Constexpr, clear: cutlass.Constexpr, scratch,
+              warps_n: cutlass.Constexpr, m: cutlass.Constexpr, along_n, tid,
+              threads: cutlass.Constexpr):
+    if tid % 4 == 0:
+        for q in cutlass.range_constexpr(len(rows_i)):
+            scratch[along_n * m + rows_i[q]] = part[q]
+    _sync(threads)
+    for q in cutlass.range_constexpr(len(rows_i)):
+        v = scratch[rows_i[q]]
+        for w in cutlass.range_constexpr(1, warps_n):
+            v = combine(v, scratch[w * m + rows_i[q]], op)
+        if cutlass.const_expr(clear):
+            rows[q] = v
+        else:
+            rows[q] = combine(rows[q], v, op)
+    _sync(threads)
 
 
 def _abs(x):

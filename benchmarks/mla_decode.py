@@ -1,0 +1,91 @@
+"""MLA decode (examples/mla_decode.py) in TFLOP/s and GB/s, DeepSeek-V2/V3 shapes: 128
+query heads, latent 512 + rope 64, one latent KV head, paged (64-token pages), fp16.
+
+FLOPs: ``batch x heads x seqlen x 2 x (576 + 512)`` (Q.K over latent + rope, P.V over the
+latent).  Bytes: the latent cache read once (``batch x seqlen x 576 x 2``) plus Q and O.
+A device-to-device copy of a cache-sized buffer runs in the same process for the
+bandwidth roof.  Anchors (published, not measured here): FlashMLA up to 3000 GB/s and 660
+TFLOP/s on H800; TileLang's MLA decode ~470 TFLOP/s at batch 64-128 on H100 (fp16).
+Each number: median of ``--reps`` samples, each 10 back-to-back calls.
+
+    python benchmarks/mla_decode.py [--reps 20] [--tune]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+import mla_decode as M  # noqa: E402
+
+SHAPES = [(1, 8192), (16, 4096), (64, 4096), (128, 4096), (128, 8192)]  # batch, seqlen
+
+
+def time_us(fn, reps: int, inner: int = 10) -> float:
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(inner):
+            fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1e3 / inner)
+    return statistics.median(times)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--tune", action="store_true", help="also sweep num_split and num_stages")
+    args = ap.parse_args()
+    dev = torch.cuda.get_device_properties(0)
+    print(json.dumps({"device": dev.name, "sms": dev.multi_processor_count}), flush=True)
+    heads, dim, pe = 128, 512, 64
+    for batch, seqlen in SHAPES:
+        torch.manual_seed(0)
+        q = torch.randn(batch, heads, dim, dtype=torch.float16, device="cuda")
+        q_pe = torch.randn(batch, heads, pe, dtype=torch.float16, device="cuda")
+        cache = M.make_cache(batch, dim, pe, 64, [seqlen] * batch, torch.float16, "cuda")
+        flops = batch * heads * seqlen * 2 * (dim + pe + dim)
+        nbytes = batch * seqlen * (dim + pe) * 2 + 2 * q.numel() * 2
+        src = torch.empty(batch * seqlen * (dim + pe), dtype=torch.float16, device="cuda")
+        dst = torch.empty_like(src)
+        copy_us = time_us(lambda: dst.copy_(src), args.reps)
+        copy_gbps = 2 * src.numel() * 2 / copy_us / 1e3
+        print(json.dumps({"batch": batch, "seqlen": seqlen, "peer": "d2d_copy", "us": round(copy_us, 2),
+                          "GBps": round(copy_gbps, 1)}), flush=True)
+        default = M.choose_num_split(batch, heads, seqlen, 64, dev.multi_processor_count)
+        configs = [(default, 2)]
+        if args.tune:
+            configs += [(s, st) for s in (1, 2, 4, 8, 16) for st in (1, 2) if (s, st) != (default, 2)]
+        ref = M.reference(q[:1], q_pe[:1], cache[0], cache[1], cache[2][:1], cache[3][:1])
+        for split, stages in configs:
+            try:
+                out = M.mla_decode_op(q, q_pe, *cache, num_split=split, num_stages=stages)
+                err = (out[:1].float() - ref).abs().max().item()
+                us = time_us(lambda: M.mla_decode_op(q, q_pe, *cache, num_split=split,
+                                                     num_stages=stages), args.reps)
+            except Exception as e:  # a config that does not build or launch is reported
+                print(json.dumps({"batch": batch, "seqlen": seqlen, "num_split": split,
+                                  "num_stages": stages, "error": str(e)[:300]}), flush=True)
+                continue
+            print(json.dumps({"batch": batch, "seqlen": seqlen, "peer": "tilecute", "num_split": split,
+                              "num_stages": stages, "default": (split, stages) == (default, 2),
+                              "us": round(us, 2), "TFLOPs": round(flops / us / 1e6, 1),
+                              "GBps": round(nbytes / us / 1e3, 1),
+                              "of_copy": round(nbytes / us / 1e3 / copy_gbps, 3),
+                              "max_err_b0": err}), flush=True)
+
+
+if __name__ == "__main__":
+    main()

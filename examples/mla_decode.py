@@ -1,0 +1,220 @@
+"""DeepSeek-style MLA decode (multi-head latent attention) over a paged latent cache,
+written the TileLang way.
+
+DeepSeek-V2/V3 decode attends with 128 query heads to one shared latent KV head: each
+cached token holds a compressed vector ``c`` (``dim`` = 512) that serves as both key and
+value, plus a rotary part ``k_pe`` (``pe_dim`` = 64) for the key.  For query ``q`` (its
+latent part, 512) and ``q_pe`` (64):
+
+    s_t = (q . c_t + q_pe . k_pe_t) * sm_scale,    o = softmax(s) @ C
+
+Cache layout (FlashMLA's): pages of ``page_size`` tokens, ``KV[page, slot, 0, :]`` and
+``K_pe[page, slot, 0, :]``, token ``t`` of sequence ``b`` in page
+``block_table[b, t // page_size]``; ``cache_seqlens[b]`` tokens per sequence.
+
+- ``split``: grid (num_split, heads / 64, batch), 256 threads.  A block takes 64 query
+  heads and one slice of the sequence.  The score tile ``S = Q C^T + Q_pe K_pe^T``
+  (64 x 64) and the output ``O`` (64 x 512) are split over two consumer warpgroups along
+  N (``T.GemmWarpPolicy.FullCol``): 256 output columns each, 128 accumulator registers
+  per thread, which one warpgroup could not hold.  The row max and sum therefore combine
+  both warpgroups' halves (through shared memory), and ``P`` goes through shared memory
+  (``S_s``) because each warpgroup needs all 64 of its columns as the A operand of
+  ``P @ C``.  A producer warp loads the pages with TMA.  Partial outputs and log-sum-exps
+  (base 2) go to ``T.alloc_global`` workspaces;
+- ``combine``: grid (heads, batch), as in examples/decode.py.
+
+    kernel = mla_decode_kernel(heads=128, num_split=4)
+    out = kernel(q, q_pe, kv_pages, k_pe_pages, block_table, cache_seqlens)   # (B, 128, 512)
+
+Run on a GPU: ``python3 examples/mla_decode.py`` (checks against a torch reference).
+"""
+
+import math
+
+import tilecute
+import tilecute.language as T
+
+LOG2E = 1.4426950408889634
+BLOCK_H = 64  # query heads per block: one wgmma tile of rows
+
+
+def mla_decode(heads=128, dim=512, pe_dim=64, page_size=64, num_split=4, block_N=64,
+               num_stages=2, dtype="float16", sm_scale=None):
+    """The prim_func: Q (B, heads, dim), Q_pe (B, heads, pe_dim), KV pages (P, page_size, 1,
+    dim), K_pe pages (P, page_size, 1, pe_dim), block_table (B, max_pages) int32,
+    cache_seqlens (B,) int32 -> O (B, heads, dim)."""
+    assert heads % BLOCK_H == 0 and page_size % block_N == 0
+    scale = (sm_scale if sm_scale is not None else 1.0 / math.sqrt(dim + pe_dim)) * LOG2E
+    accum = "float32"
+    batch, num_pages, max_pages = T.symbolic("batch"), T.symbolic("num_pages"), T.symbolic("max_pages")
+
+    @T.prim_func
+    def mla_decode(Q: T.Tensor((batch, heads, dim), dtype),
+                   Q_pe: T.Tensor((batch, heads, pe_dim), dtype),
+                   KV: T.Tensor((num_pages, page_size, 1, dim), dtype),
+                   K_pe: T.Tensor((num_pages, page_size, 1, pe_dim), dtype),
+                   block_table: T.Tensor((batch, max_pages), T.int32),
+                   cache_seqlens: T.Tensor((batch,), T.int32),
+                   O: T.Tensor((batch, heads, dim), dtype)):
+        lse_partial = T.alloc_global((batch, heads, num_split), accum)
+        o_partial = T.alloc_global((batch, heads, num_split, dim), accum)
+
+        with T.Kernel(num_split, heads // BLOCK_H, batch, threads=256) as (bs, hb, b):
+            Q_s = T.alloc_shared((BLOCK_H, dim), dtype)
+            Qpe_s = T.alloc_shared((BLOCK_H, pe_dim), dtype)
+            KV_s = T.alloc_shared((block_N, dim), dtype)
+            Kpe_s = T.alloc_shared((block_N, pe_dim), dtype)
+            S_s = T.alloc_shared((BLOCK_H, block_N), dtype)
+            S = T.alloc_fragment((BLOCK_H, block_N), accum)
+            acc_o = T.alloc_fragment((BLOCK_H, dim), accum)
+            m = T.alloc_fragment((BLOCK_H,), accum)
+            m_prev = T.alloc_fragment((BLOCK_H,), accum)
+            alpha = T.alloc_fragment((BLOCK_H,), accum)
+            l = T.alloc_fragment((BLOCK_H,), accum)
+            l_step = T.alloc_fragment((BLOCK_H,), accum)
+
+            seqlen = cache_seqlens[b]
+            steps = T.ceildiv(seqlen, block_N)
+            per_split = T.ceildiv(steps, num_split)
+            first = bs * per_split
+            count = T.max(T.min(per_split, steps - first), 0)
+
+            T.copy(Q[b, hb * BLOCK_H:(hb + 1) * BLOCK_H, :], Q_s)
+            T.copy(Q_pe[b, hb * BLOCK_H:(hb + 1) * BLOCK_H, :], Qpe_s)
+            T.fill(acc_o, 0)
+            T.fill(l, 0)
+            T.fill(m, -T.infinity(accum))
+            for k in T.Pipelined(count, num_stages=num_stages):
+                start = (first + k) * block_N
+                page = block_table[b, start // page_size]
+                T.copy(KV[page, start % page_size:start % page_size + block_N, 0, :], KV_s)
+                T.copy(K_pe[page, start % page_size:start % page_size + block_N, 0, :], Kpe_s)
+                T.gemm(Q_s, KV_s, S, transpose_B=True, clear_accum=True,
+                       policy=T.GemmWarpPolicy.FullCol)
+                T.gemm(Qpe_s, Kpe_s, S, transpose_B=True, policy=T.GemmWarpPolicy.FullCol)
+                if start + block_N > seqlen:
+                    for i, j in T.Parallel(BLOCK_H, block_N):
+                        S[i, j] = T.if_then_else(start + j < seqlen, S[i, j], -T.infinity(accum))
+                T.copy(m, m_prev)
+                T.reduce_max(S, m, dim=1, clear=False)
+                for i in T.Parallel(BLOCK_H):
+                    alpha[i] = T.exp2((m_prev[i] - m[i]) * scale)
+                for i, j in T.Parallel(BLOCK_H, block_N):
+                    S[i, j] = T.exp2(S[i, j] * scale - m[i] * scale)
+                T.reduce_sum(S, l_step, dim=1)
+                T.copy(S, S_s)  # each warpgroup holds half of P's columns; P @ C needs all
+                for i in T.Parallel(BLOCK_H):
+                    l[i] = l[i] * alpha[i] + l_step[i]
+                for i, j in T.Parallel(BLOCK_H, dim):
+                    acc_o[i, j] *= alpha[i]
+                T.gemm(S_s, KV_s, acc_o, policy=T.GemmWarpPolicy.FullCol)
+            # an empty split (count == 0) leaves l == 0: its partial is 0 with weight 0
+            for i, j in T.Parallel(BLOCK_H, dim):
+                o_partial[b, hb * BLOCK_H + i, bs, j] = T.if_then_else(l[i] > 0, acc_o[i, j] / l[i], 0)
+            for i in T.Parallel(BLOCK_H):
+                lse_partial[b, hb * BLOCK_H + i, bs] = T.if_then_else(
+                    l[i] > 0, m[i] * scale + T.log2(l[i]), -T.infinity(accum))
+
+        with T.Kernel(heads, batch, threads=dim) as (h, b):
+            lse_s = T.alloc_shared((num_split,), accum)
+            acc = T.alloc_fragment((dim,), accum)
+            lse_max = T.alloc_var(accum, -T.infinity(accum))
+            lse_total = T.alloc_var(accum, 0)
+            T.copy(lse_partial[b, h, :], lse_s)
+            for s in T.serial(num_split):
+                lse_max = T.max(lse_max, lse_s[s])
+            for s in T.serial(num_split):
+                lse_total += T.exp2(lse_s[s] - lse_max)
+            T.fill(acc, 0)
+            for s in T.unroll(num_split):
+                for d in T.Parallel(dim):
+                    acc[d] += T.exp2(lse_s[s] - lse_max) / lse_total * o_partial[b, h, s, d]
+            T.copy(acc, O[b, h, :])
+
+    return mla_decode
+
+
+@tilecute.jit(out_idx=[-1])
+def mla_decode_kernel(heads=128, dim=512, pe_dim=64, page_size=64, num_split=4, block_N=64,
+                      num_stages=2, dtype="float16", sm_scale=None):
+    """``O = mla_decode_kernel(...)(q, q_pe, kv_pages, k_pe_pages, block_table,
+    cache_seqlens)``."""
+    return mla_decode(heads, dim, pe_dim, page_size, num_split, block_N, num_stages, dtype,
+                      sm_scale)
+
+
+def choose_num_split(batch, heads, max_seqlen, block_N=64, num_sms=132):
+    """Blocks for about two waves (a power of two, 1..16, at least one step each)."""
+    blocks = batch * (heads // BLOCK_H)
+    want = math.ceil(2 * num_sms / max(blocks, 1))
+    split = 1 << max(want - 1, 0).bit_length()
+    return max(1, min(split, 16, math.ceil(max_seqlen / block_N)))
+
+
+def mla_decode_op(q, q_pe, kv_pages, k_pe_pages, block_table, cache_seqlens, num_split=None,
+                  **schedule):
+    """``O`` (B, heads, dim); ``num_split`` from ``choose_num_split`` when not given."""
+    import torch
+
+    batch, heads, dim = q.shape
+    page_size = kv_pages.shape[1]
+    if num_split is None:
+        sms = torch.cuda.get_device_properties(q.device).multi_processor_count
+        num_split = choose_num_split(batch, heads, block_table.shape[1] * page_size,
+                                     schedule.get("block_N", 64), sms)
+    kernel = mla_decode_kernel(heads, dim, q_pe.shape[-1], page_size, num_split,
+                               dtype=str(q.dtype).replace("torch.", ""), **schedule)
+    return kernel(q, q_pe, kv_pages, k_pe_pages, block_table, cache_seqlens)
+
+
+def make_cache(batch, dim, pe_dim, page_size, seqlens, dtype, device, extra_pages=2):
+    """A shuffled paged latent cache: (kv_pages, k_pe_pages, block_table, cache_seqlens)."""
+    import torch
+
+    pages_per_seq = [max(1, -(-int(s) // page_size)) for s in seqlens]
+    total = sum(pages_per_seq) + extra_pages
+    kv = torch.randn(total, page_size, 1, dim, dtype=dtype, device=device)
+    k_pe = torch.randn(total, page_size, 1, pe_dim, dtype=dtype, device=device)
+    order = torch.randperm(total, device=device).to(torch.int32)
+    table = torch.full((batch, max(pages_per_seq)), -1, dtype=torch.int32, device=device)
+    used = 0
+    for b, n in enumerate(pages_per_seq):
+        table[b, :n] = order[used:used + n]
+        used += n
+    lens = torch.tensor([int(s) for s in seqlens], dtype=torch.int32, device=device)
+    return kv, k_pe, table, lens
+
+
+def reference(q, q_pe, kv_pages, k_pe_pages, block_table, cache_seqlens, sm_scale=None):
+    """fp32 torch: each sequence's tokens gathered from its pages, softmax attention."""
+    import torch
+
+    batch, heads, dim = q.shape
+    pe_dim = q_pe.shape[-1]
+    page_size = kv_pages.shape[1]
+    scale = sm_scale if sm_scale is not None else 1.0 / math.sqrt(dim + pe_dim)
+    out = torch.empty(batch, heads, dim, dtype=torch.float32, device=q.device)
+    for b in range(batch):
+        n = int(cache_seqlens[b])
+        pages = block_table[b, :-(-n // page_size)].long()
+        c = kv_pages[pages].reshape(-1, dim)[:n].float()
+        kpe = k_pe_pages[pages].reshape(-1, pe_dim)[:n].float()
+        s = (q[b].float() @ c.T + q_pe[b].float() @ kpe.T) * scale
+        out[b] = torch.softmax(s, dim=-1) @ c
+    return out
+
+
+if __name__ == "__main__":
+    import torch
+
+    torch.manual_seed(0)
+    for batch, lens in ((1, [1]), (2, [1000, 4097]), (4, [64, 127, 8192, 33])):
+        q = torch.randn(batch, 128, 512, dtype=torch.float16, device="cuda")
+        q_pe = torch.randn(batch, 128, 64, dtype=torch.float16, device="cuda")
+        cache = make_cache(batch, 512, 64, 64, lens, torch.float16, "cuda")
+        out = mla_decode_op(q, q_pe, *cache)
+        ref = reference(q, q_pe, *cache)
+        err = (out.float() - ref).abs().max().item()
+        print(f"batch {batch} lens {lens}: max abs error {err:.2e}")
+        assert err < 2e-2, err
+    print("ok")
