@@ -161,7 +161,8 @@ def _compile_one(func: N.PrimFunc, out_idx, arch: str, options: dict) -> Kernel:
         from .driver import build_entry
 
         return build_entry(func, arch, options, folder,
-                           published_as=cache.published_path(key, folder))
+                           published_as=cache.published_path(key, folder),
+                           pch_folder=cache.pch_folder())
 
     # the kernel imports its host module under the key's lock: `tilecute cache clear`
     # cannot remove the entry between the lookup and the import

@@ -47,17 +47,18 @@ def write_sources(func, arch: str, folder: Path, options: dict | None = None):
 
 
 def build_entry(func, arch: str, options: dict, folder: Path,
-                published_as: Path | None = None) -> dict:
+                published_as: Path | None = None, pch_folder: Path | None = None) -> dict:
     """Build every artifact of a cache entry except the cubin (made on first use) into
     ``folder``; return the manifest fields the cache records.  ``published_as``: where the
     folder will live (the cache renames it); the launcher records its source under that
-    path, so a launcher error's traceback names a file that exists."""
+    path, so a launcher error's traceback names a file that exists.  ``pch_folder``: where
+    the launcher's precompiled header lives (the cache root's ``.pch``)."""
     from .ir.serialize import canonical_json
 
     plan = write_sources(func, arch, folder, options)
     folder = Path(folder)
     remap = (f"-ffile-prefix-map={folder}={published_as}",) if published_as else ()
-    build_launcher(folder / "launcher.cpp", folder, extra_cflags=remap)
+    build_launcher(folder / "launcher.cpp", folder, extra_cflags=remap, pch_folder=pch_folder)
     return {"function": func.name, "arch": arch, "options": options,
             "versions": tool_versions(), "ir": json.loads(canonical_json(func)),
             "abi": plan.abi.to_dict()}
