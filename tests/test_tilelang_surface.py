@@ -54,6 +54,8 @@ CALLS = {
     **{name: ("expr", "x, 1") for name in ("shfl_xor", "shfl_down", "shfl_up", "shfl_sync")},
     "Tensor": ("param", '(4,), "float32"'), "StridedTensor": ("param", '(4,), (1,), "float32"'),
     "Buffer": ("param", '(4,), "float32"'),
+    **{name: ("param", '(4,), "float32"') for name in ("SharedBuffer", "FragmentBuffer", "LocalBuffer")},
+    "grid": ("for", "4"),
     **{name: ("expr", "x") for name in ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh",
                                         "sin", "cos", "floor", "ceil", "sigmoid", "abs")},
     **{name: ("expr", "x") for name in ("tan", "atan", "acos", "asin", "sinh", "cosh", "erf",
@@ -119,6 +121,8 @@ REFUSED_AS_CALLED = {
     "im2col": "must be a 4-d (N, H, W, C) tensor parameter",
     "finalize_reducer": "'acc' is not a T.alloc_reducer buffer",
     "c2d_im2col": "must be a 4-d (N, H, W, C) tensor parameter",
+    # T.macro parameter annotations: a prim_func parameter is a global tensor
+    "SharedBuffer": "scope", "FragmentBuffer": "scope", "LocalBuffer": "scope",
 }
 
 
@@ -153,8 +157,8 @@ def test_unknown_positional_names_form_argument_and_line(name):
     assert f"<script>:{line}:" in msg and "prim_func 'walk'" in msg
     if name in ("Kernel", "ClusterKernel"):  # *blocks: the extra ones are grid extents
         assert f"T.{name} takes 1 to 3 grid extents, got 13" in msg
-    elif name == "Parallel":  # *extents: one loop variable per extent
-        assert "T.Parallel has 13 extents but 1 loop variables" in msg
+    elif name in ("Parallel", "grid"):  # *extents: one loop variable per extent
+        assert f"T.{name} has 13 extents but 1 loop variables" in msg
     elif name == "alloc_var":  # *args: (init, scope) at most
         assert "T.alloc_var takes (dtype, init, scope) at most" in msg
     else:

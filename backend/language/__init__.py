@@ -40,7 +40,7 @@ from .forms import (  # noqa: F401
     barrier_wait,
 )
 from .forms import alloc_global, alloc_reducer, cummax, cumsum, finalize_reducer, im2col  # noqa: F401
-from .forms import sync_warp  # noqa: F401
+from .forms import grid, sync_warp  # noqa: F401
 from .ops import EXPRESSION_HELPERS
 from .ops import (  # noqa: F401
     ceildiv, cdiv, exp, exp2, log, log2, sqrt, rsqrt, tanh, sin, cos, floor, ceil, sigmoid,
@@ -57,6 +57,7 @@ from .ops import (  # noqa: F401
 from .parser import FrontendError, parse_script, prim_func
 from .values import DTYPE_NAMES, DType, GemmWarpPolicy, Layout, TensorSpec, dtype_name  # noqa: F401
 from .values import Buffer, StridedTensor, Tensor, dyn, dynamic, symbolic  # noqa: F401
+from .values import FragmentBuffer, LocalBuffer, SharedBuffer  # noqa: F401
 from .values import Macro, macro  # noqa: F401
 from ..ir import nodes as _N
 
@@ -80,6 +81,7 @@ def __getattr__(name: str):
 
 __all__ = [
     "prim_func", "from_script", "FrontendError", "Tensor", "StridedTensor", "Buffer",
+    "SharedBuffer", "FragmentBuffer", "LocalBuffer",
     "symbolic", "dynamic", "GemmWarpPolicy", "Layout", "macro", *FORMS, *EXPRESSION_HELPERS,
     *DTYPE_NAMES,
 ]

@@ -114,6 +114,12 @@ def _vectorized_alias(start, stop=None, *, annotations=None):
 
 
 @_form("for")
+def grid(*extents, annotations=None):
+    """``for i, j in T.grid(M, N)``: TVM's nest of serial loops, one per extent (each
+    thread runs every iteration, as ``T.serial``)."""
+
+
+@_form("for")
 def Persistent(domain, wave_size, index, group_size=8):  # noqa: N802
     """``for bx, by in T.Persistent([m_blocks, n_blocks], sm_num, block_id)``: the tiles of
     ``domain`` this block owns, wave by wave (tile ``w * wave_size + index`` in wave
@@ -376,8 +382,7 @@ class Unsupported:
 
 
 TILELANG_ONLY = frozenset("""
-    grid thread_binding Fragment FragmentBuffer SharedBuffer
-    LocalBuffer ptr make_tensor make_tensor_from_addr
+    thread_binding Fragment ptr make_tensor make_tensor_from_addr
     alloc_cluster_barrier alloc_tmem alloc_descriptor empty allocate async_copy transpose
     copy_cluster tma_gather4 tma_scatter4 tma_load tma_load_2sm gemm_sp
     wgmma_gemm tcgen05_gemm reducer_init reducer_update warp_reduce_sum

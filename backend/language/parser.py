@@ -70,6 +70,7 @@ class _Given:
 
 
 _LOOPS = {"Parallel": "parallel", "serial": "serial", "Serial": "serial", "unroll": "unrolled",
+          "grid": "serial",
           "Unroll": "unrolled", "vectorized": "unrolled", "Vectorized": "unrolled",
           "Pipelined": "pipelined"}
 # TileLang's memory scopes (the `scope` argument of T.alloc_*) -> tilecute's
@@ -549,6 +550,14 @@ class _Parser:
             async_copy = a.static_bool("async_copy")
             if len(extents) != len(names):
                 raise self.error(s, f"T.Parallel has {len(extents)} extents but {len(names)} "
+                                    "loop variables")
+            ranges = [(N.Const(0, "int32"), e) for e in extents]
+        elif form.__name__ == "grid":
+            extents = [self.arg_index(r, "grid") for r in a.ref("extents")]
+            if not extents:
+                raise self.error(s, "T.grid needs at least one extent")
+            if len(extents) != len(names):
+                raise self.error(s, f"T.grid has {len(extents)} extents but {len(names)} "
                                     "loop variables")
             ranges = [(N.Const(0, "int32"), e) for e in extents]
         else:

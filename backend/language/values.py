@@ -170,6 +170,23 @@ class _BufferProxy(_TensorProxy):
                                    axis_separators=(axis_separators, None)))
 
 
+class _ScopedBufferProxy(_TensorProxy):
+    """``T.SharedBuffer(shape, dtype)``, ``T.FragmentBuffer(...)``, ``T.LocalBuffer(...)``:
+    TileLang's annotations of a ``T.macro`` parameter that takes a shared, fragment or
+    local buffer (``def mma0(K_shared: T.SharedBuffer([bn, d], dtype), ...)``).  As in
+    TileLang they describe the parameter and bind nothing: the macro's parameter is the
+    buffer the call passes.  On a prim_func parameter (a global tensor) they are refused."""
+
+    def __init__(self, form: str, scope: str):
+        self.form, self.scope = form, scope
+
+    def spec(self, shape, dtype="float32", data=None, strides=None, elem_offset=None,  # noqa: D102
+             scope=None, align=0, offset_factor=0, buffer_type="", axis_separators=None) -> TensorSpec:
+        return TensorSpec(_shape_tuple(shape), dtype,
+                          None if strides is None else _shape_tuple(strides), self.form,
+                          (("scope", scope or self.scope),))
+
+
 def _global(scope):
     return "global" if scope is None else scope
 
@@ -177,6 +194,9 @@ def _global(scope):
 Tensor = _TensorProxy()
 StridedTensor = _StridedTensorProxy()
 Buffer = _BufferProxy()
+SharedBuffer = _ScopedBufferProxy("T.SharedBuffer", "shared.dyn")
+FragmentBuffer = _ScopedBufferProxy("T.FragmentBuffer", "local.fragment")
+LocalBuffer = _ScopedBufferProxy("T.LocalBuffer", "local")
 
 
 # ---- symbolic extents --------------------------------------------------------------------

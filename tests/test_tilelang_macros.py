@@ -1,0 +1,89 @@
+"""TileLang's macro parameter annotations (``T.SharedBuffer``, ``T.FragmentBuffer``,
+``T.LocalBuffer``) and ``T.grid``, as TileLang's attention examples write them: a macro
+per step of the loop, its parameters annotated with the buffers' scopes."""
+
+import pytest
+
+import tilecute
+import tilecute.language as T
+from tilecute.language import FrontendError
+
+
+def _attention_step_program(bm=64, bn=64, d=64):
+    """One query tile against one key tile, its steps as annotated macros."""
+
+    @T.macro
+    def qk(Q_s: T.SharedBuffer([bm, d], "float16"), K_s: T.SharedBuffer([bn, d], "float16"),
+           S: T.FragmentBuffer([bm, bn], "float32")):
+        T.gemm(Q_s, K_s, S, transpose_B=True, clear_accum=True)
+
+    @T.macro
+    def row_max(S: T.FragmentBuffer([bm, bn], "float32"), m: T.FragmentBuffer([bm], "float32")):
+        T.reduce_max(S, m, dim=1)
+
+    @T.prim_func
+    def step(Q: T.Tensor((bm, d), "float16"), K: T.Tensor((bn, d), "float16"),
+             M: T.Tensor((bm,), "float32"), G: T.Tensor((4, 4), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            Q_s = T.alloc_shared((bm, d), "float16")
+            K_s = T.alloc_shared((bn, d), "float16")
+            S = T.alloc_fragment((bm, bn), "float32")
+            m = T.alloc_fragment((bm,), "float32")
+            g = T.alloc_local((16,), "float32")
+            T.copy(Q, Q_s)
+            T.copy(K, K_s)
+            qk(Q_s, K_s, S)
+            row_max(S, m)
+            T.copy(m, M)
+            for i, j in T.grid(4, 4):
+                g[i * 4 + j] = T.cast(i * 10 + j, "float32")
+            if bx == 0:
+                for i, j in T.grid(4, 4):
+                    G[i, j] = g[i * 4 + j]
+
+    return step
+
+
+def test_annotated_macros_and_grid_compile(tmp_path):
+    func = _attention_step_program()
+    script = func.script()
+    assert "for i in T.serial(4):" in script and "for j in T.serial(4):" in script
+    assert "T.reduce_max(S, m" in script
+    assert tilecute.build_cubin(func, "sm_90a", out_dir=str(tmp_path)).kernel_names
+
+
+def test_annotations_describe_and_refuse_as_prim_func_params():
+    spec = T.SharedBuffer([64, 32], "float16")
+    assert spec.form == "T.SharedBuffer" and spec.shape == (64, 32) and spec.dtype == "float16"
+    assert T.FragmentBuffer[(8,), "float32"].form == "T.FragmentBuffer"
+    with pytest.raises(FrontendError, match=r"T.LocalBuffer.*scope"):
+        T.from_script(
+            "@T.prim_func\n"
+            "def f(A: T.LocalBuffer((4,), 'float32')):\n"
+            "    with T.Kernel(1, threads=32) as bx:\n"
+            "        A[0] = 1.0\n")
+
+
+def test_grid_loop_variables_must_match_its_extents():
+    with pytest.raises(FrontendError, match=r"T.grid has 2 extents but 1 loop variables"):
+        T.from_script(
+            "@T.prim_func\n"
+            "def f(A: T.Tensor((4, 4), 'float32')):\n"
+            "    with T.Kernel(1, threads=32) as bx:\n"
+            "        for i in T.grid(4, 4):\n"
+            "            A[i, 0] = 1.0\n")
+
+
+@pytest.mark.gpu
+def test_annotated_macros_and_grid_on_gpu():
+    import torch
+
+    kernel = tilecute.compile(_attention_step_program())
+    q = torch.randn(64, 64, device="cuda", dtype=torch.float16)
+    k = torch.randn(64, 64, device="cuda", dtype=torch.float16)
+    m = torch.empty(64, device="cuda")
+    g = torch.empty(4, 4, device="cuda")
+    kernel(q, k, m, g)
+    torch.testing.assert_close(m, (q.float() @ k.float().T).max(1).values, atol=1e-2, rtol=1e-3)
+    ref = torch.tensor([[i * 10 + j for j in range(4)] for i in range(4)], dtype=torch.float32)
+    assert torch.equal(g.cpu(), ref)
