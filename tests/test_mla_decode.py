@@ -86,3 +86,24 @@ def test_mla_decode_under_cuda_graph():
     graph.replay()
     torch.cuda.synchronize()
     torch.testing.assert_close(out.float(), M.reference(q, q_pe, *cache), atol=2e-2, rtol=2e-2)
+
+
+def test_mla_decode_op_shapes_under_fake_tensors(cache_dir):
+    """A registered torch op (its fake implementation allocates the output by the
+    symbols the inputs bind), so it traces under torch.compile; the workspaces stay
+    out of its schema."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    import tilecute.torch
+
+    kernel = M.mla_decode_kernel(heads=64, num_split=2)
+    op = tilecute.torch.register(kernel, "tilecute_tests::mla_decode_h64")
+    assert "lse_partial" not in str(op._schema) and "o_partial" not in str(op._schema)
+    with FakeTensorMode():
+        q = torch.empty(3, 64, 512, dtype=torch.float16)
+        q_pe = torch.empty(3, 64, 64, dtype=torch.float16)
+        kv = torch.empty(10, 64, 1, 512, dtype=torch.float16)
+        kpe = torch.empty(10, 64, 1, 64, dtype=torch.float16)
+        out = op(q, q_pe, kv, kpe, torch.empty(3, 4, dtype=torch.int32), torch.empty(3, dtype=torch.int32))
+        assert tuple(out.shape) == (3, 64, 512) and out.dtype == torch.float16
