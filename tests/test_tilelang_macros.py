@@ -87,3 +87,29 @@ def test_annotated_macros_and_grid_on_gpu():
     torch.testing.assert_close(m, (q.float() @ k.float().T).max(1).values, atol=1e-2, rtol=1e-3)
     ref = torch.tensor([[i * 10 + j for j in range(4)] for i in range(4)], dtype=torch.float32)
     assert torch.equal(g.cpu(), ref)
+
+
+def test_gemm_takes_tileLang_positional_order(tmp_path):
+    """TileLang's T.gemm(A, B, C, transpose_A, transpose_B, policy, clear_accum, k_pack,
+    wg_wait): every argument by position means what it means by name."""
+
+    def program(call):
+        return T.from_script(
+            "@T.prim_func\n"
+            "def g(A: T.Tensor((64, 32), 'float16'), B: T.Tensor((64, 32), 'float16'),"
+            " C: T.Tensor((64, 64), 'float32')):\n"
+            "    with T.Kernel(1, threads=128) as bx:\n"
+            "        As = T.alloc_shared((64, 32), 'float16')\n"
+            "        Bs = T.alloc_shared((64, 32), 'float16')\n"
+            "        c = T.alloc_fragment((64, 64), 'float32')\n"
+            "        T.copy(A, As)\n"
+            "        T.copy(B, Bs)\n"
+            f"        {call}\n"
+            "        T.copy(c, C)\n")
+
+    pos = program("T.gemm(As, Bs, c, False, True, T.GemmWarpPolicy.FullRow, True, 1, 0)")
+    kw = program("T.gemm(As, Bs, c, transpose_B=True, policy=T.GemmWarpPolicy.FullRow, "
+                 "clear_accum=True, k_pack=1, wg_wait=0)")
+    assert pos.script() == kw.script()
+    with pytest.raises(FrontendError, match="mbar"):
+        program("T.gemm(As, Bs, c, False, True, T.GemmWarpPolicy.FullRow, True, 1, 0, c)")

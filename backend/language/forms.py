@@ -190,9 +190,9 @@ def clear(buffer, annotations=None):
 
 @_form("stmt")
 def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=GemmWarpPolicy.Square,  # noqa: N803
-         clear_accum=False, k_pack=1, mbar=None, annotations=None, *, wg_wait=0):
-    """``T.gemm(A_shared, B_shared, acc, transpose_B=True)``: ``C += A @ B``.  tilecute's:
-    ``wg_wait`` (wgmma batches left in flight, 0 or 1; an older TileLang argument)."""
+         clear_accum=False, k_pack=1, wg_wait=0, mbar=None, annotations=None):
+    """``T.gemm(A_shared, B_shared, acc, transpose_B=True)``: ``C += A @ B``.  TileLang's
+    positional order (``wg_wait``, the wgmma batches left in flight, before ``mbar``)."""
 
 
 @_form("stmt")
