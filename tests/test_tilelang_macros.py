@@ -113,3 +113,16 @@ def test_gemm_takes_tileLang_positional_order(tmp_path):
     assert pos.script() == kw.script()
     with pytest.raises(FrontendError, match="mbar"):
         program("T.gemm(As, Bs, c, False, True, T.GemmWarpPolicy.FullRow, True, 1, 0, c)")
+
+
+def test_inc_and_dec_max_nreg_are_set_max_nreg():
+    text = ("@T.prim_func\n"
+            "def f(A: T.Tensor((4,), 'float32')):\n"
+            "    with T.Kernel(1, threads=256) as bx:\n"
+            "        if T.get_thread_binding(0) < 128:\n"
+            "            T.dec_max_nreg(40)\n"
+            "        else:\n"
+            "            T.inc_max_nreg(232)\n"
+            "            A[0] = 1.0\n")
+    script = T.from_script(text).script()
+    assert "T.set_max_nreg(40, 0)" in script and "T.set_max_nreg(232, 1)" in script

@@ -55,7 +55,7 @@ CALLS = {
     "Tensor": ("param", '(4,), "float32"'), "StridedTensor": ("param", '(4,), (1,), "float32"'),
     "Buffer": ("param", '(4,), "float32"'),
     **{name: ("param", '(4,), "float32"') for name in ("SharedBuffer", "FragmentBuffer", "LocalBuffer")},
-    "grid": ("for", "4"),
+    "grid": ("for", "4"), "inc_max_nreg": ("stmt", "240"), "dec_max_nreg": ("stmt", "40"),
     **{name: ("expr", "x") for name in ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh",
                                         "sin", "cos", "floor", "ceil", "sigmoid", "abs")},
     **{name: ("expr", "x") for name in ("tan", "atan", "acos", "asin", "sinh", "cosh", "erf",

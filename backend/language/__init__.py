@@ -40,7 +40,7 @@ from .forms import (  # noqa: F401
     barrier_wait,
 )
 from .forms import alloc_global, alloc_reducer, cummax, cumsum, finalize_reducer, im2col  # noqa: F401
-from .forms import grid, sync_warp  # noqa: F401
+from .forms import dec_max_nreg, grid, inc_max_nreg, sync_warp  # noqa: F401
 from .ops import EXPRESSION_HELPERS
 from .ops import (  # noqa: F401
     ceildiv, cdiv, exp, exp2, log, log2, sqrt, rsqrt, tanh, sin, cos, floor, ceil, sigmoid,

@@ -323,6 +323,16 @@ def set_max_nreg(reg_count, is_inc):
     """``setmaxnreg``: the warpgroup's register budget per thread (sm_90a)."""
 
 
+@_form("stmt")
+def inc_max_nreg(reg_count):
+    """``T.set_max_nreg(reg_count, 1)``: raise the warpgroup's register budget."""
+
+
+@_form("stmt")
+def dec_max_nreg(reg_count):
+    """``T.set_max_nreg(reg_count, 0)``: lower the warpgroup's register budget."""
+
+
 # ---- scans, reducers, im2col (issue 17's corpus) -----------------------------------------
 @_form("stmt")
 def cumsum(src, dst=None, dim=0, reverse=False, annotations=None):
@@ -391,7 +401,7 @@ TILELANG_ONLY = frozenset("""
     reshape view loop_break any_of all_of access_ptr activemask all_sync any_sync ballot
     ballot_sync get_thread_bindings get_block_binding get_block_bindings
     get_thread_extent get_thread_extents get_block_extent get_block_extents
-    mbarrier_arrive_expect_tx mbarrier_expect_tx no_set_max_nreg inc_max_nreg dec_max_nreg
+    mbarrier_arrive_expect_tx mbarrier_expect_tx no_set_max_nreg
     sync_global sync_grid syncthreads_and
     syncthreads_count syncthreads_or fence_proxy_async tma_store_arrive tma_store_wait
     shuffle_elect annotate_layout annotate_safe_value annotate_restrict_buffers

@@ -1355,6 +1355,12 @@ class _Parser:
         count = a.static_int("reg_count")
         return [N.SetMaxNReg(count, a.static_bool("is_inc"), loc=self.loc(s))]
 
+    def stmt_inc_max_nreg(self, a: _Args, s) -> list[N.Stmt]:
+        return [N.SetMaxNReg(a.static_int("reg_count"), True, loc=self.loc(s))]
+
+    def stmt_dec_max_nreg(self, a: _Args, s) -> list[N.Stmt]:
+        return [N.SetMaxNReg(a.static_int("reg_count"), False, loc=self.loc(s))]
+
     # ---- while, scans, reducers, im2col (issue 17's corpus) -----------------------------
     def while_stmt(self, s: ast.While) -> list[N.Stmt]:
         """``while cond:`` with a condition computed in the kernel (TileLang's bounded
