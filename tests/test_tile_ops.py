@@ -203,8 +203,8 @@ def test_reduce_rows_that_threads_cannot_share_is_an_error():
             T.copy(A, x)
             T.reduce_max(x, s, dim=0)
 
-    with pytest.raises(LayoutError, match="rows of 'x' have 100 elements, not a multiple of the "
-                                          "block's 128 threads"):
+    with pytest.raises(LayoutError, match="rows of 'x' have 100 elements, neither a multiple of "
+                                          "the block's 128 threads nor a power-of-two number"):
         lower(bad)
 
 

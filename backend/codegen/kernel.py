@@ -240,6 +240,10 @@ class KernelEmitter:
             else (lambda x: f"abs({x})") if s.kind.startswith("abs") else (lambda x: x)
         red, r, q = out.fresh("red"), out.fresh("r"), out.fresh("q")
         acc = out.fresh("acc")
+        v = self.layouts[s.src].vector or 1
+        if row % (threads * v):
+            self.reduce_grouped(s, depth, threads, v, take, op)
+            return
         out.line(depth, f"{red} = cute.make_rmem_tensor(({rows},), {cute_type(src.dtype)})")
         out.line(depth, f"for {r} in cutlass.range_constexpr({rows}):")
         out.line(depth + 1, f"{acc} = {take(f'{src_}[{r} * {per_row}]')}")
@@ -259,6 +263,40 @@ class KernelEmitter:
         if dst.dtype != src.dtype:
             value = f"{cute_type(dst.dtype)}({value})"
         out.line(depth + 1, f"{dst_}[{r}] = {value}")
+        out.use("reduce")
+
+    def reduce_grouped(self, s: N.Reduce, depth: int, threads: int, v: int, take, op: str) -> None:
+        """Rows shorter than threads x ``v``: under the blocked layout each row is the ``v``
+        registers of ``row // v`` consecutive threads (a lane group), and each round of
+        ``threads x v`` elements holds ``threads x v // row`` rows.  Each thread combines its
+        ``v`` registers of a round, the lane group all-reduces (shuffles), the group's first
+        lane writes the row's result to shared, and every thread reads all rows back."""
+        out = self.out
+        src, dst = self.buffers[s.src], self.buffers[s.dst]
+        row = int(src.shape[-1].value)
+        rows = math.prod(int(d.value) for d in src.shape[:-1])
+        rounds, group, per_round = rows * row // (threads * v), row // v, threads * v // row
+        src_, dst_ = ident(s.src), ident(s.dst)
+        red, all_rows, c, q, acc = (out.fresh(x) for x in ("red", "rows", "c", "q", "acc"))
+        out.line(depth, f"{red} = cute.make_rmem_tensor(({rounds},), {cute_type(src.dtype)})",
+                 f"T.reduce_{s.kind}({s.src}, {s.dst}): a row is {group} threads x {v} registers")
+        out.line(depth, f"for {c} in cutlass.range_constexpr({rounds}):")
+        out.line(depth + 1, f"{acc} = {take(f'{src_}[{c} * {v}]')}")
+        if v > 1:
+            out.line(depth + 1, f"for {q} in cutlass.range_constexpr(1, {v}):")
+            out.line(depth + 2, f"{acc} = tcr.combine({acc}, {take(f'{src_}[{c} * {v} + {q}]')}, {op})")
+        out.line(depth + 1, f"{red}[{c}] = tcr.warp_allreduce({acc}, {op}, {group})")
+        out.line(depth, f"{all_rows} = cute.make_rmem_tensor(({rows},), {cute_type(src.dtype)})")
+        named = self.scope.num_threads if self.scope.producer_threads else 0
+        out.line(depth, f"tcr.grouped_rows({red}, {all_rows}, {ident(s.scratch)}, {per_round}, "
+                        f"{group}, tc_tid, {named})")
+        out.line(depth, f"for {c} in cutlass.range_constexpr({rows}):")
+        value = f"{all_rows}[{c}]"
+        if not s.clear:
+            value = f"tcr.combine({dst_}[{c}], {value}, {op})"
+        if dst.dtype != src.dtype:
+            value = f"{cute_type(dst.dtype)}({value})"
+        out.line(depth + 1, f"{dst_}[{c}] = {value}")
         out.use("reduce")
 
     def scan(self, s: N.Scan, depth: int, guarded: bool) -> None:

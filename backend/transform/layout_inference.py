@@ -358,16 +358,32 @@ class _Kernel:
                     if r.dim != self.buffers[r.src].ndim - 1:
                         self.fail(r, f"T.reduce_{r.kind} over dim {r.dim} of '{r.src}': only the "
                                      "last dim can be reduced in this tilecute")
+                    widest = v
                     while v > 1 and row % (self.threads * v):
                         v //= 2
-                    if row % (self.threads * v):
+                    if row % (self.threads * v):  # no thread holds part of every row:
+                        v = widest               # rows held by lane groups, if they fit
+                        while v > 1 and not self.grouped_rows(r, row, v):
+                            v //= 2
+                    if row % (self.threads * v) and not self.grouped_rows(r, row, v):
                         self.fail(r, f"T.reduce_{r.kind}: rows of '{r.src}' have {row} elements, "
-                                     f"not a multiple of the block's {self.threads} threads; each "
-                                     "thread must hold part of every row (use fewer threads or "
-                                     "longer rows)")
+                                     f"neither a multiple of the block's {self.threads} threads "
+                                     f"nor a power-of-two number (<= 32) of {v}-element pieces "
+                                     "that whole rows of the block's threads cover")
             for m in members:
                 vector[m] = v
         return nest_mode, vector
+
+    def grouped_rows(self, r: N.Reduce, row: int, v: int) -> bool:
+        """Whether rows shorter than the block's threads x ``v`` reduce within lane groups:
+        under the blocked layout each row is then ``row // v`` consecutive threads' ``v``
+        registers (a power of two, at most a warp), and the fragment is whole rounds of
+        ``threads x v`` elements (tilecute.runtime.cute.reduce: ``grouped_allreduce``)."""
+        total = math.prod(int(d.value) for d in self.buffers[r.src].shape)
+        per = self.threads * v
+        groups = row // v
+        return (row % v == 0 and per % row == 0 and total % per == 0 and 1 <= groups <= WARP
+                and groups & (groups - 1) == 0)
 
     def check_row_reduce(self, r: N.Reduce, layout: N.Layout) -> None:
         src = self.buffers[r.src]
@@ -437,12 +453,14 @@ class _Kernel:
                                        (N.Const(m * acc.warps[1], "int32"),), "shared")
                         scratch_allocs.append(N.Allocate(buf, N.Layout("row_major"), loc=s.loc))
                     return dataclasses.replace(s, scratch=name)
-                if warps <= 1 or s.scratch or s.dst in kernel.rows:
-                    return s
                 src = kernel.buffers[s.src]
                 rows = math.prod(int(d.value) for d in src.shape[:-1])
+                v = vector.get(s.src)  # (blocked sources only)
+                grouped = bool(v) and int(src.shape[-1].value) % (kernel.threads * v) != 0
+                if (warps <= 1 and not grouped) or s.scratch or s.dst in kernel.rows:
+                    return s  # (rows held by lane groups meet in shared; rows of an accumulator too)
                 name = f"{s.dst}_scratch"
-                buf = N.Buffer(name, src.dtype, (N.Const(rows * warps, "int32"),), "shared")
+                buf = N.Buffer(name, src.dtype, (N.Const(rows * max(warps, 1), "int32"),), "shared")
                 scratch_allocs.append(N.Allocate(buf, N.Layout("row_major"), loc=s.loc))
                 return dataclasses.replace(s, scratch=name)
 

@@ -120,6 +120,25 @@ def block_allreduce(vals: cute.Tensor, op: cutlass.Constexpr, scratch: cute.Tens
         _sync(threads)
 
 
+@cute.jit
+def grouped_rows(red: cute.Tensor, rows: cute.Tensor, scratch: cute.Tensor,
+                 per_round: cutlass.Constexpr, group: cutlass.Constexpr, tid,
+                 threads: cutlass.Constexpr = 0):
+    """Rows held by lane groups (``group`` consecutive threads a row, ``per_round`` rows per
+    round of the blocked layout): ``red[c]`` is this thread's group's result for row
+    ``c * per_round + tid // group`` (already all-reduced within the group).  The group's
+    first lane writes it to ``scratch[row]``; after a barrier every thread reads all
+    ``size(rows)`` rows into ``rows``; a second barrier lets ``scratch`` be reused.  Every
+    thread of the block (or the first ``threads``) must call it."""
+    if tid % group == 0:
+        for c in cutlass.range_constexpr(cute.size(red)):
+            scratch[c * per_round + tid // group] = red[c]
+    _sync(threads)
+    for r in cutlass.range_constexpr(cute.size(rows)):
+        rows[r] = scratch[r]
+    _sync(threads)
+
+
 def _sync(threads: int) -> None:
     """A barrier of the whole block, or (``threads``) of its first ``threads`` threads."""
     if cutlass.const_expr(threads):

@@ -1,0 +1,66 @@
+"""Row reductions of blocked fragments whose rows are shorter than the block's threads x
+vector (TileLang's ``block_M`` > 1 norms and softmaxes, FlashAttention-backward's
+preprocessing: a 32 x 32 fragment on 128 threads): a row is a group of consecutive
+threads, reduced by shuffles within the group, and the rows meet in shared memory."""
+
+import pytest
+
+import tilecute
+import tilecute.language as T
+from tilecute.codegen.cute import emit_cute
+from tilecute.transform.layout_inference import LayoutError
+from tilecute.transform.pipeline import lower
+
+
+def _row_stats(rows, cols, threads, kind="sum", clear=True, dtype="float16"):
+    @T.prim_func
+    def row_stats(X: T.Tensor((rows, cols), dtype), Y: T.Tensor((rows, cols), "float32"),
+                  S: T.Tensor((rows,), "float32")):
+        with T.Kernel(1, threads=threads) as bx:
+            x = T.alloc_fragment((rows, cols), dtype)
+            y = T.alloc_fragment((rows, cols), "float32")
+            s = T.alloc_fragment((rows,), "float32")
+            T.copy(X, x)
+            T.fill(s, 1.0)
+            if kind == "sum":
+                T.reduce_sum(x, s, dim=1, clear=clear)
+            else:
+                T.reduce_max(x, s, dim=1, clear=clear)
+            for i, j in T.Parallel(rows, cols):  # the row statistic broadcast back
+                y[i, j] = T.cast(x[i, j], "float32") - s[i]
+            T.copy(y, Y)
+            T.copy(s, S)
+    return row_stats
+
+
+@pytest.mark.parametrize("rows,cols,threads", [(32, 32, 128), (64, 16, 256), (16, 64, 128),
+                                              (128, 8, 128)])
+def test_short_rows_reduce_in_lane_groups(rows, cols, threads, tmp_path):
+    func = _row_stats(rows, cols, threads)
+    source = emit_cute(lower(func, "sm_90a"))
+    assert "tcr.grouped_rows(" in source
+    assert tilecute.build_cubin(func, "sm_90a", out_dir=str(tmp_path)).kernel_names
+
+
+def test_rows_that_no_lane_group_covers_are_refused():
+    with pytest.raises(LayoutError, match="power-of-two number"):
+        lower(_row_stats(8, 48, 128), "sm_90a")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("rows,cols,threads,kind,clear", [
+    (32, 32, 128, "sum", True), (64, 16, 256, "max", True), (16, 64, 128, "sum", False),
+    (128, 8, 128, "max", False)])
+def test_short_rows_on_gpu(rows, cols, threads, kind, clear):
+    import torch
+
+    kernel = tilecute.compile(_row_stats(rows, cols, threads, kind, clear))
+    x = torch.randn(rows, cols, device="cuda", dtype=torch.float16)
+    y = torch.empty(rows, cols, device="cuda")
+    s = torch.empty(rows, device="cuda")
+    kernel(x, y, s)
+    ref = x.float().sum(1) if kind == "sum" else x.float().amax(1)
+    if not clear:
+        ref = ref + 1.0 if kind == "sum" else torch.maximum(ref, torch.ones_like(ref))
+    torch.testing.assert_close(s, ref, atol=1e-2, rtol=1e-3)
+    torch.testing.assert_close(y, x.float() - ref[:, None], atol=1e-2, rtol=1e-3)
