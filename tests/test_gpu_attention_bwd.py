@@ -125,7 +125,7 @@ def test_flash_bwd_matches_autograd(causal):
     do = torch.randn_like(o)
     o.backward(do)
     lse = (torch.logsumexp(s, -1) * math.log2(math.e)).contiguous()  # (B, H, S), base 2
-    o16, do16 = o.detach().half(), do.half()
+    o16, do16 = o.detach().half().contiguous(), do.half().contiguous()
     delta = bwd_prep(B, H, S, D)(o16, do16)
     torch.testing.assert_close(delta, (o16.float() * do16.float()).sum(-1).transpose(1, 2),
                                atol=2e-2, rtol=1e-2)
