@@ -256,8 +256,16 @@ class KernelEmitter:
             warps = threads // 32
             named = f", {self.scope.num_threads}" if self.scope.producer_threads else ""
             out.line(depth, f"tcr.block_allreduce({red}, {op}, {ident(s.scratch)}, {warps}, {warps}{named})")
+        self.store_reduced(s, red, rows, op, depth, r)
+
+    def store_reduced(self, s: N.Reduce, values: str, rows: int, op: str, depth: int,
+                      r: str) -> None:
+        """``dst[r] = values[r]`` for every row (combined with ``dst`` unless ``clear``,
+        converted to ``dst``'s dtype); ``r``: the loop variable's name."""
+        out, src, dst = self.out, self.buffers[s.src], self.buffers[s.dst]
+        dst_ = ident(s.dst)
         out.line(depth, f"for {r} in cutlass.range_constexpr({rows}):")
-        value = f"{red}[{r}]"
+        value = f"{values}[{r}]"
         if not s.clear:
             value = f"tcr.combine({dst_}[{r}], {value}, {op})"
         if dst.dtype != src.dtype:
@@ -272,11 +280,11 @@ class KernelEmitter:
         ``v`` registers of a round, the lane group all-reduces (shuffles), the group's first
         lane writes the row's result to shared, and every thread reads all rows back."""
         out = self.out
-        src, dst = self.buffers[s.src], self.buffers[s.dst]
+        src = self.buffers[s.src]
         row = int(src.shape[-1].value)
         rows = math.prod(int(d.value) for d in src.shape[:-1])
         rounds, group, per_round = rows * row // (threads * v), row // v, threads * v // row
-        src_, dst_ = ident(s.src), ident(s.dst)
+        src_ = ident(s.src)
         red, all_rows, c, q, acc = (out.fresh(x) for x in ("red", "rows", "c", "q", "acc"))
         out.line(depth, f"{red} = cute.make_rmem_tensor(({rounds},), {cute_type(src.dtype)})",
                  f"T.reduce_{s.kind}({s.src}, {s.dst}): a row is {group} threads x {v} registers")
@@ -290,14 +298,7 @@ class KernelEmitter:
         named = self.scope.num_threads if self.scope.producer_threads else 0
         out.line(depth, f"tcr.grouped_rows({red}, {all_rows}, {ident(s.scratch)}, {per_round}, "
                         f"{group}, tc_tid, {named})")
-        out.line(depth, f"for {c} in cutlass.range_constexpr({rows}):")
-        value = f"{all_rows}[{c}]"
-        if not s.clear:
-            value = f"tcr.combine({dst_}[{c}], {value}, {op})"
-        if dst.dtype != src.dtype:
-            value = f"{cute_type(dst.dtype)}({value})"
-        out.line(depth + 1, f"{dst_}[{c}] = {value}")
-        out.use("reduce")
+        self.store_reduced(s, all_rows, rows, op, depth, c)
 
     def scan(self, s: N.Scan, depth: int, guarded: bool) -> None:
         """T.cumsum / T.cummax of a shared buffer: each warp takes whole lines (the

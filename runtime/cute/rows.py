@@ -51,15 +51,16 @@ def row_of(acc, r):
     return (r // 2) % 2 + 2 * ((r // inner) % mma_m)
 
 
-def reduce_rows(acc, rows, op: str, clear: bool = True):
-    """``rows[q] = op over the accumulator row of rows[q]`` (``clear=False``: combined
-    with the value already there).  ``op``: "sum", "max", "min", "abssum", "absmax"."""
+def _quad_rows(acc, op: str):
+    """Per row this thread holds (``2 * MMA_M`` of them, in row-fragment order): its
+    registers of the row combined, then the quad holding the row (two shuffles)."""
     absolute = op.startswith("abs")
     base = op[3:] if absolute else op
     inner = cute.size(acc, mode=[0])
     mma_m = cute.size(acc, mode=[1])
     mma_n = cute.size(acc, mode=[2])
     groups = inner // 4  # column groups of 8 (wgmma), else 1
+    out = []
     for mi in range(mma_m):
         for r0 in range(2):
             v = None
@@ -70,9 +71,16 @@ def reduce_rows(acc, rows, op: str, clear: bool = True):
                         if absolute:
                             x = _abs(x)
                         v = x if v is None else combine(v, x, base)
-            v = warp_allreduce(v, base, 4)  # the quad holding this row
-            q = r0 + 2 * mi
-            rows[q] = v if clear else combine(rows[q], v, base)
+            out.append(warp_allreduce(v, base, 4))
+    return out
+
+
+def reduce_rows(acc, rows, op: str, clear: bool = True):
+    """``rows[q] = op over the accumulator row of rows[q]`` (``clear=False``: combined
+    with the value already there).  ``op``: "sum", "max", "min", "abssum", "absmax"."""
+    base = op[3:] if op.startswith("abs") else op
+    for q, v in enumerate(_quad_rows(acc, op)):
+        rows[q] = v if clear else combine(rows[q], v, base)
 
 
 def reduce_rows_across(acc, rows, rows_i, op: str, clear: bool, scratch, family: str,
@@ -83,26 +91,13 @@ def reduce_rows_across(acc, rows, rows_i, op: str, clear: bool, scratch, family:
     being laid out column-major, M first), a barrier, then every thread combines the
     ``warps[1]`` partials of each of its rows, and a second barrier lets the scratch be
     written again.  Every thread of the MMA must call it."""
-    absolute = op.startswith("abs")
-    base = op[3:] if absolute else op
-    inner = cute.size(acc, mode=[0])
-    mma_m = cute.size(acc, mode=[1])
-    mma_n = cute.size(acc, mode=[2])
-    groups = inner // 4
+    base = op[3:] if op.startswith("abs") else op
     unit = 128 if family == "wgmma" else 32
     along_n = (tid // unit) // warps[0]
-    part = cute.make_rmem_tensor((2 * mma_m,), rows.element_type)
-    for mi in range(mma_m):
-        for r0 in range(2):
-            v = None
-            for ni in range(mma_n):
-                for g in range(groups):
-                    for c0 in range(2):
-                        x = acc[c0 + 2 * r0 + 4 * g + inner * (mi + mma_m * ni)]
-                        if absolute:
-                            x = _abs(x)
-                        v = x if v is None else combine(v, x, base)
-            part[r0 + 2 * mi] = warp_allreduce(v, base, 4)
+    partials = _quad_rows(acc, op)
+    part = cute.make_rmem_tensor((len(partials),), rows.element_type)
+    for q, v in enumerate(partials):
+        part[q] = v
     _exchange(part, rows, rows_i, base, clear, scratch, warps[1], m, along_n, tid, threads)
 
 
