@@ -126,3 +126,30 @@ def test_inc_and_dec_max_nreg_are_set_max_nreg():
             "            A[0] = 1.0\n")
     script = T.from_script(text).script()
     assert "T.set_max_nreg(40, 0)" in script and "T.set_max_nreg(232, 1)" in script
+
+
+def test_block_and_thread_bindings_and_extents(tmp_path):
+    """T.get_block_binding / T.get_block_bindings / T.get_*_extent(s): the T.Kernel's block
+    variables, grid and thread extents (0 / 1 for a dim the kernel does not have)."""
+
+    @T.prim_func
+    def f(A: T.Tensor((4, 256), "float32"), B: T.Tensor((4, 256), "float32")):
+        with T.Kernel(4, 2, threads=128) as (bx, by):
+            x = T.get_block_binding(0)
+            tx = T.get_thread_binding()
+            n = T.get_thread_extent()
+            gx, gy, gz = T.get_block_extents()
+            x2, y, z = T.get_block_bindings()
+            B[x, y * n + tx] = A[x, y * n + tx] + T.cast(gx * 100 + gy * 10 + gz + z, "float32")
+
+    script = f.script()
+    assert "x = bx" in script and "n = 128" in script and "gx = 4" in script and "gz = 1" in script
+    assert "T.Cast(\"float32\", gx * 100 + gy * 10 + gz + 0)" in script or "+ 0)" in script \
+        or "gz)" in script
+    assert tilecute.build_cubin(f, "sm_90a", out_dir=str(tmp_path)).kernel_names
+    with pytest.raises(FrontendError, match="T.get_block_binding: dim must be 0, 1 or 2"):
+        T.from_script(
+            "@T.prim_func\n"
+            "def g(A: T.Tensor((4,), 'float32')):\n"
+            "    with T.Kernel(4, threads=32) as bx:\n"
+            "        A[T.get_block_binding(3)] = 1.0\n")

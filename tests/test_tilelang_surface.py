@@ -55,7 +55,10 @@ CALLS = {
     "Tensor": ("param", '(4,), "float32"'), "StridedTensor": ("param", '(4,), (1,), "float32"'),
     "Buffer": ("param", '(4,), "float32"'),
     **{name: ("param", '(4,), "float32"') for name in ("SharedBuffer", "FragmentBuffer", "LocalBuffer")},
-    "grid": ("for", "4"), "inc_max_nreg": ("stmt", "240"), "dec_max_nreg": ("stmt", "40"),
+    "grid": ("for", "4"),
+    **{name: ("expr", "0") for name in ("get_block_binding", "get_thread_extent", "get_block_extent")},
+    **{name: ("unpack", "") for name in ("get_thread_bindings", "get_block_bindings",
+                                         "get_thread_extents", "get_block_extents")}, "inc_max_nreg": ("stmt", "240"), "dec_max_nreg": ("stmt", "40"),
     **{name: ("expr", "x") for name in ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh",
                                         "sin", "cos", "floor", "ceil", "sigmoid", "abs")},
     **{name: ("expr", "x") for name in ("tan", "atan", "acos", "asin", "sinh", "cosh", "erf",
@@ -97,7 +100,7 @@ def program(name: str, args: str) -> tuple[str, int]:
     lines = HEADER.format(params="")
     line = lines.count("\n") + 1
     body = {"for": f"for i in {call}:\n            C[0] = 1.0", "alloc": f"v = {call}",
-            "stmt": call, "expr": f"y = {call}",
+            "stmt": call, "expr": f"y = {call}", "unpack": f"y0, y1, y2 = {call}",
             "layout": f'v = T.alloc_fragment((4,), "float32", layout={call})'}[where]
     return lines + "        " + body + "\n", line
 

@@ -53,6 +53,8 @@ from .ops import (  # noqa: F401
     tan, atan, acos, asin, sinh, cosh, erf, log10, log1p, exp10, pow, fmod, atan2, round,
     trunc, isnan, isinf, isfinite, truncdiv, truncmod, popcount, clz, likely,
     get_lane_idx, get_warp_idx, get_warp_idx_sync, get_warp_group_idx,
+    get_thread_bindings, get_block_binding, get_block_bindings, get_thread_extent,
+    get_thread_extents, get_block_extent, get_block_extents,
 )
 from .parser import FrontendError, parse_script, prim_func
 from .values import DTYPE_NAMES, DType, GemmWarpPolicy, Layout, TensorSpec, dtype_name  # noqa: F401

@@ -399,8 +399,8 @@ TILELANG_ONLY = frozenset("""
     warp_reduce_max warp_reduce_min warp_reduce_bitand warp_reduce_bitor
     atomic_addx2 atomic_addx4 atomic_load atomic_store atomic_or dp4a
     reshape view loop_break any_of all_of access_ptr activemask all_sync any_sync ballot
-    ballot_sync get_thread_bindings get_block_binding get_block_bindings
-    get_thread_extent get_thread_extents get_block_extent get_block_extents
+    ballot_sync
+   
     mbarrier_arrive_expect_tx mbarrier_expect_tx no_set_max_nreg
     sync_global sync_grid syncthreads_and
     syncthreads_count syncthreads_or fence_proxy_async tma_store_arrive tma_store_wait

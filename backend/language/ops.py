@@ -488,6 +488,72 @@ def shfl_sync(value, srcLane, width=32, mask=_FULL_MASK):  # noqa: N803 (TileLan
 shfl_sync.__doc__ = _shfl_sync.__doc__
 
 
+# ---- the block's and the grid's indices and extents (TileLang's T.get_block_binding ...) ------
+def _kernel_form(fn):
+    """A helper of the enclosing T.Kernel: the parser passes ``kernel`` (keyword, not part of
+    TileLang's signature), a tuple (block index variables, grid extents, thread extents)."""
+    sig = inspect.signature(fn)
+    fn.__signature__ = sig.replace(parameters=[p for p in sig.parameters.values()
+                                               if p.name != "kernel"])
+    fn.kernel_scope = True
+    return fn
+
+
+def _dim(name: str, dim) -> int:
+    if isinstance(dim, bool) or dim not in (0, 1, 2):
+        raise ValueError(f"T.{name}: dim must be 0, 1 or 2, got {dim!r}")
+    return int(dim)
+
+
+@_kernel_form
+def get_thread_bindings(*, kernel=None):
+    """``[threadIdx.x, threadIdx.y, threadIdx.z]``."""
+    return [get_thread_binding(d) for d in range(3)]
+
+
+@_kernel_form
+def get_block_binding(dim: int = 0, *, kernel=None):
+    """``blockIdx.x`` (``dim`` 0), ``.y`` or ``.z``: the T.Kernel's block variable (0 for a
+    dim its grid does not have)."""
+    blocks = kernel[0]
+    d = _dim("get_block_binding", dim)
+    return blocks[d] if d < len(blocks) else _N.Const(0, "int32")
+
+
+@_kernel_form
+def get_block_bindings(*, kernel=None):
+    """``[blockIdx.x, blockIdx.y, blockIdx.z]``."""
+    return [get_block_binding(d, kernel=kernel) for d in range(3)]
+
+
+@_kernel_form
+def get_thread_extent(dim: int = 0, *, kernel=None):
+    """``blockDim.x`` (``dim`` 0), ``.y`` or ``.z``: the T.Kernel's ``threads``."""
+    threads = kernel[2]
+    d = _dim("get_thread_extent", dim)
+    return _N.Const(int(threads[d]), "int32") if d < len(threads) else _N.Const(1, "int32")
+
+
+@_kernel_form
+def get_thread_extents(*, kernel=None):
+    """``[blockDim.x, blockDim.y, blockDim.z]``."""
+    return [get_thread_extent(d, kernel=kernel) for d in range(3)]
+
+
+@_kernel_form
+def get_block_extent(dim: int = 0, *, kernel=None):
+    """``gridDim.x`` (``dim`` 0), ``.y`` or ``.z``: the T.Kernel's grid extent."""
+    grid = kernel[1]
+    d = _dim("get_block_extent", dim)
+    return _N.as_expr(grid[d]) if d < len(grid) else _N.Const(1, "int32")
+
+
+@_kernel_form
+def get_block_extents(*, kernel=None):
+    """``[gridDim.x, gridDim.y, gridDim.z]``."""
+    return [get_block_extent(d, kernel=kernel) for d in range(3)]
+
+
 EXPRESSION_HELPERS = (
     "ceildiv", "cdiv", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "sin", "cos",
     "floor", "ceil", "sigmoid", "abs", "max", "min", "clamp", "fma", "floordiv", "floormod",
@@ -497,5 +563,6 @@ EXPRESSION_HELPERS = (
     "tan", "atan", "acos", "asin", "sinh", "cosh", "erf", "log10", "log1p", "exp10", "pow",
     "fmod", "atan2", "round", "trunc", "isnan", "isinf", "isfinite", "truncdiv", "truncmod",
     "popcount", "clz", "likely", "get_lane_idx", "get_warp_idx", "get_warp_idx_sync",
-    "get_warp_group_idx",
+    "get_warp_group_idx", "get_thread_bindings", "get_block_binding", "get_block_bindings",
+    "get_thread_extent", "get_thread_extents", "get_block_extent", "get_block_extents",
 )

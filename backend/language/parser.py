@@ -485,6 +485,7 @@ class _Parser:
             block_vars.append(v)
             self.bind(nm, v)
         self.kernel_grid = (tuple(grid), tuple(names))
+        self.kernel_blocks = tuple(block_vars)
         self.kernel_threads = tuple(threads)
         self.in_kernel = True
         try:
@@ -1691,6 +1692,10 @@ class _Parser:
                 if not self.in_kernel:
                     raise self.error(node, f"T.{helper} is only valid inside a T.Kernel")
                 kwargs["threads"] = self.kernel_threads
+            if getattr(fn, "kernel_scope", False):  # T.get_block_binding ...: of the T.Kernel
+                if not self.in_kernel:
+                    raise self.error(node, f"T.{helper} is only valid inside a T.Kernel")
+                kwargs["kernel"] = (self.kernel_blocks, self.kernel_grid[0], self.kernel_threads)
             try:
                 return fn(*args, **kwargs)
             except (TypeError, ValueError, KeyError) as e:
