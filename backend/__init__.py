@@ -17,7 +17,7 @@ _LAZY = {
     "autotune": ("tilecute.autotuner", "autotune"),
 }
 # submodules reachable as attributes after a bare `import tilecute` (TileLang's layout)
-_SUBMODULES = ("profiler", "utils", "testing", "language", "options", "autotuner")
+_SUBMODULES = ("profiler", "utils", "testing", "language", "options", "autotuner", "layout")
 
 
 def cdiv(a, b):

@@ -96,7 +96,7 @@ def stage(name: str) -> float:
         # the package root only holds __version__ and lazy names (importlib, not imports)
         (("tilecute.runtime", "tilecute.target", "tilecute.options", "tilecute.templates"), 0),
         (("tilecute.ir",), 1),
-        (("tilecute.language",), 2),
+        (("tilecute.language", "tilecute.layout"), 2),  # tilecute.layout: tilelang.layout's names
         (("tilecute.transform.analysis",), 2.5),
         (("tilecute.transform.launch_abi",), 3.9),
         (("tilecute.transform.pipeline", "tilecute.transform"), 3.95),

@@ -70,6 +70,8 @@ CALLS = {
     **{name: ("expr", "") for name in ("get_lane_idx", "get_warp_idx", "get_warp_idx_sync",
                                        "get_warp_group_idx")},
     "sync_warp": ("stmt", ""),
+    "annotate_layout": ("stmt", "{}"), "annotate_min_blocks_per_sm": ("stmt", "1"),
+    **{f"warp_reduce_{k}": ("expr", "bx") for k in ("sum", "max", "min", "bitand", "bitor")},
     "max": ("expr", "x, 1.0"), "min": ("expr", "x, 1.0"), "clamp": ("expr", "x, 0.0, 1.0"),
     "fma": ("expr", "x, x, x"), "ceildiv": ("expr", "bx, 2"), "cdiv": ("expr", "bx, 2"),
     "floordiv": ("expr", "bx, 2"), "floormod": ("expr", "bx, 2"),

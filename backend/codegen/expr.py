@@ -192,6 +192,12 @@ class ExprPrinter:
             args.append(f"mask={self.expr(mask) if not isinstance(mask, N.Const) else int(mask.value)}")
         return f"cute.arch.shuffle_sync{'_' + fn if fn else ''}({', '.join(args)})", ATOM
 
+    def _warp_reduce(self, e: N.Call):
+        """``tcr.warp_allreduce`` over the 32 lanes (``shfl.sync.bfly`` offsets 16 .. 1)."""
+        self.use("reduce")
+        kind = e.name[len("warp_reduce_"):]
+        return f'tcr.warp_allreduce({self.expr(e.args[0])}, "{kind}", 32)', ATOM
+
     def _exp10(self, e: N.Call):
         """``10 ** x`` as ``powf(10, x)`` (CUDA's exp10f is libdevice's, which CuTe DSL does
         not expose; ``exp2(x * log2(10))`` would lose bits of ``x * log2(10)``)."""
@@ -218,4 +224,5 @@ class ExprPrinter:
 _CALLS = {"thread_idx": ExprPrinter._thread_idx, "ceildiv": ExprPrinter._ceildiv,
           "fma": ExprPrinter._fma, "abs": ExprPrinter._abs, "exp10": ExprPrinter._exp10,
           **{name: ExprPrinter._integer for name in ("truncdiv", "truncmod", "popcount", "clz")},
-          **{name: ExprPrinter._shuffle for name in N.SHUFFLES}}
+          **{name: ExprPrinter._shuffle for name in N.SHUFFLES},
+          **{name: ExprPrinter._warp_reduce for name in N.WARP_REDUCTIONS}}

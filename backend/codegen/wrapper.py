@@ -58,8 +58,18 @@ def jit_wrapper(plan: KernelPlan) -> list[str]:
         extra = f", cluster=[{', '.join(map(str, launch.cluster))}]" if launch.cluster else ""
         if launch.dynamic_smem:
             extra += f", smem={launch.dynamic_smem}"
-        if k.producer_threads:  # one block per SM: setmaxnreg shares the SM's registers
-            extra += ", min_blocks_per_mp=1"
+        if k.producer_threads and k.min_blocks_per_sm > 1:
+            raise CodegenError(f"prim_func '{f.name}': T.annotate_min_blocks_per_sm"
+                               f"({k.min_blocks_per_sm}) in a warp-specialized kernel, whose "
+                               "setmaxnreg takes the SM's whole register file")
+        if k.producer_threads or k.min_blocks_per_sm:
+            # one block per SM with a producer: setmaxnreg shares the SM's registers.
+            # CuTe DSL asks the device for its shared memory per SM when the bound is above
+            # 1 unless given a carveout; -1 is the driver's default (CU_SHAREDMEM_CARVEOUT_
+            # DEFAULT), and tilecute's launcher sets no carveout anyway
+            extra += f", min_blocks_per_mp={max(k.min_blocks_per_sm, 1)}"
+            if k.min_blocks_per_sm > 1:
+                extra += ", preferred_smem_carveout=-1"
         out.append(f"{INDENT}{launch.symbol}({', '.join(names)}).launch(grid=[{', '.join(grid)}], "
                    f"block=[{', '.join(map(str, launch.block))}]{extra})")
     return out

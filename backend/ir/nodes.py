@@ -155,8 +155,14 @@ INTRINSICS = {
     # the value of lane ``lane ^ delta`` / ``lane + delta`` / ``lane - delta`` / ``src``
     # within groups of ``width`` lanes (CUDA's __shfl_*_sync)
     "shfl_xor": 4, "shfl_down": 4, "shfl_up": 4, "shfl_sync": 4,
+    # warp all-reductions (TileLang's T.warp_reduce_*): every lane of the warp gets the
+    # sum / max / min / and / or of the 32 lanes' values (all 32 lanes must run it)
+    "warp_reduce_sum": 1, "warp_reduce_max": 1, "warp_reduce_min": 1,
+    "warp_reduce_bitand": 1, "warp_reduce_bitor": 1,
 }
 SHUFFLES = ("shfl_xor", "shfl_down", "shfl_up", "shfl_sync")
+WARP_REDUCTIONS = ("warp_reduce_sum", "warp_reduce_max", "warp_reduce_min",
+                   "warp_reduce_bitand", "warp_reduce_bitor")
 # the intrinsics whose arguments and result share one float dtype
 FLOAT_MATH = ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "sin", "cos", "floor",
               "ceil", "tan", "atan", "acos", "asin", "sinh", "cosh", "erf", "log10", "log1p",
@@ -711,6 +717,9 @@ class KernelScope(Stmt):
     # Programmatic Dependent Launch (option `pdl`): the kernel may start while the previous
     # kernel on the stream finishes; it waits for it (griddepcontrol.wait) before its body
     pdl: bool = False
+    # T.annotate_min_blocks_per_sm(n): compiled for at least n resident blocks per SM
+    # (CUDA's __launch_bounds__(threads, n)); 0: no bound
+    min_blocks_per_sm: int = 0
 
     @property
     def num_threads(self) -> int:

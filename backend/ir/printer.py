@@ -216,6 +216,8 @@ def _stmt(s: N.Stmt, indent: int, out: list[str]) -> None:
             args.append(f"producer_threads={s.producer_threads}")
         names = s.block_vars[0].name if len(s.block_vars) == 1 else _tuple(v.name for v in s.block_vars)
         out.append(f"{pad}with T.Kernel({', '.join(args)}) as {names}:")
+        if s.min_blocks_per_sm:
+            out.append(f"{pad}    T.annotate_min_blocks_per_sm({s.min_blocks_per_sm})")
         _stmts(s.body, indent + 1, out)
     else:
         raise TypeError(f"printer: unknown statement {type(s).__name__}")

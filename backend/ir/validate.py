@@ -192,6 +192,7 @@ class _Validator:
         if not 1 <= len(k.threads) <= 3:
             self.fail("threads must have 1 to 3 dims")
         self.integer(k.producer_threads, "producer_threads")
+        self.integer(k.min_blocks_per_sm, "min_blocks_per_sm", 0)
         if k.cluster is not None:
             self.int_tuple(k.cluster, "cluster")
         if k.num_threads > MAX_THREADS:
@@ -333,6 +334,14 @@ class _Validator:
                     (b.scope != "shared" or b.dtype != "uint64" or b.ndim != 1 or s.layout.threads < 1):
                 self.fail(f"buffer '{b.name}': an mbarrier array is a 1-d shared uint64 buffer "
                           "with an arrive count >= 1 (T.alloc_barrier)")
+            if s.layout is not None and s.layout.kind in ("row_major", "swizzled", "tma_swizzled") \
+                    and b.scope != "shared":
+                self.fail(f"buffer '{b.name}': layout {s.layout.kind} is a shared-memory layout; "
+                          f"'{b.name}' is a {b.scope} buffer")
+            if s.layout is not None and s.layout.kind == "tma_swizzled" and \
+                    s.layout.swizzle not in (32, 64, 128):
+                self.fail(f"buffer '{b.name}': a tma_swizzled layout swizzles 32, 64 or 128 bytes, "
+                          f"not {s.layout.swizzle}")
             if s.stages < 1 or (s.stages > 1 and b.scope != "shared"):
                 self.fail(f"buffer '{b.name}': only shared buffers have stages (got {s.stages})")
             self.name(b.name, "buffer")
@@ -512,6 +521,13 @@ class _Validator:
                 self.fail(f"T.{e.name}: the lane, width and mask are integers")
             if e.name in N.SHUFFLES and e.dtype != e.args[0].dtype:
                 self.fail(f"T.{e.name} of a {e.args[0].dtype} value is declared {e.dtype}")
+            if e.name in N.WARP_REDUCTIONS:
+                t = e.args[0].dtype
+                if e.dtype != t or t == "bool" or DTYPES[t].bits > 64:
+                    self.fail(f"T.{e.name} takes a number of at most 64 bits and is of its dtype; "
+                              f"got {t} -> {e.dtype}")
+                if e.name in ("warp_reduce_bitand", "warp_reduce_bitor") and not N.is_int(t):
+                    self.fail(f"T.{e.name} takes an integer, got {t}")
             self.intrinsic_types(e)
             if e.name == "thread_idx" and not (isinstance(e.args[0], N.Const)
                                                and e.args[0].value in (0, 1, 2)):

@@ -41,6 +41,7 @@ from .forms import (  # noqa: F401
 )
 from .forms import alloc_global, alloc_reducer, cummax, cumsum, finalize_reducer, im2col  # noqa: F401
 from .forms import dec_max_nreg, grid, inc_max_nreg, sync_warp  # noqa: F401
+from .forms import annotate_layout, annotate_min_blocks_per_sm  # noqa: F401
 from .ops import EXPRESSION_HELPERS
 from .ops import (  # noqa: F401
     ceildiv, cdiv, exp, exp2, log, log2, sqrt, rsqrt, tanh, sin, cos, floor, ceil, sigmoid,
@@ -49,6 +50,9 @@ from .ops import (  # noqa: F401
     max_value, min_value, get_thread_binding,
 )
 from .ops import shfl_down, shfl_sync, shfl_up, shfl_xor  # noqa: F401
+from .ops import (  # noqa: F401
+    warp_reduce_bitand, warp_reduce_bitor, warp_reduce_max, warp_reduce_min, warp_reduce_sum,
+)
 from .ops import (  # noqa: F401
     tan, atan, acos, asin, sinh, cosh, erf, log10, log1p, exp10, pow, fmod, atan2, round,
     trunc, isnan, isinf, isfinite, truncdiv, truncmod, popcount, clz, likely,

@@ -372,6 +372,20 @@ def _c2d_im2col(img, col, nhw_step, c_step, kernel, stride, dilation, pad, evict
     """TileLang's older name of ``T.im2col``."""
 
 
+# ---- annotations -------------------------------------------------------------------------
+@_form("stmt")
+def annotate_layout(layout_map):
+    """``T.annotate_layout({A_shared: make_swizzled_layout(A_shared), ...})``: the layout
+    of each shared buffer, from ``tilecute.layout``'s constructors (TileLang's
+    ``tilelang.layout``); see docs/tile-ops.md."""
+
+
+@_form("stmt")
+def annotate_min_blocks_per_sm(n):
+    """``T.annotate_min_blocks_per_sm(2)``: the kernel is compiled for at least ``n``
+    resident blocks per SM (CUDA's ``__launch_bounds__(threads, n)``)."""
+
+
 # ---- TileLang forms tilecute does not have ------------------------------------------------
 class Unsupported:
     """``T.<name>`` for a TileLang form tilecute does not have: using it in a prim_func is
@@ -395,8 +409,7 @@ TILELANG_ONLY = frozenset("""
     thread_binding Fragment ptr make_tensor make_tensor_from_addr
     alloc_cluster_barrier alloc_tmem alloc_descriptor empty allocate async_copy transpose
     copy_cluster tma_gather4 tma_scatter4 tma_load tma_load_2sm gemm_sp
-    wgmma_gemm tcgen05_gemm reducer_init reducer_update warp_reduce_sum
-    warp_reduce_max warp_reduce_min warp_reduce_bitand warp_reduce_bitor
+    wgmma_gemm tcgen05_gemm reducer_init reducer_update
     atomic_addx2 atomic_addx4 atomic_load atomic_store atomic_or dp4a
     reshape view loop_break any_of all_of access_ptr activemask all_sync any_sync ballot
     ballot_sync
@@ -404,8 +417,8 @@ TILELANG_ONLY = frozenset("""
     mbarrier_arrive_expect_tx mbarrier_expect_tx no_set_max_nreg
     sync_global sync_grid syncthreads_and
     syncthreads_count syncthreads_or fence_proxy_async tma_store_arrive tma_store_wait
-    shuffle_elect annotate_layout annotate_safe_value annotate_restrict_buffers
-    annotate_l2_hit_ratio annotate_min_blocks_per_sm annotate_ws_schedule ws_op
+    shuffle_elect annotate_safe_value annotate_restrict_buffers
+    annotate_l2_hit_ratio annotate_ws_schedule ws_op
     create_tma_descriptor named_barrier_arrive index_to_coordinates import_source inline
     meta_class print device_assert call_extern call_intrin reinterpret Shuffle
 """.split())

@@ -488,6 +488,32 @@ def shfl_sync(value, srcLane, width=32, mask=_FULL_MASK):  # noqa: N803 (TileLan
 shfl_sync.__doc__ = _shfl_sync.__doc__
 
 
+# ---- warp all-reductions (TileLang's T.warp_reduce_*) -------------------------------------------
+def _warp_reduction(kind: str, what: str):
+    name = f"warp_reduce_{kind}"
+
+    def f(value):
+        value = _N.as_expr(value)
+        if value.dtype == "bool" or DTYPES[value.dtype].bits > 64:
+            raise ValueError(f"T.{name}: a {value.dtype} value cannot be reduced across the warp "
+                             "(numbers of 64 bits at most)")
+        if kind in ("bitand", "bitor") and not _N.is_int(value.dtype):
+            raise TypeError(f"T.{name} takes an integer, got {value.dtype}")
+        return _N.Call(name, (value,), value.dtype)
+
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = (f"``T.{name}(value)``: the {what} of ``value`` over the 32 lanes of the warp, "
+                 "in every lane (shuffle butterflies; all 32 lanes must run it).")
+    return f
+
+
+warp_reduce_sum = _warp_reduction("sum", "sum")
+warp_reduce_max = _warp_reduction("max", "maximum")
+warp_reduce_min = _warp_reduction("min", "minimum")
+warp_reduce_bitand = _warp_reduction("bitand", "bitwise and")
+warp_reduce_bitor = _warp_reduction("bitor", "bitwise or")
+
+
 # ---- the block's and the grid's indices and extents (TileLang's T.get_block_binding ...) ------
 def _kernel_form(fn):
     """A helper of the enclosing T.Kernel: the parser passes ``kernel`` (keyword, not part of
@@ -560,6 +586,8 @@ EXPRESSION_HELPERS = (
     "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "shift_left", "shift_right",
     "Cast", "cast", "if_then_else", "Select", "infinity", "max_value", "min_value",
     "get_thread_binding", "shfl_xor", "shfl_down", "shfl_up", "shfl_sync",
+    "warp_reduce_sum", "warp_reduce_max", "warp_reduce_min", "warp_reduce_bitand",
+    "warp_reduce_bitor",
     "tan", "atan", "acos", "asin", "sinh", "cosh", "erf", "log10", "log1p", "exp10", "pow",
     "fmod", "atan2", "round", "trunc", "isnan", "isinf", "isfinite", "truncdiv", "truncmod",
     "popcount", "clz", "likely", "get_lane_idx", "get_warp_idx", "get_warp_idx_sync",

@@ -18,16 +18,19 @@ Imports the IR, the values, forms and ops modules; never the ``T`` namespace
 from __future__ import annotations
 
 import ast
+import dataclasses
 import inspect
 import linecache
 import textwrap
 from typing import Any, Optional
 
 from ..ir import nodes as N
+from ..ir.printer import layout_str
 from ..ir.rasterization import panel_order
 from ..ir.validate import validate
 from ..runtime.dtypes import UnknownDTypeError
 from . import forms as F
+from . import layouts as L
 from . import ops
 from .values import (DType, GemmWarpPolicy, Layout, Macro, TensorSpec, dtype_name, dynamic,
                      plain_signature, signature_error)
@@ -94,8 +97,10 @@ class _Args:
     the call names it.  Binding errors (an unknown keyword, one positional too many, a
     missing argument) name the form, the argument and the line."""
 
-    def __init__(self, parser: "_Parser", name: str, sig: inspect.Signature, call: ast.Call):
+    def __init__(self, parser: "_Parser", name: str, sig: inspect.Signature, call: ast.Call,
+                 prefix: str = "T."):
         self.parser, self.name, self.sig, self.call = parser, name, sig, call
+        self.prefix = prefix
         pos: list = []
         kw: dict = {}
         for a in call.args:
@@ -109,7 +114,7 @@ class _Args:
             else:
                 kw[k.arg] = k.value
         texts = [ast.unparse(r) if isinstance(r, ast.AST) else repr(r.value) for r in pos]
-        error = signature_error(f"T.{name}", sig, texts, kw)
+        error = signature_error(f"{prefix}{name}", sig, texts, kw)
         if error:
             raise parser.error(call, error)
         self.bound = sig.bind(*pos, **kw)
@@ -138,7 +143,7 @@ class _Args:
         return self._values[name]
 
     def fail(self, name: str, msg: str) -> "FrontendError":
-        return self.parser.error(self.node(name), f"T.{self.name}: {msg}")
+        return self.parser.error(self.node(name), f"{self.prefix}{self.name}: {msg}")
 
     def refuse_unless(self, name: str, accepted, why: str) -> None:
         """An argument tilecute does not honor: an error when the call gives it a value
@@ -488,14 +493,17 @@ class _Parser:
         self.kernel_blocks = tuple(block_vars)
         self.kernel_threads = tuple(threads)
         self.in_kernel = True
+        self.layout_annotations: dict[str, tuple[N.Layout, ast.AST]] = {}
+        self.min_blocks_per_sm = 0
         try:
             body = self.block(s.body)
         finally:
             self.in_kernel = False
             self.pop()
-        body = _hoist_shared(body)
+        body = _hoist_shared(self.annotate_layouts(body))
         return N.KernelScope(tuple(grid), threads, tuple(block_vars), body, cluster,
-                             loc=self.loc(s), producer_threads=producer)
+                             loc=self.loc(s), producer_threads=producer,
+                             min_blocks_per_sm=self.min_blocks_per_sm)
 
     def int_tuple(self, node, what, v=None) -> tuple[int, ...]:
         if v is None:
@@ -1362,6 +1370,136 @@ class _Parser:
     def stmt_dec_max_nreg(self, a: _Args, s) -> list[N.Stmt]:
         return [N.SetMaxNReg(a.static_int("reg_count"), False, loc=self.loc(s))]
 
+    # ---- annotations ----------------------------------------------------------------------
+    def stmt_annotate_layout(self, a: _Args, s) -> list[N.Stmt]:
+        """``T.annotate_layout({buf: layout, ...})``: each shared buffer's layout, set on its
+        ``Allocate`` when the T.Kernel body is parsed (:meth:`annotate_layouts`)."""
+        if not self.in_kernel:
+            raise self.error(s, "T.annotate_layout is only valid inside a T.Kernel")
+        node = a.node("layout_map")
+        if isinstance(node, ast.Dict) and a.given("layout_map"):
+            if None in node.keys:
+                raise a.fail("layout_map", "layout_map is a dict literal {buffer: layout, ...} "
+                                           "(no ** unpacking)")
+            pairs = list(zip(node.keys, node.values))
+        else:
+            value = a.value("layout_map")
+            if not isinstance(value, dict):
+                raise a.fail("layout_map", f"layout_map is a dict {{buffer: layout, ...}}, got "
+                                           f"{_show(value)}")
+            pairs = [(_Given(k, node), _Given(v, node)) for k, v in value.items()]
+        for key, val in pairs:
+            where = key.node if isinstance(key, _Given) else key
+            ref = key.value if isinstance(key, _Given) else self.expr(key)
+            if not isinstance(ref, _BufferRef) or isinstance(ref, _VarRef):
+                raise self.error(where, f"T.annotate_layout: the keys are buffers, got "
+                                        f"`{ast.unparse(where) if isinstance(key, ast.AST) else _show(ref)}`")
+            buf = ref.buffer
+            layout = self.annotated_layout(buf, val, s)
+            have = self.layout_annotations.get(buf.name)
+            if have is not None and have[0] != layout:
+                raise self.error(where, f"T.annotate_layout: '{buf.name}' is annotated twice, "
+                                        f"with {have[0]} and {layout}")
+            self.layout_annotations[buf.name] = (layout, where)
+        return []
+
+    def annotated_layout(self, buf: N.Buffer, val, s) -> N.Layout:
+        """The tilecute layout that ``T.annotate_layout`` gives ``buf`` for the value
+        ``val`` (an AST node, or a :class:`_Given`)."""
+        node = val.node if isinstance(val, _Given) else val
+        self.check_layout_scope("T.annotate_layout", buf, node)
+        custom = isinstance(node, ast.Call) and any(isinstance(x, ast.Lambda) for x in node.args)
+        if isinstance(node, ast.Lambda) or custom or (
+                isinstance(val, _Given) and callable(val.value)
+                and not isinstance(val.value, L.LayoutConstructor)):
+            raise self.error(node, f"T.annotate_layout: the layout of '{buf.name}' is a custom "
+                                   f"index map (TileLang's T.Layout(shape, forward_fn)); {L._CUSTOM}")
+        if isinstance(val, _Given):
+            value = val.value
+        else:
+            if isinstance(node, ast.Call):
+                fn = self.expr(node.func)
+                if not isinstance(fn, (L.LayoutConstructor, L.UnsupportedLayout, F.Unsupported)) \
+                        and not (isinstance(fn, type) and issubclass(fn, N.Layout)) and \
+                        fn is not Layout:
+                    raise self.error(node, f"T.annotate_layout: the layout of '{buf.name}' is "
+                                           f"`{ast.unparse(node)}`; tilecute takes one of "
+                                           f"tilecute.layout's constructors ("
+                                           f"{', '.join(L.CONSTRUCTORS)}) called on the buffer "
+                                           "(a Python function that builds a TileLang layout is "
+                                           "not supported)")
+            value = self.expr(node)
+        if isinstance(value, L.Resolved):
+            if value.buffer.dtype != buf.dtype or value.buffer.shape[-2:] != buf.shape[-2:]:
+                raise self.error(node, f"T.annotate_layout: the layout of '{buf.name}' was made "
+                                       f"for '{value.buffer.name}', whose last dims or dtype differ")
+            return value.layout
+        if isinstance(value, N.Layout):  # tilecute's own T.Layout(kind, ...)
+            if value.kind not in ("row_major", "swizzled", "tma_swizzled"):
+                raise self.error(node, f"T.annotate_layout: '{buf.name}' is shared; "
+                                       f"{layout_str(value)} is a fragment layout")
+            return value
+        raise self.error(node, f"T.annotate_layout: the layout of '{buf.name}' must be one of "
+                               f"tilecute.layout's constructors ({', '.join(L.CONSTRUCTORS)}), "
+                               f"got {_show(value)}")
+
+    def check_layout_scope(self, form: str, buf: N.Buffer, node) -> None:
+        if buf.scope != "shared":
+            what = {"global": "a global tensor: tilecute reads and writes it at the strides "
+                              "the caller's tensor has",
+                    "fragment": "a fragment: tilecute's layout pass lays fragments out "
+                                "(TileLang's T.Fragment layouts are not supported)",
+                    "local": "a local buffer: each thread holds it whole, in order"}[buf.scope]
+            raise self.error(node, f"{form}: '{buf.name}' is {what}; tilecute honors layouts "
+                                   "of shared buffers only")
+
+    def layout_value(self, fn: "L.LayoutConstructor", node: ast.Call) -> "L.Resolved":
+        """A call of a ``tilecute.layout`` constructor: its layout for the buffer it names."""
+        a = _Args(self, fn.__name__, fn.signature, node, prefix="tilecute.layout.")
+        first = next(iter(fn.signature.parameters))
+        ref = a.ref(first)
+        target = ref.value if isinstance(ref, _Given) else self.expr(ref)
+        if not isinstance(target, _BufferRef) or isinstance(target, _VarRef):
+            raise a.fail(first, f"expected a buffer, got {_show(target)}")
+        self.check_layout_scope(f"tilecute.layout.{fn.__name__}", target.buffer, a.node(first))
+        kwargs = {n: a.value(n) for n in fn.signature.parameters if n != first}
+        try:
+            return L.Resolved(target.buffer, fn.resolve(target.buffer, **kwargs))
+        except ValueError as e:
+            raise self.error(node, str(e)) from None
+
+    def annotate_layouts(self, body: tuple) -> tuple:
+        """The kernel body with the ``T.annotate_layout`` layouts on their allocations."""
+        from ..ir.visitor import StmtMutator
+
+        wanted = dict(self.layout_annotations)
+        parser = self
+
+        class _Set(StmtMutator):
+            def visit_allocate(self, s: N.Allocate):
+                if s.buffer.name not in wanted:
+                    return s
+                layout, where = wanted.pop(s.buffer.name)
+                if s.layout is not None and s.layout != layout:
+                    raise parser.error(where, f"T.annotate_layout: '{s.buffer.name}' has "
+                                              f"layout={layout_str(s.layout)} at its allocation "
+                                              f"and {layout_str(layout)} here")
+                return dataclasses.replace(s, layout=layout)
+        out = _Set().visit_block(body)
+        for name, (_, where) in wanted.items():
+            raise self.error(where, f"T.annotate_layout: '{name}' is not allocated in this "
+                                    "T.Kernel block")
+        return out
+
+    def stmt_annotate_min_blocks_per_sm(self, a: _Args, s) -> list[N.Stmt]:
+        if not self.in_kernel:
+            raise self.error(s, "T.annotate_min_blocks_per_sm is only valid inside a T.Kernel")
+        n = a.static_int("n", 1)
+        if self.min_blocks_per_sm and self.min_blocks_per_sm != n:
+            raise a.fail("n", f"the kernel already asked for {self.min_blocks_per_sm}")
+        self.min_blocks_per_sm = n
+        return []
+
     # ---- while, scans, reducers, im2col (issue 17's corpus) -----------------------------
     def while_stmt(self, s: ast.While) -> list[N.Stmt]:
         """``while cond:`` with a condition computed in the kernel (TileLang's bounded
@@ -1675,8 +1813,10 @@ class _Parser:
         if isinstance(fn, F.Form):
             raise self.error(node, f"T.{fn.__name__} is a statement form and cannot be used "
                                    "in an expression here")
-        if isinstance(fn, F.Unsupported):
+        if isinstance(fn, (F.Unsupported, L.UnsupportedLayout)):
             raise self.error(node, fn.message())
+        if isinstance(fn, L.LayoutConstructor):
+            return self.layout_value(fn, node)
         helper = _helper_name(fn)
         if helper is not None:  # a T.* helper: TileLang's signature, then its arguments
             if isinstance(node.func, ast.Attribute) and not isinstance(fn, _Astype):

@@ -19,7 +19,8 @@ Families (``runtime/cute/mma.py`` issues them):
   Warps are arranged ``(warps_m, warps_n)`` over the tile, as square as the tile allows.
 
 Layouts: each operand becomes ``tma_swizzled`` with the widest swizzle (128, 64 or 32
-bytes) dividing its last dim's bytes, so TMA copies fill it (one box per chunk) and the
+bytes) dividing its last dim's bytes (or the narrower one the program gave it with
+``T.annotate_layout``; another kind the program gave it is an error), so TMA copies fill it (one box per chunk) and the
 MMA reads it without bank conflicts; ``C`` (and every fragment it shares a
 ``T.Parallel`` loop with, see the layout pass) gets the ``mma`` layout.
 """
@@ -188,6 +189,15 @@ class _Kernel:
             if not swizzle or rows % 8:
                 self.fail(s, f"{what} ('{buf.name}') is {rows} x {cols} {buf.dtype}: its rows must "
                              "be a multiple of 32 bytes and its row count a multiple of 8")
+            given = self.allocs[buf.name].layout  # the program's (T.annotate_layout, layout=)
+            if given is not None and given.kind == "tma_swizzled" and \
+                    cols * DTYPES[buf.dtype].bytes % given.swizzle == 0:
+                swizzle = given.swizzle  # a narrower swizzle than the widest: as asked
+            elif given is not None and given.kind != "tma_swizzled":
+                self.fail(s, f"{what} ('{buf.name}') has layout {given.kind} from the program "
+                             "(T.annotate_layout or layout=), but T.gemm reads shared operands "
+                             "from a TMA swizzle (make_swizzled_layout, make_*_bank_swizzled_"
+                             "layout); annotate one of those or leave the layout to tilecute")
             self.set_layout(s, buf.name, N.Layout("tma_swizzled", swizzle=swizzle))
         self.set_layout(s, c.name, N.Layout("mma", threads=self.threads, mma=family, warps=warps))
 

@@ -73,6 +73,11 @@ class _Specializer:
         if ws is False:
             return [loop]
         refusal = self.refusal(loop, loads, self.k.mma_tail(rest, loads))
+        blocks = self.k.scope.min_blocks_per_sm
+        if refusal is None and blocks > 1:
+            refusal = (f"the kernel asks for {blocks} blocks per SM "
+                       f"(T.annotate_min_blocks_per_sm({blocks})), and a producer warpgroup's "
+                       "register reallocation (setmaxnreg) takes the SM's whole register file")
         if ws and refusal:
             self.fail(loop, refusal)
         # (a loop whose GEMMs the program asked to overlap needs the producer warpgroup)

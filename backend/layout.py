@@ -1,0 +1,33 @@
+"""``tilecute.layout``: TileLang's ``tilelang.layout`` under tilecute's name, so that
+
+    from tilecute.layout import make_swizzled_layout       # from tilelang.layout import ...
+    T.annotate_layout({A_shared: make_swizzled_layout(A_shared)})
+
+reads as in TileLang (``import tilecute as tilelang`` then ``tilelang.layout.<name>``
+too).  The constructors and what tilecute makes of each are in
+:mod:`tilecute.language.layouts` and docs/tile-ops.md ("T.annotate_layout"); TileLang's
+other names here (``Layout``, ``Fragment``, ``make_volta_swizzled_layout`` ...) are
+errors saying why when a prim_func uses them.
+
+Imports only the frontend's layout module (no CUTLASS, no torch).
+"""
+
+from __future__ import annotations
+
+from .language.layouts import CONSTRUCTORS, UNSUPPORTED
+
+make_swizzled_layout = CONSTRUCTORS["make_swizzled_layout"]
+make_wgmma_swizzled_layout = CONSTRUCTORS["make_wgmma_swizzled_layout"]
+make_full_bank_swizzled_layout = CONSTRUCTORS["make_full_bank_swizzled_layout"]
+make_half_bank_swizzled_layout = CONSTRUCTORS["make_half_bank_swizzled_layout"]
+make_quarter_bank_swizzled_layout = CONSTRUCTORS["make_quarter_bank_swizzled_layout"]
+make_linear_layout = CONSTRUCTORS["make_linear_layout"]
+
+
+def __getattr__(name: str):
+    if name in UNSUPPORTED:
+        return UNSUPPORTED[name]
+    raise AttributeError(f"module 'tilecute.layout' has no attribute {name!r}")
+
+
+__all__ = list(CONSTRUCTORS)
