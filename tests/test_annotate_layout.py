@@ -391,3 +391,24 @@ def test_min_blocks_per_sm_matches_torch():
     b = torch.empty_like(a)
     kernel(a, b)
     assert torch.equal(b, a * 2)
+
+
+def test_a_program_chosen_xor_swizzle_keeps_its_copies_off_tma(tmp_path):
+    """A shared buffer the program lays out ``T.Layout("swizzled")`` (an XOR swizzle TMA
+    cannot write) is loaded and stored by threads, never by a TMA copy that would ignore the
+    swizzle; a row-major or TMA-swizzled one still gets TMA."""
+    def program(layout: str) -> str:
+        return IMPORTS + textwrap.dedent(f"""\
+            @T.prim_func
+            def roundtrip(A: T.Tensor((256, 64), "float16"), B: T.Tensor((256, 64), "float16")):
+                with T.Kernel(4, threads=128) as bx:
+                    s = T.alloc_shared((64, 64), "float16", layout={layout})
+                    T.copy(A[bx * 64, 0], s)
+                    T.copy(s, B[bx * 64, 0])
+            """)
+    xor = run_passes(parse(program('T.Layout("swizzled", swizzle=8)')), "sm_90a").script()
+    assert "T.tma_copy" not in xor and 'T.Layout("swizzled", swizzle=8)' in xor
+    for layout in ('T.Layout("row_major")', 'T.Layout("tma_swizzled", swizzle=128)'):
+        assert "T.tma_copy" in run_passes(parse(program(layout)), "sm_90a").script(), layout
+    assert tilecute.build_cubin(parse(program('T.Layout("swizzled", swizzle=8)')), "sm_90a",
+                                out_dir=str(tmp_path)).kernel_names

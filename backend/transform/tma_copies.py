@@ -86,7 +86,10 @@ class _Kernel(StmtMutator):
             return False
         if not whole(shared_r, shared) or shared.name not in self.allocs:
             return False
-        swizzle = tma_swizzle(self.allocs[shared.name])
+        alloc = self.allocs[shared.name]
+        if alloc.layout is not None and alloc.layout.kind not in ("row_major", "tma_swizzled"):
+            return False  # a layout the program chose (T.annotate_layout) that TMA can't write
+        swizzle = tma_swizzle(alloc)
         if shared.name in self.column_walked and not swizzle:
             return False  # the layout pass swizzles it for the column walk; TMA rows can't
         return isinstance(tma_box(glob, glob_r, shared, swizzle), tuple)
