@@ -70,6 +70,7 @@ from ..ir import nodes as _N
 Serial, Unroll, Vectorized = FORMS["Serial"], FORMS["Unroll"], FORMS["Vectorized"]
 c2d_im2col = FORMS["c2d_im2col"]
 globals().update(DTYPE_NAMES)  # T.float16, T.half, T.bool ...
+dtype = DType  # TileLang's T.dtype: the type of T.float16 ..., T.dtype("half") is T.float16
 
 
 def from_script(text: str, env: Optional[dict] = None, filename: str = "<script>") -> _N.PrimFunc:
@@ -88,6 +89,6 @@ def __getattr__(name: str):
 __all__ = [
     "prim_func", "from_script", "FrontendError", "Tensor", "StridedTensor", "Buffer",
     "SharedBuffer", "FragmentBuffer", "LocalBuffer",
-    "symbolic", "dynamic", "GemmWarpPolicy", "Layout", "macro", *FORMS, *EXPRESSION_HELPERS,
+    "symbolic", "dynamic", "dtype", "GemmWarpPolicy", "Layout", "macro", *FORMS, *EXPRESSION_HELPERS,
     *DTYPE_NAMES,
 ]

@@ -19,7 +19,13 @@ from ..runtime.dtypes import DTYPES, UnknownDTypeError, canonical_dtype
 
 class DType(str):
     """A dtype name usable as annotation (``n: T.int32``) and as a constant maker
-    (``T.float32(0)``), or a cast when given an expression (``T.float32(x)``)."""
+    (``T.float32(0)``), or a cast when given an expression (``T.float32(x)``).
+    ``T.dtype`` is this class (TileLang's ``dtype: T.dtype = T.float16`` annotations):
+    ``T.dtype("half")`` or ``T.dtype(torch.float16)`` is ``T.float16``."""
+
+    def __new__(cls, name):
+        text = str(name)
+        return super().__new__(cls, canonical_dtype(text[6:] if text.startswith("torch.") else text))
 
     def __call__(self, value) -> _N.Expr:
         if isinstance(value, _N.Expr):
