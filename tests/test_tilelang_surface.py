@@ -85,7 +85,8 @@ CALLS = {
     **{name: ("expr", "1.0") for name in T.DTYPE_NAMES},
 }
 NOT_CALLED = {"prim_func", "from_script", "FrontendError", "GemmWarpPolicy",
-              "macro"}  # a decorator (tests/test_macro.py)
+              "macro",  # a decorator (tests/test_macro.py)
+              "dtype"}  # a type (test_dtype_type_annotates_factory_arguments)
 
 
 def program(name: str, args: str) -> tuple[str, int]:
@@ -724,3 +725,26 @@ def test_alloc_global_refuses_other_scopes():
     with pytest.raises(FrontendError, match="T.alloc_global allocates in 'global'"):
         T.from_script(WORKSPACE.format(shape='(n, 64), "float32", "shared"').replace(
             ', "float32")\n    with', ')\n    with', 1))
+
+
+def test_dtype_type_annotates_factory_arguments():
+    """TileLang's ``dtype: T.dtype = T.float16`` factory annotations: ``T.dtype`` is the type
+    of ``T.float16``; called on a name or a torch dtype it gives the canonical dtype, which
+    then declares a tensor like the ``T.*`` constant does."""
+    import torch
+
+    assert isinstance(T.float16, T.dtype) and T.dtype("half") == T.float16
+    assert T.dtype(torch.bfloat16) == T.bfloat16 and T.dtype("float8_e4m3fn") == T.float8_e4m3
+
+    def make(n: int, dtype: T.dtype = T.float16):
+        @T.prim_func
+        def neg(A: T.Tensor((n,), dtype), B: T.Tensor((n,), T.dtype("float"))):
+            with T.Kernel(1, threads=128) as _:
+                for i in T.Parallel(n):
+                    B[i] = -T.Cast("float32", A[i])
+        return neg
+
+    func = make(128, T.dtype(torch.bfloat16))
+    assert [p.dtype for p in func.params] == ["bfloat16", "float32"]
+    with pytest.raises(ValueError, match="float17"):
+        T.dtype("float17")

@@ -16,6 +16,7 @@ from . import nodes as N
 
 # names the generated CuTe DSL source uses itself
 RESERVED = {"cute", "cutlass", "_", "placeholder_args"}
+RESERVED_PREFIXES = ("tc_", "tilecute", "__")
 
 MAX_BLOCK_DIMS = (1024, 1024, 64)
 MAX_GRID_DIMS = (2 ** 31 - 1, 65535, 65535)  # CUDA's gridDim limits
@@ -66,7 +67,7 @@ class _Validator:
             self.fail(f"{what} name {name!r} is not in Unicode NFKC form: Python would read "
                       f"it as {folded!r} in the generated source, where it could clash with "
                       "another name; use the NFKC form (or plain ASCII)")
-        if name in RESERVED or name.startswith(("tc_", "tilecute", "__")):
+        if name in RESERVED or name.startswith(RESERVED_PREFIXES):
             self.fail(f"{what} name {name!r} is reserved for generated code (names starting "
                       "with 'tc_', 'tilecute' or '__' belong to tilecute, Python and CuTe DSL)")
         if name in self.bound:

@@ -27,7 +27,7 @@ from typing import Any, Optional
 from ..ir import nodes as N
 from ..ir.printer import layout_str
 from ..ir.rasterization import panel_order
-from ..ir.validate import validate
+from ..ir.validate import RESERVED, RESERVED_PREFIXES, validate
 from ..runtime.dtypes import UnknownDTypeError
 from . import forms as F
 from . import layouts as L
@@ -226,6 +226,11 @@ class _Parser:
         return None
 
     def fresh(self, name: str) -> str:
+        """A unique IR name for the program's local ``name``; one the IR keeps for generated
+        code (``_``, ``cute``, ``tc_*``, ``__*``: Python lets a program use them) is
+        prefixed with ``u``."""
+        if name in RESERVED or name.startswith(RESERVED_PREFIXES):
+            name = "u" + name
         if name not in self.used_names:
             self.used_names.add(name)
             return name
