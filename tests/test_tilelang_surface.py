@@ -333,7 +333,6 @@ def test_cluster_kernel_normalizes_cluster_dims():
 REFUSED = [
     ('T.gemm(a, b, c, k_pack=2)', "T.gemm: k_pack=2 is not supported"),
     ('T.gemm(a, b, c, mbar=bars[0])', "T.gemm: mbar="),
-    ('T.copy(A[0, 0], a, disable_tma=True)', "T.copy: disable_tma=True is not supported"),
     ('T.copy(A[0, 0], a, eviction_policy="evict_first")', "T.copy: eviction_policy='evict_first' is not supported"),
     ('T.copy(A[0, 0], a, coalesced_width=4)', "T.copy: coalesced_width=4 is not supported"),
     ('T.reduce_sum(c, r, batch=2)', "T.reduce_sum: batch=2 is not supported"),

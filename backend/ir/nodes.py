@@ -501,6 +501,9 @@ class Copy(Stmt):
     src: Region
     dst: Region
     loc: Optional[Loc] = _loc()
+    # TileLang's T.copy(..., disable_tma=True): this copy never becomes a TMA copy (the TMA
+    # pass and the shared epilogue leave it on the cp.async / vector path)
+    disable_tma: bool = False
 
 
 @dataclass(frozen=True)

@@ -162,7 +162,8 @@ def _stmt(s: N.Stmt, indent: int, out: list[str]) -> None:
     elif isinstance(s, N.Barrier):
         out.append(f"{pad}T.sync_threads({'wait_async=True' if s.wait_async else ''})")
     elif isinstance(s, N.Copy):
-        out.append(f"{pad}T.copy({_region(s.src)}, {_region(s.dst)})")
+        kw = ", disable_tma=True" if s.disable_tma else ""
+        out.append(f"{pad}T.copy({_region(s.src)}, {_region(s.dst)}{kw})")
     elif isinstance(s, N.TmaCopy):
         kw = ""
         if s.barrier is not None:

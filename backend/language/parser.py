@@ -1187,15 +1187,14 @@ class _Parser:
         a.refuse_unless("coalesced_width", (None,), "the copy's vector width is chosen by "
                         "tilecute's vectorization pass (T.Parallel(..., coalesced_width=...) "
                         "sets it for an explicit loop)")
-        a.refuse_unless("disable_tma", (False,), "tilecute has no per-copy TMA switch (the "
-                        "compile option disable_tma turns TMA off for a whole function)")
         a.refuse_unless("eviction_policy", (None, "evict_normal"), "tilecute's copies use the "
                         "normal eviction policy")
         a.refuse_unless("prefer_instruction", (None,), "tilecute's passes choose the copy "
                         "instruction")
         a.refuse_unless("loop_layout", (None,), "tilecute's layout pass lays out copies itself")
         a.no_annotations()
-        return [N.Copy(self.region(a.node("src")), self.region(a.node("dst")), loc=self.loc(s))]
+        return [N.Copy(self.region(a.node("src")), self.region(a.node("dst")), loc=self.loc(s),
+                       disable_tma=a.static_bool("disable_tma"))]
 
     def stmt_fill(self, a: _Args, s) -> list[N.Stmt]:
         a.no_annotations()

@@ -9,7 +9,8 @@ where TMA can store the tile and the block's shared memory (the pipelined loops'
 counted, less the bytes of buffers dead by then, which the tile reuses) still fits without
 fewer blocks fitting on an SM.  What experts write by hand for the last few percent of a GEMM
 (``examples/gemm.py``, ``epilogue="shared"``); the compile option
-``disable_shared_epilogue`` keeps the direct copy.  The new allocation and copies are
+``disable_shared_epilogue`` keeps the direct copy, as ``T.copy(acc, C[...],
+disable_tma=True)`` does for one copy.  The new allocation and copies are
 visible in the printed IR."""
 
 from __future__ import annotations
@@ -62,7 +63,8 @@ def _kernel(func: N.PrimFunc, scope: N.KernelScope, arch: str, names: set[str]) 
     body = []
     changed = False
     for i, s in enumerate(scope.body):
-        if not (isinstance(s, N.Copy) and _accumulator(allocs.get(s.src.buffer))
+        if not (isinstance(s, N.Copy) and not s.disable_tma
+                and _accumulator(allocs.get(s.src.buffer))
                 and s.dst.buffer in params and whole(s.src, allocs[s.src.buffer].buffer)):
             body.append(s)
             continue

@@ -12,6 +12,8 @@ memory the Tensor Memory Accelerator moves.
   buffer touched neither before it in the body, nor outside the loop, nor by an earlier
   pipelined loop.  Anything else keeps the cp.async / vector path.
 - **Stores.** ``T.copy(s, A[origin])`` becomes ``TmaCopy(s, A[origin])`` anywhere.
+- A copy the program marked ``T.copy(..., disable_tma=True)`` (``Copy.disable_tma``) is
+  never one of these: it keeps the cp.async / vector path.
 
 ``auto=False`` (the ``disable_tma`` option) turns nothing into TMA.
 """
@@ -95,11 +97,13 @@ class _Kernel(StmtMutator):
         return isinstance(tma_box(glob, glob_r, shared, swizzle), tuple)
 
     def load_ok(self, s) -> bool:
-        return isinstance(s, N.Copy) and self.tma_ok(s.src, s.dst)
+        return isinstance(s, N.Copy) and not s.disable_tma and self.tma_ok(s.src, s.dst)
 
     def visit_copy(self, s: N.Copy):
         """Stores at any depth (loads only where :meth:`top` takes them)."""
-        return N.TmaCopy(s.src, s.dst, loc=s.loc) if self.tma_ok(s.dst, s.src) else s
+        if s.disable_tma or not self.tma_ok(s.dst, s.src):
+            return s
+        return N.TmaCopy(s.src, s.dst, loc=s.loc)
 
     def top(self) -> N.KernelScope:
         out = []

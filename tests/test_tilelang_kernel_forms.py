@@ -1,0 +1,87 @@
+"""TileLang statement forms inside kernels that TileLang's examples use: a per-copy
+``T.copy(..., disable_tma=True)``, explicit warp-specialized regions ``with T.ws(...)``
+and the refusals of forms tilecute has no meaning for.  Each program is written in
+TileLang's idioms, lowered, printed and compiled to an sm_90a cubin on the CPU; the GPU
+tests check results against torch."""
+
+import pytest
+
+import tilecute
+import tilecute.language as T
+from tilecute.language import FrontendError
+from tilecute.ir import nodes as N
+from tilecute.ir.printer import print_func
+from tilecute.ir.serialize import from_json, to_json
+from tilecute.ir.visitor import walk_stmts
+from tilecute.transform.pipeline import lower
+
+
+def _stmts(func, cls):
+    return [s for k in func.kernels for s in walk_stmts(k.body) if isinstance(s, cls)]
+
+
+# ---- T.copy(..., disable_tma=True) ------------------------------------------------------
+def matmul_q_without_tma(M=256, N=256, K=256, bm=128, bn=128, bk=64, stages=2):
+    """C = A @ B.T where A's tile is loaded without TMA (TileLang's flash-decoding idiom
+    for a tile whose rows run past the tensor) and B's tiles with it."""
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((N, K), "float16"),
+             C: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=128) as (bx, by):
+            A_s = T.alloc_shared((bm, bk), "float16")
+            B_s = T.alloc_shared((bn, bk), "float16")
+            acc = T.alloc_fragment((bm, bn), "float32")
+            T.clear(acc)
+            for k in T.Pipelined(T.ceildiv(K, bk), num_stages=stages):
+                T.copy(A[by * bm, k * bk], A_s, disable_tma=True)
+                T.copy(B[bx * bn:(bx + 1) * bn, k * bk:(k + 1) * bk], B_s)
+                T.gemm(A_s, B_s, acc, transpose_B=True)
+            T.copy(acc, C[by * bm, bx * bn], disable_tma=True)
+
+    return main
+
+
+def test_disable_tma_round_trips():
+    f = matmul_q_without_tma()
+    text = print_func(f)
+    assert text.count("disable_tma=True") == 2
+    assert print_func(T.from_script(text)) == text
+    assert from_json(to_json(f)) == f
+    (a_copy, _, c_copy) = _stmts(f, N.Copy)
+    assert a_copy.disable_tma and c_copy.disable_tma
+
+
+def test_disable_tma_keeps_that_copy_off_tma(tmp_path):
+    plan = lower(matmul_q_without_tma(), "sm_90a")
+    tma = _stmts(plan.func, N.TmaCopy)
+    assert {c.dst.buffer for c in tma} == {"B_s"}  # B's load only: A's load, C's store stay
+    assert [p.source for p in plan.abi.kernels[0].params if p.kind == "tma_desc"] == ["B"]
+    # the accumulator's copy is not staged through shared memory for a TMA store
+    assert not any(s.buffer.name.startswith("acc_shared") for s in _stmts(plan.func, N.Allocate))
+    # without the flag, both loads and the (staged) store use TMA
+    plain = T.from_script(print_func(matmul_q_without_tma()).replace(", disable_tma=True", ""))
+    assert len({c.dst.buffer for c in _stmts(lower(plain, "sm_90a").func, N.TmaCopy)}) == 3
+    info = tilecute.build_cubin(matmul_q_without_tma(), "sm_90a", out_dir=str(tmp_path))
+    assert len(info.kernels) == 1
+
+
+def test_disable_tma_must_be_static():
+    with pytest.raises(FrontendError, match=r"disable_tma must be True or False"):
+        @T.prim_func
+        def f(A: T.Tensor((64, 64), "float16"), flag: T.int32):
+            with T.Kernel(1, threads=128):
+                s = T.alloc_shared((64, 64), "float16")
+                T.copy(A[0, 0], s, disable_tma=flag)
+
+
+@pytest.mark.gpu
+def test_gpu_disable_tma_matmul():
+    import torch
+
+    kernel = tilecute.compile(matmul_q_without_tma(M=384, N=256, K=320))
+    a = torch.randn(384, 320, device="cuda", dtype=torch.float16)
+    b = torch.randn(256, 320, device="cuda", dtype=torch.float16)
+    c = torch.empty(384, 256, device="cuda", dtype=torch.float32)
+    kernel(a, b, c)
+    torch.testing.assert_close(c, a.float() @ b.float().T, rtol=1e-2, atol=1e-2)
