@@ -38,6 +38,11 @@ from .values import (DType, GemmWarpPolicy, Layout, Macro, TensorSpec, dtype_nam
 MAX_PARALLEL_DIMS = 8
 
 
+def _is_ptr(x) -> bool:
+    """Is ``x`` TileLang's ``T.ptr`` (a pointer type), called or not?"""
+    return isinstance(x, F.Unsupported) and x.__name__ == "ptr"
+
+
 class FrontendError(SyntaxError):
     """A construct the frontend rejects, reported at its source line."""
 
@@ -348,6 +353,11 @@ class _Parser:
                 raise self.error(arg, f"parameter '{name}': {spec.form}({what}={_show(value)}) "
                                       "is not supported (tilecute's tensor parameters are "
                                       "global tensors passed in by the caller)")
+            if _is_ptr(spec.dtype):
+                raise self.error(arg, f"parameter '{name}': {spec.form}(..., T.ptr) is not "
+                                      "supported: tilecute has no pointer parameters (TileLang "
+                                      "passes a table of device addresses that T.make_tensor "
+                                      "turns into tensors); pass each tensor as a parameter")
             try:
                 dt = dtype_name(spec.dtype)
             except UnknownDTypeError as e:
@@ -371,6 +381,9 @@ class _Parser:
             var = N.Var(name, dt)
             self.bind(name, var)
             return var
+        if _is_ptr(spec):
+            raise self.error(arg, f"parameter '{name}': T.ptr is not supported: tilecute has no "
+                                  "pointer parameters; pass a tensor (T.Tensor(shape, dtype))")
         raise self.error(arg, f"parameter '{name}': annotation must be T.Tensor(...), "
                               f"T.StridedTensor(...) or a dtype, got {spec!r}")
 
