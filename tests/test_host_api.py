@@ -88,13 +88,22 @@ def test_cdiv_submodules_and_supply_types():
     assert tilecute.utils.TensorSupplyType is TensorSupplyType is tilecute.TensorSupplyType
     i = make_tensor((64,), "int8", TensorSupplyType.Integer, device="cpu")
     assert i.dtype == torch.int8 and int(i.min()) >= -2 and int(i.max()) <= 2
-    u = make_tensor((64,), "uint8", TensorSupplyType.Auto, device="cpu")
-    assert int(u.min()) >= 0 and int(u.max()) <= 3
+    u = make_tensor((256,), "uint8", TensorSupplyType.Auto, device="cpu")
+    assert int(u.min()) >= 0 and int(u.max()) <= 2  # TileLang: randint(0, 3)
     assert make_tensor((3,), "float16", TensorSupplyType.One, device="cpu").tolist() == [1, 1, 1]
     f = make_tensor((4096,), "float32", TensorSupplyType.Uniform, device="cpu")
     assert -1 <= float(f.min()) and float(f.max()) < 1
-    with pytest.raises(ValueError, match="integer type"):
-        make_tensor((4,), "int32", TensorSupplyType.Normal, device="cpu")
+    # TileLang's meanings: Auto is uniform in [-1, 1) for 16/32-bit floats, Normal has
+    # mean -1, int8 under Uniform/Normal is all ones, float8 Integer takes int8 values
+    a = make_tensor((4096,), "float16", TensorSupplyType.Auto, device="cpu")
+    assert -1 <= float(a.min()) and float(a.max()) < 1 and float(a.float().std()) < 0.7
+    n = make_tensor((65536,), "float32", TensorSupplyType.Normal, device="cpu")
+    assert abs(float(n.mean()) + 1) < 0.05 and abs(float(n.std()) - 1) < 0.05
+    assert make_tensor((8,), "int8", TensorSupplyType.Normal, device="cpu").tolist() == [1] * 8
+    e = make_tensor((4096,), "float8_e4m3", TensorSupplyType.Integer, device="cpu")
+    assert e.dtype == torch.float8_e4m3fn and float(e.float().abs().max()) > 64
+    assert tilecute.utils.map_torch_type(T.bfloat16) is torch.bfloat16
+    assert tilecute.utils.map_torch_type("half") is torch.float16
 
 
 def test_profiler_and_testing_helpers_on_cpu():
@@ -149,3 +158,39 @@ def test_eager_kernels_run_and_profile():
     with pytest.raises(AssertionError, match="differ from the reference"):
         prof.assert_allclose(lambda A, B: A - B)
     assert tilecute.profiler.do_bench(lambda: k(a, b), warmup=5, rep=20) > 0
+
+
+def test_utils_tensor_is_tilelangs_module():
+    """``from tilelang.utils.tensor import ...`` names (the blocksparse and cast examples'):
+    get_tensor_supply, torch_assert_close with TileLang's defaults and checks."""
+    torch = pytest.importorskip("torch")
+    import tilecute.utils.tensor as U
+
+    assert U.TensorSupplyType is tilecute.utils.TensorSupplyType
+    assert tilecute.testing.torch_assert_close is U.torch_assert_close
+    supply = U.get_tensor_supply(U.TensorSupplyType.One)
+    assert callable(supply)
+    with pytest.raises(ValueError, match="symbolic dims"):
+        supply(type("P", (), {"name": "A", "shape": ("M", 4), "dtype": "float16"})())
+    a = torch.zeros(100)
+    b = a.clone()
+    b[7] = 5e-3  # beyond TileLang's default atol (1e-3)
+    with pytest.raises(AssertionError, match=r"first at index \[7\]"):
+        U.torch_assert_close(a, b, max_mismatched_ratio=0.0)
+    assert U.torch_assert_close(a, b, max_mismatched_ratio=0.01) is True
+    with pytest.raises(AssertionError, match="dtype"):
+        U.torch_assert_close(a, b.double())
+    assert U.torch_assert_close(a, b.double(), check_dtype=False, atol=1e-2)
+    x = torch.tensor([0.0, -0.0]).to(torch.float8_e4m3fn)
+    U.fp8_remove_negative_zeros_(x)
+    assert x.view(torch.uint8).tolist() == [0, 0]
+
+
+def test_tilelang_tir_helpers_import_and_refuse_on_use():
+    from tilecute.utils import is_shared, retrieve_stride  # noqa: F401  (imports work)
+
+    with pytest.raises(NotImplementedError, match=r"tilelang\.utils\.is_shared is not "
+                                                  r"supported by tilecute: it takes TVM TIR"):
+        is_shared(None)
+    with pytest.raises(AttributeError, match="no attribute 'no_such_name'"):
+        tilecute.utils.no_such_name  # noqa: B018
