@@ -43,7 +43,7 @@ def test_eager_errors_name_the_kernel_and_what_is_wrong():
         E.add.compile(M=1)
     with pytest.raises(TypeError, match=r"unknown argument\(s\) block_K"):
         E.add.compile(M=64, N=64, block_K=3)
-    with pytest.raises(ValueError, match=r"N is 128 by an earlier tensor but 64 by 'B'"):
+    with pytest.raises(ValueError, match=r"T.const N is 128 by .A. \(shape 1\) but 64 by .B. \(shape 1\)"):
         E.add(torch.zeros(256, 128), torch.zeros(256, 64))
     with pytest.raises(TypeError, match=r"add: missing a required argument: 'B'"):
         E.add(torch.zeros(4, 4))
@@ -194,3 +194,35 @@ def test_tilelang_tir_helpers_import_and_refuse_on_use():
         is_shared(None)
     with pytest.raises(AttributeError, match="no attribute 'no_such_name'"):
         tilecute.utils.no_such_name  # noqa: B018
+
+
+def test_profiler_has_tilelangs_attributes(monkeypatch):
+    """TileLang's Profiler surface (example_mla_decode_paged calls ``profiler.func``):
+    func / adapter / params / result_idx / supply_type, inputs with or without outputs,
+    with_default_adapter, calling the profiler, run_once, manual_assert_close."""
+    torch = pytest.importorskip("torch")
+    import tilecute.runtime.profiling as P
+
+    real = P.make_tensor
+    monkeypatch.setattr(P, "make_tensor", lambda shape, dtype, supply, device="cuda":
+                        real(shape, dtype, supply, device="cpu"))
+    monkeypatch.setattr(P, "_cuda", lambda: torch)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
+    k = E.add.compile(M=64, N=32)
+    prof = k.get_profiler(tilecute.TensorSupplyType.One)
+    assert prof.func is prof.adapter is prof.kernel and prof.func.name == "add"
+    assert prof.supply_type is tilecute.TensorSupplyType.One
+    assert prof.result_idx == prof.kernel.out_idx == [2]
+    assert [p.name for p in prof.params] == ["A", "B", "C"]
+    assert [tuple(t.shape) for t in prof._get_inputs()] == [(64, 32), (64, 32)]
+    assert len(prof._get_inputs(with_output=True)) == 3
+    assert prof.with_default_adapter(lambda A, B: A + B) is prof
+    assert prof(torch.ones(2), torch.ones(2)).tolist() == [2, 2]
+    assert float(prof.run_once().sum()) == 2 * 64 * 32
+    seen = []
+    prof.manual_assert_close(lambda A, B: 2 * A, manual_check_prog=lambda g, w: seen.append(
+        torch.equal(g[0], w[0])))
+    assert seen == [True]
+    prof.assert_allclose(lambda A, B: A * 2)
+    with pytest.raises(AssertionError, match="greatest absolute difference"):
+        prof.assert_allclose(lambda A, B: A * 3)
