@@ -78,7 +78,9 @@ def main():
     p.add_argument("--variants", default="default",
                    help="tilecute schedules: block_N [ws] [@stages] [-serial], comma-separated "
                         "(e.g. 64,128ws,128ws@3,default-serial); default: the example's own "
-                        "choice; -serial: without the MMA overlap (disable_mma_overlap), -pp: "
+                        "choice; +lpt: query blocks last to first, +m192t384: block_M and "
+                        "compute threads, +r24/240: producer / compute registers per thread; "
+                        "-serial: without the MMA overlap (disable_mma_overlap), -pp: "
                         "with the warpgroup ping-pong (warpgroup_pingpong), -precise: without the "
                         "example's fast_math")
     args = p.parse_args()
@@ -90,12 +92,22 @@ def main():
             kernels = {}
             for variant in args.variants.split(","):
                 spec, *offs = variant.split("-")  # 128ws-serial: no MMA overlap
+                spec, *extras = spec.split("+")  # +lpt, +m192t384, +r24/240
                 base, _, stages = spec.partition("@")  # 128ws@3: 3 stages
                 ws = base.endswith("ws")
                 bn = None if base == "default" else int(base[:-2] if ws else base)
+                schedule = {}
+                for e in extras:
+                    if e == "lpt":
+                        schedule["lpt"] = True
+                    elif e.startswith("m"):  # m192t384: block_M 192, 384 compute threads
+                        bm, _, t = e[1:].partition("t")
+                        schedule.update(block_M=int(bm), threads=int(t))
+                    elif e.startswith("r"):  # r24/240: producer / compute registers
+                        schedule["regs"] = tuple(int(x) for x in e[1:].split("/"))
                 func = A.flash_attention(h, d, h, causal, args.dtype, block_N=bn,
                                          warp_specialize=None if bn is None else ws,
-                                         num_stages=int(stages) if stages else None)
+                                         num_stages=int(stages) if stages else None, **schedule)
                 options = dict(A.OPTIONS)  # the example's own (fast_math)
                 options.update(OFF[o] for o in offs)
                 kernel = tilecute.compile(func, out_idx=[3, 4], options=options)

@@ -23,14 +23,17 @@ LOG2E = 1.4426950408889634
 
 def flash_attention(heads=32, dim=128, kv_heads=None, causal=False, dtype="float16",
                     block_M=128, block_N=None, threads=256, num_stages=None, sm_scale=None,
-                    warp_specialize=None):
+                    warp_specialize=None, lpt=False, regs=None):
     """The forward kernel for Q (B, S, heads, dim), K and V (B, S, kv_heads, dim) in
     ``dtype``; writes O like Q and LSE (B, heads, S) in float32.  ``sm_scale`` defaults
     to 1 / sqrt(dim).  The default schedule is the one measured best on an H100
     (benchmarks/attention.py): 128-key steps, 3 stages and a producer warpgroup for the
     K/V loads at head dim 128, 64-key steps at 64, 64-key steps with a producer at 256.
     The compiler overlaps each step's softmax with the MMAs (``overlap_mma``: the next
-    Q K^T and this P V run during it, the two compute warpgroups taking turns)."""
+    Q K^T and this P V run during it, the two compute warpgroups taking turns).
+    ``lpt``: the query blocks run last to first (causal: the longest first, FlashAttention's
+    LPT order); ``regs``: (producer, compute) registers per thread of the warp-specialized
+    roles (``T.annotate_producer_reg_dealloc`` / ``T.annotate_consumer_reg_alloc``)."""
     block_N = block_N or (128 if dim == 128 else 64)
     num_stages = num_stages or (3 if dim == 128 and block_N == 128 else 2)
     if warp_specialize is None and dim >= 128:
@@ -47,7 +50,11 @@ def flash_attention(heads=32, dim=128, kv_heads=None, causal=False, dtype="float
     def flash_attention(Q: T.Tensor(q_shape, dtype), K: T.Tensor(kv_shape, dtype),
                         V: T.Tensor(kv_shape, dtype), O: T.Tensor(q_shape, dtype),
                         LSE: T.Tensor((batch, heads, seq_len), "float32")):
-        with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=threads) as (bx, by, bz):
+        with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=threads) as (bi, by, bz):
+            if regs is not None:
+                T.annotate_producer_reg_dealloc(regs[0])
+                T.annotate_consumer_reg_alloc(regs[1])
+            bx = T.ceildiv(seq_len, block_M) - 1 - bi if lpt else bi
             Q_s = T.alloc_shared((block_M, dim), dtype)
             K_s = T.alloc_shared((block_N, dim), dtype)
             V_s = T.alloc_shared((block_N, dim), dtype)
@@ -118,10 +125,10 @@ OPTIONS = {"fast_math": True}
 @tilecute.jit(out_idx=[3, 4], options=OPTIONS)
 def flash_attention_kernel(heads=32, dim=128, kv_heads=None, causal=False, dtype="float16",
                            block_M=128, block_N=None, threads=256, num_stages=None,
-                           sm_scale=None, warp_specialize=None):
+                           sm_scale=None, warp_specialize=None, lpt=False, regs=None):
     """``O, LSE = flash_attention_kernel(heads, dim, ...)(Q, K, V)``."""
     return flash_attention(heads, dim, kv_heads, causal, dtype, block_M, block_N, threads,
-                           num_stages, sm_scale, warp_specialize)
+                           num_stages, sm_scale, warp_specialize, lpt, regs)
 
 
 def attention_op(heads=32, dim=128, kv_heads=None, causal=False, dtype="float16", **schedule):

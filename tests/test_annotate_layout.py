@@ -412,3 +412,38 @@ def test_a_program_chosen_xor_swizzle_keeps_its_copies_off_tma(tmp_path):
         assert "T.tma_copy" in run_passes(parse(program(layout)), "sm_90a").script(), layout
     assert tilecute.build_cubin(parse(program('T.Layout("swizzled", swizzle=8)')), "sm_90a",
                                 out_dir=str(tmp_path)).kernel_names
+
+
+# ---- register budgets of warp-specialized kernels -------------------------------------------
+@pytest.mark.parametrize("annotation,want", [
+    ("", ["T.set_max_nreg(40, 0)", "T.set_max_nreg(256, 1)"]),  # one compute warpgroup
+    ("T.annotate_producer_reg_dealloc(24)\n                T.annotate_consumer_reg_alloc(240)",
+     ["T.set_max_nreg(24, 0)", "T.set_max_nreg(240, 1)"]),
+    ("T.annotate_producer_reg_dealloc()", ["T.set_max_nreg(24, 0)", "T.set_max_nreg(256, 1)"]),
+    ("T.no_set_max_nreg()", []),
+    ("T.disable_warp_group_reg_alloc()", []),
+])
+def test_register_budgets_of_the_warp_specialized_roles(annotation, want, tmp_path):
+    """TileLang's T.annotate_producer_reg_dealloc / T.annotate_consumer_reg_alloc set the
+    roles' setmaxnreg counts (the compute warpgroups otherwise share what the producer
+    leaves), T.no_set_max_nreg / T.disable_warp_group_reg_alloc drop setmaxnreg."""
+    text = gemm_program(annotation).replace(
+        "for ko in T.Pipelined(256 // 64, num_stages=2)",
+        "for ko in T.Pipelined(256 // 64, num_stages=2, warp_specialize=True)")
+    func = parse(text)
+    script = run_passes(func, "sm_90a").script()
+    assert [ln.strip() for ln in script.splitlines() if "T.set_max_nreg" in ln] == want
+    assert "producer_threads=128" in script
+    assert tilecute.build_cubin(func, "sm_90a", out_dir=str(tmp_path)).kernel_names
+
+
+def test_register_budget_errors():
+    over = gemm_program("T.annotate_consumer_reg_alloc(256)").replace(
+        "num_stages=2)", "num_stages=2, warp_specialize=True)").replace("threads=128", "threads=256")
+    with pytest.raises(ValueError, match="more than the SM's 65536"):
+        run_passes(parse(over), "sm_90a")
+    assert "setmaxnreg takes a multiple of 8" in str(pytest.raises(
+        ValueError, lambda: T.from_script(gemm_program("T.annotate_producer_reg_dealloc(30)"))).value)
+    twice = gemm_program("T.annotate_producer_reg_dealloc(24)\n                "
+                         "T.annotate_producer_reg_dealloc(32)")
+    assert "already set it to 24" in error(twice, "reg_dealloc(32)")

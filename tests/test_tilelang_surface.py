@@ -71,6 +71,8 @@ CALLS = {
                                        "get_warp_group_idx")},
     "sync_warp": ("stmt", ""),
     "annotate_layout": ("stmt", "{}"), "annotate_min_blocks_per_sm": ("stmt", "1"),
+    "annotate_producer_reg_dealloc": ("stmt", ""), "annotate_consumer_reg_alloc": ("stmt", ""),
+    "no_set_max_nreg": ("stmt", ""), "disable_warp_group_reg_alloc": ("stmt", ""),
     **{f"warp_reduce_{k}": ("expr", "bx") for k in ("sum", "max", "min", "bitand", "bitor")},
     "max": ("expr", "x, 1.0"), "min": ("expr", "x, 1.0"), "clamp": ("expr", "x, 0.0, 1.0"),
     "fma": ("expr", "x, x, x"), "ceildiv": ("expr", "bx, 2"), "cdiv": ("expr", "bx, 2"),

@@ -723,6 +723,13 @@ class KernelScope(Stmt):
     # T.annotate_min_blocks_per_sm(n): compiled for at least n resident blocks per SM
     # (CUDA's __launch_bounds__(threads, n)); 0: no bound
     min_blocks_per_sm: int = 0
+    # the register budgets (per thread) of a warp-specialized kernel's roles: its producer
+    # warpgroup's (T.annotate_producer_reg_dealloc) and its compute warpgroups'
+    # (T.annotate_consumer_reg_alloc); 0: the compiler's choice.  reg_alloc=False
+    # (T.no_set_max_nreg): no setmaxnreg, every thread keeps the launch's budget
+    producer_regs: int = 0
+    consumer_regs: int = 0
+    reg_alloc: bool = True
 
     @property
     def num_threads(self) -> int:

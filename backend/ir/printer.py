@@ -219,6 +219,12 @@ def _stmt(s: N.Stmt, indent: int, out: list[str]) -> None:
         out.append(f"{pad}with T.Kernel({', '.join(args)}) as {names}:")
         if s.min_blocks_per_sm:
             out.append(f"{pad}    T.annotate_min_blocks_per_sm({s.min_blocks_per_sm})")
+        if s.producer_regs:
+            out.append(f"{pad}    T.annotate_producer_reg_dealloc({s.producer_regs})")
+        if s.consumer_regs:
+            out.append(f"{pad}    T.annotate_consumer_reg_alloc({s.consumer_regs})")
+        if not s.reg_alloc:
+            out.append(f"{pad}    T.no_set_max_nreg()")
         _stmts(s.body, indent + 1, out)
     else:
         raise TypeError(f"printer: unknown statement {type(s).__name__}")

@@ -194,6 +194,13 @@ class _Validator:
             self.fail("threads must have 1 to 3 dims")
         self.integer(k.producer_threads, "producer_threads")
         self.integer(k.min_blocks_per_sm, "min_blocks_per_sm", 0)
+        for regs, what in ((k.producer_regs, "T.annotate_producer_reg_dealloc"),
+                           (k.consumer_regs, "T.annotate_consumer_reg_alloc")):
+            self.integer(regs, what, 0)
+            if regs and not (24 <= regs <= 256 and regs % 8 == 0):
+                self.fail(f"{what}({regs}): setmaxnreg takes a multiple of 8 from 24 to 256")
+        if not isinstance(k.reg_alloc, bool):
+            self.fail(f"reg_alloc must be a bool, got {k.reg_alloc!r}")
         if k.cluster is not None:
             self.int_tuple(k.cluster, "cluster")
         if k.num_threads > MAX_THREADS:

@@ -42,6 +42,8 @@ from .forms import (  # noqa: F401
 from .forms import alloc_global, alloc_reducer, cummax, cumsum, finalize_reducer, im2col  # noqa: F401
 from .forms import dec_max_nreg, grid, inc_max_nreg, sync_warp  # noqa: F401
 from .forms import annotate_layout, annotate_min_blocks_per_sm  # noqa: F401
+from .forms import (annotate_consumer_reg_alloc, annotate_producer_reg_dealloc,  # noqa: F401
+                    disable_warp_group_reg_alloc, no_set_max_nreg)
 from .ops import EXPRESSION_HELPERS
 from .ops import (  # noqa: F401
     ceildiv, cdiv, exp, exp2, log, log2, sqrt, rsqrt, tanh, sin, cos, floor, ceil, sigmoid,

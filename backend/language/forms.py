@@ -381,6 +381,29 @@ def annotate_layout(layout_map):
 
 
 @_form("stmt")
+def annotate_producer_reg_dealloc(reg_count=24):
+    """In a warp-specialized kernel, the producer warpgroup lowers its register budget to
+    ``reg_count`` per thread (``setmaxnreg.dec``); TileLang's default 24."""
+
+
+@_form("stmt")
+def annotate_consumer_reg_alloc(reg_count=240):
+    """In a warp-specialized kernel, the compute warpgroups raise their register budget to
+    ``reg_count`` per thread (``setmaxnreg.inc``); TileLang's default 240."""
+
+
+@_form("stmt")
+def no_set_max_nreg():
+    """A warp-specialized kernel's roles keep the launch's register budget (no
+    ``setmaxnreg``)."""
+
+
+@_form("stmt")
+def disable_warp_group_reg_alloc():
+    """TileLang's other name of ``T.no_set_max_nreg()``."""
+
+
+@_form("stmt")
 def annotate_min_blocks_per_sm(n):
     """``T.annotate_min_blocks_per_sm(2)``: the kernel is compiled for at least ``n``
     resident blocks per SM (CUDA's ``__launch_bounds__(threads, n)``)."""
@@ -414,7 +437,7 @@ TILELANG_ONLY = frozenset("""
     reshape view loop_break any_of all_of access_ptr activemask all_sync any_sync ballot
     ballot_sync
    
-    mbarrier_arrive_expect_tx mbarrier_expect_tx no_set_max_nreg
+    mbarrier_arrive_expect_tx mbarrier_expect_tx
     sync_global sync_grid syncthreads_and
     syncthreads_count syncthreads_or fence_proxy_async tma_store_arrive tma_store_wait
     shuffle_elect annotate_safe_value annotate_restrict_buffers

@@ -513,6 +513,7 @@ class _Parser:
         self.in_kernel = True
         self.layout_annotations: dict[str, tuple[N.Layout, ast.AST]] = {}
         self.min_blocks_per_sm = 0
+        self.reg_budget = {"producer_regs": 0, "consumer_regs": 0, "reg_alloc": True}
         try:
             body = self.block(s.body)
         finally:
@@ -521,7 +522,7 @@ class _Parser:
         body = _hoist_shared(self.annotate_layouts(body))
         return N.KernelScope(tuple(grid), threads, tuple(block_vars), body, cluster,
                              loc=self.loc(s), producer_threads=producer,
-                             min_blocks_per_sm=self.min_blocks_per_sm)
+                             min_blocks_per_sm=self.min_blocks_per_sm, **self.reg_budget)
 
     def int_tuple(self, node, what, v=None) -> tuple[int, ...]:
         if v is None:
@@ -1516,6 +1517,29 @@ class _Parser:
             raise a.fail("n", f"the kernel already asked for {self.min_blocks_per_sm}")
         self.min_blocks_per_sm = n
         return []
+
+    def reg_annotation(self, s, form: str, key: str, value) -> list[N.Stmt]:
+        """A T.Kernel's register-budget annotation (``key`` of :class:`N.KernelScope`)."""
+        if not self.in_kernel:
+            raise self.error(s, f"T.{form} is only valid inside a T.Kernel")
+        if self.reg_budget[key] not in (0, True, value):
+            raise self.error(s, f"T.{form}: the kernel already set it to {self.reg_budget[key]}")
+        self.reg_budget[key] = value
+        return []
+
+    def stmt_annotate_producer_reg_dealloc(self, a: _Args, s) -> list[N.Stmt]:
+        return self.reg_annotation(s, "annotate_producer_reg_dealloc", "producer_regs",
+                                   a.static_int("reg_count", 24))
+
+    def stmt_annotate_consumer_reg_alloc(self, a: _Args, s) -> list[N.Stmt]:
+        return self.reg_annotation(s, "annotate_consumer_reg_alloc", "consumer_regs",
+                                   a.static_int("reg_count", 240))
+
+    def stmt_no_set_max_nreg(self, a: _Args, s) -> list[N.Stmt]:
+        return self.reg_annotation(s, "no_set_max_nreg", "reg_alloc", False)
+
+    def stmt_disable_warp_group_reg_alloc(self, a: _Args, s) -> list[N.Stmt]:
+        return self.reg_annotation(s, "disable_warp_group_reg_alloc", "reg_alloc", False)
 
     # ---- while, scans, reducers, im2col (issue 17's corpus) -----------------------------
     def while_stmt(self, s: ast.While) -> list[N.Stmt]:

@@ -200,12 +200,31 @@ def split_roles(func: N.PrimFunc, arch: str) -> N.PrimFunc:
                 head.append(s)
             else:
                 compute.append(s)
-        regs = (target(arch).registers_per_sm - PRODUCER_REGS * scope.producer_threads) // threads // 8 * 8
-        regs = min(256, regs)
-        split = N.If(cond, (N.SetMaxNReg(PRODUCER_REGS, False, loc=producer.loc),) + producer.then,
-                     (N.SetMaxNReg(regs, True, loc=producer.loc), *compute), loc=producer.loc)
+        if scope.reg_alloc:
+            low, high = _budgets(func.name, scope, arch)
+            split = N.If(cond, (N.SetMaxNReg(low, False, loc=producer.loc),) + producer.then,
+                         (N.SetMaxNReg(high, True, loc=producer.loc), *compute), loc=producer.loc)
+        else:  # T.no_set_max_nreg(): both roles keep the launch's budget
+            split = N.If(cond, producer.then, tuple(compute), loc=producer.loc)
         kernels.append(dataclasses.replace(scope, body=(*head, split)))
     return dataclasses.replace(func, kernels=tuple(kernels))
+
+
+def _budgets(name: str, scope: N.KernelScope, arch: str) -> tuple[int, int]:
+    """The producer's and the compute warpgroups' registers per thread: the program's
+    (T.annotate_producer_reg_dealloc / T.annotate_consumer_reg_alloc), else the producer
+    keeps :data:`PRODUCER_REGS` and the compute warpgroups share the rest of the SM's
+    register file.  A pair that overflows the register file is an error naming both."""
+    file, threads = target(arch).registers_per_sm, scope.num_threads
+    low = scope.producer_regs or PRODUCER_REGS
+    high = scope.consumer_regs or min(256, (file - low * scope.producer_threads) // threads // 8 * 8)
+    if low * scope.producer_threads + high * threads > file:
+        raise WarpSpecializeError(
+            f"prim_func '{name}': {scope.producer_threads} producer threads at {low} registers "
+            f"and {threads} compute threads at {high} take "
+            f"{low * scope.producer_threads + high * threads} registers, more than the SM's "
+            f"{file} (T.annotate_producer_reg_dealloc / T.annotate_consumer_reg_alloc)")
+    return low, high
 
 
 def _hoisted(s, allocated: set[str]) -> bool:

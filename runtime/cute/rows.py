@@ -63,16 +63,23 @@ def _quad_rows(acc, op: str):
     out = []
     for mi in range(mma_m):
         for r0 in range(2):
-            v = None
+            xs = []
             for ni in range(mma_n):
                 for g in range(groups):
                     for c0 in range(2):
                         x = acc[c0 + 2 * r0 + 4 * g + inner * (mi + mma_m * ni)]
-                        if absolute:
-                            x = _abs(x)
-                        v = x if v is None else combine(v, x, base)
-            out.append(warp_allreduce(v, base, 4))
+                        xs.append(_abs(x) if absolute else x)
+            out.append(warp_allreduce(_tree(xs, base), base, 4))
     return out
+
+
+def _tree(xs: list, op: str):
+    """``xs`` combined pairwise: a dependency chain of log2(len) operations instead of
+    len - 1 (a 128-column wgmma row is 32 registers a thread: 5 levels, not 31)."""
+    while len(xs) > 1:
+        xs = [combine(xs[i], xs[i + 1], op) if i + 1 < len(xs) else xs[i]
+              for i in range(0, len(xs), 2)]
+    return xs[0]
 
 
 def reduce_rows(acc, rows, op: str, clear: bool = True):
