@@ -418,15 +418,20 @@ class _Validator:
                 self.fail(f"T.reduce_{s.kind} takes integers; '{src.name}' is {src.dtype}")
             if not 0 <= s.dim < src.ndim:
                 self.fail(f"reduce over dim {s.dim} of '{src.name}', which has {src.ndim} dims")
-            for b in (src, dst):
-                if b.scope != "fragment":
-                    self.fail(f"T.reduce_{s.kind} reduces fragments; '{b.name}' is a {b.scope} buffer")
+            # TileLang's scopes: shared or fragment into shared or fragment; local into local
+            tile = ("shared", "fragment")
+            if not (src.scope in tile and dst.scope in tile or
+                    src.scope == "local" and dst.scope == "local"):
+                self.fail(f"T.reduce_{s.kind}: invalid buffer scopes: '{src.name}' is a {src.scope} "
+                          f"buffer and '{dst.name}' a {dst.scope} one (a shared or fragment buffer "
+                          "reduces into a shared or fragment one, a local buffer into a local one)")
             want = src.shape[:s.dim] + src.shape[s.dim + 1:] or (N.Const(1, "int32"),)
-            if tuple(dst.shape) != tuple(want):
+            keep = src.shape[:s.dim] + (N.Const(1, "int32"),) + src.shape[s.dim + 1:]
+            if tuple(dst.shape) not in (tuple(want), tuple(keep)):
                 shape = lambda b: tuple(int(d.value) for d in b)  # noqa: E731
                 self.fail(f"T.reduce_{s.kind}: reducing '{src.name}' {shape(src.shape)} over dim "
-                          f"{s.dim} gives shape {shape(want)}, but '{dst.name}' has shape "
-                          f"{shape(dst.shape)}")
+                          f"{s.dim} gives shape {shape(want)} (or {shape(keep)}), but "
+                          f"'{dst.name}' has shape {shape(dst.shape)}")
             if s.scratch and self.buffer(s.scratch, bufs).scope != "shared":
                 self.fail(f"reduce scratch '{s.scratch}' must be a shared buffer")
         elif isinstance(s, N.Barrier):

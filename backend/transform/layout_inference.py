@@ -356,8 +356,9 @@ class _Kernel:
                 if r.src in members:
                     row = int(self.buffers[r.src].shape[-1].value)
                     if r.dim != self.buffers[r.src].ndim - 1:
-                        self.fail(r, f"T.reduce_{r.kind} over dim {r.dim} of '{r.src}': only the "
-                                     "last dim can be reduced in this tilecute")
+                        self.fail(r, f"internal: T.reduce_{r.kind} over dim {r.dim} of '{r.src}' "
+                                     "reached the layout pass (the tile-op lowering moves the "
+                                     "reduced dim last)")
                     widest = v
                     while v > 1 and row % (self.threads * v):
                         v //= 2

@@ -18,6 +18,7 @@ import dataclasses
 
 from ..ir import nodes as N
 from ..ir.visitor import StmtMutator, fold_constants
+from ..runtime.dtypes import DTYPES
 from .analysis import all_names, is_unit, squeeze
 
 
@@ -169,6 +170,95 @@ class _Lowerer(StmtMutator):
                 dataclasses.replace(s, src=tile.name, dst=tile.name),
                 self.copy(N.Copy(whole(tile), whole(dst), loc=s.loc))]
 
+    # ---- reductions ---------------------------------------------------------------------
+    def visit_reduce(self, s: N.Reduce):
+        """The reductions the code generator takes are of a fragment over its last dim into
+        a fragment of the reduced shape.  Every other one is brought to that form here, as
+        TileLang's ``T.reduce`` macro does: a shared source is copied into a fragment, a
+        shared (or keepdim ``(X, 1, Y)``) destination receives the result from a fresh
+        fragment, and a reduction over another dim first moves that dim last (a fragment
+        through a shared tile, since the move crosses threads).  ``clear=False`` then
+        combines the result into the destination as TileLang does (``dst + r``,
+        ``max(dst, r)`` ...).  A local source reduces into a local destination thread by
+        thread (TileLang's local reduction)."""
+        src, dst = self.buffers[s.src], self.buffers[s.dst]
+        if src.scope == "local" or dst.scope == "local":
+            return self.local_reduce(s, src, dst)
+        last = src.ndim - 1
+        out_shape = tuple(src.shape[:s.dim] + src.shape[s.dim + 1:]) or (N.Const(1, "int32"),)
+        if src.scope == "fragment" and s.dim == last and dst.scope == "fragment" and \
+                tuple(dst.shape) == out_shape:
+            return s
+        stmts: list[N.Stmt] = []
+        moved = tuple(src.shape[:s.dim] + src.shape[s.dim + 1:]) + (src.shape[s.dim],)
+
+        def to_src(vs):  # indices of src at the moved-dim iteration vs
+            return tuple(vs[:s.dim]) + (vs[-1],) + tuple(vs[s.dim:-1])
+
+        if src.scope == "fragment" and s.dim == last:
+            frag = src
+        else:
+            frag = self.staging_buffer(f"{s.src}_frag", src.dtype, moved, "fragment", s)
+            if src.scope == "fragment":  # the move crosses threads: through a shared tile
+                tile = self.staging_buffer(f"{s.src}_moved", src.dtype, moved, "shared", s)
+                stmts.append(self.nest(s, tuple(src.shape), lambda vs: (
+                    N.Store(tile.name, tuple(vs[:s.dim]) + tuple(vs[s.dim + 1:]) + (vs[s.dim],),
+                            N.Load(src.name, tuple(vs), src.dtype), loc=s.loc),)))
+                src_of = lambda vs: (tile.name, tuple(vs))  # noqa: E731
+            else:
+                src_of = lambda vs: (src.name, to_src(vs))  # noqa: E731
+            stmts.append(self.nest(s, moved, lambda vs: (
+                N.Store(frag.name, tuple(vs), N.Load(*src_of(vs), src.dtype), loc=s.loc),)))
+        if dst.scope == "fragment" and tuple(dst.shape) == out_shape:
+            stmts.append(dataclasses.replace(s, src=frag.name, dim=frag.ndim - 1))
+            return stmts
+        res = self.staging_buffer(f"{s.dst}_frag", dst.dtype, out_shape, "fragment", s)
+        stmts.append(dataclasses.replace(s, src=frag.name, dst=res.name, dim=frag.ndim - 1,
+                                         clear=True))
+        shape = squeeze(out_shape)
+        zero = tuple(N.Const(0, "int32") for _ in dst.shape)
+
+        def update(vs):
+            target = self.indices(N.Region(dst.name, zero, tuple(dst.shape)), shape, vs)
+            value = N.Load(res.name, self.indices(N.Region(res.name, tuple(
+                N.Const(0, "int32") for _ in out_shape), out_shape), shape, vs), res.dtype)
+            if not s.clear:
+                value = reduce_update(s.kind, N.Load(dst.name, target, dst.dtype), value)
+            return (N.Store(dst.name, target, value, loc=s.loc),)
+        stmts.append(self.nest(s, shape or (N.Const(1, "int32"),), update))
+        return stmts
+
+    def local_reduce(self, s: N.Reduce, src: N.Buffer, dst: N.Buffer):
+        """TileLang's reduction of a local buffer into a local one: each thread folds its
+        own elements, in order, into ``dst`` (first set to the reduction's identity when
+        ``clear``)."""
+        if src.scope != "local" or dst.scope != "local":
+            self.fail(s, f"T.reduce_{s.kind}: invalid buffer scopes: '{src.name}' is {src.scope} "
+                         f"and '{dst.name}' is {dst.scope} (TileLang reduces a local buffer "
+                         "only into a local one, and shared or fragment buffers into shared "
+                         "or fragment ones)")
+        out_vars = [self.fresh("r") for _ in dst.shape]
+        p = self.fresh("rv")
+        keep = dst.ndim == src.ndim  # (X, 1, Y)
+        idx = tuple(out_vars[:s.dim]) + (p,) + tuple(out_vars[s.dim + (1 if keep else 0):])
+        target = tuple(out_vars)
+        body: tuple = ()
+        if s.clear:
+            body += (N.Store(dst.name, target, reduce_identity(s.kind, dst.dtype), loc=s.loc),)
+        value = N.cast(N.Load(src.name, idx, src.dtype), dst.dtype)
+        fold = N.Store(dst.name, target, reduce_update(
+            s.kind, N.Load(dst.name, target, dst.dtype), value, absolute=True), loc=s.loc)
+        body += (N.For(p, N.Const(0, "int32"), src.shape[s.dim], "unrolled", (fold,), loc=s.loc),)
+        for v, extent in reversed(list(zip(out_vars, dst.shape))):
+            body = (N.For(v, N.Const(0, "int32"), extent, "unrolled", body, loc=s.loc),)
+        return list(body)
+
+    def staging_buffer(self, stem: str, dtype: str, shape, scope: str, s) -> N.Buffer:
+        buf = N.Buffer(self.fresh(stem).name, dtype, tuple(shape), scope)
+        self.buffers[buf.name] = buf
+        self.staging.append(N.Allocate(buf, loc=s.loc))
+        return buf
+
     def visit_im2col(self, s: N.Im2Col) -> N.Stmt:
         """``col[i, j]`` = the image element under filter tap ``c_step * BK + j`` of output
         pixel ``nhw_step * BM + i``, 0 in the padding and past the matrix."""
@@ -218,6 +308,34 @@ class _Lowerer(StmtMutator):
 
     def visit_atomic_add(self, s: N.AtomicAdd) -> N.Stmt:
         return self.atomic_tile(s) if isinstance(s.value, N.Region) else s
+
+
+def reduce_identity(kind: str, dtype: str) -> N.Const:
+    """The value a ``kind`` reduction starts from (TileLang's): 0 for sums, ``-inf`` / the
+    least integer for max, ``+inf`` / the greatest for min, 0 for absmax (|x| >= 0), all
+    ones for bitand, 0 for bitor / bitxor."""
+    info = DTYPES[dtype]
+    if kind in ("sum", "abssum", "absmax", "bitor", "bitxor"):
+        return N.const(0, dtype)
+    if N.is_float(dtype):
+        return N.const(float("-inf") if kind == "max" else float("inf"), dtype)
+    signed = info.kind == "int"
+    lo = -(1 << (info.bits - 1)) if signed else 0
+    hi = (1 << (info.bits - 1)) - 1 if signed else (1 << info.bits) - 1
+    if kind == "max":
+        return N.Const(lo, dtype)
+    return N.Const(hi if kind == "min" else (-1 if signed else hi), dtype)  # min, bitand
+
+
+def reduce_update(kind: str, acc: N.Expr, value: N.Expr, absolute: bool = False) -> N.Expr:
+    """``acc`` combined with ``value`` by reduction ``kind`` (TileLang's update of the
+    destination: ``dst + r``, ``max(dst, r)`` ...); with ``absolute`` the abs kinds take
+    ``|value|`` (folding source elements rather than a reduced result)."""
+    if absolute and kind in ("abssum", "absmax") and DTYPES[value.dtype].kind != "uint":
+        value = N.Call("abs", (value,), value.dtype)
+    op = {"sum": "add", "abssum": "add", "max": "max", "absmax": "max", "min": "min",
+          "bitand": "bitand", "bitor": "bitor", "bitxor": "bitxor"}[kind]
+    return N.BinOp(op, acc, value, acc.dtype)
 
 
 def _zero(e) -> bool:
