@@ -105,3 +105,83 @@ def test_pointer_parameter_is_refused_by_name():
         def f(p: T.ptr, A: T.Tensor((4,), "float32")):
             with T.Kernel(1, threads=32):
                 A[0] = 1.0
+
+
+# ---- a T.Parallel nest over the leading rows of a T.gemm accumulator ---------------------
+def head_rows_of_gemm(M=64, N=128, K=64, rows=8, bm=64, bn=64, threads=128):
+    """TileLang's GQA decode idiom: a 64-row MMA tile of which only the first ``rows``
+    are this block's (``T.copy(acc_o[:valid_block_H, :], O_shared)``), plus a hand-written
+    nest over the same rows."""
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((N, K), "float16"),
+             C: T.Tensor((M, N), "float16"), D: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, bn), M // rows, threads=threads) as (bx, by):
+            A_s = T.alloc_shared((bm, K), "float16")
+            B_s = T.alloc_shared((bn, K), "float16")
+            O_s = T.alloc_shared((rows, bn), "float16")
+            acc = T.alloc_fragment((bm, bn), "float32")
+            T.copy(A[by * rows:by * rows + bm, :], A_s)
+            T.copy(B[bx * bn:(bx + 1) * bn, :], B_s)
+            T.gemm(A_s, B_s, acc, transpose_B=True, clear_accum=True,
+                   policy=T.GemmWarpPolicy.FullRow)
+            T.copy(acc[:rows, :], O_s)
+            T.copy(O_s, C[by * rows:(by + 1) * rows, bx * bn:(bx + 1) * bn])
+            for i, j in T.Parallel(rows, bn):
+                D[by * rows + i, bx * bn + j] = acc[i, j] * 2.0
+
+    return main
+
+
+def test_nest_over_head_rows_walks_the_whole_accumulator(tmp_path):
+    from tilecute.transform.pipeline import run_passes
+
+    f = run_passes(head_rows_of_gemm(), "sm_90a", until="infer_layouts")
+    nests = [s for s in _stmts(f, N.For) if s.kind == "parallel" and isinstance(s.body[0], N.For)
+             and any(isinstance(t, N.If) for t in s.body[0].body)]
+    assert len(nests) == 2  # the copy to O_s and the hand-written nest
+    for outer in nests:
+        inner = outer.body[0]
+        assert (outer.extent, inner.extent) == (N.Const(64, "int32"), N.Const(64, "int32"))
+        (guard,) = inner.body
+        assert guard.cond == N.Cmp("lt", outer.var, N.Const(8, "int32"))
+    assert "if i" in print_func(f) and "< 8:" in print_func(f)
+    info = tilecute.build_cubin(head_rows_of_gemm(), "sm_90a", out_dir=str(tmp_path))
+    assert len(info.kernels) == 1
+
+
+def test_nest_reading_accumulator_across_rows_is_still_refused():
+    @T.prim_func
+    def main(A: T.Tensor((64, 64), "float16"), B: T.Tensor((64, 64), "float16"),
+             D: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=128):
+            A_s = T.alloc_shared((64, 64), "float16")
+            B_s = T.alloc_shared((64, 64), "float16")
+            acc = T.alloc_fragment((64, 64), "float32")
+            T.copy(A, A_s)
+            T.copy(B, B_s)
+            T.gemm(A_s, B_s, acc, clear_accum=True)
+            for i, j in T.Parallel(8, 64):
+                D[i, j] = acc[i + 8, j]
+
+    from tilecute.transform.layout_inference import LayoutError
+    with pytest.raises(LayoutError, match="fragment 'acc' has a T.gemm register layout"):
+        lower(main, "sm_90a")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("threads,rows", [(128, 8), (128, 16), (256, 4)])
+def test_gpu_head_rows_of_gemm(threads, rows):
+    import torch
+
+    M, N, K = 64, 192, 64
+    kernel = tilecute.compile(head_rows_of_gemm(M=M, N=N, K=K, rows=rows, bm=64 if threads == 128 else 128,
+                                                threads=threads))
+    a = torch.randn(M, K, device="cuda", dtype=torch.float16)
+    b = torch.randn(N, K, device="cuda", dtype=torch.float16)
+    c = torch.empty(M, N, device="cuda", dtype=torch.float16)
+    d = torch.empty(M, N, device="cuda", dtype=torch.float32)
+    kernel(a, b, c, d)
+    ref = a.float() @ b.float().T
+    torch.testing.assert_close(c.float(), ref, rtol=1e-2, atol=1e-2)
+    torch.testing.assert_close(d, ref * 2, rtol=1e-2, atol=1e-2)

@@ -15,6 +15,10 @@ Fragments
   nest's innermost extent and, for a fragment that is reduced, until every row of
   ``threads * V``-element steps is whole (each thread then holds part of every row).
 
+  A nest over the leading part of a T.gemm register fragment (``acc[:h, :]``) first grows
+  to the fragment's shape, its body guarded by its own extents (TileLang's predicated
+  loop), so that it walks the fragment's registers.
+
 Nests
   A nest touching a blocked fragment runs with the fragment's ``V`` lanes per thread step;
   a nest writing only replicated fragments and locals runs whole on every thread
@@ -492,9 +496,53 @@ class _Kernel:
         return body[0]
 
 
+class _PadToMmaFragment(StmtMutator):
+    """A ``T.Parallel`` nest over the leading part of a T.gemm register fragment
+    (``T.copy(acc[:h, :], s)``, ``for i, j in T.Parallel(h, n): ... acc[i, j]`` with
+    ``h`` below the fragment's rows) walks the whole fragment, its body guarded by the
+    nest's own extents, as TileLang predicates a loop laid out by a larger fragment: each
+    thread then walks its own registers, and the elements past the nest run nothing."""
+
+    def __init__(self, scope: N.KernelScope):
+        self.mma = {a.buffer.name: a.buffer for a in walk_stmts(scope.body)
+                    if isinstance(a, N.Allocate) and a.layout is not None
+                    and a.layout.kind == "mma"}
+
+    def visit_for(self, s: N.For):
+        if s.kind != "parallel":
+            return self.generic(s)
+        loops = parallel_nest(s)
+        if not all(isinstance(lp.start, N.Const) and lp.start.value == 0
+                   and isinstance(lp.extent, N.Const) for lp in loops):
+            return s
+        names = [lp.var.name for lp in loops]
+        shapes = set()
+        for b, idx, _ in accesses(loops[-1].body):
+            if b not in self.mma:
+                continue
+            if [getattr(i, "name", None) for i in idx] != names or \
+                    not all(isinstance(i, N.Var) for i in idx):
+                return s  # read across threads: the layout pass says so
+            shapes.add(tuple(int(d.value) for d in self.mma[b].shape))
+        if len(shapes) != 1:
+            return s
+        (shape,) = shapes
+        extents = [int(lp.extent.value) for lp in loops]
+        if extents == list(shape) or any(e > d for e, d in zip(extents, shape)):
+            return s
+        cond = [N.Cmp("lt", lp.var, lp.extent) for lp, d in zip(loops, shape)
+                if int(lp.extent.value) < d]
+        body = (N.If(cond[0] if len(cond) == 1 else N.Logic("and", tuple(cond)),
+                     loops[-1].body, loc=loops[-1].loc),)
+        for lp, d in zip(reversed(loops), reversed(shape)):
+            body = (dataclasses.replace(lp, extent=N.Const(d, "int32"), body=body),)
+        return body[0]
+
+
 def infer_layouts(func: N.PrimFunc) -> N.PrimFunc:
     kernels = []
     for scope in func.kernels:
+        scope = _PadToMmaFragment(scope).visit_kernel(scope)
         k = _Kernel(func, scope)
         k.collect(scope.body)
         nest_mode, vector = k.decide()
