@@ -83,6 +83,10 @@ CALLS = {
     "if_then_else": ("expr", "bx > 0, x, x"), "Select": ("expr", "bx > 0, x, x"),
     "infinity": ("expr", '"float32"'), "max_value": ("expr", '"float32"'),
     "min_value": ("expr", '"float32"'), "get_thread_binding": ("expr", "0"),
+    "loop_break": ("stmt", ""), "atomic_addx2": ("stmt", "C[0], C[0]"),
+    "atomic_addx4": ("stmt", "C[0], C[0]"), "print": ("stmt", "x"),
+    "device_assert": ("stmt", "bx >= 0"), "reinterpret": ("expr", 'x, "int32"'),
+    "any_of": ("expr", "row"), "all_of": ("expr", "row"),
     "symbolic": ("dim", '"K"'), "dynamic": ("dim", '"K"'), "Layout": ("layout", '"blocked"'),
     **{name: ("expr", "1.0") for name in T.DTYPE_NAMES},
 }
@@ -131,6 +135,7 @@ REFUSED_AS_CALLED = {
     "c2d_im2col": "must be a 4-d (N, H, W, C) tensor parameter",
     # T.macro parameter annotations: a prim_func parameter is a global tensor
     "SharedBuffer": "scope", "FragmentBuffer": "scope", "LocalBuffer": "scope",
+    "loop_break": "T.loop_break outside a loop",
 }
 
 

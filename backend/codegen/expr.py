@@ -215,6 +215,11 @@ class ExprPrinter:
             return f"cute.arch.popc({args})", ATOM
         return f"cutlass.Int32(cute.arch.clz({args}))", ATOM
 
+    def _reinterpret(self, e: N.Call):
+        """The argument's bits as the result's dtype (``arith.bitcast``)."""
+        self.use("math")
+        return f"tcmath.reinterpret({self.expr(e.args[0])}, {cute_type(e.dtype)})", ATOM
+
     def _abs(self, e: N.Call):
         fn = "cute.math.absf" if N.is_float(e.dtype) else "abs"
         return f"{fn}({self.expr(e.args[0])})", ATOM
@@ -223,6 +228,7 @@ class ExprPrinter:
 # intrinsic -> its printer (text, precedence); the others are MATH's one-argument calls
 _CALLS = {"thread_idx": ExprPrinter._thread_idx, "ceildiv": ExprPrinter._ceildiv,
           "fma": ExprPrinter._fma, "abs": ExprPrinter._abs, "exp10": ExprPrinter._exp10,
+          "reinterpret": ExprPrinter._reinterpret,
           **{name: ExprPrinter._integer for name in ("truncdiv", "truncmod", "popcount", "clz")},
           **{name: ExprPrinter._shuffle for name in N.SHUFFLES},
           **{name: ExprPrinter._warp_reduce for name in N.WARP_REDUCTIONS}}

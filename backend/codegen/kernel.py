@@ -407,6 +407,38 @@ class KernelEmitter:
                                           else self.exprs.expr(s.mask))
         self.out.line(depth, f"cute.arch.sync_warp({mask})")
 
+    def device_print(self, s: N.DevicePrint, depth: int, guarded: bool) -> None:
+        """One ``cute.printf`` line as TileLang's debug print writes it (bools print
+        ``true``/``false``, through an ``if``)."""
+        self.out.use("debug")
+        head = f"msg='{_printf_text(s.msg)}' BlockIdx=(%d, %d, %d), ThreadIdx=(%d, %d, %d)"
+        if s.value is None:
+            self.out.line(depth, f"cute.printf({quote(head)}, *tcd.where())")
+            return
+        if s.buffer:
+            head += f": buffer={_printf_text(s.buffer)}, index=%d,"
+            where = f"*tcd.where(), {self.exprs.expr(s.index)}"
+        else:
+            head += ":"
+            where = "*tcd.where()"
+        value = self.exprs.expr(s.value)
+        if s.value.dtype == "bool":
+            self.out.line(depth, f"if {value}:")
+            self.out.line(depth + 1, f"cute.printf({quote(head + ' dtype=bool value=true')}, {where})")
+            self.out.line(depth, "else:")
+            self.out.line(depth + 1, f"cute.printf({quote(head + ' dtype=bool value=false')}, {where})")
+            return
+        name, conv, as_type = _PRINTED[s.value.dtype]
+        self.out.line(depth, f"cute.printf({quote(f'{head} dtype={name} value={conv}')}, {where}, "
+                             f"cutlass.{as_type}({value}))")
+
+    def device_assert(self, s: N.DeviceAssert, depth: int, guarded: bool) -> None:
+        self.out.use("debug")
+        self.out.line(depth, f"if not ({self.exprs.expr(s.cond)}):", "T.device_assert")
+        if s.msg:
+            self.out.line(depth + 1, f"cute.printf({quote('Device assert failed: ' + _printf_text(s.msg))})")
+        self.out.line(depth + 1, "tcd.trap()")
+
     def wait_wgmma(self, s: N.WaitWgmma, depth: int, guarded: bool) -> None:
         self.mma.wait(s, depth)
 
@@ -530,7 +562,26 @@ _STATEMENTS = {
     N.MBarrierWait: KernelEmitter.mbarrier_wait, N.SetMaxNReg: KernelEmitter.set_max_nreg,
     N.MBarrierArrive: KernelEmitter.mbarrier_arrive, N.While: KernelEmitter.while_,
     N.Scan: KernelEmitter.scan, N.FinalizeReducer: KernelEmitter.finalize_reducer,
+    N.DevicePrint: KernelEmitter.device_print, N.DeviceAssert: KernelEmitter.device_assert,
 }
+
+# IR dtype -> (the C type name TileLang's print shows, the printf conversion, the cutlass
+# type the value is printed as)
+_PRINTED = {
+    "float32": ("float", "%f", "Float32"), "float64": ("double", "%lf", "Float64"),
+    "float16": ("half_t", "%f", "Float32"), "bfloat16": ("bfloat16_t", "%f", "Float32"),
+    "float8_e4m3": ("fp8_e4_t", "%f", "Float32"), "float8_e5m2": ("fp8_e5_t", "%f", "Float32"),
+    "int8": ("signed char", "%d", "Int32"), "uint8": ("unsigned char", "%u", "Uint32"),
+    "int16": ("short", "%d", "Int32"), "uint16": ("unsigned short", "%u", "Uint32"),
+    "int32": ("int", "%d", "Int32"), "uint32": ("uint", "%u", "Uint32"),
+    "int64": ("long", "%ld", "Int64"), "uint64": ("ulong", "%lu", "Uint64"),
+}
+
+
+def _printf_text(text: str) -> str:
+    """``text`` as literal printf text: ``%`` doubled, and CuTe's ``{}`` placeholder
+    broken up."""
+    return text.replace("%", "%%").replace("{}", "{ }")
 
 
 def _checked_part(s: N.Stmt):

@@ -38,6 +38,7 @@ HELPERS = {
     "rows": "from tilecute.runtime.cute import rows as tcrow",
     "scan": "from tilecute.runtime.cute import scan as tcs",
     "math": "from tilecute.runtime.cute import math as tcmath",
+    "debug": "from tilecute.runtime.cute import debug as tcd",
 }
 # names the generated module binds at its top level
 MODULE_NAMES = frozenset({"cutlass", "cute", "placeholder_args"}

@@ -159,6 +159,9 @@ INTRINSICS = {
     # sum / max / min / and / or of the 32 lanes' values (all 32 lanes must run it)
     "warp_reduce_sum": 1, "warp_reduce_max": 1, "warp_reduce_min": 1,
     "warp_reduce_bitand": 1, "warp_reduce_bitor": 1,
+    # TileLang's T.reinterpret(value, dtype): the argument's bits read as the result's
+    # dtype, of the same width (a bit cast, no conversion)
+    "reinterpret": 1,
 }
 SHUFFLES = ("shfl_xor", "shfl_down", "shfl_up", "shfl_sync")
 WARP_REDUCTIONS = ("warp_reduce_sum", "warp_reduce_max", "warp_reduce_min",
@@ -691,6 +694,31 @@ class MBarrierWait(Stmt):
 
     barrier: Region
     parity: Expr
+    loc: Optional[Loc] = _loc()
+
+
+@dataclass(frozen=True)
+class DevicePrint(Stmt):
+    """TileLang's device print (``T.print``): every thread that runs it prints one line,
+    ``msg='<msg>' BlockIdx=(x, y, z), ThreadIdx=(x, y, z)``, then ``: dtype=<t>
+    value=<value>`` for a value, or ``: buffer=<buffer>, index=<index>, dtype=<t>
+    value=<value>`` for a buffer element (``buffer`` is then the printed name)."""
+
+    msg: str
+    value: Optional[Expr] = None
+    buffer: str = ""
+    index: Optional[Expr] = None
+    loc: Optional[Loc] = _loc()
+
+
+@dataclass(frozen=True)
+class DeviceAssert(Stmt):
+    """TileLang's ``T.device_assert(cond, msg)``: a thread for which ``cond`` is false
+    prints ``Device assert failed: <msg>`` (when there is one) and traps, which ends the
+    launch with an error."""
+
+    cond: Expr
+    msg: str = ""
     loc: Optional[Loc] = _loc()
 
 

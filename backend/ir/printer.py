@@ -64,6 +64,8 @@ def _expr(e: N.Expr) -> tuple[str, int]:
             return f"T.get_thread_binding({args})", _PREC_ATOM
         if e.name == "round_ties_away_from_zero":
             return f'T.round({args}, "ties-away-from-zero")', _PREC_ATOM
+        if e.name == "reinterpret":
+            return f'T.reinterpret({args}, "{e.dtype}")', _PREC_ATOM
         return f"T.{e.name}({args})", _PREC_ATOM
     raise TypeError(f"printer: unknown expression {type(e).__name__}")
 
@@ -192,6 +194,14 @@ def _stmt(s: N.Stmt, indent: int, out: list[str]) -> None:
         out.append(f"{pad}T.sync_warp({'' if s.mask is None else expr_str(s.mask)})")
     elif isinstance(s, N.WaitWgmma):
         out.append(f"{pad}T.wait_wgmma({s.pending})")
+    elif isinstance(s, N.DevicePrint):
+        args = [] if s.value is None else [expr_str(s.value)]
+        args.append(f"msg={s.msg!r}")
+        if s.buffer:
+            args += [f"buffer={s.buffer!r}", f"index={expr_str(s.index)}"]
+        out.append(f"{pad}T.print({', '.join(args)})")
+    elif isinstance(s, N.DeviceAssert):
+        out.append(f"{pad}T.device_assert({expr_str(s.cond)}, {s.msg!r}, no_stack_info=True)")
     elif isinstance(s, N.Reduce):
         scratch = f", scratch={s.scratch}" if s.scratch else ""
         out.append(f"{pad}T.reduce_{s.kind}({s.src}, {s.dst}, dim={s.dim}, clear={s.clear}{scratch})")

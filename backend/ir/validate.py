@@ -410,6 +410,19 @@ class _Validator:
         elif isinstance(s, N.WaitWgmma):
             if not isinstance(s.pending, int) or s.pending < 0:
                 self.fail(f"T.wait_wgmma takes a count of batches >= 0, got {s.pending!r}")
+        elif isinstance(s, N.DevicePrint):
+            if not isinstance(s.msg, str) or not isinstance(s.buffer, str):
+                self.fail("T.print's msg and buffer name are strings")
+            for e in (s.value, s.index):
+                if e is not None:
+                    self.expr(e, vars_, bufs)
+            if (s.buffer != "") != (s.index is not None) or (s.buffer and s.value is None):
+                self.fail("T.print of a buffer element names the buffer, the index and the value")
+        elif isinstance(s, N.DeviceAssert):
+            if not isinstance(s.msg, str):
+                self.fail("T.device_assert's msg is a string")
+            self.expr(s.cond, vars_, bufs)
+            self.boolean(s.cond, "T.device_assert's condition")
         elif isinstance(s, N.Reduce):
             src, dst = self.buffer(s.src, bufs), self.buffer(s.dst, bufs)
             if s.kind not in N.REDUCE_KINDS:
@@ -564,6 +577,9 @@ class _Validator:
                                     and e.dtype == "int32"):
             self.fail(f"clz takes a 32- or 64-bit integer and is an int32; got {dtypes[0]} -> "
                       f"{e.dtype}")
+        if e.name == "reinterpret" and not (
+                DTYPES[dtypes[0]].bits == DTYPES[e.dtype].bits and "bool" not in (dtypes[0], e.dtype)):
+            self.fail(f"reinterpret keeps the width of its argument; got {dtypes[0]} -> {e.dtype}")
 
 
     def depth(self) -> None:

@@ -42,6 +42,7 @@ from .forms import (  # noqa: F401
 from .forms import alloc_global, alloc_reducer, cummax, cumsum, finalize_reducer, im2col  # noqa: F401
 from .forms import dec_max_nreg, grid, inc_max_nreg, sync_warp  # noqa: F401
 from .forms import annotate_layout, annotate_min_blocks_per_sm  # noqa: F401
+from .forms import atomic_addx2, atomic_addx4, device_assert, loop_break  # noqa: F401
 from .forms import (annotate_consumer_reg_alloc, annotate_producer_reg_dealloc,  # noqa: F401
                     disable_warp_group_reg_alloc, no_set_max_nreg)
 from .ops import EXPRESSION_HELPERS
@@ -60,7 +61,7 @@ from .ops import (  # noqa: F401
     trunc, isnan, isinf, isfinite, truncdiv, truncmod, popcount, clz, likely,
     get_lane_idx, get_warp_idx, get_warp_idx_sync, get_warp_group_idx,
     get_thread_bindings, get_block_binding, get_block_bindings, get_thread_extent,
-    get_thread_extents, get_block_extent, get_block_extents,
+    get_thread_extents, get_block_extent, get_block_extents, reinterpret, any_of, all_of,
 )
 from .parser import FrontendError, parse_script, prim_func
 from .values import DTYPE_NAMES, DType, GemmWarpPolicy, Layout, TensorSpec, dtype_name  # noqa: F401
@@ -71,6 +72,7 @@ from ..ir import nodes as _N
 
 Serial, Unroll, Vectorized = FORMS["Serial"], FORMS["Unroll"], FORMS["Vectorized"]
 c2d_im2col = FORMS["c2d_im2col"]
+print = FORMS["print"]  # noqa: A001  (TileLang's T.print)
 globals().update(DTYPE_NAMES)  # T.float16, T.half, T.bool ...
 dtype = DType  # TileLang's T.dtype: the type of T.float16 ..., T.dtype("half") is T.float16
 

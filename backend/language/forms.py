@@ -258,6 +258,41 @@ def atomic_min(dst, value, memory_order=None, return_prev=False, annotations=Non
 
 
 @_form("stmt")
+def atomic_addx2(dst, value, return_prev=False):
+    """``T.atomic_addx2(dQ[b, i, h, j], acc_s[i, j])``: add the 2 elements from ``value``
+    on to the 2 from ``dst`` (contiguous along the last dim), each atomically (lowered
+    to 2 scalar atomic adds: the same sums as TileLang's vector red)."""
+
+
+@_form("stmt")
+def atomic_addx4(dst, value, return_prev=False):
+    """``T.atomic_addx4(dst[..., j * 4], src[..., j * 4])``: as ``T.atomic_addx2``, 4
+    elements."""
+
+
+@_form("stmt")
+def loop_break():
+    """``T.loop_break()``: leave the innermost enclosing serial loop (``T.serial``,
+    ``T.unroll``, ``range``, ``T.grid``'s innermost, ``while``) now."""
+
+
+@_form("stmt", "print")
+def _print(obj=None, msg="", warp_group_id=0, warp_id=0, *, buffer=None, index=None):
+    """``T.print(x, msg="")``: TileLang's device print of a value (by every thread that
+    runs it), a buffer (its elements, by thread ``warp_group_id * 128 + warp_id * 32``
+    for shared and fragment buffers, by every thread for local and global ones) or, with
+    no ``obj``, the message alone.  tilecute's: ``buffer`` and ``index`` (one printed
+    buffer element, as the printer writes lowered IR)."""
+
+
+@_form("stmt")
+def device_assert(condition, msg="", no_stack_info=False):
+    """``T.device_assert(cond, msg)``: a thread for which ``cond`` is false prints
+    ``Device assert failed: <msg>`` (with the source line unless ``no_stack_info``)
+    and traps."""
+
+
+@_form("stmt")
 def evaluate(value):
     """``T.evaluate(expr)``: compute ``expr`` for its effect."""
 
@@ -433,8 +468,8 @@ TILELANG_ONLY = frozenset("""
     alloc_cluster_barrier alloc_tmem alloc_descriptor empty allocate async_copy transpose
     copy_cluster tma_gather4 tma_scatter4 tma_load tma_load_2sm gemm_sp
     wgmma_gemm tcgen05_gemm reducer_init reducer_update
-    atomic_addx2 atomic_addx4 atomic_load atomic_store atomic_or dp4a
-    reshape view loop_break any_of all_of access_ptr activemask all_sync any_sync ballot
+    atomic_load atomic_store atomic_or dp4a
+    reshape view access_ptr activemask all_sync any_sync ballot
     ballot_sync
    
     mbarrier_arrive_expect_tx mbarrier_expect_tx
@@ -443,5 +478,5 @@ TILELANG_ONLY = frozenset("""
     shuffle_elect annotate_safe_value annotate_restrict_buffers
     annotate_l2_hit_ratio annotate_ws_schedule ws_op
     create_tma_descriptor named_barrier_arrive index_to_coordinates import_source inline
-    meta_class print device_assert call_extern call_intrin reinterpret Shuffle
+    meta_class call_extern call_intrin Shuffle
 """.split())

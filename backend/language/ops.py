@@ -205,6 +205,38 @@ def likely(cond):
     return cond
 
 
+def reinterpret(value, dtype):
+    """``T.reinterpret(value, dtype)``: the bits of ``value`` read as ``dtype``, of the same
+    width (TileLang's order; TVM's older ``T.reinterpret(dtype, value)`` is accepted too, as
+    TileLang accepts it)."""
+    if isinstance(value, str):  # a dtype first: TVM's order
+        value, dtype = dtype, value
+    value = _N.as_expr(value)
+    dtype = dtype_name(dtype)
+    if DTYPES[dtype].bits != DTYPES[value.dtype].bits or "bool" in (dtype, value.dtype):
+        raise TypeError(f"T.reinterpret: {value.dtype} ({DTYPES[value.dtype].bits} bits) cannot "
+                        f"be reinterpreted as {dtype} ({DTYPES[dtype].bits} bits); the widths "
+                        "must agree")
+    if dtype == value.dtype:
+        return value
+    return _N.Call("reinterpret", (value,), dtype)
+
+
+def any_of(buffer):
+    """``T.any_of(buf)`` / ``T.any_of(buf[i, 0:n])``: whether any element is true (nonzero):
+    every element of a buffer in row-major order, or a region's elements along its last
+    dim (TileLang's; the parser reads the elements, see :func:`region_truths`)."""
+    return _N.Logic("or", tuple(buffer)) if len(buffer) > 1 else buffer[0]
+
+
+def all_of(buffer):
+    """``T.all_of(buf)``: whether every element is true (nonzero); as :func:`any_of`."""
+    return _N.Logic("and", tuple(buffer)) if len(buffer) > 1 else buffer[0]
+
+
+any_of.reads_elements = all_of.reads_elements = True  # the parser passes the elements' truths
+
+
 def sigmoid(x):
     """``1 / (1 + exp(-x))``."""
     x = _N.as_expr(x)
@@ -593,4 +625,5 @@ EXPRESSION_HELPERS = (
     "popcount", "clz", "likely", "get_lane_idx", "get_warp_idx", "get_warp_idx_sync",
     "get_warp_group_idx", "get_thread_bindings", "get_block_binding", "get_block_bindings",
     "get_thread_extent", "get_thread_extents", "get_block_extent", "get_block_extents",
+    "reinterpret", "any_of", "all_of",
 )

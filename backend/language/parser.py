@@ -26,6 +26,7 @@ from typing import Any, Optional
 
 from ..ir import nodes as N
 from ..ir.printer import layout_str
+from ..ir.visitor import walk_stmts
 from ..ir.rasterization import panel_order
 from ..ir.validate import RESERVED, RESERVED_PREFIXES, validate
 from ..runtime.dtypes import UnknownDTypeError
@@ -338,6 +339,9 @@ class _Parser:
             kernels.append(s)
         if not kernels:
             raise self.error(fn, "a prim_func needs at least one `with T.Kernel(...)` block")
+        stray = next((b for b in walk_stmts(body) if isinstance(b, _Break)), None)
+        if stray is not None:
+            raise FrontendError("T.loop_break outside a loop", stray.loc, self.fname)
         func = N.PrimFunc(self.fname, tuple(params) + tuple(self.workspaces), tuple(kernels),
                           tuple(self.symbols.values()), loc=self.loc(fn),
                           workspaces=tuple(b.name for b in self.workspaces))
@@ -623,7 +627,7 @@ class _Parser:
                 extent = ops.ceildiv(extent, step)
             ranges = [(start, extent)]
             if kind in ("serial", "unrolled") and (step is None or step == 1) and \
-                    isinstance(extent, N.Const) and extent.value == 1:
+                    isinstance(extent, N.Const) and extent.value == 1 and not _breaks(s.body):
                 # a one-step loop is its body, with the variable bound to the start
                 self.push()
                 try:
@@ -663,7 +667,9 @@ class _Parser:
             body = (N.For(v, start, extent, kind, body, num_stages if kind == "pipelined" else 0,
                           width, replicated, async_copy, loc=self.loc(s),
                           warp_specialize=warp_specialize, overlap_mma=overlap),)
-        return [body[0]]
+            if d == innermost and _has_break(body[0].body):
+                body = self.break_loop(body[0], kind)
+        return list(body)
 
     def manual_stages(self, a: _Args, body, num_stages: int) -> tuple[int, bool]:
         """``T.Pipelined(n, stage=[...], order=[...], group=[[...], ...])``: a manual
@@ -1558,6 +1564,8 @@ class _Parser:
         self.push()
         body = self.block(s.body)
         self.pop()
+        if _has_break(body):
+            return list(self.break_loop(N.While(cond, body, loc=self.loc(s)), "while"))
         return [N.While(cond, body, loc=self.loc(s))]
 
     def whole_buffer(self, a: _Args, arg: str, what: str) -> N.Buffer:
@@ -1657,6 +1665,166 @@ class _Parser:
         return self.stmt_im2col(a, s)
 
     # ---- regions ----------------------------------------------------------------------
+    # ---- loop_break, vector atomics, device print and assert (issue 17) -----------------
+    def stmt_loop_break(self, a: _Args, s) -> list[N.Stmt]:
+        return [_Break(loc=self.loc(s))]
+
+    def stmt_atomic_addx2(self, a: _Args, s, lanes: int = 2) -> list[N.Stmt]:
+        """``T.atomic_addx2/x4(dst, value)``: the ``lanes`` elements from ``dst`` and from
+        ``value`` along their last dims; each added atomically, as scalar atomic adds."""
+        a.refuse_unless("return_prev", (False,), f"T.atomic_addx{lanes} is a statement in "
+                                                 "tilecute; it returns nothing")
+        dst, value = self.region(a.node("dst")), self.region(a.node("value"))
+        dbuf, vbuf = self.buffer_named(dst.buffer), self.buffer_named(value.buffer)
+        for r, arg in ((dst, "dst"), (value, "value")):
+            if r.extents is not None and not (all(N.Const(1, "int32") == x for x in r.extents[:-1])
+                                              and r.extents[-1] == N.Const(lanes, "int32")):
+                raise a.fail(arg, f"the region must be {lanes} elements along the last dim")
+        if dbuf.dtype not in ("float16", "bfloat16", "float32"):
+            raise a.fail("dst", f"'{dbuf.name}' is {dbuf.dtype}; T.atomic_addx{lanes} adds "
+                                "float16, bfloat16 or float32 elements")
+        if dbuf.scope not in ("global", "shared"):
+            raise a.fail("dst", f"'{dbuf.name}' is a {dbuf.scope} buffer; atomics target global "
+                                "or shared memory")
+        step = lambda st, k: st[:-1] + (N.binop("add", st[-1], k) if k else st[-1],)  # noqa: E731
+        return [N.AtomicAdd(N.Region(dbuf.name, step(dst.starts, k)),
+                            N.cast(N.Load(vbuf.name, step(value.starts, k), vbuf.dtype), dbuf.dtype),
+                            loc=self.loc(s)) for k in range(lanes)]
+
+    def stmt_atomic_addx4(self, a: _Args, s) -> list[N.Stmt]:
+        return self.stmt_atomic_addx2(a, s, 4)
+
+    def stmt_print(self, a: _Args, s) -> list[N.Stmt]:
+        """TileLang's ``T.print``: a value, a buffer, or the message alone."""
+        msg = a.value("msg")
+        if not isinstance(msg, str):
+            raise a.fail("msg", f"msg must be a string, got {_show(msg)}")
+        loc = self.loc(s)
+        if a.value("buffer") is not None or a.value("index") is not None:  # lowered IR
+            name, index = a.value("buffer"), a.value("index")
+            if not isinstance(name, str) or not _is_ir(N.as_expr(index)):
+                raise a.fail("buffer", "buffer (a name) and index go together")
+            return [N.DevicePrint(msg, N.as_expr(a.value("obj")), name, N.as_expr(index), loc=loc)]
+        if not a.given("obj") or a.value("obj") is None:
+            if not msg:
+                raise a.fail("msg", "T.print() without a value prints its msg, which must not "
+                                    "be empty")
+            return [N.DevicePrint(msg, loc=loc)]
+        obj = a.value("obj")
+        if not isinstance(obj, _BufferRef):
+            self.check_value(a.node("obj"), obj)
+            value = N.as_expr(obj)
+            from ..ir.printer import expr_str
+            return [N.DevicePrint(msg or f"expr<{expr_str(value)}>", value, loc=loc)]
+        buf = obj.buffer
+        lane = a.static_int("warp_group_id", 0) * 128 + a.static_int("warp_id", 0) * 32
+        if buf.scope != "global" and not msg:
+            msg = f"buffer<{buf.name}, {buf.dtype}>"
+        elems = 1
+        for d in buf.shape:
+            if not isinstance(d, N.Const):
+                raise a.fail("obj", f"T.print of '{buf.name}' needs a static shape")
+            elems *= int(d.value)
+        out: list[N.Stmt] = []
+        source = buf
+        if buf.scope == "fragment":  # every thread copies its part to shared, one prints
+            source = N.Buffer(self.fresh(f"{buf.name}_print"), buf.dtype, buf.shape, "shared")
+            out.append(N.Allocate(source, loc=loc))
+            whole = N.Region(buf.name, tuple(N.Const(0, "int32") for _ in buf.shape))
+            out.append(N.Copy(whole, N.Region(source.name, whole.starts), loc=loc))
+        i = N.Var(self.fresh("print_i"), "int32")
+        coords, rest = [], elems
+        for d in buf.shape:
+            rest //= int(d.value)
+            flat = N.binop("floordiv", i, rest) if rest > 1 else i
+            coords.append(N.binop("mod", flat, d) if int(d.value) > 1 else N.Const(0, "int32"))
+        element = N.DevicePrint(msg, N.Load(source.name, tuple(coords), buf.dtype), buf.name, i,
+                                loc=loc)
+        body: N.Stmt = N.For(i, N.Const(0, "int32"), N.Const(elems, "int32"), "serial",
+                             (element,), loc=loc)
+        if buf.scope in ("shared", "fragment"):
+            threads = self.kernel_threads if isinstance(self.kernel_threads, tuple) else \
+                (self.kernel_threads,)
+            cond = [N.cmp("eq", N.Call("thread_idx", (N.Const(0, "int32"),), "int32"), lane)]
+            cond += [N.cmp("eq", N.Call("thread_idx", (N.Const(d, "int32"),), "int32"), 0)
+                     for d in range(1, len(threads))]
+            body = N.If(cond[0] if len(cond) == 1 else N.Logic("and", tuple(cond)), (body,),
+                        loc=loc)
+        return out + [body]
+
+    def stmt_device_assert(self, a: _Args, s) -> list[N.Stmt]:
+        cond = a.value("condition")
+        self.check_value(a.node("condition"), cond)
+        cond = N.as_expr(cond)
+        if cond.dtype != "bool":
+            cond = N.cmp("ne", cond, 0)
+        msg = a.value("msg")
+        if not isinstance(msg, str):
+            raise a.fail("msg", f"msg must be a string, got {_show(msg)}")
+        if not a.static_bool("no_stack_info"):  # TileLang appends where the assert stands
+            msg += f"\n  at {self.filename}:{self.loc(s).line} in {self.fname}\n"
+        return [N.DeviceAssert(cond, msg, loc=self.loc(s))]
+
+    def break_loop(self, loop, kind: str) -> tuple:
+        """A loop whose body runs ``T.loop_break()``: a ``while`` over a counter and a flag
+        that the break sets; the statements after a break that may have run are guarded
+        by the flag (CuTe DSL's loops have no ``break``)."""
+        where = next(b for b in walk_stmts(loop.body) if isinstance(b, _Break))
+        if kind not in ("serial", "unrolled", "while"):
+            raise FrontendError(f"T.loop_break inside a {kind} loop: TileLang's loop_break "
+                                "leaves a serial loop (T.serial, T.unroll, range, while)",
+                                where.loc, self.fname)
+        loc = loop.loc
+        i32 = lambda v: N.Const(v, "int32")  # noqa: E731
+        flag = N.Buffer(self.fresh("broke"), "int32", (i32(1),), "local")
+        out: list[N.Stmt] = [N.Allocate(flag, loc=loc), N.Store(flag.name, (i32(0),), i32(0), loc=loc)]
+        running = N.cmp("eq", N.Load(flag.name, (i32(0),), "int32"), 0)
+        body = _guard_breaks(loop.body, flag.name, loc)
+        if isinstance(loop, N.While):
+            cond = N.Logic("and", (loop.cond, running))
+        else:
+            it = N.Buffer(self.fresh(f"{loop.var.name}_it"), "int32", (i32(1),), "local")
+            out += [N.Allocate(it, loc=loc), N.Store(it.name, (i32(0),), loop.start, loc=loc)]
+            now = N.Load(it.name, (i32(0),), "int32")
+            cond = N.Logic("and", (N.cmp("lt", now, N.binop("add", loop.start, loop.extent)), running))
+            body = (N.Let(loop.var, now, loc=loc),) + body + (
+                N.Store(it.name, (i32(0),), N.binop("add", now, 1), loc=loc),)
+        return tuple(out) + (N.While(cond, body, loc=loc),)
+
+    def region_truths(self, node: ast.Call, name: str) -> tuple:
+        """The truth (``x != 0``) of each element ``T.any_of`` / ``T.all_of`` reads: a whole
+        buffer in row-major order, or a region along its last dim (TileLang's)."""
+        a = _Args(self, name, inspect.Signature([inspect.Parameter(
+            "buffer", inspect.Parameter.POSITIONAL_OR_KEYWORD)]), node)
+        r = self.region(a.node("buffer"))
+        buf = self.buffer_named(r.buffer)
+        if r.extents is None and isinstance(a.node("buffer"), ast.Subscript):
+            extents = tuple(N.Const(1, "int32") for _ in buf.shape)  # one element
+        else:
+            extents = r.extents if r.extents is not None else buf.shape
+        if r.extents is not None and any(not (isinstance(x, N.Const) and x.value == 1)
+                                         for x in r.extents[:-1]):
+            raise a.fail("buffer", f"T.{name} of a region reads along its last dim only "
+                                   "(the other extents must be 1), as in TileLang")
+        if not all(isinstance(x, N.Const) for x in extents):
+            raise a.fail("buffer", f"T.{name} needs a static number of elements")
+        sizes = [int(x.value) for x in extents]
+        total = 1
+        for x in sizes:
+            total *= x
+        if total > 1024:
+            raise a.fail("buffer", f"T.{name} reads {total} elements; tilecute unrolls at most 1024")
+        out = []
+        for f in range(total):
+            idx, rest = [], total
+            for st, x in zip(r.starts, sizes):
+                rest //= x
+                k = (f // rest) % x
+                idx.append(N.binop("add", st, k) if k else st)
+            v = N.Load(buf.name, tuple(idx), buf.dtype)
+            out.append(v if buf.dtype == "bool" else N.cmp("ne", v, 0))
+        return tuple(out)
+
     def region(self, node) -> N.Region:
         if isinstance(node, ast.Subscript):
             buf = self.buffer_of(node.value)
@@ -1859,6 +2027,8 @@ class _Parser:
         if isinstance(fn, L.LayoutConstructor):
             return self.layout_value(fn, node)
         helper = _helper_name(fn)
+        if getattr(fn, "reads_elements", False):  # T.any_of / T.all_of: a buffer's elements
+            return fn(self.region_truths(node, fn.__name__))
         if helper is not None:  # a T.* helper: TileLang's signature, then its arguments
             if isinstance(node.func, ast.Attribute) and not isinstance(fn, _Astype):
                 helper = node.func.attr  # as written: T.half, T.symbolic
@@ -1915,6 +2085,53 @@ class _Astype:
 
 
 _BITWISE = {"bitand": "&", "bitor": "|", "bitxor": "^", "shl": "<<", "shr": ">>"}
+
+
+@dataclasses.dataclass(frozen=True)
+class _Break(N.Stmt):
+    """``T.loop_break()`` while its loop is parsed; the loop lowers it (``break_loop``)."""
+
+    loc: Optional[N.Loc] = None
+
+
+def _has_break(body) -> bool:
+    """Does ``body`` break out of its loop (a ``T.loop_break()`` not inside a nested loop)?"""
+    return any(isinstance(s, _Break) or isinstance(s, N.If) and (_has_break(s.then) or
+                                                                   _has_break(s.orelse))
+               for s in body)
+
+
+def _breaks(body) -> bool:
+    """Does an AST body call ``T.loop_break()`` outside nested loops?"""
+    for node in body:
+        if isinstance(node, (ast.For, ast.While, ast.FunctionDef)):
+            continue
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and \
+                    sub.func.attr == "loop_break":
+                return True
+    return False
+
+
+def _guard_breaks(body, flag: str, loc) -> tuple:
+    """``body`` with each break setting ``flag`` and what follows a possible break
+    running only while the flag is clear."""
+    one = N.Const(1, "int32")
+    zero = N.Const(0, "int32")
+    out: list[N.Stmt] = []
+    for k, s in enumerate(body):
+        if isinstance(s, _Break):
+            out.append(N.Store(flag, (zero,), one, loc=s.loc))
+            return tuple(out)
+        if isinstance(s, N.If) and (_has_break(s.then) or _has_break(s.orelse)):
+            out.append(dataclasses.replace(s, then=_guard_breaks(s.then, flag, loc),
+                                           orelse=_guard_breaks(s.orelse, flag, loc)))
+            rest = _guard_breaks(body[k + 1:], flag, loc)
+            if rest:
+                out.append(N.If(N.cmp("eq", N.Load(flag, (zero,), "int32"), 0), rest, loc=loc))
+            return tuple(out)
+        out.append(s)
+    return tuple(out)
 
 
 def _helper_name(fn) -> Optional[str]:

@@ -11,6 +11,7 @@ Usage in generated code::
     from tilecute.runtime.cute import math as tcmath
     q = tcmath.truncdiv(a, b)
     r = tcmath.truncmod(a, b)
+    f = tcmath.reinterpret(i, cutlass.Float32)  # the bits of Int32 i as a Float32
 
 Either operand may be a Python int; the other's type is the result's (both ints of one
 type otherwise).
@@ -40,3 +41,10 @@ def truncmod(a, b, *, loc=None, ip=None):
     kind, x, y = _operands(a, b, loc, ip)
     op = arith.remsi if kind.signed else arith.remui
     return kind(op(x, y, loc=loc, ip=ip))
+
+
+@dsl_user_op
+def reinterpret(value, target, *, loc=None, ip=None):
+    """The bits of ``value`` read as cutlass type ``target`` of the same width
+    (``arith.bitcast``: TileLang's ``T.reinterpret``)."""
+    return target(arith.bitcast(target.mlir_type, value.ir_value(loc=loc, ip=ip), loc=loc, ip=ip))
