@@ -36,7 +36,7 @@ WGMMA_TYPES = ("float16", "bfloat16", "float8_e4m3", "float8_e5m2")
 MMA_TYPES = ("float16", "bfloat16", "float32")
 MMA_INSTR_K = {"float16": 16, "bfloat16": 16, "float32": 8, "float8_e4m3": 32, "float8_e5m2": 32}
 
-PRODUCER_REGS = 40  # registers per thread a TMA producer warpgroup keeps
+PRODUCER_REGS = 24  # registers per thread a TMA producer warpgroup keeps (TileLang, FA3: 24)
 
 
 @dataclass(frozen=True)

@@ -69,6 +69,52 @@ def peers(q, k, v, causal):
     return out
 
 
+def variant_program(variant: str, heads: int, dim: int, causal: bool, dtype: str):
+    """The prim_func and compile options of a ``--variants`` entry."""
+    spec, *offs = variant.split("-")  # 128ws-serial: no MMA overlap
+    spec, *extras = spec.split("+")  # +lpt, +m192t384, +r24/240
+    base, _, stages = spec.partition("@")  # 128ws@3: 3 stages
+    ws = base.endswith("ws")
+    bn = None if base == "default" else int(base[:-2] if ws else base)
+    schedule = {}
+    for e in extras:
+        if e == "lpt":
+            schedule["lpt"] = True
+        elif e.startswith("m"):  # m192t384: block_M 192, 384 compute threads
+            bm, _, t = e[1:].partition("t")
+            schedule.update(block_M=int(bm), threads=int(t))
+        elif e.startswith("r"):  # r24/240: producer / compute registers
+            schedule["regs"] = tuple(int(x) for x in e[1:].split("/"))
+        else:
+            raise SystemExit(f"variant {variant!r}: unknown extra +{e}")
+    func = A.flash_attention(heads, dim, heads, causal, dtype, block_N=bn,
+                             warp_specialize=None if bn is None else ws,
+                             num_stages=int(stages) if stages else None, **schedule)
+    options = dict(A.OPTIONS)  # the example's own (fast_math)
+    options.update(OFF[o] for o in offs)
+    return func, options
+
+
+TARGET = os.environ.get("TILECUTE_ARCH")  # set: build here without a GPU (--prebuild only)
+
+
+def prebuild(args):
+    """Compile every (shape, causal, variant) kernel at once, in threads (the cubin and the
+    launcher build in worker processes): the timing loop then finds them in the cache."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    jobs = [(v, int(shape.split("x")[1]), int(shape.split("x")[3]), causal)
+            for shape in args.shapes.split(",") for causal in (False, True)
+            for v in args.variants.split(",")]
+    with ThreadPoolExecutor(max(1, min(len(jobs), (os.cpu_count() or 2) - 1))) as pool:
+        def build(job):
+            func, options = variant_program(*job, args.dtype)
+            return tilecute.compile(func, out_idx=[3, 4], options=options, target=TARGET)
+
+        for f in [pool.submit(build, j) for j in jobs]:
+            f.result()
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--shapes", default="8x32x4096x128,4x16x8192x128,16x16x2048x64")
@@ -83,35 +129,26 @@ def main():
                         "-serial: without the MMA overlap (disable_mma_overlap), -pp: "
                         "with the warpgroup ping-pong (warpgroup_pingpong), -precise: without the "
                         "example's fast_math")
+    p.add_argument("--prebuild", action="store_true",
+                   help="compile all kernels first, in parallel threads")
     args = p.parse_args()
+    if args.prebuild:
+        prebuild(args)
+        if args.rounds == 0:  # --prebuild --rounds 0: fill the cache only
+            return
     dtype = getattr(torch, args.dtype)
     for shape in args.shapes.split(","):
         b, h, s, d = (int(x) for x in shape.split("x"))
         for causal in (False, True):
             q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=dtype) for _ in range(3))
-            kernels = {}
+            kernels, errors = {}, {}
+            # each variant's max |error| against torch's SDPA (whichever backend it picks)
+            ref = torch.nn.functional.scaled_dot_product_attention(
+                *(x.transpose(1, 2) for x in (q, k, v)), is_causal=causal).transpose(1, 2)
             for variant in args.variants.split(","):
-                spec, *offs = variant.split("-")  # 128ws-serial: no MMA overlap
-                spec, *extras = spec.split("+")  # +lpt, +m192t384, +r24/240
-                base, _, stages = spec.partition("@")  # 128ws@3: 3 stages
-                ws = base.endswith("ws")
-                bn = None if base == "default" else int(base[:-2] if ws else base)
-                schedule = {}
-                for e in extras:
-                    if e == "lpt":
-                        schedule["lpt"] = True
-                    elif e.startswith("m"):  # m192t384: block_M 192, 384 compute threads
-                        bm, _, t = e[1:].partition("t")
-                        schedule.update(block_M=int(bm), threads=int(t))
-                    elif e.startswith("r"):  # r24/240: producer / compute registers
-                        schedule["regs"] = tuple(int(x) for x in e[1:].split("/"))
-                func = A.flash_attention(h, d, h, causal, args.dtype, block_N=bn,
-                                         warp_specialize=None if bn is None else ws,
-                                         num_stages=int(stages) if stages else None, **schedule)
-                options = dict(A.OPTIONS)  # the example's own (fast_math)
-                options.update(OFF[o] for o in offs)
+                func, options = variant_program(variant, h, d, causal, args.dtype)
                 kernel = tilecute.compile(func, out_idx=[3, 4], options=options)
-                kernel(q, k, v)
+                errors[f"tilecute-{variant}"] = (kernel(q, k, v)[0] - ref).abs().max().item()
                 kernels[f"tilecute-{variant}"] = lambda kernel=kernel: kernel(q, k, v)
             kernels.update(peers(q, k, v, causal))
             times = {n: [] for n in kernels}
@@ -126,6 +163,7 @@ def main():
                     "shape": shape, "causal": causal, "dtype": args.dtype, "kernel": n,
                     "tflops": round(flops / statistics.median(times[n]) / 1e9, 1),
                     "ratio_to_cudnn": round(statistics.median(ratios), 3),
+                    **({"max_err": round(errors[n], 4)} if n in errors else {}),
                     "device": torch.cuda.get_device_name()}), flush=True)
 
 

@@ -22,21 +22,25 @@ LOG2E = 1.4426950408889634
 
 
 def flash_attention(heads=32, dim=128, kv_heads=None, causal=False, dtype="float16",
-                    block_M=128, block_N=None, threads=256, num_stages=None, sm_scale=None,
+                    block_M=None, block_N=None, threads=None, num_stages=None, sm_scale=None,
                     warp_specialize=None, lpt=False, regs=None):
     """The forward kernel for Q (B, S, heads, dim), K and V (B, S, kv_heads, dim) in
     ``dtype``; writes O like Q and LSE (B, heads, S) in float32.  ``sm_scale`` defaults
     to 1 / sqrt(dim).  The default schedule is the one measured best on an H100
     (benchmarks/attention.py): 128-key steps, 3 stages and a producer warpgroup for the
-    K/V loads at head dim 128, 64-key steps at 64, 64-key steps with a producer at 256.
+    K/V loads at head dim 128; at 64 the same with 192 queries a block over three compute
+    warpgroups (FlashAttention's sm90 tile); 64-key steps with a producer at 256.
     The compiler overlaps each step's softmax with the MMAs (``overlap_mma``: the next
     Q K^T and this P V run during it, the two compute warpgroups taking turns).
     ``lpt``: the query blocks run last to first (causal: the longest first, FlashAttention's
     LPT order); ``regs``: (producer, compute) registers per thread of the warp-specialized
     roles (``T.annotate_producer_reg_dealloc`` / ``T.annotate_consumer_reg_alloc``)."""
-    block_N = block_N or (128 if dim == 128 else 64)
-    num_stages = num_stages or (3 if dim == 128 and block_N == 128 else 2)
-    if warp_specialize is None and dim >= 128:
+    small = dim <= 64 and block_M in (None, 192) and threads in (None, 384)
+    block_M = block_M or (192 if small else 128)  # head dim 64: three compute warpgroups
+    threads = threads or (384 if small else 256)
+    block_N = block_N or (128 if dim == 128 or small else 64)
+    num_stages = num_stages or (3 if block_N == 128 and dim <= 128 else 2)
+    if warp_specialize is None and (dim >= 128 or small):
         warp_specialize = True
     kv_heads = kv_heads or heads
     assert heads % kv_heads == 0, "kv_heads must divide heads"
@@ -124,7 +128,7 @@ OPTIONS = {"fast_math": True}
 
 @tilecute.jit(out_idx=[3, 4], options=OPTIONS)
 def flash_attention_kernel(heads=32, dim=128, kv_heads=None, causal=False, dtype="float16",
-                           block_M=128, block_N=None, threads=256, num_stages=None,
+                           block_M=None, block_N=None, threads=None, num_stages=None,
                            sm_scale=None, warp_specialize=None, lpt=False, regs=None):
     """``O, LSE = flash_attention_kernel(heads, dim, ...)(Q, K, V)``."""
     return flash_attention(heads, dim, kv_heads, causal, dtype, block_M, block_N, threads,

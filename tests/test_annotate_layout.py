@@ -416,7 +416,7 @@ def test_a_program_chosen_xor_swizzle_keeps_its_copies_off_tma(tmp_path):
 
 # ---- register budgets of warp-specialized kernels -------------------------------------------
 @pytest.mark.parametrize("annotation,want", [
-    ("", ["T.set_max_nreg(40, 0)", "T.set_max_nreg(256, 1)"]),  # one compute warpgroup
+    ("", ["T.set_max_nreg(24, 0)", "T.set_max_nreg(256, 1)"]),  # one compute warpgroup
     ("T.annotate_producer_reg_dealloc(24)\n                T.annotate_consumer_reg_alloc(240)",
      ["T.set_max_nreg(24, 0)", "T.set_max_nreg(240, 1)"]),
     ("T.annotate_producer_reg_dealloc()", ["T.set_max_nreg(24, 0)", "T.set_max_nreg(256, 1)"]),

@@ -115,7 +115,7 @@ def test_warp_specialized_plan():
     assert scope.producer_threads == 128 and plan.abi.kernels[0].block == (384, 1, 1)
     split = scope.body[-1]
     assert isinstance(split, N.If) and print_func(plan.func).count("T.get_thread_binding(0) >= 256") == 1
-    assert split.then[0] == N.SetMaxNReg(40, False) and split.orelse[0] == N.SetMaxNReg(232, True)
+    assert split.then[0] == N.SetMaxNReg(24, False) and split.orelse[0] == N.SetMaxNReg(240, True)
     # the shared buffers and the T.use_swizzle Lets stay before the split: both roles see them
     assert all(isinstance(s, (N.Allocate, N.Let)) for s in scope.body[:-1])
     (feed,) = [f for f in walk_stmts(split.then) if isinstance(f, N.For)]
@@ -126,7 +126,7 @@ def test_warp_specialized_plan():
     assert not any(isinstance(s, (N.TmaCopy, N.Barrier)) for s in inner)
     assert any(isinstance(s, N.MBarrierArrive) for s in inner)
     src = emit_cute(plan)
-    assert "cute.arch.setmaxregister_decrease(40)" in src and "setmaxregister_increase(232)" in src
+    assert "cute.arch.setmaxregister_decrease(24)" in src and "setmaxregister_increase(240)" in src
     assert "if tc_tid == 256:" in src and "min_blocks_per_mp=1" in src
     # the epilogue's barrier before the TMA store leaves the producer out
     assert "cute.arch.barrier(barrier_id=1, number_of_threads=256)" in src
@@ -188,7 +188,7 @@ def test_warp_specialized_budget_for_one_compute_warpgroup():
 def test_warp_specialized_lowered_ir_round_trips():
     plan = lower(G.matmul(warp_specialize=True), "sm_90a")
     text = print_func(plan.func)
-    assert "producer_threads=128" in text and "T.set_max_nreg(40, 0)" in text
+    assert "producer_threads=128" in text and "T.set_max_nreg(24, 0)" in text
     assert "warp_specialize=True" in text
     assert from_json(to_json(plan.func)) == plan.func
     func = G.matmul(warp_specialize=True)

@@ -273,7 +273,7 @@ CASES = [
 -                acc[i1, i2] = T.float32(0.0)
 +        acc_shared = T.alloc_shared((128, 128), "float16", layout=T.Layout("tma_swizzled", swizzle=128))
 @@ -15,0 +13 @@
-+            T.set_max_nreg(40, 0)
++            T.set_max_nreg(24, 0)
 @@ -22,11 +20,16 @@
 -        for k in T.Pipelined(2, num_stages=4, warp_specialize=True):
 -            T.mbarrier_wait_parity(tc_bar0[k % 4], k // 4 & 1)

@@ -1539,7 +1539,7 @@ class _Parser:
 
     def stmt_annotate_consumer_reg_alloc(self, a: _Args, s) -> list[N.Stmt]:
         return self.reg_annotation(s, "annotate_consumer_reg_alloc", "consumer_regs",
-                                   a.static_int("reg_count", 240))
+                                   a.static_int("reg_count", 24))
 
     def stmt_no_set_max_nreg(self, a: _Args, s) -> list[N.Stmt]:
         return self.reg_annotation(s, "no_set_max_nreg", "reg_alloc", False)
