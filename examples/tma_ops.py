@@ -69,8 +69,9 @@ def explicit_copy(bm=64, bn=64, dtype="float16", threads=128):
     def explicit_copy(A: T.Tensor((M, N), dtype), B: T.Tensor((M, N), dtype)):
         with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=threads) as (bx, by):
             s = T.alloc_shared((bm, bn), dtype)
-            bar = T.alloc_barrier(1)  # one mbarrier, 1 arrival per phase
-            T.tma_copy(A[by * bm, bx * bn], s, barrier=bar[0])
+            bar = T.alloc_barrier(threads)  # one mbarrier, an arrival per thread per phase
+            T.tma_copy(A[by * bm, bx * bn], s, barrier=bar[0])  # expects the box's bytes
+            T.mbarrier_arrive(bar[0])
             T.mbarrier_wait_parity(bar[0], 0)
             T.tma_copy(s, B[by * bm, bx * bn])
 

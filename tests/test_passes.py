@@ -175,8 +175,8 @@ CASES = [
 +                for tc_j0 in T.serial(2):
 +                    if tc_j0 >= 4:
 +                        T.mbarrier_wait_parity(tc_bar1[tc_j0 % 4], tc_j0 // 4 + 1 & 1)
-+                    T.tma_copy(A[by * 128, tc_j0 * 64], As, barrier=tc_bar0[tc_j0 % 4], stage=tc_j0 % 4)
-+                    T.tma_copy(B[tc_j0 * 64, bx * 128], Bs, barrier=tc_bar0[tc_j0 % 4], stage=tc_j0 % 4)
++                    T.tma_copy(A[by * 128, tc_j0 * 64], As, barrier=tc_bar0[tc_j0 % 4], stage=tc_j0 % 4, arrive=True)
++                    T.tma_copy(B[tc_j0 * 64, bx * 128], Bs, barrier=tc_bar0[tc_j0 % 4], stage=tc_j0 % 4, arrive=True)
 @@ -12,3 +21,4 @@
 -            T.tma_copy(A[by * 128, k * 64], As)
 -            T.tma_copy(B[k * 64, bx * 128], Bs)
@@ -196,10 +196,10 @@ CASES = [
 +        tc_bar0 = T.alloc_barrier([2] * 4)
 +        tc_bar1 = T.alloc_barrier([128] * 4)
 @@ -10,0 +13,4 @@
-+        T.tma_copy(A[by * 128, 0 * 64], As, barrier=tc_bar0, stage=0)
-+        T.tma_copy(B[0 * 64, bx * 128], Bs, barrier=tc_bar0, stage=0)
-+        T.tma_copy(A[by * 128, 1 * 64], As, barrier=tc_bar0[1], stage=1)
-+        T.tma_copy(B[1 * 64, bx * 128], Bs, barrier=tc_bar0[1], stage=1)
++        T.tma_copy(A[by * 128, 0 * 64], As, barrier=tc_bar0, stage=0, arrive=True)
++        T.tma_copy(B[0 * 64, bx * 128], Bs, barrier=tc_bar0, stage=0, arrive=True)
++        T.tma_copy(A[by * 128, 1 * 64], As, barrier=tc_bar0[1], stage=1, arrive=True)
++        T.tma_copy(B[1 * 64, bx * 128], Bs, barrier=tc_bar0[1], stage=1, arrive=True)
 @@ -12,3 +18,10 @@
 -            T.tma_copy(A[by * 128, k * 64], As)
 -            T.tma_copy(B[k * 64, bx * 128], Bs)
@@ -212,8 +212,8 @@ CASES = [
 +                if T.get_thread_binding(0) == 0:
 +                    if k > 0:
 +                        T.mbarrier_wait_parity(tc_bar1[(k + 3) % 4], (k - 1) // 4 & 1)
-+                    T.tma_copy(A[by * 128, (k + 3) * 64], As, barrier=tc_bar0[(k + 3) % 4], stage=(k + 3) % 4)
-+                    T.tma_copy(B[(k + 3) * 64, bx * 128], Bs, barrier=tc_bar0[(k + 3) % 4], stage=(k + 3) % 4)
++                    T.tma_copy(A[by * 128, (k + 3) * 64], As, barrier=tc_bar0[(k + 3) % 4], stage=(k + 3) % 4, arrive=True)
++                    T.tma_copy(B[(k + 3) * 64, bx * 128], Bs, barrier=tc_bar0[(k + 3) % 4], stage=(k + 3) % 4, arrive=True)
 """),
     ("lower_tile_ops", TILE, "sm_80", """\
 @@ -9,2 +9,6 @@

@@ -185,3 +185,167 @@ def test_gpu_head_rows_of_gemm(threads, rows):
     ref = a.float() @ b.float().T
     torch.testing.assert_close(c.float(), ref, rtol=1e-2, atol=1e-2)
     torch.testing.assert_close(d, ref * 2, rtol=1e-2, atol=1e-2)
+
+
+# ---- with T.ws(...): explicit warp-specialized regions ------------------------------------
+def ws_gemm_mbarriers(M=256, N=256, K=512, bm=128, bn=128, bk=64, producer=1):
+    """TileLang's explicit producer/consumer GEMM: warpgroup ``producer`` issues the TMA
+    loads (TileLang's T.tma_copy: the bytes expected, the 128 producer threads arrive),
+    the other warpgroup waits, multiplies and releases the tiles."""
+    consumer = 1 - producer
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"),
+             C: T.Tensor((M, N), "float16")):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=256) as (bx, by):
+            A_s = T.alloc_shared((bm, bk), "float16")
+            B_s = T.alloc_shared((bk, bn), "float16")
+            C_l = T.alloc_fragment((bm, bn), "float32")
+            ready = T.alloc_barrier(arrive_count=128)
+            done = T.alloc_barrier(arrive_count=128)
+            with T.ws(consumer):
+                T.clear(C_l)
+            for ko in T.Pipelined(T.ceildiv(K, bk), num_stages=2):
+                with T.ws(producer):
+                    T.barrier_wait(done, (ko + 1) % 2)
+                    T.tma_copy(A[by * bm, ko * bk], A_s, barrier=ready)
+                    T.tma_copy(B[ko * bk, bx * bn], B_s, barrier=ready)
+                    T.barrier_arrive(ready)
+                with T.ws(consumer):
+                    T.barrier_wait(ready, ko % 2)
+                    T.gemm(A_s, B_s, C_l)
+                    T.barrier_arrive(done)
+            with T.ws(consumer):
+                T.copy(C_l, C[by * bm, bx * bn])
+
+    return main
+
+
+def ws_gemm_split_n(M=128, N=128, K=256, bm=128, bn=128, bk=64):
+    """TileLang's copy_gemm_0_1 idiom: both warpgroups load A together, then each loads
+    its half of B and multiplies it into its own accumulator."""
+    half = bn // 2
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"),
+             C: T.Tensor((M, N), "float16")):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=256) as (bx, by):
+            A_s = T.alloc_shared((bm, bk), "float16")
+            B0 = T.alloc_shared((bk, half), "float16")
+            B1 = T.alloc_shared((bk, half), "float16")
+            C0 = T.alloc_fragment((bm, half), "float32")
+            C1 = T.alloc_fragment((bm, half), "float32")
+            with T.ws(1):
+                T.clear(C1)
+            with T.ws(0):
+                T.clear(C0)
+            for ko in T.Pipelined(T.ceildiv(K, bk), num_stages=0):
+                T.copy(A[by * bm, ko * bk], A_s)
+                with T.ws(1):
+                    T.copy(B[ko * bk, bx * bn], B1)
+                    T.gemm(A_s, B1, C1)
+                with T.ws(0):
+                    T.copy(B[ko * bk, bx * bn + half], B0)
+                    T.gemm(A_s, B0, C0)
+            with T.ws(1):
+                T.copy(C1, C[by * bm, bx * bn])
+            with T.ws(0):
+                T.copy(C0, C[by * bm, bx * bn + half])
+
+    return main
+
+
+def test_ws_round_trips_and_maps_onto_its_warpgroups():
+    f = ws_gemm_mbarriers()
+    text = print_func(f)
+    assert "with T.ws(1):" in text and "with T.ws(0):" in text
+    assert print_func(T.from_script(text)) == text
+    assert from_json(to_json(f)) == f
+    (load, _) = _stmts(f, N.TmaCopy)
+    assert not load.arrive  # TileLang's T.tma_copy: the threads arrive themselves
+    plan = lower(f, "sm_90a")
+    k = plan.func.kernels[0]
+    assert k.producer_threads == 0  # no compiler-made producer in an explicit-ws kernel
+    (acc,) = [a for a in _stmts(plan.func, N.Allocate) if a.buffer.name == "C_l"]
+    assert (acc.layout.kind, acc.layout.threads, acc.layout.first_thread) == ("mma", 128, 0)
+    assert not _stmts(plan.func, N.Barrier)  # the program's mbarriers order the regions
+
+
+@pytest.mark.parametrize("producer", [0, 1])
+def test_ws_producer_consumer_gemm_compiles(producer, tmp_path):
+    from tilecute.codegen.cute import emit_cute
+
+    plan = lower(ws_gemm_mbarriers(producer=producer), "sm_90a")
+    (acc,) = [a for a in _stmts(plan.func, N.Allocate) if a.buffer.name == "C_l"]
+    consumer = 1 - producer
+    assert acc.layout.first_thread == 128 * consumer
+    src = emit_cute(plan)
+    region = "tc_tid >= 128" if producer else "tc_tid < 128"
+    assert f"if {region}:  # T.ws({producer}): threads" in src
+    assert "arrive=False" in src  # expect_tx only
+    if producer:  # the producer's TMA issued by its first thread
+        assert "tc_wtid" in src and "if tc_wtid" in src
+    info = tilecute.build_cubin(ws_gemm_mbarriers(producer=producer), "sm_90a",
+                                out_dir=str(tmp_path))
+    assert len(info.kernels) == 1
+
+
+def test_ws_split_n_uses_region_barriers(tmp_path):
+    from tilecute.codegen.cute import emit_cute
+
+    plan = lower(ws_gemm_split_n(), "sm_90a")
+    layouts = {a.buffer.name: a.layout for a in _stmts(plan.func, N.Allocate)}
+    assert (layouts["C0"].first_thread, layouts["C1"].first_thread) == (0, 128)
+    src = emit_cute(plan)
+    # A's copy by every thread, then a block barrier; B's copy and the MMA in a region are
+    # ordered by that region's named barrier over its 128 threads
+    assert "number_of_threads=128" in src and "cute.arch.sync_threads()" in src
+    info = tilecute.build_cubin(ws_gemm_split_n(), "sm_90a", out_dir=str(tmp_path))
+    assert len(info.kernels) == 1
+
+
+def test_ws_refusals():
+    with pytest.raises(FrontendError, match=r"T.ws\(1\): the kernel's 128 threads are 1 warpgroup"):
+        @T.prim_func
+        def f1(A: T.Tensor((128,), "float32")):
+            with T.Kernel(1, threads=128):
+                with T.ws(1):
+                    A[0] = 1.0
+    with pytest.raises(FrontendError, match=r"warpgroups that are not consecutive"):
+        @T.prim_func
+        def f2(A: T.Tensor((128,), "float32")):
+            with T.Kernel(1, threads=384):
+                with T.ws(0, 2):
+                    A[0] = 1.0
+    with pytest.raises(FrontendError, match=r"T.ws regions cannot nest"):
+        @T.prim_func
+        def f3(A: T.Tensor((128,), "float32")):
+            with T.Kernel(1, threads=256):
+                with T.ws(0):
+                    with T.ws(0):
+                        A[0] = 1.0
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("producer", [0, 1])
+def test_gpu_ws_producer_consumer_gemm(producer):
+    import torch
+
+    kernel = tilecute.compile(ws_gemm_mbarriers(M=384, N=256, K=512, producer=producer))
+    a = torch.randn(384, 512, device="cuda", dtype=torch.float16)
+    b = torch.randn(512, 256, device="cuda", dtype=torch.float16)
+    c = torch.empty(384, 256, device="cuda", dtype=torch.float16)
+    kernel(a, b, c)
+    torch.testing.assert_close(c.float(), a.float() @ b.float(), rtol=1e-2, atol=1e-1)
+
+
+@pytest.mark.gpu
+def test_gpu_ws_split_n_gemm():
+    import torch
+
+    kernel = tilecute.compile(ws_gemm_split_n(M=256, N=256, K=256))
+    a = torch.randn(256, 256, device="cuda", dtype=torch.float16)
+    b = torch.randn(256, 256, device="cuda", dtype=torch.float16)
+    c = torch.empty(256, 256, device="cuda", dtype=torch.float16)
+    kernel(a, b, c)
+    torch.testing.assert_close(c.float(), a.float() @ b.float(), rtol=1e-2, atol=1e-1)

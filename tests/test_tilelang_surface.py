@@ -32,6 +32,7 @@ def walk({params}A: T.Tensor((64, 64), "float16"), C: T.Tensor((64,), "float32")
 # every T.* name a program can call: where it stands and the fewest arguments it takes
 CALLS = {
     "Kernel": ("with", "1"), "ClusterKernel": ("with", "1, cluster_dims=2"),
+    "ws": ("region", "0"), "WarpSpecialize": ("region", "0"),
     "Parallel": ("for", "4"), "serial": ("for", "4"), "Serial": ("for", "4"),
     "unroll": ("for", "4"), "Unroll": ("for", "4"), "Pipelined": ("for", "4, num_stages=1"),
     "vectorized": ("for", "4"), "Vectorized": ("for", "4"), "Persistent": ("for", "[4], 1, bx"),
@@ -110,6 +111,7 @@ def program(name: str, args: str) -> tuple[str, int]:
     line = lines.count("\n") + 1
     body = {"for": f"for i in {call}:\n            C[0] = 1.0", "alloc": f"v = {call}",
             "stmt": call, "expr": f"y = {call}", "unpack": f"y0, y1, y2 = {call}",
+            "region": f"with {call}:\n            C[0] = 1.0",
             "layout": f'v = T.alloc_fragment((4,), "float32", layout={call})'}[where]
     return lines + "        " + body + "\n", line
 
@@ -172,6 +174,8 @@ def test_unknown_positional_names_form_argument_and_line(name):
         assert f"T.{name} takes 1 to 3 grid extents, got 13" in msg
     elif name in ("Parallel", "grid"):  # *extents: one loop variable per extent
         assert f"T.{name} has 13 extents but 1 loop variables" in msg
+    elif name in ("ws", "WarpSpecialize"):  # *warp_group_idx: the extra ones are warpgroups
+        assert "T.ws(0, 7): warpgroups that are not consecutive are not supported" in msg
     elif name == "alloc_var":  # *args: (init, scope) at most
         assert "T.alloc_var takes (dtype, init, scope) at most" in msg
     else:

@@ -101,9 +101,12 @@ def test_pipelined_schedule(stages, tmp_path):
 def test_explicit_forms_round_trip_and_compile(tmp_path):
     f = ex.explicit_copy()
     text = print_func(f)
-    assert "T.alloc_barrier(1)" in text and "T.mbarrier_wait_parity(bar, 0)" in text
+    assert "T.alloc_barrier(128)" in text and "T.mbarrier_wait_parity(bar, 0)" in text
     assert print_func(T.from_script(text)) == text
+    (load,) = [s for s in walk_stmts(f.kernels[0].body) if isinstance(s, N.TmaCopy) and s.barrier]
+    assert not load.arrive  # TileLang's T.tma_copy expects the bytes; the threads arrive
     plan = lower(f, "sm_90a")
+    assert ", arrive=False)" in emit_cute(plan)
     assert [p.name for p in plan.abi.kernels[0].params if p.kind == "tma_desc"] == ["A_desc", "B_desc"]
     _cubin(plan, tmp_path)
 

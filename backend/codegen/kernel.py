@@ -52,6 +52,10 @@ class KernelEmitter:
         self.mma = MmaEmitter(self.out, self.buffers, self.layouts, self.smem)
         self.nests = NestEmitter(self)
         self.one_thread = False  # inside `if tc_tid == <t>:`
+        # the threads the statements being emitted map onto: the block's, or inside a T.ws
+        # region its warpgroups' (their thread index from 0, their count, their barrier)
+        self.tid, self.threads, self.region_barrier = "tc_tid", self.scope.num_threads, 0
+        self.region_barriers: dict[tuple, int] = {}  # (first thread, count) -> barrier id
         self.reducers: dict[str, str] = {}  # T.alloc_reducer fragment -> its op
 
     def fail(self, node, msg: str):
@@ -62,9 +66,42 @@ class KernelEmitter:
     def sync(self) -> str:
         """A barrier of the threads the body maps onto: the whole block, or with a
         producer warpgroup (which never joins) named barrier 1 over the others."""
+        if self.region_barrier:  # inside a T.ws region: its threads' named barrier
+            return (f"cute.arch.barrier(barrier_id={self.region_barrier}, "
+                    f"number_of_threads={self.threads})")
         if self.scope.producer_threads:
             return f"cute.arch.barrier(barrier_id=1, number_of_threads={self.scope.num_threads})"
         return "cute.arch.sync_threads()"
+
+    def warp_groups(self, s: N.WarpGroups, depth: int, guarded: bool) -> None:
+        """``with T.ws(...)``: the region's threads run the body, numbered from 0 there
+        (``tc_wtid``); its barriers are a named barrier of its own over its threads, and
+        the wgmma batches it leaves in flight end inside it."""
+        lo, n = s.first_thread, s.num_threads
+        hi = lo + n
+        conds = ([f"tc_tid >= {lo}"] if lo else []) + \
+            ([f"tc_tid < {hi}"] if hi < self.scope.num_threads else [])
+        groups = ", ".join(map(str, s.groups))
+        self.out.line(depth, f"if {' and '.join(conds) or 'True'}:",
+                      f"T.ws({groups}): threads {lo}..{hi - 1}")
+        key = (lo, n)
+        if key not in self.region_barriers:  # 0: the block's; 1: a producer's compute threads
+            self.region_barriers[key] = 2 + len(self.region_barriers)
+            if self.region_barriers[key] > 15:
+                self.fail(s, "more than 14 distinct T.ws regions: the hardware has 16 named "
+                             "barriers")
+        tid = "tc_tid"
+        if lo:
+            tid = self.out.fresh("wtid")
+            self.out.line(depth + 1, f"{tid} = tc_tid - {lo}", "the thread's index in the region")
+        saved = (self.tid, self.threads, self.region_barrier, self.mma.tid)
+        self.tid, self.threads, self.region_barrier = tid, n, self.region_barriers[key]
+        self.mma.tid = tid
+        try:
+            self.body(s.body, depth + 1, guarded)
+            self.mma.drain(depth + 1)
+        finally:
+            self.tid, self.threads, self.region_barrier, self.mma.tid = saved
 
     # ---- memory accesses ------------------------------------------------------------------
     def load(self, e: N.Load) -> str:
@@ -492,17 +529,18 @@ class KernelEmitter:
         more = f", chunks={chunks}, step={spec.box[-1]}, chunk_bytes={chunk_bytes}" \
             if chunks > 1 else ""
         if load:
+            more += "" if s.arrive else ", arrive=False"  # (TileLang's T.tma_copy)
             call = (f"tct.load({ident(s.desc)}, {smem}, {self.barrier_ref(s.barrier)}, "
                     f"{coords}, {chunk_bytes * chunks}{more})")
             if self.one_thread:  # already inside `if tc_tid == <one thread>:`
                 out.line(depth, call, f"TMA load of {what} of {glob.buffer}")
             else:
-                out.line(depth, "if tc_tid == 0:", f"TMA load of {what} of {glob.buffer}")
+                out.line(depth, f"if {self.tid} == 0:", f"TMA load of {what} of {glob.buffer}")
                 out.line(depth + 1, call)
         else:
             out.line(depth, "tct.store_fence()", f"TMA store of {what} of {glob.buffer}")
             out.line(depth, self.sync())
-            out.line(depth, "if tc_tid == 0:")
+            out.line(depth, f"if {self.tid} == 0:")
             out.line(depth + 1, f"tct.store({ident(s.desc)}, {smem}, {coords}{more})")
 
     # ---- the kernel ----------------------------------------------------------------------
@@ -562,6 +600,7 @@ _STATEMENTS = {
     N.MBarrierWait: KernelEmitter.mbarrier_wait, N.SetMaxNReg: KernelEmitter.set_max_nreg,
     N.MBarrierArrive: KernelEmitter.mbarrier_arrive, N.While: KernelEmitter.while_,
     N.Scan: KernelEmitter.scan, N.FinalizeReducer: KernelEmitter.finalize_reducer,
+    N.WarpGroups: KernelEmitter.warp_groups,
     N.DevicePrint: KernelEmitter.device_print, N.DeviceAssert: KernelEmitter.device_assert,
 }
 

@@ -24,6 +24,7 @@ class MmaEmitter:
         self.proxy_fence = False  # barriers also fence shared writes for wgmma reads
         # the wgmma batches T.gemms left in flight, oldest first: (accumulator, A fragment)
         self.in_flight: list[tuple[str, str | None]] = []
+        self.tid = "tc_tid"  # the thread's index among the threads the MMAs run on
 
     def declare(self, body, depth: int) -> None:
         """One tiled MMA per T.gemm, at the kernel's start."""
@@ -58,7 +59,8 @@ class MmaEmitter:
         fn, what = ("a_fragment", "A operand") if layout.operand == "A" else \
             ("accumulator", "accumulator")
         self.out.line(depth, f"{ident(b.name)}, {coords} = tcm.{fn}({quote(layout.mma)}, "
-                             f"{tuple(layout.warps)}, {shape}, {cute_type(b.dtype)}, tc_tid)",
+                             f"{tuple(layout.warps)}, {shape}, {cute_type(b.dtype)}, "
+                             f"{_region_tid(layout)})",
                       f"{layout.mma} {what}; {coords}[r] = (i, j) of register r")
 
     def row_fragment(self, a: N.Allocate, depth: int) -> None:
@@ -69,7 +71,8 @@ class MmaEmitter:
         rows = f"tc_{b.name}_i"  # in the generator's namespace: no IR name starts with tc_
         self.rows[b.name] = rows
         self.out.line(depth, f"{ident(b.name)}, {rows} = tcrow.row_fragment({quote(layout.mma)}, "
-                             f"{tuple(layout.warps)}, {int(b.shape[0].value)}, {cute_type(b.dtype)}, tc_tid)",
+                             f"{tuple(layout.warps)}, {int(b.shape[0].value)}, {cute_type(b.dtype)}, "
+                             f"{_region_tid(layout)})",
                       f"the rows of a {layout.mma} accumulator this thread holds; "
                       f"{b.name}[q] is row {rows}[q]")
 
@@ -116,11 +119,11 @@ class MmaEmitter:
         if layout.mma == "wgmma":
             if s.wg_wait:
                 acc += f", wait={s.wg_wait}"
-            self.out.line(depth, f"tcm.gemm({mma}, tc_tid, {c}, {a_view}, {view(b, b_mn)}{acc})")
+            self.out.line(depth, f"tcm.gemm({mma}, {self.tid}, {c}, {a_view}, {view(b, b_mn)}{acc})")
             a_frag = s.a if a.scope == "fragment" else None
             self.retire(self.in_flight + [(s.c, a_frag)], s.wg_wait, depth, done=s.c)
         else:
-            self.out.line(depth, f"tcm.gemm_warp({mma}, tc_tid, {c}, {a_view}, "
+            self.out.line(depth, f"tcm.gemm_warp({mma}, {self.tid}, {c}, {a_view}, "
                                  f"{view(b, b_mn)}, {a_mn}, {b_mn}{acc})")
 
     def retire(self, batches: list, pending: int, depth: int, done: str | None = None) -> None:
@@ -147,3 +150,9 @@ class MmaEmitter:
         for acc in dict.fromkeys(c for c, _ in self.in_flight):
             self.out.line(depth, f"tcm.drain({ident(acc)})", "the MMAs still in flight")
         self.in_flight = []
+
+
+def _region_tid(layout: N.Layout) -> str:
+    """The thread's index among the threads that hold a fragment of ``layout`` (those of
+    a T.ws region start at ``layout.first_thread``)."""
+    return f"tc_tid - {layout.first_thread}" if layout.first_thread else "tc_tid"

@@ -100,7 +100,7 @@ class NestEmitter:
         extents = [int(lp.extent.value) for lp in loops]
         width = max(1, loops[-1].vector_width)
         total = math.prod(extents)
-        threads = k.scope.num_threads
+        threads = k.threads  # the block's, or a T.ws region's
         per_step = threads * width
         iters = -(-total // per_step)
         fragments = any(k.buffers[b].scope == "fragment" for b, _, _ in accesses(loops[-1].body))
@@ -110,12 +110,12 @@ class NestEmitter:
         scale = f" * {width}" if width > 1 else ""
         if iters == 1:
             inner = depth
-            out.line(inner, f"{f} = tc_tid{scale}")
+            out.line(inner, f"{f} = {k.tid}{scale}")
         else:
             rng = f"cutlass.range_constexpr({iters})" if static_k else f"cutlass.range({iters})"
             out.line(depth, f"for {step} in {rng}:")
             inner = depth + 1
-            out.line(inner, f"{f} = ({step} * {threads} + tc_tid){scale}")
+            out.line(inner, f"{f} = ({step} * {threads} + {k.tid}){scale}")
         if total % per_step:
             out.line(inner, f"if {f} < {total}:")
             inner += 1

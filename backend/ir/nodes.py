@@ -404,6 +404,32 @@ class Evaluate(Stmt):
     loc: Optional[Loc] = _loc()
 
 
+WARPGROUP_THREADS = 128
+
+
+@dataclass(frozen=True)
+class WarpGroups(Stmt):
+    """``with T.ws(g, ...)``: TileLang's explicit warp-specialized region.  ``body`` runs on
+    the threads of warpgroups ``groups`` (one consecutive run of 128-thread warpgroups of a
+    1-D block: ``128 * groups[0] <= thread < 128 * (groups[-1] + 1)``); the tile ops in
+    it map onto those threads alone, numbered from 0 (a ``T.gemm`` there is the MMA of
+    those warpgroups, a copy is spread over them, a barrier is theirs: a named barrier).
+    A kernel with such regions orders them itself (mbarriers): the compiler gives it no
+    producer warpgroup of its own."""
+
+    groups: tuple[int, ...]
+    body: tuple[Stmt, ...]
+    loc: Optional[Loc] = _loc()
+
+    @property
+    def first_thread(self) -> int:
+        return self.groups[0] * WARPGROUP_THREADS
+
+    @property
+    def num_threads(self) -> int:
+        return len(self.groups) * WARPGROUP_THREADS
+
+
 LAYOUT_KINDS = ("blocked", "replicated", "row_major", "swizzled", "tma_swizzled", "mbarrier")
 
 
@@ -445,6 +471,9 @@ class Layout:
     mma: str = ""
     warps: tuple = ()
     operand: str = ""  # mma layouts: "" for an accumulator, "A" for an A operand
+    # fragments used inside a ``T.ws`` region: the first thread of the region, whose
+    # ``threads`` threads (numbered from 0 there) hold it; 0 for the block's threads
+    first_thread: int = 0
 
 
 @dataclass(frozen=True)
@@ -628,8 +657,8 @@ ATOMIC_OPS = ("add", "max", "min")
 class TmaCopy(Stmt):
     """A TMA bulk tensor copy of one box, issued by one thread (sm_90+).
 
-    Load (``src`` global, ``dst`` shared): arrives once on the mbarrier element
-    ``barrier`` and expects the box's bytes there; threads see the data after
+    Load (``src`` global, ``dst`` shared): expects the box's bytes on the mbarrier
+    element ``barrier`` and (``arrive``) arrives there once; threads see the data after
     ``T.mbarrier_wait_parity`` on it.  Store (``src`` shared, ``dst`` global): makes the
     block's shared writes visible to TMA, copies, and waits until the shared tile has
     been read.  ``stage`` names the stage of a multi-buffered shared buffer (None: the
@@ -645,6 +674,10 @@ class TmaCopy(Stmt):
     stage: Optional[Expr] = None
     desc: str = ""
     loc: Optional[Loc] = _loc()
+    # loads: the issuing thread arrives once on ``barrier`` (the passes' loads, printed
+    # ``arrive=True``); False: it only adds the box's bytes to the phase's expected
+    # transactions, and the program's threads arrive (TileLang's T.tma_copy)
+    arrive: bool = True
 
 
 @dataclass(frozen=True)

@@ -109,7 +109,7 @@ def _loop_range(s: N.For) -> str:
 
 def layout_str(layout: N.Layout) -> str:
     args = [f'"{layout.kind}"']
-    for name in ("threads", "vector", "swizzle", "mma", "warps", "operand"):
+    for name in ("threads", "vector", "swizzle", "mma", "warps", "operand", "first_thread"):
         value = getattr(layout, name)
         if value:
             args.append(f'{name}="{value}"' if isinstance(value, str) else f"{name}={value}")
@@ -138,6 +138,9 @@ def _stmt(s: N.Stmt, indent: int, out: list[str]) -> None:
         if s.orelse:
             out.append(f"{pad}else:")
             _stmts(s.orelse, indent + 1, out)
+    elif isinstance(s, N.WarpGroups):
+        out.append(f"{pad}with T.ws({', '.join(map(str, s.groups))}):")
+        _stmts(s.body, indent + 1, out)
     elif isinstance(s, N.Let):
         out.append(f"{pad}{s.var.name} = {_typed(s.value, s.var.dtype)}")
     elif isinstance(s, N.Store):
@@ -172,6 +175,8 @@ def _stmt(s: N.Stmt, indent: int, out: list[str]) -> None:
             kw += f", barrier={_region(s.barrier)}"
         if s.stage is not None:
             kw += f", stage={expr_str(s.stage)}"
+        if s.barrier is not None and s.arrive:
+            kw += ", arrive=True"
         out.append(f"{pad}T.tma_copy({_region(s.src)}, {_region(s.dst)}{kw})")
     elif isinstance(s, N.MBarrierArrive):
         out.append(f"{pad}T.mbarrier_arrive({_region(s.barrier)})")

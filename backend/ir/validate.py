@@ -227,6 +227,7 @@ class _Validator:
         for v in k.block_vars:
             self.name(v.name, "block variable")
             vars_[v.name] = v
+        self.scope, self.in_ws = k, False
         self.body(k.body, vars_, bufs)
 
     def body(self, stmts, vars_, bufs):
@@ -267,6 +268,13 @@ class _Validator:
             self.expr(s.cond, vars_, bufs)
             self.boolean(s.cond, "a while condition")
             self.body(s.body, vars_, bufs)
+        elif isinstance(s, N.WarpGroups):
+            self.warp_groups(s)
+            self.in_ws = True
+            try:
+                self.body(s.body, vars_, bufs)
+            finally:
+                self.in_ws = False
         elif isinstance(s, N.Scan):
             src, dst = self.buffer(s.src, bufs), self.buffer(s.dst, bufs)
             fn = {"sum": "T.cumsum", "max": "T.cummax"}.get(s.kind)
@@ -465,6 +473,29 @@ class _Validator:
             self.fail("T.Kernel blocks cannot nest")
         else:
             self.fail(f"unknown statement {type(s).__name__}")
+
+    def warp_groups(self, s: N.WarpGroups) -> None:
+        """``T.ws(g, ...)``: one consecutive run of the 1-D block's 128-thread warpgroups."""
+        k = self.scope
+        groups = s.groups
+        if not isinstance(groups, tuple) or not groups or not all(
+                isinstance(g, int) and not isinstance(g, bool) and g >= 0 for g in groups):
+            self.fail(f"T.ws takes warpgroup indices (ints >= 0), got {groups!r}")
+        if list(groups) != list(range(groups[0], groups[0] + len(groups))):
+            self.fail(f"T.ws{groups}: tilecute's regions are one consecutive run of warpgroups, "
+                      "in order")
+        if self.in_ws:
+            self.fail("T.ws regions cannot nest")
+        if len(k.threads) != 1 or k.num_threads % N.WARPGROUP_THREADS:
+            self.fail(f"T.ws needs a 1-D block of whole warpgroups ({N.WARPGROUP_THREADS} "
+                      f"threads each); the kernel has threads={k.threads}")
+        if (groups[-1] + 1) * N.WARPGROUP_THREADS > k.num_threads:
+            self.fail(f"T.ws{groups}: warpgroup {groups[-1]} is past the block's "
+                      f"{k.num_threads // N.WARPGROUP_THREADS} warpgroup(s) "
+                      f"(threads={k.num_threads})")
+        if k.producer_threads:
+            self.fail("T.ws regions and a compiler-made producer warpgroup (producer_threads) "
+                      "cannot share a kernel")
 
     def boolean(self, e, what: str) -> None:
         if e.dtype != "bool":

@@ -71,6 +71,7 @@ from .values import Macro, macro  # noqa: F401
 from ..ir import nodes as _N
 
 Serial, Unroll, Vectorized = FORMS["Serial"], FORMS["Unroll"], FORMS["Vectorized"]
+ws = WarpSpecialize = FORMS["ws"]  # TileLang's explicit warp-specialized regions
 c2d_im2col = FORMS["c2d_im2col"]
 print = FORMS["print"]  # noqa: A001  (TileLang's T.print)
 globals().update(DTYPE_NAMES)  # T.float16, T.half, T.bool ...

@@ -72,6 +72,16 @@ def ClusterKernel(*blocks, cluster_dims, threads=None, prelude=None):  # noqa: N
     """``with T.ClusterKernel(gx, gy, cluster_dims=2, threads=128) as (bx, by)``."""
 
 
+@_form("with")
+def ws(*warp_group_idx):
+    """``with T.ws(1):``: TileLang's explicit warp-specialized region; the body runs on
+    warpgroup 1 (threads 128..255) alone and its tile ops map onto those threads.  Also
+    ``T.WarpSpecialize``."""
+
+
+FORMS["WarpSpecialize"] = ws
+
+
 # ---- loops ------------------------------------------------------------------------------
 @_form("for")
 def Parallel(*extents, coalesced_width=None, loop_layout=None, prefer_async=None,  # noqa: N802
@@ -311,9 +321,11 @@ def sync_warp(mask=None):
 
 @_form("stmt")
 def tma_copy(src, dst, *, barrier=None, cluster_mask=None, leader_scope_threads=None,
-             eviction_policy=None, annotations=None, stage=None):
-    """A TMA copy with explicit synchronization.  tilecute's: ``stage`` (the stage of a
-    multi-buffered shared buffer)."""
+             eviction_policy=None, annotations=None, stage=None, arrive=False):
+    """A TMA copy with explicit synchronization: a load adds its bytes to ``barrier``'s
+    expected transactions and the program's threads arrive (``T.mbarrier_arrive``), as in
+    TileLang.  tilecute's: ``stage`` (the stage of a multi-buffered shared buffer),
+    ``arrive=True`` (the issuing thread also arrives once: the passes' loads)."""
 
 
 @_form("stmt")

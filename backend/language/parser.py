@@ -202,6 +202,7 @@ class _Parser:
         self.workspaces: list[N.Buffer] = []  # T.alloc_global
         self.used_names.add(self.fname)  # the function's own name is taken too
         self.in_kernel = False
+        self.in_ws = False  # inside `with T.ws(...)`
 
     # ---- errors and locations ---------------------------------------------------------
     def loc(self, node) -> N.Loc:
@@ -459,6 +460,46 @@ class _Parser:
             return True
         return False
 
+    def ws_stmt(self, s: ast.With, form: F.Form, call: ast.Call) -> N.Stmt:
+        """``with T.ws(g, ...):`` (TileLang's warp-specialized region): the body on the
+        warpgroups ``g, ...`` (merged and sorted, as TileLang does)."""
+        if not self.in_kernel:
+            raise self.error(s, "T.ws is only valid inside a T.Kernel")
+        if s.items[0].optional_vars is not None:
+            raise self.error(s, "T.ws binds no names: `with T.ws(0):`")
+        a = self.args(form, call)
+        groups = []
+        for i, ref in enumerate(a.ref("warp_group_idx")):
+            g = self.arg_value(ref)
+            if isinstance(g, bool) or not isinstance(g, int) or g < 0:
+                raise self.error(s, f"T.ws: warp_group_idx {i} must be a warpgroup index (an int "
+                                    f">= 0) known at parse time; got {_show(g)}")
+            groups.append(g)
+        if not groups:
+            raise self.error(s, "T.ws needs at least one warpgroup index")
+        groups = sorted(set(groups))
+        if groups != list(range(groups[0], groups[-1] + 1)):
+            raise self.error(s, f"T.ws{tuple(groups)}: warpgroups that are not consecutive are not "
+                                "supported (tilecute's region is one run of warpgroups)")
+        threads = self.kernel_threads
+        if len(threads) != 1 or threads[0] % N.WARPGROUP_THREADS:
+            raise self.error(s, f"T.ws needs T.Kernel(..., threads=n) with n a multiple of "
+                                f"{N.WARPGROUP_THREADS} (whole warpgroups); the kernel has "
+                                f"threads={threads if len(threads) > 1 else threads[0]}")
+        if (groups[-1] + 1) * N.WARPGROUP_THREADS > threads[0]:
+            raise self.error(s, f"T.ws({groups[-1]}): the kernel's {threads[0]} threads are "
+                                f"{threads[0] // N.WARPGROUP_THREADS} warpgroup(s)")
+        if self.in_ws:
+            raise self.error(s, "T.ws regions cannot nest")
+        self.in_ws = True
+        self.push(control=True)
+        try:
+            body = self.block(s.body)
+        finally:
+            self.pop()
+            self.in_ws = False
+        return N.WarpGroups(tuple(groups), body, loc=self.loc(s))
+
     def with_stmt(self, s: ast.With) -> N.Stmt:
         if len(s.items) != 1:
             raise self.error(s, "one `with T.Kernel(...)` at a time")
@@ -466,8 +507,10 @@ class _Parser:
         call = item.context_expr
         form = self.form_of(call.func) if isinstance(call, ast.Call) else None
         if form is None or form.kind != "with":
-            raise self.error(s, "the only `with` forms are `with T.Kernel(...) as ...` and "
-                                "`with T.ClusterKernel(...) as ...`")
+            raise self.error(s, "the only `with` forms are `with T.Kernel(...) as ...`, "
+                                "`with T.ClusterKernel(...) as ...` and `with T.ws(...)`")
+        if form.__name__ == "ws":
+            return self.ws_stmt(s, form, call)
         if self.in_kernel:
             raise self.error(s, "T.Kernel blocks cannot nest")
         a = self.args(form, call)
@@ -1343,7 +1386,8 @@ class _Parser:
         stage = None
         if a.given("stage"):
             stage = N.as_expr(a.value("stage"))
-        return [N.TmaCopy(src, dst, barrier, stage, loc=self.loc(s))]
+        return [N.TmaCopy(src, dst, barrier, stage, loc=self.loc(s),
+                          arrive=a.static_bool("arrive"))]
 
     def stmt_mbarrier_arrive(self, a: _Args, s) -> list[N.Stmt]:
         a.refuse_unless("cta_id", (None,), "tilecute arrives on this block's own mbarrier")

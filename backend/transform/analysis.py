@@ -226,6 +226,9 @@ def accesses(body):
             expr(s.cond)
             for t in s.body:
                 visit(t)
+        elif isinstance(s, N.WarpGroups):
+            for t in s.body:
+                visit(t)
         elif isinstance(s, N.Scan):
             out.extend([(s.src, (), False), (s.dst, (), True)])
         elif isinstance(s, N.Im2Col):

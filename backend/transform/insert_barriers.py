@@ -7,7 +7,8 @@ read or wrote) since the last barrier needs a barrier first; buffers the shared-
 placed on the same bytes count as one.  A barrier that follows a
 cp.async copy nest waits for the copies (``wait_async=True``).  Loop bodies run again
 after their end, so a body starts from the union of the state before the loop and the
-body's own accesses.  Fragments and locals are per thread and need none.
+body's own accesses.  Fragments and locals are per thread and need none.  Inside a
+``T.ws`` region a barrier is the region's threads' own (see :meth:`_Sync.warp_groups`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..ir import nodes as N
+from ..ir.visitor import BODY_FIELDS, walk_stmts
 from .analysis import accesses, parallel_nest
 from .shared_memory import overlapping
 
@@ -46,7 +48,7 @@ class _Sync:
         if isinstance(s, (N.Reduce, N.FinalizeReducer)):
             return set(), set(), False  # its scratch is synchronised inside the helper
         reads, writes = set(), set()
-        for b, _, w in accesses([s]):
+        for b, _, w in accesses([_program_ordered_loads_dropped(s)]):
             if b in self.shared:
                 (writes if w else reads).add(b)
         for b in list(writes):
@@ -79,6 +81,9 @@ class _Sync:
                 out.append(dataclasses.replace(s, body=new_body))
                 st.merge(entry)
                 continue
+            if isinstance(s, N.WarpGroups):
+                self.warp_groups(s, st, out)
+                continue
             if isinstance(s, N.If) and not _has_thread_idx(s.cond):
                 self.barrier_if_needed(s, st, out)
                 a, b = st.copy(), st.copy()
@@ -94,6 +99,26 @@ class _Sync:
                 st.written[b] = st.written.get(b, False) or is_async
             out.append(s)
         return tuple(out)
+
+    def warp_groups(self, s: N.WarpGroups, st: _State, out: list) -> None:
+        """A ``T.ws`` region runs on some of the block's threads: a block barrier before it
+        orders it after the block's earlier statements (every thread reaches it); inside,
+        barriers are the region's own (named barriers over its threads, codegen), starting
+        afresh; after it, everything it touched counts as touched since the last block
+        barrier.  The shared writes of its TMA loads are the program's to order: the
+        region's readers wait on the loads' mbarriers, and the program's mbarriers say when
+        a buffer may be loaded again (TileLang's explicit warp specialization)."""
+        reads, writes, _ = self.touches(s)
+        is_async = _async_writes(s)
+        if reads & set(st.written) or writes & (st.read | set(st.written)):
+            out.append(N.Barrier(any(st.written.values()), loc=s.loc))
+            st.written.clear()
+            st.read.clear()
+        body = self.block(s.body, _State())
+        st.read |= reads
+        for b in writes:
+            st.written[b] = st.written.get(b, False) or is_async
+        out.append(dataclasses.replace(s, body=body))
 
     def tma_copy(self, s: N.TmaCopy, st: _State, out: list) -> None:
         """A TMA load may overwrite its shared buffer only after every thread is done with
@@ -120,6 +145,20 @@ class _Sync:
             st.read.clear()
 
 
+def _program_ordered_loads_dropped(s):
+    """``s`` without the TMA loads of its ``T.ws`` regions, whose shared writes the
+    program orders with its mbarriers."""
+    if isinstance(s, N.WarpGroups):
+        return dataclasses.replace(s, body=tuple(
+            _program_ordered_loads_dropped(t) for t in s.body
+            if not (isinstance(t, N.TmaCopy) and t.barrier is not None)))
+    names = BODY_FIELDS.get(type(s))
+    if not names or not any(isinstance(t, N.WarpGroups) for t in walk_stmts([s])):
+        return s
+    return dataclasses.replace(s, **{n: tuple(_program_ordered_loads_dropped(t)
+                                              for t in getattr(s, n)) for n in names})
+
+
 def _async_writes(s) -> bool:
     """Does ``s`` hold a cp.async copy nest?"""
     if isinstance(s, N.For) and s.kind == "parallel":
@@ -128,6 +167,8 @@ def _async_writes(s) -> bool:
         return any(_async_writes(t) for t in s.body)
     if isinstance(s, N.If):
         return any(_async_writes(t) for t in s.then + s.orelse)
+    if isinstance(s, N.WarpGroups):
+        return any(_async_writes(t) for t in s.body)
     return False
 
 
@@ -149,6 +190,8 @@ def _allocs(body):
             yield from _allocs(s.body)
         elif isinstance(s, N.If):
             yield from _allocs(s.then + s.orelse)
+        elif isinstance(s, N.WarpGroups):
+            yield from _allocs(s.body)
 
 
 def insert_barriers(func: N.PrimFunc) -> N.PrimFunc:

@@ -57,6 +57,7 @@ class LayoutError(ValueError):
 class _Nest:
     loops: list
     accesses: list
+    region: tuple = ()  # the threads it maps onto: (first thread, count)
 
     @property
     def vars(self):
@@ -85,6 +86,10 @@ class _Kernel:
         self.scanned: set[str] = set()  # shared buffers a T.cumsum scans: row-major
         self.reducers: set[str] = set()  # T.alloc_reducer fragments
         self.rows = self.row_fragments()  # fragment -> its mma_rows layout
+        # the threads the statements being collected map onto: (first thread, count), the
+        # block's or a T.ws region's
+        self.region = (0, self.threads)
+        self.frag_region: dict[str, tuple] = {}  # fragment -> the T.ws region its nests run in
 
     def fail(self, s, msg: str):
         where = f"{s.loc}: " if getattr(s, "loc", None) else ""
@@ -111,7 +116,8 @@ class _Kernel:
             return lay if lay is not None and lay.kind == "mma" and lay.operand == "" else None
 
         def rows_of(layout: N.Layout) -> N.Layout:
-            return N.Layout("mma_rows", threads=layout.threads, mma=layout.mma, warps=layout.warps)
+            return N.Layout("mma_rows", threads=layout.threads, mma=layout.mma, warps=layout.warps,
+                            first_thread=layout.first_thread)
 
         rows: dict[str, N.Layout] = {}
         extent: dict[str, int] = {}
@@ -172,8 +178,9 @@ class _Kernel:
                                  "level of its T.Kernel block, not inside a loop or if")
             elif isinstance(s, N.For) and s.kind == "parallel":
                 loops = parallel_nest(s)
-                nest = _Nest(loops, accesses(loops[-1].body))
+                nest = _Nest(loops, accesses(loops[-1].body), self.region)
                 self.nests.append(nest)
+                self.note_region(nest, s)
                 for lp in loops:
                     if not (isinstance(lp.extent, N.Const) and isinstance(lp.start, N.Const)):
                         if any(self.scope_of(b) == "fragment" for b, _, _ in nest.accesses):
@@ -188,6 +195,12 @@ class _Kernel:
                         self.column_walked.add(b)
             elif isinstance(s, N.For):
                 self.collect(s.body, top=False)
+            elif isinstance(s, N.WarpGroups):
+                self.region = (s.first_thread, s.num_threads)
+                try:
+                    self.collect(s.body, top=False)
+                finally:
+                    self.region = (0, self.threads)
             elif isinstance(s, N.While):
                 self.direct(accesses([dataclasses.replace(s, body=())]), s)
                 self.collect(s.body, top=False)
@@ -197,6 +210,10 @@ class _Kernel:
                 self.direct(accesses([dataclasses.replace(s, then=(), orelse=())]), s)
                 self.collect(s.then, top=False)
                 self.collect(s.orelse, top=False)
+            elif isinstance(s, (N.Reduce, N.FinalizeReducer, N.Scan)) and \
+                    self.region != (0, self.threads):
+                self.fail(s, f"{type(s).__name__} inside a T.ws region is not supported by "
+                             "tilecute yet (its cross-warp step synchronises the whole block)")
             elif isinstance(s, N.Reduce):
                 self.reduces.append(s)
                 if s.dst not in self.rows:
@@ -205,6 +222,24 @@ class _Kernel:
                 pass  # its fragment has the MMA layout (gemm pass)
             else:
                 self.direct(accesses([s]), s)
+
+    def note_region(self, nest: _Nest, s) -> None:
+        """The fragments a nest walks live in the threads of the nest's T.ws region (or
+        the block's): one thread set per fragment, a T.gemm register layout's own."""
+        for b, _, _ in nest.accesses:
+            if self.scope_of(b) != "fragment" or b in self.reducers:
+                continue
+            have = self.frag_region.setdefault(b, nest.region)
+            layout = self.allocs[b].layout if b in self.allocs else None
+            if layout is not None and layout.kind == "mma":
+                have = (layout.first_thread, layout.threads)
+            if have != nest.region:
+                def text(r):
+                    return "the whole block" if r == (0, self.threads) else \
+                        f"the T.ws region of threads {r[0]}..{r[0] + r[1] - 1}"
+                self.fail(s, f"fragment '{b}' is used by {text(nest.region)} here and by "
+                             f"{text(have)} elsewhere; a fragment lives in the registers of one "
+                             "set of threads")
 
     def check_row_access(self, nest: _Nest, b: str, idx, write: bool, s) -> None:
         """A row fragment is walked by ``T.Parallel(M)`` at ``i`` or read at ``i`` in a
@@ -424,7 +459,9 @@ class _Kernel:
                     return self.mma[name]
                 if name in self.replicated:
                     return N.Layout("replicated")
-                return N.Layout("blocked", threads=self.threads, vector=vector[name])
+                # held by the threads its nests run on: the block's, or a T.ws region's
+                first, count = self.frag_region.get(name, (0, self.threads))
+                return N.Layout("blocked", threads=count, vector=vector[name], first_thread=first)
             if buf.scope == "shared":
                 row = int(buf.shape[-1].value)
                 if name in self.column_walked and name not in self.scanned and buf.ndim >= 2 and row >= 2 and row & (row - 1) == 0:

@@ -30,7 +30,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..ir import nodes as N
-from ..ir.visitor import StmtMutator, walk_stmts
+from ..ir.visitor import BODY_FIELDS, StmtMutator
 from ..runtime.dtypes import DTYPES
 from ..target import (MMA_INSTR_K, MMA_TYPES, TMA_SWIZZLES, WARP, WARPGROUP, WGMMA_TYPES,
                       arch_at_least)
@@ -83,20 +83,27 @@ class _Kernel:
         self.allocs: dict[str, N.Allocate] = {}
         self.layouts: dict[str, N.Layout] = {}
         self.threads = scope.num_threads
+        self.first = 0  # the first thread of the T.ws region of the T.gemm planned
 
     def fail(self, s, msg: str):
         where = f"{s.loc}: " if getattr(s, "loc", None) else ""
         raise GemmError(f"{where}prim_func '{self.func.name}': T.gemm({s.a}, {s.b}, {s.c}): {msg}")
 
-    def collect(self, body) -> list[N.Gemm]:
-        """The T.gemm statements of ``body``, in order; records its allocations."""
+    def collect(self, body, region: N.WarpGroups | None = None) -> list:
+        """The T.gemm statements of ``body`` with the ``T.ws`` region each runs in (None:
+        the block's threads), in order; records its allocations."""
         out = []
-        for s in walk_stmts(body):
+        for s in body:
             if isinstance(s, N.Allocate):
                 self.allocs[s.buffer.name] = s
                 self.buffers[s.buffer.name] = s.buffer
             elif isinstance(s, N.Gemm):
-                out.append(s)
+                out.append((s, region))
+            elif isinstance(s, N.WarpGroups):
+                out += self.collect(s.body, s)
+            else:
+                for name in BODY_FIELDS.get(type(s), ()):
+                    out += self.collect(getattr(s, name), region)
         return out
 
     def set_layout(self, s: N.Gemm, name: str, layout: N.Layout) -> None:
@@ -182,7 +189,8 @@ class _Kernel:
         for buf, what in ((a, "A"), (b, "B")):
             if buf is a and a_regs:
                 self.set_layout(s, a.name, N.Layout("mma", threads=self.threads, mma=family,
-                                                    warps=warps, operand="A"))
+                                                    warps=warps, operand="A",
+                                                    first_thread=self.first))
                 continue
             rows, cols = dims(buf)
             swizzle = operand_swizzle(cols * DTYPES[buf.dtype].bytes)
@@ -199,10 +207,14 @@ class _Kernel:
                              "from a TMA swizzle (make_swizzled_layout, make_*_bank_swizzled_"
                              "layout); annotate one of those or leave the layout to tilecute")
             self.set_layout(s, buf.name, N.Layout("tma_swizzled", swizzle=swizzle))
-        self.set_layout(s, c.name, N.Layout("mma", threads=self.threads, mma=family, warps=warps))
+        self.set_layout(s, c.name, N.Layout("mma", threads=self.threads, mma=family, warps=warps,
+                                            first_thread=self.first))
 
     def run(self) -> N.KernelScope:
-        for g in self.collect(self.scope.body):
+        for g, region in self.collect(self.scope.body):
+            # in a T.ws region the MMA is its warpgroups' (TileLang's thread range there)
+            self.threads = region.num_threads if region is not None else self.scope.num_threads
+            self.first = region.first_thread if region is not None else 0
             self.plan(g)
         if not self.layouts:
             return self.scope

@@ -30,7 +30,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..ir import nodes as N
-from ..ir.visitor import var_names
+from ..ir.visitor import var_names, walk_stmts
 from ..target import MAX_THREADS, PRODUCER_REGS, WARPGROUP, arch_at_least, target
 from .analysis import lifetimes, loads as expr_loads, stage_bytes
 from .tma_copies import TmaError
@@ -124,6 +124,9 @@ class _Specializer:
         default staying off otherwise), or None."""
         scope = self.k.scope
         threads = scope.num_threads
+        if any(isinstance(s, N.WarpGroups) for s in walk_stmts(scope.body)):
+            return ("the kernel has T.ws regions: its program assigns the warpgroups' work "
+                    "and orders it (as TileLang, tilecute adds no producer warpgroup then)")
         if not arch_at_least(self.k.arch, 90) or not mma_tail:
             return ("T.Pipelined(warp_specialize=True) needs sm_90a and a body whose loads "
                     "become TMA copies and that ends with a wgmma T.gemm on the loaded tiles")

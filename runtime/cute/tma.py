@@ -67,12 +67,17 @@ def _chunks(coords, chunks: int, step: int, chunk_bytes: int):
 
 
 def load(desc, smem, bar, coords, nbytes: int, chunks: int = 1, step: int = 0,
-         chunk_bytes: int = 0) -> None:
+         chunk_bytes: int = 0, arrive: bool = True) -> None:
     """One thread: arrive on ``bar`` expecting ``nbytes`` (the whole tile), and start
     the TMA load of the box at ``coords`` into ``smem`` (128-byte aligned; 1024 for a
     128-byte swizzle), or of ``chunks`` boxes along the innermost axis into consecutive
-    ``chunk_bytes`` pieces of ``smem`` (a ``tma_swizzled`` tile wider than its swizzle)."""
-    cute.arch.mbarrier_arrive_and_expect_tx(bar, nbytes)
+    ``chunk_bytes`` pieces of ``smem`` (a ``tma_swizzled`` tile wider than its swizzle).
+    ``arrive=False``: expect the bytes without arriving (TileLang's ``T.tma_copy``: the
+    program's threads arrive themselves)."""
+    if arrive:
+        cute.arch.mbarrier_arrive_and_expect_tx(bar, nbytes)
+    else:
+        cute.arch.mbarrier_expect_tx(bar, nbytes)
     for off, where in _chunks(coords, chunks, step, chunk_bytes):
         _prims.cp_async_bulk_tensor_shared_cta_global(smem + off, desc.get_ptr(), where, bar)
 
