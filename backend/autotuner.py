@@ -1,4 +1,7 @@
-"""``tilecute.autotune``: TileLang's ``@autotune`` stacked on ``@tilecute.jit``.
+"""``tilecute.autotune``: TileLang's ``@autotune`` stacked on ``@tilecute.jit`` (a kernel
+factory, as below, or an eager kernel: then a call runs the winner on its tensors), and
+TileLang's ``AutoTuner.from_kernel(...).set_compile_args(...).run()`` and
+``set_autotune_inputs``.
 
     @tilecute.autotune(configs=[{"block_M": 128, "num_stages": 3}, ...], warmup=25, rep=100)
     @tilecute.jit(out_idx=[-1])
@@ -13,9 +16,9 @@
   in child processes, so threads compile in parallel).  A process pool works too when
   the factory is importable (a module-level function).  A config that fails to build, or
   takes longer than ``timeout`` seconds, is recorded and skipped.
-- **Profiling** runs on the GPU, one config at a time: inputs made once
-  (``supply_type``), checked against ``ref_prog`` (``atol``/``rtol``) unless
-  ``skip_check``, timed with ``tilecute.profiler.do_bench(warmup, rep)``.  A wrong config
+- **Profiling** runs on the GPU, one config at a time: inputs made per config
+  (``supply_type``; once with ``cache_input_tensors``; or ``set_autotune_inputs``'),
+  checked against ``ref_prog`` (``atol``/``rtol``) unless ``skip_check``, timed with ``tilecute.profiler.do_bench(warmup, rep)``.  A wrong config
   is reported and never chosen.
 - **Results persist** under ``<cache root>/autotune/<key>.json``, keyed by everything that
   changes the answer: each config's canonical IR, the arguments, ``out_idx``, the
@@ -28,15 +31,56 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import hashlib
+import inspect
 import json
 import os
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
 from .utils import TensorSupplyType
+
+
+# ---- set_autotune_inputs: real inputs for the tuning runs (TileLang's capture) -------------
+_capture = threading.local()
+
+
+def _capture_stack() -> list:
+    if not hasattr(_capture, "stack"):
+        _capture.stack = []
+    return _capture.stack
+
+
+class AutotuneInputsCapture:
+    """The context ``set_autotune_inputs`` returns: tuning started inside it checks and
+    times every config on these inputs (in the kernel's argument order, scalars included)
+    instead of generated ones."""
+
+    __slots__ = ("tensors",)
+
+    def __init__(self, tensors: list):
+        self.tensors = tensors
+
+    def __enter__(self) -> None:
+        _capture_stack().append(self)
+
+    def __exit__(self, *exc) -> None:
+        _capture_stack().pop()
+
+
+def set_autotune_inputs(*args) -> AutotuneInputsCapture:
+    """``with set_autotune_inputs(a, b, n):`` or ``set_autotune_inputs([a, b, n])``."""
+    tensors = list(args[0]) if len(args) == 1 and isinstance(args[0], (list, tuple)) else list(args)
+    return AutotuneInputsCapture(tensors)
+
+
+def get_autotune_inputs() -> Optional[list]:
+    """The inputs of the innermost ``set_autotune_inputs`` block of this thread, or None."""
+    stack = _capture_stack()
+    return stack[-1].tensors if stack else None
 
 
 @dataclass
@@ -55,12 +99,26 @@ class TuneResult:
     configs: list
     best: Optional[dict]
     from_store: bool = False
+    ref_latency: Optional[float] = None
 
     def table(self) -> str:
         rows = [f"{json.dumps(r.config, sort_keys=True)}: "
                 + (f"{r.time_ms:.4f} ms" if r.time_ms is not None else f"skipped ({r.error})")
                 for r in self.configs]
         return "\n".join(rows)
+
+
+@dataclass
+class AutotuneResult:
+    """What TileLang's ``AutoTuner.run()`` returns: the winner's time, config, the
+    reference program's time, the kernel's source, its IR and the kernel."""
+
+    latency: Optional[float] = None
+    config: Optional[dict] = None
+    ref_latency: Optional[float] = None
+    libcode: Optional[str] = None
+    func: Any = None
+    kernel: Any = None
 
 
 def store_dir() -> Path:
@@ -80,26 +138,150 @@ def _compile_config(factory, args: tuple, kwargs: dict, config: dict, out_idx, t
     return str(kernel.path)
 
 
+def _compile_eager(eager, args: tuple, kwargs: dict, config: dict):
+    """Build one config of an eager kernel (``eager.compile``) and its cubin."""
+    kernel = eager.compile(*args, **{**kwargs, **config})
+    kernel.ensure_cubin()
+    return kernel
+
+
+def _describe(value) -> str:
+    """A value as the tuning key sees it: a tensor by its shape, strides and dtype (never
+    its data), containers element by element."""
+    if hasattr(value, "shape") and hasattr(value, "dtype") and hasattr(value, "stride"):
+        return f"tensor{tuple(value.shape)}/{tuple(value.stride())}:{value.dtype}"
+    if isinstance(value, (list, tuple)):
+        return type(value).__name__ + "(" + ", ".join(_describe(v) for v in value) + ")"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k!r}: {_describe(v)}" for k, v in sorted(value.items(), key=repr)) + "}"
+    return repr(value)
+
+
+_EXECUTION_BACKENDS = (None, "auto", "tvm_ffi", "cutedsl")  # what tilecute's launcher is
+
+
 class AutoTuner:
-    def __init__(self, jitted, configs, warmup, rep, timeout, ref_prog, skip_check, atol, rtol,
-                 supply_type, executor, cache_results, max_mismatched_ratio, shapes=None):
-        factory = getattr(jitted, "__wrapped__", None)
-        spec = getattr(jitted, "__tilecute_jit__", None)
-        if factory is None or spec is None:
-            raise TypeError("tilecute.autotune stacks on @tilecute.jit(...) over a kernel "
-                            "factory (a function returning a @T.prim_func): put "
-                            "@tilecute.autotune above @tilecute.jit")
-        self.jitted, self.factory = jitted, factory
-        self.out_idx, self.target, self.options = spec
+    """Tunes a ``@tilecute.jit`` kernel over configs: a kernel factory (the call returns
+    the fastest kernel) or an eager kernel (the call runs the fastest kernel on the call's
+    tensors and returns its outputs; ``.compile(...)`` returns the kernel).  Also
+    TileLang's builder form: ``AutoTuner.from_kernel(kernel=factory, configs=...)
+    .set_compile_args(out_idx=...).set_profile_args(...).run(warmup, rep)``."""
+
+    def __init__(self, jitted, configs, warmup=25, rep=100, timeout=None, ref_prog=None,
+                 skip_check=False, atol=1e-2, rtol=1e-2, supply_type=TensorSupplyType.Auto,
+                 executor=None, cache_results=True, max_mismatched_ratio=0.01, shapes=None,
+                 early_stop=False, early_stop_factor=2.0, supply_prog=None,
+                 manual_check_prog=None, cache_input_tensors=False, do_not_specialize=None,
+                 backend="event"):
+        if early_stop_factor < 1.0:
+            raise ValueError(f"tilecute.autotune: early_stop_factor must be >= 1.0, got "
+                             f"{early_stop_factor}")
         self.configs, self.warmup, self.rep, self.timeout = configs, warmup, rep, timeout
         self.ref_prog, self.skip_check, self.atol, self.rtol = ref_prog, skip_check, atol, rtol
         self.supply_type, self.executor, self.cache_results = supply_type, executor, cache_results
         self.max_mismatched_ratio = max_mismatched_ratio
         self.shapes = dict(shapes or {})  # sizes of symbolic dims for the generated inputs
-        self.__name__ = getattr(factory, "__name__", "tuned")
-        self.__doc__ = factory.__doc__
+        self.early_stop, self.early_stop_factor = early_stop, early_stop_factor
+        self.supply_prog, self.manual_check_prog = supply_prog, manual_check_prog
+        self.cache_input_tensors = cache_input_tensors
+        self.do_not_specialize = tuple(do_not_specialize or ())
+        self.backend = backend
+        self.inputs: Optional[list] = None  # set_autotune_inputs' tensors, taken at the call
         self.result: Optional[TuneResult] = None
         self._tuned: dict = {}
+        if jitted is not None:
+            self._bind(jitted)
+
+    def _bind(self, jitted) -> None:
+        from .language.eager import EagerKernel
+
+        if isinstance(jitted, EagerKernel):
+            self.eager, self.factory = jitted, jitted.fn
+            self.out_idx, self.target, self.options = None, jitted.target, jitted.options
+        else:
+            factory = getattr(jitted, "__wrapped__", None)
+            spec = getattr(jitted, "__tilecute_jit__", None)
+            if factory is None or spec is None:
+                raise TypeError("tilecute.autotune stacks on @tilecute.jit(...) over a kernel "
+                                "factory (a function returning a @T.prim_func) or an eager "
+                                "kernel: put @tilecute.autotune above @tilecute.jit")
+            self.eager, self.factory = None, factory
+            self.out_idx, self.target, self.options = spec
+        self.jitted = jitted
+        self.__name__ = getattr(self.factory, "__name__", "tuned")
+        self.__doc__ = self.factory.__doc__
+        for d in self.do_not_specialize:
+            if d not in inspect.signature(self.factory).parameters:
+                raise TypeError(f"{self.__name__}: do_not_specialize names {d!r}, which is not "
+                                "a parameter")
+
+    # ---- TileLang's builder form ----------------------------------------------------------
+    @classmethod
+    def from_kernel(cls, kernel: Callable, configs) -> "AutoTuner":
+        """``AutoTuner.from_kernel(kernel=factory, configs=[...])``: ``factory(**config)``
+        returns a ``@T.prim_func``; compile and profile settings follow."""
+        from .api import jit
+
+        return cls(jit(kernel), configs)
+
+    def set_compile_args(self, out_idx=None, target=None, execution_backend=None,
+                         target_host=None, verbose=None, pass_configs=None) -> "AutoTuner":
+        """``out_idx``, ``target`` and ``pass_configs`` as ``tilecute.jit`` takes them.
+        ``execution_backend`` may be "auto", "tvm_ffi" or "cutedsl" (tilecute's launcher
+        is one backend); ``target_host`` is refused; ``verbose`` changes nothing."""
+        from .api import jit
+
+        if execution_backend not in _EXECUTION_BACKENDS:
+            raise ValueError(f"{self.__name__}: set_compile_args(execution_backend="
+                             f"{execution_backend!r}): tilecute launches through its own TVM "
+                             "FFI launcher (execution_backend 'auto', 'tvm_ffi' or 'cutedsl')")
+        if target_host is not None:
+            raise ValueError(f"{self.__name__}: set_compile_args(target_host={target_host!r}) "
+                             "is not supported: the host side is tilecute's C++ launcher")
+        if self.eager is not None:
+            raise TypeError(f"{self.__name__}: set_compile_args applies to a kernel factory; "
+                            "an eager kernel's settings are its @tilecute.jit's")
+        self._bind(jit(out_idx=out_idx, target=target, pass_configs=pass_configs)(self.factory))
+        return self
+
+    def set_profile_args(self, warmup=25, rep=100, timeout=30, supply_type=TensorSupplyType.Auto,
+                         ref_prog=None, supply_prog=None, rtol=1e-2, atol=1e-2,
+                         max_mismatched_ratio=0.01, skip_check=False, manual_check_prog=None,
+                         cache_input_tensors=False, backend="event") -> "AutoTuner":
+        """TileLang's profile settings (the meanings of ``tilecute.autotune``'s arguments;
+        ``timeout`` bounds the compiles).  Inside ``set_autotune_inputs`` those inputs are
+        taken now."""
+        self.warmup, self.rep, self.timeout, self.supply_type = warmup, rep, timeout, supply_type
+        self.ref_prog, self.supply_prog, self.rtol, self.atol = ref_prog, supply_prog, rtol, atol
+        self.max_mismatched_ratio, self.skip_check = max_mismatched_ratio, skip_check
+        self.manual_check_prog, self.cache_input_tensors = manual_check_prog, cache_input_tensors
+        self.backend = backend
+        self.inputs = get_autotune_inputs()
+        return self
+
+    def run(self, warmup=None, rep=None, timeout=None, use_pipeline=False,
+            enable_grouped_compile=False, group_compile_size=2, benchmark_devices=None,
+            benchmark_multi_gpu=False, early_stop=None, early_stop_factor=None) -> AutotuneResult:
+        """Tune (the factory called with each config alone) and return the winner as an
+        :class:`AutotuneResult`.  ``use_pipeline`` / ``enable_grouped_compile`` change
+        only how TileLang schedules its work (tilecute compiles every config in parallel,
+        then times them one by one); ``benchmark_multi_gpu`` is refused."""
+        if benchmark_multi_gpu or benchmark_devices:
+            raise ValueError(f"{self.__name__}: run(benchmark_multi_gpu=..., benchmark_devices"
+                             "=...) is not supported: tilecute times configs on one GPU")
+        self.warmup = self.warmup if warmup is None else warmup
+        self.rep = self.rep if rep is None else rep
+        self.timeout = self.timeout if timeout is None else timeout
+        if early_stop is not None:
+            self.early_stop = early_stop
+        if early_stop_factor is not None:
+            if early_stop_factor < 1.0:
+                raise ValueError(f"early_stop_factor must be >= 1.0, got {early_stop_factor}")
+            self.early_stop_factor = early_stop_factor
+        kernel = self.compile()
+        return AutotuneResult(getattr(kernel, "latency", None), getattr(kernel, "config", None),
+                              getattr(kernel, "ref_latency", None), kernel.get_kernel_source(),
+                              self._ir((), {}, kernel.config or {}), kernel)
 
     # ---- configs and keys -----------------------------------------------------------
     def config_list(self, args, kwargs) -> list[dict]:
@@ -107,7 +289,25 @@ class AutoTuner:
         configs = [dict(c) for c in (configs or [])]
         if not configs:
             raise ValueError(f"{self.__name__}: autotune needs at least one config")
+        params = inspect.signature(self.factory).parameters
+        for c in configs:
+            unused = [k for k in c if k not in params]
+            if unused:
+                raise ValueError(f"{self.__name__}: config {c} names {', '.join(unused)}, not "
+                                 f"parameters of {self.__name__}")
         return configs
+
+    def _ir(self, args, kwargs, config):
+        if self.eager is not None:
+            return self.eager.get_tir(*args, **{**kwargs, **config})
+        return self.factory(*args, **{**kwargs, **config})
+
+    def _specialized(self, args, kwargs) -> tuple:
+        """The call without its ``do_not_specialize`` arguments (what keys the tuning)."""
+        if not self.do_not_specialize:
+            return args, kwargs
+        bound = inspect.signature(self.factory).bind_partial(*args, **kwargs)
+        return (), {k: v for k, v in bound.arguments.items() if k not in self.do_not_specialize}
 
     def key(self, args, kwargs, configs) -> str:
         """sha256 of what changes the answer (see the module's docstring)."""
@@ -118,13 +318,13 @@ class AutoTuner:
         irs = []
         for c in configs:
             try:
-                irs.append(hashlib.sha256(canonical_json(
-                    self.factory(*args, **{**kwargs, **c})).encode()).hexdigest())
+                irs.append(hashlib.sha256(canonical_json(self._ir(args, kwargs, c)).encode()).hexdigest())
             except Exception as e:  # a config the factory refuses is part of the key too
                 irs.append(f"error:{type(e).__name__}:{e}")
         arch = _arch(self.target, self.__name__)
+        args, kwargs = self._specialized(args, kwargs)
         doc = {"function": f"{self.factory.__module__}.{self.factory.__qualname__}",
-               "args": repr(args), "kwargs": repr(sorted(kwargs.items())),
+               "args": _describe(tuple(args)), "kwargs": _describe(dict(kwargs)),
                "configs": [json.dumps(c, sort_keys=True, default=repr) for c in configs],
                "ir": irs, "out_idx": repr(self.out_idx), "options": sorted(self.options.items()),
                "arch": arch, "device": _device_name(), "versions": tool_versions()}
@@ -140,15 +340,20 @@ class AutoTuner:
         own = self.executor is None
         results = [ConfigResult(c) for c in configs]
         try:
-            futures = {executor.submit(_compile_config, self.factory, args, kwargs, c,
-                                       self.out_idx, self.target, self.options): r
-                       for c, r in zip(configs, results)}
+            if self.eager is not None:
+                futures = {executor.submit(_compile_eager, self.eager, args, kwargs, c): r
+                           for c, r in zip(configs, results)}
+            else:
+                futures = {executor.submit(_compile_config, self.factory, args, kwargs, c,
+                                           self.out_idx, self.target, self.options): r
+                           for c, r in zip(configs, results)}
             deadline = None if self.timeout is None else time.monotonic() + self.timeout
             done = 0
             for fut, r in futures.items():
                 left = None if deadline is None else max(0.0, deadline - time.monotonic())
                 try:
-                    r.kernel = load(fut.result(timeout=left), self.out_idx)
+                    got = fut.result(timeout=left)
+                    r.kernel = got if self.eager is not None else load(got, self.out_idx)
                 except cf.TimeoutError:
                     r.error = f"compile took longer than timeout={self.timeout} s"
                     fut.cancel()
@@ -162,7 +367,20 @@ class AutoTuner:
         return results
 
     # ---- profiling ----------------------------------------------------------------------
+    def _make_inputs(self, kernel) -> list:
+        from .profiler import Profiler
+
+        if self.inputs is not None:
+            return list(self.inputs)
+        profiler = Profiler(kernel, self.supply_type, self.shapes)
+        if self.supply_prog is not None:
+            return list(self.supply_prog(profiler._get_params()))
+        return profiler._inputs()
+
     def profile(self, results: list[ConfigResult]) -> None:
+        """Check (unless ``skip_check``) and time each compiled config on the GPU; with
+        ``early_stop`` a config whose first estimate exceeds ``early_stop_factor`` times
+        the best so far keeps that estimate, unmeasured further (TileLang's meaning)."""
         from .profiler import Profiler, _cuda, do_bench
 
         _cuda()  # a clear error without a GPU
@@ -170,41 +388,77 @@ class AutoTuner:
         ok = [r for r in results if r.kernel is not None]
         if not ok:
             return
-        inputs = Profiler(ok[0].kernel, self.supply_type, self.shapes)._inputs()
-        want = None
-        if self.ref_prog is not None and not self.skip_check:
-            want = self.ref_prog(*[x.clone() for x in inputs])
-            want = list(want) if isinstance(want, (tuple, list)) else [want]
+        shared = None
         best = None
         for i, r in enumerate(ok):
             try:
-                got = r.kernel(*inputs)
-                if want is not None:
-                    got = list(got) if isinstance(got, (tuple, list)) else [got]
-                    _check(got, want, self.atol, self.rtol, self.max_mismatched_ratio)
-                r.time_ms = do_bench(lambda k=r.kernel: k(*inputs), self.warmup, self.rep)
+                if shared is not None:
+                    inputs = shared
+                else:
+                    inputs = self._make_inputs(r.kernel)
+                    if self.cache_input_tensors or self.inputs is not None:
+                        shared = inputs
+                if self.ref_prog is not None and not self.skip_check:
+                    if self.manual_check_prog is not None:
+                        Profiler(r.kernel, self.supply_type, self.shapes).manual_assert_close(
+                            self.ref_prog, inputs, self.manual_check_prog)
+                    else:
+                        got = r.kernel(*inputs)
+                        want = self.ref_prog(*[_clone(x) for x in inputs])
+                        got = list(got) if isinstance(got, (tuple, list)) else [got]
+                        want = list(want) if isinstance(want, (tuple, list)) else [want]
+                        _check(got, want, self.atol, self.rtol, self.max_mismatched_ratio)
+                baseline = best * self.early_stop_factor if self.early_stop and best else None
+                r.time_ms = do_bench(lambda k=r.kernel: k(*inputs), self.warmup, self.rep,
+                                     backend=self.backend, early_stop_baseline=baseline)
                 best = r.time_ms if best is None else min(best, r.time_ms)
             except Exception as e:
                 r.error = f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"
             _progress(f"{self.__name__}: timed {i + 1}/{len(ok)}, best {best:.4f} ms"
                       if best is not None else f"{self.__name__}: timed {i + 1}/{len(ok)}")
+        if self.ref_prog is not None and best is not None:
+            inputs = shared if shared is not None else self._make_inputs(ok[0].kernel)
+            self.ref_latency = do_bench(lambda: self.ref_prog(*inputs), self.warmup, self.rep,
+                                        backend=self.backend)
 
     # ---- the call -------------------------------------------------------------------------
-    def __call__(self, *args, **kwargs):
-        memo = (args, tuple(sorted(kwargs.items())))
-        try:
-            if memo in self._tuned:
-                return self._tuned[memo]
-        except TypeError:
-            memo = None
+    def _given_tunables(self, args, kwargs, configs) -> bool:
+        """TileLang skips tuning when the call itself gives a tuned parameter (by keyword
+        or position): it compiles what the call says."""
+        params = list(inspect.signature(self.factory).parameters)
+        return any(k in kwargs or (k in params and params.index(k) < len(args))
+                   for k in configs[0])
+
+    def _direct(self, args, kwargs):
+        if self.eager is not None:
+            return self.eager.compile(*args, **kwargs)
+        return self.jitted(*args, **kwargs)
+
+    def compile(self, *args, **kwargs):
+        """The tuned kernel for this call (TileLang's ``tuned.compile(...)``): tuned once
+        per argument set, or the stored winner; the kernel carries ``latency``,
+        ``config`` and ``ref_latency`` of the tuning.  A call that gives a tuned parameter
+        itself compiles that, untuned."""
         configs = self.config_list(args, kwargs)
+        if self._given_tunables(args, kwargs, configs):
+            return self._direct(args, kwargs)
+        if self.inputs is None:
+            self.inputs = get_autotune_inputs()
+        s_args, s_kwargs = self._specialized(args, kwargs)
+        memo = (_describe(tuple(s_args)), _describe(dict(s_kwargs)))
+        if memo in self._tuned:
+            return self._tuned[memo]
         key = self.key(args, kwargs, configs)
         stored = _load(key) if self.cache_results else None
+        self.ref_latency = None
         if stored is not None and stored.get("best") is not None:
             best = stored["best"]
-            kernel = self.jitted(*args, **{**kwargs, **best})
+            kernel = self._direct(args, {**kwargs, **best})
             self.result = TuneResult(key, [ConfigResult(c["config"], c.get("time_ms"), c.get("error"))
-                                           for c in stored["configs"]], best, from_store=True)
+                                           for c in stored["configs"]], best, from_store=True,
+                                     ref_latency=stored.get("ref_latency"))
+            latency = min((c.time_ms for c in self.result.configs
+                           if c.config == best and c.time_ms is not None), default=None)
         else:
             results = self.compile_all(*args, **kwargs)
             self.profile(results)
@@ -214,32 +468,61 @@ class AutoTuner:
                                     for r in results)
                 raise RuntimeError(f"{self.__name__}: no config compiled and checked: {reasons}")
             winner = min(timed, key=lambda r: r.time_ms)
-            kernel = winner.kernel
-            self.result = TuneResult(key, results, winner.config)
+            kernel, best, latency = winner.kernel, winner.config, winner.time_ms
+            self.result = TuneResult(key, results, best, ref_latency=self.ref_latency)
             if self.cache_results:
-                _store(key, self.__name__, args, kwargs, results, winner.config)
-        if memo is not None:
-            self._tuned[memo] = kernel
+                _store(key, self.__name__, args, kwargs, results, best, self.ref_latency)
+        kernel.latency, kernel.config, kernel.ref_latency = latency, best, self.result.ref_latency
+        self._tuned[memo] = kernel
         return kernel
 
+    def __call__(self, *args, **kwargs):
+        """A factory: the tuned kernel.  An eager kernel: the tuned kernel run on the
+        call's tensors, its outputs returned (as TileLang's eager autotune)."""
+        kernel = self.compile(*args, **kwargs)
+        if self.eager is None:
+            return kernel
+        return self.eager(*args, **{**kwargs, **(getattr(kernel, "config", None) or {})})
 
-def autotune(configs=None, warmup: float = 25, rep: float = 100, timeout: Optional[float] = None,
-             ref_prog: Optional[Callable] = None, skip_check: bool = False, atol: float = 1e-2,
-             rtol: float = 1e-2, supply_type: TensorSupplyType = TensorSupplyType.Auto,
-             executor: Optional[cf.Executor] = None, cache_results: bool = True,
-             max_mismatched_ratio: float = 0.01, shapes: Optional[dict] = None, **unknown):
-    """Decorate a ``@tilecute.jit`` kernel factory: calling it tunes over ``configs``
-    (dicts of the factory's keyword arguments, or a function of the call's arguments
-    returning them) and returns the fastest kernel (see the module docstring).  ``shapes``
-    gives the sizes of symbolic dims for the generated inputs (kernels whose shapes the
-    factory's arguments do not fix)."""
+
+def autotune(func=None, *, configs=None, warmup: float = 25, rep: float = 100,
+             timeout: Optional[float] = None, ref_prog: Optional[Callable] = None,
+             skip_check: bool = False, atol: float = 1e-2, rtol: float = 1e-2,
+             supply_type: TensorSupplyType = TensorSupplyType.Auto,
+             supply_prog: Optional[Callable] = None, manual_check_prog: Optional[Callable] = None,
+             cache_input_tensors: bool = False, do_not_specialize=None, early_stop: bool = False,
+             early_stop_factor: float = 2.0, executor: Optional[cf.Executor] = None,
+             cache_results: bool = True, max_mismatched_ratio: float = 0.01,
+             shapes: Optional[dict] = None, **unknown):
+    """Decorate a ``@tilecute.jit`` kernel (a factory or an eager kernel): calling it tunes
+    over ``configs`` (dicts of its keyword arguments, or a function of the call's
+    arguments returning them) and returns the fastest kernel, or for an eager kernel its
+    outputs (see the module docstring).  TileLang's arguments: ``supply_prog(params)``
+    makes the inputs; ``manual_check_prog(outputs, reference_outputs)`` checks instead of
+    ``atol``/``rtol``; ``cache_input_tensors`` makes the inputs once for every config
+    (else each config gets fresh ones); ``do_not_specialize`` names arguments whose values
+    do not re-tune; ``early_stop`` stops timing a config whose estimate exceeds
+    ``early_stop_factor`` times the best so far.  ``shapes`` (tilecute's) sizes symbolic
+    dims of the generated inputs."""
     if unknown:
         raise TypeError(f"tilecute.autotune: unsupported argument(s) {', '.join(unknown)}")
+    if callable(func) or func is not None:
+        raise TypeError("tilecute.autotune takes keyword arguments (configs=...): "
+                        "@tilecute.autotune(configs=[...]) above @tilecute.jit")
+    if early_stop_factor < 1.0:
+        raise ValueError(f"tilecute.autotune: early_stop_factor must be >= 1.0, got "
+                         f"{early_stop_factor}")
 
     def wrap(jitted):
         return AutoTuner(jitted, configs, warmup, rep, timeout, ref_prog, skip_check, atol,
-                         rtol, supply_type, executor, cache_results, max_mismatched_ratio, shapes)
+                         rtol, supply_type, executor, cache_results, max_mismatched_ratio, shapes,
+                         early_stop, early_stop_factor, supply_prog, manual_check_prog,
+                         cache_input_tensors, do_not_specialize)
     return wrap
+
+
+def _clone(x):
+    return x.clone() if hasattr(x, "clone") else x
 
 
 def _check(got, want, atol, rtol, max_ratio):
@@ -261,7 +544,7 @@ def _device_name() -> str:
 
         if torch.cuda.is_available():
             return torch.cuda.get_device_name()
-    except ImportError:
+    except (ImportError, AssertionError, RuntimeError):  # no usable CUDA in this torch
         pass
     return "none"
 
@@ -280,13 +563,14 @@ def _load(key: str) -> Optional[dict]:
         return None
 
 
-def _store(key, function, args, kwargs, results, best) -> None:
+def _store(key, function, args, kwargs, results, best, ref_latency=None) -> None:
     from filelock import FileLock
 
     d = store_dir()
     d.mkdir(parents=True, exist_ok=True, mode=0o700)
-    doc = {"key": key, "function": function, "args": repr(args), "kwargs": repr(kwargs),
-           "best": best, "device": _device_name(), "created": time.time(),
+    doc = {"key": key, "function": function, "args": _describe(tuple(args)),
+           "kwargs": _describe(dict(kwargs)), "best": best, "ref_latency": ref_latency,
+           "device": _device_name(), "created": time.time(),
            "configs": [{"config": r.config, "time_ms": r.time_ms, "error": r.error}
                        for r in results]}
     with FileLock(str(d / ".lock")):

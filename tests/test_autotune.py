@@ -114,7 +114,7 @@ def test_autotune_refuses_what_it_cannot_tune():
     with pytest.raises(TypeError, match="stacks on @tilecute.jit"):
         tilecute.autotune(configs=[{}])(P.scale_program)
     with pytest.raises(TypeError, match="unsupported argument"):
-        tilecute.autotune(configs=[{}], cache_input_tensors=True)
+        tilecute.autotune(configs=[{}], benchmark_backend="nvbench")
 
 
 def test_tune_cli(capsys):

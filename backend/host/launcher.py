@@ -101,6 +101,7 @@ _TMA_OOB_FILL_ENUMS = {"zero": "CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE",
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _SYMBOL_USE = re.compile(r"\bsym_([A-Za-z0-9_]+)")
+_SCALAR_USE = re.compile(r"\barg_([A-Za-z0-9_]+)")
 
 
 class LauncherABIError(ValueError):
@@ -596,10 +597,16 @@ def _kernel_context(abi: LaunchABI, k: KernelLaunch, index: int) -> dict:
     if len(k.grid) != 3 or len(k.block) != 3:
         raise _fail(abi, f"{label}: grid and block need three entries each")
     symbols = {s.name for s in abi.symbols}
+    int_scalars = {a.name for a in abi.args if isinstance(a, ScalarArg)
+                   and DTYPES[a.dtype].kind not in ("bool", "float")}
     for expr in k.grid:
         unknown = sorted(set(_SYMBOL_USE.findall(expr)) - symbols)
         if unknown:
             raise _fail(abi, f"{label}: grid expression {expr!r} uses undeclared symbols {unknown}")
+        unknown = sorted(set(_SCALAR_USE.findall(expr)) - int_scalars)
+        if unknown:
+            raise _fail(abi, f"{label}: grid expression {expr!r} uses {unknown}, not integer "
+                             "scalar arguments")
     if any(b < 1 for b in k.block) or k.block[0] * k.block[1] * k.block[2] > MAX_THREADS_PER_BLOCK:
         raise _fail(abi, f"{label}: block {tuple(k.block)} is not a valid CUDA block "
                          f"(1 to {MAX_THREADS_PER_BLOCK} threads)")

@@ -13,35 +13,49 @@ themselves and declares its shapes and outputs in its body::
 
     C = add(a, b)                                       # M, N bound from a's shape
     kernel = add.compile(M=1024, N=1024, block_M=64)    # ahead of time; kernel(a, b) -> C
+    kernel = add.compile(a, b)                          # or bound from tensors
 
-A call binds each ``T.const`` name from the shape of the first tensor whose declaration
-has it as a dim, checks every tensor against its declaration (shape, dtype), and compiles
-one kernel per distinct (constants, specialization arguments): the body becomes a
-``prim_func`` whose parameters are the declared tensors, then the ``T.empty`` outputs
-(``out_idx``), which the call allocates and returns (``return C`` or ``return C, D``).
-Top-level Python statements of the body other than these (``BS = chunk_size``,
-``assert K == K2``) run as Python with the constants bound.  ``T.dynamic`` names stay
-symbolic (one kernel for every size).
+The function's parameters are of three kinds, as in TileLang: tensors (declared
+``A: T.Tensor(shape, dtype)`` in the body, or annotated so in the signature), runtime
+scalars (``n: T.int32``, in the body or the signature: a kernel parameter, one kernel
+for every value) and the others, specialization arguments (one kernel per distinct
+value).  Each ``T.const`` is bound, as TileLang's phase 1 does, by evaluating the body's
+Python statements and tensor declarations with every constant a symbol: a declared dim
+that *is* a constant's symbol (``K``, or ``KH`` after ``KH, KW = K, K``) binds it from the
+tensor's size there; a keyword argument named after the constant binds it too.  Then
+the body runs with the constants' values (derived dims such as ``OH = (H - K) // S + 1``
+become ints), every tensor is checked against what its declaration comes to, and the
+kernel statements become a ``prim_func`` whose parameters are the tensors and runtime
+scalars in signature order, then the ``T.empty`` outputs (``out_idx``), which the call
+allocates and returns (``return C`` or ``return C, D``; a kernel that declares none
+writes its tensors in place and returns None).  ``T.dynamic`` names stay symbolic.
 """
 
 from __future__ import annotations
 
 import ast
+import copy
 import inspect
 import linecache
+import sys
 import textwrap
 import threading
-from typing import Any, Optional
+from typing import Any, Hashable, Optional
 
 from ..ir import nodes as N
 from .parser import FrontendError, _function_env, _Parser
-from .values import TensorSpec
+from .values import DType, TensorSpec
 
 
-def _t_call(node, names: tuple[str, ...]) -> bool:
-    """``node`` is a call ``T.<name>(...)`` (any alias of the module: an attribute call)."""
-    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
-        node.func.attr in names
+def _is_t(node, env: dict) -> bool:
+    """``node`` is ``T.<x>`` for a name bound to the ``tilecute.language`` module."""
+    return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and \
+        env.get(node.value.id) is sys.modules[__package__]
+
+
+def _t_call(node, names: tuple[str, ...], env: dict) -> bool:
+    """``node`` is a call ``T.<name>(...)``."""
+    return isinstance(node, ast.Call) and _is_t(node.func, env) and node.func.attr in names
 
 
 def _source(fn):
@@ -57,53 +71,85 @@ def _source(fn):
 
 def is_eager(fn) -> bool:
     """Whether ``fn`` is written in the eager style: its body declares ``T.const`` names,
-    ``T.empty`` outputs, or a parameter's tensor type (``A: T.Tensor(...)``)."""
+    ``T.empty`` outputs, or a parameter's type (``A: T.Tensor(...)``)."""
     if not inspect.isfunction(fn):
         return False
     found = _source(fn)
     if found is None:
         return False
     fdef, _ = found
+    env = _function_env(fn)
     params = {a.arg for a in fdef.args.args}
     for s in fdef.body:
-        if isinstance(s, ast.Assign) and _t_call(s.value, ("const", "empty")):
+        if isinstance(s, ast.Assign) and _t_call(s.value, ("const", "empty"), env):
             return True
         if isinstance(s, ast.AnnAssign) and s.value is None and isinstance(s.target, ast.Name) \
                 and s.target.id in params:
             return True
-    return False
+    # tensors typed in the signature (`def f(A: T.Tensor((128,), T.float32))`)
+    return any(isinstance(p.annotation, TensorSpec) for p in inspect.signature(fn).parameters.values())
+
+
+def _freeze(value) -> Hashable:
+    """A hashable stand-in for a specialization argument (lists, dicts, sets included)."""
+    if isinstance(value, dict):
+        return (dict, tuple(sorted(((_freeze(k), _freeze(v)) for k, v in value.items()), key=repr)))
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__, tuple(_freeze(v) for v in value))
+    if isinstance(value, set):
+        return (set, tuple(sorted((_freeze(v) for v in value), key=repr)))
+    hash(value)  # TypeError for what cannot key a kernel
+    return value
+
+
+def _text(d) -> str:
+    if isinstance(d, N.Expr):
+        from ..ir.printer import expr_str
+
+        return expr_str(d)
+    return repr(d)
+
+
+class _Probe:
+    """What the declarations say with every ``T.const`` a symbol (TileLang's phase 1), for
+    one set of specialization arguments: where each constant stands as a whole dim
+    (``uses``: const -> [(tensor, field, dim)]), and each tensor's declared rank and dims
+    as text (None where the declaration could not be evaluated symbolically)."""
+
+    def __init__(self, uses: dict, ranks: dict, dims: dict):
+        self.uses, self.ranks, self.dims = uses, ranks, dims
 
 
 class EagerKernel:
     """The object ``@tilecute.jit`` returns for an eager-style function: call it with
-    tensors (and specialization arguments), or ``.compile(**constants_and_arguments)``."""
+    tensors (and specialization arguments), or ``.compile(...)`` for the kernel."""
 
     def __init__(self, fn, target: Optional[str] = None, options: Optional[dict] = None):
         self.fn, self.target, self.options = fn, target, dict(options or {})
         self.__name__ = fn.__name__
         self.__doc__ = fn.__doc__
+        self.__wrapped__ = fn
         fdef, first = _source(fn)
         self.fdef, self.offset = fdef, first - 1
         self.filename = inspect.getsourcefile(fn) or "<unknown>"
         self.lines = linecache.getlines(self.filename)[self.offset:] or []
         self.signature = inspect.signature(fn)
+        env = _function_env(fn)
         self.consts: list[str] = []  # T.const names, in order
-        self.dynamic: list[ast.stmt] = []  # `X = T.dynamic(...)` statements
-        self.decls: dict[str, ast.expr] = {}  # tensor parameter -> its annotation
+        self.const_targets: dict[str, str] = {}  # Python name -> T.const name
+        self.decls: dict[str, ast.expr] = {}  # parameter -> its annotation in the body
         self.outputs: dict[str, ast.Call] = {}  # T.empty name -> its call
-        self.python: list[ast.stmt] = []  # other top-level Python statements
+        self.python: list[ast.stmt] = []  # other top-level Python statements, in order
         self.body: list[ast.stmt] = []  # the kernel statements
-        self.returns: list[str] = []
+        self.returns: Optional[list[str]] = None
         params = [a.arg for a in fdef.args.args]
         for s in fdef.body:
             if isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant) and \
                     isinstance(s.value.value, str):
                 continue  # the docstring
-            if isinstance(s, ast.Assign) and _t_call(s.value, ("const",)):
-                self.consts += self._targets(s)
-            elif isinstance(s, ast.Assign) and _t_call(s.value, ("dynamic", "symbolic")):
-                self.dynamic.append(s)
-            elif isinstance(s, ast.Assign) and _t_call(s.value, ("empty",)):
+            if isinstance(s, ast.Assign) and _t_call(s.value, ("const",), env):
+                self._const(s)
+            elif isinstance(s, ast.Assign) and _t_call(s.value, ("empty",), env):
                 names = self._targets(s)
                 if len(names) != 1:
                     raise self.error(s, "T.empty declares one output: `C = T.empty(shape, dtype)`")
@@ -113,21 +159,39 @@ class EagerKernel:
                 self.decls[s.target.id] = s.annotation
             elif isinstance(s, ast.Return):
                 self.returns = self._returned(s)
-            elif isinstance(s, (ast.Assign, ast.AugAssign, ast.Assert)) and not any(
-                    isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and
-                    n.func.attr.startswith("alloc") for n in ast.walk(s)):
+            elif self._is_python(s, env):
                 self.python.append(s)
             else:
                 self.body.append(s)
-        if not self.outputs:
-            raise self.error(fdef, "an eager kernel returns its T.empty outputs; it declares none")
-        missing = [r for r in self.returns if r not in self.outputs]
-        if missing or not self.returns:
-            raise self.error(fdef, f"an eager kernel ends with `return` of its T.empty outputs "
-                                   f"({', '.join(self.outputs)}); got {self.returns or 'none'}")
-        self.tensors = [p for p in params if p in self.decls]
-        self.scalars = [p for p in params if p not in self.decls]
+        returned = self.returns or []
+        missing = [r for r in returned if r not in self.outputs]
+        if missing:
+            raise self.error(fdef, f"an eager kernel returns only its T.empty outputs "
+                                   f"({', '.join(self.outputs) or 'none declared'}); got "
+                                   f"{', '.join(missing)}")
+        unreturned = [o for o in self.outputs if o not in returned]
+        if unreturned:
+            raise self.error(fdef, f"an eager kernel returns every T.empty output: "
+                                   f"{', '.join(unreturned)} not returned (`return "
+                                   f"{', '.join(self.outputs)}`)")
+        # parameter kinds: tensors and runtime scalars are kernel arguments
+        sig_ann = self._signature_annotations(env)
+        self.tensors, self.scalar_args, self.runtime, self.scalars = [], [], [], []
+        for p in params:
+            ann = self.decls.get(p)
+            if ann is not None:
+                tensor = isinstance(ann, (ast.Call, ast.Subscript))
+            elif p in sig_ann:
+                tensor = isinstance(sig_ann[p], TensorSpec)
+            else:
+                self.scalars.append(p)  # a specialization argument
+                continue
+            (self.tensors if tensor else self.scalar_args).append(p)
+            self.runtime.append(p)
+        self.sig_ann = sig_ann
         self._kernels: dict = {}
+        self._probes: dict = {}
+        self._expected: dict = {}  # kernel key -> {tensor: declared shape, ints or None}
         self._lock = threading.Lock()
         self.sealed = False
 
@@ -146,55 +210,210 @@ class EagerKernel:
             raise self.error(s, "T.const / T.empty bind plain names")
         return [e.id for e in elts]
 
+    def _const(self, s: ast.Assign) -> None:
+        """``M, N = T.const("M, N")``: TileLang names the constants by the string (the
+        keyword a call may give them by); the targets are the Python names."""
+        import re
+
+        targets = self._targets(s)
+        call = s.value
+        names = targets
+        if call.args and isinstance(call.args[0], ast.Constant) and isinstance(call.args[0].value, str):
+            names = [n for n in re.split(r"\s*,\s*|\s+", call.args[0].value.strip()) if n]
+        if len(names) != len(targets):
+            raise self.error(s, f"T.const({ast.unparse(call.args[0])}) declares {len(names)} "
+                                f"constant(s), bound to {len(targets)} name(s)")
+        for t, n in zip(targets, names):
+            self.consts.append(n)
+            self.const_targets[t] = n
+
     def _returned(self, s: ast.Return) -> list[str]:
         v = s.value
+        if v is None or (isinstance(v, ast.Constant) and v.value is None):
+            return []
         elts = v.elts if isinstance(v, ast.Tuple) else [v]
         if not all(isinstance(e, ast.Name) for e in elts):
             raise self.error(s, "an eager kernel returns its T.empty outputs by name")
         return [e.id for e in elts]
 
+    def _is_python(self, s: ast.stmt, env: dict) -> bool:
+        """A top-level statement that runs as Python (with the constants bound) rather
+        than a kernel statement: assignments and asserts that allocate nothing, imports,
+        nested functions (``@T.macro`` included), ``if`` on Python values without kernels
+        inside, and calls that are not ``T.*`` statements (``print``)."""
+        if any(isinstance(n, ast.With) for n in ast.walk(s)):
+            return False
+        if isinstance(s, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Assert)):
+            return not any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and
+                           n.func.attr.startswith("alloc") for n in ast.walk(s))
+        if isinstance(s, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.Pass, ast.If)):
+            return True
+        return isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and \
+            not _is_t(s.value.func, env)
+
+    def _signature_annotations(self, env: dict) -> dict:
+        """Signature annotations that make a parameter a kernel argument: a tensor type
+        or a scalar dtype (``n: T.int32``); ``block_M: int`` and the like do not."""
+        out = {}
+        for name, p in self.signature.parameters.items():
+            ann = p.annotation
+            if ann is inspect.Parameter.empty:
+                continue
+            if isinstance(ann, str) and not isinstance(ann, DType):  # postponed annotations
+                try:
+                    ann = eval(ann, dict(env))
+                except Exception:
+                    continue
+            if isinstance(ann, (TensorSpec, DType)):
+                out[name] = ann
+        return out
+
+    def _exec(self, s: ast.stmt, env: dict) -> None:
+        node = ast.increment_lineno(copy.deepcopy(s), self.offset)
+        exec(compile(ast.Module([node], []), self.filename, "exec"), env)
+
     def _eval(self, node, env: dict):
+        node = ast.increment_lineno(copy.deepcopy(node), self.offset)
         return eval(compile(ast.Expression(node), self.filename, "eval"), env)
 
+    def _declared(self, name: str, env: dict):
+        """The evaluated declaration of parameter ``name``."""
+        if name in self.decls:
+            return self._eval(self.decls[name], env)
+        return self.sig_ann[name]
+
     # ---- binding ------------------------------------------------------------------------
-    def _bind_from_tensors(self, tensors: dict, env: dict) -> dict:
-        """The T.const values the tensors' shapes give (dims that are bare const names)."""
-        bound: dict[str, int] = {}
+    def _probe(self, spec: dict, key) -> _Probe:
+        """TileLang's phase 1 for these specialization arguments (cached)."""
+        probe = self._probes.get(key)
+        if probe is not None:
+            return probe
+        env = _function_env(self.fn)
+        env.update(spec)
+        symbols = {c: N.Var(c, "int32") for c in self.consts}
+        env.update({t: symbols[c] for t, c in self.const_targets.items()})
+        for s in self.python:
+            try:
+                self._exec(s, env)
+            except Exception:  # noqa: BLE001 - a statement symbols cannot run; phase 2 runs it
+                pass
+        uses: dict[str, list] = {}
+        ranks, dims = {}, {}
         for name in self.tensors:
-            t = tensors.get(name)
-            if t is None:
-                continue
-            ann = self.decls[name]
-            dims = _shape_nodes(ann)
-            if dims is None:
-                continue
-            if len(dims) != len(t.shape):
-                raise ValueError(f"{self.__name__}: '{name}' is declared with {len(dims)} dims, "
-                                 f"got a tensor of shape {tuple(t.shape)}")
-            for d, node in enumerate(dims):
-                if isinstance(node, ast.Name) and node.id in self.consts:
-                    size = int(t.shape[d])
-                    if bound.setdefault(node.id, size) != size:
-                        raise ValueError(f"{self.__name__}: {node.id} is {bound[node.id]} by an "
-                                         f"earlier tensor but {size} by '{name}' (dim {d})")
-        return bound
+            try:
+                declared = self._declared(name, env)
+            except Exception:  # noqa: BLE001
+                declared = None
+            if isinstance(declared, TensorSpec) and not declared.error:
+                shape, strides = declared.shape, declared.strides or ()
+                ranks[name] = len(shape)
+                dims[name] = tuple(_text(d) for d in shape)
+            else:  # fall back on the text: bare constant names as dims
+                nodes = _shape_nodes(self.decls.get(name))
+                if nodes is None:
+                    continue
+                shape = [symbols[self.const_targets[n.id]] if isinstance(n, ast.Name) and
+                         n.id in self.const_targets else None for n in nodes]
+                strides = ()
+            for field, ds in (("shape", shape), ("stride", strides)):
+                for i, d in enumerate(ds):
+                    if isinstance(d, N.Var) and d.name in symbols and d is symbols[d.name]:
+                        uses.setdefault(d.name, []).append((name, field, i))
+        probe = _Probe(uses, ranks, dims)
+        with self._lock:
+            self._probes[key] = probe
+        return probe
+
+    def _bind(self, tensors: dict, given: dict, probe: _Probe) -> dict:
+        """The constants: given by keyword, else from the tensors where a declared dim is
+        the constant itself; every such dim must agree."""
+        consts = {c: int(v) for c, v in given.items()}
+        source: dict[str, str] = {c: "the keyword argument" for c in consts}
+        for name, t in tensors.items():
+            rank = probe.ranks.get(name)
+            if rank is not None and hasattr(t, "shape") and rank != len(t.shape):
+                raise ValueError(f"{self.__name__}: '{name}' is declared with {rank} dims "
+                                 f"({', '.join(probe.dims[name])}), got a tensor of shape "
+                                 f"{tuple(t.shape)}")
+        for c, uses in probe.uses.items():
+            for name, field, i in uses:
+                t = tensors.get(name)
+                if t is None:
+                    continue
+                sizes = t.shape if field == "shape" else t.stride()
+                if i >= len(sizes):
+                    raise ValueError(f"{self.__name__}: '{name}' has no dim {i} (shape "
+                                     f"{tuple(t.shape)}) for T.const {c}")
+                size = int(sizes[i])
+                if c not in consts:
+                    consts[c], source[c] = size, f"'{name}' ({field} {i})"
+                elif consts[c] != size:
+                    raise ValueError(f"{self.__name__}: T.const {c} is {consts[c]} by "
+                                     f"{source[c]} but {size} by '{name}' ({field} {i})")
+        return consts
+
+    def _resolve(self, args, kwargs, partial: bool):
+        """Split a call into (kernel arguments present, specialization arguments,
+        constants, kernel key)."""
+        const_kw = {k: kwargs.pop(k) for k in list(kwargs)
+                    if k in self.consts and k not in self.signature.parameters}
+        where = f"{self.__name__}.compile" if partial else self.__name__
+        unknown = [k for k in kwargs if k not in self.signature.parameters]
+        if unknown:
+            raise TypeError(f"{where}: unknown argument(s) {', '.join(unknown)}; the T.const "
+                            f"names are {', '.join(self.consts) or 'none'} and the parameters "
+                            f"{', '.join(self.signature.parameters)}")
+        try:
+            bound = (self.signature.bind_partial if partial else self.signature.bind)(*args, **kwargs)
+        except TypeError as e:
+            raise TypeError(f"{where}: {e}") from None
+        bound.apply_defaults()
+        runtime = {n: bound.arguments[n] for n in self.runtime if n in bound.arguments}
+        spec = {}
+        for n in self.scalars:
+            if n not in bound.arguments:
+                raise TypeError(f"{self.__name__}.compile: missing specialization argument '{n}'")
+            v = bound.arguments[n]
+            if hasattr(v, "shape") and hasattr(v, "dtype") and not isinstance(v, (str, DType)):
+                raise TypeError(f"{self.__name__}: '{n}' got a tensor but the body declares no "
+                                f"`{n}: T.Tensor(shape, dtype)`")
+            spec[n] = v
+        try:
+            spec_key = tuple((n, _freeze(v)) for n, v in spec.items())
+        except TypeError as e:
+            raise TypeError(f"{self.__name__}: a specialization argument cannot key a kernel: "
+                            f"{e}") from None
+        probe = self._probe(spec, spec_key)
+        tensors = {n: v for n, v in runtime.items() if n in self.tensors}
+        consts = self._bind(tensors, const_kw, probe)
+        unbound = [c for c in self.consts if c not in consts]
+        if unbound:
+            if partial:
+                raise TypeError(f"{self.__name__}.compile: give the T.const value(s) "
+                                f"{', '.join(unbound)} (or tensors whose declared dims they are)")
+            raise ValueError(f"{self.__name__}: T.const {', '.join(unbound)} is not a dim of "
+                             f"any tensor argument; pass it by keyword ({', '.join(f'{c}=...' for c in unbound)}) "
+                             f"or compile with {self.__name__}.compile("
+                             f"{', '.join(f'{c}=...' for c in unbound)})")
+        key = (tuple(sorted(consts.items())), spec_key)
+        return runtime, spec, consts, key
 
     def _env(self, consts: dict, spec: dict) -> dict:
         env = _function_env(self.fn)
         env.update(spec)
-        env.update(consts)
-        for s in self.dynamic:
-            exec(compile(ast.Module([s], []), self.filename, "exec"), env)
+        env.update({t: consts[c] for t, c in self.const_targets.items()})
         for s in self.python:
             try:
-                exec(compile(ast.Module([s], []), self.filename, "exec"), env)
-            except AssertionError:
+                self._exec(s, env)
+            except AssertionError as e:
+                if not isinstance(s, ast.Assert):
+                    raise
+                why = f" ({e})" if str(e) else ""
                 raise ValueError(f"{self.__name__}: line {s.lineno + self.offset}: "
-                                 f"{ast.unparse(s)} failed for {consts}") from None
+                                 f"{ast.unparse(s)} failed for {consts}{why}") from None
         return env
 
-    def _build(self, consts: dict, spec: dict):
-        key = (tuple(sorted(consts.items())), tuple(sorted(spec.items(), key=lambda kv: kv[0])))
+    def _build(self, consts: dict, spec: dict, key):
         with self._lock:
             kernel = self._kernels.get(key)
         if kernel is not None:
@@ -205,11 +424,36 @@ class EagerKernel:
                              f"and {self.__name__} is sealed (no compile after seal()); built: {built}")
         import tilecute
 
+        func, expected = self._prim_func(consts, spec)
+        out_idx = [len(self.runtime) + i for i in range(len(self.outputs))]
+        kernel = tilecute.compile(func, out_idx=out_idx, target=self.target, options=self.options)
+        order = [list(self.outputs).index(r) for r in (self.returns or [])]
+        kernel = _Returning(kernel, order)
+        with self._lock:
+            self._kernels[key] = kernel
+            self._expected[key] = expected
+        return kernel
+
+    def _prim_func(self, consts: dict, spec: dict):
+        """The body as a ``prim_func`` for these constants (TileLang's phase 2), and each
+        tensor's declared shape (ints, None for symbolic dims)."""
         env = self._env(consts, spec)
-        annotations = {name: self._spec(name, self.decls[name], env) for name in self.tensors}
+        annotations, expected = {}, {}
+        for name in self.runtime:
+            declared = self._declared(name, env)
+            node = self.decls.get(name, self.fdef)
+            if name in self.tensors:
+                if not isinstance(declared, TensorSpec):
+                    raise self.error(node, f"'{name}' is declared {ast.unparse(node)}; a tensor "
+                                           "parameter is declared T.Tensor(shape, dtype)")
+                expected[name] = tuple(int(d) if isinstance(d, int) else None for d in declared.shape)
+            elif not isinstance(declared, str):
+                raise self.error(node, f"'{name}' is declared {ast.unparse(node)}; a scalar "
+                                       "parameter is declared with a dtype (T.int32)")
+            annotations[name] = declared
         for name, call in self.outputs.items():
             annotations[name] = self._empty(name, call, env)
-        names = self.tensors + list(self.outputs)
+        names = self.runtime + list(self.outputs)
         args = ast.arguments(posonlyargs=[], args=[ast.arg(arg=n, annotation=ast.Name(
             id="T", ctx=ast.Load())) for n in names], vararg=None, kwonlyargs=[],
             kw_defaults=[], kwarg=None, defaults=[])
@@ -218,59 +462,89 @@ class EagerKernel:
         ast.copy_location(fdef, self.fdef)
         for a in args.args:
             ast.copy_location(a, self.fdef)
-        func = _Parser(fdef, env, self.filename, self.offset, self.lines, annotations).parse()
-        out_idx = [len(self.tensors) + i for i in range(len(self.outputs))]
-        kernel = tilecute.compile(func, out_idx=out_idx, target=self.target, options=self.options)
-        order = [list(self.outputs).index(r) for r in self.returns]
-        kernel = _Returning(kernel, order)
-        with self._lock:
-            self._kernels[key] = kernel
-        return kernel
-
-    def _spec(self, name: str, ann, env: dict) -> TensorSpec:
-        spec = self._eval(ann, env)
-        if not isinstance(spec, TensorSpec):
-            raise self.error(ann, f"'{name}' is declared {ast.unparse(ann)}; a tensor parameter "
-                                  "is declared T.Tensor(shape, dtype)")
-        return spec
+        return _Parser(fdef, env, self.filename, self.offset, self.lines, annotations).parse(), expected
 
     def _empty(self, name: str, call: ast.Call, env: dict) -> TensorSpec:
+        """TileLang's ``T.empty(shape, dtype)``, ``T.empty(shape, dtype=...)`` or
+        ``T.empty(d0, d1, ..., dtype=...)`` (dtype float32 when not given)."""
         from .values import Tensor
 
-        a = list(call.args) + [k.value for k in call.keywords]
-        if len(call.args) + len(call.keywords) != 2:
-            raise self.error(call, f"T.empty(shape, dtype) for '{name}'")
-        shape, dtype = (self._eval(x, env) for x in a)
-        return Tensor(tuple(shape) if isinstance(shape, (list, tuple)) else (shape,), dtype)
+        args = [self._eval(a, env) for a in call.args]
+        kw = {k.arg: self._eval(k.value, env) for k in call.keywords}
+        if set(kw) - {"dtype"}:
+            raise self.error(call, f"T.empty for '{name}': unexpected keyword(s) "
+                                   f"{', '.join(sorted(set(kw) - {'dtype'}))}; T.empty(shape, dtype)")
+        dtype = kw.get("dtype", "float32")
+        if len(args) in (1, 2) and isinstance(args[0], (list, tuple)):
+            shape = tuple(args[0])
+            if len(args) == 2:
+                if "dtype" in kw:
+                    raise self.error(call, f"T.empty for '{name}': dtype given twice")
+                dtype = args[1]
+        elif args and all(isinstance(a, (int, N.Expr)) and not isinstance(a, bool) for a in args):
+            shape = tuple(args)
+        else:
+            raise self.error(call, f"T.empty for '{name}': the shape is a tuple or list of dims "
+                                   "(or the dims themselves), then the dtype")
+        return Tensor(shape, dtype)
 
-    def _split(self, args, kwargs):
-        try:
-            bound = self.signature.bind(*args, **kwargs)
-        except TypeError as e:
-            raise TypeError(f"{self.__name__}: {e}") from None
-        bound.apply_defaults()
-        tensors = {n: bound.arguments[n] for n in self.tensors if n in bound.arguments}
-        spec = {n: bound.arguments[n] for n in self.scalars if n in bound.arguments}
-        for n, v in spec.items():
-            if hasattr(v, "shape") and hasattr(v, "dtype"):
-                raise TypeError(f"{self.__name__}: '{n}' got a tensor but the body declares no "
-                                f"`{n}: T.Tensor(shape, dtype)`")
-        return tensors, spec
+    def _check_shapes(self, key, tensors: dict) -> None:
+        """Each tensor against what its declaration came to (derived dims included)."""
+        expected = self._expected.get(key, {})
+        for name, want in expected.items():
+            t = tensors.get(name)
+            if t is None or not hasattr(t, "shape"):
+                continue
+            got = tuple(int(s) for s in t.shape)
+            if len(got) != len(want) or any(w is not None and w != g for w, g in zip(want, got)):
+                shown = tuple("*" if w is None else w for w in want)
+                raise ValueError(f"{self.__name__}: '{name}' is declared with shape {shown} "
+                                 f"for {', '.join(f'{k}={v}' for k, v in key[0]) or 'these arguments'}, "
+                                 f"got a tensor of shape {got}")
 
     # ---- the public API -------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
-        tensors, spec = self._split(args, kwargs)
-        missing = [n for n in self.tensors if n not in tensors]
-        if missing:
-            raise TypeError(f"{self.__name__}: missing tensor argument(s) {', '.join(missing)}")
-        consts = self._bind_from_tensors(tensors, {})
-        unbound = [c for c in self.consts if c not in consts]
-        if unbound:
-            raise ValueError(f"{self.__name__}: T.const {', '.join(unbound)} is not a dim of "
-                             f"any tensor argument; compile with {self.__name__}.compile("
-                             f"{', '.join(f'{c}=...' for c in unbound)})")
-        kernel = self._build(consts, spec)
-        return kernel(*[tensors[n] for n in self.tensors])
+        runtime, spec, consts, key = self._resolve(args, dict(kwargs), partial=False)
+        kernel = self._build(consts, spec, key)
+        self._check_shapes(key, runtime)
+        return kernel(*[runtime[n] for n in self.runtime])
+
+    def compile(self, *args, **kwargs):
+        """The kernel for these arguments (TileLang's ``compile``): tensors or the
+        ``T.const`` values by keyword, and the specialization arguments (the others take
+        their defaults); ``kernel(*tensors)`` returns the outputs."""
+        runtime, spec, consts, key = self._resolve(args, dict(kwargs), partial=True)
+        kernel = self._build(consts, spec, key)
+        self._check_shapes(key, runtime)
+        return kernel
+
+    def get_tir(self, *args, **kwargs) -> N.PrimFunc:
+        """The ``prim_func`` these arguments give (what ``compile`` would compile)."""
+        _, spec, consts, _ = self._resolve(args, dict(kwargs), partial=True)
+        return self._prim_func(consts, spec)[0]
+
+    def get_kernel_source(self, *args, **kwargs) -> str:
+        """TileLang's ``jit_fn.get_kernel_source(...)``: ``compile(...)``'s CuTe DSL source."""
+        return self.compile(*args, **kwargs).get_kernel_source()
+
+    def par_compile(self, configs, num_workers: Optional[int] = None, ignore_error: bool = False) -> list:
+        """TileLang's ``par_compile``: ``compile(**config)`` (or ``compile(*config)`` for a
+        tuple) for each config on a thread pool; with ``ignore_error`` a config that fails
+        gives None."""
+        import concurrent.futures as cf
+        import os
+
+        def one(c):
+            try:
+                return self.compile(*c) if isinstance(c, tuple) else self.compile(**c)
+            except Exception:
+                if ignore_error:
+                    return None
+                raise
+
+        configs = list(configs)
+        with cf.ThreadPoolExecutor(num_workers or min(len(configs), os.cpu_count() or 1) or 1) as ex:
+            return list(ex.map(one, configs))
 
     def warmup(self, *specs, devices=None) -> list:
         """``compile(**spec)`` and ``Kernel.warmup`` for each dict ``spec`` (``T.const``
@@ -285,34 +559,13 @@ class EagerKernel:
         never a compile (a serving process, after ``warmup``)."""
         self.sealed = True
 
-    def compile(self, **kwargs):
-        """The kernel for these ``T.const`` values and specialization arguments (the
-        others take their defaults), compiled now: ``kernel(*tensors)`` returns the
-        outputs."""
-        consts = {c: kwargs.pop(c) for c in list(kwargs) if c in self.consts}
-        unbound = [c for c in self.consts if c not in consts]
-        if unbound:
-            raise TypeError(f"{self.__name__}.compile: give the T.const value(s) "
-                            f"{', '.join(unbound)}")
-        unknown = [k for k in kwargs if k not in self.scalars]
-        if unknown:
-            raise TypeError(f"{self.__name__}.compile: unknown argument(s) {', '.join(unknown)}; "
-                            f"the T.const names are {', '.join(self.consts) or 'none'} and the "
-                            f"specialization parameters {', '.join(self.scalars) or 'none'}")
-        spec = {}
-        for n in self.scalars:
-            p = self.signature.parameters[n]
-            if n in kwargs:
-                spec[n] = kwargs[n]
-            elif p.default is not inspect.Parameter.empty:
-                spec[n] = p.default
-            else:
-                raise TypeError(f"{self.__name__}.compile: missing specialization argument '{n}'")
-        return self._build({k: int(v) for k, v in consts.items()}, spec)
+    def __repr__(self) -> str:
+        return f"<tilecute eager jit {self.__name__}{self.signature}>"
 
 
 def _shape_nodes(ann) -> Optional[list]:
-    """The dim expressions of ``T.Tensor((d0, d1), dtype)`` / ``T.Tensor[[d0, d1], dtype]``."""
+    """The dim expressions of ``T.Tensor((d0, d1), dtype)`` / ``T.Tensor[[d0, d1], dtype]``
+    written in place (None for a shape given by a name or anything else)."""
     if isinstance(ann, ast.Call) and ann.args:
         shape = ann.args[0]
     elif isinstance(ann, ast.Subscript):
@@ -322,21 +575,32 @@ def _shape_nodes(ann) -> Optional[list]:
         return None
     if isinstance(shape, (ast.Tuple, ast.List)):
         return list(shape.elts)
-    return [shape] if shape is not None else None
+    return None
 
 
 class _Returning:
-    """A compiled eager kernel: ``kernel(*tensors)`` returns the outputs in the order of
-    the body's ``return``."""
+    """A compiled eager kernel: ``kernel(*args)`` returns the outputs in the order of
+    the body's ``return`` (None for a kernel that declares none)."""
 
     def __init__(self, kernel, order: list[int]):
         self.kernel, self.order = kernel, order
 
     def __getattr__(self, name: str) -> Any:
+        if name == "kernel":
+            raise AttributeError(name)
         return getattr(self.kernel, name)
+
+    def get_profiler(self, tensor_supply_type=None, shapes=None):
+        """``Kernel.get_profiler`` over this kernel: its outputs come in ``return`` order,
+        as a reference program returns them."""
+        from ..runtime.profiling import Profiler, TensorSupplyType
+
+        return Profiler(self, tensor_supply_type or TensorSupplyType.Auto, shapes)
 
     def __call__(self, *args):
         outs = self.kernel(*args)
+        if not self.order:
+            return None
         outs = outs if isinstance(outs, tuple) else (outs,)
         picked = tuple(outs[i] for i in self.order)
         return picked[0] if len(picked) == 1 else picked

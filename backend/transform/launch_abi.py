@@ -55,17 +55,23 @@ def _dim(d: N.Expr):
 
 
 def grid_cpp(e: N.Expr, func: N.PrimFunc) -> str:
-    """A grid extent as a C++ expression over the launcher's ``sym_<name>`` locals."""
+    """A grid extent as a C++ expression over the launcher's ``sym_<name>`` locals (the
+    symbolic dims) and ``arg_<name>`` locals (integer scalar arguments: TileLang's
+    ``T.Kernel(T.ceildiv(max_seqlen_q, block_M), ...)`` with ``max_seqlen_q: T.int32``)."""
     symbols = {s.name for s in func.symbols}
     if isinstance(e, N.Const):
         return str(int(e.value))
     if isinstance(e, N.Var):
-        if e.name not in symbols:
-            raise LoweringError(
-                f"prim_func '{func.name}': grid extent uses '{e.name}'; grid extents may use "
-                "only constants and the symbolic dims of the tensor arguments"
-            )
-        return f"sym_{e.name}"
+        if e.name in symbols:
+            return f"sym_{e.name}"
+        if any(isinstance(p, N.Var) and p.name == e.name and N.is_int(p.dtype) and
+               p.dtype != "bool" for p in func.params):
+            return f"arg_{e.name}"
+        raise LoweringError(
+            f"prim_func '{func.name}': grid extent uses '{e.name}'; grid extents may use "
+            "only constants, the symbolic dims of the tensor arguments and integer scalar "
+            "arguments"
+        )
     if isinstance(e, N.BinOp):
         ops = {"add": "+", "sub": "-", "mul": "*"}
         a, b = grid_cpp(e.a, func), grid_cpp(e.b, func)
