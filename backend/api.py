@@ -176,6 +176,25 @@ def _specs_text(specializations: dict) -> str:
                      for a, kw in specializations)
 
 
+def _par_compile(jitted, configs, num_workers: Optional[int] = None, ignore_error: bool = False):
+    """TileLang's ``jit_fn.par_compile(configs)``: ``jitted(**config)`` (``jitted(*config)``
+    for a tuple) for each config on a thread pool; with ``ignore_error`` a config that
+    fails gives None."""
+    import concurrent.futures as cf
+
+    def one(c):
+        try:
+            return jitted(*c) if isinstance(c, tuple) else jitted(**c)
+        except Exception:
+            if ignore_error:
+                return None
+            raise
+
+    configs = list(configs)
+    with cf.ThreadPoolExecutor(num_workers or min(len(configs), os.cpu_count() or 1) or 1) as ex:
+        return list(ex.map(one, configs))
+
+
 def jit(fn=None, *, out_idx: Optional[Sequence[int]] = None, target: Optional[str] = None,
         options: Optional[dict] = None, pass_configs: Optional[dict] = None):
     """Decorate a kernel factory (a function returning a ``@T.prim_func``): calling it
@@ -244,6 +263,10 @@ def jit(fn=None, *, out_idx: Optional[Sequence[int]] = None, target: Optional[st
         call.warmup = warmup
         call.seal = seal
         call.compile = call  # TileLang's factory.compile(*args): the compiled kernel
+        # TileLang's JITImpl.get_tir / get_kernel_source / par_compile
+        call.get_tir = factory
+        call.get_kernel_source = lambda *a, **kw: compiled(*a, **kw).get_kernel_source()
+        call.par_compile = functools.partial(_par_compile, call)
         call.__tilecute_jit__ = (out_idx, target, merged)  # what tilecute.autotune reads
         return call
 

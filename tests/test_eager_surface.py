@@ -150,6 +150,11 @@ def test_eager_function_has_the_jit_kernel_api():
                                         {"M": 64, "K": 32, "bogus": 1}], ignore_error=True)
     assert kernels[0] is E.scale_rows.compile(M=64, K=32) and kernels[1] is not None
     assert kernels[2] is None
+    # a factory has them too
+    assert P.scale.get_kernel_source(1024, block=512) == P.scale(1024, block=512).get_kernel_source()
+    assert P.scale.get_tir(1024).name == "scale"
+    assert P.scale.par_compile([(1024,), {"n": 1024, "block": 512}]) == [P.scale(1024),
+                                                                         P.scale(n=1024, block=512)]
     with pytest.raises(TypeError, match=r"unknown argument\(s\) bogus"):
         E.scale_rows.compile(M=64, K=32, bogus=1)
     with pytest.raises(TypeError, match=r"missing specialization argument 'value'"):

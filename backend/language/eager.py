@@ -531,20 +531,9 @@ class EagerKernel:
         """TileLang's ``par_compile``: ``compile(**config)`` (or ``compile(*config)`` for a
         tuple) for each config on a thread pool; with ``ignore_error`` a config that fails
         gives None."""
-        import concurrent.futures as cf
-        import os
+        from ..api import _par_compile
 
-        def one(c):
-            try:
-                return self.compile(*c) if isinstance(c, tuple) else self.compile(**c)
-            except Exception:
-                if ignore_error:
-                    return None
-                raise
-
-        configs = list(configs)
-        with cf.ThreadPoolExecutor(num_workers or min(len(configs), os.cpu_count() or 1) or 1) as ex:
-            return list(ex.map(one, configs))
+        return _par_compile(self.compile, configs, num_workers, ignore_error)
 
     def warmup(self, *specs, devices=None) -> list:
         """``compile(**spec)`` and ``Kernel.warmup`` for each dict ``spec`` (``T.const``
