@@ -21,7 +21,8 @@ OPTIONS = {
                     "2**31 elements under symbolic shapes); by default offsets are 64-bit only "
                     "where a static shape needs it, and the launcher refuses a tensor past "
                     "int32 with an error naming this option",
-    "disable_mma_overlap": "a pipelined loop (3 stages or more) with two chained wgmma GEMMs "
+    "disable_mma_overlap": "a pipelined loop (3 stages or more, or 2 where the GEMMs' tiles "
+                           "have separate pipelines) with two chained wgmma GEMMs "
                            "and work between them (attention's S = Q K^T, softmax, O += P V) "
                            "runs them in program order; by default (sm_90a) step k's first "
                            "GEMM and step k - 1's second are issued together and run during "

@@ -305,36 +305,40 @@ CASES = [
 """),
 
     ("overlap_mma", ATTN, "sm_90a", """\
-@@ -26 +26,7 @@
+@@ -30 +30,8 @@
 -        for k in T.Pipelined(16, num_stages=3, warp_specialize=True):
 +        T.mbarrier_wait_parity(tc_bar0, 0)
 +        T.gemm(Q_s, K_s, S, transpose_A=False, transpose_B=True, clear_accum=True, stage=0)
++        T.mbarrier_arrive(tc_bar1)
 +        for i in T.Parallel(64):
 +            for j in T.Parallel(64):
 +                S[i, j] = T.exp2(S[i, j])
 +        T.copy(S, P)
 +        for k in T.Pipelined(1, 16, num_stages=3, warp_specialize=True):
-@@ -28 +34,5 @@
+@@ -32 +39,6 @@
 -            T.gemm(Q_s, K_s, S, transpose_A=False, transpose_B=True, clear_accum=True)
 +            T.gemm(Q_s, K_s, S, transpose_A=False, transpose_B=True, clear_accum=True, wg_wait=1, stage=k % 3)
 +            for i_1 in T.Parallel(64):
 +                for j_1 in T.Parallel(64):
 +                    acc[i_1, j_1] = acc[i_1, j_1] * T.float32(0.5)
++            T.mbarrier_wait_parity(tc_bar2[(k - 1) % 3], (k - 1) // 3 & 1)
 +            T.gemm(P, V_s, acc, transpose_A=False, transpose_B=False, clear_accum=False, wg_wait=1, stage=(k - 1) % 3)
-@@ -32,3 +42,2 @@
+@@ -37,3 +49,2 @@
 -            for i_1 in T.Parallel(64):
 -                for j_1 in T.Parallel(64):
 -                    acc[i_1, j_1] = acc[i_1, j_1] * T.float32(0.5)
 +            T.wait_wgmma(0)
-+            T.mbarrier_arrive(tc_bar1[(k - 1) % 3])
-@@ -36,2 +45,5 @@
++            T.mbarrier_arrive(tc_bar3[(k - 1) % 3])
+@@ -41,3 +52,6 @@
+-            T.mbarrier_wait_parity(tc_bar2[k % 3], k // 3 & 1)
 -            T.gemm(P, V_s, acc, transpose_A=False, transpose_B=False, clear_accum=False)
--            T.mbarrier_arrive(tc_bar1[k % 3])
+-            T.mbarrier_arrive(tc_bar3[k % 3])
 +        for i_1 in T.Parallel(64):
 +            for j_1 in T.Parallel(64):
 +                acc[i_1, j_1] = acc[i_1, j_1] * T.float32(0.5)
++        T.mbarrier_wait_parity(tc_bar2, 1)
 +        T.gemm(P, V_s, acc, transpose_A=False, transpose_B=False, clear_accum=False, stage=0)
-+        T.mbarrier_arrive(tc_bar1)
++        T.mbarrier_arrive(tc_bar3)
 """),
 ]
 
@@ -458,11 +462,8 @@ def test_overlapped_attention_builds(tmp_path):
     assert info.kernel_names
 
 
-def test_overlap_mma_needs_three_stages_and_pingpong_is_asked_for():
-    """With 2 stages the loop stays as written (the producer could not run ahead); two
-    compute warpgroups take turns only with warpgroup_pingpong."""
-    two = run_passes(T.from_script(ATTN.replace("num_stages=3", "num_stages=2")), "sm_90a")
-    assert "T.wait_wgmma" not in print_func(two)
+def test_pingpong_is_asked_for():
+    """Two compute warpgroups take turns only with warpgroup_pingpong."""
     wide = ATTN.replace("threads=128", "threads=256").replace("Q: T.Tensor((128, 64)", "Q: T.Tensor((256, 64)")
     for name in ("Q_s", "S", "P", "acc"):
         wide = wide.replace(f"{name} = T.alloc_shared((64, 64)", f"{name} = T.alloc_shared((128, 64)") \
@@ -572,3 +573,17 @@ def test_pdl_marks_kernels_and_reaches_the_launcher_and_the_kernel(tmp_path, mon
     assert "TC_ANY_PDL" not in tilecute.compile(func, target="sm_90a").get_source("launcher")
     with pytest.raises(OptionError, match="option pdl .* needs sm_90 or later; the target is sm_80"):
         tilecute.compile(func, target="sm_80", options={"pdl": True})
+
+
+def test_separate_pipelines_let_two_stages_overlap():
+    """K and V, first used by different GEMMs, get a pipeline each (FlashAttention's): the
+    compute loop waits for V only before the second GEMM and releases K's stage as soon as
+    the first is done, so the MMA overlap applies with 2 stages too; a GEMM's A and B, used
+    by the same statement, keep one pipeline."""
+    two = ATTN.replace("num_stages=3", "num_stages=2")
+    script = print_func(run_passes(T.from_script(two), "sm_90a"))
+    assert "T.wait_wgmma(0)" in script
+    waits = [ln.strip() for ln in script.splitlines() if "mbarrier_wait_parity(tc_bar" in ln]
+    assert any("tc_bar0[k % 2]" in w for w in waits) and any("tc_bar2[(k - 1) % 2]" in w for w in waits)
+    gemm = print_func(run_passes(T.from_script(GEMM_SYM), "sm_90a"))
+    assert "tc_bar2" not in gemm.replace("tc_bar2 = T.alloc_barrier(1)", "")

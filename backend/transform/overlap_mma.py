@@ -32,9 +32,14 @@ k - 1's stage, and finishes X:
 
 It applies only where X splits that way (no statement of ``X_free`` depends on an earlier
 statement of ``X_tied``), both GEMMs are wgmma, G2's A operand is a register fragment X
-writes, and the loop has 3 stages or more (step k - 1's stage is held until the middle
-of step k: with 2 the producer cannot run ahead; measured on an H100, attention at head
-dim 128 ran 7% slower with 2 stages overlapped than not, 6% faster with 3).
+writes, and the loop has 3 stages or more, or 2 with separate pipelines.  With one
+pipeline for both GEMMs' tiles, step k - 1's stage is held until the middle of step k:
+with 2 stages the producer cannot run ahead (measured on an H100, attention at head dim
+128 ran 7% slower with 2 stages overlapped than not, 6% faster with 3).  Where the warp
+specialization gave G1's and G2's tiles a pipeline each (``[wait1, G1, release1, X,
+wait2, G2, release2]``, FlashAttention's K and V pipelines), step k releases G1's stage as
+soon as G1 is done and waits for G2's (step k - 1's) just before issuing G2, so 2 stages
+keep the producer ahead.
 ``options={"disable_mma_overlap": True}`` keeps the loop as written, unless the program
 asked for the overlap (``For.overlap_mma``: TileLang's ``T.Pipelined(stage=, order=,
 group=)`` describing this schedule), which is honored with any number of stages, or
@@ -115,14 +120,23 @@ class _Overlap(StmtMutator):
         return loop if plan is None else self.rewrite(loop, *plan)
 
     def match(self, loop: N.For):
-        body = loop.body
+        body = list(loop.body)
         if loop.kind != "pipelined" or len(body) < 4:
             return None
-        if not loop.overlap_mma and (not self.auto or loop.num_stages < 3):
-            return None  # (step k - 1's stage is held until mid-step k: 2 stages starve)
         wait, arrive = body[0], body[-1]
         if not isinstance(wait, N.MBarrierWait) or not isinstance(arrive, N.MBarrierArrive):
             return None
+        # separate pipelines (warp_specialize): G1's tiles released right after it, G2's
+        # waited for right before it: [wait1, G1, release1, X, wait2, G2, release2]
+        split = len(body) > 6 and isinstance(body[2], N.MBarrierArrive) and \
+            isinstance(body[-3], N.MBarrierWait)
+        if split:
+            release1, wait2 = body.pop(2), body.pop(-3)
+        else:
+            release1 = wait2 = None
+        if not loop.overlap_mma and (not self.auto or loop.num_stages < (2 if split else 3)):
+            return None  # (one pipeline: step k - 1's stage is held until mid-step k, and
+            # 2 stages starve; separate ones release G1's tiles at once)
         gemms = [i for i, s in enumerate(body) if isinstance(s, N.Gemm)]
         if len(gemms) != 2 or gemms[0] != 1 or gemms[1] != len(body) - 2:
             return None
@@ -150,11 +164,14 @@ class _Overlap(StmtMutator):
         if any(buffers_used(r) & (buffers_used(t) | g1_bufs) for r in later for t in rest) or \
                 any(buffers_used(r) & g1_bufs for r in later):
             later, rest = [], tied
-        return g1, g2, free, later, rest
+        return g1, g2, free, later, rest, release1, wait2
 
     def rewrite(self, loop: N.For, g1: N.Gemm, g2: N.Gemm, free: list, later: list,
-                tied: list):
+                tied: list, release1, wait2):
+        """``release1``/``wait2`` (separate pipelines): step k releases G1's tiles as soon
+        as G1 is done, and waits for G2's (step k - 1's) only before issuing G2."""
         wait, arrive = loop.body[0], loop.body[-1]
+        r1, w2 = ([release1] if release1 else []), ([wait2] if wait2 else [])
         k, a, n, S = loop.var, loop.start, loop.extent, loop.num_stages
         loc = loop.loc
 
@@ -182,20 +199,20 @@ class _Overlap(StmtMutator):
                 return [N.If(fold_constants(cond), (N.NamedBarrier(
                     other, sync.threads, arrive=True, loc=loc),), loc=loc)]
         if turns is None:
-            first = at([wait, dataclasses.replace(g1, stage=stage(a)), *free, *tied], a)
+            first = at([wait, dataclasses.replace(g1, stage=stage(a)), *r1, *free, *tied], a)
         else:
             first = at([wait, *mine, dataclasses.replace(g1, wg_wait=1, stage=stage(a)),
-                        *hand_over(k), N.WaitWgmma(0, loc=g1.loc), *free, *tied], a)
+                        *hand_over(k), N.WaitWgmma(0, loc=g1.loc), *r1, *free, *tied], a)
         steady = dataclasses.replace(loop, start=fold_constants(N.binop("add", a, i32(1))),
                                      extent=sub(n, i32(1)),
                                      body=tuple([
                                          wait, *mine,
                                          dataclasses.replace(g1, wg_wait=1, stage=stage(k)),
-                                         *at(later, prev),
+                                         *at(later, prev), *at(w2, prev),
                                          dataclasses.replace(g2, wg_wait=1, stage=stage(prev)),
-                                         *hand_over(k), *free,
+                                         *hand_over(k), *r1, *free,
                                          N.WaitWgmma(0, loc=g2.loc), *at([arrive], prev), *tied]))
-        tail = [*at(later, last), dataclasses.replace(g2, stage=stage(last)),
+        tail = [*at(later, last), *at(w2, last), dataclasses.replace(g2, stage=stage(last)),
                 *at([arrive], last)]
         if isinstance(n, N.Const):
             return init + first + [steady] + tail if n.value > 0 else []

@@ -32,7 +32,7 @@ import dataclasses
 from ..ir import nodes as N
 from ..ir.visitor import var_names, walk_stmts
 from ..target import MAX_THREADS, PRODUCER_REGS, WARPGROUP, arch_at_least, target
-from .analysis import lifetimes, loads as expr_loads, stage_bytes
+from .analysis import buffers_used, lifetimes, loads as expr_loads, stage_bytes
 from .tma_copies import TmaError
 from .mbarriers import KernelTma, full_wait, i32, issuer, schedule, split_body
 
@@ -87,36 +87,58 @@ class _Specializer:
         return self.specialize(loop, loads, rest, wait_at)
 
     def specialize(self, loop: N.For, loads, rest, wait_at) -> list:
+        """The producer's loop and the compute loop.  Loads whose tiles are first used by
+        different statements (attention: K by the first GEMM, V by the second) get a
+        pipeline each (FlashAttention's separate K and V pipelines): the compute loop
+        waits for each group just before its first use, and the producer refills each
+        group's stage as soon as that group's stage is released."""
         k = self.k
         S, a, n = loop.num_stages, loop.start, loop.extent
         for c in loads:
             k.stages[c.dst.buffer] = S
-        bar = k.barrier(len(loads), S, loop.loc)
-        issue = issuer(loop, loads, bar)
-        cur, full = full_wait(loop, bar)
         threads = k.scope.num_threads
         rest = list(rest)
-        empty = k.barrier(threads, S, loop.loc)
-        if k.shared_a(rest[-1]):  # step k's MMAs stay in flight: release step k - 1's stage
-            rest[-1] = dataclasses.replace(rest[-1], wg_wait=1)
-            release = N.If(N.Cmp("gt", cur, i32(0)), (N.MBarrierArrive(N.Region(
-                empty, (N.binop("mod", N.binop("add", cur, i32(S - 1)), i32(S)),)), loc=loop.loc),),
-                loc=loop.loc)
-        else:  # A from registers: the MMAs end with the step, and so does its stage
-            release = N.MBarrierArrive(N.Region(empty, (N.binop("mod", cur, i32(S)),)),
-                                       loc=loop.loc)
+        groups = _by_first_use(loads, rest)
+        if len(groups) == 1:  # (one pipeline: wait where the first load stood)
+            groups = [(wait_at, loads)]
         j = N.Var(k.fresh("tc_j"), "int32")
         stage = N.binop("mod", j, i32(S))
-        acquire = N.If(N.Cmp("ge", j, i32(S)), (N.MBarrierWait(
-            N.Region(empty, (stage,)),
-            N.binop("bitand", N.binop("add", N.binop("floordiv", j, i32(S)), i32(1)), i32(1)),
-            loc=loop.loc),), loc=loop.loc)
         it = j if isinstance(a, N.Const) and a.value == 0 else N.binop("add", a, j)  # a + j
-        feed = N.For(j, i32(0), n, "serial", (acquire,) + issue(it, stage), loc=loop.loc)
+        shared_a = k.shared_a(rest[-1])
+        if shared_a:  # step k's MMAs stay in flight: release step k - 1's stage
+            rest[-1] = dataclasses.replace(rest[-1], wg_wait=1)
+        feed, waits, releases = [], {}, {}
+        for at, group in groups:
+            bar = k.barrier(len(group), S, loop.loc)
+            cur, full = full_wait(loop, bar)
+            empty = k.barrier(threads, S, loop.loc)
+            if shared_a:  # at the end of the step
+                releases.setdefault(len(rest), []).append(N.If(N.Cmp("gt", cur, i32(0)), (
+                    N.MBarrierArrive(N.Region(empty, (N.binop(
+                        "mod", N.binop("add", cur, i32(S - 1)), i32(S)),)), loc=loop.loc),),
+                    loc=loop.loc))
+            else:  # A from registers: the MMAs end with the step; each group's stage is
+                # released after its last use (the last group's at the end of the step)
+                last = max((i for i, s in enumerate(rest)
+                            if buffers_used(s) & {c.dst.buffer for c in group}), default=0)
+                last = len(rest) if len(groups) == 1 or last == len(rest) - 1 else last + 1
+                releases.setdefault(last, []).append(N.MBarrierArrive(
+                    N.Region(empty, (N.binop("mod", cur, i32(S)),)), loc=loop.loc))
+            feed.append(N.If(N.Cmp("ge", j, i32(S)), (N.MBarrierWait(
+                N.Region(empty, (stage,)),
+                N.binop("bitand", N.binop("add", N.binop("floordiv", j, i32(S)), i32(1)), i32(1)),
+                loc=loop.loc),), loc=loop.loc))
+            feed.extend(issuer(loop, group, bar)(it, stage))
+            waits.setdefault(at, []).append(full)
         tid = N.Call("thread_idx", (i32(0),), "int32")
         self.producer = N.If(N.Cmp("ge", tid, i32(threads)), (
-            N.If(N.Cmp("eq", tid, i32(threads)), (feed,), loc=loop.loc),), loc=loop.loc)
-        body = rest[:wait_at] + [full] + rest[wait_at:] + [release]
+            N.If(N.Cmp("eq", tid, i32(threads)), (N.For(j, i32(0), n, "serial", tuple(feed),
+                                                        loc=loop.loc),), loc=loop.loc),),
+            loc=loop.loc)
+        body = []
+        for i, s in enumerate(rest):
+            body += releases.get(i, []) + waits.get(i, []) + [s]
+        body += waits.get(len(rest), []) + releases.get(len(rest), [])
         return [self.producer, dataclasses.replace(loop, body=tuple(body))]
 
     def refusal(self, loop: N.For, loads, mma_tail: bool) -> str | None:
@@ -169,6 +191,16 @@ class _Specializer:
             if _hoisted(s, set(self.k.allocs)):
                 seen.add(s.var.name)
         return seen
+
+
+def _by_first_use(loads, rest) -> list:
+    """``loads`` grouped by the statement of ``rest`` that first uses their tiles, in
+    order: ``[(index, loads), ...]``."""
+    first = {}
+    for c in loads:
+        at = next((i for i, s in enumerate(rest) if c.dst.buffer in buffers_used(s)), len(rest))
+        first.setdefault(at, []).append(c)
+    return sorted(first.items())
 
 
 def warp_specialize(func: N.PrimFunc, arch: str, auto: bool = True) -> N.PrimFunc:
