@@ -162,7 +162,7 @@ def _compile_one(func: N.PrimFunc, out_idx, arch: str, options: dict) -> Kernel:
 
         return build_entry(func, arch, options, folder,
                            published_as=cache.published_path(key, folder),
-                           pch_folder=cache.pch_folder())
+                           runtime_folder=cache.launcher_runtime_folder())
 
     # the kernel imports its host module under the key's lock: `tilecute cache clear`
     # cannot remove the entry between the lookup and the import

@@ -55,12 +55,12 @@ __all__ = [
 
 ENV_DIR = "TILECUTE_CACHE_DIR"
 ENV_DISABLE = "TILECUTE_DISABLE_CACHE"
-ENV_PCH_DIR = "TILECUTE_PCH_DIR"
+ENV_RUNTIME_DIR = "TILECUTE_LAUNCHER_RUNTIME_DIR"
 
 _KEY = re.compile(r"[0-9a-f]{64}\Z")
 _TMP_PREFIX = ".tmp-"  # a build in progress: .tmp-<key>-<random>, made under the key's lock
 _TRASH_PREFIX = ".trash-"
-_PCH = ".pch"  # precompiled launcher headers: <root>/.pch/<toolchain digest>/
+_RUNTIME = ".launcher-runtime"  # the compiled launcher runtime: <root>/.launcher-runtime/<digest>/
 _LOCKS = ".locks"
 # clear() removes a build folder whose name holds no key (made by an older tilecute) only
 # when it is this old: a younger one may belong to a build running right now
@@ -241,13 +241,13 @@ def get_or_build(key: str, build: Callable[[Path], dict],
         return use(path) if use is not None else path
 
 
-def pch_folder() -> Optional[Path]:
-    """Where the launchers' precompiled headers live, one folder per toolchain
-    (``tilecute.toolchain.precompiled_header``): ``$TILECUTE_PCH_DIR``, else
-    ``~/.cache/tilecute/.pch`` -- the default cache root's, whatever ``TILECUTE_CACHE_DIR``
-    says, so that many cache roots (a test suite's, a tuner's fresh folders) share one
-    70 MB header instead of building their own.  None when it cannot be made private."""
-    folder = Path(os.environ.get(ENV_PCH_DIR) or Path.home() / ".cache" / "tilecute" / _PCH).expanduser()
+def launcher_runtime_folder() -> Optional[Path]:
+    """Where the launcher runtime is compiled once per toolchain and linked from by every
+    launcher (``tilecute.toolchain.launcher_runtime_object``):
+    ``$TILECUTE_LAUNCHER_RUNTIME_DIR``, else ``~/.cache/tilecute/.launcher-runtime`` -- the
+    default cache root's, whatever ``TILECUTE_CACHE_DIR`` says, so that many cache roots (a
+    test suite's, a tuner's fresh folders) share one.  None when it cannot be made private."""
+    folder = Path(os.environ.get(ENV_RUNTIME_DIR) or Path.home() / ".cache" / "tilecute" / _RUNTIME).expanduser()
     if not folder.is_absolute():
         folder = Path.cwd() / folder
     try:

@@ -4,7 +4,7 @@
     tilecute cache clear [--older-than 7d]     remove entries (all, or those older than that)
     tilecute cache verify                      check every entry against its manifest
     tilecute cache path KEY                    print an entry's folder (a unique key prefix does)
-    tilecute show KEY [--kind cute|host|launcher|launcher-header|abi|ir|script]   print a compiled kernel's sources
+    tilecute show KEY [--kind cute|host|launcher|launcher-header|launcher-runtime|abi|ir|script]   print a compiled kernel's sources
     tilecute tune ls | show KEY | clear        the autotuner's stored results
     tilecute export FILE.py[:ATTR] -o OUTDIR --arch sm_90a,sm_80 [--name PKG] [--wheel]
                                                kernels as a package that needs only TVM FFI

@@ -22,8 +22,8 @@ from .toolchain import build_launcher, tool_versions
 
 def write_sources(func, arch: str, folder: Path, options: dict | None = None):
     """Lower ``func`` and write its generated sources into ``folder``: ``ir.json``,
-    ``abi.json``, ``kernel_cute.py``, ``launcher.cpp`` with the launcher runtime header it
-    includes (``tilecute_launcher.h``), and ``host.py``.  Returns the plan."""
+    ``abi.json``, ``kernel_cute.py``, ``launcher.cpp`` with the launcher runtime beside it
+    (``tilecute_launcher.h``, ``tilecute_launcher_runtime.cpp``), and ``host.py``.  Returns the plan."""
     from . import __version__
     from .codegen.cute import emit_cute
     from .host.host_module import render_host_module
@@ -47,18 +47,19 @@ def write_sources(func, arch: str, folder: Path, options: dict | None = None):
 
 
 def build_entry(func, arch: str, options: dict, folder: Path,
-                published_as: Path | None = None, pch_folder: Path | None = None) -> dict:
+                published_as: Path | None = None, runtime_folder: Path | None = None) -> dict:
     """Build every artifact of a cache entry except the cubin (made on first use) into
     ``folder``; return the manifest fields the cache records.  ``published_as``: where the
     folder will live (the cache renames it); the launcher records its source under that
-    path, so a launcher error's traceback names a file that exists.  ``pch_folder``: where
-    the launcher's precompiled header lives (the cache root's ``.pch``)."""
+    path, so a launcher error's traceback names a file that exists.  ``runtime_folder``:
+    where the launcher runtime is compiled once and linked from (the cache's
+    ``.launcher-runtime``); None compiles it into the launcher."""
     from .ir.serialize import canonical_json
 
     plan = write_sources(func, arch, folder, options)
     folder = Path(folder)
     remap = (f"-ffile-prefix-map={folder}={published_as}",) if published_as else ()
-    build_launcher(folder / "launcher.cpp", folder, extra_cflags=remap, pch_folder=pch_folder)
+    build_launcher(folder / "launcher.cpp", folder, extra_cflags=remap, runtime_folder=runtime_folder)
     return {"function": func.name, "arch": arch, "options": options,
             "versions": tool_versions(), "ir": json.loads(canonical_json(func)),
             "abi": plan.abi.to_dict()}

@@ -44,7 +44,7 @@ from .runtime.entry import MANIFEST, SCHEMA, file_record, load_manifest, verify_
 
 # what each (kernel, variant, arch) folder holds, from the cache entry
 ENTRY_FILES = ("launcher.so", "kernel.cubin", "abi.json", "launcher.cpp", "tilecute_launcher.h",
-               "kernel_cute.py")
+               "tilecute_launcher_runtime.cpp", "kernel_cute.py")
 _RESERVED = {"PackageError", "kernels", "manifest"}
 
 

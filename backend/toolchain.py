@@ -20,7 +20,10 @@ and library (``tvm_ffi.libinfo``), into a temporary name that is renamed into pl
 
 The launcher is linked against libtvm_ffi and libdl only: the CUDA driver is opened at run
 time, so the build needs only the CUDA *headers* (``cuda.h``, ``cudaTypedefs.h``), which the
-``nvidia-cuda-runtime`` wheel ships.
+``nvidia-cuda-runtime`` wheel ships.  The launcher runtime (``tilecute_launcher_runtime.cpp``,
+the code every launcher shares) is compiled once per toolchain into an object
+(:func:`launcher_runtime_object`) that each launcher links statically, so a launcher's
+build compiles only its own lines.
 
 Imports the standard library and ``tvm_ffi.libinfo`` (loaded without the rest of tvm_ffi);
 of tilecute only ``__version__`` and the folders of ``tilecute.runtime`` and
@@ -137,20 +140,21 @@ def _include_dirs() -> list[str]:
 
 
 def launcher_build_command(source: Path, output: Path, extra_cflags: tuple[str, ...] = (),
-                           pch: Path | None = None) -> list[str]:
-    """The compiler command that builds ``source`` into the shared library ``output``
-    (``pch``: a precompiled ``launcher_pch.h`` to force-include, see
-    :func:`precompiled_header`)."""
+                           runtime: Path | None = None) -> list[str]:
+    """The compiler command that builds ``source`` into the shared library ``output``,
+    linking ``runtime``: the launcher runtime compiled once (``.o``, see
+    :func:`launcher_runtime_object`) or its source (``.cpp``, compiled along); None links
+    none (a source that does not include ``tilecute_launcher.h``)."""
     libinfo = _tvm_ffi_libinfo()
     tvm_ffi_lib = Path(libinfo.find_libtvm_ffi())
     return [
         cxx_compiler(),
         *CXX_FLAGS,
         *extra_cflags,
-        *(("-Winvalid-pch", "-include", str(pch)) if pch else ()),
         *(f"-I{folder}" for folder in _include_dirs()),
         "-shared",
         str(source),
+        *((str(runtime),) if runtime is not None else ()),
         "-o",
         str(output),
         f"-L{tvm_ffi_lib.parent}",
@@ -161,75 +165,105 @@ def launcher_build_command(source: Path, output: Path, extra_cflags: tuple[str, 
     ]
 
 
-# -- the precompiled header -----------------------------------------------------------------
-PCH_HEADER = "launcher_pch.h"
-ENV_PCH = "TILECUTE_LAUNCHER_PCH"
+# -- the launcher runtime, compiled once ----------------------------------------------------
+# templates/tilecute_launcher.h and tilecute_launcher_runtime.cpp, copied next to every
+# launcher.cpp (tilecute.host.launcher.write_launcher)
+RUNTIME_HEADER = "tilecute_launcher.h"
+RUNTIME_SOURCE = "tilecute_launcher_runtime.cpp"
+RUNTIME_OBJECT = "tilecute_launcher_runtime.o"
+ENV_SHARED_RUNTIME = "TILECUTE_SHARED_RUNTIME"
+# flags of a launcher build that do not change the runtime's code: left out of its build, so
+# that every entry's launcher (each remaps its own folder) links the same object
+_PATH_MAP_FLAGS = ("-ffile-prefix-map=", "-fdebug-prefix-map=", "-fmacro-prefix-map=")
 
 
-def _pch_digest() -> str:
-    """What a precompiled header depends on: the compiler and its version, the flags, the
-    include folders and the header's text."""
-    text = (_templates_folder() / PCH_HEADER).read_text()
-    parts = [cxx_compiler(), cxx_version(), *CXX_FLAGS, *_include_dirs(), text]
+def _runtime_flags(extra_cflags: tuple[str, ...]) -> list[str]:
+    return [*CXX_FLAGS, *(f for f in extra_cflags if not f.startswith(_PATH_MAP_FLAGS))]
+
+
+@functools.lru_cache(maxsize=1)
+def _header_versions() -> tuple[str, ...]:
+    """What else a compiled runtime depends on: the TVM FFI release and the CUDA headers'
+    version (an upgrade in place keeps the include folders' paths)."""
+    import re
+
+    cuda_h = (cuda_include_dir() / "cuda.h").read_text(errors="replace")
+    found = re.search(r"#define\s+CUDA_VERSION\s+(\d+)", cuda_h)
+    return (f"apache-tvm-ffi {_dist_version('apache-tvm-ffi')}",
+            f"CUDA_VERSION {found.group(1) if found else 'unknown'}")
+
+
+def _runtime_digest(sources: Path, flags: list[str]) -> str:
+    """What a compiled runtime depends on: the compiler and its version, the flags, the
+    include folders and header versions, and the text of the runtime's header and code."""
+    parts = [cxx_compiler(), cxx_version(), *flags, *_include_dirs(), *_header_versions(),
+             (sources / RUNTIME_HEADER).read_text(), (sources / RUNTIME_SOURCE).read_text()]
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
 
 
-def _templates_folder() -> Path:
-    spec = importlib.util.find_spec("tilecute.templates")
-    return Path(next(iter(spec.submodule_search_locations)))
+def launcher_runtime_object(folder: Path, sources: Path, extra_cflags: tuple[str, ...] = ()) -> Path | None:
+    """The launcher runtime in ``sources`` (its header and code, as :func:`write_launcher`
+    copies them next to a launcher) compiled for this toolchain and ``extra_cflags``, as
+    ``folder/<digest>/tilecute_launcher_runtime.o``, built on first use (about 1 s) and
+    linked by every later launcher build with the same digest.  None when
+    ``TILECUTE_SHARED_RUNTIME=0``, when another process is building it right now (that
+    launcher compiles the runtime along with itself rather than wait), or when ``folder``
+    cannot be made private: the launcher is the same either way, only its build is slower
+    (docs/performance.md).
 
-
-def precompiled_header(folder: Path) -> Path | None:
-    """``launcher_pch.h``, precompiled for this toolchain, in ``folder/<digest>/`` (the
-    cache root's ``.pch``), built on first use; None when ``TILECUTE_LAUNCHER_PCH=0``, when
-    another process is building it right now (that build goes without, rather than wait),
-    or when it cannot be built (a compiler without PCH support): a launcher builds the same
-    without it, about 0.4 s slower (docs/performance.md).
-
-    A header the compiler loads into every launcher is trusted like the cache's entries:
-    its folder must be private (``check_private``), and it is published by one rename."""
+    Code the compiler links into every launcher is trusted like the cache's entries: its
+    folder must be private (``check_private``), and it is published by one rename, with
+    the header and code it was compiled from beside it.  A compile error is raised
+    (:class:`LauncherBuildError`): the launcher's own build would fail the same way."""
     from .runtime.entry import UnsafeCacheError, check_private, try_lock
 
-    if os.environ.get(ENV_PCH, "1") == "0":
+    if os.environ.get(ENV_SHARED_RUNTIME, "1") == "0":
         return None
-    folder = Path(folder)
-    target = folder / _pch_digest()
-    header, gch = target / PCH_HEADER, target / (PCH_HEADER + ".gch")
+    folder, sources = Path(folder), Path(sources)
+    flags = _runtime_flags(tuple(extra_cflags))
+    target = folder / _runtime_digest(sources, flags)
+    obj = target / RUNTIME_OBJECT
     try:
         folder.mkdir(mode=0o700, exist_ok=True)
         check_private(folder)
-        if gch.is_file():
+        if obj.is_file():
             check_private(target)
-            return header
-        if (target.with_suffix(".failed")).exists():
-            return None
+            return obj
         with try_lock(folder / f"{target.name}.lock") as held:
             if not held:
                 return None
-            if gch.is_file():
-                return header
+            if obj.is_file():
+                return obj
             tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=folder))
             try:
-                shutil.copyfile(_templates_folder() / PCH_HEADER, tmp / PCH_HEADER)
-                cmd = [cxx_compiler(), *CXX_FLAGS, *(f"-I{d}" for d in _include_dirs()),
-                       "-x", "c++-header", str(tmp / PCH_HEADER), "-o", str(tmp / (PCH_HEADER + ".gch"))]
+                for name in (RUNTIME_HEADER, RUNTIME_SOURCE):
+                    shutil.copyfile(sources / name, tmp / name)
+                cmd = [cxx_compiler(), *flags, *(f"-I{d}" for d in _include_dirs()),
+                       "-c", str(tmp / RUNTIME_SOURCE), "-o", str(tmp / RUNTIME_OBJECT)]
+                # the object names its source under the folder it is published as
+                cmd[1:1] = [f"-ffile-prefix-map={tmp}={target}"]
                 out = subprocess.run(cmd, capture_output=True, text=True, check=False)
                 if out.returncode != 0:
-                    target.with_suffix(".failed").write_text(out.stderr[-4000:])
-                    return None
+                    raise LauncherBuildError(
+                        f"building the launcher runtime failed (exit {out.returncode}):\n"
+                        f"$ {' '.join(cmd)}\n{out.stdout}{out.stderr}")
                 os.replace(tmp, target)
             finally:
                 shutil.rmtree(tmp, ignore_errors=True)
-        return header
+        return obj
     except (OSError, UnsafeCacheError):
         return None
 
 
 def build_launcher(source: Path, out_dir: Path, *, extra_cflags: tuple[str, ...] = (),
-                   pch_folder: Path | None = None) -> Path:
-    """Compile the launcher ``source`` into ``out_dir/launcher.so`` and return its path
-    (``pch_folder``: where the precompiled header lives, the cache root's ``.pch``; None
-    builds without one).
+                   runtime_folder: Path | None = None) -> Path:
+    """Compile the launcher ``source`` into ``out_dir/launcher.so`` and return its path.
+
+    The launcher runtime next to ``source`` (``tilecute_launcher_runtime.cpp``) is linked
+    in: from ``runtime_folder`` (the cache's ``.launcher-runtime``), compiled there once
+    per toolchain (:func:`launcher_runtime_object`), or else compiled along with the
+    launcher (``runtime_folder`` None, or no shared object to be had).  A source with no
+    runtime next to it is built alone.
 
     The library is written under a temporary name in ``out_dir`` and renamed into place,
     so a reader never sees a partial file.
@@ -241,8 +275,12 @@ def build_launcher(source: Path, out_dir: Path, *, extra_cflags: tuple[str, ...]
     os.close(fd)
     tmp = Path(tmp_name)
     try:
-        pch = precompiled_header(pch_folder) if pch_folder is not None else None
-        cmd = launcher_build_command(source, tmp, tuple(extra_cflags), pch)
+        runtime = source.parent / RUNTIME_SOURCE
+        if not runtime.is_file():
+            runtime = None
+        elif runtime_folder is not None:
+            runtime = launcher_runtime_object(runtime_folder, source.parent, tuple(extra_cflags)) or runtime
+        cmd = launcher_build_command(source, tmp, tuple(extra_cflags), runtime)
         out = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if out.returncode != 0:
             raise LauncherBuildError(
@@ -285,12 +323,12 @@ def _tool_versions() -> tuple:
 
 
 # what the fingerprint reads: the sources that shape generated artifacts
-_SOURCE_SUFFIXES = (".py", ".j2", ".h")
+_SOURCE_SUFFIXES = (".py", ".j2", ".h", ".cpp")
 
 
 def source_fingerprint() -> str:
     """sha256 (12 hex digits) of tilecute's own sources (.py, the .j2 templates and the
-    launcher runtime header .h): compiler, runtime and templates, named by package so a
+    launcher runtime's .h and .cpp): compiler, runtime and templates, named by package so a
     source tree and an installed wheel agree (about 70 small files, read once per
     process)."""
     from . import runtime, templates

@@ -1,8 +1,8 @@
 """Compile time of one new kernel config, by phase, on this machine (issue 20's goal: a new
 GEMM config in <= 0.6 s on one core): the Python side (passes, codegen, rendering), the
 launcher's C++ build, and the cubin (CuTe DSL, in the cubin worker), for N distinct GEMM
-configs, each in a fresh cache folder; then the same with the launcher's precompiled
-header off (``TILECUTE_LAUNCHER_PCH=0``).  Run pinned to one core for the goal
+configs, each in a fresh cache folder; then the same with the shared launcher runtime off
+(``TILECUTE_SHARED_RUNTIME=0``: every launcher compiles the runtime along with itself).  Run pinned to one core for the goal
 (``taskset -c 0 python benchmarks/compile_time.py``).  JSON lines; medians.
 
     python3 benchmarks/compile_time.py [--configs 4]
@@ -27,10 +27,11 @@ CONFIGS = [dict(tm=128, tn=256, tk=64, stages=3), dict(tm=128, tn=128, tk=64, st
            dict(tm=128, tn=256, tk=32, stages=4), dict(tm=64, tn=256, tk=64, stages=4)]
 
 
-def measure(configs, pch: bool) -> dict:
-    os.environ["TILECUTE_LAUNCHER_PCH"] = "1" if pch else "0"
+def measure(configs, shared_runtime: bool) -> dict:
+    os.environ["TILECUTE_SHARED_RUNTIME"] = "1" if shared_runtime else "0"
     os.environ["TILECUTE_CACHE_DIR"] = tempfile.mkdtemp(prefix="compile-time-")
-    os.environ["TILECUTE_PCH_DIR"] = os.path.join(tempfile.mkdtemp(prefix="compile-time-pch-"), "pch")
+    os.environ["TILECUTE_LAUNCHER_RUNTIME_DIR"] = os.path.join(
+        tempfile.mkdtemp(prefix="compile-time-runtime-"), "runtime")
     launcher_s = []
     real_build = toolchain.build_launcher
 
@@ -46,7 +47,7 @@ def measure(configs, pch: bool) -> dict:
     driver.build_launcher = timed_build
     rows = []
     try:
-        # the first build makes the precompiled header (once per toolchain): timed apart
+        # the first build compiles the launcher runtime (once per toolchain): timed apart
         t = time.perf_counter()
         tilecute.compile(G.matmul(tm=64, tn=64, tk=64, stages=2)).ensure_cubin()
         first = time.perf_counter() - t
@@ -64,7 +65,7 @@ def measure(configs, pch: bool) -> dict:
     med = {k: round(statistics.median(r[k] for r in rows), 3) for k in rows[0]}
     med["python_s"] = round(med["entry_s"] - med["launcher_s"], 3)
     med["total_s"] = round(med["entry_s"] + med["cubin_s"], 3)
-    return {"pch": pch, "configs": len(rows), "first_build_s": round(first, 2), **med}
+    return {"shared_runtime": shared_runtime, "configs": len(rows), "first_build_s": round(first, 2), **med}
 
 
 def main():
@@ -76,8 +77,8 @@ def main():
     tilecute.compile(G.matmul(tm=64, tn=128, tk=64, stages=2)).ensure_cubin()  # warm the worker
     configs = CONFIGS[:args.configs]
     cores = len(os.sched_getaffinity(0))
-    for pch in (True, False):
-        print(json.dumps({"cores": cores, **measure(configs, pch)}), flush=True)
+    for shared_runtime in (True, False):
+        print(json.dumps({"cores": cores, **measure(configs, shared_runtime)}), flush=True)
 
 
 if __name__ == "__main__":

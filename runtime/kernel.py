@@ -23,6 +23,7 @@ from .entry import check_private, import_source, verify_entry
 
 SOURCE_KINDS = {"cute": "kernel_cute.py", "host": "host.py", "launcher": "launcher.cpp",
                 "abi": "abi.json", "ir": "ir.json", "launcher-header": "tilecute_launcher.h",
+                "launcher-runtime": "tilecute_launcher_runtime.cpp",
                 "script": "ir_script.txt"}
 # the files the first call reads (the cubin is checked by publish_artifact itself)
 _LOADED_FILES = ("host.py", "abi.json", "kernel_cute.py", "launcher.so")
@@ -136,8 +137,9 @@ class Kernel:
     def get_source(self, kind: str = "cute") -> str:
         """``"cute"`` (CuTe DSL), ``"host"`` (host module), ``"launcher"`` (C++), ``"abi"``
         (launch ABI JSON), ``"ir"`` (the lowered IR as JSON), ``"script"`` (the lowered IR as
-        the printer shows it: every decision of the passes in TileLang's form) or
-        ``"launcher-header"``."""
+        the printer shows it: every decision of the passes in TileLang's form),
+        ``"launcher-header"`` or ``"launcher-runtime"`` (the launcher runtime's header and
+        code, beside ``launcher.cpp``)."""
         if kind not in SOURCE_KINDS:
             raise ValueError(f"get_source: kind must be one of {sorted(SOURCE_KINDS)}, got {kind!r}")
         return (self.path / SOURCE_KINDS[kind]).read_text()

@@ -86,7 +86,9 @@ def test_get_source_kinds_and_show_cli(vadd, capsys):
     with pytest.raises(ValueError, match="kind must be one of"):
         vadd.get_source("ptx")
     assert cli(["show", vadd.path.name[:10], "--kind", "launcher"]) == 0
-    assert "cuLaunchKernel" in capsys.readouterr().out
+    assert "tc_launch_kernels(tc_launcher, " in capsys.readouterr().out
+    assert cli(["show", vadd.path.name[:10], "--kind", "launcher-runtime"]) == 0
+    assert "g_cuda.LaunchKernel(" in capsys.readouterr().out
     assert cli(["show", str(vadd.path)]) == 0
     assert "@cute.kernel" in capsys.readouterr().out
     # the lowered IR as the printer shows it: the passes' decisions in TileLang's form
@@ -95,18 +97,23 @@ def test_get_source_kinds_and_show_cli(vadd, capsys):
     assert script == vadd.get_source("script") and "T.Parallel(1024, vector_width=8)" in script
 
 
-def test_entry_carries_the_launcher_runtime_header(vadd, capsys):
-    """launcher.cpp includes the launcher runtime header; the entry holds a copy (listed in
-    the manifest, shown by `tilecute show`), so the entry's launcher builds from the entry."""
-    from tilecute.host.launcher import runtime_header
+def test_entry_carries_the_launcher_runtime(vadd, capsys):
+    """launcher.cpp includes the launcher runtime header and links the runtime's code; the
+    entry holds a copy of both (listed in the manifest, shown by `tilecute show`), so the
+    entry's launcher builds from the entry."""
+    from tilecute.host.launcher import runtime_header, runtime_source
 
     header = vadd.path / "tilecute_launcher.h"
+    code = vadd.path / "tilecute_launcher_runtime.cpp"
     assert header.read_bytes() == runtime_header().read_bytes()
+    assert code.read_bytes() == runtime_source().read_bytes()
     assert '#include "tilecute_launcher.h"' in vadd.get_source("launcher")
     manifest = json.loads((vadd.path / "manifest.json").read_text())
     assert "tilecute_launcher.h" in manifest["files"]
+    assert "tilecute_launcher_runtime.cpp" in manifest["files"]
     assert cli(["show", vadd.path.name[:10], "--kind", "launcher-header"]) == 0
     assert capsys.readouterr().out == header.read_text()
+    assert vadd.get_source("launcher-runtime") == code.read_text()
 
 
 def _child(code: str, cache_dir) -> dict:
@@ -177,7 +184,7 @@ def test_eight_processes_compiling_one_new_program_build_it_once(tmp_path):
 
 
 @pytest.mark.parametrize("victim", ["host.py", "launcher.so", "abi.json", "kernel_cute.py",
-                                    "tilecute_launcher.h"])
+                                    "tilecute_launcher.h", "tilecute_launcher_runtime.cpp"])
 def test_damaged_artifact_is_reported_and_rebuilt(victim, cache_dir):
     k = tilecute.compile(E.vector_add("float16"), target="sm_90a")
     path = k.path

@@ -146,8 +146,8 @@ OOB_NAN = 1
 def test_rendered_descriptor_block():
     source = render_launcher(GEMM, tilecute_version=VERSION)
     # the tensor's global layout is checked with the arguments, before any driver call
-    assert 'const TcTmaGlobal tma_A = tc_tma_global(t_A, nullptr, "A", 2, 16);' in source
-    assert 'const TcTmaGlobal tma_B = tc_tma_global(t_B, strides_B, "B", 2, 16);' in source
+    assert 'const TcTmaGlobal tma_A = tc_tma_global(tc_launcher, t_A, nullptr, "A", 2, 16);' in source
+    assert 'const TcTmaGlobal tma_B = tc_tma_global(tc_launcher, t_B, strides_B, "B", 2, 16);' in source
     # a stack CUtensorMap per descriptor, its address in the parameter array
     assert "  CUtensorMap k0_A_desc;  // TMA descriptor over A, encoded below (kTmaDescriptors[0])" in source
     assert "void* k0_params[] = { &k0_A_desc, &k0_B_desc, &k0_C_ptr, &k0_alpha, &k0_M, &k0_N };" in source
@@ -159,16 +159,16 @@ def test_rendered_descriptor_block():
             "      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, "
             "CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,\n") in source
     # encoded on every call, after the argument checks and before the launch
-    encode = ("  tc_require_driver();\n"
+    encode = ("  tc_require_driver(tc_launcher);\n"
               "  // kernel 'gemm_tma_kernel' parameter 'A_desc': A float16[M, K], tiled, box [128, 64], swizzle 128B, "
               "L2 promotion 256B, out-of-bounds zero\n"
-              "  tc_encode_tma_tiled(&k0_A_desc, tma_A, kTmaDescriptors[0]);\n"
+              "  tc_encode_tma_tiled(tc_launcher, &k0_A_desc, tma_A, kTmaDescriptors[0]);\n"
               "  // kernel 'gemm_tma_kernel' parameter 'B_desc': B float16[N, K], tiled, box [64, 64], swizzle 128B, "
               "out-of-bounds NaN\n"
-              "  tc_encode_tma_tiled(&k0_B_desc, tma_B, kTmaDescriptors[1]);\n"
-              "  TC_PHASE_MARK(kPhasePack);\n")
+              "  tc_encode_tma_tiled(tc_launcher, &k0_B_desc, tma_B, kTmaDescriptors[1]);\n"
+              "  const TcLaunch launches[kNumKernels] = {\n")
     assert encode in source
-    assert source.index("TC_PHASE_MARK(kPhaseChecks)") < source.index(encode) < source.index("tc_device_slot(device_id)")
+    assert source.index("TC_PHASE_MARK(kPhaseChecks)") < source.index(encode) < source.index("tc_launch_kernels(")
     assert "constexpr bool kEncodesTiledTma = true;" in source
     assert "constexpr bool kEncodesIm2colTma = false;" in source
     # the ABI's JSON form renders the same launcher
@@ -178,10 +178,10 @@ def test_rendered_descriptor_block():
 def test_rendered_im2col_and_shared_tensor():
     source = render_launcher(CONV, tilecute_version=VERSION)
     # Y serves two descriptors: one global layout, with the interleave-32 granule
-    assert source.count("tc_tma_global(t_Y,") == 1
-    assert 'const TcTmaGlobal tma_Y = tc_tma_global(t_Y, nullptr, "Y", 4, 32);' in source
-    assert "tc_encode_tma_im2col(&k0_X_desc, tma_X, kTmaDescriptors[0]);" in source
-    assert "tc_encode_tma_tiled(&k1_Y_desc, tma_Y, kTmaDescriptors[3]);" in source
+    assert source.count("tc_tma_global(tc_launcher, t_Y,") == 1
+    assert 'const TcTmaGlobal tma_Y = tc_tma_global(tc_launcher, t_Y, nullptr, "Y", 4, 32);' in source
+    assert "tc_encode_tma_im2col(tc_launcher, &k0_X_desc, tma_X, kTmaDescriptors[0]);" in source
+    assert "tc_encode_tma_tiled(tc_launcher, &k1_Y_desc, tma_Y, kTmaDescriptors[3]);" in source
     assert ("X float16[Nb, H, W, C], im2col, lower corner [-1, -2], upper corner [-1, 0], 64 channels per pixel, "
             "128 pixels per column, swizzle 128B, out-of-bounds zero") in source
     assert "      { -1, -2, 0 }, { -1, 0, 0 }, 64, 128 }," in source
@@ -294,7 +294,7 @@ def test_render_refuses_a_descriptor_that_breaks_a_rule(param, rule):
 ], ids=["box-256", "swizzle-64", "uint8", "float8", "nan-fill", "interleave-32", "interleave-16", "im2col-limits"])
 def test_render_accepts_the_edges_of_each_rule(param):
     source = render_launcher(with_desc(param), tilecute_version=VERSION)
-    assert f"tc_encode_tma_{param.tma.mode}(&k0_d, tma_{param.source}, kTmaDescriptors[0]);" in source
+    assert f"tc_encode_tma_{param.tma.mode}(tc_launcher, &k0_d, tma_{param.source}, kTmaDescriptors[0]);" in source
 
 
 # -- build and load -------------------------------------------------------------------------------

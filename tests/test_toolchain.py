@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 import tilecute
 
 IMPORTED_BY = """
@@ -41,8 +43,10 @@ def test_public_names_come_from_the_driver_and_the_toolchain():
     assert cache.tool_versions is toolchain.tool_versions
 
 
-def test_source_fingerprint_follows_the_launcher_runtime_header(tmp_path, monkeypatch):
-    """The header is copied into every entry, so a changed header must change the key."""
+@pytest.mark.parametrize("name", ["tilecute_launcher.h", "tilecute_launcher_runtime.cpp"])
+def test_source_fingerprint_follows_the_launcher_runtime(name, tmp_path, monkeypatch):
+    """The launcher runtime is copied into every entry and linked into its launcher, so a
+    changed header or runtime source must change the key."""
     from pathlib import Path
 
     from tilecute import templates, toolchain
@@ -53,45 +57,31 @@ def test_source_fingerprint_follows_the_launcher_runtime_header(tmp_path, monkey
     for f in Path(templates.__file__).parent.iterdir():
         if f.is_file():
             (fake / f.name).write_bytes(f.read_bytes())
-    header = fake / "tilecute_launcher.h"
-    header.write_bytes(header.read_bytes() + b"// changed\n")
+    changed = fake / name
+    changed.write_bytes(changed.read_bytes() + b"// changed\n")
     monkeypatch.setattr(templates, "__file__", str(fake / "__init__.py"))
     assert toolchain.source_fingerprint() != before
 
 
-# ---- the launcher's precompiled header ------------------------------------------------------
-def test_pch_header_covers_every_external_include_of_the_launcher():
+# ---- the launcher runtime, compiled once ---------------------------------------------------
+def test_launcher_header_includes_only_c_headers():
+    """A launcher compiles its own lines and the C headers of the CUDA driver API and TVM FFI:
+    the C++ library and TVM FFI's C++ headers (most of a build's time) are the runtime's."""
     import re
 
-    from tilecute.toolchain import PCH_HEADER, _templates_folder
+    from tilecute.toolchain import RUNTIME_HEADER
+    from tilecute.host.launcher import templates_dir
 
-    folder = _templates_folder()
-    listed = set(re.findall(r"#include <([^>]+)>", (folder / PCH_HEADER).read_text()))
+    folder = templates_dir()
     used = set()
-    for f in [folder / "tilecute_launcher.h", folder / "launcher.cpp.j2", *(folder / "partials").glob("*.j2")]:
-        used |= set(re.findall(r"#include <([^>]+)>", f.read_text()))
-    assert used and used <= listed, sorted(used - listed)
+    for f in [folder / RUNTIME_HEADER, folder / "launcher.cpp.j2", *(folder / "partials").glob("*.j2")]:
+        text = re.sub(r"#ifdef TILECUTE_PHASE_TIMING.*?#endif", "", f.read_text(), flags=re.S)
+        used |= set(re.findall(r"#include <([^>]+)>", text))
+    assert used == {"cuda.h", "stdint.h", "string.h", "tvm/ffi/c_api.h", "tvm/ffi/extra/c_env_api.h"}, used
 
 
-def test_precompiled_header_is_built_once_used_and_optional(tmp_path, monkeypatch):
-    import os
-    import subprocess
-
-    from tilecute import toolchain
-
-    monkeypatch.delenv("TILECUTE_LAUNCHER_PCH", raising=False)
-    folder = tmp_path / "pch"
-    header = toolchain.precompiled_header(folder)
-    assert header is not None and header.name == "launcher_pch.h"
-    gch = header.with_name("launcher_pch.h.gch")
-    assert gch.is_file() and oct(folder.stat().st_mode & 0o777) == "0o700"
-    stamp = gch.stat().st_mtime_ns
-    assert toolchain.precompiled_header(folder) == header and gch.stat().st_mtime_ns == stamp
-    # a launcher built with it: the compiler takes the header (no invalid-PCH warning)
-    entry = tmp_path / "entry"
-    entry.mkdir()
+def _copy_program():
     import tilecute.language as T
-    from tilecute.driver import write_sources
 
     @T.prim_func
     def copy(A: T.Tensor((128,), "float32"), B: T.Tensor((128,), "float32")):
@@ -99,37 +89,65 @@ def test_precompiled_header_is_built_once_used_and_optional(tmp_path, monkeypatc
             for i in T.Parallel(128):
                 B[i] = A[i]
 
-    write_sources(copy, "sm_90a", entry)
-    cmd = toolchain.launcher_build_command(entry / "launcher.cpp", entry / "l.so", (), header)
-    out = subprocess.run(cmd, capture_output=True, text=True)
-    assert out.returncode == 0 and "pch" not in out.stderr.lower(), out.stderr
-    assert "-include" in cmd and str(header) in cmd
-    # off by the environment
-    monkeypatch.setenv("TILECUTE_LAUNCHER_PCH", "0")
-    assert toolchain.precompiled_header(folder) is None
-    monkeypatch.delenv("TILECUTE_LAUNCHER_PCH")
-    # a folder others may write is not trusted: no header from it
+    return copy
+
+
+def test_runtime_object_is_built_once_linked_and_optional(tmp_path, monkeypatch):
+    import os
+
+    from tilecute import toolchain
+    from tilecute.driver import write_sources
+
+    monkeypatch.delenv("TILECUTE_SHARED_RUNTIME", raising=False)
+    entry = tmp_path / "entry"
+    entry.mkdir()
+    write_sources(_copy_program(), "sm_90a", entry)
+    folder = tmp_path / "runtime"
+    obj = toolchain.launcher_runtime_object(folder, entry)
+    assert obj is not None and obj.name == "tilecute_launcher_runtime.o" and obj.is_file()
+    assert oct(folder.stat().st_mode & 0o777) == "0o700"
+    # published with the sources it was compiled from
+    assert (obj.parent / "tilecute_launcher_runtime.cpp").read_bytes() == \
+        (entry / "tilecute_launcher_runtime.cpp").read_bytes()
+    stamp = obj.stat().st_mtime_ns
+    assert toolchain.launcher_runtime_object(folder, entry) == obj and obj.stat().st_mtime_ns == stamp
+    # an entry's own path remap does not change the object; a define does
+    remap = (f"-ffile-prefix-map={entry}=/somewhere/else",)
+    assert toolchain.launcher_runtime_object(folder, entry, remap) == obj
+    timed = toolchain.launcher_runtime_object(folder, entry, ("-DTILECUTE_PHASE_TIMING",))
+    assert timed is not None and timed != obj
+    # a launcher built with the folder links the object (and compiles no runtime of its own)
+    commands = []
+    real_run = toolchain.subprocess.run
+    monkeypatch.setattr(toolchain.subprocess, "run", lambda cmd, **kw: commands.append(cmd) or real_run(cmd, **kw))
+    library = toolchain.build_launcher(entry / "launcher.cpp", entry, runtime_folder=folder)
+    assert library.is_file()
+    assert [c for c in commands if str(obj) in c] == commands and len(commands) == 1
+    assert str(entry / "tilecute_launcher_runtime.cpp") not in commands[0]
+    # off by the environment: the launcher compiles the runtime along with itself
+    monkeypatch.setenv("TILECUTE_SHARED_RUNTIME", "0")
+    assert toolchain.launcher_runtime_object(folder, entry) is None
+    commands.clear()
+    toolchain.build_launcher(entry / "launcher.cpp", entry, runtime_folder=folder)
+    assert str(entry / "tilecute_launcher_runtime.cpp") in commands[0]
+    monkeypatch.delenv("TILECUTE_SHARED_RUNTIME")
+    # a folder others may write is not trusted: no object from it
     os.chmod(folder, 0o777)
     try:
-        assert toolchain.precompiled_header(folder) is None
+        assert toolchain.launcher_runtime_object(folder, entry) is None
     finally:
         os.chmod(folder, 0o700)
 
 
-def test_compile_uses_the_shared_pch_folder(cache_dir, tmp_path, monkeypatch):
+def test_compile_uses_the_shared_runtime_folder(cache_dir, tmp_path, monkeypatch):
     import tilecute
-    import tilecute.language as T
 
-    monkeypatch.delenv("TILECUTE_LAUNCHER_PCH", raising=False)
-    monkeypatch.setenv("TILECUTE_PCH_DIR", str(tmp_path / "shared-pch"))
-
-    @T.prim_func
-    def neg(A: T.Tensor((256,), "float32"), B: T.Tensor((256,), "float32")):
-        with T.Kernel(1, threads=256) as bx:
-            for i in T.Parallel(256):
-                B[i] = -A[i]
-
-    kernel = tilecute.compile(neg)
-    assert list((tmp_path / "shared-pch").glob("*/launcher_pch.h.gch"))
-    assert kernel.path.parent == cache_dir  # the cache root holds no header of its own
-    assert not (cache_dir / ".pch").exists()
+    monkeypatch.delenv("TILECUTE_SHARED_RUNTIME", raising=False)
+    monkeypatch.setenv("TILECUTE_LAUNCHER_RUNTIME_DIR", str(tmp_path / "shared-runtime"))
+    kernel = tilecute.compile(_copy_program())
+    assert list((tmp_path / "shared-runtime").glob("*/tilecute_launcher_runtime.o"))
+    assert kernel.path.parent == cache_dir  # the cache root holds no runtime of its own
+    assert not (cache_dir / ".launcher-runtime").exists()
+    # the entry keeps the runtime's sources, so it builds on its own
+    for name in ("launcher.cpp", "tilecute_launcher.h", "tilecute_launcher_runtime.cpp"):
+        assert (kernel.path / name).is_file()

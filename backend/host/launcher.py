@@ -4,12 +4,15 @@ All decisions are made here, in Python: which checks each argument gets and in w
 order, where each symbol is bound and where it is compared, the C++ type and value of
 every kernel parameter.  The result is a plain context of strings, ints, lists and dicts;
 ``templates/launcher.cpp.j2`` only prints it (``StrictUndefined``: a missing value is an
-error, never an empty string).  The C++ that is the same in every launcher is a real header,
-``templates/tilecute_launcher.h``, which the rendered source includes and which
-:func:`write_launcher` copies next to it.  ``docs/launch-abi.md`` describes what the
-generated code does.
+error, never an empty string).  The C++ that is the same in every launcher is the launcher
+runtime: ``templates/tilecute_launcher.h`` (the table types, the inline fast paths of the
+checks, the declarations), which the rendered source includes, and
+``templates/tilecute_launcher_runtime.cpp`` (everything else), which the toolchain compiles
+once per toolchain and links into every launcher; :func:`write_launcher` copies both next
+to the source.  ``docs/launch-abi.md`` describes what the generated code does.
 
-Imports jinja2 and the runtime's ABI and dtype tables; no CUTLASS, no torch.
+Imports jinja2, the runtime's ABI and dtype tables and the toolchain's names of the runtime
+files; no CUTLASS, no torch.
 """
 
 from __future__ import annotations
@@ -37,11 +40,13 @@ from ..runtime.abi import (
 )
 from ..runtime.dtypes import DTYPES
 from ..target import MAX_THREADS, TMA_MAX_BOX, TMA_MAX_RANK
+from ..toolchain import RUNTIME_HEADER, RUNTIME_SOURCE
 
 TEMPLATE = "launcher.cpp.j2"
 LAUNCHER_SOURCE = "launcher.cpp"
-# the launcher runtime: a header under templates/, copied next to every rendered launcher
-RUNTIME_HEADER = "tilecute_launcher.h"
+# the launcher runtime under templates/, copied next to every rendered launcher: the header it
+# includes and the code every launcher links (the toolchain compiles it once), named by
+# tilecute.toolchain (RUNTIME_HEADER, RUNTIME_SOURCE, imported above)
 
 # Names the launcher exports besides the function itself.
 EXPORT_SET_CUBIN = "__tilecute_set_cubin"
@@ -132,8 +137,9 @@ def template_environment() -> jinja2.Environment:
 
 
 def render_launcher(abi: LaunchABI, *, tilecute_version: str) -> str:
-    """The C++ source of the launcher for ``abi``; it includes :data:`RUNTIME_HEADER`, which
-    must lie next to it when it is built (:func:`write_launcher` puts it there)."""
+    """The C++ source of the launcher for ``abi``; it includes :data:`RUNTIME_HEADER` and
+    links :data:`RUNTIME_SOURCE`'s code, which must lie next to it when it is built
+    (:func:`write_launcher` puts them there)."""
     context = launcher_context(abi, tilecute_version=tilecute_version)
     return template_environment().get_template(TEMPLATE).render(**context)
 
@@ -143,13 +149,20 @@ def runtime_header() -> Path:
     return templates_dir() / RUNTIME_HEADER
 
 
+def runtime_source() -> Path:
+    """The launcher runtime's code (``templates/tilecute_launcher_runtime.cpp``)."""
+    return templates_dir() / RUNTIME_SOURCE
+
+
 def write_launcher(abi: LaunchABI, folder: Path, *, tilecute_version: str) -> Path:
-    """Render the launcher for ``abi`` into ``folder/launcher.cpp`` and copy the runtime
-    header next to it, so the folder builds on its own; returns the source's path."""
+    """Render the launcher for ``abi`` into ``folder/launcher.cpp`` and copy the launcher
+    runtime (header and code) next to it, so the folder builds on its own; returns the
+    source's path."""
     folder = Path(folder)
     source = folder / LAUNCHER_SOURCE
     source.write_text(render_launcher(abi, tilecute_version=tilecute_version))
     shutil.copyfile(runtime_header(), folder / RUNTIME_HEADER)
+    shutil.copyfile(runtime_source(), folder / RUNTIME_SOURCE)
     return source
 
 
@@ -178,6 +191,7 @@ def launcher_context(abi: LaunchABI, *, tilecute_version: str) -> dict[str, Any]
         "tilecute_version": tilecute_version,
         "abi_version": abi.version,
         "runtime_header": RUNTIME_HEADER,
+        "runtime_source": RUNTIME_SOURCE,
         "exports": {
             "set_cubin": EXPORT_SET_CUBIN,
             "ensure_device": EXPORT_ENSURE_DEVICE,
@@ -195,7 +209,6 @@ def launcher_context(abi: LaunchABI, *, tilecute_version: str) -> dict[str, Any]
         "dynamic_smem_limit": DEFAULT_DYNAMIC_SMEM_LIMIT,
         "num_kernels": len(abi.kernels),
         "kernels": kernels,
-        "any_pdl": any(k.pdl for k in abi.kernels),
         "tma_descriptors": descriptors,
         "encodes_tiled_tma": _cpp_bool(any(d["mode"] == "tiled" for d in descriptors)),
         "encodes_im2col_tma": _cpp_bool(any(d["mode"] == "im2col" for d in descriptors)),
