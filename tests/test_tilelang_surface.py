@@ -88,6 +88,7 @@ CALLS = {
     "atomic_addx4": ("stmt", "C[0], C[0]"), "print": ("stmt", "x"),
     "device_assert": ("stmt", "bx >= 0"), "reinterpret": ("expr", 'x, "int32"'),
     "any_of": ("expr", "row"), "all_of": ("expr", "row"),
+    "view": ("alloc", "s"), "reshape": ("alloc", "s, (4096,)"),
     "symbolic": ("dim", '"K"'), "dynamic": ("dim", '"K"'), "Layout": ("layout", '"blocked"'),
     **{name: ("expr", "1.0") for name in T.DTYPE_NAMES},
 }

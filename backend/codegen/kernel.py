@@ -14,11 +14,11 @@ import math
 
 from ..ir import nodes as N
 from ..transform.analysis import (all_names, loads as _loads, row_major_strides, value_range,
-                                  walk_stmts)
+                                  view_bases, walk_stmts)
 from ..transform.launch_abi import KernelPlan
 from .bounds import Bounds, load_key
-from .expr import PREC, ExprPrinter, cute_type
-from .memory import SharedMemory, shared_index
+from .expr import PREC, ExprPrinter, cute_type, memory_type
+from .memory import SharedMemory, flat_index, shared_index
 from .mma import MmaEmitter
 from .nests import NestEmitter
 from .source import CodegenError, Writer, ident, quote
@@ -57,6 +57,13 @@ class KernelEmitter:
         self.tid, self.threads, self.region_barrier = "tc_tid", self.scope.num_threads, 0
         self.region_barriers: dict[tuple, int] = {}  # (first thread, count) -> barrier id
         self.reducers: dict[str, str] = {}  # T.alloc_reducer fragment -> its op
+        self.pointers: dict[str, str] = {}  # tensor parameter -> its pointer parameter
+        # local buffers that share registers with a view (or are one): one flat register
+        # tensor indexed in row-major order, which a view's flat index shares
+        bases = view_bases(self.scope.body)
+        local = {a.buffer.name for a in walk_stmts(self.scope.body)
+                 if isinstance(a, N.Allocate) and a.buffer.scope == "local"}
+        self.flat_locals = {n for pair in bases.items() for n in pair} & local
 
     def fail(self, node, msg: str):
         loc = getattr(node, "loc", None)
@@ -130,6 +137,8 @@ class KernelEmitter:
             return self.nests.register(name, indices)
         if buf.scope == "shared":
             return f"{ident(name)}[{shared_index(self.exprs, buf, self.layouts.get(name), indices)}]"
+        if name in self.flat_locals:
+            return f"{ident(name)}[{flat_index(self.exprs, buf, indices)}]"
         return f"{ident(name)}[{self.exprs.index_tuple(indices)}]"
 
     # ---- statements ----------------------------------------------------------------------
@@ -233,6 +242,9 @@ class KernelEmitter:
             self.layouts[b.name] = s.layout
         if b.scope == "shared":
             return  # carved out of dynamic shared memory at the kernel's start
+        if s.view_of:
+            self.view(s, depth)
+            return
         if b.scope == "fragment":
             total = math.prod(int(d.value) for d in b.shape)
             if s.reducer:
@@ -253,8 +265,34 @@ class KernelEmitter:
             self.out.line(depth, f"{ident(b.name)} = cute.make_rmem_tensor(({regs},), {cute_type(b.dtype)})",
                           note)
             return
+        if b.name in self.flat_locals:  # its views index the same registers
+            total = math.prod(int(d.value) for d in b.shape)
+            self.out.line(depth, f"{ident(b.name)} = cute.make_rmem_tensor(({total},), "
+                                 f"{cute_type(b.dtype)})", "row-major: it has views")
+            return
         shape = ", ".join(str(int(d.value)) for d in b.shape)
         self.out.line(depth, f"{ident(b.name)} = cute.make_rmem_tensor(({shape},), {cute_type(b.dtype)})")
+
+    def view(self, s: N.Allocate, depth: int) -> None:
+        """A view (T.view / T.reshape): a tensor over its base's storage.  Registers (a
+        fragment or local view) are the base's own tensor, recast to another dtype; a
+        global view is a row-major tensor over the parameter's pointer.  (Shared views
+        are carved at their base's slot with the other shared buffers.)"""
+        b, base = s.buffer, self.buffers[s.view_of]
+        note = f"T.view of {base.name}"
+        if b.scope == "global":
+            ptr = ident(self.pointers[base.name])
+            if b.dtype != base.dtype:
+                ptr = f"cute.recast_ptr({ptr}, dtype={memory_type(b.dtype)})"
+            shape = ", ".join(self.exprs.expr(d) for d in b.shape)
+            strides = ", ".join(self.stride_text(b, d) for d in row_major_strides(b))
+            self.out.line(depth, f"{ident(b.name)} = cute.make_tensor({ptr}, "
+                                 f"cute.make_layout(({shape},), stride=({strides},)))", note)
+        elif b.dtype == base.dtype:
+            self.out.line(depth, f"{ident(b.name)} = {ident(base.name)}", note)
+        else:
+            self.out.line(depth, f"{ident(b.name)} = cute.recast_tensor({ident(base.name)}, "
+                                 f"{cute_type(b.dtype)})", note)
 
     # ---- tile statements -----------------------------------------------------------------
     def reduce(self, s: N.Reduce, depth: int, guarded: bool) -> None:
@@ -576,6 +614,7 @@ class KernelEmitter:
         self.smem.carve(1)
         used = used_buffers(k.body)
         pointer = {p.source: p.name for p in launch.params if p.kind == "pointer"}
+        self.pointers = pointer
         for p in plan.tensor_params:
             if p.name not in used:
                 continue

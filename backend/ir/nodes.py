@@ -478,7 +478,8 @@ class Layout:
 
 @dataclass(frozen=True)
 class Allocate(Stmt):
-    """Declare a shared, fragment or local buffer for the rest of the enclosing block."""
+    """Declare a shared, fragment or local buffer for the rest of the enclosing block (or,
+    with ``view_of``, a view of another buffer's storage, global ones included)."""
 
     buffer: Buffer
     layout: Optional[Layout] = None  # chosen by the layout pass for fragment/shared buffers
@@ -494,6 +495,14 @@ class Allocate(Stmt):
     # the threads) combine contributions into with this op; T.finalize_reducer combines
     # the copies.  "" for an ordinary fragment
     reducer: str = ""
+    # a view (TileLang's T.view / T.reshape / T.Tensor(shape, dtype, buf.data)): this
+    # buffer names no storage of its own but the storage of buffer ``view_of`` (a shared,
+    # fragment or local allocation of the same scope, or a global parameter), from its
+    # first byte, read as this buffer's shape and dtype in row-major order: element ``e``
+    # (row-major flat index) is the bytes ``e * size .. (e + 1) * size`` of the base's
+    # row-major bytes.  The passes keep the two consistent (one layout of the bytes, one
+    # shared-memory slot, one set of registers).  "" for a buffer of its own
+    view_of: str = ""
 
 
 @dataclass(frozen=True)

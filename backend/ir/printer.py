@@ -158,6 +158,9 @@ def _stmt(s: N.Stmt, indent: int, out: list[str]) -> None:
             out.append(f"{pad}{b.name} = T.alloc_barrier({arg})")
             return
         layout = f", layout={layout_str(s.layout)}" if s.layout is not None else ""
+        if s.view_of:  # TileLang's T.view of another buffer's storage
+            out.append(f'{pad}{b.name} = T.view({s.view_of}, {shape}, "{b.dtype}"{layout})')
+            return
         stages = f", stages={s.stages}" if s.stages > 1 else ""
         if s.reducer:
             out.append(f'{pad}{b.name} = T.alloc_reducer({shape}, "{b.dtype}", op="{s.reducer}", '

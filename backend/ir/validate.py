@@ -55,6 +55,7 @@ class _Validator:
         self.bound: set[str] = set()
         self.barriers: set[str] = set()
         self.reducers: set[str] = set()  # T.alloc_reducer buffers
+        self.views: dict[str, str] = {}  # view -> the buffer it views
 
     def name(self, name: str, what: str) -> None:
         """Names become Python identifiers in generated code: unique, not ours, and as
@@ -129,6 +130,49 @@ class _Validator:
         self.const(d, what)
         if d.dtype != "int32" or d.value < 1:
             self.fail(f"{what}: dim {d.value!r} must be a positive int32")
+
+    def view(self, s: N.Allocate, vars_, bufs) -> None:
+        """An allocation viewing ``s.view_of``: an earlier buffer of the same scope that
+        is no view itself, holding at least the view's bits (exactly, when both are
+        static), no multi-buffered or reducer base; a global view's dims are int32
+        expressions of constants and the function's symbols."""
+        b = s.buffer
+        base = bufs.get(s.view_of)
+        if base is None:
+            self.fail(f"view '{b.name}' of '{s.view_of}': no buffer '{s.view_of}' is in scope")
+        if s.view_of in self.views:
+            self.fail(f"view '{b.name}' of '{s.view_of}': '{s.view_of}' is itself a view; view "
+                      f"its base '{self.views[s.view_of]}'")
+        if base.scope != b.scope:
+            self.fail(f"view '{b.name}' is {b.scope} but its base '{base.name}' is {base.scope}")
+        if s.stages != 1 or s.reducer or (s.layout is not None and s.layout.kind == "mbarrier"):
+            self.fail(f"view '{b.name}': a view has no stages, reducer or mbarrier layout of its "
+                      "own")
+        if base.scope == "global":
+            if base.strides is not None:
+                self.fail(f"view '{b.name}': its base '{base.name}' has strides; views are of "
+                          "row-major tensors")
+            symbols = {v.name for v in self.func.symbols}
+            if not isinstance(b.shape, tuple) or not b.shape:
+                self.fail(f"view '{b.name}': a view has dims")
+            for d in b.shape:
+                self.expr(d, vars_, bufs)
+                if d.dtype != "int32" or any(
+                        isinstance(x, N.Var) and x.name not in symbols or isinstance(x, N.Load)
+                        for x in _walk(d)):
+                    self.fail(f"view '{b.name}': a global view's dims are int32 expressions of "
+                              "constants and the function's symbols")
+        if all(isinstance(d, N.Const) for d in b.shape + base.shape):
+            bits = _prod(int(d.value) for d in b.shape) * DTYPES[b.dtype].bits
+            base_bits = _prod(int(d.value) for d in base.shape) * DTYPES[base.dtype].bits
+            if bits > base_bits or (bits != base_bits and base.scope != "global"):
+                self.fail(f"view '{b.name}' holds {bits} bits but its base '{base.name}' "
+                          f"holds {base_bits}")
+        if s.view_of in self.reducers:
+            self.fail(f"view '{b.name}': its base '{base.name}' is a reducer")
+        if b.scope == "fragment" and b.dtype != base.dtype:
+            self.fail(f"view '{b.name}': a fragment view keeps its base's dtype ({base.dtype})")
+        self.views[b.name] = base.name
 
     def run(self):
         self.depth()
@@ -338,13 +382,18 @@ class _Validator:
             if not isinstance(b, N.Buffer):
                 self.fail(f"an allocation holds a Buffer, got {type(b).__name__}")
             self.dtype(b.dtype, f"buffer '{b.name}'")
-            if b.scope not in ("shared", "fragment", "local"):
+            if not isinstance(s.view_of, str):
+                self.fail(f"buffer '{b.name}': view_of names a buffer, got {s.view_of!r}")
+            if s.view_of:
+                self.view(s, vars_, bufs)
+            elif b.scope not in ("shared", "fragment", "local"):
                 self.fail(f"buffer '{b.name}': allocations are shared, fragment or local")
-            if not isinstance(b.shape, tuple) or not b.shape or not all(
-                    isinstance(d, N.Const) for d in b.shape):
-                self.fail(f"buffer '{b.name}': allocation shapes are positive constants")
-            for d in b.shape:
-                self.dim(d, f"buffer '{b.name}'", vars_)
+            if not s.view_of or b.scope != "global":
+                if not isinstance(b.shape, tuple) or not b.shape or not all(
+                        isinstance(d, N.Const) for d in b.shape):
+                    self.fail(f"buffer '{b.name}': allocation shapes are positive constants")
+                for d in b.shape:
+                    self.dim(d, f"buffer '{b.name}'", vars_)
             self.integer(s.stages, f"buffer '{b.name}': stages", 1)
             if s.layout is not None and s.layout.kind == "mbarrier" and \
                     (b.scope != "shared" or b.dtype != "uint64" or b.ndim != 1 or s.layout.threads < 1):
@@ -627,6 +676,18 @@ class _Validator:
                               "node at that depth); split deep expressions with lets")
                 stack.extend((getattr(x, f.name), d + 1) for f in dataclasses.fields(x)
                              if f.name != "loc")
+
+
+def _walk(e):
+    """``e`` and every expression inside it."""
+    yield e
+    for v in vars(e).values():
+        if isinstance(v, N.Expr):
+            yield from _walk(v)
+        elif isinstance(v, tuple):
+            for x in v:
+                if isinstance(x, N.Expr):
+                    yield from _walk(x)
 
 
 def _prod(xs):

@@ -43,6 +43,7 @@ from .forms import alloc_global, alloc_reducer, cummax, cumsum, finalize_reducer
 from .forms import dec_max_nreg, grid, inc_max_nreg, sync_warp  # noqa: F401
 from .forms import annotate_layout, annotate_min_blocks_per_sm  # noqa: F401
 from .forms import atomic_addx2, atomic_addx4, device_assert, loop_break  # noqa: F401
+from .forms import reshape, view  # noqa: F401
 from .forms import (annotate_consumer_reg_alloc, annotate_producer_reg_dealloc,  # noqa: F401
                     disable_warp_group_reg_alloc, no_set_max_nreg)
 from .ops import EXPRESSION_HELPERS

@@ -181,6 +181,21 @@ def alloc_barrier(arrive_count):
     ``T.alloc_barrier([128] * n)``: ``n`` of them."""
 
 
+@_form("alloc")
+def view(src, shape=None, dtype=None, *, layout=None):
+    """``v = T.view(A_shared, (64, 128), dtype=T.int8)``: another buffer over the storage of
+    ``src`` (shared, fragment, local or a global parameter), read as ``shape`` and
+    ``dtype`` (``src``'s when None) in row-major order; it holds as many bits as ``src``.
+    No copy: writes through either are seen through the other.  tilecute's: ``layout``
+    (lowered IR)."""
+
+
+@_form("alloc")
+def reshape(src, shape, *, layout=None):
+    """``v = T.reshape(A, [N // M, M])``: ``T.view(src, shape)``, same dtype.  tilecute's:
+    ``layout`` (lowered IR)."""
+
+
 # ---- tile statements --------------------------------------------------------------------
 @_form("stmt")
 def copy(src, dst, *, coalesced_width=None, disable_tma=False, eviction_policy=None,
@@ -481,7 +496,7 @@ TILELANG_ONLY = frozenset("""
     copy_cluster tma_gather4 tma_scatter4 tma_load tma_load_2sm gemm_sp
     wgmma_gemm tcgen05_gemm reducer_init reducer_update
     atomic_load atomic_store atomic_or dp4a
-    reshape view access_ptr activemask all_sync any_sync ballot
+    access_ptr activemask all_sync any_sync ballot
     ballot_sync
    
     mbarrier_arrive_expect_tx mbarrier_expect_tx

@@ -33,8 +33,8 @@ from ..runtime.dtypes import UnknownDTypeError
 from . import forms as F
 from . import layouts as L
 from . import ops
-from .values import (DType, GemmWarpPolicy, Layout, Macro, TensorSpec, dtype_name, dynamic,
-                     plain_signature, signature_error)
+from .values import (DType, GemmWarpPolicy, Layout, Macro, TensorSpec, _TensorProxy, dtype_name,
+                     dynamic, plain_signature, signature_error)
 
 MAX_PARALLEL_DIMS = 8
 
@@ -69,6 +69,13 @@ class _BufferRef:
 class _VarRef(_BufferRef):
     """A ``T.alloc_var`` name: a one-element local buffer that reads and assigns like a
     scalar (``x = x + 1`` stores into it)."""
+
+
+class _DataRef:
+    """``buf.data``: a buffer's storage, which ``T.Tensor(shape, dtype, buf.data)`` views."""
+
+    def __init__(self, buffer: N.Buffer):
+        self.buffer = buffer
 
 
 class _Given:
@@ -203,6 +210,7 @@ class _Parser:
         self.used_names.add(self.fname)  # the function's own name is taken too
         self.in_kernel = False
         self.in_ws = False  # inside `with T.ws(...)`
+        self.view_roots: dict[str, N.Buffer] = {}  # a view's name -> the buffer it views
 
     # ---- errors and locations ---------------------------------------------------------
     def loc(self, node) -> N.Loc:
@@ -932,6 +940,9 @@ class _Parser:
             form = self.form_of(value.func)
             if form is not None and form.kind == "alloc":
                 return self.allocate(target.id, form, value, s)
+            proxy = self.tensor_proxy(value.func)
+            if proxy is not None:  # `flat = T.Tensor(shape, dtype, buf.data)`: a view
+                return self.tensor_view(target.id, proxy, value, s)
         v = self.expr(value) if value is not None else known
         current = self.lookup_local(target.id)
         if isinstance(current, _VarRef):  # `x = ...` on a T.alloc_var stores into it
@@ -1026,9 +1037,119 @@ class _Parser:
         self.bind(name, _BufferRef(buf))
         return []
 
+    def tensor_proxy(self, func_node):
+        """The ``T.Tensor`` / ``T.Buffer`` proxy a call names, or None."""
+        try:
+            fn = self.eval_python(func_node)
+        except FrontendError:
+            return None
+        return fn if isinstance(fn, _TensorProxy) else None
+
+    def tensor_view(self, name: str, proxy, call: ast.Call, s) -> list[N.Stmt]:
+        """``flat = T.Tensor(shape, dtype, buf.data)`` in a body (TileLang's buffer view,
+        ``T.Buffer`` too): a view of ``buf``'s storage, as ``T.view`` but with no check
+        that the two hold the same bits (the view may cover fewer)."""
+        form = proxy.form[len("T."):]
+        a = _Args(self, form, plain_signature(proxy.spec), call)
+        if not a.given("data"):
+            raise self.error(call, f"{proxy.form}(...) in a prim_func body needs data=buf.data "
+                                   "(a view of another buffer's storage); declare tensors as "
+                                   "parameters, or allocate with T.alloc_shared/T.alloc_fragment/"
+                                   "T.alloc_local")
+        defaults = {"strides": (None,), "elem_offset": (None, 0),
+                    "align": (0, None), "offset_factor": (0, None), "buffer_type": ("", "default"),
+                    "axis_separators": (None, (), [])}
+        for arg, accepted in defaults.items():
+            if arg in a.sig.parameters:
+                a.refuse_unless(arg, accepted, f"a view of '{ast.unparse(a.node('data'))}' takes "
+                                               "its base's scope and is row-major from its first "
+                                               "element")
+        data = a.value("data")
+        if not isinstance(data, _DataRef):
+            raise a.fail("data", f"data must be a buffer's storage (`buf.data`), got {_show(data)}")
+        root = self.view_roots.get(data.buffer.name, data.buffer)
+        scope = a.value("scope") if a.given("scope") else None
+        if scope is not None and {"global": "global", **_SCOPES}.get(scope) != root.scope:
+            raise a.fail("scope", f"'{name}': scope={scope!r}, but '{data.buffer.name}' is a "
+                                  f"{root.scope} buffer; a view lives where its base does")
+        return self.alloc_view(name, a, s, _BufferRef(data.buffer), a.value("shape"),
+                               a.value("dtype"), "data", exact=False)
+
+    def alloc_view(self, name: str, a: _Args, s, src, shape, dtype, src_arg: str,
+                   exact: bool) -> list[N.Stmt]:
+        """``name = T.view(src, shape, dtype)`` / ``T.reshape`` / ``T.Tensor(.., src.data)``:
+        an allocation with ``view_of`` the root of ``src`` (a view of a view views the
+        first one's base).  ``exact``: the view holds exactly the bits of ``src`` (TileLang
+        asserts it for T.view and T.reshape)."""
+        if not isinstance(src, _BufferRef):
+            raise a.fail(src_arg, f"'{name}': expected a buffer to view, got {_show(src)}")
+        if not self.in_kernel:
+            raise a.fail(src_arg, f"'{name}': tilecute takes views inside a T.Kernel block (write "
+                                  "it as the kernel's first statement)")
+        base = src.buffer
+        root = self.view_roots.get(base.name, base)
+        what = f"{self.form_text(a)}"
+        if shape is None:
+            shape = tuple(d.value if isinstance(d, N.Const) else d for d in base.shape)
+        shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
+        dims = []
+        for d, x in enumerate(shape):
+            if isinstance(x, int) and not isinstance(x, bool) and x > 0:
+                dims.append(N.Const(x, "int32"))
+            elif root.scope == "global" and _is_ir(x) and N.is_int(x.dtype) and \
+                    all(not isinstance(v, N.Var) or v.name in self.symbols
+                        for v in _walk_exprs(x)) and not any(
+                        isinstance(v, N.Load) for v in _walk_exprs(x)):
+                dims.append(N.cast(x, "int32"))
+            else:
+                more = (" or expressions of the symbols of the parameters' shapes"
+                        if root.scope == "global" else "")
+                raise a.fail("shape", f"'{name}': dim {d} of the view is {_show(x)}; a view's "
+                                      f"dims are positive ints known at parse time{more}")
+        dt = base.dtype if dtype is None else self.dtype_arg(a, "dtype", name)
+        bits, base_bits = _bits(dims, dt), _bits(root.shape, root.dtype)
+        if bits is None or base_bits is None:
+            if exact:
+                raise a.fail("shape", f"'{name}': cannot prove that the view "
+                                      f"{_shape_text(dims)} {dt} holds the bits of '{base.name}' "
+                                      f"{_shape_text(root.shape)} {root.dtype}")
+        elif bits != base_bits and (exact or not _fits(bits, base_bits)):
+            raise a.fail("shape", f"'{name}': the view {_shape_text(dims)} {dt} holds "
+                                  f"{_bits_text(bits)} bits but '{base.name}' "
+                                  f"{_shape_text(base.shape)} {base.dtype} holds "
+                                  f"{_bits_text(base_bits)}; {what} keeps the bits")
+        if dt != root.dtype and root.scope == "fragment":
+            raise a.fail("dtype", f"'{name}': a view of fragment '{base.name}' as {dt} (it holds "
+                                  f"{root.dtype}) is not supported by tilecute: a fragment's "
+                                  "elements are spread over the threads by element, so other "
+                                  "element sizes would not land in the same registers; view a "
+                                  "local or shared buffer instead")
+        if root.scope == "global" and root.strides is not None:
+            raise a.fail(src_arg, f"'{name}': '{base.name}' is a T.StridedTensor; a view reads "
+                                  "its base's bytes in row-major order, which a strided "
+                                  "tensor's are not")
+        if "layout" in a.sig.parameters and a.value("layout") is not None and \
+                not isinstance(a.value("layout"), N.Layout):
+            raise a.fail("layout", f"'{name}': layout= takes a T.Layout(...), got "
+                                   f"{a.value('layout')!r}")
+        layout = a.value("layout") if "layout" in a.sig.parameters else None
+        self.note_symbols(tuple(dims))
+        buf = N.Buffer(self.fresh(name), dt, tuple(dims), root.scope)
+        self.view_roots[buf.name] = root
+        self.bind(name, _BufferRef(buf))
+        return [N.Allocate(buf, layout, loc=self.loc(s), view_of=root.name)]
+
+    def form_text(self, a: _Args) -> str:
+        return f"{a.prefix}{a.name}"
+
     def allocate(self, name: str, form: F.Form, call: ast.Call, s) -> list[N.Stmt]:
         if form.__name__ == "alloc_global":
             return self.alloc_global(name, self.args(form, call), s)
+        if form.__name__ in ("view", "reshape"):
+            a = self.args(form, call)
+            return self.alloc_view(name, a, s, a.value("src"), a.value("shape"),
+                                   a.value("dtype") if form.__name__ == "view" else None,
+                                   "src", exact=True)
         if not self.in_kernel:
             raise self.error(s, "buffers are allocated inside a T.Kernel block")
         a = self.args(form, call)
@@ -1970,6 +2091,8 @@ class _Parser:
                     return tuple(d.value if isinstance(d, N.Const) else d for d in b.shape)
                 if node.attr == "dtype":
                     return b.dtype
+                if node.attr == "data":
+                    return _DataRef(b)
                 raise self.error(node, f"buffer attribute '{node.attr}' is not supported")
             if _is_ir(base):
                 if node.attr == "dtype":
@@ -2190,6 +2313,52 @@ def _helper_name(fn) -> Optional[str]:
     if fn is dynamic or fn is Layout:
         return fn.__name__
     return None
+
+
+def _bits(shape, dtype: str):
+    """The bits a buffer of ``shape`` and ``dtype`` holds, as (constant factor, sorted
+    symbol names) when its dims are products of constants and symbols; None otherwise."""
+    from ..runtime.dtypes import DTYPES
+
+    const, names = DTYPES[dtype].bits, []
+
+    def take(e) -> bool:
+        nonlocal const
+        if isinstance(e, int):
+            const *= e
+            return True
+        if isinstance(e, N.Const):
+            const *= int(e.value)
+            return True
+        if isinstance(e, N.Var):
+            names.append(e.name)
+            return True
+        if isinstance(e, N.Cast):
+            return take(e.value)
+        if isinstance(e, N.BinOp) and e.op == "mul":
+            return take(e.a) and take(e.b)
+        return False
+    if not all(take(d) for d in shape):
+        return None
+    return const, tuple(sorted(names))
+
+
+def _fits(bits, base_bits) -> bool:
+    """Does a view of ``bits`` fit in a base of ``base_bits`` (both from :func:`_bits`)?"""
+    if bits[1] == base_bits[1]:
+        return bits[0] <= base_bits[0]
+    return False
+
+
+def _bits_text(bits) -> str:
+    return " * ".join([str(bits[0])] + list(bits[1]))
+
+
+def _shape_text(shape) -> str:
+    from ..ir.printer import expr_str
+
+    return "(" + ", ".join(expr_str(d) if isinstance(d, N.Expr) else str(d) for d in shape) + \
+        (",)" if len(shape) == 1 else ")")
 
 
 def _hoist_shared(body: tuple) -> tuple:

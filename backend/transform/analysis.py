@@ -333,3 +333,46 @@ def tma_swizzle(alloc: N.Allocate | None) -> int:
     """The TMA swizzle (bytes) of a shared allocation, 0 for none."""
     layout = alloc.layout if alloc is not None else None
     return layout.swizzle if layout is not None and layout.kind == "tma_swizzled" else 0
+
+
+# ---- views (T.view / T.reshape / T.Tensor(shape, dtype, buf.data)) -------------------------
+def view_bases(body) -> dict[str, str]:
+    """Each view allocated in ``body`` (nested statements included) -> the buffer whose
+    storage it views (``Allocate.view_of``)."""
+    return {s.buffer.name: s.view_of for s in walk_stmts(body)
+            if isinstance(s, N.Allocate) and s.view_of}
+
+
+def aliased(body) -> set[str]:
+    """The buffers of ``body`` that share storage with another: views and their bases."""
+    bases = view_bases(body)
+    return set(bases) | set(bases.values())
+
+
+def view_layout(base: N.Buffer, layout: Optional[N.Layout], view: N.Buffer) -> N.Layout | str:
+    """The layout of shared ``view`` under which each of its elements is the bytes it
+    views of ``base`` laid out by ``layout`` (None: row-major), or why there is none.
+    Row-major bases give row-major views; a TMA-swizzled base gives its swizzle to views
+    whose rows have the base's bytes (the chunks and the XOR pattern are on bytes of rows);
+    a column-swizzled base (``c ^ (r % s)``) gives its swizzle to views of its dtype, its
+    row length and 2 or more dims, when both have whole ``s``-row groups per matrix."""
+    if layout is None or layout.kind == "row_major":
+        return N.Layout("row_major")
+    esize, vsize = DTYPES[base.dtype].bytes, DTYPES[view.dtype].bytes
+    if layout.kind == "tma_swizzled":
+        rows, vrows = int(base.shape[-1].value) * esize, int(view.shape[-1].value) * vsize
+        if rows == vrows:
+            return layout
+        return (f"its rows have {vrows} bytes and the rows of '{base.name}' {rows}; the "
+                f"{layout.swizzle}-byte TMA swizzle of '{base.name}' is a pattern over its rows")
+    if layout.kind == "swizzled":
+        s = layout.swizzle
+        if view.dtype != base.dtype or view.ndim < 2 or view.shape[-1] != base.shape[-1]:
+            return (f"'{base.name}' is column-swizzled (column c of row r at c ^ (r % {s})); a "
+                    "view keeps that only with its dtype, its row length and 2 or more dims")
+        for b in (base, view):
+            if b.ndim > 2 and int(b.shape[-2].value) % s:
+                return (f"'{b.name}' has {int(b.shape[-2].value)} rows per matrix, not a "
+                        f"multiple of the swizzle's {s}")
+        return layout
+    return f"'{base.name}' has layout {layout.kind}, which a view cannot share"

@@ -6,14 +6,19 @@ merely may (a 2-D tensor of two symbols) does only with the compile option
 on an H200: softmax over 16384-wide rows 142 us against 79), and such tensors are rare.
 Without the option the launch ABI marks them (``TensorArg.offsets_int32``) and the
 launcher refuses a tensor whose largest offset passes int32, naming the option, instead of
-reading and writing out of bounds."""
+reading and writing out of bounds.
+
+A global view (``Allocate.view_of``, T.view of a parameter) indexes as wide as its base,
+and wide also where its elements are narrower than a base whose offsets may pass int32
+(more of them fit in the same bytes)."""
 
 from __future__ import annotations
 
 import dataclasses
 
 from ..ir import nodes as N
-from .analysis import max_offset, may_pass_int32, INT32_MAX
+from ..runtime.dtypes import DTYPES
+from .analysis import max_offset, may_pass_int32, walk_stmts, INT32_MAX
 
 
 def choose_index_width(func: N.PrimFunc, options: dict) -> N.PrimFunc:
@@ -24,4 +29,12 @@ def choose_index_width(func: N.PrimFunc, options: dict) -> N.PrimFunc:
         bound = max_offset(p)
         if options.get("wide_offsets") or (bound is not None and bound > INT32_MAX):
             wide.append(p.name)
+    params = {p.name: p for p in func.params if isinstance(p, N.Buffer)}
+    for k in func.kernels:
+        for s in (s for s in walk_stmts(k.body) if isinstance(s, N.Allocate) and s.view_of in params):
+            base = params[s.view_of]
+            narrower = DTYPES[s.buffer.dtype].bytes < DTYPES[base.dtype].bytes
+            if s.view_of in wide or (narrower and may_pass_int32(base)) or (
+                    max_offset(s.buffer) or 0) > INT32_MAX:
+                wide.append(s.buffer.name)
     return dataclasses.replace(func, wide_tensors=tuple(wide))

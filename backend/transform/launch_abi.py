@@ -94,12 +94,18 @@ def tensor_alignment(func: N.PrimFunc) -> dict[str, int]:
     globals_ = {p.name: p for p in func.params if isinstance(p, N.Buffer)}
     aligned: dict[str, int] = {}
     for k in func.kernels:
+        views = {s.buffer.name: s for s in walk_stmts(k.body)
+                 if isinstance(s, N.Allocate) and s.view_of in globals_}
         for s in walk_stmts(k.body):
             if isinstance(s, N.For):
                 for v in s.vectors:
                     if v.buffer in globals_:
                         need = v.chunk * DTYPES[globals_[v.buffer].dtype].bytes
                         aligned[v.buffer] = max(aligned.get(v.buffer, 1), need)
+                    elif v.buffer in views:  # a global view: its base's pointer
+                        view = views[v.buffer]
+                        need = v.chunk * DTYPES[view.buffer.dtype].bytes
+                        aligned[view.view_of] = max(aligned.get(view.view_of, 1), need)
         for d in k.tma_descriptors:
             aligned[d.tensor] = max(aligned.get(d.tensor, 1), TMA_BASE_ALIGN)
     return aligned

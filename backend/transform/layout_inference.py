@@ -29,6 +29,14 @@ Shared buffers
   column (its innermost loop variable indexes a dim other than the last) and the rows
   are a power of two long; ``row_major`` otherwise.
 
+Views (``Allocate.view_of``: T.view / T.reshape)
+  A fragment view and its base are one set of registers: they are replicated together or
+  blocked together with one ``V`` (a blocked layout places element ``f``, the row-major
+  flat index, which a reshape keeps), and never a T.gemm register layout.  A shared view
+  takes the layout under which it reads the same bytes as its base
+  (:func:`~.analysis.view_layout`), or the pass says why there is none; a shared buffer
+  with views is not swizzled for column walks.
+
 Reductions get a shared scratch buffer (one value per row and warp) when the block has
 more than one warp; a row reduction of a T.gemm accumulator whose warps split N
 (``GemmWarpPolicy.FullCol``) gets one of M x warps-along-N values, where the warps'
@@ -44,7 +52,7 @@ from ..ir import nodes as N
 from ..ir.visitor import StmtMutator, walk_stmts
 from ..runtime.dtypes import DTYPES
 from ..target import VECTOR_BYTES, WARP
-from .analysis import accesses, is_unit, mentions, parallel_nest, squeeze
+from .analysis import accesses, is_unit, mentions, parallel_nest, squeeze, view_bases, view_layout
 
 MMA_LANES = 2  # MMA accumulators hold pairs of adjacent columns in adjacent registers
 
@@ -90,6 +98,7 @@ class _Kernel:
         # block's or a T.ws region's
         self.region = (0, self.threads)
         self.frag_region: dict[str, tuple] = {}  # fragment -> the T.ws region its nests run in
+        self.bases = view_bases(scope.body)  # view -> the buffer it views
 
     def fail(self, s, msg: str):
         where = f"{s.loc}: " if getattr(s, "loc", None) else ""
@@ -298,6 +307,7 @@ class _Kernel:
     def decide(self):
         frags = [n for n, a in self.allocs.items()
                  if a.buffer.scope == "fragment" and n not in self.rows]
+        self.check_fragment_views()
         for f in frags:
             if self.mma_layout(f) is not None and f in self.replicated:
                 self.fail(self.why[f], f"fragment '{f}' has a T.gemm register layout (an "
@@ -318,6 +328,9 @@ class _Kernel:
                 parent[x] = parent[parent[x]]
                 x = parent[x]
             return x
+        for v, b in self.bases.items():  # a view and its base: one set of registers
+            if v in parent and b in parent:
+                parent[find(v)] = find(b)
         nest_mode = []
         for nest in self.nests:
             touched = sorted({b for b, _, _ in nest.accesses if b in parent})
@@ -414,6 +427,24 @@ class _Kernel:
                 vector[m] = v
         return nest_mode, vector
 
+    def check_fragment_views(self) -> None:
+        """A fragment view and its base hold the same registers: one replicated makes both
+        replicated; neither may have a T.gemm register layout or hold rows of one."""
+        for v, b in self.bases.items():
+            if self.buffers[b].scope != "fragment":
+                continue
+            for x, other in ((v, b), (b, v)):
+                if self.mma_layout(x) is not None or x in self.rows:
+                    what = "holds rows of a T.gemm accumulator" if x in self.rows else \
+                        "has a T.gemm register layout (each thread holds the MMA's part of it)"
+                    self.fail(self.allocs[v], f"fragment '{x}' {what}, and '{v}' is a view of "
+                                              f"'{b}'; tilecute keeps a view's registers only "
+                                              "for fragments laid out by element (copy the "
+                                              "accumulator into a fragment of its own first)")
+            if (v in self.replicated) != (b in self.replicated):
+                x = v if v in self.replicated else b
+                self.make_replicated(v if x == b else b, self.why[x])
+
     def grouped_rows(self, r: N.Reduce, row: int, v: int) -> bool:
         """Whether rows shorter than the block's threads x ``v`` reduce within lane groups:
         under the blocked layout each row is then ``row // v`` consecutive threads' ``v``
@@ -471,9 +502,35 @@ class _Kernel:
 
         kernel = self
 
+        def base_layout(name: str):
+            a = kernel.allocs[name]
+            if a.layout is not None:
+                return a.layout
+            if kernel.buffers[name].scope == "shared" and name in kernel.bases.values():
+                return N.Layout("row_major")  # its views read its bytes: no column swizzle
+            return layout_of(name)
+
+        def view_layout_of(s: N.Allocate):
+            base = kernel.buffers[s.view_of]
+            if base.scope in ("fragment", "local", "global"):
+                layout = base_layout(s.view_of) if base.scope == "fragment" else None
+            else:
+                layout = view_layout(base, base_layout(s.view_of), s.buffer)
+                if isinstance(layout, str):
+                    kernel.fail(s, f"shared view '{s.buffer.name}' of '{base.name}': {layout}; "
+                                   f"tilecute cannot lay it out over the same bytes (view a "
+                                   "buffer of its own layout, or one whose rows match)")
+            if s.layout is not None and s.layout != layout:
+                kernel.fail(s, f"view '{s.buffer.name}' of '{base.name}' is annotated with layout "
+                               f"{s.layout.kind}, but over the bytes of '{base.name}' its layout "
+                               f"is {layout.kind if layout else 'none'}")
+            return layout
+
         class _Rewrite(StmtMutator):
             def visit_allocate(self, s: N.Allocate) -> N.Allocate:
-                return dataclasses.replace(s, layout=s.layout or layout_of(s.buffer.name))
+                if s.view_of:
+                    return dataclasses.replace(s, layout=view_layout_of(s))
+                return dataclasses.replace(s, layout=base_layout(s.buffer.name))
 
             def visit_for(self, s: N.For) -> N.For:
                 if s.kind != "parallel":

@@ -9,7 +9,8 @@ alive at the same time.  A buffer is alive from the first to the last top-level 
 of the kernel that uses it (a loop or a branch counts as one statement), so a GEMM's
 epilogue tile reuses the bytes of the main loop's stages.  Mbarrier arrays live the whole
 kernel.  A buffer with ``stages`` holds that many copies, ``stride`` bytes apart (one
-stage rounded up to the alignment)."""
+stage rounded up to the alignment).  A view (``Allocate.view_of``) takes its base's slot,
+and the base lives as long as any of its views is used."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import dataclasses
 
 from ..ir import nodes as N
 from ..target import SHARED_ALIGN, TMA_SWIZZLE_ALIGN, target
-from .analysis import lifetimes, stage_bytes
+from .analysis import lifetimes, stage_bytes, view_bases
 
 
 class SharedMemoryError(ValueError):
@@ -42,9 +43,17 @@ def place(scope: N.KernelScope) -> N.KernelScope:
     """``scope`` with a slot on each shared allocation and its total bytes."""
     forever = (-1, len(scope.body))
     alive = lifetimes(scope)
+    bases = view_bases(scope.body)
+    for v, b in bases.items():  # the base's bytes live while a view reads or writes them
+        if v in alive:
+            lo, hi = alive.get(b, alive[v])
+            alive[b] = (min(lo, alive[v][0]), max(hi, alive[v][1]))
     placed: list[tuple[int, int, tuple[int, int]]] = []  # (start, end, lifetime)
     slots = {}
-    for a in shared_allocs(scope):
+    allocs = shared_allocs(scope)
+    for a in allocs:
+        if a.buffer.name in bases:
+            continue
         align = _align(a)
         stride = _round_up(stage_bytes(a.buffer), align)
         size = stride * (a.stages - 1) + stage_bytes(a.buffer)
@@ -59,6 +68,15 @@ def place(scope: N.KernelScope) -> N.KernelScope:
                     offset, moved = _round_up(end, align), True
         placed.append((offset, offset + size, life))
         slots[a.buffer.name] = N.SharedSlot(offset, stride, align)
+    for a in allocs:
+        if a.buffer.name in bases:
+            base = next(b for b in allocs if b.buffer.name == bases[a.buffer.name])
+            if base.stages > 1:
+                where = f"{a.loc}: " if a.loc else ""
+                raise SharedMemoryError(f"{where}view '{a.buffer.name}' of '{base.buffer.name}': "
+                                        f"'{base.buffer.name}' has {base.stages} stages; tilecute "
+                                        "views single-buffered shared buffers")
+            slots[a.buffer.name] = slots[base.buffer.name]
     total = max((end for _, end, _ in placed), default=0)
     body = tuple(dataclasses.replace(s, slot=slots[s.buffer.name])
                  if isinstance(s, N.Allocate) and s.buffer.name in slots else s

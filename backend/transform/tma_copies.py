@@ -11,6 +11,10 @@ memory the Tensor Memory Accelerator moves.
   paged load's ``page = block_table[b, k]``), into a
   buffer touched neither before it in the body, nor outside the loop, nor by an earlier
   pipelined loop.  Anything else keeps the cp.async / vector path.
+- **Views** (``Allocate.view_of``): a global view has no descriptor of its own and a
+  shared view no layout of its own, so copies of views keep the cp.async / vector path;
+  a shared buffer that has views is copied by TMA only where its layout is one its views
+  can share (:func:`view_layout`), and never multi-buffered (no loads in pipelined loops).
 - **Stores.** ``T.copy(s, A[origin])`` becomes ``TmaCopy(s, A[origin])`` anywhere.
 - A copy the program marked ``T.copy(..., disable_tma=True)`` (``Copy.disable_tma``) is
   never one of these: it keeps the cp.async / vector path.
@@ -25,8 +29,8 @@ import dataclasses
 from ..ir import nodes as N
 from ..ir.visitor import StmtMutator, substitute, walk_nodes, walk_stmts
 from ..target import arch_at_least
-from .analysis import (accesses, mentions, parallel_nest, tma_box,  # noqa: F401
-                       tma_swizzle, whole)
+from .analysis import (accesses, aliased, mentions, parallel_nest, tma_box,  # noqa: F401
+                       tma_swizzle, view_bases, view_layout, whole)
 
 
 class TmaError(ValueError):
@@ -80,6 +84,8 @@ class _Kernel(StmtMutator):
         self.buffers.update({n: a.buffer for n, a in self.allocs.items()})
         self.column_walked = column_walked(scope.body)
         self.pipelined: set[str] = set()  # buffers an earlier pipelined loop loads
+        self.bases = view_bases(scope.body)  # view -> the buffer it views
+        self.aliased = aliased(scope.body)
 
     def tma_ok(self, glob_r: N.Region, shared_r: N.Region) -> bool:
         """Can TMA copy between global region ``glob_r`` and shared ``shared_r``?"""
@@ -88,7 +94,12 @@ class _Kernel(StmtMutator):
             return False
         if not whole(shared_r, shared) or shared.name not in self.allocs:
             return False
+        if self.func.buffer(glob.name) is None or shared.name in self.bases:
+            return False  # a view: no descriptor (global), no layout of its own (shared)
         alloc = self.allocs[shared.name]
+        if any(isinstance(view_layout(shared, alloc.layout, self.buffers[v]), str)
+               for v, b in self.bases.items() if b == shared.name):
+            return False  # its views could not share the layout TMA writes
         if alloc.layout is not None and alloc.layout.kind not in ("row_major", "tma_swizzled"):
             return False  # a layout the program chose (T.annotate_layout) that TMA can't write
         swizzle = tma_swizzle(alloc)
@@ -126,6 +137,7 @@ class _Kernel(StmtMutator):
         for s in loop.body:
             src = self.step_origin(s, lets, inner) if self.load_ok(s) else None
             if src is not None and s.dst.buffer not in buffer_names(before) \
+                    and s.dst.buffer not in self.aliased \
                     and s.dst.buffer not in outside and s.dst.buffer not in self.pipelined:
                 body.append(N.TmaCopy(src, s.dst, loc=s.loc))
                 loaded.add(s.dst.buffer)
