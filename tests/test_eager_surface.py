@@ -94,6 +94,10 @@ def test_in_place_kernel_with_runtime_scalars_and_a_grid_from_one():
         with pytest.raises(ValueError, match="expected a CUDA tensor"):
             E.axpy_(x, y, alpha, n)
     assert list(E.axpy_._kernels.values()) == [k]
+    # the second call took the positional fast path: one entry, keyed by the shapes
+    assert list(E.axpy_._fast) == [((1024,), (1024,), None, None)]
+    with pytest.raises(ValueError, match=r"T.const N is 1024 by 'X' \(shape 0\) but 512"):
+        E.axpy_(x, torch.zeros(512), 1.0, 1)  # other shapes: bound and checked again
 
 
 @tilecute.jit

@@ -189,6 +189,11 @@ class EagerKernel:
             (self.tensors if tensor else self.scalar_args).append(p)
             self.runtime.append(p)
         self.sig_ann = sig_ann
+        self._tensor_pos = {params.index(p) for p in self.tensors}
+        self._scalar_pos = {params.index(p) for p in self.scalar_args}
+        self._runtime_pos = [params.index(p) for p in self.runtime]
+        self._last_runtime_pos = max(self._runtime_pos, default=-1)
+        self._fast: dict = {}  # positional call form -> kernel (see __call__)
         self._kernels: dict = {}
         self._probes: dict = {}
         self._expected: dict = {}  # kernel key -> {tensor: declared shape, ints or None}
@@ -504,9 +509,27 @@ class EagerKernel:
 
     # ---- the public API -------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
+        fast = None
+        if not kwargs and len(args) > self._last_runtime_pos:
+            # a positional call whose tensor shapes and specialization values were seen
+            # before takes the kernel found then (runtime scalars are not part of it)
+            try:
+                fast = tuple(None if i in self._scalar_pos else
+                             tuple(a.shape) if i in self._tensor_pos else a
+                             for i, a in enumerate(args))
+                kernel = self._fast.get(fast)
+            except (TypeError, AttributeError):
+                fast, kernel = None, None
+            if kernel is not None:
+                return kernel(*[args[i] for i in self._runtime_pos])
         runtime, spec, consts, key = self._resolve(args, dict(kwargs), partial=False)
         kernel = self._build(consts, spec, key)
         self._check_shapes(key, runtime)
+        if fast is not None and not any(field == "stride" for uses in self._probes[key[1]].uses.values()
+                                        for _, field, _ in uses):
+            if len(self._fast) >= 1024:
+                self._fast.clear()
+            self._fast[fast] = kernel
         return kernel(*[runtime[n] for n in self.runtime])
 
     def compile(self, *args, **kwargs):
