@@ -176,25 +176,6 @@ def _specs_text(specializations: dict) -> str:
                      for a, kw in specializations)
 
 
-def _par_compile(jitted, configs, num_workers: Optional[int] = None, ignore_error: bool = False):
-    """TileLang's ``jit_fn.par_compile(configs)``: ``jitted(**config)`` (``jitted(*config)``
-    for a tuple) for each config on a thread pool; with ``ignore_error`` a config that
-    fails gives None."""
-    import concurrent.futures as cf
-
-    def one(c):
-        try:
-            return jitted(*c) if isinstance(c, tuple) else jitted(**c)
-        except Exception:
-            if ignore_error:
-                return None
-            raise
-
-    configs = list(configs)
-    with cf.ThreadPoolExecutor(num_workers or min(len(configs), os.cpu_count() or 1) or 1) as ex:
-        return list(ex.map(one, configs))
-
-
 def jit(fn=None, *, out_idx: Optional[Sequence[int]] = None, target: Optional[str] = None,
         options: Optional[dict] = None, pass_configs: Optional[dict] = None):
     """Decorate a kernel factory (a function returning a ``@T.prim_func``): calling it
@@ -210,7 +191,7 @@ def jit(fn=None, *, out_idx: Optional[Sequence[int]] = None, target: Optional[st
             if t not in (None, "auto", "cuda"):
                 _arch(t, getattr(factory, "__name__", "tilecute.jit"))
         merged = _options(options, pass_configs, getattr(factory, "__name__", "tilecute.jit"))
-        from .language.eager import is_eager
+        from .language.eager import is_eager, par_compile
 
         if is_eager(factory):  # TileLang's eager style: tensors in, T.empty outputs returned
             from .language.eager import EagerKernel
@@ -266,7 +247,7 @@ def jit(fn=None, *, out_idx: Optional[Sequence[int]] = None, target: Optional[st
         # TileLang's JITImpl.get_tir / get_kernel_source / par_compile
         call.get_tir = factory
         call.get_kernel_source = lambda *a, **kw: compiled(*a, **kw).get_kernel_source()
-        call.par_compile = functools.partial(_par_compile, call)
+        call.par_compile = functools.partial(par_compile, call)
         call.__tilecute_jit__ = (out_idx, target, merged)  # what tilecute.autotune reads
         return call
 

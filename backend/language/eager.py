@@ -554,9 +554,7 @@ class EagerKernel:
         """TileLang's ``par_compile``: ``compile(**config)`` (or ``compile(*config)`` for a
         tuple) for each config on a thread pool; with ``ignore_error`` a config that fails
         gives None."""
-        from ..api import _par_compile
-
-        return _par_compile(self.compile, configs, num_workers, ignore_error)
+        return par_compile(self.compile, configs, num_workers, ignore_error)
 
     def warmup(self, *specs, devices=None) -> list:
         """``compile(**spec)`` and ``Kernel.warmup`` for each dict ``spec`` (``T.const``
@@ -573,6 +571,27 @@ class EagerKernel:
 
     def __repr__(self) -> str:
         return f"<tilecute eager jit {self.__name__}{self.signature}>"
+
+
+def par_compile(compile_one, configs, num_workers: Optional[int] = None,
+                ignore_error: bool = False) -> list:
+    """TileLang's ``jit_fn.par_compile(configs)``: ``compile_one(**config)``
+    (``compile_one(*config)`` for a tuple) for each config on a thread pool; with
+    ``ignore_error`` a config that fails gives None.  (The factory jit's too.)"""
+    import concurrent.futures as cf
+    import os
+
+    def one(c):
+        try:
+            return compile_one(*c) if isinstance(c, tuple) else compile_one(**c)
+        except Exception:
+            if ignore_error:
+                return None
+            raise
+
+    configs = list(configs)
+    with cf.ThreadPoolExecutor(num_workers or min(len(configs), os.cpu_count() or 1) or 1) as ex:
+        return list(ex.map(one, configs))
 
 
 def _shape_nodes(ann) -> Optional[list]:
