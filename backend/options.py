@@ -27,10 +27,13 @@ OPTIONS = {
                            "runs them in program order; by default (sm_90a) step k's first "
                            "GEMM and step k - 1's second are issued together and run during "
                            "the softmax",
+    "disable_warpgroup_pingpong": "the MMA overlap's two compute warpgroups never take turns "
+                                  "(see warpgroup_pingpong)",
     "warpgroup_pingpong": "with the MMA overlap, two compute warpgroups that each hold half "
                           "the rows take turns issuing their GEMMs (named barriers), so one's "
-                          "MMAs run during the other's softmax (FA3's ping-pong; off by "
-                          "default: slower than the overlap alone on an H100)",
+                          "MMAs run during the other's softmax (FA3's ping-pong); by default "
+                          "only where the second GEMM's accumulator is at most 128 wide "
+                          "(attention up to head dim 128, FlashAttention's rule)",
     "fast_math": "exp2, exp, log2 and log compute with the approximate instructions that "
                  "flush subnormals (ex2/lg2.approx.ftz, as nvcc's --use_fast_math; TileLang's "
                  "tl.enable_fast_math); by default exp2 is ex2.approx without ftz",

@@ -23,6 +23,7 @@ import attention as A  # noqa: E402
 
 # variant suffixes: schedule choices turned off or on (compile options)
 OFF = {"serial": ("disable_mma_overlap", True), "pp": ("warpgroup_pingpong", True),
+       "nopp": ("disable_warpgroup_pingpong", True),
        "precise": ("fast_math", False)}
 
 
@@ -127,7 +128,7 @@ def main():
                         "choice; +lpt: query blocks last to first, +m192t384: block_M and "
                         "compute threads, +r24/240: producer / compute registers per thread; "
                         "-serial: without the MMA overlap (disable_mma_overlap), -pp: "
-                        "with the warpgroup ping-pong (warpgroup_pingpong), -precise: without the "
+                        "with the warpgroup ping-pong (warpgroup_pingpong), -nopp: without it, -precise: without the "
                         "example's fast_math")
     p.add_argument("--prebuild", action="store_true",
                    help="compile all kernels first, in parallel threads")

@@ -26,20 +26,22 @@ def flash_attention(heads=32, dim=128, kv_heads=None, causal=False, dtype="float
                     warp_specialize=None, lpt=False, regs=None):
     """The forward kernel for Q (B, S, heads, dim), K and V (B, S, kv_heads, dim) in
     ``dtype``; writes O like Q and LSE (B, heads, S) in float32.  ``sm_scale`` defaults
-    to 1 / sqrt(dim).  The default schedule is the one measured best on an H100
-    (benchmarks/attention.py): 128-key steps, 3 stages and a producer warpgroup for the
-    K/V loads at head dim 128; at 64 the same with 192 queries a block over three compute
-    warpgroups (FlashAttention's sm90 tile); 64-key steps with a producer at 256.
+    to 1 / sqrt(dim).  The default schedule is the one measured best on an H200
+    (benchmarks/attention.py), FlashAttention's sm90 tiles: a producer warpgroup loading K
+    and V (a pipeline each, 2 stages) for 128 queries a block and 128-key steps at head
+    dim 128, 192 queries over three compute warpgroups at 64, 80-key steps at 256.
     The compiler overlaps each step's softmax with the MMAs (``overlap_mma``: the next
-    Q K^T and this P V run during it, the two compute warpgroups taking turns).
+    Q K^T and this P V run during it; at head dim 128 the two compute warpgroups also take
+    turns issuing them).
     ``lpt``: the query blocks run last to first (causal: the longest first, FlashAttention's
     LPT order); ``regs``: (producer, compute) registers per thread of the warp-specialized
     roles (``T.annotate_producer_reg_dealloc`` / ``T.annotate_consumer_reg_alloc``)."""
     small = dim <= 64 and block_M in (None, 192) and threads in (None, 384)
     block_M = block_M or (192 if small else 128)  # head dim 64: three compute warpgroups
     threads = threads or (384 if small else 256)
-    block_N = block_N or (128 if dim == 128 or small else 64)
-    num_stages = num_stages or (3 if block_N == 128 and dim <= 128 else 2)
+    if block_N is None:
+        block_N = 80 if dim == 256 else 128 if dim == 128 or small else 64
+    num_stages = num_stages or 2  # K and V get a pipeline each: 2 stages keep them ahead
     if warp_specialize is None and (dim >= 128 or small):
         warp_specialize = True
     kv_heads = kv_heads or heads

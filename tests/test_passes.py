@@ -462,16 +462,20 @@ def test_overlapped_attention_builds(tmp_path):
     assert info.kernel_names
 
 
-def test_pingpong_is_asked_for():
-    """Two compute warpgroups take turns only with warpgroup_pingpong."""
+def test_pingpong_where_the_second_gemm_is_narrow():
+    """Two compute warpgroups take turns by default where the second GEMM's accumulator is
+    at most 128 wide (here 64), not with disable_warpgroup_pingpong."""
     wide = ATTN.replace("threads=128", "threads=256").replace("Q: T.Tensor((128, 64)", "Q: T.Tensor((256, 64)")
     for name in ("Q_s", "S", "P", "acc"):
         wide = wide.replace(f"{name} = T.alloc_shared((64, 64)", f"{name} = T.alloc_shared((128, 64)") \
             .replace(f"{name} = T.alloc_fragment((64, 64)", f"{name} = T.alloc_fragment((128, 64)")
     wide = wide.replace("T.Parallel(64, 64)", "T.Parallel(128, 64)").replace("Q[bx * 64", "Q[bx * 128") \
         .replace("O[bx * 64", "O[bx * 128")
-    plain = print_func(run_passes(T.from_script(wide), "sm_90a"))
-    turns = print_func(run_passes(T.from_script(wide), "sm_90a", {"warpgroup_pingpong": True}))
+    plain = print_func(run_passes(T.from_script(wide), "sm_90a",
+                                  {"disable_warpgroup_pingpong": True}))
+    turns = print_func(run_passes(T.from_script(wide), "sm_90a"))
+    assert turns == print_func(run_passes(T.from_script(wide), "sm_90a",
+                                          {"warpgroup_pingpong": True}))
     assert "T.wait_wgmma(0)" in plain and "named_barrier" not in plain
     assert "T.named_barrier_sync(2 + T.get_thread_binding(0) // 128, 256)" in turns
     assert "T.named_barrier_arrive(3 - T.get_thread_binding(0) // 128, 256)" in turns
