@@ -39,7 +39,7 @@ def row_sum(A, BLOCK_N: int = 16, BLOCK_M: int = 128):
 
 
 @tilecute.jit
-def conv1d(data, weight, bias, S: int = 1, threads: int = 128):
+def conv1d(data, weight, bias, S: int = 1, threads: int = 64):
     """out[n, o, f] = bias[o, f] + sum over k, c of data[n, o * S + k, c] * weight[k, c, f]:
     constants aliased (``KW = K``) and dims derived from them (``OL``) before the
     declarations; ``bias``'s first dim is a derived one."""
