@@ -49,6 +49,7 @@ import dataclasses
 import math
 
 from ..ir import nodes as N
+from ..ir.printer import layout_str
 from ..ir.visitor import StmtMutator, walk_stmts
 from ..runtime.dtypes import DTYPES
 from ..target import VECTOR_BYTES, WARP
@@ -507,7 +508,15 @@ class _Kernel:
             if a.layout is not None:
                 return a.layout
             if kernel.buffers[name].scope == "shared" and name in kernel.bases.values():
-                return N.Layout("row_major")  # its views read its bytes: no column swizzle
+                # a view laid out already (a T.gemm operand, T.annotate_layout) lays out its
+                # base when it can; else the base is row-major (no column swizzle)
+                for v, b in kernel.bases.items():
+                    given = kernel.allocs[v].layout
+                    if b == name and given is not None:
+                        derived = view_layout(kernel.buffers[v], given, a.buffer)
+                        if not isinstance(derived, str):
+                            return derived
+                return N.Layout("row_major")
             return layout_of(name)
 
         def view_layout_of(s: N.Allocate):
@@ -521,9 +530,13 @@ class _Kernel:
                                    f"tilecute cannot lay it out over the same bytes (view a "
                                    "buffer of its own layout, or one whose rows match)")
             if s.layout is not None and s.layout != layout:
-                kernel.fail(s, f"view '{s.buffer.name}' of '{base.name}' is annotated with layout "
-                               f"{s.layout.kind}, but over the bytes of '{base.name}' its layout "
-                               f"is {layout.kind if layout else 'none'}")
+                kernel.fail(s, f"view '{s.buffer.name}' of '{base.name}' needs layout "
+                               f"{layout_str(s.layout)} (a T.gemm operand's or T.annotate_layout's), "
+                               f"but over the bytes of '{base.name}' (laid out "
+                               f"{layout_str(base_layout(s.view_of))}) it reads as "
+                               f"{layout_str(layout) if layout else 'its registers'}; tilecute "
+                               "cannot lay both out over the same bytes (give the view's user a "
+                               "buffer of its own)")
             return layout
 
         class _Rewrite(StmtMutator):
