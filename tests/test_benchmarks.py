@@ -1,5 +1,5 @@
-"""benchmarks/launch_overhead.py, its raw cuLaunchKernel peer and benchmarks/ffi_arg_cost.py,
-checked without a GPU.
+"""benchmarks/launch_overhead.py, its raw cuLaunchKernel peer, benchmarks/ffi_arg_cost.py and
+benchmarks/launcher_cpu.py, checked without a GPU.
 
 - the script's arguments;
 - the raw loop's parameter lists, made from each case's launch ABI;
@@ -8,13 +8,15 @@ checked without a GPU.
   case encodes the same descriptors as tilecute's launcher (run against the fake driver of
   tests/fake_cuda with its tensor-map encoder) for the same tensor, on every launch for its
   first peer and once for the second;
-- ffi_arg_cost.py's CPU run.
+- ffi_arg_cost.py's CPU run;
+- launcher_cpu.py against its do-nothing driver.
 """
 
 from __future__ import annotations
 
 import importlib.machinery
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -197,3 +199,20 @@ def test_ffi_arg_cost_runs_on_cpu():
     assert all(ns > 0 for ns in rows.values())
     (summary,) = [r for r in lines if "summary" in r]
     assert "noop(*torch tensors)" in summary and "torch tensor minus int, per argument (10 of each)" in summary
+
+
+def test_launcher_cpu_calls_every_case_through_the_null_driver(tmp_path):
+    """benchmarks/launcher_cpu.py: each case's launcher (linking the launcher runtime object)
+    passes its checks, encodes its descriptors and launches through null_libcuda.cpp in the
+    C++ loop (a failed first call exits 1)."""
+    env = dict(os.environ, TILECUTE_CACHE_DIR=str(tmp_path / "cache"),
+               TILECUTE_LAUNCHER_RUNTIME_DIR=str(tmp_path / "runtime"))
+    run = subprocess.run([sys.executable, str(BENCH / "launcher_cpu.py"), "--calls", "1000", "--rounds", "1",
+                          "--repeats", "1"], capture_output=True, text=True, timeout=300, env=env)
+    assert run.returncode == 0, run.stderr
+    rows = [json.loads(line) for line in run.stdout.splitlines()]
+    assert {(r["case"], r["stream"]) for r in rows} == {
+        (case, stream) for case in ("3 tensors", "10 tensors + 4 scalars", "3 TMA descriptors")
+        for stream in ("env", "explicit")}
+    assert all(r["ns_per_call"] > 0 for r in rows)
+    assert list((tmp_path / "runtime").glob("*/tilecute_launcher_runtime.o"))
