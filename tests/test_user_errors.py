@@ -153,3 +153,5 @@ def test_a_launcher_error_traceback_names_the_entrys_source(cache_dir):
     text = "".join(traceback.format_exception(info.value))
     assert ".tmp-" not in text
     assert str(kernel.path) in text  # the launcher source under the entry, which exists
+    # the frame is the launcher's call function (the check itself ran in the launcher runtime)
+    assert f'{kernel.path / "launcher.cpp"}", line ' in text and "void call_vector_add(" in text
