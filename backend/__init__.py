@@ -15,14 +15,60 @@ _LAZY = {
     "PassConfigKey": ("tilecute.options", "PassConfigKey"),
     "TensorSupplyType": ("tilecute.utils", "TensorSupplyType"),
     "autotune": ("tilecute.autotuner", "autotune"),
+    # TileLang's other top-level names (docs/host-api.md)
+    "JITKernel": ("tilecute.runtime.kernel", "Kernel"),
+    "Profiler": ("tilecute.profiler", "Profiler"),
+    "deprecated": ("tilecute.utils", "deprecated"),
+    "next_power_of_2": ("tilecute.math", "next_power_of_2"),
+    "DataType": ("tilecute.tvm", "DataType"),
+    "register_cuda_postproc": ("tilecute.engine", "register_cuda_postproc"),
+    "register_hip_postproc": ("tilecute.engine", "register_hip_postproc"),
+    "register_c_postproc": ("tilecute.engine", "register_c_postproc"),
 }
 # submodules reachable as attributes after a bare `import tilecute` (TileLang's layout)
-_SUBMODULES = ("profiler", "utils", "testing", "language", "options", "autotuner", "layout")
+_SUBMODULES = ("profiler", "utils", "testing", "language", "options", "autotuner", "layout",
+               "transform", "math", "env", "engine", "contrib", "cuda", "carver", "tvm", "cache")
 
 
 def cdiv(a, b):
     """``ceil(a / b)`` for ints (TileLang's ``tilelang.cdiv``)."""
     return -(-a // b)
+
+
+def disable_cache() -> None:
+    """TileLang's ``tilelang.disable_cache()``: kernels compiled from now on in this process
+    skip the on-disk cache (``TILECUTE_DISABLE_CACHE=1``: built in a temporary folder)."""
+    import os
+
+    os.environ["TILECUTE_DISABLE_CACHE"] = "1"
+
+
+def enable_cache() -> None:
+    """Undo :func:`disable_cache` (TileLang's ``tilelang.enable_cache()``)."""
+    import os
+
+    os.environ.pop("TILECUTE_DISABLE_CACHE", None)
+
+
+def is_cache_enabled() -> bool:
+    import os
+
+    return os.environ.get("TILECUTE_DISABLE_CACHE", "") in ("", "0")
+
+
+def set_log_level(level) -> None:
+    """TileLang's ``tilelang.set_log_level``: the level of the ``tilecute`` logger
+    (``"WARNING"``, ``logging.INFO`` ...)."""
+    import logging
+
+    logging.getLogger("tilecute").setLevel(level.upper() if isinstance(level, str) else level)
+
+
+# `import tvm` (no TVM installed) finds tilecute.tvm, TileLang modules tilecute lacks import
+# with every name refused (tilecute.refusals; last on sys.meta_path, real modules win)
+from .refusals import install_module_finder as _install  # noqa: E402
+
+_install()
 
 
 def __getattr__(name):
@@ -36,4 +82,5 @@ def __getattr__(name):
     raise AttributeError(f"module 'tilecute' has no attribute {name!r}")
 
 
-__all__ = ["__version__", "cdiv", *_LAZY]
+__all__ = ["__version__", "cdiv", "disable_cache", "enable_cache", "is_cache_enabled",
+           "set_log_level", *_LAZY]

@@ -35,16 +35,18 @@ def _arch(target: Optional[str], function: str) -> str:
         raise TargetError(f"{function}: {e}") from None
 
 
-def _options(options, pass_configs, function: str) -> dict:
-    """``options`` with TileLang's ``pass_configs`` mapped in (an explicit option wins)."""
-    from .options import check_options, from_pass_configs
+def _options(options, pass_configs, function: str, compile_flags=None) -> dict:
+    """``options`` with TileLang's ``pass_configs`` and ``compile_flags`` mapped in (an
+    explicit option wins; ptxas flags add up)."""
+    from .options import check_options, from_compile_flags, from_pass_configs, merge_options
 
-    return check_options({**from_pass_configs(pass_configs, function), **dict(options or {})})
+    return check_options(merge_options(from_pass_configs(pass_configs, function),
+                                       from_compile_flags(compile_flags, function), options))
 
 
 def compile(func: N.PrimFunc, out_idx: Optional[Sequence[int]] = None,  # noqa: A001
             target: Optional[str] = None, options: Optional[dict] = None,
-            pass_configs: Optional[dict] = None) -> Kernel:
+            pass_configs: Optional[dict] = None, compile_flags=None) -> Kernel:
     """Compile ``func`` for ``target`` (``"sm_90a"``, ``"sm_80"``...; default: the GPU's
     arch, else ``TILECUTE_ARCH``) and return the callable kernel.
 
@@ -53,7 +55,8 @@ def compile(func: N.PrimFunc, out_idx: Optional[Sequence[int]] = None,  # noqa: 
     ``{"disable_tma": True}`` keeps tile copies off TMA, ``{"disable_wgmma": True}`` keeps
     ``T.gemm`` on mma.sync (so an sm_90a GPU runs the sm_80 code paths).  They are part of
     the cache key.  ``pass_configs``: TileLang's ``PassConfigKey`` settings, mapped onto
-    ``options`` (``tilecute.PassConfigKey``; a key with no tilecute meaning is refused).
+    ``options`` (``tilecute.PassConfigKey``; a key with no tilecute meaning is refused);
+    ``compile_flags``: TileLang's nvcc flags, mapped likewise (``options.from_compile_flags``).
     The cubin is produced on the first call, or by ``kernel.ensure_cubin()``.
 
     ``target`` may list several archs (``["sm_90a", "sm_80"]``): one cache entry each, and
@@ -71,11 +74,12 @@ def compile(func: N.PrimFunc, out_idx: Optional[Sequence[int]] = None,  # noqa: 
         if not target:
             raise ValueError(f"{func.name}: target=[] names no arch")
         archs = list(dict.fromkeys(_arch(t, func.name) for t in target))
-        return MultiArchKernel({a: compile(func, out_idx, a, options, pass_configs) for a in archs})
+        return MultiArchKernel({a: compile(func, out_idx, a, options, pass_configs, compile_flags)
+                                for a in archs})
     outputs = resolve_out_idx(func.name, [p.name for p in func.params
                                           if p.name not in func.workspaces], out_idx)  # before any build
     arch = _arch(target, func.name)
-    options = _options(options, pass_configs, func.name)
+    options = _options(options, pass_configs, func.name, compile_flags)
     if not options.get("disable_dynamic_variants"):
         from .variants import AlignedOrGeneral, aligned_variant, alignment_divisors, checks_for
 
@@ -177,7 +181,7 @@ def _specs_text(specializations: dict) -> str:
 
 
 def jit(fn=None, *, out_idx: Optional[Sequence[int]] = None, target: Optional[str] = None,
-        options: Optional[dict] = None, pass_configs: Optional[dict] = None):
+        options: Optional[dict] = None, pass_configs: Optional[dict] = None, compile_flags=None):
     """Decorate a kernel factory (a function returning a ``@T.prim_func``): calling it
     with the same arguments returns the same compiled kernel.
 
@@ -190,7 +194,8 @@ def jit(fn=None, *, out_idx: Optional[Sequence[int]] = None, target: Optional[st
         for t in (target if isinstance(target, (list, tuple)) else [target]):
             if t not in (None, "auto", "cuda"):
                 _arch(t, getattr(factory, "__name__", "tilecute.jit"))
-        merged = _options(options, pass_configs, getattr(factory, "__name__", "tilecute.jit"))
+        merged = _options(options, pass_configs, getattr(factory, "__name__", "tilecute.jit"),
+                          compile_flags)
         from .language.eager import is_eager, par_compile
 
         if is_eager(factory):  # TileLang's eager style: tensors in, T.empty outputs returned

@@ -38,7 +38,8 @@ def write_sources(func, arch: str, folder: Path, options: dict | None = None):
         "ir_script.txt": plan.func.script(),  # the lowered IR as the printer shows it
         "abi.json": plan.abi.to_json(),
         "kernel_cute.py": emit_cute(plan),
-        "host.py": render_host_module(plan.abi, arch=arch, tilecute_version=__version__),
+        "host.py": render_host_module(plan.abi, arch=arch, tilecute_version=__version__,
+                                      ptxas_options=(options or {}).get("ptxas_options", "")),
     }
     for name, text in files.items():
         (folder / name).write_text(text)
@@ -83,4 +84,5 @@ def build_cubin(func, arch: str | None = None, out_dir: str | None = None,
     plan = lower(func, arch, options)
     source = folder / "kernel_cute.py"
     source.write_text(emit_cute(plan))
-    return produce_cubin(str(source), plan.abi, arch, str(folder))
+    return produce_cubin(str(source), plan.abi, arch, str(folder),
+                         ptxas_options=(options or {}).get("ptxas_options", ""))

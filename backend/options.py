@@ -49,7 +49,36 @@ OPTIONS = {
     "disable_rasterization": "a GEMM kernel's 2-D grid keeps its plain block order (by default "
                              "the blocks walk it in panels of 16 rows, as T.use_swizzle(16), "
                              "unless the program sets an order)",
+    "ptxas_options": "a string of ptxas flags for the cubin compile (CuTe DSL's --ptxas-options): "
+                     "--register-usage-level=N (0-10), --maxrregcount=N, -v (ptxas' report "
+                     "of registers, spills and shared memory, printed when the cubin is "
+                     "compiled), --warn-on-spills, --warn-on-local-memory-usage, "
+                     "--allow-expensive-optimizations=true|false; TileLang's "
+                     "tl.ptxas_register_usage_level and compile_flags' --ptxas-options map "
+                     "here",
 }
+
+# ptxas flags tilecute passes on (each one whole; ptxas itself checks nothing else we pass)
+_PTXAS_FLAGS = (
+    r"--register-usage-level=(10|[0-9])", r"--maxrregcount=[1-9][0-9]*", r"-v", r"--verbose",
+    r"--warn-on-spills", r"--warn-on-local-memory-usage",
+    r"--allow-expensive-optimizations=(true|false)",
+)
+_NON_BOOL = {"ptxas_options"}
+
+
+def _check_ptxas_options(value) -> str:
+    import re
+
+    if not isinstance(value, str):
+        raise OptionError(f"compile option 'ptxas_options' takes a string of ptxas flags, got "
+                          f"{value!r}")
+    flags = value.split()
+    for flag in flags:
+        if not any(re.fullmatch(pattern, flag) for pattern in _PTXAS_FLAGS):
+            raise OptionError(f"compile option 'ptxas_options': ptxas flag {flag!r} is not one "
+                              f"tilecute passes on; it takes {OPTIONS['ptxas_options']}")
+    return " ".join(dict.fromkeys(flags))  # one string per flag set: one cache key
 
 
 def check_options(options) -> dict:
@@ -60,43 +89,334 @@ def check_options(options) -> dict:
         if k not in OPTIONS:
             raise OptionError(f"unknown compile option {k!r}; the options are "
                               + ", ".join(f"{n} ({d})" for n, d in OPTIONS.items()))
-        if not isinstance(v, bool):
+        if k == "ptxas_options":
+            options[k] = _check_ptxas_options(v)
+        elif not isinstance(v, bool):
             raise OptionError(f"compile option {k!r} takes True or False, got {v!r}")
+    if options.get("ptxas_options") == "":
+        del options["ptxas_options"]
     return options
 
 
-class PassConfigKey(str, __import__("enum").Enum):
-    """TileLang's pass-configuration keys that tilecute maps onto its options
-    (``@tilecute.jit(pass_configs={PassConfigKey.TL_DISABLE_TMA_LOWER: True})``)."""
+def merge_options(*sources: dict) -> dict:
+    """The options of ``sources`` in order (a later value wins), except ``ptxas_options``,
+    whose flags add up (a pass config's register level and compile_flags' ptxas flags)."""
+    merged: dict = {}
+    for options in sources:
+        for k, v in dict(options or {}).items():
+            if k == "ptxas_options" and merged.get(k):
+                merged[k] = f"{merged[k]} {v}"
+            else:
+                merged[k] = v
+    return merged
 
-    TL_DISABLE_TMA_LOWER = "tl.disable_tma_lower"
+
+
+class PassConfigKey(str, __import__("enum").Enum):
+    """TileLang's pass-configuration keys (``tilelang.transform.PassConfigKey``), every one:
+    ``@tilecute.jit(pass_configs={PassConfigKey.TL_DISABLE_TMA_LOWER: True})``.  What
+    tilecute makes of each is in ``PASS_CONFIGS`` (docs/host-api.md): a tilecute option,
+    or accepted at TileLang's default value (and at values whose meaning tilecute already
+    has) with any other value refused by name."""
+
+    TL_SIMPLIFY = "tl.Simplify"
+    TL_SIMPLIFY_TRANSITIVELY_PROVE_INEQUALITIES = "transitively_prove_inequalities"
+    TL_SIMPLIFY_CONVERT_BOOLEAN_TO_AND_OF_ORS = "convert_boolean_to_and_of_ors"
+    TL_SIMPLIFY_APPLY_CONSTRAINTS_TO_BOOLEAN_BRANCHES = "apply_constraints_to_boolean_branches"
+    TL_SIMPLIFY_PROPAGATE_KNOWNS_TO_PROVE_CONDITIONAL = "propagate_knowns_to_prove_conditional"
+    TL_SIMPLIFY_PROPAGATE_KNOWNS_TO_SIMPLIFY_EXPRESSIONS = "propagate_knowns_to_simplify_expressions"
+    TL_SIMPLIFY_ENABLE_LET_INLINE = "enable_simplify_let_inline"
+    TL_DISABLE_BUFFER_INIT_CHECK = "tl.disable_buffer_init_check"
+    TL_DISABLE_DATA_RACE_CHECK = "tl.disable_data_race_check"
+    TL_DISABLE_PRELOWER_SEMANTIC_CHECK = "tl.disable_prelower_semantic_check"
     TL_DISABLE_WARP_SPECIALIZED = "tl.disable_warp_specialized"
     TL_ENABLE_FAST_MATH = "tl.enable_fast_math"
-    TL_DISABLE_FAST_MATH = "tl.disable_fast_math"
+    TL_DISABLE_FAST_MATH = "tl.disable_fast_math"  # older TileLang releases
+    TL_PTXAS_REGISTER_USAGE_LEVEL = "tl.ptxas_register_usage_level"
+    TL_ENABLE_PTXAS_VERBOSE_OUTPUT = "tl.enable_ptxas_verbose_output"  # older releases
+    TL_DEVICE_COMPILE_FLAGS = "tl.device_compile_flags"
+    TL_EMIT_LINE_DIRECTIVES = "tl.emit_line_directives"
+    TL_CONFIG_INDEX_BITWIDTH = "tl.config_index_bitwidth"
+    TL_ENABLE_REDUCER_PLAN_VERBOSE = "tl.enable_reducer_plan_verbose"
+    TL_LAYOUT_COST_MODEL = "tl.layout_cost_model"
+    TL_REDUCER_FORCE_BASELINE = "tl.reducer_force_baseline"
+    TL_DISABLE_TMA_LOWER = "tl.disable_tma_lower"
+    TL_DISABLE_SAFE_MEMORY_ACCESS = "tl.disable_safe_memory_legalize"
+    TL_DISABLE_VECTORIZE_256 = "tl.disable_vectorize_256"
+    TL_ENABLE_ASYNC_COPY = "tl.enable_async_copy"
+    TL_ENABLE_LOWER_LDGSTG = "tl.enable_lower_ldgstg"
+    TL_ENABLE_LOWER_LDGSTG_PREDICATED = "tl.enable_lower_ldgstg_predicated"
+    TL_ENABLE_VECTORIZE_PLANNER_VERBOSE = "tl.enable_vectorize_planner_verbose"
+    TL_DISABLE_WGMMA = "tl.disable_wgmma"
+    TL_DEBUG_MERGE_SHARED_MEMORY_ALLOCATIONS = "tl.debug_merge_shared_memory_allocations"
+    TL_ENABLE_AGGRESSIVE_SHARED_MEMORY_MERGE = "tl.enable_aggressive_shared_memory_merge"
+    TL_DISABLE_SHARED_MEMORY_REUSE = "tl.disable_shared_memory_reuse"
+    TL_DISABLE_SHUFFLE_ELECT = "tl.disable_shuffle_elect"
+    TL_DISABLE_LOOP_UNSWITCHING = "tl.disable_loop_unswitching"
+    TL_LOOP_UNSWITCHING_ALLOW_NON_TRIVIAL_ELSE = "tl.loop_unswitching_allow_non_trivial_else"
+    TL_IF_STMT_BINDING_INLINE_REPLAYABLE_BINDS = "tl.if_stmt_binding_inline_replayable_binds"
+    TL_DISABLE_THREAD_STORAGE_SYNC = "tl.disable_thread_storage_sync"
+    TL_FORCE_LET_INLINE = "tl.force_let_inline"
+    TL_AST_PRINT_ENABLE = "tl.ast_print_enable"
+    TL_LAYOUT_VISUALIZATION_ENABLE = "tl.layout_visualization_enable"
+    TL_LAYOUT_VISUALIZATION_FORMATS = "tl.layout_visualization_formats"
+    TL_STORAGE_REWRITE_DETECT_INPLACE = "tl.storage_rewrite_detect_inplace"
+    TIR_ENABLE_EQUIV_TERMS_IN_CSE = "tir.enable_equiv_terms_in_cse_tir"
+    TIR_DISABLE_CSE = "tirx.disable_cse_tir"
+    TIR_SIMPLIFY = "tirx.Simplify"
+    TIR_DISABLE_STORAGE_REWRITE = "tirx.disable_storage_rewrite"
+    TIR_DISABLE_VECTORIZE = "tirx.disable_vectorize"
+    TIR_USE_ASYNC_COPY = "tirx.use_async_copy"
+    TIR_ENABLE_DEBUG = "tirx.enable_debug"
+    TIR_MERGE_STATIC_SMEM = "tirx.merge_static_smem"
+    TIR_ADD_LOWER_PASS = "tirx.add_lower_pass"
+    TIR_NOALIAS = "tirx.noalias"
+    CUDA_KERNELS_OUTPUT_DIR = "cuda.kernels_output_dir"
+    TL_DISABLE_OUT_OF_BOUND_WARNING = "tl.disable_out_of_bound_warning"
+    TL_ENABLE_DUMP_IR = "tl.enable_dump_ir"
+    TL_DUMP_IR_DIR = "tl.dump_ir_path"
+    TL_PASS_PROFILE = "tl.pass_profile"
+    TL_PASS_PROFILE_THRESHOLD_MS = "tl.pass_profile_threshold_ms"
 
 
-# TileLang key -> (tilecute option, the option's value for a config value v)
-_PASS_CONFIGS = {
-    "tl.disable_tma_lower": ("disable_tma", lambda v: v),
-    "tl.disable_warp_specialized": ("disable_warp_specialize", lambda v: v),
-    "tl.enable_fast_math": ("fast_math", lambda v: v),
-    "tl.disable_fast_math": ("fast_math", lambda v: not v),
+class _Maps:
+    """A key that sets tilecute options: ``convert(value) -> dict`` (an ``OptionError``
+    for a value it cannot take)."""
+
+    def __init__(self, convert, doc: str):
+        self.convert, self.doc = convert, doc
+
+
+class _Keeps:
+    """A key whose accepted values (``values``: TileLang's default first) mean what tilecute
+    does anyway; any other value is refused, saying ``why``."""
+
+    def __init__(self, values: tuple, why: str):
+        self.values, self.why = values, why
+
+
+def _flag(option: str, invert: bool = False):
+    def convert(v):
+        if not isinstance(v, bool):
+            raise OptionError(f"takes True or False, got {v!r}")
+        return {option: v != invert}
+
+    return convert
+
+
+def _register_level(v):
+    if v is None:
+        return {}
+    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= 10:
+        raise OptionError(f"takes an int in [0, 10] (ptxas --register-usage-level), got {v!r}")
+    return {"ptxas_options": f"--register-usage-level={v}"}
+
+
+def _ptxas_verbose(v):
+    if not isinstance(v, bool):
+        raise OptionError(f"takes True or False, got {v!r}")
+    return {"ptxas_options": "-v"} if v else {}
+
+
+def _index_bitwidth(v):
+    if v not in (32, 64):
+        raise OptionError(f"takes 32 or 64, got {v!r}")
+    return {"wide_offsets": True} if v == 64 else {}
+
+
+def _device_flags(v):
+    import shlex
+
+    if v is None:
+        return {}
+    return from_compile_flags(shlex.split(v) if isinstance(v, str) else v,
+                              "pass_configs['tl.device_compile_flags']")
+
+
+_SIMPLIFY_DEFAULTS = {"transitively_prove_inequalities": False,
+                      "convert_boolean_to_and_of_ors": False,
+                      "apply_constraints_to_boolean_branches": False,
+                      "propagate_knowns_to_prove_conditional": False,
+                      "propagate_knowns_to_simplify_expressions": False,
+                      "enable_simplify_let_inline": True}
+
+
+def _simplify(v):
+    items = dict(v or {}) if isinstance(v, dict) or v is None else None
+    if items is None or any(_SIMPLIFY_DEFAULTS.get(k, object()) != x for k, x in items.items()):
+        raise OptionError(f"takes TileLang's default simplifier settings only ({_SIMPLIFY_DEFAULTS}); "
+                          f"tilecute's simplification has no such switches, got {v!r}")
+    return {}
+
+
+_NO_TIR = "tilecute has no TVM TIR pipeline, so no TIR pass to configure"
+_SUBKEY = ("is a key of PassConfigKey.TL_SIMPLIFY's dict, not a pass config of its own",)
+K = PassConfigKey
+PASS_CONFIGS = {
+    K.TL_DISABLE_TMA_LOWER: _Maps(_flag("disable_tma"), "option disable_tma"),
+    K.TL_DISABLE_WARP_SPECIALIZED: _Maps(_flag("disable_warp_specialize"),
+                                         "option disable_warp_specialize (loops that ask "
+                                         "for a producer keep it)"),
+    K.TL_ENABLE_FAST_MATH: _Maps(_flag("fast_math"), "option fast_math"),
+    K.TL_DISABLE_FAST_MATH: _Maps(_flag("fast_math", invert=True), "option fast_math = not v"),
+    K.TL_DISABLE_WGMMA: _Maps(_flag("disable_wgmma"), "option disable_wgmma"),
+    K.TL_PTXAS_REGISTER_USAGE_LEVEL: _Maps(_register_level,
+                                           "ptxas_options --register-usage-level=v"),
+    K.TL_ENABLE_PTXAS_VERBOSE_OUTPUT: _Maps(_ptxas_verbose, "ptxas_options -v"),
+    K.TL_DEVICE_COMPILE_FLAGS: _Maps(_device_flags, "as compile_flags"),
+    K.TL_CONFIG_INDEX_BITWIDTH: _Maps(_index_bitwidth, "64: option wide_offsets; 32: default"),
+    K.TL_SIMPLIFY: _Maps(_simplify, "default settings only"),
+    K.TL_DISABLE_VECTORIZE_256: _Keeps((False, True), "tilecute's vector accesses are at most "
+                                       "16 bytes: it never emits 256-bit LDG/STG"),
+    K.TL_DISABLE_BUFFER_INIT_CHECK: _Keeps((False, True), "tilecute has no read-before-write "
+                                           "warning to silence"),
+    K.TL_DISABLE_LOOP_UNSWITCHING: _Keeps((False, True), "tilecute does not unswitch loops"),
+    K.TL_LOOP_UNSWITCHING_ALLOW_NON_TRIVIAL_ELSE: _Keeps((False, True),
+                                                         "tilecute does not unswitch loops"),
+    K.TL_DISABLE_DATA_RACE_CHECK: _Keeps((True,), "tilecute has no data-race check to enable"),
+    K.TL_DISABLE_OUT_OF_BOUND_WARNING: _Keeps((True,), "tilecute has no out-of-bound "
+                                              "warnings to enable"),
+    K.TL_DISABLE_PRELOWER_SEMANTIC_CHECK: _Keeps((False,), "tilecute's frontend checks cannot "
+                                                 "be turned off"),
+    K.TL_EMIT_LINE_DIRECTIVES: _Keeps((False,), "tilecute emits no CUDA C source to put "
+                                      "#line directives in"),
+    K.TL_ENABLE_REDUCER_PLAN_VERBOSE: _Keeps((False,), "tilecute has no reducer plans to log"),
+    K.TL_LAYOUT_COST_MODEL: _Keeps((None,), "tilecute's layout pass has no cost models to "
+                                   "choose from"),
+    K.TL_REDUCER_FORCE_BASELINE: _Keeps((False,), "tilecute has no reducer plans to force"),
+    K.TL_DISABLE_SAFE_MEMORY_ACCESS: _Keeps((False,), "tilecute has no switch to drop its "
+                                            "bounds guards"),
+    K.TL_ENABLE_ASYNC_COPY: _Keeps((True,), "tilecute has no switch that keeps T.copy off "
+                                   "cp.async (option disable_tma keeps copies off TMA only)"),
+    K.TL_ENABLE_LOWER_LDGSTG: _Keeps((False,), "tilecute has no explicit LDG/STG lowering"),
+    K.TL_ENABLE_LOWER_LDGSTG_PREDICATED: _Keeps((False,), "tilecute has no explicit LDG/STG "
+                                                "lowering"),
+    K.TL_ENABLE_VECTORIZE_PLANNER_VERBOSE: _Keeps((False,), "tilecute's vectorize pass prints "
+                                                  "nothing (kernel.get_source('script') shows "
+                                                  "its decisions)"),
+    K.TL_DEBUG_MERGE_SHARED_MEMORY_ALLOCATIONS: _Keeps((False,), "tilecute's shared-memory "
+                                                       "pass prints nothing (get_source('script') "
+                                                       "shows the offsets)"),
+    K.TL_ENABLE_AGGRESSIVE_SHARED_MEMORY_MERGE: _Keeps((False,), "tilecute has one shared-memory "
+                                                       "placement (by lifetimes), no aggressive "
+                                                       "mode"),
+    K.TL_DISABLE_SHARED_MEMORY_REUSE: _Keeps((False,), "tilecute's shared-memory pass always "
+                                             "reuses bytes of buffers whose lifetimes do not "
+                                             "overlap"),
+    K.TL_DISABLE_SHUFFLE_ELECT: _Keeps((False,), "tilecute has no switch for its elected-thread "
+                                       "code"),
+    K.TL_IF_STMT_BINDING_INLINE_REPLAYABLE_BINDS: _Keeps((True,), "tilecute has no such pass"),
+    K.TL_DISABLE_THREAD_STORAGE_SYNC: _Keeps((False,), "tilecute always inserts the barriers "
+                                             "its shared-memory accesses need (pass "
+                                             "insert_barriers)"),
+    K.TL_FORCE_LET_INLINE: _Keeps((False,), "tilecute has no let-inlining switch"),
+    K.TL_AST_PRINT_ENABLE: _Keeps((False,), "tilecute prints nothing while lowering "
+                                  "(kernel.get_source('script') is the lowered IR)"),
+    K.TL_LAYOUT_VISUALIZATION_ENABLE: _Keeps((False,), "tilecute has no layout plots"),
+    K.TL_LAYOUT_VISUALIZATION_FORMATS: _Keeps((None, ""), "tilecute has no layout plots"),
+    K.TL_STORAGE_REWRITE_DETECT_INPLACE: _Keeps((False,), _NO_TIR),
+    K.TIR_ENABLE_EQUIV_TERMS_IN_CSE: _Keeps((True,), _NO_TIR),
+    K.TIR_DISABLE_CSE: _Keeps((False,), _NO_TIR),
+    K.TIR_SIMPLIFY: _Keeps((True,), _NO_TIR),
+    K.TIR_DISABLE_STORAGE_REWRITE: _Keeps((False,), _NO_TIR),
+    K.TIR_DISABLE_VECTORIZE: _Keeps((False,), _NO_TIR + " (tilecute's vectorize pass has no "
+                                    "switch)"),
+    K.TIR_USE_ASYNC_COPY: _Keeps((True,), _NO_TIR),
+    K.TIR_ENABLE_DEBUG: _Keeps((False,), _NO_TIR),
+    K.TIR_MERGE_STATIC_SMEM: _Keeps((True,), _NO_TIR),
+    K.TIR_ADD_LOWER_PASS: _Keeps((None,), _NO_TIR),
+    K.TIR_NOALIAS: _Keeps((True,), _NO_TIR),
+    K.CUDA_KERNELS_OUTPUT_DIR: _Keeps((None, ""), "tilecute writes its generated sources into "
+                                      "the cache entry (kernel.get_source(kind), `tilecute "
+                                      "show`), not into a folder of the program's choice"),
+    K.TL_ENABLE_DUMP_IR: _Keeps((False,), "tilecute dumps no IR between passes (`tilecute "
+                                "show --until <pass>` prints it)"),
+    K.TL_DUMP_IR_DIR: _Keeps((None, "./dump_ir/"), "tilecute dumps no IR between passes"),
+    K.TL_PASS_PROFILE: _Keeps((False,), "tilecute's phase timing is TILECUTE_TIMING, not a "
+                              "pass config"),
+    K.TL_PASS_PROFILE_THRESHOLD_MS: _Keeps((0,), "tilecute has no pass profile"),
+    **{k: _Keeps((), _SUBKEY[0]) for k in K if k.name.startswith("TL_SIMPLIFY_")},
 }
+del K
 
 
 def from_pass_configs(pass_configs, function: str = "tilecute.jit") -> dict:
-    """TileLang's ``pass_configs`` as tilecute options; a key tilecute has no meaning for
-    is an ``OptionError`` naming it and the kernel."""
-    options = {}
+    """TileLang's ``pass_configs`` as tilecute options (``PASS_CONFIGS``): a key tilecute
+    maps sets its option; a key it keeps is accepted at the values it lists; anything
+    else is an ``OptionError`` naming the kernel, the key and the value."""
+    options: dict = {}
     for key, value in dict(pass_configs or {}).items():
         name = key.value if isinstance(key, PassConfigKey) else str(key)
-        if name not in _PASS_CONFIGS:
-            raise OptionError(f"{function}: pass_configs key {name!r} is not supported by "
-                              f"tilecute; the ones it maps are "
-                              + ", ".join(f"{k} (-> {o})" for k, (o, _) in _PASS_CONFIGS.items()))
-        if not isinstance(value, bool):
-            raise OptionError(f"{function}: pass_configs[{name!r}] takes True or False, got "
-                              f"{value!r}")
-        option, convert = _PASS_CONFIGS[name]
-        options[option] = convert(value)
+        try:
+            key = PassConfigKey(name)
+        except ValueError:
+            raise OptionError(f"{function}: pass_configs key {name!r} is not one of TileLang's "
+                              f"PassConfigKey keys") from None
+        rule = PASS_CONFIGS[key]
+        where = f"{function}: pass_configs[PassConfigKey.{key.name}] ({name!r})"
+        if isinstance(rule, _Maps):
+            try:
+                options = merge_options(options, rule.convert(value))
+            except OptionError as e:
+                raise OptionError(f"{where} {e}") from None
+        elif not any(value is v or (type(value) is type(v) and value == v) for v in rule.values):
+            shown = " or ".join(map(repr, rule.values)) or "no value"
+            raise OptionError(f"{where} = {value!r} is not supported by tilecute: {rule.why} "
+                              f"(it accepts {shown})")
+    return options
+
+
+# compile_flags (nvcc's) whose TileLang meaning concerns the CUDA C++ source TileLang
+# generates, which tilecute does not have (it emits CuTe DSL): accepted, nothing to do
+_SOURCE_ONLY_FLAGS = (
+    r"-O3", r"-DNDEBUG", r"-Wno-[\w-]+", r"-U__CUDA_NO_[A-Z0-9_]+__", r"--expt-relaxed-constexpr",
+    r"--expt-extended-lambda", r"-std=c\+\+(17|20)", r"--std=c\+\+(17|20)",
+)
+
+
+def from_compile_flags(flags, function: str = "tilecute.jit") -> dict:
+    """TileLang's ``compile_flags`` (nvcc flags for its generated CUDA C++) as tilecute
+    options: ``--use_fast_math`` -> ``fast_math``; ``--ptxas-options=a,b`` / ``-Xptxas a,b``
+    and ``-maxrregcount=N`` -> ``ptxas_options``; flags about C++ source that tilecute does
+    not generate (``-O3``, ``-DNDEBUG``, ``-Wno-*``, ``-U__CUDA_NO_*__``,
+    ``--expt-relaxed-constexpr``, ``--expt-extended-lambda``, ``-std=c++17/20``) accepted;
+    any other flag is an ``OptionError`` naming it."""
+    import re
+
+    if isinstance(flags, str):
+        flags = [flags]
+    options: dict = {}
+    ptxas: list = []
+    items = list(flags or [])
+    i = 0
+    while i < len(items):
+        flag = items[i]
+        if not isinstance(flag, str):
+            raise OptionError(f"{function}: compile_flags takes strings, got {flag!r}")
+        i += 1
+        if flag in ("--use_fast_math", "-use_fast_math"):
+            options["fast_math"] = True
+        elif flag.startswith(("--ptxas-options=", "-Xptxas=")):
+            ptxas += flag.split("=", 1)[1].split(",")
+        elif flag in ("--ptxas-options", "-Xptxas") and i < len(items):
+            ptxas += items[i].split(",")
+            i += 1
+        elif re.fullmatch(r"--?maxrregcount[= ]?([1-9][0-9]*)", flag):
+            ptxas.append("--maxrregcount=" + re.findall(r"[0-9]+", flag)[0])
+        elif flag in ("-maxrregcount", "--maxrregcount") and i < len(items):
+            ptxas.append(f"--maxrregcount={items[i]}")
+            i += 1
+        elif not any(re.fullmatch(p, flag) for p in _SOURCE_ONLY_FLAGS):
+            raise OptionError(
+                f"{function}: compile_flags {flag!r} is not supported by tilecute (it compiles "
+                "CuTe DSL, not CUDA C++); it takes --use_fast_math, --ptxas-options=... / "
+                "-Xptxas ..., -maxrregcount=N, and accepts the C++-source flags -O3, -DNDEBUG, "
+                "-Wno-*, -U__CUDA_NO_*__, --expt-relaxed-constexpr, --expt-extended-lambda, "
+                "-std=c++17/20")
+    ptxas = [f.strip() for f in ptxas if f.strip()]
+    if ptxas:
+        try:
+            options["ptxas_options"] = _check_ptxas_options(" ".join(ptxas))
+        except OptionError as e:
+            raise OptionError(f"{function}: compile_flags: {e}") from None
     return options

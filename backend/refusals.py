@@ -3,10 +3,18 @@ used.  ``from tilecute.engine.callback import register_cuda_postproc_callback`` 
 (a program that imports a name and never uses it runs); calling the name, or reading an
 attribute of it, raises ``NotImplementedError`` naming it and why.
 
+TileLang modules that tilecute has no counterpart for (``tilelang.cuda.intrinsics.macro``
+...) import too, through :class:`RefusedModules` (last on ``sys.meta_path``, so a real
+module always wins): every name in one is a :class:`Refused`.  ``import tvm`` finds
+``tilecute.tvm`` where no TVM is installed, as ``import tilelang`` makes TileLang's
+bundled TVM importable.
+
 Imports nothing; each module that serves TileLang names builds its refusals here.
 """
 
 from __future__ import annotations
+
+import sys
 
 
 class Refused:
@@ -47,3 +55,70 @@ def refusing_getattr(module: str, names: dict, tilelang_module: str | None = Non
         raise AttributeError(f"module {module!r} has no attribute {name!r}")
 
     return __getattr__
+
+
+_NO_TVM = ("it is TVM's; tilecute is standalone (no TVM): write the kernel with "
+           "tilecute.language (T.*) forms, which build tilecute's own IR")
+# module (and everything under it) -> why tilecute has none of its names
+REFUSED_MODULES = {
+    "tvm": _NO_TVM,
+    "tilecute.tvm": _NO_TVM,
+    "tilecute.cuda.intrinsics.macro": "TileLang's MMA/WGMMA emitters generate TVM TIR; tilecute "
+                                      "has no TIR (T.gemm lowers onto CuTe DSL's MMAs)",
+    "tilecute.cuda.intrinsics.layout": "TileLang's MMA fragment index maps are TVM TIR "
+                                       "functions; tilecute's T.gemm chooses its own layouts",
+    "tilecute.tools": "TileLang's tools (layout plots, the roofline Analyzer, IKET tracing) "
+                      "read TileLang's IR; tilecute's lowered IR is kernel.get_source('script')",
+    "tilecute.rocm": "it targets AMD GPUs; tilecute targets NVIDIA's (CuTe DSL)",
+}
+
+
+def _refused_module(name: str, why: str):
+    import types
+
+    module = types.ModuleType(name)
+    module.__path__ = []  # a package: its submodules are refused too
+
+    def __getattr__(attr: str):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return Refused(f"{name.replace('tilecute', 'tilelang', 1)}.{attr}", why)
+
+    module.__getattr__ = __getattr__
+    return module
+
+
+class RefusedModules:
+    """The finder of :data:`REFUSED_MODULES` (and ``tvm`` -> ``tilecute.tvm``)."""
+
+    @staticmethod
+    def _why(fullname: str):
+        for prefix, why in REFUSED_MODULES.items():
+            if fullname == prefix or fullname.startswith(prefix + "."):
+                return why
+        return None
+
+    @classmethod
+    def find_spec(cls, fullname, path=None, target=None):
+        if cls._why(fullname) is None:
+            return None
+        import importlib.util
+
+        return importlib.util.spec_from_loader(fullname, cls)
+
+    @classmethod
+    def create_module(cls, spec):
+        if spec.name == "tvm":
+            import importlib
+
+            return importlib.import_module("tilecute.tvm")
+        return _refused_module(spec.name.replace("tilecute.tvm", "tvm", 1), cls._why(spec.name))
+
+    @staticmethod
+    def exec_module(module):
+        pass
+
+
+def install_module_finder() -> None:
+    if RefusedModules not in sys.meta_path:
+        sys.meta_path.append(RefusedModules)

@@ -92,12 +92,12 @@ def _shutdown() -> None:
 
 
 def produce_cubin(source_path: str, abi_path: str, arch: str, staging_dir: str,
-                  name: str = "kernel.cubin") -> str:
+                  name: str = "kernel.cubin", ptxas_options: str = "") -> str:
     """:func:`tilecute.runtime.cubingen.produce_cubin` in a worker process (or here, with
     ``TILECUTE_CUBIN_WORKER=0``); returns the cubin's path.  The ABI and arch checks and
     their errors are the same."""
     request = {"source": str(source_path), "abi": str(abi_path), "arch": arch,
-               "staging": str(staging_dir), "name": name}
+               "staging": str(staging_dir), "name": name, "ptxas_options": ptxas_options}
     if not enabled():
         return _serve(request)["path"]
     worker = _take()
@@ -133,7 +133,7 @@ def _serve(request: dict) -> dict:
     with open(request["abi"]) as f:
         abi = LaunchABI.from_json(f.read())
     info = compile_here(request["source"], abi, request["arch"], request["staging"],
-                        request["name"])
+                        request["name"], request.get("ptxas_options", ""))
     return {"ok": True, "path": info.path}
 
 

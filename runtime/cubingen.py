@@ -61,9 +61,12 @@ def default_arch() -> str:
 _import_source = import_source  # the name tests/test_gemm.py imports
 
 
-def compile_cubin(source_path: str, function: str, arch: str, out_dir: str) -> str:
+def compile_cubin(source_path: str, function: str, arch: str, out_dir: str,
+                  ptxas_options: str = "") -> str:
     """Compile the ``@cute.jit`` wrapper ``function`` of the CuTe DSL file ``source_path``
-    for ``arch``; return the path of the cubin written under ``out_dir``."""
+    for ``arch``; return the path of the cubin written under ``out_dir``.
+    ``ptxas_options``: ptxas flags (compile option ``ptxas_options``, checked there); with
+    ``-v`` CuTe DSL's ptxas remarks are on, so ptxas' report is printed (stderr)."""
     check_arch(arch)
     os.environ.setdefault("CUTE_DSL_ARCH", arch)
     import cutlass.cute as cute  # noqa: F401  (first CUTLASS import of the process, if lazy)
@@ -72,8 +75,12 @@ def compile_cubin(source_path: str, function: str, arch: str, out_dir: str) -> s
     module = import_source(source_path, f"tilecute_cute_{abs(hash(source_path)):x}")
     wrapper = getattr(module, function)
     dump = tempfile.mkdtemp(prefix="dump-", dir=out_dir)
-    cute.compile(wrapper, *module.placeholder_args(),
-                 options=shlex.join(["--keep-cubin", "--gpu-arch", arch, "--dump-dir", dump]))
+    options = ["--keep-cubin", "--gpu-arch", arch, "--dump-dir", dump]
+    if ptxas_options:
+        options += ["--ptxas-options", ptxas_options]
+        if {"-v", "--verbose"} & set(ptxas_options.split()):
+            options.append("remarks{ptx}")
+    cute.compile(wrapper, *module.placeholder_args(), options=shlex.join(options))
     found = glob.glob(os.path.join(dump, "*.cubin"))
     if len(found) != 1:
         raise RuntimeError(f"{function}: cute.compile left {len(found)} cubins in {dump}, expected 1")
@@ -81,10 +88,10 @@ def compile_cubin(source_path: str, function: str, arch: str, out_dir: str) -> s
 
 
 def produce_cubin(source_path: str, abi: LaunchABI, arch: str, staging_dir: str,
-                  name: str = "kernel.cubin") -> CubinInfo:
+                  name: str = "kernel.cubin", ptxas_options: str = "") -> CubinInfo:
     """Compile, check the cubin against ``abi`` (``ABIMismatch`` on disagreement), and
     leave it as ``staging_dir/name``."""
-    cubin = compile_cubin(source_path, abi.function, arch, staging_dir)
+    cubin = compile_cubin(source_path, abi.function, arch, staging_dir, ptxas_options)
     info = read_cubin(cubin, arch)
     check_abi(info, abi)
     target = os.path.join(staging_dir, name)

@@ -57,6 +57,7 @@ ALIASES = {
     "float8_e4m3fn": "float8_e4m3", "e4m3": "float8_e4m3", "fp8_e4m3": "float8_e4m3",
     "e5m2": "float8_e5m2", "fp8_e5m2": "float8_e5m2",
     "int": "int32", "uint": "uint32",
+    "short": "int16", "long": "int64", "ulong": "uint64",  # TileLang's C spellings
 }
 
 

@@ -59,8 +59,9 @@ def test_pass_configs_map_onto_options_or_are_refused():
                                                                   "fast_math": True}
     assert from_pass_configs({"tl.disable_warp_specialized": True}) == {
         "disable_warp_specialize": True}
-    with pytest.raises(OptionError, match=r"pass_configs key 'tl.disable_safe_memory_legalize' "
-                                          r"is not supported"):
+    with pytest.raises(OptionError, match=r"pass_configs\[PassConfigKey.TL_DISABLE_SAFE_MEMORY_"
+                                          r"ACCESS\] \('tl.disable_safe_memory_legalize'\) = True "
+                                          r"is not supported by tilecute"):
         tilecute.jit(pass_configs={"tl.disable_safe_memory_legalize": True})(lambda: None)
     with pytest.raises(OptionError, match=r"takes True or False"):
         from_pass_configs({"tl.enable_fast_math": 1})

@@ -21,6 +21,10 @@ def signature(abi: LaunchABI) -> str:
     return f"{abi.function}({', '.join(parts)})"
 
 
-def render_host_module(abi: LaunchABI, *, arch: str, tilecute_version: str) -> str:
+def render_host_module(abi: LaunchABI, *, arch: str, tilecute_version: str,
+                       ptxas_options: str = "") -> str:
+    """``ptxas_options``: the compile option's ptxas flags, passed on when the host module
+    compiles the cubin (none: the module is as before the option existed)."""
     return template_environment().get_template(TEMPLATE).render(
-        version=tilecute_version, function=abi.function, arch=arch, signature=signature(abi))
+        version=tilecute_version, function=abi.function, arch=arch, signature=signature(abi),
+        ptxas_options=ptxas_options)

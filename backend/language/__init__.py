@@ -66,6 +66,7 @@ from .ops import (  # noqa: F401
 )
 from .parser import FrontendError, parse_script, prim_func
 from .values import DTYPE_NAMES, DType, GemmWarpPolicy, Layout, TensorSpec, dtype_name  # noqa: F401
+from .values import UnsupportedDType, tilelang_only_dtype
 from .values import Buffer, StridedTensor, Tensor, dyn, dynamic, symbolic  # noqa: F401
 from .values import FragmentBuffer, LocalBuffer, SharedBuffer  # noqa: F401
 from .values import Macro, macro  # noqa: F401
@@ -89,6 +90,8 @@ def from_script(text: str, env: Optional[dict] = None, filename: str = "<script>
 def __getattr__(name: str):
     if name in TILELANG_ONLY:
         return Unsupported(name)
+    if tilelang_only_dtype(name):
+        return UnsupportedDType(name)
     raise AttributeError(f"module 'tilecute.language' has no attribute {name!r}")
 
 

@@ -32,6 +32,50 @@ class DType(str):
             return _N.cast(value, str(self))
         return _N.const(value, str(self))
 
+    def as_torch(self):
+        """The torch dtype (TileLang's ``T.float8_e4m3fn.as_torch()``)."""
+        from ..runtime.profiling import map_torch_type
+
+        return map_torch_type(str(self))
+
+    @property
+    def bits(self) -> int:
+        return DTYPES[str(self)].bits
+
+
+class UnsupportedDType:
+    """``T.<name>`` for a TileLang dtype tilecute does not have (``T.int4``,
+    ``T.float4_e2m1fn``, ``T.float16x2`` ...): a parameter, buffer or cast of it is an
+    error naming it (the parser prints its repr), and so is calling it."""
+
+    def __init__(self, name: str):
+        self.__name__ = name
+
+    def message(self) -> str:
+        return (f"T.{self.__name__} is a TileLang dtype that tilecute does not have; its dtypes "
+                f"are {', '.join(DTYPES)}")
+
+    def __call__(self, *args, **kwargs):
+        raise NotImplementedError(self.message())
+
+    def __repr__(self) -> str:
+        return f"<T.{self.__name__}: a TileLang dtype tilecute does not have>"
+
+
+def tilelang_only_dtype(name: str) -> bool:
+    """Whether ``name`` is one of TileLang's dtype names that tilecute lacks: its sub-byte,
+    FNUZ, e8m0, e3m4 and TF32 types and the vector types ``<scalar>x<lanes>``."""
+    scalar = re.sub(r"x(2|4|8|16|32|64)$", "", name)
+    return name in _TILELANG_ONLY_DTYPES or (scalar != name and (
+        scalar in DTYPES or scalar in _TILELANG_ONLY_DTYPES or scalar in ("float8_e4m3fn",)))
+
+
+_TILELANG_ONLY_DTYPES = frozenset("""
+    int1 int2 int4 uint1 uint2 uint4 float8_e3m4 float8_e4m3b11fnuz float8_e4m3fnuz
+    float8_e5m2fnuz float8_e8m0fnu float6_e2m3fn float6_e3m2fn float4_e2m1fn
+    float4_e2m1_unpacked tfloat32
+""".split())
+
 
 float16 = DType("float16")
 bfloat16 = DType("bfloat16")
@@ -48,6 +92,7 @@ DTYPE_NAMES = {
     **{name: DType(name) for name in DTYPES if name != "bool"},
     "boolean": boolean, "bool": boolean,
     "half": float16, "float": float32, "double": float64, "float8_e4m3fn": float8_e4m3,
+    "int": int32, "uint": uint32, "short": int16, "long": int64, "ulong": uint64,
 }
 
 

@@ -1,0 +1,1 @@
+"""TileLang's ``tilelang.tileop``: ``tileop.base.GemmWarpPolicy`` is ``T.GemmWarpPolicy``."""

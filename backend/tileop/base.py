@@ -1,0 +1,3 @@
+"""TileLang's ``tilelang.tileop.base``: ``GemmWarpPolicy`` (``T.GemmWarpPolicy``)."""
+
+from ..language.values import GemmWarpPolicy  # noqa: F401
