@@ -163,6 +163,11 @@ class _Kernel:
         if k % MMA_INSTR_K[a.dtype]:
             self.fail(s, f"K = {k} is not a multiple of {MMA_INSTR_K[a.dtype]}, the MMA's K for "
                          f"{a.dtype}")
+        if family == "wgmma" and not a_regs and a.dtype in MMA_TYPES and (
+                self.threads % WARPGROUP or
+                wgmma_warps(m, n, self.threads // WARPGROUP, s.policy) is None) and \
+                self.threads % WARP == 0 and mma_warps(m, n, self.threads // WARP, s.policy):
+            family = "mma"  # wgmma cannot tile it with these threads: warp mma.sync, as TileLang
         if family == "wgmma":
             if self.threads % WARPGROUP:
                 self.fail(s, f"wgmma runs on warpgroups of {WARPGROUP} threads; the block has "
