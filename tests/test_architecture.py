@@ -97,6 +97,7 @@ def stage(name: str) -> float:
         (("tilecute.runtime", "tilecute.target", "tilecute.options", "tilecute.templates"), 0),
         (("tilecute.ir",), 1),
         (("tilecute.language", "tilecute.layout"), 2),  # tilecute.layout: tilelang.layout's names
+        (("tilecute.cuda", "tilecute.tileop"), 2),  # tilelang.cuda.intrinsics', tileop's names
         (("tilecute.transform.analysis",), 2.5),
         (("tilecute.transform.launch_abi",), 3.9),
         (("tilecute.transform.pipeline", "tilecute.transform"), 3.95),
@@ -107,6 +108,8 @@ def stage(name: str) -> float:
         (("tilecute.cache",), 8),
         (("tilecute.api", "tilecute.torch", "tilecute.cli", "tilecute.__main__",
           "tilecute.autotuner", "tilecute.variants", "tilecute.export"), 9),
+        # TileLang's host modules under tilecute's names (docs/host-api.md)
+        (("tilecute.contrib", "tilecute.engine", "tilecute.env", "tilecute.carver"), 9),
         (("tilecute.profiler", "tilecute.utils", "tilecute.testing"), 0),  # runtime re-exports
         (("tilecute",), 0),
     ]
