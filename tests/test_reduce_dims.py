@@ -10,6 +10,7 @@ import pytest
 
 import tilecute
 import tilecute.language as T
+from tilecute.ir import nodes as N
 from tilecute.ir.validate import ValidationError
 from tilecute.transform.lower_tile_ops import lower_tile_ops
 from tilecute.transform.pipeline import run_passes
@@ -72,6 +73,53 @@ def test_shared_destination_and_clear_false_combine_after_the_reduction():
     text = lower_tile_ops(_reduce((64, 64), 1, "max", False, "shared", "shared")).script()
     assert re.search(r"T.reduce_max\(x_frag\d+, (y_frag\d+), dim=1, clear=True\)", text)
     assert re.search(r"y\[(i\d+)\] = T.max\(y\[\1\], y_frag\d+\[\1\]\)", text)
+
+
+def _top(func):
+    body = func.kernels[0].body
+    return body, {s.buffer.name: s for s in body if isinstance(s, N.Allocate)}
+
+
+@pytest.mark.parametrize("case", [CASES[0], CASES[4], CASES[6], CASES[8]],
+                         ids=lambda c: f"{c[0]}-dim{c[1]}-{c[4]}")
+def test_scratch_on_the_bytes_of_the_tile_read_before_waits_for_its_readers(case):
+    # the reduction's scratch takes the bytes of the shared tile the fragment was just
+    # read from (its life ended there); the helper writes the scratch before its first
+    # barrier, so threads still reading the tile need a barrier first
+    body, allocs = _top(run_passes(_reduce(*case)))
+    at = next(i for i, s in enumerate(body) if isinstance(s, N.Reduce))
+    scratch = allocs[body[at].scratch].slot
+    read = [b for b in ("x", "x_moved5") if b in allocs and allocs[b].buffer.scope == "shared"]
+    assert allocs[read[0]].slot.offset == scratch.offset  # shares bytes with the scratch
+    assert isinstance(body[at - 1], N.Barrier)
+
+
+def test_a_scratch_of_its_own_needs_no_barrier():
+    body, allocs = _top(run_passes(_reduce((64, 64), 1, "sum")))  # no other shared tile
+    at = next(i for i, s in enumerate(body) if isinstance(s, N.Reduce))
+    assert body[at].scratch and not any(isinstance(s, N.Barrier) for s in body[:at])
+
+
+@pytest.mark.parametrize("case", [CASES[6], CASES[8]], ids=lambda c: f"{c[0]}-dim{c[1]}")
+def test_a_shared_source_reduced_over_another_dim_is_not_loaded_by_tma(case):
+    # the lowering reads it down columns (x_frag[j, i] = x[i, j]), which the layout pass
+    # swizzles; TMA writes rows as they are, so the copy keeps the vector path
+    func = run_passes(_reduce(*case))
+    body, allocs = _top(func)
+    assert allocs["x"].layout.kind == "swizzled"
+    loads = [s for s in body if isinstance(s, N.TmaCopy)]
+    assert all(s.dst.buffer != "x" for s in loads)
+    text = func.script()
+    assert re.search(r"x\[i\d+, i\d+\] = X\[i\d+, i\d+\]" if len(case[0]) == 2 else
+                     r"x\[i\d+, i\d+, i\d+\] = X\[", text)
+
+
+def test_keepdim_shared_destination_walks_the_global_rows():
+    # Y (32, 1) to the shared y (32, 1) and back: Y[i, 0], every row (Y[0, i] copied one)
+    text = run_passes(_reduce((32, 64), 1, "sum", False, "fragment", "shared", True),
+                      until="lower_tile_ops").script()
+    assert re.search(r"y\[(i\d+), 0\] = Y\[\1, 0\]", text)
+    assert re.search(r"Y\[(i\d+), 0\] = y\[\1, 0\]", text)
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}-dim{c[1]}-{c[2]}-{c[4]}-{c[5]}")

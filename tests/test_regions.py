@@ -56,3 +56,39 @@ def test_region_shape_mismatch_is_still_an_error():
 def test_bshd_copy_builds(arch, tmp_path):
     info = tilecute.build_cubin(bshd_copy, arch, out_dir=str(tmp_path))
     assert info.kernel_names == ["tilecute_bshd_copy_0"]
+
+
+
+def _unit_dim_tiles(shape, whole):
+    """A tile with a unit dim that is not leading, copied from and back to global
+    memory given whole (``T.copy(Y, s)``) or by its origin (``T.copy(Y[0, 0], s)``)."""
+    @T.prim_func
+    def unit_dim_tiles(Y: T.Tensor(shape, "float32"), Z: T.Tensor(shape, "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            s = T.alloc_shared(shape, "float32")
+            f = T.alloc_fragment(shape, "float32")
+            if whole:
+                T.copy(Y, s)
+                T.copy(f, Z)
+            elif len(shape) == 2:
+                T.copy(Y[0, 0], s)
+                T.copy(f, Z[0, 0])
+            else:
+                T.copy(Y[0, 0, 0], s)
+                T.copy(f, Z[0, 0, 0])
+            T.copy(s, f)
+    return unit_dim_tiles
+
+
+@pytest.mark.parametrize("shape", [(32, 1), (4, 1, 16)])
+@pytest.mark.parametrize("whole", [True, False])
+def test_an_origin_takes_the_tiles_unit_dims_in_place(shape, whole):
+    # TileLang right-aligns the tile's extents on the origin (legalize_pairwise_extents):
+    # Y[i, 0], not Y[0, i] (which copied one element of Y and left the rest)
+    func = run_passes(_unit_dim_tiles(shape, whole), "sm_80", until="lower_tile_ops")
+    glob = [s for s in _stores(func) if s.buffer == "Z" or s.value.buffer == "Y"]
+    assert len(glob) == 2
+    for indices in (glob[0].value.indices, glob[1].indices):
+        text = [expr_str(i) for i in indices]
+        assert [t for t, d in zip(text, shape) if d == 1] == ["0"], text
+        assert all(t != "0" for t, d in zip(text, shape) if d != 1), text

@@ -179,3 +179,28 @@ def test_column_walked_tile_keeps_swizzle():
     plan = lower(tile_ops.transpose(), "sm_90a")
     assert not _stmts(plan, N.TmaCopy)
     assert "^" in emit_cute(plan)
+
+
+@T.prim_func
+def _explicit_transpose(X: T.Tensor((32, 32), "float32"), Y: T.Tensor((32, 32), "float32")):
+    with T.Kernel(1, threads=128) as bx:
+        s = T.alloc_shared((32, 32), "float32")
+        bar = T.alloc_barrier(128)
+        T.tma_copy(X[0, 0], s, barrier=bar[0])
+        T.mbarrier_arrive(bar[0])
+        T.mbarrier_wait_parity(bar[0], 0)
+        for i, j in T.Parallel(32, 32):
+            Y[i, j] = s[j, i]
+
+
+def test_a_tile_tma_moves_is_never_column_swizzled(tmp_path):
+    """The program's own T.tma_copy writes s row by row (its descriptor has no swizzle), so
+    the layout pass keeps s row-major although a nest reads it down columns (it used to
+    swizzle it and read each column at XOR-ed places the TMA load never wrote)."""
+    plan = lower(_explicit_transpose, "sm_90a")
+    (alloc,) = [s for s in walk_stmts(plan.func.kernels[0].body)
+                if isinstance(s, N.Allocate) and s.buffer.name == "s"]
+    assert alloc.layout == N.Layout("row_major")
+    source = emit_cute(plan)
+    assert "s[(j + tc_lane4) * 32 + i]" in source and "^" not in source
+    _cubin(plan, tmp_path)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 
 from ..ir import nodes as N
+from ..ir.printer import layout_str
 from ..transform.analysis import (all_names, loads as _loads, row_major_strides, value_range,
                                   view_bases, walk_stmts)
 from ..transform.launch_abi import KernelPlan
@@ -560,6 +561,13 @@ class KernelEmitter:
         stage = None if s.stage is None else self.exprs.expr(s.stage)
         smem = self.smem.ptr(shared.buffer, stage)
         spec = desc.spec
+        layout = self.layouts.get(shared.buffer)
+        kind = layout.kind if layout is not None else "row_major"
+        if (kind, layout.swizzle if kind == "tma_swizzled" else 0) != (
+                "tma_swizzled" if spec.swizzle else "row_major", spec.swizzle):
+            self.fail(s, f"internal: the TMA descriptor '{s.desc}' moves '{shared.buffer}' "
+                         f"with swizzle {spec.swizzle}, but its layout is "
+                         f"{layout_str(layout) if layout is not None else 'none'}")
         box = "x".join(map(str, spec.box))
         chunk_bytes = spec.box_bytes(desc.dtype)
         chunks = int(self.buffers[shared.buffer].shape[-1].value) // spec.box[-1]

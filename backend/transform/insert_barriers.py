@@ -46,7 +46,7 @@ class _Sync:
         """Shared buffers ``s`` reads and writes (a write touches every buffer on the same
         bytes too), and whether its writes are cp.async."""
         if isinstance(s, (N.Reduce, N.FinalizeReducer)):
-            return set(), set(), False  # its scratch is synchronised inside the helper
+            return set(), set(), False  # fragments; its scratch: see :meth:`reduction`
         reads, writes = set(), set()
         for b, _, w in accesses([_program_ordered_loads_dropped(s)]):
             if b in self.shared:
@@ -83,6 +83,9 @@ class _Sync:
                 continue
             if isinstance(s, N.WarpGroups):
                 self.warp_groups(s, st, out)
+                continue
+            if isinstance(s, (N.Reduce, N.FinalizeReducer)):
+                self.reduction(s, st, out)
                 continue
             if isinstance(s, N.If) and not _has_thread_idx(s.cond):
                 self.barrier_if_needed(s, st, out)
@@ -130,6 +133,20 @@ class _Sync:
             st.read.clear()
             st.read.add(s.src.buffer)
         elif ({s.dst.buffer} | self.aliases.get(s.dst.buffer, set())) & (st.read | set(st.written)):
+            out.append(N.Barrier(any(st.written.values()), loc=s.loc))
+            st.written.clear()
+            st.read.clear()
+        out.append(s)
+
+    def reduction(self, s, st: _State, out: list) -> None:
+        """A reduction across warps writes its shared ``scratch`` first and then
+        synchronises (tilecute.runtime.cute.reduce / rows: a barrier after the writes and
+        one after the reads), so its own reuse of the scratch and everything after it are
+        ordered.  The scratch may share bytes with a buffer whose life ended just before
+        (the shared-memory pass places them so): when that buffer was read or written since
+        the last barrier, the scratch writes need a barrier first."""
+        writes = {s.scratch} | self.aliases.get(s.scratch, set()) if s.scratch else set()
+        if writes & (st.read | set(st.written)):
             out.append(N.Barrier(any(st.written.values()), loc=s.loc))
             st.written.clear()
             st.read.clear()

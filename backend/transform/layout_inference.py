@@ -27,7 +27,11 @@ Nests
 Shared buffers
   ``swizzled`` (column ``c`` of row ``r`` stored at ``c ^ (r % 32)``) when a nest walks a
   column (its innermost loop variable indexes a dim other than the last) and the rows
-  are a power of two long; ``row_major`` otherwise.
+  are a power of two long; ``row_major`` otherwise, and always for a buffer a TMA copy
+  writes or reads without a swizzle (its descriptor, assigned earlier, moves rows as
+  they are).  The TMA pass leaves the copies of buffers column-walked by its time to the
+  nests, so this is for walks made later: the transposing copy of
+  ``T.reduce(shared, ..., dim=0)``.
 
 Views (``Allocate.view_of``: T.view / T.reshape)
   A fragment view and its base are one set of registers: they are replicated together or
@@ -93,6 +97,10 @@ class _Kernel:
         self.why: dict[str, N.Stmt] = {}  # fragment -> a statement that makes it replicated
         self.column_walked: set[str] = set()
         self.scanned: set[str] = set()  # shared buffers a T.cumsum scans: row-major
+        # shared buffers a TMA copy writes or reads: laid out as its descriptor says
+        # (row-major unless TMA-swizzled), whatever nests walk them
+        self.tma_copied = {r.buffer for s in walk_stmts(scope.body) if isinstance(s, N.TmaCopy)
+                           for r in (s.src, s.dst)}
         self.reducers: set[str] = set()  # T.alloc_reducer fragments
         self.rows = self.row_fragments()  # fragment -> its mma_rows layout
         # the threads the statements being collected map onto: (first thread, count), the
@@ -496,7 +504,8 @@ class _Kernel:
                 return N.Layout("blocked", threads=count, vector=vector[name], first_thread=first)
             if buf.scope == "shared":
                 row = int(buf.shape[-1].value)
-                if name in self.column_walked and name not in self.scanned and buf.ndim >= 2 and row >= 2 and row & (row - 1) == 0:
+                if name in self.column_walked and name not in self.scanned | self.tma_copied \
+                        and buf.ndim >= 2 and row >= 2 and row & (row - 1) == 0:
                     return N.Layout("swizzled", swizzle=min(WARP, row))
                 return N.Layout("row_major")
             return None

@@ -8,8 +8,11 @@ tile ops.
 
 Tile shapes: a region with explicit extents (``A[0:16, k:k+32]``) has them; a whole
 shared/fragment/local buffer has its shape; a global region given by its origin
-(``A[by * 64, k * 32]``) takes the other side's shape.  When the two sides differ in rank,
-the lower-rank tile lines up with the trailing dims of the other (leading extents 1).
+(``A[by * 64, k * 32]``, or a whole global buffer) takes the other side's shape.  When
+the two sides differ in rank, the lower-rank tile lines up with the trailing dims of the
+other (leading extents 1), as TileLang's ``legalize_pairwise_extents`` does; the nest's
+loops walk each side's non-unit dims in order (``T.copy(Y, y)`` with ``y`` of shape
+``(32, 1)`` walks ``Y[i, 0]``).
 """
 
 from __future__ import annotations
@@ -86,10 +89,13 @@ class _Lowerer(StmtMutator):
         # the nest indexes it with exactly the loop variables
         return qa
 
-    def indices(self, r: N.Region, shape, loop_vars) -> tuple[N.Expr, ...]:
-        """Element indices of region ``r`` at the nest's iteration ``loop_vars``."""
+    def indices(self, r: N.Region, shape, loop_vars, other=None) -> tuple[N.Expr, ...]:
+        """Element indices of region ``r`` at the nest's iteration ``loop_vars``; ``other``:
+        the other side's region, whose extents a global origin takes."""
         rank = len(r.starts)
         extents = self.tile_shape(r)
+        if extents is None and other is not None:
+            extents = _aligned(self.tile_shape(other), rank)
         if extents is not None and len(squeeze(extents)) == len(shape):
             # map loop dims onto the region's non-unit dims, in order
             out, d = [], 0
@@ -123,8 +129,8 @@ class _Lowerer(StmtMutator):
         sbuf, dbuf = self.buffers[s.src.buffer], self.buffers[s.dst.buffer]
 
         def body(vs):
-            value = N.Load(sbuf.name, self.indices(s.src, shape, vs), sbuf.dtype)
-            return (N.Store(dbuf.name, self.indices(s.dst, shape, vs), N.cast(value, dbuf.dtype),
+            value = N.Load(sbuf.name, self.indices(s.src, shape, vs, s.dst), sbuf.dtype)
+            return (N.Store(dbuf.name, self.indices(s.dst, shape, vs, s.src), N.cast(value, dbuf.dtype),
                             loc=s.loc),)
         return self.nest(s, shape, body)
 
@@ -142,8 +148,8 @@ class _Lowerer(StmtMutator):
         sbuf, dbuf = self.buffers[s.value.buffer], self.buffers[s.dst.buffer]
 
         def body(vs):
-            value = N.Load(sbuf.name, self.indices(s.value, shape, vs), sbuf.dtype)
-            dst = N.Region(dbuf.name, self.indices(s.dst, shape, vs))
+            value = N.Load(sbuf.name, self.indices(s.value, shape, vs, s.dst), sbuf.dtype)
+            dst = N.Region(dbuf.name, self.indices(s.dst, shape, vs, s.value))
             return (N.AtomicAdd(dst, N.cast(value, dbuf.dtype), loc=s.loc, op=s.op),)
         return self.nest(s, shape, body)
 
@@ -340,6 +346,16 @@ def reduce_update(kind: str, acc: N.Expr, value: N.Expr, absolute: bool = False)
 
 def _zero(e) -> bool:
     return isinstance(e, N.Const) and e.value == 0
+
+
+def _aligned(extents, rank: int):
+    """The extents of a region origin of ``rank`` dims copied with a tile of ``extents``:
+    TileLang's right-aligned extents (``legalize_pairwise_extents``), leading dims 1, so
+    ``T.copy(Y[0, 0], y)`` with ``y`` of shape ``(32, 1)`` walks ``Y[i, 0]``."""
+    if extents is None:
+        return None
+    extents = tuple(extents)
+    return (N.Const(1, "int32"),) * (rank - len(extents)) + extents[max(len(extents) - rank, 0):]
 
 
 def _kept_dims(extents, rank: int) -> list[int]:

@@ -16,6 +16,10 @@ memory the Tensor Memory Accelerator moves.
   a shared buffer that has views is copied by TMA only where its layout is one its views
   can share (:func:`view_layout`), and never multi-buffered (no loads in pipelined loops).
 - **Stores.** ``T.copy(s, A[origin])`` becomes ``TmaCopy(s, A[origin])`` anywhere.
+- **Column walks.** A shared buffer some ``T.Parallel`` nest reads down a column (or
+  that ``T.reduce`` reduces over another dim than its last, which the tile-op lowering
+  reads by column) keeps the cp.async / vector path unless TMA-swizzled: the layout pass
+  swizzles it, and TMA moves rows as they are.
 - A copy the program marked ``T.copy(..., disable_tma=True)`` (``Copy.disable_tma``) is
   never one of these: it keeps the cp.async / vector path.
 
@@ -82,7 +86,12 @@ class _Kernel(StmtMutator):
         self.buffers = {p.name: p for p in func.params if isinstance(p, N.Buffer)}
         self.allocs = {s.buffer.name: s for s in scope.body if isinstance(s, N.Allocate)}
         self.buffers.update({n: a.buffer for n, a in self.allocs.items()})
-        self.column_walked = column_walked(scope.body)
+        self.column_walked = column_walked(scope.body) | {
+            r.src for r in walk_stmts(scope.body) if isinstance(r, N.Reduce)
+            and r.src in self.allocs and self.allocs[r.src].buffer.scope == "shared"
+            and r.dim != self.allocs[r.src].buffer.ndim - 1}
+        # (the tile-op lowering reads a shared source reduced over another dim than its last
+        # by column, into a fragment with that dim last)
         self.pipelined: set[str] = set()  # buffers an earlier pipelined loop loads
         self.bases = view_bases(scope.body)  # view -> the buffer it views
         self.aliased = aliased(scope.body)
