@@ -154,15 +154,30 @@ def _bits():
         with T.Kernel(1, threads=128) as bx:
             tx = T.get_thread_binding()
             B[tx] = T.reinterpret(A[tx], T.int32)
-            C[tx] = T.reinterpret(T.int32, B[tx] ^ -2147483648)  # TVM's order: the sign flipped
+            C[tx] = T.reinterpret(T.float32, B[tx] ^ -2147483648)  # TVM's order: the sign flipped
     return bits
 
 
 def test_reinterpret_is_a_bit_cast(tmp_path):
     func = _bits()
-    assert 'T.reinterpret(A[tx], "int32")' in func.script()
-    assert "tcmath.reinterpret(A[tx], cutlass.Int32)" in emit_cute(lower(func, "sm_90a"))
+    text = func.script()
+    assert 'T.reinterpret(A[tx], "int32")' in text
+    # both ways are bit casts: no value conversion on the way back to float32
+    assert 'C[tx] = T.reinterpret(B[tx] ^ -2147483648, "float32")' in text and "T.Cast" not in text
+    source = emit_cute(lower(func, "sm_90a"))
+    assert "tcmath.reinterpret(A[tx], cutlass.Int32)" in source
+    assert "C[tx] = tcmath.reinterpret(B[tx] ^ -2147483648, cutlass.Float32)" in source
     assert tilecute.build_cubin(func, "sm_90a", out_dir=str(tmp_path)).kernel_names
+
+
+def test_reinterpret_to_its_own_dtype_is_the_value():
+    # TVM's reinterpret of an int32 as int32 is the value; stored into a float32 buffer it
+    # is then converted, as any int32 value is (what C = T.reinterpret(T.int32, b) does)
+    from tilecute.ir import nodes as N
+
+    b = N.Var("b", "int32")
+    assert T.reinterpret(T.int32, b) == b and T.reinterpret(b, "int32") == b
+    assert T.reinterpret(T.float32, b) == N.Call("reinterpret", (b,), "float32")
 
 
 def test_reinterpret_refuses_another_width():
