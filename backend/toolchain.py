@@ -168,8 +168,7 @@ def launcher_build_command(source: Path, output: Path, extra_cflags: tuple[str, 
 # -- the launcher runtime, compiled once ----------------------------------------------------
 # templates/tilecute_launcher.h and tilecute_launcher_runtime.cpp, copied next to every
 # launcher.cpp (tilecute.host.launcher.write_launcher)
-RUNTIME_HEADER = "tilecute_launcher.h"
-RUNTIME_SOURCE = "tilecute_launcher_runtime.cpp"
+from .templates import RUNTIME_HEADER, RUNTIME_SOURCE  # noqa: E402  (named with the templates)
 RUNTIME_OBJECT = "tilecute_launcher_runtime.o"
 ENV_SHARED_RUNTIME = "TILECUTE_SHARED_RUNTIME"
 # flags of a launcher build that do not change the runtime's code: left out of its build, so

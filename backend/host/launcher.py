@@ -11,7 +11,7 @@ checks, the declarations), which the rendered source includes, and
 once per toolchain and links into every launcher; :func:`write_launcher` copies both next
 to the source.  ``docs/launch-abi.md`` describes what the generated code does.
 
-Imports jinja2, the runtime's ABI and dtype tables and the toolchain's names of the runtime
+Imports jinja2, the runtime's ABI and dtype tables and the templates' names of the runtime
 files; no CUTLASS, no torch.
 """
 
@@ -40,13 +40,13 @@ from ..runtime.abi import (
 )
 from ..runtime.dtypes import DTYPES
 from ..target import MAX_THREADS, TMA_MAX_BOX, TMA_MAX_RANK
-from ..toolchain import RUNTIME_HEADER, RUNTIME_SOURCE
+from ..templates import RUNTIME_HEADER, RUNTIME_SOURCE
 
 TEMPLATE = "launcher.cpp.j2"
 LAUNCHER_SOURCE = "launcher.cpp"
 # the launcher runtime under templates/, copied next to every rendered launcher: the header it
 # includes and the code every launcher links (the toolchain compiles it once), named by
-# tilecute.toolchain (RUNTIME_HEADER, RUNTIME_SOURCE, imported above)
+# tilecute.templates (RUNTIME_HEADER, RUNTIME_SOURCE, imported above)
 
 # Names the launcher exports besides the function itself.
 EXPORT_SET_CUBIN = "__tilecute_set_cubin"
