@@ -191,11 +191,25 @@ def test_row_reduction_with_warps_along_n_meets_in_shared(arch, policy, warps, t
         assert "tcrow.reduce_rows(acc, m" in source
     assert tilecute.build_cubin(func, arch, out_dir=str(tmp_path)).kernel_names
 
-@pytest.mark.parametrize("threads", [32, 64])
-def test_gemm_without_a_whole_warpgroup_falls_back_to_mma_sync(threads, tmp_path):
+@pytest.mark.parametrize("m,threads", [(64, 32), (64, 64), (96, 128)])
+def test_gemm_without_a_whole_warpgroup_falls_back_to_mma_sync(m, threads, tmp_path):
     """On sm_90a a T.gemm whose block has no whole warpgroup (TileLang's 32- and 64-thread
-    kernels: stream-K, NSA) runs on warp mma.sync, as TileLang picks it, not an error."""
-    func = _gemm(64, 64, threads, T.GemmWarpPolicy.Square)
+    kernels: stream-K, NSA), or whose M is no multiple of 64, runs on warp mma.sync, as
+    TileLang picks it, not an error."""
+    func = _gemm(m, 64, threads, T.GemmWarpPolicy.Square)
     layouts = _layouts(run_passes(func, "sm_90a", until="select_mma"))
     assert layouts["acc"].mma == "mma" and layouts["acc"].threads == threads
     assert tilecute.build_cubin(func, "sm_90a", out_dir=str(tmp_path)).kernel_names
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m,threads", [(64, 32), (96, 128)])
+def test_mma_sync_fallback_matches_torch(m, threads):
+    import torch
+
+    kernel = tilecute.compile(_gemm(m, 64, threads, T.GemmWarpPolicy.Square))
+    a = torch.randn(m, 64, device="cuda", dtype=torch.float16)
+    b = torch.randn(64, 64, device="cuda", dtype=torch.float16)
+    c = torch.empty(m, 64, device="cuda", dtype=torch.float32)
+    kernel(a, b, c)
+    torch.testing.assert_close(c, a.float() @ b.float(), atol=1e-2, rtol=1e-2)
