@@ -64,8 +64,9 @@ def set_log_level(level) -> None:
     logging.getLogger("tilecute").setLevel(level.upper() if isinstance(level, str) else level)
 
 
-# TileLang modules tilecute lacks (tilecute.tools ...) import with every name refused
-# (tilecute.refusals, standard library only; last on sys.meta_path, real modules win)
+# `import tvm` (no TVM installed) finds tilecute.tvm, TileLang modules tilecute lacks import
+# with every name refused (tilecute.refusals, standard library only; last on sys.meta_path,
+# so real modules win; neither torch nor tvm_ffi probes for `tvm`)
 from .refusals import install_module_finder as _install  # noqa: E402
 
 _install()

@@ -5,9 +5,9 @@ attribute of it, raises ``NotImplementedError`` naming it and why.
 
 TileLang modules that tilecute has no counterpart for (``tilelang.cuda.intrinsics.macro``
 ...) import too, through :class:`RefusedModules` (last on ``sys.meta_path``, so a real
-module always wins): every name in one is a :class:`Refused`.  TVM itself stays TVM's:
-``import tvm`` is not claimed (a library probing for TVM must not find tilecute's stand-in);
-a TileLang program's ``import tvm`` becomes ``from tilecute import tvm``.
+module always wins): every name in one is a :class:`Refused`.  ``import tvm`` finds
+``tilecute.tvm`` where no TVM is installed, as ``import tilelang`` makes TileLang's
+bundled TVM importable.
 
 Imports nothing; each module that serves TileLang names builds its refusals here.
 """
@@ -61,6 +61,7 @@ _NO_TVM = ("it is TVM's; tilecute is standalone (no TVM): write the kernel with 
            "tilecute.language (T.*) forms, which build tilecute's own IR")
 # module (and everything under it) -> why tilecute has none of its names
 REFUSED_MODULES = {
+    "tvm": _NO_TVM,
     "tilecute.tvm": _NO_TVM,
     "tilecute.cuda.intrinsics.macro": "TileLang's MMA/WGMMA emitters generate TVM TIR; tilecute "
                                       "has no TIR (T.gemm lowers onto CuTe DSL's MMAs)",
@@ -88,8 +89,7 @@ def _refused_module(name: str, why: str):
 
 
 class RefusedModules:
-    """The finder of :data:`REFUSED_MODULES` (names under ``tilecute`` only: TVM itself is
-    not claimed, so a library probing for TVM does not find tilecute's stand-in)."""
+    """The finder of :data:`REFUSED_MODULES` (and ``tvm`` -> ``tilecute.tvm``)."""
 
     @staticmethod
     def _why(fullname: str):
@@ -108,6 +108,10 @@ class RefusedModules:
 
     @classmethod
     def create_module(cls, spec):
+        if spec.name == "tvm":
+            import importlib
+
+            return importlib.import_module("tilecute.tvm")
         return _refused_module(spec.name.replace("tilecute.tvm", "tvm", 1), cls._why(spec.name))
 
     @staticmethod
