@@ -73,3 +73,54 @@ def test_block_sparse_matches_torch():
     x = torch.randn(1024, device="cuda")
     tilecute.compile(mask_out())(x, keep)
     assert torch.equal(keep, x > 0)
+
+
+def mask_logic(N=1000):
+    """Conditions combined with TileLang's `&`, `|`, `^`, `~` (TVM's one-bit bool: logical),
+    a condition against an integer (`&` of 0/1 and an int32), over a uint8 mask whose
+    last block is partial (its loads are bounds-checked)."""
+    @T.prim_func
+    def mask_logic(X: T.Tensor((N,), "float32"), Mask: T.Tensor((N,), "uint8"),
+                   Y: T.Tensor((N,), "float32")):
+        with T.Kernel(T.ceildiv(N, 128), threads=128) as bx:
+            m = T.alloc_fragment((128,), "uint8")
+            T.copy(Mask[bx * 128:(bx + 1) * 128], m)
+            for i in T.Parallel(128):
+                x = X[bx * 128 + i]
+                Y[bx * 128 + i] = (
+                    T.if_then_else(((m[i] != 0) & (x > 0.0)) | (x < -1.0), 1.0, 0.0)
+                    + T.if_then_else((m[i] != 0) ^ (x > 0.0), 2.0, 0.0)
+                    + T.if_then_else(~(m[i] != 0), 4.0, 0.0)
+                    + T.cast((x > 0.5) & 3, "float32") * 8.0)
+    return mask_logic
+
+
+def test_bool_bitwise_operators_are_logical():
+    text = mask_logic().script()
+    assert "m[i] != T.uint8(0) and x > T.float32(0.0) or x < T.float32(-1.0)" in text  # & |
+    assert "(m[i] != T.uint8(0)) != (x > T.float32(0.0))" in text  # ^ of two bools
+    assert "not m[i] != T.uint8(0)" in text  # ~ of a bool
+    # a bool against an integer: the bool becomes the int32's 0/1, `&` is the integer one
+    assert 'T.Cast("int32", x > T.float32(0.5)) & 3' in text
+
+
+def test_bool_bitwise_operators_build(tmp_path):
+    src = emit_cute(lower(mask_logic(), "sm_90a"))
+    # the partial block's uint8 loads keep the buffer's unsigned type on both paths
+    assert "= cutlass.Uint8(Mask[" in src
+    assert tilecute.build_cubin(mask_logic(), "sm_90a", out_dir=str(tmp_path)).kernel_names
+
+
+@pytest.mark.gpu
+def test_bool_bitwise_operators_match_torch():
+    import torch
+
+    x = torch.randn(1000, device="cuda") * 2
+    mask = torch.randint(0, 256, (1000,), device="cuda", dtype=torch.uint8)
+    mask[::3] = 0
+    y = torch.empty(1000, device="cuda")
+    tilecute.compile(mask_logic())(x, mask, y)
+    a, b = mask != 0, x > 0
+    ref = (((a & b) | (x < -1)).float() + 2 * (a ^ b).float() + 4 * (~a).float()
+           + 8 * ((x > 0.5).int() & 3).float())
+    torch.testing.assert_close(y, ref)

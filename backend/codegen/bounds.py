@@ -66,7 +66,12 @@ class Bounds:
                 t = self.out.fresh("ld")
                 self.out.line(depth, f"{t} = {cute_type(ld.dtype)}(0)")
                 self.out.line(depth, f"if {' and '.join(conds)}:")
-                self.out.line(depth + 1, f"{t} = {self.exprs.expr(ld)}")
+                value = self.exprs.expr(ld)
+                if ld.dtype.startswith("uint"):
+                    # CuTe reads an unsigned element as its signless (signed) type: the
+                    # temporary keeps the buffer's type on both paths
+                    value = f"{cute_type(ld.dtype)}({value})"
+                self.out.line(depth + 1, f"{t} = {value}")
                 self.hoisted[key] = t
 
     @contextmanager

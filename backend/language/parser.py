@@ -2067,12 +2067,37 @@ class _Parser:
             raise self.error(node, f"cannot evaluate `{ast.unparse(node)}`: {e}") from None
 
     def binop(self, node, op: str, a, b):
+        if op in _LOGICAL_BITWISE:
+            a_bool, b_bool = _is_bool(a), _is_bool(b)
+            if a_bool and b_bool:
+                # TVM's bool is a one-bit unsigned integer: `&`, `|`, `^` of two conditions
+                # (`(mask[j] != 0) & (j < n)`) are their logical and, or and inequality
+                if op == "bitand":
+                    return _and([a, b])
+                if op == "bitor":
+                    return _or([a, b])
+                if not _is_ir(a):
+                    a, b = b, a
+                if not _is_ir(b):
+                    return N.Not(a) if b else a
+                return N.cmp("ne", a, b)
+            # a condition against an integer: TVM matches the operand types, the bool
+            # becomes 0 or 1 of the integer's dtype and the operator is the integer's
+            if a_bool != b_bool:
+                t = (b if a_bool else a)
+                t = t.dtype if _is_ir(t) else "int32"
+                if N.is_int(t):
+                    if a_bool:
+                        a = N.cast(N.as_expr(a), t)
+                    else:
+                        b = N.cast(N.as_expr(b), t)
         if op in _BITWISE:
             for side in (a, b):
                 t = side.dtype if _is_ir(side) else ("float32" if isinstance(side, float) else "int32")
                 if not N.is_int(t):
+                    also = " (&, | and ^ also take two bools)" if op in _LOGICAL_BITWISE else ""
                     raise self.error(node, f"bitwise operator {_BITWISE[op]} takes integers, "
-                                           f"got {t}")
+                                           f"got {t}{also}")
         return N.binop(op, a, b)
 
     def _expr(self, node):
@@ -2130,8 +2155,10 @@ class _Parser:
                 return N.Not(_truth(a))
             if isinstance(node.op, ast.UAdd):
                 return a
+            if a.dtype == "bool":  # TVM's bool is one bit wide: its bitwise not is `not`
+                return N.Not(a)
             if not N.is_int(a.dtype):
-                raise self.error(node, f"operator ~ takes an integer, got {a.dtype}")
+                raise self.error(node, f"operator ~ takes an integer or a bool, got {a.dtype}")
             return ops.bitwise_not(a)
         if isinstance(node, ast.Compare):
             if len(node.ops) != 1:
@@ -2252,6 +2279,12 @@ class _Astype:
 
 
 _BITWISE = {"bitand": "&", "bitor": "|", "bitxor": "^", "shl": "<<", "shr": ">>"}
+_LOGICAL_BITWISE = ("bitand", "bitor", "bitxor")  # logical on two bools (TVM's one-bit bool)
+
+
+def _is_bool(x) -> bool:
+    """A condition: a bool-typed expression or a Python bool."""
+    return isinstance(x, bool) or (_is_ir(x) and x.dtype == "bool")
 
 
 @dataclasses.dataclass(frozen=True)
