@@ -6,7 +6,12 @@ Runs after ``lower_tile_ops`` (every copy/fill is a parallel nest by then).
 Fragments
   A fragment is *replicated* (every thread holds all of it) when it is a reduction's
   output, or when some nest reads it at indices other than the nest's own loop variables
-  (``mx[i]`` inside a loop over ``(i, j)``).  Code outside a nest may not index fragments.
+  (``mx[i]`` inside a loop over ``(i, j)``), or when a nest that writes a replicated
+  fragment at its own loop variables reads it (that nest runs whole on every thread, so
+  every thread needs all of what it reads: ``scale[i] = f(a[i])`` with ``scale``
+  replicated makes ``a`` replicated, and so the ``T.copy`` filling ``a``; TileLang gives
+  such a loop the replicated fragment's layout and the fragments it reads the loop's).
+  Code outside a nest may not index fragments.
   Every other fragment is *blocked*: the nests that touch it walk exactly its shape
   (``x[i, j]`` under ``T.Parallel(I, J)``), and iteration ``f`` (row-major flat index) runs
   on thread ``(f // V) % threads`` with ``f`` in register ``(f // (V * threads)) * V + f % V``,
@@ -95,6 +100,8 @@ class _Kernel:
         self.reduces: list[N.Reduce] = []
         self.replicated: set[str] = set()
         self.why: dict[str, N.Stmt] = {}  # fragment -> a statement that makes it replicated
+        # fragment -> the replicated fragment written by the nest (``why``) that reads it
+        self.spread: dict[str, str] = {}
         self.column_walked: set[str] = set()
         self.scanned: set[str] = set()  # shared buffers a T.cumsum scans: row-major
         # shared buffers a TMA copy writes or reads: laid out as its descriptor says
@@ -313,7 +320,45 @@ class _Kernel:
         a = self.allocs.get(name)
         return a.layout if a is not None and a.layout is not None and a.layout.kind == "mma" else None
 
+    def spread_replication(self) -> None:
+        """A nest that writes a replicated fragment at its own loop variables runs whole
+        on every thread (every thread needs every element), so the fragments it reads at
+        its own loop variables must be whole on every thread too: they become replicated,
+        and so, in turn, do the fragments read by the nests (a ``T.copy`` included) that
+        write them.  TileLang's layout inference gives such a loop the replicated
+        fragment's layout and the fragments it reads the loop's (``ParallelOp``'s source
+        buffer and ``CompleteBufferFragment``).  A nest writing a replicated fragment at
+        other indices (``s[0] = x[i]``) spreads nothing: its iterations conflict and the
+        mixed-nest error stays."""
+        changed = True
+        while changed:
+            changed = False
+            for nest in self.nests:
+                reads = {b for b, _, w in nest.accesses if not w}
+                writes = [(b, idx) for b, idx, w in nest.accesses
+                          if w and not (b in self.reducers and b in reads)]
+                rep = [(b, idx) for b, idx in writes if b in self.replicated]
+                if not rep or not all(self.identity_shape(nest, b, idx) for b, idx in rep):
+                    continue
+                for b, idx, w in nest.accesses:
+                    if w or b in self.replicated or b in self.rows or \
+                            self.scope_of(b) != "fragment":
+                        continue
+                    self.replicated.add(b)
+                    self.why[b] = nest.loops[0]
+                    self.spread[b] = rep[0][0]
+                    changed = True
+            for v, b in self.bases.items():  # a view and its base: one set of registers
+                if self.buffers[b].scope == "fragment" and \
+                        (v in self.replicated) != (b in self.replicated):
+                    x, y = (v, b) if v in self.replicated else (b, v)
+                    self.make_replicated(y, self.why[x])
+                    if x in self.spread:
+                        self.spread.setdefault(y, self.spread[x])
+                    changed = True
+
     def decide(self):
+        self.spread_replication()
         frags = [n for n, a in self.allocs.items()
                  if a.buffer.scope == "fragment" and n not in self.rows]
         self.check_fragment_views()
@@ -476,6 +521,10 @@ class _Kernel:
         where = f" at {s.loc}" if getattr(s, "loc", None) else ""
         if isinstance(s, N.Reduce):
             return f"it is the output of T.reduce_{s.kind}{where}"
+        if name in self.spread:
+            w = self.spread[name]
+            return (f"it is read by the T.Parallel loop{where}, which writes the replicated "
+                    f"fragment '{w}' ({self.why_text(w)}) and so runs whole on every thread")
         return f"it is read across threads{where}"
 
     def mixed_text(self, frag: str, blocked) -> str:
