@@ -58,6 +58,7 @@ CALLS = {
     **{name: ("param", '(4,), "float32"') for name in ("SharedBuffer", "FragmentBuffer", "LocalBuffer")},
     "grid": ("for", "4"),
     **{name: ("expr", "0") for name in ("get_block_binding", "get_thread_extent", "get_block_extent")},
+    "thread_binding": ("expr", '0, 128, "threadIdx.x"'),
     **{name: ("unpack", "") for name in ("get_thread_bindings", "get_block_bindings",
                                          "get_thread_extents", "get_block_extents")}, "inc_max_nreg": ("stmt", "240"), "dec_max_nreg": ("stmt", "40"),
     **{name: ("expr", "x") for name in ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh",
@@ -758,4 +759,19 @@ def test_dtype_type_annotates_factory_arguments():
     func = make(128, T.dtype(torch.bfloat16))
     assert [p.dtype for p in func.params] == ["bfloat16", "float32"]
     with pytest.raises(ValueError, match="float17"):
+
+
+def test_thread_binding_is_the_kernels_thread_index():
+    """TVM's ``T.thread_binding(0, n, thread=...)`` as TileLang kernels use it (``tx =
+    T.thread_binding(0, 128, "threadIdx.x")``): the T.Kernel's thread index of that dim;
+    another range than the launched one is refused naming it."""
+    text = HEADER.format(params="") + (
+        "        tx = T.thread_binding(0, 128, thread=\"threadIdx.x\")\n"
+        "        ty = T.thread_binding(0, 1, \"threadIdx.y\")\n"
+        "        C[tx + ty] = T.float32(1.0)\n")
+    script = T.from_script(text).script()
+    assert "tx = T.get_thread_binding(0)" in script and "ty = T.get_thread_binding(1)" in script
+    assert "the range must be 0..128" in _error(text.replace("0, 128, thread", "0, 64, thread"))
+    assert "thread='blockIdx.x' is not supported" in _error(
+        text.replace('thread=\"threadIdx.x\"', 'thread=\"blockIdx.x\"'))
         T.dtype("float17")

@@ -491,7 +491,7 @@ class Unsupported:
 
 
 TILELANG_ONLY = frozenset("""
-    thread_binding Fragment ptr make_tensor make_tensor_from_addr
+    Fragment ptr make_tensor make_tensor_from_addr
     alloc_cluster_barrier alloc_tmem alloc_descriptor empty allocate async_copy transpose
     copy_cluster tma_gather4 tma_scatter4 tma_load tma_load_2sm gemm_sp
     wgmma_gemm tcgen05_gemm reducer_init reducer_update

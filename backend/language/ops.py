@@ -593,6 +593,27 @@ def get_thread_extent(dim: int = 0, *, kernel=None):
 
 
 @_kernel_form
+def thread_binding(begin, end, thread: str = "threadIdx.x", annotations=None, *, kernel=None):
+    """TVM's ``T.thread_binding(0, n, thread="threadIdx.x")`` as TileLang programs use it
+    inside a T.Kernel (``tx = T.thread_binding(0, 128, "threadIdx.x")``): the thread index
+    of that dim, whose extent must be the T.Kernel's (``begin`` 0, ``end`` its threads)."""
+    dims = {"threadIdx.x": 0, "threadIdx.y": 1, "threadIdx.z": 2}
+    if thread not in dims:
+        raise ValueError(f"T.thread_binding: thread={thread!r} is not supported: tilecute binds "
+                         "threadIdx.x/y/z (blockIdx comes from the T.Kernel's variables)")
+    if annotations:
+        raise ValueError("T.thread_binding: annotations are not supported")
+    d = dims[thread]
+    threads = kernel[2]
+    extent = int(threads[d]) if d < len(threads) else 1
+    if not (isinstance(begin, int) and begin == 0 and isinstance(end, int) and end == extent):
+        raise ValueError(f"T.thread_binding({begin}, {end}, {thread!r}): the range must be "
+                         f"0..{extent}, the T.Kernel's threads along {thread} (TVM binds a "
+                         "thread variable to the whole launched extent)")
+    return get_thread_binding(d)
+
+
+@_kernel_form
 def get_thread_extents(*, kernel=None):
     """``[blockDim.x, blockDim.y, blockDim.z]``."""
     return [get_thread_extent(d, kernel=kernel) for d in range(3)]
@@ -625,5 +646,5 @@ EXPRESSION_HELPERS = (
     "popcount", "clz", "likely", "get_lane_idx", "get_warp_idx", "get_warp_idx_sync",
     "get_warp_group_idx", "get_thread_bindings", "get_block_binding", "get_block_bindings",
     "get_thread_extent", "get_thread_extents", "get_block_extent", "get_block_extents",
-    "reinterpret", "any_of", "all_of",
+    "reinterpret", "any_of", "all_of", "thread_binding",
 )
