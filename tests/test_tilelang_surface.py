@@ -133,7 +133,6 @@ def test_every_form_is_walked():
 REFUSED_AS_CALLED = {
     "reduce_bitand": "bitwise reductions take integers", "reduce_bitor": "bitwise reductions take integers",
     "reduce_bitxor": "bitwise reductions take integers",
-    "use_swizzle": "T.use_swizzle needs a T.Kernel with at least 2 grid extents",
     "im2col": "must be a 4-d (N, H, W, C) tensor parameter",
     "finalize_reducer": "'acc' is not a T.alloc_reducer buffer",
     "c2d_im2col": "must be a 4-d (N, H, W, C) tensor parameter",

@@ -1242,21 +1242,29 @@ class _Parser:
 
     def use_swizzle(self, a: _Args, s) -> list[N.Stmt]:
         """``T.use_swizzle(panel_size, order="row")``: from here on the block's first two
-        indices walk the grid in panels of ``panel_size`` rows (``order="col"``: columns),
-        down each panel's rows before moving a column, so blocks running together share
-        operand tiles in L2.  Lets that rebind the ``T.Kernel`` names."""
+        indices walk the grid in panels of ``panel_size`` rows (``order="column"``, or
+        ``"col"``: columns), down each panel's rows before moving a column, so blocks
+        running together share operand tiles in L2.  Lets that rebind the ``T.Kernel``
+        names.  In a 1-D grid it changes nothing: TileLang's ``rasterization2DRow`` and
+        ``rasterization2DColumn`` map block ``(x, 0)`` of a grid one block high to itself."""
         if not self.in_kernel:
             raise self.error(s, "T.use_swizzle belongs inside a T.Kernel block")
         (grid, names) = self.kernel_grid
-        if len(grid) < 2:
-            raise self.error(s, "T.use_swizzle needs a T.Kernel with at least 2 grid extents")
         panel, order = a.value("panel_size"), a.value("order")
+        if order == "mlx":
+            raise self.error(s, "T.use_swizzle(order='mlx') is TileLang's Metal rasterization "
+                                "(its CUDA code generator has none); tilecute takes 'row' or "
+                                "'column'")
+        if order not in ("row", "col", "column"):  # TileLang checks the order first
+            raise self.error(s, f"T.use_swizzle(order={order!r}): order is 'row' or 'column'")
         if not a.static_bool("enable"):
             return []
-        if not isinstance(panel, int) or isinstance(panel, bool) or panel < 1 \
-                or order not in ("row", "col"):
+        if not isinstance(panel, int) or isinstance(panel, bool) or panel < 1:
             raise self.error(s, f"T.use_swizzle(panel_size={panel!r}, order={order!r}): "
-                                "panel_size is a positive int, order 'row' or 'col'")
+                                "panel_size is a positive int")
+        if len(grid) < 2:
+            return []  # one grid extent: every block keeps its index (see above)
+        order = "col" if order == "column" else order
         x, y = (self.expr(ast.Name(id=n, ctx=ast.Load())) for n in names[:2])
         nx, ny = grid[0], grid[1]
         if order == "col":  # panels of columns: swap the roles of the two grid dims
