@@ -338,9 +338,12 @@ def _mm(a_shape, b_shape, c_shape, dtype="float16", c_dtype="float32", threads=1
     (((64, 32), (64, 64), (64, 64)), {}, "sm_90a", r"shapes do not chain"),
     (((64, 32), (32, 64), (64, 64)), dict(threads=96), "sm_90a", r"warpgroups of 128 threads"),
     (((64, 32), (32, 64), (64, 64)), dict(c_dtype="float16"), "sm_90a", r"accumulates in float32"),
-    (((64, 32), (32, 64), (64, 64)), dict(a_scope="fragment"), "sm_80", r"A from registers is wgmma's form"),
+    (((64, 32), (64, 32), (64, 64)), dict(a_scope="fragment", dtype="float32", transpose_B=True),
+     "sm_80", r"A from registers is wgmma's RS form \(sm_90a\) or mma.sync's \(sm_80\+\) for "
+              r"float16 and bfloat16; here float32"),
     (((64, 64), (64, 64), (64, 64)), dict(a_scope="fragment", dtype="float8_e4m3", transpose_B=True),
-     "sm_90a", r"A from registers is wgmma's form \(sm_90a\) for float16 and bfloat16"),
+     "sm_90a", r"A from registers is wgmma's RS form \(sm_90a\) or mma.sync's \(sm_80\+\) for "
+               r"float16 and bfloat16; here float8_e4m3"),
     (((64, 32), (32, 64), (64, 64)), dict(b_scope="fragment"), "sm_90a", r"T.gemm reads B from shared"),
     (((64, 64), (64, 64), (64, 64)), dict(dtype="float8_e4m3"), "sm_90a", r"must be K-major"),
     (((64, 64), (64, 64), (64, 64)), dict(dtype="float8_e4m3", transpose_B=True), "sm_80",

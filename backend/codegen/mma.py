@@ -109,7 +109,7 @@ class MmaEmitter:
                     f"{self.layouts[buf.name].swizzle}, {mn_major}, {quote(layout.mma)})")
         a_mn, b_mn = s.transpose_a, not s.transpose_b
         acc = "" if not s.clear_accum else ", accumulate=False"
-        if a.scope == "fragment":  # wgmma's RS form: A is this thread's registers
+        if a.scope == "fragment":  # A is this thread's registers (wgmma's RS form, mma.sync)
             a_view, acc = ident(s.a), acc + ", a_regs=True"
         else:
             a_view = view(a, a_mn)

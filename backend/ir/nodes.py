@@ -445,8 +445,9 @@ class Layout:
       sm_90a, ``mma`` for warp ``mma.sync``) with ``warps = (along M, along N)``
       (warpgroups for wgmma): ``T.gemm`` accumulates into it; element ``(i, j)`` of each
       register is given by CuTe's partition of the tiled MMA (``runtime/cute/mma.py``);
-      with ``operand="A"`` the register layout of a wgmma A operand read from registers
-      (the same (i, j) per register as an accumulator with as many columns);
+      with ``operand="A"`` the register layout of an A operand read from registers
+      (wgmma, or mma.sync with every warp along M; the same (i, j) per register as an
+      accumulator with as many columns);
       ``mma_rows``: an ``(M,)`` fragment holding one value per row of an ``(M, N)``
       accumulator with layout ``mma``/``warps``: each thread holds the rows its
       accumulator registers cover (``runtime/cute/rows.py``); row reductions of the

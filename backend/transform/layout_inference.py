@@ -436,8 +436,14 @@ class _Kernel:
             mma = {self.mma_layout(m) for m in members} - {None}
             # an A operand and an accumulator of one shape hold the same (i, j) per register
             if len({dataclasses.replace(x, operand="") for x in mma}) > 1:
+                hint = ""
+                if any(x.operand == "A" and x.mma == "mma" for x in mma):
+                    hint = ("; mma.sync reads an A fragment with every warp along M: give the "
+                            "T.gemm that accumulates into the other policy="
+                            "T.GemmWarpPolicy.FullRow")
                 self.fail(self.allocs[members[0]], f"fragments {sorted(members)} share T.Parallel "
-                                                   "loops but accumulate different T.gemm layouts")
+                                                   f"loops but accumulate different T.gemm layouts"
+                                                   f"{hint}")
             if mma:
                 layout = min(mma, key=lambda x: x.operand)  # the accumulator's, if any
                 shapes = {tuple(self.buffers[m].shape) for m in members}

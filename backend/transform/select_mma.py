@@ -3,11 +3,12 @@ the layouts the MMA needs (runs first, so the TMA pass sees the operand swizzles
 
 ``T.gemm(A, B, C, transpose_A, transpose_B, clear_accum)`` computes ``C += A @ B`` with
 ``A`` ``(M, K)`` (``(K, M)`` when ``transpose_A``), ``B`` ``(K, N)`` (``(N, K)`` when
-``transpose_B``), both shared, and ``C`` an ``(M, N)`` float32 fragment.  With wgmma
-(16-bit types) ``A`` may instead be an ``(M, K)`` fragment: wgmma's RS form reads it from
-registers, laid out as an ``mma`` fragment with ``operand="A"`` (register ``r`` holds the
-same ``(i, j)`` as register ``r`` of an accumulator with ``K`` columns, so a ``T.Parallel``
-loop can move an accumulator into it, as attention kernels do with P = softmax(S)).
+``transpose_B``), both shared, and ``C`` an ``(M, N)`` float32 fragment.  With 16-bit types
+``A`` may instead be an ``(M, K)`` fragment: wgmma's RS form, or mma.sync (sm_80+, every
+warp along M, as if ``policy=FullRow``) reads it from registers, laid out as an ``mma``
+fragment with ``operand="A"`` (register ``r`` holds the same ``(i, j)`` as register ``r``
+of an accumulator with ``K`` columns, so a ``T.Parallel`` loop or ``T.copy`` can move an
+accumulator into it, as attention kernels do with P = softmax(S)).
 
 Families (``runtime/cute/mma.py`` issues them):
 
@@ -141,10 +142,10 @@ class _Kernel:
         if a.dtype != b.dtype and not (a.dtype.startswith("float8") and b.dtype.startswith("float8")):
             self.fail(s, f"A is {a.dtype} and B is {b.dtype}; the operands must have one dtype")
         a_mn, b_mn = s.transpose_a, not s.transpose_b
-        if a_regs and not (a.dtype in ("float16", "bfloat16") and arch_at_least(self.arch, 90)
-                           and self.wgmma):
-            self.fail(s, f"A ('{a.name}') is a fragment: A from registers is wgmma's form (sm_90a) "
-                         f"for float16 and bfloat16; here {a.dtype} on {self.arch}")
+        if a_regs and not (a.dtype in ("float16", "bfloat16") and arch_at_least(self.arch, 80)):
+            self.fail(s, f"A ('{a.name}') is a fragment: A from registers is wgmma's RS form "
+                         f"(sm_90a) or mma.sync's (sm_80+) for float16 and bfloat16; here "
+                         f"{a.dtype} on {self.arch}")
         if a_regs and s.transpose_a:
             self.fail(s, f"A ('{a.name}') is a fragment, which holds A as (M, K); transpose_A "
                          "applies to shared A only")
@@ -163,10 +164,14 @@ class _Kernel:
         if k % MMA_INSTR_K[a.dtype]:
             self.fail(s, f"K = {k} is not a multiple of {MMA_INSTR_K[a.dtype]}, the MMA's K for "
                          f"{a.dtype}")
-        if family == "wgmma" and not a_regs and a.dtype in MMA_TYPES and (
+        # mma.sync with A from registers puts every warp along M: each warp's A rows are
+        # its accumulator rows, with K whole (register r of the A fragment holds the
+        # (i, k) of register r of an accumulator with K columns)
+        mma_policy = "FullRow" if a_regs else s.policy
+        if family == "wgmma" and a.dtype in MMA_TYPES and (
                 self.threads % WARPGROUP or
                 wgmma_warps(m, n, self.threads // WARPGROUP, s.policy) is None) and \
-                self.threads % WARP == 0 and mma_warps(m, n, self.threads // WARP, s.policy):
+                self.threads % WARP == 0 and mma_warps(m, n, self.threads // WARP, mma_policy):
             family = "mma"  # wgmma cannot tile it with these threads: warp mma.sync, as TileLang
         if family == "wgmma":
             if self.threads % WARPGROUP:
@@ -187,7 +192,12 @@ class _Kernel:
         else:
             if self.threads % WARP:
                 self.fail(s, f"mma.sync runs on whole warps; the block has {self.threads} threads")
-            warps = mma_warps(m, n, self.threads // WARP, s.policy)
+            warps = mma_warps(m, n, self.threads // WARP, mma_policy)
+            if warps is None and a_regs:
+                self.fail(s, f"A ('{a.name}') is a fragment: mma.sync reads A from registers with "
+                             f"every warp along M, and M = {m} is not a multiple of 16 x "
+                             f"{self.threads // WARP} warps; change the tile or the thread count, "
+                             "or put A in shared memory")
             if warps is None:
                 self.fail(s, f"no arrangement of {self.threads // WARP} warps tiles {m} x {n} in "
                              f"16 x 16 steps with policy {s.policy}")

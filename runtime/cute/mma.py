@@ -109,8 +109,13 @@ def accumulator(family: str, warps: tuple, shape: tuple, dtype, tid):
 
 def a_fragment(family: str, warps: tuple, shape: tuple, dtype, tid):
     """The registers of this thread's part of an ``(M, K)`` A operand read from registers
-    (wgmma's RS form), and each register's ``(i, k)``: the same coordinates as an
-    accumulator's registers with ``K`` columns."""
+    (wgmma's RS form; for mma.sync every warp along M, ``warps = (w, 1)``), and each
+    register's ``(i, k)``: the same coordinates as an accumulator's registers with ``K``
+    columns.  For mma.sync the registers are the accumulator's (``(2, 2)`` values by M
+    steps by n8 steps); :func:`gemm_warp` reads them through :func:`_a_view`, mma.sync's A
+    order (``(2, 2, 2)`` values by M steps by k16 steps) over the same registers."""
+    if family != "wgmma":
+        return accumulator(family, warps, shape, dtype, tid)
     mma = tiled_mma(family, dtype, dtype, cutlass.Float32, False, False, warps, 64 * warps[1],
                     a_regs=True)
     thr = mma.get_slice(tid)
@@ -166,22 +171,43 @@ def fence_registers(acc) -> None:
 
 
 def gemm_warp(mma, tid, acc, sa, sb, a_mn_major: bool, b_mn_major: bool,
-              accumulate: bool = True) -> None:
+              accumulate: bool = True, a_regs: bool = False) -> None:
     """``acc += sa @ sb^T`` with mma.sync: per K step, shared -> registers (``ldmatrix``
-    for 16-bit types, transposing for MN-major operands) then the MMAs."""
+    for 16-bit types, transposing for MN-major operands) then the MMAs.  With ``a_regs``,
+    ``sa`` is this thread's registers from :func:`a_fragment` (A from registers, TileLang's
+    gemm_rs); only B is loaded."""
     thr = mma.get_slice(tid)
-    fa = mma.make_fragment_A(thr.partition_A(sa))
     fb = mma.make_fragment_B(thr.partition_B(sb))
     if not accumulate:
         acc.fill(0.0)
-    copy_a = cute.make_tiled_copy_A(_s2r_atom(sa.element_type, a_mn_major), mma).get_slice(tid)
     copy_b = cute.make_tiled_copy_B(_s2r_atom(sb.element_type, b_mn_major), mma).get_slice(tid)
-    src_a, dst_a = copy_a.partition_S(sa), copy_a.retile(fa)
     src_b, dst_b = copy_b.partition_S(sb), copy_b.retile(fb)
+    if a_regs:
+        fa = _a_view(sa)
+        for k in range(cute.size(fa, mode=[2])):
+            cute.copy(copy_b, src_b[None, None, k], dst_b[None, None, k])
+            cute.gemm(mma, acc, fa[None, None, k], fb[None, None, k], acc)
+        return
+    fa = mma.make_fragment_A(thr.partition_A(sa))
+    copy_a = cute.make_tiled_copy_A(_s2r_atom(sa.element_type, a_mn_major), mma).get_slice(tid)
+    src_a, dst_a = copy_a.partition_S(sa), copy_a.retile(fa)
     for k in range(cute.size(fa, mode=[2])):
         cute.copy(copy_a, src_a[None, None, k], dst_a[None, None, k])
         cute.copy(copy_b, src_b[None, None, k], dst_b[None, None, k])
         cute.gemm(mma, acc, fa[None, None, k], fb[None, None, k], acc)
+
+
+def _a_view(regs):
+    """mma.sync's A operand over registers held in accumulator order.  An accumulator's
+    registers with ``K`` columns are ``((2, 2), M steps, K / 8)``: (column pair, row +8)
+    of each 16 x 8 step, M steps, then n8 steps.  The 16 x 16 A operand of one
+    m16n8k16 holds ``(2, 2, 2)`` values: (column pair, row +8, column +8), which are the
+    values of two adjacent n8 steps; so register ``c + 2 row + 4 (m + Mt (2 k + h))``
+    is A's value ``(c, row, h)`` of M step ``m``, K step ``k``."""
+    mt = cute.size(regs, mode=[1])
+    kt = cute.size(regs, mode=[2]) // 2
+    layout = cute.make_layout(((2, 2, 2), mt, kt), stride=((1, 2, 4 * mt), 4, 8 * mt))
+    return cute.make_tensor(regs.iterator, layout)
 
 
 def _s2r_atom(dtype, mn_major: bool):

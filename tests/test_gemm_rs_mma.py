@@ -1,0 +1,109 @@
+"""T.gemm with A read from registers on warp mma.sync (TileLang's gemm_rs on sm_80+): the
+A fragment holds the registers of an accumulator with K columns, so an accumulator is
+copied into it register by register; the fallback from wgmma takes it on sm_90a when the
+block is not whole warpgroups."""
+
+import pytest
+
+import tilecute
+import tilecute.language as T
+from tilecute.codegen.cute import emit_cute
+from tilecute.transform.pipeline import lower
+
+
+def rs_chain(M=64, K=64, N=32, threads=64):
+    """O = half(A @ B^T) @ V: the attention pattern (S in float32, cast into an A fragment)."""
+    @T.prim_func
+    def rs_chain(A: T.Tensor((M, 32), "float16"), B: T.Tensor((K, 32), "float16"),
+                 V: T.Tensor((K, N), "float16"), O: T.Tensor((M, N), "float32")):
+        with T.Kernel(1, threads=threads) as bx:
+            A_s = T.alloc_shared((M, 32), "float16")
+            B_s = T.alloc_shared((K, 32), "float16")
+            V_s = T.alloc_shared((K, N), "float16")
+            S = T.alloc_fragment((M, K), "float32")
+            P = T.alloc_fragment((M, K), "float16")
+            acc = T.alloc_fragment((M, N), "float32")
+            T.copy(A, A_s)
+            T.copy(B, B_s)
+            T.copy(V, V_s)
+            T.clear(S)
+            T.clear(acc)
+            T.gemm(A_s, B_s, S, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+            T.copy(S, P)
+            T.gemm(P, V_s, acc)
+            T.copy(acc, O)
+    return rs_chain
+
+
+def rs_direct(M=64, K=32, N=64, threads=128):
+    """C = A @ B with A copied from global memory straight into its register fragment."""
+    @T.prim_func
+    def rs_direct(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"),
+                  C: T.Tensor((M, N), "float32")):
+        with T.Kernel(1, threads=threads) as bx:
+            A_f = T.alloc_fragment((M, K), "float16")
+            B_s = T.alloc_shared((K, N), "float16")
+            C_f = T.alloc_fragment((M, N), "float32")
+            T.copy(A, A_f)
+            T.copy(B, B_s)
+            T.clear(C_f)
+            T.gemm(A_f, B_s, C_f)
+            T.copy(C_f, C)
+    return rs_direct
+
+
+def test_a_fragment_takes_mma_sync_layout():
+    plan = lower(rs_chain(), "sm_90a")
+    layouts = {s.buffer.name: s.layout for k in plan.func.kernels for s in _allocs(k.body)}
+    # 2 warps, both along M (each 32 rows: two m16 steps), for S, P and acc alike
+    assert layouts["P"].kind == "mma" and layouts["P"].mma == "mma"
+    assert layouts["P"].operand == "A" and layouts["P"].warps == (2, 1)
+    assert layouts["S"].warps == (2, 1) and layouts["S"].operand == ""
+    src = emit_cute(plan)
+    assert 'tcm.a_fragment("mma", (2, 1), (64, 64), cutlass.Float16' in src
+    assert "tcm.gemm_warp(" in src and "a_regs=True" in src
+
+
+def _allocs(body):
+    from tilecute.ir.visitor import walk_stmts
+    from tilecute.ir import nodes as N
+    return [s for s in walk_stmts(body) if isinstance(s, N.Allocate)]
+
+
+@pytest.mark.parametrize("make,arch", [(rs_chain, "sm_90a"), (rs_direct, "sm_80"),
+                                       (lambda: rs_direct(threads=32), "sm_90a")])
+def test_a_from_registers_on_mma_sync_builds(make, arch, tmp_path):
+    assert tilecute.build_cubin(make(), arch, out_dir=str(tmp_path)).kernel_names
+
+
+def test_a_fragment_needs_whole_rows_per_warp():
+    # 8 warps along M need M a multiple of 128
+    with pytest.raises(Exception, match=r"A \('A_f'\) is a fragment: mma.sync reads A from "
+                                        r"registers with every warp along M, and M = 64"):
+        lower(rs_direct(threads=256), "sm_80")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("threads", [32, 64])
+def test_rs_chain_matches_torch(threads):
+    import torch
+
+    a = torch.randn(64, 32, device="cuda", dtype=torch.float16)
+    b = torch.randn(64, 32, device="cuda", dtype=torch.float16)
+    v = torch.randn(64, 32, device="cuda", dtype=torch.float16)
+    o = torch.empty(64, 32, device="cuda")
+    tilecute.compile(rs_chain(threads=threads))(a, b, v, o)
+    p = (a.float() @ b.float().T).half().float()
+    torch.testing.assert_close(o, p @ v.float(), atol=5e-2, rtol=1e-2)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("threads", [32, 128])
+def test_rs_direct_matches_torch(threads):
+    import torch
+
+    a = torch.randn(64, 32, device="cuda", dtype=torch.float16)
+    b = torch.randn(32, 64, device="cuda", dtype=torch.float16)
+    c = torch.empty(64, 64, device="cuda")
+    tilecute.compile(rs_direct(threads=threads))(a, b, c)
+    torch.testing.assert_close(c, a.float() @ b.float(), atol=1e-2, rtol=1e-2)
