@@ -112,7 +112,12 @@ def test_fragments_read_by_a_replicated_writer_are_replicated():
     assert nests[("a_local",)] and nests[("d_local",)] and nests[("scale",)]
     assert not nests[("y_local",)]
     text = print_func(plan.func)
-    assert "replicated" in text
+    assert 'a_local = T.alloc_fragment((32,), "float32", layout=T.Layout("replicated"))' in text
+    assert "T.Parallel(32, vector_width=1, replicated=True):\n            a_local[" in text
+    # without TMA the copies into shared are waited for by the whole block before every
+    # thread reads all of a_shared
+    text80 = print_func(lower(_column_scale(), "sm_80").func)
+    assert text80.index("T.sync_threads(wait_async=True)") < text80.index("a_local[i")
 
 
 def test_split_combine_spreads_back_through_accumulating_loops():
