@@ -107,3 +107,31 @@ def test_rs_direct_matches_torch(threads):
     c = torch.empty(64, 64, device="cuda")
     tilecute.compile(rs_direct(threads=threads))(a, b, c)
     torch.testing.assert_close(c, a.float() @ b.float(), atol=1e-2, rtol=1e-2)
+
+
+def test_gemm_operand_regions():
+    """A region covering the whole buffer is the buffer; a stage of a 3-D shared buffer
+    (TileLang takes it as the 2-D operand) is refused naming the argument."""
+    def prog(a_region):
+        @T.prim_func
+        def staged(A: T.Tensor((64, 32), "float16"), B: T.Tensor((32, 64), "float16"),
+                   C: T.Tensor((64, 64), "float32")):
+            with T.Kernel(1, threads=128) as bx:
+                A_s = T.alloc_shared((2, 64, 32), "float16")
+                A_2 = T.alloc_shared((64, 32), "float16")
+                B_s = T.alloc_shared((32, 64), "float16")
+                C_f = T.alloc_fragment((64, 64), "float32")
+                T.copy(A, A_2)
+                T.copy(B, B_s)
+                T.clear(C_f)
+                if a_region:
+                    T.gemm(A_s[bx % 2, :, :], B_s[0:32, 0:64], C_f)
+                else:
+                    T.gemm(A_2[:, :], B_s[0:32, 0:64], C_f[:, :])
+                T.copy(C_f, C)
+        return staged
+
+    assert "T.gemm(A_2, B_s, C_f, " in prog(False).script()
+    with pytest.raises(Exception, match=r"T.gemm: A=A_s\[bx % 2, :, :\] is a region of a "
+                                        r"buffer; tilecute's T.gemm takes whole 2-D buffers"):
+        prog(True)

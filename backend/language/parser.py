@@ -1403,7 +1403,30 @@ class _Parser:
         return [N.Clear(self.buffer_of(a.node("buffer")).name, loc=self.loc(s))]
 
     def stmt_gemm(self, a: _Args, s) -> list[N.Stmt]:
-        A, B, C = (self.buffer_of(a.node(x)).name for x in ("A", "B", "C"))
+        operands = {}
+        for x in ("A", "B", "C"):
+            node = a.node(x)
+            ref = (self.expr(node.value) if not isinstance(node.value, ast.Name)
+                   else self.lookup(node.value.id, node.value)) \
+                if isinstance(node, ast.Subscript) else None
+            if not isinstance(ref, _BufferRef):
+                continue
+            idx = self.indices(node)
+            whole = len(idx) == ref.buffer.ndim and all(
+                isinstance(i, slice) and (i.start is None or _const_value(i.start) == 0)
+                and (i.stop is None or i.stop == d
+                     or (_const_value(d) is not None and _const_value(i.stop) == _const_value(d)))
+                for i, d in zip(idx, ref.buffer.shape))
+            if whole:  # A_s[:, :], A_s[0:M, 0:K]: the buffer itself
+                operands[x] = ref.buffer.name
+            else:
+                # TileLang takes a region whose leading dims are one element (a stage of a
+                # (stages, M, K) shared buffer) as the 2-D operand; tilecute does not yet
+                raise a.fail(x, f"{x}={ast.unparse(node)} is a region of a buffer; tilecute's "
+                                "T.gemm takes whole 2-D buffers (a stage of a multi-stage "
+                                "shared buffer is not supported: allocate 2-D tiles and let "
+                                "T.Pipelined(num_stages=) multi-buffer them)")
+        A, B, C = (operands.get(x) or self.buffer_of(a.node(x)).name for x in ("A", "B", "C"))
         policy = a.value("policy")
         if policy not in tuple(GemmWarpPolicy) or isinstance(policy, bool):
             raise a.fail("policy", f"policy={_show(policy)}: expected a T.GemmWarpPolicy "
@@ -2288,6 +2311,13 @@ class _Astype:
 
 _BITWISE = {"bitand": "&", "bitor": "|", "bitxor": "^", "shl": "<<", "shr": ">>"}
 _LOGICAL_BITWISE = ("bitand", "bitor", "bitxor")  # logical on two bools (TVM's one-bit bool)
+
+
+def _const_value(e):
+    """The value of a constant extent (an int or a Const), else None."""
+    if isinstance(e, N.Const):
+        return e.value
+    return e if isinstance(e, int) and not isinstance(e, bool) else None
 
 
 def _is_bool(x) -> bool:
