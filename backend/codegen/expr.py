@@ -117,6 +117,9 @@ class ExprPrinter:
             return const(e), ATOM
         if isinstance(e, N.BinOp):
             if e.op in ("min", "max"):
+                if e.dtype.startswith("float8"):  # no fp8 max/min in CuTe DSL: exact in f32
+                    a, b = (self.expr(N.Cast("float32", x)) for x in (e.a, e.b))
+                    return f"{cute_type(e.dtype)}(cutlass.{e.op}({a}, {b}))", ATOM
                 return f"cutlass.{e.op}({self.expr(e.a)}, {self.expr(e.b)})", ATOM
             if e.op == "mod" and N.is_int(e.dtype) and not self._nonnegative_mod(e):
                 # CuTe DSL's % truncates like C; the IR's mod floors like Python's

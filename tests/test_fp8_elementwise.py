@@ -1,0 +1,53 @@
+"""Elementwise T.max / T.min / T.clamp on float8 values (TileLang's fp8 operand idiom): CuTe
+DSL has no fp8 max/min, so they compute in float32 (exact: fp8 values are float32 values)
+and round back; each builds an sm_90a cubin on the CPU and (-m gpu) matches torch."""
+
+import textwrap
+
+import pytest
+
+import tilecute
+import tilecute.language as T
+
+OPS = {"max": "T.max(A[i], B[i])", "min": "T.min(A[i], B[i])",
+       "clamp": 'T.clamp(A[i], T.cast(-1.0, "{dt}"), T.cast(1.0, "{dt}"))'}
+
+
+def program(op: str, dt: str):
+    return T.from_script(textwrap.dedent(f"""\
+        import tilecute.language as T
+
+        @T.prim_func
+        def fp8_op(A: T.Tensor((512,), "{dt}"), B: T.Tensor((512,), "{dt}"),
+                   C: T.Tensor((512,), "{dt}")):
+            with T.Kernel(4, threads=128) as bx:
+                for j in T.Parallel(128):
+                    i = bx * 128 + j
+                    C[i] = {OPS[op].format(dt=dt)}
+        """))
+
+
+@pytest.mark.parametrize("dt", ["float8_e4m3", "float8_e5m2"])
+@pytest.mark.parametrize("op", sorted(OPS))
+def test_fp8_min_max_clamp_build(op, dt, tmp_path):
+    func = program(op, dt)
+    assert tilecute.build_cubin(func, "sm_90a", out_dir=str(tmp_path)).kernel_names == \
+        ["tilecute_fp8_op_0"]
+    src = (tmp_path / "kernel_cute.py").read_text()
+    assert "cutlass.Float32(" in src  # computed in float32
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dt", ["float8_e4m3", "float8_e5m2"])
+@pytest.mark.parametrize("op", sorted(OPS))
+def test_fp8_min_max_clamp_match_torch(op, dt):
+    import torch
+
+    kernel = tilecute.compile(program(op, dt))
+    tdt = getattr(torch, "float8_e4m3fn" if dt == "float8_e4m3" else dt)
+    a = torch.randint(-4, 5, (512,), device="cuda").float()
+    b = torch.randint(-4, 5, (512,), device="cuda").float()
+    c = torch.empty(512, device="cuda", dtype=tdt)
+    kernel(a.to(tdt), b.to(tdt), c)
+    ref = {"max": torch.maximum(a, b), "min": torch.minimum(a, b), "clamp": a.clamp(-1, 1)}[op]
+    torch.testing.assert_close(c.float(), ref, atol=0, rtol=0)
