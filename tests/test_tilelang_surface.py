@@ -774,3 +774,26 @@ def test_thread_binding_is_the_kernels_thread_index():
     assert "the range must be 0..128" in _error(text.replace("0, 128, thread", "0, 64, thread"))
     assert "thread='blockIdx.x' is not supported" in _error(
         text.replace('thread=\"threadIdx.x\"', 'thread=\"blockIdx.x\"'))
+
+
+def test_an_unknown_t_statement_is_named():
+    """A ``T.<name>(...)`` statement tilecute does not have (TileLang's ``T.pdl_trigger()``,
+    ``T.rng_init(...)``) is an error naming ``T.<name>`` at its line, not a generic one."""
+    text = HEADER.format(params="") + "        T.pdl_trigger()\n"
+    msg = _error(text)
+    assert "T.pdl_trigger is not a tilecute form" in msg and "<script>:" in msg
+
+
+def test_select_with_a_constant_condition_builds(tmp_path):
+    """``T.if_then_else(True, a, b)`` / ``T.Select(False, a, b)`` (a condition known at parse
+    time, as TileLang's select test writes) is the chosen value: CuTe DSL's select_ takes
+    runtime conditions only."""
+    import tilecute
+
+    text = HEADER.format(params="") + (
+        "        C[0] = T.if_then_else(True, x, T.float32(0))\n"
+        "        C[1] = T.Select(False, x, T.float32(2))\n")
+    func = T.from_script(text)
+    assert tilecute.build_cubin(func, "sm_90a", out_dir=str(tmp_path)).kernel_names
+    src = (tmp_path / "kernel_cute.py").read_text()
+    assert "select_(True" not in src and "select_(False" not in src

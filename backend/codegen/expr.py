@@ -138,6 +138,8 @@ class ExprPrinter:
         if isinstance(e, N.Cast):
             return f"{cute_type(e.dtype)}({self.expr(e.value)})", ATOM
         if isinstance(e, N.Select):
+            if isinstance(e.cond, N.Const):  # CuTe's select_ takes a runtime condition only
+                return self._expr(e.a if e.cond.value else e.b)
             return (f"cutlass.select_({self.expr(e.cond)}, {self.expr(e.a)}, "
                     f"{self.expr(e.b)})"), ATOM
         if isinstance(e, N.Load):

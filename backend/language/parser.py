@@ -1295,6 +1295,17 @@ class _Parser:
         if form is None or form.kind != "stmt":
             if form is not None:
                 raise self.error(s, f"T.{form.__name__} is not a statement here")
+            f = call.func
+            if isinstance(f, ast.Attribute):
+                try:
+                    module = self.eval_python(f.value)
+                except FrontendError:
+                    module = None
+                if getattr(module, "__name__", "") == "tilecute.language" and \
+                        not hasattr(module, f.attr):
+                    raise self.error(s, f"T.{f.attr} is not a tilecute form (a TileLang or "
+                                        "TVM statement tilecute does not have; see "
+                                        "docs/ir.md, \"TileLang's forms\")")
             raise self.error(s, "an expression statement must be a T.* statement call "
                                 "(T.copy, T.fill, T.clear, T.gemm, T.reduce_*, T.atomic_add/max/min, "
                                 "T.sync_threads, T.tma_copy, T.mbarrier_arrive, "
