@@ -1396,8 +1396,14 @@ class _Parser:
                         "instruction")
         a.refuse_unless("loop_layout", (None,), "tilecute's layout pass lays out copies itself")
         a.no_annotations()
-        return [N.Copy(self.region(a.node("src")), self.region(a.node("dst")), loc=self.loc(s),
-                       disable_tma=a.static_bool("disable_tma"))]
+        src, dst = self.region(a.node("src")), self.region(a.node("dst"))
+        if src.extents is None and dst.extents is None and \
+                isinstance(a.node("src"), ast.Subscript) and isinstance(a.node("dst"), ast.Subscript):
+            # two single elements (T.copy(A[i], B[j])): TileLang copies that one element
+            # (its scalar-BufferLoad case, a plain store dst[j] = src[i])
+            one = lambda r: N.Region(r.buffer, r.starts, tuple(N.Const(1, "int32") for _ in r.starts))  # noqa: E731
+            src, dst = one(src), one(dst)
+        return [N.Copy(src, dst, loc=self.loc(s), disable_tma=a.static_bool("disable_tma"))]
 
     def stmt_fill(self, a: _Args, s) -> list[N.Stmt]:
         a.no_annotations()
