@@ -797,3 +797,37 @@ def test_select_with_a_constant_condition_builds(tmp_path):
     assert tilecute.build_cubin(func, "sm_90a", out_dir=str(tmp_path)).kernel_names
     src = (tmp_path / "kernel_cute.py").read_text()
     assert "select_(True" not in src and "select_(False" not in src
+
+
+FILL_WHOLE = '''import tilecute.language as T
+
+
+@T.prim_func
+def fill_all(A: T.Tensor((32,), "float16"), B: T.Tensor((4, 64), "float32")):
+    with T.Kernel(1, threads=32) as _:
+        T.fill(A, T.infinity("float16"))
+        T.fill(B, 1.5)
+'''
+
+
+def test_fill_of_a_whole_global_buffer(tmp_path):
+    """``T.fill(A, v)`` with a bare global tensor fills all of it (TileLang's get_inf kernel
+    idiom), where ``T.fill(A[0, 0], v)`` would be an origin needing extents."""
+    import tilecute
+
+    func = T.from_script(FILL_WHOLE)
+    assert "T.fill(A[0:32]" in func.script() and "T.fill(B[0:4, 0:64]" in func.script()
+    assert tilecute.build_cubin(func, "sm_90a", out_dir=str(tmp_path)).kernel_names
+
+
+@pytest.mark.gpu
+def test_fill_of_a_whole_global_buffer_on_gpu():
+    import torch
+
+    import tilecute
+
+    kernel = tilecute.compile(T.from_script(FILL_WHOLE))
+    a = torch.zeros(32, device="cuda", dtype=torch.float16)
+    b = torch.zeros(4, 64, device="cuda")
+    kernel(a, b)
+    assert torch.isinf(a).all() and (b == 1.5).all()

@@ -1434,6 +1434,8 @@ class _Parser:
                 and (i.stop is None or i.stop == d
                      or (_const_value(d) is not None and _const_value(i.stop) == _const_value(d)))
                 for i, d in zip(idx, ref.buffer.shape))
+        if buf.scope == "global" and not isinstance(a.node("buffer"), ast.Subscript):
+            dst = N.Region(buf.name, dst.starts, tuple(buf.shape))  # T.fill(A, v): all of A
             if whole:  # A_s[:, :], A_s[0:M, 0:K]: the buffer itself
                 operands[x] = ref.buffer.name
             else:
