@@ -831,3 +831,11 @@ def test_fill_of_a_whole_global_buffer_on_gpu():
     b = torch.zeros(4, 64, device="cuda")
     kernel(a, b)
     assert torch.isinf(a).all() and (b == 1.5).all()
+
+
+def test_alloc_var_refuses_an_initializer_its_dtype_cannot_hold():
+    """``T.alloc_var(T.float32, init=1e300)`` is an error naming the value and the dtype (as
+    in TileLang), not a silent infinity; float64 holds it."""
+    text = HEADER.format(params="") + "        v = T.alloc_var(T.float32, init=1e300)\n"
+    assert "init=1e+300 exceeds maximum of float32" in _error(text)
+    T.from_script(text.replace("T.float32, init", "T.float64, init"))

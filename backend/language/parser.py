@@ -21,6 +21,7 @@ import ast
 import dataclasses
 import inspect
 import linecache
+import math
 import textwrap
 from typing import Any, Optional
 
@@ -1207,6 +1208,10 @@ class _Parser:
             raise a.fail("scope", f"'{name}': scope={scope!r} is not supported; a T.alloc_var "
                                   "lives in 'local.var'")
         buf = N.Buffer(self.fresh(name), dt, (N.Const(1, "int32"),), "local")
+        limit = ops._FLOAT_MAX.get(dt)
+        if isinstance(init, float) and limit is not None and math.isfinite(init) and \
+                abs(init) > limit:  # TileLang refuses it too (a silent inf otherwise)
+            raise a.fail("init", f"'{name}': init={init!r} exceeds maximum of {dt} ({limit!r})")
         value = N.const(0 if init is None else init, dt) \
             if isinstance(init, (int, float, type(None))) else N.as_expr(init, dt) if not _is_ir(init) else init
         if isinstance(value, _BufferRef) or not isinstance(value, N.Expr):
