@@ -11,6 +11,7 @@ import tilecute.language as T
 from tilecute.ir import nodes as N
 from tilecute.ir.printer import print_func
 from tilecute.ir.visitor import walk_stmts
+from tilecute.language.parser import FrontendError
 from tilecute.transform.pipeline import run_passes
 
 
@@ -48,3 +49,86 @@ def test_copy_of_two_elements_on_gpu():
     for bx in range(4):
         want[bx * 64 + 1] = bx * 64
     assert torch.equal(b.cpu(), want)
+
+
+def _aliased_gemm(M=256, N_=256, K=256, bM=128, bN=128, bK=32):
+    """A GEMM whose A tile and a corner of the accumulator go by aliases: ``X_s`` covers
+    all of ``A_s`` (the buffer itself), ``X_c`` the first ``bK`` columns of ``C_l``
+    (a region: T.clear / T.fill / T.copy take it)."""
+    @T.prim_func
+    def aliased_gemm(A: T.Tensor((M, K), "float16"), B: T.Tensor((N_, K), "float16"),
+                     C: T.Tensor((M, N_), "float32")):
+        with T.Kernel(T.ceildiv(N_, bN), T.ceildiv(M, bM), threads=128) as (bx, by):
+            A_s = T.alloc_shared((bM, bK), "float16")
+            B_s = T.alloc_shared((bN, bK), "float16")
+            C_l = T.alloc_fragment((bM, bN), "float32")
+            X_s = A_s[:bM, :bK]
+            X_c = C_l[:bM, :bK]
+            T.fill(C_l, 1)
+            T.clear(X_c)
+            for ko in T.Pipelined(T.ceildiv(K, bK), num_stages=2):
+                T.copy(A[by * bM, ko * bK], X_s)
+                T.copy(B[bx * bN, ko * bK], B_s[:bN, :bK])
+                T.gemm(X_s, B_s, C_l, transpose_B=True)
+            T.copy(C_l, C[by * bM, bx * bN])
+    return aliased_gemm
+
+
+def test_region_aliases_are_the_buffer_or_the_region():
+    text = print_func(run_passes(_aliased_gemm(), "sm_90a", until="lower_tile_ops"))
+    # X_s is A_s itself (the copy and the gemm name A_s); X_c is C_l's first 32 columns,
+    # cleared by a 128 x 32 nest
+    assert "X_s" not in text and "X_c" not in text, text
+    assert "T.gemm(A_s, B_s, C_l" in text, text
+    assert "for i3 in T.Parallel(128):\n            for i4 in T.Parallel(32):\n" \
+           "                C_l[i3, i4] = T.float32(0)" in text, text
+
+
+def test_region_alias_builds(tmp_path):
+    info = tilecute.build_cubin(_aliased_gemm(), "sm_90a", out_dir=str(tmp_path))
+    assert info.kernel_names == ["tilecute_aliased_gemm_0"]
+
+
+def test_region_alias_where_a_buffer_is_needed_is_refused():
+    def bad(A: T.Tensor((128, 64), "float16"), C: T.Tensor((128, 64), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            A_s = T.alloc_shared((128, 64), "float16")
+            B_s = T.alloc_shared((64, 64), "float16")
+            C_l = T.alloc_fragment((128, 64), "float32")
+            X_s = A_s[0:128, 0:32]
+            T.gemm(X_s, B_s, C_l)
+    with pytest.raises(FrontendError, match=r"'X_s' is a region of 'A_s' \(bound at .*:\d+\), "
+                                            r"not a buffer; T.gemm takes a whole buffer"):
+        T.prim_func(bad)
+
+
+@pytest.mark.gpu
+def test_region_alias_gemm_on_gpu():
+    import torch
+    kernel = tilecute.compile(_aliased_gemm())
+    a = torch.randn(256, 256, dtype=torch.float16, device="cuda")
+    b = torch.randn(256, 256, dtype=torch.float16, device="cuda")
+    c = torch.empty(256, 256, dtype=torch.float32, device="cuda")
+    kernel(a, b, c)
+    want = a.float() @ b.float().T
+    # C_l starts at 1 except its first 32 columns of every 128 x 128 block, cleared
+    bias = torch.ones(256, 256, device="cuda")
+    for bx in range(2):
+        bias[:, bx * 128:bx * 128 + 32] = 0
+    torch.testing.assert_close(c, want + bias, rtol=1e-2, atol=1e-2)
+
+
+def test_region_alias_of_a_global_fills_and_adds_its_region():
+    @T.prim_func
+    def corner(Y: T.Tensor((64, 64), "float32"), Z: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            f = T.alloc_fragment((4, 8), "float32")
+            Yc = Y[0:4, 8:16]
+            Zc = Z[4:8, 0:8]
+            T.fill(Yc, 3)
+            T.copy(Yc, f)
+            T.atomic_add(Zc, f)
+    text = print_func(run_passes(corner, "sm_90a", until="lower_tile_ops"))
+    assert "Y[i1, 8 + i2] = T.float32(3)" in text, text
+    assert "f[i3, i4] = Y[i3, 8 + i4]" in text, text
+    assert "T.atomic_add(Z[4 + i5, i6], f[i5, i6])" in text, text

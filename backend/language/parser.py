@@ -72,6 +72,20 @@ class _VarRef(_BufferRef):
     scalar (``x = x + 1`` stores into it)."""
 
 
+class _RegionRef:
+    """A name bound to a proper sub-region of a buffer (``X = A_s[0:M, 0:K]``, TileLang's
+    buffer-region alias): T.copy / T.fill / T.clear / T.atomic_add take it as that region;
+    a form that needs a whole buffer refuses it naming the alias and its line."""
+
+    def __init__(self, region: N.Region, name: str, line: str):
+        self.region, self.name, self.line = region, name, line
+
+    def refuse(self, parser, node, what: str):
+        return parser.error(node, f"'{self.name}' is a region of '{self.region.buffer}' (bound "
+                                  f"at {self.line}), not a buffer; {what} takes a whole buffer "
+                                  "(T.copy, T.fill, T.clear and T.atomic_add take the region)")
+
+
 class _DataRef:
     """``buf.data``: a buffer's storage, which ``T.Tensor(shape, dtype, buf.data)`` views."""
 
@@ -944,6 +958,16 @@ class _Parser:
             proxy = self.tensor_proxy(value.func)
             if proxy is not None:  # `flat = T.Tensor(shape, dtype, buf.data)`: a view
                 return self.tensor_view(target.id, proxy, value, s)
+        if isinstance(value, ast.Subscript) and self.is_slice_of_buffer(value):
+            # `X = A_s[0:M, 0:K]`: TileLang's buffer-region alias.  One covering its whole
+            # buffer is that buffer; a proper sub-region is kept as the region
+            region = self.region(value)
+            buf = self.buffer_named(region.buffer)
+            if _whole_region(region, buf):
+                self.bind(target.id, _BufferRef(buf))
+            else:
+                self.bind(target.id, _RegionRef(region, target.id, self.loc(s)))
+            return []
         v = self.expr(value) if value is not None else known
         current = self.lookup_local(target.id)
         if isinstance(current, _VarRef):  # `x = ...` on a T.alloc_var stores into it
@@ -1317,6 +1341,7 @@ class _Parser:
                                 "T.mbarrier_wait_parity, T.use_swizzle, T.set_max_nreg, "
                                 "T.evaluate)")
         a = self.args(form, call)
+        self.current_form = self.form_text(a)  # named when a region alias is refused
         handler = getattr(self, f"stmt_{form.__name__}", None)
         if handler is None and form.__name__.startswith("reduce_"):
             return [self.reduce(a, form.__name__[len("reduce_"):], s)]
@@ -1414,6 +1439,9 @@ class _Parser:
         a.no_annotations()
         dst = self.region(a.node("buffer"))
         buf = self.buffer_named(dst.buffer)
+        if buf.scope == "global" and dst.extents is None and \
+                not isinstance(a.node("buffer"), ast.Subscript):
+            dst = N.Region(buf.name, dst.starts, tuple(buf.shape))  # T.fill(A, v): all of A
         value = a.value("value")
         self.check_value(a.node("value"), value)
         if not _is_ir(value) and not isinstance(value, (int, float, bool)):
@@ -1422,7 +1450,12 @@ class _Parser:
 
     def stmt_clear(self, a: _Args, s) -> list[N.Stmt]:
         a.no_annotations()
-        return [N.Clear(self.buffer_of(a.node("buffer")).name, loc=self.loc(s))]
+        node = a.node("buffer")
+        ref = self.lookup(node.id, node) if isinstance(node, ast.Name) else None
+        if isinstance(ref, _RegionRef):  # T.clear(region): TileLang's T.fill(region, 0)
+            buf = self.buffer_named(ref.region.buffer)
+            return [N.Fill(ref.region, N.cast(N.as_expr(0, buf.dtype), buf.dtype), loc=self.loc(s))]
+        return [N.Clear(self.buffer_of(node).name, loc=self.loc(s))]
 
     def stmt_gemm(self, a: _Args, s) -> list[N.Stmt]:
         operands = {}
@@ -1439,8 +1472,6 @@ class _Parser:
                 and (i.stop is None or i.stop == d
                      or (_const_value(d) is not None and _const_value(i.stop) == _const_value(d)))
                 for i, d in zip(idx, ref.buffer.shape))
-        if buf.scope == "global" and not isinstance(a.node("buffer"), ast.Subscript):
-            dst = N.Region(buf.name, dst.starts, tuple(buf.shape))  # T.fill(A, v): all of A
             if whole:  # A_s[:, :], A_s[0:M, 0:K]: the buffer itself
                 operands[x] = ref.buffer.name
             else:
@@ -1519,7 +1550,7 @@ class _Parser:
         v = a.node("value")
         if isinstance(v, ast.Subscript) and any(isinstance(i, slice) for i in self.indices(v)):
             value = self.region(v)  # a tile: T.atomic_add(C[0:2], x[0:2])
-        elif isinstance(a.value("value"), _BufferRef):
+        elif isinstance(a.value("value"), (_BufferRef, _RegionRef)):
             value = self.region(v)
         else:
             value = a.value("value")
@@ -2045,7 +2076,18 @@ class _Parser:
             out.append(v if buf.dtype == "bool" else N.cmp("ne", v, 0))
         return tuple(out)
 
+    def is_slice_of_buffer(self, node: ast.Subscript) -> bool:
+        """``node`` is a buffer subscripted with at least one slice (a region)."""
+        base = self.lookup_local(node.value.id) if isinstance(node.value, ast.Name) else None
+        if not isinstance(base, _BufferRef) or isinstance(base, _VarRef):
+            return False
+        return any(isinstance(i, slice) for i in self.indices(node))
+
     def region(self, node) -> N.Region:
+        if isinstance(node, ast.Name):
+            ref = self.lookup(node.id, node)
+            if isinstance(ref, _RegionRef):
+                return ref.region
         if isinstance(node, ast.Subscript):
             buf = self.buffer_of(node.value)
             idx = self.indices(node)
@@ -2070,6 +2112,8 @@ class _Parser:
 
     def buffer_of(self, node) -> N.Buffer:
         v = self.expr(node) if not isinstance(node, ast.Name) else self.lookup(node.id, node)
+        if isinstance(v, _RegionRef):
+            raise v.refuse(self, node, getattr(self, "current_form", "this form"))
         if not isinstance(v, _BufferRef):
             raise self.error(node, f"expected a buffer, got `{ast.unparse(node)}`")
         return v.buffer
@@ -2258,6 +2302,8 @@ class _Parser:
                 return N.Load(buf.name, tuple(idx), buf.dtype)
             if _is_ir(base):
                 raise self.error(node, f"`{ast.unparse(node.value)}` is a scalar, not a buffer")
+            if isinstance(base, _RegionRef):
+                raise base.refuse(self, node, "indexing an element")
             return base[self.expr(node.slice)]
         if isinstance(node, ast.Call):
             return self.call(node)
@@ -2335,6 +2381,18 @@ class _Astype:
 
 _BITWISE = {"bitand": "&", "bitor": "|", "bitxor": "^", "shl": "<<", "shr": ">>"}
 _LOGICAL_BITWISE = ("bitand", "bitor", "bitxor")  # logical on two bools (TVM's one-bit bool)
+
+
+def _whole_region(r: N.Region, buf: N.Buffer) -> bool:
+    """Region ``r`` (explicit extents) covers all of ``buf``."""
+    if r.extents is None:
+        return False
+    for st, ext, d in zip(r.starts, r.extents, buf.shape):
+        if _const_value(st) != 0:
+            return False
+        if not (ext == d or (_const_value(d) is not None and _const_value(ext) == _const_value(d))):
+            return False
+    return True
 
 
 def _const_value(e):
