@@ -9,6 +9,7 @@ __version__ = "0.1.0"
 _LAZY = {
     "compile": ("tilecute.api", "compile"),
     "jit": ("tilecute.api", "jit"),
+    "par_compile": ("tilecute.api", "par_compile"),
     "load": ("tilecute.runtime.kernel", "load"),
     "build_cubin": ("tilecute.driver", "build_cubin"),
     "lower": ("tilecute.transform.pipeline", "lower"),

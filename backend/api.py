@@ -44,9 +44,52 @@ def _options(options, pass_configs, function: str, compile_flags=None) -> dict:
                                        from_compile_flags(compile_flags, function), options))
 
 
+# TileLang's execution backends that are tilecute's one backend (a CuTe DSL kernel behind
+# a TVM-FFI launcher); "cython", "nvrtc" and "torch" run TileLang's CUDA C or its Python
+# wrappers, which tilecute does not produce
+_BACKENDS = (None, "auto", "tvm_ffi", "cutedsl")
+# TileLang's target_host: the host code's target; tilecute's launcher is C++ built for
+# this machine by the host compiler, which is what None / "llvm" / "c" ask for
+_HOSTS = (None, "llvm", "c")
+
+
+def _check_host_args(function: str, execution_backend=None, target_host=None) -> None:
+    """TileLang's ``execution_backend`` and ``target_host``: accepted where they name what
+    tilecute builds, refused by value otherwise."""
+    if execution_backend not in _BACKENDS:
+        raise ValueError(f"{function}: execution_backend={execution_backend!r} is not "
+                         f"supported by tilecute, whose one backend is a CuTe DSL kernel behind "
+                         f"a TVM-FFI launcher (accepted: None, 'auto', 'tvm_ffi', 'cutedsl')")
+    host = target_host.split()[0] if isinstance(target_host, str) and target_host else target_host
+    if host not in _HOSTS:
+        raise ValueError(f"{function}: target_host={target_host!r} is not supported by "
+                         f"tilecute: its launcher is C++ built for this machine (accepted: "
+                         f"None, 'llvm', 'c')")
+
+
+def _verbose(verbose) -> bool:
+    """TileLang's ``verbose``; None: ``TILECUTE_VERBOSE`` (or TileLang's ``TILELANG_VERBOSE``)
+    set to 1/true/yes/on."""
+    if verbose is None:
+        env = os.environ.get("TILECUTE_VERBOSE", os.environ.get("TILELANG_VERBOSE", ""))
+        return env.strip().lower() in ("1", "true", "yes", "on")
+    return bool(verbose)
+
+
+def _write_debug(kernel, func: N.PrimFunc, debug_root_path: str) -> None:
+    """TileLang's ``debug_root_path``: the kernel's source and the program, as files."""
+    os.makedirs(debug_root_path, exist_ok=True)
+    with open(os.path.join(debug_root_path, f"tilelang_jit_kernel_{func.name}.py"), "w") as f:
+        print(kernel.get_kernel_source(), file=f)
+    with open(os.path.join(debug_root_path, f"tilelang_jit_program_{func.name}.py"), "w") as f:
+        print(func.script(), file=f)
+
+
 def compile(func: N.PrimFunc, out_idx: Optional[Sequence[int]] = None,  # noqa: A001
             target: Optional[str] = None, options: Optional[dict] = None,
-            pass_configs: Optional[dict] = None, compile_flags=None) -> Kernel:
+            pass_configs: Optional[dict] = None, compile_flags=None, *,
+            execution_backend: Optional[str] = None, target_host=None,
+            verbose: Optional[bool] = None) -> Kernel:
     """Compile ``func`` for ``target`` (``"sm_90a"``, ``"sm_80"``...; default: the GPU's
     arch, else ``TILECUTE_ARCH``) and return the callable kernel.
 
@@ -59,6 +102,12 @@ def compile(func: N.PrimFunc, out_idx: Optional[Sequence[int]] = None,  # noqa: 
     ``compile_flags``: TileLang's nvcc flags, mapped likewise (``options.from_compile_flags``).
     The cubin is produced on the first call, or by ``kernel.ensure_cubin()``.
 
+    TileLang's ``execution_backend`` (None, ``"auto"``, ``"tvm_ffi"``, ``"cutedsl"``: the
+    one backend; others refused) and ``target_host`` (None, ``"llvm"``, ``"c"``) are
+    checked; ``verbose=True`` (default ``TILECUTE_VERBOSE``/``TILELANG_VERBOSE``) prints
+    each compile (its target, then its time and kernel) to stderr, as TileLang logs its
+    JIT phases.
+
     ``target`` may list several archs (``["sm_90a", "sm_80"]``): one cache entry each, and
     a :class:`MultiArchKernel` whose first call picks the one that runs on the GPU.
 
@@ -70,11 +119,24 @@ def compile(func: N.PrimFunc, out_idx: Optional[Sequence[int]] = None,  # noqa: 
     if not isinstance(func, N.PrimFunc):
         raise TypeError(f"tilecute.compile takes a PrimFunc (from @T.prim_func), got "
                         f"{type(func).__name__}")
+    _check_host_args(func.name, execution_backend, target_host)
+    if _verbose(verbose):
+        import sys
+        import time
+
+        start = time.monotonic()
+        print(f"tilecute: compile {func.name!r} target={target!r}", file=sys.stderr)
+        kernel = compile(func, out_idx, target, options, pass_configs, compile_flags,
+                         verbose=False)
+        print(f"tilecute: compiled {func.name!r} in {time.monotonic() - start:.3f}s: {kernel!r}",
+              file=sys.stderr)
+        return kernel
     if isinstance(target, (list, tuple)):  # several archs: one kernel per arch, picked per GPU
         if not target:
             raise ValueError(f"{func.name}: target=[] names no arch")
         archs = list(dict.fromkeys(_arch(t, func.name) for t in target))
-        return MultiArchKernel({a: compile(func, out_idx, a, options, pass_configs, compile_flags)
+        return MultiArchKernel({a: compile(func, out_idx, a, options, pass_configs, compile_flags,
+                                           verbose=False)
                                 for a in archs})
     outputs = resolve_out_idx(func.name, [p.name for p in func.params
                                           if p.name not in func.workspaces], out_idx)  # before any build
@@ -89,6 +151,37 @@ def compile(func: N.PrimFunc, out_idx: Optional[Sequence[int]] = None,  # noqa: 
             aligned = _compile_one(aligned_variant(func, divisors), out_idx, arch, options)
             return AlignedOrGeneral(aligned, _compile_one(func, out_idx, arch, options), checks)
     return _compile_one(func, out_idx, arch, options)
+
+
+def par_compile(funcs, out_idx: Optional[Sequence[int]] = None, execution_backend=None,
+                target: Optional[str] = None, target_host=None, verbose: Optional[bool] = None,
+                pass_configs: Optional[dict] = None, compile_flags=None,
+                num_workers: Optional[int] = None, ignore_error: bool = False,
+                options: Optional[dict] = None) -> list:
+    """TileLang's ``tilelang.par_compile(funcs, ...)``: :func:`compile` of each PrimFunc
+    with the same arguments, on a thread pool (``num_workers``, default: one per function
+    up to the CPU count); the kernels in ``funcs``' order.  With ``ignore_error`` a
+    function that fails gives None (and a logged warning) instead of raising."""
+    from .language.eager import par_compile as _par
+
+    def one(func):
+        return compile(func, out_idx, target, options, pass_configs, compile_flags,
+                       execution_backend=execution_backend, target_host=target_host,
+                       verbose=verbose)
+
+    def logged(func):
+        try:
+            return one(func)
+        except Exception as e:
+            if not ignore_error:
+                raise
+            import logging
+
+            logging.getLogger("tilecute").warning("par_compile: %s: %s",
+                                                  getattr(func, "name", func), e)
+            return None
+
+    return _par(logged, [(f,) for f in funcs], num_workers, ignore_error=False)
 
 
 class MultiArchKernel:
@@ -181,15 +274,33 @@ def _specs_text(specializations: dict) -> str:
 
 
 def jit(fn=None, *, out_idx: Optional[Sequence[int]] = None, target: Optional[str] = None,
-        options: Optional[dict] = None, pass_configs: Optional[dict] = None, compile_flags=None):
+        options: Optional[dict] = None, pass_configs: Optional[dict] = None, compile_flags=None,
+        target_host=None, execution_backend: Optional[str] = None,
+        verbose: Optional[bool] = None, debug_root_path: Optional[str] = None):
     """Decorate a kernel factory (a function returning a ``@T.prim_func``): calling it
     with the same arguments returns the same compiled kernel.
 
         @tilecute.jit(out_idx=[-1])
         def add(N, block=256): ...
+
+    TileLang's other keywords: ``execution_backend``, ``target_host`` and ``verbose`` as in
+    :func:`compile`; ``debug_root_path``: a folder each compiled kernel's source
+    (``tilelang_jit_kernel_<name>.py``) and program (``tilelang_jit_program_<name>.py``) is
+    written to (a relative path is taken from the decorated function's file's folder).
     """
 
     def wrap(factory):
+        _check_host_args(getattr(factory, "__name__", "tilecute.jit"), execution_backend,
+                         target_host)
+        debug_root = debug_root_path
+        if debug_root is not None and not os.path.isabs(debug_root):
+            import inspect
+
+            try:
+                base = os.path.dirname(os.path.abspath(inspect.getfile(factory)))
+            except TypeError:
+                base = os.getcwd()
+            debug_root = os.path.join(base, debug_root)
         # a bad target or option fails at decoration, not at the first call
         for t in (target if isinstance(target, (list, tuple)) else [target]):
             if t not in (None, "auto", "cuda"):
@@ -204,7 +315,11 @@ def jit(fn=None, *, out_idx: Optional[Sequence[int]] = None, target: Optional[st
             if out_idx is not None:
                 raise TypeError(f"{factory.__name__}: an eager kernel's outputs are its "
                                 "T.empty tensors (returned); out_idx does not apply")
-            return EagerKernel(factory, target=target, options=merged)
+            if debug_root is not None:
+                raise TypeError(f"{factory.__name__}: debug_root_path is not supported on an "
+                                "eager kernel; use it with a factory, or read "
+                                "kernel.get_kernel_source() of f.compile(...)")
+            return EagerKernel(factory, target=target, options=merged, verbose=verbose)
 
         specializations = {}  # (args, kwargs) -> kernel, what `tilecute export` reads
         sealed = []
@@ -217,7 +332,10 @@ def jit(fn=None, *, out_idx: Optional[Sequence[int]] = None, target: Optional[st
                                  f"{factory.__name__} is sealed (no compile after seal()); "
                                  f"its kernels: {_specs_text(specializations)}")
             func = factory(*args, **kwargs)
-            kernel = compile(func, out_idx=out_idx, target=target, options=merged)
+            kernel = compile(func, out_idx=out_idx, target=target, options=merged,
+                             verbose=verbose)
+            if debug_root is not None:
+                _write_debug(kernel, func, debug_root)
             specializations[(args, tuple(sorted(kwargs.items())))] = kernel
             return kernel
 

@@ -57,6 +57,13 @@ class Expr:
     def __mod__(self, o): return binop("mod", self, o)
     def __rmod__(self, o): return binop("mod", o, self)
     def __neg__(self): return binop("sub", const(0, self.dtype), self)
+    # integer bit operations (TVM's PrimExpr has them: `T.int32() & 0x7FFFFFFF` in Python)
+    def __and__(self, o): return _int_binop("bitand", self, o)
+    def __rand__(self, o): return _int_binop("bitand", o, self)
+    def __or__(self, o): return _int_binop("bitor", self, o)
+    def __ror__(self, o): return _int_binop("bitor", o, self)
+    def __xor__(self, o): return _int_binop("bitxor", self, o)
+    def __rxor__(self, o): return _int_binop("bitxor", o, self)
 
 
 @dataclass(frozen=True)
@@ -206,6 +213,13 @@ def promote(a: str, b: str) -> str:
     if b == "bool":
         return a
     return a if DTYPES[a].bits >= DTYPES[b].bits else b
+
+
+def _int_binop(op: str, a, b) -> Expr:
+    e = binop(op, a, b)
+    if not is_int(e.dtype):
+        raise TypeError(f"{op} on {e.dtype}: Python's & | ^ on expressions take integers")
+    return e
 
 
 def as_expr(x, dtype: Optional[str] = None) -> Expr:

@@ -42,13 +42,13 @@ from .forms import (  # noqa: F401
 from .forms import alloc_global, alloc_reducer, cummax, cumsum, finalize_reducer, im2col  # noqa: F401
 from .forms import dec_max_nreg, grid, inc_max_nreg, sync_warp  # noqa: F401
 from .forms import annotate_layout, annotate_min_blocks_per_sm  # noqa: F401
-from .forms import atomic_addx2, atomic_addx4, device_assert, loop_break  # noqa: F401
+from .forms import assume, atomic_addx2, atomic_addx4, device_assert, loop_break  # noqa: F401
 from .forms import reshape, view  # noqa: F401
 from .forms import (annotate_consumer_reg_alloc, annotate_producer_reg_dealloc,  # noqa: F401
                     disable_warp_group_reg_alloc, no_set_max_nreg)
 from .ops import EXPRESSION_HELPERS
 from .ops import (  # noqa: F401
-    ceildiv, cdiv, exp, exp2, log, log2, sqrt, rsqrt, tanh, sin, cos, floor, ceil, sigmoid,
+    ceildiv, cdiv, align_up, exp, exp2, log, log2, sqrt, rsqrt, tanh, sin, cos, floor, ceil, sigmoid,
     abs, max, min, clamp, fma, floordiv, floormod, bitwise_and, bitwise_or, bitwise_xor,
     bitwise_not, shift_left, shift_right, Cast, cast, if_then_else, Select, infinity,
     max_value, min_value, get_thread_binding,

@@ -124,8 +124,10 @@ class EagerKernel:
     """The object ``@tilecute.jit`` returns for an eager-style function: call it with
     tensors (and specialization arguments), or ``.compile(...)`` for the kernel."""
 
-    def __init__(self, fn, target: Optional[str] = None, options: Optional[dict] = None):
+    def __init__(self, fn, target: Optional[str] = None, options: Optional[dict] = None,
+                 verbose: Optional[bool] = None):
         self.fn, self.target, self.options = fn, target, dict(options or {})
+        self.verbose = verbose  # TileLang's jit(verbose=...): tilecute.compile's
         self.__name__ = fn.__name__
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
@@ -431,7 +433,8 @@ class EagerKernel:
 
         func, expected = self._prim_func(consts, spec)
         out_idx = [len(self.runtime) + i for i in range(len(self.outputs))]
-        kernel = tilecute.compile(func, out_idx=out_idx, target=self.target, options=self.options)
+        kernel = tilecute.compile(func, out_idx=out_idx, target=self.target, options=self.options,
+                                  verbose=self.verbose)
         order = [list(self.outputs).index(r) for r in (self.returns or [])]
         kernel = _Returning(kernel, order)
         with self._lock:

@@ -318,6 +318,15 @@ def device_assert(condition, msg="", no_stack_info=False):
 
 
 @_form("stmt")
+def assume(cond):
+    """TileLang's ``T.assume(cond)``: a fact the compiler may take as true.  A parse-time
+    false one is an error; ``T.assume(N % k == 0)`` on a ``T.dynamic`` symbol makes the
+    symbol promise the divisor (``multiple_of``: the launcher checks it at every call, as
+    TileLang checks a host-evaluable assume, and the vectorizer may use it); any other
+    condition changes no code (tilecute emits no bounds checks for it to remove)."""
+
+
+@_form("stmt")
 def evaluate(value):
     """``T.evaluate(expr)``: compute ``expr`` for its effect."""
 

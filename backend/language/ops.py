@@ -35,6 +35,15 @@ def ceildiv(a, b):
 cdiv = ceildiv
 
 
+def align_up(x, n):
+    """TileLang's ``T.align_up(x, n)``: ``x`` rounded up to a multiple of ``n``,
+    ``ceildiv(x, n) * n`` (Python ints fold)."""
+    q = ceildiv(x, n)
+    if not isinstance(q, _N.Expr) and not isinstance(n, _N.Expr):
+        return q * n
+    return _N.as_expr(q) * _N.as_expr(n)
+
+
 def _unary(name):
     def f(x):
         x = _N.as_expr(x)
@@ -634,7 +643,7 @@ def get_block_extents(*, kernel=None):
 
 
 EXPRESSION_HELPERS = (
-    "ceildiv", "cdiv", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "sin", "cos",
+    "ceildiv", "cdiv", "align_up", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "sin", "cos",
     "floor", "ceil", "sigmoid", "abs", "max", "min", "clamp", "fma", "floordiv", "floormod",
     "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "shift_left", "shift_right",
     "Cast", "cast", "if_then_else", "Select", "infinity", "max_value", "min_value",

@@ -221,6 +221,7 @@ class _Parser:
         self.control: list[bool] = [False]  # per scope: is it a loop or if body?
         self.used_names: set[str] = set()
         self.symbols: dict[str, N.Var] = {}
+        self.assumed_divisors: dict[str, int] = {}  # T.assume(N % k == 0): symbol -> k
         self.workspaces: list[N.Buffer] = []  # T.alloc_global
         self.used_names.add(self.fname)  # the function's own name is taken too
         self.in_kernel = False
@@ -369,6 +370,12 @@ class _Parser:
         func = N.PrimFunc(self.fname, tuple(params) + tuple(self.workspaces), tuple(kernels),
                           tuple(self.symbols.values()), loc=self.loc(fn),
                           workspaces=tuple(b.name for b in self.workspaces))
+        if self.assumed_divisors:  # T.assume(N % k == 0): N promises k (stmt_assume)
+            from ..variants import aligned_variant
+
+            func = aligned_variant(func, {
+                n: k // math.gcd(k, self.symbols[n].multiple)
+                for n, k in self.assumed_divisors.items()})
         validate(func)
         return func
 
@@ -914,7 +921,7 @@ class _Parser:
 
     def assign(self, s: ast.Assign) -> list[N.Stmt]:
         if len(s.targets) != 1:
-            raise self.error(s, "chained assignment is not supported")
+            return self.chain_assign(s)
         target = s.targets[0]
         if isinstance(target, ast.Subscript):
             return [self.store(target, self.expr(s.value), s)]
@@ -923,6 +930,31 @@ class _Parser:
         if not isinstance(target, ast.Name):
             raise self.error(s, "assign to a name or to a buffer element `A[i, j] = ...`")
         return self.assign_name(target, s.value, s)
+
+    def chain_assign(self, s: ast.Assign) -> list[N.Stmt]:
+        """``A[i] = B[i] = x`` / ``a = b = x``: as in Python, the value is evaluated once
+        (bound to a fresh name when it is more than a constant or a name) and assigned to
+        each target from left to right."""
+        if isinstance(s.value, ast.Call) and (
+                (lambda f: f is not None and f.kind == "alloc")(self.form_of(s.value.func))
+                or self.tensor_proxy(s.value.func) is not None):
+            raise self.error(s, f"`{ast.unparse(s.value)}` allocates or views a buffer: bind "
+                                "it to one name (a chained assignment would alias it)")
+        value = self.expr(s.value)
+        out: list[N.Stmt] = []
+        if _is_ir(value) and not isinstance(value, (N.Const, N.Var)):
+            tmp = N.Var(self.fresh("chained"), value.dtype)
+            out.append(N.Let(tmp, value, loc=self.loc(s)))
+            value = tmp
+        for t in s.targets:
+            if isinstance(t, ast.Subscript):
+                out.append(self.store(t, value, s))
+            elif isinstance(t, ast.Name):
+                out.extend(self.assign_name(t, None, s, value))
+            else:
+                raise self.error(s, "a chained assignment assigns to names or buffer elements "
+                                    f"(not `{ast.unparse(t)}`)")
+        return out
 
     def unpack(self, target, s) -> list[N.Stmt]:
         """``bb, bh = bbh // H, bbh % H``: every value is read before any name is bound,
@@ -2002,6 +2034,29 @@ class _Parser:
             body = N.If(cond[0] if len(cond) == 1 else N.Logic("and", tuple(cond)), (body,),
                         loc=loc)
         return out + [body]
+
+    def stmt_assume(self, a: _Args, s) -> list[N.Stmt]:
+        """``T.assume(cond)`` (forms.assume): parse-time false is an error; ``N % k == 0``
+        on a symbol of the function's shapes becomes the symbol's ``multiple_of`` (checked
+        at launch); anything else is a hint that changes no code."""
+        cond = a.value("cond")
+        self.check_value(a.node("cond"), cond)
+        if not _is_ir(cond):
+            if not cond:
+                raise a.fail("cond", f"`{ast.unparse(a.node('cond'))}` is false at compile time")
+            return []
+        if isinstance(cond, N.Const):
+            if not cond.value:
+                raise a.fail("cond", f"`{ast.unparse(a.node('cond'))}` is false at compile time")
+            return []
+        if isinstance(cond, N.Cmp) and cond.op == "eq" and cond.b == N.Const(0, cond.b.dtype) \
+                and isinstance(cond.a, N.BinOp) and cond.a.op == "mod" \
+                and isinstance(cond.a.a, N.Var) and cond.a.a.name in self.symbols \
+                and self.symbols[cond.a.a.name] == cond.a.a \
+                and isinstance(cond.a.b, N.Const) and cond.a.b.value > 1:
+            name, k = cond.a.a.name, int(cond.a.b.value)
+            self.assumed_divisors[name] = math.lcm(self.assumed_divisors.get(name, 1), k)
+        return []
 
     def stmt_device_assert(self, a: _Args, s) -> list[N.Stmt]:
         cond = a.value("condition")

@@ -27,7 +27,9 @@ class DType(str):
         text = str(name)
         return super().__new__(cls, canonical_dtype(text[6:] if text.startswith("torch.") else text))
 
-    def __call__(self, value) -> _N.Expr:
+    def __call__(self, value=None, is_size_var: bool = False) -> _N.Expr:
+        if value is None:  # TVMScript's `m = T.int32()`: a symbolic variable
+            return _symbol(str(self))
         if isinstance(value, _N.Expr):
             return _N.cast(value, str(self))
         return _N.const(value, str(self))
@@ -41,6 +43,35 @@ class DType(str):
     @property
     def bits(self) -> int:
         return DTYPES[str(self)].bits
+
+
+_SYMBOLS = [0]
+
+
+def _symbol(dtype: str) -> _N.Var:
+    """``m = T.int32()`` (no value): TVMScript's declaration of a symbolic variable, which
+    tilecute's ``T.dynamic("m", dtype)`` is; named by the assignment on the caller's line
+    (TVMScript names it so), else ``sym<k>``.  Only integer dtypes: a symbol is an extent
+    bound at launch from the tensors whose shapes use it."""
+    import inspect
+    import linecache
+
+    if not dtype.startswith(("int", "uint")):
+        raise TypeError(f"T.{dtype}() with no value declares a symbolic variable, which "
+                        "tilecute has for integer extents only (T.dynamic); give a value: "
+                        f"T.{dtype}(x)")
+    name = None
+    frame = inspect.currentframe()
+    caller = frame.f_back.f_back if frame and frame.f_back else None
+    if caller is not None:
+        line = linecache.getline(caller.f_code.co_filename, caller.f_lineno)
+        m = re.match(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*(?::[^=]*)?=\s*[\w.]*\b" + dtype +
+                     r"\(\s*\)", line)
+        name = m.group(1) if m else None
+    if name is None:
+        name = f"sym{_SYMBOLS[0]}"
+        _SYMBOLS[0] += 1
+    return _N.Var(name, dtype, 1)
 
 
 class UnsupportedDType:

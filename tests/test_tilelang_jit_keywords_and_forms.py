@@ -1,0 +1,250 @@
+"""TileLang's host keywords (``jit``/``compile``: execution_backend, target_host, verbose,
+debug_root_path; ``tilecute.par_compile``) and frontend forms (``T.align_up``,
+``T.assume``, chained assignment, ``T.int32()`` as a symbol), found by TileLang's own
+language tests run through tilecute."""
+
+import os
+from pathlib import Path
+
+import pytest
+
+import tilecute
+import tilecute.language as T
+from tilecute.ir import nodes as N
+from tilecute.language import FrontendError
+
+
+@pytest.fixture(autouse=True)
+def _arch(monkeypatch):
+    monkeypatch.setenv("TILECUTE_ARCH", "sm_90a")
+
+
+def _fill(n=256, value=1.0):
+    @T.prim_func
+    def fill(A: T.Tensor((n,), T.float32)):
+        with T.Kernel(T.ceildiv(n, 128), threads=128) as bx:
+            for i in T.Parallel(128):
+                A[bx * 128 + i] = value
+
+    return fill
+
+
+# ---- jit / compile keywords ---------------------------------------------------------------
+def test_jit_accepts_tilelang_backends_and_verbose_prints_the_compile(capsys):
+    @tilecute.jit(execution_backend="tvm_ffi", target_host="llvm", verbose=True)
+    def fill(n):
+        return _fill(n)
+
+    k = fill(256)
+    err = capsys.readouterr().err
+    assert "tilecute: compile 'fill'" in err and "tilecute: compiled 'fill' in" in err
+    assert [a.name for a in k.abi.args] == ["A"]
+    for backend in ("auto", "cutedsl", None):
+        tilecute.compile(_fill(128), execution_backend=backend, verbose=False)
+    assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("backend", ["cython", "nvrtc", "torch"])
+def test_a_backend_tilecute_does_not_build_is_refused_by_value(backend):
+    with pytest.raises(ValueError, match=f"fill: execution_backend='{backend}' is not supported"):
+        @tilecute.jit(execution_backend=backend)
+        def fill(n):
+            return _fill(n)
+    with pytest.raises(ValueError, match=f"execution_backend='{backend}'"):
+        tilecute.compile(_fill(), execution_backend=backend)
+
+
+def test_target_host_other_than_this_machine_is_refused():
+    with pytest.raises(ValueError, match="target_host='aarch64-linux' is not supported"):
+        tilecute.compile(_fill(), target_host="aarch64-linux")
+
+
+def test_verbose_default_reads_the_environment(monkeypatch, capsys):
+    monkeypatch.setenv("TILELANG_VERBOSE", "on")
+    tilecute.compile(_fill(512))
+    assert "tilecute: compile 'fill'" in capsys.readouterr().err
+
+
+def test_debug_root_path_writes_the_kernel_source_and_program(tmp_path):
+    @tilecute.jit(debug_root_path=str(tmp_path / "dbg"))
+    def fill(n):
+        return _fill(n)
+
+    k = fill(256)
+    src = (tmp_path / "dbg" / "tilelang_jit_kernel_fill.py").read_text()
+    prog = (tmp_path / "dbg" / "tilelang_jit_program_fill.py").read_text()
+    assert src.strip() == k.get_kernel_source().strip()
+    assert "@T.prim_func" in prog and "def fill(" in prog
+
+
+def test_par_compile_at_top_level_keeps_order_and_ignores_errors():
+    bad = _fill(200)  # 200 is no multiple of the 128-wide block: fine; break it instead
+    ks = tilecute.par_compile([_fill(128), _fill(256)], num_workers=2)
+    assert [k.abi.args[0].shape for k in ks] == [(128,), (256,)]
+    with pytest.raises(ValueError, match="execution_backend='nvrtc'"):
+        tilecute.par_compile([bad], execution_backend="nvrtc")
+    out = tilecute.par_compile([_fill(128), "not a prim_func"], ignore_error=True)
+    assert out[0] is not None and out[1] is None
+
+
+# ---- T.align_up -------------------------------------------------------------------------------
+def test_align_up_folds_python_ints_and_builds_ir_for_expressions():
+    assert T.align_up(5, 4) == 8 and T.align_up(8, 4) == 8 and T.align_up(1, 32) == 32
+    n = T.dynamic("n")
+    assert T.align_up(n, 8) == N.BinOp("mul", N.Call("ceildiv", (n, N.Const(8, "int32")), "int32"),
+                                       N.Const(8, "int32"), "int32")
+
+
+def test_align_up_in_a_kernel_compiles(tmp_path):
+    @T.prim_func
+    def align(A: T.Tensor((1,), T.int32), x: T.int32):
+        with T.Kernel(1, threads=1) as _:
+            A[0] = T.align_up(x, T.int32(32))
+
+    assert "ceildiv(x, 32) * 32" in align.script()
+    assert Path(tilecute.build_cubin(align, "sm_90a", out_dir=tmp_path).path).stat().st_size > 0
+
+
+# ---- T.assume ---------------------------------------------------------------------------------
+def test_assume_of_a_divisor_on_a_symbol_becomes_a_launch_check():
+    N_ = T.dynamic("N")
+
+    @T.prim_func
+    def main(A: T.Tensor((N_,), T.float32)):
+        with T.Kernel(1, threads=32):
+            T.assume(N_ % 4 == 0)
+            tx = T.get_thread_binding()
+            if tx < N_:
+                A[tx] = 1.0
+
+    assert main.params[0].shape[0].multiple == 4
+    k = tilecute.compile(main)
+    assert [(s.name, s.divisibility) for s in k.abi.symbols] == [("N", 4)]
+
+
+def test_assume_of_a_divisor_combines_with_multiple_of():
+    N_ = T.dynamic("N", multiple_of=4)
+
+    @T.prim_func
+    def main(A: T.Tensor((N_,), T.float32)):
+        with T.Kernel(1, threads=32):
+            T.assume(N_ % 6 == 0)
+            A[0] = 1.0
+
+    assert main.params[0].shape[0].multiple == 12
+
+
+def test_other_assumes_change_no_code():
+    N_ = T.dynamic("N")
+
+    def make(assume: bool):
+        @T.prim_func
+        def main(A: T.Tensor((N_,), T.float32), l: T.int32, r: T.int32):
+            with T.Kernel(1, threads=32) as _:
+                for i in T.serial(r - l + 1):
+                    if assume:
+                        T.assume(l + i >= 0 and l + i < N_)
+                    A[l + i] = 0
+
+        return main
+
+    assert make(True).script() == make(False).script()
+
+
+def test_a_statically_false_assume_is_an_error_naming_the_line():
+    with pytest.raises(FrontendError, match=r"test_tilelang_jit_keywords_and_forms.py:\d+: .*T.assume: `4 % 3 == 0` is false"):
+        @T.prim_func
+        def main(A: T.Tensor((4,), T.float32)):
+            with T.Kernel(1, threads=32):
+                T.assume(4 % 3 == 0)
+                A[0] = 1.0
+
+
+# ---- chained assignment -----------------------------------------------------------------------
+def test_chained_assignment_stores_every_target_and_evaluates_once(tmp_path):
+    @T.prim_func
+    def chain(A: T.Tensor((128,), T.float32), B: T.Tensor((128,), T.float32),
+              C: T.Tensor((128,), T.float32)):
+        with T.Kernel(1, threads=128) as bx:
+            for i in T.Parallel(128):
+                A[i] = B[i] = C[i] = 1
+            for i in T.Parallel(128):
+                x = y = A[i] * 2.0
+                B[i] = x + y
+
+    text = chain.script()
+    for name in "ABC":
+        assert f"{name}[i] = T.float32(1)" in text, text
+    # the loaded value is bound once and both names read it, as in Python
+    assert "chained = A[i_1] * T.float32(2.0)" in text, text
+    assert "x = chained" in text and "y = chained" in text and "B[i_1] = x + y" in text
+    assert text.count("A[i_1]") == 1
+    assert Path(tilecute.build_cubin(chain, "sm_90a", out_dir=tmp_path).path).stat().st_size > 0
+
+
+def test_chained_assignment_of_an_allocation_is_refused():
+    with pytest.raises(FrontendError, match="allocates or views a buffer"):
+        @T.prim_func
+        def main(A: T.Tensor((128,), T.float32)):
+            with T.Kernel(1, threads=128):
+                a = b = T.alloc_shared((128,), T.float32)
+                T.copy(A, a)
+                T.copy(b, A)
+
+
+@pytest.mark.gpu
+def test_gpu_chained_assignment_writes_all_three():
+    import torch
+
+    @T.prim_func
+    def chain(A: T.Tensor((256,), T.float32), B: T.Tensor((256,), T.float32),
+              C: T.Tensor((256,), T.float32)):
+        with T.Kernel(2, threads=128) as bx:
+            for i in T.Parallel(128):
+                A[bx * 128 + i] = B[bx * 128 + i] = C[bx * 128 + i] = 3
+    a, b, c = (torch.zeros(256, device="cuda") for _ in range(3))
+    tilecute.compile(chain)(a, b, c)
+    for t in (a, b, c):
+        assert torch.equal(t, torch.full_like(t, 3.0))
+
+
+@pytest.mark.gpu
+def test_gpu_assume_divisor_is_checked_at_launch():
+    import torch
+
+    N_ = T.dynamic("N")
+
+    @T.prim_func
+    def main(A: T.Tensor((N_,), T.float32)):
+        with T.Kernel(1, threads=32):
+            T.assume(N_ % 4 == 0)
+            tx = T.get_thread_binding()
+            if tx < N_:
+                A[tx] = 1.0
+
+    k = tilecute.compile(main)
+    a = torch.zeros(4, device="cuda")
+    k(a)
+    assert torch.equal(a, torch.ones(4, device="cuda"))
+    with pytest.raises(ValueError, match="N"):
+        k(torch.zeros(2, device="cuda"))
+
+
+# ---- T.int32() as a symbol --------------------------------------------------------------------
+def test_dtype_call_without_a_value_declares_a_symbol_named_by_the_assignment():
+    m = T.int32()
+    assert m == N.Var("m", "int32")
+    assert (m & 0x7FFFFFFF).op == "bitand"
+    u = T.uint64()
+    assert (u & T.uint64(0xFFFFFFFFFFFFFFFF)).dtype == "uint64"
+
+    @T.prim_func
+    def main(A: T.Tensor((m,), T.float32)):
+        with T.Kernel(1, threads=32):
+            A[0] = 1.0
+
+    assert [s.name for s in main.symbols] == ["m"]
+    with pytest.raises(TypeError, match=r"T.float32\(\) with no value declares a symbolic"):
+        T.float32()
+    with pytest.raises(TypeError, match="take integers"):
+        T.dynamic("n") & T.float32(1.0)
