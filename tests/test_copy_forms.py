@@ -132,3 +132,63 @@ def test_region_alias_of_a_global_fills_and_adds_its_region():
     assert "Y[i1, 8 + i2] = T.float32(3)" in text, text
     assert "f[i3, i4] = Y[i3, 8 + i4]" in text, text
     assert "T.atomic_add(Z[4 + i5, i6], f[i5, i6])" in text, text
+
+
+def _flattened(M=256, N_=256, bM=64, bN=64, dtype="float16"):
+    """A tile copied into a 1-D fragment written at ``i * bN + j`` by a 2-D loop, then
+    read back at ``i`` by a 1-D loop (TileLang's composable-index idiom)."""
+    @T.prim_func
+    def flattened(A: T.Tensor((M, N_), dtype), B: T.Tensor((M * N_,), dtype)):
+        with T.Kernel(T.ceildiv(N_, bN), T.ceildiv(M, bM), threads=128) as (bx, by):
+            a = T.alloc_fragment((bM, bN), dtype)
+            b = T.alloc_fragment((bM * bN,), dtype)
+            T.copy(A[by * bM, bx * bN], a)
+            for i, j in T.Parallel(bM, bN):
+                b[i * bN + j] = a[i, j] * 2
+            for i in T.Parallel(bM * bN):
+                B[(by * bM + i // bN) * N_ + bx * bN + i % bN] = b[i]
+    return flattened
+
+
+def test_fragment_written_at_a_linear_index_takes_the_loops_layout():
+    func = run_passes(_flattened(), "sm_90a", until="layout_inference")
+    layouts = {s.buffer.name: s.layout for s in walk_stmts(func.kernels[0].body)
+               if isinstance(s, N.Allocate)}
+    # both fragments blocked with one vector width: b[i * 64 + j] is element (i, j)'s
+    # register, as in TileLang, where b's layout comes from the loop's
+    assert layouts["a"] == layouts["b"] and layouts["a"].kind == "blocked", layouts
+    text = print_func(func)
+    assert "replicated" not in text, text
+
+
+@pytest.mark.parametrize("shape", [(64, 64), (32, 96)])
+def test_fragment_at_a_linear_index_builds(shape, tmp_path):
+    info = tilecute.build_cubin(_flattened(bM=shape[0], bN=shape[1], N_=192 if shape[1] == 96 else 256),
+                                "sm_90a", out_dir=str(tmp_path))
+    assert info.kernel_names == ["tilecute_flattened_0"]
+
+
+def test_fragment_at_a_non_bijective_index_stays_replicated():
+    @T.prim_func
+    def transposed(A: T.Tensor((64, 64), "float32"), B: T.Tensor((4096,), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            a = T.alloc_fragment((64, 64), "float32")
+            b = T.alloc_fragment((4096,), "float32")
+            T.copy(A, a)
+            for i, j in T.Parallel(64, 64):
+                b[j * 64 + i] = a[i, j]  # not the loop's order: no blocked layout
+            T.copy(b, B)
+    with pytest.raises(Exception, match="replicated fragment 'b'"):
+        run_passes(transposed, "sm_90a", until="layout_inference")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", [(64, 64), (32, 96)])
+def test_fragment_at_a_linear_index_on_gpu(shape):
+    import torch
+    M, N_ = 256, (192 if shape[1] == 96 else 256)
+    kernel = tilecute.compile(_flattened(M=M, N_=N_, bM=shape[0], bN=shape[1]))
+    a = torch.randn(M, N_, dtype=torch.float16, device="cuda")
+    b = torch.empty(M * N_, dtype=torch.float16, device="cuda")
+    kernel(a, b)
+    torch.testing.assert_close(b, (a * 2).flatten(), rtol=0, atol=0)

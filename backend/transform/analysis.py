@@ -127,6 +127,34 @@ def affine_in(e: N.Expr, name: str) -> Optional[N.Expr]:
     return None
 
 
+def linear_form(e: N.Expr) -> Optional[dict]:
+    """``e`` as an integer linear combination of variables: {var name: coefficient, None:
+    constant term}; None when it is not one (a product of variables, a division ...)."""
+    if isinstance(e, N.Const) and N.is_int(e.dtype):
+        return {None: int(e.value)}
+    if isinstance(e, N.Var):
+        return {e.name: 1}
+    if isinstance(e, N.Cast) and N.is_int(e.dtype):
+        return linear_form(e.value)
+    if isinstance(e, N.BinOp) and e.op in ("add", "sub", "mul"):
+        a, b = linear_form(e.a), linear_form(e.b)
+        if a is None or b is None:
+            return None
+        if e.op == "mul":
+            if set(a) <= {None}:
+                a, b = b, a
+            if not set(b) <= {None}:
+                return None
+            k = b.get(None, 0)
+            return {v: c * k for v, c in a.items()}
+        sign = 1 if e.op == "add" else -1
+        out = dict(a)
+        for v, c in b.items():
+            out[v] = out.get(v, 0) + sign * c
+        return out
+    return None
+
+
 def stage_bytes(buf: N.Buffer) -> int:
     """Bytes of one stage of a shared buffer (its shape is static)."""
     return math.prod(int(x.value) for x in buf.shape) * DTYPES[buf.dtype].bytes

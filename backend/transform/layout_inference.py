@@ -13,7 +13,9 @@ Fragments
   such a loop the replicated fragment's layout and the fragments it reads the loop's).
   Code outside a nest may not index fragments.
   Every other fragment is *blocked*: the nests that touch it walk exactly its shape
-  (``x[i, j]`` under ``T.Parallel(I, J)``), and iteration ``f`` (row-major flat index) runs
+  (``x[i, j]`` under ``T.Parallel(I, J)``), or walk it in row-major order through a linear
+  combination of their loop variables (``b[i * J + j]``, ``b`` of shape ``(I * J,)``), and
+  iteration ``f`` (row-major flat index) runs
   on thread ``(f // V) % threads`` with ``f`` in register ``(f // (V * threads)) * V + f % V``,
   so each thread touches only its own registers.  Fragments that share a nest share
   ``V``: 16 bytes of the narrowest dtype the nests touch, halved until it divides every
@@ -62,7 +64,7 @@ from ..ir.printer import layout_str
 from ..ir.visitor import StmtMutator, walk_stmts
 from ..runtime.dtypes import DTYPES
 from ..target import VECTOR_BYTES, WARP
-from .analysis import accesses, is_unit, mentions, parallel_nest, squeeze, view_bases, view_layout
+from .analysis import accesses, is_unit, linear_form, mentions, parallel_nest, squeeze, view_bases, view_layout
 
 MMA_LANES = 2  # MMA accumulators hold pairs of adjacent columns in adjacent registers
 
@@ -307,9 +309,43 @@ class _Kernel:
         kept = [(d, i) for d, i in zip(buf.shape, idx)
                 if not (is_unit(d) and (isinstance(i, N.Const) and i.value == 0 or
                                         isinstance(i, N.Var) and i.name in unit_vars))]
-        return len(kept) == len(loops) and all(
-            isinstance(i, N.Var) and i.name == lp.var.name and d == lp.extent
-            for (d, i), lp in zip(kept, loops))
+        if len(kept) == len(loops) and all(
+                isinstance(i, N.Var) and i.name == lp.var.name and d == lp.extent
+                for (d, i), lp in zip(kept, loops)):
+            return True
+        return self.flat_identity(nest, b, idx)
+
+    def flat_identity(self, nest: _Nest, b: str, idx) -> bool:
+        """Does the nest walk fragment ``b`` in its row-major order through an index that
+        is a linear combination of the loop variables (``b[i * N + j]`` under
+        ``T.Parallel(M, N)`` with ``b`` of shape ``(M * N,)``; TileLang infers such a
+        fragment's layout from the loop's index map)?  The element's row-major flat index
+        is then the iteration's, so the blocked layout places it in the iteration's
+        register.  Not for T.gemm register fragments (their nests walk (i, j))."""
+        buf = self.buffers[b]
+        if self.mma_layout(b) is not None or \
+                not all(isinstance(d, N.Const) for d in buf.shape) or \
+                not all(isinstance(lp.extent, N.Const) for lp in nest.loops):
+            return False
+        if math.prod(int(d.value) for d in buf.shape) != \
+                math.prod(int(lp.extent.value) for lp in nest.loops):
+            return False
+        flat: dict = {}
+        stride = 1
+        for d, i in reversed(list(zip(buf.shape, idx))):
+            form = linear_form(i)
+            if form is None:
+                return False
+            for v, c in form.items():
+                flat[v] = flat.get(v, 0) + c * stride
+            stride *= int(d.value)
+        want: dict = {}
+        stride = 1
+        for lp in reversed(nest.loops):
+            if not is_unit(lp.extent):
+                want[lp.var.name] = stride
+            stride *= int(lp.extent.value)
+        return {v: c for v, c in flat.items() if c} == want
 
     def make_replicated(self, name: str, s) -> None:
         self.replicated.add(name)
@@ -405,7 +441,8 @@ class _Kernel:
                                          "accumulator or over its rows")
             if touched:
                 for b in touched:
-                    if squeeze(tuple(self.buffers[b].shape)) != squeeze(nest.extents):
+                    if squeeze(tuple(self.buffers[b].shape)) != squeeze(nest.extents) and not all(
+                            self.flat_identity(nest, b, idx) for x, idx, _ in nest.accesses if x == b):
                         self.fail(nest.loops[0], f"fragment '{b}' is walked by a T.Parallel "
                                                  "loop whose extents differ from its shape")
                 bad = sorted(w for w in writes if w in self.replicated)
