@@ -192,3 +192,50 @@ def test_fragment_at_a_linear_index_on_gpu(shape):
     b = torch.empty(M * N_, dtype=torch.float16, device="cuda")
     kernel(a, b)
     torch.testing.assert_close(b, (a * 2).flatten(), rtol=0, atol=0)
+
+
+def _dynamic_span(max_len=512, threads=128):
+    @T.prim_func
+    def dynamic_span(A: T.Tensor((max_len,), "float32"), B: T.Tensor((max_len,), "float32"),
+                     n: T.int32):
+        with T.Kernel(1, threads=threads) as _:
+            span = T.min(n, max_len)
+            for i in T.Parallel(span):
+                B[i] = A[i] + 1.0
+    return dynamic_span
+
+
+def test_parallel_with_a_run_time_extent_spreads_over_the_threads(tmp_path):
+    tilecute.build_cubin(_dynamic_span(), "sm_90a", out_dir=str(tmp_path))
+    src = (tmp_path / "kernel_cute.py").read_text()
+    # iteration f of span = min(n, 512) on thread f % 128, guarded by the run-time extent
+    assert "for tc_k1 in cutlass.range(((span) + 127) // 128):\n" \
+           "        tc_f2 = tc_k1 * 128 + tc_tid\n" \
+           "        if tc_f2 < (span):\n" \
+           "            i = tc_f2\n" in src, src
+
+
+def test_parallel_with_a_run_time_extent_over_a_fragment_is_refused():
+    @T.prim_func
+    def bad(A: T.Tensor((128,), "float32"), n: T.int32):
+        with T.Kernel(1, threads=128) as _:
+            f = T.alloc_fragment((128,), "float32")
+            T.copy(A, f)
+            for i in T.Parallel(n):
+                A[i] = f[i]
+    with pytest.raises(Exception, match="a T.Parallel loop over fragments needs constant extents"):
+        run_passes(bad, "sm_90a")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n", [0, 13, 200, 600])
+def test_parallel_with_a_run_time_extent_on_gpu(n):
+    import torch
+    kernel = tilecute.compile(_dynamic_span())
+    a = torch.randn(512, device="cuda")
+    b = torch.full((512,), 7.0, device="cuda")
+    kernel(a, b, n)
+    want = torch.full((512,), 7.0, device="cuda")
+    m = min(n, 512)
+    want[:m] = a[:m] + 1
+    torch.testing.assert_close(b, want)

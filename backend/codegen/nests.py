@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from ..ir import nodes as N
 from ..runtime.dtypes import DTYPES
 from ..ir.visitor import substitute
-from ..transform.analysis import accesses, let_values, parallel_nest
+from ..transform.analysis import accesses, let_values, parallel_nest, value_range
 from .expr import cute_type
 from .memory import flat_index, vector_view
 from .source import ident
@@ -74,12 +74,18 @@ class NestEmitter:
     def parallel(self, s: N.For, depth: int) -> None:
         k = self.k
         loops = parallel_nest(s)
-        for lp in loops:
-            if not isinstance(lp.extent, N.Const) or not isinstance(lp.start, N.Const):
-                k.fail(lp, "T.Parallel extents must be known at compile time")
         if _has_parallel(loops[-1].body):
             k.fail(s, "a T.Parallel loop inside a T.Parallel body must be the whole body "
                       "(write `for i, j in T.Parallel(a, b)`)")
+        if any(not isinstance(lp.extent, N.Const) or not isinstance(lp.start, N.Const)
+               for lp in loops):
+            touched = accesses(loops[-1].body)
+            if loops[-1].replicated or any(k.buffers[b].scope == "fragment" for b, _, _ in touched):
+                k.fail(s, "a T.Parallel loop whose extents are known only at run time may not "
+                          "touch fragments (their registers are indexed by compile-time "
+                          "constants)")
+            self.spread_dynamic(loops, depth)
+            return
         mma = [b for b, _, _ in accesses(loops[-1].body) if b in k.mma.coords]
         rows = [b for b, _, _ in accesses(loops[-1].body) if b in k.mma.rows]
         if loops[-1].replicated:
@@ -140,6 +146,31 @@ class NestEmitter:
         self.step = (step, width)
         self.lanes(loops[-1], width, inner)
         self.step = None
+
+    def spread_dynamic(self, loops, depth: int) -> None:
+        """A nest with extents known only at run time (``T.Parallel(n)``, ``n`` a scalar
+        parameter or an expression of one; TileLang partitions it over the threads the
+        same way): iteration ``f`` runs on thread ``f % threads``, one lane per step."""
+        k, out = self.k, self.k.out
+        exts = [k.exprs.expr(lp.extent) for lp in loops]
+        total = " * ".join(f"({e})" for e in exts)
+        threads = k.threads
+        step, f = out.fresh("k"), out.fresh("f")
+        out.line(depth, f"for {step} in cutlass.range(({total} + {threads - 1}) // {threads}):")
+        out.line(depth + 1, f"{f} = {step} * {threads} + {k.tid}")
+        out.line(depth + 1, f"if {f} < {total}:")
+        inner = depth + 2
+        for n, lp in enumerate(loops):
+            rest = " * ".join(f"({e})" for e in exts[n + 1:])
+            value = f"{f} // ({rest})" if rest else f
+            if n:
+                value = f"({value}) % ({exts[n]})"
+            if not (isinstance(lp.start, N.Const) and lp.start.value == 0):
+                value = f"{value} + ({k.exprs.expr(lp.start)})"
+            out.line(inner, f"{ident(lp.var.name)} = {value}")
+            lo = value_range(lp.start, k.ranges)[0]
+            k.ranges[lp.var.name] = (lo, None)
+        self.lanes(loops[-1], 1, inner)
 
     def over_accumulator(self, loops, frag: str, depth: int) -> None:
         """A nest over T.gemm accumulators: each thread walks its own registers, with the
