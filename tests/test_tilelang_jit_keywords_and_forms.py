@@ -248,3 +248,65 @@ def test_dtype_call_without_a_value_declares_a_symbol_named_by_the_assignment():
         T.float32()
     with pytest.raises(TypeError, match="take integers"):
         T.dynamic("n") & T.float32(1.0)
+
+
+# ---- eager kernels calling a T.macro that holds the T.Kernel blocks -------------------------
+@T.macro
+def _copy_blocks(A, B):
+    M, N = A.shape
+    M_, N_ = B.shape
+    assert M == M_, f"M mismatch {M} {M_}"
+    assert N == N_
+    with T.Kernel(T.ceildiv(M, 64), T.ceildiv(N, 64), threads=128) as (bx, by):
+        T.copy(A[bx * 64:bx * 64 + 64, by * 64:by * 64 + 64],
+               B[bx * 64:bx * 64 + 64, by * 64:by * 64 + 64])
+
+
+def test_eager_kernel_runs_a_macro_holding_its_kernel(tmp_path):
+    @tilecute.jit
+    def copy(A, B):
+        M = T.dynamic("M")
+        N = T.const("N")
+        A: T.Tensor[[M, N], T.float32]
+        B: T.Tensor[[M, N], T.float32]
+        _copy_blocks(A, B)
+
+    func = copy.get_tir(N=128)
+    assert len(func.kernels) == 1
+    # the macro's M (the symbol) and N (128) are substituted into the grid
+    assert "T.Kernel(T.ceildiv(M, 64), T.ceildiv(128, 64), threads=128)" in func.script()
+    k = copy.compile(N=128)
+    assert [a.name for a in k.abi.args] == ["A", "B"]
+
+
+def test_a_parse_time_assert_in_a_macro_is_checked():
+    with pytest.raises(FrontendError, match=r"assertion failed: `M == M_` \(f'M mismatch.*"
+                                            r"M is `128`, M_ is `64`"):
+        @T.prim_func
+        def bad(A: T.Tensor((128, 64), T.float32), B: T.Tensor((64, 64), T.float32)):
+            _copy_blocks(A, B)
+
+
+def test_an_assert_on_a_runtime_value_is_refused():
+    with pytest.raises(FrontendError, match=r"`assert x > 0` tests a runtime value: use "
+                                            r"T.device_assert"):
+        @T.prim_func
+        def main(A: T.Tensor((4,), T.float32), x: T.int32):
+            with T.Kernel(1, threads=32):
+                assert x > 0
+                A[0] = 1.0
+
+
+def test_returning_a_macros_output_is_refused_with_the_workaround():
+    @T.macro
+    def make(A):
+        B = T.empty((128,), T.float32)
+        T.copy(A, B)
+        return B
+
+    with pytest.raises(FrontendError, match=r"`return make\(A\)`: an eager kernel returning a "
+                                            r"T.macro's T.empty output is not supported"):
+        @tilecute.jit
+        def f(A):
+            A: T.Tensor[[128], T.float32]
+            return make(A)

@@ -44,7 +44,7 @@ from typing import Any, Hashable, Optional
 
 from ..ir import nodes as N
 from .parser import FrontendError, _function_env, _Parser
-from .values import DType, TensorSpec
+from .values import DType, Macro, TensorSpec
 
 
 def _is_t(node, env: dict) -> bool:
@@ -144,6 +144,7 @@ class EagerKernel:
         self.python: list[ast.stmt] = []  # other top-level Python statements, in order
         self.body: list[ast.stmt] = []  # the kernel statements
         self.returns: Optional[list[str]] = None
+        self._local_macros: set[str] = set()  # T.macro functions defined in the body
         params = [a.arg for a in fdef.args.args]
         for s in fdef.body:
             if isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant) and \
@@ -160,8 +161,13 @@ class EagerKernel:
                     isinstance(s.target, ast.Name) and s.target.id in params:
                 self.decls[s.target.id] = s.annotation
             elif isinstance(s, ast.Return):
-                self.returns = self._returned(s)
+                self.returns = self._returned(s, env)
             elif self._is_python(s, env):
+                if isinstance(s, ast.FunctionDef) and any(
+                        _is_t(d.func if isinstance(d, ast.Call) else d, env) and
+                        (d.func if isinstance(d, ast.Call) else d).attr == "macro"
+                        for d in s.decorator_list):
+                    self._local_macros.add(s.name)
                 self.python.append(s)
             else:
                 self.body.append(s)
@@ -234,11 +240,18 @@ class EagerKernel:
             self.consts.append(n)
             self.const_targets[t] = n
 
-    def _returned(self, s: ast.Return) -> list[str]:
+    def _returned(self, s: ast.Return, env: dict) -> list[str]:
         v = s.value
         if v is None or (isinstance(v, ast.Constant) and v.value is None):
             return []
         elts = v.elts if isinstance(v, ast.Tuple) else [v]
+        macro = next((e for e in elts if isinstance(e, ast.Call) and self._calls_macro(e, env)),
+                     None)
+        if macro is not None:  # TileLang allocates the macro's T.empty as the output
+            raise self.error(s, f"`return {ast.unparse(macro)}`: an eager kernel returning a "
+                                "T.macro's T.empty output is not supported by tilecute; "
+                                "declare the output in the kernel's body (`C = T.empty(shape, "
+                                "dtype)`), pass it to the macro and `return C`")
         if not all(isinstance(e, ast.Name) for e in elts):
             raise self.error(s, "an eager kernel returns its T.empty outputs by name")
         return [e.id for e in elts]
@@ -256,7 +269,23 @@ class EagerKernel:
         if isinstance(s, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.Pass, ast.If)):
             return True
         return isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and \
-            not _is_t(s.value.func, env)
+            not _is_t(s.value.func, env) and not self._calls_macro(s.value, env)
+
+    def _calls_macro(self, call: ast.Call, env: dict) -> bool:
+        """``call`` calls a ``T.macro`` (one of the function's environment, or one defined
+        earlier in its body): a kernel statement, as in TileLang, not Python to run."""
+        node, path = call.func, []
+        while isinstance(node, ast.Attribute):
+            path.append(node.attr)
+            node = node.value
+        if not isinstance(node, ast.Name):
+            return False
+        if not path and node.id in self._local_macros:
+            return True
+        value = env.get(node.id)
+        for attr in reversed(path):
+            value = getattr(value, attr, None)
+        return isinstance(value, Macro)
 
     def _signature_annotations(self, env: dict) -> dict:
         """Signature annotations that make a parameter a kernel argument: a tensor type

@@ -221,7 +221,9 @@ class _Parser:
         self.control: list[bool] = [False]  # per scope: is it a loop or if body?
         self.used_names: set[str] = set()
         self.symbols: dict[str, N.Var] = {}
-        self.assumed_divisors: dict[str, int] = {}  # T.assume(N % k == 0): symbol -> k
+        self.let_values: dict[str, N.Expr] = {}  # a name's Let var -> its value (assert_stmt)
+        self.assumed_divisors: dict[str, int] = {}
+        self.scalar_params: set[str] = set()  # set by parse  # T.assume(N % k == 0): symbol -> k
         self.workspaces: list[N.Buffer] = []  # T.alloc_global
         self.used_names.add(self.fname)  # the function's own name is taken too
         self.in_kernel = False
@@ -356,6 +358,7 @@ class _Parser:
             self.used_names.add(arg.arg)
             params.append(self.make_param(arg, spec))
         kernels: list[N.KernelScope] = []
+        self.scalar_params = {p.name for p in params if not isinstance(p, N.Buffer)}
         body = self.block(fn.body, top=True)
         for s in body:
             if not isinstance(s, N.KernelScope):
@@ -451,6 +454,9 @@ class _Parser:
         if isinstance(s, ast.With):
             return [self.with_stmt(s)]
         if top:
+            if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and \
+                    self.macro_of(s.value.func) is not None:  # a macro holding T.Kernel blocks
+                return self.top_level_macro(s)
             if isinstance(s, ast.Assign) and self.is_alloc_global(s.value):
                 return self.assign(s)
             if isinstance(s, ast.Assign) and self.try_python_assign(s):
@@ -471,11 +477,46 @@ class _Parser:
             return self.expr_stmt(s)
         if isinstance(s, ast.While):
             return self.while_stmt(s)
+        if isinstance(s, ast.Assert):
+            return self.assert_stmt(s)
         kind = type(s).__name__
         hint = {"While": "use `for ... in T.serial(n)`", "Return": "a prim_func returns nothing",
                 "Break": "", "Continue": "", "Try": "", "FunctionDef": "", "Raise": ""}.get(kind, "")
         raise self.error(s, f"`{kind.lower()}` statements are not supported in a prim_func"
                             + (f" ({hint})" if hint else ""))
+
+    def top_level_macro(self, s: ast.Expr) -> list[N.Stmt]:
+        """A ``T.macro`` call at the top level of a prim_func (TileLang's eager kernels call
+        one holding the ``T.Kernel`` blocks): its names bound to expressions of the
+        function's symbols and scalar parameters (``M, N = A.shape``) are substituted into
+        the blocks that follow; anything else but a ``T.Kernel`` block is refused."""
+        from ..ir.visitor import substitute
+
+        scalars = self.scalar_params
+
+        def host(e) -> bool:
+            if isinstance(e, N.Var):
+                return e.name in self.symbols or e.name in scalars
+            if isinstance(e, N.Load):
+                return False
+            if isinstance(e, N.Call):
+                return e.name in ("ceildiv", "min", "max") and all(host(a) for a in e.args)
+            if isinstance(e, (N.BinOp, N.Cmp)):
+                return host(e.a) and host(e.b)
+            return isinstance(e, N.Const)
+
+        out, mapping = [], {}
+        for st in self.inline_macro(self.macro_of(s.value.func), s.value, s):
+            st = substitute(st, mapping) if mapping else st
+            if isinstance(st, N.Let) and host(st.value):
+                mapping[st.var.name] = st.value
+            elif isinstance(st, N.KernelScope):
+                out.append(st)
+            else:
+                raise self.error(s, f"`{ast.unparse(s.value)}` at the top level of a prim_func "
+                                    "may hold only `with T.Kernel(...)` blocks and names bound "
+                                    "to shapes and scalar parameters")
+        return out
 
     def try_python_assign(self, s: ast.Assign) -> bool:
         """A top-level `name = <parse-time constant>` binds a Python value."""
@@ -931,6 +972,44 @@ class _Parser:
             raise self.error(s, "assign to a name or to a buffer element `A[i, j] = ...`")
         return self.assign_name(target, s.value, s)
 
+    def assert_stmt(self, s: ast.Assert) -> list[N.Stmt]:
+        """Python's ``assert`` on parse-time values (a macro's ``assert M == M_`` on shapes):
+        checked while parsing, a false one a ``FrontendError`` with its message; on a
+        runtime value it is refused (``T.device_assert`` checks one on the device)."""
+        cond = self.expr(s.test)
+        def value(e):
+            while isinstance(e, N.Var) and e.name in self.let_values:
+                e = self.let_values[e.name]
+            return e
+
+        if isinstance(cond, N.Cmp) and cond.op in ("eq", "ne"):
+            # TVM's bool(a == b) on expressions: whether they are the same expression
+            # (`assert M == M_` on two shapes' symbols)
+            a, b = value(cond.a), value(cond.b)
+            if a == b or (self.host_only(a) and self.host_only(b)):
+                cond = (a == b) == (cond.op == "eq")
+        if _is_ir(cond) and not isinstance(cond, N.Const):
+            raise self.error(s, f"`assert {ast.unparse(s.test)}` tests a runtime value: use "
+                                "T.device_assert(cond, msg) to check it on the device")
+        if not (cond.value if isinstance(cond, N.Const) else cond):
+            raise self.error(s, f"assertion failed: `{ast.unparse(s.test)}`" + (
+                f" ({ast.unparse(s.msg)})" if s.msg is not None else "") + (
+                f": {ast.unparse(s.test.left)} is {_show(value(self.expr(s.test.left)))}, "
+                f"{ast.unparse(s.test.comparators[0])} is "
+                f"{_show(value(self.expr(s.test.comparators[0])))}"
+                if isinstance(s.test, ast.Compare) and len(s.test.comparators) == 1 else ""))
+        return []
+
+    def host_only(self, e) -> bool:
+        """``e`` is built of constants and the function's symbols alone (a shape)."""
+        if isinstance(e, N.Var):
+            return e.name in self.symbols
+        if isinstance(e, N.Call):
+            return e.name in ("ceildiv", "min", "max") and all(map(self.host_only, e.args))
+        if isinstance(e, (N.BinOp, N.Cmp)):
+            return self.host_only(e.a) and self.host_only(e.b)
+        return isinstance(e, N.Const)
+
     def chain_assign(self, s: ast.Assign) -> list[N.Stmt]:
         """``A[i] = B[i] = x`` / ``a = b = x``: as in Python, the value is evaluated once
         (bound to a fresh name when it is more than a constant or a name) and assigned to
@@ -1019,6 +1098,7 @@ class _Parser:
         self.check_rebind(target.id, s)
         var = N.Var(self.fresh(target.id), v.dtype)
         self.bind(target.id, var)
+        self.let_values[var.name] = v
         return [N.Let(var, v, loc=self.loc(s))]
 
     def aug_assign(self, s: ast.AugAssign) -> list[N.Stmt]:
