@@ -227,6 +227,19 @@ def test_parallel_with_a_run_time_extent_over_a_fragment_is_refused():
         run_passes(bad, "sm_90a")
 
 
+def test_parallel_with_a_run_time_extent_writing_locals_is_refused(tmp_path):
+    @T.prim_func
+    def into_local(A: T.Tensor((128,), "float32"), n: T.int32):
+        with T.Kernel(1, threads=128) as _:
+            x = T.alloc_local((128,), "float32")
+            for i in T.Parallel(n):
+                x[i] = A[i]
+            A[0] = x[0]
+    with pytest.raises(Exception, match=r"test_copy_forms.py:\d+: .*a T.Parallel loop whose "
+                                        r"extents are known only at run time may not"):
+        tilecute.build_cubin(into_local, "sm_90a", out_dir=str(tmp_path))
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("n", [0, 13, 200, 600])
 def test_parallel_with_a_run_time_extent_on_gpu(n):

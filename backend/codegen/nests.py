@@ -82,8 +82,8 @@ class NestEmitter:
             touched = accesses(loops[-1].body)
             if loops[-1].replicated or any(k.buffers[b].scope == "fragment" for b, _, _ in touched):
                 k.fail(s, "a T.Parallel loop whose extents are known only at run time may not "
-                          "touch fragments (their registers are indexed by compile-time "
-                          "constants)")
+                          "touch fragments nor write only locals (fragment and local registers "
+                          "are indexed by compile-time constants); give it constant extents")
             self.spread_dynamic(loops, depth)
             return
         mma = [b for b, _, _ in accesses(loops[-1].body) if b in k.mma.coords]
