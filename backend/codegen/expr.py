@@ -232,6 +232,8 @@ class ExprPrinter:
 
 # intrinsic -> its printer (text, precedence); the others are MATH's one-argument calls
 _CALLS = {"thread_idx": ExprPrinter._thread_idx, "ceildiv": ExprPrinter._ceildiv,
+          "pdl_sync": lambda self, e: ("cute.arch.griddepcontrol_wait()", ATOM),
+          "pdl_trigger": lambda self, e: ("cute.arch.griddepcontrol_launch_dependents()", ATOM),
           "fma": ExprPrinter._fma, "abs": ExprPrinter._abs, "exp10": ExprPrinter._exp10,
           "reinterpret": ExprPrinter._reinterpret,
           **{name: ExprPrinter._integer for name in ("truncdiv", "truncmod", "popcount", "clz")},

@@ -14,6 +14,7 @@ import math
 
 from ..ir import nodes as N
 from ..ir.printer import layout_str
+from ..ir.visitor import walk_nodes
 from ..transform.analysis import (all_names, loads as _loads, row_major_strides, value_range,
                                   view_bases, walk_stmts)
 from ..transform.launch_abi import KernelPlan
@@ -608,7 +609,9 @@ class KernelEmitter:
         if len(k.threads) > 2:
             tid += f" + tc_tz * {tx * ty}"
         out.line(1, f"tc_tid = {tid}")
-        if k.pdl:  # Programmatic Dependent Launch: the previous grid's memory is visible
+        explicit = any(isinstance(x, N.Call) and x.name in N.PDL_CALLS
+                       for x in walk_nodes(k.body))
+        if k.pdl and not explicit:  # Programmatic Dependent Launch: the previous grid's memory is visible
             # after the wait; the next kernel may start launching from here on
             out.line(1, "cute.arch.griddepcontrol_wait()", "PDL: the previous kernel's writes")
             out.line(1, "cute.arch.griddepcontrol_launch_dependents()")

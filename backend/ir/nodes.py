@@ -169,7 +169,13 @@ INTRINSICS = {
     # TileLang's T.reinterpret(value, dtype): the argument's bits read as the result's
     # dtype, of the same width (a bit cast, no conversion)
     "reinterpret": 1,
+    # TileLang's T.pdl_sync() / T.pdl_trigger() (statements, T.evaluate of these calls):
+    # wait for the previous grid's memory (griddepcontrol.wait) / let the next grid on the
+    # stream start launching (griddepcontrol.launch_dependents); Programmatic Dependent
+    # Launch, sm_90+ (the programmatic_launch pass drops them on older targets)
+    "pdl_sync": 0, "pdl_trigger": 0,
 }
+PDL_CALLS = ("pdl_sync", "pdl_trigger")
 SHUFFLES = ("shfl_xor", "shfl_down", "shfl_up", "shfl_sync")
 WARP_REDUCTIONS = ("warp_reduce_sum", "warp_reduce_max", "warp_reduce_min",
                    "warp_reduce_bitand", "warp_reduce_bitor")

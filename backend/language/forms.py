@@ -475,6 +475,21 @@ def disable_warp_group_reg_alloc():
 
 
 @_form("stmt")
+def pdl_sync():
+    """TileLang's ``T.pdl_sync()``: wait until the previous kernel on the stream has
+    finished and its memory is visible (``griddepcontrol.wait``); the kernel launches with
+    Programmatic Dependent Launch (sm_90+; a no-op on older targets, where kernels on a
+    stream never overlap)."""
+
+
+@_form("stmt")
+def pdl_trigger():
+    """TileLang's ``T.pdl_trigger()``: the next kernel on the stream may start launching
+    (``griddepcontrol.launch_dependents``); its ``T.pdl_sync()`` still waits for this
+    one.  Programmatic Dependent Launch as ``T.pdl_sync``."""
+
+
+@_form("stmt")
 def annotate_min_blocks_per_sm(n):
     """``T.annotate_min_blocks_per_sm(2)``: the kernel is compiled for at least ``n``
     resident blocks per SM (CUDA's ``__launch_bounds__(threads, n)``)."""

@@ -1670,6 +1670,12 @@ class _Parser:
             value = N.cast(N.as_expr(value, buf.dtype), buf.dtype)
         return [N.AtomicAdd(dst, value, loc=self.loc(s), op=op)]
 
+    def stmt_pdl_sync(self, a: _Args, s) -> list[N.Stmt]:
+        return [N.Evaluate(N.Call("pdl_sync", (), "int32"), loc=self.loc(s))]
+
+    def stmt_pdl_trigger(self, a: _Args, s) -> list[N.Stmt]:
+        return [N.Evaluate(N.Call("pdl_trigger", (), "int32"), loc=self.loc(s))]
+
     def stmt_evaluate(self, a: _Args, s) -> list[N.Stmt]:
         return [N.Evaluate(N.as_expr(a.value("value")), loc=self.loc(s))]
 

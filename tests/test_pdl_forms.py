@@ -1,0 +1,61 @@
+"""TileLang's ``T.pdl_sync()`` / ``T.pdl_trigger()``: a kernel holding them launches with
+Programmatic Dependent Launch (sm_90+: ``KernelScope.pdl``, the launcher's attribute) and
+waits / lets the next kernel start exactly where the program says (no wait inserted at the
+kernel's start, unlike the ``pdl`` option); on sm_80, which has no PDL, they are no-ops."""
+
+import pytest
+
+import tilecute
+import tilecute.language as T
+from tilecute.ir.serialize import from_json
+from tilecute.transform.pipeline import run_passes
+
+SRC = '''import tilecute.language as T
+
+
+@T.prim_func
+def add_one(A: T.Tensor((1024,), "float32"), B: T.Tensor((1024,), "float32")):
+    with T.Kernel(8, threads=128) as bx:
+        T.pdl_sync()
+        for i in T.Parallel(128):
+            B[bx * 128 + i] = A[bx * 128 + i] + 1.0
+        T.pdl_trigger()
+'''
+
+
+def test_pdl_forms_round_trip_and_mark_the_kernel():
+    func = T.from_script(SRC)
+    assert "        T.pdl_sync()\n" in func.script() and "        T.pdl_trigger()\n" in func.script()
+    assert T.from_script(func.script()) == func and from_json(func.to_json()) == func
+    assert [k.pdl for k in run_passes(func, "sm_90a").kernels] == [True]
+    on_80 = run_passes(func, "sm_80")
+    assert [k.pdl for k in on_80.kernels] == [False] and "pdl_" not in on_80.script()
+
+
+def test_pdl_forms_wait_where_written(tmp_path, monkeypatch):
+    monkeypatch.setenv("TILECUTE_CACHE_DIR", str(tmp_path))
+    func = T.from_script(SRC)
+    for options in ({}, {"pdl": True}):  # the option adds no second wait at the start
+        k = tilecute.compile(func, target="sm_90a", options=options)
+        src = k.get_source("cute")
+        assert src.count("cute.arch.griddepcontrol_wait()") == 1
+        assert src.index("griddepcontrol_wait()") < src.index("A.iterator") or \
+            src.index("griddepcontrol_wait()") < src.index("B[")
+        assert src.count("griddepcontrol_launch_dependents()") == 1
+        assert [kl.pdl for kl in k.abi.kernels] == [True]
+        assert k.ensure_cubin()
+    k80 = tilecute.compile(func, target="sm_80")
+    assert "griddepcontrol" not in k80.get_source("cute") and k80.ensure_cubin()
+
+
+@pytest.mark.gpu
+def test_pdl_chain_matches_torch():
+    import torch
+
+    k = tilecute.compile(T.from_script(SRC))
+    a = torch.randn(1024, device="cuda")
+    b, c = torch.empty_like(a), torch.empty_like(a)
+    for _ in range(3):
+        k(a, b)
+        k(b, c)  # waits for the first kernel's B at its T.pdl_sync()
+    torch.testing.assert_close(c, a + 2)
