@@ -1,4 +1,4 @@
-"""TileLang's ``T.pdl_sync()`` / ``T.pdl_trigger()``: a kernel holding them launches with
+"""TileLang's ``T.pdl_sync()`` / ``T.pdl_trigger()`` and TVM's ``T.let``: a kernel holding the PDL forms launches with
 Programmatic Dependent Launch (sm_90+: ``KernelScope.pdl``, the launcher's attribute) and
 waits / lets the next kernel start exactly where the program says (no wait inserted at the
 kernel's start, unlike the ``pdl`` option); on sm_80, which has no PDL, they are no-ops."""
@@ -59,3 +59,30 @@ def test_pdl_chain_matches_torch():
         k(a, b)
         k(b, c)  # waits for the first kernel's B at its T.pdl_sync()
     torch.testing.assert_close(c, a + 2)
+
+
+LET = '''import tilecute.language as T
+
+
+@T.prim_func
+def shifted(A: T.Tensor((256, 64), "float16"), B: T.Tensor((64, 64), "float16")):
+    with T.Kernel(1, threads=128) as bx:
+        S = T.alloc_shared((64, 64), "float16")
+        for ko in T.serial(4):
+            off = T.int32()
+            T.let(off, ko * 64)
+            T.copy(A[off, 0], S)
+            T.copy(S, B[0, 0])
+'''
+
+
+def test_let_gives_a_declared_variable_its_value(tmp_path):
+    """TVM's ``off = T.int32(); T.let(off, expr)`` inside a kernel (TileLang's alias test):
+    the declaration binds nothing, T.let makes ``off`` name ``expr``; a use before T.let
+    is an error naming ``off``."""
+    func = T.from_script(LET)
+    assert "            off = ko * 64\n" in func.script()
+    assert T.from_script(func.script()) == func
+    assert tilecute.build_cubin(func, "sm_90a", out_dir=str(tmp_path)).kernel_names
+    with pytest.raises(ValueError, match="name 'off' is not defined"):
+        T.from_script(LET.replace("            T.let(off, ko * 64)\n", ""))

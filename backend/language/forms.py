@@ -475,6 +475,12 @@ def disable_warp_group_reg_alloc():
 
 
 @_form("stmt")
+def let(var, value):
+    """TVM's ``T.let(x, value)`` after ``x = T.int32()``: from here on ``x`` names
+    ``value`` (a ``Let``; TileLang's alias idiom ``off = T.int32(); T.let(off, ko * 32)``)."""
+
+
+@_form("stmt")
 def pdl_sync():
     """TileLang's ``T.pdl_sync()``: wait until the previous kernel on the stream has
     finished and its memory is visible (``griddepcontrol.wait``); the kernel launches with

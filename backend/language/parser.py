@@ -1095,6 +1095,13 @@ class _Parser:
                 return []
             else:
                 raise self.error(s, f"cannot bind '{target.id}' to {type(v).__name__} {v!r}")
+        if isinstance(value, ast.Call) and not value.args and not value.keywords and \
+                isinstance(v, N.Var) and self.in_kernel:
+            # `x = T.int32()`: a declaration, given its value by `T.let(x, value)`
+            declared = N.Var(self.fresh(target.id), v.dtype)
+            self.declared = getattr(self, "declared", set()) | {declared.name}
+            self.bind(target.id, declared)
+            return []
         self.check_rebind(target.id, s)
         var = N.Var(self.fresh(target.id), v.dtype)
         self.bind(target.id, var)
@@ -1669,6 +1676,26 @@ class _Parser:
             buf = self.buffer_named(dst.buffer)
             value = N.cast(N.as_expr(value, buf.dtype), buf.dtype)
         return [N.AtomicAdd(dst, value, loc=self.loc(s), op=op)]
+
+    def stmt_let(self, a: _Args, s) -> list[N.Stmt]:
+        node = a.node("var")
+        if not isinstance(node, ast.Name) or not isinstance(self.lookup(node.id, node), N.Var):
+            raise a.fail("var", "T.let binds a name declared as a scalar variable "
+                                "(`x = T.int32()`), got `" + ast.unparse(node) + "`")
+        v = a.value("value")
+        if isinstance(v, (int, float, bool)) and not isinstance(v, N.Expr):
+            v = N.as_expr(v)
+        if not _is_ir(v):
+            raise a.fail("value", f"T.let: cannot bind '{node.id}' to {v!r}")
+        current, declared = self.lookup(node.id, node), getattr(self, "declared", set())
+        if current.name in declared:  # its first value: the declared name and dtype
+            declared.discard(current.name)
+            var, v = current, N.cast(v, current.dtype) if v.dtype != current.dtype else v
+        else:
+            var = N.Var(self.fresh(node.id), v.dtype)
+        self.bind(node.id, var)
+        self.let_values[var.name] = v
+        return [N.Let(var, v, loc=self.loc(s))]
 
     def stmt_pdl_sync(self, a: _Args, s) -> list[N.Stmt]:
         return [N.Evaluate(N.Call("pdl_sync", (), "int32"), loc=self.loc(s))]
