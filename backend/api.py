@@ -21,10 +21,20 @@ from .runtime.kernel import Kernel, resolve_out_idx
 
 
 def _arch(target: Optional[str], function: str) -> str:
-    """The arch ``target`` names (``"sm_90a"``, ``"cuda:sm_90a"``; None, ``"auto"`` or
-    ``"cuda"``: the GPU's, else ``TILECUTE_ARCH``), checked against the supported ones."""
+    """The arch ``target`` names (``"sm_90a"``, ``"cuda:sm_90a"``, TVM's ``"cuda -arch=sm_90a"``
+    or ``{"kind": "cuda", "arch": "sm_90a"}``; None, ``"auto"``, ``"cuda"`` or ``"cutedsl"``:
+    the GPU's, else ``TILECUTE_ARCH``), checked against the supported ones."""
     try:
-        if target in (None, "auto", "cuda"):
+        if isinstance(target, dict):  # TVM's target dict: {"kind": "cuda", "arch": "sm_90"}
+            kind = target.get("kind", "cuda")
+            if kind not in ("cuda", "cutedsl"):
+                raise TargetError(f"target kind {kind!r} is not supported: tilecute builds CUDA "
+                                  "kernels (kind 'cuda' or 'cutedsl')")
+            target = target.get("arch")
+        elif isinstance(target, str) and target.startswith(("cuda ", "cutedsl ")) and \
+                "-arch=" in target:  # TVM's target string "cuda -arch=sm_90a"
+            target = target.split("-arch=", 1)[1].split()[0]
+        if target in (None, "auto", "cuda", "cutedsl"):
             from .runtime.cubingen import default_arch
 
             return default_arch()

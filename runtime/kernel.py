@@ -157,6 +157,11 @@ class Kernel:
 
         return Profiler(self, tensor_supply_type or TensorSupplyType.Auto, shapes)
 
+    def run_once(self, func=None):
+        """TileLang's ``JITKernel.run_once``: the kernel (or ``func`` taking the same
+        arguments) called once on inputs its profiler makes; its result."""
+        return self.get_profiler().run_once(func)
+
     @property
     def launcher(self):
         """The loaded TVM FFI module (``cleanup`` and the function live there)."""

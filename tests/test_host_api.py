@@ -227,3 +227,37 @@ def test_profiler_has_tilelangs_attributes(monkeypatch):
     prof.assert_allclose(lambda A, B: A * 2)
     with pytest.raises(AssertionError, match="greatest absolute difference"):
         prof.assert_allclose(lambda A, B: A * 3)
+
+
+def test_tvm_target_forms_name_the_arch():
+    """TVM's target spellings TileLang programs pass: a dict ``{"kind": "cuda", "arch":
+    ...}`` and the string ``"cuda -arch=sm_90a"`` name the arch; another kind is refused."""
+    from tilecute.api import _arch
+    from tilecute.runtime.arch import TargetError
+
+    assert _arch({"kind": "cuda", "arch": "sm_90a"}, "f") == "sm_90a"
+    assert _arch({"kind": "cutedsl", "arch": "sm_80"}, "f") == "sm_80"
+    assert _arch("cuda -arch=sm_90a", "f") == "sm_90a"
+    with pytest.raises(TargetError, match="f: target kind 'hip' is not supported"):
+        _arch({"kind": "hip", "arch": "gfx942"}, "f")
+
+
+@pytest.mark.gpu
+def test_kernel_run_once_runs_on_generated_inputs():
+    """TileLang's ``kernel.run_once()``: one call on the profiler's inputs, its outputs back."""
+    import torch
+
+    k = tilecute.compile(T.from_script(ADD_ONE), out_idx=[1])
+    out = k.run_once()
+    assert isinstance(out, torch.Tensor) and out.shape == (1024,) and out.is_cuda
+
+
+ADD_ONE = """import tilecute.language as T
+
+
+@T.prim_func
+def add_one(A: T.Tensor((1024,), "float32"), B: T.Tensor((1024,), "float32")):
+    with T.Kernel(8, threads=128) as bx:
+        for i in T.Parallel(128):
+            B[bx * 128 + i] = A[bx * 128 + i] + 1.0
+"""
