@@ -374,10 +374,11 @@ class _Parser:
                           tuple(self.symbols.values()), loc=self.loc(fn),
                           workspaces=tuple(b.name for b in self.workspaces))
         if self.assumed_divisors:  # T.assume(N % k == 0): N promises k (stmt_assume)
-            from ..variants import aligned_variant
+            from ..ir.visitor import substitute
 
-            func = aligned_variant(func, {
-                n: k // math.gcd(k, self.symbols[n].multiple)
+            func = substitute(func, {  # the symbol's multiple, checked at launch
+                n: dataclasses.replace(self.symbols[n], multiple=self.symbols[n].multiple
+                                       * (k // math.gcd(k, self.symbols[n].multiple)))
                 for n, k in self.assumed_divisors.items()})
         validate(func)
         return func
