@@ -127,11 +127,24 @@ def store_dir() -> Path:
     return Path(cache_root()) / "autotune"
 
 
+def _split_config(config: dict, options: dict, function: str) -> tuple[dict, dict]:
+    """A config's factory parameters and its compile options: TileLang's per-config
+    ``"pass_configs"`` entry is merged over the jit's options (the config's keys win)."""
+    config = dict(config)
+    per_config = config.pop("pass_configs", None)
+    if not per_config:
+        return config, options
+    from .options import check_options, from_pass_configs, merge_options
+
+    return config, check_options(merge_options(options, from_pass_configs(per_config, function)))
+
+
 def _compile_config(factory, args: tuple, kwargs: dict, config: dict, out_idx, target, options):
     """Build one config's kernel and its cubin; returns the cache entry's folder.  Runs on
     the executor (a module-level function: a process pool can pickle it)."""
     from .api import compile as compile_func
 
+    config, options = _split_config(config, options, getattr(factory, "__name__", "kernel"))
     kernel = compile_func(factory(*args, **{**kwargs, **config}), out_idx=out_idx,
                           target=target, options=options)
     kernel.ensure_cubin()
@@ -291,7 +304,11 @@ class AutoTuner:
             raise ValueError(f"{self.__name__}: autotune needs at least one config")
         params = inspect.signature(self.factory).parameters
         for c in configs:
-            unused = [k for k in c if k not in params]
+            if "pass_configs" in c and self.eager is not None:
+                raise ValueError(f"{self.__name__}: config {c} has pass_configs; per-config "
+                                 "pass configs are supported for @tilecute.jit factories only "
+                                 "(give an eager kernel's pass_configs to @tilecute.jit)")
+            unused = [k for k in c if k not in params and k != "pass_configs"]
             if unused:
                 raise ValueError(f"{self.__name__}: config {c} names {', '.join(unused)}, not "
                                  f"parameters of {self.__name__}")
@@ -300,7 +317,7 @@ class AutoTuner:
     def _ir(self, args, kwargs, config):
         if self.eager is not None:
             return self.eager.get_tir(*args, **{**kwargs, **config})
-        return self.factory(*args, **{**kwargs, **config})
+        return self.factory(*args, **{**kwargs, **_split_config(config, {}, self.__name__)[0]})
 
     def _specialized(self, args, kwargs) -> tuple:
         """The call without its ``do_not_specialize`` arguments (what keys the tuning)."""
@@ -453,7 +470,14 @@ class AutoTuner:
         self.ref_latency = None
         if stored is not None and stored.get("best") is not None:
             best = stored["best"]
-            kernel = self._direct(args, {**kwargs, **best})
+            params, options = _split_config(best, self.options, self.__name__)
+            if options is self.options:
+                kernel = self._direct(args, {**kwargs, **params})
+            else:  # the winner's own pass_configs
+                from .api import compile as compile_func
+
+                kernel = compile_func(self.factory(*args, **{**kwargs, **params}),
+                                      out_idx=self.out_idx, target=self.target, options=options)
             self.result = TuneResult(key, [ConfigResult(c["config"], c.get("time_ms"), c.get("error"))
                                            for c in stored["configs"]], best, from_store=True,
                                      ref_latency=stored.get("ref_latency"))

@@ -141,3 +141,21 @@ def test_tuning_picks_a_correct_kernel_on_the_gpu():
     assert sum(r.time_ms is not None for r in tuned.result.configs) == 2
     x = torch.randn(1 << 20, device="cuda")
     torch.testing.assert_close(kernel(x), x * 2)
+
+
+def test_a_config_may_carry_its_own_pass_configs():
+    """TileLang's per-config ``"pass_configs"``: merged over the jit's options for that
+    config's build (its manifest records them); a value tilecute refuses fails that config
+    only, naming the key."""
+    import json
+
+    from tilecute.transform import PassConfigKey
+
+    tuned = _tuner([{"block": 256, "pass_configs": {PassConfigKey.TL_ENABLE_FAST_MATH: True}},
+                    {"block": 512},
+                    {"block": 128, "pass_configs": {"tl.disable_tma_lower": "maybe"}}])
+    results = tuned.compile_all(1024)
+    options = [json.loads((Path(r.kernel.path) / "manifest.json").read_text())["options"]
+               if r.kernel is not None else None for r in results]
+    assert options[0].get("fast_math") is True and not options[1].get("fast_math")
+    assert results[2].kernel is None and "tl.disable_tma_lower" in results[2].error
