@@ -5,14 +5,10 @@ so each template imports and constructing one is an error naming it; give
 
 from __future__ import annotations
 
-from ..refusals import Refused
+from ..refusals import refusing_getattr
 
-_WHY = ("its roller analyses TVM TIR, which tilecute does not have; list the configurations "
-        "for tilecute.autotune(configs=...) instead")
-
-MatmulTemplate = Refused("tilelang.carver.template.MatmulTemplate", _WHY)
-GEMVTemplate = Refused("tilelang.carver.template.GEMVTemplate", _WHY)
-ElementwiseTemplate = Refused("tilelang.carver.template.ElementwiseTemplate", _WHY)
-GeneralReductionTemplate = Refused("tilelang.carver.template.GeneralReductionTemplate", _WHY)
-FlashAttentionTemplate = Refused("tilelang.carver.template.FlashAttentionTemplate", _WHY)
-ConvTemplate = Refused("tilelang.carver.template.ConvTemplate", _WHY)
+__getattr__ = refusing_getattr(__name__, {name: (
+    "its roller analyses TVM TIR, which tilecute does not have; list the configurations "
+    "for tilecute.autotune(configs=...) instead") for name in (
+        "MatmulTemplate", "GEMVTemplate", "ElementwiseTemplate", "GeneralReductionTemplate",
+        "FlashAttentionTemplate", "ConvTemplate")})

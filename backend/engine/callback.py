@@ -5,20 +5,10 @@ callback with it is a ``NotImplementedError`` naming it."""
 
 from __future__ import annotations
 
-from ..refusals import Refused
+from ..refusals import refusing_getattr
 
-_WHY = ("it rewrites the CUDA C/HIP/C source TileLang generates; tilecute generates CuTe DSL "
+__getattr__ = refusing_getattr(__name__, {
+    f"register_{lang}_postproc{suffix}": (
+        "it rewrites the CUDA C/HIP/C source TileLang generates; tilecute generates CuTe DSL "
         "(kernel.get_kernel_source()) and does not post-process generated code")
-
-register_cuda_postproc = Refused("tilelang.engine.callback.register_cuda_postproc", _WHY)
-register_hip_postproc = Refused("tilelang.engine.callback.register_hip_postproc", _WHY)
-register_c_postproc = Refused("tilelang.engine.callback.register_c_postproc", _WHY)
-register_metal_postproc = Refused("tilelang.engine.callback.register_metal_postproc", _WHY)
-register_cuda_postproc_callback = Refused(
-    "tilelang.engine.callback.register_cuda_postproc_callback", _WHY)
-register_hip_postproc_callback = Refused(
-    "tilelang.engine.callback.register_hip_postproc_callback", _WHY)
-register_c_postproc_callback = Refused(
-    "tilelang.engine.callback.register_c_postproc_callback", _WHY)
-register_metal_postproc_callback = Refused(
-    "tilelang.engine.callback.register_metal_postproc_callback", _WHY)
+    for lang in ("cuda", "hip", "c", "metal") for suffix in ("", "_callback")})
