@@ -14,9 +14,8 @@ import math
 
 from ..ir import nodes as N
 from ..ir.printer import layout_str
-from ..ir.visitor import walk_nodes
-from ..transform.analysis import (all_names, loads as _loads, row_major_strides, value_range,
-                                  view_bases, walk_stmts)
+from ..transform.analysis import (all_names, has_pdl_calls, loads as _loads,
+                                  row_major_strides, value_range, view_bases, walk_stmts)
 from ..transform.launch_abi import KernelPlan
 from .bounds import Bounds, load_key
 from .expr import PREC, ExprPrinter, cute_type, memory_type
@@ -609,10 +608,9 @@ class KernelEmitter:
         if len(k.threads) > 2:
             tid += f" + tc_tz * {tx * ty}"
         out.line(1, f"tc_tid = {tid}")
-        explicit = any(isinstance(x, N.Call) and x.name in N.PDL_CALLS
-                       for x in walk_nodes(k.body))
-        if k.pdl and not explicit:  # Programmatic Dependent Launch: the previous grid's memory is visible
-            # after the wait; the next kernel may start launching from here on
+        if k.pdl and not has_pdl_calls(k.body):  # Programmatic Dependent Launch (option
+            # pdl): the previous grid's memory is visible after the wait; the next kernel
+            # may start launching from here on (T.pdl_sync / T.pdl_trigger place their own)
             out.line(1, "cute.arch.griddepcontrol_wait()", "PDL: the previous kernel's writes")
             out.line(1, "cute.arch.griddepcontrol_launch_dependents()")
         for d, t in enumerate(k.threads):

@@ -404,3 +404,9 @@ def view_layout(base: N.Buffer, layout: Optional[N.Layout], view: N.Buffer) -> N
                         f"multiple of the swizzle's {s}")
         return layout
     return f"'{base.name}' has layout {layout.kind}, which a view cannot share"
+
+
+def has_pdl_calls(body) -> bool:
+    """Does ``body`` call ``T.pdl_sync`` / ``T.pdl_trigger`` (the program places the PDL
+    wait and trigger itself)?"""
+    return any(isinstance(x, N.Call) and x.name in N.PDL_CALLS for x in walk_nodes(body))

@@ -12,7 +12,9 @@ from __future__ import annotations
 import dataclasses
 
 from ..ir import nodes as N
-from ..ir.visitor import StmtMutator, walk_nodes
+from ..ir.visitor import StmtMutator
+from ..target import arch_at_least
+from .analysis import has_pdl_calls
 
 APPROX = {"exp2": "exp2_approx", "exp": "exp_approx", "log2": "log2_approx", "log": "log_approx"}
 
@@ -39,22 +41,19 @@ def programmatic_launch(func: N.PrimFunc, arch: str, options: dict) -> N.PrimFun
     """Option ``pdl``: every kernel launches with Programmatic Dependent Launch
     (``KernelScope.pdl``: the launcher sets the attribute, the kernel waits for the
     previous grid's memory at its start).  sm_90+ only (an ``OptionError`` otherwise)."""
-    explicit = [any(isinstance(x, N.Call) and x.name in N.PDL_CALLS for x in walk_nodes(k.body))
-                for k in func.kernels]
+    explicit = [has_pdl_calls(k.body) for k in func.kernels]
     if any(explicit) and not options.get("pdl"):
         # TileLang's T.pdl_sync / T.pdl_trigger: their kernels launch with PDL (sm_90+);
         # older targets have no PDL, and kernels on a stream never overlap there: no-ops
-        if int(arch[3:].rstrip("a")) < 90:
+        if not arch_at_least(arch, 90):
             return _DropPdl().run(func)
         return dataclasses.replace(func, kernels=tuple(
             dataclasses.replace(k, pdl=True) if e else k for k, e in zip(func.kernels, explicit)))
     if not options.get("pdl"):
         return func
     from ..options import OptionError
-    from ..target import check_arch  # noqa: F401  (arch names are checked upstream)
 
-    major = int(arch[3:].rstrip("a"))
-    if major < 90:
+    if not arch_at_least(arch, 90):
         raise OptionError(f"prim_func '{func.name}': option pdl (Programmatic Dependent "
                           f"Launch) needs sm_90 or later; the target is {arch}")
     return dataclasses.replace(func, kernels=tuple(dataclasses.replace(k, pdl=True)
