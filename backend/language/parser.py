@@ -222,6 +222,7 @@ class _Parser:
         self.used_names: set[str] = set()
         self.symbols: dict[str, N.Var] = {}
         self.let_values: dict[str, N.Expr] = {}  # a name's Let var -> its value (assert_stmt)
+        self.declared: set[str] = set()  # `x = T.int32()` vars awaiting their T.let
         self.assumed_divisors: dict[str, int] = {}
         self.scalar_params: set[str] = set()  # set by parse  # T.assume(N % k == 0): symbol -> k
         self.workspaces: list[N.Buffer] = []  # T.alloc_global
@@ -1100,7 +1101,7 @@ class _Parser:
                 isinstance(v, N.Var) and self.in_kernel:
             # `x = T.int32()`: a declaration, given its value by `T.let(x, value)`
             declared = N.Var(self.fresh(target.id), v.dtype)
-            self.declared = getattr(self, "declared", set()) | {declared.name}
+            self.declared.add(declared.name)
             self.bind(target.id, declared)
             return []
         self.check_rebind(target.id, s)
@@ -1688,9 +1689,9 @@ class _Parser:
             v = N.as_expr(v)
         if not _is_ir(v):
             raise a.fail("value", f"T.let: cannot bind '{node.id}' to {v!r}")
-        current, declared = self.lookup(node.id, node), getattr(self, "declared", set())
-        if current.name in declared:  # its first value: the declared name and dtype
-            declared.discard(current.name)
+        current = self.lookup(node.id, node)
+        if current.name in self.declared:  # its first value: the declared name and dtype
+            self.declared.discard(current.name)
             var, v = current, N.cast(v, current.dtype) if v.dtype != current.dtype else v
         else:
             var = N.Var(self.fresh(node.id), v.dtype)
