@@ -223,6 +223,7 @@ class _Parser:
         self.symbols: dict[str, N.Var] = {}
         self.let_values: dict[str, N.Expr] = {}  # a name's Let var -> its value (assert_stmt)
         self.declared: set[str] = set()  # `x = T.int32()` vars awaiting their T.let
+        self.current_form = "this form"  # the statement form parsed now (region alias errors)
         self.assumed_divisors: dict[str, int] = {}
         self.scalar_params: set[str] = set()  # set by parse  # T.assume(N % k == 0): symbol -> k
         self.workspaces: list[N.Buffer] = []  # T.alloc_global
@@ -2283,7 +2284,7 @@ class _Parser:
     def buffer_of(self, node) -> N.Buffer:
         v = self.expr(node) if not isinstance(node, ast.Name) else self.lookup(node.id, node)
         if isinstance(v, _RegionRef):
-            raise v.refuse(self, node, getattr(self, "current_form", "this form"))
+            raise v.refuse(self, node, self.current_form)
         if not isinstance(v, _BufferRef):
             raise self.error(node, f"expected a buffer, got `{ast.unparse(node)}`")
         return v.buffer
