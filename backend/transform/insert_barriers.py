@@ -36,6 +36,13 @@ class _State:
             self.written[b] = self.written.get(b, False) or a
         self.read |= other.read
 
+    def barrier(self, out: list, loc) -> None:
+        """A block barrier (waiting for cp.async copies when any write was one), after
+        which nothing counts as touched."""
+        out.append(N.Barrier(any(self.written.values()), loc=loc))
+        self.written.clear()
+        self.read.clear()
+
 
 class _Sync:
     def __init__(self, scope: N.KernelScope):
@@ -114,9 +121,7 @@ class _Sync:
         reads, writes, _ = self.touches(s)
         is_async = _async_writes(s)
         if reads & set(st.written) or writes & (st.read | set(st.written)):
-            out.append(N.Barrier(any(st.written.values()), loc=s.loc))
-            st.written.clear()
-            st.read.clear()
+            st.barrier(out, s.loc)
         body = self.block(s.body, _State())
         st.read |= reads
         for b in writes:
@@ -133,9 +138,7 @@ class _Sync:
             st.read.clear()
             st.read.add(s.src.buffer)
         elif ({s.dst.buffer} | self.aliases.get(s.dst.buffer, set())) & (st.read | set(st.written)):
-            out.append(N.Barrier(any(st.written.values()), loc=s.loc))
-            st.written.clear()
-            st.read.clear()
+            st.barrier(out, s.loc)
         out.append(s)
 
     def reduction(self, s, st: _State, out: list) -> None:
@@ -147,9 +150,7 @@ class _Sync:
         the last barrier, the scratch writes need a barrier first."""
         writes = {s.scratch} | self.aliases.get(s.scratch, set()) if s.scratch else set()
         if writes & (st.read | set(st.written)):
-            out.append(N.Barrier(any(st.written.values()), loc=s.loc))
-            st.written.clear()
-            st.read.clear()
+            st.barrier(out, s.loc)
         out.append(s)
 
     def barrier_if_needed(self, s, st: _State, out: list) -> None:
@@ -157,9 +158,7 @@ class _Sync:
         if isinstance(s, N.If):
             reads = writes = set()  # its branches decide for themselves
         if reads & set(st.written) or writes & (st.read | set(st.written)):
-            out.append(N.Barrier(any(st.written.values()), loc=getattr(s, "loc", None)))
-            st.written.clear()
-            st.read.clear()
+            st.barrier(out, getattr(s, "loc", None))
 
 
 def _program_ordered_loads_dropped(s):
