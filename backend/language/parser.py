@@ -633,8 +633,9 @@ class _Parser:
         self.kernel_threads = tuple(threads)
         self.in_kernel = True
         self.layout_annotations: dict[str, tuple[N.Layout, ast.AST]] = {}
-        self.min_blocks_per_sm = 0
-        self.reg_budget = {"producer_regs": 0, "consumer_regs": 0, "reg_alloc": True}
+        # the T.Kernel's annotations, KernelScope fields (defaults: none given)
+        self.kernel_notes = {"min_blocks_per_sm": 0, "producer_regs": 0, "consumer_regs": 0,
+                             "reg_alloc": True}
         try:
             body = self.block(s.body)
         finally:
@@ -643,7 +644,7 @@ class _Parser:
         body = _hoist_shared(self.annotate_layouts(body))
         return N.KernelScope(tuple(grid), threads, tuple(block_vars), body, cluster,
                              loc=self.loc(s), producer_threads=producer,
-                             min_blocks_per_sm=self.min_blocks_per_sm, **self.reg_budget)
+                             **self.kernel_notes)
 
     def int_tuple(self, node, what, v=None) -> tuple[int, ...]:
         if v is None:
@@ -1918,18 +1919,19 @@ class _Parser:
         if not self.in_kernel:
             raise self.error(s, "T.annotate_min_blocks_per_sm is only valid inside a T.Kernel")
         n = a.static_int("n", 1)
-        if self.min_blocks_per_sm and self.min_blocks_per_sm != n:
-            raise a.fail("n", f"the kernel already asked for {self.min_blocks_per_sm}")
-        self.min_blocks_per_sm = n
+        asked = self.kernel_notes["min_blocks_per_sm"]
+        if asked not in (0, n):
+            raise a.fail("n", f"the kernel already asked for {asked}")
+        self.kernel_notes["min_blocks_per_sm"] = n
         return []
 
     def reg_annotation(self, s, form: str, key: str, value) -> list[N.Stmt]:
         """A T.Kernel's register-budget annotation (``key`` of :class:`N.KernelScope`)."""
         if not self.in_kernel:
             raise self.error(s, f"T.{form} is only valid inside a T.Kernel")
-        if self.reg_budget[key] not in (0, True, value):
-            raise self.error(s, f"T.{form}: the kernel already set it to {self.reg_budget[key]}")
-        self.reg_budget[key] = value
+        if self.kernel_notes[key] not in (0, True, value):
+            raise self.error(s, f"T.{form}: the kernel already set it to {self.kernel_notes[key]}")
+        self.kernel_notes[key] = value
         return []
 
     def stmt_annotate_producer_reg_dealloc(self, a: _Args, s) -> list[N.Stmt]:
