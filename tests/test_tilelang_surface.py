@@ -774,6 +774,9 @@ def test_thread_binding_is_the_kernels_thread_index():
     script = T.from_script(text).script()
     assert "tx = T.get_thread_binding(0)" in script and "ty = T.get_thread_binding(1)" in script
     assert "the range must be 0..128" in _error(text.replace("0, 128, thread", "0, 64, thread"))
+    one_bound = text.replace("(0, 128, thread", "(128, thread")  # TVM: one bound is the extent
+    assert "tx = T.get_thread_binding(0)" in T.from_script(one_bound).script()
+    assert "thread= is required" in _error(text.replace(', thread=\"threadIdx.x\"', ""))
     assert "thread='blockIdx.x' is not supported" in _error(
         text.replace('thread=\"threadIdx.x\"', 'thread=\"blockIdx.x\"'))
 

@@ -602,16 +602,21 @@ def get_thread_extent(dim: int = 0, *, kernel=None):
 
 
 @_kernel_form
-def thread_binding(begin, end, thread: str = "threadIdx.x", annotations=None, *, kernel=None):
-    """TVM's ``T.thread_binding(0, n, thread="threadIdx.x")`` as TileLang programs use it
-    inside a T.Kernel (``tx = T.thread_binding(0, 128, "threadIdx.x")``): the thread index
-    of that dim, whose extent must be the T.Kernel's (``begin`` 0, ``end`` its threads)."""
+def thread_binding(start, stop=None, thread=None, *, annotations=None, kernel=None):
+    """TVM's ``T.thread_binding(start, stop=None, thread=None, *, annotations=None)`` as
+    TileLang programs use it inside a T.Kernel (``tx = T.thread_binding(0, 128,
+    "threadIdx.x")``, ``T.thread_binding(128, thread="threadIdx.x")``: one bound is the
+    extent): the thread index of that dim, whose range must be the T.Kernel's threads."""
     dims = {"threadIdx.x": 0, "threadIdx.y": 1, "threadIdx.z": 2}
+    if thread is None:
+        raise ValueError("T.thread_binding: thread= is required (TVM's rule): which of "
+                         "threadIdx.x/y/z it binds")
     if thread not in dims:
         raise ValueError(f"T.thread_binding: thread={thread!r} is not supported: tilecute binds "
                          "threadIdx.x/y/z (blockIdx comes from the T.Kernel's variables)")
     if annotations:
         raise ValueError("T.thread_binding: annotations are not supported")
+    begin, end = (0, start) if stop is None else (start, stop)
     d = dims[thread]
     threads = kernel[2]
     extent = int(threads[d]) if d < len(threads) else 1
