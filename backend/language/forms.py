@@ -475,9 +475,10 @@ def disable_warp_group_reg_alloc():
 
 
 @_form("stmt")
-def let(var, value):
+def let(v, value, body=None):
     """TVM's ``T.let(x, value)`` after ``x = T.int32()``: from here on ``x`` names
-    ``value`` (a ``Let``; TileLang's alias idiom ``off = T.int32(); T.let(off, ko * 32)``)."""
+    ``value`` (a ``Let``; TileLang's alias idiom ``off = T.int32(); T.let(off, ko * 32)``).
+    ``body`` (TVM's deprecated Let expression) is refused by name."""
 
 
 @_form("stmt")

@@ -1682,9 +1682,11 @@ class _Parser:
         return [N.AtomicAdd(dst, value, loc=self.loc(s), op=op)]
 
     def stmt_let(self, a: _Args, s) -> list[N.Stmt]:
-        node = a.node("var")
+        a.refuse_unless("body", (None,), "T.let(v, value, body) is TVM's deprecated Let "
+                                         "expression; write T.let(v, value) and use v")
+        node = a.node("v")
         if not isinstance(node, ast.Name) or not isinstance(self.lookup(node.id, node), N.Var):
-            raise a.fail("var", "T.let binds a name declared as a scalar variable "
+            raise a.fail("v", "T.let binds a name declared as a scalar variable "
                                 "(`x = T.int32()`), got `" + ast.unparse(node) + "`")
         v = a.value("value")
         if isinstance(v, (int, float, bool)) and not isinstance(v, N.Expr):
