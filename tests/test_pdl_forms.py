@@ -91,5 +91,5 @@ def test_let_gives_a_declared_variable_its_value(tmp_path):
 def test_let_with_a_body_is_refused_by_name():
     """TVM's ``T.let(v, value, body)`` (its deprecated Let expression) names ``body``."""
     text = LET.replace("T.let(off, ko * 64)", "T.let(off, ko * 64, ko)")
-    with pytest.raises(ValueError, match="body=.*T.let\\(v, value, body\\) is TVM's deprecated"):
+    with pytest.raises(T.FrontendError, match="body=.*T.let\\(v, value, body\\) is TVM's deprecated"):
         T.from_script(text)
