@@ -1,10 +1,27 @@
 """TileLang's ``tilelang.testing`` helpers that kernel tests use: ``set_random_seed``,
-``torch_assert_close`` (TileLang's, from ``tilecute.utils.tensor``) and ``requires_cuda``
-(a pytest skip mark without a GPU)."""
+``torch_assert_close`` (TileLang's, from ``tilecute.utils.tensor``), ``main`` and the
+``requires_*`` pytest marks.
+
+The marks skip a test where what it needs is missing: ``requires_cuda`` (a CUDA GPU torch
+sees), ``requires_cuda_compute_version[_ge|_gt|_le|_lt|_eq](major, minor=0)`` (that GPU's
+compute capability), ``requires_package(*names)``.  tilecute generates CUDA code only, so
+the marks for other backends (``requires_rocm``, ``requires_cdna``, ``requires_gfx950``,
+``requires_metal``, ``requires_llvm``) always skip, and ``requires_cuda_or_cdna`` is
+``requires_cuda``.  Like TVM's, each mark is used as ``@mark`` and has ``mark.marks()``
+(the list of pytest marks, to compose with others).
+"""
 
 from __future__ import annotations
 
+import importlib.util
+import operator
+
 from .runtime.profiling import torch_assert_close  # noqa: F401  (TileLang's, tilelang.utils.tensor)
+
+__all__ = ["set_random_seed", "torch_assert_close", "main", "requires_cuda", "requires_package",
+           "requires_cuda_or_cdna", "requires_cdna", "requires_gfx950", "requires_rocm",
+           "requires_metal", "requires_llvm", "requires_cuda_compute_version"] + \
+          [f"requires_cuda_compute_version_{op}" for op in ("ge", "gt", "le", "lt", "eq")]
 
 
 def set_random_seed(seed: int = 42) -> None:
@@ -25,9 +42,90 @@ def set_random_seed(seed: int = 42) -> None:
         torch.cuda.manual_seed_all(seed)
 
 
-def requires_cuda(fn):
-    """Skip the decorated test where torch sees no CUDA GPU."""
+def main() -> None:
+    """Run the calling test file's tests with pytest (a test file's ``__main__``)."""
+    import inspect
+    import sys
+
     import pytest
+
+    caller = inspect.stack()[1].filename
+    sys.exit(pytest.main([caller] + sys.argv[1:]))
+
+
+class _Requires:
+    """A skip mark: ``@mark`` on a test, or ``mark.marks()`` for pytest's mark list."""
+
+    def __init__(self, reason: str, missing):
+        self.reason, self._missing = reason, missing  # missing(): True skips
+
+    def marks(self) -> list:
+        import pytest
+
+        return [pytest.mark.skipif(self._missing(), reason=self.reason)]
+
+    def __call__(self, fn):
+        for mark in self.marks():
+            fn = mark(fn)
+        return fn
+
+
+def _no_cuda() -> bool:
     import torch
 
-    return pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")(fn)
+    return not torch.cuda.is_available()
+
+
+requires_cuda = _Requires("needs a CUDA GPU", _no_cuda)
+requires_cuda_or_cdna = requires_cuda
+requires_rocm = _Requires("needs ROCm; tilecute generates CUDA code only", lambda: True)
+requires_cdna = _Requires("needs an AMD CDNA GPU; tilecute generates CUDA code only", lambda: True)
+requires_gfx950 = _Requires("needs an AMD gfx950 GPU; tilecute generates CUDA code only",
+                            lambda: True)
+requires_metal = _Requires("needs Metal; tilecute generates CUDA code only", lambda: True)
+requires_llvm = _Requires("needs TVM's LLVM CPU target, which tilecute does not have", lambda: True)
+
+
+def requires_package(*names: str) -> _Requires:
+    """Skip unless every named Python package is importable."""
+    missing = lambda: any(importlib.util.find_spec(n) is None for n in names)  # noqa: E731
+    return _Requires(f"needs the package(s) {', '.join(names)}", missing)
+
+
+_COMPARE = {"ge": operator.ge, "gt": operator.gt, "le": operator.le, "lt": operator.lt,
+            "eq": operator.eq}
+
+
+def requires_cuda_compute_version(major_version: int, minor_version: int = 0,
+                                  mode: str = "ge") -> _Requires:
+    """Skip unless a CUDA GPU's compute capability compares ``mode`` (ge, gt, le, lt, eq)
+    to ``major_version.minor_version``."""
+    if mode not in _COMPARE:
+        raise ValueError(f"requires_cuda_compute_version: mode={mode!r} is not one of "
+                         f"{', '.join(_COMPARE)}")
+
+    def missing() -> bool:
+        if _no_cuda():
+            return True
+        import torch
+
+        return not _COMPARE[mode](torch.cuda.get_device_capability(), (major_version, minor_version))
+
+    return _Requires(f"needs a CUDA GPU of compute capability {mode} "
+                     f"{major_version}.{minor_version}", missing)
+
+
+def _versioned(mode: str):
+    def requires(major_version: int, minor_version: int = 0) -> _Requires:
+        return requires_cuda_compute_version(major_version, minor_version, mode)
+
+    requires.__name__ = requires.__qualname__ = f"requires_cuda_compute_version_{mode}"
+    requires.__doc__ = f"``requires_cuda_compute_version(major, minor, {mode!r})``."
+    return requires
+
+
+requires_cuda_compute_version_ge = _versioned("ge")
+requires_cuda_compute_version_gt = _versioned("gt")
+requires_cuda_compute_version_le = _versioned("le")
+requires_cuda_compute_version_lt = _versioned("lt")
+requires_cuda_compute_version_eq = _versioned("eq")
