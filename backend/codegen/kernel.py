@@ -14,7 +14,7 @@ import math
 
 from ..ir import nodes as N
 from ..ir.printer import layout_str
-from ..transform.analysis import (all_names, has_pdl_calls, loads as _loads,
+from ..transform.analysis import (all_names, has_pdl_calls, loads as _loads, row_slice,
                                   row_major_strides, value_range, view_bases, walk_stmts)
 from ..transform.launch_abi import KernelPlan
 from .bounds import Bounds, load_key
@@ -569,15 +569,26 @@ class KernelEmitter:
                          f"with swizzle {spec.swizzle}, but its layout is "
                          f"{layout_str(layout) if layout is not None else 'none'}")
         box = "x".join(map(str, spec.box))
-        chunk_bytes = spec.box_bytes(desc.dtype)
-        chunks = int(self.buffers[shared.buffer].shape[-1].value) // spec.box[-1]
-        what = f"a {box} box" if chunks == 1 else f"{chunks} {box} boxes"
+        buf = self.buffers[shared.buffer]
+        box_bytes = spec.box_bytes(desc.dtype)
+        chunk_bytes = box_bytes  # a chunk's bytes in shared memory: the box's, but for a
+        sliced = row_slice(shared, buf, spec.swizzle)  # range of the tile's rows
+        if sliced is not None:
+            first, rows = sliced
+            row_bytes = box_bytes // rows
+            chunk_bytes = row_bytes * int(buf.shape[0].value)
+            smem = f"{smem} + {first * row_bytes}"
+            what_rows = f" into rows {first}:{first + rows} of {shared.buffer}"
+        else:
+            what_rows = ""
+        chunks = int(buf.shape[-1].value) // spec.box[-1]
+        what = (f"a {box} box" if chunks == 1 else f"{chunks} {box} boxes") + what_rows
         more = f", chunks={chunks}, step={spec.box[-1]}, chunk_bytes={chunk_bytes}" \
             if chunks > 1 else ""
         if load:
             more += "" if s.arrive else ", arrive=False"  # (TileLang's T.tma_copy)
             call = (f"tct.load({ident(s.desc)}, {smem}, {self.barrier_ref(s.barrier)}, "
-                    f"{coords}, {chunk_bytes * chunks}{more})")
+                    f"{coords}, {box_bytes * chunks}{more})")
             if self.one_thread:  # already inside `if tc_tid == <one thread>:`
                 out.line(depth, call, f"TMA load of {what} of {glob.buffer}")
             else:

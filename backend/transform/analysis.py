@@ -308,16 +308,20 @@ def lifetimes(scope: N.KernelScope) -> dict[str, tuple[int, int]]:
 
 
 # ---- TMA ---------------------------------------------------------------------------------
-def tma_box(glob: N.Buffer, region: N.Region, shared: N.Buffer, swizzle: int) -> tuple | str:
+def tma_box(glob: N.Buffer, region: N.Region, shared: N.Buffer, swizzle: int,
+            rows: int | None = None) -> tuple | str:
     """The box (tensor axis order) of a TMA copy between ``region`` of global ``glob``
-    and the whole shared buffer ``shared``, or why TMA cannot do it.  With a swizzle the
-    box is one ``swizzle``-byte chunk of the tile's last dim; the copy moves the tile as
+    and the whole shared buffer ``shared`` (or, with ``rows``, its first ``rows`` rows:
+    a :func:`row_slice`), or why TMA cannot do it.  With a swizzle the box is one
+    ``swizzle``-byte chunk of the tile's last dim; the copy moves the tile as
     consecutive boxes (the ``tma_swizzled`` layout stores the chunks one after another)."""
     if glob.dtype != shared.dtype:
         return f"the dtypes differ ({glob.dtype} and {shared.dtype}); TMA does not convert"
     if not 1 <= glob.ndim <= TMA_MAX_RANK:
         return f"'{glob.name}' has {glob.ndim} dims; TMA tensors have 1 to {TMA_MAX_RANK}"
     tile = [int(d.value) for d in shared.shape]
+    if rows is not None:
+        tile[0] = rows
     if region.extents is not None:  # the region's unit dims may stand anywhere
         ext = [int(e.value) if isinstance(e, N.Const) else None for e in region.extents]
         if None in ext or squeeze(ext) != squeeze(tile):
@@ -348,6 +352,30 @@ def tma_box(glob: N.Buffer, region: N.Region, shared: N.Buffer, swizzle: int) ->
     if inner % 16:
         return f"the box's inner dim is {inner} bytes, not a multiple of 16"
     return box
+
+
+def row_slice(r: N.Region, buf: N.Buffer, swizzle: int) -> tuple[int, int] | None:
+    """``(first row, rows)`` when region ``r`` of shared ``buf`` is whole but for a
+    constant range of its first dim that TMA can fill on its own (``K_s[16:32, :]`` of a 2-D
+    tile, one page of a paged tile): the range starts at a multiple of 1024 bytes within each
+    ``swizzle``-byte chunk (the swizzle pattern's period, so the slice's pattern is the
+    tile's) or, unswizzled, of 128 bytes (TMA's shared-memory alignment).  None
+    otherwise (a whole buffer included)."""
+    if r.extents is None or buf.ndim != 2 or len(r.starts) != 2:
+        return None
+    starts, exts = r.starts, r.extents
+    if not (isinstance(starts[0], N.Const) and isinstance(exts[0], N.Const)):
+        return None
+    if any(not (isinstance(x, N.Const) and x.value == 0) for x in starts[1:]) or \
+            tuple(exts[1:]) != tuple(buf.shape[1:]):
+        return None
+    first, rows, total = starts[0].value, exts[0].value, int(buf.shape[0].value)
+    if (first, rows) == (0, total) or rows <= 0 or first + rows > total:
+        return None
+    row_bytes = swizzle or DTYPES[buf.dtype].bytes * int(buf.shape[1].value)
+    if first * row_bytes % (1024 if swizzle else 128):
+        return None
+    return first, rows
 
 
 def whole(r: N.Region, buf: N.Buffer) -> bool:

@@ -11,6 +11,12 @@ memory the Tensor Memory Accelerator moves.
   paged load's ``page = block_table[b, k]``), into a
   buffer touched neither before it in the body, nor outside the loop, nor by an earlier
   pipelined loop.  Anything else keeps the cp.async / vector path.
+- **Pieces.** A load may also fill a range of a 2-D tile's rows (:func:`row_slice`:
+  constant rows starting on the swizzle's 1024-byte period), so a tile can be filled
+  piece by piece, each piece from its own origin: a small constant ``T.serial`` loop of
+  Lets and copies in a pipelined body (a paged tile, page by page) is unrolled when each
+  of its copies then becomes a TMA load (:meth:`_Kernel.unroll_loads`); all the pieces
+  of a tile arrive on its stage's mbarrier.
 - **Views** (``Allocate.view_of``): a global view has no descriptor of its own and a
   shared view no layout of its own, so copies of views keep the cp.async / vector path;
   a shared buffer that has views is copied by TMA only where its layout is one its views
@@ -31,14 +37,17 @@ from __future__ import annotations
 import dataclasses
 
 from ..ir import nodes as N
-from ..ir.visitor import StmtMutator, substitute, walk_nodes, walk_stmts
+from ..ir.visitor import StmtMutator, fold_constants, substitute, walk_nodes, walk_stmts
 from ..target import arch_at_least
-from .analysis import (accesses, aliased, mentions, parallel_nest, tma_box,  # noqa: F401
-                       tma_swizzle, view_bases, view_layout, whole)
+from .analysis import (accesses, aliased, all_names, mentions, parallel_nest, row_slice,  # noqa: F401
+                       tma_box, tma_swizzle, view_bases, view_layout, whole)
 
 
 class TmaError(ValueError):
     pass
+
+
+MAX_UNROLLED_LOADS = 8  # a pipelined body's T.serial loop of loads unrolled into TMA copies
 
 
 def is_pending_load(s, func: N.PrimFunc) -> bool:
@@ -95,13 +104,19 @@ class _Kernel(StmtMutator):
         self.pipelined: set[str] = set()  # buffers an earlier pipelined loop loads
         self.bases = view_bases(scope.body)  # view -> the buffer it views
         self.aliased = aliased(scope.body)
+        self.names: set[str] | None = None  # every name of the function (fresh names)
+        self.unrolled_lets: set[str] = set()  # the Lets of loops unroll_loads unrolled
 
     def tma_ok(self, glob_r: N.Region, shared_r: N.Region) -> bool:
         """Can TMA copy between global region ``glob_r`` and shared ``shared_r``?"""
         glob, shared = self.buffers.get(glob_r.buffer), self.buffers.get(shared_r.buffer)
         if glob is None or shared is None or glob.scope != "global" or shared.scope != "shared":
             return False
-        if not whole(shared_r, shared) or shared.name not in self.allocs:
+        if shared.name not in self.allocs:
+            return False
+        swizzle = tma_swizzle(self.allocs[shared.name])
+        sliced = row_slice(shared_r, shared, swizzle)
+        if not whole(shared_r, shared) and sliced is None:
             return False
         if self.func.buffer(glob.name) is None or shared.name in self.bases:
             return False  # a view: no descriptor (global), no layout of its own (shared)
@@ -111,10 +126,12 @@ class _Kernel(StmtMutator):
             return False  # its views could not share the layout TMA writes
         if alloc.layout is not None and alloc.layout.kind not in ("row_major", "tma_swizzled"):
             return False  # a layout the program chose (T.annotate_layout) that TMA can't write
-        swizzle = tma_swizzle(alloc)
         if shared.name in self.column_walked and not swizzle:
             return False  # the layout pass swizzles it for the column walk; TMA rows can't
-        return isinstance(tma_box(glob, glob_r, shared, swizzle), tuple)
+        if sliced is not None and (self.bases and shared.name in self.bases.values()):
+            return False  # (a slice of a buffer with views: keep it simple)
+        return isinstance(tma_box(glob, glob_r, shared, swizzle,
+                                  sliced[1] if sliced else None), tuple)
 
     def load_ok(self, s) -> bool:
         return isinstance(s, N.Copy) and not s.disable_tma and self.tma_ok(s.src, s.dst)
@@ -137,13 +154,14 @@ class _Kernel(StmtMutator):
         return dataclasses.replace(self.scope, body=tuple(out))
 
     def pipelined_loop(self, loop: N.For) -> N.For:
-        inner = let_names(loop.body)
+        steps = self.unroll_loads(loop.body)
+        inner = let_names(loop.body) | let_names(steps)
         outside = buffer_names(
             [t for t in self.scope.body if t is not loop and not isinstance(t, N.Allocate)])
         written = self.written()
         body, before, loaded = [], [], set()
         lets: dict[str, N.Expr] = {}  # the body's top-level Lets, each of the step alone
-        for s in loop.body:
+        for s in steps:
             src = self.step_origin(s, lets, inner) if self.load_ok(s) else None
             if src is not None and s.dst.buffer not in buffer_names(before) \
                     and s.dst.buffer not in self.aliased \
@@ -158,7 +176,57 @@ class _Kernel(StmtMutator):
                 before.append(s)
                 body.append(self.visit(s))
         self.pipelined |= loaded
+        # the Lets of unrolled loads that only their (now TMA) copies read
+        read = {x.name for t in body if not (isinstance(t, N.Let) and t.var.name in self.unrolled_lets)
+                for x in walk_nodes(t) if isinstance(x, N.Var)}
+        body = [t for t in body if not (isinstance(t, N.Let) and t.var.name in self.unrolled_lets
+                                        and t.var.name not in read)]
         return dataclasses.replace(loop, body=tuple(body))
+
+    def unroll_loads(self, body) -> list:
+        """``body`` with each small constant ``T.serial`` / ``T.unroll`` loop of Lets and
+        loads unrolled, when every load of it then becomes a TMA copy of its own (a paged
+        tile filled page by page: ``for p in T.serial(4): page = block_table[b, 4 * k +
+        p]; T.copy(K_pages[page, ...], K_s[p * 16:(p + 1) * 16, :])``); the Lets of each
+        copy of the body get fresh names."""
+        out = []
+        for s in body:
+            unrolled = self.unrolled(s) if isinstance(s, N.For) else None
+            out += unrolled if unrolled is not None else [s]
+        return out
+
+    def unrolled(self, loop: N.For) -> list | None:
+        if loop.kind not in ("serial", "unrolled") or not (
+                isinstance(loop.start, N.Const) and isinstance(loop.extent, N.Const)) or \
+                not 1 <= loop.extent.value <= MAX_UNROLLED_LOADS or \
+                not all(isinstance(t, (N.Let, N.Copy)) for t in loop.body) or \
+                not any(isinstance(t, N.Copy) for t in loop.body):
+            return None
+        out = []
+        for i in range(loop.extent.value):
+            names = {loop.var.name: N.Const(loop.start.value + i, loop.var.dtype)}
+            for t in loop.body:
+                t = fold_constants(substitute(t, names))
+                if isinstance(t, N.Let):
+                    fresh = self.fresh(f"{t.var.name}_{i}")
+                    self.unrolled_lets.add(fresh)
+                    var = dataclasses.replace(t.var, name=fresh)
+                    names[t.var.name] = var
+                    t = dataclasses.replace(t, var=var)
+                elif not self.load_ok(t):
+                    return None
+                out.append(t)
+        return out
+
+    def fresh(self, stem: str) -> str:
+        if self.names is None:
+            self.names = all_names(self.func)
+        name, n = stem, 1
+        while name in self.names:
+            n += 1
+            name = f"{stem}_{n}"
+        self.names.add(name)
+        return name
 
     def step_origin(self, s: N.Copy, lets: dict, inner: set) -> N.Region | None:
         """The copy's source with the body's Lets it names inlined (a paged load's

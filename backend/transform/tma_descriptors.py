@@ -12,7 +12,7 @@ from ..ir import nodes as N
 from ..ir.visitor import StmtMutator
 from ..runtime.abi import TmaSpec
 from ..target import arch_at_least
-from .analysis import all_names, tma_box, tma_swizzle, whole
+from .analysis import all_names, row_slice, tma_box, tma_swizzle, whole
 from .tma_copies import TmaError
 
 L2_PROMOTION = 128  # bytes, as CuTe's own TMA atoms encode it
@@ -40,10 +40,13 @@ class _Describer(StmtMutator):
         load = self.buffers[s.src.buffer].scope == "global"
         glob_r, shared_r = (s.src, s.dst) if load else (s.dst, s.src)
         glob, shared = self.buffers[glob_r.buffer], self.buffers[shared_r.buffer]
-        if not whole(shared_r, shared):
-            self.fail(s, f"T.tma_copy moves a whole shared buffer; '{shared.name}' is sliced")
         swizzle = tma_swizzle(self.allocs.get(shared.name))
-        box = tma_box(glob, glob_r, shared, swizzle)
+        sliced = row_slice(shared_r, shared, swizzle)
+        if not whole(shared_r, shared) and sliced is None:
+            self.fail(s, f"T.tma_copy moves a whole shared buffer or a range of its rows that "
+                         f"starts at a multiple of {1024 if swizzle else 128} bytes; "
+                         f"'{shared.name}' is sliced otherwise")
+        box = tma_box(glob, glob_r, shared, swizzle, sliced[1] if sliced else None)
         if isinstance(box, str):
             self.fail(s, f"T.tma_copy between '{glob.name}' and '{shared.name}': {box}")
         spec = TmaSpec(box=box, swizzle=swizzle, l2_promotion=L2_PROMOTION)
