@@ -8,7 +8,7 @@ copy peer moves a buffer as large as the cache (read + write counted).  Each num
 median of ``--reps`` CUDA-event timings (each of 10 back-to-back calls) after warm-up.  One JSON line per measurement,
 with ``of_copy`` (the ratio to the copy bandwidth) where it applies.
 
-    python benchmarks/decode.py [--reps 30] [--quick]
+    python benchmarks/decode.py [--reps 30] [--quick] [--sweep]
 """
 
 from __future__ import annotations
@@ -64,10 +64,22 @@ def fa4_paged(q, k_pages, v_pages, table, lens):
     return lambda: flash_attn_func(q4, k_pages, v_pages, page_table=table, seqused_k=lens)
 
 
+def _variants(split: int, page: int) -> list[dict]:
+    """Schedules next to the default one (``--sweep``)."""
+    out = [{"num_split": max(1, split // 2)}, {"num_split": split * 2},
+           {"num_split": split, "num_stages": 3}, {"num_split": split, "num_stages": 4}]
+    if page < 64:  # 64-key steps: one TMA copy per page
+        out += [{"num_split": split, "block_N": 64}, {"num_split": split, "block_N": 64, "num_stages": 3}]
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--quick", action="store_true", help="the first shape only")
+    ap.add_argument("--sweep", action="store_true",
+                    help="also time schedule variants: num_split (half, twice the heuristic's), "
+                         "num_stages 3 and 4, and 64-key steps over several pages (page < 64)")
     args = ap.parse_args()
     props = torch.cuda.get_device_properties(0)
     emit({"device": props.name, "sms": props.multi_processor_count})
@@ -98,6 +110,15 @@ def main():
             emit({**base, "page": page, "peer": "tilecute", "num_split": split, "us": round(us, 2),
                   "GBps": round(gbps, 1), "of_copy": round(gbps / copy_gbps, 3),
                   **({"max_err": err} if err is not None else {})})
+            for variant in _variants(split, page) if args.sweep else ():
+                fn = lambda: D.paged_decode_op(q, *cache, **variant)  # noqa: E731
+                out = fn()
+                err = (out.float() - D.reference(q, *cache)).abs().max().item() if batch <= 8 else None
+                us = time_us(fn, args.reps)
+                emit({**base, "page": page, "peer": "tilecute", **variant, "us": round(us, 2),
+                      "GBps": round(nbytes / us / 1e3, 1),
+                      "of_copy": round(nbytes / us / 1e3 / copy_gbps, 3),
+                      **({"max_err": err} if err is not None else {})})
             try:
                 fa4 = fa4_paged(q, *cache)
                 fa4()
