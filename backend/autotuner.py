@@ -89,6 +89,7 @@ class ConfigResult:
     time_ms: Optional[float] = None
     error: Optional[str] = None
     kernel: Any = field(default=None, repr=False)
+    compile_s: Optional[float] = None  # seconds its build took (or ran, until killed)
 
 
 @dataclass
@@ -139,23 +140,67 @@ def _split_config(config: dict, options: dict, function: str) -> tuple[dict, dic
     return config, check_options(merge_options(options, from_pass_configs(per_config, function)))
 
 
-def _compile_config(factory, args: tuple, kwargs: dict, config: dict, out_idx, target, options):
-    """Build one config's kernel and its cubin; returns the cache entry's folder.  Runs on
-    the executor (a module-level function: a process pool can pickle it)."""
+@dataclass
+class _Job:
+    """One config's build, as the executor gets it (picklable when the factory is
+    importable: a process pool or a cluster's executor)."""
+
+    factory: Any
+    eager: Any
+    args: tuple
+    kwargs: dict
+    config: dict
+    out_idx: Any
+    arch: str
+    options: dict
+    timeout: Optional[float]
+
+
+def _build_entry(job: _Job) -> str:
+    """In the build process: the config's kernel compiled into the cache (frontend,
+    passes, code, the launcher's g++), its entry's folder returned."""
+    if job.eager is not None:
+        import copy
+
+        eager = copy.copy(job.eager)  # the arch resolved by the tuner: no GPU query here
+        eager.target, eager._lock, eager._kernels = job.arch, threading.Lock(), {}
+        return str(eager.compile(*job.args, **{**job.kwargs, **job.config}).path)
     from .api import compile as compile_func
 
-    config, options = _split_config(config, options, getattr(factory, "__name__", "kernel"))
-    kernel = compile_func(factory(*args, **{**kwargs, **config}), out_idx=out_idx,
-                          target=target, options=options)
-    kernel.ensure_cubin()
+    config, options = _split_config(job.config, job.options,
+                                    getattr(job.factory, "__name__", "kernel"))
+    kernel = compile_func(job.factory(*job.args, **{**job.kwargs, **config}),
+                          out_idx=job.out_idx, target=job.arch, options=options)
     return str(kernel.path)
 
 
-def _compile_eager(eager, args: tuple, kwargs: dict, config: dict):
-    """Build one config of an eager kernel (``eager.compile``) and its cubin."""
-    kernel = eager.compile(*args, **{**kwargs, **config})
-    kernel.ensure_cubin()
-    return kernel
+def _build_config(job: _Job) -> dict:
+    """Build one config within its ``timeout`` (from now); runs on the executor (a
+    module-level function: a process pool can pickle it).  The entry is built in a child
+    process (:mod:`tilecute.buildproc`) that a timeout kills with its process group, then
+    its cubin in a cubin worker that the rest of the timeout bounds (killed too).  Returns
+    ``{"path", "seconds"}`` or ``{"error", "seconds"}``."""
+    from . import buildproc
+    from .runtime import cubin_worker
+    from .runtime.kernel import load
+
+    start = time.monotonic()
+    limit = job.timeout if job.timeout is not None and job.timeout > 0 else None
+    try:
+        path = buildproc.run(_build_entry, (job,), limit)
+        with cubin_worker.deadline(None if limit is None else limit - (time.monotonic() - start)):
+            load(path, job.out_idx).ensure_cubin()
+        return {"path": path, "seconds": time.monotonic() - start}
+    except buildproc.BuildTimeout as e:
+        error = (f"compile took longer than timeout={job.timeout} s "
+                 + ("(killed)" if e.killed else "(not killed: no os.fork on this platform)"))
+    except cubin_worker.CubinTimeout:
+        error = f"compile took longer than timeout={job.timeout} s (killed)"
+    except buildproc.ChildError as e:
+        error = f"compile failed: {e.type_name}: {e.message.splitlines()[0][:300] if e.message else ''}"
+    except Exception as e:
+        error = f"compile failed: {type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"
+    return {"error": error, "seconds": time.monotonic() - start}
 
 
 def _describe(value) -> str:
@@ -349,34 +394,35 @@ class AutoTuner:
 
     # ---- compiling --------------------------------------------------------------------
     def compile_all(self, *args, **kwargs) -> list[ConfigResult]:
-        """Build every config (in parallel on the executor); no profiling."""
+        """Build every config (in parallel on the executor), each within ``timeout``
+        seconds of its own build's start; no profiling."""
+        from .api import _arch
         from .runtime.kernel import load
 
         configs = self.config_list(args, kwargs)
-        executor = self.executor or cf.ThreadPoolExecutor(max_workers=os.cpu_count() or 2)
+        arch = _arch(self.target, self.__name__)  # here: a forked build must not ask the GPU
         own = self.executor is None
+        executor = self.executor or cf.ThreadPoolExecutor(max_workers=os.cpu_count() or 2,
+                                                          thread_name_prefix="tilecute-build")
         results = [ConfigResult(c) for c in configs]
         try:
-            if self.eager is not None:
-                futures = {executor.submit(_compile_eager, self.eager, args, kwargs, c): r
-                           for c, r in zip(configs, results)}
-            else:
-                futures = {executor.submit(_compile_config, self.factory, args, kwargs, c,
-                                           self.out_idx, self.target, self.options): r
-                           for c, r in zip(configs, results)}
-            deadline = None if self.timeout is None else time.monotonic() + self.timeout
-            done = 0
-            for fut, r in futures.items():
-                left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            futures = {executor.submit(_build_config, _Job(
+                self.factory if self.eager is None else None, self.eager, tuple(args),
+                dict(kwargs), c, self.out_idx, arch, self.options, self.timeout)): r
+                for c, r in zip(configs, results)}
+            for done, fut in enumerate(cf.as_completed(futures), 1):
+                r = futures[fut]
                 try:
-                    got = fut.result(timeout=left)
-                    r.kernel = got if self.eager is not None else load(got, self.out_idx)
-                except cf.TimeoutError:
-                    r.error = f"compile took longer than timeout={self.timeout} s"
-                    fut.cancel()
-                except Exception as e:
-                    r.error = f"compile failed: {type(e).__name__}: {str(e).splitlines()[0][:300]}"
-                done += 1
+                    got = fut.result()
+                    r.compile_s = got["seconds"]
+                    if "error" in got:
+                        r.error = got["error"]
+                    elif self.eager is not None:  # a cache hit now: the eager kernel's own
+                        r.kernel = self.eager.compile(*args, **{**kwargs, **r.config})
+                    else:
+                        r.kernel = load(got["path"], self.out_idx)
+                except Exception as e:  # the executor's (a task it could not run or pickle)
+                    r.error = f"compile failed: {type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"
                 _progress(f"{self.__name__}: compiled {done}/{len(configs)}")
         finally:
             if own:

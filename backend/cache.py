@@ -50,7 +50,7 @@ from .toolchain import tool_versions
 __all__ = [
     "CacheError", "CacheKeyError", "CacheEntry", "UnsafeCacheError", "CacheLockTimeout",
     "cache_root", "cache_key", "tool_versions", "lookup", "get_or_build", "published_path",
-    "list_entries", "clear", "verify_all", "entry_path",
+    "list_entries", "clear", "remove_stale_builds", "verify_all", "entry_path",
 ]
 
 ENV_DIR = "TILECUTE_CACHE_DIR"
@@ -399,16 +399,28 @@ def clear(older_than_seconds: Optional[float] = None) -> list[str]:
         with _key_lock(root, e.key, f"removing entry {e.key[:12]}"):
             if _remove(root / e.key):
                 removed.append(e.key)
-    now = time.time()
+    remove_stale_builds(older_than_seconds)
+    return removed
+
+
+def remove_stale_builds(older_than_seconds: Optional[float] = None) -> int:
+    """Remove what killed processes left in the cache root: removals in progress, and build
+    folders (``.tmp-<key>-*``) whose key's lock is free (their builder is dead: the lock
+    died with it); returns how many.  A build folder whose name holds no key (an older
+    tilecute's) goes only when older than an hour (and ``older_than_seconds``)."""
+    root = cache_root()
+    now, n = time.time(), 0
     for p in root.iterdir():
         if p.name.startswith(_TRASH_PREFIX):
             shutil.rmtree(p, ignore_errors=True)
+            n += 1
         elif p.name.startswith(_TMP_PREFIX):
             key = p.name[len(_TMP_PREFIX):len(_TMP_PREFIX) + 64]
             if _KEY.match(key) and p.name[len(_TMP_PREFIX) + 64:].startswith("-"):
                 with try_lock(_lock_folder(root) / f"{key}.lock") as free:
                     if free:
                         shutil.rmtree(p, ignore_errors=True)
+                        n += 1
                 continue
             try:
                 stale = now - p.stat().st_mtime > max(_STALE_TMP_SECONDS, older_than_seconds or 0)
@@ -416,7 +428,8 @@ def clear(older_than_seconds: Optional[float] = None) -> list[str]:
                 continue
             if stale:
                 shutil.rmtree(p, ignore_errors=True)
-    return removed
+                n += 1
+    return n
 
 
 def verify_all() -> dict[str, list[str]]:

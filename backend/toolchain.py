@@ -254,6 +254,23 @@ def launcher_runtime_object(folder: Path, sources: Path, extra_cflags: tuple[str
         return None
 
 
+def remove_stale_runtime_builds(folder: Path) -> int:
+    """Remove the launcher runtime's build folders (``.<digest>-*`` in ``folder``) that a
+    killed process left: those whose ``<digest>.lock`` is free (held by no live process);
+    returns how many."""
+    from .runtime.entry import try_lock
+
+    n = 0
+    for p in Path(folder).iterdir():
+        if not (p.name.startswith(".") and p.is_dir() and "-" in p.name):
+            continue
+        with try_lock(Path(folder) / f"{p.name[1:].split('-', 1)[0]}.lock") as free:
+            if free:
+                shutil.rmtree(p, ignore_errors=True)
+                n += 1
+    return n
+
+
 def build_launcher(source: Path, out_dir: Path, *, extra_cflags: tuple[str, ...] = (),
                    runtime_folder: Path | None = None) -> Path:
     """Compile the launcher ``source`` into ``out_dir/launcher.so`` and return its path.

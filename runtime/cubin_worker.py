@@ -13,18 +13,29 @@ workers for the next request and starts another when all are busy.
 traceback, for debugging a code-generation error).  ``tilecute.build_cubin`` (ahead of
 time, no launches to protect) compiles in process.
 
+``with deadline(seconds):`` bounds the cubin compiles of the calling thread (the
+autotuner's ``timeout`` per config): a worker still compiling then is killed with its
+process group (each worker leads its own) and :class:`CubinTimeout` is raised, so the
+caller's ``publish_artifact`` removes its staging folder and releases the entry's lock.
+(An in-process compile, ``TILECUTE_CUBIN_WORKER=0``, cannot be bounded.)
+
 Imports the standard library only; the worker imports :mod:`.cubingen`.
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
+import select
+import signal
 import subprocess
 import sys
 import threading
+import time
 import traceback
+from typing import Optional
 
 ENV = "TILECUTE_CUBIN_WORKER"
 
@@ -34,8 +45,32 @@ class CubinCompileError(RuntimeError):
     end of its traceback."""
 
 
+class CubinTimeout(CubinCompileError):
+    """The compile ran past the calling thread's :func:`deadline`; its worker was killed."""
+
+
 def enabled() -> bool:
     return os.environ.get(ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+_deadline = threading.local()
+
+
+@contextlib.contextmanager
+def deadline(seconds: Optional[float]):
+    """Inside, a cubin compile of this thread still running ``seconds`` from now (None:
+    no limit) is killed and raises :class:`CubinTimeout`."""
+    before = getattr(_deadline, "at", None)
+    _deadline.at = None if seconds is None else time.monotonic() + max(0.0, seconds)
+    try:
+        yield
+    finally:
+        _deadline.at = before
+
+
+def _command() -> list:
+    """How a worker is started (a test starts a slowed one instead)."""
+    return [sys.executable, "-m", "tilecute.runtime.cubin_worker"]
 
 
 class _Worker:
@@ -44,16 +79,31 @@ class _Worker:
         env = dict(os.environ)
         # the child imports tilecute as this process does (tests and users may extend sys.path)
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-        self.proc = subprocess.Popen([sys.executable, "-m", "tilecute.runtime.cubin_worker"],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
-                                     text=True, bufsize=1)
+        # its own process group (session), so that a kill takes what it started too
+        self.proc = subprocess.Popen(_command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     env=env, text=True, bufsize=1, start_new_session=True)
 
     def alive(self) -> bool:
         return self.owner == os.getpid() and self.proc.poll() is None
 
+    def kill(self) -> None:
+        """The worker and its process group, at once."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            self.proc.kill()
+        self.proc.wait()
+
     def ask(self, request: dict) -> dict:
         self.proc.stdin.write(json.dumps(request) + "\n")
         self.proc.stdin.flush()
+        at = getattr(_deadline, "at", None)
+        if at is not None:  # one reply line per request: nothing is buffered before it
+            left = at - time.monotonic()
+            if left <= 0 or not select.select([self.proc.stdout], [], [], left)[0]:
+                self.kill()
+                raise CubinTimeout(f"compiling {request['source']} ran past its deadline; "
+                                   f"the cubin worker (pid {self.proc.pid}) was killed")
         line = self.proc.stdout.readline()  # the wait: no interpreter lock held
         if not line:
             raise CubinCompileError(f"the cubin worker (pid {self.proc.pid}) exited with "
@@ -73,6 +123,19 @@ def _take() -> _Worker:
             if w.alive():
                 return w
     return _Worker()
+
+
+def _after_fork_in_child() -> None:
+    """A forked child (the autotuner's build process) starts its own workers: the parent's
+    pipes are the parent's, and the lock may have been held by a thread the fork left
+    behind."""
+    global _lock
+    _lock = threading.Lock()
+    _idle.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 @atexit.register
@@ -104,7 +167,7 @@ def produce_cubin(source_path: str, abi_path: str, arch: str, staging_dir: str,
     try:
         reply = worker.ask(request)
     except BaseException:
-        worker.proc.kill()
+        worker.kill()
         raise
     with _lock:
         _idle.append(worker)
