@@ -20,7 +20,97 @@ from .dtypes import DTYPES
 
 ABI_VERSION = 1
 
-Dim = Union[int, str]  # a static extent, or the name of a symbol
+# A static extent, the name of a symbol, or an expression ``(op, Dim, Dim)`` over them, op
+# one of DIM_OPS (TileLang's ``T.Tensor((n * 4 + 1,), dtype)``); JSON holds it as a list.
+Dim = Union[int, str, tuple]
+DIM_OPS = {"add": "+", "sub": "-", "mul": "*", "floordiv": "//", "mod": "%"}
+
+
+def dim_symbols(d) -> list[str]:
+    """The symbol names in dim ``d``, in order of appearance, each once."""
+    if isinstance(d, str):
+        return [d]
+    if isinstance(d, (tuple, list)):
+        out = dim_symbols(d[1])
+        return out + [x for x in dim_symbols(d[2]) if x not in out]
+    return []
+
+
+def dim_text(d, outer: int = 0) -> str:
+    """``d`` as Python-style text for messages and comments: ``n * 4 + 1``."""
+    if isinstance(d, (tuple, list)):
+        tight = 1 if d[0] in ("add", "sub") else 2
+        text = f"{dim_text(d[1], tight)} {DIM_OPS[d[0]]} {dim_text(d[2], tight + 1)}"
+        return f"({text})" if tight < outer else text
+    return str(d)
+
+
+def eval_dim(d, symbols) -> int:
+    """The value of dim ``d`` once ``symbols`` (name -> int) are bound (floor division and
+    modulo, as Python and the launcher's ``tc_floordiv``/``tc_mod`` compute them)."""
+    if isinstance(d, (tuple, list)):
+        a, b = eval_dim(d[1], symbols), eval_dim(d[2], symbols)
+        op = d[0]
+        if op in ("floordiv", "mod") and b == 0:
+            raise ZeroDivisionError(f"dim {dim_text(d)} divides by zero")
+        return {"add": a + b, "sub": a - b, "mul": a * b,
+                "floordiv": a // b if b else 0, "mod": a % b if b else 0}[op]
+    return int(symbols[d]) if isinstance(d, str) else int(d)
+
+
+def affine_in(d, name: str):
+    """``(scale, offset)`` when dim ``d`` is ``scale * name + offset`` with ints (scale not
+    0) and names no other symbol, else None."""
+    if d == name:
+        return 1, 0
+    if not isinstance(d, (tuple, list)) or dim_symbols(d) != [name]:
+        return None
+
+    def lin(x):
+        if isinstance(x, int):
+            return 0, x
+        if x == name:
+            return 1, 0
+        if not isinstance(x, (tuple, list)):
+            return None
+        a, b = lin(x[1]), lin(x[2])
+        if a is None or b is None:
+            return None
+        if x[0] == "add":
+            return a[0] + b[0], a[1] + b[1]
+        if x[0] == "sub":
+            return a[0] - b[0], a[1] - b[1]
+        if x[0] == "mul" and (a[0] == 0 or b[0] == 0):
+            return a[0] * b[1] + b[0] * a[1], a[1] * b[1]
+        return None
+
+    r = lin(d)
+    return r if r is not None and r[0] != 0 else None
+
+
+def solve_symbol(value: int, scale: int, offset: int):
+    """The symbol ``n`` with ``scale * n + offset == value`` and ``n >= 0``, or None."""
+    q, r = divmod(value - offset, scale)
+    return q if r == 0 and q >= 0 else None
+
+
+def bind_dims(pairs) -> dict:
+    """Symbol values from ``(declared dim, actual extent)`` pairs in argument order, as
+    the launcher binds them: a plain symbol binds from its first dim; a symbol that
+    appears in no plain dim is solved from the first affine dim it alone appears in.
+    Unsolvable or inconsistent extents leave the symbol unbound (the launcher checks)."""
+    pairs = list(pairs)
+    symbols: dict = {}
+    for want, got in pairs:
+        if isinstance(want, str):
+            symbols.setdefault(want, int(got))
+    for want, got in pairs:
+        for name in dim_symbols(want):
+            if name not in symbols and (ab := affine_in(want, name)) is not None:
+                n = solve_symbol(int(got), *ab)
+                if n is not None:
+                    symbols[name] = n
+    return symbols
 
 
 @dataclass(frozen=True)
@@ -59,6 +149,11 @@ class ScalarArg:
 Arg = Union[TensorArg, ScalarArg]
 
 
+def _dim_from_json(x) -> Dim:
+    return tuple(_dim_from_json(y) if i else y for i, y in enumerate(x)) \
+        if isinstance(x, list) else x
+
+
 @dataclass(frozen=True)
 class SymbolSpec:
     """A symbolic extent or stride, bound from the first place it appears.
@@ -73,6 +168,11 @@ class SymbolSpec:
     field: str
     dim: int
     divisibility: int = 1
+    # the binding dim is ``scale * name + offset`` (TileLang's ``T.Tensor((n * 4 + 1,),
+    # ...)``): the launcher solves for the symbol, refusing an extent that no integer
+    # ``n >= 0`` gives
+    scale: int = 1
+    offset: int = 0
 
 
 TMA_MODES = ("tiled", "im2col")
@@ -261,7 +361,9 @@ class LaunchABI:
             "args": [arg_dict(a) for a in self.args],
             "symbols": [
                 {"name": s.name, "arg": s.arg, "field": s.field, "dim": s.dim,
-                 "divisibility": s.divisibility}
+                 "divisibility": s.divisibility,
+                 **({"scale": s.scale, "offset": s.offset}
+                    if (s.scale, s.offset) != (1, 0) else {})}
                 for s in self.symbols
             ],
             "kernels": [
@@ -292,8 +394,9 @@ class LaunchABI:
         def arg(a: dict) -> Arg:
             if a["kind"] == "tensor":
                 return TensorArg(
-                    a["name"], a["dtype"], tuple(a["shape"]),
-                    None if a["strides"] is None else tuple(a["strides"]), a["align"],
+                    a["name"], a["dtype"], tuple(_dim_from_json(x) for x in a["shape"]),
+                    None if a["strides"] is None else tuple(_dim_from_json(x) for x in a["strides"]),
+                    a["align"],
                     offsets_int32=a.get("offsets_int32", False),
                     workspace=a.get("workspace", False),
                 )

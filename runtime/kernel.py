@@ -18,7 +18,7 @@ import threading
 from pathlib import Path
 from typing import Optional, Sequence
 
-from .abi import LaunchABI, TensorArg
+from .abi import LaunchABI, TensorArg, bind_dims, dim_symbols, dim_text, eval_dim
 from .entry import check_private, import_source, verify_entry
 
 SOURCE_KINDS = {"cute": "kernel_cute.py", "host": "host.py", "launcher": "launcher.cpp",
@@ -222,24 +222,26 @@ class Kernel:
     def _allocate(self, inputs, which) -> list:
         import torch
 
-        symbols = {}
         device = None
+        pairs = []
         given = [a for i, a in enumerate(self.args) if i not in self.out_idx]
         for spec, value in zip(given, inputs):
             if isinstance(spec, TensorArg) and hasattr(value, "shape"):
                 device = device or value.device
-                for d, dim in enumerate(spec.shape):
-                    if isinstance(dim, str) and d < len(value.shape):
-                        symbols.setdefault(dim, value.shape[d])
+                pairs += zip(spec.shape, value.shape)
+        symbols = bind_dims(pairs)
         outs = []
         for i in which:
             spec = self.abi.args[i]
             try:
-                shape = [d if isinstance(d, int) else symbols[d] for d in spec.shape]
+                shape = [eval_dim(d, symbols) for d in spec.shape]
             except KeyError as e:
                 what = "workspace" if spec.workspace else "output"
+                solve = [dim_text(d) for d, _ in pairs if e.args[0] in dim_symbols(d)]
                 raise ValueError(f"{self.name}: {what} '{spec.name}' has symbolic dim {e} "
-                                 "that no input binds") from None
+                                 "that no input binds" + (
+                                     f" (no integer {e.args[0]} >= 0 gives the inputs' "
+                                     f"extents {', '.join(solve)})" if solve else "")) from None
             outs.append(torch.empty(shape, dtype=_torch_dtype(spec.dtype), device=device))
         return outs
 

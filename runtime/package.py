@@ -141,6 +141,47 @@ def dtype_name(dtype) -> str:
     return _TORCH_DTYPES.get(name, name)
 
 
+# ---- dims: an int, a symbol's name or [op, dim, dim] (tilecute.runtime.abi's rules, kept
+# here because a package carries no tilecute) ----------------------------------------------
+_DIM_OPS = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+            "floordiv": lambda a, b: a // b, "mod": lambda a, b: a % b}
+
+
+def _eval_dim(d, symbols: dict) -> int:
+    if isinstance(d, (list, tuple)):
+        return _DIM_OPS[d[0]](_eval_dim(d[1], symbols), _eval_dim(d[2], symbols))
+    return int(symbols[d]) if isinstance(d, str) else int(d)
+
+
+def _dim_names(d) -> list:
+    if isinstance(d, (list, tuple)):
+        return _dim_names(d[1]) + _dim_names(d[2])
+    return [d] if isinstance(d, str) else []
+
+
+def _bind_dims(pairs) -> dict:
+    """Symbols from (declared dim, extent) pairs: plain dims first, then a symbol alone in
+    an affine dim ``a * n + b`` is solved (from two evaluations of the dim)."""
+    pairs = list(pairs)
+    symbols = {}
+    for want, got in pairs:
+        if isinstance(want, str):
+            symbols.setdefault(want, int(got))
+    for want, got in pairs:
+        if isinstance(want, (list, tuple)):
+            free = set(_dim_names(want))
+            if len(free) == 1 and (n := free.pop()) not in symbols:
+                try:
+                    b = _eval_dim(want, {n: 0})
+                    a = _eval_dim(want, {n: 1}) - b
+                    q, r = divmod(int(got) - b, a) if a else (-1, 1)
+                    if r == 0 and q >= 0 and _eval_dim(want, {n: q}) == int(got):
+                        symbols[n] = q
+                except ZeroDivisionError:
+                    pass
+    return symbols
+
+
 def given_args(abi: dict, out_idx) -> list[dict]:
     """The ABI args the caller passes: neither ``out_idx`` outputs nor workspaces."""
     return [a for i, a in enumerate(abi["args"]) if i not in out_idx and not a.get("workspace")]
@@ -153,7 +194,7 @@ def accepts(abi: dict, out_idx, checks, args) -> bool:
     given = given_args(abi, out_idx)
     if len(args) not in (len(given), len(given) + 1):
         return False
-    symbols = {}
+    pairs = []
     for spec, value in zip(given, args):
         if spec["kind"] != "tensor":
             continue
@@ -162,12 +203,14 @@ def accepts(abi: dict, out_idx, checks, args) -> bool:
             return False
         if dtype_name(getattr(value, "dtype", "")) != spec["dtype"]:
             return False
-        for want, got in zip(spec["shape"], shape):
-            if isinstance(want, int):
-                if want != got:
-                    return False
-            elif symbols.setdefault(want, got) != got:
+        pairs += zip(spec["shape"], shape)
+    symbols = _bind_dims(pairs)
+    for want, got in pairs:
+        try:
+            if _eval_dim(want, symbols) != got:
                 return False
+        except (KeyError, ZeroDivisionError):
+            return False
     for position, axis, divisor in checks:
         if int(args[position].shape[axis]) % divisor:
             return False
@@ -179,18 +222,17 @@ def allocate(abi: dict, out_idx, which, inputs, kernel: str) -> list:
     symbols that ``inputs`` bind, on the first input tensor's device."""
     import torch
 
-    symbols, device = {}, None
+    device, pairs = None, []
     for spec, value in zip(given_args(abi, out_idx), inputs):
         if spec["kind"] == "tensor" and hasattr(value, "shape"):
             device = device or value.device
-            for d, dim in enumerate(spec["shape"]):
-                if isinstance(dim, str) and d < len(value.shape):
-                    symbols.setdefault(dim, value.shape[d])
+            pairs += zip(spec["shape"], value.shape)
+    symbols = _bind_dims(pairs)
     out = []
     for i in which:
         spec = abi["args"][i]
         try:
-            shape = [d if isinstance(d, int) else symbols[d] for d in spec["shape"]]
+            shape = [_eval_dim(d, symbols) for d in spec["shape"]]
         except KeyError as e:
             raise ValueError(f"{kernel}: '{spec['name']}' has symbolic dim {e} that no input "
                              "binds") from None

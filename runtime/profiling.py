@@ -332,7 +332,7 @@ class Profiler:
                     dynamic_symbolic_constraints: Optional[dict] = None) -> list:
         """A tensor for each parameter not in ``out_idx`` (each one with ``with_output``);
         ``dynamic_symbolic_constraints`` sizes symbolic dims (as ``shapes``)."""
-        from .abi import TensorArg
+        from .abi import TensorArg, dim_symbols, dim_text, eval_dim
 
         sizes = {**self.shapes, **dict(dynamic_symbolic_constraints or {})}
         out = []
@@ -343,14 +343,13 @@ class Profiler:
                                  "do_bench(input_tensors=...)")
             shape = []
             for d in arg.shape:
-                if isinstance(d, int):
-                    shape.append(d)
-                elif d in sizes:
-                    shape.append(int(sizes[d]))
-                else:
+                missing = [n for n in dim_symbols(d) if n not in sizes]
+                if missing:
                     raise ValueError(f"{self.kernel.name}: parameter '{arg.name}' has symbolic "
-                                     f"dim '{d}'; give its size: get_profiler(shapes={{'{d}': "
-                                     "...}) or do_bench(dynamic_symbolic_constraints=...)")
+                                     f"dim '{dim_text(d)}'; give the size of '{missing[0]}': "
+                                     f"get_profiler(shapes={{'{missing[0]}': ...}}) or "
+                                     "do_bench(dynamic_symbolic_constraints=...)")
+                shape.append(eval_dim(d, sizes))
             out.append(make_tensor(shape, arg.dtype, self.supply))
         return out
 

@@ -118,6 +118,10 @@ extern const TcLauncher tc_launcher;  // defined by launcher.cpp
                                                const char* where, const char* symbol, int64_t divisibility);
 [[noreturn]] TC_COLD void tc_fail_symbol(const TcLauncher& L, int64_t value, int64_t bound, const char* arg,
                                          const char* where, const char* symbol, const char* bound_at);
+[[noreturn]] TC_COLD void tc_fail_solve(const TcLauncher& L, int64_t value, const char* arg, const char* where,
+                                        const char* symbol, const char* text);
+[[noreturn]] TC_COLD void tc_fail_dim_expr(const TcLauncher& L, int64_t value, int64_t expected, const char* arg,
+                                           const char* where, const char* text);
 // a tensor that is not row-major contiguous; returns for one with no elements, which passes
 TC_COLD void tc_fail_contiguous_unless_empty(const TcLauncher& L, const DLTensor* t, const char* arg);
 [[noreturn]] TC_COLD void tc_fail_stride_int32(const TcLauncher& L, const DLTensor* t, const char* arg, int d);
@@ -377,6 +381,26 @@ inline int64_t tc_bind_symbol(int64_t value, const char* arg, const char* where,
     tc_fail_divisibility(tc_launcher, value, arg, where, symbol, divisibility);
   }
   return value;
+}
+
+// A symbol solved from a dim declared `scale * symbol + offset` (TileLang's T.Tensor((n * 4 + 1,), ...)):
+// the extent must fit int32 and be that for some integer symbol >= 0.
+inline int64_t tc_solve_symbol(int64_t value, const char* arg, const char* where, const char* symbol,
+                               const char* text, int64_t scale, int64_t offset, int64_t divisibility) {
+  if (TC_UNLIKELY(value < kTcInt32Min || value > kTcInt32Max)) tc_fail_int32(tc_launcher, value, arg, where, text);
+  const int64_t rest = value - offset;
+  if (TC_UNLIKELY(rest % scale != 0 || rest / scale < 0)) tc_fail_solve(tc_launcher, value, arg, where, symbol, text);
+  const int64_t solved = rest / scale;
+  if (TC_UNLIKELY(divisibility > 1 && solved % divisibility != 0)) {
+    tc_fail_divisibility(tc_launcher, solved, arg, where, symbol, divisibility);
+  }
+  return solved;
+}
+
+// A dim declared as an expression of symbols bound elsewhere; the kernel computes it in int32.
+inline void tc_check_dim_expr(int64_t value, int64_t expected, const char* arg, const char* where, const char* text) {
+  if (TC_UNLIKELY(value != expected)) tc_fail_dim_expr(tc_launcher, value, expected, arg, where, text);
+  if (TC_UNLIKELY(value < kTcInt32Min || value > kTcInt32Max)) tc_fail_int32(tc_launcher, value, arg, where, text);
 }
 
 inline void tc_check_symbol(int64_t value, int64_t bound, const char* arg, const char* where, const char* symbol,

@@ -204,6 +204,18 @@ void tc_fail_symbol(const TcLauncher& L, int64_t value, int64_t bound, const cha
                               " (from " + bound_at + "), got " + tc_str(value));
 }
 
+void tc_fail_solve(const TcLauncher& L, int64_t value, const char* arg, const char* where, const char* symbol,
+                   const char* text) {
+  tc_raise_value_error(L, tc_arg(L, arg) + "expected " + where + " == " + text + " for an integer " + symbol +
+                              " >= 0, got " + tc_str(value));
+}
+
+void tc_fail_dim_expr(const TcLauncher& L, int64_t value, int64_t expected, const char* arg, const char* where,
+                      const char* text) {
+  tc_raise_value_error(L, tc_arg(L, arg) + "expected " + where + " == " + text + " = " + tc_str(expected) +
+                              ", got " + tc_str(value));
+}
+
 void tc_fail_contiguous_unless_empty(const TcLauncher& L, const DLTensor* t, const char* arg) {
   for (int d = 0; d < t->ndim; ++d) {
     if (t->shape[d] == 0) return;  // no elements: contiguous whatever the strides

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..runtime.abi import LaunchABI, TensorArg
+from ..runtime.abi import LaunchABI, TensorArg, dim_text
 from .launcher import template_environment
 
 TEMPLATE = "host_module.py.j2"
@@ -13,8 +13,8 @@ def signature(abi: LaunchABI) -> str:
     parts = []
     for a in abi.args:
         if isinstance(a, TensorArg):
-            dims = ", ".join(str(d) for d in a.shape)
-            strides = "" if a.strides is None else f" strides=({', '.join(map(str, a.strides))})"
+            dims = ", ".join(dim_text(d) for d in a.shape)
+            strides = "" if a.strides is None else f" strides=({', '.join(map(dim_text, a.strides))})"
             parts.append(f"{a.name}: Tensor[{dims}] {a.dtype}{strides}")
         else:
             parts.append(f"{a.name}: {a.dtype}")

@@ -26,6 +26,7 @@ from typing import Any
 import jinja2
 
 from ..runtime.abi import (
+    DIM_OPS,
     TMA_INTERLEAVES,
     TMA_L2_PROMOTIONS,
     TMA_MODES,
@@ -37,6 +38,9 @@ from ..runtime.abi import (
     ScalarArg,
     TensorArg,
     TmaSpec,
+    affine_in,
+    dim_symbols,
+    dim_text,
 )
 from ..runtime.dtypes import DTYPES
 from ..target import MAX_THREADS, TMA_MAX_BOX, TMA_MAX_RANK
@@ -262,11 +266,15 @@ def _symbol_binding_sites(abi: LaunchABI) -> dict[str, tuple[int, str, int]]:
     the tensors' declared shapes and strides."""
     declared = {s.name: s for s in abi.symbols}
     for i, field, d, x in _dim_sites(abi):
-        if isinstance(x, str) and x not in declared:
-            raise _fail(
-                abi, f"argument {abi.args[i].name!r} {field}[{d}] names symbol {x!r}, "
-                "which the launch ABI does not declare"
-            )
+        for name in dim_symbols(x):
+            if not _IDENTIFIER.match(name) or name not in declared:
+                raise _fail(
+                    abi, f"argument {abi.args[i].name!r} {field}[{d}] names symbol {name!r}, "
+                    "which the launch ABI does not declare"
+                )
+        if isinstance(x, (tuple, list)) and not _is_dim_expr(x):
+            raise _fail(abi, f"argument {abi.args[i].name!r} {field}[{d}]: {x!r} is not a dim "
+                        f"expression ((op, dim, dim) with op one of {sorted(DIM_OPS)})")
         if isinstance(x, int) and field == "shape" and x < 0:
             raise _fail(abi, f"argument {abi.args[i].name!r} shape[{d}] is negative ({x})")
     sites = {}
@@ -280,7 +288,15 @@ def _symbol_binding_sites(abi: LaunchABI) -> dict[str, tuple[int, str, int]]:
             dims = a.strides or ()
         else:
             raise _fail(abi, f"symbol {s.name!r}: field must be 'shape' or 'stride', got {s.field!r}")
-        if not 0 <= s.dim < len(dims) or dims[s.dim] != s.name:
+        if s.scale == 0:
+            raise _fail(abi, f"symbol {s.name!r}: scale must not be 0")
+        if 0 <= s.dim < len(dims) and (s.scale, s.offset) != (1, 0) and \
+                affine_in(dims[s.dim], s.name) != (s.scale, s.offset):
+            raise _fail(
+                abi, f"symbol {s.name!r} is solved from argument {a.name!r} {s.field}[{s.dim}] "
+                f"as {s.scale} * {s.name} + {s.offset}, which is {dim_text(dims[s.dim])!r}"
+            )
+        if not 0 <= s.dim < len(dims) or ((s.scale, s.offset) == (1, 0) and dims[s.dim] != s.name):
             raise _fail(
                 abi, f"symbol {s.name!r} is bound by argument {a.name!r} {s.field}[{s.dim}], "
                 f"which is {dims[s.dim] if 0 <= s.dim < len(dims) else 'out of range'!r}"
@@ -289,6 +305,22 @@ def _symbol_binding_sites(abi: LaunchABI) -> dict[str, tuple[int, str, int]]:
             raise _fail(abi, f"symbol {s.name!r}: divisibility must be >= 1, got {s.divisibility}")
         sites[s.name] = (s.arg, s.field, s.dim)
     return sites
+
+
+def _is_dim_expr(x) -> bool:
+    if isinstance(x, (tuple, list)):
+        return len(x) == 3 and x[0] in DIM_OPS and _is_dim_expr(x[1]) and _is_dim_expr(x[2])
+    return isinstance(x, (int, str)) and not isinstance(x, bool)
+
+
+def dim_cpp(x) -> str:
+    """A dim expression as C++ over the launcher's ``sym_<name>`` locals (int64)."""
+    if isinstance(x, (tuple, list)):
+        a, b = dim_cpp(x[1]), dim_cpp(x[2])
+        if x[0] in ("floordiv", "mod"):
+            return f"tc_{x[0]}({a}, {b})"
+        return f"({a} {DIM_OPS[x[0]]} {b})"
+    return f"sym_{x}" if isinstance(x, str) else f"INT64_C({int(x)})"
 
 
 def _where(field: str, d: int) -> str:
@@ -311,6 +343,7 @@ def _tma_sources(abi: LaunchABI) -> dict[str, list[KernelParam]]:
 
 def _arg_contexts(abi: LaunchABI, binding: dict[str, tuple[int, str, int]]) -> list[dict]:
     divisibility = {s.name: s.divisibility for s in abi.symbols}
+    solved = {s.name: (s.scale, s.offset) for s in abi.symbols}
     tma_sources = _tma_sources(abi)
     # Occurrences of a symbol that come before its binding site in check order are
     # compared right after the binding.
@@ -324,6 +357,25 @@ def _arg_contexts(abi: LaunchABI, binding: dict[str, tuple[int, str, int]]) -> l
         if isinstance(x, int):
             op = "static_dim" if field == "shape" else "static_stride"
             checks.append({"op": op, "expected": x, "extent": f"t_{name}->shape[{d}]", **common})
+            continue
+        if isinstance(x, (tuple, list)):
+            binds = [n for n in dim_symbols(x) if binding[n] == (i, field, d)]
+            if binds:  # the symbol solved from this dim: `scale * n + offset`
+                n = binds[0]
+                checks.append({
+                    "op": "solve", "symbol": n, "var": f"sym_{n}", "text": dim_text(x),
+                    "scale": solved[n][0], "offset": solved[n][1],
+                    "divisibility": divisibility[n], "deferred": deferred.setdefault(n, []),
+                    **common,
+                })
+                continue
+            # an expression checked once its last symbol is bound
+            last = max(dim_symbols(x), key=lambda n: order[binding[n]])
+            compare = {"op": "expr", "expected": dim_cpp(x), "text": dim_text(x), **common}
+            if order[binding[last]] < order[(i, field, d)]:
+                checks.append(compare)
+            else:
+                deferred.setdefault(last, []).append(compare)
             continue
         site = binding[x]
         bound_at = f"argument '{abi.args[site[0]].name}' {_where(site[1], site[2])}"
@@ -350,8 +402,8 @@ def _arg_contexts(abi: LaunchABI, binding: dict[str, tuple[int, str, int]]) -> l
         if a.align < 1 or a.align & (a.align - 1):
             raise _fail(abi, f"argument {a.name!r}: align must be a power of two, got {a.align}")
         dtype = DTYPES[a.dtype]
-        dims = ", ".join(str(x) for x in a.shape)
-        layout = "contiguous" if a.strides is None else "strides (" + ", ".join(str(x) for x in a.strides) + ")"
+        dims = ", ".join(dim_text(x) for x in a.shape)
+        layout = "contiguous" if a.strides is None else "strides (" + ", ".join(dim_text(x) for x in a.strides) + ")"
         summary = f"tensor {a.dtype}[{dims}], {layout}"
         if a.align > 1:
             summary += f", data aligned to {a.align} bytes"
@@ -583,7 +635,7 @@ def _tma_context(abi: LaunchABI, k: KernelLaunch, p: KernelParam, var: str, wher
 
 def _tma_summary(k: KernelLaunch, p: KernelParam, arg: TensorArg, spec: TmaSpec) -> str:
     """One line for the generated code: which argument, mode, box, swizzle and the rest."""
-    dims = ", ".join(str(x) for x in arg.shape)
+    dims = ", ".join(dim_text(x) for x in arg.shape)
     parts = [f"kernel '{_comment_text(k.symbol)}' parameter '{_comment_text(p.name)}': "
              f"{arg.name} {arg.dtype}[{dims}]", spec.mode]
     if spec.mode == "im2col":

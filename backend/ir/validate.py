@@ -116,8 +116,22 @@ class _Validator:
         elif isinstance(v, bool) or not isinstance(v, (int, float)):
             self.fail(f"{where}a {e.dtype} constant holds {type(v).__name__} {v!r}")
 
-    def dim(self, d, what: str, vars_) -> None:
-        """A buffer dim or stride: a positive int32 constant or a declared symbol."""
+    def dim(self, d, what: str, vars_, expr: bool = False) -> None:
+        """A buffer dim or stride: a positive int32 constant or a declared symbol; with
+        ``expr`` (a parameter's dims) also an int32 expression of them (+, -, *, //, %)."""
+        if expr and isinstance(d, N.BinOp):
+            if d.op not in ("add", "sub", "mul", "floordiv", "mod") or d.dtype != "int32":
+                self.fail(f"{what}: a dim expression may use +, -, *, // and % on int32, "
+                          f"got {d.op} ({d.dtype})")
+            for x in (d.a, d.b):
+                if isinstance(x, N.Const):
+                    self.dtype(x.dtype, what)
+                    self.const(x, what)
+                    if x.dtype != "int32":
+                        self.fail(f"{what}: the constant {x.value!r} of a dim expression must be int32")
+                else:
+                    self.dim(x, what, vars_, expr=True)
+            return
         if isinstance(d, N.Var):
             if d.name not in vars_:
                 self.fail(f"{what}: symbol '{d.name}' is not declared in the function's symbols")
@@ -198,7 +212,7 @@ class _Validator:
                     self.fail(f"parameter '{p.name}': {len(p.strides)} strides for "
                               f"{len(p.shape)} dims")
                 for d in p.shape + (p.strides or ()):
-                    self.dim(d, f"parameter '{p.name}'", scope_vars)
+                    self.dim(d, f"parameter '{p.name}'", scope_vars, expr=True)
                 buffers[p.name] = p
                 self.name(f"{p.name}_ptr", "parameter pointer (generated)")
             else:

@@ -429,9 +429,12 @@ class _Parser:
                               f"T.StridedTensor(...) or a dtype, got {spec!r}")
 
     def dim(self, node, d, name) -> N.Expr:
+        if isinstance(d, (N.BinOp, N.Cast)):  # `T.Tensor((n * 4, m + 1), ...)`
+            e = self.dim_expr(node, d, name)
+            return self.dim(node, e.value, name) if isinstance(e, N.Const) else e
         if isinstance(d, bool) or not isinstance(d, (int, N.Var)):
-            raise self.error(node, f"'{name}': a dimension must be an int or T.dynamic(...), "
-                                   f"got {d!r}")
+            raise self.error(node, f"'{name}': a dimension must be an int, T.dynamic(...) or "
+                                   f"an integer expression of them (+, -, *, //, %), got {d!r}")
         if isinstance(d, int):
             if d <= 0:
                 raise self.error(node, f"'{name}': dimension {d} must be positive")
@@ -441,6 +444,36 @@ class _Parser:
         if d.dtype != "int32":
             raise self.error(node, f"'{name}': symbolic dimension {d.name} must be int32")
         return d
+
+    _DIM_OPS = ("add", "sub", "mul", "floordiv", "mod")
+
+    def dim_expr(self, node, d: N.Expr, name) -> N.Expr:
+        """A dimension written as an expression of symbols and ints (TileLang's
+        ``T.Tensor((n * 4,), dtype)``): the launch binds each symbol from a dim that is the
+        plain symbol or, failing one, solves it from the first affine dim ``a * n + b`` it
+        appears in; every other expression dim is checked at launch (launch_abi)."""
+        if isinstance(d, N.Cast) and N.is_int(d.dtype):
+            return self.dim_expr(node, d.value, name)
+        if isinstance(d, int) and not isinstance(d, bool):
+            return N.Const(d, "int32")
+        if isinstance(d, N.Const) and N.is_int(d.dtype) and not isinstance(d.value, bool):
+            return N.Const(int(d.value), "int32")
+        if isinstance(d, N.Var):
+            return self.dim(node, d, name)
+        if isinstance(d, N.BinOp) and d.op in self._DIM_OPS:
+            a, b = self.dim_expr(node, d.a, name), self.dim_expr(node, d.b, name)
+            if isinstance(a, N.Const) and isinstance(b, N.Const):
+                v = {"add": a.value + b.value, "sub": a.value - b.value,
+                     "mul": a.value * b.value,
+                     "floordiv": a.value // b.value if b.value else None,
+                     "mod": a.value % b.value if b.value else None}[d.op]
+                if v is None:
+                    raise self.error(node, f"'{name}': dimension divides by zero")
+                return N.Const(v, "int32")
+            return N.BinOp(d.op, a, b, "int32")
+        raise self.error(node, f"'{name}': a dimension expression may combine ints and "
+                               "T.dynamic(...) symbols with +, -, *, // and %, got "
+                               f"{_show(d)}")
 
     # ---- statements -------------------------------------------------------------------
     def block(self, stmts, top=False) -> tuple[N.Stmt, ...]:

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from ..ir import nodes as N
 from ..ir.visitor import walk_stmts
 from .analysis import may_pass_int32
-from ..runtime.abi import KernelLaunch, KernelParam, LaunchABI, ScalarArg, SymbolSpec, TensorArg
+from ..runtime.abi import (DIM_OPS, KernelLaunch, KernelParam, LaunchABI, ScalarArg, SymbolSpec,
+                           TensorArg, affine_in, dim_symbols, dim_text)
 from ..runtime.dtypes import DTYPES
 
 # scalar argument dtypes a kernel parameter can carry as is
@@ -51,7 +52,45 @@ class KernelPlan:
 
 
 def _dim(d: N.Expr):
-    return d.value if isinstance(d, N.Const) else d.name
+    """An IR dim as an ABI ``Dim``: an int, a symbol's name or ``(op, Dim, Dim)``."""
+    if isinstance(d, N.Const):
+        return int(d.value)
+    if isinstance(d, N.Var):
+        return d.name
+    if isinstance(d, N.BinOp) and d.op in DIM_OPS:
+        return (d.op, _dim(d.a), _dim(d.b))
+    raise LoweringError(f"dim {d} is not an int, a symbol or an expression of them")
+
+
+def _bind_symbols(func: N.PrimFunc, args) -> list[SymbolSpec]:
+    """Where each symbol is bound at launch, TileLang's way: walking the tensors' shapes
+    then strides in argument order, a symbol binds at its first dim that is the plain
+    symbol or, where no dim is, its first affine dim ``a * n + b`` (int ``a``, ``b``;
+    the launcher solves for ``n``); every other dim naming it is checked against it."""
+    multiple = {s.name: s.multiple for s in func.symbols}
+    sites = [(i, field, d, x) for i, a in enumerate(args) if isinstance(a, TensorArg)
+             for field, dims in (("shape", a.shape), ("stride", a.strides or ()))
+             for d, x in enumerate(dims)]
+    bound: dict[str, SymbolSpec] = {}
+    for i, field, d, x in sites:
+        if isinstance(x, str) and x not in bound:
+            bound[x] = SymbolSpec(x, i, field, d, multiple.get(x, 1))
+        elif isinstance(x, tuple):
+            free = [n for n in dim_symbols(x) if n not in bound]
+            if len(free) == 1 and (ab := affine_in(x, free[0])) is not None and \
+                    not any(isinstance(y, str) and y == free[0] for *_, y in sites):
+                bound[free[0]] = SymbolSpec(free[0], i, field, d, multiple.get(free[0], 1),
+                                            scale=ab[0], offset=ab[1])
+    missing = [s.name for s in func.symbols if s.name not in bound]
+    if missing:
+        where = [f"{args[i].name} {field}[{d}] = {dim_text(x)}" for i, field, d, x in sites
+                 if isinstance(x, tuple) and set(dim_symbols(x)) & set(missing)]
+        raise LoweringError(
+            f"prim_func '{func.name}': symbols {missing} appear in no tensor argument's "
+            "shape or strides as a plain dim or alone in an affine one (a * n + b)"
+            + (f" ({'; '.join(where)})" if where else "") + ", so no launch can bind them")
+    order = {s.name: i for i, s in enumerate(func.symbols)}
+    return sorted(bound.values(), key=lambda s: order[s.name])
 
 
 def grid_cpp(e: N.Expr, func: N.PrimFunc) -> str:
@@ -114,16 +153,9 @@ def tensor_alignment(func: N.PrimFunc) -> dict[str, int]:
 def build_abi(func: N.PrimFunc, arch: str) -> KernelPlan:
     """The launch ABI of lowered ``func`` and the plan the generators render from."""
     aligned = tensor_alignment(func)
-    symbols: list[SymbolSpec] = []
-    seen: set[str] = set()
     args = []
-    for i, p in enumerate(func.params):
+    for p in func.params:
         if isinstance(p, N.Buffer):
-            for field, dims in (("shape", p.shape), ("stride", p.strides or ())):
-                for d, x in enumerate(dims):
-                    if isinstance(x, N.Var) and x.name not in seen:
-                        seen.add(x.name)
-                        symbols.append(SymbolSpec(x.name, i, field, d, x.multiple))
             args.append(TensorArg(p.name, p.dtype, tuple(_dim(d) for d in p.shape),
                                   None if p.strides is None else tuple(_dim(d) for d in p.strides),
                                   aligned.get(p.name, 1),
@@ -136,12 +168,7 @@ def build_abi(func: N.PrimFunc, arch: str) -> KernelPlan:
                     f"scalar parameters may be {sorted(_SCALAR_PARAM_DTYPES)}"
                 )
             args.append(ScalarArg(p.name, p.dtype))
-    missing = [s.name for s in func.symbols if s.name not in seen]
-    if missing:
-        raise LoweringError(f"prim_func '{func.name}': symbols {missing} appear in no tensor "
-                            "argument's shape or strides, so no launch can bind them")
-    order = {s.name: i for i, s in enumerate(func.symbols)}
-    symbols.sort(key=lambda s: order[s.name])
+    symbols = _bind_symbols(func, args)
 
     params = tuple(
         [KernelParam(f"{p.name}_ptr", "pointer", p.dtype, p.name)
