@@ -50,7 +50,7 @@ class KernelEmitter:
         self.exprs = ExprPrinter(self.ranges, self.load, self.fail, self.out.use)
         self.bounds = Bounds(self.out, self.exprs, self.buffers, self.ranges)
         self.smem = SharedMemory(self.scope, self.out)
-        self.mma = MmaEmitter(self.out, self.buffers, self.layouts, self.smem)
+        self.mma = MmaEmitter(self.out, self.buffers, self.layouts, self.smem, self.exprs)
         self.nests = NestEmitter(self)
         self.one_thread = False  # inside `if tc_tid == <t>:`
         # the threads the statements being emitted map onto: the block's, or inside a T.ws

@@ -46,12 +46,15 @@ def shared_index(exprs: ExprPrinter, buf: N.Buffer, layout: N.Layout | None, ind
         cols = int(buf.shape[-1].value)
         if cols <= width:
             e = flat_index(exprs, buf, indices)
-        else:  # chunk c // width of the last dim, then the row, then c % width
-            rows = math.prod(int(d.value) for d in buf.shape[:-1])
-            lead = flat_index(exprs, N.Buffer(buf.name, buf.dtype, buf.shape[:-1]), indices[:-1])
+        else:  # the matrix, chunk c // width of the last dim, then the row, then c % width
+            rows = int(buf.shape[-2].value) if buf.ndim > 1 else 1
+            row = exprs.operand(indices[-2], PREC["add"]) if buf.ndim > 1 else "0"
             c = exprs.operand(indices[-1], PREC["shr"] + 1)
             e = (f"({c} >> {width.bit_length() - 1}) * {rows * width} + "
-                 f"({lead}) * {width} + ({c} & {width - 1})")
+                 f"({row}) * {width} + ({c} & {width - 1})")
+            if buf.ndim > 2:
+                matrix = flat_index(exprs, N.Buffer(buf.name, buf.dtype, buf.shape[:-2]), indices[:-2])
+                e = f"({matrix}) * {rows * cols} + {e}"
         return f"({e}) ^ ((({e}) >> 3) & {mask})"
     if layout is None or layout.kind != "swizzled":
         return flat_index(exprs, buf, indices)
@@ -137,17 +140,42 @@ class SharedMemory:
                                     f"{a.layout.threads})")
             out.line(depth, "cute.arch.sync_threads()")
 
-    def ptr(self, name: str, stage: str | None = None) -> str:
+    def ptr(self, name: str, stage: str | None = None, matrix: tuple[str, int] | None = None) -> str:
         """The Int8 shared-memory pointer to buffer ``name`` (stage ``stage`` of a staged
-        buffer; by default the stage the enclosing pipelined loop sees)."""
+        buffer; by default the stage the enclosing pipelined loop sees), or with ``matrix``
+        (``(index, bytes)``) to matrix ``index`` of its matrices of ``bytes`` bytes each."""
         slot = self.slots[name]
         if stage is None:
             stage = self.stage_of.get(name)
-        if name not in self.staged or stage is None:
-            return f"tc_smem + {slot.offset}"
+        terms, align = [str(slot.offset)], slot.align
+        if name in self.staged and stage is not None:
+            terms.append(f"({stage}) * {slot.stride}")
+        if matrix is not None:
+            index, size = matrix
+            if index.isdigit():  # a constant matrix: a constant offset
+                terms[0] = str(slot.offset + int(index) * size)
+            else:
+                terms.append(f"({index}) * {size}")
+                align = math.gcd(align, size)
+        if len(terms) == 1:
+            return f"tc_smem + {terms[0]}"
         # assume: keeps the pointer's alignment (vector and TMA accesses need it)
-        return (f"tc_smem + cute.assume({slot.offset} + ({stage}) * {slot.stride}, "
-                f"divby={slot.align})")
+        return f"tc_smem + cute.assume({' + '.join(terms)}, divby={align})"
+
+    def matrix_ptr(self, exprs: ExprPrinter, buf: N.Buffer, index, stage: str | None = None) -> str:
+        """The pointer to matrix ``buf[*index, :, :]`` of a shared buffer of more than 2
+        dims (the whole buffer for ``index == ()``): the matrices of the last two dims lie
+        one after another in every shared layout."""
+        if not index:
+            return self.ptr(buf.name, stage)
+        lead = N.Buffer(buf.name, buf.dtype, buf.shape[:-2])
+        size = math.prod(int(d.value) for d in buf.shape[-2:]) * DTYPES[buf.dtype].bytes
+        if all(isinstance(i, N.Const) for i in index):
+            at = str(sum(int(i.value) * int(st.value)
+                         for i, st in zip(index, row_major_strides(lead))))
+        else:
+            at = flat_index(exprs, lead, index)
+        return self.ptr(buf.name, stage, (at, size))
 
     def view(self, a: N.Allocate, stage: str | None = None) -> str:
         b = a.buffer

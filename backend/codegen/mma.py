@@ -7,17 +7,19 @@ accumulator (and A-operand) fragments in the MMA's register layout, the gemm cal
 from __future__ import annotations
 
 from ..ir import nodes as N
+from ..ir.printer import gemm_operand
 from ..transform.analysis import walk_stmts
 from ..transform.analysis import accesses
-from .expr import cute_type, mma_type
+from .expr import ExprPrinter, cute_type, mma_type
 from .memory import SharedMemory
 from .source import Writer, ident, quote
 
 
 class MmaEmitter:
     def __init__(self, out: Writer, buffers: dict[str, N.Buffer], layouts: dict[str, N.Layout],
-                 smem: SharedMemory):
+                 smem: SharedMemory, exprs: ExprPrinter):
         self.out, self.buffers, self.layouts, self.smem = out, buffers, layouts, smem
+        self.exprs = exprs  # (a matrix operand's leading indices)
         self.coords: dict[str, str] = {}  # mma fragment -> its (i, j) tensor
         self.rows: dict[str, str] = {}  # mma_rows fragment -> the row index of each register
         self.tiled: dict[int, str] = {}  # id(T.gemm) -> its tiled MMA
@@ -35,16 +37,19 @@ class MmaEmitter:
             if not isinstance(s, N.Gemm):
                 continue
             self.out.use("mma")
+            if s.family == "simt":
+                continue  # scalar multiply-adds: no tiled MMA
             layout = allocs[s.c].layout
             a, b = allocs[s.a].buffer, allocs[s.b].buffer
             name = f"tc_mma{len(self.tiled)}"
             self.tiled[id(s)] = name
             n = int(allocs[s.c].buffer.shape[1].value)
             self.out.line(depth, f"{name} = tcm.tiled_mma({quote(layout.mma)}, {mma_type(a.dtype)}, "
-                                 f"{mma_type(b.dtype)}, cutlass.Float32, {s.transpose_a}, "
+                                 f"{mma_type(b.dtype)}, {cute_type(allocs[s.c].buffer.dtype)}, "
+                                 f"{s.transpose_a}, "
                                  f"{not s.transpose_b}, {tuple(layout.warps)}, {n}"
                                  f"{', a_regs=True' if a.scope == 'fragment' else ''})",
-                          f"T.gemm({s.a}, {s.b}, {s.c})")
+                          f"T.gemm({gemm_operand(s.a, s.a_index)}, {gemm_operand(s.b, s.b_index)}, {s.c})")
             if layout.mma == "wgmma":
                 self.proxy_fence |= bool({s.a, s.b} & written)
 
@@ -84,14 +89,15 @@ class MmaEmitter:
         self.drain(depth, {s.src, s.dst})
         self.out.use("rows")
         what = f"T.reduce_{s.kind}({s.src}, {s.dst}, dim=1)"
+        kind = s.kind + "_nan" if s.nan_propagate else s.kind  # TileLang's nan_propagate
         if not s.scratch:
-            self.out.line(depth, f"tcrow.reduce_rows({ident(s.src)}, {ident(s.dst)}, {quote(s.kind)}, "
+            self.out.line(depth, f"tcrow.reduce_rows({ident(s.src)}, {ident(s.dst)}, {quote(kind)}, "
                                  f"clear={s.clear})", what)
             return
         layout = self.layouts[s.src]
         m = int(self.buffers[s.src].shape[0].value)
         self.out.line(depth, f"tcrow.reduce_rows_across({ident(s.src)}, {ident(s.dst)}, "
-                             f"{self.rows[s.dst]}, {quote(s.kind)}, {s.clear}, {ident(s.scratch)}, "
+                             f"{self.rows[s.dst]}, {quote(kind)}, {s.clear}, {ident(s.scratch)}, "
                              f"{quote(layout.mma)}, {tuple(layout.warps)}, {m}, tc_tid, {threads})",
                       what + f": rows split over {layout.warps[1]} warp(group)s along N meet in "
                              f"'{s.scratch}'")
@@ -99,32 +105,71 @@ class MmaEmitter:
     def gemm(self, s: N.Gemm, depth: int, stage: str | None = None) -> None:
         """``stage``: the stage of the staged shared operands (default: the enclosing
         pipelined loop's)."""
+        if s.family == "simt":
+            self.simt(s, depth, stage)
+            return
         a, b = self.buffers[s.a], self.buffers[s.b]
         layout = self.layouts[s.c]
         mma = self.tiled[id(s)]
 
-        def view(buf, mn_major):
-            rows, cols = (int(d.value) for d in buf.shape)
-            return (f"tcm.operand({self.smem.ptr(buf.name, stage)}, {mma_type(buf.dtype)}, {rows}, {cols}, "
+        def view(buf, index, mn_major):
+            rows, cols = (int(d.value) for d in buf.shape[-2:])
+            ptr = self.smem.matrix_ptr(self.exprs, buf, index, stage)
+            return (f"tcm.operand({ptr}, {mma_type(buf.dtype)}, {rows}, {cols}, "
                     f"{self.layouts[buf.name].swizzle}, {mn_major}, {quote(layout.mma)})")
         a_mn, b_mn = s.transpose_a, not s.transpose_b
         acc = "" if not s.clear_accum else ", accumulate=False"
         if a.scope == "fragment":  # A is this thread's registers (wgmma's RS form, mma.sync)
             a_view, acc = ident(s.a), acc + ", a_regs=True"
         else:
-            a_view = view(a, a_mn)
-        self.out.comment(depth, f"T.gemm({s.a}, {s.b}, {s.c}): {s.c} += {s.a}{'^T' if s.transpose_a else ''} "
-                                f"@ {s.b}{'^T' if s.transpose_b else ''}")
+            a_view = view(a, s.a_index, a_mn)
+        a_text, b_text = gemm_operand(s.a, s.a_index), gemm_operand(s.b, s.b_index)
+        self.out.comment(depth, f"T.gemm({a_text}, {b_text}, {s.c}): {s.c} += {a_text}"
+                                f"{'^T' if s.transpose_a else ''} @ {b_text}{'^T' if s.transpose_b else ''}")
         c = ident(s.c)
         if layout.mma == "wgmma":
             if s.wg_wait:
                 acc += f", wait={s.wg_wait}"
-            self.out.line(depth, f"tcm.gemm({mma}, {self.tid}, {c}, {a_view}, {view(b, b_mn)}{acc})")
+            self.out.line(depth, f"tcm.gemm({mma}, {self.tid}, {c}, {a_view}, {view(b, s.b_index, b_mn)}{acc})")
             a_frag = s.a if a.scope == "fragment" else None
             self.retire(self.in_flight + [(s.c, a_frag)], s.wg_wait, depth, done=s.c)
         else:
             self.out.line(depth, f"tcm.gemm_warp({mma}, {self.tid}, {c}, {a_view}, "
-                                 f"{view(b, b_mn)}, {a_mn}, {b_mn}{acc})")
+                                 f"{view(b, s.b_index, b_mn)}, {a_mn}, {b_mn}{acc})")
+
+    def simt(self, s: N.Gemm, depth: int, stage: str | None) -> None:
+        """A T.gemm no tensor-core MMA serves (the gemm pass's ``simt`` family): each
+        thread multiply-adds its own elements of C, in C's dtype, from the (MN, K) views of
+        the shared operands; C's layout (blocked, replicated, or an MMA's) says which."""
+        a, b, c = self.buffers[s.a], self.buffers[s.b], self.buffers[s.c]
+
+        def view(buf, index, mn_major):
+            rows, cols = (int(d.value) for d in buf.shape[-2:])
+            ptr = self.smem.matrix_ptr(self.exprs, buf, index, stage)
+            layout = self.layouts[buf.name]
+            if layout.kind == "tma_swizzled":
+                return (f"tcm.operand({ptr}, {cute_type(buf.dtype)}, {rows}, {cols}, "
+                        f"{layout.swizzle}, {mn_major}, 'mma')")
+            return f"tcm.simt_operand({ptr}, {cute_type(buf.dtype)}, {rows}, {cols}, {mn_major})"
+        a_text, b_text = gemm_operand(s.a, s.a_index), gemm_operand(s.b, s.b_index)
+        m, n = (int(d.value) for d in c.shape)
+        k = int(a.shape[-2 if s.transpose_a else -1].value)
+        layout = self.layouts.get(s.c) or N.Layout("replicated")
+        self.out.comment(depth, f"T.gemm({a_text}, {b_text}, {s.c}): {s.c} += {a_text}"
+                                f"{'^T' if s.transpose_a else ''} @ {b_text}"
+                                f"{'^T' if s.transpose_b else ''} on CUDA cores (SIMT: no "
+                                f"tensor-core MMA for {a.dtype} x {b.dtype} -> {c.dtype} here), "
+                                f"{c.dtype} multiply-adds over C's {layout.kind} layout")
+        args = (f"{ident(s.c)}, {view(a, s.a_index, s.transpose_a)}, "
+                f"{view(b, s.b_index, not s.transpose_b)}, {m}, {n}, {k}")
+        acc = "" if not s.clear_accum else ", accumulate=False"
+        if layout.kind == "mma":  # it shares T.Parallel loops with a tensor-core accumulator
+            self.out.line(depth, f"tcm.gemm_simt_at({args}, {self.coords[s.c]}{acc})")
+        elif layout.kind == "blocked":
+            self.out.line(depth, f"tcm.gemm_simt({args}, {layout.threads}, {layout.vector}, "
+                                 f"{_region_tid(layout)}{acc})")
+        else:  # replicated: every thread holds (and computes) all of C, row-major
+            self.out.line(depth, f"tcm.gemm_simt({args}, 1, {n}, 0{acc})")
 
     def retire(self, batches: list, pending: int, depth: int, done: str | None = None) -> None:
         """After a wait that leaves the last ``pending`` of ``batches`` in flight: pin the

@@ -476,11 +476,13 @@ class Layout:
       ``row_major``;
       ``swizzled``: row-major over the last two dims ``(r, c)``, with column ``c`` stored at
       ``c ^ (r % swizzle)`` (a power of two), so column walks hit distinct banks;
-      ``tma_swizzled``: the last dim cut into ``swizzle``-byte column chunks (32, 64 or
-      128), stored chunk after chunk, each chunk row-major over the other dims; with
-      TMA's pattern on byte offsets (``b ^ ((b >> 3) & mask)``, ``mask`` 0x10/0x30/0x70):
-      what TMA copies with that swizzle write, one box per chunk, and the layout
-      tensor-core MMAs read operands from;
+      ``tma_swizzled``: per matrix of the last two dims ``(r, c)`` (a buffer with more
+      dims holds its matrices one after another, row-major over the leading dims, as a
+      T.gemm on ``A_s[s, :, :]`` reads them), the last dim cut into ``swizzle``-byte
+      column chunks (32, 64 or 128), stored chunk after chunk, each chunk row-major over
+      the rows; with TMA's pattern on byte offsets (``b ^ ((b >> 3) & mask)``, ``mask``
+      0x10/0x30/0x70): what TMA copies with that swizzle write, one box per chunk (and
+      matrix), and the layout tensor-core MMAs read operands from;
       ``mbarrier``: an array of mbarriers (dtype uint64), each expecting ``threads``
       arrivals per phase (``T.alloc_barrier(n, arrive_count=threads)``).
     """
@@ -600,6 +602,14 @@ class Gemm(Stmt):
     # the stage of its multi-buffered shared operands, where it is not the one the
     # enclosing pipelined loop's body sees (set by the MMA-overlap pass)
     stage: Optional[Expr] = None
+    # a shared operand that is one matrix of a buffer with more than 2 dims (TileLang's
+    # ``T.gemm(A_s[s, :, :], ...)``): the indices of its leading dims (scalars, possibly
+    # run-time), the matrix ``A_s[*a_index, :, :]``; () for a whole 2-D operand
+    a_index: tuple[Expr, ...] = ()
+    b_index: tuple[Expr, ...] = ()
+    # the instructions it runs on, chosen by the gemm pass: "wgmma", "mma" (mma.sync) or
+    # "simt" (scalar multiply-adds on CUDA cores, where no tensor-core MMA serves)
+    family: str = ""
 
 
 GEMM_POLICIES = ("Square", "FullRow", "FullCol")
@@ -617,6 +627,10 @@ class Reduce(Stmt):
     dim: int
     clear: bool = True
     scratch: str = ""  # shared buffer for the cross-warp step; set by the layout pass
+    # TileLang's nan_propagate: max/min/absmax of float16/bfloat16 combine NaN-propagating
+    # (a NaN element makes its row's result NaN, CUDA __hmax_nan); set by the parser only
+    # for those kinds and dtypes (TileLang ignores it elsewhere)
+    nan_propagate: bool = False
     loc: Optional[Loc] = _loc()
 
 

@@ -87,6 +87,13 @@ def _region(r: N.Region) -> str:
     return f"{r.buffer}[{', '.join(parts)}]"
 
 
+def gemm_operand(name: str, index: tuple) -> str:
+    """A T.gemm operand as the program writes it: ``A_s``, or one matrix ``A_s[s, :, :]``."""
+    if not index:
+        return name
+    return f"{name}[{', '.join(expr_str(i) for i in index)}, :, :]"
+
+
 def _loop_range(s: N.For) -> str:
     fn = {"serial": "T.serial", "unrolled": "T.unroll", "parallel": "T.Parallel",
           "pipelined": "T.Pipelined"}[s.kind]
@@ -196,7 +203,9 @@ def _stmt(s: N.Stmt, indent: int, out: list[str]) -> None:
         wait = f", wg_wait={s.wg_wait}" if s.wg_wait else ""
         policy = f", policy=T.GemmWarpPolicy.{s.policy}" if s.policy != "Square" else ""
         stage = f", stage={expr_str(s.stage)}" if s.stage is not None else ""
-        out.append(f"{pad}T.gemm({s.a}, {s.b}, {s.c}, transpose_A={s.transpose_a}, "
+        stage += f", family={s.family!r}" if s.family else ""
+        out.append(f"{pad}T.gemm({gemm_operand(s.a, s.a_index)}, {gemm_operand(s.b, s.b_index)}, "
+                   f"{s.c}, transpose_A={s.transpose_a}, "
                    f"transpose_B={s.transpose_b}, clear_accum={s.clear_accum}{policy}{wait}{stage})")
     elif isinstance(s, N.NamedBarrier):
         fn = "named_barrier_arrive" if s.arrive else "named_barrier_sync"
@@ -215,7 +224,8 @@ def _stmt(s: N.Stmt, indent: int, out: list[str]) -> None:
         out.append(f"{pad}T.device_assert({expr_str(s.cond)}, {s.msg!r}, no_stack_info=True)")
     elif isinstance(s, N.Reduce):
         scratch = f", scratch={s.scratch}" if s.scratch else ""
-        out.append(f"{pad}T.reduce_{s.kind}({s.src}, {s.dst}, dim={s.dim}, clear={s.clear}{scratch})")
+        nan = ", nan_propagate=True" if s.nan_propagate else ""
+        out.append(f"{pad}T.reduce_{s.kind}({s.src}, {s.dst}, dim={s.dim}, clear={s.clear}{nan}{scratch})")
     elif isinstance(s, N.Scan):
         fn = {"sum": "cumsum", "max": "cummax"}[s.kind]
         out.append(f"{pad}T.{fn}({s.src}, {s.dst}, dim={s.dim}, reverse={s.reverse})")

@@ -469,6 +469,18 @@ class _Validator:
                 self.fail(f"T.gemm accumulates into a fragment; '{s.c}' is {bufs[s.c].scope}")
             if s.stage is not None:
                 self.expr(s.stage, vars_, bufs)
+            for name, index, what in ((s.a, s.a_index, "A"), (s.b, s.b_index, "B")):
+                if not index:
+                    continue
+                buf = bufs[name]
+                if buf.scope != "shared" or buf.ndim != len(index) + 2:
+                    self.fail(f"T.gemm's {what} is matrix {len(index)} leading index(es) into "
+                              f"'{name}', which must be a shared buffer of {len(index) + 2} dims "
+                              f"(it is {buf.scope} with {buf.ndim})")
+                for i in index:
+                    self.expr(i, vars_, bufs)
+                    if not N.is_int(i.dtype):
+                        self.fail(f"T.gemm's {what} indexes '{name}' with {i.dtype}, not an integer")
         elif isinstance(s, N.NamedBarrier):
             self.expr(s.barrier_id, vars_, bufs)
             if s.threads <= 0 or s.threads % 32:

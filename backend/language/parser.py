@@ -1614,30 +1614,7 @@ class _Parser:
         return [N.Clear(self.buffer_of(node).name, loc=self.loc(s))]
 
     def stmt_gemm(self, a: _Args, s) -> list[N.Stmt]:
-        operands = {}
-        for x in ("A", "B", "C"):
-            node = a.node(x)
-            ref = (self.expr(node.value) if not isinstance(node.value, ast.Name)
-                   else self.lookup(node.value.id, node.value)) \
-                if isinstance(node, ast.Subscript) else None
-            if not isinstance(ref, _BufferRef):
-                continue
-            idx = self.indices(node)
-            whole = len(idx) == ref.buffer.ndim and all(
-                isinstance(i, slice) and (i.start is None or _const_value(i.start) == 0)
-                and (i.stop is None or i.stop == d
-                     or (_const_value(d) is not None and _const_value(i.stop) == _const_value(d)))
-                for i, d in zip(idx, ref.buffer.shape))
-            if whole:  # A_s[:, :], A_s[0:M, 0:K]: the buffer itself
-                operands[x] = ref.buffer.name
-            else:
-                # TileLang takes a region whose leading dims are one element (a stage of a
-                # (stages, M, K) shared buffer) as the 2-D operand; tilecute does not yet
-                raise a.fail(x, f"{x}={ast.unparse(node)} is a region of a buffer; tilecute's "
-                                "T.gemm takes whole 2-D buffers (a stage of a multi-stage "
-                                "shared buffer is not supported: allocate 2-D tiles and let "
-                                "T.Pipelined(num_stages=) multi-buffer them)")
-        A, B, C = (operands.get(x) or self.buffer_of(a.node(x)).name for x in ("A", "B", "C"))
+        (A, a_index), (B, b_index), (C, _) = (self.gemm_operand(a, x) for x in ("A", "B", "C"))
         policy = a.value("policy")
         if policy not in tuple(GemmWarpPolicy) or isinstance(policy, bool):
             raise a.fail("policy", f"policy={_show(policy)}: expected a T.GemmWarpPolicy "
@@ -1653,7 +1630,58 @@ class _Parser:
                                     "flight")
         return [N.Gemm(A, B, C, a.static_bool("transpose_A"), a.static_bool("transpose_B"),
                        a.static_bool("clear_accum"), wait, loc=self.loc(s),
-                       policy=GemmWarpPolicy(policy).name)]
+                       policy=GemmWarpPolicy(policy).name, a_index=a_index, b_index=b_index)]
+
+    def gemm_operand(self, a: _Args, x: str) -> tuple[str, tuple[N.Expr, ...]]:
+        """T.gemm's operand ``x`` as ``(buffer, leading indices)``: a whole buffer
+        (``A_s``, ``A_s[:, :]``, ``A_s[0:M, 0:K]``), or for A and B one matrix of a shared
+        buffer of more dims (TileLang's ``A_s[s, :, :]``: scalar leading indices, the last
+        two dims whole; also through a region alias ``A_t = A_s[s, :, :]``)."""
+        node = a.node(x)
+        ref = None
+        if isinstance(node, ast.Subscript):
+            ref = self.expr(node.value) if not isinstance(node.value, ast.Name) \
+                else self.lookup(node.value.id, node.value)
+        elif isinstance(node, ast.Name):
+            ref = self.lookup(node.id, node)
+        if isinstance(ref, _RegionRef):  # an alias of a region: its starts and extents
+            r, buf = ref.region, self.buffer_named(ref.region.buffer)
+            dims = [(st, None if r.extents is None else ext)
+                    for st, ext in zip(r.starts, r.extents or r.starts)]
+            idx = [st if ext is not None and _const_value(ext) == 1 and i < buf.ndim - 2
+                   else slice(st, None if ext is None else N.binop("add", st, ext))
+                   for i, (st, ext) in enumerate(dims)]
+            text = f"{ast.unparse(node)} (= {ref.line})"
+        elif isinstance(ref, _BufferRef) and isinstance(node, ast.Subscript):
+            buf, idx, text = ref.buffer, self.indices(node), ast.unparse(node)
+        else:
+            return self.buffer_of(node).name, ()
+
+        def full(i, d) -> bool:
+            return isinstance(i, slice) and (i.start is None or _const_value(i.start) == 0) \
+                and (i.stop is None or i.stop == d
+                     or (_const_value(d) is not None and _const_value(i.stop) == _const_value(d)))
+        if len(idx) == buf.ndim and all(full(i, d) for i, d in zip(idx, buf.shape)):
+            return buf.name, ()  # A_s[:, :], A_s[0:M, 0:K]: the buffer itself
+        if x == "C":
+            raise a.fail(x, f"C={text} is a region of '{buf.name}'; T.gemm accumulates into a "
+                            "whole 2-D fragment")
+        if buf.scope != "shared":
+            raise a.fail(x, f"{x}={text} is a region of {buf.scope} buffer '{buf.name}'; T.gemm "
+                            "takes one matrix of a shared buffer (A_s[s, :, :]) or a whole buffer")
+        lead, last = idx[:-2], idx[-2:]
+        if len(idx) != buf.ndim or buf.ndim < 3:
+            raise a.fail(x, f"{x}={text} is a region of '{buf.name}' ({buf.ndim} dims); T.gemm "
+                            "takes a whole 2-D buffer or one matrix A_s[i, ..., :, :] of a shared "
+                            "buffer of more dims, indexed in every dim")
+        if any(isinstance(i, slice) for i in lead):
+            raise a.fail(x, f"{x}={text}: T.gemm takes one matrix of '{buf.name}'; its leading "
+                            f"dims ({buf.ndim - 2}) take single indices, not ranges")
+        if not all(full(i, d) for i, d in zip(last, buf.shape[-2:])):
+            raise a.fail(x, f"{x}={text}: T.gemm reads a whole matrix; the last two dims of "
+                            f"'{buf.name}' must be whole (':' or 0:extent), a part of a "
+                            "matrix is not supported")
+        return buf.name, tuple(lead)
 
     def stmt_reduce(self, a: _Args, s) -> list[N.Stmt]:
         kind = a.value("reduce_type")

@@ -31,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..ir import nodes as N
+from ..ir.printer import gemm_operand
 from ..ir.visitor import BODY_FIELDS, StmtMutator
 from ..runtime.dtypes import DTYPES
 from ..target import (MMA_INSTR_K, MMA_TYPES, TMA_SWIZZLES, WARP, WARPGROUP, WGMMA_TYPES,
@@ -88,7 +89,8 @@ class _Kernel:
 
     def fail(self, s, msg: str):
         where = f"{s.loc}: " if getattr(s, "loc", None) else ""
-        raise GemmError(f"{where}prim_func '{self.func.name}': T.gemm({s.a}, {s.b}, {s.c}): {msg}")
+        raise GemmError(f"{where}prim_func '{self.func.name}': T.gemm({gemm_operand(s.a, s.a_index)}, "
+                        f"{gemm_operand(s.b, s.b_index)}, {s.c}): {msg}")
 
     def collect(self, body, region: N.WarpGroups | None = None) -> list:
         """The T.gemm statements of ``body`` with the ``T.ws`` region each runs in (None:
@@ -124,15 +126,19 @@ class _Kernel:
                 self.fail(s, f"{what} ('{buf.name}') is a {buf.scope} buffer; T.gemm reads B from "
                              "shared memory (T.alloc_shared) and A from shared memory or, with "
                              "wgmma, a fragment (T.alloc_fragment)")
-            if buf.ndim != 2:
-                self.fail(s, f"{what} ('{buf.name}') has {buf.ndim} dims, not 2")
+            index = s.a_index if what == "A" else s.b_index
+            if buf.ndim != 2 + len(index):
+                self.fail(s, f"{what} ('{buf.name}') has {buf.ndim} dims; T.gemm takes a 2-D "
+                             f"buffer or one matrix {what}_s[i, ..., :, :] of a shared buffer of "
+                             "more dims")
             if buf.name not in self.allocs:
                 self.fail(s, f"{what} ('{buf.name}') must be allocated in this T.Kernel block")
         if c.scope != "fragment" or c.ndim != 2:
             self.fail(s, f"C ('{c.name}') must be a 2-D fragment (T.alloc_fragment)")
         if c.dtype != "float32":
             self.fail(s, f"C ('{c.name}') is {c.dtype}; T.gemm accumulates in float32")
-        dims = lambda buf: tuple(int(d.value) for d in buf.shape)  # noqa: E731
+        # (of a matrix operand A_s[s, :, :], the matrix's)
+        dims = lambda buf: tuple(int(d.value) for d in buf.shape[-2:])  # noqa: E731
         (m, k) = dims(a)[::-1] if s.transpose_a else dims(a)
         (k2, n) = dims(b)[::-1] if s.transpose_b else dims(b)
         if k != k2 or dims(c) != (m, n):

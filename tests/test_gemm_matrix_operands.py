@@ -1,0 +1,232 @@
+"""T.gemm on one matrix of a shared buffer of more dims (TileLang's ``A_s[s, :, :]``):
+the frontend keeps the leading indices on the Gemm (``a_index`` / ``b_index``), the
+matrices of a buffer lie one after another in every shared layout (the TMA swizzle's
+chunks per matrix), copies into ``A_s[s, :, :]`` and element accesses ``A_s[s, i, j]``
+keep working, and the cubins build; the refusals name what is not supported."""
+
+import pytest
+
+import tilecute
+import tilecute.language as T
+from tilecute.codegen.cute import emit_cute
+from tilecute.ir import nodes as N
+from tilecute.ir.serialize import from_json, to_json
+from tilecute.ir.visitor import walk_stmts
+from tilecute.language.parser import FrontendError
+from tilecute.transform.pipeline import lower
+
+
+# ---- programs (TileLang's idioms) ------------------------------------------------------------
+def batched_gemm(batch, M, N, K, bm=64, bn=64, bk=32, trans_A=False, trans_B=False,
+                 threads=128, stages=2, dtype="float16"):
+    """C[b] = op(A[b]) @ op(B[b]): the batch from the grid; each operand's 3-D shared tile
+    holds two batches' matrices, and block bz uses matrix bz % 2."""
+    A_shape = (batch, K, M) if trans_A else (batch, M, K)
+    B_shape = (batch, N, K) if trans_B else (batch, K, N)
+    A_tile = (2, bk, bm) if trans_A else (2, bm, bk)
+    B_tile = (2, bn, bk) if trans_B else (2, bk, bn)
+
+    @T.prim_func
+    def bgemm(A: T.Tensor(A_shape, dtype), B: T.Tensor(B_shape, dtype),
+              C: T.Tensor((batch, M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), batch, threads=threads) as (bx, by, bz):
+            A_s = T.alloc_shared(A_tile, dtype)
+            B_s = T.alloc_shared(B_tile, dtype)
+            acc = T.alloc_fragment((bm, bn), "float32")
+            T.clear(acc)
+            for k in T.Pipelined(T.ceildiv(K, bk), num_stages=stages):
+                if trans_A:
+                    T.copy(A[bz, k * bk, by * bm], A_s[bz % 2, :, :])
+                else:
+                    T.copy(A[bz, by * bm, k * bk], A_s[bz % 2, :, :])
+                if trans_B:
+                    T.copy(B[bz, bx * bn, k * bk], B_s[bz % 2, :, :])
+                else:
+                    T.copy(B[bz, k * bk, bx * bn], B_s[bz % 2, :, :])
+                T.gemm(A_s[bz % 2, :, :], B_s[bz % 2, :, :], acc, trans_A, trans_B)
+            T.copy(acc, C[bz, by * bm, bx * bn])
+
+    return bgemm
+
+
+def double_buffered_gemm(M, N, K, bm=64, bn=64, bk=32, trans_A=False, trans_B=False,
+                         threads=128, dtype="float16", scale_a=False):
+    """A GEMM multi-buffered by hand: step k fills A_s[k % 2] / B_s[k % 2] and multiplies
+    them; ``scale_a`` doubles the A tile in shared memory first (element accesses
+    A_s[k % 2, i, j] under the operand's swizzle)."""
+    A_shape = (K, M) if trans_A else (M, K)
+    B_shape = (N, K) if trans_B else (K, N)
+    A_tile = (bk, bm) if trans_A else (bm, bk)
+    B_tile = (bn, bk) if trans_B else (bk, bn)
+    A_stages, B_stages = (2,) + A_tile, (2,) + B_tile
+
+    @T.prim_func
+    def dbgemm(A: T.Tensor(A_shape, dtype), B: T.Tensor(B_shape, dtype),
+               C: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=threads) as (bx, by):
+            A_s = T.alloc_shared(A_stages, dtype)
+            B_s = T.alloc_shared(B_stages, dtype)
+            acc = T.alloc_fragment((bm, bn), "float32")
+            T.clear(acc)
+            for k in T.serial(T.ceildiv(K, bk)):
+                if trans_A:
+                    T.copy(A[k * bk, by * bm], A_s[k % 2, :, :])
+                else:
+                    T.copy(A[by * bm, k * bk], A_s[k % 2, :, :])
+                if trans_B:
+                    T.copy(B[bx * bn, k * bk], B_s[k % 2, :, :])
+                else:
+                    T.copy(B[k * bk, bx * bn], B_s[k % 2, :, :])
+                if scale_a:
+                    for i, j in T.Parallel(A_tile[0], A_tile[1]):
+                        A_s[k % 2, i, j] = A_s[k % 2, i, j] * T.cast(2, dtype)
+                T.gemm(A_s[k % 2, :, :], B_s[k % 2, :, :], acc, trans_A, trans_B)
+            T.copy(acc, C[by * bm, bx * bn])
+
+    return dbgemm
+
+
+def _gemms(func):
+    return [s for k in func.kernels for s in walk_stmts(k.body) if isinstance(s, N.Gemm)]
+
+
+def _layouts(plan):
+    return {s.buffer.name: s.layout for k in plan.func.kernels for s in walk_stmts(k.body)
+            if isinstance(s, N.Allocate)}
+
+
+# ---- the frontend and the IR -------------------------------------------------------------------
+def test_gemm_keeps_the_leading_indices():
+    f = double_buffered_gemm(256, 256, 256)
+    (g,) = _gemms(f)
+    assert (g.a, g.b) == ("A_s", "B_s")
+    assert g.a_index == g.b_index == (N.binop("mod", N.Var("k"), 2),)
+    assert "T.gemm(A_s[k % 2, :, :], B_s[k % 2, :, :], acc" in f.script()
+    assert from_json(to_json(f)) == f
+
+
+def test_region_alias_of_a_matrix_is_that_matrix():
+    @T.prim_func
+    def alias(A: T.Tensor((64, 32), "float16"), B: T.Tensor((32, 64), "float16"),
+              C: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            A_s = T.alloc_shared((3, 64, 32), "float16")
+            B_s = T.alloc_shared((32, 64), "float16")
+            acc = T.alloc_fragment((64, 64), "float32")
+            T.copy(A, A_s[bx + 1, :, :])
+            T.copy(B, B_s)
+            A_t = A_s[bx + 1, :, :]
+            T.gemm(A_t, B_s, acc, clear_accum=True)
+            T.copy(acc, C)
+
+    (g,) = _gemms(alias)
+    assert g.a == "A_s" and g.a_index == (N.binop("add", N.Var("bx"), 1),) and g.b_index == ()
+
+
+@pytest.mark.parametrize("operand,why", [
+    ("A_s[0, 0:32, :]", "the last two dims of 'A_s' must be whole"),
+    ("A_s[0:1, :, :]", "its leading dims (1) take single indices"),
+    ("A_s[0, :]", "indexed in every dim"),
+])
+def test_part_of_a_matrix_is_refused_by_name(operand, why):
+    src = f'''
+@T.prim_func
+def part(A: T.Tensor((64, 32), "float16"), B: T.Tensor((32, 64), "float16"),
+         C: T.Tensor((64, 64), "float32")):
+    with T.Kernel(1, threads=128) as bx:
+        A_s = T.alloc_shared((2, 64, 32), "float16")
+        B_s = T.alloc_shared((32, 64), "float16")
+        acc = T.alloc_fragment((64, 64), "float32")
+        T.gemm({operand}, B_s, acc)
+'''
+    with pytest.raises(FrontendError, match="A=") as e:
+        T.from_script(src)
+    assert why in str(e.value) and ":9" in str(e.value)
+
+
+def test_region_of_c_is_refused():
+    src = '''
+@T.prim_func
+def part(A: T.Tensor((64, 32), "float16"), B: T.Tensor((32, 64), "float16")):
+    with T.Kernel(1, threads=128) as bx:
+        A_s = T.alloc_shared((64, 32), "float16")
+        B_s = T.alloc_shared((32, 64), "float16")
+        acc = T.alloc_fragment((2, 64, 64), "float32")
+        T.gemm(A_s, B_s, acc[0, :, :])
+'''
+    with pytest.raises(FrontendError, match="C=acc\\[0, :, :\\] is a region of 'acc'"):
+        T.from_script(src)
+
+
+# ---- the passes and the code ---------------------------------------------------------------------
+def test_matrices_of_a_swizzled_operand_lie_one_after_another():
+    plan = lower(double_buffered_gemm(256, 256, 256, bk=128, scale_a=True), "sm_90a")
+    layouts = _layouts(plan)
+    # A's (64, 128) float16 matrices: 256-byte rows in two 128-byte chunks, per matrix
+    assert layouts["A_s"] == N.Layout("tma_swizzled", swizzle=128)
+    source = emit_cute(plan)
+    # the operand is the buffer's pointer plus the matrix's bytes (64 * 128 * 2)
+    assert "tcm.operand(tc_smem + cute.assume(0 + (k % 2) * 16384, divby=1024)" in source
+    # element A_s[k % 2, i, j]: the matrix, then chunk j // 64 of 64 rows, the row, j % 64
+    assert "(k % 2) * 8192 + (j >> 6) * 4096 + (i) * 64 + (j & 63)" in source
+
+
+@pytest.mark.parametrize("arch", ["sm_90a", "sm_80"])
+@pytest.mark.parametrize("trans_A,trans_B", [(False, False), (False, True), (True, False),
+                                             (True, True)])
+def test_double_buffered_cubins(tmp_path, arch, trans_A, trans_B):
+    built = tilecute.build_cubin(double_buffered_gemm(256, 256, 256, trans_A=trans_A,
+                                                      trans_B=trans_B), arch, out_dir=str(tmp_path))
+    assert built.kernel_names
+
+
+@pytest.mark.parametrize("arch", ["sm_90a", "sm_80"])
+@pytest.mark.parametrize("trans_A,trans_B", [(False, False), (True, True)])
+def test_batched_cubins(tmp_path, arch, trans_A, trans_B):
+    built = tilecute.build_cubin(batched_gemm(3, 128, 128, 128, trans_A=trans_A,
+                                              trans_B=trans_B), arch, out_dir=str(tmp_path))
+    assert built.kernel_names
+
+
+def test_element_accesses_cubin(tmp_path):
+    built = tilecute.build_cubin(double_buffered_gemm(256, 256, 256, bk=128, scale_a=True),
+                                 "sm_90a", out_dir=str(tmp_path))
+    assert built.kernel_names
+
+
+# ---- on a GPU ---------------------------------------------------------------------------------------
+def _op(x, trans):
+    return x.transpose(-1, -2) if trans else x
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("trans_A,trans_B", [(False, False), (False, True), (True, False),
+                                             (True, True)])
+def test_batched_matches_torch(trans_A, trans_B):
+    import torch
+
+    batch, M, N_, K = 3, 128, 192, 256
+    kernel = tilecute.compile(batched_gemm(batch, M, N_, K, trans_A=trans_A, trans_B=trans_B),
+                              out_idx=[-1])
+    a = torch.randn((batch, K, M) if trans_A else (batch, M, K), dtype=torch.float16, device="cuda")
+    b = torch.randn((batch, N_, K) if trans_B else (batch, K, N_), dtype=torch.float16, device="cuda")
+    c = kernel(a, b)
+    torch.testing.assert_close(c, _op(a, trans_A).float() @ _op(b, trans_B).float(),
+                               atol=1e-2, rtol=1e-2)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("trans_A,trans_B,bk,scale_a", [
+    (False, False, 32, False), (False, True, 32, False), (True, False, 32, False),
+    (True, True, 32, False), (False, False, 128, True), (False, True, 128, True)])
+def test_double_buffered_matches_torch(trans_A, trans_B, bk, scale_a):
+    import torch
+
+    M, N_, K = 256, 128, 512
+    kernel = tilecute.compile(double_buffered_gemm(M, N_, K, bk=bk, trans_A=trans_A,
+                                                   trans_B=trans_B, scale_a=scale_a), out_idx=[-1])
+    a = torch.randn((K, M) if trans_A else (M, K), dtype=torch.float16, device="cuda")
+    b = torch.randn((N_, K) if trans_B else (K, N_), dtype=torch.float16, device="cuda")
+    c = kernel(a, b)
+    want = (_op(a, trans_A).float() * (2 if scale_a else 1)) @ _op(b, trans_B).float()
+    torch.testing.assert_close(c, want, atol=2e-2, rtol=1e-2)
