@@ -283,7 +283,9 @@ PASS_CONFIGS = {
     K.TL_ENABLE_REDUCER_PLAN_VERBOSE: _Keeps((False,), "tilecute has no reducer plans to log"),
     K.TL_LAYOUT_COST_MODEL: _Keeps((None,), "tilecute's layout pass has no cost models to "
                                    "choose from"),
-    K.TL_REDUCER_FORCE_BASELINE: _Keeps((False,), "tilecute has no reducer plans to force"),
+    K.TL_REDUCER_FORCE_BASELINE: _Keeps((False, True), "tilecute's reducers always take "
+                                        "TileLang's baseline plan: every thread's copy "
+                                        "combined by an all-reduce over the whole block"),
     K.TL_DISABLE_SAFE_MEMORY_ACCESS: _Keeps((False,), "tilecute has no switch to drop its "
                                             "bounds guards"),
     K.TL_ENABLE_ASYNC_COPY: _Keeps((True,), "tilecute has no switch that keeps T.copy off "

@@ -64,3 +64,31 @@ def test_short_rows_on_gpu(rows, cols, threads, kind, clear):
         ref = ref + 1.0 if kind == "sum" else torch.maximum(ref, torch.ones_like(ref))
     torch.testing.assert_close(s, ref, atol=1e-2, rtol=1e-3)
     torch.testing.assert_close(y, x.float() - ref[:, None], atol=1e-2, rtol=1e-3)
+
+
+@pytest.mark.parametrize("rows,cols,threads", [(2, 64, 128), (2, 128, 256), (4, 64, 256)])
+def test_rows_of_whole_warps_reduce_across_the_group(rows, cols, threads, tmp_path):
+    # a row of `cols` float32 elements held by cols // 1 consecutive threads, more than a
+    # warp (TileLang's dim-0 reduction of a (64, 2) fragment on 128 threads): each warp
+    # shuffles, then the group's warps meet in shared, then the rows are shared out
+    func = _row_stats(rows, cols, threads, dtype="float32")
+    source = emit_cute(lower(func, "sm_90a"))
+    assert "tcr.block_allreduce(" in source and f", {threads // 32}, {cols // 32})" in source
+    assert "tcr.grouped_rows(" in source
+    assert tilecute.build_cubin(func, "sm_90a", out_dir=str(tmp_path)).kernel_names
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("rows,cols,threads,kind", [(2, 64, 128, "sum"), (2, 128, 256, "max"),
+                                                    (4, 64, 256, "sum")])
+def test_rows_of_whole_warps_on_gpu(rows, cols, threads, kind):
+    import torch
+
+    kernel = tilecute.compile(_row_stats(rows, cols, threads, kind, True, "float32"))
+    x = torch.randn(rows, cols, device="cuda")
+    y = torch.empty(rows, cols, device="cuda")
+    s = torch.empty(rows, device="cuda")
+    kernel(x, y, s)
+    ref = x.sum(dim=1) if kind == "sum" else x.max(dim=1).values
+    torch.testing.assert_close(s, ref, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(y, x - ref[:, None], atol=1e-4, rtol=1e-4)

@@ -254,7 +254,12 @@ def test_reducer_accumulates_distributed_and_finalizes(tmp_path):
     ('replication="all"', "", "replication=None is not supported"),
     ('replication="all"', 'op="bitand", replication="all"', "op='bitand' is not supported"),
     ("T.finalize_reducer(r)", "T.finalize_reducer(r, B)", "dst=`B` is not supported"),
-    ("T.finalize_reducer(r)", "T.finalize_reducer(r, batch=2)", "batch=2 is not supported"),
+    # TileLang's checks of batch (a hint: any valid batch gives the same code)
+    ("T.finalize_reducer(r)", "T.finalize_reducer(r, batch=0)", "batch must be >= 1, got 0"),
+    ("T.finalize_reducer(r)", "T.finalize_reducer(r, batch=32)",
+     "batch (32) exceeds total output elements (16)"),
+    ("T.finalize_reducer(r)", "T.finalize_reducer(r, batch=3)",
+     "batch (3) must evenly divide total output elements (16)"),
     ("T.finalize_reducer(r)", "T.finalize_reducer(A)", "'A' is not a T.alloc_reducer buffer"),
 ])
 def test_reducer_errors(old, new, message):

@@ -310,7 +310,8 @@ class KernelEmitter:
         row = int(src.shape[-1].value)
         rows = math.prod(int(d.value) for d in src.shape[:-1])
         per_row = row // threads  # registers of a row in each thread
-        op = quote({"abssum": "sum", "absmax": "max"}.get(s.kind, s.kind))
+        op = {"abssum": "sum", "absmax": "max"}.get(s.kind, s.kind)
+        op = quote(op + "_nan" if s.nan_propagate else op)  # TileLang's nan_propagate
         src_, dst_ = ident(s.src), ident(s.dst)
         take = (lambda x: f"cute.math.absf({x})") if s.kind.startswith("abs") and N.is_float(src.dtype) \
             else (lambda x: f"abs({x})") if s.kind.startswith("abs") else (lambda x: x)
@@ -353,8 +354,10 @@ class KernelEmitter:
         """Rows shorter than threads x ``v``: under the blocked layout each row is the ``v``
         registers of ``row // v`` consecutive threads (a lane group), and each round of
         ``threads x v`` elements holds ``threads x v // row`` rows.  Each thread combines its
-        ``v`` registers of a round, the lane group all-reduces (shuffles), the group's first
-        lane writes the row's result to shared, and every thread reads all rows back."""
+        ``v`` registers of a round, the lane group all-reduces (shuffles; a group of whole
+        warps: each warp, then the group's warps through shared, ``tcr.block_allreduce``),
+        the group's first lane writes the row's result to shared, and every thread reads
+        all rows back."""
         out = self.out
         src = self.buffers[s.src]
         row = int(src.shape[-1].value)
@@ -369,9 +372,12 @@ class KernelEmitter:
         if v > 1:
             out.line(depth + 1, f"for {q} in cutlass.range_constexpr(1, {v}):")
             out.line(depth + 2, f"{acc} = tcr.combine({acc}, {take(f'{src_}[{c} * {v} + {q}]')}, {op})")
-        out.line(depth + 1, f"{red}[{c}] = tcr.warp_allreduce({acc}, {op}, {group})")
-        out.line(depth, f"{all_rows} = cute.make_rmem_tensor(({rows},), {cute_type(src.dtype)})")
+        out.line(depth + 1, f"{red}[{c}] = tcr.warp_allreduce({acc}, {op}, {min(group, 32)})")
         named = self.scope.num_threads if self.scope.producer_threads else 0
+        if group > 32:  # a row spans group // 32 warps
+            out.line(depth, f"tcr.block_allreduce({red}, {op}, {ident(s.scratch)}, {threads // 32}, "
+                            f"{group // 32}{f', {named}' if named else ''})")
+        out.line(depth, f"{all_rows} = cute.make_rmem_tensor(({rows},), {cute_type(src.dtype)})")
         out.line(depth, f"tcr.grouped_rows({red}, {all_rows}, {ident(s.scratch)}, {per_round}, "
                         f"{group}, tc_tid, {named})")
         self.store_reduced(s, all_rows, rows, op, depth, c)

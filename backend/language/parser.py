@@ -23,6 +23,7 @@ import inspect
 import linecache
 import math
 import textwrap
+import types
 from typing import Any, Optional
 
 from ..ir import nodes as N
@@ -499,6 +500,17 @@ class _Parser:
                 return []
             raise self.error(s, "only `with T.Kernel(...)` blocks (and parse-time constants) "
                                 "may stand at the top level of a prim_func body")
+        # statements a T.ldg*/T.lds* access in this statement's expressions needs first
+        # (`pending`); only where they run once, before the statement
+        outer = self.pending
+        self.pending = [] if isinstance(s, (ast.Assign, ast.AugAssign, ast.Expr, ast.If)) else None
+        try:
+            out = self.inner_stmt(s)
+            return self.pending + out if self.pending else out
+        finally:
+            self.pending = outer
+
+    def inner_stmt(self, s) -> list[N.Stmt]:
         if isinstance(s, ast.For):
             return self.for_stmt(s)
         if isinstance(s, ast.If):
@@ -1124,8 +1136,8 @@ class _Parser:
         if not _is_ir(v):
             if isinstance(v, (int, float, bool)):
                 v = N.as_expr(v)
-            elif isinstance(v, (str, tuple)):
-                self.bind(target.id, v)  # a parse-time value (dtype name, shape tuple)
+            elif isinstance(v, (str, tuple, dict)):
+                self.bind(target.id, v)  # a parse-time value (dtype name, shape, kwargs dict)
                 return []
             elif isinstance(v, _BufferRef):
                 self.bind(target.id, v)  # another name for a buffer
@@ -1480,6 +1492,9 @@ class _Parser:
         if form is None or form.kind != "stmt":
             if form is not None:
                 raise self.error(s, f"T.{form.__name__} is not a statement here")
+            helper = self.python_helper_of(call.func)
+            if helper is not None:
+                return self.inline_function(helper, f"helper {helper.__name__!r}", call, s)
             f = call.func
             if isinstance(f, ast.Attribute):
                 try:
@@ -1519,29 +1534,55 @@ class _Parser:
             value = getattr(value, attr, None)
         return value if isinstance(value, Macro) else None
 
+    def python_helper_of(self, node):
+        """A plain Python function (not a ``T.*`` form or a ``T.macro``) that a statement
+        calls, e.g. a test's ``_emit(T, src, dst)`` whose body calls ``T.reduce_sum``, or
+        None.  TileLang runs such a call as Python while the kernel is built, so the ``T.*``
+        statements it makes land where it is called; tilecute inlines its body as it
+        inlines a ``T.macro`` (:meth:`inline_function`)."""
+        if not isinstance(node, (ast.Name, ast.Attribute)):
+            return None
+        try:
+            fn = self.eval_python(node)
+        except FrontendError:
+            return None
+        if not isinstance(fn, types.FunctionType) or \
+                (fn.__module__ or "").split(".")[0] in ("tilecute", "backend", "runtime"):
+            return None
+        return fn
+
     def inline_macro(self, macro: "Macro", call: ast.Call, s) -> list[N.Stmt]:
-        """The macro's body, parsed here with its parameters bound to the call's arguments
-        and its other names resolved in its own module and closure."""
-        fn = macro.fn
+        return self.inline_function(macro.fn, f"T.macro {macro.__name__!r}", call, s)
+
+    def inline_function(self, fn, what: str, call: ast.Call, s) -> list[N.Stmt]:
+        """The function's body (a ``T.macro``'s, or a plain Python helper's), parsed here
+        with its parameters bound to the call's arguments and its other names resolved in
+        its own module and closure."""
         try:
             lines, first = inspect.getsourcelines(fn)
         except (OSError, TypeError) as e:
-            raise self.error(s, f"T.macro {macro.__name__!r}: cannot read its source ({e})")
+            raise self.error(s, f"{what}: cannot read its source ({e})")
         tree = ast.parse(textwrap.dedent("".join(lines)))
         fdef = tree.body[0]
         for node in ast.walk(fdef):
             if isinstance(node, ast.Return) and node.value is not None:
-                raise self.error(s, f"T.macro {macro.__name__!r} returns a value; tilecute "
-                                    "inlines macros as statements (assign through a buffer)")
-        if any(isinstance(a, ast.Starred) for a in call.args) or \
-                any(k.arg is None for k in call.keywords):
-            raise self.error(s, f"T.macro {macro.__name__!r}: *args and **kwargs are not supported")
-        values = [self.macro_arg(a) for a in call.args]
-        kwvalues = {k.arg: self.macro_arg(k.value) for k in call.keywords}
+                raise self.error(s, f"{what} returns a value; tilecute inlines it as "
+                                    "statements (assign through a buffer)")
+        values, kwvalues = [], {}
+        for a in call.args:
+            if isinstance(a, ast.Starred):
+                values.extend(self.eval_python(a.value))
+            else:
+                values.append(self.macro_arg(a))
+        for k in call.keywords:
+            if k.arg is None:
+                kwvalues.update(self.eval_python(k.value))
+            else:
+                kwvalues[k.arg] = self.macro_arg(k.value)
         try:
             bound = inspect.signature(fn).bind(*values, **kwvalues)
         except TypeError as e:
-            raise self.error(s, f"T.macro {macro.__name__!r}: {e}") from None
+            raise self.error(s, f"{what}: {e}") from None
         bound.apply_defaults()
         saved = (self.scopes, self.control, self.env, self.filename, self.line_offset,
                  self.source_lines)
@@ -1705,15 +1746,41 @@ class _Parser:
                                 f"{src.ndim} dims")
         if dim < 0:  # counts from the last axis, as in TileLang
             dim += src.ndim
-        a.refuse_unless("batch", (1,), "tilecute reduces one output element per step")
+        self.batch_hint(a)
+        nan = False
         if "nan_propagate" in a.sig.parameters:
-            a.refuse_unless("nan_propagate", (False,), "tilecute's max/min do not propagate NaN")
+            # TileLang: NaN-propagating max/min (__hmax_nan) for float16/bfloat16 only; the
+            # other dtypes keep their max/min (TileLang's Max: NaN-quiet on floats)
+            nan = a.static_bool("nan_propagate") and kind in ("max", "min", "absmax") and \
+                dst.dtype in ("float16", "bfloat16")
         a.no_annotations()
         scratch = ""
         if "scratch" in a.sig.parameters and a.value("scratch") is not None:
             scratch = self.buffer_of(a.node("scratch")).name
         return N.Reduce(kind, src.name, dst.name, dim, a.static_bool("clear"),
-                        scratch, loc=self.loc(s))
+                        scratch, nan_propagate=nan, loc=self.loc(s))
+
+    def batch_hint(self, a: _Args, total: int | None = None) -> None:
+        """TileLang's ``batch=`` of ``T.reduce_*`` / ``T.finalize_reducer``: how many
+        output elements one block-wide all-reduce step covers (one barrier pair per
+        ``batch`` elements).  A performance hint: tilecute's cross-warp step already
+        exchanges every element of the reduction through one barrier pair, so any valid
+        ``batch`` gives the same code and results.  Validated as TileLang does: an int
+        >= 1; with ``total`` (the per-thread element count, known at parse time for a
+        replicated reducer) at most ``total`` and dividing it."""
+        if not a.given("batch"):
+            return
+        b = a.value("batch")
+        if isinstance(b, bool) or not isinstance(b, int):
+            raise a.fail("batch", f"batch={_show(b)}: batch is an int >= 1")
+        if b < 1:
+            raise a.fail("batch", f"batch must be >= 1, got {b}")
+        if total is not None and b > 1:
+            if b > total:
+                raise a.fail("batch", f"batch ({b}) exceeds total output elements ({total})")
+            if total % b:
+                raise a.fail("batch", f"batch ({b}) must evenly divide total output elements "
+                                      f"({total})")
 
     def stmt_atomic_max(self, a: _Args, s) -> list[N.Stmt]:
         return self.stmt_atomic_add(a, s, "max")
@@ -2102,7 +2169,7 @@ class _Parser:
             raise a.fail("dst", f"dst=`{ast.unparse(a.node('dst'))}` is not supported: tilecute "
                                 "finalizes TileLang's replicated reducer in place (not the "
                                 "reducer-epoch form)")
-        a.refuse_unless("batch", (1,), "tilecute combines the whole reducer in one step")
+        self.batch_hint(a, math.prod(int(d.value) for d in buf.shape))
         a.no_annotations()
         scratch = ""
         if a.value("scratch") is not None:

@@ -518,8 +518,9 @@ class _Kernel:
                     if row % (self.threads * v) and not self.grouped_rows(r, row, v):
                         self.fail(r, f"T.reduce_{r.kind}: rows of '{r.src}' have {row} elements, "
                                      f"neither a multiple of the block's {self.threads} threads "
-                                     f"nor a power-of-two number (<= 32) of {v}-element pieces "
-                                     "that whole rows of the block's threads cover")
+                                     f"nor a power-of-two number (<= 32) or a multiple of 32 of "
+                                     f"{v}-element pieces that whole rows of the block's "
+                                     "threads cover")
             for m in members:
                 vector[m] = v
         return nest_mode, vector
@@ -543,15 +544,18 @@ class _Kernel:
                 self.make_replicated(v if x == b else b, self.why[x])
 
     def grouped_rows(self, r: N.Reduce, row: int, v: int) -> bool:
-        """Whether rows shorter than the block's threads x ``v`` reduce within lane groups:
+        """Whether rows shorter than the block's threads x ``v`` reduce within thread groups:
         under the blocked layout each row is then ``row // v`` consecutive threads' ``v``
-        registers (a power of two, at most a warp), and the fragment is whole rounds of
-        ``threads x v`` elements (tilecute.runtime.cute.reduce: ``grouped_allreduce``)."""
+        registers (a power of two up to a warp: a lane group; or whole warps, e.g. rows of
+        64 in a block of 128 threads), and the fragment is whole rounds of ``threads x v``
+        elements (tilecute.runtime.cute.reduce: ``grouped_rows``, after ``block_allreduce``
+        across the warps of a group)."""
         total = math.prod(int(d.value) for d in self.buffers[r.src].shape)
         per = self.threads * v
         groups = row // v
-        return (row % v == 0 and per % row == 0 and total % per == 0 and 1 <= groups <= WARP
-                and groups & (groups - 1) == 0)
+        if row % v or per % row or total % per or groups < 1:
+            return False
+        return groups % WARP == 0 if groups > WARP else groups & (groups - 1) == 0
 
     def check_row_reduce(self, r: N.Reduce, layout: N.Layout) -> None:
         src = self.buffers[r.src]

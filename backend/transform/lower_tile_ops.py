@@ -229,7 +229,8 @@ class _Lowerer(StmtMutator):
             value = N.Load(res.name, self.indices(N.Region(res.name, tuple(
                 N.Const(0, "int32") for _ in out_shape), out_shape), shape, vs), res.dtype)
             if not s.clear:
-                value = reduce_update(s.kind, N.Load(dst.name, target, dst.dtype), value)
+                value = reduce_update(s.kind, N.Load(dst.name, target, dst.dtype), value,
+                                      nan=s.nan_propagate)
             return (N.Store(dst.name, target, value, loc=s.loc),)
         stmts.append(self.nest(s, shape or (N.Const(1, "int32"),), update))
         return stmts
@@ -253,7 +254,8 @@ class _Lowerer(StmtMutator):
             body += (N.Store(dst.name, target, reduce_identity(s.kind, dst.dtype), loc=s.loc),)
         value = N.cast(N.Load(src.name, idx, src.dtype), dst.dtype)
         fold = N.Store(dst.name, target, reduce_update(
-            s.kind, N.Load(dst.name, target, dst.dtype), value, absolute=True), loc=s.loc)
+            s.kind, N.Load(dst.name, target, dst.dtype), value, absolute=True,
+            nan=s.nan_propagate), loc=s.loc)
         body += (N.For(p, N.Const(0, "int32"), src.shape[s.dim], "unrolled", (fold,), loc=s.loc),)
         for v, extent in reversed(list(zip(out_vars, dst.shape))):
             body = (N.For(v, N.Const(0, "int32"), extent, "unrolled", body, loc=s.loc),)
@@ -333,15 +335,22 @@ def reduce_identity(kind: str, dtype: str) -> N.Const:
     return N.Const(hi if kind == "min" else (-1 if signed else hi), dtype)  # min, bitand
 
 
-def reduce_update(kind: str, acc: N.Expr, value: N.Expr, absolute: bool = False) -> N.Expr:
+def reduce_update(kind: str, acc: N.Expr, value: N.Expr, absolute: bool = False,
+                  nan: bool = False) -> N.Expr:
     """``acc`` combined with ``value`` by reduction ``kind`` (TileLang's update of the
     destination: ``dst + r``, ``max(dst, r)`` ...); with ``absolute`` the abs kinds take
-    ``|value|`` (folding source elements rather than a reduced result)."""
+    ``|value|`` (folding source elements rather than a reduced result).  ``nan``
+    (TileLang's ``nan_propagate``): a NaN on either side is the result (``__hmax_nan``),
+    ``value != value ? value : acc != acc ? acc : max(acc, value)``."""
     if absolute and kind in ("abssum", "absmax") and DTYPES[value.dtype].kind != "uint":
         value = N.Call("abs", (value,), value.dtype)
     op = {"sum": "add", "abssum": "add", "max": "max", "absmax": "max", "min": "min",
           "bitand": "bitand", "bitor": "bitor", "bitxor": "bitxor"}[kind]
-    return N.BinOp(op, acc, value, acc.dtype)
+    out = N.BinOp(op, acc, value, acc.dtype)
+    if nan and op in ("max", "min") and N.is_float(acc.dtype):
+        out = N.Select(N.cmp("ne", acc, acc), acc, out, acc.dtype)
+        out = N.Select(N.cmp("ne", value, value), N.cast(value, acc.dtype), out, acc.dtype)
+    return out
 
 
 def _zero(e) -> bool:

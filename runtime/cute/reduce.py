@@ -1,8 +1,9 @@
 """Reductions for generated kernels: an element-wise combine, a warp shuffle all-reduce
 and a block-level all-reduce through shared memory.
 
-``op`` is always a compile-time Python string: ``"sum"``, ``"max"``, ``"min"``, or on
-integers ``"bitand"``, ``"bitor"``, ``"bitxor"``.
+``op`` is always a compile-time Python string: ``"sum"``, ``"max"``, ``"min"``, on
+integers ``"bitand"``, ``"bitor"``, ``"bitxor"``, or ``"max_nan"`` / ``"min_nan"``: max /
+min where a NaN operand is the result (TileLang's ``nan_propagate``).
 Use :func:`combine`, not Python's builtin ``max``/``min``: inside ``@cute.kernel``/
 ``@cute.jit`` bodies CuTe rewrites those into a compare + select (``setp`` + ``selp``,
 not ``max.f32``), and in plain helper functions they fail with
@@ -19,12 +20,14 @@ Usage in generated code::
 import cutlass
 import cutlass.cute as cute
 
-OPS = ("sum", "max", "min", "bitand", "bitor", "bitxor")
+OPS = ("sum", "max", "min", "bitand", "bitor", "bitxor", "max_nan", "min_nan")
 
 
 def combine(a, b, op: str):
     """``a + b``, ``max(a, b)``, ``min(a, b)``, ``a & b``, ``a | b`` or ``a ^ b`` for ``op``
-    "sum" / "max" / "min" / "bitand" / "bitor" / "bitxor" (the last three on integers).
+    "sum" / "max" / "min" / "bitand" / "bitor" / "bitxor" (the last three on integers);
+    "max_nan" / "min_nan": max / min propagating NaN (``max.NaN.f32``, CUDA's
+    ``__hmax_nan`` through Float32 for Float16/BFloat16; integers as "max" / "min").
 
     PTX by dtype: Float32 max/min use ``cute.arch.fmax``/``fmin`` (``max.f32``/``min.f32``,
     NaN-quiet like CUDA ``fmaxf``); Float16/BFloat16 go through Float32 the same way
@@ -46,14 +49,15 @@ def combine(a, b, op: str):
         return a | b
     if op == "bitxor":
         return a ^ b
-    if op not in ("max", "min"):
+    if op not in ("max", "min", "max_nan", "min_nan"):
         raise ValueError(f"tilecute combine: unknown op {op!r}, expected one of {OPS}")
+    nan = op.endswith("_nan")
     dtype = type(a) if isinstance(a, cutlass.Numeric) else type(b)
     if dtype in (cutlass.Float32, cutlass.Float16, cutlass.BFloat16):
-        f = cute.arch.fmax if op == "max" else cute.arch.fmin
-        r = f(cutlass.Float32(a), cutlass.Float32(b))
+        f = cute.arch.fmax if op.startswith("max") else cute.arch.fmin
+        r = f(cutlass.Float32(a), cutlass.Float32(b), nan=nan)
         return r if dtype is cutlass.Float32 else dtype(r)
-    return cutlass.max(a, b) if op == "max" else cutlass.min(a, b)
+    return cutlass.max(a, b) if op.startswith("max") else cutlass.min(a, b)
 
 
 def warp_allreduce(value, op: str, width: int):

@@ -1,0 +1,191 @@
+"""TileLang's reduction options: ``batch=`` (a performance hint, validated as TileLang
+does), ``nan_propagate=`` (NaN-propagating max/min of float16/bfloat16), the
+``tl.reducer_force_baseline`` pass config, and reductions written in a plain Python helper
+that a kernel calls as a statement (TileLang runs it while building the kernel)."""
+
+import pytest
+
+import tilecute
+import tilecute.language as T
+from tilecute.codegen.cute import emit_cute
+from tilecute.ir import nodes as N
+from tilecute.language.parser import FrontendError
+from tilecute.transform.pipeline import lower, run_passes
+
+
+def _row_max(dtype="float16", kind="max", nan=None, batch=None, clear=True, rows=8, cols=64,
+             threads=128, src_scope="fragment"):
+    extra = {}
+    if nan is not None:
+        extra["nan_propagate"] = nan
+    if batch is not None:
+        extra["batch"] = batch
+    reduce_fn = {"max": T.reduce_max, "min": T.reduce_min, "absmax": T.reduce_absmax,
+                 "sum": T.reduce_sum}[kind]
+
+    @T.prim_func
+    def row_max(X: T.Tensor((rows, cols), dtype), Y: T.Tensor((rows,), dtype)):
+        with T.Kernel(1, threads=threads):
+            if src_scope == "fragment":
+                x = T.alloc_fragment((rows, cols), dtype)
+            else:
+                x = T.alloc_shared((rows, cols), dtype)
+            y = T.alloc_shared((rows,), dtype)
+            T.copy(X, x)
+            T.fill(y, 0)
+            reduce_fn(x, y, dim=1, clear=clear, **extra)
+            T.copy(y, Y)
+    return row_max
+
+
+def _reduces(func):
+    out = []
+
+    def walk(stmts):
+        for s in stmts:
+            if isinstance(s, N.Reduce):
+                out.append(s)
+            for child in ("body", "then_body", "else_body"):
+                walk(getattr(s, child, None) or ())
+    for k in func.kernels:
+        walk(k.body)
+    return out
+
+
+# ---- nan_propagate ------------------------------------------------------------------------
+@pytest.mark.parametrize("kind", ["max", "min", "absmax"])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_nan_propagate_selects_nan_combines(kind, dtype, tmp_path):
+    func = _row_max(dtype, kind, nan=True)
+    (r,) = _reduces(func)
+    assert r.nan_propagate and "nan_propagate=True" in func.script()
+    source = emit_cute(lower(func, "sm_90a"))
+    op = "min_nan" if kind == "min" else "max_nan"
+    assert f'tcr.warp_allreduce(acc' not in source  # (names are tc_*)
+    assert f'"{op}"' in source and source.count(f'"{op}"') >= 2  # in-thread and shuffles
+    assert tilecute.build_cubin(func, "sm_90a", out_dir=str(tmp_path)).kernel_names
+
+
+def test_nan_propagate_clear_false_updates_through_a_nan_select(tmp_path):
+    # a shared destination with clear=False: the result meets dst in a T.Parallel update,
+    # where a NaN on either side wins (x != x selects)
+    func = _row_max("float16", "max", nan=True, clear=False, src_scope="shared")
+    text = run_passes(func, "sm_90a").script()
+    assert "T.if_then_else(" in text and " != " in text, text
+    assert tilecute.build_cubin(func, "sm_90a", out_dir=str(tmp_path)).kernel_names
+
+
+@pytest.mark.parametrize("dtype,kind", [("float32", "max"), ("float16", "sum")])
+def test_nan_propagate_is_tilelangs_no_op_elsewhere(dtype, kind):
+    # TileLang uses __hmax_nan / __hmin_nan only for float16/bfloat16 max/min/absmax;
+    # reduce_sum has no nan_propagate at all
+    if kind == "sum":
+        with pytest.raises(FrontendError, match="nan_propagate"):
+            _row_max(dtype, kind, nan=True)
+        return
+    (r,) = _reduces(_row_max(dtype, kind, nan=True))
+    assert not r.nan_propagate
+    assert '"max_nan"' not in emit_cute(lower(_row_max(dtype, kind, nan=True), "sm_90a"))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind", ["max", "min", "absmax"])
+@pytest.mark.parametrize("nan", [False, True])
+def test_nan_propagate_on_gpu(kind, nan):
+    import torch
+
+    kernel = tilecute.compile(_row_max("float16", kind, nan=nan))
+    x = torch.randn(8, 64, device="cuda", dtype=torch.float16)
+    x[2, 5] = float("nan")
+    x[6, 63] = float("nan")
+    y = torch.empty(8, device="cuda", dtype=torch.float16)
+    kernel(x, y)
+    filled = torch.nan_to_num(x, nan=0.0)  # NaN-quiet: the other elements decide
+    vals = filled.abs() if kind == "absmax" else filled
+    ref = vals.min(dim=1).values if kind == "min" else vals.max(dim=1).values
+    if nan:
+        ref[2] = ref[6] = float("nan")
+        assert torch.isnan(y[2]) and torch.isnan(y[6])
+    else:
+        # rows 2 and 6 without their NaN: the row's extreme of the other elements
+        others = x.clone()
+        others[2, 5] = others[2, 4]
+        others[6, 63] = others[6, 62]
+        v = others.abs() if kind == "absmax" else others
+        ref = v.min(dim=1).values if kind == "min" else v.max(dim=1).values
+    torch.testing.assert_close(y, ref, equal_nan=True)
+
+
+# ---- batch ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("batch", [1, 2, 8])
+def test_reduce_batch_is_a_hint(batch):
+    base = emit_cute(lower(_row_max("float32", "sum"), "sm_90a"))
+    assert emit_cute(lower(_row_max("float32", "sum", batch=batch), "sm_90a")) == base
+
+
+@pytest.mark.parametrize("batch,message", [(0, "batch must be >= 1, got 0"),
+                                           (-2, "batch must be >= 1, got -2"),
+                                           (1.5, "batch=1.5: batch is an int >= 1")])
+def test_reduce_batch_is_checked(batch, message):
+    with pytest.raises(FrontendError, match=message) as e:
+        _row_max("float32", "sum", batch=batch)
+    assert "T.reduce_sum" in str(e.value) and "test_reduce_options.py" in str(e.value)
+
+
+# ---- tl.reducer_force_baseline ----------------------------------------------------------------
+def _reducer_sum(rows=16, cols=64):
+    @T.prim_func
+    def reducer_sum(A: T.Tensor((rows, cols), "float32"), B: T.Tensor((rows,), "float32")):
+        with T.Kernel(1, threads=128):
+            r = T.alloc_reducer(rows, "float32", op="sum", replication="all")
+            T.clear(r)
+            for i, j in T.Parallel(rows, cols):
+                r[i] += A[i, j]
+            T.finalize_reducer(r, batch=4)
+            T.copy(r, B)
+    return reducer_sum
+
+
+@pytest.mark.parametrize("force", [False, True])
+def test_reducer_force_baseline_is_what_tilecute_does(force, tmp_path):
+    from tilecute.options import from_pass_configs
+    assert from_pass_configs({"tl.reducer_force_baseline": force}) == {}
+    func = _reducer_sum()
+    assert 'tcr.block_allreduce(r, "sum", r_scratch, 4, 4)' in emit_cute(lower(func, "sm_90a"))
+    assert tilecute.build_cubin(func, "sm_90a", out_dir=str(tmp_path)).kernel_names
+
+
+# ---- a plain Python helper called as a statement ----------------------------------------------
+def _emit_reduction(lang, kind, src, dst, dim, batch=1):
+    kwargs = {} if batch == 1 else {"batch": batch}
+    if kind == "sum":
+        lang.reduce_sum(src, dst, dim=dim, **kwargs)
+    elif kind == "max":
+        lang.reduce_max(src, dst, dim=dim, **kwargs)
+
+
+@pytest.mark.parametrize("kind,batch", [("sum", 1), ("max", 4)])
+def test_a_python_helper_emits_its_statements_inline(kind, batch):
+    @T.prim_func
+    def helper_reduce(X: T.Tensor((16, 64), "float32"), Y: T.Tensor((16,), "float32")):
+        with T.Kernel(1, threads=128):
+            x = T.alloc_fragment((16, 64), "float32")
+            y = T.alloc_fragment((16,), "float32")
+            T.copy(X, x)
+            _emit_reduction(T, kind, x, y, 1, batch=batch)
+            T.copy(y, Y)
+
+    (r,) = _reduces(helper_reduce)
+    assert (r.kind, r.src, r.dim) == (kind, "x", 1)
+
+
+def _helper_with_a_value(x):
+    return x
+
+
+def test_a_python_helper_that_returns_a_value_is_refused():
+    with pytest.raises(FrontendError, match="helper '_helper_with_a_value' returns a value"):
+        @T.prim_func
+        def returns(X: T.Tensor((16,), "float32")):
+            with T.Kernel(1, threads=32):
+                _helper_with_a_value(X)
