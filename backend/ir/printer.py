@@ -203,7 +203,8 @@ def _stmt(s: N.Stmt, indent: int, out: list[str]) -> None:
         wait = f", wg_wait={s.wg_wait}" if s.wg_wait else ""
         policy = f", policy=T.GemmWarpPolicy.{s.policy}" if s.policy != "Square" else ""
         stage = f", stage={expr_str(s.stage)}" if s.stage is not None else ""
-        stage += f", family={s.family!r}" if s.family else ""
+        # (the tensor-core families show in C's layout: mma="wgmma" / "mma")
+        stage += f", family={s.family!r}" if s.family == "simt" else ""
         out.append(f"{pad}T.gemm({gemm_operand(s.a, s.a_index)}, {gemm_operand(s.b, s.b_index)}, "
                    f"{s.c}, transpose_A={s.transpose_a}, "
                    f"transpose_B={s.transpose_b}, clear_accum={s.clear_accum}{policy}{wait}{stage})")

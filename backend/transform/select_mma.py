@@ -34,8 +34,11 @@ from ..ir import nodes as N
 from ..ir.printer import gemm_operand
 from ..ir.visitor import BODY_FIELDS, StmtMutator
 from ..runtime.dtypes import DTYPES
-from ..target import (MMA_INSTR_K, MMA_TYPES, TMA_SWIZZLES, WARP, WARPGROUP, WGMMA_TYPES,
-                      arch_at_least)
+from ..target import (MMA_ACCUMULATORS, MMA_INSTR_K, MMA_TYPES, TMA_SWIZZLES, WARP, WARPGROUP,
+                      WGMMA_TYPES, arch_at_least)
+
+# operand dtypes that may differ between A and B (the MMAs take either of each pair)
+MIXED = (("float8_e4m3", "float8_e5m2"), ("int8", "uint8"))
 
 
 
@@ -86,6 +89,7 @@ class _Kernel:
         self.layouts: dict[str, N.Layout] = {}
         self.threads = scope.num_threads
         self.first = 0  # the first thread of the T.ws region of the T.gemm planned
+        self.simt_c: dict[str, N.Gemm] = {}  # accumulators of SIMT T.gemms -> one of them
 
     def fail(self, s, msg: str):
         where = f"{s.loc}: " if getattr(s, "loc", None) else ""
@@ -135,8 +139,8 @@ class _Kernel:
                 self.fail(s, f"{what} ('{buf.name}') must be allocated in this T.Kernel block")
         if c.scope != "fragment" or c.ndim != 2:
             self.fail(s, f"C ('{c.name}') must be a 2-D fragment (T.alloc_fragment)")
-        if c.dtype != "float32":
-            self.fail(s, f"C ('{c.name}') is {c.dtype}; T.gemm accumulates in float32")
+        if c.dtype == "bool":
+            self.fail(s, f"C ('{c.name}') is bool; T.gemm accumulates in a numeric dtype")
         # (of a matrix operand A_s[s, :, :], the matrix's)
         dims = lambda buf: tuple(int(d.value) for d in buf.shape[-2:])  # noqa: E731
         (m, k) = dims(a)[::-1] if s.transpose_a else dims(a)
@@ -145,28 +149,22 @@ class _Kernel:
             self.fail(s, f"shapes do not chain: A is {'K x M' if s.transpose_a else 'M x K'} "
                          f"{dims(a)}, B is {'N x K' if s.transpose_b else 'K x N'} {dims(b)}, "
                          f"C is {dims(c)}")
-        if a.dtype != b.dtype and not (a.dtype.startswith("float8") and b.dtype.startswith("float8")):
-            self.fail(s, f"A is {a.dtype} and B is {b.dtype}; the operands must have one dtype")
+        if a.dtype != b.dtype and not any(a.dtype in pair and b.dtype in pair for pair in MIXED):
+            self.fail(s, f"A is {a.dtype} and B is {b.dtype}; the operands must have one dtype "
+                         "(or both float8, or both 8-bit integers)")
         a_mn, b_mn = s.transpose_a, not s.transpose_b
-        if a_regs and not (a.dtype in ("float16", "bfloat16") and arch_at_least(self.arch, 80)):
+        family, why = self.family(a.dtype, c.dtype, not (a_mn or b_mn))
+        if a_regs and not (a.dtype in ("float16", "bfloat16") and family != "simt"):
             self.fail(s, f"A ('{a.name}') is a fragment: A from registers is wgmma's RS form "
                          f"(sm_90a) or mma.sync's (sm_80+) for float16 and bfloat16; here "
-                         f"{a.dtype} on {self.arch}")
+                         f"{a.dtype} operands accumulating in {c.dtype} on {self.arch}"
+                         + (f" ({why})" if family == "simt" else ""))
         if a_regs and s.transpose_a:
             self.fail(s, f"A ('{a.name}') is a fragment, which holds A as (M, K); transpose_A "
                          "applies to shared A only")
-        if a.dtype in WGMMA_TYPES and arch_at_least(self.arch, 90) and self.wgmma:
-            family = "wgmma"
-        elif a.dtype in MMA_TYPES and arch_at_least(self.arch, 80):
-            family = "mma"
-        else:
-            where = "wgmma (sm_90a)" if a.dtype.startswith("float8") else "mma.sync (sm_80+)"
-            self.fail(s, f"{a.dtype} operands on {self.arch}: T.gemm supports float16, bfloat16 "
-                         f"and float32 (tf32) on sm_80+, float8 on sm_90a (no tensor-core path "
-                         f"here; {a.dtype} needs {where})")
-        if (a.dtype.startswith("float8") or a.dtype == "float32") and (a_mn or b_mn):
-            self.fail(s, f"{a.dtype} operands must be K-major: A as (M, K) and B as (N, K) with "
-                         "transpose_B=True (the tensor cores transpose only 16-bit types)")
+        if family == "simt":
+            self.plan_simt(s, a, b, why)
+            return "simt"
         if k % MMA_INSTR_K[a.dtype]:
             self.fail(s, f"K = {k} is not a multiple of {MMA_INSTR_K[a.dtype]}, the MMA's K for "
                          f"{a.dtype}")
@@ -195,6 +193,10 @@ class _Kernel:
                 self.fail(s, f"no arrangement of {wg} warpgroup(s) tiles {m} x {n} with "
                              f"policy {s.policy}: {' and '.join(why)}; each warpgroup takes "
                              "64-row steps; change the tile, the thread count or the policy")
+            if a.dtype in ("int8", "uint8") and not (
+                    (n // warps[1]) % 16 == 0 or n // warps[1] in (8, 24)):
+                self.fail(s, f"each of {warps[1]} warpgroup(s) along N takes {n // warps[1]} "
+                             f"columns; wgmma on {a.dtype} takes 8, 24 or a multiple of 16")
         else:
             if self.threads % WARP:
                 self.fail(s, f"mma.sync runs on whole warps; the block has {self.threads} threads")
@@ -230,21 +232,67 @@ class _Kernel:
             self.set_layout(s, buf.name, N.Layout("tma_swizzled", swizzle=swizzle))
         self.set_layout(s, c.name, N.Layout("mma", threads=self.threads, mma=family, warps=warps,
                                             first_thread=self.first))
+        return family
+
+    def family(self, dtype: str, acc: str, k_major: bool) -> tuple[str, str]:
+        """The MMA family for ``dtype`` operands accumulating in ``acc`` (before the tile
+        shapes are checked), and why not a tensor-core one when it is ``simt``."""
+        accs = MMA_ACCUMULATORS.get(dtype, ())
+        hopper = arch_at_least(self.arch, 90) and self.wgmma
+        if acc in accs:
+            if dtype in WGMMA_TYPES and hopper and (dtype in ("float16", "bfloat16") or k_major):
+                return "wgmma", ""
+            if dtype in MMA_TYPES and arch_at_least(self.arch, 80) and (dtype != "float32" or k_major):
+                return "mma", ""
+        if not accs:
+            return "simt", f"no tensor-core MMA takes {dtype} operands"
+        if acc not in accs:
+            return "simt", (f"tensor-core MMAs on {dtype} accumulate in {' or '.join(accs)}, "
+                            f"not {acc}")
+        if not k_major and dtype not in ("float16", "bfloat16"):
+            return "simt", (f"the tensor cores read {dtype} operands K-major only (A as (M, K), "
+                            "B as (N, K) with transpose_B=True)")
+        if dtype in WGMMA_TYPES and dtype not in MMA_TYPES:
+            return "simt", f"{dtype} operands need wgmma (sm_90a){'' if self.wgmma else ', disabled here'}"
+        return "simt", f"{dtype} operands need mma.sync (sm_80+)"
+
+    def plan_simt(self, s: N.Gemm, a: N.Buffer, b: N.Buffer, why: str) -> None:
+        """The SIMT fallback: every thread computes its own elements of C (whatever layout
+        the layout pass gives the fragment: blocked, or replicated) from A and B in shared
+        memory, with scalar multiply-adds in C's dtype.  The operands stay row-major (or
+        the TMA swizzle the program gave them)."""
+        for buf, what in ((a, "A"), (b, "B")):
+            given = self.allocs[buf.name].layout  # the program's (T.annotate_layout, layout=)
+            if given is None:
+                self.set_layout(s, buf.name, N.Layout("row_major"))
+            elif given.kind not in ("row_major", "tma_swizzled"):
+                self.fail(s, f"{what} ('{buf.name}') has layout {given.kind} from the program, "
+                             f"and this T.gemm runs on CUDA cores ({why}), reading shared operands "
+                             "row-major or TMA-swizzled")
+        self.simt_c[s.c] = s
 
     def run(self) -> N.KernelScope:
+        families: dict[int, str] = {}  # id(T.gemm) -> its family
         for g, region in self.collect(self.scope.body):
             # in a T.ws region the MMA is its warpgroups' (TileLang's thread range there)
             self.threads = region.num_threads if region is not None else self.scope.num_threads
             self.first = region.first_thread if region is not None else 0
-            self.plan(g)
-        if not self.layouts:
+            families[id(g)] = self.plan(g)
+        for c, g in self.simt_c.items():
+            if c in self.layouts:
+                self.fail(g, f"C ('{c}') is also accumulated by a tensor-core T.gemm, whose "
+                             "register layout this T.gemm on CUDA cores does not compute in")
+        if not families:
             return self.scope
-        return _SetLayouts(self.layouts).visit_kernel(self.scope)
+        return _SetLayouts(self.layouts, families).visit_kernel(self.scope)
 
 
 class _SetLayouts(StmtMutator):
-    def __init__(self, layouts: dict[str, N.Layout]):
-        self.layouts = layouts
+    def __init__(self, layouts: dict[str, N.Layout], families: dict[int, str]):
+        self.layouts, self.families = layouts, families
+
+    def visit_gemm(self, s: N.Gemm) -> N.Gemm:
+        return dataclasses.replace(s, family=self.families[id(s)])
 
     def visit_allocate(self, s: N.Allocate) -> N.Allocate:
         layout = self.layouts.get(s.buffer.name)

@@ -82,6 +82,10 @@ def tiled_mma(family: str, a_dtype, b_dtype, acc_dtype, a_mn_major: bool, b_mn_m
             source = warpgroup.OperandSource.RMEM if a_regs else warpgroup.OperandSource.SMEM
             op = warpgroup.MmaF16BF16Op(a_dtype, acc_dtype, (64, n, 16), source,
                                         _major(a_mn_major), _major(b_mn_major))
+        elif a_dtype in (cutlass.Int8, cutlass.Uint8):
+            op = warpgroup.MmaI8Op(a_dtype, b_dtype, acc_dtype, (64, n, 32),
+                                   warpgroup.OperandSource.SMEM, _major(a_mn_major),
+                                   _major(b_mn_major))
         else:
             op = warpgroup.MmaF8Op(a_dtype, b_dtype, acc_dtype, (64, n, 32),
                                    warpgroup.OperandSource.SMEM, _major(a_mn_major),
@@ -163,10 +167,17 @@ def fence_registers(acc) -> None:
     """Pin every register of ``acc`` after the preceding wait: without it the compiler may
     move reads of the accumulators (an epilogue's conversions) above ``wgmma.wait_group``,
     and ptxas then serializes every wgmma of the kernel (its warning C7514).  An empty
-    volatile asm that "rewrites" each register, like CUTLASS's warpgroup_fence_operand."""
-    for i in range(cute.size(acc)):
-        acc[i] = cutlass.Float32(_llvm.inline_asm(
-            cutlass.Float32.mlir_type, [cutlass.Float32(acc[i]).ir_value()], "", "=f,0",
+    volatile asm that "rewrites" each register, like CUTLASS's warpgroup_fence_operand:
+    float32 registers as ``f``, int32 ones as ``r``; float16 accumulators (two to a 32-bit
+    register, as wgmma and mma.sync hold them) as ``r`` pairs."""
+    regs = acc
+    if acc.element_type.width == 16:
+        regs = cute.recast_tensor(acc, cutlass.Int32)
+    kind = cutlass.Float32 if regs.element_type is cutlass.Float32 else cutlass.Int32
+    code = "=f,0" if kind is cutlass.Float32 else "=r,0"
+    for i in range(cute.size(regs)):
+        regs[i] = regs.element_type(_llvm.inline_asm(
+            kind.mlir_type, [kind(regs[i]).ir_value()], "", code,
             has_side_effects=True, is_align_stack=False, asm_dialect=_llvm.AsmDialect.AD_ATT))
 
 
@@ -179,7 +190,7 @@ def gemm_warp(mma, tid, acc, sa, sb, a_mn_major: bool, b_mn_major: bool,
     thr = mma.get_slice(tid)
     fb = mma.make_fragment_B(thr.partition_B(sb))
     if not accumulate:
-        acc.fill(0.0)
+        acc.fill(0)
     copy_b = cute.make_tiled_copy_B(_s2r_atom(sb.element_type, b_mn_major), mma).get_slice(tid)
     src_b, dst_b = copy_b.partition_S(sb), copy_b.retile(fb)
     if a_regs:
@@ -214,3 +225,87 @@ def _s2r_atom(dtype, mn_major: bool):
     if dtype.width == 16:
         return cute.make_copy_atom(warp.LdMatrix8x8x16bOp(mn_major, 4), dtype)
     return cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), dtype)
+
+
+# ---- the SIMT fallback --------------------------------------------------------------------
+def simt_operand(smem, dtype, rows: int, cols: int, mn_major: bool):
+    """The ``(MN, K)`` view of the row-major ``(rows, cols)`` shared buffer at the byte
+    pointer ``smem`` (``mn_major``: the buffer is ``(K, MN)``)."""
+    ptr = cute.recast_ptr(smem, dtype=dtype)
+    if mn_major:
+        return cute.make_tensor(ptr, cute.make_layout((cols, rows), stride=(1, cols)))
+    return cute.make_tensor(ptr, cute.make_layout((rows, cols), stride=(cols, 1)))
+
+
+SIMT_UNROLLED = 512  # multiply-adds per K step traced one by one; more run in a loop
+
+
+@cute.jit
+def gemm_simt(acc, sa, sb, m: cutlass.Constexpr, n: cutlass.Constexpr, k: cutlass.Constexpr,
+              threads: cutlass.Constexpr, vector: cutlass.Constexpr, tid,
+              accumulate: cutlass.Constexpr = True):
+    """``acc += sa @ sb^T`` on CUDA cores (``sa`` ``(M, K)``, ``sb`` ``(N, K)`` views of
+    shared memory), each thread computing its own registers of the ``(m, n)`` fragment
+    ``acc`` under the blocked layout: element ``f`` (row-major) on thread
+    ``(f // vector) % threads``, in register ``(f // (vector * threads)) * vector + f %
+    vector`` (``threads=1, vector=n``: a replicated fragment, row-major).  Scalar
+    multiply-adds in the accumulator's dtype.  The thread's registers are a grid of rows
+    by columns when a step of ``threads * vector`` elements covers whole rows or a row is
+    whole steps; per K step it then loads its A rows and B columns once and does every
+    product (register blocking)."""
+    dtype = acc.element_type
+    if cutlass.const_expr(not accumulate):
+        acc.fill(0)
+    step = threads * vector
+    grid = n % step == 0 or (step % n == 0 and n % vector == 0)
+    if cutlass.const_expr(grid):
+        if cutlass.const_expr(n % step == 0):  # every row; n // step runs of vector columns
+            nr, nc, row_step = m, (n // step) * vector, 1
+            row0, col0 = 0, tid * vector
+        else:  # step // n rows per step, vector columns
+            nr, nc, row_step = -(-m // (step // n)), vector, step // n
+            row0, col0 = (tid * vector) // n, (tid * vector) % n
+        av = cute.make_rmem_tensor((nr,), dtype)
+        bv = cute.make_rmem_tensor((nc,), dtype)
+        if cutlass.const_expr(nr * nc <= SIMT_UNROLLED):
+            for kk in cutlass.range(k, unroll=2 if k % 2 == 0 else 1):
+                for ri in cutlass.range_constexpr(nr):
+                    # (a last partial step's rows past m: clamped, their registers unused)
+                    row = row0 + ri * row_step
+                    if cutlass.const_expr(m % row_step != 0 and ri == nr - 1):
+                        row = cutlass.min(row, m - 1)
+                    av[ri] = dtype(sa[row, kk])
+                for ci in cutlass.range_constexpr(nc):
+                    bv[ci] = dtype(sb[col0 + (ci // vector) * step + ci % vector, kk])
+                for ri in cutlass.range_constexpr(nr):
+                    for ci in cutlass.range_constexpr(nc):
+                        acc[ri * nc + ci] = acc[ri * nc + ci] + av[ri] * bv[ci]
+        else:  # a large replicated fragment: a loop over its rows
+            for kk in cutlass.range(k):
+                for ci in cutlass.range_constexpr(nc):
+                    bv[ci] = dtype(sb[col0 + (ci // vector) * step + ci % vector, kk])
+                for ri in cutlass.range(nr):
+                    row = cutlass.min(row0 + ri * row_step, m - 1)
+                    a = dtype(sa[row, kk])
+                    for ci in cutlass.range_constexpr(nc):
+                        acc[ri * nc + ci] = acc[ri * nc + ci] + a * bv[ci]
+    else:  # no grid: each register's own (i, j)
+        for kk in cutlass.range(k):
+            for r in cutlass.range(cute.size(acc), unroll_full=True):
+                f = ((r // vector) * threads + tid) * vector + r % vector
+                f = cutlass.min(f, m * n - 1)  # (a last partial step's registers: unused)
+                acc[r] = acc[r] + dtype(sa[f // n, kk]) * dtype(sb[f % n, kk])
+
+
+@cute.jit
+def gemm_simt_at(acc, sa, sb, m: cutlass.Constexpr, n: cutlass.Constexpr, k: cutlass.Constexpr,
+                 coords, accumulate: cutlass.Constexpr = True):
+    """:func:`gemm_simt` for an accumulator in a tensor-core MMA's register layout
+    (``coords[r]`` = the ``(i, j)`` of register ``r``, as :func:`accumulator` gives)."""
+    dtype = acc.element_type
+    if cutlass.const_expr(not accumulate):
+        acc.fill(0)
+    for kk in cutlass.range(k):
+        for r in cutlass.range(cute.size(acc), unroll_full=True):
+            i, j = coords[r]
+            acc[r] = acc[r] + dtype(sa[i, kk]) * dtype(sb[j, kk])
