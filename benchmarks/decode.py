@@ -68,9 +68,24 @@ def _variants(split: int, page: int) -> list[dict]:
     """Schedules next to the default one (``--sweep``)."""
     out = [{"num_split": max(1, split // 2)}, {"num_split": split * 2},
            {"num_split": split, "num_stages": 3}, {"num_split": split, "num_stages": 4}]
-    if page < 64:  # 64-key steps: one TMA copy per page
-        out += [{"num_split": split, "block_N": 64}, {"num_split": split, "block_N": 64, "num_stages": 3}]
+    if page < 64:  # 16-key steps: one TMA copy per step
+        out.append({"num_split": split, "block_N": page})
+    out.append({"num_split": split, "pdl": True})  # the combine kernel launched early
     return out
+
+
+def _call(q, cache, variant: dict):
+    """The kernel call of a schedule variant; ``pdl``: both kernels launched with
+    Programmatic Dependent Launch (compile option ``pdl``)."""
+    if not variant.get("pdl"):
+        return lambda: D.paged_decode_op(q, *cache, **variant)
+    import tilecute
+
+    rest = {k: v for k, v in variant.items() if k not in ("pdl", "num_split")}
+    func = D.paged_decode(q.shape[1], cache[0].shape[2], q.shape[2], cache[0].shape[1],
+                          variant["num_split"], dtype=str(q.dtype).replace("torch.", ""), **rest)
+    kernel = tilecute.compile(func, out_idx=[-1], options={"pdl": True})
+    return lambda: kernel(q, *cache)
 
 
 def main():
@@ -79,7 +94,7 @@ def main():
     ap.add_argument("--quick", action="store_true", help="the first shape only")
     ap.add_argument("--sweep", action="store_true",
                     help="also time schedule variants: num_split (half, twice the heuristic's), "
-                         "num_stages 3 and 4, and 64-key steps over several pages (page < 64)")
+                         "num_stages 3 and 4, one page per step (page < 64), and PDL")
     args = ap.parse_args()
     props = torch.cuda.get_device_properties(0)
     emit({"device": props.name, "sms": props.multi_processor_count})
@@ -111,7 +126,7 @@ def main():
                   "GBps": round(gbps, 1), "of_copy": round(gbps / copy_gbps, 3),
                   **({"max_err": err} if err is not None else {})})
             for variant in _variants(split, page) if args.sweep else ():
-                fn = lambda: D.paged_decode_op(q, *cache, **variant)  # noqa: E731
+                fn = _call(q, cache, variant)
                 out = fn()
                 err = (out.float() - D.reference(q, *cache)).abs().max().item() if batch <= 8 else None
                 us = time_us(fn, args.reps)

@@ -119,16 +119,17 @@ def test_decode_matches_torch(heads, kv_heads, dim, page, seqlens, split, dtype)
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("stages", [2, 3])
-def test_decode_page16_four_pages_per_step_matches_torch(stages):
-    """Page 16 with 64-key steps: each K/V tile is four TMA copies, one per page."""
+@pytest.mark.parametrize("block_N,stages", [(64, 2), (64, 3), (16, 2)])
+def test_decode_page16_steps_match_torch(block_N, stages):
+    """Page 16 with 64-key steps (the default: each K/V tile is four TMA copies, one per
+    page) and with one page per step."""
     import torch
 
     torch.manual_seed(2)
     seqlens = [1, 15, 16, 17, 1000, 4097]
     q = torch.randn(len(seqlens), 32, 128, dtype=torch.float16, device="cuda")
     cache = D.make_cache(len(seqlens), 8, 128, 16, seqlens, torch.float16, "cuda")
-    out = D.paged_decode_op(q, *cache, num_split=4, block_N=64, num_stages=stages)
+    out = D.paged_decode_op(q, *cache, num_split=4, block_N=block_N, num_stages=stages)
     torch.testing.assert_close(out.float(), D.reference(q, *cache), atol=2e-2, rtol=2e-2)
 
 
