@@ -182,6 +182,73 @@ def test_reductions_and_fills_over_new_accumulators(tmp_path, in_dtype, accum, a
     _build(func, arch, tmp_path)
 
 
+def mixed_families():
+    """A float16 wgmma accumulator and a SIMT float32 one (MN-major B) summed in one
+    T.Parallel loop: the SIMT accumulator takes the wgmma register layout."""
+    @T.prim_func
+    def mixed(A: T.Tensor((64, 32), "float16"), B: T.Tensor((32, 64), "float16"),
+              X: T.Tensor((64, 32), "float32"), Y: T.Tensor((32, 64), "float32"),
+              C: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            a = T.alloc_shared((64, 32), "float16")
+            b = T.alloc_shared((32, 64), "float16")
+            x = T.alloc_shared((64, 32), "float32")
+            y = T.alloc_shared((32, 64), "float32")
+            c1 = T.alloc_fragment((64, 64), "float32")
+            c2 = T.alloc_fragment((64, 64), "float32")
+            T.copy(A, a)
+            T.copy(B, b)
+            T.copy(X, x)
+            T.copy(Y, y)
+            T.gemm(a, b, c1, clear_accum=True)
+            T.gemm(x, y, c2, clear_accum=True)
+            for i, j in T.Parallel(64, 64):
+                c1[i, j] = c1[i, j] + c2[i, j]
+            T.copy(c1, C)
+    return mixed
+
+
+def simt_shapes(m, n, k, dtype="float64", replicated=False):
+    """One SIMT T.gemm of an (m, n) tile: with ``replicated``, C is also read at row 0 in
+    every row (every thread then holds all of C)."""
+    @T.prim_func
+    def simt(A: T.Tensor((m, k), dtype), B: T.Tensor((k, n), dtype), C: T.Tensor((m, n), dtype)):
+        with T.Kernel(1, threads=128) as bx:
+            a = T.alloc_shared((m, k), dtype)
+            b = T.alloc_shared((k, n), dtype)
+            c = T.alloc_fragment((m, n), dtype)
+            T.copy(A, a)
+            T.copy(B, b)
+            T.gemm(a, b, c, clear_accum=True)
+            if replicated:
+                for i, j in T.Parallel(m, n):
+                    C[i, j] = c[i, j] + c[0, j]
+            else:
+                T.copy(c, C)
+    return simt
+
+
+SIMT_SHAPES = [((64, 96, 16), False, "blocked"),  # rows of 96 on 256-element steps: per register
+               ((16, 16, 16), True, "replicated"),  # all of C unrolled
+               ((32, 32, 16), True, "replicated")]  # all of C, a loop over its rows
+
+
+@pytest.mark.parametrize("shape,replicated,kind", SIMT_SHAPES)
+def test_simt_layouts(tmp_path, shape, replicated, kind):
+    func = simt_shapes(*shape, replicated=replicated)
+    plan = lower(func, "sm_90a")
+    assert _gemm(plan).family == "simt" and _layout(plan, "c").kind == kind
+    _build(func, "sm_90a", tmp_path)
+
+
+def test_simt_accumulator_in_a_tensor_core_layout(tmp_path):
+    plan = lower(mixed_families(), "sm_90a")
+    assert _layout(plan, "c2") == _layout(plan, "c1") and _layout(plan, "c1").mma == "wgmma"
+    src = emit_cute(plan)
+    assert "tcm.gemm_simt_at(c2, " in src and "tc_c2_ij, accumulate=False)" in src
+    _build(mixed_families(), "sm_90a", tmp_path)
+
+
 def _one(a_shape, b_shape, c_dtype, dtype="float16", a_scope="shared", b_scope="shared",
          transpose_B=False, threads=128):
     @T.prim_func
@@ -286,3 +353,31 @@ def test_gpu_row_max(in_dtype, accum):
     tol = {"float16": 0.1, "int32": 0, "float64": 1e-9}[accum]
     assert (r.cpu().double() - rows.double()).abs().max().item() <= tol
     assert (c.cpu().double() - (full - rows[:, None]).double()).abs().max().item() <= tol
+
+
+@pytest.mark.gpu
+def test_gpu_simt_accumulator_in_a_tensor_core_layout():
+    import torch
+    kernel = tilecute.compile(mixed_families())
+    torch.manual_seed(2)
+    a, b = torch.randn(64, 32).half(), torch.randn(32, 64).half()
+    x, y = torch.randn(64, 32), torch.randn(32, 64)
+    c = torch.zeros(64, 64, device="cuda")
+    kernel(a.cuda(), b.cuda(), x.cuda(), y.cuda(), c)
+    ref = a.double() @ b.double() + x.double() @ y.double()
+    assert (c.cpu().double() - ref).abs().max().item() < 1e-3
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape,replicated,kind", SIMT_SHAPES)
+def test_gpu_simt_layouts(shape, replicated, kind):
+    import torch
+    m, n, k = shape
+    kernel = tilecute.compile(simt_shapes(m, n, k, replicated=replicated))
+    a, b = torch.randn(m, k, dtype=torch.float64), torch.randn(k, n, dtype=torch.float64)
+    c = torch.zeros(m, n, dtype=torch.float64, device="cuda")
+    kernel(a.cuda(), b.cuda(), c)
+    ref = a @ b
+    if replicated:
+        ref = ref + ref[0:1, :]
+    assert (c.cpu() - ref).abs().max().item() < 1e-10

@@ -1,6 +1,7 @@
 """T.gemm as CuTe DSL source text: one tiled MMA per T.gemm at the kernel's start, the
 accumulator (and A-operand) fragments in the MMA's register layout, the gemm calls
-(wgmma or warp-level mma), and waiting for wgmma batches left in flight.  The
+(wgmma, warp-level mma, or the SIMT fallback's scalar multiply-adds over an ordinary
+fragment), and waiting for wgmma batches left in flight.  The
 ``runtime.cute.mma`` helpers (``tcm``) do the work.  Imports no CUTLASS.
 """
 

@@ -1,25 +1,37 @@
-"""Plan ``T.gemm`` on tensor cores: pick the MMA family, check the tile shapes, and fix
+"""Plan ``T.gemm``: pick the MMA family (``Gemm.family``), check the tile shapes, and fix
 the layouts the MMA needs (runs first, so the TMA pass sees the operand swizzles).
 
 ``T.gemm(A, B, C, transpose_A, transpose_B, clear_accum)`` computes ``C += A @ B`` with
 ``A`` ``(M, K)`` (``(K, M)`` when ``transpose_A``), ``B`` ``(K, N)`` (``(N, K)`` when
-``transpose_B``), both shared, and ``C`` an ``(M, N)`` float32 fragment.  With 16-bit types
+``transpose_B``), both shared, and ``C`` an ``(M, N)`` fragment of the accumulator dtype
+(the products are summed in it).  With 16-bit types
 ``A`` may instead be an ``(M, K)`` fragment: wgmma's RS form, or mma.sync (sm_80+, every
 warp along M, as if ``policy=FullRow``) reads it from registers, laid out as an ``mma``
 fragment with ``operand="A"`` (register ``r`` holds the same ``(i, j)`` as register ``r``
 of an accumulator with ``K`` columns, so a ``T.Parallel`` loop or ``T.copy`` can move an
 accumulator into it, as attention kernels do with P = softmax(S)).
 
-Families (``runtime/cute/mma.py`` issues them):
+Families (``runtime/cute/mma.py`` issues them), by operand -> accumulator dtype
+(``target.MMA_ACCUMULATORS``):
 
-* ``wgmma`` on sm_90+ for float16, bfloat16 and float8 (e4m3/e5m2): one warpgroup
-  (128 threads) per 64 rows, ``threads / 128`` warpgroups along M; N a multiple of 8 up
-  to 256.  float8 operands must be K-major (``transpose_B=True``, no ``transpose_A``).
-* ``mma`` (warp ``mma.sync``) on sm_80+ for float16 and bfloat16, and for float32 (as
-  tf32; K-major operands only) on every arch, since CuTe DSL has no tf32 wgmma atom.
-  Warps are arranged ``(warps_m, warps_n)`` over the tile, as square as the tile allows.
+* ``wgmma`` on sm_90+ for float16 (-> float32 or float16), bfloat16 (-> float32), float8
+  e4m3/e5m2 (-> float32 or float16) and int8/uint8 (-> int32): one warpgroup (128
+  threads) per 64 rows, ``threads / 128`` warpgroups along M; N a multiple of 8 up to 256
+  (for int8: 8, 24 or a multiple of 16 per warpgroup).  float8 and int8 operands must be
+  K-major (``transpose_B=True``, no ``transpose_A``).
+* ``mma`` (warp ``mma.sync``) on sm_80+ for float16 (-> float32 or float16) and bfloat16
+  (-> float32), and for float32 (as tf32; K-major operands only) on every arch, since
+  CuTe DSL has no tf32 wgmma atom.  Warps are arranged ``(warps_m, warps_n)`` over the
+  tile, as square as the tile allows.
+* ``simt`` where no tensor-core MMA serves the dtypes, majorness or arch (float64; float32,
+  float8 or int8 MN-major; int8 below sm_90a, as CuTe DSL has no warp-level int8
+  mma.sync; other accumulators such as bfloat16 -> float16): every thread multiply-adds
+  its own elements of ``C`` in ``C``'s dtype.  ``C`` keeps no MMA layout: the layout pass
+  lays it out as any fragment (blocked or replicated), so loops, copies and reductions
+  over it are the ordinary ones; the operands are ``row_major`` (or the TMA swizzle the
+  program annotated).  A from registers needs a tensor-core family.
 
-Layouts: each operand becomes ``tma_swizzled`` with the widest swizzle (128, 64 or 32
+Layouts (tensor-core families): each operand becomes ``tma_swizzled`` with the widest swizzle (128, 64 or 32
 bytes) dividing its last dim's bytes (or the narrower one the program gave it with
 ``T.annotate_layout``; another kind the program gave it is an error), so TMA copies fill it (one box per chunk) and the
 MMA reads it without bank conflicts; ``C`` (and every fragment it shares a

@@ -1,11 +1,16 @@
-"""Tensor-core matrix multiply for generated kernels: ``T.gemm`` and its accumulators.
+"""Matrix multiply for generated kernels: ``T.gemm`` and its accumulators.
 
-Two instruction families, both through CuTe's tiled MMAs:
+Two tensor-core instruction families, both through CuTe's tiled MMAs, accumulating in
+float32, float16 or (int8 operands) int32 registers:
 
 * ``wgmma`` (sm_90a): warpgroup MMA reading A and B straight from shared memory through
   matrix descriptors; one warpgroup (128 threads) per 64 rows of the tile.
 * ``mma`` (sm_80+): warp ``mma.sync`` with ``ldmatrix`` (16-bit types) or plain shared
   loads (tf32) into registers; warps arranged ``(warps_m, warps_n)`` over the tile.
+
+and the SIMT fallback (:func:`gemm_simt`) for what no tensor-core MMA serves: scalar
+multiply-adds on the CUDA cores into a fragment of the layout pass's blocked (or
+replicated) layout, from :func:`simt_operand` views of row-major shared operands.
 
 Shared operands are tilecute's ``tma_swizzled`` buffers: row-major ``(rows, cols)`` with
 the last dim cut into chunks of ``swizzle`` bytes, chunk after chunk, each chunk a
