@@ -11,11 +11,21 @@ TileLang's ``AutoTuner.from_kernel(...).set_compile_args(...).run()`` and
     matmul.result                             # every config with its time or its failure
 
 - **Compiling** every config runs on an executor (``executor=``, any
-  ``concurrent.futures.Executor``; by default a thread pool sized to the cores: the two
-  expensive steps, the C++ launcher build and the cubin (``runtime/cubin_worker``), run
-  in child processes, so threads compile in parallel).  A process pool works too when
-  the factory is importable (a module-level function).  A config that fails to build, or
-  takes longer than ``timeout`` seconds, is recorded and skipped.
+  ``concurrent.futures.Executor``; by default a thread pool sized to the cores).  Each
+  task (:func:`_build_config`) forks the config's build into a child process in its own
+  process group (:mod:`tilecute.buildproc`: the factory, the frontend to the launcher's
+  g++), then compiles its cubin in a cubin worker (``runtime/cubin_worker``); the thread
+  waits without the interpreter lock.  So the default is a process per core in effect,
+  without a ``ProcessPoolExecutor``'s needs: the factory is not pickled (one defined in
+  ``__main__`` under these decorators cannot be: the module's name is the tuner's), and a
+  build can be killed (killing a pool's worker breaks the pool).  A user's process pool,
+  Ray or Dask executor gets the task pickled (the factory must be importable), and it
+  forks and kills its builds wherever it runs.  ``timeout`` (seconds; None or <= 0: no
+  limit, TileLang's meaning of ``timeout > 0``) counts from the start of each config's
+  build: past it the build's process group, or its cubin worker, is killed, what it left
+  (build and staging folders, temporary files) is removed, no lock stays held, and the
+  config is reported "compile took longer than timeout=... s (killed)".  A config that
+  fails to build is recorded and skipped too.
 - **Profiling** runs on the GPU, one config at a time: inputs made per config
   (``supply_type``; once with ``cache_input_tensors``; or ``set_autotune_inputs``'),
   checked against ``ref_prog`` (``atol``/``rtol``) unless ``skip_check``, timed with ``tilecute.profiler.do_bench(warmup, rep)``.  A wrong config
