@@ -45,6 +45,8 @@ from .forms import annotate_layout, annotate_min_blocks_per_sm, pdl_sync, pdl_tr
 from .forms import let  # noqa: F401
 from .forms import assume, atomic_addx2, atomic_addx4, device_assert, loop_break  # noqa: F401
 from .forms import reshape, view  # noqa: F401
+from .forms import stg32, stg64, stg128, stg256, sts32, sts64, sts128  # noqa: F401
+from .ops import ldg32, ldg64, ldg128, ldg256, lds32, lds64, lds128, __ldg  # noqa: F401
 from .forms import (annotate_consumer_reg_alloc, annotate_producer_reg_dealloc,  # noqa: F401
                     disable_warp_group_reg_alloc, no_set_max_nreg)
 from .ops import EXPRESSION_HELPERS
@@ -100,5 +102,6 @@ __all__ = [
     "prim_func", "from_script", "FrontendError", "Tensor", "StridedTensor", "Buffer",
     "SharedBuffer", "FragmentBuffer", "LocalBuffer",
     "symbolic", "dynamic", "dtype", "GemmWarpPolicy", "Layout", "macro", *FORMS, *EXPRESSION_HELPERS,
+    "ldg32", "ldg64", "ldg128", "ldg256", "lds32", "lds64", "lds128", "__ldg",
     *DTYPE_NAMES,
 ]

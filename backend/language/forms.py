@@ -295,6 +295,29 @@ def atomic_addx4(dst, value, return_prev=False):
     elements."""
 
 
+def _wide_store(bits: int, space: str):
+    name = f"{'stg' if space == 'global' else 'sts'}{bits}"
+
+    def store(dst, value, pred=None):
+        pass
+
+    store.__name__ = name
+    store.__doc__ = (f"``T.{name}(dst, value{', pred=None' if space == 'global' else ''})``: "
+                     f"store the {bits} bits of ``value`` (TileLang's uint32 words, or any "
+                     f"{bits}-bit expression) to {space} memory at ``dst`` (an element or a "
+                     "region of a buffer), as its elements; with ``pred`` false nothing is "
+                     "written.")
+    if space == "shared":
+        def store(dst, value):  # noqa: F811 (TileLang's T.sts* take no predicate)
+            pass
+        store.__name__ = name
+    return _form("stmt", name)(store)
+
+
+stg32, stg64, stg128, stg256 = (_wide_store(b, "global") for b in (32, 64, 128, 256))
+sts32, sts64, sts128 = (_wide_store(b, "shared") for b in (32, 64, 128))
+
+
 @_form("stmt")
 def loop_break():
     """``T.loop_break()``: leave the innermost enclosing serial loop (``T.serial``,

@@ -17,6 +17,7 @@ import math
 
 from ..ir import nodes as _N
 from ..runtime.dtypes import DTYPES
+from . import bits as _bits
 from .values import dtype_name
 
 
@@ -220,6 +221,17 @@ def reinterpret(value, dtype):
     TileLang accepts it)."""
     if isinstance(value, str):  # a dtype first: TVM's order
         value, dtype = dtype, value
+    if isinstance(value, _bits.Words):  # T.ldg64/128/256's words read as float32x2 ...
+        name = getattr(dtype, "__name__", str(dtype))
+        bits = _bits.vector_bits(name)
+        if bits is None and name in DTYPES:
+            bits = DTYPES[name].bits
+        if bits != value.bits:
+            raise TypeError(f"T.reinterpret: a {value.bits}-bit value cannot be reinterpreted "
+                            f"as {name} ({bits} bits); the widths must agree")
+        if name in DTYPES:  # one scalar as wide as the words (uint64 from T.ldg64)
+            return _bits.unpack(value.words, name)[0]
+        return _bits.Words(value.words, name)
     value = _N.as_expr(value)
     dtype = dtype_name(dtype)
     if DTYPES[dtype].bits != DTYPES[value.dtype].bits or "bool" in (dtype, value.dtype):
@@ -229,6 +241,40 @@ def reinterpret(value, dtype):
     if dtype == value.dtype:
         return value
     return _N.Call("reinterpret", (value,), dtype)
+
+
+def _access(bits: int, space: str, name: str, signature):
+    """``T.ldg<bits>`` / ``T.lds<bits>``: the parser reads the access (``wide_load``)."""
+
+    def access(*args, **kwargs):
+        raise RuntimeError(f"T.{name} can only be used inside a @T.prim_func body")
+
+    access.__name__ = name
+    access.__signature__ = signature
+    access.__doc__ = (f"``T.{name}(src{', pred=None' if space == 'global' else ''})``: "
+                      f"{bits} bits from {space} memory at ``src`` (an element or a region of "
+                      "a buffer), as TileLang's uint32 words; with ``pred`` false nothing is "
+                      "read and the value is 0.")
+    access.wide_load = (bits, space)
+    return access
+
+
+_P = inspect.Parameter
+_GLOBAL_LOAD = inspect.Signature([_P("src", _P.POSITIONAL_OR_KEYWORD),
+                                  _P("pred", _P.POSITIONAL_OR_KEYWORD, default=None)])
+_SHARED_LOAD = inspect.Signature([_P("src", _P.POSITIONAL_OR_KEYWORD)])
+ldg32, ldg64, ldg128, ldg256 = (_access(b, "global", f"ldg{b}", _GLOBAL_LOAD)
+                                for b in _bits.ACCESS_BITS)
+lds32, lds64, lds128 = (_access(b, "shared", f"lds{b}", _SHARED_LOAD) for b in (32, 64, 128))
+
+
+def __ldg(load_or_buf, index=None):  # noqa: N807 (TileLang's name)
+    """``T.__ldg(x[i])`` / ``T.__ldg(x, i)``: TileLang's load through the read-only data
+    cache; the parser makes it the element load ``x[i]`` (the same value)."""
+    raise RuntimeError("T.__ldg can only be used inside a @T.prim_func body")
+
+
+__ldg.wide_load = (0, "global")
 
 
 def any_of(buffer):

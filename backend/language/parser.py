@@ -34,6 +34,7 @@ from ..ir.validate import RESERVED, RESERVED_PREFIXES, validate
 from ..runtime.dtypes import UnknownDTypeError
 from . import forms as F
 from . import layouts as L
+from . import bits as B
 from . import ops
 from .values import (DType, GemmWarpPolicy, Layout, Macro, TensorSpec, _TensorProxy, dtype_name,
                      dynamic, plain_signature, signature_error)
@@ -232,6 +233,7 @@ class _Parser:
         self.in_kernel = False
         self.in_ws = False  # inside `with T.ws(...)`
         self.view_roots: dict[str, N.Buffer] = {}  # a view's name -> the buffer it views
+        self.pending: Optional[list] = None  # see stmt: what a T.ldg*/T.lds* needs first
 
     # ---- errors and locations ---------------------------------------------------------
     def loc(self, node) -> N.Loc:
@@ -1014,7 +1016,7 @@ class _Parser:
             return self.chain_assign(s)
         target = s.targets[0]
         if isinstance(target, ast.Subscript):
-            return [self.store(target, self.expr(s.value), s)]
+            return self.store(target, self.expr(s.value), s)
         if isinstance(target, (ast.Tuple, ast.List)):
             return self.unpack(target, s)
         if not isinstance(target, ast.Name):
@@ -1076,7 +1078,7 @@ class _Parser:
             value = tmp
         for t in s.targets:
             if isinstance(t, ast.Subscript):
-                out.append(self.store(t, value, s))
+                out.extend(self.store(t, value, s))
             elif isinstance(t, ast.Name):
                 out.extend(self.assign_name(t, None, s, value))
             else:
@@ -1102,7 +1104,7 @@ class _Parser:
         out: list[N.Stmt] = []
         for t, v in zip(target.elts, values):
             if isinstance(t, ast.Subscript):
-                out.append(self.store(t, v, s))
+                out.extend(self.store(t, v, s))
             elif isinstance(t, ast.Name):
                 out.extend(self.assign_name(t, None, s, v))
             else:
@@ -1139,8 +1141,8 @@ class _Parser:
             elif isinstance(v, (str, tuple, dict)):
                 self.bind(target.id, v)  # a parse-time value (dtype name, shape, kwargs dict)
                 return []
-            elif isinstance(v, _BufferRef):
-                self.bind(target.id, v)  # another name for a buffer
+            elif isinstance(v, (_BufferRef, B.Words)):
+                self.bind(target.id, v)  # another name for a buffer; T.ldg64's words
                 return []
             else:
                 raise self.error(s, f"cannot bind '{target.id}' to {type(v).__name__} {v!r}")
@@ -1163,7 +1165,7 @@ class _Parser:
             raise self.error(s, f"operator {type(s.op).__name__} is not supported")
         if isinstance(s.target, ast.Subscript):
             current = self.expr(s.target)
-            return [self.store(s.target, self.binop(s, op, current, self.expr(s.value)), s)]
+            return self.store(s.target, self.binop(s, op, current, self.expr(s.value)), s)
         if isinstance(s.target, ast.Name):
             ref = self.lookup_local(s.target.id)
             if isinstance(ref, _VarRef):
@@ -1180,16 +1182,25 @@ class _Parser:
             return [N.Let(var, value, loc=self.loc(s))]
         raise self.error(s, "augmented assignment to a name or a buffer element only")
 
-    def store(self, target: ast.Subscript, value, s) -> N.Stmt:
+    def store(self, target: ast.Subscript, value, s) -> list[N.Stmt]:
         buf = self.buffer_of(target.value)
         indices = self.indices(target)
+        if isinstance(value, B.Words):  # `Y[i:i + 2] = T.reinterpret(T.ldg64(...), T.float32x2)`
+            form = f"storing a {value.bits}-bit value"
+            _, idx = self.access_elements(target, form, value.bits,
+                                          "global" if buf.scope == "global" else "shared") \
+                if buf.scope in ("global", "shared") else (None, None)
+            if idx is None:
+                raise self.error(s, f"{form} into '{buf.name}': a {buf.scope} buffer")
+            return [N.Store(buf.name, tuple(i), v, loc=self.loc(s))
+                    for i, v in zip(idx, B.unpack(value.words, buf.dtype))]
         if any(isinstance(i, slice) for i in indices):
             raise self.error(s, f"storing to a slice of '{buf.name}' is not supported; "
                                 "use T.copy, T.fill or T.Parallel")
         if len(indices) != buf.ndim:
             raise self.error(s, f"'{buf.name}' has {buf.ndim} dims but is indexed with "
                                 f"{len(indices)}")
-        return self.store_value(buf, tuple(indices), value, s)
+        return [self.store_value(buf, tuple(indices), value, s)]
 
     def store_value(self, buf: N.Buffer, indices, value, s) -> N.Stmt:
         if isinstance(value, _BufferRef):
@@ -2222,8 +2233,129 @@ class _Parser:
                             N.cast(N.Load(vbuf.name, step(value.starts, k), vbuf.dtype), dbuf.dtype),
                             loc=self.loc(s)) for k in range(lanes)]
 
+    # ---- TileLang's explicit-width accesses (backend/language/bits.py) -----------------
+    def access_elements(self, node, form: str, bits: int, space: str):
+        """The buffer and the element indices a ``bits``-bit access at ``node`` (an element
+        ``x[i, j]``, whose address it starts at as TileLang's pointer does, or a region)
+        covers: consecutive along the last dim."""
+        r = self.region(node)
+        buf = self.buffer_named(r.buffer)
+        scope = "global" if space == "global" else "shared"
+        if buf.scope != scope:
+            raise self.error(node, f"T.{form}: '{buf.name}' is a {buf.scope} buffer; T.{form} "
+                                   f"accesses {scope} memory")
+        if buf.strides is not None and not N.Const(1, "int32") == buf.strides[-1]:
+            raise self.error(node, f"T.{form}: '{buf.name}' has a declared last stride; the "
+                                   "access needs its elements contiguous")
+        try:
+            eb = B.element_bits(buf.dtype, f"T.{form}")
+        except TypeError as e:
+            raise self.error(node, str(e)) from None
+        if bits % eb:
+            raise self.error(node, f"T.{form}: {bits} bits are not a whole number of "
+                                   f"'{buf.name}' elements ({buf.dtype})")
+        count = bits // eb
+        if r.extents is not None:
+            total = 1
+            for x in r.extents:
+                total = total * x.value if isinstance(x, N.Const) and total is not None else None
+            if total is not None and total * eb != bits or \
+                    any(not N.Const(1, "int32") == x for x in r.extents[:-1]):
+                raise self.error(node, f"T.{form}: the region must be {count} '{buf.name}' "
+                                       f"elements along the last dim ({bits} bits)")
+        idx = [r.starts[:-1] + (N.binop("add", r.starts[-1], k) if k else r.starts[-1],)
+               for k in range(count)]
+        return buf, idx
+
+    def wide_load(self, fn, node: ast.Call):
+        """``T.ldg32/64/128/256(src, pred=None)``, ``T.lds32/64/128(src)``: the words read,
+        through a local copy made before the statement (where ``pred`` is false, zeros and
+        no read); ``T.__ldg(x[i])`` / ``T.__ldg(x, i)``: the element load."""
+        bits, space = fn.wide_load
+        form = fn.__name__
+        if bits == 0:  # T.__ldg
+            a = _Args(self, form, inspect.Signature([
+                inspect.Parameter("load_or_buf", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+                inspect.Parameter("index", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None)]),
+                node)
+            src = a.node("load_or_buf")
+            if a.given("index"):
+                index = a.value("index")
+                index = list(index) if isinstance(index, (list, tuple)) else [index]
+                buf = self.buffer_of(src)
+                if len(index) != buf.ndim:
+                    raise a.fail("index", f"'{buf.name}' has {buf.ndim} dims, the index {len(index)}")
+                idx = tuple(N.cast(N.as_expr(i), "int32") for i in index)
+            else:
+                r = self.region(src)
+                buf = self.buffer_named(r.buffer)
+                if r.extents is not None or not isinstance(src, ast.Subscript):
+                    raise a.fail("load_or_buf", "T.__ldg reads one element: `T.__ldg(x[i])` or "
+                                                "`T.__ldg(x, i)`")
+                idx = r.starts
+            if buf.scope != "global":
+                raise a.fail("load_or_buf", f"'{buf.name}' is a {buf.scope} buffer; T.__ldg "
+                                            "reads global memory")
+            return N.Load(buf.name, tuple(idx), buf.dtype)
+        a = _Args(self, form, fn.__signature__, node)
+        if self.pending is None:
+            raise self.error(node, f"T.{form} may stand in an assignment, a store, an expression "
+                                   "statement or an if condition only (its read runs once, "
+                                   "before the statement)")
+        if not self.in_kernel:
+            raise self.error(node, f"T.{form} is only valid inside a T.Kernel")
+        buf, idx = self.access_elements(a.node("src"), form, bits, space)
+        words = B.pack([N.Load(buf.name, tuple(i), buf.dtype) for i in idx], buf.dtype)
+        local = N.Buffer(self.fresh(f"{form}_words"), "uint32", (N.Const(len(words), "int32"),),
+                         "local")
+        loc = self.loc(node)
+        fill = lambda ws: tuple(N.Store(local.name, (N.Const(k, "int32"),), w, loc=loc)  # noqa: E731
+                                for k, w in enumerate(ws))
+        body = fill(words)
+        if a.given("pred") and a.value("pred") is not None:
+            pred = a.value("pred")
+            if not (_is_ir(pred) or isinstance(pred, bool)):
+                raise a.fail("pred", f"expected a condition, got {_show(pred)}")
+            pred = N.as_expr(pred)
+            zeros = fill([N.Const(0, "uint32")] * len(words))
+            body = (N.If(pred, body, zeros, loc=loc),) if not isinstance(pred, N.Const) else \
+                (body if pred.value else zeros)
+        self.pending += [N.Allocate(local, loc=loc), *body]
+        loads = tuple(N.Load(local.name, (N.Const(k, "int32"),), "uint32") for k in range(len(words)))
+        return loads[0] if len(loads) == 1 else B.Words(loads)
+
+    def wide_store(self, a: _Args, s, bits: int, space: str) -> list[N.Stmt]:
+        """``T.stg*/T.sts*(dst, value[, pred])``: the value's bits stored as the elements
+        from ``dst`` on (under ``if pred`` when given)."""
+        form = a.name
+        buf, idx = self.access_elements(a.node("dst"), form, bits, space)
+        try:
+            words = B.as_words(a.value("value"), bits, f"T.{form}")
+        except TypeError as e:
+            raise a.fail("value", str(e)) from None
+        loc = self.loc(s)
+        stores = [N.Store(buf.name, tuple(i), v, loc=loc)
+                  for i, v in zip(idx, B.unpack(words, buf.dtype))]
+        if "pred" in a.sig.parameters and a.value("pred") is not None:
+            pred = a.value("pred")
+            if not (_is_ir(pred) or isinstance(pred, bool)):
+                raise a.fail("pred", f"expected a condition, got {_show(pred)}")
+            pred = N.as_expr(pred)
+            if isinstance(pred, N.Const):
+                return stores if pred.value else []
+            return [N.If(pred, tuple(stores), loc=loc)]
+        return stores
+
     def stmt_atomic_addx4(self, a: _Args, s) -> list[N.Stmt]:
         return self.stmt_atomic_addx2(a, s, 4)
+
+    def stmt_stg32(self, a, s): return self.wide_store(a, s, 32, "global")  # noqa: E704
+    def stmt_stg64(self, a, s): return self.wide_store(a, s, 64, "global")  # noqa: E704
+    def stmt_stg128(self, a, s): return self.wide_store(a, s, 128, "global")  # noqa: E704
+    def stmt_stg256(self, a, s): return self.wide_store(a, s, 256, "global")  # noqa: E704
+    def stmt_sts32(self, a, s): return self.wide_store(a, s, 32, "shared")  # noqa: E704
+    def stmt_sts64(self, a, s): return self.wide_store(a, s, 64, "shared")  # noqa: E704
+    def stmt_sts128(self, a, s): return self.wide_store(a, s, 128, "shared")  # noqa: E704
 
     def stmt_print(self, a: _Args, s) -> list[N.Stmt]:
         """TileLang's ``T.print``: a value, a buffer, or the message alone."""
@@ -2627,6 +2759,8 @@ class _Parser:
         helper = _helper_name(fn)
         if getattr(fn, "reads_elements", False):  # T.any_of / T.all_of: a buffer's elements
             return fn(self.region_truths(node, fn.__name__))
+        if getattr(fn, "wide_load", None):  # T.ldg32 ... T.lds128, T.__ldg
+            return self.wide_load(fn, node)
         if helper is not None:  # a T.* helper: TileLang's signature, then its arguments
             if isinstance(node.func, ast.Attribute) and not isinstance(fn, _Astype):
                 helper = node.func.attr  # as written: T.half, T.symbolic
