@@ -1,5 +1,6 @@
 """Autotuner wall time: N GEMM configs compiled (entry + cubin) serially vs on the
-default executor (threads; the launcher builds and cubins run in child processes), each
+default executor (a thread per core, each driving one config's build process and its
+cubin worker: backend/buildproc.py), each
 in a fresh cache folder; on a GPU also the tuned GEMM's time beside torch.matmul, in the
 same run.  Prints JSON lines.
 
