@@ -208,6 +208,33 @@ def mixed_families():
     return mixed
 
 
+def shared_operands():
+    """bfloat16 operands read by a wgmma T.gemm (float32 C) and a SIMT one (bfloat16 C, which
+    no tensor-core MMA accumulates in): the SIMT one reads the wgmma's swizzled tiles."""
+    @T.prim_func
+    def both(A: T.Tensor((64, 32), "bfloat16"), B: T.Tensor((32, 64), "bfloat16"),
+             C: T.Tensor((64, 64), "float32"), D: T.Tensor((64, 64), "bfloat16")):
+        with T.Kernel(1, threads=128) as bx:
+            a = T.alloc_shared((64, 32), "bfloat16")
+            b = T.alloc_shared((32, 64), "bfloat16")
+            c1 = T.alloc_fragment((64, 64), "float32")
+            c2 = T.alloc_fragment((64, 64), "bfloat16")
+            T.copy(A, a)
+            T.copy(B, b)
+            T.gemm(a, b, c2, clear_accum=True)
+            T.gemm(a, b, c1, clear_accum=True)
+            T.copy(c1, C)
+            T.copy(c2, D)
+    return both
+
+
+def test_simt_reads_a_tensor_core_operand_swizzle(tmp_path):
+    plan = lower(shared_operands(), "sm_90a")
+    assert _layout(plan, "a").kind == "tma_swizzled" and _layout(plan, "c2").kind == "blocked"
+    assert "tcm.gemm_simt(c2, tcm.operand(" in emit_cute(plan)
+    _build(shared_operands(), "sm_90a", tmp_path)
+
+
 def simt_shapes(m, n, k, dtype="float64", replicated=False):
     """One SIMT T.gemm of an (m, n) tile: with ``replicated``, C is also read at row 0 in
     every row (every thread then holds all of C)."""
@@ -381,3 +408,17 @@ def test_gpu_simt_layouts(shape, replicated, kind):
     if replicated:
         ref = ref + ref[0:1, :]
     assert (c.cpu() - ref).abs().max().item() < 1e-10
+
+
+@pytest.mark.gpu
+def test_gpu_simt_reads_a_tensor_core_operand_swizzle():
+    import torch
+    kernel = tilecute.compile(shared_operands())
+    a, b = torch.randn(64, 32).bfloat16(), torch.randn(32, 64).bfloat16()
+    c = torch.zeros(64, 64, device="cuda")
+    d = torch.zeros(64, 64, device="cuda", dtype=torch.bfloat16)
+    kernel(a.cuda(), b.cuda(), c, d)
+    ref = a.double() @ b.double()
+    assert (c.cpu().double() - ref).abs().max().item() < 1e-3
+    # bfloat16 accumulation: every partial sum rounded to 8 bits
+    assert (d.cpu().double() - ref).abs().max().item() < 0.05 * ref.abs().max().item()

@@ -60,12 +60,14 @@ class GemmError(ValueError):
 
 def wgmma_warps(m: int, n: int, warpgroups: int, policy: str = "Square") -> tuple[int, int] | None:
     """``(warpgroups along M, along N)`` for wgmma: each warpgroup a 64-row step (or
-    several) by a multiple of 8 columns up to 256.  ``Square`` and ``FullRow`` put them
-    along M when M allows (``Square`` falls back to N), ``FullCol`` along N."""
+    several) by a multiple of 8 columns up to 256.  As TileLang: ``FullRow`` puts as many
+    along M as the tile allows and the rest along N, ``FullCol`` as many along N;
+    ``Square`` all along M, else all along N, else the most along M."""
     def fits(wm, wn):
         return m % (64 * wm) == 0 and n % wn == 0 and (n // wn) % 8 == 0 and n // wn <= 256
-    order = {"FullRow": [(warpgroups, 1)], "FullCol": [(1, warpgroups)],
-             "Square": [(warpgroups, 1), (1, warpgroups)]}[policy]
+    splits = [(wm, warpgroups // wm) for wm in range(warpgroups, 0, -1) if warpgroups % wm == 0]
+    order = {"FullRow": splits, "FullCol": splits[::-1],
+             "Square": [(warpgroups, 1), (1, warpgroups)] + splits}[policy]
     return next((w for w in order if fits(*w)), None)
 
 
@@ -74,22 +76,23 @@ def operand_swizzle(inner_bytes: int) -> int:
     return next((s for s in TMA_SWIZZLES if inner_bytes % s == 0), 0)
 
 
-def mma_warps(m: int, n: int, warps: int, policy: str = "Square") -> tuple[int, int] | None:
-    """``(warps_m, warps_n)`` for mma.sync: each warp a multiple of 16 x 16; every warp
-    along M (``FullRow``), along N (``FullCol``), or as square as possible."""
-    best = None
-    for wm in range(1, warps + 1):
-        if warps % wm:
-            continue
-        wn = warps // wm
-        if m % (16 * wm) or n % (16 * wn):
-            continue
-        if (policy == "FullRow" and wn != 1) or (policy == "FullCol" and wm != 1):
-            continue
-        score = abs(m // wm - n // wn)
-        if best is None or score < best[0]:
-            best = (score, (wm, wn))
-    return None if best is None else best[1]
+def mma_warps(m: int, n: int, warps: int, policy: str = "Square",
+              all_along_m: bool = False) -> tuple[int, int] | None:
+    """``(warps_m, warps_n)`` for mma.sync: each warp a multiple of 16 x 16.  As TileLang:
+    ``FullRow`` puts as many warps along M as the tile allows, ``FullCol`` as many along
+    N, ``Square`` makes each warp's tile as square as possible; ``all_along_m``: every
+    warp along M or nothing (A from registers)."""
+    valid = [(wm, warps // wm) for wm in range(1, warps + 1) if warps % wm == 0
+             and m % (16 * wm) == 0 and n % (16 * (warps // wm)) == 0]
+    if all_along_m:
+        valid = [w for w in valid if w[1] == 1]
+    if not valid:
+        return None
+    if policy == "FullRow":
+        return max(valid)
+    if policy == "FullCol":
+        return min(valid)
+    return min(valid, key=lambda w: abs(m // w[0] - n // w[1]))  # first of equal scores
 
 
 class _Kernel:
@@ -102,6 +105,7 @@ class _Kernel:
         self.threads = scope.num_threads
         self.first = 0  # the first thread of the T.ws region of the T.gemm planned
         self.simt_c: dict[str, N.Gemm] = {}  # accumulators of SIMT T.gemms -> one of them
+        self.simt_operands: set[str] = set()  # shared operands of SIMT T.gemms
 
     def fail(self, s, msg: str):
         where = f"{s.loc}: " if getattr(s, "loc", None) else ""
@@ -183,11 +187,10 @@ class _Kernel:
         # mma.sync with A from registers puts every warp along M: each warp's A rows are
         # its accumulator rows, with K whole (register r of the A fragment holds the
         # (i, k) of register r of an accumulator with K columns)
-        mma_policy = "FullRow" if a_regs else s.policy
         if family == "wgmma" and a.dtype in MMA_TYPES and (
                 self.threads % WARPGROUP or
                 wgmma_warps(m, n, self.threads // WARPGROUP, s.policy) is None) and \
-                self.threads % WARP == 0 and mma_warps(m, n, self.threads // WARP, mma_policy):
+                self.threads % WARP == 0 and mma_warps(m, n, self.threads // WARP, s.policy, a_regs):
             family = "mma"  # wgmma cannot tile it with these threads: warp mma.sync, as TileLang
         if family == "wgmma":
             if self.threads % WARPGROUP:
@@ -212,7 +215,7 @@ class _Kernel:
         else:
             if self.threads % WARP:
                 self.fail(s, f"mma.sync runs on whole warps; the block has {self.threads} threads")
-            warps = mma_warps(m, n, self.threads // WARP, mma_policy)
+            warps = mma_warps(m, n, self.threads // WARP, s.policy, a_regs)
             if warps is None and a_regs:
                 self.fail(s, f"A ('{a.name}') is a fragment: mma.sync reads A from registers with "
                              f"every warp along M, and M = {m} is not a multiple of 16 x "
@@ -276,7 +279,7 @@ class _Kernel:
         for buf, what in ((a, "A"), (b, "B")):
             given = self.allocs[buf.name].layout  # the program's (T.annotate_layout, layout=)
             if given is None:
-                self.set_layout(s, buf.name, N.Layout("row_major"))
+                self.simt_operands.add(buf.name)  # row-major, unless a tensor-core T.gemm swizzles it
             elif given.kind not in ("row_major", "tma_swizzled"):
                 self.fail(s, f"{what} ('{buf.name}') has layout {given.kind} from the program, "
                              f"and this T.gemm runs on CUDA cores ({why}), reading shared operands "
@@ -290,6 +293,8 @@ class _Kernel:
             self.threads = region.num_threads if region is not None else self.scope.num_threads
             self.first = region.first_thread if region is not None else 0
             families[id(g)] = self.plan(g)
+        for name in self.simt_operands:  # (SIMT reads a tensor-core operand's swizzle too)
+            self.layouts.setdefault(name, N.Layout("row_major"))
         for c, g in self.simt_c.items():
             if c in self.layouts:
                 self.fail(g, f"C ('{c}') is also accumulated by a tensor-core T.gemm, whose "
