@@ -86,6 +86,54 @@ def double_buffered_gemm(M, N, K, bm=64, bn=64, bk=32, trans_A=False, trans_B=Fa
     return dbgemm
 
 
+def producer_consumer_gemm(M, N, K, bm=128, bn=128, bk=64, stages=2, dtype="float16"):
+    """Warpgroup 1 loads step k's tiles into A_s[k % stages] / B_s[k % stages] with
+    T.tma_copy; warpgroup 0 multiplies them; full / empty mbarriers per stage."""
+
+    @T.prim_func
+    def pcgemm(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype),
+               C: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=256) as (bx, by):
+            A_s = T.alloc_shared((stages, bm, bk), dtype)
+            B_s = T.alloc_shared((stages, bk, bn), dtype)
+            acc = T.alloc_fragment((bm, bn), "float32")
+            bars = T.alloc_barrier([128] * (2 * stages))  # full: 0..S-1, empty: S..2S-1
+            with T.ws(0):
+                T.clear(acc)
+            for k in T.serial(T.ceildiv(K, bk)):
+                with T.ws(1):
+                    T.mbarrier_wait_parity(bars[k % stages + stages], (k // stages) % 2 ^ 1)
+                    T.tma_copy(A[by * bm:(by + 1) * bm, k * bk:(k + 1) * bk],
+                               A_s[k % stages, :, :], barrier=bars[k % stages])
+                    T.tma_copy(B[k * bk:(k + 1) * bk, bx * bn:(bx + 1) * bn],
+                               B_s[k % stages, :, :], barrier=bars[k % stages])
+                    T.mbarrier_arrive(bars[k % stages])
+                with T.ws(0):
+                    T.mbarrier_wait_parity(bars[k % stages], (k // stages) % 2)
+                    T.gemm(A_s[k % stages, :, :], B_s[k % stages, :, :], acc)
+                    T.mbarrier_arrive(bars[k % stages + stages])
+            with T.ws(0):
+                T.copy(acc, C[by * bm, bx * bn])
+
+    return pcgemm
+
+
+def staged_store(M, N, bm=64, bn=64):
+    """Two output tiles staged in one 3-D shared buffer, each stored from its matrix."""
+
+    @T.prim_func
+    def store2(X: T.Tensor((M, N), "float16"), Y: T.Tensor((2, M, N), "float16")):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=128) as (bx, by):
+            Y_s = T.alloc_shared((2, bm, bn), "float16")
+            for i, j in T.Parallel(bm, bn):
+                Y_s[0, i, j] = X[by * bm + i, bx * bn + j]
+                Y_s[1, i, j] = X[by * bm + i, bx * bn + j] * T.float16(3)
+            T.copy(Y_s[0, :, :], Y[0, by * bm, bx * bn])
+            T.copy(Y_s[1, :, :], Y[1, by * bm, bx * bn])
+
+    return store2
+
+
 def _gemms(func):
     return [s for k in func.kernels for s in walk_stmts(k.body) if isinstance(s, N.Gemm)]
 
@@ -194,6 +242,78 @@ def test_element_accesses_cubin(tmp_path):
     assert built.kernel_names
 
 
+def _tma(plan, buffer):
+    return [s for k in plan.func.kernels for s in walk_stmts(k.body)
+            if isinstance(s, N.TmaCopy) and buffer in (s.src.buffer, s.dst.buffer)]
+
+
+def test_loads_into_a_matrix_are_tma_copies():
+    """The batch's matrix A_s[bz % 2] is a fixed place per block: the pipelined loop's TMA
+    loads fill it, multi-buffered (the whole 3-D buffer per stage)."""
+    plan = lower(batched_gemm(3, 128, 128, 128), "sm_90a")
+    loads = _tma(plan, "A_s")
+    assert loads and all(s.dst.starts[0] == N.binop("mod", N.Var("bz"), 2) for s in loads)
+    descs = {d.name: d.spec for d in plan.func.kernels[0].tma_descriptors}
+    assert descs["A_desc"].box == (1, 64, 32)  # one matrix: (64, 32) of the (3, 128, 128) tensor
+    source = emit_cute(plan)
+    assert ("tc_smem + cute.assume(0 + ((k + 1) % 2) * 8192 + (bz % 2) * 4096, divby=1024)"
+            in source)  # stage (k + 1) % 2 of the loop, matrix bz % 2 within it
+    assert "into A_s[bz % 2, :, :] of A" in source
+
+
+def test_a_matrix_the_step_chooses_keeps_cp_async():
+    """A_s[k % 2] inside a T.Pipelined body: the loop's loads run steps ahead, into the
+    matrix of their own step, which the pipelining passes do not re-index: cp.async."""
+    @T.prim_func
+    def hand(A: T.Tensor((256, 256), "float16"), B: T.Tensor((256, 256), "float16"),
+             C: T.Tensor((256, 256), "float32")):
+        with T.Kernel(4, 4, threads=128) as (bx, by):
+            A_s = T.alloc_shared((2, 64, 32), "float16")
+            B_s = T.alloc_shared((32, 64), "float16")
+            acc = T.alloc_fragment((64, 64), "float32")
+            T.clear(acc)
+            for k in T.Pipelined(8, num_stages=2):
+                T.copy(A[by * 64, k * 32], A_s[k % 2, :, :])
+                T.copy(B[k * 32, bx * 64], B_s)
+                T.gemm(A_s[k % 2, :, :], B_s, acc)
+            T.copy(acc, C[by * 64, bx * 64])
+
+    plan = lower(hand, "sm_90a")
+    assert not _tma(plan, "A_s") and _tma(plan, "B_s")
+    assert any(s.async_copy for k in plan.func.kernels for s in walk_stmts(k.body)
+               if isinstance(s, N.For))
+
+
+def test_whole_buffer_of_swizzled_matrices_is_not_one_box():
+    """Each matrix has its own chunks: a box spanning two matrices cannot fill them."""
+    from tilecute.transform.analysis import tma_box
+
+    glob = N.Buffer("A", "float16", (N.Const(2, "int32"), N.Const(64, "int32"), N.Const(128, "int32")))
+    shared = N.Buffer("A_s", "float16", glob.shape, "shared")
+    origin = N.Region("A", (N.Const(0, "int32"),) * 3)
+    assert "holds 2 matrices" in tma_box(glob, origin, shared, 128)
+    assert tma_box(glob, origin, shared, 0) == (2, 64, 128)
+
+
+def test_explicit_tma_copies_into_stages(tmp_path):
+    plan = lower(producer_consumer_gemm(512, 512, 512), "sm_90a")
+    assert len(_tma(plan, "A_s")) == 1
+    source = emit_cute(plan)
+    assert "into A_s[k % 2, :, :] of A" in source
+    built = tilecute.build_cubin(producer_consumer_gemm(512, 512, 512), "sm_90a",
+                                 out_dir=str(tmp_path))
+    assert built.kernel_names
+
+
+def test_store_from_a_matrix(tmp_path):
+    plan = lower(staged_store(128, 128), "sm_90a")
+    stores = _tma(plan, "Y_s")
+    assert [s.src.starts[0] for s in stores] == [N.Const(0, "int32"), N.Const(1, "int32")]
+    assert "tct.store(Y_desc, tc_smem + 8192," in emit_cute(plan)  # matrix 1: 64 * 64 * 2 on
+    built = tilecute.build_cubin(staged_store(128, 128), "sm_90a", out_dir=str(tmp_path))
+    assert built.kernel_names
+
+
 # ---- on a GPU ---------------------------------------------------------------------------------------
 def _op(x, trans):
     return x.transpose(-1, -2) if trans else x
@@ -230,3 +350,23 @@ def test_double_buffered_matches_torch(trans_A, trans_B, bk, scale_a):
     c = kernel(a, b)
     want = (_op(a, trans_A).float() * (2 if scale_a else 1)) @ _op(b, trans_B).float()
     torch.testing.assert_close(c, want, atol=2e-2, rtol=1e-2)
+
+
+@pytest.mark.gpu
+def test_producer_consumer_matches_torch():
+    import torch
+
+    M, N_, K = 512, 256, 1024
+    kernel = tilecute.compile(producer_consumer_gemm(M, N_, K), out_idx=[-1])
+    a = torch.randn(M, K, dtype=torch.float16, device="cuda")
+    b = torch.randn(K, N_, dtype=torch.float16, device="cuda")
+    torch.testing.assert_close(kernel(a, b), a.float() @ b.float(), atol=5e-2, rtol=1e-2)
+
+
+@pytest.mark.gpu
+def test_store_from_a_matrix_matches_torch():
+    import torch
+
+    kernel = tilecute.compile(staged_store(128, 192), out_idx=[-1])
+    x = torch.randn(128, 192, dtype=torch.float16, device="cuda")
+    torch.testing.assert_close(kernel(x), torch.stack([x, x * 3]))

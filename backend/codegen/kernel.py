@@ -13,8 +13,8 @@ from __future__ import annotations
 import math
 
 from ..ir import nodes as N
-from ..ir.printer import layout_str
-from ..transform.analysis import (all_names, has_pdl_calls, loads as _loads, row_slice,
+from ..ir.printer import gemm_operand, layout_str
+from ..transform.analysis import (all_names, has_pdl_calls, loads as _loads, matrix_slice, row_slice,
                                   row_major_strides, value_range, view_bases, walk_stmts)
 from ..transform.launch_abi import KernelPlan
 from .bounds import Bounds, load_key
@@ -587,6 +587,10 @@ class KernelEmitter:
             what_rows = f" into rows {first}:{first + rows} of {shared.buffer}"
         else:
             what_rows = ""
+        matrix = matrix_slice(shared, buf, spec.swizzle)
+        if matrix is not None:  # A_s[s, :, :]: the matrix's own chunks
+            smem = self.smem.matrix_ptr(self.exprs, buf, matrix, stage)
+            what_rows = f" into {gemm_operand(buf.name, matrix)}"
         chunks = int(buf.shape[-1].value) // spec.box[-1]
         what = (f"a {box} box" if chunks == 1 else f"{chunks} {box} boxes") + what_rows
         more = f", chunks={chunks}, step={spec.box[-1]}, chunk_bytes={chunk_bytes}" \

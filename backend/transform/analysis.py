@@ -5,6 +5,7 @@ statement list, parallel nests, names in use, and sizes of buffers."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Optional
 
@@ -337,6 +338,9 @@ def tma_box(glob: N.Buffer, region: N.Region, shared: N.Buffer, swizzle: int,
     if swizzle and box[-1] * esize % swizzle:
         return (f"a {swizzle}-byte TMA swizzle copies rows in {swizzle}-byte chunks; the box's "
                 f"rows have {box[-1] * esize} bytes")
+    if swizzle and box[-1] * esize > swizzle and math.prod(tile[:-2]) > 1:
+        return (f"the shared tile {tile} holds {math.prod(tile[:-2])} matrices, each cut into "
+                f"{swizzle}-byte chunks of its own; one box per chunk cannot fill them")
     if swizzle:  # one box per chunk of the last dim
         box = box[:-1] + (swizzle // esize,)
     if any(b > TMA_MAX_BOX for b in box):
@@ -383,6 +387,29 @@ def whole(r: N.Region, buf: N.Buffer) -> bool:
     if not all(isinstance(x, N.Const) and x.value == 0 for x in r.starts):
         return False
     return r.extents is None or tuple(r.extents) == tuple(buf.shape)
+
+
+def matrix_slice(r: N.Region, buf: N.Buffer, swizzle: int = 0) -> tuple[N.Expr, ...] | None:
+    """The leading indices when region ``r`` of shared ``buf`` (of more than 2 dims) is
+    one whole matrix of its last two dims, ``A_s[s, :, :]`` (scalar, possibly run-time
+    leading indices), whose bytes are a multiple of what a TMA copy into it needs (1024
+    bytes with a swizzle: the pattern's period; else 128); None otherwise."""
+    if buf.ndim <= 2 or r.extents is None or len(r.starts) != buf.ndim:
+        return None
+    lead, starts, exts = r.starts[:-2], r.starts[-2:], r.extents
+    if any(not (isinstance(e, N.Const) and e.value == 1) for e in exts[:-2]) or \
+            any(not (isinstance(x, N.Const) and x.value == 0) for x in starts) or \
+            tuple(exts[-2:]) != tuple(buf.shape[-2:]):
+        return None
+    size = math.prod(int(d.value) for d in buf.shape[-2:]) * DTYPES[buf.dtype].bytes
+    if size % (1024 if swizzle else 128):
+        return None
+    return tuple(lead)
+
+
+def matrix_of(buf: N.Buffer) -> N.Buffer:
+    """One matrix of ``buf`` (its last two dims) as a buffer of its own."""
+    return dataclasses.replace(buf, shape=buf.shape[-2:], strides=None)
 
 
 def tma_swizzle(alloc: N.Allocate | None) -> int:

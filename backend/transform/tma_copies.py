@@ -37,10 +37,11 @@ from __future__ import annotations
 import dataclasses
 
 from ..ir import nodes as N
-from ..ir.visitor import StmtMutator, fold_constants, substitute, walk_nodes, walk_stmts
+from ..ir.visitor import (StmtMutator, fold_constants, substitute, var_names, walk_nodes,
+                          walk_stmts)
 from ..target import arch_at_least
-from .analysis import (accesses, aliased, all_names, mentions, parallel_nest, row_slice,  # noqa: F401
-                       tma_box, tma_swizzle, view_bases, view_layout, whole)
+from .analysis import (accesses, aliased, all_names, matrix_of, matrix_slice, mentions,  # noqa: F401
+                       parallel_nest, row_slice, tma_box, tma_swizzle, view_bases, view_layout, whole)
 
 
 class TmaError(ValueError):
@@ -116,7 +117,8 @@ class _Kernel(StmtMutator):
             return False
         swizzle = tma_swizzle(self.allocs[shared.name])
         sliced = row_slice(shared_r, shared, swizzle)
-        if not whole(shared_r, shared) and sliced is None:
+        matrix = matrix_slice(shared_r, shared, swizzle)  # A_s[s, :, :]
+        if not whole(shared_r, shared) and sliced is None and matrix is None:
             return False
         if self.func.buffer(glob.name) is None or shared.name in self.bases:
             return False  # a view: no descriptor (global), no layout of its own (shared)
@@ -128,10 +130,10 @@ class _Kernel(StmtMutator):
             return False  # a layout the program chose (T.annotate_layout) that TMA can't write
         if shared.name in self.column_walked and not swizzle:
             return False  # the layout pass swizzles it for the column walk; TMA rows can't
-        if sliced is not None and (self.bases and shared.name in self.bases.values()):
+        if (sliced is not None or matrix is not None) and shared.name in self.bases.values():
             return False  # (a slice of a buffer with views: keep it simple)
-        return isinstance(tma_box(glob, glob_r, shared, swizzle,
-                                  sliced[1] if sliced else None), tuple)
+        return isinstance(tma_box(glob, glob_r, shared if matrix is None else matrix_of(shared),
+                                  swizzle, sliced[1] if sliced else None), tuple)
 
     def load_ok(self, s) -> bool:
         return isinstance(s, N.Copy) and not s.disable_tma and self.tma_ok(s.src, s.dst)
@@ -164,6 +166,7 @@ class _Kernel(StmtMutator):
         for s in steps:
             src = self.step_origin(s, lets, inner) if self.load_ok(s) else None
             if src is not None and s.dst.buffer not in buffer_names(before) \
+                    and not var_names(s.dst.starts) & (inner | {loop.var.name}) \
                     and s.dst.buffer not in self.aliased \
                     and s.dst.buffer not in outside and s.dst.buffer not in self.pipelined:
                 body.append(N.TmaCopy(src, s.dst, loc=s.loc))
