@@ -1,0 +1,72 @@
+"""T.GemmWarpPolicy as TileLang means it: FullRow puts as many warps (warpgroups) along M
+as the tile allows and the rest along N, FullCol as many along N; neither is refused
+because the tile cannot take every warp on one side."""
+
+import pytest
+
+import tilecute
+import tilecute.language as T
+from tilecute.ir import nodes as N
+from tilecute.ir.visitor import walk_stmts
+from tilecute.transform.pipeline import lower
+from tilecute.transform.select_mma import mma_warps, wgmma_warps
+
+
+def test_wgmma_arrangements():
+    assert wgmma_warps(128, 256, 4, "FullRow") == (2, 2)  # M takes 2 of 4 warpgroups
+    assert wgmma_warps(256, 128, 4, "FullRow") == (4, 1)
+    assert wgmma_warps(256, 16, 4, "FullCol") == (2, 2)  # N takes 2 (8 columns each)
+    assert wgmma_warps(64, 256, 2, "FullCol") == (1, 2)
+    assert wgmma_warps(128, 128, 2, "Square") == (2, 1)
+    assert wgmma_warps(64, 16, 4, "FullRow") is None  # nothing tiles it
+
+
+def test_mma_arrangements():
+    assert mma_warps(32, 64, 4, "FullRow") == (2, 2)
+    assert mma_warps(128, 64, 4, "FullRow") == (4, 1)
+    assert mma_warps(64, 32, 4, "FullCol") == (2, 2)
+    assert mma_warps(64, 64, 4, "Square") == (2, 2)
+    assert mma_warps(32, 64, 4, "Square", all_along_m=True) is None  # A from registers
+
+
+def _gemm(M, N_, K, bm, bn, bk, threads, policy):
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N_), "float16"),
+             C: T.Tensor((M, N_), "float16")):
+        with T.Kernel(T.ceildiv(N_, bn), T.ceildiv(M, bm), threads=threads) as (bx, by):
+            A_s = T.alloc_shared((bm, bk), "float16")
+            B_s = T.alloc_shared((bk, bn), "float16")
+            acc = T.alloc_fragment((bm, bn), "float32")
+            T.clear(acc)
+            for k in T.Pipelined(T.ceildiv(K, bk), num_stages=2):
+                T.copy(A[by * bm, k * bk], A_s)
+                T.copy(B[k * bk, bx * bn], B_s)
+                T.gemm(A_s, B_s, acc, policy=policy)
+            T.copy(acc, C[by * bm, bx * bn])
+
+    return main
+
+
+@pytest.mark.parametrize("arch,threads,policy,warps", [
+    ("sm_90a", 512, T.GemmWarpPolicy.FullRow, (2, 2)),   # 4 warpgroups, M = 128 takes 2
+    ("sm_80", 256, T.GemmWarpPolicy.FullRow, (8, 1)),
+    ("sm_80", 256, T.GemmWarpPolicy.FullCol, (1, 8)),
+])
+def test_policy_falls_back_to_a_mixed_arrangement(arch, threads, policy, warps, tmp_path):
+    func = _gemm(256, 512, 128, 128, 256, 32, threads, policy)
+    plan = lower(func, arch)
+    (acc,) = [s for k in plan.func.kernels for s in walk_stmts(k.body)
+              if isinstance(s, N.Allocate) and s.buffer.name == "acc"]
+    assert tuple(acc.layout.warps) == warps
+    assert tilecute.build_cubin(func, arch, out_dir=str(tmp_path)).kernel_names
+
+
+@pytest.mark.gpu
+def test_fullrow_mixed_arrangement_matches_torch():
+    import torch
+
+    kernel = tilecute.compile(_gemm(256, 512, 128, 128, 256, 32, 512, T.GemmWarpPolicy.FullRow),
+                              out_idx=[-1])
+    a = torch.randn(256, 128, dtype=torch.float16, device="cuda")
+    b = torch.randn(128, 512, dtype=torch.float16, device="cuda")
+    torch.testing.assert_close(kernel(a, b).float(), a.float() @ b.float(), atol=5e-2, rtol=1e-2)
