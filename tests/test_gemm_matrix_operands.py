@@ -319,15 +319,29 @@ def _op(x, trans):
     return x.transpose(-1, -2) if trans else x
 
 
+def test_warp_specialized_batched_cubin(tmp_path):
+    """256 threads, 3 stages: a producer warpgroup issues the matrix loads (B's 128-column
+    rows in two swizzle chunks per matrix)."""
+    f = batched_gemm(4, 512, 512, 512, **WS)
+    plan = lower(f, "sm_90a")
+    assert plan.func.kernels[0].producer_threads == 128
+    assert "(tc_j0 % 3) * 32768 + (bz % 2) * 16384" in emit_cute(plan)
+    assert tilecute.build_cubin(f, "sm_90a", out_dir=str(tmp_path)).kernel_names
+
+
+WS = dict(bm=128, bn=128, bk=64, threads=256, stages=3)
+
+
 @pytest.mark.gpu
-@pytest.mark.parametrize("trans_A,trans_B", [(False, False), (False, True), (True, False),
-                                             (True, True)])
-def test_batched_matches_torch(trans_A, trans_B):
+@pytest.mark.parametrize("trans_A,trans_B,ws", [(False, False, False), (False, True, False),
+                                                (True, False, False), (True, True, False),
+                                                (False, False, True), (True, True, True)])
+def test_batched_matches_torch(trans_A, trans_B, ws):
     import torch
 
-    batch, M, N_, K = 3, 128, 192, 256
-    kernel = tilecute.compile(batched_gemm(batch, M, N_, K, trans_A=trans_A, trans_B=trans_B),
-                              out_idx=[-1])
+    batch, M, N_, K = 3, 256, 256, 512
+    kernel = tilecute.compile(batched_gemm(batch, M, N_, K, trans_A=trans_A, trans_B=trans_B,
+                                           **(WS if ws else {})), out_idx=[-1])
     a = torch.randn((batch, K, M) if trans_A else (batch, M, K), dtype=torch.float16, device="cuda")
     b = torch.randn((batch, N_, K) if trans_B else (batch, K, N_), dtype=torch.float16, device="cuda")
     c = kernel(a, b)
