@@ -12,7 +12,7 @@ _LAZY = {
     "par_compile": ("tilecute.api", "par_compile"),
     "load": ("tilecute.runtime.kernel", "load"),
     "build_cubin": ("tilecute.driver", "build_cubin"),
-    "lower": ("tilecute.transform.pipeline", "lower"),
+    "lower": ("tilecute.engine", "lower"),
     "PassConfigKey": ("tilecute.options", "PassConfigKey"),
     "TensorSupplyType": ("tilecute.utils", "TensorSupplyType"),
     "autotune": ("tilecute.autotuner", "autotune"),

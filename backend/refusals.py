@@ -70,6 +70,20 @@ REFUSED_MODULES = {
     "tilecute.tools": "TileLang's tools (layout plots, the roofline Analyzer, IKET tracing) "
                       "read TileLang's IR; tilecute's lowered IR is kernel.get_source('script')",
     "tilecute.rocm": "it targets AMD GPUs; tilecute targets NVIDIA's (CuTe DSL)",
+    # TileLang's internal layers that its own tests import
+    "tilecute.language.tir": "it is TileLang's TVM-TIR op layer (ir, op, exports); tilecute's "
+                             "T.* names are in tilecute.language itself",
+    "tilecute.language.common": "it is TileLang's dialect namespace (the T.* names its backends "
+                                "share); tilecute.language is tilecute's one namespace",
+    "tilecute.language.kernel": "it is TileLang's T.Kernel frame builder; T.Kernel is a form "
+                                "tilecute's frontend parses (its thread checks are the parser's)",
+    "tilecute.language.dtypes": "it holds TileLang's dtype tables; tilecute's dtypes are "
+                                "tilecute.language.dtype (T.dtype) and tilecute.runtime.dtypes",
+    "tilecute.cuda.language": "it holds TileLang's CUDA-only TIR intrinsics (ptx_wgmma_ss ...); "
+                              "tilecute lowers T.gemm and copies onto CuTe DSL",
+    "tilecute.transform.simplify": "it runs TVM's Simplify on TIR; tilecute's frontend and passes "
+                                   "fold expressions themselves (kernel.get_source('script') "
+                                   "shows the lowered IR)",
 }
 
 

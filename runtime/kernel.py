@@ -144,9 +144,13 @@ class Kernel:
             raise ValueError(f"get_source: kind must be one of {sorted(SOURCE_KINDS)}, got {kind!r}")
         return (self.path / SOURCE_KINDS[kind]).read_text()
 
-    def get_kernel_source(self) -> str:
-        """The CuTe DSL source (TileLang's name for ``get_source("cute")``)."""
-        return self.get_source("cute")
+    def get_kernel_source(self, kernel_only: bool = True) -> str:
+        """The CuTe DSL source (TileLang's name for ``get_source("cute")``); with
+        ``kernel_only=False`` followed by the host side, as TileLang's CuTe DSL backend
+        appends its host wrapper: the host module and the C++ launcher."""
+        if kernel_only:
+            return self.get_source("cute")
+        return "\n\n".join(self.get_source(kind) for kind in ("cute", "host", "launcher"))
 
     def get_profiler(self, tensor_supply_type=None, shapes=None):
         """A ``tilecute.profiler.Profiler`` for this kernel (TileLang's API): ``do_bench``

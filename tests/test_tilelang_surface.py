@@ -56,7 +56,7 @@ CALLS = {
     "Tensor": ("param", '(4,), "float32"'), "StridedTensor": ("param", '(4,), (1,), "float32"'),
     "Buffer": ("param", '(4,), "float32"'),
     **{name: ("param", '(4,), "float32"') for name in ("SharedBuffer", "FragmentBuffer", "LocalBuffer")},
-    "grid": ("for", "4"),
+    "grid": ("for", "4"), "parallel": ("for", "4"),
     **{name: ("expr", "0") for name in ("get_block_binding", "get_thread_extent", "get_block_extent")},
     "thread_binding": ("expr", '0, 128, "threadIdx.x"'),
     "pdl_sync": ("stmt", ""), "pdl_trigger": ("stmt", ""), "let": ("stmt", "x, 1"),

@@ -112,6 +112,13 @@ def _unroll_alias(start, stop=None, step=None, *, explicit=False, unroll_factor=
 
 
 @_form("for")
+def parallel(start, stop=None, *, annotations=None):
+    """``for i in T.parallel(n)``: TVM's parallel loop, which TileLang's passes treat as
+    ``T.Parallel(n)`` (its iterations spread over the block's threads); ``start`` must
+    be 0 when ``stop`` is given."""
+
+
+@_form("for")
 def vectorized(start, stop=None, *, annotations=None):
     """``for i in T.vectorized(n)``: TVM's vectorized loop, every iteration run by the
     thread that reaches it (tilecute emits it unrolled; its vectorization pass chooses

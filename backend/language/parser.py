@@ -716,6 +716,17 @@ class _Parser:
             raise self.error(s, f"loop over {loops}")
         if not self.in_kernel:
             raise self.error(s, "loops must be inside a T.Kernel block")
+        if form.__name__ == "parallel":  # TVM's T.parallel(n): T.Parallel(n), as in TileLang
+            a = self.args(form, it)
+            a.no_annotations()
+            extent = a.node("start")
+            if a.given("stop"):
+                if not N.Const(0, "int32") == N.as_expr(a.value("start")):
+                    raise a.fail("start", "T.parallel(start, stop) is supported from start 0 "
+                                          "(it is T.Parallel(stop), whose iterations start at 0)")
+                extent = a.node("stop")
+            it = ast.copy_location(ast.Call(func=it.func, args=[extent], keywords=[]), it)
+            form = F.FORMS["Parallel"]
         a = self.args(form, it)
         target = s.target
         names = [e for e in (target.elts if isinstance(target, ast.Tuple) else [target])]
