@@ -386,7 +386,8 @@ def test_gpu_row_max(in_dtype, accum):
     kernel(a.cuda(), b.cuda(), c, r)
     # the T.fill(C, 1) before is overwritten: clear_accum
     rows = full.amax(dim=1)
-    tol = {"float16": 0.1, "int32": 0, "float64": 1e-9}[accum]
+    # float16 accumulation rounds each of the K partial sums (error ~ sqrt(K) half-ulps)
+    tol = {"float16": 2e-2 * full.abs().max().item(), "int32": 0, "float64": 1e-9}[accum]
     assert (r.cpu().double() - rows.double()).abs().max().item() <= tol
     assert (c.cpu().double() - (full - rows[:, None]).double()).abs().max().item() <= tol
 
