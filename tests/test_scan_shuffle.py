@@ -251,9 +251,10 @@ def test_reducer_accumulates_distributed_and_finalizes(tmp_path):
 
 
 @pytest.mark.parametrize("old,new,message", [
-    ('replication="all"', "", "replication=None is not supported"),
-    ('replication="all"', 'op="bitand", replication="all"', "op='bitand' is not supported"),
-    ("T.finalize_reducer(r)", "T.finalize_reducer(r, B)", "dst=`B` is not supported"),
+    ('replication="all"', 'replication="some"', "replication='some': TileLang's legacy reducer"),
+    ('replication="all"', 'op="bitand", replication="all"',
+     "bitwise reducer op 'bitand' requires an integer dtype, got float32"),
+    ("T.finalize_reducer(r)", "T.finalize_reducer(r, B)", "dst=`B`: reducer 'r' has replication="),
     # TileLang's checks of batch (a hint: any valid batch gives the same code)
     ("T.finalize_reducer(r)", "T.finalize_reducer(r, batch=0)", "batch must be >= 1, got 0"),
     ("T.finalize_reducer(r)", "T.finalize_reducer(r, batch=32)",

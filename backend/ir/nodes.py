@@ -513,10 +513,10 @@ class Allocate(Stmt):
     # shared buffers: where the buffer lives in the block's dynamic shared memory (the
     # shared-memory pass, last); None before it
     slot: Optional["SharedSlot"] = None
-    # fragments only: a reducer (TileLang's T.alloc_reducer(..., replication="all")):
-    # every thread holds a private copy of every element that T.Parallel loops (run over
-    # the threads) combine contributions into with this op; T.finalize_reducer combines
-    # the copies.  "" for an ordinary fragment
+    # fragments only: a reducer (TileLang's T.alloc_reducer): every thread holds a private
+    # copy of every element that T.Parallel loops (run over the threads) combine
+    # contributions into with this op (one of REDUCER_OPS; the bitwise ones on integers);
+    # T.finalize_reducer combines the copies.  "" for an ordinary fragment
     reducer: str = ""
     # a view (TileLang's T.view / T.reshape / T.Tensor(shape, dtype, buf.data)): this
     # buffer names no storage of its own but the storage of buffer ``view_of`` (a shared,
@@ -617,6 +617,7 @@ GEMM_POLICIES = ("Square", "FullRow", "FullCol")
 
 REDUCE_KINDS = ("sum", "max", "min", "abssum", "absmax", "bitand", "bitor", "bitxor")
 BITWISE_REDUCE_KINDS = ("bitand", "bitor", "bitxor")  # integer sources only
+REDUCER_OPS = ("sum", "max", "min", "bitand", "bitor", "bitxor")  # T.alloc_reducer's op
 
 
 @dataclass(frozen=True)

@@ -428,9 +428,11 @@ class _Validator:
             if s.layout is not None and s.layout.kind == "mbarrier":
                 self.barriers.add(b.name)
             if s.reducer:
-                if b.scope != "fragment" or s.reducer not in ("sum", "max", "min"):
+                if b.scope != "fragment" or s.reducer not in N.REDUCER_OPS or \
+                        s.reducer in N.BITWISE_REDUCE_KINDS and not N.is_int(b.dtype):
                     self.fail(f"buffer '{b.name}': a reducer is a fragment combined by sum, max "
-                              f"or min (got a {b.scope} buffer, op {s.reducer!r})")
+                              f"or min, or bitand, bitor or bitxor on integers (got a {b.dtype} "
+                              f"{b.scope} buffer, op {s.reducer!r})")
                 self.reducers.add(b.name)
         elif isinstance(s, N.TmaCopy):
             self.region(s.src, vars_, bufs)

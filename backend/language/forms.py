@@ -457,7 +457,22 @@ def alloc_reducer(shape, dtype, op="sum", replication=None, *, layout=None):
 @_form("stmt")
 def finalize_reducer(reducer, dst=None, batch=1, annotations=None, *, scratch=None):
     """``T.finalize_reducer(r)``: every thread's copy of ``r`` becomes the combination of
-    all of them.  tilecute's: ``scratch`` (set by the layout pass)."""
+    all of them; ``T.finalize_reducer(acc, dst)``: a reducer epoch's logical result (its
+    ``T.reducer_init`` value combined once) written into the fragment ``dst``.
+    tilecute's: ``scratch`` (set by the layout pass)."""
+
+
+@_form("stmt")
+def reducer_init(reducer, init=None):
+    """``T.reducer_init(acc)`` / ``T.reducer_init(acc, v)``: open the epoch of a reducer from
+    ``T.alloc_reducer`` without ``replication``: partials start from the combine identity;
+    ``v`` (captured here) is combined once per output at ``T.finalize_reducer``."""
+
+
+@_form("stmt")
+def reducer_update(target, value):
+    """``T.reducer_update(acc[i], v)`` inside a ``T.Parallel`` loop: each logical iteration
+    contributes ``v`` to output ``i`` exactly once."""
 
 
 @_form("stmt")
@@ -555,7 +570,7 @@ TILELANG_ONLY = frozenset("""
     Fragment ptr make_tensor make_tensor_from_addr
     alloc_cluster_barrier alloc_tmem alloc_descriptor empty allocate async_copy transpose
     copy_cluster tma_gather4 tma_scatter4 tma_load tma_load_2sm gemm_sp
-    wgmma_gemm tcgen05_gemm reducer_init reducer_update
+    wgmma_gemm tcgen05_gemm
     atomic_load atomic_store atomic_or dp4a
     access_ptr activemask all_sync any_sync ballot
     ballot_sync

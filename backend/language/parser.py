@@ -202,6 +202,24 @@ class _Args:
         raise self.fail(name, f"{name} must be an int{bound} known at parse time; got {_show(v)}")
 
 
+def _reducer_identity(op: str, dtype: str) -> N.Const:
+    """The combine identity a reducer epoch's partials start from (TileLang's): 0 for sum,
+    bitor and bitxor, -inf / the least value for max, +inf / the greatest for min, all ones
+    for bitand."""
+    if op in ("sum", "bitor", "bitxor"):
+        return N.const(0, dtype)
+    if N.is_float(dtype):
+        return N.const(float("-inf") if op == "max" else float("inf"), dtype)
+    bits = int("".join(c for c in dtype if c.isdigit()) or 32)
+    signed = dtype.startswith("int")
+    lo, hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
+    return N.Const({"max": lo, "min": hi}.get(op, -1 if signed else hi), dtype)
+
+
+def _reducer_combine(op: str, acc: N.Expr, value: N.Expr) -> N.Expr:
+    return N.BinOp({"sum": "add"}.get(op, op), acc, value, acc.dtype)
+
+
 def _show(v) -> str:
     if isinstance(v, N.Expr):
         from ..ir.printer import expr_str
@@ -221,6 +239,10 @@ class _Parser:
         self.fname = tree.name
         self.scopes: list[dict[str, Any]] = [{}]
         self.control: list[bool] = [False]  # per scope: is it a loop or if body?
+        # per scope: ("loop" | "parallel" | "if", serial number) for the loop/if bodies,
+        # None for other scopes (reducer epochs compare where init and finalize stand)
+        self.ctx: list = []
+        self.epochs: dict[str, dict] = {}  # T.alloc_reducer without replication: its epoch
         self.used_names: set[str] = set()
         self.symbols: dict[str, N.Var] = {}
         self.let_values: dict[str, N.Expr] = {}  # a name's Let var -> its value (assert_stmt)
@@ -281,13 +303,19 @@ class _Parser:
     def bind(self, name: str, value) -> None:
         self.scopes[-1][name] = value
 
-    def push(self, control: bool = True):
+    def push(self, control: bool = True, kind: str | None = None):
         self.scopes.append({})
         self.control.append(control)
+        self.ctx.append((kind, len(self.used_names), id(self.scopes[-1])) if kind else None)
 
     def pop(self):
         self.scopes.pop()
         self.control.pop()
+        self.ctx.pop()
+
+    def context(self) -> tuple:
+        """The loop/if bodies enclosing the statement parsed now, outermost first."""
+        return tuple(c for c in self.ctx if c is not None)
 
     def check_rebind(self, name: str, node) -> None:
         """Rebinding a variable from outside the enclosing loop/if body would not carry
@@ -365,6 +393,7 @@ class _Parser:
         kernels: list[N.KernelScope] = []
         self.scalar_params = {p.name for p in params if not isinstance(p, N.Buffer)}
         body = self.block(fn.body, top=True)
+        self.check_epochs_closed()
         for s in body:
             if not isinstance(s, N.KernelScope):
                 raise self.error(fn, "only `with T.Kernel(...)` blocks may stand at the top "
@@ -805,13 +834,13 @@ class _Parser:
             if kind in ("serial", "unrolled") and (step is None or step == 1) and \
                     isinstance(extent, N.Const) and extent.value == 1 and not _breaks(s.body):
                 # a one-step loop is its body, with the variable bound to the start
-                self.push()
+                self.push(kind="loop")
                 try:
                     self.bind(names[0].id, start)
                     return list(self.block(s.body))
                 finally:
                     self.pop()
-        self.push()
+        self.push(kind="parallel" if kind == "parallel" else "loop")
         loop_vars = []
         prologue: list[N.Stmt] = []
         for nm, (start, _) in zip(names, ranges):
@@ -984,7 +1013,7 @@ class _Parser:
             padded = N.binop("mul", padded, g)
         loc = self.loc(s)
         wave = N.Var(self.fresh("w"), "int32")
-        self.push()
+        self.push(kind="loop")
         try:
             tile = N.Var(self.fresh("tile_id"), "int32")
             stmts: list[N.Stmt] = [N.Let(tile, N.binop("add", N.binop("mul", wave, wave_size), index),
@@ -1014,10 +1043,10 @@ class _Parser:
             return list(self.block(s.body if cond else s.orelse))
         if cond.dtype != "bool":
             cond = N.cmp("ne", cond, 0)
-        self.push()
+        self.push(kind="if")
         then = self.block(s.body)
         self.pop()
-        self.push()
+        self.push(kind="if")
         orelse = self.block(s.orelse)
         self.pop()
         return [N.If(cond, then, orelse, loc=self.loc(s))]
@@ -1175,6 +1204,10 @@ class _Parser:
         if op is None:
             raise self.error(s, f"operator {type(s.op).__name__} is not supported")
         if isinstance(s.target, ast.Subscript):
+            target = self.expr(s.target.value) if not isinstance(s.target.value, ast.Name) \
+                else self.lookup(s.target.value.id, s.target.value)
+            if isinstance(target, _BufferRef):  # `acc[i] += v` stores (a reducer's check)
+                self.reducer_access(target.buffer.name, s, "store")
             current = self.expr(s.target)
             return self.store(s.target, self.binop(s, op, current, self.expr(s.value)), s)
         if isinstance(s.target, ast.Name):
@@ -1214,6 +1247,7 @@ class _Parser:
         return [self.store_value(buf, tuple(indices), value, s)]
 
     def store_value(self, buf: N.Buffer, indices, value, s) -> N.Stmt:
+        self.reducer_access(buf.name, s, "store")
         if isinstance(value, _BufferRef):
             raise self.error(s, "cannot store a whole buffer into an element")
         if not _is_ir(value) and not isinstance(value, (int, float, bool)):
@@ -1506,7 +1540,12 @@ class _Parser:
     def expr_stmt(self, s: ast.Expr) -> list[N.Stmt]:
         call = s.value
         if not isinstance(call, ast.Call):
-            raise self.error(s, "an expression statement must be a T.* call")
+            if isinstance(call, ast.Constant):
+                if call.value is Ellipsis or isinstance(call.value, str):
+                    return []  # `...` and docstrings, as in Python
+                raise self.error(s, "an expression statement must be a T.* call")
+            # TileLang evaluates any other expression statement (`tmp[0]`, `x + 1`): T.evaluate
+            return [N.Evaluate(N.as_expr(self.expr(call)), loc=self.loc(s))]
         macro = self.macro_of(call.func)
         if macro is not None:
             return self.inline_macro(macro, call, s)
@@ -1674,7 +1713,9 @@ class _Parser:
         if isinstance(ref, _RegionRef):  # T.clear(region): TileLang's T.fill(region, 0)
             buf = self.buffer_named(ref.region.buffer)
             return [N.Fill(ref.region, N.cast(N.as_expr(0, buf.dtype), buf.dtype), loc=self.loc(s))]
-        return [N.Clear(self.buffer_of(node).name, loc=self.loc(s))]
+        buf = self.buffer_of(node)
+        self.reducer_access(buf.name, node, "use")
+        return [N.Clear(buf.name, loc=self.loc(s))]
 
     def stmt_gemm(self, a: _Args, s) -> list[N.Stmt]:
         (A, a_index), (B, b_index), (C, _) = (self.gemm_operand(a, x) for x in ("A", "B", "C"))
@@ -2114,7 +2155,7 @@ class _Parser:
             raise self.error(s, "`while` with a condition that is true at parse time never ends")
         if cond.dtype != "bool":
             cond = N.cmp("ne", cond, 0)
-        self.push()
+        self.push(kind="loop")
         body = self.block(s.body)
         self.pop()
         if _has_break(body):
@@ -2157,42 +2198,205 @@ class _Parser:
         return self.stmt_cumsum(a, s, "max")
 
     def alloc_reducer(self, name: str, a: _Args, s) -> list[N.Stmt]:
-        """TileLang's legacy reducer (``replication="all"`` or ``"none"``, which differ only
-        in TileLang's physical plan): a fragment each thread holds whole."""
+        """TileLang's reducer: a fragment each thread holds whole (tilecute's physical plan
+        for every reducer, TileLang's baseline).  ``replication="all"`` or ``"none"``
+        (TileLang's legacy reducer; the two differ only in TileLang's physical plan):
+        ``T.clear``/``T.fill``, ``r[i] += x`` in ``T.Parallel`` loops, an in-place
+        ``T.finalize_reducer(r)``.  ``replication=None``: a reducer epoch
+        (``T.reducer_init``, ``T.reducer_update``, ``T.finalize_reducer(acc, dst)``), or,
+        used only with the legacy syntax, a legacy reducer as in TileLang."""
         op = a.value("op")
-        if op not in ("sum", "max", "min"):
-            raise a.fail("op", f"'{name}': op={op!r} is not supported; a T.alloc_reducer with "
-                               "replication= combines by 'sum', 'max' or 'min'")
-        if a.value("replication") not in ("all", "none"):
-            raise a.fail("replication", f"'{name}': replication={_show(a.value('replication'))} "
-                                        "is not supported: tilecute has TileLang's replicated "
-                                        "reducer (replication=\"all\" or \"none\", finalized in "
-                                        "place), not the reducer epochs (T.reducer_init/"
-                                        "T.reducer_update)")
+        replication = a.value("replication")
+        if op not in N.REDUCER_OPS:
+            raise a.fail("op", f"'{name}': op={op!r} is not one of TileLang's reducer ops "
+                               f"{', '.join(N.REDUCER_OPS)}")
+        if replication not in (None, "all", "none"):
+            raise a.fail("replication", f"'{name}': replication={_show(replication)}: "
+                                        "TileLang's legacy reducer takes \"all\" or \"none\"")
+        # (TileLang's legacy reducer takes sum/max/min only; tilecute's takes the bitwise
+        # ops on integers too: the printer writes every reducer, epochs included, with
+        # replication="all", their lowered form being the legacy statements)
+        bitwise = op in N.BITWISE_REDUCE_KINDS
         shape = a.value("shape")
         shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
         if not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in shape):
             raise a.fail("shape", f"'{name}': the shape must be positive ints known at parse "
                                   f"time, got {shape!r}")
         dt = self.dtype_arg(a, "dtype", name)
+        if bitwise and not N.is_int(dt):
+            raise a.fail("dtype", f"'{name}': bitwise reducer op {op!r} requires an integer "
+                                  f"dtype, got {dt}")
         layout = a.value("layout")
         if layout is not None and not isinstance(layout, N.Layout):
             raise a.fail("layout", f"'{name}': layout= takes a T.Layout(...), got {layout!r}")
         buf = N.Buffer(self.fresh(name), dt, tuple(N.Const(d, "int32") for d in shape), "fragment")
         self.bind(name, _BufferRef(buf))
         self.__dict__.setdefault("reducer_buffers", set()).add(buf.name)
+        if replication is None:
+            self.epochs[buf.name] = {"mode": None, "op": op, "name": name, "init": None,
+                                     "ctx": None, "seed": None, "final": False,
+                                     "loc": self.loc(s)}
         return [N.Allocate(buf, layout, loc=self.loc(s), reducer=op)]
+
+    # ---- reducer epochs (T.alloc_reducer without replication) ----------------------------
+    def reducer_access(self, name: str, node, what: str) -> None:
+        """A read, store or tile-op use of buffer ``name`` outside the epoch forms.  A
+        reducer allocated without ``replication`` that T.reducer_init opened is reached only
+        through T.reducer_update (and read through its T.finalize_reducer's ``dst``); one
+        first used this way takes TileLang's legacy reducer syntax instead (sum/max/min)."""
+        e = self.epochs.get(name)
+        if e is None:
+            return
+        if e["mode"] == "epoch":
+            verb = {"read": "illegal read of", "store": "illegal store to",
+                    "use": "illegal use of"}[what]
+            raise self.error(node, f"{verb} reducer '{e['name']}': a reducer opened by "
+                                   "T.reducer_init is updated only by T.reducer_update(acc[...], "
+                                   "v) inside T.Parallel loops, and its result is read from "
+                                   "T.finalize_reducer(acc, dst)'s dst")
+        if e["mode"] is None:
+            if e["op"] in N.BITWISE_REDUCE_KINDS:
+                raise self.error(node, f"reducer '{e['name']}' (op={e['op']!r}) used with the "
+                                       "legacy reducer syntax: legacy (v1) reducers only support "
+                                       "sum/max/min; open it with T.reducer_init")
+            e["mode"] = "legacy"
+
+    def epoch_of(self, a: _Args, arg: str, form: str) -> tuple[N.Buffer, dict]:
+        node = a.node(arg)
+        buf = self.buffer_of(node.value if isinstance(node, ast.Subscript) else node)
+        e = self.epochs.get(buf.name)
+        if e is None:
+            raise a.fail(arg, f"'{buf.name}' is not a reducer of T.alloc_reducer without "
+                              "replication (reducer epochs are opened on those)")
+        if e["mode"] == "legacy":
+            raise a.fail(arg, f"reducer '{e['name']}' is used with the legacy reducer syntax "
+                              f"(T.clear/T.fill, stores, reads); {form} belongs to a reducer "
+                              "epoch: do not mix the two on one reducer")
+        return buf, e
+
+    def stmt_reducer_init(self, a: _Args, s) -> list[N.Stmt]:
+        """``T.reducer_init(acc, init=None)``: every thread's copy starts from the combine
+        identity (a Fill); ``init`` (a Python number, or an expression of the reducer's dtype)
+        is captured here (an expression into a local) and combined once per output by
+        T.finalize_reducer."""
+        buf, e = self.epoch_of(a, "reducer", "T.reducer_init")
+        if e["mode"] == "epoch":
+            raise self.error(s, f"double T.reducer_init of reducer '{e['name']}' (the first is "
+                                f"at {e['init']}); an epoch opens once (put it in a loop to "
+                                "reopen it each iteration)")
+        e.update(mode="epoch", init=self.loc(s), ctx=self.context())
+        identity = _reducer_identity(e["op"], buf.dtype)
+        out: list[N.Stmt] = [N.Fill(N.Region(buf.name, tuple(N.Const(0, "int32") for _ in buf.shape),
+                                             tuple(buf.shape)), identity, loc=self.loc(s))]
+        init = a.value("init")
+        if init is None:
+            return out
+        if isinstance(init, (bool, int, float)) and not _is_ir(init):
+            e["seed"] = N.const(init, buf.dtype)
+            return out
+        if not _is_ir(init):
+            raise a.fail("init", f"init={_show(init)} is not a value of the reducer's dtype")
+        if init.dtype != buf.dtype:
+            raise a.fail("init", f"the init value's dtype {init.dtype} does not match reducer "
+                                 f"'{e['name']}' dtype {buf.dtype} (a Python number converts)")
+        if isinstance(init, N.Const):
+            e["seed"] = init
+            return out
+        seed = N.Buffer(self.fresh(f"{e['name']}_init"), buf.dtype, (N.Const(1, "int32"),), "local")
+        zero = (N.Const(0, "int32"),)
+        e["seed"] = N.Load(seed.name, zero, buf.dtype)
+        return [N.Allocate(seed, None, loc=self.loc(s)),
+                N.Store(seed.name, zero, init, loc=self.loc(s))] + out
+
+    def stmt_reducer_update(self, a: _Args, s) -> list[N.Stmt]:
+        """``T.reducer_update(acc[i], v)``: ``acc[i] = combine(acc[i], v)`` in the
+        enclosing T.Parallel loop, which runs each logical iteration once (on one thread,
+        into that thread's copy)."""
+        node = a.node("target")
+        if not isinstance(node, ast.Subscript):
+            raise a.fail("target", f"T.reducer_update expects `acc[indices]` as its first "
+                                   f"argument, got `{ast.unparse(node)}`")
+        buf, e = self.epoch_of(a, "target", "T.reducer_update")
+        if e["mode"] != "epoch":
+            raise self.error(s, f"T.reducer_update of reducer '{e['name']}' before "
+                                "T.reducer_init")
+        if e["final"]:
+            raise self.error(s, f"T.reducer_update of reducer '{e['name']}' after its "
+                                "T.finalize_reducer (the epoch is closed)")
+        if not any(c[0] == "parallel" for c in self.context()):
+            raise self.error(s, f"T.reducer_update of reducer '{e['name']}' outside any "
+                                "T.Parallel loop: each logical iteration of a T.Parallel loop "
+                                "contributes once; a statement outside one is ambiguous")
+        idx = self.indices(node)
+        if len(idx) != buf.ndim or any(isinstance(i, slice) for i in idx):
+            raise a.fail("target", f"T.reducer_update takes one element of '{e['name']}' "
+                                   f"({buf.ndim} indices), got `{ast.unparse(node)}`")
+        value = a.value("value")
+        if not _is_ir(value) and not isinstance(value, (bool, int, float)):
+            raise a.fail("value", f"cannot contribute {_show(value)} to reducer '{e['name']}'")
+        value = N.cast(N.as_expr(value, buf.dtype), buf.dtype)
+        idx = tuple(idx)
+        return [N.Store(buf.name, idx, _reducer_combine(e["op"], N.Load(buf.name, idx, buf.dtype),
+                                                        value), loc=self.loc(s))]
+
+    def finalize_epoch(self, a: _Args, s, buf: N.Buffer, e: dict) -> list[N.Stmt]:
+        """``T.finalize_reducer(acc, dst)``: every thread's copy combined (FinalizeReducer),
+        then ``dst[...] = combine(acc[...], init)`` over dst's elements (a T.Parallel loop)."""
+        if e["mode"] != "epoch":
+            raise self.error(s, f"T.finalize_reducer(acc, dst) of reducer '{e['name']}' before "
+                                "T.reducer_init")
+        if e["final"]:
+            raise self.error(s, f"reducer '{e['name']}' is finalized twice")
+        here, opened = self.context(), e["ctx"]
+        if here[:len(opened)] != opened or any(c[0] != "if" for c in here[len(opened):]):
+            raise self.error(s, f"T.finalize_reducer of reducer '{e['name']}' is not in the "
+                                f"scope of its T.reducer_init ({e['init']}): they share the "
+                                "enclosing loops (the finalize may sit in an if inside the "
+                                "init's scope)")
+        dst = self.buffer_of(a.node("dst"))
+        if dst.scope != "fragment" or tuple(dst.shape) != tuple(buf.shape) or \
+                dst.dtype != buf.dtype:
+            raise a.fail("dst", f"dst '{dst.name}' must be a fragment of reducer "
+                                f"'{e['name']}''s shape and dtype ({buf.dtype})")
+        e["final"] = True
+        loc = self.loc(s)
+        vars_ = [N.Var(self.fresh("r"), "int32") for _ in buf.shape]
+        value = N.Load(buf.name, tuple(vars_), buf.dtype)
+        if e["seed"] is not None:
+            value = _reducer_combine(e["op"], value, e["seed"])
+        body: tuple = (N.Store(dst.name, tuple(vars_), value, loc=loc),)
+        for v, d in reversed(list(zip(vars_, buf.shape))):
+            body = (N.For(v, N.Const(0, "int32"), d, "parallel", body, loc=loc),)
+        scratch = ""
+        if a.value("scratch") is not None:
+            scratch = self.buffer_of(a.node("scratch")).name
+        return [N.FinalizeReducer(buf.name, scratch, loc=loc), *body]
+
+    def check_epochs_closed(self) -> None:
+        for e in self.epochs.values():
+            if e["mode"] == "epoch" and not e["final"]:
+                raise FrontendError(f"reducer '{e['name']}' is opened by T.reducer_init at "
+                                    f"{e['init']} but never finalized (T.finalize_reducer(acc, "
+                                    "dst))", e["loc"], self.fname)
 
     def stmt_finalize_reducer(self, a: _Args, s) -> list[N.Stmt]:
         buf = self.buffer_of(a.node("reducer"))
         if buf.name not in self.__dict__.get("reducer_buffers", ()):
             raise a.fail("reducer", f"'{buf.name}' is not a T.alloc_reducer buffer")
-        if a.value("dst") is not None:
-            raise a.fail("dst", f"dst=`{ast.unparse(a.node('dst'))}` is not supported: tilecute "
-                                "finalizes TileLang's replicated reducer in place (not the "
-                                "reducer-epoch form)")
         self.batch_hint(a, math.prod(int(d.value) for d in buf.shape))
         a.no_annotations()
+        e = self.epochs.get(buf.name)
+        if a.value("dst") is not None:
+            if e is None:
+                raise a.fail("dst", f"dst=`{ast.unparse(a.node('dst'))}`: reducer '{buf.name}' "
+                                    "has replication= (TileLang's legacy reducer, finalized in "
+                                    "place: T.finalize_reducer(r))")
+            return self.finalize_epoch(a, s, buf, e)
+        if e is not None:
+            if e["mode"] == "epoch":
+                raise a.fail("dst", f"reducer '{e['name']}' was opened by T.reducer_init: its "
+                                    "T.finalize_reducer takes the destination fragment (acc, dst)")
+            self.reducer_access(buf.name, s, "use")
         scratch = ""
         if a.value("scratch") is not None:
             scratch = self.buffer_of(a.node("scratch")).name
@@ -2530,6 +2734,11 @@ class _Parser:
         return any(isinstance(i, slice) for i in self.indices(node))
 
     def region(self, node) -> N.Region:
+        r = self.region_of(node)
+        self.reducer_access(r.buffer, node, "use")
+        return r
+
+    def region_of(self, node) -> N.Region:
         if isinstance(node, ast.Name):
             ref = self.lookup(node.id, node)
             if isinstance(ref, _RegionRef):
@@ -2745,6 +2954,7 @@ class _Parser:
                 if len(idx) != buf.ndim:
                     raise self.error(node, f"'{buf.name}' has {buf.ndim} dims but is indexed "
                                            f"with {len(idx)}")
+                self.reducer_access(buf.name, node, "read")
                 return N.Load(buf.name, tuple(idx), buf.dtype)
             if _is_ir(base):
                 raise self.error(node, f"`{ast.unparse(node.value)}` is a scalar, not a buffer")
