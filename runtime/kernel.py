@@ -219,8 +219,9 @@ class Kernel:
 
     def allocate_outputs(self, inputs) -> list:
         """torch tensors for the ``out_idx`` outputs, shaped by the symbols the ``inputs``
-        (the other arguments, in order) bind, on the first input tensor's device.  Under
-        torch's fake-tensor mode they are fake tensors, so this serves meta kernels too."""
+        (the other arguments, in order) bind, on the first input tensor's device (with none,
+        torch's current CUDA device).  Under torch's fake-tensor mode they are fake
+        tensors, so this serves meta kernels too."""
         return self._allocate(inputs, self.out_idx)
 
     def _allocate(self, inputs, which) -> list:
@@ -233,6 +234,8 @@ class Kernel:
             if isinstance(spec, TensorArg) and hasattr(value, "shape"):
                 device = device or value.device
                 pairs += zip(spec.shape, value.shape)
+        if device is None and which and torch.cuda.is_available():
+            device = torch.device("cuda", torch.cuda.current_device())  # no tensor input (TileLang's)
         symbols = bind_dims(pairs)
         outs = []
         for i in which:

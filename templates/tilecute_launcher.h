@@ -158,6 +158,11 @@ TcTmaGlobal tc_tma_global(const TcLauncher& L, const DLTensor* t, const int64_t*
 // link-time libcuda) or raises why it cannot.
 void tc_require_driver(const TcLauncher& L);
 
+// The device of the calling thread's current CUDA context (torch's current device: setting
+// it makes the device's primary context current), 0 when no context is current; the launch
+// device of a call with no tensor argument.  Loads the driver first.
+int tc_current_device(const TcLauncher& L);
+
 // The driver's TMA encoders, resolved by tc_require_driver for a launcher whose TcLauncher
 // says it encodes them; called inline (tc_encode_tma_tiled / _im2col below), so that the
 // descriptor's constants fold into the call.

@@ -323,6 +323,7 @@ struct CudaDriver {
   PFN_cuDevicePrimaryCtxRelease_v11000 DevicePrimaryCtxRelease = nullptr;
   PFN_cuCtxGetCurrent_v4000 CtxGetCurrent = nullptr;
   PFN_cuCtxSetCurrent_v4000 CtxSetCurrent = nullptr;
+  PFN_cuCtxGetDevice_v2000 CtxGetDevice = nullptr;
   PFN_cuModuleLoadData_v2000 ModuleLoadData = nullptr;
   PFN_cuModuleUnload_v2000 ModuleUnload = nullptr;
   PFN_cuModuleGetFunction_v2000 ModuleGetFunction = nullptr;
@@ -390,6 +391,7 @@ void tc_load_driver(bool encodes_tiled_tma, bool encodes_im2col_tma) {
                         tc_resolve(get_proc, "cuDevicePrimaryCtxRelease", &g_cuda.DevicePrimaryCtxRelease) &&
                         tc_resolve(get_proc, "cuCtxGetCurrent", &g_cuda.CtxGetCurrent) &&
                         tc_resolve(get_proc, "cuCtxSetCurrent", &g_cuda.CtxSetCurrent) &&
+                        tc_resolve(get_proc, "cuCtxGetDevice", &g_cuda.CtxGetDevice) &&
                         tc_resolve(get_proc, "cuModuleLoadData", &g_cuda.ModuleLoadData) &&
                         tc_resolve(get_proc, "cuModuleUnload", &g_cuda.ModuleUnload) &&
                         tc_resolve(get_proc, "cuModuleGetFunction", &g_cuda.ModuleGetFunction) &&
@@ -506,6 +508,18 @@ void tc_require_driver(const TcLauncher& L) {
   if (TC_UNLIKELY(!g_cuda_error.empty())) {
     tc_raise_runtime_error(L, std::string(L.function) + ": " + g_cuda_error);
   }
+}
+
+int tc_current_device(const TcLauncher& L) {
+  tc_require_driver(L);
+  CUcontext context = nullptr;
+  CUresult status = g_cuda.CtxGetCurrent(&context);
+  if (status != CUDA_SUCCESS) tc_fail_driver_call(L, "cuCtxGetCurrent", status, 0);
+  if (context == nullptr) return 0;
+  CUdevice device = 0;  // a device handle is its ordinal
+  status = g_cuda.CtxGetDevice(&device);
+  if (status != CUDA_SUCCESS) tc_fail_driver_call(L, "cuCtxGetDevice", status, 0);
+  return static_cast<int>(device);
 }
 
 namespace {

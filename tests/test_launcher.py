@@ -163,7 +163,17 @@ TWO_STAGE = LaunchABI(
     ),
 )
 
-ABIS = {abi.function: abi for abi in (VECTOR_ADD, COPY2D, AXPY, TWO_STAGE)}
+# No tensor argument (TileLang's `def k(n: T.int32): with T.Kernel(threads=32): ...`): the
+# call launches on the caller's current device.
+NO_TENSORS = LaunchABI(
+    function="no_tensors",
+    args=(ScalarArg("n", "int32"),),
+    symbols=(),
+    kernels=(KernelLaunch("no_tensors_kernel", ("1", "1", "1"), (32, 1, 1),
+                          (KernelParam("n", "scalar", "int32", "n"),)),),
+)
+
+ABIS = {abi.function: abi for abi in (VECTOR_ADD, COPY2D, AXPY, TWO_STAGE, NO_TENSORS)}
 
 
 # -- fixtures ---------------------------------------------------------------------------------
@@ -234,7 +244,6 @@ def test_missing_template_variable_fails_loudly():
 
 @pytest.mark.parametrize("abi, message", [
     (LaunchABI("cleanup", VECTOR_ADD.args, VECTOR_ADD.symbols, VECTOR_ADD.kernels), "reserved"),
-    (LaunchABI("f", (ScalarArg("n", "int32"),), (), VECTOR_ADD.kernels), "at least one tensor"),
     (LaunchABI("f", (TensorArg("A", "float16", ("N",)),), (), VECTOR_ADD.kernels),
      "names symbol 'N', which the launch ABI does not declare"),
     (LaunchABI("f", VECTOR_ADD.args, VECTOR_ADD.symbols, (
@@ -255,6 +264,16 @@ def test_render_refuses_an_abi_it_cannot_serve(abi, message):
         render_launcher(abi, tilecute_version=VERSION)
     assert message in str(info.value)
     assert str(info.value).startswith(f"{abi.function}: ")
+
+
+def test_an_abi_without_tensors_launches_on_the_current_device():
+    # TileLang's kernels without tensor parameters (`def k(): with T.Kernel(threads=32)`):
+    # no tensor to take the device from, so the call launches on the caller's current device
+    abi = LaunchABI("f", (ScalarArg("n", "int32"),), (), (
+        KernelLaunch("k", ("1", "1", "1"), (32, 1, 1), (KernelParam("n", "scalar", "int32", "n"),)),))
+    source = render_launcher(abi, tilecute_version=VERSION)
+    assert "const int device_id = tc_current_device(tc_launcher);" in source
+    assert "tc_check_cuda" not in source
 
 
 def test_build_helpers(tmp_path):
@@ -562,6 +581,17 @@ out["missing_kernel"] = error(cp["copy2d"], xs, xs, xs)
 out["state_after_missing_kernel"] = state()
 out["missing_kernel_log"] = log()
 
+nt = tvm_ffi.load_module(paths["no_tensors"])
+nt["__tilecute_set_cubin"](paths["cubin"])
+cuda.fake_set_current(cuda.fake_context(1))  # torch.cuda.set_device(1)
+nt["no_tensors"](5)
+out["no_tensors_current"] = cuda.fake_current() == cuda.fake_context(1)  # left as it was
+cuda.fake_set_current(None)  # no context current: device 0
+nt["no_tensors"](6)
+out["no_tensors_log"] = log()
+nt["cleanup"]()
+log()
+
 shutil.copy(paths["vector_add"], paths["vector_add_copy"])  # a second copy: fresh driver state
 cuda.fake_set_init_result(100)
 fresh = tvm_ffi.load_module(paths["vector_add_copy"])
@@ -700,11 +730,21 @@ def test_driver_two_kernels_attributes_and_clusters(driver):
     assert len(lines) == 5
 
 
+def test_driver_no_tensor_call_launches_on_the_current_device(driver):
+    lines = driver["no_tensors_log"]
+    launches = [parse_launch(line) for line in lines if not line.startswith("load")]
+    assert [line for line in lines if line.startswith("load")] == ["load device=1", "load device=0"]
+    assert [(x["symbol"], x["device"], x["params"]) for x in launches] == [
+        ("no_tensors_kernel", "1", [le("i", 5)]), ("no_tensors_kernel", "0", [le("i", 6)])]
+    assert driver["no_tensors_current"]
+
+
 def test_driver_entry_points_pinned_to_cuda_12(driver):
     # every entry point once, for the CUDA 12.0 driver API, legacy default stream
     # (CU_GET_PROC_ADDRESS_LEGACY_STREAM == 1)
     names = ["cuGetErrorName", "cuGetErrorString", "cuInit", "cuDeviceGet", "cuDevicePrimaryCtxRetain",
-             "cuDevicePrimaryCtxRelease", "cuCtxGetCurrent", "cuCtxSetCurrent", "cuModuleLoadData",
+             "cuDevicePrimaryCtxRelease", "cuCtxGetCurrent", "cuCtxSetCurrent", "cuCtxGetDevice",
+             "cuModuleLoadData",
              "cuModuleUnload", "cuModuleGetFunction", "cuFuncSetAttribute", "cuLaunchKernel", "cuLaunchKernelEx"]
     assert driver["requests"] == [f"{name} 12000 1" for name in names]
 
@@ -715,6 +755,10 @@ KERNELS_CU = r"""
 #include <cooperative_groups.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+
+extern "C" __global__ void no_tensors_kernel(int n) {
+  if (n < 0) __trap();
+}
 
 extern "C" __global__ void vector_add_kernel(const __half* A, const __half* B, __half* C, int N) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;

@@ -184,7 +184,7 @@ def test_unknown_positional_names_form_argument_and_line(name):
     msg = _error(text)
     assert f"<script>:{line}:" in msg and "prim_func 'walk'" in msg
     if name in ("Kernel", "ClusterKernel"):  # *blocks: the extra ones are grid extents
-        assert f"T.{name} takes 1 to 3 grid extents, got 13" in msg
+        assert f"T.{name} takes 0 to 3 grid extents, got 13" in msg
     elif name in ("Parallel", "grid"):  # *extents: one loop variable per extent
         assert f"T.{name} has 13 extents but 1 loop variables" in msg
     elif name in ("ws", "WarpSpecialize"):  # *warp_group_idx: the extra ones are warpgroups

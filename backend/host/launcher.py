@@ -178,14 +178,10 @@ def launcher_context(abi: LaunchABI, *, tilecute_version: str) -> dict[str, Any]
     ABI the launcher cannot serve."""
     _check_names(abi)
     tensor_indices = [i for i, a in enumerate(abi.args) if isinstance(a, TensorArg)]
-    if not tensor_indices:
-        raise LauncherABIError(
-            f"{abi.function}: the launcher needs at least one tensor argument "
-            "(the launch device is the device of the first tensor)"
-        )
     binding = _symbol_binding_sites(abi)
     args = _arg_contexts(abi, binding)
-    first = abi.args[tensor_indices[0]]
+    # the launch device: the first tensor's, or (no tensor argument) the current device's
+    first = abi.args[tensor_indices[0]] if tensor_indices else None
     kernels = [_kernel_context(abi, k, i) for i, k in enumerate(abi.kernels)]
     descriptors = [p["tma"] for k in kernels for p in k["params"] if p["tma"] is not None]
     for n, d in enumerate(descriptors):
@@ -206,7 +202,7 @@ def launcher_context(abi: LaunchABI, *, tilecute_version: str) -> dict[str, Any]
         "arg_names": ", ".join(a.name for a in abi.args),
         "args": args,
         "device_tensors": [a for a in args if a["kind"] == "tensor"],
-        "device_source": {"name": first.name, "var": f"t_{first.name}"},
+        "device_source": {"name": first.name, "var": f"t_{first.name}"} if first else None,
         "dtype_names": [
             {"name": d.name, "code": d.dl_code, "bits": d.bits} for d in DTYPES.values()
         ],

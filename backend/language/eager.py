@@ -69,9 +69,49 @@ def _source(fn):
     return (fdef, first) if isinstance(fdef, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
 
 
+def _own_nodes(fdef):
+    """The nodes of ``fdef``'s body outside nested functions, lambdas and classes (what
+    running the function itself evaluates)."""
+    todo = list(fdef.body)
+    while todo:
+        node = todo.pop()
+        yield node
+        for child in ast.iter_child_nodes(node):
+            if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda,
+                                      ast.ClassDef)):
+                todo.append(child)
+
+
+def has_internal_prim_func(fdef, env: dict) -> bool:
+    """TileLang's ``has_internal_prim_func``: a function defined anywhere in ``fdef`` is
+    decorated ``@T.prim_func`` (the decorator evaluates to tilecute's ``prim_func``), so
+    ``fdef`` is a factory returning it."""
+    from .parser import prim_func
+
+    for node in ast.walk(fdef):
+        if node is fdef or not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for d in node.decorator_list:
+            d = d.func if isinstance(d, ast.Call) else d
+            try:
+                if eval(compile(ast.Expression(d), "<decorator>", "eval"), dict(env)) is prim_func:
+                    return True
+            except Exception:
+                continue
+    return False
+
+
 def is_eager(fn) -> bool:
-    """Whether ``fn`` is written in the eager style: its body declares ``T.const`` names,
-    ``T.empty`` outputs, or a parameter's type (``A: T.Tensor(...)``)."""
+    """Whether ``fn`` is written in TileLang's eager style rather than as a factory.
+    TileLang (``JITFunc._is_lazy_style``) takes a function holding an inner
+    ``@T.prim_func`` for a factory; otherwise it calls the function, and one that fails
+    on an eager-only form (``T.const``, ``T.Kernel`` outside a kernel being built) is
+    eager.  tilecute reads the same from the source, once: no inner ``@T.prim_func``,
+    and the function's own body declares ``T.const`` names or ``T.empty`` outputs,
+    declares a parameter's type (``A: T.Tensor(...)``, or in the signature), or opens a
+    ``with T.Kernel(...)`` / ``T.ClusterKernel(...)`` block itself (``def k(M: int):
+    with T.Kernel(threads=32): ...``: a kernel without tensors).  Any other function is
+    a factory whose call returns the ``prim_func``."""
     if not inspect.isfunction(fn):
         return False
     found = _source(fn)
@@ -79,6 +119,8 @@ def is_eager(fn) -> bool:
         return False
     fdef, _ = found
     env = _function_env(fn)
+    if has_internal_prim_func(fdef, env):
+        return False
     params = {a.arg for a in fdef.args.args}
     for s in fdef.body:
         if isinstance(s, ast.Assign) and _t_call(s.value, ("const", "empty"), env):
@@ -86,6 +128,10 @@ def is_eager(fn) -> bool:
         if isinstance(s, ast.AnnAssign) and s.value is None and isinstance(s.target, ast.Name) \
                 and s.target.id in params:
             return True
+    if any(isinstance(n, ast.With) and any(_t_call(i.context_expr, ("Kernel", "ClusterKernel"), env)
+                                           for i in n.items)
+           for n in _own_nodes(fdef)):
+        return True
     # tensors typed in the signature (`def f(A: T.Tensor((128,), T.float32))`)
     return any(isinstance(p.annotation, TensorSpec) for p in inspect.signature(fn).parameters.values())
 

@@ -665,8 +665,17 @@ class _Parser:
             raise self.error(s, "T.Kernel blocks cannot nest")
         a = self.args(form, call)
         grid = [self.arg_index(r, form.__name__) for r in a.ref("blocks")]
-        if not 1 <= len(grid) <= 3:
-            raise self.error(s, f"T.{form.__name__} takes 1 to 3 grid extents, got {len(grid)}")
+        if len(grid) > 3:
+            raise self.error(s, f"T.{form.__name__} takes 0 to 3 grid extents, got {len(grid)}")
+        # TileLang's T.Kernel() / T.Kernel(threads=n): no blockIdx binding, one block
+        gridless = not grid
+        if gridless:
+            if item.optional_vars is not None:
+                raise self.error(s, f"T.{form.__name__}() with no grid extents has no block "
+                                    f"index to bind (TileLang binds an empty list): drop "
+                                    f"`as {ast.unparse(item.optional_vars)}`, or give the grid "
+                                    f"(T.{form.__name__}(1, ...) as bx)")
+            grid = [N.const(1, "int32")]
         a.refuse_unless("prelude", (None,), "tilecute emits CuTe DSL, not CUDA C++, so there is "
                                             "no C code to import")
         threads = self.int_tuple(a.node("threads"), "threads", a.value("threads")) \
@@ -703,7 +712,8 @@ class _Parser:
         for nm in names:
             v = N.Var(self.fresh(nm), "int32")
             block_vars.append(v)
-            self.bind(nm, v)
+            if not gridless:  # the one block's index is bound to no name
+                self.bind(nm, v)
         self.kernel_grid = (tuple(grid), tuple(names))
         self.kernel_blocks = tuple(block_vars)
         self.kernel_threads = tuple(threads)

@@ -98,6 +98,13 @@ CUresult fake_cuCtxSetCurrent(CUcontext context) {
   return CUDA_SUCCESS;
 }
 
+CUresult fake_cuCtxGetDevice(CUdevice* device) {
+  const int d = device_of(g_current);
+  if (d < 0) return CUDA_ERROR_INVALID_CONTEXT;
+  *device = d;
+  return CUDA_SUCCESS;
+}
+
 std::mutex g_load_mutex;  // module loads may run on several threads (one per device)
 
 CUresult fake_cuModuleLoadData(CUmodule* out, const void* image) {
@@ -218,6 +225,7 @@ __attribute__((visibility("default"))) CUresult cuGetProcAddress_v2(const char* 
       {"cuDevicePrimaryCtxRelease", reinterpret_cast<void*>(&fake_cuDevicePrimaryCtxRelease)},
       {"cuCtxGetCurrent", reinterpret_cast<void*>(&fake_cuCtxGetCurrent)},
       {"cuCtxSetCurrent", reinterpret_cast<void*>(&fake_cuCtxSetCurrent)},
+      {"cuCtxGetDevice", reinterpret_cast<void*>(&fake_cuCtxGetDevice)},
       {"cuModuleLoadData", reinterpret_cast<void*>(&fake_cuModuleLoadData)},
       {"cuModuleUnload", reinterpret_cast<void*>(&fake_cuModuleUnload)},
       {"cuModuleGetFunction", reinterpret_cast<void*>(&fake_cuModuleGetFunction)},
