@@ -189,3 +189,53 @@ def test_a_python_helper_that_returns_a_value_is_refused():
         def returns(X: T.Tensor((16,), "float32")):
             with T.Kernel(1, threads=32):
                 _helper_with_a_value(X)
+
+
+# ---- the accumulator's dtype ------------------------------------------------------------------
+@pytest.mark.parametrize("src,dst,kind", [("float8_e4m3fn", "float16", "absmax"),
+                                          ("float16", "float32", "sum"),
+                                          ("float32", "bfloat16", "max")])
+def test_reductions_run_in_the_destinations_dtype(src, dst, kind, tmp_path):
+    # TileLang's accumulator is dst's dtype: each element is converted before it is
+    # combined (a float8 source combines float16s; a float16 sum accumulates in float32)
+    @T.prim_func
+    def convert_reduce(X: T.Tensor((4, 32), src), Y: T.Tensor((4,), dst)):
+        with T.Kernel(1, threads=32):
+            x = T.alloc_fragment((4, 32), src)
+            y = T.alloc_fragment((4,), dst)
+            T.copy(X, x)
+            if kind == "absmax":
+                T.reduce_absmax(x, y, dim=1)
+            elif kind == "sum":
+                T.reduce_sum(x, y, dim=1)
+            else:
+                T.reduce_max(x, y, dim=1)
+            T.copy(y, Y)
+
+    source = emit_cute(lower(convert_reduce, "sm_90a"))
+    acc = {"float16": "cutlass.Float16", "float32": "cutlass.Float32",
+           "bfloat16": "cutlass.BFloat16"}[dst]
+    assert f"cute.make_rmem_tensor((4,), {acc})\n" in source
+    assert f"= {'cute.math.absf(' if kind == 'absmax' else ''}{acc}(x[" in source
+    assert tilecute.build_cubin(convert_reduce, "sm_90a", out_dir=str(tmp_path)).kernel_names
+
+
+@pytest.mark.gpu
+def test_float8_absmax_into_float16_on_gpu():
+    import torch
+
+    @T.prim_func
+    def fp8_absmax(X: T.Tensor((4, 32), "float8_e4m3fn"), Y: T.Tensor((4,), "float16")):
+        with T.Kernel(1, threads=32):
+            x = T.alloc_fragment((4, 32), "float8_e4m3fn")
+            y = T.alloc_fragment((4,), "float16")
+            T.copy(X, x)
+            T.reduce_absmax(x, y, dim=1)
+            T.copy(y, Y)
+
+    base = torch.linspace(-2.0, 2.0, 128, device="cuda").reshape(4, 32)
+    base[1, 7] = -6.5
+    x = base.to(torch.float8_e4m3fn)
+    y = torch.empty(4, device="cuda", dtype=torch.float16)
+    tilecute.compile(fp8_absmax)(x, y)
+    torch.testing.assert_close(y, x.float().abs().amax(dim=1).half(), atol=0, rtol=0)

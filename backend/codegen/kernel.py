@@ -299,8 +299,10 @@ class KernelEmitter:
     def reduce(self, s: N.Reduce, depth: int, guarded: bool) -> None:
         """Each thread combines its own registers of every row, then a warp shuffle
         all-reduce, then (several warps) a shared-memory exchange; the result lands in every
-        thread's copy of the replicated ``dst``.  Rows of a T.gemm accumulator reduce within
-        the quads that hold them."""
+        thread's copy of the replicated ``dst``.  As in TileLang, the reduction runs in
+        ``dst``'s dtype: each element is converted to it before it is combined (a float8
+        source reduced into float16 combines float16s).  Rows of a T.gemm accumulator
+        reduce within the quads that hold them."""
         if s.src in self.mma.coords:
             self.mma.reduce_rows(s, depth, self.scope.num_threads if self.scope.producer_threads else 0)
             return
@@ -313,15 +315,18 @@ class KernelEmitter:
         op = {"abssum": "sum", "absmax": "max"}.get(s.kind, s.kind)
         op = quote(op + "_nan" if s.nan_propagate else op)  # TileLang's nan_propagate
         src_, dst_ = ident(s.src), ident(s.dst)
-        take = (lambda x: f"cute.math.absf({x})") if s.kind.startswith("abs") and N.is_float(src.dtype) \
-            else (lambda x: f"abs({x})") if s.kind.startswith("abs") else (lambda x: x)
+        acc_type = cute_type(dst.dtype)  # TileLang's accumulator: dst's dtype
+        conv = (lambda x: f"{acc_type}({x})") if dst.dtype != src.dtype else (lambda x: x)
+        absolute = (lambda x: f"cute.math.absf({x})") if N.is_float(dst.dtype) else \
+            (lambda x: x) if dst.dtype.startswith("uint") else (lambda x: f"abs({x})")
+        take = (lambda x: absolute(conv(x))) if s.kind.startswith("abs") else conv
         red, r, q = out.fresh("red"), out.fresh("r"), out.fresh("q")
         acc = out.fresh("acc")
         v = self.layouts[s.src].vector or 1
         if row % (threads * v):
             self.reduce_grouped(s, depth, threads, v, take, op)
             return
-        out.line(depth, f"{red} = cute.make_rmem_tensor(({rows},), {cute_type(src.dtype)})")
+        out.line(depth, f"{red} = cute.make_rmem_tensor(({rows},), {acc_type})")
         out.line(depth, f"for {r} in cutlass.range_constexpr({rows}):")
         out.line(depth + 1, f"{acc} = {take(f'{src_}[{r} * {per_row}]')}")
         if per_row > 1:
@@ -337,16 +342,14 @@ class KernelEmitter:
 
     def store_reduced(self, s: N.Reduce, values: str, rows: int, op: str, depth: int,
                       r: str) -> None:
-        """``dst[r] = values[r]`` for every row (combined with ``dst`` unless ``clear``,
-        converted to ``dst``'s dtype); ``r``: the loop variable's name."""
-        out, src, dst = self.out, self.buffers[s.src], self.buffers[s.dst]
+        """``dst[r] = values[r]`` (in ``dst``'s dtype) for every row (combined with ``dst``
+        unless ``clear``); ``r``: the loop variable's name."""
+        out = self.out
         dst_ = ident(s.dst)
         out.line(depth, f"for {r} in cutlass.range_constexpr({rows}):")
         value = f"{values}[{r}]"
         if not s.clear:
             value = f"tcr.combine({dst_}[{r}], {value}, {op})"
-        if dst.dtype != src.dtype:
-            value = f"{cute_type(dst.dtype)}({value})"
         out.line(depth + 1, f"{dst_}[{r}] = {value}")
         out.use("reduce")
 
@@ -359,13 +362,13 @@ class KernelEmitter:
         the group's first lane writes the row's result to shared, and every thread reads
         all rows back."""
         out = self.out
-        src = self.buffers[s.src]
+        src, acc_type = self.buffers[s.src], cute_type(self.buffers[s.dst].dtype)
         row = int(src.shape[-1].value)
         rows = math.prod(int(d.value) for d in src.shape[:-1])
         rounds, group, per_round = rows * row // (threads * v), row // v, threads * v // row
         src_ = ident(s.src)
         red, all_rows, c, q, acc = (out.fresh(x) for x in ("red", "rows", "c", "q", "acc"))
-        out.line(depth, f"{red} = cute.make_rmem_tensor(({rounds},), {cute_type(src.dtype)})",
+        out.line(depth, f"{red} = cute.make_rmem_tensor(({rounds},), {acc_type})",
                  f"T.reduce_{s.kind}({s.src}, {s.dst}): a row is {group} threads x {v} registers")
         out.line(depth, f"for {c} in cutlass.range_constexpr({rounds}):")
         out.line(depth + 1, f"{acc} = {take(f'{src_}[{c} * {v}]')}")
@@ -377,7 +380,7 @@ class KernelEmitter:
         if group > 32:  # a row spans group // 32 warps
             out.line(depth, f"tcr.block_allreduce({red}, {op}, {ident(s.scratch)}, {threads // 32}, "
                             f"{group // 32}{f', {named}' if named else ''})")
-        out.line(depth, f"{all_rows} = cute.make_rmem_tensor(({rows},), {cute_type(src.dtype)})")
+        out.line(depth, f"{all_rows} = cute.make_rmem_tensor(({rows},), {acc_type})")
         out.line(depth, f"tcr.grouped_rows({red}, {all_rows}, {ident(s.scratch)}, {per_round}, "
                         f"{group}, tc_tid, {named})")
         self.store_reduced(s, all_rows, rows, op, depth, c)

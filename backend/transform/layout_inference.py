@@ -676,8 +676,9 @@ class _Kernel:
                 grouped = bool(v) and int(src.shape[-1].value) % (kernel.threads * v) != 0
                 if (warps <= 1 and not grouped) or s.scratch or s.dst in kernel.rows:
                     return s  # (rows held by lane groups meet in shared; rows of an accumulator too)
-                name = f"{s.dst}_scratch"
-                buf = N.Buffer(name, src.dtype, (N.Const(rows * max(warps, 1), "int32"),), "shared")
+                name = f"{s.dst}_scratch"  # (the reduction runs in dst's dtype, as TileLang's)
+                buf = N.Buffer(name, kernel.buffers[s.dst].dtype,
+                               (N.Const(rows * max(warps, 1), "int32"),), "shared")
                 scratch_allocs.append(N.Allocate(buf, N.Layout("row_major"), loc=s.loc))
                 return dataclasses.replace(s, scratch=name)
 
