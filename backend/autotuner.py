@@ -194,16 +194,19 @@ def _build_config(job: _Job) -> dict:
     from .runtime import cubin_worker
     from .runtime.kernel import load
 
+    from .cache import tool_versions
+
     start = time.monotonic()
     limit = job.timeout if job.timeout is not None and job.timeout > 0 else None
     try:
+        tool_versions()  # computed once per process, here: the build processes inherit it
         path = buildproc.run(_build_entry, (job,), limit)
         with cubin_worker.deadline(None if limit is None else limit - (time.monotonic() - start)):
             load(path, job.out_idx).ensure_cubin()
         return {"path": path, "seconds": time.monotonic() - start}
     except buildproc.BuildTimeout as e:
         error = (f"compile took longer than timeout={job.timeout} s "
-                 + ("(killed)" if e.killed else "(not killed: no os.fork on this platform)"))
+                 + ("(killed)" if e.killed else "(not killed: it builds on in a thread)"))
     except cubin_worker.CubinTimeout:
         error = f"compile took longer than timeout={job.timeout} s (killed)"
     except buildproc.ChildError as e:

@@ -18,8 +18,10 @@ caller (a thread) waits on a pipe without the interpreter lock, so threads that 
 kernels meanwhile keep running.  The child must not use CUDA (a forked CUDA context does
 not work): a build does not, given its arch (callers resolve it before the fork).
 
-Without ``os.fork`` (not POSIX) ``fn`` runs in the calling thread; a timeout is then
-reported once it returns (:class:`BuildTimeout` with ``killed=False``), since a thread
+Without ``os.fork`` (not POSIX), or with ``TILECUTE_BUILD_PROCESS=0`` (one process, one
+traceback; or a factory that uses CUDA itself, which a forked child cannot), ``fn`` runs
+in a thread of this process: a timeout then returns to the caller
+(:class:`BuildTimeout` with ``killed=False``) while that thread builds on, since a thread
 cannot be killed.
 """
 
@@ -33,6 +35,7 @@ import shutil
 import signal
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from typing import Any, Callable, Optional
@@ -48,7 +51,7 @@ class BuildTimeout(Exception):
     def __init__(self, timeout: float, killed: bool = True):
         self.timeout, self.killed = timeout, killed
         super().__init__(f"took longer than timeout={timeout} s"
-                         + (" (killed)" if killed else " (not killed: no os.fork here)"))
+                         + (" (killed)" if killed else " (not killed: it builds in a thread)"))
 
 
 class ChildError(Exception):
@@ -59,9 +62,13 @@ class ChildError(Exception):
         super().__init__(f"{type_name}: {message}")
 
 
+ENV = "TILECUTE_BUILD_PROCESS"
+
+
 def forks() -> bool:
     """Whether builds run in killable child processes here."""
-    return hasattr(os, "fork") and hasattr(os, "setsid")
+    return (hasattr(os, "fork") and hasattr(os, "setsid")
+            and os.environ.get(ENV, "1").strip().lower() not in ("0", "false", "no", "off"))
 
 
 def run(fn: Callable[..., Any], args: tuple = (), timeout: Optional[float] = None) -> Any:
@@ -69,11 +76,7 @@ def run(fn: Callable[..., Any], args: tuple = (), timeout: Optional[float] = Non
     <= 0 means no limit."""
     limit = timeout if timeout is not None and timeout > 0 else None
     if not forks():
-        start = time.monotonic()
-        value = fn(*args)
-        if limit is not None and time.monotonic() - start > limit:
-            raise BuildTimeout(timeout, killed=False)
-        return value
+        return _run_in_thread(fn, args, timeout, limit)
     tmp = tempfile.mkdtemp(prefix="tilecute-build-")
     for stream in (sys.stdout, sys.stderr):  # else the child would write their buffers again
         try:
@@ -132,6 +135,25 @@ def run(fn: Callable[..., Any], args: tuple = (), timeout: Optional[float] = Non
     if not doc["ok"]:
         raise ChildError(doc["type"], doc["message"], doc.get("traceback", ""))
     return doc["value"]
+
+
+def _run_in_thread(fn, args, timeout, limit):
+    box: dict = {}
+
+    def target():
+        try:
+            box["value"] = fn(*args)
+        except BaseException as e:
+            box["error"] = e
+
+    thread = threading.Thread(target=target, daemon=True, name="tilecute-build")
+    thread.start()
+    thread.join(limit)
+    if thread.is_alive():
+        raise BuildTimeout(timeout, killed=False)
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
 
 
 def _how(status: int) -> str:

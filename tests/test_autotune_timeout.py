@@ -200,3 +200,22 @@ def test_no_timeout_means_no_limit_as_in_tilelang(tmp_path, monkeypatch):
     job = A._Job(P.scale_program, None, (1024,), {}, {"block": 512}, [-1], "sm_90a", {}, 0)
     got = A._build_config(job)
     assert "path" in got, got
+
+
+def test_without_a_build_process_a_timeout_reports_and_leaves_the_thread(tmp_path, monkeypatch):
+    """TILECUTE_BUILD_PROCESS=0 (and platforms without os.fork): the tuner goes on at the
+    timeout and says the build was not killed."""
+    import threading
+
+    monkeypatch.setenv("TILECUTE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("TILECUTE_BUILD_PROCESS", "0")
+    tuned = tilecute.autotune(configs=[{"block": 256}, {"block": 512, "delay": 8.0}],
+                              timeout=4)(P.scale)
+    start = time.monotonic()
+    results = tuned.compile_all(1024)
+    assert time.monotonic() - start < 8.0
+    assert results[0].kernel is not None, results[0].error
+    assert results[1].error == "compile took longer than timeout=4 s (not killed: it builds on in a thread)"
+    for t in threading.enumerate():  # let it finish here, in this test's cache
+        if t.name == "tilecute-build":
+            t.join(60)
