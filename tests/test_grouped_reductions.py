@@ -80,7 +80,7 @@ def test_rows_of_whole_warps_reduce_across_the_group(rows, cols, threads, tmp_pa
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("rows,cols,threads,kind", [(2, 64, 128, "sum"), (2, 128, 256, "max"),
-                                                    (4, 64, 256, "sum")])
+                                                    (4, 64, 256, "sum"), (2, 96, 96, "max")])
 def test_rows_of_whole_warps_on_gpu(rows, cols, threads, kind):
     import torch
 
@@ -92,3 +92,22 @@ def test_rows_of_whole_warps_on_gpu(rows, cols, threads, kind):
     ref = x.sum(dim=1) if kind == "sum" else x.max(dim=1).values
     torch.testing.assert_close(s, ref, atol=1e-4, rtol=1e-4)
     torch.testing.assert_close(y, x - ref[:, None], atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("rows,cols,threads", [(1, 48, 48), (2, 24, 24)])
+def test_rows_over_a_partial_warp_are_refused(rows, cols, threads):
+    # every thread holds part of each row, but the block is not whole warps (nor a power of
+    # two up to 32): the shuffles would read lanes past the block; TileLang refuses these
+    # too (logical_width must be a positive power of two)
+    with pytest.raises(LayoutError, match=rf"spreads over all {threads} threads of the block "
+                                          rf"\(logical_width {threads}\), which must be a "
+                                          "positive power of two"):
+        lower(_row_stats(rows, cols, threads, dtype="float32"), "sm_90a")
+
+
+def test_rows_over_three_whole_warps_reduce(tmp_path):
+    # 96 threads, a row each: three whole warps meet in shared (TileLang refuses a logical
+    # width that is not a power of two; tilecute's exchange takes any number of warps)
+    func = _row_stats(2, 96, 96, dtype="float32")
+    assert "tcr.block_allreduce(" in emit_cute(lower(func, "sm_90a"))
+    assert tilecute.build_cubin(func, "sm_90a", out_dir=str(tmp_path)).kernel_names

@@ -520,7 +520,17 @@ class _Kernel:
                                      f"neither a multiple of the block's {self.threads} threads "
                                      f"nor a power-of-two number (<= 32) or a multiple of 32 of "
                                      f"{v}-element pieces that whole rows of the block's "
-                                     "threads cover")
+                                     "threads cover (the threads holding a row, TileLang's "
+                                     "logical_width, must be a positive power of two up to 32 "
+                                     "or whole warps)")
+                    t = self.threads
+                    if row % (t * v) == 0 and not (t % WARP == 0 or t <= WARP and t & (t - 1) == 0):
+                        # a row over every thread: shuffles need whole warps (or one
+                        # power-of-two group); a partial warp would be read past its end
+                        self.fail(r, f"T.reduce_{r.kind}: each row of '{r.src}' spreads over all "
+                                     f"{t} threads of the block (logical_width {t}), which must "
+                                     "be a positive power of two up to 32 or whole warps "
+                                     "(tilecute's all-reduce shuffles whole warps)")
             for m in members:
                 vector[m] = v
         return nest_mode, vector
