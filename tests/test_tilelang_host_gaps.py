@@ -81,3 +81,69 @@ def test_tilelangs_internal_modules_import_and_refuse_their_names(module, name):
     with pytest.raises(NotImplementedError, match=module.replace("tilecute", "tilelang")
                        + rf"\.{name} is not supported by tilecute"):
         value()
+
+
+def test_parameters_typed_in_the_body():
+    src = '''
+import tilecute.language as T
+
+@T.prim_func
+def shift(A, B, n: T.int32):
+    """A docstring first."""
+    m = T.dynamic("m")
+    width = 4
+    A: T.Tensor((m, width), T.float32)
+    B: T.Tensor[[m, width], T.float32]
+    with T.Kernel(T.ceildiv(m, 32), threads=32) as bx:
+        for i, j in T.Parallel(32, width):
+            if bx * 32 + i < m:
+                B[bx * 32 + i, j] = A[bx * 32 + i, j] + T.cast(n, T.float32)
+'''
+    f = T.from_script(src)
+    assert [(p.name, getattr(p, "shape", None)) for p in f.params][:2] == [
+        ("A", (N.Var("m"), N.Const(4, "int32"))), ("B", (N.Var("m"), N.Const(4, "int32")))]
+    assert [s.name for s in f.symbols] == ["m"]
+    with pytest.raises(FrontendError, match=r":5: .*parameter 'B' needs an annotation .* or as "
+                                            r"`B: T.Tensor\(...\)` at the top of the body"):
+        T.from_script(src.replace("    B: T.Tensor[[m, width], T.float32]\n", ""))
+    with pytest.raises(FrontendError, match=r":9: .*'A': dimension 0 must be positive"):
+        T.from_script(src.replace("A: T.Tensor((m, width)", "A: T.Tensor((0, width)"))
+
+
+@pytest.mark.parametrize("statement, message", [
+    ("T.annotate_pass_configs({})", r"T.annotate_pass_configs is a TileLang form that tilecute "
+                                    r"does not support"),
+    ("T.func_attr({'tir.noalias': True})", r"T.func_attr is a TileLang form"),
+    ("T.evaluate(0)", r"`T.evaluate\(...\)` at the top level: only `with T.Kernel\(...\)` blocks"),
+    ("for b in T.thread_binding(1, thread='blockIdx.x'):\n        A[0] = 1.0",
+     r"a T.thread_binding loop at the top level \(TVM's kernel written as blockIdx/threadIdx "
+     r"loops\) is not supported"),
+])
+def test_top_level_statements_are_refused_by_name(statement, message):
+    src = f'''
+import tilecute.language as T
+
+@T.prim_func
+def top(A: T.Tensor((8,), T.float32)):
+    {statement}
+    with T.Kernel(1, threads=32):
+        A[0] = 1.0
+'''
+    with pytest.raises(FrontendError, match=message) as e:
+        T.from_script(src)
+    assert ":6:" in str(e.value)
+
+
+def test_a_select_on_a_parse_time_condition_is_its_side(tmp_path, monkeypatch):
+    @T.prim_func
+    def pick(A: T.Tensor((32, 4), T.float32), B: T.Tensor((32, 4), T.float32)):
+        with T.Kernel(1, threads=32):
+            tx = T.get_thread_binding(0)
+            for j in T.serial(4):
+                B[tx, j] = T.Select(A[tx, 0] > 0, T.if_then_else(T.Select(False, True, False), 1.0, 2.0),
+                                    T.Select(True, A[tx, j], 5.0))
+
+    assert "B[tx, j] = T.if_then_else(A[tx, 0] > T.float32(0.0), T.float32(2.0), A[tx, j])" \
+        in pick.script()
+    monkeypatch.setenv("TILECUTE_CACHE_DIR", str(tmp_path))
+    assert tilecute.compile(pick, target="cuda").ensure_cubin()  # CuTe's select_ wants runtime conditions

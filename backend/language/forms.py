@@ -582,4 +582,5 @@ TILELANG_ONLY = frozenset("""
     annotate_l2_hit_ratio annotate_ws_schedule ws_op
     create_tma_descriptor named_barrier_arrive index_to_coordinates import_source inline
     meta_class call_extern call_intrin Shuffle
+    annotate_pass_configs annotate_compile_flags func_attr CUDASourceCodeKernel
 """.split())

@@ -401,7 +401,10 @@ def if_then_else(cond, t, f):
     """``cond ? t : f``.  Both sides are evaluated (a ``Select``); guard a load that may be
     out of bounds with an ``if`` statement instead."""
     a, b, ty = _N._coerce(t, f)
-    return _N.Select(_truth(cond), a, b, ty)
+    cond = _truth(cond)
+    if isinstance(cond, _N.Const):  # known at parse time: the chosen side (TVM folds it too)
+        return a if cond.value else b
+    return _N.Select(cond, a, b, ty)
 
 
 def Select(condition, true_value, false_value):  # noqa: N802

@@ -378,13 +378,18 @@ class _Parser:
         if a.vararg or a.kwarg or a.kwonlyargs or a.posonlyargs or a.defaults:
             raise self.error(fn, "parameters must be plain positional names with annotations")
         params: list[N.Param] = []
+        declared, rest = self.body_annotations(fn, {x.arg for x in a.args if x.annotation is None})
         for arg in a.args:
-            if arg.annotation is None:
+            if arg.annotation is None and arg.arg not in declared:
                 raise self.error(arg, f"parameter '{arg.arg}' needs an annotation "
-                                      "(T.Tensor(shape, dtype) or a scalar dtype such as T.int32)")
+                                      "(T.Tensor(shape, dtype) or a scalar dtype such as T.int32), "
+                                      f"in the signature or as `{arg.arg}: T.Tensor(...)` at the "
+                                      "top of the body")
             # annotations were evaluated when the function was defined (closure values of
             # a kernel factory included); a script re-parse evaluates them here
-            if arg.arg in self.annotations:
+            if arg.arg in declared:
+                arg, spec = declared[arg.arg]
+            elif arg.arg in self.annotations:
                 spec = self.annotations[arg.arg]
             else:
                 spec = self.eval_python(arg.annotation)
@@ -392,7 +397,7 @@ class _Parser:
             params.append(self.make_param(arg, spec))
         kernels: list[N.KernelScope] = []
         self.scalar_params = {p.name for p in params if not isinstance(p, N.Buffer)}
-        body = self.block(fn.body, top=True)
+        body = self.block(rest, top=True)
         self.check_epochs_closed()
         for s in body:
             if not isinstance(s, N.KernelScope):
@@ -416,6 +421,43 @@ class _Parser:
                 for n, k in self.assumed_divisors.items()})
         validate(func)
         return func
+
+    def body_annotations(self, fn, unannotated: set) -> tuple[dict, list]:
+        """TileLang's parameters typed in the body (``def k(A, B): A: T.Tensor(...)``):
+        the top-level statements before the first other one that are a parameter's
+        annotation, a parse-time constant or a symbol (``m = T.dynamic("m")``), evaluated
+        in order; returns {name: (node, spec)} and the body's other statements."""
+        declared: dict = {}
+        body = list(fn.body)
+        if not unannotated:
+            return declared, body
+        k = 0
+        while k < len(body):
+            st = body[k]
+            if isinstance(st, ast.Expr) and isinstance(st.value, ast.Constant):
+                pass  # a docstring
+            elif isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name) and \
+                    st.value is None and st.target.id in unannotated:
+                if st.target.id in declared:
+                    raise self.error(st, f"parameter '{st.target.id}' is annotated twice")
+                where = ast.copy_location(ast.arg(arg=st.target.id, annotation=st.annotation), st)
+                declared[st.target.id] = (where, self.eval_python(st.annotation))
+            elif isinstance(st, ast.Assign) and len(st.targets) == 1 and \
+                    isinstance(st.targets[0], ast.Name) and \
+                    isinstance(self.python_value(st.value), N.Var):  # m = T.dynamic("m")
+                self.bind(st.targets[0].id, self.eval_python(st.value))
+            elif not (isinstance(st, ast.Assign) and self.try_python_assign(st)):
+                if isinstance(st, ast.Expr) and isinstance(st.value, ast.Call):
+                    self.form_of(st.value.func)  # T.annotate_pass_configs ...: refused by name
+                break
+            k += 1
+        return declared, body[k:]
+
+    def python_value(self, node):
+        try:
+            return self.eval_python(node)
+        except FrontendError:
+            return None
 
     def make_param(self, arg: ast.arg, spec) -> N.Param:
         name = arg.arg
@@ -529,8 +571,7 @@ class _Parser:
                 return self.assign(s)
             if isinstance(s, ast.Assign) and self.try_python_assign(s):
                 return []
-            raise self.error(s, "only `with T.Kernel(...)` blocks (and parse-time constants) "
-                                "may stand at the top level of a prim_func body")
+            raise self.top_level_error(s)
         # statements a T.ldg*/T.lds* access in this statement's expressions needs first
         # (`pending`); only where they run once, before the statement
         outer = self.pending
@@ -563,6 +604,25 @@ class _Parser:
                 "Break": "", "Continue": "", "Try": "", "FunctionDef": "", "Raise": ""}.get(kind, "")
         raise self.error(s, f"`{kind.lower()}` statements are not supported in a prim_func"
                             + (f" ({hint})" if hint else ""))
+
+    def top_level_error(self, s) -> FrontendError:
+        """What may not stand at the top level of a prim_func body, named."""
+        rule = ("only `with T.Kernel(...)` blocks, the parameters' annotations and parse-time "
+                "constants may stand at the top level of a prim_func body")
+        if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call):
+            self.form_of(s.value.func)  # a TileLang form tilecute lacks says so by name
+            return self.error(s, f"`{ast.unparse(s.value.func)}(...)` at the top level: {rule}")
+        if isinstance(s, ast.For) and isinstance(s.iter, ast.Call) and \
+                self.python_value(s.iter.func) is ops.thread_binding:
+            return self.error(s, "a T.thread_binding loop at the top level (TVM's kernel written "
+                                 "as blockIdx/threadIdx loops) is not supported: write `with "
+                                 "T.Kernel(blocks, threads=n):` and read the thread index with "
+                                 "T.get_thread_binding()")
+        if isinstance(s, ast.AnnAssign):
+            return self.error(s, f"`{ast.unparse(s)}` at the top level: a body annotation types "
+                                 "a parameter the signature leaves unannotated, before any "
+                                 "other statement")
+        return self.error(s, f"`{ast.unparse(s).splitlines()[0]}` at the top level: {rule}")
 
     def top_level_macro(self, s: ast.Expr) -> list[N.Stmt]:
         """A ``T.macro`` call at the top level of a prim_func (TileLang's eager kernels call
