@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 from typing import Optional, Sequence
 
 from .ir import nodes as N
@@ -276,6 +277,14 @@ def _compile_one(func: N.PrimFunc, out_idx, arch: str, options: dict) -> Kernel:
     return cache.get_or_build(key, build, use=lambda path: Kernel(path, out_idx))
 
 
+def _hashable(value) -> bool:
+    try:
+        hash((value[0], tuple(value[1].values())))
+        return True
+    except TypeError:
+        return False
+
+
 def _specs_text(specializations: dict) -> str:
     if not specializations:
         return "none"
@@ -317,7 +326,7 @@ def jit(fn=None, *, out_idx: Optional[Sequence[int]] = None, target: Optional[st
                 _arch(t, getattr(factory, "__name__", "tilecute.jit"))
         merged = _options(options, pass_configs, getattr(factory, "__name__", "tilecute.jit"),
                           compile_flags)
-        from .language.eager import is_eager, par_compile
+        from .language.eager import JitFunction, is_eager, par_compile
 
         if is_eager(factory):  # TileLang's eager style: tensors in, T.empty outputs returned
             from .language.eager import EagerKernel
@@ -333,20 +342,36 @@ def jit(fn=None, *, out_idx: Optional[Sequence[int]] = None, target: Optional[st
 
         specializations = {}  # (args, kwargs) -> kernel, what `tilecute export` reads
         sealed = []
+        # kernels by TileLang's key of the bound arguments (defaults applied, any call form)
+        kernels: dict = {}
+        lock, key_locks = threading.Lock(), {}
+        jit_func = JitFunction(factory)
 
-        @functools.lru_cache(maxsize=None)
         def compiled(*args, **kwargs):
-            if sealed:
-                shown = ", ".join([*map(repr, args), *(f"{k}={v!r}" for k, v in kwargs.items())])
-                raise ValueError(f"{factory.__name__}({shown}): not compiled, and "
-                                 f"{factory.__name__} is sealed (no compile after seal()); "
-                                 f"its kernels: {_specs_text(specializations)}")
-            func = factory(*args, **kwargs)
-            kernel = compile(func, out_idx=out_idx, target=target, options=merged,
-                             verbose=verbose)
-            if debug_root is not None:
-                _write_debug(kernel, func, debug_root)
-            specializations[(args, tuple(sorted(kwargs.items())))] = kernel
+            key = jit_func.parse_args(*args, **kwargs)[0]
+            kernel = kernels.get(key)
+            if kernel is not None:
+                return kernel
+            with lock:
+                key_lock = key_locks.setdefault(key, threading.Lock())
+            with key_lock:  # one compile per key; different keys compile in parallel
+                kernel = kernels.get(key)
+                if kernel is not None:
+                    return kernel
+                if sealed:
+                    shown = ", ".join([*map(repr, args), *(f"{k}={v!r}" for k, v in kwargs.items())])
+                    raise ValueError(f"{factory.__name__}({shown}): not compiled, and "
+                                     f"{factory.__name__} is sealed (no compile after seal()); "
+                                     f"its kernels: {_specs_text(specializations)}")
+                func = factory(*args, **kwargs)
+                kernel = compile(func, out_idx=out_idx, target=target, options=merged,
+                                 verbose=verbose)
+                if debug_root is not None:
+                    _write_debug(kernel, func, debug_root)
+                with lock:
+                    specializations[(args, tuple(sorted(kwargs.items())))
+                                    if _hashable((args, kwargs)) else (key, ())] = kernel
+                    kernels[key] = kernel
             return kernel
 
         @functools.wraps(factory)
@@ -354,7 +379,8 @@ def jit(fn=None, *, out_idx: Optional[Sequence[int]] = None, target: Optional[st
             return compiled(*args, **kwargs)
 
         def cache_clear():
-            compiled.cache_clear()
+            kernels.clear()
+            key_locks.clear()
             specializations.clear()
 
         def warmup(*specs, devices=None):
@@ -381,6 +407,8 @@ def jit(fn=None, *, out_idx: Optional[Sequence[int]] = None, target: Optional[st
         call.get_tir = factory
         call.get_kernel_source = lambda *a, **kw: compiled(*a, **kw).get_kernel_source()
         call.par_compile = functools.partial(par_compile, call)
+        call.func = jit_func  # TileLang's JITImpl.func / .mode
+        call.mode = "lazy"
         call.__tilecute_jit__ = (out_idx, target, merged)  # what tilecute.autotune reads
         return call
 

@@ -137,15 +137,112 @@ def is_eager(fn) -> bool:
 
 
 def _freeze(value) -> Hashable:
-    """A hashable stand-in for a specialization argument (lists, dicts, sets included)."""
+    """A hashable stand-in for a compile-time argument, as TileLang's jit keys one
+    (``_freeze_jit_key_part``): dicts, lists and sets by their frozen items, tuples item
+    by item; anything else unhashable is a ``TypeError``."""
     if isinstance(value, dict):
-        return (dict, tuple(sorted(((_freeze(k), _freeze(v)) for k, v in value.items()), key=repr)))
-    if isinstance(value, (list, tuple)):
-        return (type(value).__name__, tuple(_freeze(v) for v in value))
+        return (dict, tuple((_freeze(k), _freeze(v))
+                            for k, v in sorted(value.items(), key=lambda kv: repr(kv[0]))))
+    if isinstance(value, list):
+        return (list, tuple(_freeze(v) for v in value))
     if isinstance(value, set):
         return (set, tuple(sorted((_freeze(v) for v in value), key=repr)))
-    hash(value)  # TypeError for what cannot key a kernel
+    if isinstance(value, tuple):
+        return tuple(_freeze(v) for v in value)
+    if not isinstance(value, Hashable):
+        raise TypeError(f"Unsupported unhashable JIT compile-time cache key value of type "
+                        f"{type(value).__qualname__}: {value!r}")
     return value
+
+
+def bind_arguments(signature: inspect.Signature, tensors, args: tuple, kwargs: dict):
+    """TileLang's jit argument binding (``_JITArgumentBinder``): a call's arguments as
+    (key, tensor arguments, compile-time keyword arguments).  The key holds the
+    compile-time values in signature order, defaults applied (so ``f(512, 512)``,
+    ``f(hidden=512, token_stride=512)`` and ``f(512, 512, False)`` with that default
+    are one kernel), ``**kwargs`` and keywords the signature lacks (``T.const`` values
+    by name) flattened into one sorted item; tensors are not part of it."""
+    params = list(signature.parameters.values())
+    var_keyword = next((p.name for p in params if p.kind is p.VAR_KEYWORD), None)
+    if any(p.kind is p.VAR_POSITIONAL for p in params) or var_keyword:
+        bound = signature.bind(*args, **kwargs)  # Python's rules
+        bound.apply_defaults()
+        arguments, extra = dict(bound.arguments), {}
+        if var_keyword:
+            extra = arguments.pop(var_keyword) or {}
+    else:
+        positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        if len(args) > len(positional):
+            raise TypeError(f"too many positional arguments for JIT function: expected at most "
+                            f"{len(positional)}, got {len(args)}")
+        arguments = {p.name: a for p, a in zip(positional, args)}
+        extra = {}
+        for name, value in kwargs.items():
+            if name not in signature.parameters:
+                extra[name] = value  # a T.const by name
+            elif name in arguments:
+                raise TypeError(f"got multiple values for argument '{name}'")
+            else:
+                arguments[name] = value
+        for p in params:
+            if p.name not in arguments:
+                if p.default is not p.empty:
+                    arguments[p.name] = p.default
+                elif p.name not in tensors:
+                    raise TypeError(f"missing a required argument: '{p.name}'")
+    key, tensor_args, compile_kwargs = [], {}, {}
+    for p in params:
+        if p.name not in arguments:
+            continue
+        if p.name in tensors:
+            tensor_args[p.name] = arguments[p.name]
+        else:
+            key.append(arguments[p.name])
+            compile_kwargs[p.name] = arguments[p.name]
+    if extra:
+        key.append(tuple(sorted(extra.items())))
+        compile_kwargs.update(extra)
+    return tuple(_freeze(v) for v in key), tensor_args, compile_kwargs
+
+
+class JitFunction:
+    """``jitted.func`` (TileLang's ``JITFunc``): the decorated function and how a call's
+    arguments key its kernels.  ``parse_args(*args, **kw)`` gives (kernel key, tensor
+    arguments): a factory's key is ``(bound compile-time values, None)``, an eager
+    kernel's ``(bound values, its T.const values)``; ``_parse_phase1_key`` gives (bound
+    values, tensor arguments, compile-time keyword arguments)."""
+
+    def __init__(self, fn, tensors=(), consts=None, get_tir=None):
+        self.orig_func = fn
+        self.signature = inspect.signature(fn)
+        self.tensor_args = tuple(tensors)
+        self.mode = "eager" if consts is not None else "lazy"
+        self._consts = consts  # eager: args, kwargs -> the T.const values
+        self.get_tir = get_tir or fn  # the prim_func of a call's arguments
+
+    def _parse_phase1_key(self, *args, **kwargs):
+        return bind_arguments(self.signature, self.tensor_args, args, kwargs)
+
+    def parse_args(self, *args, **kwargs):
+        key, tensors, _ = self._parse_phase1_key(*args, **kwargs)
+        if self._consts is None:
+            return (key, None), tensors
+        return (key, tuple(sorted(self._consts(args, kwargs).items()))), tensors
+
+    def set_mode(self, mode: str) -> None:
+        if mode != self.mode:
+            raise ValueError(f"{self.orig_func.__name__} is a {self.mode} jit function "
+                             f"(tilecute reads the style from the source); set_mode({mode!r})")
+
+    def __call__(self, *args, **kwargs):
+        return self.get_tir(*args, **kwargs)
+
+    def __getattr__(self, name):
+        if name in ("__closure__", "__code__", "__name__", "__globals__"):
+            return getattr(self.orig_func, name)
+        if name == "__wrapped__":
+            return self.orig_func
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
 
 def _text(d) -> str:
@@ -253,6 +350,9 @@ class EagerKernel:
         self._expected: dict = {}  # kernel key -> {tensor: declared shape, ints or None}
         self._lock = threading.Lock()
         self.sealed = False
+        self.mode = "eager"  # TileLang's JITImpl.mode
+        self.func = JitFunction(fn, self.tensors, get_tir=self.get_tir,
+                                consts=lambda a, kw: self._resolve(a, dict(kw), partial=True)[2])
 
     # ---- parsing helpers --------------------------------------------------------------
     def error(self, node, msg: str) -> FrontendError:
