@@ -164,6 +164,7 @@ class _Job:
     arch: str
     options: dict
     timeout: Optional[float]
+    group: Optional[str] = None  # its tuning run's, for buildproc.kill
 
 
 def _build_entry(job: _Job) -> str:
@@ -200,7 +201,7 @@ def _build_config(job: _Job) -> dict:
     limit = job.timeout if job.timeout is not None and job.timeout > 0 else None
     try:
         tool_versions()  # computed once per process, here: the build processes inherit it
-        path = buildproc.run(_build_entry, (job,), limit)
+        path = buildproc.run(_build_entry, (job,), limit, job.group)
         with cubin_worker.deadline(None if limit is None else limit - (time.monotonic() - start)):
             load(path, job.out_idx).ensure_cubin()
         return {"path": path, "seconds": time.monotonic() - start}
@@ -418,10 +419,11 @@ class AutoTuner:
         executor = self.executor or cf.ThreadPoolExecutor(max_workers=os.cpu_count() or 2,
                                                           thread_name_prefix="tilecute-build")
         results = [ConfigResult(c) for c in configs]
+        group = f"{self.__name__}-{os.urandom(8).hex()}"  # this run's builds, for buildproc.kill
         try:
             futures = {executor.submit(_build_config, _Job(
                 self.factory if self.eager is None else None, self.eager, tuple(args),
-                dict(kwargs), c, self.out_idx, arch, self.options, self.timeout)): r
+                dict(kwargs), c, self.out_idx, arch, self.options, self.timeout, group)): r
                 for c, r in zip(configs, results)}
             for done, fut in enumerate(cf.as_completed(futures), 1):
                 r = futures[fut]
@@ -437,6 +439,13 @@ class AutoTuner:
                 except Exception as e:  # the executor's (a task it could not run or pickle)
                     r.error = f"compile failed: {type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"
                 _progress(f"{self.__name__}: compiled {done}/{len(configs)}")
+        except BaseException:  # interrupted (Ctrl-C): no build of this run goes on
+            from . import buildproc
+
+            if own:
+                executor.shutdown(wait=False, cancel_futures=True)
+            buildproc.kill(group)
+            raise
         finally:
             if own:
                 executor.shutdown(wait=False, cancel_futures=True)

@@ -40,7 +40,7 @@ import time
 import traceback
 from typing import Any, Callable, Optional
 
-__all__ = ["run", "BuildTimeout", "ChildError", "forks"]
+__all__ = ["run", "kill", "BuildTimeout", "ChildError", "forks"]
 
 _POLL = 0.25  # seconds between checks that the child is still alive
 
@@ -71,9 +71,38 @@ def forks() -> bool:
             and os.environ.get(ENV, "1").strip().lower() not in ("0", "false", "no", "off"))
 
 
-def run(fn: Callable[..., Any], args: tuple = (), timeout: Optional[float] = None) -> Any:
+_live: dict = {}  # group name -> pids of its build processes running now
+_live_lock = threading.Lock()
+_killed: set = set()  # groups killed: their later builds die at once
+
+
+def kill(group: str) -> int:
+    """Kill the running build processes that :func:`run` started with ``group`` in this
+    process (the tuner interrupted: Ctrl-C), each with its process group; their callers
+    then clean up as after a crash.  Returns how many."""
+    with _live_lock:
+        _killed.add(group)  # a build of the group that starts later is killed at once
+        pids = list(_live.get(group, ()))
+    for pid in pids:
+        _kill_group(pid)
+    return len(pids)
+
+
+def _kill_group(pid: int) -> None:
+    # called only for an unreaped child: its pid (and group id) is not reused meanwhile
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):  # not yet in its own group
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def run(fn: Callable[..., Any], args: tuple = (), timeout: Optional[float] = None,
+        group: Optional[str] = None) -> Any:
     """``fn(*args)`` in a child process (see the module docstring); ``timeout`` None or
-    <= 0 means no limit."""
+    <= 0 means no limit; :func:`kill` of ``group`` kills it too."""
     limit = timeout if timeout is not None and timeout > 0 else None
     if not forks():
         return _run_in_thread(fn, args, timeout, limit)
@@ -88,6 +117,11 @@ def run(fn: Callable[..., Any], args: tuple = (), timeout: Optional[float] = Non
     if pid == 0:  # the child: never returns
         _child(fn, args, r, w, tmp)
     os.close(w)
+    if group is not None:
+        with _live_lock:
+            _live.setdefault(group, set()).add(pid)
+            if group in _killed:
+                _kill_group(pid)
     deadline = None if limit is None else time.monotonic() + limit
     data, size, killed, exited = b"", None, False, False
     try:
@@ -113,10 +147,12 @@ def run(fn: Callable[..., Any], args: tuple = (), timeout: Optional[float] = Non
                 size = 8 + int.from_bytes(data[:8], "little")
     finally:
         os.close(r)
-        try:  # the child (unreaped, so its pid and group id are not reused) and its group
-            os.killpg(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):  # not yet in its own group
-            os.kill(pid, signal.SIGKILL)
+        _kill_group(pid)  # the child (unreaped: its pid and group id are its own) and its group
+        if group is not None:
+            with _live_lock:
+                _live[group].discard(pid)
+                if not _live[group]:
+                    del _live[group]
         status = os.waitpid(pid, 0)[1]
         complete = size is not None and len(data) >= size
         if not complete:

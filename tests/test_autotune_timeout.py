@@ -219,3 +219,31 @@ def test_without_a_build_process_a_timeout_reports_and_leaves_the_thread(tmp_pat
     for t in threading.enumerate():  # let it finish here, in this test's cache
         if t.name == "tilecute-build":
             t.join(60)
+
+
+def test_an_interrupted_tuning_run_kills_its_builds(slowed, tmp_path):
+    """buildproc.kill(group), what compile_all does when interrupted (Ctrl-C): the running
+    builds of that run die with their process groups and their callers clean up; a build
+    of the group started afterwards dies at once; other groups are untouched."""
+    import threading
+
+    from tilecute import buildproc
+
+    job = A._Job(P.slowed_program, None, (1024,), {}, {"variant": "slow_factory"}, [-1],
+                 "sm_90a", {}, None, "run-1")
+    got = {}
+    thread = threading.Thread(target=lambda: got.update(A._build_config(job)))
+    thread.start()
+    pid_file = slowed / "slow_factory"
+    for _ in range(200):
+        if pid_file.exists() and pid_file.read_text():
+            break
+        time.sleep(0.1)
+    pid = int(pid_file.read_text())
+    assert buildproc.kill("another-run") == 0 and not _gone(pid)
+    assert buildproc.kill("run-1") == 1
+    thread.join(10)
+    assert not thread.is_alive() and _gone(pid)
+    assert got["error"].startswith("compile failed: ChildDied") and "signal 9" in got["error"]
+    assert A._build_config(job)["error"].startswith("compile failed: ChildDied")  # at once
+    assert _leftovers(Path(os.environ["TILECUTE_CACHE_DIR"]), tmp_path / "tmp") == []
