@@ -224,3 +224,24 @@ def test_bitwise_epochs_on_gpu(op):
     f = {"bitand": operator.and_, "bitor": operator.or_, "bitxor": operator.xor}[op]
     ref = functools.reduce(f, [a[:, j] for j in range(64)])
     assert torch.equal(b, ref)
+
+
+@pytest.mark.parametrize("op,value,ok", [("sum", "0.0", True), ("sum", "1.0", False),
+                                         ("max", "-1.0", True), ("min", "2.0", True)])
+def test_a_legacy_fill_is_the_identity_or_an_idempotent_seed(op, value, ok):
+    # TileLang's legacy shim: a max/min fill is a one-time start value (every copy holding
+    # it changes nothing), a sum fill other than 0 would be counted once per thread
+    body = f'''
+        r = T.alloc_reducer((1,), "float32", op="{op}", replication="all")
+        T.fill(r, {value})
+        for i in T.Parallel(8):
+            r[0] += A[i]
+        T.finalize_reducer(r)
+        B[0] = r[0]
+'''
+    if ok:
+        _parse(body)
+        return
+    with pytest.raises(FrontendError, match="a legacy sum reducer 'r' is filled with its "
+                                            r"identity \(0\) only"):
+        _parse(body)

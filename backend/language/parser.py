@@ -1774,7 +1774,16 @@ class _Parser:
         self.check_value(a.node("value"), value)
         if not _is_ir(value) and not isinstance(value, (int, float, bool)):
             raise a.fail("value", f"cannot fill '{buf.name}' with {value!r}")
-        return [N.Fill(dst, N.cast(N.as_expr(value, buf.dtype), buf.dtype), loc=self.loc(s))]
+        value = N.cast(N.as_expr(value, buf.dtype), buf.dtype)
+        op = self.__dict__.get("reducer_ops", {}).get(buf.name)
+        if op in ("sum", "bitxor") and not (isinstance(value, N.Const) and value.value == 0):
+            # every thread's copy would start from it: the total would hold it once per
+            # thread (TileLang's legacy reducer shim refuses it the same way)
+            raise a.fail("value", f"a legacy {op} reducer '{buf.name}' is filled with its "
+                                  "identity (0) only: every thread's copy starts from the fill, "
+                                  "so the total would count the value once per thread; add it "
+                                  "after T.finalize_reducer (or use T.reducer_init(acc, v))")
+        return [N.Fill(dst, value, loc=self.loc(s))]
 
     def stmt_clear(self, a: _Args, s) -> list[N.Stmt]:
         a.no_annotations()
@@ -2302,6 +2311,7 @@ class _Parser:
         buf = N.Buffer(self.fresh(name), dt, tuple(N.Const(d, "int32") for d in shape), "fragment")
         self.bind(name, _BufferRef(buf))
         self.__dict__.setdefault("reducer_buffers", set()).add(buf.name)
+        self.__dict__.setdefault("reducer_ops", {})[buf.name] = op
         if replication is None:
             self.epochs[buf.name] = {"mode": None, "op": op, "name": name, "init": None,
                                      "ctx": None, "seed": None, "final": False,
