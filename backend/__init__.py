@@ -8,7 +8,6 @@ __version__ = "0.1.0"
 
 _LAZY = {
     "compile": ("tilecute.api", "compile"),
-    "jit": ("tilecute.api", "jit"),
     "par_compile": ("tilecute.api", "par_compile"),
     "load": ("tilecute.runtime.kernel", "load"),
     "build_cubin": ("tilecute.driver", "build_cubin"),
@@ -28,7 +27,8 @@ _LAZY = {
 }
 # submodules reachable as attributes after a bare `import tilecute` (TileLang's layout)
 _SUBMODULES = ("profiler", "utils", "testing", "language", "options", "autotuner", "layout",
-               "transform", "math", "env", "engine", "contrib", "cuda", "carver", "tvm", "cache")
+               "transform", "math", "env", "engine", "contrib", "cuda", "carver", "tvm", "cache",
+               "jit")  # tilecute.jit: the decorator, callable, and TileLang's jit package
 
 
 def cdiv(a, b):
@@ -85,4 +85,4 @@ def __getattr__(name):
 
 
 __all__ = ["__version__", "cdiv", "disable_cache", "enable_cache", "is_cache_enabled",
-           "set_log_level", *_LAZY]
+           "set_log_level", "jit", *_LAZY]

@@ -81,6 +81,22 @@ REFUSED_MODULES = {
                                 "tilecute.language.dtype (T.dtype) and tilecute.runtime.dtypes",
     "tilecute.cuda.language": "it holds TileLang's CUDA-only TIR intrinsics (ptx_wgmma_ss ...); "
                               "tilecute lowers T.gemm and copies onto CuTe DSL",
+    "tilecute.jit.adapter": "TileLang's execution-backend adapters (tvm_ffi, cython, nvrtc, "
+                            "cutedsl) wrap the CUDA C or Python TileLang generates; tilecute's "
+                            "one backend is a CuTe DSL kernel behind a TVM-FFI launcher "
+                            "(tilecute.host.launcher)",
+    "tilecute.jit.abi": "it prepares arguments for TileLang's TVM-FFI adapter; tilecute's "
+                        "launcher allocates out_idx outputs itself (tilecute.runtime.kernel)",
+    "tilecute.jit.env": "it holds TileLang's JIT workspace folders; tilecute's cache folder "
+                        "is TILECUTE_CACHE_DIR (docs/cache.md)",
+    "tilecute.jit.param": "it holds TileLang's Program/Kernel typing helpers; a tilecute "
+                          "kernel is tilecute.runtime.kernel.Kernel (tilecute.jit.JITKernel)",
+    "tilecute.jit.diagnostics": "it times TileLang's JIT phases (jit_phase) in its own "
+                                "logger; tilecute's compile logs with verbose=True / "
+                                "TILECUTE_VERBOSE (docs/host-api.md)",
+    "tilecute.jit.exceptions": "its JITNoBuilderError / EagerJITBuildError come from "
+                               "TileLang's eager builder; tilecute's frontend raises "
+                               "tilecute.language.FrontendError",
     "tilecute.transform.simplify": "it runs TVM's Simplify on TIR; tilecute's frontend and passes "
                                    "fold expressions themselves (kernel.get_source('script') "
                                    "shows the lowered IR)",

@@ -98,3 +98,32 @@ def test_eager_keys_leave_tensors_out():
     assert _add_one.mode == "eager"
     assert _add_one.func.parse_args(x)[0] == ((64, T.float32), (("M", 256),))
     assert _add_one.func.get_tir(x).name == "_add_one"
+
+
+def test_jit_is_the_decorator_and_tilelangs_package():
+    import importlib
+
+    import tilecute.jit
+    from tilecute.jit import JITKernel, compile as jit_compile
+    from tilecute.runtime.kernel import Kernel
+
+    assert JITKernel is Kernel and jit_compile is tilecute.compile
+    assert importlib.import_module("tilecute.jit.kernel").JITKernel is Kernel
+
+    @tilecute.jit(out_idx=[-1])  # the module is callable: TileLang's @tilelang.jit(...)
+    def copy(n):
+        return _scale.func.get_tir(n, 64)
+
+    assert copy(128) is copy(n=128)
+    # TileLang's modules without a counterpart import; their names are refused when used
+    from tilecute.jit.adapter.nvrtc.adapter import NVRTCKernelAdapter
+    from tilecute.jit.diagnostics import jit_phase
+
+    for refused, what in ((NVRTCKernelAdapter, "tilelang.jit.adapter.nvrtc.adapter.NVRTCKernelAdapter"),
+                          (jit_phase, "tilelang.jit.diagnostics.jit_phase")):
+        with pytest.raises(NotImplementedError, match=rf"{what} is not supported by tilecute"):
+            refused()
+    with pytest.raises(NotImplementedError, match=r"tilelang.jit.JITImpl is not supported"):
+        tilecute.jit.JITImpl()
+    with pytest.raises(AttributeError):
+        tilecute.jit.no_such_name
