@@ -124,7 +124,18 @@ class _Lowerer(StmtMutator):
             body = (N.For(loop_vars[d], N.Const(0, "int32"), shape[d], "parallel", body, loc=s.loc),)
         return body[0]
 
+    def whole(self, r: N.Region) -> N.Region:
+        """A global buffer named whole (``T.copy(A, B)``: origin 0, no extents) as the
+        region of all of it, TileLang's meaning of a buffer argument."""
+        buf = self.buffers[r.buffer]
+        if r.extents is None and buf.scope == "global" and all(_zero(x) for x in r.starts):
+            return N.Region(r.buffer, r.starts, tuple(buf.shape))
+        return r
+
     def copy(self, s: N.Copy) -> N.Stmt:
+        if self.tile_shape(s.src) is None and self.tile_shape(s.dst) is None:
+            # global to global, neither side a tile: a whole buffer gives the shape
+            s = dataclasses.replace(s, src=self.whole(s.src), dst=self.whole(s.dst))
         shape = self.loop_shape(s, s.src, s.dst, "T.copy")
         sbuf, dbuf = self.buffers[s.src.buffer], self.buffers[s.dst.buffer]
 
