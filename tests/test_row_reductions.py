@@ -149,9 +149,11 @@ def test_gemm_warp_policy_arranges_the_warps(arch, m, n, threads, policy, warps,
 
 
 def test_gemm_warp_policy_that_cannot_tile_is_an_error():
-    with pytest.raises(ValueError, match=r"no arrangement of 2 warpgroup\(s\) tiles 64 x 128 with "
-                                         r"policy FullRow: M = 64 is not a multiple of 64 x 2"):
-        lower(_gemm(64, 128, 256, T.GemmWarpPolicy.FullRow), "sm_90a")
+    # (FullRow is TileLang's "as many along M as the tile allows": 64 x 128 on two
+    # warpgroups puts them along N, tests/test_gemm_policies.py)
+    with pytest.raises(ValueError, match=r"no arrangement of 4 warpgroup\(s\) tiles 64 x 48 with "
+                                         r"policy FullRow"):
+        lower(_gemm(64, 48, 512, T.GemmWarpPolicy.FullRow), "sm_90a")
 
 
 def _row_max(policy):
