@@ -583,4 +583,5 @@ TILELANG_ONLY = frozenset("""
     create_tma_descriptor named_barrier_arrive index_to_coordinates import_source inline
     meta_class call_extern call_intrin Shuffle
     annotate_pass_configs annotate_compile_flags func_attr CUDASourceCodeKernel
+    handle match_buffer launch_thread PersistentTileScheduler
 """.split())

@@ -496,6 +496,9 @@ class _Parser:
             var = N.Var(name, dt)
             self.bind(name, var)
             return var
+        if isinstance(spec, F.Unsupported):  # T.handle (TVM's opaque pointer) ...
+            raise self.error(arg, f"parameter '{name}': {spec.message()}; declare it "
+                                  "T.Tensor(shape, dtype)")
         if _is_ptr(spec):
             raise self.error(arg, f"parameter '{name}': T.ptr is not supported: tilecute has no "
                                   "pointer parameters; pass a tensor (T.Tensor(shape, dtype))")
