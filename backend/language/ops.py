@@ -696,6 +696,29 @@ def get_block_extents(*, kernel=None):
     return [get_block_extent(d, kernel=kernel) for d in range(3)]
 
 
+class BroadcastValue:
+    """``T.Broadcast(value, lanes)``: ``lanes`` copies of one scalar (TVM's vector
+    broadcast), stored into a region of ``lanes`` elements along the last dim
+    (``packed[0:32] = T.Broadcast(x, 32)``) as one store per element."""
+
+    def __init__(self, value, lanes: int):
+        self.value, self.lanes = value, lanes
+
+    def __repr__(self) -> str:
+        return f"T.Broadcast({self.value!r}, {self.lanes})"
+
+
+def Broadcast(value, lanes):  # noqa: N802
+    """``T.Broadcast(value, lanes)`` (TVM's): a vector of ``lanes`` copies of ``value``,
+    stored into a region of that many elements; anywhere else it is refused."""
+    if isinstance(value, (list, tuple, _bits.Words, BroadcastValue)):
+        raise TypeError(f"T.Broadcast: the value is a scalar, got {value!r}")
+    if isinstance(lanes, bool) or not isinstance(lanes, int) or lanes < 1:
+        raise TypeError(f"T.Broadcast: lanes must be a positive int known at parse time, "
+                        f"got {lanes!r}")
+    return BroadcastValue(_N.as_expr(value), lanes)
+
+
 EXPRESSION_HELPERS = (
     "ceildiv", "cdiv", "align_up", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "sin", "cos",
     "floor", "ceil", "sigmoid", "abs", "max", "min", "clamp", "fma", "floordiv", "floormod",
@@ -709,5 +732,5 @@ EXPRESSION_HELPERS = (
     "popcount", "clz", "likely", "get_lane_idx", "get_warp_idx", "get_warp_idx_sync",
     "get_warp_group_idx", "get_thread_bindings", "get_block_binding", "get_block_bindings",
     "get_thread_extent", "get_thread_extents", "get_block_extent", "get_block_extents",
-    "reinterpret", "any_of", "all_of", "thread_binding",
+    "reinterpret", "any_of", "all_of", "thread_binding", "Broadcast",
 )
