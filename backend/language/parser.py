@@ -1311,6 +1311,8 @@ class _Parser:
                 raise self.error(s, f"{form} into '{buf.name}': a {buf.scope} buffer")
             return [N.Store(buf.name, tuple(i), v, loc=self.loc(s))
                     for i, v in zip(idx, B.unpack(value.words, buf.dtype))]
+        if isinstance(value, ops.BroadcastValue):  # `packed[0:32] = T.Broadcast(x, 32)`
+            return self.broadcast_store(target, buf, value, s)
         if any(isinstance(i, slice) for i in indices):
             raise self.error(s, f"storing to a slice of '{buf.name}' is not supported; "
                                 "use T.copy, T.fill or T.Parallel")
@@ -1318,6 +1320,20 @@ class _Parser:
             raise self.error(s, f"'{buf.name}' has {buf.ndim} dims but is indexed with "
                                 f"{len(indices)}")
         return [self.store_value(buf, tuple(indices), value, s)]
+
+    def broadcast_store(self, target, buf: N.Buffer, value, s) -> list[N.Stmt]:
+        """TVM's vector store of ``T.Broadcast(x, lanes)`` into a region of ``lanes``
+        elements along the last dim: one store of ``x`` per element."""
+        r = self.region(target)
+        extents = r.extents if r.extents is not None else (N.Const(1, "int32"),) * buf.ndim
+        if not all(isinstance(x, N.Const) for x in extents) or \
+                any(x.value != 1 for x in extents[:-1]) or extents[-1].value != value.lanes:
+            raise self.error(s, f"T.Broadcast(..., {value.lanes}) is stored into a region of "
+                                f"{value.lanes} '{buf.name}' elements along the last dim; got "
+                                f"`{ast.unparse(target)}`")
+        return [self.store_value(buf, r.starts[:-1] + (
+            N.binop("add", r.starts[-1], N.Const(k, "int32")) if k else r.starts[-1],),
+            value.value, s) for k in range(value.lanes)]
 
     def store_value(self, buf: N.Buffer, indices, value, s) -> N.Stmt:
         self.reducer_access(buf.name, s, "store")
