@@ -205,7 +205,8 @@ class _Kernel:
                 if s.policy != "FullRow":
                     why.append(f"N = {n} does not split into {wg} warpgroups of a multiple of 8 "
                                "columns (up to 256)")
-                self.fail(s, f"no arrangement of {wg} warpgroup(s) tiles {m} x {n} with "
+                self.fail(s, f"No valid warp partition (TileLang's words): no arrangement "
+                             f"of {wg} warpgroup(s) tiles {m} x {n} with "
                              f"policy {s.policy}: {' and '.join(why)}; each warpgroup takes "
                              "64-row steps; change the tile, the thread count or the policy")
             if a.dtype in ("int8", "uint8") and not (
@@ -222,8 +223,9 @@ class _Kernel:
                              f"{self.threads // WARP} warps; change the tile or the thread count, "
                              "or put A in shared memory")
             if warps is None:
-                self.fail(s, f"no arrangement of {self.threads // WARP} warps tiles {m} x {n} in "
-                             f"16 x 16 steps with policy {s.policy}")
+                self.fail(s, f"No valid warp partition (TileLang's words): no arrangement of "
+                             f"{self.threads // WARP} warps tiles {m} x {n} in 16 x 16 steps "
+                             f"with policy {s.policy}")
         for buf, what in ((a, "A"), (b, "B")):
             if buf is a and a_regs:
                 self.set_layout(s, a.name, N.Layout("mma", threads=self.threads, mma=family,
