@@ -14,8 +14,8 @@ from tilecute.transform.pipeline import lower, run_passes
 
 
 def _row_max(dtype="float16", kind="max", nan=None, batch=None, clear=True, rows=8, cols=64,
-             threads=128, src_scope="fragment"):
-    extra = {}
+             threads=128, src_scope="fragment", annotations=None):
+    extra = {} if annotations is None else {"annotations": annotations}
     if nan is not None:
         extra["nan_propagate"] = nan
     if batch is not None:
@@ -239,3 +239,27 @@ def test_float8_absmax_into_float16_on_gpu():
     y = torch.empty(4, device="cuda", dtype=torch.float16)
     tilecute.compile(fp8_absmax)(x, y)
     torch.testing.assert_close(y, x.float().abs().amax(dim=1).half(), atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("value", [False, True])
+def test_enable_fadd2_is_accepted(value):
+    # TileLang's packed FP32x2 sums (SM100+) switch: tilecute adds one value at a time
+    base = emit_cute(lower(_row_max("float32", "sum"), "sm_90a"))
+    hinted = _row_max("float32", "sum", annotations={"enable_fadd2": value})
+    assert emit_cute(lower(hinted, "sm_90a")) == base
+
+
+@pytest.mark.parametrize("annotations,message", [
+    ({"enable_fadd2": "no"}, "enable_fadd2 must be a boolean"),
+    ({"other": 1}, "annotations={'other': 1} is not supported"),
+])
+def test_other_reduce_annotations_are_refused(annotations, message):
+    with pytest.raises(FrontendError, match=message):
+        @T.prim_func
+        def annotated(X: T.Tensor((8, 64), "float32"), Y: T.Tensor((8,), "float32")):
+            with T.Kernel(1, threads=128):
+                x = T.alloc_fragment((8, 64), "float32")
+                y = T.alloc_fragment((8,), "float32")
+                T.copy(X, x)
+                T.reduce_sum(x, y, dim=1, annotations=annotations)
+                T.copy(y, Y)

@@ -1914,7 +1914,15 @@ class _Parser:
             # other dtypes keep their max/min (TileLang's Max: NaN-quiet on floats)
             nan = a.static_bool("nan_propagate") and kind in ("max", "min", "absmax") and \
                 dst.dtype in ("float16", "bfloat16")
-        a.no_annotations()
+        annotations = a.value("annotations")
+        if isinstance(annotations, dict) and set(annotations) == {"enable_fadd2"}:
+            # TileLang's switch for packed FP32x2 adds (SM100+ sum/abssum): tilecute's
+            # reductions add one value at a time on every target, so either value is honored
+            if not isinstance(annotations["enable_fadd2"], (bool, int)):
+                raise a.fail("annotations", f"annotations={_show(annotations)}: enable_fadd2 "
+                                            "must be a boolean")
+        else:
+            a.no_annotations()
         scratch = ""
         if "scratch" in a.sig.parameters and a.value("scratch") is not None:
             scratch = self.buffer_of(a.node("scratch")).name
