@@ -68,3 +68,19 @@ def test_broadcast_on_the_gpu():
         out = torch.empty(2, 32, dtype=torch_dtype, device="cuda")
         kernel(seed, out)
         torch.testing.assert_close(out, (seed + 1)[:, None].expand(2, 32), rtol=0, atol=0)
+
+
+def test_tvm_attr_statement_is_refused_by_name():
+    src = '''
+import tilecute.language as T
+
+@T.prim_func
+def allreduce(A: T.Tensor((32,), "float32")):
+    with T.Kernel(1, threads=32):
+        v = T.alloc_local((1,), "float32")
+        with T.attr(0, "reduce_scope", 0):
+            v[0] = A[0]
+'''
+    with pytest.raises(FrontendError, match=r"<script>:8: .*`with T.attr\(...\)` is not supported "
+                                            r"by tilecute: TVM's attribute statement"):
+        T.from_script(src)

@@ -720,8 +720,16 @@ class _Parser:
         call = item.context_expr
         form = self.form_of(call.func) if isinstance(call, ast.Call) else None
         if form is None or form.kind != "with":
-            raise self.error(s, "the only `with` forms are `with T.Kernel(...) as ...`, "
-                                "`with T.ClusterKernel(...) as ...` and `with T.ws(...)`")
+            f = call.func if isinstance(call, ast.Call) else call
+            named = f"`with {ast.unparse(f)}(...)`" if isinstance(call, ast.Call) else \
+                f"`with {ast.unparse(call)}`"
+            why = ("TVM's attribute statement (`with T.attr(T.comm_reducer(...), "
+                   "\"reduce_scope\", ...)` around T.tvm_thread_allreduce, say) annotates TIR "
+                   "that tilecute does not have; reduce with T.reduce_* / T.warp_reduce_* or "
+                   "T.alloc_reducer. " if isinstance(f, ast.Attribute) and f.attr == "attr" else "")
+            raise self.error(s, f"{named} is not supported by tilecute: {why}the only `with` "
+                                "forms are `with T.Kernel(...) as ...`, `with T.ClusterKernel(...) "
+                                "as ...` and `with T.ws(...)`")
         if form.__name__ == "ws":
             return self.ws_stmt(s, form, call)
         if self.in_kernel:
