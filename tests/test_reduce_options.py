@@ -263,3 +263,20 @@ def test_other_reduce_annotations_are_refused(annotations, message):
                 T.copy(X, x)
                 T.reduce_sum(x, y, dim=1, annotations=annotations)
                 T.copy(y, Y)
+
+
+def test_the_validator_checks_nan_propagate():
+    import dataclasses
+
+    from tilecute.ir.validate import validate
+
+    func = _row_max("float32", "max")
+
+    def mark(stmts):
+        return tuple(dataclasses.replace(s, nan_propagate=True) if isinstance(s, N.Reduce)
+                     else s for s in stmts)
+    kernel = func.kernels[0]
+    bad = dataclasses.replace(func, kernels=(dataclasses.replace(kernel, body=mark(kernel.body)),))
+    with pytest.raises(Exception, match="nan_propagate is for max, min and absmax into "
+                                        r"float16 or bfloat16 \(dst is float32\)"):
+        validate(bad)
