@@ -26,10 +26,11 @@ def flash_attention(heads=32, dim=128, kv_heads=None, causal=False, dtype="float
                     warp_specialize=None, lpt=False, regs=None):
     """The forward kernel for Q (B, S, heads, dim), K and V (B, S, kv_heads, dim) in
     ``dtype``; writes O like Q and LSE (B, heads, S) in float32.  ``sm_scale`` defaults
-    to 1 / sqrt(dim).  The default schedule is the one measured best on an H200
+    to 1 / sqrt(dim).  The default schedule is the one measured best on an H100 / H200
     (benchmarks/attention.py), FlashAttention's sm90 tiles: a producer warpgroup loading K
-    and V (a pipeline each) for 128 queries a block and 128-key steps at head dim 128 (3
-    stages), 192 queries over three compute warpgroups at 64, 80-key steps at 256 (2).
+    and V (a pipeline each) for 128 queries a block and 192-key steps at head dim 128 (176
+    when causal; 2 stages), 192 queries over three compute warpgroups at 64, 80-key steps
+    at 256 (2 stages).
     The compiler overlaps each step's softmax with the MMAs (``overlap_mma``: the next
     Q K^T and this P V run during it; at head dim 128 the two compute warpgroups also take
     turns issuing them).
@@ -39,11 +40,13 @@ def flash_attention(heads=32, dim=128, kv_heads=None, causal=False, dtype="float
     small = dim <= 64 and block_M in (None, 192) and threads in (None, 384)
     block_M = block_M or (192 if small else 128)  # head dim 64: three compute warpgroups
     threads = threads or (384 if small else 256)
-    if block_N is None:
-        block_N = 80 if dim == 256 else 128 if dim == 128 or small else 64
-    # K and V get a pipeline each, so 2 stages keep them ahead; at head dim 128 a third
-    # (there is room) measured 1-4% faster on an H200 (544-552 / 475 TFLOP/s against
-    # 523-537 / 458-467 with 2, the warpgroups taking turns in both)
+    if block_N is None:  # head dim 128: FlashAttention-3's wider key steps (H100, B8 H32
+        # S4096, TFLOP/s non-causal / causal: 192-key steps 572 / 473, 176: 536 / 477,
+        # 128 with 3 stages: 528 / 444; FA4 627 / 546 in the same run)
+        block_N = 80 if dim == 256 else (176 if causal else 192) if dim == 128 else \
+            128 if small else 64
+    # K and V get a pipeline each, so 2 stages keep them ahead; with 128-key steps at head
+    # dim 128 a third (there is room) measured 1-4% faster on an H200
     num_stages = num_stages or (3 if dim == 128 and block_N == 128 else 2)
     if warp_specialize is None and (dim >= 128 or small):
         warp_specialize = True
