@@ -20,7 +20,7 @@ from ..transform.launch_abi import KernelPlan
 from .bounds import Bounds, load_key
 from .expr import PREC, ExprPrinter, cute_type, memory_type
 from .memory import SharedMemory, flat_index, shared_index
-from .mma import MmaEmitter
+from .mma import MmaEmitter, merge
 from .nests import NestEmitter
 from .source import CodegenError, Writer, ident, quote
 
@@ -105,9 +105,11 @@ class KernelEmitter:
         saved = (self.tid, self.threads, self.region_barrier, self.mma.tid)
         self.tid, self.threads, self.region_barrier = tid, n, self.region_barriers[key]
         self.mma.tid = tid
+        before = self.mma.in_flight  # (the threads outside the region keep these in flight)
         try:
             self.body(s.body, depth + 1, guarded)
             self.mma.drain(depth + 1)
+            self.mma.in_flight = before
         finally:
             self.tid, self.threads, self.region_barrier, self.mma.tid = saved
 
@@ -189,11 +191,14 @@ class KernelEmitter:
         one = t is not None and len(self.scope.threads) == 1 and not s.orelse
         self.out.line(depth, f"if tc_tid == {t}:" if one else f"if {self.exprs.expr(s.cond)}:")
         saved, self.one_thread = self.one_thread, self.one_thread or one
+        before = self.mma.in_flight  # (wgmma batches: each branch starts from these)
         self.body(s.then, depth + 1, guarded)
         self.one_thread = saved
+        after, self.mma.in_flight = self.mma.in_flight, before
         if s.orelse:
             self.out.line(depth, "else:")
             self.body(s.orelse, depth + 1, guarded)
+        self.mma.in_flight = merge(after, self.mma.in_flight)
 
     def evaluate(self, s: N.Evaluate, depth: int, guarded: bool) -> None:
         self.out.line(depth, self.exprs.expr(s.value))
@@ -222,6 +227,7 @@ class KernelEmitter:
             self.ranges[s.var.name] = (lo, None)
         var = ident(s.var.name)
         self.out.line(depth, f"for {var} in {rng}:")
+        entry = self.mma.loop_entry(s.body)
         if s.kind == "pipelined":
             step = var if zero else f"({var} - {self.exprs.operand(s.start, PREC['sub'] + 1)})"
             operands = {x for t in walk_stmts(s.body) if isinstance(t, N.Gemm) for x in (t.a, t.b)}
@@ -229,12 +235,13 @@ class KernelEmitter:
                 self.body(s.body, depth + 1, guarded)
         else:
             self.body(s.body, depth + 1, guarded)
-        self.mma.drain(depth)
+        self.mma.loop_exit(s, entry, depth)
 
     def while_(self, s: N.While, depth: int, guarded: bool) -> None:
         self.out.line(depth, f"while {self.exprs.expr(s.cond)}:")
+        entry = self.mma.loop_entry(s.body)
         self.body(s.body, depth + 1, guarded)
-        self.mma.drain(depth)
+        self.mma.loop_exit(s, entry, depth)
 
     def allocate(self, s: N.Allocate, depth: int, guarded: bool) -> None:
         b = s.buffer

@@ -12,7 +12,8 @@ from contextlib import contextmanager
 
 from ..ir import nodes as N
 from ..runtime.dtypes import DTYPES
-from ..transform.analysis import row_major_strides
+from ..ir.visitor import fold_constants
+from ..transform.analysis import known_multiple, row_major_strides
 from ..transform.shared_memory import shared_allocs
 from .expr import PREC, ExprPrinter, memory_type
 from .source import CodegenError, Writer, ident
@@ -140,10 +141,13 @@ class SharedMemory:
                                     f"{a.layout.threads})")
             out.line(depth, "cute.arch.sync_threads()")
 
-    def ptr(self, name: str, stage: str | None = None, matrix: tuple[str, int] | None = None) -> str:
+    def ptr(self, name: str, stage: str | None = None, matrix: tuple[str, int] | None = None,
+            offset: tuple[str, int] | None = None) -> str:
         """The Int8 shared-memory pointer to buffer ``name`` (stage ``stage`` of a staged
         buffer; by default the stage the enclosing pipelined loop sees), or with ``matrix``
-        (``(index, bytes)``) to matrix ``index`` of its matrices of ``bytes`` bytes each."""
+        (``(index, bytes)``) to matrix ``index`` of its matrices of ``bytes`` bytes each;
+        ``offset``: ``(bytes, a number they are a multiple of)`` further on (a part of a
+        matrix)."""
         slot = self.slots[name]
         if stage is None:
             stage = self.stage_of.get(name)
@@ -157,17 +161,30 @@ class SharedMemory:
             else:
                 terms.append(f"({index}) * {size}")
                 align = math.gcd(align, size)
+        if offset is not None:
+            at, multiple = offset
+            if at.isdigit():
+                terms[0] = str(int(terms[0]) + int(at))
+            else:
+                terms.append(f"({at})")
+                align = math.gcd(align, multiple)
         if len(terms) == 1:
             return f"tc_smem + {terms[0]}"
         # assume: keeps the pointer's alignment (vector and TMA accesses need it)
         return f"tc_smem + cute.assume({' + '.join(terms)}, divby={align})"
 
-    def matrix_ptr(self, exprs: ExprPrinter, buf: N.Buffer, index, stage: str | None = None) -> str:
+    def matrix_ptr(self, exprs: ExprPrinter, buf: N.Buffer, index, stage: str | None = None,
+                   offset: N.Expr | None = None) -> str:
         """The pointer to matrix ``buf[*index, :, :]`` of a shared buffer of more than 2
         dims (the whole buffer for ``index == ()``): the matrices of the last two dims lie
-        one after another in every shared layout."""
+        one after another in every shared layout; ``offset`` bytes further on (an integer
+        expression) when given."""
+        if offset is not None:
+            folded = fold_constants(offset)
+            at = str(int(folded.value)) if isinstance(folded, N.Const) else exprs.expr(folded)
+            offset = (at, max(1, known_multiple(folded)))
         if not index:
-            return self.ptr(buf.name, stage)
+            return self.ptr(buf.name, stage, offset=offset)
         lead = N.Buffer(buf.name, buf.dtype, buf.shape[:-2])
         size = math.prod(int(d.value) for d in buf.shape[-2:]) * DTYPES[buf.dtype].bytes
         if all(isinstance(i, N.Const) for i in index):
@@ -175,7 +192,7 @@ class SharedMemory:
                          for i, st in zip(index, row_major_strides(lead))))
         else:
             at = flat_index(exprs, lead, index)
-        return self.ptr(buf.name, stage, (at, size))
+        return self.ptr(buf.name, stage, (at, size), offset)
 
     def view(self, a: N.Allocate, stage: str | None = None) -> str:
         b = a.buffer

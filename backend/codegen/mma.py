@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ..ir import nodes as N
 from ..ir.printer import gemm_operand
+from ..runtime.dtypes import DTYPES
 from ..transform.analysis import walk_stmts
 from ..transform.analysis import accesses
 from .expr import ExprPrinter, cute_type, mma_type
@@ -25,8 +26,9 @@ class MmaEmitter:
         self.rows: dict[str, str] = {}  # mma_rows fragment -> the row index of each register
         self.tiled: dict[int, str] = {}  # id(T.gemm) -> its tiled MMA
         self.proxy_fence = False  # barriers also fence shared writes for wgmma reads
-        # the wgmma batches T.gemms left in flight, oldest first: (accumulator, A fragment)
-        self.in_flight: list[tuple[str, str | None]] = []
+        # the wgmma batches T.gemms left in flight, oldest first; each the (accumulator, A
+        # fragment) pairs it may be (one, or after branches or loops, any of several)
+        self.in_flight: list[Batch] = []
         self.tid = "tc_tid"  # the thread's index among the threads the MMAs run on
 
     def declare(self, body, depth: int) -> None:
@@ -50,7 +52,8 @@ class MmaEmitter:
                                  f"{s.transpose_a}, "
                                  f"{not s.transpose_b}, {tuple(layout.warps)}, {n}"
                                  f"{', a_regs=True' if a.scope == 'fragment' else ''})",
-                          f"T.gemm({gemm_operand(s.a, s.a_index)}, {gemm_operand(s.b, s.b_index)}, {s.c})")
+                          f"{_form(s)}({gemm_operand(s.a, s.a_index, s.a_part)}, "
+                          f"{gemm_operand(s.b, s.b_index, s.b_part)}, {s.c})")
             if layout.mma == "wgmma":
                 self.proxy_fence |= bool({s.a, s.b} & written)
 
@@ -113,30 +116,58 @@ class MmaEmitter:
         layout = self.layouts[s.c]
         mma = self.tiled[id(s)]
 
-        def view(buf, index, mn_major):
-            rows, cols = (int(d.value) for d in buf.shape[-2:])
-            ptr = self.smem.matrix_ptr(self.exprs, buf, index, stage)
-            return (f"tcm.operand({ptr}, {mma_type(buf.dtype)}, {rows}, {cols}, "
-                    f"{self.layouts[buf.name].swizzle}, {mn_major}, {quote(layout.mma)})")
+        def view(buf, index, part, mn_major):
+            return self.operand(buf, index, part, stage, mn_major, layout.mma)
         a_mn, b_mn = s.transpose_a, not s.transpose_b
         acc = "" if not s.clear_accum else ", accumulate=False"
         if a.scope == "fragment":  # A is this thread's registers (wgmma's RS form, mma.sync)
             a_view, acc = ident(s.a), acc + ", a_regs=True"
         else:
-            a_view = view(a, s.a_index, a_mn)
-        a_text, b_text = gemm_operand(s.a, s.a_index), gemm_operand(s.b, s.b_index)
-        self.out.comment(depth, f"T.gemm({a_text}, {b_text}, {s.c}): {s.c} += {a_text}"
-                                f"{'^T' if s.transpose_a else ''} @ {b_text}{'^T' if s.transpose_b else ''}")
+            a_view = view(a, s.a_index, s.a_part, a_mn)
+        b_view = view(b, s.b_index, s.b_part, b_mn)
+        a_text = gemm_operand(s.a, s.a_index, s.a_part)
+        b_text = gemm_operand(s.b, s.b_index, s.b_part)
+        self.out.comment(depth, f"{_form(s)}({a_text}, {b_text}, {s.c}): {s.c} += {a_text}"
+                                f"{'^T' if s.transpose_a else ''} @ {b_text}{'^T' if s.transpose_b else ''}"
+                                + ("; no wait: in flight until T.wait_wgmma"
+                                   if s.wg_wait == N.NO_WAIT else ""))
         c = ident(s.c)
         if layout.mma == "wgmma":
             if s.wg_wait:
-                acc += f", wait={s.wg_wait}"
-            self.out.line(depth, f"tcm.gemm({mma}, {self.tid}, {c}, {a_view}, {view(b, s.b_index, b_mn)}{acc})")
-            a_frag = s.a if a.scope == "fragment" else None
-            self.retire(self.in_flight + [(s.c, a_frag)], s.wg_wait, depth, done=s.c)
+                acc += f", wait={None if s.wg_wait == N.NO_WAIT else s.wg_wait}"
+            self.out.line(depth, f"tcm.gemm({mma}, {self.tid}, {c}, {a_view}, {b_view}{acc})")
+            batches = self.in_flight + [self.batch(s)]
+            self.retire(batches, len(batches) if s.wg_wait == N.NO_WAIT else s.wg_wait, depth,
+                        done=s.c)
         else:
             self.out.line(depth, f"tcm.gemm_warp({mma}, {self.tid}, {c}, {a_view}, "
-                                 f"{view(b, s.b_index, b_mn)}, {a_mn}, {b_mn}{acc})")
+                                 f"{b_view}, {a_mn}, {b_mn}{acc})")
+
+    def operand(self, buf: N.Buffer, index: tuple, part: tuple, stage: str | None,
+                mn_major: bool, family: str) -> str:
+        """The (MN, K) view of a shared operand: a whole matrix, or a part of one (its
+        first element's address; the rows of the whole matrix set the chunks' stride)."""
+        rows, cols = (int(d.value) for d in buf.shape[-2:])
+        layout = self.layouts.get(buf.name) or N.Layout("row_major")
+        esize = DTYPES[buf.dtype].bytes
+        offset, stride = None, ""
+        if part:
+            (r0, rows), (c0, cols) = part
+            full_rows, full_cols = (int(d.value) for d in buf.shape[-2:])
+            if layout.kind == "tma_swizzled":  # chunk c0 / width, row r0 of each chunk
+                offset = N.binop("add", N.binop("mul", c0, N.as_expr(full_rows * esize)),
+                                 N.binop("mul", r0, N.as_expr(layout.swizzle)))
+                stride = f", chunk_rows={full_rows}" if rows != full_rows else ""
+            else:  # row-major
+                offset = N.binop("mul", N.binop("add", N.binop("mul", r0, N.as_expr(full_cols)),
+                                                c0), N.as_expr(esize))
+                stride = f", row_stride={full_cols}" if cols != full_cols else ""
+        ptr = self.smem.matrix_ptr(self.exprs, buf, index, stage, offset)
+        if layout.kind == "tma_swizzled":
+            dtype = mma_type(buf.dtype) if family != "simt" else cute_type(buf.dtype)
+            return (f"tcm.operand({ptr}, {dtype}, {rows}, {cols}, {layout.swizzle}, {mn_major}, "
+                    f"{quote(family if family != 'simt' else 'mma')}{stride})")
+        return f"tcm.simt_operand({ptr}, {cute_type(buf.dtype)}, {rows}, {cols}, {mn_major}{stride})"
 
     def simt(self, s: N.Gemm, depth: int, stage: str | None) -> None:
         """A T.gemm no tensor-core MMA serves (the gemm pass's ``simt`` family): each
@@ -144,25 +175,21 @@ class MmaEmitter:
         the shared operands; C's layout (blocked, replicated, or an MMA's) says which."""
         a, b, c = self.buffers[s.a], self.buffers[s.b], self.buffers[s.c]
 
-        def view(buf, index, mn_major):
-            rows, cols = (int(d.value) for d in buf.shape[-2:])
-            ptr = self.smem.matrix_ptr(self.exprs, buf, index, stage)
-            layout = self.layouts[buf.name]
-            if layout.kind == "tma_swizzled":
-                return (f"tcm.operand({ptr}, {cute_type(buf.dtype)}, {rows}, {cols}, "
-                        f"{layout.swizzle}, {mn_major}, 'mma')")
-            return f"tcm.simt_operand({ptr}, {cute_type(buf.dtype)}, {rows}, {cols}, {mn_major})"
-        a_text, b_text = gemm_operand(s.a, s.a_index), gemm_operand(s.b, s.b_index)
+        def view(buf, index, part, mn_major):
+            return self.operand(buf, index, part, stage, mn_major, "simt")
+        a_text = gemm_operand(s.a, s.a_index, s.a_part)
+        b_text = gemm_operand(s.b, s.b_index, s.b_part)
         m, n = (int(d.value) for d in c.shape)
-        k = int(a.shape[-2 if s.transpose_a else -1].value)
+        k = s.a_part[0 if s.transpose_a else 1][1] if s.a_part else \
+            int(a.shape[-2 if s.transpose_a else -1].value)
         layout = self.layouts.get(s.c) or N.Layout("replicated")
         self.out.comment(depth, f"T.gemm({a_text}, {b_text}, {s.c}): {s.c} += {a_text}"
                                 f"{'^T' if s.transpose_a else ''} @ {b_text}"
                                 f"{'^T' if s.transpose_b else ''} on CUDA cores (SIMT: no "
                                 f"tensor-core MMA for {a.dtype} x {b.dtype} -> {c.dtype} here), "
                                 f"{c.dtype} multiply-adds over C's {layout.kind} layout")
-        args = (f"{ident(s.c)}, {view(a, s.a_index, s.transpose_a)}, "
-                f"{view(b, s.b_index, not s.transpose_b)}, {m}, {n}, {k}")
+        args = (f"{ident(s.c)}, {view(a, s.a_index, s.a_part, s.transpose_a)}, "
+                f"{view(b, s.b_index, s.b_part, not s.transpose_b)}, {m}, {n}, {k}")
         acc = "" if not s.clear_accum else ", accumulate=False"
         if layout.kind == "mma":  # it shares T.Parallel loops with a tensor-core accumulator
             self.out.line(depth, f"tcm.gemm_simt_at({args}, {self.coords[s.c]}{acc})")
@@ -177,8 +204,8 @@ class MmaEmitter:
         registers of the accumulators that are complete now (``done``: one the wait's
         helper pins itself)."""
         self.in_flight = batches[len(batches) - pending:] if pending else []
-        still = {c for c, _ in self.in_flight}
-        for c in dict.fromkeys(c for c, _ in batches):
+        still = {c for b in self.in_flight for c, _ in b}
+        for c in dict.fromkeys(c for b in batches for c, _ in b):
             if c not in still and c != done:
                 self.out.line(depth, f"tcm.fence_registers({ident(c)})", "its MMAs are done")
 
@@ -191,11 +218,90 @@ class MmaEmitter:
     def drain(self, depth: int, touched: set[str] | None = None) -> None:
         """Wait for the wgmma batches T.gemms left in flight (only when some statement
         about to run touches one of their registers, when ``touched`` names its buffers)."""
-        if touched is not None and not touched & {x for b in self.in_flight for x in b if x}:
+        if touched is not None and not touched & {x for b in self.in_flight for p in b
+                                                  for x in p if x}:
             return
-        for acc in dict.fromkeys(c for c, _ in self.in_flight):
+        for acc in dict.fromkeys(c for b in self.in_flight for c, _ in b):
             self.out.line(depth, f"tcm.drain({ident(acc)})", "the MMAs still in flight")
         self.in_flight = []
+
+    # ---- the batches in flight where control flow meets ----------------------------------
+    def batch(self, s: N.Gemm) -> "Batch":
+        """The registers a T.gemm's wgmma batch uses: its accumulator and A fragment (A
+        where its buffer is not known yet: a shared A, which makes readers wait too)."""
+        a = self.buffers.get(s.a)
+        return Batch({(s.c, None if a is not None and a.scope == "shared" else s.a)})
+
+    def loop_entry(self, body) -> list:
+        """Before a loop's body: the batches in flight at the start of any of its steps
+        (those before the loop, or those a step leaves to the next); returns those before."""
+        entry, self.in_flight = self.in_flight, self.loop_state(self.in_flight, body)
+        return entry
+
+    def loop_exit(self, loop: N.For | N.While, entry: list, depth: int) -> None:
+        """After a loop (``entry``: the batches in flight before it): those its steps leave
+        (a loop of a few constant steps, step by step) and, unless the program waits for
+        them itself (T.wgmma_gemm in the loop), waits for them all here."""
+        steps = loop.extent.value if isinstance(loop, N.For) and \
+            isinstance(loop.extent, N.Const) else None
+        if steps is not None and 0 < steps <= 64:
+            state = entry
+            for _ in range(steps):
+                state = self.flow(loop.body, state)
+            self.in_flight = state
+        else:
+            self.in_flight = self.loop_state(entry, loop.body)
+        if not any(isinstance(g, N.Gemm) and g.wg_wait == N.NO_WAIT for g in walk_stmts(loop.body)):
+            self.drain(depth)
+
+    def flow(self, stmts, state: list) -> list:
+        """The batches in flight after ``stmts`` from ``state`` (what the emitter will
+        track; reads that drain are left out, which only keeps more batches in flight)."""
+        for s in stmts:
+            if isinstance(s, N.Gemm) and s.family == "wgmma":
+                state = merge([], state + [self.batch(s)])
+                keep = len(state) if s.wg_wait == N.NO_WAIT else s.wg_wait
+                state = state[len(state) - keep:] if keep else []
+            elif isinstance(s, N.WaitWgmma):
+                state = state[len(state) - s.pending:] if s.pending else []
+            elif isinstance(s, N.Barrier):
+                state = []
+            elif isinstance(s, N.If):
+                state = merge(self.flow(s.then, state), self.flow(s.orelse, state))
+            elif isinstance(s, (N.For, N.While)):
+                state = self.loop_state(state, s.body)
+            elif isinstance(s, N.WarpGroups):
+                state = merge(state, [])  # (its threads drain at its end; the others skip it)
+        return state
+
+    def loop_state(self, entry: list, body) -> list:
+        """The batches in flight at the start of a loop's steps: a fixed point of ``entry``
+        merged with what a step leaves (the merges only grow, so it is reached)."""
+        state = entry
+        for _ in range(4 * MAX_TRACKED):
+            new = merge(entry, self.flow(body, state))
+            if new == state:
+                return state
+            state = new
+        return [Batch().union(*entry, *state)] * MAX_TRACKED  # (not reached)
+
+
+Batch = frozenset  # of (accumulator, A fragment or None): the registers one batch may use
+MAX_TRACKED = 8  # batches tracked one by one; older ones are one batch of all their registers
+
+
+def merge(p: list, q: list) -> list:
+    """The batches in flight where two paths meet: the i-th newest batch of either."""
+    n = max(len(p), len(q))
+    p, q = [Batch()] * (n - len(p)) + p, [Batch()] * (n - len(q)) + q
+    out = [x | y for x, y in zip(p, q)]
+    if len(out) > MAX_TRACKED:
+        out = [Batch().union(*out[:len(out) - MAX_TRACKED + 1])] + out[len(out) - MAX_TRACKED + 1:]
+    return out
+
+
+def _form(s: N.Gemm) -> str:
+    return "T.wgmma_gemm" if s.wg_wait == N.NO_WAIT else "T.gemm"
 
 
 def _region_tid(layout: N.Layout) -> str:

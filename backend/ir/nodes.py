@@ -592,7 +592,9 @@ class Gemm(Stmt):
     transpose_b: bool = False
     clear_accum: bool = False
     # wgmma batches this statement leaves in flight (0: done when it ends); the TMA pass
-    # sets 1 for the last statement of a pipelined body, and the loop drains after its end
+    # sets 1 for the last statement of a pipelined body, and the loop drains after its end;
+    # NO_WAIT (TileLang's T.wgmma_gemm): wgmma only, and no wait at all: its batch stays in
+    # flight until a WaitWgmma (or a statement touching its registers) waits for it
     wg_wait: int = 0
     loc: Optional[Loc] = _loc()
     # how the block's warps tile (M, N) (TileLang's T.GemmWarpPolicy): "Square" (as square
@@ -607,12 +609,18 @@ class Gemm(Stmt):
     # run-time), the matrix ``A_s[*a_index, :, :]``; () for a whole 2-D operand
     a_index: tuple[Expr, ...] = ()
     b_index: tuple[Expr, ...] = ()
+    # a shared operand that is part of its matrix (TileLang's ``Q_s[:, 0:256]``, a K range):
+    # ``((first row, rows), (first column, columns))`` of the matrix's last two dims (the
+    # first ones expressions, the counts constants); () for the whole matrix
+    a_part: tuple[tuple[Expr, int], ...] = ()
+    b_part: tuple[tuple[Expr, int], ...] = ()
     # the instructions it runs on, chosen by the gemm pass: "wgmma", "mma" (mma.sync) or
     # "simt" (scalar multiply-adds on CUDA cores, where no tensor-core MMA serves)
     family: str = ""
 
 
 GEMM_POLICIES = ("Square", "FullRow", "FullCol")
+NO_WAIT = -1  # Gemm.wg_wait of T.wgmma_gemm: never waits
 
 
 REDUCE_KINDS = ("sum", "max", "min", "abssum", "absmax", "bitand", "bitor", "bitxor")

@@ -87,11 +87,14 @@ def _region(r: N.Region) -> str:
     return f"{r.buffer}[{', '.join(parts)}]"
 
 
-def gemm_operand(name: str, index: tuple) -> str:
-    """A T.gemm operand as the program writes it: ``A_s``, or one matrix ``A_s[s, :, :]``."""
-    if not index:
+def gemm_operand(name: str, index: tuple, part: tuple = ()) -> str:
+    """A T.gemm operand as the program writes it: ``A_s``, one matrix ``A_s[s, :, :]``, or
+    a part of one ``Q_s[0:64, 256:512]``."""
+    if not index and not part:
         return name
-    return f"{name}[{', '.join(expr_str(i) for i in index)}, :, :]"
+    last = [f"{expr_str(st)}:{expr_str(N.binop('add', st, N.as_expr(n)))}" for st, n in part] \
+        or [":", ":"]
+    return f"{name}[{', '.join([expr_str(i) for i in index] + last)}]"
 
 
 def _loop_range(s: N.For) -> str:
@@ -200,12 +203,14 @@ def _stmt(s: N.Stmt, indent: int, out: list[str]) -> None:
     elif isinstance(s, N.Clear):
         out.append(f"{pad}T.clear({s.buffer})")
     elif isinstance(s, N.Gemm):
-        wait = f", wg_wait={s.wg_wait}" if s.wg_wait else ""
+        wait = f", wg_wait={s.wg_wait}" if s.wg_wait > 0 else ""
+        fn = "wgmma_gemm" if s.wg_wait == N.NO_WAIT else "gemm"
         policy = f", policy=T.GemmWarpPolicy.{s.policy}" if s.policy != "Square" else ""
         stage = f", stage={expr_str(s.stage)}" if s.stage is not None else ""
         # (the tensor-core families show in C's layout: mma="wgmma" / "mma")
         stage += f", family={s.family!r}" if s.family == "simt" else ""
-        out.append(f"{pad}T.gemm({gemm_operand(s.a, s.a_index)}, {gemm_operand(s.b, s.b_index)}, "
+        out.append(f"{pad}T.{fn}({gemm_operand(s.a, s.a_index, s.a_part)}, "
+                   f"{gemm_operand(s.b, s.b_index, s.b_part)}, "
                    f"{s.c}, transpose_A={s.transpose_a}, "
                    f"transpose_B={s.transpose_b}, clear_accum={s.clear_accum}{policy}{wait}{stage})")
     elif isinstance(s, N.NamedBarrier):

@@ -471,6 +471,18 @@ class _Validator:
                 self.fail(f"T.gemm accumulates into a fragment; '{s.c}' is {bufs[s.c].scope}")
             if s.stage is not None:
                 self.expr(s.stage, vars_, bufs)
+            if s.wg_wait < N.NO_WAIT:
+                self.fail(f"T.gemm's wg_wait is a count of batches >= 0 or NO_WAIT "
+                          f"({N.NO_WAIT}), got {s.wg_wait}")
+            for name, part, what in ((s.a, s.a_part, "A"), (s.b, s.b_part, "B")):
+                if not part:
+                    continue
+                if bufs[name].scope != "shared" or len(part) != 2 or any(
+                        not isinstance(n, int) or n <= 0 for _, n in part):
+                    self.fail(f"T.gemm's {what} is part of '{name}': (first, count) of the last "
+                              "two dims of a shared buffer, constant positive counts")
+                for st, _ in part:
+                    self.expr(st, vars_, bufs)
             for name, index, what in ((s.a, s.a_index, "A"), (s.b, s.b_index, "B")):
                 if not index:
                     continue

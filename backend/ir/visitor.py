@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Iterator
+from typing import Iterator, Optional
 
 from . import nodes as N
 
@@ -90,6 +90,34 @@ def fold_constants(x):
         if x.op == "mul" and isinstance(b, N.Const) and b.value == 1 and a.dtype == x.dtype:
             return a
     return x
+
+
+def linear_form(e: N.Expr) -> Optional[dict]:
+    """``e`` as an integer linear combination of variables: {var name: coefficient, None:
+    constant term}; None when it is not one (a product of variables, a division ...)."""
+    if isinstance(e, N.Const) and N.is_int(e.dtype):
+        return {None: int(e.value)}
+    if isinstance(e, N.Var):
+        return {e.name: 1}
+    if isinstance(e, N.Cast) and N.is_int(e.dtype):
+        return linear_form(e.value)
+    if isinstance(e, N.BinOp) and e.op in ("add", "sub", "mul"):
+        a, b = linear_form(e.a), linear_form(e.b)
+        if a is None or b is None:
+            return None
+        if e.op == "mul":
+            if set(a) <= {None}:
+                a, b = b, a
+            if not set(b) <= {None}:
+                return None
+            k = b.get(None, 0)
+            return {v: c * k for v, c in a.items()}
+        sign = 1 if e.op == "add" else -1
+        out = dict(a)
+        for v, c in b.items():
+            out[v] = out.get(v, 0) + sign * c
+        return out
+    return None
 
 
 def _snake(name: str) -> str:

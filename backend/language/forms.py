@@ -228,6 +228,14 @@ def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=GemmWarpPolicy.Sq
 
 
 @_form("stmt")
+def wgmma_gemm(A, B, C, transpose_A=False, transpose_B=False,  # noqa: N803
+               policy=GemmWarpPolicy.Square, clear_accum=False, annotations=None):
+    """``T.wgmma_gemm(A, B, C, ...)``: TileLang's explicit Hopper form of :func:`gemm`: it
+    runs on wgmma (an error where wgmma cannot) and never waits: its batch stays in
+    flight until ``T.wait_wgmma(n)``."""
+
+
+@_form("stmt")
 def reduce(buffer, out, reduce_type, dim, clear, batch=1, nan_propagate=False, annotations=None):
     """``T.reduce(x, out, "max", dim, clear)``."""
 
@@ -570,7 +578,7 @@ TILELANG_ONLY = frozenset("""
     Fragment ptr make_tensor make_tensor_from_addr
     alloc_cluster_barrier alloc_tmem alloc_descriptor empty allocate async_copy transpose
     copy_cluster tma_gather4 tma_scatter4 tma_load tma_load_2sm gemm_sp
-    wgmma_gemm tcgen05_gemm
+    tcgen05_gemm
     atomic_load atomic_store atomic_or dp4a
     access_ptr activemask all_sync any_sync ballot
     ballot_sync

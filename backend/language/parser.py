@@ -27,8 +27,8 @@ import types
 from typing import Any, Optional
 
 from ..ir import nodes as N
-from ..ir.printer import layout_str
-from ..ir.visitor import walk_stmts
+from ..ir.printer import expr_str, layout_str
+from ..ir.visitor import linear_form, walk_stmts
 from ..ir.rasterization import panel_order
 from ..ir.validate import RESERVED, RESERVED_PREFIXES, validate
 from ..runtime.dtypes import UnknownDTypeError
@@ -1824,29 +1824,41 @@ class _Parser:
         return [N.Clear(buf.name, loc=self.loc(s))]
 
     def stmt_gemm(self, a: _Args, s) -> list[N.Stmt]:
-        (A, a_index), (B, b_index), (C, _) = (self.gemm_operand(a, x) for x in ("A", "B", "C"))
-        policy = a.value("policy")
-        if policy not in tuple(GemmWarpPolicy) or isinstance(policy, bool):
-            raise a.fail("policy", f"policy={_show(policy)}: expected a T.GemmWarpPolicy "
-                                   "(Square, FullRow, FullCol)")
         a.refuse_unless("k_pack", (1,), "k_pack packs K for AMD's MFMA; tilecute targets "
                                         "NVIDIA tensor cores")
         a.refuse_unless("mbar", (None,), "tilecute's T.gemm completes (or, with wg_wait=1, "
                                          "leaves one wgmma batch in flight) without an mbarrier")
-        a.no_annotations()
         wait = a.static_int("wg_wait")
         if wait not in (0, 1):
             raise a.fail("wg_wait", f"wg_wait={wait}; tilecute keeps 0 or 1 wgmma batches in "
                                     "flight")
-        return [N.Gemm(A, B, C, a.static_bool("transpose_A"), a.static_bool("transpose_B"),
-                       a.static_bool("clear_accum"), wait, loc=self.loc(s),
-                       policy=GemmWarpPolicy(policy).name, a_index=a_index, b_index=b_index)]
+        return [self.gemm(a, s, wait)]
 
-    def gemm_operand(self, a: _Args, x: str) -> tuple[str, tuple[N.Expr, ...]]:
-        """T.gemm's operand ``x`` as ``(buffer, leading indices)``: a whole buffer
+    def stmt_wgmma_gemm(self, a: _Args, s) -> list[N.Stmt]:
+        """TileLang's explicit Hopper GEMM: wgmma only, no wait (``Gemm.wg_wait`` NO_WAIT;
+        the gemm pass refuses it where wgmma cannot run it)."""
+        return [self.gemm(a, s, N.NO_WAIT)]
+
+    def gemm(self, a: _Args, s, wait: int) -> N.Gemm:
+        (A, a_index, a_part), (B, b_index, b_part), (C, _, _) = \
+            (self.gemm_operand(a, x) for x in ("A", "B", "C"))
+        policy = a.value("policy")
+        if policy not in tuple(GemmWarpPolicy) or isinstance(policy, bool):
+            raise a.fail("policy", f"policy={_show(policy)}: expected a T.GemmWarpPolicy "
+                                   "(Square, FullRow, FullCol)")
+        a.no_annotations()
+        return N.Gemm(A, B, C, a.static_bool("transpose_A"), a.static_bool("transpose_B"),
+                      a.static_bool("clear_accum"), wait, loc=self.loc(s),
+                      policy=GemmWarpPolicy(policy).name, a_index=a_index, b_index=b_index,
+                      a_part=a_part, b_part=b_part)
+
+    def gemm_operand(self, a: _Args, x: str) -> tuple[str, tuple[N.Expr, ...], tuple]:
+        """T.gemm's operand ``x`` as ``(buffer, leading indices, part)``: a whole buffer
         (``A_s``, ``A_s[:, :]``, ``A_s[0:M, 0:K]``), or for A and B one matrix of a shared
-        buffer of more dims (TileLang's ``A_s[s, :, :]``: scalar leading indices, the last
-        two dims whole; also through a region alias ``A_t = A_s[s, :, :]``)."""
+        buffer of more dims (TileLang's ``A_s[s, :, :]``: scalar leading indices; also
+        through a region alias ``A_t = A_s[s, :, :]``) or a part of a shared matrix
+        (``Q_s[:, 0:256]``, ``KV_s[s, :, 256:512]``: ranges of its last two dims of constant
+        extents, ``Gemm.a_part``; the gemm pass checks where they may start and end)."""
         node = a.node(x)
         ref = None
         if isinstance(node, ast.Subscript):
@@ -1865,33 +1877,46 @@ class _Parser:
         elif isinstance(ref, _BufferRef) and isinstance(node, ast.Subscript):
             buf, idx, text = ref.buffer, self.indices(node), ast.unparse(node)
         else:
-            return self.buffer_of(node).name, ()
+            return self.buffer_of(node).name, (), ()
 
         def full(i, d) -> bool:
             return isinstance(i, slice) and (i.start is None or _const_value(i.start) == 0) \
                 and (i.stop is None or i.stop == d
                      or (_const_value(d) is not None and _const_value(i.stop) == _const_value(d)))
         if len(idx) == buf.ndim and all(full(i, d) for i, d in zip(idx, buf.shape)):
-            return buf.name, ()  # A_s[:, :], A_s[0:M, 0:K]: the buffer itself
+            return buf.name, (), ()  # A_s[:, :], A_s[0:M, 0:K]: the buffer itself
         if x == "C":
             raise a.fail(x, f"C={text} is a region of '{buf.name}'; T.gemm accumulates into a "
                             "whole 2-D fragment")
         if buf.scope != "shared":
             raise a.fail(x, f"{x}={text} is a region of {buf.scope} buffer '{buf.name}'; T.gemm "
-                            "takes one matrix of a shared buffer (A_s[s, :, :]) or a whole buffer")
+                            "takes one matrix of a shared buffer (A_s[s, :, :]), a part of a "
+                            "shared matrix (A_s[:, 0:64]) or a whole buffer")
+        if len(idx) != buf.ndim:
+            raise a.fail(x, f"{x}={text} indexes {len(idx)} of the {buf.ndim} dims of "
+                            f"'{buf.name}'; T.gemm takes its operands indexed in every dim")
         lead, last = idx[:-2], idx[-2:]
-        if len(idx) != buf.ndim or buf.ndim < 3:
-            raise a.fail(x, f"{x}={text} is a region of '{buf.name}' ({buf.ndim} dims); T.gemm "
-                            "takes a whole 2-D buffer or one matrix A_s[i, ..., :, :] of a shared "
-                            "buffer of more dims, indexed in every dim")
         if any(isinstance(i, slice) for i in lead):
             raise a.fail(x, f"{x}={text}: T.gemm takes one matrix of '{buf.name}'; its leading "
                             f"dims ({buf.ndim - 2}) take single indices, not ranges")
-        if not all(full(i, d) for i, d in zip(last, buf.shape[-2:])):
-            raise a.fail(x, f"{x}={text}: T.gemm reads a whole matrix; the last two dims of "
-                            f"'{buf.name}' must be whole (':' or 0:extent), a part of a "
-                            "matrix is not supported")
-        return buf.name, tuple(lead)
+        part = []
+        for i, d in zip(last, buf.shape[-2:]):
+            if not isinstance(i, slice):
+                raise a.fail(x, f"{x}={text}: the last two dims of '{buf.name}' are the "
+                                "matrix's rows and columns; T.gemm takes ranges of them, not "
+                                "single indices")
+            start = N.as_expr(0) if i.start is None else i.start
+            stop = d if i.stop is None else i.stop
+            form = linear_form(N.binop("sub", stop, start))
+            extent = form.get(None, 0) if form is not None and not any(
+                c for v, c in form.items() if v is not None) else None
+            if extent is None or extent <= 0:
+                raise a.fail(x, f"{x}={text}: a range of '{buf.name}' T.gemm reads has a "
+                                f"constant positive extent; {ast.unparse(node)} has "
+                                f"`{expr_str(N.binop('sub', stop, start))}`")
+            part.append((start, extent))
+        whole = all(full(i, d) for i, d in zip(last, buf.shape[-2:]))
+        return buf.name, tuple(lead), () if whole else tuple(part)
 
     def stmt_reduce(self, a: _Args, s) -> list[N.Stmt]:
         kind = a.value("reduce_type")
@@ -2905,6 +2930,13 @@ class _Parser:
                     raise self.error(node, "slice steps are not supported")
                 out.append(slice(self.index_expr(e.lower) if e.lower else None,
                                  self.index_expr(e.upper) if e.upper else None))
+            elif isinstance(e, ast.Starred):  # A[*idx, j]: the indices idx holds
+                for v in self.starred(e):
+                    if isinstance(v, slice) and v.step is None:
+                        out.append(slice(*(None if x is None else self.index_value(e, x)
+                                           for x in (v.start, v.stop))))
+                    else:
+                        out.append(self.index_value(e, v))
             else:
                 out.append(self.index_expr(e))
         return out
@@ -2915,7 +2947,10 @@ class _Parser:
         return self.expr(node)
 
     def index_expr(self, node) -> N.Expr:
-        v = self.expr(node)
+        return self.index_value(node, self.expr(node))
+
+    def index_value(self, node, v) -> N.Expr:
+        """``v`` (the value of ``node``) as an int32 index."""
         if isinstance(v, bool) or not isinstance(v, (int, N.Expr)):
             raise self.error(node, f"expected an integer expression, got {ast.unparse(node)}")
         v = N.as_expr(v)
@@ -2934,6 +2969,14 @@ class _Parser:
         except (TypeError, ValueError, KeyError, IndexError, ZeroDivisionError, AttributeError,
                 NotImplementedError) as e:
             raise self.error(node, f"cannot evaluate `{ast.unparse(node)}`: {e}") from None
+
+    def starred(self, node: ast.Starred) -> tuple:
+        """The items ``*x`` unpacks in a tuple or list (a shape, a list of indices)."""
+        value = self.expr(node.value)
+        if _is_ir(value) or not hasattr(value, "__iter__") or isinstance(value, (str, bytes)):
+            raise self.error(node, f"`{ast.unparse(node)}` unpacks "
+                                   f"{type(value).__name__}, not a tuple or list")
+        return tuple(value)
 
     def binop(self, node, op: str, a, b):
         if op in _LOGICAL_BITWISE:
@@ -2996,8 +3039,9 @@ class _Parser:
                 raise self.error(node, f"expression attribute '{node.attr}' is not supported "
                                        "(`.dtype` and `.astype(dtype)` are)")
             return getattr(base, node.attr)
-        if isinstance(node, (ast.Tuple, ast.List)):
-            return tuple(self.expr(e) for e in node.elts)
+        if isinstance(node, (ast.Tuple, ast.List)):  # (2, *tile): Python's unpacking
+            return tuple(v for e in node.elts for v in (
+                self.starred(e) if isinstance(e, ast.Starred) else (self.expr(e),)))
         if isinstance(node, ast.Dict) and None not in node.keys:  # annotations={...}
             return {self.expr(k): self.expr(v) for k, v in zip(node.keys, node.values)}
         if isinstance(node, ast.BinOp):

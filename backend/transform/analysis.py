@@ -10,7 +10,7 @@ import math
 from typing import Optional
 
 from ..ir import nodes as N
-from ..ir.visitor import substitute, walk_nodes, walk_stmts  # noqa: F401
+from ..ir.visitor import linear_form, substitute, walk_nodes, walk_stmts  # noqa: F401
 from ..runtime.dtypes import DTYPES
 from ..target import TMA_MAX_BOX, TMA_MAX_RANK, arch_at_least  # noqa: F401
 
@@ -125,34 +125,6 @@ def affine_in(e: N.Expr, name: str) -> Optional[N.Expr]:
     if isinstance(e, N.BinOp) and e.op == "sub" and not mentions(e.b, name):
         c = affine_in(e.a, name)
         return None if c is None else N.binop("sub", c, e.b)
-    return None
-
-
-def linear_form(e: N.Expr) -> Optional[dict]:
-    """``e`` as an integer linear combination of variables: {var name: coefficient, None:
-    constant term}; None when it is not one (a product of variables, a division ...)."""
-    if isinstance(e, N.Const) and N.is_int(e.dtype):
-        return {None: int(e.value)}
-    if isinstance(e, N.Var):
-        return {e.name: 1}
-    if isinstance(e, N.Cast) and N.is_int(e.dtype):
-        return linear_form(e.value)
-    if isinstance(e, N.BinOp) and e.op in ("add", "sub", "mul"):
-        a, b = linear_form(e.a), linear_form(e.b)
-        if a is None or b is None:
-            return None
-        if e.op == "mul":
-            if set(a) <= {None}:
-                a, b = b, a
-            if not set(b) <= {None}:
-                return None
-            k = b.get(None, 0)
-            return {v: c * k for v, c in a.items()}
-        sign = 1 if e.op == "add" else -1
-        out = dict(a)
-        for v, c in b.items():
-            out[v] = out.get(v, 0) + sign * c
-        return out
     return None
 
 

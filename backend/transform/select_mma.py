@@ -41,11 +41,13 @@ MMA reads it without bank conflicts; ``C`` (and every fragment it shares a
 from __future__ import annotations
 
 import dataclasses
+import math
 
 from ..ir import nodes as N
-from ..ir.printer import gemm_operand
+from ..ir.printer import expr_str, gemm_operand
 from ..ir.visitor import BODY_FIELDS, StmtMutator
 from ..runtime.dtypes import DTYPES
+from .analysis import known_multiple
 from ..target import (MMA_ACCUMULATORS, MMA_INSTR_K, MMA_TYPES, TMA_SWIZZLES, WARP, WARPGROUP,
                       WGMMA_TYPES, arch_at_least)
 
@@ -106,11 +108,16 @@ class _Kernel:
         self.first = 0  # the first thread of the T.ws region of the T.gemm planned
         self.simt_c: dict[str, N.Gemm] = {}  # accumulators of SIMT T.gemms -> one of them
         self.simt_operands: set[str] = set()  # shared operands of SIMT T.gemms
+        # shared operand -> the gcd of the bytes into a row where the column ranges T.gemms
+        # read of it start and end (Q_s[:, 0:256]); absent for buffers read whole
+        self.part_bounds: dict[str, int] = {}
 
     def fail(self, s, msg: str):
         where = f"{s.loc}: " if getattr(s, "loc", None) else ""
-        raise GemmError(f"{where}prim_func '{self.func.name}': T.gemm({gemm_operand(s.a, s.a_index)}, "
-                        f"{gemm_operand(s.b, s.b_index)}, {s.c}): {msg}")
+        form = "T.wgmma_gemm" if s.wg_wait == N.NO_WAIT else "T.gemm"
+        raise GemmError(f"{where}prim_func '{self.func.name}': {form}("
+                        f"{gemm_operand(s.a, s.a_index, s.a_part)}, "
+                        f"{gemm_operand(s.b, s.b_index, s.b_part)}, {s.c}): {msg}")
 
     def collect(self, body, region: N.WarpGroups | None = None) -> list:
         """The T.gemm statements of ``body`` with the ``T.ws`` region each runs in (None:
@@ -157,13 +164,15 @@ class _Kernel:
             self.fail(s, f"C ('{c.name}') must be a 2-D fragment (T.alloc_fragment)")
         if c.dtype == "bool":
             self.fail(s, f"C ('{c.name}') is bool; T.gemm accumulates in a numeric dtype")
-        # (of a matrix operand A_s[s, :, :], the matrix's)
-        dims = lambda buf: tuple(int(d.value) for d in buf.shape[-2:])  # noqa: E731
-        (m, k) = dims(a)[::-1] if s.transpose_a else dims(a)
-        (k2, n) = dims(b)[::-1] if s.transpose_b else dims(b)
+        # (of a matrix operand A_s[s, :, :], the matrix's; of a part Q_s[:, 0:64], the part's)
+        def dims(buf, part=()):
+            return tuple(n for _, n in part) or tuple(int(d.value) for d in buf.shape[-2:])
+        (m, k) = dims(a, s.a_part)[::-1] if s.transpose_a else dims(a, s.a_part)
+        (k2, n) = dims(b, s.b_part)[::-1] if s.transpose_b else dims(b, s.b_part)
         if k != k2 or dims(c) != (m, n):
             self.fail(s, f"shapes do not chain: A is {'K x M' if s.transpose_a else 'M x K'} "
-                         f"{dims(a)}, B is {'N x K' if s.transpose_b else 'K x N'} {dims(b)}, "
+                         f"{dims(a, s.a_part)}, B is {'N x K' if s.transpose_b else 'K x N'} "
+                         f"{dims(b, s.b_part)}, "
                          f"C is {dims(c)}")
         if a.dtype != b.dtype and not any(a.dtype in pair and b.dtype in pair for pair in MIXED):
             self.fail(s, f"A is {a.dtype} and B is {b.dtype}; the operands must have one dtype "
@@ -179,6 +188,7 @@ class _Kernel:
             self.fail(s, f"A ('{a.name}') is a fragment, which holds A as (M, K); transpose_A "
                          "applies to shared A only")
         if family == "simt":
+            self.no_fallback(s, family, why, a.dtype, m, n)
             self.plan_simt(s, a, b, why)
             return "simt"
         if k % MMA_INSTR_K[a.dtype]:
@@ -192,6 +202,7 @@ class _Kernel:
                 wgmma_warps(m, n, self.threads // WARPGROUP, s.policy) is None) and \
                 self.threads % WARP == 0 and mma_warps(m, n, self.threads // WARP, s.policy, a_regs):
             family = "mma"  # wgmma cannot tile it with these threads: warp mma.sync, as TileLang
+        self.no_fallback(s, family, why, a.dtype, m, n)
         if family == "wgmma":
             if self.threads % WARPGROUP:
                 self.fail(s, f"wgmma runs on warpgroups of {WARPGROUP} threads; the block has "
@@ -232,14 +243,28 @@ class _Kernel:
                                                     warps=warps, operand="A",
                                                     first_thread=self.first))
                 continue
-            rows, cols = dims(buf)
-            swizzle = operand_swizzle(cols * DTYPES[buf.dtype].bytes)
+            rows, cols = (int(d.value) for d in buf.shape[-2:])
+            esize = DTYPES[buf.dtype].bytes
+            # the chunks must also tile every part of the buffer some T.gemm reads
+            bounds = self.part_bounds.get(buf.name, cols * esize)
+            swizzle = operand_swizzle(math.gcd(cols * esize, bounds))
             if not swizzle or rows % 8:
                 self.fail(s, f"{what} ('{buf.name}') is {rows} x {cols} {buf.dtype}: its rows must "
-                             "be a multiple of 32 bytes and its row count a multiple of 8")
+                             "be a multiple of 32 bytes and its row count a multiple of 8"
+                             + ("" if swizzle or bounds % (cols * esize) == 0 else
+                                f"; and the column ranges T.gemm reads of it (at a multiple of "
+                                f"{bounds} bytes) must start and end on 32-byte chunks of the "
+                                "swizzled layout"))
+            self.check_rows(s, buf, what, s.a_part if buf is a else s.b_part)
             given = self.allocs[buf.name].layout  # the program's (T.annotate_layout, layout=)
             if given is not None and given.kind == "tma_swizzled" and \
-                    cols * DTYPES[buf.dtype].bytes % given.swizzle == 0:
+                    math.gcd(cols * esize, bounds) % given.swizzle:
+                self.fail(s, f"{what} ('{buf.name}') has a {given.swizzle}-byte swizzle from the "
+                             f"program, and a part of it T.gemm reads starts or ends within a "
+                             f"{given.swizzle}-byte chunk (a multiple of {bounds} bytes into a "
+                             f"row); annotate a {swizzle}-byte swizzle or leave it to tilecute")
+            if given is not None and given.kind == "tma_swizzled" and \
+                    cols * esize % given.swizzle == 0:
                 swizzle = given.swizzle  # a narrower swizzle than the widest: as asked
             elif given is not None and given.kind != "tma_swizzled":
                 self.fail(s, f"{what} ('{buf.name}') has layout {given.kind} from the program "
@@ -250,6 +275,33 @@ class _Kernel:
         self.set_layout(s, c.name, N.Layout("mma", threads=self.threads, mma=family, warps=warps,
                                             first_thread=self.first))
         return family
+
+    def no_fallback(self, s: N.Gemm, family: str, why: str, dtype: str, m: int, n: int) -> None:
+        """T.wgmma_gemm (``wg_wait`` NO_WAIT) runs on wgmma or is an error, never on another
+        family (TileLang's rule: it fails rather than fall back)."""
+        if s.wg_wait != N.NO_WAIT or family == "wgmma":
+            return
+        if family == "simt":
+            reason = why
+        elif dtype not in WGMMA_TYPES:
+            reason = (f"wgmma takes no {dtype} operands (tf32 runs on mma.sync: CuTe DSL has no "
+                      "tf32 wgmma atom)")
+        elif not arch_at_least(self.arch, 90):
+            reason = f"wgmma needs sm_90a; the target is {self.arch}"
+        elif not self.wgmma:
+            reason = "wgmma is disabled here (disable_wgmma)"
+        else:
+            reason = (f"wgmma cannot tile {m} x {n} with {self.threads} threads (warpgroups "
+                      f"of {WARPGROUP}, each 64-row steps, policy {s.policy})")
+        self.fail(s, f"T.wgmma_gemm runs on wgmma only: {reason}; T.gemm would run it on "
+                     f"{family if family == 'simt' else 'mma.sync'}")
+
+    def check_rows(self, s: N.Gemm, buf: N.Buffer, what: str, part: tuple) -> None:
+        """A part of a swizzled operand starts and ends on a multiple of 8 rows."""
+        if part and (known_multiple(part[0][0]) % 8 or part[0][1] % 8):
+            self.fail(s, f"{what} is rows {expr_str(part[0][0])}.. ({part[0][1]} rows) of "
+                         f"'{buf.name}': a range of rows of a swizzled operand starts and ends "
+                         "on a multiple of 8 rows (the swizzle pattern's period)")
 
     def family(self, dtype: str, acc: str, k_major: bool) -> tuple[str, str]:
         """The MMA family for ``dtype`` operands accumulating in ``acc`` (before the tile
@@ -290,13 +342,30 @@ class _Kernel:
 
     def run(self) -> N.KernelScope:
         families: dict[int, str] = {}  # id(T.gemm) -> its family
-        for g, region in self.collect(self.scope.body):
+        gemms = self.collect(self.scope.body)
+        for g, _ in gemms:
+            for name, part in ((g.a, g.a_part), (g.b, g.b_part)):
+                if part:
+                    (start, n), esize = part[1], DTYPES[self.buffers[name].dtype].bytes
+                    bound = math.gcd(known_multiple(start) * esize, n * esize)
+                    self.part_bounds[name] = math.gcd(self.part_bounds.get(name, 0), bound)
+        for g, region in gemms:
             # in a T.ws region the MMA is its warpgroups' (TileLang's thread range there)
             self.threads = region.num_threads if region is not None else self.scope.num_threads
             self.first = region.first_thread if region is not None else 0
             families[id(g)] = self.plan(g)
         for name in self.simt_operands:  # (SIMT reads a tensor-core operand's swizzle too)
             self.layouts.setdefault(name, N.Layout("row_major"))
+        for g, _ in gemms:  # parts of swizzled SIMT operands: on chunks and 8-row groups
+            for name, part, what in ((g.a, g.a_part, "A"), (g.b, g.b_part, "B")):
+                layout = self.layouts.get(name) or self.allocs[name].layout
+                if not part or families[id(g)] != "simt" or layout is None or \
+                        layout.kind != "tma_swizzled":
+                    continue
+                if self.part_bounds[name] % layout.swizzle:
+                    self.fail(g, f"{what} is part of '{name}', whose columns it starts or ends "
+                                 f"within a {layout.swizzle}-byte chunk of its swizzle")
+                self.check_rows(g, self.buffers[name], what, part)
         for c, g in self.simt_c.items():
             if c in self.layouts:
                 self.fail(g, f"C ('{c}') is also accumulated by a tensor-core T.gemm, whose "

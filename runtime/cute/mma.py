@@ -46,11 +46,12 @@ def _major(mn_major: bool):
     return OperandMajorMode.MN if mn_major else OperandMajorMode.K
 
 
-def _outer(rows: int, cols: int, width: int, mn_major: bool):
+def _outer(rows: int, cols: int, width: int, mn_major: bool, chunk_rows: int = 0):
     """The unswizzled ``(MN, K)`` layout of a ``(rows, cols)`` chunked buffer, in
     elements (``width`` elements per chunk row); rows come in groups of 8, the unit of
-    the swizzle pattern and of the MMA descriptors."""
-    chunked = ((width, cols // width), (1, rows * width))  # the last dim, chunk after chunk
+    the swizzle pattern and of the MMA descriptors.  ``chunk_rows``: the rows of each
+    chunk when the view is part of a taller matrix (its chunks lie that far apart)."""
+    chunked = ((width, cols // width), (1, (chunk_rows or rows) * width))  # chunk after chunk
     grouped = ((8, rows // 8), (width, 8 * width))  # the first dim, in groups of 8 rows
     if mn_major:  # buffer (K, MN): MN is the chunked last dim
         return cute.make_layout((chunked[0], grouped[0]), stride=(chunked[1], grouped[1]))
@@ -61,12 +62,19 @@ def _swizzle_bits(swizzle: int) -> int:
     return {32: 1, 64: 2, 128: 3}[swizzle]
 
 
-def operand(smem, dtype, rows: int, cols: int, swizzle: int, mn_major: bool, family: str):
+def operand(smem, dtype, rows: int, cols: int, swizzle: int, mn_major: bool, family: str,
+            chunk_rows: int = 0):
     """The ``(MN, K)`` view of the ``(rows, cols)`` ``tma_swizzled`` shared buffer at the
     byte pointer ``smem``.  wgmma takes the swizzle on the pointer (in bytes); the warp
-    family on the layout (in elements)."""
+    family on the layout (in elements).
+
+    A part of a ``(chunk_rows, C)`` matrix (TileLang's ``Q_s[:, 256:512]``, a K range):
+    ``smem`` points at its first element, ``c0 * chunk_rows + r0 * width`` elements into
+    the matrix for a part from row ``r0`` (a multiple of 8) and column ``c0`` (a multiple of
+    the ``width`` elements of a chunk), ``rows x cols`` whole chunks and 8-row groups; the
+    offset is a multiple of the swizzle pattern's period, so the part keeps its pattern."""
     esize = dtype.width // 8
-    outer = _outer(rows, cols, swizzle // esize, mn_major)
+    outer = _outer(rows, cols, swizzle // esize, mn_major, chunk_rows)
     bits = _swizzle_bits(swizzle)
     if family == "wgmma":
         ptr = cute.recast_ptr(smem, cute.make_swizzle(bits, 4, 3), dtype=dtype)
@@ -132,12 +140,13 @@ def a_fragment(family: str, warps: tuple, shape: tuple, dtype, tid):
     return regs, thr.partition_A(cute.make_identity_tensor(shape))
 
 
-def gemm(mma, tid, acc, sa, sb, accumulate: bool = True, wait: int = 0,
+def gemm(mma, tid, acc, sa, sb, accumulate: bool = True, wait=0,
          a_regs: bool = False) -> None:
     """``acc += sa @ sb^T`` (``sa`` is ``(M, K)``, ``sb`` is ``(N, K)``, both shared views
     from :func:`operand`; with ``a_regs``, ``sa`` is this thread's registers from
     :func:`a_fragment` and ``mma`` an RS tiled MMA), issued by the whole warpgroup as one batch; returns once at most
-    ``wait`` batches are in flight (then :func:`drain` before reading ``acc``).
+    ``wait`` batches are in flight (then :func:`drain` before reading ``acc``); ``wait=None``
+    (TileLang's T.wgmma_gemm) does not wait at all.
     ``accumulate=False`` overwrites ``acc`` (``clear_accum``)."""
     # the shared-memory descriptors depend only on the warpgroup: slicing by a value the
     # compiler knows is warp-uniform keeps them in uniform registers (a per-thread value
@@ -151,7 +160,8 @@ def gemm(mma, tid, acc, sa, sb, accumulate: bool = True, wait: int = 0,
         cute.gemm(mma, acc, fa[None, None, k], fb[None, None, k], acc)
         mma.set(warpgroup.Field.ACCUMULATE, True)
     warpgroup.commit_group()
-    warpgroup.wait_group(wait)
+    if wait is not None:
+        warpgroup.wait_group(wait)
     if wait == 0:
         fence_registers(acc)
 
@@ -233,13 +243,15 @@ def _s2r_atom(dtype, mn_major: bool):
 
 
 # ---- the SIMT fallback --------------------------------------------------------------------
-def simt_operand(smem, dtype, rows: int, cols: int, mn_major: bool):
+def simt_operand(smem, dtype, rows: int, cols: int, mn_major: bool, row_stride: int = 0):
     """The ``(MN, K)`` view of the row-major ``(rows, cols)`` shared buffer at the byte
-    pointer ``smem`` (``mn_major``: the buffer is ``(K, MN)``)."""
+    pointer ``smem`` (``mn_major``: the buffer is ``(K, MN)``); ``row_stride``: the
+    elements between rows when it is part of a wider matrix."""
     ptr = cute.recast_ptr(smem, dtype=dtype)
+    stride = row_stride or cols
     if mn_major:
-        return cute.make_tensor(ptr, cute.make_layout((cols, rows), stride=(1, cols)))
-    return cute.make_tensor(ptr, cute.make_layout((rows, cols), stride=(cols, 1)))
+        return cute.make_tensor(ptr, cute.make_layout((cols, rows), stride=(1, stride)))
+    return cute.make_tensor(ptr, cute.make_layout((rows, cols), stride=(stride, 1)))
 
 
 SIMT_UNROLLED = 512  # multiply-adds per K step traced one by one; more run in a loop
