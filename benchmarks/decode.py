@@ -70,21 +70,21 @@ def _variants(split: int, page: int) -> list[dict]:
            {"num_split": split, "num_stages": 3}, {"num_split": split, "num_stages": 4}]
     if page < 64:  # 16-key steps: one TMA copy per step
         out.append({"num_split": split, "block_N": page})
-    out.append({"num_split": split, "pdl": True})  # the combine kernel launched early
+    out.append({"num_split": split, "pdl": False})  # the combine kernel launched after
     return out
 
 
 def _call(q, cache, variant: dict):
-    """The kernel call of a schedule variant; ``pdl``: both kernels launched with
-    Programmatic Dependent Launch (compile option ``pdl``)."""
-    if not variant.get("pdl"):
+    """The kernel call of a schedule variant; ``pdl``: whether both kernels launch with
+    Programmatic Dependent Launch (compile option ``pdl``; the example's default: on)."""
+    if "pdl" not in variant:
         return lambda: D.paged_decode_op(q, *cache, **variant)
     import tilecute
 
     rest = {k: v for k, v in variant.items() if k not in ("pdl", "num_split")}
     func = D.paged_decode(q.shape[1], cache[0].shape[2], q.shape[2], cache[0].shape[1],
                           variant["num_split"], dtype=str(q.dtype).replace("torch.", ""), **rest)
-    kernel = tilecute.compile(func, out_idx=[-1], options={"pdl": True})
+    kernel = tilecute.compile(func, out_idx=[-1], options={"pdl": variant["pdl"]})
     return lambda: kernel(q, *cache)
 
 
@@ -94,7 +94,7 @@ def main():
     ap.add_argument("--quick", action="store_true", help="the first shape only")
     ap.add_argument("--sweep", action="store_true",
                     help="also time schedule variants: num_split (half, twice the heuristic's), "
-                         "num_stages 3 and 4, one page per step (page < 64), and PDL")
+                         "num_stages 3 and 4, one page per step (page < 64), and without PDL")
     args = ap.parse_args()
     props = torch.cuda.get_device_properties(0)
     emit({"device": props.name, "sms": props.multi_processor_count})

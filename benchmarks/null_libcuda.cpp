@@ -31,6 +31,10 @@ CUresult GetCurrent(CUcontext* context) {
   return CUDA_SUCCESS;
 }
 CUresult SetCurrent(CUcontext) { return CUDA_SUCCESS; }
+CUresult CtxGetDevice(CUdevice* device) {
+  *device = 0;
+  return CUDA_SUCCESS;
+}
 CUresult Load(CUmodule* module, const void*) {
   *module = reinterpret_cast<CUmodule>(&g_module);
   return CUDA_SUCCESS;
@@ -74,6 +78,7 @@ extern "C" __attribute__((visibility("default"))) CUresult cuGetProcAddress_v2(
       {"cuDevicePrimaryCtxRelease", reinterpret_cast<void*>(&Release)},
       {"cuCtxGetCurrent", reinterpret_cast<void*>(&GetCurrent)},
       {"cuCtxSetCurrent", reinterpret_cast<void*>(&SetCurrent)},
+      {"cuCtxGetDevice", reinterpret_cast<void*>(&CtxGetDevice)},
       {"cuModuleLoadData", reinterpret_cast<void*>(&Load)},
       {"cuModuleUnload", reinterpret_cast<void*>(&Unload)},
       {"cuModuleGetFunction", reinterpret_cast<void*>(&GetFunction)},

@@ -149,11 +149,14 @@ def paged_decode(heads, kv_heads, dim, page_size, num_split, block_N=None, num_s
     return paged_decode
 
 
-@tilecute.jit(out_idx=[-1])
+@tilecute.jit(out_idx=[-1], options={"pdl": True})
 def paged_decode_kernel(heads, kv_heads, dim, page_size, num_split, block_N=None, num_stages=2,
                         dtype="float16", sm_scale=None, threads=128):
     """``O = paged_decode_kernel(heads, kv_heads, dim, page_size, num_split)(q, k_pages,
-    v_pages, block_table, cache_seqlens)``."""
+    v_pages, block_table, cache_seqlens)``.  Both kernels launch with Programmatic
+    Dependent Launch (option ``pdl``, sm_90+): the combine kernel is launched while the
+    split kernel runs and waits for its partials (H100, B1 x 64k, fraction of copy
+    bandwidth: page 16 0.83 -> 0.88, page 256 0.83 -> 0.88)."""
     return paged_decode(heads, kv_heads, dim, page_size, num_split, block_N, num_stages,
                         dtype, sm_scale, threads)
 
