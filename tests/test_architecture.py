@@ -108,6 +108,8 @@ def stage(name: str) -> float:
         (("tilecute.cache",), 8),
         (("tilecute.api", "tilecute.torch", "tilecute.cli", "tilecute.__main__",
           "tilecute.autotuner", "tilecute.variants", "tilecute.export"), 9),
+        # the tuner's build processes; TileLang's tilelang.jit package over tilecute.api
+        (("tilecute.buildproc", "tilecute.jit"), 9),
         # TileLang's host modules under tilecute's names (docs/host-api.md)
         (("tilecute.contrib", "tilecute.engine", "tilecute.env", "tilecute.carver"), 9),
         (("tilecute.profiler", "tilecute.utils", "tilecute.testing"), 0),  # runtime re-exports
