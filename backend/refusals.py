@@ -40,6 +40,12 @@ class Refused:
     def __mro_entries__(self, bases):  # `class X(Refused...)`
         raise NotImplementedError(self.message())
 
+    def __iter__(self):  # `for mode in _VALID_CAST_ROUNDING_MODES`
+        raise NotImplementedError(self.message())
+
+    def __contains__(self, item):
+        raise NotImplementedError(self.message())
+
     def __repr__(self) -> str:
         return f"<{self.__qualname__}: not supported by tilecute>"
 

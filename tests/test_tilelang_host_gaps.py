@@ -170,3 +170,26 @@ def persistent(A: T.Tensor((8,), T.int32)):
         sched = T.PersistentTileScheduler(4, 2, num_workers=1)
         A[0] = bid
 ''')
+
+
+def test_cast_checks_tilelangs_rounding_hints():
+    x = T.float32(1.0)
+    assert T.cast(x, "float8_e4m3", round="rn") == T.cast(x, "float8_e4m3")  # nearest even
+    for kwargs, message in [({"round": "up"}, "Invalid round 'up'"),
+                            ({"sat": "yes"}, "Invalid sat 'yes'"),
+                            ({"round": "rs"}, "rbits is required when round='rs'"),
+                            ({"rbits": 3}, "rbits is only valid with round='rs'"),
+                            ({"round": "rz"}, r"T.cast: round='rz' is not supported"),
+                            ({"round": "rs", "rbits": 3}, r"T.cast: round='rs' is not supported"),
+                            ({"sat": False}, "T.cast: sat=False is not supported")]:
+        with pytest.raises(ValueError, match=message):
+            T.cast(x, "float8_e4m3", **kwargs)
+
+
+def test_a_refused_name_refuses_iteration_too():
+    from tilecute.language.tir.ir import _VALID_CAST_ROUNDING_MODES as modes
+
+    with pytest.raises(NotImplementedError, match=r"tilelang.language.tir.ir._VALID_CAST_ROUNDING_MODES"):
+        list(modes)
+    with pytest.raises(NotImplementedError, match="not supported by tilecute"):
+        "rn" in modes  # noqa: B015

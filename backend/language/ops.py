@@ -381,16 +381,30 @@ def Cast(dtype, value):  # noqa: N802
     return _N.cast(_N.as_expr(value), dtype_name(dtype))
 
 
+CAST_ROUNDING_MODES = frozenset({"", "rn", "rz", "rp", "rm", "rs"})  # TileLang's PTX hints
+
+
 def cast(value, dtype, round: str = "", sat: bool = True, rbits=None):  # noqa: A002
-    """TileLang's ``T.cast(value, dtype)`` (value first).  PTX rounding hints (``round``,
-    ``rbits``) and ``sat=False`` are refused: tilecute's conversions round to nearest
-    and have no switch for saturation."""
+    """TileLang's ``T.cast(value, dtype)`` (value first), with TileLang's checks of its
+    PTX hints.  ``round=""`` or ``"rn"`` is tilecute's conversion (round to nearest
+    even); ``"rz"``/``"rp"``/``"rm"`` (TileLang reserves them) and ``"rs"`` (stochastic,
+    with ``rbits``) are refused, and so is ``sat=False``: tilecute's conversions have no
+    switch for saturation."""
     if isinstance(value, str) and isinstance(dtype, _N.Expr):
         raise ValueError("T.cast takes (value, dtype), as in TileLang; T.Cast takes "
                          "(dtype, value)")
-    if round != "" or rbits is not None:
-        raise ValueError(f"T.cast: round={round!r}/rbits are not supported (tilecute's casts "
-                         "round to nearest even)")
+    if round not in CAST_ROUNDING_MODES:
+        raise ValueError(f"Invalid round '{round}'. Must be one of: {sorted(CAST_ROUNDING_MODES)}")
+    if not isinstance(sat, bool):
+        raise ValueError(f"Invalid sat '{sat}'. Must be a bool (True for satfinite, False for "
+                         "no saturation)")
+    if round == "rs" and rbits is None:
+        raise ValueError("rbits is required when round='rs' (stochastic rounding)")
+    if round != "rs" and rbits is not None:
+        raise ValueError("rbits is only valid with round='rs' (stochastic rounding)")
+    if round not in ("", "rn"):
+        raise ValueError(f"T.cast: round={round!r} is not supported (tilecute's casts round to "
+                         "nearest even: round='' or 'rn')")
     if sat is not True:
         raise ValueError("T.cast: sat=False is not supported (tilecute has no switch for "
                          "saturating conversions)")
