@@ -49,11 +49,14 @@ def split_scores(H=64, BN=64, D=512, steps=4, stages=2, dtype="float16", explici
 
 
 def tiled_k(M=128, N_=128, K=256, bk=64, threads=128, rows=None, trans_B=False,
-            dtype="float16", acc_dtype="float32"):
-    """C = A @ B with A and B whole in shared memory, K walked in bk-wide chunk ranges by
-    T.unroll (A_s[:, k * bk:(k + 1) * bk]); ``rows``: also only the first ``rows`` rows of
-    A (an M range) into a smaller accumulator.  trans_B: B is (N, K), ranges of its columns."""
+            dtype="float16", acc_dtype="float32", serial=False):
+    """C = A @ B with A and B whole in shared memory, K walked in bk-wide ranges
+    (A_s[:, k * bk:(k + 1) * bk]) by T.unroll, or with ``serial`` by T.serial (run-time
+    range starts) with ``clear_accum=(k == 0)`` in place of T.clear; ``rows``: only the
+    first ``rows`` rows of A (an M range) into a smaller accumulator; ``trans_B``: B is
+    (N, K), ranges of its columns."""
     m = rows or M
+    steps = T.serial if serial else T.unroll
 
     @T.prim_func
     def tk(A: T.Tensor((M, K), dtype), B: T.Tensor((N_, K) if trans_B else (K, N_), dtype),
@@ -64,13 +67,15 @@ def tiled_k(M=128, N_=128, K=256, bk=64, threads=128, rows=None, trans_B=False,
             acc = T.alloc_fragment((m, N_), acc_dtype)
             T.copy(A, A_s)
             T.copy(B, B_s)
-            T.clear(acc)
-            for k in T.unroll(K // bk):
+            if not serial:
+                T.clear(acc)
+            for k in steps(K // bk):
                 if trans_B:
                     T.gemm(A_s[0:m, k * bk:(k + 1) * bk], B_s[:, k * bk:(k + 1) * bk], acc,
-                           transpose_B=True)
+                           transpose_B=True, clear_accum=serial and k == 0)
                 else:
-                    T.gemm(A_s[0:m, k * bk:(k + 1) * bk], B_s[k * bk:(k + 1) * bk, :], acc)
+                    T.gemm(A_s[0:m, k * bk:(k + 1) * bk], B_s[k * bk:(k + 1) * bk, :], acc,
+                           clear_accum=serial and k == 0)
             T.copy(acc, C)
 
     return tk
@@ -255,15 +260,22 @@ def test_batches_in_flight_across_branches_and_steps(where, expect):
     (lambda: tiled_k(bk=32, rows=64, trans_B=True), {"disable_wgmma": True}),
     (lambda: tiled_k(M=64, N_=64, K=64, bk=16, rows=32, dtype="float64", acc_dtype="float64"),
      None),
+    (lambda: tiled_k(serial=True), None),
+    (lambda: tiled_k(serial=True, trans_B=True), {"disable_wgmma": True}),
+    (lambda: tiled_k(M=64, N_=64, K=64, bk=16, dtype="float64", acc_dtype="float64",
+                     serial=True), None),
 ], ids=["wgmma_gemm", "gemm", "k_ranges", "m_and_k_ranges", "k_ranges_mma_sync",
-        "m_and_k_ranges_mma_sync", "m_and_k_ranges_simt"])
+        "m_and_k_ranges_mma_sync", "m_and_k_ranges_simt", "run_time_ranges_and_clear",
+        "run_time_ranges_and_clear_mma_sync", "run_time_ranges_and_clear_simt"])
 def test_cubins(tmp_path, make, options):
     built = tilecute.build_cubin(make(), "sm_90a", out_dir=str(tmp_path), options=options)
     assert built.kernels
     source = (tmp_path / "kernel_cute.py").read_text()
     assert ("tcm.gemm_warp(" in source) == bool(options)
     if "Float64" in source:  # SIMT: row-major A_s[0:32, k * 16:(k + 1) * 16]
-        assert "cutlass.Float64, 32, 16, False, row_stride=64)" in source
+        assert "cutlass.Float64, " in source and ", False, row_stride=64)" in source
+    if "cutlass.range(0, " in source and "k == 0" in source:  # clear_accum=(k == 0)
+        assert "if k == 0:" in source and "acc.fill(0)" in source
 
 
 # ---- GPU --------------------------------------------------------------------------------------
@@ -283,6 +295,10 @@ def test_split_scores_match_torch(explicit):
                                 {"bk": 32, "rows": 64, "trans_B": True,
                                  "pass_configs": {"tl.disable_wgmma": True}},
                                 {"M": 64, "N_": 64, "K": 64, "bk": 16, "rows": 32,
+                                 "dtype": "float64", "acc_dtype": "float64"},
+                                {"serial": True}, {"serial": True, "trans_B": True,
+                                                   "pass_configs": {"tl.disable_wgmma": True}},
+                                {"M": 64, "N_": 64, "K": 64, "bk": 16, "serial": True,
                                  "dtype": "float64", "acc_dtype": "float64"}])
 def test_k_ranges_match_torch(kw):
     import torch

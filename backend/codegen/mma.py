@@ -8,7 +8,7 @@ fragment), and waiting for wgmma batches left in flight.  The
 from __future__ import annotations
 
 from ..ir import nodes as N
-from ..ir.printer import gemm_operand
+from ..ir.printer import expr_str, gemm_operand
 from ..runtime.dtypes import DTYPES
 from ..transform.analysis import walk_stmts
 from ..transform.analysis import accesses
@@ -119,18 +119,18 @@ class MmaEmitter:
         def view(buf, index, part, mn_major):
             return self.operand(buf, index, part, stage, mn_major, layout.mma)
         a_mn, b_mn = s.transpose_a, not s.transpose_b
-        acc = "" if not s.clear_accum else ", accumulate=False"
-        if a.scope == "fragment":  # A is this thread's registers (wgmma's RS form, mma.sync)
-            a_view, acc = ident(s.a), acc + ", a_regs=True"
-        else:
-            a_view = view(a, s.a_index, s.a_part, a_mn)
-        b_view = view(b, s.b_index, s.b_part, b_mn)
         a_text = gemm_operand(s.a, s.a_index, s.a_part)
         b_text = gemm_operand(s.b, s.b_index, s.b_part)
         self.out.comment(depth, f"{_form(s)}({a_text}, {b_text}, {s.c}): {s.c} += {a_text}"
                                 f"{'^T' if s.transpose_a else ''} @ {b_text}{'^T' if s.transpose_b else ''}"
                                 + ("; no wait: in flight until T.wait_wgmma"
                                    if s.wg_wait == N.NO_WAIT else ""))
+        acc = self.clear(s, depth)
+        if a.scope == "fragment":  # A is this thread's registers (wgmma's RS form, mma.sync)
+            a_view, acc = ident(s.a), acc + ", a_regs=True"
+        else:
+            a_view = view(a, s.a_index, s.a_part, a_mn)
+        b_view = view(b, s.b_index, s.b_part, b_mn)
         c = ident(s.c)
         if layout.mma == "wgmma":
             if s.wg_wait:
@@ -142,6 +142,17 @@ class MmaEmitter:
         else:
             self.out.line(depth, f"tcm.gemm_warp({mma}, {self.tid}, {c}, {a_view}, "
                                  f"{b_view}, {a_mn}, {b_mn}{acc})")
+
+    def clear(self, s: N.Gemm, depth: int) -> str:
+        """The gemm call's ``accumulate`` argument; a clear_accum known only at run time
+        (TileLang's ``clear_accum=(k == 0)``) zeroes C first where it holds."""
+        if isinstance(s.clear_accum, N.Expr):
+            self.drain(depth, {s.c})
+            self.out.line(depth, f"if {self.exprs.expr(s.clear_accum)}:",
+                          f"clear_accum={expr_str(s.clear_accum)}")
+            self.out.line(depth + 1, f"{ident(s.c)}.fill(0)")
+            return ""
+        return ", accumulate=False" if s.clear_accum else ""
 
     def operand(self, buf: N.Buffer, index: tuple, part: tuple, stage: str | None,
                 mn_major: bool, family: str) -> str:
@@ -190,7 +201,7 @@ class MmaEmitter:
                                 f"{c.dtype} multiply-adds over C's {layout.kind} layout")
         args = (f"{ident(s.c)}, {view(a, s.a_index, s.a_part, s.transpose_a)}, "
                 f"{view(b, s.b_index, s.b_part, not s.transpose_b)}, {m}, {n}, {k}")
-        acc = "" if not s.clear_accum else ", accumulate=False"
+        acc = self.clear(s, depth)
         if layout.kind == "mma":  # it shares T.Parallel loops with a tensor-core accumulator
             self.out.line(depth, f"tcm.gemm_simt_at({args}, {self.coords[s.c]}{acc})")
         elif layout.kind == "blocked":

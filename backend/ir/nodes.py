@@ -590,7 +590,9 @@ class Gemm(Stmt):
     c: str
     transpose_a: bool = False
     transpose_b: bool = False
-    clear_accum: bool = False
+    # True: C = op(A) @ op(B); an expression (TileLang's ``clear_accum=(k == 0)``): whether
+    # to, each time the statement runs
+    clear_accum: Union[bool, Expr] = False
     # wgmma batches this statement leaves in flight (0: done when it ends); the TMA pass
     # sets 1 for the last statement of a pipelined body, and the loop drains after its end;
     # NO_WAIT (TileLang's T.wgmma_gemm): wgmma only, and no wait at all: its batch stays in

@@ -97,6 +97,11 @@ def gemm_operand(name: str, index: tuple, part: tuple = ()) -> str:
     return f"{name}[{', '.join([expr_str(i) for i in index] + last)}]"
 
 
+def _flag(x) -> str:
+    """A bool argument that may be an expression (T.gemm's clear_accum)."""
+    return expr_str(x) if isinstance(x, N.Expr) else str(x)
+
+
 def _loop_range(s: N.For) -> str:
     fn = {"serial": "T.serial", "unrolled": "T.unroll", "parallel": "T.Parallel",
           "pipelined": "T.Pipelined"}[s.kind]
@@ -212,7 +217,7 @@ def _stmt(s: N.Stmt, indent: int, out: list[str]) -> None:
         out.append(f"{pad}T.{fn}({gemm_operand(s.a, s.a_index, s.a_part)}, "
                    f"{gemm_operand(s.b, s.b_index, s.b_part)}, "
                    f"{s.c}, transpose_A={s.transpose_a}, "
-                   f"transpose_B={s.transpose_b}, clear_accum={s.clear_accum}{policy}{wait}{stage})")
+                   f"transpose_B={s.transpose_b}, clear_accum={_flag(s.clear_accum)}{policy}{wait}{stage})")
     elif isinstance(s, N.NamedBarrier):
         fn = "named_barrier_arrive" if s.arrive else "named_barrier_sync"
         out.append(f"{pad}T.{fn}({expr_str(s.barrier_id)}, {s.threads})")

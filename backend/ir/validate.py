@@ -471,6 +471,10 @@ class _Validator:
                 self.fail(f"T.gemm accumulates into a fragment; '{s.c}' is {bufs[s.c].scope}")
             if s.stage is not None:
                 self.expr(s.stage, vars_, bufs)
+            if isinstance(s.clear_accum, N.Expr):
+                self.expr(s.clear_accum, vars_, bufs)
+                if s.clear_accum.dtype != "bool":
+                    self.fail(f"T.gemm's clear_accum is a bool, got {s.clear_accum.dtype}")
             if s.wg_wait < N.NO_WAIT:
                 self.fail(f"T.gemm's wg_wait is a count of batches >= 0 or NO_WAIT "
                           f"({N.NO_WAIT}), got {s.wg_wait}")

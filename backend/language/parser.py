@@ -1847,8 +1847,15 @@ class _Parser:
             raise a.fail("policy", f"policy={_show(policy)}: expected a T.GemmWarpPolicy "
                                    "(Square, FullRow, FullCol)")
         a.no_annotations()
+        clear = a.value("clear_accum")  # (TileLang's PrimExpr: clear_accum=(k == 0) too)
+        if _is_ir(clear):
+            if clear.dtype != "bool":
+                raise a.fail("clear_accum", f"clear_accum={_show(clear)} is {clear.dtype}; "
+                                            "expected a bool (True, False or a condition)")
+        else:
+            clear = a.static_bool("clear_accum")
         return N.Gemm(A, B, C, a.static_bool("transpose_A"), a.static_bool("transpose_B"),
-                      a.static_bool("clear_accum"), wait, loc=self.loc(s),
+                      clear, wait, loc=self.loc(s),
                       policy=GemmWarpPolicy(policy).name, a_index=a_index, b_index=b_index,
                       a_part=a_part, b_part=b_part)
 

@@ -154,7 +154,7 @@ class _Overlap(StmtMutator):
         if not (_wgmma(self.allocs, g1) and _wgmma(self.allocs, g2)) or g1.wg_wait or g2.wg_wait:
             return None
         a2 = self.allocs.get(g2.a)
-        if a2 is None or a2.buffer.scope != "fragment" or not g1.clear_accum or g1.c in (g2.a, g2.c):
+        if a2 is None or a2.buffer.scope != "fragment" or g1.clear_accum is not True or g1.c in (g2.a, g2.c):
             return None
         between = list(body[2:-2])
         if not any(g2.a in buffers_used(s) for s in between):
