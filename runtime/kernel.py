@@ -152,6 +152,11 @@ class Kernel:
             return self.get_source("cute")
         return "\n\n".join(self.get_source(kind) for kind in ("cute", "host", "launcher"))
 
+    def get_host_source(self) -> str:
+        """TileLang's host-side source: tilecute's host module (the Python side of the
+        call) followed by the C++ launcher that checks the arguments and launches."""
+        return "\n\n".join(self.get_source(kind) for kind in ("host", "launcher"))
+
     def get_profiler(self, tensor_supply_type=None, shapes=None):
         """A ``tilecute.profiler.Profiler`` for this kernel (TileLang's API): ``do_bench``
         and ``assert_allclose`` on inputs made as ``tensor_supply_type`` says

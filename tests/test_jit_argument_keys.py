@@ -127,3 +127,18 @@ def test_jit_is_the_decorator_and_tilelangs_package():
         tilecute.jit.JITImpl()
     with pytest.raises(AttributeError):
         tilecute.jit.no_such_name
+
+
+def test_cutedsl_check_and_host_source():
+    # TileLang's CuTe DSL test suites skip unless this passes: tilecute's kernels are CuTe DSL
+    from tilecute.jit.adapter import CuTeDSLKernelAdapter
+    from tilecute.jit.adapter.cutedsl.checks import check_cutedsl_available
+
+    pytest.importorskip("cutlass.cute")
+    assert check_cutedsl_available() is None
+    with pytest.raises(NotImplementedError, match=r"tilelang.jit.adapter.CuTeDSLKernelAdapter is "
+                                                  r"not supported by tilecute"):
+        CuTeDSLKernelAdapter()
+    kernel = _scale(128, 64)
+    host = kernel.get_host_source()
+    assert kernel.get_source("host") in host and kernel.get_source("launcher") in host
