@@ -368,7 +368,7 @@ REFUSED = [
     ('T.atomic_add(B[0, 0], 1.0, return_prev=True)', "T.atomic_add: return_prev=True is not supported"),
     ('T.atomic_max(B[0, 0], 1.0, memory_order="seq_cst")', "T.atomic_max: memory_order='seq_cst' is not supported"),
     ('T.atomic_min(B[0, 0], 1.0, return_prev=True)', "T.atomic_min: return_prev=True is not supported"),
-    ('T.sync_threads(1, 64)', "T.sync_threads: barrier_id=1 is not supported"),
+    ('T.sync_threads(1, 48)', "T.sync_threads: arrive_count=48: 48 threads: a named barrier counts whole warps"),
     ('T.mbarrier_arrive(bars[0], 1)', "T.mbarrier_arrive: cta_id=1 is not supported"),
     ('T.fill(c, 0, annotations={"x": 1})', "T.fill: annotations={'x': 1} is not supported"),
     ('for i in T.Parallel(4, loop_layout=1):\n    pass', "T.Parallel: loop_layout=1 is not supported"),

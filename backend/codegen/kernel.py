@@ -93,6 +93,9 @@ class KernelEmitter:
         self.out.line(depth, f"if {' and '.join(conds) or 'True'}:",
                       f"T.ws({groups}): threads {lo}..{hi - 1}")
         key = (lo, n)
+        if any(isinstance(x, N.NamedBarrier) and x.program for x in walk_stmts(self.scope.body)):
+            self.fail(s, "T.ws regions sync on named barriers 2.. of their own, and the kernel "
+                         "syncs named barriers of its own (T.sync_threads(barrier_id, ...))")
         if key not in self.region_barriers:  # 0: the block's; 1: a producer's compute threads
             self.region_barriers[key] = 2 + len(self.region_barriers)
             if self.region_barriers[key] > 15:

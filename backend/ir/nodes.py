@@ -754,6 +754,10 @@ class NamedBarrier(Stmt):
     threads: int
     arrive: bool = False
     loc: Optional[Loc] = _loc()
+    # the program's own (TileLang's ``T.sync_threads(barrier_id, arrive_count)``): the
+    # passes and the code generator that take named barriers of their own (warp
+    # specialization, MMA overlap, ``T.ws`` regions) refuse a kernel holding one
+    program: bool = False
 
 
 @dataclass(frozen=True)

@@ -2050,11 +2050,30 @@ class _Parser:
         return [N.Evaluate(N.as_expr(a.value("value")), loc=self.loc(s))]
 
     def stmt_sync_threads(self, a: _Args, s) -> list[N.Stmt]:
-        a.refuse_unless("barrier_id", (None,), "tilecute's T.sync_threads is the block-wide "
-                                               "barrier (no named barriers)")
-        a.refuse_unless("arrive_count", (None,), "tilecute's T.sync_threads waits for the "
-                                                 "whole block")
-        return [N.Barrier(a.static_bool("wait_async"), loc=self.loc(s))]
+        """``T.sync_threads()``: the block's barrier; ``T.sync_threads(barrier_id,
+        arrive_count=None)``: TileLang's partial barrier, ``bar.sync barrier_id, count``
+        (every thread of the block without ``arrive_count``)."""
+        bid, count = a.value("barrier_id"), a.value("arrive_count")
+        if bid is None:
+            a.refuse_unless("arrive_count", (None,), "an arrive count needs a barrier_id "
+                                                     "(TileLang would read it as the id)")
+            return [N.Barrier(a.static_bool("wait_async"), loc=self.loc(s))]
+        a.refuse_unless("wait_async", (False,), "a named barrier waits for its threads only")
+        if isinstance(bid, bool) or not (isinstance(bid, int) or _is_ir(bid) and N.is_int(bid.dtype)):
+            raise a.fail("barrier_id", f"expected an integer, got {_show(bid)}")
+        bid = N.cast(N.as_expr(bid), "int32")
+        if isinstance(bid, N.Const) and not 0 <= bid.value <= 15:
+            raise a.fail("barrier_id", f"barrier_id={bid.value}: barrier {bid.value}: the "
+                                       "hardware has named barriers 0..15")
+        total = math.prod(self.kernel_threads)
+        threads = total if count is None else a.static_int("arrive_count", 1)
+        if threads % 32 or threads > total:
+            raise a.fail("arrive_count", f"arrive_count={threads}: {threads} threads: a named "
+                                         "barrier counts whole warps (a multiple of 32), at most "
+                                         f"the block's {total}")
+        if isinstance(bid, N.Const) and bid.value == 0 and threads == total:
+            return [N.Barrier(False, loc=self.loc(s))]  # bar.sync 0 over the block
+        return [N.NamedBarrier(bid, threads, loc=self.loc(s), program=True)]
 
     def stmt_sync_warp(self, a: _Args, s) -> list[N.Stmt]:
         mask = a.value("mask")

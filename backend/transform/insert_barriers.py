@@ -68,7 +68,10 @@ class _Sync:
             if isinstance(s, N.TmaCopy):
                 self.tma_copy(s, st, out)
                 continue
-            if isinstance(s, N.Barrier):
+            if isinstance(s, N.Barrier) or isinstance(s, N.NamedBarrier) and s.program:
+                # the program's partial barrier (T.sync_threads(id, count)) syncs the threads
+                # that share data across it; the program orders them, as TileLang's sync
+                # pass takes an existing storage sync
                 st.written.clear()
                 st.read.clear()
                 out.append(s)

@@ -58,6 +58,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..ir import nodes as N
+from ..ir.printer import expr_str
 from ..ir.visitor import StmtMutator, fold_constants, substitute, walk_stmts
 from .analysis import buffers_used
 from .mbarriers import i32, sub
@@ -245,5 +246,16 @@ def overlap_mma(func: N.PrimFunc, arch: str, options: dict) -> N.PrimFunc:
         allocs = {s.buffer.name: s for s in scope.body if isinstance(s, N.Allocate)}
         pingpong = True if options.get("warpgroup_pingpong") else \
             False if options.get("disable_warpgroup_pingpong") else None
+        own = next((s for s in walk_stmts(scope.body)
+                    if isinstance(s, N.NamedBarrier) and s.program), None)
+        if own is not None:  # the turns take named barriers 2 and 3
+            loop = next((s for s in walk_stmts(scope.body) if isinstance(s, N.For) and s.overlap_mma), None)
+            if loop is not None:
+                raise OverlapError(f"prim_func '{func.name}': T.Pipelined(stage=, order=) asks for "
+                                   "overlapped GEMMs, whose turns take named barriers 2 and 3, "
+                                   "and the kernel syncs named barriers of its own "
+                                   f"(T.sync_threads({expr_str(own.barrier_id)}, {own.threads}))")
+            kernels.append(scope)
+            continue
         kernels.append(_Overlap(func.name, allocs, pingpong, auto).visit_kernel(scope))
     return dataclasses.replace(func, kernels=tuple(kernels))

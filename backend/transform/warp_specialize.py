@@ -78,6 +78,10 @@ class _Specializer:
             refusal = (f"the kernel asks for {blocks} blocks per SM "
                        f"(T.annotate_min_blocks_per_sm({blocks})), and a producer warpgroup's "
                        "register reallocation (setmaxnreg) takes the SM's whole register file")
+        if refusal is None and any(isinstance(x, N.NamedBarrier) and x.program
+                                   for x in walk_stmts(self.k.scope.body)):
+            refusal = ("the kernel syncs named barriers of its own (T.sync_threads(barrier_id, "
+                       "...)), whose ids the producer/compute split would share (barrier 1)")
         if ws and refusal:
             self.fail(loop, refusal)
         # (a loop whose GEMMs the program asked to overlap needs the producer warpgroup)
