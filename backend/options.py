@@ -37,6 +37,11 @@ OPTIONS = {
     "fast_math": "exp2, exp, log2 and log compute with the approximate instructions that "
                  "flush subnormals (ex2/lg2.approx.ftz, as nvcc's --use_fast_math; TileLang's "
                  "tl.enable_fast_math); by default exp2 is ex2.approx without ftz",
+    "disable_barrier_insertion": "the program orders its shared-memory accesses itself: no "
+                                 "block barrier between statements that share a shared buffer "
+                                 "(T.sync_threads where the program wrote it; tile ops keep "
+                                 "their own inner barriers); TileLang's "
+                                 "tl.disable_thread_storage_sync",
     "disable_warp_specialize": "no producer warpgroup unless a T.Pipelined loop asks for one "
                                "(warp_specialize=True); TileLang's tl.disable_warp_specialized",
     "pdl": "Programmatic Dependent Launch (sm_90+): each kernel is launched with programmatic "
@@ -308,9 +313,8 @@ PASS_CONFIGS = {
     K.TL_DISABLE_SHUFFLE_ELECT: _Keeps((False,), "tilecute has no switch for its elected-thread "
                                        "code"),
     K.TL_IF_STMT_BINDING_INLINE_REPLAYABLE_BINDS: _Keeps((True,), "tilecute has no such pass"),
-    K.TL_DISABLE_THREAD_STORAGE_SYNC: _Keeps((False,), "tilecute always inserts the barriers "
-                                             "its shared-memory accesses need (pass "
-                                             "insert_barriers)"),
+    K.TL_DISABLE_THREAD_STORAGE_SYNC: _Maps(_flag("disable_barrier_insertion"),
+                                            "option disable_barrier_insertion"),
     K.TL_FORCE_LET_INLINE: _Keeps((False,), "tilecute has no let-inlining switch"),
     K.TL_AST_PRINT_ENABLE: _Keeps((False,), "tilecute prints nothing while lowering "
                                   "(kernel.get_source('script') is the lowered IR)"),

@@ -113,3 +113,29 @@ def test_partial_scan_on_the_gpu(tmp_path, monkeypatch):
     b = torch.zeros_like(a)
     tilecute.compile(_prefix_sum())(a, b)
     assert torch.equal(b, torch.cumsum(a, 0).to(torch.int32))
+
+
+def _staged():
+    @T.prim_func
+    def staged(A: T.Tensor((128,), T.float32), B: T.Tensor((128,), T.float32)):
+        with T.Kernel(1, threads=128):
+            s = T.alloc_shared((128,), T.float32)
+            for i in T.Parallel(128):
+                s[i] = A[i] * 2.0
+            for i in T.Parallel(128):
+                B[i] = s[127 - i]
+
+    return staged
+
+
+def test_disabled_barrier_insertion_leaves_the_ordering_to_the_program():
+    from tilecute.options import PassConfigKey, from_pass_configs
+
+    def barriers(options):
+        body = lower(_staged(), "sm_90a", options).func.kernels[0].body
+        return sum(isinstance(s, N.Barrier) for s in walk_stmts(body))
+
+    assert barriers(None) == 1  # the pass orders the write and the other threads' reads
+    options = from_pass_configs({PassConfigKey.TL_DISABLE_THREAD_STORAGE_SYNC: True}, "staged")
+    assert options == {"disable_barrier_insertion": True}
+    assert barriers(options) == 0

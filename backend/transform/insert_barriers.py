@@ -45,7 +45,10 @@ class _State:
 
 
 class _Sync:
-    def __init__(self, scope: N.KernelScope):
+    def __init__(self, scope: N.KernelScope, program_orders: bool = False):
+        # option disable_barrier_insertion (TileLang's tl.disable_thread_storage_sync): the
+        # program's T.sync_threads order the statements; only a tile op's own barriers stay
+        self.program_orders = program_orders
         self.shared = {s.buffer.name for s in _allocs(scope.body) if s.buffer.scope == "shared"}
         self.aliases = overlapping(scope)  # buffers placed on the same bytes
 
@@ -71,7 +74,10 @@ class _Sync:
             if isinstance(s, N.Barrier) or isinstance(s, N.NamedBarrier) and s.program:
                 # the program's partial barrier (T.sync_threads(id, count)) syncs the threads
                 # that share data across it; the program orders them, as TileLang's sync
-                # pass takes an existing storage sync
+                # pass takes an existing storage sync.  A block barrier after cp.async
+                # copies waits for them
+                if isinstance(s, N.Barrier) and any(st.written.values()) and not s.wait_async:
+                    s = dataclasses.replace(s, wait_async=True)
                 st.written.clear()
                 st.read.clear()
                 out.append(s)
@@ -123,7 +129,8 @@ class _Sync:
         a buffer may be loaded again (TileLang's explicit warp specialization)."""
         reads, writes, _ = self.touches(s)
         is_async = _async_writes(s)
-        if reads & set(st.written) or writes & (st.read | set(st.written)):
+        if (reads & set(st.written) or writes & (st.read | set(st.written))) and \
+                not self.program_orders:
             st.barrier(out, s.loc)
         body = self.block(s.body, _State())
         st.read |= reads
@@ -140,7 +147,8 @@ class _Sync:
             st.written.clear()
             st.read.clear()
             st.read.add(s.src.buffer)
-        elif ({s.dst.buffer} | self.aliases.get(s.dst.buffer, set())) & (st.read | set(st.written)):
+        elif ({s.dst.buffer} | self.aliases.get(s.dst.buffer, set())) & (st.read | set(st.written)) \
+                and not self.program_orders:
             st.barrier(out, s.loc)
         out.append(s)
 
@@ -157,6 +165,8 @@ class _Sync:
         out.append(s)
 
     def barrier_if_needed(self, s, st: _State, out: list) -> None:
+        if self.program_orders:
+            return
         reads, writes, _ = self.touches(s)
         if isinstance(s, N.If):
             reads = writes = set()  # its branches decide for themselves
@@ -213,9 +223,10 @@ def _allocs(body):
             yield from _allocs(s.body)
 
 
-def insert_barriers(func: N.PrimFunc) -> N.PrimFunc:
+def insert_barriers(func: N.PrimFunc, program_orders: bool = False) -> N.PrimFunc:
+    """``program_orders``: option disable_barrier_insertion (see :class:`_Sync`)."""
     kernels = []
     for scope in func.kernels:
-        sync = _Sync(scope)
+        sync = _Sync(scope, program_orders)
         kernels.append(dataclasses.replace(scope, body=sync.block(scope.body, _State())))
     return dataclasses.replace(func, kernels=tuple(kernels))
