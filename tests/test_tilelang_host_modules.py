@@ -59,9 +59,9 @@ def test_pass_configs_map_onto_options():
 
 
 @pytest.mark.parametrize("config,needle", [
-    ({PassConfigKey.TL_DISABLE_THREAD_STORAGE_SYNC: True},
-     r"TL_DISABLE_THREAD_STORAGE_SYNC\] \('tl.disable_thread_storage_sync'\) = True is not "
-     r"supported by tilecute: tilecute always inserts the barriers"),
+    ({PassConfigKey.TL_DISABLE_THREAD_STORAGE_SYNC: 1},
+     r"TL_DISABLE_THREAD_STORAGE_SYNC\] \('tl.disable_thread_storage_sync'\) takes True or "
+     r"False, got 1"),
     ({"tl.disable_data_race_check": False}, "no data-race check"),
     ({PassConfigKey.TIR_DISABLE_CSE: True}, "no TVM TIR pipeline"),
     ({PassConfigKey.TL_PTXAS_REGISTER_USAGE_LEVEL: 11}, r"int in \[0, 10\]"),
