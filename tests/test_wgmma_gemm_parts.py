@@ -81,6 +81,34 @@ def tiled_k(M=128, N_=128, K=256, bk=64, threads=128, rows=None, trans_B=False,
     return tk
 
 
+def chunked_loads(H=64, BN=64, D=256, kt=64, dtype="float16"):
+    """S = Q @ K^T with K's tile filled by one T.tma_copy per kt-wide column range of it,
+    each on its own mbarrier, and each range multiplied once its barrier completes (the
+    FlashMLA example's hand-split loads and QK), T.wgmma_gemm with clear_accum=(j == 0)."""
+    n = D // kt
+
+    @T.prim_func
+    def chunked(Q: T.Tensor((H, D), dtype), K: T.Tensor((BN, D), dtype),
+                S: T.Tensor((H, BN), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            Q_s = T.alloc_shared((H, D), dtype)
+            K_s = T.alloc_shared((BN, D), dtype)
+            acc = T.alloc_fragment((H, BN), "float32")
+            ready = T.alloc_barrier(arrive_count=[128] * n)
+            T.copy(Q, Q_s)
+            for j in T.unroll(n):
+                T.tma_copy(K[:, j * kt:(j + 1) * kt], K_s[:, j * kt:(j + 1) * kt], barrier=ready[j])
+                T.barrier_arrive(ready[j])
+            for j in T.unroll(n):
+                T.barrier_wait(ready[j], 0)
+                T.wgmma_gemm(Q_s[:, j * kt:(j + 1) * kt], K_s[:, j * kt:(j + 1) * kt], acc,
+                             transpose_B=True, clear_accum=(j == 0))
+            T.wait_wgmma(0)
+            T.copy(acc, S)
+
+    return chunked
+
+
 def one_gemm(a_range, extra="", b_range=None, M=64, N_=64, K=128, threads=128, dtype="float16", acc="float32"):
     """A T.wgmma_gemm whose A is ``A_s[a_range]`` of a (M, K) tile (for refusals)."""
     return f'''
@@ -174,6 +202,23 @@ def test_swizzle_narrows_to_the_ranges_gemm_reads():
             "cutlass.Float16, 32, 128, 128, True, \"wgmma\", chunk_rows=256)") in src
 
 
+def test_tma_copies_into_column_ranges():
+    """T.tma_copy into K_s[:, j * 64:(j + 1) * 64] of a 128-byte-swizzled (64, 256) tile: one
+    64 x 64 box at chunk j (j * 64 columns * 64 rows * 2 bytes in)."""
+    src = emit_cute(lower(chunked_loads(), "sm_90a"))
+    assert "tct.load(K_desc, tc_smem + cute.assume(32768 + (j * 64 * 128), divby=1024), " \
+           "ready + j, (j * 64, 0), 8192" in src
+    # clear_accum=(j == 0): wgmma's accumulate flag, the earlier ranges' batches kept in flight
+    assert "accumulate=not j_1_ == 0, wait=None)" in src and "tcm.drain" not in src
+
+
+def test_tma_copy_into_columns_off_the_chunks_is_refused():
+    text = print_func(chunked_loads(kt=32)).replace("K_s[0:64, j * 32:j * 32 + 32], barrier",
+                                                     "K_s[0:64, j * 32 + 16:j * 32 + 48], barrier")
+    with pytest.raises(Exception, match="a range of its columns of whole swizzle chunks"):
+        lower(T.from_script(text), "sm_90a")
+
+
 @pytest.mark.parametrize("kw,why", [
     ({"arch": "sm_80"}, "wgmma needs sm_90a; the target is sm_80"),
     ({"options": {"disable_wgmma": True}}, "wgmma is disabled here"),
@@ -264,9 +309,11 @@ def test_batches_in_flight_across_branches_and_steps(where, expect):
     (lambda: tiled_k(serial=True, trans_B=True), {"disable_wgmma": True}),
     (lambda: tiled_k(M=64, N_=64, K=64, bk=16, dtype="float64", acc_dtype="float64",
                      serial=True), None),
+    (lambda: chunked_loads(), None),
 ], ids=["wgmma_gemm", "gemm", "k_ranges", "m_and_k_ranges", "k_ranges_mma_sync",
         "m_and_k_ranges_mma_sync", "m_and_k_ranges_simt", "run_time_ranges_and_clear",
-        "run_time_ranges_and_clear_mma_sync", "run_time_ranges_and_clear_simt"])
+        "run_time_ranges_and_clear_mma_sync", "run_time_ranges_and_clear_simt",
+        "tma_into_column_ranges"])
 def test_cubins(tmp_path, make, options):
     built = tilecute.build_cubin(make(), "sm_90a", out_dir=str(tmp_path), options=options)
     assert built.kernels
@@ -275,7 +322,10 @@ def test_cubins(tmp_path, make, options):
     if "Float64" in source:  # SIMT: row-major A_s[0:32, k * 16:(k + 1) * 16]
         assert "cutlass.Float64, " in source and ", False, row_stride=64)" in source
     if "cutlass.range(0, " in source and "k == 0" in source:  # clear_accum=(k == 0)
-        assert "if k == 0:" in source and "acc.fill(0)" in source
+        if "tcm.gemm(" in source:  # wgmma's run-time accumulate flag
+            assert "accumulate=not k == 0)" in source
+        else:  # zeroed where it holds
+            assert "if k == 0:" in source and "acc.fill(0)" in source
 
 
 # ---- GPU --------------------------------------------------------------------------------------
@@ -312,3 +362,13 @@ def test_k_ranges_match_torch(kw):
     kernel = tilecute.compile(tiled_k(**kw), out_idx=[-1], pass_configs=configs)
     want = a[:rows].double() @ (b.double().T if trans_B else b.double())
     torch.testing.assert_close(kernel(a, b).double(), want, atol=5e-2, rtol=1e-2)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kt", [64, 128])
+def test_chunked_loads_match_torch(kt):
+    import torch
+    q = torch.randn(64, 256, dtype=torch.float16, device="cuda")
+    k = torch.randn(64, 256, dtype=torch.float16, device="cuda")
+    kernel = tilecute.compile(chunked_loads(kt=kt), out_idx=[-1])
+    torch.testing.assert_close(kernel(q, k), q.float() @ k.float().T, atol=5e-2, rtol=1e-2)

@@ -14,8 +14,10 @@ import math
 
 from ..ir import nodes as N
 from ..ir.printer import gemm_operand, layout_str
-from ..transform.analysis import (all_names, has_pdl_calls, loads as _loads, matrix_slice, row_slice,
-                                  row_major_strides, value_range, view_bases, walk_stmts)
+from ..runtime.dtypes import DTYPES
+from ..transform.analysis import (all_names, column_slice, has_pdl_calls, loads as _loads,
+                                  matrix_slice, row_slice, row_major_strides, value_range,
+                                  view_bases, walk_stmts)
 from ..transform.launch_abi import KernelPlan
 from .bounds import Bounds, load_key
 from .expr import PREC, ExprPrinter, cute_type, memory_type
@@ -605,6 +607,13 @@ class KernelEmitter:
             smem = self.smem.matrix_ptr(self.exprs, buf, matrix, stage)
             what_rows = f" into {gemm_operand(buf.name, matrix)}"
         chunks = int(buf.shape[-1].value) // spec.box[-1]
+        columns = column_slice(shared, buf, spec.swizzle)
+        if columns is not None:  # KV_s[:, c0:c0 + n]: chunks c0 / width.. of the tile
+            (c0, n), rows = columns, int(buf.shape[0].value)
+            at = N.binop("mul", c0, N.as_expr(rows * DTYPES[buf.dtype].bytes))
+            smem = self.smem.matrix_ptr(self.exprs, buf, (), stage, at)
+            chunks = n // spec.box[-1]
+            what_rows = f" into columns {self.exprs.expr(c0)}.. ({n}) of {shared.buffer}"
         what = (f"a {box} box" if chunks == 1 else f"{chunks} {box} boxes") + what_rows
         more = f", chunks={chunks}, step={spec.box[-1]}, chunk_bytes={chunk_bytes}" \
             if chunks > 1 else ""

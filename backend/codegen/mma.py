@@ -144,8 +144,13 @@ class MmaEmitter:
                                  f"{b_view}, {a_mn}, {b_mn}{acc})")
 
     def clear(self, s: N.Gemm, depth: int) -> str:
-        """The gemm call's ``accumulate`` argument; a clear_accum known only at run time
-        (TileLang's ``clear_accum=(k == 0)``) zeroes C first where it holds."""
+        """The gemm call's ``accumulate`` argument.  A clear_accum known only at run time
+        (TileLang's ``clear_accum=(k == 0)``): wgmma's accumulate flag is a run-time value
+        (its scale-d, as TileLang's), so batches in flight on C stay; the other families
+        zero C first where it holds."""
+        if isinstance(s.clear_accum, N.Expr) and self.layouts[s.c].kind == "mma" and \
+                self.layouts[s.c].mma == "wgmma" and s.family != "simt":
+            return f", accumulate={self.exprs.expr(N.Not(s.clear_accum))}"
         if isinstance(s.clear_accum, N.Expr):
             self.drain(depth, {s.c})
             self.out.line(depth, f"if {self.exprs.expr(s.clear_accum)}:",

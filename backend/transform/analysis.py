@@ -354,6 +354,25 @@ def row_slice(r: N.Region, buf: N.Buffer, swizzle: int) -> tuple[int, int] | Non
     return first, rows
 
 
+def column_slice(r: N.Region, buf: N.Buffer, swizzle: int) -> tuple[N.Expr, int] | None:
+    """``(first column, columns)`` when region ``r`` of the 2-D ``tma_swizzled`` shared
+    ``buf`` is whole but for a range of its last dim of whole ``swizzle``-byte chunks
+    (``KV_s[:, j * 64:(j + 1) * 64]``: the first column a known multiple of a chunk, the
+    count a constant multiple): those chunks lie one after another from chunk ``first /
+    width``, so TMA fills them as it fills a whole tile.  None otherwise (a whole buffer
+    included)."""
+    if not swizzle or r.extents is None or buf.ndim != 2 or len(r.starts) != 2:
+        return None
+    (r0, c0), (rows, cols) = r.starts, r.extents
+    if not (isinstance(r0, N.Const) and r0.value == 0 and rows == buf.shape[0]) or \
+            not isinstance(cols, N.Const) or cols == buf.shape[1]:
+        return None
+    width = swizzle // DTYPES[buf.dtype].bytes
+    if known_multiple(c0) % width or cols.value % width or cols.value <= 0:
+        return None
+    return c0, int(cols.value)
+
+
 def whole(r: N.Region, buf: N.Buffer) -> bool:
     """Does region ``r`` cover all of ``buf``?"""
     if not all(isinstance(x, N.Const) and x.value == 0 for x in r.starts):

@@ -12,7 +12,8 @@ from ..ir import nodes as N
 from ..ir.visitor import StmtMutator
 from ..runtime.abi import TmaSpec
 from ..target import arch_at_least
-from .analysis import all_names, matrix_of, matrix_slice, row_slice, tma_box, tma_swizzle, whole
+from .analysis import (all_names, column_slice, matrix_of, matrix_slice, row_slice, tma_box,
+                       tma_swizzle, whole)
 from .tma_copies import TmaError
 
 L2_PROMOTION = 128  # bytes, as CuTe's own TMA atoms encode it
@@ -42,13 +43,17 @@ class _Describer(StmtMutator):
         glob, shared = self.buffers[glob_r.buffer], self.buffers[shared_r.buffer]
         swizzle = tma_swizzle(self.allocs.get(shared.name))
         sliced = row_slice(shared_r, shared, swizzle)
+        columns = column_slice(shared_r, shared, swizzle)
         if matrix_slice(shared_r, shared, swizzle) is not None:
             shared = matrix_of(shared)  # A_s[s, :, :]: one matrix, placed by the codegen
+        elif columns is not None:  # KV_s[:, j * 64:(j + 1) * 64]: whole chunks
+            shared = dataclasses.replace(shared, shape=(shared.shape[0], N.as_expr(columns[1])))
         elif not whole(shared_r, shared) and sliced is None:
             self.fail(s, f"T.tma_copy moves a whole shared buffer, a range of its rows that "
-                         f"starts at a multiple of {1024 if swizzle else 128} bytes, or one "
-                         f"matrix A_s[s, :, :] of a multiple of that many bytes; "
-                         f"'{shared.name}' is sliced otherwise")
+                         f"starts at a multiple of {1024 if swizzle else 128} bytes, a range "
+                         f"of its columns of whole swizzle chunks ({swizzle or 'no'}-byte "
+                         f"swizzle here), or one matrix A_s[s, :, :] of a multiple of "
+                         f"{1024 if swizzle else 128} bytes; '{shared.name}' is sliced otherwise")
         box = tma_box(glob, glob_r, shared, swizzle, sliced[1] if sliced else None)
         if isinstance(box, str):
             self.fail(s, f"T.tma_copy between '{glob.name}' and '{shared.name}': {box}")
