@@ -193,3 +193,38 @@ def test_a_refused_name_refuses_iteration_too():
         list(modes)
     with pytest.raises(NotImplementedError, match="not supported by tilecute"):
         "rn" in modes  # noqa: B015
+
+
+def test_tilelangs_fast_math_intrinsics(tmp_path, monkeypatch):
+    @T.prim_func
+    def fast(X: T.Tensor((128,), T.float32), Y: T.Tensor((8, 128), T.float32)):
+        with T.Kernel(1, threads=128) as _:
+            for i in T.Parallel(128):
+                Y[0, i] = T.__exp(X[i])
+                Y[1, i] = T.__exp10(X[i])
+                Y[2, i] = T.__log(X[i])
+                Y[3, i] = T.__log2(X[i])
+                Y[4, i] = T.__log10(X[i])
+                Y[5, i] = T.__sin(X[i])
+                Y[6, i] = T.__cos(X[i])
+                Y[7, i] = T.__tan(X[i])
+
+    calls = [s.value.name for s in walk_stmts(fast.kernels[0].body) if isinstance(s, N.Store)]
+    assert calls == ["exp_approx", "exp10_approx", "log_approx", "log2_approx", "log10_approx",
+                     "sin_approx", "cos_approx", "tan_approx"]
+    monkeypatch.setenv("TILECUTE_CACHE_DIR", str(tmp_path))
+    kernel = tilecute.compile(fast, target="cuda")
+    source = kernel.get_kernel_source()
+    for fn in ("exp2", "log2", "sin", "cos"):
+        assert f"cute.math.{fn}(" in source
+    assert "cutlass.Float32(3.321928094887362)" in source  # 10**x = 2**(x log2 10)
+    assert kernel.ensure_cubin()
+    with pytest.raises(FrontendError, match=r"T.__exp takes a float32 \(or 16-bit float\) value, got int32"):
+        T.from_script('''
+import tilecute.language as T
+
+@T.prim_func
+def k(A: T.Tensor((8,), T.int32)):
+    with T.Kernel(1, threads=32):
+        A[0] = T.cast(T.__exp(A[1]), T.int32)
+''')

@@ -95,6 +95,8 @@ CALLS = {
     "ldg32": ("expr", "C[0]"), "ldg64": ("expr", "C[0:2]"), "ldg128": ("expr", "C[0:4]"),
     "ldg256": ("expr", "C[0:8]"), "lds32": ("expr", "s[0, 0:2]"), "lds64": ("expr", "s[0, 0:4]"),
     "lds128": ("expr", "s[0, 0:8]"), "__ldg": ("expr", "C[0]"),
+    **{name: ("expr", "x") for name in ("__exp", "__exp10", "__log", "__log2", "__log10",
+                                        "__sin", "__cos", "__tan")},
     "stg32": ("stmt", "C[0], bx"), "stg64": ("stmt", "C[0:2], T.ldg64(C[2:4])"),
     "stg128": ("stmt", "C[0:4], T.ldg128(C[4:8])"), "stg256": ("stmt", "C[0:8], T.ldg256(C[8:16])"),
     "sts32": ("stmt", "s[0, 0:2], bx"), "sts64": ("stmt", "s[0, 0:4], T.ldg64(C[0:2])"),

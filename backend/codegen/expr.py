@@ -49,6 +49,11 @@ APPROX = {
     "exp_approx": "cute.math.exp2({x} * cutlass.Float32(1.4426950408889634), approx=True, ftz=True)",
     "log2_approx": "cute.math.log2({x}, approx=True, ftz=True)",
     "log_approx": "cute.math.log2({x}, approx=True, ftz=True) * cutlass.Float32(0.6931471805599453)",
+    "exp10_approx": "cute.math.exp2({x} * cutlass.Float32(3.321928094887362), approx=True, ftz=True)",
+    "log10_approx": "cute.math.log2({x}, approx=True, ftz=True) * cutlass.Float32(0.3010299956639812)",
+    "sin_approx": "cute.math.sin({x}, approx=True, ftz=True)",
+    "cos_approx": "cute.math.cos({x}, approx=True, ftz=True)",
+    "tan_approx": "(cute.math.sin({x}, approx=True, ftz=True) / cute.math.cos({x}, approx=True, ftz=True))",
 }
 THREAD_IDX = ("tc_tx", "tc_ty", "tc_tz")  # what the kernel binds cute.arch.thread_idx() to
 

@@ -158,6 +158,10 @@ INTRINSICS = {
     # subnormals, ~2 ulp): exp2(x), exp(x) as exp2(x * log2 e), log2(x), log(x) as
     # log2(x) * ln 2
     "exp2_approx": 1, "exp_approx": 1, "log2_approx": 1, "log_approx": 1,
+    # TileLang's T.__exp10 / __log10 / __sin / __cos / __tan (CUDA's fast intrinsics):
+    # exp10(x) as exp2 of x * log2 10, log10(x) as log2(x) * log10 2, sin.approx.ftz,
+    # cos.approx.ftz, and their quotient
+    "exp10_approx": 1, "log10_approx": 1, "sin_approx": 1, "cos_approx": 1, "tan_approx": 1,
     # warp shuffles (TileLang's T.shfl_*): (value, lane delta / source lane, width, mask);
     # the value of lane ``lane ^ delta`` / ``lane + delta`` / ``lane - delta`` / ``src``
     # within groups of ``width`` lanes (CUDA's __shfl_*_sync)
@@ -183,7 +187,8 @@ WARP_REDUCTIONS = ("warp_reduce_sum", "warp_reduce_max", "warp_reduce_min",
 FLOAT_MATH = ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "sin", "cos", "floor",
               "ceil", "tan", "atan", "acos", "asin", "sinh", "cosh", "erf", "log10", "log1p",
               "exp10", "trunc", "round", "round_ties_away_from_zero", "pow", "fmod", "atan2",
-              "exp2_approx", "exp_approx", "log2_approx", "log_approx")
+              "exp2_approx", "exp_approx", "log2_approx", "log_approx", "exp10_approx",
+              "log10_approx", "sin_approx", "cos_approx", "tan_approx")
 FLOAT_PREDICATES = ("isnan", "isinf", "isfinite")
 
 

@@ -268,6 +268,30 @@ ldg32, ldg64, ldg128, ldg256 = (_access(b, "global", f"ldg{b}", _GLOBAL_LOAD)
 lds32, lds64, lds128 = (_access(b, "shared", f"lds{b}", _SHARED_LOAD) for b in (32, 64, 128))
 
 
+def _fast(name: str, intrinsic: str, what: str):
+    def fast(x):
+        x = _N.as_expr(x, "float32") if not isinstance(x, _N.Expr) else x
+        if not _N.is_float(x.dtype) or x.dtype not in ("float32", "float16", "bfloat16"):
+            raise TypeError(f"T.{name} takes a float32 (or 16-bit float) value, got {x.dtype}")
+        return _N.Call(intrinsic, (x,), x.dtype)
+
+    fast.__name__ = name
+    fast.__doc__ = (f"``T.{name}(x)``: TileLang's fast {what} (CUDA's {name}f), the "
+                    f"``{intrinsic}`` intrinsic, computed in float32.")
+    return fast
+
+
+__exp = _fast("__exp", "exp_approx", "e**x")
+__exp10 = _fast("__exp10", "exp10_approx", "10**x")
+__log = _fast("__log", "log_approx", "natural log")
+__log2 = _fast("__log2", "log2_approx", "log2")
+__log10 = _fast("__log10", "log10_approx", "log10")
+__sin = _fast("__sin", "sin_approx", "sine")
+__cos = _fast("__cos", "cos_approx", "cosine")
+__tan = _fast("__tan", "tan_approx", "tangent")
+FAST_MATH = ("__exp", "__exp10", "__log", "__log2", "__log10", "__sin", "__cos", "__tan")
+
+
 def __ldg(load_or_buf, index=None):  # noqa: N807 (TileLang's name)
     """``T.__ldg(x[i])`` / ``T.__ldg(x, i)``: TileLang's load through the read-only data
     cache; the parser makes it the element load ``x[i]`` (the same value)."""
@@ -746,5 +770,5 @@ EXPRESSION_HELPERS = (
     "popcount", "clz", "likely", "get_lane_idx", "get_warp_idx", "get_warp_idx_sync",
     "get_warp_group_idx", "get_thread_bindings", "get_block_binding", "get_block_bindings",
     "get_thread_extent", "get_thread_extents", "get_block_extent", "get_block_extents",
-    "reinterpret", "any_of", "all_of", "thread_binding", "Broadcast",
+    "reinterpret", "any_of", "all_of", "thread_binding", "Broadcast", *FAST_MATH,
 )
