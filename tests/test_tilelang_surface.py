@@ -40,7 +40,8 @@ CALLS = {
     "alloc_local": ("alloc", '(4,), "float32"'), "alloc_var": ("alloc", '"float32"'),
     "alloc_barrier": ("alloc", "1"), "alloc_global": ("alloc", '(4,), "float32"'),
     "copy": ("stmt", "A[0, 0], s"), "fill": ("stmt", "acc, 0"), "clear": ("stmt", "acc"),
-    "gemm": ("stmt", "s, t, acc"), "reduce": ("stmt", 'acc, row, "sum", 1, True'),
+    "gemm": ("stmt", "s, t, acc"), "wgmma_gemm": ("stmt", "s, t, acc"),
+    "Broadcast": ("expr", "1.0, 4"), "reduce": ("stmt", 'acc, row, "sum", 1, True'),
     **{f"reduce_{k}": ("stmt", "acc, row") for k in
        ("sum", "max", "min", "abssum", "absmax", "bitand", "bitor", "bitxor")},
     "atomic_add": ("stmt", "C[0], 1.0"), "atomic_max": ("stmt", "C[0], 1.0"),
@@ -106,6 +107,7 @@ CALLS = {
     **{name: ("expr", "1.0") for name in T.DTYPE_NAMES},
 }
 NOT_CALLED = {"prim_func", "from_script", "FrontendError", "GemmWarpPolicy",
+              "Var",  # a class: isinstance(M, T.Var) (tests/test_tilelang_broadcast_var.py)
               "macro",  # a decorator (tests/test_macro.py)
               "dtype"}  # a type (test_dtype_type_annotates_factory_arguments)
 
@@ -153,6 +155,7 @@ REFUSED_AS_CALLED = {
     # T.macro parameter annotations: a prim_func parameter is a global tensor
     "SharedBuffer": "scope", "FragmentBuffer": "scope", "LocalBuffer": "scope",
     "loop_break": "T.loop_break outside a loop",
+    "Broadcast": "T.Broadcast",  # only stored into a region of its lanes
 }
 
 
