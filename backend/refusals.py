@@ -148,6 +148,11 @@ class RefusedModules:
             import importlib
 
             return importlib.import_module("tilecute.tvm")
+        name = spec.name.replace("tilecute.tvm", "tvm", 1)
+        if name in ("tvm.tir", "tvm.tirx"):  # TVM's expression builders, over tilecute's IR
+            import importlib
+
+            return importlib.import_module("tilecute.tvm").tir_module(name)
         return _refused_module(spec.name.replace("tilecute.tvm", "tvm", 1), cls._why(spec.name))
 
     @staticmethod

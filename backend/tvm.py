@@ -2,8 +2,12 @@
 tvm``; ``from tvm import DataType``), under tilecute's name.
 
 tilecute is standalone: it has no TVM.  It serves ``DataType`` (a dtype's bit width and
-lanes, what kernel factories compute tile sizes from); TVM's IR modules (``tvm.tir``,
-``tvm.tirx``, ``tvm.target`` ...) import, and using one is an error naming it.
+lanes, what kernel factories compute tile sizes from) and, in ``tvm.tirx`` (and
+``tvm.tir``), the expression builders that TileLang programs' Python helpers call on the
+values a kernel passes them (``tirx.const``, ``tirx.reinterpret``, ``tirx.Select``,
+``tirx.Cast``, ``tirx.Min``, ``tirx.PrimExpr``), over tilecute's own IR expressions;
+TVM's other IR modules and names (``tvm.target``, ``tvm.tirx.IndexMap`` ...) import, and
+using one is an error naming it.
 
 Like ``import tilelang``, ``import tilecute`` makes ``import tvm`` find this module where
 no real TVM is installed (a finder placed after every other one: an installed TVM always
@@ -97,3 +101,121 @@ def __getattr__(name: str):
     if name in _NAMES:
         return Refused(f"tvm.{name}", NO_TVM)
     raise AttributeError(f"module 'tilecute.tvm' has no attribute {name!r}")
+
+
+# ---- tvm.tirx / tvm.tir: TVM's expression builders over tilecute's IR ---------------------
+def _dtype(dtype) -> str:
+    from .language.values import dtype_name
+
+    return dtype_name(dtype)
+
+
+def _is_expr(x) -> bool:
+    from .ir import nodes as N
+
+    return isinstance(x, N.Expr)
+
+
+def _tir_const(value, dtype=None):
+    """TVM's ``tirx.const(value, dtype)``: a constant of ``dtype`` (an int's default is
+    int32, a float's float32, a bool's bool); an integer outside ``dtype``'s range is an
+    error, as in TVM."""
+    from .ir import nodes as N
+    from .runtime.dtypes import DTYPES
+
+    if isinstance(value, N.Const):
+        value = value.value
+    if dtype is None:
+        dtype = "bool" if isinstance(value, bool) else "int32" if isinstance(value, int) else \
+            "float32" if isinstance(value, float) else None
+        if dtype is None:
+            raise TypeError(f"tirx.const: {value!r} is not a number")
+    dtype = _dtype(dtype)
+    info = DTYPES[dtype]
+    if info.kind in ("int", "uint") and not isinstance(value, float):
+        value = int(value)
+        lo, hi = (0, 1 << info.bits) if info.kind == "uint" else \
+            (-(1 << (info.bits - 1)), 1 << (info.bits - 1))
+        if not lo <= value < hi:
+            raise ValueError(f"tirx.const({value}, {dtype!r}): the value is outside {dtype}'s "
+                             f"range [{lo}, {hi - 1}]")
+    return N.const(value, dtype)
+
+
+def _tir_reinterpret(dtype, value):
+    """TVM's ``tirx.reinterpret(dtype, value)``: ``value``'s bits read as ``dtype`` (of the
+    same width; no conversion)."""
+    from .language import ops
+
+    return ops.reinterpret(value, _dtype(dtype))
+
+
+def _tir_Cast(dtype, value):  # noqa: N802
+    """TVM's ``tirx.Cast(dtype, value)``: a value conversion."""
+    from .language import ops
+
+    return ops.Cast(dtype, value)
+
+
+def _same_dtype(what: str, a, b):
+    """TVM's Select / Min operands: one dtype (a Python number takes the other's)."""
+    from .ir import nodes as N
+
+    if _is_expr(a) and _is_expr(b) and a.dtype != b.dtype:
+        raise TypeError(f"tirx.{what}: mismatched types {a.dtype} and {b.dtype} (TVM's "
+                        f"{what} takes operands of one dtype; cast one with tirx.Cast)")
+    a, b, _ = N._coerce(a, b)
+    return a, b
+
+
+def _tir_Select(condition, true_value, false_value):  # noqa: N802
+    """TVM's ``tirx.Select(cond, a, b)``: ``a`` where the bool ``cond`` holds, else ``b``
+    (both evaluated; one dtype)."""
+    from .ir import nodes as N
+
+    if isinstance(condition, bool):
+        raise TypeError(
+            f"tirx.Select: the condition is the Python bool {condition}; in tilecute `==` and "
+            "`!=` between expressions compare them as Python values (TVM builds an EqualOp), "
+            "so a condition a Python helper builds cannot use them: write the comparison in "
+            "the kernel body or a T.macro, where `==` builds a condition")
+    if not _is_expr(condition) or condition.dtype != "bool":
+        what = condition.dtype if _is_expr(condition) else type(condition).__name__
+        raise TypeError(f"tirx.Select: the condition must be a bool expression, got {what}")
+    a, b = _same_dtype("Select", true_value, false_value)
+    return N.Select(condition, a, b, a.dtype)
+
+
+def _tir_Min(a, b):  # noqa: N802
+    """TVM's ``tirx.Min(a, b)``: the smaller (operands of one dtype)."""
+    from .ir import nodes as N
+
+    a, b = _same_dtype("Min", a, b)
+    return N.binop("min", a, b)
+
+
+_TIR_SERVED = ("const", "reinterpret", "Select", "Cast", "Min", "PrimExpr")
+
+
+def tir_module(name: str):
+    """The module ``tvm.tir`` / ``tvm.tirx`` (``name``): the expression builders above,
+    ``PrimExpr`` (tilecute's expression class: annotations, ``isinstance``), and every other
+    name refused by name."""
+    import types
+
+    from .ir import nodes as N
+
+    module = types.ModuleType(name)
+    module.__path__ = []  # its submodules (tvm.tirx.transform ...) are refused modules
+    served = {n: globals()[f"_tir_{n}"] for n in _TIR_SERVED if n != "PrimExpr"}
+    served["PrimExpr"] = N.Expr
+    module.__dict__.update(served)
+
+    def __getattr__(attr: str):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return Refused(f"{name}.{attr}", NO_TVM + f" (tilecute's {name} serves only "
+                                                  f"{', '.join(_TIR_SERVED)})")
+
+    module.__getattr__ = __getattr__
+    return module

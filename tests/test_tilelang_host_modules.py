@@ -13,6 +13,7 @@ import pytest
 
 import tilecute
 import tilecute.language as T
+from tilecute.ir import nodes as N
 from tilecute.options import (PASS_CONFIGS, OptionError, PassConfigKey, check_options,
                               from_compile_flags, from_pass_configs)
 
@@ -165,13 +166,16 @@ def test_tvm_data_type_and_refused_tir(monkeypatch):
     tvm_mod = importlib.import_module("tvm")
     assert tvm_mod is tvm and tvm_mod.DataType is DataType
     tirx = importlib.import_module("tvm.tirx")
-    with pytest.raises(NotImplementedError, match=r"tvm\.tirx\.const is not supported by "
+    assert tirx.const(1, "int32") == N.Const(1, "int32")  # served: tilecute's IR (see
+    # test_tvm_tirx_dequant); TVM's other tirx names are refused by name
+    with pytest.raises(NotImplementedError, match=r"tvm\.tirx\.IndexMap is not supported by "
                                                   r"tilecute: it is TVM's"):
-        tirx.const(1, "int32")
+        tirx.IndexMap(None)
     from tvm import tirx as attr_tirx
-    assert "tvm.tirx.PrimExpr: not supported" in repr(attr_tirx.PrimExpr)  # an annotation
-    with pytest.raises(NotImplementedError, match="tvm.tirx.PrimExpr is not supported"):
-        attr_tirx.PrimExpr(0)
+    assert attr_tirx.PrimExpr is N.Expr  # an annotation, and isinstance(x, tirx.PrimExpr)
+    assert "tvm.tirx.Var: not supported" in repr(attr_tirx.Var)
+    with pytest.raises(NotImplementedError, match="tvm.tirx.Var is not supported"):
+        attr_tirx.Var("x", "int32")
 
 
 def test_cuda_intrinsics_mma_swizzle_layout_in_a_prim_func():

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Optional, Union
 
 from ..runtime.abi import TmaSpec
-from ..runtime.dtypes import DTYPES
+from ..runtime.dtypes import DTYPES, canonical_dtype
 
 INDEX = "int32"  # dtype of extents, indices, loop and thread variables
 
@@ -64,6 +64,17 @@ class Expr:
     def __ror__(self, o): return _int_binop("bitor", o, self)
     def __xor__(self, o): return _int_binop("bitxor", self, o)
     def __rxor__(self, o): return _int_binop("bitxor", o, self)
+    # shifts, on the operands' (promoted) integer dtype: logical on unsigned, arithmetic
+    # on signed, as TVM's `>>` (a Python helper's `(val >> (pos * 4)) & mask`)
+    def __lshift__(self, o): return _int_binop("shl", self, o)
+    def __rlshift__(self, o): return _int_binop("shl", o, self)
+    def __rshift__(self, o): return _int_binop("shr", self, o)
+    def __rrshift__(self, o): return _int_binop("shr", o, self)
+
+    def astype(self, dtype) -> "Expr":
+        """TVM's ``PrimExpr.astype(dtype)``: a cast (``T.uint8``, a name or a torch dtype)."""
+        text = str(dtype)
+        return cast(self, canonical_dtype(text[6:] if text.startswith("torch.") else text))
 
 
 @dataclass(frozen=True)
@@ -229,7 +240,8 @@ def promote(a: str, b: str) -> str:
 def _int_binop(op: str, a, b) -> Expr:
     e = binop(op, a, b)
     if not is_int(e.dtype):
-        raise TypeError(f"{op} on {e.dtype}: Python's & | ^ on expressions take integers")
+        raise TypeError(f"{op} on {e.dtype}: Python's & | ^ << >> on expressions take "
+                        "integers")
     return e
 
 

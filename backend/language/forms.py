@@ -183,6 +183,18 @@ def alloc_global(shape, dtype, scope="global"):
 
 
 @_form("alloc")
+def alloc_buffer(shape, dtype="float32", data=None, strides=None, elem_offset=None,
+                 scope="global", align=-1, offset_factor=0, buffer_type="default",
+                 axis_separators=None, annotations=None):
+    """TVM's buffer allocation, which TileLang's ``T.alloc_*`` forms call: scope
+    ``"global"`` (the default) is ``T.alloc_global`` (a workspace, at the top level or in a
+    ``T.Kernel``); ``"shared"``/``"shared.dyn"``, ``"local.fragment"`` and ``"local"`` are
+    ``T.alloc_shared``, ``T.alloc_fragment`` and ``T.alloc_local``.  TVM's buffer details
+    (``data``, ``strides``, ``elem_offset``, ``align``, ``offset_factor``,
+    ``buffer_type``, ``axis_separators``, ``annotations``) are refused."""
+
+
+@_form("alloc")
 def alloc_barrier(arrive_count):
     """``T.alloc_barrier(128)``: one mbarrier expecting 128 arrivals per phase;
     ``T.alloc_barrier([128] * n)``: ``n`` of them."""

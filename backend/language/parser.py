@@ -109,6 +109,10 @@ _LOOPS = {"Parallel": "parallel", "serial": "serial", "Serial": "serial", "unrol
 # TileLang's memory scopes (the `scope` argument of T.alloc_*) -> tilecute's
 _SCOPES = {"shared.dyn": "shared", "shared": "shared", "local.fragment": "fragment",
            "local": "local", "local.var": "local"}
+# T.alloc_buffer's arguments beyond shape, dtype and scope, and their TVM defaults
+_TVM_BUFFER_DETAILS = {"data": None, "strides": None, "elem_offset": None, "align": -1,
+                       "offset_factor": 0, "buffer_type": "default", "axis_separators": None,
+                       "annotations": None}
 _CMP = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq", ast.NotEq: "ne"}
 _BIN = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div",
         ast.FloorDiv: "floordiv", ast.Mod: "mod", ast.BitAnd: "bitand", ast.BitOr: "bitor",
@@ -1357,7 +1361,7 @@ class _Parser:
         if not isinstance(value, ast.Call):
             return False
         form = self.form_of(value.func)
-        return form is not None and form.__name__ == "alloc_global"
+        return form is not None and form.__name__ in ("alloc_global", "alloc_buffer")
 
     def alloc_global(self, name: str, a: _Args, s) -> list[N.Stmt]:
         """``ws = T.alloc_global(shape, dtype)``: a workspace param, appended after the
@@ -1491,6 +1495,15 @@ class _Parser:
     def allocate(self, name: str, form: F.Form, call: ast.Call, s) -> list[N.Stmt]:
         if form.__name__ == "alloc_global":
             return self.alloc_global(name, self.args(form, call), s)
+        if form.__name__ == "alloc_buffer":
+            a = self.args(form, call)
+            for arg, default in _TVM_BUFFER_DETAILS.items():
+                if a.given(arg) and a.value(arg) != default:
+                    raise a.fail(arg, f"'{name}': {arg}={_show(a.value(arg))} is a detail of "
+                                      "TVM's buffer declaration tilecute does not take (it "
+                                      "takes shape, dtype and scope)")
+            if a.value("scope") == "global":  # TileLang's T.alloc_global is this call
+                return self.alloc_global(name, a, s)
         if form.__name__ in ("view", "reshape"):
             a = self.args(form, call)
             return self.alloc_view(name, a, s, a.value("src"), a.value("shape"),
@@ -1512,7 +1525,7 @@ class _Parser:
                                   f"time, got {shape!r}")
         dt = self.dtype_arg(a, "dtype", name)
         scope = self.scope_arg(a, name)
-        layout = a.value("layout")
+        layout = a.value("layout") if "layout" in a.sig.parameters else None
         if layout is not None and not isinstance(layout, N.Layout):
             raise a.fail("layout", f"'{name}': layout= takes a T.Layout(...), got {layout!r}")
         stages = a.static_int("stages", 1) if "stages" in a.sig.parameters else 1
@@ -1678,7 +1691,12 @@ class _Parser:
 
     # ---- T.macro -------------------------------------------------------------------------
     def macro_of(self, node):
-        """The ``T.macro`` a call's callee names (a name or an attribute path), or None."""
+        """The ``T.macro`` a call's callee names (a name or an attribute path), or returns
+        (``get_dequant_func()(B_shared, B_deq)``: a Python call, run while the kernel is
+        built as TileLang runs it, that returns a macro), or None."""
+        if isinstance(node, ast.Call):
+            value = self.eval_python(node)
+            return value if isinstance(value, Macro) else None
         path = []
         while isinstance(node, ast.Attribute):
             path.append(node.attr)
