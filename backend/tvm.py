@@ -5,7 +5,8 @@ tilecute is standalone: it has no TVM.  It serves ``DataType`` (a dtype's bit wi
 lanes, what kernel factories compute tile sizes from) and, in ``tvm.tirx`` (and
 ``tvm.tir``), the expression builders that TileLang programs' Python helpers call on the
 values a kernel passes them (``tirx.const``, ``tirx.reinterpret``, ``tirx.Select``,
-``tirx.Cast``, ``tirx.Min``, ``tirx.PrimExpr``), over tilecute's own IR expressions;
+``tirx.Cast``, ``tirx.Min``, ``tirx.PrimExpr``), over tilecute's own IR expressions, and
+``tvm.testing.requires_package`` (a test's skip mark);
 TVM's other IR modules and names (``tvm.target``, ``tvm.tirx.IndexMap`` ...) import, and
 using one is an error naming it.
 
@@ -216,6 +217,27 @@ def tir_module(name: str):
             raise AttributeError(attr)
         return Refused(f"{name}.{attr}", NO_TVM + f" (tilecute's {name} serves only "
                                                   f"{', '.join(_TIR_SERVED)})")
+
+    module.__getattr__ = __getattr__
+    return module
+
+
+def testing_module(name: str = "tvm.testing"):
+    """The module ``tvm.testing``: ``requires_package`` (tilecute.testing's: skip a pytest
+    test unless the packages import), every other name refused by name."""
+    import types
+
+    from .testing import requires_package
+
+    module = types.ModuleType(name)
+    module.__path__ = []
+    module.requires_package = requires_package
+
+    def __getattr__(attr: str):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return Refused(f"{name}.{attr}", NO_TVM + f" (tilecute's {name} serves only "
+                                                  "requires_package)")
 
     module.__getattr__ = __getattr__
     return module

@@ -167,6 +167,25 @@ def test_tirx_serves_the_expression_builders_and_refuses_the_rest():
         N.Var("f", "float32") >> 1
 
 
+def test_tvm_testing_serves_requires_package_only():
+    import tvm.testing
+
+    def check():
+        return 1
+
+    (mark,) = tvm.testing.requires_package("no_such_package_tilecute")(check).pytestmark
+    assert mark.name == "skipif" and mark.args == (True,)
+    assert "needs the package(s) no_such_package_tilecute" in mark.kwargs["reason"]
+
+    def check_torch():
+        return 1
+
+    (mark,) = tvm.testing.requires_package("torch")(check_torch).pytestmark
+    assert mark.args == (False,)
+    with pytest.raises(NotImplementedError, match="tvm.testing.parameter is not supported"):
+        tvm.testing.parameter(1, 2)
+
+
 # ---- kernels ---------------------------------------------------------------------------------
 def convert_int4(n, k, block_n=64, block_k=64):
     @T.prim_func
