@@ -233,6 +233,32 @@ def test_wgmma_gemm_never_falls_back(kw, why):
     assert why in str(e.value) and ":12" in str(e.value)
 
 
+@pytest.mark.parametrize("cond", ["tx < 128", "tx >= 128", "t == 0"])
+def test_gemm_under_a_thread_index_condition_is_refused(cond):
+    """TileLang plans such a T.gemm for the warpgroups the condition selects (its FlashMLA
+    examples' `if tx < 128:`); tilecute would plan it for all 256 threads, so it refuses."""
+    src = f'''
+@T.prim_func
+def branch(Q: T.Tensor((64, 64), "float16"), K: T.Tensor((64, 64), "float16"),
+           S: T.Tensor((64, 64), "float32")):
+    with T.Kernel(1, threads=256) as bx:
+        Q_s = T.alloc_shared((64, 64), "float16")
+        K_s = T.alloc_shared((64, 64), "float16")
+        acc = T.alloc_fragment((64, 64), "float32")
+        tx = T.get_thread_binding()
+        t = tx % 128
+        T.copy(Q, Q_s)
+        T.copy(K, K_s)
+        if {cond}:
+            T.wgmma_gemm(Q_s, K_s, acc, transpose_B=True, clear_accum=True)
+            T.wait_wgmma(0)
+        T.copy(acc, S)
+'''
+    with pytest.raises(GemmError, match=r"runs under `if .*:` \(<script>:13\).*T.ws\(0\)") as e:
+        lower(T.from_script(src), "sm_90a")
+    assert str(e.value).startswith("<script>:14:")
+
+
 # ---- code: no wait, and the waits where registers are read ---------------------------------
 def test_no_wait_until_wait_wgmma():
     src = emit_cute(lower(split_scores(), "sm_90a"))

@@ -45,7 +45,7 @@ import math
 
 from ..ir import nodes as N
 from ..ir.printer import expr_str, gemm_operand
-from ..ir.visitor import BODY_FIELDS, StmtMutator
+from ..ir.visitor import BODY_FIELDS, StmtMutator, walk_nodes
 from ..runtime.dtypes import DTYPES
 from .analysis import known_multiple
 from ..target import (MMA_ACCUMULATORS, MMA_INSTR_K, MMA_TYPES, TMA_SWIZZLES, WARP, WARPGROUP,
@@ -108,6 +108,7 @@ class _Kernel:
         self.first = 0  # the first thread of the T.ws region of the T.gemm planned
         self.simt_c: dict[str, N.Gemm] = {}  # accumulators of SIMT T.gemms -> one of them
         self.simt_operands: set[str] = set()  # shared operands of SIMT T.gemms
+        self.thread_vars: set[str] = set()  # names bound to values of the thread index
         # shared operand -> the gcd of the bytes into a row where the column ranges T.gemms
         # read of it start and end (Q_s[:, 0:256]); absent for buffers read whole
         self.part_bounds: dict[str, int] = {}
@@ -119,22 +120,42 @@ class _Kernel:
                         f"{gemm_operand(s.a, s.a_index, s.a_part)}, "
                         f"{gemm_operand(s.b, s.b_index, s.b_part)}, {s.c}): {msg}")
 
-    def collect(self, body, region: N.WarpGroups | None = None) -> list:
+    def collect(self, body, region: N.WarpGroups | None = None, branch: N.If | None = None) -> list:
         """The T.gemm statements of ``body`` with the ``T.ws`` region each runs in (None:
-        the block's threads), in order; records its allocations."""
+        the block's threads), in order; records its allocations.  ``branch``: the
+        enclosing ``if`` on the thread index, if any."""
         out = []
         for s in body:
             if isinstance(s, N.Allocate):
                 self.allocs[s.buffer.name] = s
                 self.buffers[s.buffer.name] = s.buffer
+            elif isinstance(s, N.Let) and self.on_threads(s.value):
+                self.thread_vars.add(s.var.name)
             elif isinstance(s, N.Gemm):
+                if branch is not None:
+                    # TileLang infers the warpgroups of a T.gemm under `if tx < 128:` from
+                    # the condition; tilecute plans it for the block's (or T.ws region's)
+                    # threads, which would leave the others' part of C uncomputed
+                    self.fail(s, f"it runs under `if {expr_str(branch.cond)}:` "
+                                 f"({branch.loc or 'a condition on the thread index'}), and "
+                                 "tilecute plans a T.gemm for all the threads of the block or of "
+                                 "its T.ws region, not for those a condition on the thread index "
+                                 "selects; write the branch as a region, `with T.ws(0):` (threads "
+                                 "0..127), `with T.ws(1):` ...")
                 out.append((s, region))
             elif isinstance(s, N.WarpGroups):
-                out += self.collect(s.body, s)
+                out += self.collect(s.body, s, None)
+            elif isinstance(s, N.If) and self.on_threads(s.cond):
+                out += self.collect(s.then, region, s) + self.collect(s.orelse, region, s)
             else:
                 for name in BODY_FIELDS.get(type(s), ()):
-                    out += self.collect(getattr(s, name), region)
+                    out += self.collect(getattr(s, name), region, branch)
         return out
+
+    def on_threads(self, e) -> bool:
+        """Does ``e`` read the thread index (``T.get_thread_binding()``, a name bound to it)?"""
+        return any(isinstance(x, N.Call) and x.name == "thread_idx" or
+                   isinstance(x, N.Var) and x.name in self.thread_vars for x in walk_nodes(e))
 
     def set_layout(self, s: N.Gemm, name: str, layout: N.Layout) -> None:
         have = self.layouts.get(name) or self.allocs[name].layout
