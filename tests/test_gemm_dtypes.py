@@ -432,3 +432,15 @@ def test_gpu_simt_reads_a_tensor_core_operand_swizzle():
     assert (c.cpu().double() - ref).abs().max().item() < 1e-3
     # bfloat16 accumulation: every partial sum rounded to 8 bits
     assert (d.cpu().double() - ref).abs().max().item() < 0.05 * ref.abs().max().item()
+
+
+@pytest.mark.parametrize("accum,in_flight", [("float16", False), ("float32", True)])
+def test_16bit_accumulators_never_stay_in_flight(accum, in_flight):
+    """A pipelined GEMM keeps its wgmma batch in flight into the next step (wg_wait=1) only
+    with a 32-bit accumulator: CuTe DSL repacks 16-bit accumulator registers around each
+    wgmma, which is wrong while the batch runs (measured on an H100: float16 accumulators of
+    128-row tiles came out wrong with 2 stages, right with 1)."""
+    plan = lower(tiled_gemm(512, 1024, 768, 128, 256, 32, False, False, "float16", accum,
+                            accum), "sm_90a")
+    (g,) = [s for k in plan.func.kernels for s in walk_stmts(k.body) if isinstance(s, N.Gemm)]
+    assert (g.wg_wait == 1) == in_flight

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..ir import nodes as N
+from ..runtime.dtypes import DTYPES
 from ..ir.visitor import substitute
 from .analysis import all_names
 from .tma_copies import is_pending_load
@@ -56,6 +57,13 @@ class KernelTma:
 
     def shared_a(self, g: N.Gemm) -> bool:
         return self.buffers[g.a].scope == "shared"
+
+    def stays_in_flight(self, g: N.Gemm) -> bool:
+        """May ``g``'s wgmma batch stay in flight past the step (``wg_wait=1``)?  Its A is
+        in shared memory, and its accumulator 32-bit: CuTe DSL repacks 16-bit
+        accumulator registers (two per register) around each wgmma, which is wrong while
+        the batch runs (measured: float16 accumulators of 128-row tiles came out wrong)."""
+        return self.shared_a(g) and DTYPES[self.buffers[g.c].dtype].bits == 32
 
     def wgmma(self, g: N.Gemm) -> bool:
         layout = self.allocs[g.c].layout if g.c in self.allocs else None

@@ -65,8 +65,11 @@ from .mbarriers import i32, sub
 
 
 def _wgmma(allocs: dict, g: N.Gemm) -> bool:
+    """A wgmma T.gemm whose batch may stay in flight: a 32-bit accumulator (CuTe DSL
+    repacks 16-bit ones around each wgmma, wrong while the batch runs)."""
     a = allocs.get(g.c)
-    return a is not None and a.layout is not None and a.layout.mma == "wgmma"
+    return a is not None and a.layout is not None and a.layout.mma == "wgmma" and \
+        a.buffer.dtype in ("float32", "int32")
 
 
 def split_tied(between: list, tied: set[str]):
