@@ -21,7 +21,8 @@ from tilecute.language.parser import FrontendError
 
 
 # ---- programs (TileLang's idioms) ------------------------------------------------------------
-def split_scores(H=64, BN=64, D=512, steps=4, stages=2, dtype="float16", explicit=True):
+def split_scores(H=64, BN=64, D=512, steps=4, stages=2, dtype="float16", explicit=True,
+                 acc_dtype="float32"):
     """S = Q @ K^T, D split in two K halves read as column ranges of the shared tiles (the
     MLA decode's ``Q_shared[:, :dim // 2]`` / ``KV_shared[stage, :, dim // 2:]``), each
     block of BN keys one step; ``explicit``: T.wgmma_gemm and one T.wait_wgmma(0)."""
@@ -30,11 +31,11 @@ def split_scores(H=64, BN=64, D=512, steps=4, stages=2, dtype="float16", explici
 
     @T.prim_func
     def scores(Q: T.Tensor((H, D), dtype), K: T.Tensor((steps * BN, D), dtype),
-               S: T.Tensor((H, steps * BN), "float32")):
+               S: T.Tensor((H, steps * BN), acc_dtype)):
         with T.Kernel(1, threads=128) as bx:
             Q_s = T.alloc_shared((H, D), dtype)
             K_s = T.alloc_shared((stages, *tile), dtype)
-            acc = T.alloc_fragment((H, BN), "float32")
+            acc = T.alloc_fragment((H, BN), acc_dtype)
             T.copy(Q, Q_s)
             for i in T.serial(steps):
                 s = i % stages
@@ -270,6 +271,15 @@ def test_no_wait_until_wait_wgmma():
     assert "tcm.drain(" not in body  # T.wait_wgmma(0) waited already
 
 
+def test_16_bit_accumulators_do_not_stay_in_flight():
+    """CuTe DSL repacks float16 accumulator registers around each wgmma, which is wrong
+    while a batch runs: T.wgmma_gemm into one waits (only the timing differs)."""
+    src = emit_cute(lower(split_scores(acc_dtype="float16"), "sm_90a"))
+    gemms = [line for line in src.splitlines() if "tcm.gemm(" in line]
+    assert len(gemms) == 2 and not any("wait=" in line for line in gemms)
+    assert src.count("a 16-bit accumulator cannot stay in flight") == 2
+
+
 def test_reading_an_accumulator_in_flight_still_waits():
     """Without T.wait_wgmma, the copy out of acc waits for the batches first; a T.gemm
     (which waits) in place of the second T.wgmma_gemm retires both."""
@@ -356,13 +366,15 @@ def test_cubins(tmp_path, make, options):
 
 # ---- GPU --------------------------------------------------------------------------------------
 @pytest.mark.gpu
-@pytest.mark.parametrize("explicit", [True, False])
-def test_split_scores_match_torch(explicit):
+@pytest.mark.parametrize("explicit,acc", [(True, "float32"), (False, "float32"),
+                                          (True, "float16")])
+def test_split_scores_match_torch(explicit, acc):
     import torch
-    q = torch.randn(64, 512, dtype=torch.float16, device="cuda")
-    k = torch.randn(256, 512, dtype=torch.float16, device="cuda")
-    kernel = tilecute.compile(split_scores(explicit=explicit), out_idx=[-1])
-    torch.testing.assert_close(kernel(q, k), q.float() @ k.float().T, atol=5e-2, rtol=1e-2)
+    q = torch.randn(64, 512, dtype=torch.float16, device="cuda") / 4
+    k = torch.randn(256, 512, dtype=torch.float16, device="cuda") / 4
+    kernel = tilecute.compile(split_scores(explicit=explicit, acc_dtype=acc), out_idx=[-1])
+    torch.testing.assert_close(kernel(q, k).float(), q.float() @ k.float().T, atol=5e-2,
+                               rtol=1e-2)
 
 
 @pytest.mark.gpu

@@ -121,10 +121,14 @@ class MmaEmitter:
         a_mn, b_mn = s.transpose_a, not s.transpose_b
         a_text = gemm_operand(s.a, s.a_index, s.a_part)
         b_text = gemm_operand(s.b, s.b_index, s.b_part)
+        wait = self.wait_of(s)
+        note = ""
+        if s.wg_wait == N.NO_WAIT:
+            note = "; no wait: in flight until T.wait_wgmma" if wait == N.NO_WAIT else \
+                "; waits: a 16-bit accumulator cannot stay in flight (CuTe DSL repacks it)"
         self.out.comment(depth, f"{_form(s)}({a_text}, {b_text}, {s.c}): {s.c} += {a_text}"
                                 f"{'^T' if s.transpose_a else ''} @ {b_text}{'^T' if s.transpose_b else ''}"
-                                + ("; no wait: in flight until T.wait_wgmma"
-                                   if s.wg_wait == N.NO_WAIT else ""))
+                                + note)
         acc = self.clear(s, depth)
         if a.scope == "fragment":  # A is this thread's registers (wgmma's RS form, mma.sync)
             a_view, acc = ident(s.a), acc + ", a_regs=True"
@@ -133,12 +137,11 @@ class MmaEmitter:
         b_view = view(b, s.b_index, s.b_part, b_mn)
         c = ident(s.c)
         if layout.mma == "wgmma":
-            if s.wg_wait:
-                acc += f", wait={None if s.wg_wait == N.NO_WAIT else s.wg_wait}"
+            if wait:
+                acc += f", wait={None if wait == N.NO_WAIT else wait}"
             self.out.line(depth, f"tcm.gemm({mma}, {self.tid}, {c}, {a_view}, {b_view}{acc})")
             batches = self.in_flight + [self.batch(s)]
-            self.retire(batches, len(batches) if s.wg_wait == N.NO_WAIT else s.wg_wait, depth,
-                        done=s.c)
+            self.retire(batches, len(batches) if wait == N.NO_WAIT else wait, depth, done=s.c)
         else:
             self.out.line(depth, f"tcm.gemm_warp({mma}, {self.tid}, {c}, {a_view}, "
                                  f"{b_view}, {a_mn}, {b_mn}{acc})")
@@ -242,6 +245,15 @@ class MmaEmitter:
         self.in_flight = []
 
     # ---- the batches in flight where control flow meets ----------------------------------
+    def wait_of(self, s: N.Gemm) -> int:
+        """The batches a wgmma T.gemm leaves in flight: its ``wg_wait``, but none for a
+        16-bit accumulator (CuTe DSL repacks those registers around each wgmma, which is
+        wrong while the batch runs; T.wgmma_gemm then waits, which changes only timing)."""
+        c = self.buffers.get(s.c)
+        if s.wg_wait == N.NO_WAIT and c is not None and DTYPES[c.dtype].bits == 16:
+            return 0
+        return s.wg_wait
+
     def batch(self, s: N.Gemm) -> "Batch":
         """The registers a T.gemm's wgmma batch uses: its accumulator and A fragment (A
         where its buffer is not known yet: a shared A, which makes readers wait too)."""
@@ -276,7 +288,8 @@ class MmaEmitter:
         for s in stmts:
             if isinstance(s, N.Gemm) and s.family == "wgmma":
                 state = merge([], state + [self.batch(s)])
-                keep = len(state) if s.wg_wait == N.NO_WAIT else s.wg_wait
+                wait = self.wait_of(s)
+                keep = len(state) if wait == N.NO_WAIT else wait
                 state = state[len(state) - keep:] if keep else []
             elif isinstance(s, N.WaitWgmma):
                 state = state[len(state) - s.pending:] if s.pending else []
