@@ -331,6 +331,39 @@ def test_batches_in_flight_across_branches_and_steps(where, expect):
     assert [line.split("  #")[0] for line in lines[at:at + 3]] == expect
 
 
+def handed_over(H=64, BN=64, D=64):
+    """P = S @ V with S written into shared memory by threads, then read by wgmma: the
+    program fences the async proxy itself (T.fence_proxy_async) before T.sync_threads, as
+    TileLang's FlashMLA does before handing a tile to another warpgroup's T.wgmma_gemm."""
+    @T.prim_func
+    def hand(Sc: T.Tensor((H, BN), "float16"), V: T.Tensor((BN, D), "float16"),
+             O: T.Tensor((H, D), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            S_s = T.alloc_shared((H, BN), "float16")
+            V_s = T.alloc_shared((BN, D), "float16")
+            acc = T.alloc_fragment((H, D), "float32")
+            T.copy(V, V_s)
+            for i, j in T.Parallel(H, BN):
+                S_s[i, j] = Sc[i, j] * 2
+            T.fence_proxy_async()
+            T.sync_threads()
+            T.wgmma_gemm(S_s, V_s, acc, clear_accum=True)
+            T.wait_wgmma(0)
+            T.copy(acc, O)
+
+    return hand
+
+
+def test_fence_proxy_async():
+    f = handed_over()
+    assert "T.fence_proxy_async()" in print_func(f)
+    assert print_func(T.from_script(print_func(f))) == print_func(f)
+    src = emit_cute(lower(f, "sm_90a"))
+    assert 'cute.arch.fence_proxy("async.shared", space="cta")' in src
+    with pytest.raises(Exception, match="T.fence_proxy_async fences for the async proxy"):
+        emit_cute(lower(T.from_script(print_func(f).replace("T.wgmma_gemm", "T.gemm")), "sm_80"))
+
+
 # ---- cubins -----------------------------------------------------------------------------------
 @pytest.mark.parametrize("make,options", [
     (lambda: split_scores(), None),
@@ -346,10 +379,11 @@ def test_batches_in_flight_across_branches_and_steps(where, expect):
     (lambda: tiled_k(M=64, N_=64, K=64, bk=16, dtype="float64", acc_dtype="float64",
                      serial=True), None),
     (lambda: chunked_loads(), None),
+    (lambda: handed_over(), None),
 ], ids=["wgmma_gemm", "gemm", "k_ranges", "m_and_k_ranges", "k_ranges_mma_sync",
         "m_and_k_ranges_mma_sync", "m_and_k_ranges_simt", "run_time_ranges_and_clear",
         "run_time_ranges_and_clear_mma_sync", "run_time_ranges_and_clear_simt",
-        "tma_into_column_ranges"])
+        "tma_into_column_ranges", "fence_proxy_async"])
 def test_cubins(tmp_path, make, options):
     built = tilecute.build_cubin(make(), "sm_90a", out_dir=str(tmp_path), options=options)
     assert built.kernels
@@ -410,3 +444,12 @@ def test_chunked_loads_match_torch(kt):
     k = torch.randn(64, 256, dtype=torch.float16, device="cuda")
     kernel = tilecute.compile(chunked_loads(kt=kt), out_idx=[-1])
     torch.testing.assert_close(kernel(q, k), q.float() @ k.float().T, atol=5e-2, rtol=1e-2)
+
+
+@pytest.mark.gpu
+def test_handed_over_matches_torch():
+    import torch
+    sc = torch.randn(64, 64, dtype=torch.float16, device="cuda")
+    v = torch.randn(64, 64, dtype=torch.float16, device="cuda")
+    kernel = tilecute.compile(handed_over(), out_idx=[-1])
+    torch.testing.assert_close(kernel(sc, v), (sc * 2).float() @ v.float(), atol=5e-2, rtol=1e-2)

@@ -239,6 +239,8 @@ class ExprPrinter:
 _CALLS = {"thread_idx": ExprPrinter._thread_idx, "ceildiv": ExprPrinter._ceildiv,
           "pdl_sync": lambda self, e: ("cute.arch.griddepcontrol_wait()", ATOM),
           "pdl_trigger": lambda self, e: ("cute.arch.griddepcontrol_launch_dependents()", ATOM),
+          "fence_proxy_async": lambda self, e: ('cute.arch.fence_proxy("async.shared", space="cta")',
+                                                ATOM),
           "fma": ExprPrinter._fma, "abs": ExprPrinter._abs, "exp10": ExprPrinter._exp10,
           "reinterpret": ExprPrinter._reinterpret,
           **{name: ExprPrinter._integer for name in ("truncdiv", "truncmod", "popcount", "clz")},

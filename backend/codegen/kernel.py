@@ -15,6 +15,7 @@ import math
 from ..ir import nodes as N
 from ..ir.printer import gemm_operand, layout_str
 from ..runtime.dtypes import DTYPES
+from ..target import arch_at_least
 from ..transform.analysis import (all_names, column_slice, has_pdl_calls, loads as _loads,
                                   matrix_slice, row_slice, row_major_strides, value_range,
                                   view_bases, walk_stmts)
@@ -206,6 +207,10 @@ class KernelEmitter:
         self.mma.in_flight = merge(after, self.mma.in_flight)
 
     def evaluate(self, s: N.Evaluate, depth: int, guarded: bool) -> None:
+        if isinstance(s.value, N.Call) and s.value.name == "fence_proxy_async" and \
+                not arch_at_least(self.plan.arch, 90):
+            self.fail(s, f"T.fence_proxy_async fences for the async proxy (wgmma, TMA) of "
+                         f"sm_90+; the target is {self.plan.arch}")
         self.out.line(depth, self.exprs.expr(s.value))
 
     def for_(self, s: N.For, depth: int, guarded: bool) -> None:

@@ -189,8 +189,13 @@ INTRINSICS = {
     # stream start launching (griddepcontrol.launch_dependents); Programmatic Dependent
     # Launch, sm_90+ (the programmatic_launch pass drops them on older targets)
     "pdl_sync": 0, "pdl_trigger": 0,
+    # TileLang's T.fence_proxy_async() (a statement): this thread's shared-memory writes
+    # become visible to the async proxy (wgmma, TMA) before its later async operations
+    # (fence.proxy.async.shared::cta; sm_90+)
+    "fence_proxy_async": 0,
 }
 PDL_CALLS = ("pdl_sync", "pdl_trigger")
+STMT_CALLS = PDL_CALLS + ("fence_proxy_async",)  # intrinsics written as statements
 SHUFFLES = ("shfl_xor", "shfl_down", "shfl_up", "shfl_sync")
 WARP_REDUCTIONS = ("warp_reduce_sum", "warp_reduce_max", "warp_reduce_min",
                    "warp_reduce_bitand", "warp_reduce_bitor")

@@ -161,7 +161,7 @@ def _stmt(s: N.Stmt, indent: int, out: list[str]) -> None:
     elif isinstance(s, N.Store):
         out.append(f"{pad}{s.buffer}[{', '.join(expr_str(i) for i in s.indices)}] = {expr_str(s.value)}")
     elif isinstance(s, N.Evaluate) and isinstance(s.value, N.Call) and \
-            s.value.name in N.PDL_CALLS:
+            s.value.name in N.STMT_CALLS:
         out.append(f"{pad}T.{s.value.name}()")
     elif isinstance(s, N.Evaluate):
         out.append(f"{pad}T.evaluate({expr_str(s.value)})")

@@ -555,6 +555,14 @@ def pdl_sync():
 
 
 @_form("stmt")
+def fence_proxy_async():
+    """TileLang's ``T.fence_proxy_async()``: this thread's earlier shared-memory writes
+    become visible to the async proxy (wgmma reading operands, TMA) before its later async
+    operations (``fence.proxy.async.shared::cta``, sm_90+); what a program that hands a
+    tile written by threads to another warpgroup's wgmma issues itself."""
+
+
+@_form("stmt")
 def pdl_trigger():
     """TileLang's ``T.pdl_trigger()``: the next kernel on the stream may start launching
     (``griddepcontrol.launch_dependents``); its ``T.pdl_sync()`` still waits for this
@@ -597,7 +605,7 @@ TILELANG_ONLY = frozenset("""
    
     mbarrier_arrive_expect_tx mbarrier_expect_tx
     sync_global sync_grid syncthreads_and
-    syncthreads_count syncthreads_or fence_proxy_async tma_store_arrive tma_store_wait
+    syncthreads_count syncthreads_or tma_store_arrive tma_store_wait
     shuffle_elect annotate_safe_value annotate_restrict_buffers
     annotate_l2_hit_ratio annotate_ws_schedule ws_op
     create_tma_descriptor named_barrier_arrive index_to_coordinates import_source inline

@@ -2061,6 +2061,9 @@ class _Parser:
     def stmt_pdl_sync(self, a: _Args, s) -> list[N.Stmt]:
         return [N.Evaluate(N.Call("pdl_sync", (), "int32"), loc=self.loc(s))]
 
+    def stmt_fence_proxy_async(self, a: _Args, s) -> list[N.Stmt]:
+        return [N.Evaluate(N.Call("fence_proxy_async", (), "int32"), loc=self.loc(s))]
+
     def stmt_pdl_trigger(self, a: _Args, s) -> list[N.Stmt]:
         return [N.Evaluate(N.Call("pdl_trigger", (), "int32"), loc=self.loc(s))]
 
