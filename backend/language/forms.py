@@ -234,9 +234,10 @@ def clear(buffer, annotations=None):
 
 @_form("stmt")
 def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=GemmWarpPolicy.Square,  # noqa: N803
-         clear_accum=False, k_pack=1, wg_wait=0, mbar=None, annotations=None):
+         clear_accum=False, k_pack=1, mbar=None, annotations=None, *, wg_wait=0):
     """``T.gemm(A_shared, B_shared, acc, transpose_B=True)``: ``C += A @ B``.  TileLang's
-    positional order (``wg_wait``, the wgmma batches left in flight, before ``mbar``)."""
+    positional order (``mbar`` after ``k_pack``); ``wg_wait`` (the wgmma batches left in
+    flight, from TileLang's earlier T.gemm) by keyword only."""
 
 
 @_form("stmt")
