@@ -251,8 +251,10 @@ class KernelParam:
 
     ``kind``: ``"pointer"`` (the data pointer of tensor argument ``source``),
     ``"scalar"`` (scalar argument ``source``, or symbol ``source`` when
-    ``from_symbol``), or ``"tma_desc"`` (a TMA descriptor over tensor argument
-    ``source``, 128 bytes passed by value, encoded per launch from ``tma``).
+    ``from_symbol``), ``"tma_desc"`` (a TMA descriptor over tensor argument
+    ``source``, 128 bytes passed by value, encoded per launch from ``tma``), or
+    ``"grid_barrier"`` (the pointer to the 32-bit word of ``T.sync_grid()``'s barrier,
+    which the launcher owns per device; ``source`` empty).
     ``dtype`` is the pointee type of a pointer or descriptor and the value type of a
     scalar.
     """
@@ -266,7 +268,7 @@ class KernelParam:
 
     @property
     def size(self) -> int:
-        if self.kind == "pointer":
+        if self.kind in ("pointer", "grid_barrier"):
             return 8
         if self.kind == "tma_desc":
             return 128
@@ -298,6 +300,9 @@ class KernelLaunch:
     dynamic_smem: int = 0
     cluster: tuple[int, int, int] | None = None
     pdl: bool = False  # launched with programmatic stream serialization (option pdl)
+    # launched cooperatively (CU_LAUNCH_ATTRIBUTE_COOPERATIVE): the kernel calls
+    # T.sync_grid(), so every block must be resident at once
+    cooperative: bool = False
 
     def param_offsets(self) -> list[int]:
         """Byte offset of each parameter in the kernel's parameter buffer, as the cubin
@@ -375,6 +380,7 @@ class LaunchABI:
                     "cluster": None if k.cluster is None else list(k.cluster),
                     "params": [param_dict(p) for p in k.params],
                     **({"pdl": True} if k.pdl else {}),
+                    **({"cooperative": True} if k.cooperative else {}),
                 }
                 for k in self.kernels
             ],
@@ -421,6 +427,7 @@ class LaunchABI:
                     dynamic_smem=k["dynamic_smem"],
                     cluster=None if k["cluster"] is None else tuple(k["cluster"]),
                     pdl=k.get("pdl", False),
+                    cooperative=k.get("cooperative", False),
                 )
                 for k in d["kernels"]
             ),

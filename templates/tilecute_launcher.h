@@ -51,6 +51,7 @@ struct TcKernelInfo {
   bool raise_dynamic_smem_limit;  // above 48 KiB a kernel must opt in
   bool non_portable_cluster;      // more than 8 blocks per cluster
   bool pdl;                       // Programmatic Dependent Launch (option pdl)
+  bool cooperative;               // calls T.sync_grid(): a cooperative launch, every block resident
 };
 
 // One TMA descriptor parameter (the launch ABI's TmaSpec), encoded on every call.  The
@@ -91,6 +92,7 @@ struct TcLauncher {
   int num_dtype_names;
   bool encodes_tiled_tma;            // which encode entry points the driver must provide
   bool encodes_im2col_tma;
+  bool uses_grid_barrier;            // a kernel calls T.sync_grid(): a barrier word per device
   const char* source;                // launcher.cpp (__FILE__) and the line of its call
   int line;                          //   function: where tracebacks of its errors point
 };
@@ -243,6 +245,11 @@ class TcPhaseTimer;
 // kernel of L.kernels.  `timer`: TC_PHASE_TIMER.
 void tc_launch_kernels(const TcLauncher& L, int device_id, TcStreamArg stream, const TcLaunch* launches,
                        TcPhaseTimer* timer);
+
+// The device's T.sync_grid() barrier word (32 bits of device memory the launcher allocates,
+// zeroes once and keeps with the device's module; the barrier leaves it as it found it),
+// loading the cubin on the device on first use.
+CUdeviceptr tc_grid_barrier(const TcLauncher& L, int device_id);
 
 // The launcher's exports other than the call (TVM FFI safe calls: 0, or -1 with the error
 // set): __tilecute_set_cubin(path), __tilecute_ensure_device(device_id), cleanup(), and with

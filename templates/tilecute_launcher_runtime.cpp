@@ -330,6 +330,13 @@ struct CudaDriver {
   PFN_cuFuncSetAttribute_v9000 FuncSetAttribute = nullptr;
   PFN_cuLaunchKernel_v4000 LaunchKernel = nullptr;
   PFN_cuLaunchKernelEx_v11060 LaunchKernelEx = nullptr;
+  // resolved only for a launcher with T.sync_grid() (TcLauncher::uses_grid_barrier)
+  PFN_cuMemAlloc_v3020 MemAlloc = nullptr;
+  PFN_cuMemFree_v3020 MemFree = nullptr;
+  PFN_cuMemsetD32_v3020 MemsetD32 = nullptr;
+  PFN_cuCtxSynchronize_v2000 CtxSynchronize = nullptr;
+  PFN_cuDeviceGetAttribute_v2000 DeviceGetAttribute = nullptr;
+  PFN_cuOccupancyMaxActiveBlocksPerMultiprocessor_v6050 OccupancyMaxActiveBlocksPerMultiprocessor = nullptr;
   // the TMA encoders are tc_cuda_encode_tma_tiled / _im2col (tilecute_launcher.h)
 };
 
@@ -369,7 +376,7 @@ bool tc_resolve(PFN_cuGetProcAddress_v12000 get_proc, const char* name, Fn* out)
   return true;
 }
 
-void tc_load_driver(bool encodes_tiled_tma, bool encodes_im2col_tma) {
+void tc_load_driver(bool encodes_tiled_tma, bool encodes_im2col_tma, bool uses_grid_barrier) {
   void* library = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (library == nullptr) {
     const char* reason = dlerror();
@@ -401,7 +408,15 @@ void tc_load_driver(bool encodes_tiled_tma, bool encodes_im2col_tma) {
                         (!encodes_tiled_tma ||
                          tc_resolve(get_proc, "cuTensorMapEncodeTiled", &tc_cuda_encode_tma_tiled)) &&
                         (!encodes_im2col_tma ||
-                         tc_resolve(get_proc, "cuTensorMapEncodeIm2col", &tc_cuda_encode_tma_im2col));
+                         tc_resolve(get_proc, "cuTensorMapEncodeIm2col", &tc_cuda_encode_tma_im2col)) &&
+                        (!uses_grid_barrier ||
+                         (tc_resolve(get_proc, "cuMemAlloc", &g_cuda.MemAlloc) &&
+                          tc_resolve(get_proc, "cuMemFree", &g_cuda.MemFree) &&
+                          tc_resolve(get_proc, "cuMemsetD32", &g_cuda.MemsetD32) &&
+                          tc_resolve(get_proc, "cuCtxSynchronize", &g_cuda.CtxSynchronize) &&
+                          tc_resolve(get_proc, "cuDeviceGetAttribute", &g_cuda.DeviceGetAttribute) &&
+                          tc_resolve(get_proc, "cuOccupancyMaxActiveBlocksPerMultiprocessor",
+                                     &g_cuda.OccupancyMaxActiveBlocksPerMultiprocessor)));
   if (!resolved) return;
   const CUresult status = g_cuda.Init(0);
   if (status != CUDA_SUCCESS) {
@@ -504,7 +519,7 @@ TcTmaGlobal tc_tma_global(const TcLauncher& L, const DLTensor* t, const int64_t*
 }
 
 void tc_require_driver(const TcLauncher& L) {
-  std::call_once(g_cuda_once, tc_load_driver, L.encodes_tiled_tma, L.encodes_im2col_tma);
+  std::call_once(g_cuda_once, tc_load_driver, L.encodes_tiled_tma, L.encodes_im2col_tma, L.uses_grid_barrier);
   if (TC_UNLIKELY(!g_cuda_error.empty())) {
     tc_raise_runtime_error(L, std::string(L.function) + ": " + g_cuda_error);
   }
@@ -570,6 +585,11 @@ struct DeviceSlot {
   CUcontext context = nullptr;     // the device's primary context, retained once
   CUmodule module = nullptr;
   std::unique_ptr<CUfunction[]> kernels;  // L.num_kernels, in launch order
+  // T.sync_grid() (L.uses_grid_barrier): the barrier word, and per kernel the blocks that fit
+  // the device at once (blocks per SM at its block size and dynamic shared memory, and SMs)
+  CUdeviceptr grid_barrier = 0;
+  std::unique_ptr<int[]> blocks_per_sm;
+  int sms = 0;
 };
 
 DeviceSlot g_slots[kMaxDevices];
@@ -660,6 +680,39 @@ void tc_fill_slot(const TcLauncher& L, DeviceSlot& slot, int device_id) {
       }
     }
   }
+  CUdeviceptr grid_barrier = 0;
+  std::unique_ptr<int[]> blocks_per_sm(new int[L.num_kernels]());
+  int sms = 0;
+  if (failure.empty() && L.uses_grid_barrier) {
+    // T.sync_grid(): the barrier word, zeroed before any launch on any stream may read it,
+    // and how many blocks of each cooperative kernel fit the device at once
+    status = g_cuda.DeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device);
+    if (status != CUDA_SUCCESS) failure = tc_describe_failure("cuDeviceGetAttribute(MULTIPROCESSOR_COUNT)", status);
+    for (int k = 0; failure.empty() && k < L.num_kernels; ++k) {
+      const TcKernelInfo& info = L.kernels[k];
+      if (!info.cooperative) continue;
+      status = g_cuda.OccupancyMaxActiveBlocksPerMultiprocessor(
+          &blocks_per_sm[k], kernels[k], static_cast<int>(info.block[0] * info.block[1] * info.block[2]),
+          info.dynamic_smem);
+      if (status != CUDA_SUCCESS) {
+        failure = std::string("kernel '") + info.symbol + "': cuOccupancyMaxActiveBlocksPerMultiprocessor: " +
+                  tc_cuda_error(status);
+      }
+    }
+    if (failure.empty()) {
+      status = g_cuda.MemAlloc(&grid_barrier, sizeof(uint32_t));
+      if (status != CUDA_SUCCESS) {
+        grid_barrier = 0;
+        failure = tc_describe_failure("allocating the T.sync_grid() barrier word (cuMemAlloc)", status);
+      }
+    }
+    if (failure.empty()) status = g_cuda.MemsetD32(grid_barrier, 0, 1);
+    if (failure.empty() && status == CUDA_SUCCESS) status = g_cuda.CtxSynchronize();
+    if (failure.empty() && status != CUDA_SUCCESS) {
+      failure = tc_describe_failure("zeroing the T.sync_grid() barrier word", status);
+    }
+    if (!failure.empty() && grid_barrier != 0) g_cuda.MemFree(grid_barrier);
+  }
   if (!failure.empty() && module != nullptr) g_cuda.ModuleUnload(module);
   if (restore) g_cuda.CtxSetCurrent(previous);
   if (!failure.empty()) {
@@ -670,6 +723,9 @@ void tc_fill_slot(const TcLauncher& L, DeviceSlot& slot, int device_id) {
   slot.context = context;
   slot.module = module;
   slot.kernels = std::move(kernels);
+  slot.grid_barrier = grid_barrier;
+  slot.blocks_per_sm = std::move(blocks_per_sm);
+  slot.sms = sms;
 }
 
 // The slot of a device whose slot is not filled yet: fills it (or raises why not).
@@ -711,6 +767,7 @@ void tc_cleanup(const TcLauncher& L) {
     CUresult status = g_cuda.CtxGetCurrent(&previous);
     const bool restore = status == CUDA_SUCCESS;
     if (status == CUDA_SUCCESS) status = g_cuda.CtxSetCurrent(slot.context);
+    if (status == CUDA_SUCCESS && slot.grid_barrier != 0) status = g_cuda.MemFree(slot.grid_barrier);
     if (status == CUDA_SUCCESS) status = g_cuda.ModuleUnload(slot.module);
     if (status != CUDA_SUCCESS) {
       failures += " cuda:" + tc_str(device_id) + ": unloading the module: " + tc_cuda_error(status) + ";";
@@ -723,6 +780,8 @@ void tc_cleanup(const TcLauncher& L) {
     slot.module = nullptr;
     slot.context = nullptr;
     slot.kernels.reset();
+    slot.grid_barrier = 0;
+    slot.blocks_per_sm.reset();
   }
   if (!failures.empty()) {
     tc_raise_runtime_error(L, std::string(L.function) + ": cleanup:" + failures);
@@ -736,18 +795,42 @@ void tc_cleanup(const TcLauncher& L) {
                                 "' on cuda:" + tc_str(device_id) + " failed: " + tc_cuda_error(status));
 }
 
+// A kernel that calls T.sync_grid() waits for every block of its grid: they must all be resident
+// at once, which the cooperative launch would refuse with a bare CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE.
+TC_COLD void tc_fail_coresident(const TcLauncher& L, const DeviceSlot& slot, int kernel, int64_t blocks,
+                                int device_id) {
+  const TcKernelInfo& info = L.kernels[kernel];
+  const int per_sm = slot.blocks_per_sm[kernel];
+  tc_raise_value_error(
+      L, std::string(L.function) + ": kernel '" + info.symbol + "' calls T.sync_grid(), so every block of its " +
+             "grid must be resident at once, but its grid has " + tc_str(blocks) + " blocks and cuda:" +
+             tc_str(device_id) + " holds " + tc_str(static_cast<int64_t>(per_sm) * slot.sms) + " (" + tc_str(per_sm) +
+             " per SM at " + tc_str(info.block[0] * info.block[1] * info.block[2]) + " threads and " +
+             tc_str(info.dynamic_smem) + " bytes of dynamic shared memory, " + tc_str(slot.sms) +
+             " SMs); launch at most that many blocks (TileLang's persistent kernels use the SM count)");
+}
+
+inline void tc_check_coresident(const TcLauncher& L, const DeviceSlot& slot, int kernel, const TcLaunch& launch,
+                                int device_id) {
+  const int64_t blocks = launch.grid[0] * launch.grid[1] * launch.grid[2];
+  if (TC_UNLIKELY(blocks > static_cast<int64_t>(slot.blocks_per_sm[kernel]) * slot.sms)) {
+    tc_fail_coresident(L, slot, kernel, blocks, device_id);
+  }
+}
+
 inline void tc_launch(const TcLauncher& L, const DeviceSlot& slot, int kernel, const TcLaunch& launch,
                       CUstream stream, int device_id) {
   const int64_t grid_x = launch.grid[0], grid_y = launch.grid[1], grid_z = launch.grid[2];
   if (grid_x == 0 || grid_y == 0 || grid_z == 0) return;  // an empty grid launches nothing
   const TcKernelInfo& info = L.kernels[kernel];
+  if (info.cooperative) tc_check_coresident(L, slot, kernel, launch, device_id);
   CUresult status;
-  if (info.cluster[0] == 0 && !info.pdl) {
+  if (info.cluster[0] == 0 && !info.pdl && !info.cooperative) {
     status = g_cuda.LaunchKernel(slot.kernels[kernel], static_cast<unsigned>(grid_x), static_cast<unsigned>(grid_y),
                                  static_cast<unsigned>(grid_z), info.block[0], info.block[1], info.block[2],
                                  info.dynamic_smem, stream, launch.params, nullptr);
   } else {
-    CUlaunchAttribute attrs[2];
+    CUlaunchAttribute attrs[3];
     std::memset(attrs, 0, sizeof(attrs));
     unsigned num_attrs = 0;
     if (info.cluster[0] != 0) {
@@ -760,6 +843,11 @@ inline void tc_launch(const TcLauncher& L, const DeviceSlot& slot, int kernel, c
     if (info.pdl) {  // the kernel may start while the previous one on the stream finishes
       attrs[num_attrs].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
       attrs[num_attrs].value.programmaticStreamSerializationAllowed = 1;
+      ++num_attrs;
+    }
+    if (info.cooperative) {  // T.sync_grid(): every block resident at once
+      attrs[num_attrs].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+      attrs[num_attrs].value.cooperative = 1;
       ++num_attrs;
     }
     CUlaunchConfig config;
@@ -817,6 +905,10 @@ void tc_phase_add(const int64_t* ns, bool done) {
   if (done) g_phase_calls.fetch_add(1, std::memory_order_relaxed);
 }
 #endif
+
+CUdeviceptr tc_grid_barrier(const TcLauncher& L, int device_id) {
+  return tc_device_slot(L, device_id).grid_barrier;
+}
 
 void tc_launch_kernels(const TcLauncher& L, int device_id, TcStreamArg stream_arg, const TcLaunch* launches,
                        TcPhaseTimer* timer) {

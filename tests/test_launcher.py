@@ -222,7 +222,7 @@ def test_generated_source_names_function_and_version():
     )
     # the launcher's description, which the runtime reads
     assert 'extern const TcLauncher tc_launcher = {\n    "vector_add", 3, "A, B, C",' in source
-    assert '{ "vector_add_kernel", { 256, 1, 1 }, { 0, 0, 0 }, 0, false, false, false },' in source
+    assert '{ "vector_add_kernel", { 256, 1, 1 }, { 0, 0, 0 }, 0, false, false, false, false },' in source
     assert "const int64_t k0_grid_x = tc_ceildiv(sym_N, 256);" in source
     assert "int32_t k0_N = static_cast<int32_t>(sym_N);  // symbol N as int32" in source
     assert "void* k0_params[] = { &k0_A_ptr, &k0_B_ptr, &k0_C_ptr, &k0_N };" in source

@@ -62,7 +62,7 @@ CALLS = {
     "grid": ("for", "4"), "parallel": ("for", "4"),
     **{name: ("expr", "0") for name in ("get_block_binding", "get_thread_extent", "get_block_extent")},
     "thread_binding": ("expr", '0, 128, "threadIdx.x"'),
-    "pdl_sync": ("stmt", ""), "pdl_trigger": ("stmt", ""), "fence_proxy_async": ("stmt", ""), "let": ("stmt", "x, 1"),
+    "pdl_sync": ("stmt", ""), "pdl_trigger": ("stmt", ""), "fence_proxy_async": ("stmt", ""), "sync_grid": ("stmt", ""), "let": ("stmt", "x, 1"),
     **{name: ("unpack", "") for name in ("get_thread_bindings", "get_block_bindings",
                                          "get_thread_extents", "get_block_extents")}, "inc_max_nreg": ("stmt", "240"), "dec_max_nreg": ("stmt", "40"),
     **{name: ("expr", "x") for name in ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh",

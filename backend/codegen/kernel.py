@@ -30,7 +30,7 @@ from .source import CodegenError, Writer, ident, quote
 
 def param_type(p) -> str:
     """The annotation of a launch-ABI parameter in a CuTe DSL signature."""
-    if p.kind == "pointer":
+    if p.kind in ("pointer", "grid_barrier"):
         return "cute.Pointer"
     if p.kind == "tma_desc":
         return "tct.Desc"
@@ -211,7 +211,21 @@ class KernelEmitter:
                 not arch_at_least(self.plan.arch, 90):
             self.fail(s, f"T.fence_proxy_async fences for the async proxy (wgmma, TMA) of "
                          f"sm_90+; the target is {self.plan.arch}")
+        if isinstance(s.value, N.Call) and s.value.name == "sync_grid":
+            return self.sync_grid(s, depth)
         self.out.line(depth, self.exprs.expr(s.value))
+
+    def sync_grid(self, s: N.Evaluate, depth: int) -> None:
+        """``T.sync_grid()``: every thread of the block calls the grid barrier (a block
+        barrier around thread 0's counting on the launcher's word)."""
+        if self.region_barrier or self.scope.producer_threads:
+            self.fail(s, "T.sync_grid() in a warp-specialized kernel (a producer warpgroup or "
+                         "T.ws regions): the grid barrier needs every thread of the block; "
+                         "its warpgroups run apart there")
+        self.mma.drain(depth)  # wgmma batches end before the block waits
+        self.out.use("grid")
+        self.out.line(depth, "tcgrid.sync_grid(tc_grid_barrier)",
+                      "T.sync_grid(): every block of the (cooperative) launch")
 
     def for_(self, s: N.For, depth: int, guarded: bool) -> None:
         if s.kind == "parallel":

@@ -39,6 +39,7 @@ HELPERS = {
     "scan": "from tilecute.runtime.cute import scan as tcs",
     "math": "from tilecute.runtime.cute import math as tcmath",
     "debug": "from tilecute.runtime.cute import debug as tcd",
+    "grid": "from tilecute.runtime.cute import grid as tcgrid",
 }
 # names the generated module binds at its top level
 MODULE_NAMES = frozenset({"cutlass", "cute", "placeholder_args"}
@@ -50,7 +51,7 @@ _DSL_NUMBERED = re.compile(r"_[0-9]+$")
 _BUILTINS = frozenset(dir(builtins))
 # the generator's own names that are not fresh temporaries (the passes name theirs tc_*
 # too: tc_bar<n>, tc_j<n>; these must stay apart)
-_FIXED = frozenset({"tc_tid", "tc_tx", "tc_ty", "tc_tz", "tc_smem"})
+_FIXED = frozenset({"tc_tid", "tc_tx", "tc_ty", "tc_tz", "tc_smem", "tc_grid_barrier"})
 _FIXED_FAMILIES = re.compile(r"tc_mma[0-9]+$|tc_.+_ij?$")
 
 

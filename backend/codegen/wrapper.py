@@ -84,6 +84,9 @@ def placeholder_args(plan: KernelPlan) -> list[str]:
         if p.kind == "pointer":
             out.append(f"        cute.runtime.make_ptr({memory_type(p.dtype)}, 0, "
                        f"cute.AddressSpace.gmem, assumed_align={max(align[p.source], DTYPES[p.dtype].bytes)}),")
+        elif p.kind == "grid_barrier":  # T.sync_grid()'s word (the launcher's)
+            out.append(f"        cute.runtime.make_ptr({memory_type(p.dtype)}, 0, "
+                       "cute.AddressSpace.gmem, assumed_align=4),")
         else:
             out.append(f"        {cute_type(p.dtype)}(0),")
     out.append("    )")

@@ -212,6 +212,7 @@ def launcher_context(abi: LaunchABI, *, tilecute_version: str) -> dict[str, Any]
         "tma_descriptors": descriptors,
         "encodes_tiled_tma": _cpp_bool(any(d["mode"] == "tiled" for d in descriptors)),
         "encodes_im2col_tma": _cpp_bool(any(d["mode"] == "im2col" for d in descriptors)),
+        "grid_barrier": _cpp_bool(any(k.cooperative for k in abi.kernels)),
     }
 
 
@@ -499,6 +500,11 @@ def _param_context(abi: LaunchABI, k: KernelLaunch, p: KernelParam, var: str) ->
             raise _fail(abi, f"{where}: is {p.dtype} but argument {arg.name!r} is {arg.dtype}")
         return {"var": var, "cpp_type": cpp, "init": _convert(f"arg_{arg.name}", p.dtype),
                 "comment": f"scalar argument {arg.name} ({arg.dtype})", "tma": None}
+    if p.kind == "grid_barrier":
+        if not any(x.cooperative for x in abi.kernels):
+            raise _fail(abi, f"{where}: a grid barrier parameter but no kernel calls T.sync_grid()")
+        return {"var": var, "cpp_type": "CUdeviceptr", "init": "tc_grid_barrier(tc_launcher, device_id)",
+                "comment": "T.sync_grid()'s barrier word (the launcher's, per device)", "tma": None}
     if p.kind == "tma_desc":
         tma = _tma_context(abi, k, p, var, where)
         return {"var": var, "cpp_type": "CUtensorMap", "init": None,
@@ -703,6 +709,7 @@ def _kernel_context(abi: LaunchABI, k: KernelLaunch, index: int) -> dict:
         "cluster": cluster if cluster is not None else [0, 0, 0],
         "non_portable_cluster": _cpp_bool(cluster_size > PORTABLE_CLUSTER_SIZE),
         "pdl": _cpp_bool(k.pdl),
+        "cooperative": _cpp_bool(k.cooperative),
         "params": params,
         "params_var": params_var,
         "param_addresses": [f"&{p['var']}" for p in params],

@@ -193,9 +193,12 @@ INTRINSICS = {
     # become visible to the async proxy (wgmma, TMA) before its later async operations
     # (fence.proxy.async.shared::cta; sm_90+)
     "fence_proxy_async": 0,
+    # TileLang's T.sync_grid() (a statement): the grid-wide barrier; its kernel launches
+    # cooperatively and takes the launcher's barrier word (the launch ABI's grid_barrier)
+    "sync_grid": 0,
 }
 PDL_CALLS = ("pdl_sync", "pdl_trigger")
-STMT_CALLS = PDL_CALLS + ("fence_proxy_async",)  # intrinsics written as statements
+STMT_CALLS = PDL_CALLS + ("fence_proxy_async", "sync_grid")  # intrinsics written as statements
 SHUFFLES = ("shfl_xor", "shfl_down", "shfl_up", "shfl_sync")
 WARP_REDUCTIONS = ("warp_reduce_sum", "warp_reduce_max", "warp_reduce_min",
                    "warp_reduce_bitand", "warp_reduce_bitor")

@@ -571,6 +571,14 @@ def pdl_trigger():
 
 
 @_form("stmt")
+def sync_grid():
+    """TileLang's ``T.sync_grid()``: every block of the grid waits here until all have
+    arrived, and sees their global memory writes after (cooperative groups'
+    ``grid.sync()``).  The kernel launches cooperatively: every block resident at once,
+    or the launch fails with an error saying how many blocks fit."""
+
+
+@_form("stmt")
 def annotate_min_blocks_per_sm(n):
     """``T.annotate_min_blocks_per_sm(2)``: the kernel is compiled for at least ``n``
     resident blocks per SM (CUDA's ``__launch_bounds__(threads, n)``)."""
@@ -605,7 +613,7 @@ TILELANG_ONLY = frozenset("""
     ballot_sync
    
     mbarrier_arrive_expect_tx mbarrier_expect_tx
-    sync_global sync_grid syncthreads_and
+    sync_global syncthreads_and
     syncthreads_count syncthreads_or tma_store_arrive tma_store_wait
     shuffle_elect annotate_safe_value annotate_restrict_buffers
     annotate_l2_hit_ratio annotate_ws_schedule ws_op

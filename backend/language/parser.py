@@ -2067,6 +2067,10 @@ class _Parser:
     def stmt_pdl_trigger(self, a: _Args, s) -> list[N.Stmt]:
         return [N.Evaluate(N.Call("pdl_trigger", (), "int32"), loc=self.loc(s))]
 
+    def stmt_sync_grid(self, a: _Args, s) -> list[N.Stmt]:
+        """``T.sync_grid()``: the grid-wide barrier; its kernel launches cooperatively."""
+        return [N.Evaluate(N.Call("sync_grid", (), "int32"), loc=self.loc(s))]
+
     def stmt_evaluate(self, a: _Args, s) -> list[N.Stmt]:
         return [N.Evaluate(N.as_expr(a.value("value")), loc=self.loc(s))]
 

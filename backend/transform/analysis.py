@@ -452,6 +452,11 @@ def view_layout(base: N.Buffer, layout: Optional[N.Layout], view: N.Buffer) -> N
     return f"'{base.name}' has layout {layout.kind}, which a view cannot share"
 
 
+def syncs_grid(body) -> bool:
+    """Does ``body`` call ``T.sync_grid()`` (its kernel launches cooperatively)?"""
+    return any(isinstance(x, N.Call) and x.name == "sync_grid" for x in walk_nodes(body))
+
+
 def has_pdl_calls(body) -> bool:
     """Does ``body`` call ``T.pdl_sync`` / ``T.pdl_trigger`` (the program places the PDL
     wait and trigger itself)?"""

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from ..ir import nodes as N
 from ..ir.visitor import walk_stmts
-from .analysis import may_pass_int32
+from .analysis import may_pass_int32, syncs_grid
 from ..runtime.abi import (DIM_OPS, KernelLaunch, KernelParam, LaunchABI, ScalarArg, SymbolSpec,
                            TensorArg, affine_in, dim_symbols, dim_text)
 from ..runtime.dtypes import DTYPES
@@ -150,6 +150,10 @@ def tensor_alignment(func: N.PrimFunc) -> dict[str, int]:
     return aligned
 
 
+# the kernel parameter through which the launcher passes a T.sync_grid() barrier's word
+GRID_BARRIER = "tc_grid_barrier"
+
+
 def build_abi(func: N.PrimFunc, arch: str) -> KernelPlan:
     """The launch ABI of lowered ``func`` and the plan the generators render from."""
     aligned = tensor_alignment(func)
@@ -177,8 +181,15 @@ def build_abi(func: N.PrimFunc, arch: str) -> KernelPlan:
         + [KernelParam(p.name, "scalar", p.dtype, p.name)
            for p in func.params if isinstance(p, N.Var)]
     )
+    cooperative = [syncs_grid(k.body) for k in func.kernels]
+    if any(cooperative):  # T.sync_grid(): the launcher's barrier word, after the others
+        params += (KernelParam(GRID_BARRIER, "grid_barrier", "uint32", ""),)
     kernels, prefixes = [], []
     for i, k in enumerate(func.kernels):
+        if cooperative[i] and k.cluster is not None:
+            raise LoweringError(f"{k.loc}: prim_func '{func.name}': T.sync_grid() in a kernel "
+                                f"launched in clusters ({k.cluster}): tilecute launches grid "
+                                "barriers cooperatively without clusters")
         prefix = f"tilecute_{func.name}"
         prefixes.append(prefix)
         grid = tuple(grid_cpp(g, func) for g in k.grid) + ("1",) * (3 - len(k.grid))
@@ -188,6 +199,6 @@ def build_abi(func: N.PrimFunc, arch: str) -> KernelPlan:
         tma = tuple(KernelParam(d.name, "tma_desc", d.dtype, d.tensor, tma=d.spec)
                     for d in k.tma_descriptors)
         kernels.append(KernelLaunch(f"{prefix}_{i}", grid, block, params + tma, k.shared_bytes,
-                                    cluster, pdl=k.pdl))
+                                    cluster, pdl=k.pdl, cooperative=cooperative[i]))
     abi = LaunchABI(func.name, tuple(args), tuple(symbols), tuple(kernels))
     return KernelPlan(func, abi, tuple(prefixes), arch)

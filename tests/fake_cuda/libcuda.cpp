@@ -3,6 +3,8 @@
 // <param sizes...>" lines), and a log of attributes and launches with the parameter bytes.
 // Entry points are handed out by cuGetProcAddress_v2 only, as the launcher asks for them; the
 // fake_* exports at the end let a test steer and read the fake (fake_cuda.open_driver).
+// For T.sync_grid() launchers: device memory (cuMemAlloc hands out fake addresses, cuMemsetD32 and
+// cuMemFree are logged), 132 SMs, and fake_set_blocks_per_sm(n) blocks per SM for every kernel.
 // FAKE_CUDA_LOAD_DELAY_MS=<ms> makes device 0's module loads that slow.
 #include <cuda.h>
 
@@ -41,6 +43,8 @@ int g_modules_live = 0;
 int g_modules_loaded = 0;
 int g_init_result = CUDA_SUCCESS;
 int g_fail_next_launch = CUDA_SUCCESS;
+int g_blocks_per_sm = 1;
+uintptr_t g_next_address = 0x7000000;
 std::string g_requests;  // "<symbol> <version> <flags>" for every cuGetProcAddress request
 std::string g_log;
 
@@ -157,8 +161,49 @@ CUresult fake_cuFuncSetAttribute(CUfunction handle, CUfunction_attribute attribu
   return CUDA_SUCCESS;
 }
 
+CUresult fake_cuMemAlloc(CUdeviceptr* out, size_t bytes) {
+  if (device_of(g_current) < 0) return CUDA_ERROR_INVALID_CONTEXT;
+  *out = static_cast<CUdeviceptr>(g_next_address);
+  g_log += "alloc " + std::to_string(g_next_address) + " bytes=" + std::to_string(bytes) + " device=" +
+           std::to_string(device_of(g_current)) + "\n";
+  g_next_address += 0x1000;
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuMemFree(CUdeviceptr address) {
+  g_log += "free " + std::to_string(static_cast<uintptr_t>(address)) + "\n";
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuMemsetD32(CUdeviceptr address, unsigned int value, size_t count) {
+  g_log += "memset " + std::to_string(static_cast<uintptr_t>(address)) + " value=" + std::to_string(value) +
+           " count=" + std::to_string(count) + "\n";
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuCtxSynchronize() {
+  g_log += "synchronize device=" + std::to_string(device_of(g_current)) + "\n";
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuDeviceGetAttribute(int* value, CUdevice_attribute attribute, CUdevice device) {
+  if (device < 0 || device >= kDevices) return CUDA_ERROR_INVALID_DEVICE;
+  if (attribute != CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT) return CUDA_ERROR_NOT_SUPPORTED;
+  *value = 132;
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, CUfunction handle, int threads,
+                                                          size_t smem) {
+  auto* function = reinterpret_cast<FakeFunction*>(handle);
+  g_log += "occupancy " + function->name + " threads=" + std::to_string(threads) + " smem=" + std::to_string(smem) +
+           "\n";
+  *blocks = g_blocks_per_sm;
+  return CUDA_SUCCESS;
+}
+
 CUresult record_launch(CUfunction handle, const unsigned grid[3], const unsigned block[3], unsigned smem,
-                       CUstream stream, void** params, const unsigned cluster[3]) {
+                       CUstream stream, void** params, const unsigned cluster[3], bool cooperative = false) {
   auto* function = reinterpret_cast<FakeFunction*>(handle);
   if (g_current != function->context) return CUDA_ERROR_INVALID_CONTEXT;
   if (g_fail_next_launch != CUDA_SUCCESS) {
@@ -170,7 +215,8 @@ CUresult record_launch(CUfunction handle, const unsigned grid[3], const unsigned
   os << "launch " << function->name << " grid=" << grid[0] << "," << grid[1] << "," << grid[2]
      << " block=" << block[0] << "," << block[1] << "," << block[2] << " smem=" << smem
      << " stream=" << reinterpret_cast<uintptr_t>(stream) << " device=" << device_of(g_current)
-     << " cluster=" << cluster[0] << "," << cluster[1] << "," << cluster[2] << " params=";
+     << " cluster=" << cluster[0] << "," << cluster[1] << "," << cluster[2]
+     << (cooperative ? " cooperative=1" : "") << " params=";
   for (size_t i = 0; i < function->sizes.size(); ++i) {
     const auto* bytes = static_cast<const unsigned char*>(params[i]);
     char hex[3];
@@ -198,14 +244,16 @@ CUresult fake_cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void*
   const unsigned grid[3] = {config->gridDimX, config->gridDimY, config->gridDimZ};
   const unsigned block[3] = {config->blockDimX, config->blockDimY, config->blockDimZ};
   unsigned cluster[3] = {0, 0, 0};
+  bool cooperative = false;
   for (unsigned i = 0; i < config->numAttrs; ++i) {
+    if (config->attrs[i].id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE) cooperative = config->attrs[i].value.cooperative != 0;
     if (config->attrs[i].id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) {
       cluster[0] = config->attrs[i].value.clusterDim.x;
       cluster[1] = config->attrs[i].value.clusterDim.y;
       cluster[2] = config->attrs[i].value.clusterDim.z;
     }
   }
-  return record_launch(f, grid, block, config->sharedMemBytes, config->hStream, params, cluster);
+  return record_launch(f, grid, block, config->sharedMemBytes, config->hStream, params, cluster, cooperative);
 }
 
 }  // namespace
@@ -232,6 +280,13 @@ __attribute__((visibility("default"))) CUresult cuGetProcAddress_v2(const char* 
       {"cuFuncSetAttribute", reinterpret_cast<void*>(&fake_cuFuncSetAttribute)},
       {"cuLaunchKernel", reinterpret_cast<void*>(&fake_cuLaunchKernel)},
       {"cuLaunchKernelEx", reinterpret_cast<void*>(&fake_cuLaunchKernelEx)},
+      {"cuMemAlloc", reinterpret_cast<void*>(&fake_cuMemAlloc)},
+      {"cuMemFree", reinterpret_cast<void*>(&fake_cuMemFree)},
+      {"cuMemsetD32", reinterpret_cast<void*>(&fake_cuMemsetD32)},
+      {"cuCtxSynchronize", reinterpret_cast<void*>(&fake_cuCtxSynchronize)},
+      {"cuDeviceGetAttribute", reinterpret_cast<void*>(&fake_cuDeviceGetAttribute)},
+      {"cuOccupancyMaxActiveBlocksPerMultiprocessor",
+       reinterpret_cast<void*>(&fake_cuOccupancyMaxActiveBlocksPerMultiprocessor)},
   };
   auto it = table.find(symbol);
   if (it == table.end()) {
@@ -257,6 +312,7 @@ __attribute__((visibility("default"))) void fake_set_current(void* context) {
 }
 __attribute__((visibility("default"))) void* fake_current() { return g_current; }
 __attribute__((visibility("default"))) const char* fake_requests() { return g_requests.c_str(); }
+__attribute__((visibility("default"))) void fake_set_blocks_per_sm(int blocks) { g_blocks_per_sm = blocks; }
 __attribute__((visibility("default"))) void fake_clear_requests() { g_requests.clear(); }
 
 }  // extern "C"
