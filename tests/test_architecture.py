@@ -97,6 +97,7 @@ def stage(name: str) -> float:
         (("tilecute.runtime", "tilecute.target", "tilecute.options", "tilecute.templates"), 0),
         (("tilecute.ir",), 1),
         (("tilecute.language", "tilecute.layout"), 2),  # tilecute.layout: tilelang.layout's names
+        (("tilecute.tvm",), 2),  # TVM's tirx expression builders over the frontend's IR
         (("tilecute.cuda", "tilecute.tileop"), 2),  # tilelang.cuda.intrinsics', tileop's names
         (("tilecute.transform.analysis",), 2.5),
         (("tilecute.transform.launch_abi",), 3.9),
