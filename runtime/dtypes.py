@@ -32,6 +32,9 @@ _ROWS = [
     DTypeInfo("float16", 16, DL_FLOAT, "Float16", "uint16_t", "float"),
     DTypeInfo("bfloat16", 16, DL_BFLOAT, "BFloat16", "uint16_t", "float"),
     DTypeInfo("float32", 32, DL_FLOAT, "Float32", "float", "float"),
+    # TileLang's tfloat32: float32 in memory (a float32 tensor binds it) and in arithmetic
+    # (as TileLang's CuTe DSL backend computes it); T.gemm multiplies it as tf32
+    DTypeInfo("tfloat32", 32, DL_FLOAT, "Float32", "float", "float"),
     DTypeInfo("float64", 64, DL_FLOAT, "Float64", "double", "float"),
     DTypeInfo("float8_e4m3", 8, DL_FLOAT8_E4M3FN, "Float8E4M3FN", "uint8_t", "float"),
     DTypeInfo("float8_e5m2", 8, DL_FLOAT8_E5M2, "Float8E5M2", "uint8_t", "float"),
@@ -59,6 +62,15 @@ ALIASES = {
     "int": "int32", "uint": "uint32",
     "short": "int16", "long": "int64", "ulong": "uint64",  # TileLang's C spellings
 }
+
+
+# torch's name of each dtype's tensors where it differs from tilecute's
+TORCH_NAMES = {"float8_e4m3": "float8_e4m3fn", "tfloat32": "float32"}
+
+
+def torch_name(dtype: str) -> str:
+    """The name of the torch dtype of ``dtype`` tensors (``torch.<name>``)."""
+    return TORCH_NAMES.get(dtype, dtype)
 
 
 class UnknownDTypeError(KeyError, ValueError):

@@ -309,8 +309,9 @@ def stream_handle(stream) -> int:
 def _torch_dtype(name: str):
     import torch
 
-    return {"float8_e4m3": torch.float8_e4m3fn, "float8_e5m2": torch.float8_e5m2,
-            "bool": torch.bool}.get(name) or getattr(torch, name)
+    from .dtypes import torch_name
+
+    return getattr(torch, torch_name(name))
 
 
 def load(path, out_idx: Optional[Sequence[int]] = None) -> Kernel:

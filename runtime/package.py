@@ -30,6 +30,8 @@ _CC_MAJOR, _CC_MINOR = 75, 76
 _DL_CUDA = 2
 
 _TORCH_DTYPES = {"float8_e4m3fn": "float8_e4m3"}
+# tilecute dtypes whose tensors are another dtype's (runtime/dtypes.py's TORCH_NAMES)
+_STORED_AS = {"tfloat32": "float32"}
 
 
 class PackageError(RuntimeError):
@@ -201,7 +203,7 @@ def accepts(abi: dict, out_idx, checks, args) -> bool:
         shape = getattr(value, "shape", None)
         if shape is None or len(shape) != len(spec["shape"]):
             return False
-        if dtype_name(getattr(value, "dtype", "")) != spec["dtype"]:
+        if dtype_name(getattr(value, "dtype", "")) != _STORED_AS.get(spec["dtype"], spec["dtype"]):
             return False
         pairs += zip(spec["shape"], shape)
     symbols = _bind_dims(pairs)
@@ -236,7 +238,7 @@ def allocate(abi: dict, out_idx, which, inputs, kernel: str) -> list:
         except KeyError as e:
             raise ValueError(f"{kernel}: '{spec['name']}' has symbolic dim {e} that no input "
                              "binds") from None
-        dtype = {"float8_e4m3": "float8_e4m3fn"}.get(spec["dtype"], spec["dtype"])
+        dtype = {"float8_e4m3": "float8_e4m3fn", **_STORED_AS}.get(spec["dtype"], spec["dtype"])
         out.append(torch.empty(shape, dtype=getattr(torch, dtype), device=device))
     return out
 

@@ -29,7 +29,7 @@ def map_torch_type(dtype):
     ``T.float16``): ``"float16"`` -> ``torch.float16``; a torch dtype is returned as is."""
     import torch
 
-    from .dtypes import ALIASES, DTYPES
+    from .dtypes import ALIASES, DTYPES, torch_name
 
     if isinstance(dtype, torch.dtype):
         return dtype
@@ -38,8 +38,7 @@ def map_torch_type(dtype):
     if name not in DTYPES:
         raise ValueError(f"map_torch_type: unknown dtype {dtype!r}; the dtypes are "
                          f"{', '.join(DTYPES)}")
-    torch_name = {"float8_e4m3": "float8_e4m3fn"}.get(name, name)
-    return getattr(torch, torch_name)
+    return getattr(torch, torch_name(name))
 
 
 def is_float8_dtype(dtype) -> bool:

@@ -337,18 +337,12 @@ def _mm(a_shape, b_shape, c_shape, dtype="float16", c_dtype="float32", threads=1
 @pytest.mark.parametrize("args,kw,arch,match", [
     (((64, 32), (64, 64), (64, 64)), {}, "sm_90a", r"shapes do not chain"),
     (((64, 32), (32, 64), (64, 64)), dict(threads=96), "sm_90a", r"warpgroups of 128 threads"),
-    (((64, 32), (64, 32), (64, 64)), dict(a_scope="fragment", dtype="float32", transpose_B=True),
-     "sm_80", r"A from registers is wgmma's RS form \(sm_90a\) or mma.sync's \(sm_80\+\) for "
-              r"float16 and bfloat16; here float32"),
-    (((64, 64), (64, 64), (64, 64)), dict(a_scope="fragment", dtype="float8_e4m3", transpose_B=True),
-     "sm_90a", r"A from registers is wgmma's RS form \(sm_90a\) or mma.sync's \(sm_80\+\) for "
-               r"float16 and bfloat16; here float8_e4m3"),
-    (((64, 32), (32, 64), (64, 64)), dict(b_scope="fragment"), "sm_90a", r"T.gemm reads B from shared"),
     (((64, 16), (16, 8), (64, 8)), {}, "sm_90a", r"rows must be a multiple of 32 bytes"),
 ])
 def test_errors_name_the_kernel_and_operands(args, kw, arch, match):
     # (float16 accumulators, float8 MN-major or on sm_80, and archs without tensor cores
-    # are no longer errors: tests/test_gemm_dtypes.py)
+    # are no longer errors: tests/test_gemm_dtypes.py; nor fragment operands no MMA reads
+    # from registers, which go through shared memory: tests/test_gemm_fragment_operands.py)
     with pytest.raises(GemmError, match=match) as e:
         lower(_mm(*args, **kw), arch)
     assert "prim_func 'mm'" in str(e.value) and "T.gemm(a, b, c)" in str(e.value)

@@ -86,6 +86,13 @@ CASES = {
     "f32f32f32_nn": (512, 1024, 768, 64, 128, 32, False, False, "float32", "float32", "float32"),
     "f32f32f32_tn": (512, 1024, 768, 64, 128, 32, True, False, "float32", "float32", "float32"),
     "f32f32f32_nt": (512, 1024, 768, 64, 128, 32, False, True, "float32", "float32", "float32"),
+    # TileLang's T.tfloat32 operands: float32 tensors, multiplied as tf32 by the tensor cores
+    "tf32tf32f32_nn": (512, 1024, 768, 64, 128, 32, False, False, "tfloat32", "float32",
+                       "float32"),
+    "tf32tf32f32_tn": (512, 1024, 768, 64, 128, 32, True, False, "tfloat32", "float32",
+                       "float32"),
+    "tf32tf32f32_nt": (512, 1024, 768, 64, 128, 32, False, True, "tfloat32", "float32",
+                       "float32"),
     "f16f16f32_pad": (512 + 19, 1024 + 17, 768 + 15, 128, 64, 32, False, False, "float16",
                       "float16", "float32"),
     "e4m3e4m3f16_nt": (256, 256, 256, 128, 128, 64, False, True, "float8_e4m3", "float16",
@@ -101,9 +108,11 @@ FAMILY = {
     "u8u8i32_nt": ("wgmma", "simt"), "f64f64f64_nt": ("simt", "simt"),
     "f32f32f32_nn": ("simt", "simt"), "f32f32f32_tn": ("simt", "simt"),
     "f32f32f32_nt": ("mma", "mma"), "f16f16f32_pad": ("wgmma", "mma"),
+    "tf32tf32f32_nn": ("simt", "simt"), "tf32tf32f32_tn": ("simt", "simt"),
+    "tf32tf32f32_nt": ("mma", "mma"),
     "e4m3e4m3f16_nt": ("wgmma", "simt"), "e4m3e4m3f32_nn": ("simt", "simt"),
 }
-TORCH_DTYPE = {"float8_e4m3": "float8_e4m3fn"}
+TORCH_DTYPE = {"float8_e4m3": "float8_e4m3fn", "tfloat32": "float32"}
 
 
 def _gemm(plan) -> N.Gemm:
@@ -164,7 +173,7 @@ def _build(func, arch, tmp_path):
 
 BUILDS = [(c, "sm_90a") for c in sorted(CASES)] + [
     (c, "sm_80") for c in ("f16f16f16_nn", "f16f16f16_tn", "i8i8i32_nt", "f64f64f64_nt",
-                           "f32f32f32_tn")]
+                           "f32f32f32_tn", "tf32tf32f32_nt", "tf32tf32f32_nn")]
 
 
 @pytest.mark.parametrize("case,arch", BUILDS)
@@ -297,15 +306,6 @@ def _one(a_shape, b_shape, c_dtype, dtype="float16", a_scope="shared", b_scope="
 
 
 @pytest.mark.parametrize("args,kw,arch,match", [
-    # TileLang's "sr" form (B from registers) stays refused by name
-    (((64, 32), (32, 64), "float16"), dict(b_scope="fragment"), "sm_90a",
-     r"B \('b'\) is a fragment buffer; T.gemm reads B from shared"),
-    # A from registers needs a tensor-core MMA: not for float64, not with int8
-    (((64, 32), (32, 64), "float64"), dict(dtype="float64", a_scope="fragment"), "sm_90a",
-     r"A \('a'\) is a fragment: A from registers .* here float64 operands accumulating in "
-     r"float64 on sm_90a \(no tensor-core MMA takes float64 operands\)"),
-    (((64, 64), (64, 64), "int32"), dict(dtype="int8", a_scope="fragment", transpose_B=True),
-     "sm_90a", r"A from registers .* here int8 operands"),
     (((64, 64), (64, 64), "bool"), dict(dtype="float16"), "sm_90a", r"C \('c'\) is bool"),
     # int8 wgmma: 8, 24 or a multiple of 16 columns per warpgroup
     (((64, 64), (40, 64), "int32"), dict(dtype="int8", transpose_B=True), "sm_90a",
@@ -343,7 +343,7 @@ def _run(func, case, arch=None, options=None):
     tol = {"float16": 2e-2, "float32": 1e-4, "float64": 1e-10}[dacc]
     if dout == "float16" and dacc != "float16":
         tol = 2e-3  # one rounding of the result
-    if din == "float32" and FAMILY[case][0] != "simt":
+    if din in ("float32", "tfloat32") and FAMILY[case][0] != "simt":
         tol = 2e-3  # tf32 tensor cores
     err = (got.double() - ref).abs().max().item()
     assert err <= tol * ref.abs().max().item() + tol, f"{case}: max err {err}"
@@ -449,3 +449,18 @@ def test_16bit_accumulators_never_stay_in_flight(accum, in_flight):
                             accum), "sm_90a")
     (g,) = [s for k in plan.func.kernels for s in walk_stmts(k.body) if isinstance(s, N.Gemm)]
     assert (g.wg_wait == 1) == in_flight
+
+
+def test_tfloat32_is_float32_in_memory():
+    """TileLang's T.tfloat32: float32 tensors bind it (its adapter's rule), its elements are
+    float32 in the kernel, and T.gemm multiplies it as tf32 (TFloat32 MMA operands)."""
+    torch = pytest.importorskip("torch")
+    from tilecute.runtime.dtypes import DTYPES
+    from tilecute.runtime.profiling import map_torch_type
+    assert T.tfloat32.as_torch() is torch.float32 is map_torch_type("tfloat32")
+    assert (DTYPES["tfloat32"].dl_code, DTYPES["tfloat32"].bits) == \
+        (DTYPES["float32"].dl_code, DTYPES["float32"].bits)  # the launcher's dtype check
+    plan = lower(tiled_gemm(*CASES["tf32tf32f32_nt"]), "sm_90a")
+    src = emit_cute(plan)
+    assert "tcm.tiled_mma(\"mma\", cutlass.TFloat32, cutlass.TFloat32, cutlass.Float32" in src
+    assert "cute.runtime.make_ptr(cutlass.Float32" in src

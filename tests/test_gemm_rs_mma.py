@@ -8,6 +8,8 @@ import pytest
 import tilecute
 import tilecute.language as T
 from tilecute.codegen.cute import emit_cute
+from tilecute.ir import nodes as N
+from tilecute.ir.visitor import walk_stmts
 from tilecute.transform.pipeline import lower
 
 
@@ -76,11 +78,12 @@ def test_a_from_registers_on_mma_sync_builds(make, arch, tmp_path):
     assert tilecute.build_cubin(make(), arch, out_dir=str(tmp_path)).kernel_names
 
 
-def test_a_fragment_needs_whole_rows_per_warp():
-    # 8 warps along M need M a multiple of 128
-    with pytest.raises(Exception, match=r"A \('A_f'\) is a fragment: mma.sync reads A from "
-                                        r"registers with every warp along M, and M = 64"):
-        lower(rs_direct(threads=256), "sm_80")
+def test_a_fragment_without_whole_rows_per_warp_goes_through_shared():
+    # 8 warps along M would need M a multiple of 128: A_f is staged through shared memory
+    # and the T.gemm reads that tile (the warps then tile M and N as usual)
+    plan = lower(rs_direct(threads=256), "sm_80")
+    (g,) = [s for s in walk_stmts(plan.func.kernels[0].body) if isinstance(s, N.Gemm)]
+    assert g.a == "A_f_shared" and g.family == "mma"
 
 
 @pytest.mark.gpu

@@ -69,8 +69,8 @@ def memory_type(dtype: str) -> str:
 
 
 def mma_type(dtype: str) -> str:
-    """The CuTe type of a T.gemm operand: float32 operands multiply as tf32."""
-    return "cutlass.TFloat32" if dtype == "float32" else cute_type(dtype)
+    """The CuTe type of a T.gemm operand: float32 and tfloat32 operands multiply as tf32."""
+    return "cutlass.TFloat32" if dtype in ("float32", "tfloat32") else cute_type(dtype)
 
 
 def const(e: N.Const) -> str:

@@ -81,6 +81,7 @@ TMA_DATA_TYPES = {
     "float16": "CU_TENSOR_MAP_DATA_TYPE_FLOAT16",
     "bfloat16": "CU_TENSOR_MAP_DATA_TYPE_BFLOAT16",
     "float32": "CU_TENSOR_MAP_DATA_TYPE_FLOAT32",
+    "tfloat32": "CU_TENSOR_MAP_DATA_TYPE_FLOAT32",  # (float32 in memory; TMA moves it as is)
     "float64": "CU_TENSOR_MAP_DATA_TYPE_FLOAT64",
     "int32": "CU_TENSOR_MAP_DATA_TYPE_INT32",
     "uint32": "CU_TENSOR_MAP_DATA_TYPE_UINT32",
@@ -203,8 +204,9 @@ def launcher_context(abi: LaunchABI, *, tilecute_version: str) -> dict[str, Any]
         "args": args,
         "device_tensors": [a for a in args if a["kind"] == "tensor"],
         "device_source": {"name": first.name, "var": f"t_{first.name}"} if first else None,
-        "dtype_names": [
+        "dtype_names": [  # (one name per DLPack type: tfloat32 tensors are float32 ones)
             {"name": d.name, "code": d.dl_code, "bits": d.bits} for d in DTYPES.values()
+            if d.name != "tfloat32"
         ],
         "dynamic_smem_limit": DEFAULT_DYNAMIC_SMEM_LIMIT,
         "num_kernels": len(abi.kernels),

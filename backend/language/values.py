@@ -95,7 +95,7 @@ class UnsupportedDType:
 
 def tilelang_only_dtype(name: str) -> bool:
     """Whether ``name`` is one of TileLang's dtype names that tilecute lacks: its sub-byte,
-    FNUZ, e8m0, e3m4 and TF32 types and the vector types ``<scalar>x<lanes>``."""
+    FNUZ, e8m0 and e3m4 types and the vector types ``<scalar>x<lanes>``."""
     scalar = re.sub(r"x(2|4|8|16|32|64)$", "", name)
     return name in _TILELANG_ONLY_DTYPES or (scalar != name and (
         scalar in DTYPES or scalar in _TILELANG_ONLY_DTYPES or scalar in ("float8_e4m3fn",)))
@@ -104,7 +104,7 @@ def tilelang_only_dtype(name: str) -> bool:
 _TILELANG_ONLY_DTYPES = frozenset("""
     int1 int2 int4 uint1 uint2 uint4 float8_e3m4 float8_e4m3b11fnuz float8_e4m3fnuz
     float8_e5m2fnuz float8_e8m0fnu float6_e2m3fn float6_e3m2fn float4_e2m1fn
-    float4_e2m1_unpacked tfloat32
+    float4_e2m1_unpacked
 """.split())
 
 

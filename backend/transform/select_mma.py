@@ -9,7 +9,12 @@ the layouts the MMA needs (runs first, so the TMA pass sees the operand swizzles
 warp along M, as if ``policy=FullRow``) reads it from registers, laid out as an ``mma``
 fragment with ``operand="A"`` (register ``r`` holds the same ``(i, j)`` as register ``r``
 of an accumulator with ``K`` columns, so a ``T.Parallel`` loop or ``T.copy`` can move an
-accumulator into it, as attention kernels do with P = softmax(S)).
+accumulator into it, as attention kernels do with P = softmax(S)).  Any other fragment
+operand (a ``B`` fragment, TileLang's gemm_sr; a transposed ``A`` fragment, its gemm_rs; a
+fragment of a dtype or tile no MMA reads from registers) is staged through shared memory:
+a new shared buffer of the fragment's shape, a ``T.copy`` into it before the ``T.gemm``,
+which reads it (:meth:`_Kernel.stage`).  ``tfloat32`` operands (TileLang's) are float32
+ones: the tensor cores multiply both as tf32.
 
 Families (``runtime/cute/mma.py`` issues them), by operand -> accumulator dtype
 (``target.MMA_ACCUMULATORS``):
@@ -29,7 +34,7 @@ Families (``runtime/cute/mma.py`` issues them), by operand -> accumulator dtype
   its own elements of ``C`` in ``C``'s dtype.  ``C`` keeps no MMA layout: the layout pass
   lays it out as any fragment (blocked or replicated), so loops, copies and reductions
   over it are the ordinary ones; the operands are ``row_major`` (or the TMA swizzle the
-  program annotated).  A from registers needs a tensor-core family.
+  program annotated).
 
 Layouts (tensor-core families): each operand becomes ``tma_swizzled`` with the widest swizzle (128, 64 or 32
 bytes) dividing its last dim's bytes (or the narrower one the program gave it with
@@ -52,7 +57,10 @@ from ..target import (MMA_ACCUMULATORS, MMA_INSTR_K, MMA_TYPES, TMA_SWIZZLES, WA
                       WGMMA_TYPES, arch_at_least)
 
 # operand dtypes that may differ between A and B (the MMAs take either of each pair)
-MIXED = (("float8_e4m3", "float8_e5m2"), ("int8", "uint8"))
+# A fragments an MMA reads from registers (wgmma's RS form; mma.sync for 16-bit types)
+RS_TYPES = ("float16", "bfloat16")
+MIXED = (("float8_e4m3", "float8_e5m2"), ("int8", "uint8"), ("float32", "tfloat32"))
+TF32 = ("float32", "tfloat32")  # operands the tensor cores multiply as tf32
 
 
 
@@ -109,6 +117,9 @@ class _Kernel:
         self.simt_c: dict[str, N.Gemm] = {}  # accumulators of SIMT T.gemms -> one of them
         self.simt_operands: set[str] = set()  # shared operands of SIMT T.gemms
         self.thread_vars: set[str] = set()  # names bound to values of the thread index
+        # id(T.gemm) -> (fragment operand, the shared buffer it is staged in) for each of its
+        # operands no MMA reads from registers (see stage)
+        self.staged: dict[int, list] = {}
         # shared operand -> the gcd of the bytes into a row where the column ranges T.gemms
         # read of it start and end (Q_s[:, 0:256]); absent for buffers read whole
         self.part_bounds: dict[str, int] = {}
@@ -168,12 +179,17 @@ class _Kernel:
         if s.policy not in N.GEMM_POLICIES:
             self.fail(s, f"policy {s.policy!r} is not one of {', '.join(N.GEMM_POLICIES)}")
         a, b, c = (self.buffers[x] for x in (s.a, s.b, s.c))
-        a_regs = a.scope == "fragment"  # wgmma's RS form: A from registers
+        # a fragment operand no MMA reads from registers here goes through shared memory
+        if b.scope == "fragment":
+            b = self.stage(s, b)
+        if a.scope == "fragment" and not self.a_from_registers(s, a, b, c):
+            a = self.stage(s, a)
+        a_regs = a.scope == "fragment"  # wgmma's RS form or mma.sync's: A from registers
         for buf, what in ((a, "A"), (b, "B")):
             if buf.scope != "shared" and not (buf is a and a_regs):
-                self.fail(s, f"{what} ('{buf.name}') is a {buf.scope} buffer; T.gemm reads B from "
-                             "shared memory (T.alloc_shared) and A from shared memory or, with "
-                             "wgmma, a fragment (T.alloc_fragment)")
+                self.fail(s, f"{what} ('{buf.name}') is a {buf.scope} buffer; T.gemm reads its "
+                             "operands from shared memory (T.alloc_shared) or fragments "
+                             "(T.alloc_fragment)")
             index = s.a_index if what == "A" else s.b_index
             if buf.ndim != 2 + len(index):
                 self.fail(s, f"{what} ('{buf.name}') has {buf.ndim} dims; T.gemm takes a 2-D "
@@ -200,14 +216,6 @@ class _Kernel:
                          "(or both float8, or both 8-bit integers)")
         a_mn, b_mn = s.transpose_a, not s.transpose_b
         family, why = self.family(a.dtype, c.dtype, not (a_mn or b_mn))
-        if a_regs and not (a.dtype in ("float16", "bfloat16") and family != "simt"):
-            self.fail(s, f"A ('{a.name}') is a fragment: A from registers is wgmma's RS form "
-                         f"(sm_90a) or mma.sync's (sm_80+) for float16 and bfloat16; here "
-                         f"{a.dtype} operands accumulating in {c.dtype} on {self.arch}"
-                         + (f" ({why})" if family == "simt" else ""))
-        if a_regs and s.transpose_a:
-            self.fail(s, f"A ('{a.name}') is a fragment, which holds A as (M, K); transpose_A "
-                         "applies to shared A only")
         if family == "simt":
             self.no_fallback(s, family, why, a.dtype, m, n)
             self.plan_simt(s, a, b, why)
@@ -249,11 +257,6 @@ class _Kernel:
             if self.threads % WARP:
                 self.fail(s, f"mma.sync runs on whole warps; the block has {self.threads} threads")
             warps = mma_warps(m, n, self.threads // WARP, s.policy, a_regs)
-            if warps is None and a_regs:
-                self.fail(s, f"A ('{a.name}') is a fragment: mma.sync reads A from registers with "
-                             f"every warp along M, and M = {m} is not a multiple of 16 x "
-                             f"{self.threads // WARP} warps; change the tile or the thread count, "
-                             "or put A in shared memory")
             if warps is None:
                 self.fail(s, f"No valid warp partition (TileLang's words): no arrangement of "
                              f"{self.threads // WARP} warps tiles {m} x {n} in 16 x 16 steps "
@@ -297,6 +300,38 @@ class _Kernel:
                                             first_thread=self.first))
         return family
 
+    def a_from_registers(self, s: N.Gemm, a: N.Buffer, b: N.Buffer, c: N.Buffer) -> bool:
+        """Whether an MMA reads the fragment ``a`` from registers as it is: K-major (no
+        transpose_A), 16-bit (wgmma's RS form or mma.sync with every warp along M) or 8-bit
+        integers (wgmma's RS form) on a tensor-core family that tiles the T.gemm so."""
+        if s.transpose_a or s.a_index or s.a_part or a.ndim != 2 or b.scope != "shared" or \
+                c.ndim != 2 or a.dtype not in RS_TYPES:
+            return False
+        k_major = s.transpose_b  # (A is K-major)
+        family, _ = self.family(a.dtype, c.dtype, k_major)
+        m, n = (int(d.value) for d in c.shape)
+        wgmma_fits = self.threads % WARPGROUP == 0 and \
+            wgmma_warps(m, n, self.threads // WARPGROUP, s.policy) is not None
+        mma_fits = self.threads % WARP == 0 and \
+            mma_warps(m, n, self.threads // WARP, s.policy, True) is not None
+        if family == "wgmma":
+            return wgmma_fits or (a.dtype in MMA_TYPES and mma_fits)
+        return family == "mma" and mma_fits
+
+    def stage(self, s: N.Gemm, frag: N.Buffer) -> N.Buffer:
+        """A shared buffer of ``frag``'s shape and dtype that a copy fills from the fragment
+        just before the T.gemm (TileLang's MMA and FMA lowerings stage such operands
+        through shared memory too); the T.gemm then reads it as a shared operand."""
+        name, i = f"{frag.name}_shared", 0
+        while name in self.buffers:
+            i += 1
+            name = f"{frag.name}_shared{i}"
+        buf = N.Buffer(name, frag.dtype, frag.shape, "shared")
+        alloc = N.Allocate(buf, loc=self.allocs[frag.name].loc)
+        self.buffers[name], self.allocs[name] = buf, alloc
+        self.staged.setdefault(id(s), []).append((frag.name, alloc))
+        return buf
+
     def no_fallback(self, s: N.Gemm, family: str, why: str, dtype: str, m: int, n: int) -> None:
         """T.wgmma_gemm (``wg_wait`` NO_WAIT) runs on wgmma or is an error, never on another
         family (TileLang's rule: it fails rather than fall back)."""
@@ -332,7 +367,7 @@ class _Kernel:
         if acc in accs:
             if dtype in WGMMA_TYPES and hopper and (dtype in ("float16", "bfloat16") or k_major):
                 return "wgmma", ""
-            if dtype in MMA_TYPES and arch_at_least(self.arch, 80) and (dtype != "float32" or k_major):
+            if dtype in MMA_TYPES and arch_at_least(self.arch, 80) and (dtype not in TF32 or k_major):
                 return "mma", ""
         if not accs:
             return "simt", f"no tensor-core MMA takes {dtype} operands"
@@ -393,19 +428,40 @@ class _Kernel:
                              "register layout this T.gemm on CUDA cores does not compute in")
         if not families:
             return self.scope
-        return _SetLayouts(self.layouts, families).visit_kernel(self.scope)
+        return _SetLayouts(self.layouts, families, self.staged).visit_kernel(self.scope)
 
 
 class _SetLayouts(StmtMutator):
-    def __init__(self, layouts: dict[str, N.Layout], families: dict[int, str]):
+    """Each T.gemm's family, the layouts, and the staging of fragment operands: the shared
+    buffer allocated after the fragment, a copy into it before the T.gemm, which reads it."""
+
+    def __init__(self, layouts: dict[str, N.Layout], families: dict[int, str],
+                 staged: dict[int, list]):
         self.layouts, self.families = layouts, families
+        self.staged = staged
+        self.stage_allocs: dict[str, list] = {}  # fragment -> its staging buffers' Allocates
+        for pairs in staged.values():
+            for frag, alloc in pairs:
+                self.stage_allocs.setdefault(frag, []).append(alloc)
 
-    def visit_gemm(self, s: N.Gemm) -> N.Gemm:
-        return dataclasses.replace(s, family=self.families[id(s)])
+    def visit_gemm(self, s: N.Gemm):
+        g = dataclasses.replace(s, family=self.families[id(s)])
+        copies = []
+        for frag, alloc in self.staged.get(id(s), ()):
+            staged = alloc.buffer.name
+            zeros = tuple(N.as_expr(0) for _ in alloc.buffer.shape)
+            copies.append(N.Copy(N.Region(frag, zeros), N.Region(staged, zeros), loc=s.loc))
+            g = dataclasses.replace(g, a=staged if g.a == frag else g.a,
+                                    b=staged if g.b == frag else g.b)
+        return copies + [g] if copies else g
 
-    def visit_allocate(self, s: N.Allocate) -> N.Allocate:
+    def visit_allocate(self, s: N.Allocate):
         layout = self.layouts.get(s.buffer.name)
-        return s if layout is None else dataclasses.replace(s, layout=layout)
+        s = s if layout is None else dataclasses.replace(s, layout=layout)
+        staging = self.stage_allocs.get(s.buffer.name)
+        if not staging:
+            return s
+        return [s] + [dataclasses.replace(a, layout=self.layouts.get(a.buffer.name)) for a in staging]
 
 
 def select_mma(func: N.PrimFunc, arch: str, wgmma: bool = True) -> N.PrimFunc:
