@@ -60,6 +60,9 @@ CASES = {
     "sr_f16_nn_stages": (256, 256, 256, 64, 64, 32, False, False, "float16", "float32", "B", 2),
     "rs_f64_nt": (128, 128, 64, 64, 32, 16, False, True, "float64", "float64", "A"),
     "rs_tf32_nt": (256, 256, 128, 64, 64, 32, False, True, "tfloat32", "float32", "A"),
+    # TileLang's w4a8 dequant GEMM shape: an int8 A fragment, a 32 x 32 tile wgmma cannot
+    # take with 128 threads (TileLang: int8 mma.sync, which CuTe DSL lacks): SIMT
+    "rs_i8_small_nt": (128, 128, 128, 32, 32, 32, False, True, "int8", "int32", "A"),
 }
 
 
@@ -91,6 +94,16 @@ def test_staged_through_shared(case, arch):
     assert isinstance(body[i - 1], N.Barrier)
 
 
+def test_int8_wgmma_cannot_tile_goes_simt():
+    plan = lower(frag_gemm(*CASES["rs_i8_small_nt"]), "sm_90a")
+    (g,) = _stmts(plan, N.Gemm)
+    assert g.family == "simt" and g.a == "X_f_shared"
+    # a tile wgmma takes keeps wgmma (B shared; A staged: int8 A stays off registers)
+    plan = lower(frag_gemm(128, 128, 128, 64, 64, 64, False, True, "int8", "int32"), "sm_90a")
+    (g,) = _stmts(plan, N.Gemm)
+    assert g.family == "wgmma" and g.a == "X_f_shared"
+
+
 @pytest.mark.parametrize("arch,family", [("sm_90a", "wgmma"), ("sm_80", "mma")])
 def test_k_major_16bit_a_fragment_stays_in_registers(arch, family):
     """The fast path is untouched: a K-major float16 A fragment is read from registers."""
@@ -118,11 +131,18 @@ def _run(case, options=None):
     torch.manual_seed(0)
     tdtype = getattr(torch, {"tfloat32": "float32"}.get(dtype, dtype))
     kernel = tilecute.compile(frag_gemm(*CASES[case]), options=options)
-    a = torch.randn(M, K, dtype=torch.float64).to(tdtype)
-    b = torch.randn(K, N, dtype=torch.float64).to(tdtype)
+    if dtype == "int8":
+        a = torch.randint(-8, 8, (M, K), dtype=torch.int8)
+        b = torch.randint(-8, 8, (K, N), dtype=torch.int8)
+    else:
+        a = torch.randn(M, K, dtype=torch.float64).to(tdtype)
+        b = torch.randn(K, N, dtype=torch.float64).to(tdtype)
     ref = a.double() @ b.double()
     c = torch.zeros(M, N, dtype=getattr(torch, accum), device="cuda")
     kernel((a.t() if ta else a).contiguous().cuda(), (b.t() if tb else b).contiguous().cuda(), c)
+    if dtype == "int8":
+        assert torch.equal(c.cpu().long(), ref.long()), f"{case}: int results differ"
+        return
     tol = {"float16": 2e-2, "float32": 1e-4, "float64": 1e-10}[accum]
     if dtype == "tfloat32":
         tol = 2e-3  # tf32 tensor cores

@@ -231,6 +231,16 @@ class _Kernel:
                 wgmma_warps(m, n, self.threads // WARPGROUP, s.policy) is None) and \
                 self.threads % WARP == 0 and mma_warps(m, n, self.threads // WARP, s.policy, a_regs):
             family = "mma"  # wgmma cannot tile it with these threads: warp mma.sync, as TileLang
+        if family == "wgmma" and a.dtype not in MMA_TYPES and s.wg_wait != N.NO_WAIT and (
+                self.threads % WARPGROUP or
+                wgmma_warps(m, n, self.threads // WARPGROUP, s.policy) is None):
+            # TileLang runs it on warp mma.sync (int8 m16n8k32, float8 on sm_89+); CuTe DSL
+            # has no warp-level MMA atom for these dtypes: CUDA cores, as below sm_90a
+            why = (f"wgmma cannot tile {m} x {n} with {self.threads} threads (warpgroups of "
+                   f"{WARPGROUP}, each 64-row steps, policy {s.policy}), and CuTe DSL has no "
+                   f"warp-level mma.sync for {a.dtype}")
+            self.plan_simt(s, a, b, why)
+            return "simt"
         self.no_fallback(s, family, why, a.dtype, m, n)
         if family == "wgmma":
             if self.threads % WARPGROUP:
