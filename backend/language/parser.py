@@ -854,7 +854,7 @@ class _Parser:
         warp_specialize = None
         step = None
         if kind == "parallel":
-            extents = [self.arg_index(r, "Parallel") for r in a.ref("extents")]
+            extents = [self.folded(self.arg_index(r, "Parallel")) for r in a.ref("extents")]
             if not extents:
                 raise self.error(s, "T.Parallel needs at least one extent")
             vector_width = a.static_int("vector_width", 0)
@@ -875,7 +875,7 @@ class _Parser:
                                     "loop variables")
             ranges = [(N.Const(0, "int32"), e) for e in extents]
         elif form.__name__ == "grid":
-            extents = [self.arg_index(r, "grid") for r in a.ref("extents")]
+            extents = [self.folded(self.arg_index(r, "grid")) for r in a.ref("extents")]
             if not extents:
                 raise self.error(s, "T.grid needs at least one extent")
             if len(extents) != len(names):
@@ -912,7 +912,7 @@ class _Parser:
                 if kind == "unrolled" and "explicit" in a.sig.parameters:
                     a.static_bool("explicit")  # unrolled fully either way
                     a.refuse_unless("unroll_factor", (None,), "tilecute unrolls completely")
-            extent = _sub(stop, start)
+            extent = self.extent(stop, start)
             if step is not None and step != 1:
                 extent = ops.ceildiv(extent, step)
             ranges = [(start, extent)]
@@ -1175,6 +1175,50 @@ class _Parser:
                 f"{_show(value(self.expr(s.test.comparators[0])))}"
                 if isinstance(s.test, ast.Compare) and len(s.test.comparators) == 1 else ""))
         return []
+
+    def expand(self, e, seen: tuple = ()) -> N.Expr:
+        """``e`` with every name a Let binds to a pure value (one reading no buffer and
+        calling nothing but ``ceildiv``) replaced by that value, recursively: TileLang's
+        kernel variables are expressions its simplifier sees through.  Every such name is
+        bound once, by the Let that dominates its uses (a rebinding makes a fresh name),
+        and its value reads only immutable names, so the substitution keeps its meaning;
+        the IR keeps the Lets (only parse-time folding uses this)."""
+        if isinstance(e, N.Var):
+            v = self.let_values.get(e.name)
+            if v is None or e.name in seen or not _pure(v):
+                return e
+            return self.expand(v, seen + (e.name,))
+        if isinstance(e, N.BinOp):
+            a, b = self.expand(e.a, seen), self.expand(e.b, seen)
+            if a is e.a and b is e.b:
+                return e
+            return N.binop(e.op, a, b) if a.dtype == b.dtype == e.dtype else \
+                N.BinOp(e.op, a, b, e.dtype)
+        if isinstance(e, N.Cast):
+            v = self.expand(e.value, seen)
+            return e if v is e.value else N.cast(v, e.dtype)
+        if isinstance(e, N.Call) and e.name == "ceildiv":
+            args = tuple(self.expand(x, seen) for x in e.args)
+            return N.ceildiv(*args) if args[0].dtype == args[1].dtype == e.dtype else e
+        return e
+
+    def folded(self, e):
+        """``e`` as a constant when it is one through its Let-bound names (``n = hi - lo``
+        with ``hi = lo + 64``), else ``e`` itself."""
+        if not isinstance(e, N.Expr) or isinstance(e, N.Const):
+            return e
+        f = _affine(self.expand(e))
+        return N.Const(f[1], e.dtype) if f is not None and not any(f[0].values()) else e
+
+    def extent(self, stop: N.Expr, start: N.Expr) -> N.Expr:
+        """The extent ``stop - start`` of a slice or loop range (``_sub``), a constant also
+        where ``stop`` and ``start`` are names bound to expressions that differ by one
+        (``kv_start = s * 64; kv_end = kv_start + 64``: extent 64)."""
+        e = _sub(stop, start)
+        if isinstance(e, N.Const):
+            return e
+        f = _sub(self.expand(stop), self.expand(start))
+        return f if isinstance(f, N.Const) else e
 
     def host_only(self, e) -> bool:
         """``e`` is built of constants and the function's symbols alone (a shape)."""
@@ -1520,6 +1564,9 @@ class _Parser:
             return self.alloc_reducer(name, a, s)
         shape = a.value("shape")
         shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
+        # a name bound in the kernel to a constant (`n = 64`: TileLang keeps it an int)
+        shape = tuple(f.value if isinstance(f := self.folded(d), N.Const) and N.is_int(f.dtype)
+                      else d for d in shape)
         if not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in shape):
             raise a.fail("shape", f"'{name}': the shape must be positive ints known at parse "
                                   f"time, got {shape!r}")
@@ -2947,7 +2994,7 @@ class _Parser:
                         start = i.start if i.start is not None else N.Const(0, "int32")
                         stop = i.stop if i.stop is not None else d
                         starts.append(start)
-                        extents.append(_sub(stop, start))
+                        extents.append(self.extent(stop, start))
                     else:
                         starts.append(i)
                         extents.append(N.Const(1, "int32"))
@@ -3449,6 +3496,26 @@ def _sub(a: N.Expr, b: N.Expr) -> N.Expr:
         if const == 0 and list(terms.values()) == [1]:
             return next(iter(terms))
     return N.binop("sub", a, b)
+
+
+def _pure(e) -> bool:
+    """``e`` reads no buffer and calls nothing with an effect: its value depends on the
+    names it reads alone (``_Parser.expand`` substitutes such a Let value)."""
+    if isinstance(e, (N.Const, N.Var)):
+        return True
+    if isinstance(e, (N.BinOp, N.Cmp)):
+        return _pure(e.a) and _pure(e.b)
+    if isinstance(e, N.Cast):
+        return _pure(e.value)
+    if isinstance(e, N.Not):
+        return _pure(e.a)
+    if isinstance(e, N.Logic):
+        return all(map(_pure, e.args))
+    if isinstance(e, N.Select):
+        return _pure(e.cond) and _pure(e.a) and _pure(e.b)
+    if isinstance(e, N.Call):
+        return e.name == "ceildiv" and all(map(_pure, e.args))
+    return False
 
 
 def _affine(e) -> Optional[tuple[dict, int]]:
