@@ -63,6 +63,7 @@ CALLS = {
     **{name: ("expr", "0") for name in ("get_block_binding", "get_thread_extent", "get_block_extent")},
     "thread_binding": ("expr", '0, 128, "threadIdx.x"'),
     "pdl_sync": ("stmt", ""), "pdl_trigger": ("stmt", ""), "fence_proxy_async": ("stmt", ""), "sync_grid": ("stmt", ""), "let": ("stmt", "x, 1"),
+    "rng_init": ("stmt", "1"), "rng_rand": ("expr", ""), "rng_rand_float": ("expr", ""),
     **{name: ("unpack", "") for name in ("get_thread_bindings", "get_block_bindings",
                                          "get_thread_extents", "get_block_extents")}, "inc_max_nreg": ("stmt", "240"), "dec_max_nreg": ("stmt", "40"),
     **{name: ("expr", "x") for name in ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh",
@@ -798,11 +799,12 @@ def test_thread_binding_is_the_kernels_thread_index():
 
 
 def test_an_unknown_t_statement_is_named():
-    """A ``T.<name>(...)`` statement tilecute does not have (TileLang's ``T.rng_init(...)``)
-    is an error naming ``T.<name>`` at its line, not a generic one."""
-    text = HEADER.format(params="") + "        T.rng_init(1)\n"
+    """A ``T.<name>(...)`` statement tilecute does not have (TileLang's
+    ``T.cp_async_barrier_noinc(...)``) is an error naming ``T.<name>`` at its line, not a
+    generic one."""
+    text = HEADER.format(params="") + "        T.cp_async_barrier_noinc(1)\n"
     msg = _error(text)
-    assert "T.rng_init is not a tilecute form" in msg and "<script>:" in msg
+    assert "T.cp_async_barrier_noinc is not a tilecute form" in msg and "<script>:" in msg
 
 
 def test_select_with_a_constant_condition_builds(tmp_path):

@@ -235,6 +235,15 @@ class ExprPrinter:
         return f"{fn}({self.expr(e.args[0])})", ATOM
 
 
+    def _rng(self, e: N.Call):
+        """``runtime.cute.rng`` on the kernel's generator state ``tc_rng``."""
+        self.use("rng")
+        if e.name == "rng_init":
+            return f"tcrng.init(tc_rng, {', '.join(self.expr(x) for x in e.args)})", ATOM
+        fn = {"rng_rand": "rand", "rng_uniform": "uniform", "rng_normal": "normal"}[e.name]
+        return f"tcrng.{fn}{'_double' if e.dtype == 'float64' else ''}(tc_rng)", ATOM
+
+
 # intrinsic -> its printer (text, precedence); the others are MATH's one-argument calls
 _CALLS = {"thread_idx": ExprPrinter._thread_idx, "ceildiv": ExprPrinter._ceildiv,
           "pdl_sync": lambda self, e: ("cute.arch.griddepcontrol_wait()", ATOM),
@@ -243,6 +252,7 @@ _CALLS = {"thread_idx": ExprPrinter._thread_idx, "ceildiv": ExprPrinter._ceildiv
                                                 ATOM),
           "fma": ExprPrinter._fma, "abs": ExprPrinter._abs, "exp10": ExprPrinter._exp10,
           "reinterpret": ExprPrinter._reinterpret,
+          **{name: ExprPrinter._rng for name in ("rng_init",) + N.RNG_DRAWS},
           **{name: ExprPrinter._integer for name in ("truncdiv", "truncmod", "popcount", "clz")},
           **{name: ExprPrinter._shuffle for name in N.SHUFFLES},
           **{name: ExprPrinter._warp_reduce for name in N.WARP_REDUCTIONS}}

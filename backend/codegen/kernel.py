@@ -20,6 +20,7 @@ from ..transform.analysis import (all_names, column_slice, has_pdl_calls, loads 
                                   matrix_slice, row_slice, row_major_strides, value_range,
                                   view_bases, walk_stmts)
 from ..transform.launch_abi import KernelPlan
+from ..ir.visitor import walk_nodes
 from .bounds import Bounds, load_key
 from .expr import PREC, ExprPrinter, cute_type, memory_type
 from .memory import SharedMemory, flat_index, shared_index
@@ -693,9 +694,27 @@ class KernelEmitter:
             strides = ", ".join(self.stride_text(p, d) for d in row_major_strides(p))
             out.line(1, f"{ident(p.name)} = cute.make_tensor({ident(pointer[p.name])}, "
                         f"cute.make_layout(({shape},), stride=({strides},)))")
+        self.rng_state(k.body)
         self.mma.declare(k.body, 1)
         self.body(k.body, 1)
         return out.lines
+
+    def rng_state(self, body) -> None:
+        """The thread's random number generator state (``runtime.cute.rng``), declared at
+        the kernel's top when it calls T.rng_init; drawing without one is refused."""
+        calls = [x for x in walk_nodes(body) if isinstance(x, N.Call)
+                 and x.name in ("rng_init",) + N.RNG_DRAWS]
+        if not calls:
+            return
+        if not any(c.name == "rng_init" for c in calls):
+            where = next((st for st in walk_stmts(body) if not isinstance(st, _COMPOUND)
+                          and any(x in calls for x in walk_nodes(st))), None)
+            self.fail(where, f"T.{'rng_rand' if calls[0].name == 'rng_rand' else 'rng_rand_float'}"
+                            "() draws from the thread's generator, but the kernel never calls "
+                            "T.rng_init(seed, ...) to start it")
+        self.out.use("rng")
+        self.out.line(1, "tc_rng = cute.make_rmem_tensor((tcrng.WORDS,), cutlass.Uint32)",
+                      "the thread's Philox4x32-10 state (T.rng_init)")
 
 
 # statement kind -> its method (tile ops other than these reach the codegen unlowered)
@@ -725,6 +744,9 @@ _PRINTED = {
     "int32": ("int", "%d", "Int32"), "uint32": ("uint", "%u", "Uint32"),
     "int64": ("long", "%ld", "Int64"), "uint64": ("ulong", "%lu", "Uint64"),
 }
+
+
+_COMPOUND = (N.For, N.If, N.While, N.KernelScope, N.WarpGroups)
 
 
 def _printf_text(text: str) -> str:

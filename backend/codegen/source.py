@@ -40,6 +40,7 @@ HELPERS = {
     "math": "from tilecute.runtime.cute import math as tcmath",
     "debug": "from tilecute.runtime.cute import debug as tcd",
     "grid": "from tilecute.runtime.cute import grid as tcgrid",
+    "rng": "from tilecute.runtime.cute import rng as tcrng",
 }
 # names the generated module binds at its top level
 MODULE_NAMES = frozenset({"cutlass", "cute", "placeholder_args"}
@@ -51,7 +52,8 @@ _DSL_NUMBERED = re.compile(r"_[0-9]+$")
 _BUILTINS = frozenset(dir(builtins))
 # the generator's own names that are not fresh temporaries (the passes name theirs tc_*
 # too: tc_bar<n>, tc_j<n>; these must stay apart)
-_FIXED = frozenset({"tc_tid", "tc_tx", "tc_ty", "tc_tz", "tc_smem", "tc_grid_barrier"})
+_FIXED = frozenset({"tc_tid", "tc_tx", "tc_ty", "tc_tz", "tc_smem", "tc_grid_barrier",
+                    "tc_rng"})
 _FIXED_FAMILIES = re.compile(r"tc_mma[0-9]+$|tc_.+_ij?$")
 
 

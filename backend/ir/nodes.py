@@ -196,7 +196,13 @@ INTRINSICS = {
     # TileLang's T.sync_grid() (a statement): the grid-wide barrier; its kernel launches
     # cooperatively and takes the launcher's barrier word (the launch ABI's grid_barrier)
     "sync_grid": 0,
+    # TileLang's T.rng_init(seed, seq, off) (a statement): this thread's Philox4x32-10
+    # generator (runtime/cute/rng.py) keyed by the seed, at subsequence seq and offset off
+    # (int64s); T.rng_rand(): its next uint32 draw; T.rng_rand_float(): rng_uniform, a
+    # float32/float64 in (0, 1], or rng_normal, a standard normal (by the call's dtype)
+    "rng_init": 3, "rng_rand": 0, "rng_uniform": 0, "rng_normal": 0,
 }
+RNG_DRAWS = ("rng_rand", "rng_uniform", "rng_normal")  # each call draws (not pure)
 PDL_CALLS = ("pdl_sync", "pdl_trigger")
 STMT_CALLS = PDL_CALLS + ("fence_proxy_async", "sync_grid")  # intrinsics written as statements
 SHUFFLES = ("shfl_xor", "shfl_down", "shfl_up", "shfl_sync")

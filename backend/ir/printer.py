@@ -66,6 +66,10 @@ def _expr(e: N.Expr) -> tuple[str, int]:
             return f'T.round({args}, "ties-away-from-zero")', _PREC_ATOM
         if e.name == "reinterpret":
             return f'T.reinterpret({args}, "{e.dtype}")', _PREC_ATOM
+        if e.name in ("rng_uniform", "rng_normal"):
+            more = [f"bit={e.dtype[5:]}"] if e.dtype == "float64" else []
+            more += ['dist="normal"'] if e.name == "rng_normal" else []
+            return f"T.rng_rand_float({', '.join(more)})", _PREC_ATOM
         return f"T.{e.name}({args})", _PREC_ATOM
     raise TypeError(f"printer: unknown expression {type(e).__name__}")
 
@@ -163,6 +167,8 @@ def _stmt(s: N.Stmt, indent: int, out: list[str]) -> None:
     elif isinstance(s, N.Evaluate) and isinstance(s.value, N.Call) and \
             s.value.name in N.STMT_CALLS:
         out.append(f"{pad}T.{s.value.name}()")
+    elif isinstance(s, N.Evaluate) and isinstance(s.value, N.Call) and s.value.name == "rng_init":
+        out.append(f"{pad}{expr_str(s.value)}")
     elif isinstance(s, N.Evaluate):
         out.append(f"{pad}T.evaluate({expr_str(s.value)})")
     elif isinstance(s, N.SetMaxNReg):

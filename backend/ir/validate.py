@@ -705,6 +705,12 @@ class _Validator:
                                     and e.dtype == "int32"):
             self.fail(f"clz takes a 32- or 64-bit integer and is an int32; got {dtypes[0]} -> "
                       f"{e.dtype}")
+        if e.name == "rng_init" and not all(t == "int64" for t in dtypes):
+            self.fail(f"rng_init takes the int64 seed, subsequence and offset; got {', '.join(dtypes)}")
+        if e.name == "rng_rand" and e.dtype != "uint32" or \
+                e.name in ("rng_uniform", "rng_normal") and e.dtype not in ("float32", "float64"):
+            self.fail(f"{e.name} is declared {e.dtype}: rng_rand is a uint32, rng_uniform and "
+                      "rng_normal a float32 or float64")
         if e.name == "reinterpret" and not (
                 DTYPES[dtypes[0]].bits == DTYPES[e.dtype].bits and "bool" not in (dtypes[0], e.dtype)):
             self.fail(f"reinterpret keeps the width of its argument; got {dtypes[0]} -> {e.dtype}")

@@ -43,7 +43,7 @@ from .forms import alloc_buffer, alloc_global, alloc_reducer, cummax, cumsum, fi
 from .forms import reducer_init, reducer_update  # noqa: F401
 from .forms import dec_max_nreg, grid, inc_max_nreg, sync_warp  # noqa: F401
 from .forms import annotate_layout, annotate_min_blocks_per_sm, pdl_sync, pdl_trigger  # noqa: F401
-from .forms import let, sync_grid  # noqa: F401
+from .forms import let, rng_init, sync_grid  # noqa: F401
 from .forms import fence_proxy_async, wgmma_gemm  # noqa: F401
 from .forms import assume, atomic_addx2, atomic_addx4, device_assert, loop_break  # noqa: F401
 from .forms import reshape, view  # noqa: F401
@@ -62,6 +62,7 @@ from .ops import (  # noqa: F401
 )
 from .ops import shfl_down, shfl_sync, shfl_up, shfl_xor  # noqa: F401
 from .ops import Broadcast  # noqa: F401
+from .ops import rng_rand, rng_rand_float  # noqa: F401
 from ..ir.nodes import Var  # noqa: F401  (TVM's T.Var: what T.dynamic makes, for isinstance)
 from .ops import (  # noqa: F401
     warp_reduce_bitand, warp_reduce_bitor, warp_reduce_max, warp_reduce_min, warp_reduce_sum,

@@ -579,6 +579,17 @@ def sync_grid():
 
 
 @_form("stmt")
+def rng_init(seed, seq=None, off=0, generator="curandStatePhilox4_32_10_t"):
+    """TileLang's ``T.rng_init(seed, seq, off)``: (re)start this thread's random number
+    generator, Philox4x32-10 keyed by ``seed`` at subsequence ``seq`` (default: the
+    thread's global index ``threadIdx.x + blockIdx.x * blockDim.x``) and offset ``off``
+    draws, with cuRAND's seeding (``curand_init``).  ``T.rng_rand()`` and
+    ``T.rng_rand_float()`` draw from it.  ``generator`` names cuRAND's state type: only
+    ``"curandStatePhilox4_32_10_t"`` is implemented (MRG32k3a and XORWOW are refused by
+    name)."""
+
+
+@_form("stmt")
 def annotate_min_blocks_per_sm(n):
     """``T.annotate_min_blocks_per_sm(2)``: the kernel is compiled for at least ``n``
     resident blocks per SM (CUDA's ``__launch_bounds__(threads, n)``)."""

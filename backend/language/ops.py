@@ -757,12 +757,28 @@ def Broadcast(value, lanes):  # noqa: N802
     return BroadcastValue(_N.as_expr(value), lanes)
 
 
+# ---- random numbers (TileLang's T.rng_rand / T.rng_rand_float; T.rng_init is a statement) ----
+def rng_rand():
+    """The next 32-bit draw (a uint32) of this thread's generator (``T.rng_init``)."""
+    return _N.Call("rng_rand", (), "uint32")
+
+
+def rng_rand_float(bit=32, dist="uniform"):
+    """A float of ``bit`` (32 or 64) bits drawn from this thread's generator: uniform in
+    (0, 1] (``dist="uniform"``) or standard normal (``dist="normal"``)."""
+    if isinstance(bit, bool) or bit not in (32, 64):
+        raise ValueError(f"T.rng_rand_float: bit must be 32 or 64, got {bit!r}")
+    if dist not in ("uniform", "normal"):
+        raise ValueError(f"T.rng_rand_float: dist must be \"uniform\" or \"normal\", got {dist!r}")
+    return _N.Call(f"rng_{dist}", (), f"float{bit}")
+
+
 EXPRESSION_HELPERS = (
     "ceildiv", "cdiv", "align_up", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "sin", "cos",
     "floor", "ceil", "sigmoid", "abs", "max", "min", "clamp", "fma", "floordiv", "floormod",
     "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "shift_left", "shift_right",
     "Cast", "cast", "if_then_else", "Select", "infinity", "max_value", "min_value",
-    "get_thread_binding", "shfl_xor", "shfl_down", "shfl_up", "shfl_sync",
+    "get_thread_binding", "rng_rand", "rng_rand_float", "shfl_xor", "shfl_down", "shfl_up", "shfl_sync",
     "warp_reduce_sum", "warp_reduce_max", "warp_reduce_min", "warp_reduce_bitand",
     "warp_reduce_bitor",
     "tan", "atan", "acos", "asin", "sinh", "cosh", "erf", "log10", "log1p", "exp10", "pow",

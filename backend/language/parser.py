@@ -2118,6 +2118,39 @@ class _Parser:
         """``T.sync_grid()``: the grid-wide barrier; its kernel launches cooperatively."""
         return [N.Evaluate(N.Call("sync_grid", (), "int32"), loc=self.loc(s))]
 
+    def stmt_rng_init(self, a: _Args, s) -> list[N.Stmt]:
+        """``T.rng_init(seed, seq=None, off=0, generator=...)``: an Evaluate of the
+        intrinsic rng_init (int64 seed, subsequence, offset), which (re)starts the
+        thread's Philox4x32-10 state; ``seq`` defaults to TileLang's ``threadIdx.x +
+        blockIdx.x * blockDim.x``."""
+        if not self.in_kernel:
+            raise self.error(s, "T.rng_init is only valid inside a T.Kernel")
+        generator = a.value("generator")
+        if generator in ("curandStateMRG32k3a_t", "curandStateXORWOW_t"):
+            raise a.fail("generator", f"generator={generator!r} is not supported: tilecute "
+                                      "implements cuRAND's Philox4x32-10 "
+                                      "(\"curandStatePhilox4_32_10_t\", the default) only")
+        if generator != "curandStatePhilox4_32_10_t":
+            raise a.fail("generator", f"generator must name a cuRAND state type "
+                                      f"(\"curandStatePhilox4_32_10_t\"), got {_show(generator)}")
+
+        def integer(name):
+            v = a.value(name)
+            if isinstance(v, bool) or not isinstance(v, (int, N.Expr)) or \
+                    not N.is_int(N.as_expr(v).dtype):
+                raise a.fail(name, f"{name} must be an integer, got {_show(v)}")
+            if isinstance(v, int):  # cuRAND's unsigned long long: the same 64 bits
+                v = N.Const((v + (1 << 63)) % (1 << 64) - (1 << 63), "int64")
+            return N.cast(v, "int64")
+
+        if a.value("seq") is None:
+            block = self.kernel_blocks[0] if self.kernel_blocks else N.Const(0, "int32")
+            seq = N.cast(ops.get_thread_binding(0) + block * int(self.kernel_threads[0]), "int64")
+        else:
+            seq = integer("seq")
+        call = N.Call("rng_init", (integer("seed"), seq, integer("off")), "int32")
+        return [N.Evaluate(call, loc=self.loc(s))]
+
     def stmt_evaluate(self, a: _Args, s) -> list[N.Stmt]:
         return [N.Evaluate(N.as_expr(a.value("value")), loc=self.loc(s))]
 

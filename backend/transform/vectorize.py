@@ -17,7 +17,7 @@ import dataclasses
 import math
 
 from ..ir import nodes as N
-from ..ir.visitor import StmtMutator
+from ..ir.visitor import StmtMutator, walk_nodes
 from ..runtime.dtypes import DTYPES
 from ..target import ASYNC_COPY_BYTES, VECTOR_BYTES, arch_at_least
 from .analysis import (accesses, affine_in, known_multiple, let_values, loads as _loads,
@@ -86,8 +86,9 @@ def vector_accesses(inner: N.For, buffers: dict[str, N.Buffer], layouts: dict[st
                 continue
         elif buf.scope != "global":
             continue
-        if any(True for _ in _loads(indices)) or any(mentions(i, j) for i in indices[:-1]):
-            continue
+        if any(True for _ in _loads(indices)) or any(mentions(i, j) for i in indices[:-1]) \
+                or _draws(indices):
+            continue  # (a Let's T.rng_rand() substituted into an index would draw again)
         c = affine_in(indices[-1], j)
         strides = row_major_strides(buf)
         if c is None or not (isinstance(strides[-1], N.Const) and strides[-1].value == 1):
@@ -106,6 +107,11 @@ def vector_accesses(inner: N.For, buffers: dict[str, N.Buffer], layouts: dict[st
         if chunk > 1:
             out[key] = chunk
     return out
+
+
+def _draws(x) -> bool:
+    """Does ``x`` call a random number draw (T.rng_rand / T.rng_rand_float)?"""
+    return any(isinstance(n, N.Call) and n.name in N.RNG_DRAWS for n in walk_nodes(x))
 
 
 def async_copy_ok(inner: N.For, buffers, layouts, arch: str) -> bool:
