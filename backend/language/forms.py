@@ -604,8 +604,9 @@ class Unsupported:
         self.__name__ = name
 
     def message(self) -> str:
+        reason = _UNSUPPORTED_WHY.get(self.__name__)
         return (f"T.{self.__name__} is a TileLang form that tilecute does not support "
-                "(see docs/ir.md, \"TileLang's forms\")")
+                + (f"({reason})" if reason else "(see docs/ir.md, \"TileLang's forms\")"))
 
     def __call__(self, *args, **kwargs):
         raise NotImplementedError(self.message())
@@ -613,6 +614,15 @@ class Unsupported:
     def __repr__(self) -> str:
         return f"<T.{self.__name__}: not supported by tilecute>"
 
+
+# Why, where docs/ir.md's list alone would leave the user guessing.
+_UNSUPPORTED_WHY = {
+    "annotate_l2_hit_ratio": "TileLang sets the stream's L2 access policy window on the "
+    "buffer around the kernel's launch (hits persisting at the given ratio, misses "
+    "streaming, the context's persisting-L2 limit raised to the buffer's bytes and restored "
+    "after); tilecute's launcher sets no access policy window, and a hint dropped silently "
+    "would change the program's L2 behaviour unannounced: remove the annotation",
+}
 
 TILELANG_ONLY = frozenset("""
     Fragment ptr make_tensor make_tensor_from_addr

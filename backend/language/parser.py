@@ -408,8 +408,6 @@ class _Parser:
                 raise self.error(fn, "only `with T.Kernel(...)` blocks may stand at the top "
                                      "level of a prim_func body")
             kernels.append(s)
-        if not kernels:
-            raise self.error(fn, "a prim_func needs at least one `with T.Kernel(...)` block")
         stray = next((b for b in walk_stmts(body) if isinstance(b, _Break)), None)
         if stray is not None:
             raise FrontendError("T.loop_break outside a loop", stray.loc, self.fname)
@@ -423,7 +421,7 @@ class _Parser:
                 n: dataclasses.replace(self.symbols[n], multiple=self.symbols[n].multiple
                                        * (k // math.gcd(k, self.symbols[n].multiple)))
                 for n, k in self.assumed_divisors.items()})
-        validate(func)
+        validate(func, compiling=False)  # a prim_func with no T.Kernel parses (TileLang's)
         return func
 
     def body_annotations(self, fn, unannotated: set) -> tuple[dict, list]:
@@ -517,8 +515,11 @@ class _Parser:
             raise self.error(node, f"'{name}': a dimension must be an int, T.dynamic(...) or "
                                    f"an integer expression of them (+, -, *, //, %), got {d!r}")
         if isinstance(d, int):
-            if d <= 0:
-                raise self.error(node, f"'{name}': dimension {d} must be positive")
+            if d <= 0:  # TileLang takes 0 (an empty tensor); CuTe DSL's layouts do not
+                raise self.error(node, f"'{name}': dimension {d} must be positive"
+                                 + (" (a static 0 is refused: CuTe DSL takes no static zero "
+                                    "extent in a layout; declare the dim T.dynamic(...) and "
+                                    "pass an empty tensor)" if d == 0 else ""))
             if d >= 2 ** 31:
                 raise self.error(node, f"'{name}': dimension {d} does not fit int32")
             return N.Const(d, "int32")
@@ -1262,6 +1263,19 @@ class _Parser:
             raise self.error(s, "starred assignment targets are not supported")
         if isinstance(s.value, (ast.Tuple, ast.List)) and \
                 not any(isinstance(e, ast.Starred) for e in s.value.elts):
+            allocs = [isinstance(e, ast.Call) and (f := self.form_of(e.func)) is not None and
+                      f.kind == "alloc" for e in s.value.elts]
+            if any(allocs) and len(s.value.elts) == len(target.elts) and \
+                    all(isinstance(t, ast.Name) for t in target.elts):
+                # `a, b = T.alloc_var(T.int), T.alloc_var(T.int)`: each allocation bound to
+                # its name, as one assignment each; the other values are read first
+                values = [None if is_alloc else self.expr(e)
+                          for e, is_alloc in zip(s.value.elts, allocs)]
+                out: list[N.Stmt] = []
+                for t, e, v, is_alloc in zip(target.elts, s.value.elts, values, allocs):
+                    out.extend(self.assign_name(t, e, s) if is_alloc
+                               else self.assign_name(t, None, s, v))
+                return out
             values = [self.expr(e) for e in s.value.elts]
         else:
             values = self.expr(s.value)
@@ -3260,6 +3274,24 @@ class _Parser:
 
     def call(self, node: ast.Call):
         fn = self.expr(node.func)
+        if isinstance(fn, F.Form) and fn.__name__ in ("view", "reshape") and \
+                self.pending is not None:
+            # `T.cumsum(T.view(smem, (1, n)), dim=1)`: an unnamed view, allocated before
+            # the statement that reads it (as `v = T.view(...)` on the line above)
+            a = self.args(fn, node)
+            src = a.value("src")
+            name = f"{fn.__name__}_of_{src.buffer.name if isinstance(src, _BufferRef) else 'src'}"
+            scope, missing = self.scopes[-1], object()
+            shadowed = scope.get(name, missing)  # the view binds no name of the program's
+            stmts = self.alloc_view(name, a, node, a.value("src"), a.value("shape"),
+                                    a.value("dtype") if fn.__name__ == "view" else None,
+                                    "src", exact=True)
+            if shadowed is missing:
+                del scope[name]
+            else:
+                scope[name] = shadowed
+            self.pending += stmts
+            return _BufferRef(stmts[-1].buffer)
         if isinstance(fn, F.Form):
             raise self.error(node, f"T.{fn.__name__} is a statement form and cannot be used "
                                    "in an expression here")
