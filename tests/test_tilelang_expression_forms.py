@@ -116,6 +116,8 @@ def test_prim_func_without_a_kernel_parses_and_is_refused_when_compiled():
         pass
 
     assert nothing.kernels == () and [p.name for p in nothing.params] == ["x"]
+    assert nothing.script().rstrip().endswith("pass")
+    assert T.from_script(nothing.script()).script() == nothing.script()
     with pytest.raises(ValidationError, match=r"no `with T\.Kernel\(\.\.\.\)` block.*"
                                               r"TileLang compiles it to a host function"):
         tilecute.compile(nothing)
