@@ -82,3 +82,24 @@ def test_values_reading_buffers_are_not_seen_through():
     stmts = _stmts(k)
     loop = next(s for s in stmts if isinstance(s, N.For))
     assert not isinstance(loop.extent, N.Const)  # hi - lo reads two different loads
+
+
+def test_names_doubling_their_value_are_not_expanded_without_bound():
+    """``a1 = a0 * a0`` 40 times over would expand to 2**40 nodes: past a bound the
+    extent stays the (correct) difference of the names."""
+    chain = "\n".join(f"        a{i + 1} = a{i} * a{i}" for i in range(40))
+    src = f'''
+import tilecute.language as T
+
+@T.prim_func
+def k(A: T.Tensor((64,), "int32")):
+    with T.Kernel(1, threads=1) as bx:
+        a0 = bx + 1
+{chain}
+        hi = a40 + 4
+        for t in T.serial(a40, hi):
+            A[t % 64] = t
+'''
+    f = T.from_script(src)
+    loop = next(s for s in _stmts(f) if isinstance(s, N.For))
+    assert not isinstance(loop.extent, N.Const)

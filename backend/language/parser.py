@@ -1177,38 +1177,49 @@ class _Parser:
                 if isinstance(s.test, ast.Compare) and len(s.test.comparators) == 1 else ""))
         return []
 
-    def expand(self, e, seen: tuple = ()) -> N.Expr:
+    def expand(self, e) -> Optional[N.Expr]:
         """``e`` with every name a Let binds to a pure value (one reading no buffer and
         calling nothing but ``ceildiv``) replaced by that value, recursively: TileLang's
         kernel variables are expressions its simplifier sees through.  Every such name is
         bound once, by the Let that dominates its uses (a rebinding makes a fresh name),
         and its value reads only immutable names, so the substitution keeps its meaning;
-        the IR keeps the Lets (only parse-time folding uses this)."""
-        if isinstance(e, N.Var):
-            v = self.let_values.get(e.name)
-            if v is None or e.name in seen or not _pure(v):
-                return e
-            return self.expand(v, seen + (e.name,))
-        if isinstance(e, N.BinOp):
-            a, b = self.expand(e.a, seen), self.expand(e.b, seen)
-            if a is e.a and b is e.b:
-                return e
-            return N.binop(e.op, a, b) if a.dtype == b.dtype == e.dtype else \
-                N.BinOp(e.op, a, b, e.dtype)
-        if isinstance(e, N.Cast):
-            v = self.expand(e.value, seen)
-            return e if v is e.value else N.cast(v, e.dtype)
-        if isinstance(e, N.Call) and e.name == "ceildiv":
-            args = tuple(self.expand(x, seen) for x in e.args)
-            return N.ceildiv(*args) if args[0].dtype == args[1].dtype == e.dtype else e
-        return e
+        the IR keeps the Lets (only parse-time folding uses this).  None when the
+        expansion would pass ``_EXPAND_NODES`` nodes (``a = b * b`` chains double it)."""
+        budget = [_EXPAND_NODES]
+
+        def go(e):
+            budget[0] -= 1
+            if budget[0] < 0:
+                raise _TooLarge
+            if isinstance(e, N.Var):
+                v = self.let_values.get(e.name)
+                return e if v is None or not _pure(v) else go(v)
+            if isinstance(e, N.BinOp):
+                a, b = go(e.a), go(e.b)
+                if a is e.a and b is e.b:
+                    return e
+                return N.binop(e.op, a, b) if a.dtype == b.dtype == e.dtype else \
+                    N.BinOp(e.op, a, b, e.dtype)
+            if isinstance(e, N.Cast):
+                v = go(e.value)
+                return e if v is e.value else N.cast(v, e.dtype)
+            if isinstance(e, N.Call) and e.name == "ceildiv":
+                args = tuple(go(x) for x in e.args)
+                return N.ceildiv(*args) if args[0].dtype == args[1].dtype == e.dtype else e
+            return e
+
+        try:
+            return go(e)
+        except _TooLarge:
+            return None
 
     def folded(self, e):
         """``e`` as a constant when it is one through its Let-bound names (``n = hi - lo``
         with ``hi = lo + 64``), else ``e`` itself."""
         if not isinstance(e, N.Expr) or isinstance(e, N.Const):
             return e
-        f = _affine(self.expand(e))
+        x = self.expand(e)
+        f = _affine(x) if x is not None else None
         return N.Const(f[1], e.dtype) if f is not None and not any(f[0].values()) else e
 
     def extent(self, stop: N.Expr, start: N.Expr) -> N.Expr:
@@ -1218,7 +1229,8 @@ class _Parser:
         e = _sub(stop, start)
         if isinstance(e, N.Const):
             return e
-        f = _sub(self.expand(stop), self.expand(start))
+        a, b = self.expand(stop), self.expand(start)
+        f = _sub(a, b) if a is not None and b is not None else None
         return f if isinstance(f, N.Const) else e
 
     def host_only(self, e) -> bool:
@@ -3561,6 +3573,13 @@ def _sub(a: N.Expr, b: N.Expr) -> N.Expr:
         if const == 0 and list(terms.values()) == [1]:
             return next(iter(terms))
     return N.binop("sub", a, b)
+
+
+_EXPAND_NODES = 512  # the most nodes _Parser.expand visits for one expression
+
+
+class _TooLarge(Exception):
+    pass
 
 
 def _pure(e) -> bool:
