@@ -234,10 +234,11 @@ def test_wgmma_gemm_never_falls_back(kw, why):
     assert why in str(e.value) and ":12" in str(e.value)
 
 
-@pytest.mark.parametrize("cond", ["tx < 128", "tx >= 128", "t == 0"])
+@pytest.mark.parametrize("cond", ["tx < 64", "tx >= 192", "t == 0", "tx < 128 or tx >= 192"])
 def test_gemm_under_a_thread_index_condition_is_refused(cond):
-    """TileLang plans such a T.gemm for the warpgroups the condition selects (its FlashMLA
-    examples' `if tx < 128:`); tilecute would plan it for all 256 threads, so it refuses."""
+    """A condition on the thread index that selects no run of whole warpgroups stays an
+    `if` (those that do are warpgroup regions: tests/test_thread_branches.py), and a
+    T.gemm under it is refused: tilecute would plan it for all 256 threads."""
     src = f'''
 @T.prim_func
 def branch(Q: T.Tensor((64, 64), "float16"), K: T.Tensor((64, 64), "float16"),

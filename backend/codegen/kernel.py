@@ -336,7 +336,11 @@ class KernelEmitter:
         source reduced into float16 combines float16s).  Rows of a T.gemm accumulator
         reduce within the quads that hold them."""
         if s.src in self.mma.coords:
-            self.mma.reduce_rows(s, depth, self.scope.num_threads if self.scope.producer_threads else 0)
+            if self.region_barrier:  # in a T.ws region: its threads' named barrier
+                self.mma.reduce_rows(s, depth, self.threads, self.region_barrier)
+            else:
+                self.mma.reduce_rows(s, depth, self.scope.num_threads if self.scope.producer_threads
+                                     else 0)
             return
         out = self.out
         src, dst = self.buffers[s.src], self.buffers[s.dst]

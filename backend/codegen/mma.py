@@ -85,11 +85,12 @@ class MmaEmitter:
                       f"the rows of a {layout.mma} accumulator this thread holds; "
                       f"{b.name}[q] is row {rows}[q]")
 
-    def reduce_rows(self, s: N.Reduce, depth: int, threads: int = 0) -> None:
+    def reduce_rows(self, s: N.Reduce, depth: int, threads: int = 0, barrier_id: int = 1) -> None:
         """``T.reduce_<kind>(acc, rows, dim=1)``: each thread combines its registers of each
         of its rows, then the quad holding the row; with warps along N (``s.scratch``), then
-        the warps' partials through shared memory (``threads``: a named barrier over the
-        first ``threads`` threads, for a kernel with a producer warpgroup)."""
+        the warps' partials through shared memory (``threads``: named barrier ``barrier_id``
+        over ``threads`` threads: the first ones, for a kernel with a producer warpgroup, or
+        a warpgroup region's, whose threads are numbered from its first)."""
         self.drain(depth, {s.src, s.dst})
         self.out.use("rows")
         what = f"T.reduce_{s.kind}({s.src}, {s.dst}, dim=1)"
@@ -102,7 +103,8 @@ class MmaEmitter:
         m = int(self.buffers[s.src].shape[0].value)
         self.out.line(depth, f"tcrow.reduce_rows_across({ident(s.src)}, {ident(s.dst)}, "
                              f"{self.rows[s.dst]}, {quote(kind)}, {s.clear}, {ident(s.scratch)}, "
-                             f"{quote(layout.mma)}, {tuple(layout.warps)}, {m}, tc_tid, {threads})",
+                             f"{quote(layout.mma)}, {tuple(layout.warps)}, {m}, {self.tid}, {threads}"
+                             f"{f', {barrier_id}' if barrier_id != 1 else ''})",
                       what + f": rows split over {layout.warps[1]} warp(group)s along N meet in "
                              f"'{s.scratch}'")
 

@@ -1122,9 +1122,123 @@ class _Parser:
         waves = ops.ceildiv(padded, wave_size)
         return [N.For(wave, N.Const(0, "int32"), waves, "serial", tuple(stmts), loc=loc)]
 
-    def if_stmt(self, s: ast.If) -> list[N.Stmt]:
+    def if_stmt(self, s: ast.If, span: tuple | None = None) -> list[N.Stmt]:
+        """``span``: this ``if`` is the ``elif`` of a branch on the thread index whose
+        other branches took the threads outside ``span`` (see :meth:`thread_branches`)."""
         cond = self.expr(s.test)
         self.check_value(s.test, cond)
+        if span is not None:
+            return self.thread_branches(s, cond, span)
+        if not _is_ir(cond):  # parse-time condition: the chosen branch is straight-line code
+            return list(self.block(s.body if cond else s.orelse))
+        if cond.dtype != "bool":
+            cond = N.cmp("ne", cond, 0)
+        whole = self.warpgroup_span()
+        if whole is not None and self.thread_range(cond, whole) is not None:
+            return self.thread_branches(s, cond, whole)
+        return self.plain_if(s, cond)
+
+    # ---- branches on the thread index (TileLang's hand warp specialization) -------------
+    def warpgroup_span(self) -> tuple | None:
+        """The block's threads ``(0, n)`` where a branch on the thread index may become a
+        warpgroup region: a 1-D block of whole warpgroups, outside any ``T.ws`` region."""
+        threads = self.kernel_threads if self.in_kernel else ()
+        if self.in_ws or len(threads) != 1 or not isinstance(threads[0], int) or \
+                threads[0] % N.WARPGROUP_THREADS:
+            return None
+        return (0, threads[0])
+
+    def thread_range(self, cond, span: tuple) -> tuple | None:
+        """The threads ``[lo, hi)`` of ``span`` for which ``cond`` holds, when ``cond``
+        compares the thread index (``T.get_thread_binding()``, a name bound to it) with
+        constants (``tx < 128``, ``tx >= 256``, ``128 <= tx < 256``, ``and`` of such) and
+        they are whole warpgroups; else None."""
+        def is_tid(e) -> bool:
+            while isinstance(e, N.Cast) and N.is_int(e.dtype):
+                e = e.value
+            while isinstance(e, N.Var) and e.name in self.let_values:
+                e = self.let_values[e.name]
+            return isinstance(e, N.Call) and e.name == "thread_idx" and \
+                e.args == (N.Const(0, "int32"),)
+
+        def const(e):
+            while isinstance(e, N.Cast) and N.is_int(e.dtype):
+                e = e.value
+            return e.value if isinstance(e, N.Const) and isinstance(e.value, int) and \
+                not isinstance(e.value, bool) else None
+
+        def rng(e):
+            if isinstance(e, N.Logic) and e.op == "and":
+                lo, hi = span
+                for x in e.args:
+                    r = rng(x)
+                    if r is None:
+                        return None
+                    lo, hi = max(lo, r[0]), min(hi, r[1])
+                return lo, max(lo, hi)
+            if not isinstance(e, N.Cmp) or e.op in ("eq", "ne"):
+                return None
+            op, a, b = e.op, e.a, e.b
+            if is_tid(b) and const(a) is not None:  # 128 > tx: tx < 128
+                op, a, b = {"lt": "gt", "gt": "lt", "le": "ge", "ge": "le"}[op], b, a
+            c = const(b)
+            if not is_tid(a) or c is None:
+                return None
+            lo, hi = {"lt": (span[0], c), "le": (span[0], c + 1),
+                      "gt": (c + 1, span[1]), "ge": (c, span[1])}[op]
+            return max(lo, span[0]), max(max(lo, span[0]), min(hi, span[1]))
+
+        r = rng(cond) if _is_ir(cond) else None
+        if r is None or any(x % N.WARPGROUP_THREADS for x in r):
+            return None
+        return r
+
+    def thread_branches(self, s: ast.If, cond, span: tuple) -> list[N.Stmt]:
+        """``if tx < 128: ... elif tx >= 256: ... else: ...`` on the thread index, each
+        branch selecting a run of whole warpgroups of ``span``: TileLang plans the tile
+        ops of a branch for the threads its condition selects, so each branch becomes the
+        warpgroup region (``N.WarpGroups``, what ``with T.ws(g, ...)`` makes) of its
+        threads.  The regions follow one another in the IR as the branches do in the
+        ``if``; their threads are disjoint, so they run side by side (the barrier pass
+        puts no block barrier between them).  The ``else`` of such a branch is the rest of
+        ``span`` (one run of warpgroups; an ``elif`` there is taken the same way); a
+        branch on the thread index that does not select whole warpgroups stays an ``if``
+        (where a ``T.gemm`` under it is refused by name)."""
+        r = self.thread_range(cond, span)
+        rest = None
+        if r is not None and s.orelse:
+            rest = (r[1], span[1]) if r[0] == span[0] else (span[0], r[0]) \
+                if r[1] == span[1] else None
+        if r is None or (s.orelse and rest is None):
+            if span == self.warpgroup_span():  # not a branch over warpgroups: an if
+                return self.plain_if(s, cond)
+            # the elif of a branch over warpgroups: an if inside the region of the rest
+            return self.thread_region(span, s, lambda: self.plain_if(s, cond))
+        out = self.thread_region(r, s, lambda: self.block(s.body))
+        if s.orelse:
+            if len(s.orelse) == 1 and isinstance(s.orelse[0], ast.If):
+                out += self.if_stmt(s.orelse[0], rest)  # elif: within the rest
+            else:
+                out += self.thread_region(rest, s, lambda: self.block(s.orelse))
+        return out
+
+    def thread_region(self, span: tuple, s, parse) -> list[N.Stmt]:
+        """``parse()``'s statements as the warpgroup region of threads ``span``: nothing
+        when ``span`` is empty (no thread runs it; it is still parsed)."""
+        self.in_ws = True
+        self.push(control=True)  # as `with T.ws(...)`
+        try:
+            body = tuple(parse())
+        finally:
+            self.pop()
+            self.in_ws = False
+        lo, hi = span
+        if lo >= hi:
+            return []
+        groups = tuple(range(lo // N.WARPGROUP_THREADS, hi // N.WARPGROUP_THREADS))
+        return [N.WarpGroups(groups, body, loc=self.loc(s))]
+
+    def plain_if(self, s: ast.If, cond) -> list[N.Stmt]:
         if not _is_ir(cond):  # parse-time condition: the chosen branch is straight-line code
             return list(self.block(s.body if cond else s.orelse))
         if cond.dtype != "bool":

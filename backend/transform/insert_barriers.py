@@ -67,7 +67,10 @@ class _Sync:
 
     def block(self, body, st: _State) -> tuple:
         out = []
+        run = None  # the run of side-by-side T.ws regions just placed (see warp_groups)
         for s in body:
+            if not isinstance(s, N.WarpGroups):
+                run = None
             if isinstance(s, N.TmaCopy):
                 self.tma_copy(s, st, out)
                 continue
@@ -98,7 +101,7 @@ class _Sync:
                 st.merge(entry)
                 continue
             if isinstance(s, N.WarpGroups):
-                self.warp_groups(s, st, out)
+                run = self.warp_groups(s, st, out, run)
                 continue
             if isinstance(s, (N.Reduce, N.FinalizeReducer)):
                 self.reduction(s, st, out)
@@ -119,24 +122,48 @@ class _Sync:
             out.append(s)
         return tuple(out)
 
-    def warp_groups(self, s: N.WarpGroups, st: _State, out: list) -> None:
+    def warp_groups(self, s: N.WarpGroups, st: _State, out: list, run):
         """A ``T.ws`` region runs on some of the block's threads: a block barrier before it
         orders it after the block's earlier statements (every thread reaches it); inside,
         barriers are the region's own (named barriers over its threads, codegen), starting
         afresh; after it, everything it touched counts as touched since the last block
         barrier.  The shared writes of its TMA loads are the program's to order: the
         region's readers wait on the loads' mbarriers, and the program's mbarriers say when
-        a buffer may be loaded again (TileLang's explicit warp specialization)."""
+        a buffer may be loaded again (TileLang's explicit warp specialization).
+
+        Consecutive regions on disjoint threads (the branches of TileLang's ``if tx < 128:
+        ... else: ...``, or ``with T.ws(0):`` then ``with T.ws(1):``) run side by side: the
+        program orders them with its mbarriers (a block barrier between them would wait
+        for the first region to end, which may wait on the second).  So a barrier a region
+        of the run needs against the statements before the run goes before the run's first
+        region, and none goes between them.  ``run``: the run so far ((its regions' thread
+        ranges, the state before it, its position in ``out``), or None); returns the run
+        with ``s``."""
         reads, writes, _ = self.touches(s)
         is_async = _async_writes(s)
-        if (reads & set(st.written) or writes & (st.read | set(st.written))) and \
+        lo, hi = s.first_thread, s.first_thread + s.num_threads
+        if run is None or any(lo < b and a < hi for a, b in run[0]):
+            run = ([], st.copy(), len(out))
+        ranges, before, at = run
+        if (reads & set(before.written) or writes & (before.read | set(before.written))) and \
                 not self.program_orders:
-            st.barrier(out, s.loc)
+            head: list = []
+            before.barrier(head, s.loc)
+            out[at:at] = head
+            st.written.clear()  # (what the run's earlier regions touched counts again below)
+            st.read.clear()
+            for t in out[at + len(head):]:
+                r, w, _ = self.touches(t)
+                st.read |= r
+                for b in w:
+                    st.written[b] = st.written.get(b, False) or _async_writes(t)
+            at += len(head)
         body = self.block(s.body, _State())
         st.read |= reads
         for b in writes:
             st.written[b] = st.written.get(b, False) or is_async
         out.append(dataclasses.replace(s, body=body))
+        return (ranges + [(lo, hi)], before, at)
 
     def tma_copy(self, s: N.TmaCopy, st: _State, out: list) -> None:
         """A TMA load may overwrite its shared buffer only after every thread is done with

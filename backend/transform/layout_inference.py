@@ -238,9 +238,18 @@ class _Kernel:
                 self.collect(s.then, top=False)
                 self.collect(s.orelse, top=False)
             elif isinstance(s, (N.Reduce, N.FinalizeReducer, N.Scan)) and \
-                    self.region != (0, self.threads):
-                self.fail(s, f"{type(s).__name__} inside a T.ws region is not supported by "
-                             "tilecute yet (its cross-warp step synchronises the whole block)")
+                    self.region != (0, self.threads) and \
+                    not (isinstance(s, N.Reduce) and s.dst in self.rows):
+                # (the rows of a T.gemm accumulator reduce within the region's threads that
+                # hold them: the quads, and with warps along N the region's named barrier)
+                what = f"T.reduce_{s.kind}" if isinstance(s, N.Reduce) else \
+                    "T.finalize_reducer" if isinstance(s, N.FinalizeReducer) else \
+                    f"T.cum{s.kind}"
+                self.fail(s, f"{what} inside a warpgroup region (T.ws, or an `if` on the thread "
+                             f"index, threads {self.region[0]}..{sum(self.region) - 1}) is "
+                             "supported only for the rows of a T.gemm accumulator "
+                             "(T.reduce_*(acc, rows, dim=1)); tilecute's cross-warp step of "
+                             "other reductions synchronises the whole block")
             elif isinstance(s, N.Reduce):
                 self.reduces.append(s)
                 if s.dst not in self.rows:

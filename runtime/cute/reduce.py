@@ -143,9 +143,10 @@ def grouped_rows(red: cute.Tensor, rows: cute.Tensor, scratch: cute.Tensor,
     _sync(threads)
 
 
-def _sync(threads: int) -> None:
-    """A barrier of the whole block, or (``threads``) of its first ``threads`` threads."""
+def _sync(threads: int, barrier_id: int = 1) -> None:
+    """A barrier of the whole block, or (``threads``) named barrier ``barrier_id`` over
+    ``threads`` threads (the first ones, or a warpgroup region's)."""
     if cutlass.const_expr(threads):
-        cute.arch.barrier(barrier_id=1, number_of_threads=threads)
+        cute.arch.barrier(barrier_id=barrier_id, number_of_threads=threads)
     else:
         cute.arch.sync_threads()

@@ -91,13 +91,15 @@ def reduce_rows(acc, rows, op: str, clear: bool = True):
 
 
 def reduce_rows_across(acc, rows, rows_i, op: str, clear: bool, scratch, family: str,
-                       warps: tuple, m: int, tid, threads: int = 0):
+                       warps: tuple, m: int, tid, threads: int = 0, barrier_id: int = 1):
     """``reduce_rows`` for an accumulator whose warps (warpgroups for wgmma) split N:
     each warp's quad reduces its columns of the row, lane 0 of the quad writes the partial
     to ``scratch[w * m + row]`` (``w``: the warp's index along N, the tiled MMA's atoms
     being laid out column-major, M first), a barrier, then every thread combines the
     ``warps[1]`` partials of each of its rows, and a second barrier lets the scratch be
-    written again.  Every thread of the MMA must call it."""
+    written again.  Every thread of the MMA must call it; ``tid`` is its index among them
+    (in a warpgroup region, from the region's first thread), and with ``threads`` the
+    barriers are named barrier ``barrier_id`` over ``threads`` threads."""
     base = op[3:] if op.startswith("abs") else op
     unit = 128 if family == "wgmma" else 32
     along_n = (tid // unit) // warps[0]
@@ -105,17 +107,18 @@ def reduce_rows_across(acc, rows, rows_i, op: str, clear: bool, scratch, family:
     part = cute.make_rmem_tensor((len(partials),), rows.element_type)
     for q, v in enumerate(partials):
         part[q] = v
-    _exchange(part, rows, rows_i, base, clear, scratch, warps[1], m, along_n, tid, threads)
+    _exchange(part, rows, rows_i, base, clear, scratch, warps[1], m, along_n, tid, threads,
+              barrier_id)
 
 
 @cute.jit
 def _exchange(part, rows, rows_i, op: cutlass.Constexpr, clear: cutlass.Constexpr, scratch,
               warps_n: cutlass.Constexpr, m: cutlass.Constexpr, along_n, tid,
-              threads: cutlass.Constexpr):
+              threads: cutlass.Constexpr, barrier_id: cutlass.Constexpr):
     if tid % 4 == 0:
         for q in cutlass.range_constexpr(len(rows_i)):
             scratch[along_n * m + rows_i[q]] = part[q]
-    _sync(threads)
+    _sync(threads, barrier_id)
     for q in cutlass.range_constexpr(len(rows_i)):
         v = scratch[rows_i[q]]
         for w in cutlass.range_constexpr(1, warps_n):
@@ -124,7 +127,7 @@ def _exchange(part, rows, rows_i, op: cutlass.Constexpr, clear: cutlass.Constexp
             rows[q] = v
         else:
             rows[q] = combine(rows[q], v, op)
-    _sync(threads)
+    _sync(threads, barrier_id)
 
 
 def _abs(x):
