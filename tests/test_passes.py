@@ -572,10 +572,10 @@ def test_pdl_marks_kernels_and_reaches_the_launcher_and_the_kernel(tmp_path, mon
     k = tilecute.compile(func, target="sm_90a", options={"pdl": True})
     assert [kl.pdl for kl in k.abi.kernels] == [True]
     info = '{ "tilecute_add_0", { 128, 1, 1 }, { 0, 0, 0 }, 0, false, false, '  # KernelInfo
-    assert info + "true }" in k.get_source("launcher")  # .pdl: the launch's PDL attribute
+    assert info + "true, false }" in k.get_source("launcher")  # .pdl (then .cooperative)
     assert "cute.arch.griddepcontrol_wait()" in k.get_source("cute")
     assert Path(k.ensure_cubin()).stat().st_size > 0
-    assert info + "false }" in tilecute.compile(func, target="sm_90a").get_source("launcher")
+    assert info + "false, false }" in tilecute.compile(func, target="sm_90a").get_source("launcher")
     with pytest.raises(OptionError, match="option pdl .* needs sm_90 or later; the target is sm_80"):
         tilecute.compile(func, target="sm_80", options={"pdl": True})
 
