@@ -1,0 +1,320 @@
+"""TileLang's hand warp specialization: ``tx = T.get_thread_binding()`` and ``if tx < 128:
+... elif tx < 256: ... else: ...`` split the block's threads, and TileLang plans the tile
+ops of each branch for the threads its condition selects.  tilecute makes such a branch
+(one selecting a run of whole warpgroups) the warpgroup region ``with T.ws(g):`` makes
+(``N.WarpGroups``).  CPU: IR, layouts, barriers, refusals, generated source, sm_90a
+cubins; GPU: results vs torch."""
+
+import re
+
+import pytest
+
+import tilecute
+import tilecute.language as T
+from tilecute.codegen.cute import emit_cute
+from tilecute.ir import nodes as N
+from tilecute.ir.printer import print_func
+from tilecute.ir.visitor import walk_stmts
+from tilecute.transform.layout_inference import LayoutError
+from tilecute.transform.pipeline import lower
+from tilecute.transform.select_mma import GemmError
+
+
+def _stmts(func, cls):
+    return [s for k in func.kernels for s in walk_stmts(k.body) if isinstance(s, cls)]
+
+
+def _regions(func):
+    return [s.groups for s in _stmts(func, N.WarpGroups)]
+
+
+# ---- programs (TileLang's idioms) ------------------------------------------------------------
+def two_consumers(M=256, N_=128, K=256, bk=64):
+    """C = A @ B^T and each row's max: warpgroup 0 multiplies rows 0..127, warpgroup 1
+    rows 128..255, each into its own accumulator; warpgroup 2 (the producer) loads the K
+    tiles with TMA; `full` / `empty` mbarriers hand the tiles over."""
+    half = M // 2
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((N_, K), "float16"),
+             C: T.Tensor((M, N_), "float32"), R: T.Tensor((M,), "float32")):
+        with T.Kernel(1, threads=384) as bx:
+            A0 = T.alloc_shared((half, bk), "float16")
+            A1 = T.alloc_shared((half, bk), "float16")
+            B_s = T.alloc_shared((N_, bk), "float16")
+            C0 = T.alloc_fragment((half, N_), "float32")
+            C1 = T.alloc_fragment((half, N_), "float32")
+            r0 = T.alloc_fragment((half,), "float32")
+            r1 = T.alloc_fragment((half,), "float32")
+            full = T.alloc_barrier(arrive_count=128)
+            empty = T.alloc_barrier(arrive_count=256)
+            tx = T.get_thread_binding()
+            if tx < 128:
+                T.clear(C0)
+                for k in T.serial(K // bk):
+                    T.barrier_wait(full, k % 2)
+                    T.gemm(A0, B_s, C0, transpose_B=True)
+                    T.barrier_arrive(empty)
+                T.reduce_max(C0, r0, dim=1)
+                T.copy(C0, C[0:half, :])
+                T.copy(r0, R[0:half])
+            elif tx < 256:
+                T.clear(C1)
+                for k in T.serial(K // bk):
+                    T.barrier_wait(full, k % 2)
+                    T.gemm(A1, B_s, C1, transpose_B=True)
+                    T.barrier_arrive(empty)
+                T.reduce_max(C1, r1, dim=1)
+                T.copy(C1, C[half:M, :])
+                T.copy(r1, R[half:M])
+            else:
+                for k in T.serial(K // bk):
+                    T.barrier_wait(empty, (k + 1) % 2)
+                    T.tma_copy(A[0:half, k * bk:(k + 1) * bk], A0, barrier=full)
+                    T.tma_copy(A[half:M, k * bk:(k + 1) * bk], A1, barrier=full)
+                    T.tma_copy(B[:, k * bk:(k + 1) * bk], B_s, barrier=full)
+                    T.barrier_arrive(full)
+
+    return main
+
+
+def handoff(H=64, BN=128, D=64):
+    """Warpgroup 0 computes P = exp2(S - rowmax(S)) for S = Q @ K^T, writes it to shared
+    and signals; warpgroups 1..2 (`tx >= 128`, one MMA of 256 threads, warps along N)
+    wait, compute O = P @ V and each row's sum of O (the rows meet across the two
+    warpgroups through shared memory)."""
+
+    @T.prim_func
+    def main(Q: T.Tensor((H, D), "float16"), K: T.Tensor((BN, D), "float16"),
+             V: T.Tensor((BN, BN), "float16"), O: T.Tensor((H, BN), "float32"),
+             L: T.Tensor((H,), "float32")):
+        with T.Kernel(1, threads=384) as bx:
+            Q_s = T.alloc_shared((H, D), "float16")
+            K_s = T.alloc_shared((BN, D), "float16")
+            V_s = T.alloc_shared((BN, BN), "float16")
+            P_s = T.alloc_shared((H, BN), "float16")
+            S = T.alloc_fragment((H, BN), "float32")
+            m = T.alloc_fragment((H,), "float32")
+            acc = T.alloc_fragment((H, BN), "float32")
+            l = T.alloc_fragment((H,), "float32")
+            ready = T.alloc_barrier(arrive_count=128)
+            T.copy(Q, Q_s, disable_tma=True)  # (by every thread: a block barrier after)
+            T.copy(K, K_s, disable_tma=True)
+            T.copy(V, V_s, disable_tma=True)
+            tx = T.get_thread_binding()
+            if tx < 128:
+                T.gemm(Q_s, K_s, S, transpose_B=True, clear_accum=True)
+                T.reduce_max(S, m, dim=1)
+                for i, j in T.Parallel(H, BN):
+                    S[i, j] = T.exp2(S[i, j] - m[i])
+                T.copy(S, P_s)
+                T.fence_proxy_async()
+                T.barrier_arrive(ready)
+            else:
+                T.barrier_wait(ready, 0)
+                T.gemm(P_s, V_s, acc, clear_accum=True, policy=T.GemmWarpPolicy.FullCol)
+                T.reduce_sum(acc, l, dim=1)
+                T.copy(acc, O)
+                T.copy(l, L)
+
+    return main
+
+
+def branch_program(cond, threads=256, orelse=True):
+    """Each warpgroup's T.gemm of its own 64 rows, under `cond` / its else."""
+    src = f'''
+@T.prim_func
+def branch(A: T.Tensor((128, 64), "float16"), B: T.Tensor((64, 64), "float16"),
+           C: T.Tensor((128, 64), "float32")):
+    with T.Kernel(1, threads={threads}) as bx:
+        A_s = T.alloc_shared((128, 64), "float16")
+        B_s = T.alloc_shared((64, 64), "float16")
+        c0 = T.alloc_fragment((64, 64), "float32")
+        c1 = T.alloc_fragment((64, 64), "float32")
+        tx = T.get_thread_binding()
+        ty = T.thread_binding(0, {threads}, "threadIdx.x")
+        T.copy(A, A_s)
+        T.copy(B, B_s)
+        if {cond}:
+            T.gemm(A_s[0:64, :], B_s, c0, clear_accum=True)
+            T.copy(c0, C[0:64, :])
+''' + ('''        else:
+            T.gemm(A_s[64:128, :], B_s, c1, clear_accum=True)
+            T.copy(c1, C[64:128, :])
+''' if orelse else '')
+    return T.from_script(src)
+
+
+# ---- the frontend: which conditions make regions ----------------------------------------------
+@pytest.mark.parametrize("cond,threads,groups", [
+    ("tx < 128", 256, [(0,), (1,)]),
+    ("tx >= 128", 256, [(1,), (0,)]),
+    ("128 > tx", 256, [(0,), (1,)]),
+    ("T.get_thread_binding(0) < 128", 256, [(0,), (1,)]),
+    ("ty < 128", 256, [(0,), (1,)]),
+    ("tx <= 255", 384, [(0, 1), (2,)]),
+    ("tx > 127", 384, [(1, 2), (0,)]),
+    ("tx >= 128 and tx < 384", 384, [(1, 2), (0,)]),
+    ("0 <= tx < 256", 384, [(0, 1), (2,)]),
+])
+def test_conditions_over_whole_warpgroups_make_regions(cond, threads, groups):
+    f = branch_program(cond, threads)
+    assert _regions(f) == groups
+    assert not [s for s in _stmts(f, N.If)]
+    text = print_func(f)
+    assert print_func(T.from_script(text)) == text  # printed as `with T.ws(...)`
+    plan = lower(f, "sm_90a")
+    layouts = {a.buffer.name: a.layout for a in _stmts(plan.func, N.Allocate)}
+    first = {g: 128 * r[0] for g, r in zip(("c0", "c1"), groups)}
+    for c in ("c0", "c1"):
+        assert layouts[c].kind == "mma" and layouts[c].first_thread == first[c]
+        assert layouts[c].threads == 128 * len(groups[0 if c == "c0" else 1])
+
+
+def test_elif_chain_takes_the_rest_of_the_threads():
+    f = two_consumers()
+    assert _regions(f) == [(0,), (1,), (2,)]
+    # `elif tx < 256:` within the threads `tx < 128` left: warpgroup 1 alone
+    src = '''
+@T.prim_func
+def chain(A: T.Tensor((384,), "float32")):
+    with T.Kernel(1, threads=384) as bx:
+        tx = T.get_thread_binding()
+        if tx >= 256:
+            A[tx] = 2.0
+        elif tx >= 128:
+            A[tx] = 1.0
+        elif tx < 64:
+            A[tx] = 0.0
+'''
+    f = T.from_script(src)
+    (r2, r1, r0) = _stmts(f, N.WarpGroups)
+    assert (r2.groups, r1.groups, r0.groups) == ((2,), (1,), (0,))
+    assert isinstance(r0.body[0], N.If)  # tx < 64 is no warpgroup: an if inside warpgroup 0
+
+
+@pytest.mark.parametrize("cond,threads,orelse", [
+    ("tx < 64", 256, True),               # half a warpgroup
+    ("tx >= 192", 256, False),
+    ("tx < 128 or tx >= 256", 384, False),  # not one run
+    ("tx >= 128 and tx < 256", 384, True),  # its else is warpgroups 0 and 2
+    ("tx == 0", 256, False),
+    ("tx % 128 < 64", 256, False),
+])
+def test_other_thread_conditions_stay_ifs_and_gemm_is_refused(cond, threads, orelse):
+    f = branch_program(cond, threads, orelse)
+    assert not _regions(f) and _stmts(f, N.If)
+    with pytest.raises(GemmError, match=r"runs under `if .*:` \(<script>:14\)"):
+        lower(f, "sm_90a")
+
+
+def test_thread_condition_inside_a_region_stays_an_if():
+    src = '''
+@T.prim_func
+def nested(A: T.Tensor((256,), "float32")):
+    with T.Kernel(1, threads=256) as bx:
+        tx = T.get_thread_binding()
+        with T.ws(1):
+            if tx < 128:
+                A[tx] = 1.0
+        if tx < 128:
+            if tx < 128:
+                A[tx] = 2.0
+'''
+    f = T.from_script(src)
+    outer, inner = _stmts(f, N.WarpGroups)
+    assert (outer.groups, inner.groups) == ((1,), (0,))
+    assert isinstance(outer.body[0], N.If) and isinstance(inner.body[0], N.If)
+
+
+# ---- barriers: side-by-side regions ------------------------------------------------------------
+def test_no_block_barrier_between_the_branches():
+    """Warpgroup 0 writes P_s and the others read it after the `ready` mbarrier: a block
+    barrier between the regions would wait for warpgroup 0's end; the block barrier the
+    top-level copies need goes before the first branch."""
+    plan = lower(handoff(), "sm_90a")
+    body = plan.func.kernels[0].body
+    top = [type(s).__name__ for s in body if not isinstance(s, (N.Allocate, N.Let))]
+    assert top[-3:] == ["Barrier", "WarpGroups", "WarpGroups"]
+    src = emit_cute(plan)
+    first, second = src.index("# T.ws(0)"), src.index("# T.ws(1, 2)")
+    assert "sync_threads()" not in src[first:]
+
+
+def test_accumulator_rows_reduce_in_regions():
+    src = emit_cute(lower(handoff(), "sm_90a"))
+    region = src[src.index("# T.ws(1, 2)"):]
+    # warpgroup 0: the rows within the quads; warpgroups 1..2: FullCol (warps along N),
+    # partials through shared on the region's named barrier, its threads numbered from 0
+    assert "tcrow.reduce_rows(S, m" in src
+    call = [ln for ln in region.splitlines() if "reduce_rows_across(acc, l" in ln][0]
+    wtid = [ln for ln in region.splitlines() if "= tc_tid - 128" in ln][0].split("=")[0].strip()
+    # (named barriers 0 and 1 are the block's and a producer kernel's; regions take 2..)
+    assert re.search(rf"\(1, 2\), 64, {wtid}, 256, ([2-9]|1[0-5])\)", call), call
+
+
+def test_reduce_of_blocked_fragment_in_region_is_refused():
+    src = '''
+@T.prim_func
+def red(A: T.Tensor((128, 128), "float32"), R: T.Tensor((128,), "float32")):
+    with T.Kernel(1, threads=256) as bx:
+        a = T.alloc_fragment((128, 128), "float32")
+        r = T.alloc_fragment((128,), "float32")
+        tx = T.get_thread_binding()
+        if tx >= 128:
+            T.copy(A, a)
+            T.reduce_sum(a, r, dim=1)
+            T.copy(r, R)
+'''
+    with pytest.raises(LayoutError, match=r"<script>:10: .*T.reduce_sum inside a warpgroup "
+                                          r"region .*threads 128..255"):
+        lower(T.from_script(src), "sm_90a")
+
+
+# ---- cubins -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("prog", [two_consumers, handoff])
+def test_cubins(prog, tmp_path):
+    info = tilecute.build_cubin(prog(), "sm_90a", out_dir=str(tmp_path))
+    assert len(info.kernels) == 1
+
+
+def test_two_consumers_source():
+    src = emit_cute(lower(two_consumers(), "sm_90a"))
+    assert "if tc_tid < 128:  # T.ws(0)" in src
+    assert "if tc_tid >= 128 and tc_tid < 256:  # T.ws(1)" in src
+    assert "if tc_tid >= 256:  # T.ws(2)" in src
+    assert src.count("tcrow.reduce_rows(") == 2
+
+
+# ---- GPU ------------------------------------------------------------------------------------------
+@pytest.mark.gpu
+def test_gpu_two_consumers():
+    import torch
+
+    kernel = tilecute.compile(two_consumers())
+    a = torch.randn(256, 256, device="cuda", dtype=torch.float16)
+    b = torch.randn(128, 256, device="cuda", dtype=torch.float16)
+    c = torch.empty(256, 128, device="cuda", dtype=torch.float32)
+    r = torch.empty(256, device="cuda", dtype=torch.float32)
+    kernel(a, b, c, r)
+    ref = a.float() @ b.float().T
+    torch.testing.assert_close(c, ref, rtol=1e-2, atol=1e-2)
+    torch.testing.assert_close(r, ref.max(dim=1).values, rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.gpu
+def test_gpu_handoff():
+    import torch
+
+    kernel = tilecute.compile(handoff())
+    q = torch.randn(64, 64, device="cuda", dtype=torch.float16) / 4
+    k = torch.randn(128, 64, device="cuda", dtype=torch.float16) / 4
+    v = torch.randn(128, 128, device="cuda", dtype=torch.float16)
+    o = torch.empty(64, 128, device="cuda", dtype=torch.float32)
+    lsum = torch.empty(64, device="cuda", dtype=torch.float32)
+    kernel(q, k, v, o, lsum)
+    s = q.float() @ k.float().T
+    p = torch.exp2(s - s.max(dim=1, keepdim=True).values).half().float()
+    ref = p @ v.float()
+    torch.testing.assert_close(o, ref, rtol=2e-2, atol=2e-2)
+    torch.testing.assert_close(lsum, ref.sum(dim=1), rtol=2e-2, atol=5e-2)
