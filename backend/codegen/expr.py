@@ -98,6 +98,9 @@ class ExprPrinter:
         self.fail = fail
         self.use = use or self._no_helpers  # records a runtime.cute helper module it calls
         self.subst: dict[str, str] = {}
+        # the barrier of the threads the body maps onto, (id, thread count; 0: the whole
+        # block), for T.syncthreads_count/_and/_or (the kernel emitter sets it per region)
+        self.block_barrier: Callable[[], tuple[int, int]] = lambda: (0, 0)
 
     def expr(self, e: N.Expr) -> str:
         return self._expr(e)[0]
@@ -208,6 +211,34 @@ class ExprPrinter:
         kind = e.name[len("warp_reduce_"):]
         return f'tcr.warp_allreduce({self.expr(e.args[0])}, "{kind}", 32)', ATOM
 
+    def _vote(self, e: N.Call):
+        """Warp votes: ``cute.arch.vote_*_sync`` (``vote.sync``), ``activemask``; the ballot
+        and the active mask zero-extended to a uint64 (as TileLang's CUDA codegen)."""
+        if e.name == "activemask":
+            return "cutlass.Uint64(cute.arch.activemask())", ATOM
+        mask, pred = e.args
+        args = [self.expr(pred)]
+        if not (isinstance(mask, N.Const) and int(mask.value) == 0xFFFFFFFF):
+            args.append(f"mask={self.expr(mask) if not isinstance(mask, N.Const) else int(mask.value)}")
+        fn = e.name[len("vote_"):]
+        call = f"cute.arch.vote_{fn}_sync({', '.join(args)})"
+        if fn == "ballot":
+            return f"cutlass.Uint64(cutlass.Uint32({call}))", ATOM
+        return f"cutlass.Int32({call})", ATOM
+
+    def _block_vote(self, e: N.Call):
+        """``tcvote.syncthreads_*`` (``bar.red``) on the barrier of the body's threads."""
+        self.use("vote")
+        bid, threads = self.block_barrier()
+        return f"tcvote.{e.name}({self.expr(e.args[0])}, {bid}, {threads})", ATOM
+
+    def _elect(self, e: N.Call):
+        """``tcvote.elect_one_sync(warp_chosen)``: ``elect.sync``'s lane of a chosen warp."""
+        self.use("vote")
+        chosen = e.args[0]
+        arg = "" if isinstance(chosen, N.Const) and chosen.value else self.expr(chosen)
+        return f"tcvote.elect_one_sync({arg})", ATOM
+
     def _exp10(self, e: N.Call):
         """``10 ** x`` as ``powf(10, x)`` (CUDA's exp10f is libdevice's, which CuTe DSL does
         not expose; ``exp2(x * log2(10))`` would lose bits of ``x * log2(10)``)."""
@@ -255,4 +286,7 @@ _CALLS = {"thread_idx": ExprPrinter._thread_idx, "ceildiv": ExprPrinter._ceildiv
           **{name: ExprPrinter._rng for name in ("rng_init",) + N.RNG_DRAWS},
           **{name: ExprPrinter._integer for name in ("truncdiv", "truncmod", "popcount", "clz")},
           **{name: ExprPrinter._shuffle for name in N.SHUFFLES},
-          **{name: ExprPrinter._warp_reduce for name in N.WARP_REDUCTIONS}}
+          **{name: ExprPrinter._warp_reduce for name in N.WARP_REDUCTIONS},
+          **{name: ExprPrinter._vote for name in N.WARP_VOTES + ("activemask",)},
+          **{name: ExprPrinter._block_vote for name in N.BLOCK_VOTES},
+          "elect_one_sync": ExprPrinter._elect}

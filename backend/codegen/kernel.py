@@ -52,6 +52,7 @@ class KernelEmitter:
         self.layouts: dict[str, N.Layout] = {}
         self.ranges: dict[str, tuple] = {}  # variable -> its known (lo, hi)
         self.exprs = ExprPrinter(self.ranges, self.load, self.fail, self.out.use)
+        self.exprs.block_barrier = self.barrier_of_threads
         self.bounds = Bounds(self.out, self.exprs, self.buffers, self.ranges)
         self.smem = SharedMemory(self.scope, self.out)
         self.mma = MmaEmitter(self.out, self.buffers, self.layouts, self.smem, self.exprs)
@@ -84,6 +85,15 @@ class KernelEmitter:
         if self.scope.producer_threads:
             return f"cute.arch.barrier(barrier_id=1, number_of_threads={self.scope.num_threads})"
         return "cute.arch.sync_threads()"
+
+    def barrier_of_threads(self) -> tuple[int, int]:
+        """:meth:`sync`'s barrier as (id, thread count; 0 for the whole block), for the
+        barriers that reduce a predicate (T.syncthreads_count ...)."""
+        if self.region_barrier:
+            return self.region_barrier, self.threads
+        if self.scope.producer_threads:
+            return 1, self.scope.num_threads
+        return 0, 0
 
     def warp_groups(self, s: N.WarpGroups, depth: int, guarded: bool) -> None:
         """``with T.ws(...)``: the region's threads run the body, numbered from 0 there

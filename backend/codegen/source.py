@@ -41,6 +41,7 @@ HELPERS = {
     "debug": "from tilecute.runtime.cute import debug as tcd",
     "grid": "from tilecute.runtime.cute import grid as tcgrid",
     "rng": "from tilecute.runtime.cute import rng as tcrng",
+    "vote": "from tilecute.runtime.cute import vote as tcvote",
 }
 # names the generated module binds at its top level
 MODULE_NAMES = frozenset({"cutlass", "cute", "placeholder_args"}

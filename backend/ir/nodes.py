@@ -201,8 +201,22 @@ INTRINSICS = {
     # (int64s); T.rng_rand(): its next uint32 draw; T.rng_rand_float(): rng_uniform, a
     # float32/float64 in (0, 1], or rng_normal, a standard normal (by the call's dtype)
     "rng_init": 3, "rng_rand": 0, "rng_uniform": 0, "rng_normal": 0,
+    # warp votes (TileLang's T.any_sync / T.all_sync / T.ballot_sync / T.ballot /
+    # T.activemask): (lane mask uint32, predicate bool); any / all: an int32, 1 where some /
+    # every lane of the mask has the predicate, else 0; ballot: a uint64 whose bit N is lane
+    # N's predicate (upper 32 bits zero); activemask: the warp's active lanes (a uint64)
+    "vote_any": 2, "vote_all": 2, "vote_ballot": 2, "activemask": 0,
+    # block barriers that reduce a predicate (TileLang's T.syncthreads_count / _and / _or,
+    # CUDA's __syncthreads_*): an int32, the count / 1 if all / 1 if any of the threads
+    # that the body maps onto (a barrier of those threads, bar.red)
+    "syncthreads_count": 1, "syncthreads_and": 1, "syncthreads_or": 1,
+    # T.shuffle_elect: (warp chosen, a bool): true in the lane that elect.sync picks (over
+    # the full warp; all its lanes run it) of a chosen warp, false elsewhere
+    "elect_one_sync": 1,
 }
 RNG_DRAWS = ("rng_rand", "rng_uniform", "rng_normal")  # each call draws (not pure)
+WARP_VOTES = ("vote_any", "vote_all", "vote_ballot")
+BLOCK_VOTES = ("syncthreads_count", "syncthreads_and", "syncthreads_or")
 PDL_CALLS = ("pdl_sync", "pdl_trigger")
 STMT_CALLS = PDL_CALLS + ("fence_proxy_async", "sync_grid")  # intrinsics written as statements
 SHUFFLES = ("shfl_xor", "shfl_down", "shfl_up", "shfl_sync")

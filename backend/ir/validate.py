@@ -685,6 +685,11 @@ class _Validator:
                               f"got {t} -> {e.dtype}")
                 if e.name in ("warp_reduce_bitand", "warp_reduce_bitor") and not N.is_int(t):
                     self.fail(f"T.{e.name} takes an integer, got {t}")
+            if e.name in N.WARP_VOTES + N.BLOCK_VOTES + ("elect_one_sync",) and \
+                    e.args[-1].dtype != "bool":
+                self.fail(f"{e.name} takes a bool predicate, got {e.args[-1].dtype}")
+            if e.name in N.WARP_VOTES and e.args[0].dtype != "uint32":
+                self.fail(f"{e.name} takes a uint32 lane mask, got {e.args[0].dtype}")
             self.intrinsic_types(e)
             if e.name == "thread_idx" and not (isinstance(e.args[0], N.Const)
                                                and e.args[0].value in (0, 1, 2)):
@@ -714,6 +719,11 @@ class _Validator:
                 e.name in ("rng_uniform", "rng_normal") and e.dtype not in ("float32", "float64"):
             self.fail(f"{e.name} is declared {e.dtype}: rng_rand is a uint32, rng_uniform and "
                       "rng_normal a float32 or float64")
+        want = {"vote_any": "int32", "vote_all": "int32", "vote_ballot": "uint64",
+                "activemask": "uint64", "elect_one_sync": "bool",
+                **{name: "int32" for name in N.BLOCK_VOTES}}.get(e.name)
+        if want and e.dtype != want:
+            self.fail(f"{e.name} is a {want}, declared {e.dtype}")
         if e.name == "reinterpret" and not (
                 DTYPES[dtypes[0]].bits == DTYPES[e.dtype].bits and "bool" not in (dtypes[0], e.dtype)):
             self.fail(f"reinterpret keeps the width of its argument; got {dtypes[0]} -> {e.dtype}")

@@ -61,6 +61,10 @@ from .ops import (  # noqa: F401
     max_value, min_value, get_thread_binding,
 )
 from .ops import shfl_down, shfl_sync, shfl_up, shfl_xor  # noqa: F401
+from .ops import (  # noqa: F401
+    activemask, all_sync, any_sync, ballot, ballot_sync, shuffle_elect, syncthreads_and,
+    syncthreads_count, syncthreads_or,
+)
 from .ops import Broadcast  # noqa: F401
 from .ops import rng_rand, rng_rand_float  # noqa: F401
 from ..ir.nodes import Var  # noqa: F401  (TVM's T.Var: what T.dynamic makes, for isinstance)

@@ -630,13 +630,10 @@ TILELANG_ONLY = frozenset("""
     copy_cluster tma_gather4 tma_scatter4 tma_load tma_load_2sm gemm_sp
     tcgen05_gemm
     atomic_load atomic_store atomic_or dp4a
-    access_ptr activemask all_sync any_sync ballot
-    ballot_sync
-   
+    access_ptr
     mbarrier_arrive_expect_tx mbarrier_expect_tx
-    sync_global syncthreads_and
-    syncthreads_count syncthreads_or tma_store_arrive tma_store_wait
-    shuffle_elect annotate_safe_value annotate_restrict_buffers
+    sync_global tma_store_arrive tma_store_wait
+    annotate_safe_value annotate_restrict_buffers
     annotate_l2_hit_ratio annotate_ws_schedule ws_op
     create_tma_descriptor named_barrier_arrive index_to_coordinates import_source inline
     meta_class call_extern call_intrin Shuffle

@@ -642,6 +642,100 @@ warp_reduce_bitand = _warp_reduction("bitand", "bitwise and")
 warp_reduce_bitor = _warp_reduction("bitor", "bitwise or")
 
 
+# ---- warp votes, elections and block barriers on a predicate (TileLang's T.any_sync ...) -----
+def _predicate(name: str, predicate) -> _N.Expr:
+    """An integer or bool predicate as a bool (nonzero: true); floats refused as TileLang."""
+    p = _N.as_expr(predicate)
+    if p.dtype == "bool":
+        return p
+    if not _N.is_int(p.dtype):
+        raise TypeError(f"T.{name} requires an integer or boolean predicate, but got {p.dtype}")
+    if isinstance(p, _N.Const):
+        return _N.Const(bool(p.value), "bool")
+    return _N.cmp("ne", p, _N.Const(0, p.dtype))
+
+
+def _lane_mask(name: str, mask) -> _N.Expr:
+    if _is_number(mask):
+        if not 0 < mask <= _FULL_MASK:
+            raise ValueError(f"T.{name}: mask={mask:#x} must be a nonzero 32-bit lane mask")
+        return _N.Const(int(mask), "uint32")
+    mask = _N.as_expr(mask)
+    if not _N.is_int(mask.dtype):
+        raise TypeError(f"T.{name}: mask must be an integer lane mask, got {mask.dtype}")
+    return _N.cast(mask, "uint32")
+
+
+def any_sync(predicate, mask=_FULL_MASK):
+    """``T.any_sync(predicate, mask=0xFFFFFFFF)``: an int32, 1 if any lane of ``mask`` has a
+    nonzero ``predicate``, else 0 (CUDA's ``__any_sync``; every lane of ``mask`` runs it)."""
+    return _N.Call("vote_any", (_lane_mask("any_sync", mask), _predicate("any_sync", predicate)),
+                   "int32")
+
+
+def all_sync(predicate, mask=_FULL_MASK):
+    """``T.all_sync(predicate, mask=0xFFFFFFFF)``: an int32, 1 if every lane of ``mask`` has a
+    nonzero ``predicate``, else 0 (CUDA's ``__all_sync``)."""
+    return _N.Call("vote_all", (_lane_mask("all_sync", mask), _predicate("all_sync", predicate)),
+                   "int32")
+
+
+def ballot_sync(predicate, mask=_FULL_MASK):
+    """``T.ballot_sync(predicate, mask=0xFFFFFFFF)``: a uint64 whose bit N is set where lane N
+    (of ``mask``) has a nonzero ``predicate``; the upper 32 bits are zero (CUDA's
+    ``__ballot_sync``, widened as TileLang does)."""
+    return _N.Call("vote_ballot", (_lane_mask("ballot_sync", mask),
+                                   _predicate("ballot_sync", predicate)), "uint64")
+
+
+def ballot(predicate):
+    """``T.ballot(predicate)``: :func:`ballot_sync` over the full warp."""
+    return _N.Call("vote_ballot", (_N.Const(_FULL_MASK, "uint32"), _predicate("ballot", predicate)),
+                   "uint64")
+
+
+def activemask():
+    """``T.activemask()``: a uint64 whose bit N is set where lane N of the warp is active
+    (CUDA's ``__activemask``, widened)."""
+    return _N.Call("activemask", (), "uint64")
+
+
+def _block_vote(name: str, what: str):
+    def f(predicate):
+        return _N.Call(name, (_predicate(name, predicate),), "int32")
+
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = (f"``T.{name}(predicate)``: a barrier of the block's threads that returns, in "
+                 f"each, {what} (CUDA's ``__{name}``; ``bar.red``).  In a warp-specialized "
+                 "kernel or a ``T.ws`` region, the barrier of the threads the body runs on.")
+    return f
+
+
+syncthreads_count = _block_vote("syncthreads_count",
+                                "the number of threads with a nonzero ``predicate`` (an int32)")
+syncthreads_and = _block_vote("syncthreads_and", "1 if every thread's ``predicate`` is nonzero, "
+                              "else 0 (an int32)")
+syncthreads_or = _block_vote("syncthreads_or", "1 if any thread's ``predicate`` is nonzero, "
+                             "else 0 (an int32)")
+
+
+@_thread_form
+def shuffle_elect(thread_extent, *, threads=(128,)):
+    """``T.shuffle_elect(thread_extent)``: a bool, true in one thread of each group of
+    ``thread_extent`` threads: the ``elect.sync`` lane of the first warp of each group of
+    ``ceil(thread_extent / 32)`` warps; 0 elects one thread of the whole block (in warp 0).
+    Every lane of the warp must run it (sm_90+)."""
+    if isinstance(thread_extent, bool) or not isinstance(thread_extent, int) or thread_extent < 0:
+        raise TypeError(f"T.shuffle_elect: thread_extent must be a constant integer >= 0, "
+                        f"got {thread_extent!r}")
+    if thread_extent == 32:
+        return _N.Call("elect_one_sync", (_N.Const(True, "bool"),), "bool")
+    warp = _N.binop("floordiv", _linear_thread_idx(threads), _N.Const(_WARP_SIZE, "int32"))
+    if thread_extent:
+        warp = _N.binop("mod", warp, _N.Const((thread_extent + 31) // 32, "int32"))
+    return _N.Call("elect_one_sync", (_N.cmp("eq", warp, _N.Const(0, "int32")),), "bool")
+
+
 # ---- the block's and the grid's indices and extents (TileLang's T.get_block_binding ...) ------
 def _kernel_form(fn):
     """A helper of the enclosing T.Kernel: the parser passes ``kernel`` (keyword, not part of
@@ -780,7 +874,8 @@ EXPRESSION_HELPERS = (
     "Cast", "cast", "if_then_else", "Select", "infinity", "max_value", "min_value",
     "get_thread_binding", "rng_rand", "rng_rand_float", "shfl_xor", "shfl_down", "shfl_up", "shfl_sync",
     "warp_reduce_sum", "warp_reduce_max", "warp_reduce_min", "warp_reduce_bitand",
-    "warp_reduce_bitor",
+    "warp_reduce_bitor", "any_sync", "all_sync", "ballot_sync", "ballot", "activemask",
+    "syncthreads_count", "syncthreads_and", "syncthreads_or", "shuffle_elect",
     "tan", "atan", "acos", "asin", "sinh", "cosh", "erf", "log10", "log1p", "exp10", "pow",
     "fmod", "atan2", "round", "trunc", "isnan", "isinf", "isfinite", "truncdiv", "truncmod",
     "popcount", "clz", "likely", "get_lane_idx", "get_warp_idx", "get_warp_idx_sync",
