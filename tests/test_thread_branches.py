@@ -318,3 +318,35 @@ def test_gpu_handoff():
     ref = p @ v.float()
     torch.testing.assert_close(o, ref, rtol=2e-2, atol=2e-2)
     torch.testing.assert_close(lsum, ref.sum(dim=1), rtol=2e-2, atol=5e-2)
+
+
+def test_no_region_inside_a_branch_some_threads_take():
+    """TileLang's warp-role chains (`if tx < 32: ... elif tx < 64: ... elif tx < 128:`):
+    the `elif tx < 128:` runs on threads 64..127 only, so it is no warpgroup region; nor
+    is a thread branch inside an `if` on a value read from memory, or in a T.Parallel."""
+    src = '''
+@T.prim_func
+def roles(A: T.Tensor((256,), "float32"), F: T.Tensor((1,), "int32")):
+    with T.Kernel(1, threads=256) as bx:
+        tx = T.get_thread_binding()
+        t2 = tx + 0
+        if t2 < 32:
+            A[tx] = 0.0
+        elif tx < 64:
+            A[tx] = 1.0
+        elif tx < 128:
+            A[tx] = 2.0
+        else:
+            A[tx] = 3.0
+        if F[0] > 0:
+            if tx < 128:
+                A[tx] = 4.0
+        for i in T.Parallel(2):
+            if tx < 128:
+                A[tx + i] = 5.0
+'''
+    f = T.from_script(src)
+    assert not _regions(f)
+    # the block-uniform condition keeps them: a branch inside `if bx == 0:`
+    f = T.from_script(src.replace("if F[0] > 0:", "if bx == 0:"))
+    assert _regions(f) == [(0,)]

@@ -257,7 +257,8 @@ class _Parser:
         self.workspaces: list[N.Buffer] = []  # T.alloc_global
         self.used_names.add(self.fname)  # the function's own name is taken too
         self.in_kernel = False
-        self.in_ws = False  # inside `with T.ws(...)`
+        self.in_ws = False  # inside `with T.ws(...)` (or a branch made a region)
+        self.in_varying_if = False  # inside an `if` whose condition may differ by thread
         self.view_roots: dict[str, N.Buffer] = {}  # a view's name -> the buffer it views
         self.pending: Optional[list] = None  # see stmt: what a T.ldg*/T.lds* needs first
 
@@ -1143,10 +1144,29 @@ class _Parser:
         """The block's threads ``(0, n)`` where a branch on the thread index may become a
         warpgroup region: a 1-D block of whole warpgroups, outside any ``T.ws`` region."""
         threads = self.kernel_threads if self.in_kernel else ()
-        if self.in_ws or len(threads) != 1 or not isinstance(threads[0], int) or \
-                threads[0] % N.WARPGROUP_THREADS:
+        if self.in_ws or self.in_varying_if or \
+                any(kind == "parallel" for kind, _, _ in self.context()) or len(threads) != 1 or \
+                not isinstance(threads[0], int) or threads[0] % N.WARPGROUP_THREADS:
             return None
         return (0, threads[0])
+
+    def varies_by_thread(self, e) -> bool:
+        """May ``e`` differ between the block's threads: does it read the thread index
+        (through the names bound to values that do) or any buffer?"""
+        seen = set()
+
+        def walk(x) -> bool:
+            if isinstance(x, N.Call) and x.name == "thread_idx" or isinstance(x, N.Load):
+                return True
+            if isinstance(x, N.Var) and x.name in self.let_values and x.name not in seen:
+                seen.add(x.name)
+                return walk(self.let_values[x.name])
+            if isinstance(x, N.Expr):
+                return any(walk(v) for v in vars(x).values())
+            if isinstance(x, tuple):
+                return any(walk(v) for v in x)
+            return False
+        return walk(e)
 
     def thread_range(self, cond, span: tuple) -> tuple | None:
         """The threads ``[lo, hi)`` of ``span`` for which ``cond`` holds, when ``cond``
@@ -1239,16 +1259,24 @@ class _Parser:
         return [N.WarpGroups(groups, body, loc=self.loc(s))]
 
     def plain_if(self, s: ast.If, cond) -> list[N.Stmt]:
+        """An ``If``; inside an ``if`` whose condition may differ between threads (``if tx
+        < 32:``, its ``elif tx < 128:``) no branch becomes a warpgroup region: only some
+        of the warpgroup's threads would get there."""
         if not _is_ir(cond):  # parse-time condition: the chosen branch is straight-line code
             return list(self.block(s.body if cond else s.orelse))
         if cond.dtype != "bool":
             cond = N.cmp("ne", cond, 0)
-        self.push(kind="if")
-        then = self.block(s.body)
-        self.pop()
-        self.push(kind="if")
-        orelse = self.block(s.orelse)
-        self.pop()
+        saved = self.in_varying_if
+        self.in_varying_if = saved or self.varies_by_thread(cond)
+        try:
+            self.push(kind="if")
+            then = self.block(s.body)
+            self.pop()
+            self.push(kind="if")
+            orelse = self.block(s.orelse)
+            self.pop()
+        finally:
+            self.in_varying_if = saved
         return [N.If(cond, then, orelse, loc=self.loc(s))]
 
     def assign(self, s: ast.Assign) -> list[N.Stmt]:
