@@ -803,12 +803,17 @@ def test_thread_binding_is_the_kernels_thread_index():
 
 
 def test_an_unknown_t_statement_is_named():
-    """A ``T.<name>(...)`` statement tilecute does not have (TileLang's
-    ``T.cp_async_barrier_noinc(...)``) is an error naming ``T.<name>`` at its line, not a
-    generic one."""
-    text = HEADER.format(params="") + "        T.cp_async_barrier_noinc(1)\n"
-    msg = _error(text)
-    assert "T.cp_async_barrier_noinc is not a tilecute form" in msg and "<script>:" in msg
+    """A ``T.<name>(...)`` statement tilecute does not have is an error naming
+    ``T.<name>`` at its line, not a generic one; a name of TileLang's language namespace
+    (``T.cluster_sync``, ``T.__ffs``, TVM's ``T.call_packed``) says it is TileLang's."""
+    msg = _error(HEADER.format(params="") + "        T.no_such_form(1)\n")
+    assert "T.no_such_form is not a tilecute form" in msg and "<script>:" in msg
+    for call in ("T.cluster_sync()", "T.call_packed(1)", "C[0] = T.__ffs(1)",
+                 "C[0] = T.match_any_sync(1, 2)"):
+        msg = _error(HEADER.format(params="") + f"        {call}\n")
+        name = call.split("T.")[1].split("(")[0]
+        assert f"T.{name} is a TileLang form that tilecute does not support" in msg, msg
+        assert "<script>:" in msg
 
 
 def test_select_with_a_constant_condition_builds(tmp_path):
