@@ -23,7 +23,7 @@ from ..transform.launch_abi import KernelPlan
 from ..ir.visitor import walk_nodes
 from .bounds import Bounds, load_key
 from .expr import PREC, ExprPrinter, cute_type, memory_type
-from .memory import SharedMemory, flat_index, shared_index
+from .memory import SharedMemory, flat_index, shared_index, vector_view
 from .mma import MmaEmitter, merge
 from .nests import NestEmitter
 from .source import CodegenError, Writer, ident, quote
@@ -224,7 +224,36 @@ class KernelEmitter:
                          f"sm_90+; the target is {self.plan.arch}")
         if isinstance(s.value, N.Call) and s.value.name == "sync_grid":
             return self.sync_grid(s, depth)
+        if isinstance(s.value, N.Call) and s.value.name == "ptx_cp_async":
+            return self.ptx_cp_async(s, depth)
         self.out.line(depth, self.exprs.expr(s.value))
+
+    def ptx_cp_async(self, s: N.Evaluate, depth: int) -> None:
+        """TileLang's ``T.ptx_cp_async``: this thread's one ``cp.async`` of ``n`` contiguous
+        elements from the global element to the shared one (``tcc.copy_async`` on
+        ``n``-element views at their addresses; a TMA-swizzled tile keeps each 16-byte
+        piece whole, so its first element's swizzled offset is the piece's)."""
+        dst, src, n = s.value.args
+        width = int(n.value)
+        layout = self.layouts.get(dst.buffer)
+        if layout is not None and layout.kind not in ("row_major", "tma_swizzled") or \
+                dst.buffer in self.smem.staged:
+            self.fail(s, f"T.ptx_cp_async into '{dst.buffer}': its shared layout "
+                         f"({layout_str(layout) if layout else 'multi-buffered'}) does not keep "
+                         f"{width} elements from one address; tilecute copies into row-major "
+                         "or TMA-swizzled tiles")
+        if not arch_at_least(self.plan.arch, 80):
+            self.fail(s, f"T.ptx_cp_async is cp.async, sm_80+; the target is {self.plan.arch}")
+        if self.buffers[src.buffer].strides is not None:
+            self.fail(s, f"T.ptx_cp_async from '{src.buffer}', a tensor of strides: tilecute "
+                         "takes the element's address in a row-major tensor")
+        bits = width * DTYPES[self.buffers[dst.buffer].dtype].bits
+        to = vector_view(self.exprs, self.buffers[dst.buffer], layout, dst.indices, width)
+        frm = vector_view(self.exprs, self.buffers[src.buffer], None, src.indices, width,
+                          wide=src.buffer in self.plan.func.wide_tensors)
+        self.out.use("copy")
+        self.out.line(depth, f"tcc.copy_async({frm}, {to}, {bits})",
+                      f"T.ptx_cp_async: {dst.buffer}[...] <- {src.buffer}[...], {width} elements")
 
     def sync_grid(self, s: N.Evaluate, depth: int) -> None:
         """``T.sync_grid()``: every thread of the block calls the grid barrier (a block
@@ -593,6 +622,14 @@ class KernelEmitter:
         self.out.line(depth, f"tct.wait({self.barrier_ref(s.barrier)}, {self.exprs.expr(s.parity)})")
 
     def mbarrier_arrive(self, s: N.MBarrierArrive, depth: int, guarded: bool) -> None:
+        if s.cp_async:  # T.cp_async_barrier_noinc
+            if not arch_at_least(self.plan.arch, 90):
+                self.fail(s, f"T.cp_async_barrier_noinc (cp.async.mbarrier.arrive.noinc) is "
+                             f"sm_90+ in CuTe DSL; the target is {self.plan.arch}")
+            self.out.line(depth, f"cute.arch.cp_async_mbarrier_arrive_noinc("
+                                 f"{self.barrier_ref(s.barrier)})",
+                          "arrives when this thread's earlier cp.async copies are done")
+            return
         self.out.use("tma")
         self.out.line(depth, f"tct.arrive({self.barrier_ref(s.barrier)})")
 

@@ -213,6 +213,11 @@ INTRINSICS = {
     # T.shuffle_elect: (warp chosen, a bool): true in the lane that elect.sync picks (over
     # the full warp; all its lanes run it) of a chosen warp, false elsewhere
     "elect_one_sync": 1,
+    # TileLang's T.ptx_cp_async (a statement): (a Load of the shared element written, a
+    # Load of the global element read, the element count, an int32 Const): this thread's
+    # cp.async of that many contiguous elements (4, 8 or 16 bytes); the Loads stand for
+    # their elements' addresses
+    "ptx_cp_async": 3,
 }
 RNG_DRAWS = ("rng_rand", "rng_uniform", "rng_normal")  # each call draws (not pure)
 WARP_VOTES = ("vote_any", "vote_all", "vote_ballot")
@@ -782,10 +787,13 @@ class TmaCopy(Stmt):
 
 @dataclass(frozen=True)
 class MBarrierArrive(Stmt):
-    """``T.mbarrier_arrive(bar[i])``: every thread that runs it arrives once."""
+    """``T.mbarrier_arrive(bar[i])``: every thread that runs it arrives once.  ``cp_async``:
+    TileLang's ``T.cp_async_barrier_noinc(bar[i])``, the thread's arrive made when its
+    earlier ``cp.async`` copies are done (``cp.async.mbarrier.arrive.noinc``)."""
 
     barrier: Region
     loc: Optional[Loc] = _loc()
+    cp_async: bool = False
 
 
 @dataclass(frozen=True)

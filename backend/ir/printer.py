@@ -165,6 +165,11 @@ def _stmt(s: N.Stmt, indent: int, out: list[str]) -> None:
     elif isinstance(s, N.Store):
         out.append(f"{pad}{s.buffer}[{', '.join(expr_str(i) for i in s.indices)}] = {expr_str(s.value)}")
     elif isinstance(s, N.Evaluate) and isinstance(s.value, N.Call) and \
+            s.value.name == "ptx_cp_async":
+        dst, src, n = s.value.args
+        out.append(f'{pad}T.ptx_cp_async(T.access_ptr({expr_str(dst)}, "w", {expr_str(n)}), '
+                   f'T.access_ptr({expr_str(src)}, "r", {expr_str(n)}), {expr_str(n)})')
+    elif isinstance(s, N.Evaluate) and isinstance(s.value, N.Call) and \
             s.value.name in N.STMT_CALLS:
         out.append(f"{pad}T.{s.value.name}()")
     elif isinstance(s, N.Evaluate) and isinstance(s.value, N.Call) and s.value.name == "rng_init":
@@ -206,7 +211,8 @@ def _stmt(s: N.Stmt, indent: int, out: list[str]) -> None:
             kw += ", arrive=True"
         out.append(f"{pad}T.tma_copy({_region(s.src)}, {_region(s.dst)}{kw})")
     elif isinstance(s, N.MBarrierArrive):
-        out.append(f"{pad}T.mbarrier_arrive({_region(s.barrier)})")
+        fn = "cp_async_barrier_noinc" if s.cp_async else "mbarrier_arrive"
+        out.append(f"{pad}T.{fn}({_region(s.barrier)})")
     elif isinstance(s, N.MBarrierWait):
         out.append(f"{pad}T.mbarrier_wait_parity({_region(s.barrier)}, {expr_str(s.parity)})")
     elif isinstance(s, N.Fill):

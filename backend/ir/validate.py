@@ -685,6 +685,15 @@ class _Validator:
                               f"got {t} -> {e.dtype}")
                 if e.name in ("warp_reduce_bitand", "warp_reduce_bitor") and not N.is_int(t):
                     self.fail(f"T.{e.name} takes an integer, got {t}")
+            if e.name == "ptx_cp_async":
+                dst, src, n = e.args
+                if not (isinstance(dst, N.Load) and isinstance(src, N.Load) and
+                        isinstance(n, N.Const) and self.buffer(dst.buffer, bufs).scope == "shared"
+                        and self.buffer(src.buffer, bufs).scope == "global"
+                        and dst.dtype == src.dtype and
+                        n.value * DTYPES[dst.dtype].bytes in (4, 8, 16)):
+                    self.fail("ptx_cp_async takes a shared element, a global element of its "
+                              "dtype and a count of 4, 8 or 16 bytes of them")
             if e.name in N.WARP_VOTES + N.BLOCK_VOTES + ("elect_one_sync",) and \
                     e.args[-1].dtype != "bool":
                 self.fail(f"{e.name} takes a bool predicate, got {e.args[-1].dtype}")

@@ -564,6 +564,21 @@ def fence_proxy_async():
 
 
 @_form("stmt")
+def ptx_cp_async(dst_access_ptr, src_access_ptr, num_elems, predicate=None):
+    """TileLang's ``T.ptx_cp_async(T.access_ptr(S[i, j], "w", n), T.access_ptr(G[...], "r",
+    n), n)``: this thread starts one ``cp.async`` of ``n`` contiguous elements (4, 8 or 16
+    bytes) from global ``G`` to shared ``S``; the program waits for it itself
+    (``T.cp_async_barrier_noinc``)."""
+
+
+@_form("stmt")
+def cp_async_barrier_noinc(barrier):
+    """TileLang's ``T.cp_async_barrier_noinc(bar)``: an arrive on mbarrier ``bar`` once this
+    thread's earlier ``cp.async`` copies are done, counted against its expected arrivals
+    (``cp.async.mbarrier.arrive.noinc.shared::cta.b64``, sm_90+ in CuTe DSL)."""
+
+
+@_form("stmt")
 def pdl_trigger():
     """TileLang's ``T.pdl_trigger()``: the next kernel on the stream may start launching
     (``griddepcontrol.launch_dependents``); its ``T.pdl_sync()`` still waits for this

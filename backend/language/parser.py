@@ -31,7 +31,7 @@ from ..ir.printer import expr_str, layout_str
 from ..ir.visitor import linear_form, walk_stmts
 from ..ir.rasterization import panel_order
 from ..ir.validate import RESERVED, RESERVED_PREFIXES, validate
-from ..runtime.dtypes import UnknownDTypeError
+from ..runtime.dtypes import DTYPES, UnknownDTypeError
 from . import forms as F
 from . import layouts as L
 from . import bits as B
@@ -2275,6 +2275,68 @@ class _Parser:
 
     def stmt_pdl_sync(self, a: _Args, s) -> list[N.Stmt]:
         return [N.Evaluate(N.Call("pdl_sync", (), "int32"), loc=self.loc(s))]
+
+    def stmt_ptx_cp_async(self, a: _Args, s) -> list[N.Stmt]:
+        """``T.ptx_cp_async(dst, src, num_elems)`` with ``dst`` / ``src`` TileLang's
+        ``T.access_ptr(buffer[indices], access_type, *extents)`` of one shared and one global
+        element: an Evaluate of the intrinsic ``ptx_cp_async(dst element, src element,
+        num_elems)`` (the elements as Loads, whose addresses codegen takes)."""
+        if not self.in_kernel:
+            raise self.error(s, "T.ptx_cp_async is only valid inside a T.Kernel")
+        a.refuse_unless("predicate", (None,), "tilecute's cp.async has no predicate (TileLang "
+                                              "zero-fills the destination where it is false); "
+                                              "guard the call with an `if` instead")
+        dst = self.access_ptr(a, "dst_access_ptr")
+        src = self.access_ptr(a, "src_access_ptr")
+        n = a.value("num_elems")
+        if isinstance(n, bool) or not isinstance(n, int):
+            raise a.fail("num_elems", f"num_elems must be an int known at parse time; got {_show(n)}")
+        for ptr, name, scope in ((dst, "dst_access_ptr", "shared"), (src, "src_access_ptr", "global")):
+            buf = self.buffer_named(ptr.buffer)
+            if buf.scope != scope:
+                raise a.fail(name, f"'{buf.name}' is {buf.scope}; cp.async copies from a global "
+                                   "tensor (src) into a shared buffer (dst)")
+        sb, gb = self.buffer_named(dst.buffer), self.buffer_named(src.buffer)
+        if sb.dtype != gb.dtype:
+            raise a.fail("src_access_ptr", f"'{gb.name}' is {gb.dtype} and '{sb.name}' {sb.dtype}: "
+                                           "cp.async copies bytes between elements of one dtype")
+        nbytes = n * DTYPES[sb.dtype].bytes
+        if nbytes not in (4, 8, 16):
+            raise a.fail("num_elems", f"{n} {sb.dtype} elements are {nbytes} bytes; cp.async "
+                                      "copies 4, 8 or 16")
+        call = N.Call("ptx_cp_async", (dst, src, N.Const(n, "int32")), "int32")
+        return [N.Evaluate(call, loc=self.loc(s))]
+
+    def access_ptr(self, a: _Args, name: str) -> N.Load:
+        """The element ``T.access_ptr(buffer[indices], access_type="r", *extents, offset=0,
+        extent=None, ignore_last_ndim=0)`` points at (TileLang's access pointer, taken
+        only as an argument of ``T.ptx_cp_async``)."""
+        node = a.node(name)
+        f = node.func if isinstance(node, ast.Call) else None
+        if getattr(f, "attr", getattr(f, "id", None)) != "access_ptr":
+            raise a.fail(name, f"{name} must be T.access_ptr(buffer[indices], ...), the form "
+                               f"TileLang's examples pass; got `{ast.unparse(node)}`")
+        sig = inspect.signature(lambda base, access_type="r", *extents, offset=0, extent=None,
+                                ignore_last_ndim=0: None)
+        p = _Args(self, "access_ptr", sig, node)
+        p.refuse_unless("offset", (0,), "tilecute takes the element's own address")
+        p.refuse_unless("extent", (None,), "the extent is num_elems")
+        p.refuse_unless("ignore_last_ndim", (0,), "tilecute takes the element's own address")
+        mask = p.value("access_type")
+        want = "w" if name.startswith("dst") else "r"
+        if mask not in (want, "rw", {"w": 2, "r": 1}[want], 3):
+            raise p.fail("access_type", f"access_type={_show(mask)}: the {name[:3]} of a cp.async "
+                                        f"is {'written' if want == 'w' else 'read'} ({want!r})")
+        base = p.node("base")
+        e = self.expr(base)
+        if not isinstance(e, N.Load):
+            raise p.fail("base", f"base must be one buffer element, `{ast.unparse(base)}[i, j]` "
+                                 "(tilecute takes no region, buffer or pointer variable here)")
+        return e
+
+    def stmt_cp_async_barrier_noinc(self, a: _Args, s) -> list[N.Stmt]:
+        bar = self.barrier_element(a.node("barrier"), "T.cp_async_barrier_noinc")
+        return [N.MBarrierArrive(bar, loc=self.loc(s), cp_async=True)]
 
     def stmt_fence_proxy_async(self, a: _Args, s) -> list[N.Stmt]:
         return [N.Evaluate(N.Call("fence_proxy_async", (), "int32"), loc=self.loc(s))]

@@ -209,6 +209,12 @@ def accesses(body):
             expr(s.dst.starts)
             if isinstance(s.value, N.Expr):
                 expr(s.value)
+        elif isinstance(s, N.Evaluate) and isinstance(s.value, N.Call) and \
+                s.value.name == "ptx_cp_async":  # writes its shared element (and the next)
+            dst, src, _ = s.value.args
+            out.append((dst.buffer, dst.indices, True))
+            expr(dst.indices)
+            expr(src)
         elif isinstance(s, (N.Let, N.Evaluate)):
             expr(s.value)
         elif isinstance(s, N.Gemm):

@@ -58,7 +58,7 @@ class _Sync:
         if isinstance(s, (N.Reduce, N.FinalizeReducer)):
             return set(), set(), False  # fragments; its scratch: see :meth:`reduction`
         reads, writes = set(), set()
-        for b, _, w in accesses([_program_ordered_loads_dropped(s)]):
+        for b, _, w in accesses([_cp_async_dropped(_program_ordered_loads_dropped(s))]):
             if b in self.shared:
                 (writes if w else reads).add(b)
         for b in list(writes):
@@ -213,6 +213,20 @@ def _program_ordered_loads_dropped(s):
         return s
     return dataclasses.replace(s, **{n: tuple(_program_ordered_loads_dropped(t)
                                               for t in getattr(s, n)) for n in names})
+
+
+def _cp_async_dropped(s):
+    """``s`` without its ``T.ptx_cp_async`` statements: the program's raw cp.async, whose
+    writes land whenever they complete, which the program waits for itself
+    (``T.cp_async_barrier_noinc`` on an mbarrier); a block barrier would not order them."""
+    def raw(t):
+        return isinstance(t, N.Evaluate) and isinstance(t.value, N.Call) and \
+            t.value.name == "ptx_cp_async"
+    names = BODY_FIELDS.get(type(s))
+    if not names or not any(raw(t) for t in walk_stmts([s])):
+        return s
+    return dataclasses.replace(s, **{n: tuple(_cp_async_dropped(t) for t in getattr(s, n)
+                                              if not raw(t)) for n in names})
 
 
 def _async_writes(s) -> bool:

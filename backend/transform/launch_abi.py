@@ -129,7 +129,7 @@ def grid_cpp(e: N.Expr, func: N.PrimFunc) -> str:
 
 def tensor_alignment(func: N.PrimFunc) -> dict[str, int]:
     """Bytes each tensor argument's base must be a multiple of, from the recorded vector
-    accesses and TMA descriptors."""
+    accesses, TMA descriptors and T.ptx_cp_async sources."""
     globals_ = {p.name: p for p in func.params if isinstance(p, N.Buffer)}
     aligned: dict[str, int] = {}
     for k in func.kernels:
@@ -145,6 +145,12 @@ def tensor_alignment(func: N.PrimFunc) -> dict[str, int]:
                         view = views[v.buffer]
                         need = v.chunk * DTYPES[view.buffer.dtype].bytes
                         aligned[view.view_of] = max(aligned.get(view.view_of, 1), need)
+            if isinstance(s, N.Evaluate) and isinstance(s.value, N.Call) and \
+                    s.value.name == "ptx_cp_async" and s.value.args[1].buffer in globals_:
+                # T.ptx_cp_async: a cp.async of n elements reads n-element aligned addresses
+                src, n = s.value.args[1], s.value.args[2]
+                need = int(n.value) * DTYPES[globals_[src.buffer].dtype].bytes
+                aligned[src.buffer] = max(aligned.get(src.buffer, 1), need)
         for d in k.tma_descriptors:
             aligned[d.tensor] = max(aligned.get(d.tensor, 1), TMA_BASE_ALIGN)
     return aligned
