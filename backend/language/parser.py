@@ -2328,7 +2328,10 @@ class _Parser:
             raise p.fail("access_type", f"access_type={_show(mask)}: the {name[:3]} of a cp.async "
                                         f"is {'written' if want == 'w' else 'read'} ({want!r})")
         base = p.node("base")
-        e = self.expr(base)
+        sliced = isinstance(base, ast.Subscript) and any(
+            isinstance(x, ast.Slice) for x in (base.slice.elts if isinstance(base.slice, ast.Tuple)
+                                               else (base.slice,)))
+        e = None if sliced else self.expr(base)
         if not isinstance(e, N.Load):
             raise p.fail("base", f"base must be one buffer element, `{ast.unparse(base)}[i, j]` "
                                  "(tilecute takes no region, buffer or pointer variable here)")
