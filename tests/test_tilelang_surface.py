@@ -99,7 +99,7 @@ CALLS = {
     "loop_break": ("stmt", ""), "atomic_addx2": ("stmt", "C[0], C[0]"),
     "atomic_addx4": ("stmt", "C[0], C[0]"), "print": ("stmt", "x"),
     "device_assert": ("stmt", "bx >= 0"), "assume": ("stmt", "bx >= 0"),
-    "align_up": ("expr", "bx, 2"), "reinterpret": ("expr", 'x, "int32"'),
+    "align_up": ("expr", "bx, 2"), "index_to_coordinates": ("unpack", "bx, (2, 4, 16)"), "reinterpret": ("expr", 'x, "int32"'),
     "any_of": ("expr", "row"), "all_of": ("expr", "row"),
     "ldg32": ("expr", "C[0]"), "ldg64": ("expr", "C[0:2]"), "ldg128": ("expr", "C[0:4]"),
     "ldg256": ("expr", "C[0:8]"), "lds32": ("expr", "s[0, 0:2]"), "lds64": ("expr", "s[0, 0:4]"),

@@ -55,6 +55,7 @@ from .ops import __exp, __exp10, __log, __log2, __log10, __sin, __cos, __tan  # 
 from .forms import (annotate_consumer_reg_alloc, annotate_producer_reg_dealloc,  # noqa: F401
                     disable_warp_group_reg_alloc, no_set_max_nreg)
 from .ops import EXPRESSION_HELPERS
+from .ops import index_to_coordinates  # noqa: F401
 from .ops import (  # noqa: F401
     ceildiv, cdiv, align_up, exp, exp2, log, log2, sqrt, rsqrt, tanh, sin, cos, floor, ceil, sigmoid,
     abs, max, min, clamp, fma, floordiv, floormod, bitwise_and, bitwise_or, bitwise_xor,

@@ -650,7 +650,7 @@ TILELANG_ONLY = frozenset("""
     sync_global tma_store_arrive tma_store_wait
     annotate_safe_value annotate_restrict_buffers
     annotate_l2_hit_ratio annotate_ws_schedule ws_op
-    create_tma_descriptor named_barrier_arrive index_to_coordinates import_source inline
+    create_tma_descriptor named_barrier_arrive import_source inline
     meta_class call_extern call_intrin Shuffle
     annotate_pass_configs annotate_compile_flags func_attr CUDASourceCodeKernel
     handle match_buffer launch_thread PersistentTileScheduler

@@ -359,6 +359,22 @@ def fma(a, b, c):
     return _N.Call("fma", (_N.cast(a, t), _N.cast(b, t), _N.cast(c, t)), t)
 
 
+def index_to_coordinates(index, shape):
+    """``T.index_to_coordinates(i, (a, b, c))``: the row-major coordinates of the flat
+    index ``i`` in ``shape``, one expression per dim (a tuple: TileLang's list, indexed
+    and unpacked alike) (TileLang's: the last dim's
+    ``i % c``, then ``(i // c) % b`` ... down to the first, ``(i // (b * c)) % a``).  Plain
+    arithmetic: ints give ints, expressions floor ``//`` and ``%`` (TVM's ``//`` / ``%``)."""
+    if isinstance(shape, _N.Expr) or not hasattr(shape, "__len__") or len(shape) == 0:
+        raise ValueError(f"T.index_to_coordinates: shape must be a non-empty sequence of "
+                         f"extents, got {shape!r}")
+    coords = []
+    for extent in reversed(tuple(shape)):
+        coords.append(index % extent)
+        index = index // extent
+    return tuple(coords[::-1])
+
+
 def floordiv(a, b):
     return _N.binop("floordiv", a, b)
 
@@ -881,5 +897,6 @@ EXPRESSION_HELPERS = (
     "popcount", "clz", "likely", "get_lane_idx", "get_warp_idx", "get_warp_idx_sync",
     "get_warp_group_idx", "get_thread_bindings", "get_block_binding", "get_block_bindings",
     "get_thread_extent", "get_thread_extents", "get_block_extent", "get_block_extents",
-    "reinterpret", "any_of", "all_of", "thread_binding", "Broadcast", *FAST_MATH,
+    "reinterpret", "any_of", "all_of", "thread_binding", "Broadcast", "index_to_coordinates",
+    *FAST_MATH,
 )
