@@ -99,7 +99,8 @@ CALLS = {
     "loop_break": ("stmt", ""), "atomic_addx2": ("stmt", "C[0], C[0]"),
     "atomic_addx4": ("stmt", "C[0], C[0]"), "print": ("stmt", "x"),
     "device_assert": ("stmt", "bx >= 0"), "assume": ("stmt", "bx >= 0"),
-    "align_up": ("expr", "bx, 2"), "index_to_coordinates": ("unpack", "bx, (2, 4, 16)"), "reinterpret": ("expr", 'x, "int32"'),
+    "align_up": ("expr", "bx, 2"), "index_to_coordinates": ("unpack", "bx, (2, 4, 16)"), "atomic_load": ("expr", "C[0]"),
+    "atomic_store": ("stmt", "C[0], 1.0"), "atomic_or": ("stmt", "C[0], 1"), "reinterpret": ("expr", 'x, "int32"'),
     "any_of": ("expr", "row"), "all_of": ("expr", "row"),
     "ldg32": ("expr", "C[0]"), "ldg64": ("expr", "C[0:2]"), "ldg128": ("expr", "C[0:4]"),
     "ldg256": ("expr", "C[0:8]"), "lds32": ("expr", "s[0, 0:2]"), "lds64": ("expr", "s[0, 0:4]"),
@@ -164,6 +165,7 @@ REFUSED_AS_CALLED = {
     "SharedBuffer": "scope", "FragmentBuffer": "scope", "LocalBuffer": "scope",
     "loop_break": "T.loop_break outside a loop",
     "Broadcast": "T.Broadcast",  # only stored into a region of its lanes
+    "atomic_or": "'C' is float32; T.atomic_or writes a 32- or 64-bit integer",
 }
 
 

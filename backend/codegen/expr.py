@@ -266,6 +266,16 @@ class ExprPrinter:
         return f"{fn}({self.expr(e.args[0])})", ATOM
 
 
+    def _atomic_load(self, e: N.Call):
+        """``tca.atomic_load(tensor, coord, order)``: the global element's ``ld.{relaxed,
+        acquire}.gpu`` (seq_cst: after ``fence.sc.gpu``); the Load names the element."""
+        self.use("atomic")
+        src, order = e.args
+        coord = self.index_tuple(src.indices)
+        coord = f"({coord},)" if len(src.indices) == 1 else f"({coord})"
+        return (f'tca.atomic_load({ident(src.buffer)}, {coord}, '
+                f'"{N.MEMORY_ORDERS[int(order.value)]}")'), ATOM
+
     def _rng(self, e: N.Call):
         """``runtime.cute.rng`` on the kernel's generator state ``tc_rng``."""
         self.use("rng")
@@ -289,4 +299,4 @@ _CALLS = {"thread_idx": ExprPrinter._thread_idx, "ceildiv": ExprPrinter._ceildiv
           **{name: ExprPrinter._warp_reduce for name in N.WARP_REDUCTIONS},
           **{name: ExprPrinter._vote for name in N.WARP_VOTES + ("activemask",)},
           **{name: ExprPrinter._block_vote for name in N.BLOCK_VOTES},
-          "elect_one_sync": ExprPrinter._elect}
+          "elect_one_sync": ExprPrinter._elect, "atomic_load": ExprPrinter._atomic_load}

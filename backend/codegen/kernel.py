@@ -551,7 +551,8 @@ class KernelEmitter:
         if guarded:
             conds = list(dict.fromkeys(self.bounds.predicate(buf.name, s.dst.starts)
                                        + self.bounds.of_loads(list(_loads(s.value)) + list(_loads(s.dst.starts)))))
-        self.predicated(conds, f"tca.atomic_{s.op}({ident(buf.name)}, {coord}, {value})", depth)
+        order = f', "{s.order}"' if s.op in ("or", "store") else ""  # add/max/min: relaxed
+        self.predicated(conds, f"tca.atomic_{s.op}({ident(buf.name)}, {coord}, {value}{order})", depth)
         self.out.use("atomic")
 
     def gemm(self, s: N.Gemm, depth: int, guarded: bool) -> None:

@@ -218,6 +218,10 @@ INTRINSICS = {
     # cp.async of that many contiguous elements (4, 8 or 16 bytes); the Loads stand for
     # their elements' addresses
     "ptx_cp_async": 3,
+    # TileLang's T.atomic_load(x[i], memory_order): (a Load of the global element, its
+    # memory order's id in MEMORY_ORDERS, an int32 Const): the element read atomically at
+    # device scope (the Load stands for its address); the Load's dtype
+    "atomic_load": 2,
 }
 RNG_DRAWS = ("rng_rand", "rng_uniform", "rng_normal")  # each call draws (not pure)
 WARP_VOTES = ("vote_any", "vote_all", "vote_ballot")
@@ -746,16 +750,23 @@ class Im2Col(Stmt):
 @dataclass(frozen=True)
 class AtomicAdd(Stmt):
     """``dst += value`` atomically (``op`` "max"/"min": ``dst = max(dst, value)`` ...,
-    TileLang's ``T.atomic_max``/``T.atomic_min``); ``value`` is an expression or a source
-    region."""
+    TileLang's ``T.atomic_max``/``T.atomic_min``; "or": ``dst |= value``, TileLang's
+    ``T.atomic_or``; "store": ``dst = value``, TileLang's ``T.atomic_store``); ``value`` is
+    an expression or a source region (add/max/min).  ``order``: the memory order
+    (``MEMORY_ORDERS``; add/max/min are relaxed), at device scope for or/store."""
 
     dst: Region
     value: Union[Expr, Region]
     loc: Optional[Loc] = _loc()
     op: str = "add"
+    order: str = "relaxed"
 
 
-ATOMIC_OPS = ("add", "max", "min")
+ATOMIC_OPS = ("add", "max", "min", "or", "store")
+# TileLang's memory orders, by its ids 0..5 (cuda::memory_order's)
+MEMORY_ORDERS = ("relaxed", "consume", "acquire", "release", "acq_rel", "seq_cst")
+ATOMIC_LOAD_ORDERS = ("relaxed", "consume", "acquire", "seq_cst")
+ATOMIC_STORE_ORDERS = ("relaxed", "release", "seq_cst")
 
 
 @dataclass(frozen=True)

@@ -66,6 +66,9 @@ def _expr(e: N.Expr) -> tuple[str, int]:
             return f'T.round({args}, "ties-away-from-zero")', _PREC_ATOM
         if e.name == "reinterpret":
             return f'T.reinterpret({args}, "{e.dtype}")', _PREC_ATOM
+        if e.name == "atomic_load":
+            order = N.MEMORY_ORDERS[int(e.args[1].value)]
+            return f'T.atomic_load({expr_str(e.args[0])}, memory_order="{order}")', _PREC_ATOM
         if e.name in ("rng_uniform", "rng_normal"):
             more = [f"bit={e.dtype[5:]}"] if e.dtype == "float64" else []
             more += ['dist="normal"'] if e.name == "rng_normal" else []
@@ -262,7 +265,12 @@ def _stmt(s: N.Stmt, indent: int, out: list[str]) -> None:
                    f"{s.kernel}, {s.stride}, {s.dilation}, {s.pad})")
     elif isinstance(s, N.AtomicAdd):
         value = _region(s.value) if isinstance(s.value, N.Region) else expr_str(s.value)
-        out.append(f"{pad}T.atomic_{s.op}({_region(s.dst)}, {value})")
+        default = {"store": "seq_cst"}.get(s.op, "relaxed")  # TileLang's default order
+        order = f', memory_order="{s.order}"' if s.order != default else ""
+        dst = _region(s.dst)
+        if s.op in ("or", "store"):  # one element, written as one (flag[0], not flag)
+            dst = f"{s.dst.buffer}[{', '.join(expr_str(i) for i in s.dst.starts)}]"
+        out.append(f"{pad}T.atomic_{s.op}({dst}, {value}{order})")
     elif isinstance(s, N.KernelScope):
         args = [expr_str(g) for g in s.grid]
         threads = str(s.threads[0]) if len(s.threads) == 1 else _tuple(str(t) for t in s.threads)

@@ -561,7 +561,20 @@ class _Validator:
             if s.op not in N.ATOMIC_OPS:
                 self.fail(f"unknown atomic op {s.op!r}; expected one of {', '.join(N.ATOMIC_OPS)}")
             dst_dtype = self.buffer(s.dst.buffer, bufs).dtype
-            if s.op != "add" and dst_dtype not in ("float32", "int32", "int64"):
+            if s.op in ("or", "store"):
+                if self.buffer(s.dst.buffer, bufs).scope != "global" or isinstance(s.value, N.Region):
+                    self.fail(f"T.atomic_{s.op} writes one element of a global tensor")
+                orders = N.ATOMIC_STORE_ORDERS if s.op == "store" else N.MEMORY_ORDERS
+                if s.order not in orders:
+                    self.fail(f"T.atomic_{s.op}: memory order {s.order!r}; expected one of "
+                              f"{', '.join(orders)}")
+                if s.op == "or" and dst_dtype not in ("int32", "uint32", "int64", "uint64") or \
+                        s.op == "store" and DTYPES[dst_dtype].bits not in (32, 64):
+                    self.fail(f"T.atomic_{s.op} into '{s.dst.buffer}' ({dst_dtype}): "
+                              + ("a 32- or 64-bit integer" if s.op == "or" else "32 or 64 bits"))
+            elif s.order != "relaxed":
+                self.fail(f"T.atomic_{s.op} is relaxed, got memory order {s.order!r}")
+            if s.op in ("max", "min") and dst_dtype not in ("float32", "int32", "int64"):
                 self.fail(f"T.atomic_{s.op} into '{s.dst.buffer}' ({dst_dtype}): atomic max/min "
                           "take float32, int32 or int64")
             self.region(s.dst, vars_, bufs)
@@ -694,6 +707,14 @@ class _Validator:
                         n.value * DTYPES[dst.dtype].bytes in (4, 8, 16)):
                     self.fail("ptx_cp_async takes a shared element, a global element of its "
                               "dtype and a count of 4, 8 or 16 bytes of them")
+            if e.name == "atomic_load":
+                src, order = e.args
+                if not (isinstance(src, N.Load) and self.buffer(src.buffer, bufs).scope == "global"
+                        and e.dtype == src.dtype and DTYPES[e.dtype].bits in (32, 64)
+                        and isinstance(order, N.Const) and order.value in
+                        [N.MEMORY_ORDERS.index(o) for o in N.ATOMIC_LOAD_ORDERS]):
+                    self.fail("atomic_load takes a 32- or 64-bit element of a global tensor and a "
+                              "load memory order's id, and is of the element's dtype")
             if e.name in N.WARP_VOTES + N.BLOCK_VOTES + ("elect_one_sync",) and \
                     e.args[-1].dtype != "bool":
                 self.fail(f"{e.name} takes a bool predicate, got {e.args[-1].dtype}")

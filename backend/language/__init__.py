@@ -47,6 +47,7 @@ from .forms import let, rng_init, sync_grid  # noqa: F401
 from .forms import fence_proxy_async, wgmma_gemm  # noqa: F401
 from .forms import cp_async_barrier_noinc, ptx_cp_async  # noqa: F401
 from .forms import assume, atomic_addx2, atomic_addx4, device_assert, loop_break  # noqa: F401
+from .forms import atomic_or, atomic_store  # noqa: F401
 from .forms import reshape, view  # noqa: F401
 from .forms import stg32, stg64, stg128, stg256, sts32, sts64, sts128  # noqa: F401
 from .forms import parallel  # noqa: F401
@@ -55,7 +56,7 @@ from .ops import __exp, __exp10, __log, __log2, __log10, __sin, __cos, __tan  # 
 from .forms import (annotate_consumer_reg_alloc, annotate_producer_reg_dealloc,  # noqa: F401
                     disable_warp_group_reg_alloc, no_set_max_nreg)
 from .ops import EXPRESSION_HELPERS
-from .ops import index_to_coordinates  # noqa: F401
+from .ops import atomic_load, index_to_coordinates  # noqa: F401
 from .ops import (  # noqa: F401
     ceildiv, cdiv, align_up, exp, exp2, log, log2, sqrt, rsqrt, tanh, sin, cos, floor, ceil, sigmoid,
     abs, max, min, clamp, fma, floordiv, floormod, bitwise_and, bitwise_or, bitwise_xor,

@@ -311,6 +311,19 @@ def atomic_min(dst, value, memory_order=None, return_prev=False, annotations=Non
 
 
 @_form("stmt")
+def atomic_store(dst, src, memory_order="seq_cst"):
+    """``T.atomic_store(flag[i], v, memory_order="release")``: ``dst = src`` atomically at
+    device scope (one element of a global tensor; orders relaxed, release, seq_cst)."""
+
+
+@_form("stmt")
+def atomic_or(dst, value, memory_order=None):
+    """``T.atomic_or(mask[i], bits)``: ``dst |= value`` atomically at device scope (one
+    32- or 64-bit integer element of a global tensor; any of the six memory orders, None:
+    relaxed)."""
+
+
+@_form("stmt")
 def atomic_addx2(dst, value, return_prev=False):
     """``T.atomic_addx2(dQ[b, i, h, j], acc_s[i, j])``: add the 2 elements from ``value``
     on to the 2 from ``dst`` (contiguous along the last dim), each atomically (lowered
@@ -644,7 +657,7 @@ TILELANG_ONLY = frozenset("""
     alloc_cluster_barrier alloc_tmem alloc_descriptor empty allocate async_copy transpose
     copy_cluster tma_gather4 tma_scatter4 tma_load tma_load_2sm gemm_sp
     tcgen05_gemm
-    atomic_load atomic_store atomic_or dp4a
+    dp4a
     access_ptr
     mbarrier_arrive_expect_tx mbarrier_expect_tx
     sync_global tma_store_arrive tma_store_wait

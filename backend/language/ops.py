@@ -359,6 +359,30 @@ def fma(a, b, c):
     return _N.Call("fma", (_N.cast(a, t), _N.cast(b, t), _N.cast(c, t)), t)
 
 
+def atomic_load(src, memory_order="seq_cst", *, buffer_of=None):
+    """``T.atomic_load(flag[i], memory_order="acquire")``: the element read atomically at
+    device scope (TileLang's ``cuda::atomic_ref<T, thread_scope_device>::load``); one
+    32- or 64-bit element of a global tensor; orders relaxed, consume, acquire, seq_cst."""
+    if memory_order not in _N.ATOMIC_LOAD_ORDERS:
+        raise ValueError(f"T.atomic_load does not support memory_order={memory_order!r}; "
+                         f"expected one of {sorted(_N.ATOMIC_LOAD_ORDERS)}")
+    if not isinstance(src, _N.Load):
+        raise ValueError(f"T.atomic_load: src must be one element of a global tensor "
+                         f"(`flag[i]`), got {src!r}")
+    buf = buffer_of(src.buffer)
+    if buf.scope != "global":
+        raise ValueError(f"T.atomic_load: '{buf.name}' is a {buf.scope} buffer; tilecute's "
+                         "atomic loads read an element of a global tensor")
+    if DTYPES[buf.dtype].bits not in (32, 64) or buf.dtype == "bool":
+        raise ValueError(f"T.atomic_load: '{buf.name}' is {buf.dtype}; atomic loads read 32- "
+                         "or 64-bit elements")
+    order = _N.Const(_N.MEMORY_ORDERS.index(memory_order), "int32")
+    return _N.Call("atomic_load", (src, order), src.dtype)
+
+
+atomic_load.buffer_lookup = True  # the parser passes its buffer lookup as buffer_of
+
+
 def index_to_coordinates(index, shape):
     """``T.index_to_coordinates(i, (a, b, c))``: the row-major coordinates of the flat
     index ``i`` in ``shape``, one expression per dim (a tuple: TileLang's list, indexed
@@ -898,5 +922,6 @@ EXPRESSION_HELPERS = (
     "get_warp_group_idx", "get_thread_bindings", "get_block_binding", "get_block_bindings",
     "get_thread_extent", "get_thread_extents", "get_block_extent", "get_block_extents",
     "reinterpret", "any_of", "all_of", "thread_binding", "Broadcast", "index_to_coordinates",
+    "atomic_load",
     *FAST_MATH,
 )

@@ -2251,6 +2251,44 @@ class _Parser:
             value = N.cast(N.as_expr(value, buf.dtype), buf.dtype)
         return [N.AtomicAdd(dst, value, loc=self.loc(s), op=op)]
 
+    def stmt_atomic_store(self, a: _Args, s, op: str = "store") -> list[N.Stmt]:
+        """``T.atomic_store(dst, src, memory_order)`` / ``T.atomic_or(dst, value,
+        memory_order)``: one element of a global tensor, written atomically at device
+        scope with TileLang's memory order."""
+        name = f"T.atomic_{op}"
+        order = a.value("memory_order")
+        orders = N.ATOMIC_STORE_ORDERS if op == "store" else N.MEMORY_ORDERS
+        if op == "or" and order is None:
+            order = "relaxed"  # TileLang's id 0
+        if order not in orders:
+            raise a.fail("memory_order", f"{name} does not support memory_order={order!r}; "
+                                         f"expected one of {sorted(orders)}")
+        node = a.node("dst")
+        if not isinstance(node, ast.Subscript) or any(isinstance(i, slice) for i in self.indices(node)):
+            raise a.fail("dst", f"{name} writes one element (`flag[i]`), got `{ast.unparse(node)}`")
+        dst = self.region(node)
+        buf = self.buffer_named(dst.buffer)
+        if buf.scope != "global":
+            raise a.fail("dst", f"'{buf.name}' is a {buf.scope} buffer; tilecute's {name} "
+                                "writes an element of a global tensor")
+        ints = ("int32", "uint32", "int64", "uint64")
+        if op == "or" and buf.dtype not in ints or DTYPES[buf.dtype].bits not in (32, 64) \
+                or buf.dtype == "bool":
+            raise a.fail("dst", f"'{buf.name}' is {buf.dtype}; {name} writes "
+                                + ("a 32- or 64-bit integer" if op == "or" else "32 or 64 bits"))
+        vname = "src" if op == "store" else "value"
+        value = a.value(vname)
+        if isinstance(value, (_BufferRef, _RegionRef)) or not isinstance(
+                value, (int, float, bool, N.Expr)):
+            raise a.fail(vname, f"{name} takes one value, got `{ast.unparse(a.node(vname))}`")
+        if op == "or" and isinstance(value, N.Expr) and not N.is_int(value.dtype):
+            raise a.fail(vname, f"{name} ors an integer, got a {value.dtype}")
+        value = N.cast(N.as_expr(value, buf.dtype), buf.dtype)
+        return [N.AtomicAdd(dst, value, loc=self.loc(s), op=op, order=order)]
+
+    def stmt_atomic_or(self, a: _Args, s) -> list[N.Stmt]:
+        return self.stmt_atomic_store(a, s, "or")
+
     def stmt_let(self, a: _Args, s) -> list[N.Stmt]:
         a.refuse_unless("body", (None,), "T.let(v, value, body) is TVM's deprecated Let "
                                          "expression; write T.let(v, value) and use v")
@@ -3537,6 +3575,8 @@ class _Parser:
                 if not self.in_kernel:
                     raise self.error(node, f"T.{helper} is only valid inside a T.Kernel")
                 kwargs["threads"] = self.kernel_threads
+            if getattr(fn, "buffer_lookup", False):  # T.atomic_load: its element's buffer
+                kwargs["buffer_of"] = self.buffer_named
             if getattr(fn, "kernel_scope", False):  # T.get_block_binding ...: of the T.Kernel
                 if not self.in_kernel:
                     raise self.error(node, f"T.{helper} is only valid inside a T.Kernel")

@@ -161,7 +161,7 @@ class _Lowerer(StmtMutator):
         def body(vs):
             value = N.Load(sbuf.name, self.indices(s.value, shape, vs, s.dst), sbuf.dtype)
             dst = N.Region(dbuf.name, self.indices(s.dst, shape, vs, s.value))
-            return (N.AtomicAdd(dst, N.cast(value, dbuf.dtype), loc=s.loc, op=s.op),)
+            return (N.AtomicAdd(dst, N.cast(value, dbuf.dtype), loc=s.loc, op=s.op, order=s.order),)
         return self.nest(s, shape, body)
 
     def visit_allocate(self, s: N.Allocate) -> N.Allocate:

@@ -110,8 +110,10 @@ def vector_accesses(inner: N.For, buffers: dict[str, N.Buffer], layouts: dict[st
 
 
 def _draws(x) -> bool:
-    """Does ``x`` call a random number draw (T.rng_rand / T.rng_rand_float)?"""
-    return any(isinstance(n, N.Call) and n.name in N.RNG_DRAWS for n in walk_nodes(x))
+    """Does ``x`` call a random number draw (T.rng_rand / T.rng_rand_float) or read
+    memory atomically (T.atomic_load: each read is its own access)?"""
+    return any(isinstance(n, N.Call) and n.name in N.RNG_DRAWS + ("atomic_load",)
+               for n in walk_nodes(x))
 
 
 def async_copy_ok(inner: N.For, buffers, layouts, arch: str) -> bool:

@@ -1,4 +1,5 @@
-"""Atomic adds for generated kernels, into global or shared memory, result unused.
+"""Atomics for generated kernels: adds (max, min) into global or shared memory, result
+unused; TileLang's ordered loads, stores and ors.
 
 Both helpers lower to PTX ``red`` (reduction without a returned value) with
 ``.relaxed`` ordering (the semantics of CUDA ``atomicAdd``) at ``.gpu`` scope for
@@ -13,11 +14,16 @@ Usage in generated code::
 Dtypes (scalar): Float32, Float64, Float16, Int32, Uint32, Int64, Uint64 on sm_80 and
 sm_90; BFloat16 only on sm_90+ (``red.add.bf16`` needs sm_90; ptxas rejects it for
 sm_80, so the helper raises at trace time there).
+
+TileLang's ordered single-element atomics (device scope, global memory):
+``atomic_load(t, coord, order)``, ``atomic_store(t, coord, value, order)``,
+``atomic_or(t, coord, value, order)``; see each for its PTX.
 """
 
 import cutlass
 import cutlass.cute as cute
-from cutlass.cutlass_dsl import CuTeDSL
+from cutlass._mlir.dialects import llvm as _llvm
+from cutlass.cutlass_dsl import CuTeDSL, dsl_user_op
 
 _RED_DTYPES = (cutlass.Float32, cutlass.Float64, cutlass.Float16, cutlass.BFloat16,
                cutlass.Int32, cutlass.Uint32, cutlass.Int64, cutlass.Uint64)
@@ -154,3 +160,72 @@ def atomic_max(tensor, coord, value) -> None:
 def atomic_min(tensor, coord, value) -> None:
     """``tensor[coord] = min(tensor[coord], value)`` atomically; as :func:`atomic_max`."""
     _atomic_minmax(tensor, coord, value, "min")
+
+
+# ---- TileLang's T.atomic_load / T.atomic_store / T.atomic_or ------------------------------
+# Memory orders by name (TileLang's ids 0..5 are cuda::memory_order's, in this order).  The
+# orderings are libcu++'s cuda::atomic_ref<T, thread_scope_device> (what TileLang's
+# AtomicLoad/AtomicStore call) on sm_70+: a seq_cst access is a fence.sc.gpu before an
+# acquire load / a relaxed store / an acquire read-modify-write; consume is acquire.
+MEMORY_ORDERS = ("relaxed", "consume", "acquire", "release", "acq_rel", "seq_cst")
+
+
+@dsl_user_op
+def fence_sc_gpu(*, loc=None, ip=None) -> None:
+    """PTX ``fence.sc.gpu`` (the fence before a sequentially consistent access)."""
+    _llvm.inline_asm(None, [], "fence.sc.gpu;", "", has_side_effects=True, is_align_stack=False,
+                     asm_dialect=_llvm.AsmDialect.AD_ATT, loc=loc, ip=ip)
+
+
+def _global_ptr(tensor, coord, what: str):
+    if tensor.iterator.memspace != cute.AddressSpace.gmem:
+        raise TypeError(f"tilecute {what}: the element must be in global memory")
+    return element_ptr(tensor, coord)
+
+
+def atomic_load(tensor, coord, order: str):
+    """``tensor[coord]`` read atomically at device (``.gpu``) scope with ``order``
+    (relaxed, consume, acquire or seq_cst): ``ld.relaxed.gpu`` / ``ld.acquire.gpu`` /
+    ``fence.sc.gpu; ld.acquire.gpu``.  Global memory."""
+    if order not in ("relaxed", "consume", "acquire", "seq_cst"):
+        raise ValueError(f"tilecute atomic_load: no {order} load")
+    ptr = _global_ptr(tensor, coord, "atomic_load")
+    if order == "seq_cst":
+        fence_sc_gpu()
+    return cute.arch.load(ptr, tensor.element_type, sem="relaxed" if order == "relaxed" else "acquire",
+                          scope="gpu")
+
+
+def atomic_store(tensor, coord, value, order: str) -> None:
+    """``tensor[coord] = value`` atomically at device scope with ``order`` (relaxed,
+    release or seq_cst): ``st.relaxed.gpu`` / ``st.release.gpu`` / ``fence.sc.gpu;
+    st.relaxed.gpu``.  Global memory; ``value`` converted to the element type."""
+    if order not in ("relaxed", "release", "seq_cst"):
+        raise ValueError(f"tilecute atomic_store: no {order} store")
+    ptr = _global_ptr(tensor, coord, "atomic_store")
+    if order == "seq_cst":
+        fence_sc_gpu()
+    cute.arch.store(ptr, tensor.element_type(value), sem="release" if order == "release" else "relaxed",
+                    scope="gpu")
+
+
+_OR_DTYPES = (cutlass.Int32, cutlass.Uint32, cutlass.Int64, cutlass.Uint64)
+
+
+def atomic_or(tensor, coord, value, order: str) -> None:
+    """``tensor[coord] |= value`` atomically at device scope, result unused (32- or 64-bit
+    integers, global memory).  relaxed / release: ``red.{order}.gpu.global.or.b32/.b64``
+    (TileLang's); acquire, consume, acq_rel: ``atom.{acquire|acq_rel}.gpu.or``; seq_cst:
+    ``fence.sc.gpu`` then the acquire ``atom``."""
+    dtype = tensor.element_type
+    if dtype not in _OR_DTYPES:
+        raise TypeError(f"tilecute atomic_or: no atomic or for {dtype.__name__}")
+    ptr = _global_ptr(tensor, coord, "atomic_or")
+    if order in ("relaxed", "release"):
+        cute.arch.red(ptr, dtype(value), op="or", dtype="b32" if dtype.width == 32 else "b64",
+                      sem=order, scope="gpu")
+        return
+    if order == "seq_cst":
+        fence_sc_gpu()
+    cute.arch.atomic_or(ptr, dtype(value), sem="acq_rel" if order == "acq_rel" else "acquire",
+                        scope="gpu")
