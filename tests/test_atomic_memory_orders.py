@@ -160,14 +160,14 @@ def main(G: T.Tensor((8,), "int32"), F: T.Tensor((8,), "float32"), H: T.Tensor((
 
 @pytest.mark.parametrize("stmt,msg", [
     ('T.atomic_store(G[0], 1, memory_order="acquire")',
-     r"T.atomic_store does not support memory_order='acquire'"),
+     r"T.atomic_store: memory_order='acquire' is not supported; expected one of"),
     ('T.atomic_store(G[0], 1, memory_order="acq_rel")', "memory_order='acq_rel'"),
-    ('T.atomic_store(G[0:2], 1)', r"T.atomic_store writes one element \(`flag\[i\]`\)"),
+    ('T.atomic_store(G[0:2], 1)', r"T.atomic_store: dst must be one element \(`flag\[i\]`\)"),
     ('T.atomic_store(S[0], 1)', "'S' is a shared buffer; tilecute's T.atomic_store"),
     ('T.atomic_store(H[0], 1.0)', "'H' is float16; T.atomic_store writes 32 or 64 bits"),
     ('T.atomic_or(F[0], 1)', "'F' is float32; T.atomic_or writes a 32- or 64-bit integer"),
-    ('T.atomic_or(G[0], F[0])', "T.atomic_or ors an integer, got a float32"),
-    ('T.atomic_or(G[0], 1, memory_order="weak")', "T.atomic_or does not support memory_order='weak'"),
+    ('T.atomic_or(G[0], F[0])', "T.atomic_or: value must be an integer, got a float32"),
+    ('T.atomic_or(G[0], 1, memory_order="weak")', "T.atomic_or: memory_order='weak' is not supported"),
     ('G[1] = T.atomic_load(G[0], memory_order="release")',
      r"T.atomic_load does not support memory_order='release'"),
     ('G[1] = T.atomic_load(S[0])', "'S' is a shared buffer; tilecute's atomic loads"),

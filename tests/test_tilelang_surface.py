@@ -100,7 +100,7 @@ CALLS = {
     "atomic_addx4": ("stmt", "C[0], C[0]"), "print": ("stmt", "x"),
     "device_assert": ("stmt", "bx >= 0"), "assume": ("stmt", "bx >= 0"),
     "align_up": ("expr", "bx, 2"), "index_to_coordinates": ("unpack", "bx, (2, 4, 16)"), "atomic_load": ("expr", "C[0]"),
-    "atomic_store": ("stmt", "C[0], 1.0"), "atomic_or": ("stmt", "C[0], 1"), "reinterpret": ("expr", 'x, "int32"'),
+    "atomic_store": ("stmt", "C[0], 1.0"), "atomic_or": ("stmt", "C[0], 1"), "dp4a": ("stmt", "s[0, 0], t[0, 0], C[0]"), "reinterpret": ("expr", 'x, "int32"'),
     "any_of": ("expr", "row"), "all_of": ("expr", "row"),
     "ldg32": ("expr", "C[0]"), "ldg64": ("expr", "C[0:2]"), "ldg128": ("expr", "C[0:4]"),
     "ldg256": ("expr", "C[0:8]"), "lds32": ("expr", "s[0, 0:2]"), "lds64": ("expr", "s[0, 0:4]"),
@@ -166,6 +166,7 @@ REFUSED_AS_CALLED = {
     "loop_break": "T.loop_break outside a loop",
     "Broadcast": "T.Broadcast",  # only stored into a region of its lanes
     "atomic_or": "'C' is float32; T.atomic_or writes a 32- or 64-bit integer",
+    "dp4a": "T.dp4a: requires int8 inputs, got A.dtype='float16'",
 }
 
 

@@ -47,7 +47,7 @@ from .forms import let, rng_init, sync_grid  # noqa: F401
 from .forms import fence_proxy_async, wgmma_gemm  # noqa: F401
 from .forms import cp_async_barrier_noinc, ptx_cp_async  # noqa: F401
 from .forms import assume, atomic_addx2, atomic_addx4, device_assert, loop_break  # noqa: F401
-from .forms import atomic_or, atomic_store  # noqa: F401
+from .forms import atomic_or, atomic_store, dp4a  # noqa: F401
 from .forms import reshape, view  # noqa: F401
 from .forms import stg32, stg64, stg128, stg256, sts32, sts64, sts128  # noqa: F401
 from .forms import parallel  # noqa: F401

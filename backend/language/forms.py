@@ -324,6 +324,13 @@ def atomic_or(dst, value, memory_order=None):
 
 
 @_form("stmt")
+def dp4a(A, B, C):
+    """``T.dp4a(a[k], b[k], acc[0])``: ``acc[0] += a[k] * b[k] + ... + a[k + 3] * b[k + 3]``
+    (the 4 int8 elements from each of ``A`` and ``B`` in memory order, into the int32
+    element ``C``; CUDA's ``__dp4a``, TileLang's ``DP4A``)."""
+
+
+@_form("stmt")
 def atomic_addx2(dst, value, return_prev=False):
     """``T.atomic_addx2(dQ[b, i, h, j], acc_s[i, j])``: add the 2 elements from ``value``
     on to the 2 from ``dst`` (contiguous along the last dim), each atomically (lowered
@@ -657,7 +664,6 @@ TILELANG_ONLY = frozenset("""
     alloc_cluster_barrier alloc_tmem alloc_descriptor empty allocate async_copy transpose
     copy_cluster tma_gather4 tma_scatter4 tma_load tma_load_2sm gemm_sp
     tcgen05_gemm
-    dp4a
     access_ptr
     mbarrier_arrive_expect_tx mbarrier_expect_tx
     sync_global tma_store_arrive tma_store_wait

@@ -2261,11 +2261,11 @@ class _Parser:
         if op == "or" and order is None:
             order = "relaxed"  # TileLang's id 0
         if order not in orders:
-            raise a.fail("memory_order", f"{name} does not support memory_order={order!r}; "
+            raise a.fail("memory_order", f"memory_order={order!r} is not supported; "
                                          f"expected one of {sorted(orders)}")
         node = a.node("dst")
         if not isinstance(node, ast.Subscript) or any(isinstance(i, slice) for i in self.indices(node)):
-            raise a.fail("dst", f"{name} writes one element (`flag[i]`), got `{ast.unparse(node)}`")
+            raise a.fail("dst", f"dst must be one element (`flag[i]`), got `{ast.unparse(node)}`")
         dst = self.region(node)
         buf = self.buffer_named(dst.buffer)
         if buf.scope != "global":
@@ -2280,14 +2280,46 @@ class _Parser:
         value = a.value(vname)
         if isinstance(value, (_BufferRef, _RegionRef)) or not isinstance(
                 value, (int, float, bool, N.Expr)):
-            raise a.fail(vname, f"{name} takes one value, got `{ast.unparse(a.node(vname))}`")
+            raise a.fail(vname, f"{vname} must be one value, got `{ast.unparse(a.node(vname))}`")
         if op == "or" and isinstance(value, N.Expr) and not N.is_int(value.dtype):
-            raise a.fail(vname, f"{name} ors an integer, got a {value.dtype}")
+            raise a.fail(vname, f"{vname} must be an integer, got a {value.dtype}")
         value = N.cast(N.as_expr(value, buf.dtype), buf.dtype)
         return [N.AtomicAdd(dst, value, loc=self.loc(s), op=op, order=order)]
 
     def stmt_atomic_or(self, a: _Args, s) -> list[N.Stmt]:
         return self.stmt_atomic_store(a, s, "or")
+
+    def stmt_dp4a(self, a: _Args, s) -> list[N.Stmt]:
+        """``T.dp4a(A, B, C)``: ``C += A[0..3] . B[0..3]``, 4 signed int8 pairs from each
+        element (or buffer: its first) on along the last dim, into the int32 element C,
+        as one Store (TileLang's ``DP4A``: CUDA's ``__dp4a`` on the 4 bytes at each
+        address; int32 arithmetic wraps as it does)."""
+        want = {"A": "int8", "B": "int8", "C": "int32"}
+        regions = {}
+        for name, dtype in want.items():
+            node = a.node(name)
+            if isinstance(node, ast.Subscript) and any(isinstance(i, slice) for i in self.indices(node)):
+                raise a.fail(name, f"{name} must be an element or a buffer (its first element), got "
+                                   f"`{ast.unparse(node)}`")
+            r = self.region(node)
+            buf = self.buffer_named(r.buffer)
+            if buf.dtype != dtype:
+                raise a.fail(name, f"requires {'an int32 accumulator' if name == 'C' else 'int8 inputs'}"
+                                   f", got {name}.dtype='{buf.dtype}'")
+            last = buf.shape[-1]
+            if name != "C" and not (isinstance(last, N.Const) and last.value % 4 == 0):
+                raise a.fail(name, f"'{buf.name}' has a last dim of {expr_str(last)}; T.dp4a reads 4 "
+                                   "bytes at a 4-byte aligned address, which stay in one row only where "
+                                   "the last dim is a constant multiple of 4")
+            regions[name] = r
+        c = regions["C"]
+        acc: N.Expr = N.Load(c.buffer, c.starts, "int32")
+        for k in range(4):
+            x, y = (N.Load(regions[n].buffer, regions[n].starts[:-1] +
+                           (N.binop("add", regions[n].starts[-1], k) if k else regions[n].starts[-1],),
+                           "int8") for n in ("A", "B"))
+            acc = N.binop("add", acc, N.binop("mul", N.cast(x, "int32"), N.cast(y, "int32")))
+        return [N.Store(c.buffer, c.starts, acc, loc=self.loc(s))]
 
     def stmt_let(self, a: _Args, s) -> list[N.Stmt]:
         a.refuse_unless("body", (None,), "T.let(v, value, body) is TVM's deprecated Let "
