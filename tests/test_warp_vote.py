@@ -29,7 +29,9 @@ def votes(B: T.Tensor((96, 11), "int64")):
     with T.Kernel(1, threads=96):
         tx = T.get_thread_binding()
         B[tx, 0] = T.cast(T.any_sync(tx == 40), "int64")
-        B[tx, 1] = T.cast(T.all_sync(tx % 2, 0xAAAAAAAA), "int64")
+        B[tx, 1] = 1
+        if tx % 2 == 1:  # a vote's lanes must all be in its mask (CUDA's rule)
+            B[tx, 1] = T.cast(T.all_sync(tx % 2, 0xAAAAAAAA), "int64")
         B[tx, 2] = T.cast(T.ballot_sync(tx % 32 >= 7), "int64")
         B[tx, 3] = T.cast(T.ballot(1), "int64")
         B[tx, 4] = T.cast(T.activemask(), "int64")
@@ -51,7 +53,7 @@ def _expected() -> np.ndarray:
     warp, lane = tx // 32, tx % 32
     out = np.zeros((96, 11), dtype=np.int64)
     out[:, 0] = warp == 1
-    out[:, 1] = 1  # the odd lanes (mask 0xAAAAAAAA) all have tx % 2
+    out[:, 1] = 1  # the odd lanes (mask 0xAAAAAAAA, the only ones voting) all have tx % 2
     out[:, 2] = 0xFFFFFF80
     out[:, 3] = 0xFFFFFFFF
     out[:, 4] = 0xFFFFFFFF
