@@ -99,6 +99,42 @@ def _kill_group(pid: int) -> None:
             pass
 
 
+_imported = threading.Event()
+_import_lock = threading.Lock()
+
+
+def _import_build_path() -> None:
+    """Import, once and before the first fork, every module a build may import: tilecute's
+    own (but the CuTe DSL helpers, which only the cubin workers load) and the libraries its
+    launcher build uses.  A module another thread is importing while this one forks stays
+    half-initialized in the child, its import lock held by a thread the child does not have,
+    and the child's first import of it waits forever (seen: a CI run hung in the tuner's
+    tests).  With every such module imported first, no build imports one of them; a
+    factory's own imports racing another thread's are the caller's (docs/autotune.md)."""
+    if _imported.is_set():
+        return
+    import importlib
+    import pkgutil
+
+    with _import_lock:
+        if _imported.is_set():
+            return
+        package = importlib.import_module(__name__.rpartition(".")[0])
+        for info in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
+            if ".runtime.cute" in info.name or info.name.endswith(("__main__", "cubin_worker")):
+                continue
+            try:
+                importlib.import_module(info.name)
+            except ImportError:
+                pass  # an optional dependency (its module is then no build's)
+        for name in ("jinja2", "filelock", "elftools.elf.elffile"):
+            try:
+                importlib.import_module(name)
+            except ImportError:
+                pass
+        _imported.set()
+
+
 def run(fn: Callable[..., Any], args: tuple = (), timeout: Optional[float] = None,
         group: Optional[str] = None) -> Any:
     """``fn(*args)`` in a child process (see the module docstring); ``timeout`` None or
@@ -106,6 +142,7 @@ def run(fn: Callable[..., Any], args: tuple = (), timeout: Optional[float] = Non
     limit = timeout if timeout is not None and timeout > 0 else None
     if not forks():
         return _run_in_thread(fn, args, timeout, limit)
+    _import_build_path()
     tmp = tempfile.mkdtemp(prefix="tilecute-build-")
     for stream in (sys.stdout, sys.stderr):  # else the child would write their buffers again
         try:
