@@ -724,7 +724,9 @@ class _Parser:
             raise self.error(s, "one `with T.Kernel(...)` at a time")
         item = s.items[0]
         call = item.context_expr
-        form = self.form_of(call.func) if isinstance(call, ast.Call) else None
+        tvm_attr = isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and \
+            call.func.attr == "attr"  # (T.attr: refused below with its own reason)
+        form = self.form_of(call.func) if isinstance(call, ast.Call) and not tvm_attr else None
         if form is None or form.kind != "with":
             f = call.func if isinstance(call, ast.Call) else call
             named = f"`with {ast.unparse(f)}(...)`" if isinstance(call, ast.Call) else \
