@@ -156,3 +156,31 @@ def _run(case, options=None):
 def test_gpu_against_torch(case, wgmma):
     """On the GPU at hand; wgmma=False runs the sm_80 paths (mma.sync) on Hopper."""
     _run(case, None if wgmma else {"disable_wgmma": True})
+
+
+def test_staging_tile_of_a_nested_fragment_is_allocated_at_the_top_level(tmp_path):
+    """A fragment operand allocated inside a loop (TileLang allows it) is staged through a
+    shared tile allocated at the kernel's top level, where shared memory is laid out."""
+    import tilecute
+    import tilecute.language as T
+    from tilecute.ir import nodes as N
+    from tilecute.transform.pipeline import lower
+
+    @T.prim_func
+    def nested(A: T.Tensor((64, 64), "float32"), B: T.Tensor((64, 64), "float32"),
+               C: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=128):
+            A_s = T.alloc_shared((64, 64), "float32")
+            acc = T.alloc_fragment((64, 64), "float32")
+            T.copy(A, A_s)
+            T.clear(acc)
+            for k in T.serial(2):
+                b = T.alloc_fragment((64, 64), "float32")
+                T.copy(B, b)
+                T.gemm(A_s, b, acc)
+            T.copy(acc, C)
+
+    plan = lower(nested, "sm_90a")
+    top = [s.buffer.name for s in plan.func.kernels[0].body if isinstance(s, N.Allocate)]
+    assert "b_shared" in top
+    assert tilecute.build_cubin(nested, "sm_90a", out_dir=str(tmp_path)).kernel_names

@@ -12,7 +12,8 @@ of an accumulator with ``K`` columns, so a ``T.Parallel`` loop or ``T.copy`` can
 accumulator into it, as attention kernels do with P = softmax(S)).  Any other fragment
 operand (a ``B`` fragment, TileLang's gemm_sr; a transposed ``A`` fragment, its gemm_rs; a
 fragment of a dtype or tile no MMA reads from registers) is staged through shared memory:
-a new shared buffer of the fragment's shape, a ``T.copy`` into it before the ``T.gemm``,
+a new shared buffer of the fragment's shape (at the kernel's top level, wherever the
+fragment is allocated), a ``T.copy`` into it before the ``T.gemm``,
 which reads it (:meth:`_Kernel.stage`).  ``tfloat32`` operands (TileLang's) are float32
 ones: the tensor cores multiply both as tf32.
 
@@ -438,21 +439,28 @@ class _Kernel:
                              "register layout this T.gemm on CUDA cores does not compute in")
         if not families:
             return self.scope
-        return _SetLayouts(self.layouts, families, self.staged).visit_kernel(self.scope)
+        scope = _SetLayouts(self.layouts, families, self.staged).visit_kernel(self.scope)
+        staging = [dataclasses.replace(a, layout=self.layouts.get(a.buffer.name))
+                   for pairs in self.staged.values() for _, a in pairs]
+        if not staging:
+            return scope
+        # the staging tiles at the kernel's top level (shared memory is allocated there),
+        # after the allocations heading it, wherever their fragments are allocated
+        body = list(scope.body)
+        at = next((i for i, t in enumerate(body) if not isinstance(t, (N.Allocate, N.Let))),
+                  len(body))
+        return dataclasses.replace(scope, body=tuple(body[:at] + staging + body[at:]))
 
 
 class _SetLayouts(StmtMutator):
-    """Each T.gemm's family, the layouts, and the staging of fragment operands: the shared
-    buffer allocated after the fragment, a copy into it before the T.gemm, which reads it."""
+    """Each T.gemm's family, the layouts, and the staging of fragment operands: a copy into
+    the shared buffer before the T.gemm, which reads it (``_Kernel.run`` allocates the
+    buffers at the kernel's top level)."""
 
     def __init__(self, layouts: dict[str, N.Layout], families: dict[int, str],
                  staged: dict[int, list]):
         self.layouts, self.families = layouts, families
         self.staged = staged
-        self.stage_allocs: dict[str, list] = {}  # fragment -> its staging buffers' Allocates
-        for pairs in staged.values():
-            for frag, alloc in pairs:
-                self.stage_allocs.setdefault(frag, []).append(alloc)
 
     def visit_gemm(self, s: N.Gemm):
         g = dataclasses.replace(s, family=self.families[id(s)])
@@ -467,11 +475,7 @@ class _SetLayouts(StmtMutator):
 
     def visit_allocate(self, s: N.Allocate):
         layout = self.layouts.get(s.buffer.name)
-        s = s if layout is None else dataclasses.replace(s, layout=layout)
-        staging = self.stage_allocs.get(s.buffer.name)
-        if not staging:
-            return s
-        return [s] + [dataclasses.replace(a, layout=self.layouts.get(a.buffer.name)) for a in staging]
+        return s if layout is None else dataclasses.replace(s, layout=layout)
 
 
 def select_mma(func: N.PrimFunc, arch: str, wgmma: bool = True) -> N.PrimFunc:
