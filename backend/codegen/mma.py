@@ -10,7 +10,7 @@ from __future__ import annotations
 from ..ir import nodes as N
 from ..ir.printer import expr_str, gemm_operand
 from ..runtime.dtypes import DTYPES
-from ..transform.analysis import walk_stmts
+from ..transform.analysis import batch_may_stay_in_flight, walk_stmts
 from ..transform.analysis import accesses
 from .expr import ExprPrinter, cute_type, mma_type
 from .memory import SharedMemory
@@ -252,7 +252,7 @@ class MmaEmitter:
         16-bit accumulator (CuTe DSL repacks those registers around each wgmma, which is
         wrong while the batch runs; T.wgmma_gemm then waits, which changes only timing)."""
         c = self.buffers.get(s.c)
-        if s.wg_wait == N.NO_WAIT and c is not None and DTYPES[c.dtype].bits == 16:
+        if s.wg_wait == N.NO_WAIT and c is not None and not batch_may_stay_in_flight(c.dtype):
             return 0
         return s.wg_wait
 

@@ -336,6 +336,14 @@ def tma_box(glob: N.Buffer, region: N.Region, shared: N.Buffer, swizzle: int,
     return box
 
 
+def batch_may_stay_in_flight(acc_dtype: str) -> bool:
+    """May a wgmma batch accumulating in ``acc_dtype`` stay in flight past its T.gemm?
+    Only with a 32-bit accumulator: CuTe DSL repacks 16-bit accumulator registers (two per
+    register) around each wgmma, which is wrong while the batch runs (measured on an H100:
+    float16 accumulators of 128-row tiles came out wrong with 2 pipeline stages)."""
+    return DTYPES[acc_dtype].bits == 32
+
+
 def row_slice(r: N.Region, buf: N.Buffer, swizzle: int) -> tuple[int, int] | None:
     """``(first row, rows)`` when region ``r`` of shared ``buf`` is whole but for a
     constant range of its first dim that TMA can fill on its own (``K_s[16:32, :]`` of a 2-D

@@ -7,9 +7,8 @@ from __future__ import annotations
 import dataclasses
 
 from ..ir import nodes as N
-from ..runtime.dtypes import DTYPES
 from ..ir.visitor import substitute
-from .analysis import all_names
+from .analysis import all_names, batch_may_stay_in_flight
 from .tma_copies import is_pending_load
 
 
@@ -60,10 +59,9 @@ class KernelTma:
 
     def stays_in_flight(self, g: N.Gemm) -> bool:
         """May ``g``'s wgmma batch stay in flight past the step (``wg_wait=1``)?  Its A is
-        in shared memory, and its accumulator 32-bit: CuTe DSL repacks 16-bit
-        accumulator registers (two per register) around each wgmma, which is wrong while
-        the batch runs (measured: float16 accumulators of 128-row tiles came out wrong)."""
-        return self.shared_a(g) and DTYPES[self.buffers[g.c].dtype].bits == 32
+        in shared memory, and its accumulator one whose batch may
+        (:func:`analysis.batch_may_stay_in_flight`)."""
+        return self.shared_a(g) and batch_may_stay_in_flight(self.buffers[g.c].dtype)
 
     def wgmma(self, g: N.Gemm) -> bool:
         layout = self.allocs[g.c].layout if g.c in self.allocs else None

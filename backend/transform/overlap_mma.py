@@ -60,16 +60,15 @@ import dataclasses
 from ..ir import nodes as N
 from ..ir.printer import expr_str
 from ..ir.visitor import StmtMutator, fold_constants, substitute, walk_stmts
-from .analysis import buffers_used
+from .analysis import batch_may_stay_in_flight, buffers_used
 from .mbarriers import i32, sub
 
 
 def _wgmma(allocs: dict, g: N.Gemm) -> bool:
-    """A wgmma T.gemm whose batch may stay in flight: a 32-bit accumulator (CuTe DSL
-    repacks 16-bit ones around each wgmma, wrong while the batch runs)."""
+    """A wgmma T.gemm whose batch may stay in flight (:func:`batch_may_stay_in_flight`)."""
     a = allocs.get(g.c)
     return a is not None and a.layout is not None and a.layout.mma == "wgmma" and \
-        a.buffer.dtype in ("float32", "int32")
+        batch_may_stay_in_flight(a.buffer.dtype)
 
 
 def split_tied(between: list, tied: set[str]):
