@@ -24,7 +24,8 @@ import attention as A  # noqa: E402
 # variant suffixes: schedule choices turned off or on (compile options)
 OFF = {"serial": ("disable_mma_overlap", True), "pp": ("warpgroup_pingpong", True),
        "nopp": ("disable_warpgroup_pingpong", True),
-       "precise": ("fast_math", False)}
+       "precise": ("fast_math", False), "early": ("rescale_before_gemm", True),
+       "late": ("rescale_before_gemm", False)}
 
 
 def bench(fn, reps: int = 20) -> float:
@@ -129,7 +130,8 @@ def main():
                         "compute threads, +r24/240: producer / compute registers per thread; "
                         "-serial: without the MMA overlap (disable_mma_overlap), -pp: "
                         "with the warpgroup ping-pong (warpgroup_pingpong), -nopp: without it, -precise: without the "
-                        "example's fast_math")
+                        "example's fast_math, -early / -late: O's rescale before the next step's "
+                        "second GEMM / right after it (rescale_before_gemm)")
     p.add_argument("--prebuild", action="store_true",
                    help="compile all kernels first, in parallel threads")
     args = p.parse_args()

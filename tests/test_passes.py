@@ -304,7 +304,48 @@ CASES = [
 +            T.tma_copy(acc_shared, C[by * 128, bx * 128])
 """),
 
+    # a 64-wide O: its rescale stays after the second GEMM is done (FlashAttention's rule)
     ("overlap_mma", ATTN, "sm_90a", """\
+@@ -30 +30,11 @@
+-        for k in T.Pipelined(16, num_stages=3, warp_specialize=True):
++        T.mbarrier_wait_parity(tc_bar0, 0)
++        T.gemm(Q_s, K_s, S, transpose_A=False, transpose_B=True, clear_accum=True, stage=0)
++        T.mbarrier_arrive(tc_bar1)
++        for i in T.Parallel(64):
++            for j in T.Parallel(64):
++                S[i, j] = T.exp2(S[i, j])
++        for i_1 in T.Parallel(64):
++            for j_1 in T.Parallel(64):
++                acc[i_1, j_1] = acc[i_1, j_1] * T.float32(0.5)
++        T.copy(S, P)
++        for k in T.Pipelined(1, 16, num_stages=3, warp_specialize=True):
+@@ -32 +42,3 @@
+-            T.gemm(Q_s, K_s, S, transpose_A=False, transpose_B=True, clear_accum=True)
++            T.gemm(Q_s, K_s, S, transpose_A=False, transpose_B=True, clear_accum=True, wg_wait=1, stage=k % 3)
++            T.mbarrier_wait_parity(tc_bar2[(k - 1) % 3], (k - 1) // 3 & 1)
++            T.gemm(P, V_s, acc, transpose_A=False, transpose_B=False, clear_accum=False, wg_wait=1, stage=(k - 1) % 3)
+@@ -36,0 +49,2 @@
++            T.wait_wgmma(0)
++            T.mbarrier_arrive(tc_bar3[(k - 1) % 3])
+@@ -41,3 +55,3 @@
+-            T.mbarrier_wait_parity(tc_bar2[k % 3], k // 3 & 1)
+-            T.gemm(P, V_s, acc, transpose_A=False, transpose_B=False, clear_accum=False)
+-            T.mbarrier_arrive(tc_bar3[k % 3])
++        T.mbarrier_wait_parity(tc_bar2, 1)
++        T.gemm(P, V_s, acc, transpose_A=False, transpose_B=False, clear_accum=False, stage=0)
++        T.mbarrier_arrive(tc_bar3)
+"""),
+]
+
+
+@pytest.mark.parametrize("name,src,arch,expected", CASES, ids=[c[0] for c in CASES])
+def test_pass_changes(name, src, arch, expected):
+    assert changes(src, name, arch) == expected
+
+
+# rescale_before_gemm=True: the rescale of O waits for the next step and runs while its
+# first GEMM does, before the second is issued (the default above 128 columns)
+OVERLAP_RESCALE_EARLY = """\
 @@ -30 +30,8 @@
 -        for k in T.Pipelined(16, num_stages=3, warp_specialize=True):
 +        T.mbarrier_wait_parity(tc_bar0, 0)
@@ -339,13 +380,15 @@ CASES = [
 +        T.mbarrier_wait_parity(tc_bar2, 1)
 +        T.gemm(P, V_s, acc, transpose_A=False, transpose_B=False, clear_accum=False, stage=0)
 +        T.mbarrier_arrive(tc_bar3)
-"""),
-]
+"""
 
 
-@pytest.mark.parametrize("name,src,arch,expected", CASES, ids=[c[0] for c in CASES])
-def test_pass_changes(name, src, arch, expected):
-    assert changes(src, name, arch) == expected
+def test_overlap_rescale_before_gemm_option():
+    before, _ = before_and_after(ATTN, "overlap_mma", "sm_90a")
+    after = PASSES[NAMES.index("overlap_mma")].run(before, "sm_90a", {"rescale_before_gemm": True})
+    d = difflib.unified_diff(print_func(before).splitlines(), print_func(after).splitlines(),
+                             lineterm="", n=0)
+    assert "\n".join(list(d)[2:]) + "\n" == OVERLAP_RESCALE_EARLY
 
 
 def test_every_pass_has_a_test():

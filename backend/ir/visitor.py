@@ -7,7 +7,8 @@ generator use, so that a pass shows only its rule.
   ``visit_copy``...) where a subclass defines one; every other statement is rebuilt
   with its bodies visited.  A visit may return a statement, a sequence of statements
   (spliced in place) or ``None`` (dropped);
-- :func:`substitute` replaces variables by expressions anywhere in a value.
+- :func:`substitute` replaces variables by expressions anywhere in a value;
+  :func:`replace_exprs` replaces whole expressions.
 """
 
 from __future__ import annotations
@@ -59,6 +60,20 @@ def substitute(x, mapping: dict[str, N.Expr]):
         return tuple(substitute(y, mapping) for y in x)
     if dataclasses.is_dataclass(x) and not isinstance(x, type) and not isinstance(x, N.Loc):
         changes = {f.name: substitute(getattr(x, f.name), mapping)
+                   for f in dataclasses.fields(x) if f.name != "loc"}
+        return dataclasses.replace(x, **changes)
+    return x
+
+
+def replace_exprs(x, mapping: dict):
+    """``x`` (a node or nested tuples of them) with each expression that equals a key of
+    ``mapping`` replaced by its value (outermost match first)."""
+    if isinstance(x, N.Expr) and x in mapping:
+        return mapping[x]
+    if isinstance(x, tuple):
+        return tuple(replace_exprs(y, mapping) for y in x)
+    if dataclasses.is_dataclass(x) and not isinstance(x, type) and not isinstance(x, N.Loc):
+        changes = {f.name: replace_exprs(getattr(x, f.name), mapping)
                    for f in dataclasses.fields(x) if f.name != "loc"}
         return dataclasses.replace(x, **changes)
     return x

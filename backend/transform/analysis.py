@@ -248,6 +248,16 @@ def accesses(body):
     return out
 
 
+def written_globals(func: N.PrimFunc, body) -> set[str]:
+    """The global buffers (parameters and workspaces) some statement of ``body`` writes."""
+    out = set()
+    for x in walk_stmts(body):
+        for field in ("dst", "buffer", "c"):  # every statement's write target
+            v = getattr(x, field, None)
+            out.update([v.buffer] if isinstance(v, N.Region) else [v] if isinstance(v, str) else [])
+    return {b for b in out if func.buffer(b) is not None}
+
+
 def all_names(func: N.PrimFunc) -> set[str]:
     """Every variable and buffer name in ``func`` (fresh names avoid them)."""
     return {n.name for n in walk_nodes(func) if isinstance(n, (N.Var, N.Buffer))}

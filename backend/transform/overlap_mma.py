@@ -26,9 +26,12 @@ k - 1's stage, and finishes X:
         arrive empty[k - 1]; X_tied(k)                  # e.g. P = S
     X_acc(a + n - 1); G2(a + n - 1); arrive empty[a + n - 1]     # epilogue
 
-``X_tied`` is what touches G2's operands; its statements that touch only G2's accumulator
-(``X_acc``, the rescale of O) wait for the next step, where they run while G1 does
-(FA3's order), when they commute with the rest of ``X_tied`` and with G1.
+``X_tied`` is what touches G2's operands.  Where G2's accumulator is wider than 128
+(attention's head dim above 128), its statements that touch only that accumulator
+(``X_acc``, the rescale of O) wait for the next step, where they run while G1 does,
+when they commute with the rest of ``X_tied`` and with G1; narrower, they stay in
+``X_tied``, after G2 is done and outside the warpgroups' turns (FlashAttention's
+RescaleOBeforeGemm rule; option ``rescale_before_gemm`` True / False forces either).
 
 It applies only where X splits that way (no statement of ``X_free`` depends on an earlier
 statement of ``X_tied``), both GEMMs are wgmma, G2's A operand is a register fragment X
@@ -91,6 +94,12 @@ TURN_BARRIER = 2  # named barriers 2, 3: the two compute warpgroups' turns (1: t
 # the widest second-GEMM accumulator (attention: the head dim) that takes turns by default:
 # measured on an H200 with 2 stages, head dim 128 +2% (non-causal), 256 -4% (FA4's rule too)
 PINGPONG_MAX_N = 128
+# the narrowest second-GEMM accumulator whose rescale (O *= alpha) runs before the next
+# step's G2 rather than right after G2 is done (FlashAttention's RescaleOBeforeGemm: head
+# dims above 128).  Before G2 it sits inside the warpgroups' turn, which the other
+# warpgroup then waits out: at head dim 128 (H100, ncu) the turns' barrier stalls were
+# twice FA4's, whose rescale comes after G2.
+RESCALE_EARLY_MIN_N = 128
 
 
 class OverlapError(ValueError):
@@ -98,9 +107,18 @@ class OverlapError(ValueError):
 
 
 class _Overlap(StmtMutator):
-    def __init__(self, func: str, allocs: dict, pingpong, auto: bool):
-        # pingpong: True / False as the options force it, None: where G2 is narrow
+    def __init__(self, func: str, allocs: dict, pingpong, auto: bool, early=None):
+        # pingpong, early: True / False as the options force them, None: by G2's width
         self.func, self.allocs, self.pingpong, self.auto = func, allocs, pingpong, auto
+        self.early = early
+
+    def rescale_early(self, g2: N.Gemm) -> bool:
+        """Whether the statements that only rescale G2's accumulator run in the next step,
+        before G2 is issued (while G1 runs), rather than right after G2 is done."""
+        if self.early is not None:
+            return self.early
+        wide = self.allocs[g2.c].buffer.shape[-1]
+        return not (isinstance(wide, N.Const) and wide.value <= RESCALE_EARLY_MIN_N)
 
     def turns(self, g1: N.Gemm, g2: N.Gemm):
         """For two compute warpgroups that each own half the rows (wgmma warps (2, 1)):
@@ -170,12 +188,14 @@ class _Overlap(StmtMutator):
             return None
         free, tied = split
         # the rescale of G2's accumulator (O *= alpha) waits for the next step, where it
-        # runs while that step's G1 does, if it commutes with the rest of the tied part
+        # runs while that step's G1 does, if it commutes with the rest of the tied part,
+        # where G2's accumulator is wider than RESCALE_EARLY_MIN_N (else it runs once G2 is
+        # done, out of the warpgroups' turns: FlashAttention's RescaleOBeforeGemm rule)
         rest = [t for t in tied if g2.a in buffers_used(t) or g1.c in buffers_used(t)]
         later = [t for t in tied if t not in rest]
         g1_bufs = {g1.a, g1.b, g1.c}
         if any(buffers_used(r) & (buffers_used(t) | g1_bufs) for r in later for t in rest) or \
-                any(buffers_used(r) & g1_bufs for r in later):
+                any(buffers_used(r) & g1_bufs for r in later) or not self.rescale_early(g2):
             later, rest = [], tied
         return g1, g2, free, later, rest, release1, wait2
 
@@ -248,6 +268,7 @@ def overlap_mma(func: N.PrimFunc, arch: str, options: dict) -> N.PrimFunc:
         allocs = {s.buffer.name: s for s in scope.body if isinstance(s, N.Allocate)}
         pingpong = True if options.get("warpgroup_pingpong") else \
             False if options.get("disable_warpgroup_pingpong") else None
+        early = options.get("rescale_before_gemm")
         own = next((s for s in walk_stmts(scope.body)
                     if isinstance(s, N.NamedBarrier) and s.program), None)
         if own is not None:  # the turns take named barriers 2 and 3
@@ -259,5 +280,5 @@ def overlap_mma(func: N.PrimFunc, arch: str, options: dict) -> N.PrimFunc:
                                    f"(T.sync_threads({expr_str(own.barrier_id)}, {own.threads}))")
             kernels.append(scope)
             continue
-        kernels.append(_Overlap(func.name, allocs, pingpong, auto).visit_kernel(scope))
+        kernels.append(_Overlap(func.name, allocs, pingpong, auto, early).visit_kernel(scope))
     return dataclasses.replace(func, kernels=tuple(kernels))

@@ -41,7 +41,8 @@ from ..ir.visitor import (StmtMutator, fold_constants, substitute, var_names, wa
                           walk_stmts)
 from ..target import arch_at_least
 from .analysis import (accesses, aliased, all_names, matrix_of, matrix_slice, mentions,  # noqa: F401
-                       parallel_nest, row_slice, tma_box, tma_swizzle, view_bases, view_layout, whole)
+                       parallel_nest, row_slice, tma_box, tma_swizzle, view_bases, view_layout, whole,
+                       written_globals)
 
 
 class TmaError(ValueError):
@@ -242,12 +243,7 @@ class _Kernel(StmtMutator):
 
     def written(self) -> set[str]:
         """Global buffers some statement of the kernel writes."""
-        out = set()
-        for x in walk_stmts(self.scope.body):
-            for field in ("dst", "buffer", "c"):  # every statement's write target
-                v = getattr(x, field, None)
-                out.update([v.buffer] if isinstance(v, N.Region) else [v] if isinstance(v, str) else [])
-        return {b for b in out if self.func.buffer(b) is not None}
+        return written_globals(self.func, self.scope.body)
 
 
 def lower_copies_to_tma(func: N.PrimFunc, arch: str, auto: bool = True) -> N.PrimFunc:

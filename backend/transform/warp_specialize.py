@@ -30,9 +30,9 @@ from __future__ import annotations
 import dataclasses
 
 from ..ir import nodes as N
-from ..ir.visitor import var_names, walk_stmts
+from ..ir.visitor import replace_exprs, var_names, walk_stmts
 from ..target import MAX_THREADS, PRODUCER_REGS, WARPGROUP, arch_at_least, target
-from .analysis import buffers_used, lifetimes, loads as expr_loads, stage_bytes
+from .analysis import buffers_used, lifetimes, loads as expr_loads, stage_bytes, top_loads, written_globals
 from .tma_copies import TmaError
 from .mbarriers import KernelTma, full_wait, i32, issuer, schedule, split_body
 
@@ -134,6 +134,7 @@ class _Specializer:
                 loc=loop.loc),), loc=loop.loc))
             feed.extend(issuer(loop, group, bar)(it, stage))
             waits.setdefault(at, []).append(full)
+        feed = read_origins_first(feed, written_globals(k.func, k.scope.body), k.fresh, loop.loc)
         tid = N.Call("thread_idx", (i32(0),), "int32")
         self.producer = N.If(N.Cmp("ge", tid, i32(threads)), (
             N.If(N.Cmp("eq", tid, i32(threads)), (N.For(j, i32(0), n, "serial", tuple(feed),
@@ -195,6 +196,24 @@ class _Specializer:
             if _hoisted(s, set(self.k.allocs)):
                 seen.add(s.var.name)
         return seen
+
+
+def read_origins_first(feed: list, written: set[str], fresh, loc) -> list:
+    """The producer's step with the global reads in its TMA origins (a paged cache's
+    block table: ``KV[block_table[b, k], ...]``) bound first, before its waits for free
+    stages, so that their latency passes while the producer waits rather than delaying
+    the copies.  Only tensors the kernel never writes (``written``: those it does) are
+    read early; a read that appears in several origins is read once."""
+    found: list[N.Load] = []
+    for s in feed:
+        if isinstance(s, N.TmaCopy):
+            found += [ld for ld in top_loads(s.src.starts)
+                      if ld.buffer not in written and ld not in found]
+    if not found:
+        return feed
+    names = {ld: N.Var(fresh("tc_origin"), ld.dtype) for ld in found}
+    return [N.Let(v, ld, loc=loc) for ld, v in names.items()] + \
+        [replace_exprs(s, names) if isinstance(s, N.TmaCopy) else s for s in feed]
 
 
 def _by_first_use(loads, rest) -> list:
