@@ -18,7 +18,7 @@ from typing import Optional, Sequence
 from .ir import nodes as N
 from .ir.serialize import canonical_json
 from .runtime.arch import TargetError, check_arch
-from .runtime.kernel import Kernel, resolve_out_idx
+from .runtime.kernel import Kernel, check_release_gil, resolve_out_idx
 
 
 def _arch(target: Optional[str], function: str) -> str:
@@ -100,7 +100,7 @@ def compile(func: N.PrimFunc, out_idx: Optional[Sequence[int]] = None,  # noqa: 
             target: Optional[str] = None, options: Optional[dict] = None,
             pass_configs: Optional[dict] = None, compile_flags=None, *,
             execution_backend: Optional[str] = None, target_host=None,
-            verbose: Optional[bool] = None) -> Kernel:
+            verbose: Optional[bool] = None, release_gil: Optional[bool] = None) -> Kernel:
     """Compile ``func`` for ``target`` (``"sm_90a"``, ``"sm_80"``...; default: the GPU's
     arch, else ``TILECUTE_ARCH``) and return the callable kernel.
 
@@ -119,6 +119,10 @@ def compile(func: N.PrimFunc, out_idx: Optional[Sequence[int]] = None,  # noqa: 
     each compile (its target, then its time and kernel) to stderr, as TileLang logs its
     JIT phases.
 
+    ``release_gil=False`` makes calls hold the GIL while they launch
+    (``Kernel.release_gil``; default: TVM FFI's, released).  Not part of the cache key: it
+    changes no generated code.
+
     ``target`` may list several archs (``["sm_90a", "sm_80"]``): one cache entry each, and
     a :class:`MultiArchKernel` whose first call picks the one that runs on the GPU.
 
@@ -131,6 +135,7 @@ def compile(func: N.PrimFunc, out_idx: Optional[Sequence[int]] = None,  # noqa: 
         raise TypeError(f"tilecute.compile takes a PrimFunc (from @T.prim_func), got "
                         f"{type(func).__name__}")
     _check_host_args(func.name, execution_backend, target_host)
+    check_release_gil(release_gil, func.name)
     if _verbose(verbose):
         import sys
         import time
@@ -138,7 +143,7 @@ def compile(func: N.PrimFunc, out_idx: Optional[Sequence[int]] = None,  # noqa: 
         start = time.monotonic()
         print(f"tilecute: compile {func.name!r} target={target!r}", file=sys.stderr)
         kernel = compile(func, out_idx, target, options, pass_configs, compile_flags,
-                         verbose=False)
+                         verbose=False, release_gil=release_gil)
         print(f"tilecute: compiled {func.name!r} in {time.monotonic() - start:.3f}s: {kernel!r}",
               file=sys.stderr)
         return kernel
@@ -147,7 +152,7 @@ def compile(func: N.PrimFunc, out_idx: Optional[Sequence[int]] = None,  # noqa: 
             raise ValueError(f"{func.name}: target=[] names no arch")
         archs = list(dict.fromkeys(_arch(t, func.name) for t in target))
         return MultiArchKernel({a: compile(func, out_idx, a, options, pass_configs, compile_flags,
-                                           verbose=False)
+                                           verbose=False, release_gil=release_gil)
                                 for a in archs})
     outputs = resolve_out_idx(func.name, [p.name for p in func.params
                                           if p.name not in func.workspaces], out_idx)  # before any build
@@ -159,26 +164,29 @@ def compile(func: N.PrimFunc, out_idx: Optional[Sequence[int]] = None,  # noqa: 
         divisors = alignment_divisors(func)
         checks = checks_for(func, divisors, outputs) if divisors else None
         if checks:  # plain T.dynamic extents that decide a stride's alignment
-            aligned = _compile_one(aligned_variant(func, divisors), out_idx, arch, options)
-            return AlignedOrGeneral(aligned, _compile_one(func, out_idx, arch, options), checks)
-    return _compile_one(func, out_idx, arch, options)
+            aligned = _compile_one(aligned_variant(func, divisors), out_idx, arch, options,
+                                   release_gil)
+            return AlignedOrGeneral(aligned, _compile_one(func, out_idx, arch, options,
+                                                          release_gil), checks)
+    return _compile_one(func, out_idx, arch, options, release_gil)
 
 
 def par_compile(funcs, out_idx: Optional[Sequence[int]] = None, execution_backend=None,
                 target: Optional[str] = None, target_host=None, verbose: Optional[bool] = None,
                 pass_configs: Optional[dict] = None, compile_flags=None,
                 num_workers: Optional[int] = None, ignore_error: bool = False,
-                options: Optional[dict] = None) -> list:
+                options: Optional[dict] = None, release_gil: Optional[bool] = None) -> list:
     """TileLang's ``tilelang.par_compile(funcs, ...)``: :func:`compile` of each PrimFunc
     with the same arguments, on a thread pool (``num_workers``, default: one per function
     up to the CPU count); the kernels in ``funcs``' order.  With ``ignore_error`` a
-    function that fails gives None (and a logged warning) instead of raising."""
+    function that fails gives None (and a logged warning) instead of raising.
+    ``release_gil``: as in :func:`compile`."""
     from .language.eager import par_compile as _par
 
     def one(func):
         return compile(func, out_idx, target, options, pass_configs, compile_flags,
                        execution_backend=execution_backend, target_host=target_host,
-                       verbose=verbose)
+                       verbose=verbose, release_gil=release_gil)
 
     def logged(func):
         try:
@@ -249,6 +257,16 @@ class MultiArchKernel:
         self.kernels[arch].warmup(devices)
         return self
 
+    @property
+    def release_gil(self) -> bool:
+        """``Kernel.release_gil`` of the first arch's kernel; setting it sets every arch's."""
+        return self.kernels[self.archs[0]].release_gil
+
+    @release_gil.setter
+    def release_gil(self, value: bool) -> None:
+        for kernel in self.kernels.values():
+            kernel.release_gil = value
+
     def __getattr__(self, name):
         if name == "kernels":
             raise AttributeError(name)
@@ -258,8 +276,10 @@ class MultiArchKernel:
         return f"<tilecute kernel for {', '.join(self.archs)}: {self.kernels[self.archs[0]]!r}>"
 
 
-def _compile_one(func: N.PrimFunc, out_idx, arch: str, options: dict) -> Kernel:
-    """One cache entry: looked up by its key, built on a miss."""
+def _compile_one(func: N.PrimFunc, out_idx, arch: str, options: dict,
+                 release_gil: Optional[bool] = None) -> Kernel:
+    """One cache entry: looked up by its key, built on a miss.  ``release_gil`` is the
+    kernel's (a runtime setting), never the key's."""
     from . import cache
 
     ir_json = canonical_json(func)
@@ -274,7 +294,7 @@ def _compile_one(func: N.PrimFunc, out_idx, arch: str, options: dict) -> Kernel:
 
     # the kernel imports its host module under the key's lock: `tilecute cache clear`
     # cannot remove the entry between the lookup and the import
-    return cache.get_or_build(key, build, use=lambda path: Kernel(path, out_idx))
+    return cache.get_or_build(key, build, use=lambda path: Kernel(path, out_idx, release_gil))
 
 
 def _hashable(value) -> bool:
@@ -295,7 +315,8 @@ def _specs_text(specializations: dict) -> str:
 def jit(fn=None, *, out_idx: Optional[Sequence[int]] = None, target: Optional[str] = None,
         options: Optional[dict] = None, pass_configs: Optional[dict] = None, compile_flags=None,
         target_host=None, execution_backend: Optional[str] = None,
-        verbose: Optional[bool] = None, debug_root_path: Optional[str] = None):
+        verbose: Optional[bool] = None, debug_root_path: Optional[str] = None,
+        release_gil: Optional[bool] = None):
     """Decorate a kernel factory (a function returning a ``@T.prim_func``): calling it
     with the same arguments returns the same compiled kernel.
 
@@ -306,11 +327,13 @@ def jit(fn=None, *, out_idx: Optional[Sequence[int]] = None, target: Optional[st
     :func:`compile`; ``debug_root_path``: a folder each compiled kernel's source
     (``tilelang_jit_kernel_<name>.py``) and program (``tilelang_jit_program_<name>.py``) is
     written to (a relative path is taken from the decorated function's file's folder).
+    tilecute's ``release_gil``: as in :func:`compile`, for every kernel it compiles.
     """
 
     def wrap(factory):
         _check_host_args(getattr(factory, "__name__", "tilecute.jit"), execution_backend,
                          target_host)
+        check_release_gil(release_gil, getattr(factory, "__name__", "tilecute.jit"))
         debug_root = debug_root_path
         if debug_root is not None and not os.path.isabs(debug_root):
             import inspect
@@ -338,7 +361,8 @@ def jit(fn=None, *, out_idx: Optional[Sequence[int]] = None, target: Optional[st
                 raise TypeError(f"{factory.__name__}: debug_root_path is not supported on an "
                                 "eager kernel; use it with a factory, or read "
                                 "kernel.get_kernel_source() of f.compile(...)")
-            return EagerKernel(factory, target=target, options=merged, verbose=verbose)
+            return EagerKernel(factory, target=target, options=merged, verbose=verbose,
+                               release_gil=release_gil)
 
         specializations = {}  # (args, kwargs) -> kernel, what `tilecute export` reads
         sealed = []
@@ -365,7 +389,7 @@ def jit(fn=None, *, out_idx: Optional[Sequence[int]] = None, target: Optional[st
                                      f"its kernels: {_specs_text(specializations)}")
                 func = factory(*args, **kwargs)
                 kernel = compile(func, out_idx=out_idx, target=target, options=merged,
-                                 verbose=verbose)
+                                 verbose=verbose, release_gil=release_gil)
                 if debug_root is not None:
                     _write_debug(kernel, func, debug_root)
                 with lock:
@@ -409,7 +433,8 @@ def jit(fn=None, *, out_idx: Optional[Sequence[int]] = None, target: Optional[st
         call.par_compile = functools.partial(par_compile, call)
         call.func = jit_func  # TileLang's JITImpl.func / .mode
         call.mode = "lazy"
-        call.__tilecute_jit__ = (out_idx, target, merged)  # what tilecute.autotune reads
+        # what tilecute.autotune reads
+        call.__tilecute_jit__ = (out_idx, target, merged, release_gil)
         return call
 
     return wrap(fn) if fn is not None else wrap

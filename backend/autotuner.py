@@ -270,6 +270,7 @@ class AutoTuner:
         if isinstance(jitted, EagerKernel):
             self.eager, self.factory = jitted, jitted.fn
             self.out_idx, self.target, self.options = None, jitted.target, jitted.options
+            self.release_gil = jitted.release_gil
         else:
             factory = getattr(jitted, "__wrapped__", None)
             spec = getattr(jitted, "__tilecute_jit__", None)
@@ -278,7 +279,7 @@ class AutoTuner:
                                 "factory (a function returning a @T.prim_func) or an eager "
                                 "kernel: put @tilecute.autotune above @tilecute.jit")
             self.eager, self.factory = None, factory
-            self.out_idx, self.target, self.options = spec
+            self.out_idx, self.target, self.options, self.release_gil = spec
         self.jitted = jitted
         self.__name__ = getattr(self.factory, "__name__", "tuned")
         self.__doc__ = self.factory.__doc__
@@ -565,6 +566,8 @@ class AutoTuner:
             if self.cache_results:
                 _store(key, self.__name__, args, kwargs, results, best, self.ref_latency)
         kernel.latency, kernel.config, kernel.ref_latency = latency, best, self.result.ref_latency
+        if self.release_gil is not None:  # the winner may come from a load or a compile
+            kernel.release_gil = self.release_gil
         self._tuned[memo] = kernel
         return kernel
 

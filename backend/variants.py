@@ -110,6 +110,16 @@ class AlignedOrGeneral:
         self.general.warmup(devices)
         return self
 
+    @property
+    def release_gil(self) -> bool:
+        """``Kernel.release_gil`` of the general variant; setting it sets both variants'."""
+        return self.general.release_gil
+
+    @release_gil.setter
+    def release_gil(self, value: bool) -> None:
+        self.aligned.release_gil = value
+        self.general.release_gil = value
+
     def __getattr__(self, name):
         return getattr(self.general, name)
 

@@ -6,6 +6,9 @@ CUDA stream for ``--seconds``; the launches of all threads are counted.  Cases, 
 
 * ``torch.add``: the same load with ``torch.add(a, b, out=c)`` (the peer);
 * ``tilecute``: the tilecute kernel, nothing else running;
+* ``tilecute (release_gil=False)``: the same kernel compiled with ``release_gil=False``
+  (each call holds the GIL through the launch; docs/performance.md, "Launching from
+  several threads");
 * ``tilecute+compile``: the same while one more thread compiles ``--kernels`` new
   kernels (tilecute.compile of fresh programs and their first call, which produces the
   cubin), with the cubin step out of process (tilecute.runtime.cubin_worker, the default);
@@ -112,11 +115,12 @@ def main():
         print(json.dumps({"skipped": "no GPU"}))
         return
     kernel = tilecute.compile(E.vector_add("float16"))
+    holding = tilecute.compile(E.vector_add("float16"), release_gil=False)  # same entry
 
-    def tilecute_fn():
+    def tilecute_fn(k=kernel):
         a = torch.randn(1024, device="cuda", dtype=torch.float16)
         c = torch.empty_like(a)
-        return lambda: kernel(a, a, c)
+        return lambda: k(a, a, c)
 
     def torch_fn():
         a = torch.randn(1024, device="cuda", dtype=torch.float16)
@@ -126,6 +130,8 @@ def main():
     device = torch.cuda.get_device_name()
     base, _ = _rate(tilecute_fn, args.threads, args.seconds)
     cases = [("torch.add", *_rate(torch_fn, args.threads, args.seconds)), ("tilecute", base, 0.0)]
+    cases.append(("tilecute (release_gil=False)",
+                  *_rate(lambda: tilecute_fn(holding), args.threads, args.seconds)))
     cases.append(("tilecute+compile",
                   *_rate(tilecute_fn, args.threads, args.seconds, lambda: _compile_new(args.kernels))))
     os.environ["TILECUTE_CUBIN_WORKER"] = "0"

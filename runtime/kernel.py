@@ -4,7 +4,9 @@
 produces the cubin if needed and loads the launcher; after that, calling the kernel calls
 the TVM FFI function directly (the kernel's class ``__call__`` becomes that function),
 so no Python frame of tilecute's runs per call.  With ``out_idx`` the outputs are
-allocated with torch first, which keeps one Python frame per call.
+allocated with torch first, which keeps one Python frame per call.  ``release_gil``
+says whether that function lets go of the GIL while it launches (docs/performance.md,
+"Launching from several threads").
 
 Imports neither the compiler nor CUTLASS; torch only when outputs are allocated.
 """
@@ -83,11 +85,28 @@ def _cleanup_at_exit(cleanup) -> None:
     cleanup()
 
 
+def ffi_release_gil_default() -> bool:
+    """Whether a TVM FFI function releases the GIL when nothing set it: True unless the
+    process started with ``TVM_FFI_RELEASE_GIL_BY_DEFAULT=0`` (read by TVM FFI at import)."""
+    import tvm_ffi
+
+    return bool(tvm_ffi.convert(lambda: None).release_gil)
+
+
+def check_release_gil(value, function: str) -> Optional[bool]:
+    """``release_gil`` as given to ``compile``/``jit``/``Kernel``: None (TVM FFI's default)
+    or a bool; anything else a ``TypeError`` naming ``function``."""
+    if value is not None and not isinstance(value, bool):
+        raise TypeError(f"{function}: release_gil takes True or False, got {value!r}")
+    return value
+
+
 class Kernel:
     """A compiled function.  ``kernel(*args)`` launches it (arguments in the prim_func's
     order; an optional trailing int is an explicit CUDA stream handle)."""
 
-    def __init__(self, path, out_idx: Optional[Sequence[int]] = None):
+    def __init__(self, path, out_idx: Optional[Sequence[int]] = None,
+                 release_gil: Optional[bool] = None):
         self.path = Path(path)
         check_private(self.path, recursive=True)
         self.host = _import_host_module(self.path)
@@ -105,6 +124,8 @@ class Kernel:
         self._lock = threading.Lock()
         self._module = None
         self._func = None
+        # what the launcher's function gets when it is loaded (None: TVM FFI's default)
+        self._release_gil = check_release_gil(release_gil, self.name)
         # a class per instance, so that __call__ can become the TVM FFI function itself
         self.__class__ = type(f"Kernel_{self.name}", (Kernel,), {})
 
@@ -177,12 +198,38 @@ class Kernel:
         self._load()
         return self._module
 
+    @property
+    def release_gil(self) -> bool:
+        """Whether a call lets go of the GIL while it launches (default True, TVM FFI's
+        default).  False holds it: launches from several Python threads then no longer
+        hand the GIL back and forth per call (faster), but a launch that blocks (a full
+        launch queue) blocks every Python thread with it, a deadlock when the GPU waits on
+        another Python thread; see docs/performance.md.  Settable before or after the
+        first call."""
+        if self._func is not None:
+            return bool(self._func.release_gil)
+        if self._release_gil is not None:
+            return self._release_gil
+        return ffi_release_gil_default()
+
+    @release_gil.setter
+    def release_gil(self, value: bool) -> None:
+        if not isinstance(value, bool):
+            raise TypeError(f"{self.name}.release_gil takes True or False, got {value!r}")
+        with self._lock:
+            self._release_gil = value
+            if self._func is not None:
+                self._func.release_gil = value
+
     def _load(self):
         with self._lock:
             if self._func is None:
                 self._check_entry()
                 self._module = self.host.load_launcher()
-                self._func = self._module[self.name]
+                func = self._module[self.name]
+                if self._release_gil is not None:
+                    func.release_gil = self._release_gil
+                self._func = func
                 # unload modules and release contexts while the driver is still up
                 atexit.register(_cleanup_at_exit, self._module["cleanup"])
                 if not self.out_idx and not self.workspace_idx:
@@ -314,9 +361,11 @@ def _torch_dtype(name: str):
     return getattr(torch, torch_name(name))
 
 
-def load(path, out_idx: Optional[Sequence[int]] = None) -> Kernel:
+def load(path, out_idx: Optional[Sequence[int]] = None,
+         release_gil: Optional[bool] = None) -> Kernel:
     """Load a compiled kernel from its folder (a cache entry) for deployment.  The
-    entry's manifest is checked first; a damaged entry is an error, never used."""
+    entry's manifest is checked first; a damaged entry is an error, never used.
+    ``release_gil``: as ``Kernel.release_gil`` (None: TVM FFI's default)."""
     path = Path(path)
     if not (path / "manifest.json").exists():
         raise FileNotFoundError(f"{path} is not a tilecute kernel folder (no manifest.json)")
@@ -324,4 +373,4 @@ def load(path, out_idx: Optional[Sequence[int]] = None) -> Kernel:
     problems = verify_entry(path)
     if problems:
         raise RuntimeError(f"tilecute.load({str(path)!r}): the entry is damaged: " + "; ".join(problems))
-    return Kernel(path, out_idx)
+    return Kernel(path, out_idx, release_gil)

@@ -278,6 +278,7 @@ class PackagedKernel:
         self.workspace_idx = [i for i, a in enumerate(first["args"]) if a.get("workspace")]
         self._lock = threading.Lock()
         self._funcs: dict = {}  # (variant index, arch) -> TVM FFI function
+        self._release_gil = None  # set on each function as it loads (None: TVM FFI's default)
         self._arch_of_device: dict = {}
         self._single_arch = None
         self.__doc__ = f"{name}({describe(first, self.out_idx)})"
@@ -304,6 +305,27 @@ class PackagedKernel:
             arch = self._arch_of_device[device] = arch_for_device(self.archs, device, self.name)
         return arch
 
+    @property
+    def release_gil(self) -> bool:
+        """Whether a call lets go of the GIL while it launches (default True, TVM FFI's);
+        False holds it: faster launches from several Python threads, but a launch that
+        blocks blocks every Python thread (tilecute's Kernel.release_gil; tilecute's
+        docs/performance.md, "Launching from several threads")."""
+        if self._release_gil is not None:
+            return self._release_gil
+        import tvm_ffi
+
+        return bool(tvm_ffi.convert(lambda: None).release_gil)
+
+    @release_gil.setter
+    def release_gil(self, value: bool) -> None:
+        if not isinstance(value, bool):
+            raise TypeError(f"{self.name}.release_gil takes True or False, got {value!r}")
+        with self._lock:
+            self._release_gil = value
+            for func in self._funcs.values():
+                func.release_gil = value
+
     def _load(self, variant: int, arch: str):
         key = (variant, arch)
         func = self._funcs.get(key)
@@ -317,7 +339,10 @@ class PackagedKernel:
                 module = tvm_ffi.load_module(os.path.join(folder, "launcher.so"))
                 module["__tilecute_set_cubin"](os.path.join(folder, "kernel.cubin"))
                 atexit.register(_cleanup_at_exit, module["cleanup"])
-                self._funcs[key] = module[self.function]
+                func = module[self.function]
+                if self._release_gil is not None:
+                    func.release_gil = self._release_gil
+                self._funcs[key] = func
             return self._funcs[key]
 
     def _first_call(self, args):

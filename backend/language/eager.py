@@ -268,9 +268,10 @@ class EagerKernel:
     tensors (and specialization arguments), or ``.compile(...)`` for the kernel."""
 
     def __init__(self, fn, target: Optional[str] = None, options: Optional[dict] = None,
-                 verbose: Optional[bool] = None):
+                 verbose: Optional[bool] = None, release_gil: Optional[bool] = None):
         self.fn, self.target, self.options = fn, target, dict(options or {})
         self.verbose = verbose  # TileLang's jit(verbose=...): tilecute.compile's
+        self.release_gil = release_gil  # tilecute.compile's, for every kernel compiled
         self.__name__ = fn.__name__
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
@@ -609,7 +610,7 @@ class EagerKernel:
         func, expected = self._prim_func(consts, spec)
         out_idx = [len(self.runtime) + i for i in range(len(self.outputs))]
         kernel = tilecute.compile(func, out_idx=out_idx, target=self.target, options=self.options,
-                                  verbose=self.verbose)
+                                  verbose=self.verbose, release_gil=self.release_gil)
         order = [list(self.outputs).index(r) for r in (self.returns or [])]
         kernel = _Returning(kernel, order)
         with self._lock:
@@ -798,6 +799,15 @@ class _Returning:
         if name == "kernel":
             raise AttributeError(name)
         return getattr(self.kernel, name)
+
+    @property
+    def release_gil(self) -> bool:
+        """The compiled kernel's ``release_gil`` (``Kernel.release_gil``)."""
+        return self.kernel.release_gil
+
+    @release_gil.setter
+    def release_gil(self, value: bool) -> None:
+        self.kernel.release_gil = value
 
     def get_profiler(self, tensor_supply_type=None, shapes=None):
         """``Kernel.get_profiler`` over this kernel: its outputs come in ``return`` order,
