@@ -38,8 +38,8 @@ OPTIONS = {
                            "GEMM's accumulator (attention's O *= alpha) run in the next step "
                            "while its first GEMM runs, before the second is issued (True), or "
                            "right after the second GEMM is done (False); by default before "
-                           "only where that accumulator is wider than 128 (FlashAttention's "
-                           "RescaleOBeforeGemm: head dims above 128)",
+                           "where that accumulator is wider than 64 (attention's head dims "
+                           "above 64)",
     "fast_math": "exp2, exp, log2 and log compute with the approximate instructions that "
                  "flush subnormals (ex2/lg2.approx.ftz, as nvcc's --use_fast_math; TileLang's "
                  "tl.enable_fast_math); by default exp2 is ex2.approx without ftz",

@@ -25,7 +25,7 @@ import attention as A  # noqa: E402
 OFF = {"serial": ("disable_mma_overlap", True), "pp": ("warpgroup_pingpong", True),
        "nopp": ("disable_warpgroup_pingpong", True),
        "precise": ("fast_math", False), "early": ("rescale_before_gemm", True),
-       "late": ("rescale_before_gemm", False)}
+       "late": ("rescale_before_gemm", False), "direct": ("disable_shared_epilogue", True)}
 
 
 def bench(fn, reps: int = 20) -> float:
@@ -131,7 +131,8 @@ def main():
                         "-serial: without the MMA overlap (disable_mma_overlap), -pp: "
                         "with the warpgroup ping-pong (warpgroup_pingpong), -nopp: without it, -precise: without the "
                         "example's fast_math, -early / -late: O's rescale before the next step's "
-                        "second GEMM / right after it (rescale_before_gemm)")
+                        "second GEMM / right after it (rescale_before_gemm), -direct: O stored from registers "
+                        "(disable_shared_epilogue)")
     p.add_argument("--prebuild", action="store_true",
                    help="compile all kernels first, in parallel threads")
     args = p.parse_args()

@@ -47,6 +47,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--tune", action="store_true", help="also sweep num_split and num_stages")
+    ap.add_argument("--block-n", type=int, default=64,
+                    help="keys per step of the swept configs (--tune); 32 fits 4 stages")
     args = ap.parse_args()
     dev = torch.cuda.get_device_properties(0)
     print(json.dumps({"device": dev.name, "sms": dev.multi_processor_count}), flush=True)
@@ -65,22 +67,27 @@ def main():
         print(json.dumps({"batch": batch, "seqlen": seqlen, "peer": "d2d_copy", "us": round(copy_us, 2),
                           "GBps": round(copy_gbps, 1)}), flush=True)
         default = M.choose_num_split(batch, heads, seqlen, 64, dev.multi_processor_count)
-        configs = [(default, 2)]
+        configs = [(default, 2, 64)]
         if args.tune:
-            configs += [(s, st) for s in (1, 2, 4, 8, 16) for st in (1, 2) if (s, st) != (default, 2)]
+            stages = (1, 2) if args.block_n == 64 else (2, 3, 4)
+            configs += [(s, st, args.block_n) for s in (1, 2, 4, 8, 16) for st in stages
+                        if (s, st, args.block_n) != (default, 2, 64)]
         ref = M.reference(q[:1], q_pe[:1], cache[0], cache[1], cache[2][:1], cache[3][:1])
-        for split, stages in configs:
+        for split, stages, bn in configs:
             try:
-                out = M.mla_decode_op(q, q_pe, *cache, num_split=split, num_stages=stages)
+                out = M.mla_decode_op(q, q_pe, *cache, num_split=split, num_stages=stages,
+                                      block_N=bn)
                 err = (out[:1].float() - ref).abs().max().item()
                 us = time_us(lambda: M.mla_decode_op(q, q_pe, *cache, num_split=split,
-                                                     num_stages=stages), args.reps)
+                                                     num_stages=stages, block_N=bn), args.reps)
             except Exception as e:  # a config that does not build or launch is reported
                 print(json.dumps({"batch": batch, "seqlen": seqlen, "num_split": split,
-                                  "num_stages": stages, "error": str(e)[:300]}), flush=True)
+                                  "num_stages": stages, "block_N": bn, "error": str(e)[:300]}),
+                      flush=True)
                 continue
             print(json.dumps({"batch": batch, "seqlen": seqlen, "peer": "tilecute", "num_split": split,
-                              "num_stages": stages, "default": (split, stages) == (default, 2),
+                              "num_stages": stages, "block_N": bn,
+                              "default": (split, stages, bn) == (default, 2, 64),
                               "us": round(us, 2), "TFLOPs": round(flops / us / 1e6, 1),
                               "GBps": round(nbytes / us / 1e3, 1),
                               "of_copy": round(nbytes / us / 1e3 / copy_gbps, 3),

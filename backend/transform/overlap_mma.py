@@ -26,12 +26,13 @@ k - 1's stage, and finishes X:
         arrive empty[k - 1]; X_tied(k)                  # e.g. P = S
     X_acc(a + n - 1); G2(a + n - 1); arrive empty[a + n - 1]     # epilogue
 
-``X_tied`` is what touches G2's operands.  Where G2's accumulator is wider than 128
-(attention's head dim above 128), its statements that touch only that accumulator
+``X_tied`` is what touches G2's operands.  Where G2's accumulator is wider than 64
+(attention's head dim above 64), its statements that touch only that accumulator
 (``X_acc``, the rescale of O) wait for the next step, where they run while G1 does,
 when they commute with the rest of ``X_tied`` and with G1; narrower, they stay in
-``X_tied``, after G2 is done and outside the warpgroups' turns (FlashAttention's
-RescaleOBeforeGemm rule; option ``rescale_before_gemm`` True / False forces either).
+``X_tied``, after G2 is done and outside the warpgroups' turns (as FlashAttention does up
+to head dim 128, which measured slower here at 128: :data:`RESCALE_EARLY_MIN_N`; option
+``rescale_before_gemm`` True / False forces either).
 
 It applies only where X splits that way (no statement of ``X_free`` depends on an earlier
 statement of ``X_tied``), both GEMMs are wgmma, G2's A operand is a register fragment X
@@ -94,12 +95,12 @@ TURN_BARRIER = 2  # named barriers 2, 3: the two compute warpgroups' turns (1: t
 # the widest second-GEMM accumulator (attention: the head dim) that takes turns by default:
 # measured on an H200 with 2 stages, head dim 128 +2% (non-causal), 256 -4% (FA4's rule too)
 PINGPONG_MAX_N = 128
-# the narrowest second-GEMM accumulator whose rescale (O *= alpha) runs before the next
-# step's G2 rather than right after G2 is done (FlashAttention's RescaleOBeforeGemm: head
-# dims above 128).  Before G2 it sits inside the warpgroups' turn, which the other
-# warpgroup then waits out: at head dim 128 (H100, ncu) the turns' barrier stalls were
-# twice FA4's, whose rescale comes after G2.
-RESCALE_EARLY_MIN_N = 128
+# the widest second-GEMM accumulator whose rescale (O *= alpha) runs right after G2 is
+# done rather than in the next step before G2 is issued.  FlashAttention puts it after G2
+# up to head dim 128 (RescaleOBeforeGemm above); measured on an H100 (attention, one run,
+# TFLOP/s after / before): head dim 64 406 / 392 (causal 297 / 296), head dim 128
+# 517 / 562 at B8 H32 S4096 and 580 / 580 at B4 H16 S8192 (causal 467 / 469, 518 / 528).
+RESCALE_EARLY_MIN_N = 64
 
 
 class OverlapError(ValueError):
@@ -190,7 +191,7 @@ class _Overlap(StmtMutator):
         # the rescale of G2's accumulator (O *= alpha) waits for the next step, where it
         # runs while that step's G1 does, if it commutes with the rest of the tied part,
         # where G2's accumulator is wider than RESCALE_EARLY_MIN_N (else it runs once G2 is
-        # done, out of the warpgroups' turns: FlashAttention's RescaleOBeforeGemm rule)
+        # done, out of the warpgroups' turns)
         rest = [t for t in tied if g2.a in buffers_used(t) or g1.c in buffers_used(t)]
         later = [t for t in tied if t not in rest]
         g1_bufs = {g1.a, g1.b, g1.c}
