@@ -46,7 +46,8 @@ def time_us(fn, reps: int, inner: int = 10) -> float:
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=20)
-    ap.add_argument("--tune", action="store_true", help="also sweep num_split and num_stages")
+    ap.add_argument("--tune", action="store_true",
+                    help="also sweep num_split and num_stages (default: choose_schedule's pick)")
     ap.add_argument("--block-n", type=int, default=64,
                     help="keys per step of the swept configs (--tune); 32 fits 4 stages")
     args = ap.parse_args()
@@ -66,12 +67,13 @@ def main():
         copy_gbps = 2 * src.numel() * 2 / copy_us / 1e3
         print(json.dumps({"batch": batch, "seqlen": seqlen, "peer": "d2d_copy", "us": round(copy_us, 2),
                           "GBps": round(copy_gbps, 1)}), flush=True)
-        default = M.choose_num_split(batch, heads, seqlen, 64, dev.multi_processor_count)
-        configs = [(default, 2, 64)]
+        chosen = M.choose_schedule(batch, heads, seqlen, dev.multi_processor_count)
+        default = (chosen["num_split"], chosen["num_stages"], chosen["block_N"])
+        configs = [default]
         if args.tune:
             stages = (1, 2) if args.block_n == 64 else (2, 3, 4)
             configs += [(s, st, args.block_n) for s in (1, 2, 4, 8, 16) for st in stages
-                        if (s, st, args.block_n) != (default, 2, 64)]
+                        if (s, st, args.block_n) != default]
         ref = M.reference(q[:1], q_pe[:1], cache[0], cache[1], cache[2][:1], cache[3][:1])
         for split, stages, bn in configs:
             try:
@@ -87,7 +89,7 @@ def main():
                 continue
             print(json.dumps({"batch": batch, "seqlen": seqlen, "peer": "tilecute", "num_split": split,
                               "num_stages": stages, "block_N": bn,
-                              "default": (split, stages, bn) == (default, 2, 64),
+                              "default": (split, stages, bn) == default,
                               "us": round(us, 2), "TFLOPs": round(flops / us / 1e6, 1),
                               "GBps": round(nbytes / us / 1e3, 1),
                               "of_copy": round(nbytes / us / 1e3 / copy_gbps, 3),

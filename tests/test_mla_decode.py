@@ -50,6 +50,19 @@ def test_choose_num_split():
     assert M.choose_num_split(1, 128, 100) == 2     # ceil(100 / 64) steps
 
 
+def test_choose_schedule():
+    # head blocks fill the GPU: 64-key steps, 2 stages, two waves
+    assert M.choose_schedule(128, 128, 8192) == dict(num_split=2, block_N=64, num_stages=2)
+    # below: 32-key steps, 3 stages, one wave
+    assert M.choose_schedule(64, 128, 4096) == dict(num_split=1, block_N=32, num_stages=3)
+    assert M.choose_schedule(16, 128, 4096) == dict(num_split=4, block_N=32, num_stages=3)
+    assert M.choose_schedule(1, 128, 8192) == dict(num_split=16, block_N=32, num_stages=3)
+    assert M.choose_schedule(1, 128, 64)["num_split"] == 2  # every split has a step
+    for batch in (1, 2, 16, 33, 64):
+        s = M.choose_schedule(batch, 128, 1 << 20)
+        assert batch * 2 * s["num_split"] <= 132 or s["num_split"] == 1
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("batch,lens,dtype", [
     (1, [1], "float16"),

@@ -79,9 +79,7 @@ def _kernel(func: N.PrimFunc, scope: N.KernelScope, arch: str, names: set[str]) 
         tile = N.Buffer(name, glob.dtype, shape, "shared")
         dead = sum(size for b, size in sizes.items() if alive.get(b, (i, i))[1] < i)
         size = max(0, stage_bytes(tile) + 1024 - dead)
-        # (a tile that fits in dead buffers' bytes adds nothing, whatever the estimate left)
-        if not swizzle or size > max(budget, 0) or \
-                not isinstance(tma_box(glob, s.dst, tile, swizzle), tuple):
+        if not swizzle or size > budget or not isinstance(tma_box(glob, s.dst, tile, swizzle), tuple):
             body.append(s)
             continue
         names.add(name)
