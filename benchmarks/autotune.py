@@ -51,7 +51,9 @@ def main():
         walls[mode] = time.perf_counter() - t
         print(json.dumps({"mode": mode, "configs": len(configs), "cores": os.cpu_count(),
                           "compiled": sum(r.kernel is not None for r in results),
-                          "wall_s": round(walls[mode], 2)}), flush=True)
+                          "wall_s": round(walls[mode], 2),
+                          "failed": {json.dumps(r.config, sort_keys=True): r.error
+                                     for r in results if r.kernel is None}}), flush=True)
     print(json.dumps({"speedup_parallel_over_serial": round(walls["serial"] / walls["parallel"], 2),
                       "cores": os.cpu_count()}), flush=True)
     try:

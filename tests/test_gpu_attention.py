@@ -31,6 +31,17 @@ def test_attention_variant_builds(heads, kv_heads, dim, causal, dtype, kw, tmp_p
     assert tilecute.build_cubin(func, "sm_90a", out_dir=str(tmp_path)).kernel_names
 
 
+def test_pingpong_hands_over_the_turn_before_waiting(cache_dir):
+    """The two compute warpgroups' turns (head dim 128): a warpgroup issues both GEMMs,
+    hands the turn over, and only then waits for its first GEMM (FA3's order)."""
+    script = A.flash_attention_kernel(4, 128, 4, False, "float16").get_source("script")
+    loop = script[script.index("for k in T.Pipelined(1"):].splitlines()
+    order = [next(i for i, line in enumerate(loop) if text in line) for text in (
+        "T.named_barrier_sync(2 + ", "T.gemm(Q_s, K_s, S", "T.wgmma_gemm(P, V_s, acc_o",
+        "T.named_barrier_arrive(3 - ", "T.wait_wgmma(1)", "T.reduce_max(S, m")]
+    assert order == sorted(order)
+
+
 def test_attention_op_shapes_under_fake_tensors(cache_dir):
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode

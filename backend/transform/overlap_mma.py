@@ -20,7 +20,8 @@ k - 1's stage, and finishes X:
     for k in T.Pipelined(a + 1, n - 1):
         wait full[k]; G1(k) (in flight)
         X_acc(k - 1)                                    # O *= alpha, while G1 runs
-        G2(k - 1, stage k - 1) (in flight: G1 done)
+        G2(k - 1, stage k - 1) (in flight: G1 done; with turns, G2 is issued with no
+                                wait, the turn handed over, then G1 waited for)
         X_free(k)                                       # e.g. max, exp2, row sums
         T.wait_wgmma(0)                                 # G2 done
         arrive empty[k - 1]; X_tied(k)                  # e.g. P = S
@@ -232,6 +233,15 @@ class _Overlap(StmtMutator):
                 cond = N.Logic("or", (N.Cmp("eq", wg, i32(0)), N.Cmp("lt", it, last)))
                 return [N.If(fold_constants(cond), (N.NamedBarrier(
                     other, sync.threads, arrive=True, loc=loc),), loc=loc)]
+        def issue_g2(st):
+            """G2 issued, the turn handed over, then the wait for G1: with turns, the other
+            warpgroup may issue its GEMMs as soon as both of this one's are issued (FA3's
+            order), not only once G1 is done."""
+            if turns is None:
+                return [dataclasses.replace(g2, wg_wait=1, stage=st)]
+            return [dataclasses.replace(g2, wg_wait=N.NO_WAIT, stage=st), *hand_over(k),
+                    N.WaitWgmma(1, loc=g2.loc)]
+
         if turns is None:
             first = at([wait, dataclasses.replace(g1, stage=stage(a)), *r1, *free, *tied], a)
         else:
@@ -243,8 +253,7 @@ class _Overlap(StmtMutator):
                                          wait, *mine,
                                          dataclasses.replace(g1, wg_wait=1, stage=stage(k)),
                                          *at(later, prev), *at(w2, prev),
-                                         dataclasses.replace(g2, wg_wait=1, stage=stage(prev)),
-                                         *hand_over(k), *r1, *free,
+                                         *issue_g2(stage(prev)), *r1, *free,
                                          N.WaitWgmma(0, loc=g2.loc), *at([arrive], prev), *tied]))
         tail = [*at(later, last), *at(w2, last), dataclasses.replace(g2, stage=stage(last)),
                 *at([arrive], last)]
