@@ -135,6 +135,28 @@ def _import_build_path() -> None:
         _imported.set()
 
 
+# filelock 4.x (on Python 3.12+, through an audit hook) refuses os.fork while another thread
+# is forking, or while the forking thread is taking or releasing one of its locks: a
+# RuntimeError "os.fork is unsafe while filelock is changing descriptor ownership".  With a
+# build per core, forks from the tuner's threads met (H100 machine, 16 cores: 6 of 8 configs
+# failed).  tilecute's forks take turns; one that still meets another's (a fork of code
+# other than tilecute's) is tried again, every millisecond for up to 5 s.
+_FORK_TRIES = 5000
+_fork_turn = threading.Lock()
+
+
+def _fork() -> int:
+    for attempt in range(_FORK_TRIES):
+        try:
+            with _fork_turn:
+                return os.fork()
+        except RuntimeError as e:
+            if "filelock" not in str(e) or attempt == _FORK_TRIES - 1:
+                raise
+            time.sleep(0.001)
+    raise AssertionError("unreachable")
+
+
 def run(fn: Callable[..., Any], args: tuple = (), timeout: Optional[float] = None,
         group: Optional[str] = None) -> Any:
     """``fn(*args)`` in a child process (see the module docstring); ``timeout`` None or
@@ -150,7 +172,13 @@ def run(fn: Callable[..., Any], args: tuple = (), timeout: Optional[float] = Non
         except (AttributeError, OSError, ValueError):
             pass
     r, w = os.pipe()
-    pid = os.fork()
+    try:
+        pid = _fork()
+    except BaseException:
+        os.close(r)
+        os.close(w)
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     if pid == 0:  # the child: never returns
         _child(fn, args, r, w, tmp)
     os.close(w)

@@ -247,3 +247,53 @@ def test_an_interrupted_tuning_run_kills_its_builds(slowed, tmp_path):
     assert got["error"].startswith("compile failed: ChildDied") and "signal 9" in got["error"]
     assert A._build_config(job)["error"].startswith("compile failed: ChildDied")  # at once
     assert _leftovers(Path(os.environ["TILECUTE_CACHE_DIR"]), tmp_path / "tmp") == []
+
+
+def _add(a, b):
+    return a + b
+
+
+def test_a_fork_refused_while_filelock_changes_hands_is_tried_again(monkeypatch):
+    """filelock's audit hook refuses os.fork while any thread is taking or releasing one of
+    its locks (seen on a 16-core machine: 6 of 8 configs failed); the fork waits it out."""
+    from tilecute import buildproc
+
+    real, refused = os.fork, []
+
+    def fork():
+        if len(refused) < 3:
+            refused.append(1)
+            raise RuntimeError("os.fork is unsafe while filelock is changing descriptor ownership")
+        return real()
+
+    monkeypatch.setattr(buildproc.os, "fork", fork)
+    assert buildproc.run(_add, (2, 3)) == 5
+    assert len(refused) == 3
+
+
+def test_forks_from_several_threads_take_turns(monkeypatch):
+    """Builds started from several threads at once never fork at the same moment (filelock
+    refuses a fork while another thread forks, on Python 3.12+)."""
+    import threading
+
+    from tilecute import buildproc
+
+    real, busy, overlaps = os.fork, [0], []
+    guard = threading.Lock()
+
+    def fork():
+        with guard:
+            busy[0] += 1
+            overlaps.append(busy[0] > 1)
+        time.sleep(0.005)  # a slow fork: another thread's would start meanwhile
+        try:
+            return real()
+        finally:
+            with guard:
+                busy[0] -= 1
+
+    monkeypatch.setattr(buildproc.os, "fork", fork)
+    with cf.ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(lambda i: buildproc.run(_add, (i, 1)), range(16)))
+    assert results == list(range(1, 17))
+    assert len(overlaps) == 16 and not any(overlaps)
