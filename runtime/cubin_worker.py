@@ -125,6 +125,19 @@ def _take() -> _Worker:
     return _Worker()
 
 
+def prestart(n: int) -> int:
+    """Start workers until ``n`` are idle (each imports CUTLASS at once, in its own process,
+    while the caller goes on), so that ``n`` builds running at once each find a warm one:
+    the autotuner calls it before its parallel builds.  Returns how many were started."""
+    if not enabled():
+        return 0
+    with _lock:
+        _idle[:] = [w for w in _idle if w.alive()]
+        new = [_Worker() for _ in range(max(0, n - len(_idle)))]
+        _idle.extend(new)
+    return len(new)
+
+
 def _after_fork_in_child() -> None:
     """A forked child (the autotuner's build process) starts its own workers: the parent's
     pipes are the parent's, and the lock may have been held by a thread the fork left
@@ -203,6 +216,10 @@ def _serve(request: dict) -> dict:
 def main() -> None:
     out = sys.stdout
     sys.stdout = sys.stderr  # what compiling prints goes to stderr, never into the replies
+    try:  # CUTLASS imported now, while no request waits (prestart: before the first)
+        import cutlass.cute  # noqa: F401
+    except Exception:  # reported by the request that needs it
+        pass
     for line in sys.stdin:
         request = json.loads(line)
         try:

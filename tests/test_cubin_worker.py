@@ -58,3 +58,26 @@ def test_a_failing_compile_is_raised_with_the_workers_error(tmp_path):
     good = cubin_worker.produce_cubin(str(k.path / "kernel_cute.py"), str(k.path / "abi.json"),
                                       "sm_90a", str(tmp_path), "again.cubin")
     assert Path(good).name == "again.cubin" and Path(good).stat().st_size > 0
+
+
+def test_prestart_leaves_warm_workers_that_serve_compiles(tmp_path, monkeypatch):
+    """The autotuner's prestart: workers started ahead (CUTLASS imported at their start) wait
+    idle, a second prestart adds none, and a compile takes one of them."""
+    monkeypatch.setenv("TILECUTE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("TILECUTE_CUBIN_WORKER", "1")
+    cubin_worker._shutdown()
+    try:
+        assert cubin_worker.prestart(2) == 2
+        started = {w.proc.pid for w in cubin_worker._idle}
+        assert len(started) == 2 and all(w.alive() for w in cubin_worker._idle)
+        assert cubin_worker.prestart(2) == 0
+        sys.path.insert(0, EXAMPLES)
+        import elementwise as E
+
+        import tilecute
+
+        path = tilecute.compile(E.vector_add("float16"), target="sm_90a").ensure_cubin()
+        assert Path(path).stat().st_size > 0
+        assert {w.proc.pid for w in cubin_worker._idle} == started  # served by one, returned
+    finally:
+        cubin_worker._shutdown()
