@@ -29,8 +29,8 @@ OPTIONS = {
                            "the softmax",
     "disable_warpgroup_pingpong": "the MMA overlap's two compute warpgroups never take turns "
                                   "(see warpgroup_pingpong)",
-    "warpgroup_pingpong": "with the MMA overlap, two compute warpgroups that each hold half "
-                          "the rows take turns issuing their GEMMs (named barriers), so one's "
+    "warpgroup_pingpong": "with the MMA overlap, two or three compute warpgroups that each "
+                          "hold a slice of the rows take turns issuing their GEMMs (named barriers), so one's "
                           "MMAs run during the other's softmax (FA3's ping-pong); by default "
                           "only where the second GEMM's accumulator is at most 128 wide "
                           "(attention up to head dim 128, FlashAttention's rule)",

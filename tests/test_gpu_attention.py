@@ -42,6 +42,17 @@ def test_pingpong_hands_over_the_turn_before_waiting(cache_dir):
     assert order == sorted(order)
 
 
+def test_three_warpgroups_take_turns(cache_dir):
+    """Head dim 64 (192 rows over three compute warpgroups): the turns go round the three
+    (FA4's order there); the last warpgroup opens the first turn and skips its last
+    hand-over, so every arrival meets a sync."""
+    script = A.flash_attention_kernel(4, 64, 4, False, "float16").get_source("script")
+    assert "if T.get_thread_binding(0) // 128 == 2:\n" in script
+    assert "T.named_barrier_sync(2 + T.get_thread_binding(0) // 128, 256)" in script
+    assert "if T.get_thread_binding(0) // 128 < 2 or k < loop_range - 1:" in script
+    assert "T.named_barrier_arrive(2 + (T.get_thread_binding(0) // 128 + 1) % 3, 256)" in script
+
+
 def test_attention_op_shapes_under_fake_tensors(cache_dir):
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode

@@ -50,8 +50,9 @@ asked for the overlap (``For.overlap_mma``: TileLang's ``T.Pipelined(stage=, ord
 group=)`` describing this schedule), which is honored with any number of stages, or
 refused (``OverlapError``) where the loop is not of this form.
 
-Two compute warpgroups that each own half the rows also take turns issuing their GEMMs
-(FA3's ping-pong, named barriers 2 and 3) where the second GEMM's accumulator is at most
+Two or three compute warpgroups that each own a slice of the rows also take turns issuing
+their GEMMs (FA3's ping-pong, named barriers 2, 3 and, with three, 4; FA4 does it with
+three at head dim 64) where the second GEMM's accumulator is at most
 :data:`PINGPONG_MAX_N` wide (FlashAttention's rule: head dims up to 128); the options
 ``warpgroup_pingpong`` and ``disable_warpgroup_pingpong`` force it on or off.  Measured on
 an H200 (attention, 2 stages, separate K/V pipelines): head dim 128 548/473 TFLOP/s with
@@ -92,7 +93,7 @@ def split_tied(between: list, tied: set[str]):
 
 
 WARPGROUP = 128
-TURN_BARRIER = 2  # named barriers 2, 3: the two compute warpgroups' turns (1: their sync)
+TURN_BARRIER = 2  # named barriers 2, 3 (4): the compute warpgroups' turns (1: their sync)
 # the widest second-GEMM accumulator (attention: the head dim) that takes turns by default:
 # measured on an H200 with 2 stages, head dim 128 +2% (non-causal), 256 -4% (FA4's rule too)
 PINGPONG_MAX_N = 128
@@ -123,12 +124,16 @@ class _Overlap(StmtMutator):
         return not (isinstance(wide, N.Const) and wide.value <= RESCALE_EARLY_MIN_N)
 
     def turns(self, g1: N.Gemm, g2: N.Gemm):
-        """For two compute warpgroups that each own half the rows (wgmma warps (2, 1)):
-        (wait for my turn, hand the turn over) statements, else None.  Warpgroup w
-        issues its GEMMs after syncing on barrier 2 + w, then arrives on the other's, so
-        one warpgroup's MMAs run while the other computes its softmax (FA3's ping-pong)."""
+        """For two or three compute warpgroups that each own a slice of the rows (wgmma
+        warps (2, 1) or (3, 1)): (warpgroups, warpgroup index, wait for my turn, the next
+        warpgroup's barrier), else None.  Warpgroup w issues its GEMMs after syncing on
+        barrier 2 + w, then arrives on the next one's (w + 1, cyclically), so one
+        warpgroup's MMAs run while the others compute their softmax (FA3's ping-pong;
+        FA4 takes turns among three at head dim 64 too)."""
         layout = self.allocs[g1.c].layout
-        if tuple(layout.warps) != (2, 1) or layout.threads != 2 * WARPGROUP:
+        groups = layout.warps[0]
+        if tuple(layout.warps) != (groups, 1) or groups not in (2, 3) or \
+                layout.threads != groups * WARPGROUP:
             return None
         wide = self.allocs[g2.c].buffer.shape[-1]
         narrow = isinstance(wide, N.Const) and wide.value <= PINGPONG_MAX_N
@@ -136,8 +141,12 @@ class _Overlap(StmtMutator):
             return None
         wg = N.binop("floordiv", N.Call("thread_idx", (i32(0),), "int32"), i32(WARPGROUP))
         mine = N.NamedBarrier(N.binop("add", i32(TURN_BARRIER), wg), 2 * WARPGROUP, loc=g1.loc)
-        other = N.binop("sub", i32(TURN_BARRIER + 1), wg)
-        return wg, mine, other
+        if groups == 2:
+            other = N.binop("sub", i32(TURN_BARRIER + 1), wg)
+        else:
+            other = N.binop("add", i32(TURN_BARRIER), N.binop(
+                "mod", N.binop("add", wg, i32(1)), i32(groups)))
+        return groups, wg, mine, other
 
     def visit_for(self, loop: N.For):
         loop = self.generic(loop)
@@ -222,15 +231,17 @@ class _Overlap(StmtMutator):
         if turns is None:
             init, mine, hand_over = [], [], lambda it: []
         else:
-            wg, sync, other = turns
-            # warpgroup 0 goes first; warpgroup 1 skips its last hand-over (warpgroup 0
-            # has no turn left to take), so every arrival meets a sync
-            init = [N.If(N.Cmp("eq", wg, i32(1)), (N.NamedBarrier(
+            groups, wg, sync, other = turns
+            # warpgroup 0 goes first (the last one arrives on its barrier to begin); the
+            # last skips its last hand-over (warpgroup 0 has no turn left to take), so
+            # every arrival meets a sync
+            init = [N.If(N.Cmp("eq", wg, i32(groups - 1)), (N.NamedBarrier(
                 i32(TURN_BARRIER), sync.threads, arrive=True, loc=loc),), loc=loc)]
             mine = [sync]
+            not_last = N.Cmp("eq", wg, i32(0)) if groups == 2 else N.Cmp("lt", wg, i32(groups - 1))
 
             def hand_over(it):
-                cond = N.Logic("or", (N.Cmp("eq", wg, i32(0)), N.Cmp("lt", it, last)))
+                cond = N.Logic("or", (not_last, N.Cmp("lt", it, last)))
                 return [N.If(fold_constants(cond), (N.NamedBarrier(
                     other, sync.threads, arrive=True, loc=loc),), loc=loc)]
         def issue_g2(st):
@@ -281,11 +292,11 @@ def overlap_mma(func: N.PrimFunc, arch: str, options: dict) -> N.PrimFunc:
         early = options.get("rescale_before_gemm")
         own = next((s for s in walk_stmts(scope.body)
                     if isinstance(s, N.NamedBarrier) and s.program), None)
-        if own is not None:  # the turns take named barriers 2 and 3
+        if own is not None:  # the turns take named barriers 2, 3 (and 4)
             loop = next((s for s in walk_stmts(scope.body) if isinstance(s, N.For) and s.overlap_mma), None)
             if loop is not None:
                 raise OverlapError(f"prim_func '{func.name}': T.Pipelined(stage=, order=) asks for "
-                                   "overlapped GEMMs, whose turns take named barriers 2 and 3, "
+                                   "overlapped GEMMs, whose turns take named barriers 2 to 4, "
                                    "and the kernel syncs named barriers of its own "
                                    f"(T.sync_threads({expr_str(own.barrier_id)}, {own.threads}))")
             kernels.append(scope)
