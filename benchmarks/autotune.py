@@ -2,9 +2,10 @@
 default executor (a thread per core, each driving one config's build process and its
 cubin worker: backend/buildproc.py), each
 in a fresh cache folder; on a GPU also the tuned GEMM's time beside torch.matmul, in the
-same run.  Prints JSON lines.
+same run (``--shapes``: tuned per shape, with three more block orders among the configs).
+Prints JSON lines.
 
-    python3 benchmarks/autotune.py [--configs 4] [--size 4096]
+    python3 benchmarks/autotune.py [--configs 4] [--size 4096] [--shapes MxNxK,...] [--dtype float16]
 """
 
 import argparse
@@ -24,16 +25,24 @@ CONFIGS = [dict(tm=128, tn=256, tk=64, stages=3), dict(tm=128, tn=128, tk=64, st
            dict(tm=128, tn=256, tk=64, stages=4), dict(tm=128, tn=128, tk=64, stages=3),
            dict(tm=128, tn=256, tk=32, stages=4), dict(tm=64, tn=256, tk=64, stages=4),
            dict(tm=128, tn=128, tk=32, stages=5), dict(tm=128, tn=64, tk=64, stages=4)]
+# block orders (T.use_swizzle panel rows; 0: the compiler's default, 16) for the GPU part
+PANELS = [dict(tm=128, tn=256, tk=64, stages=3, panel=8),
+          dict(tm=128, tn=256, tk=64, stages=3, panel=32),
+          dict(tm=128, tn=256, tk=64, stages=4, panel=8)]
 
 
-def factory(size, tm=128, tn=128, tk=64, stages=3):
-    return G.matmul(tm=tm, tn=tn, tk=tk, stages=stages)
+def factory(size, tm=128, tn=128, tk=64, stages=3, panel=0, dtype="float16"):
+    return G.matmul(tm=tm, tn=tn, tk=tk, stages=stages, panel=panel, dtype=dtype)
 
 
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--configs", type=int, default=4)
     p.add_argument("--size", type=int, default=4096)
+    p.add_argument("--shapes", default=None,
+                   help="MxNxK,... tuned on the GPU and timed beside cuBLAS (default: "
+                        "size^3); the configs add --panels' block orders")
+    p.add_argument("--dtype", default="float16")
     args = p.parse_args()
     os.environ.setdefault("TILECUTE_ARCH", "sm_90a")
     configs = CONFIGS[:args.configs]
@@ -62,22 +71,33 @@ def main():
         return
     if not torch.cuda.is_available():
         return
-    n = args.size
-    tuned = tilecute.autotune(configs=configs, ref_prog=lambda x, w: x @ w, warmup=25, rep=100,
-                              atol=1e-1, rtol=1e-2, shapes={"M": n, "N": n, "K": n})(
-        tilecute.jit(out_idx=[-1])(factory))
-    kernel = tuned(n)
-    x = torch.randn(n, n, device="cuda", dtype=torch.float16)
-    w = torch.randn(n, n, device="cuda", dtype=torch.float16)
     from tilecute.profiler import do_bench
 
-    t_k = do_bench(lambda: kernel(x, w))
-    t_t = do_bench(lambda: torch.matmul(x, w))
-    flops = 2 * n ** 3
-    print(json.dumps({"size": n, "best": tuned.result.best, "tilecute_tflops": round(flops / t_k / 1e9, 1),
-                      "cublas_tflops": round(flops / t_t / 1e9, 1), "ratio": round(t_t / t_k, 3),
-                      "device": torch.cuda.get_device_name()}), flush=True)
-
+    dt = getattr(torch, args.dtype)
+    shapes = args.shapes.split(",") if args.shapes else [f"{args.size}x{args.size}x{args.size}"]
+    gpu_configs = [dict(c, dtype=args.dtype) for c in configs + PANELS]
+    for shape in shapes:
+        m, n, k = (int(v) for v in shape.split("x"))
+        tuned = tilecute.autotune(configs=gpu_configs, ref_prog=lambda x, w: x @ w, warmup=25,
+                                  rep=100, atol=1e-1, rtol=1e-2,
+                                  shapes={"M": m, "N": n, "K": k})(
+            tilecute.jit(out_idx=[-1])(factory))
+        kernel = tuned(shape)
+        x = torch.randn(m, k, device="cuda", dtype=dt)
+        w = torch.randn(k, n, device="cuda", dtype=dt)
+        # the tuned kernel and cuBLAS alternately, 3 rounds: the median ratio
+        ratios, tk, tt = [], [], []
+        for _ in range(3):
+            tk.append(do_bench(lambda: kernel(x, w)))
+            tt.append(do_bench(lambda: torch.matmul(x, w)))
+            ratios.append(tt[-1] / tk[-1])
+        flops = 2 * m * n * k
+        print(json.dumps({"shape": shape, "dtype": args.dtype, "best": tuned.result.best,
+                          "tilecute_tflops": round(flops / sorted(tk)[1] / 1e9, 1),
+                          "cublas_tflops": round(flops / sorted(tt)[1] / 1e9, 1),
+                          "ratio": round(sorted(ratios)[1], 3),
+                          "ratios": [round(r, 3) for r in ratios],
+                          "device": torch.cuda.get_device_name()}), flush=True)
 
 if __name__ == "__main__":
     main()
