@@ -98,15 +98,9 @@ def store(desc, smem, coords, chunks: int = 1, step: int = 0, chunk_bytes: int =
     cute.arch.cp_async_bulk_wait_group(0, read=True)
 
 
-@cute.jit
 def wait(bar, parity) -> None:
-    """Wait until the phase of ``bar`` with this parity has completed: one
-    ``mbarrier.try_wait`` (the thread may be suspended in hardware until the phase
-    completes), and only if that comes back early CuTe DSL's wait loop, which sleeps
-    between tries (FlashAttention's and CUTLASS's pipelines wait so: a first try, then the
-    loop)."""
-    if not cute.arch.mbarrier_try_wait(bar, parity):
-        cute.arch.mbarrier_wait(bar, parity)
+    """Wait until the phase of ``bar`` with this parity has completed."""
+    cute.arch.mbarrier_wait(bar, parity)
 
 
 def arrive(bar) -> None:
