@@ -444,9 +444,10 @@ def test_16bit_accumulators_never_stay_in_flight(accum, in_flight):
     """A pipelined GEMM keeps its wgmma batch in flight into the next step (wg_wait=1) only
     with a 32-bit accumulator: CuTe DSL repacks 16-bit accumulator registers around each
     wgmma, which is wrong while the batch runs (measured on an H100: float16 accumulators of
-    128-row tiles came out wrong with 2 stages, right with 1)."""
+    128-row tiles came out wrong with 2 stages, right with 1).  (3 stages: with 2 no batch
+    stays, whatever the accumulator.)"""
     plan = lower(tiled_gemm(512, 1024, 768, 128, 256, 32, False, False, "float16", accum,
-                            accum), "sm_90a")
+                            accum, num_stages=3), "sm_90a")
     (g,) = [s for k in plan.func.kernels for s in walk_stmts(k.body) if isinstance(s, N.Gemm)]
     assert (g.wg_wait == 1) == in_flight
 
@@ -464,3 +465,13 @@ def test_tfloat32_is_float32_in_memory():
     src = emit_cute(plan)
     assert "tcm.tiled_mma(\"mma\", cutlass.TFloat32, cutlass.TFloat32, cutlass.Float32" in src
     assert "cute.runtime.make_ptr(cutlass.Float32" in src
+
+
+@pytest.mark.parametrize("stages,in_flight", [(2, False), (3, True)])
+def test_a_two_stage_loop_waits_for_each_steps_mmas(stages, in_flight):
+    """A step's wgmma batch stays in flight into the next step only with 3 stages or more:
+    it holds its stage, so with 2 the next load could not start before the step ends."""
+    plan = lower(tiled_gemm(512, 1024, 768, 128, 256, 32, False, False, "float16", "float32",
+                            "float32", num_stages=stages), "sm_90a")
+    (g,) = [s for k in plan.func.kernels for s in walk_stmts(k.body) if isinstance(s, N.Gemm)]
+    assert (g.wg_wait == 1) == in_flight

@@ -57,11 +57,15 @@ class KernelTma:
     def shared_a(self, g: N.Gemm) -> bool:
         return self.buffers[g.a].scope == "shared"
 
-    def stays_in_flight(self, g: N.Gemm) -> bool:
+    def stays_in_flight(self, g: N.Gemm, stages: int) -> bool:
         """May ``g``'s wgmma batch stay in flight past the step (``wg_wait=1``)?  Its A is
-        in shared memory, and its accumulator one whose batch may
-        (:func:`analysis.batch_may_stay_in_flight`)."""
-        return self.shared_a(g) and batch_may_stay_in_flight(self.buffers[g.c].dtype)
+        in shared memory, its accumulator one whose batch may
+        (:func:`analysis.batch_may_stay_in_flight`), and the loop has 3 stages or more:
+        the batch holds its step's stage into the next step, so with 2 the next load could
+        start only when a step ends and its whole latency would show (MLA decode's 2-stage
+        loop waited on its loads most of the time, ncu on the H100)."""
+        return stages >= 3 and self.shared_a(g) and \
+            batch_may_stay_in_flight(self.buffers[g.c].dtype)
 
     def wgmma(self, g: N.Gemm) -> bool:
         layout = self.allocs[g.c].layout if g.c in self.allocs else None

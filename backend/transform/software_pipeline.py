@@ -80,7 +80,7 @@ class _Pipeliner:
         last = rest[-1] if rest else None
         # (A in registers must stay until its MMAs end; with one stage the refill is this
         # step's own load, which must come before the wait: the plain form below)
-        if S > 1 and k.mma_tail(rest, loads) and k.stays_in_flight(last):
+        if S > 1 and k.mma_tail(rest, loads) and k.stays_in_flight(last, S):
             rest[-1] = dataclasses.replace(last, wg_wait=1)
             empty = k.barrier(k.scope.num_threads, S, loop.loc)
             prev = sub(cur, i32(1))

@@ -108,7 +108,7 @@ class _Specializer:
         j = N.Var(k.fresh("tc_j"), "int32")
         stage = N.binop("mod", j, i32(S))
         it = j if isinstance(a, N.Const) and a.value == 0 else N.binop("add", a, j)  # a + j
-        shared_a = k.stays_in_flight(rest[-1])  # (else each step's MMAs end in it)
+        shared_a = k.stays_in_flight(rest[-1], S)  # (else each step's MMAs end in it)
         if shared_a:  # step k's MMAs stay in flight: release step k - 1's stage
             rest[-1] = dataclasses.replace(rest[-1], wg_wait=1)
         feed, waits, releases = [], {}, {}
