@@ -23,9 +23,8 @@ Cache layout (FlashMLA's): pages of ``page_size`` tokens, ``KV[page, slot, 0, :]
   (base 2) go to ``T.alloc_global`` workspaces;
 - ``combine``: grid (heads, batch), as in examples/decode.py.
 
-``mla_decode_op`` picks the split count, keys per step and stages by shape
-(``choose_schedule``: 64-key steps where the batch fills the GPU, else 32-key steps with
-3 stages and one wave of blocks).
+``mla_decode_op`` picks the split count by shape (``choose_schedule``: 64-key steps, 2
+stages, one wave of blocks).
 
     kernel = mla_decode_kernel(heads=128, num_split=4)
     out = kernel(q, q_pe, kv_pages, k_pe_pages, block_table, cache_seqlens)   # (B, 128, 512)
@@ -147,50 +146,35 @@ def mla_decode_kernel(heads=128, dim=512, pe_dim=64, page_size=64, num_split=4, 
                       sm_scale)
 
 
-def choose_num_split(batch, heads, max_seqlen, block_N=64, num_sms=132):
-    """Blocks for about two waves (a power of two, 1..16, at least one step each)."""
+def choose_schedule(batch, heads, max_seqlen, num_sms=132, block_N=64):
+    """``num_split``, ``block_N`` and ``num_stages`` for a shape: 64-key steps, 2 stages, and
+    splits for one wave of blocks (the largest power of two, up to 16, that keeps
+    ``batch x heads / 64 x num_split`` at most ``num_sms``; each split at least one step).
+    Measured on an H100 (fp16, TFLOP/s; ``benchmarks/mla_decode.py --tune``): batch 128 x 8k
+    432 with one split against 387 with two (two waves); batch 128 x 4k 386 vs 349; batch
+    64 x 4k 392 vs 299 (32-key steps, 3 stages); batch 16 x 4k 221 vs 154; batch 1 x 8k
+    27.7 vs 15.9."""
     blocks = batch * (heads // BLOCK_H)
-    want = math.ceil(2 * num_sms / max(blocks, 1))
-    split = 1 << max(want - 1, 0).bit_length()
-    return max(1, min(split, 16, math.ceil(max_seqlen / block_N)))
-
-
-def choose_schedule(batch, heads, max_seqlen, num_sms=132):
-    """``num_split``, ``block_N`` and ``num_stages`` for a shape.  Where the batch's head
-    blocks (``batch x heads / 64``) fill the GPU: 64-key steps, 2 stages, splits for two
-    waves (``choose_num_split``).  Below that: 32-key steps with 3 stages (more loads in
-    flight per block) and splits for one wave (the largest power of two, up to 16, with at
-    most ``num_sms`` blocks).  Measured on an H100 (fp16, TFLOP/s, this schedule against
-    64-key steps, 2 stages, two waves): batch 16 x 4k 225 vs 128, batch 64 x 4k 293 vs 241;
-    at batch 128 the two are within 7% (8k: 326 vs 350, 4k: 306 vs 304), hence the rule."""
-    blocks = batch * (heads // BLOCK_H)
-    if blocks >= num_sms:
-        return dict(num_split=choose_num_split(batch, heads, max_seqlen, 64, num_sms),
-                    block_N=64, num_stages=2)
     split = 1
-    while split < 16 and blocks * split * 2 <= num_sms and split * 32 < max_seqlen:
+    while split < 16 and blocks * split * 2 <= num_sms and split * block_N < max_seqlen:
         split *= 2
-    return dict(num_split=split, block_N=32, num_stages=3)
+    return dict(num_split=split, block_N=block_N, num_stages=2)
 
 
 def mla_decode_op(q, q_pe, kv_pages, k_pe_pages, block_table, cache_seqlens, num_split=None,
                   **schedule):
-    """``O`` (B, heads, dim); the schedule from ``choose_schedule`` for what is not given
-    (``num_split``, and ``block_N`` / ``num_stages`` in ``schedule``)."""
+    """``O`` (B, heads, dim); what ``num_split`` and ``schedule`` (``block_N``,
+    ``num_stages``) do not give, from ``choose_schedule``."""
     import torch
 
     batch, heads, dim = q.shape
     page_size = kv_pages.shape[1]
     sms = torch.cuda.get_device_properties(q.device).multi_processor_count
-    chosen = choose_schedule(batch, heads, block_table.shape[1] * page_size, sms)
-    if num_split is None and "block_N" in schedule:  # a given step size: its split count
-        chosen["num_split"] = choose_num_split(batch, heads, block_table.shape[1] * page_size,
-                                               schedule["block_N"], sms)
-    num_split = chosen.pop("num_split") if num_split is None else num_split
-    chosen.pop("num_split", None)
-    schedule = {**chosen, **schedule}
-    kernel = mla_decode_kernel(heads, dim, q_pe.shape[-1], page_size, num_split,
-                               dtype=str(q.dtype).replace("torch.", ""), **schedule)
+    chosen = choose_schedule(batch, heads, block_table.shape[1] * page_size, sms,
+                             schedule.get("block_N", 64))
+    split = chosen.pop("num_split") if num_split is None else num_split
+    kernel = mla_decode_kernel(heads, dim, q_pe.shape[-1], page_size, split,
+                               dtype=str(q.dtype).replace("torch.", ""), **{**chosen, **schedule})
     return kernel(q, q_pe, kv_pages, k_pe_pages, block_table, cache_seqlens)
 
 

@@ -43,22 +43,14 @@ def test_mla_decode_schedule(cache_dir):
                                              "cache_seqlens", "O"]
 
 
-def test_choose_num_split():
-    assert M.choose_num_split(1, 128, 16384) == 16
-    assert M.choose_num_split(64, 128, 4096) == 4   # 128 blocks: 264 / 128 -> 3 -> 4
-    assert M.choose_num_split(128, 128, 4096) == 2
-    assert M.choose_num_split(1, 128, 100) == 2     # ceil(100 / 64) steps
-
-
 def test_choose_schedule():
-    # head blocks fill the GPU: 64-key steps, 2 stages, two waves
-    assert M.choose_schedule(128, 128, 8192) == dict(num_split=2, block_N=64, num_stages=2)
-    # below: 32-key steps, 3 stages, one wave
-    assert M.choose_schedule(64, 128, 4096) == dict(num_split=1, block_N=32, num_stages=3)
-    assert M.choose_schedule(16, 128, 4096) == dict(num_split=4, block_N=32, num_stages=3)
-    assert M.choose_schedule(1, 128, 8192) == dict(num_split=16, block_N=32, num_stages=3)
-    assert M.choose_schedule(1, 128, 64)["num_split"] == 2  # every split has a step
-    for batch in (1, 2, 16, 33, 64):
+    # 64-key steps, 2 stages, splits for one wave of blocks (at most 132, one step each)
+    assert M.choose_schedule(128, 128, 8192) == dict(num_split=1, block_N=64, num_stages=2)
+    assert M.choose_schedule(64, 128, 4096) == dict(num_split=1, block_N=64, num_stages=2)
+    assert M.choose_schedule(16, 128, 4096) == dict(num_split=4, block_N=64, num_stages=2)
+    assert M.choose_schedule(1, 128, 8192) == dict(num_split=16, block_N=64, num_stages=2)
+    assert M.choose_schedule(1, 128, 128)["num_split"] == 2  # every split has a step
+    for batch in (1, 2, 16, 33, 64, 200):
         s = M.choose_schedule(batch, 128, 1 << 20)
         assert batch * 2 * s["num_split"] <= 132 or s["num_split"] == 1
 
