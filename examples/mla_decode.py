@@ -172,7 +172,8 @@ def mla_decode_op(q, q_pe, kv_pages, k_pe_pages, block_table, cache_seqlens, num
     sms = torch.cuda.get_device_properties(q.device).multi_processor_count
     chosen = choose_schedule(batch, heads, block_table.shape[1] * page_size, sms,
                              schedule.get("block_N", 64))
-    split = chosen.pop("num_split") if num_split is None else num_split
+    chosen_split = chosen.pop("num_split")
+    split = chosen_split if num_split is None else num_split
     kernel = mla_decode_kernel(heads, dim, q_pe.shape[-1], page_size, split,
                                dtype=str(q.dtype).replace("torch.", ""), **{**chosen, **schedule})
     return kernel(q, q_pe, kv_pages, k_pe_pages, block_table, cache_seqlens)

@@ -56,13 +56,14 @@ def test_choose_schedule():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("batch,lens,dtype", [
-    (1, [1], "float16"),
-    (2, [127, 1000], "float16"),
-    (3, [4097, 64, 16384], "bfloat16"),
-    (64, None, "float16"),
+@pytest.mark.parametrize("batch,lens,dtype,schedule", [
+    (1, [1], "float16", {}),
+    (2, [127, 1000], "float16", {}),
+    (3, [4097, 64, 16384], "bfloat16", {}),
+    (64, None, "float16", {}),
+    (3, [4097, 64, 1000], "float16", dict(num_split=3, block_N=32, num_stages=3)),
 ])
-def test_mla_decode_matches_torch(batch, lens, dtype):
+def test_mla_decode_matches_torch(batch, lens, dtype, schedule):
     import torch
 
     torch.manual_seed(batch)
@@ -71,7 +72,7 @@ def test_mla_decode_matches_torch(batch, lens, dtype):
     q = torch.randn(batch, 128, 512, dtype=dt, device="cuda")
     q_pe = torch.randn(batch, 128, 64, dtype=dt, device="cuda")
     cache = M.make_cache(batch, 512, 64, 64, lens, dt, "cuda")
-    out = M.mla_decode_op(q, q_pe, *cache)
+    out = M.mla_decode_op(q, q_pe, *cache, **schedule)
     ref = M.reference(q, q_pe, *cache)
     torch.testing.assert_close(out.float(), ref, atol=2e-2, rtol=2e-2)
 
