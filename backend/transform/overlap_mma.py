@@ -32,7 +32,7 @@ k - 1's stage, and finishes X:
 (``X_acc``, the rescale of O) wait for the next step, where they run while G1 does,
 when they commute with the rest of ``X_tied`` and with G1; narrower, they stay in
 ``X_tied``, after G2 is done and outside the warpgroups' turns (as FlashAttention does up
-to head dim 128, which measured slower here at 128: :data:`RESCALE_EARLY_MIN_N`; option
+to head dim 128, which measured slower here at 128: :data:`RESCALE_LATE_MAX_N`; option
 ``rescale_before_gemm`` True / False forces either).
 
 It applies only where X splits that way (no statement of ``X_free`` depends on an earlier
@@ -102,7 +102,7 @@ PINGPONG_MAX_N = 128
 # up to head dim 128 (RescaleOBeforeGemm above); measured on an H100 (attention, one run,
 # TFLOP/s after / before): head dim 64 406 / 392 (causal 297 / 296), head dim 128
 # 517 / 562 at B8 H32 S4096 and 580 / 580 at B4 H16 S8192 (causal 467 / 469, 518 / 528).
-RESCALE_EARLY_MIN_N = 64
+RESCALE_LATE_MAX_N = 64
 
 
 class OverlapError(ValueError):
@@ -121,7 +121,7 @@ class _Overlap(StmtMutator):
         if self.early is not None:
             return self.early
         wide = self.allocs[g2.c].buffer.shape[-1]
-        return not (isinstance(wide, N.Const) and wide.value <= RESCALE_EARLY_MIN_N)
+        return not (isinstance(wide, N.Const) and wide.value <= RESCALE_LATE_MAX_N)
 
     def turns(self, g1: N.Gemm, g2: N.Gemm):
         """For two or three compute warpgroups that each own a slice of the rows (wgmma
@@ -200,7 +200,7 @@ class _Overlap(StmtMutator):
         free, tied = split
         # the rescale of G2's accumulator (O *= alpha) waits for the next step, where it
         # runs while that step's G1 does, if it commutes with the rest of the tied part,
-        # where G2's accumulator is wider than RESCALE_EARLY_MIN_N (else it runs once G2 is
+        # where G2's accumulator is wider than RESCALE_LATE_MAX_N (else it runs once G2 is
         # done, out of the warpgroups' turns)
         rest = [t for t in tied if g2.a in buffers_used(t) or g1.c in buffers_used(t)]
         later = [t for t in tied if t not in rest]
