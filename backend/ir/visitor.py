@@ -8,7 +8,7 @@ generator use, so that a pass shows only its rule.
   with its bodies visited.  A visit may return a statement, a sequence of statements
   (spliced in place) or ``None`` (dropped);
 - :func:`substitute` replaces variables by expressions anywhere in a value;
-  :func:`replace_exprs` replaces whole expressions.
+  :func:`replace_exprs` replaces whole expressions; both are :func:`rebuild` with a rule.
 """
 
 from __future__ import annotations
@@ -51,32 +51,31 @@ def var_names(x) -> set[str]:
     return {n.name for n in walk_nodes(x) if isinstance(n, N.Var)}
 
 
-def substitute(x, mapping: dict[str, N.Expr]):
-    """``x`` (a node or nested tuples of them) with each variable named in ``mapping``
-    replaced by its expression."""
-    if isinstance(x, N.Var):
-        return mapping.get(x.name, x)
+def rebuild(x, leaf):
+    """``x`` (a node or nested tuples of them) rebuilt bottom-up, except where ``leaf(node)``
+    returns a replacement (not None): that replaces the node and its subtree."""
+    y = leaf(x)
+    if y is not None:
+        return y
     if isinstance(x, tuple):
-        return tuple(substitute(y, mapping) for y in x)
+        return tuple(rebuild(v, leaf) for v in x)
     if dataclasses.is_dataclass(x) and not isinstance(x, type) and not isinstance(x, N.Loc):
-        changes = {f.name: substitute(getattr(x, f.name), mapping)
+        changes = {f.name: rebuild(getattr(x, f.name), leaf)
                    for f in dataclasses.fields(x) if f.name != "loc"}
         return dataclasses.replace(x, **changes)
     return x
+
+
+def substitute(x, mapping: dict[str, N.Expr]):
+    """``x`` (a node or nested tuples of them) with each variable named in ``mapping``
+    replaced by its expression."""
+    return rebuild(x, lambda n: mapping.get(n.name, n) if isinstance(n, N.Var) else None)
 
 
 def replace_exprs(x, mapping: dict):
     """``x`` (a node or nested tuples of them) with each expression that equals a key of
     ``mapping`` replaced by its value (outermost match first)."""
-    if isinstance(x, N.Expr) and x in mapping:
-        return mapping[x]
-    if isinstance(x, tuple):
-        return tuple(replace_exprs(y, mapping) for y in x)
-    if dataclasses.is_dataclass(x) and not isinstance(x, type) and not isinstance(x, N.Loc):
-        changes = {f.name: replace_exprs(getattr(x, f.name), mapping)
-                   for f in dataclasses.fields(x) if f.name != "loc"}
-        return dataclasses.replace(x, **changes)
-    return x
+    return rebuild(x, lambda n: mapping.get(n) if isinstance(n, N.Expr) else None)
 
 
 def fold_constants(x):
