@@ -417,14 +417,15 @@ class AutoTuner:
         configs = self.config_list(args, kwargs)
         arch = _arch(self.target, self.__name__)  # here: a forked build must not ask the GPU
         own = self.executor is None
-        executor = self.executor or cf.ThreadPoolExecutor(max_workers=os.cpu_count() or 2,
+        workers = os.cpu_count() or 2
+        executor = self.executor or cf.ThreadPoolExecutor(max_workers=workers,
                                                           thread_name_prefix="tilecute-build")
         results = [ConfigResult(c) for c in configs]
         if own:  # a warm cubin worker for each build that runs at once (the import of
             # CUTLASS overlaps the builds' front ends instead of following them)
             from .runtime import cubin_worker
 
-            cubin_worker.prestart(min(len(configs), executor._max_workers))
+            cubin_worker.prestart(min(len(configs), workers))
         group = f"{self.__name__}-{os.urandom(8).hex()}"  # this run's builds, for buildproc.kill
         try:
             futures = {executor.submit(_build_config, _Job(
