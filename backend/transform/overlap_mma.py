@@ -238,10 +238,9 @@ class _Overlap(StmtMutator):
             init = [N.If(N.Cmp("eq", wg, i32(groups - 1)), (N.NamedBarrier(
                 i32(TURN_BARRIER), sync.threads, arrive=True, loc=loc),), loc=loc)]
             mine = [sync]
-            not_last = N.Cmp("eq", wg, i32(0)) if groups == 2 else N.Cmp("lt", wg, i32(groups - 1))
 
             def hand_over(it):
-                cond = N.Logic("or", (not_last, N.Cmp("lt", it, last)))
+                cond = N.Logic("or", (N.Cmp("lt", wg, i32(groups - 1)), N.Cmp("lt", it, last)))
                 return [N.If(fold_constants(cond), (N.NamedBarrier(
                     other, sync.threads, arrive=True, loc=loc),), loc=loc)]
         def issue_g2(st):
