@@ -85,14 +85,6 @@ def _cleanup_at_exit(cleanup) -> None:
     cleanup()
 
 
-def ffi_release_gil_default() -> bool:
-    """Whether a TVM FFI function releases the GIL when nothing set it: True unless the
-    process started with ``TVM_FFI_RELEASE_GIL_BY_DEFAULT=0`` (read by TVM FFI at import)."""
-    import tvm_ffi
-
-    return bool(tvm_ffi.convert(lambda: None).release_gil)
-
-
 def check_release_gil(value, function: str) -> Optional[bool]:
     """``release_gil`` as given to ``compile``/``jit``/``Kernel``: None (TVM FFI's default)
     or a bool; anything else a ``TypeError`` naming ``function``."""
@@ -210,6 +202,8 @@ class Kernel:
             return bool(self._func.release_gil)
         if self._release_gil is not None:
             return self._release_gil
+        from .package import ffi_release_gil_default
+
         return ffi_release_gil_default()
 
     @release_gil.setter

@@ -60,6 +60,14 @@ def _cuda_driver():
         return _driver
 
 
+def ffi_release_gil_default() -> bool:
+    """Whether a TVM FFI function releases the GIL when nothing set it: True unless the
+    process started with ``TVM_FFI_RELEASE_GIL_BY_DEFAULT=0`` (read by TVM FFI at import)."""
+    import tvm_ffi
+
+    return bool(tvm_ffi.convert(lambda: None).release_gil)
+
+
 def device_count() -> int:
     lib = _cuda_driver()
     count = ctypes.c_int()
@@ -313,9 +321,7 @@ class PackagedKernel:
         docs/performance.md, "Launching from several threads")."""
         if self._release_gil is not None:
             return self._release_gil
-        import tvm_ffi
-
-        return bool(tvm_ffi.convert(lambda: None).release_gil)
+        return ffi_release_gil_default()
 
     @release_gil.setter
     def release_gil(self, value: bool) -> None:

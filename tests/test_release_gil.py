@@ -24,7 +24,8 @@ import elementwise as E  # noqa: E402 (examples/, on the path by conftest)
 import tilecute  # noqa: E402
 from tilecute import cache  # noqa: E402
 from tilecute.api import MultiArchKernel  # noqa: E402
-from tilecute.runtime.kernel import Kernel, ffi_release_gil_default  # noqa: E402
+from tilecute.runtime.kernel import Kernel  # noqa: E402
+from tilecute.runtime.package import ffi_release_gil_default  # noqa: E402
 from tilecute.runtime.package import PackagedKernel  # noqa: E402
 from tilecute.variants import AlignedOrGeneral  # noqa: E402
 
