@@ -57,6 +57,9 @@ OPTIONS = {
     "disable_dynamic_variants": "plain T.dynamic extents that decide a row stride's 16-byte "
                                 "alignment build the general kernel only (by default also an "
                                 "aligned variant with TMA and vector accesses, picked per call)",
+    "disable_tma_multicast": "in a kernel launched in clusters, every TMA load stays per block "
+                             "(by default a warp-specialized loop's tile that is the same for "
+                             "every block of a cluster is multicast to them, leaving L2 once)",
     "disable_rasterization": "a GEMM kernel's 2-D grid keeps its plain block order (by default "
                              "the blocks walk it in panels of 16 rows, as T.use_swizzle(16), "
                              "unless the program sets an order)",

@@ -61,7 +61,9 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--shapes", default=SHAPES, help="MxNxK,... (default: %(default)s)")
     ap.add_argument("--dtypes", default="bfloat16,float16")
-    ap.add_argument("--schedules", default=SCHEDULES, help="tm x tn x tk x stages x threads,...")
+    ap.add_argument("--schedules", default=SCHEDULES,
+                    help="tm x tn x tk x stages x threads [x panel] [x ws|plain|off] [x mN|nN: "
+                         "clusters of N blocks along M or N, TMA multicast],...")
     ap.add_argument("--epilogues", default="shared,direct",
                     help="direct (registers -> global), shared (-> swizzled shared -> TMA store)")
     ap.add_argument("--reps", type=int, default=5, help="CUDA-event samples per kernel and round")
@@ -101,12 +103,17 @@ def main(argv=None):
                     if "off" in parts else None
                 if not plain and epi == "direct":  # a hand schedule's direct epilogue stays so
                     options = {"disable_shared_epilogue": True}
-                tm, tn, tk, stages, threads, *panel = (int(v) for v in parts
-                                                       if v not in ("ws", "plain", "off"))
+                # mN / nN: clusters of N blocks along M (sharing W tiles) / along N
+                cluster = next(((1, int(v[1:]), 1) if v[0] == "m" else (int(v[1:]), 1, 1)
+                                for v in parts if v[0] in "mn" and v[1:].isdigit()), None)
+                tm, tn, tk, stages, threads, *panel = (
+                    int(v) for v in parts if v not in ("ws", "plain", "off")
+                    and not (v[0] in "mn" and v[1:].isdigit()))
                 try:
                     kernel = tilecute.compile(G.matmul(tm, tn, tk, stages, threads, dtype,
                                                        panel=panel[0] if panel else 0,
-                                                       epilogue=epi, warp_specialize=ws),
+                                                       epilogue=epi, warp_specialize=ws,
+                                                       cluster=cluster),
                                               options=options)
                 except ValueError as e:  # e.g. more shared memory than a block can have
                     emit(shape=shape, dtype=dtype, **row, skipped=str(e)[:200])

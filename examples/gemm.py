@@ -29,7 +29,7 @@ def _dims(dtype, out_dtype):
 
 def matmul(tm=128, tn=128, tk=64, stages=3, threads=256, dtype="float16",
            transpose_A=False, transpose_B=False, out_dtype=None, panel=0, epilogue="direct",
-           warp_specialize=None):
+           warp_specialize=None, cluster=None):
     """Y (M, N) = A @ B with A = X (M, K), or X^T for X (K, M) when ``transpose_A``, and
     B = W (K, N), or W^T for W (N, K) when ``transpose_B``; fp32 accumulation, ``Y`` in
     ``out_dtype`` (the input dtype by default).  One (tm, tn) tile per block; with
@@ -38,7 +38,10 @@ def matmul(tm=128, tn=128, tk=64, stages=3, threads=256, dtype="float16",
     ``epilogue="shared"`` writes the tile through a swizzled shared buffer and TMA
     stores instead of straight from registers.  ``warp_specialize`` (sm_90a) adds a
     producer warpgroup that issues the TMA loads, so the ``threads`` only compute; ``None``
-    lets the TMA pass decide (on when the tile's shared memory keeps one block per SM)."""
+    lets the TMA pass decide (on when the tile's shared memory keeps one block per SM).
+    ``cluster``: the blocks launch in clusters of this shape, e.g. ``(1, 2, 1)``: two
+    blocks of one column of tiles, which share their W tiles (TMA multicast: each W tile
+    leaves L2 once for both)."""
     out_dtype = out_dtype or ("float16" if dtype.startswith("float8") else dtype)
     M, N, K = _dims(dtype, out_dtype)
     xshape, xtile = ((K, M), (tk, tm)) if transpose_A else ((M, K), (tm, tk))
@@ -47,7 +50,8 @@ def matmul(tm=128, tn=128, tk=64, stages=3, threads=256, dtype="float16",
     @T.prim_func
     def matmul(X: T.Tensor(xshape, dtype), W: T.Tensor(wshape, dtype),
                Y: T.Tensor((M, N), out_dtype)):
-        with T.Kernel(T.ceildiv(N, tn), T.ceildiv(M, tm), threads=threads) as (col, row):
+        with T.Kernel(T.ceildiv(N, tn), T.ceildiv(M, tm), threads=threads,
+                      cluster=cluster) as (col, row):
             if panel:
                 T.use_swizzle(panel)
             xs = T.alloc_shared(xtile, dtype)

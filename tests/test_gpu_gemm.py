@@ -164,6 +164,31 @@ def test_warp_specialized_shapes(M, N, K, schedule):
     _check("bfloat16", M, N, K, warp_specialize=True, **schedule)
 
 
+@pytest.mark.parametrize("M,N,K,schedule", [
+    # clusters of 2 blocks along M share W's tiles (TMA multicast); ragged K (zero fill
+    # reaches both blocks), ragged M within the last cluster, the T.use_swizzle order
+    (1000, 1024, 1000, dict(tn=256, stages=3, panel=8, epilogue="shared", cluster=(1, 2, 1))),
+    (512, 776, 520, dict(tn=256, stages=2, cluster=(1, 2, 1))),  # 2 stages: per-step release
+    (1024, 512, 2048, dict(tn=128, stages=4, panel=4, cluster=(1, 4, 1))),
+    (256, 1024, 512, dict(tn=256, stages=3, transpose_B=True, cluster=(1, 2, 1))),
+    (512, 1024, 512, dict(tn=256, stages=3, cluster=(2, 1, 1))),  # clusters, no multicast
+])
+def test_warp_specialized_clusters(M, N, K, schedule):
+    if not _hopper():
+        pytest.skip("clusters with TMA multicast need sm_90a")
+    _check("float16", M, N, K, warp_specialize=True, **schedule)
+
+
+def test_cluster_grid_not_a_multiple_is_a_clear_error():
+    if not _hopper():
+        pytest.skip("clusters need sm_90")
+    kernel = tilecute.compile(G.matmul(tn=256, warp_specialize=True, cluster=(1, 2, 1)))
+    x = torch.randn(300, 256, device="cuda", dtype=torch.float16)  # 3 rows of blocks
+    w = torch.randn(256, 256, device="cuda", dtype=torch.float16)
+    with pytest.raises(ValueError, match="not a multiple of the cluster"):
+        kernel(x, w, torch.empty(300, 256, device="cuda", dtype=torch.float16))
+
+
 @pytest.mark.parametrize("dtype,schedule", [("float16", {}), ("bfloat16", dict(warp_specialize=True)),
                                             ("float16", dict(tm=64, threads=128, warp_specialize=True))])
 def test_a_in_registers(dtype, schedule):

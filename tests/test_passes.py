@@ -51,6 +51,8 @@ def mm(A: T.Tensor((M, 128), "float16"), B: T.Tensor((128, N), "float16"),
         T.copy(acc, C[by * 128, bx * 128])
 """
 GEMM_WS = GEMM.replace("num_stages=4)", "num_stages=4, warp_specialize=True)")
+GEMM_CLUSTER = GEMM_WS.replace("T.Kernel(2, 2, threads=128)",
+                                "T.Kernel(2, 2, threads=128, cluster=(1, 2, 1))")
 GEMM_NOWS = GEMM.replace("num_stages=4)", "num_stages=4, warp_specialize=False)")
 TILE = """
 @T.prim_func
@@ -263,6 +265,18 @@ CASES = [
     ("insert_barriers", TILE, "sm_80", """\
 @@ -11,0 +12 @@
 +        T.sync_threads(wait_async=True)
+"""),
+    # the two blocks of a cluster along M share B's tiles (2 boxes: one each), release
+    # their stages to both blocks, and leave together
+    ("multicast_tma_loads", GEMM_CLUSTER, "sm_90a", """\
+@@ -19 +19 @@
+-                    T.tma_copy(B[tc_j0 * 64, bx * 128], Bs, barrier=tc_bar0[tc_j0 % 4], stage=tc_j0 % 4, arrive=True)
++                    T.tma_copy(B[tc_j0 * 64, bx * 128], Bs, barrier=tc_bar0[tc_j0 % 4], stage=tc_j0 % 4, arrive=True, multicast=2)
+@@ -30 +30 @@
+-                    T.mbarrier_arrive(tc_bar1[(k + 3) % 4])
++                    T.mbarrier_arrive(tc_bar1[(k + 3) % 4], cluster=2)
+@@ -35,0 +36 @@
++        T.cluster_sync()
 """),
     ("split_roles", GEMM_WS, "sm_90a", """\
 @@ -9 +8,0 @@

@@ -632,7 +632,15 @@ class KernelEmitter:
                           "arrives when this thread's earlier cp.async copies are done")
             return
         self.out.use("tma")
+        if s.cluster:  # (the multicast pass) the stage is the cluster's: release it there
+            self.out.line(depth, f"tct.arrive({self.barrier_ref(s.barrier)}, cluster={s.cluster})",
+                          f"on the barrier of block lane % {s.cluster} of the cluster")
+            return
         self.out.line(depth, f"tct.arrive({self.barrier_ref(s.barrier)})")
+
+    def cluster_sync(self, s: N.ClusterSync, depth: int, guarded: bool) -> None:
+        self.out.use("tma")
+        self.out.line(depth, "tct.cluster_sync()")
 
     def set_max_nreg(self, s: N.SetMaxNReg, depth: int, guarded: bool) -> None:
         if not self.plan.arch.startswith("sm_90"):
@@ -691,6 +699,12 @@ class KernelEmitter:
             if chunks > 1 else ""
         if load:
             more += "" if s.arrive else ", arrive=False"  # (TileLang's T.tma_copy)
+            if s.multicast:
+                if chunks % s.multicast:
+                    self.fail(s, f"internal: a TMA load of {chunks} boxes multicast to "
+                                 f"{s.multicast} blocks (the multicast pass splits whole boxes)")
+                more += f", cluster={s.multicast}"
+                what += f", multicast to the cluster's {s.multicast} blocks"
             call = (f"tct.load({ident(s.desc)}, {smem}, {self.barrier_ref(s.barrier)}, "
                     f"{coords}, {box_bytes * chunks}{more})")
             if self.one_thread:  # already inside `if tc_tid == <one thread>:`
@@ -777,7 +791,7 @@ _STATEMENTS = {
     N.AtomicAdd: KernelEmitter.atomic_add, N.Barrier: KernelEmitter.barrier,
     N.TmaCopy: KernelEmitter.tma_copy, N.Gemm: KernelEmitter.gemm,
     N.WaitWgmma: KernelEmitter.wait_wgmma, N.NamedBarrier: KernelEmitter.named_barrier,
-    N.WarpSync: KernelEmitter.warp_sync,
+    N.WarpSync: KernelEmitter.warp_sync, N.ClusterSync: KernelEmitter.cluster_sync,
     N.MBarrierWait: KernelEmitter.mbarrier_wait, N.SetMaxNReg: KernelEmitter.set_max_nreg,
     N.MBarrierArrive: KernelEmitter.mbarrier_arrive, N.While: KernelEmitter.while_,
     N.Scan: KernelEmitter.scan, N.FinalizeReducer: KernelEmitter.finalize_reducer,

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 
 from ..ir import nodes as N
 from ..runtime.dtypes import DTYPES
-from ..ir.visitor import fold_constants
+from ..ir.visitor import fold_constants, walk_stmts
 from ..transform.analysis import known_multiple, row_major_strides
 from ..transform.shared_memory import shared_allocs
 from .expr import PREC, ExprPrinter, memory_type
@@ -101,6 +101,10 @@ class SharedMemory:
 
     def __init__(self, scope: N.KernelScope, out: Writer):
         self.out = out
+        # blocks of a cluster multicast into each other's stages and arrive on each other's
+        # mbarriers (the multicast pass): the barriers' init is synced cluster-wide
+        self.cluster_barriers = any(isinstance(s, N.TmaCopy) and s.multicast
+                                    for s in walk_stmts(scope.body))
         self.allocs = shared_allocs(scope)
         self.total = scope.shared_bytes
         self.slots: dict[str, N.SharedSlot] = {a.buffer.name: a.slot for a in self.allocs}
@@ -139,7 +143,11 @@ class SharedMemory:
             for a in barriers:
                 out.line(depth + 1, f"tct.init_barriers({ident(a.buffer.name)}, {int(a.buffer.shape[0].value)}, "
                                     f"{a.layout.threads})")
-            out.line(depth, "cute.arch.sync_threads()")
+            if self.cluster_barriers:
+                out.line(depth, "tct.cluster_sync()", "the cluster's blocks see each other's "
+                                                      "barriers initialized")
+            else:
+                out.line(depth, "cute.arch.sync_threads()")
 
     def ptr(self, name: str, stage: str | None = None, matrix: tuple[str, int] | None = None,
             offset: tuple[str, int] | None = None) -> str:

@@ -794,6 +794,11 @@ class TmaCopy(Stmt):
     # ``arrive=True``); False: it only adds the box's bytes to the phase's expected
     # transactions, and the program's threads arrive (TileLang's T.tma_copy)
     arrive: bool = True
+    # loads only (the multicast pass): the box is the same for every block of the kernel's
+    # cluster of ``multicast`` blocks; each block issues its share of the box's chunks to
+    # all of them (``.multicast::cluster``) and every block expects the whole box.  0: a
+    # load into this block alone
+    multicast: int = 0
 
 
 @dataclass(frozen=True)
@@ -805,6 +810,11 @@ class MBarrierArrive(Stmt):
     barrier: Region
     loc: Optional[Loc] = _loc()
     cp_async: bool = False
+    # the multicast pass: the stage this barrier guards is written by every block of a
+    # cluster of ``cluster`` blocks, so each thread arrives once on the barrier of block
+    # ``lane % cluster`` of the cluster (the barrier still counts one arrival per thread
+    # of a block); 0: on this block's own barrier
+    cluster: int = 0
 
 
 @dataclass(frozen=True)
@@ -822,6 +832,15 @@ class NamedBarrier(Stmt):
     # passes and the code generator that take named barriers of their own (warp
     # specialization, MMA overlap, ``T.ws`` regions) refuse a kernel holding one
     program: bool = False
+
+
+@dataclass(frozen=True)
+class ClusterSync(Stmt):
+    """``T.cluster_sync()``: every thread of every block of the cluster arrives and waits
+    (``barrier.cluster.arrive`` + ``wait``).  The multicast pass ends a kernel with one,
+    so that no block exits while another may still arrive on its mbarriers."""
+
+    loc: Optional[Loc] = _loc()
 
 
 @dataclass(frozen=True)

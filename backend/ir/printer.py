@@ -212,10 +212,15 @@ def _stmt(s: N.Stmt, indent: int, out: list[str]) -> None:
             kw += f", stage={expr_str(s.stage)}"
         if s.barrier is not None and s.arrive:
             kw += ", arrive=True"
+        if s.multicast:
+            kw += f", multicast={s.multicast}"
         out.append(f"{pad}T.tma_copy({_region(s.src)}, {_region(s.dst)}{kw})")
     elif isinstance(s, N.MBarrierArrive):
         fn = "cp_async_barrier_noinc" if s.cp_async else "mbarrier_arrive"
-        out.append(f"{pad}T.{fn}({_region(s.barrier)})")
+        kw = f", cluster={s.cluster}" if s.cluster else ""
+        out.append(f"{pad}T.{fn}({_region(s.barrier)}{kw})")
+    elif isinstance(s, N.ClusterSync):
+        out.append(f"{pad}T.cluster_sync()")
     elif isinstance(s, N.MBarrierWait):
         out.append(f"{pad}T.mbarrier_wait_parity({_region(s.barrier)}, {expr_str(s.parity)})")
     elif isinstance(s, N.Fill):

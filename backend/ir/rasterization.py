@@ -12,10 +12,28 @@ from . import nodes as N
 
 
 def panel_order(x: N.Expr, y: N.Expr, nx: N.Expr, ny: N.Expr, panel: int,
-                let: Callable[[str, N.Expr], N.Var]) -> tuple[N.Expr, N.Expr]:
+                let: Callable[[str, N.Expr], N.Var],
+                cluster: tuple[int, int] = (1, 1)) -> tuple[N.Expr, N.Expr]:
     """The new ``(x, y)`` block indices of a ``(nx, ny)`` grid walked in panels of
-    ``panel`` rows; ``let(stem, value)`` binds each intermediate and returns its variable."""
+    ``panel`` rows; ``let(stem, value)`` binds each intermediate and returns its variable.
+
+    A grid launched in clusters of ``(cx, cy)`` blocks walks its clusters in this order
+    (panels of ``panel`` block rows), each block keeping its place in its cluster: the
+    blocks of a cluster stay neighbours and share the tiles they would without the order
+    (what the multicast pass needs), and the order is still a permutation of the blocks."""
     i32 = lambda v: N.Const(v, "int32")  # noqa: E731
+    cx, cy = cluster
+    if (cx, cy) != (1, 1):
+        def split(b, c):  # (the cluster's index, the block's place in it)
+            return (b, i32(0)) if c == 1 else (N.binop("floordiv", b, i32(c)),
+                                                N.binop("mod", b, i32(c)))
+        (qx, rx), (qy, ry) = split(x, cx), split(y, cy)
+        shrink = lambda n, c: n if c == 1 else N.binop("floordiv", n, i32(c))  # noqa: E731
+        new_qx, new_qy = panel_order(qx, qy, shrink(nx, cx), shrink(ny, cy),
+                                     max(1, panel // cy), let)
+        grow = lambda q, r, c: q if c == 1 else N.binop(  # noqa: E731
+            "add", N.binop("mul", q, i32(c)), r)
+        return grow(new_qx, rx, cx), grow(new_qy, ry, cy)
     flat = let("block_flat", N.binop("add", x, N.binop("mul", y, nx)))
     size = N.binop("mul", i32(panel), nx)
     first = let("panel_first", N.binop("mul", N.binop("floordiv", flat, size), i32(panel)))

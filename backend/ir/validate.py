@@ -438,6 +438,9 @@ class _Validator:
                               f"{b.scope} buffer, op {s.reducer!r})")
                 self.reducers.add(b.name)
         elif isinstance(s, N.TmaCopy):
+            if s.multicast:
+                self.fail("T.tma_copy(multicast=...) is the multicast pass's decision (from the "
+                          "kernel's cluster), not an input: give T.Kernel(..., cluster=...)")
             self.region(s.src, vars_, bufs)
             self.region(s.dst, vars_, bufs)
             scopes = (bufs[s.src.buffer].scope, bufs[s.dst.buffer].scope)
@@ -454,6 +457,9 @@ class _Validator:
             if s.stage is not None:
                 self.expr(s.stage, vars_, bufs)
         elif isinstance(s, (N.MBarrierArrive, N.MBarrierWait)):
+            if isinstance(s, N.MBarrierArrive) and s.cluster:
+                self.fail("T.mbarrier_arrive(cluster=...) is the multicast pass's decision, not "
+                          "an input")
             self.barrier_ref(s.barrier, vars_, bufs)
             if isinstance(s, N.MBarrierWait):
                 self.expr(s.parity, vars_, bufs)
@@ -557,6 +563,10 @@ class _Validator:
                 self.fail(f"reduce scratch '{s.scratch}' must be a shared buffer")
         elif isinstance(s, N.Barrier):
             pass
+        elif isinstance(s, N.ClusterSync):
+            if self.scope.cluster is None:
+                self.fail("T.cluster_sync() in a kernel not launched in clusters "
+                          "(T.Kernel(..., cluster=...))")
         elif isinstance(s, N.AtomicAdd):
             if s.op not in N.ATOMIC_OPS:
                 self.fail(f"unknown atomic op {s.op!r}; expected one of {', '.join(N.ATOMIC_OPS)}")

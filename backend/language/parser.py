@@ -794,6 +794,7 @@ class _Parser:
             if not gridless:  # the one block's index is bound to no name
                 self.bind(nm, v)
         self.kernel_grid = (tuple(grid), tuple(names))
+        self.kernel_cluster = cluster
         self.kernel_blocks = tuple(block_vars)
         self.kernel_threads = tuple(threads)
         self.in_kernel = True
@@ -1826,7 +1827,9 @@ class _Parser:
         ``"col"``: columns), down each panel's rows before moving a column, so blocks
         running together share operand tiles in L2.  Lets that rebind the ``T.Kernel``
         names.  In a 1-D grid it changes nothing: TileLang's ``rasterization2DRow`` and
-        ``rasterization2DColumn`` map block ``(x, 0)`` of a grid one block high to itself."""
+        ``rasterization2DColumn`` map block ``(x, 0)`` of a grid one block high to itself.
+        In a kernel launched in clusters the panels walk whole clusters (each block keeps
+        its place in its cluster), so the blocks of a cluster still share their tiles."""
         if not self.in_kernel:
             raise self.error(s, "T.use_swizzle belongs inside a T.Kernel block")
         (grid, names) = self.kernel_grid
@@ -1847,15 +1850,17 @@ class _Parser:
         order = "col" if order == "column" else order
         x, y = (self.expr(ast.Name(id=n, ctx=ast.Load())) for n in names[:2])
         nx, ny = grid[0], grid[1]
+        cluster = (tuple(self.kernel_cluster or ()) + (1, 1))[:2]
         if order == "col":  # panels of columns: swap the roles of the two grid dims
             x, y, nx, ny = y, x, ny, nx
+            cluster = cluster[::-1]
         stmts = []
 
         def let(name, value):
             var = N.Var(self.fresh(name), "int32")
             stmts.append(N.Let(var, value, loc=self.loc(s)))
             return var
-        new_x, new_y = panel_order(x, y, nx, ny, panel, let)
+        new_x, new_y = panel_order(x, y, nx, ny, panel, let, cluster)
         if order == "col":
             new_x, new_y = new_y, new_x
         for name, value in zip(names[:2], (new_x, new_y)):

@@ -14,7 +14,8 @@ from ..ir.validate import validate
 from ..options import check_options
 from . import (fast_math, index_width, insert_barriers, layout_inference, lower_tile_ops,
                overlap_mma, rasterize, select_mma, shared_epilogue, shared_memory,
-               software_pipeline, tma_copies, tma_descriptors, vectorize, warp_specialize)
+               software_pipeline, tma_copies, tma_descriptors, tma_multicast, vectorize,
+               warp_specialize)
 from .launch_abi import KernelPlan, build_abi
 
 
@@ -53,6 +54,7 @@ PASSES = (
     Pass("insert_barriers", lambda f, arch, o: insert_barriers.insert_barriers(
         f, program_orders=o.get("disable_barrier_insertion", False))),
     Pass("split_roles", lambda f, arch, o: warp_specialize.split_roles(f, arch)),
+    Pass("multicast_tma_loads", lambda f, arch, o: tma_multicast.multicast_tma_loads(f, o)),
 )
 
 

@@ -5,7 +5,8 @@ T.gemm, and that does not remap its block indices itself (as
 ``T.use_swizzle`` does), walks its grid in panels of :data:`PANEL` rows, exactly as if it
 began with ``T.use_swizzle(PANEL)``: blocks running at once then share the tiles of one
 operand in L2.  The Lets it adds are visible in the printed IR; the compile option
-``disable_rasterization`` keeps the plain order."""
+``disable_rasterization`` keeps the plain order.  A grid launched in clusters walks whole clusters in that order
+(:func:`~..ir.rasterization.panel_order`)."""
 
 from __future__ import annotations
 
@@ -48,7 +49,8 @@ def _kernel(scope: N.KernelScope, names: set[str]) -> N.KernelScope:
         var = fresh(stem)
         lets.append(N.Let(var, value, loc=scope.loc))
         return var
-    new_x, new_y = panel_order(x, y, scope.grid[0], scope.grid[1], PANEL, let)
+    new_x, new_y = panel_order(x, y, scope.grid[0], scope.grid[1], PANEL, let,
+                               (tuple(scope.cluster or ()) + (1, 1))[:2])
     new_x, new_y = let(x.name, new_x), let(y.name, new_y)
     body = substitute(tuple(scope.body), {x.name: new_x, y.name: new_y})
     return dataclasses.replace(scope, body=tuple(lets) + body)

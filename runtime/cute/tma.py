@@ -25,6 +25,7 @@ no control flow on device values (only ``@cute.kernel`` bodies get the DSL's ``i
 the kernel wraps one-thread steps in ``if tc_tid == 0:`` itself.
 """
 
+import cutlass
 import cutlass.cute as cute
 from cutlass.base_dsl.typing import GridConstant
 from cutlass.experimental import primitives as _prims
@@ -67,17 +68,32 @@ def _chunks(coords, chunks: int, step: int, chunk_bytes: int):
 
 
 def load(desc, smem, bar, coords, nbytes: int, chunks: int = 1, step: int = 0,
-         chunk_bytes: int = 0, arrive: bool = True) -> None:
+         chunk_bytes: int = 0, arrive: bool = True, cluster: int = 0) -> None:
     """One thread: arrive on ``bar`` expecting ``nbytes`` (the whole tile), and start
     the TMA load of the box at ``coords`` into ``smem`` (128-byte aligned; 1024 for a
     128-byte swizzle), or of ``chunks`` boxes along the innermost axis into consecutive
     ``chunk_bytes`` pieces of ``smem`` (a ``tma_swizzled`` tile wider than its swizzle).
     ``arrive=False``: expect the bytes without arriving (TileLang's ``T.tma_copy``: the
-    program's threads arrive themselves)."""
+    program's threads arrive themselves).
+
+    ``cluster=c`` (a kernel launched in clusters of ``c`` blocks, all loading this same
+    tile): block ``r`` of the cluster copies boxes ``r, r + c, ...`` to every block of
+    the cluster at once (``.multicast::cluster``: the data and the completed bytes land
+    at the same shared offsets in each), and each block expects the whole tile on its own
+    ``bar``."""
     if arrive:
         cute.arch.mbarrier_arrive_and_expect_tx(bar, nbytes)
     else:
         cute.arch.mbarrier_expect_tx(bar, nbytes)
+    if cluster:
+        rank = cute.arch.block_idx_in_cluster()
+        mask = cutlass.Int16((1 << cluster) - 1)
+        for t in range(chunks // cluster):
+            box = rank + t * cluster
+            where = [coords[0] + box * step] + list(coords[1:])
+            _prims.cp_async_bulk_tensor_shared_cluster_global(
+                smem + box * chunk_bytes, desc.get_ptr(), where, bar, [], multicast_mask=mask)
+        return
     for off, where in _chunks(coords, chunks, step, chunk_bytes):
         _prims.cp_async_bulk_tensor_shared_cta_global(smem + off, desc.get_ptr(), where, bar)
 
@@ -103,6 +119,19 @@ def wait(bar, parity) -> None:
     cute.arch.mbarrier_wait(bar, parity)
 
 
-def arrive(bar) -> None:
-    """This thread arrives once on ``bar``."""
-    cute.arch.mbarrier_arrive(bar)
+def arrive(bar, cluster: int = 0) -> None:
+    """This thread arrives once on ``bar``; with ``cluster=c``, on ``bar`` of block
+    ``lane % c`` of its cluster, after its warp's other lanes are done with the stage (so
+    that the ``32 / c`` lanes arriving at each block stand for the whole warp)."""
+    if cluster:
+        cute.arch.sync_warp()
+        cute.arch.mbarrier_arrive(bar, cute.arch.lane_idx() % cluster)
+    else:
+        cute.arch.mbarrier_arrive(bar)
+
+
+def cluster_sync() -> None:
+    """Every thread: arrive on the cluster's barrier and wait for all its blocks' threads
+    (memory ordered cluster-wide: release, then acquire)."""
+    cute.arch.cluster_arrive()
+    cute.arch.cluster_wait()
