@@ -50,6 +50,9 @@ def main():
                     help="also sweep num_split and num_stages (default: choose_schedule's pick)")
     ap.add_argument("--block-n", type=int, default=64,
                     help="keys per step of the swept configs (--tune); 32 fits 4 stages")
+    ap.add_argument("--cluster", action="store_true",
+                    help="also run each config with the two head blocks in a cluster (their KV "
+                         "tiles multicast)")
     args = ap.parse_args()
     dev = torch.cuda.get_device_properties(0)
     print(json.dumps({"device": dev.name, "sms": dev.multi_processor_count}), flush=True)
@@ -75,20 +78,19 @@ def main():
             configs += [(s, st, args.block_n) for s in (1, 2, 4, 8, 16) for st in stages
                         if (s, st, args.block_n) != default]
         ref = M.reference(q[:1], q_pe[:1], cache[0], cache[1], cache[2][:1], cache[3][:1])
-        for split, stages, bn in configs:
+        for (split, stages, bn), cluster in ((c, cl) for c in configs
+                                             for cl in ((False, True) if args.cluster else (False,))):
+            run = dict(num_split=split, num_stages=stages, block_N=bn, cluster=cluster)
             try:
-                out = M.mla_decode_op(q, q_pe, *cache, num_split=split, num_stages=stages,
-                                      block_N=bn)
+                out = M.mla_decode_op(q, q_pe, *cache, **run)
                 err = (out[:1].float() - ref).abs().max().item()
-                us = time_us(lambda: M.mla_decode_op(q, q_pe, *cache, num_split=split,
-                                                     num_stages=stages, block_N=bn), args.reps)
+                us = time_us(lambda: M.mla_decode_op(q, q_pe, *cache, **run), args.reps)
             except Exception as e:  # a config that does not build or launch is reported
-                print(json.dumps({"batch": batch, "seqlen": seqlen, "num_split": split,
-                                  "num_stages": stages, "block_N": bn, "error": str(e)[:300]}),
+                print(json.dumps({"batch": batch, "seqlen": seqlen, **run, "error": str(e)[:300]}),
                       flush=True)
                 continue
             print(json.dumps({"batch": batch, "seqlen": seqlen, "peer": "tilecute", "num_split": split,
-                              "num_stages": stages, "block_N": bn,
+                              "num_stages": stages, "block_N": bn, "cluster": cluster,
                               "default": (split, stages, bn) == default,
                               "us": round(us, 2), "TFLOPs": round(flops / us / 1e6, 1),
                               "GBps": round(nbytes / us / 1e3, 1),

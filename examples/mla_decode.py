@@ -42,11 +42,14 @@ BLOCK_H = 64  # query heads per block: one wgmma tile of rows
 
 
 def mla_decode(heads=128, dim=512, pe_dim=64, page_size=64, num_split=4, block_N=64,
-               num_stages=2, dtype="float16", sm_scale=None):
+               num_stages=2, dtype="float16", sm_scale=None, cluster=False):
     """The prim_func: Q (B, heads, dim), Q_pe (B, heads, pe_dim), KV pages (P, page_size, 1,
     dim), K_pe pages (P, page_size, 1, pe_dim), block_table (B, max_pages) int32,
-    cache_seqlens (B,) int32 -> O (B, heads, dim)."""
+    cache_seqlens (B,) int32 -> O (B, heads, dim).  ``cluster``: the head blocks of one
+    split launch in clusters of two, which share each KV tile (TMA multicast: it leaves L2
+    once for both)."""
     assert heads % BLOCK_H == 0 and page_size % block_N == 0
+    assert not cluster or heads // BLOCK_H % 2 == 0
     scale = (sm_scale if sm_scale is not None else 1.0 / math.sqrt(dim + pe_dim)) * LOG2E
     accum = "float32"
     batch, num_pages, max_pages = T.symbolic("batch"), T.symbolic("num_pages"), T.symbolic("max_pages")
@@ -62,7 +65,8 @@ def mla_decode(heads=128, dim=512, pe_dim=64, page_size=64, num_split=4, block_N
         lse_partial = T.alloc_global((batch, heads, num_split), accum)
         o_partial = T.alloc_global((batch, heads, num_split, dim), accum)
 
-        with T.Kernel(num_split, heads // BLOCK_H, batch, threads=256) as (bs, hb, b):
+        with T.Kernel(num_split, heads // BLOCK_H, batch, threads=256,
+                      cluster=(1, 2, 1) if cluster else None) as (bs, hb, b):
             Q_s = T.alloc_shared((BLOCK_H, dim), dtype)
             Qpe_s = T.alloc_shared((BLOCK_H, pe_dim), dtype)
             KV_s = T.alloc_shared((block_N, dim), dtype)
@@ -139,11 +143,11 @@ def mla_decode(heads=128, dim=512, pe_dim=64, page_size=64, num_split=4, block_N
 
 @tilecute.jit(out_idx=[-1])
 def mla_decode_kernel(heads=128, dim=512, pe_dim=64, page_size=64, num_split=4, block_N=64,
-                      num_stages=2, dtype="float16", sm_scale=None):
+                      num_stages=2, dtype="float16", sm_scale=None, cluster=False):
     """``O = mla_decode_kernel(...)(q, q_pe, kv_pages, k_pe_pages, block_table,
     cache_seqlens)``."""
     return mla_decode(heads, dim, pe_dim, page_size, num_split, block_N, num_stages, dtype,
-                      sm_scale)
+                      sm_scale, cluster)
 
 
 def choose_schedule(batch, heads, max_seqlen, num_sms=132, block_N=64):

@@ -43,6 +43,20 @@ def test_mla_decode_schedule(cache_dir):
                                              "cache_seqlens", "O"]
 
 
+def test_mla_decode_cluster_multicasts_kv(tmp_path):
+    from tilecute.ir.printer import print_func
+    from tilecute.transform.pipeline import run_passes
+
+    func = M.mla_decode(num_split=2, cluster=True)
+    text = print_func(run_passes(func, "sm_90a"))
+    # KV (8 boxes of 64 columns) is shared by the two head blocks; K_pe is one box
+    assert re.search(r"T.tma_copy\(KV\[.*multicast=2\)", text)
+    assert not re.search(r"T.tma_copy\(K_pe\[.*multicast", text)
+    assert "T.cluster_sync()" in text
+    built = tilecute.build_cubin(func, "sm_90a", out_dir=str(tmp_path))
+    assert len(built.kernel_names) == 2
+
+
 def test_choose_schedule():
     # 64-key steps, 2 stages, splits for one wave of blocks (at most 132, one step each)
     assert M.choose_schedule(128, 128, 8192) == dict(num_split=1, block_N=64, num_stages=2)
@@ -62,6 +76,10 @@ def test_choose_schedule():
     (3, [4097, 64, 16384], "bfloat16", {}),
     (64, None, "float16", {}),
     (3, [4097, 64, 1000], "float16", dict(num_split=3, block_N=32, num_stages=3)),
+    # the two head blocks in a cluster, their KV tiles multicast; ragged lengths, an
+    # empty split (num_split 4 over 64 keys), 3 stages
+    (4, [4097, 64, 16384, 1], "float16", dict(cluster=True)),
+    (3, [1000, 64, 5000], "bfloat16", dict(num_split=4, block_N=32, num_stages=3, cluster=True)),
 ])
 def test_mla_decode_matches_torch(batch, lens, dtype, schedule):
     import torch

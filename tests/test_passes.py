@@ -266,9 +266,13 @@ CASES = [
 @@ -11,0 +12 @@
 +        T.sync_threads(wait_async=True)
 """),
-    # the two blocks of a cluster along M share B's tiles (2 boxes: one each), release
-    # their stages to both blocks, and leave together
+    # the two blocks of a cluster along M share B's tiles (2 boxes: one each), each warp
+    # releases a stage in both blocks (4 warps x 2 blocks arrive), and the blocks leave
+    # together
     ("multicast_tma_loads", GEMM_CLUSTER, "sm_90a", """\
+@@ -10 +10 @@
+-        tc_bar1 = T.alloc_barrier([128] * 4)
++        tc_bar1 = T.alloc_barrier([8] * 4)
 @@ -19 +19 @@
 -                    T.tma_copy(B[tc_j0 * 64, bx * 128], Bs, barrier=tc_bar0[tc_j0 % 4], stage=tc_j0 % 4, arrive=True)
 +                    T.tma_copy(B[tc_j0 * 64, bx * 128], Bs, barrier=tc_bar0[tc_j0 % 4], stage=tc_j0 % 4, arrive=True, multicast=2)

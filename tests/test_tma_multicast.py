@@ -59,6 +59,8 @@ def test_b_tiles_shared_along_m_are_multicast():
     assert isinstance(f.kernels[0].body[-1], N.ClusterSync)
     text = print_func(f)
     assert "multicast=2" in text and "cluster=2)" in text and "T.cluster_sync()" in text
+    # one arrival per warp (8) of each of the 2 blocks
+    assert "T.alloc_barrier([16] * 3)" in text
 
 
 def test_option_off_and_no_cluster_keep_loads_per_block():

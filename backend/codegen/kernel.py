@@ -632,9 +632,14 @@ class KernelEmitter:
                           "arrives when this thread's earlier cp.async copies are done")
             return
         self.out.use("tma")
-        if s.cluster:  # (the multicast pass) the stage is the cluster's: release it there
-            self.out.line(depth, f"tct.arrive({self.barrier_ref(s.barrier)}, cluster={s.cluster})",
-                          f"on the barrier of block lane % {s.cluster} of the cluster")
+        if s.cluster:  # (the multicast pass) the stage is the cluster's: each warp
+            # releases it in every block of the cluster, lane r in block r
+            self.out.line(depth, "cute.arch.sync_warp()", "the warp is done with the stage")
+            self.out.line(depth, f"if cute.arch.lane_idx() < {s.cluster}:",
+                          f"lane r arrives on block r's barrier, for the {s.cluster} blocks of "
+                          "the cluster")
+            self.out.line(depth + 1, f"tct.arrive({self.barrier_ref(s.barrier)}, "
+                                     "block=cute.arch.lane_idx())")
             return
         self.out.line(depth, f"tct.arrive({self.barrier_ref(s.barrier)})")
 

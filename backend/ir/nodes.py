@@ -811,9 +811,9 @@ class MBarrierArrive(Stmt):
     loc: Optional[Loc] = _loc()
     cp_async: bool = False
     # the multicast pass: the stage this barrier guards is written by every block of a
-    # cluster of ``cluster`` blocks, so each thread arrives once on the barrier of block
-    # ``lane % cluster`` of the cluster (the barrier still counts one arrival per thread
-    # of a block); 0: on this block's own barrier
+    # cluster of ``cluster`` blocks, so each warp of the threads that run it arrives once
+    # on the barrier of every block of the cluster (lane r on block r's, after the warp's
+    # lanes sync); 0: every thread arrives on this block's own barrier
     cluster: int = 0
 
 

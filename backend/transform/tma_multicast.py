@@ -17,10 +17,11 @@ The last pass (after :func:`warp_specialize.split_roles`), on the producer's loo
   this form.  Each block expects the whole tile on its own full barrier, as before, and
   ``c`` blocks each issue ``boxes / c`` of its boxes (a tile of fewer boxes, or a number
   that does not divide, stays per block);
-- a stage a peer block writes must be free in every block of the cluster: the compute
-  threads' arrivals on the producer's "stage free" barriers go to the cluster's blocks,
-  lane ``l`` of a warp to block ``l % c`` (each barrier still counts one arrival per
-  thread of a block);
+- a stage a peer block writes must be free in every block of the cluster: where the
+  compute threads arrived on the producer's "stage free" barriers, each warp now
+  arrives once on that barrier of every block of the cluster (lane ``r`` on block
+  ``r``'s, after the warp's lanes sync), and each barrier counts ``warps * c``
+  arrivals;
 - the kernel's mbarrier initialization is synced cluster-wide, and the kernel ends with
   ``T.cluster_sync()``, so that no block exits while a peer may still arrive on its
   barriers.
@@ -107,17 +108,19 @@ def _kernel(func: N.PrimFunc, scope: N.KernelScope) -> N.KernelScope:
     inv = _Invariance(func, scope, scope.block_vars[dim].name, size)
     shared = {s.buffer.name: s.buffer for s in walk_stmts(scope.body) if isinstance(s, N.Allocate)}
     multicast: set[int] = set()  # ids of the loads that become multicast
-    empty: set[str] = set()  # the barriers the producer waits on for free stages
+    empty: set[str] = set()  # the "stage free" barriers of their stages
+    waited = [None]  # the barrier the producer waited on last (before the loads it frees)
 
     def visit(body, uniform: bool) -> None:
         for s in body:
             if isinstance(s, N.TmaCopy) and s.barrier is not None and s.arrive and uniform \
-                    and not inv.varies(s.src.starts):
+                    and not inv.varies(s.src.starts) and waited[0] is not None:
                 n = _boxes(s, scope, shared[s.dst.buffer])
                 if n >= size and n % size == 0:
                     multicast.add(id(s))
+                    empty.add(waited[0])
             elif isinstance(s, N.MBarrierWait):
-                empty.add(s.barrier.buffer)
+                waited[0] = s.barrier.buffer
             elif isinstance(s, N.For):
                 visit(s.body, uniform and not inv.varies((s.start, s.extent)))
             elif isinstance(s, N.If):
@@ -129,8 +132,11 @@ def _kernel(func: N.PrimFunc, scope: N.KernelScope) -> N.KernelScope:
                 visit(s.then, same)
                 visit(s.orelse, same)
     visit(split.then, True)
-    if not multicast:
-        return scope
+    threads = scope.num_threads
+    counts = {s.buffer.name: s.layout.threads for s in walk_stmts(scope.body)
+              if isinstance(s, N.Allocate) and s.buffer.name in empty}
+    if not multicast or threads % 32 or any(c != threads for c in counts.values()):
+        return scope  # (the stages are released by every compute thread, as the pass builds)
 
     def rewrite(body) -> tuple:
         out = []
@@ -140,6 +146,10 @@ def _kernel(func: N.PrimFunc, scope: N.KernelScope) -> N.KernelScope:
             elif isinstance(s, N.MBarrierArrive) and s.barrier.buffer in empty \
                     and not s.cp_async:
                 s = dataclasses.replace(s, cluster=size)
+            elif isinstance(s, N.Allocate) and s.buffer.name in empty:
+                # one arrival per warp of every block of the cluster
+                s = dataclasses.replace(s, layout=dataclasses.replace(
+                    s.layout, threads=threads // 32 * size))
             elif isinstance(s, (N.For, N.While, N.WarpGroups)):
                 s = dataclasses.replace(s, body=rewrite(s.body))
             elif isinstance(s, N.If):

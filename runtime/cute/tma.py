@@ -119,15 +119,13 @@ def wait(bar, parity) -> None:
     cute.arch.mbarrier_wait(bar, parity)
 
 
-def arrive(bar, cluster: int = 0) -> None:
-    """This thread arrives once on ``bar``; with ``cluster=c``, on ``bar`` of block
-    ``lane % c`` of its cluster, after its warp's other lanes are done with the stage (so
-    that the ``32 / c`` lanes arriving at each block stand for the whole warp)."""
-    if cluster:
-        cute.arch.sync_warp()
-        cute.arch.mbarrier_arrive(bar, cute.arch.lane_idx() % cluster)
-    else:
+def arrive(bar, block=None) -> None:
+    """This thread arrives once on ``bar``; with ``block``, on ``bar`` (the same shared
+    offset) in that block of its cluster."""
+    if block is None:
         cute.arch.mbarrier_arrive(bar)
+    else:
+        cute.arch.mbarrier_arrive(bar, block)
 
 
 def cluster_sync() -> None:
