@@ -653,3 +653,44 @@ def test_separate_pipelines_let_two_stages_overlap():
     assert any("tc_bar0[k % 2]" in w for w in waits) and any("tc_bar2[(k - 1) % 2]" in w for w in waits)
     gemm = print_func(run_passes(T.from_script(GEMM_SYM), "sm_90a"))
     assert "tc_bar2" not in gemm.replace("tc_bar2 = T.alloc_barrier(1)", "")
+
+
+TWO_GEMMS = """
+@T.prim_func
+def two(A: T.Tensor((128, 512), "float16"), B: T.Tensor((128, 512), "float16"),
+        A2: T.Tensor((128, 64), "float16"), B2: T.Tensor((128, 64), "float16"),
+        C: T.Tensor((128, 128), "float32")):
+    with T.Kernel(1, threads=128) as bx:
+        A_s = T.alloc_shared((128, 512), "float16")
+        A2_s = T.alloc_shared((128, 64), "float16")
+        B_s = T.alloc_shared((128, 512), "float16")
+        B2_s = T.alloc_shared((128, 64), "float16")
+        S = T.alloc_fragment((128, 128), "float32")
+        S2 = T.alloc_fragment((128, 128), "float32")
+        T.copy(A[0, 0], A_s)
+        T.copy(A2[0, 0], A2_s)
+        T.clear(S2)
+        for k in T.Pipelined(4, num_stages=2):
+            T.copy(B[0, 0], B_s)
+            T.copy(B2[0, 0], B2_s)
+            T.gemm(A_s, B_s, S, transpose_B=True, clear_accum=True)
+            T.gemm(A2_s, B2_s, S, transpose_B=True)
+            BETWEEN
+            T.gemm(A_s, B_s, S2, transpose_B=True)  # (B_s's stage is released after it)
+        T.copy(S, C[0, 0])
+"""
+
+
+def test_chain_batches_keeps_the_first_gemm_in_flight():
+    # the wait for B2's tile stands between the two GEMMs into S: the first stays in flight
+    _, after = before_and_after(TWO_GEMMS.replace("BETWEEN", "pass"), "overlap_mma", "sm_90a")
+    gemms = [s for k in after.kernels for s in walk_stmts(k.body) if isinstance(s, N.Gemm)]
+    assert [(g.c, g.wg_wait) for g in gemms] == [("S", 1), ("S", 0), ("S2", 0)]
+
+
+def test_chain_batches_not_across_a_statement_between():
+    src = TWO_GEMMS.replace("            T.gemm(A2_s", "            S[0, 0] = 1.0\n            T.gemm(A2_s") \
+        .replace("BETWEEN", "pass")
+    _, after = before_and_after(src, "overlap_mma", "sm_90a")
+    gemms = [s for k in after.kernels for s in walk_stmts(k.body) if isinstance(s, N.Gemm)]
+    assert [g.wg_wait for g in gemms] == [0, 0, 0]

@@ -45,6 +45,9 @@ specialization gave G1's and G2's tiles a pipeline each (``[wait1, G1, release1,
 wait2, G2, release2]``, FlashAttention's K and V pipelines), step k releases G1's stage as
 soon as G1 is done and waits for G2's (step k - 1's) just before issuing G2, so 2 stages
 keep the producer ahead.
+Two wgmma GEMMs into one accumulator with only mbarrier waits between them are chained
+(:func:`chain_batches`): the first's batch stays in flight while the second is issued.
+
 ``options={"disable_mma_overlap": True}`` keeps the loop as written, unless the program
 asked for the overlap (``For.overlap_mma``: TileLang's ``T.Pipelined(stage=, order=,
 group=)`` describing this schedule), which is honored with any number of stages, or
@@ -300,5 +303,31 @@ def overlap_mma(func: N.PrimFunc, arch: str, options: dict) -> N.PrimFunc:
                                    f"(T.sync_threads({expr_str(own.barrier_id)}, {own.threads}))")
             kernels.append(scope)
             continue
-        kernels.append(_Overlap(func.name, allocs, pingpong, auto, early).visit_kernel(scope))
+        scope = _Overlap(func.name, allocs, pingpong, auto, early).visit_kernel(scope)
+        kernels.append(dataclasses.replace(scope, body=chain_batches(scope.body, allocs))
+                       if auto else scope)
     return dataclasses.replace(func, kernels=tuple(kernels))
+
+
+def chain_batches(body, allocs: dict) -> tuple:
+    """Two wgmma T.gemms into one accumulator with only mbarrier waits between them (MLA:
+    ``S = Q_s C^T`` then ``S += Qpe_s Kpe^T``, the second tile's wait between): the first
+    one's batch stays in flight (``wg_wait=1``) while the second is issued, which waits for
+    both, so the tensor cores do not drain between them (wgmmas into one accumulator run
+    in issue order)."""
+    out = list(body)
+    for i, s in enumerate(out):
+        if isinstance(s, N.Gemm) and s.wg_wait == 0 and _wgmma(allocs, s):
+            j = i + 1
+            while j < len(out) and isinstance(out[j], N.MBarrierWait):
+                j += 1
+            nxt = out[j] if j < len(out) else None
+            if isinstance(nxt, N.Gemm) and nxt.c == s.c and _wgmma(allocs, nxt) and \
+                    nxt.clear_accum is False and nxt.wg_wait != N.NO_WAIT:
+                out[i] = dataclasses.replace(s, wg_wait=1)
+        elif isinstance(s, (N.For, N.While, N.WarpGroups)):
+            out[i] = dataclasses.replace(s, body=chain_batches(s.body, allocs))
+        elif isinstance(s, N.If):
+            out[i] = dataclasses.replace(s, then=chain_batches(s.then, allocs),
+                                         orelse=chain_batches(s.orelse, allocs))
+    return tuple(out)
