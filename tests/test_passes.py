@@ -694,3 +694,42 @@ def test_chain_batches_not_across_a_statement_between():
     _, after = before_and_after(src, "overlap_mma", "sm_90a")
     gemms = [s for k in after.kernels for s in walk_stmts(k.body) if isinstance(s, N.Gemm)]
     assert [g.wg_wait for g in gemms] == [0, 0, 0]
+
+
+ROWS_ACROSS = """
+@T.prim_func
+def rows(A: T.Tensor((64, 128), "float16"), B: T.Tensor((128, 128), "float16"),
+         M: T.Tensor((64,), "float32")):
+    with T.Kernel(1, threads=256) as bx:
+        A_s = T.alloc_shared((64, 128), "float16")
+        B_s = T.alloc_shared((128, 128), "float16")
+        S = T.alloc_fragment((64, 128), "float32")
+        m = T.alloc_fragment((64,), "float32")
+        l = T.alloc_fragment((64,), "float32")
+        T.fill(m, -T.infinity("float32"))
+        T.copy(A[0, 0], A_s)
+        for k in T.Pipelined(4, num_stages=2):
+            T.copy(B[0, 0], B_s)
+            T.gemm(A_s, B_s, S, transpose_B=True, clear_accum=True, policy=T.GemmWarpPolicy.FullCol)
+            T.reduce_max(S, m, dim=1, clear=False)
+            SECOND
+        T.copy(m, M[0])
+"""
+
+
+def _reduces(src):
+    f = run_passes(T.from_script(src), "sm_90a", until="insert_barriers")
+    return [(s.dst, s.sync_after) for k in f.kernels for s in walk_stmts(k.body)
+            if isinstance(s, N.Reduce)]
+
+
+def test_row_exchange_keeps_its_second_barrier_when_nothing_else_syncs():
+    # one exchange per step and no other barrier in the loop: it meets itself again
+    assert _reduces(ROWS_ACROSS.replace("SECOND", "pass")) == [("m", True)]
+
+
+def test_row_exchange_second_barrier_left_to_the_next_exchange():
+    # the row sum's first barrier orders the row max's scratch reads, and the next step's
+    # row max's first barrier the row sum's (each writes only its own scratch before it)
+    got = _reduces(ROWS_ACROSS.replace("SECOND", "T.reduce_sum(S, l, dim=1)"))
+    assert got == [("m", False), ("l", False)]

@@ -104,7 +104,8 @@ class MmaEmitter:
         self.out.line(depth, f"tcrow.reduce_rows_across({ident(s.src)}, {ident(s.dst)}, "
                              f"{self.rows[s.dst]}, {quote(kind)}, {s.clear}, {ident(s.scratch)}, "
                              f"{quote(layout.mma)}, {tuple(layout.warps)}, {m}, {self.tid}, {threads}"
-                             f"{f', {barrier_id}' if barrier_id != 1 else ''})",
+                             f"{f', {barrier_id}' if barrier_id != 1 else ''}"
+                             f"{'' if s.sync_after else ', sync_after=False'})",
                       what + f": rows split over {layout.warps[1]} warp(group)s along N meet in "
                              f"'{s.scratch}'")
 

@@ -697,6 +697,10 @@ class Reduce(Stmt):
     # for those kinds and dtypes (TileLang ignores it elsewhere)
     nan_propagate: bool = False
     loc: Optional[Loc] = _loc()
+    # the barrier pass: False where a block barrier follows before the scratch is touched
+    # again (in program order, around the loop), so the exchange's own barrier after its
+    # reads of the scratch is left out (an MMA accumulator's rows: runtime.cute.rows)
+    sync_after: bool = True
 
 
 SCAN_KINDS = ("sum", "max")

@@ -258,6 +258,7 @@ def _stmt(s: N.Stmt, indent: int, out: list[str]) -> None:
     elif isinstance(s, N.Reduce):
         scratch = f", scratch={s.scratch}" if s.scratch else ""
         nan = ", nan_propagate=True" if s.nan_propagate else ""
+        scratch += "" if s.sync_after else ", sync_after=False"
         out.append(f"{pad}T.reduce_{s.kind}({s.src}, {s.dst}, dim={s.dim}, clear={s.clear}{nan}{scratch})")
     elif isinstance(s, N.Scan):
         fn = {"sum": "cumsum", "max": "cummax"}[s.kind]

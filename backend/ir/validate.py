@@ -534,6 +534,9 @@ class _Validator:
             self.expr(s.cond, vars_, bufs)
             self.boolean(s.cond, "T.device_assert's condition")
         elif isinstance(s, N.Reduce):
+            if not s.sync_after:
+                self.fail(f"T.reduce_{s.kind}(sync_after=False) is the barrier pass's decision, "
+                          "not an input")
             src, dst = self.buffer(s.src, bufs), self.buffer(s.dst, bufs)
             if s.kind not in N.REDUCE_KINDS:
                 self.fail(f"unknown reduction {s.kind!r}")

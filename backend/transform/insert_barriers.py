@@ -17,7 +17,7 @@ import dataclasses
 
 from ..ir import nodes as N
 from ..ir.visitor import BODY_FIELDS, walk_stmts
-from .analysis import accesses, parallel_nest
+from .analysis import accesses, buffers_used, parallel_nest
 from .shared_memory import overlapping
 
 
@@ -269,5 +269,42 @@ def insert_barriers(func: N.PrimFunc, program_orders: bool = False) -> N.PrimFun
     kernels = []
     for scope in func.kernels:
         sync = _Sync(scope, program_orders)
-        kernels.append(dataclasses.replace(scope, body=sync.block(scope.body, _State())))
+        body = sync.block(scope.body, _State())
+        accs = {s.buffer.name for s in _allocs(scope.body)
+                if s.layout is not None and s.layout.kind == "mma"}
+        body = _exchange_syncs(body, accs, sync.aliases, loop=False)
+        kernels.append(dataclasses.replace(scope, body=body))
     return dataclasses.replace(func, kernels=tuple(kernels))
+
+
+def _exchange_syncs(body, accs: set[str], aliases: dict, loop: bool) -> tuple:
+    """The rows reductions of MMA accumulators across warps (``runtime.cute.rows``: write
+    the partials to the scratch, barrier, read them, barrier) whose second barrier another
+    one makes redundant: a block barrier (or the first barrier of another such reduction)
+    comes after it before anything touches its scratch again, in this body and, in a
+    loop, around to the reduction itself.  Those get ``sync_after=False`` (MLA decode's
+    row max and sum: 4 barriers per step instead of 6).  Compound statements count as
+    touching what they touch anywhere inside, and as no barrier."""
+    out = list(body)
+
+    def synced(stmts, touched) -> bool:
+        for t in stmts:
+            if isinstance(t, N.Barrier):
+                return True
+            used = buffers_used(t)
+            if used & touched:
+                return False
+            if isinstance(t, N.Reduce) and t.scratch and t.src in accs:
+                return True  # (its partials go to its own scratch, then it syncs)
+        return False
+    for i, s in enumerate(out):
+        if isinstance(s, N.Reduce) and s.scratch and s.src in accs:
+            touched = {s.scratch} | aliases.get(s.scratch, set())
+            if synced(out[i + 1:] + (out[:i + 1] if loop else []), touched):
+                out[i] = dataclasses.replace(s, sync_after=False)
+        elif isinstance(s, (N.For, N.While)) and getattr(s, "kind", "") != "parallel":
+            out[i] = dataclasses.replace(s, body=_exchange_syncs(s.body, accs, aliases, True))
+        elif isinstance(s, N.If):
+            out[i] = dataclasses.replace(s, then=_exchange_syncs(s.then, accs, aliases, False),
+                                         orelse=_exchange_syncs(s.orelse, accs, aliases, False))
+    return tuple(out)

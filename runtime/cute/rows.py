@@ -91,7 +91,8 @@ def reduce_rows(acc, rows, op: str, clear: bool = True):
 
 
 def reduce_rows_across(acc, rows, rows_i, op: str, clear: bool, scratch, family: str,
-                       warps: tuple, m: int, tid, threads: int = 0, barrier_id: int = 1):
+                       warps: tuple, m: int, tid, threads: int = 0, barrier_id: int = 1,
+                       sync_after: bool = True):
     """``reduce_rows`` for an accumulator whose warps (warpgroups for wgmma) split N:
     each warp's quad reduces its columns of the row, lane 0 of the quad writes the partial
     to ``scratch[w * m + row]`` (``w``: the warp's index along N, the tiled MMA's atoms
@@ -99,7 +100,9 @@ def reduce_rows_across(acc, rows, rows_i, op: str, clear: bool, scratch, family:
     ``warps[1]`` partials of each of its rows, and a second barrier lets the scratch be
     written again.  Every thread of the MMA must call it; ``tid`` is its index among them
     (in a warpgroup region, from the region's first thread), and with ``threads`` the
-    barriers are named barrier ``barrier_id`` over ``threads`` threads."""
+    barriers are named barrier ``barrier_id`` over ``threads`` threads.  ``sync_after=False``
+    leaves out the second barrier: the caller's next barrier comes before the scratch is
+    written again (the barrier pass decides)."""
     base = op[3:] if op.startswith("abs") else op
     unit = 128 if family == "wgmma" else 32
     along_n = (tid // unit) // warps[0]
@@ -108,13 +111,14 @@ def reduce_rows_across(acc, rows, rows_i, op: str, clear: bool, scratch, family:
     for q, v in enumerate(partials):
         part[q] = v
     _exchange(part, rows, rows_i, base, clear, scratch, warps[1], m, along_n, tid, threads,
-              barrier_id)
+              barrier_id, sync_after)
 
 
 @cute.jit
 def _exchange(part, rows, rows_i, op: cutlass.Constexpr, clear: cutlass.Constexpr, scratch,
               warps_n: cutlass.Constexpr, m: cutlass.Constexpr, along_n, tid,
-              threads: cutlass.Constexpr, barrier_id: cutlass.Constexpr):
+              threads: cutlass.Constexpr, barrier_id: cutlass.Constexpr,
+              sync_after: cutlass.Constexpr = True):
     if tid % 4 == 0:
         for q in cutlass.range_constexpr(len(rows_i)):
             scratch[along_n * m + rows_i[q]] = part[q]
@@ -127,7 +131,8 @@ def _exchange(part, rows, rows_i, op: cutlass.Constexpr, clear: cutlass.Constexp
             rows[q] = v
         else:
             rows[q] = combine(rows[q], v, op)
-    _sync(threads, barrier_id)
+    if cutlass.const_expr(sync_after):
+        _sync(threads, barrier_id)
 
 
 def _abs(x):
