@@ -48,10 +48,11 @@ Views (``Allocate.view_of``: T.view / T.reshape)
   (:func:`~.analysis.view_layout`), or the pass says why there is none; a shared buffer
   with views is not swizzled for column walks.
 
-Reductions get a shared scratch buffer (one value per row and warp) when the block has
-more than one warp; a row reduction of a T.gemm accumulator whose warps split N
-(``GemmWarpPolicy.FullCol``) gets one of M x warps-along-N values, where the warps'
-partial rows meet.
+A reduction of a replicated fragment is folded by every thread itself (a nest over its
+output, replicated; the kernel is then laid out again).  The others get a shared scratch
+buffer (one value per row and warp) when the block has more than one warp; a row
+reduction of a T.gemm accumulator whose warps split N (``GemmWarpPolicy.FullCol``) gets
+one of M x warps-along-N values, where the warps' partial rows meet.
 """
 
 from __future__ import annotations
@@ -64,7 +65,9 @@ from ..ir.printer import layout_str
 from ..ir.visitor import StmtMutator, walk_stmts
 from ..runtime.dtypes import DTYPES
 from ..target import VECTOR_BYTES, WARP
-from .analysis import accesses, is_unit, linear_form, mentions, parallel_nest, squeeze, view_bases, view_layout
+from .analysis import (accesses, all_names, is_unit, linear_form, mentions, parallel_nest, squeeze,
+                       view_bases, view_layout)
+from .lower_tile_ops import reduce_identity, reduce_update
 
 MMA_LANES = 2  # MMA accumulators hold pairs of adjacent columns in adjacent registers
 
@@ -771,12 +774,73 @@ class _PadToMmaFragment(StmtMutator):
         return body[0]
 
 
+class _FoldReplicatedReduces(StmtMutator):
+    """A reduction of a replicated fragment (the output of an earlier reduction:
+    ``T.reduce_sum(row_sums, total, dim=0)``) needs no thread to combine with another:
+    every thread holds every element, so each folds them itself.  The ``Reduce`` becomes a
+    nest over the output, ``dst[o] = combine(dst[o], src[o, k])`` over ``k`` in an unrolled
+    loop (from the identity when ``clear``), which runs whole on every thread as the nests
+    writing a replicated fragment do; the result is the same on every thread."""
+
+    def __init__(self, func: N.PrimFunc, buffers: dict, folded: set):
+        self.buffers, self.folded = buffers, folded
+        self.names = all_names(func)
+        self.counter = 0
+
+    def fresh(self, stem: str) -> N.Var:
+        while True:
+            self.counter += 1
+            name = f"{stem}{self.counter}"
+            if name not in self.names:
+                self.names.add(name)
+                return N.Var(name, "int32")
+
+    def visit_reduce(self, s: N.Reduce):
+        if id(s) not in self.folded:
+            return s
+        src, dst = self.buffers[s.src], self.buffers[s.dst]
+        outs = [self.fresh("i") for _ in dst.shape]
+        k = self.fresh("k")
+        # the lowered form: src reduced over its last dim into dst of the leading dims, or
+        # of shape (1,) for a 1-D src
+        target = tuple(outs)
+        idx = (tuple(outs) if src.ndim > 1 else ()) + (k,)
+        value = N.cast(N.Load(src.name, idx, src.dtype), dst.dtype)
+        fold = N.Store(dst.name, target, reduce_update(
+            s.kind, N.Load(dst.name, target, dst.dtype), value, absolute=True,
+            nan=s.nan_propagate), loc=s.loc)
+        body: tuple = (N.For(k, N.Const(0, "int32"), src.shape[-1], "unrolled", (fold,),
+                             loc=s.loc),)
+        if s.clear:
+            body = (N.Store(dst.name, target, reduce_identity(s.kind, dst.dtype), loc=s.loc),) + body
+        for v, extent in reversed(list(zip(outs, dst.shape))):
+            body = (N.For(v, N.Const(0, "int32"), extent, "parallel", body, loc=s.loc),)
+        return body[0]
+
+
+def _fold_replicated_reduces(func: N.PrimFunc, scope: N.KernelScope, k: _Kernel):
+    """``scope`` with its reductions of replicated fragments folded thread by thread
+    (:class:`_FoldReplicatedReduces`) and those reductions, or None when it has none."""
+    k.spread_replication()
+    folded = [r for r in k.reduces if r.src in k.replicated and r.src not in k.rows]
+    if not folded:
+        return None
+    return _FoldReplicatedReduces(func, k.buffers, {id(r) for r in folded}).visit_kernel(scope), folded
+
+
 def infer_layouts(func: N.PrimFunc) -> N.PrimFunc:
     kernels = []
     for scope in func.kernels:
         scope = _PadToMmaFragment(scope).visit_kernel(scope)
         k = _Kernel(func, scope)
         k.collect(scope.body)
+        folded = _fold_replicated_reduces(func, scope, k)
+        if folded is not None:  # lay out the kernel with the folds in place of the reduces
+            scope, reduces = folded
+            k = _Kernel(func, scope)
+            k.collect(scope.body)
+            for r in reduces:  # a reduction's output is replicated, folded or not
+                k.make_replicated(r.dst, r)
         nest_mode, vector = k.decide()
         kernels.append(k.rewrite(nest_mode, vector))
     return dataclasses.replace(func, kernels=tuple(kernels))
