@@ -168,6 +168,41 @@ def matmul_chain(tm=64, n1=64, tn=128, tk=64, threads=128, dtype="float16"):
     return matmul_chain
 
 
+def matmul_persistent(tm=128, tn=256, tk=64, stages=3, threads=256, dtype="float16",
+                      sms=132, group=8, swizzled_epilogue=True, warp_specialize=None):
+    """Y = X @ W by a persistent kernel, as TileLang writes one: ``sms`` blocks (one per
+    SM) walk the output tiles with ``T.Persistent`` (groups of ``group`` tile columns),
+    each tile's K loop pipelined.  The producer warpgroup loads the next tile's first
+    stages while the compute warpgroups store the last tile (through ``Y_s`` and a TMA
+    store).  ``swizzled_epilogue``: ``Y_s`` in the 128-byte swizzle (fewer bank
+    conflicts as the accumulator's rows are written)."""
+    M, N, K = _dims(dtype, dtype)
+
+    @T.prim_func
+    def matmul_persistent(X: T.Tensor((M, K), dtype), W: T.Tensor((K, N), dtype),
+                          Y: T.Tensor((M, N), dtype)):
+        with T.Kernel(sms, threads=threads) as block_id:
+            xs = T.alloc_shared((tm, tk), dtype)
+            ws = T.alloc_shared((tk, tn), dtype)
+            acc = T.alloc_fragment((tm, tn), "float32")
+            if swizzled_epilogue:
+                ys = T.alloc_shared((tm, tn), dtype, layout=T.Layout("tma_swizzled", swizzle=128))
+            else:
+                ys = T.alloc_shared((tm, tn), dtype)
+            for row, col in T.Persistent([T.ceildiv(M, tm), T.ceildiv(N, tn)], sms, block_id,
+                                         group):
+                T.clear(acc)
+                for step in T.Pipelined(T.ceildiv(K, tk), num_stages=stages,
+                                        warp_specialize=warp_specialize):
+                    T.copy(X[row * tm, step * tk], xs)
+                    T.copy(W[step * tk, col * tn], ws)
+                    T.gemm(xs, ws, acc)
+                T.copy(acc, ys)
+                T.copy(ys, Y[row * tm, col * tn])
+
+    return matmul_persistent
+
+
 @tilecute.jit(out_idx=[-1])
 def matmul_kernel(tm=128, tn=128, tk=64, stages=3, threads=256, dtype="float16",
                   warp_specialize=None):

@@ -1,7 +1,8 @@
 """Programs in TileLang's idioms that no other test was written against
 (tests/unseen_programs.py): each builds to an sm_90a cubin on the CPU, and on a GPU
 matches torch.  Also the fixes they led to: a reduction of a replicated fragment (the
-output of an earlier reduction) is folded by each thread."""
+output of an earlier reduction) is folded by each thread; ``T.atomic_add/max/min(...,
+return_prev=True)`` in an expression returns the element's old value."""
 
 import pytest
 
@@ -9,7 +10,8 @@ import tilecute
 import tilecute.language as T
 from tilecute.ir import nodes as N
 from tilecute.ir.printer import print_func
-from tilecute.ir.visitor import walk_stmts
+from tilecute.ir.visitor import walk_nodes, walk_stmts
+from tilecute.language import FrontendError
 from tilecute.transform.pipeline import run_passes
 
 import unseen_programs as P
@@ -19,7 +21,7 @@ PROGRAMS = ["scale_add_2d", "relu_bf16_tiles", "softmax_rows", "layernorm", "rms
             "masked_rows_dynamic", "padded_tile_symbolic", "batched_mean_symbolic",
             "splitk_gemm", "gemm_trans_a_fullrow", "gemm_nt_swizzle_fullcol",
             "gemm_bf16_order_stage", "dequant_int8_gemm", "copy_unit_dims", "cumsum_rows",
-            "fill_and_cast", "total_of_row_sums"]
+            "fill_and_cast", "total_of_row_sums", "ticket_slots"]
 
 
 @pytest.fixture(autouse=True)
@@ -86,6 +88,60 @@ def test_a_folded_max_keeps_clear_false():
     assert fold[0].endswith("in T.Parallel(1, vector_width=1, replicated=True):"), text
     assert fold[1].startswith("for k") and fold[1].endswith("in T.unroll(32):"), text
     assert fold[2].startswith("best[") and "T.max(best[" in fold[2] and "rows[k" in fold[2], text
+
+
+# ---- T.atomic_*(..., return_prev=True) -------------------------------------------------------
+def test_return_prev_is_an_atomic_call_that_prints_and_reads_back():
+    func = P.ticket_slots()
+    calls = [n for n in walk_nodes(func) if isinstance(n, N.Call) and n.name in N.ATOMIC_RETURNS]
+    assert [(c.name, c.dtype) for c in calls] == [("atomic_add_ret", "int32"),
+                                                  ("atomic_max_ret", "float32")]
+    text = print_func(func)
+    assert "ticket = T.atomic_add(counter[0], 1, return_prev=True)" in text, text
+    assert "T.atomic_max(best[0], X[g], return_prev=True)" in text, text
+    assert T.from_script(text) == func
+
+
+def test_return_prev_generates_atom_calls(tmp_path):
+    tilecute.build_cubin(P.ticket_slots(), "sm_90a", out_dir=str(tmp_path))
+    src = (tmp_path / "kernel_cute.py").read_text()
+    assert 'ticket = tca.atomic_fetch(counter, (0,), 1, "add")' in src, src
+    assert 'tca.atomic_fetch(best, (0,), X[g], "max")' in src, src
+
+
+def test_return_prev_as_a_statement_is_the_plain_atomic():
+    @T.prim_func
+    def bump(counter: T.Tensor((1,), "int32")):
+        with T.Kernel(1, threads=32) as _:
+            T.atomic_add(counter[0], 1, return_prev=True)
+
+    [s] = [s for s in walk_stmts(bump.kernels[0].body) if isinstance(s, N.AtomicAdd)]
+    assert s.op == "add" and s.dst.buffer == "counter"
+
+
+@pytest.mark.parametrize("stmt,message", [
+    ("v = T.atomic_add(S[0], 1.0, return_prev=True)",
+     "T.atomic_add: return_prev=True: 'S' is a shared buffer"),
+    ("v = T.atomic_add(H[0], 1.0, return_prev=True)", "T.atomic_add: return_prev=True: 'H' is float16"),
+    ("v = T.atomic_max(C[0], 1, return_prev=True, memory_order=\"acquire\")",
+     "T.atomic_max: memory_order='acquire' is not supported"),
+    ("v = T.atomic_add(C[0], 1)", "T.atomic_add: returns a value only with return_prev=True"),
+    ("v = T.atomic_add(C[0:4], 1, return_prev=True)", "T.atomic_add: return_prev=True takes one element"),
+])
+def test_return_prev_refusals_name_the_argument_and_line(stmt, message):
+    text = f"""import tilecute.language as T
+
+
+@T.prim_func
+def k(C: T.Tensor((4,), "int32"), H: T.Tensor((4,), "float16")):
+    with T.Kernel(1, threads=32) as _:
+        S = T.alloc_shared((4,), "float32")
+        {stmt}
+        C[1] = 0
+"""
+    with pytest.raises(FrontendError) as e:
+        T.from_script(text)
+    assert message in str(e.value) and "<script>:8:" in str(e.value), str(e.value)
 
 
 # ---- on the GPU ------------------------------------------------------------------------------
@@ -236,6 +292,21 @@ def test_gemm_programs_on_gpu():
     a, b = _cuda(256, 256, dtype=torch.float16), _cuda(256, 256, dtype=torch.float16)
     c = P.jit_matmul(256, 256, 256)(a, b)
     _close(c, a.float() @ b.float(), atol=1e-1)
+
+
+@pytest.mark.gpu
+def test_return_prev_on_gpu():
+    import torch
+    counter = torch.zeros(1, device="cuda", dtype=torch.int32)
+    slots = torch.full((512,), -1, device="cuda", dtype=torch.int32)
+    best = torch.full((1,), -1e30, device="cuda")
+    x, seen = _cuda(512), torch.empty(512, device="cuda")
+    _run(P.ticket_slots(), counter, slots, best, x, seen)
+    assert counter.item() == 512
+    assert torch.equal(slots.sort().values.cpu(), torch.arange(512, dtype=torch.int32))
+    assert best.item() == x.max().item()
+    # exactly one thread saw the starting value; every other a maximum of earlier ones
+    assert int((seen == -1e30).sum()) == 1 and bool((seen <= x.max()).all())
 
 
 @pytest.mark.gpu

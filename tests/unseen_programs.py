@@ -472,3 +472,20 @@ def total_of_row_sums(M=128, N=64):
             T.reduce_sum(row_sums, total, dim=0)
             T.copy(total, Total)
     return total_sum
+
+
+def ticket_slots(N=512, threads=128):
+    """Each thread takes a ticket (T.atomic_add(..., return_prev=True), the counter's old
+    value) and writes its global index into that slot; a float32 running max returns the
+    previous maximum."""
+    @T.prim_func
+    def tickets(counter: T.Tensor((1,), T.int32), slots: T.Tensor((N,), T.int32),
+                best: T.Tensor((1,), T.float32), X: T.Tensor((N,), T.float32),
+                seen: T.Tensor((N,), T.float32)):
+        with T.Kernel(T.ceildiv(N, threads), threads=threads) as bx:
+            tx = T.get_thread_binding()
+            g = bx * threads + tx
+            ticket = T.atomic_add(counter[0], 1, return_prev=True)
+            slots[ticket] = g
+            seen[g] = T.atomic_max(best[0], X[g], return_prev=True)
+    return tickets

@@ -276,6 +276,16 @@ class ExprPrinter:
         return (f'tca.atomic_load({ident(src.buffer)}, {coord}, '
                 f'"{N.MEMORY_ORDERS[int(order.value)]}")'), ATOM
 
+    def _atomic_return(self, e: N.Call):
+        """``tca.atomic_fetch(tensor, coord, value, op)``: the global element's ``atom``
+        (relaxed, ``.gpu``), whose result is the element's value before it."""
+        self.use("atomic")
+        dst, value = e.args
+        coord = self.index_tuple(dst.indices)
+        coord = f"({coord},)" if len(dst.indices) == 1 else f"({coord})"
+        op = e.name[len("atomic_"):-len("_ret")]
+        return f'tca.atomic_fetch({ident(dst.buffer)}, {coord}, {self.expr(value)}, "{op}")', ATOM
+
     def _rng(self, e: N.Call):
         """``runtime.cute.rng`` on the kernel's generator state ``tc_rng``."""
         self.use("rng")
@@ -299,4 +309,5 @@ _CALLS = {"thread_idx": ExprPrinter._thread_idx, "ceildiv": ExprPrinter._ceildiv
           **{name: ExprPrinter._warp_reduce for name in N.WARP_REDUCTIONS},
           **{name: ExprPrinter._vote for name in N.WARP_VOTES + ("activemask",)},
           **{name: ExprPrinter._block_vote for name in N.BLOCK_VOTES},
-          "elect_one_sync": ExprPrinter._elect, "atomic_load": ExprPrinter._atomic_load}
+          "elect_one_sync": ExprPrinter._elect, "atomic_load": ExprPrinter._atomic_load,
+          **{name: ExprPrinter._atomic_return for name in N.ATOMIC_RETURNS}}

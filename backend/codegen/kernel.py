@@ -294,6 +294,8 @@ class KernelEmitter:
         entry = self.mma.loop_entry(s.body)
         if s.kind == "pipelined":
             step = var if zero else f"({var} - {self.exprs.operand(s.start, PREC['sub'] + 1)})"
+            if s.stage_base is not None:  # (a persistent kernel's loop: steps of its earlier runs)
+                step = f"({self.exprs.operand(s.stage_base, PREC['add'])} + {step})"
             operands = {x for t in walk_stmts(s.body) if isinstance(t, N.Gemm) for x in (t.a, t.b)}
             with self.smem.pipelined(s.num_stages, step, used_buffers(s.body), operands, depth + 1):
                 self.body(s.body, depth + 1, guarded)

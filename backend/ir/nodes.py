@@ -222,8 +222,18 @@ INTRINSICS = {
     # memory order's id in MEMORY_ORDERS, an int32 Const): the element read atomically at
     # device scope (the Load stands for its address); the Load's dtype
     "atomic_load": 2,
+    # T.atomic_add/max/min(x[i], v, return_prev=True): (a Load of the global element, the
+    # value, of the element's dtype): the element updated atomically (relaxed, device
+    # scope) and its value before the update returned; the Load stands for its address
+    "atomic_add_ret": 2, "atomic_max_ret": 2, "atomic_min_ret": 2,
 }
 RNG_DRAWS = ("rng_rand", "rng_uniform", "rng_normal")  # each call draws (not pure)
+ATOMIC_RETURNS = ("atomic_add_ret", "atomic_max_ret", "atomic_min_ret")  # each call updates
+# the dtypes of the element an ATOMIC_RETURNS call updates (atom.add / atom.max / atom.min
+# with a result; float max/min: float32 only, as the statement form)
+ATOMIC_RETURN_DTYPES = {"add": ("int32", "uint32", "int64", "uint64", "float32", "float64"),
+                        "max": ("int32", "uint32", "int64", "uint64", "float32"),
+                        "min": ("int32", "uint32", "int64", "uint64", "float32")}
 WARP_VOTES = ("vote_any", "vote_all", "vote_ballot")
 BLOCK_VOTES = ("syncthreads_count", "syncthreads_and", "syncthreads_or")
 PDL_CALLS = ("pdl_sync", "pdl_trigger")
@@ -425,6 +435,10 @@ class For(Stmt):
     # vector instruction per chunk of lanes (the vectorization pass decides, the code
     # generator and the launch ABI's alignment checks read them)
     vectors: tuple["VectorAccess", ...] = ()
+    # pipelined loops inside an outer loop (a persistent kernel's loop over tiles; the
+    # warp-specialization pass): the steps of the loop's earlier runs, so that step k uses
+    # stage (stage_base + k - start) % num_stages and the mbarrier phases run on across runs
+    stage_base: Optional[Expr] = None
 
 
 @dataclass(frozen=True)

@@ -69,6 +69,9 @@ def _expr(e: N.Expr) -> tuple[str, int]:
         if e.name == "atomic_load":
             order = N.MEMORY_ORDERS[int(e.args[1].value)]
             return f'T.atomic_load({expr_str(e.args[0])}, memory_order="{order}")', _PREC_ATOM
+        if e.name in N.ATOMIC_RETURNS:
+            op = e.name[len("atomic_"):-len("_ret")]
+            return f"T.atomic_{op}({args}, return_prev=True)", _PREC_ATOM
         if e.name in ("rng_uniform", "rng_normal"):
             more = [f"bit={e.dtype[5:]}"] if e.dtype == "float64" else []
             more += ['dist="normal"'] if e.name == "rng_normal" else []
@@ -120,6 +123,8 @@ def _loop_range(s: N.For) -> str:
             bounds += f", warp_specialize={s.warp_specialize}"
         if s.overlap_mma:
             bounds += ", overlap_mma=True"
+        if s.stage_base is not None:
+            bounds += f", stage_base={expr_str(s.stage_base)}"
     if s.vector_width:
         bounds += f", vector_width={s.vector_width}"
     if s.replicated:

@@ -314,6 +314,9 @@ class _Validator:
                           + (" (T.Parallel needs at least one)" if s.kind == "parallel" else ""))
             if s.warp_specialize is not None and s.kind != "pipelined":
                 self.fail("warp_specialize is a T.Pipelined option")
+            if s.stage_base is not None:
+                self.fail("stage_base is the warp-specialization pass's (a pipelined loop run "
+                          "again by an outer loop), not an input")
             self.name(s.var.name, "loop variable")
             if not N.is_int(s.start.dtype) or not N.is_int(s.extent.dtype):
                 self.fail("loop bounds must be integers")
@@ -728,6 +731,15 @@ class _Validator:
                         [N.MEMORY_ORDERS.index(o) for o in N.ATOMIC_LOAD_ORDERS]):
                     self.fail("atomic_load takes a 32- or 64-bit element of a global tensor and a "
                               "load memory order's id, and is of the element's dtype")
+            if e.name in N.ATOMIC_RETURNS:
+                dst, value = e.args
+                op = e.name[len("atomic_"):-len("_ret")]
+                if not (isinstance(dst, N.Load) and self.buffer(dst.buffer, bufs).scope == "global"
+                        and e.dtype == dst.dtype == value.dtype
+                        and e.dtype in N.ATOMIC_RETURN_DTYPES[op]):
+                    self.fail(f"{e.name} takes an element of a global tensor of "
+                              f"{', '.join(N.ATOMIC_RETURN_DTYPES[op])} and a value of its "
+                              "dtype, and is of that dtype")
             if e.name in N.WARP_VOTES + N.BLOCK_VOTES + ("elect_one_sync",) and \
                     e.args[-1].dtype != "bool":
                 self.fail(f"{e.name} takes a bool predicate, got {e.args[-1].dtype}")

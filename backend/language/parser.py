@@ -2241,8 +2241,8 @@ class _Parser:
         """``T.atomic_add/max/min(dst, value)``: an element, or a tile (regions)."""
         a.refuse_unless("memory_order", (None, "relaxed"), "tilecute's atomics are relaxed "
                                                            "(CUDA atomicAdd)")
-        a.refuse_unless("return_prev", (False,), f"T.atomic_{op} is a statement in tilecute; "
-                                                 "it returns nothing")
+        # return_prev=True as a statement: the old value is unused, the update is the same
+        a.static_bool("return_prev")
         if "use_tma" in a.sig.parameters:
             a.refuse_unless("use_tma", (False,), "tilecute has no TMA reduce-store")
         a.no_annotations()
@@ -2257,6 +2257,42 @@ class _Parser:
             buf = self.buffer_named(dst.buffer)
             value = N.cast(N.as_expr(value, buf.dtype), buf.dtype)
         return [N.AtomicAdd(dst, value, loc=self.loc(s), op=op)]
+
+    def atomic_return(self, fn: F.Form, node: ast.Call) -> N.Expr:
+        """``old = T.atomic_add(x[i], v, return_prev=True)`` (also ``atomic_max/min``):
+        TileLang's atomic that returns the element's value before the update, an
+        ``atomic_<op>_ret`` intrinsic call on one element of a global tensor."""
+        op = fn.__name__[len("atomic_"):]
+        a = self.args(fn, node)
+        if not (a.given("return_prev") and a.static_bool("return_prev")):
+            raise a.fail("return_prev", "returns a value only with return_prev=True; without "
+                                        "it, it is a statement")
+        a.refuse_unless("memory_order", (None, "relaxed"), "tilecute's atomics are relaxed "
+                                                           "(CUDA atomicAdd)")
+        if "use_tma" in a.sig.parameters:
+            a.refuse_unless("use_tma", (False,), "tilecute has no TMA reduce-store")
+        a.no_annotations()
+        dst_node = a.node("dst")
+        if not isinstance(dst_node, ast.Subscript) or \
+                any(isinstance(i, slice) for i in self.indices(dst_node)):
+            raise a.fail("dst", "return_prev=True takes one element (`x[i]`), got "
+                                f"`{ast.unparse(dst_node)}`")
+        dst = self.expr(dst_node)
+        buf = self.buffer_named(dst.buffer)
+        if buf.scope != "global":
+            raise a.fail("dst", f"return_prev=True: '{buf.name}' is a {buf.scope} buffer; "
+                                "tilecute returns the old value of an element of a global "
+                                "tensor only")
+        if buf.dtype not in N.ATOMIC_RETURN_DTYPES[op]:
+            raise a.fail("dst", f"return_prev=True: '{buf.name}' is {buf.dtype}; T.atomic_{op} "
+                                f"returns the old value of "
+                                f"{', '.join(N.ATOMIC_RETURN_DTYPES[op])} elements")
+        value = a.value("value")
+        if isinstance(value, (_BufferRef, _RegionRef)) or not isinstance(
+                value, (int, float, bool, N.Expr)):
+            raise a.fail("value", f"value must be one value, got `{ast.unparse(a.node('value'))}`")
+        value = N.cast(value, buf.dtype) if isinstance(value, N.Expr) else N.const(value, buf.dtype)
+        return N.Call(f"atomic_{op}_ret", (dst, value), buf.dtype)
 
     def stmt_atomic_store(self, a: _Args, s, op: str = "store") -> list[N.Stmt]:
         """``T.atomic_store(dst, src, memory_order)`` / ``T.atomic_or(dst, value,
@@ -3588,6 +3624,8 @@ class _Parser:
                 scope[name] = shadowed
             self.pending += stmts
             return _BufferRef(stmts[-1].buffer)
+        if isinstance(fn, F.Form) and fn.__name__ in ("atomic_add", "atomic_max", "atomic_min"):
+            return self.atomic_return(fn, node)
         if isinstance(fn, F.Form):
             raise self.error(node, f"T.{fn.__name__} is a statement form and cannot be used "
                                    "in an expression here")

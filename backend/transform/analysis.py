@@ -485,3 +485,41 @@ def has_pdl_calls(body) -> bool:
     """Does ``body`` call ``T.pdl_sync`` / ``T.pdl_trigger`` (the program places the PDL
     wait and trigger itself)?"""
     return any(isinstance(x, N.Call) and x.name in N.PDL_CALLS for x in walk_nodes(body))
+
+
+def nested_pipelined(s) -> list | None:
+    """The statements from ``s`` (a top-level ``T.serial`` loop: a persistent kernel's loop
+    over its tiles, as ``T.Persistent`` builds it) down to the one ``T.Pipelined`` loop
+    inside it, through serial loops and ifs only (``[s, ..., loop]``); None when there is
+    no such loop, or more than one."""
+    if not (isinstance(s, N.For) and s.kind == "serial"):
+        return None
+    found = []
+
+    def visit(t, path):
+        if isinstance(t, N.For) and t.kind == "pipelined":
+            found.append(path + [t])
+        elif isinstance(t, N.For) and t.kind == "serial":
+            for u in t.body:
+                visit(u, path + [t])
+        elif isinstance(t, N.If):
+            for u in t.then + t.orelse:
+                visit(u, path + [t])
+    visit(s, [])
+    return found[0] if len(found) == 1 else None
+
+
+def without_body(body, loop) -> tuple:
+    """``body`` with ``loop``'s body emptied (what the statements around a nested loop
+    touch)."""
+    out = []
+    for s in body:
+        if s is loop:
+            s = dataclasses.replace(s, body=())
+        elif isinstance(s, (N.For, N.While)):
+            s = dataclasses.replace(s, body=without_body(s.body, loop))
+        elif isinstance(s, N.If):
+            s = dataclasses.replace(s, then=without_body(s.then, loop),
+                                    orelse=without_body(s.orelse, loop))
+        out.append(s)
+    return tuple(out)

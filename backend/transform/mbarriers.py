@@ -116,11 +116,14 @@ def issuer(loop: N.For, loads, bar: str):
     return issue
 
 
-def full_wait(loop: N.For, bar: str):
+def full_wait(loop: N.For, bar: str, base: N.Expr | None = None):
     """The wait for the current step's stage: ``(cur, wait)`` with ``cur`` the step
-    index (the loop variable minus its start)."""
+    index (the loop variable minus its start; plus ``base``, the steps of the loop's
+    earlier runs, for a loop inside an outer loop)."""
     S = loop.num_stages
     cur = sub(loop.var, loop.start)
+    if base is not None:
+        cur = N.binop("add", base, cur)
     wait = N.MBarrierWait(N.Region(bar, (N.binop("mod", cur, i32(S)),)),
                           N.binop("bitand", N.binop("floordiv", cur, i32(S)), i32(1)),
                           loc=loop.loc)

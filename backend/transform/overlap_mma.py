@@ -166,8 +166,8 @@ class _Overlap(StmtMutator):
 
     def match(self, loop: N.For):
         body = list(loop.body)
-        if loop.kind != "pipelined" or len(body) < 4:
-            return None
+        if loop.kind != "pipelined" or len(body) < 4 or loop.stage_base is not None:
+            return None  # (a loop inside an outer loop: its stages count on across runs)
         wait, arrive = body[0], body[-1]
         if not isinstance(wait, N.MBarrierWait) or not isinstance(arrive, N.MBarrierArrive):
             return None

@@ -41,8 +41,8 @@ from ..ir.visitor import (StmtMutator, fold_constants, substitute, var_names, wa
                           walk_stmts)
 from ..target import arch_at_least
 from .analysis import (accesses, aliased, all_names, matrix_of, matrix_slice, mentions,  # noqa: F401
-                       parallel_nest, row_slice, tma_box, tma_swizzle, view_bases, view_layout, whole,
-                       written_globals)
+                       nested_pipelined, parallel_nest, row_slice, tma_box, tma_swizzle, view_bases,
+                       view_layout, whole, without_body, written_globals)
 
 
 class TmaError(ValueError):
@@ -152,15 +152,31 @@ class _Kernel(StmtMutator):
                 out.append(N.TmaCopy(s.src, s.dst, loc=s.loc))
             elif isinstance(s, N.For) and s.kind == "pipelined":
                 out.append(self.pipelined_loop(s))
+            elif nested_pipelined(s) is not None:  # a persistent kernel's loop over tiles
+                out.append(self.nest(s, nested_pipelined(s)))
             else:
                 out.append(self.visit(s))
         return dataclasses.replace(self.scope, body=tuple(out))
+
+    def nest(self, s, path: list):
+        """``s`` with the pipelined loop at the end of ``path`` (:func:`nested_pipelined`)
+        lowered as a top-level one (its loads run again for each tile; the
+        warp-specialization pass carries the stages across the runs, or puts them back)."""
+        if s is path[-1]:
+            return self.pipelined_loop(s)
+        inner = path[path.index(s) + 1]
+
+        def each(body):
+            return tuple(self.nest(t, path) if t is inner else self.visit(t) for t in body)
+        if isinstance(s, N.For):
+            return dataclasses.replace(s, body=each(s.body))
+        return dataclasses.replace(s, then=each(s.then), orelse=each(s.orelse))
 
     def pipelined_loop(self, loop: N.For) -> N.For:
         steps = self.unroll_loads(loop.body)
         inner = let_names(loop.body) | let_names(steps)
         outside = buffer_names(
-            [t for t in self.scope.body if t is not loop and not isinstance(t, N.Allocate)])
+            [t for t in without_body(self.scope.body, loop) if not isinstance(t, N.Allocate)])
         written = self.written()
         body, before, loaded = [], [], set()
         lets: dict[str, N.Expr] = {}  # the body's top-level Lets, each of the step alone

@@ -110,9 +110,10 @@ def vector_accesses(inner: N.For, buffers: dict[str, N.Buffer], layouts: dict[st
 
 
 def _draws(x) -> bool:
-    """Does ``x`` call a random number draw (T.rng_rand / T.rng_rand_float) or read
-    memory atomically (T.atomic_load: each read is its own access)?"""
-    return any(isinstance(n, N.Call) and n.name in N.RNG_DRAWS + ("atomic_load",)
+    """Does ``x`` call a random number draw (T.rng_rand / T.rng_rand_float) or access
+    memory atomically (T.atomic_load, T.atomic_add(..., return_prev=True): each is its own
+    access)?"""
+    return any(isinstance(n, N.Call) and n.name in N.RNG_DRAWS + N.ATOMIC_RETURNS + ("atomic_load",)
                for n in walk_nodes(x))
 
 

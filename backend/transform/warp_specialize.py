@@ -32,9 +32,10 @@ import dataclasses
 from ..ir import nodes as N
 from ..ir.visitor import replace_exprs, var_names, walk_stmts
 from ..target import MAX_THREADS, PRODUCER_REGS, WARPGROUP, arch_at_least, target
-from .analysis import buffers_used, lifetimes, loads as expr_loads, stage_bytes, top_loads, written_globals
-from .tma_copies import TmaError
-from .mbarriers import KernelTma, full_wait, i32, issuer, schedule, split_body
+from .analysis import (buffers_used, lifetimes, loads as expr_loads, nested_pipelined, stage_bytes,
+                       top_loads, written_globals)
+from .tma_copies import TmaError, is_pending_load
+from .mbarriers import KernelTma, full_wait, i32, issuer, schedule, split_body, sub
 
 
 class WarpSpecializeError(TmaError):
@@ -55,12 +56,31 @@ class _Specializer:
         for s in self.k.scope.body:
             if isinstance(s, N.For) and s.kind == "pipelined":
                 body += self.loop(s)
+            elif nested_pipelined(s) is not None:  # a persistent kernel's loop over tiles
+                body += self.nested(s, nested_pipelined(s))
             else:
                 body.append(s)
         scope = self.k.finish(body)
         return dataclasses.replace(scope, producer_threads=WARPGROUP if self.producer else 0)
 
-    def loop(self, loop: N.For) -> list:
+    def nested(self, outer: N.For, path: list) -> list:
+        """A pipelined loop inside an outer loop (``path``: from ``outer`` down to it): the
+        producer's loop replays the outer loops, Lets and ifs around it, and both roles
+        count the steps of the loop's earlier runs (a local counter each), so the stages
+        and mbarrier phases run on from tile to tile and the producer loads the next
+        tile's first stages while the compute warpgroups finish the last one (its
+        epilogue).  A loop that gets no producer has its loads put back as copies (the
+        software pipeline handles top-level loops only)."""
+        loop = path[-1]
+        out = self.loop(loop, path)
+        if len(out) == 1:  # no producer
+            back = tuple(N.Copy(s.src, s.dst, loc=s.loc) if is_pending_load(s, self.k.func)
+                         else s for s in loop.body)
+            return [_replace_in(outer, loop, [dataclasses.replace(loop, body=back)])]
+        producer, base_init, compute = out
+        return base_init + [producer, _replace_in(outer, loop, compute)]
+
+    def loop(self, loop: N.For, path: list | None = None) -> list:
         loads = self.k.pending(loop.body)
         if not loads:
             if loop.warp_specialize:
@@ -72,7 +92,7 @@ class _Specializer:
         ws = loop.warp_specialize
         if ws is False:
             return [loop]
-        refusal = self.refusal(loop, loads, self.k.mma_tail(rest, loads))
+        refusal = self.refusal(loop, loads, self.k.mma_tail(rest, loads), path)
         blocks = self.k.scope.min_blocks_per_sm
         if refusal is None and blocks > 1:
             refusal = (f"the kernel asks for {blocks} blocks per SM "
@@ -88,9 +108,9 @@ class _Specializer:
         if refusal is not None or not (ws or loop.overlap_mma or (
                 self.auto and self.alone_on_sm(staged))):
             return [loop]
-        return self.specialize(loop, loads, rest, wait_at)
+        return self.specialize(loop, loads, rest, wait_at, path)
 
-    def specialize(self, loop: N.For, loads, rest, wait_at) -> list:
+    def specialize(self, loop: N.For, loads, rest, wait_at, path: list | None = None) -> list:
         """The producer's loop and the compute loop.  Loads whose tiles are first used by
         different statements (attention: K by the first GEMM, V by the second) get a
         pipeline each (FlashAttention's separate K and V pipelines): the compute loop
@@ -106,21 +126,37 @@ class _Specializer:
         if len(groups) == 1:  # (one pipeline: wait where the first load stood)
             groups = [(wait_at, loads)]
         j = N.Var(k.fresh("tc_j"), "int32")
-        stage = N.binop("mod", j, i32(S))
+        # a loop inside an outer loop counts on from its earlier runs: each role keeps the
+        # count of its steps so far in a local (tc_pbase: the producer's, tc_cbase: the
+        # compute warpgroups'); the stage and phase of step j are those of step base + j
+        pbase = cbase = None
+        if path is not None:
+            pbase = N.Buffer(k.fresh("tc_pbase"), "int32", (i32(1),), "local")
+            cbase = N.Buffer(k.fresh("tc_cbase"), "int32", (i32(1),), "local")
+        count = j if pbase is None else N.binop("add", N.Load(pbase.name, (i32(0),), "int32"), j)
+        stage = N.binop("mod", count, i32(S))
         it = j if isinstance(a, N.Const) and a.value == 0 else N.binop("add", a, j)  # a + j
         shared_a = k.stays_in_flight(rest[-1], S)  # (else each step's MMAs end in it)
         if shared_a:  # step k's MMAs stay in flight: release step k - 1's stage
             rest[-1] = dataclasses.replace(rest[-1], wg_wait=1)
         feed, waits, releases = [], {}, {}
+        base = None if cbase is None else N.Load(cbase.name, (i32(0),), "int32")
+        tail = []  # (nested, MMAs in flight) after the loop: release its last step's stage
         for at, group in groups:
             bar = k.barrier(len(group), S, loop.loc)
-            cur, full = full_wait(loop, bar)
+            cur, full = full_wait(loop, bar, base)
             empty = k.barrier(threads, S, loop.loc)
             if shared_a:  # at the end of the step
-                releases.setdefault(len(rest), []).append(N.If(N.Cmp("gt", cur, i32(0)), (
+                step = sub(loop.var, loop.start)
+                releases.setdefault(len(rest), []).append(N.If(N.Cmp("gt", step, i32(0)), (
                     N.MBarrierArrive(N.Region(empty, (N.binop(
                         "mod", N.binop("add", cur, i32(S - 1)), i32(S)),)), loc=loop.loc),),
                     loc=loop.loc))
+                if base is not None:  # (the next run's producer waits for it)
+                    last = N.binop("mod", N.binop("add", base, N.binop("add", n, i32(S - 1))), i32(S))
+                    release = N.MBarrierArrive(N.Region(empty, (last,)), loc=loop.loc)
+                    tail.append(release if isinstance(n, N.Const) else
+                                N.If(N.Cmp("gt", n, i32(0)), (release,), loc=loop.loc))
             else:  # A from registers: the MMAs end with the step; each group's stage is
                 # released after its last use (the last group's at the end of the step)
                 last = max((i for i, s in enumerate(rest)
@@ -128,25 +164,31 @@ class _Specializer:
                 last = len(rest) if len(groups) == 1 or last == len(rest) - 1 else last + 1
                 releases.setdefault(last, []).append(N.MBarrierArrive(
                     N.Region(empty, (N.binop("mod", cur, i32(S)),)), loc=loop.loc))
-            feed.append(N.If(N.Cmp("ge", j, i32(S)), (N.MBarrierWait(
+            feed.append(N.If(N.Cmp("ge", count, i32(S)), (N.MBarrierWait(
                 N.Region(empty, (stage,)),
-                N.binop("bitand", N.binop("add", N.binop("floordiv", j, i32(S)), i32(1)), i32(1)),
+                N.binop("bitand", N.binop("add", N.binop("floordiv", count, i32(S)), i32(1)), i32(1)),
                 loc=loop.loc),), loc=loop.loc))
             feed.extend(issuer(loop, group, bar)(it, stage))
             waits.setdefault(at, []).append(full)
         feed = read_origins_first(feed, written_globals(k.func, k.scope.body), k.fresh, loop.loc)
         tid = N.Call("thread_idx", (i32(0),), "int32")
+        issuing: tuple = (N.For(j, i32(0), n, "serial", tuple(feed), loc=loop.loc),)
+        if path is not None:  # the outer loops, Lets and ifs around it, the count kept
+            issuing = _counted(pbase, n, loop.loc, issuing)
+            issuing = _local(pbase, loop.loc) + (_replay(path, issuing, k.allocs),)
         self.producer = N.If(N.Cmp("ge", tid, i32(threads)), (
-            N.If(N.Cmp("eq", tid, i32(threads)), (N.For(j, i32(0), n, "serial", tuple(feed),
-                                                        loc=loop.loc),), loc=loop.loc),),
-            loc=loop.loc)
+            N.If(N.Cmp("eq", tid, i32(threads)), issuing, loc=loop.loc),), loc=loop.loc)
         body = []
         for i, s in enumerate(rest):
             body += releases.get(i, []) + waits.get(i, []) + [s]
         body += waits.get(len(rest), []) + releases.get(len(rest), [])
-        return [self.producer, dataclasses.replace(loop, body=tuple(body))]
+        compute = dataclasses.replace(loop, body=tuple(body), stage_base=base)
+        if path is None:
+            return [self.producer, compute]
+        return [self.producer, list(_local(cbase, loop.loc)),
+                [compute, *tail, *_counted(cbase, n, loop.loc, ())]]
 
-    def refusal(self, loop: N.For, loads, mma_tail: bool) -> str | None:
+    def refusal(self, loop: N.For, loads, mma_tail: bool, path: list | None = None) -> str | None:
         """Why ``loop`` cannot be warp-specialized (an error when the program asks, the
         default staying off otherwise), or None."""
         scope = self.k.scope
@@ -164,7 +206,9 @@ class _Specializer:
         if self.producer is not None:
             return "a kernel has at most one T.Pipelined(warp_specialize=True) loop"
         needs = var_names((loop.start, loop.extent) + tuple(c.src for c in loads)) - {loop.var.name}
-        hidden = sorted(needs - self.producer_sees(loop))
+        if path is not None:  # (it replays the ifs around the loop too)
+            needs |= var_names(tuple(s.cond for s in path if isinstance(s, N.If)))
+        hidden = sorted(needs - self.producer_sees(path[0] if path else loop, path))
         if hidden:
             return (f"T.Pipelined(warp_specialize=True): the loads use {hidden}, which the "
                     "producer warpgroup does not see; it sees the kernel's block indices, "
@@ -184,9 +228,11 @@ class _Specializer:
                     for i in range(len(self.k.scope.body))), default=0)
         return peak > target(self.k.arch).shared_per_sm // 2
 
-    def producer_sees(self, loop: N.For) -> set[str]:
+    def producer_sees(self, loop: N.For, path: list | None = None) -> set[str]:
         """What :func:`split_roles` leaves before the role split: block indices,
-        parameters, symbols, and the pure top-level Lets before ``loop``."""
+        parameters, symbols, and the pure top-level Lets before ``loop``; for a loop inside
+        an outer loop (``path``), also the outer loops' variables and the pure Lets the
+        producer replays (:func:`_replay`)."""
         scope, func = self.k.scope, self.k.func
         seen = {v.name for v in scope.block_vars} | {p.name for p in func.params}
         seen |= {v.name for v in func.symbols}
@@ -195,6 +241,11 @@ class _Specializer:
                 break
             if _hoisted(s, set(self.k.allocs)):
                 seen.add(s.var.name)
+        for s in (path or [])[:-1]:
+            if isinstance(s, N.For):
+                seen.add(s.var.name)
+            for t in _replayed_lets(s, path, set(self.k.allocs)):
+                seen.add(t.var.name)
         return seen
 
 
@@ -214,6 +265,68 @@ def read_origins_first(feed: list, written: set[str], fresh, loc) -> list:
     names = {ld: N.Var(fresh("tc_origin"), ld.dtype) for ld in found}
     return [N.Let(v, ld, loc=loc) for ld, v in names.items()] + \
         [replace_exprs(s, names) if isinstance(s, N.TmaCopy) else s for s in feed]
+
+
+def _local(buf: N.Buffer, loc) -> tuple:
+    """A local int32 counter, set to 0."""
+    return (N.Allocate(buf, loc=loc), N.Store(buf.name, (i32(0),), i32(0), loc=loc))
+
+
+def _counted(buf: N.Buffer, n, loc, stmts: tuple) -> tuple:
+    """``stmts``, then the counter ``buf`` advanced by the ``n`` steps they ran."""
+    now = N.Load(buf.name, (i32(0),), "int32")
+    return stmts + (N.Store(buf.name, (i32(0),), N.binop("add", now, n), loc=loc),)
+
+
+def _children(s) -> tuple:
+    return s.body if isinstance(s, N.For) else s.then + s.orelse
+
+
+def _replayed_lets(s, path: list, allocated: set[str]) -> list:
+    """The Lets directly in container ``s`` of ``path`` before the next statement of the
+    path that read no buffer the kernel allocates (the producer replays those)."""
+    nxt = path[path.index(s) + 1]
+    out = []
+    for t in _children(s):
+        if t is nxt:
+            break
+        if isinstance(t, N.Let) and not any(ld.buffer in allocated for ld in expr_loads(t.value)):
+            out.append(t)
+    return out
+
+
+def _replay(path: list, inner: tuple, allocated: set[str]):
+    """The producer's copy of the outer loops and ifs of ``path`` (all but its last, the
+    pipelined loop), each with only its replayed Lets and the next one; ``inner`` in place
+    of the pipelined loop."""
+    body = inner
+    for s in reversed(path[:-1]):
+        lets = tuple(_replayed_lets(s, path, allocated))
+        if isinstance(s, N.For):
+            body = (dataclasses.replace(s, body=lets + body),)
+        else:
+            nxt = path[path.index(s) + 1]
+            in_then = any(t is nxt for t in s.then)
+            body = (dataclasses.replace(s, then=lets + body if in_then else (),
+                                        orelse=() if in_then else lets + body),)
+    return body[0]
+
+
+def _replace_in(s, old, new: list):
+    """``s`` with statement ``old`` (somewhere inside) replaced by the statements ``new``."""
+    if s is old:
+        return new
+    def each(body):
+        out = []
+        for t in body:
+            r = _replace_in(t, old, new)
+            out += r if isinstance(r, list) else [r]
+        return tuple(out)
+    if isinstance(s, (N.For, N.While)):
+        return dataclasses.replace(s, body=each(s.body))
+    if isinstance(s, N.If):
+        return dataclasses.replace(s, then=each(s.then), orelse=each(s.orelse))
+    return s
 
 
 def _by_first_use(loads, rest) -> list:

@@ -1,5 +1,6 @@
 """Atomics for generated kernels: adds (max, min) into global or shared memory, result
-unused; TileLang's ordered loads, stores and ors.
+unused; the same returning the old value (``atomic_fetch``, TileLang's ``return_prev``);
+TileLang's ordered loads, stores and ors.
 
 Both helpers lower to PTX ``red`` (reduction without a returned value) with
 ``.relaxed`` ordering (the semantics of CUDA ``atomicAdd``) at ``.gpu`` scope for
@@ -18,6 +19,8 @@ sm_80, so the helper raises at trace time there).
 TileLang's ordered single-element atomics (device scope, global memory):
 ``atomic_load(t, coord, order)``, ``atomic_store(t, coord, value, order)``,
 ``atomic_or(t, coord, value, order)``; see each for its PTX.
+``atomic_fetch(t, coord, value, op)``: ``atom`` add/max/min whose result is the element's
+old value (``T.atomic_add(x[i], v, return_prev=True)``).
 """
 
 import cutlass
@@ -160,6 +163,24 @@ def atomic_max(tensor, coord, value) -> None:
 def atomic_min(tensor, coord, value) -> None:
     """``tensor[coord] = min(tensor[coord], value)`` atomically; as :func:`atomic_max`."""
     _atomic_minmax(tensor, coord, value, "min")
+
+
+def atomic_fetch(tensor, coord, value, op: str):
+    """TileLang's ``T.atomic_add/max/min(tensor[coord], value, return_prev=True)``: the
+    global element updated atomically (relaxed, ``.gpu`` scope) and its value before the
+    update returned.  PTX ``atom.relaxed.gpu.global.{add,max,min}`` (``.s32``/``.u32``/
+    ``.u64``, ``.f32``/``.f64`` for add; a float32 max/min is CuTe DSL's integer-bitcast
+    ``atomic_fmax``/``atomic_fmin``); ``value`` converted to the element type."""
+    ptr = _global_ptr(tensor, coord, f"atomic_{op}(return_prev=True)")
+    dtype = tensor.element_type
+    v = dtype(value)
+    if op == "add":
+        return cute.arch.atomic_add(ptr, v, sem="relaxed", scope="gpu")
+    if dtype is cutlass.Float32:
+        f = cute.arch.atomic_fmax if op == "max" else cute.arch.atomic_fmin
+        return f(ptr, v, sem="relaxed", scope="gpu")
+    f = cute.arch.atomic_max if op == "max" else cute.arch.atomic_min
+    return f(ptr, v, sem="relaxed", scope="gpu")
 
 
 # ---- TileLang's T.atomic_load / T.atomic_store / T.atomic_or ------------------------------
