@@ -2,7 +2,8 @@
 (tests/unseen_programs.py): each builds to an sm_90a cubin on the CPU, and on a GPU
 matches torch.  Also the fixes they led to: a reduction of a replicated fragment (the
 output of an earlier reduction) is folded by each thread; ``T.atomic_add/max/min(...,
-return_prev=True)`` in an expression returns the element's old value."""
+return_prev=True)`` in an expression returns the element's old value; Python's ``break``
+and ``continue`` in serial loops."""
 
 import pytest
 
@@ -21,7 +22,7 @@ PROGRAMS = ["scale_add_2d", "relu_bf16_tiles", "softmax_rows", "layernorm", "rms
             "masked_rows_dynamic", "padded_tile_symbolic", "batched_mean_symbolic",
             "splitk_gemm", "gemm_trans_a_fullrow", "gemm_nt_swizzle_fullcol",
             "gemm_bf16_order_stage", "dequant_int8_gemm", "copy_unit_dims", "cumsum_rows",
-            "fill_and_cast", "total_of_row_sums", "ticket_slots"]
+            "fill_and_cast", "total_of_row_sums", "ticket_slots", "skip_and_stop"]
 
 
 @pytest.fixture(autouse=True)
@@ -138,6 +139,68 @@ def k(C: T.Tensor((4,), "int32"), H: T.Tensor((4,), "float16")):
         S = T.alloc_shared((4,), "float32")
         {stmt}
         C[1] = 0
+"""
+    with pytest.raises(FrontendError) as e:
+        T.from_script(text)
+    assert message in str(e.value) and "<script>:8:" in str(e.value), str(e.value)
+
+
+# ---- break / continue --------------------------------------------------------------------------
+def test_continue_guards_the_rest_of_the_iteration_and_break_leaves():
+    text = print_func(P.skip_and_stop())
+    want = """            skipped[0] = 0
+            if A[r, k] < 0:
+                skipped[0] = 1
+            if skipped[0] == 0:
+                if A[r, k] > 100:
+                    broke[0] = 1
+                if broke[0] == 0:
+                    total[0] = total[0] + A[r, k]
+            k_it[0] = k_it[0] + 1"""
+    assert want in text, text
+    assert "while k_it[0] < 64 and broke[0] == 0:" in text, text
+
+
+def test_continue_in_a_while_loop():
+    @T.prim_func
+    def odd_sum(A: T.Tensor((32,), "int32"), B: T.Tensor((1,), "int32")):
+        with T.Kernel(1, threads=32) as _:
+            i = T.alloc_var("int32")
+            s = T.alloc_var("int32")
+            i = 0
+            s = 0
+            while i < 32:
+                i += 1
+                if i % 2 == 0:
+                    continue
+                s += A[i - 1]
+            if T.get_thread_binding() == 0:
+                B[0] = s
+
+    text = print_func(odd_sum)
+    want = """        while i[0] < 32:
+            skipped[0] = 0
+            i[0] = i[0] + 1
+            if i[0] % 2 == 0:
+                skipped[0] = 1
+            if skipped[0] == 0:
+                s[0] = s[0] + A[i[0] - 1]"""
+    assert want in text, text
+
+
+@pytest.mark.parametrize("loop,message", [
+    ("for i in T.Parallel(4):", "`continue` inside a parallel loop"),
+    ("if True:", "`continue` outside a loop"),
+])
+def test_continue_outside_a_serial_loop_is_refused_at_its_line(loop, message):
+    text = f"""import tilecute.language as T
+
+
+@T.prim_func
+def k(A: T.Tensor((4,), "float32")):
+    with T.Kernel(1, threads=32) as _:
+        {loop}
+            continue
 """
     with pytest.raises(FrontendError) as e:
         T.from_script(text)
@@ -307,6 +370,25 @@ def test_return_prev_on_gpu():
     assert best.item() == x.max().item()
     # exactly one thread saw the starting value; every other a maximum of earlier ones
     assert int((seen == -1e30).sum()) == 1 and bool((seen <= x.max()).all())
+
+
+@pytest.mark.gpu
+def test_break_and_continue_on_gpu():
+    import torch
+    a = torch.randint(-50, 120, (128, 64), device="cuda", dtype=torch.int32)
+    b = torch.empty(128, device="cuda", dtype=torch.int32)
+    _run(P.skip_and_stop(), a, b)
+    want = []
+    for row in a.cpu().tolist():
+        t = 0
+        for v in row:
+            if v < 0:
+                continue
+            if v > 100:
+                break
+            t += v
+        want.append(t)
+    assert b.cpu().tolist() == want
 
 
 @pytest.mark.gpu

@@ -489,3 +489,22 @@ def ticket_slots(N=512, threads=128):
             slots[ticket] = g
             seen[g] = T.atomic_max(best[0], X[g], return_prev=True)
     return tickets
+
+
+def skip_and_stop(N=128, K=64):
+    """Python's `continue` and `break` in a T.serial loop: per row, the sum of its
+    non-negative elements up to (not including) the first one above 100."""
+    @T.prim_func
+    def skip_stop(A: T.Tensor((N, K), T.int32), B: T.Tensor((N,), T.int32)):
+        with T.Kernel(T.ceildiv(N, 64), threads=64) as bx:
+            r = bx * 64 + T.get_thread_binding()
+            total = T.alloc_var(T.int32)
+            total = 0
+            for k in T.serial(K):
+                if A[r, k] < 0:
+                    continue
+                if A[r, k] > 100:
+                    break
+                total += A[r, k]
+            B[r] = total
+    return skip_stop

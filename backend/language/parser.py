@@ -409,9 +409,10 @@ class _Parser:
                 raise self.error(fn, "only `with T.Kernel(...)` blocks may stand at the top "
                                      "level of a prim_func body")
             kernels.append(s)
-        stray = next((b for b in walk_stmts(body) if isinstance(b, _Break)), None)
+        stray = next((b for b in walk_stmts(body) if isinstance(b, (_Break, _Continue))), None)
         if stray is not None:
-            raise FrontendError("T.loop_break outside a loop", stray.loc, self.fname)
+            what = "T.loop_break" if isinstance(stray, _Break) else "`continue`"
+            raise FrontendError(f"{what} outside a loop", stray.loc, self.fname)
         func = N.PrimFunc(self.fname, tuple(params) + tuple(self.workspaces), tuple(kernels),
                           tuple(self.symbols.values()), loc=self.loc(fn),
                           workspaces=tuple(b.name for b in self.workspaces))
@@ -608,9 +609,13 @@ class _Parser:
             return self.while_stmt(s)
         if isinstance(s, ast.Assert):
             return self.assert_stmt(s)
+        if isinstance(s, ast.Break):  # TileLang's builder: T.loop_break()
+            return [_Break(loc=self.loc(s))]
+        if isinstance(s, ast.Continue):  # TileLang's builder: tirx.continue_loop()
+            return [_Continue(loc=self.loc(s))]
         kind = type(s).__name__
         hint = {"While": "use `for ... in T.serial(n)`", "Return": "a prim_func returns nothing",
-                "Break": "", "Continue": "", "Try": "", "FunctionDef": "", "Raise": ""}.get(kind, "")
+"Try": "", "FunctionDef": "", "Raise": ""}.get(kind, "")
         raise self.error(s, f"`{kind.lower()}` statements are not supported in a prim_func"
                             + (f" ({hint})" if hint else ""))
 
@@ -962,8 +967,10 @@ class _Parser:
             body = (N.For(v, start, extent, kind, body, num_stages if kind == "pipelined" else 0,
                           width, replicated, async_copy, loc=self.loc(s),
                           warp_specialize=warp_specialize, overlap_mma=overlap),)
-            if d == innermost and _has_break(body[0].body):
-                body = self.break_loop(body[0], kind)
+            if d == innermost and _has_break(body[0].body, _Continue):
+                body = self.continue_loop(body[0], kind)
+            if d == innermost and _has_break(body[-1].body):
+                body = body[:-1] + self.break_loop(body[-1], kind)
         return list(body)
 
     def manual_stages(self, a: _Args, body, num_stages: int) -> tuple[int, bool]:
@@ -2774,9 +2781,12 @@ class _Parser:
         self.push(kind="loop")
         body = self.block(s.body)
         self.pop()
-        if _has_break(body):
-            return list(self.break_loop(N.While(cond, body, loc=self.loc(s)), "while"))
-        return [N.While(cond, body, loc=self.loc(s))]
+        loop: tuple = (N.While(cond, body, loc=self.loc(s)),)
+        if _has_break(body, _Continue):
+            loop = self.continue_loop(loop[0], "while")
+        if _has_break(loop[-1].body):
+            loop = loop[:-1] + self.break_loop(loop[-1], "while")
+        return list(loop)
 
     def whole_buffer(self, a: _Args, arg: str, what: str) -> N.Buffer:
         """A whole buffer argument (a region of all of it counts)."""
@@ -3309,6 +3319,22 @@ class _Parser:
                 N.Store(it.name, (i32(0),), N.binop("add", now, 1), loc=loc),)
         return tuple(out) + (N.While(cond, body, loc=loc),)
 
+    def continue_loop(self, loop, kind: str) -> tuple:
+        """A loop whose body runs ``continue`` (TileLang's ``tirx.continue_loop()``): a
+        local flag cleared at the start of each iteration and set by the continue; the
+        statements after a continue that may have run are guarded by it (CuTe DSL's loops
+        have no ``continue``)."""
+        where = next(b for b in walk_stmts(loop.body) if isinstance(b, _Continue))
+        if kind not in ("serial", "unrolled", "while"):
+            raise FrontendError(f"`continue` inside a {kind} loop: TileLang continues a serial "
+                                "loop (T.serial, T.unroll, range, while)", where.loc, self.fname)
+        loc = loop.loc
+        zero = N.Const(0, "int32")
+        flag = N.Buffer(self.fresh("skipped"), "int32", (N.Const(1, "int32"),), "local")
+        body = (N.Store(flag.name, (zero,), zero, loc=loc),) + \
+            _guard_breaks(loop.body, flag.name, loc, _Continue)
+        return (N.Allocate(flag, loc=loc), dataclasses.replace(loop, body=body))
+
     def region_truths(self, node: ast.Call, name: str) -> tuple:
         """The truth (``x != 0``) of each element ``T.any_of`` / ``T.all_of`` reads: a whole
         buffer in row-major order, or a region along its last dim (TileLang's)."""
@@ -3730,39 +3756,47 @@ class _Break(N.Stmt):
     loc: Optional[N.Loc] = None
 
 
-def _has_break(body) -> bool:
-    """Does ``body`` break out of its loop (a ``T.loop_break()`` not inside a nested loop)?"""
-    return any(isinstance(s, _Break) or isinstance(s, N.If) and (_has_break(s.then) or
-                                                                   _has_break(s.orelse))
-               for s in body)
+@dataclasses.dataclass(frozen=True)
+class _Continue(N.Stmt):
+    """``continue`` while its loop is parsed; the loop lowers it (``continue_loop``)."""
+
+    loc: Optional[N.Loc] = None
+
+
+def _has_break(body, marker=_Break) -> bool:
+    """Does ``body`` break out of its loop (a ``T.loop_break()`` not inside a nested loop;
+    ``marker=_Continue``: continue it)?"""
+    return any(isinstance(s, marker) or isinstance(s, N.If) and (
+        _has_break(s.then, marker) or _has_break(s.orelse, marker)) for s in body)
 
 
 def _breaks(body) -> bool:
-    """Does an AST body call ``T.loop_break()`` outside nested loops?"""
+    """Does an AST body call ``T.loop_break()``, ``break`` or ``continue`` outside nested
+    loops?"""
     for node in body:
         if isinstance(node, (ast.For, ast.While, ast.FunctionDef)):
             continue
         for sub in ast.walk(node):
-            if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and \
-                    sub.func.attr == "loop_break":
+            if isinstance(sub, (ast.Break, ast.Continue)) or isinstance(sub, ast.Call) and \
+                    isinstance(sub.func, ast.Attribute) and sub.func.attr == "loop_break":
                 return True
     return False
 
 
-def _guard_breaks(body, flag: str, loc) -> tuple:
-    """``body`` with each break setting ``flag`` and what follows a possible break
-    running only while the flag is clear."""
+def _guard_breaks(body, flag: str, loc, marker=_Break) -> tuple:
+    """``body`` with each break (``marker``: each continue) setting ``flag`` and what
+    follows a possible break running only while the flag is clear."""
     one = N.Const(1, "int32")
     zero = N.Const(0, "int32")
     out: list[N.Stmt] = []
     for k, s in enumerate(body):
-        if isinstance(s, _Break):
+        if isinstance(s, marker):
             out.append(N.Store(flag, (zero,), one, loc=s.loc))
             return tuple(out)
-        if isinstance(s, N.If) and (_has_break(s.then) or _has_break(s.orelse)):
-            out.append(dataclasses.replace(s, then=_guard_breaks(s.then, flag, loc),
-                                           orelse=_guard_breaks(s.orelse, flag, loc)))
-            rest = _guard_breaks(body[k + 1:], flag, loc)
+        if isinstance(s, N.If) and (_has_break(s.then, marker) or _has_break(s.orelse, marker)):
+            out.append(dataclasses.replace(s, then=_guard_breaks(s.then, flag, loc, marker),
+                                           orelse=_guard_breaks(s.orelse, flag, loc, marker)))
+            rest = _guard_breaks(body[k + 1:], flag, loc, marker)
             if rest:
                 out.append(N.If(N.cmp("eq", N.Load(flag, (zero,), "int32"), 0), rest, loc=loc))
             return tuple(out)
