@@ -2,7 +2,8 @@
 default executor (a thread per core, each driving one config's build process and its
 cubin worker: backend/buildproc.py), each
 in a fresh cache folder; on a GPU also the tuned GEMM's time beside torch.matmul, in the
-same run (``--shapes``: tuned per shape, with three more block orders among the configs).
+same run (``--shapes``: tuned per shape, with three more block orders and two persistent
+kernels among the configs).
 Prints JSON lines.
 
     python3 benchmarks/autotune.py [--configs 4] [--size 4096] [--shapes MxNxK,...] [--dtype float16]
@@ -29,9 +30,17 @@ CONFIGS = [dict(tm=128, tn=256, tk=64, stages=3), dict(tm=128, tn=128, tk=64, st
 PANELS = [dict(tm=128, tn=256, tk=64, stages=3, panel=8),
           dict(tm=128, tn=256, tk=64, stages=3, panel=32),
           dict(tm=128, tn=256, tk=64, stages=4, panel=8)]
+# persistent kernels (one block per SM walks the tiles, T.Persistent; group: tile columns
+# per group) for the GPU part
+PERSISTENT = [dict(tm=128, tn=256, tk=64, stages=3, persistent=True, group=8),
+              dict(tm=128, tn=256, tk=64, stages=3, persistent=True, group=4)]
 
 
-def factory(size, tm=128, tn=128, tk=64, stages=3, panel=0, dtype="float16"):
+def factory(size, tm=128, tn=128, tk=64, stages=3, panel=0, dtype="float16", persistent=False,
+            group=8, sms=132):
+    if persistent:
+        return G.matmul_persistent(tm=tm, tn=tn, tk=tk, stages=stages, dtype=dtype, sms=sms,
+                                   group=group)
     return G.matmul(tm=tm, tn=tn, tk=tk, stages=stages, panel=panel, dtype=dtype)
 
 
@@ -75,7 +84,9 @@ def main():
 
     dt = getattr(torch, args.dtype)
     shapes = args.shapes.split(",") if args.shapes else [f"{args.size}x{args.size}x{args.size}"]
-    gpu_configs = [dict(c, dtype=args.dtype) for c in configs + PANELS]
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    gpu_configs = [dict(c, dtype=args.dtype) for c in configs + PANELS] + \
+        [dict(c, dtype=args.dtype, sms=sms) for c in PERSISTENT]
     for shape in shapes:
         m, n, k = (int(v) for v in shape.split("x"))
         tuned = tilecute.autotune(configs=gpu_configs, ref_prog=lambda x, w: x @ w, warmup=25,

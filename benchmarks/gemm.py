@@ -34,7 +34,8 @@ import gemm as G  # noqa: E402
 
 TORCH = {"float16": torch.float16, "bfloat16": torch.bfloat16}
 SHAPES = "4096x4096x4096,8192x8192x8192,4096x11008x4096,4096x14336x4096"
-SCHEDULES = "128x256x64x3x256x16xws,128x256x64x3x256x16,128x256x64x3x256xplain"
+SCHEDULES = ("128x256x64x3x256x16xws,128x256x64x3x256x16,128x256x64x3x256xplain,"
+             "128x256x64x3x256x8xpersistent")
 
 
 def time_ms(fn, reps: int, inner: int) -> float:
@@ -62,8 +63,8 @@ def main(argv=None):
     ap.add_argument("--shapes", default=SHAPES, help="MxNxK,... (default: %(default)s)")
     ap.add_argument("--dtypes", default="bfloat16,float16")
     ap.add_argument("--schedules", default=SCHEDULES,
-                    help="tm x tn x tk x stages x threads [x panel] [x ws|plain|off] [x mN|nN: "
-                         "clusters of N blocks along M or N, TMA multicast],...")
+                    help="tm x tn x tk x stages x threads [x panel] [x ws|plain|off|persistent] "
+                         "[x mN|nN: clusters of N blocks along M or N, TMA multicast],...")
     ap.add_argument("--epilogues", default="shared,direct",
                     help="direct (registers -> global), shared (-> swizzled shared -> TMA store)")
     ap.add_argument("--reps", type=int, default=5, help="CUDA-event samples per kernel and round")
@@ -94,7 +95,10 @@ def main(argv=None):
                                for e in args.epilogues.split(",")):
                 parts = sched.split("x")
                 plain = "plain" in parts  # the program as TileLang users write it
-                if plain and epi != "direct":
+                # persistent: one block per SM walks the tiles (T.Persistent, groups of
+                # `panel` tile columns), through a shared epilogue
+                persistent = "persistent" in parts
+                if (plain and epi != "direct") or (persistent and epi != "shared"):
                     continue
                 row = dict(kernel="tilecute", schedule=sched, epilogue=epi)
                 # without ws, explicitly not warp-specialized; plain: the compiler decides
@@ -107,14 +111,18 @@ def main(argv=None):
                 cluster = next(((1, int(v[1:]), 1) if v[0] == "m" else (int(v[1:]), 1, 1)
                                 for v in parts if v[0] in "mn" and v[1:].isdigit()), None)
                 tm, tn, tk, stages, threads, *panel = (
-                    int(v) for v in parts if v not in ("ws", "plain", "off")
+                    int(v) for v in parts if v not in ("ws", "plain", "off", "persistent")
                     and not (v[0] in "mn" and v[1:].isdigit()))
                 try:
-                    kernel = tilecute.compile(G.matmul(tm, tn, tk, stages, threads, dtype,
-                                                       panel=panel[0] if panel else 0,
-                                                       epilogue=epi, warp_specialize=ws,
-                                                       cluster=cluster),
-                                              options=options)
+                    if persistent:
+                        sms = torch.cuda.get_device_properties(0).multi_processor_count
+                        func = G.matmul_persistent(tm, tn, tk, stages, threads, dtype, sms=sms,
+                                                   group=panel[0] if panel else 8)
+                    else:
+                        func = G.matmul(tm, tn, tk, stages, threads, dtype,
+                                        panel=panel[0] if panel else 0, epilogue=epi,
+                                        warp_specialize=ws, cluster=cluster)
+                    kernel = tilecute.compile(func, options=options)
                 except ValueError as e:  # e.g. more shared memory than a block can have
                     emit(shape=shape, dtype=dtype, **row, skipped=str(e)[:200])
                     continue

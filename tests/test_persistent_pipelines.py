@@ -1,0 +1,132 @@
+"""A T.Pipelined loop inside a persistent kernel's loop over tiles (T.Persistent, or a
+T.serial loop over waves with the tile's coordinates as Lets and a bounds check): TMA
+loads and a producer warpgroup that replays the loops, Lets and ifs around the pipelined
+loop, stage counters that run on from tile to tile, the last step's stage released
+after each tile; a loop that gets no producer keeps its copies; sm_90a cubins."""
+
+import pytest
+
+import tilecute
+import tilecute.language as T
+from tilecute.ir import nodes as N
+from tilecute.ir.printer import expr_str, print_func
+from tilecute.ir.visitor import walk_stmts
+from tilecute.transform.pipeline import run_passes
+
+
+def _persistent(M=1000, N=1024, K=520, sms=8, ws=True, manual=False, stages=3):
+    @T.prim_func
+    def pgemm(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"),
+              C: T.Tensor((M, N), "float16")):
+        with T.Kernel(sms, threads=256) as block_id:
+            A_s = T.alloc_shared((128, 64), "float16")
+            B_s = T.alloc_shared((64, 128), "float16")
+            acc = T.alloc_fragment((128, 128), "float32")
+            if manual:  # the loop T.Persistent stands for, written out
+                for w in T.serial(T.ceildiv(T.ceildiv(M, 128) * T.ceildiv(N, 128), sms)):
+                    tile = w * sms + block_id
+                    bx = tile % T.ceildiv(M, 128)
+                    by = tile // T.ceildiv(M, 128)
+                    if by < T.ceildiv(N, 128):
+                        T.clear(acc)
+                        for k in T.Pipelined(T.ceildiv(K, 64), num_stages=stages,
+                                             warp_specialize=ws):
+                            T.copy(A[bx * 128, k * 64], A_s)
+                            T.copy(B[k * 64, by * 128], B_s)
+                            T.gemm(A_s, B_s, acc)
+                        T.copy(acc, C[bx * 128, by * 128])
+            else:
+                for bx, by in T.Persistent([T.ceildiv(M, 128), T.ceildiv(N, 128)], sms, block_id):
+                    T.clear(acc)
+                    for k in T.Pipelined(T.ceildiv(K, 64), num_stages=stages, warp_specialize=ws):
+                        T.copy(A[bx * 128, k * 64], A_s)
+                        T.copy(B[k * 64, by * 128], B_s)
+                        T.gemm(A_s, B_s, acc)
+                    T.copy(acc, C[bx * 128, by * 128])
+
+    return pgemm
+
+
+def _lowered(func, **options):
+    return run_passes(func, "sm_90a", options)
+
+
+@pytest.mark.parametrize("manual", [False, True])
+def test_persistent_loop_gets_a_producer_and_counters(manual):
+    f = _lowered(_persistent(manual=manual))
+    k = f.kernels[0]
+    assert k.producer_threads == 128
+    text = print_func(f)
+    loads = [s for s in walk_stmts(k.body) if isinstance(s, N.TmaCopy) and s.barrier is not None]
+    assert {s.src.buffer for s in loads} == {"A", "B"}
+    # the producer's stage count and the compute loop's run on across the tiles
+    assert "tc_pbase0[0] = tc_pbase0[0] + 9" in text and "tc_cbase0[0] = tc_cbase0[0] + 9" in text
+    assert "stage_base=tc_cbase0[0]" in text
+    # the producer replays the tile loop and its bounds check
+    (producer,) = [s for s in k.body if isinstance(s, N.If) and s.then
+                   and isinstance(s.then[0], N.SetMaxNReg) and not s.then[0].increase]
+    outer = [s for s in walk_stmts(producer.then) if isinstance(s, N.For) and s.kind == "serial"]
+    assert len(outer) == 2  # the tile loop, the feed loop
+    checks = [expr_str(s.cond) for s in walk_stmts(outer[0].body) if isinstance(s, N.If)]
+    assert any(c.startswith("by") and "<" in c for c in checks), checks
+    # each tile's last stage is released after its loop
+    arrives = [s for s in walk_stmts(k.body) if isinstance(s, N.MBarrierArrive)]
+    assert len(arrives) == 2
+
+
+def test_persistent_loop_without_a_producer_keeps_its_copies():
+    f = _lowered(_persistent(ws=False))
+    assert f.kernels[0].producer_threads == 0
+    assert not [s for s in walk_stmts(f.kernels[0].body)
+                if isinstance(s, N.TmaCopy) and s.barrier is not None]
+    assert not any(isinstance(s, N.For) and s.stage_base is not None
+                   for s in walk_stmts(f.kernels[0].body))
+
+
+@pytest.mark.parametrize("manual,stages", [(False, 3), (True, 2), (False, 4)])
+def test_persistent_gemm_builds_sm90a_cubin(tmp_path, manual, stages):
+    info = tilecute.build_cubin(_persistent(manual=manual, stages=stages), "sm_90a",
+                                out_dir=str(tmp_path))
+    assert info.kernel_names
+    src = (tmp_path / "kernel_cute.py").read_text()
+    assert "setmaxregister_decrease" in src and "tc_cbase0" in src
+
+
+def test_stage_base_is_not_an_input():
+    import dataclasses
+    from tilecute.ir.validate import ValidationError
+
+    f = _persistent()
+    k = f.kernels[0]
+
+    def mark(stmts):
+        out = []
+        for s in stmts:
+            if isinstance(s, N.For) and s.kind == "pipelined":
+                s = dataclasses.replace(s, stage_base=N.Const(0, "int32"))
+            elif isinstance(s, N.For):
+                s = dataclasses.replace(s, body=mark(s.body))
+            elif isinstance(s, N.If):
+                s = dataclasses.replace(s, then=mark(s.then), orelse=mark(s.orelse))
+            out.append(s)
+        return tuple(out)
+    f = dataclasses.replace(f, kernels=(dataclasses.replace(k, body=mark(k.body)),))
+    with pytest.raises(ValidationError, match="stage_base is the warp-specialization pass's"):
+        run_passes(f, "sm_90a", {}, until="validate")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("M,N,K,sms,manual,stages", [
+    (1000, 1024, 520, 8, False, 3),   # ragged M, ragged K, several tiles per block
+    (512, 384, 1000, 5, True, 2),     # waves not a multiple of the blocks, 2 stages
+    (256, 256, 64, 16, False, 3),     # one K step per tile; more blocks than tiles
+])
+def test_persistent_gemm_on_gpu(M, N, K, sms, manual, stages):
+    import torch
+
+    torch.manual_seed(M + N + K)
+    a = torch.randn(M, K, device="cuda", dtype=torch.float16)
+    b = torch.randn(K, N, device="cuda", dtype=torch.float16)
+    c = torch.full((M, N), float("nan"), device="cuda", dtype=torch.float16)
+    tilecute.compile(_persistent(M, N, K, sms, manual=manual, stages=stages))(a, b, c)
+    torch.testing.assert_close(c.float(), a.float() @ b.float(), atol=2e-2, rtol=2e-3)
