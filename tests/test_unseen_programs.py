@@ -208,7 +208,7 @@ def k(A: T.Tensor((4,), "float32")):
 
 
 # ---- on the GPU ------------------------------------------------------------------------------
-def _cuda(*shape, dtype=None, low=None):
+def _cuda(*shape, dtype=None):
     import torch
     t = torch.randn(*shape, device="cuda")
     return t.to(dtype) if dtype is not None else t
