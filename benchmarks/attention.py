@@ -82,6 +82,12 @@ def variant_program(variant: str, heads: int, dim: int, causal: bool, dtype: str
     for e in extras:
         if e == "lpt":
             schedule["lpt"] = True
+        elif e == "persistent":  # a block per SM walks the tiles
+            import torch
+
+            schedule["persistent"] = True
+            schedule["sms"] = torch.cuda.get_device_properties(0).multi_processor_count \
+                if torch.cuda.is_available() else 132
         elif e.startswith("m"):  # m192t384: block_M 192, 384 compute threads
             bm, _, t = e[1:].partition("t")
             schedule.update(block_M=int(bm), threads=int(t))
@@ -126,7 +132,8 @@ def main():
     p.add_argument("--variants", default="default",
                    help="tilecute schedules: block_N [ws] [@stages] [-serial], comma-separated "
                         "(e.g. 64,128ws,128ws@3,default-serial); default: the example's own "
-                        "choice; +lpt: query blocks last to first, +m192t384: block_M and "
+                        "choice; +lpt: query blocks last to first, +persistent: a block per SM "
+                        "walks the tiles, +m192t384: block_M and "
                         "compute threads, +r24/240: producer / compute registers per thread; "
                         "-serial: without the MMA overlap (disable_mma_overlap), -pp: "
                         "with the warpgroup ping-pong (warpgroup_pingpong), -nopp: without it, -precise: without the "

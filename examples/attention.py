@@ -23,7 +23,7 @@ LOG2E = 1.4426950408889634
 
 def flash_attention(heads=32, dim=128, kv_heads=None, causal=False, dtype="float16",
                     block_M=None, block_N=None, threads=None, num_stages=None, sm_scale=None,
-                    warp_specialize=None, lpt=False, regs=None):
+                    warp_specialize=None, lpt=False, regs=None, persistent=False, sms=132):
     """The forward kernel for Q (B, S, heads, dim), K and V (B, S, kv_heads, dim) in
     ``dtype``; writes O like Q and LSE (B, heads, S) in float32.  ``sm_scale`` defaults
     to 1 / sqrt(dim).  The default schedule is the one measured best on an H100 / H200
@@ -36,7 +36,9 @@ def flash_attention(heads=32, dim=128, kv_heads=None, causal=False, dtype="float
     turns issuing them).
     ``lpt``: the query blocks run last to first (causal: the longest first, FlashAttention's
     LPT order); ``regs``: (producer, compute) registers per thread of the warp-specialized
-    roles (``T.annotate_producer_reg_dealloc`` / ``T.annotate_consumer_reg_alloc``)."""
+    roles (``T.annotate_producer_reg_dealloc`` / ``T.annotate_consumer_reg_alloc``).
+    ``persistent``: ``sms`` blocks walk the (query block, head, batch) tiles; the producer
+    warpgroup loads the next tile's Q, K and V while the compute warpgroups finish a tile."""
     small = dim <= 64 and block_M in (None, 192) and threads in (None, 384)
     block_M = block_M or (192 if small else 128)  # head dim 64: three compute warpgroups
     threads = threads or (384 if small else 256)
@@ -58,73 +60,98 @@ def flash_attention(heads=32, dim=128, kv_heads=None, causal=False, dtype="float
     q_shape = (batch, seq_len, heads, dim)
     kv_shape = (batch, seq_len, kv_heads, dim)
 
+    @T.macro
+    def one_tile(Q, K, V, O, LSE, Q_s, K_s, V_s, S, P, acc_o, m, m_prev, alpha, l, l_step,
+                 bx, by, bz):
+        """Query block ``bx`` of head ``by`` of batch entry ``bz``."""
+        kv_head = by // groups
+        T.copy(Q[bz, bx * block_M:(bx + 1) * block_M, by, :], Q_s)
+        T.fill(acc_o, 0)
+        T.fill(l, 0)
+        T.fill(m, -T.infinity("float32"))
+
+        loop_range = (
+            T.min(T.ceildiv(seq_len, block_N), T.ceildiv((bx + 1) * block_M, block_N))
+            if causal else T.ceildiv(seq_len, block_N))
+        for k in T.Pipelined(loop_range, num_stages=num_stages, warp_specialize=warp_specialize):
+            T.copy(K[bz, k * block_N:(k + 1) * block_N, kv_head, :], K_s)
+            T.gemm(Q_s, K_s, S, transpose_B=True, clear_accum=True,
+                   policy=T.GemmWarpPolicy.FullRow)
+            # keys past the end, and (causal) keys after the query, do not count: only
+            # the last block and (causal) the blocks on the diagonal need the mask
+            if causal:
+                if (k + 1) * block_N > bx * block_M or (k + 1) * block_N > seq_len:
+                    for i, j in T.Parallel(block_M, block_N):
+                        S[i, j] = T.if_then_else(
+                            (bx * block_M + i >= k * block_N + j)
+                            and (k * block_N + j < seq_len), S[i, j], -T.infinity("float32"))
+            else:
+                if (k + 1) * block_N > seq_len:
+                    for i, j in T.Parallel(block_M, block_N):
+                        S[i, j] = T.if_then_else(k * block_N + j < seq_len, S[i, j],
+                                                 -T.infinity("float32"))
+            T.copy(m, m_prev)
+            T.reduce_max(S, m, dim=1, clear=False)
+            for i in T.Parallel(block_M):
+                alpha[i] = T.exp2((m_prev[i] - m[i]) * scale)
+            for i, j in T.Parallel(block_M, block_N):
+                S[i, j] = T.exp2(S[i, j] * scale - m[i] * scale)
+            T.reduce_sum(S, l_step, dim=1)
+            for i in T.Parallel(block_M):
+                l[i] = l[i] * alpha[i] + l_step[i]
+            for i, j in T.Parallel(block_M, dim):
+                acc_o[i, j] *= alpha[i]
+            T.copy(S, P)
+            T.copy(V[bz, k * block_N:(k + 1) * block_N, kv_head, :], V_s)
+            T.gemm(P, V_s, acc_o, policy=T.GemmWarpPolicy.FullRow)
+        for i, j in T.Parallel(block_M, dim):
+            acc_o[i, j] /= l[i]
+        T.copy(acc_o, O[bz, bx * block_M:(bx + 1) * block_M, by, :])
+        for i in T.Parallel(block_M):
+            if bx * block_M + i < seq_len:
+                LSE[bz, by, bx * block_M + i] = m[i] * (scale / LOG2E) + T.log(l[i])
+
+    @T.macro
+    def blocks(Q, K, V, O, LSE, b0, by, bz):
+        """The kernel's body: one tile (query block ``b0`` of head ``by``, batch ``bz``),
+        or, persistent, the tiles block ``b0`` walks."""
+        if regs is not None:
+            T.annotate_producer_reg_dealloc(regs[0])
+            T.annotate_consumer_reg_alloc(regs[1])
+        Q_s = T.alloc_shared((block_M, dim), dtype)
+        K_s = T.alloc_shared((block_N, dim), dtype)
+        V_s = T.alloc_shared((block_N, dim), dtype)
+        S = T.alloc_fragment((block_M, block_N), "float32")
+        P = T.alloc_fragment((block_M, block_N), dtype)
+        acc_o = T.alloc_fragment((block_M, dim), "float32")
+        m = T.alloc_fragment((block_M,), "float32")
+        m_prev = T.alloc_fragment((block_M,), "float32")
+        alpha = T.alloc_fragment((block_M,), "float32")
+        l = T.alloc_fragment((block_M,), "float32")
+        l_step = T.alloc_fragment((block_M,), "float32")
+        blocks_m = T.ceildiv(seq_len, block_M)
+        if persistent:  # query blocks fastest: a head's K and V stay in L2 while its blocks run
+            for w in T.serial(T.ceildiv(blocks_m * heads * batch, sms)):
+                tile = w * sms + b0
+                bi = tile % blocks_m
+                hi = tile // blocks_m % heads
+                bi_z = tile // blocks_m // heads
+                if bi_z < batch:
+                    one_tile(Q, K, V, O, LSE, Q_s, K_s, V_s, S, P, acc_o, m, m_prev, alpha, l,
+                             l_step, blocks_m - 1 - bi if lpt else bi, hi, bi_z)
+        else:
+            one_tile(Q, K, V, O, LSE, Q_s, K_s, V_s, S, P, acc_o, m, m_prev, alpha, l, l_step,
+                     blocks_m - 1 - b0 if lpt else b0, by, bz)
+
+    # persistent: a block per SM (the other two grid dims 1)
+    grid = (sms, 1, 1) if persistent else (T.ceildiv(seq_len, block_M), heads, batch)
+
     @T.prim_func
     def flash_attention(Q: T.Tensor(q_shape, dtype), K: T.Tensor(kv_shape, dtype),
                         V: T.Tensor(kv_shape, dtype), O: T.Tensor(q_shape, dtype),
                         LSE: T.Tensor((batch, heads, seq_len), "float32")):
-        with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=threads) as (bi, by, bz):
-            if regs is not None:
-                T.annotate_producer_reg_dealloc(regs[0])
-                T.annotate_consumer_reg_alloc(regs[1])
-            bx = T.ceildiv(seq_len, block_M) - 1 - bi if lpt else bi
-            Q_s = T.alloc_shared((block_M, dim), dtype)
-            K_s = T.alloc_shared((block_N, dim), dtype)
-            V_s = T.alloc_shared((block_N, dim), dtype)
-            S = T.alloc_fragment((block_M, block_N), "float32")
-            P = T.alloc_fragment((block_M, block_N), dtype)
-            acc_o = T.alloc_fragment((block_M, dim), "float32")
-            m = T.alloc_fragment((block_M,), "float32")
-            m_prev = T.alloc_fragment((block_M,), "float32")
-            alpha = T.alloc_fragment((block_M,), "float32")
-            l = T.alloc_fragment((block_M,), "float32")
-            l_step = T.alloc_fragment((block_M,), "float32")
-
-            kv_head = by // groups
-            T.copy(Q[bz, bx * block_M:(bx + 1) * block_M, by, :], Q_s)
-            T.fill(acc_o, 0)
-            T.fill(l, 0)
-            T.fill(m, -T.infinity("float32"))
-
-            loop_range = (
-                T.min(T.ceildiv(seq_len, block_N), T.ceildiv((bx + 1) * block_M, block_N))
-                if causal else T.ceildiv(seq_len, block_N))
-            for k in T.Pipelined(loop_range, num_stages=num_stages, warp_specialize=warp_specialize):
-                T.copy(K[bz, k * block_N:(k + 1) * block_N, kv_head, :], K_s)
-                T.gemm(Q_s, K_s, S, transpose_B=True, clear_accum=True,
-                       policy=T.GemmWarpPolicy.FullRow)
-                # keys past the end, and (causal) keys after the query, do not count: only
-                # the last block and (causal) the blocks on the diagonal need the mask
-                if causal:
-                    if (k + 1) * block_N > bx * block_M or (k + 1) * block_N > seq_len:
-                        for i, j in T.Parallel(block_M, block_N):
-                            S[i, j] = T.if_then_else(
-                                (bx * block_M + i >= k * block_N + j)
-                                and (k * block_N + j < seq_len), S[i, j], -T.infinity("float32"))
-                else:
-                    if (k + 1) * block_N > seq_len:
-                        for i, j in T.Parallel(block_M, block_N):
-                            S[i, j] = T.if_then_else(k * block_N + j < seq_len, S[i, j],
-                                                     -T.infinity("float32"))
-                T.copy(m, m_prev)
-                T.reduce_max(S, m, dim=1, clear=False)
-                for i in T.Parallel(block_M):
-                    alpha[i] = T.exp2((m_prev[i] - m[i]) * scale)
-                for i, j in T.Parallel(block_M, block_N):
-                    S[i, j] = T.exp2(S[i, j] * scale - m[i] * scale)
-                T.reduce_sum(S, l_step, dim=1)
-                for i in T.Parallel(block_M):
-                    l[i] = l[i] * alpha[i] + l_step[i]
-                for i, j in T.Parallel(block_M, dim):
-                    acc_o[i, j] *= alpha[i]
-                T.copy(S, P)
-                T.copy(V[bz, k * block_N:(k + 1) * block_N, kv_head, :], V_s)
-                T.gemm(P, V_s, acc_o, policy=T.GemmWarpPolicy.FullRow)
-            for i, j in T.Parallel(block_M, dim):
-                acc_o[i, j] /= l[i]
-            T.copy(acc_o, O[bz, bx * block_M:(bx + 1) * block_M, by, :])
-            for i in T.Parallel(block_M):
-                if bx * block_M + i < seq_len:
-                    LSE[bz, by, bx * block_M + i] = m[i] * (scale / LOG2E) + T.log(l[i])
+        with T.Kernel(*grid, threads=threads) as (b0, by, bz):
+            blocks(Q, K, V, O, LSE, b0, by, bz)
 
     return flash_attention
 
@@ -137,10 +164,11 @@ OPTIONS = {"fast_math": True}
 @tilecute.jit(out_idx=[3, 4], options=OPTIONS)
 def flash_attention_kernel(heads=32, dim=128, kv_heads=None, causal=False, dtype="float16",
                            block_M=None, block_N=None, threads=None, num_stages=None,
-                           sm_scale=None, warp_specialize=None, lpt=False, regs=None):
+                           sm_scale=None, warp_specialize=None, lpt=False, regs=None,
+                           persistent=False, sms=132):
     """``O, LSE = flash_attention_kernel(heads, dim, ...)(Q, K, V)``."""
     return flash_attention(heads, dim, kv_heads, causal, dtype, block_M, block_N, threads,
-                           num_stages, sm_scale, warp_specialize, lpt, regs)
+                           num_stages, sm_scale, warp_specialize, lpt, regs, persistent, sms)
 
 
 def attention_op(heads=32, dim=128, kv_heads=None, causal=False, dtype="float16", **schedule):

@@ -130,3 +130,61 @@ def test_persistent_gemm_on_gpu(M, N, K, sms, manual, stages):
     c = torch.full((M, N), float("nan"), device="cuda", dtype=torch.float16)
     tilecute.compile(_persistent(M, N, K, sms, manual=manual, stages=stages))(a, b, c)
     torch.testing.assert_close(c.float(), a.float() @ b.float(), atol=2e-2, rtol=2e-3)
+
+
+def _attention(dim=128, causal=False, kv_heads=None):
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+    import attention as A
+
+    return A, A.flash_attention(8, dim, kv_heads, causal, persistent=True, sms=16)
+
+
+def test_persistent_attention_loads_q_once_per_tile_by_the_producer():
+    A, func = _attention()
+    f = run_passes(func, "sm_90a", A.OPTIONS)
+    k = f.kernels[0]
+    assert k.producer_threads == 128 and k.grid[0].value == 16
+    loads = [s for s in walk_stmts(k.body) if isinstance(s, N.TmaCopy) and s.barrier is not None]
+    assert {s.src.buffer for s in loads} == {"Q", "K", "V"}
+    text = print_func(f)
+    # the producer waits for the last tile's Q to be free before it loads the next one
+    assert "tc_prun0[0] = tc_prun0[0] + 1" in text and "tc_crun0[0] = tc_crun0[0] + 1" in text
+    # the overlapped loop (softmax between the GEMMs) keeps its stages counted on
+    assert "T.wgmma_gemm(P, V_s, acc_o" in text and "stage_base=tc_cbase0[0] + 1" in text
+
+
+@pytest.mark.parametrize("dim,causal,kv_heads", [(128, False, None), (64, True, 2), (256, True, None)])
+def test_persistent_attention_builds_sm90a_cubin(tmp_path, dim, causal, kv_heads):
+    A, func = _attention(dim, causal, kv_heads)
+    info = tilecute.build_cubin(func, "sm_90a", out_dir=str(tmp_path), options=A.OPTIONS)
+    assert info.kernel_names
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dim,causal,kv_heads,seqs", [
+    (128, False, None, (1, 127, 1000)), (128, True, None, (4097,)), (64, True, 2, (1000,)),
+    (256, False, None, (300,))])
+def test_persistent_attention_on_gpu(dim, causal, kv_heads, seqs):
+    import torch
+
+    A, func = _attention(dim, causal, kv_heads)
+    kernel = tilecute.compile(func, out_idx=[3, 4], options=A.OPTIONS)
+    for s in seqs:
+        torch.manual_seed(s)
+        q = torch.randn(2, s, 8, dim, device="cuda", dtype=torch.float16)
+        k = torch.randn(2, s, kv_heads or 8, dim, device="cuda", dtype=torch.float16)
+        v = torch.randn(2, s, kv_heads or 8, dim, device="cuda", dtype=torch.float16)
+        o, lse = kernel(q, k, v)
+        rep = 8 // (kv_heads or 8)
+        kk, vv = (t.repeat_interleave(rep, dim=2) for t in (k, v))
+        ref = torch.nn.functional.scaled_dot_product_attention(
+            q.transpose(1, 2).float(), kk.transpose(1, 2).float(), vv.transpose(1, 2).float(),
+            is_causal=causal).transpose(1, 2)
+        torch.testing.assert_close(o.float(), ref, atol=2e-2, rtol=2e-2)
+        scores = (q.transpose(1, 2).float() @ kk.transpose(1, 2).float().transpose(-1, -2)) / dim ** 0.5
+        if causal:
+            scores = scores.masked_fill(torch.ones(s, s, device="cuda").triu(1).bool(), float("-inf"))
+        torch.testing.assert_close(lse, torch.logsumexp(scores, -1), atol=2e-2, rtol=2e-3)

@@ -166,8 +166,8 @@ class _Overlap(StmtMutator):
 
     def match(self, loop: N.For):
         body = list(loop.body)
-        if loop.kind != "pipelined" or len(body) < 4 or loop.stage_base is not None:
-            return None  # (a loop inside an outer loop: its stages count on across runs)
+        if loop.kind != "pipelined" or len(body) < 4:
+            return None
         wait, arrive = body[0], body[-1]
         if not isinstance(wait, N.MBarrierWait) or not isinstance(arrive, N.MBarrierArrive):
             return None
@@ -225,8 +225,11 @@ class _Overlap(StmtMutator):
         def at(stmts, it):
             return list(fold_constants(substitute(tuple(stmts), {k.name: it})))
 
+        base = loop.stage_base  # (a loop inside an outer loop: the steps of earlier runs)
+
         def stage(it):  # the stage step ``it`` reads
-            return fold_constants(N.binop("mod", sub(it, a), i32(S)))
+            step = sub(it, a) if base is None else N.binop("add", base, sub(it, a))
+            return fold_constants(N.binop("mod", step, i32(S)))
 
         prev = N.binop("sub", k, i32(1))
         last = fold_constants(N.binop("add", a, sub(n, i32(1))))
@@ -262,6 +265,8 @@ class _Overlap(StmtMutator):
                         *hand_over(k), N.WaitWgmma(0, loc=g1.loc), *r1, *free, *tied], a)
         steady = dataclasses.replace(loop, start=fold_constants(N.binop("add", a, i32(1))),
                                      extent=sub(n, i32(1)),
+                                     stage_base=None if base is None else fold_constants(
+                                         N.binop("add", base, i32(1))),
                                      body=tuple([
                                          wait, *mine,
                                          dataclasses.replace(g1, wg_wait=1, stage=stage(k)),

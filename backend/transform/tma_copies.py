@@ -165,12 +165,35 @@ class _Kernel(StmtMutator):
         if s is path[-1]:
             return self.pipelined_loop(s)
         inner = path[path.index(s) + 1]
+        direct = s is path[-2]  # the loop's own container: its loads before the loop are
+        # the tile's (attention's Q), issued once per run by the producer
 
         def each(body):
-            return tuple(self.nest(t, path) if t is inner else self.visit(t) for t in body)
+            out, before = [], True
+            for t in body:
+                if t is inner:
+                    out.append(self.nest(t, path))
+                    before = False
+                elif direct and before and self.run_load_ok(t, path):
+                    out.append(N.TmaCopy(t.src, t.dst, loc=t.loc))
+                else:
+                    out.append(self.visit(t))
+            return tuple(out)
         if isinstance(s, N.For):
             return dataclasses.replace(s, body=each(s.body))
         return dataclasses.replace(s, then=each(s.then), orelse=each(s.orelse))
+
+    def run_load_ok(self, t, path: list) -> bool:
+        """A load before a nested pipelined loop that TMA can do into a buffer that only it
+        writes and only that loop's T.gemms read (the tile's own operand)."""
+        if not self.load_ok(t) or t.dst.buffer in self.aliased or \
+                t.dst.buffer in self.pipelined:
+            return False
+        name = t.dst.buffer
+        others = [u for u in walk_stmts(self.scope.body) if u is not t and not isinstance(
+            u, (N.For, N.If, N.While, N.KernelScope, N.Allocate)) and name in buffer_names([u])]
+        loop_stmts = {id(u) for u in walk_stmts(path[-1].body)}
+        return all(isinstance(u, N.Gemm) and id(u) in loop_stmts for u in others)
 
     def pipelined_loop(self, loop: N.For) -> N.For:
         steps = self.unroll_loads(loop.body)

@@ -33,7 +33,7 @@ from ..ir import nodes as N
 from ..ir.visitor import replace_exprs, var_names, walk_stmts
 from ..target import MAX_THREADS, PRODUCER_REGS, WARPGROUP, arch_at_least, target
 from .analysis import (buffers_used, lifetimes, loads as expr_loads, nested_pipelined, stage_bytes,
-                       top_loads, written_globals)
+                       syncs_grid, top_loads, written_globals)
 from .tma_copies import TmaError, is_pending_load
 from .mbarriers import KernelTma, full_wait, i32, issuer, schedule, split_body, sub
 
@@ -73,12 +73,57 @@ class _Specializer:
         software pipeline handles top-level loops only)."""
         loop = path[-1]
         out = self.loop(loop, path)
+        run_loads = self.run_loads(path)
+        seen = self.producer_sees(path[0], path)
+        if any(var_names(c.src) - seen for c in run_loads):
+            run_loads = []  # (an origin the producer cannot compute: they stay copies)
+        for c in self.run_loads(path):
+            if not any(c is r for r in run_loads) or len(out) == 1:
+                outer = _replace_in(outer, c, [_copy_back(c, self.k.func)])
         if len(out) == 1:  # no producer
-            back = tuple(N.Copy(s.src, s.dst, loc=s.loc) if is_pending_load(s, self.k.func)
-                         else s for s in loop.body)
+            back = tuple(_copy_back(s, self.k.func) for s in loop.body)
             return [_replace_in(outer, loop, [dataclasses.replace(loop, body=back)])]
         producer, base_init, compute = out
-        return base_init + [producer, _replace_in(outer, loop, compute)]
+        outer = _replace_in(outer, loop, compute)
+        if run_loads:  # the tile's own loads (attention's Q): the producer issues them first
+            # in each run, once the compute warpgroups are done with the last run's (an
+            # empty/full mbarrier pair, the runs counted in a local each)
+            k, loc = self.k, loop.loc
+            full = k.barrier(len(run_loads), 1, loc)
+            empty = k.barrier(k.scope.num_threads, 1, loc)
+            prun = N.Buffer(k.fresh("tc_prun"), "int32", (i32(1),), "local")
+            crun = N.Buffer(k.fresh("tc_crun"), "int32", (i32(1),), "local")
+            runs = lambda b: N.Load(b.name, (i32(0),), "int32")  # noqa: E731
+            for c in run_loads:
+                k.stages.setdefault(c.dst.buffer, 1)
+            issue = (N.If(N.Cmp("ge", runs(prun), i32(1)), (N.MBarrierWait(
+                N.Region(empty, (i32(0),)), N.binop("bitand", N.binop("sub", runs(prun), i32(1)),
+                                                    i32(1)), loc=loc),), loc=loc),
+                *[dataclasses.replace(c, barrier=N.Region(full, (i32(0),))) for c in run_loads])
+            issue = _counted(prun, i32(1), loc, issue)
+            producer = _prepend_issue(producer, issue, prun, loc)
+            wait = N.MBarrierWait(N.Region(full, (i32(0),)),
+                                  N.binop("bitand", runs(crun), i32(1)), loc=loc)
+            done = (N.MBarrierArrive(N.Region(empty, (i32(0),)), loc=loc),) + \
+                _counted(crun, i32(1), loc, ())
+            outer = _replace_in(outer, run_loads[0], [wait])
+            for c in run_loads[1:]:
+                outer = _replace_in(outer, c, [])
+            outer = _after(outer, compute[-1], list(done))
+            base_init = base_init + list(_local(crun, loc))
+        self.producer = producer
+        return base_init + [producer, outer]
+
+    def run_loads(self, path: list) -> list:
+        """The pending TMA loads among the statements of the pipelined loop's container
+        before it (a tile's own loads, attention's Q)."""
+        out = []
+        for t in _children(path[-2]):
+            if t is path[-1]:
+                break
+            if is_pending_load(t, self.k.func):
+                out.append(t)
+        return out
 
     def loop(self, loop: N.For, path: list | None = None) -> list:
         loads = self.k.pending(loop.body)
@@ -98,6 +143,9 @@ class _Specializer:
             refusal = (f"the kernel asks for {blocks} blocks per SM "
                        f"(T.annotate_min_blocks_per_sm({blocks})), and a producer warpgroup's "
                        "register reallocation (setmaxnreg) takes the SM's whole register file")
+        if refusal is None and syncs_grid(self.k.scope.body):
+            refusal = ("the kernel calls T.sync_grid(), which tilecute runs only in kernels "
+                       "without a producer warpgroup")
         if refusal is None and any(isinstance(x, N.NamedBarrier) and x.program
                                    for x in walk_stmts(self.k.scope.body)):
             refusal = ("the kernel syncs named barriers of its own (T.sync_threads(barrier_id, "
@@ -265,6 +313,50 @@ def read_origins_first(feed: list, written: set[str], fresh, loc) -> list:
     names = {ld: N.Var(fresh("tc_origin"), ld.dtype) for ld in found}
     return [N.Let(v, ld, loc=loc) for ld, v in names.items()] + \
         [replace_exprs(s, names) if isinstance(s, N.TmaCopy) else s for s in feed]
+
+
+def _copy_back(s, func):
+    """A pending TMA load put back as the copy it came from."""
+    return N.Copy(s.src, s.dst, loc=s.loc) if is_pending_load(s, func) else s
+
+
+def _prepend_issue(producer: N.If, issue: tuple, counter: N.Buffer, loc) -> N.If:
+    """The producer with ``issue`` placed before its feed loop (the serial loop that
+    follows the step counter's update in its innermost container) and the run counter
+    ``counter`` declared with the step counter."""
+    feed_parent = None
+    for s in walk_stmts((producer,)):
+        for name in ("body", "then", "orelse"):
+            kids = getattr(s, name, None)
+            if isinstance(kids, tuple) and any(isinstance(t, N.For) and t.kind == "serial"
+                                               and t.var.name.startswith("tc_j") for t in kids):
+                feed_parent = (s, name)
+    s, name = feed_parent
+    kids = list(getattr(s, name))
+    at = next(i for i, t in enumerate(kids) if isinstance(t, N.For) and t.var.name.startswith("tc_j"))
+    kids[at:at] = list(issue)
+    new = dataclasses.replace(s, **{name: tuple(kids)})
+    producer = _replace_in(producer, s, [new])
+    (inner,) = [t for t in producer.then if isinstance(t, N.If)]  # if tid == threads
+    return dataclasses.replace(producer, then=tuple(
+        dataclasses.replace(t, then=_local(counter, loc) + t.then) if t is inner else t
+        for t in producer.then))
+
+
+def _after(s, anchor, new: list):
+    """``s`` with the statements ``new`` inserted right after statement ``anchor``."""
+    def each(body):
+        out = []
+        for t in body:
+            out.append(_after(t, anchor, new))
+            if t is anchor:
+                out += new
+        return tuple(out)
+    if isinstance(s, (N.For, N.While)):
+        return dataclasses.replace(s, body=each(s.body))
+    if isinstance(s, N.If):
+        return dataclasses.replace(s, then=each(s.then), orelse=each(s.orelse))
+    return s
 
 
 def _local(buf: N.Buffer, loc) -> tuple:
