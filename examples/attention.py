@@ -23,7 +23,7 @@ LOG2E = 1.4426950408889634
 
 def flash_attention(heads=32, dim=128, kv_heads=None, causal=False, dtype="float16",
                     block_M=None, block_N=None, threads=None, num_stages=None, sm_scale=None,
-                    warp_specialize=None, lpt=False, regs=None, persistent=False, sms=132):
+                    warp_specialize=None, lpt=False, regs=None, persistent=None, sms=132):
     """The forward kernel for Q (B, S, heads, dim), K and V (B, S, kv_heads, dim) in
     ``dtype``; writes O like Q and LSE (B, heads, S) in float32.  ``sm_scale`` defaults
     to 1 / sqrt(dim).  The default schedule is the one measured best on an H100 / H200
@@ -37,8 +37,13 @@ def flash_attention(heads=32, dim=128, kv_heads=None, causal=False, dtype="float
     ``lpt``: the query blocks run last to first (causal: the longest first, FlashAttention's
     LPT order); ``regs``: (producer, compute) registers per thread of the warp-specialized
     roles (``T.annotate_producer_reg_dealloc`` / ``T.annotate_consumer_reg_alloc``).
-    ``persistent``: ``sms`` blocks walk the (query block, head, batch) tiles; the producer
-    warpgroup loads the next tile's Q, K and V while the compute warpgroups finish a tile."""
+    ``persistent``: ``sms`` blocks walk the (query block, head, batch) tiles, query blocks
+    fastest; the producer warpgroup loads the next tile's Q, K and V while the compute
+    warpgroups finish a tile.  By default on when not causal: measured on an H100
+    (TFLOP/s, persistent vs a block per tile, two runs) B8 H32 S4096 D128 580 / 550 vs
+    546 / 533, D256 616 vs 590, D64 410 / 444 vs 397 / 443, S8192 D128 592 vs 592.  Causal
+    tiles differ in length, and a static walk of them (no LPT, no dynamic scheduler) ran
+    1-35% slower, so causal kernels keep a block per tile."""
     small = dim <= 64 and block_M in (None, 192) and threads in (None, 384)
     block_M = block_M or (192 if small else 128)  # head dim 64: three compute warpgroups
     threads = threads or (384 if small else 256)
@@ -52,6 +57,8 @@ def flash_attention(heads=32, dim=128, kv_heads=None, causal=False, dtype="float
     num_stages = num_stages or (3 if dim == 128 and block_N == 128 else 2)
     if warp_specialize is None and (dim >= 128 or small):
         warp_specialize = True
+    if persistent is None:
+        persistent = not causal and bool(warp_specialize)
     kv_heads = kv_heads or heads
     assert heads % kv_heads == 0, "kv_heads must divide heads"
     groups = heads // kv_heads
@@ -165,7 +172,7 @@ OPTIONS = {"fast_math": True}
 def flash_attention_kernel(heads=32, dim=128, kv_heads=None, causal=False, dtype="float16",
                            block_M=None, block_N=None, threads=None, num_stages=None,
                            sm_scale=None, warp_specialize=None, lpt=False, regs=None,
-                           persistent=False, sms=132):
+                           persistent=None, sms=132):
     """``O, LSE = flash_attention_kernel(heads, dim, ...)(Q, K, V)``."""
     return flash_attention(heads, dim, kv_heads, causal, dtype, block_M, block_N, threads,
                            num_stages, sm_scale, warp_specialize, lpt, regs, persistent, sms)
@@ -175,8 +182,11 @@ def attention_op(heads=32, dim=128, kv_heads=None, causal=False, dtype="float16"
     """The kernel as a ``torch.library`` custom op (``tilecute_examples::flash_attention_...``)
     with a fake implementation from the launch ABI: ``O, LSE = op(q, k, v)`` runs under
     ``torch.compile(fullgraph=True)`` and CUDA graphs."""
+    import torch
     import tilecute.torch
 
+    if torch.cuda.is_available():  # (a persistent kernel: a block per SM of this GPU)
+        schedule.setdefault("sms", torch.cuda.get_device_properties(0).multi_processor_count)
     kernel = flash_attention_kernel(heads, dim, kv_heads, causal, dtype, **schedule)
     name = (f"tilecute_examples::flash_attention_h{heads}_kv{kv_heads or heads}_d{dim}"
             f"_{'causal' if causal else 'full'}_{dtype}")

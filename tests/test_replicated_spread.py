@@ -133,10 +133,10 @@ def test_replicated_spread_builds_sm90a_cubin(tmp_path, factory):
     assert tilecute.build_cubin(factory(), "sm_90a", out_dir=str(tmp_path)).kernel_names
 
 
-def test_spread_to_a_reduced_fragment_names_the_loop_chain():
+def _spread_after_reduce():
     @T.prim_func
-    def bad(A: T.Tensor((128,), "float32"), B: T.Tensor((128, 128), "float32"),
-            C: T.Tensor((1,), "float32")):
+    def spread(A: T.Tensor((128,), "float32"), B: T.Tensor((128, 128), "float32"),
+               C: T.Tensor((1,), "float32")):
         with T.Kernel(1, threads=128) as bx:
             x = T.alloc_fragment((128,), "float32")
             s = T.alloc_fragment((128,), "float32")
@@ -151,11 +151,28 @@ def test_spread_to_a_reduced_fragment_names_the_loop_chain():
             T.copy(y, B)
             C[0] = total[0]
 
-    with pytest.raises(LayoutError) as e:
-        lower(bad, "sm_90a")
-    msg = str(e.value)
-    assert "T.reduce_sum reads fragment 'x'" in msg
-    assert "read by the T.Parallel loop at" in msg and "writes the replicated fragment 's'" in msg
+    return spread
+
+
+def test_spread_to_a_reduced_fragment_folds_the_reduction(tmp_path):
+    # the spread makes x replicated (every thread holds it whole); the reduction of a
+    # replicated fragment is folded by each thread (it was refused before that fold)
+    plan = lower(_spread_after_reduce(), "sm_90a")
+    lay = _layouts(plan)
+    assert lay["x"] == lay["s"] == N.Layout("replicated")
+    assert tilecute.build_cubin(_spread_after_reduce(), "sm_90a", out_dir=str(tmp_path)).kernel_names
+
+
+@pytest.mark.gpu
+def test_spread_to_a_reduced_fragment_on_gpu():
+    import torch
+
+    a = torch.randn(128, device="cuda")
+    b = torch.empty(128, 128, device="cuda")
+    c = torch.empty(1, device="cuda")
+    tilecute.compile(_spread_after_reduce())(a, b, c)
+    torch.testing.assert_close(b, (2 * a).expand(128, 128))
+    torch.testing.assert_close(c, a.sum().reshape(1), atol=1e-4, rtol=1e-5)
 
 
 def test_spread_to_a_gemm_accumulator_is_refused():
