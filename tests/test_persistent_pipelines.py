@@ -188,3 +188,43 @@ def test_persistent_attention_on_gpu(dim, causal, kv_heads, seqs):
         if causal:
             scores = scores.masked_fill(torch.ones(s, s, device="cuda").triu(1).bool(), float("-inf"))
         torch.testing.assert_close(lse, torch.logsumexp(scores, -1), atol=2e-2, rtol=2e-3)
+
+
+def _grid_synced(M=1024):
+    @T.prim_func
+    def two_phase(A: T.Tensor((4, M, 64), "float16"), A2: T.Tensor((4, 64, 64), "float16"),
+                  B: T.Tensor((4, 64, 64), "float32"), C: T.Tensor((4, 64, 64), "float32")):
+        with T.Kernel(8, threads=256) as block_id:
+            A_s = T.alloc_shared((64, 64), "float16")
+            Q_s = T.alloc_shared((64, 64), "float16")
+            Q2_s = T.alloc_shared((64, 64), "float16")
+            acc = T.alloc_fragment((64, 64), "float32")
+            for w in T.serial(T.ceildiv(4, 8)):
+                tile = w * 8 + block_id
+                if tile < 4:
+                    T.copy(A[tile, 0:64, :], Q_s)
+                    T.copy(A2[tile, :, :], Q2_s)
+                    T.clear(acc)
+                    for k in T.Pipelined(M // 64, num_stages=2):
+                        T.copy(A[tile, k * 64:(k + 1) * 64, :], A_s)
+                        T.gemm(Q_s, A_s, acc, transpose_B=True)
+                        T.gemm(Q2_s, A_s, acc, transpose_B=True)
+                    T.copy(acc, B[tile, :, :])
+            T.sync_grid()
+            for w in T.serial(T.ceildiv(4, 8)):
+                tile = w * 8 + block_id
+                if tile < 4:
+                    for i, j in T.Parallel(64, 64):
+                        C[tile, i, j] = B[tile, i, j] * 2.0
+
+    return two_phase
+
+
+def test_grid_synced_persistent_kernel_keeps_its_copies(tmp_path):
+    # T.sync_grid keeps the producer off; the tile's own loads (two, before the loop) and
+    # the loop's go back to copies (once lost track of the loop after the first two)
+    f = _lowered(_grid_synced())
+    assert f.kernels[0].producer_threads == 0
+    assert not [s for s in walk_stmts(f.kernels[0].body)
+                if isinstance(s, N.TmaCopy) and s.barrier is None and s.src.buffer in ("A", "A2")]
+    assert tilecute.build_cubin(_grid_synced(), "sm_90a", out_dir=str(tmp_path)).kernel_names

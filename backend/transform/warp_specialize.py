@@ -343,6 +343,21 @@ def _prepend_issue(producer: N.If, issue: tuple, counter: N.Buffer, loc) -> N.If
         for t in producer.then))
 
 
+def _rebuilt(s, each):
+    """``s`` with ``each`` applied to its statement lists; ``s`` itself (the same object)
+    where none changed, so that later edits still find the statements inside by identity."""
+    if isinstance(s, (N.For, N.While)):
+        body = each(s.body)
+        return s if body == s.body and all(a is b for a, b in zip(body, s.body)) else \
+            dataclasses.replace(s, body=body)
+    if isinstance(s, N.If):
+        then, orelse = each(s.then), each(s.orelse)
+        same = all(a is b for a, b in zip(then + orelse, s.then + s.orelse)) and \
+            len(then) == len(s.then) and len(orelse) == len(s.orelse)
+        return s if same else dataclasses.replace(s, then=then, orelse=orelse)
+    return s
+
+
 def _after(s, anchor, new: list):
     """``s`` with the statements ``new`` inserted right after statement ``anchor``."""
     def each(body):
@@ -352,11 +367,7 @@ def _after(s, anchor, new: list):
             if t is anchor:
                 out += new
         return tuple(out)
-    if isinstance(s, (N.For, N.While)):
-        return dataclasses.replace(s, body=each(s.body))
-    if isinstance(s, N.If):
-        return dataclasses.replace(s, then=each(s.then), orelse=each(s.orelse))
-    return s
+    return _rebuilt(s, each)
 
 
 def _local(buf: N.Buffer, loc) -> tuple:
@@ -408,17 +419,14 @@ def _replace_in(s, old, new: list):
     """``s`` with statement ``old`` (somewhere inside) replaced by the statements ``new``."""
     if s is old:
         return new
+
     def each(body):
         out = []
         for t in body:
             r = _replace_in(t, old, new)
             out += r if isinstance(r, list) else [r]
         return tuple(out)
-    if isinstance(s, (N.For, N.While)):
-        return dataclasses.replace(s, body=each(s.body))
-    if isinstance(s, N.If):
-        return dataclasses.replace(s, then=each(s.then), orelse=each(s.orelse))
-    return s
+    return _rebuilt(s, each)
 
 
 def _by_first_use(loads, rest) -> list:
