@@ -228,3 +228,28 @@ def test_grid_synced_persistent_kernel_keeps_its_copies(tmp_path):
     assert not [s for s in walk_stmts(f.kernels[0].body)
                 if isinstance(s, N.TmaCopy) and s.barrier is None and s.src.buffer in ("A", "A2")]
     assert tilecute.build_cubin(_grid_synced(), "sm_90a", out_dir=str(tmp_path)).kernel_names
+
+
+def test_counters_do_not_move_back_for_an_empty_run():
+    # a run whose loop extent comes out negative runs no step: the stage counters stay
+    @T.prim_func
+    def shrinking(A: T.Tensor((1024, 512), "float16"), B: T.Tensor((512, 1024), "float16"),
+                  C: T.Tensor((1024, 1024), "float16")):
+        with T.Kernel(8, threads=256) as block_id:
+            A_s = T.alloc_shared((128, 64), "float16")
+            B_s = T.alloc_shared((64, 128), "float16")
+            acc = T.alloc_fragment((128, 128), "float32")
+            for w in T.serial(8):
+                tile = w * 8 + block_id
+                bx = tile % 8
+                by = tile // 8
+                T.clear(acc)
+                for k in T.Pipelined(bx - 2, num_stages=3, warp_specialize=True):
+                    T.copy(A[bx * 128, k * 64], A_s)
+                    T.copy(B[k * 64, by * 128], B_s)
+                    T.gemm(A_s, B_s, acc)
+                T.copy(acc, C[bx * 128, by * 128])
+
+    text = print_func(_lowered(shrinking))
+    assert "tc_pbase0[0] = tc_pbase0[0] + T.max(bx - 2" in text
+    assert "tc_cbase0[0] = tc_cbase0[0] + T.max(bx - 2" in text

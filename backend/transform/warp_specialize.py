@@ -203,8 +203,10 @@ class _Specializer:
                 if base is not None:  # (the next run's producer waits for it)
                     last = N.binop("mod", N.binop("add", base, N.binop("add", n, i32(S - 1))), i32(S))
                     release = N.MBarrierArrive(N.Region(empty, (last,)), loc=loop.loc)
-                    tail.append(release if isinstance(n, N.Const) else
-                                N.If(N.Cmp("gt", n, i32(0)), (release,), loc=loop.loc))
+                    if not isinstance(n, N.Const):
+                        tail.append(N.If(N.Cmp("gt", n, i32(0)), (release,), loc=loop.loc))
+                    elif n.value > 0:
+                        tail.append(release)
             else:  # A from registers: the MMAs end with the step; each group's stage is
                 # released after its last use (the last group's at the end of the step)
                 last = max((i for i, s in enumerate(rest)
@@ -376,8 +378,11 @@ def _local(buf: N.Buffer, loc) -> tuple:
 
 
 def _counted(buf: N.Buffer, n, loc, stmts: tuple) -> tuple:
-    """``stmts``, then the counter ``buf`` advanced by the ``n`` steps they ran."""
+    """``stmts``, then the counter ``buf`` advanced by the ``n`` steps they ran (none for
+    an extent below 0: a loop over it runs no step)."""
     now = N.Load(buf.name, (i32(0),), "int32")
+    if not (isinstance(n, N.Const) and n.value >= 0):
+        n = N.binop("max", n, i32(0))
     return stmts + (N.Store(buf.name, (i32(0),), N.binop("add", now, n), loc=loc),)
 
 
