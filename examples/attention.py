@@ -47,18 +47,20 @@ def flash_attention(heads=32, dim=128, kv_heads=None, causal=False, dtype="float
     small = dim <= 64 and block_M in (None, 192) and threads in (None, 384)
     block_M = block_M or (192 if small else 128)  # head dim 64: three compute warpgroups
     threads = threads or (384 if small else 256)
-    if block_N is None:  # head dim 128: FlashAttention-3's wider key steps (H100, B8 H32
-        # S4096, TFLOP/s non-causal / causal: 192-key steps 572 / 473, 176: 536 / 477,
-        # 128 with 3 stages: 528 / 444; FA4 627 / 546 in the same run)
-        block_N = 80 if dim == 256 else (176 if causal else 192) if dim == 128 else \
-            128 if small else 64
-    # K and V get a pipeline each, so 2 stages keep them ahead; with 128-key steps at head
-    # dim 128 a third (there is room) measured 1-4% faster on an H200
-    num_stages = num_stages or (3 if dim == 128 and block_N == 128 else 2)
     if warp_specialize is None and (dim >= 128 or small):
         warp_specialize = True
     if persistent is None:
         persistent = not causal and bool(warp_specialize)
+    if block_N is None:  # head dim 128: FlashAttention-3's wider key steps (H100, B8 H32
+        # S4096, TFLOP/s non-causal / causal, a block per tile: 192-key steps 572 / 473,
+        # 176: 536 / 477, 128 with 3 stages: 528 / 444; FA4 627 / 546 in the same run).
+        # Persistent, 176 beat 192 in three runs: B8 H32 S4096 568 / 530 / 568 vs 527 /
+        # 514 / 527, B4 H16 S8192 597 / 594 vs 577 / 579, B16 H32 S1024 437 vs 404
+        block_N = 80 if dim == 256 else (176 if causal or persistent else 192) \
+            if dim == 128 else 128 if small else 64
+    # K and V get a pipeline each, so 2 stages keep them ahead; with 128-key steps at head
+    # dim 128 a third (there is room) measured 1-4% faster on an H200
+    num_stages = num_stages or (3 if dim == 128 and block_N == 128 else 2)
     kv_heads = kv_heads or heads
     assert heads % kv_heads == 0, "kv_heads must divide heads"
     groups = heads // kv_heads
