@@ -82,10 +82,12 @@ def variant_program(variant: str, heads: int, dim: int, causal: bool, dtype: str
     for e in extras:
         if e == "lpt":
             schedule["lpt"] = True
-        elif e == "persistent":  # a block per SM walks the tiles
+        elif e in ("persistent", "planned"):  # a block per SM walks the tiles (planned:
+            # in the order plan_tiles gives each)
             import torch
 
             schedule["persistent"] = True
+            schedule["planned"] = e == "planned"
             schedule["sms"] = torch.cuda.get_device_properties(0).multi_processor_count \
                 if torch.cuda.is_available() else 132
         elif e.startswith("m"):  # m192t384: block_M 192, 384 compute threads
@@ -133,7 +135,8 @@ def main():
                    help="tilecute schedules: block_N [ws] [@stages] [-serial], comma-separated "
                         "(e.g. 64,128ws,128ws@3,default-serial); default: the example's own "
                         "choice; +lpt: query blocks last to first, +persistent: a block per SM "
-                        "walks the tiles, +m192t384: block_M and "
+                        "walks the tiles, +planned: persistent, in the order plan_tiles gives "
+                        "each block, +m192t384: block_M and "
                         "compute threads, +r24/240: producer / compute registers per thread; "
                         "-serial: without the MMA overlap (disable_mma_overlap), -pp: "
                         "with the warpgroup ping-pong (warpgroup_pingpong), -nopp: without it, -precise: without the "
@@ -159,8 +162,16 @@ def main():
             for variant in args.variants.split(","):
                 func, options = variant_program(variant, h, d, causal, args.dtype)
                 kernel = tilecute.compile(func, out_idx=[3, 4], options=options)
-                errors[f"tilecute-{variant}"] = (kernel(q, k, v)[0] - ref).abs().max().item()
-                kernels[f"tilecute-{variant}"] = lambda kernel=kernel: kernel(q, k, v)
+                extra = ()
+                if "+planned" in variant:  # the host's plan, made once per shape
+                    sms = torch.cuda.get_device_properties(0).multi_processor_count
+                    bn = variant.split("+")[0].split("@")[0]
+                    extra = (torch.tensor(A.plan_tiles(
+                        b, h, s, d, causal, sms, block_M=192 if d <= 64 else 128,
+                        block_N=None if bn == "default" else int(bn.rstrip("ws"))),
+                        dtype=torch.int32, device="cuda"),)
+                errors[f"tilecute-{variant}"] = (kernel(q, k, v, *extra)[0] - ref).abs().max().item()
+                kernels[f"tilecute-{variant}"] = lambda kernel=kernel, e=extra: kernel(q, k, v, *e)
             kernels.update(peers(q, k, v, causal))
             times = {n: [] for n in kernels}
             names = list(kernels)

@@ -23,7 +23,8 @@ LOG2E = 1.4426950408889634
 
 def flash_attention(heads=32, dim=128, kv_heads=None, causal=False, dtype="float16",
                     block_M=None, block_N=None, threads=None, num_stages=None, sm_scale=None,
-                    warp_specialize=None, lpt=False, regs=None, persistent=None, sms=132):
+                    warp_specialize=None, lpt=False, regs=None, persistent=None, sms=132,
+                    planned=False):
     """The forward kernel for Q (B, S, heads, dim), K and V (B, S, kv_heads, dim) in
     ``dtype``; writes O like Q and LSE (B, heads, S) in float32.  ``sm_scale`` defaults
     to 1 / sqrt(dim).  The default schedule is the one measured best on an H100 / H200
@@ -43,14 +44,18 @@ def flash_attention(heads=32, dim=128, kv_heads=None, causal=False, dtype="float
     (TFLOP/s, persistent vs a block per tile, two runs) B8 H32 S4096 D128 580 / 550 vs
     546 / 533, D256 616 vs 590, D64 410 / 444 vs 397 / 443, S8192 D128 592 vs 592.  Causal
     tiles differ in length, and a static walk of them (no LPT, no dynamic scheduler) ran
-    1-35% slower, so causal kernels keep a block per tile."""
+    1-35% slower, so causal kernels keep a block per tile.
+    ``planned`` (persistent): the kernel takes a sixth tensor, ``Sched`` (sms, slots) int32,
+    the tiles each block runs in order (-1: none), planned on the host by
+    :func:`plan_tiles` (longest first within groups of heads, each to the least loaded
+    block)."""
     small = dim <= 64 and block_M in (None, 192) and threads in (None, 384)
     block_M = block_M or (192 if small else 128)  # head dim 64: three compute warpgroups
     threads = threads or (384 if small else 256)
     if warp_specialize is None and (dim >= 128 or small):
         warp_specialize = True
     if persistent is None:
-        persistent = not causal and bool(warp_specialize)
+        persistent = planned or (not causal and bool(warp_specialize))
     if block_N is None:  # head dim 128: FlashAttention-3's wider key steps (H100, B8 H32
         # S4096, TFLOP/s non-causal / causal, a block per tile: 192-key steps 572 / 473,
         # 176: 536 / 477, 128 with 3 stages: 528 / 444; FA4 627 / 546 in the same run).
@@ -121,7 +126,7 @@ def flash_attention(heads=32, dim=128, kv_heads=None, causal=False, dtype="float
                 LSE[bz, by, bx * block_M + i] = m[i] * (scale / LOG2E) + T.log(l[i])
 
     @T.macro
-    def blocks(Q, K, V, O, LSE, b0, by, bz):
+    def blocks(Q, K, V, O, LSE, Sched, b0, by, bz):
         """The kernel's body: one tile (query block ``b0`` of head ``by``, batch ``bz``),
         or, persistent, the tiles block ``b0`` walks."""
         if regs is not None:
@@ -139,7 +144,14 @@ def flash_attention(heads=32, dim=128, kv_heads=None, causal=False, dtype="float
         l = T.alloc_fragment((block_M,), "float32")
         l_step = T.alloc_fragment((block_M,), "float32")
         blocks_m = T.ceildiv(seq_len, block_M)
-        if persistent:  # query blocks fastest: a head's K and V stay in L2 while its blocks run
+        if planned:  # the host's plan: tile pair * blocks_m + query block, -1 for none
+            for w in T.serial(slots):
+                tile = Sched[b0, w]
+                if tile >= 0:
+                    hi = tile // blocks_m % heads
+                    one_tile(Q, K, V, O, LSE, Q_s, K_s, V_s, S, P, acc_o, m, m_prev, alpha, l,
+                             l_step, tile % blocks_m, hi, tile // blocks_m // heads)
+        elif persistent:  # query blocks fastest: a head's K and V stay in L2 while its blocks run
             for w in T.serial(T.ceildiv(blocks_m * heads * batch, sms)):
                 tile = w * sms + b0
                 bi = tile % blocks_m
@@ -155,14 +167,58 @@ def flash_attention(heads=32, dim=128, kv_heads=None, causal=False, dtype="float
     # persistent: a block per SM (the other two grid dims 1)
     grid = (sms, 1, 1) if persistent else (T.ceildiv(seq_len, block_M), heads, batch)
 
-    @T.prim_func
-    def flash_attention(Q: T.Tensor(q_shape, dtype), K: T.Tensor(kv_shape, dtype),
-                        V: T.Tensor(kv_shape, dtype), O: T.Tensor(q_shape, dtype),
-                        LSE: T.Tensor((batch, heads, seq_len), "float32")):
-        with T.Kernel(*grid, threads=threads) as (b0, by, bz):
-            blocks(Q, K, V, O, LSE, b0, by, bz)
+    slots = T.symbolic("slots")
+    if planned:
+        @T.prim_func
+        def flash_attention(Q: T.Tensor(q_shape, dtype), K: T.Tensor(kv_shape, dtype),
+                            V: T.Tensor(kv_shape, dtype), O: T.Tensor(q_shape, dtype),
+                            LSE: T.Tensor((batch, heads, seq_len), "float32"),
+                            Sched: T.Tensor((sms, slots), "int32")):
+            with T.Kernel(*grid, threads=threads) as (b0, by, bz):
+                blocks(Q, K, V, O, LSE, Sched, b0, by, bz)
+    else:
+        @T.prim_func
+        def flash_attention(Q: T.Tensor(q_shape, dtype), K: T.Tensor(kv_shape, dtype),
+                            V: T.Tensor(kv_shape, dtype), O: T.Tensor(q_shape, dtype),
+                            LSE: T.Tensor((batch, heads, seq_len), "float32")):
+            with T.Kernel(*grid, threads=threads) as (b0, by, bz):
+                blocks(Q, K, V, O, LSE, None, b0, by, bz)
 
     return flash_attention
+
+
+def plan_tiles(batch, heads, seq_len, dim=128, causal=True, sms=132, block_M=128,
+               block_N=None, group=None):
+    """The tiles each of ``sms`` persistent blocks runs, in order (``Sched`` of
+    ``flash_attention(planned=True)``): a list of ``sms`` lists of tile ids (``pair *
+    blocks_m + query block``, ``pair = batch entry * heads + head``), padded with -1.
+    Groups of ``group`` (head, batch) pairs in turn (their K and V stay in L2 while their
+    tiles run); within a group the longest tiles first (causal: the last query blocks),
+    each to the block with the least work so far (steps of its tiles, plus one for each
+    tile's fixed cost).  Balanced to within a few percent where a static walk was not."""
+    import heapq
+
+    if block_N is None:
+        block_N = 80 if dim == 256 else 176 if dim == 128 else 128 if block_M == 192 else 64
+    blocks_m = -(-seq_len // block_M)
+    total = -(-seq_len // block_N)
+
+    def steps(bx):
+        return min(total, -(-(bx + 1) * block_M // block_N)) if causal else total
+    pairs = batch * heads
+    group = group or max(8, sms // blocks_m)
+    heap = [(0, b) for b in range(sms)]
+    lists = [[] for _ in range(sms)]
+    for g0 in range(0, pairs, group):
+        tiles = sorted(((steps(bx) + 1, p * blocks_m + bx)
+                        for p in range(g0, min(g0 + group, pairs)) for bx in range(blocks_m)),
+                       key=lambda x: -x[0])
+        for cost, tile in tiles:
+            load, b = heapq.heappop(heap)
+            lists[b].append(tile)
+            heapq.heappush(heap, (load + cost, b))
+    slots = max(len(x) for x in lists)
+    return [x + [-1] * (slots - len(x)) for x in lists]
 
 
 # exp2 without the subnormal fix-up (ex2.approx.ftz, as FlashAttention's kernels use):
@@ -174,10 +230,12 @@ OPTIONS = {"fast_math": True}
 def flash_attention_kernel(heads=32, dim=128, kv_heads=None, causal=False, dtype="float16",
                            block_M=None, block_N=None, threads=None, num_stages=None,
                            sm_scale=None, warp_specialize=None, lpt=False, regs=None,
-                           persistent=None, sms=132):
-    """``O, LSE = flash_attention_kernel(heads, dim, ...)(Q, K, V)``."""
+                           persistent=None, sms=132, planned=False):
+    """``O, LSE = flash_attention_kernel(heads, dim, ...)(Q, K, V)`` (``planned``:
+    ``(Q, K, V, Sched)``, Sched from :func:`plan_tiles`)."""
     return flash_attention(heads, dim, kv_heads, causal, dtype, block_M, block_N, threads,
-                           num_stages, sm_scale, warp_specialize, lpt, regs, persistent, sms)
+                           num_stages, sm_scale, warp_specialize, lpt, regs, persistent, sms,
+                           planned)
 
 
 def attention_op(heads=32, dim=128, kv_heads=None, causal=False, dtype="float16", **schedule):

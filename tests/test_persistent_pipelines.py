@@ -253,3 +253,35 @@ def test_counters_do_not_move_back_for_an_empty_run():
     text = print_func(_lowered(shrinking))
     assert "tc_pbase0[0] = tc_pbase0[0] + T.max(bx - 2" in text
     assert "tc_cbase0[0] = tc_cbase0[0] + T.max(bx - 2" in text
+
+
+def test_plan_tiles_covers_every_tile_once_and_balances():
+    A, _ = _attention()
+    for batch, heads, seq, dim, causal, bm in ((8, 32, 4096, 128, True, 128),
+                                              (3, 5, 1000, 64, True, 192),
+                                              (2, 8, 300, 256, False, 128)):
+        plan = A.plan_tiles(batch, heads, seq, dim, causal, sms=132, block_M=bm)
+        tiles = [t for row in plan for t in row if t >= 0]
+        blocks_m = -(-seq // bm)
+        assert sorted(tiles) == list(range(batch * heads * blocks_m))
+        assert len(plan) == 132 and len({len(row) for row in plan}) == 1
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dim,causal,seq", [(128, True, 1000), (64, True, 4097), (128, False, 300)])
+def test_planned_attention_on_gpu(dim, causal, seq):
+    import torch
+
+    A, _ = _attention()
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    func = A.flash_attention(8, dim, None, causal, persistent=True, sms=sms, planned=True)
+    kernel = tilecute.compile(func, out_idx=[3, 4], options=A.OPTIONS)
+    block_M = 192 if dim == 64 else 128
+    sched = torch.tensor(A.plan_tiles(2, 8, seq, dim, causal, sms, block_M=block_M),
+                         dtype=torch.int32, device="cuda")
+    torch.manual_seed(seq)
+    q, k, v = (torch.randn(2, seq, 8, dim, device="cuda", dtype=torch.float16) for _ in range(3))
+    o, _ = kernel(q, k, v, sched)
+    ref = torch.nn.functional.scaled_dot_product_attention(
+        *(x.transpose(1, 2).float() for x in (q, k, v)), is_causal=causal).transpose(1, 2)
+    torch.testing.assert_close(o.float(), ref, atol=2e-2, rtol=2e-2)
