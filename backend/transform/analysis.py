@@ -258,6 +258,23 @@ def written_globals(func: N.PrimFunc, body) -> set[str]:
     return {b for b in out if func.buffer(b) is not None}
 
 
+class LoopVars:
+    """Fresh int32 loop variables for the nests a pass builds: ``stem`` and a counter the
+    whole pass shares (``i1``, ``i2``...), skipping every name the function uses."""
+
+    def __init__(self, func: N.PrimFunc):
+        self.names = all_names(func)
+        self.counter = 0
+
+    def __call__(self, stem: str) -> N.Var:
+        while True:
+            self.counter += 1
+            name = f"{stem}{self.counter}"
+            if name not in self.names:
+                self.names.add(name)
+                return N.Var(name, "int32")
+
+
 def all_names(func: N.PrimFunc) -> set[str]:
     """Every variable and buffer name in ``func`` (fresh names avoid them)."""
     return {n.name for n in walk_nodes(func) if isinstance(n, (N.Var, N.Buffer))}

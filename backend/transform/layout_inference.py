@@ -65,7 +65,7 @@ from ..ir.printer import layout_str
 from ..ir.visitor import StmtMutator, walk_stmts
 from ..runtime.dtypes import DTYPES
 from ..target import VECTOR_BYTES, WARP
-from .analysis import (accesses, all_names, is_unit, linear_form, mentions, parallel_nest, squeeze,
+from .analysis import (LoopVars, accesses, is_unit, linear_form, mentions, parallel_nest, squeeze,
                        view_bases, view_layout)
 from .lower_tile_ops import reduce_identity, reduce_update
 
@@ -784,16 +784,7 @@ class _FoldReplicatedReduces(StmtMutator):
 
     def __init__(self, func: N.PrimFunc, buffers: dict, folded: set):
         self.buffers, self.folded = buffers, folded
-        self.names = all_names(func)
-        self.counter = 0
-
-    def fresh(self, stem: str) -> N.Var:
-        while True:
-            self.counter += 1
-            name = f"{stem}{self.counter}"
-            if name not in self.names:
-                self.names.add(name)
-                return N.Var(name, "int32")
+        self.fresh = LoopVars(func)
 
     def visit_reduce(self, s: N.Reduce):
         if id(s) not in self.folded:

@@ -22,7 +22,7 @@ import dataclasses
 from ..ir import nodes as N
 from ..ir.visitor import StmtMutator, fold_constants
 from ..runtime.dtypes import DTYPES
-from .analysis import all_names, is_unit, squeeze
+from .analysis import LoopVars, is_unit, squeeze
 
 
 class TileOpError(ValueError):
@@ -39,20 +39,11 @@ class _Lowerer(StmtMutator):
     def __init__(self, func: N.PrimFunc):
         self.func = func
         self.buffers: dict[str, N.Buffer] = {p.name: p for p in func.params if isinstance(p, N.Buffer)}
-        self.names = all_names(func)
-        self.counter = 0
+        self.fresh = LoopVars(func)
 
     def fail(self, s, msg: str):
         where = f"{s.loc}: " if getattr(s, "loc", None) else ""
         raise TileOpError(f"{where}prim_func '{self.func.name}': {msg}")
-
-    def fresh(self, stem: str) -> N.Var:
-        while True:
-            self.counter += 1
-            name = f"{stem}{self.counter}"
-            if name not in self.names:
-                self.names.add(name)
-                return N.Var(name, "int32")
 
     # ---- shapes ------------------------------------------------------------------------
     def tile_shape(self, r: N.Region):
