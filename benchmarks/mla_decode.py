@@ -8,7 +8,7 @@ bandwidth roof.  Anchors (published, not measured here): FlashMLA up to 3000 GB/
 TFLOP/s on H800; TileLang's MLA decode ~470 TFLOP/s at batch 64-128 on H100 (fp16).
 Each number: median of ``--reps`` samples, each 10 back-to-back calls.
 
-    python benchmarks/mla_decode.py [--reps 20] [--tune]
+    python benchmarks/mla_decode.py [--reps 20] [--tune] [--cluster] [--graph]
 """
 
 from __future__ import annotations
@@ -43,6 +43,23 @@ def time_us(fn, reps: int, inner: int = 10) -> float:
     return statistics.median(times)
 
 
+def time_us_graph(fn, reps: int, inner: int = 10) -> float:
+    """As :func:`time_us`, but the ``inner`` calls captured once in a CUDA graph and
+    replayed: the kernels' own time, without the host's per-call work (serving replays
+    decode steps so)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(inner):
+            fn()
+    return time_us(graph.replay, reps, inner=1) / inner
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=20)
@@ -53,6 +70,9 @@ def main():
     ap.add_argument("--cluster", action="store_true",
                     help="also run each config with the two head blocks in a cluster (their KV "
                          "tiles multicast)")
+    ap.add_argument("--graph", action="store_true",
+                    help="also time each config replayed from a CUDA graph (us_graph, "
+                         "TFLOPs_graph): the kernels without the host's per-call work")
     args = ap.parse_args()
     dev = torch.cuda.get_device_properties(0)
     print(json.dumps({"device": dev.name, "sms": dev.multi_processor_count}), flush=True)
@@ -89,13 +109,17 @@ def main():
                 print(json.dumps({"batch": batch, "seqlen": seqlen, **run, "error": str(e)[:300]}),
                       flush=True)
                 continue
+            graphed = {}
+            if args.graph:
+                us_g = time_us_graph(lambda: M.mla_decode_op(q, q_pe, *cache, **run), args.reps)
+                graphed = {"us_graph": round(us_g, 2), "TFLOPs_graph": round(flops / us_g / 1e6, 1)}
             print(json.dumps({"batch": batch, "seqlen": seqlen, "peer": "tilecute", "num_split": split,
                               "num_stages": stages, "block_N": bn, "cluster": cluster,
                               "default": (split, stages, bn) == default,
                               "us": round(us, 2), "TFLOPs": round(flops / us / 1e6, 1),
                               "GBps": round(nbytes / us / 1e3, 1),
                               "of_copy": round(nbytes / us / 1e3 / copy_gbps, 3),
-                              "max_err_b0": err}), flush=True)
+                              "max_err_b0": err, **graphed}), flush=True)
 
 
 if __name__ == "__main__":
