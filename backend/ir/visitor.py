@@ -33,6 +33,29 @@ def walk_stmts(body) -> Iterator[N.Stmt]:
             yield from walk_stmts(getattr(s, name))
 
 
+def replace_stmt(body: tuple, old: N.Stmt, new) -> tuple:
+    """``body`` with statement ``old`` (found by identity, at any depth) replaced by the
+    statements ``new``.  Statements that do not hold ``old`` stay the same objects (and
+    ``body`` itself where nothing changed), so later edits still find them by identity."""
+    out, changed = [], False
+    for s in body:
+        if s is old:
+            out += list(new)
+            changed = True
+            continue
+        kids = {}
+        for name in BODY_FIELDS.get(type(s), ()):
+            before = getattr(s, name)
+            after = replace_stmt(before, old, new)
+            if after is not before:
+                kids[name] = after
+        if kids:
+            s = dataclasses.replace(s, **kids)
+            changed = True
+        out.append(s)
+    return tuple(out) if changed else body
+
+
 def walk_nodes(x) -> Iterator:
     """Every IR node (dataclass instance) in ``x`` (a node, or nested tuples of them),
     parents before children; source locations excluded."""

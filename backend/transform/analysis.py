@@ -10,7 +10,7 @@ import math
 from typing import Optional
 
 from ..ir import nodes as N
-from ..ir.visitor import linear_form, substitute, walk_nodes, walk_stmts  # noqa: F401
+from ..ir.visitor import linear_form, replace_stmt, substitute, walk_nodes, walk_stmts  # noqa: F401
 from ..runtime.dtypes import DTYPES
 from ..target import TMA_MAX_BOX, TMA_MAX_RANK, arch_at_least  # noqa: F401
 
@@ -529,14 +529,4 @@ def nested_pipelined(s) -> list | None:
 def without_body(body, loop) -> tuple:
     """``body`` with ``loop``'s body emptied (what the statements around a nested loop
     touch)."""
-    out = []
-    for s in body:
-        if s is loop:
-            s = dataclasses.replace(s, body=())
-        elif isinstance(s, (N.For, N.While)):
-            s = dataclasses.replace(s, body=without_body(s.body, loop))
-        elif isinstance(s, N.If):
-            s = dataclasses.replace(s, then=without_body(s.then, loop),
-                                    orelse=without_body(s.orelse, loop))
-        out.append(s)
-    return tuple(out)
+    return replace_stmt(tuple(body), loop, [dataclasses.replace(loop, body=())])

@@ -152,8 +152,8 @@ class _Kernel(StmtMutator):
                 out.append(N.TmaCopy(s.src, s.dst, loc=s.loc))
             elif isinstance(s, N.For) and s.kind == "pipelined":
                 out.append(self.pipelined_loop(s))
-            elif nested_pipelined(s) is not None:  # a persistent kernel's loop over tiles
-                out.append(self.nest(s, nested_pipelined(s)))
+            elif (path := nested_pipelined(s)) is not None:  # a persistent kernel's tiles
+                out.append(self.nest(s, path))
             else:
                 out.append(self.visit(s))
         return dataclasses.replace(self.scope, body=tuple(out))

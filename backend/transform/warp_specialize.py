@@ -30,7 +30,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..ir import nodes as N
-from ..ir.visitor import replace_exprs, var_names, walk_stmts
+from ..ir.visitor import replace_exprs, replace_stmt, var_names, walk_stmts
 from ..target import MAX_THREADS, PRODUCER_REGS, WARPGROUP, arch_at_least, target
 from .analysis import (buffers_used, lifetimes, loads as expr_loads, nested_pipelined, stage_bytes,
                        syncs_grid, top_loads, written_globals)
@@ -56,8 +56,8 @@ class _Specializer:
         for s in self.k.scope.body:
             if isinstance(s, N.For) and s.kind == "pipelined":
                 body += self.loop(s)
-            elif nested_pipelined(s) is not None:  # a persistent kernel's loop over tiles
-                body += self.nested(s, nested_pipelined(s))
+            elif (path := nested_pipelined(s)) is not None:  # a persistent kernel's tiles
+                body += self.nested(s, path)
             else:
                 body.append(s)
         scope = self.k.finish(body)
@@ -69,50 +69,28 @@ class _Specializer:
         count the steps of the loop's earlier runs (a local counter each), so the stages
         and mbarrier phases run on from tile to tile and the producer loads the next
         tile's first stages while the compute warpgroups finish the last one (its
-        epilogue).  A loop that gets no producer has its loads put back as copies (the
-        software pipeline handles top-level loops only)."""
-        loop = path[-1]
-        out = self.loop(loop, path)
+        epilogue).  The tile's own loads before the loop (attention's Q) the producer
+        issues once per run.  A loop that gets no producer has its loads put back as
+        copies (the software pipeline handles top-level loops only)."""
+        loop, body = path[-1], (outer,)
         run_loads = self.run_loads(path)
-        seen = self.producer_sees(path[0], path)
-        if any(var_names(c.src) - seen for c in run_loads):
+        if any(var_names(c.src) - self.producer_sees(path[0], path) for c in run_loads):
             run_loads = []  # (an origin the producer cannot compute: they stay copies)
-        for c in self.run_loads(path):
-            if not any(c is r for r in run_loads) or len(out) == 1:
-                outer = _replace_in(outer, c, [_copy_back(c, self.k.func)])
+        out = self.loop(loop, path, run_loads)
+        for c in self.run_loads(path):  # those the producer does not issue
+            if len(out) == 1 or not run_loads:
+                body = replace_stmt(body, c, [_copy_back(c, self.k.func)])
         if len(out) == 1:  # no producer
             back = tuple(_copy_back(s, self.k.func) for s in loop.body)
-            return [_replace_in(outer, loop, [dataclasses.replace(loop, body=back)])]
-        producer, base_init, compute = out
-        outer = _replace_in(outer, loop, compute)
-        if run_loads:  # the tile's own loads (attention's Q): the producer issues them first
-            # in each run, once the compute warpgroups are done with the last run's (an
-            # empty/full mbarrier pair, the runs counted in a local each)
-            k, loc = self.k, loop.loc
-            full = k.barrier(len(run_loads), 1, loc)
-            empty = k.barrier(k.scope.num_threads, 1, loc)
-            prun = N.Buffer(k.fresh("tc_prun"), "int32", (i32(1),), "local")
-            crun = N.Buffer(k.fresh("tc_crun"), "int32", (i32(1),), "local")
-            runs = lambda b: N.Load(b.name, (i32(0),), "int32")  # noqa: E731
-            for c in run_loads:
-                k.stages.setdefault(c.dst.buffer, 1)
-            issue = (N.If(N.Cmp("ge", runs(prun), i32(1)), (N.MBarrierWait(
-                N.Region(empty, (i32(0),)), N.binop("bitand", N.binop("sub", runs(prun), i32(1)),
-                                                    i32(1)), loc=loc),), loc=loc),
-                *[dataclasses.replace(c, barrier=N.Region(full, (i32(0),))) for c in run_loads])
-            issue = _counted(prun, i32(1), loc, issue)
-            producer = _prepend_issue(producer, issue, prun, loc)
-            wait = N.MBarrierWait(N.Region(full, (i32(0),)),
-                                  N.binop("bitand", runs(crun), i32(1)), loc=loc)
-            done = (N.MBarrierArrive(N.Region(empty, (i32(0),)), loc=loc),) + \
-                _counted(crun, i32(1), loc, ())
-            outer = _replace_in(outer, run_loads[0], [wait])
+            return list(replace_stmt(body, loop, [dataclasses.replace(loop, body=back)]))
+        producer, inits, compute, run_wait, run_done = out
+        body = replace_stmt(body, loop, compute)
+        if run_loads:  # the compute warpgroups wait for the tile's loads where they stood
+            body = replace_stmt(body, run_loads[0], [run_wait])
             for c in run_loads[1:]:
-                outer = _replace_in(outer, c, [])
-            outer = _after(outer, compute[-1], list(done))
-            base_init = base_init + list(_local(crun, loc))
-        self.producer = producer
-        return base_init + [producer, outer]
+                body = replace_stmt(body, c, [])
+            body = replace_stmt(body, compute[-1], [compute[-1], *run_done])
+        return inits + [producer, *body]
 
     def run_loads(self, path: list) -> list:
         """The pending TMA loads among the statements of the pipelined loop's container
@@ -125,7 +103,7 @@ class _Specializer:
                 out.append(t)
         return out
 
-    def loop(self, loop: N.For, path: list | None = None) -> list:
+    def loop(self, loop: N.For, path: list | None = None, run_loads=()) -> list:
         loads = self.k.pending(loop.body)
         if not loads:
             if loop.warp_specialize:
@@ -156,14 +134,22 @@ class _Specializer:
         if refusal is not None or not (ws or loop.overlap_mma or (
                 self.auto and self.alone_on_sm(staged))):
             return [loop]
-        return self.specialize(loop, loads, rest, wait_at, path)
+        return self.specialize(loop, loads, rest, wait_at, path, run_loads)
 
-    def specialize(self, loop: N.For, loads, rest, wait_at, path: list | None = None) -> list:
+    def specialize(self, loop: N.For, loads, rest, wait_at, path: list | None = None,
+                   run_loads=()) -> list:
         """The producer's loop and the compute loop.  Loads whose tiles are first used by
         different statements (attention: K by the first GEMM, V by the second) get a
         pipeline each (FlashAttention's separate K and V pipelines): the compute loop
         waits for each group just before its first use, and the producer refills each
-        group's stage as soon as that group's stage is released."""
+        group's stage as soon as that group's stage is released.
+
+        Returns ``[producer, compute loop]``; for a loop inside an outer loop (``path``)
+        ``[producer, the counters' declarations, what replaces the loop, the wait for
+        the run's own loads (``run_loads``), what follows the loop's replacement]``: the
+        producer issues ``run_loads`` at the start of each run once the compute
+        warpgroups are done with the last run's (an empty/full mbarrier pair, the runs
+        counted in a local each)."""
         k = self.k
         S, a, n = loop.num_stages, loop.start, loop.extent
         for c in loads:
@@ -223,9 +209,28 @@ class _Specializer:
         feed = read_origins_first(feed, written_globals(k.func, k.scope.body), k.fresh, loop.loc)
         tid = N.Call("thread_idx", (i32(0),), "int32")
         issuing: tuple = (N.For(j, i32(0), n, "serial", tuple(feed), loc=loop.loc),)
-        if path is not None:  # the outer loops, Lets and ifs around it, the count kept
+        inits, run_wait, run_done = list(_local(cbase, loop.loc)) if path else [], None, ()
+        if run_loads:
+            loc = loop.loc
+            full = k.barrier(len(run_loads), 1, loc)
+            empty = k.barrier(threads, 1, loc)
+            prun = N.Buffer(k.fresh("tc_prun"), "int32", (i32(1),), "local")
+            crun = N.Buffer(k.fresh("tc_crun"), "int32", (i32(1),), "local")
+            runs = N.Load(prun.name, (i32(0),), "int32")
+            issuing = _counted(prun, i32(1), loc, (N.If(N.Cmp("ge", runs, i32(1)), (
+                N.MBarrierWait(N.Region(empty, (i32(0),)),
+                               N.binop("bitand", N.binop("sub", runs, i32(1)), i32(1)), loc=loc),
+            ), loc=loc), *[dataclasses.replace(c, barrier=N.Region(full, (i32(0),)))
+                           for c in run_loads])) + issuing
+            run_wait = N.MBarrierWait(N.Region(full, (i32(0),)), N.binop(
+                "bitand", N.Load(crun.name, (i32(0),), "int32"), i32(1)), loc=loc)
+            run_done = (N.MBarrierArrive(N.Region(empty, (i32(0),)), loc=loc),) + \
+                _counted(crun, i32(1), loc, ())
+            inits += list(_local(crun, loc))
+        if path is not None:  # the outer loops, Lets and ifs around it, the counts kept
             issuing = _counted(pbase, n, loop.loc, issuing)
-            issuing = _local(pbase, loop.loc) + (_replay(path, issuing, k.allocs),)
+            issuing = _local(pbase, loop.loc) + (_local(prun, loop.loc) if run_loads else ()) + \
+                (_replay(path, issuing, k.allocs),)
         self.producer = N.If(N.Cmp("ge", tid, i32(threads)), (
             N.If(N.Cmp("eq", tid, i32(threads)), issuing, loc=loop.loc),), loc=loop.loc)
         body = []
@@ -235,8 +240,8 @@ class _Specializer:
         compute = dataclasses.replace(loop, body=tuple(body), stage_base=base)
         if path is None:
             return [self.producer, compute]
-        return [self.producer, list(_local(cbase, loop.loc)),
-                [compute, *tail, *_counted(cbase, n, loop.loc, ())]]
+        return [self.producer, inits, [compute, *tail, *_counted(cbase, n, loop.loc, ())],
+                run_wait, run_done]
 
     def refusal(self, loop: N.For, loads, mma_tail: bool, path: list | None = None) -> str | None:
         """Why ``loop`` cannot be warp-specialized (an error when the program asks, the
@@ -322,56 +327,6 @@ def _copy_back(s, func):
     return N.Copy(s.src, s.dst, loc=s.loc) if is_pending_load(s, func) else s
 
 
-def _prepend_issue(producer: N.If, issue: tuple, counter: N.Buffer, loc) -> N.If:
-    """The producer with ``issue`` placed before its feed loop (the serial loop that
-    follows the step counter's update in its innermost container) and the run counter
-    ``counter`` declared with the step counter."""
-    feed_parent = None
-    for s in walk_stmts((producer,)):
-        for name in ("body", "then", "orelse"):
-            kids = getattr(s, name, None)
-            if isinstance(kids, tuple) and any(isinstance(t, N.For) and t.kind == "serial"
-                                               and t.var.name.startswith("tc_j") for t in kids):
-                feed_parent = (s, name)
-    s, name = feed_parent
-    kids = list(getattr(s, name))
-    at = next(i for i, t in enumerate(kids) if isinstance(t, N.For) and t.var.name.startswith("tc_j"))
-    kids[at:at] = list(issue)
-    new = dataclasses.replace(s, **{name: tuple(kids)})
-    producer = _replace_in(producer, s, [new])
-    (inner,) = [t for t in producer.then if isinstance(t, N.If)]  # if tid == threads
-    return dataclasses.replace(producer, then=tuple(
-        dataclasses.replace(t, then=_local(counter, loc) + t.then) if t is inner else t
-        for t in producer.then))
-
-
-def _rebuilt(s, each):
-    """``s`` with ``each`` applied to its statement lists; ``s`` itself (the same object)
-    where none changed, so that later edits still find the statements inside by identity."""
-    if isinstance(s, (N.For, N.While)):
-        body = each(s.body)
-        return s if body == s.body and all(a is b for a, b in zip(body, s.body)) else \
-            dataclasses.replace(s, body=body)
-    if isinstance(s, N.If):
-        then, orelse = each(s.then), each(s.orelse)
-        same = all(a is b for a, b in zip(then + orelse, s.then + s.orelse)) and \
-            len(then) == len(s.then) and len(orelse) == len(s.orelse)
-        return s if same else dataclasses.replace(s, then=then, orelse=orelse)
-    return s
-
-
-def _after(s, anchor, new: list):
-    """``s`` with the statements ``new`` inserted right after statement ``anchor``."""
-    def each(body):
-        out = []
-        for t in body:
-            out.append(_after(t, anchor, new))
-            if t is anchor:
-                out += new
-        return tuple(out)
-    return _rebuilt(s, each)
-
-
 def _local(buf: N.Buffer, loc) -> tuple:
     """A local int32 counter, set to 0."""
     return (N.Allocate(buf, loc=loc), N.Store(buf.name, (i32(0),), i32(0), loc=loc))
@@ -418,20 +373,6 @@ def _replay(path: list, inner: tuple, allocated: set[str]):
             body = (dataclasses.replace(s, then=lets + body if in_then else (),
                                         orelse=() if in_then else lets + body),)
     return body[0]
-
-
-def _replace_in(s, old, new: list):
-    """``s`` with statement ``old`` (somewhere inside) replaced by the statements ``new``."""
-    if s is old:
-        return new
-
-    def each(body):
-        out = []
-        for t in body:
-            r = _replace_in(t, old, new)
-            out += r if isinstance(r, list) else [r]
-        return tuple(out)
-    return _rebuilt(s, each)
 
 
 def _by_first_use(loads, rest) -> list:
