@@ -33,7 +33,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..ir import nodes as N
-from ..ir.visitor import walk_stmts
+from ..ir.visitor import StmtMutator, walk_stmts
 from .analysis import column_slice, written_globals
 
 # intrinsics whose value depends on their arguments alone (the same in every block)
@@ -138,26 +138,31 @@ def _kernel(func: N.PrimFunc, scope: N.KernelScope) -> N.KernelScope:
     if not multicast or threads % 32 or any(c != threads for c in counts.values()):
         return scope  # (the stages are released by every compute thread, as the pass builds)
 
-    def rewrite(body) -> tuple:
-        out = []
-        for s in body:
-            if isinstance(s, N.TmaCopy) and id(s) in multicast:
-                s = dataclasses.replace(s, multicast=size)
-            elif isinstance(s, N.MBarrierArrive) and s.barrier.buffer in empty \
-                    and not s.cp_async:
-                s = dataclasses.replace(s, cluster=size)
-            elif isinstance(s, N.Allocate) and s.buffer.name in empty:
-                # one arrival per warp of every block of the cluster
-                s = dataclasses.replace(s, layout=dataclasses.replace(
-                    s.layout, threads=threads // 32 * size))
-            elif isinstance(s, (N.For, N.While, N.WarpGroups)):
-                s = dataclasses.replace(s, body=rewrite(s.body))
-            elif isinstance(s, N.If):
-                s = dataclasses.replace(s, then=rewrite(s.then), orelse=rewrite(s.orelse))
-            out.append(s)
-        return tuple(out)
-    body = rewrite(scope.body) + (N.ClusterSync(loc=scope.loc),)
-    return dataclasses.replace(scope, body=body)
+    scope = _Multicast(multicast, empty, size, threads // 32 * size).visit_kernel(scope)
+    return dataclasses.replace(scope, body=scope.body + (N.ClusterSync(loc=scope.loc),))
+
+
+class _Multicast(StmtMutator):
+    """The loads chosen (by id) multicast to the ``size`` blocks of the cluster, and the
+    stages they fill (barriers ``empty``) released in every block, one arrival per warp
+    of every block (``count`` a phase)."""
+
+    def __init__(self, loads: set[int], empty: set[str], size: int, count: int):
+        self.loads, self.empty, self.size, self.count = loads, empty, size, count
+
+    def visit_tma_copy(self, s: N.TmaCopy):
+        return dataclasses.replace(s, multicast=self.size) if id(s) in self.loads else s
+
+    def visit_m_barrier_arrive(self, s: N.MBarrierArrive):
+        if s.barrier.buffer in self.empty and not s.cp_async:
+            return dataclasses.replace(s, cluster=self.size)
+        return s
+
+    def visit_allocate(self, s: N.Allocate):
+        if s.buffer.name in self.empty:
+            return dataclasses.replace(s, layout=dataclasses.replace(s.layout,
+                                                                     threads=self.count))
+        return s
 
 
 def multicast_tma_loads(func: N.PrimFunc, options: dict) -> N.PrimFunc:

@@ -60,11 +60,15 @@ def init_barriers(bar, num: int, count: int) -> None:
     cute.arch.mbarrier_init_fence()
 
 
+def _box(coords, c, step: int, chunk_bytes: int):
+    """(byte offset in shared memory, coordinates) of box ``c`` of a tile moved as boxes
+    side by side along the innermost axis, ``step`` elements apart."""
+    return c * chunk_bytes, [coords[0] + c * step] + list(coords[1:])
+
+
 def _chunks(coords, chunks: int, step: int, chunk_bytes: int):
-    """(byte offset in shared memory, coordinates) of each box of a tile moved as
-    ``chunks`` boxes side by side along the innermost axis, ``step`` elements apart."""
-    coords = list(coords)
-    return [(c * chunk_bytes, [coords[0] + c * step] + coords[1:]) for c in range(chunks)]
+    """:func:`_box` of each of the ``chunks`` boxes."""
+    return [_box(coords, c, step, chunk_bytes) for c in range(chunks)]
 
 
 def load(desc, smem, bar, coords, nbytes: int, chunks: int = 1, step: int = 0,
@@ -89,10 +93,9 @@ def load(desc, smem, bar, coords, nbytes: int, chunks: int = 1, step: int = 0,
         rank = cute.arch.block_idx_in_cluster()
         mask = cutlass.Int16((1 << cluster) - 1)
         for t in range(chunks // cluster):
-            box = rank + t * cluster
-            where = [coords[0] + box * step] + list(coords[1:])
+            off, where = _box(coords, rank + t * cluster, step, chunk_bytes)
             _prims.cp_async_bulk_tensor_shared_cluster_global(
-                smem + box * chunk_bytes, desc.get_ptr(), where, bar, [], multicast_mask=mask)
+                smem + off, desc.get_ptr(), where, bar, [], multicast_mask=mask)
         return
     for off, where in _chunks(coords, chunks, step, chunk_bytes):
         _prims.cp_async_bulk_tensor_shared_cta_global(smem + off, desc.get_ptr(), where, bar)
