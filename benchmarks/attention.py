@@ -72,7 +72,8 @@ def peers(q, k, v, causal):
 
 
 def variant_program(variant: str, heads: int, dim: int, causal: bool, dtype: str):
-    """The prim_func and compile options of a ``--variants`` entry."""
+    """The prim_func and compile options of a ``--variants`` entry, and for a planned one
+    ``plan(batch, seq_len)``: its ``Sched`` (examples/attention.plan_tiles), else None."""
     spec, *offs = variant.split("-")  # 128ws-serial: no MMA overlap
     spec, *extras = spec.split("+")  # +lpt, +m192t384, +r24/240
     base, _, stages = spec.partition("@")  # 128ws@3: 3 stages
@@ -97,12 +98,18 @@ def variant_program(variant: str, heads: int, dim: int, causal: bool, dtype: str
             schedule["regs"] = tuple(int(x) for x in e[1:].split("/"))
         else:
             raise SystemExit(f"variant {variant!r}: unknown extra +{e}")
-    func = A.flash_attention(heads, dim, heads, causal, dtype, block_N=bn,
-                             warp_specialize=None if bn is None else ws,
-                             num_stages=int(stages) if stages else None, **schedule)
+    tiles = dict(block_N=bn, warp_specialize=None if bn is None else ws,
+                 num_stages=int(stages) if stages else None)
+    func = A.flash_attention(heads, dim, heads, causal, dtype, **tiles, **schedule)
     options = dict(A.OPTIONS)  # the example's own (fast_math)
     options.update(OFF[o] for o in offs)
-    return func, options
+    plan = None
+    if schedule.get("planned"):
+        tiles.update((k, schedule[k]) for k in ("block_M", "threads") if k in schedule)
+
+        def plan(batch, seq_len):
+            return A.plan_tiles(batch, heads, seq_len, dim, causal, schedule["sms"], **tiles)
+    return func, options, plan
 
 
 TARGET = os.environ.get("TILECUTE_ARCH")  # set: build here without a GPU (--prebuild only)
@@ -118,7 +125,7 @@ def prebuild(args):
             for v in args.variants.split(",")]
     with ThreadPoolExecutor(max(1, min(len(jobs), (os.cpu_count() or 2) - 1))) as pool:
         def build(job):
-            func, options = variant_program(*job, args.dtype)
+            func, options, _ = variant_program(*job, args.dtype)
             return tilecute.compile(func, out_idx=[3, 4], options=options, target=TARGET)
 
         for f in [pool.submit(build, j) for j in jobs]:
@@ -160,16 +167,10 @@ def main():
             ref = torch.nn.functional.scaled_dot_product_attention(
                 *(x.transpose(1, 2) for x in (q, k, v)), is_causal=causal).transpose(1, 2)
             for variant in args.variants.split(","):
-                func, options = variant_program(variant, h, d, causal, args.dtype)
+                func, options, plan = variant_program(variant, h, d, causal, args.dtype)
                 kernel = tilecute.compile(func, out_idx=[3, 4], options=options)
-                extra = ()
-                if "+planned" in variant:  # the host's plan, made once per shape
-                    sms = torch.cuda.get_device_properties(0).multi_processor_count
-                    bn = variant.split("+")[0].split("@")[0]
-                    extra = (torch.tensor(A.plan_tiles(
-                        b, h, s, d, causal, sms, block_M=192 if d <= 64 else 128,
-                        block_N=None if bn == "default" else int(bn.rstrip("ws"))),
-                        dtype=torch.int32, device="cuda"),)
+                extra = () if plan is None else (  # the host's plan, made once per shape
+                    torch.tensor(plan(b, s), dtype=torch.int32, device="cuda"),)
                 errors[f"tilecute-{variant}"] = (kernel(q, k, v, *extra)[0] - ref).abs().max().item()
                 kernels[f"tilecute-{variant}"] = lambda kernel=kernel, e=extra: kernel(q, k, v, *e)
             kernels.update(peers(q, k, v, causal))

@@ -21,34 +21,10 @@ import tilecute.language as T
 LOG2E = 1.4426950408889634
 
 
-def flash_attention(heads=32, dim=128, kv_heads=None, causal=False, dtype="float16",
-                    block_M=None, block_N=None, threads=None, num_stages=None, sm_scale=None,
-                    warp_specialize=None, lpt=False, regs=None, persistent=None, sms=132,
-                    planned=False):
-    """The forward kernel for Q (B, S, heads, dim), K and V (B, S, kv_heads, dim) in
-    ``dtype``; writes O like Q and LSE (B, heads, S) in float32.  ``sm_scale`` defaults
-    to 1 / sqrt(dim).  The default schedule is the one measured best on an H100 / H200
-    (benchmarks/attention.py), FlashAttention's sm90 tiles: a producer warpgroup loading K
-    and V (a pipeline each) for 128 queries a block and 192-key steps at head dim 128 (176
-    when causal; 2 stages), 192 queries over three compute warpgroups at 64, 80-key steps
-    at 256 (2 stages).
-    The compiler overlaps each step's softmax with the MMAs (``overlap_mma``: the next
-    Q K^T and this P V run during it; at head dim 128 the two compute warpgroups also take
-    turns issuing them).
-    ``lpt``: the query blocks run last to first (causal: the longest first, FlashAttention's
-    LPT order); ``regs``: (producer, compute) registers per thread of the warp-specialized
-    roles (``T.annotate_producer_reg_dealloc`` / ``T.annotate_consumer_reg_alloc``).
-    ``persistent``: ``sms`` blocks walk the (query block, head, batch) tiles, query blocks
-    fastest; the producer warpgroup loads the next tile's Q, K and V while the compute
-    warpgroups finish a tile.  By default on when not causal: measured on an H100
-    (TFLOP/s, persistent vs a block per tile, two runs) B8 H32 S4096 D128 580 / 550 vs
-    546 / 533, D256 616 vs 590, D64 410 / 444 vs 397 / 443, S8192 D128 592 vs 592.  Causal
-    tiles differ in length, and a static walk of them (no LPT, no dynamic scheduler) ran
-    1-35% slower, so causal kernels keep a block per tile.
-    ``planned`` (persistent): the kernel takes a sixth tensor, ``Sched`` (sms, slots) int32,
-    the tiles each block runs in order (-1: none), planned on the host by
-    :func:`plan_tiles` (longest first within groups of heads, each to the least loaded
-    block)."""
+def resolve_schedule(dim, causal, block_M=None, block_N=None, threads=None, num_stages=None,
+                     warp_specialize=None, persistent=None, planned=False) -> dict:
+    """The schedule :func:`flash_attention` runs, its defaults filled in (what
+    :func:`plan_tiles` plans for too)."""
     small = dim <= 64 and block_M in (None, 192) and threads in (None, 384)
     block_M = block_M or (192 if small else 128)  # head dim 64: three compute warpgroups
     threads = threads or (384 if small else 256)
@@ -66,6 +42,43 @@ def flash_attention(heads=32, dim=128, kv_heads=None, causal=False, dtype="float
     # K and V get a pipeline each, so 2 stages keep them ahead; with 128-key steps at head
     # dim 128 a third (there is room) measured 1-4% faster on an H200
     num_stages = num_stages or (3 if dim == 128 and block_N == 128 else 2)
+    return dict(block_M=block_M, block_N=block_N, threads=threads, num_stages=num_stages,
+                warp_specialize=warp_specialize, persistent=persistent)
+
+
+def flash_attention(heads=32, dim=128, kv_heads=None, causal=False, dtype="float16",
+                    block_M=None, block_N=None, threads=None, num_stages=None, sm_scale=None,
+                    warp_specialize=None, lpt=False, regs=None, persistent=None, sms=132,
+                    planned=False):
+    """The forward kernel for Q (B, S, heads, dim), K and V (B, S, kv_heads, dim) in
+    ``dtype``; writes O like Q and LSE (B, heads, S) in float32.  ``sm_scale`` defaults
+    to 1 / sqrt(dim).  The default schedule is the one measured best on an H100 / H200
+    (benchmarks/attention.py), FlashAttention's sm90 tiles: a producer warpgroup loading K
+    and V (a pipeline each) for 128 queries a block and 176-key steps at head dim 128 (192
+    for a block per tile when not causal; 2 stages), 192 queries over three compute
+    warpgroups at 64, 80-key steps at 256 (2 stages); :func:`resolve_schedule`.
+    The compiler overlaps each step's softmax with the MMAs (``overlap_mma``: the next
+    Q K^T and this P V run during it; at head dim 128 the two compute warpgroups also take
+    turns issuing them).
+    ``lpt``: the query blocks run last to first (causal: the longest first, FlashAttention's
+    LPT order); ``regs``: (producer, compute) registers per thread of the warp-specialized
+    roles (``T.annotate_producer_reg_dealloc`` / ``T.annotate_consumer_reg_alloc``).
+    ``persistent``: ``sms`` blocks walk the (query block, head, batch) tiles, query blocks
+    fastest; the producer warpgroup loads the next tile's Q, K and V while the compute
+    warpgroups finish a tile.  By default on when not causal: measured on an H100
+    (TFLOP/s, persistent vs a block per tile, two runs) B8 H32 S4096 D128 580 / 550 vs
+    546 / 533, D256 616 vs 590, D64 410 / 444 vs 397 / 443, S8192 D128 592 vs 592.  Causal
+    tiles differ in length, and a static walk of them (no LPT, no dynamic scheduler) ran
+    1-35% slower, so causal kernels keep a block per tile.
+    ``planned`` (persistent): the kernel takes a sixth tensor, ``Sched`` (sms, slots) int32,
+    the tiles each block runs in order (-1: none), planned on the host by
+    :func:`plan_tiles` (longest first within groups of heads, each to the least loaded
+    block)."""
+    tiles = resolve_schedule(dim, causal, block_M, block_N, threads, num_stages,
+                             warp_specialize, persistent, planned)
+    block_M, block_N, threads, num_stages = (tiles[k] for k in (
+        "block_M", "block_N", "threads", "num_stages"))
+    warp_specialize, persistent = tiles["warp_specialize"], tiles["persistent"]
     kv_heads = kv_heads or heads
     assert heads % kv_heads == 0, "kv_heads must divide heads"
     groups = heads // kv_heads
@@ -187,19 +200,21 @@ def flash_attention(heads=32, dim=128, kv_heads=None, causal=False, dtype="float
     return flash_attention
 
 
-def plan_tiles(batch, heads, seq_len, dim=128, causal=True, sms=132, block_M=128,
-               block_N=None, group=None):
+def plan_tiles(batch, heads, seq_len, dim=128, causal=True, sms=132, group=None,
+               **schedule):
     """The tiles each of ``sms`` persistent blocks runs, in order (``Sched`` of
     ``flash_attention(planned=True)``): a list of ``sms`` lists of tile ids (``pair *
     blocks_m + query block``, ``pair = batch entry * heads + head``), padded with -1.
     Groups of ``group`` (head, batch) pairs in turn (their K and V stay in L2 while their
     tiles run); within a group the longest tiles first (causal: the last query blocks),
     each to the block with the least work so far (steps of its tiles, plus one for each
-    tile's fixed cost).  Balanced to within a few percent where a static walk was not."""
+    tile's fixed cost).  Balanced to within a few percent where a static walk was not.
+    ``schedule``: :func:`flash_attention`'s keywords (``block_M``, ``block_N``, ...), as
+    the kernel was built with them."""
     import heapq
 
-    if block_N is None:
-        block_N = 80 if dim == 256 else 176 if dim == 128 else 128 if block_M == 192 else 64
+    tiles = resolve_schedule(dim, causal, planned=True, **schedule)
+    block_M, block_N = tiles["block_M"], tiles["block_N"]
     blocks_m = -(-seq_len // block_M)
     total = -(-seq_len // block_N)
 
