@@ -599,6 +599,20 @@ def test_tilelangs_pipelined_attention_schedule_is_the_mma_overlap():
         T.from_script(bad)
 
 
+def test_a_clear_before_the_first_gemm_is_its_clear_accum():
+    """TileLang's attention writes ``T.clear(S); T.gemm(Q_s, K_s, S)`` (group [1, 2]);
+    that is the first GEMM with clear_accum, so the overlap schedule is honored (it was an
+    OverlapError: 'not of that form'), the clear folded into the GEMM."""
+    src = PIPELINED_ATTN.replace("ORDER", "[-1, 0, 3, 1, -1, 2]").replace("STAGE", "[-1, 0, 0, 1, -1, 1]")
+    src = src.replace("group=[[0], [1], [2, 3], [4], [5], [6]]", "group=[[0], [1, 2], [3, 4], [5], [6], [7]]")
+    src = src.replace("T.gemm(Q_s, K_s, S, transpose_B=True, clear_accum=True)",
+                      "T.clear(S)\n            T.gemm(Q_s, K_s, S, transpose_B=True)")
+    assert "T.clear(S)" in src
+    text = print_func(run_passes(T.from_script(src), "sm_90a"))
+    assert "T.wait_wgmma(0)" in text and "stage=(k - 1) % 2" in text
+    assert "T.clear(S)" not in text and "Q_s, K_s, S, transpose_A=False, transpose_B=True, clear_accum=True" in text
+
+
 def test_overlap_mma_round_trips_through_the_printer():
     src = PIPELINED_ATTN.replace("ORDER", "[-1, 0, 3, 1, -1, 2]").replace("STAGE", "[-1, 0, 0, 1, -1, 1]")
     func = T.from_script(src)

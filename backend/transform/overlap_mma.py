@@ -112,6 +112,36 @@ class OverlapError(ValueError):
     pass
 
 
+def _is_clear_of(s: N.Stmt, name: str) -> bool:
+    """``T.clear(name)`` or ``T.fill(name, 0)`` of the whole buffer."""
+    if isinstance(s, N.Clear):
+        return s.buffer == name
+    return isinstance(s, N.Fill) and s.dst.buffer == name and s.dst.extents is None and \
+        all(isinstance(x, N.Const) and x.value == 0 for x in s.dst.starts) and \
+        isinstance(s.value, N.Const) and s.value.value == 0
+
+
+def _fold_clear_into_g1(loop: N.For) -> N.For:
+    """TileLang's attention clears the scores before its first GEMM (``T.clear(acc_s);
+    T.gemm(Q_s, K_s, acc_s)``), which is that GEMM with ``clear_accum=True``: the loop
+    with the clear folded into the first T.gemm where only barrier statements stand
+    between them (the warp specialization puts the consumer's wait there), else the loop
+    as it is."""
+    body = list(loop.body)
+    first = next((i for i, s in enumerate(body) if isinstance(s, N.Gemm)), None)
+    if loop.kind != "pipelined" or first is None or body[first].clear_accum is not False:
+        return loop
+    g1 = body[first]
+    for i in range(first - 1, -1, -1):
+        if _is_clear_of(body[i], g1.c):
+            body[first] = dataclasses.replace(g1, clear_accum=True)
+            del body[i]
+            return dataclasses.replace(loop, body=tuple(body))
+        if not isinstance(body[i], (N.MBarrierWait, N.MBarrierArrive)):
+            return loop
+    return loop
+
+
 class _Overlap(StmtMutator):
     def __init__(self, func: str, allocs: dict, pingpong, auto: bool, early=None):
         # pingpong, early: True / False as the options force them, None: by G2's width
@@ -153,7 +183,10 @@ class _Overlap(StmtMutator):
 
     def visit_for(self, loop: N.For):
         loop = self.generic(loop)
-        plan = self.match(loop)
+        folded = _fold_clear_into_g1(loop)
+        plan = self.match(folded)
+        if plan is not None:
+            loop = folded
         if plan is None and loop.overlap_mma:
             where = f"{loop.loc}: " if loop.loc else ""
             raise OverlapError(
