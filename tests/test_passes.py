@@ -279,7 +279,7 @@ CASES = [
 @@ -30 +30 @@
 -                    T.mbarrier_arrive(tc_bar1[(k + 3) % 4])
 +                    T.mbarrier_arrive(tc_bar1[(k + 3) % 4], cluster=2)
-@@ -35,0 +36 @@
+@@ -36,0 +37 @@
 +        T.cluster_sync()
 """),
     ("split_roles", GEMM_WS, "sm_90a", """\
@@ -292,7 +292,7 @@ CASES = [
 +        acc_shared = T.alloc_shared((128, 128), "float16", layout=T.Layout("tma_swizzled", swizzle=128))
 @@ -15,0 +13 @@
 +            T.set_max_nreg(24, 0)
-@@ -22,11 +20,16 @@
+@@ -22,12 +20,17 @@
 -        for k in T.Pipelined(2, num_stages=4, warp_specialize=True):
 -            T.mbarrier_wait_parity(tc_bar0[k % 4], k // 4 & 1)
 -            T.gemm(As, Bs, acc, transpose_A=False, transpose_B=False, clear_accum=False, wg_wait=1)
@@ -303,7 +303,8 @@ CASES = [
 -        for i3 in T.Parallel(128, vector_width=1):
 -            for i4 in T.Parallel(128, vector_width=2):
 -                acc_shared[i3, i4] = T.Cast("float16", acc[i3, i4])
--        T.tma_copy(acc_shared, C[by * 128, bx * 128])
+-        T.tma_copy(acc_shared, C[by * 128, bx * 128], wait_read=False)
+-        T.tma_store_wait()
 +        else:
 +            T.set_max_nreg(256, 1)
 +            acc = T.alloc_fragment((128, 128), "float32", layout=T.Layout("mma", threads=128, mma="wgmma", warps=(1, 1)))
@@ -319,7 +320,8 @@ CASES = [
 +            for i3 in T.Parallel(128, vector_width=1):
 +                for i4 in T.Parallel(128, vector_width=2):
 +                    acc_shared[i3, i4] = T.Cast("float16", acc[i3, i4])
-+            T.tma_copy(acc_shared, C[by * 128, bx * 128])
++            T.tma_copy(acc_shared, C[by * 128, bx * 128], wait_read=False)
++            T.tma_store_wait()
 """),
 
     # a 64-wide O: its rescale stays after the second GEMM is done (FlashAttention's rule)

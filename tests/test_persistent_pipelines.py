@@ -4,6 +4,8 @@ loads and a producer warpgroup that replays the loops, Lets and ifs around the p
 loop, stage counters that run on from tile to tile, the last step's stage released
 after each tile; a loop that gets no producer keeps its copies; sm_90a cubins."""
 
+import dataclasses
+
 import pytest
 
 import tilecute
@@ -129,6 +131,82 @@ def test_persistent_gemm_on_gpu(M, N, K, sms, manual, stages):
     b = torch.randn(K, N, device="cuda", dtype=torch.float16)
     c = torch.full((M, N), float("nan"), device="cuda", dtype=torch.float16)
     tilecute.compile(_persistent(M, N, K, sms, manual=manual, stages=stages))(a, b, c)
+    torch.testing.assert_close(c.float(), a.float() @ b.float(), atol=2e-2, rtol=2e-3)
+
+
+def _persistent_stored(M=1000, N=1024, K=520, sms=8):
+    """A persistent GEMM whose tiles leave through a shared tile and a TMA store."""
+    @T.prim_func
+    def pgemm_store(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"),
+                    C: T.Tensor((M, N), "float16")):
+        with T.Kernel(sms, threads=256) as block_id:
+            A_s = T.alloc_shared((128, 64), "float16")
+            B_s = T.alloc_shared((64, 128), "float16")
+            C_s = T.alloc_shared((128, 128), "float16")
+            acc = T.alloc_fragment((128, 128), "float32")
+            for bx, by in T.Persistent([T.ceildiv(M, 128), T.ceildiv(N, 128)], sms, block_id):
+                T.clear(acc)
+                for k in T.Pipelined(T.ceildiv(K, 64), num_stages=3):
+                    T.copy(A[bx * 128, k * 64], A_s)
+                    T.copy(B[k * 64, by * 128], B_s)
+                    T.gemm(A_s, B_s, acc)
+                T.copy(acc, C_s)
+                T.copy(C_s, C[bx * 128, by * 128])
+
+    return pgemm_store
+
+
+def test_tma_store_waits_for_its_read_before_the_next_barrier():
+    """The thread that issues a tile's TMA store waits for TMA's read of C_s only before
+    the barrier that precedes the next tile's writes to C_s (and at the kernel's end), so
+    the read overlaps the next tile's main loop."""
+    f = _lowered(_persistent_stored())
+    k = f.kernels[0]
+    (store,) = [s for s in walk_stmts(k.body) if isinstance(s, N.TmaCopy) and s.barrier is None]
+    assert not store.wait_read
+    (compute,) = [s.orelse for s in k.body if isinstance(s, N.If) and s.orelse]
+    assert isinstance(compute[-1], N.TmaStoreWait)  # the kernel's end
+    (tiles,) = [s for s in compute if isinstance(s, N.For)]
+    body = [s for s in walk_stmts(tiles.body)]
+    waits = [i for i, s in enumerate(body) if isinstance(s, N.TmaStoreWait)]
+    assert len(waits) == 1
+    # right before the barrier that orders the next tile's writes to C_s after the read
+    after = body[waits[0] + 1]
+    assert isinstance(after, N.Barrier)
+    writes = [i for i, s in enumerate(body) if isinstance(s, N.For) and s.kind == "parallel"
+              and "C_s" in print_func(dataclasses.replace(f, kernels=(dataclasses.replace(
+                  k, body=(s,)),)))]
+    assert writes and waits[0] < writes[0]
+    assert "T.tma_store_wait()" in print_func(f) and "wait_read=False" in print_func(f)
+
+
+def test_tma_store_wait_is_not_an_input():
+    from tilecute.ir.validate import ValidationError
+
+    f = _persistent_stored()
+    k = f.kernels[0]
+    f = dataclasses.replace(f, kernels=(dataclasses.replace(
+        k, body=k.body + (N.TmaStoreWait(),)),))
+    with pytest.raises(ValidationError, match="placed by the barrier pass"):
+        run_passes(f, "sm_90a", {}, until="validate")
+
+
+def test_deferred_tma_store_builds_sm90a_cubin(tmp_path):
+    tilecute.build_cubin(_persistent_stored(), "sm_90a", out_dir=str(tmp_path))
+    src = (tmp_path / "kernel_cute.py").read_text()
+    assert "wait=False" in src and "tct.store_wait()" in src
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("M,N,K,sms", [(1000, 1000, 520, 8), (512, 640, 128, 3)])
+def test_deferred_tma_store_on_gpu(M, N, K, sms):
+    import torch
+
+    torch.manual_seed(M + N)
+    a = torch.randn(M, K, device="cuda", dtype=torch.float16)
+    b = torch.randn(K, N, device="cuda", dtype=torch.float16)
+    c = torch.full((M, N), float("nan"), device="cuda", dtype=torch.float16)
+    tilecute.compile(_persistent_stored(M, N, K, sms))(a, b, c)
     torch.testing.assert_close(c.float(), a.float() @ b.float(), atol=2e-2, rtol=2e-3)
 
 

@@ -723,7 +723,15 @@ class KernelEmitter:
             out.line(depth, "tct.store_fence()", f"TMA store of {what} of {glob.buffer}")
             out.line(depth, self.sync())
             out.line(depth, f"if {self.tid} == 0:")
-            out.line(depth + 1, f"tct.store({ident(s.desc)}, {smem}, {coords}{more})")
+            if not s.wait_read:
+                more += ", wait=False"
+            out.line(depth + 1, f"tct.store({ident(s.desc)}, {smem}, {coords}{more})",
+                     None if s.wait_read else "its read is waited for before the next barrier")
+
+    def tma_store_wait(self, s: N.TmaStoreWait, depth: int, guarded: bool) -> None:
+        self.out.use("tma")
+        self.out.line(depth, f"if {self.tid} == 0:")
+        self.out.line(depth + 1, "tct.store_wait()", "TMA has read the stores' shared tiles")
 
     # ---- the kernel ----------------------------------------------------------------------
     def emit(self) -> list[str]:
@@ -799,6 +807,7 @@ _STATEMENTS = {
     N.TmaCopy: KernelEmitter.tma_copy, N.Gemm: KernelEmitter.gemm,
     N.WaitWgmma: KernelEmitter.wait_wgmma, N.NamedBarrier: KernelEmitter.named_barrier,
     N.WarpSync: KernelEmitter.warp_sync, N.ClusterSync: KernelEmitter.cluster_sync,
+    N.TmaStoreWait: KernelEmitter.tma_store_wait,
     N.MBarrierWait: KernelEmitter.mbarrier_wait, N.SetMaxNReg: KernelEmitter.set_max_nreg,
     N.MBarrierArrive: KernelEmitter.mbarrier_arrive, N.While: KernelEmitter.while_,
     N.Scan: KernelEmitter.scan, N.FinalizeReducer: KernelEmitter.finalize_reducer,

@@ -817,6 +817,10 @@ class TmaCopy(Stmt):
     # all of them (``.multicast::cluster``) and every block expects the whole box.  0: a
     # load into this block alone
     multicast: int = 0
+    # stores only (the barrier pass): False: the issuing thread does not wait here until
+    # the shared tile has been read; a ``TmaStoreWait`` before the next block barrier (and
+    # at the kernel's end) does, so the read overlaps the statements after the store
+    wait_read: bool = True
 
 
 @dataclass(frozen=True)
@@ -857,6 +861,16 @@ class ClusterSync(Stmt):
     """``T.cluster_sync()``: every thread of every block of the cluster arrives and waits
     (``barrier.cluster.arrive`` + ``wait``).  The multicast pass ends a kernel with one,
     so that no block exits while another may still arrive on its mbarriers."""
+
+    loc: Optional[Loc] = _loc()
+
+
+@dataclass(frozen=True)
+class TmaStoreWait(Stmt):
+    """The thread that issues the block's TMA stores waits until the shared tiles of its
+    stores so far have been read (``cp.async.bulk.wait_group.read 0``).  The barrier pass
+    puts one before each block barrier that follows a store whose wait it deferred
+    (``TmaCopy.wait_read``), and one at the kernel's end."""
 
     loc: Optional[Loc] = _loc()
 

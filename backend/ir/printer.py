@@ -219,6 +219,8 @@ def _stmt(s: N.Stmt, indent: int, out: list[str]) -> None:
             kw += ", arrive=True"
         if s.multicast:
             kw += f", multicast={s.multicast}"
+        if not s.wait_read:
+            kw += ", wait_read=False"
         out.append(f"{pad}T.tma_copy({_region(s.src)}, {_region(s.dst)}{kw})")
     elif isinstance(s, N.MBarrierArrive):
         fn = "cp_async_barrier_noinc" if s.cp_async else "mbarrier_arrive"
@@ -226,6 +228,8 @@ def _stmt(s: N.Stmt, indent: int, out: list[str]) -> None:
         out.append(f"{pad}T.{fn}({_region(s.barrier)}{kw})")
     elif isinstance(s, N.ClusterSync):
         out.append(f"{pad}T.cluster_sync()")
+    elif isinstance(s, N.TmaStoreWait):
+        out.append(f"{pad}T.tma_store_wait()")
     elif isinstance(s, N.MBarrierWait):
         out.append(f"{pad}T.mbarrier_wait_parity({_region(s.barrier)}, {expr_str(s.parity)})")
     elif isinstance(s, N.Fill):

@@ -444,6 +444,9 @@ class _Validator:
             if s.multicast:
                 self.fail("T.tma_copy(multicast=...) is the multicast pass's decision (from the "
                           "kernel's cluster), not an input: give T.Kernel(..., cluster=...)")
+            if not s.wait_read:
+                self.fail("T.tma_copy(wait_read=False) is the barrier pass's decision, not an "
+                          "input")
             self.region(s.src, vars_, bufs)
             self.region(s.dst, vars_, bufs)
             scopes = (bufs[s.src.buffer].scope, bufs[s.dst.buffer].scope)
@@ -569,6 +572,9 @@ class _Validator:
                 self.fail(f"reduce scratch '{s.scratch}' must be a shared buffer")
         elif isinstance(s, N.Barrier):
             pass
+        elif isinstance(s, N.TmaStoreWait):
+            self.fail("T.tma_store_wait() is placed by the barrier pass (after the TMA stores "
+                      "whose wait it defers), not an input")
         elif isinstance(s, N.ClusterSync):
             if self.scope.cluster is None:
                 self.fail("T.cluster_sync() in a kernel not launched in clusters "

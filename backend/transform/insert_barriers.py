@@ -25,23 +25,34 @@ class _State:
     def __init__(self):
         self.written: dict[str, bool] = {}  # shared buffer -> written by cp.async
         self.read: set[str] = set()
+        self.store_pending = False  # a TMA store whose read nobody has waited for yet
 
     def copy(self) -> "_State":
         st = _State()
         st.written, st.read = dict(self.written), set(self.read)
+        st.store_pending = self.store_pending
         return st
 
     def merge(self, other: "_State") -> None:
         for b, a in other.written.items():
             self.written[b] = self.written.get(b, False) or a
         self.read |= other.read
+        self.store_pending |= other.store_pending
 
     def barrier(self, out: list, loc) -> None:
         """A block barrier (waiting for cp.async copies when any write was one), after
         which nothing counts as touched."""
+        self.wait_stores(out, loc)
         out.append(N.Barrier(any(self.written.values()), loc=loc))
         self.written.clear()
         self.read.clear()
+
+    def wait_stores(self, out: list, loc) -> None:
+        """Before a barrier, after which the stores' tiles may be written again: their
+        issuing thread waits until TMA has read them."""
+        if self.store_pending:
+            out.append(N.TmaStoreWait(loc=loc))
+            self.store_pending = False
 
 
 class _Sync:
@@ -51,6 +62,13 @@ class _Sync:
         self.program_orders = program_orders
         self.shared = {s.buffer.name for s in _allocs(scope.body) if s.buffer.scope == "shared"}
         self.aliases = overlapping(scope)  # buffers placed on the same bytes
+        # TMA stores may leave their wait for the shared tile's read to the next barrier
+        # (see :meth:`tma_copy`) where every barrier is this pass's or the program's block
+        # barrier, which the issuing thread reaches: not with T.ws regions, not when the
+        # program orders the statements itself
+        self.defer_stores = not program_orders and not any(
+            isinstance(t, N.WarpGroups) for t in walk_stmts(scope.body))
+        self.deferred = False  # a store's wait was deferred: the kernel ends with one
 
     def touches(self, s):
         """Shared buffers ``s`` reads and writes (a write touches every buffer on the same
@@ -81,6 +99,7 @@ class _Sync:
                 # copies waits for them
                 if isinstance(s, N.Barrier) and any(st.written.values()) and not s.wait_async:
                     s = dataclasses.replace(s, wait_async=True)
+                st.wait_stores(out, s.loc)
                 st.written.clear()
                 st.read.clear()
                 out.append(s)
@@ -90,6 +109,9 @@ class _Sync:
             if isinstance(s, (N.For, N.While)) and getattr(s, "kind", "") != "parallel":
                 # a body runs after its own end: start it from everything it touches
                 summary = _State()
+                summary.store_pending = self.defer_stores and any(
+                    isinstance(t, N.TmaCopy) and t.src.buffer in self.shared
+                    for t in walk_stmts(s.body))  # (a store at its end, before the start)
                 reads, writes, _ = self.touches(s)
                 summary.read |= reads
                 for b in writes:
@@ -169,11 +191,18 @@ class _Sync:
         """A TMA load may overwrite its shared buffer only after every thread is done with
         it (a barrier when it was read or written since the last one); threads see the
         data after the mbarrier wait, so it leaves nothing to order.  A TMA store fences
-        and synchronises the block itself (codegen) and then reads its buffer."""
+        and synchronises the block itself (codegen) and then reads its buffer.  Its issuing
+        thread does not wait for that read right away but before the next barrier
+        (``TmaStoreWait``), the one before the buffer is written again: in a persistent
+        kernel the read overlaps the next tile's main loop.  (A store is reached by the
+        whole block, or its own barrier would hang: so are the barriers after it.)"""
         if s.src.buffer in self.shared:  # store
             st.written.clear()
             st.read.clear()
             st.read.add(s.src.buffer)
+            if self.defer_stores:
+                s = dataclasses.replace(s, wait_read=False)
+                st.store_pending = self.deferred = True
         elif ({s.dst.buffer} | self.aliases.get(s.dst.buffer, set())) & (st.read | set(st.written)) \
                 and not self.program_orders:
             st.barrier(out, s.loc)
@@ -270,6 +299,8 @@ def insert_barriers(func: N.PrimFunc, program_orders: bool = False) -> N.PrimFun
     for scope in func.kernels:
         sync = _Sync(scope, program_orders)
         body = sync.block(scope.body, _State())
+        if sync.deferred:  # no block exits before TMA has read its stores' tiles
+            body += (N.TmaStoreWait(loc=scope.loc),)
         accs = {s.buffer.name for s in _allocs(scope.body)
                 if s.layout is not None and s.layout.kind == "mma"}
         body = _exchange_syncs(body, accs, sync.aliases, loop=False)

@@ -107,13 +107,22 @@ def store_fence() -> None:
     cute.arch.fence_proxy("async.shared", space="cta")
 
 
-def store(desc, smem, coords, chunks: int = 1, step: int = 0, chunk_bytes: int = 0) -> None:
+def store(desc, smem, coords, chunks: int = 1, step: int = 0, chunk_bytes: int = 0,
+          wait: bool = True) -> None:
     """One thread: store the box at ``coords`` from ``smem`` (or ``chunks`` boxes, as in
     :func:`load`) and wait until TMA has read it (the shared tile may be rewritten after
-    the next block barrier)."""
+    the next block barrier); ``wait=False``: the same thread calls :func:`store_wait`
+    later, before that barrier."""
     for off, where in _chunks(coords, chunks, step, chunk_bytes):
         _prims.cp_async_bulk_tensor_global_shared_cta(desc.get_ptr(), smem + off, where)
     cute.arch.cp_async_bulk_commit_group()
+    if wait:
+        store_wait()
+
+
+def store_wait() -> None:
+    """The thread that issued TMA stores: wait until TMA has read all their shared tiles
+    (``cp.async.bulk.wait_group.read 0``)."""
     cute.arch.cp_async_bulk_wait_group(0, read=True)
 
 
