@@ -916,14 +916,18 @@ class _Parser:
             else:
                 if "step" in a.sig.parameters and a.value("step") is not None:
                     step = a.static_int("step")
-                    if step < 1:
-                        raise a.fail("step", f"step={step}: tilecute loops count upwards "
-                                             "(a positive step)")
+                    if step == 0:  # TileLang's ValueError
+                        raise a.fail("step", "step=0: a stepped loop's step must be non-zero")
                 if kind == "unrolled" and "explicit" in a.sig.parameters:
                     a.static_bool("explicit")  # unrolled fully either way
                     a.refuse_unless("unroll_factor", (None,), "tilecute unrolls completely")
-            extent = self.extent(stop, start)
-            if step is not None and step != 1:
+            if step is not None and step < 0:
+                # TileLang's stepped loop counting down (`range(n - 1, -1, -1)`): the
+                # iterations start, start + step, ... while above stop
+                extent = ops.ceildiv(self.extent(start, stop), -step)
+            else:
+                extent = self.extent(stop, start)
+            if step is not None and step > 1:
                 extent = ops.ceildiv(extent, step)
             ranges = [(start, extent)]
             if kind in ("serial", "unrolled") and (step is None or step == 1) and \
