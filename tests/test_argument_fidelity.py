@@ -72,3 +72,37 @@ def test_negative_step_on_gpu():
     tilecute.compile(_count_down())(a, b)
     assert a.tolist() == list(range(10, 0, -1))
     assert b.tolist() == [j if j in (9, 6, 3, 0) else -7 for j in range(10)]
+
+
+# ---- unpacking assignments read every value first (Python's, and TileLang's, order) ------
+def _swap():
+    @T.prim_func
+    def swap(A: T.Tensor((2,), T.float32), B: T.Tensor((2,), T.float32)):
+        with T.Kernel(1, threads=1) as _:
+            a = T.alloc_var(T.float32, A[0])
+            b = T.alloc_var(T.float32, A[1])
+            a, b = b, a
+            A[0], A[1] = a, b
+            B[0], B[1] = B[1], B[0]
+    return swap
+
+
+def test_unpacking_swaps_vars_and_elements():
+    f = _swap()
+    lets = _stmts(f, N.Let)
+    # b's old value is read before a is assigned; B[0]'s before B[0] is stored
+    assert [(let.var.dtype, type(let.value).__name__) for let in lets] == \
+        [("float32", "Load"), ("float32", "Load")]
+    text = f.script()
+    assert text.index("unpacked = a[0]") < text.index("a[0] = b[0]") < \
+        text.index("b[0] = unpacked")
+
+
+@pytest.mark.gpu
+def test_unpacking_swap_on_gpu():
+    import torch
+
+    a = torch.tensor([1.0, 2.0], device="cuda")
+    b = torch.tensor([3.0, 4.0], device="cuda")
+    tilecute.compile(_swap())(a, b)
+    assert a.tolist() == [2.0, 1.0] and b.tolist() == [4.0, 3.0]

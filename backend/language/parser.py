@@ -1452,7 +1452,25 @@ class _Parser:
                                     f"{len(target.elts)} names")
         if len(values) != len(target.elts):
             raise self.error(s, f"cannot unpack {len(values)} values into {len(target.elts)} names")
-        out: list[N.Stmt] = []
+        values, out = list(values), []
+        # Python reads every value before it assigns any target: a value reading a buffer
+        # that an earlier target stores into (`a, b = b, a` on T.alloc_var's, `A[0], A[1] =
+        # A[1], A[0]`) is read into a fresh name first
+        written: set = set()
+        for i, (t, v) in enumerate(zip(target.elts, values)):
+            if written and _is_ir(v) and any(isinstance(x, N.Load) and x.buffer in written
+                                             for x in _walk_exprs(v)):
+                tmp = N.Var(self.fresh("unpacked"), v.dtype)
+                out.append(N.Let(tmp, v, loc=self.loc(s)))
+                values[i] = tmp
+            ref = self.lookup_local(t.value.id) if isinstance(t, ast.Subscript) and \
+                isinstance(t.value, ast.Name) else None
+            if isinstance(ref, _BufferRef):
+                written.add(ref.buffer.name)
+            elif isinstance(ref, _RegionRef):
+                written.add(ref.region.buffer)
+            elif isinstance(t, ast.Name) and isinstance(self.lookup_local(t.id), _VarRef):
+                written.add(self.lookup_local(t.id).buffer.name)
         for t, v in zip(target.elts, values):
             if isinstance(t, ast.Subscript):
                 out.extend(self.store(t, v, s))
