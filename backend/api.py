@@ -97,12 +97,15 @@ def _write_debug(kernel, func: N.PrimFunc, debug_root_path: str) -> None:
 
 
 def compile(func: N.PrimFunc, out_idx: Optional[Sequence[int]] = None,  # noqa: A001
-            target: Optional[str] = None, options: Optional[dict] = None,
+            execution_backend: Optional[str] = None, target: Optional[str] = None,
+            target_host=None, verbose: Optional[bool] = None,
             pass_configs: Optional[dict] = None, compile_flags=None, *,
-            execution_backend: Optional[str] = None, target_host=None,
-            verbose: Optional[bool] = None, release_gil: Optional[bool] = None) -> Kernel:
+            options: Optional[dict] = None, release_gil: Optional[bool] = None) -> Kernel:
     """Compile ``func`` for ``target`` (``"sm_90a"``, ``"sm_80"``...; default: the GPU's
-    arch, else ``TILECUTE_ARCH``) and return the callable kernel.
+    arch, else ``TILECUTE_ARCH``) and return the callable kernel.  The positional order is
+    TileLang's ``tilelang.compile(func, out_idx, execution_backend, target, target_host,
+    verbose, pass_configs, compile_flags)``; tilecute's ``options`` and ``release_gil`` are
+    keywords.
 
     ``out_idx``: indices of parameters the kernel allocates (torch) and returns.
     ``options``: compile options, TileLang's pass configs by another name:
@@ -142,8 +145,9 @@ def compile(func: N.PrimFunc, out_idx: Optional[Sequence[int]] = None,  # noqa: 
 
         start = time.monotonic()
         print(f"tilecute: compile {func.name!r} target={target!r}", file=sys.stderr)
-        kernel = compile(func, out_idx, target, options, pass_configs, compile_flags,
-                         verbose=False, release_gil=release_gil)
+        kernel = compile(func, out_idx, target=target, pass_configs=pass_configs,
+                         compile_flags=compile_flags, options=options, verbose=False,
+                         release_gil=release_gil)
         print(f"tilecute: compiled {func.name!r} in {time.monotonic() - start:.3f}s: {kernel!r}",
               file=sys.stderr)
         return kernel
@@ -151,7 +155,8 @@ def compile(func: N.PrimFunc, out_idx: Optional[Sequence[int]] = None,  # noqa: 
         if not target:
             raise ValueError(f"{func.name}: target=[] names no arch")
         archs = list(dict.fromkeys(_arch(t, func.name) for t in target))
-        return MultiArchKernel({a: compile(func, out_idx, a, options, pass_configs, compile_flags,
+        return MultiArchKernel({a: compile(func, out_idx, target=a, pass_configs=pass_configs,
+                                           compile_flags=compile_flags, options=options,
                                            verbose=False, release_gil=release_gil)
                                 for a in archs})
     outputs = resolve_out_idx(func.name, [p.name for p in func.params
@@ -184,9 +189,8 @@ def par_compile(funcs, out_idx: Optional[Sequence[int]] = None, execution_backen
     from .language.eager import par_compile as _par
 
     def one(func):
-        return compile(func, out_idx, target, options, pass_configs, compile_flags,
-                       execution_backend=execution_backend, target_host=target_host,
-                       verbose=verbose, release_gil=release_gil)
+        return compile(func, out_idx, execution_backend, target, target_host, verbose,
+                       pass_configs, compile_flags, options=options, release_gil=release_gil)
 
     def logged(func):
         try:

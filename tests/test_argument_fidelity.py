@@ -2,6 +2,9 @@
 program in TileLang's idioms, checks the IR (or the generated code) shows the meaning and,
 on a GPU, the numbers against torch."""
 
+import json
+import os
+
 import pytest
 
 import tilecute
@@ -106,3 +109,29 @@ def test_unpacking_swap_on_gpu():
     b = torch.tensor([3.0, 4.0], device="cuda")
     tilecute.compile(_swap())(a, b)
     assert a.tolist() == [2.0, 1.0] and b.tolist() == [4.0, 3.0]
+
+
+# ---- tilecute.compile takes TileLang's positional order ------------------------------------
+def _add_one():
+    @T.prim_func
+    def add_one(A: T.Tensor((128,), T.float32), B: T.Tensor((128,), T.float32)):
+        with T.Kernel(1, threads=128) as _:
+            for i in T.Parallel(128):
+                B[i] = A[i] + 1.0
+    return add_one
+
+
+def test_compile_positional_order_is_tilelangs():
+    import inspect
+
+    names = list(inspect.signature(tilecute.compile).parameters)
+    assert names[:8] == ["func", "out_idx", "execution_backend", "target", "target_host",
+                         "verbose", "pass_configs", "compile_flags"]
+    # the third positional is the execution backend, the fourth the target
+    with pytest.raises(ValueError, match="execution_backend='cython' is not supported"):
+        tilecute.compile(_add_one(), [1], "cython", "sm_90a")
+    kernel = tilecute.compile(_add_one(), [1], "tvm_ffi", "sm_80", None, False,
+                              {"tl.disable_tma_lower": True})
+    manifest = json.load(open(os.path.join(kernel.path, "manifest.json")))
+    assert manifest["arch"] == "sm_80" and manifest["options"] == {"disable_tma": True}
+    assert kernel.out_idx == [1]
