@@ -476,6 +476,40 @@ def test_insert_barriers_orders_buffers_that_share_bytes():
     assert any(isinstance(s, N.Store) and s.buffer == "acc_shared" for s in walk_stmts(after[1:]))
 
 
+THREAD_BRANCH = """
+@T.prim_func
+def k(X: T.Tensor((256,), "float32"), Y: T.Tensor((256,), "float32")):
+    with T.Kernel(2, threads=128) as bx:
+        s = T.alloc_shared((128,), "float32")
+        tx = T.get_thread_binding()
+        g = bx * 128 + tx
+        for i in T.Parallel(128):
+            s[i] = X[bx * 128 + i]
+        if COND:
+            Y[g] = s[127 - tx]
+"""
+
+
+@pytest.mark.parametrize("cond", ["g < 200", "tx < 100", "T.get_thread_binding() < 100"])
+def test_a_branch_on_the_thread_index_is_ordered_before_it(cond):
+    """A branch some threads skip reads what other threads wrote: its barrier goes before
+    the ``if``, which every thread reaches.  It went inside (a __syncthreads only some
+    threads reach) where the condition read a name bound to the thread index, and nowhere
+    where it read the index itself."""
+    _, after = before_and_after(THREAD_BRANCH.replace("COND", cond), "insert_barriers", "sm_90a")
+    body = [s for s in after.kernels[0].body if not isinstance(s, (N.Allocate, N.Let))]
+    assert [type(s).__name__ for s in body] == ["For", "Barrier", "If"], print_func(after)
+    assert not any(isinstance(t, N.Barrier) for t in walk_stmts(body[2].then))
+
+
+def test_a_branch_every_thread_takes_alike_keeps_its_barriers_inside():
+    src = THREAD_BRANCH.replace("COND", "bx == 0")
+    _, after = before_and_after(src, "insert_barriers", "sm_90a")
+    body = [s for s in after.kernels[0].body if not isinstance(s, (N.Allocate, N.Let))]
+    assert [type(s).__name__ for s in body] == ["For", "If"], print_func(after)
+    assert isinstance(body[1].then[0], N.Barrier)
+
+
 def test_assign_shared_memory_places_stages_and_checks_the_arch_limit():
     _, after = before_and_after(GEMM, "assign_shared_memory", "sm_90a")
     scope = after.kernels[0]

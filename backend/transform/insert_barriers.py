@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..ir import nodes as N
-from ..ir.visitor import BODY_FIELDS, walk_stmts
+from ..ir.visitor import BODY_FIELDS, walk_nodes, walk_stmts
 from .analysis import accesses, buffers_used, parallel_nest
 from .shared_memory import overlapping
 
@@ -69,6 +69,13 @@ class _Sync:
         self.defer_stores = not program_orders and not any(
             isinstance(t, N.WarpGroups) for t in walk_stmts(scope.body))
         self.deferred = False  # a store's wait was deferred: the kernel ends with one
+        self.thread_vars = _thread_vars(scope.body)
+
+    def divergent(self, cond) -> bool:
+        """Does ``cond`` read the thread index, directly or through names bound to values
+        of it (``tx = T.get_thread_binding()``, ``g = bx * 128 + tx``, loop variables whose
+        range reads one)?  Threads may then disagree on it."""
+        return _reads_thread(cond, self.thread_vars)
 
     def touches(self, s):
         """Shared buffers ``s`` reads and writes (a write touches every buffer on the same
@@ -128,8 +135,12 @@ class _Sync:
             if isinstance(s, (N.Reduce, N.FinalizeReducer)):
                 self.reduction(s, st, out)
                 continue
-            if isinstance(s, N.If) and not _has_thread_idx(s.cond):
-                self.barrier_if_needed(s, st, out)
+            if isinstance(s, N.If) and self.divergent(s.cond):
+                # threads take different branches: a barrier inside would not be reached by
+                # every thread, so the branch counts as one statement, ordered before it
+                self.barrier_if_needed(_mbarrier_ordered_loads_dropped(s), st, out)
+            elif isinstance(s, N.If):
+                self.barrier_if_needed(N.Evaluate(s.cond), st, out)  # (its condition)
                 a, b = st.copy(), st.copy()
                 then, orelse = self.block(s.then, a), self.block(s.orelse, b)
                 a.merge(b)
@@ -224,8 +235,6 @@ class _Sync:
         if self.program_orders:
             return
         reads, writes, _ = self.touches(s)
-        if isinstance(s, N.If):
-            reads = writes = set()  # its branches decide for themselves
         if reads & set(st.written) or writes & (st.read | set(st.written)):
             st.barrier(out, getattr(s, "loc", None))
 
@@ -271,14 +280,37 @@ def _async_writes(s) -> bool:
     return False
 
 
-def _has_thread_idx(e) -> bool:
-    if isinstance(e, N.Call) and e.name == "thread_idx":
-        return True
-    if isinstance(e, N.Expr):
-        return any(_has_thread_idx(v) for v in vars(e).values())
-    if isinstance(e, tuple):
-        return any(_has_thread_idx(v) for v in e)
-    return False
+def _reads_thread(e, names: set[str]) -> bool:
+    return any(isinstance(x, N.Call) and x.name == "thread_idx" or
+               isinstance(x, N.Var) and x.name in names for x in walk_nodes(e))
+
+
+def _thread_vars(body) -> set[str]:
+    """The names of ``body`` whose values differ between threads: ``Let``s of expressions
+    that read the thread index or such a name, and the variables of loops whose start or
+    extent does."""
+    binds = [(s.var.name, (s.value,)) for s in walk_stmts(body) if isinstance(s, N.Let)]
+    binds += [(s.var.name, (s.start, s.extent)) for s in walk_stmts(body)
+              if isinstance(s, N.For)]
+    names: set[str] = set()
+    grew = True
+    while grew:
+        new = {n for n, es in binds if n not in names and _reads_thread(es, names)}
+        names |= new
+        grew = bool(new)
+    return names
+
+
+def _mbarrier_ordered_loads_dropped(s):
+    """``s`` without its TMA loads that signal an mbarrier: a pipeline's refill under
+    ``if thread_idx == 0:``, whose overwrite of a stage the pipeline's empty mbarriers
+    order (the wait before it), not a block barrier."""
+    names = BODY_FIELDS.get(type(s))
+    if not names:
+        return s
+    return dataclasses.replace(s, **{n: tuple(
+        _mbarrier_ordered_loads_dropped(t) for t in getattr(s, n)
+        if not (isinstance(t, N.TmaCopy) and t.barrier is not None)) for n in names})
 
 
 def _allocs(body):
