@@ -135,3 +135,25 @@ def test_compile_positional_order_is_tilelangs():
     manifest = json.load(open(os.path.join(kernel.path, "manifest.json")))
     assert manifest["arch"] == "sm_80" and manifest["options"] == {"disable_tma": True}
     assert kernel.out_idx == [1]
+
+
+# ---- T.barrier_arrive / T.barrier_wait: TileLang's parameter names ------------------------
+def test_barrier_sugar_takes_tilelangs_keywords():
+    @T.prim_func
+    def handoff(A: T.Tensor((128,), T.float32)):
+        with T.Kernel(1, threads=128) as _:
+            bar = T.alloc_barrier(128)
+            T.barrier_arrive(mbarrier=bar[0])
+            T.barrier_wait(mbarrier=bar[0], parity=0)
+            A[0] = 1.0
+
+    (arrive,) = _stmts(handoff, N.MBarrierArrive)
+    (wait,) = _stmts(handoff, N.MBarrierWait)
+    assert arrive.barrier == wait.barrier and wait.parity == N.Const(0, "int32")
+    with pytest.raises(FrontendError, match=r"T.barrier_wait: missing a required argument: "
+                                            r"'parity'"):
+        @T.prim_func
+        def no_parity(A: T.Tensor((128,), T.float32)):
+            with T.Kernel(1, threads=128) as _:
+                bar = T.alloc_barrier(128)
+                T.barrier_wait(bar[0])

@@ -434,14 +434,14 @@ def mbarrier_wait_parity(mbarrier, parity):
 
 
 @_form("stmt")
-def barrier_arrive(barrier_id):
+def barrier_arrive(mbarrier):
     """TileLang's name of :func:`mbarrier_arrive` (an mbarrier element from
     ``T.alloc_barrier``)."""
 
 
 @_form("stmt")
-def barrier_wait(barrier_id, parity=None):
-    """TileLang's name of :func:`mbarrier_wait_parity`; tilecute needs the ``parity``."""
+def barrier_wait(mbarrier, parity):
+    """TileLang's name of :func:`mbarrier_wait_parity`."""
 
 
 @_form("stmt")

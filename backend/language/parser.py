@@ -2598,21 +2598,16 @@ class _Parser:
         return self.stmt_wait_wgmma(a, s, "num_mma")
 
     def stmt_barrier_arrive(self, a: _Args, s) -> list[N.Stmt]:
-        return [N.MBarrierArrive(self.barrier_element(a.node("barrier_id"), "T.barrier_arrive"),
+        return [N.MBarrierArrive(self.barrier_element(a.node("mbarrier"), "T.barrier_arrive"),
                                  loc=self.loc(s))]
 
     def stmt_barrier_wait(self, a: _Args, s) -> list[N.Stmt]:
-        bar = self.barrier_element(a.node("barrier_id"), "T.barrier_wait")
-        parity = a.value("parity")
-        if parity is None:
-            raise a.fail("parity", "parity=None: tilecute waits for a phase by its parity; "
-                                   "pass parity= (0 or 1, or an expression such as k % 2)")
-        if not (_is_ir(parity) or isinstance(parity, int)) or isinstance(parity, bool):
-            raise a.fail("parity", f"parity must be an integer, got {_show(parity)}")
-        return [N.MBarrierWait(bar, N.cast(N.as_expr(parity, "int32"), "int32"), loc=self.loc(s))]
+        """TileLang's sugar for :meth:`stmt_mbarrier_wait_parity` (same arguments)."""
+        return self.stmt_mbarrier_wait_parity(a, s, "T.barrier_wait")
 
-    def stmt_mbarrier_wait_parity(self, a: _Args, s) -> list[N.Stmt]:
-        bar = self.barrier_element(a.node("mbarrier"), "T.mbarrier_wait_parity")
+    def stmt_mbarrier_wait_parity(self, a: _Args, s, what: str = "T.mbarrier_wait_parity") \
+            -> list[N.Stmt]:
+        bar = self.barrier_element(a.node("mbarrier"), what)
         parity = a.value("parity")
         if not (_is_ir(parity) or isinstance(parity, int)) or isinstance(parity, bool):
             raise a.fail("parity", f"parity must be an integer, got {_show(parity)}")
