@@ -157,3 +157,66 @@ def test_barrier_sugar_takes_tilelangs_keywords():
             with T.Kernel(1, threads=128) as _:
                 bar = T.alloc_barrier(128)
                 T.barrier_wait(bar[0])
+
+
+# ---- T.atomic_add / max / min: memory_order on each element's update -----------------------
+def _ordered_atomics(n=256):
+    @T.prim_func
+    def ordered(A: T.Tensor((n,), T.float32), S: T.Tensor((4,), T.float32),
+                M: T.Tensor((2,), T.int32), H: T.Tensor((n,), T.float16),
+                P: T.Tensor((n,), T.float32)):
+        with T.Kernel(2, threads=128) as bx:
+            part = T.alloc_shared((4,), T.float32)
+            for i in T.Parallel(4):
+                part[i] = 0.0
+            for i in T.Parallel(128):
+                k = bx * 128 + i
+                T.atomic_add(S[k % 4], A[k], memory_order="release")
+                T.atomic_max(M[0], k, memory_order="acquire")
+                T.atomic_min(M[1], -k, memory_order="seq_cst")
+                T.atomic_add(H[k], 1.0, memory_order="acq_rel")
+                T.atomic_add(part[k % 4], A[k], memory_order="seq_cst")
+                T.atomic_max(P[k], A[k], memory_order="consume")
+            T.atomic_add(S[0:4], part[0:4], memory_order="release")
+    return ordered
+
+
+def test_memory_order_reaches_each_atomic():
+    f = _ordered_atomics()
+    orders = [(s.op, s.order) for s in _stmts(f, N.AtomicAdd)]
+    assert orders == [("add", "release"), ("max", "acquire"), ("min", "seq_cst"),
+                      ("add", "acq_rel"), ("add", "seq_cst"), ("max", "consume"),
+                      ("add", "release")]
+    from tilecute.transform.pipeline import lower
+    from tilecute.codegen.cute import emit_cute
+
+    src = emit_cute(lower(f, "sm_90a"))
+    for call in ('tca.atomic_add(S, ', 'tca.atomic_max(M, ', 'tca.atomic_min(M, ',
+                 'tca.atomic_add(H, ', 'tca.atomic_max(P, '):
+        assert call in src
+    for order in ('"release")', '"acquire")', '"seq_cst")', '"acq_rel")', '"consume")'):
+        assert order in src
+    # relaxed (TileLang's default) keeps the helpers' default: no order written
+    assert '"relaxed"' not in src
+
+
+def test_memory_order_atomics_build(tmp_path):
+    assert tilecute.build_cubin(_ordered_atomics(), "sm_90a", out_dir=str(tmp_path)).kernel_names
+
+
+@pytest.mark.gpu
+def test_memory_order_atomics_on_gpu():
+    import torch
+
+    n = 256
+    a = torch.randn(n, device="cuda")
+    s = torch.zeros(4, device="cuda")
+    m = torch.tensor([-1, 1], dtype=torch.int32, device="cuda")
+    h = torch.zeros(n, dtype=torch.float16, device="cuda")
+    p = torch.zeros(n, device="cuda")
+    tilecute.compile(_ordered_atomics(n))(a, s, m, h, p)
+    # the per-block shared partials are added again into S: twice the plain sums
+    torch.testing.assert_close(s, 2 * a.view(-1, 4).sum(0), rtol=1e-4, atol=1e-4)
+    assert m.tolist() == [n - 1, -(n - 1)]
+    assert h.eq(1).all()
+    torch.testing.assert_close(p, a.clamp(min=0))

@@ -181,19 +181,22 @@ def test_refusals_name_the_form_and_line(stmt, msg):
     assert "<script>:8" in str(e.value)
 
 
-def test_validator_refuses_an_ordered_add():
+def test_validator_takes_an_ordered_add_and_refuses_an_unknown_order():
     import dataclasses
 
     from tilecute.ir.validate import validate
 
     f = T.from_script(_one("T.atomic_add(G[0], 1)"))
     k = f.kernels[0]
-    bad = tuple(dataclasses.replace(s, order="release") if isinstance(s, N.AtomicAdd) else s
-                for s in k.body)
-    assert bad != k.body
-    g = dataclasses.replace(f, kernels=(dataclasses.replace(k, body=bad),))
-    with pytest.raises(Exception, match="T.atomic_add is relaxed, got memory order 'release'"):
-        validate(g)
+
+    def with_order(order):
+        body = tuple(dataclasses.replace(s, order=order) if isinstance(s, N.AtomicAdd) else s
+                     for s in k.body)
+        assert body != k.body
+        return dataclasses.replace(f, kernels=(dataclasses.replace(k, body=body),))
+    validate(with_order("release"))  # TileLang's memory_order on T.atomic_add
+    with pytest.raises(Exception, match="T.atomic_add: memory order 'sequential'; expected one of"):
+        validate(with_order("sequential"))
 
 
 @pytest.mark.gpu

@@ -553,7 +553,8 @@ class KernelEmitter:
         if guarded:
             conds = list(dict.fromkeys(self.bounds.predicate(buf.name, s.dst.starts)
                                        + self.bounds.of_loads(list(_loads(s.value)) + list(_loads(s.dst.starts)))))
-        order = f', "{s.order}"' if s.op in ("or", "store") else ""  # add/max/min: relaxed
+        # add/max/min: their helpers' default order is relaxed, written only when another
+        order = f', "{s.order}"' if s.op in ("or", "store") or s.order != "relaxed" else ""
         self.predicated(conds, f"tca.atomic_{s.op}({ident(buf.name)}, {coord}, {value}{order})", depth)
         self.out.use("atomic")
 

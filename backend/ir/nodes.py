@@ -771,7 +771,8 @@ class AtomicAdd(Stmt):
     TileLang's ``T.atomic_max``/``T.atomic_min``; "or": ``dst |= value``, TileLang's
     ``T.atomic_or``; "store": ``dst = value``, TileLang's ``T.atomic_store``); ``value`` is
     an expression or a source region (add/max/min).  ``order``: the memory order
-    (``MEMORY_ORDERS``; add/max/min are relaxed), at device scope for or/store."""
+    (``MEMORY_ORDERS``; store: ``ATOMIC_STORE_ORDERS``), at device scope for or/store, at
+    the buffer's (device for global, block for shared) for add/max/min."""
 
     dst: Region
     value: Union[Expr, Region]

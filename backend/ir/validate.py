@@ -594,8 +594,9 @@ class _Validator:
                         s.op == "store" and DTYPES[dst_dtype].bits not in (32, 64):
                     self.fail(f"T.atomic_{s.op} into '{s.dst.buffer}' ({dst_dtype}): "
                               + ("a 32- or 64-bit integer" if s.op == "or" else "32 or 64 bits"))
-            elif s.order != "relaxed":
-                self.fail(f"T.atomic_{s.op} is relaxed, got memory order {s.order!r}")
+            elif s.order not in N.MEMORY_ORDERS:
+                self.fail(f"T.atomic_{s.op}: memory order {s.order!r}; expected one of "
+                          f"{', '.join(N.MEMORY_ORDERS)}")
             if s.op in ("max", "min") and dst_dtype not in ("float32", "int32", "int64"):
                 self.fail(f"T.atomic_{s.op} into '{s.dst.buffer}' ({dst_dtype}): atomic max/min "
                           "take float32, int32 or int64")

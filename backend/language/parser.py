@@ -2267,9 +2267,14 @@ class _Parser:
         return self.stmt_atomic_add(a, s, "min")
 
     def stmt_atomic_add(self, a: _Args, s, op: str = "add") -> list[N.Stmt]:
-        """``T.atomic_add/max/min(dst, value)``: an element, or a tile (regions)."""
-        a.refuse_unless("memory_order", (None, "relaxed"), "tilecute's atomics are relaxed "
-                                                           "(CUDA atomicAdd)")
+        """``T.atomic_add/max/min(dst, value, memory_order)``: an element, or a tile
+        (regions); TileLang's memory order on each element's update (None: relaxed)."""
+        order = a.value("memory_order")
+        if order is None:
+            order = "relaxed"  # TileLang's id 0
+        if order not in N.MEMORY_ORDERS:  # (TileLang's map lookup fails on it)
+            raise a.fail("memory_order", f"memory_order={_show(order)} is not a memory order; "
+                                         f"expected one of {', '.join(N.MEMORY_ORDERS)}")
         # return_prev=True as a statement: the old value is unused, the update is the same
         a.static_bool("return_prev")
         if "use_tma" in a.sig.parameters:
@@ -2285,7 +2290,7 @@ class _Parser:
             value = a.value("value")
             buf = self.buffer_named(dst.buffer)
             value = N.cast(N.as_expr(value, buf.dtype), buf.dtype)
-        return [N.AtomicAdd(dst, value, loc=self.loc(s), op=op)]
+        return [N.AtomicAdd(dst, value, loc=self.loc(s), op=op, order=order)]
 
     def atomic_return(self, fn: F.Form, node: ast.Call) -> N.Expr:
         """``old = T.atomic_add(x[i], v, return_prev=True)`` (also ``atomic_max/min``):
@@ -2296,8 +2301,9 @@ class _Parser:
         if not (a.given("return_prev") and a.static_bool("return_prev")):
             raise a.fail("return_prev", "returns a value only with return_prev=True; without "
                                         "it, it is a statement")
-        a.refuse_unless("memory_order", (None, "relaxed"), "tilecute's atomics are relaxed "
-                                                           "(CUDA atomicAdd)")
+        a.refuse_unless("memory_order", (None, "relaxed"), "tilecute's atomics that return "
+                                                           "the old value are relaxed (the "
+                                                           "statement form takes every order)")
         if "use_tma" in a.sig.parameters:
             a.refuse_unless("use_tma", (False,), "tilecute has no TMA reduce-store")
         a.no_annotations()

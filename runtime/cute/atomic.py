@@ -4,7 +4,8 @@ TileLang's ordered loads, stores and ors.
 
 Both helpers lower to PTX ``red`` (reduction without a returned value) with
 ``.relaxed`` ordering (the semantics of CUDA ``atomicAdd``) at ``.gpu`` scope for
-global tensors and ``.cta`` scope for shared ones.
+global tensors and ``.cta`` scope for shared ones; ``atomic_add`` / ``atomic_max`` /
+``atomic_min`` take TileLang's other memory orders too (``order=``).
 
 Usage in generated code::
 
@@ -67,19 +68,38 @@ def _check_dtype(dtype) -> None:
                         "or newer")
 
 
-def atomic_add(tensor, coord, value) -> None:
+def atomic_add(tensor, coord, value, order: str = "relaxed") -> None:
     """``tensor[coord] += value`` atomically; ``tensor`` in global or shared memory.
 
     ``coord``: see :func:`element_ptr`.  ``value`` is converted to the tensor's element
     type first.  PTX: ``red.relaxed.gpu.global.add.f32`` (global) /
     ``red.relaxed.cta.shared::cta.add.f32`` (shared); ``.f64``, ``.noftz.f16``,
     ``.noftz.bf16`` (sm_90+), ``.s32`` (Int32, and Uint32 buffers: their tensors have
-    Int32 elements), ``.u64`` (Int64, Uint64) for the other dtypes.
+    Int32 elements), ``.u64`` (Int64, Uint64) for the other dtypes.  ``order``
+    (TileLang's ``memory_order``, a trace-time name): see :func:`_ordered_update`.
     """
     dtype = tensor.element_type
     _check_dtype(dtype)
-    cute.arch.red(element_ptr(tensor, coord), dtype(value), op="add", dtype=_red_type(dtype),
-                  sem="relaxed", scope=_scope(tensor))
+    _ordered_update(tensor, coord, dtype(value), "add", _red_type(dtype), order)
+
+
+def _ordered_update(tensor, coord, value, op: str, red_dtype, order: str) -> None:
+    """One atomic update of ``tensor[coord]`` whose result is unused, with TileLang's
+    memory ``order`` at the tensor's scope (``.gpu`` global, ``.cta`` shared), as libcu++'s
+    ``cuda::atomic_ref::fetch_<op>`` orders it on sm_70+: relaxed / release: ``red.{order}``;
+    consume / acquire: ``atom.acquire``; acq_rel: ``atom.acq_rel``; seq_cst: ``fence.sc``
+    then ``atom.acquire`` (the old value of an ``atom`` is dropped)."""
+    if order not in MEMORY_ORDERS:
+        raise ValueError(f"tilecute atomic_{op}: no memory order {order!r}")
+    ptr, scope = element_ptr(tensor, coord), _scope(tensor)
+    if order in ("relaxed", "release"):
+        cute.arch.red(ptr, value, op=op, dtype=red_dtype, sem=order, scope=scope)
+        return
+    if order == "seq_cst":
+        fence_sc(scope)
+    sem = "acq_rel" if order == "acq_rel" else "acquire"
+    {"add": cute.arch.atomic_add, "max": cute.arch.atomic_max,
+     "min": cute.arch.atomic_min}[op](ptr, value, sem=sem, scope=scope)
 
 
 def vector_chunk(dtype, width: int, global_memory: bool = True) -> int:
@@ -139,30 +159,36 @@ def atomic_add_vector(tensor, coord, values, width: int) -> None:
 _MINMAX_DTYPES = (cutlass.Float32, cutlass.Int32, cutlass.Int64)
 
 
-def _atomic_minmax(tensor, coord, value, op: str) -> None:
+def _atomic_minmax(tensor, coord, value, op: str, order: str) -> None:
     dtype = tensor.element_type
     if dtype not in _MINMAX_DTYPES:
         raise TypeError(f"tilecute atomic_{op}: no atomic {op} for {dtype.__name__}")
-    ptr = element_ptr(tensor, coord)
     if dtype is cutlass.Float32:
         # the sign-split integer max/min (atom.max.s32 / atom.min.u32 on the bits)
+        if order not in MEMORY_ORDERS:
+            raise ValueError(f"tilecute atomic_{op}: no memory order {order!r}")
+        scope = _scope(tensor)
+        if order == "seq_cst":
+            fence_sc(scope)
+        sem = {"consume": "acquire", "seq_cst": "acquire"}.get(order, order)
         f = cute.arch.atomic_fmax if op == "max" else cute.arch.atomic_fmin
-        f(ptr, dtype(value), sem="relaxed", scope=_scope(tensor))
+        f(element_ptr(tensor, coord), dtype(value), sem=sem, scope=scope)
     else:
-        cute.arch.red(ptr, dtype(value), op=op, dtype=dtype, sem="relaxed", scope=_scope(tensor))
+        _ordered_update(tensor, coord, dtype(value), op, dtype, order)
 
 
-def atomic_max(tensor, coord, value) -> None:
-    """``tensor[coord] = max(tensor[coord], value)`` atomically (relaxed; ``.gpu`` scope
-    in global memory, ``.cta`` in shared).  Float32: ``cute.arch.atomic_fmax`` (a signed
-    integer max on the bits of a non-negative value, an unsigned min on those of a
-    negative one); Int32/Int64: ``red.max.s32``/``.s64``."""
-    _atomic_minmax(tensor, coord, value, "max")
+def atomic_max(tensor, coord, value, order: str = "relaxed") -> None:
+    """``tensor[coord] = max(tensor[coord], value)`` atomically (``.gpu`` scope in global
+    memory, ``.cta`` in shared; ``order`` as :func:`_ordered_update`).  Float32:
+    ``cute.arch.atomic_fmax`` (a signed integer max on the bits of a non-negative value, an
+    unsigned min on those of a negative one, with the order's ``sem``); Int32/Int64:
+    ``red.max.s32``/``.s64`` (``atom`` for an acquiring order)."""
+    _atomic_minmax(tensor, coord, value, "max", order)
 
 
-def atomic_min(tensor, coord, value) -> None:
+def atomic_min(tensor, coord, value, order: str = "relaxed") -> None:
     """``tensor[coord] = min(tensor[coord], value)`` atomically; as :func:`atomic_max`."""
-    _atomic_minmax(tensor, coord, value, "min")
+    _atomic_minmax(tensor, coord, value, "min", order)
 
 
 def atomic_fetch(tensor, coord, value, op: str):
@@ -196,6 +222,18 @@ def fence_sc_gpu(*, loc=None, ip=None) -> None:
     """PTX ``fence.sc.gpu`` (the fence before a sequentially consistent access)."""
     _llvm.inline_asm(None, [], "fence.sc.gpu;", "", has_side_effects=True, is_align_stack=False,
                      asm_dialect=_llvm.AsmDialect.AD_ATT, loc=loc, ip=ip)
+
+
+@dsl_user_op
+def fence_sc_cta(*, loc=None, ip=None) -> None:
+    """PTX ``fence.sc.cta`` (before a sequentially consistent access to shared memory)."""
+    _llvm.inline_asm(None, [], "fence.sc.cta;", "", has_side_effects=True, is_align_stack=False,
+                     asm_dialect=_llvm.AsmDialect.AD_ATT, loc=loc, ip=ip)
+
+
+def fence_sc(scope: str) -> None:
+    """``fence.sc`` at ``scope`` ("gpu" or "cta")."""
+    (fence_sc_gpu if scope == "gpu" else fence_sc_cta)()
 
 
 def _global_ptr(tensor, coord, what: str):
