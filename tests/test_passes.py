@@ -783,3 +783,40 @@ def test_row_exchange_second_barrier_left_to_the_next_exchange():
     # row max's first barrier the row sum's (each writes only its own scratch before it)
     got = _reduces(ROWS_ACROSS.replace("SECOND", "T.reduce_sum(S, l, dim=1)"))
     assert got == [("m", False), ("l", False)]
+
+
+TRANSPOSED_NEST = """
+@T.prim_func
+def k(A: T.Tensor((64, 32), "float16"), B: T.Tensor((32, 64), "float16"),
+      s: T.Tensor((64,), "float32"), C: T.Tensor((64, 64), "float32"),
+      X: T.Tensor((64, 64), "float32")):
+    with T.Kernel(1, threads=128) as bx:
+        A_s = T.alloc_shared((64, 32), "float16")
+        B_s = T.alloc_shared((32, 64), "float16")
+        acc = T.alloc_fragment((64, 64), "float32")
+        x = T.alloc_fragment((64, 64), "float32")
+        sc = T.alloc_fragment((64,), "float32")
+        T.copy(A, A_s)
+        T.copy(B, B_s)
+        T.gemm(A_s, B_s, acc, clear_accum=True)
+        T.copy(s, sc)
+        for j, i in T.Parallel(64, 64):
+            acc[i, j] = acc[i, j] * sc[j]
+        for j, i in T.Parallel(64, 64):
+            x[i, j] = X[i, j] + 1.0
+        T.copy(acc, C)
+        T.copy(x, X)
+"""
+
+
+def test_a_parallel_nest_walks_its_fragments_in_their_dims_order():
+    """``for j, i in T.Parallel(N, M): acc[i, j] ...``: TileLang lays the loop out by the
+    fragment it walks, whatever its variables' order; the nest is reordered to (i, j).  It
+    was a LayoutError for an accumulator ('read across threads') and made an ordinary
+    fragment replicated (every thread holding all of it)."""
+    text = print_func(run_passes(T.from_script(TRANSPOSED_NEST), "sm_90a", until="infer_layouts"))
+    assert "for i in T.Parallel(64, vector_width=1):\n            for j in T.Parallel(64, vector_width=2):\n" \
+        "                acc[i, j] = acc[i, j] * sc[j]" in text, text
+    assert "for i_1 in T.Parallel(64, vector_width=1):\n            for j_1 in T.Parallel(64, vector_width=4):\n" \
+        "                x[i_1, j_1] = X[i_1, j_1]" in text, text
+    assert 'x = T.alloc_fragment((64, 64), "float32", layout=T.Layout("blocked"' in text, text

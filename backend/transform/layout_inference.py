@@ -22,6 +22,9 @@ Fragments
   nest's innermost extent and, for a fragment that is reduced, until every row of
   ``threads * V``-element steps is whole (each thread then holds part of every row).
 
+  A nest whose fragment accesses all index with one permutation of its loop variables
+  (``for j, i in T.Parallel(N, M): acc[i, j]``) is first reordered to walk them in their
+  dims' order, as TileLang lays a loop out by the fragment it walks.
   A nest over the leading part of a T.gemm register fragment (``acc[:h, :]``) first grows
   to the fragment's shape, its body guarded by its own extents (TileLang's predicated
   loop), so that it walks the fragment's registers.
@@ -731,6 +734,43 @@ class _Kernel:
         return body[0]
 
 
+class _OrderNestByFragments(StmtMutator):
+    """TileLang lays a ``T.Parallel`` loop out by the fragments it walks, in whatever order
+    its loop variables come (``for j, i in T.Parallel(N, M): acc[i, j] *= s[j]``).  A nest
+    whose fragment accesses of full rank all index with one permutation of its loop
+    variables becomes the nest over the fragments' dims in order (a parallel nest's
+    iterations are independent, so the order of its loops is free); the layout pass then
+    lays it out as any nest that walks its fragments element by element."""
+
+    def __init__(self, scope: N.KernelScope):
+        self.frags = {a.buffer.name for a in walk_stmts(scope.body)
+                      if isinstance(a, N.Allocate) and a.buffer.scope == "fragment"
+                      and not a.reducer}
+
+    def visit_for(self, s: N.For):
+        if s.kind != "parallel":
+            return self.generic(s)
+        loops = parallel_nest(s)
+        names = [lp.var.name for lp in loops]
+        if len(loops) < 2 or any(lp.vector_width for lp in loops) or \
+                any(mentions(e, v) for lp in loops for e in (lp.start, lp.extent) for v in names):
+            return s
+        orders = set()
+        for b, idx, _ in accesses(loops[-1].body):
+            if b not in self.frags or len(idx) != len(loops):
+                continue
+            order = tuple(i.name if isinstance(i, N.Var) else None for i in idx)
+            if None not in order and sorted(order) == sorted(names):
+                orders.add(order)
+        if len(orders) != 1 or list(next(iter(orders))) == names:
+            return s
+        by_name = {lp.var.name: lp for lp in loops}
+        body = loops[-1].body
+        for name in reversed(next(iter(orders))):
+            body = (dataclasses.replace(by_name[name], body=body),)
+        return body[0]
+
+
 class _PadToMmaFragment(StmtMutator):
     """A ``T.Parallel`` nest over the leading part of a T.gemm register fragment
     (``T.copy(acc[:h, :], s)``, ``for i, j in T.Parallel(h, n): ... acc[i, j]`` with
@@ -822,6 +862,7 @@ def _fold_replicated_reduces(func: N.PrimFunc, scope: N.KernelScope, k: _Kernel)
 def infer_layouts(func: N.PrimFunc) -> N.PrimFunc:
     kernels = []
     for scope in func.kernels:
+        scope = _OrderNestByFragments(scope).visit_kernel(scope)
         scope = _PadToMmaFragment(scope).visit_kernel(scope)
         k = _Kernel(func, scope)
         k.collect(scope.body)
