@@ -670,6 +670,37 @@ def test_fast_math_takes_the_approximate_intrinsics(tmp_path):
     assert "approx=True, ftz=True" in (tmp_path / "kernel_cute.py").read_text()
 
 
+def test_fast_math_divides_by_the_approximate_reciprocal(tmp_path):
+    """fast_math: float32 division is nvcc --use_fast_math's (__fdividef: x times
+    rcp.approx.ftz of y); integer floordiv and float16 division stay; off, it stays."""
+    import tilecute
+
+    src = ADD.replace("B[i] = A[i] + A[i]", "B[i] = A[i] / (A[i] + T.float32(1))")
+    half = T.from_script(src.replace("T.float32(1)", "T.float16(1)"))
+    assert "div_approx" not in print_func(run_passes(half, "sm_90a", {"fast_math": True}))
+    func = T.from_script(src.replace('"float16"', '"float32"'))
+    on = print_func(run_passes(func, "sm_90a", {"fast_math": True}))
+    assert "T.div_approx(A[i], A[i] + T.float32(1.0))" in on, on
+    assert "div_approx" not in print_func(run_passes(func, "sm_90a"))
+    info = tilecute.build_cubin(func, "sm_90a", out_dir=str(tmp_path), options={"fast_math": True})
+    assert info.kernel_names
+    assert "] * cute.arch.rcp_approx(" in (tmp_path / "kernel_cute.py").read_text()
+
+
+@pytest.mark.gpu
+def test_fast_math_division_on_gpu():
+    import torch
+
+    import tilecute
+
+    src = ADD.replace("B[i] = A[i] + A[i]", "B[i] = A[i] / (A[i] * A[i] + T.float32(0.5))")
+    src = src.replace('"float16"', '"float32"')
+    a = torch.randn(1024, device="cuda") * 100
+    out = torch.empty_like(a)
+    tilecute.compile(T.from_script(src), options={"fast_math": True})(a, out)
+    torch.testing.assert_close(out, a / (a * a + 0.5), rtol=4e-7, atol=0)
+
+
 def test_pdl_marks_kernels_and_reaches_the_launcher_and_the_kernel(tmp_path, monkeypatch):
     """Option pdl: KernelScope.pdl, the ABI's kernel `pdl`, the launcher's KernelInfo (and
     its programmatic-stream-serialization branch), griddepcontrol in the kernel; the

@@ -158,6 +158,11 @@ class ExprPrinter:
                 return form(self, e)
             if e.name in MATH:
                 return self._math(e), ATOM
+            if e.name == "div_approx":  # (float32: the fast-math pass's)
+                # (CUDA's __fdividef: x times rcp.approx.ftz of y; the reciprocal of a
+                # row's statistic is computed once for the row's elements)
+                x = self.operand(e.args[0], PREC["mul"])
+                return f"{x} * cute.arch.rcp_approx({self.expr(e.args[1])})", PREC["mul"]
             if e.name in APPROX:
                 x = self.expr(N.Cast("float32", e.args[0]) if e.args[0].dtype != "float32"
                               else e.args[0])

@@ -169,6 +169,9 @@ INTRINSICS = {
     # subnormals, ~2 ulp): exp2(x), exp(x) as exp2(x * log2 e), log2(x), log(x) as
     # log2(x) * ln 2
     "exp2_approx": 1, "exp_approx": 1, "log2_approx": 1, "log_approx": 1,
+    # and float32 division x / y as nvcc's --use_fast_math makes it (CUDA's __fdividef:
+    # x times rcp.approx.ftz of y, ~2 ulp; 0 for |y| above 2**126)
+    "div_approx": 2,
     # TileLang's T.__exp10 / __log10 / __sin / __cos / __tan (CUDA's fast intrinsics):
     # exp10(x) as exp2 of x * log2 10, log10(x) as log2(x) * log10 2, sin.approx.ftz,
     # cos.approx.ftz, and their quotient
@@ -245,7 +248,8 @@ WARP_REDUCTIONS = ("warp_reduce_sum", "warp_reduce_max", "warp_reduce_min",
 FLOAT_MATH = ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "sin", "cos", "floor",
               "ceil", "tan", "atan", "acos", "asin", "sinh", "cosh", "erf", "log10", "log1p",
               "exp10", "trunc", "round", "round_ties_away_from_zero", "pow", "fmod", "atan2",
-              "exp2_approx", "exp_approx", "log2_approx", "log_approx", "exp10_approx",
+              "exp2_approx", "exp_approx", "log2_approx", "log_approx", "div_approx",
+              "exp10_approx",
               "log10_approx", "sin_approx", "cos_approx", "tan_approx")
 FLOAT_PREDICATES = ("isnan", "isinf", "isfinite")
 

@@ -1,7 +1,11 @@
 """Per-function switches the options make: fast math (option ``fast_math``, TileLang's ``tl.enable_fast_math``): ``exp2``,
 ``exp``, ``log2`` and ``log`` of float32 (and 16-bit, computed in float32) become their
 approximations (``exp2_approx``...: ``ex2.approx.ftz.f32`` / ``lg2.approx.ftz.f32``,
-subnormals flushed to zero), as nvcc's ``--use_fast_math`` makes them.  The default
+subnormals flushed to zero), and float32 division ``x / y`` becomes ``div_approx``
+(CUDA's ``__fdividef``: ``x`` times ``rcp.approx.ftz`` of ``y``, ~2 ulp; TileLang's CuTe
+DSL backend emits ``divf(..., fastmath=True)``), as nvcc's ``--use_fast_math`` makes
+them: an attention epilogue's ``acc_o[i, j] /= l[i]`` then costs a reciprocal per row
+and a multiply per element instead of an IEEE division per element.  The default
 ``exp2`` is ``ex2.approx.f32`` without ftz, which ptxas wraps in a subnormal fix-up
 (more instructions per element: what an attention kernel's softmax pays on every score).
 And Programmatic Dependent Launch (option ``pdl``, :func:`programmatic_launch`).
@@ -28,6 +32,8 @@ def _rewrite(x):
     x = dataclasses.replace(x, **changes)
     if isinstance(x, N.Call) and x.name in APPROX and x.dtype in ("float32", "float16", "bfloat16"):
         return dataclasses.replace(x, name=APPROX[x.name])
+    if isinstance(x, N.BinOp) and x.op == "div" and x.dtype == "float32":
+        return N.Call("div_approx", (x.a, x.b), "float32")
     return x
 
 
