@@ -90,7 +90,7 @@ def test_epilogue_through_shared_memory_is_a_tma_store():
 def test_use_swizzle_rebinds_the_block_indices():
     plan = lower(G.matmul(panel=8), "sm_90a")
     lets = [s.var.name for s in _stmts(plan, N.Let)]
-    assert lets[:4] == ["block_flat", "panel_first", "panel_offset", "panel_rows"]
+    assert lets[:5] == ["block_flat", "panel_index", "panel_first", "panel_offset", "panel_rows"]
     src = emit_cute(plan)
     assert "(col_1_ * 128, " in src and "row_1_ * 128)" in src  # the loads use the new indices (col_1 spelled col_1_)
 

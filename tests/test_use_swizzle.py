@@ -78,3 +78,98 @@ def test_use_swizzle_1d_grid_on_gpu():
     b = torch.empty_like(a)
     tilecute.compile(_rows_scaled())(a, b)
     torch.testing.assert_close(b, a * 2.0 + 1.0)
+
+
+# ---- the block map is TileLang's rasterization2DRow / rasterization2DColumn -----------------
+def _tilelang_map(x, y, nx, ny, panel, order):
+    """Where TileLang's rasterization sends block (x, y): the launch order's blocks handed
+    out panel by panel (panels of `panel` rows spanning every column, or for "column" of
+    `panel` columns spanning every row), down the panel's short side first, every odd
+    panel walked from the far end."""
+    row = order == "row"
+    span, split = (nx, ny) if row else (ny, nx)
+    p, off = divmod(x + y * nx, panel * span)
+    width = min(panel, split - p * panel)
+    walk, k = divmod(off, width)
+    if p % 2:
+        walk = span - 1 - walk
+    return (walk, p * panel + k) if row else (p * panel + k, walk)
+
+
+def _evaluate(lets, new, x, y):
+    import itertools  # noqa: F401
+
+    def ev(e, env):
+        from tilecute.ir import nodes as N
+        if isinstance(e, N.Const):
+            return e.value
+        if isinstance(e, N.Var):
+            return env[e.name]
+        if isinstance(e, N.Select):
+            return ev(e.a, env) if ev(e.cond, env) else ev(e.b, env)
+        a, b = ev(e.a, env), ev(e.b, env)
+        return {"add": a + b, "sub": a - b, "mul": a * b, "floordiv": a // b if b else 0,
+                "mod": a % b if b else 0, "le": a <= b, "eq": a == b}[e.op]
+    env = {"x": x, "y": y}
+    for name, value in lets:
+        env[name] = ev(value, env)
+    return ev(new[0], env), ev(new[1], env)
+
+
+@pytest.mark.parametrize("order", ["row", "column"])
+@pytest.mark.parametrize("nx, ny, panel", [(8, 4, 2), (5, 7, 3), (6, 9, 4), (3, 10, 16), (7, 7, 1)])
+def test_use_swizzle_block_map_is_tilelangs(order, nx, ny, panel):
+    from tilecute.ir import nodes as N
+    from tilecute.ir.rasterization import panel_order
+
+    lets = []
+
+    def let(stem, value):
+        var = N.Var(f"{stem}{len(lets)}", "int32")
+        lets.append((var.name, value))
+        return var
+    new = panel_order(N.Var("x", "int32"), N.Var("y", "int32"), N.Const(nx, "int32"),
+                      N.Const(ny, "int32"), panel, let, order=order, serpentine=True)
+    seen = {}
+    for x in range(nx):
+        for y in range(ny):
+            seen[x, y] = _evaluate(lets, new, x, y)
+            assert seen[x, y] == _tilelang_map(x, y, nx, ny, panel, order), (x, y)
+    assert sorted(seen.values()) == sorted(seen)  # a permutation of the blocks
+
+
+def test_use_swizzle_walks_odd_panels_from_the_far_end():
+    text = _ir(_grid2d("row"))
+    assert "panel_index" in text and "% 2 == 1" in text
+
+
+def _block_map(nx=6, ny=7, panel=2, order="row"):
+    @T.prim_func
+    def block_map(Out: T.Tensor((ny, nx), "int32")):
+        with T.Kernel(nx, ny, threads=32) as (bx, by):
+            T.use_swizzle(panel, order=order)
+            launched = T.get_block_binding(0) + T.get_block_binding(1) * nx
+            if T.get_thread_binding() == 0:
+                Out[by, bx] = launched
+
+    return block_map
+
+
+def test_use_swizzle_block_map_builds(tmp_path):
+    assert tilecute.build_cubin(_block_map(), "sm_90a", out_dir=str(tmp_path)).kernel_names
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("order", ["row", "column"])
+def test_use_swizzle_block_map_on_gpu(order):
+    import torch
+
+    nx, ny, panel = 6, 7, 2
+    out = torch.full((ny, nx), -1, dtype=torch.int32, device="cuda")
+    tilecute.compile(_block_map(nx, ny, panel, order))(out)
+    want = torch.full((ny, nx), -1, dtype=torch.int32)
+    for x in range(nx):
+        for y in range(ny):
+            tx, ty = _tilelang_map(x, y, nx, ny, panel, order)
+            want[ty, tx] = x + y * nx
+    assert torch.equal(out.cpu(), want)

@@ -1853,8 +1853,9 @@ class _Parser:
     def use_swizzle(self, a: _Args, s) -> list[N.Stmt]:
         """``T.use_swizzle(panel_size, order="row")``: from here on the block's first two
         indices walk the grid in panels of ``panel_size`` rows (``order="column"``, or
-        ``"col"``: columns), down each panel's rows before moving a column, so blocks
-        running together share operand tiles in L2.  Lets that rebind the ``T.Kernel``
+        ``"col"``: columns), down each panel's rows before moving a column, every other
+        panel from the far end (TileLang's ``rasterization2DRow`` / ``2DColumn`` block
+        map), so blocks running together share operand tiles in L2.  Lets that rebind the ``T.Kernel``
         names.  In a 1-D grid it changes nothing: TileLang's ``rasterization2DRow`` and
         ``rasterization2DColumn`` map block ``(x, 0)`` of a grid one block high to itself.
         In a kernel launched in clusters the panels walk whole clusters (each block keeps
@@ -1876,22 +1877,19 @@ class _Parser:
                                 "panel_size is a positive int")
         if len(grid) < 2:
             return []  # one grid extent: every block keeps its index (see above)
-        order = "col" if order == "column" else order
         x, y = (self.expr(ast.Name(id=n, ctx=ast.Load())) for n in names[:2])
-        nx, ny = grid[0], grid[1]
         cluster = (tuple(self.kernel_cluster or ()) + (1, 1))[:2]
-        if order == "col":  # panels of columns: swap the roles of the two grid dims
-            x, y, nx, ny = y, x, ny, nx
-            cluster = cluster[::-1]
         stmts = []
 
         def let(name, value):
             var = N.Var(self.fresh(name), "int32")
             stmts.append(N.Let(var, value, loc=self.loc(s)))
             return var
-        new_x, new_y = panel_order(x, y, nx, ny, panel, let, cluster)
-        if order == "col":
-            new_x, new_y = new_y, new_x
+        # TileLang's rasterization2DRow / 2DColumn: the launch order's blocks handed out
+        # panel by panel, every other panel walked from the far end
+        new_x, new_y = panel_order(x, y, grid[0], grid[1], panel, let, cluster,
+                                   order="row" if order == "row" else "column",
+                                   serpentine=True)
         for name, value in zip(names[:2], (new_x, new_y)):
             var = N.Var(self.fresh(name), "int32")
             stmts.append(N.Let(var, value, loc=self.loc(s)))

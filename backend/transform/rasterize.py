@@ -2,9 +2,10 @@
 tiles of one output matrix; a third grid dimension, such as attention's heads and batch,
 keeps the plain order, in which neighbouring blocks share their K/V) whose program runs a
 T.gemm, and that does not remap its block indices itself (as
-``T.use_swizzle`` does), walks its grid in panels of :data:`PANEL` rows, exactly as if it
-began with ``T.use_swizzle(PANEL)``: blocks running at once then share the tiles of one
-operand in L2.  The Lets it adds are visible in the printed IR; the compile option
+``T.use_swizzle`` does), walks its grid in panels of :data:`PANEL` rows, as
+``T.use_swizzle(PANEL)`` does but every panel walked from its first column (TileLang's
+rasterization, which ``T.use_swizzle`` follows, walks every other panel from the far
+end): blocks running at once then share the tiles of one operand in L2.  The Lets it adds are visible in the printed IR; the compile option
 ``disable_rasterization`` keeps the plain order.  A grid launched in clusters walks whole clusters in that order
 (:func:`~..ir.rasterization.panel_order`)."""
 
