@@ -21,7 +21,7 @@ PROGRAMS = ["flash_attn_gqa_causal", "flash_attn_overlap", "gemv_warp_reduce", "
             "pipelined_softmax_rows", "fp8_row_quant", "kernel_forms", "gemm_ragged",
             "ragged_rows_fragment", "attn_lse_band", "dq_atomic_accumulate", "splitk_workspace",
             "gemm_tt_colscale", "axpby_scalars", "int8_quant_round", "gemm_wide_n_256threads",
-            "gemm_fp16_accum"]
+            "gemm_fp16_accum", "attn_bwd_dv", "gqa_tile_atomic", "paged_gather_sum", "topk_rows"]
 
 
 @pytest.fixture(autouse=True)
@@ -342,3 +342,40 @@ def test_jit_dynamic_on_gpu():
     for m in (77, 300):
         x, s = _randn(m, 256, dtype=torch.float16), _randn(m)
         _close(k(x, s), x.float() * s[:, None], atol=0, rtol=0)
+
+
+@pytest.mark.gpu
+def test_attention_backward_pieces_on_gpu():
+    import torch
+    q, k, do = (_randn(1, 256, 2, 64, dtype=torch.float16) for _ in range(3))
+    qt, kt, dot = (t.float().transpose(1, 2) for t in (q, k, do))
+    s = qt @ kt.transpose(-1, -2) / 8.0
+    keep = torch.arange(256, device="cuda")[None, :] <= torch.arange(256, device="cuda")[:, None]
+    s = s.masked_fill(~keep, float("-inf"))
+    lse = torch.logsumexp(s, dim=-1) * math.log2(math.e)
+    p = torch.softmax(s, dim=-1)  # (B, H, query, key)
+    dv = torch.empty_like(q)
+    psum = torch.empty(1, 2, 256, device="cuda")
+    _run(P.attn_bwd_dv(), q, k, do, lse.contiguous(), dv, psum)
+    _close(dv, (p.transpose(-1, -2) @ dot).transpose(1, 2), atol=2e-2, rtol=2e-2)
+    _close(psum, p.sum(dim=-2), atol=1e-3, rtol=1e-3)
+    x = _randn(2, 128, 4, 64)
+    y = torch.zeros(2, 128, 2, 64, device="cuda")
+    _run(P.gqa_tile_atomic(), x, y)
+    _close(y, x.view(2, 128, 2, 2, 64).sum(dim=3), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.gpu
+def test_gather_and_topk_on_gpu():
+    import torch
+    cache = _randn(16, 32, 64, dtype=torch.float16)
+    table = torch.randint(0, 16, (4, 3), device="cuda", dtype=torch.int32)
+    out = torch.empty(4, 64, device="cuda")
+    _run(P.paged_gather_sum(), cache, table, out)
+    _close(out, cache.float()[table.long()].sum(dim=(1, 2)), atol=1e-3, rtol=1e-3)
+    x = _randn(64, 128)
+    vals, idx = torch.empty(64, 4, device="cuda"), torch.empty(64, 4, device="cuda", dtype=torch.int32)
+    _run(P.topk_rows(), x, vals, idx)
+    want = x.topk(4, dim=1)
+    _close(vals, want.values, atol=0, rtol=0)
+    assert torch.equal(idx.long().cpu(), want.indices.cpu())

@@ -992,3 +992,114 @@ def gemm_fp16_accum(M=128, N=128, K=128, block_M=64, block_N=64, block_K=32):
                 T.gemm(A_s, B_s, C_l)
             T.copy(C_l, C[by * block_M, bx * block_N])
     return gemm_h
+
+
+# ---- attention backward pieces, gathers, top-k -------------------------------------------------
+def attn_bwd_dv(batch=1, heads=2, seq=256, dim=64, block_M=64, block_N=64):
+    """dV = P^T dO of an attention backward, one key block per kernel block: the scores
+    transposed (K Q^T into an accumulator), P^T = exp2(s * scale - lse[j]) with the query's
+    log-sum-exp read from a shared 1-D tile, causal through T.if_then_else, P^T cast with
+    T.copy into a register fragment that is the A operand of the dV GEMM; the row sums of P^T
+    kept with reduce_sum(clear=False); dV through a shared tile."""
+    scale = (1.0 / dim) ** 0.5 * 1.44269504
+
+    @T.prim_func
+    def dv_kernel(Q: T.Tensor((batch, seq, heads, dim), T.float16),
+                  K: T.Tensor((batch, seq, heads, dim), T.float16),
+                  dO: T.Tensor((batch, seq, heads, dim), T.float16),
+                  lse: T.Tensor((batch, heads, seq), T.float32),
+                  dV: T.Tensor((batch, seq, heads, dim), T.float16),
+                  Psum: T.Tensor((batch, heads, seq), T.float32)):
+        with T.Kernel(heads, T.ceildiv(seq, block_M), batch, threads=128) as (bx, by, bz):
+            k_s = T.alloc_shared((block_M, dim), T.float16)
+            q_s = T.alloc_shared((block_N, dim), T.float16)
+            do_s = T.alloc_shared((block_N, dim), T.float16)
+            lse_s = T.alloc_shared((block_N,), T.float32, scope="shared")
+            dv_s = T.alloc_shared((block_M, dim), T.float16)
+            qkT = T.alloc_fragment((block_M, block_N), T.float32)
+            qkT_cast = T.alloc_fragment((block_M, block_N), T.float16)
+            dv = T.alloc_fragment((block_M, dim), T.float32)
+            psum = T.alloc_fragment((block_M,), T.float32)
+            T.copy(K[bz, by * block_M:(by + 1) * block_M, bx, :], k_s)
+            T.clear(dv)
+            T.clear(psum)
+            start = T.floordiv(by * block_M, block_N)
+            for k in T.Pipelined(start, T.ceildiv(seq, block_N), num_stages=2):
+                T.copy(Q[bz, k * block_N:(k + 1) * block_N, bx, :], q_s)
+                T.clear(qkT)
+                T.gemm(k_s, q_s, qkT, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+                T.copy(lse[bz, bx, k * block_N:(k + 1) * block_N], lse_s)
+                for i, j in T.Parallel(block_M, block_N):
+                    qkT[i, j] = T.exp2(qkT[i, j] * scale - lse_s[j])
+                for i, j in T.Parallel(block_M, block_N):
+                    qkT[i, j] = T.if_then_else(by * block_M + i <= k * block_N + j, qkT[i, j], 0)
+                T.reduce_sum(qkT, psum, dim=1, clear=False)
+                T.copy(dO[bz, k * block_N:(k + 1) * block_N, bx, :], do_s)
+                T.copy(qkT, qkT_cast)
+                T.gemm(qkT_cast, do_s, dv, policy=T.GemmWarpPolicy.FullRow)
+            T.copy(dv, dv_s)
+            T.copy(dv_s, dV[bz, by * block_M:(by + 1) * block_M, bx, :])
+            T.copy(psum, Psum[bz, bx, by * block_M:(by + 1) * block_M])
+    return dv_kernel
+
+
+def gqa_tile_atomic(batch=2, seq=128, heads=4, kv_heads=2, dim=64, block_M=64):
+    """Each query head's tile added into its KV head's with one tile T.atomic_add from a
+    shared tile into a slice of a 4-D tensor (GQA's dK/dV reduction)."""
+    groups = heads // kv_heads
+
+    @T.prim_func
+    def gqa_sum(X: T.Tensor((batch, seq, heads, dim), T.float32),
+                Y: T.Tensor((batch, seq, kv_heads, dim), T.float32)):
+        with T.Kernel(heads, T.ceildiv(seq, block_M), batch, threads=128) as (bx, by, bz):
+            x_s = T.alloc_shared((block_M, dim), T.float32)
+            T.copy(X[bz, by * block_M:(by + 1) * block_M, bx, :], x_s)
+            T.atomic_add(Y[bz, by * block_M:(by + 1) * block_M, bx // groups, :], x_s)
+    return gqa_sum
+
+
+def paged_gather_sum(num_pages=16, page=32, dim=64, batch=4, pages_per_seq=3):
+    """Paged rows: each sequence's pages are listed in a block table; each step gathers a
+    page's rows (T.copy with an index read from the table) and sums them."""
+    @T.prim_func
+    def paged(Cache: T.Tensor((num_pages, page, dim), T.float16),
+              table: T.Tensor((batch, pages_per_seq), T.int32),
+              Out: T.Tensor((batch, dim), T.float32)):
+        with T.Kernel(batch, threads=128) as b:
+            kv = T.alloc_shared((page, dim), T.float16)
+            part = T.alloc_fragment((dim,), T.float32)
+            acc = T.alloc_fragment((dim,), T.float32)
+            T.clear(acc)
+            for p in T.Pipelined(pages_per_seq, num_stages=2):
+                T.copy(Cache[table[b, p], :, :], kv)
+                T.reduce_sum(kv, part, dim=0)
+                for d in T.Parallel(dim):
+                    acc[d] += part[d]
+            T.copy(acc, Out[b, :])
+    return paged
+
+
+def topk_rows(M=64, N=128, topk=4, block_M=16):
+    """Row-wise top-k by repeated argmax: each round takes the row max, records its first
+    index, and masks that element out with -inf."""
+    @T.prim_func
+    def topk_kernel(X: T.Tensor((M, N), T.float32), Vals: T.Tensor((M, topk), T.float32),
+                    Idx: T.Tensor((M, topk), T.int32)):
+        with T.Kernel(T.ceildiv(M, block_M), threads=128) as bx:
+            x = T.alloc_fragment((block_M, N), T.float32)
+            pos = T.alloc_fragment((block_M, N), T.int32)
+            mx = T.alloc_fragment((block_M,), T.float32)
+            at = T.alloc_fragment((block_M,), T.int32)
+            T.copy(X[bx * block_M, 0], x)
+            for r in T.serial(topk):
+                T.reduce_max(x, mx, dim=1)
+                for i, j in T.Parallel(block_M, N):
+                    pos[i, j] = T.if_then_else(x[i, j] == mx[i], j, N)
+                T.reduce_min(pos, at, dim=1)
+                for i, j in T.Parallel(block_M, N):
+                    if j == at[i]:
+                        x[i, j] = -T.infinity(T.float32)
+                for i in T.Parallel(block_M):
+                    Vals[bx * block_M + i, r] = mx[i]
+                    Idx[bx * block_M + i, r] = at[i]
+    return topk_kernel
