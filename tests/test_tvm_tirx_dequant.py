@@ -71,7 +71,8 @@ def evaluate(e, env):
         assert a.dtype == b.dtype == _NP[e.dtype], (e.op, a.dtype, b.dtype, e.dtype)
         return _OPS[e.op](a, b).astype(_NP[e.dtype])
     if isinstance(e, N.Cmp):
-        return {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "gt": np.greater}[e.op](
+        return {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "gt": np.greater,
+                "le": np.less_equal, "ge": np.greater_equal}[e.op](
             evaluate(e.a, env), evaluate(e.b, env))
     if isinstance(e, N.Select):
         return np.where(evaluate(e.cond, env), evaluate(e.a, env), evaluate(e.b, env))
@@ -134,6 +135,36 @@ def test_select_on_a_bool_expression():
                     tirx.reinterpret(T.float16, x))
     got = evaluate(e, {"x": np.arange(8)})
     assert list(got[:4].view(np.uint16)) == [0, 1, 2, 3] and list(got[4:]) == [0.0] * 4
+
+
+def radix_key(x):
+    """A top-k selector's bucket of a float: its float16 bits made order-preserving (all
+    flipped when negative, the sign set when not), top 8 bits; TVM builds ``x < 0`` and
+    ``~bits`` on the expressions."""
+    bits = tirx.reinterpret(T.uint16, x.astype(T.float16))
+    bits = T.if_then_else(x < 0, ~bits & 0xFFFF, bits | 0x8000)
+    return bits >> 8
+
+
+def test_ordering_comparisons_and_invert_build_ir_in_helpers():
+    """``x < 0``, ``0 > x``, ``<=``/``>=`` and ``~`` on a helper's expressions are TVM's
+    ``LT`` ... and ``bitwise_not`` (they were a TypeError: tilecute's expressions had no
+    ordering operators nor ``~``)."""
+    x = N.Var("x", "float32")
+    assert (x < 0) == N.Cmp("lt", x, N.Const(0.0, "float32"))
+    assert (0 > x) == N.Cmp("lt", x, N.Const(0.0, "float32"))  # Python reflects it
+    assert (x <= 1.5).op == "le" and (x >= 1.5).op == "ge" and (2 < x).op == "gt"
+    u, i, b = N.Var("u", "uint16"), N.Var("i", "int32"), N.Var("b", "bool")
+    assert ~u == N.BinOp("bitxor", u, N.Const(0xFFFF, "uint16"), "uint16")
+    assert ~i == N.BinOp("bitxor", i, N.Const(-1, "int32"), "int32")
+    assert ~b == N.Not(b)
+    with pytest.raises(TypeError, match="~ on float32"):
+        ~x
+    values = np.array([-3.5, -1.0, -0.25, -0.0, 0.0, 0.125, 1.0, 2.0, 65504.0], np.float32)
+    keys = evaluate(radix_key(x), {"x": values}).astype(np.int64)
+    h = torch.from_numpy(values).half().view(torch.int16).int() & 0xFFFF
+    want = torch.where(torch.from_numpy(values) < 0, ~h & 0xFFFF, h | 0x8000) >> 8
+    assert keys.tolist() == want.tolist() and keys.tolist() == sorted(keys.tolist())
 
 
 # ---- the module: served names, refused ones ---------------------------------------------------

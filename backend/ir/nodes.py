@@ -39,8 +39,10 @@ def _loc() -> Optional[Loc]:
 # Expressions
 # --------------------------------------------------------------------------------------
 class Expr:
-    """Base of expressions. Arithmetic operators build IR (used by ``T.*`` helpers);
-    comparisons do not, so ``==`` stays structural equality."""
+    """Base of expressions. Arithmetic operators build IR (used by ``T.*`` helpers and by
+    the plain Python functions a kernel calls, which TileLang runs on TVM ``PrimExpr``s);
+    so do the ordering comparisons ``< <= > >=`` (TVM's ``LT``...); ``==``/``!=`` do not,
+    so they stay structural equality."""
 
     dtype: str
 
@@ -70,6 +72,22 @@ class Expr:
     def __rlshift__(self, o): return _int_binop("shl", o, self)
     def __rshift__(self, o): return _int_binop("shr", self, o)
     def __rrshift__(self, o): return _int_binop("shr", o, self)
+    # ordering comparisons build a ``Cmp`` (a helper's `T.if_then_else(x < 0, ...)`); a
+    # reflected one (`0 > x`) comes here with the operands swapped, as Python calls it
+    def __lt__(self, o): return cmp("lt", self, o)
+    def __le__(self, o): return cmp("le", self, o)
+    def __gt__(self, o): return cmp("gt", self, o)
+    def __ge__(self, o): return cmp("ge", self, o)
+
+    def __invert__(self):
+        """``~x``: on integers every bit flipped (``x ^ -1``, all ones for unsigned), on a
+        bool ``not`` (TVM's one-bit bool)."""
+        if self.dtype == "bool":
+            return Not(self)
+        if not is_int(self.dtype):
+            raise TypeError(f"~ on {self.dtype}: Python's ~ on expressions takes integers")
+        ones = -1 if DTYPES[self.dtype].kind == "int" else (1 << DTYPES[self.dtype].bits) - 1
+        return binop("bitxor", self, Const(ones, self.dtype))
 
     def astype(self, dtype) -> "Expr":
         """TVM's ``PrimExpr.astype(dtype)``: a cast (``T.uint8``, a name or a torch dtype)."""
