@@ -110,6 +110,31 @@ def test_return_prev_generates_atom_calls(tmp_path):
     assert 'tca.atomic_fetch(best, (0,), X[g], "max")' in src, src
 
 
+def test_return_prev_on_a_shared_element(tmp_path):
+    """A shared counter's old value (a block's compaction cursor, a radix top-k's bucket
+    positions): ``atom.relaxed.cta.shared`` at the element's offset; the element counts as
+    written, so a later read of the buffer waits at a barrier (it was refused: 'S' is a
+    shared buffer)."""
+    import unseen_programs2 as P2
+    func = P2.compact_positive()
+    tilecute.build_cubin(func, "sm_90a", out_dir=str(tmp_path))
+    src = (tmp_path / "kernel_cute.py").read_text()
+    assert 'slot[0] = tca.atomic_fetch(n, 0, 1, "add")' in src, src
+    ticket = T.from_script("""
+@T.prim_func
+def ticket(Out: T.Tensor((128,), "int32")):
+    with T.Kernel(1, threads=128) as _:
+        n = T.alloc_shared((1,), "int32")
+        tx = T.get_thread_binding()
+        slot = T.alloc_var("int32")
+        slot = T.atomic_add(n[0], 1, return_prev=True)
+        Out[tx] = slot + n[0]
+""")
+    body = run_passes(ticket, "sm_90a", until="insert_barriers").kernels[0].body
+    kinds = [type(s).__name__ for s in body if not isinstance(s, (N.Allocate, N.Let))]
+    assert kinds[-3:] == ["Store", "Barrier", "Store"], kinds  # the atomic, then the read
+
+
 def test_return_prev_as_a_statement_is_the_plain_atomic():
     @T.prim_func
     def bump(counter: T.Tensor((1,), "int32")):
@@ -121,8 +146,8 @@ def test_return_prev_as_a_statement_is_the_plain_atomic():
 
 
 @pytest.mark.parametrize("stmt,message", [
-    ("v = T.atomic_add(S[0], 1.0, return_prev=True)",
-     "T.atomic_add: return_prev=True: 'S' is a shared buffer"),
+    ("v = T.atomic_add(L[0], 1.0, return_prev=True)",
+     "T.atomic_add: return_prev=True: 'L' is a local buffer"),
     ("v = T.atomic_add(H[0], 1.0, return_prev=True)", "T.atomic_add: return_prev=True: 'H' is float16"),
     ("v = T.atomic_max(C[0], 1, return_prev=True, memory_order=\"acquire\")",
      "T.atomic_max: memory_order='acquire' is not supported"),
@@ -136,7 +161,7 @@ def test_return_prev_refusals_name_the_argument_and_line(stmt, message):
 @T.prim_func
 def k(C: T.Tensor((4,), "int32"), H: T.Tensor((4,), "float16")):
     with T.Kernel(1, threads=32) as _:
-        S = T.alloc_shared((4,), "float32")
+        L = T.alloc_local((4,), "float32")
         {stmt}
         C[1] = 0
 """

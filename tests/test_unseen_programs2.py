@@ -21,7 +21,8 @@ PROGRAMS = ["flash_attn_gqa_causal", "flash_attn_overlap", "gemv_warp_reduce", "
             "pipelined_softmax_rows", "fp8_row_quant", "kernel_forms", "gemm_ragged",
             "ragged_rows_fragment", "attn_lse_band", "dq_atomic_accumulate", "splitk_workspace",
             "gemm_tt_colscale", "axpby_scalars", "int8_quant_round", "gemm_wide_n_256threads",
-            "gemm_fp16_accum", "attn_bwd_dv", "gqa_tile_atomic", "paged_gather_sum", "topk_rows"]
+            "gemm_fp16_accum", "attn_bwd_dv", "gqa_tile_atomic", "paged_gather_sum", "topk_rows",
+            "compact_positive"]
 
 
 @pytest.fixture(autouse=True)
@@ -299,6 +300,14 @@ def test_atomic_programs_on_gpu():
     h = torch.zeros(64, device="cuda", dtype=torch.int32)
     _run(P.shared_histogram(), x, h)
     assert torch.equal(h.cpu(), torch.bincount((x % 64).long(), minlength=64).int().cpu())
+    x = _randn(2048)
+    out, count = torch.zeros(2048, device="cuda"), torch.empty(4, device="cuda", dtype=torch.int32)
+    _run(P.compact_positive(), x, out, count)
+    for b in range(4):
+        blk = x[b * 512:(b + 1) * 512]
+        n = int(count[b])
+        assert n == int((blk > 0).sum())  # each positive element once, in some order
+        assert torch.equal(out[b * 512:b * 512 + n].sort().values.cpu(), blk[blk > 0].sort().values.cpu())
 
 
 @pytest.mark.gpu

@@ -1103,3 +1103,35 @@ def topk_rows(M=64, N=128, topk=4, block_M=16):
                     Vals[bx * block_M + i, r] = mx[i]
                     Idx[bx * block_M + i, r] = at[i]
     return topk_kernel
+
+
+def compact_positive(N=2048, threads=256):
+    """Stream compaction per block: each thread takes a slot in a shared counter
+    (T.atomic_add on shared with return_prev=True) for each positive element, writes it
+    into a shared staging array, and the block's count and items go out; a shared running
+    maximum (atomic_max, return_prev) records the largest value seen before each."""
+    per_block = threads * 2
+
+    @T.prim_func
+    def compact(X: T.Tensor((N,), T.float32), Out: T.Tensor((N,), T.float32),
+                Count: T.Tensor((N // per_block,), T.int32)):
+        with T.Kernel(N // per_block, threads=threads) as bx:
+            tx = T.get_thread_binding()
+            n = T.alloc_shared((1,), T.int32)
+            stage = T.alloc_shared((per_block,), T.float32)
+            slot = T.alloc_var(T.int32)
+            if tx == 0:
+                n[0] = 0
+            T.sync_threads()
+            for u in T.serial(2):
+                v = X[bx * per_block + u * threads + tx]
+                if v > 0:
+                    slot = T.atomic_add(n[0], 1, return_prev=True)
+                    stage[slot] = v
+            T.sync_threads()
+            for i in T.Parallel(per_block):
+                if i < n[0]:
+                    Out[bx * per_block + i] = stage[i]
+            if tx == 0:
+                Count[bx] = n[0]
+    return compact

@@ -101,6 +101,14 @@ class ExprPrinter:
         # the barrier of the threads the body maps onto, (id, thread count; 0: the whole
         # block), for T.syncthreads_count/_and/_or (the kernel emitter sets it per region)
         self.block_barrier: Callable[[], tuple[int, int]] = lambda: (0, 0)
+        # the coordinate an atomic helper takes for ``buffer[indices]`` (the kernel emitter
+        # sets it: a shared buffer's is its element offset under its layout)
+        self.atomic_coord: Callable[[str, tuple], str] = self.global_coord
+
+    def global_coord(self, name: str, indices) -> str:
+        """A global tensor element's index tuple, as the atomic helpers take it."""
+        text = self.index_tuple(indices)
+        return f"({text},)" if len(indices) == 1 else f"({text})"
 
     def expr(self, e: N.Expr) -> str:
         return self._expr(e)[0]
@@ -282,12 +290,11 @@ class ExprPrinter:
                 f'"{N.MEMORY_ORDERS[int(order.value)]}")'), ATOM
 
     def _atomic_return(self, e: N.Call):
-        """``tca.atomic_fetch(tensor, coord, value, op)``: the global element's ``atom``
-        (relaxed, ``.gpu``), whose result is the element's value before it."""
+        """``tca.atomic_fetch(tensor, coord, value, op)``: the element's ``atom`` (relaxed;
+        ``.gpu`` global, ``.cta`` shared), whose result is the element's value before it."""
         self.use("atomic")
         dst, value = e.args
-        coord = self.index_tuple(dst.indices)
-        coord = f"({coord},)" if len(dst.indices) == 1 else f"({coord})"
+        coord = self.atomic_coord(dst.buffer, dst.indices)
         op = e.name[len("atomic_"):-len("_ret")]
         return f'tca.atomic_fetch({ident(dst.buffer)}, {coord}, {self.expr(value)}, "{op}")', ATOM
 

@@ -53,6 +53,7 @@ class KernelEmitter:
         self.ranges: dict[str, tuple] = {}  # variable -> its known (lo, hi)
         self.exprs = ExprPrinter(self.ranges, self.load, self.fail, self.out.use)
         self.exprs.block_barrier = self.barrier_of_threads
+        self.exprs.atomic_coord = self.atomic_coord
         self.bounds = Bounds(self.out, self.exprs, self.buffers, self.ranges)
         self.smem = SharedMemory(self.scope, self.out)
         self.mma = MmaEmitter(self.out, self.buffers, self.layouts, self.smem, self.exprs)
@@ -149,6 +150,14 @@ class KernelEmitter:
                 not (isinstance(stride, N.Const) and stride.value == 1):
             return f"cutlass.Int64({self.exprs.expr(stride)})"
         return self.exprs.expr(stride)
+
+    def atomic_coord(self, name: str, indices) -> str:
+        """The coordinate of ``name[indices]`` that the atomic helpers take: a shared
+        buffer's element offset under its layout, a global tensor's index tuple."""
+        buf = self.buffers[name]
+        if buf.scope == "shared":
+            return shared_index(self.exprs, buf, self.layouts.get(name), indices)
+        return self.exprs.global_coord(name, indices)
 
     def element(self, name: str, indices) -> str:
         """Source text of ``name[indices]`` in its memory (a register, shared or global)."""
@@ -544,11 +553,7 @@ class KernelEmitter:
         if buf.scope not in ("global", "shared"):
             self.fail(s, f"T.atomic_add into '{buf.name}': atomics target global or shared memory")
         value = self.exprs.expr(N.cast(s.value, buf.dtype))
-        if buf.scope == "shared":
-            coord = shared_index(self.exprs, buf, self.layouts.get(buf.name), s.dst.starts)
-        else:
-            coord = f"({self.exprs.index_tuple(s.dst.starts)},)" if len(s.dst.starts) == 1 \
-                else f"({self.exprs.index_tuple(s.dst.starts)})"
+        coord = self.atomic_coord(buf.name, s.dst.starts)
         conds = []
         if guarded:
             conds = list(dict.fromkeys(self.bounds.predicate(buf.name, s.dst.starts)

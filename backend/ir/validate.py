@@ -741,10 +741,11 @@ class _Validator:
             if e.name in N.ATOMIC_RETURNS:
                 dst, value = e.args
                 op = e.name[len("atomic_"):-len("_ret")]
-                if not (isinstance(dst, N.Load) and self.buffer(dst.buffer, bufs).scope == "global"
+                if not (isinstance(dst, N.Load)
+                        and self.buffer(dst.buffer, bufs).scope in ("global", "shared")
                         and e.dtype == dst.dtype == value.dtype
                         and e.dtype in N.ATOMIC_RETURN_DTYPES[op]):
-                    self.fail(f"{e.name} takes an element of a global tensor of "
+                    self.fail(f"{e.name} takes an element of a global tensor or a shared buffer of "
                               f"{', '.join(N.ATOMIC_RETURN_DTYPES[op])} and a value of its "
                               "dtype, and is of that dtype")
             if e.name in N.WARP_VOTES + N.BLOCK_VOTES + ("elect_one_sync",) and \

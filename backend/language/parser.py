@@ -2293,7 +2293,8 @@ class _Parser:
     def atomic_return(self, fn: F.Form, node: ast.Call) -> N.Expr:
         """``old = T.atomic_add(x[i], v, return_prev=True)`` (also ``atomic_max/min``):
         TileLang's atomic that returns the element's value before the update, an
-        ``atomic_<op>_ret`` intrinsic call on one element of a global tensor."""
+        ``atomic_<op>_ret`` intrinsic call on one element of a global tensor or a shared
+        buffer."""
         op = fn.__name__[len("atomic_"):]
         a = self.args(fn, node)
         if not (a.given("return_prev") and a.static_bool("return_prev")):
@@ -2312,10 +2313,10 @@ class _Parser:
                                 f"`{ast.unparse(dst_node)}`")
         dst = self.expr(dst_node)
         buf = self.buffer_named(dst.buffer)
-        if buf.scope != "global":
+        if buf.scope not in ("global", "shared"):
             raise a.fail("dst", f"return_prev=True: '{buf.name}' is a {buf.scope} buffer; "
                                 "tilecute returns the old value of an element of a global "
-                                "tensor only")
+                                "tensor or a shared buffer only")
         if buf.dtype not in N.ATOMIC_RETURN_DTYPES[op]:
             raise a.fail("dst", f"return_prev=True: '{buf.name}' is {buf.dtype}; T.atomic_{op} "
                                 f"returns the old value of "

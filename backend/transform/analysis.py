@@ -198,6 +198,9 @@ def accesses(body):
     def expr(e):
         for ld in loads(e):
             out.append((ld.buffer, ld.indices, False))
+        for c in walk_nodes(e):  # an atomic returning the old value writes its element too
+            if isinstance(c, N.Call) and c.name in N.ATOMIC_RETURNS:
+                out.append((c.args[0].buffer, c.args[0].indices, True))
 
     def visit(s):
         if isinstance(s, N.Store):

@@ -193,20 +193,25 @@ def atomic_min(tensor, coord, value, order: str = "relaxed") -> None:
 
 def atomic_fetch(tensor, coord, value, op: str):
     """TileLang's ``T.atomic_add/max/min(tensor[coord], value, return_prev=True)``: the
-    global element updated atomically (relaxed, ``.gpu`` scope) and its value before the
-    update returned.  PTX ``atom.relaxed.gpu.global.{add,max,min}`` (``.s32``/``.u32``/
-    ``.u64``, ``.f32``/``.f64`` for add; a float32 max/min is CuTe DSL's integer-bitcast
+    element updated atomically (relaxed; ``.gpu`` scope in global memory, ``.cta`` in
+    shared memory) and its value before the update returned.  PTX
+    ``atom.relaxed.{gpu.global,cta.shared}.{add,max,min}`` (``.s32``/``.u32``/``.u64``,
+    ``.f32``/``.f64`` for add; a float32 max/min is CuTe DSL's integer-bitcast
     ``atomic_fmax``/``atomic_fmin``); ``value`` converted to the element type."""
-    ptr = _global_ptr(tensor, coord, f"atomic_{op}(return_prev=True)")
+    if tensor.iterator.memspace not in (cute.AddressSpace.gmem, cute.AddressSpace.smem):
+        raise TypeError(f"tilecute atomic_{op}(return_prev=True): the element must be in "
+                        "global or shared memory")
+    ptr = element_ptr(tensor, coord)
+    scope = _scope(tensor)
     dtype = tensor.element_type
     v = dtype(value)
     if op == "add":
-        return cute.arch.atomic_add(ptr, v, sem="relaxed", scope="gpu")
+        return cute.arch.atomic_add(ptr, v, sem="relaxed", scope=scope)
     if dtype is cutlass.Float32:
         f = cute.arch.atomic_fmax if op == "max" else cute.arch.atomic_fmin
-        return f(ptr, v, sem="relaxed", scope="gpu")
+        return f(ptr, v, sem="relaxed", scope=scope)
     f = cute.arch.atomic_max if op == "max" else cute.arch.atomic_min
-    return f(ptr, v, sem="relaxed", scope="gpu")
+    return f(ptr, v, sem="relaxed", scope=scope)
 
 
 # ---- TileLang's T.atomic_load / T.atomic_store / T.atomic_or ------------------------------
