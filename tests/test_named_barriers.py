@@ -1,8 +1,9 @@
 """TileLang's partial barrier ``T.sync_threads(barrier_id, arrive_count=None)``:
 ``bar.sync id, count`` over ``count`` threads (the whole block without it), a
 ``NamedBarrier`` the program owns.  The barrier pass takes it as a sync point (no block
-barrier inside the branch it guards); warp specialization, the MMA overlap and ``T.ws``
-regions, which take named barriers of their own, refuse a kernel holding one.  CPU: IR,
+barrier inside the branch it guards); warp specialization and the MMA overlap, which
+take named barriers of their own, refuse a kernel holding one; ``T.ws`` regions take ids
+the program does not use.  CPU: IR,
 printed script round trip, refusals, an sm_90a cubin; GPU: a prefix sum over a subset of
 the block's threads."""
 
@@ -89,21 +90,39 @@ def k(A: T.Tensor((8,), T.float32)):
 ''')
 
 
-def test_ws_regions_refuse_a_kernel_with_its_own_named_barriers(tmp_path, monkeypatch):
+def _ws_and_named(barrier_id):
     @T.prim_func
     def mixed(A: T.Tensor((256,), T.float32)):
-        with T.Kernel(1, threads=256):
+        with T.Kernel(1, threads=256) as bx:
             s = T.alloc_shared((128,), T.float32)
             with T.ws(1):
                 for i in T.Parallel(128):
-                    s[i] = 1.0
-            T.sync_threads(4, 128)
+                    s[i] = A[i] * 2.0
+                for i in T.Parallel(128):
+                    A[128 + i] = s[127 - i]
+            T.sync_threads(barrier_id(bx), 256)
             for i in T.Parallel(128):
                 A[i] = s[i]
+    return mixed
 
+
+def test_ws_regions_take_a_named_barrier_the_program_does_not(tmp_path, monkeypatch):
+    """A ``T.ws`` region syncs on a named barrier of its own: one the program's
+    ``T.sync_threads(id, count)`` does not use (TileLang's radix top-k syncs barrier 3
+    inside ``if tx < 256:``, a region).  It used to refuse any kernel with a program
+    barrier."""
     monkeypatch.setenv("TILECUTE_CACHE_DIR", str(tmp_path))
-    with pytest.raises(CodegenError, match=r"T.ws regions sync on named barriers 2.. of their own"):
-        tilecute.compile(mixed, target="cuda")
+    src = tilecute.compile(_ws_and_named(lambda bx: 2), target="cuda").get_kernel_source()
+    assert "cute.arch.barrier(barrier_id=3, number_of_threads=128)" in src, src  # the region's
+    assert "cute.arch.barrier(barrier_id=2, number_of_threads=256)" in src, src  # the program's
+
+
+def test_ws_regions_refuse_a_named_barrier_computed_at_run_time(tmp_path, monkeypatch):
+    monkeypatch.setenv("TILECUTE_CACHE_DIR", str(tmp_path))
+    with pytest.raises(CodegenError, match=r"T.ws regions sync on named barriers 2.. of their own"
+                                           r", and the kernel syncs a named barrier whose id is "
+                                           r"computed at run time"):
+        tilecute.compile(_ws_and_named(lambda bx: bx + 4), target="cuda")
 
 
 @pytest.mark.gpu

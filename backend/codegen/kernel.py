@@ -108,14 +108,21 @@ class KernelEmitter:
         self.out.line(depth, f"if {' and '.join(conds) or 'True'}:",
                       f"T.ws({groups}): threads {lo}..{hi - 1}")
         key = (lo, n)
-        if any(isinstance(x, N.NamedBarrier) and x.program for x in walk_stmts(self.scope.body)):
+        # the program's own named barriers (T.sync_threads(barrier_id, ...)): a region takes
+        # an id none of them uses; an id computed at run time could be any
+        taken = [x.barrier_id for x in walk_stmts(self.scope.body)
+                 if isinstance(x, N.NamedBarrier) and x.program]
+        if not all(isinstance(i, N.Const) for i in taken):
             self.fail(s, "T.ws regions sync on named barriers 2.. of their own, and the kernel "
-                         "syncs named barriers of its own (T.sync_threads(barrier_id, ...))")
+                         "syncs a named barrier whose id is computed at run time "
+                         "(T.sync_threads(barrier_id, ...)), which could be any of them")
         if key not in self.region_barriers:  # 0: the block's; 1: a producer's compute threads
-            self.region_barriers[key] = 2 + len(self.region_barriers)
+            used = {int(i.value) for i in taken} | set(self.region_barriers.values())
+            self.region_barriers[key] = next((b for b in range(2, 16) if b not in used), 16)
             if self.region_barriers[key] > 15:
-                self.fail(s, "more than 14 distinct T.ws regions: the hardware has 16 named "
-                             "barriers")
+                self.fail(s, "more T.ws regions than free named barriers: the hardware has 16 "
+                             "(0: the block's, 1: the compute warpgroups', and those the "
+                             "program syncs with T.sync_threads(barrier_id, ...))")
         tid = "tc_tid"
         if lo:
             tid = self.out.fresh("wtid")
