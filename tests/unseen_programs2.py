@@ -800,6 +800,7 @@ def attn_lse_band(batch=2, heads=2, seq=256, dim=64, block_M=64, block_N=64, win
             o = T.alloc_fragment((block_M, dim), T.float32)
             mx = T.alloc_fragment((block_M,), T.float32)
             mx_prev = T.alloc_fragment((block_M,), T.float32)
+            mx_use = T.alloc_fragment((block_M,), T.float32)
             corr = T.alloc_fragment((block_M,), T.float32)
             rs = T.alloc_fragment((block_M,), T.float32)
             den = T.alloc_fragment((block_M,), T.float32)
@@ -820,10 +821,13 @@ def attn_lse_band(batch=2, heads=2, seq=256, dim=64, block_M=64, block_N=64, win
                                              -T.infinity(T.float32))
                 T.copy(mx, mx_prev)
                 T.reduce_max(s, mx, dim=1, clear=False)
+                # a row the window has not reached yet has seen only -inf scores: its
+                # running max stays -inf, and its terms (exp2(-inf - 0)) and sums stay 0
                 for i in T.Parallel(block_M):
-                    corr[i] = T.exp2((mx_prev[i] - mx[i]) * scale)
+                    mx_use[i] = T.if_then_else(mx[i] == -T.infinity(T.float32), 0, mx[i])
+                    corr[i] = T.exp2((mx_prev[i] - mx_use[i]) * scale)
                 for i, j in T.Parallel(block_M, block_N):
-                    s[i, j] = T.exp2((s[i, j] - mx[i]) * scale)
+                    s[i, j] = T.exp2((s[i, j] - mx_use[i]) * scale)
                 T.reduce_sum(s, rs, dim=1)
                 for i in T.Parallel(block_M):
                     den[i] = den[i] * corr[i] + rs[i]
