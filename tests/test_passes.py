@@ -510,6 +510,59 @@ def test_a_branch_every_thread_takes_alike_keeps_its_barriers_inside():
     assert isinstance(body[1].then[0], N.Barrier)
 
 
+THREAD_LOOP = """
+@T.prim_func
+def k(A: T.Tensor((128,), "int32"), B: T.Tensor((128,), "int32")):
+    with T.Kernel(1, threads=128) as bx:
+        tx = T.get_thread_binding()
+        s = T.alloc_shared((128,), "int32")
+        n = T.alloc_var("int32")
+        acc = T.alloc_var("int32")
+        n = INIT
+        acc = 0
+        s[tx] = 0
+        LOOP
+            s[tx] = s[tx] + 1
+            acc += s[(tx + 1) % 128]
+            n -= 1
+        B[tx] = acc
+"""
+
+
+@pytest.mark.parametrize("init, loop", [
+    ("A[tx]", "while n > 0:"),                      # a local holding another value per thread
+    ("A[0]", "for t in T.serial(tx, 100, 8):"),     # a range reading the thread index
+    ("A[0]", "while n > tx:"),
+    ("T.atomic_add(A[0], 1, return_prev=True)", "while n > 0:")])
+def test_a_loop_threads_run_differently_often_is_ordered_before_it(init, loop):
+    """Threads that leave a loop earlier would not reach a barrier inside it as often as
+    the others (a hang): the loop counts as one statement, its barrier before it.  The
+    condition of a ``while`` reading a ``T.alloc_var`` given ``A[tx]`` got its barriers
+    inside."""
+    src = THREAD_LOOP.replace("INIT", init).replace("LOOP", loop)
+    _, after = before_and_after(src, "insert_barriers", "sm_90a")
+    body = [s for s in after.kernels[0].body if not isinstance(s, (N.Allocate, N.Let))]
+    (i,) = [i for i, s in enumerate(body) if isinstance(s, (N.While, N.For))]
+    assert isinstance(body[i - 1], N.Barrier), print_func(after)
+    assert not any(isinstance(t, N.Barrier) for t in walk_stmts(body[i].body))
+
+
+def test_a_loop_every_thread_runs_alike_keeps_its_barriers_inside():
+    src = THREAD_LOOP.replace("INIT", "A[0]").replace("LOOP", "while n > 0:")
+    _, after = before_and_after(src, "insert_barriers", "sm_90a")
+    (loop,) = [s for s in after.kernels[0].body if isinstance(s, N.While)]
+    assert sum(isinstance(t, N.Barrier) for t in walk_stmts(loop.body)) == 2, print_func(after)
+
+
+def test_a_branch_on_a_local_given_a_per_thread_value_is_ordered_before_it():
+    src = THREAD_BRANCH.replace("COND", "m > 0").replace(
+        "g = bx * 128 + tx", "g = bx * 128 + tx\n        m = T.alloc_var('float32')\n"
+        "        m = X[g]")
+    _, after = before_and_after(src, "insert_barriers", "sm_90a")
+    body = [s for s in after.kernels[0].body if isinstance(s, (N.For, N.Barrier, N.If))]
+    assert [type(s).__name__ for s in body] == ["For", "Barrier", "If"], print_func(after)
+
+
 def test_assign_shared_memory_places_stages_and_checks_the_arch_limit():
     _, after = before_and_after(GEMM, "assign_shared_memory", "sm_90a")
     scope = after.kernels[0]

@@ -69,13 +69,23 @@ class _Sync:
         self.defer_stores = not program_orders and not any(
             isinstance(t, N.WarpGroups) for t in walk_stmts(scope.body))
         self.deferred = False  # a store's wait was deferred: the kernel ends with one
-        self.thread_vars = _thread_vars(scope.body)
+        self.thread_vars, self.thread_locals = _thread_values(scope.body, {
+            a.buffer.name for a in _allocs(scope.body) if a.buffer.scope == "local"})
 
     def divergent(self, cond) -> bool:
         """Does ``cond`` read the thread index, directly or through names bound to values
         of it (``tx = T.get_thread_binding()``, ``g = bx * 128 + tx``, loop variables whose
-        range reads one)?  Threads may then disagree on it."""
-        return _reads_thread(cond, self.thread_vars)
+        range reads one), through a local (``T.alloc_var``, ``T.alloc_local``) some store
+        gives a value of it (``n = A[tx]``), or through a value that differs between lanes
+        (a shuffle, a vote, an atomic's old value)?  Threads may then disagree on it."""
+        return _reads_thread(cond, self.thread_vars, self.thread_locals)
+
+    def divergent_loop(self, s) -> bool:
+        """A ``while`` whose condition, or a serial loop whose range, threads may disagree
+        on: some threads run more iterations than others."""
+        if isinstance(s, N.While):
+            return self.divergent(s.cond)
+        return s.kind != "parallel" and self.divergent((s.start, s.extent))
 
     def touches(self, s):
         """Shared buffers ``s`` reads and writes (a write touches every buffer on the same
@@ -111,9 +121,17 @@ class _Sync:
                 st.read.clear()
                 out.append(s)
                 continue
-            if isinstance(s, N.While):  # its condition is read before every iteration too
+            if isinstance(s, (N.For, N.While)) and self.divergent_loop(s):
+                # threads run different numbers of iterations: a barrier inside would not be
+                # reached as often by every thread (a hang), so the loop counts as one
+                # statement, ordered before it and, by its accesses, before what follows
+                # (as TileLang hoists a barrier out of a branch threads disagree on; what
+                # its iterations share among threads, the program orders)
+                self.barrier_if_needed(_mbarrier_ordered_loads_dropped(s), st, out)
+            elif isinstance(s, N.While):  # its condition is read before every iteration too
                 self.barrier_if_needed(dataclasses.replace(s, body=()), st, out)
-            if isinstance(s, (N.For, N.While)) and getattr(s, "kind", "") != "parallel":
+            if isinstance(s, (N.For, N.While)) and getattr(s, "kind", "") != "parallel" \
+                    and not self.divergent_loop(s):
                 # a body runs after its own end: start it from everything it touches
                 summary = _State()
                 summary.store_pending = self.defer_stores and any(
@@ -280,25 +298,62 @@ def _async_writes(s) -> bool:
     return False
 
 
-def _reads_thread(e, names: set[str]) -> bool:
-    return any(isinstance(x, N.Call) and x.name == "thread_idx" or
-               isinstance(x, N.Var) and x.name in names for x in walk_nodes(e))
+# intrinsics whose value differs between the threads of a block: the thread index, a
+# lane's shuffled or voted value, an atomic's old value, a random draw
+_THREAD_VALUED = ("thread_idx", "activemask", "elect_one_sync") + N.SHUFFLES + \
+    N.WARP_VOTES + N.WARP_REDUCTIONS + N.ATOMIC_RETURNS + N.RNG_DRAWS
 
 
-def _thread_vars(body) -> set[str]:
-    """The names of ``body`` whose values differ between threads: ``Let``s of expressions
-    that read the thread index or such a name, and the variables of loops whose start or
-    extent does."""
-    binds = [(s.var.name, (s.value,)) for s in walk_stmts(body) if isinstance(s, N.Let)]
-    binds += [(s.var.name, (s.start, s.extent)) for s in walk_stmts(body)
-              if isinstance(s, N.For)]
+def _reads_thread(e, names: set[str], locals_: frozenset = frozenset()) -> bool:
+    return any(isinstance(x, N.Call) and x.name in _THREAD_VALUED or
+               isinstance(x, N.Var) and x.name in names or
+               isinstance(x, N.Load) and x.buffer in locals_ for x in walk_nodes(e))
+
+
+def _thread_values(body, local: set[str]) -> tuple[set[str], set[str]]:
+    """The names of ``body`` whose values differ between threads (``Let``s of expressions
+    that read the thread index or such a name or local, the variables of loops whose
+    start or extent does, and of the parallel nests spread over the threads), and its
+    ``local`` buffers that may hold different values in different threads: one stored
+    a value or at an index that reads such a name, or stored under a condition, in a
+    loop or a region that some threads do not run alike.  A fragment's element is one
+    value (the tile's), whichever thread reads it; shared and global loads at the same
+    index are too."""
     names: set[str] = set()
-    grew = True
-    while grew:
-        new = {n for n, es in binds if n not in names and _reads_thread(es, names)}
-        names |= new
-        grew = bool(new)
-    return names
+    locals_: set[str] = set()
+
+    def reads(e) -> bool:
+        return _reads_thread(e, names, locals_)
+
+    def visit(stmts, diverged: bool) -> None:
+        for s in stmts:
+            if isinstance(s, N.Let):
+                if reads(s.value):
+                    names.add(s.var.name)
+            elif isinstance(s, N.Store):
+                if s.buffer in local and (diverged or reads((s.indices, s.value))):
+                    locals_.add(s.buffer)
+            elif isinstance(s, N.For):
+                spread = s.kind == "parallel" and not s.replicated
+                if spread or reads((s.start, s.extent)):
+                    names.add(s.var.name)
+                visit(s.body, diverged or spread or reads((s.start, s.extent)))
+            elif isinstance(s, N.While):
+                visit(s.body, diverged or reads(s.cond))
+            elif isinstance(s, N.If):
+                d = diverged or reads(s.cond)
+                visit(s.then, d)
+                visit(s.orelse, d)
+            elif isinstance(s, N.WarpGroups):
+                visit(s.body, True)
+            else:
+                for name in BODY_FIELDS.get(type(s), ()):
+                    visit(getattr(s, name), diverged)
+    size = -1
+    while size != len(names) + len(locals_):  # until a pass adds nothing
+        size = len(names) + len(locals_)
+        visit(body, False)
+    return names, locals_
 
 
 def _mbarrier_ordered_loads_dropped(s):
