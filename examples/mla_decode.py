@@ -141,11 +141,14 @@ def mla_decode(heads=128, dim=512, pe_dim=64, page_size=64, num_split=4, block_N
     return mla_decode
 
 
-@tilecute.jit(out_idx=[-1])
+@tilecute.jit(out_idx=[-1], options={"fast_math": True})
 def mla_decode_kernel(heads=128, dim=512, pe_dim=64, page_size=64, num_split=4, block_N=64,
                       num_stages=2, dtype="float16", sm_scale=None, cluster=False):
     """``O = mla_decode_kernel(...)(q, q_pe, kv_pages, k_pe_pages, block_table,
-    cache_seqlens)``."""
+    cache_seqlens)``.  Compiled with ``fast_math`` (TileLang's ``tl.enable_fast_math``:
+    ``ex2.approx.ftz``, division by a reciprocal; H100, batch 128 x 8k, 6 interleaved
+    rounds: 407 vs 399 TFLOP/s, 64 x 4k 391 vs 386; outputs within 6e-5 of the precise
+    kernel's)."""
     return mla_decode(heads, dim, pe_dim, page_size, num_split, block_N, num_stages, dtype,
                       sm_scale, cluster)
 
