@@ -176,10 +176,10 @@ def _tir_Select(condition, true_value, false_value):  # noqa: N802
 
     if isinstance(condition, bool):
         raise TypeError(
-            f"tirx.Select: the condition is the Python bool {condition}; in tilecute `==` and "
-            "`!=` between expressions compare them as Python values (TVM builds an EqualOp), "
-            "so a condition a Python helper builds cannot use them: write the comparison in "
-            "the kernel body or a T.macro, where `==` builds a condition")
+            f"tirx.Select: the condition is the Python bool {condition}; `==` and `!=` between "
+            "expressions build a condition (TVM's EqualOp) in the kernel body, a T.macro and a "
+            "Python helper the kernel calls, but compare them as Python values elsewhere "
+            "(a helper called outside a kernel)")
     if not _is_expr(condition) or condition.dtype != "bool":
         what = condition.dtype if _is_expr(condition) else type(condition).__name__
         raise TypeError(f"tirx.Select: the condition must be a bool expression, got {what}")

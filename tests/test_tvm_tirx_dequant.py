@@ -15,6 +15,7 @@ import tilecute
 import tilecute.language as T
 from tilecute.codegen.cute import emit_cute
 from tilecute.ir import nodes as N
+from tilecute.ir.visitor import rebuild, walk_nodes
 from tilecute.language import FrontendError
 from tilecute.transform.pipeline import lower
 from tvm import tir, tirx
@@ -278,6 +279,52 @@ def test_dequant_gemm_builds(tmp_path):
     func = dequant_gemm(128, 128, 128)
     assert "T.alloc_buffer" not in func.script()  # the scopes' own allocations
     assert tilecute.build_cubin(func, "sm_90a", out_dir=str(tmp_path)).kernel_names
+
+
+def e2m1_exact_to_bf16(val, pos):
+    """fp4 e2m1 in nibble ``pos`` as bfloat16 with its subnormals: exponent 0 is 0 or 0.5,
+    chosen with ``e == 0`` / ``man != 0`` in T.if_then_else and tirx.Select, which TVM
+    builds as EqualOp / NotEqualOp; a Python ``if`` on ``==`` stays structural."""
+    nib = (val >> (pos * 4)) & T.uint8(0xF)
+    sign, e, man = (T.cast(x, T.uint16) for x in (nib >> 3, (nib >> 1) & T.uint8(3), nib & T.uint8(1)))
+    normal = (sign << 15) | ((e + 126) << 7) | (man << 6)
+    half = tirx.Select(man != 0, T.uint16(126 << 7), T.uint16(0))
+    assert not (e == man) and (e == e)  # bool() of an EqualOp: structural
+    return T.reinterpret(T.if_then_else(e == 0, (sign << 15) | half, normal), T.bfloat16)
+
+
+def convert_e2m1(n):
+    @T.prim_func
+    def to_bf16(B: T.Tensor((n,), T.uint8), C: T.Tensor((n, 2), T.bfloat16)):
+        with T.Kernel(1, threads=128):
+            for i, p in T.Parallel(n, 2):
+                C[i, p] = e2m1_exact_to_bf16(B[i], p)
+
+    return to_bf16
+
+
+def _e2m1_values():
+    nib = _nibbles()
+    mag = torch.tensor([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0])[nib & 7]
+    return torch.where(nib >= 8, -mag, mag)
+
+
+def test_equality_in_a_helper_builds_a_condition():
+    """`e == 0` and `man != 0` in a helper a kernel calls are conditions (TVM's EqualOp /
+    NotEqualOp), not Python's structural comparison: the subnormal e2m1 values were
+    silently the normal formula's (T.if_then_else folded the Python False)."""
+    func = convert_e2m1(256)
+    (e,) = [n for n in walk_nodes(func.kernels) if isinstance(n, N.Call) and n.name == "reinterpret"]
+    assert any(isinstance(n, N.Cmp) and n.op == "eq" for n in walk_nodes(e))
+    assert any(isinstance(n, N.Cmp) and n.op == "ne" for n in walk_nodes(e))
+    e = rebuild(e, lambda n: N.Var("val", "uint8") if isinstance(n, N.Load) else None)
+    (p,) = {n.name for n in walk_nodes(e) if isinstance(n, N.Var)} - {"val"}  # the loop's p
+    bits = torch.from_numpy(evaluate(e, {"val": BYTES, p: POS}).astype(np.int32))
+    got = bits.to(torch.int16).view(torch.bfloat16).float()
+    assert torch.equal(got, _e2m1_values())
+    # outside a kernel's helper call == stays structural (the passes rely on it)
+    x = N.Var("x", "int32")
+    assert (x == N.Var("x", "int32")) is True and (x == 0) is False and (x != 0) is True
 
 
 # ---- T.alloc_buffer ----------------------------------------------------------------------------

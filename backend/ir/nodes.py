@@ -11,6 +11,7 @@ Imports nothing heavy: no CUTLASS, no torch.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Optional, Union
 
@@ -41,10 +42,18 @@ def _loc() -> Optional[Loc]:
 class Expr:
     """Base of expressions. Arithmetic operators build IR (used by ``T.*`` helpers and by
     the plain Python functions a kernel calls, which TileLang runs on TVM ``PrimExpr``s);
-    so do the ordering comparisons ``< <= > >=`` (TVM's ``LT``...); ``==``/``!=`` do not,
-    so they stay structural equality."""
+    so do the ordering comparisons ``< <= > >=`` (TVM's ``LT``...).  ``==``/``!=`` are
+    structural equality, except while a kernel's plain Python helper runs
+    (:func:`primexpr_equality`): there they build a ``Cmp`` as TVM's ``EqualOp`` /
+    ``NotEqualOp`` do, whose truth in a Python ``if`` is still structural equality."""
 
     dtype: str
+
+    def __ne__(self, o):
+        if _PRIMEXPR_EQ[0] and isinstance(o, (Expr, int, float)):
+            return _equal_op("ne", self, o)
+        eq = self.__eq__(o)
+        return eq if eq is NotImplemented else not eq
 
     def __add__(self, o): return binop("add", self, o)
     def __radd__(self, o): return binop("add", o, self)
@@ -132,6 +141,13 @@ class Cmp(Expr):
     a: Expr
     b: Expr
     dtype: str = "bool"
+
+    def __bool__(self):
+        """An expression is true in a Python ``if``; a comparison a helper's ``==``/``!=``
+        built is, while the helper runs, its operands' structural (in)equality, as
+        ``bool()`` of TVM's ``EqualOp``."""
+        truth = self.__dict__.get("_structural")
+        return True if truth is None or not _PRIMEXPR_EQ[0] else truth
 
 
 @dataclass(frozen=True)
@@ -1045,3 +1061,52 @@ class PrimFunc:
 
     def __str__(self) -> str:
         return self.script()
+
+
+# ---- TVM's ==/!= in the plain Python helpers a kernel calls ------------------------------------
+_PRIMEXPR_EQ = [0]  # how many plain Python helpers of a kernel are running
+
+
+@contextmanager
+def primexpr_equality():
+    """While a kernel's plain Python helper runs (``T.if_then_else(e == 0, a, b)`` in
+    TileLang's fp4 and int4 converters), ``==``/``!=`` between an expression and an
+    expression or a number build ``Cmp('eq' | 'ne')``, TVM's ``EqualOp`` / ``NotEqualOp``;
+    elsewhere (the passes, tests) they stay structural equality."""
+    _PRIMEXPR_EQ[0] += 1
+    try:
+        yield
+    finally:
+        _PRIMEXPR_EQ[0] -= 1
+
+
+def _equal_op(op: str, a: Expr, b) -> Expr:
+    structural = _STRUCTURAL_EQ.get(type(a), object.__eq__)(a, b) is True
+    try:
+        c = cmp(op, a, b)
+    except TypeError:  # operands no comparison takes: the Python value
+        return structural if op == "eq" else not structural
+    object.__setattr__(c, "_structural", structural if op == "eq" else not structural)
+    return c
+
+
+def _tvm_eq(structural):
+    def __eq__(self, o):
+        if _PRIMEXPR_EQ[0] and isinstance(o, (Expr, int, float)):
+            return _equal_op("eq", self, o)
+        return structural(self, o)
+    __eq__.__doc__ = structural.__doc__
+    return __eq__
+
+
+def _expr_classes(cls):
+    for sub in cls.__subclasses__():
+        yield sub
+        yield from _expr_classes(sub)
+
+
+_STRUCTURAL_EQ = {}
+for _cls in _expr_classes(Expr):
+    _STRUCTURAL_EQ[_cls] = _cls.__eq__
+    _cls.__eq__ = _tvm_eq(_cls.__eq__)
+

@@ -3725,7 +3725,8 @@ class _Parser:
             return N.cast(args[0], "float32")
         if fn is int and args and _is_ir(args[0]):
             return N.cast(args[0], "int32")
-        return fn(*args, **kwargs)
+        with N.primexpr_equality():  # TileLang runs it on PrimExprs: `e == 0` is an EqualOp
+            return fn(*args, **kwargs)
 
     def check_value(self, node, v):
         if isinstance(v, _BufferRef):
