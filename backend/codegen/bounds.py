@@ -1,6 +1,7 @@
 """Bounds predication: the conditions under which a global access is in bounds (those
 the known value ranges cannot prove), and bounds-checked loads read into temporaries
-that stay 0 out of bounds.  Imports no CUTLASS.
+that stay 0 out of bounds; the memory loads of a ``T.if_then_else`` branch read only
+where the branch is taken.  Imports no CUTLASS.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from contextlib import contextmanager
 
 from ..ir import nodes as N
 from ..transform.analysis import top_loads, value_range
-from .expr import ExprPrinter, cute_type
+from .expr import PREC, ExprPrinter, cute_type
 from .source import Writer
 
 
@@ -73,6 +74,52 @@ class Bounds:
                     value = f"{cute_type(ld.dtype)}({value})"
                 self.out.line(depth + 1, f"{t} = {value}")
                 self.hoisted[key] = t
+
+    def hoist_branches(self, e, depth: int, registers, checked: bool) -> None:
+        """Read each shared or global load inside a branch of a ``Select`` (TileLang's
+        ``T.if_then_else``) into a temporary, under the branch's condition: TVM's
+        ``if_then_else`` evaluates only the branch taken, and programs guard reads that
+        would be out of bounds with it (``T.if_then_else(j > 0, s[i, j - 1], 0)``); CuTe's
+        ``select_`` evaluates both.  (A load has no effect but its read, so TVM's ``Select``
+        may take it alike.)  A load also read outside any branch, or held in ``registers``
+        (vector accesses, read whole), is left as it is; ``checked``: the temporaries also
+        take the bounds checks of :meth:`hoist`."""
+        guards: dict[tuple, list] = {}  # load -> the guards it is read under (None: none)
+        found: dict[tuple, N.Load] = {}
+
+        def visit(x, guard: tuple) -> None:
+            if isinstance(x, N.Select) and not isinstance(x.cond, N.Const):
+                visit(x.cond, guard)
+                visit(x.a, guard + (x.cond,))
+                visit(x.b, guard + (N.Not(x.cond),))
+            elif isinstance(x, N.Load):
+                visit(x.indices, guard)
+                key = load_key(x)
+                if key in registers or self.buffers[x.buffer].scope not in ("shared", "global"):
+                    return
+                found.setdefault(key, x)
+                guards.setdefault(key, []).append(guard or None)
+            elif isinstance(x, (N.Expr, tuple)):
+                for v in (vars(x).values() if isinstance(x, N.Expr) else x):
+                    visit(v, guard)
+        visit(e, ())
+        expr = self.exprs.expr
+        for key, ld in found.items():
+            if key in self.hoisted or None in guards[key]:
+                continue
+            alts = list(dict.fromkeys(guards[key]))
+            taken = [" and ".join(self.exprs.operand(c, PREC["and"] + 1) for c in g)
+                     for g in alts]
+            cond = taken[0] if len(taken) == 1 else " or ".join(f"({t})" for t in taken)
+            conds = [cond] + (self.predicate(ld.buffer, ld.indices) if checked else [])
+            t = self.out.fresh("ld")
+            self.out.line(depth, f"{t} = {cute_type(ld.dtype)}(0)")
+            self.out.line(depth, f"if {' and '.join(conds)}:")
+            value = expr(ld)
+            if ld.dtype.startswith("uint"):
+                value = f"{cute_type(ld.dtype)}({value})"  # (as in :meth:`hoist`)
+            self.out.line(depth + 1, f"{t} = {value}")
+            self.hoisted[key] = t
 
     @contextmanager
     def statement(self):

@@ -186,6 +186,8 @@ class KernelEmitter:
 
     def stmt(self, s: N.Stmt, depth: int, guarded: bool) -> None:
         with self.bounds.statement():
+            if isinstance(s, (N.Let, N.Store, N.If, N.Evaluate)):
+                self.bounds.hoist_branches(_checked_part(s), depth, self.nests.vector, guarded)
             if guarded and isinstance(s, (N.Let, N.Store, N.If, N.Evaluate)):
                 self.bounds.hoist(_checked_part(s), depth, self.nests.vector)
             method = _STATEMENTS.get(type(s))

@@ -476,18 +476,41 @@ def cast(value, dtype, round: str = "", sat: bool = True, rbits=None):  # noqa: 
 
 
 def if_then_else(cond, t, f):
-    """``cond ? t : f``.  Both sides are evaluated (a ``Select``); guard a load that may be
-    out of bounds with an ``if`` statement instead."""
+    """``cond ? t : f`` (a ``Select``), TVM's ``if_then_else``: a shared or global element
+    read in a branch is read only where that branch is taken (the code generator reads it
+    into a temporary under the condition), so the branch may guard a read past a buffer's
+    end, as TileLang programs do.  A branch that updates something (an atomic's old value,
+    a random draw) would run whichever branch is taken: refused."""
     a, b, ty = _N._coerce(t, f)
     cond = _truth(cond)
     if isinstance(cond, _N.Const):  # known at parse time: the chosen side (TVM folds it too)
         return a if cond.value else b
+    effects = sorted({x.name for x in _walk(a, b) if isinstance(x, _N.Call)
+                      and x.name in _N.ATOMIC_RETURNS + _N.RNG_DRAWS})
+    if effects:
+        raise ValueError(f"T.if_then_else: a branch calls {', '.join(effects)}, which TVM's "
+                         "if_then_else runs only where that branch is taken; tilecute would run "
+                         "it either way: write an if statement around it")
     return _N.Select(cond, a, b, ty)
 
 
 def Select(condition, true_value, false_value):  # noqa: N802
-    """TVM's ``T.Select(cond, a, b)``: both sides evaluated."""
-    return if_then_else(condition, true_value, false_value)
+    """TVM's ``T.Select(cond, a, b)``: both sides are evaluated (its reads of memory
+    happen only in the branch taken, which a load, having no other effect, allows)."""
+    a, b, ty = _N._coerce(true_value, false_value)
+    cond = _truth(condition)
+    if isinstance(cond, _N.Const):
+        return a if cond.value else b
+    return _N.Select(cond, a, b, ty)
+
+
+def _walk(*xs):
+    for x in xs:
+        yield x
+        if isinstance(x, _N.Expr):
+            yield from _walk(*(v for v in vars(x).values() if isinstance(v, (_N.Expr, tuple))))
+        elif isinstance(x, tuple):
+            yield from _walk(*x)
 
 
 def _truth(x) -> _N.Expr:

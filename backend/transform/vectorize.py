@@ -67,11 +67,14 @@ def vector_accesses(inner: N.For, buffers: dict[str, N.Buffer], layouts: dict[st
     stored = {s.buffer for s in inner.body if isinstance(s, N.Store)}
     loaded = {ld.buffer for s in inner.body for ld in _loads(getattr(s, "value", ()))}
     candidates = []
+    unconditional = set()  # loads read whatever the conditions of T.if_then_else's are
     for s in inner.body:
         if isinstance(s, N.Store):
             candidates.append((s.buffer, s.indices))
+            unconditional.add((s.buffer, s.indices))
         if isinstance(s, (N.Store, N.Let)):
             candidates.extend((ld.buffer, ld.indices) for ld in top_loads(s.value))
+            unconditional |= {(ld.buffer, ld.indices) for ld in top_loads(_taken(s.value))}
     lets = let_values(inner.body)
     out = {}
     for key in candidates:
@@ -84,6 +87,9 @@ def vector_accesses(inner: N.For, buffers: dict[str, N.Buffer], layouts: dict[st
         if buf.scope == "shared":
             if kind not in ("row_major", "tma_swizzled"):
                 continue
+            if key not in unconditional:
+                continue  # read in a branch only where it is taken (codegen/bounds.py): the
+                # element may lie outside the buffer elsewhere (s[i, j - 1] at j == 0)
         elif buf.scope != "global":
             continue
         if any(True for _ in _loads(indices)) or any(mentions(i, j) for i in indices[:-1]) \
@@ -107,6 +113,20 @@ def vector_accesses(inner: N.For, buffers: dict[str, N.Buffer], layouts: dict[st
         if chunk > 1:
             out[key] = chunk
     return out
+
+
+def _taken(e):
+    """``e`` with every ``Select``'s branches dropped (its condition kept): what is read
+    whichever branch is taken."""
+    if isinstance(e, N.Select):
+        return e.cond
+    if isinstance(e, N.Load):
+        return e
+    if isinstance(e, N.Expr):
+        return tuple(_taken(v) for v in vars(e).values() if isinstance(v, (N.Expr, tuple)))
+    if isinstance(e, tuple):
+        return tuple(_taken(v) for v in e)
+    return ()
 
 
 def _draws(x) -> bool:
