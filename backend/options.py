@@ -57,6 +57,10 @@ OPTIONS = {
     "disable_dynamic_variants": "plain T.dynamic extents that decide a row stride's 16-byte "
                                 "alignment build the general kernel only (by default also an "
                                 "aligned variant with TMA and vector accesses, picked per call)",
+    "disable_deferred_row_sums": "a running row sum of a T.gemm accumulator (T.reduce_sum "
+                                 "then l = l * alpha + rowsum) adds each step's rows up whole (by "
+                                 "default each thread keeps its partial of l and the partials are "
+                                 "added up once, where l is next read: FlashAttention-3's)",
     "disable_tma_multicast": "in a kernel launched in clusters, every TMA load stays per block "
                              "(by default a warp-specialized loop's tile that is the same for "
                              "every block of a cluster is multicast to them, leaving L2 once)",

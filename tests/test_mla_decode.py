@@ -33,10 +33,12 @@ def test_mla_decode_schedule(cache_dir):
     script = kernel.get_source("script")
     # two consumer warpgroups split N; the row statistics meet in shared scratch
     assert 'layout=T.Layout("mma", threads=256, mma="wgmma", warps=(1, 2))' in script
-    # (each exchange's second barrier is left to the next one: the sum's first, then the
-    # block barrier before P is written to shared memory)
+    # (the max's exchange leaves its second barrier to the block barrier before P is
+    # written to shared memory; the running sum l stays a partial per thread in the loop,
+    # its rows added up once after it: deferred row sums)
     assert "T.reduce_max(S, m, dim=1, clear=False, scratch=m_rows_scratch, sync_after=False)" in script
-    assert "T.reduce_sum(S, l_step, dim=1, clear=True, scratch=l_step_rows_scratch, sync_after=False)" in script
+    assert "T.reduce_sum(S, l_step, dim=1, clear=True, partial=True)" in script
+    assert "T.combine_rows(l, 'sum', scratch=l_step_rows_scratch)" in script
     # the latent pages come by TMA, looked up per step (the producer reads the block
     # table before it waits for a free stage), two stages
     assert re.search(r"tc_origin\d+ = block_table\[b, ", script)

@@ -98,6 +98,30 @@ def attn(Q: T.Tensor((128, 64), "float16"), K: T.Tensor((1024, 64), "float16"),
             T.gemm(P, V_s, acc)
         T.copy(acc, O[bx * 64, 0])
 """
+# a running row sum of an accumulator whose two warpgroups split N (FullCol)
+ROWSUM = """
+@T.prim_func
+def rowsum(Q: T.Tensor((64, 64), "float16"), K: T.Tensor((1024, 64), "float16"),
+           O: T.Tensor((64,), "float32")):
+    with T.Kernel(1, threads=256) as bx:
+        Q_s = T.alloc_shared((64, 64), "float16")
+        K_s = T.alloc_shared((128, 64), "float16")
+        S = T.alloc_fragment((64, 128), "float32")
+        l = T.alloc_fragment((64,), "float32")
+        l_step = T.alloc_fragment((64,), "float32")
+        alpha = T.alloc_fragment((64,), "float32")
+        T.copy(Q[0, 0], Q_s)
+        T.fill(l, 0)
+        for k in T.Pipelined(8, num_stages=2):
+            T.copy(K[k * 128, 0], K_s)
+            T.gemm(Q_s, K_s, S, transpose_B=True, clear_accum=True, policy=T.GemmWarpPolicy.FullCol)
+            T.reduce_max(S, alpha, dim=1)
+            T.reduce_sum(S, l_step, dim=1)
+            for i in T.Parallel(64):
+                l[i] = l[i] * T.exp2(-alpha[i]) + l_step[i]
+        for i in T.Parallel(64):
+            O[i] = l[i]
+"""
 NAMES = [p.name for p in PASSES]
 
 
@@ -411,8 +435,57 @@ def test_overlap_rescale_before_gemm_option():
     assert "\n".join(list(d)[2:]) + "\n" == OVERLAP_RESCALE_EARLY
 
 
+def test_deferred_row_sums_only_where_nothing_else_reads_the_sums():
+    """The running sum stays whole when l starts at another value than 0, when the loop
+    reads l otherwise, when l_step is read elsewhere, or with the option off."""
+    def deferred(src, **options):
+        text = print_func(run_passes(T.from_script(src), "sm_90a", options))
+        return "partial=True" in text, "T.combine_rows(l" in text
+    assert deferred(ROWSUM) == (True, True)
+    assert deferred(ROWSUM.replace("T.fill(l, 0)", "T.fill(l, 1)")) == (False, False)
+    reads_l = ROWSUM.replace("                l[i] = l[i] * T.exp2(-alpha[i]) + l_step[i]",
+                             "                l[i] = l[i] * T.exp2(-alpha[i]) + l_step[i]\n"
+                             "            for i in T.Parallel(64):\n"
+                             "                alpha[i] = alpha[i] + l[i]")
+    assert reads_l != ROWSUM and deferred(reads_l) == (False, False)
+    reads_step = ROWSUM.replace("            O[i] = l[i]", "            O[i] = l[i] + l_step[i]")
+    assert reads_step != ROWSUM and deferred(reads_step) == (False, False)
+    assert deferred(ROWSUM, disable_deferred_row_sums=True) == (False, False)
+
+
+def test_deferred_row_sums_build_and_combine_after_the_loop(tmp_path):
+    import tilecute
+
+    tilecute.build_cubin(T.from_script(ROWSUM), "sm_90a", out_dir=str(tmp_path))
+    src = (tmp_path / "kernel_cute.py").read_text()
+    assert 'tcrow.reduce_rows(S, l_step, "sum", clear=True, partial=True)' in src
+    loop_end = src.index("tcrow.combine_rows(l, tc_l_i, \"sum\", l_step_rows_scratch")
+    assert src.rindex("partial=True", 0, loop_end) < loop_end
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("deferred", [True, False])
+def test_deferred_row_sums_on_gpu(deferred):
+    import torch
+
+    import tilecute
+
+    torch.manual_seed(0)
+    q = torch.randn(64, 64, device="cuda").half()
+    k = torch.randn(1024, 64, device="cuda").half()
+    out = torch.empty(64, device="cuda")
+    tilecute.compile(T.from_script(ROWSUM),
+                     options={"disable_deferred_row_sums": not deferred})(q, k, out)
+    s = (q.float() @ k.float().t()).view(64, 8, 128)
+    want = torch.zeros(64, device="cuda")
+    for step in range(8):
+        want = want * torch.exp2(-s[:, step].amax(1)) + s[:, step].sum(1)
+    torch.testing.assert_close(out, want, rtol=1e-4, atol=1e-2)
+
+
 def test_every_pass_has_a_test():
     tested = {c[0] for c in CASES} | {"validate", "assign_tma_descriptors", "vectorize",
+                                       "defer_row_sums",
                                        "assign_shared_memory", "choose_index_width", "fast_math",
                                        "programmatic_launch"}
     assert tested == set(NAMES)

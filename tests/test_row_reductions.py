@@ -88,7 +88,12 @@ def test_row_statistics_get_the_accumulator_rows_layout():
 def test_generated_code_reduces_in_quads_and_reads_rows_by_register():
     src = emit_cute(lower(online_softmax_pv(), "sm_90a"))
     assert 'tcrow.reduce_rows(s, m, "max", clear=False)' in src
-    assert 'tcrow.reduce_rows(s, l_step, "sum", clear=True)' in src
+    # (the running sum l stays a per-thread partial in the loop: deferred row sums)
+    assert 'tcrow.reduce_rows(s, l_step, "sum", clear=True, partial=True)' in src
+    assert 'tcrow.combine_rows(l, ' in src
+    whole = emit_cute(lower(online_softmax_pv(), "sm_90a", {"disable_deferred_row_sums": True}))
+    assert 'tcrow.reduce_rows(s, l_step, "sum", clear=True)' in whole
+    assert "combine_rows" not in whole
     assert "alpha[tcrow.row_of(o, " in src and "m[tcrow.row_of(s, " in src
     assert re.search(r"for tc_q\d+ in cutlass.range_constexpr\(cute.size\(l\)\)", src)
     assert re.search(r"= \w*l_i\[tc_q\d+\]", src)  # T.Parallel(bm) over the rows held

@@ -387,6 +387,13 @@ class KernelEmitter:
                                  f"{cute_type(b.dtype)})", note)
 
     # ---- tile statements -----------------------------------------------------------------
+    def combine_rows(self, s: N.CombineRows, depth: int, guarded: bool) -> None:
+        if self.region_barrier:  # (as reduce: a T.ws region's threads, its named barrier)
+            self.mma.combine_rows(s, depth, self.threads, self.region_barrier)
+        else:
+            self.mma.combine_rows(s, depth, self.scope.num_threads
+                                  if self.scope.producer_threads else 0)
+
     def reduce(self, s: N.Reduce, depth: int, guarded: bool) -> None:
         """Each thread combines its own registers of every row, then a warp shuffle
         all-reduce, then (several warps) a shared-memory exchange; the result lands in every
@@ -826,6 +833,7 @@ _STATEMENTS = {
     N.MBarrierWait: KernelEmitter.mbarrier_wait, N.SetMaxNReg: KernelEmitter.set_max_nreg,
     N.MBarrierArrive: KernelEmitter.mbarrier_arrive, N.While: KernelEmitter.while_,
     N.Scan: KernelEmitter.scan, N.FinalizeReducer: KernelEmitter.finalize_reducer,
+    N.CombineRows: KernelEmitter.combine_rows,
     N.WarpGroups: KernelEmitter.warp_groups,
     N.DevicePrint: KernelEmitter.device_print, N.DeviceAssert: KernelEmitter.device_assert,
 }

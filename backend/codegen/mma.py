@@ -95,6 +95,12 @@ class MmaEmitter:
         self.out.use("rows")
         what = f"T.reduce_{s.kind}({s.src}, {s.dst}, dim=1)"
         kind = s.kind + "_nan" if s.nan_propagate else s.kind  # TileLang's nan_propagate
+        if s.partial:
+            self.out.line(depth, f"tcrow.reduce_rows({ident(s.src)}, {ident(s.dst)}, {quote(kind)}, "
+                                 f"clear={s.clear}, partial=True)",
+                          what + ": this thread's partial of each row (the rows' sums are "
+                                 "combined after the loop)")
+            return
         if not s.scratch:
             self.out.line(depth, f"tcrow.reduce_rows({ident(s.src)}, {ident(s.dst)}, {quote(kind)}, "
                                  f"clear={s.clear})", what)
@@ -108,6 +114,20 @@ class MmaEmitter:
                              f"{'' if s.sync_after else ', sync_after=False'})",
                       what + f": rows split over {layout.warps[1]} warp(group)s along N meet in "
                              f"'{s.scratch}'")
+
+    def combine_rows(self, s: N.CombineRows, depth: int, threads: int = 0,
+                     barrier_id: int = 1) -> None:
+        """``T.combine_rows(rows)``: each row's partials (one per thread holding it) added
+        up in the quad, then (warps along N, ``s.scratch``) through shared memory."""
+        self.out.use("rows")
+        layout = self.layouts[s.buffer]
+        m = int(self.buffers[s.buffer].shape[0].value)
+        scratch = ident(s.scratch) if s.scratch else "None"
+        self.out.line(depth, f"tcrow.combine_rows({ident(s.buffer)}, {self.rows[s.buffer]}, "
+                             f"{quote(s.kind)}, {scratch}, {quote(layout.mma)}, "
+                             f"{tuple(layout.warps)}, {m}, {self.tid}, {threads}"
+                             f"{f', {barrier_id}' if barrier_id != 1 else ''})",
+                      f"the row sums of '{s.buffer}': its threads' partials added up")
 
     def gemm(self, s: N.Gemm, depth: int, stage: str | None = None) -> None:
         """``stage``: the stage of the staged shared operands (default: the enclosing

@@ -753,6 +753,10 @@ class Reduce(Stmt):
     # again (in program order, around the loop), so the exchange's own barrier after its
     # reads of the scratch is left out (an MMA accumulator's rows: runtime.cute.rows)
     sync_after: bool = True
+    # the deferred row sums pass: a sum over an MMA accumulator's rows that each thread
+    # leaves as its own partial (its registers of the row, no shuffle, no exchange); a
+    # ``CombineRows`` of the running sum it feeds adds the partials up later
+    partial: bool = False
 
 
 SCAN_KINDS = ("sum", "max")
@@ -780,6 +784,20 @@ class FinalizeReducer(Stmt):
     the shared buffer of the cross-warp step, set by the layout pass."""
 
     buffer: str
+    scratch: str = ""
+    loc: Optional[Loc] = _loc()
+
+
+@dataclass(frozen=True)
+class CombineRows(Stmt):
+    """Every thread holding a row of ``buffer`` (an ``mma_rows`` fragment whose registers
+    are this thread's partials of each row, from ``Reduce.partial`` sums) replaces them with
+    the row's total: the quad holding the row (shuffles), then the warps along N through
+    the shared ``scratch``.  Placed by the deferred row sums pass after a loop whose running
+    row sum (``l = l * alpha + rowsum(S)``) it left partial."""
+
+    buffer: str
+    kind: str = "sum"
     scratch: str = ""
     loc: Optional[Loc] = _loc()
 

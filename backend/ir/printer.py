@@ -268,6 +268,7 @@ def _stmt(s: N.Stmt, indent: int, out: list[str]) -> None:
         scratch = f", scratch={s.scratch}" if s.scratch else ""
         nan = ", nan_propagate=True" if s.nan_propagate else ""
         scratch += "" if s.sync_after else ", sync_after=False"
+        scratch += ", partial=True" if s.partial else ""
         out.append(f"{pad}T.reduce_{s.kind}({s.src}, {s.dst}, dim={s.dim}, clear={s.clear}{nan}{scratch})")
     elif isinstance(s, N.Scan):
         fn = {"sum": "cumsum", "max": "cummax"}[s.kind]
@@ -275,6 +276,9 @@ def _stmt(s: N.Stmt, indent: int, out: list[str]) -> None:
     elif isinstance(s, N.FinalizeReducer):
         scratch = f", scratch={s.scratch}" if s.scratch else ""
         out.append(f"{pad}T.finalize_reducer({s.buffer}{scratch})")
+    elif isinstance(s, N.CombineRows):
+        scratch = f", scratch={s.scratch}" if s.scratch else ""
+        out.append(f"{pad}T.combine_rows({s.buffer}, {s.kind!r}{scratch})")
     elif isinstance(s, N.Im2Col):
         out.append(f"{pad}T.im2col({s.img}, {s.col}, {expr_str(s.nhw_step)}, {expr_str(s.c_step)}, "
                    f"{s.kernel}, {s.stride}, {s.dilation}, {s.pad})")

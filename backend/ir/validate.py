@@ -351,6 +351,8 @@ class _Validator:
                 self.fail(f"{fn}: '{dst.name}' must have the shape and dtype of '{src.name}'")
             if not isinstance(s.dim, int) or not 0 <= s.dim < src.ndim:
                 self.fail(f"{fn} over dim {s.dim} of '{src.name}', which has {src.ndim} dims")
+        elif isinstance(s, N.CombineRows):
+            self.fail("T.combine_rows is the deferred row sums pass's decision, not an input")
         elif isinstance(s, N.FinalizeReducer):
             if s.buffer not in self.reducers:
                 self.fail(f"T.finalize_reducer: '{s.buffer}' is not a T.alloc_reducer buffer")
@@ -543,6 +545,9 @@ class _Validator:
             if not s.sync_after:
                 self.fail(f"T.reduce_{s.kind}(sync_after=False) is the barrier pass's decision, "
                           "not an input")
+            if s.partial:
+                self.fail(f"T.reduce_{s.kind}(partial=True) is the deferred row sums pass's "
+                          "decision, not an input")
             src, dst = self.buffer(s.src, bufs), self.buffer(s.dst, bufs)
             if s.kind not in N.REDUCE_KINDS:
                 self.fail(f"unknown reduction {s.kind!r}")

@@ -244,7 +244,7 @@ def accesses(body):
         elif isinstance(s, N.Im2Col):
             out.extend([(s.img, (), False), (s.col, (), True)])
             expr((s.nhw_step, s.c_step))
-        elif isinstance(s, N.FinalizeReducer):
+        elif isinstance(s, (N.FinalizeReducer, N.CombineRows)):
             out.extend([(s.buffer, (), False), (s.buffer, (), True)])
     for s in body:
         visit(s)
@@ -299,7 +299,7 @@ def buffers_used(s) -> set[str]:
             out.update((x.src, x.dst))
         elif isinstance(x, N.Im2Col):
             out.update((x.img, x.col))
-        elif isinstance(x, N.FinalizeReducer):
+        elif isinstance(x, (N.FinalizeReducer, N.CombineRows)):
             out.update(b for b in (x.buffer, x.scratch) if b)
     return out
 

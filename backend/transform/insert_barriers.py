@@ -90,7 +90,7 @@ class _Sync:
     def touches(self, s):
         """Shared buffers ``s`` reads and writes (a write touches every buffer on the same
         bytes too), and whether its writes are cp.async."""
-        if isinstance(s, (N.Reduce, N.FinalizeReducer)):
+        if isinstance(s, (N.Reduce, N.FinalizeReducer, N.CombineRows)):
             return set(), set(), False  # fragments; its scratch: see :meth:`reduction`
         reads, writes = set(), set()
         for b, _, w in accesses([_cp_async_dropped(_program_ordered_loads_dropped(s))]):
@@ -150,7 +150,7 @@ class _Sync:
             if isinstance(s, N.WarpGroups):
                 run = self.warp_groups(s, st, out, run)
                 continue
-            if isinstance(s, (N.Reduce, N.FinalizeReducer)):
+            if isinstance(s, (N.Reduce, N.FinalizeReducer, N.CombineRows)):
                 self.reduction(s, st, out)
                 continue
             if isinstance(s, N.If) and self.divergent(s.cond):

@@ -12,7 +12,7 @@ from typing import Callable
 from ..ir import nodes as N
 from ..ir.validate import validate
 from ..options import check_options
-from . import (fast_math, index_width, insert_barriers, layout_inference, lower_tile_ops,
+from . import (defer_row_sums, fast_math, index_width, insert_barriers, layout_inference, lower_tile_ops,
                overlap_mma, rasterize, select_mma, shared_epilogue, shared_memory,
                software_pipeline, tma_copies, tma_descriptors, tma_multicast, vectorize,
                warp_specialize)
@@ -49,6 +49,7 @@ PASSES = (
          lambda f, arch, o: tma_descriptors.assign_tma_descriptors(f, arch)),
     Pass("lower_tile_ops", lambda f, arch, o: lower_tile_ops.lower_tile_ops(f)),
     Pass("infer_layouts", lambda f, arch, o: layout_inference.infer_layouts(f)),
+    Pass("defer_row_sums", lambda f, arch, o: defer_row_sums.defer_row_sums(f, o)),
     Pass("vectorize", lambda f, arch, o: vectorize.vectorize(f, arch)),
     Pass("assign_shared_memory", lambda f, arch, o: shared_memory.assign_shared_memory(f, arch)),
     Pass("insert_barriers", lambda f, arch, o: insert_barriers.insert_barriers(

@@ -51,9 +51,10 @@ def row_of(acc, r):
     return (r // 2) % 2 + 2 * ((r // inner) % mma_m)
 
 
-def _quad_rows(acc, op: str):
+def _quad_rows(acc, op: str, quad: bool = True):
     """Per row this thread holds (``2 * MMA_M`` of them, in row-fragment order): its
-    registers of the row combined, then the quad holding the row (two shuffles)."""
+    registers of the row combined, then (``quad``) the quad holding the row (two
+    shuffles)."""
     absolute = op.startswith("abs")
     base = op[3:] if absolute else op
     inner = cute.size(acc, mode=[0])
@@ -69,7 +70,8 @@ def _quad_rows(acc, op: str):
                     for c0 in range(2):
                         x = acc[c0 + 2 * r0 + 4 * g + inner * (mi + mma_m * ni)]
                         xs.append(_abs(x) if absolute else x)
-            out.append(warp_allreduce(_tree(xs, base), base, 4))
+            own = _tree(xs, base)
+            out.append(warp_allreduce(own, base, 4) if quad else own)
     return out
 
 
@@ -82,12 +84,31 @@ def _tree(xs: list, op: str):
     return xs[0]
 
 
-def reduce_rows(acc, rows, op: str, clear: bool = True):
+def reduce_rows(acc, rows, op: str, clear: bool = True, partial: bool = False):
     """``rows[q] = op over the accumulator row of rows[q]`` (``clear=False``: combined
-    with the value already there).  ``op``: "sum", "max", "min", "abssum", "absmax"."""
+    with the value already there).  ``op``: "sum", "max", "min", "abssum", "absmax".
+    ``partial``: over this thread's registers of the row only (no shuffle);
+    :func:`combine_rows` adds the threads' partials up later."""
     base = op[3:] if op.startswith("abs") else op
-    for q, v in enumerate(_quad_rows(acc, op)):
+    for q, v in enumerate(_quad_rows(acc, op, quad=not partial)):
         rows[q] = v if clear else combine(rows[q], v, base)
+
+
+def combine_rows(rows, rows_i, op: str, scratch, family: str, warps: tuple, m: int, tid,
+                 threads: int = 0, barrier_id: int = 1):
+    """Each row of the row fragment ``rows`` held as partials (one per thread holding the
+    row, from ``reduce_rows(..., partial=True)`` and per-thread updates) becomes the row's
+    total in every such thread: the quad (two shuffles), then, with warps (warpgroups)
+    along N, their partials through ``scratch`` as :func:`reduce_rows_across` does."""
+    for q in range(len(rows_i)):
+        rows[q] = warp_allreduce(rows[q], op, 4)
+    if warps[1] > 1:
+        unit = 128 if family == "wgmma" else 32
+        part = cute.make_rmem_tensor((len(rows_i),), rows.element_type)
+        for q in range(len(rows_i)):
+            part[q] = rows[q]
+        _exchange(part, rows, rows_i, op, True, scratch, warps[1], m, (tid // unit) // warps[0],
+                  tid, threads, barrier_id)
 
 
 def reduce_rows_across(acc, rows, rows_i, op: str, clear: bool, scratch, family: str,
