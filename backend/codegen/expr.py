@@ -23,6 +23,12 @@ PREC = {"or": 2, "and": 3, "not": 4, "cmp": 5, "bitor": 6, "bitxor": 7, "bitand"
         "shl": 10, "shr": 10, "add": 11, "sub": 11, "mul": 12, "div": 12, "floordiv": 12,
         "mod": 12}
 ATOM = 100
+# 8- and 16-bit integer arithmetic that can leave its width.  TileLang's CUDA C computes it
+# in int (C's integer promotions: `(int)(a[i] * b[i])` of two int8s is the whole product),
+# so where its value is converted or compared, rather than stored at its own width, it
+# does not wrap there; tilecute computes it in Int32 at those places (see
+# ExprPrinter.promoted)
+PROMOTED_OPS = ("add", "sub", "mul", "shl")
 # float math intrinsic -> CuTe DSL function of its arguments.  16-bit arguments compute
 # in float32 and the result converts back, as TileLang's CUDA code does for the functions
 # CUDA has no half versions of (its templates #define hpow powf, htan as tanf(float(x)))
@@ -56,6 +62,12 @@ APPROX = {
     "tan_approx": "(cute.math.sin({x}, approx=True, ftz=True) / cute.math.cos({x}, approx=True, ftz=True))",
 }
 THREAD_IDX = ("tc_tx", "tc_ty", "tc_tz")  # what the kernel binds cute.arch.thread_idx() to
+
+
+def _promotes(e) -> bool:
+    """Is ``e`` 8- or 16-bit integer arithmetic that C computes in int?"""
+    return isinstance(e, N.BinOp) and e.op in PROMOTED_OPS and N.is_int(e.dtype) \
+        and DTYPES[e.dtype].bits < 32
 
 
 def cute_type(dtype: str) -> str:
@@ -121,6 +133,20 @@ class ExprPrinter:
         text, prec = self._expr(e)
         return f"({text})" if prec < min_prec else text
 
+    def promoted(self, e: N.Expr, min_prec: int) -> str:
+        """``e`` as C computes an 8- or 16-bit integer expression: its ``PROMOTED_OPS``
+        in Int32 (operands widened first), so a product or sum does not wrap at the narrow
+        width; any other value widened (an Int32 of it)."""
+        if _promotes(e):
+            p = PREC[e.op]
+            text = f"{self.promoted(e.a, p)} {BINOP[e.op]} {self.promoted(e.b, p + 1)}"
+            return f"({text})" if p < min_prec else text
+        if isinstance(e, N.Const) and N.is_int(e.dtype):
+            return f"({int(e.value)})" if e.value < 0 else str(int(e.value))
+        if N.is_int(e.dtype) and DTYPES[e.dtype].bits < 32:
+            return f"cutlass.Int32({self.expr(e)})"
+        return self.operand(e, min_prec)
+
     def index_tuple(self, indices) -> str:
         parts = [self.expr(i) for i in indices]
         return ", ".join(parts) if len(parts) > 1 else parts[0]
@@ -145,6 +171,9 @@ class ExprPrinter:
             return f"{self.operand(e.a, p)} {BINOP[e.op]} {self.operand(e.b, p + 1)}", p
         if isinstance(e, N.Cmp):
             p = PREC["cmp"]
+            if _promotes(e.a) or _promotes(e.b):
+                a, b = (self.promoted(x, p + 1) for x in (e.a, e.b))
+                return f"{a} {CMPOP[e.op]} {b}", p
             return f"{self.operand(e.a, p + 1)} {CMPOP[e.op]} {self.operand(e.b, p + 1)}", p
         if isinstance(e, N.Logic):
             p = PREC[e.op]
@@ -152,6 +181,8 @@ class ExprPrinter:
         if isinstance(e, N.Not):
             return f"not {self.operand(e.a, PREC['not'])}", PREC["not"]
         if isinstance(e, N.Cast):
+            if _promotes(e.value):
+                return f"{cute_type(e.dtype)}({self.promoted(e.value, 0)})", ATOM
             return f"{cute_type(e.dtype)}({self.expr(e.value)})", ATOM
         if isinstance(e, N.Select):
             if isinstance(e.cond, N.Const):  # CuTe's select_ takes a runtime condition only

@@ -1,0 +1,62 @@
+"""8- and 16-bit integer arithmetic as TileLang's CUDA C computes it: C promotes both
+operands to int, so ``W[i] = A[i] * B[i]`` of two int8s into an int32 tensor (TVM's
+``Cast("int32", A[i] * B[i])``, printed ``(int)(A[i] * B[i])``) is the whole product,
+``T.cast((U[i] & 15) - 8, "float16")`` of a uint8 nibble is negative below 8, and a
+comparison of a sum does not wrap.  A value stored back at its own width wraps as before.
+The code generator computes such arithmetic in Int32 where it is converted or compared
+(codegen/expr.py, ``PROMOTED_OPS``)."""
+
+import re
+
+import pytest
+
+import tilecute
+import tilecute.language as T
+
+
+def narrow(n=256):
+    @T.prim_func
+    def promote(A: T.Tensor((n,), T.int8), B: T.Tensor((n,), T.int8),
+                U: T.Tensor((n,), T.uint8), W: T.Tensor((n,), T.int32),
+                P: T.Tensor((n,), T.int8), H: T.Tensor((n,), T.float16),
+                C: T.Tensor((n,), T.int32), S: T.Tensor((n,), T.int32)):
+        with T.Kernel(n // 128, threads=128) as bx:
+            for i in T.Parallel(128):
+                g = bx * 128 + i
+                W[g] = A[g] * B[g] + 1
+                P[g] = A[g] * B[g]
+                H[g] = T.cast((U[g] & 15) - 8, T.float16)
+                C[g] = T.if_then_else(A[g] + B[g] > 100, 1, 0)
+                S[g] = T.cast(U[g] << 4, T.int32) + T.cast(U[g], T.int32)
+    return promote
+
+
+def test_widened_arithmetic_is_computed_in_int32():
+    src = tilecute.compile(narrow()).get_kernel_source()
+    assert "cutlass.Int32(cutlass.Int32(tc_vec" in src and ") * cutlass.Int32(tc_vec" in src, src
+    assert "cutlass.Float16(cutlass.Int32(" in src and ") - 8)" in src, src
+    assert "cutlass.select_(cutlass.Int32(" in src, src
+    # stored at its own width: int8 arithmetic, wrapping as the store would
+    assert re.search(r"\] = tc_vec\d+\[tc_lane\d+\] \* tc_vec\d+\[tc_lane\d+\]\n", src), src
+
+
+def test_builds_a_cubin(tmp_path):
+    assert tilecute.build_cubin(narrow(), "sm_90a", out_dir=str(tmp_path)).kernel_names
+
+
+@pytest.mark.gpu
+def test_narrow_arithmetic_on_gpu():
+    import torch
+    a = torch.randint(-128, 128, (256,), dtype=torch.int8, device="cuda")
+    b = torch.randint(-128, 128, (256,), dtype=torch.int8, device="cuda")
+    u = torch.randint(0, 256, (256,), dtype=torch.uint8, device="cuda")
+    w, c, s = (torch.empty(256, dtype=torch.int32, device="cuda") for _ in range(3))
+    p = torch.empty(256, dtype=torch.int8, device="cuda")
+    h = torch.empty(256, dtype=torch.float16, device="cuda")
+    tilecute.compile(narrow())(a, b, u, w, p, h, c, s)
+    ai, bi, ui = a.cpu().int(), b.cpu().int(), u.cpu().int()
+    assert torch.equal(w.cpu(), ai * bi + 1)
+    assert torch.equal(p.cpu(), (ai * bi).to(torch.int8))  # (wraps: int32 -> int8 keeps the low byte)
+    assert torch.equal(h.cpu(), ((ui & 15) - 8).half())
+    assert torch.equal(c.cpu(), (ai + bi > 100).int())
+    assert torch.equal(s.cpu(), (ui << 4) + ui)
