@@ -977,3 +977,21 @@ def test_a_parallel_nest_walks_its_fragments_in_their_dims_order():
     assert "for i_1 in T.Parallel(64, vector_width=1):\n            for j_1 in T.Parallel(64, vector_width=4):\n" \
         "                x[i_1, j_1] = X[i_1, j_1]" in text, text
     assert 'x = T.alloc_fragment((64, 64), "float32", layout=T.Layout("blocked"' in text, text
+
+
+def test_an_allocation_inside_a_parallel_nest_is_refused_by_name():
+    """``T.alloc_var`` in a T.Parallel body was a KeyError in the layout pass (the passes
+    know the buffers allocated outside a nest); it is refused, naming the buffer and line."""
+    from tilecute.transform.layout_inference import LayoutError
+    src = """
+@T.prim_func
+def k(A: T.Tensor((128,), "int32"), W: T.Tensor((128,), "int32")):
+    with T.Kernel(1, threads=128) as bx:
+        for i in T.Parallel(128):
+            acc = T.alloc_var("int32")
+            acc = A[i] * 2
+            W[i] = acc + 1
+"""
+    with pytest.raises(LayoutError, match=r":6: .*local buffer 'acc' \(T.alloc_\*\) allocated "
+                                          r"inside a T.Parallel loop"):
+        before_and_after(src, "infer_layouts", "sm_90a")

@@ -211,6 +211,12 @@ class _Kernel:
                                  "level of its T.Kernel block, not inside a loop or if")
             elif isinstance(s, N.For) and s.kind == "parallel":
                 loops = parallel_nest(s)
+                for a in walk_stmts(loops[-1].body):
+                    if isinstance(a, N.Allocate):  # (the passes lay out and vectorize a nest
+                        # from the buffers allocated outside it; this one was a KeyError)
+                        self.fail(a, f"{a.buffer.scope} buffer '{a.buffer.name}' (T.alloc_*) "
+                                     "allocated inside a T.Parallel loop is not supported by "
+                                     "tilecute: allocate it before the loop")
                 nest = _Nest(loops, accesses(loops[-1].body), self.region)
                 self.nests.append(nest)
                 self.note_region(nest, s)
