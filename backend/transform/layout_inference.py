@@ -65,7 +65,7 @@ import math
 
 from ..ir import nodes as N
 from ..ir.printer import layout_str
-from ..ir.visitor import StmtMutator, walk_stmts
+from ..ir.visitor import StmtMutator, replace_exprs, substitute, walk_stmts
 from ..runtime.dtypes import DTYPES
 from ..target import VECTOR_BYTES, WARP
 from .analysis import (LoopVars, accesses, is_unit, linear_form, mentions, parallel_nest, squeeze,
@@ -778,16 +778,33 @@ class _OrderNestByFragments(StmtMutator):
 
 
 class _PadToMmaFragment(StmtMutator):
-    """A ``T.Parallel`` nest over the leading part of a T.gemm register fragment
-    (``T.copy(acc[:h, :], s)``, ``for i, j in T.Parallel(h, n): ... acc[i, j]`` with
-    ``h`` below the fragment's rows) walks the whole fragment, its body guarded by the
-    nest's own extents, as TileLang predicates a loop laid out by a larger fragment: each
-    thread then walks its own registers, and the elements past the nest run nothing."""
+    """A ``T.Parallel`` nest over a window of a T.gemm register fragment walks the whole
+    fragment, its body guarded by the window, as TileLang predicates a loop laid out by a
+    larger fragment: each thread then walks its own registers, and the elements outside
+    the window run nothing.  The window is the leading part (``T.copy(acc[:h, :], s)``,
+    ``for i, j in T.Parallel(h, n): ... acc[i, j]`` with ``h`` below the fragment's rows)
+    or starts at constant offsets (``T.copy(acc[16:48, :], C[r + 16, c])``: the nest reads
+    ``acc[16 + i, j]``, TileLang's fragment read at a shifted index); the nest's variable
+    ``i`` becomes ``v - 16`` for the fragment's row ``v`` in the rest of the body."""
 
-    def __init__(self, scope: N.KernelScope):
+    def __init__(self, func: N.PrimFunc, scope: N.KernelScope):
         self.mma = {a.buffer.name: a.buffer for a in walk_stmts(scope.body)
                     if isinstance(a, N.Allocate) and a.layout is not None
                     and a.layout.kind == "mma"}
+        self.fresh = LoopVars(func)
+
+    @staticmethod
+    def offset(index: N.Expr, name: str):
+        """``c`` where ``index`` is the variable ``name`` plus a constant ``c`` (0 for the
+        variable alone), else None."""
+        if isinstance(index, N.Var):
+            return 0 if index.name == name else None
+        if isinstance(index, N.BinOp) and index.op == "add":
+            for v, c in ((index.a, index.b), (index.b, index.a)):
+                if isinstance(v, N.Var) and v.name == name and isinstance(c, N.Const) \
+                        and isinstance(c.value, int):
+                    return c.value
+        return None
 
     def visit_for(self, s: N.For):
         if s.kind != "parallel":
@@ -797,26 +814,48 @@ class _PadToMmaFragment(StmtMutator):
                    and isinstance(lp.extent, N.Const) for lp in loops):
             return s
         names = [lp.var.name for lp in loops]
-        shapes = set()
+        shapes, offsets, shifted = set(), set(), set()
         for b, idx, _ in accesses(loops[-1].body):
             if b not in self.mma:
                 continue
-            if [getattr(i, "name", None) for i in idx] != names or \
-                    not all(isinstance(i, N.Var) for i in idx):
+            if len(idx) != len(names):
+                return s  # read across threads: the layout pass says so
+            offs = tuple(self.offset(i, n) for i, n in zip(idx, names))
+            if None in offs:
                 return s  # read across threads: the layout pass says so
             shapes.add(tuple(int(d.value) for d in self.mma[b].shape))
-        if len(shapes) != 1:
+            offsets.add(offs)
+            shifted.update(i for i, c in zip(idx, offs) if c)
+        if len(shapes) != 1 or len(offsets) != 1:
             return s
-        (shape,) = shapes
+        (shape,), (offs,) = shapes, offsets
         extents = [int(lp.extent.value) for lp in loops]
-        if extents == list(shape) or any(e > d for e, d in zip(extents, shape)):
+        if any(c < 0 or c + e > d for c, e, d in zip(offs, extents, shape)):
             return s
-        cond = [N.Cmp("lt", lp.var, lp.extent) for lp, d in zip(loops, shape)
-                if int(lp.extent.value) < d]
-        body = (N.If(cond[0] if len(cond) == 1 else N.Logic("and", tuple(cond)),
-                     loops[-1].body, loc=loops[-1].loc),)
-        for lp, d in zip(reversed(loops), reversed(shape)):
-            body = (dataclasses.replace(lp, extent=N.Const(d, "int32"), body=body),)
+        if extents == list(shape):
+            return s
+        body = loops[-1].body
+        if any(offs):  # the fragment's index is the new loop variable, i is v - c
+            new = [self.fresh(lp.var.name) if c else lp.var for lp, c in zip(loops, offs)]
+            by_var = {lp.var.name: v for lp, v in zip(loops, new)}
+            body = replace_exprs(body, {e: by_var[next(x.name for x in (e.a, e.b)
+                                                      if isinstance(x, N.Var))]
+                                        for e in shifted})
+            body = substitute(body, {lp.var.name: N.BinOp("sub", v, N.Const(c, "int32"), "int32")
+                                     for lp, v, c in zip(loops, new, offs) if c})
+        else:
+            new = [lp.var for lp in loops]
+        cond = []
+        for v, c, e, d in zip(new, offs, extents, shape):
+            if c:
+                cond.append(N.Cmp("ge", v, N.Const(c, "int32")))
+            if c + e < d:
+                cond.append(N.Cmp("lt", v, N.Const(c + e, "int32")))
+        if cond:
+            body = (N.If(cond[0] if len(cond) == 1 else N.Logic("and", tuple(cond)),
+                         body, loc=loops[-1].loc),)
+        for lp, v, d in zip(reversed(loops), reversed(new), reversed(shape)):
+            body = (dataclasses.replace(lp, var=v, extent=N.Const(d, "int32"), body=body),)
         return body[0]
 
 
@@ -869,7 +908,7 @@ def infer_layouts(func: N.PrimFunc) -> N.PrimFunc:
     kernels = []
     for scope in func.kernels:
         scope = _OrderNestByFragments(scope).visit_kernel(scope)
-        scope = _PadToMmaFragment(scope).visit_kernel(scope)
+        scope = _PadToMmaFragment(func, scope).visit_kernel(scope)
         k = _Kernel(func, scope)
         k.collect(scope.body)
         folded = _fold_replicated_reduces(func, scope, k)
