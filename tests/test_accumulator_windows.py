@@ -75,6 +75,83 @@ def test_window_past_the_fragment_is_still_refused():
         tilecute.compile(past)
 
 
+def _chunked(loop="unroll"):
+    """TileLang's chunked epilogue: the accumulator's columns 64 at a time through one
+    shared tile, the window's start a loop variable."""
+    @T.prim_func
+    def chunked(A: T.Tensor((128, 64), T.float16), B: T.Tensor((64, 256), T.float16),
+                C: T.Tensor((128, 256), T.float16)):
+        with T.Kernel(1, threads=256) as _:
+            A_s = T.alloc_shared((128, 64), T.float16)
+            B_s = T.alloc_shared((64, 256), T.float16)
+            acc = T.alloc_fragment((128, 256), T.float32)
+            C_s = T.alloc_shared((128, 64), T.float16)
+            T.copy(A, A_s)
+            T.copy(B, B_s)
+            T.gemm(A_s, B_s, acc, clear_accum=True)
+            if loop == "unroll":
+                for i in T.unroll(4):
+                    T.copy(acc[:, i * 64:(i + 1) * 64], C_s)
+                    T.copy(C_s, C[0, i * 64])
+            else:
+                for i in T.serial(4):
+                    T.copy(acc[:, i * 64:(i + 1) * 64], C_s)
+                    T.copy(C_s, C[0, i * 64])
+    return chunked
+
+
+@pytest.mark.parametrize("loop", ["unroll", "serial"])
+def test_window_at_a_loop_variable(loop, tmp_path):
+    text = print_func(run_passes(_chunked(loop), "sm_90a", until="infer_layouts"))
+    assert "if i21 >= i * 64 and i21 < i * 64 + 64:\n" in text, text
+    assert "C_s[i1, i21 - i * 64] = T.Cast(\"float16\", acc[i1, i21])" in text, text
+    assert tilecute.build_cubin(_chunked(loop), "sm_90a", out_dir=str(tmp_path)).kernel_names
+
+
+def _block_window(grid):
+    @T.prim_func
+    def by_block(A: T.Tensor((64, 32), T.float16), B: T.Tensor((32, 64), T.float16),
+                 C: T.Tensor((64, 64), T.float32)):
+        with T.Kernel(grid, threads=128) as bx:
+            A_s = T.alloc_shared((64, 32), T.float16)
+            B_s = T.alloc_shared((32, 64), T.float16)
+            acc = T.alloc_fragment((64, 64), T.float32)
+            T.copy(A, A_s)
+            T.copy(B, B_s)
+            T.gemm(A_s, B_s, acc, clear_accum=True)
+            T.copy(acc[:, bx * 32:bx * 32 + 32], C[0, bx * 32])
+    return by_block
+
+
+def test_window_at_the_block_index(tmp_path):
+    """Block bx of two copies the accumulator's columns bx * 32 ... bx * 32 + 31."""
+    assert tilecute.build_cubin(_block_window(2), "sm_90a", out_dir=str(tmp_path)).kernel_names
+
+
+def test_window_that_may_leave_the_fragment_is_refused():
+    """With three blocks block 2's window would start at column 64, past the fragment:
+    refused, as before."""
+    with pytest.raises(LayoutError, match="read across threads"):
+        tilecute.compile(_block_window(3))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("loop", ["unroll", "serial"])
+def test_chunked_epilogue_on_gpu(loop):
+    import torch
+    a = torch.randn(128, 64, dtype=torch.float16, device="cuda")
+    b = torch.randn(64, 256, dtype=torch.float16, device="cuda")
+    c = torch.empty(128, 256, dtype=torch.float16, device="cuda")
+    tilecute.compile(_chunked(loop))(a, b, c)
+    torch.testing.assert_close(c.float(), (a.float() @ b.float()).half().float(),
+                               atol=2e-2, rtol=2e-3)
+    a = torch.randn(64, 32, dtype=torch.float16, device="cuda")
+    b = torch.randn(32, 64, dtype=torch.float16, device="cuda")
+    c = torch.empty(64, 64, device="cuda")
+    tilecute.compile(_block_window(2))(a, b, c)
+    torch.testing.assert_close(c, a.float() @ b.float(), atol=1e-3, rtol=1e-3)
+
+
 @pytest.mark.gpu
 def test_windows_on_gpu():
     import torch

@@ -65,11 +65,11 @@ import math
 
 from ..ir import nodes as N
 from ..ir.printer import layout_str
-from ..ir.visitor import StmtMutator, replace_exprs, substitute, walk_stmts
+from ..ir.visitor import StmtMutator, replace_exprs, substitute, walk_nodes, walk_stmts
 from ..runtime.dtypes import DTYPES
 from ..target import VECTOR_BYTES, WARP
 from .analysis import (LoopVars, accesses, is_unit, linear_form, mentions, parallel_nest, squeeze,
-                       view_bases, view_layout)
+                       value_range, view_bases, view_layout)
 from .lower_tile_ops import reduce_identity, reduce_update
 
 MMA_LANES = 2  # MMA accumulators hold pairs of adjacent columns in adjacent registers
@@ -783,32 +783,52 @@ class _PadToMmaFragment(StmtMutator):
     larger fragment: each thread then walks its own registers, and the elements outside
     the window run nothing.  The window is the leading part (``T.copy(acc[:h, :], s)``,
     ``for i, j in T.Parallel(h, n): ... acc[i, j]`` with ``h`` below the fragment's rows)
-    or starts at constant offsets (``T.copy(acc[16:48, :], C[r + 16, c])``: the nest reads
-    ``acc[16 + i, j]``, TileLang's fragment read at a shifted index); the nest's variable
-    ``i`` becomes ``v - 16`` for the fragment's row ``v`` in the rest of the body."""
+    or starts at offsets (``T.copy(acc[16:48, :], C[r + 16, c])``: the nest reads
+    ``acc[16 + i, j]``, TileLang's fragment read at a shifted index; ``T.copy(acc[:, k *
+    64:(k + 1) * 64], C_s)`` in a loop over ``k``, a chunked epilogue): the nest's variable
+    ``i`` becomes ``v - 16`` for the fragment's row ``v`` in the rest of the body.  An
+    offset is a constant or an expression of the block indices and the variables of the
+    loops around the nest whose ranges keep the window inside the fragment; any other
+    stays an error (the layout pass names the read)."""
 
     def __init__(self, func: N.PrimFunc, scope: N.KernelScope):
         self.mma = {a.buffer.name: a.buffer for a in walk_stmts(scope.body)
                     if isinstance(a, N.Allocate) and a.layout is not None
                     and a.layout.kind == "mma"}
         self.fresh = LoopVars(func)
+        self.ranges: dict = {}  # the block indices and serial loops around the statement
 
-    @staticmethod
-    def offset(index: N.Expr, name: str):
-        """``c`` where ``index`` is the variable ``name`` plus a constant ``c`` (0 for the
-        variable alone), else None."""
+    def offset(self, index: N.Expr, name: str, names: list):
+        """``c`` where ``index`` is the variable ``name`` plus ``c``, an expression of
+        neither the nest's variables nor memory (``N.Const(0)`` for the variable alone),
+        else None."""
         if isinstance(index, N.Var):
-            return 0 if index.name == name else None
+            return N.Const(0, "int32") if index.name == name else None
         if isinstance(index, N.BinOp) and index.op == "add":
             for v, c in ((index.a, index.b), (index.b, index.a)):
-                if isinstance(v, N.Var) and v.name == name and isinstance(c, N.Const) \
-                        and isinstance(c.value, int):
-                    return c.value
+                if isinstance(v, N.Var) and v.name == name and self.invariant(c, names):
+                    return c
         return None
+
+    def visit_kernel(self, scope: N.KernelScope) -> N.KernelScope:
+        self.ranges = {v.name: (0, int(g.value) - 1) for v, g in zip(scope.block_vars, scope.grid)
+                       if isinstance(g, N.Const)}
+        return super().visit_kernel(scope)
+
+    @staticmethod
+    def invariant(e: N.Expr, names: list) -> bool:
+        return all(isinstance(x, (N.Const, N.Var, N.BinOp)) for x in walk_nodes(e)) and \
+            not any(mentions(e, n) for n in names)
 
     def visit_for(self, s: N.For):
         if s.kind != "parallel":
-            return self.generic(s)
+            known = isinstance(s.start, N.Const) and isinstance(s.extent, N.Const)
+            if known:
+                lo = int(s.start.value)
+                self.ranges[s.var.name] = (lo, lo + int(s.extent.value) - 1)
+            out = self.generic(s)
+            self.ranges.pop(s.var.name, None)
+            return out
         loops = parallel_nest(s)
         if not all(isinstance(lp.start, N.Const) and lp.start.value == 0
                    and isinstance(lp.extent, N.Const) for lp in loops):
@@ -820,37 +840,42 @@ class _PadToMmaFragment(StmtMutator):
                 continue
             if len(idx) != len(names):
                 return s  # read across threads: the layout pass says so
-            offs = tuple(self.offset(i, n) for i, n in zip(idx, names))
+            offs = tuple(self.offset(i, n, names) for i, n in zip(idx, names))
             if None in offs:
                 return s  # read across threads: the layout pass says so
             shapes.add(tuple(int(d.value) for d in self.mma[b].shape))
             offsets.add(offs)
-            shifted.update(i for i, c in zip(idx, offs) if c)
+            shifted.update(i for i, c in zip(idx, offs) if c != N.Const(0, "int32"))
         if len(shapes) != 1 or len(offsets) != 1:
             return s
         (shape,), (offs,) = shapes, offsets
         extents = [int(lp.extent.value) for lp in loops]
-        if any(c < 0 or c + e > d for c, e, d in zip(offs, extents, shape)):
-            return s
+        spans = [value_range(c, self.ranges) for c in offs]
+        if any(lo is None or hi is None or lo < 0 or hi + e > d
+               for (lo, hi), e, d in zip(spans, extents, shape)):
+            return s  # a window that may leave the fragment: the layout pass refuses it
         if extents == list(shape):
             return s
+        moved = [c != N.Const(0, "int32") for c in offs]
         body = loops[-1].body
-        if any(offs):  # the fragment's index is the new loop variable, i is v - c
-            new = [self.fresh(lp.var.name) if c else lp.var for lp, c in zip(loops, offs)]
+        if any(moved):  # the fragment's index is the new loop variable, i is v - c
+            new = [self.fresh(lp.var.name) if m else lp.var for lp, m in zip(loops, moved)]
             by_var = {lp.var.name: v for lp, v in zip(loops, new)}
             body = replace_exprs(body, {e: by_var[next(x.name for x in (e.a, e.b)
-                                                      if isinstance(x, N.Var))]
+                                                      if isinstance(x, N.Var) and x.name in by_var)]
                                         for e in shifted})
-            body = substitute(body, {lp.var.name: N.BinOp("sub", v, N.Const(c, "int32"), "int32")
-                                     for lp, v, c in zip(loops, new, offs) if c})
+            body = substitute(body, {lp.var.name: N.BinOp("sub", v, c, "int32")
+                                     for lp, v, c, m in zip(loops, new, offs, moved) if m})
         else:
             new = [lp.var for lp in loops]
         cond = []
-        for v, c, e, d in zip(new, offs, extents, shape):
-            if c:
-                cond.append(N.Cmp("ge", v, N.Const(c, "int32")))
-            if c + e < d:
-                cond.append(N.Cmp("lt", v, N.Const(c + e, "int32")))
+        for v, c, m, (lo, hi), e, d in zip(new, offs, moved, spans, extents, shape):
+            if m:
+                cond.append(N.Cmp("ge", v, c))
+            if lo + e < d:  # some window ends before the fragment does
+                end = N.BinOp("add", c, N.Const(e, "int32"), "int32") if m and \
+                    not isinstance(c, N.Const) else N.Const(lo + e, "int32")
+                cond.append(N.Cmp("lt", v, end))
         if cond:
             body = (N.If(cond[0] if len(cond) == 1 else N.Logic("and", tuple(cond)),
                          body, loc=loops[-1].loc),)
