@@ -2,9 +2,9 @@
 structure and layout forms: macros, several kernels sharing a workspace, symbolic shapes,
 loops around T.Pipelined, T.gemm operand placements and epilogues, layouts and
 rasterization.  Each builds to an sm_90a cubin on the CPU, and on a GPU matches torch
-written to TileLang's meaning.  The fix they led to has its focused test next to its code
-(tests/test_accumulator_windows.py: a window of an accumulator copied or read at an
-offset)."""
+written to TileLang's meaning.  The fixes they led to have their focused tests next to the
+code (tests/test_accumulator_windows.py: a window of an accumulator copied or read at an
+offset, constant or a loop's / block's index)."""
 
 import pytest
 
@@ -22,7 +22,8 @@ PROGRAMS = ["macro_composed", "macro_second_kernel", "two_kernels_workspace",
             "annotated_swizzle_epilogue", "accumulator_relayout", "int8_gemm_colreduce",
             "macro_pipelined_twice", "gemm_accumulate_onto", "swizzle_ragged_grid",
             "accumulator_colsum_steps", "symbolic_segments", "splitk_workspace_tma",
-            "symbolic_transpose_tied", "pipelined_conditional_load", "manual_double_buffer"]
+            "symbolic_transpose_tied", "pipelined_conditional_load", "manual_double_buffer",
+            "chunked_epilogue"]
 
 # T.gemm operand placements: (shared | fragment) x transposes, policies and thread counts,
 # dtypes (gemm_placement's keyword arguments)
@@ -301,6 +302,10 @@ def test_accumulator_programs_on_gpu():
     _run(P.gemm_accumulate_onto(), a, bb, cin, r, c, e)
     _close(c, cin + a.float() @ bb.float(), 1e-2, 1e-3)
     _close(e, r + a.float() @ bb.float(), 1e-2, 1e-3)
+    a, bb = _h(256, 128), _h(128, 512)
+    bias, c = torch.randn(256, device="cuda"), torch.empty(256, 512, dtype=torch.float16, device="cuda")
+    _run(P.chunked_epilogue(), a, bb, bias, c)
+    _close(c, (a.float() @ bb.float() + bias[:, None]).half(), 2e-2, 2e-3)
     a, bb = _h(128, 256), _h(256, 64)
     cs, rm = torch.empty(64, device="cuda"), torch.empty(128, device="cuda")
     _run(P.accumulator_colsum_steps(), a, bb, cs, rm)

@@ -803,3 +803,29 @@ def manual_double_buffer(M=128, N=128, K=256, bm=64, bn=64, bk=32):
                 T.gemm(A_s[k % 2, :, :], B_s[k % 2, :, :], acc)
             T.copy(acc, C[by * bm, bx * bn])
     return manual
+
+
+def chunked_epilogue(M=256, N=512, K=128, bm=128, bn=256, bk=64, chunk=64):
+    """A 128x256 accumulator over 256 threads written out a column chunk at a time through
+    one small shared tile (for c in T.unroll: T.copy(acc[:, c * 64:(c + 1) * 64], C_s) and
+    the tile to C), after a row bias added in T.Parallel; fp16 out."""
+
+    @T.prim_func
+    def chunked(A: T.Tensor((M, K), T.float16), B: T.Tensor((K, N), T.float16),
+                bias: T.Tensor((M,), T.float32), C: T.Tensor((M, N), T.float16)):
+        with T.Kernel(N // bn, M // bm, threads=256) as (bx, by):
+            A_s = T.alloc_shared((bm, bk), T.float16)
+            B_s = T.alloc_shared((bk, bn), T.float16)
+            acc = T.alloc_fragment((bm, bn), T.float32)
+            C_s = T.alloc_shared((bm, chunk), T.float16)
+            T.clear(acc)
+            for k in T.Pipelined(K // bk, num_stages=2):
+                T.copy(A[by * bm, k * bk], A_s)
+                T.copy(B[k * bk, bx * bn], B_s)
+                T.gemm(A_s, B_s, acc)
+            for i, j in T.Parallel(bm, bn):
+                acc[i, j] += bias[by * bm + i]
+            for c in T.unroll(bn // chunk):
+                T.copy(acc[:, c * chunk:(c + 1) * chunk], C_s)
+                T.copy(C_s, C[by * bm, bx * bn + c * chunk])
+    return chunked
