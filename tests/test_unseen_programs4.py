@@ -23,7 +23,7 @@ PROGRAMS = ["macro_composed", "macro_second_kernel", "two_kernels_workspace",
             "macro_pipelined_twice", "gemm_accumulate_onto", "swizzle_ragged_grid",
             "accumulator_colsum_steps", "symbolic_segments", "splitk_workspace_tma",
             "symbolic_transpose_tied", "pipelined_conditional_load", "manual_double_buffer",
-            "chunked_epilogue"]
+            "chunked_epilogue", "swizzle_before_after"]
 
 # T.gemm operand placements: (shared | fragment) x transposes, policies and thread counts,
 # dtypes (gemm_placement's keyword arguments)
@@ -66,7 +66,7 @@ def test_gemm_placement_builds(kw, tmp_path):
     assert tilecute.build_cubin(P.gemm_placement(**kw), "sm_90a", out_dir=str(tmp_path)).kernel_names
 
 
-@pytest.mark.parametrize("order", ["row", "col"])
+@pytest.mark.parametrize("order", ["row", "column"])
 def test_swizzle_orders_build(order, tmp_path):
     for panel in (1, 2, 3, 4):
         assert tilecute.build_cubin(P.swizzle_ragged_grid(panel=panel, order=order), "sm_90a",
@@ -316,7 +316,7 @@ def test_accumulator_programs_on_gpu():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("order", ["row", "col"])
+@pytest.mark.parametrize("order", ["row", "column"])
 def test_layout_and_swizzle_programs_on_gpu(order):
     import torch
     a, bb = _h(256, 256), _h(256, 256)
@@ -334,3 +334,38 @@ def test_layout_and_swizzle_programs_on_gpu(order):
         r, cc = torch.meshgrid(torch.arange(7, device="cuda"), torch.arange(5, device="cuda"),
                                indexing="ij")
         _eq(who, (r * 1000 + cc).int())
+
+
+def _raster(gx, gy, panel, order):
+    """TileLang's rasterization2DRow / 2DColumn: launch block (x, y) -> the (x, y) it
+    computes (written from the map's definition)."""
+    out = {}
+    across, along = (gx, gy) if order == "row" else (gy, gx)
+    for y in range(gy):
+        for x in range(gx):
+            flat, size = x + y * gx, panel * across
+            idx, off = flat // size, flat % size
+            total = (gx * gy + size - 1) // size
+            stride = panel if idx + 1 < total else (gx * gy - idx * size) // across
+            a = across - 1 - off // stride if idx & 1 else off // stride
+            b = off % stride + idx * panel
+            out[(x, y)] = (a, b) if order == "row" else (b, a)
+    return out
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("order", ["row", "column"])
+@pytest.mark.parametrize("panel", [1, 2, 3, 8])
+def test_swizzle_before_after_on_gpu(order, panel):
+    import torch
+    a = torch.randn(7 * 16, 5 * 16, device="cuda")
+    b = torch.empty_like(a)
+    before = torch.full((7, 5), -1, dtype=torch.int32, device="cuda")
+    after = torch.full((7, 5), -1, dtype=torch.int32, device="cuda")
+    _run(P.swizzle_before_after(panel=panel, order=order), a, b, before, after)
+    _eq(b, a)
+    _eq(before, torch.arange(35, dtype=torch.int32, device="cuda").view(7, 5))
+    want = torch.full((7, 5), -1, dtype=torch.int32)
+    for (x, y), (nx, ny) in _raster(5, 7, panel, order).items():
+        want[ny, nx] = y * 5 + x  # the swizzled block (nx, ny) was launched as (x, y)
+    _eq(after, want)

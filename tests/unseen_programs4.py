@@ -609,7 +609,7 @@ def gemm_accumulate_onto(M=128, N=128, K=128, bm=64, bn=64, bk=32):
 
 
 # ---- T.use_swizzle on ragged grids -----------------------------------------------------------
-def swizzle_ragged_grid(M=7 * 32, N=5 * 32, K=64, bm=32, bn=32, bk=32, panel=3, order="col"):
+def swizzle_ragged_grid(M=7 * 32, N=5 * 32, K=64, bm=32, bn=32, bk=32, panel=3, order="column"):
     """A GEMM over a 5 x 7 grid of 32 x 32 tiles with T.use_swizzle(3, order): the
     rasterization permutes which block computes which tile, never the result; each tile
     also records the block that computed it (Who[row tile, col tile] = the swizzled
@@ -829,3 +829,27 @@ def chunked_epilogue(M=256, N=512, K=128, bm=128, bn=256, bk=64, chunk=64):
                 T.copy(acc[:, c * chunk:(c + 1) * chunk], C_s)
                 T.copy(C_s, C[by * bm, bx * bn + c * chunk])
     return chunked
+
+
+def swizzle_before_after(gx=5, gy=7, panel=2, order="row"):
+    """T.use_swizzle rebinds the block indices from where it stands on (TileLang's attr
+    over the rest of the kernel: a `const dim3 blockIdx` shadowing the launch's): a block
+    records its launch index before the call and the rasterized one after, and copies
+    its tile of A at the rasterized index."""
+
+    @T.prim_func
+    def before_after(A: T.Tensor((gy * 16, gx * 16), T.float32),
+                     B: T.Tensor((gy * 16, gx * 16), T.float32),
+                     Before: T.Tensor((gy, gx), T.int32), After: T.Tensor((gy, gx), T.int32)):
+        with T.Kernel(gx, gy, threads=64) as (bx, by):
+            tx = T.get_thread_binding()
+            launch = by * gx + bx
+            if tx == 0:
+                Before[by, bx] = launch
+            T.use_swizzle(panel, order=order)
+            f = T.alloc_fragment((16, 16), T.float32)
+            T.copy(A[by * 16, bx * 16], f)
+            T.copy(f, B[by * 16, bx * 16])
+            if tx == 0:
+                After[by, bx] = launch
+    return before_after
