@@ -23,7 +23,7 @@ PROGRAMS = ["macro_composed", "macro_second_kernel", "two_kernels_workspace",
             "macro_pipelined_twice", "gemm_accumulate_onto", "swizzle_ragged_grid",
             "accumulator_colsum_steps", "symbolic_segments", "splitk_workspace_tma",
             "symbolic_transpose_tied", "pipelined_conditional_load", "manual_double_buffer",
-            "chunked_epilogue", "swizzle_before_after"]
+            "chunked_epilogue", "swizzle_before_after", "heads_loop_tma_odd"]
 
 # T.gemm operand placements: (shared | fragment) x transposes, policies and thread counts,
 # dtypes (gemm_placement's keyword arguments)
@@ -189,6 +189,12 @@ def test_pipelined_structure_programs_on_gpu():
     want = torch.bmm(a.float(), bb.float())
     _close(c, want, 1e-2, 1e-3)
     _close(tot, want.sum(0), 2e-2, 1e-3)
+    for stages in (1, 2, 3):
+        a, bb = _h(3 * 128, 192), _h(3 * 192, 64)
+        c = torch.empty(3 * 128, 64, device="cuda")
+        _run(P.heads_loop_tma_odd(stages=stages), a, bb, c)
+        want = torch.bmm(a.float().view(3, 128, 192), bb.float().view(3, 192, 64))
+        _close(c, want.reshape(384, 64), 2e-2, 1e-3)
     a1, b1, a2, b2 = _h(128, 128), _h(128, 128), _h(128, 192), _h(192, 128)
     c, d = torch.empty(128, 128, device="cuda"), torch.empty(128, 128, device="cuda")
     _run(P.two_pipelined_shared(), a1, b1, a2, b2, c, d)

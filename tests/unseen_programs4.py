@@ -853,3 +853,25 @@ def swizzle_before_after(gx=5, gy=7, panel=2, order="row"):
             if tx == 0:
                 After[by, bx] = launch
     return before_after
+
+
+def heads_loop_tma_odd(heads=3, M=128, N=64, K=192, block_M=64, block_K=64, stages=2):
+    """A serial loop over heads around a pipelined K loop of an odd number of steps (3)
+    over 2-D tensors (heads stacked along rows), so TMA tiles and their barriers carry
+    their phase from one head to the next: C[h] = A[h] @ B[h]."""
+
+    @T.prim_func
+    def heads_odd(A: T.Tensor((heads * M, K), T.float16), B: T.Tensor((heads * K, N), T.float16),
+                  C: T.Tensor((heads * M, N), T.float32)):
+        with T.Kernel(M // block_M, threads=128) as bm:
+            A_s = T.alloc_shared((block_M, block_K), T.float16)
+            B_s = T.alloc_shared((block_K, N), T.float16)
+            acc = T.alloc_fragment((block_M, N), T.float32)
+            for h in T.serial(heads):
+                T.clear(acc)
+                for k in T.Pipelined(K // block_K, num_stages=stages):
+                    T.copy(A[h * M + bm * block_M, k * block_K], A_s)
+                    T.copy(B[h * K + k * block_K, 0], B_s)
+                    T.gemm(A_s, B_s, acc)
+                T.copy(acc, C[h * M + bm * block_M, 0])
+    return heads_odd
