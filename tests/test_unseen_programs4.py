@@ -23,7 +23,8 @@ PROGRAMS = ["macro_composed", "macro_second_kernel", "two_kernels_workspace",
             "macro_pipelined_twice", "gemm_accumulate_onto", "swizzle_ragged_grid",
             "accumulator_colsum_steps", "symbolic_segments", "splitk_workspace_tma",
             "symbolic_transpose_tied", "pipelined_conditional_load", "manual_double_buffer",
-            "chunked_epilogue", "swizzle_before_after", "heads_loop_tma_odd"]
+            "chunked_epilogue", "swizzle_before_after", "heads_loop_tma_odd",
+            "symbolic_workspace"]
 
 # T.gemm operand placements: (shared | fragment) x transposes, policies and thread counts,
 # dtypes (gemm_placement's keyword arguments)
@@ -149,6 +150,10 @@ def test_workspace_programs_on_gpu():
     c = torch.empty(128, 128, device="cuda")
     _run(P.splitk_workspace_tma(), a, bb, c)
     _close(c, a.float() @ bb.float(), 1e-2, 1e-3)
+    for m in (1, 100, 300):
+        a, s = torch.randn(m, 256, device="cuda"), torch.empty(m, device="cuda")
+        _run(P.symbolic_workspace(), a, s)
+        _close(s, a.sum(1), 1e-4, 1e-5)
 
 
 @pytest.mark.gpu

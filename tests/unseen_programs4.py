@@ -875,3 +875,32 @@ def heads_loop_tma_odd(heads=3, M=128, N=64, K=192, block_M=64, block_K=64, stag
                     T.gemm(A_s, B_s, acc)
                 T.copy(acc, C[h * M + bm * block_M, 0])
     return heads_odd
+
+
+def symbolic_workspace(N=256, bm=32, bn=64):
+    """A T.alloc_global workspace of shape (M, N // bn) with M dynamic (bound by A's
+    rows): kernel 1 writes each row block's partial row sums under a guard at M, kernel 2
+    (a different grid, T.ceildiv(M, 128) blocks of one thread per row) adds them up."""
+    M = T.dynamic("M")
+    nb = N // bn
+
+    @T.prim_func
+    def ws_rows(A: T.Tensor((M, N), T.float32), S: T.Tensor((M,), T.float32)):
+        ws = T.alloc_global((M, nb), T.float32)
+        with T.Kernel(nb, T.ceildiv(M, bm), threads=128) as (bx, by):
+            x = T.alloc_fragment((bm, bn), T.float32)
+            r = T.alloc_fragment((bm,), T.float32)
+            T.copy(A[by * bm, bx * bn], x)
+            T.reduce_sum(x, r, dim=1)
+            for i in T.Parallel(bm):
+                if by * bm + i < M:
+                    ws[by * bm + i, bx] = r[i]
+        with T.Kernel(T.ceildiv(M, 128), threads=128) as b:
+            t = T.get_thread_binding()
+            if b * 128 + t < M:
+                acc = T.alloc_var(T.float32)
+                acc = 0.0
+                for c in T.serial(nb):
+                    acc += ws[b * 128 + t, c]
+                S[b * 128 + t] = acc
+    return ws_rows
