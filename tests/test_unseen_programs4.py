@@ -24,7 +24,7 @@ PROGRAMS = ["macro_composed", "macro_second_kernel", "two_kernels_workspace",
             "accumulator_colsum_steps", "symbolic_segments", "splitk_workspace_tma",
             "symbolic_transpose_tied", "pipelined_conditional_load", "manual_double_buffer",
             "chunked_epilogue", "swizzle_before_after", "heads_loop_tma_odd",
-            "symbolic_workspace"]
+            "symbolic_workspace", "symbolic_gated_gemm"]
 
 # T.gemm operand placements: (shared | fragment) x transposes, policies and thread counts,
 # dtypes (gemm_placement's keyword arguments)
@@ -165,6 +165,11 @@ def test_symbolic_programs_on_gpu():
         c = torch.full((m, n), 3.0, device="cuda")
         _run(P.symbolic_tied_gemm(), a, bb, bias, c)
         _close(c, a.float() @ bb.float() + bias[:, None], 1e-2, 1e-3)
+    for m, n in ((200, 96), (64, 64), (3, 8)):
+        a, w = _h(m, 128), _h(128, 2 * n)
+        c = torch.full((m, n), 5.0, device="cuda")
+        _run(P.symbolic_gated_gemm(), a, w, c)
+        _close(c, (a.float() @ w[:, :n].float()) * (a.float() @ w[:, n:].float()), 5e-1, 5e-3)
     x = torch.randn(3, 100, 128, device="cuda")
     y, cnt = torch.empty_like(x), torch.zeros(3, dtype=torch.int32, device="cuda")
     _run(P.symbolic_batched_rows(), x, y, cnt)

@@ -904,3 +904,34 @@ def symbolic_workspace(N=256, bm=32, bn=64):
                     acc += ws[b * 128 + t, c]
                 S[b * 128 + t] = acc
     return ws_rows
+
+
+def symbolic_gated_gemm(block_M=64, block_N=64, block_K=32):
+    """C = (A @ W[:, :N]) * (A @ W[:, N:]) with W of shape (K, 2 * N) and M, N dynamic
+    (K static): a dim that is an expression of a symbol, two GEMMs per step into two
+    accumulators from tiles of one tensor N columns apart, a product epilogue; rows
+    past M read as zeros and are not written."""
+    M, N = T.dynamic("M, N")
+    K = 128
+
+    @T.prim_func
+    def gated(A: T.Tensor((M, K), T.float16), Wt: T.Tensor((K, 2 * N), T.float16),
+              C: T.Tensor((M, N), T.float32)):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=128) as (bx, by):
+            A_s = T.alloc_shared((block_M, block_K), T.float16)
+            G_s = T.alloc_shared((block_K, block_N), T.float16)
+            U_s = T.alloc_shared((block_K, block_N), T.float16)
+            g = T.alloc_fragment((block_M, block_N), T.float32)
+            u = T.alloc_fragment((block_M, block_N), T.float32)
+            T.clear(g)
+            T.clear(u)
+            for k in T.Pipelined(K // block_K, num_stages=2):
+                T.copy(A[by * block_M, k * block_K], A_s)
+                T.copy(Wt[k * block_K, bx * block_N], G_s)
+                T.copy(Wt[k * block_K, N + bx * block_N], U_s)
+                T.gemm(A_s, G_s, g)
+                T.gemm(A_s, U_s, u)
+            for i, j in T.Parallel(block_M, block_N):
+                g[i, j] = g[i, j] * u[i, j]
+            T.copy(g, C[by * block_M, bx * block_N])
+    return gated
