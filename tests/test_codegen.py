@@ -74,3 +74,24 @@ def test_abi_lists_pointers_then_symbols_then_scalars():
         ("x_ptr", "pointer"), ("y_ptr", "pointer"), ("out_ptr", "pointer"), ("N", "scalar"),
         ("alpha", "scalar"), ("beta", "scalar"), ("offset", "scalar")]
     assert abi.kernels[0].grid == ("tc_ceildiv(sym_N, 512)", "1", "1")
+
+
+def test_long_condition_chains_are_one_variadic_call(tmp_path):
+    """CuTe DSL's preprocessor copies the left side of each `and` four times, so a chain
+    of n terms grows as 4^n (a 15-term guard of an im2col gather under T.if_then_else did
+    not finish compiling); a chain past expr.LONG_CHAIN terms is one cutlass.and_ call
+    (here ten conditions of the program and the load's bounds checks)."""
+    @T.prim_func
+    def guarded(X: T.Tensor((64, 64), T.float32), Y: T.Tensor((64, 64), T.float32)):
+        with T.Kernel(1, threads=128):
+            for i, j in T.Parallel(64, 64):
+                Y[i, j] = T.if_then_else(
+                    (i > 0) & (i < 63) & (j > 0) & (j < 63) & (i != j) & (i + j < 120) &
+                    (i - j < 50) & (j - i < 50) & (i % 3 != 1) & (j % 5 != 2),
+                    X[i - 1, j + 1], 0.0)
+
+    source = emit_cute(lower(guarded, "sm_90a"))
+    assert " and " not in "".join(ln for ln in source.splitlines() if "cutlass.and_(" in ln)
+    (cond,) = [ln.strip() for ln in source.splitlines() if ln.strip().startswith("if cutlass.and_(")]
+    assert cond.count(",") >= 11, cond  # the ten conditions, then the load's bounds
+    assert tilecute.build_cubin(guarded, "sm_90a", out_dir=str(tmp_path)).kernel_names

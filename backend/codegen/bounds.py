@@ -10,7 +10,7 @@ from contextlib import contextmanager
 
 from ..ir import nodes as N
 from ..transform.analysis import top_loads, value_range
-from .expr import PREC, ExprPrinter, cute_type
+from .expr import PREC, ExprPrinter, chain, cute_type, flatten_logic
 from .source import Writer
 
 
@@ -66,7 +66,7 @@ class Bounds:
             if conds:
                 t = self.out.fresh("ld")
                 self.out.line(depth, f"{t} = {cute_type(ld.dtype)}(0)")
-                self.out.line(depth, f"if {' and '.join(conds)}:")
+                self.out.line(depth, f"if {chain('and', conds)}:")
                 value = self.exprs.expr(ld)
                 if ld.dtype.startswith("uint"):
                     # CuTe reads an unsigned element as its signless (signed) type: the
@@ -108,13 +108,18 @@ class Bounds:
             if key in self.hoisted or None in guards[key]:
                 continue
             alts = list(dict.fromkeys(guards[key]))
-            taken = [" and ".join(self.exprs.operand(c, PREC["and"] + 1) for c in g)
-                     for g in alts]
-            cond = taken[0] if len(taken) == 1 else " or ".join(f"({t})" for t in taken)
-            conds = [cond] + (self.predicate(ld.buffer, ld.indices) if checked else [])
+            if len(alts) == 1:  # one branch: its conditions (and theirs) are terms of the chain
+                terms = [t for c in alts[0] for t in (
+                    flatten_logic(c) if isinstance(c, N.Logic) and c.op == "and" else (c,))]
+                conds = [self.exprs.operand(c, PREC["and"] + 1) for c in terms]
+            else:
+                taken = [chain("and", (self.exprs.operand(c, PREC["and"] + 1) for c in g))
+                         for g in alts]
+                conds = [chain("or", (f"({t})" for t in taken))]
+            conds += self.predicate(ld.buffer, ld.indices) if checked else []
             t = self.out.fresh("ld")
             self.out.line(depth, f"{t} = {cute_type(ld.dtype)}(0)")
-            self.out.line(depth, f"if {' and '.join(conds)}:")
+            self.out.line(depth, f"if {chain('and', conds)}:")
             value = expr(ld)
             if ld.dtype.startswith("uint"):
                 value = f"{cute_type(ld.dtype)}({value})"  # (as in :meth:`hoist`)

@@ -23,6 +23,23 @@ PREC = {"or": 2, "and": 3, "not": 4, "cmp": 5, "bitor": 6, "bitxor": 7, "bitand"
         "shl": 10, "shr": 10, "add": 11, "sub": 11, "mul": 12, "div": 12, "floordiv": 12,
         "mod": 12}
 ATOM = 100
+# CuTe DSL's AST preprocessor rewrites `a and b` as `a if <a is the Python False> else
+# and_(a, b)`, with `a` copied four times, once per `and`/`or` of a chain: its source and
+# trace grow as 4^n (a 10-term bounds check took 28 s to compile, 15 terms hours).  A
+# longer chain is emitted as one call of its variadic `cutlass.and_` / `cutlass.or_`,
+# which folds the terms left to right (every term evaluated; a dynamic `and` already
+# evaluates both sides).
+LONG_CHAIN = 4
+
+
+def chain(op: str, terms) -> str:
+    """``terms`` (operands already printed at ``op``'s precedence) joined by ``op``
+    (``"and"`` / ``"or"``), as one ``cutlass.and_(...)`` / ``cutlass.or_(...)`` past
+    ``LONG_CHAIN`` terms."""
+    terms = list(terms)
+    if len(terms) <= LONG_CHAIN:
+        return f" {op} ".join(terms)
+    return f"cutlass.{op}_({', '.join(terms)})"
 # 8- and 16-bit integer arithmetic that can leave its width.  TileLang's CUDA C computes it
 # in int (C's integer promotions: `(int)(a[i] * b[i])` of two int8s is the whole product),
 # so where its value is converted or compared, rather than stored at its own width, it
@@ -177,7 +194,10 @@ class ExprPrinter:
             return f"{self.operand(e.a, p + 1)} {CMPOP[e.op]} {self.operand(e.b, p + 1)}", p
         if isinstance(e, N.Logic):
             p = PREC[e.op]
-            return f" {e.op} ".join(self.operand(a, p + 1) for a in e.args), p
+            terms = list(flatten_logic(e))
+            if len(terms) > LONG_CHAIN:
+                return chain(e.op, (self.expr(a) for a in terms)), ATOM
+            return chain(e.op, (self.operand(a, p + 1) for a in terms)), p
         if isinstance(e, N.Not):
             return f"not {self.operand(e.a, PREC['not'])}", PREC["not"]
         if isinstance(e, N.Cast):
@@ -354,3 +374,14 @@ _CALLS = {"thread_idx": ExprPrinter._thread_idx, "ceildiv": ExprPrinter._ceildiv
           **{name: ExprPrinter._block_vote for name in N.BLOCK_VOTES},
           "elect_one_sync": ExprPrinter._elect, "atomic_load": ExprPrinter._atomic_load,
           **{name: ExprPrinter._atomic_return for name in N.ATOMIC_RETURNS}}
+
+
+def flatten_logic(e: N.Logic):
+    """The operands of a chain of one ``and`` / ``or`` (nested ones of the same op
+    spliced in: ``(a and b) and c`` is one chain of three)."""
+    for a in e.args:
+        if isinstance(a, N.Logic) and a.op == e.op:
+            yield from flatten_logic(a)
+        else:
+            yield a
+

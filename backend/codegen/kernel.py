@@ -22,7 +22,7 @@ from ..transform.analysis import (all_names, column_slice, has_pdl_calls, loads 
 from ..transform.launch_abi import KernelPlan
 from ..ir.visitor import walk_nodes
 from .bounds import Bounds, load_key
-from .expr import PREC, ExprPrinter, cute_type, memory_type
+from .expr import PREC, ExprPrinter, chain, cute_type, memory_type
 from .memory import SharedMemory, flat_index, shared_index, vector_view
 from .mma import MmaEmitter, merge
 from .nests import NestEmitter
@@ -216,7 +216,7 @@ class KernelEmitter:
 
     def predicated(self, conds: list[str], text: str, depth: int) -> None:
         if conds:
-            self.out.line(depth, f"if {' and '.join(conds)}:")
+            self.out.line(depth, f"if {chain('and', conds)}:")
             self.out.line(depth + 1, text)
         else:
             self.out.line(depth, text)

@@ -17,7 +17,7 @@ from ..ir import nodes as N
 from ..runtime.dtypes import DTYPES
 from ..ir.visitor import substitute
 from ..transform.analysis import accesses, let_values, parallel_nest, value_range
-from .expr import cute_type
+from .expr import chain, cute_type
 from .memory import flat_index, vector_view
 from .source import ident
 
@@ -234,7 +234,7 @@ class NestEmitter:
         self.lets = let_values(inner.body)
         conds = self.vector_bounds(inner, vec, width)
         if conds:
-            self.k.out.line(depth, f"if {' and '.join(conds)}:")
+            self.k.out.line(depth, f"if {chain('and', conds)}:")
             self.lanes_fast(inner, width, vec, depth + 1)
             self.k.out.line(depth, "else:")
             self.lanes_loop(inner, width, {}, depth + 1)
