@@ -152,6 +152,30 @@ def test_chunked_epilogue_on_gpu(loop):
     torch.testing.assert_close(c, a.float() @ b.float(), atol=1e-3, rtol=1e-3)
 
 
+def test_window_into_a_smaller_fragment_is_refused_by_name():
+    """A window written into a fragment of the window's shape would need a layout of that
+    fragment's own taken from the accumulator's (TileLang derives one); tilecute refuses
+    it, naming the loop's fragments (the message said the loop 'writes' the accumulator it
+    only reads)."""
+    @T.prim_func
+    def smaller(A: T.Tensor((64, 32), T.float16), B: T.Tensor((32, 64), T.float16),
+                C: T.Tensor((32, 64), T.float32)):
+        with T.Kernel(1, threads=128) as _:
+            A_s = T.alloc_shared((64, 32), T.float16)
+            B_s = T.alloc_shared((32, 64), T.float16)
+            acc = T.alloc_fragment((64, 64), T.float32)
+            part = T.alloc_fragment((32, 64), T.float32)
+            T.copy(A, A_s)
+            T.copy(B, B_s)
+            T.gemm(A_s, B_s, acc, clear_accum=True)
+            for i, j in T.Parallel(32, 64):
+                part[i, j] = acc[i + 16, j] * 2.0
+            T.copy(part, C)
+    with pytest.raises(LayoutError, match="writes the replicated fragment 'part' .* and also "
+                                          "walks the distributed fragment 'acc'"):
+        tilecute.compile(smaller)
+
+
 @pytest.mark.gpu
 def test_windows_on_gpu():
     import torch

@@ -606,7 +606,8 @@ class _Kernel:
         return f"it is read across threads{where}"
 
     def mixed_text(self, frag: str, blocked) -> str:
-        other = f"the distributed fragment '{blocked}'" if blocked else "global or shared memory"
+        other = (f"walks the distributed fragment '{blocked}'" if blocked
+                 else "writes global or shared memory")
         return (f"this T.Parallel loop writes the replicated fragment '{frag}' ({self.why_text(frag)}) "
                 f"and also {other}; every thread would need every element of '{frag}' but each "
                 "thread runs only its own iterations; write it in a separate T.Parallel loop")
