@@ -24,7 +24,7 @@ PROGRAMS = ["macro_composed", "macro_second_kernel", "two_kernels_workspace",
             "accumulator_colsum_steps", "symbolic_segments", "splitk_workspace_tma",
             "symbolic_transpose_tied", "pipelined_conditional_load", "manual_double_buffer",
             "chunked_epilogue", "swizzle_before_after", "heads_loop_tma_odd",
-            "symbolic_workspace", "symbolic_gated_gemm"]
+            "symbolic_workspace", "symbolic_gated_gemm", "transposed_epilogue"]
 
 # T.gemm operand placements: (shared | fragment) x transposes, policies and thread counts,
 # dtypes (gemm_placement's keyword arguments)
@@ -318,6 +318,13 @@ def test_accumulator_programs_on_gpu():
     _run(P.gemm_accumulate_onto(), a, bb, cin, r, c, e)
     _close(c, cin + a.float() @ bb.float(), 1e-2, 1e-3)
     _close(e, r + a.float() @ bb.float(), 1e-2, 1e-3)
+    a, bb, bias = _h(256, 128), _h(128, 128), torch.randn(128, device="cuda")
+    ct = torch.empty(128, 256, dtype=torch.float16, device="cuda")
+    rmx = torch.empty(2, 256, device="cuda")
+    _run(P.transposed_epilogue(), a, bb, bias, ct, rmx)
+    full = a.float() @ bb.float()
+    _close(ct, (full + bias).T.half(), 2e-2, 2e-3)
+    _close(rmx, full.view(256, 2, 64).amax(-1).T, 1e-2, 1e-3)
     a, bb = _h(256, 128), _h(128, 512)
     bias, c = torch.randn(256, device="cuda"), torch.empty(256, 512, dtype=torch.float16, device="cuda")
     _run(P.chunked_epilogue(), a, bb, bias, c)

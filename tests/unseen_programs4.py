@@ -935,3 +935,33 @@ def symbolic_gated_gemm(block_M=64, block_N=64, block_K=32):
                 g[i, j] = g[i, j] * u[i, j]
             T.copy(g, C[by * block_M, bx * block_N])
     return gated
+
+
+def transposed_epilogue(M=256, N=128, K=128, bm=128, bn=64, bk=64):
+    """Ct = (A @ B)^T written through a shared tile the epilogue fills transposed
+    (C_s[j, i] = acc[i, j] + col bias[j]), then copied whole to Ct's (bn, bm) tile; and
+    the accumulator's row maxima through a 1-D shared tile."""
+
+    @T.prim_func
+    def trans_epi(A: T.Tensor((M, K), T.float16), B: T.Tensor((K, N), T.float16),
+                  bias: T.Tensor((N,), T.float32), Ct: T.Tensor((N, M), T.float16),
+                  RM: T.Tensor((N // bn, M), T.float32)):
+        with T.Kernel(N // bn, M // bm, threads=128) as (bx, by):
+            A_s = T.alloc_shared((bm, bk), T.float16)
+            B_s = T.alloc_shared((bk, bn), T.float16)
+            acc = T.alloc_fragment((bm, bn), T.float32)
+            C_s = T.alloc_shared((bn, bm), T.float16)
+            rm = T.alloc_fragment((bm,), T.float32)
+            rm_s = T.alloc_shared((bm,), T.float32)
+            T.clear(acc)
+            for k in T.Pipelined(K // bk, num_stages=2):
+                T.copy(A[by * bm, k * bk], A_s)
+                T.copy(B[k * bk, bx * bn], B_s)
+                T.gemm(A_s, B_s, acc)
+            for i, j in T.Parallel(bm, bn):
+                C_s[j, i] = acc[i, j] + bias[bx * bn + j]
+            T.copy(C_s, Ct[bx * bn, by * bm])
+            T.reduce_max(acc, rm, dim=1)
+            T.copy(rm, rm_s)
+            T.copy(rm_s, RM[bx, by * bm:(by + 1) * bm])
+    return trans_epi
