@@ -93,18 +93,24 @@ def _chunked(loop="unroll"):
                 for i in T.unroll(4):
                     T.copy(acc[:, i * 64:(i + 1) * 64], C_s)
                     T.copy(C_s, C[0, i * 64])
-            else:
+            elif loop == "serial":
                 for i in T.serial(4):
                     T.copy(acc[:, i * 64:(i + 1) * 64], C_s)
                     T.copy(C_s, C[0, i * 64])
+            else:  # the window's start a name bound in the loop
+                for i in T.serial(4):
+                    c0 = i * 64
+                    T.copy(acc[:, c0:c0 + 64], C_s)
+                    T.copy(C_s, C[0, c0])
     return chunked
 
 
-@pytest.mark.parametrize("loop", ["unroll", "serial"])
+@pytest.mark.parametrize("loop", ["unroll", "serial", "let"])
 def test_window_at_a_loop_variable(loop, tmp_path):
     text = print_func(run_passes(_chunked(loop), "sm_90a", until="infer_layouts"))
-    assert "if i21 >= i * 64 and i21 < i * 64 + 64:\n" in text, text
-    assert "C_s[i1, i21 - i * 64] = T.Cast(\"float16\", acc[i1, i21])" in text, text
+    start = "c0" if loop == "let" else "i * 64"
+    assert f"if i21 >= {start} and i21 < {start} + 64:\n" in text, text
+    assert f"C_s[i1, i21 - {start}] = T.Cast(\"float16\", acc[i1, i21])" in text, text
     assert tilecute.build_cubin(_chunked(loop), "sm_90a", out_dir=str(tmp_path)).kernel_names
 
 
@@ -136,7 +142,7 @@ def test_window_that_may_leave_the_fragment_is_refused():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("loop", ["unroll", "serial"])
+@pytest.mark.parametrize("loop", ["unroll", "serial", "let"])
 def test_chunked_epilogue_on_gpu(loop):
     import torch
     a = torch.randn(128, 64, dtype=torch.float16, device="cuda")

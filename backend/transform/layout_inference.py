@@ -788,16 +788,16 @@ class _PadToMmaFragment(StmtMutator):
     ``acc[16 + i, j]``, TileLang's fragment read at a shifted index; ``T.copy(acc[:, k *
     64:(k + 1) * 64], C_s)`` in a loop over ``k``, a chunked epilogue): the nest's variable
     ``i`` becomes ``v - 16`` for the fragment's row ``v`` in the rest of the body.  An
-    offset is a constant or an expression of the block indices and the variables of the
-    loops around the nest whose ranges keep the window inside the fragment; any other
-    stays an error (the layout pass names the read)."""
+    offset is a constant or an expression of the block indices, the variables of the
+    loops around the nest and Let names of those, whose ranges keep the window inside the
+    fragment; any other stays an error (the layout pass names the read)."""
 
     def __init__(self, func: N.PrimFunc, scope: N.KernelScope):
         self.mma = {a.buffer.name: a.buffer for a in walk_stmts(scope.body)
                     if isinstance(a, N.Allocate) and a.layout is not None
                     and a.layout.kind == "mma"}
         self.fresh = LoopVars(func)
-        self.ranges: dict = {}  # the block indices and serial loops around the statement
+        self.ranges: dict = {}  # the block indices, serial loops and Lets around the statement
 
     def offset(self, index: N.Expr, name: str, names: list):
         """``c`` where ``index`` is the variable ``name`` plus ``c``, an expression of
@@ -815,6 +815,12 @@ class _PadToMmaFragment(StmtMutator):
         self.ranges = {v.name: (0, int(g.value) - 1) for v, g in zip(scope.block_vars, scope.grid)
                        if isinstance(g, N.Const)}
         return super().visit_kernel(scope)
+
+    def visit_let(self, s: N.Let):
+        """A Let's range, from its value's (``c0 = k * 64``: a window may start at it)."""
+        if N.is_int(s.var.dtype):
+            self.ranges[s.var.name] = value_range(s.value, self.ranges)
+        return s
 
     @staticmethod
     def invariant(e: N.Expr, names: list) -> bool:
