@@ -24,7 +24,8 @@ PROGRAMS = ["macro_composed", "macro_second_kernel", "two_kernels_workspace",
             "accumulator_colsum_steps", "symbolic_segments", "splitk_workspace_tma",
             "symbolic_transpose_tied", "pipelined_conditional_load", "manual_double_buffer",
             "chunked_epilogue", "swizzle_before_after", "heads_loop_tma_odd",
-            "symbolic_workspace", "symbolic_gated_gemm", "transposed_epilogue"]
+            "symbolic_workspace", "symbolic_gated_gemm", "transposed_epilogue",
+            "macro_allocates_twice"]
 
 # T.gemm operand placements: (shared | fragment) x transposes, policies and thread counts,
 # dtypes (gemm_placement's keyword arguments)
@@ -131,6 +132,10 @@ def test_macro_programs_on_gpu():
     _close(mx, f.amax(-1), 0, 0)
     _close(sm, f.sum(-1), 1e-3, 1e-5)
     _eq(b, (a.float() * -2).half())
+    a = torch.randn(64, 64, device="cuda")
+    r = torch.empty(2, 32, device="cuda")
+    _run(P.macro_allocates_twice(), a, r)
+    _close(r, torch.stack([a[:32].sum(1), 2 * a[32:].sum(1)]), 1e-5, 1e-5)
     a, a2, bb = _h(128, 128), _h(128, 128), _h(128, 128)
     c, d = torch.empty(128, 128, device="cuda"), torch.empty(128, 128, device="cuda")
     _run(P.macro_pipelined_twice(), a, a2, bb, c, d)

@@ -965,3 +965,31 @@ def transposed_epilogue(M=256, N=128, K=128, bm=128, bn=64, bk=64):
             T.copy(rm, rm_s)
             T.copy(rm_s, RM[bx, by * bm:(by + 1) * bm])
     return trans_epi
+
+
+@T.macro
+def _tile_rowsum(src, dst, r0, scale):
+    tmp = T.alloc_fragment((32, 64), T.float32)
+    sh = T.alloc_shared((32, 64), T.float32)
+    T.copy(src[r0, 0], sh)
+    T.copy(sh, tmp)
+    for i, j in T.Parallel(32, 64):
+        tmp[i, j] = tmp[i, j] * scale
+    T.reduce_sum(tmp, dst, dim=1)
+
+
+def macro_allocates_twice(M=64, N=64):
+    """A macro that allocates its own shared and fragment tiles, called twice in one kernel
+    (each call its own buffers, hygienic): R[0] = rowsum(A[:32]), R[1] = 2 * rowsum(A[32:])."""
+
+    @T.prim_func
+    def twice_alloc(A: T.Tensor((M, N), T.float32), R: T.Tensor((2, 32), T.float32)):
+        with T.Kernel(1, threads=128) as _:
+            r1 = T.alloc_fragment((32,), T.float32)
+            r2 = T.alloc_fragment((32,), T.float32)
+            _tile_rowsum(A, r1, 0, 1.0)
+            _tile_rowsum(A, r2, 32, 2.0)
+            for i in T.Parallel(32):
+                R[0, i] = r1[i]
+                R[1, i] = r2[i]
+    return twice_alloc
