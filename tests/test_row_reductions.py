@@ -220,3 +220,63 @@ def test_mma_sync_fallback_matches_torch(m, threads):
     c = torch.empty(m, 64, device="cuda", dtype=torch.float32)
     kernel(a, b, c)
     torch.testing.assert_close(c, a.float() @ b.float(), atol=1e-2, rtol=1e-2)
+
+
+def _scaled_row_sums(clear):
+    """dk = A^T W (a T.gemm), then the rows of dk * K (a fragment computed from the
+    accumulator in a T.Parallel nest, as the delta rule's backward computes dbeta) and
+    of 2 * dk summed into (64,) fragments; clear=False over a cleared one."""
+    @T.prim_func
+    def scaled_rows(A: T.Tensor((64, 64), "float16"), W: T.Tensor((64, 64), "float16"),
+                    K: T.Tensor((64, 64), "float16"), D: T.Tensor((64,), "float32"),
+                    D2: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=128):
+            a_s = T.alloc_shared((64, 64), "float16")
+            w_s = T.alloc_shared((64, 64), "float16")
+            k_s = T.alloc_shared((64, 64), "float16")
+            acc = T.alloc_fragment((64, 64), "float32")
+            prod = T.alloc_fragment((64, 64), "float32")
+            twice = T.alloc_fragment((64, 64), "float32")
+            d = T.alloc_fragment((64,), "float32")
+            d2 = T.alloc_fragment((64,), "float32")
+            T.clear(d)
+            T.copy(A, a_s)
+            T.copy(W, w_s)
+            T.copy(K, k_s)
+            T.gemm(a_s, w_s, acc, clear_accum=True, transpose_A=True)
+            for i, j in T.Parallel(64, 64):
+                prod[i, j] = acc[i, j] * k_s[i, j]
+            T.reduce_sum(prod, d, dim=1, clear=clear)
+            for i, j in T.Parallel(64, 64):
+                twice[i, j] = prod[i, j] * 2.0
+            T.reduce_sum(twice, d2, dim=1)
+            for i in T.Parallel(64):
+                D[i] = d[i]
+                D2[i] = d2[i]
+    return scaled_rows
+
+
+@pytest.mark.parametrize("clear", [True, False])
+def test_rows_of_a_fragment_laid_out_as_an_accumulator_are_row_statistics(clear, tmp_path):
+    """A fragment written at an accumulator's (i, j) takes its register layout, so the
+    reduction of its rows gives row statistics (it was a LayoutError: 'T.reduce_sum of the
+    T.gemm accumulator 'prod' reduces its rows (dim=1) into a fragment of shape (64,)'; TileLang's
+    delta-rule backward kernels reduce such fragments)."""
+    func = _scaled_row_sums(clear)
+    layouts = _layouts(run_passes(func, "sm_90a", until="infer_layouts"))
+    assert layouts["prod"].kind == layouts["twice"].kind == "mma"
+    assert layouts["d"].kind == layouts["d2"].kind == "mma_rows"
+    assert "tcrow.reduce_rows(prod, d" in emit_cute(lower(func, "sm_90a"))
+    assert tilecute.build_cubin(func, "sm_90a", out_dir=str(tmp_path)).kernel_names
+
+
+@pytest.mark.gpu
+def test_rows_of_a_fragment_laid_out_as_an_accumulator_match_torch():
+    import torch
+
+    a, w, k = (torch.randn(64, 64, device="cuda", dtype=torch.float16) for _ in range(3))
+    d, d2 = torch.empty(64, device="cuda"), torch.empty(64, device="cuda")
+    tilecute.compile(_scaled_row_sums(True))(a, w, k, d, d2)
+    want = ((a.float().T @ w.float()) * k.float()).sum(1)
+    torch.testing.assert_close(d, want, atol=2e-2, rtol=1e-3)
+    torch.testing.assert_close(d2, 2 * want, atol=4e-2, rtol=1e-3)

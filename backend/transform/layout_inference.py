@@ -169,11 +169,33 @@ class _Kernel:
         nests = [parallel_nest(s) for s in walk_stmts(self.scope.body)
                  if isinstance(s, N.For) and s.kind == "parallel"]
         nests = [n for i, n in enumerate(nests) if not any(n[0] in m[1:] for m in nests)]
+        # 2-D fragments a nest walks at the same (i, j) as an accumulator (``tmp[i, j] =
+        # acc[i, j] * k[i, j]``) take its register layout (decide's groups): reducing their
+        # rows gives row statistics too, as TileLang lays out a reduction's output by its
+        # source's fragment layout
+        like: dict[str, N.Layout] = {}
+        for a in allocs:
+            if acc_layout(a) is not None:
+                like[a] = acc_layout(a)
+        grown = True
+        while grown:
+            grown = False
+            for loops in nests:
+                if len(loops) != 2:
+                    continue
+                names = [lp.var.name for lp in loops]
+                walked = [b for b, idx, _ in accesses(loops[-1].body)
+                          if frag(b) is not None and frag(b).ndim == 2
+                          and [getattr(x, "name", None) for x in idx] == names]
+                lay = next((like[b] for b in walked if b in like), None)
+                for b in walked:
+                    if lay is not None and b not in like and allocs[b].layout is None:
+                        like[b], grown = lay, True
         for r in walk_stmts(self.scope.body):
-            if isinstance(r, N.Reduce) and acc_layout(r.src) is not None:
+            if isinstance(r, N.Reduce) and like.get(r.src) is not None:
                 src = allocs[r.src].buffer
                 if src.ndim == 2 and r.dim in (1, -1):
-                    add(r.dst, rows_of(acc_layout(r.src)), int(src.shape[0].value), r)
+                    add(r.dst, rows_of(like[r.src]), int(src.shape[0].value), r)
         changed = True
         while changed:
             changed = False
@@ -181,7 +203,7 @@ class _Kernel:
                 names = [lp.var.name for lp in loops]
                 accs = accesses(loops[-1].body)
                 if len(loops) == 2:  # over an accumulator (i, j): m[i] reads its row
-                    lay = next((acc_layout(b) for b, idx, _ in accs if acc_layout(b) is not None
+                    lay = next((like[b] for b, idx, _ in accs if b in like
                                 and [getattr(x, "name", None) for x in idx] == names), None)
                     if lay is not None:
                         m = int(loops[0].extent.value)
