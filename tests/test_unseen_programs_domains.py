@@ -14,6 +14,7 @@ import tilecute
 import unseen_programs_domains as P
 
 PROGRAMS = ["chunk_cumsum_gates", "chunk_gla_fwd", "chunk_delta_h", "chunk_kkt_beta",
+            "wy_bwd_dk_dbeta",
             "moe_grouped_gemm", "moe_permute_gather", "moe_scatter_combine",
             "moe_gather_combine", "topk_gating_softmax", "moe_align_block_size",
             "block_sparse_attn", "block_index_attn", "paged_decode_gqa", "split_kv_decode",
@@ -139,6 +140,21 @@ def test_linear_attention_programs_on_gpu():
     lower = torch.tril(torch.ones(BT, BT, device="cuda"), -1)[None, None, :, None, :]
     want = dots * decay * beta.view(B, S // BT, BT, H)[..., None] * lower
     _close(a, want.reshape(B, S, H, BT), atol=2e-2, rtol=2e-2)
+
+    # the WY backward's dk and dbeta (row sums of a fragment laid out as an accumulator)
+    B, S, H, DK, BT = 1, 256, 2, 128, 64
+    kw, aw, dw = (_randn(B, S, H, d, dtype=torch.bfloat16, scale=0.3) for d in (DK, BT, DK))
+    beta, gw = torch.rand(B, S, H, device="cuda"), F.logsigmoid(_randn(B, S, H))
+    dk = torch.empty(B, S, H, DK, device="cuda")
+    dbeta = torch.empty(B, S, H, device="cuda")
+    _run(P.wy_bwd_dk_dbeta(B, S, H, DK, BT), kw, aw, dw, beta, gw, dk, dbeta)
+    ac = aw.float().view(B, S // BT, BT, H, BT)
+    dkb = torch.einsum("bcjhi,bcjhd->bcihd", ac, dw.float().view(B, S // BT, BT, H, DK))
+    eg = gw.exp().view(B, S // BT, BT, H)[..., None]
+    _close(dk, (dkb * beta.view(B, S // BT, BT, H)[..., None] * eg).reshape(B, S, H, DK),
+           atol=1e-3, rtol=1e-3)
+    _close(dbeta, (dkb * kw.float().view(B, S // BT, BT, H, DK) * eg).sum(-1).reshape(B, S, H),
+           atol=1e-2, rtol=1e-3)
 
 
 @pytest.mark.gpu

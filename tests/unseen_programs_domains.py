@@ -142,6 +142,46 @@ def chunk_kkt_beta(B=2, S=256, H=2, DK=64, BT=64):
     return kkt
 
 
+
+def wy_bwd_dk_dbeta(B=1, S=256, H=2, DK=128, BT=64, block_DK=64):
+    """The WY representation's backward for dk and dbeta, per chunk: dkb = A^T dw (a
+    T.gemm per DK block, A read transposed from shared), dk = dkb * beta * exp(g); dbeta's
+    row sums come from a fragment computed from the accumulator (dkb * k * exp(g)) by
+    reduce_sum(dim=1, clear=False) across the DK blocks."""
+    @T.prim_func
+    def wy_bwd(K: T.Tensor((B, S, H, DK), T.bfloat16), A: T.Tensor((B, S, H, BT), T.bfloat16),
+               dW: T.Tensor((B, S, H, DK), T.bfloat16), Beta: T.Tensor((B, S, H), T.float32),
+               G: T.Tensor((B, S, H), T.float32), dK: T.Tensor((B, S, H, DK), T.float32),
+               dBeta: T.Tensor((B, S, H), T.float32)):
+        with T.Kernel(T.ceildiv(S, BT), B * H, threads=128) as (c, bbh):
+            bb, bh = bbh // H, bbh % H
+            a_s = T.alloc_shared((BT, BT), T.bfloat16)
+            k_s = T.alloc_shared((BT, block_DK), T.bfloat16)
+            dw_s = T.alloc_shared((BT, block_DK), T.bfloat16)
+            beta_s = T.alloc_shared((BT,), T.float32)
+            eg_s = T.alloc_shared((BT,), T.float32)
+            dkb = T.alloc_fragment((BT, block_DK), T.float32)
+            dk_l = T.alloc_fragment((BT, block_DK), T.float32)
+            tmp = T.alloc_fragment((BT, block_DK), T.float32)
+            dbeta = T.alloc_fragment((BT,), T.float32)
+            T.clear(dbeta)
+            T.copy(A[bb, c * BT:(c + 1) * BT, bh, :], a_s)
+            for i in T.Parallel(BT):
+                beta_s[i] = Beta[bb, c * BT + i, bh]
+                eg_s[i] = T.exp(G[bb, c * BT + i, bh])
+            for kb in T.Pipelined(T.ceildiv(DK, block_DK), num_stages=2):
+                T.copy(K[bb, c * BT:(c + 1) * BT, bh, kb * block_DK:(kb + 1) * block_DK], k_s)
+                T.copy(dW[bb, c * BT:(c + 1) * BT, bh, kb * block_DK:(kb + 1) * block_DK], dw_s)
+                T.gemm(a_s, dw_s, dkb, transpose_A=True, clear_accum=True)
+                for i, j in T.Parallel(BT, block_DK):
+                    dk_l[i, j] = dkb[i, j] * beta_s[i] * eg_s[i]
+                    tmp[i, j] = dkb[i, j] * k_s[i, j] * eg_s[i]
+                T.reduce_sum(tmp, dbeta, dim=1, clear=False)
+                T.copy(dk_l, dK[bb, c * BT:(c + 1) * BT, bh, kb * block_DK:(kb + 1) * block_DK])
+            for i in T.Parallel(BT):
+                dBeta[bb, c * BT + i, bh] = dbeta[i]
+    return wy_bwd
+
 # ---- mixture of experts ----------------------------------------------------------------------
 def moe_grouped_gemm(E=4, rows=600, K=256, N=256, block_M=64, block_N=64, block_K=64,
                      stages=2):
