@@ -60,3 +60,54 @@ def test_narrow_arithmetic_on_gpu():
     assert torch.equal(h.cpu(), ((ui & 15) - 8).half())
     assert torch.equal(c.cpu(), (ai + bi > 100).int())
     assert torch.equal(s.cpu(), (ui << 4) + ui)
+
+
+def unsigned_reads(n=256):
+    """uint8 / uint16 / uint32 elements read from global and shared memory, converted to
+    float32 and int32 and shifted right: CuTe DSL reads an unsigned memory element as its
+    signless (signed) type, so a byte of 200 was -56 and >> shifted in ones."""
+    @T.prim_func
+    def unsigned(U: T.Tensor((n,), T.uint8), V: T.Tensor((n,), T.uint16),
+                 X: T.Tensor((n,), T.uint32), F: T.Tensor((n,), T.float32),
+                 I: T.Tensor((n,), T.int32), R: T.Tensor((n,), T.int32),
+                 G: T.Tensor((n,), T.float32)):
+        with T.Kernel(n // 128, threads=128) as bx:
+            s = T.alloc_shared((128,), T.uint8)
+            for i in T.Parallel(128):
+                s[i] = U[bx * 128 + i]
+            for i in T.Parallel(128):  # (permuted reads: one element at a time)
+                g = bx * 128 + i
+                p = bx * 128 + i * 5 % 128
+                F[g] = T.cast(s[i * 5 % 128], T.float32) + T.cast(V[p], T.float32)
+                I[g] = T.cast(U[p], T.int32) + T.cast(V[p] >> 8, T.int32)
+                R[g] = T.cast(s[i * 5 % 128] >> 4, T.int32)
+                G[g] = T.cast(X[p], T.float32)
+    return unsigned
+
+
+def test_unsigned_memory_reads_keep_their_type(tmp_path):
+    info = tilecute.build_cubin(unsigned_reads(), "sm_90a", out_dir=str(tmp_path))
+    assert info.kernel_names
+    src = (tmp_path / "kernel_cute.py").read_text()
+    assert re.search(r"cutlass\.Uint8\(s\[", src) and re.search(r"cutlass\.Uint16\(V\[", src)
+    assert re.search(r"cutlass\.Uint32\(X\[", src)
+
+
+@pytest.mark.gpu
+def test_unsigned_memory_reads_on_gpu():
+    import torch
+
+    n = 256
+    u = torch.arange(n, device="cuda", dtype=torch.int32).to(torch.uint8)
+    v = (torch.arange(n, device="cuda", dtype=torch.int32) * 257).to(torch.uint16)
+    x = (torch.arange(n, device="cuda", dtype=torch.int64) * 16777259).to(torch.uint32)
+    f, i, r, g = (torch.empty(n, device="cuda", dtype=dt)
+                  for dt in (torch.float32, torch.int32, torch.int32, torch.float32))
+    tilecute.compile(unsigned_reads(n))(u, v, x, f, i, r, g)
+    perm = torch.arange(n, device="cuda") // 128 * 128 + torch.arange(n, device="cuda") * 5 % 128
+    u64, v64 = u.long()[perm], (v.to(torch.int32).long() & 0xFFFF)[perm]
+    x64 = (x.to(torch.int64) & 0xFFFFFFFF)[perm]
+    assert torch.equal(f, (u64 + v64).float())
+    assert torch.equal(i.long(), u64 + (v64 >> 8))
+    assert torch.equal(r.long(), u64 >> 4)
+    torch.testing.assert_close(g, x64.double().float(), rtol=0, atol=0)

@@ -67,12 +67,8 @@ class Bounds:
                 t = self.out.fresh("ld")
                 self.out.line(depth, f"{t} = {cute_type(ld.dtype)}(0)")
                 self.out.line(depth, f"if {chain('and', conds)}:")
-                value = self.exprs.expr(ld)
-                if ld.dtype.startswith("uint"):
-                    # CuTe reads an unsigned element as its signless (signed) type: the
-                    # temporary keeps the buffer's type on both paths
-                    value = f"{cute_type(ld.dtype)}({value})"
-                self.out.line(depth + 1, f"{t} = {value}")
+                # (an unsigned element is read as its type: the code generator's load)
+                self.out.line(depth + 1, f"{t} = {self.exprs.expr(ld)}")
                 self.hoisted[key] = t
 
     def hoist_branches(self, e, depth: int, registers, checked: bool) -> None:
@@ -121,8 +117,6 @@ class Bounds:
             self.out.line(depth, f"{t} = {cute_type(ld.dtype)}(0)")
             self.out.line(depth, f"if {chain('and', conds)}:")
             value = expr(ld)
-            if ld.dtype.startswith("uint"):
-                value = f"{cute_type(ld.dtype)}({value})"  # (as in :meth:`hoist`)
             self.out.line(depth + 1, f"{t} = {value}")
             self.hoisted[key] = t
 

@@ -146,8 +146,14 @@ class KernelEmitter:
         if key in self.nests.vector:
             return f"{self.nests.vector[key]}[{self.nests.lane}]"
         text = self.element(e.buffer, e.indices)
-        if e.dtype == "bool" and self.buffers[e.buffer].scope in ("global", "shared"):
+        memory = self.buffers[e.buffer].scope in ("global", "shared")
+        if e.dtype == "bool" and memory:
             return f"({text} != 0)"  # a byte in memory
+        if e.dtype.startswith("uint") and memory:
+            # CuTe DSL reads an element of an unsigned global or shared tensor as its
+            # signless (signed) type: as such a uint8 of 200 converted to float32 or int32
+            # was -56 (sign-extended), and >> shifted in its sign bit
+            return f"{cute_type(e.dtype)}({text})"
         return text
 
     def stride_text(self, buf: N.Buffer, stride: N.Expr) -> str:
