@@ -299,7 +299,7 @@ def test_gemm_programs_on_gpu():
         torch.empty(2, 128, dtype=torch.int32, device="cuda")
     rm = torch.empty(128, dtype=torch.int32, device="cuda")
     _run(P.int8_gemm_colreduce(), a, bb, c, cs, rm)
-    want = a.long() @ bb.long().T
+    want = (a.cpu().long() @ bb.cpu().long().T).cuda()  # (CUDA has no int64 matmul)
     _eq(c, want.int())
     _eq(cs, want.view(2, 64, 128).sum(1).int())
     _eq(rm, want.amax(1).int())
