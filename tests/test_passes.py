@@ -435,6 +435,22 @@ def test_overlap_rescale_before_gemm_option():
     assert "\n".join(list(d)[2:]) + "\n" == OVERLAP_RESCALE_EARLY
 
 
+def test_rasterize_keeps_the_order_of_blocks_that_wait_for_each_other():
+    """A GEMM whose blocks spin on a flag in global memory (a tile waits for the one
+    launched before it) keeps its written block order; without the wait it is rasterized."""
+    waits = GEMM_SYM.replace(
+        "       C: T.Tensor((M, N), \"float16\")):",
+        "       C: T.Tensor((M, N), \"float16\"), Flag: T.Tensor((4096,), \"int32\")):").replace(
+        "        T.clear(acc)\n",
+        "        T.clear(acc)\n"
+        "        while Flag[by] < bx:\n"
+        "            T.evaluate(0)\n")
+    assert waits != GEMM_SYM and "while Flag" in waits
+    plain = print_func(run_passes(T.from_script(GEMM_SYM), "sm_90a", until="rasterize"))
+    spin = print_func(run_passes(T.from_script(waits), "sm_90a", until="rasterize"))
+    assert "panel_first" in plain and "panel_first" not in spin
+
+
 def test_deferred_row_sums_only_where_nothing_else_reads_the_sums():
     """The running sum stays whole when l starts at another value than 0, when the loop
     reads l otherwise, when l_step is read elsewhere, or with the option off."""
