@@ -393,12 +393,16 @@ class KernelEmitter:
                                  f"{cute_type(b.dtype)})", note)
 
     # ---- tile statements -----------------------------------------------------------------
+    def rows_barrier(self) -> tuple:
+        """(threads, barrier id) of the barriers an accumulator's row exchange takes: a
+        T.ws region's threads and named barrier; with a producer warpgroup, the compute
+        threads' barrier 1; else the block's (0 threads)."""
+        if self.region_barrier:
+            return self.threads, self.region_barrier
+        return (self.scope.num_threads if self.scope.producer_threads else 0), 1
+
     def combine_rows(self, s: N.CombineRows, depth: int, guarded: bool) -> None:
-        if self.region_barrier:  # (as reduce: a T.ws region's threads, its named barrier)
-            self.mma.combine_rows(s, depth, self.threads, self.region_barrier)
-        else:
-            self.mma.combine_rows(s, depth, self.scope.num_threads
-                                  if self.scope.producer_threads else 0)
+        self.mma.combine_rows(s, depth, *self.rows_barrier())
 
     def reduce(self, s: N.Reduce, depth: int, guarded: bool) -> None:
         """Each thread combines its own registers of every row, then a warp shuffle
@@ -408,11 +412,7 @@ class KernelEmitter:
         source reduced into float16 combines float16s).  Rows of a T.gemm accumulator
         reduce within the quads that hold them."""
         if s.src in self.mma.coords:
-            if self.region_barrier:  # in a T.ws region: its threads' named barrier
-                self.mma.reduce_rows(s, depth, self.threads, self.region_barrier)
-            else:
-                self.mma.reduce_rows(s, depth, self.scope.num_threads if self.scope.producer_threads
-                                     else 0)
+            self.mma.reduce_rows(s, depth, *self.rows_barrier())
             return
         out = self.out
         src, dst = self.buffers[s.src], self.buffers[s.dst]

@@ -30,7 +30,7 @@ import dataclasses
 
 from ..ir import nodes as N
 from ..ir.visitor import BODY_FIELDS, walk_stmts
-from .analysis import accesses, buffers_used
+from .analysis import buffers_used
 
 
 def defer_row_sums(func: N.PrimFunc, options: dict) -> N.PrimFunc:
@@ -78,11 +78,10 @@ class _Kernel:
             return st.buffer
         return None
 
-    def update(self, s, lname: str):
-        """``(l_step, alpha)`` of ``s`` when it is ``for i in T.Parallel(M): l[i] = l[i] *
-        alpha + l_step[i]`` (or ``l[i] + l_step[i]``, either order; ``alpha`` an expression
-        of row statistics at ``i``, the same in every thread holding the row; None when
-        absent), else None."""
+    def update(self, s, lname: str) -> str | None:
+        """``l_step`` of ``s`` when it is ``for i in T.Parallel(M): l[i] = l[i] * alpha +
+        l_step[i]`` (or ``l[i] + l_step[i]``, either order; ``alpha`` an expression of row
+        statistics at ``i``, the same in every thread holding the row), else None."""
         if not (isinstance(s, N.For) and s.kind == "parallel" and len(s.body) == 1):
             return None
         st, i = s.body[0], s.var
@@ -109,29 +108,28 @@ class _Kernel:
             if step is None or step == lname:
                 continue
             if row(kept) == lname:
-                return step, None
+                return step
             if isinstance(kept, N.BinOp) and kept.op == "mul":
                 for x, a in ((kept.a, kept.b), (kept.b, kept.a)):
                     if row(x) == lname and uniform(a, {lname, step}):
-                        return step, a
+                        return step
         return None
 
     def try_defer(self, body: tuple, f: int, lname: str) -> None:
         lay = self.layouts[lname]
-        updates, stop = [], len(body)
+        steps, stop = set(), len(body)
         for j in range(f + 1, len(body)):
-            uses = [t for t in _units([body[j]]) if lname in _names(t)]
+            uses = [t for t in _units([body[j]]) if lname in buffers_used(t)]
             if not uses:
                 continue
             found = [self.update(t, lname) for t in uses]
             if all(u is not None for u in found):
-                updates.extend(found)
+                steps.update(found)
                 continue
             stop = j
             break
-        if not updates:
+        if not steps:
             return
-        steps = {step for step, _ in updates}
         sums = [r for r in self.reduces if r.dst in steps]
         in_region = {id(t) for t in walk_stmts(body[f + 1:stop])}
         for step in steps:
@@ -144,7 +142,7 @@ class _Kernel:
                 return
             # l_step: written by those sums, read by the updates, nothing else anywhere
             for t in _units(self.scope.body):
-                if step not in _names(t) or isinstance(t, N.Allocate) or \
+                if step not in buffers_used(t) or isinstance(t, N.Allocate) or \
                         any(t is r for r in mine) or self.update(t, lname) is not None:
                     continue
                 return
@@ -162,7 +160,7 @@ class _Kernel:
         for s in body:
             out.extend(self.combine.get(id(s), ()))
             if isinstance(s, N.Reduce) and id(s) in self.partial:
-                out.append(dataclasses.replace(s, partial=True, scratch="", sync_after=True))
+                out.append(dataclasses.replace(s, partial=True, scratch=""))
                 continue
             names = BODY_FIELDS.get(type(s), ())
             if names:
@@ -170,13 +168,6 @@ class _Kernel:
             out.append(s)
         out.extend(self.tail.get(id(body), ()))
         return tuple(out)
-
-
-def _names(s) -> set[str]:
-    """The buffers a statement names (nested statements included)."""
-    names = buffers_used(s)
-    names.update(b for b, _, _ in accesses([s]))
-    return names
 
 
 def _units(stmts):

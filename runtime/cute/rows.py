@@ -100,15 +100,25 @@ def combine_rows(rows, rows_i, op: str, scratch, family: str, warps: tuple, m: i
     row, from ``reduce_rows(..., partial=True)`` and per-thread updates) becomes the row's
     total in every such thread: the quad (two shuffles), then, with warps (warpgroups)
     along N, their partials through ``scratch`` as :func:`reduce_rows_across` does."""
-    for q in range(len(rows_i)):
-        rows[q] = warp_allreduce(rows[q], op, 4)
+    quads = [warp_allreduce(rows[q], op, 4) for q in range(len(rows_i))]
     if warps[1] > 1:
-        unit = 128 if family == "wgmma" else 32
-        part = cute.make_rmem_tensor((len(rows_i),), rows.element_type)
-        for q in range(len(rows_i)):
-            part[q] = rows[q]
-        _exchange(part, rows, rows_i, op, True, scratch, warps[1], m, (tid // unit) // warps[0],
-                  tid, threads, barrier_id)
+        _across(quads, rows, rows_i, op, True, scratch, family, warps, m, tid, threads,
+                barrier_id)
+    else:
+        for q, v in enumerate(quads):
+            rows[q] = v
+
+
+def _across(partials: list, rows, rows_i, op: str, clear: bool, scratch, family: str,
+            warps: tuple, m: int, tid, threads: int, barrier_id: int, sync_after: bool = True):
+    """Each row's quad-combined ``partials`` of the ``warps[1]`` warp(group)s along N
+    combined through ``scratch`` into ``rows`` (:func:`_exchange`)."""
+    unit = 128 if family == "wgmma" else 32
+    part = cute.make_rmem_tensor((len(partials),), rows.element_type)
+    for q, v in enumerate(partials):
+        part[q] = v
+    _exchange(part, rows, rows_i, op, clear, scratch, warps[1], m, (tid // unit) // warps[0],
+              tid, threads, barrier_id, sync_after)
 
 
 def reduce_rows_across(acc, rows, rows_i, op: str, clear: bool, scratch, family: str,
@@ -125,14 +135,8 @@ def reduce_rows_across(acc, rows, rows_i, op: str, clear: bool, scratch, family:
     leaves out the second barrier: the caller's next barrier comes before the scratch is
     written again (the barrier pass decides)."""
     base = op[3:] if op.startswith("abs") else op
-    unit = 128 if family == "wgmma" else 32
-    along_n = (tid // unit) // warps[0]
-    partials = _quad_rows(acc, op)
-    part = cute.make_rmem_tensor((len(partials),), rows.element_type)
-    for q, v in enumerate(partials):
-        part[q] = v
-    _exchange(part, rows, rows_i, base, clear, scratch, warps[1], m, along_n, tid, threads,
-              barrier_id, sync_after)
+    _across(_quad_rows(acc, op), rows, rows_i, base, clear, scratch, family, warps, m, tid,
+            threads, barrier_id, sync_after)
 
 
 @cute.jit
