@@ -251,3 +251,43 @@ def test_parallel_with_a_run_time_extent_on_gpu(n):
     m = min(n, 512)
     want[:m] = a[:m] + 1
     torch.testing.assert_close(b, want)
+
+
+def _clear_slices():
+    """``T.clear(f[8:16, 16:48])`` and ``T.clear(s[0:2, :])``: TileLang's T.clear of a
+    region is T.fill(region, 0) (its clear passes the BufferRegion on to fill)."""
+    @T.prim_func
+    def clear_slices(A: T.Tensor((32, 64), "float32"), F: T.Tensor((32, 64), "float32"),
+                     S: T.Tensor((32, 64), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            f = T.alloc_fragment((32, 64), "float32")
+            s = T.alloc_shared((32, 64), "float32")
+            T.fill(f, 1.0)
+            T.clear(f[8:16, 16:48])
+            T.copy(f, F)
+            T.copy(A, s)
+            T.clear(s[0:2, :])
+            T.copy(s, S)
+    return clear_slices
+
+
+def test_clear_of_a_slice_fills_the_region_with_zero():
+    text = print_func(run_passes(_clear_slices(), "sm_90a", until="lower_tile_ops"))
+    import re
+    assert re.search(r"for (i\d+) in T.Parallel\(8\):\n +for (i\d+) in T.Parallel\(32\):\n"
+                     r" +f\[8 \+ \1, 16 \+ \2\] = T.float32\(0\)", text), text
+    assert re.search(r"for (i\d+) in T.Parallel\(2\):\n +for (i\d+) in T.Parallel\(64\):\n"
+                     r" +s\[\1, \2\] = T.float32\(0\)", text), text
+
+
+@pytest.mark.gpu
+def test_clear_of_a_slice_on_gpu():
+    import torch
+    a = torch.randn(32, 64, device="cuda")
+    f, s = torch.empty_like(a), torch.empty_like(a)
+    tilecute.compile(_clear_slices())(a, f, s)
+    want_f = torch.ones(32, 64)
+    want_f[8:16, 16:48] = 0
+    want_s = a.cpu().clone()
+    want_s[0:2] = 0
+    assert torch.equal(f.cpu(), want_f) and torch.equal(s.cpu(), want_s)

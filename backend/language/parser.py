@@ -2086,6 +2086,10 @@ class _Parser:
         if isinstance(ref, _RegionRef):  # T.clear(region): TileLang's T.fill(region, 0)
             buf = self.buffer_named(ref.region.buffer)
             return [N.Fill(ref.region, N.cast(N.as_expr(0, buf.dtype), buf.dtype), loc=self.loc(s))]
+        if isinstance(node, ast.Subscript):  # T.clear(f[0:8, 16:48]): T.fill(f[0:8, 16:48], 0)
+            dst = self.region(node)
+            buf = self.buffer_named(dst.buffer)
+            return [N.Fill(dst, N.cast(N.as_expr(0, buf.dtype), buf.dtype), loc=self.loc(s))]
         buf = self.buffer_of(node)
         self.reducer_access(buf.name, node, "use")
         return [N.Clear(buf.name, loc=self.loc(s))]
