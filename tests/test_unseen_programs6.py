@@ -20,7 +20,7 @@ PROGRAMS = ["ragged_copy_roundtrip", "halo_negative_start", "ragged_store_from_s
             "stepped_loops", "vectorized_tail", "parallel_with_serial", "while_first_above",
             "block_branches", "early_out_gemm", "pipelined_short", "pipelined_short_symbolic",
             "pipelined_gather", "atomic_old_values", "sync_in_uniform_branch",
-            "annotated_swizzle_transposed", "fill_clear_slices"]
+            "annotated_swizzle_transposed", "fill_clear_slices", "window_sum_zero_padding"]
 STAGED = ["pipelined_short", "pipelined_short_symbolic", "pipelined_gather", "early_out_gemm"]
 
 
@@ -302,3 +302,31 @@ def test_barrier_layout_fill_programs_on_gpu():
     want_b2 = torch.full((64, 64), 8.0, device="cuda")
     want_b2[10:20] = -5
     _eq(b2, want_b2)
+
+
+def _window_reference(a, W):
+    import torch
+    z = torch.nn.functional.pad(a, (0, W - 1))
+    return sum(z[:, w:w + a.shape[1]] for w in range(W))
+
+
+@pytest.mark.gpu
+def test_window_in_parallel_nest_reads_zero_past_the_row_on_gpu():
+    import torch
+    a = torch.randn(65, 40, device="cuda")[:64]  # (reads past row 63 stay in the allocation)
+    out = torch.empty_like(a)
+    _run(P.window_sum_zero_padding(parallel=True), a, out)
+    _close(out, _window_reference(a, 5))
+
+
+@pytest.mark.gpu
+@pytest.mark.xfail(strict=True, reason="tilecute predicates global loads only inside T.Parallel "
+                   "nests (docs/ir.md, 'Bounds predication'); TileLang's LegalizeSafeMemoryAccess "
+                   "covers the whole function, so a serial loop reading past a row's end reads 0 "
+                   "there, where tilecute reads the next row")
+def test_window_in_serial_loops_reads_zero_past_the_row_on_gpu():
+    import torch
+    a = torch.randn(65, 40, device="cuda")[:64]  # (reads past row 63 stay in the allocation)
+    out = torch.empty_like(a)
+    _run(P.window_sum_zero_padding(parallel=False), a, out)
+    _close(out, _window_reference(a, 5))

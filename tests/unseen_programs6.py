@@ -584,3 +584,37 @@ def fill_clear_slices(M=64, N=64):
             T.copy(s, S)
             T.fill(B2[10:20, 0:N], -5.0)
     return fc
+
+
+# ---- out-of-bounds reads outside and inside T.Parallel ----------------------------------------
+def window_sum_zero_padding(M=64, N=40, W=5, parallel=False):
+    """Out[r, c] = A[r, c] + .. + A[r, c + W - 1], reading past the row's end: TileLang's
+    LegalizeSafeMemoryAccess (run over the whole function, not only T.Parallel loops)
+    turns every global load it cannot prove in bounds into ``if_then_else(in_bounds, load,
+    0)``, so the window reads 0 there (never the next row's first elements).  With
+    ``parallel`` the (row, column) walk is a T.Parallel nest with the window a serial loop
+    inside; without, one row per thread in serial loops."""
+
+    if parallel:
+        @T.prim_func
+        def window(A: T.Tensor((M, N), T.float32), Out: T.Tensor((M, N), T.float32)):
+            with T.Kernel(1, threads=128) as _:
+                acc = T.alloc_fragment((M, N), T.float32)
+                for r, c in T.Parallel(M, N):
+                    acc[r, c] = 0.0
+                    for w in T.serial(W):
+                        acc[r, c] += A[r, c + w]
+                T.copy(acc, Out)
+        return window
+
+    @T.prim_func
+    def window_serial(A: T.Tensor((M, N), T.float32), Out: T.Tensor((M, N), T.float32)):
+        with T.Kernel(1, threads=M) as _:
+            r = T.get_thread_binding()
+            s = T.alloc_var(T.float32)
+            for c in T.serial(N):
+                s = 0.0
+                for w in T.serial(W):
+                    s += A[r, c + w]
+                Out[r, c] = s
+    return window_serial
