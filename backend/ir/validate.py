@@ -665,7 +665,10 @@ class _Validator:
         self.dtype(e.dtype, f"expression {type(e).__name__}")
         if isinstance(e, N.Var):
             if e.name not in vars_:
-                self.fail(f"name '{e.name}' is not defined here")
+                self.fail(f"name '{e.name}' is not defined here: no loop, let or block variable "
+                          "in scope has it, and no parameter binds it (a T.dynamic symbol is "
+                          "bound by a tensor parameter's shape or strides, or is a scalar "
+                          "parameter)")
             if vars_[e.name].dtype != e.dtype:
                 self.fail(f"'{e.name}' is used as {e.dtype} but declared {vars_[e.name].dtype}")
         elif isinstance(e, N.Const):
@@ -813,6 +816,204 @@ class _Validator:
                              if f.name != "loc")
 
 
+class _StaticBounds:
+    """Accesses that the loop, block and thread ranges prove leave their buffer.
+
+    On-chip buffers (shared, fragment, local) have no bounds checks: an index past one
+    reads or overwrites its neighbours (TileLang only warns, and by default not even that),
+    so an unguarded access whose index is *known* to reach past a static dim is refused.
+    Known means exactly: the index is built from constants and independent loop, block and
+    thread variables, each used once, with +, -, * by a constant, floordiv by a positive
+    constant, min/max with a constant (:func:`_exact_range`), and the statement runs for
+    every value of them (not under an ``if``, a ``while``, a select's branch or a later
+    operand of ``and``/``or``).  A global access is checked only where its index is a
+    constant: TileLang guards every other one (its LegalizeSafeMemoryAccess; tilecute's
+    code generator likewise).  An index proved negative is refused on any buffer: TileLang
+    reads it counting from the end of the dim (LegalizeNegativeIndex), tilecute does not."""
+
+    def __init__(self, v: "_Validator"):
+        self.v = v
+        self.bufs: dict[str, N.Buffer] = {p.name: p for p in v.func.params
+                                          if isinstance(p, N.Buffer)}
+
+    def run(self):
+        for k in self.v.func.kernels:
+            self.v.stmt = k
+            env: dict[str, tuple] = {}
+            for var, g in zip(k.block_vars, k.grid):
+                env[var.name] = (0, g.value - 1) if isinstance(g, N.Const) else (0, None)
+            for axis, t in enumerate(k.threads):
+                env[f"thread_idx{axis}"] = (0, t - 1 + (k.producer_threads if axis == 0 else 0))
+            self.body(k.body, env, False)
+
+    def body(self, stmts, env, guarded):
+        env = dict(env)
+        for s in stmts:
+            self.v.stmt = s
+            self.one(s, env, guarded)
+
+    def one(self, s, env, guarded):
+        if isinstance(s, N.For):
+            self.expr(s.start, env, guarded)
+            self.expr(s.extent, env, guarded)
+            start, n = s.start, s.extent
+            inner = dict(env)
+            # a start of other variables would tie the loop variable to them
+            known = isinstance(start, N.Const) and isinstance(n, N.Const) and n.value >= 1
+            inner[s.var.name] = (start.value, start.value + n.value - 1) if known else (None, None)
+            self.body(s.body, inner, guarded)
+        elif isinstance(s, N.If):
+            self.expr(s.cond, env, guarded)
+            self.body(s.then, env, True)
+            self.body(s.orelse, env, True)
+        elif isinstance(s, N.While):
+            self.expr(s.cond, env, True)
+            self.body(s.body, env, True)
+        elif isinstance(s, N.WarpGroups):  # a part of the block runs the body
+            self.body(s.body, env, True)
+        elif isinstance(s, N.Let):
+            self.expr(s.value, env, guarded)
+            env[s.var.name] = (None, None)  # may depend on other variables: not independent
+        elif isinstance(s, N.Allocate):
+            self.bufs[s.buffer.name] = s.buffer
+        elif isinstance(s, N.Store):
+            for i in s.indices:
+                self.expr(i, env, guarded)
+            self.expr(s.value, env, guarded)
+            self.access(s.buffer, s.indices, env, guarded)
+        else:
+            for f in dataclasses.fields(s):
+                x = getattr(s, f.name)
+                for y in (x if isinstance(x, tuple) else (x,)):
+                    if isinstance(y, N.Expr):
+                        self.expr(y, env, guarded)
+                    elif isinstance(y, N.Region):
+                        self.region(y, env, guarded)
+
+    def expr(self, e, env, guarded):
+        if isinstance(e, N.Load):
+            for i in e.indices:
+                self.expr(i, env, guarded)
+            self.access(e.buffer, e.indices, env, guarded)
+        elif isinstance(e, N.Select):
+            self.expr(e.cond, env, guarded)
+            self.expr(e.a, env, True)
+            self.expr(e.b, env, True)
+        elif isinstance(e, N.Logic):
+            for n, a in enumerate(e.args):
+                self.expr(a, env, guarded or n > 0)
+        else:
+            for x in vars(e).values():
+                for y in (x if isinstance(x, tuple) else (x,)):
+                    if isinstance(y, N.Expr):
+                        self.expr(y, env, guarded)
+
+    def access(self, name, indices, env, guarded):
+        buf = self.bufs.get(name)
+        if buf is None or len(indices) != buf.ndim:
+            return
+        for axis, (idx, d) in enumerate(zip(indices, buf.shape)):
+            lo, hi = _exact_range(idx, env)
+            if hi is not None and hi < 0:
+                self.v.fail(f"index `{_expr_text(idx)}` of '{name}' is negative ({_values(lo, hi)}) "
+                            f"along dim {axis}; TileLang reads a negative index counting from the "
+                            "end of the dim, tilecute does not: write it from the start "
+                            f"({_expr_text(d)} + {_expr_text(idx)}"
+                            + (f", i.e. {d.value + lo}" if lo == hi and isinstance(d, N.Const)
+                               else "") + ")")
+            if guarded or not isinstance(d, N.Const) or lo is None or hi is None:
+                continue
+            if buf.scope == "global" and any(isinstance(x, (N.Var, N.Load, N.Call))
+                                             for x in _walk(idx)):
+                continue  # guarded where it runs (a global access of unknown index)
+            if lo < 0 or hi >= d.value:
+                self.v.fail(f"index `{_expr_text(idx)}` of the {buf.scope} buffer '{name}' "
+                            f"takes {_values(lo, hi)} along dim {axis}, whose extent is {d.value} "
+                            f"(indices 0..{d.value - 1}); {_past(buf)}")
+
+    def region(self, r: N.Region, env, guarded):
+        for e in r.starts + (r.extents or ()):
+            self.expr(e, env, guarded)
+        buf = self.bufs.get(r.buffer)
+        if buf is None or r.extents is None or buf.scope == "global" or guarded or \
+                len(r.starts) != buf.ndim:
+            return
+        for axis, (start, ext, d) in enumerate(zip(r.starts, r.extents, buf.shape)):
+            lo, hi = _exact_range(start, env)
+            if not (isinstance(ext, N.Const) and isinstance(d, N.Const)) or lo is None or hi is None:
+                continue
+            if lo < 0 or hi + ext.value > d.value:
+                self.v.fail(f"the region of the {buf.scope} buffer '{r.buffer}' along dim {axis} "
+                            f"starts at `{_expr_text(start)}` ({_values(lo, hi)}) and spans "
+                            f"{ext.value}, reaching index {hi + ext.value - 1 if lo >= 0 else lo}, but "
+                            f"the dim's extent is {d.value}; {_past(buf)}")
+
+
+def _past(buf: N.Buffer) -> str:
+    return (f"a {buf.scope} buffer has no bounds checks, so the access would reach memory "
+            "past it" if buf.scope != "global" else "a constant index is not bounds-checked "
+            "(TileLang guards only computed ones), so the access would reach memory past the "
+            "tensor")
+
+
+def _values(lo: int, hi: int) -> str:
+    return f"the value {lo}" if lo == hi else f"values {lo}..{hi}"
+
+
+def _expr_text(e) -> str:
+    from .printer import expr_str
+
+    try:
+        return expr_str(e)
+    except Exception:  # a malformed node must not hide the real error
+        return type(e).__name__
+
+
+def _exact_range(e, env) -> tuple:
+    """``e``'s exact [lo, hi] over independent variables of known ranges (``env``), or
+    (None, None) where interval reasoning could over-estimate it: a variable used twice
+    (``i - i``), a mod, a product of variables.  Every value in between is taken."""
+    names = [x.name for x in _walk(e) if isinstance(x, N.Var)]
+    names += [f"thread_idx{x.args[0].value}" for x in _walk(e) if isinstance(x, N.Call)
+              and x.name == "thread_idx" and isinstance(x.args[0], N.Const)]
+    if len(names) != len(set(names)):
+        return None, None
+    return _range(e, env)
+
+
+def _range(e, env) -> tuple:
+    unknown = (None, None)
+    if isinstance(e, N.Const) and N.is_int(e.dtype):
+        return int(e.value), int(e.value)
+    if isinstance(e, N.Var):
+        return env.get(e.name, unknown)
+    if isinstance(e, N.Call) and e.name == "thread_idx" and isinstance(e.args[0], N.Const):
+        return env.get(f"thread_idx{e.args[0].value}", unknown)
+    if isinstance(e, N.Cast) and N.is_int(e.dtype) and N.is_int(e.value.dtype):
+        return _range(e.value, env)
+    if not isinstance(e, N.BinOp) or not N.is_int(e.dtype):
+        return unknown
+    (al, ah), (bl, bh) = _range(e.a, env), _range(e.b, env)
+    if None in (al, ah, bl, bh):
+        return unknown
+    const_b = bl == bh
+    if e.op == "add":
+        return al + bl, ah + bh
+    if e.op == "sub":
+        return al - bh, ah - bl
+    if e.op == "mul" and (const_b or al == ah):
+        c, (lo, hi) = (bl, (al, ah)) if const_b else (al, (bl, bh))
+        return (lo * c, hi * c) if c >= 0 else (hi * c, lo * c)
+    if e.op == "floordiv" and const_b and bl > 0:
+        return al // bl, ah // bl
+    if e.op == "mod" and const_b and bl > 0 and 0 <= al and ah < bl:
+        return al, ah
+    if e.op in ("min", "max") and (const_b or al == ah):
+        f = min if e.op == "min" else max
+        return f(al, bl), f(ah, bh)
+    return unknown
+
+
 def _walk(e):
     """``e`` and every expression inside it."""
     yield e
@@ -836,5 +1037,7 @@ def validate(func: N.PrimFunc, compiling: bool = True) -> N.PrimFunc:
     """Raise :class:`ValidationError` if ``func`` is malformed; return it otherwise.
     ``compiling=False`` (the frontend's check) takes a prim_func with no T.Kernel, as
     TileLang's ``@T.prim_func`` does; compiling one is refused."""
-    _Validator(func, compiling).run()
+    v = _Validator(func, compiling)
+    v.run()
+    _StaticBounds(v).run()
     return func

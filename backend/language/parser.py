@@ -2049,6 +2049,16 @@ class _Parser:
         a.refuse_unless("loop_layout", (None,), "tilecute's layout pass lays out copies itself")
         a.no_annotations()
         src, dst = self.region(a.node("src")), self.region(a.node("dst"))
+        whole = [not isinstance(a.node(n), ast.Subscript) and r.extents is None
+                 for n, r in (("src", src), ("dst", dst))]
+        if all(whole):  # TileLang asserts two whole buffers have one shape
+            shapes = [self.buffer_named(r.buffer).shape for r in (src, dst)]
+            if _shape_text(shapes[0]) != _shape_text(shapes[1]):
+                raise self.error(s, f"T.copy({src.buffer}, {dst.buffer}): '{src.buffer}' has shape "
+                                    f"{_shape_text(shapes[0])} and '{dst.buffer}' "
+                                    f"{_shape_text(shapes[1])}; two whole buffers must have one "
+                                    "shape (TileLang asserts it): name a region of one "
+                                    "(A[0:64, 0:64]) or the element its tile starts at (A[i, j])")
         if src.extents is None and dst.extents is None and \
                 isinstance(a.node("src"), ast.Subscript) and isinstance(a.node("dst"), ast.Subscript):
             # two single elements (T.copy(A[i], B[j])): TileLang copies that one element

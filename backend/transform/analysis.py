@@ -10,11 +10,10 @@ import math
 from typing import Optional
 
 from ..ir import nodes as N
-from ..ir.visitor import linear_form, replace_stmt, substitute, walk_nodes, walk_stmts  # noqa: F401
+from ..ir.visitor import (Range, linear_form, replace_stmt, substitute, value_range,  # noqa: F401
+                          walk_nodes, walk_stmts)
 from ..runtime.dtypes import DTYPES
 from ..target import TMA_MAX_BOX, TMA_MAX_RANK, arch_at_least  # noqa: F401
-
-Range = tuple[Optional[int], Optional[int]]  # inclusive bounds, None = unknown
 
 
 def loads(e, nested: bool = True):
@@ -56,42 +55,6 @@ def mentions(e, name: str) -> bool:
     if isinstance(e, tuple):
         return any(mentions(v, name) for v in e)
     return False
-
-
-def value_range(e: N.Expr, env: dict[str, Range]) -> Range:
-    """Inclusive [lo, hi] of an integer expression given ranges of variables."""
-    if isinstance(e, N.Const):
-        v = int(e.value)
-        return v, v
-    if isinstance(e, N.Var):
-        return env.get(e.name, (None, None))
-    if isinstance(e, N.Cast) and N.is_int(e.dtype):
-        return value_range(e.value, env)
-    if isinstance(e, N.Call) and e.name == "thread_idx":
-        return env.get(f"thread_idx{e.args[0].value}", (0, None))
-    if isinstance(e, N.BinOp):
-        (al, ah), (bl, bh) = value_range(e.a, env), value_range(e.b, env)
-        if e.op == "add":
-            return _opt(al, bl, lambda x, y: x + y), _opt(ah, bh, lambda x, y: x + y)
-        if e.op == "sub":
-            return _opt(al, bh, lambda x, y: x - y), _opt(ah, bl, lambda x, y: x - y)
-        if e.op == "mul" and al is not None and bl is not None and al >= 0 and bl >= 0:
-            return al * bl, _opt(ah, bh, lambda x, y: x * y)
-        if e.op == "floordiv" and al is not None and al >= 0 and bl is not None and bl > 0:
-            return (al // bh if bh is not None else 0), (ah // bl if ah is not None else None)
-        if e.op == "mod" and al is not None and al >= 0 and bl is not None and bl > 0:
-            return 0, (bh - 1 if bh is not None else None)
-        if e.op == "min":
-            his = [h for h in (ah, bh) if h is not None]
-            return _opt(al, bl, min), (min(his) if his else None)
-        if e.op == "max":
-            los = [lo for lo in (al, bl) if lo is not None]
-            return (max(los) if los else None), _opt(ah, bh, max)
-    return None, None
-
-
-def _opt(x, y, f):
-    return None if x is None or y is None else f(x, y)
 
 
 def known_multiple(e: N.Expr) -> int:

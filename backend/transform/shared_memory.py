@@ -102,6 +102,25 @@ def assign_shared_memory(func: N.PrimFunc, arch: str) -> N.PrimFunc:
             where = f"{scope.loc}: " if scope.loc else ""
             raise SharedMemoryError(
                 f"{where}prim_func '{func.name}': kernel {i} needs {scope.shared_bytes} bytes of "
-                f"shared memory; a block can have at most {limit} on {arch}")
+                f"shared memory; a block can have at most {limit} on {arch}. "
+                f"{_largest(scope)}")
         kernels.append(scope)
     return dataclasses.replace(func, kernels=tuple(kernels))
+
+
+def _largest(scope: N.KernelScope, count: int = 4) -> str:
+    """The biggest shared buffers of a placed kernel, in words (what to shrink)."""
+    sizes = []
+    for a in shared_allocs(scope):
+        if a.slot is None or a.view_of:
+            continue
+        shape = ", ".join(str(d.value) if isinstance(d, N.Const) else "?" for d in a.buffer.shape)
+        stages = f" x {a.stages} stages" if a.stages > 1 else ""
+        size = a.slot.stride * (a.stages - 1) + stage_bytes(a.buffer)
+        sizes.append((size, f"'{a.buffer.name}' ({shape}) {a.buffer.dtype}{stages}: {size}"))
+    sizes.sort(key=lambda x: -x[0])
+    shown = "; ".join(text for _, text in sizes[:count])
+    more = f" and {len(sizes) - count} more" if len(sizes) > count else ""
+    return (f"Its largest shared buffers (bytes): {shown}{more}. Buffers in use at the same "
+            "time cannot share bytes; T.Pipelined's num_stages multiplies the tiles its loop "
+            "loads")
