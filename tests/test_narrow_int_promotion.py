@@ -111,3 +111,55 @@ def test_unsigned_memory_reads_on_gpu():
     assert torch.equal(i.long(), u64 + (v64 >> 8))
     assert torch.equal(r.long(), u64 >> 4)
     torch.testing.assert_close(g, x64.double().float(), rtol=0, atol=0)
+
+
+def width_sensitive(n=256):
+    """A shift right, a division and a max over a promoted value: C's value is the one
+    computed in int (``(a + b) >> 1`` of two uint8s 200 and 100 is 150)."""
+
+    @T.prim_func
+    def avg(A: T.Tensor((n,), T.uint8), B: T.Tensor((n,), T.uint8), O: T.Tensor((3, n), T.uint8),
+            I: T.Tensor((n,), T.int8), Q: T.Tensor((n,), T.int32)):
+        with T.Kernel(n // 128, threads=128) as bx:
+            for i in T.Parallel(128):
+                g = bx * 128 + i
+                O[0, g] = (A[g] + B[g]) >> 1
+                O[1, g] = (A[g] * B[g]) // 7
+                O[2, g] = T.max(A[g] + B[g], B[g]) & 255
+                Q[g] = T.cast((I[g] * I[g]) % 10, T.int32)
+    return avg
+
+
+def test_width_sensitive_ops_over_promoted_values_compute_in_int32():
+    src = tilecute.compile(width_sensitive()).get_kernel_source()
+    lane = r"tc_vec\d+\[tc_lane\d+\]"
+    # the whole expression in Int32, converted once to the stored width
+    assert re.search(rf"= cutlass\.Uint8\(cutlass\.Int32\({lane}\) \+ cutlass\.Int32\({lane}\) >> 1\)", src), src
+    # an unsigned // is TVM's C division of the promoted values
+    assert re.search(rf"cutlass\.Uint8\(tcmath\.truncdiv\(cutlass\.Int32\({lane}\) \* cutlass\.Int32\({lane}\), 7\)\)", src), src
+    assert re.search(rf"cutlass\.Uint8\(cutlass\.max\(cutlass\.Int32\({lane}\) \+ cutlass\.Int32\({lane}\), "
+                     rf"cutlass\.Int32\({lane}\)\) & 255\)", src), src
+    # a signed % floors, on the whole product
+    assert re.search(rf"cutlass\.Int32\(cutlass\.Int32\({lane}\) \* cutlass\.Int32\({lane}\) - "
+                     rf"cutlass\.Int32\({lane}\) \* cutlass\.Int32\({lane}\) // 10 \* 10\)", src), src
+
+
+def test_width_sensitive_builds_a_cubin(tmp_path):
+    assert tilecute.build_cubin(width_sensitive(), "sm_90a", out_dir=str(tmp_path)).kernel_names
+
+
+@pytest.mark.gpu
+def test_width_sensitive_on_gpu():
+    import torch
+    a = torch.randint(0, 256, (256,), dtype=torch.uint8)
+    b = torch.randint(0, 256, (256,), dtype=torch.uint8)
+    a[0], b[0] = 200, 100
+    i = torch.randint(-128, 128, (256,), dtype=torch.int8)
+    o = torch.empty(3, 256, dtype=torch.uint8, device="cuda")
+    q = torch.empty(256, dtype=torch.int32, device="cuda")
+    tilecute.compile(width_sensitive())(a.cuda(), b.cuda(), o, i.cuda(), q)
+    ai, bi, ii = a.long(), b.long(), i.long()
+    want = torch.stack([(ai + bi) >> 1, (ai * bi) // 7, torch.maximum(ai + bi, bi) & 255])
+    assert torch.equal(o.cpu().long(), want & 255)
+    assert o[0, 0].item() == 150
+    assert torch.equal(q.cpu().long(), torch.remainder(ii * ii, 10))

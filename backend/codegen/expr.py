@@ -46,6 +46,14 @@ def chain(op: str, terms) -> str:
 # does not wrap there; tilecute computes it in Int32 at those places (see
 # ExprPrinter.promoted)
 PROMOTED_OPS = ("add", "sub", "mul", "shl")
+# Operators whose result at the narrow width is not the wrapped result of C's: a shift
+# right, a division, a remainder, a min or max of a promoted value (`(a + b) >> 1` of two
+# uint8s is the average, `(x * alpha) >> 8` the high byte of the whole product).  Where
+# one of them takes a PROMOTED_OPS value, the whole expression is computed in Int32 and
+# converted to its dtype once (ExprPrinter.promoted); the bitwise operators keep the low
+# bits, as add, sub, mul and shl do, so they only pass a promotion through.
+WIDTH_SENSITIVE_OPS = ("shr", "floordiv", "mod", "min", "max")
+PASS_THROUGH_OPS = WIDTH_SENSITIVE_OPS + ("bitand", "bitor", "bitxor")
 # float math intrinsic -> CuTe DSL function of its arguments.  16-bit arguments compute
 # in float32 and the result converts back, as TileLang's CUDA code does for the functions
 # CUDA has no half versions of (its templates #define hpow powf, htan as tanf(float(x)))
@@ -81,10 +89,26 @@ APPROX = {
 THREAD_IDX = ("tc_tx", "tc_ty", "tc_tz")  # what the kernel binds cute.arch.thread_idx() to
 
 
+def _narrow_int(e) -> bool:
+    return isinstance(e, N.BinOp) and N.is_int(e.dtype) and DTYPES[e.dtype].bits < 32
+
+
 def _promotes(e) -> bool:
-    """Is ``e`` 8- or 16-bit integer arithmetic that C computes in int?"""
-    return isinstance(e, N.BinOp) and e.op in PROMOTED_OPS and N.is_int(e.dtype) \
-        and DTYPES[e.dtype].bits < 32
+    """Is ``e`` 8- or 16-bit integer arithmetic that C computes in int: a PROMOTED_OPS
+    operator, or a PASS_THROUGH_OPS one over such a value?"""
+    if not _narrow_int(e):
+        return False
+    if e.op in PROMOTED_OPS:
+        return True
+    return e.op in PASS_THROUGH_OPS and (_promotes(e.a) or _promotes(e.b))
+
+
+def _width_sensitive(e) -> bool:
+    """Does ``e``'s value at its own narrow width differ from C's (a WIDTH_SENSITIVE_OPS
+    operator over a promoted value, anywhere in its narrow arithmetic)?"""
+    if not _promotes(e) or e.op in PROMOTED_OPS + ("bitand", "bitor", "bitxor"):
+        return _narrow_int(e) and (_width_sensitive(e.a) or _width_sensitive(e.b))
+    return True
 
 
 def cute_type(dtype: str) -> str:
@@ -155,6 +179,18 @@ class ExprPrinter:
         in Int32 (operands widened first), so a product or sum does not wrap at the narrow
         width; any other value widened (an Int32 of it)."""
         if _promotes(e):
+            if e.op in ("min", "max"):
+                return f"cutlass.{e.op}({self.promoted(e.a, 0)}, {self.promoted(e.b, 0)})"
+            if e.op in ("floordiv", "mod") and DTYPES[e.dtype].kind != "int":
+                # TVM lowers an unsigned floordiv / floormod to C's / and % (its operands
+                # are unsigned), which C applies to the promoted, signed values
+                self.use("math")
+                fn = "truncdiv" if e.op == "floordiv" else "truncmod"
+                return f"tcmath.{fn}({self.promoted(e.a, 0)}, {self.promoted(e.b, 0)})"
+            if e.op == "mod":  # a floor modulo of Int32 values
+                a, b = self.promoted(e.a, PREC["mul"]), self.promoted(e.b, ATOM)
+                text = f"{a} - {a} // {b} * {b}"
+                return f"({text})" if PREC["sub"] < min_prec else text
             p = PREC[e.op]
             text = f"{self.promoted(e.a, p)} {BINOP[e.op]} {self.promoted(e.b, p + 1)}"
             return f"({text})" if p < min_prec else text
@@ -175,10 +211,20 @@ class ExprPrinter:
         if isinstance(e, N.Const):
             return const(e), ATOM
         if isinstance(e, N.BinOp):
+            if _width_sensitive(e):  # C's value, computed in Int32, at the narrow width
+                return f"{cute_type(e.dtype)}({self.promoted(e, 0)})", ATOM
             if e.op in ("min", "max"):
-                if e.dtype.startswith("float8"):  # no fp8 max/min in CuTe DSL: exact in f32
-                    a, b = (self.expr(N.Cast("float32", x)) for x in (e.a, e.b))
-                    return f"{cute_type(e.dtype)}(cutlass.{e.op}({a}, {b}))", ATOM
+                # floats: TileLang's CUDA max/min (fmaxf, __hmax ...) are NaN-quiet, a NaN
+                # operand gives the other: cute.arch.fmax/fmin (max.f32, NaN-quiet; 16-bit
+                # and fp8 operands through Float32, which is exact), cute.math.max/min
+                # (arith.maxnumf) for float64; cutlass.max/min would select (setp + selp)
+                # and pass a NaN on
+                if e.dtype == "float64":
+                    return f"cute.math.{e.op}({self.expr(e.a)}, {self.expr(e.b)})", ATOM
+                if N.is_float(e.dtype):
+                    a, b = (self.expr(N.cast(x, "float32")) for x in (e.a, e.b))
+                    value = f"cute.arch.f{e.op}({a}, {b})"
+                    return (value if e.dtype == "float32" else f"{cute_type(e.dtype)}({value})"), ATOM
                 return f"cutlass.{e.op}({self.expr(e.a)}, {self.expr(e.b)})", ATOM
             if e.op == "mod" and N.is_int(e.dtype) and not self._nonnegative_mod(e):
                 # CuTe DSL's % truncates like C; the IR's mod floors like Python's

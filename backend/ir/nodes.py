@@ -374,6 +374,13 @@ def binop(op: str, a, b) -> Expr:
     a, b, t = _coerce(a, b)
     if op == "div" and is_int(t):
         op = "floordiv"  # tilecute integer division is floor division, as in Python
+    if op in ("floordiv", "mod") and not is_int(t):
+        # TVM's floordiv / floormod (Python's // and % on expressions, T.floordiv,
+        # T.floormod) check that both operands are integers: TileLang refuses them on floats
+        sym, instead = ("//", "T.floor(a / b)") if op == "floordiv" else \
+            ("%", "T.fmod(a, b) (C's fmod) or a - T.floor(a / b) * b")
+        raise TypeError(f"{sym} on {t} operands: TVM's {'floormod' if op == 'mod' else op} "
+                        f"takes integers (TileLang refuses it); write {instead}")
     if isinstance(a, Const) and isinstance(b, Const) and is_int(t):
         folded = _fold_int(op, a.value, b.value)
         if folded is not None:

@@ -330,6 +330,8 @@ def abs(x):  # noqa: A001
     if _is_number(x):
         return -x if x < 0 else x
     x = _N.as_expr(x)
+    if x.dtype.startswith("uint"):  # TVM's abs of an unsigned value is the value
+        return x
     return _N.Call("abs", (x,), x.dtype)
 
 
