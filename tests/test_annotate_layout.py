@@ -254,6 +254,103 @@ def test_layout_constructors_are_not_python_functions():
         tilecute.layout.no_such_layout  # noqa: B018
 
 
+# ---- an index-map layout (T.Layout(shape, forward_fn)) on a global tensor ------------------------
+# A backward pass's atomic accumulator, laid out 8 x 8 interleaved (TileLang's idiom for dQ):
+# one kernel adds tiles into it, another reads it back out in logical order.
+def interleaved(buf):
+    """The program's own layout helper, as TileLang programs write one (make_dq_layout)."""
+    return T.Layout(buf.shape, lambda b, r, c: [b, r // 8, c // 8, c % 2, 4 * (r % 8) + (c % 8) // 2])
+
+
+ACCUMULATE = IMPORTS + textwrap.dedent("""\
+    @T.prim_func
+    def accumulate(X: T.Tensor((2, 64, 64), "float32"), Acc: T.Tensor((2, 64, 64), "float32")):
+        with T.Kernel(2, 2, threads=128) as (bx, bz):
+            T.annotate_layout({Acc: interleaved(Acc)})
+            x = T.alloc_fragment((32, 64), "float32")
+            T.copy(X[bz, bx * 32:(bx + 1) * 32, :], x)
+            T.atomic_add(Acc[bz, bx * 32:(bx + 1) * 32, :], x)
+            if bx == 0:
+                Acc[bz, 63, 63] = Acc[bz, 63, 63] + 0.0
+    """)
+POST = IMPORTS + textwrap.dedent("""\
+    @T.prim_func
+    def post(Acc: T.Tensor((2, 64, 64), "float32"), Y: T.Tensor((2, 64, 64), "float16")):
+        with T.Kernel(2, 2, threads=128) as (bx, bz):
+            T.annotate_layout({Acc: T.Layout(Acc.shape, lambda b, r, c: [b, r // 8, c // 8, c % 2, 4 * (r % 8) + (c % 8) // 2])})
+            T.copy(Acc[bz, bx * 32:(bx + 1) * 32, :], Y[bz, bx * 32:(bx + 1) * 32, :])
+    """)
+
+
+def interleaved_offset(b, r, c):
+    """Where TileLang's remapped buffer keeps element (b, r, c): row-major over the map's
+    output shape (2, 8, 8, 2, 32)."""
+    return (((b * 8 + r // 8) * 8 + c // 8) * 2 + c % 2) * 32 + 4 * (r % 8) + (c % 8) // 2
+
+
+def mapped_funcs():
+    return T.from_script(ACCUMULATE, {"interleaved": interleaved}), T.from_script(POST)
+
+
+def test_index_map_layout_of_a_global_tensor_reads_and_writes_through_the_map(tmp_path):
+    accumulate, post = mapped_funcs()
+    text = accumulate.script()
+    # a row-major view of the map's output shape over Acc's storage, accessed element-wise
+    assert 'Acc_layout = T.view(Acc, (2, 8, 8, 2, 32), "float32")' in text
+    assert "T.atomic_add(Acc_layout[bz, (bx * 32 + i) // 8," in text
+    assert "Acc_layout[bz, 7, 7, 1, 31] = Acc_layout[bz, 7, 7, 1, 31] + T.float32(0.0)" in text
+    assert "Acc[" not in text.split("T.view(Acc")[1]
+    assert "Y[bz, bx * 32 + i, i_1] = T.Cast(\"float16\", Acc_layout[bz, (bx * 32 + i) // 8" \
+        in post.script()
+    for f in (accumulate, post):
+        assert T.from_script(f.script()) == f and from_json(f.to_json()) == f
+        info = tilecute.build_cubin(f, "sm_90a", out_dir=str(tmp_path / f.name))
+        assert info.kernels
+    source = (tmp_path / "post" / "kernel_cute.py").read_text()
+    assert "cute.make_layout((2, 8, 8, 2, 32,), stride=(4096, 512, 64, 32, 1,))" in source
+    # the map's offsets are a permutation of the tensor's elements (the test's reference)
+    offsets = {interleaved_offset(b, r, c) for b in range(2) for r in range(64) for c in range(64)}
+    assert offsets == set(range(2 * 64 * 64))
+
+
+MAPPED_BODY = IMPORTS + """\
+@T.prim_func
+def k(A: T.Tensor({shape}, "float32"), B: T.Tensor((64, 64), "float32")):
+    with T.Kernel(1, threads=128) as bx:
+        s = T.alloc_shared((64, 64), "float32")
+        T.annotate_layout({{A: {layout}}})
+        {stmt}
+"""
+
+
+@pytest.mark.parametrize("shape,layout,stmt,message", [
+    ("(64, 64)", "T.Layout(A.shape, lambda i, j: [i, j - 1])", "T.copy(A, B)",
+     "output index 1 of the layout ranges over [-1, 62]"),
+    ("(64, 64)", "T.Layout(A.shape, lambda i, j: [i, j * 2])", "T.copy(A, B)",
+     "the layout's output shape (64, 127) holds 8128 elements, more than 'A' has (4096)"),
+    ("(64, 64)", "T.Layout((64, 32), lambda i, j: [i, j])", "T.copy(A, B)",
+     "the layout's shape (64, 32) is not the shape of 'A' (64, 64)"),
+    ("(T.symbolic('m'), 64)", "T.Layout(A.shape, lambda i, j: [i, j])", "T.copy(A[0:64, :], B)",
+     "'A' has a symbolic dim"),
+    ("(64, 64)", "T.Layout(A.shape, lambda i, j: [i, j // i])", "T.copy(A, B)",
+     "output index 1 of the layout ranges over [None, None]"),
+    ("(64, 64)", "T.Layout(A.shape, lambda i: [i])", "T.copy(A, B)",
+     "takes 1 positional argument but 2 were given"),
+    ("(64, 64)", "T.Layout(A.shape, lambda i, j: [i, j])", "T.copy(A[0:32, 0:64], s)",
+     "the tiles of 'A' (32, 64) and 's' (64, 64) differ in their non-unit extents"),
+    ("(64, 64)", "T.Layout(A.shape, lambda i, j: [i, j])", "T.copy(A[0, 0], s)",
+     "'A' is named by its origin"),
+    ("(64, 64)", "T.Layout(A.shape, lambda i, j: [i, j])", "T.reduce_sum(A, B, dim=1)",
+     "tilecute reads and writes such a global tensor element by element"),
+])
+def test_index_map_layout_of_a_global_tensor_errors(shape, layout, stmt, message):
+    text = MAPPED_BODY.format(shape=shape, layout=layout, stmt=stmt)
+    with pytest.raises((FrontendError, ValueError)) as e:
+        T.from_script(text)
+    assert message in str(e.value), str(e.value)
+    assert "<script>:" in str(e.value)
+
+
 # ---- T.warp_reduce_* ----------------------------------------------------------------------------
 def warp_program(dtype: str) -> str:
     kinds = ("sum", "max", "min", "bitand", "bitor") if dtype == "int32" else ("sum", "max", "min")
@@ -447,3 +544,25 @@ def test_register_budget_errors():
     twice = gemm_program("T.annotate_producer_reg_dealloc(24)\n                "
                          "T.annotate_producer_reg_dealloc(32)")
     assert "already set it to 24" in error(twice, "reg_dealloc(32)")
+
+
+@pytest.mark.gpu
+def test_index_map_layout_of_a_global_tensor_matches_torch():
+    """The accumulator holds each element where TileLang's map puts it, and the read-back
+    kernel returns the sum in logical order."""
+    import torch
+
+    accumulate, post = mapped_funcs()
+    acc_kernel, post_kernel = tilecute.compile(accumulate), tilecute.compile(post)
+    x1 = torch.randn(2, 64, 64, device="cuda")
+    x2 = torch.randn(2, 64, 64, device="cuda")
+    acc = torch.zeros(2, 64, 64, device="cuda")
+    acc_kernel(x1, acc)
+    acc_kernel(x2, acc)
+    want = (x1 + x2).cpu()
+    flat = acc.flatten().cpu()
+    for b, r, c in [(0, 0, 0), (1, 63, 63), (0, 9, 13), (1, 40, 3)]:
+        assert torch.allclose(flat[interleaved_offset(b, r, c)], want[b, r, c], atol=1e-5)
+    y = torch.empty(2, 64, 64, device="cuda", dtype=torch.float16)
+    post_kernel(acc, y)
+    torch.testing.assert_close(y.float().cpu(), want.half().float(), atol=1e-3, rtol=1e-3)

@@ -804,6 +804,8 @@ class _Parser:
         self.kernel_threads = tuple(threads)
         self.in_kernel = True
         self.layout_annotations: dict[str, tuple[N.Layout, ast.AST]] = {}
+        # global tensors with TileLang's index-map layout: name -> (GlobalMap, Loc)
+        self.global_layouts: dict = {}
         # the T.Kernel's annotations, KernelScope fields (defaults: none given)
         self.kernel_notes = {"min_blocks_per_sm": 0, "producer_regs": 0, "consumer_regs": 0,
                              "reg_alloc": True}
@@ -812,6 +814,8 @@ class _Parser:
         finally:
             self.in_kernel = False
             self.pop()
+        if self.global_layouts:
+            body = self.map_global_layouts(body)
         body = _hoist_shared(self.annotate_layouts(body))
         return N.KernelScope(tuple(grid), threads, tuple(block_vars), body, cluster,
                              loc=self.loc(s), producer_threads=producer,
@@ -2671,6 +2675,9 @@ class _Parser:
                 raise self.error(where, f"T.annotate_layout: the keys are buffers, got "
                                         f"`{ast.unparse(where) if isinstance(key, ast.AST) else _show(ref)}`")
             buf = ref.buffer
+            if buf.scope == "global":
+                self.global_layout(buf, val, s)
+                continue
             layout = self.annotated_layout(buf, val, s)
             have = self.layout_annotations.get(buf.name)
             if have is not None and have[0] != layout:
@@ -2678,6 +2685,64 @@ class _Parser:
                                         f"with {have[0]} and {layout}")
             self.layout_annotations[buf.name] = (layout, where)
         return []
+
+    def global_layout(self, buf: N.Buffer, val, s) -> None:
+        """``T.annotate_layout({G: T.Layout(G.shape, forward_fn)})`` on a global tensor
+        (TileLang's index-map layout, often built by a Python helper ``make_layout(G)``):
+        the kernel reads and writes ``G`` through the map (:mod:`.global_layouts`).  Other
+        layouts of a global tensor are refused."""
+        from .global_layouts import BufferProxy, IndexMapLayout, resolve
+
+        node = val.node if isinstance(val, _Given) else val
+        if isinstance(node, ast.Call) and not isinstance(val, _Given):
+            try:
+                fn = self.expr(node.func)
+            except FrontendError:
+                fn = None
+            if isinstance(fn, (L.LayoutConstructor, L.UnsupportedLayout, F.Unsupported)):
+                self.check_layout_scope("T.annotate_layout", buf, node)  # refuses: global
+        if isinstance(val, _Given):
+            value = val.value
+        else:
+            # TileLang runs the layout's Python (a helper, T.Layout, the lambda): so does
+            # tilecute, with the prim_func's buffers as BufferProxy values
+            names = dict(self.env)
+            for scope in self.scopes:
+                for k, v in scope.items():
+                    names[k] = BufferProxy(v.buffer) if isinstance(v, _BufferRef) else v
+            try:
+                value = eval(compile(ast.Expression(node), self.filename, "eval"), names)
+            except FrontendError:
+                raise
+            except Exception as e:  # the program's own Python failed
+                raise self.error(node, f"T.annotate_layout: the layout of '{buf.name}' "
+                                       f"(`{ast.unparse(node)}`) raised {type(e).__name__}: {e}")
+        if not isinstance(value, IndexMapLayout):
+            self.check_layout_scope("T.annotate_layout", buf, node)
+        if buf.name in self.global_layouts:
+            raise self.error(node, f"T.annotate_layout: '{buf.name}' is annotated twice")
+        try:
+            m = resolve(buf, value)
+        except (ValueError, TypeError) as e:
+            raise self.error(node, f"T.annotate_layout: the index-map layout of "
+                                   f"'{buf.name}': {e}") from None
+        self.global_layouts[buf.name] = (m, self.loc(s))
+
+    def map_global_layouts(self, body: tuple) -> tuple:
+        """The kernel body reading and writing each global tensor with an index-map layout
+        through it (:func:`.global_layouts.apply`)."""
+        from .global_layouts import apply
+
+        buffers = {b.name: b for b in self.workspaces}
+        for scope in self.scopes:
+            buffers.update({v.buffer.name: v.buffer for v in scope.values()
+                            if isinstance(v, _BufferRef)})
+
+        def error(loc, msg):
+            line = linecache.getline(loc.file, loc.line) if loc else ""
+            return FrontendError(msg, loc, self.fname, line)
+
+        return apply(body, self.global_layouts, buffers, self.fresh, error)
 
     def annotated_layout(self, buf: N.Buffer, val, s) -> N.Layout:
         """The tilecute layout that ``T.annotate_layout`` gives ``buf`` for the value

@@ -319,10 +319,15 @@ def Layout(kind: str, threads: int = 0, vector: int = 0, swizzle: int = 0, mma: 
     """A buffer layout, as the layout pass prints it (``T.alloc_fragment(..., layout=...)``);
     see ``tilecute.ir.nodes.Layout``."""
     if not isinstance(kind, str):  # TileLang's T.Layout(shape, forward_fn)
-        raise ValueError("T.Layout(shape, forward_fn) is TileLang's index-map layout, which "
-                         "tilecute does not support: tilecute's T.Layout names one of its layout "
-                         f"kinds {_N.LAYOUT_KINDS}; for T.annotate_layout use tilecute.layout's "
-                         "make_*_swizzled_layout / make_linear_layout")
+        if not callable(threads):
+            raise ValueError("T.Layout(shape, forward_fn) is TileLang's index-map layout: "
+                             f"forward_fn must be a function of the indices, got {threads!r}; "
+                             f"tilecute's own T.Layout names one of its layout kinds "
+                             f"{_N.LAYOUT_KINDS}")
+        from .global_layouts import IndexMapLayout
+
+        # honored by T.annotate_layout on a global tensor (docs/ir.md)
+        return IndexMapLayout(kind, threads)
     if kind not in _N.LAYOUT_KINDS:
         raise ValueError(f"T.Layout: kind must be one of {_N.LAYOUT_KINDS}, got {kind!r}")
     return _N.Layout(kind, threads, vector, swizzle, mma, tuple(warps), operand, first_thread)
