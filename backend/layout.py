@@ -6,7 +6,7 @@
 reads as in TileLang (``import tilecute as tilelang`` then ``tilelang.layout.<name>``
 too).  The constructors and what tilecute makes of each are in
 :mod:`tilecute.language.layouts` and docs/tile-ops.md ("T.annotate_layout"); TileLang's
-other names here (``Layout``, ``Fragment``, ``make_volta_swizzled_layout`` ...) are
+other names here (``Fragment``, ``make_volta_swizzled_layout`` ...) are
 errors saying why when a prim_func uses them.
 
 Imports only the frontend's layout module (no CUTLASS, no torch).
@@ -24,10 +24,19 @@ make_quarter_bank_swizzled_layout = CONSTRUCTORS["make_quarter_bank_swizzled_lay
 make_linear_layout = CONSTRUCTORS["make_linear_layout"]
 
 
+def Layout(shape, forward_fn):  # noqa: N802
+    """TileLang's ``tilelang.layout.Layout(shape, forward_fn)`` (``T.Layout``'s index map):
+    honored by ``T.annotate_layout`` on a global tensor (docs/tile-ops.md, "An index map
+    on a global tensor"); on a shared buffer it is refused there."""
+    from .language.values import Layout as _layout
+
+    return _layout(shape, forward_fn)
+
+
 def __getattr__(name: str):
     if name in UNSUPPORTED:
         return UNSUPPORTED[name]
     raise AttributeError(f"module 'tilecute.layout' has no attribute {name!r}")
 
 
-__all__ = list(CONSTRUCTORS)
+__all__ = [*CONSTRUCTORS, "Layout"]

@@ -191,6 +191,8 @@ def k(A: T.Tensor((64, 64), "float16"), C: T.Tensor((64,), "float32")):
      "make_volta_swizzled_layout is a TileLang layout that tilecute does not support"),
     ("T.annotate_layout({s: T.Layout(s.shape, lambda i, j: (j, i))})",
      "is a custom index map"),
+    ("T.annotate_layout({s: tilecute.layout.Layout(s.shape, lambda i, j: (j, i))})",
+     "is a custom index map"),
     ("T.annotate_layout({s: make_swizzled_layout(s, bogus=1)})",
      "tilecute.layout.make_swizzled_layout: got an unexpected keyword argument 'bogus'"),
     ("T.annotate_layout({s: make_swizzled_layout(s, True, True, 3)})",
@@ -248,8 +250,10 @@ def test_annotation_outside_a_kernel_is_an_error():
 def test_layout_constructors_are_not_python_functions():
     with pytest.raises(RuntimeError, match="inside a @T.prim_func body"):
         tilecute.layout.make_swizzled_layout(None)
-    with pytest.raises(NotImplementedError, match="tilecute does not support"):
-        tilecute.layout.Layout((4, 4), lambda i, j: (j, i))
+    # TileLang's index map is a value (T.annotate_layout honors it on global tensors)
+    assert tilecute.layout.Layout((4, 4), lambda i, j: (j, i)).shape == (4, 4)
+    with pytest.raises(ValueError, match="forward_fn must be a function of the indices"):
+        tilecute.layout.Layout((4, 4), None)
     with pytest.raises(AttributeError):
         tilecute.layout.no_such_layout  # noqa: B018
 

@@ -212,9 +212,9 @@ def make_linear_layout(buffer_or_load_or_region):
 
 _CUSTOM = ("tilecute lays buffers out with the layouts of tilecute.ir.nodes.Layout "
            "(tilecute.layout's make_*_swizzled_layout and make_linear_layout name them); an "
-           "index map of the program's own is not supported")
+           "index map of the program's own (T.Layout(shape, forward_fn)) is honored on a "
+           "global tensor only")
 UNSUPPORTED = {
-    "Layout": UnsupportedLayout("Layout", _CUSTOM),
     "Fragment": UnsupportedLayout("Fragment", "tilecute's layout pass lays fragments out"),
     "make_volta_swizzled_layout": UnsupportedLayout(
         "make_volta_swizzled_layout", "it is sm_70's MMA operand layout"),
