@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import atexit
 import operator
+import os
 import sys
 import threading
 from pathlib import Path
@@ -169,6 +170,63 @@ class Kernel:
         """TileLang's host-side source: tilecute's host module (the Python side of the
         call) followed by the C++ launcher that checks the arguments and launches."""
         return "\n\n".join(self.get_source(kind) for kind in ("host", "launcher"))
+
+    @property
+    def kernel_source(self) -> str:
+        """TileLang's ``JITKernel.kernel_source``: ``get_kernel_source()``."""
+        return self.get_kernel_source()
+
+    @property
+    def host_source(self) -> str:
+        """TileLang's ``JITKernel.host_source``: ``get_host_source()``."""
+        return self.get_host_source()
+
+    def show_source(self, which: str = "kernel") -> None:
+        """TileLang's ``show_source``: print the kernel source (CuTe DSL), the host source
+        (host module and C++ launcher), or ``"both"`` under TileLang's two headers."""
+        if which == "kernel":
+            print(self.get_kernel_source())
+        elif which == "host":
+            print(self.get_host_source())
+        elif which == "both":
+            print("===== Kernel Source =====")
+            print(self.get_kernel_source())
+            print("===== Host Source =====")
+            print(self.get_host_source())
+        else:
+            raise ValueError(f"{self.name}.show_source: which is 'kernel', 'host' or 'both', "
+                             f"got {which!r}")
+
+    def export_sources(self, kernel_path: Optional[str] = None,
+                       host_path: Optional[str] = None) -> None:
+        """TileLang's ``export_sources``: write the kernel source and/or the host source to
+        the given paths (their folders made as needed); at least one path."""
+        if kernel_path is None and host_path is None:
+            raise ValueError(f"{self.name}.export_sources: give kernel_path, host_path or both")
+        for path, text in ((kernel_path, self.get_kernel_source),
+                           (host_path, self.get_host_source)):
+            if path is not None:
+                folder = os.path.dirname(path)
+                if folder:
+                    os.makedirs(folder, exist_ok=True)
+                with open(path, "w") as f:
+                    f.write(text())
+
+    def print_source_code(self, which: str = "kernel", file: Optional[str] = None) -> None:
+        """TileLang's deprecated ``print_source_code``: with ``file``, the kernel source
+        written there (``export_sources(kernel_path=file)``); else ``show_source(which)``."""
+        if file is not None:
+            self.export_sources(kernel_path=file)
+        else:
+            self.show_source(which)
+
+    @property
+    def resource_usage(self) -> dict:
+        """TileLang's ``resource_usage``: filled by its HIP backend only, so ``{}`` for a
+        CUDA kernel, as in TileLang (and ``n_regs``, ``n_spills``, ``n_max_threads`` None)."""
+        return {}
+
+    n_regs = n_spills = n_max_threads = property(lambda self: None)
 
     def get_profiler(self, tensor_supply_type=None, shapes=None):
         """A ``tilecute.profiler.Profiler`` for this kernel (TileLang's API): ``do_bench``
