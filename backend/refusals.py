@@ -46,6 +46,12 @@ class Refused:
     def __contains__(self, item):
         raise NotImplementedError(self.message())
 
+    def __instancecheck__(self, instance):  # `isinstance(x, tvm.tirx.Call)`
+        raise NotImplementedError(self.message())
+
+    def __subclasscheck__(self, subclass):  # `issubclass(C, tvm.tirx.PrimExpr)`
+        raise NotImplementedError(self.message())
+
     def __repr__(self) -> str:
         return f"<{self.__qualname__}: not supported by tilecute>"
 

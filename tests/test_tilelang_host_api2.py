@@ -64,3 +64,31 @@ def test_export_sources_writes_the_files(kernel, tmp_path):
 def test_resource_usage_is_tilelangs_cuda_answer(kernel):
     assert kernel.resource_usage == {}
     assert kernel.n_regs is None and kernel.n_spills is None and kernel.n_max_threads is None
+
+
+# ---- TVM names tilecute refuses, met the ways TileLang's tests meet them --------------------------
+def test_isinstance_against_a_refused_tvm_class_names_it():
+    from tilecute.tvm import tirx
+
+    with pytest.raises(NotImplementedError, match="tvm.tirx.Call is not supported by tilecute"):
+        isinstance(1, tirx.Call)
+    with pytest.raises(NotImplementedError, match="tvm.tirx.IntImm is not supported by tilecute"):
+        issubclass(int, tirx.IntImm)
+
+
+def test_a_refused_tvm_call_as_a_statement_names_it_at_its_line():
+    from tilecute.language import FrontendError
+    from tilecute.tvm import tirx
+
+    text = (
+        "@T.prim_func\n"
+        "def k(A: T.Tensor((1,), \"int32\")):\n"
+        "    with T.Kernel(1, threads=32):\n"
+        "        tx = T.get_thread_binding()\n"
+        "        if tx == 0:\n"
+        "            tirx.call_extern(\"void\", \"__nanosleep\", 100)\n"
+        "            A[0] = -1\n")
+    with pytest.raises(FrontendError) as e:
+        T.from_script(text, {"tirx": tirx})
+    assert "<script>:6:" in str(e.value)
+    assert "tvm.tirx.call_extern is not supported by tilecute: it is TVM's" in str(e.value)

@@ -27,6 +27,7 @@ import types
 from typing import Any, Optional
 
 from ..ir import nodes as N
+from ..refusals import Refused
 from ..ir.printer import expr_str, layout_str
 from ..ir.visitor import linear_form, walk_stmts
 from ..ir.rasterization import panel_order
@@ -1920,6 +1921,12 @@ class _Parser:
             if helper is not None:
                 return self.inline_function(helper, f"helper {helper.__name__!r}", call, s)
             f = call.func
+            try:
+                target = self.eval_python(f) if isinstance(f, (ast.Name, ast.Attribute)) else None
+            except (FrontendError, NotImplementedError):
+                target = None
+            if isinstance(target, Refused):  # `tirx.call_extern(...)`: say which and why
+                raise self.error(s, target.message())
             if isinstance(f, ast.Attribute):
                 try:
                     module = self.eval_python(f.value)
