@@ -305,6 +305,65 @@ def test_shuffle_errors(call, message):
     assert message in msg, msg
 
 
+TVM_SHUFFLE = SHUFFLE.replace("T.shfl_xor(v[0], 16)", "T.tvm_warp_shuffle(0xFFFFFFFF, v[0], "
+                                "T.get_thread_binding(0) ^ 16, 32, 32)").replace(
+    "T.shfl_down(v[0], 1, 8)", "T.tvm_warp_shuffle_down(0xFFFFFFFF, v[0], 1, 8, 32)").replace(
+    "T.shfl_up(v[0], 2, width=16)", "T.tvm_warp_shuffle_up(0xFFFFFFFF, v[0], 2, 16, 32)")
+
+
+def test_tvm_warp_shuffles_are_cudas_shuffles(tmp_path):
+    """TVM's T.tvm_warp_shuffle(mask, value, lane, width, warp_size) (and _down / _up, with
+    a delta), which TileLang exports and its Hadamard example uses: __shfl*_sync(mask,
+    value, lane, width), tilecute's T.shfl_sync / shfl_down / shfl_up."""
+    func = _roundtrip(T.from_script(TVM_SHUFFLE))
+    text = func.script()
+    assert "T.shfl_sync(v[0], T.get_thread_binding(0) ^ 16, 32, T.uint32(4294967295))" in text
+    assert "T.shfl_down(v[0], 1, 8, T.uint32(4294967295))" in text
+    assert "T.shfl_up(v[0], 2, 16, T.uint32(4294967295))" in text
+    same = T.from_script(SHUFFLE.replace("T.shfl_xor(v[0], 16)", "T.shfl_sync(v[0], "
+                                         "T.get_thread_binding(0) ^ 16)"))
+    assert text == same.script()
+    assert tilecute.build_cubin(func, "sm_80", out_dir=str(tmp_path)).kernel_names
+
+
+@pytest.mark.parametrize("call,message", [
+    ("T.tvm_warp_shuffle(0xFFFFFFFF, x, 1, 32, 64)",
+     "T.tvm_warp_shuffle: warp_size=64; a CUDA warp has 32 lanes"),
+    ("T.tvm_warp_shuffle_down(0xFFFFFFFF, x, 1, 48, 32)",
+     "T.tvm_warp_shuffle_down: width=48 must be a power of two from 1 to 32"),
+    ("T.tvm_warp_shuffle_up(0, x, 1, 32, 32)",
+     "T.tvm_warp_shuffle_up: mask=0x0 must be a nonzero 32-bit lane mask"),
+])
+def test_tvm_warp_shuffle_errors(call, message):
+    msg = _error(_script(f"""
+        x = T.float32(1.0)
+        y = {call}
+    """, 'A: T.Tensor((128,), "float32")'), call)
+    assert message in msg, msg
+
+
+@pytest.mark.gpu
+def test_tvm_warp_shuffle_butterfly_matches_torch():
+    """A warp sum by xor butterflies written with TVM's shuffle, as TileLang's Hadamard
+    example writes its exchanges."""
+    import torch
+
+    text = _script("""
+        v = T.alloc_local((1,), "float32")
+        tx = T.get_thread_binding(0)
+        v[0] = A[bx * 32 + tx]
+        for k in T.unroll(5):
+            v[0] = v[0] + T.tvm_warp_shuffle(0xFFFFFFFF, v[0], tx ^ (1 << k), 32, 32)
+        B[bx * 32 + tx] = v[0]
+    """, 'A: T.Tensor((128,), "float32"), B: T.Tensor((128,), "float32")', threads=32)
+    kernel = tilecute.compile(T.from_script(text))
+    a = torch.randn(128, device="cuda")
+    b = torch.empty_like(a)
+    kernel(a, b)
+    want = a.view(4, 32).sum(dim=1, keepdim=True).expand(4, 32).reshape(128)
+    torch.testing.assert_close(b, want, atol=1e-4, rtol=1e-4)
+
+
 # ---- T.im2col -----------------------------------------------------------------------------------
 IM2COL = _script("""
     tile = T.alloc_shared((64, 32), "float16")

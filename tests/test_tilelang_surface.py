@@ -56,6 +56,8 @@ CALLS = {
     "alloc_reducer": ("alloc", '(4,), "float32", "sum", "all"'),
     "im2col": ("stmt", "A, s, bx, 0, 3, 1, 1, 1"), "c2d_im2col": ("stmt", "A, s, bx, 0, 3, 1, 1, 1"),
     **{name: ("expr", "x, 1") for name in ("shfl_xor", "shfl_down", "shfl_up", "shfl_sync")},
+    **{name: ("expr", "0xFFFFFFFF, x, 1, 32, 32")
+       for name in ("tvm_warp_shuffle", "tvm_warp_shuffle_down", "tvm_warp_shuffle_up")},
     **{name: ("expr", "bx > 0") for name in ("any_sync", "all_sync", "ballot_sync", "ballot",
                                              "syncthreads_count", "syncthreads_and",
                                              "syncthreads_or")},

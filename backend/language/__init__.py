@@ -64,6 +64,7 @@ from .ops import (  # noqa: F401
     max_value, min_value, get_thread_binding,
 )
 from .ops import shfl_down, shfl_sync, shfl_up, shfl_xor  # noqa: F401
+from .ops import tvm_warp_shuffle, tvm_warp_shuffle_down, tvm_warp_shuffle_up  # noqa: F401
 from .ops import (  # noqa: F401
     activemask, all_sync, any_sync, ballot, ballot_sync, shuffle_elect, syncthreads_and,
     syncthreads_count, syncthreads_or,

@@ -716,7 +716,7 @@ TILELANG_ONLY = frozenset("""
     tvm_rdna_wmma_store tvm_stack_alloca tvm_stack_make_array tvm_stack_make_shape
     tvm_storage_sync tvm_store_matrix_sync tvm_struct_get tvm_struct_set
     tvm_thread_allreduce tvm_thread_invariant tvm_throw_last_error tvm_tuple
-    tvm_warp_activemask tvm_warp_shuffle tvm_warp_shuffle_down tvm_warp_shuffle_up
+    tvm_warp_activemask
     type_annotation undef validate_gemm_ab_dtypes var vectorcombine vectorhigh vectorlow
     void vscale warpgroup_arrive warpgroup_commit_batch warpgroup_fence_operand
     wgmma_gemm_sp wgmma_mma where writes

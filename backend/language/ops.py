@@ -681,6 +681,30 @@ def shfl_sync(value, srcLane, width=32, mask=_FULL_MASK):  # noqa: N803 (TileLan
 shfl_sync.__doc__ = _shfl_sync.__doc__
 
 
+def _tvm_shuffle(name: str, shuffle, operand: str):
+    """TVM's ``T.{name}(mask, value, {operand}, width, warp_size)`` (TileLang exports it): on
+    CUDA ``__shfl{_}_sync(mask, value, {operand}, width)``, i.e. tilecute's shuffle with the
+    arguments reordered; ``warp_size`` is the target's warp, 32."""
+
+    def f(mask, value, lane, width, warp_size):
+        if not (_is_number(warp_size) and warp_size == 32):
+            raise ValueError(f"T.{name}: warp_size={warp_size!r}; a CUDA warp has 32 lanes")
+        try:
+            return shuffle(value, lane, width, mask)
+        except (ValueError, TypeError) as e:
+            raise type(e)(str(e).replace(f"T.{shuffle.__name__}", f"T.{name}")) from None
+
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = (f"``T.{name}(mask, value, {operand}, width, warp_size)``: TVM's warp shuffle, "
+                 f"``T.{shuffle.__name__}(value, {operand}, width, mask)`` with ``warp_size`` 32.")
+    return f
+
+
+tvm_warp_shuffle = _tvm_shuffle("tvm_warp_shuffle", _shfl_sync, "lane")
+tvm_warp_shuffle_down = _tvm_shuffle("tvm_warp_shuffle_down", shfl_down, "delta")
+tvm_warp_shuffle_up = _tvm_shuffle("tvm_warp_shuffle_up", shfl_up, "delta")
+
+
 # ---- warp all-reductions (TileLang's T.warp_reduce_*) -------------------------------------------
 def _warp_reduction(kind: str, what: str):
     name = f"warp_reduce_{kind}"
@@ -938,6 +962,7 @@ EXPRESSION_HELPERS = (
     "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "shift_left", "shift_right",
     "Cast", "cast", "if_then_else", "Select", "infinity", "max_value", "min_value",
     "get_thread_binding", "rng_rand", "rng_rand_float", "shfl_xor", "shfl_down", "shfl_up", "shfl_sync",
+    "tvm_warp_shuffle", "tvm_warp_shuffle_down", "tvm_warp_shuffle_up",
     "warp_reduce_sum", "warp_reduce_max", "warp_reduce_min", "warp_reduce_bitand",
     "warp_reduce_bitor", "any_sync", "all_sync", "ballot_sync", "ballot", "activemask",
     "syncthreads_count", "syncthreads_and", "syncthreads_or", "shuffle_elect",
