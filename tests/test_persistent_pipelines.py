@@ -363,3 +363,74 @@ def test_planned_attention_on_gpu(dim, causal, seq):
     ref = torch.nn.functional.scaled_dot_product_attention(
         *(x.transpose(1, 2).float() for x in (q, k, v)), is_causal=causal).transpose(1, 2)
     torch.testing.assert_close(o.float(), ref, atol=2e-2, rtol=2e-2)
+
+
+def _row_tiles(M=512, K=256, sms=3, read_after=False):
+    """A persistent kernel whose tiles load their own rows (Q-like, before the pipelined
+    loop) and walk a number of K steps that depends on the tile (none for the first two):
+    acc = Q_s @ B[k-th 64 columns]^T summed; with ``read_after`` the tile's rows are read
+    again after the loop (added to the output)."""
+    @T.prim_func
+    def row_tiles(A: T.Tensor((M, 64), "float16"), B: T.Tensor((K, 64), "float16"),
+                  C: T.Tensor((M, 64), "float32")):
+        with T.Kernel(sms, threads=128) as block_id:
+            Q_s = T.alloc_shared((64, 64), "float16")
+            B_s = T.alloc_shared((64, 64), "float16")
+            acc = T.alloc_fragment((64, 64), "float32")
+            for w in T.serial(T.ceildiv(M // 64, sms)):
+                tile = w * sms + block_id
+                if tile < M // 64:
+                    T.copy(A[tile * 64:(tile + 1) * 64, :], Q_s)
+                    T.clear(acc)
+                    for k in T.Pipelined(T.min(tile - 2, K // 64), num_stages=2,
+                                         warp_specialize=True):
+                        T.copy(B[k * 64:(k + 1) * 64, :], B_s)
+                        T.gemm(Q_s, B_s, acc, transpose_B=True)
+                    if read_after:
+                        for i, j in T.Parallel(64, 64):
+                            acc[i, j] += Q_s[i, j]
+                    T.copy(acc, C[tile * 64:(tile + 1) * 64, :])
+
+    return row_tiles
+
+
+def test_tile_rows_are_released_after_their_last_read_in_the_loop():
+    """Nothing after the loop reads the tile's rows: the compute warpgroups release them in
+    the loop's last step, right after its GEMM (the producer loads the next tile's while
+    this tile's epilogue runs), and after the loop only when it ran no step."""
+    text = print_func(_lowered(_row_tiles()))
+    body = text.split("T.Pipelined")[-1]
+    assert "if k == T.min(tile - 2, 4) - 1:" in body
+    assert "if T.min(tile - 2, 4) <= 0:" in text
+    # with the rows read after the loop, they are released at the tile's end as before
+    text = print_func(_lowered(_row_tiles(read_after=True)))
+    assert "if k == " not in text.split("T.Pipelined")[-1]
+    assert "<= 0:" not in text
+
+
+@pytest.mark.parametrize("read_after", [False, True])
+def test_tile_rows_release_builds_sm90a_cubin(tmp_path, read_after):
+    assert tilecute.build_cubin(_row_tiles(read_after=read_after), "sm_90a",
+                                out_dir=str(tmp_path)).kernel_names
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("read_after", [False, True])
+def test_tile_rows_release_on_gpu(read_after):
+    # tiles 0 and 1 run no step (their rows are released after the loop; a missed release
+    # hangs the producer), the others 1 to 4 steps, 3 blocks walking 8 tiles
+    import torch
+
+    torch.manual_seed(3)
+    a = torch.randn(512, 64, device="cuda", dtype=torch.float16)
+    b = torch.randn(256, 64, device="cuda", dtype=torch.float16)
+    c = torch.full((512, 64), float("nan"), device="cuda")
+    tilecute.compile(_row_tiles(read_after=read_after))(a, b, c)
+    want = torch.zeros(512, 64, device="cuda")
+    for t in range(8):
+        rows = a[t * 64:(t + 1) * 64].float()
+        for k in range(max(min(t - 2, 4), 0)):
+            want[t * 64:(t + 1) * 64] += rows @ b[k * 64:(k + 1) * 64].float().T
+        if read_after:
+            want[t * 64:(t + 1) * 64] += rows
+    torch.testing.assert_close(c, want, atol=2e-2, rtol=2e-3)

@@ -55,7 +55,11 @@ refused (``OverlapError``) where the loop is not of this form.
 
 Two or three compute warpgroups that each own a slice of the rows also take turns issuing
 their GEMMs (FA3's ping-pong, named barriers 2, 3 and, with three, 4; FA4 does it with
-three at head dim 64) where the second GEMM's accumulator is at most
+three at head dim 64; the steady steps take turns, the first step's G1 and the last
+step's G2 are issued out of turn, and the first turn is opened once per kernel, so the
+turns run on from tile to tile of a persistent kernel and a warpgroup starts its next
+tile without waiting for the others to finish this one) where the second GEMM's
+accumulator is at most
 :data:`PINGPONG_MAX_N` wide (FlashAttention's rule: head dims up to 128); the options
 ``warpgroup_pingpong`` and ``disable_warpgroup_pingpong`` force it on or off.  Measured on
 an H200 (attention, 2 stages, separate K/V pipelines): head dim 128 548/473 TFLOP/s with
@@ -147,6 +151,21 @@ class _Overlap(StmtMutator):
         # pingpong, early: True / False as the options force them, None: by G2's width
         self.func, self.allocs, self.pingpong, self.auto = func, allocs, pingpong, auto
         self.early = early
+        self.init = None  # the turns' first arrive, once per kernel (:meth:`visit_kernel`)
+        self.groups = None  # the warpgroups taking turns (every loop of the kernel alike)
+        self.sync = None  # the first loop's wait for its turn
+
+    def visit_kernel(self, scope: N.KernelScope) -> N.KernelScope:
+        """The loops rewritten; where warpgroups take turns, the last one's first arrive
+        (warpgroup 0 goes first) placed once, before the top-level statement holding the
+        first loop with turns: the turns run on from loop to loop and tile to tile."""
+        scope = super().visit_kernel(scope)
+        if self.init is None:
+            return scope
+        body = list(scope.body)
+        at = next(i for i, s in enumerate(body) if any(t is self.sync for t in walk_stmts((s,))))
+        body.insert(at, self.init)
+        return dataclasses.replace(scope, body=tuple(body))
 
     def rescale_early(self, g2: N.Gemm) -> bool:
         """Whether the statements that only rescale G2's accumulator run in the next step,
@@ -170,7 +189,8 @@ class _Overlap(StmtMutator):
             return None
         wide = self.allocs[g2.c].buffer.shape[-1]
         narrow = isinstance(wide, N.Const) and wide.value <= PINGPONG_MAX_N
-        if not (self.pingpong or (self.pingpong is None and narrow)):
+        if not (self.pingpong or (self.pingpong is None and narrow)) or \
+                self.groups not in (None, groups):
             return None
         wg = N.binop("floordiv", N.Call("thread_idx", (i32(0),), "int32"), i32(WARPGROUP))
         mine = N.NamedBarrier(N.binop("add", i32(TURN_BARRIER), wg), 2 * WARPGROUP, loc=g1.loc)
@@ -268,20 +288,23 @@ class _Overlap(StmtMutator):
         last = fold_constants(N.binop("add", a, sub(n, i32(1))))
         turns = self.turns(g1, g2)
         if turns is None:
-            init, mine, hand_over = [], [], lambda it: []
+            mine, hand_over = [], lambda it: []
         else:
+            # the steady steps take turns (FA4's order): warpgroup 0 goes first (the last
+            # one arrives on its barrier once, before the kernel's first such loop), each
+            # hands over after issuing its GEMMs, and the turns run on into the next loop
+            # or tile; the first step's G1 and the last step's G2 are issued out of turn,
+            # so a warpgroup starts its next tile without waiting for the others to finish
+            # this one (each step's sync meets the hand-over of the step before it)
             groups, wg, sync, other = turns
-            # warpgroup 0 goes first (the last one arrives on its barrier to begin); the
-            # last skips its last hand-over (warpgroup 0 has no turn left to take), so
-            # every arrival meets a sync
-            init = [N.If(N.Cmp("eq", wg, i32(groups - 1)), (N.NamedBarrier(
-                i32(TURN_BARRIER), sync.threads, arrive=True, loc=loc),), loc=loc)]
+            if self.groups is None:
+                self.groups, self.sync = groups, sync
+            self.init = N.If(N.Cmp("eq", wg, i32(groups - 1)), (N.NamedBarrier(
+                i32(TURN_BARRIER), sync.threads, arrive=True, loc=loc),), loc=loc)
             mine = [sync]
 
             def hand_over(it):
-                cond = N.Logic("or", (N.Cmp("lt", wg, i32(groups - 1)), N.Cmp("lt", it, last)))
-                return [N.If(fold_constants(cond), (N.NamedBarrier(
-                    other, sync.threads, arrive=True, loc=loc),), loc=loc)]
+                return [N.NamedBarrier(other, sync.threads, arrive=True, loc=loc)]
         def issue_g2(st):
             """G2 issued, the turn handed over, then the wait for G1: with turns, the other
             warpgroup may issue its GEMMs as soon as both of this one's are issued (FA3's
@@ -291,11 +314,7 @@ class _Overlap(StmtMutator):
             return [dataclasses.replace(g2, wg_wait=N.NO_WAIT, stage=st), *hand_over(k),
                     N.WaitWgmma(1, loc=g2.loc)]
 
-        if turns is None:
-            first = at([wait, dataclasses.replace(g1, stage=stage(a)), *r1, *free, *tied], a)
-        else:
-            first = at([wait, *mine, dataclasses.replace(g1, wg_wait=1, stage=stage(a)),
-                        *hand_over(k), N.WaitWgmma(0, loc=g1.loc), *r1, *free, *tied], a)
+        first = at([wait, dataclasses.replace(g1, stage=stage(a)), *r1, *free, *tied], a)
         steady = dataclasses.replace(loop, start=fold_constants(N.binop("add", a, i32(1))),
                                      extent=sub(n, i32(1)),
                                      stage_base=None if base is None else fold_constants(
@@ -309,8 +328,8 @@ class _Overlap(StmtMutator):
         tail = [*at(later, last), *at(w2, last), dataclasses.replace(g2, stage=stage(last)),
                 *at([arrive], last)]
         if isinstance(n, N.Const):
-            return init + first + [steady] + tail if n.value > 0 else []
-        return N.If(N.Cmp("gt", n, i32(0)), tuple(init + first + [steady] + tail), loc=loc)
+            return first + [steady] + tail if n.value > 0 else []
+        return N.If(N.Cmp("gt", n, i32(0)), tuple(first + [steady] + tail), loc=loc)
 
 
 def overlap_mma(func: N.PrimFunc, arch: str, options: dict) -> N.PrimFunc:

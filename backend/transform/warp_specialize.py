@@ -30,7 +30,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..ir import nodes as N
-from ..ir.visitor import replace_exprs, replace_stmt, var_names, walk_stmts
+from ..ir.visitor import fold_constants, replace_exprs, replace_stmt, var_names, walk_stmts
 from ..target import MAX_THREADS, PRODUCER_REGS, WARPGROUP, arch_at_least, target
 from .analysis import (buffers_used, lifetimes, loads as expr_loads, nested_pipelined, stage_bytes,
                        syncs_grid, top_loads, written_globals)
@@ -76,7 +76,15 @@ class _Specializer:
         run_loads = self.run_loads(path)
         if any(var_names(c.src) - self.producer_sees(path[0], path) for c in run_loads):
             run_loads = []  # (an origin the producer cannot compute: they stay copies)
-        out = self.loop(loop, path, run_loads)
+        # the run's loads are free again once the loop's last step has read them, unless
+        # something after the loop reads them too (then at the run's end)
+        rest_of_run = replace_stmt(replace_stmt(body, loop, []), run_loads[0], []) \
+            if run_loads else ()
+        for c in run_loads[1:]:
+            rest_of_run = replace_stmt(rest_of_run, c, [])
+        early = not any(buffers_used(s) & {c.dst.buffer for c in run_loads}
+                        for s in rest_of_run)
+        out = self.loop(loop, path, run_loads, early)
         for c in self.run_loads(path):  # those the producer does not issue
             if len(out) == 1 or not run_loads:
                 body = replace_stmt(body, c, [_copy_back(c, self.k.func)])
@@ -103,7 +111,7 @@ class _Specializer:
                 out.append(t)
         return out
 
-    def loop(self, loop: N.For, path: list | None = None, run_loads=()) -> list:
+    def loop(self, loop: N.For, path: list | None = None, run_loads=(), early=False) -> list:
         loads = self.k.pending(loop.body)
         if not loads:
             if loop.warp_specialize:
@@ -134,10 +142,10 @@ class _Specializer:
         if refusal is not None or not (ws or loop.overlap_mma or (
                 self.auto and self.alone_on_sm(staged))):
             return [loop]
-        return self.specialize(loop, loads, rest, wait_at, path, run_loads)
+        return self.specialize(loop, loads, rest, wait_at, path, run_loads, early)
 
     def specialize(self, loop: N.For, loads, rest, wait_at, path: list | None = None,
-                   run_loads=()) -> list:
+                   run_loads=(), early=False) -> list:
         """The producer's loop and the compute loop.  Loads whose tiles are first used by
         different statements (attention: K by the first GEMM, V by the second) get a
         pipeline each (FlashAttention's separate K and V pipelines): the compute loop
@@ -149,7 +157,11 @@ class _Specializer:
         the run's own loads (``run_loads``), what follows the loop's replacement]``: the
         producer issues ``run_loads`` at the start of each run once the compute
         warpgroups are done with the last run's (an empty/full mbarrier pair, the runs
-        counted in a local each)."""
+        counted in a local each).  With ``early`` (nothing after the loop reads the run's
+        tiles) the compute warpgroups release them in the loop's last step, right after
+        their last reader there (attention: Q after the last Q K^T), so the producer loads
+        the next tile's while this one's last P V and epilogue run; a run of no steps
+        releases them after the loop."""
         k = self.k
         S, a, n = loop.num_stages, loop.start, loop.extent
         for c in loads:
@@ -224,8 +236,18 @@ class _Specializer:
                            for c in run_loads])) + issuing
             run_wait = N.MBarrierWait(N.Region(full, (i32(0),)), N.binop(
                 "bitand", N.Load(crun.name, (i32(0),), "int32"), i32(1)), loc=loc)
-            run_done = (N.MBarrierArrive(N.Region(empty, (i32(0),)), loc=loc),) + \
-                _counted(crun, i32(1), loc, ())
+            release = N.MBarrierArrive(N.Region(empty, (i32(0),)), loc=loc)
+            bufs = {c.dst.buffer for c in run_loads}
+            users = [i for i, s in enumerate(rest) if buffers_used(s) & bufs]
+            if early and users and not shared_a:  # (else step k's MMAs end in step k + 1)
+                last_step = fold_constants(N.binop("add", a, sub(n, i32(1))))
+                releases.setdefault(users[-1] + 1, []).append(N.If(
+                    N.Cmp("eq", loop.var, last_step), (release,), loc=loc))
+                release = () if isinstance(n, N.Const) and n.value > 0 else \
+                    (N.If(N.Cmp("le", n, i32(0)), (release,), loc=loc),)
+            else:
+                release = (release,)
+            run_done = release + _counted(crun, i32(1), loc, ())
             inits += list(_local(crun, loc))
         if path is not None:  # the outer loops, Lets and ifs around it, the counts kept
             issuing = _counted(pbase, n, loop.loc, issuing)
