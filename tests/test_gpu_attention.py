@@ -45,16 +45,16 @@ def test_pingpong_hands_over_the_turn_before_waiting(cache_dir):
 def test_three_warpgroups_take_turns(cache_dir):
     """Head dim 64 (192 rows over three compute warpgroups): the turns go round the three
     (FA4's order there); the last warpgroup opens the first turn once, before the loop
-    over tiles, and every steady step hands over (the turns run on from tile to tile: the
-    first step's Q K^T and the last step's P V are issued out of turn)."""
+    over tiles, and every step hands over (the turns run on from tile to tile; the last
+    step's P V is issued out of turn)."""
     script = A.flash_attention_kernel(4, 64, 4, False, "float16").get_source("script")
     opens = script.index("if T.get_thread_binding(0) // 128 == 2:\n")
     # (persistent: once per kernel, before the compute warpgroups' loop over tiles)
     assert "for w in T.serial(" in script[opens:script.index("T.Pipelined(")]
-    assert script.count("T.named_barrier_sync(2 + T.get_thread_binding(0) // 128, 256)") == 1
+    assert script.count("T.named_barrier_sync(2 + T.get_thread_binding(0) // 128, 256)") == 2
     assert "if T.get_thread_binding(0) // 128 < 2 or" not in script
     assert script.count(
-        "T.named_barrier_arrive(2 + (T.get_thread_binding(0) // 128 + 1) % 3, 256)") == 1
+        "T.named_barrier_arrive(2 + (T.get_thread_binding(0) // 128 + 1) % 3, 256)") == 2
 
 
 def test_attention_op_shapes_under_fake_tensors(cache_dir):

@@ -55,8 +55,8 @@ refused (``OverlapError``) where the loop is not of this form.
 
 Two or three compute warpgroups that each own a slice of the rows also take turns issuing
 their GEMMs (FA3's ping-pong, named barriers 2, 3 and, with three, 4; FA4 does it with
-three at head dim 64; the steady steps take turns, the first step's G1 and the last
-step's G2 are issued out of turn, and the first turn is opened once per kernel, so the
+three at head dim 64; every step's GEMMs are issued in turn but the last step's G2, and
+the first turn is opened once per kernel, so the
 turns run on from tile to tile of a persistent kernel and a warpgroup starts its next
 tile without waiting for the others to finish this one) where the second GEMM's
 accumulator is at most
@@ -290,12 +290,12 @@ class _Overlap(StmtMutator):
         if turns is None:
             mine, hand_over = [], lambda it: []
         else:
-            # the steady steps take turns (FA4's order): warpgroup 0 goes first (the last
-            # one arrives on its barrier once, before the kernel's first such loop), each
-            # hands over after issuing its GEMMs, and the turns run on into the next loop
-            # or tile; the first step's G1 and the last step's G2 are issued out of turn,
-            # so a warpgroup starts its next tile without waiting for the others to finish
-            # this one (each step's sync meets the hand-over of the step before it)
+            # warpgroup 0 goes first (the last one arrives on its barrier once, before the
+            # kernel's first such loop); every step's GEMMs are issued in turn, each
+            # warpgroup handing over after issuing them, and the last step's G2 out of
+            # turn, so the turns run on into the next loop or tile: a warpgroup starts
+            # its next tile without waiting for the others to finish this one, and the
+            # first step keeps the warpgroups half a step apart from the start
             groups, wg, sync, other = turns
             if self.groups is None:
                 self.groups, self.sync = groups, sync
@@ -314,7 +314,11 @@ class _Overlap(StmtMutator):
             return [dataclasses.replace(g2, wg_wait=N.NO_WAIT, stage=st), *hand_over(k),
                     N.WaitWgmma(1, loc=g2.loc)]
 
-        first = at([wait, dataclasses.replace(g1, stage=stage(a)), *r1, *free, *tied], a)
+        if turns is None:
+            first = at([wait, dataclasses.replace(g1, stage=stage(a)), *r1, *free, *tied], a)
+        else:
+            first = at([wait, *mine, dataclasses.replace(g1, wg_wait=1, stage=stage(a)),
+                        *hand_over(k), N.WaitWgmma(0, loc=g1.loc), *r1, *free, *tied], a)
         steady = dataclasses.replace(loop, start=fold_constants(N.binop("add", a, i32(1))),
                                      extent=sub(n, i32(1)),
                                      stage_base=None if base is None else fold_constants(
