@@ -195,20 +195,58 @@ def test_shifts_and_bits_on_gpu(dtype):
     assert _from_gpu(o, dtype) == [_wrap(v, dtype) for row in want for v in row]
 
 
+def _narrow_promotion_data(dtype):
+    """A, B, C of narrow_promotion for ``dtype``, every value one the tensor holds (stored
+    at its width), and every product in int's range: TileLang's CUDA C multiplies two
+    uint16 values as int (C's promotions), so a product past 2^31 - 1 is a signed overflow,
+    undefined behaviour, not a meaning to test; A of uint16 stays below 2^15 (32767 *
+    65535 < 2^31).  Row 2 sums past the dtype's range: A's largest value plus 3 (signed)
+    or plus the dtype's largest (unsigned), C = -1 (65535 / 255 unsigned)."""
+    n = P.N
+    a_range = (0, (1 << 15) - 1) if _name(dtype) == "uint16" else (None, None)
+    a, b, c = _rand_ints(n, dtype, 9, *a_range), _rand_ints(n, dtype, 10), _rand_ints(n, dtype, 11)
+    unsigned = _name(dtype).startswith("uint")
+    top = max(a)
+    a[:3] = [_wrap(200, dtype), 100, top]
+    b[:3] = [_wrap(100, dtype), 100, _wrap(-1, dtype) if unsigned else 3]
+    c[:3] = [_wrap(7, dtype), 2, _wrap(-1, dtype)]
+    assert all(-(1 << 31) <= x * y < 1 << 31 for x, y in zip(a, b)), "A*B past int"
+    assert all(-(1 << 31) <= x * z < 1 << 31 for x, z in zip(a, c)), "A*C past int"
+    return a, b, c
+
+
+def _narrow_promotion_want(dtype, a, b, c):
+    """narrow_promotion's rows at full precision (Python ints): unsigned ``//`` is C's
+    ``/`` (TVM lowers floordiv of an unsigned type to truncdiv)."""
+    div = _tdiv if _name(dtype).startswith("uint") else (lambda x, y: x // y)
+    return [[(x + y) >> 1 for x, y in zip(a, b)], [div(x * y, 7) for x, y in zip(a, b)],
+            [max(x + y, z) for x, y, z in zip(a, b, c)], [(x * z) >> 8 for x, z in zip(a, c)]]
+
+
+@pytest.mark.parametrize("dtype", [T.uint8, T.int8, T.uint16, T.int16], ids=_name)
+def test_narrow_promotion_data_matches_int32_arithmetic(dtype):
+    """The kernel computes in int32 (wrapping) as TileLang's C does; on the test's data the
+    int32 results equal the Python-int reference, so the GPU check tests the promotions,
+    not an overflow's undefined result.  Emulates the generated expressions with numpy."""
+    import numpy as np
+    a, b, c = (np.array(v, dtype=_np(dtype)).astype(np.int32) for v in _narrow_promotion_data(dtype))
+    signed_div = lambda x, y: x // y  # noqa: E731  (floordiv of a signed dtype)
+    div = (lambda x, y: np.trunc(x / y).astype(np.int32)) if _name(dtype).startswith("uint") \
+        else signed_div
+    got = [(a + b) >> 1, div(a * b, np.int32(7)), np.maximum(a + b, c), (a * c) >> 8]  # wraps
+    want = _narrow_promotion_want(dtype, *(v.tolist() for v in (a, b, c)))
+    assert [int(v) for row in got for v in row] == [v for row in want for v in row]
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [T.uint8, T.int8, T.uint16, T.int16], ids=_name)
 def test_narrow_promotion_on_gpu(dtype):
     """C computes the 8/16-bit arithmetic in int: (200 + 100) >> 1 == 150 for uint8."""
     n = P.N
-    a, b, c = (_rand_ints(n, dtype, k) for k in (9, 10, 11))
-    a[:3], b[:3], c[:3] = [_wrap(200, dtype), 100, 255 if _bits(dtype) == 8 else 60000], \
-        [_wrap(100, dtype), 100, 3], [_wrap(7, dtype), 2, _wrap(-1, dtype)]
+    a, b, c = _narrow_promotion_data(dtype)
     o, w = _empty((4, n), dtype), _empty((4, n), T.int32)
     _run(P.narrow_promotion(dtype), *(_to_gpu(v, dtype) for v in (a, b, c)), o, w)
-    unsigned = _name(dtype).startswith("uint")
-    div = _tdiv if unsigned else (lambda x, y: x // y)  # TVM: unsigned // is C's /
-    want = [[(x + y) >> 1 for x, y in zip(a, b)], [div(x * y, 7) for x, y in zip(a, b)],
-            [max(x + y, z) for x, y, z in zip(a, b, c)], [(x * z) >> 8 for x, z in zip(a, c)]]
+    want = _narrow_promotion_want(dtype, a, b, c)
     assert _from_gpu(o, dtype) == [_wrap(v, dtype) for row in want for v in row]
     assert _from_gpu(w, T.int32) == [_wrap(v, T.int32) for row in want for v in row]
 
