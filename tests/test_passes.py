@@ -1011,3 +1011,24 @@ def k(A: T.Tensor((128,), "int32"), W: T.Tensor((128,), "int32")):
     with pytest.raises(LayoutError, match=r":6: .*local buffer 'acc' \(T.alloc_\*\) allocated "
                                           r"inside a T.Parallel loop"):
         before_and_after(src, "infer_layouts", "sm_90a")
+
+
+@pytest.mark.parametrize("program", ["constant", "symbolic"])
+def test_first_turn_opens_before_any_warpgroup_waits_for_it(program):
+    """The warpgroups' turns (overlap_mma): the last warpgroup's opening arrive comes before
+    the first wait for a turn in program order, wherever the first step stands (a constant
+    extent splices the first step to the top level, before the steady loop; a symbolic
+    one keeps it in an if); else warpgroup 0's first wait never ends (a hang on the GPU)."""
+    import sys
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+    if program == "constant":
+        import unseen_programs2 as U
+        func = U.flash_attn_overlap()
+    else:
+        import attention as A
+        func = A.flash_attention(4, 128, 4, False, "float16", persistent=True, sms=8)
+    body = run_passes(func, "sm_90a", {}).kernels[0].body
+    named = [s for s in walk_stmts(body) if isinstance(s, N.NamedBarrier) and not s.program]
+    opens = [i for i, s in enumerate(named) if s.arrive and isinstance(s.barrier_id, N.Const)]
+    waits = [i for i, s in enumerate(named) if not s.arrive]
+    assert len(opens) == 1 and waits and opens[0] < waits[0]

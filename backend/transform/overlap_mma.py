@@ -163,7 +163,9 @@ class _Overlap(StmtMutator):
         if self.init is None:
             return scope
         body = list(scope.body)
-        at = next(i for i, s in enumerate(body) if any(t is self.sync for t in walk_stmts((s,))))
+        # (the first step, substituted, holds an equal copy of the wait; with a constant
+        # extent it stands at the top level before the steady loop)
+        at = next(i for i, s in enumerate(body) if any(t == self.sync for t in walk_stmts((s,))))
         body.insert(at, self.init)
         return dataclasses.replace(scope, body=tuple(body))
 
