@@ -215,7 +215,7 @@ def test_tma_copies_into_column_ranges():
 
 def test_tma_copy_into_columns_off_the_chunks_is_refused():
     text = print_func(chunked_loads(kt=32)).replace("K_s[0:64, j * 32:j * 32 + 32], barrier",
-                                                     "K_s[0:64, j * 32 + 16:j * 32 + 48], barrier")
+                                                     "K_s[0:64, j * 16:j * 16 + 32], barrier")
     with pytest.raises(Exception, match="a range of its columns of whole swizzle chunks"):
         lower(T.from_script(text), "sm_90a")
 
