@@ -170,11 +170,21 @@ def global_constant_index_past_end():
     return k
 
 
-def global_negative_index():
+def negative_index_before_start():
     @T.prim_func
     def k(A: T.Tensor((64,), "float32")):
         with T.Kernel(1, threads=64):
-            A[-1] = 1.0  # <- here
+            A[-65] = 1.0  # <- here
+    return k
+
+
+def possibly_negative_shared_index():
+    @T.prim_func
+    def k(A: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=64):
+            s = T.alloc_shared((16,), "float32")
+            for i in T.Parallel(8):
+                A[i] = s[i - 4]  # <- here
     return k
 
 
@@ -386,7 +396,14 @@ CASES = [
     (block_index_past_shared, ValidationError, ["index `bx`", "values 0..7", "extent is 4"]),
     (global_constant_index_past_end, ValidationError, ["global buffer 'A'", "value 64",
                                                        "not bounds-checked"]),
-    (global_negative_index, ValidationError, ["'A' is negative", "counting from the end", "63"]),
+    # a negative index counts from the end (TileLang's LegalizeNegativeIndex): A[-65] of 64
+    # is A[-1] counted from the end, still before the start
+    (negative_index_before_start, ValidationError, ["'A' is negative", "the value -1",
+                                                    "counts from the end", "before the dim's start"]),
+    # TileLang rewrites only an index proved negative; s[i - 4] over i in 0..7 stays as
+    # written, and takes -4..3
+    (possibly_negative_shared_index, ValidationError, ["`i - 4`", "shared buffer 's'",
+                                                       "values -4..3", "extent is 16"]),
     (too_many_indices, FrontendError, ["'A' has 1 dims", "indexed with 2"]),
     (gemm_k_differs, GemmError, ["T.gemm(a, b, c)", "do not chain", "(128, 64)", "(32, 128)"]),
     (gemm_fp16_by_bf16, GemmError, ["float16", "bfloat16", "one dtype"]),
@@ -458,3 +475,73 @@ def test_whole_buffers_of_one_shape_still_copy():
             T.copy(A, s)
             T.copy(s, B)
     lower(k, "sm_90a")
+
+
+# ---- negative indices: counted from the end, as TileLang's LegalizeNegativeIndex -------
+def _negative_indices():
+    """``B[0..3] = A[12 + i] + A[63]``, ``B[4..7] = 2 A[12 + i]``, ``B[15] = A[0]``."""
+
+    @T.prim_func
+    def k(A: T.Tensor((64,), "float32"), B: T.Tensor((16,), "float32")):
+        with T.Kernel(1, threads=64):
+            s = T.alloc_shared((16,), "float32")
+            for i in T.Parallel(16):
+                s[i] = A[i]
+            for i in T.Parallel(4):
+                B[i] = s[i - 4] + A[-1]
+            for i in T.Parallel(8):
+                if i < 4:  # the condition bounds i, as TileLang's analyzer binds it
+                    B[i + 4] = s[i - 4] * 2.0
+            B[-1] = A[-64]
+    return k
+
+
+def _negative_index_symbolic():
+    n = T.dynamic("n")
+
+    @T.prim_func
+    def k(A: T.Tensor((n,), "float32"), B: T.Tensor((1,), "float32")):
+        with T.Kernel(1, threads=32):
+            B[0] = A[-1]
+    return k
+
+
+def test_negative_indices_count_from_the_end():
+    from tilecute.ir.printer import print_func
+
+    text = print_func(_negative_indices())
+    assert "B[i_1] = s[i_1 + 12] + A[63]" in text
+    assert "B[i_2 + 4] = s[i_2 + 12] * T.float32(2.0)" in text
+    assert "B[15] = A[0]" in text
+    assert "- 4]" not in text and "[-" not in text
+    assert "B[0] = A[n - 1]" in print_func(_negative_index_symbolic())
+
+
+def test_negative_indices_lower_and_build(tmp_path):
+    import tilecute
+
+    lower(_negative_indices(), "sm_90a")
+    info = tilecute.build_cubin(_negative_indices(), "sm_90a", out_dir=str(tmp_path))
+    assert info.kernel_names and (tmp_path / "kernel.cubin").stat().st_size > 0
+    source = (tmp_path / "kernel_cute.py").read_text()
+    assert "s[i_1_ + 12] + A[63]" in source and "B[15] = A[0]" in source
+
+
+@pytest.mark.gpu
+def test_negative_indices_on_gpu():
+    import torch
+
+    import tilecute
+
+    a = torch.randn(64, device="cuda")
+    b = torch.zeros(16, device="cuda")
+    tilecute.compile(_negative_indices())(a, b)
+    want = torch.zeros(16, device="cuda")
+    want[0:4] = a[12:16] + a[63]
+    want[4:8] = a[12:16] * 2.0
+    want[15] = a[0]
+    torch.testing.assert_close(b, want, atol=0, rtol=0)
+    a = torch.randn(100, device="cuda")
+    b = torch.zeros(1, device="cuda")
+    tilecute.compile(_negative_index_symbolic())(a, b)
+    assert b.item() == a[99].item()

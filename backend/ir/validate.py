@@ -828,8 +828,10 @@ class _StaticBounds:
     every value of them (not under an ``if``, a ``while``, a select's branch or a later
     operand of ``and``/``or``).  A global access is checked only where its index is a
     constant: TileLang guards every other one (its LegalizeSafeMemoryAccess; tilecute's
-    code generator likewise).  An index proved negative is refused on any buffer: TileLang
-    reads it counting from the end of the dim (LegalizeNegativeIndex), tilecute does not."""
+    code generator likewise).  An index proved negative is refused on any buffer: the
+    frontend has counted TileLang's negative indices from the end of the dim
+    (language.negative_index, TileLang's LegalizeNegativeIndex), so one still negative here
+    reaches before the dim's start (``A[-65]`` of 64, or a JSON producer's)."""
 
     def __init__(self, v: "_Validator"):
         self.v = v
@@ -916,11 +918,10 @@ class _StaticBounds:
             lo, hi = _exact_range(idx, env)
             if hi is not None and hi < 0:
                 self.v.fail(f"index `{_expr_text(idx)}` of '{name}' is negative ({_values(lo, hi)}) "
-                            f"along dim {axis}; TileLang reads a negative index counting from the "
-                            "end of the dim, tilecute does not: write it from the start "
-                            f"({_expr_text(d)} + {_expr_text(idx)}"
-                            + (f", i.e. {d.value + lo}" if lo == hi and isinstance(d, N.Const)
-                               else "") + ")")
+                            f"along dim {axis}, whose extent is {_expr_text(d)}: a negative index "
+                            "counts from the end of the dim (TileLang's LegalizeNegativeIndex; the "
+                            "frontend has already rewritten it to extent + index), and this one "
+                            "still reaches before the dim's start")
             if guarded or not isinstance(d, N.Const) or lo is None or hi is None:
                 continue
             if buf.scope == "global" and any(isinstance(x, (N.Var, N.Load, N.Call))

@@ -32,6 +32,7 @@ from ..ir.printer import expr_str, layout_str
 from ..ir.visitor import linear_form, walk_stmts
 from ..ir.rasterization import panel_order
 from ..ir.validate import RESERVED, RESERVED_PREFIXES, validate
+from .negative_index import legalize_negative_indices
 from ..runtime.dtypes import DTYPES, UnknownDTypeError
 from . import forms as F
 from . import layouts as L
@@ -424,6 +425,7 @@ class _Parser:
                 n: dataclasses.replace(self.symbols[n], multiple=self.symbols[n].multiple
                                        * (k // math.gcd(k, self.symbols[n].multiple)))
                 for n, k in self.assumed_divisors.items()})
+        func = legalize_negative_indices(func)  # TileLang's A[-1]: counted from the end
         validate(func, compiling=False)  # a prim_func with no T.Kernel parses (TileLang's)
         return func
 
