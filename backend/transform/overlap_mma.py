@@ -56,11 +56,10 @@ refused (``OverlapError``) where the loop is not of this form.
 Two or three compute warpgroups that each own a slice of the rows also take turns issuing
 their GEMMs (FA3's ping-pong, named barriers 2, 3 and, with three, 4; FA4 does it with
 three at head dim 64; every step's GEMMs are issued in turn but the last step's G2, and
-the first turn is opened once per kernel, so the
-turns run on from tile to tile of a persistent kernel and a warpgroup starts its next
-tile without waiting for the others to finish this one) where the second GEMM's
-accumulator is at most
-:data:`PINGPONG_MAX_N` wide (FlashAttention's rule: head dims up to 128); the options
+the first turn is opened once per kernel, so the turns run on from tile to tile of a
+persistent kernel and a warpgroup starts its next tile without waiting for the others to
+finish this one) where the second GEMM's accumulator is at most :data:`PINGPONG_MAX_N`
+wide (FlashAttention's rule: head dims up to 128); the options
 ``warpgroup_pingpong`` and ``disable_warpgroup_pingpong`` force it on or off.  Measured on
 an H200 (attention, 2 stages, separate K/V pipelines): head dim 128 548/473 TFLOP/s with
 the turns against 536/476 without; 256 596/519 against 620/535.
@@ -151,22 +150,24 @@ class _Overlap(StmtMutator):
         # pingpong, early: True / False as the options force them, None: by G2's width
         self.func, self.allocs, self.pingpong, self.auto = func, allocs, pingpong, auto
         self.early = early
-        self.init = None  # the turns' first arrive, once per kernel (:meth:`visit_kernel`)
-        self.groups = None  # the warpgroups taking turns (every loop of the kernel alike)
-        self.sync = None  # the first loop's wait for its turn
+        # the first loop's turns (every loop of the kernel takes them alike), which
+        # :meth:`visit_kernel` opens once
+        self.first_turns = None
 
     def visit_kernel(self, scope: N.KernelScope) -> N.KernelScope:
         """The loops rewritten; where warpgroups take turns, the last one's first arrive
         (warpgroup 0 goes first) placed once, before the top-level statement holding the
         first loop with turns: the turns run on from loop to loop and tile to tile."""
         scope = super().visit_kernel(scope)
-        if self.init is None:
+        if self.first_turns is None:
             return scope
+        groups, wg, sync, _ = self.first_turns
         body = list(scope.body)
         # (the first step, substituted, holds an equal copy of the wait; with a constant
         # extent it stands at the top level before the steady loop)
-        at = next(i for i, s in enumerate(body) if any(t == self.sync for t in walk_stmts((s,))))
-        body.insert(at, self.init)
+        at = next(i for i, s in enumerate(body) if any(t == sync for t in walk_stmts((s,))))
+        body.insert(at, N.If(N.Cmp("eq", wg, i32(groups - 1)), (N.NamedBarrier(
+            i32(TURN_BARRIER), sync.threads, arrive=True, loc=sync.loc),), loc=sync.loc))
         return dataclasses.replace(scope, body=tuple(body))
 
     def rescale_early(self, g2: N.Gemm) -> bool:
@@ -192,7 +193,7 @@ class _Overlap(StmtMutator):
         wide = self.allocs[g2.c].buffer.shape[-1]
         narrow = isinstance(wide, N.Const) and wide.value <= PINGPONG_MAX_N
         if not (self.pingpong or (self.pingpong is None and narrow)) or \
-                self.groups not in (None, groups):
+                (self.first_turns is not None and self.first_turns[0] != groups):
             return None
         wg = N.binop("floordiv", N.Call("thread_idx", (i32(0),), "int32"), i32(WARPGROUP))
         mine = N.NamedBarrier(N.binop("add", i32(TURN_BARRIER), wg), 2 * WARPGROUP, loc=g1.loc)
@@ -299,10 +300,7 @@ class _Overlap(StmtMutator):
             # its next tile without waiting for the others to finish this one, and the
             # first step keeps the warpgroups half a step apart from the start
             groups, wg, sync, other = turns
-            if self.groups is None:
-                self.groups, self.sync = groups, sync
-            self.init = N.If(N.Cmp("eq", wg, i32(groups - 1)), (N.NamedBarrier(
-                i32(TURN_BARRIER), sync.threads, arrive=True, loc=loc),), loc=loc)
+            self.first_turns = self.first_turns or turns
             mine = [sync]
 
             def hand_over(it):

@@ -76,15 +76,7 @@ class _Specializer:
         run_loads = self.run_loads(path)
         if any(var_names(c.src) - self.producer_sees(path[0], path) for c in run_loads):
             run_loads = []  # (an origin the producer cannot compute: they stay copies)
-        # the run's loads are free again once the loop's last step has read them, unless
-        # something after the loop reads them too (then at the run's end)
-        rest_of_run = replace_stmt(replace_stmt(body, loop, []), run_loads[0], []) \
-            if run_loads else ()
-        for c in run_loads[1:]:
-            rest_of_run = replace_stmt(rest_of_run, c, [])
-        early = not any(buffers_used(s) & {c.dst.buffer for c in run_loads}
-                        for s in rest_of_run)
-        out = self.loop(loop, path, run_loads, early)
+        out = self.loop(loop, path, run_loads)
         for c in self.run_loads(path):  # those the producer does not issue
             if len(out) == 1 or not run_loads:
                 body = replace_stmt(body, c, [_copy_back(c, self.k.func)])
@@ -111,7 +103,7 @@ class _Specializer:
                 out.append(t)
         return out
 
-    def loop(self, loop: N.For, path: list | None = None, run_loads=(), early=False) -> list:
+    def loop(self, loop: N.For, path: list | None = None, run_loads=()) -> list:
         loads = self.k.pending(loop.body)
         if not loads:
             if loop.warp_specialize:
@@ -142,10 +134,10 @@ class _Specializer:
         if refusal is not None or not (ws or loop.overlap_mma or (
                 self.auto and self.alone_on_sm(staged))):
             return [loop]
-        return self.specialize(loop, loads, rest, wait_at, path, run_loads, early)
+        return self.specialize(loop, loads, rest, wait_at, path, run_loads)
 
     def specialize(self, loop: N.For, loads, rest, wait_at, path: list | None = None,
-                   run_loads=(), early=False) -> list:
+                   run_loads=()) -> list:
         """The producer's loop and the compute loop.  Loads whose tiles are first used by
         different statements (attention: K by the first GEMM, V by the second) get a
         pipeline each (FlashAttention's separate K and V pipelines): the compute loop
@@ -157,11 +149,11 @@ class _Specializer:
         the run's own loads (``run_loads``), what follows the loop's replacement]``: the
         producer issues ``run_loads`` at the start of each run once the compute
         warpgroups are done with the last run's (an empty/full mbarrier pair, the runs
-        counted in a local each).  With ``early`` (nothing after the loop reads the run's
-        tiles) the compute warpgroups release them in the loop's last step, right after
-        their last reader there (attention: Q after the last Q K^T), so the producer loads
-        the next tile's while this one's last P V and epilogue run; a run of no steps
-        releases them after the loop."""
+        counted in a local each).  Where nothing after the loop reads the run's tiles, the
+        compute warpgroups release them in the loop's last step, right after their last
+        reader there (attention: Q after the last Q K^T), so the producer loads the next
+        tile's while this one's last P V and epilogue run; a run of no steps releases them
+        after the loop."""
         k = self.k
         S, a, n = loop.num_stages, loop.start, loop.extent
         for c in loads:
@@ -239,7 +231,11 @@ class _Specializer:
             release = N.MBarrierArrive(N.Region(empty, (i32(0),)), loc=loc)
             bufs = {c.dst.buffer for c in run_loads}
             users = [i for i, s in enumerate(rest) if buffers_used(s) & bufs]
-            if early and users and not shared_a:  # (else step k's MMAs end in step k + 1)
+            after = (path[0],)  # the run without its loads and the loop: read after it?
+            for s in (loop, *run_loads):
+                after = replace_stmt(after, s, [])
+            if users and not shared_a and not buffers_used(after) & bufs:
+                # (with shared_a, step k's MMAs end in step k + 1)
                 last_step = fold_constants(N.binop("add", a, sub(n, i32(1))))
                 releases.setdefault(users[-1] + 1, []).append(N.If(
                     N.Cmp("eq", loop.var, last_step), (release,), loc=loc))
