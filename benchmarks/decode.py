@@ -8,7 +8,11 @@ copy peer moves a buffer as large as the cache (read + write counted).  Each num
 median of ``--reps`` CUDA-event timings (each of 10 back-to-back calls) after warm-up.  One JSON line per measurement,
 with ``of_copy`` (the ratio to the copy bandwidth) where it applies.
 
-    python benchmarks/decode.py [--reps 30] [--quick] [--sweep]
+With ``--graph`` each tilecute row also has ``us_graph`` / ``of_copy_graph``: the same calls
+replayed from a CUDA graph (how serving runs decode steps), the kernels without the host's
+per-call work.
+
+    python benchmarks/decode.py [--reps 30] [--quick] [--sweep] [--graph]
 """
 
 from __future__ import annotations
@@ -52,6 +56,21 @@ def time_us(fn, reps: int, inner: int = 10) -> float:
     return statistics.median(times)
 
 
+def time_us_graph(fn, reps: int, inner: int = 10) -> float:
+    """As :func:`time_us`, the ``inner`` calls captured once in a CUDA graph and replayed."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(inner):
+            fn()
+    return time_us(graph.replay, reps, inner=1) / inner
+
+
 def emit(row: dict) -> None:
     print(json.dumps(row), flush=True)
 
@@ -92,6 +111,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--quick", action="store_true", help="the first shape only")
+    ap.add_argument("--graph", action="store_true",
+                    help="also time tilecute's calls replayed from a CUDA graph (us_graph)")
     ap.add_argument("--sweep", action="store_true",
                     help="also time schedule variants: num_split (half, twice the heuristic's), "
                          "num_stages 3 and 4, one page per step (page < 64), and without PDL")
@@ -122,8 +143,14 @@ def main():
                                        num_sms=props.multi_processor_count)
             us = time_us(lambda: D.paged_decode_op(q, *cache, num_split=split), args.reps)
             gbps = nbytes / us / 1e3
+            graphed = {}
+            if args.graph:
+                us_g = time_us_graph(lambda: D.paged_decode_op(q, *cache, num_split=split),
+                                     args.reps)
+                graphed = {"us_graph": round(us_g, 2),
+                           "of_copy_graph": round(nbytes / us_g / 1e3 / copy_gbps, 3)}
             emit({**base, "page": page, "peer": "tilecute", "num_split": split, "us": round(us, 2),
-                  "GBps": round(gbps, 1), "of_copy": round(gbps / copy_gbps, 3),
+                  "GBps": round(gbps, 1), "of_copy": round(gbps / copy_gbps, 3), **graphed,
                   **({"max_err": err} if err is not None else {})})
             for variant in _variants(split, page) if args.sweep else ():
                 fn = _call(q, cache, variant)

@@ -114,6 +114,7 @@ class Kernel:
             if not isinstance(self.abi.args[i], TensorArg):
                 raise ValueError(f"{self.name}: out_idx {i} names scalar argument "
                                  f"'{self.abi.args[i].name}'; outputs must be tensors")
+        self._plan = ...  # the allocation plan, made at the first call that allocates
         self._lock = threading.Lock()
         self._module = None
         self._func = None
@@ -328,6 +329,59 @@ class Kernel:
         tensors, so this serves meta kernels too."""
         return self._allocate(inputs, self.out_idx)
 
+    def _allocation_plan(self):
+        """How each call's outputs and workspaces get their shapes, worked out once:
+        ``(position of the first tensor input, [(dims, torch dtype)])``, each dim a
+        static extent or the ``(input position, dim)`` of the input dim that first binds
+        its symbol (the launcher's rule).  ``None`` when a dim is an expression or a
+        symbol that only an expression binds: those go through ``bind_dims`` each call."""
+        given = [a for i, a in enumerate(self.args) if i not in self.out_idx]
+        first: dict = {}
+        tensor_pos = None
+        for pos, spec in enumerate(given):
+            if isinstance(spec, TensorArg):
+                tensor_pos = pos if tensor_pos is None else tensor_pos
+                for d, dim in enumerate(spec.shape):
+                    if isinstance(dim, str):
+                        first.setdefault(dim, (pos, d))
+        if tensor_pos is None:
+            return None
+        plan = []
+        for i in self.out_idx + self.workspace_idx:
+            spec = self.abi.args[i]
+            dims = []
+            for dim in spec.shape:
+                if isinstance(dim, int):
+                    dims.append(dim)
+                elif isinstance(dim, str) and dim in first:
+                    dims.append(first[dim])
+                else:
+                    return None
+            plan.append((tuple(dims), _torch_dtype(spec.dtype)))
+        return tensor_pos, plan
+
+    def _allocate_planned(self, inputs):
+        """The outputs and workspaces by the allocation plan, or None where the plan does
+        not apply to these inputs (no plan, a non-tensor where a tensor is declared, fewer
+        dims than declared): the general path then binds and reports."""
+        import torch
+
+        plan = self._plan
+        if plan is ...:
+            plan = self._plan = self._allocation_plan()
+        if plan is None:
+            return None
+        tensor_pos, items = plan
+        try:
+            device = inputs[tensor_pos].device
+            outs = []
+            for dims, dtype in items:
+                shape = [d if isinstance(d, int) else int(inputs[d[0]].shape[d[1]]) for d in dims]
+                outs.append(torch.empty(shape, dtype=dtype, device=device))
+        except (AttributeError, IndexError, TypeError):
+            return None
+        return outs
+
     def _allocate(self, inputs, which) -> list:
         import torch
 
@@ -375,7 +429,9 @@ class Kernel:
                 f"{'is' if len(outputs) == 1 else 'are'} allocated by the kernel and returned, "
                 "so do not pass "
                 f"{'it' if len(outputs) == 1 else 'them'}")
-        outs = self._allocate(args[:n_in], self.out_idx + self.workspace_idx)
+        outs = self._allocate_planned(args)
+        if outs is None:
+            outs = self._allocate(args[:n_in], self.out_idx + self.workspace_idx)
         func = self._func or self._load()
         inputs, allocated = iter(args[:n_in]), iter(outs)
         full = [next(allocated) if i in self.out_idx or i in self.workspace_idx else next(inputs)
