@@ -761,6 +761,10 @@ class KernelEmitter:
         self.out.line(depth, f"if {self.tid} == 0:")
         self.out.line(depth + 1, "tct.store_wait()", "TMA has read the stores' shared tiles")
 
+    def async_copy_wait(self, s: N.AsyncCopyWait, depth: int, guarded: bool) -> None:
+        self.out.line(depth, "cute.arch.cp_async_wait_group(0)",
+                      "this thread's cp.async copies have landed")
+
     # ---- the kernel ----------------------------------------------------------------------
     def emit(self) -> list[str]:
         plan, k, out = self.plan, self.scope, self.out
@@ -836,6 +840,7 @@ _STATEMENTS = {
     N.WaitWgmma: KernelEmitter.wait_wgmma, N.NamedBarrier: KernelEmitter.named_barrier,
     N.WarpSync: KernelEmitter.warp_sync, N.ClusterSync: KernelEmitter.cluster_sync,
     N.TmaStoreWait: KernelEmitter.tma_store_wait,
+    N.AsyncCopyWait: KernelEmitter.async_copy_wait,
     N.MBarrierWait: KernelEmitter.mbarrier_wait, N.SetMaxNReg: KernelEmitter.set_max_nreg,
     N.MBarrierArrive: KernelEmitter.mbarrier_arrive, N.While: KernelEmitter.while_,
     N.Scan: KernelEmitter.scan, N.FinalizeReducer: KernelEmitter.finalize_reducer,

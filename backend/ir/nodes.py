@@ -949,6 +949,18 @@ class WarpSync(Stmt):
 
 
 @dataclass(frozen=True)
+class AsyncCopyWait(Stmt):
+    """The thread waits until its ``cp.async`` copies so far have landed in shared memory
+    (``cp.async.wait_group 0``), with no barrier.  The barrier pass puts one before a
+    statement that hands the thread's shared writes on without a block barrier (an
+    mbarrier arrive, the program's partial barrier ``T.sync_threads(id, n)``,
+    ``T.fence_proxy_async()``, a TMA store of the tile) while copies the vectorizer made
+    cp.async may still be in flight: the program wrote a synchronous ``T.copy``."""
+
+    loc: Optional[Loc] = _loc()
+
+
+@dataclass(frozen=True)
 class WaitWgmma(Stmt):
     """``T.wait_wgmma(pending)``: wait until at most ``pending`` of this warpgroup's wgmma
     batches (the most recent ones) are in flight; the accumulators of the others may be

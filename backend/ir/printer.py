@@ -230,6 +230,8 @@ def _stmt(s: N.Stmt, indent: int, out: list[str]) -> None:
         out.append(f"{pad}T.cluster_sync()")
     elif isinstance(s, N.TmaStoreWait):
         out.append(f"{pad}T.tma_store_wait()")
+    elif isinstance(s, N.AsyncCopyWait):
+        out.append(f"{pad}T.cp_async_wait()")
     elif isinstance(s, N.MBarrierWait):
         out.append(f"{pad}T.mbarrier_wait_parity({_region(s.barrier)}, {expr_str(s.parity)})")
     elif isinstance(s, N.Fill):

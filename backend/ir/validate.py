@@ -580,6 +580,9 @@ class _Validator:
         elif isinstance(s, N.TmaStoreWait):
             self.fail("T.tma_store_wait() is placed by the barrier pass (after the TMA stores "
                       "whose wait it defers), not an input")
+        elif isinstance(s, N.AsyncCopyWait):
+            self.fail("T.cp_async_wait() is placed by the barrier pass (before a statement "
+                      "that hands on shared writes of cp.async copies), not an input")
         elif isinstance(s, N.ClusterSync):
             if self.scope.cluster is None:
                 self.fail("T.cluster_sync() in a kernel not launched in clusters "

@@ -386,6 +386,7 @@ def insert_barriers(func: N.PrimFunc, program_orders: bool = False) -> N.PrimFun
     for scope in func.kernels:
         sync = _Sync(scope, program_orders)
         body = sync.block(scope.body, _State())
+        body, _ = _async_copy_waits(body, False)
         if sync.deferred:  # no block exits before TMA has read its stores' tiles
             body += (N.TmaStoreWait(loc=scope.loc),)
         accs = {s.buffer.name for s in _allocs(scope.body)
@@ -393,6 +394,60 @@ def insert_barriers(func: N.PrimFunc, program_orders: bool = False) -> N.PrimFun
         body = _exchange_syncs(body, accs, sync.aliases, loop=False)
         kernels.append(dataclasses.replace(scope, body=body))
     return dataclasses.replace(func, kernels=tuple(kernels))
+
+
+def _hands_on(s) -> bool:
+    """Does ``s`` hand this thread's shared writes to other threads or to the async proxy
+    without a block barrier: an mbarrier arrive (TileLang's ``T.mbarrier_arrive`` /
+    ``T.barrier_arrive``, not ``T.cp_async_barrier_noinc``, which waits for the copies
+    itself), the program's ``T.sync_threads(id, count)``, ``T.fence_proxy_async()``, a
+    TMA store (TMA reads the tile)?"""
+    if isinstance(s, N.MBarrierArrive):
+        return not s.cp_async
+    if isinstance(s, N.NamedBarrier):
+        return s.program
+    if isinstance(s, N.Evaluate):
+        return isinstance(s.value, N.Call) and s.value.name == "fence_proxy_async"
+    return isinstance(s, N.TmaCopy) and s.barrier is None  # (a load has its mbarrier)
+
+
+def _async_copy_waits(body, pending: bool) -> tuple[tuple, bool]:
+    """``body`` with an ``AsyncCopyWait`` before each statement that hands this thread's
+    shared writes on without a block barrier (:func:`_hands_on`) while a cp.async copy
+    nest before it may still be in flight (``pending``), and whether one may be in flight
+    at its end.  A program's ``T.copy`` into shared memory is synchronous: TileLang's
+    ``T.copy; T.mbarrier_arrive(full)`` publishes the tile, and ``T.copy(A, s);
+    T.copy(s, B)`` through a TMA store stores what was loaded.  A block barrier waits for
+    the copies itself (``Barrier.wait_async``)."""
+    out = []
+    for s in body:
+        if isinstance(s, N.Barrier):
+            if pending and not s.wait_async:
+                s = dataclasses.replace(s, wait_async=True)
+            pending = False
+        elif isinstance(s, N.For) and s.kind == "parallel":
+            pending = pending or parallel_nest(s)[-1].async_copy
+        elif isinstance(s, (N.For, N.While)):
+            entry = pending or _async_writes(s)  # (the copies of the step before)
+            new, end = _async_copy_waits(s.body, entry)
+            s = dataclasses.replace(s, body=new)
+            pending = pending or end
+        elif isinstance(s, N.If):
+            then, a = _async_copy_waits(s.then, pending)
+            orelse, b = _async_copy_waits(s.orelse, pending)
+            s = dataclasses.replace(s, then=then, orelse=orelse)
+            pending = a or b
+        elif isinstance(s, N.WarpGroups):
+            new, end = _async_copy_waits(s.body, pending)
+            s = dataclasses.replace(s, body=new)
+            pending = pending or end
+        elif isinstance(s, N.AsyncCopyWait):
+            pending = False
+        elif pending and _hands_on(s):
+            out.append(N.AsyncCopyWait(loc=s.loc))
+            pending = False
+        out.append(s)
+    return tuple(out), pending
 
 
 def _exchange_syncs(body, accs: set[str], aliases: dict, loop: bool) -> tuple:
