@@ -26,6 +26,10 @@ ASYNC_COPY_BYTES = (4, 8, 16)  # cp.async moves 4, 8 or 16 bytes
 TMA_MAX_BOX = 256  # elements per box dimension
 TMA_MAX_RANK = 5
 TMA_SWIZZLES = (128, 64, 32)  # bytes; the widest dividing a row is chosen
+# the element types of a TMA reduce-store that adds (cp.reduce.async.bulk.tensor .add; the
+# tensor map's element type is the add's), the ones TileLang's T.atomic_add(...,
+# use_tma=True) takes
+TMA_REDUCE_ADD_TYPES = ("float16", "bfloat16", "float32", "int32", "uint32", "uint64")
 
 # shared memory layout
 SHARED_ALIGN = 128  # bytes; every shared buffer starts at a multiple (swizzles and cp.async)

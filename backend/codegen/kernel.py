@@ -748,12 +748,16 @@ class KernelEmitter:
                 out.line(depth, f"if {self.tid} == 0:", f"TMA load of {what} of {glob.buffer}")
                 out.line(depth + 1, call)
         else:
-            out.line(depth, "tct.store_fence()", f"TMA store of {what} of {glob.buffer}")
+            fn, verb = ("store_add", "TMA reduce-store (add)") if s.reduce == "add" else \
+                ("store", "TMA store")
+            if s.reduce not in ("", "add"):
+                self.fail(s, f"internal: a TMA reduce-store with reduce={s.reduce!r}")
+            out.line(depth, "tct.store_fence()", f"{verb} of {what} of {glob.buffer}")
             out.line(depth, self.sync())
             out.line(depth, f"if {self.tid} == 0:")
             if not s.wait_read:
                 more += ", wait=False"
-            out.line(depth + 1, f"tct.store({ident(s.desc)}, {smem}, {coords}{more})",
+            out.line(depth + 1, f"tct.{fn}({ident(s.desc)}, {smem}, {coords}{more})",
                      None if s.wait_read else "its read is waited for before the next barrier")
 
     def tma_store_wait(self, s: N.TmaStoreWait, depth: int, guarded: bool) -> None:

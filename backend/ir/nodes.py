@@ -863,7 +863,7 @@ class TmaCopy(Stmt):
     stage the enclosing pipelined loop's body sees).  ``desc`` is the descriptor
     parameter, set by the TMA pass.  The global side is a region origin (its box is the
     shared buffer's shape, leading dims 1); out-of-bounds elements load as zero and are
-    not stored.
+    not stored.  A reduce-store (``reduce``) is a store that adds.
     """
 
     src: Region
@@ -885,6 +885,11 @@ class TmaCopy(Stmt):
     # the shared tile has been read; a ``TmaStoreWait`` before the next block barrier (and
     # at the kernel's end) does, so the read overlaps the statements after the store
     wait_read: bool = True
+    # stores only: "add": a reduce-store (TileLang's ``T.atomic_add(G[region], s,
+    # use_tma=True)``, ``cp.reduce.async.bulk.tensor .add``): each element of the box is
+    # added into the global tensor (each addition atomic, relaxed at device scope) instead
+    # of written; "": a plain store
+    reduce: str = ""
 
 
 @dataclass(frozen=True)

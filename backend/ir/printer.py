@@ -221,7 +221,10 @@ def _stmt(s: N.Stmt, indent: int, out: list[str]) -> None:
             kw += f", multicast={s.multicast}"
         if not s.wait_read:
             kw += ", wait_read=False"
-        out.append(f"{pad}T.tma_copy({_region(s.src)}, {_region(s.dst)}{kw})")
+        if s.reduce == "add":  # TileLang's TMA reduce-store: the destination first
+            out.append(f"{pad}T.atomic_add({_region(s.dst)}, {_region(s.src)}, use_tma=True{kw})")
+        else:
+            out.append(f"{pad}T.tma_copy({_region(s.src)}, {_region(s.dst)}{kw})")
     elif isinstance(s, N.MBarrierArrive):
         fn = "cp_async_barrier_noinc" if s.cp_async else "mbarrier_arrive"
         kw = f", cluster={s.cluster}" if s.cluster else ""

@@ -11,7 +11,7 @@ import keyword
 import unicodedata
 
 from ..runtime.dtypes import DTYPES, valid_dtypes_text
-from ..target import MAX_THREADS
+from ..target import MAX_THREADS, TMA_REDUCE_ADD_TYPES
 from . import nodes as N
 
 # names the generated CuTe DSL source uses itself
@@ -455,6 +455,8 @@ class _Validator:
             if scopes not in (("global", "shared"), ("shared", "global")):
                 self.fail(f"T.tma_copy copies global -> shared or shared -> global, not "
                           f"{scopes[0]} -> {scopes[1]}")
+            if s.reduce:
+                self.tma_reduce(s, bufs)
             if scopes[0] == "global" and s.barrier is None:
                 self.fail("T.tma_copy from global memory needs barrier= (an mbarrier element "
                           "the copy arrives on)")
@@ -649,6 +651,20 @@ class _Validator:
         if name not in bufs:
             self.fail(f"buffer '{name}' is not defined here")
         return bufs[name]
+
+    def tma_reduce(self, s: N.TmaCopy, bufs) -> None:
+        """A TMA reduce-store (``T.atomic_add(G[region], s, use_tma=True)``): shared to
+        global, adding elements of a dtype ``cp.reduce.async.bulk.tensor .add`` takes."""
+        if s.reduce != "add":
+            self.fail(f"TmaCopy.reduce is 'add' (T.atomic_add(..., use_tma=True)) or empty, "
+                      f"not {s.reduce!r}")
+        src, dst = bufs[s.src.buffer], bufs[s.dst.buffer]
+        if src.scope != "shared":
+            self.fail("T.atomic_add(..., use_tma=True) adds a shared tile into global memory, "
+                      f"not a {src.scope} buffer into a {dst.scope} one")
+        if src.dtype != dst.dtype or dst.dtype not in TMA_REDUCE_ADD_TYPES:
+            self.fail(f"T.atomic_add(..., use_tma=True) adds {', '.join(TMA_REDUCE_ADD_TYPES)} "
+                      f"into the same dtype, not {src.dtype} into {dst.dtype}")
 
     def barrier_ref(self, r: N.Region, vars_, bufs):
         self.region(r, vars_, bufs)

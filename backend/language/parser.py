@@ -34,6 +34,7 @@ from ..ir.rasterization import panel_order
 from ..ir.validate import RESERVED, RESERVED_PREFIXES, validate
 from .negative_index import legalize_negative_indices
 from ..runtime.dtypes import DTYPES, UnknownDTypeError
+from ..target import TMA_REDUCE_ADD_TYPES
 from . import forms as F
 from . import layouts as L
 from . import bits as B
@@ -2300,13 +2301,18 @@ class _Parser:
         if order not in N.MEMORY_ORDERS:  # (TileLang's map lookup fails on it)
             raise a.fail("memory_order", f"memory_order={_show(order)} is not a memory order; "
                                          f"expected one of {', '.join(N.MEMORY_ORDERS)}")
+        a.no_annotations()
+        v = a.node("value")
+        if "use_tma" in a.sig.parameters and a.static_bool("use_tma"):
+            element = isinstance(a.node("dst"), ast.Subscript) and not any(
+                isinstance(i, slice) for i in self.indices(a.node("dst"))) and not (
+                isinstance(v, ast.Subscript) and any(isinstance(i, slice) for i in self.indices(v))
+                or isinstance(a.value("value"), (_BufferRef, _RegionRef)))
+            if not element:  # (one element and one value: TileLang ignores use_tma there)
+                return [self.tma_atomic_add(a, s, order)]
         # return_prev=True as a statement: the old value is unused, the update is the same
         a.static_bool("return_prev")
-        if "use_tma" in a.sig.parameters:
-            a.refuse_unless("use_tma", (False,), "tilecute has no TMA reduce-store")
-        a.no_annotations()
         dst = self.region(a.node("dst"))
-        v = a.node("value")
         if isinstance(v, ast.Subscript) and any(isinstance(i, slice) for i in self.indices(v)):
             value = self.region(v)  # a tile: T.atomic_add(C[0:2], x[0:2])
         elif isinstance(a.value("value"), (_BufferRef, _RegionRef)):
@@ -2316,6 +2322,48 @@ class _Parser:
             buf = self.buffer_named(dst.buffer)
             value = N.cast(N.as_expr(value, buf.dtype), buf.dtype)
         return [N.AtomicAdd(dst, value, loc=self.loc(s), op=op, order=order)]
+
+    def tma_atomic_add(self, a: _Args, s, order: str) -> N.Stmt:
+        """``T.atomic_add(G[region], s_tile, use_tma=True)``: TileLang's TMA reduce-store.
+        One thread adds the shared tile into the global region with one
+        ``cp.reduce.async.bulk.tensor .add`` (each element's addition atomic, relaxed at
+        device scope; elements outside the tensor are skipped) after the block's shared
+        writes are fenced for TMA and a block barrier, and waits until TMA has read the tile
+        (as a TMA store: ``TmaCopy(reduce="add")``).  The box is the global region's
+        extents (a whole tensor: its shape; an element origin: the tile's); the descriptor
+        pass refuses what one box cannot move, and targets without TMA."""
+        if order != "relaxed":
+            raise a.fail("memory_order", f"memory_order={order!r} with use_tma=True is not "
+                                         "supported: a TMA reduce-store adds each element "
+                                         "relaxed at device scope (TileLang drops the order "
+                                         "on this path; tilecute refuses it instead)")
+        if a.static_bool("return_prev"):
+            raise a.fail("return_prev", "return_prev=True with use_tma=True: a TMA reduce-store "
+                                        "returns nothing (TileLang: not implemented for tiles)")
+        v = a.node("value")
+        if not (isinstance(v, ast.Subscript) and any(isinstance(i, slice) for i in self.indices(v))
+                or isinstance(a.value("value"), (_BufferRef, _RegionRef))):
+            raise a.fail("value", f"use_tma=True adds a shared tile (a shared buffer or a region "
+                                  f"of one) into the global region; got `{ast.unparse(v)}`")
+        src, dst = self.region(v), self.region(a.node("dst"))
+        sbuf, gbuf = self.buffer_named(src.buffer), self.buffer_named(dst.buffer)
+        if sbuf.scope != "shared":
+            raise a.fail("value", f"use_tma=True: '{sbuf.name}' is a {sbuf.scope} buffer; TMA "
+                                  "reads the tile it adds from shared memory (copy it into a "
+                                  "T.alloc_shared buffer first)")
+        if gbuf.scope != "global":
+            raise a.fail("dst", f"use_tma=True: '{gbuf.name}' is a {gbuf.scope} buffer; a TMA "
+                                "reduce-store adds into a global tensor")
+        if sbuf.dtype != gbuf.dtype:
+            raise a.fail("value", f"use_tma=True: '{sbuf.name}' is {sbuf.dtype} and "
+                                  f"'{gbuf.name}' {gbuf.dtype}; a TMA reduce-store adds "
+                                  "matching dtypes (it does not convert)")
+        if gbuf.dtype not in TMA_REDUCE_ADD_TYPES:
+            raise a.fail("dst", f"use_tma=True: '{gbuf.name}' is {gbuf.dtype}; a TMA "
+                                f"reduce-store adds {', '.join(TMA_REDUCE_ADD_TYPES)}")
+        if dst.extents is None and not isinstance(a.node("dst"), ast.Subscript):
+            dst = N.Region(dst.buffer, dst.starts, tuple(gbuf.shape))  # the whole tensor
+        return N.TmaCopy(src, dst, loc=self.loc(s), reduce="add")
 
     def atomic_return(self, fn: F.Form, node: ast.Call) -> N.Expr:
         """``old = T.atomic_add(x[i], v, return_prev=True)`` (also ``atomic_max/min``):
@@ -2331,7 +2379,7 @@ class _Parser:
                                                            "the old value are relaxed (the "
                                                            "statement form takes every order)")
         if "use_tma" in a.sig.parameters:
-            a.refuse_unless("use_tma", (False,), "tilecute has no TMA reduce-store")
+            a.static_bool("use_tma")  # one element: TileLang's element atomic ignores it
         a.no_annotations()
         dst_node = a.node("dst")
         if not isinstance(dst_node, ast.Subscript) or \

@@ -1,5 +1,6 @@
-"""TMA descriptors: every ``TmaCopy`` (those the TMA passes made and the program's own
-``T.tma_copy``) names a descriptor parameter of its kernel (``TmaCopy.desc``), one per
+"""TMA descriptors: every ``TmaCopy`` (those the TMA passes made, the program's own
+``T.tma_copy`` and ``T.atomic_add(..., use_tma=True)``'s reduce-stores, which share a
+store's descriptor) names a descriptor parameter of its kernel (``TmaCopy.desc``), one per
 (tensor, box, swizzle), named ``<tensor>_desc``; the kernel records them
 (``KernelScope.tma_descriptors``), the launch ABI turns them into parameters, and the
 launcher encodes them per launch."""
@@ -36,7 +37,12 @@ class _Describer(StmtMutator):
         return dataclasses.replace(scope, tma_descriptors=tuple(self.descriptors.values()))
 
     def visit_tma_copy(self, s: N.TmaCopy) -> N.TmaCopy:
+        form = "T.atomic_add(..., use_tma=True)" if s.reduce else "T.tma_copy"
         if not arch_at_least(self.arch, 90):
+            if s.reduce:  # (as TileLang, which refuses it there too: no non-TMA fallback)
+                self.fail(s, f"T.atomic_add: use_tma=True needs TMA (a reduce-store, sm_90 or "
+                             f"newer); the target is {self.arch} (without use_tma=True the "
+                             f"tile is added element by element)")
             self.fail(s, f"T.tma_copy needs TMA (sm_90 or newer); the target is {self.arch}")
         load = self.buffers[s.src.buffer].scope == "global"
         glob_r, shared_r = (s.src, s.dst) if load else (s.dst, s.src)
@@ -49,14 +55,14 @@ class _Describer(StmtMutator):
         elif columns is not None:  # KV_s[:, j * 64:(j + 1) * 64]: whole chunks
             shared = dataclasses.replace(shared, shape=(shared.shape[0], N.as_expr(columns[1])))
         elif not whole(shared_r, shared) and sliced is None:
-            self.fail(s, f"T.tma_copy moves a whole shared buffer, a range of its rows that "
+            self.fail(s, f"{form} moves a whole shared buffer, a range of its rows that "
                          f"starts at a multiple of {1024 if swizzle else 128} bytes, a range "
                          f"of its columns of whole swizzle chunks ({swizzle or 'no'}-byte "
                          f"swizzle here), or one matrix A_s[s, :, :] of a multiple of "
                          f"{1024 if swizzle else 128} bytes; '{shared.name}' is sliced otherwise")
         box = tma_box(glob, glob_r, shared, swizzle, sliced[1] if sliced else None)
         if isinstance(box, str):
-            self.fail(s, f"T.tma_copy between '{glob.name}' and '{shared.name}': {box}")
+            self.fail(s, f"{form} between '{glob.name}' and '{shared.name}': {box}")
         spec = TmaSpec(box=box, swizzle=swizzle, l2_promotion=L2_PROMOTION)
         key = (glob.name, spec)
         d = self.descriptors.get(key)

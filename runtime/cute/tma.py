@@ -120,6 +120,20 @@ def store(desc, smem, coords, chunks: int = 1, step: int = 0, chunk_bytes: int =
         store_wait()
 
 
+def store_add(desc, smem, coords, chunks: int = 1, step: int = 0, chunk_bytes: int = 0,
+              wait: bool = True) -> None:
+    """One thread: as :func:`store`, but add the box into global memory
+    (``cp.reduce.async.bulk.tensor.<n>d.global.shared::cta.add``, TileLang's
+    ``T.atomic_add(..., use_tma=True)``): each element's addition is atomic, relaxed at
+    device scope, in the descriptor's element type; elements outside the tensor are
+    skipped.  The waits are a store's: the tile has been read, not the sums made."""
+    for off, where in _chunks(coords, chunks, step, chunk_bytes):
+        _prims.cp_async_bulk_tensor_reduce(desc.get_ptr(), smem + off, _prims.TMARedux.ADD, where)
+    cute.arch.cp_async_bulk_commit_group()
+    if wait:
+        store_wait()
+
+
 def store_wait() -> None:
     """The thread that issued TMA stores: wait until TMA has read all their shared tiles
     (``cp.async.bulk.wait_group.read 0``)."""
