@@ -373,7 +373,7 @@ def test_cluster_kernel_normalizes_cluster_dims():
 
 # ---- what is refused, and why ------------------------------------------------------------------
 REFUSED = [
-    ('T.gemm(a, b, c, k_pack=2)', "T.gemm: k_pack=2 is not supported"),
+    ('T.gemm(a, b, c, k_pack=4)', "T.gemm: k_pack=4; TileLang's T.gemm takes 1 or 2"),
     ('T.gemm(a, b, c, mbar=bars[0])', "T.gemm: mbar="),
     ('T.copy(A[0, 0], a, eviction_policy="evict_first")', "T.copy: eviction_policy='evict_first' is not supported"),
     ('T.copy(A[0, 0], a, coalesced_width=4)', "T.copy: coalesced_width=4 is not supported"),

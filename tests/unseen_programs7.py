@@ -154,3 +154,263 @@ def partial_barrier_after_copies(M=256, N=128, bm=64):
             for i, j in T.Parallel(bm, N):
                 B[bx * bm + i, j] = s[bm - 1 - i, j]
     return partial
+
+
+def ws_two_consumers_elected(stages=2, M=256, N=256, K=256, bm=128, bn=256, bk=64):
+    """Two compute warpgroups (``T.ws(0, 1)``, ``policy=FullCol``: one warpgroup along M,
+    two along N) and a producer warpgroup (``T.ws(2)``); one elected thread
+    (``T.shuffle_elect(128)``: lane one of the first warp of each warpgroup) issues the
+    loads and is the one arrival ``full`` expects, and each compute warpgroup's elected
+    thread releases the stage (``empty`` expects 2).  B is stored (N, K)."""
+
+    @T.prim_func
+    def two(A: T.Tensor((M, K), T.float16), B: T.Tensor((N, K), T.float16),
+            C: T.Tensor((M, N), T.float32)):
+        with T.Kernel(N // bn, M // bm, threads=384) as (bx, by):
+            A_s = T.alloc_shared((stages, bm, bk), T.float16)
+            B_s = T.alloc_shared((stages, bn, bk), T.float16)
+            acc = T.alloc_fragment((bm, bn), T.float32)
+            full = T.alloc_barrier([1] * stages)
+            empty = T.alloc_barrier([2] * stages)
+            with T.ws(2):
+                T.set_max_nreg(40, 0)
+                for ko in range(K // bk):
+                    T.barrier_wait(empty[ko % stages], ((ko // stages) & 1) ^ 1)
+                    if T.shuffle_elect(128):
+                        T.tma_copy(A[by * bm, ko * bk], A_s[ko % stages, :, :],
+                                   barrier=full[ko % stages])
+                        T.tma_copy(B[bx * bn, ko * bk], B_s[ko % stages, :, :],
+                                   barrier=full[ko % stages])
+                        T.barrier_arrive(full[ko % stages])
+            with T.ws(0, 1):
+                T.set_max_nreg(232, 1)
+                T.clear(acc)
+                for ko in range(K // bk):
+                    T.barrier_wait(full[ko % stages], (ko // stages) & 1)
+                    T.gemm(A_s[ko % stages, :, :], B_s[ko % stages, :, :], acc, transpose_B=True,
+                           policy=T.GemmWarpPolicy.FullCol)
+                    if T.shuffle_elect(128):
+                        T.barrier_arrive(empty[ko % stages])
+                T.copy(acc, C[by * bm, bx * bn])
+    return two
+
+
+# ---- T.gemm forms --------------------------------------------------------------------------
+_DT = {"float16": T.float16, "bfloat16": T.bfloat16, "float32": T.float32,
+       "float8_e4m3": T.float8_e4m3, "float8_e5m2": T.float8_e5m2, "int8": T.int8,
+       "int32": T.int32}
+
+
+def gemm_forms(ta=False, tb=False, dtype="float16", accum="float32", out=None, M=128, N=128,
+               K=256, bm=64, bn=64, bk=32, threads=128, stages=2, policy="Square", k_pack=1,
+               clear="first_step"):
+    """C = op(A) @ op(B): A stored (K, M) when ``ta`` (``transpose_A=True``), B stored (N, K)
+    when ``tb``; a ``T.Pipelined`` K loop of ``stages``; ``policy``, ``k_pack`` passed on;
+    the accumulator cleared by ``T.clear`` (``clear="clear"``) or by the first step's
+    ``clear_accum=(ko == 0)`` (``"first_step"``), or (``"every_step"``) by
+    ``clear_accum=True`` at every step, which leaves only the last K block's product."""
+    dt, acc_t = _DT[dtype], _DT[accum]
+    out_t = _DT[out or accum]
+    a_shape, a_tile = ((K, M), (bk, bm)) if ta else ((M, K), (bm, bk))
+    b_shape, b_tile = ((N, K), (bn, bk)) if tb else ((K, N), (bk, bn))
+    pol = getattr(T.GemmWarpPolicy, policy)
+
+    @T.prim_func
+    def forms(A: T.Tensor(a_shape, dt), B: T.Tensor(b_shape, dt), C: T.Tensor((M, N), out_t)):
+        with T.Kernel(N // bn, M // bm, threads=threads) as (bx, by):
+            A_s = T.alloc_shared(a_tile, dt)
+            B_s = T.alloc_shared(b_tile, dt)
+            acc = T.alloc_fragment((bm, bn), acc_t)
+            if clear == "clear":
+                T.clear(acc)
+            for ko in T.Pipelined(K // bk, num_stages=stages):
+                if ta:
+                    T.copy(A[ko * bk, by * bm], A_s)
+                else:
+                    T.copy(A[by * bm, ko * bk], A_s)
+                if tb:
+                    T.copy(B[bx * bn, ko * bk], B_s)
+                else:
+                    T.copy(B[ko * bk, bx * bn], B_s)
+                if clear == "every_step":
+                    T.gemm(A_s, B_s, acc, ta, tb, pol, True, k_pack)
+                elif clear == "first_step":
+                    T.gemm(A_s, B_s, acc, ta, tb, pol, ko == 0, k_pack)
+                else:
+                    T.gemm(A_s, B_s, acc, transpose_A=ta, transpose_B=tb, policy=pol,
+                           k_pack=k_pack)
+            T.copy(acc, C[by * bm, bx * bn])
+    return forms
+
+
+def gemm_fragment_operands(M=128, N=128, K=128, bm=64, bn=64, bk=32):
+    """TileLang's ``rs`` and ``sr`` forms: P = relu(A) computed in a fragment and
+    multiplied from registers with shared B (``T.gemm(A_frag, B_s, C1)``), and shared A
+    times a fragment Bf = 2 B (``T.gemm(A_s, B_frag, C2)``, staged through shared memory)."""
+
+    @T.prim_func
+    def frags(A: T.Tensor((M, K), T.float16), B: T.Tensor((K, N), T.float16),
+              C1: T.Tensor((M, N), T.float32), C2: T.Tensor((M, N), T.float32)):
+        with T.Kernel(N // bn, M // bm, threads=128) as (bx, by):
+            A_s = T.alloc_shared((bm, bk), T.float16)
+            B_s = T.alloc_shared((bk, bn), T.float16)
+            A_f = T.alloc_fragment((bm, bk), T.float16)
+            B_f = T.alloc_fragment((bk, bn), T.float16)
+            c1 = T.alloc_fragment((bm, bn), T.float32)
+            c2 = T.alloc_fragment((bm, bn), T.float32)
+            T.clear(c1)
+            T.clear(c2)
+            for ko in T.Pipelined(K // bk, num_stages=2):
+                T.copy(A[by * bm, ko * bk], A_s)
+                T.copy(B[ko * bk, bx * bn], B_s)
+                T.copy(A_s, A_f)
+                for i, j in T.Parallel(bm, bk):
+                    A_f[i, j] = T.max(A_f[i, j], T.float16(0))
+                T.gemm(A_f, B_s, c1)
+                T.copy(B_s, B_f)
+                for i, j in T.Parallel(bk, bn):
+                    B_f[i, j] = B_f[i, j] * T.float16(2)
+                T.gemm(A_s, B_f, c2)
+            T.copy(c1, C1[by * bm, bx * bn])
+            T.copy(c2, C2[by * bm, bx * bn])
+    return frags
+
+
+def gemm_accumulator_window(M=64, N=128, K=64):
+    """A GEMM into a window of a larger accumulator, ``T.gemm(A_s, B_s, acc[0:64, 0:64])``
+    (TileLang passes C as a region): tilecute refuses it naming C."""
+
+    @T.prim_func
+    def window(A: T.Tensor((M, K), T.float16), B: T.Tensor((K, N), T.float16),
+               C: T.Tensor((M, N), T.float32)):
+        with T.Kernel(1, threads=128) as _:
+            A_s = T.alloc_shared((M, K), T.float16)
+            B_s = T.alloc_shared((K, 64), T.float16)
+            acc = T.alloc_fragment((M, N), T.float32)
+            T.clear(acc)
+            T.copy(A, A_s)
+            T.copy(B[0, 0], B_s)
+            T.gemm(A_s, B_s, acc[0:64, 0:64])
+            T.copy(acc, C)
+    return window
+
+
+# ---- T.Pipelined ---------------------------------------------------------------------------
+def split_k_ranges(stages=3, M=128, N=128, K=512, bm=64, bn=64, bk=32, splits=4):
+    """Split-K with each split's K-block range read from tensors: ``T.Pipelined(lo, hi,
+    num_stages=stages)`` over a run-time range that may be empty (``lo == hi``) or reversed
+    (``hi < lo``: no steps, as ``range``); C[z] = A[:, lo*bk:hi*bk] @ B[lo*bk:hi*bk, :]."""
+
+    @T.prim_func
+    def splitk(A: T.Tensor((M, K), T.float16), B: T.Tensor((K, N), T.float16),
+               Lo: T.Tensor((splits,), T.int32), Hi: T.Tensor((splits,), T.int32),
+               C: T.Tensor((splits, M, N), T.float32)):
+        with T.Kernel(N // bn, M // bm, splits, threads=128) as (bx, by, bz):
+            A_s = T.alloc_shared((bm, bk), T.float16)
+            B_s = T.alloc_shared((bk, bn), T.float16)
+            acc = T.alloc_fragment((bm, bn), T.float32)
+            lo = Lo[bz]
+            hi = Hi[bz]
+            T.clear(acc)
+            for ko in T.Pipelined(lo, hi, num_stages=stages):
+                T.copy(A[by * bm, ko * bk], A_s)
+                T.copy(B[ko * bk, bx * bn], B_s)
+                T.gemm(A_s, B_s, acc)
+            T.copy(acc, C[bz, by * bm, bx * bn])
+    return splitk
+
+
+def pipelined_explicit_schedule(stages=2, M=128, N=128, K=256, bm=64, bn=64, bk=32):
+    """``T.Pipelined(..., order=[0, 1, 2], stage=[0, 0, stages - 1], group=[[0], [1],
+    [2]])``: TileLang's spelling of the default schedule (loads in stage 0, the GEMM in
+    the last stage, source order)."""
+
+    @T.prim_func
+    def scheduled(A: T.Tensor((M, K), T.float16), B: T.Tensor((K, N), T.float16),
+                  C: T.Tensor((M, N), T.float32)):
+        with T.Kernel(N // bn, M // bm, threads=128) as (bx, by):
+            A_s = T.alloc_shared((bm, bk), T.float16)
+            B_s = T.alloc_shared((bk, bn), T.float16)
+            acc = T.alloc_fragment((bm, bn), T.float32)
+            T.clear(acc)
+            for ko in T.Pipelined(K // bk, num_stages=stages, order=[0, 1, 2],
+                                  stage=[0, 0, stages - 1], group=[[0], [1], [2]]):
+                T.copy(A[by * bm, ko * bk], A_s)
+                T.copy(B[ko * bk, bx * bn], B_s)
+                T.gemm(A_s, B_s, acc)
+            T.copy(acc, C[by * bm, bx * bn])
+    return scheduled
+
+
+def pipelined_reordered(M=128, N=128, K=256, bm=64, bn=64, bk=32):
+    """``order=[1, 0, 2]`` (B's load issued before A's): a schedule tilecute does not run,
+    refused naming ``order``."""
+
+    @T.prim_func
+    def reordered(A: T.Tensor((M, K), T.float16), B: T.Tensor((K, N), T.float16),
+                  C: T.Tensor((M, N), T.float32)):
+        with T.Kernel(N // bn, M // bm, threads=128) as (bx, by):
+            A_s = T.alloc_shared((bm, bk), T.float16)
+            B_s = T.alloc_shared((bk, bn), T.float16)
+            acc = T.alloc_fragment((bm, bn), T.float32)
+            T.clear(acc)
+            for ko in T.Pipelined(K // bk, num_stages=3, order=[1, 0, 2], stage=[0, 0, 2]):
+                T.copy(A[by * bm, ko * bk], A_s)
+                T.copy(B[ko * bk, bx * bn], B_s)
+                T.gemm(A_s, B_s, acc)
+            T.copy(acc, C[by * bm, bx * bn])
+    return reordered
+
+
+# ---- block order and shared layouts ---------------------------------------------------------
+def swizzled_gemm(order="row", panel=2, M=320, N=192, K=128, bm=64, bn=64, bk=32):
+    """A GEMM over a 3 x 5 grid with ``T.use_swizzle(panel, order=order)`` (TileLang's
+    rasterization: the block indices rebound, panels walked from alternate ends; the
+    grid not a multiple of the panel), its A tile annotated with TileLang's
+    ``make_mma_swizzle_layout`` and B's with ``make_swizzled_layout``; each block also
+    records which (bx, by) it became in Who."""
+    from tilecute.cuda.intrinsics import make_mma_swizzle_layout
+
+    @T.prim_func
+    def swz(A: T.Tensor((M, K), T.float16), B: T.Tensor((K, N), T.float16),
+            C: T.Tensor((M, N), T.float32), Who: T.Tensor((M // bm, N // bn), T.int32)):
+        with T.Kernel(N // bn, M // bm, threads=128) as (bx, by):
+            T.use_swizzle(panel, order=order)
+            A_s = T.alloc_shared((bm, bk), T.float16)
+            B_s = T.alloc_shared((bk, bn), T.float16)
+            acc = T.alloc_fragment((bm, bn), T.float32)
+            T.annotate_layout({A_s: make_mma_swizzle_layout(A_s),
+                               B_s: L.make_swizzled_layout(B_s)})
+            T.clear(acc)
+            for ko in T.Pipelined(K // bk, num_stages=2):
+                T.copy(A[by * bm, ko * bk], A_s)
+                T.copy(B[ko * bk, bx * bn], B_s)
+                T.gemm(A_s, B_s, acc)
+            T.copy(acc, C[by * bm, bx * bn])
+            if T.get_thread_binding() == 0:
+                Who[by, bx] = Who[by, bx] + 1
+    return swz
+
+
+# ---- T.Kernel's thread forms ----------------------------------------------------------------
+def kernel_thread_forms(M=64, N=128):
+    """A 2-D block (32, 4) over a 2 x 3 grid: ``T.get_thread_binding(0/1)``,
+    ``T.thread_binding(0, 4, "threadIdx.y")``, ``T.get_block_binding(0/1)``; a T.Parallel
+    copy of a shared tile read upside down (spread over all 128 threads), and each thread
+    writing its own coordinates into W."""
+
+    @T.prim_func
+    def forms(A: T.Tensor((M, N), T.float32), B: T.Tensor((M, N), T.float32),
+              W: T.Tensor((2, 3, 4, 32), T.int32)):
+        with T.Kernel(2, 3, threads=(32, 4)) as (bx, by):
+            tx = T.get_thread_binding(0)
+            ty = T.get_thread_binding(1)
+            ty2 = T.thread_binding(0, 4, "threadIdx.y")
+            s = T.alloc_shared((M // 2, N), T.float32)
+            T.copy(A[bx * (M // 2), 0], s)
+            if by == 0:
+                for i, j in T.Parallel(M // 2, N):
+                    B[bx * (M // 2) + i, j] = s[M // 2 - 1 - i, j] + 0.5
+            W[T.get_block_binding(0), T.get_block_binding(1), ty, tx] = \
+                tx + 100 * ty2 + 10000 * by + 100000 * bx
+    return forms

@@ -149,7 +149,7 @@ class MmaEmitter:
         if s.wg_wait == N.NO_WAIT:
             note = "; no wait: in flight until T.wait_wgmma" if wait == N.NO_WAIT else \
                 "; waits: a 16-bit accumulator cannot stay in flight (CuTe DSL repacks it)"
-        self.out.comment(depth, f"{_form(s)}({a_text}, {b_text}, {s.c}): {s.c} += {a_text}"
+        self.out.comment(depth, f"{_form(s)}({a_text}, {b_text}, {s.c}): {s.c} {_op(s)} {a_text}"
                                 f"{'^T' if s.transpose_a else ''} @ {b_text}{'^T' if s.transpose_b else ''}"
                                 + note)
         acc = self.clear(s, depth)
@@ -225,7 +225,7 @@ class MmaEmitter:
         k = s.a_part[0 if s.transpose_a else 1][1] if s.a_part else \
             int(a.shape[-2 if s.transpose_a else -1].value)
         layout = self.layouts.get(s.c) or N.Layout("replicated")
-        self.out.comment(depth, f"T.gemm({a_text}, {b_text}, {s.c}): {s.c} += {a_text}"
+        self.out.comment(depth, f"T.gemm({a_text}, {b_text}, {s.c}): {s.c} {_op(s)} {a_text}"
                                 f"{'^T' if s.transpose_a else ''} @ {b_text}"
                                 f"{'^T' if s.transpose_b else ''} on CUDA cores (SIMT: no "
                                 f"tensor-core MMA for {a.dtype} x {b.dtype} -> {c.dtype} here), "
@@ -354,6 +354,14 @@ def merge(p: list, q: list) -> list:
 
 def _form(s: N.Gemm) -> str:
     return "T.wgmma_gemm" if s.wg_wait == N.NO_WAIT else "T.gemm"
+
+
+def _op(s: N.Gemm) -> str:
+    """How the comment writes the update: ``=`` with ``clear_accum=True``, ``+=`` without,
+    and with a run-time ``clear_accum`` (``k == 0``) ``= (if k == 0) or +=``."""
+    if isinstance(s.clear_accum, N.Const) or isinstance(s.clear_accum, bool):
+        return "=" if bool(getattr(s.clear_accum, "value", s.clear_accum)) else "+="
+    return f"= (if {expr_str(s.clear_accum)}) or +="
 
 
 def _region_tid(layout: N.Layout) -> str:

@@ -2119,8 +2119,11 @@ class _Parser:
         return [N.Clear(buf.name, loc=self.loc(s))]
 
     def stmt_gemm(self, a: _Args, s) -> list[N.Stmt]:
-        a.refuse_unless("k_pack", (1,), "k_pack packs K for AMD's MFMA; tilecute targets "
-                                        "NVIDIA tensor cores")
+        # k_pack packs K for AMD's MFMA: TileLang checks it is 1 or 2 and reads it there
+        # only, so on NVIDIA's wgmma and mma.sync (tilecute's targets) either is the same GEMM
+        if a.static_int("k_pack") not in (1, 2):
+            raise a.fail("k_pack", f"k_pack={a.static_int('k_pack')}; TileLang's T.gemm takes "
+                                   "1 or 2 (its MFMA packing, for AMD only)")
         a.refuse_unless("mbar", (None,), "tilecute's T.gemm completes (or, with wg_wait=1, "
                                          "leaves one wgmma batch in flight) without an mbarrier")
         wait = a.static_int("wg_wait")
