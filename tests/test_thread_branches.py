@@ -2,8 +2,10 @@
 ... elif tx < 256: ... else: ...`` split the block's threads, and TileLang plans the tile
 ops of each branch for the threads its condition selects.  tilecute makes such a branch
 (one selecting a run of whole warpgroups) the warpgroup region ``with T.ws(g):`` makes
-(``N.WarpGroups``).  CPU: IR, layouts, barriers, refusals, generated source, sm_90a
-cubins; GPU: results vs torch."""
+(``N.WarpGroups``), and one selecting a run of whole warps (``if tx < 32:`` in a block of
+96) a region of those warps (``N.WarpGroups.span``); tile ops spread over the threads
+under a branch selecting part of a warp are refused.  CPU: IR, layouts, barriers,
+refusals, generated source, sm_90a cubins; GPU: results vs torch."""
 
 import re
 
@@ -189,13 +191,35 @@ def chain(A: T.Tensor((384,), "float32")):
 '''
     f = T.from_script(src)
     (r2, r1, r0) = _stmts(f, N.WarpGroups)
-    assert (r2.groups, r1.groups, r0.groups) == ((2,), (1,), (0,))
-    assert isinstance(r0.body[0], N.If)  # tx < 64 is no warpgroup: an if inside warpgroup 0
+    assert (r2.groups, r1.groups) == ((2,), (1,))
+    # tx < 64 within warpgroup 0: a region of its first two warps, the rest no branch's
+    assert (r0.groups, r0.span, r0.first_thread, r0.num_threads) == ((), (0, 64), 0, 64)
+    assert isinstance(r0.body[0], N.Store)
+
+
+@pytest.mark.parametrize("cond,threads,orelse,span", [
+    ("tx < 64", 256, True, (0, 64)),      # half a warpgroup
+    ("tx >= 192", 256, False, (192, 256)),
+    ("tx >= 32 and tx < 96", 256, False, (32, 96)),
+])
+def test_whole_warps_make_regions_and_gemm_there_is_refused(cond, threads, orelse, span):
+    """TileLang plans the branch for the warps it selects: a region of whole warps (its
+    else the rest), where no T.gemm runs (an MMA takes whole warpgroups)."""
+    f = branch_program(cond, threads, orelse)
+    regions = _stmts(f, N.WarpGroups)
+    assert regions[0].span == span and not regions[0].groups and not _stmts(f, N.If)
+    if orelse:
+        assert regions[1].span == (span[1], threads)
+    text = print_func(f)
+    assert f"if {span[0]} <= T.get_thread_binding() < {span[1]}:" in text
+    assert print_func(T.from_script(text)) == text
+    with pytest.raises(GemmError, match=rf"thread region of threads {span[0]}..{span[1] - 1} "
+                                        r"\(<script>:14\), which is not whole warpgroups"):
+        lower(f, "sm_90a")
 
 
 @pytest.mark.parametrize("cond,threads,orelse", [
-    ("tx < 64", 256, True),               # half a warpgroup
-    ("tx >= 192", 256, False),
+    ("tx < 16", 256, False),              # part of a warp
     ("tx < 128 or tx >= 256", 384, False),  # not one run
     ("tx >= 128 and tx < 256", 384, True),  # its else is warpgroups 0 and 2
     ("tx == 0", 256, False),
@@ -253,7 +277,9 @@ def test_accumulator_rows_reduce_in_regions():
     assert re.search(rf"\(1, 2\), 64, {wtid}, 256, ([2-9]|1[0-5])\)", call), call
 
 
-def test_reduce_of_blocked_fragment_in_region_is_refused():
+def row_sums_in_upper_warpgroup():
+    """Warpgroup 1 reduces the rows of a 128 x 128 fragment it loads: a reduction inside a
+    region, its warps meeting on the region's named barrier."""
     src = '''
 @T.prim_func
 def red(A: T.Tensor((128, 128), "float32"), R: T.Tensor((128,), "float32")):
@@ -266,9 +292,122 @@ def red(A: T.Tensor((128, 128), "float32"), R: T.Tensor((128,), "float32")):
             T.reduce_sum(a, r, dim=1)
             T.copy(r, R)
 '''
-    with pytest.raises(LayoutError, match=r"<script>:10: .*T.reduce_sum inside a warpgroup "
-                                          r"region .*threads 128..255"):
+    return T.from_script(src)
+
+
+def test_reduce_in_a_region_syncs_the_region():
+    src = emit_cute(lower(row_sums_in_upper_warpgroup(), "sm_90a"))
+    region = src[src.index("# T.ws(1)"):]
+    wtid = [ln for ln in region.splitlines() if "= tc_tid - 128" in ln][0].split("=")[0].strip()
+    # the rows' 4 warps meet in shared on the region's barrier (128 threads, id 2..15),
+    # numbering the warps from the region's first (block warp 4)
+    call = [ln for ln in region.splitlines() if "tcr.block_allreduce(" in ln][0]
+    assert re.search(r", 4, 4, 128, ([2-9]|1[0-5]), 4\)$", call), call
+    assert "sync_threads()" not in region and wtid
+
+
+def mix_rows(n=4, c=256):
+    """TileLang's split of a 96-thread block by warps: warp 0 normalises an n x n matrix
+    (exponentials less their row's max, each column divided by its sum: reductions over a
+    fragment of n * n < 32 x 4 elements, which its first threads hold), warps 1..2 mix
+    the rows of X by weights the whole block staged in shared."""
+    @T.prim_func
+    def mix(S: T.Tensor((n, n), "float32"), X: T.Tensor((n, c), "float32"),
+            P: T.Tensor((n, n), "float32"), Y: T.Tensor((c,), "float32")):
+        with T.Kernel(1, threads=96) as bx:
+            tx = T.get_thread_binding()
+            w = T.alloc_shared((n,), "float32")
+            for j in T.Parallel(n):
+                w[j] = S[0, j]
+            if tx < 32:
+                m = T.alloc_fragment((n, n), "float32")
+                rmax = T.alloc_fragment((n,), "float32")
+                csum = T.alloc_fragment((n,), "float32")
+                T.copy(S, m)
+                T.reduce_max(m, rmax, dim=1)
+                for i, j in T.Parallel(n, n):
+                    m[i, j] = T.exp(m[i, j] - rmax[i])
+                T.reduce_sum(m, csum, dim=0)
+                for i, j in T.Parallel(n, n):
+                    P[i, j] = m[i, j] / csum[j]
+            else:
+                xs = T.alloc_shared((n, c), "float32")
+                acc = T.alloc_fragment((c,), "float32")
+                T.copy(X, xs)
+                T.clear(acc)
+                for k in T.serial(n):
+                    for j in T.Parallel(c):
+                        acc[j] += w[k] * xs[k, j]
+                T.copy(acc, Y)
+    return mix
+
+
+def test_warp_regions_plan_their_tile_ops_for_their_threads(tmp_path):
+    f = mix_rows()
+    assert [r.span for r in _stmts(f, N.WarpGroups)] == [(0, 32), (32, 96)]
+    plan = lower(f, "sm_90a")
+    layouts = {a.buffer.name: a.layout for a in _stmts(plan.func, N.Allocate)}
+    assert (layouts["m"].threads, layouts["m"].vector) == (32, 4)
+    assert (layouts["acc"].threads, layouts["acc"].first_thread) == (64, 32)
+    src = emit_cute(plan)
+    first, second = src.index("# thread region: threads 0..31"), \
+        src.index("# thread region: threads 32..95")
+    # one thread holds each row of 4: no shuffle across threads; the 4 rows meet in shared
+    # on the region's named barrier (32 threads), past the 4th row no thread writes
+    assert "a row is 1 threads x 4 registers" in src[first:second]
+    assert re.search(r"tcr.grouped_rows\(.*, 32, 1, tc_tid, 32, ([2-9]|1[0-5])\)", src[first:second])
+    # each region's copies are spread over its own threads; the top-level staging of w is
+    # ordered before both regions, and nothing orders one region after the other
+    assert "for tc_k" in src[second:] and "tc_tid - 32" in src[second:]
+    assert "sync_threads()" in src[:first] and "sync_threads()" not in src[first:]
+    assert tilecute.build_cubin(f, "sm_90a", out_dir=str(tmp_path)).kernel_names
+
+
+@pytest.mark.parametrize("cond", ["tx < 16", "tx == 0", "tx >= 16 and tx < 48", "8 > tx"])
+@pytest.mark.parametrize("op", ["T.copy(A, B)", "for i in T.Parallel(128):\n                B[i] = A[i]",
+                                "T.reduce_sum(f, s, dim=0)"])
+def test_tile_ops_under_part_of_a_warp_are_refused(cond, op):
+    """TileLang plans them for the threads the branch selects; tilecute makes regions of
+    whole warps only, and spreading them over the block's threads would leave the others'
+    part undone: refused with the branch's condition and line."""
+    src = f'''
+@T.prim_func
+def part(A: T.Tensor((128,), "float32"), B: T.Tensor((128,), "float32"),
+         S: T.Tensor((1,), "float32")):
+    with T.Kernel(1, threads=128) as bx:
+        tx = T.get_thread_binding()
+        f = T.alloc_fragment((128,), "float32")
+        s = T.alloc_fragment((1,), "float32")
+        T.copy(A, f)
+        if {cond}:
+            {op}
+        T.copy(s, S)
+'''
+    with pytest.raises(LayoutError, match=rf"<script>:1[01]: .*runs under `if .*:` "
+                                          r"\(<script>:10\), which selects some of the block's "
+                                          r"threads"):
         lower(T.from_script(src), "sm_90a")
+
+
+def test_serial_work_under_one_thread_stays():
+    """What each selected thread runs whole (a T.serial loop, a replicated fragment's
+    T.Parallel) is the same on the threads TileLang would plan it for."""
+    src = '''
+@T.prim_func
+def one(A: T.Tensor((128,), "float32"), B: T.Tensor((128,), "float32")):
+    with T.Kernel(1, threads=128) as bx:
+        tx = T.get_thread_binding()
+        if tx == 0:
+            for i in T.serial(128):
+                B[i] = A[i] * 2.0
+        if tx < 16:
+            r = T.alloc_local((4,), "float32")
+            for i in T.Parallel(4):
+                r[i] = A[tx * 4 + i]
+            for i in T.serial(4):
+                B[tx * 4 + i] = r[i]
+'''
+    assert emit_cute(lower(T.from_script(src), "sm_90a"))
 
 
 # ---- cubins -------------------------------------------------------------------------------------
@@ -287,6 +426,32 @@ def test_two_consumers_source():
 
 
 # ---- GPU ------------------------------------------------------------------------------------------
+@pytest.mark.gpu
+def test_gpu_warp_regions():
+    import torch
+
+    kernel = tilecute.compile(mix_rows())
+    s = torch.randn(4, 4, device="cuda")
+    x = torch.randn(4, 256, device="cuda")
+    p = torch.empty(4, 4, device="cuda")
+    y = torch.empty(256, device="cuda")
+    kernel(s, x, p, y)
+    e = torch.exp(s - s.amax(dim=1, keepdim=True))
+    torch.testing.assert_close(p, e / e.sum(dim=0, keepdim=True), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(y, s[0] @ x, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.gpu
+def test_gpu_reduce_in_a_region():
+    import torch
+
+    kernel = tilecute.compile(row_sums_in_upper_warpgroup())
+    a = torch.randn(128, 128, device="cuda")
+    r = torch.empty(128, device="cuda")
+    kernel(a, r)
+    torch.testing.assert_close(r, a.sum(dim=1), rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.gpu
 def test_gpu_two_consumers():
     import torch

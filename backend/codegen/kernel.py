@@ -62,6 +62,7 @@ class KernelEmitter:
         # the threads the statements being emitted map onto: the block's, or inside a T.ws
         # region its warpgroups' (their thread index from 0, their count, their barrier)
         self.tid, self.threads, self.region_barrier = "tc_tid", self.scope.num_threads, 0
+        self.region_first = 0  # the region's first thread (0: the block's)
         self.region_barriers: dict[tuple, int] = {}  # (first thread, count) -> barrier id
         self.reducers: dict[str, str] = {}  # T.alloc_reducer fragment -> its op
         self.pointers: dict[str, str] = {}  # tensor parameter -> its pointer parameter
@@ -104,9 +105,9 @@ class KernelEmitter:
         hi = lo + n
         conds = ([f"tc_tid >= {lo}"] if lo else []) + \
             ([f"tc_tid < {hi}"] if hi < self.scope.num_threads else [])
-        groups = ", ".join(map(str, s.groups))
+        what = f"T.ws({', '.join(map(str, s.groups))})" if s.groups else "thread region"
         self.out.line(depth, f"if {' and '.join(conds) or 'True'}:",
-                      f"T.ws({groups}): threads {lo}..{hi - 1}")
+                      f"{what}: threads {lo}..{hi - 1}")
         key = (lo, n)
         # the program's own named barriers (T.sync_threads(barrier_id, ...)): a region takes
         # an id none of them uses; an id computed at run time could be any
@@ -127,16 +128,16 @@ class KernelEmitter:
         if lo:
             tid = self.out.fresh("wtid")
             self.out.line(depth + 1, f"{tid} = tc_tid - {lo}", "the thread's index in the region")
-        saved = (self.tid, self.threads, self.region_barrier, self.mma.tid)
+        saved = (self.tid, self.threads, self.region_barrier, self.mma.tid, self.region_first)
         self.tid, self.threads, self.region_barrier = tid, n, self.region_barriers[key]
-        self.mma.tid = tid
+        self.mma.tid, self.region_first = tid, lo
         before = self.mma.in_flight  # (the threads outside the region keep these in flight)
         try:
             self.body(s.body, depth + 1, guarded)
             self.mma.drain(depth + 1)
             self.mma.in_flight = before
         finally:
-            self.tid, self.threads, self.region_barrier, self.mma.tid = saved
+            self.tid, self.threads, self.region_barrier, self.mma.tid, self.region_first = saved
 
     # ---- memory accesses ------------------------------------------------------------------
     def load(self, e: N.Load) -> str:
@@ -401,6 +402,16 @@ class KernelEmitter:
             return self.threads, self.region_barrier
         return (self.scope.num_threads if self.scope.producer_threads else 0), 1
 
+    def reduce_barrier(self, first_warp: bool) -> str:
+        """The trailing arguments of ``tcr.block_allreduce`` (``first_warp``) and
+        ``tcr.grouped_rows`` that name their barrier: none for the block's; the named
+        barrier 1 of a producer kernel's compute threads; a region's own named barrier
+        (and the block warp its warps start at)."""
+        if self.region_barrier:
+            first = f", {self.region_first // 32}" if first_warp and self.region_first else ""
+            return f", {self.threads}, {self.region_barrier}{first}"
+        return f", {self.scope.num_threads}" if self.scope.producer_threads else ""
+
     def combine_rows(self, s: N.CombineRows, depth: int, guarded: bool) -> None:
         self.mma.combine_rows(s, depth, *self.rows_barrier())
 
@@ -444,8 +455,8 @@ class KernelEmitter:
         out.line(depth + 1, f"{red}[{r}] = tcr.warp_allreduce({acc}, {op}, {warp})")
         if threads > 32:
             warps = threads // 32
-            named = f", {self.scope.num_threads}" if self.scope.producer_threads else ""
-            out.line(depth, f"tcr.block_allreduce({red}, {op}, {ident(s.scratch)}, {warps}, {warps}{named})")
+            out.line(depth, f"tcr.block_allreduce({red}, {op}, {ident(s.scratch)}, {warps}, {warps}"
+                            f"{self.reduce_barrier(True)})")
         self.store_reduced(s, red, rows, op, depth, r)
 
     def store_reduced(self, s: N.Reduce, values: str, rows: int, op: str, depth: int,
@@ -473,7 +484,8 @@ class KernelEmitter:
         src, acc_type = self.buffers[s.src], cute_type(self.buffers[s.dst].dtype)
         row = int(src.shape[-1].value)
         rows = math.prod(int(d.value) for d in src.shape[:-1])
-        rounds, group, per_round = rows * row // (threads * v), row // v, threads * v // row
+        # (a last round the fragment does not fill: its first threads hold the rest)
+        rounds, group, per_round = -(-rows * row // (threads * v)), row // v, threads * v // row
         src_ = ident(s.src)
         red, all_rows, c, q, acc = (out.fresh(x) for x in ("red", "rows", "c", "q", "acc"))
         out.line(depth, f"{red} = cute.make_rmem_tensor(({rounds},), {acc_type})",
@@ -484,13 +496,12 @@ class KernelEmitter:
             out.line(depth + 1, f"for {q} in cutlass.range_constexpr(1, {v}):")
             out.line(depth + 2, f"{acc} = tcr.combine({acc}, {take(f'{src_}[{c} * {v} + {q}]')}, {op})")
         out.line(depth + 1, f"{red}[{c}] = tcr.warp_allreduce({acc}, {op}, {min(group, 32)})")
-        named = self.scope.num_threads if self.scope.producer_threads else 0
         if group > 32:  # a row spans group // 32 warps
             out.line(depth, f"tcr.block_allreduce({red}, {op}, {ident(s.scratch)}, {threads // 32}, "
-                            f"{group // 32}{f', {named}' if named else ''})")
+                            f"{group // 32}{self.reduce_barrier(True)})")
         out.line(depth, f"{all_rows} = cute.make_rmem_tensor(({rows},), {acc_type})")
         out.line(depth, f"tcr.grouped_rows({red}, {all_rows}, {ident(s.scratch)}, {per_round}, "
-                        f"{group}, tc_tid, {named})")
+                        f"{group}, {self.tid}{self.reduce_barrier(False)})")
         self.store_reduced(s, all_rows, rows, op, depth, c)
 
     def scan(self, s: N.Scan, depth: int, guarded: bool) -> None:

@@ -548,19 +548,26 @@ class WarpGroups(Stmt):
     it map onto those threads alone, numbered from 0 (a ``T.gemm`` there is the MMA of
     those warpgroups, a copy is spread over them, a barrier is theirs: a named barrier).
     A kernel with such regions orders them itself (mbarriers): the compiler gives it no
-    producer warpgroup of its own."""
+    producer warpgroup of its own.
+
+    ``span``: a region of whole warps that are not whole warpgroups (the branch ``if tx
+    < 32:`` of a 96-thread block, its ``else``): the threads ``span[0] <= thread <
+    span[1]`` (multiples of 32), ``groups`` then empty; the same region otherwise, except
+    that no ``T.gemm`` runs in it (an MMA here takes whole warpgroups)."""
 
     groups: tuple[int, ...]
     body: tuple[Stmt, ...]
     loc: Optional[Loc] = _loc()
+    span: tuple[int, ...] = ()
 
     @property
     def first_thread(self) -> int:
-        return self.groups[0] * WARPGROUP_THREADS
+        return self.span[0] if self.span else self.groups[0] * WARPGROUP_THREADS
 
     @property
     def num_threads(self) -> int:
-        return len(self.groups) * WARPGROUP_THREADS
+        return self.span[1] - self.span[0] if self.span else \
+            len(self.groups) * WARPGROUP_THREADS
 
 
 LAYOUT_KINDS = ("blocked", "replicated", "row_major", "swizzled", "tma_swizzled", "mbarrier")

@@ -165,6 +165,9 @@ def _stmt(s: N.Stmt, indent: int, out: list[str]) -> None:
         if s.orelse:
             out.append(f"{pad}else:")
             _stmts(s.orelse, indent + 1, out)
+    elif isinstance(s, N.WarpGroups) and s.span:  # whole warps: the branch that makes one
+        out.append(f"{pad}if {s.span[0]} <= T.get_thread_binding() < {s.span[1]}:")
+        _stmts(s.body, indent + 1, out)
     elif isinstance(s, N.WarpGroups):
         out.append(f"{pad}with T.ws({', '.join(map(str, s.groups))}):")
         _stmts(s.body, indent + 1, out)

@@ -12,6 +12,7 @@ import unicodedata
 
 from ..runtime.dtypes import DTYPES, valid_dtypes_text
 from ..target import MAX_THREADS, TMA_REDUCE_ADD_TYPES
+from ..target import WARP
 from . import nodes as N
 
 # names the generated CuTe DSL source uses itself
@@ -621,8 +622,26 @@ class _Validator:
             self.fail(f"unknown statement {type(s).__name__}")
 
     def warp_groups(self, s: N.WarpGroups) -> None:
-        """``T.ws(g, ...)``: one consecutive run of the 1-D block's 128-thread warpgroups."""
+        """``T.ws(g, ...)``: one consecutive run of the 1-D block's 128-thread warpgroups;
+        with ``span``, one run of whole warps (no warpgroups)."""
         k = self.scope
+        if s.span:
+            lo_hi = s.span
+            if s.groups or len(lo_hi) != 2 or not all(
+                    isinstance(x, int) and not isinstance(x, bool) for x in lo_hi) or \
+                    not 0 <= lo_hi[0] < lo_hi[1] or any(x % WARP for x in lo_hi):
+                self.fail(f"a thread region spans whole warps: threads (lo, hi), multiples of "
+                          f"{WARP} with lo < hi, and no warpgroups; got span={lo_hi!r}, "
+                          f"groups={s.groups!r}")
+            if self.in_ws:
+                self.fail("thread regions cannot nest")
+            if len(k.threads) != 1 or lo_hi[1] > k.num_threads:
+                self.fail(f"the thread region {lo_hi[0]}..{lo_hi[1] - 1} is not inside the 1-D "
+                          f"block's threads={k.threads}")
+            if k.producer_threads:
+                self.fail("thread regions and a compiler-made producer warpgroup "
+                          "(producer_threads) cannot share a kernel")
+            return
         groups = s.groups
         if not isinstance(groups, tuple) or not groups or not all(
                 isinstance(g, int) and not isinstance(g, bool) and g >= 0 for g in groups):

@@ -33,6 +33,7 @@ from ..ir.visitor import linear_form, walk_stmts
 from ..ir.rasterization import panel_order
 from ..ir.validate import RESERVED, RESERVED_PREFIXES, validate
 from .negative_index import legalize_negative_indices
+from ..target import WARP
 from ..runtime.dtypes import DTYPES, UnknownDTypeError
 from ..target import TMA_REDUCE_ADD_TYPES
 from . import forms as F
@@ -1164,11 +1165,11 @@ class _Parser:
     # ---- branches on the thread index (TileLang's hand warp specialization) -------------
     def warpgroup_span(self) -> tuple | None:
         """The block's threads ``(0, n)`` where a branch on the thread index may become a
-        warpgroup region: a 1-D block of whole warpgroups, outside any ``T.ws`` region."""
+        thread region: a 1-D block of whole warps, outside any ``T.ws`` region."""
         threads = self.kernel_threads if self.in_kernel else ()
         if self.in_ws or self.in_varying_if or \
                 any(kind == "parallel" for kind, _, _ in self.context()) or len(threads) != 1 or \
-                not isinstance(threads[0], int) or threads[0] % N.WARPGROUP_THREADS:
+                not isinstance(threads[0], int) or threads[0] % WARP:
             return None
         return (0, threads[0])
 
@@ -1194,7 +1195,7 @@ class _Parser:
         """The threads ``[lo, hi)`` of ``span`` for which ``cond`` holds, when ``cond``
         compares the thread index (``T.get_thread_binding()``, a name bound to it) with
         constants (``tx < 128``, ``tx >= 256``, ``128 <= tx < 256``, ``and`` of such) and
-        they are whole warpgroups; else None."""
+        they are whole warps; else None."""
         def is_tid(e) -> bool:
             while isinstance(e, N.Cast) and N.is_int(e.dtype):
                 e = e.value
@@ -1231,21 +1232,22 @@ class _Parser:
             return max(lo, span[0]), max(max(lo, span[0]), min(hi, span[1]))
 
         r = rng(cond) if _is_ir(cond) else None
-        if r is None or any(x % N.WARPGROUP_THREADS for x in r):
+        if r is None or any(x % WARP for x in r):
             return None
         return r
 
     def thread_branches(self, s: ast.If, cond, span: tuple) -> list[N.Stmt]:
         """``if tx < 128: ... elif tx >= 256: ... else: ...`` on the thread index, each
-        branch selecting a run of whole warpgroups of ``span``: TileLang plans the tile
-        ops of a branch for the threads its condition selects, so each branch becomes the
-        warpgroup region (``N.WarpGroups``, what ``with T.ws(g, ...)`` makes) of its
+        branch selecting a run of whole warps of ``span``: TileLang plans the tile ops of a
+        branch for the threads its condition selects, so each branch becomes the thread
+        region (``N.WarpGroups``, what ``with T.ws(g, ...)`` makes; of whole warps that are
+        no whole warpgroups, ``if tx < 32:`` in a block of 96, one with a ``span``) of its
         threads.  The regions follow one another in the IR as the branches do in the
         ``if``; their threads are disjoint, so they run side by side (the barrier pass
         puts no block barrier between them).  The ``else`` of such a branch is the rest of
-        ``span`` (one run of warpgroups; an ``elif`` there is taken the same way); a
-        branch on the thread index that does not select whole warpgroups stays an ``if``
-        (where a ``T.gemm`` under it is refused by name)."""
+        ``span`` (one run of warps; an ``elif`` there is taken the same way); a branch on
+        the thread index that does not select whole warps stays an ``if`` (where a
+        ``T.gemm`` under it is refused by name)."""
         r = self.thread_range(cond, span)
         rest = None
         if r is not None and s.orelse:
@@ -1277,6 +1279,8 @@ class _Parser:
         lo, hi = span
         if lo >= hi:
             return []
+        if lo % N.WARPGROUP_THREADS or hi % N.WARPGROUP_THREADS:  # whole warps
+            return [N.WarpGroups((), body, loc=self.loc(s), span=(lo, hi))]
         groups = tuple(range(lo // N.WARPGROUP_THREADS, hi // N.WARPGROUP_THREADS))
         return [N.WarpGroups(groups, body, loc=self.loc(s))]
 

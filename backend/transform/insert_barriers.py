@@ -104,7 +104,7 @@ class _Sync:
         out = []
         run = None  # the run of side-by-side T.ws regions just placed (see warp_groups)
         for s in body:
-            if not isinstance(s, N.WarpGroups):
+            if not isinstance(s, (N.WarpGroups, N.Allocate)):  # (an allocation touches nothing)
                 run = None
             if isinstance(s, N.TmaCopy):
                 self.tma_copy(s, st, out)

@@ -64,7 +64,7 @@ import dataclasses
 import math
 
 from ..ir import nodes as N
-from ..ir.printer import layout_str
+from ..ir.printer import expr_str, layout_str
 from ..ir.visitor import StmtMutator, replace_exprs, substitute, walk_nodes, walk_stmts
 from ..runtime.dtypes import DTYPES
 from ..target import VECTOR_BYTES, WARP
@@ -84,6 +84,9 @@ class _Nest:
     loops: list
     accesses: list
     region: tuple = ()  # the threads it maps onto: (first thread, count)
+    # the `if` on the thread index it runs under that selects threads other than its
+    # region's (`if tx < 16:`, `if tx == 0:`), if any (see _Kernel.narrowing)
+    narrowed: object = None
 
     @property
     def vars(self):
@@ -122,6 +125,8 @@ class _Kernel:
         # block's or a T.ws region's
         self.region = (0, self.threads)
         self.frag_region: dict[str, tuple] = {}  # fragment -> the T.ws region its nests run in
+        self.thread_vars: set[str] = set()  # Let names bound to the thread index
+        self.narrowed = None  # the enclosing `if` that selects some of the region's threads
         self.bases = view_bases(scope.body)  # view -> the buffer it views
 
     def fail(self, s, msg: str):
@@ -239,7 +244,7 @@ class _Kernel:
                         self.fail(a, f"{a.buffer.scope} buffer '{a.buffer.name}' (T.alloc_*) "
                                      "allocated inside a T.Parallel loop is not supported by "
                                      "tilecute: allocate it before the loop")
-                nest = _Nest(loops, accesses(loops[-1].body), self.region)
+                nest = _Nest(loops, accesses(loops[-1].body), self.region, self.narrowed)
                 self.nests.append(nest)
                 self.note_region(nest, s)
                 for lp in loops:
@@ -269,29 +274,92 @@ class _Kernel:
                 self.scanned |= {s.src, s.dst}
             elif isinstance(s, N.If):
                 self.direct(accesses([dataclasses.replace(s, then=(), orelse=())]), s)
-                self.collect(s.then, top=False)
-                self.collect(s.orelse, top=False)
-            elif isinstance(s, (N.Reduce, N.FinalizeReducer, N.Scan)) and \
-                    self.region != (0, self.threads) and \
-                    not (isinstance(s, N.Reduce) and s.dst in self.rows):
-                # (the rows of a T.gemm accumulator reduce within the region's threads that
-                # hold them: the quads, and with warps along N the region's named barrier)
-                what = f"T.reduce_{s.kind}" if isinstance(s, N.Reduce) else \
-                    "T.finalize_reducer" if isinstance(s, N.FinalizeReducer) else \
+                saved = self.narrowed
+                for branch, negate in ((s.then, False), (s.orelse, True)):
+                    if saved is None and self.narrowing(s.cond, negate):
+                        self.narrowed = s
+                    try:
+                        self.collect(branch, top=False)
+                    finally:
+                        self.narrowed = saved
+            elif isinstance(s, (N.FinalizeReducer, N.Scan)) and self.region != (0, self.threads):
+                what = "T.finalize_reducer" if isinstance(s, N.FinalizeReducer) else \
                     f"T.cum{s.kind}"
-                self.fail(s, f"{what} inside a warpgroup region (T.ws, or an `if` on the thread "
-                             f"index, threads {self.region[0]}..{sum(self.region) - 1}) is "
-                             "supported only for the rows of a T.gemm accumulator "
-                             "(T.reduce_*(acc, rows, dim=1)); tilecute's cross-warp step of "
-                             "other reductions synchronises the whole block")
+                self.fail(s, f"{what} inside a thread region (T.ws, or an `if` on the thread "
+                             f"index, threads {self.region[0]}..{sum(self.region) - 1}) is not "
+                             "supported: tilecute's cross-warp step of it synchronises the "
+                             "whole block")
             elif isinstance(s, N.Reduce):
+                # in a region the source's rows reduce within the region's threads (its
+                # warps meet on the region's named barrier, codegen)
+                if self.narrowed is not None and s.dst not in self.rows:
+                    self.fail(s, f"T.reduce_{s.kind} runs under {self.narrowed_text()}, "
+                                 f"{self.narrowed_why()}")
                 self.reduces.append(s)
                 if s.dst not in self.rows:
                     self.make_replicated(s.dst, s)
+                    self.note_fragment_region(s.src, s)
             elif isinstance(s, N.Gemm):
                 pass  # its fragment has the MMA layout (gemm pass)
+            elif isinstance(s, N.Let):
+                if self.is_thread_index(s.value):
+                    self.thread_vars.add(s.var.name)
+                self.direct(accesses([s]), s)
             else:
                 self.direct(accesses([s]), s)
+
+    def is_thread_index(self, e) -> bool:
+        """``T.get_thread_binding()`` or a Let name bound to it (through integer casts)."""
+        while isinstance(e, N.Cast) and N.is_int(e.dtype):
+            e = e.value
+        return isinstance(e, N.Var) and e.name in self.thread_vars or \
+            isinstance(e, N.Call) and e.name == "thread_idx" and e.args == (N.Const(0, "int32"),)
+
+    def narrowing(self, cond, negate: bool) -> bool:
+        """Does the branch of ``cond`` (its ``else``: ``negate``) select some of the
+        region's threads by comparing the thread index with constants (``tx < 16``, ``tx ==
+        0``, ``and`` of such; the ``else`` of one order comparison)?  TileLang's layout
+        inference plans the tile ops of such a branch for the threads it selects (its
+        analyzer bounds the thread index there); the frontend makes the branches that
+        select whole warps of the block regions, so what is left selects part of a warp,
+        or sits inside a region or inside a branch some threads take."""
+        first, n = self.region
+        flip = {"lt": "ge", "le": "gt", "gt": "le", "ge": "lt"}
+
+        def rng(e, neg):
+            if isinstance(e, N.Logic) and e.op == "and" and not neg:
+                lo, hi = first, first + n
+                for x in e.args:
+                    a, b = rng(x, False)
+                    lo, hi = max(lo, a), min(hi, b)
+                return lo, hi
+            if not isinstance(e, N.Cmp) or e.op == "ne" or neg and e.op == "eq":
+                return first, first + n
+            op, a, b = e.op, e.a, e.b
+            if self.is_thread_index(b) and isinstance(a, N.Const):
+                op, a, b = {"lt": "gt", "gt": "lt", "le": "ge", "ge": "le"}.get(op, op), b, a
+            if not (self.is_thread_index(a) and isinstance(b, N.Const) and
+                    isinstance(b.value, int) and not isinstance(b.value, bool)):
+                return first, first + n
+            op, c = (flip[op] if neg else op), int(b.value)
+            lo, hi = {"lt": (first, c), "le": (first, c + 1), "gt": (c + 1, first + n),
+                      "ge": (c, first + n), "eq": (c, c + 1)}[op]
+            return max(lo, first), min(hi, first + n)
+        return rng(cond, negate) != (first, first + n)
+
+    def narrowed_text(self) -> str:
+        s = self.narrowed
+        return f"`if {expr_str(s.cond)}:` ({s.loc or 'a condition on the thread index'})"
+
+    def narrowed_why(self) -> str:
+        lo, n = self.region
+        where = "the block's" if self.region == (0, self.threads) else \
+            f"the region's ({lo}..{lo + n - 1})"
+        return (f"which selects some of {where} threads by the thread index: TileLang plans "
+                "the tile ops of such a branch for the threads it selects, tilecute only for "
+                "a branch that selects whole warps of the block (a thread region); write the "
+                "branch over whole warps (`if tx < 32:`), or its loop as a T.serial loop "
+                "each selected thread runs")
 
     def note_region(self, nest: _Nest, s) -> None:
         """The fragments a nest walks live in the threads of the nest's T.ws region (or
@@ -299,17 +367,25 @@ class _Kernel:
         for b, _, _ in nest.accesses:
             if self.scope_of(b) != "fragment" or b in self.reducers:
                 continue
-            have = self.frag_region.setdefault(b, nest.region)
-            layout = self.allocs[b].layout if b in self.allocs else None
-            if layout is not None and layout.kind == "mma":
-                have = (layout.first_thread, layout.threads)
-            if have != nest.region:
-                def text(r):
-                    return "the whole block" if r == (0, self.threads) else \
-                        f"the T.ws region of threads {r[0]}..{r[0] + r[1] - 1}"
-                self.fail(s, f"fragment '{b}' is used by {text(nest.region)} here and by "
-                             f"{text(have)} elsewhere; a fragment lives in the registers of one "
-                             "set of threads")
+            self.note_fragment_region(b, s)
+
+    def note_fragment_region(self, b: str, s) -> None:
+        """Fragment ``b`` is used by the statement ``s`` of the region being collected."""
+        have = self.frag_region.setdefault(b, self.region)
+        layout = self.allocs[b].layout if b in self.allocs else None
+        if layout is not None and layout.kind == "mma":
+            have = (layout.first_thread, layout.threads)
+        if have != self.region:
+            def text(r):
+                return "the whole block" if r == (0, self.threads) else \
+                    f"the thread region of threads {r[0]}..{r[0] + r[1] - 1}"
+            self.fail(s, f"fragment '{b}' is used by {text(self.region)} here and by "
+                         f"{text(have)} elsewhere; a fragment lives in the registers of one "
+                         "set of threads")
+
+    def region_threads(self, frag: str) -> int:
+        """The threads fragment ``frag`` is laid out over: its region's, else the block's."""
+        return self.frag_region.get(frag, (0, self.threads))[1]
 
     def check_row_access(self, nest: _Nest, b: str, idx, write: bool, s) -> None:
         """A row fragment is walked by ``T.Parallel(M)`` at ``i`` or read at ``i`` in a
@@ -551,22 +627,27 @@ class _Kernel:
                         self.fail(r, f"internal: T.reduce_{r.kind} over dim {r.dim} of '{r.src}' "
                                      "reached the layout pass (the tile-op lowering moves the "
                                      "reduced dim last)")
+                    t = self.region_threads(r.src)
                     widest = v
-                    while v > 1 and row % (self.threads * v):
+                    while v > 1 and row % (t * v):
                         v //= 2
-                    if row % (self.threads * v):  # no thread holds part of every row:
-                        v = widest               # rows held by lane groups, if they fit
+                    if row % (t * v):  # no thread holds part of every row:
+                        v = widest     # rows held by lane groups, if they fit
                         while v > 1 and not self.grouped_rows(r, row, v):
                             v //= 2
-                    if row % (self.threads * v) and not self.grouped_rows(r, row, v):
+                    if row % (t * v) and not self.grouped_rows(r, row, v):
+                        v = widest     # a fragment short of whole rounds (of one, its first threads)
+                        while v > 1 and not self.grouped_rows(r, row, v, partial=True):
+                            v //= 2
+                    if row % (t * v) and not self.grouped_rows(r, row, v, partial=True):
+                        whose = "the block's" if t == self.threads else "its thread region's"
                         self.fail(r, f"T.reduce_{r.kind}: rows of '{r.src}' have {row} elements, "
-                                     f"neither a multiple of the block's {self.threads} threads "
+                                     f"neither a multiple of {whose} {t} threads "
                                      f"nor a power-of-two number (<= 32) or a multiple of 32 of "
-                                     f"{v}-element pieces that whole rows of the block's "
-                                     "threads cover (the threads holding a row, TileLang's "
+                                     f"{v}-element pieces that whole rows of those threads "
+                                     "cover (the threads holding a row, TileLang's "
                                      "logical_width, must be a positive power of two up to 32 "
                                      "or whole warps)")
-                    t = self.threads
                     if row % (t * v) == 0 and not (t % WARP == 0 or t <= WARP and t & (t - 1) == 0):
                         # a row over every thread: shuffles need whole warps (or one
                         # power-of-two group); a partial warp would be read past its end
@@ -576,6 +657,14 @@ class _Kernel:
                                      "(tilecute's all-reduce shuffles whole warps)")
             for m in members:
                 vector[m] = v
+        for nest, (mode, _) in zip(self.nests, nest_mode):
+            if nest.narrowed is not None and mode != "replicated":
+                # (a replicated nest runs whole on each thread that gets there, as on the
+                # threads TileLang would plan it for)
+                self.narrowed, self.region = nest.narrowed, nest.region
+                self.fail(nest.loops[0], "this T.Parallel loop (or the T.copy / T.fill made "
+                                         "into one) is spread over the threads and runs under "
+                                         f"{self.narrowed_text()}, {self.narrowed_why()}")
         return nest_mode, vector
 
     def check_fragment_views(self) -> None:
@@ -596,17 +685,19 @@ class _Kernel:
                 x = v if v in self.replicated else b
                 self.make_replicated(v if x == b else b, self.why[x])
 
-    def grouped_rows(self, r: N.Reduce, row: int, v: int) -> bool:
+    def grouped_rows(self, r: N.Reduce, row: int, v: int, partial: bool = False) -> bool:
         """Whether rows shorter than the block's threads x ``v`` reduce within thread groups:
         under the blocked layout each row is then ``row // v`` consecutive threads' ``v``
         registers (a power of two up to a warp: a lane group; or whole warps, e.g. rows of
-        64 in a block of 128 threads), and the fragment is whole rounds of ``threads x v``
-        elements (tilecute.runtime.cute.reduce: ``grouped_rows``, after ``block_allreduce``
-        across the warps of a group)."""
+        64 in a block of 128 threads), and each round of ``threads x v`` elements holds
+        whole rows; the fragment is whole rounds, or (``partial``, where no ``v`` gives
+        whole rounds) its last round is partial: a fragment smaller than a round lives in
+        its first threads (tilecute.runtime.cute.reduce: ``grouped_rows``, after
+        ``block_allreduce`` across the warps of a group)."""
         total = math.prod(int(d.value) for d in self.buffers[r.src].shape)
-        per = self.threads * v
+        per = self.region_threads(r.src) * v
         groups = row // v
-        if row % v or per % row or total % per or groups < 1:
+        if row % v or per % row or groups < 1 or total % per and not partial:
             return False
         return groups % WARP == 0 if groups > WARP else groups & (groups - 1) == 0
 
@@ -727,12 +818,14 @@ class _Kernel:
                 src = kernel.buffers[s.src]
                 rows = math.prod(int(d.value) for d in src.shape[:-1])
                 v = vector.get(s.src)  # (blocked sources only)
-                grouped = bool(v) and int(src.shape[-1].value) % (kernel.threads * v) != 0
-                if (warps <= 1 and not grouped) or s.scratch or s.dst in kernel.rows:
+                threads = kernel.region_threads(s.src)  # (a region's warps meet in shared)
+                held = threads // WARP if threads % WARP == 0 else 1
+                grouped = bool(v) and int(src.shape[-1].value) % (threads * v) != 0
+                if (held <= 1 and not grouped) or s.scratch or s.dst in kernel.rows:
                     return s  # (rows held by lane groups meet in shared; rows of an accumulator too)
                 name = f"{s.dst}_scratch"  # (the reduction runs in dst's dtype, as TileLang's)
                 buf = N.Buffer(name, kernel.buffers[s.dst].dtype,
-                               (N.Const(rows * max(warps, 1), "int32"),), "shared")
+                               (N.Const(rows * max(held, 1), "int32"),), "shared")
                 scratch_allocs.append(N.Allocate(buf, N.Layout("row_major"), loc=s.loc))
                 return dataclasses.replace(s, scratch=name)
 

@@ -154,6 +154,12 @@ class _Kernel:
                                  "its T.ws region, not for those a condition on the thread index "
                                  "selects; write the branch as a region, `with T.ws(0):` (threads "
                                  "0..127), `with T.ws(1):` ...")
+                if region is not None and region.span:
+                    lo, hi = region.span
+                    self.fail(s, f"it runs in the thread region of threads {lo}..{hi - 1} "
+                                 f"({region.loc or 'a branch on the thread index'}), which is "
+                                 "not whole warpgroups: tilecute plans a T.gemm for the "
+                                 "warpgroups of the block or of a T.ws region")
                 out.append((s, region))
             elif isinstance(s, N.WarpGroups):
                 out += self.collect(s.body, s, None)

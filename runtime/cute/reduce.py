@@ -82,7 +82,8 @@ def warp_allreduce(value, op: str, width: int):
 @cute.jit
 def block_allreduce(vals: cute.Tensor, op: cutlass.Constexpr, scratch: cute.Tensor,
                     num_warps: cutlass.Constexpr, group_warps: cutlass.Constexpr,
-                    threads: cutlass.Constexpr = 0):
+                    threads: cutlass.Constexpr = 0, barrier_id: cutlass.Constexpr = 1,
+                    first_warp: cutlass.Constexpr = 0):
     """All-reduce each of the R values of the register tensor ``vals`` (R = its static
     size) across groups of ``group_warps`` consecutive warps; the result replaces
     ``vals[r]`` in every thread of the group.
@@ -97,19 +98,21 @@ def block_allreduce(vals: cute.Tensor, op: cutlass.Constexpr, scratch: cute.Tens
     ``bar.sync 0``; every thread combines the ``group_warps`` partials of its group
     (``ld.shared``, broadcast reads) into ``vals[r]``; ``bar.sync 0`` again, so
     ``scratch`` can be reused right after.  ``group_warps`` 1 emits nothing.  With
-    ``threads`` the barriers are named barrier 1 over the first ``threads`` threads (a
-    kernel whose producer warpgroup does not take part).
+    ``threads`` the barriers are named barrier ``barrier_id`` (default 1) over
+    ``threads`` threads: the first ones (a kernel whose producer warpgroup does not take
+    part), or a thread region's, whose warps start at warp ``first_warp`` of the block
+    (its ``num_warps`` warps then call it, and warp ``w`` is ``first_warp + w``).
     """
     if cutlass.const_expr(num_warps % group_warps != 0):
         raise ValueError(f"tilecute block_allreduce: group_warps {group_warps} "
                          f"does not divide num_warps {num_warps}")
     if cutlass.const_expr(group_warps > 1):
         rows = cute.size(vals)
-        warp = cute.arch.warp_idx()
+        warp = cute.arch.warp_idx() - first_warp
         if cute.arch.lane_idx() == 0:
             for r in cutlass.range_constexpr(rows):
                 scratch[r * num_warps + warp] = vals[r]
-        _sync(threads)
+        _sync(threads, barrier_id)
         first = 0  # first warp of this thread's group
         if cutlass.const_expr(group_warps < num_warps):
             if cutlass.const_expr(group_warps & (group_warps - 1) == 0):
@@ -121,26 +124,32 @@ def block_allreduce(vals: cute.Tensor, op: cutlass.Constexpr, scratch: cute.Tens
             for g in cutlass.range_constexpr(1, group_warps):
                 acc = combine(acc, scratch[r * num_warps + first + g], op)
             vals[r] = acc
-        _sync(threads)
+        _sync(threads, barrier_id)
 
 
 @cute.jit
 def grouped_rows(red: cute.Tensor, rows: cute.Tensor, scratch: cute.Tensor,
                  per_round: cutlass.Constexpr, group: cutlass.Constexpr, tid,
-                 threads: cutlass.Constexpr = 0):
+                 threads: cutlass.Constexpr = 0, barrier_id: cutlass.Constexpr = 1):
     """Rows held by lane groups (``group`` consecutive threads a row, ``per_round`` rows per
     round of the blocked layout): ``red[c]`` is this thread's group's result for row
-    ``c * per_round + tid // group`` (already all-reduced within the group).  The group's
+    ``c * per_round + tid // group`` (already all-reduced within the group; a row past
+    ``size(rows)``, in a last round the fragment does not fill, is nobody's).  The group's
     first lane writes it to ``scratch[row]``; after a barrier every thread reads all
     ``size(rows)`` rows into ``rows``; a second barrier lets ``scratch`` be reused.  Every
-    thread of the block (or the first ``threads``) must call it."""
+    thread of the block (or the ``threads`` of named barrier ``barrier_id``, ``tid``
+    numbering them from 0) must call it."""
     if tid % group == 0:
         for c in cutlass.range_constexpr(cute.size(red)):
-            scratch[c * per_round + tid // group] = red[c]
-    _sync(threads)
+            row = c * per_round + tid // group
+            if cutlass.const_expr((c + 1) * per_round <= cute.size(rows)):
+                scratch[row] = red[c]
+            elif row < cute.size(rows):
+                scratch[row] = red[c]
+    _sync(threads, barrier_id)
     for r in cutlass.range_constexpr(cute.size(rows)):
         rows[r] = scratch[r]
-    _sync(threads)
+    _sync(threads, barrier_id)
 
 
 def _sync(threads: int, barrier_id: int = 1) -> None:
