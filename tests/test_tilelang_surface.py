@@ -51,7 +51,7 @@ CALLS = {
     "mbarrier_wait_parity": ("stmt", "bar[0], 0"), "use_swizzle": ("stmt", "8"),
     "set_max_nreg": ("stmt", "240, 1"), "wait_wgmma": ("stmt", "0"), "warpgroup_wait": ("stmt", "0"),
     "barrier_arrive": ("stmt", "bar[0]"), "barrier_wait": ("stmt", "bar[0], 0"),
-    "cumsum": ("stmt", "s"), "cummax": ("stmt", "s"), "finalize_reducer": ("stmt", "acc"),
+    "cumsum": ("stmt", "s"), "transpose": ("stmt", "s, t"), "cummax": ("stmt", "s"), "finalize_reducer": ("stmt", "acc"),
     "reducer_init": ("stmt", "acc"), "reducer_update": ("stmt", "acc[0, 0], 1.0"),
     "alloc_reducer": ("alloc", '(4,), "float32", "sum", "all"'),
     "im2col": ("stmt", "A, s, bx, 0, 3, 1, 1, 1"), "c2d_im2col": ("stmt", "A, s, bx, 0, 3, 1, 1, 1"),

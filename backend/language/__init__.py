@@ -39,7 +39,7 @@ from .forms import (  # noqa: F401
     mbarrier_wait_parity, use_swizzle, set_max_nreg, wait_wgmma, warpgroup_wait, barrier_arrive,
     barrier_wait,
 )
-from .forms import alloc_buffer, alloc_global, alloc_reducer, cummax, cumsum, finalize_reducer, im2col  # noqa: F401
+from .forms import alloc_buffer, alloc_global, alloc_reducer, cummax, cumsum, finalize_reducer, im2col, transpose  # noqa: F401
 from .forms import reducer_init, reducer_update  # noqa: F401
 from .forms import dec_max_nreg, grid, inc_max_nreg, sync_warp  # noqa: F401
 from .forms import annotate_layout, annotate_min_blocks_per_sm, pdl_sync, pdl_trigger  # noqa: F401

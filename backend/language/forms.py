@@ -223,6 +223,13 @@ def copy(src, dst, *, coalesced_width=None, disable_tma=False, eviction_policy=N
 
 
 @_form("stmt")
+def transpose(src, dst, annotations=None):
+    """``T.transpose(A_shared, B_shared)``: ``dst[..., j, i] = src[..., i, j]``, the last
+    two axes swapped (a T.Parallel loop over ``src``'s region; the value cast to ``dst``'s
+    dtype)."""
+
+
+@_form("stmt")
 def fill(buffer, value, annotations=None):
     """``T.fill(acc, 0)``."""
 
@@ -661,7 +668,7 @@ _UNSUPPORTED_WHY = {
 
 TILELANG_ONLY = frozenset("""
     Fragment ptr make_tensor make_tensor_from_addr
-    alloc_cluster_barrier alloc_tmem alloc_descriptor empty allocate async_copy transpose
+    alloc_cluster_barrier alloc_tmem alloc_descriptor empty allocate async_copy
     copy_cluster tma_gather4 tma_scatter4 tma_load tma_load_2sm gemm_sp
     tcgen05_gemm
     access_ptr

@@ -2085,6 +2085,61 @@ class _Parser:
             src, dst = one(src), one(dst)
         return [N.Copy(src, dst, loc=self.loc(s), disable_tma=a.static_bool("disable_tma"))]
 
+    def stmt_transpose(self, a: _Args, s) -> list[N.Stmt]:
+        """``T.transpose(src, dst)``: TileLang's tl.transpose, ``dst[..., j, i] =
+        src[..., i, j]``: a T.Parallel nest over src's region (its unit dims dropped), dst
+        indexed with the last two axes swapped and the others as in src (a unit dim of src
+        at dst's start), the value cast to dst's dtype."""
+        a.no_annotations()
+        loc = self.loc(s)
+        regions = []
+        for name in ("src", "dst"):
+            node = a.node(name)
+            r = self.region(node)
+            buf = self.buffer_named(r.buffer)
+            if r.extents is None:
+                if isinstance(node, ast.Subscript):
+                    raise a.fail(name, f"{name} must be a buffer or a region of one "
+                                       f"(`{buf.name}[0:64, 0:32]`), not the single element "
+                                       f"`{ast.unparse(node)}`")
+                r = N.Region(buf.name, r.starts, tuple(buf.shape))
+            if len(r.extents) < 2:
+                raise a.fail(name, f"{name} '{buf.name}' has {len(r.extents)} dim: the "
+                                   "transpose swaps the last two axes")
+            regions.append((r, buf))
+        (src, sbuf), (dst, dbuf) = regions
+        if len(src.extents) != len(dst.extents):
+            raise a.fail("dst", f"'{dbuf.name}' has {len(dst.extents)} dims and '{sbuf.name}' "
+                                f"{len(src.extents)}: TileLang's T.transpose takes one rank")
+        rank = len(src.extents)
+        swap = list(range(rank))
+        swap[-2], swap[-1] = rank - 1, rank - 2
+        want = [src.extents[swap[d]] for d in range(rank)]
+        for d, (w, got) in enumerate(zip(want, dst.extents)):
+            if isinstance(w, N.Const) and isinstance(got, N.Const) and w.value != got.value:
+                shown = lambda ex: "(" + ", ".join(str(e.value) if isinstance(e, N.Const)  # noqa: E731
+                                                   else "?" for e in ex) + ")"
+                raise a.fail("dst", f"T.transpose({sbuf.name}, {dbuf.name}): the source region "
+                                    f"{shown(src.extents)} transposed is {shown(want)}, but the "
+                                    f"destination region is {shown(dst.extents)}")
+        ivs = {d: N.Var(self.fresh("t"), "int32") for d, e in enumerate(src.extents)
+               if not (isinstance(e, N.Const) and e.value == 1)}
+        at = lambda start, v: v if isinstance(start, N.Const) and start.value == 0 \
+            else N.binop("add", start, v)  # noqa: E731
+        src_idx = tuple(at(src.starts[d], ivs[d]) if d in ivs else src.starts[d]
+                        for d in range(rank))
+        dst_idx = tuple(at(dst.starts[d], ivs[swap[d]]) if swap[d] in ivs else dst.starts[d]
+                        for d in range(rank))
+        value = N.Load(sbuf.name, src_idx, sbuf.dtype)
+        if sbuf.dtype != dbuf.dtype:
+            value = N.cast(value, dbuf.dtype)
+        body: tuple = (N.Store(dbuf.name, dst_idx, value, loc=loc),)
+        if not ivs:  # one element
+            return list(body)
+        for d in reversed(sorted(ivs)):
+            body = (N.For(ivs[d], N.Const(0, "int32"), src.extents[d], "parallel", body, loc=loc),)
+        return list(body)
+
     def stmt_fill(self, a: _Args, s) -> list[N.Stmt]:
         a.no_annotations()
         dst = self.region(a.node("buffer"))
