@@ -40,7 +40,7 @@ def test_branch_reads_happen_under_their_condition():
     # none is read as a vector (that read would run for every lane, the last row's past s);
     # s[i, j], read outside any branch too, still is
     assert body.count("s.iterator") == 1 and "s.iterator + cute.assume(i * 64 + j," in body, body
-    # outside a parallel nest (no bounds checks there): the branch condition alone
+    # outside a parallel nest: the branch condition alone (it proves g < 1000, the bounds)
     assert re.search(r"if g < 1000:\n\s+tc_ld\d+ = X\[g\]", body), body
 
 

@@ -157,6 +157,9 @@ class ExprPrinter:
         # the coordinate an atomic helper takes for ``buffer[indices]`` (the kernel emitter
         # sets it: a shared buffer's is its element offset under its layout)
         self.atomic_coord: Callable[[str, tuple], str] = self.global_coord
+        # the temporary an atomic call with a result was run into (the bounds predication's,
+        # for one not proved in bounds), or None
+        self.held: Callable[[N.Expr], str | None] = lambda e: None
 
     def global_coord(self, name: str, indices) -> str:
         """A global tensor element's index tuple, as the atomic helpers take it."""
@@ -258,6 +261,9 @@ class ExprPrinter:
         if isinstance(e, N.Load):
             return self.load(e), ATOM
         if isinstance(e, N.Call):
+            held = self.held(e)
+            if held is not None:
+                return held, ATOM
             form = _CALLS.get(e.name)
             if form is not None:
                 return form(self, e)

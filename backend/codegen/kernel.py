@@ -55,6 +55,7 @@ class KernelEmitter:
         self.exprs.block_barrier = self.barrier_of_threads
         self.exprs.atomic_coord = self.atomic_coord
         self.bounds = Bounds(self.out, self.exprs, self.buffers, self.ranges)
+        self.exprs.held = lambda e: self.bounds.hoisted.get(e) if isinstance(e, N.Call) else None
         self.smem = SharedMemory(self.scope, self.out)
         self.mma = MmaEmitter(self.out, self.buffers, self.layouts, self.smem, self.exprs)
         self.nests = NestEmitter(self)
@@ -185,11 +186,12 @@ class KernelEmitter:
         return f"{ident(name)}[{self.exprs.index_tuple(indices)}]"
 
     # ---- statements ----------------------------------------------------------------------
-    def body(self, stmts, depth: int, guarded: bool = False) -> None:
+    def body(self, stmts, depth: int, guarded: bool = True) -> None:
         if not stmts:
             self.out.line(depth, "pass")
-        for s in stmts:
-            self.stmt(s, depth, guarded)
+        with self.bounds.known.scope():
+            for s in stmts:
+                self.stmt(s, depth, guarded)
 
     def stmt(self, s: N.Stmt, depth: int, guarded: bool) -> None:
         with self.bounds.statement():
@@ -208,6 +210,7 @@ class KernelEmitter:
 
     def let(self, s: N.Let, depth: int, guarded: bool) -> None:
         self.out.line(depth, f"{ident(s.var.name)} = {self.exprs.expr(s.value)}")
+        self.bounds.known.let(s.var, s.value)
 
     def store(self, s: N.Store, depth: int, guarded: bool) -> None:
         expr = self.exprs.expr
@@ -234,12 +237,17 @@ class KernelEmitter:
         self.out.line(depth, f"if tc_tid == {t}:" if one else f"if {self.exprs.expr(s.cond)}:")
         saved, self.one_thread = self.one_thread, self.one_thread or one
         before = self.mma.in_flight  # (wgmma batches: each branch starts from these)
-        self.body(s.then, depth + 1, guarded)
+        known = self.bounds.known
+        with known.scope():
+            known.assume(s.cond, True)
+            self.body(s.then, depth + 1, guarded)
         self.one_thread = saved
         after, self.mma.in_flight = self.mma.in_flight, before
         if s.orelse:
             self.out.line(depth, "else:")
-            self.body(s.orelse, depth + 1, guarded)
+            with known.scope():
+                known.assume(s.cond, False)
+                self.body(s.orelse, depth + 1, guarded)
         self.mma.in_flight = merge(after, self.mma.in_flight)
 
     def evaluate(self, s: N.Evaluate, depth: int, guarded: bool) -> None:
@@ -301,8 +309,10 @@ class KernelEmitter:
     def serial(self, s: N.For, depth: int, guarded: bool) -> None:
         expr = self.exprs.expr
         zero = isinstance(s.start, N.Const) and s.start.value == 0
-        start, stop = expr(s.start), expr(s.extent if zero else N.binop("add", s.start, s.extent))
         const = isinstance(s.start, N.Const) and isinstance(s.extent, N.Const)
+        with self.bounds.statement():  # (loads of the range: read once, bounds-checked)
+            self.bounds.hoist((s.start, s.extent), depth, self.nests.vector)
+            start, stop = expr(s.start), expr(s.extent if zero else N.binop("add", s.start, s.extent))
         if s.kind == "unrolled" and const:
             rng = f"cutlass.range_constexpr({start}, {stop})"
         elif s.kind == "unrolled":
@@ -317,21 +327,40 @@ class KernelEmitter:
         var = ident(s.var.name)
         self.out.line(depth, f"for {var} in {rng}:")
         entry = self.mma.loop_entry(s.body)
-        if s.kind == "pipelined":
-            step = var if zero else f"({var} - {self.exprs.operand(s.start, PREC['sub'] + 1)})"
-            if s.stage_base is not None:  # (a persistent kernel's loop: steps of its earlier runs)
-                step = f"({self.exprs.operand(s.stage_base, PREC['add'])} + {step})"
-            operands = {x for t in walk_stmts(s.body) if isinstance(t, N.Gemm) for x in (t.a, t.b)}
-            with self.smem.pipelined(s.num_stages, step, used_buffers(s.body), operands, depth + 1):
+        with self.bounds.known.scope():
+            self.bounds.known.loop(s.var, s.start, s.extent)
+            if s.kind == "pipelined":
+                step = var if zero else f"({var} - {self.exprs.operand(s.start, PREC['sub'] + 1)})"
+                if s.stage_base is not None:  # (a persistent kernel's loop: steps of its earlier runs)
+                    step = f"({self.exprs.operand(s.stage_base, PREC['add'])} + {step})"
+                operands = {x for t in walk_stmts(s.body) if isinstance(t, N.Gemm) for x in (t.a, t.b)}
+                with self.smem.pipelined(s.num_stages, step, used_buffers(s.body), operands, depth + 1):
+                    self.body(s.body, depth + 1, guarded)
+            else:
                 self.body(s.body, depth + 1, guarded)
-        else:
-            self.body(s.body, depth + 1, guarded)
         self.mma.loop_exit(s, entry, depth)
 
     def while_(self, s: N.While, depth: int, guarded: bool) -> None:
-        self.out.line(depth, f"while {self.exprs.expr(s.cond)}:")
+        """``while cond:``; a condition that reads global memory not proved in bounds is
+        computed before the loop and again at the end of its body, its loads checked (the
+        IR has no ``continue`` to skip that)."""
+        if not any(self.bounds.predicate(ld.buffer, ld.indices) for ld in _loads(s.cond)):
+            self.out.line(depth, f"while {self.exprs.expr(s.cond)}:")
+            entry = self.mma.loop_entry(s.body)
+            self.body(s.body, depth + 1, guarded)
+            self.mma.loop_exit(s, entry, depth)
+            return
+        more = self.out.fresh("more")
+
+        def test(depth: int) -> None:
+            with self.bounds.statement():
+                self.bounds.hoist(s.cond, depth, self.nests.vector)
+                self.out.line(depth, f"{more} = {self.exprs.expr(s.cond)}")
+        test(depth)
+        self.out.line(depth, f"while {more}:")
         entry = self.mma.loop_entry(s.body)
         self.body(s.body, depth + 1, guarded)
+        test(depth + 1)
         self.mma.loop_exit(s, entry, depth)
 
     def allocate(self, s: N.Allocate, depth: int, guarded: bool) -> None:
@@ -809,8 +838,7 @@ class KernelEmitter:
         for v, g in zip(k.block_vars, k.grid):
             hi = g.value - 1 if isinstance(g, N.Const) else None
             self.ranges[v.name] = (0, hi)
-            if isinstance(g, N.Var):
-                self.bounds.grid_bound[v.name] = g.name
+            self.bounds.known.loop(v, N.Const(0, g.dtype), g)
         self.smem.carve(1)
         used = used_buffers(k.body)
         pointer = {p.source: p.name for p in launch.params if p.kind == "pointer"}

@@ -170,7 +170,10 @@ class NestEmitter:
             out.line(inner, f"{ident(lp.var.name)} = {value}")
             lo = value_range(lp.start, k.ranges)[0]
             k.ranges[lp.var.name] = (lo, None)
-        self.lanes(loops[-1], 1, inner)
+        with k.bounds.known.scope():
+            for lp in loops:  # (one lane per step: the variables' bounds are the loops')
+                k.bounds.known.loop(lp.var, lp.start, lp.extent)
+            self.lanes(loops[-1], 1, inner)
 
     def over_accumulator(self, loops, frag: str, depth: int) -> None:
         """A nest over T.gemm accumulators: each thread walks its own registers, with the
