@@ -359,15 +359,15 @@ class Bounds:
                 self.out.line(depth + 1, f"{t} = {self.exprs.expr(x)}")
                 self.hoisted[key] = t
 
-    def hoist_branches(self, e, depth: int, registers, checked: bool) -> None:
+    def hoist_branches(self, e, depth: int, registers) -> None:
         """Read each shared or global load inside a branch of a ``Select`` (TileLang's
         ``T.if_then_else``) into a temporary, under the branch's condition: TVM's
         ``if_then_else`` evaluates only the branch taken, and programs guard reads that
         would be out of bounds with it (``T.if_then_else(j > 0, s[i, j - 1], 0)``); CuTe's
         ``select_`` evaluates both.  (A load has no effect but its read, so TVM's ``Select``
         may take it alike.)  A load also read outside any branch, or held in ``registers``
-        (vector accesses, read whole), is left as it is; ``checked``: the temporaries also
-        take the bounds checks of :meth:`hoist`."""
+        (vector accesses, read whole), is left as it is; a global one also takes the bounds
+        checks of :meth:`hoist`, with what its branch's condition proves."""
         guards: dict[tuple, list] = {}  # load -> the guards it is read under (None: none)
         found: dict[tuple, N.Load] = {}
 
@@ -403,11 +403,10 @@ class Bounds:
                 taken = [chain("and", (self.exprs.operand(c, PREC["and"] + 1) for c in g))
                          for g in alts]
                 conds = [chain("or", (f"({t})" for t in taken))]
-            if checked:
-                with self.known.scope():  # (what the branch taken knows)
-                    for c in alts[0] if len(alts) == 1 else ():
-                        self.known.assume(c, True)
-                    conds += self.predicate(ld.buffer, ld.indices)
+            with self.known.scope():  # (what the branch taken knows)
+                for c in alts[0] if len(alts) == 1 else ():
+                    self.known.assume(c, True)
+                conds += self.predicate(ld.buffer, ld.indices)
             t = self.out.fresh("ld")
             self.out.line(depth, f"{t} = {cute_type(ld.dtype)}(0)")
             self.out.line(depth, f"if {chain('and', conds)}:")

@@ -98,7 +98,7 @@ class KernelEmitter:
             return 1, self.scope.num_threads
         return 0, 0
 
-    def warp_groups(self, s: N.WarpGroups, depth: int, guarded: bool) -> None:
+    def warp_groups(self, s: N.WarpGroups, depth: int) -> None:
         """``with T.ws(...)``: the region's threads run the body, numbered from 0 there
         (``tc_wtid``); its barriers are a named barrier of its own over its threads, and
         the wgmma batches it leaves in flight end inside it."""
@@ -134,7 +134,7 @@ class KernelEmitter:
         self.mma.tid, self.region_first = tid, lo
         before = self.mma.in_flight  # (the threads outside the region keep these in flight)
         try:
-            self.body(s.body, depth + 1, guarded)
+            self.body(s.body, depth + 1)
             self.mma.drain(depth + 1)
             self.mma.in_flight = before
         finally:
@@ -186,33 +186,32 @@ class KernelEmitter:
         return f"{ident(name)}[{self.exprs.index_tuple(indices)}]"
 
     # ---- statements ----------------------------------------------------------------------
-    def body(self, stmts, depth: int, guarded: bool = True) -> None:
+    def body(self, stmts, depth: int) -> None:
         if not stmts:
             self.out.line(depth, "pass")
         with self.bounds.known.scope():
             for s in stmts:
-                self.stmt(s, depth, guarded)
+                self.stmt(s, depth)
 
-    def stmt(self, s: N.Stmt, depth: int, guarded: bool) -> None:
+    def stmt(self, s: N.Stmt, depth: int) -> None:
         with self.bounds.statement():
             if isinstance(s, (N.Let, N.Store, N.If, N.Evaluate)):
-                self.bounds.hoist_branches(_checked_part(s), depth, self.nests.vector, guarded)
-            if guarded and isinstance(s, (N.Let, N.Store, N.If, N.Evaluate)):
+                self.bounds.hoist_branches(_checked_part(s), depth, self.nests.vector)
                 self.bounds.hoist(_checked_part(s), depth, self.nests.vector)
             method = _STATEMENTS.get(type(s))
             if method is not None:
-                method(self, s, depth, guarded)
+                method(self, s, depth)
             elif isinstance(s, N.TILE_OPS):
                 self.fail(s, f"T.{type(s).__name__.lower()} is a tile op; its lowering to CuTe DSL "
                              "is not implemented yet in this tilecute")
             else:
                 self.fail(s, f"statement {type(s).__name__} has no CuTe DSL form")
 
-    def let(self, s: N.Let, depth: int, guarded: bool) -> None:
+    def let(self, s: N.Let, depth: int) -> None:
         self.out.line(depth, f"{ident(s.var.name)} = {self.exprs.expr(s.value)}")
         self.bounds.known.let(s.var, s.value)
 
-    def store(self, s: N.Store, depth: int, guarded: bool) -> None:
+    def store(self, s: N.Store, depth: int) -> None:
         expr = self.exprs.expr
         key = (s.buffer, s.indices)
         if key in self.nests.vector:  # a vector store: this lane's element of its registers
@@ -222,7 +221,7 @@ class KernelEmitter:
         if self.buffers[s.buffer].dtype == "bool" and self.buffers[s.buffer].scope in ("global", "shared"):
             value = f"cutlass.Uint8({value})"  # a byte in memory
         text = f"{self.element(s.buffer, s.indices)} = {value}"
-        self.predicated(self.bounds.predicate(s.buffer, s.indices) if guarded else [], text, depth)
+        self.predicated(self.bounds.predicate(s.buffer, s.indices), text, depth)
 
     def predicated(self, conds: list[str], text: str, depth: int) -> None:
         if conds:
@@ -231,7 +230,7 @@ class KernelEmitter:
         else:
             self.out.line(depth, text)
 
-    def if_(self, s: N.If, depth: int, guarded: bool) -> None:
+    def if_(self, s: N.If, depth: int) -> None:
         t = _one_thread(s.cond)
         one = t is not None and len(self.scope.threads) == 1 and not s.orelse
         self.out.line(depth, f"if tc_tid == {t}:" if one else f"if {self.exprs.expr(s.cond)}:")
@@ -240,17 +239,17 @@ class KernelEmitter:
         known = self.bounds.known
         with known.scope():
             known.assume(s.cond, True)
-            self.body(s.then, depth + 1, guarded)
+            self.body(s.then, depth + 1)
         self.one_thread = saved
         after, self.mma.in_flight = self.mma.in_flight, before
         if s.orelse:
             self.out.line(depth, "else:")
             with known.scope():
                 known.assume(s.cond, False)
-                self.body(s.orelse, depth + 1, guarded)
+                self.body(s.orelse, depth + 1)
         self.mma.in_flight = merge(after, self.mma.in_flight)
 
-    def evaluate(self, s: N.Evaluate, depth: int, guarded: bool) -> None:
+    def evaluate(self, s: N.Evaluate, depth: int) -> None:
         if isinstance(s.value, N.Call) and s.value.name == "fence_proxy_async" and \
                 not arch_at_least(self.plan.arch, 90):
             self.fail(s, f"T.fence_proxy_async fences for the async proxy (wgmma, TMA) of "
@@ -300,13 +299,13 @@ class KernelEmitter:
         self.out.line(depth, "tcgrid.sync_grid(tc_grid_barrier)",
                       "T.sync_grid(): every block of the (cooperative) launch")
 
-    def for_(self, s: N.For, depth: int, guarded: bool) -> None:
+    def for_(self, s: N.For, depth: int) -> None:
         if s.kind == "parallel":
             self.nests.parallel(s, depth)
         else:
-            self.serial(s, depth, guarded)
+            self.serial(s, depth)
 
-    def serial(self, s: N.For, depth: int, guarded: bool) -> None:
+    def serial(self, s: N.For, depth: int) -> None:
         expr = self.exprs.expr
         zero = isinstance(s.start, N.Const) and s.start.value == 0
         const = isinstance(s.start, N.Const) and isinstance(s.extent, N.Const)
@@ -335,19 +334,19 @@ class KernelEmitter:
                     step = f"({self.exprs.operand(s.stage_base, PREC['add'])} + {step})"
                 operands = {x for t in walk_stmts(s.body) if isinstance(t, N.Gemm) for x in (t.a, t.b)}
                 with self.smem.pipelined(s.num_stages, step, used_buffers(s.body), operands, depth + 1):
-                    self.body(s.body, depth + 1, guarded)
+                    self.body(s.body, depth + 1)
             else:
-                self.body(s.body, depth + 1, guarded)
+                self.body(s.body, depth + 1)
         self.mma.loop_exit(s, entry, depth)
 
-    def while_(self, s: N.While, depth: int, guarded: bool) -> None:
+    def while_(self, s: N.While, depth: int) -> None:
         """``while cond:``; a condition that reads global memory not proved in bounds is
         computed before the loop and again at the end of its body, its loads checked (the
         IR has no ``continue`` to skip that)."""
         if not any(self.bounds.predicate(ld.buffer, ld.indices) for ld in _loads(s.cond)):
             self.out.line(depth, f"while {self.exprs.expr(s.cond)}:")
             entry = self.mma.loop_entry(s.body)
-            self.body(s.body, depth + 1, guarded)
+            self.body(s.body, depth + 1)
             self.mma.loop_exit(s, entry, depth)
             return
         more = self.out.fresh("more")
@@ -359,11 +358,11 @@ class KernelEmitter:
         test(depth)
         self.out.line(depth, f"while {more}:")
         entry = self.mma.loop_entry(s.body)
-        self.body(s.body, depth + 1, guarded)
+        self.body(s.body, depth + 1)
         test(depth + 1)
         self.mma.loop_exit(s, entry, depth)
 
-    def allocate(self, s: N.Allocate, depth: int, guarded: bool) -> None:
+    def allocate(self, s: N.Allocate, depth: int) -> None:
         b = s.buffer
         self.buffers[b.name] = b
         if s.layout is not None:
@@ -441,10 +440,10 @@ class KernelEmitter:
             return f", {self.threads}, {self.region_barrier}{first}"
         return f", {self.scope.num_threads}" if self.scope.producer_threads else ""
 
-    def combine_rows(self, s: N.CombineRows, depth: int, guarded: bool) -> None:
+    def combine_rows(self, s: N.CombineRows, depth: int) -> None:
         self.mma.combine_rows(s, depth, *self.rows_barrier())
 
-    def reduce(self, s: N.Reduce, depth: int, guarded: bool) -> None:
+    def reduce(self, s: N.Reduce, depth: int) -> None:
         """Each thread combines its own registers of every row, then a warp shuffle
         all-reduce, then (several warps) a shared-memory exchange; the result lands in every
         thread's copy of the replicated ``dst``.  As in TileLang, the reduction runs in
@@ -533,7 +532,7 @@ class KernelEmitter:
                         f"{group}, {self.tid}{self.reduce_barrier(False)})")
         self.store_reduced(s, all_rows, rows, op, depth, c)
 
-    def scan(self, s: N.Scan, depth: int, guarded: bool) -> None:
+    def scan(self, s: N.Scan, depth: int) -> None:
         """T.cumsum / T.cummax of a shared buffer: each warp takes whole lines (the
         elements along ``dim`` at one index of the other dims), lane ``l`` the
         ``ceil(L / 32)`` positions from ``l * ceil(L / 32)`` in scan order (from the end
@@ -587,7 +586,7 @@ class KernelEmitter:
             out.line(d, f"{vals}[{c}] = {elem}" if load else f"{elem} = {vals}[{c}]")
         out.use("scan")
 
-    def finalize_reducer(self, s: N.FinalizeReducer, depth: int, guarded: bool) -> None:
+    def finalize_reducer(self, s: N.FinalizeReducer, depth: int) -> None:
         """Every thread's copy of the reducer combined: a warp shuffle all-reduce of each
         element, then (several warps) a shared-memory exchange."""
         buf = self.buffers[s.buffer]
@@ -608,7 +607,7 @@ class KernelEmitter:
                                  f"{warps}, {warps}{named})")
         self.out.use("reduce")
 
-    def atomic_add(self, s: N.AtomicAdd, depth: int, guarded: bool) -> None:
+    def atomic_add(self, s: N.AtomicAdd, depth: int) -> None:
         if isinstance(s.value, N.Region):
             self.fail(s, "internal: tile T.atomic_add reached the codegen unlowered")
         buf = self.buffers[s.dst.buffer]
@@ -616,29 +615,28 @@ class KernelEmitter:
             self.fail(s, f"T.atomic_add into '{buf.name}': atomics target global or shared memory")
         value = self.exprs.expr(N.cast(s.value, buf.dtype))
         coord = self.atomic_coord(buf.name, s.dst.starts)
-        conds = []
-        if guarded:
-            conds = list(dict.fromkeys(self.bounds.predicate(buf.name, s.dst.starts)
-                                       + self.bounds.of_loads(list(_loads(s.value)) + list(_loads(s.dst.starts)))))
+        # (skipped where it or an operand it reads is out of bounds, as TileLang wraps the call)
+        conds = list(dict.fromkeys(self.bounds.predicate(buf.name, s.dst.starts)
+                                   + self.bounds.of_loads(list(_loads(s.value)) + list(_loads(s.dst.starts)))))
         # add/max/min: their helpers' default order is relaxed, written only when another
         order = f', "{s.order}"' if s.op in ("or", "store") or s.order != "relaxed" else ""
         self.predicated(conds, f"tca.atomic_{s.op}({ident(buf.name)}, {coord}, {value}{order})", depth)
         self.out.use("atomic")
 
-    def gemm(self, s: N.Gemm, depth: int, guarded: bool) -> None:
+    def gemm(self, s: N.Gemm, depth: int) -> None:
         self.mma.gemm(s, depth, None if s.stage is None else self.exprs.expr(s.stage))
 
-    def named_barrier(self, s: N.NamedBarrier, depth: int, guarded: bool) -> None:
+    def named_barrier(self, s: N.NamedBarrier, depth: int) -> None:
         fn = "barrier_arrive" if s.arrive else "barrier"
         self.out.line(depth, f"cute.arch.{fn}(barrier_id={self.exprs.expr(s.barrier_id)}, "
                              f"number_of_threads={s.threads})")
 
-    def warp_sync(self, s: N.WarpSync, depth: int, guarded: bool) -> None:
+    def warp_sync(self, s: N.WarpSync, depth: int) -> None:
         mask = "" if s.mask is None else (str(int(s.mask.value)) if isinstance(s.mask, N.Const)
                                           else self.exprs.expr(s.mask))
         self.out.line(depth, f"cute.arch.sync_warp({mask})")
 
-    def device_print(self, s: N.DevicePrint, depth: int, guarded: bool) -> None:
+    def device_print(self, s: N.DevicePrint, depth: int) -> None:
         """One ``cute.printf`` line as TileLang's debug print writes it (bools print
         ``true``/``false``, through an ``if``)."""
         self.out.use("debug")
@@ -663,18 +661,18 @@ class KernelEmitter:
         self.out.line(depth, f"cute.printf({quote(f'{head} dtype={name} value={conv}')}, {where}, "
                              f"cutlass.{as_type}({value}))")
 
-    def device_assert(self, s: N.DeviceAssert, depth: int, guarded: bool) -> None:
+    def device_assert(self, s: N.DeviceAssert, depth: int) -> None:
         self.out.use("debug")
         self.out.line(depth, f"if not ({self.exprs.expr(s.cond)}):", "T.device_assert")
         if s.msg:
             self.out.line(depth + 1, f"cute.printf({quote('Device assert failed: ' + _printf_text(s.msg))})")
         self.out.line(depth + 1, "tcd.trap()")
 
-    def wait_wgmma(self, s: N.WaitWgmma, depth: int, guarded: bool) -> None:
+    def wait_wgmma(self, s: N.WaitWgmma, depth: int) -> None:
         self.mma.wait(s, depth)
 
     # ---- barriers and TMA -----------------------------------------------------------------
-    def barrier(self, s: N.Barrier, depth: int, guarded: bool) -> None:
+    def barrier(self, s: N.Barrier, depth: int) -> None:
         self.mma.drain(depth)  # wgmma reads of shared memory end before the block moves on
         if s.wait_async:
             self.out.line(depth, "cute.arch.cp_async_wait_group(0)")
@@ -688,11 +686,11 @@ class KernelEmitter:
             return ident(r.buffer)
         return f"{ident(r.buffer)} + {self.exprs.operand(idx, PREC['add'] + 1)}"
 
-    def mbarrier_wait(self, s: N.MBarrierWait, depth: int, guarded: bool) -> None:
+    def mbarrier_wait(self, s: N.MBarrierWait, depth: int) -> None:
         self.out.use("tma")
         self.out.line(depth, f"tct.wait({self.barrier_ref(s.barrier)}, {self.exprs.expr(s.parity)})")
 
-    def mbarrier_arrive(self, s: N.MBarrierArrive, depth: int, guarded: bool) -> None:
+    def mbarrier_arrive(self, s: N.MBarrierArrive, depth: int) -> None:
         if s.cp_async:  # T.cp_async_barrier_noinc
             if not arch_at_least(self.plan.arch, 90):
                 self.fail(s, f"T.cp_async_barrier_noinc (cp.async.mbarrier.arrive.noinc) is "
@@ -713,18 +711,18 @@ class KernelEmitter:
             return
         self.out.line(depth, f"tct.arrive({self.barrier_ref(s.barrier)})")
 
-    def cluster_sync(self, s: N.ClusterSync, depth: int, guarded: bool) -> None:
+    def cluster_sync(self, s: N.ClusterSync, depth: int) -> None:
         self.out.use("tma")
         self.out.line(depth, "tct.cluster_sync()")
 
-    def set_max_nreg(self, s: N.SetMaxNReg, depth: int, guarded: bool) -> None:
+    def set_max_nreg(self, s: N.SetMaxNReg, depth: int) -> None:
         if not self.plan.arch.startswith("sm_90"):
             self.fail(s, f"T.set_max_nreg is setmaxnreg, an sm_90a instruction; the target is "
                          f"{self.plan.arch}")
         fn = "increase" if s.increase else "decrease"
         self.out.line(depth, f"cute.arch.setmaxregister_{fn}({s.count})", "registers per thread of this warpgroup")
 
-    def tma_copy(self, s: N.TmaCopy, depth: int, guarded: bool) -> None:
+    def tma_copy(self, s: N.TmaCopy, depth: int) -> None:
         out = self.out
         out.use("tma")
         desc = {d.name: d for d in self.scope.tma_descriptors}.get(s.desc)
@@ -800,12 +798,12 @@ class KernelEmitter:
             out.line(depth + 1, f"tct.{fn}({ident(s.desc)}, {smem}, {coords}{more})",
                      None if s.wait_read else "its read is waited for before the next barrier")
 
-    def tma_store_wait(self, s: N.TmaStoreWait, depth: int, guarded: bool) -> None:
+    def tma_store_wait(self, s: N.TmaStoreWait, depth: int) -> None:
         self.out.use("tma")
         self.out.line(depth, f"if {self.tid} == 0:")
         self.out.line(depth + 1, "tct.store_wait()", "TMA has read the stores' shared tiles")
 
-    def async_copy_wait(self, s: N.AsyncCopyWait, depth: int, guarded: bool) -> None:
+    def async_copy_wait(self, s: N.AsyncCopyWait, depth: int) -> None:
         self.out.line(depth, "cute.arch.cp_async_wait_group(0)",
                       "this thread's cp.async copies have landed")
 

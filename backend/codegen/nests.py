@@ -224,7 +224,7 @@ class NestEmitter:
             self.k.out.line(depth, f"for {ident(lp.var.name)} in {rng}({start}, {stop}):")
             self.k.ranges[lp.var.name] = (start, stop - 1)
             depth += 1
-        self.k.body(loops[-1].body, depth, guarded=True)
+        self.k.body(loops[-1].body, depth)
 
     # ---- lanes ----------------------------------------------------------------------------
     def lanes(self, inner: N.For, width: int, depth: int) -> None:
@@ -310,14 +310,14 @@ class NestEmitter:
         j = inner.var.name
         if width == 1:
             self.lane, self.vector = "0", temps
-            self.k.body(inner.body, depth, guarded=True)
+            self.k.body(inner.body, depth)
             self.lane, self.vector = None, {}
             return
         lane = self.k.out.fresh("lane")
         self.k.out.line(depth, f"for {lane} in cutlass.range_constexpr({width}):")
         self.k.exprs.subst[j] = f"({ident(j)} + {lane})"
         self.lane, self.vector = lane, temps
-        self.k.body(inner.body, depth + 1, guarded=True)
+        self.k.body(inner.body, depth + 1)
         self.lane, self.vector = None, {}
         del self.k.exprs.subst[j]
 
