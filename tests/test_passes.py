@@ -677,6 +677,74 @@ def big(A: T.Tensor((51200,), "float32")):
         run_passes(T.from_script(big), "sm_80")
 
 
+SIDE_BY_SIDE = """
+@T.prim_func
+def halves(A: T.Tensor((128, 64), "float16"), B: T.Tensor((64, 128), "float16"),
+           C: T.Tensor((128, 128), "float16")):
+    with T.Kernel(1, threads=256) as bx:
+        a_s = T.alloc_shared((128, 64), "float16")
+        left = T.alloc_shared((64, 64), "float16")
+        right = T.alloc_shared((64, 64), "float16")
+        acc_l = T.alloc_fragment((128, 64), "float32")
+        acc_r = T.alloc_fragment((128, 64), "float32")
+        T.copy(A, a_s)
+        FIRST
+        SECOND
+        with T.ws(0):
+            T.copy(acc_l, C[0, 0])
+        with T.ws(1):
+            T.copy(acc_r, C[0, 64])
+"""
+_LEFT = """with T.ws(0):
+            T.copy(B[0, 0], left)
+            T.gemm(a_s, left, acc_l, clear_accum=True)"""
+_RIGHT = """with T.ws(1):
+            T.copy(B[0, 64], right)
+            T.gemm(a_s, right, acc_r, clear_accum=True)"""
+
+
+@pytest.mark.parametrize("first, second", [(_LEFT, _RIGHT), (_RIGHT, _LEFT)])
+def test_buffers_of_side_by_side_ws_regions_never_share_bytes(first, second):
+    """Two T.ws regions in a row run at the same time on their own warpgroups (no block
+    barrier between them): 'left' and 'right', each used in one of them only, must not be
+    placed on the same bytes (they were: sequential lifetimes, one half of C wrong)."""
+    src = SIDE_BY_SIDE.replace("FIRST", first).replace("SECOND", second)
+    _, after = before_and_after(src, "assign_shared_memory", "sm_90a")
+    slots = {s.buffer.name: s.slot for s in after.kernels[0].body
+             if isinstance(s, N.Allocate) and s.slot}
+    spans = {b: (slots[b].offset, slots[b].offset + 64 * 64 * 2) for b in ("left", "right")}
+    assert spans["left"][1] <= spans["right"][0] or spans["right"][1] <= spans["left"][0], spans
+
+
+@pytest.mark.gpu
+def test_side_by_side_ws_regions_compute_both_halves_on_gpu():
+    import torch
+
+    import tilecute
+
+    func = T.from_script(SIDE_BY_SIDE.replace("FIRST", _LEFT).replace("SECOND", _RIGHT))
+    a = torch.randn(128, 64, device="cuda", dtype=torch.float16)
+    b = torch.randn(64, 128, device="cuda", dtype=torch.float16)
+    c = tilecute.compile(func, out_idx=[-1])(a, b)
+    torch.testing.assert_close(c, (a.float() @ b.float()).half(), atol=5e-2, rtol=1e-2)
+
+
+def test_buffers_of_ws_regions_in_sequence_may_share_bytes():
+    """Two regions on the same warpgroup run one after the other (the barrier pass puts a
+    block barrier before the second where it needs one), so their buffers may share bytes;
+    the stores' regions (warpgroups 0 and 1) are the one side-by-side run."""
+    from tilecute.transform.shared_memory import side_by_side_runs
+
+    second = _LEFT.replace("left", "right").replace("B[0, 0]", "B[0, 64]")  # T.ws(0) again
+    src = SIDE_BY_SIDE.replace("FIRST", _LEFT).replace("SECOND", second)
+    _, after = before_and_after(src, "assign_shared_memory", "sm_90a")
+    body = after.kernels[0].body
+    regions = [i for i, s in enumerate(body) if isinstance(s, N.WarpGroups)]
+    assert side_by_side_runs(body) == [(regions[2], regions[3])]
+    slots = {s.buffer.name: s.slot for s in body if isinstance(s, N.Allocate) and s.slot}
+    assert slots["left"].offset == slots["right"].offset
+
+
 def test_overlap_mma_off_and_where_it_does_not_apply():
     """The option keeps the loop as written, and a loop
     where a statement free of the second GEMM's registers (S *= 2) must stay after one

@@ -7,7 +7,9 @@ Buffers are placed in allocation order, each at the lowest offset (a multiple of
 alignment: 128 bytes, 1024 for a TMA-swizzled buffer) where it overlaps no buffer that is
 alive at the same time.  A buffer is alive from the first to the last top-level statement
 of the kernel that uses it (a loop or a branch counts as one statement), so a GEMM's
-epilogue tile reuses the bytes of the main loop's stages.  Mbarrier arrays live the whole
+epilogue tile reuses the bytes of the main loop's stages; consecutive ``T.ws`` regions on
+disjoint threads run side by side, so what each uses is alive over all of them
+(:func:`side_by_side_runs`).  Mbarrier arrays live the whole
 kernel.  A buffer with ``stages`` holds that many copies, ``stride`` bytes apart (one
 stage rounded up to the alignment).  A view (``Allocate.view_of``) takes its base's slot,
 and the base lives as long as any of its views is used."""
@@ -39,10 +41,41 @@ def _round_up(x: int, align: int) -> int:
     return -(-x // align) * align
 
 
+def side_by_side_runs(body) -> list[tuple[int, int]]:
+    """The first and last top-level statement of each run of two or more consecutive
+    ``T.ws`` regions on disjoint threads (allocations between them aside).  They run at
+    the same time, each on its own threads (the barrier pass puts no block barrier
+    between them: the program orders them with its mbarriers), so what one uses is alive
+    while any other runs."""
+    runs, run = [], None  # run: (first, last, thread ranges)
+    for i, s in enumerate(body):
+        if isinstance(s, N.Allocate):
+            continue
+        if isinstance(s, N.WarpGroups):
+            lo, hi = s.first_thread, s.first_thread + s.num_threads
+            if run is not None and all(hi <= a or b <= lo for a, b in run[2]):
+                run = (run[0], i, run[2] + [(lo, hi)])
+                continue
+            if run is not None and len(run[2]) > 1:
+                runs.append(run[:2])
+            run = (i, i, [(lo, hi)])
+            continue
+        if run is not None and len(run[2]) > 1:
+            runs.append(run[:2])
+        run = None
+    if run is not None and len(run[2]) > 1:
+        runs.append(run[:2])
+    return runs
+
+
 def place(scope: N.KernelScope) -> N.KernelScope:
     """``scope`` with a slot on each shared allocation and its total bytes."""
     forever = (-1, len(scope.body))
     alive = lifetimes(scope)
+    for first, last in side_by_side_runs(scope.body):
+        for b, (lo, hi) in list(alive.items()):
+            if lo <= last and first <= hi:
+                alive[b] = (min(lo, first), max(hi, last))
     bases = view_bases(scope.body)
     for v, b in bases.items():  # the base's bytes live while a view reads or writes them
         if v in alive:
