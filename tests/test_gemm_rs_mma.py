@@ -112,6 +112,52 @@ def test_rs_direct_matches_torch(threads):
     torch.testing.assert_close(c, a.float() @ b.float(), atol=1e-2, rtol=1e-2)
 
 
+def test_wgmma_a_fragment_holds_an_accumulators_registers():
+    """One warpgroup over 128 rows (two 64-row wgmma steps): P = T.copy(S) goes register by
+    register, so P's registers must be in S's order (the A partition's own order lists K
+    steps before M steps: P's rows came out mixed, TileLang's 128 x 128 attention tiles on
+    128 threads wrong on an H100)."""
+    plan = lower(rs_chain(M=128, K=64, N=64, threads=128), "sm_90a")
+    layouts = {s.buffer.name: s.layout for k in plan.func.kernels for s in _allocs(k.body)}
+    assert layouts["P"].mma == "wgmma" and layouts["P"].operand == "A"
+    src = emit_cute(plan)
+    assert 'tcm.a_fragment("wgmma", (1, 1), (128, 64), cutlass.Float16' in src
+    assert "P[tc_r" in src and "= cutlass.Float16(S[tc_r" in src  # register by register
+
+
+@pytest.mark.parametrize("M, threads", [(128, 128), (192, 128), (256, 256)])
+def test_wgmma_a_from_registers_of_several_m_steps_builds(M, threads, tmp_path):
+    assert tilecute.build_cubin(rs_chain(M=M, K=64, N=64, threads=threads), "sm_90a",
+                                out_dir=str(tmp_path)).kernel_names
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("M, K, threads", [(64, 64, 128), (128, 64, 128), (128, 128, 128),
+                                           (192, 64, 128), (256, 64, 256)])
+def test_wgmma_rs_chain_of_several_m_steps_matches_torch(M, K, threads):
+    import torch
+
+    a = torch.randn(M, 32, device="cuda", dtype=torch.float16)
+    b = torch.randn(K, 32, device="cuda", dtype=torch.float16)
+    v = torch.randn(K, 64, device="cuda", dtype=torch.float16)
+    o = torch.empty(M, 64, device="cuda")
+    tilecute.compile(rs_chain(M=M, K=K, N=64, threads=threads))(a, b, v, o)
+    p = (a.float() @ b.float().T).half().float()
+    torch.testing.assert_close(o, p @ v.float(), atol=5e-2, rtol=1e-2)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("M, threads", [(128, 128), (192, 128)])
+def test_wgmma_rs_direct_of_several_m_steps_matches_torch(M, threads):
+    import torch
+
+    a = torch.randn(M, 32, device="cuda", dtype=torch.float16)
+    b = torch.randn(32, 64, device="cuda", dtype=torch.float16)
+    c = torch.empty(M, 64, device="cuda")
+    tilecute.compile(rs_direct(M=M, threads=threads))(a, b, c)
+    torch.testing.assert_close(c, a.float() @ b.float(), atol=1e-2, rtol=1e-2)
+
+
 def test_gemm_operand_regions():
     """A region covering the whole buffer is the buffer; a matrix of a 3-D shared buffer
     (TileLang's 2-D operand) is that matrix (tests/test_gemm_matrix_operands.py)."""

@@ -127,17 +127,22 @@ def accumulator(family: str, warps: tuple, shape: tuple, dtype, tid):
 def a_fragment(family: str, warps: tuple, shape: tuple, dtype, tid):
     """The registers of this thread's part of an ``(M, K)`` A operand read from registers
     (wgmma's RS form; for mma.sync every warp along M, ``warps = (w, 1)``), and each
-    register's ``(i, k)``: the same coordinates as an accumulator's registers with ``K``
-    columns.  For mma.sync the registers are the accumulator's (``(2, 2)`` values by M
-    steps by n8 steps); :func:`gemm_warp` reads them through :func:`_a_view`, mma.sync's A
-    order (``(2, 2, 2)`` values by M steps by k16 steps) over the same registers."""
+    register's ``(i, k)``: the registers and coordinates of an accumulator with ``K``
+    columns, in its order, so that a copy from an accumulator goes register by register.
+    :func:`gemm` (wgmma) reads them through :func:`_a_view_wgmma` and :func:`gemm_warp`
+    (mma.sync) through :func:`_a_view`: the MMA's A order (``(2, 2, 2)`` values by M steps
+    by k16 steps) over the same registers."""
     if family != "wgmma":
         return accumulator(family, warps, shape, dtype, tid)
-    mma = tiled_mma(family, dtype, dtype, cutlass.Float32, False, False, warps, 64 * warps[1],
-                    a_regs=True)
-    thr = mma.get_slice(tid)
-    regs = cute.make_rmem_tensor(thr.partition_shape_A(shape), dtype)
-    return regs, thr.partition_A(cute.make_identity_tensor(shape))
+    # wgmma: the registers of an accumulator with K columns on the warpgroups along M (a
+    # warpgroup holds all K columns of its rows), read as the A operand through
+    # :func:`_a_view_wgmma`.  In the A partition's own order a warpgroup of two or more
+    # 64-row steps would list its registers by K step before M step, where an
+    # accumulator lists them M step last: a copy register by register from an
+    # accumulator (TileLang's T.copy(acc_s, acc_s_cast)) would mix the steps' rows
+    if warps[1] > 1:  # warpgroup g is M block g % warps[0]
+        tid = tid // WARPGROUP % warps[0] * WARPGROUP + tid % WARPGROUP
+    return accumulator(family, (warps[0], 1), shape, dtype, tid)
 
 
 def gemm(mma, tid, acc, sa, sb, accumulate: bool = True, wait=0,
@@ -153,7 +158,7 @@ def gemm(mma, tid, acc, sa, sb, accumulate: bool = True, wait=0,
     # makes every wgmma wait for a per-thread descriptor conversion)
     thr = mma.get_slice(cute.arch.make_warp_uniform(tid // WARPGROUP) * WARPGROUP)
     fb = mma.make_fragment_B(thr.partition_B(sb))
-    fa = sa if a_regs else mma.make_fragment_A(thr.partition_A(sa))
+    fa = _a_view_wgmma(sa) if a_regs else mma.make_fragment_A(thr.partition_A(sa))
     mma.set(warpgroup.Field.ACCUMULATE, accumulate)
     warpgroup.fence()
     for k in range(cute.size(fa, mode=[2])):
@@ -233,6 +238,19 @@ def _a_view(regs):
     mt = cute.size(regs, mode=[1])
     kt = cute.size(regs, mode=[2]) // 2
     layout = cute.make_layout(((2, 2, 2), mt, kt), stride=((1, 2, 4 * mt), 4, 8 * mt))
+    return cute.make_tensor(regs.iterator, layout)
+
+
+def _a_view_wgmma(regs):
+    """wgmma's A operand (the RS form) over registers held in accumulator order
+    (:func:`a_fragment`).  An accumulator's registers with ``K`` columns are ``((2, 2, K /
+    8), M steps)``: (column pair, row +8, n8 step) of each 64-row step, then the steps.
+    The 64 x 16 A operand of one wgmma k-step holds ``(2, 2, 2)`` values: (column pair,
+    row +8, column +8), the values of two adjacent n8 steps; so register ``c + 2 row + 4 (2
+    k + h) + (K / 2) m`` is A's value ``(c, row, h)`` of M step ``m``, K step ``k``."""
+    per_step = cute.size(regs, mode=[0])  # K / 2 registers of one 64-row step
+    mt = cute.size(regs, mode=[1])
+    layout = cute.make_layout(((2, 2, 2), mt, per_step // 8), stride=((1, 2, 4), per_step, 8))
     return cute.make_tensor(regs.iterator, layout)
 
 
