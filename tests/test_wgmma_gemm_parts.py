@@ -256,7 +256,10 @@ def branch(Q: T.Tensor((64, 64), "float16"), K: T.Tensor((64, 64), "float16"),
             T.wait_wgmma(0)
         T.copy(acc, S)
 '''
-    with pytest.raises(GemmError, match=r"runs under `if .*:` \(<script>:13\).*T.ws\(0\)") as e:
+    # an if on whole warps is a thread region (4764c5d): the refusal names it and its line
+    with pytest.raises(GemmError, match=r"T.wgmma_gemm\(Q_s, K_s, acc\): it runs (in the thread "
+                       r"region of threads \d+\.\.\d+ \(<script>:13\), which is not whole "
+                       r"warpgroups|under `if .*:` \(<script>:13\).*T.ws\(0\))") as e:
         lower(T.from_script(src), "sm_90a")
     assert str(e.value).startswith("<script>:14:")
 
