@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 from pathlib import Path
 
@@ -27,6 +26,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 import decode as D  # noqa: E402
+from cuda_timing import time_us, time_us_graph  # noqa: E402
 
 SHAPES = [  # batch, heads, kv_heads, dim, seqlen, page sizes
     (1, 32, 8, 128, 65536, (16, 64, 256)),
@@ -35,40 +35,6 @@ SHAPES = [  # batch, heads, kv_heads, dim, seqlen, page sizes
     (32, 32, 8, 128, 4096, (64,)),
     (128, 32, 8, 128, 2048, (16, 64)),
 ]
-
-
-def time_us(fn, reps: int, inner: int = 10) -> float:
-    """Median over ``reps`` of the mean time of ``inner`` back-to-back calls: a decode step
-    follows another on the stream, so the host's per-call work (output and workspace
-    allocation, argument checks) overlaps the previous call's kernels, as when serving."""
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(inner):
-            fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1e3 / inner)
-    return statistics.median(times)
-
-
-def time_us_graph(fn, reps: int, inner: int = 10) -> float:
-    """As :func:`time_us`, the ``inner`` calls captured once in a CUDA graph and replayed."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(inner):
-            fn()
-    return time_us(graph.replay, reps, inner=1) / inner
 
 
 def emit(row: dict) -> None:

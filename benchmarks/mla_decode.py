@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 from pathlib import Path
 
@@ -23,41 +22,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 import mla_decode as M  # noqa: E402
+from cuda_timing import time_us, time_us_graph  # noqa: E402
 
 SHAPES = [(1, 8192), (16, 4096), (64, 4096), (128, 4096), (128, 8192)]  # batch, seqlen
-
-
-def time_us(fn, reps: int, inner: int = 10) -> float:
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(inner):
-            fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1e3 / inner)
-    return statistics.median(times)
-
-
-def time_us_graph(fn, reps: int, inner: int = 10) -> float:
-    """As :func:`time_us`, but the ``inner`` calls captured once in a CUDA graph and
-    replayed: the kernels' own time, without the host's per-call work (serving replays
-    decode steps so)."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(inner):
-            fn()
-    return time_us(graph.replay, reps, inner=1) / inner
 
 
 def main():
