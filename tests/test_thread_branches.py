@@ -363,6 +363,78 @@ def test_warp_regions_plan_their_tile_ops_for_their_threads(tmp_path):
     assert tilecute.build_cubin(f, "sm_90a", out_dir=str(tmp_path)).kernel_names
 
 
+def gated_rows(B=64, n=4, c=128, steps=4):
+    """The branches of `if tx < 32:` in a 96-thread block run at the same time: warp 0
+    turns each row of an n x n score tile into its softmax (row max and row sum: reductions
+    over a fragment smaller than one round of the warp, their rows meeting in a shared
+    scratch), warps 1..2 stage gates (sigmoid of the first n scores, + 1) in a small shared
+    buffer of their own and apply them to `steps` tiles of X.  Neither region's shared
+    buffers may sit on the other's bytes (they did before a3e44a5: the gates and the row
+    maxima's scratch were one 16-byte slot, so warps 1..2 weighted X by the row maxima
+    warp 0 had written meanwhile; TileLang's deepseek_mhc pre kernel had 99.9% of its
+    layer_input wrong on an H100 that way)."""
+    @T.prim_func
+    def gated(S: T.Tensor((B, n * n), "float32"), X: T.Tensor((B, n, steps * c), "float32"),
+              P: T.Tensor((B, n * n), "float32"), Y: T.Tensor((B, steps * c), "float32")):
+        with T.Kernel(B, threads=96) as b:
+            s_sh = T.alloc_shared((n * n,), "float32")
+            T.copy(S[b, 0], s_sh)
+            tx = T.get_thread_binding()
+            if tx < 32:
+                m = T.alloc_fragment((n, n), "float32")
+                rmax = T.alloc_fragment((n,), "float32")
+                rsum = T.alloc_fragment((n,), "float32")
+                for i, j in T.Parallel(n, n):
+                    m[i, j] = s_sh[i * n + j]
+                T.reduce_max(m, rmax, dim=1)
+                for i, j in T.Parallel(n, n):
+                    m[i, j] = T.exp(m[i, j] - rmax[i])
+                T.reduce_sum(m, rsum, dim=1)
+                for i, j in T.Parallel(n, n):
+                    P[b, i * n + j] = m[i, j] / rsum[i]
+            else:
+                g = T.alloc_shared((n,), "float32")
+                for j in T.Parallel(n):
+                    g[j] = T.sigmoid(s_sh[j]) + 1.0
+                for h in T.serial(steps):
+                    xs = T.alloc_shared((n, c), "float32")
+                    acc = T.alloc_fragment((c,), "float32")
+                    T.copy(X[b, 0, h * c], xs)
+                    T.clear(acc)
+                    for k in T.serial(n):
+                        for j in T.Parallel(c):
+                            acc[j] += g[k] * xs[k, j]
+                    T.copy(acc, Y[b, h * c])
+    return gated
+
+
+def test_branches_never_share_shared_bytes():
+    """Each shared buffer only one branch uses (the reductions' scratch in warp 0's, g and
+    xs in warps 1..2's) has bytes of its own: the branches are one side-by-side run."""
+    from tilecute.transform.analysis import buffers_used
+    from tilecute.transform.shared_memory import side_by_side_runs
+
+    plan = lower(gated_rows(), "sm_90a")
+    body = plan.func.kernels[0].body
+    regions = [i for i, s in enumerate(body) if isinstance(s, N.WarpGroups)]
+    assert [body[i].span for i in regions] == [(0, 32), (32, 96)]
+    assert side_by_side_runs(body) == [(regions[0], regions[1])]
+    slots = {a.buffer.name: (a.slot.offset, a.slot.offset + a.slot.stride)
+             for a in _stmts(plan.func, N.Allocate) if a.slot is not None}
+    first, second = (buffers_used(body[i]) & set(slots) for i in regions)
+    first, second = first - second, second - first
+    assert {"rmax_scratch", "rsum_scratch"} <= first and {"g", "xs"} <= second, (first, second)
+    for a in first:
+        for b in second:
+            (s1, e1), (s2, e2) = slots[a], slots[b]
+            assert e1 <= s2 or e2 <= s1, (a, slots[a], b, slots[b])
+    src = emit_cute(plan)
+    # ... and the generated kernel puts the gates after the scratch, not on it
+    offset = {name: int(off) for name, off in
+              re.findall(r"(\w+) = cute.make_tensor\(cute.recast_ptr\(tc_smem \+ (\d+),", src)}
+    assert offset["g"] != offset["rmax_scratch"] and offset["g"] != offset["rsum_scratch"]
+
+
 @pytest.mark.parametrize("cond", ["tx < 16", "tx == 0", "tx >= 16 and tx < 48", "8 > tx"])
 @pytest.mark.parametrize("op", ["T.copy(A, B)", "for i in T.Parallel(128):\n                B[i] = A[i]",
                                 "T.reduce_sum(f, s, dim=0)"])
@@ -411,7 +483,7 @@ def one(A: T.Tensor((128,), "float32"), B: T.Tensor((128,), "float32")):
 
 
 # ---- cubins -------------------------------------------------------------------------------------
-@pytest.mark.parametrize("prog", [two_consumers, handoff])
+@pytest.mark.parametrize("prog", [two_consumers, handoff, gated_rows])
 def test_cubins(prog, tmp_path):
     info = tilecute.build_cubin(prog(), "sm_90a", out_dir=str(tmp_path))
     assert len(info.kernels) == 1
@@ -439,6 +511,22 @@ def test_gpu_warp_regions():
     e = torch.exp(s - s.amax(dim=1, keepdim=True))
     torch.testing.assert_close(p, e / e.sum(dim=0, keepdim=True), rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(y, s[0] @ x, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.gpu
+def test_gpu_branches_own_their_shared_bytes():
+    import torch
+
+    kernel = tilecute.compile(gated_rows())
+    s = torch.randn(64, 16, device="cuda")
+    x = torch.randn(64, 4, 512, device="cuda")
+    p = torch.empty(64, 16, device="cuda")
+    y = torch.empty(64, 512, device="cuda")
+    kernel(s, x, p, y)
+    torch.testing.assert_close(p, s.view(64, 4, 4).softmax(-1).view(64, 16), rtol=1e-4,
+                               atol=1e-5)
+    gates = torch.sigmoid(s[:, :4]) + 1.0
+    torch.testing.assert_close(y, (gates.unsqueeze(-1) * x).sum(1), rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.gpu
