@@ -8,8 +8,9 @@ alignment: 128 bytes, 1024 for a TMA-swizzled buffer) where it overlaps no buffe
 alive at the same time.  A buffer is alive from the first to the last top-level statement
 of the kernel that uses it (a loop or a branch counts as one statement), so a GEMM's
 epilogue tile reuses the bytes of the main loop's stages; consecutive ``T.ws`` regions on
-disjoint threads run side by side, so what each uses is alive over all of them
-(:func:`side_by_side_runs`).  Mbarrier arrays live the whole
+disjoint threads (and the regions of a thread-index branch, ``if tx < 32: ... else: ...``)
+run side by side, so what each uses, a reduction's scratch included, is alive over all of
+them (:func:`side_by_side_runs`).  Mbarrier arrays live the whole
 kernel.  A buffer with ``stages`` holds that many copies, ``stride`` bytes apart (one
 stage rounded up to the alignment).  A view (``Allocate.view_of``) takes its base's slot,
 and the base lives as long as any of its views is used."""
