@@ -12,6 +12,7 @@ from dataclasses import dataclass
 # DLPack type codes (dlpack.h DLDataTypeCode)
 DL_INT, DL_UINT, DL_FLOAT, DL_BFLOAT, DL_BOOL = 0, 1, 2, 4, 6
 DL_FLOAT8_E4M3FN, DL_FLOAT8_E5M2 = 10, 12
+DL_FLOAT4_E2M1FN = 17
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,13 @@ class DTypeInfo:
     def bytes(self) -> int:
         return max(1, self.bits // 8)
 
+    @property
+    def pack(self) -> int:
+        """Elements per byte in memory: 2 for the 4-bit float4_e2m1fn (TileLang's
+        "subtype": element ``i`` of a row is the low nibble of byte ``i // 2`` when ``i`` is
+        even, the high nibble when odd), 1 for every other dtype."""
+        return 8 // self.bits if self.bits < 8 else 1
+
 
 _ROWS = [
     DTypeInfo("float16", 16, DL_FLOAT, "Float16", "uint16_t", "float"),
@@ -38,6 +46,11 @@ _ROWS = [
     DTypeInfo("float64", 64, DL_FLOAT, "Float64", "double", "float"),
     DTypeInfo("float8_e4m3", 8, DL_FLOAT8_E4M3FN, "Float8E4M3FN", "uint8_t", "float"),
     DTypeInfo("float8_e5m2", 8, DL_FLOAT8_E5M2, "Float8E5M2", "uint8_t", "float"),
+    # FP4 E2M1 (1 sign, 2 exponent bits of bias 1, 1 mantissa bit: 0, 0.5, 1, 1.5, 2, 3, 4,
+    # 6 and their negatives; no inf or NaN), two to a byte in memory (DTypeInfo.pack).  A
+    # tensor argument is any tensor of 8-bit elements whose last dim counts bytes (torch's
+    # float4_e2m1fn_x2, uint8, int8), as TileLang binds it; in registers one code a byte
+    DTypeInfo("float4_e2m1fn", 4, DL_FLOAT4_E2M1FN, "Float4E2M1FN", "uint8_t", "float"),
     DTypeInfo("int8", 8, DL_INT, "Int8", "int8_t", "int"),
     DTypeInfo("int16", 16, DL_INT, "Int16", "int16_t", "int"),
     DTypeInfo("int32", 32, DL_INT, "Int32", "int32_t", "int"),
@@ -65,12 +78,59 @@ ALIASES = {
 
 
 # torch's name of each dtype's tensors where it differs from tilecute's
-TORCH_NAMES = {"float8_e4m3": "float8_e4m3fn", "tfloat32": "float32"}
+TORCH_NAMES = {"float8_e4m3": "float8_e4m3fn", "tfloat32": "float32",
+               "float4_e2m1fn": "float4_e2m1fn_x2"}  # (a pair of fp4 per torch element)
+
+
+def element_dims(dtype: str, dims, strides: bool = False) -> tuple:
+    """A tensor's shape (or with ``strides``, its strides) counted in ``dtype`` elements:
+    a packed dtype's (float4_e2m1fn) tensor is its bytes, so its last dim (and its other
+    strides) hold ``pack`` elements per tensor element, as TileLang binds a "subtype"."""
+    dims = [int(x) for x in dims]
+    pack = DTYPES[dtype].pack if dtype in DTYPES else 1
+    if pack > 1 and dims:
+        if strides:
+            dims[:-1] = [x * pack for x in dims[:-1]]
+        else:
+            dims[-1] *= pack
+    return tuple(dims)
+
+
+def storage_bytes(dtype: str, elements: int) -> int:
+    """Bytes that ``elements`` elements of ``dtype`` take in memory (packed sub-byte
+    dtypes: rounded up to whole bytes)."""
+    pack = DTYPES[dtype].pack
+    return -(-elements // pack) if pack > 1 else elements * DTYPES[dtype].bytes
 
 
 def torch_name(dtype: str) -> str:
     """The name of the torch dtype of ``dtype`` tensors (``torch.<name>``)."""
     return TORCH_NAMES.get(dtype, dtype)
+
+
+# FP4 E2M1's magnitudes by code (codes 8-15: the same, negative)
+E2M1_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
+
+
+def e2m1_value(code: int) -> float:
+    """The value of the FP4 E2M1 ``code`` (its low 4 bits)."""
+    v = E2M1_VALUES[code & 7]
+    return -v if code & 8 else v
+
+
+def e2m1_code(x: float) -> int:
+    """The FP4 E2M1 code nearest ``x``: ties to the even code, magnitudes past 6 saturate
+    to 6, NaN gives +6, the sign of -0.0 is kept (CUDA's ``__nv_cvt_float_to_fp4`` with
+    ``cudaRoundNearest``, as TileLang casts; ``runtime.cute.fp4.encode`` on the device)."""
+    if x != x:
+        return 7
+    a = abs(x)
+    code = 0
+    for mid, up_at_tie in ((0.25, False), (0.75, True), (1.25, False), (1.75, True),
+                           (2.5, False), (3.5, True), (5.0, False)):
+        code += a >= mid if up_at_tie else a > mid
+    negative = x < 0 or (x == 0 and str(float(x)).startswith("-"))
+    return code | (8 if negative else 0)
 
 
 class UnknownDTypeError(KeyError, ValueError):

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from .abi import LaunchABI, TensorArg, bind_dims, dim_symbols, dim_text, eval_dim
+from .dtypes import DTYPES, element_dims
 from .entry import check_private, import_source, verify_entry
 
 SOURCE_KINDS = {"cute": "kernel_cute.py", "host": "host.py", "launcher": "launcher.cpp",
@@ -336,6 +337,8 @@ class Kernel:
         its symbol (the launcher's rule).  ``None`` when a dim is an expression or a
         symbol that only an expression binds: those go through ``bind_dims`` each call."""
         given = [a for i, a in enumerate(self.args) if i not in self.out_idx]
+        if any(isinstance(a, TensorArg) and DTYPES[a.dtype].pack > 1 for a in self.args):
+            return None  # packed tensors (float4_e2m1fn): their dims are not the torch dims
         first: dict = {}
         tensor_pos = None
         for pos, spec in enumerate(given):
@@ -391,7 +394,7 @@ class Kernel:
         for spec, value in zip(given, inputs):
             if isinstance(spec, TensorArg) and hasattr(value, "shape"):
                 device = device or value.device
-                pairs += zip(spec.shape, value.shape)
+                pairs += zip(spec.shape, element_dims(spec.dtype, value.shape))
         if device is None and which and torch.cuda.is_available():
             device = torch.device("cuda", torch.cuda.current_device())  # no tensor input (TileLang's)
         symbols = bind_dims(pairs)
@@ -400,6 +403,8 @@ class Kernel:
             spec = self.abi.args[i]
             try:
                 shape = [eval_dim(d, symbols) for d in spec.shape]
+                if DTYPES[spec.dtype].pack > 1 and shape:  # a torch element holds `pack`
+                    shape[-1] = -(-shape[-1] // DTYPES[spec.dtype].pack)
             except KeyError as e:
                 what = "workspace" if spec.workspace else "output"
                 solve = [dim_text(d) for d, _ in pairs if e.args[0] in dim_symbols(d)]

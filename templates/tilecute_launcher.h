@@ -372,6 +372,12 @@ inline void tc_check_dtype(const DLTensor* t, const char* arg, uint8_t code, uin
   }
 }
 
+// A packed sub-byte dtype (float4_e2m1fn, two elements a byte): any tensor of 8-bit elements
+// (torch's float4_e2m1fn_x2 is 4 bits x 2 lanes; uint8, int8), as TileLang binds one.
+inline void tc_check_dtype_bytes(const DLTensor* t, const char* arg, const char* name) {
+  if (TC_UNLIKELY(t->dtype.bits * t->dtype.lanes != 8)) tc_fail_dtype(tc_launcher, t, arg, name);
+}
+
 inline void tc_check_rank(const DLTensor* t, const char* arg, int rank) {
   if (TC_UNLIKELY(t->ndim != rank)) tc_fail_rank(tc_launcher, t, arg, rank);
 }

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Callable
 
 from ..ir import nodes as N
-from ..runtime.dtypes import DTYPES
+from ..runtime.dtypes import DTYPES, e2m1_code
 from ..transform.analysis import value_range
 from .source import ident
 
@@ -115,10 +115,20 @@ def cute_type(dtype: str) -> str:
     return f"cutlass.{DTYPES[dtype].cute}"
 
 
+FP4 = "float4_e2m1fn"
+
+
 def memory_type(dtype: str) -> str:
     """The CuTe type of ``dtype`` elements in global or shared memory: bool is a byte
-    there (as in DLPack and torch; CuTe keeps i1 to registers)."""
-    return "cutlass.Uint8" if dtype == "bool" else cute_type(dtype)
+    there (as in DLPack and torch; CuTe keeps i1 to registers); float4_e2m1fn tensors are
+    their bytes, two elements to a byte (``runtime.cute.fp4``)."""
+    return "cutlass.Uint8" if dtype in ("bool", FP4) else cute_type(dtype)
+
+
+def register_type(dtype: str) -> str:
+    """The CuTe type of a ``dtype`` value in registers: an fp4 value is its code in a
+    Uint8 (CuTe DSL has no scalar sub-byte registers)."""
+    return "cutlass.Uint8" if dtype == FP4 else cute_type(dtype)
 
 
 def mma_type(dtype: str) -> str:
@@ -127,6 +137,8 @@ def mma_type(dtype: str) -> str:
 
 
 def const(e: N.Const) -> str:
+    if e.dtype == FP4:  # its code, rounded as the device rounds
+        return f"cutlass.Uint8({e2m1_code(float(e.value))})"
     if e.dtype == "bool":
         return "True" if e.value else "False"
     if e.dtype == "int32":
@@ -250,6 +262,8 @@ class ExprPrinter:
         if isinstance(e, N.Not):
             return f"not {self.operand(e.a, PREC['not'])}", PREC["not"]
         if isinstance(e, N.Cast):
+            if FP4 in (e.dtype, e.value.dtype) and e.dtype != e.value.dtype:
+                return self._fp4_cast(e), ATOM
             if _promotes(e.value):
                 return f"{cute_type(e.dtype)}({self.promoted(e.value, 0)})", ATOM
             return f"{cute_type(e.dtype)}({self.expr(e.value)})", ATOM
@@ -280,6 +294,18 @@ class ExprPrinter:
                 value = APPROX[e.name].format(x=f"({x})" if " " in x else x)
                 return (value if e.dtype == "float32" else f"{cute_type(e.dtype)}({value})"), ATOM
         self.fail(None, f"expression {type(e).__name__} {getattr(e, 'name', '')} has no CuTe DSL form")
+
+    def _fp4_cast(self, e: N.Cast) -> str:
+        """A cast from or to float4_e2m1fn (``runtime.cute.fp4``): from, the code's exact
+        Float32 converted on; to, the value rounded to the nearest code (float64 compared
+        as float64, every other dtype through Float32, which holds it exactly or, for
+        wide integers, rounds it where E2M1 saturates anyway)."""
+        self.use("fp4")
+        if e.value.dtype == FP4:
+            value = f"tcfp4.decode({self.expr(e.value)})"
+            return value if e.dtype == "float32" else f"{cute_type(e.dtype)}({value})"
+        x = e.value if e.value.dtype in ("float32", "float64") else N.Cast("float32", e.value)
+        return f"tcfp4.encode({self.expr(x)})"
 
     def _nonnegative_mod(self, e: N.BinOp) -> bool:
         (alo, _), (blo, _) = value_range(e.a, self.ranges), value_range(e.b, self.ranges)

@@ -22,7 +22,7 @@ from ..transform.analysis import (all_names, column_slice, has_pdl_calls, loads 
 from ..transform.launch_abi import KernelPlan
 from ..ir.visitor import walk_nodes
 from .bounds import Bounds, load_key
-from .expr import PREC, ExprPrinter, chain, cute_type, memory_type
+from .expr import FP4, PREC, ExprPrinter, chain, cute_type, memory_type, register_type
 from .memory import SharedMemory, flat_index, shared_index, vector_view
 from .mma import MmaEmitter, merge
 from .nests import NestEmitter
@@ -147,12 +147,16 @@ class KernelEmitter:
             return self.bounds.hoisted[key]
         if key in self.nests.vector:
             return f"{self.nests.vector[key]}[{self.nests.lane}]"
-        text = self.element(e.buffer, e.indices)
         memory = self.buffers[e.buffer].scope in ("global", "shared")
         if e.dtype == "bool" and memory:
             return f"({text} != 0)"  # a byte in memory
         if e.dtype.startswith("uint") and memory:
             # CuTe DSL reads an element of an unsigned global or shared tensor as its
+        if e.dtype == FP4 and memory:  # the element's nibble of its byte
+            self.out.use("fp4")
+            tensor, coord, index = self.packed_element(e.buffer, e.indices)
+            return f"tcfp4.nibble({tensor}[{coord}], {index})"
+        text = self.element(e.buffer, e.indices)
             # signless (signed) type: as such a uint8 of 200 converted to float32 or int32
             # was -56 (sign-extended), and >> shifted in its sign bit
             return f"{cute_type(e.dtype)}({text})"
@@ -178,6 +182,31 @@ class KernelEmitter:
         """Source text of ``name[indices]`` in its memory (a register, shared or global)."""
         buf = self.buffers[name]
         if buf.scope == "fragment":
+    def packed_element(self, name: str, indices) -> tuple[str, str, str]:
+        """A float4_e2m1fn element in global or shared memory: (its tensor of bytes, the
+        byte's coordinate there, the element's index, whose parity picks the nibble).  A
+        global tensor's bytes are its rows halved (the last index // 2); a shared
+        buffer's, its element offset under its layout // 2."""
+        buf = self.buffers[name]
+        if buf.scope == "shared":
+            e = shared_index(self.exprs, buf, self.layouts.get(name), indices)
+            return ident(name), f"({e}) >> 1", f"({e})" if " " in e else e
+        last = self.exprs.operand(indices[-1], PREC["shr"] + 1)
+        coord = [self.exprs.expr(i) for i in indices[:-1]] + [f"{last} >> 1"]
+        return ident(name), ", ".join(coord), last
+
+    def global_tensor(self, buf: N.Buffer, ptr: str) -> str:
+        """``cute.make_tensor`` of global tensor ``buf`` over pointer text ``ptr``: its
+        shape and strides; a float4_e2m1fn tensor's bytes (the last dim halved, the other
+        strides too: the frontend keeps them even, the launcher checks it)."""
+        shape = [self.exprs.expr(d) for d in buf.shape]
+        strides = [self.stride_text(buf, d) for d in row_major_strides(buf)]
+        if buf.dtype == FP4:
+            shape[-1] = f"({shape[-1]}) // 2" if not shape[-1].isdigit() else str(int(shape[-1]) // 2)
+            strides[:-1] = [str(int(x) // 2) if x.isdigit() else f"({x}) // 2" for x in strides[:-1]]
+        return (f"cute.make_tensor({ptr}, cute.make_layout(({', '.join(shape)},), "
+                f"stride=({', '.join(strides)},)))")
+
             return self.nests.register(name, indices)
         if buf.scope == "shared":
             return f"{ident(name)}[{shared_index(self.exprs, buf, self.layouts.get(name), indices)}]"
@@ -222,6 +251,14 @@ class KernelEmitter:
             value = f"cutlass.Uint8({value})"  # a byte in memory
         text = f"{self.element(s.buffer, s.indices)} = {value}"
         self.predicated(self.bounds.predicate(s.buffer, s.indices), text, depth)
+        if self.buffers[s.buffer].dtype == FP4 and self.buffers[s.buffer].scope in ("global", "shared"):
+            self.out.use("fp4")  # one nibble of a byte another thread may be writing the other of
+            tensor, coord, index = self.packed_element(s.buffer, s.indices)
+            coord = f"({coord},)" if self.buffers[s.buffer].ndim == 1 or \
+                self.buffers[s.buffer].scope == "shared" else f"({coord})"
+            text = f"tcfp4.store({tensor}, {coord}, {index}, {value})"
+            self.predicated(self.bounds.predicate(s.buffer, s.indices), text, depth)
+            return
 
     def predicated(self, conds: list[str], text: str, depth: int) -> None:
         if conds:
@@ -389,16 +426,16 @@ class KernelEmitter:
                 note = f"{layout.kind}: {layout.vector} consecutive elements per thread step"
             else:
                 regs, note = total, "replicated: every thread holds every element"
-            self.out.line(depth, f"{ident(b.name)} = cute.make_rmem_tensor(({regs},), {cute_type(b.dtype)})",
+            self.out.line(depth, f"{ident(b.name)} = cute.make_rmem_tensor(({regs},), {register_type(b.dtype)})",
                           note)
             return
         if b.name in self.flat_locals:  # its views index the same registers
             total = math.prod(int(d.value) for d in b.shape)
             self.out.line(depth, f"{ident(b.name)} = cute.make_rmem_tensor(({total},), "
-                                 f"{cute_type(b.dtype)})", "row-major: it has views")
+                                 f"{register_type(b.dtype)})", "row-major: it has views")
             return
         shape = ", ".join(str(int(d.value)) for d in b.shape)
-        self.out.line(depth, f"{ident(b.name)} = cute.make_rmem_tensor(({shape},), {cute_type(b.dtype)})")
+        self.out.line(depth, f"{ident(b.name)} = cute.make_rmem_tensor(({shape},), {register_type(b.dtype)})")
 
     def view(self, s: N.Allocate, depth: int) -> None:
         """A view (T.view / T.reshape): a tensor over its base's storage.  Registers (a
@@ -409,12 +446,9 @@ class KernelEmitter:
         note = f"T.view of {base.name}"
         if b.scope == "global":
             ptr = ident(self.pointers[base.name])
-            if b.dtype != base.dtype:
+            if memory_type(b.dtype) != memory_type(base.dtype):
                 ptr = f"cute.recast_ptr({ptr}, dtype={memory_type(b.dtype)})"
-            shape = ", ".join(self.exprs.expr(d) for d in b.shape)
-            strides = ", ".join(self.stride_text(b, d) for d in row_major_strides(b))
-            self.out.line(depth, f"{ident(b.name)} = cute.make_tensor({ptr}, "
-                                 f"cute.make_layout(({shape},), stride=({strides},)))", note)
+            self.out.line(depth, f"{ident(b.name)} = {self.global_tensor(b, ptr)}", note)
         elif b.dtype == base.dtype:
             self.out.line(depth, f"{ident(b.name)} = {ident(base.name)}", note)
         else:
@@ -844,10 +878,7 @@ class KernelEmitter:
         for p in plan.tensor_params:
             if p.name not in used:
                 continue
-            shape = ", ".join(self.exprs.expr(d) for d in p.shape)
-            strides = ", ".join(self.stride_text(p, d) for d in row_major_strides(p))
-            out.line(1, f"{ident(p.name)} = cute.make_tensor({ident(pointer[p.name])}, "
-                        f"cute.make_layout(({shape},), stride=({strides},)))")
+            out.line(1, f"{ident(p.name)} = {self.global_tensor(p, ident(pointer[p.name]))}")
         self.rng_state(k.body)
         self.mma.declare(k.body, 1)
         self.body(k.body, 1)

@@ -11,7 +11,7 @@ import math
 from contextlib import contextmanager
 
 from ..ir import nodes as N
-from ..runtime.dtypes import DTYPES
+from ..runtime.dtypes import DTYPES, storage_bytes
 from ..ir.visitor import fold_constants, walk_stmts
 from ..transform.analysis import known_multiple, row_major_strides
 from ..transform.shared_memory import shared_allocs
@@ -23,6 +23,13 @@ TMA_SWIZZLE_MASK = {32: 0x10, 64: 0x30, 128: 0x70}  # byte bits that TMA's swizz
 
 def elements(buf: N.Buffer) -> int:
     return math.prod(int(d.value) for d in buf.shape)
+
+
+def memory_elements(buf: N.Buffer) -> int:
+    """Elements of ``buf``'s tensor in shared memory: its elements, or for a sub-byte
+    dtype (two float4_e2m1fn a byte) its bytes."""
+    n = elements(buf)
+    return storage_bytes(buf.dtype, n) if DTYPES[buf.dtype].pack > 1 else n
 
 
 # ---- element offsets ----------------------------------------------------------------------
@@ -90,6 +97,9 @@ def vector_view(exprs: ExprPrinter, buf: N.Buffer, layout: N.Layout | None, indi
         if extra:
             terms.append(str(extra))
         offset = " + ".join(terms)
+    pack = DTYPES[buf.dtype].pack
+    if pack > 1:  # a sub-byte tensor is its bytes: `width` elements are width // pack of them
+        offset, width = f"({offset}) // {pack}", width // pack
     return (f"cute.make_tensor({ident(buf.name)}.iterator + cute.assume({offset}, divby={width}), "
             f"cute.make_layout({width}))")
 
@@ -205,7 +215,7 @@ class SharedMemory:
     def view(self, a: N.Allocate, stage: str | None = None) -> str:
         b = a.buffer
         return (f"cute.make_tensor(cute.recast_ptr({self.ptr(b.name, stage)}, "
-                f"dtype={memory_type(b.dtype)}), cute.make_layout({elements(b)}))")
+                f"dtype={memory_type(b.dtype)}), cute.make_layout({memory_elements(b)}))")
 
     @contextmanager
     def pipelined(self, stages: int, step: str, indexed: set[str], operands: set[str], depth: int):

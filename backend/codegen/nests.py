@@ -17,7 +17,7 @@ from ..ir import nodes as N
 from ..runtime.dtypes import DTYPES
 from ..ir.visitor import substitute
 from ..transform.analysis import accesses, let_values, parallel_nest, value_range
-from .expr import chain, cute_type
+from .expr import FP4, chain, register_type
 from .memory import flat_index, vector_view
 from .source import ident
 
@@ -287,24 +287,34 @@ class NestEmitter:
         stores = []
         for key, chunk in vec.items():
             name, indices = key
-            dtype = cute_type(self.k.buffers[name].dtype)
+            dtype = self.k.buffers[name].dtype
             tmp = out.fresh("vec")
             temps[key] = tmp
-            out.line(depth, f"{tmp} = cute.make_rmem_tensor(({width},), {dtype})")
+            out.line(depth, f"{tmp} = cute.make_rmem_tensor(({width},), {register_type(dtype)})")
             if any(isinstance(s, N.Store) and (s.buffer, s.indices) == key for s in body):
                 stores.append((key, chunk, tmp))
                 continue
             for c in range(0, width, chunk):
+                view = self.view(name, indices, chunk, c)
+                if dtype == FP4:  # chunk // 2 bytes, one code per register
+                    out.use("fp4")
+                    out.line(depth, f"tcfp4.unpack({view}, {tmp}, {c}, {chunk})")
+                    continue
                 part = f"cute.make_tensor({tmp}.iterator + {c}, cute.make_layout({chunk}))" \
                     if chunk < width else tmp
-                out.line(depth, f"{part}.store({self.view(name, indices, chunk, c)}.load())")
+                out.line(depth, f"{part}.store({view}.load())")
         self.lanes_loop(inner, width, temps, depth)
         for key, chunk, tmp in stores:
             name, indices = key
             for c in range(0, width, chunk):
+                view = self.view(name, indices, chunk, c)
+                if self.k.buffers[name].dtype == FP4:  # whole bytes: no neighbour to keep
+                    out.use("fp4")
+                    out.line(depth, f"tcfp4.pack({tmp}, {c}, {chunk}, {view})")
+                    continue
                 part = f"cute.make_tensor({tmp}.iterator + {c}, cute.make_layout({chunk}))" \
                     if chunk < width else tmp
-                out.line(depth, f"{self.view(name, indices, chunk, c)}.store({part}.load())")
+                out.line(depth, f"{view}.store({part}.load())")
 
     def lanes_loop(self, inner: N.For, width: int, temps, depth: int) -> None:
         j = inner.var.name

@@ -42,6 +42,7 @@ HELPERS = {
     "grid": "from tilecute.runtime.cute import grid as tcgrid",
     "rng": "from tilecute.runtime.cute import rng as tcrng",
     "vote": "from tilecute.runtime.cute import vote as tcvote",
+    "fp4": "from tilecute.runtime.cute import fp4 as tcfp4",
 }
 # names the generated module binds at its top level
 MODULE_NAMES = frozenset({"cutlass", "cute", "placeholder_args"}

@@ -204,9 +204,10 @@ def launcher_context(abi: LaunchABI, *, tilecute_version: str) -> dict[str, Any]
         "args": args,
         "device_tensors": [a for a in args if a["kind"] == "tensor"],
         "device_source": {"name": first.name, "var": f"t_{first.name}"} if first else None,
-        "dtype_names": [  # (one name per DLPack type: tfloat32 tensors are float32 ones)
+        "dtype_names": [  # (one name per DLPack type: tfloat32 tensors are float32 ones;
+            # the names of one-lane types: torch's float4_e2m1fn_x2 is 4 bits x 2 lanes)
             {"name": d.name, "code": d.dl_code, "bits": d.bits} for d in DTYPES.values()
-            if d.name != "tfloat32"
+            if d.name != "tfloat32" and d.pack == 1
         ],
         "dynamic_smem_limit": DEFAULT_DYNAMIC_SMEM_LIMIT,
         "num_kernels": len(abi.kernels),
@@ -352,6 +353,12 @@ def _arg_contexts(abi: LaunchABI, binding: dict[str, tuple[int, str, int]]) -> l
     for i, field, d, x in _dim_sites(abi):
         name = abi.args[i].name
         common = {"arg": name, "where": _where(field, d), "value": _value_expr(name, field, d)}
+        pack, last = DTYPES[abi.args[i].dtype].pack, len(abi.args[i].shape) - 1
+        if pack > 1 and (d == last) == (field == "shape"):
+            # a packed tensor (float4_e2m1fn): its last dim and its other strides count
+            # bytes, the declared ones elements (TileLang's binding of a "subtype")
+            common["value"] = f"({common['value']} * {pack})"
+            common["where"] += f" x {pack} ({abi.args[i].dtype} elements)"
         checks = dim_checks.setdefault((i, field), [])
         if isinstance(x, int):
             op = "static_dim" if field == "shape" else "static_stride"
@@ -404,6 +411,9 @@ def _arg_contexts(abi: LaunchABI, binding: dict[str, tuple[int, str, int]]) -> l
         dims = ", ".join(dim_text(x) for x in a.shape)
         layout = "contiguous" if a.strides is None else "strides (" + ", ".join(dim_text(x) for x in a.strides) + ")"
         summary = f"tensor {a.dtype}[{dims}], {layout}"
+        if dtype.pack > 1:
+            summary += (f" ({dtype.pack} elements to a byte: the tensor's last dim and other "
+                        f"strides count bytes)")
         if a.align > 1:
             summary += f", data aligned to {a.align} bytes"
         tma = None
@@ -426,7 +436,7 @@ def _arg_contexts(abi: LaunchABI, binding: dict[str, tuple[int, str, int]]) -> l
             "ptr": f"ptr_{a.name}",
             "strides_var": f"strides_{a.name}",
             "summary": summary,
-            "dtype": {"name": a.dtype, "code": dtype.dl_code, "bits": dtype.bits},
+            "dtype": {"name": a.dtype, "code": dtype.dl_code, "bits": dtype.bits, "pack": dtype.pack},
             "rank": len(a.shape),
             "shape_checks": dim_checks.get((i, "shape"), []),
             "contiguous": a.strides is None,

@@ -15,6 +15,8 @@ from ..target import MAX_THREADS, TMA_REDUCE_ADD_TYPES
 from ..target import WARP
 from . import nodes as N
 
+FP4 = "float4_e2m1fn"  # two to a byte in memory (DTypeInfo.pack)
+
 # names the generated CuTe DSL source uses itself
 RESERVED = {"cute", "cutlass", "_", "placeholder_args"}
 RESERVED_PREFIXES = ("tc_", "tilecute", "__")
@@ -186,9 +188,32 @@ class _Validator:
                           f"holds {base_bits}")
         if s.view_of in self.reducers:
             self.fail(f"view '{b.name}': its base '{base.name}' is a reducer")
+        if FP4 in (b.dtype, base.dtype) and b.scope in ("fragment", "local") and \
+                b.dtype != base.dtype:
+            self.fail(f"view '{b.name}': a {b.scope} float4_e2m1fn buffer holds one value a "
+                      "register, so it has no bytes to view as another dtype (view shared or "
+                      "global float4_e2m1fn memory)")
         if b.scope == "fragment" and b.dtype != base.dtype:
             self.fail(f"view '{b.name}': a fragment view keeps its base's dtype ({base.dtype})")
         self.views[b.name] = base.name
+
+    def packed_param(self, p: N.Buffer) -> None:
+        """A float4_e2m1fn tensor parameter is its bytes, two elements each along its last
+        dim (TileLang's binding: the tensor's last dim times 2, its other strides times 2,
+        its last stride 1): a static last dim and static outer strides must be even, the
+        last stride 1."""
+        last = p.shape[-1]
+        if isinstance(last, N.Const) and last.value % 2:
+            self.fail(f"parameter '{p.name}': a float4_e2m1fn tensor's last dim counts two "
+                      f"elements a byte, so it is even; got {last.value}")
+        if p.strides is not None:
+            if not (isinstance(p.strides[-1], N.Const) and p.strides[-1].value == 1):
+                self.fail(f"parameter '{p.name}': a float4_e2m1fn tensor's last stride is 1 "
+                          "(its elements are packed two a byte along the last dim)")
+            for d in p.strides[:-1]:
+                if isinstance(d, N.Const) and d.value % 2:
+                    self.fail(f"parameter '{p.name}': a float4_e2m1fn tensor's strides count "
+                              f"elements, two a byte, so they are even; got {d.value}")
 
     def run(self):
         self.depth()
@@ -215,6 +240,8 @@ class _Validator:
                               f"{len(p.shape)} dims")
                 for d in p.shape + (p.strides or ()):
                     self.dim(d, f"parameter '{p.name}'", scope_vars, expr=True)
+                if DTYPES.get(p.dtype) is not None and DTYPES[p.dtype].pack > 1:
+                    self.packed_param(p)
                 buffers[p.name] = p
                 self.name(f"{p.name}_ptr", "parameter pointer (generated)")
             else:
@@ -326,7 +353,34 @@ class _Validator:
             self.body(s.body, inner, bufs)
         elif isinstance(s, N.If):
             self.expr(s.cond, vars_, bufs)
+    def fp4_statement(self, s, bufs) -> None:
+        """float4_e2m1fn (two to a byte) buffers are loaded, stored, copied, filled and cast;
+        the tile ops that compute on their elements or move them by TMA are refused by
+        name (sm_90 has no FP4 MMA; TMA and the reductions have no 4-bit element type)."""
+        names = []
+        if isinstance(s, N.Gemm):
+            names, what = [s.a, s.b, s.c], (
+                "T.gemm: sm_80/sm_90 have no FP4 MMA (TileLang multiplies float4_e2m1fn "
+                "with tcgen05 on sm_100); dequantize to float16/bfloat16 first")
+        elif isinstance(s, (N.Reduce, N.Scan)):
+            names, what = [s.src, s.dst], f"T.{type(s).__name__.lower()}: reduce float4_e2m1fn " \
+                "values after casting them to float32"
+        elif isinstance(s, N.AtomicAdd):
+            names, what = [s.dst, s.value], "T.atomic_add: no atomic add on float4_e2m1fn"
+        elif isinstance(s, N.TmaCopy):
+            names = [s.src.buffer, s.dst.buffer]
+            what = "a TMA copy (T.tma_copy): tilecute moves float4_e2m1fn by cp.async and " \
+                "thread copies (TMA's 4-bit types are sm_100's)"
+        elif isinstance(s, N.Im2Col):
+            names, what = [s.img, s.col], "T.c2d_im2col"
+        names = [n.buffer if isinstance(n, N.Region) else n for n in names
+                 if isinstance(n, (str, N.Region))]
+        if any(bufs.get(n) is not None and bufs[n].dtype == FP4 for n in names):
+            self.fail(f"{what} (a float4_e2m1fn operand)")
+
             self.boolean(s.cond, "an if condition")
+        if isinstance(s, N.TILE_OPS + (N.TmaCopy,)):
+            self.fp4_statement(s, bufs)
             self.body(s.then, vars_, bufs)
             self.body(s.orelse, vars_, bufs)
         elif isinstance(s, N.While):
@@ -750,6 +804,10 @@ class _Validator:
                     self.fail(f"index of '{buf.name}' has dtype {i.dtype}, expected an integer")
         elif isinstance(e, N.Call):
             if e.name not in N.INTRINSICS:
+            if FP4 in (e.a.dtype, e.b.dtype):
+                self.fail(f"{e.op} of float4_e2m1fn values: float4_e2m1fn values are loaded, "
+                          "stored, selected and cast; cast them to float32 (T.cast(x, "
+                          "'float32')) to compute with them")
                 self.fail(f"unknown intrinsic {e.name!r}")
             if len(e.args) != N.INTRINSICS[e.name]:
                 self.fail(f"{e.name} takes {N.INTRINSICS[e.name]} arguments, got {len(e.args)}")
@@ -767,6 +825,9 @@ class _Validator:
                               f"got {t} -> {e.dtype}")
                 if e.name in ("warp_reduce_bitand", "warp_reduce_bitor") and not N.is_int(t):
                     self.fail(f"T.{e.name} takes an integer, got {t}")
+            if FP4 in (e.dtype, e.value.dtype) and "bool" in (e.dtype, e.value.dtype):
+                self.fail(f"a cast between float4_e2m1fn and bool (compare the float32 value "
+                          "instead)")
             if e.name == "ptx_cp_async":
                 dst, src, n = e.args
                 if not (isinstance(dst, N.Load) and isinstance(src, N.Load) and
@@ -791,6 +852,9 @@ class _Validator:
                         and self.buffer(dst.buffer, bufs).scope in ("global", "shared")
                         and e.dtype == dst.dtype == value.dtype
                         and e.dtype in N.ATOMIC_RETURN_DTYPES[op]):
+            if FP4 in [a.dtype for a in e.args] + [e.dtype]:
+                self.fail(f"{e.name} of a float4_e2m1fn value: float4_e2m1fn values are "
+                          "loaded, stored, selected and cast; cast to float32 first")
                     self.fail(f"{e.name} takes an element of a global tensor or a shared buffer of "
                               f"{', '.join(N.ATOMIC_RETURN_DTYPES[op])} and a value of its "
                               "dtype, and is of that dtype")

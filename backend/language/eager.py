@@ -44,6 +44,7 @@ from typing import Any, Hashable, Optional
 
 from ..ir import nodes as N
 from .parser import FrontendError, _function_env, _Parser
+from ..runtime.dtypes import element_dims
 from .values import DType, Macro, TensorSpec
 
 
@@ -253,14 +254,26 @@ def _text(d) -> str:
     return repr(d)
 
 
+def _dtype_text(dtype) -> str:
+    """A declared dtype's canonical name, or "" where it is no tilecute dtype (the parser
+    reports it)."""
+    from .values import dtype_name
+
+    try:
+        return dtype_name(dtype)
+    except (KeyError, ValueError, TypeError):
+        return ""
+
+
 class _Probe:
     """What the declarations say with every ``T.const`` a symbol (TileLang's phase 1), for
     one set of specialization arguments: where each constant stands as a whole dim
     (``uses``: const -> [(tensor, field, dim)]), and each tensor's declared rank and dims
     as text (None where the declaration could not be evaluated symbolically)."""
 
-    def __init__(self, uses: dict, ranks: dict, dims: dict):
+    def __init__(self, uses: dict, ranks: dict, dims: dict, dtypes: dict | None = None):
         self.uses, self.ranks, self.dims = uses, ranks, dims
+        self.dtypes = dtypes or {}  # tensor -> its declared dtype (packed ones bind so)
 
 
 class EagerKernel:
@@ -348,7 +361,7 @@ class EagerKernel:
         self._fast: dict = {}  # positional call form -> kernel (see __call__)
         self._kernels: dict = {}
         self._probes: dict = {}
-        self._expected: dict = {}  # kernel key -> {tensor: declared shape, ints or None}
+        self._expected: dict = {}  # kernel key -> {tensor: (declared shape, ints or None; dtype)}
         self._lock = threading.Lock()
         self.sealed = False
         self.mode = "eager"  # TileLang's JITImpl.mode
@@ -481,7 +494,7 @@ class EagerKernel:
             except Exception:  # noqa: BLE001 - a statement symbols cannot run; phase 2 runs it
                 pass
         uses: dict[str, list] = {}
-        ranks, dims = {}, {}
+        ranks, dims, dtypes = {}, {}, {}
         for name in self.tensors:
             try:
                 declared = self._declared(name, env)
@@ -491,6 +504,7 @@ class EagerKernel:
                 shape, strides = declared.shape, declared.strides or ()
                 ranks[name] = len(shape)
                 dims[name] = tuple(_text(d) for d in shape)
+                dtypes[name] = _dtype_text(declared.dtype)
             else:  # fall back on the text: bare constant names as dims
                 nodes = _shape_nodes(self.decls.get(name))
                 if nodes is None:
@@ -502,7 +516,7 @@ class EagerKernel:
                 for i, d in enumerate(ds):
                     if isinstance(d, N.Var) and d.name in symbols and d is symbols[d.name]:
                         uses.setdefault(d.name, []).append((name, field, i))
-        probe = _Probe(uses, ranks, dims)
+        probe = _Probe(uses, ranks, dims, dtypes)
         with self._lock:
             self._probes[key] = probe
         return probe
@@ -523,7 +537,9 @@ class EagerKernel:
                 t = tensors.get(name)
                 if t is None:
                     continue
-                sizes = t.shape if field == "shape" else t.stride()
+                # (a packed dtype's tensor is its bytes: its dims in elements)
+                sizes = element_dims(probe.dtypes.get(name, ""), t.shape if field == "shape"
+                                     else t.stride(), strides=field != "shape")
                 if i >= len(sizes):
                     raise ValueError(f"{self.__name__}: '{name}' has no dim {i} (shape "
                                      f"{tuple(t.shape)}) for T.const {c}")
@@ -630,7 +646,8 @@ class EagerKernel:
                 if not isinstance(declared, TensorSpec):
                     raise self.error(node, f"'{name}' is declared {ast.unparse(node)}; a tensor "
                                            "parameter is declared T.Tensor(shape, dtype)")
-                expected[name] = tuple(int(d) if isinstance(d, int) else None for d in declared.shape)
+                expected[name] = (tuple(int(d) if isinstance(d, int) else None for d in declared.shape),
+                                  _dtype_text(declared.dtype))
             elif not isinstance(declared, str):
                 raise self.error(node, f"'{name}' is declared {ast.unparse(node)}; a scalar "
                                        "parameter is declared with a dtype (T.int32)")
@@ -675,16 +692,18 @@ class EagerKernel:
     def _check_shapes(self, key, tensors: dict) -> None:
         """Each tensor against what its declaration came to (derived dims included)."""
         expected = self._expected.get(key, {})
-        for name, want in expected.items():
+        for name, (want, dtype) in expected.items():
             t = tensors.get(name)
             if t is None or not hasattr(t, "shape"):
                 continue
-            got = tuple(int(s) for s in t.shape)
+            got = element_dims(dtype, t.shape)  # (a packed dtype's tensor is its bytes)
             if len(got) != len(want) or any(w is not None and w != g for w, g in zip(want, got)):
                 shown = tuple("*" if w is None else w for w in want)
+                packed = "" if got == tuple(int(x) for x in t.shape) else \
+                    f", {got} in {dtype} elements"
                 raise ValueError(f"{self.__name__}: '{name}' is declared with shape {shown} "
                                  f"for {', '.join(f'{k}={v}' for k, v in key[0]) or 'these arguments'}, "
-                                 f"got a tensor of shape {got}")
+                                 f"got a tensor of shape {tuple(int(x) for x in t.shape)}{packed}")
 
     # ---- the public API -------------------------------------------------------------------
     def __call__(self, *args, **kwargs):

@@ -12,7 +12,7 @@ from typing import Optional
 from ..ir import nodes as N
 from ..ir.visitor import (Range, linear_form, replace_stmt, substitute, value_range,  # noqa: F401
                           walk_nodes, walk_stmts)
-from ..runtime.dtypes import DTYPES
+from ..runtime.dtypes import DTYPES, storage_bytes
 from ..target import TMA_MAX_BOX, TMA_MAX_RANK, arch_at_least  # noqa: F401
 
 
@@ -93,7 +93,7 @@ def affine_in(e: N.Expr, name: str) -> Optional[N.Expr]:
 
 def stage_bytes(buf: N.Buffer) -> int:
     """Bytes of one stage of a shared buffer (its shape is static)."""
-    return math.prod(int(x.value) for x in buf.shape) * DTYPES[buf.dtype].bytes
+    return storage_bytes(buf.dtype, math.prod(int(x.value) for x in buf.shape))
 
 
 def is_unit(e) -> bool:

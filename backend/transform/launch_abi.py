@@ -19,7 +19,7 @@ from ..ir.visitor import walk_stmts
 from .analysis import may_pass_int32, syncs_grid
 from ..runtime.abi import (DIM_OPS, KernelLaunch, KernelParam, LaunchABI, ScalarArg, SymbolSpec,
                            TensorArg, affine_in, dim_symbols, dim_text)
-from ..runtime.dtypes import DTYPES
+from ..runtime.dtypes import DTYPES, storage_bytes
 
 # scalar argument dtypes a kernel parameter can carry as is
 _SCALAR_PARAM_DTYPES = {"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
@@ -139,11 +139,11 @@ def tensor_alignment(func: N.PrimFunc) -> dict[str, int]:
             if isinstance(s, N.For):
                 for v in s.vectors:
                     if v.buffer in globals_:
-                        need = v.chunk * DTYPES[globals_[v.buffer].dtype].bytes
+                        need = storage_bytes(globals_[v.buffer].dtype, v.chunk)
                         aligned[v.buffer] = max(aligned.get(v.buffer, 1), need)
                     elif v.buffer in views:  # a global view: its base's pointer
                         view = views[v.buffer]
-                        need = v.chunk * DTYPES[view.buffer.dtype].bytes
+                        need = storage_bytes(view.buffer.dtype, v.chunk)
                         aligned[view.view_of] = max(aligned.get(view.view_of, 1), need)
             if isinstance(s, N.Evaluate) and isinstance(s.value, N.Call) and \
                     s.value.name == "ptx_cp_async" and s.value.args[1].buffer in globals_:

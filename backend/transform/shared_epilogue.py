@@ -65,7 +65,8 @@ def _kernel(func: N.PrimFunc, scope: N.KernelScope, arch: str, names: set[str]) 
     for i, s in enumerate(scope.body):
         if not (isinstance(s, N.Copy) and not s.disable_tma
                 and _accumulator(allocs.get(s.src.buffer))
-                and s.dst.buffer in params and whole(s.src, allocs[s.src.buffer].buffer)):
+                and s.dst.buffer in params and whole(s.src, allocs[s.src.buffer].buffer)
+                and DTYPES[params[s.dst.buffer].dtype].pack == 1):  # (no fp4 TMA store)
             body.append(s)
             continue
         acc, glob = allocs[s.src.buffer].buffer, params[s.dst.buffer]

@@ -18,7 +18,7 @@ import math
 
 from ..ir import nodes as N
 from ..ir.visitor import StmtMutator, walk_nodes
-from ..runtime.dtypes import DTYPES
+from ..runtime.dtypes import DTYPES, storage_bytes
 from ..target import ASYNC_COPY_BYTES, VECTOR_BYTES, arch_at_least
 from .analysis import (accesses, affine_in, known_multiple, let_values, loads as _loads,
                        mentions, parallel_nest, row_major_strides, substitute, top_loads)
@@ -26,6 +26,11 @@ from .analysis import (accesses, affine_in, known_multiple, let_values, loads as
 
 class VectorizeError(ValueError):
     pass
+
+
+def vector_elements(dtype: str) -> int:
+    """Elements of ``dtype`` in one 16-byte vector (32 of the 4-bit float4_e2m1fn)."""
+    return VECTOR_BYTES * 8 // DTYPES[dtype].bits
 
 
 def legal_width(inner: N.For, buffers: dict[str, N.Buffer],
@@ -40,12 +45,12 @@ def legal_width(inner: N.For, buffers: dict[str, N.Buffer],
             and buffers[b].scope == "global"]
     if not glob:
         return 1
-    width = VECTOR_BYTES // min(DTYPES[buffers[b].dtype].bytes for b, _ in glob)
+    width = max(vector_elements(buffers[b].dtype) for b, _ in glob)
     extent = int(inner.extent.value)
     while width > 1:
         if extent % width == 0:
             vec = vector_accesses(inner, buffers, layouts or {}, width)
-            if all(vec.get((b, i)) == min(width, VECTOR_BYTES // DTYPES[buffers[b].dtype].bytes)
+            if all(vec.get((b, i)) == min(width, vector_elements(buffers[b].dtype))
                    for b, i in glob):
                 return width
         width //= 2
@@ -99,7 +104,7 @@ def vector_accesses(inner: N.For, buffers: dict[str, N.Buffer], layouts: dict[st
         strides = row_major_strides(buf)
         if c is None or not (isinstance(strides[-1], N.Const) and strides[-1].value == 1):
             continue
-        chunk = min(width, VECTOR_BYTES // DTYPES[buf.dtype].bytes)
+        chunk = min(width, vector_elements(buf.dtype))
         multiple = known_multiple(c)
         if buf.scope == "shared" and kind == "tma_swizzled":
             # rows of swizzle bytes, whose 16-byte pieces the swizzle only permutes: a
@@ -152,7 +157,7 @@ def async_copy_ok(inner: N.For, buffers, layouts, arch: str) -> bool:
     vec = {(v.buffer, v.indices): v.chunk for v in inner.vectors}
     chunks = {vec.get((s.buffer, s.indices)), vec.get((src.name, s.value.indices))}
     return len(chunks) == 1 and None not in chunks and \
-        chunks.pop() * DTYPES[dst.dtype].bytes in ASYNC_COPY_BYTES
+        storage_bytes(dst.dtype, chunks.pop()) in ASYNC_COPY_BYTES
 
 
 class _Vectorizer(StmtMutator):
