@@ -100,6 +100,20 @@ def scatter_elements(N=1024):
     return scatter_elements
 
 
+def shared_reverse():
+    """Each thread stores one element of a shared fp4 buffer (its neighbour the other
+    nibble of the byte, at once), then reads another thread's."""
+    @T.prim_func
+    def shared_reverse(A: T.Tensor((64,), T.float32), B: T.Tensor((64,), T.float32)):
+        with T.Kernel(1, threads=64) as bx:
+            S = T.alloc_shared((64,), T.float4_e2m1fn)
+            tx = T.get_thread_binding()
+            S[63 - tx] = T.cast(A[tx], T.float4_e2m1fn)
+            T.sync_threads()
+            B[tx] = T.cast(S[tx], T.float32)
+    return shared_reverse
+
+
 def strided(block=8):
     """A StridedTensor of fp4 with symbolic strides (in elements, two a byte)."""
     nb, s0, s1 = T.dynamic("nb"), T.dynamic("s0"), T.dynamic("s1")
@@ -185,10 +199,13 @@ def test_generated_shared_and_scalar_forms():
     assert "tcfp4.store(Y, (idx[bx * 128 + i] >> 1,), idx[bx * 128 + i], tcfp4.encode(" in src
     src = _src(strided())
     assert "stride=((s0) // 2, (s1) // 2, 1,)" in src
+    src = _src(shared_reverse())  # 64 elements, 32 bytes; the element offset picks the nibble
+    assert "tcfp4.store(S, ((63 - tx) >> 1,), (63 - tx), tcfp4.encode(A[tx]))" in src
+    assert "tcfp4.decode(tcfp4.nibble(S[(tx) >> 1], tx))" in src
 
 
 @pytest.mark.parametrize("make", [dequant, quant, through_shared, fragment_round_trip,
-                                  scatter_rows, scatter_elements, strided,
+                                  scatter_rows, scatter_elements, strided, shared_reverse,
                                   lambda: dequant(dtype="bfloat16"), lambda: quant(dtype="float64")])
 def test_cubins(make, tmp_path):
     pytest.importorskip("cutlass")
@@ -457,6 +474,17 @@ def test_scalar_nibble_stores():
     want = torch.empty(1024, device="cuda")
     want[idx.long()] = x
     assert torch.equal(y, _codes(want))
+
+
+@pytest.mark.gpu
+def test_shared_nibble_stores():
+    import torch
+
+    a = torch.randn(64, device="cuda") * 3
+    b = torch.empty(64, device="cuda")
+    tilecute.compile(shared_reverse())(a, b)
+    want = torch.tensor([e2m1_value(e2m1_code(v)) for v in a.flip(0).tolist()], device="cuda")
+    torch.testing.assert_close(b, want, atol=0, rtol=0)
 
 
 @pytest.mark.gpu
