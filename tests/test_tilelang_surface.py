@@ -393,7 +393,7 @@ REFUSED = [
     ('T.mbarrier_arrive(bars[0], 1)', "T.mbarrier_arrive: cta_id=1 is not supported"),
     ('T.fill(c, 0, annotations={"x": 1})', "T.fill: annotations={'x': 1} is not supported"),
     ('for i in T.Parallel(4, loop_layout=1):\n    pass', "T.Parallel: loop_layout=1 is not supported"),
-    ('for i in T.Parallel(4, prefer_async=True):\n    pass', "T.Parallel: prefer_async=True is not supported"),
+    ('for i in T.Parallel(4, prefer_async=1):\n    pass', "T.Parallel: prefer_async=1 must be True or False"),
     ('for i in T.unroll(4, unroll_factor=2):\n    pass', "T.unroll: unroll_factor=2 is not supported"),
     ('for i in T.Pipelined(4, stage=[0, 1], order=[1, 0]):\n    T.copy(A[0, 0], a)\n    T.gemm(a, b, c)',
      "T.Pipelined: order=(1, 0) is not supported: tilecute issues a pipelined loop's statements in source order"),

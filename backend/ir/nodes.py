@@ -468,6 +468,10 @@ class For(Stmt):
     replicated: bool = False
     # parallel loops copying global -> shared: cp.async, completed at the next barrier
     async_copy: bool = False
+    # parallel nests made from a T.copy(..., prefer_instruction=...) (lower_tile_ops):
+    # "cp_async": the vectorization pass makes the nest cp.async or fails naming the copy;
+    # "sync": never cp.async; "": the pass decides
+    copy_instruction: str = ""
     loc: Optional[Loc] = _loc()
     # pipelined loops (sm_90a): a producer warpgroup issues the body's TMA loads while the
     # kernel's threads compute (the warp-specialization pass); None: the pass decides
@@ -680,6 +684,10 @@ class SetMaxNReg(Stmt):
 
 
 # ---- tile ops (lowered by later passes; the foundation codegen rejects them) --------
+# TileLang's T.copy(..., prefer_instruction=...) values (its copy_analysis.cc)
+COPY_INSTRUCTIONS = ("tma", "cp_async", "sync")
+
+
 @dataclass(frozen=True)
 class Copy(Stmt):
     src: Region
@@ -688,6 +696,11 @@ class Copy(Stmt):
     # TileLang's T.copy(..., disable_tma=True): this copy never becomes a TMA copy (the TMA
     # pass and the shared epilogue leave it on the cp.async / vector path)
     disable_tma: bool = False
+    # TileLang's T.copy(..., prefer_instruction=...): "tma" (the TMA pass makes it a TMA
+    # copy, or the copy's lowering fails naming it), "cp_async" (a cp.async nest, or the
+    # vectorization pass fails naming it), "sync" (neither TMA nor cp.async); "": the
+    # passes choose.  Every choice keeps T.copy synchronous, as in TileLang
+    instruction: str = ""
 
 
 @dataclass(frozen=True)
@@ -897,6 +910,10 @@ class TmaCopy(Stmt):
     # added into the global tensor (each addition atomic, relaxed at device scope) instead
     # of written; "": a plain store
     reduce: str = ""
+    # a copy the program asked to be TMA (T.copy(..., prefer_instruction="tma")): a pass
+    # that puts this load back as a copy keeps the request on it (Copy.instruction), so
+    # its lowering fails naming the copy instead of moving it another way
+    required: bool = False
 
 
 @dataclass(frozen=True)

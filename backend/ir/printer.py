@@ -131,6 +131,8 @@ def _loop_range(s: N.For) -> str:
         bounds += ", replicated=True"
     if s.async_copy:
         bounds += ", async_copy=True"
+    if s.copy_instruction:
+        bounds += f', copy_instruction="{s.copy_instruction}"'
     return f"{fn}({bounds})"
 
 
@@ -149,6 +151,13 @@ def _stmts(body, indent: int, out: list[str]) -> None:
         out.append(pad + "pass")
     for s in body:
         _stmt(s, indent, out)
+
+
+def stmt_str(s: N.Stmt) -> str:
+    """One statement as the printer writes it (its first line for a compound one)."""
+    out: list[str] = []
+    _stmt(s, 0, out)
+    return out[0]
 
 
 def _stmt(s: N.Stmt, indent: int, out: list[str]) -> None:
@@ -211,6 +220,8 @@ def _stmt(s: N.Stmt, indent: int, out: list[str]) -> None:
         out.append(f"{pad}T.sync_threads({'wait_async=True' if s.wait_async else ''})")
     elif isinstance(s, N.Copy):
         kw = ", disable_tma=True" if s.disable_tma else ""
+        if s.instruction:
+            kw += f', prefer_instruction="{s.instruction}"'
         out.append(f"{pad}T.copy({_region(s.src)}, {_region(s.dst)}{kw})")
     elif isinstance(s, N.TmaCopy):
         kw = ""
@@ -224,6 +235,8 @@ def _stmt(s: N.Stmt, indent: int, out: list[str]) -> None:
             kw += f", multicast={s.multicast}"
         if not s.wait_read:
             kw += ", wait_read=False"
+        if s.required:
+            kw += ", required=True"
         if s.reduce == "add":  # TileLang's TMA reduce-store: the destination first
             out.append(f"{pad}T.atomic_add({_region(s.dst)}, {_region(s.src)}, use_tma=True{kw})")
         else:

@@ -85,9 +85,11 @@ FORMS["WarpSpecialize"] = ws
 # ---- loops ------------------------------------------------------------------------------
 @_form("for")
 def Parallel(*extents, coalesced_width=None, loop_layout=None, prefer_async=None,  # noqa: N802
-             annotations=None, vector_width=0, replicated=False, async_copy=False):
+             annotations=None, vector_width=0, replicated=False, async_copy=False,
+             copy_instruction=""):
     """``for i, j in T.Parallel(M, N)``.  tilecute's: ``vector_width``, ``replicated``,
-    ``async_copy`` (what the passes decided, as the printer writes lowered IR)."""
+    ``async_copy``, ``copy_instruction`` (what the passes decided, as the printer writes
+    lowered IR)."""
 
 
 @_form("for")
@@ -423,11 +425,12 @@ def sync_warp(mask=None):
 
 @_form("stmt")
 def tma_copy(src, dst, *, barrier=None, cluster_mask=None, leader_scope_threads=None,
-             eviction_policy=None, annotations=None, stage=None, arrive=False):
+             eviction_policy=None, annotations=None, stage=None, arrive=False, required=False):
     """A TMA copy with explicit synchronization: a load adds its bytes to ``barrier``'s
     expected transactions and the program's threads arrive (``T.mbarrier_arrive``), as in
     TileLang.  tilecute's: ``stage`` (the stage of a multi-buffered shared buffer),
-    ``arrive=True`` (the issuing thread also arrives once: the passes' loads)."""
+    ``arrive=True`` (the issuing thread also arrives once: the passes' loads),
+    ``required=True`` (a T.copy(..., prefer_instruction="tma") the TMA pass made a load)."""
 
 
 @_form("stmt")

@@ -99,6 +99,37 @@ class _DataRef:
         self.buffer = buffer
 
 
+# the T.copy annotation keys tilecute reads: each the argument of its name (TileLang's
+# T.copy puts its keyword arguments into the annotations; loop_layout's key is
+# "parallel_loop_layout"), with that argument's meaning
+_COPY_ANNOTATIONS = ("coalesced_width", "disable_tma", "eviction_policy", "prefer_instruction",
+                     "parallel_loop_layout")
+# the T.Parallel annotation keys tilecute reads (TileLang's lower_tile_op.cc reads these
+# on a parallel loop): coalesced_width as the argument, the two async-copy hints as
+# docs/ir.md says (neither can change a result)
+_PARALLEL_ANNOTATIONS = ("coalesced_width", "parallel_prefer_async",
+                         "parallel_async_without_async_commit_wait")
+_PARALLEL_ANNOTATIONS_REFUSED = {
+    "parallel_loop_layout": "it is T.Parallel's loop_layout: tilecute's layout pass lays out "
+                            "every parallel loop itself",
+    "parallel_loop_predicate": "a predicate on the loop's iterations (TileLang's lowering "
+                               "sets it with a loop layout); tilecute has none",
+    "parallel_loop_requires_padding_guard": "a guard of a loop layout's padding (TileLang's "
+                                            "lowering sets it with a loop layout); tilecute "
+                                            "has none",
+}
+_EXPLICIT_ASYNC = ("T.async_copy's (an asynchronous copy the program waits for itself); "
+                   "tilecute's T.copy is synchronous")
+_TMA_COPY_KEY = "T.tma_copy's / T.copy_cluster's (barrier, multicast and leader scope of a TMA copy)"
+_COPY_ANNOTATIONS_REFUSED = {
+    "is_async_copy": _EXPLICIT_ASYNC, "force_cp_async": _EXPLICIT_ASYNC,
+    "no_implicit_async_commit_wait": _EXPLICIT_ASYNC,
+    "is_tma_copy": _TMA_COPY_KEY, "barrier": _TMA_COPY_KEY, "cluster_mask": _TMA_COPY_KEY,
+    "leader_scope_threads": _TMA_COPY_KEY, "emit_arrive": _TMA_COPY_KEY,
+    "dst_block": "T.copy_cluster's (a copy into another block's shared memory)",
+}
+
+
 class _Given:
     """A call argument whose value is already known (from ``*args`` / ``**kwargs``)."""
 
@@ -195,6 +226,31 @@ class _Args:
 
     def no_annotations(self) -> None:
         self.refuse_unless("annotations", (None, {}), "tilecute takes no annotations")
+
+    def annotations(self, honored, refused: Optional[dict] = None) -> dict:
+        """The call's ``annotations={...}`` (TileLang's dict of keys its passes read on a
+        tile op or loop), as ``{key: value}`` for the keys in ``honored`` (the caller reads
+        each as the argument it stands for).  A key in ``refused`` is an error with that
+        reason; any other key is an error naming it: an annotation tilecute does not know
+        is refused, never dropped."""
+        ann = self.value("annotations")
+        if ann is None:
+            return {}
+        if not isinstance(ann, dict):
+            raise self.fail("annotations", f"annotations is a dict {{key: value}}, got {_show(ann)}")
+        for key in ann:
+            if not isinstance(key, str):
+                raise self.fail("annotations", f"annotations={_show(ann)}: the keys are strings, "
+                                               f"got {_show(key)}")
+            if key in honored:
+                continue
+            why = (refused or {}).get(key)
+            if why is None:
+                why = (f"tilecute does not know this annotation (it reads "
+                       f"{', '.join(repr(k) for k in honored) or 'none'} on {self.prefix}{self.name})")
+            raise self.fail("annotations", f"annotations={{{key!r}: {_show(ann[key])}}} is not "
+                                           f"supported: {why}")
+        return dict(ann)
 
     def static_bool(self, name: str) -> bool:
         v = self.value(name)
@@ -868,8 +924,13 @@ class _Parser:
         if form.__name__ == "Persistent":
             return self.persistent_loop(s, a, [n.id for n in names])
         kind = _LOOPS[form.__name__]
-        a.no_annotations()
+        ann: dict = {}
+        if kind == "parallel":
+            ann = a.annotations(_PARALLEL_ANNOTATIONS, _PARALLEL_ANNOTATIONS_REFUSED)
+        else:
+            a.no_annotations()
         num_stages, vector_width, replicated, async_copy = 0, 0, False, False
+        copy_instruction = ""
         warp_specialize = None
         step = None
         if kind == "parallel":
@@ -877,7 +938,20 @@ class _Parser:
             if not extents:
                 raise self.error(s, "T.Parallel needs at least one extent")
             vector_width = a.static_int("vector_width", 0)
-            if a.value("coalesced_width") is not None:
+            if "coalesced_width" in ann:  # (TileLang's T.Parallel puts it there itself)
+                width = ann["coalesced_width"]
+                if not isinstance(width, int) or isinstance(width, bool) or width < 1:
+                    raise a.fail("annotations", f"annotations={{'coalesced_width': {_show(width)}}}: "
+                                                "coalesced_width must be an int >= 1 known at "
+                                                "parse time")
+                if a.value("coalesced_width") not in (None, width):
+                    raise a.fail("coalesced_width", "coalesced_width and annotations="
+                                                    "{'coalesced_width': ...} disagree")
+                if vector_width and vector_width != width:
+                    raise a.fail("annotations", f"coalesced_width={width} and "
+                                                f"vector_width={vector_width} disagree")
+                vector_width = width
+            elif a.value("coalesced_width") is not None:
                 width = a.static_int("coalesced_width", 1)
                 if vector_width and vector_width != width:
                     raise a.fail("coalesced_width", f"coalesced_width={width} and "
@@ -885,10 +959,22 @@ class _Parser:
                 vector_width = width
             a.refuse_unless("loop_layout", (None,), "tilecute's layout pass lays out every "
                                                     "parallel loop itself")
-            a.refuse_unless("prefer_async", (None, False), "tilecute's vectorization pass "
-                                                           "chooses cp.async itself")
+            # hints that cannot change results: tilecute's vectorization pass makes a
+            # nest's global -> shared stores cp.async where it can, with or without them,
+            # and completes them before the tile is read (docs/ir.md, T.Parallel)
+            for key, value in (("prefer_async", a.value("prefer_async")),
+                               ("parallel_prefer_async", ann.get("parallel_prefer_async")),
+                               ("parallel_async_without_async_commit_wait",
+                                ann.get("parallel_async_without_async_commit_wait"))):
+                if value is not None and not isinstance(value, bool):
+                    raise a.fail("prefer_async" if key == "prefer_async" else "annotations",
+                                 f"{key}={_show(value)} must be True or False")
             replicated = a.static_bool("replicated")
             async_copy = a.static_bool("async_copy")
+            copy_instruction = a.value("copy_instruction")
+            if copy_instruction not in ("", "cp_async", "sync"):
+                raise a.fail("copy_instruction", f"copy_instruction={_show(copy_instruction)}: "
+                                                 "\"cp_async\", \"sync\" or \"\"")
             if len(extents) != len(names):
                 raise self.error(s, f"T.Parallel has {len(extents)} extents but {len(names)} "
                                     "loop variables")
@@ -979,7 +1065,8 @@ class _Parser:
             width = vector_width if d == innermost else (1 if vector_width else 0)
             body = (N.For(v, start, extent, kind, body, num_stages if kind == "pipelined" else 0,
                           width, replicated, async_copy, loc=self.loc(s),
-                          warp_specialize=warp_specialize, overlap_mma=overlap),)
+                          warp_specialize=warp_specialize, overlap_mma=overlap,
+                          copy_instruction=copy_instruction if d == innermost else ""),)
             if d == innermost and _has_break(body[0].body, _Continue):
                 body = self.continue_loop(body[0], kind)
             if d == innermost and _has_break(body[-1].body):
@@ -2057,15 +2144,39 @@ class _Parser:
         return self.expr(node)
 
     def stmt_copy(self, a: _Args, s) -> list[N.Stmt]:
-        a.refuse_unless("coalesced_width", (None,), "the copy's vector width is chosen by "
-                        "tilecute's vectorization pass (T.Parallel(..., coalesced_width=...) "
-                        "sets it for an explicit loop)")
-        a.refuse_unless("eviction_policy", (None, "evict_normal"), "tilecute's copies use the "
-                        "normal eviction policy")
-        a.refuse_unless("prefer_instruction", (None,), "tilecute's passes choose the copy "
-                        "instruction")
-        a.refuse_unless("loop_layout", (None,), "tilecute's layout pass lays out copies itself")
-        a.no_annotations()
+        # TileLang's T.copy folds its keyword arguments into the annotations, whose values
+        # win (copy_op.py); an annotation key is read here as the argument it stands for
+        ann = a.annotations(_COPY_ANNOTATIONS, _COPY_ANNOTATIONS_REFUSED)
+
+        def given(name: str, key: str, default):
+            if key in ann:
+                return ann[key], "annotations", f"annotations={{{key!r}: {_show(ann[key])}}}"
+            v = a.value(name) if a.given(name) else default
+            return v, name, f"{name}={_show(v)}"
+
+        width, arg, shown = given("coalesced_width", "coalesced_width", None)
+        if width is not None:
+            raise a.fail(arg, f"{shown} is not supported: the copy's vector width is chosen by "
+                              "tilecute's vectorization pass (T.Parallel(..., coalesced_width=...) "
+                              "sets it for an explicit loop)")
+        policy, arg, shown = given("eviction_policy", "eviction_policy", None)
+        if policy not in (None, "evict_normal", 0) or isinstance(policy, bool):
+            raise a.fail(arg, f"{shown} is not supported: tilecute's copies use the normal "
+                              "eviction policy")
+        layout, arg, shown = given("loop_layout", "parallel_loop_layout", None)
+        if layout is not None:
+            raise a.fail(arg, f"{shown} is not supported: tilecute's layout pass lays out "
+                              "copies itself")
+        no_tma, arg, shown = given("disable_tma", "disable_tma", False)
+        if not (isinstance(no_tma, bool) or isinstance(no_tma, int) and no_tma in (0, 1)):
+            raise a.fail(arg, f"{shown}: disable_tma must be True or False, known at parse time")
+        no_tma = bool(no_tma)
+        instruction, arg, shown = given("prefer_instruction", "prefer_instruction", None)
+        if instruction is not None and instruction not in N.COPY_INSTRUCTIONS:
+            raise a.fail(arg, f"{shown}: expected one of "
+                              f"{', '.join(repr(x) for x in N.COPY_INSTRUCTIONS)} (TileLang's)")
+        if instruction == "tma" and no_tma:  # TileLang: "conflicts with disable_tma=true"
+            raise a.fail(arg, f'{shown} conflicts with disable_tma=True')
         src, dst = self.region(a.node("src")), self.region(a.node("dst"))
         whole = [not isinstance(a.node(n), ast.Subscript) and r.extents is None
                  for n, r in (("src", src), ("dst", dst))]
@@ -2083,7 +2194,8 @@ class _Parser:
             # (its scalar-BufferLoad case, a plain store dst[j] = src[i])
             one = lambda r: N.Region(r.buffer, r.starts, tuple(N.Const(1, "int32") for _ in r.starts))  # noqa: E731
             src, dst = one(src), one(dst)
-        return [N.Copy(src, dst, loc=self.loc(s), disable_tma=a.static_bool("disable_tma"))]
+        return [N.Copy(src, dst, loc=self.loc(s), disable_tma=no_tma,
+                       instruction=instruction or "")]
 
     def stmt_transpose(self, a: _Args, s) -> list[N.Stmt]:
         """``T.transpose(src, dst)``: TileLang's tl.transpose, ``dst[..., j, i] =
@@ -2723,7 +2835,7 @@ class _Parser:
         if a.given("stage"):
             stage = N.as_expr(a.value("stage"))
         return [N.TmaCopy(src, dst, barrier, stage, loc=self.loc(s),
-                          arrive=a.static_bool("arrive"))]
+                          arrive=a.static_bool("arrive"), required=a.static_bool("required"))]
 
     def stmt_mbarrier_arrive(self, a: _Args, s) -> list[N.Stmt]:
         a.refuse_unless("cta_id", (None,), "tilecute arrives on this block's own mbarrier")

@@ -29,6 +29,13 @@ class TileOpError(ValueError):
     pass
 
 
+def copy_text(s: N.Copy) -> str:
+    """``T.copy(src, dst, prefer_instruction="...")`` as the program wrote it, for errors."""
+    from ..ir.printer import stmt_str
+
+    return stmt_str(s)
+
+
 def _static(extents) -> tuple | None:
     if all(isinstance(e, N.Const) for e in extents):
         return tuple(int(e.value) for e in extents)
@@ -124,6 +131,35 @@ class _Lowerer(StmtMutator):
         return r
 
     def copy(self, s: N.Copy) -> N.Stmt:
+        if s.instruction == "tma":  # the TMA pass made it a TMA copy where it could
+            self.fail(s, f"{copy_text(s)} could not be honored: {self.no_tma_reason(s)}")
+        if s.instruction == "cp_async":
+            scopes = [self.buffers[r.buffer].scope for r in (s.src, s.dst)]
+            if scopes != ["global", "shared"]:
+                self.fail(s, f"{copy_text(s)} could not be honored: cp.async copies global -> "
+                             f"shared memory; this copy is {scopes[0]} -> {scopes[1]}")
+        nest = self.copy_nest(s)
+        if not s.instruction:
+            return nest
+        loops = [nest]
+        while len(loops[-1].body) == 1 and isinstance(loops[-1].body[0], N.For):
+            loops.append(loops[-1].body[0])
+        inner = dataclasses.replace(loops[-1], copy_instruction=s.instruction)
+        for outer in reversed(loops[:-1]):
+            inner = dataclasses.replace(outer, body=(inner,))
+        return inner
+
+    def no_tma_reason(self, s: N.Copy) -> str:
+        scopes = [self.buffers[r.buffer].scope for r in (s.src, s.dst)]
+        if sorted(scopes) != ["global", "shared"]:
+            return f"TMA copies between global and shared memory; this copy is {scopes[0]} -> {scopes[1]}"
+        return ("tilecute moves a copy by TMA only into or out of a whole shared buffer (or a "
+                "range of its rows, or one matrix of it) TMA can address, a load only at the "
+                "kernel's top level or the top level of a T.Pipelined body, and only where the "
+                "shared buffer has no layout or views TMA cannot write (docs/tile-ops.md, "
+                "\"TMA\"); leave prefer_instruction unset to let tilecute choose")
+
+    def copy_nest(self, s: N.Copy) -> N.Stmt:
         if self.tile_shape(s.src) is None and self.tile_shape(s.dst) is None:
             # global to global, neither side a tile: a whole buffer gives the shape
             s = dataclasses.replace(s, src=self.whole(s.src), dst=self.whole(s.dst))

@@ -111,7 +111,8 @@ def issuer(loop: N.For, loads, bar: str):
     ``bar[stage]``."""
     def issue(it: N.Expr, stage: N.Expr) -> tuple:
         ref = N.Region(bar, (stage,))
-        return tuple(N.TmaCopy(substitute(c.src, {loop.var.name: it}), c.dst, ref, stage, loc=c.loc)
+        return tuple(N.TmaCopy(substitute(c.src, {loop.var.name: it}), c.dst, ref, stage, loc=c.loc,
+                               required=c.required)
                      for c in loads)
     return issue
 

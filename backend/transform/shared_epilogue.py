@@ -10,8 +10,9 @@ counted, less the bytes of buffers dead by then, which the tile reuses) still fi
 fewer blocks fitting on an SM.  What experts write by hand for the last few percent of a GEMM
 (``examples/gemm.py``, ``epilogue="shared"``); the compile option
 ``disable_shared_epilogue`` keeps the direct copy, as ``T.copy(acc, C[...],
-disable_tma=True)`` does for one copy.  The new allocation and copies are
-visible in the printed IR."""
+disable_tma=True)`` (or any ``prefer_instruction=``: the program chose the copy's
+instruction) does for one copy.  The new allocation and copies are visible in the printed
+IR."""
 
 from __future__ import annotations
 
@@ -63,7 +64,7 @@ def _kernel(func: N.PrimFunc, scope: N.KernelScope, arch: str, names: set[str]) 
     body = []
     changed = False
     for i, s in enumerate(scope.body):
-        if not (isinstance(s, N.Copy) and not s.disable_tma
+        if not (isinstance(s, N.Copy) and not s.disable_tma and not s.instruction
                 and _accumulator(allocs.get(s.src.buffer))
                 and s.dst.buffer in params and whole(s.src, allocs[s.src.buffer].buffer)
                 and DTYPES[params[s.dst.buffer].dtype].pack == 1):  # (no fp4 TMA store)

@@ -26,8 +26,11 @@ memory the Tensor Memory Accelerator moves.
   that ``T.reduce`` reduces over another dim than its last, which the tile-op lowering
   reads by column) keeps the cp.async / vector path unless TMA-swizzled: the layout pass
   swizzles it, and TMA moves rows as they are.
-- A copy the program marked ``T.copy(..., disable_tma=True)`` (``Copy.disable_tma``) is
-  never one of these: it keeps the cp.async / vector path.
+- A copy the program marked ``T.copy(..., disable_tma=True)`` (``Copy.disable_tma``), or
+  ``prefer_instruction="cp_async"`` / ``"sync"`` (``Copy.instruction``), is never one of
+  these: it keeps the cp.async / vector path.  One marked ``prefer_instruction="tma"``
+  becomes a TMA copy by these same rules (``TmaCopy.required``); where they leave it a
+  copy, the tile-op lowering fails naming it (TileLang: "could not be honored").
 
 ``auto=False`` (the ``disable_tma`` option) turns nothing into TMA.
 """
@@ -56,6 +59,19 @@ MAX_UNROLLED_LOADS = 8  # a pipelined body's T.serial loop of loads unrolled int
 def is_pending_load(s, func: N.PrimFunc) -> bool:
     """Is ``s`` a TMA load this pass made, still waiting for its mbarrier and stage?"""
     return isinstance(s, N.TmaCopy) and s.barrier is None and func.buffer(s.src.buffer) is not None
+
+
+def tma_allowed(s: N.Copy) -> bool:
+    """May the TMA pass move copy ``s`` by TMA: not ``disable_tma``, and the program did
+    not ask for another instruction (``prefer_instruction="cp_async"`` / ``"sync"``)?"""
+    return not s.disable_tma and s.instruction in ("", "tma")
+
+
+def tma_of(s: N.Copy, src: N.Region | None = None) -> N.TmaCopy:
+    """The TMA copy of ``s`` (from ``src``, the origin a pipelined load is issued at);
+    ``required`` where the program asked for TMA."""
+    return N.TmaCopy(s.src if src is None else src, s.dst, loc=s.loc,
+                     required=s.instruction == "tma")
 
 
 def buffer_names(body) -> set[str]:
@@ -140,19 +156,19 @@ class _Kernel(StmtMutator):
                                   swizzle, sliced[1] if sliced else None), tuple)
 
     def load_ok(self, s) -> bool:
-        return isinstance(s, N.Copy) and not s.disable_tma and self.tma_ok(s.src, s.dst)
+        return isinstance(s, N.Copy) and tma_allowed(s) and self.tma_ok(s.src, s.dst)
 
     def visit_copy(self, s: N.Copy):
         """Stores at any depth (loads only where :meth:`top` takes them)."""
-        if s.disable_tma or not self.tma_ok(s.dst, s.src):
+        if not tma_allowed(s) or not self.tma_ok(s.dst, s.src):
             return s
-        return N.TmaCopy(s.src, s.dst, loc=s.loc)
+        return tma_of(s)
 
     def top(self) -> N.KernelScope:
         out = []
         for s in self.scope.body:
             if self.load_ok(s):
-                out.append(N.TmaCopy(s.src, s.dst, loc=s.loc))
+                out.append(tma_of(s))
             elif isinstance(s, N.For) and s.kind == "pipelined":
                 out.append(self.pipelined_loop(s))
             elif (path := nested_pipelined(s)) is not None:  # a persistent kernel's tiles
@@ -178,7 +194,7 @@ class _Kernel(StmtMutator):
                     out.append(self.nest(t, path))
                     before = False
                 elif direct and before and self.run_load_ok(t, path):
-                    out.append(N.TmaCopy(t.src, t.dst, loc=t.loc))
+                    out.append(tma_of(t))
                 else:
                     out.append(self.visit(t))
             return tuple(out)
@@ -212,7 +228,7 @@ class _Kernel(StmtMutator):
                     and not var_names(s.dst.starts) & (inner | {loop.var.name}) \
                     and s.dst.buffer not in self.aliased \
                     and s.dst.buffer not in outside and s.dst.buffer not in self.pipelined:
-                body.append(N.TmaCopy(src, s.dst, loc=s.loc))
+                body.append(tma_of(s, src))
                 loaded.add(s.dst.buffer)
             else:
                 if isinstance(s, N.Let) and not any(
@@ -290,6 +306,14 @@ class _Kernel(StmtMutator):
 
 def lower_copies_to_tma(func: N.PrimFunc, arch: str, auto: bool = True) -> N.PrimFunc:
     if not auto or not arch_at_least(arch, 90):
+        for s in walk_stmts(tuple(k for k in func.kernels)):
+            if isinstance(s, N.Copy) and s.instruction == "tma":  # TileLang refuses both
+                from ..ir.printer import stmt_str
+
+                why = ("conflicts with the option disable_tma (tl.disable_tma_lower)" if not auto
+                       else f"could not be honored: TMA is sm_90+, the target is {arch}")
+                where = f"{s.loc}: " if s.loc else ""
+                raise TmaError(f"{where}prim_func '{func.name}': {stmt_str(s)} {why}")
         return func
     kernels = tuple(_Kernel(func, k, arch).top() for k in func.kernels)
     return dataclasses.replace(func, kernels=kernels)

@@ -175,6 +175,22 @@ class _Vectorizer(StmtMutator):
     def visit_for(self, loop: N.For) -> N.For:
         return self.parallel(loop) if loop.kind == "parallel" else self.generic(loop)
 
+    def check_cp_async(self, inner: N.For) -> None:
+        """A T.copy the program asked to be cp.async (``prefer_instruction="cp_async"``,
+        ``For.copy_instruction``) that this pass could not make so: TileLang's "could not be
+        honored" error, naming the copy."""
+        if inner.copy_instruction != "cp_async" or inner.async_copy:
+            return
+        if not arch_at_least(self.arch, 80):
+            why = f"cp.async is sm_80+, the target is {self.arch}"
+        else:
+            why = ("cp.async moves 4, 8 or 16 contiguous bytes per thread from a global tensor "
+                   "into a row-major or TMA-swizzled shared buffer of the same dtype, and this "
+                   f"copy's elements (vector width {inner.vector_width or 1}) do not move so")
+        raise VectorizeError(
+            f"{str(inner.loc) + ': ' if inner.loc else ''}prim_func '{self.func.name}': "
+            f'T.copy(..., prefer_instruction="cp_async") could not be honored: {why}')
+
     def record(self, inner: N.For) -> N.For:
         vec = vector_accesses(inner, self.buffers, self.layouts, inner.vector_width)
         return dataclasses.replace(inner, vectors=tuple(
@@ -184,9 +200,11 @@ class _Vectorizer(StmtMutator):
         loops = parallel_nest(loop)
         inner = loops[-1]
         if inner.replicated:  # every thread runs every iteration: no lanes
+            self.check_cp_async(inner)
             return loop
         if any(self.buffers[b].scope == "fragment" for b, _, _ in accesses(inner.body)):
             inner = self.record(inner)  # lanes chosen by the layout pass
+            self.check_cp_async(inner)
             for outer in reversed(loops[:-1]):
                 inner = dataclasses.replace(outer, body=(inner,))
             return inner
@@ -199,8 +217,10 @@ class _Vectorizer(StmtMutator):
                     f"widest legal width is {width})")
             width = inner.vector_width
         inner = self.record(dataclasses.replace(inner, vector_width=width))
-        if async_copy_ok(inner, self.buffers, self.layouts, self.arch):
+        if inner.copy_instruction != "sync" and \
+                async_copy_ok(inner, self.buffers, self.layouts, self.arch):
             inner = dataclasses.replace(inner, async_copy=True)
+        self.check_cp_async(inner)
         for outer in reversed(loops[:-1]):
             inner = dataclasses.replace(outer, vector_width=1, body=(inner,))
         return inner

@@ -341,8 +341,11 @@ def read_origins_first(feed: list, written: set[str], fresh, loc) -> list:
 
 
 def _copy_back(s, func):
-    """A pending TMA load put back as the copy it came from."""
-    return N.Copy(s.src, s.dst, loc=s.loc) if is_pending_load(s, func) else s
+    """A pending TMA load put back as the copy it came from (one the program asked to be
+    TMA keeps the request: its lowering then fails naming it)."""
+    if not is_pending_load(s, func):
+        return s
+    return N.Copy(s.src, s.dst, loc=s.loc, instruction="tma" if s.required else "")
 
 
 def _local(buf: N.Buffer, loc) -> tuple:
