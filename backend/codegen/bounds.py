@@ -1,19 +1,22 @@
 """Bounds predication, TileLang's LegalizeSafeMemoryAccess over the whole kernel: the
 conditions under which a global access is in bounds (those :class:`Knowledge` cannot
-prove), bounds-checked loads read into temporaries that stay 0 out of bounds, and atomics
-with a result run only in bounds; the memory loads of a ``T.if_then_else`` branch read
-only where the branch is taken.  Imports no CUTLASS.
+prove), bounds-checked loads read into temporaries that stay 0 out of bounds (or the
+tensor's T.annotate_safe_value), and atomics with a result run only in bounds; the memory
+loads of a ``T.if_then_else`` branch read only where the branch is taken.  Imports no
+CUTLASS.
 """
 
 from __future__ import annotations
 
+import math
 from contextlib import contextmanager
 
 from ..ir import nodes as N
 from ..ir.validate import _range
 from ..ir.visitor import substitute
 from ..transform.analysis import value_range
-from .expr import PREC, ExprPrinter, chain, cute_type, flatten_logic
+from ..runtime.dtypes import DTYPES
+from .expr import PREC, ExprPrinter, chain, const, cute_type, flatten_logic
 from .source import Writer
 
 
@@ -66,17 +69,40 @@ def _plus(a: dict, b: dict, k: int = 1) -> dict:
     return out
 
 
-def _reads(e):
+def _reads(e, safe=()):
     """The loads of ``e`` not inside another load's indices, and its atomic calls with a
-    result, whose element is not a plain read (their arguments' loads are not listed)."""
+    result, whose element is not a plain read (their arguments' loads are not listed); a
+    cast of a load of a tensor in ``safe`` (one with a T.annotate_safe_value) to another
+    dtype is listed whole: out of bounds it gives the value cast to the cast's dtype, as
+    TileLang's T.copy stores the value cast to its destination's."""
     if isinstance(e, N.Load) or isinstance(e, N.Call) and e.name in _ATOMIC_READS:
+        yield e
+    elif isinstance(e, N.Cast) and isinstance(e.value, N.Load) and e.value.buffer in safe:
         yield e
     elif isinstance(e, N.Expr):
         for v in vars(e).values():
-            yield from _reads(v)
+            yield from _reads(v, safe)
     elif isinstance(e, tuple):
         for v in e:
-            yield from _reads(v)
+            yield from _reads(v, safe)
+
+
+def safe_const(v: N.Const, dtype: str) -> N.Const:
+    """Constant ``v`` converted to ``dtype`` as C (and TVM's Cast) converts it: an integer
+    wraps to the width, a float to an integer truncates toward zero, anything to bool is
+    ``!= 0``; a float stays the Python float the CuTe type rounds."""
+    if dtype == "bool":
+        return N.Const(bool(v.value), dtype)
+    if N.is_float(dtype):
+        return N.Const(float(v.value), dtype)
+    x = v.value
+    if isinstance(x, float):
+        x = math.trunc(x) if math.isfinite(x) else 0
+    bits = DTYPES[dtype].bits
+    x = int(x) % (1 << bits)
+    if not dtype.startswith("uint") and x >= 1 << (bits - 1):
+        x -= 1 << bits
+    return N.Const(x, dtype)
 
 
 class Knowledge:
@@ -308,6 +334,21 @@ class Bounds:
         self.out, self.exprs, self.buffers, self.ranges = out, exprs, buffers, ranges
         self.known = Knowledge(ranges)
         self.hoisted: dict = {}
+        # global tensor (a view too) -> its T.annotate_safe_value (what an out-of-bounds
+        # read gives instead of 0); the kernel emitter sets it
+        self.safe: dict[str, N.Expr] = {}
+
+    def fallback(self, buffer: str, dtype: str) -> str:
+        """Source text of what an out-of-bounds read of ``buffer`` gives as ``dtype``: 0,
+        or the kernel's T.annotate_safe_value for it converted to ``dtype``, always of
+        ``dtype``'s CuTe type (the temporary it starts keeps its type in the ``if``)."""
+        v = self.safe.get(buffer)
+        if v is None:
+            return f"{cute_type(dtype)}(0)"
+        if not isinstance(v, N.Const):
+            return self.exprs.expr(N.Cast(dtype, v) if v.dtype != dtype else v)
+        text = const(safe_const(v, dtype))
+        return f"{cute_type(dtype)}({text})" if dtype in ("int32", "bool") else text
 
     def predicate(self, buffer: str, indices, lower: bool = True, upper: bool = True) -> list[str]:
         """Conditions for ``buffer[indices]`` to be in bounds that cannot be proved.  As in
@@ -334,15 +375,20 @@ class Bounds:
 
     def hoist(self, e, depth: int, registers) -> None:
         """Read each global load of ``e`` whose bounds cannot be proved into a temporary
-        that stays 0 out of bounds (out-of-bounds loads read 0), and run each atomic with a
-        result (``T.atomic_add(..., return_prev=True)``, ``T.atomic_load``) on an element
-        not proved in bounds only in bounds (TileLang's ``if_then_else(in_bounds, atomic,
-        0)``); accesses already in ``registers`` (vector accesses) are checked with their
-        vector."""
-        for x in _reads(e):
+        that stays 0 out of bounds (out-of-bounds loads read 0, or the tensor's
+        T.annotate_safe_value: :meth:`fallback`), and run each atomic with a result
+        (``T.atomic_add(..., return_prev=True)``, ``T.atomic_load``) on an element not
+        proved in bounds only in bounds (TileLang's ``if_then_else(in_bounds, atomic,
+        safe value)``); accesses already in ``registers`` (vector accesses) are checked
+        with their vector."""
+        for x in _reads(e, self.safe):
             if isinstance(x, N.Call):
                 dst = x.args[0]
                 self.hoist((dst.indices, x.args[1:]), depth, registers)
+                key = x
+            elif isinstance(x, N.Cast):  # (a cast of a load of a tensor with a safe value)
+                dst = x.value
+                self.hoist(dst.indices, depth, registers)
                 key = x
             else:
                 dst = x
@@ -352,8 +398,8 @@ class Bounds:
                 continue
             conds = self.predicate(dst.buffer, dst.indices)
             if conds:
-                t = self.out.fresh("ld" if x is dst else "at")
-                self.out.line(depth, f"{t} = {cute_type(x.dtype)}(0)")
+                t = self.out.fresh("at" if isinstance(x, N.Call) else "ld")
+                self.out.line(depth, f"{t} = {self.fallback(dst.buffer, x.dtype)}")
                 self.out.line(depth, f"if {chain('and', conds)}:")
                 # (an unsigned element is read as its type: the code generator's load)
                 self.out.line(depth + 1, f"{t} = {self.exprs.expr(x)}")
@@ -408,7 +454,7 @@ class Bounds:
                     self.known.assume(c, True)
                 conds += self.predicate(ld.buffer, ld.indices)
             t = self.out.fresh("ld")
-            self.out.line(depth, f"{t} = {cute_type(ld.dtype)}(0)")
+            self.out.line(depth, f"{t} = {self.fallback(ld.buffer, ld.dtype)}")
             self.out.line(depth, f"if {chain('and', conds)}:")
             value = expr(ld)
             self.out.line(depth + 1, f"{t} = {value}")

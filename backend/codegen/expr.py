@@ -262,6 +262,9 @@ class ExprPrinter:
         if isinstance(e, N.Not):
             return f"not {self.operand(e.a, PREC['not'])}", PREC["not"]
         if isinstance(e, N.Cast):
+            held = self.held(e)  # (a bounds-checked cast of a load: codegen/bounds.py)
+            if held is not None:
+                return held, ATOM
             if FP4 in (e.dtype, e.value.dtype) and e.dtype != e.value.dtype:
                 return self._fp4_cast(e), ATOM
             if _promotes(e.value):

@@ -55,7 +55,11 @@ class KernelEmitter:
         self.exprs.block_barrier = self.barrier_of_threads
         self.exprs.atomic_coord = self.atomic_coord
         self.bounds = Bounds(self.out, self.exprs, self.buffers, self.ranges)
-        self.exprs.held = lambda e: self.bounds.hoisted.get(e) if isinstance(e, N.Call) else None
+        safe = dict(self.scope.safe_values)  # T.annotate_safe_value, views of the tensors too
+        safe.update({v: safe[b] for v, b in view_bases(self.scope.body).items() if b in safe})
+        self.bounds.safe = safe
+        self.exprs.held = lambda e: self.bounds.hoisted.get(e) \
+            if isinstance(e, (N.Call, N.Cast)) else None
         self.smem = SharedMemory(self.scope, self.out)
         self.mma = MmaEmitter(self.out, self.buffers, self.layouts, self.smem, self.exprs)
         self.nests = NestEmitter(self)

@@ -1070,6 +1070,13 @@ class KernelScope(Stmt):
     producer_regs: int = 0
     consumer_regs: int = 0
     reg_alloc: bool = True
+    # T.annotate_safe_value({A: v}) (TileLang's safe_value_map on the kernel's block, which
+    # holds for the whole body wherever the call stands): (global tensor, value) pairs; an
+    # out-of-bounds read of the tensor (or of a view of it) reads the value instead of 0,
+    # cast to the load's dtype (to a copy's destination dtype where a cast of the load is
+    # what is stored).  Values are constants or expressions of the function's symbols and
+    # scalar parameters
+    safe_values: tuple[tuple[str, Expr], ...] = ()
 
     @property
     def num_threads(self) -> int:

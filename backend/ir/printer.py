@@ -329,6 +329,9 @@ def _stmt(s: N.Stmt, indent: int, out: list[str]) -> None:
             out.append(f"{pad}    T.annotate_consumer_reg_alloc({s.consumer_regs})")
         if not s.reg_alloc:
             out.append(f"{pad}    T.no_set_max_nreg()")
+        if s.safe_values:
+            pairs = ", ".join(f"{name}: {expr_str(v)}" for name, v in s.safe_values)
+            out.append(f"{pad}    T.annotate_safe_value({{{pairs}}})")
         _stmts(s.body, indent + 1, out)
     else:
         raise TypeError(f"printer: unknown statement {type(s).__name__}")

@@ -313,11 +313,39 @@ class _Validator:
             if isinstance(g, N.Const) and not 1 <= g.value <= limit:
                 self.fail(f"grid extent {g.value} along {'xyz'[axis]} is out of CUDA's range "
                           f"1..{limit}")
+        self.safe_values(k, vars_, bufs)
         for v in k.block_vars:
             self.name(v.name, "block variable")
             vars_[v.name] = v
         self.scope, self.in_ws = k, False
         self.body(k.body, vars_, bufs)
+
+    def safe_values(self, k: N.KernelScope, vars_, bufs) -> None:
+        """T.annotate_safe_value's pairs: global tensor parameters, each once, with values
+        of the symbols and scalar parameters (what is in scope at the kernel's start)."""
+        from .visitor import walk_nodes
+
+        if not isinstance(k.safe_values, tuple):
+            self.fail(f"safe_values must be a tuple of (tensor, value) pairs, got {k.safe_values!r}")
+        seen = set()
+        for pair in k.safe_values:
+            if not (isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], str)):
+                self.fail(f"safe_values holds (tensor name, value) pairs, got {pair!r}")
+            name, value = pair
+            buf = bufs.get(name)
+            if not isinstance(buf, N.Buffer) or buf.scope != "global":
+                self.fail(f"T.annotate_safe_value names '{name}', which is no global tensor "
+                          "parameter of the function")
+            if name in seen:
+                self.fail(f"T.annotate_safe_value gives '{name}' two values")
+            seen.add(name)
+            self.expr(value, vars_, bufs)
+            if any(isinstance(x, (N.Load, N.Call)) for x in walk_nodes(value)):
+                self.fail(f"T.annotate_safe_value: the value for '{name}' reads memory or calls "
+                          "a function; it is a constant or an expression of the symbols and "
+                          "scalar parameters")
+            if value.dtype not in DTYPES or value.dtype == FP4:
+                self.fail(f"T.annotate_safe_value: the value for '{name}' is {value.dtype}")
 
     def body(self, stmts, vars_, bufs):
         vars_, bufs = dict(vars_), dict(bufs)
@@ -518,6 +546,11 @@ class _Validator:
             if scopes[0] == "global" and s.barrier is None:
                 self.fail("T.tma_copy from global memory needs barrier= (an mbarrier element "
                           "the copy arrives on)")
+            if scopes[0] == "global" and s.src.buffer in dict(self.scope.safe_values):
+                self.fail(f"T.tma_copy from '{s.src.buffer}', which has a T.annotate_safe_value: "
+                          "TMA fills the elements out of bounds with zeros, not the safe value; "
+                          f"copy it with T.copy (tilecute keeps copies from '{s.src.buffer}' off "
+                          "TMA)")
             if scopes[0] == "shared" and s.barrier is not None:
                 self.fail("T.tma_copy to global memory takes no barrier (it waits for itself)")
             if s.barrier is not None:

@@ -635,6 +635,15 @@ def rng_init(seed, seq=None, off=0, generator="curandStatePhilox4_32_10_t"):
 
 
 @_form("stmt")
+def annotate_safe_value(safe_value_map):
+    """``T.annotate_safe_value({A: -1})``: an out-of-bounds read of global tensor ``A``
+    anywhere in the kernel (the bounds-checked loads, a ragged ``T.copy``'s missing
+    elements, an atomic with a result) gives ``-1`` instead of 0, cast to the load's dtype
+    (a copy's, to its destination's); TileLang's ``safe_value_map`` on the kernel's block.
+    A copy from ``A`` is never a TMA load (TMA fills with zeros)."""
+
+
+@_form("stmt")
 def annotate_min_blocks_per_sm(n):
     """``T.annotate_min_blocks_per_sm(2)``: the kernel is compiled for at least ``n``
     resident blocks per SM (CUDA's ``__launch_bounds__(threads, n)``)."""
@@ -677,7 +686,7 @@ TILELANG_ONLY = frozenset("""
     access_ptr
     mbarrier_arrive_expect_tx mbarrier_expect_tx
     sync_global tma_store_arrive tma_store_wait
-    annotate_safe_value annotate_restrict_buffers
+    annotate_restrict_buffers
     annotate_l2_hit_ratio annotate_ws_schedule ws_op
     create_tma_descriptor named_barrier_arrive import_source inline
     meta_class call_extern call_intrin Shuffle

@@ -22,6 +22,7 @@ import dataclasses
 import inspect
 import linecache
 import math
+import struct
 import textwrap
 import types
 from typing import Any, Optional
@@ -869,7 +870,7 @@ class _Parser:
         self.global_layouts: dict = {}
         # the T.Kernel's annotations, KernelScope fields (defaults: none given)
         self.kernel_notes = {"min_blocks_per_sm": 0, "producer_regs": 0, "consumer_regs": 0,
-                             "reg_alloc": True}
+                             "reg_alloc": True, "safe_values": ()}
         try:
             body = self.block(s.body)
         finally:
@@ -3072,6 +3073,70 @@ class _Parser:
             raise a.fail("n", f"the kernel already asked for {asked}")
         self.kernel_notes["min_blocks_per_sm"] = n
         return []
+
+    def stmt_annotate_safe_value(self, a: _Args, s) -> list[N.Stmt]:
+        """``T.annotate_safe_value({A: v, ...})``: TileLang's ``safe_value_map`` on the
+        kernel's block: an out-of-bounds read of global tensor ``A`` anywhere in the kernel
+        (before the call too: the map is the block's) gives ``v`` instead of 0.  A key that
+        is a view of a tensor names the tensor's storage, as TileLang keys the map by the
+        buffer's data.  ``v``: a number, typed as TVM types a literal (an int is int32, a
+        float float32, a bool bool), a typed constant (``T.float16(-1)``) or an expression
+        of the function's symbols and scalar parameters."""
+        if not self.in_kernel:
+            raise self.error(s, "T.annotate_safe_value is only valid inside a T.Kernel")
+        node = a.node("safe_value_map")
+        if isinstance(node, ast.Dict) and a.given("safe_value_map"):
+            if None in node.keys:
+                raise a.fail("safe_value_map", "safe_value_map is a dict literal "
+                                               "{buffer: value, ...} (no ** unpacking)")
+            pairs = [(k, self.expr(k), v, self.arg_value(v)) for k, v in zip(node.keys, node.values)]
+        else:
+            value = a.value("safe_value_map")
+            if not isinstance(value, dict):
+                raise a.fail("safe_value_map", f"safe_value_map is a dict {{buffer: value, ...}}, "
+                                               f"got {_show(value)}")
+            pairs = [(node, k, node, v) for k, v in value.items()]
+        given = dict(self.kernel_notes["safe_values"])
+        for key_node, ref, val_node, v in pairs:
+            if not isinstance(ref, _BufferRef) or isinstance(ref, _VarRef):
+                raise self.error(key_node, f"T.annotate_safe_value: the keys are global tensors, "
+                                           f"got {_show(ref)}")
+            buf = self.view_roots.get(ref.buffer.name, ref.buffer)
+            if buf.scope != "global":
+                raise self.error(key_node, f"T.annotate_safe_value: '{ref.buffer.name}' is a "
+                                           f"{buf.scope} buffer; the value is what an "
+                                           "out-of-bounds read of a global tensor gives (TileLang "
+                                           "checks the bounds of global accesses only)")
+            value = self.safe_value(val_node, v, ref.buffer.name)
+            if buf.name in given and given[buf.name] != value:
+                raise self.error(val_node, f"T.annotate_safe_value: '{buf.name}' already has "
+                                           f"the safe value {_show(given[buf.name])} in this "
+                                           f"kernel; it has one for the whole kernel")
+            given[buf.name] = value
+        self.kernel_notes["safe_values"] = tuple(given.items())
+        return []
+
+    def safe_value(self, node, v, name: str) -> N.Expr:
+        """A T.annotate_safe_value value as TVM types it (a Python float is a float32
+        literal: rounded to float32 here)."""
+        if isinstance(v, bool):
+            return N.Const(v, "bool")
+        if isinstance(v, int):
+            return N.Const(v, "int32" if -2**31 <= v < 2**31 else "int64")
+        if isinstance(v, float):
+            f32 = struct.unpack("f", struct.pack("f", v))[0]
+            if math.isinf(f32) and math.isfinite(v):
+                raise self.error(node, f"T.annotate_safe_value: the value for '{name}', {v!r}, "
+                                       "is past float32's range (TVM's float literal)")
+            return N.Const(f32, "float32")
+        if _is_ir(v) and not any(isinstance(x, (N.Load, N.Call)) for x in _walk_exprs(v)) and \
+                all(not isinstance(x, N.Var) or x.name in self.symbols or x.name in self.scalar_params
+                    for x in _walk_exprs(v)) and v.dtype in DTYPES:
+            return v
+        raise self.error(node, f"T.annotate_safe_value: the value for '{name}' is {_show(v)}; "
+                               "tilecute takes a number, a typed constant or an expression of "
+                               "the function's symbols and scalar parameters (it stands for every "
+                               "out-of-bounds read of the kernel)")
 
     def reg_annotation(self, s, form: str, key: str, value) -> list[N.Stmt]:
         """A T.Kernel's register-budget annotation (``key`` of :class:`N.KernelScope`)."""

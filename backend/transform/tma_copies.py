@@ -32,6 +32,10 @@ memory the Tensor Memory Accelerator moves.
   becomes a TMA copy by these same rules (``TmaCopy.required``); where they leave it a
   copy, the tile-op lowering fails naming it (TileLang: "could not be honored").
 
+- A copy from a tensor with a ``T.annotate_safe_value`` is never a TMA load either: TMA
+  fills a box's elements past the tensor's end with zeros, the bounds-checked path with
+  the safe value.
+
 ``auto=False`` (the ``disable_tma`` option) turns nothing into TMA.
 """
 
@@ -125,6 +129,10 @@ class _Kernel(StmtMutator):
         self.aliased = aliased(scope.body)
         self.names: set[str] | None = None  # every name of the function (fresh names)
         self.unrolled_lets: set[str] = set()  # the Lets of loops unroll_loads unrolled
+        # tensors with a T.annotate_safe_value (and views of them): copies from them stay
+        # on the cp.async / vector path, which reads the safe value out of bounds
+        self.safe = {n for n, _ in scope.safe_values}
+        self.safe |= {v for v, b in self.bases.items() if b in self.safe}
 
     def tma_ok(self, glob_r: N.Region, shared_r: N.Region) -> bool:
         """Can TMA copy between global region ``glob_r`` and shared ``shared_r``?"""
@@ -156,6 +164,8 @@ class _Kernel(StmtMutator):
                                   swizzle, sliced[1] if sliced else None), tuple)
 
     def load_ok(self, s) -> bool:
+        if isinstance(s, N.Copy) and s.src.buffer in self.safe:
+            return False  # (TMA would fill the box's elements out of bounds with zeros)
         return isinstance(s, N.Copy) and tma_allowed(s) and self.tma_ok(s.src, s.dst)
 
     def visit_copy(self, s: N.Copy):
