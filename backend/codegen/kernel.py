@@ -820,6 +820,10 @@ class KernelEmitter:
                     f"{coords}, {box_bytes * chunks}{more})")
             if self.one_thread:  # already inside `if tc_tid == <one thread>:`
                 out.line(depth, call, f"TMA load of {what} of {glob.buffer}")
+            elif s.leader_threads:  # T.tma_copy(leader_scope_threads=k)
+                out.line(depth, f"if {self.tid} % {s.leader_threads} == 0:",
+                         f"TMA load of {what} of {glob.buffer}, one per {s.leader_threads} threads")
+                out.line(depth + 1, call)
             else:
                 out.line(depth, f"if {self.tid} == 0:", f"TMA load of {what} of {glob.buffer}")
                 out.line(depth + 1, call)

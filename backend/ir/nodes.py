@@ -914,6 +914,11 @@ class TmaCopy(Stmt):
     # that puts this load back as a copy keeps the request on it (Copy.instruction), so
     # its lowering fails naming the copy instead of moving it another way
     required: bool = False
+    # loads (TileLang's T.tma_copy(..., leader_scope_threads=k)): the first thread of each
+    # group of k consecutive threads of the block (or of the thread region it stands in)
+    # issues the load, each with its own region and barrier (a per-warp copy: k = 32);
+    # 0: one thread of the block or region
+    leader_threads: int = 0
 
 
 @dataclass(frozen=True)

@@ -237,6 +237,8 @@ def _stmt(s: N.Stmt, indent: int, out: list[str]) -> None:
             kw += ", wait_read=False"
         if s.required:
             kw += ", required=True"
+        if s.leader_threads:
+            kw += f", leader_scope_threads={s.leader_threads}"
         if s.reduce == "add":  # TileLang's TMA reduce-store: the destination first
             out.append(f"{pad}T.atomic_add({_region(s.dst)}, {_region(s.src)}, use_tma=True{kw})")
         else:

@@ -553,6 +553,13 @@ class _Validator:
                           "TMA)")
             if scopes[0] == "shared" and s.barrier is not None:
                 self.fail("T.tma_copy to global memory takes no barrier (it waits for itself)")
+            if s.leader_threads < 0 or s.leader_threads % 32:
+                self.fail(f"T.tma_copy leader_scope_threads={s.leader_threads}: a positive "
+                          "multiple of the warp size (32)")
+            if s.leader_threads and scopes[0] == "shared":
+                self.fail("T.tma_copy(leader_scope_threads=...) of a store: tilecute issues a "
+                          "TMA store from one thread of the block (or thread region), which "
+                          "waits for it")
             if s.barrier is not None:
                 self.barrier_ref(s.barrier, vars_, bufs)
             if s.stage is not None:

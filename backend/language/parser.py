@@ -2823,8 +2823,16 @@ class _Parser:
         return [N.WarpSync(mask, loc=self.loc(s))]
 
     def stmt_tma_copy(self, a: _Args, s) -> list[N.Stmt]:
-        for opt in ("cluster_mask", "leader_scope_threads"):
-            a.refuse_unless(opt, (None,), "tilecute's TMA copies are per block (no multicast)")
+        a.refuse_unless("cluster_mask", (None,), "tilecute's TMA copies are per block (no "
+                                                 "multicast)")
+        leader = 0
+        if a.value("leader_scope_threads") is not None:
+            # TileLang: each group of this many threads elects one thread that issues the
+            # copy (T.tma_copy's ValueErrors: a positive int, a multiple of the warp size)
+            leader = a.static_int("leader_scope_threads", 1)
+            if leader % 32:
+                raise a.fail("leader_scope_threads", f"leader_scope_threads={leader} must be a "
+                                                     "multiple of warp size (32)")
         a.refuse_unless("eviction_policy", (None, "evict_normal"), "tilecute's copies use the "
                         "normal eviction policy")
         a.no_annotations()
@@ -2835,8 +2843,17 @@ class _Parser:
         stage = None
         if a.given("stage"):
             stage = N.as_expr(a.value("stage"))
+        if leader and self.buffer_named(src.buffer).scope == "shared" and \
+                leader < math.prod(self.kernel_threads):
+            raise a.fail("leader_scope_threads", f"leader_scope_threads={leader} on a store: "
+                                                 "tilecute issues a TMA store from one thread "
+                                                 "of the block, which waits for it (the loads' "
+                                                 "leader scopes are honored)")
+        if leader >= math.prod(self.kernel_threads):
+            leader = 0  # one group: the block's one issuing thread, as without it
         return [N.TmaCopy(src, dst, barrier, stage, loc=self.loc(s),
-                          arrive=a.static_bool("arrive"), required=a.static_bool("required"))]
+                          arrive=a.static_bool("arrive"), required=a.static_bool("required"),
+                          leader_threads=leader)]
 
     def stmt_mbarrier_arrive(self, a: _Args, s) -> list[N.Stmt]:
         a.refuse_unless("cta_id", (None,), "tilecute arrives on this block's own mbarrier")
