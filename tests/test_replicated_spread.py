@@ -106,7 +106,9 @@ def test_fragments_read_by_a_replicated_writer_are_replicated():
     # scale is read at [j] under (i, j); the loop writing it reads a_local/d_local at [i],
     # so every thread needs all of them, and the copies filling them run whole per thread
     assert lay["scale"] == lay["a_local"] == lay["d_local"] == lay["last"] == rep
-    assert lay["x_local"] == rep  # read at [j, i]: across threads, as before
+    # read at [j, i] where y_local is walked at [i, j]: through a shared tile of its own
+    # (x_local stays blocked, not a whole copy per thread)
+    assert lay["x_local"].kind == "blocked" and lay["x_local_staged1"].kind == "swizzled"
     assert lay["y_local"].kind == "blocked"  # walked at its own (i, j): unchanged
     nests = dict((tuple(w), r) for w, r in _nests(plan) if w)
     assert nests[("a_local",)] and nests[("d_local",)] and nests[("scale",)]
@@ -178,21 +180,24 @@ def test_spread_to_a_reduced_fragment_on_gpu():
 def test_spread_to_a_gemm_accumulator_is_refused():
     @T.prim_func
     def bad(A: T.Tensor((64, 32), "float16"), B: T.Tensor((32, 64), "float16"),
-            C: T.Tensor((64, 64), "float32")):
+            C: T.Tensor((64,), "float32")):
         with T.Kernel(1, threads=128) as bx:
             a_s = T.alloc_shared((64, 32), "float16")
             b_s = T.alloc_shared((32, 64), "float16")
             acc = T.alloc_fragment((64, 64), "float32")
             t = T.alloc_fragment((64, 64), "float32")
             u = T.alloc_fragment((64, 64), "float32")
+            d = T.alloc_fragment((64,), "float32")
             T.copy(A, a_s)
             T.copy(B, b_s)
             T.gemm(a_s, b_s, acc, clear_accum=True)
             for i, j in T.Parallel(64, 64):
                 t[i, j] = acc[i, j] + 1.0
             for i, j in T.Parallel(64, 64):
-                u[i, j] = t[j, i]
-            T.copy(u, C)
+                u[i, j] = t[i, j] * 2.0
+            for i in T.Parallel(64):
+                d[i] = u[i, i]  # the diagonal: u is read across threads
+            T.copy(d, C)
 
     with pytest.raises(LayoutError, match=r"fragment 'acc' has a T.gemm register layout .* "
                                           r"read by the T.Parallel loop at .*writes the "

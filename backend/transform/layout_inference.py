@@ -24,7 +24,12 @@ Fragments
 
   A nest whose fragment accesses all index with one permutation of its loop variables
   (``for j, i in T.Parallel(N, M): acc[i, j]``) is first reordered to walk them in their
-  dims' order, as TileLang lays a loop out by the fragment it walks.
+  dims' order, as TileLang lays a loop out by the fragment it walks.  A nest that walks
+  fragments at two permutations (``t[j, i] = acc[i, j]``, ``T.transpose(f, g)``) first
+  routes those at the permutation other than the loop's own through a shared tile each
+  (``<frag>_staged<n>``: copied in before the nest where it reads them, back after it
+  where it writes them), since no layout here pairs ``(i, j)`` of one with ``(j, i)`` of
+  the other on one thread; TileLang gives the other the first's layout permuted.
   A nest over the leading part of a T.gemm register fragment (``acc[:h, :]``) first grows
   to the fragment's shape, its body guarded by its own extents (TileLang's predicated
   loop), so that it walks the fragment's registers.
@@ -65,7 +70,7 @@ import math
 
 from ..ir import nodes as N
 from ..ir.printer import expr_str, layout_str
-from ..ir.visitor import StmtMutator, replace_exprs, substitute, walk_nodes, walk_stmts
+from ..ir.visitor import StmtMutator, rebuild, replace_exprs, substitute, walk_nodes, walk_stmts
 from ..runtime.dtypes import DTYPES
 from ..target import VECTOR_BYTES, WARP
 from .analysis import (LoopVars, accesses, is_unit, linear_form, mentions, parallel_nest, squeeze,
@@ -856,6 +861,114 @@ class _Kernel:
         return body[0]
 
 
+class _StagePermutedFragments(StmtMutator):
+    """A ``T.Parallel`` nest that walks one fragment at a permutation of the indices it
+    walks another with (``for i, j in T.Parallel(M, N): t[j, i] = acc[i, j]``, and
+    ``T.transpose(f, g)``, which the frontend writes so) pairs element ``(i, j)`` of one
+    with ``(j, i)`` of the other: no layout of tilecute's (blocked, replicated, a T.gemm
+    register layout) holds both on one thread.  TileLang gives the fragment it has no
+    layout for yet the other's layout composed with the permutation
+    (``ParallelOp::CompleteBufferFragment``), so the loop stays thread-local; tilecute
+    routes the fragments at the other order through a shared tile of their own, as the
+    tile-op lowering routes a fragment reduced over dim 0 (``<src>_moved``).  The values
+    are the same either way.
+
+    The nest keeps the order of its own loop variables when some fragment is walked in it
+    (else that of the fragment it writes, else of the first one it walks); each fragment
+    walked at another permutation becomes a new shared tile ``<frag>_staged<n>`` of its
+    shape and dtype in the nest, a nest copying the fragment into the tile goes before it
+    when the nest reads the fragment (or writes it only under a condition), and one
+    copying the tile back after it when the nest writes it.  The copies walk the fragment
+    in its own order (a T.gemm register fragment keeps its MMA layout); the barrier pass
+    orders the tile's writes and reads.  Only whole fragments at full-rank permutations
+    of the nest's loop variables are staged (unit dims at 0 aside); a fragment walked at
+    two permutations in one nest, or at other indices as well, is left to the layout pass
+    as before."""
+
+    def __init__(self, func: N.PrimFunc, scope: N.KernelScope):
+        self.frags = {a.buffer.name: a.buffer for a in walk_stmts(scope.body)
+                      if isinstance(a, N.Allocate) and a.buffer.scope == "fragment"
+                      and not a.reducer and not a.view_of}
+        self.fresh = LoopVars(func)
+        self.tiles: list[N.Allocate] = []
+
+    def visit_kernel(self, scope: N.KernelScope) -> N.KernelScope:
+        scope = super().visit_kernel(scope)
+        return dataclasses.replace(scope, body=tuple(self.tiles) + scope.body)
+
+    @staticmethod
+    def order(idx, buf: N.Buffer, loops) -> tuple | None:
+        """The loop variables ``idx`` indexes fragment ``buf`` with, in its dims' order,
+        when it walks the whole fragment at a permutation of the nest's non-unit loop
+        variables (unit dims indexed by 0 or a unit loop's variable), else None."""
+        by_name = {lp.var.name: lp for lp in loops}
+        walked = [lp.var.name for lp in loops if not is_unit(lp.extent)]
+        if len(idx) != buf.ndim:
+            return None
+        out = []
+        for i, d in zip(idx, buf.shape):
+            if isinstance(i, N.Var) and i.name in by_name and not is_unit(by_name[i.name].extent):
+                e = by_name[i.name].extent
+                if not (isinstance(d, N.Const) and d.value == e.value):
+                    return None
+                out.append(i.name)
+            elif not (is_unit(d) and (isinstance(i, N.Const) and i.value == 0 or
+                                      isinstance(i, N.Var) and i.name in by_name)):
+                return None
+        return tuple(out) if sorted(out) == sorted(walked) else None
+
+    def copy_nest(self, src: N.Buffer, dst: N.Buffer, loc) -> N.For:
+        vs = tuple(self.fresh("i") for _ in src.shape)
+        body: tuple = (N.Store(dst.name, vs, N.Load(src.name, vs, src.dtype), loc=loc),)
+        for v, d in reversed(list(zip(vs, src.shape))):
+            body = (N.For(v, N.Const(0, "int32"), d, "parallel", body, loc=loc),)
+        return body[0]
+
+    def visit_for(self, s: N.For):
+        if s.kind != "parallel":
+            return self.generic(s)
+        loops = parallel_nest(s)
+        if any(lp.vector_width or lp.replicated for lp in loops) or not all(
+                isinstance(lp.start, N.Const) and lp.start.value == 0 and
+                isinstance(lp.extent, N.Const) for lp in loops):
+            return s
+        accs = accesses(loops[-1].body)
+        orders: dict[str, set] = {}
+        for b, idx, _ in accs:
+            if b in self.frags:
+                orders.setdefault(b, set()).add(self.order(idx, self.frags[b], loops))
+        whole = {b: next(iter(o)) for b, o in orders.items() if len(o) == 1 and None not in o}
+        if len({o for o in whole.values()}) < 2 or any(
+                len(o) > 1 and None not in o for o in orders.values()):
+            return s
+        own = tuple(lp.var.name for lp in loops if not is_unit(lp.extent))
+        written = [whole[b] for b, _, w in accs if w and b in whole]
+        home = own if own in whole.values() else \
+            written[0] if written else next(whole[b] for b, _, _ in accs if b in whole)
+        staged: dict[str, N.Buffer] = {}
+        before, after = [], []
+        for b in dict.fromkeys(b for b, _, _ in accs if b in whole and whole[b] != home):
+            frag = self.frags[b]
+            tile = N.Buffer(self.fresh(f"{b}_staged").name, frag.dtype, frag.shape, "shared")
+            self.tiles.append(N.Allocate(tile, loc=s.loc))
+            staged[b] = tile
+            reads = any(not w for x, _, w in accs if x == b)
+            writes = any(w for x, _, w in accs if x == b)
+            every = any(isinstance(t, N.Store) and t.buffer == b for t in loops[-1].body)
+            if reads or writes and not every:  # (a conditional write keeps the rest)
+                before.append(self.copy_nest(frag, tile, s.loc))
+            if writes:
+                after.append(self.copy_nest(tile, frag, s.loc))
+
+        def leaf(n):
+            if isinstance(n, (N.Load, N.Store, N.Region)) and n.buffer in staged:
+                kids = {f.name: rebuild(getattr(n, f.name), leaf) for f in dataclasses.fields(n)
+                        if f.name not in ("loc", "buffer")}
+                return dataclasses.replace(n, buffer=staged[n.buffer].name, **kids)
+            return None
+        return before + [rebuild(s, leaf)] + after
+
+
 class _OrderNestByFragments(StmtMutator):
     """TileLang lays a ``T.Parallel`` loop out by the fragments it walks, in whatever order
     its loop variables come (``for j, i in T.Parallel(N, M): acc[i, j] *= s[j]``).  A nest
@@ -1054,11 +1167,14 @@ def _fold_replicated_reduces(func: N.PrimFunc, scope: N.KernelScope, k: _Kernel)
 def infer_layouts(func: N.PrimFunc) -> N.PrimFunc:
     kernels = []
     for scope in func.kernels:
+        scope = _StagePermutedFragments(func, scope).visit_kernel(scope)
+        named = dataclasses.replace(func, kernels=func.kernels + (scope,))  # (fresh names
+        # of the passes below avoid the staging's too)
         scope = _OrderNestByFragments(scope).visit_kernel(scope)
-        scope = _PadToMmaFragment(func, scope).visit_kernel(scope)
+        scope = _PadToMmaFragment(named, scope).visit_kernel(scope)
         k = _Kernel(func, scope)
         k.collect(scope.body)
-        folded = _fold_replicated_reduces(func, scope, k)
+        folded = _fold_replicated_reduces(named, scope, k)
         if folded is not None:  # lay out the kernel with the folds in place of the reduces
             scope, reduces = folded
             k = _Kernel(func, scope)
