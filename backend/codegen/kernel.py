@@ -152,15 +152,15 @@ class KernelEmitter:
         if key in self.nests.vector:
             return f"{self.nests.vector[key]}[{self.nests.lane}]"
         memory = self.buffers[e.buffer].scope in ("global", "shared")
-        if e.dtype == "bool" and memory:
-            return f"({text} != 0)"  # a byte in memory
-        if e.dtype.startswith("uint") and memory:
-            # CuTe DSL reads an element of an unsigned global or shared tensor as its
         if e.dtype == FP4 and memory:  # the element's nibble of its byte
             self.out.use("fp4")
             tensor, coord, index = self.packed_element(e.buffer, e.indices)
             return f"tcfp4.nibble({tensor}[{coord}], {index})"
         text = self.element(e.buffer, e.indices)
+        if e.dtype == "bool" and memory:
+            return f"({text} != 0)"  # a byte in memory
+        if e.dtype.startswith("uint") and memory:
+            # CuTe DSL reads an element of an unsigned global or shared tensor as its
             # signless (signed) type: as such a uint8 of 200 converted to float32 or int32
             # was -56 (sign-extended), and >> shifted in its sign bit
             return f"{cute_type(e.dtype)}({text})"
@@ -182,10 +182,6 @@ class KernelEmitter:
             return shared_index(self.exprs, buf, self.layouts.get(name), indices)
         return self.exprs.global_coord(name, indices)
 
-    def element(self, name: str, indices) -> str:
-        """Source text of ``name[indices]`` in its memory (a register, shared or global)."""
-        buf = self.buffers[name]
-        if buf.scope == "fragment":
     def packed_element(self, name: str, indices) -> tuple[str, str, str]:
         """A float4_e2m1fn element in global or shared memory: (its tensor of bytes, the
         byte's coordinate there, the element's index, whose parity picks the nibble).  A
@@ -211,6 +207,10 @@ class KernelEmitter:
         return (f"cute.make_tensor({ptr}, cute.make_layout(({', '.join(shape)},), "
                 f"stride=({', '.join(strides)},)))")
 
+    def element(self, name: str, indices) -> str:
+        """Source text of ``name[indices]`` in its memory (a register, shared or global)."""
+        buf = self.buffers[name]
+        if buf.scope == "fragment":
             return self.nests.register(name, indices)
         if buf.scope == "shared":
             return f"{ident(name)}[{shared_index(self.exprs, buf, self.layouts.get(name), indices)}]"
@@ -251,10 +251,6 @@ class KernelEmitter:
             self.out.line(depth, f"{self.nests.vector[key]}[{self.nests.lane}] = {expr(s.value)}")
             return
         value = expr(s.value)
-        if self.buffers[s.buffer].dtype == "bool" and self.buffers[s.buffer].scope in ("global", "shared"):
-            value = f"cutlass.Uint8({value})"  # a byte in memory
-        text = f"{self.element(s.buffer, s.indices)} = {value}"
-        self.predicated(self.bounds.predicate(s.buffer, s.indices), text, depth)
         if self.buffers[s.buffer].dtype == FP4 and self.buffers[s.buffer].scope in ("global", "shared"):
             self.out.use("fp4")  # one nibble of a byte another thread may be writing the other of
             tensor, coord, index = self.packed_element(s.buffer, s.indices)
@@ -263,6 +259,10 @@ class KernelEmitter:
             text = f"tcfp4.store({tensor}, {coord}, {index}, {value})"
             self.predicated(self.bounds.predicate(s.buffer, s.indices), text, depth)
             return
+        if self.buffers[s.buffer].dtype == "bool" and self.buffers[s.buffer].scope in ("global", "shared"):
+            value = f"cutlass.Uint8({value})"  # a byte in memory
+        text = f"{self.element(s.buffer, s.indices)} = {value}"
+        self.predicated(self.bounds.predicate(s.buffer, s.indices), text, depth)
 
     def predicated(self, conds: list[str], text: str, depth: int) -> None:
         if conds:

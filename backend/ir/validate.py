@@ -353,7 +353,34 @@ class _Validator:
             self.stmt = s
             self.one(s, vars_, bufs)
 
+    def fp4_statement(self, s, bufs) -> None:
+        """float4_e2m1fn (two to a byte) buffers are loaded, stored, copied, filled and cast;
+        the tile ops that compute on their elements or move them by TMA are refused by
+        name (sm_90 has no FP4 MMA; TMA and the reductions have no 4-bit element type)."""
+        names = []
+        if isinstance(s, N.Gemm):
+            names, what = [s.a, s.b, s.c], (
+                "T.gemm: sm_80/sm_90 have no FP4 MMA (TileLang multiplies float4_e2m1fn "
+                "with tcgen05 on sm_100); dequantize to float16/bfloat16 first")
+        elif isinstance(s, (N.Reduce, N.Scan)):
+            names, what = [s.src, s.dst], f"T.{type(s).__name__.lower()}: reduce float4_e2m1fn " \
+                "values after casting them to float32"
+        elif isinstance(s, N.AtomicAdd):
+            names, what = [s.dst, s.value], "T.atomic_add: no atomic add on float4_e2m1fn"
+        elif isinstance(s, N.TmaCopy):
+            names = [s.src.buffer, s.dst.buffer]
+            what = "a TMA copy (T.tma_copy): tilecute moves float4_e2m1fn by cp.async and " \
+                "thread copies (TMA's 4-bit types are sm_100's)"
+        elif isinstance(s, N.Im2Col):
+            names, what = [s.img, s.col], "T.c2d_im2col"
+        names = [n.buffer if isinstance(n, N.Region) else n for n in names
+                 if isinstance(n, (str, N.Region))]
+        if any(bufs.get(n) is not None and bufs[n].dtype == FP4 for n in names):
+            self.fail(f"{what} (a float4_e2m1fn operand)")
+
     def one(self, s, vars_, bufs):
+        if isinstance(s, N.TILE_OPS + (N.TmaCopy,)):
+            self.fp4_statement(s, bufs)
         if isinstance(s, N.For):
             if s.kind not in N.LOOP_KINDS:
                 self.fail(f"unknown loop kind {s.kind!r}")
@@ -384,34 +411,7 @@ class _Validator:
             self.body(s.body, inner, bufs)
         elif isinstance(s, N.If):
             self.expr(s.cond, vars_, bufs)
-    def fp4_statement(self, s, bufs) -> None:
-        """float4_e2m1fn (two to a byte) buffers are loaded, stored, copied, filled and cast;
-        the tile ops that compute on their elements or move them by TMA are refused by
-        name (sm_90 has no FP4 MMA; TMA and the reductions have no 4-bit element type)."""
-        names = []
-        if isinstance(s, N.Gemm):
-            names, what = [s.a, s.b, s.c], (
-                "T.gemm: sm_80/sm_90 have no FP4 MMA (TileLang multiplies float4_e2m1fn "
-                "with tcgen05 on sm_100); dequantize to float16/bfloat16 first")
-        elif isinstance(s, (N.Reduce, N.Scan)):
-            names, what = [s.src, s.dst], f"T.{type(s).__name__.lower()}: reduce float4_e2m1fn " \
-                "values after casting them to float32"
-        elif isinstance(s, N.AtomicAdd):
-            names, what = [s.dst, s.value], "T.atomic_add: no atomic add on float4_e2m1fn"
-        elif isinstance(s, N.TmaCopy):
-            names = [s.src.buffer, s.dst.buffer]
-            what = "a TMA copy (T.tma_copy): tilecute moves float4_e2m1fn by cp.async and " \
-                "thread copies (TMA's 4-bit types are sm_100's)"
-        elif isinstance(s, N.Im2Col):
-            names, what = [s.img, s.col], "T.c2d_im2col"
-        names = [n.buffer if isinstance(n, N.Region) else n for n in names
-                 if isinstance(n, (str, N.Region))]
-        if any(bufs.get(n) is not None and bufs[n].dtype == FP4 for n in names):
-            self.fail(f"{what} (a float4_e2m1fn operand)")
-
             self.boolean(s.cond, "an if condition")
-        if isinstance(s, N.TILE_OPS + (N.TmaCopy,)):
-            self.fp4_statement(s, bufs)
             self.body(s.then, vars_, bufs)
             self.body(s.orelse, vars_, bufs)
         elif isinstance(s, N.While):
@@ -816,6 +816,10 @@ class _Validator:
         elif isinstance(e, (N.BinOp, N.Cmp)):
             if e.op not in (N.BINOPS if isinstance(e, N.BinOp) else N.CMPOPS):
                 self.fail(f"unknown operator {e.op!r}")
+            if FP4 in (e.a.dtype, e.b.dtype):
+                self.fail(f"{e.op} of float4_e2m1fn values: float4_e2m1fn values are loaded, "
+                          "stored, selected and cast; cast them to float32 (T.cast(x, "
+                          "'float32')) to compute with them")
             self.expr(e.a, vars_, bufs)
             self.expr(e.b, vars_, bufs)
             if e.a.dtype != e.b.dtype:
@@ -833,6 +837,9 @@ class _Validator:
             self.boolean(e.a, "the operand of not")
         elif isinstance(e, N.Cast):
             self.expr(e.value, vars_, bufs)
+            if FP4 in (e.dtype, e.value.dtype) and "bool" in (e.dtype, e.value.dtype):
+                self.fail(f"a cast between float4_e2m1fn and bool (compare the float32 value "
+                          "instead)")
         elif isinstance(e, N.Select):
             for a in (e.cond, e.a, e.b):
                 self.expr(a, vars_, bufs)
@@ -852,15 +859,14 @@ class _Validator:
                     self.fail(f"index of '{buf.name}' has dtype {i.dtype}, expected an integer")
         elif isinstance(e, N.Call):
             if e.name not in N.INTRINSICS:
-            if FP4 in (e.a.dtype, e.b.dtype):
-                self.fail(f"{e.op} of float4_e2m1fn values: float4_e2m1fn values are loaded, "
-                          "stored, selected and cast; cast them to float32 (T.cast(x, "
-                          "'float32')) to compute with them")
                 self.fail(f"unknown intrinsic {e.name!r}")
             if len(e.args) != N.INTRINSICS[e.name]:
                 self.fail(f"{e.name} takes {N.INTRINSICS[e.name]} arguments, got {len(e.args)}")
             for a in e.args:
                 self.expr(a, vars_, bufs)
+            if FP4 in [a.dtype for a in e.args] + [e.dtype]:
+                self.fail(f"{e.name} of a float4_e2m1fn value: float4_e2m1fn values are "
+                          "loaded, stored, selected and cast; cast to float32 first")
             if e.name in N.SHUFFLES and not (N.is_int(e.args[2].dtype) and N.is_int(e.args[3].dtype)
                                              and N.is_int(e.args[1].dtype)):
                 self.fail(f"T.{e.name}: the lane, width and mask are integers")
@@ -873,9 +879,6 @@ class _Validator:
                               f"got {t} -> {e.dtype}")
                 if e.name in ("warp_reduce_bitand", "warp_reduce_bitor") and not N.is_int(t):
                     self.fail(f"T.{e.name} takes an integer, got {t}")
-            if FP4 in (e.dtype, e.value.dtype) and "bool" in (e.dtype, e.value.dtype):
-                self.fail(f"a cast between float4_e2m1fn and bool (compare the float32 value "
-                          "instead)")
             if e.name == "ptx_cp_async":
                 dst, src, n = e.args
                 if not (isinstance(dst, N.Load) and isinstance(src, N.Load) and
@@ -900,9 +903,6 @@ class _Validator:
                         and self.buffer(dst.buffer, bufs).scope in ("global", "shared")
                         and e.dtype == dst.dtype == value.dtype
                         and e.dtype in N.ATOMIC_RETURN_DTYPES[op]):
-            if FP4 in [a.dtype for a in e.args] + [e.dtype]:
-                self.fail(f"{e.name} of a float4_e2m1fn value: float4_e2m1fn values are "
-                          "loaded, stored, selected and cast; cast to float32 first")
                     self.fail(f"{e.name} takes an element of a global tensor or a shared buffer of "
                               f"{', '.join(N.ATOMIC_RETURN_DTYPES[op])} and a value of its "
                               "dtype, and is of that dtype")

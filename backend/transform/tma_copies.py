@@ -46,10 +46,10 @@ import dataclasses
 from ..ir import nodes as N
 from ..ir.visitor import (StmtMutator, fold_constants, substitute, var_names, walk_nodes,
                           walk_stmts)
+from ..runtime.dtypes import DTYPES
 from ..target import arch_at_least
 from .analysis import (accesses, aliased, all_names, matrix_of, matrix_slice, mentions,  # noqa: F401
                        nested_pipelined, parallel_nest, row_slice, tma_box, tma_swizzle, view_bases,
-from ..runtime.dtypes import DTYPES
                        view_layout, whole, without_body, written_globals)
 
 
@@ -139,6 +139,8 @@ class _Kernel(StmtMutator):
         glob, shared = self.buffers.get(glob_r.buffer), self.buffers.get(shared_r.buffer)
         if glob is None or shared is None or glob.scope != "global" or shared.scope != "shared":
             return False
+        if DTYPES[glob.dtype].pack > 1 or DTYPES[shared.dtype].pack > 1:
+            return False  # (float4_e2m1fn: TMA's 4-bit types are sm_100's; cp.async moves it)
         if shared.name not in self.allocs:
             return False
         swizzle = tma_swizzle(self.allocs[shared.name])
@@ -155,8 +157,6 @@ class _Kernel(StmtMutator):
         if alloc.layout is not None and alloc.layout.kind not in ("row_major", "tma_swizzled"):
             return False  # a layout the program chose (T.annotate_layout) that TMA can't write
         if shared.name in self.column_walked and not swizzle:
-        if DTYPES[glob.dtype].pack > 1 or DTYPES[shared.dtype].pack > 1:
-            return False  # (float4_e2m1fn: TMA's 4-bit types are sm_100's; cp.async moves it)
             return False  # the layout pass swizzles it for the column walk; TMA rows can't
         if (sliced is not None or matrix is not None) and shared.name in self.bases.values():
             return False  # (a slice of a buffer with views: keep it simple)
