@@ -87,6 +87,7 @@ CALLS = {
     "sync_warp": ("stmt", ""),
     "annotate_layout": ("stmt", "{}"), "annotate_min_blocks_per_sm": ("stmt", "1"),
     "annotate_safe_value": ("stmt", "{}"),
+    "tma_store_wait": ("stmt", ""), "tma_store_arrive": ("stmt", ""),
     "annotate_producer_reg_dealloc": ("stmt", ""), "annotate_consumer_reg_alloc": ("stmt", ""),
     "no_set_max_nreg": ("stmt", ""), "disable_warp_group_reg_alloc": ("stmt", ""),
     **{f"warp_reduce_{k}": ("expr", "bx") for k in ("sum", "max", "min", "bitand", "bitor")},

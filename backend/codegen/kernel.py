@@ -841,9 +841,27 @@ class KernelEmitter:
                      None if s.wait_read else "its read is waited for before the next barrier")
 
     def tma_store_wait(self, s: N.TmaStoreWait, depth: int) -> None:
+        if s.program:  # T.tma_store_wait(count, read): by the thread that issues the stores
+            self.bulk_group_op(s, f"T.tma_store_wait({s.count}{'' if s.read else ', read=False'})",
+                               f"cute.arch.cp_async_bulk_wait_group({s.count}, read={s.read})",
+                               depth)
+            return
         self.out.use("tma")
         self.out.line(depth, f"if {self.tid} == 0:")
         self.out.line(depth + 1, "tct.store_wait()", "TMA has read the stores' shared tiles")
+
+    def tma_store_arrive(self, s: N.TmaStoreArrive, depth: int) -> None:
+        self.bulk_group_op(s, "T.tma_store_arrive()", "cute.arch.cp_async_bulk_commit_group()",
+                           depth)
+
+    def bulk_group_op(self, s, form: str, call: str, depth: int) -> None:
+        """A program's commit or wait of bulk-store groups (sm_90+), run by the thread that
+        issues the TMA stores of the threads the statement maps onto (their thread 0)."""
+        if not arch_at_least(self.plan.arch, 90):
+            self.fail(s, f"{form} commits or waits for TMA stores (cp.async.bulk), sm_90+; "
+                         f"the target is {self.plan.arch}")
+        self.out.line(depth, f"if {self.tid} == 0:", f"{form}: the TMA stores' issuing thread")
+        self.out.line(depth + 1, call)
 
     def async_copy_wait(self, s: N.AsyncCopyWait, depth: int) -> None:
         self.out.line(depth, "cute.arch.cp_async_wait_group(0)",
@@ -920,6 +938,7 @@ _STATEMENTS = {
     N.WaitWgmma: KernelEmitter.wait_wgmma, N.NamedBarrier: KernelEmitter.named_barrier,
     N.WarpSync: KernelEmitter.warp_sync, N.ClusterSync: KernelEmitter.cluster_sync,
     N.TmaStoreWait: KernelEmitter.tma_store_wait,
+    N.TmaStoreArrive: KernelEmitter.tma_store_arrive,
     N.AsyncCopyWait: KernelEmitter.async_copy_wait,
     N.MBarrierWait: KernelEmitter.mbarrier_wait, N.SetMaxNReg: KernelEmitter.set_max_nreg,
     N.MBarrierArrive: KernelEmitter.mbarrier_arrive, N.While: KernelEmitter.while_,

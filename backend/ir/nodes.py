@@ -968,7 +968,24 @@ class TmaStoreWait(Stmt):
     """The thread that issues the block's TMA stores waits until the shared tiles of its
     stores so far have been read (``cp.async.bulk.wait_group.read 0``).  The barrier pass
     puts one before each block barrier that follows a store whose wait it deferred
-    (``TmaCopy.wait_read``), and one at the kernel's end."""
+    (``TmaCopy.wait_read``), and one at the kernel's end.
+
+    ``program``: the program's own ``T.tma_store_wait(count, read)`` (TileLang's): that
+    thread waits until at most ``count`` of its committed groups of bulk stores are
+    pending, their reads of shared memory (``read``: ``.read``) or their writes to global
+    memory as well (``cp.async.bulk.wait_group[.read] count``)."""
+
+    loc: Optional[Loc] = _loc()
+    count: int = 0
+    read: bool = True
+    program: bool = False
+
+
+@dataclass(frozen=True)
+class TmaStoreArrive(Stmt):
+    """``T.tma_store_arrive()`` (TileLang's): the thread that issues the block's TMA stores
+    commits its bulk stores not yet committed as one group (``cp.async.bulk.commit_group``;
+    each TMA store commits its own, so this group is empty)."""
 
     loc: Optional[Loc] = _loc()
 

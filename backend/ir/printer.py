@@ -250,7 +250,10 @@ def _stmt(s: N.Stmt, indent: int, out: list[str]) -> None:
     elif isinstance(s, N.ClusterSync):
         out.append(f"{pad}T.cluster_sync()")
     elif isinstance(s, N.TmaStoreWait):
-        out.append(f"{pad}T.tma_store_wait()")
+        args = ([str(s.count)] if s.count else []) + ([] if s.read else ["read=False"])
+        out.append(f"{pad}T.tma_store_wait({', '.join(args)})")
+    elif isinstance(s, N.TmaStoreArrive):
+        out.append(f"{pad}T.tma_store_arrive()")
     elif isinstance(s, N.AsyncCopyWait):
         out.append(f"{pad}T.cp_async_wait()")
     elif isinstance(s, N.MBarrierWait):

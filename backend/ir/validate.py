@@ -683,8 +683,15 @@ class _Validator:
         elif isinstance(s, N.Barrier):
             pass
         elif isinstance(s, N.TmaStoreWait):
-            self.fail("T.tma_store_wait() is placed by the barrier pass (after the TMA stores "
-                      "whose wait it defers), not an input")
+            if not s.program:
+                self.fail("T.tma_store_wait() is placed by the barrier pass (after the TMA "
+                          "stores whose wait it defers), not an input (the program's own is "
+                          "TmaStoreWait(program=True))")
+            self.integer(s.count, "T.tma_store_wait(count)", 0)
+            if not isinstance(s.read, bool):
+                self.fail(f"T.tma_store_wait(read={s.read!r}) takes a bool")
+        elif isinstance(s, N.TmaStoreArrive):
+            pass
         elif isinstance(s, N.AsyncCopyWait):
             self.fail("T.cp_async_wait() is placed by the barrier pass (before a statement "
                       "that hands on shared writes of cp.async copies), not an input")

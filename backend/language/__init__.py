@@ -45,6 +45,7 @@ from .forms import dec_max_nreg, grid, inc_max_nreg, sync_warp  # noqa: F401
 from .forms import annotate_layout, annotate_min_blocks_per_sm, annotate_safe_value, pdl_sync, pdl_trigger  # noqa: F401
 from .forms import let, rng_init, sync_grid  # noqa: F401
 from .forms import fence_proxy_async, wgmma_gemm  # noqa: F401
+from .forms import tma_store_arrive, tma_store_wait  # noqa: F401
 from .forms import cp_async_barrier_noinc, ptx_cp_async  # noqa: F401
 from .forms import assume, atomic_addx2, atomic_addx4, device_assert, loop_break  # noqa: F401
 from .forms import atomic_or, atomic_store, dp4a  # noqa: F401

@@ -434,6 +434,21 @@ def tma_copy(src, dst, *, barrier=None, cluster_mask=None, leader_scope_threads=
 
 
 @_form("stmt")
+def tma_store_arrive():
+    """The thread that issues the block's TMA stores commits its stores not yet committed
+    as one group (``cp.async.bulk.commit_group``); tilecute's TMA stores commit their own
+    groups, so this one is empty.  sm_90+."""
+
+
+@_form("stmt")
+def tma_store_wait(count=0, read=True):
+    """The thread that issues the block's TMA stores waits until at most ``count`` of its
+    store groups are pending: their reads of shared memory (``read=True``, TileLang's
+    default: ``cp.async.bulk.wait_group.read``) or also their writes to global memory
+    (``read=False``: ``cp.async.bulk.wait_group``).  sm_90+."""
+
+
+@_form("stmt")
 def mbarrier_arrive(mbarrier, cta_id=None):
     """Arrive once on an mbarrier."""
 
@@ -685,7 +700,7 @@ TILELANG_ONLY = frozenset("""
     tcgen05_gemm
     access_ptr
     mbarrier_arrive_expect_tx mbarrier_expect_tx
-    sync_global tma_store_arrive tma_store_wait
+    sync_global
     annotate_restrict_buffers
     annotate_l2_hit_ratio annotate_ws_schedule ws_op
     create_tma_descriptor named_barrier_arrive import_source inline

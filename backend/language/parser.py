@@ -2855,6 +2855,19 @@ class _Parser:
                           arrive=a.static_bool("arrive"), required=a.static_bool("required"),
                           leader_threads=leader)]
 
+    def stmt_tma_store_wait(self, a: _Args, s) -> list[N.Stmt]:
+        """``T.tma_store_wait(count=0, read=True)``: TileLang's wait of the thread that
+        issued the block's TMA stores (``cp.async.bulk.wait_group[.read] count``)."""
+        if not self.in_kernel:
+            raise self.error(s, "T.tma_store_wait is only valid inside a T.Kernel")
+        return [N.TmaStoreWait(loc=self.loc(s), count=a.static_int("count", 0),
+                               read=a.static_bool("read"), program=True)]
+
+    def stmt_tma_store_arrive(self, a: _Args, s) -> list[N.Stmt]:
+        if not self.in_kernel:
+            raise self.error(s, "T.tma_store_arrive is only valid inside a T.Kernel")
+        return [N.TmaStoreArrive(loc=self.loc(s))]
+
     def stmt_mbarrier_arrive(self, a: _Args, s) -> list[N.Stmt]:
         a.refuse_unless("cta_id", (None,), "tilecute arrives on this block's own mbarrier")
         return [N.MBarrierArrive(self.barrier_element(a.node("mbarrier"), "T.mbarrier_arrive"),
