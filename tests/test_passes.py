@@ -652,6 +652,75 @@ def test_a_branch_on_a_local_given_a_per_thread_value_is_ordered_before_it():
     assert [type(s).__name__ for s in body] == ["For", "Barrier", "If"], print_func(after)
 
 
+# TileLang's issue 1257: a barrier between an atomic on shared memory and a later read of
+# the buffer by other threads (TileLang's test counts two __syncthreads in the CUDA source).
+SHARED_ATOMIC = """
+@T.prim_func
+def k(out: T.Tensor((256,), "int32"), idx: T.Tensor((256,), "int32")):
+    with T.Kernel(1, threads=256) as bx:
+        hist = T.alloc_shared((256,), "int32")
+        tx = T.get_thread_binding(0)
+        hist[(tx + 3) % 256] = 0
+        ATOMIC
+        out[tx] = hist[(tx + 64) % 256]
+"""
+
+
+@pytest.mark.parametrize("atomic,kind", [
+    ("T.atomic_add(hist[tx], 2)", "AtomicAdd"),
+    ("T.atomic_max(hist[idx[tx] % 256], 2)", "AtomicAdd"),
+    ("v = T.atomic_add(hist[tx], 2, return_prev=True)", "Let"),
+    ("for i in T.Parallel(256):\n            T.atomic_add(hist[i], 2)", "For")])
+def test_a_shared_atomic_is_ordered_before_other_threads_read(atomic, kind):
+    """The atomic writes the buffer other threads read after it: a barrier between them
+    (and one between the first writes and the atomic), as TileLang's sync pass puts."""
+    before, after = before_and_after(SHARED_ATOMIC.replace("ATOMIC", atomic), "insert_barriers",
+                                     "sm_90a")
+    body = after.kernels[0].body
+    init = next(i for i, s in enumerate(body) if isinstance(s, N.Store))  # hist[...] = 0
+    kinds = [type(s).__name__ for s in body[init + 1:]]
+    assert kinds == ["Barrier", kind, "Barrier", "Store"], print_func(after)
+    assert not any(isinstance(s, N.Barrier) for s in walk_stmts(before.kernels[0].body))
+
+
+def test_a_shared_atomic_in_a_loop_is_ordered_both_ways():
+    """Reads of one iteration and atomics of the previous one, reads and atomics of one."""
+    src = SHARED_ATOMIC.replace("ATOMIC", "for r in T.serial(4):\n"
+                                "            out[tx] = hist[(tx + r) % 256]\n"
+                                "            T.atomic_add(hist[idx[tx] % 256], 1)")
+    _, after = before_and_after(src, "insert_barriers", "sm_90a")
+    (loop,) = [s for s in after.kernels[0].body if isinstance(s, N.For)]
+    assert [type(s).__name__ for s in loop.body] == ["Barrier", "Store", "Barrier", "AtomicAdd"], \
+        print_func(after)
+
+
+def test_a_shared_atomic_gets_block_barriers_in_the_generated_source():
+    from tilecute.codegen.cute import emit_cute
+    from tilecute.transform.pipeline import lower
+
+    src = emit_cute(lower(T.from_script(SHARED_ATOMIC.replace("ATOMIC", "T.atomic_add(hist[tx], 2)")),
+                          "sm_90a"))
+    body = src[src.index("\n@cute.kernel"):src.index("\n@cute.jit")]
+    lines = [line.strip() for line in body.splitlines()]
+    at = next(i for i, line in enumerate(lines) if line.startswith("tca.atomic_add(hist"))
+    assert lines[at - 1] == lines[at + 1] == "cute.arch.sync_threads()", body
+    assert body.count("cute.arch.sync_threads()") == 2
+
+
+@pytest.mark.gpu
+def test_a_shared_atomic_is_read_after_it_on_gpu():
+    import torch
+
+    import tilecute
+
+    idx = torch.arange(256, dtype=torch.int32, device="cuda")
+    for atomic in ("T.atomic_add(hist[tx], 2)",
+                   "for i in T.Parallel(256):\n            T.atomic_add(hist[i], 2)"):
+        out = torch.full((256,), -1, dtype=torch.int32, device="cuda")
+        tilecute.compile(T.from_script(SHARED_ATOMIC.replace("ATOMIC", atomic)))(out, idx)
+        assert out.tolist() == [2] * 256
+
+
 def test_assign_shared_memory_places_stages_and_checks_the_arch_limit():
     _, after = before_and_after(GEMM, "assign_shared_memory", "sm_90a")
     scope = after.kernels[0]
