@@ -251,6 +251,10 @@ def test_refusals():
     _refused("        T.annotate_safe_value({A: 1})\n"
              "        T.tma_copy(A[by * 64, bx * 64], s, barrier=bar[0])",
              "T.tma_copy from 'A', which has a T.annotate_safe_value", ValidationError)
+    _refused("        T.annotate_safe_value({A: 1})\n"
+             "        T.copy(A[by * 64, bx * 64], s, prefer_instruction='tma')",
+             "prefer_instruction=\"tma\" from 'A', which has a T.annotate_safe_value",
+             ValidationError)
 
 
 def test_outside_a_kernel_is_refused():

@@ -581,6 +581,10 @@ class _Validator:
                           f"{', '.join(map(repr, N.COPY_INSTRUCTIONS))}")
             if s.instruction == "tma" and s.disable_tma:
                 self.fail('T.copy prefer_instruction="tma" conflicts with disable_tma=True')
+            if s.instruction == "tma" and s.src.buffer in dict(self.scope.safe_values):
+                self.fail(f'T.copy prefer_instruction="tma" from \'{s.src.buffer}\', which has a '
+                          "T.annotate_safe_value: TMA fills the elements out of bounds with "
+                          "zeros, not the safe value")
         elif isinstance(s, N.Fill):
             self.region(s.dst, vars_, bufs)
             self.expr(s.value, vars_, bufs)
