@@ -132,6 +132,56 @@ def test_noinc_needs_sm90():
         emit_cute(lower(T.from_script(src), "sm_80"))
 
 
+def ragged_rows(pad=None, rows=100):
+    """Each of 128 threads copies row t of G (``rows`` x 64) into S with 16-byte cp.async,
+    then S is written out: rows past G's end are not read (TileLang's LegalizeSafeMemoryAccess
+    predicates a cp.async by its source element) and read 0, or the safe value."""
+
+    @T.prim_func
+    def ragged(G: T.Tensor((rows, 64), "float16"), H: T.Tensor((128, 64), "float16")):
+        with T.Kernel(1, threads=128) as bx:
+            S = T.alloc_shared((128, 64), "float16")
+            bar = T.alloc_barrier(128)
+            t = T.get_thread_binding()
+            if pad is not None:
+                T.annotate_safe_value({G: pad})
+            for c in T.serial(8):
+                T.ptx_cp_async(T.access_ptr(S[t, c * 8], "w", 8), T.access_ptr(G[t, c * 8], "r", 8), 8)
+            T.cp_async_barrier_noinc(bar[0])
+            T.barrier_wait(bar[0], 0)
+            for i, j in T.Parallel(128, 64):
+                H[i, j] = S[i, j]
+    return ragged
+
+
+@pytest.mark.parametrize("pad,fill", [(None, "cutlass.Float16(0)"), (-3, "cutlass.Float16(-3.0)")])
+def test_out_of_bounds_source_is_not_read(pad, fill, tmp_path):
+    src = emit_cute(lower(ragged_rows(pad), "sm_90a"))
+    lines = [ln.strip() for ln in src.splitlines()]
+    at = next(i for i, ln in enumerate(lines) if ln.startswith("tcc.copy_async("))
+    assert lines[at - 1].startswith("if t < 100:") and lines[at + 1] == "else:", src
+    assert lines[at + 3] == f"{lines[at + 2].split(' = ')[0]}.fill({fill})"
+    assert lines[at + 4].startswith("cute.make_tensor(S.iterator") and \
+        lines[at + 4].endswith(f".store({lines[at + 2].split(' = ')[0]}.load())")
+    assert "tc_ld" not in src  # (the copy's element is an address, not a read)
+    # in bounds by its range: no check
+    proved = emit_cute(lower(ragged_rows(rows=128), "sm_90a"))
+    assert "if t < 128" not in proved and "else:" not in proved
+    assert tilecute.build_cubin(ragged_rows(pad), "sm_90a", out_dir=str(tmp_path)).kernel_names
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("pad", [None, -3])
+def test_gpu_ragged_rows(pad):
+    import torch
+
+    g = torch.randn(100, 64, device="cuda", dtype=torch.float16)
+    h = tilecute.compile(ragged_rows(pad), out_idx=[1])(g)
+    want = torch.full((128, 64), 0.0 if pad is None else pad, device="cuda", dtype=torch.float16)
+    want[:100] = g
+    torch.testing.assert_close(h, want, rtol=0, atol=0)
+
+
 @pytest.mark.gpu
 def test_gpu_producer_loads():
     import torch

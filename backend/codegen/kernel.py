@@ -325,8 +325,30 @@ class KernelEmitter:
         frm = vector_view(self.exprs, self.buffers[src.buffer], None, src.indices, width,
                           wide=src.buffer in self.plan.func.wide_tensors)
         self.out.use("copy")
-        self.out.line(depth, f"tcc.copy_async({frm}, {to}, {bits})",
-                      f"T.ptx_cp_async: {dst.buffer}[...] <- {src.buffer}[...], {width} elements")
+        what = f"T.ptx_cp_async: {dst.buffer}[...] <- {src.buffer}[...], {width} elements"
+        # bounds (TileLang's LegalizeSafeMemoryAccess on cp.async: its source element's
+        # indices): out of bounds the copy is not issued and its elements read 0 (TileLang's
+        # zero-filling cp.async) or the tensor's T.annotate_safe_value
+        conds = self.bounds.predicate(src.buffer, src.indices)
+        if not conds:
+            self.out.line(depth, f"tcc.copy_async({frm}, {to}, {bits})", what)
+            return
+        self.out.line(depth, f"if {chain('and', conds)}:", what)
+        self.out.line(depth + 1, f"tcc.copy_async({frm}, {to}, {bits})")
+        self.out.line(depth, "else:")
+        fill = self.out.fresh("fill")
+        dtype = self.buffers[dst.buffer].dtype
+        value = self.bounds.fallback(src.buffer, dtype)
+        if dtype == "bool" or DTYPES[dtype].pack > 1:  # (bytes in memory)
+            if src.buffer in self.bounds.safe:
+                self.fail(s, f"T.ptx_cp_async from '{src.buffer}', a {dtype} tensor with a "
+                             "T.annotate_safe_value: tilecute fills the elements of an "
+                             f"out-of-bounds {dtype} cp.async with 0 only")
+            value = "cutlass.Uint8(0)"
+        self.out.line(depth + 1, f"{fill} = cute.make_rmem_tensor(({width // DTYPES[dtype].pack},), "
+                                 f"{memory_type(dtype)})")
+        self.out.line(depth + 1, f"{fill}.fill({value})")
+        self.out.line(depth + 1, f"{to}.store({fill}.load())")
 
     def sync_grid(self, s: N.Evaluate, depth: int) -> None:
         """``T.sync_grid()``: every thread of the block calls the grid barrier (a block
@@ -976,6 +998,10 @@ def _checked_part(s: N.Stmt):
         return (s.indices, s.value)
     if isinstance(s, N.If):
         return s.cond
+    if isinstance(s.value, N.Call) and s.value.name == "ptx_cp_async":
+        # (its loads stand for addresses: their indices are read, the cp.async is checked
+        # by ptx_cp_async)
+        return tuple(ld.indices for ld in s.value.args[:2])
     return s.value
 
 
