@@ -316,3 +316,60 @@ def test_t_transpose_in_a_loop_and_a_conditional_write_on_gpu():
     tilecute.compile(upper_transposed())(xu, yu)
     below = torch.ones(64, 64, device="cuda").tril(-1).bool()  # g[j, i] for i < j
     torch.testing.assert_close(yu, torch.where(below, xu.t(), torch.full_like(xu, -1.0)))
+
+
+def mixed_mma_layouts(M=64, N=64, K=32, threads=128):
+    """``Out = A32 @ B32^T - A16 @ B16^T``: on sm_90a the float32 GEMM (tf32) runs on
+    mma.sync and the float16 one on wgmma, so the loop combining the two accumulators
+    walks two MMA register layouts (in TileLang both are wgmma's, one layout; TileLang's
+    chunk_delta_bwd adds a tf32 and a bf16 GEMM so)."""
+
+    @T.prim_func
+    def mixed(A32: T.Tensor((M, K), T.float32), B32: T.Tensor((N, K), T.float32),
+              A16: T.Tensor((M, K), T.float16), B16: T.Tensor((N, K), T.float16),
+              Out: T.Tensor((M, N), T.float32)):
+        with T.Kernel(1, threads=threads) as bx:
+            a32 = T.alloc_shared((M, K), T.float32)
+            b32 = T.alloc_shared((N, K), T.float32)
+            a16 = T.alloc_shared((M, K), T.float16)
+            b16 = T.alloc_shared((N, K), T.float16)
+            acc1 = T.alloc_fragment((M, N), T.float32)
+            acc2 = T.alloc_fragment((M, N), T.float32)
+            h = T.alloc_fragment((M, N), T.float32)
+            T.copy(A32, a32)
+            T.copy(B32, b32)
+            T.copy(A16, a16)
+            T.copy(B16, b16)
+            T.gemm(a32, b32, acc1, transpose_B=True, clear_accum=True)
+            T.gemm(a16, b16, acc2, transpose_B=True, clear_accum=True)
+            for i, j in T.Parallel(M, N):
+                h[i, j] = acc1[i, j] - acc2[i, j]
+            T.copy(h, Out)
+
+    return mixed
+
+
+def test_accumulators_of_two_mma_layouts_meet_through_a_shared_tile(tmp_path):
+    func = run_passes(mixed_mma_layouts(), "sm_90a", until="infer_layouts")
+    lay = _layouts(func)
+    assert lay["acc1"].mma == "mma" and lay["acc2"].mma == "wgmma"  # each GEMM's own
+    assert lay["h"] == lay["acc1"]  # h walks acc1's registers
+    text = _text(func)
+    # acc2 goes through its tile (copied in its own layout) before the loop reads it
+    assert "h[i, j] = acc1[i, j] - acc2_staged1[i, j]" in text
+    assert text.index("] = acc2[i") < text.index("h[i, j] =")
+    assert len(tilecute.build_cubin(mixed_mma_layouts(), "sm_90a",
+                                    out_dir=str(tmp_path)).kernels) == 1
+
+
+@pytest.mark.gpu
+def test_accumulators_of_two_mma_layouts_on_gpu():
+    import torch
+
+    a32, b32 = torch.randn(64, 32, device="cuda"), torch.randn(64, 32, device="cuda")
+    a16 = torch.randn(64, 32, device="cuda", dtype=torch.float16)
+    b16 = torch.randn(64, 32, device="cuda", dtype=torch.float16)
+    out = torch.empty(64, 64, device="cuda")
+    tilecute.compile(mixed_mma_layouts())(a32, b32, a16, b16, out)
+    ref = a32 @ b32.t() - a16.float() @ b16.float().t()
+    torch.testing.assert_close(out, ref, atol=5e-2, rtol=1e-2)  # (tf32)

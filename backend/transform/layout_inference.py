@@ -29,7 +29,9 @@ Fragments
   routes those at the permutation other than the loop's own through a shared tile each
   (``<frag>_staged<n>``: copied in before the nest where it reads them, back after it
   where it writes them), since no layout here pairs ``(i, j)`` of one with ``(j, i)`` of
-  the other on one thread; TileLang gives the other the first's layout permuted.
+  the other on one thread; TileLang gives the other the first's layout permuted.  So too
+  a T.gemm register fragment whose MMA layout is not the nest's (a tf32 GEMM's
+  accumulator, on mma.sync, beside a 16-bit one's, on wgmma).
   A nest over the leading part of a T.gemm register fragment (``acc[:h, :]``) first grows
   to the fragment's shape, its body guarded by its own extents (TileLang's predicated
   loop), so that it walks the fragment's registers.
@@ -861,7 +863,7 @@ class _Kernel:
         return body[0]
 
 
-class _StagePermutedFragments(StmtMutator):
+class _StageUnpairedFragments(StmtMutator):
     """A ``T.Parallel`` nest that walks one fragment at a permutation of the indices it
     walks another with (``for i, j in T.Parallel(M, N): t[j, i] = acc[i, j]``, and
     ``T.transpose(f, g)``, which the frontend writes so) pairs element ``(i, j)`` of one
@@ -871,24 +873,33 @@ class _StagePermutedFragments(StmtMutator):
     (``ParallelOp::CompleteBufferFragment``), so the loop stays thread-local; tilecute
     routes the fragments at the other order through a shared tile of their own, as the
     tile-op lowering routes a fragment reduced over dim 0 (``<src>_moved``).  The values
-    are the same either way.
+    are the same either way.  So too for two T.gemm register fragments of different MMA
+    layouts walked together (``h[i, j] += a[i, j] - b[i, j]`` with ``a`` the accumulator
+    of a tf32 GEMM, which runs on mma.sync, and ``b`` of a 16-bit one on wgmma: in
+    TileLang both are wgmma's, one layout).
 
     The nest keeps the order of its own loop variables when some fragment is walked in it
-    (else that of the fragment it writes, else of the first one it walks); each fragment
-    walked at another permutation becomes a new shared tile ``<frag>_staged<n>`` of its
-    shape and dtype in the nest, a nest copying the fragment into the tile goes before it
-    when the nest reads the fragment (or writes it only under a condition), and one
-    copying the tile back after it when the nest writes it.  The copies walk the fragment
-    in its own order (a T.gemm register fragment keeps its MMA layout); the barrier pass
-    orders the tile's writes and reads.  Only whole fragments at full-rank permutations
-    of the nest's loop variables are staged (unit dims at 0 aside); a fragment walked at
-    two permutations in one nest, or at other indices as well, is left to the layout pass
-    as before."""
+    (else that of the fragment it writes, else of the first one it walks), and the MMA
+    layout of the fragment it writes at that order, if it has one (else of the first it
+    walks there that has one); each fragment walked at another permutation, or holding
+    another MMA layout, becomes a new shared tile ``<frag>_staged<n>`` of its shape and
+    dtype in the nest, a nest copying the fragment into the tile goes before it when the
+    nest reads the fragment (or writes it only under a condition), and one copying the
+    tile back after it when the nest writes it.  The copies walk the fragment in its own
+    order (a T.gemm register fragment keeps its MMA layout); the barrier pass orders the
+    tile's writes and reads.  Only whole fragments at full-rank permutations of the nest's
+    loop variables are staged (unit dims at 0 aside); a fragment walked at two
+    permutations in one nest, or at other indices as well, is left to the layout pass as
+    before, and so are MMA layouts that meet only through a fragment two nests share."""
 
     def __init__(self, func: N.PrimFunc, scope: N.KernelScope):
         self.frags = {a.buffer.name: a.buffer for a in walk_stmts(scope.body)
                       if isinstance(a, N.Allocate) and a.buffer.scope == "fragment"
                       and not a.reducer and not a.view_of}
+        # the T.gemm register layouts (select_mma's), an A operand's as its accumulator's
+        self.mma = {a.buffer.name: dataclasses.replace(a.layout, operand="")
+                    for a in walk_stmts(scope.body) if isinstance(a, N.Allocate)
+                    and a.layout is not None and a.layout.kind == "mma"}
         self.fresh = LoopVars(func)
         self.tiles: list[N.Allocate] = []
 
@@ -938,16 +949,19 @@ class _StagePermutedFragments(StmtMutator):
             if b in self.frags:
                 orders.setdefault(b, set()).add(self.order(idx, self.frags[b], loops))
         whole = {b: next(iter(o)) for b, o in orders.items() if len(o) == 1 and None not in o}
-        if len({o for o in whole.values()}) < 2 or any(
+        keys = {(o, self.mma.get(b)) for b, o in whole.items()}
+        if len({o for o, _ in keys}) < 2 and len({m for _, m in keys} - {None}) < 2 or any(
                 len(o) > 1 and None not in o for o in orders.values()):
             return s
         own = tuple(lp.var.name for lp in loops if not is_unit(lp.extent))
-        written = [whole[b] for b, _, w in accs if w and b in whole]
-        home = own if own in whole.values() else \
-            written[0] if written else next(whole[b] for b, _, _ in accs if b in whole)
+        walked = list(dict.fromkeys(b for b, _, w in sorted(accs, key=lambda a: not a[2])
+                                    if b in whole))  # (written ones first)
+        home = own if own in whole.values() else whole[walked[0]]
+        mma = next((self.mma[b] for b in walked if whole[b] == home and b in self.mma), None)
         staged: dict[str, N.Buffer] = {}
         before, after = [], []
-        for b in dict.fromkeys(b for b, _, _ in accs if b in whole and whole[b] != home):
+        for b in dict.fromkeys(b for b, _, _ in accs if b in whole and (
+                whole[b] != home or self.mma.get(b, mma) != mma)):
             frag = self.frags[b]
             tile = N.Buffer(self.fresh(f"{b}_staged").name, frag.dtype, frag.shape, "shared")
             self.tiles.append(N.Allocate(tile, loc=s.loc))
@@ -1167,7 +1181,7 @@ def _fold_replicated_reduces(func: N.PrimFunc, scope: N.KernelScope, k: _Kernel)
 def infer_layouts(func: N.PrimFunc) -> N.PrimFunc:
     kernels = []
     for scope in func.kernels:
-        scope = _StagePermutedFragments(func, scope).visit_kernel(scope)
+        scope = _StageUnpairedFragments(func, scope).visit_kernel(scope)
         named = dataclasses.replace(func, kernels=func.kernels + (scope,))  # (fresh names
         # of the passes below avoid the staging's too)
         scope = _OrderNestByFragments(scope).visit_kernel(scope)
