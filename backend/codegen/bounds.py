@@ -16,7 +16,7 @@ from ..ir.validate import _range
 from ..ir.visitor import substitute
 from ..transform.analysis import value_range
 from ..runtime.dtypes import DTYPES
-from .expr import PREC, ExprPrinter, chain, const, cute_type, flatten_logic
+from .expr import PREC, ExprPrinter, chain, const, cute_type, flatten_logic, register_type
 from .source import Writer
 
 
@@ -344,7 +344,7 @@ class Bounds:
         ``dtype``'s CuTe type (the temporary it starts keeps its type in the ``if``)."""
         v = self.safe.get(buffer)
         if v is None:
-            return f"{cute_type(dtype)}(0)"
+            return f"{register_type(dtype)}(0)"
         if not isinstance(v, N.Const):
             return self.exprs.expr(N.Cast(dtype, v) if v.dtype != dtype else v)
         text = const(safe_const(v, dtype))
