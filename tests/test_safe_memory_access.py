@@ -282,6 +282,6 @@ def test_atomic_slots_on_gpu():
     hits = torch.zeros(500, dtype=torch.int32, device="cuda")
     old = torch.full((500,), -1, dtype=torch.int32, device="cuda")
     tilecute.compile(atomic_slots())(cnt, slots, hits, old)
-    assert int(cnt) == 1024  # every thread of the 8 blocks took a ticket
+    assert int(cnt) == 512  # every thread of the 4 blocks took a ticket (0..511)
     assert len(set(slots.tolist())) == 500 and min(slots.tolist()) >= 0  # 500 distinct ids
     assert hits.tolist() == [1] * 500 and old.tolist() == [0] * 500
