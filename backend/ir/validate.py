@@ -319,6 +319,35 @@ class _Validator:
             vars_[v.name] = v
         self.scope, self.in_ws = k, False
         self.body(k.body, vars_, bufs)
+        self.replicated_atomics(k)
+
+    def replicated_atomics(self, k: N.KernelScope) -> None:
+        """TileLang spreads a kernel's tile ops and T.Parallel loops over ``threadIdx.x``
+        alone (its LowerTileOp binds the thread variable of threadIdx.x): with
+        ``threads=(x, y[, z])`` every y/z row of the block runs them again.  Loads and stores
+        come out the same either way (each row writes the same values); an atomic does not:
+        TileLang adds y x z times where tilecute, which spreads them over all the block's
+        threads once, adds once.  So those atomics are refused, naming the statement."""
+        if _prod(k.threads[1:]) <= 1:
+            return
+        from .visitor import walk_nodes, walk_stmts
+
+        why = (f"the block has threads={k.threads}: TileLang runs tile ops and T.Parallel loops "
+               "on threadIdx.x alone, every threadIdx.y/z row repeating them, so its atomics "
+               f"there count {_prod(k.threads[1:])} times where tilecute's (spread over all the "
+               "block's threads) count once; write the atomic per thread (outside T.Parallel, "
+               "indexed by T.get_thread_binding(0/1/2)) or use a 1-D block")
+        for s in walk_stmts(k.body):
+            if isinstance(s, N.AtomicAdd) and (s.dst.extents is not None
+                                               or isinstance(s.value, N.Region)):
+                self.stmt = s
+                self.fail(f"a tile atomic (T.atomic_{s.op} of a region): {why}")
+            if isinstance(s, N.For) and s.kind == "parallel":
+                for t in walk_nodes(s.body):
+                    if isinstance(t, N.AtomicAdd) or \
+                            isinstance(t, N.Call) and t.name in N.ATOMIC_RETURNS:
+                        self.stmt = t if isinstance(t, N.Stmt) else s
+                        self.fail(f"an atomic in a T.Parallel loop: {why}")
 
     def safe_values(self, k: N.KernelScope, vars_, bufs) -> None:
         """T.annotate_safe_value's pairs: global tensor parameters, each once, with values
