@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# TileLang's own programs on a GPU under tilecute: its examples (each example's reference check
+# decides) and its language/issue tests (pytest with `tilelang` aliased to `tilecute`).  Not part
+# of .ci/run (it needs a GPU and a TileLang checkout, whose code is TileLang's, never ours):
+#
+#   bash .ci/tilelang_gpu/run.sh <tilelang checkout> <out dir> [parallel jobs]
+#
+# Writes <out>/examples.txt (a RESULT line per example) and <out>/tests/ (a log per test file,
+# summary.txt).  A "RESULT FAIL ... not close" or a failed numeric assert is a wrong answer to
+# chase; refusals name the form tilecute does not take.
+set -u
+TL=$(cd "$1" && pwd); OUT=$(mkdir -p "$2" && cd "$2" && pwd); P=${3:-6}
+HERE=$(cd "$(dirname "$0")" && pwd)
+cd "$TL/examples"
+find . -name "example_*.py" | sort | xargs -P "$P" -I{} sh -c \
+  'r=$(cd $(dirname {}) && timeout ${TMO:-240} python3 '"$HERE"'/run_example.py $(basename {}) 2>&1 | grep -a "^RESULT" | tail -1); echo "{} ${r:-RESULT TIMEOUT/CRASH}" | cut -c1-900' \
+  > "$OUT/examples.txt"
+mkdir -p "$OUT/tests"
+cd "$TL/testing/python"
+ls language/test_*.py issue/test_*.py kernel/test_*.py 2>/dev/null | xargs -P "$P" -I{} sh -c \
+  'n=$(echo {} | tr / _); cd $(dirname {}) && PYTHONPATH='"$HERE"':${PYTHONPATH:-} timeout ${TMO:-240} python3 -m pytest -q -p tlalias -p no:cacheprovider -o addopts="" -c /dev/null $(basename {}) -rf --tb=short > '"$OUT"'/tests/$n.txt 2>&1; echo "{} $(tail -1 '"$OUT"'/tests/$n.txt)" >> '"$OUT"'/tests/summary.txt'
+grep -c "RESULT OK" "$OUT/examples.txt"
