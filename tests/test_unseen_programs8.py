@@ -31,6 +31,9 @@ FLASH_IDS = [f"bm{c[0]}-bn{c[1]}-t{c[2]}-{c[3]}-s{c[4]}-{'causal' if c[5] else '
 SEQ = 768  # a multiple of every block_M and block_N above
 
 # (M, threads): rows per warpgroup M / (threads / 128) = 64, 128, 192, 256, 128, 128
+# (transpose_A of the first gemm, transpose_B of the register-A gemm)
+TRANSPOSES = [(False, False), (False, True), (True, False)]
+TRANSPOSE_IDS = ["NN", "NT", "TN"]
 RS = [(64, 128), (128, 128), (192, 128), (256, 128), (256, 256), (384, 384), (128, 256)]
 
 # (M, N, threads, policy, column sums)
@@ -84,11 +87,11 @@ def test_flash_builds(cfg, tmp_path):
 
 
 @pytest.mark.parametrize("backend", list(WGMMA))
-@pytest.mark.parametrize("transpose_B", [False, True], ids=["NN", "NT"])
+@pytest.mark.parametrize("transpose_A,transpose_B", TRANSPOSES, ids=TRANSPOSE_IDS)
 @pytest.mark.parametrize("M,threads", RS)
-def test_register_a_gemm_builds(M, threads, transpose_B, backend, tmp_path):
-    _build(P.register_a_gemm(M=M, threads=threads, transpose_B=transpose_B), tmp_path,
-           WGMMA[backend])
+def test_register_a_gemm_builds(M, threads, transpose_A, transpose_B, backend, tmp_path):
+    _build(P.register_a_gemm(M=M, threads=threads, transpose_A=transpose_A,
+                             transpose_B=transpose_B), tmp_path, WGMMA[backend])
 
 
 @pytest.mark.parametrize("backend", list(WGMMA))
@@ -196,17 +199,18 @@ def test_flash_on_gpu(cfg):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("backend", list(WGMMA))
-@pytest.mark.parametrize("transpose_B", [False, True], ids=["NN", "NT"])
+@pytest.mark.parametrize("transpose_A,transpose_B", TRANSPOSES, ids=TRANSPOSE_IDS)
 @pytest.mark.parametrize("M,threads", RS)
-def test_register_a_gemm_on_gpu(M, threads, transpose_B, backend):
+def test_register_a_gemm_on_gpu(M, threads, transpose_A, transpose_B, backend):
     torch = _seeded()
     N = K = 64
     a = torch.randn(M, K, device="cuda", dtype=torch.float16) / 4
     b = torch.randn(K, N, device="cuda", dtype=torch.float16) / 4
     c = torch.randn(N, N, device="cuda", dtype=torch.float16) / 4
     d = torch.full((M, N), float("nan"), device="cuda")
-    _kernel(P.register_a_gemm(M=M, threads=threads, transpose_B=transpose_B),
-            WGMMA[backend])(a, b, c, d)
+    _kernel(P.register_a_gemm(M=M, threads=threads, transpose_A=transpose_A,
+                              transpose_B=transpose_B),
+            WGMMA[backend])(a.t().contiguous() if transpose_A else a, b, c, d)
     frag = (a.float() @ b.float()).half().float()
     want = frag @ (c.float().t() if transpose_B else c.float())
     _close(d, want, 2e-2, 2e-2)

@@ -84,20 +84,23 @@ def flash_fwd(heads=2, seq=256, dim=64, block_M=128, block_N=64, threads=256, po
 
 
 # ---- register A operands ---------------------------------------------------------------------
-def register_a_gemm(M=128, N=64, K=64, threads=128, transpose_B=False, policy="FullRow"):
-    """acc = A @ B (A (M, K), B (K, N) fp16, one block), frag16 = T.copy(acc) (fp16, a
+def register_a_gemm(M=128, N=64, K=64, threads=128, transpose_B=False, policy="FullRow",
+                    transpose_A=False):
+    """acc = A @ B (A (M, K), or A^T stored (K, M) with transpose_A; B (K, N) fp16, one
+    block), frag16 = T.copy(acc) (fp16, a
     register fragment), then acc2 = frag16 @ C (C (N, N), or C^T stored (N, N) with
     transpose_B) and D = acc2 (float32).  With FullRow each warpgroup holds M / (threads/128)
     rows: 64, 128, 192, 256 rows are 1..4 wgmma M steps (mma.sync: 1..4 16-row steps per warp
     times 4)."""
     pol = POLICIES[policy]
     c_shape = (N, N)
+    a_shape = (K, M) if transpose_A else (M, K)
 
     @T.prim_func
-    def rs(A: T.Tensor((M, K), T.float16), B: T.Tensor((K, N), T.float16),
+    def rs(A: T.Tensor(a_shape, T.float16), B: T.Tensor((K, N), T.float16),
            C: T.Tensor(c_shape, T.float16), D: T.Tensor((M, N), T.float32)):
         with T.Kernel(1, threads=threads) as _:
-            a_s = T.alloc_shared((M, K), T.float16)
+            a_s = T.alloc_shared(a_shape, T.float16)
             b_s = T.alloc_shared((K, N), T.float16)
             c_s = T.alloc_shared(c_shape, T.float16)
             acc = T.alloc_fragment((M, N), T.float32)
@@ -106,7 +109,7 @@ def register_a_gemm(M=128, N=64, K=64, threads=128, transpose_B=False, policy="F
             T.copy(A, a_s)
             T.copy(B, b_s)
             T.copy(C, c_s)
-            T.gemm(a_s, b_s, acc, clear_accum=True, policy=pol)
+            T.gemm(a_s, b_s, acc, transpose_A=transpose_A, clear_accum=True, policy=pol)
             T.copy(acc, frag)
             T.gemm(frag, c_s, acc2, transpose_B=transpose_B, clear_accum=True, policy=pol)
             T.copy(acc2, D)
