@@ -36,12 +36,14 @@ TRANSPOSES = [(False, False), (False, True), (True, False)]
 TRANSPOSE_IDS = ["NN", "NT", "TN"]
 RS = [(64, 128), (128, 128), (192, 128), (256, 128), (256, 256), (384, 384), (128, 256)]
 
-# (M, N, threads, policy, column sums)
-STATS = [(64, 64, 128, "FullRow", True), (128, 64, 128, "FullRow", True),
-         (256, 64, 128, "FullRow", True), (128, 128, 256, "Square", True),
-         (256, 64, 256, "FullRow", True), (192, 64, 384, "FullRow", True),
-         (128, 128, 256, "FullCol", True), (192, 64, 128, "FullRow", False),
-         (192, 32, 128, "FullRow", False)]
+# (M, N, threads, policy, column sums, the cumsum's dim)
+STATS = [(64, 64, 128, "FullRow", True, 1), (128, 64, 128, "FullRow", True, 1),
+         (256, 64, 128, "FullRow", True, 1), (128, 128, 256, "Square", True, 1),
+         (256, 64, 256, "FullRow", True, 1), (192, 64, 384, "FullRow", True, 1),
+         (128, 128, 256, "FullCol", True, 1), (192, 64, 128, "FullRow", False, 1),
+         (192, 32, 128, "FullRow", False, 1), (128, 64, 128, "FullRow", True, 0),
+         (192, 64, 128, "FullRow", False, 0), (128, 128, 256, "Square", True, 0),
+         (192, 64, 384, "FullRow", True, 0)]
 
 # (bm, bn, threads, swizzle, out dtype)
 EPI_SHARED = [(128, 64, 128, "default", "float16"), (64, 64, 128, "full_bank", "float16"),
@@ -95,10 +97,12 @@ def test_register_a_gemm_builds(M, threads, transpose_A, transpose_B, backend, t
 
 
 @pytest.mark.parametrize("backend", list(WGMMA))
-@pytest.mark.parametrize("M,N,threads,policy,column_sums", STATS)
-def test_accumulator_statistics_build(M, N, threads, policy, column_sums, backend, tmp_path):
+@pytest.mark.parametrize("M,N,threads,policy,column_sums,scan_dim", STATS)
+def test_accumulator_statistics_build(M, N, threads, policy, column_sums, scan_dim, backend,
+                                      tmp_path):
     _build(P.accumulator_statistics(M=M, N=N, threads=threads, policy=policy,
-                                    column_sums=column_sums), tmp_path, WGMMA[backend])
+                                    column_sums=column_sums, scan_dim=scan_dim), tmp_path,
+           WGMMA[backend])
 
 
 @pytest.mark.parametrize("backend", list(WGMMA))
@@ -218,22 +222,23 @@ def test_register_a_gemm_on_gpu(M, threads, transpose_A, transpose_B, backend):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("backend", list(WGMMA))
-@pytest.mark.parametrize("M,N,threads,policy,column_sums", STATS)
-def test_accumulator_statistics_on_gpu(M, N, threads, policy, column_sums, backend):
+@pytest.mark.parametrize("M,N,threads,policy,column_sums,scan_dim", STATS)
+def test_accumulator_statistics_on_gpu(M, N, threads, policy, column_sums, scan_dim, backend):
     torch = _seeded()
     a = torch.randn(M, 32, device="cuda", dtype=torch.float16)
     b = torch.randn(32, N, device="cuda", dtype=torch.float16)
     outs = [torch.full(shape, float("nan"), device="cuda")
             for shape in [(M,), (N,), (M, N), (M,), (M, N)]]
     _kernel(P.accumulator_statistics(M=M, N=N, threads=threads, policy=policy,
-                                     column_sums=column_sums), WGMMA[backend])(a, b, *outs)
+                                     column_sums=column_sums, scan_dim=scan_dim),
+            WGMMA[backend])(a, b, *outs)
     acc = a.float() @ b.float()
     if not column_sums:
         assert outs[1].isnan().all()  # ColSum left alone
         outs[1] = acc.sum(0)
     mx = acc.max(1).values
     z = acc - mx[:, None]
-    for got, want, tol in zip(outs, [mx, acc.sum(0), z, z.sum(1), z.cumsum(1)],
+    for got, want, tol in zip(outs, [mx, acc.sum(0), z, z.sum(1), z.cumsum(scan_dim)],
                               [1e-3, 1e-2, 1e-3, 1e-2, 1e-2]):
         _close(got, want, tol, 1e-3)
 

@@ -117,11 +117,13 @@ def register_a_gemm(M=128, N=64, K=64, threads=128, transpose_B=False, policy="F
 
 
 # ---- reductions, broadcasts, scans over accumulators ----------------------------------------
-def accumulator_statistics(M=128, N=64, K=32, threads=128, policy="FullRow", column_sums=True):
+def accumulator_statistics(M=128, N=64, K=32, threads=128, policy="FullRow", column_sums=True,
+                           scan_dim=1):
     """acc = A @ B (one block); row max (dim=1) and column sums (dim=0, unless not
     ``column_sums``: ColSum is then left alone) of acc; Z = acc -
     rowmax broadcast over the row (a T.Parallel over the accumulator); R = T.reduce_sum of Z
-    along dim=1 and the row-wise running sum (T.cumsum along dim=1) of Z into W."""
+    along dim=1 and the running sum of Z along ``scan_dim`` (T.cumsum of the accumulator in
+    place) into W."""
     pol = POLICIES[policy]
 
     @T.prim_func
@@ -149,7 +151,7 @@ def accumulator_statistics(M=128, N=64, K=32, threads=128, policy="FullRow", col
             T.copy(mx, RowMax)
             T.copy(rs, R)
             T.copy(acc, Z)
-            T.cumsum(acc, dim=1)
+            T.cumsum(acc, dim=scan_dim)
             T.copy(acc, W)
     return stats
 
