@@ -158,6 +158,27 @@ def test_wgmma_rs_direct_of_several_m_steps_matches_torch(M, threads):
     torch.testing.assert_close(c, a.float() @ b.float(), atol=1e-2, rtol=1e-2)
 
 
+def test_wgmma_a_fragment_with_warpgroups_along_n_goes_through_shared():
+    """An RS T.gemm whose warpgroups split N (policy=Square with one 64-row step over two
+    warpgroups) would need each warpgroup to hold all K columns of its rows, which a copy
+    from an accumulator split the same way does not give: P is staged through shared memory
+    (was: read from registers, 93% of a flash-attention tile's outputs wrong on an H100)."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).parent))
+    import unseen_programs8 as P8
+
+    plan = lower(P8.flash_fwd(seq=512, dim=64, block_M=64, block_N=128, threads=256,
+                              policy="Square", stages=2), "sm_90a")
+    (pv,) = [s for s in walk_stmts(plan.func.kernels[0].body)
+             if isinstance(s, N.Gemm) and s.c == "o"]
+    assert pv.a == "p_shared" and pv.family == "wgmma"
+    # every warpgroup along M (FullRow over 128 rows): registers, as before
+    plan = lower(rs_chain(M=128, K=64, N=64, threads=256), "sm_90a")
+    (pv,) = [s for s in walk_stmts(plan.func.kernels[0].body) if isinstance(s, N.Gemm) and s.c == "acc"]
+    assert pv.a == "P"
+
+
 def test_gemm_operand_regions():
     """A region covering the whole buffer is the buffer; a matrix of a 3-D shared buffer
     (TileLang's 2-D operand) is that matrix (tests/test_gemm_matrix_operands.py)."""

@@ -327,8 +327,13 @@ class _Kernel:
         k_major = s.transpose_b  # (A is K-major)
         family, _ = self.family(a.dtype, c.dtype, k_major)
         m, n = (int(d.value) for d in c.shape)
-        wgmma_fits = self.threads % WARPGROUP == 0 and \
-            wgmma_warps(m, n, self.threads // WARPGROUP, s.policy) is not None
+        # wgmma reads A from registers when every warpgroup lies along M: one with a
+        # neighbour along N would need all of its rows' K columns, which a fragment split
+        # over the warpgroups along N (T.copy(s, p) of an accumulator of that policy) does
+        # not hold in its registers; such an A goes through shared memory
+        warps = wgmma_warps(m, n, self.threads // WARPGROUP, s.policy) \
+            if self.threads % WARPGROUP == 0 else None
+        wgmma_fits = warps is not None and warps[1] == 1
         mma_fits = self.threads % WARP == 0 and \
             mma_warps(m, n, self.threads // WARP, s.policy, True) is not None
         if family == "wgmma":
