@@ -31,6 +31,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import tilecute  # noqa: E402
 import gemm as G  # noqa: E402
+from cuda_timing import time_us  # noqa: E402
 
 TORCH = {"float16": torch.float16, "bfloat16": torch.bfloat16}
 SHAPES = "4096x4096x4096,8192x8192x8192,4096x11008x4096,4096x14336x4096"
@@ -39,19 +40,7 @@ SCHEDULES = ("128x256x64x3x256x16xws,128x256x64x3x256x16,128x256x64x3x256xplain,
 
 
 def time_ms(fn, reps: int, inner: int) -> float:
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    samples = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(inner):
-            fn()
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end) / inner)
-    return statistics.median(samples)
+    return time_us(fn, reps, inner) / 1e3
 
 
 def emit(**row):

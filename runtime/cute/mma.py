@@ -134,15 +134,16 @@ def a_fragment(family: str, warps: tuple, shape: tuple, dtype, tid):
     by k16 steps) over the same registers."""
     if family != "wgmma":
         return accumulator(family, warps, shape, dtype, tid)
-    # wgmma: the registers of an accumulator with K columns on the warpgroups along M (a
-    # warpgroup holds all K columns of its rows), read as the A operand through
-    # :func:`_a_view_wgmma`.  In the A partition's own order a warpgroup of two or more
-    # 64-row steps would list its registers by K step before M step, where an
-    # accumulator lists them M step last: a copy register by register from an
-    # accumulator (TileLang's T.copy(acc_s, acc_s_cast)) would mix the steps' rows
-    if warps[1] > 1:  # warpgroup g is M block g % warps[0]
-        tid = tid // WARPGROUP % warps[0] * WARPGROUP + tid % WARPGROUP
-    return accumulator(family, (warps[0], 1), shape, dtype, tid)
+    # wgmma: the registers of an accumulator with K columns (a warpgroup holds all K
+    # columns of its rows), read as the A operand through :func:`_a_view_wgmma`.  In the A
+    # partition's own order a warpgroup of two or more 64-row steps would list its
+    # registers by K step before M step, where an accumulator lists them M step last: a
+    # copy register by register from an accumulator (TileLang's T.copy(acc_s, acc_s_cast))
+    # would mix the steps' rows
+    if warps[1] != 1:
+        raise ValueError(f"a wgmma A fragment over warpgroups {warps}: select_mma reads A "
+                         "from registers only with every warpgroup along M")
+    return accumulator(family, warps, shape, dtype, tid)
 
 
 def gemm(mma, tid, acc, sa, sb, accumulate: bool = True, wait=0,
