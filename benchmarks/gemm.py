@@ -11,7 +11,10 @@ ws: a warp-specialized main loop, a producer warpgroup issuing the TMA loads; a 
 without it is explicitly not warp-specialized).  ``plain`` is the program as TileLang users
 write it (``T.copy(acc, Y[...])``, no T.use_swizzle, no warp_specialize): what the
 compiler's defaults make of it; ``plain`` with ``off`` turns those defaults off
-(``disable_shared_epilogue``, ``disable_rasterization``).
+(``disable_shared_epilogue``, ``disable_rasterization``).  ``persistent``: a block per SM
+walking the tiles in groups of ``panel`` tile columns (``matmul_persistent``); ``pingpong``:
+the same walk with two compute warpgroups taking whole tiles in turn (``matmul_pingpong``,
+384 threads).
 TFLOP/s = 2 M N K / time.  Per shape, every kernel is timed in ``--rounds`` rounds (each
 round in a rotated order, as the GPU's clock drifts with its temperature); a round's time
 is the median over ``--reps`` CUDA-event samples of ``--inner`` back-to-back launches.  A
@@ -52,7 +55,7 @@ def main(argv=None):
     ap.add_argument("--shapes", default=SHAPES, help="MxNxK,... (default: %(default)s)")
     ap.add_argument("--dtypes", default="bfloat16,float16")
     ap.add_argument("--schedules", default=SCHEDULES,
-                    help="tm x tn x tk x stages x threads [x panel] [x ws|plain|off|persistent] "
+                    help="tm x tn x tk x stages x threads [x panel] [x ws|plain|off|persistent|pingpong] "
                          "[x mN|nN: clusters of N blocks along M or N, TMA multicast],...")
     ap.add_argument("--epilogues", default="shared,direct",
                     help="direct (registers -> global), shared (-> swizzled shared -> TMA store)")
@@ -87,7 +90,10 @@ def main(argv=None):
                 # persistent: one block per SM walks the tiles (T.Persistent, groups of
                 # `panel` tile columns), through a shared epilogue
                 persistent = "persistent" in parts
-                if (plain and epi != "direct") or (persistent and epi != "shared"):
+                # pingpong: persistent too, two compute warpgroups taking tiles in turn
+                # (examples/gemm.py matmul_pingpong; threads are 384)
+                pingpong = "pingpong" in parts
+                if (plain and epi != "direct") or ((persistent or pingpong) and epi != "shared"):
                     continue
                 row = dict(kernel="tilecute", schedule=sched, epilogue=epi)
                 # without ws, explicitly not warp-specialized; plain: the compiler decides
@@ -100,10 +106,15 @@ def main(argv=None):
                 cluster = next(((1, int(v[1:]), 1) if v[0] == "m" else (int(v[1:]), 1, 1)
                                 for v in parts if v[0] in "mn" and v[1:].isdigit()), None)
                 tm, tn, tk, stages, threads, *panel = (
-                    int(v) for v in parts if v not in ("ws", "plain", "off", "persistent")
+                    int(v) for v in parts if v not in ("ws", "plain", "off", "persistent",
+                                                       "pingpong")
                     and not (v[0] in "mn" and v[1:].isdigit()))
                 try:
-                    if persistent:
+                    if pingpong:
+                        sms = torch.cuda.get_device_properties(0).multi_processor_count
+                        func = G.matmul_pingpong(tm, tn, tk, stages, dtype, sms=sms,
+                                                 group=panel[0] if panel else 8)
+                    elif persistent:
                         sms = torch.cuda.get_device_properties(0).multi_processor_count
                         func = G.matmul_persistent(tm, tn, tk, stages, threads, dtype, sms=sms,
                                                    group=panel[0] if panel else 8)

@@ -203,6 +203,89 @@ def matmul_persistent(tm=128, tn=256, tk=64, stages=3, threads=256, dtype="float
     return matmul_persistent
 
 
+def matmul_pingpong(tm=128, tn=128, tk=64, stages=4, dtype="float16", sms=132, group=8):
+    """Y = X @ W by CUTLASS's ping-pong schedule, written out with warpgroup regions and
+    mbarriers: ``sms`` blocks of three warpgroups walk the output tiles (groups of
+    ``group`` tile columns).  Warpgroup 0 loads every tile's K steps, in order, into a ring
+    of ``stages`` (``full`` / ``empty`` mbarriers); warpgroups 1 and 2 take the block's
+    tiles in turn, each a whole ``tm`` x ``tn`` tile in its registers, so one stores its
+    tile (through its own shared tile and a TMA store) while the other's MMAs run.
+    ``order`` keeps their K loops in turn: a warpgroup starts waiting on the ring for its
+    tile only once the other has issued its whole K loop, so each ``full`` wait is for the
+    phase in progress (an mbarrier's parity tells two phases apart, not more)."""
+    M, N, K = _dims(dtype, dtype)
+    swizzled = T.Layout("tma_swizzled", swizzle=128)
+
+    @T.macro
+    def tile_of(i, block_id, m_tiles, n_tiles):
+        """The (row, col) of the block's ``i``-th tile: tile ``block_id + i * sms``, tile
+        columns in groups of ``group``, rows fastest within a group."""
+        t = block_id + i * sms
+        g = t // (m_tiles * group)
+        width = T.min(group, n_tiles - g * group)
+        w = t % (m_tiles * group)
+        return w // width, g * group + w % width
+
+    @T.macro
+    def consume(X_s, W_s, acc, Y_s, Y, full, empty, order, me, block_id, count, m_tiles,
+                n_tiles, k_steps):
+        """Warpgroup ``me + 1``: tiles ``me``, ``me + 2``, ... of the block's ``count``."""
+        for i in T.serial(me, count, 2):
+            if me == 1 or i > 0:  # the other warpgroup has issued its K loop
+                T.mbarrier_wait_parity(order[1 - me], (i // 2 - 1 + me) & 1)
+            row, col = tile_of(i, block_id, m_tiles, n_tiles)
+            for k in T.serial(k_steps):
+                n = i * k_steps + k
+                T.mbarrier_wait_parity(full[n % stages], (n // stages) & 1)
+                T.gemm(X_s[n % stages, :, :], W_s[n % stages, :, :], acc,
+                       clear_accum=(k == 0), wg_wait=1)
+                if k > 0:  # the step before is done: its stage goes back
+                    T.mbarrier_arrive(empty[(n - 1) % stages])
+            T.mbarrier_arrive(order[me])
+            T.wait_wgmma(0)
+            T.mbarrier_arrive(empty[(i * k_steps + k_steps - 1) % stages])
+            T.copy(acc, Y_s)
+            T.copy(Y_s, Y[row * tm, col * tn])
+
+    @T.prim_func
+    def matmul_pingpong(X: T.Tensor((M, K), dtype), W: T.Tensor((K, N), dtype),
+                        Y: T.Tensor((M, N), dtype)):
+        with T.Kernel(sms, threads=384) as block_id:
+            X_s = T.alloc_shared((stages, tm, tk), dtype)
+            W_s = T.alloc_shared((stages, tk, tn), dtype)
+            Y_s0 = T.alloc_shared((tm, tn), dtype, layout=swizzled)
+            Y_s1 = T.alloc_shared((tm, tn), dtype, layout=swizzled)
+            acc0 = T.alloc_fragment((tm, tn), "float32")
+            acc1 = T.alloc_fragment((tm, tn), "float32")
+            full = T.alloc_barrier([128] * stages)
+            empty = T.alloc_barrier([128] * stages)
+            order = T.alloc_barrier([128, 128])
+            m_tiles, n_tiles, k_steps = T.ceildiv(M, tm), T.ceildiv(N, tn), T.ceildiv(K, tk)
+            count = T.ceildiv(m_tiles * n_tiles - block_id, sms)  # this block's tiles
+            with T.ws(0):
+                T.set_max_nreg(40, 0)
+                for i in T.serial(count):
+                    row, col = tile_of(i, block_id, m_tiles, n_tiles)
+                    for k in T.serial(k_steps):
+                        n = i * k_steps + k
+                        T.mbarrier_wait_parity(empty[n % stages], ((n // stages) & 1) ^ 1)
+                        T.tma_copy(X[row * tm:(row + 1) * tm, k * tk:(k + 1) * tk],
+                                   X_s[n % stages, :, :], barrier=full[n % stages])
+                        T.tma_copy(W[k * tk:(k + 1) * tk, col * tn:(col + 1) * tn],
+                                   W_s[n % stages, :, :], barrier=full[n % stages])
+                        T.mbarrier_arrive(full[n % stages])
+            with T.ws(1):
+                T.set_max_nreg(232, 1)
+                consume(X_s, W_s, acc0, Y_s0, Y, full, empty, order, 0, block_id, count,
+                        m_tiles, n_tiles, k_steps)
+            with T.ws(2):
+                T.set_max_nreg(232, 1)
+                consume(X_s, W_s, acc1, Y_s1, Y, full, empty, order, 1, block_id, count,
+                        m_tiles, n_tiles, k_steps)
+
+    return matmul_pingpong
+
+
 @tilecute.jit(out_idx=[-1])
 def matmul_kernel(tm=128, tn=128, tk=64, stages=3, threads=256, dtype="float16",
                   warp_specialize=None):

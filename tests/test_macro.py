@@ -56,12 +56,62 @@ def returns_value(x):
     return x + 1
 
 
+@T.macro
+def returns_early(x, flag):
+    if flag:
+        return x
+    return x + 1
+
+
+@T.macro
+def tile_of(t, width):
+    """TileLang's macros return values: a tuple of expressions."""
+    g = t // width
+    return g, t - g * width
+
+
+@T.macro
+def made_here(init):
+    return T.alloc_var(T.float32, init=init)
+
+
+@T.macro
+def row_of(S, r):
+    return S[r, :]
+
+
+def test_macro_return_values_are_bound_where_assigned(tmp_path):
+    @T.prim_func
+    def f(A: T.Tensor((4, 64), "float32"), B: T.Tensor((4, 64), "float32")):
+        with T.Kernel(4, threads=64) as bx:
+            S = T.alloc_shared((4, 64), "float32")
+            T.copy(A, S)
+            row, col = tile_of(bx * 64 + 5, 64)  # (bx, 5)
+            total = made_here(1.0)
+            total += returns_value(S[row, col])
+            returns_value(col)  # a value dropped, as Python drops it
+            S[row, col] = total
+            r = row_of(S, row)
+            T.copy(r, B[row, :])
+
+    lets = {s.var.name: s for s in walk_stmts(f.kernels[0].body) if isinstance(s, N.Let)}
+    assert {"row", "col", "g"} <= set(lets)
+    assert tilecute.build_cubin(f, "sm_90a", out_dir=str(tmp_path)).kernel_names
+
+
 def test_macro_errors_name_the_macro():
-    with pytest.raises(FrontendError, match="T.macro 'returns_value' returns a value"):
+    with pytest.raises(FrontendError, match="T.macro 'returns_early' returns a value from inside "
+                                            "a branch or loop"):
         @T.prim_func
         def h(A: T.Tensor((16,), "float32")):
             with T.Kernel(1, threads=16) as bx:
-                returns_value(A)
+                v = returns_early(bx, True)
+                A[0] = v
+    with pytest.raises(FrontendError, match="T.macro 'scaled_copy' returns no value to assign"):
+        @T.prim_func
+        def h2(A: T.Tensor((16,), "float32")):
+            with T.Kernel(1, threads=16) as bx:
+                v = scaled_copy(A, A, 16)
     with pytest.raises(FrontendError, match=r"T.macro 'scaled_copy': missing a required argument: 'n'"):
         @T.prim_func
         def k(A: T.Tensor((16,), "float32")):

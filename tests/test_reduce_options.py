@@ -180,11 +180,14 @@ def test_a_python_helper_emits_its_statements_inline(kind, batch):
 
 
 def _helper_with_a_value(x):
-    return x
+    if x is None:
+        return x
+    T.fill(x, 0)
 
 
-def test_a_python_helper_that_returns_a_value_is_refused():
-    with pytest.raises(FrontendError, match="helper '_helper_with_a_value' returns a value"):
+def test_a_python_helper_that_returns_from_a_branch_is_refused():
+    with pytest.raises(FrontendError, match="helper '_helper_with_a_value' returns a value from "
+                                            "inside a branch"):
         @T.prim_func
         def returns(X: T.Tensor((16,), "float32")):
             with T.Kernel(1, threads=32):

@@ -1610,7 +1610,7 @@ class _Parser:
             elif isinstance(v, (str, tuple, dict)):
                 self.bind(target.id, v)  # a parse-time value (dtype name, shape, kwargs dict)
                 return []
-            elif isinstance(v, (_BufferRef, B.Words)):
+            elif isinstance(v, (_BufferRef, _RegionRef, B.Words)):
                 self.bind(target.id, v)  # another name for a buffer; T.ldg64's words
                 return []
             else:
@@ -2085,20 +2085,28 @@ class _Parser:
     def inline_macro(self, macro: "Macro", call: ast.Call, s) -> list[N.Stmt]:
         return self.inline_function(macro.fn, f"T.macro {macro.__name__!r}", call, s)
 
-    def inline_function(self, fn, what: str, call: ast.Call, s) -> list[N.Stmt]:
+    def inline_function(self, fn, what: str, call: ast.Call, s, want_value=False):
         """The function's body (a ``T.macro``'s, or a plain Python helper's), parsed here
         with its parameters bound to the call's arguments and its other names resolved in
-        its own module and closure."""
+        its own module and closure.  A ``return value`` may end the body (TileLang's macros
+        return values: an expression, a tuple of them, a buffer, a ``T.alloc_var``); with
+        ``want_value`` the result is (statements, value), else the value is dropped, as
+        Python drops the value of a call made as a statement."""
         try:
             lines, first = inspect.getsourcelines(fn)
         except (OSError, TypeError) as e:
             raise self.error(s, f"{what}: cannot read its source ({e})")
         tree = ast.parse(textwrap.dedent("".join(lines)))
         fdef = tree.body[0]
+        final = fdef.body[-1] if fdef.body and isinstance(fdef.body[-1], ast.Return) else None
         for node in ast.walk(fdef):
-            if isinstance(node, ast.Return) and node.value is not None:
-                raise self.error(s, f"{what} returns a value; tilecute inlines it as "
-                                    "statements (assign through a buffer)")
+            if isinstance(node, ast.Return) and node.value is not None and node is not final:
+                raise self.error(s, f"{what} returns a value from inside a branch or loop "
+                                    f"(line {first + node.lineno - 1}); tilecute inlines a "
+                                    "macro and takes the value of a `return` that ends its "
+                                    "body only")
+        if want_value and (final is None or final.value is None):
+            raise self.error(s, f"{what} returns no value to assign")
         values, kwvalues = [], {}
         for a in call.args:
             if isinstance(a, ast.Starred):
@@ -2127,14 +2135,37 @@ class _Parser:
             body = [t for t in fdef.body if not (isinstance(t, ast.Expr)
                                                  and isinstance(t.value, ast.Constant))]
             out: list[N.Stmt] = []
+            value = None
             for t in body:
                 if isinstance(t, ast.Return):
+                    if t.value is not None:
+                        value = self.returned_value(t, out, fn.__name__)
                     break
                 out.extend(self.stmt(t, False))
-            return out
+            return (out, value) if want_value else out
         finally:
             (self.scopes, self.control, self.env, self.filename, self.line_offset,
              self.source_lines) = saved
+
+    def returned_value(self, ret: ast.Return, out: list, fn_name: str):
+        """The value of a macro's final ``return``, read in the macro's scope: each
+        returned expression is assigned to a fresh name (so a returned ``T.alloc_var(...)``
+        or buffer region is made as an assignment makes it), whose binding is the value."""
+        elts = ret.value.elts if isinstance(ret.value, ast.Tuple) else [ret.value]
+        values = []
+        for e in elts:
+            made = isinstance(e, ast.Subscript) and self.is_slice_of_buffer(e) or \
+                isinstance(e, ast.Call) and (f := self.form_of(e.func)) is not None and \
+                f.kind == "alloc"
+            if not made:  # an expression (or a name's binding) is the value itself
+                values.append(self.macro_arg(e))
+                continue
+            name = f"{fn_name}_result" + (f"{len(values)}" if len(elts) > 1 else "")
+            assign = ast.copy_location(ast.Assign(targets=[ast.Name(name, ast.Store())],
+                                                  value=e), ret)
+            out.extend(self.stmt(ast.fix_missing_locations(assign), False))
+            values.append(self.lookup_local(name))
+        return tuple(values) if isinstance(ret.value, ast.Tuple) else values[0]
 
     def macro_arg(self, node):
         """A macro argument: a buffer (by name), or an expression's value."""
@@ -4058,6 +4089,17 @@ class _Parser:
         raise self.error(node, f"`{type(node).__name__}` expressions are not supported")
 
     def call(self, node: ast.Call):
+        macro = self.macro_of(node.func)
+        if macro is not None:  # `row, col = tile_of(i)`: the macro's body, then its value
+            what = f"T.macro {macro.__name__!r}"
+            stmts, value = self.inline_function(macro.fn, what, node, node, want_value=True)
+            if stmts and self.pending is None:
+                raise self.error(node, f"{what} makes statements, and its call here would run "
+                                       "them more than once or not at all (a loop range or "
+                                       "condition): assign its value to a name first")
+            if stmts:
+                self.pending += stmts
+            return value
         fn = self.expr(node.func)
         if isinstance(fn, F.Form) and fn.__name__ in ("view", "reshape") and \
                 self.pending is not None:
