@@ -180,6 +180,13 @@ class NestEmitter:
         loop variables taken from the register's (i, j)."""
         k, out = self.k, self.k.out
         k.mma.drain(depth, {b for lp in loops for b, _, _ in accesses(lp.body)})
+        factor = self.row_scale(loops, frag)
+        if factor is not None:
+            # `acc[i, j] *= f[i]`: skipped in a thread whose rows all have f == 1 (an online
+            # softmax's rescale, once the rows' maxima stop moving); x * 1 is x exactly
+            out.use("rows")
+            out.line(depth, f"if tcrow.any_not_one({ident(factor)}):  # else a multiply by 1")
+            depth += 1
         r = out.fresh("r")
         width = max(1, loops[-1].vector_width)  # registers r, r + 1: columns j, j + 1
         step = f", {width}" if width > 1 else ""
@@ -193,6 +200,23 @@ class NestEmitter:
         self.mma_reg, self.mma_frag = r, frag
         self.lanes(loops[-1], width, depth + 1)
         self.mma_reg = self.mma_frag = None
+
+    def row_scale(self, loops, frag: str):
+        """The row fragment ``f`` of a nest whose whole body is ``frag[i, j] = frag[i, j] *
+        f[i]`` (or ``f[i] * frag[i, j]``) over the accumulator's two dims, else None."""
+        if len(loops) != 2 or len(loops[-1].body) != 1:
+            return None
+        (st,) = loops[-1].body
+        i, j = (N.Var(lp.var.name, lp.var.dtype) for lp in loops)
+        if not (isinstance(st, N.Store) and st.buffer == frag and st.indices == (i, j)
+                and isinstance(st.value, N.BinOp) and st.value.op == "mul"):
+            return None
+        own = N.Load(frag, (i, j), self.k.buffers[frag].dtype)
+        for x, y in ((st.value.a, st.value.b), (st.value.b, st.value.a)):
+            if x == own and isinstance(y, N.Load) and y.indices == (i,) and \
+                    y.buffer in self.k.mma.rows and y.dtype == own.dtype:
+                return y.buffer
+        return None
 
     def over_rows(self, loops, frag: str, depth: int) -> None:
         """A nest whose first loop walks the rows of row fragments (``T.Parallel(M)``, or

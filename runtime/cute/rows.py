@@ -51,6 +51,15 @@ def row_of(acc, r):
     return (r // 2) % 2 + 2 * ((r // inner) % mma_m)
 
 
+def any_not_one(rows):
+    """Whether any of this thread's rows of the row fragment ``rows`` is not 1 (a rescale
+    of the accumulator by it would change something)."""
+    differs = rows[0] != rows.element_type(1.0)
+    for q in range(1, cute.size(rows)):
+        differs = differs | (rows[q] != rows.element_type(1.0))
+    return differs
+
+
 def _quad_rows(acc, op: str, quad: bool = True):
     """Per row this thread holds (``2 * MMA_M`` of them, in row-fragment order): its
     registers of the row combined, then (``quad``) the quad holding the row (two
