@@ -19,6 +19,7 @@ import tilecute
 import tilecute.language as T
 
 LOG2E = 1.4426950408889634
+LAZY_RESCALE_LOG2 = 8.0  # lazy_rescale: P may reach 2^8 (fp16 holds it), l and O in fp32
 
 
 def resolve_schedule(dim, causal, block_M=None, block_N=None, threads=None, num_stages=None,
@@ -49,7 +50,7 @@ def resolve_schedule(dim, causal, block_M=None, block_N=None, threads=None, num_
 def flash_attention(heads=32, dim=128, kv_heads=None, causal=False, dtype="float16",
                     block_M=None, block_N=None, threads=None, num_stages=None, sm_scale=None,
                     warp_specialize=None, lpt=False, regs=None, persistent=None, sms=132,
-                    planned=False):
+                    planned=False, lazy_rescale=False):
     """The forward kernel for Q (B, S, heads, dim), K and V (B, S, kv_heads, dim) in
     ``dtype``; writes O like Q and LSE (B, heads, S) in float32.  ``sm_scale`` defaults
     to 1 / sqrt(dim).  The default schedule is the one measured best on an H100 / H200
@@ -70,6 +71,9 @@ def flash_attention(heads=32, dim=128, kv_heads=None, causal=False, dtype="float
     546 / 533, D256 616 vs 590, D64 410 / 444 vs 397 / 443, S8192 D128 592 vs 592.  Causal
     tiles differ in length, and a static walk of them (no LPT, no dynamic scheduler) ran
     1-35% slower, so causal kernels keep a block per tile.
+    ``lazy_rescale`` (FlashAttention-4's): a row's running max moves only when a step's max
+    exceeds it by more than ``LAZY_RESCALE_LOG2`` (log2 units), so most steps rescale no
+    row and the compiler skips ``acc_o *= alpha`` where a thread's alphas are all 1.
     ``planned`` (persistent): the kernel takes a sixth tensor, ``Sched`` (sms, slots) int32,
     the tiles each block runs in order (-1: none), planned on the host by
     :func:`plan_tiles` (longest first within groups of heads, each to the least loaded
@@ -119,8 +123,15 @@ def flash_attention(heads=32, dim=128, kv_heads=None, causal=False, dtype="float
                                                  -T.infinity("float32"))
             T.copy(m, m_prev)
             T.reduce_max(S, m, dim=1, clear=False)
-            for i in T.Parallel(block_M):
-                alpha[i] = T.exp2((m_prev[i] - m[i]) * scale)
+            if lazy_rescale:  # the exponents' base moves only once the max outgrows it
+                for i in T.Parallel(block_M):
+                    m[i] = T.if_then_else((m[i] - m_prev[i]) * scale > LAZY_RESCALE_LOG2,
+                                          m[i], m_prev[i])
+                    alpha[i] = T.if_then_else(m[i] == m_prev[i], 1.0,
+                                              T.exp2((m_prev[i] - m[i]) * scale))
+            else:
+                for i in T.Parallel(block_M):
+                    alpha[i] = T.exp2((m_prev[i] - m[i]) * scale)
             for i, j in T.Parallel(block_M, block_N):
                 S[i, j] = T.exp2(S[i, j] * scale - m[i] * scale)
             T.reduce_sum(S, l_step, dim=1)
@@ -245,12 +256,12 @@ OPTIONS = {"fast_math": True}
 def flash_attention_kernel(heads=32, dim=128, kv_heads=None, causal=False, dtype="float16",
                            block_M=None, block_N=None, threads=None, num_stages=None,
                            sm_scale=None, warp_specialize=None, lpt=False, regs=None,
-                           persistent=None, sms=132, planned=False):
+                           persistent=None, sms=132, planned=False, lazy_rescale=False):
     """``O, LSE = flash_attention_kernel(heads, dim, ...)(Q, K, V)`` (``planned``:
     ``(Q, K, V, Sched)``, Sched from :func:`plan_tiles`)."""
     return flash_attention(heads, dim, kv_heads, causal, dtype, block_M, block_N, threads,
                            num_stages, sm_scale, warp_specialize, lpt, regs, persistent, sms,
-                           planned)
+                           planned, lazy_rescale)
 
 
 def attention_op(heads=32, dim=128, kv_heads=None, causal=False, dtype="float16", **schedule):
