@@ -295,6 +295,9 @@ class KernelEmitter:
                 not arch_at_least(self.plan.arch, 90):
             self.fail(s, f"T.fence_proxy_async fences for the async proxy (wgmma, TMA) of "
                          f"sm_90+; the target is {self.plan.arch}")
+        if isinstance(s.value, N.Call) and s.value.name in ("ptx_commit_group", "ptx_wait_group") \
+                and not arch_at_least(self.plan.arch, 80):
+            self.fail(s, f"T.{s.value.name} is cp.async's, sm_80+; the target is {self.plan.arch}")
         if isinstance(s.value, N.Call) and s.value.name == "sync_grid":
             return self.sync_grid(s, depth)
         if isinstance(s.value, N.Call) and s.value.name == "ptx_cp_async":

@@ -2734,6 +2734,25 @@ class _Parser:
                                  "(tilecute takes no region, buffer or pointer variable here)")
         return e
 
+    def stmt_ptx_commit_group(self, a: _Args, s) -> list[N.Stmt]:
+        if not self.in_kernel:
+            raise self.error(s, "T.ptx_commit_group is only valid inside a T.Kernel")
+        return [N.Evaluate(N.Call("ptx_commit_group", (), "int32"), loc=self.loc(s))]
+
+    def stmt_ptx_wait_group(self, a: _Args, s) -> list[N.Stmt]:
+        """``T.ptx_wait_group(num)``: ``cp.async.wait_group num``, whose count PTX takes as
+        an immediate (an int known at parse time, a literal or a macro's argument)."""
+        if not self.in_kernel:
+            raise self.error(s, "T.ptx_wait_group is only valid inside a T.Kernel")
+        n = a.value("num")
+        if _is_ir(n) and isinstance(n, N.Const):
+            n = n.value
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise a.fail("num", f"num must be an int >= 0 known at parse time (cp.async.wait_group "
+                                f"takes an immediate); got {_show(n)}")
+        call = N.Call("ptx_wait_group", (N.Const(n, "int32"),), "int32")
+        return [N.Evaluate(call, loc=self.loc(s))]
+
     def stmt_cp_async_barrier_noinc(self, a: _Args, s) -> list[N.Stmt]:
         bar = self.barrier_element(a.node("barrier"), "T.cp_async_barrier_noinc")
         return [N.MBarrierArrive(bar, loc=self.loc(s), cp_async=True)]
