@@ -572,6 +572,10 @@ class _Parser:
                               f"T.StridedTensor(...) or a dtype, got {spec!r}")
 
     def dim(self, node, d, name) -> N.Expr:
+        if isinstance(d, N.Const) and N.is_int(d.dtype) and not isinstance(d.value, bool):
+            # `T.Tensor((T.int64(4096), ...))`: TileLang's int64 shapes; how wide offsets
+            # are is the index-width pass's (64-bit where a static shape's pass int32)
+            d = int(d.value)
         if isinstance(d, (N.BinOp, N.Cast)):  # `T.Tensor((n * 4, m + 1), ...)`
             e = self.dim_expr(node, d, name)
             return self.dim(node, e.value, name) if isinstance(e, N.Const) else e
