@@ -157,3 +157,27 @@ def test_expression_dims_on_the_gpu(tmp_path, monkeypatch):
     out = torch.zeros(16, dtype=torch.float16, device="cuda") + 1
     tilecute.compile(_solved_only())(out)
     assert bool((out == 0).all())
+
+
+def test_int64_constant_dims():
+    """TileLang's ``T.Tensor((T.int64(4096), T.int64(64)), ...)``: int64 constant dims are
+    the tensor's dims (they were refused as not an int); offsets widen by the index-width
+    pass (a static shape past int32 indexes 64-bit), and a dim past int32 stays refused."""
+    n, d = T.int64(4096), T.int64(64)
+
+    @T.prim_func
+    def gather64(table: T.Tensor((n, d), T.float16), ids: T.Tensor((T.int64(128),), T.int64),
+                 out: T.Tensor((T.int64(128), d), T.float16)):
+        with T.Kernel(T.ceildiv(T.int64(128), 16), threads=128) as bx:
+            for i, j in T.Parallel(16, d):
+                out[bx * 16 + i, j] = table[ids[bx * 16 + i], j]
+
+    shapes = {p.name: p.shape for p in gather64.params}
+    assert [c.value for c in shapes["table"]] == [4096, 64]
+    assert all(c.dtype == "int32" for c in shapes["table"] + shapes["out"])
+    assert lower(gather64, "sm_90a").func.wide_tensors == ()
+    with pytest.raises(FrontendError, match="'big': dimension 3000000000 does not fit int32"):
+        @T.prim_func
+        def huge(big: T.Tensor((T.int64(3000000000),), T.float32)):
+            with T.Kernel(1, threads=128):
+                big[0] = 1.0

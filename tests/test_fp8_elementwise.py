@@ -51,3 +51,37 @@ def test_fp8_min_max_clamp_match_torch(op, dt):
     kernel(a.to(tdt), b.to(tdt), c)
     ref = {"max": torch.maximum(a, b), "min": torch.minimum(a, b), "clamp": a.clamp(-1, 1)}[op]
     torch.testing.assert_close(c.float(), ref, atol=0, rtol=0)
+
+
+def _gemm_fp8(dt: str):
+    return T.from_script(textwrap.dedent(f"""\
+        import tilecute.language as T
+
+        @T.prim_func
+        def fp8_gemm(A: T.Tensor((64, 64), "{dt}"), B: T.Tensor((64, 64), "{dt}"),
+                     C: T.Tensor((64, 64), "float32")):
+            with T.Kernel(1, threads=128) as bx:
+                A_s = T.alloc_shared((64, 64), "{dt}")
+                B_s = T.alloc_shared((64, 64), "{dt}")
+                acc = T.alloc_fragment((64, 64), "float32")
+                T.copy(A, A_s)
+                T.copy(B, B_s)
+                T.gemm(A_s, B_s, acc, transpose_B=True, clear_accum=True)
+                T.copy(acc, C)
+        """))
+
+
+@pytest.mark.parametrize("dt", ["float8_e4m3", "float8_e5m2"])
+def test_fp8_conversions_below_sm89_are_refused_by_statement(dt, tmp_path):
+    """Below sm_89 CuTe DSL has no conversion of float8 values (libNVVM failed with
+    "unsupported operation" and no line): the cast and the T.gemm are refused by name and
+    line; sm_89 builds both."""
+    with pytest.raises(Exception, match=rf"<script>:9: prim_func 'fp8_op': T.max on {dt} "
+                                        r"values: float8 values convert only on sm_89\+ "
+                                        r".*the target is sm_80"):
+        tilecute.build_cubin(program("max", dt), "sm_80", out_dir=str(tmp_path / "a"))
+    with pytest.raises(Exception, match=rf"<script>:12: prim_func 'fp8_gemm': T.gemm on {dt} "
+                                        r"operands: float8 values convert only on sm_89\+"):
+        tilecute.build_cubin(_gemm_fp8(dt), "sm_80", out_dir=str(tmp_path / "b"))
+    for i, f in enumerate((program("max", dt), _gemm_fp8(dt))):
+        assert tilecute.build_cubin(f, "sm_89", out_dir=str(tmp_path / f"c{i}")).kernel_names

@@ -134,6 +134,12 @@ def test_family_and_what_shows_it(case, arch):
     g = _gemm(plan)
     assert g.family == family
     assert (f"family='simt'" in plan.func.script()) == (family == "simt")
+    if CASES[case][8].startswith("float8") and arch == "sm_80":
+        # no float8 conversion below sm_89 (CuTe DSL's cvt; libNVVM's "unsupported operation")
+        with pytest.raises(Exception, match="T.gemm on float8_e4m3 operands: float8 values "
+                                            r"convert only on sm_89\+"):
+            emit_cute(plan)
+        return
     src = emit_cute(plan)
     acc = CASES[case][-1]
     layout = _layout(plan, "C_f")

@@ -70,6 +70,7 @@ CALLS = {
     "thread_binding": ("expr", '0, 128, "threadIdx.x"'),
     "pdl_sync": ("stmt", ""), "pdl_trigger": ("stmt", ""), "fence_proxy_async": ("stmt", ""), "sync_grid": ("stmt", ""),
     "ptx_cp_async": ("stmt", 'T.access_ptr(s[0, 0], "w", 8), T.access_ptr(A[0, 0], "r", 8), 8'),
+    "ptx_commit_group": ("stmt", ""), "ptx_wait_group": ("stmt", "0"),
     "cp_async_barrier_noinc": ("stmt", "bar[0]"), "let": ("stmt", "x, 1"),
     "rng_init": ("stmt", "1"), "rng_rand": ("expr", ""), "rng_rand_float": ("expr", ""),
     **{name: ("unpack", "") for name in ("get_thread_bindings", "get_block_bindings",

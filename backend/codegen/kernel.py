@@ -10,6 +10,7 @@ vector lanes (``nests``), T.gemm (``mma``).  Imports no CUTLASS.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from ..ir import nodes as N
@@ -20,7 +21,7 @@ from ..transform.analysis import (all_names, column_slice, has_pdl_calls, loads 
                                   matrix_slice, row_slice, row_major_strides, value_range,
                                   view_bases, walk_stmts)
 from ..transform.launch_abi import KernelPlan
-from ..ir.visitor import walk_nodes
+from ..ir.visitor import BODY_FIELDS, walk_nodes
 from .bounds import Bounds, load_key
 from .expr import FP4, PREC, ExprPrinter, chain, cute_type, memory_type, register_type
 from .memory import SharedMemory, flat_index, shared_index, vector_view
@@ -295,6 +296,9 @@ class KernelEmitter:
                 not arch_at_least(self.plan.arch, 90):
             self.fail(s, f"T.fence_proxy_async fences for the async proxy (wgmma, TMA) of "
                          f"sm_90+; the target is {self.plan.arch}")
+        if isinstance(s.value, N.Call) and s.value.name in ("ptx_commit_group", "ptx_wait_group") \
+                and not arch_at_least(self.plan.arch, 80):
+            self.fail(s, f"T.{s.value.name} is cp.async's, sm_80+; the target is {self.plan.arch}")
         if isinstance(s.value, N.Call) and s.value.name == "sync_grid":
             return self.sync_grid(s, depth)
         if isinstance(s.value, N.Call) and s.value.name == "ptx_cp_async":
@@ -890,8 +894,44 @@ class KernelEmitter:
                       "this thread's cp.async copies have landed")
 
     # ---- the kernel ----------------------------------------------------------------------
+    def check_float8_conversions(self) -> None:
+        """Below sm_89 a float8 value converts to or from another dtype by no instruction
+        CuTe DSL emits (``cvt`` on e4m3 / e5m2 is sm_89+; libNVVM fails with "unsupported
+        operation"): refuse the statement that would, naming it (TileLang's CUDA headers
+        convert in software there)."""
+        if arch_at_least(self.plan.arch, 89):
+            return
+        dtypes = {**{b.name: b.dtype for b in self.buffers.values()},
+                  **{a.buffer.name: a.buffer.dtype for a in walk_stmts(self.scope.body)
+                     if isinstance(a, N.Allocate)}}
+        for s in walk_stmts(self.scope.body):
+            if isinstance(s, N.Gemm):
+                dts = {dtypes[b] for b in (s.a, s.b) if b in dtypes}
+                if any(d.startswith("float8") for d in dts):
+                    self.fail(s, f"T.gemm on {'/'.join(sorted(dts))} operands: float8 values "
+                                 f"convert only on sm_89+ (cvt e4m3/e5m2); the target is "
+                                 f"{self.plan.arch}")
+                continue
+            shallow = dataclasses.replace(s, **{f: () for f in BODY_FIELDS.get(type(s), ())})
+            for x in walk_nodes(shallow):
+                if isinstance(x, N.Cast) and x.dtype != x.value.dtype and \
+                        (x.dtype.startswith("float8") or x.value.dtype.startswith("float8")):
+                    self.fail(s, f"a cast from {x.value.dtype} to {x.dtype}: float8 values "
+                                 f"convert only on sm_89+ (cvt e4m3/e5m2); the target is "
+                                 f"{self.plan.arch}")
+                args = (x.a, x.b) if isinstance(x, (N.BinOp, N.Cmp)) else \
+                    x.args if isinstance(x, N.Call) else ()
+                f8 = [a.dtype for a in args if isinstance(a, N.Expr) and a.dtype.startswith("float8")]
+                if f8:  # (arithmetic on float8 values computes in float32)
+                    what = f"T.{x.name}" if isinstance(x, N.Call) else \
+                        f"T.{x.op}" if x.op in ("min", "max") else f"'{x.op}'"
+                    self.fail(s, f"{what} on {f8[0]} values: float8 values convert only on "
+                                 f"sm_89+ (cvt e4m3/e5m2; tilecute computes on them in "
+                                 f"float32); the target is {self.plan.arch}")
+
     def emit(self) -> list[str]:
         plan, k, out = self.plan, self.scope, self.out
+        self.check_float8_conversions()
         launch = plan.abi.kernels[self.index]
         params = [f"{ident(p.name)}: {param_type(p)}" for p in launch.params]
         if k.tma_descriptors:

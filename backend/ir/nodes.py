@@ -255,6 +255,10 @@ INTRINSICS = {
     # cp.async of that many contiguous elements (4, 8 or 16 bytes); the Loads stand for
     # their elements' addresses
     "ptx_cp_async": 3,
+    # TileLang's T.ptx_commit_group() / T.ptx_wait_group(n) (statements): this thread's
+    # cp.async copies since its last commit become a group (cp.async.commit_group) / it
+    # waits until at most n (an int32 Const) of its groups are pending (cp.async.wait_group)
+    "ptx_commit_group": 0, "ptx_wait_group": 1,
     # TileLang's T.atomic_load(x[i], memory_order): (a Load of the global element, its
     # memory order's id in MEMORY_ORDERS, an int32 Const): the element read atomically at
     # device scope (the Load stands for its address); the Load's dtype
@@ -274,7 +278,7 @@ ATOMIC_RETURN_DTYPES = {"add": ("int32", "uint32", "int64", "uint64", "float32",
 WARP_VOTES = ("vote_any", "vote_all", "vote_ballot")
 BLOCK_VOTES = ("syncthreads_count", "syncthreads_and", "syncthreads_or")
 PDL_CALLS = ("pdl_sync", "pdl_trigger")
-STMT_CALLS = PDL_CALLS + ("fence_proxy_async", "sync_grid")  # intrinsics written as statements
+STMT_CALLS = PDL_CALLS + ("fence_proxy_async", "sync_grid", "ptx_commit_group")  # intrinsics written as statements
 SHUFFLES = ("shfl_xor", "shfl_down", "shfl_up", "shfl_sync")
 WARP_REDUCTIONS = ("warp_reduce_sum", "warp_reduce_max", "warp_reduce_min",
                    "warp_reduce_bitand", "warp_reduce_bitor")

@@ -190,6 +190,9 @@ def _stmt(s: N.Stmt, indent: int, out: list[str]) -> None:
         out.append(f'{pad}T.ptx_cp_async(T.access_ptr({expr_str(dst)}, "w", {expr_str(n)}), '
                    f'T.access_ptr({expr_str(src)}, "r", {expr_str(n)}), {expr_str(n)})')
     elif isinstance(s, N.Evaluate) and isinstance(s.value, N.Call) and \
+            s.value.name == "ptx_wait_group":
+        out.append(f"{pad}T.ptx_wait_group({expr_str(s.value.args[0])})")
+    elif isinstance(s, N.Evaluate) and isinstance(s.value, N.Call) and \
             s.value.name in N.STMT_CALLS:
         out.append(f"{pad}T.{s.value.name}()")
     elif isinstance(s, N.Evaluate) and isinstance(s.value, N.Call) and s.value.name == "rng_init":

@@ -928,6 +928,10 @@ class _Validator:
                         n.value * DTYPES[dst.dtype].bytes in (4, 8, 16)):
                     self.fail("ptx_cp_async takes a shared element, a global element of its "
                               "dtype and a count of 4, 8 or 16 bytes of them")
+            if e.name == "ptx_wait_group" and not (
+                    isinstance(e.args[0], N.Const) and e.args[0].dtype == "int32" and
+                    e.args[0].value >= 0):
+                self.fail("ptx_wait_group takes an int32 Const >= 0 (the groups left pending)")
             if e.name == "atomic_load":
                 src, order = e.args
                 if not (isinstance(src, N.Load) and self.buffer(src.buffer, bufs).scope == "global"

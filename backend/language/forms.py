@@ -617,6 +617,22 @@ def ptx_cp_async(dst_access_ptr, src_access_ptr, num_elems, predicate=None):
 
 
 @_form("stmt")
+def ptx_commit_group():
+    """TileLang's ``T.ptx_commit_group()``: this thread's ``cp.async`` copies issued since its
+    last commit form one group (``cp.async.commit_group``), which ``T.ptx_wait_group``
+    counts (sm_80+)."""
+
+
+@_form("stmt")
+def ptx_wait_group(num):
+    """TileLang's ``T.ptx_wait_group(n)``: this thread waits until at most ``n`` (an int
+    known at parse time) of its most recent ``cp.async`` groups are pending
+    (``cp.async.wait_group n``); the threads that share what the copies wrote meet at a
+    barrier after it (TileLang's sync pass puts one after every wait_group; tilecute's
+    barrier pass one before a read of another thread's copies)."""
+
+
+@_form("stmt")
 def cp_async_barrier_noinc(barrier):
     """TileLang's ``T.cp_async_barrier_noinc(bar)``: an arrive on mbarrier ``bar`` once this
     thread's earlier ``cp.async`` copies are done, counted against its expected arrivals
@@ -736,10 +752,10 @@ TILELANG_ONLY = frozenset("""
     llvm_lookup_intrinsic_id lookup_param make_blockscaled_gemm_layout
     make_mma_swizzle_layout max2 meta_var min2 mma_fill mma_gemm_blockscaled mma_store
     mma_store_index_map mul2 nearbyint nextafter prefetch ptx_arrive_barrier
-    ptx_arrive_barrier_expect_tx ptx_commit_group ptx_cp_async_barrier
+    ptx_arrive_barrier_expect_tx ptx_cp_async_barrier
     ptx_cp_async_bulk ptx_init_barrier_thread_count ptx_ldmatrix ptx_mma
     ptx_mma_block_scale ptx_mma_sp ptx_tcgen05_mma_blockscaled_ss ptx_tcgen05_mma_ss
-    ptx_tcgen05_mma_ts ptx_wait_barrier ptx_wait_group ptx_wgmma_rs ptx_wgmma_sp_rs
+    ptx_tcgen05_mma_ts ptx_wait_barrier ptx_wgmma_rs ptx_wgmma_sp_rs
     ptx_wgmma_sp_ss ptx_wgmma_ss q_multiply_shift q_multiply_shift_per_axis ramp reads
     realize ret start_profile_intrinsic sub2 target tcgen05_after_thread_sync
     tcgen05_before_thread_sync tcgen05_cp_warpx4 tcgen05_gemm_blockscaled

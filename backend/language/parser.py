@@ -572,6 +572,10 @@ class _Parser:
                               f"T.StridedTensor(...) or a dtype, got {spec!r}")
 
     def dim(self, node, d, name) -> N.Expr:
+        if isinstance(d, N.Const) and N.is_int(d.dtype) and not isinstance(d.value, bool):
+            # `T.Tensor((T.int64(4096), ...))`: TileLang's int64 shapes; how wide offsets
+            # are is the index-width pass's (64-bit where a static shape's pass int32)
+            d = int(d.value)
         if isinstance(d, (N.BinOp, N.Cast)):  # `T.Tensor((n * 4, m + 1), ...)`
             e = self.dim_expr(node, d, name)
             return self.dim(node, e.value, name) if isinstance(e, N.Const) else e
@@ -2764,6 +2768,25 @@ class _Parser:
             raise p.fail("base", f"base must be one buffer element, `{ast.unparse(base)}[i, j]` "
                                  "(tilecute takes no region, buffer or pointer variable here)")
         return e
+
+    def stmt_ptx_commit_group(self, a: _Args, s) -> list[N.Stmt]:
+        if not self.in_kernel:
+            raise self.error(s, "T.ptx_commit_group is only valid inside a T.Kernel")
+        return [N.Evaluate(N.Call("ptx_commit_group", (), "int32"), loc=self.loc(s))]
+
+    def stmt_ptx_wait_group(self, a: _Args, s) -> list[N.Stmt]:
+        """``T.ptx_wait_group(num)``: ``cp.async.wait_group num``, whose count PTX takes as
+        an immediate (an int known at parse time, a literal or a macro's argument)."""
+        if not self.in_kernel:
+            raise self.error(s, "T.ptx_wait_group is only valid inside a T.Kernel")
+        n = a.value("num")
+        if _is_ir(n) and isinstance(n, N.Const):
+            n = n.value
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise a.fail("num", f"num must be an int >= 0 known at parse time (cp.async.wait_group "
+                                f"takes an immediate); got {_show(n)}")
+        call = N.Call("ptx_wait_group", (N.Const(n, "int32"),), "int32")
+        return [N.Evaluate(call, loc=self.loc(s))]
 
     def stmt_cp_async_barrier_noinc(self, a: _Args, s) -> list[N.Stmt]:
         bar = self.barrier_element(a.node("barrier"), "T.cp_async_barrier_noinc")

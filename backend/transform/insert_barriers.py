@@ -69,6 +69,11 @@ class _Sync:
         self.defer_stores = not program_orders and not any(
             isinstance(t, N.WarpGroups) for t in walk_stmts(scope.body))
         self.deferred = False  # a store's wait was deferred: the kernel ends with one
+        # the shared buffers the program's raw cp.async (T.ptx_cp_async) write: they land
+        # by the program's T.ptx_wait_group, after which TileLang's sync pass puts a
+        # barrier; here a wait_group counts as writing them (a barrier before another
+        # thread reads them)
+        self.raw_cp_async = self.raw_writes(scope.body)
         self.thread_vars, self.thread_locals = _thread_values(scope.body, {
             a.buffer.name for a in _allocs(scope.body) if a.buffer.scope == "local"})
 
@@ -98,7 +103,19 @@ class _Sync:
                 (writes if w else reads).add(b)
         for b in list(writes):
             writes |= self.aliases.get(b, set())
+        if self.raw_cp_async and not _is_call(s, "ptx_wait_group") and \
+                any(_is_call(t, "ptx_wait_group") for t in walk_stmts([s])):
+            writes |= self.raw_cp_async  # (a compound statement that waits inside)
         return reads, writes, isinstance(s, N.For) and parallel_nest(s)[-1].async_copy
+
+    def raw_writes(self, stmts) -> set:
+        """The shared buffers (and those on their bytes) raw cp.async in ``stmts`` write."""
+        out = set()
+        for t in walk_stmts(stmts):
+            if _is_call(t, "ptx_cp_async"):
+                b = t.value.args[0].buffer
+                out |= {b} | self.aliases.get(b, set())
+        return out
 
     def block(self, body, st: _State) -> tuple:
         out = []
@@ -132,8 +149,27 @@ class _Sync:
                 self.barrier_if_needed(_mbarrier_ordered_loads_dropped(s), st, out)
             elif isinstance(s, N.While):  # its condition is read before every iteration too
                 self.barrier_if_needed(dataclasses.replace(s, body=()), st, out)
+            if _is_call(s, "ptx_wait_group"):
+                # the program's raw cp.async have landed (TileLang syncs after every
+                # wait_group): a read of them by other threads needs a barrier after it
+                for b in self.raw_cp_async:
+                    st.written[b] = st.written.get(b, False)
+                out.append(s)
+                continue
+            if _is_call(s, "ptx_cp_async"):
+                # the program's raw cp.async: ordered after earlier reads and writes of its
+                # buffer (TileLang's sync pass counts its access_ptr's write); its write
+                # counts where it lands, at the program's T.ptx_wait_group
+                self.barrier_if_needed(s, st, out)
+                out.append(s)
+                continue
             if isinstance(s, (N.For, N.While)) and getattr(s, "kind", "") != "parallel" \
                     and not self.divergent_loop(s):
+                raw = self.raw_writes([s])
+                if raw & (st.read | set(st.written)) and not self.program_orders:
+                    # raw cp.async in the loop would overwrite what was touched before it:
+                    # one barrier before the loop (not one per copy)
+                    st.barrier(out, s.loc)
                 # a body runs after its own end: start it from everything it touches
                 summary = _State()
                 summary.store_pending = self.defer_stores and any(
@@ -273,10 +309,15 @@ def _program_ordered_loads_dropped(s):
                                               for t in getattr(s, n)) for n in names})
 
 
+def _is_call(s, name: str) -> bool:
+    return isinstance(s, N.Evaluate) and isinstance(s.value, N.Call) and s.value.name == name
+
+
 def _cp_async_dropped(s):
     """``s`` without its ``T.ptx_cp_async`` statements: the program's raw cp.async, whose
     writes land whenever they complete, which the program waits for itself
-    (``T.cp_async_barrier_noinc`` on an mbarrier); a block barrier would not order them."""
+    (``T.cp_async_barrier_noinc`` on an mbarrier, or ``T.ptx_wait_group``, which counts as
+    their write: see ``_Sync.raw_cp_async``); a block barrier would not order them."""
     def raw(t):
         return isinstance(t, N.Evaluate) and isinstance(t.value, N.Call) and \
             t.value.name == "ptx_cp_async"
@@ -443,7 +484,8 @@ def _async_copy_waits(body, pending: bool) -> tuple[tuple, bool]:
             new, end = _async_copy_waits(s.body, pending)
             s = dataclasses.replace(s, body=new)
             pending = pending or end
-        elif isinstance(s, N.AsyncCopyWait):
+        elif isinstance(s, N.AsyncCopyWait) or _is_call(s, "ptx_wait_group") and \
+                s.value.args[0].value == 0:  # (the program's wait for all its groups)
             pending = False
         elif pending and _hands_on(s):
             out.append(N.AsyncCopyWait(loc=s.loc))

@@ -126,6 +126,11 @@ class _Kernel:
         # (row-major unless TMA-swizzled), whatever nests walk them
         self.tma_copied = {r.buffer for s in walk_stmts(scope.body) if isinstance(s, N.TmaCopy)
                            for r in (s.src, s.dst)}
+        # and those the program's raw cp.async (T.ptx_cp_async) write: n contiguous
+        # elements from one address, which the column swizzle would scatter
+        self.tma_copied |= {s.value.args[0].buffer for s in walk_stmts(scope.body)
+                            if isinstance(s, N.Evaluate) and isinstance(s.value, N.Call)
+                            and s.value.name == "ptx_cp_async"}
         self.reducers: set[str] = set()  # T.alloc_reducer fragments
         self.rows = self.row_fragments()  # fragment -> its mma_rows layout
         # the threads the statements being collected map onto: (first thread, count), the
