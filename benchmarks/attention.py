@@ -84,8 +84,8 @@ def variant_program(variant: str, heads: int, dim: int, causal: bool, dtype: str
     for e in extras:
         if e == "lpt":
             schedule["lpt"] = True
-        elif e == "lazy":  # lazy rescale (the example's lazy_rescale)
-            schedule["lazy_rescale"] = True
+        elif e in ("lazy", "eager"):  # lazy rescale on / off (the example's lazy_rescale)
+            schedule["lazy_rescale"] = e == "lazy"
         elif e in ("persistent", "planned"):  # a block per SM walks the tiles (planned:
             # in the order plan_tiles gives each)
             import torch
@@ -144,7 +144,7 @@ def main():
     p.add_argument("--variants", default="default",
                    help="tilecute schedules: block_N [ws] [@stages] [-serial], comma-separated "
                         "(e.g. 64,128ws,128ws@3,default-serial); default: the example's own "
-                        "choice; +lpt: query blocks last to first, +lazy: lazy rescale, +persistent: a block per SM "
+                        "choice; +lpt: query blocks last to first, +lazy / +eager: lazy rescale on / off, +persistent: a block per SM "
                         "walks the tiles, +planned: persistent, in the order plan_tiles gives "
                         "each block, +m192t384: block_M and "
                         "compute threads, +r24/240: producer / compute registers per thread; "

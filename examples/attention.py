@@ -50,7 +50,7 @@ def resolve_schedule(dim, causal, block_M=None, block_N=None, threads=None, num_
 def flash_attention(heads=32, dim=128, kv_heads=None, causal=False, dtype="float16",
                     block_M=None, block_N=None, threads=None, num_stages=None, sm_scale=None,
                     warp_specialize=None, lpt=False, regs=None, persistent=None, sms=132,
-                    planned=False, lazy_rescale=False):
+                    planned=False, lazy_rescale=None):
     """The forward kernel for Q (B, S, heads, dim), K and V (B, S, kv_heads, dim) in
     ``dtype``; writes O like Q and LSE (B, heads, S) in float32.  ``sm_scale`` defaults
     to 1 / sqrt(dim).  The default schedule is the one measured best on an H100 / H200
@@ -73,13 +73,17 @@ def flash_attention(heads=32, dim=128, kv_heads=None, causal=False, dtype="float
     1-35% slower, so causal kernels keep a block per tile.
     ``lazy_rescale`` (FlashAttention-4's): a row's running max moves only when a step's max
     exceeds it by more than ``LAZY_RESCALE_LOG2`` (log2 units), so most steps rescale no
-    row and the compiler skips ``acc_o *= alpha`` where a thread's alphas are all 1.
+    row and the compiler skips ``acc_o *= alpha`` where a thread's alphas are all 1.  By
+    default on at head dims of 128 and more: measured on an H100 (TFLOP/s, lazy vs not,
+    one run) causal B8 H32 S4096 D128 544 vs 516, B4 H16 S8192 D128 583 vs 567, D256 606
+    vs 565; non-causal within 2% either way; D64 causal 298 vs 309.
     ``planned`` (persistent): the kernel takes a sixth tensor, ``Sched`` (sms, slots) int32,
     the tiles each block runs in order (-1: none), planned on the host by
     :func:`plan_tiles` (longest first within groups of heads, each to the least loaded
     block)."""
     tiles = resolve_schedule(dim, causal, block_M, block_N, threads, num_stages,
                              warp_specialize, persistent, planned)
+    lazy_rescale = dim >= 128 if lazy_rescale is None else lazy_rescale
     block_M, block_N, threads, num_stages = (tiles[k] for k in (
         "block_M", "block_N", "threads", "num_stages"))
     warp_specialize, persistent = tiles["warp_specialize"], tiles["persistent"]
@@ -256,7 +260,7 @@ OPTIONS = {"fast_math": True}
 def flash_attention_kernel(heads=32, dim=128, kv_heads=None, causal=False, dtype="float16",
                            block_M=None, block_N=None, threads=None, num_stages=None,
                            sm_scale=None, warp_specialize=None, lpt=False, regs=None,
-                           persistent=None, sms=132, planned=False, lazy_rescale=False):
+                           persistent=None, sms=132, planned=False, lazy_rescale=None):
     """``O, LSE = flash_attention_kernel(heads, dim, ...)(Q, K, V)`` (``planned``:
     ``(Q, K, V, Sched)``, Sched from :func:`plan_tiles`)."""
     return flash_attention(heads, dim, kv_heads, causal, dtype, block_M, block_N, threads,
