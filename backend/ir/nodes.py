@@ -335,9 +335,16 @@ def _int_binop(op: str, a, b) -> Expr:
 
 
 def as_expr(x, dtype: Optional[str] = None) -> Expr:
-    """Turn a Python constant into a ``Const`` (``dtype`` or its natural dtype)."""
+    """Turn a Python constant into a ``Const`` (``dtype`` or its natural dtype).  A
+    ``dtype`` of another kind converts the value as a cast does: ``1.7`` into an integer
+    dtype is ``1`` (TileLang's ``A[i] = 1.0`` into an int32 buffer)."""
     if isinstance(x, Expr):
         return x
+    if dtype is not None and isinstance(x, (bool, int, float)) and \
+            not is_float(dtype) and dtype != "bool" and isinstance(x, float):
+        if x != x or x in (float("inf"), float("-inf")):
+            raise TypeError(f"cannot convert {x!r} to {dtype}")
+        return Const(int(x), dtype)
     if isinstance(x, bool):
         return Const(x, dtype or "bool")
     if isinstance(x, int):

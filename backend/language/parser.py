@@ -668,7 +668,7 @@ class _Parser:
         if isinstance(s, ast.AugAssign):
             return self.aug_assign(s)
         if isinstance(s, ast.AnnAssign):
-            raise self.error(s, "annotated assignments are not supported; write `x = T.float32(v)`")
+            return self.ann_assign(s)
         if isinstance(s, ast.Expr):
             return self.expr_stmt(s)
         if isinstance(s, ast.While):
@@ -735,6 +735,32 @@ class _Parser:
                 raise self.error(s, f"`{ast.unparse(s.value)}` at the top level of a prim_func "
                                     "may hold only `with T.Kernel(...)` blocks and names bound "
                                     "to shapes and scalar parameters")
+        return out
+
+    def ann_assign(self, s: ast.AnnAssign) -> list[N.Stmt]:
+        """``a: T.int32 = v`` in a kernel (TileLang's frontend, TVMScript's typed local):
+        a scalar variable of that dtype holding ``v`` converted to it, assignable later
+        (``a = 2``), as ``a = T.alloc_var(T.int32, init=v)``; ``a: T.int32`` alone declares
+        it (zero)."""
+        if not isinstance(s.target, ast.Name):
+            raise self.error(s, f"`{ast.unparse(s)}`: an annotated assignment declares a name")
+        if not self.in_kernel:
+            raise self.error(s, f"`{ast.unparse(s)}`: a typed local is declared inside a T.Kernel")
+        try:
+            dt = dtype_name(self.eval_python(s.annotation))
+        except (FrontendError, UnknownDTypeError) as e:
+            raise self.error(s, f"`{ast.unparse(s)}`: the annotation must be a scalar dtype "
+                                f"(T.int32, T.float32, ...): {e}") from None
+        name = s.target.id
+        self.check_rebind(name, s)
+        buf = N.Buffer(self.fresh(name), dt, (N.Const(1, "int32"),), "local")
+        out: list[N.Stmt] = [N.Allocate(buf, loc=self.loc(s))]
+        value = N.Const(0, dt) if s.value is None else self.expr(s.value)
+        if isinstance(value, _BufferRef) or not (_is_ir(value) or
+                                                 isinstance(value, (int, float, bool))):
+            raise self.error(s, f"`{ast.unparse(s)}`: the value must be a scalar")
+        out.append(self.store_value(buf, (N.Const(0, "int32"),), value, s))
+        self.bind(name, _VarRef(buf))
         return out
 
     def try_python_assign(self, s: ast.Assign) -> bool:
