@@ -62,7 +62,10 @@ A reduction of a replicated fragment is folded by every thread itself (a nest ov
 output, replicated; the kernel is then laid out again).  The others get a shared scratch
 buffer (one value per row and warp) when the block has more than one warp; a row
 reduction of a T.gemm accumulator whose warps split N (``GemmWarpPolicy.FullCol``) gets
-one of M x warps-along-N values, where the warps' partial rows meet.
+one of M x warps-along-N values, where the warps' partial rows meet; a column reduction
+(dim=0) of an accumulator, which the tile-op lowering leaves in place, one of N x
+warps-along-M values (a wgmma warpgroup counting its 4 warps), and its output is
+replicated.
 """
 
 from __future__ import annotations
@@ -616,7 +619,7 @@ class _Kernel:
                                                        "its shape")
                 for r in self.reduces:
                     if r.src in members:
-                        self.check_row_reduce(r, layout)
+                        self.check_accumulator_reduce(r, layout)
                 for m in members:
                     self.mma[m] = self.mma_layout(m) or layout
                     vector[m] = MMA_LANES
@@ -708,11 +711,22 @@ class _Kernel:
             return False
         return groups % WARP == 0 if groups > WARP else groups & (groups - 1) == 0
 
-    def check_row_reduce(self, r: N.Reduce, layout: N.Layout) -> None:
+    def check_accumulator_reduce(self, r: N.Reduce, layout: N.Layout) -> None:
+        """A reduction of a fragment in a T.gemm register layout: its rows (dim=1) into a
+        row fragment, or (the tile-op lowering leaves it so only for an accumulator) its
+        columns (dim=0) into a replicated ``(N,)`` fragment (``tcrow.reduce_cols``)."""
         src = self.buffers[r.src]
+        if src.ndim == 2 and r.dim == 0 and layout.operand == "":
+            if r.dst in self.rows:
+                self.fail(r, f"T.reduce_{r.kind}({r.src}, {r.dst}, dim=0) gives one value per "
+                             f"column of the T.gemm accumulator '{r.src}', but '{r.dst}' is also "
+                             "used as one value per row of an accumulator (read as "
+                             f"'{r.dst}[i]' in a loop over its (i, j)); use two fragments")
+            return
         if r.dst not in self.rows or src.ndim != 2 or r.dim not in (1, -1):
             self.fail(r, f"T.reduce_{r.kind} of the T.gemm accumulator '{r.src}' reduces its "
-                         f"rows (dim=1) into a fragment of shape ({src.shape[0]},)")
+                         f"rows (dim=1) into a fragment of shape ({src.shape[0]},) or its "
+                         f"columns (dim=0) into one of shape ({src.shape[1]},)")
 
     def why_text(self, name: str) -> str:
         s = self.why.get(name)
@@ -823,6 +837,18 @@ class _Kernel:
                         scratch_allocs.append(N.Allocate(buf, N.Layout("row_major"), loc=s.loc))
                     return dataclasses.replace(s, scratch=name)
                 src = kernel.buffers[s.src]
+                if s.src in kernel.mma and s.dim == 0 and not s.scratch:
+                    # the columns of an accumulator: each warp's partials of its columns meet
+                    # in shared, one slot per warp holding the same columns (those along M)
+                    acc = kernel.mma[s.src]
+                    slots = acc.warps[0] * (4 if acc.mma == "wgmma" else 1)
+                    size = int(src.shape[1].value) * slots
+                    name = f"{s.dst}_cols_scratch{size}"
+                    if name not in {a.buffer.name for a in scratch_allocs}:
+                        buf = N.Buffer(name, kernel.buffers[s.dst].dtype,
+                                       (N.Const(size, "int32"),), "shared")
+                        scratch_allocs.append(N.Allocate(buf, N.Layout("row_major"), loc=s.loc))
+                    return dataclasses.replace(s, scratch=name)
                 rows = math.prod(int(d.value) for d in src.shape[:-1])
                 v = vector.get(s.src)  # (blocked sources only)
                 threads = kernel.region_threads(s.src)  # (a region's warps meet in shared)

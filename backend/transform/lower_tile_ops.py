@@ -47,6 +47,7 @@ class _Lowerer(StmtMutator):
         self.func = func
         self.buffers: dict[str, N.Buffer] = {p.name: p for p in func.params if isinstance(p, N.Buffer)}
         self.fresh = LoopVars(func)
+        self.layouts: dict[str, N.Layout | None] = {}  # allocated buffer -> its layout so far
 
     def fail(self, s, msg: str):
         where = f"{s.loc}: " if getattr(s, "loc", None) else ""
@@ -193,7 +194,13 @@ class _Lowerer(StmtMutator):
 
     def visit_allocate(self, s: N.Allocate) -> N.Allocate:
         self.buffers[s.buffer.name] = s.buffer
+        self.layouts[s.buffer.name] = s.layout
         return s
+
+    def accumulator(self, name: str) -> bool:
+        """Is fragment ``name`` a T.gemm accumulator (select_mma's MMA register layout)?"""
+        lay = self.layouts.get(name)
+        return lay is not None and lay.kind == "mma" and lay.operand == ""
 
     def visit_kernel(self, scope: N.KernelScope) -> N.KernelScope:
         self.staging: list[N.Allocate] = []  # shared tiles a fragment scan goes through
@@ -216,8 +223,9 @@ class _Lowerer(StmtMutator):
 
     # ---- reductions ---------------------------------------------------------------------
     def visit_reduce(self, s: N.Reduce):
-        """The reductions the code generator takes are of a fragment over its last dim into
-        a fragment of the reduced shape.  Every other one is brought to that form here, as
+        """The reductions the code generator takes are of a fragment over its last dim (or
+        of a T.gemm accumulator over either dim) into a fragment of the reduced shape.
+        Every other one is brought to that form here, as
         TileLang's ``T.reduce`` macro does: a shared source is copied into a fragment, a
         shared (or keepdim ``(X, 1, Y)``) destination receives the result from a fresh
         fragment, and a reduction over another dim first moves that dim last (a fragment
@@ -230,8 +238,11 @@ class _Lowerer(StmtMutator):
             return self.local_reduce(s, src, dst)
         last = src.ndim - 1
         out_shape = tuple(src.shape[:s.dim] + src.shape[s.dim + 1:]) or (N.Const(1, "int32"),)
-        if src.scope == "fragment" and s.dim == last and dst.scope == "fragment" and \
-                tuple(dst.shape) == out_shape:
+        # the columns of a T.gemm accumulator reduce in its register layout (the codegen's
+        # tcrow.reduce_cols), as TileLang reduces any fragment in its own layout
+        in_place = src.scope == "fragment" and (s.dim == last or self.accumulator(s.src) and
+                                                src.ndim == 2 and s.dim == 0)
+        if in_place and dst.scope == "fragment" and tuple(dst.shape) == out_shape:
             return s
         stmts: list[N.Stmt] = []
         moved = tuple(src.shape[:s.dim] + src.shape[s.dim + 1:]) + (src.shape[s.dim],)
@@ -239,7 +250,7 @@ class _Lowerer(StmtMutator):
         def to_src(vs):  # indices of src at the moved-dim iteration vs
             return tuple(vs[:s.dim]) + (vs[-1],) + tuple(vs[s.dim:-1])
 
-        if src.scope == "fragment" and s.dim == last:
+        if in_place:
             frag = src
         else:
             frag = self.staging_buffer(f"{s.src}_frag", src.dtype, moved, "fragment", s)
@@ -253,12 +264,12 @@ class _Lowerer(StmtMutator):
                 src_of = lambda vs: (src.name, to_src(vs))  # noqa: E731
             stmts.append(self.nest(s, moved, lambda vs: (
                 N.Store(frag.name, tuple(vs), N.Load(*src_of(vs), src.dtype), loc=s.loc),)))
+        dim = s.dim if in_place else frag.ndim - 1
         if dst.scope == "fragment" and tuple(dst.shape) == out_shape:
-            stmts.append(dataclasses.replace(s, src=frag.name, dim=frag.ndim - 1))
+            stmts.append(dataclasses.replace(s, src=frag.name, dim=dim))
             return stmts
         res = self.staging_buffer(f"{s.dst}_frag", dst.dtype, out_shape, "fragment", s)
-        stmts.append(dataclasses.replace(s, src=frag.name, dst=res.name, dim=frag.ndim - 1,
-                                         clear=True))
+        stmts.append(dataclasses.replace(s, src=frag.name, dst=res.name, dim=dim, clear=True))
         shape = squeeze(out_shape)
         zero = tuple(N.Const(0, "int32") for _ in dst.shape)
 
