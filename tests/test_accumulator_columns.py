@@ -137,6 +137,32 @@ def column_stats(M=192, N=64, K=32, threads=128, policy="FullRow", kind="sum", c
     return colstats
 
 
+def like_columns(M=192, N=64, K=32, threads=128, policy="FullRow", kind="sum"):
+    """acc = A @ B; d[i, j] = acc[i, j] * 2 - 1 (a T.Parallel over the accumulator: d takes
+    its register layout); C <- T.reduce_<kind>(d, c, dim=0, clear=False) with c loaded
+    from C (TileLang's indexer backward reduces such a fragment over dim 0)."""
+    pol = POLICIES[policy]
+
+    @T.prim_func
+    def likecols(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"),
+                 C: T.Tensor((N,), "float32")):
+        with T.Kernel(1, threads=threads) as _:
+            a_s = T.alloc_shared((M, K), "float16")
+            b_s = T.alloc_shared((K, N), "float16")
+            acc = T.alloc_fragment((M, N), "float32")
+            d = T.alloc_fragment((M, N), "float32")
+            c = T.alloc_fragment((N,), "float32")
+            T.copy(A, a_s)
+            T.copy(B, b_s)
+            T.copy(C, c)
+            T.gemm(a_s, b_s, acc, clear_accum=True, policy=pol)
+            for i, j in T.Parallel(M, N):
+                d[i, j] = acc[i, j] * 2.0 - 1.0
+            T.reduce(d, c, kind, 0, False)
+            T.copy(c, C)
+    return likecols
+
+
 # (M, N, threads, policy): 64..256 rows per warpgroup, 16..256 columns, 128..384 threads
 SHAPES = [(64, 64, 128, "FullRow"), (192, 64, 128, "FullRow"), (192, 32, 128, "FullRow"),
           (256, 128, 128, "FullRow"), (128, 16, 128, "FullRow"), (64, 256, 128, "FullRow"),
@@ -163,6 +189,15 @@ def test_columns_reduce_in_the_accumulator_layout():
     assert re.search(r'c_cols_scratch512 = T.alloc_shared\(\(512,\)', text)  # 8 warps along M
 
 
+def test_a_fragment_laid_out_as_the_accumulator_reduces_its_columns_in_place():
+    """d shares a T.Parallel loop with the accumulator, so it has its register layout and
+    its columns reduce there too; a fragment of the generic layout still moves them last
+    through a transposed shared tile (the layout pass, tests/test_reduce_dims.py)."""
+    text = run_passes(like_columns(M=256, N=256, threads=256, policy="Square"), "sm_90a").script()
+    assert "_moved" not in text
+    assert re.search(r"T.reduce_sum\(d, c, dim=0, clear=False, scratch=c_cols_scratch\d+\)", text)
+
+
 def test_generated_code_calls_reduce_cols(tmp_path):
     tilecute.build_cubin(column_stats(M=192, N=64, threads=128, kind="max", clear=False),
                          "sm_90a", out_dir=str(tmp_path))
@@ -177,6 +212,18 @@ def test_column_reductions_build(shape, backend, tmp_path):
     kind, clear = KINDS[SHAPES.index(shape) % len(KINDS)]
     info = tilecute.build_cubin(column_stats(M=M, N=N, threads=threads, policy=policy, kind=kind,
                                              clear=clear),
+                                "sm_90a", out_dir=str(tmp_path), options=WGMMA[backend])
+    assert info.kernel_names
+
+
+LIKE = [(192, 64, 128, "FullRow"), (256, 256, 256, "Square"), (128, 128, 256, "FullCol")]
+
+
+@pytest.mark.parametrize("backend", list(WGMMA))
+@pytest.mark.parametrize("M,N,threads,policy", LIKE)
+def test_columns_of_a_fragment_like_the_accumulator_build(M, N, threads, policy, backend,
+                                                          tmp_path):
+    info = tilecute.build_cubin(like_columns(M=M, N=N, threads=threads, policy=policy),
                                 "sm_90a", out_dir=str(tmp_path), options=WGMMA[backend])
     assert info.kernel_names
 
@@ -251,3 +298,20 @@ def test_keepdim_half_and_integer_columns_on_gpu():
         ci = torch.zeros(64, device="cuda", dtype=torch.int32)
         tilecute.compile(column_stats(acc_dtype="int32", out_dtype="int32", K=64, kind=kind))(ai, bi, ci)
         torch.testing.assert_close(ci.cpu(), _want(acci, kind, None, True).int())
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("backend", list(WGMMA))
+@pytest.mark.parametrize("M,N,threads,policy", LIKE)
+@pytest.mark.parametrize("kind", ["sum", "max"])
+def test_columns_of_a_fragment_like_the_accumulator_on_gpu(M, N, threads, policy, kind, backend):
+    import torch
+    torch.manual_seed(0)
+    a = torch.randn(M, 32, device="cuda", dtype=torch.float16)
+    b = torch.randn(32, N, device="cuda", dtype=torch.float16)
+    start = torch.randn(N, device="cuda")
+    c = start.clone()
+    tilecute.compile(like_columns(M=M, N=N, threads=threads, policy=policy, kind=kind),
+                     options=WGMMA[backend])(a, b, c)
+    d = (a.float() @ b.float()) * 2 - 1
+    torch.testing.assert_close(c, _want(d, kind, start, False), atol=5e-2, rtol=1e-3)

@@ -63,9 +63,12 @@ output, replicated; the kernel is then laid out again).  The others get a shared
 buffer (one value per row and warp) when the block has more than one warp; a row
 reduction of a T.gemm accumulator whose warps split N (``GemmWarpPolicy.FullCol``) gets
 one of M x warps-along-N values, where the warps' partial rows meet; a column reduction
-(dim=0) of an accumulator, which the tile-op lowering leaves in place, one of N x
+(dim=0, which the tile-op lowering leaves in place for a 2-D fragment) of a source in a
+T.gemm register layout (an accumulator, or a fragment sharing its loops) one of N x
 warps-along-M values (a wgmma warpgroup counting its 4 warps), and its output is
-replicated.
+replicated.  A column reduction of a 2-D fragment laid out otherwise is first moved to a
+fragment with the columns last, through a transposed shared tile
+(:func:`~.lower_tile_ops.move_columns_last`), and the kernel is laid out again.
 """
 
 from __future__ import annotations
@@ -80,7 +83,7 @@ from ..runtime.dtypes import DTYPES
 from ..target import VECTOR_BYTES, WARP
 from .analysis import (LoopVars, accesses, is_unit, linear_form, mentions, parallel_nest, squeeze,
                        value_range, view_bases, view_layout)
-from .lower_tile_ops import reduce_identity, reduce_update
+from .lower_tile_ops import move_columns_last, reduce_identity, reduce_update
 
 MMA_LANES = 2  # MMA accumulators hold pairs of adjacent columns in adjacent registers
 
@@ -539,22 +542,11 @@ class _Kernel:
                 self.fail(r, f"T.reduce_{r.kind} reads fragment '{r.src}', but '{r.src}' is "
                              f"replicated ({self.why_text(r.src)}); reduce a fragment that "
                              "T.Parallel loops walk with their own loop variables")
-        # union the blocked fragments that share a nest
-        parent = {f: f for f in blocked}
-
-        def find(x):
-            while parent[x] != x:
-                parent[x] = parent[parent[x]]
-                x = parent[x]
-            return x
-        for v, b in self.bases.items():  # a view and its base: one set of registers
-            if v in parent and b in parent:
-                parent[find(v)] = find(b)
+        find = self.fragment_groups(blocked)
+        parent = set(blocked)
         nest_mode = []
         for nest in self.nests:
             touched = sorted({b for b, _, _ in nest.accesses if b in parent})
-            for b in touched[1:]:
-                parent[find(b)] = find(touched[0])
             # a nest combining contributions into a reducer (``r[i] += x``) runs each
             # iteration once, on one thread, into that thread's copy: not a replicated write
             reads = {b for b, _, w in nest.accesses if not w}
@@ -676,6 +668,40 @@ class _Kernel:
                                          "into one) is spread over the threads and runs under "
                                          f"{self.narrowed_text()}, {self.narrowed_why()}")
         return nest_mode, vector
+
+    def fragment_groups(self, blocked):
+        """``find``: the blocked fragments that share a nest (or are views of one base), one
+        group each (one vector width; a group holding a T.gemm fragment takes its MMA
+        layout); ``find(f)`` names ``f``'s group."""
+        parent = {f: f for f in blocked}
+
+        def find(x):
+            while parent[x] != x:
+                parent[x] = parent[parent[x]]
+                x = parent[x]
+            return x
+        for v, b in self.bases.items():  # a view and its base: one set of registers
+            if v in parent and b in parent:
+                parent[find(v)] = find(b)
+        for nest in self.nests:
+            touched = sorted({b for b, _, _ in nest.accesses if b in parent})
+            for b in touched[1:]:
+                parent[find(b)] = find(touched[0])
+        return find
+
+    def columns_off_mma(self) -> set:
+        """The column reductions (``dim=0`` of a 2-D fragment, which the tile-op lowering
+        leaves in place) whose source will not be laid out as a T.gemm accumulator (it
+        shares no T.Parallel loop, transitively, with one): ids of those ``Reduce``s,
+        which go through a transposed shared tile (:func:`~.lower_tile_ops.move_columns_last`).
+        The others reduce in the register layout (``tcrow.reduce_cols``)."""
+        self.spread_replication()
+        blocked = [n for n, a in self.allocs.items() if a.buffer.scope == "fragment"
+                   and n not in self.rows and n not in self.replicated]
+        find = self.fragment_groups(blocked)
+        mma = {find(f) for f in blocked if self.mma_layout(f) is not None}
+        return {id(r) for r in self.reduces if r.dim == 0 and self.buffers[r.src].ndim == 2
+                and not (r.src in blocked and find(r.src) in mma)}
 
     def check_fragment_views(self) -> None:
         """A fragment view and its base hold the same registers: one replicated makes both
@@ -1214,6 +1240,12 @@ def infer_layouts(func: N.PrimFunc) -> N.PrimFunc:
         scope = _PadToMmaFragment(named, scope).visit_kernel(scope)
         k = _Kernel(func, scope)
         k.collect(scope.body)
+        off = k.columns_off_mma()
+        if off:  # lay out the kernel with those columns moved last
+            scope = move_columns_last(named, scope, off)
+            named = dataclasses.replace(func, kernels=func.kernels + (scope,))
+            k = _Kernel(func, scope)
+            k.collect(scope.body)
         folded = _fold_replicated_reduces(named, scope, k)
         if folded is not None:  # lay out the kernel with the folds in place of the reduces
             scope, reduces = folded
