@@ -315,3 +315,59 @@ def test_columns_of_a_fragment_like_the_accumulator_on_gpu(M, N, threads, policy
                      options=WGMMA[backend])(a, b, c)
     d = (a.float() @ b.float()) * 2 - 1
     torch.testing.assert_close(c, _want(d, kind, start, False), atol=5e-2, rtol=1e-3)
+
+
+# ---- keepdim row reductions of accumulators --------------------------------------------------
+def keepdim_rows(M=128, N=128, threads=256, policy="FullCol", kind="sum", clear=False):
+    """acc = A @ B; R (M, 1) <- T.reduce_<kind>(acc, r, dim=1, clear) with r of TileLang's
+    keepdim shape (M, 1), first loaded from R."""
+    pol = POLICIES[policy]
+
+    @T.prim_func
+    def keeprows(A: T.Tensor((M, 32), "float16"), B: T.Tensor((32, N), "float16"),
+                 R: T.Tensor((M, 1), "float32")):
+        with T.Kernel(1, threads=threads) as _:
+            a_s = T.alloc_shared((M, 32), "float16")
+            b_s = T.alloc_shared((32, N), "float16")
+            acc = T.alloc_fragment((M, N), "float32")
+            r = T.alloc_fragment((M, 1), "float32")
+            T.copy(A, a_s)
+            T.copy(B, b_s)
+            T.copy(R, r)
+            T.gemm(a_s, b_s, acc, clear_accum=True, policy=pol)
+            T.reduce(acc, r, kind, 1, clear)
+            T.copy(r, R)
+    return keeprows
+
+
+KEEP = [(128, 128, 256, "FullCol"), (192, 64, 128, "FullRow"), (64, 64, 128, "FullRow")]
+
+
+@pytest.mark.parametrize("backend", list(WGMMA))
+@pytest.mark.parametrize("M,N,threads,policy", KEEP)
+def test_keepdim_row_reductions_hold_rows(M, N, threads, policy, backend, tmp_path):
+    """The (M, 1) destination holds the accumulator's rows, as an (M,) one does (refused
+    before: the nest combining the result into it read a row fragment beside a blocked
+    fragment)."""
+    func = keepdim_rows(M=M, N=N, threads=threads, policy=policy)
+    text = run_passes(func, "sm_90a", WGMMA[backend]).script()
+    assert re.search(rf'r = T.alloc_fragment\(\({M}, 1\), "float32", layout=T.Layout\("mma_rows"', text)
+    assert tilecute.build_cubin(func, "sm_90a", out_dir=str(tmp_path),
+                                options=WGMMA[backend]).kernel_names
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("backend", list(WGMMA))
+@pytest.mark.parametrize("M,N,threads,policy", KEEP)
+@pytest.mark.parametrize("kind,clear", [("sum", False), ("max", True), ("absmax", False)])
+def test_keepdim_row_reductions_on_gpu(M, N, threads, policy, kind, clear, backend):
+    import torch
+    torch.manual_seed(0)
+    a = torch.randn(M, 32, device="cuda", dtype=torch.float16)
+    b = torch.randn(32, N, device="cuda", dtype=torch.float16)
+    start = torch.randn(M, 1, device="cuda")
+    r = start.clone()
+    tilecute.compile(keepdim_rows(M=M, N=N, threads=threads, policy=policy, kind=kind,
+                                  clear=clear), options=WGMMA[backend])(a, b, r)
+    acc = (a.float() @ b.float()).t()  # _want reduces dim 0
+    torch.testing.assert_close(r[:, 0], _want(acc, kind, start[:, 0], clear), atol=2e-2, rtol=1e-3)

@@ -92,6 +92,14 @@ class LayoutError(ValueError):
     pass
 
 
+def row_index(idx):
+    """The row index of an access ``m[i]`` or ``m[i, 0]`` to a row fragment (``(M,)`` or
+    keepdim ``(M, 1)``), else None."""
+    if len(idx) == 2 and isinstance(idx[1], N.Const) and idx[1].value == 0:
+        return idx[0]
+    return idx[0] if len(idx) == 1 else None
+
+
 @dataclasses.dataclass
 class _Nest:
     loops: list
@@ -174,8 +182,9 @@ class _Kernel:
         extent: dict[str, int] = {}
 
         def add(name, layout, m, s):
-            buf = frag(name)
-            if buf is None or buf.ndim != 1 or buf.shape[0] != N.Const(m, "int32"):
+            buf = frag(name)  # (m,), or keepdim (m, 1) (a row reduction's (X, 1) output)
+            if buf is None or buf.shape[0] != N.Const(m, "int32") or \
+                    buf.shape[1:] not in ((), (N.Const(1, "int32"),)):
                 return False
             if name in rows and rows[name] != layout:
                 self.fail(s, f"fragment '{name}' holds row statistics of two T.gemm accumulators "
@@ -226,14 +235,14 @@ class _Kernel:
                     if lay is not None:
                         m = int(loops[0].extent.value)
                         for b, idx, _ in accs:
-                            if len(idx) == 1 and getattr(idx[0], "name", None) == names[0]:
+                            if getattr(row_index(idx), "name", None) == names[0]:
                                 changed |= add(b, rows_of(lay), m, loops[0])
                 elif len(loops) == 1:  # T.Parallel(M) over row fragments
                     known = [rows[b] for b, idx, _ in accs if b in rows]
                     if known:
                         m = int(loops[0].extent.value)
                         for b, idx, _ in accs:
-                            if len(idx) == 1 and getattr(idx[0], "name", None) == names[0]:
+                            if getattr(row_index(idx), "name", None) == names[0]:
                                 changed |= add(b, known[0], m, loops[0])
         return rows
 
@@ -402,8 +411,9 @@ class _Kernel:
 
     def check_row_access(self, nest: _Nest, b: str, idx, write: bool, s) -> None:
         """A row fragment is walked by ``T.Parallel(M)`` at ``i`` or read at ``i`` in a
-        nest over its accumulator's ``(i, j)``."""
-        ok = len(idx) == 1 and isinstance(idx[0], N.Var) and idx[0].name == nest.vars[0] and \
+        nest over its accumulator's ``(i, j)`` (a keepdim ``(M, 1)`` one at ``[i, 0]``)."""
+        i = row_index(idx) if len(idx) == self.buffers[b].ndim else None
+        ok = isinstance(i, N.Var) and i.name == nest.vars[0] and \
             isinstance(nest.loops[0].start, N.Const) and nest.loops[0].start.value == 0
         if ok and len(nest.loops) == 2 and write:
             self.fail(s, f"fragment '{b}' holds one value per row of a T.gemm accumulator; a "
