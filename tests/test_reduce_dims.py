@@ -61,12 +61,14 @@ CASES = [  # shape, dim, kind, clear, src, dst, keepdim
 
 
 def test_dim0_of_a_fragment_moves_the_dim_last_through_shared():
-    func = lower_tile_ops(_reduce((64, 32), 0, "sum"))
-    text = func.script()
-    assert re.search(r'x_moved\d+ = T.alloc_shared\(\(32, 64\), "float32"\)', text)
+    # the tile-op lowering leaves the columns of a 2-D fragment in place; the layout pass
+    # moves them last when the fragment has no T.gemm register layout
+    assert "T.reduce_sum(x, y, dim=0, clear=True)" in lower_tile_ops(_reduce((64, 32), 0, "sum")).script()
+    text = run_passes(_reduce((64, 32), 0, "sum"), until="infer_layouts").script()
+    assert re.search(r'x_moved\d+ = T.alloc_shared\(\(32, 64\), "float32"', text)
     # the transposing copy walks x as it is laid out
     assert re.search(r"x_moved\d+\[(i\d+), (i\d+)\] = x\[\2, \1\]", text)
-    assert re.search(r"T.reduce_sum\(x_frag\d+, y, dim=1, clear=True\)", text)
+    assert re.search(r"T.reduce_sum\(x_frag\d+, y, dim=1, clear=True", text)
 
 
 def test_shared_destination_and_clear_false_combine_after_the_reduction():
@@ -89,7 +91,8 @@ def test_scratch_on_the_bytes_of_the_tile_read_before_waits_for_its_readers(case
     body, allocs = _top(run_passes(_reduce(*case)))
     at = next(i for i, s in enumerate(body) if isinstance(s, N.Reduce))
     scratch = allocs[body[at].scratch].slot
-    read = [b for b in ("x", "x_moved5") if b in allocs and allocs[b].buffer.scope == "shared"]
+    read = [b for b in allocs if re.fullmatch(r"x|x_moved\d+", b)
+            and allocs[b].buffer.scope == "shared"]
     assert allocs[read[0]].slot.offset == scratch.offset  # shares bytes with the scratch
     assert isinstance(body[at - 1], N.Barrier)
 

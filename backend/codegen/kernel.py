@@ -513,9 +513,13 @@ class KernelEmitter:
         thread's copy of the replicated ``dst``.  As in TileLang, the reduction runs in
         ``dst``'s dtype: each element is converted to it before it is combined (a float8
         source reduced into float16 combines float16s).  Rows of a T.gemm accumulator
-        reduce within the quads that hold them."""
+        reduce within the quads that hold them, its columns within the lanes and warps that
+        hold them."""
         if s.src in self.mma.coords:
-            self.mma.reduce_rows(s, depth, *self.rows_barrier())
+            if s.dim == 0:
+                self.mma.reduce_cols(s, depth, *self.rows_barrier())
+            else:
+                self.mma.reduce_rows(s, depth, *self.rows_barrier())
             return
         out = self.out
         src, dst = self.buffers[s.src], self.buffers[s.dst]

@@ -115,6 +115,23 @@ class MmaEmitter:
                       what + f": rows split over {layout.warps[1]} warp(group)s along N meet in "
                              f"'{s.scratch}'")
 
+    def reduce_cols(self, s: N.Reduce, depth: int, threads: int = 0, barrier_id: int = 1) -> None:
+        """``T.reduce_<kind>(acc, cols, dim=0)``: each thread combines its registers of each
+        of its columns, the lanes holding the same columns combine theirs (shuffles), and
+        the warps holding them through ``s.scratch``; every thread then holds all of
+        ``cols`` (replicated).  ``threads`` / ``barrier_id`` as for :meth:`reduce_rows`."""
+        self.drain(depth, {s.src, s.dst})
+        self.out.use("rows")
+        layout = self.layouts[s.src]
+        kind = s.kind + "_nan" if s.nan_propagate else s.kind  # TileLang's nan_propagate
+        self.out.line(depth, f"tcrow.reduce_cols({ident(s.src)}, {self.coords[s.src]}, "
+                             f"{ident(s.dst)}, {quote(kind)}, {s.clear}, {ident(s.scratch)}, "
+                             f"{quote(layout.mma)}, {tuple(layout.warps)}, {self.tid}, {threads}"
+                             f"{f', {barrier_id}' if barrier_id != 1 else ''}"
+                             f"{'' if s.sync_after else ', sync_after=False'})",
+                      f"T.reduce_{s.kind}({s.src}, {s.dst}, dim=0): the columns' partials of "
+                      f"the warps along M meet in '{s.scratch}'")
+
     def combine_rows(self, s: N.CombineRows, depth: int, threads: int = 0,
                      barrier_id: int = 1) -> None:
         """``T.combine_rows(rows)``: each row's partials (one per thread holding it) added

@@ -62,7 +62,13 @@ A reduction of a replicated fragment is folded by every thread itself (a nest ov
 output, replicated; the kernel is then laid out again).  The others get a shared scratch
 buffer (one value per row and warp) when the block has more than one warp; a row
 reduction of a T.gemm accumulator whose warps split N (``GemmWarpPolicy.FullCol``) gets
-one of M x warps-along-N values, where the warps' partial rows meet.
+one of M x warps-along-N values, where the warps' partial rows meet; a column reduction
+(dim=0, which the tile-op lowering leaves in place for a 2-D fragment) of a source in a
+T.gemm register layout (an accumulator, or a fragment sharing its loops) one of N x
+warps-along-M values (a wgmma warpgroup counting its 4 warps), and its output is
+replicated.  A column reduction of a 2-D fragment laid out otherwise is first moved to a
+fragment with the columns last, through a transposed shared tile
+(:func:`~.lower_tile_ops.move_columns_last`), and the kernel is laid out again.
 """
 
 from __future__ import annotations
@@ -77,13 +83,21 @@ from ..runtime.dtypes import DTYPES
 from ..target import VECTOR_BYTES, WARP
 from .analysis import (LoopVars, accesses, is_unit, linear_form, mentions, parallel_nest, squeeze,
                        value_range, view_bases, view_layout)
-from .lower_tile_ops import reduce_identity, reduce_update
+from .lower_tile_ops import move_columns_last, reduce_identity, reduce_update
 
 MMA_LANES = 2  # MMA accumulators hold pairs of adjacent columns in adjacent registers
 
 
 class LayoutError(ValueError):
     pass
+
+
+def row_index(idx):
+    """The row index of an access ``m[i]`` or ``m[i, 0]`` to a row fragment (``(M,)`` or
+    keepdim ``(M, 1)``), else None."""
+    if len(idx) == 2 and isinstance(idx[1], N.Const) and idx[1].value == 0:
+        return idx[0]
+    return idx[0] if len(idx) == 1 else None
 
 
 @dataclasses.dataclass
@@ -173,8 +187,9 @@ class _Kernel:
         extent: dict[str, int] = {}
 
         def add(name, layout, m, s):
-            buf = frag(name)
-            if buf is None or buf.ndim != 1 or buf.shape[0] != N.Const(m, "int32"):
+            buf = frag(name)  # (m,), or keepdim (m, 1) (a row reduction's (X, 1) output)
+            if buf is None or buf.shape[0] != N.Const(m, "int32") or \
+                    buf.shape[1:] not in ((), (N.Const(1, "int32"),)):
                 return False
             if name in rows and rows[name] != layout:
                 self.fail(s, f"fragment '{name}' holds row statistics of two T.gemm accumulators "
@@ -225,14 +240,14 @@ class _Kernel:
                     if lay is not None:
                         m = int(loops[0].extent.value)
                         for b, idx, _ in accs:
-                            if len(idx) == 1 and getattr(idx[0], "name", None) == names[0]:
+                            if getattr(row_index(idx), "name", None) == names[0]:
                                 changed |= add(b, rows_of(lay), m, loops[0])
                 elif len(loops) == 1:  # T.Parallel(M) over row fragments
                     known = [rows[b] for b, idx, _ in accs if b in rows]
                     if known:
                         m = int(loops[0].extent.value)
                         for b, idx, _ in accs:
-                            if len(idx) == 1 and getattr(idx[0], "name", None) == names[0]:
+                            if getattr(row_index(idx), "name", None) == names[0]:
                                 changed |= add(b, known[0], m, loops[0])
         return rows
 
@@ -401,8 +416,9 @@ class _Kernel:
 
     def check_row_access(self, nest: _Nest, b: str, idx, write: bool, s) -> None:
         """A row fragment is walked by ``T.Parallel(M)`` at ``i`` or read at ``i`` in a
-        nest over its accumulator's ``(i, j)``."""
-        ok = len(idx) == 1 and isinstance(idx[0], N.Var) and idx[0].name == nest.vars[0] and \
+        nest over its accumulator's ``(i, j)`` (a keepdim ``(M, 1)`` one at ``[i, 0]``)."""
+        i = row_index(idx) if len(idx) == self.buffers[b].ndim else None
+        ok = isinstance(i, N.Var) and i.name == nest.vars[0] and \
             isinstance(nest.loops[0].start, N.Const) and nest.loops[0].start.value == 0
         if ok and len(nest.loops) == 2 and write:
             self.fail(s, f"fragment '{b}' holds one value per row of a T.gemm accumulator; a "
@@ -541,22 +557,11 @@ class _Kernel:
                 self.fail(r, f"T.reduce_{r.kind} reads fragment '{r.src}', but '{r.src}' is "
                              f"replicated ({self.why_text(r.src)}); reduce a fragment that "
                              "T.Parallel loops walk with their own loop variables")
-        # union the blocked fragments that share a nest
-        parent = {f: f for f in blocked}
-
-        def find(x):
-            while parent[x] != x:
-                parent[x] = parent[parent[x]]
-                x = parent[x]
-            return x
-        for v, b in self.bases.items():  # a view and its base: one set of registers
-            if v in parent and b in parent:
-                parent[find(v)] = find(b)
+        find = self.fragment_groups(blocked)
+        parent = set(blocked)
         nest_mode = []
         for nest in self.nests:
             touched = sorted({b for b, _, _ in nest.accesses if b in parent})
-            for b in touched[1:]:
-                parent[find(b)] = find(touched[0])
             # a nest combining contributions into a reducer (``r[i] += x``) runs each
             # iteration once, on one thread, into that thread's copy: not a replicated write
             reads = {b for b, _, w in nest.accesses if not w}
@@ -621,7 +626,7 @@ class _Kernel:
                                                        "its shape")
                 for r in self.reduces:
                     if r.src in members:
-                        self.check_row_reduce(r, layout)
+                        self.check_accumulator_reduce(r, layout)
                 for m in members:
                     self.mma[m] = self.mma_layout(m) or layout
                     vector[m] = MMA_LANES
@@ -679,6 +684,40 @@ class _Kernel:
                                          f"{self.narrowed_text()}, {self.narrowed_why()}")
         return nest_mode, vector
 
+    def fragment_groups(self, blocked):
+        """``find``: the blocked fragments that share a nest (or are views of one base), one
+        group each (one vector width; a group holding a T.gemm fragment takes its MMA
+        layout); ``find(f)`` names ``f``'s group."""
+        parent = {f: f for f in blocked}
+
+        def find(x):
+            while parent[x] != x:
+                parent[x] = parent[parent[x]]
+                x = parent[x]
+            return x
+        for v, b in self.bases.items():  # a view and its base: one set of registers
+            if v in parent and b in parent:
+                parent[find(v)] = find(b)
+        for nest in self.nests:
+            touched = sorted({b for b, _, _ in nest.accesses if b in parent})
+            for b in touched[1:]:
+                parent[find(b)] = find(touched[0])
+        return find
+
+    def columns_off_mma(self) -> set:
+        """The column reductions (``dim=0`` of a 2-D fragment, which the tile-op lowering
+        leaves in place) whose source will not be laid out as a T.gemm accumulator (it
+        shares no T.Parallel loop, transitively, with one): ids of those ``Reduce``s,
+        which go through a transposed shared tile (:func:`~.lower_tile_ops.move_columns_last`).
+        The others reduce in the register layout (``tcrow.reduce_cols``)."""
+        self.spread_replication()
+        blocked = [n for n, a in self.allocs.items() if a.buffer.scope == "fragment"
+                   and n not in self.rows and n not in self.replicated]
+        find = self.fragment_groups(blocked)
+        mma = {find(f) for f in blocked if self.mma_layout(f) is not None}
+        return {id(r) for r in self.reduces if r.dim == 0 and self.buffers[r.src].ndim == 2
+                and not (r.src in blocked and find(r.src) in mma)}
+
     def check_fragment_views(self) -> None:
         """A fragment view and its base hold the same registers: one replicated makes both
         replicated; neither may have a T.gemm register layout or hold rows of one."""
@@ -713,11 +752,22 @@ class _Kernel:
             return False
         return groups % WARP == 0 if groups > WARP else groups & (groups - 1) == 0
 
-    def check_row_reduce(self, r: N.Reduce, layout: N.Layout) -> None:
+    def check_accumulator_reduce(self, r: N.Reduce, layout: N.Layout) -> None:
+        """A reduction of a fragment in a T.gemm register layout: its rows (dim=1) into a
+        row fragment, or (the tile-op lowering leaves it so only for an accumulator) its
+        columns (dim=0) into a replicated ``(N,)`` fragment (``tcrow.reduce_cols``)."""
         src = self.buffers[r.src]
+        if src.ndim == 2 and r.dim == 0 and layout.operand == "":
+            if r.dst in self.rows:
+                self.fail(r, f"T.reduce_{r.kind}({r.src}, {r.dst}, dim=0) gives one value per "
+                             f"column of the T.gemm accumulator '{r.src}', but '{r.dst}' is also "
+                             "used as one value per row of an accumulator (read as "
+                             f"'{r.dst}[i]' in a loop over its (i, j)); use two fragments")
+            return
         if r.dst not in self.rows or src.ndim != 2 or r.dim not in (1, -1):
             self.fail(r, f"T.reduce_{r.kind} of the T.gemm accumulator '{r.src}' reduces its "
-                         f"rows (dim=1) into a fragment of shape ({src.shape[0]},)")
+                         f"rows (dim=1) into a fragment of shape ({src.shape[0]},) or its "
+                         f"columns (dim=0) into one of shape ({src.shape[1]},)")
 
     def why_text(self, name: str) -> str:
         s = self.why.get(name)
@@ -828,6 +878,18 @@ class _Kernel:
                         scratch_allocs.append(N.Allocate(buf, N.Layout("row_major"), loc=s.loc))
                     return dataclasses.replace(s, scratch=name)
                 src = kernel.buffers[s.src]
+                if s.src in kernel.mma and s.dim == 0 and not s.scratch:
+                    # the columns of an accumulator: each warp's partials of its columns meet
+                    # in shared, one slot per warp holding the same columns (those along M)
+                    acc = kernel.mma[s.src]
+                    slots = acc.warps[0] * (4 if acc.mma == "wgmma" else 1)
+                    size = int(src.shape[1].value) * slots
+                    name = f"{s.dst}_cols_scratch{size}"
+                    if name not in {a.buffer.name for a in scratch_allocs}:
+                        buf = N.Buffer(name, kernel.buffers[s.dst].dtype,
+                                       (N.Const(size, "int32"),), "shared")
+                        scratch_allocs.append(N.Allocate(buf, N.Layout("row_major"), loc=s.loc))
+                    return dataclasses.replace(s, scratch=name)
                 rows = math.prod(int(d.value) for d in src.shape[:-1])
                 v = vector.get(s.src)  # (blocked sources only)
                 threads = kernel.region_threads(s.src)  # (a region's warps meet in shared)
@@ -1193,6 +1255,12 @@ def infer_layouts(func: N.PrimFunc) -> N.PrimFunc:
         scope = _PadToMmaFragment(named, scope).visit_kernel(scope)
         k = _Kernel(func, scope)
         k.collect(scope.body)
+        off = k.columns_off_mma()
+        if off:  # lay out the kernel with those columns moved last
+            scope = move_columns_last(named, scope, off)
+            named = dataclasses.replace(func, kernels=func.kernels + (scope,))
+            k = _Kernel(func, scope)
+            k.collect(scope.body)
         folded = _fold_replicated_reduces(named, scope, k)
         if folded is not None:  # lay out the kernel with the folds in place of the reduces
             scope, reduces = folded

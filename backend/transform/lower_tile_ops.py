@@ -216,8 +216,9 @@ class _Lowerer(StmtMutator):
 
     # ---- reductions ---------------------------------------------------------------------
     def visit_reduce(self, s: N.Reduce):
-        """The reductions the code generator takes are of a fragment over its last dim into
-        a fragment of the reduced shape.  Every other one is brought to that form here, as
+        """The reductions the code generator takes are of a fragment over its last dim (or
+        of a T.gemm accumulator over either dim) into a fragment of the reduced shape.
+        Every other one is brought to that form here, as
         TileLang's ``T.reduce`` macro does: a shared source is copied into a fragment, a
         shared (or keepdim ``(X, 1, Y)``) destination receives the result from a fresh
         fragment, and a reduction over another dim first moves that dim last (a fragment
@@ -230,35 +231,23 @@ class _Lowerer(StmtMutator):
             return self.local_reduce(s, src, dst)
         last = src.ndim - 1
         out_shape = tuple(src.shape[:s.dim] + src.shape[s.dim + 1:]) or (N.Const(1, "int32"),)
-        if src.scope == "fragment" and s.dim == last and dst.scope == "fragment" and \
-                tuple(dst.shape) == out_shape:
+        # the columns (dim 0) of a 2-D fragment stay: the layout pass reduces them in a
+        # T.gemm register layout (tcrow.reduce_cols, as TileLang reduces any fragment in its
+        # own layout) or, for a fragment without one, moves them last (move_columns_last)
+        in_place = src.scope == "fragment" and (s.dim == last or src.ndim == 2 and s.dim == 0)
+        if in_place and dst.scope == "fragment" and tuple(dst.shape) == out_shape:
             return s
         stmts: list[N.Stmt] = []
-        moved = tuple(src.shape[:s.dim] + src.shape[s.dim + 1:]) + (src.shape[s.dim],)
-
-        def to_src(vs):  # indices of src at the moved-dim iteration vs
-            return tuple(vs[:s.dim]) + (vs[-1],) + tuple(vs[s.dim:-1])
-
-        if src.scope == "fragment" and s.dim == last:
+        if in_place:
             frag = src
         else:
-            frag = self.staging_buffer(f"{s.src}_frag", src.dtype, moved, "fragment", s)
-            if src.scope == "fragment":  # the move crosses threads: through a shared tile
-                tile = self.staging_buffer(f"{s.src}_moved", src.dtype, moved, "shared", s)
-                stmts.append(self.nest(s, tuple(src.shape), lambda vs: (
-                    N.Store(tile.name, tuple(vs[:s.dim]) + tuple(vs[s.dim + 1:]) + (vs[s.dim],),
-                            N.Load(src.name, tuple(vs), src.dtype), loc=s.loc),)))
-                src_of = lambda vs: (tile.name, tuple(vs))  # noqa: E731
-            else:
-                src_of = lambda vs: (src.name, to_src(vs))  # noqa: E731
-            stmts.append(self.nest(s, moved, lambda vs: (
-                N.Store(frag.name, tuple(vs), N.Load(*src_of(vs), src.dtype), loc=s.loc),)))
+            stmts, frag = self.move_last(s, src)
+        dim = s.dim if in_place else frag.ndim - 1
         if dst.scope == "fragment" and tuple(dst.shape) == out_shape:
-            stmts.append(dataclasses.replace(s, src=frag.name, dim=frag.ndim - 1))
+            stmts.append(dataclasses.replace(s, src=frag.name, dim=dim))
             return stmts
         res = self.staging_buffer(f"{s.dst}_frag", dst.dtype, out_shape, "fragment", s)
-        stmts.append(dataclasses.replace(s, src=frag.name, dst=res.name, dim=frag.ndim - 1,
-                                         clear=True))
+        stmts.append(dataclasses.replace(s, src=frag.name, dst=res.name, dim=dim, clear=True))
         shape = squeeze(out_shape)
         zero = tuple(N.Const(0, "int32") for _ in dst.shape)
 
@@ -272,6 +261,29 @@ class _Lowerer(StmtMutator):
             return (N.Store(dst.name, target, value, loc=s.loc),)
         stmts.append(self.nest(s, shape or (N.Const(1, "int32"),), update))
         return stmts
+
+    def move_last(self, s: N.Reduce, src: N.Buffer) -> tuple[list, N.Buffer]:
+        """The statements that copy ``src`` into a new fragment with the reduced dim last,
+        and that fragment: a shared source by the copy's indexing, a fragment one through a
+        new shared tile written transposed (the move crosses threads)."""
+        stmts: list[N.Stmt] = []
+        moved = tuple(src.shape[:s.dim] + src.shape[s.dim + 1:]) + (src.shape[s.dim],)
+
+        def to_src(vs):  # indices of src at the moved-dim iteration vs
+            return tuple(vs[:s.dim]) + (vs[-1],) + tuple(vs[s.dim:-1])
+
+        frag = self.staging_buffer(f"{s.src}_frag", src.dtype, moved, "fragment", s)
+        if src.scope == "fragment":
+            tile = self.staging_buffer(f"{s.src}_moved", src.dtype, moved, "shared", s)
+            stmts.append(self.nest(s, tuple(src.shape), lambda vs: (
+                N.Store(tile.name, tuple(vs[:s.dim]) + tuple(vs[s.dim + 1:]) + (vs[s.dim],),
+                        N.Load(src.name, tuple(vs), src.dtype), loc=s.loc),)))
+            src_of = lambda vs: (tile.name, tuple(vs))  # noqa: E731
+        else:
+            src_of = lambda vs: (src.name, to_src(vs))  # noqa: E731
+        stmts.append(self.nest(s, moved, lambda vs: (
+            N.Store(frag.name, tuple(vs), N.Load(*src_of(vs), src.dtype), loc=s.loc),)))
+        return stmts, frag
 
     def local_reduce(self, s: N.Reduce, src: N.Buffer, dst: N.Buffer):
         """TileLang's reduction of a local buffer into a local one: each thread folds its
@@ -354,6 +366,35 @@ class _Lowerer(StmtMutator):
 
     def visit_atomic_add(self, s: N.AtomicAdd) -> N.Stmt:
         return self.atomic_tile(s) if isinstance(s.value, N.Region) else s
+
+
+class _MoveColumnsLast(_Lowerer):
+    """The column reductions ``ids`` (``Reduce`` of a 2-D fragment over dim 0 into a
+    fragment) moved to a fragment with the columns last, through a transposed shared
+    tile; nothing else changes."""
+
+    def __init__(self, func: N.PrimFunc, ids: set):
+        super().__init__(func)
+        self.ids = ids
+
+    def generic_tile_op(self, s):
+        return s
+
+    visit_copy = visit_fill = visit_clear = visit_atomic_add = visit_scan = generic_tile_op
+    visit_im2col = visit_im2_col = generic_tile_op
+
+    def visit_reduce(self, s: N.Reduce):
+        if id(s) not in self.ids:
+            return s
+        stmts, frag = self.move_last(s, self.buffers[s.src])
+        return stmts + [dataclasses.replace(s, src=frag.name, dim=frag.ndim - 1)]
+
+
+def move_columns_last(func: N.PrimFunc, scope: N.KernelScope, ids: set) -> N.KernelScope:
+    """``scope`` with its column reductions ``ids`` (``id`` of each ``Reduce``) of
+    fragments the layout pass lays out without a T.gemm register layout moved, as the
+    tile-op lowering moves any other reduced dim last (the fresh names avoid ``func``'s)."""
+    return _MoveColumnsLast(func, ids).visit_kernel(scope)
 
 
 def reduce_identity(kind: str, dtype: str) -> N.Const:

@@ -10,7 +10,10 @@ rows, the same ones for every N, and the four lanes of a quad (``lane // 4`` equ
 hold the same rows.  A row reduction combines a thread's registers of each row and
 then the quad (two butterfly shuffles); when warps also split N (``(w, n)`` with n > 1:
 ``GemmWarpPolicy.FullCol``), ``reduce_rows_across`` then combines the n warps' partials
-through a shared scratch the layout pass allocates.
+through a shared scratch the layout pass allocates.  A column reduction
+(``reduce_cols``, dim=0) combines a thread's registers of each of its columns, then the 8
+lanes with one ``lane % 4`` (three shuffles), then the warps along M through a scratch,
+into a fragment every thread holds whole.
 
 Usage in generated code::
 
@@ -21,6 +24,7 @@ Usage in generated code::
         ... m[tcrow.row_of(acc, r)] ...          # the statistic of register r's row
     for q in cutlass.range_constexpr(cute.size(m)):
         i = m_i[q]                              # the row that m[q] belongs to
+    tcrow.reduce_cols(acc, tc_acc_ij, cs, "sum", True, scratch, "wgmma", (2, 1), tc_tid, 0)
 """
 
 import cutlass
@@ -167,6 +171,116 @@ def _exchange(part, rows, rows_i, op: cutlass.Constexpr, clear: cutlass.Constexp
             rows[q] = combine(rows[q], v, op)
     if cutlass.const_expr(sync_after):
         _sync(threads, barrier_id)
+
+
+def reduce_cols(acc, acc_ij, cols, op: str, clear: bool, scratch, family: str, warps: tuple,
+                tid, threads: int = 0, barrier_id: int = 1, sync_after: bool = True):
+    """``cols[c] = op over column c of the accumulator`` (``clear=False``: combined with
+    the value already there), in every thread of the MMA: ``cols`` is replicated.  ``op``:
+    "sum", "max", "min", "abssum", "absmax", on integers "bitand", "bitor", "bitxor";
+    "max_nan" / "min_nan" propagate NaN.  ``acc_ij``: the accumulator's ``(i, j)`` tensor
+    (:func:`tcm.accumulator`).  As TileLang, each element is converted to ``cols``' dtype
+    before it is combined.
+
+    A thread's registers ``((2, 2[, N/8]), MMA_M, MMA_N)`` hold two rows 8 apart per M
+    step and the same columns for every M step, so it first combines its registers of
+    each of its columns (``2 * N/8 * MMA_N`` of them), then the 8 lanes with the same
+    ``lane % 4`` (which hold the same columns: three butterfly shuffles, offsets 4, 8,
+    16).  The warps holding the same columns are those along M (the 4 warps of a
+    warpgroup times the warpgroups along M for wgmma, the warps along M for mma.sync):
+    lanes 0..3 of each write their partials to ``scratch[slot * N + column]`` (``slot``:
+    the warp's index along M); after a barrier each column's slots are combined once,
+    into slot 0, by thread ``column % threads of the MMA``; after another, every thread
+    reads all N columns.  ``scratch`` holds ``N x`` slots values of ``cols``' dtype.
+    Every thread of the MMA must call it; ``tid`` is its index among them, and with
+    ``threads`` the barriers are named barrier ``barrier_id`` over ``threads`` threads (as
+    :func:`reduce_rows_across`); ``sync_after=False`` leaves out the last barrier (the
+    caller's next barrier comes before the scratch is written again)."""
+    absolute = op.startswith("abs")
+    base = op[3:] if absolute else op
+    dtype = cols.element_type
+    inner = cute.size(acc, mode=[0])
+    mma_m = cute.size(acc, mode=[1])
+    mma_n = cute.size(acc, mode=[2])
+
+    def take(x):
+        x = x if acc.element_type is dtype else dtype(x)
+        return combine(x, -x, "max") if absolute else x
+
+    registers = column_registers(inner, mma_m, mma_n)
+    part = cute.make_rmem_tensor((len(registers),), dtype)
+    for q, regs in enumerate(registers):
+        v = _tree([take(acc[r]) for r in regs], base)
+        for offset in COLUMN_LANES:  # the lanes holding the same columns
+            v = combine(v, cute.arch.shuffle_sync_bfly(v, offset=offset), base)
+        part[q] = v
+    columns = tuple(acc_ij[regs[0]][1] for regs in registers)
+    slots, slot = column_slot(family, warps, tid)
+    unit = 128 if family == "wgmma" else 32
+    _col_exchange(part, columns, cols, base, clear, scratch, slots, slot,
+                  unit * warps[0] * warps[1], tid, threads, barrier_id, sync_after)
+
+
+COLUMN_LANES = (4, 8, 16)  # lane xor these: the 8 lanes of a warp with one lane % 4
+
+
+def column_registers(inner: int, mma_m: int, mma_n: int) -> list:
+    """The flat indices of a thread's accumulator registers ``((2, 2[, N/8]), MMA_M,
+    MMA_N)`` (compact, column-major) grouped by column: one list per column the thread
+    holds (its two adjacent columns of each column group of each N step), the
+    register of every row (two rows 8 apart, every M step) of that column."""
+    out = []
+    for ni in range(mma_n):
+        for g in range(inner // 4):
+            for c0 in range(2):
+                first = c0 + 4 * g + inner * mma_m * ni
+                out.append([first + 2 * r0 + inner * mi for mi in range(mma_m) for r0 in range(2)])
+    return out
+
+
+def column_slot(family: str, warps: tuple, tid):
+    """(slots, slot): how many warps hold each column of the accumulator (those along M: a
+    warpgroup's 4 warps times the warpgroups along M for wgmma, the warps along M for
+    mma.sync; the tiled MMA lays its atoms out M first), and this thread's warp's index
+    among them."""
+    unit = 128 if family == "wgmma" else 32  # a warpgroup, or a warp
+    per = unit // 32
+    return warps[0] * per, ((tid // unit) % warps[0]) * per + (tid // 32) % per
+
+
+@cute.jit
+def _col_exchange(part, columns, cols, op: cutlass.Constexpr, clear: cutlass.Constexpr, scratch,
+                  slots: cutlass.Constexpr, slot, mma_threads: cutlass.Constexpr, tid,
+                  threads: cutlass.Constexpr, barrier_id: cutlass.Constexpr,
+                  sync_after: cutlass.Constexpr = True):
+    n = cute.size(cols)
+    if tid % 32 < 4:
+        for q in cutlass.range_constexpr(len(columns)):
+            scratch[slot * n + columns[q]] = part[q]
+    _sync(threads, barrier_id)
+    if cutlass.const_expr(slots > 1):
+        for k in cutlass.range_constexpr((n + mma_threads - 1) // mma_threads):
+            if cutlass.const_expr((k + 1) * mma_threads <= n):
+                _combine_slots(scratch, tid + k * mma_threads, n, slots, op)
+            elif tid + k * mma_threads < n:
+                _combine_slots(scratch, tid + k * mma_threads, n, slots, op)
+        _sync(threads, barrier_id)
+    # unrolled by the compiler (register indices become constants)
+    for j in cutlass.range(n, unroll_full=True):
+        if cutlass.const_expr(clear):
+            cols[j] = scratch[j]
+        else:
+            cols[j] = combine(cols[j], scratch[j], op)
+    if cutlass.const_expr(sync_after):
+        _sync(threads, barrier_id)
+
+
+def _combine_slots(scratch, column, n: int, slots: int, op: str):
+    """``scratch[column]`` = the combination of ``scratch[w * n + column]`` over the slots."""
+    v = scratch[column]
+    for w in range(1, slots):
+        v = combine(v, scratch[w * n + column], op)
+    scratch[column] = v
 
 
 def _abs(x):
