@@ -435,7 +435,7 @@ class _Parser:
         node = ref.node if isinstance(ref, _Given) else None
         if isinstance(v, bool) or not isinstance(v, (int, N.Expr)) or not N.is_int(N.as_expr(v).dtype):
             raise self.error(node, f"T.{form}: expected an integer expression, got {_show(v)}")
-        return N.cast(N.as_expr(v), "int32")
+        return _index_dtype(N.as_expr(v))
 
     # ---- the function -----------------------------------------------------------------
     def parse(self) -> N.PrimFunc:
@@ -584,11 +584,13 @@ class _Parser:
                                  + (" (a static 0 is refused: CuTe DSL takes no static zero "
                                     "extent in a layout; declare the dim T.dynamic(...) and "
                                     "pass an empty tensor)" if d == 0 else ""))
-            if d >= 2 ** 31:
-                raise self.error(node, f"'{name}': dimension {d} does not fit int32")
-            return N.Const(d, "int32")
-        if d.dtype != "int32":
-            raise self.error(node, f"'{name}': symbolic dimension {d.name} must be int32")
+            if d >= 2 ** 63:
+                raise self.error(node, f"'{name}': dimension {d} does not fit int64")
+            # TVM types an int literal int32, or int64 past it (T.Tensor((2**32,), ...))
+            return N.Const(d, "int32" if d < 2 ** 31 else "int64")
+        if d.dtype not in N.DIM_DTYPES:
+            raise self.error(node, f"'{name}': symbolic dimension {d.name} is {d.dtype}; "
+                                   "dims are int32 or int64 (T.dynamic(name, \"int64\"))")
         return d
 
     _DIM_OPS = ("add", "sub", "mul", "floordiv", "mod")
@@ -601,9 +603,10 @@ class _Parser:
         if isinstance(d, N.Cast) and N.is_int(d.dtype):
             return self.dim_expr(node, d.value, name)
         if isinstance(d, int) and not isinstance(d, bool):
-            return N.Const(d, "int32")
+            return N.Const(d, "int32" if -2 ** 31 <= d < 2 ** 31 else "int64")
         if isinstance(d, N.Const) and N.is_int(d.dtype) and not isinstance(d.value, bool):
-            return N.Const(int(d.value), "int32")
+            v = int(d.value)
+            return N.Const(v, "int32" if -2 ** 31 <= v < 2 ** 31 else "int64")
         if isinstance(d, N.Var):
             return self.dim(node, d, name)
         if isinstance(d, N.BinOp) and d.op in self._DIM_OPS:
@@ -615,8 +618,11 @@ class _Parser:
                      "mod": a.value % b.value if b.value else None}[d.op]
                 if v is None:
                     raise self.error(node, f"'{name}': dimension divides by zero")
-                return N.Const(v, "int32")
-            return N.BinOp(d.op, a, b, "int32")
+                wide = "int64" in (a.dtype, b.dtype) or not -2 ** 31 <= v < 2 ** 31
+                return N.Const(v, "int64" if wide else "int32")
+            # an int64 symbol (or a literal past int32) makes the expression int64, as TVM
+            # promotes it; the launcher computes every dim in int64
+            return N.binop(d.op, a, b)
         raise self.error(node, f"'{name}': a dimension expression may combine ints and "
                                "T.dynamic(...) symbols with +, -, *, // and %, got "
                                f"{_show(d)}")
@@ -855,8 +861,10 @@ class _Parser:
             names = ["bx", "by", "bz"][: len(grid)]
         self.push(control=False)
         block_vars = []
-        for nm in names:
-            v = N.Var(self.fresh(nm), "int32")
+        for nm, g in zip(names, grid):
+            # TileLang binds a block index of its extent's dtype: an int64 grid extent
+            # (T.ceildiv(n, 512) of an int64 n) gives an int64 index
+            v = N.Var(self.fresh(nm), g.dtype)
             block_vars.append(v)
             if not gridless:  # the one block's index is bound to no name
                 self.bind(nm, v)
@@ -3911,14 +3919,15 @@ class _Parser:
         return self.index_value(node, self.expr(node))
 
     def index_value(self, node, v) -> N.Expr:
-        """``v`` (the value of ``node``) as an int32 index."""
+        """``v`` (the value of ``node``) as an index: int32, or int64 for a 64-bit value
+        (TVM keeps an index's dtype: ``x[bx * 512 + i]`` over an int64 ``bx`` is int64)."""
         if isinstance(v, bool) or not isinstance(v, (int, N.Expr)):
             raise self.error(node, f"expected an integer expression, got {ast.unparse(node)}")
         v = N.as_expr(v)
         if not N.is_int(v.dtype):
             raise self.error(node, f"index/extent `{ast.unparse(node)}` has dtype {v.dtype}, "
                                    "expected an integer")
-        return N.cast(v, "int32") if v.dtype != "int32" else v
+        return _index_dtype(v)
 
     def expr(self, node):
         try:
@@ -4381,6 +4390,13 @@ def _or(values):
         return True
     dyn = [v for v in values if _is_ir(v)]
     return _truth(dyn[0]) if len(dyn) == 1 else N.Logic("or", tuple(_truth(v) for v in dyn))
+
+
+def _index_dtype(v: N.Expr) -> N.Expr:
+    """An integer index or extent at its index dtype, as TVM keeps it: int64 for a 64-bit
+    value (an int64 symbol, a literal past int32, a block index over an int64 grid), else
+    int32 (narrower and 32-bit unsigned values widen or convert to it, as before)."""
+    return N.cast(v, "int64" if DTYPES[v.dtype].bits == 64 else "int32")
 
 
 def _sub(a: N.Expr, b: N.Expr) -> N.Expr:
