@@ -572,6 +572,10 @@ class _Parser:
                               f"T.StridedTensor(...) or a dtype, got {spec!r}")
 
     def dim(self, node, d, name) -> N.Expr:
+        if isinstance(d, N.Const) and N.is_int(d.dtype) and not isinstance(d.value, bool):
+            if d.dtype == "int64" and 0 < d.value < 2 ** 31:  # T.int64(64): TVM's IntImm
+                return d
+            d = int(d.value)  # (T.int64(2**32), as the printer writes a dim past int32)
         if isinstance(d, (N.BinOp, N.Cast)):  # `T.Tensor((n * 4, m + 1), ...)`
             e = self.dim_expr(node, d, name)
             return self.dim(node, e.value, name) if isinstance(e, N.Const) else e
@@ -943,7 +947,8 @@ class _Parser:
         warp_specialize = None
         step = None
         if kind == "parallel":
-            extents = [self.folded(self.arg_index(r, "Parallel")) for r in a.ref("extents")]
+            extents = [self.parallel_extent(self.folded(self.arg_index(r, "Parallel")), s, "Parallel")
+                       for r in a.ref("extents")]
             if not extents:
                 raise self.error(s, "T.Parallel needs at least one extent")
             vector_width = a.static_int("vector_width", 0)
@@ -989,7 +994,8 @@ class _Parser:
                                     "loop variables")
             ranges = [(N.Const(0, "int32"), e) for e in extents]
         elif form.__name__ == "grid":
-            extents = [self.folded(self.arg_index(r, "grid")) for r in a.ref("extents")]
+            extents = [self.parallel_extent(self.folded(self.arg_index(r, "grid")), s, "grid")
+                       for r in a.ref("extents")]
             if not extents:
                 raise self.error(s, "T.grid needs at least one extent")
             if len(extents) != len(names):
@@ -1046,20 +1052,23 @@ class _Parser:
         self.push(kind="parallel" if kind == "parallel" else "loop")
         loop_vars = []
         prologue: list[N.Stmt] = []
-        for nm, (start, _) in zip(names, ranges):
+        for nm, (start, extent) in zip(names, ranges):
+            # TVM's loop variable has its range's dtype: int64 over an int64 start or extent
+            # (T.serial(T.ceildiv(n, 512)) of an int64 n)
+            dtype = "int64" if "int64" in (start.dtype, extent.dtype) else "int32"
             if step is not None and step != 1:
-                counter = N.Var(self.fresh(f"{nm.id}_iter"), "int32")
-                v = N.Var(self.fresh(nm.id), "int32")
+                counter = N.Var(self.fresh(f"{nm.id}_iter"), dtype)
+                v = N.Var(self.fresh(nm.id), dtype)
                 prologue.append(N.Let(v, N.binop("add", ranges[0][0],
                                                  N.binop("mul", counter, step)), loc=self.loc(s)))
                 loop_vars.append(counter)
                 self.bind(nm.id, v)
             else:
-                v = N.Var(self.fresh(nm.id), "int32")
+                v = N.Var(self.fresh(nm.id), dtype)
                 loop_vars.append(v)
                 self.bind(nm.id, v)
         if prologue:
-            ranges = [(N.Const(0, "int32"), ranges[0][1])]
+            ranges = [(N.Const(0, ranges[0][1].dtype), ranges[0][1])]
         try:
             body = tuple(prologue) + self.block(s.body)
         finally:
@@ -1476,6 +1485,18 @@ class _Parser:
             return go(e)
         except _TooLarge:
             return None
+
+    def parallel_extent(self, e: N.Expr, s, form: str) -> N.Expr:
+        """A T.Parallel / T.grid extent: int32 (a constant one of int64 dtype is taken as
+        int32 when it fits); a non-constant int64 extent is refused."""
+        if isinstance(e, N.Const) and e.dtype == "int64" and -2 ** 31 <= e.value < 2 ** 31:
+            return N.Const(int(e.value), "int32")
+        if e.dtype == "int64":
+            raise self.error(s, f"T.{form}: an int64 extent ({expr_str(e)}) is not supported: "
+                                f"tilecute spreads T.{form} iterations over a block's threads "
+                                "with int32 loop variables; use an int32 extent, or T.serial for "
+                                "an int64 count")
+        return e
 
     def folded(self, e):
         """``e`` as a constant when it is one through its Let-bound names (``n = hi - lo``
@@ -4404,7 +4425,9 @@ def _sub(a: N.Expr, b: N.Expr) -> N.Expr:
     the same terms: ``A[bx * 64:(bx + 1) * 64]`` has extent 64, and ``(x + y) - x`` is
     ``y`` (so printed ranges re-parse exactly)."""
     if isinstance(a, N.BinOp) and a.op == "add" and a.a == b:
-        return a.b
+        e = a.b  # (a constant extent is int32 where it fits, as _affine's below)
+        return N.Const(int(e.value), "int32") if isinstance(e, N.Const) and \
+            -2 ** 31 <= e.value < 2 ** 31 else e
     fa, fb = _affine(a), _affine(b)
     if fa is not None and fb is not None:
         terms = dict(fa[0])
@@ -4413,7 +4436,7 @@ def _sub(a: N.Expr, b: N.Expr) -> N.Expr:
         terms = {t: c for t, c in terms.items() if c}
         const = fa[1] - fb[1]
         if not terms:
-            return N.Const(const, "int32")
+            return N.Const(const, "int32" if -2 ** 31 <= const < 2 ** 31 else "int64")
         if const == 0 and list(terms.values()) == [1]:
             return next(iter(terms))
     return N.binop("sub", a, b)
@@ -4447,9 +4470,10 @@ def _pure(e) -> bool:
 
 
 def _affine(e) -> Optional[tuple[dict, int]]:
-    """``e`` as ``sum(coefficient * term) + constant`` over int32 terms (anything that is
-    not a sum, difference or product by a constant is a term); None for other dtypes."""
-    if not isinstance(e, N.Expr) or e.dtype != "int32":
+    """``e`` as ``sum(coefficient * term) + constant`` over int32 or int64 terms (anything
+    that is not a sum, difference or product by a constant is a term); None for other
+    dtypes."""
+    if not isinstance(e, N.Expr) or e.dtype not in N.DIM_DTYPES:
         return None
     if isinstance(e, N.Const):
         return {}, int(e.value)
