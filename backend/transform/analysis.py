@@ -299,6 +299,16 @@ def lifetimes(scope: N.KernelScope) -> dict[str, tuple[int, int]]:
 
 
 # ---- TMA ---------------------------------------------------------------------------------
+def no_tma_coordinates(glob: N.Buffer) -> str:
+    """Why TMA cannot address global tensor ``glob`` ("" when it can): an int64 dim.  The
+    driver takes extents up to 2**32, but a TMA copy's coordinates are 32-bit signed."""
+    wide = [d for d, x in enumerate(glob.shape) if x.dtype == "int64"]
+    if not wide:
+        return ""
+    return (f"'{glob.name}' has an int64 dim (shape[{wide[0]}]); TMA coordinates are 32-bit "
+            "signed (cp.async.bulk.tensor), so they cannot reach its elements past 2**31 - 1")
+
+
 def tma_box(glob: N.Buffer, region: N.Region, shared: N.Buffer, swizzle: int,
             rows: int | None = None) -> tuple | str:
     """The box (tensor axis order) of a TMA copy between ``region`` of global ``glob``
@@ -308,11 +318,8 @@ def tma_box(glob: N.Buffer, region: N.Region, shared: N.Buffer, swizzle: int,
     consecutive boxes (the ``tma_swizzled`` layout stores the chunks one after another)."""
     if glob.dtype != shared.dtype:
         return f"the dtypes differ ({glob.dtype} and {shared.dtype}); TMA does not convert"
-    wide = [d for d, x in enumerate(glob.shape) if x.dtype == "int64"]
-    if wide:  # (the driver takes extents up to 2**32, but no coordinate reaches past 2**31 - 1)
-        return (f"'{glob.name}' has an int64 dim (shape[{wide[0]}]); TMA coordinates are "
-                "32-bit signed (cp.async.bulk.tensor), so they cannot reach its elements past "
-                "2**31 - 1")
+    if no_tma_coordinates(glob):
+        return no_tma_coordinates(glob)
     if not 1 <= glob.ndim <= TMA_MAX_RANK:
         return f"'{glob.name}' has {glob.ndim} dims; TMA tensors have 1 to {TMA_MAX_RANK}"
     tile = [int(d.value) for d in shared.shape]
