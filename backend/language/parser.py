@@ -2011,7 +2011,7 @@ class _Parser:
         stmts = []
 
         def let(name, value):
-            var = N.Var(self.fresh(name), "int32")
+            var = N.Var(self.fresh(name), value.dtype)
             stmts.append(N.Let(var, value, loc=self.loc(s)))
             return var
         # TileLang's rasterization2DRow / 2DColumn: the launch order's blocks handed out
@@ -2019,9 +2019,9 @@ class _Parser:
         new_x, new_y = panel_order(x, y, grid[0], grid[1], panel, let, cluster,
                                    order="row" if order == "row" else "column",
                                    serpentine=True)
-        for name, value in zip(names[:2], (new_x, new_y)):
-            var = N.Var(self.fresh(name), "int32")
-            stmts.append(N.Let(var, value, loc=self.loc(s)))
+        for name, value, old in zip(names[:2], (new_x, new_y), (x, y)):
+            var = N.Var(self.fresh(name), old.dtype)  # (the block index's dtype)
+            stmts.append(N.Let(var, N.cast(value, old.dtype), loc=self.loc(s)))
             self.bind(name, var)
         return stmts
 
