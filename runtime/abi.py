@@ -120,7 +120,9 @@ class TensorArg:
     ``strides`` is ``None`` for a tensor that must be contiguous (row-major); otherwise
     each stride is a static int or a symbol bound at launch.  ``align`` is the byte
     alignment of the data pointer that the kernel assumes (vectorized access needs 16).
-    ``offsets_int32``: the launcher checks that the largest element offset fits int32.
+    ``offsets_int32``: the launcher checks that the largest element offset fits int32;
+    ``offsets_int64``: the kernel indexes it in 64 bits, its strides are not checked
+    against int32.
     """
 
     name: str
@@ -132,6 +134,10 @@ class TensorArg:
     # the kernel computes this tensor's offsets in 32 bits though its symbolic shape could
     # pass int32: the launcher refuses a tensor whose largest offset does
     offsets_int32: bool = False
+    # the kernel computes this tensor's offsets and strides in 64 bits (an int64 dim, a
+    # static shape past int32, the option wide_offsets): the launcher leaves its strides
+    # unchecked against int32
+    offsets_int64: bool = False
     # a workspace (``T.alloc_global``): each call allocates it; the caller neither passes
     # nor gets it
     workspace: bool = False
@@ -173,6 +179,9 @@ class SymbolSpec:
     # ``n >= 0`` gives
     scale: int = 1
     offset: int = 0
+    # "int64" (TileLang's T.dynamic("n", "int64")): the launcher binds any extent and the
+    # kernel takes it as an int64 parameter; "int32": the extent must fit int32
+    dtype: str = "int32"
 
 
 TMA_MODES = ("tiled", "im2col")
@@ -349,6 +358,7 @@ class LaunchABI:
                     "strides": None if a.strides is None else list(a.strides),
                     "align": a.align,
                     "offsets_int32": a.offsets_int32,
+                    **({"offsets_int64": True} if a.offsets_int64 else {}),
                     **({"workspace": True} if a.workspace else {}),
                 }
             return {"kind": "scalar", "name": a.name, "dtype": a.dtype}
@@ -368,7 +378,8 @@ class LaunchABI:
                 {"name": s.name, "arg": s.arg, "field": s.field, "dim": s.dim,
                  "divisibility": s.divisibility,
                  **({"scale": s.scale, "offset": s.offset}
-                    if (s.scale, s.offset) != (1, 0) else {})}
+                    if (s.scale, s.offset) != (1, 0) else {}),
+                 **({"dtype": s.dtype} if s.dtype != "int32" else {})}
                 for s in self.symbols
             ],
             "kernels": [
@@ -404,6 +415,7 @@ class LaunchABI:
                     None if a["strides"] is None else tuple(_dim_from_json(x) for x in a["strides"]),
                     a["align"],
                     offsets_int32=a.get("offsets_int32", False),
+                    offsets_int64=a.get("offsets_int64", False),
                     workspace=a.get("workspace", False),
                 )
             return ScalarArg(a["name"], a["dtype"])

@@ -392,9 +392,12 @@ inline void tc_check_static_stride(int64_t value, int64_t expected, const char* 
   if (TC_UNLIKELY(value != expected && extent != 1)) tc_fail_static(tc_launcher, value, expected, arg, where);
 }
 
+// `int64`: an int64 symbol (TileLang's T.dynamic("n", "int64")), which takes any extent.
 inline int64_t tc_bind_symbol(int64_t value, const char* arg, const char* where, const char* symbol,
-                              int64_t divisibility) {
-  if (TC_UNLIKELY(value < kTcInt32Min || value > kTcInt32Max)) tc_fail_int32(tc_launcher, value, arg, where, symbol);
+                              int64_t divisibility, bool int64 = false) {
+  if (TC_UNLIKELY(!int64 && (value < kTcInt32Min || value > kTcInt32Max))) {
+    tc_fail_int32(tc_launcher, value, arg, where, symbol);
+  }
   if (TC_UNLIKELY(divisibility > 1 && value % divisibility != 0)) {
     tc_fail_divisibility(tc_launcher, value, arg, where, symbol, divisibility);
   }
@@ -402,10 +405,13 @@ inline int64_t tc_bind_symbol(int64_t value, const char* arg, const char* where,
 }
 
 // A symbol solved from a dim declared `scale * symbol + offset` (TileLang's T.Tensor((n * 4 + 1,), ...)):
-// the extent must fit int32 and be that for some integer symbol >= 0.
+// the extent must fit int32 (unless the dim is int64) and be that for some integer symbol >= 0.
 inline int64_t tc_solve_symbol(int64_t value, const char* arg, const char* where, const char* symbol,
-                               const char* text, int64_t scale, int64_t offset, int64_t divisibility) {
-  if (TC_UNLIKELY(value < kTcInt32Min || value > kTcInt32Max)) tc_fail_int32(tc_launcher, value, arg, where, text);
+                               const char* text, int64_t scale, int64_t offset, int64_t divisibility,
+                               bool int64 = false) {
+  if (TC_UNLIKELY(!int64 && (value < kTcInt32Min || value > kTcInt32Max))) {
+    tc_fail_int32(tc_launcher, value, arg, where, text);
+  }
   const int64_t rest = value - offset;
   if (TC_UNLIKELY(rest % scale != 0 || rest / scale < 0)) tc_fail_solve(tc_launcher, value, arg, where, symbol, text);
   const int64_t solved = rest / scale;
@@ -415,10 +421,14 @@ inline int64_t tc_solve_symbol(int64_t value, const char* arg, const char* where
   return solved;
 }
 
-// A dim declared as an expression of symbols bound elsewhere; the kernel computes it in int32.
-inline void tc_check_dim_expr(int64_t value, int64_t expected, const char* arg, const char* where, const char* text) {
+// A dim declared as an expression of symbols bound elsewhere; the kernel computes it in int32
+// (in int64 where it names an int64 symbol: `int64`).
+inline void tc_check_dim_expr(int64_t value, int64_t expected, const char* arg, const char* where, const char* text,
+                              bool int64 = false) {
   if (TC_UNLIKELY(value != expected)) tc_fail_dim_expr(tc_launcher, value, expected, arg, where, text);
-  if (TC_UNLIKELY(value < kTcInt32Min || value > kTcInt32Max)) tc_fail_int32(tc_launcher, value, arg, where, text);
+  if (TC_UNLIKELY(!int64 && (value < kTcInt32Min || value > kTcInt32Max))) {
+    tc_fail_int32(tc_launcher, value, arg, where, text);
+  }
 }
 
 inline void tc_check_symbol(int64_t value, int64_t bound, const char* arg, const char* where, const char* symbol,
@@ -427,8 +437,10 @@ inline void tc_check_symbol(int64_t value, int64_t bound, const char* arg, const
 }
 
 // Row-major contiguous: strides[d] == product of shape[d+1:], except where shape[d] == 1.
-// A tensor with no elements is contiguous whatever its strides.
-inline void tc_check_contiguous(const DLTensor* t, const char* arg) {
+// A tensor with no elements is contiguous whatever its strides.  The kernel computes the
+// strides from the shape in int32, so they must fit it, unless it indexes the tensor with
+// 64-bit offsets (`offsets_int64`: an int64 dim, a static shape past int32, wide_offsets).
+inline void tc_check_contiguous(const DLTensor* t, const char* arg, bool offsets_int64 = false) {
   if (t->strides == nullptr) return;  // DLPack: NULL strides mean compact row-major
   int64_t expected = 1;
   for (int d = t->ndim - 1; d >= 0; --d) {
@@ -438,7 +450,7 @@ inline void tc_check_contiguous(const DLTensor* t, const char* arg) {
         tc_fail_contiguous_unless_empty(tc_launcher, t, arg);
         return;
       }
-      if (TC_UNLIKELY(expected > kTcInt32Max)) tc_fail_stride_int32(tc_launcher, t, arg, d);
+      if (TC_UNLIKELY(!offsets_int64 && expected > kTcInt32Max)) tc_fail_stride_int32(tc_launcher, t, arg, d);
     }
     expected *= extent;
   }

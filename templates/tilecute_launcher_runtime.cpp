@@ -274,7 +274,19 @@ void tc_fail_grid(const TcLauncher& L, int kernel, int64_t x, int64_t y, int64_t
   const std::string prefix = std::string(L.function) + ": kernel '" + info.symbol + "': grid " + grid;
   const bool in_limits = x >= 0 && x <= kTcMaxGridX && y >= 0 && y <= kTcMaxGridYZ && z >= 0 && z <= kTcMaxGridYZ;
   if (!in_limits) {
-    tc_raise_value_error(L, prefix + " is outside the CUDA limits (0 <= x < 2^31, 0 <= y, z < 65536)");
+    // name the first dimension past its limit (an int64 dim's grid, T.ceildiv(n, 512) of a
+    // large n, passes grid.x's 2^31 - 1)
+    const int64_t dims[3] = {x, y, z};
+    std::string which;
+    for (int d = 0; d < 3 && which.empty(); ++d) {
+      const int64_t limit = d == 0 ? kTcMaxGridX : kTcMaxGridYZ;
+      if (dims[d] < 0 || dims[d] > limit) {
+        which = std::string("grid.") + "xyz"[d] + " = " + tc_str(dims[d]) +
+                (dims[d] < 0 ? " is negative" : " is above " + tc_str(limit)) + ": ";
+      }
+    }
+    tc_raise_value_error(L, prefix + " is outside the CUDA limits (" + which +
+                                "0 <= x < 2^31, 0 <= y, z < 65536)");
   }
   tc_raise_value_error(L, prefix + " is not a multiple of the cluster (" + tc_str(info.cluster[0]) + ", " +
                               tc_str(info.cluster[1]) + ", " + tc_str(info.cluster[2]) + ")");

@@ -168,9 +168,11 @@ class KernelEmitter:
         return text
 
     def stride_text(self, buf: N.Buffer, stride: N.Expr) -> str:
-        """A global tensor's stride: 64-bit for the tensors the index-width pass chose (the
-        layout then computes every offset in 64 bits; coordinates stay 32-bit)."""
-        if buf.name in self.plan.func.wide_tensors and \
+        """A global tensor's stride: 64-bit for the tensors the index-width pass chose
+        (``row_major_strides(buf, wide=True)``: a product of dims computed in 64 bits), so
+        the layout computes every offset in 64 bits; coordinates are 32-bit, or 64-bit
+        where an index is int64 (an int64 dim's)."""
+        if buf.name in self.plan.func.wide_tensors and stride.dtype != "int64" and \
                 not (isinstance(stride, N.Const) and stride.value == 1):
             return f"cutlass.Int64({self.exprs.expr(stride)})"
         return self.exprs.expr(stride)
@@ -201,7 +203,8 @@ class KernelEmitter:
         shape and strides; a float4_e2m1fn tensor's bytes (the last dim halved, the other
         strides too: the frontend keeps them even, the launcher checks it)."""
         shape = [self.exprs.expr(d) for d in buf.shape]
-        strides = [self.stride_text(buf, d) for d in row_major_strides(buf)]
+        wide = buf.name in self.plan.func.wide_tensors
+        strides = [self.stride_text(buf, d) for d in row_major_strides(buf, wide)]
         if buf.dtype == FP4:
             shape[-1] = f"({shape[-1]}) // 2" if not shape[-1].isdigit() else str(int(shape[-1]) // 2)
             strides[:-1] = [str(int(x) // 2) if x.isdigit() else f"({x}) // 2" for x in strides[:-1]]
@@ -944,6 +947,9 @@ class KernelEmitter:
         out.line(0, f"def {self.name}({', '.join(params)}):")
         bvars = [ident(v.name) for v in k.block_vars] + ["_"] * (3 - len(k.block_vars))
         out.line(1, f"{', '.join(bvars)} = cute.arch.block_idx()")
+        for v in k.block_vars:
+            if v.dtype == "int64":  # over an int64 grid extent (TileLang's): int64 index math
+                out.line(1, f"{ident(v.name)} = cutlass.Int64({ident(v.name)})")
         out.line(1, "tc_tx, tc_ty, tc_tz = cute.arch.thread_idx()")
         tx, ty = (k.threads + (1, 1))[:2]
         tid = "tc_tx"

@@ -87,11 +87,16 @@ def vector_view(exprs: ExprPrinter, buf: N.Buffer, layout: N.Layout | None, indi
         offset = shared_index(exprs, buf, layout, tuple(indices[:-1]) + (last,))
     else:
         terms = []
-        for idx, stride in zip(indices, row_major_strides(buf)):
+        for idx, stride in zip(indices, row_major_strides(buf, wide)):
+            # (a constant stride is a Python int: its product with an Int64 is one)
+            st = str(int(stride.value)) if isinstance(stride, N.Const) else \
+                exprs.operand(stride, PREC['mul'] + 1)
             if isinstance(stride, N.Const) and stride.value == 1:
                 terms.append(exprs.expr(idx))
+            elif wide and idx.dtype == "int64":
+                terms.append(f"{exprs.operand(idx, PREC['mul'])} * {st}")
             elif wide:
-                terms.append(f"cutlass.Int64({exprs.expr(idx)}) * {exprs.operand(stride, PREC['mul'] + 1)}")
+                terms.append(f"cutlass.Int64({exprs.expr(idx)}) * {st}")
             else:
                 terms.append(f"{exprs.operand(idx, PREC['mul'])} * {exprs.operand(stride, PREC['mul'] + 1)}")
         if extra:

@@ -303,6 +303,8 @@ def _symbol_binding_sites(abi: LaunchABI) -> dict[str, tuple[int, str, int]]:
             )
         if s.divisibility < 1:
             raise _fail(abi, f"symbol {s.name!r}: divisibility must be >= 1, got {s.divisibility}")
+        if s.dtype not in ("int32", "int64"):
+            raise _fail(abi, f"symbol {s.name!r}: dtype must be int32 or int64, got {s.dtype!r}")
         sites[s.name] = (s.arg, s.field, s.dim)
     return sites
 
@@ -344,6 +346,14 @@ def _tma_sources(abi: LaunchABI) -> dict[str, list[KernelParam]]:
 def _arg_contexts(abi: LaunchABI, binding: dict[str, tuple[int, str, int]]) -> list[dict]:
     divisibility = {s.name: s.divisibility for s in abi.symbols}
     solved = {s.name: (s.scale, s.offset) for s in abi.symbols}
+    int64 = {s.name: s.dtype == "int64" for s in abi.symbols}
+
+    def int64_dim(x) -> bool:
+        """The kernel computes dim ``x`` in int64: it names an int64 symbol or holds a
+        literal past int32 (the frontend's promotion)."""
+        if isinstance(x, (tuple, list)):
+            return int64_dim(x[1]) or int64_dim(x[2])
+        return int64[x] if isinstance(x, str) else not -2 ** 31 <= x < 2 ** 31
     tma_sources = _tma_sources(abi)
     # Occurrences of a symbol that come before its binding site in check order are
     # compared right after the binding.
@@ -370,14 +380,15 @@ def _arg_contexts(abi: LaunchABI, binding: dict[str, tuple[int, str, int]]) -> l
                 n = binds[0]
                 checks.append({
                     "op": "solve", "symbol": n, "var": f"sym_{n}", "text": dim_text(x),
-                    "scale": solved[n][0], "offset": solved[n][1],
+                    "scale": solved[n][0], "offset": solved[n][1], "int64": int64_dim(x),
                     "divisibility": divisibility[n], "deferred": deferred.setdefault(n, []),
                     **common,
                 })
                 continue
             # an expression checked once its last symbol is bound
             last = max(dim_symbols(x), key=lambda n: order[binding[n]])
-            compare = {"op": "expr", "expected": dim_cpp(x), "text": dim_text(x), **common}
+            compare = {"op": "expr", "expected": dim_cpp(x), "text": dim_text(x),
+                       "int64": int64_dim(x), **common}
             if order[binding[last]] < order[(i, field, d)]:
                 checks.append(compare)
             else:
@@ -387,7 +398,7 @@ def _arg_contexts(abi: LaunchABI, binding: dict[str, tuple[int, str, int]]) -> l
         bound_at = f"argument '{abi.args[site[0]].name}' {_where(site[1], site[2])}"
         if site == (i, field, d):
             checks.append({
-                "op": "bind", "symbol": x, "var": f"sym_{x}",
+                "op": "bind", "symbol": x, "var": f"sym_{x}", "int64": int64[x],
                 "divisibility": divisibility[x], "deferred": deferred.setdefault(x, []),
                 **common,
             })
@@ -443,6 +454,7 @@ def _arg_contexts(abi: LaunchABI, binding: dict[str, tuple[int, str, int]]) -> l
             "stride_checks": dim_checks.get((i, "stride"), []),
             "align": a.align,
             "offsets_int32": a.offsets_int32,
+            "offsets_int64": a.offsets_int64,
             "tma": tma,
         })
     return out
@@ -501,8 +513,12 @@ def _param_context(abi: LaunchABI, k: KernelLaunch, p: KernelParam, var: str) ->
             raise _fail(abi, f"{where}: {p.dtype} scalar parameters are not supported")
         cpp = DTYPES[p.dtype].cpp
         if p.from_symbol:
-            if p.source not in {s.name for s in abi.symbols}:
+            symbol = next((s for s in abi.symbols if s.name == p.source), None)
+            if symbol is None:
                 raise _fail(abi, f"{where}: symbol {p.source!r} is not declared")
+            if symbol.dtype == "int64" and p.dtype not in ("int64", "uint64"):
+                raise _fail(abi, f"{where}: int64 symbol {p.source!r} as {p.dtype} would be "
+                                 "truncated")
             return {"var": var, "cpp_type": cpp, "init": _convert(f"sym_{p.source}", p.dtype),
                     "comment": f"symbol {p.source} as {p.dtype}", "tma": None}
         arg = next((a for a in abi.args if a.name == p.source), None)

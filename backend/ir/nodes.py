@@ -19,6 +19,9 @@ from ..runtime.abi import TmaSpec
 from ..runtime.dtypes import DTYPES, canonical_dtype
 
 INDEX = "int32"  # dtype of extents, indices, loop and thread variables
+# dtypes of a buffer's dims and of symbols: TileLang's T.dynamic("n", "int64") and static
+# dims past int32 are int64 (block and loop variables over them too)
+DIM_DTYPES = ("int32", "int64")
 
 
 @dataclass(frozen=True)
@@ -347,8 +350,8 @@ def as_expr(x, dtype: Optional[str] = None) -> Expr:
         return Const(int(x), dtype)
     if isinstance(x, bool):
         return Const(x, dtype or "bool")
-    if isinstance(x, int):
-        return Const(x, dtype or INDEX)
+    if isinstance(x, int):  # TVM: int32, or int64 for a literal past it
+        return Const(x, dtype or (INDEX if -2 ** 31 <= x < 2 ** 31 else "int64"))
     if isinstance(x, float):
         return Const(x, dtype or "float32")
     raise TypeError(f"cannot use {type(x).__name__} {x!r} as an IR expression")
@@ -362,12 +365,25 @@ def const(value, dtype: str) -> Const:
     return Const(int(value), dtype)
 
 
+def _takes_dtype(x, dtype: str) -> bool:
+    """A Python constant ``x`` beside an operand of ``dtype`` takes that dtype, except a
+    float beside an integer, and an int past int32 beside a 32-bit or narrower integer
+    (TVM types such a literal int64 and promotes: ``i + 2**32`` of an int32 ``i`` is
+    int64)."""
+    if isinstance(x, float):
+        return not is_int(dtype)
+    if isinstance(x, int) and not isinstance(x, bool) and is_int(dtype) and \
+            DTYPES[dtype].bits <= 32:
+        return -2 ** 31 <= x < 2 ** 31 or (dtype == "uint32" and 0 <= x < 2 ** 32)
+    return True
+
+
 def _coerce(a, b):
     """Give two operands one dtype; Python constants take the other side's dtype."""
     if not isinstance(a, Expr) and isinstance(b, Expr):
-        a = const(a, b.dtype) if not (isinstance(a, float) and is_int(b.dtype)) else as_expr(a)
+        a = const(a, b.dtype) if _takes_dtype(a, b.dtype) else as_expr(a)
     if not isinstance(b, Expr) and isinstance(a, Expr):
-        b = const(b, a.dtype) if not (isinstance(b, float) and is_int(a.dtype)) else as_expr(b)
+        b = const(b, a.dtype) if _takes_dtype(b, a.dtype) else as_expr(b)
     a, b = as_expr(a), as_expr(b)
     t = promote(a.dtype, b.dtype)
     return cast(a, t), cast(b, t), t

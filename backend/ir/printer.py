@@ -362,8 +362,9 @@ def _param(p: N.Param) -> str:
 def print_func(f: N.PrimFunc) -> str:
     out: list[str] = ["import tilecute.language as T", ""]
     for s in f.symbols:
+        dtype = f', "{s.dtype}"' if s.dtype != "int32" else ""
         multiple = f", multiple_of={s.multiple}" if s.multiple > 1 else ""
-        out.append(f'{s.name} = T.symbolic("{s.name}"{multiple})')
+        out.append(f'{s.name} = T.symbolic("{s.name}"{dtype}{multiple})')
     if f.symbols:
         out.append("")
     out.append("")

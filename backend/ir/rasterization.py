@@ -55,11 +55,17 @@ def panel_order(x: N.Expr, y: N.Expr, nx: N.Expr, ny: N.Expr, panel: int,
     else:
         first = let("panel_first", N.binop("mul", N.binop("floordiv", flat, size), i32(panel)))
     offset = let("panel_offset", N.binop("mod", flat, size))
-    rows = let("panel_rows", N.Select(N.Cmp("le", N.binop("add", first, i32(panel)), along),
-                                      i32(panel), N.binop("sub", along, first), "int32"))
+    rows = let("panel_rows", _select(N.cmp("le", N.binop("add", first, i32(panel)), along),
+                                     i32(panel), N.binop("sub", along, first)))
     walk = N.binop("floordiv", offset, rows)
     if serpentine:  # odd panels from the far end
-        walk = N.Select(N.Cmp("eq", N.binop("mod", index, i32(2)), i32(1)),
-                        N.binop("sub", N.binop("sub", across, i32(1)), walk), walk, "int32")
+        walk = _select(N.cmp("eq", N.binop("mod", index, i32(2)), i32(1)),
+                       N.binop("sub", N.binop("sub", across, i32(1)), walk), walk)
     step = N.binop("add", N.binop("mod", offset, rows), first)
     return (walk, step) if order == "row" else (step, walk)
+
+
+def _select(cond: N.Expr, a: N.Expr, b: N.Expr) -> N.Select:
+    """``cond ? a : b`` at the operands' promoted dtype (int64 over an int64 grid)."""
+    t = N.promote(a.dtype, b.dtype)
+    return N.Select(cond, N.cast(a, t), N.cast(b, t), t)

@@ -121,33 +121,44 @@ class _Validator:
             self.fail(f"{where}a {e.dtype} constant holds {type(v).__name__} {v!r}")
 
     def dim(self, d, what: str, vars_, expr: bool = False) -> None:
-        """A buffer dim or stride: a positive int32 constant or a declared symbol; with
-        ``expr`` (a parameter's dims) also an int32 expression of them (+, -, *, //, %)."""
+        """A buffer dim or stride: a positive int32 or int64 constant or a declared int32 or
+        int64 symbol; with ``expr`` (a parameter's dims) also an expression of them (+, -,
+        *, //, %) at their promoted dtype, an int32 part widened by a ``Cast`` to int64."""
         if expr and isinstance(d, N.BinOp):
-            if d.op not in ("add", "sub", "mul", "floordiv", "mod") or d.dtype != "int32":
-                self.fail(f"{what}: a dim expression may use +, -, *, // and % on int32, "
-                          f"got {d.op} ({d.dtype})")
+            if d.op not in ("add", "sub", "mul", "floordiv", "mod") or d.dtype not in N.DIM_DTYPES:
+                self.fail(f"{what}: a dim expression may use +, -, *, // and % on int32 or "
+                          f"int64, got {d.op} ({d.dtype})")
             for x in (d.a, d.b):
+                if x.dtype != d.dtype:
+                    self.fail(f"{what}: the operands of a {d.dtype} dim expression are "
+                              f"{d.a.dtype} and {d.b.dtype}")
                 if isinstance(x, N.Const):
                     self.dtype(x.dtype, what)
                     self.const(x, what)
-                    if x.dtype != "int32":
-                        self.fail(f"{what}: the constant {x.value!r} of a dim expression must be int32")
                 else:
                     self.dim(x, what, vars_, expr=True)
+            return
+        if expr and isinstance(d, N.Cast):
+            if d.dtype != "int64" or d.value.dtype != "int32":
+                self.fail(f"{what}: a dim expression converts int32 to int64 only, got "
+                          f"{d.value.dtype} to {d.dtype}")
+            if isinstance(d.value, N.Const):
+                self.const(d.value, what)
+            else:
+                self.dim(d.value, what, vars_, expr=True)
             return
         if isinstance(d, N.Var):
             if d.name not in vars_:
                 self.fail(f"{what}: symbol '{d.name}' is not declared in the function's symbols")
-            if d.dtype != "int32":
-                self.fail(f"{what}: symbol '{d.name}' must be int32")
+            if d.dtype not in N.DIM_DTYPES:
+                self.fail(f"{what}: symbol '{d.name}' is {d.dtype}; symbols are int32 or int64")
             return
         if not isinstance(d, N.Const):
             self.fail(f"{what}: dims must be ints or symbols, got {type(d).__name__}")
         self.dtype(d.dtype, what)
         self.const(d, what)
-        if d.dtype != "int32" or d.value < 1:
-            self.fail(f"{what}: dim {d.value!r} must be a positive int32")
+        if d.dtype not in N.DIM_DTYPES or d.value < 1:
+            self.fail(f"{what}: dim {d.value!r} must be a positive int32 or int64")
 
     def view(self, s: N.Allocate, vars_, bufs) -> None:
         """An allocation viewing ``s.view_of``: an earlier buffer of the same scope that
@@ -314,8 +325,11 @@ class _Validator:
                 self.fail(f"grid extent {g.value} along {'xyz'[axis]} is out of CUDA's range "
                           f"1..{limit}")
         self.safe_values(k, vars_, bufs)
-        for v in k.block_vars:
+        for v, g in zip(k.block_vars, k.grid):
             self.name(v.name, "block variable")
+            if v.dtype not in N.DIM_DTYPES or v.dtype != g.dtype:
+                self.fail(f"block variable '{v.name}' is {v.dtype}; a block index has its grid "
+                          f"extent's dtype ({g.dtype}), int32 or int64")
             vars_[v.name] = v
         self.scope, self.in_ws = k, False
         self.body(k.body, vars_, bufs)

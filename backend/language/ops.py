@@ -27,9 +27,15 @@ def _is_number(x) -> bool:
 
 
 def ceildiv(a, b):
-    """``(a + b - 1) // b``."""
+    """``(a + b - 1) // b``.  Two Python ints fold; TVM types its literals int32, or
+    int64 past int32, so ``T.ceildiv(2**32, 512)`` is an int64 constant (a grid over it
+    binds an int64 block index, as TileLang's does)."""
     if not isinstance(a, _N.Expr) and not isinstance(b, _N.Expr):
-        return -(-a // b)
+        q = -(-a // b)
+        if all(isinstance(x, int) and not isinstance(x, bool) for x in (a, b)) and \
+                not all(-2 ** 31 <= x < 2 ** 31 for x in (a, b)):
+            return _N.Const(q, "int64")
+        return q
     return _N.ceildiv(a, b)
 
 

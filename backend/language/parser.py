@@ -435,7 +435,7 @@ class _Parser:
         node = ref.node if isinstance(ref, _Given) else None
         if isinstance(v, bool) or not isinstance(v, (int, N.Expr)) or not N.is_int(N.as_expr(v).dtype):
             raise self.error(node, f"T.{form}: expected an integer expression, got {_show(v)}")
-        return N.cast(N.as_expr(v), "int32")
+        return _index_dtype(N.as_expr(v))
 
     # ---- the function -----------------------------------------------------------------
     def parse(self) -> N.PrimFunc:
@@ -588,11 +588,13 @@ class _Parser:
                                  + (" (a static 0 is refused: CuTe DSL takes no static zero "
                                     "extent in a layout; declare the dim T.dynamic(...) and "
                                     "pass an empty tensor)" if d == 0 else ""))
-            if d >= 2 ** 31:
-                raise self.error(node, f"'{name}': dimension {d} does not fit int32")
-            return N.Const(d, "int32")
-        if d.dtype != "int32":
-            raise self.error(node, f"'{name}': symbolic dimension {d.name} must be int32")
+            if d >= 2 ** 63:
+                raise self.error(node, f"'{name}': dimension {d} does not fit int64")
+            # TVM types an int literal int32, or int64 past it (T.Tensor((2**32,), ...))
+            return N.Const(d, "int32" if d < 2 ** 31 else "int64")
+        if d.dtype not in N.DIM_DTYPES:
+            raise self.error(node, f"'{name}': symbolic dimension {d.name} is {d.dtype}; "
+                                   "dims are int32 or int64 (T.dynamic(name, \"int64\"))")
         return d
 
     _DIM_OPS = ("add", "sub", "mul", "floordiv", "mod")
@@ -605,9 +607,10 @@ class _Parser:
         if isinstance(d, N.Cast) and N.is_int(d.dtype):
             return self.dim_expr(node, d.value, name)
         if isinstance(d, int) and not isinstance(d, bool):
-            return N.Const(d, "int32")
+            return N.Const(d, "int32" if -2 ** 31 <= d < 2 ** 31 else "int64")
         if isinstance(d, N.Const) and N.is_int(d.dtype) and not isinstance(d.value, bool):
-            return N.Const(int(d.value), "int32")
+            v = int(d.value)
+            return N.Const(v, "int32" if -2 ** 31 <= v < 2 ** 31 else "int64")
         if isinstance(d, N.Var):
             return self.dim(node, d, name)
         if isinstance(d, N.BinOp) and d.op in self._DIM_OPS:
@@ -619,8 +622,11 @@ class _Parser:
                      "mod": a.value % b.value if b.value else None}[d.op]
                 if v is None:
                     raise self.error(node, f"'{name}': dimension divides by zero")
-                return N.Const(v, "int32")
-            return N.BinOp(d.op, a, b, "int32")
+                wide = "int64" in (a.dtype, b.dtype) or not -2 ** 31 <= v < 2 ** 31
+                return N.Const(v, "int64" if wide else "int32")
+            # an int64 symbol (or a literal past int32) makes the expression int64, as TVM
+            # promotes it; the launcher computes every dim in int64
+            return N.binop(d.op, a, b)
         raise self.error(node, f"'{name}': a dimension expression may combine ints and "
                                "T.dynamic(...) symbols with +, -, *, // and %, got "
                                f"{_show(d)}")
@@ -885,8 +891,10 @@ class _Parser:
             names = ["bx", "by", "bz"][: len(grid)]
         self.push(control=False)
         block_vars = []
-        for nm in names:
-            v = N.Var(self.fresh(nm), "int32")
+        for nm, g in zip(names, grid):
+            # TileLang binds a block index of its extent's dtype: an int64 grid extent
+            # (T.ceildiv(n, 512) of an int64 n) gives an int64 index
+            v = N.Var(self.fresh(nm), g.dtype)
             block_vars.append(v)
             if not gridless:  # the one block's index is bound to no name
                 self.bind(nm, v)
@@ -965,7 +973,8 @@ class _Parser:
         warp_specialize = None
         step = None
         if kind == "parallel":
-            extents = [self.folded(self.arg_index(r, "Parallel")) for r in a.ref("extents")]
+            extents = [self.parallel_extent(self.folded(self.arg_index(r, "Parallel")), s, "Parallel")
+                       for r in a.ref("extents")]
             if not extents:
                 raise self.error(s, "T.Parallel needs at least one extent")
             vector_width = a.static_int("vector_width", 0)
@@ -1011,7 +1020,8 @@ class _Parser:
                                     "loop variables")
             ranges = [(N.Const(0, "int32"), e) for e in extents]
         elif form.__name__ == "grid":
-            extents = [self.folded(self.arg_index(r, "grid")) for r in a.ref("extents")]
+            extents = [self.parallel_extent(self.folded(self.arg_index(r, "grid")), s, "grid")
+                       for r in a.ref("extents")]
             if not extents:
                 raise self.error(s, "T.grid needs at least one extent")
             if len(extents) != len(names):
@@ -1068,20 +1078,23 @@ class _Parser:
         self.push(kind="parallel" if kind == "parallel" else "loop")
         loop_vars = []
         prologue: list[N.Stmt] = []
-        for nm, (start, _) in zip(names, ranges):
+        for nm, (start, extent) in zip(names, ranges):
+            # TVM's loop variable has its range's dtype: int64 over an int64 start or extent
+            # (T.serial(T.ceildiv(n, 512)) of an int64 n)
+            dtype = "int64" if "int64" in (start.dtype, extent.dtype) else "int32"
             if step is not None and step != 1:
-                counter = N.Var(self.fresh(f"{nm.id}_iter"), "int32")
-                v = N.Var(self.fresh(nm.id), "int32")
+                counter = N.Var(self.fresh(f"{nm.id}_iter"), dtype)
+                v = N.Var(self.fresh(nm.id), dtype)
                 prologue.append(N.Let(v, N.binop("add", ranges[0][0],
                                                  N.binop("mul", counter, step)), loc=self.loc(s)))
                 loop_vars.append(counter)
                 self.bind(nm.id, v)
             else:
-                v = N.Var(self.fresh(nm.id), "int32")
+                v = N.Var(self.fresh(nm.id), dtype)
                 loop_vars.append(v)
                 self.bind(nm.id, v)
         if prologue:
-            ranges = [(N.Const(0, "int32"), ranges[0][1])]
+            ranges = [(N.Const(0, ranges[0][1].dtype), ranges[0][1])]
         try:
             body = tuple(prologue) + self.block(s.body)
         finally:
@@ -1498,6 +1511,18 @@ class _Parser:
             return go(e)
         except _TooLarge:
             return None
+
+    def parallel_extent(self, e: N.Expr, s, form: str) -> N.Expr:
+        """A T.Parallel / T.grid extent: int32 (a constant one of int64 dtype is taken as
+        int32 when it fits); a non-constant int64 extent is refused."""
+        if isinstance(e, N.Const) and e.dtype == "int64" and -2 ** 31 <= e.value < 2 ** 31:
+            return N.Const(int(e.value), "int32")
+        if e.dtype == "int64":
+            raise self.error(s, f"T.{form}: an int64 extent ({expr_str(e)}) is not supported: "
+                                f"tilecute spreads T.{form} iterations over a block's threads "
+                                "with int32 loop variables; use an int32 extent, or T.serial for "
+                                "an int64 count")
+        return e
 
     def folded(self, e):
         """``e`` as a constant when it is one through its Let-bound names (``n = hi - lo``
@@ -2012,7 +2037,7 @@ class _Parser:
         stmts = []
 
         def let(name, value):
-            var = N.Var(self.fresh(name), "int32")
+            var = N.Var(self.fresh(name), value.dtype)
             stmts.append(N.Let(var, value, loc=self.loc(s)))
             return var
         # TileLang's rasterization2DRow / 2DColumn: the launch order's blocks handed out
@@ -2020,9 +2045,9 @@ class _Parser:
         new_x, new_y = panel_order(x, y, grid[0], grid[1], panel, let, cluster,
                                    order="row" if order == "row" else "column",
                                    serpentine=True)
-        for name, value in zip(names[:2], (new_x, new_y)):
-            var = N.Var(self.fresh(name), "int32")
-            stmts.append(N.Let(var, value, loc=self.loc(s)))
+        for name, value, old in zip(names[:2], (new_x, new_y), (x, y)):
+            var = N.Var(self.fresh(name), old.dtype)  # (the block index's dtype)
+            stmts.append(N.Let(var, N.cast(value, old.dtype), loc=self.loc(s)))
             self.bind(name, var)
         return stmts
 
@@ -3960,14 +3985,15 @@ class _Parser:
         return self.index_value(node, self.expr(node))
 
     def index_value(self, node, v) -> N.Expr:
-        """``v`` (the value of ``node``) as an int32 index."""
+        """``v`` (the value of ``node``) as an index: int32, or int64 for a 64-bit value
+        (TVM keeps an index's dtype: ``x[bx * 512 + i]`` over an int64 ``bx`` is int64)."""
         if isinstance(v, bool) or not isinstance(v, (int, N.Expr)):
             raise self.error(node, f"expected an integer expression, got {ast.unparse(node)}")
         v = N.as_expr(v)
         if not N.is_int(v.dtype):
             raise self.error(node, f"index/extent `{ast.unparse(node)}` has dtype {v.dtype}, "
                                    "expected an integer")
-        return N.cast(v, "int32") if v.dtype != "int32" else v
+        return _index_dtype(v)
 
     def expr(self, node):
         try:
@@ -4432,12 +4458,21 @@ def _or(values):
     return _truth(dyn[0]) if len(dyn) == 1 else N.Logic("or", tuple(_truth(v) for v in dyn))
 
 
+def _index_dtype(v: N.Expr) -> N.Expr:
+    """An integer index or extent at its index dtype, as TVM keeps it: int64 for a 64-bit
+    value (an int64 symbol, a literal past int32, a block index over an int64 grid), else
+    int32 (narrower and 32-bit unsigned values widen or convert to it, as before)."""
+    return N.cast(v, "int64" if DTYPES[v.dtype].bits == 64 else "int32")
+
+
 def _sub(a: N.Expr, b: N.Expr) -> N.Expr:
     """The extent ``a - b`` of a slice or loop range, folded where the two are affine in
     the same terms: ``A[bx * 64:(bx + 1) * 64]`` has extent 64, and ``(x + y) - x`` is
     ``y`` (so printed ranges re-parse exactly)."""
     if isinstance(a, N.BinOp) and a.op == "add" and a.a == b:
-        return a.b
+        e = a.b  # (a constant extent is int32 where it fits, as _affine's below)
+        return N.Const(int(e.value), "int32") if isinstance(e, N.Const) and \
+            -2 ** 31 <= e.value < 2 ** 31 else e
     fa, fb = _affine(a), _affine(b)
     if fa is not None and fb is not None:
         terms = dict(fa[0])
@@ -4446,7 +4481,7 @@ def _sub(a: N.Expr, b: N.Expr) -> N.Expr:
         terms = {t: c for t, c in terms.items() if c}
         const = fa[1] - fb[1]
         if not terms:
-            return N.Const(const, "int32")
+            return N.Const(const, "int32" if -2 ** 31 <= const < 2 ** 31 else "int64")
         if const == 0 and list(terms.values()) == [1]:
             return next(iter(terms))
     return N.binop("sub", a, b)
@@ -4480,9 +4515,10 @@ def _pure(e) -> bool:
 
 
 def _affine(e) -> Optional[tuple[dict, int]]:
-    """``e`` as ``sum(coefficient * term) + constant`` over int32 terms (anything that is
-    not a sum, difference or product by a constant is a term); None for other dtypes."""
-    if not isinstance(e, N.Expr) or e.dtype != "int32":
+    """``e`` as ``sum(coefficient * term) + constant`` over int32 or int64 terms (anything
+    that is not a sum, difference or product by a constant is a term); None for other
+    dtypes."""
+    if not isinstance(e, N.Expr) or e.dtype not in N.DIM_DTYPES:
         return None
     if isinstance(e, N.Const):
         return {}, int(e.value)

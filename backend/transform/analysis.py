@@ -88,6 +88,11 @@ def affine_in(e: N.Expr, name: str) -> Optional[N.Expr]:
     if isinstance(e, N.BinOp) and e.op == "sub" and not mentions(e.b, name):
         c = affine_in(e.a, name)
         return None if c is None else N.binop("sub", c, e.b)
+    if isinstance(e, N.Cast) and e.dtype == "int64" and e.value.dtype == "int32":
+        # an int32 index widened into int64 index arithmetic (x[bx * 512 + i] over an int64
+        # bx): its value is the int32 value's, so the offset widens with it
+        c = affine_in(e.value, name)
+        return None if c is None else N.cast(c, "int64")
     return None
 
 
@@ -122,6 +127,11 @@ def max_offset(buf: N.Buffer) -> int | None:
     return total
 
 
+def int64_dims(buf: N.Buffer) -> bool:
+    """Does ``buf`` have an int64 dim or stride (an int64 symbol, an extent past int32)?"""
+    return any(d.dtype == "int64" for d in buf.shape + (buf.strides or ()))
+
+
 def may_pass_int32(buf: N.Buffer) -> bool:
     """May an element offset of global tensor ``buf`` pass int32?  A 1-D contiguous tensor
     never does (its extent is a symbol the launcher checks, or a constant); one whose shape
@@ -129,17 +139,26 @@ def may_pass_int32(buf: N.Buffer) -> bool:
     bound = max_offset(buf)
     if bound is not None:
         return bound > INT32_MAX
+    if int64_dims(buf):
+        return True
     strides = row_major_strides(buf)
     return not (buf.ndim == 1 and isinstance(strides[0], N.Const) and strides[0].value == 1)
 
 
-def row_major_strides(buf: N.Buffer) -> tuple[N.Expr, ...]:
-    """Element strides of ``buf``: its declared strides, or row-major from its shape."""
+def row_major_strides(buf: N.Buffer, wide: bool = False) -> tuple[N.Expr, ...]:
+    """Element strides of ``buf``: its declared strides, or row-major from its shape;
+    ``wide``: each stride but the last 1 int64, its product computed in int64 (a
+    64-bit-offset tensor's strides never wrap)."""
     if buf.strides is not None:
+        if wide:
+            return tuple(s if isinstance(s, N.Const) and s.value == 1 else N.cast(s, "int64")
+                         for s in buf.strides)
         return buf.strides
     strides: list[N.Expr] = [N.Const(1, "int32")]
     for d in reversed(buf.shape[1:]):
         one = isinstance(strides[0], N.Const) and strides[0].value == 1
+        if wide:
+            d = N.cast(d, "int64")
         strides.insert(0, d if one else N.binop("mul", strides[0], d))
     return tuple(strides)
 
@@ -280,6 +299,16 @@ def lifetimes(scope: N.KernelScope) -> dict[str, tuple[int, int]]:
 
 
 # ---- TMA ---------------------------------------------------------------------------------
+def no_tma_coordinates(glob: N.Buffer) -> str:
+    """Why TMA cannot address global tensor ``glob`` ("" when it can): an int64 dim.  The
+    driver takes extents up to 2**32, but a TMA copy's coordinates are 32-bit signed."""
+    wide = [d for d, x in enumerate(glob.shape) if x.dtype == "int64"]
+    if not wide:
+        return ""
+    return (f"'{glob.name}' has an int64 dim (shape[{wide[0]}]); TMA coordinates are 32-bit "
+            "signed (cp.async.bulk.tensor), so they cannot reach its elements past 2**31 - 1")
+
+
 def tma_box(glob: N.Buffer, region: N.Region, shared: N.Buffer, swizzle: int,
             rows: int | None = None) -> tuple | str:
     """The box (tensor axis order) of a TMA copy between ``region`` of global ``glob``
@@ -289,6 +318,8 @@ def tma_box(glob: N.Buffer, region: N.Region, shared: N.Buffer, swizzle: int,
     consecutive boxes (the ``tma_swizzled`` layout stores the chunks one after another)."""
     if glob.dtype != shared.dtype:
         return f"the dtypes differ ({glob.dtype} and {shared.dtype}); TMA does not convert"
+    if no_tma_coordinates(glob):
+        return no_tma_coordinates(glob)
     if not 1 <= glob.ndim <= TMA_MAX_RANK:
         return f"'{glob.name}' has {glob.ndim} dims; TMA tensors have 1 to {TMA_MAX_RANK}"
     tile = [int(d.value) for d in shared.shape]

@@ -1,6 +1,7 @@
 """Index width: which global tensors index with 64-bit offsets (``PrimFunc.wide_tensors``).
 
-A tensor whose static shape has offsets past int32 always does.  One whose symbolic shape
+A tensor with an int64 dim (TileLang's ``T.dynamic("n", "int64")``, a static extent past
+int32) always does, and so does one whose static shape has offsets past int32.  One whose symbolic shape
 merely may (a 2-D tensor of two symbols) does only with the compile option
 ``wide_offsets``: 64-bit arithmetic costs up to 1.8x on memory-bound row kernels (measured
 on an H200: softmax over 16384-wide rows 142 us against 79), and such tensors are rare.
@@ -18,7 +19,7 @@ import dataclasses
 
 from ..ir import nodes as N
 from ..runtime.dtypes import DTYPES
-from .analysis import max_offset, may_pass_int32, walk_stmts, INT32_MAX
+from .analysis import int64_dims, max_offset, may_pass_int32, walk_stmts, INT32_MAX
 
 
 def choose_index_width(func: N.PrimFunc, options: dict) -> N.PrimFunc:
@@ -27,7 +28,8 @@ def choose_index_width(func: N.PrimFunc, options: dict) -> N.PrimFunc:
         if not isinstance(p, N.Buffer) or not may_pass_int32(p):
             continue
         bound = max_offset(p)
-        if options.get("wide_offsets") or (bound is not None and bound > INT32_MAX):
+        if options.get("wide_offsets") or (bound is not None and bound > INT32_MAX) or \
+                int64_dims(p):
             wide.append(p.name)
     params = {p.name: p for p in func.params if isinstance(p, N.Buffer)}
     for k in func.kernels:

@@ -3,7 +3,7 @@ templates and the cubin check read (``tilecute.runtime.abi.LaunchABI``).
 
 The kernel parameter list is derived here and nowhere else: every kernel of a function
 takes the data pointers of the tensor arguments (in argument order), then the symbols
-(int32, in first-use order), then the scalar arguments, then its own TMA descriptors.
+(int32, or int64 for TileLang's ``T.dynamic("n", "int64")``, in first-use order), then the scalar arguments, then its own TMA descriptors.
 Everything else comes from what the passes recorded in the IR: the descriptors
 (``KernelScope.tma_descriptors``), the shared memory (``KernelScope.shared_bytes``), the
 producer warpgroup, and the alignment each tensor needs (the vector accesses the
@@ -59,6 +59,8 @@ def _dim(d: N.Expr):
         return d.name
     if isinstance(d, N.BinOp) and d.op in DIM_OPS:
         return (d.op, _dim(d.a), _dim(d.b))
+    if isinstance(d, N.Cast) and d.dtype == "int64":  # the launcher computes dims in int64
+        return _dim(d.value)
     raise LoweringError(f"dim {d} is not an int, a symbol or an expression of them")
 
 
@@ -68,19 +70,20 @@ def _bind_symbols(func: N.PrimFunc, args) -> list[SymbolSpec]:
     symbol or, where no dim is, its first affine dim ``a * n + b`` (int ``a``, ``b``;
     the launcher solves for ``n``); every other dim naming it is checked against it."""
     multiple = {s.name: s.multiple for s in func.symbols}
+    dtype = {s.name: s.dtype for s in func.symbols}
     sites = [(i, field, d, x) for i, a in enumerate(args) if isinstance(a, TensorArg)
              for field, dims in (("shape", a.shape), ("stride", a.strides or ()))
              for d, x in enumerate(dims)]
     bound: dict[str, SymbolSpec] = {}
     for i, field, d, x in sites:
         if isinstance(x, str) and x not in bound:
-            bound[x] = SymbolSpec(x, i, field, d, multiple.get(x, 1))
+            bound[x] = SymbolSpec(x, i, field, d, multiple.get(x, 1), dtype=dtype[x])
         elif isinstance(x, tuple):
             free = [n for n in dim_symbols(x) if n not in bound]
             if len(free) == 1 and (ab := affine_in(x, free[0])) is not None and \
                     not any(isinstance(y, str) and y == free[0] for *_, y in sites):
                 bound[free[0]] = SymbolSpec(free[0], i, field, d, multiple.get(free[0], 1),
-                                            scale=ab[0], offset=ab[1])
+                                            scale=ab[0], offset=ab[1], dtype=dtype[free[0]])
     missing = [s.name for s in func.symbols if s.name not in bound]
     if missing:
         where = [f"{args[i].name} {field}[{d}] = {dim_text(x)}" for i, field, d, x in sites
@@ -170,6 +173,7 @@ def build_abi(func: N.PrimFunc, arch: str) -> KernelPlan:
                                   None if p.strides is None else tuple(_dim(d) for d in p.strides),
                                   aligned.get(p.name, 1),
                                   offsets_int32=may_pass_int32(p) and p.name not in func.wide_tensors,
+                                  offsets_int64=p.name in func.wide_tensors,
                                   workspace=p.name in func.workspaces))
         else:
             if p.dtype not in _SCALAR_PARAM_DTYPES:
@@ -183,7 +187,7 @@ def build_abi(func: N.PrimFunc, arch: str) -> KernelPlan:
     params = tuple(
         [KernelParam(f"{p.name}_ptr", "pointer", p.dtype, p.name)
          for p in func.params if isinstance(p, N.Buffer)]
-        + [KernelParam(s.name, "scalar", "int32", s.name, from_symbol=True) for s in symbols]
+        + [KernelParam(s.name, "scalar", s.dtype, s.name, from_symbol=True) for s in symbols]
         + [KernelParam(p.name, "scalar", p.dtype, p.name)
            for p in func.params if isinstance(p, N.Var)]
     )

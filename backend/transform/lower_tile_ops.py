@@ -22,7 +22,7 @@ import dataclasses
 from ..ir import nodes as N
 from ..ir.visitor import StmtMutator, fold_constants
 from ..runtime.dtypes import DTYPES
-from .analysis import LoopVars, is_unit, squeeze
+from .analysis import LoopVars, is_unit, no_tma_coordinates, squeeze
 
 
 class TileOpError(ValueError):
@@ -153,6 +153,9 @@ class _Lowerer(StmtMutator):
         scopes = [self.buffers[r.buffer].scope for r in (s.src, s.dst)]
         if sorted(scopes) != ["global", "shared"]:
             return f"TMA copies between global and shared memory; this copy is {scopes[0]} -> {scopes[1]}"
+        why = no_tma_coordinates(self.buffers[s.src.buffer if scopes[0] == "global" else s.dst.buffer])
+        if why:
+            return why
         return ("tilecute moves a copy by TMA only into or out of a whole shared buffer (or a "
                 "range of its rows, or one matrix of it) TMA can address, a load only at the "
                 "kernel's top level or the top level of a T.Pipelined body, and only where the "

@@ -52,23 +52,25 @@ def _kernel(func: N.PrimFunc, scope: N.KernelScope, names: set[str]) -> N.Kernel
     if all(isinstance(g, N.Const) for g in scope.grid[:2]) and scope.grid[1].value <= PANEL:
         return scope  # one panel: nothing to gain
 
-    def fresh(stem):
+    def fresh(stem, dtype):
         n = 0
         while f"{stem}{n or ''}" in names:
             n += 1
         names.add(f"{stem}{n or ''}")
-        return N.Var(f"{stem}{n or ''}", "int32")
+        return N.Var(f"{stem}{n or ''}", dtype)
 
     x, y = scope.block_vars[:2]
     lets = []
 
     def let(stem, value):
-        var = fresh(stem)
+        var = fresh(stem, value.dtype)
         lets.append(N.Let(var, value, loc=scope.loc))
         return var
     new_x, new_y = panel_order(x, y, scope.grid[0], scope.grid[1], PANEL, let,
                                (tuple(scope.cluster or ()) + (1, 1))[:2])
-    new_x, new_y = let(x.name, new_x), let(y.name, new_y)
+    # each new index keeps its block variable's dtype (the walk is int64 where a grid
+    # extent is; an int32 index's new value is below its extent, so it fits)
+    new_x, new_y = let(x.name, N.cast(new_x, x.dtype)), let(y.name, N.cast(new_y, y.dtype))
     body = substitute(tuple(scope.body), {x.name: new_x, y.name: new_y})
     return dataclasses.replace(scope, body=tuple(lets) + body)
 
