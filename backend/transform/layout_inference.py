@@ -131,6 +131,12 @@ class _Kernel:
         self.tma_copied |= {s.value.args[0].buffer for s in walk_stmts(scope.body)
                             if isinstance(s, N.Evaluate) and isinstance(s.value, N.Call)
                             and s.value.name == "ptx_cp_async"}
+        # and those a copy must fill by cp.async (T.async_copy, T.copy(...,
+        # prefer_instruction="cp_async")): 4-16 contiguous bytes per piece, likewise
+        self.tma_copied |= {b for s in walk_stmts(scope.body) if isinstance(s, N.For)
+                            and s.kind == "parallel" and parallel_nest(s)[-1].copy_instruction
+                            in ("cp_async", N.ASYNC_COPY)
+                            for b, _, w in accesses(parallel_nest(s)[-1].body) if w}
         self.reducers: set[str] = set()  # T.alloc_reducer fragments
         self.rows = self.row_fragments()  # fragment -> its mma_rows layout
         # the threads the statements being collected map onto: (first thread, count), the

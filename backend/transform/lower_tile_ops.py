@@ -133,11 +133,16 @@ class _Lowerer(StmtMutator):
     def copy(self, s: N.Copy) -> N.Stmt:
         if s.instruction == "tma":  # the TMA pass made it a TMA copy where it could
             self.fail(s, f"{copy_text(s)} could not be honored: {self.no_tma_reason(s)}")
-        if s.instruction == "cp_async":
+        if s.instruction in ("cp_async", N.ASYNC_COPY):
             scopes = [self.buffers[r.buffer].scope for r in (s.src, s.dst)]
             if scopes != ["global", "shared"]:
                 self.fail(s, f"{copy_text(s)} could not be honored: cp.async copies global -> "
                              f"shared memory; this copy is {scopes[0]} -> {scopes[1]}")
+            if s.instruction == N.ASYNC_COPY and \
+                    self.buffers[s.src.buffer].dtype != self.buffers[s.dst.buffer].dtype:
+                self.fail(s, f"{copy_text(s)} could not be honored: cp.async copies bytes, and "
+                             f"'{s.src.buffer}' is {self.buffers[s.src.buffer].dtype} while "
+                             f"'{s.dst.buffer}' is {self.buffers[s.dst.buffer].dtype}")
         nest = self.copy_nest(s)
         if not s.instruction:
             return nest
