@@ -23,10 +23,13 @@ INDEX = "int32"  # dtype of extents, indices, loop and thread variables
 
 @dataclass(frozen=True)
 class Loc:
-    """Where a node came from in the frontend source."""
+    """Where a node came from in the frontend source; ``form``: for a statement a pass made
+    from a tile op (the parallel nest of a ``T.copy``), that op as the printer writes it, so
+    that a later pass's error names the form the program wrote."""
 
     file: str
     line: int
+    form: str = ""
 
     def __str__(self) -> str:
         return f"{self.file}:{self.line}"
