@@ -192,8 +192,9 @@ def _script(body: str, params: str = 'A: T.Tensor((256, 64), T.float16), B: T.Te
      "T.copy: prefer_instruction='tma' conflicts with disable_tma=True"),
     ('T.copy(A[bx * 64, 0], s, annotations={"test.copy": "sync"})',
      "T.copy: annotations={'test.copy': 'sync'} is not supported: tilecute does not know this annotation"),
-    ('T.copy(A[bx * 64, 0], s, annotations={"is_async_copy": True})',
-     "T.copy: annotations={'is_async_copy': True} is not supported: T.async_copy's"),
+    ('T.copy(A[bx * 64, 0], s, annotations={"no_implicit_async_commit_wait": True})',
+     "T.copy: annotations={'no_implicit_async_commit_wait': True} is not supported: TileLang's "
+     "pipeline pass"),
     ('T.copy(A[bx * 64, 0], s, annotations={"eviction_policy": 1})',
      "T.copy: annotations={'eviction_policy': 1} is not supported: tilecute's copies use the normal"),
     ('T.copy(A[bx * 64, 0], s, annotations={"coalesced_width": 4})',

@@ -206,10 +206,13 @@ def test_a_in_registers(dtype, schedule):
     assert err <= (2e-3 if dtype == "float16" else 1e-2) * ref.abs().max().item() + 1e-2, err
 
 
+@pytest.mark.parametrize("options", [None, {"disable_wgmma": True}])
 @pytest.mark.parametrize("schedule", [{}, dict(tm=128, threads=256, n1=128)])
-def test_chained_gemm_through_registers(schedule):
-    """(X @ W1) @ W2 with the intermediate cast to fp16 in registers, never stored."""
-    if not _hopper():
+def test_chained_gemm_through_registers(schedule, options):
+    """(X @ W1) @ W2 with the intermediate cast to fp16 in registers, never stored; with
+    disable_wgmma on mma.sync, where both T.gemms take one partition (every warp along M)
+    and the intermediate moves register by register."""
+    if not _hopper() and options is None:
         pytest.skip("A from registers is wgmma's form (sm_90a)")
     n1 = schedule.get("n1", 64)
     M, N, K = 300, 520, 1000
@@ -217,7 +220,7 @@ def test_chained_gemm_through_registers(schedule):
     w1 = torch.randn(K, n1, device="cuda", dtype=torch.float16) / 8
     w2 = torch.randn(n1, N, device="cuda", dtype=torch.float16)
     y = torch.full((M, N), float("nan"), device="cuda", dtype=torch.float16)
-    tilecute.compile(G.matmul_chain(**schedule))(x, w1, w2, y)
+    tilecute.compile(G.matmul_chain(**schedule), options=options)(x, w1, w2, y)
     ref = (x.float() @ w1.float()).half().double() @ w2.double()
     err = (y.double() - ref).abs().max().item()
     assert err <= 2e-3 * ref.abs().max().item() + 1e-2, err

@@ -205,6 +205,72 @@ def test_spread_to_a_gemm_accumulator_is_refused():
         lower(bad, "sm_90a")
 
 
+def _row_back(staged: bool):
+    """A row computed from a fragment read across threads (``tile[0, j]``, so ``tile`` is
+    replicated) copied back into another row of it: straight from the distributed ``row``
+    (refused, naming the T.copy), or through a shared tile (every thread reads it whole)."""
+    @T.prim_func
+    def row_back(A: T.Tensor((16, 64), "float32"), B: T.Tensor((16, 64), "float32")):
+        with T.Kernel(1, threads=128):
+            tile = T.alloc_fragment((16, 64), "float32")
+            row = T.alloc_fragment((64,), "float32")
+            row_s = T.alloc_shared((64,), "float32")
+            T.copy(A, tile)
+            for j in T.Parallel(64):
+                row[j] = tile[0, j] * 2.0
+            if staged:
+                T.copy(row, row_s)
+                T.copy(row_s, tile[3, :])
+            else:
+                T.copy(row, tile[3, :])
+            T.copy(tile, B)
+    return row_back
+
+
+def test_copy_into_a_replicated_row_is_refused_naming_the_copy():
+    """The nest a T.copy lowers to is named as the T.copy (was: "this T.Parallel loop"),
+    with the fix that works for a copy (a shared tile between)."""
+    with pytest.raises(LayoutError, match=r"test_replicated_spread.py:\d+: prim_func 'row_back': "
+                                          r"this T.copy\(row, tile\[3:4, 0:64\]\) writes the "
+                                          r"replicated fragment 'tile' .* from the distributed "
+                                          r"fragment 'row'.*copy 'row' through a shared buffer"):
+        lower(_row_back(False), "sm_90a")
+    # the form travels on the nest's Loc (JSON keeps it; a program's Loc has none)
+    from tilecute.ir.serialize import from_json, to_json
+    from tilecute.transform.pipeline import run_passes
+    lowered = run_passes(_row_back(False), "sm_90a", until="lower_tile_ops")
+    forms = [s.loc.form for s in walk_stmts(lowered.kernels[0].body)
+             if isinstance(s, N.For) and s.loc is not None]
+    assert forms == ["T.copy(A, tile)", "T.copy(A, tile)", "", "T.copy(row, tile[3:4, 0:64])",
+                     "T.copy(tile, B)", "T.copy(tile, B)"]
+    back = from_json(to_json(lowered))
+    assert [s.loc for s in walk_stmts(back.kernels[0].body)] == \
+        [s.loc for s in walk_stmts(lowered.kernels[0].body)]
+    assert '"form"' not in to_json(_row_back(False))
+    plan = lower(_row_back(True), "sm_90a")
+    body = plan.func.kernels[0].body
+    assert any(isinstance(s, N.Allocate) and s.buffer.name == "tile" and
+               s.layout.kind == "replicated" for s in walk_stmts(body))
+
+
+def test_program_loops_keep_their_name():
+    """A T.Parallel loop the program wrote is still "this T.Parallel loop"."""
+    @T.prim_func
+    def mixed(A: T.Tensor((16, 64), "float32"), B: T.Tensor((16, 64), "float32")):
+        with T.Kernel(1, threads=128):
+            tile = T.alloc_fragment((16, 64), "float32")
+            row = T.alloc_fragment((64,), "float32")
+            T.copy(A, tile)
+            for j in T.Parallel(64):
+                row[j] = tile[0, j] * 2.0
+            for j in T.Parallel(64):
+                tile[3, j] = row[j]
+            T.copy(tile, B)
+    with pytest.raises(LayoutError, match=r"this T.Parallel loop writes the replicated fragment "
+                                          r"'tile'"):
+        lower(mixed, "sm_90a")
+
+
 @pytest.mark.gpu
 def test_column_scale_on_gpu():
     import torch

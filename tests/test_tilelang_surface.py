@@ -40,7 +40,7 @@ CALLS = {
     "alloc_local": ("alloc", '(4,), "float32"'), "alloc_var": ("alloc", '"float32"'),
     "alloc_barrier": ("alloc", "1"), "alloc_global": ("alloc", '(4,), "float32"'),
     "alloc_buffer": ("alloc", '(4,), "float32"'),
-    "copy": ("stmt", "A[0, 0], s"), "fill": ("stmt", "acc, 0"), "clear": ("stmt", "acc"),
+    "copy": ("stmt", "A[0, 0], s"), "async_copy": ("stmt", "A[0, 0], s"), "fill": ("stmt", "acc, 0"), "clear": ("stmt", "acc"),
     "gemm": ("stmt", "s, t, acc"), "wgmma_gemm": ("stmt", "s, t, acc"),
     "Broadcast": ("expr", "1.0, 4"), "reduce": ("stmt", 'acc, row, "sum", 1, True'),
     **{f"reduce_{k}": ("stmt", "acc, row") for k in

@@ -27,10 +27,9 @@ PROGRAMS = ["splitk_atomic_bf16", "dequant_int8_groupscale", "dequant_int4_packe
             "math_dtype_mixes", "int64_shapes_gather", "dynamic_ragged_tiles",
             "reshape_view_buffers", "fill_slices_fragment_shapes", "permute_bshd",
             "swiglu_bf16", "index_add_rows", "raw_cp_async_double_buffer"]
-# sm_80 builds all but the float8 ones (no float8 conversion below sm_89: refused) and the
-# sparse attention (refused: see test_sm80_refusals)
-SM80 = [n for n in PROGRAMS if n not in ("gemm_fp8_forms", "gemm_fp8_epilogue",
-                                         "sparse_attn_index_list")]
+# sm_80 builds all but the float8 ones (no float8 conversion below sm_89: refused, see
+# test_sm80_refusals)
+SM80 = [n for n in PROGRAMS if n not in ("gemm_fp8_forms", "gemm_fp8_epilogue")]
 TRANSPOSES = [(False, False), (False, True), (True, False), (True, True)]
 
 
@@ -78,17 +77,25 @@ def test_custom_shared_layout_is_refused_by_name():
 
 
 def test_sm80_refusals():
-    """No float8 conversion below sm_89 (the cast, the GEMM named); and on mma.sync a
-    register-A GEMM puts its warps along M, so the row statistics it shares with the score
-    GEMM's (Square, 2 x 2) accumulator meet two layouts: refused naming the fragment."""
+    """No float8 conversion below sm_89 (the cast, the GEMM named)."""
     with pytest.raises(Exception, match=r"prim_func 'epi': a cast from float32 to "
                                         r"float8_e4m3: float8 values convert only on sm_89\+"):
         _src(P.gemm_fp8_epilogue(), "sm_80")
     with pytest.raises(Exception, match=r"prim_func 'fp8': T.gemm on float8_e4m3 operands"):
         _src(P.gemm_fp8_forms(), "sm_80")
-    with pytest.raises(Exception, match=r"prim_func 'sattn': fragment 'm_old' holds row "
-                                        r"statistics of two T.gemm accumulators"):
-        _src(P.sparse_attn_index_list(), "sm_80")
+
+
+def test_sparse_attention_on_mma_sync_shares_one_partition():
+    """On mma.sync the score T.gemm (Square, 2 x 2 alone) takes the P @ V T.gemm's partition,
+    every warp along M, as their row statistics meet (was refused naming 'm_old';
+    tests/test_attention_warp_partitions.py)."""
+    from tilecute.ir import nodes as N
+    from tilecute.ir.visitor import walk_stmts
+    from tilecute.transform.pipeline import lower
+    body = lower(P.sparse_attn_index_list(), "sm_80").func.kernels[0].body
+    warps = {s.buffer.name: s.layout.warps for s in walk_stmts(body)
+             if isinstance(s, N.Allocate) and s.layout is not None and s.layout.kind == "mma"}
+    assert warps["s"] == warps["p"] == warps["o"] == (4, 1)
 
 
 def test_dim0_reduction_over_96_rows_is_refused_by_name():
@@ -351,8 +358,6 @@ def _gpu_conv_attn():
             sel = sorted(torch.randperm(nq, generator=g)[:ms].tolist())
             idx[0, hh, qb, :len(sel)] = torch.tensor(sel, dtype=torch.int32)
             count[0, hh, qb] = len(sel) if qb % 3 else 2
-    o = torch.empty_like(q)
-    _run(P.sparse_attn_index_list(), q, k, v, idx, count, o)
     scores = q.float() @ k.float().transpose(-1, -2) / math.sqrt(d)
     allowed = torch.zeros(b, h, s, s, dtype=torch.bool, device="cuda")
     for hh in range(h):
@@ -362,7 +367,11 @@ def _gpu_conv_attn():
                 allowed[0, hh, qb * bm:(qb + 1) * bm, kb * bm:(kb + 1) * bm] = True
     allowed &= torch.ones(s, s, dtype=torch.bool, device="cuda").tril()
     p = torch.softmax(scores.masked_fill(~allowed, float("-inf")), -1).nan_to_num(0.0)
-    _close(o, p @ v.float(), atol=2e-2, rtol=2e-2)
+    # the GPU's own arch, and mma.sync (sm_80's plan: one partition for S, P and O)
+    for options in (None, {"disable_wgmma": True}):
+        o = torch.empty_like(q)
+        tilecute.compile(P.sparse_attn_index_list(), options=options)(q, k, v, idx, count, o)
+        _close(o, p @ v.float(), atol=2e-2, rtol=2e-2)
 
     T_, H, D = 300, 4, 64
     X = _r(T_, H, D, dtype=torch.bfloat16)

@@ -26,10 +26,13 @@ DIM_DTYPES = ("int32", "int64")
 
 @dataclass(frozen=True)
 class Loc:
-    """Where a node came from in the frontend source."""
+    """Where a node came from in the frontend source; ``form``: for a statement a pass made
+    from a tile op (the parallel nest of a ``T.copy``), that op as the printer writes it, so
+    that a later pass's error names the form the program wrote."""
 
     file: str
     line: int
+    form: str = ""
 
     def __str__(self) -> str:
         return f"{self.file}:{self.line}"
@@ -497,7 +500,9 @@ class For(Stmt):
     async_copy: bool = False
     # parallel nests made from a T.copy(..., prefer_instruction=...) (lower_tile_ops):
     # "cp_async": the vectorization pass makes the nest cp.async or fails naming the copy;
-    # "sync": never cp.async; "": the pass decides
+    # "sync": never cp.async; "": the pass decides; "async" (ASYNC_COPY, T.async_copy's):
+    # cp.async or a failure naming it, its copies one commit group, and no wait of the
+    # passes' (the program's T.ptx_wait_group waits for them)
     copy_instruction: str = ""
     loc: Optional[Loc] = _loc()
     # pipelined loops (sm_90a): a producer warpgroup issues the body's TMA loads while the
@@ -713,6 +718,10 @@ class SetMaxNReg(Stmt):
 # ---- tile ops (lowered by later passes; the foundation codegen rejects them) --------
 # TileLang's T.copy(..., prefer_instruction=...) values (its copy_analysis.cc)
 COPY_INSTRUCTIONS = ("tma", "cp_async", "sync")
+# TileLang's T.async_copy (and T.copy with its annotation is_async_copy): cp.async copies,
+# one commit group, no wait (Copy.instruction, For.copy_instruction)
+ASYNC_COPY = "async"
+NEST_COPY_INSTRUCTIONS = ("", "cp_async", "sync", ASYNC_COPY)  # For.copy_instruction
 
 
 @dataclass(frozen=True)
@@ -726,7 +735,8 @@ class Copy(Stmt):
     # TileLang's T.copy(..., prefer_instruction=...): "tma" (the TMA pass makes it a TMA
     # copy, or the copy's lowering fails naming it), "cp_async" (a cp.async nest, or the
     # vectorization pass fails naming it), "sync" (neither TMA nor cp.async); "": the
-    # passes choose.  Every choice keeps T.copy synchronous, as in TileLang
+    # passes choose.  Every choice keeps T.copy synchronous, as in TileLang.  ASYNC_COPY
+    # ("async"): TileLang's T.async_copy, asynchronous (printed T.async_copy(src, dst))
     instruction: str = ""
 
 

@@ -223,9 +223,10 @@ def _stmt(s: N.Stmt, indent: int, out: list[str]) -> None:
         out.append(f"{pad}T.sync_threads({'wait_async=True' if s.wait_async else ''})")
     elif isinstance(s, N.Copy):
         kw = ", disable_tma=True" if s.disable_tma else ""
-        if s.instruction:
+        if s.instruction and s.instruction != N.ASYNC_COPY:
             kw += f', prefer_instruction="{s.instruction}"'
-        out.append(f"{pad}T.copy({_region(s.src)}, {_region(s.dst)}{kw})")
+        form = "T.async_copy" if s.instruction == N.ASYNC_COPY else "T.copy"
+        out.append(f"{pad}{form}({_region(s.src)}, {_region(s.dst)}{kw})")
     elif isinstance(s, N.TmaCopy):
         kw = ""
         if s.barrier is not None:

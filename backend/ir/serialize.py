@@ -100,7 +100,8 @@ def _encode(x):
         out = {"node": type(x).__name__}
         for f in dataclasses.fields(x):
             value = getattr(x, f.name)
-            if f.name == "loc" and value is None:
+            if f.name == "loc" and value is None or \
+                    isinstance(x, nodes.Loc) and f.name == "form" and not value:
                 continue
             out[f.name] = _encode(value)
         return out

@@ -427,9 +427,9 @@ class _Validator:
         if isinstance(s, N.For):
             if s.kind not in N.LOOP_KINDS:
                 self.fail(f"unknown loop kind {s.kind!r}")
-            if s.copy_instruction not in ("", "cp_async", "sync"):
+            if s.copy_instruction not in N.NEST_COPY_INSTRUCTIONS:
                 self.fail(f"copy_instruction={s.copy_instruction!r}: a T.copy nest is \"cp_async\", "
-                          "\"sync\" or \"\" (the passes choose)")
+                          "\"sync\", \"async\" (T.async_copy's) or \"\" (the passes choose)")
             if not isinstance(s.var, N.Var):
                 self.fail(f"a loop variable is a Var, got {type(s.var).__name__}")
             self.expr(s.start, vars_, bufs)
@@ -619,7 +619,7 @@ class _Validator:
         elif isinstance(s, N.Copy):
             self.region(s.src, vars_, bufs)
             self.region(s.dst, vars_, bufs)
-            if s.instruction not in ("",) + N.COPY_INSTRUCTIONS:
+            if s.instruction not in ("", N.ASYNC_COPY) + N.COPY_INSTRUCTIONS:
                 self.fail(f"T.copy prefer_instruction={s.instruction!r}: expected one of "
                           f"{', '.join(map(repr, N.COPY_INSTRUCTIONS))}")
             if s.instruction == "tma" and s.disable_tma:

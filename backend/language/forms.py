@@ -225,6 +225,15 @@ def copy(src, dst, *, coalesced_width=None, disable_tma=False, eviction_policy=N
 
 
 @_form("stmt")
+def async_copy(src, dst, *, coalesced_width=None, annotations=None, loop_layout=None):
+    """TileLang's ``T.async_copy(A[by * 64, k * 32], A_shared)``: global -> shared memory by
+    cp.async (sm_80+), this thread's copies one commit group and no wait: the program
+    waits with ``T.ptx_wait_group(n)`` before it reads the tile (tilecute's barrier pass
+    then puts a block barrier before another thread's read, as TileLang's sync pass puts
+    one after every wait)."""
+
+
+@_form("stmt")
 def transpose(src, dst, annotations=None):
     """``T.transpose(A_shared, B_shared)``: ``dst[..., j, i] = src[..., i, j]``, the last
     two axes swapped (a T.Parallel loop over ``src``'s region; the value cast to ``dst``'s
@@ -711,7 +720,7 @@ _UNSUPPORTED_WHY = {
 
 TILELANG_ONLY = frozenset("""
     Fragment ptr make_tensor make_tensor_from_addr
-    alloc_cluster_barrier alloc_tmem alloc_descriptor empty allocate async_copy
+    alloc_cluster_barrier alloc_tmem alloc_descriptor empty allocate
     copy_cluster tma_gather4 tma_scatter4 tma_load tma_load_2sm gemm_sp
     tcgen05_gemm
     access_ptr

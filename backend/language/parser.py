@@ -104,7 +104,11 @@ class _DataRef:
 # T.copy puts its keyword arguments into the annotations; loop_layout's key is
 # "parallel_loop_layout"), with that argument's meaning
 _COPY_ANNOTATIONS = ("coalesced_width", "disable_tma", "eviction_policy", "prefer_instruction",
-                     "parallel_loop_layout")
+                     "parallel_loop_layout", "is_async_copy", "force_cp_async")
+# the keys by which TileLang's T.copy becomes T.async_copy (its copy lowering reads
+# "is_async_copy", and "force_cp_async" as its older name): a true value makes the copy
+# asynchronous, as T.async_copy
+_ASYNC_COPY_KEYS = ("is_async_copy", "force_cp_async")
 # the T.Parallel annotation keys tilecute reads (TileLang's lower_tile_op.cc reads these
 # on a parallel loop): coalesced_width as the argument, the two async-copy hints as
 # docs/ir.md says (neither can change a result)
@@ -119,12 +123,13 @@ _PARALLEL_ANNOTATIONS_REFUSED = {
                                             "lowering sets it with a loop layout); tilecute "
                                             "has none",
 }
-_EXPLICIT_ASYNC = ("T.async_copy's (an asynchronous copy the program waits for itself); "
-                   "tilecute's T.copy is synchronous")
+_NO_COMMIT = ("TileLang's pipeline pass sets it on the copies it makes asynchronous (cp.async "
+              "with neither the commit nor the wait, which the pipeline places); tilecute's "
+              "T.copy is synchronous and T.async_copy commits its own group: write "
+              "T.async_copy with T.ptx_wait_group")
 _TMA_COPY_KEY = "T.tma_copy's / T.copy_cluster's (barrier, multicast and leader scope of a TMA copy)"
 _COPY_ANNOTATIONS_REFUSED = {
-    "is_async_copy": _EXPLICIT_ASYNC, "force_cp_async": _EXPLICIT_ASYNC,
-    "no_implicit_async_commit_wait": _EXPLICIT_ASYNC,
+    "no_implicit_async_commit_wait": _NO_COMMIT,
     "is_tma_copy": _TMA_COPY_KEY, "barrier": _TMA_COPY_KEY, "cluster_mask": _TMA_COPY_KEY,
     "leader_scope_threads": _TMA_COPY_KEY, "emit_arrive": _TMA_COPY_KEY,
     "dst_block": "T.copy_cluster's (a copy into another block's shared memory)",
@@ -1012,9 +1017,9 @@ class _Parser:
             replicated = a.static_bool("replicated")
             async_copy = a.static_bool("async_copy")
             copy_instruction = a.value("copy_instruction")
-            if copy_instruction not in ("", "cp_async", "sync"):
+            if copy_instruction not in N.NEST_COPY_INSTRUCTIONS:
                 raise a.fail("copy_instruction", f"copy_instruction={_show(copy_instruction)}: "
-                                                 "\"cp_async\", \"sync\" or \"\"")
+                                                 "\"cp_async\", \"sync\", \"async\" or \"\"")
             if len(extents) != len(names):
                 raise self.error(s, f"T.Parallel has {len(extents)} extents but {len(names)} "
                                     "loop variables")
@@ -2241,19 +2246,15 @@ class _Parser:
             v = a.value(name) if a.given(name) else default
             return v, name, f"{name}={_show(v)}"
 
-        width, arg, shown = given("coalesced_width", "coalesced_width", None)
-        if width is not None:
-            raise a.fail(arg, f"{shown} is not supported: the copy's vector width is chosen by "
-                              "tilecute's vectorization pass (T.Parallel(..., coalesced_width=...) "
-                              "sets it for an explicit loop)")
-        policy, arg, shown = given("eviction_policy", "eviction_policy", None)
-        if policy not in (None, "evict_normal", 0) or isinstance(policy, bool):
-            raise a.fail(arg, f"{shown} is not supported: tilecute's copies use the normal "
-                              "eviction policy")
-        layout, arg, shown = given("loop_layout", "parallel_loop_layout", None)
-        if layout is not None:
-            raise a.fail(arg, f"{shown} is not supported: tilecute's layout pass lays out "
-                              "copies itself")
+        explicit_async = False
+        for key in _ASYNC_COPY_KEYS:
+            if key in ann:
+                v = ann[key]
+                if not (isinstance(v, bool) or isinstance(v, int) and v in (0, 1)):
+                    raise a.fail("annotations", f"annotations={{{key!r}: {_show(v)}}}: True or "
+                                                "False, known at parse time")
+                explicit_async |= bool(v)
+        self.copy_options(a, given)
         no_tma, arg, shown = given("disable_tma", "disable_tma", False)
         if not (isinstance(no_tma, bool) or isinstance(no_tma, int) and no_tma in (0, 1)):
             raise a.fail(arg, f"{shown}: disable_tma must be True or False, known at parse time")
@@ -2264,13 +2265,63 @@ class _Parser:
                               f"{', '.join(repr(x) for x in N.COPY_INSTRUCTIONS)} (TileLang's)")
         if instruction == "tma" and no_tma:  # TileLang: "conflicts with disable_tma=true"
             raise a.fail(arg, f'{shown} conflicts with disable_tma=True')
+        if explicit_async:  # (TileLang's copy lowering: the async keys win over the others)
+            instruction = N.ASYNC_COPY
+        src, dst = self.copy_regions(a, s)
+        return [N.Copy(src, dst, loc=self.loc(s), disable_tma=no_tma,
+                       instruction=instruction or "")]
+
+    def stmt_async_copy(self, a: _Args, s) -> list[N.Stmt]:
+        """``T.async_copy(src, dst)``: TileLang's asynchronous copy, global -> shared memory
+        by cp.async (sm_80+), this thread's copies one commit group
+        (``cp.async.commit_group``) and no wait: the program waits with
+        ``T.ptx_wait_group(n)`` (``Copy.instruction`` ASYNC_COPY).  Two single elements are
+        one plain store, as TileLang lowers them."""
+        ann = a.annotations(("coalesced_width", "parallel_loop_layout") + _ASYNC_COPY_KEYS,
+                            _COPY_ANNOTATIONS_REFUSED)
+
+        def given(name: str, key: str, default):
+            if key in ann:
+                return ann[key], "annotations", f"annotations={{{key!r}: {_show(ann[key])}}}"
+            v = a.value(name) if a.given(name) else default
+            return v, name, f"{name}={_show(v)}"
+
+        self.copy_options(a, given)
+        src, dst = self.copy_regions(a, s, "T.async_copy")
+        single = src.extents is not None and all(
+            isinstance(x, N.Const) and x.value == 1 for x in src.extents) and \
+            isinstance(a.node("src"), ast.Subscript) and isinstance(a.node("dst"), ast.Subscript) \
+            and not ann
+        return [N.Copy(src, dst, loc=self.loc(s), instruction="" if single else N.ASYNC_COPY)]
+
+    def copy_options(self, a: _Args, given) -> None:
+        """The arguments T.copy and T.async_copy refuse: ``coalesced_width``,
+        ``loop_layout`` (their annotation keys too), an eviction policy other than normal."""
+        width, arg, shown = given("coalesced_width", "coalesced_width", None)
+        if width is not None:
+            raise a.fail(arg, f"{shown} is not supported: the copy's vector width is chosen by "
+                              "tilecute's vectorization pass (T.Parallel(..., coalesced_width=...) "
+                              "sets it for an explicit loop)")
+        if "eviction_policy" in a.sig.parameters:
+            policy, arg, shown = given("eviction_policy", "eviction_policy", None)
+            if policy not in (None, "evict_normal", 0) or isinstance(policy, bool):
+                raise a.fail(arg, f"{shown} is not supported: tilecute's copies use the normal "
+                                  "eviction policy")
+        layout, arg, shown = given("loop_layout", "parallel_loop_layout", None)
+        if layout is not None:
+            raise a.fail(arg, f"{shown} is not supported: tilecute's layout pass lays out "
+                              "copies itself")
+
+    def copy_regions(self, a: _Args, s, form: str = "T.copy") -> tuple[N.Region, N.Region]:
+        """T.copy's / T.async_copy's source and destination regions (two single elements:
+        one element each)."""
         src, dst = self.region(a.node("src")), self.region(a.node("dst"))
         whole = [not isinstance(a.node(n), ast.Subscript) and r.extents is None
                  for n, r in (("src", src), ("dst", dst))]
         if all(whole):  # TileLang asserts two whole buffers have one shape
             shapes = [self.buffer_named(r.buffer).shape for r in (src, dst)]
             if _shape_text(shapes[0]) != _shape_text(shapes[1]):
-                raise self.error(s, f"T.copy({src.buffer}, {dst.buffer}): '{src.buffer}' has shape "
+                raise self.error(s, f"{form}({src.buffer}, {dst.buffer}): '{src.buffer}' has shape "
                                     f"{_shape_text(shapes[0])} and '{dst.buffer}' "
                                     f"{_shape_text(shapes[1])}; two whole buffers must have one "
                                     "shape (TileLang asserts it): name a region of one "
@@ -2281,8 +2332,7 @@ class _Parser:
             # (its scalar-BufferLoad case, a plain store dst[j] = src[i])
             one = lambda r: N.Region(r.buffer, r.starts, tuple(N.Const(1, "int32") for _ in r.starts))  # noqa: E731
             src, dst = one(src), one(dst)
-        return [N.Copy(src, dst, loc=self.loc(s), disable_tma=no_tma,
-                       instruction=instruction or "")]
+        return src, dst
 
     def stmt_transpose(self, a: _Args, s) -> list[N.Stmt]:
         """``T.transpose(src, dst)``: TileLang's tl.transpose, ``dst[..., j, i] =

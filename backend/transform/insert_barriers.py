@@ -69,10 +69,10 @@ class _Sync:
         self.defer_stores = not program_orders and not any(
             isinstance(t, N.WarpGroups) for t in walk_stmts(scope.body))
         self.deferred = False  # a store's wait was deferred: the kernel ends with one
-        # the shared buffers the program's raw cp.async (T.ptx_cp_async) write: they land
-        # by the program's T.ptx_wait_group, after which TileLang's sync pass puts a
-        # barrier; here a wait_group counts as writing them (a barrier before another
-        # thread reads them)
+        # the shared buffers the program's raw cp.async (T.ptx_cp_async) and its
+        # T.async_copy nests write: they land by the program's T.ptx_wait_group, after
+        # which TileLang's sync pass puts a barrier; here a wait_group counts as writing
+        # them (a barrier before another thread reads them)
         self.raw_cp_async = self.raw_writes(scope.body)
         self.thread_vars, self.thread_locals = _thread_values(scope.body, {
             a.buffer.name for a in _allocs(scope.body) if a.buffer.scope == "local"})
@@ -106,15 +106,20 @@ class _Sync:
         if self.raw_cp_async and not _is_call(s, "ptx_wait_group") and \
                 any(_is_call(t, "ptx_wait_group") for t in walk_stmts([s])):
             writes |= self.raw_cp_async  # (a compound statement that waits inside)
-        return reads, writes, isinstance(s, N.For) and parallel_nest(s)[-1].async_copy
+        return reads, writes, _async_writes(s)
 
     def raw_writes(self, stmts) -> set:
-        """The shared buffers (and those on their bytes) raw cp.async in ``stmts`` write."""
+        """The shared buffers (and those on their bytes) raw cp.async and T.async_copy
+        nests in ``stmts`` write."""
         out = set()
         for t in walk_stmts(stmts):
             if _is_call(t, "ptx_cp_async"):
                 b = t.value.args[0].buffer
                 out |= {b} | self.aliases.get(b, set())
+            elif _program_waited(t):
+                for b, _, w in accesses([t]):
+                    if w and b in self.shared:
+                        out |= {b} | self.aliases.get(b, set())
         return out
 
     def block(self, body, st: _State) -> tuple:
@@ -156,10 +161,10 @@ class _Sync:
                     st.written[b] = st.written.get(b, False)
                 out.append(s)
                 continue
-            if _is_call(s, "ptx_cp_async"):
-                # the program's raw cp.async: ordered after earlier reads and writes of its
-                # buffer (TileLang's sync pass counts its access_ptr's write); its write
-                # counts where it lands, at the program's T.ptx_wait_group
+            if _is_call(s, "ptx_cp_async") or _program_waited(s):
+                # the program's raw cp.async (or T.async_copy): ordered after earlier reads
+                # and writes of its buffer (TileLang's sync pass counts its write at
+                # issue); its write counts where it lands, at the program's T.ptx_wait_group
                 self.barrier_if_needed(s, st, out)
                 out.append(s)
                 continue
@@ -313,14 +318,24 @@ def _is_call(s, name: str) -> bool:
     return isinstance(s, N.Evaluate) and isinstance(s.value, N.Call) and s.value.name == name
 
 
+def _program_waited(s) -> bool:
+    """Is ``s`` a T.async_copy nest: cp.async copies the program waits for itself
+    (``T.ptx_wait_group``)?"""
+    return isinstance(s, N.For) and s.kind == "parallel" and \
+        parallel_nest(s)[-1].copy_instruction == N.ASYNC_COPY
+
+
 def _cp_async_dropped(s):
-    """``s`` without its ``T.ptx_cp_async`` statements: the program's raw cp.async, whose
-    writes land whenever they complete, which the program waits for itself
-    (``T.cp_async_barrier_noinc`` on an mbarrier, or ``T.ptx_wait_group``, which counts as
-    their write: see ``_Sync.raw_cp_async``); a block barrier would not order them."""
+    """``s`` without its ``T.ptx_cp_async`` statements and T.async_copy nests: the
+    program's cp.async, whose writes land whenever they complete, which the program waits
+    for itself (``T.cp_async_barrier_noinc`` on an mbarrier, or ``T.ptx_wait_group``,
+    which counts as their write: see ``_Sync.raw_cp_async``); a block barrier would not
+    order them."""
     def raw(t):
         return isinstance(t, N.Evaluate) and isinstance(t.value, N.Call) and \
-            t.value.name == "ptx_cp_async"
+            t.value.name == "ptx_cp_async" or _program_waited(t)
+    if _program_waited(s):
+        return s  # (the nest itself: what it writes, for the barrier before it is issued)
     names = BODY_FIELDS.get(type(s))
     if not names or not any(raw(t) for t in walk_stmts([s])):
         return s
@@ -329,9 +344,9 @@ def _cp_async_dropped(s):
 
 
 def _async_writes(s) -> bool:
-    """Does ``s`` hold a cp.async copy nest?"""
+    """Does ``s`` hold a cp.async copy nest the passes wait for (not a T.async_copy's)?"""
     if isinstance(s, N.For) and s.kind == "parallel":
-        return parallel_nest(s)[-1].async_copy
+        return parallel_nest(s)[-1].async_copy and not _program_waited(s)
     if isinstance(s, (N.For, N.While)):
         return any(_async_writes(t) for t in s.body)
     if isinstance(s, N.If):
@@ -469,7 +484,7 @@ def _async_copy_waits(body, pending: bool) -> tuple[tuple, bool]:
                 s = dataclasses.replace(s, wait_async=True)
             pending = False
         elif isinstance(s, N.For) and s.kind == "parallel":
-            pending = pending or parallel_nest(s)[-1].async_copy
+            pending = pending or _async_writes(s)
         elif isinstance(s, (N.For, N.While)):
             entry = pending or _async_writes(s)  # (the copies of the step before)
             new, end = _async_copy_waits(s.body, entry)

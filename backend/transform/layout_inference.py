@@ -122,6 +122,19 @@ class _Nest:
             isinstance(i, N.Var) and i.name == v for i, v in zip(indices, self.vars))
 
 
+def _form(nest: _Nest) -> str:
+    """The tile op a nest was made from (``T.copy(row[0:64], tile[3:4, 0:64])``, from its
+    ``Loc.form``), or ``""`` for the program's own T.Parallel loop."""
+    loc = nest.loops[0].loc
+    return loc.form if loc is not None else ""
+
+
+def _this(nest: _Nest) -> str:
+    """``this T.Parallel loop``, or ``this T.copy(...)`` for a nest made from one, as errors
+    name it."""
+    return f"this {_form(nest) or 'T.Parallel loop'}"
+
+
 class _Kernel:
     def __init__(self, func: N.PrimFunc, scope: N.KernelScope):
         self.func, self.scope = func, scope
@@ -145,6 +158,12 @@ class _Kernel:
         self.tma_copied |= {s.value.args[0].buffer for s in walk_stmts(scope.body)
                             if isinstance(s, N.Evaluate) and isinstance(s.value, N.Call)
                             and s.value.name == "ptx_cp_async"}
+        # and those a copy must fill by cp.async (T.async_copy, T.copy(...,
+        # prefer_instruction="cp_async")): 4-16 contiguous bytes per piece, likewise
+        self.tma_copied |= {b for s in walk_stmts(scope.body) if isinstance(s, N.For)
+                            and s.kind == "parallel" and parallel_nest(s)[-1].copy_instruction
+                            in ("cp_async", N.ASYNC_COPY)
+                            for b, _, w in accesses(parallel_nest(s)[-1].body) if w}
         self.reducers: set[str] = set()  # T.alloc_reducer fragments
         self.rows = self.row_fragments()  # fragment -> its mma_rows layout
         # the threads the statements being collected map onto: (first thread, count), the
@@ -571,7 +590,7 @@ class _Kernel:
                 nest_mode.append(("rows", None))
                 continue
             if row_frags and not any(self.mma_layout(b) for b in touched):
-                self.fail(nest.loops[0], f"this T.Parallel loop walks fragment '{touched[0]}' and "
+                self.fail(nest.loops[0], f"{_this(nest)} walks fragment '{touched[0]}' and "
                                          f"reads '{sorted(row_frags)[0]}', which holds one value per "
                                          "row of a T.gemm accumulator: read it in loops over the "
                                          "accumulator or over its rows")
@@ -583,13 +602,13 @@ class _Kernel:
                                                  "loop whose extents differ from its shape")
                 bad = sorted(w for w in writes if w in self.replicated)
                 if bad:
-                    self.fail(nest.loops[0], self.mixed_text(bad[0], touched[0]))
+                    self.fail(nest.loops[0], self.mixed_text(bad[0], touched[0], nest))
                 nest_mode.append(("blocked", touched[0]))
             elif writes and any(w in self.replicated for w in writes) or writes and \
                     all(self.scope_of(w) == "local" for w in writes):
                 combined = sorted({b for b, _, w in nest.accesses if w} - writes)
                 if combined:  # every thread would add every contribution
-                    self.fail(nest.loops[0], f"this T.Parallel loop combines into the reducer "
+                    self.fail(nest.loops[0], f"{_this(nest)} combines into the reducer "
                                              f"'{combined[0]}' and also writes "
                                              f"'{sorted(writes)[0]}', which every thread holds "
                                              "whole; write it in a separate T.Parallel loop")
@@ -679,8 +698,7 @@ class _Kernel:
                 # (a replicated nest runs whole on each thread that gets there, as on the
                 # threads TileLang would plan it for)
                 self.narrowed, self.region = nest.narrowed, nest.region
-                self.fail(nest.loops[0], "this T.Parallel loop (or the T.copy / T.fill made "
-                                         "into one) is spread over the threads and runs under "
+                self.fail(nest.loops[0], f"{_this(nest)} is spread over the threads and runs under "
                                          f"{self.narrowed_text()}, {self.narrowed_why()}")
         return nest_mode, vector
 
@@ -774,16 +792,24 @@ class _Kernel:
         where = f" at {s.loc}" if getattr(s, "loc", None) else ""
         if isinstance(s, N.Reduce):
             return f"it is the output of T.reduce_{s.kind}{where}"
+        form = getattr(getattr(s, "loc", None), "form", "") or "T.Parallel loop"
         if name in self.spread:
             w = self.spread[name]
-            return (f"it is read by the T.Parallel loop{where}, which writes the replicated "
+            return (f"it is read by the {form}{where}, which writes the replicated "
                     f"fragment '{w}' ({self.why_text(w)}) and so runs whole on every thread")
         return f"it is read across threads{where}"
 
-    def mixed_text(self, frag: str, blocked) -> str:
+    def mixed_text(self, frag: str, blocked, nest: _Nest) -> str:
         other = (f"walks the distributed fragment '{blocked}'" if blocked
                  else "writes global or shared memory")
-        return (f"this T.Parallel loop writes the replicated fragment '{frag}' ({self.why_text(frag)}) "
+        if _form(nest).startswith("T.copy") and blocked:
+            return (f"{_this(nest)} writes the replicated fragment '{frag}' "
+                    f"({self.why_text(frag)}), which every thread holds whole, from the "
+                    f"distributed fragment '{blocked}', of which each thread holds only its "
+                    f"part; copy '{blocked}' through a shared buffer instead (T.copy it into a "
+                    f"T.alloc_shared tile, then that tile into '{frag}'), which every thread "
+                    "reads whole")
+        return (f"{_this(nest)} writes the replicated fragment '{frag}' ({self.why_text(frag)}) "
                 f"and also {other}; every thread would need every element of '{frag}' but each "
                 "thread runs only its own iterations; write it in a separate T.Parallel loop")
 

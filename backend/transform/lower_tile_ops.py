@@ -29,8 +29,9 @@ class TileOpError(ValueError):
     pass
 
 
-def copy_text(s: N.Copy) -> str:
-    """``T.copy(src, dst, prefer_instruction="...")`` as the program wrote it, for errors."""
+def copy_text(s: N.Stmt) -> str:
+    """``T.copy(src, dst, prefer_instruction="...")`` (or another tile op) as the program
+    wrote it, for errors."""
     from ..ir.printer import stmt_str
 
     return stmt_str(s)
@@ -118,8 +119,10 @@ class _Lowerer(StmtMutator):
     def nest(self, s, shape, make_body) -> N.For:
         loop_vars = [self.fresh("i") for _ in shape]
         body = make_body(loop_vars)
+        # the nest's loops remember the tile op (Loc.form), which later errors name
+        loc = dataclasses.replace(s.loc, form=copy_text(s)) if s.loc is not None else None
         for d in reversed(range(len(shape))):
-            body = (N.For(loop_vars[d], N.Const(0, "int32"), shape[d], "parallel", body, loc=s.loc),)
+            body = (N.For(loop_vars[d], N.Const(0, "int32"), shape[d], "parallel", body, loc=loc),)
         return body[0]
 
     def whole(self, r: N.Region) -> N.Region:
@@ -133,11 +136,16 @@ class _Lowerer(StmtMutator):
     def copy(self, s: N.Copy) -> N.Stmt:
         if s.instruction == "tma":  # the TMA pass made it a TMA copy where it could
             self.fail(s, f"{copy_text(s)} could not be honored: {self.no_tma_reason(s)}")
-        if s.instruction == "cp_async":
+        if s.instruction in ("cp_async", N.ASYNC_COPY):
             scopes = [self.buffers[r.buffer].scope for r in (s.src, s.dst)]
             if scopes != ["global", "shared"]:
                 self.fail(s, f"{copy_text(s)} could not be honored: cp.async copies global -> "
                              f"shared memory; this copy is {scopes[0]} -> {scopes[1]}")
+            if s.instruction == N.ASYNC_COPY and \
+                    self.buffers[s.src.buffer].dtype != self.buffers[s.dst.buffer].dtype:
+                self.fail(s, f"{copy_text(s)} could not be honored: cp.async copies bytes, and "
+                             f"'{s.src.buffer}' is {self.buffers[s.src.buffer].dtype} while "
+                             f"'{s.dst.buffer}' is {self.buffers[s.dst.buffer].dtype}")
         nest = self.copy_nest(s)
         if not s.instruction:
             return nest

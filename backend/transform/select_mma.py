@@ -28,7 +28,8 @@ Families (``runtime/cute/mma.py`` issues them), by operand -> accumulator dtype
 * ``mma`` (warp ``mma.sync``) on sm_80+ for float16 (-> float32 or float16) and bfloat16
   (-> float32), and for float32 (as tf32; K-major operands only) on every arch, since
   CuTe DSL has no tf32 wgmma atom.  Warps are arranged ``(warps_m, warps_n)`` over the
-  tile, as square as the tile allows.
+  tile by the policy; T.gemms whose rows meet share one arrangement
+  (:meth:`_Kernel.shared_partitions`).
 * ``simt`` where no tensor-core MMA serves the dtypes, majorness or arch (float64; float32,
   float8 or int8 MN-major; int8 below sm_90a, as CuTe DSL has no warp-level int8
   mma.sync; other accumulators such as bfloat16 -> float16): every thread multiply-adds
@@ -51,9 +52,9 @@ import math
 
 from ..ir import nodes as N
 from ..ir.printer import expr_str, gemm_operand
-from ..ir.visitor import BODY_FIELDS, StmtMutator, walk_nodes
+from ..ir.visitor import BODY_FIELDS, StmtMutator, walk_nodes, walk_stmts
 from ..runtime.dtypes import DTYPES
-from .analysis import known_multiple
+from .analysis import accesses, known_multiple, parallel_nest, whole
 from ..target import (MMA_ACCUMULATORS, MMA_INSTR_K, MMA_TYPES, TMA_SWIZZLES, WARP, WARPGROUP,
                       WGMMA_TYPES, arch_at_least)
 
@@ -107,9 +108,15 @@ def mma_warps(m: int, n: int, warps: int, policy: str = "Square",
 
 
 class _Kernel:
-    def __init__(self, func: N.PrimFunc, scope: N.KernelScope, arch: str, wgmma: bool = True):
+    def __init__(self, func: N.PrimFunc, scope: N.KernelScope, arch: str, wgmma: bool = True,
+                 forced: dict | None = None):
         self.func, self.scope, self.arch = func, scope, arch
         self.wgmma = wgmma
+        # id(T.gemm) -> the (warps_m, warps_n) it must take on mma.sync (shared_partitions)
+        self.forced: dict[int, tuple[int, int]] = forced or {}
+        # id(T.gemm on mma.sync) -> (M, N, its warps, the threads it runs on, whether its A
+        # is a fragment in a form mma.sync reads from registers with every warp along M)
+        self.planned: dict[int, tuple] = {}
         self.buffers = {p.name: p for p in func.params if isinstance(p, N.Buffer)}
         self.allocs: dict[str, N.Allocate] = {}
         self.layouts: dict[str, N.Layout] = {}
@@ -273,7 +280,11 @@ class _Kernel:
         else:
             if self.threads % WARP:
                 self.fail(s, f"mma.sync runs on whole warps; the block has {self.threads} threads")
-            warps = mma_warps(m, n, self.threads // WARP, s.policy, a_regs)
+            warps = self.forced.get(id(s)) or \
+                mma_warps(m, n, self.threads // WARP, s.policy, a_regs)
+            a0 = self.buffers[s.a]  # (before staging)
+            self.planned[id(s)] = (m, n, warps, (self.first, self.threads),
+                                   a0.scope == "fragment" and self.rs_form(s, a0, b, c))
             if warps is None:
                 self.fail(s, f"No valid warp partition (TileLang's words): no arrangement of "
                              f"{self.threads // WARP} warps tiles {m} x {n} in 16 x 16 steps "
@@ -321,8 +332,7 @@ class _Kernel:
         """Whether an MMA reads the fragment ``a`` from registers as it is: K-major (no
         transpose_A), 16-bit (wgmma's RS form or mma.sync with every warp along M) or 8-bit
         integers (wgmma's RS form) on a tensor-core family that tiles the T.gemm so."""
-        if s.transpose_a or s.a_index or s.a_part or a.ndim != 2 or b.scope != "shared" or \
-                c.ndim != 2 or a.dtype not in RS_TYPES:
+        if not self.rs_form(s, a, b, c):
             return False
         k_major = s.transpose_b  # (A is K-major)
         family, _ = self.family(a.dtype, c.dtype, k_major)
@@ -336,9 +346,61 @@ class _Kernel:
         wgmma_fits = warps is not None and warps[1] == 1
         mma_fits = self.threads % WARP == 0 and \
             mma_warps(m, n, self.threads // WARP, s.policy, True) is not None
+        if id(s) in self.forced:  # one partition with the T.gemms it shares rows with
+            mma_fits = self.forced[id(s)][1] == 1
         if family == "wgmma":
             return wgmma_fits or (a.dtype in MMA_TYPES and mma_fits)
         return family == "mma" and mma_fits
+
+    @staticmethod
+    def rs_form(s: N.Gemm, a: N.Buffer, b: N.Buffer, c: N.Buffer) -> bool:
+        """Is ``a`` a form of A an MMA may read from registers (K-major, 2-D, whole, 16-bit,
+        B in shared memory)?"""
+        return not (s.transpose_a or s.a_index or s.a_part or a.ndim != 2 or
+                    b.scope != "shared" or c.ndim != 2 or a.dtype not in RS_TYPES)
+
+    def shared_partitions(self) -> dict[int, tuple[int, int]]:
+        """One warp partition for the mma.sync T.gemms whose register layouts meet: an
+        accumulator that is copied into another T.gemm's A fragment, or whose row
+        statistics (``m[i]`` beside ``acc[i, j]``) another accumulator's rows use too
+        (attention: S = Q K^T gives the row max and sum that rescale O = P V).  Planned
+        alone, each takes its own policy's partition, and a register A fragment puts every
+        warp along M; where they differ the rows meet two register layouts, which no
+        layout pass can reconcile (TileLang's own inference refuses such a T.copy(S, P)
+        with a layout conflict).  Returns id(T.gemm) -> warps for each group that
+        disagrees: every warp along M when a member reads A from registers and that tiles
+        every member (flash attention's layout, FA2's), else the first member's partition
+        that tiles them all (A fragments of a partition with warps along N go through
+        shared memory); a group no partition tiles keeps its own (the layout pass then
+        names the fragment)."""
+        root = linked_fragments(self.scope.body)
+        groups: dict[tuple, list] = {}
+        for g, _ in self.gemms:
+            if id(g) not in self.planned:
+                continue  # (wgmma and SIMT T.gemms keep theirs)
+            key = self.planned[id(g)][3]
+            names = [g.c] + ([g.a] if self.buffers[g.a].scope == "fragment" else [])
+            hit = [k for k, members in groups.items() if k[0] == key and
+                   any(root.get(x, x) in k[1] for x in names)]
+            merged = [g] + [h for k in hit for h in groups.pop(k)]
+            roots = frozenset(root.get(x, x) for x in names) | \
+                frozenset(r for k in hit for r in k[1])
+            groups[(key, roots)] = merged
+        forced = {}
+        for (key, _), members in groups.items():
+            plans = [self.planned[id(g)] for g in members]
+            if len({p[2] for p in plans}) < 2:
+                continue
+            warps = key[1] // WARP
+
+            def tiles(w):
+                return all(m % (16 * w[0]) == 0 and n % (16 * w[1]) == 0 for m, n, *_ in plans)
+            order = ([(warps, 1)] if any(p[4] for p in plans) else []) + \
+                [p[2] for p in plans if p[2] is not None]
+            choice = next((w for w in order if tiles(w)), None)
+            if choice is not None:
+                forced.update({id(g): choice for g in members})
+        return forced
 
     def stage(self, s: N.Gemm, frag: N.Buffer) -> N.Buffer:
         """A shared buffer of ``frag``'s shape and dtype that a copy fills from the fragment
@@ -420,7 +482,7 @@ class _Kernel:
 
     def run(self) -> N.KernelScope:
         families: dict[int, str] = {}  # id(T.gemm) -> its family
-        gemms = self.collect(self.scope.body)
+        gemms = self.gemms = self.collect(self.scope.body)
         for g, _ in gemms:
             for name, part in ((g.a, g.a_part), (g.b, g.b_part)):
                 if part:
@@ -489,8 +551,61 @@ class _SetLayouts(StmtMutator):
         return s if layout is None else dataclasses.replace(s, layout=layout)
 
 
+def linked_fragments(body) -> dict[str, str]:
+    """Fragments whose register layouts must agree row by row, as sets (name -> a
+    representative): 2-D fragments a ``T.Parallel(i, j)`` nest walks at ``[i, j]`` or a
+    whole ``T.copy`` moves between, 1-D ones such a nest reads or writes at ``[i]`` (row
+    statistics), a row reduction's source and output, and 1-D fragments a
+    ``T.Parallel(i)`` nest or a ``T.copy`` combines."""
+    parent: dict[str, str] = {}
+
+    def find(x):
+        while parent.setdefault(x, x) != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    def union(names):
+        names = list(names)
+        for x in names[1:]:
+            parent[find(x)] = find(names[0])
+
+    frags = {s.buffer.name: s.buffer for s in walk_stmts(body)
+             if isinstance(s, N.Allocate) and s.buffer.scope == "fragment"}
+    nested = set()
+    for s in walk_stmts(body):
+        if isinstance(s, N.For) and s.kind == "parallel" and id(s) not in nested:
+            loops = parallel_nest(s)
+            nested |= {id(lp) for lp in loops}
+            if len(loops) > 2:
+                continue
+            names = [lp.var.name for lp in loops]
+            at = [b for b, idx, _ in accesses(loops[-1].body) if b in frags
+                  and frags[b].ndim == len(names)
+                  and [getattr(x, "name", None) for x in idx] == names]
+            rows = [b for b, idx, _ in accesses(loops[-1].body) if b in frags
+                    and frags[b].ndim == 1 and len(idx) == 1
+                    and getattr(idx[0], "name", None) == names[0]]
+            if at or len(names) == 1:
+                union(at + rows)
+        elif isinstance(s, N.Copy) and s.src.buffer in frags and s.dst.buffer in frags:
+            src, dst = frags[s.src.buffer], frags[s.dst.buffer]
+            if src.shape == dst.shape and whole(s.src, src) and whole(s.dst, dst):
+                union([src.name, dst.name])
+        elif isinstance(s, N.Reduce) and s.src in frags and s.dst in frags and \
+                frags[s.src].ndim == 2 and frags[s.dst].ndim == 1 and s.dim in (1, -1):
+            union([s.src, s.dst])
+    return {x: find(x) for x in parent}
+
+
 def select_mma(func: N.PrimFunc, arch: str, wgmma: bool = True) -> N.PrimFunc:
     """Plan every T.gemm; ``wgmma=False`` (the ``disable_wgmma`` option) keeps sm_90a on
-    mma.sync."""
-    kernels = tuple(_Kernel(func, k, arch, wgmma).run() for k in func.kernels)
-    return dataclasses.replace(func, kernels=kernels)
+    mma.sync.  A kernel whose mma.sync T.gemms must share a warp partition
+    (:meth:`_Kernel.shared_partitions`) is planned again with it."""
+    kernels = []
+    for k in func.kernels:
+        first = _Kernel(func, k, arch, wgmma)
+        scope = first.run()
+        forced = first.shared_partitions()
+        kernels.append(_Kernel(func, k, arch, wgmma, forced).run() if forced else scope)
+    return dataclasses.replace(func, kernels=tuple(kernels))

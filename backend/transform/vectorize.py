@@ -179,7 +179,7 @@ class _Vectorizer(StmtMutator):
         """A T.copy the program asked to be cp.async (``prefer_instruction="cp_async"``,
         ``For.copy_instruction``) that this pass could not make so: TileLang's "could not be
         honored" error, naming the copy."""
-        if inner.copy_instruction != "cp_async" or inner.async_copy:
+        if inner.copy_instruction not in ("cp_async", N.ASYNC_COPY) or inner.async_copy:
             return
         if not arch_at_least(self.arch, 80):
             why = f"cp.async is sm_80+, the target is {self.arch}"
@@ -187,9 +187,11 @@ class _Vectorizer(StmtMutator):
             why = ("cp.async moves 4, 8 or 16 contiguous bytes per thread from a global tensor "
                    "into a row-major or TMA-swizzled shared buffer of the same dtype, and this "
                    f"copy's elements (vector width {inner.vector_width or 1}) do not move so")
+        form = "T.async_copy" if inner.copy_instruction == N.ASYNC_COPY else \
+            'T.copy(..., prefer_instruction="cp_async")'
         raise VectorizeError(
             f"{str(inner.loc) + ': ' if inner.loc else ''}prim_func '{self.func.name}': "
-            f'T.copy(..., prefer_instruction="cp_async") could not be honored: {why}')
+            f'{form} could not be honored: {why}')
 
     def record(self, inner: N.For) -> N.For:
         vec = vector_accesses(inner, self.buffers, self.layouts, inner.vector_width)
