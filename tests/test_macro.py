@@ -194,3 +194,23 @@ def test_attention_with_macros_matches_torch():
     ref = torch.nn.functional.scaled_dot_product_attention(
         *(x.transpose(1, 2).float() for x in (q, k, v))).transpose(1, 2)
     torch.testing.assert_close(o.float(), ref, atol=4e-3, rtol=4e-3)
+
+
+@T.macro
+def apply_to(x, fn):
+    return fn(x)
+
+
+def test_a_lambda_passed_to_a_macro_is_inlined_where_called(tmp_path):
+    offset = 3.0
+
+    @T.prim_func
+    def lam(A: T.Tensor((64,), "float32"), B: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=64) as _:
+            for i in T.Parallel(64):
+                B[i] = apply_to(A[i], lambda v: v * 2.0 + offset)
+
+    stores = [s for s in walk_stmts(lam.kernels[0].body) if isinstance(s, N.Store)]
+    assert [s.buffer for s in stores] == ["B"]
+    assert isinstance(stores[0].value, T.PrimExpr)
+    assert tilecute.build_cubin(lam, "sm_90a", out_dir=str(tmp_path)).kernel_names

@@ -122,3 +122,7 @@ __all__ = [
     "ldg32", "ldg64", "ldg128", "ldg256", "lds32", "lds64", "lds128", "__ldg",
     *DTYPE_NAMES,
 ]
+
+# TileLang's T.PrimExpr: tilecute's expression class (`isinstance(x, T.PrimExpr)` on a
+# macro's values, annotations), as tilecute.tvm.tirx.PrimExpr
+from ..ir.nodes import Expr as PrimExpr  # noqa: E402,F401

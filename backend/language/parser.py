@@ -79,6 +79,16 @@ class _VarRef(_BufferRef):
     scalar (``x = x + 1`` stores into it)."""
 
 
+@dataclasses.dataclass
+class _Lambda:
+    """A ``lambda`` passed to a ``T.macro`` (``apply(x, lambda v: v * 2.0)``): its body is
+    parsed where the macro calls it, with the names it does not bind resolved where it was
+    written."""
+    node: ast.Lambda
+    scopes: list
+    env: dict
+
+
 class _RegionRef:
     """A name bound to a proper sub-region of a buffer (``X = A_s[0:M, 0:K]``, TileLang's
     buffer-region alias): T.copy / T.fill / T.clear / T.atomic_add take it as that region;
@@ -2207,6 +2217,23 @@ class _Parser:
             (self.scopes, self.control, self.env, self.filename, self.line_offset,
              self.source_lines) = saved
 
+    def call_lambda(self, fn: _Lambda, node: ast.Call):
+        """A call of a lambda a macro was given: its body's value, its parameters bound to
+        the call's arguments."""
+        params = fn.node.args
+        if params.vararg or params.kwarg or params.kwonlyargs or params.defaults or \
+                node.keywords or len(node.args) != len(params.args):
+            raise self.error(node, f"`{ast.unparse(fn.node)}`: a lambda given to a macro is "
+                                   f"called with its {len(params.args)} positional arguments")
+        values = [self.macro_arg(a) for a in node.args]
+        saved = self.scopes, self.env
+        self.scopes = fn.scopes + [{p.arg: v for p, v in zip(params.args, values)}]
+        self.env = fn.env
+        try:
+            return self.expr(fn.node.body)
+        finally:
+            self.scopes, self.env = saved
+
     def returned_value(self, ret: ast.Return, out: list, fn_name: str):
         """The value of a macro's final ``return``, read in the macro's scope: each
         returned expression is assigned to a fresh name (so a returned ``T.alloc_var(...)``
@@ -2228,7 +2255,9 @@ class _Parser:
         return tuple(values) if isinstance(ret.value, ast.Tuple) else values[0]
 
     def macro_arg(self, node):
-        """A macro argument: a buffer (by name), or an expression's value."""
+        """A macro argument: a buffer (by name), a lambda, or an expression's value."""
+        if isinstance(node, ast.Lambda):
+            return _Lambda(node, list(self.scopes), self.env)
         if isinstance(node, ast.Name):
             value = self.lookup_local(node.id)
             if value is not None:
@@ -4226,6 +4255,8 @@ class _Parser:
                 self.pending += stmts
             return value
         fn = self.expr(node.func)
+        if isinstance(fn, _Lambda):
+            return self.call_lambda(fn, node)
         if isinstance(fn, F.Form) and fn.__name__ in ("view", "reshape") and \
                 self.pending is not None:
             # `T.cumsum(T.view(smem, (1, n)), dim=1)`: an unnamed view, allocated before
