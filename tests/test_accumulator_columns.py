@@ -25,6 +25,15 @@ cute = pytest.importorskip("cutlass.cute")
 from tilecute.runtime.cute import mma as tcm  # noqa: E402
 from tilecute.runtime.cute import rows as tcrow  # noqa: E402
 
+
+
+@pytest.fixture(autouse=True)
+def _arch(monkeypatch):
+    # the index tests trace CuTe's MMA layouts in this process: wgmma needs sm_90a
+    monkeypatch.setenv("CUTE_DSL_ARCH", "sm_90a")
+    monkeypatch.setenv("TILECUTE_ARCH", "sm_90a")
+
+
 POLICIES = {"FullRow": T.GemmWarpPolicy.FullRow, "FullCol": T.GemmWarpPolicy.FullCol,
             "Square": T.GemmWarpPolicy.Square}
 WGMMA = {"wgmma": None, "mma.sync": {"disable_wgmma": True}}
@@ -60,7 +69,7 @@ def _thread_coords(family, warps, shape):
         fr = mma._thrfrg_C(cute.make_identity_layout(shape))
         got["thr"], got["val"] = _flat(fr.shape[0], fr.stride[0]), _flat(fr.shape[1], fr.stride[1])
         got["regs"] = mma.partition_shape_C(shape)
-    cute.compile(probe)
+    cute.compile(probe, options="--gpu-arch sm_90a")
     threads = int(np.prod([s for s, _ in got["thr"]]))
     regs = int(np.prod([s for s, _ in got["val"]]))
     coords = []
