@@ -241,3 +241,30 @@ def test_gpu_sm80_cubin(causal):
     if torch.cuda.get_device_capability()[0] != 8:
         pytest.skip("an sm_80 cubin needs an sm_8x GPU")
     _check(64, 64, 64, 128, None, causal, target="sm_80")
+
+
+@pytest.mark.parametrize("m,n,threads,policy", [(64, 96, 192, "FullCol"), (64, 48, 96, "FullCol")])
+def test_mma_sync_warps_along_n_are_a_power_of_two(m, n, threads, policy, tmp_path):
+    """3 or 6 warps along N abort CuTe DSL's tiled mma.sync (the whole process, in
+    partition_B): such a partition is never chosen, and a tile only it could take is a
+    GemmError naming the T.gemm (was: the process aborted)."""
+    import tilecute.language as T
+    from tilecute.transform.select_mma import GemmError, mma_warps
+
+    assert mma_warps(96, 64, 3, "FullRow") == (3, 1)  # (warps along M: any count)
+    assert mma_warps(m, n, threads // 32, policy) is None
+
+    @T.prim_func
+    def g(A: T.Tensor((m, 64), "float16"), B: T.Tensor((64, n), "float16"),
+          C: T.Tensor((m, n), "float32")):
+        with T.Kernel(1, threads=threads):
+            A_s = T.alloc_shared((m, 64), "float16")
+            B_s = T.alloc_shared((64, n), "float16")
+            c = T.alloc_fragment((m, n), "float32")
+            T.copy(A, A_s)
+            T.copy(B, B_s)
+            T.gemm(A_s, B_s, c, clear_accum=True, policy=getattr(T.GemmWarpPolicy, policy))
+            T.copy(c, C)
+
+    with pytest.raises(GemmError, match=r"T.gemm\(A_s, B_s, c\): No valid warp partition.*power of two"):
+        tilecute.build_cubin(g, "sm_80", out_dir=str(tmp_path))

@@ -94,8 +94,11 @@ def mma_warps(m: int, n: int, warps: int, policy: str = "Square",
     ``FullRow`` puts as many warps along M as the tile allows, ``FullCol`` as many along
     N, ``Square`` makes each warp's tile as square as possible; ``all_along_m``: every
     warp along M or nothing (A from registers)."""
+    # (warps along N a power of two: CuTe DSL's tiled mma.sync aborts the process in
+    # partition_B for 3, 6, 12 warps along N)
     valid = [(wm, warps // wm) for wm in range(1, warps + 1) if warps % wm == 0
-             and m % (16 * wm) == 0 and n % (16 * (warps // wm)) == 0]
+             and m % (16 * wm) == 0 and n % (16 * (warps // wm)) == 0
+             and (warps // wm) & (warps // wm - 1) == 0]
     if all_along_m:
         valid = [w for w in valid if w[1] == 1]
     if not valid:
@@ -288,7 +291,8 @@ class _Kernel:
             if warps is None:
                 self.fail(s, f"No valid warp partition (TileLang's words): no arrangement of "
                              f"{self.threads // WARP} warps tiles {m} x {n} in 16 x 16 steps "
-                             f"with policy {s.policy}")
+                             f"with policy {s.policy} (on mma.sync the warps along N must be a "
+                             f"power of two: CuTe DSL's tiled MMA cannot partition B otherwise)")
         for buf, what in ((a, "A"), (b, "B")):
             if buf is a and a_regs:
                 self.set_layout(s, a.name, N.Layout("mma", threads=self.threads, mma=family,
