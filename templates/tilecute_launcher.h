@@ -45,6 +45,7 @@
 
 struct TcKernelInfo {
   const char* symbol;             // exact name of the kernel in the cubin
+  const char* grid_text[3];       // the grid extents as the program reads (messages)
   unsigned block[3];
   unsigned cluster[3];            // {0, 0, 0}: no cluster, launched with cuLaunchKernel
   unsigned dynamic_smem;          // bytes of dynamic shared memory per block
@@ -547,7 +548,9 @@ inline void tc_check_same_device(const DLTensor* t, const char* arg, int device_
 
 inline void tc_check_grid(int kernel, int64_t x, int64_t y, int64_t z) {
   const TcKernelInfo& info = tc_launcher.kernels[kernel];
-  bool ok = x >= 0 && x <= kTcMaxGridX && y >= 0 && y <= kTcMaxGridYZ && z >= 0 && z <= kTcMaxGridYZ;
+  // an extent of 0 is an error, as TileLang's (a launch would run no block, or on a
+  // clamped grid one block past the data)
+  bool ok = x >= 1 && x <= kTcMaxGridX && y >= 1 && y <= kTcMaxGridYZ && z >= 1 && z <= kTcMaxGridYZ;
   if (ok && info.cluster[0] != 0) {
     ok = x % info.cluster[0] == 0 && y % info.cluster[1] == 0 && z % info.cluster[2] == 0;
   }

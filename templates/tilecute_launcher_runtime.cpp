@@ -272,6 +272,14 @@ void tc_fail_grid(const TcLauncher& L, int kernel, int64_t x, int64_t y, int64_t
   const TcKernelInfo& info = L.kernels[kernel];
   const std::string grid = "(" + tc_str(x) + ", " + tc_str(y) + ", " + tc_str(z) + ")";
   const std::string prefix = std::string(L.function) + ": kernel '" + info.symbol + "': grid " + grid;
+  const int64_t extents[3] = {x, y, z};
+  for (int d = 0; d < 3; ++d) {
+    if (extents[d] == 0) {
+      tc_raise_value_error(L, prefix + " has an empty dimension: its extent along " + "xyz"[d] + ", `" +
+                                  info.grid_text[d] + "`, is 0; a kernel launches at least one block " +
+                                  "along each dimension (TileLang raises rather than launch it)");
+    }
+  }
   const bool in_limits = x >= 0 && x <= kTcMaxGridX && y >= 0 && y <= kTcMaxGridYZ && z >= 0 && z <= kTcMaxGridYZ;
   if (!in_limits) {
     // name the first dimension past its limit (an int64 dim's grid, T.ceildiv(n, 512) of a
@@ -286,7 +294,7 @@ void tc_fail_grid(const TcLauncher& L, int kernel, int64_t x, int64_t y, int64_t
       }
     }
     tc_raise_value_error(L, prefix + " is outside the CUDA limits (" + which +
-                                "0 <= x < 2^31, 0 <= y, z < 65536)");
+                                "1 <= x < 2^31, 1 <= y, z < 65536)");
   }
   tc_raise_value_error(L, prefix + " is not a multiple of the cluster (" + tc_str(info.cluster[0]) + ", " +
                               tc_str(info.cluster[1]) + ", " + tc_str(info.cluster[2]) + ")");
@@ -833,7 +841,6 @@ inline void tc_check_coresident(const TcLauncher& L, const DeviceSlot& slot, int
 inline void tc_launch(const TcLauncher& L, const DeviceSlot& slot, int kernel, const TcLaunch& launch,
                       CUstream stream, int device_id) {
   const int64_t grid_x = launch.grid[0], grid_y = launch.grid[1], grid_z = launch.grid[2];
-  if (grid_x == 0 || grid_y == 0 || grid_z == 0) return;  // an empty grid launches nothing
   const TcKernelInfo& info = L.kernels[kernel];
   if (info.cooperative) tc_check_coresident(L, slot, kernel, launch, device_id);
   CUresult status;

@@ -268,10 +268,10 @@ def threads_over_1024():
     return k
 
 
-def grid_of_zero():
+def negative_grid():  # (0 compiles, as TileLang's; each call raises: tests/test_empty_grid.py)
     @T.prim_func
     def k(A: T.Tensor((64,), "float32")):
-        with T.Kernel(0, threads=64):  # <- here
+        with T.Kernel(-4, threads=64):  # <- here
             for i in T.Parallel(64):
                 A[i] = 1.0
     return k
@@ -415,7 +415,7 @@ CASES = [
                                                        "(128, 128) float32: 65536"]),
     (pipelined_stages_too_deep, SharedMemoryError, ["x 9 stages: 147456", "num_stages"]),
     (threads_over_1024, ValidationError, ["2048 threads per block", "at most 1024"]),
-    (grid_of_zero, ValidationError, ["grid extent 0", "1..2147483647"]),
+    (negative_grid, ValidationError, ["grid extent -4", "1..2147483647"]),
     (pipelined_negative_stages, FrontendError, ["T.Pipelined", "num_stages", "-2"]),
     (reduce_dim_out_of_range, ValidationError, ["T.reduce_max", "dim 2 of 'f'", "2 dims"]),
     (reduce_output_shape, ValidationError, ["T.reduce_sum", "(64,)", "'r' has shape (32,)"]),

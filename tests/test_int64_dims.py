@@ -326,7 +326,7 @@ def test_launcher_names_the_grid_dim_past_cudas_limit(cache_dir):
     huge = FakeTensor((2 ** 41,), "bfloat16")  # (no memory: a DLTensor only)
     with pytest.raises(ValueError, match=re.escape(
             "fill: kernel 'tilecute_fill_0': grid (4294967296, 1, 1) is outside the CUDA limits "
-            "(grid.x = 4294967296 is above 2147483647: 0 <= x < 2^31, 0 <= y, z < 65536)")):
+            "(grid.x = 4294967296 is above 2147483647: 1 <= x < 2^31, 1 <= y, z < 65536)")):
         kernel(huge)
 
 

@@ -222,7 +222,7 @@ def test_generated_source_names_function_and_version():
     )
     # the launcher's description, which the runtime reads
     assert 'extern const TcLauncher tc_launcher = {\n    "vector_add", 3, "A, B, C",' in source
-    assert '{ "vector_add_kernel", { 256, 1, 1 }, { 0, 0, 0 }, 0, false, false, false, false },' in source
+    assert '{ "vector_add_kernel", { "ceildiv(N, 256)", "1", "1" }, { 256, 1, 1 }, { 0, 0, 0 }, 0, false, false, false, false },' in source
     assert "const int64_t k0_grid_x = tc_ceildiv(sym_N, 256);" in source
     assert "int32_t k0_N = static_cast<int32_t>(sym_N);  // symbol N as int32" in source
     assert "void* k0_params[] = { &k0_A_ptr, &k0_B_ptr, &k0_C_ptr, &k0_N };" in source
@@ -448,6 +448,9 @@ def test_device_checks_come_after_value_checks(mods):
 
 def test_grid_checks_before_the_driver(mods):
     f = mods["two_stage"]["two_stage"]
+    raises(ValueError, ["two_stage: kernel 'two_stage_reduce': grid (0, 4, 1) has an empty dimension: "
+                        "its extent along x, `ceildiv(M, 64)`, is 0"],
+           f, FakeTensor((0, 8)), FakeTensor((0,)), FakeTensor((0, 8, 4)))
     raises(ValueError, ["two_stage: kernel 'two_stage_finish': grid (17, 1, 1) is not a multiple of the cluster (16, 1, 1)"],
            f, FakeTensor((17, 8)), FakeTensor((17,)), FakeTensor((17, 8, 4)))
 
@@ -569,7 +572,7 @@ log()
 ts = tvm_ffi.load_module(paths["two_stage"])
 ts["__tilecute_set_cubin"](paths["cubin"])
 ts["two_stage"](FakeTensor((32, 10)), FakeTensor((32,)), FakeTensor((32, 10, 4)))
-ts["two_stage"](FakeTensor((0, 10)), FakeTensor((0,)), FakeTensor((0, 10, 4)))
+out["two_stage_empty"] = error(ts["two_stage"], FakeTensor((0, 10)), FakeTensor((0,)), FakeTensor((0, 10, 4)))
 out["two_stage_log"] = log()
 ts["cleanup"]()
 log()
@@ -726,7 +729,9 @@ def test_driver_two_kernels_attributes_and_clusters(driver):
     assert reduce["params"][3:] == [le("i", 32), le("i", 10)]
     assert (finish["symbol"], finish["grid"], finish["block"], finish["cluster"]) == (
         "two_stage_finish", "32,1,1", "32,4,1", "16,1,1")
-    # M = 0: both grids are empty, nothing is launched
+    # M = 0: an empty grid is an error (TileLang's too), raised before anything launches
+    assert "two_stage: kernel 'two_stage_reduce': grid (0, 4, 1) has an empty dimension: its " \
+        "extent along x, `ceildiv(M, 64)`, is 0" in driver["two_stage_empty"][1]
     assert len(lines) == 5
 
 

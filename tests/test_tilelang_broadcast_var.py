@@ -81,6 +81,8 @@ def allreduce(A: T.Tensor((32,), "float32")):
         with T.attr(0, "reduce_scope", 0):
             v[0] = A[0]
 '''
-    with pytest.raises(FrontendError, match=r"<script>:8: .*`with T.attr\(...\)` is not supported "
-                                            r"by tilecute: TVM's attribute statement"):
+    # (TVM's reduce_scope attribute is honored around T.tvm_thread_allreduce, with a
+    # T.comm_reducer node: tests/test_thread_allreduce.py)
+    with pytest.raises(FrontendError, match=r"<script>:8: .*T.attr\(..., \"reduce_scope\", ...\): "
+                                            r"the node must be T.comm_reducer"):
         T.from_script(src)

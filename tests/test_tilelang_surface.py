@@ -32,6 +32,9 @@ def walk({params}A: T.Tensor((64, 64), "float16"), C: T.Tensor((64,), "float32")
 # every T.* name a program can call: where it stands and the fewest arguments it takes
 CALLS = {
     "Kernel": ("with", "1"), "ClusterKernel": ("with", "1, cluster_dims=2"),
+    "attr": ("region", 'T.comm_reducer(lambda a, b: a + b, [0]), "reduce_scope", 0'),
+    "comm_reducer": ("expr", "lambda a, b: a + b, [0]"),
+    "tvm_thread_allreduce": ("stmt", "T.uint32(1), x, True, x, 0"),
     "ws": ("region", "0"), "WarpSpecialize": ("region", "0"),
     "Parallel": ("for", "4"), "serial": ("for", "4"), "Serial": ("for", "4"),
     "unroll": ("for", "4"), "Unroll": ("for", "4"), "Pipelined": ("for", "4, num_stages=1"),
@@ -172,6 +175,8 @@ REFUSED_AS_CALLED = {
     "Broadcast": "T.Broadcast",  # only stored into a region of its lanes
     "atomic_or": "'C' is float32; T.atomic_or writes a 32- or 64-bit integer",
     "dp4a": "T.dp4a: requires int8 inputs, got A.dtype='float16'",
+    "comm_reducer": 'only the node of `T.attr(T.comm_reducer(...), "reduce_scope", ...)`',
+    "tvm_thread_allreduce": "outside a `with T.attr(T.comm_reducer",
 }
 
 
@@ -210,6 +215,8 @@ def test_unknown_positional_names_form_argument_and_line(name):
         assert f"T.{name} has 13 extents but 1 loop variables" in msg
     elif name in ("ws", "WarpSpecialize"):  # *warp_group_idx: the extra ones are warpgroups
         assert "T.ws(0, 7): warpgroups that are not consecutive are not supported" in msg
+    elif name == "tvm_thread_allreduce":  # *args: values, results, thread indices
+        assert "T.tvm_thread_allreduce outside a `with T.attr(T.comm_reducer" in msg
     elif name == "alloc_var":  # *args: (init, scope) at most
         assert "T.alloc_var takes (dtype, init, scope) at most" in msg
     else:

@@ -17,7 +17,7 @@ from ..ir import nodes as N
 from ..ir.printer import gemm_operand, layout_str
 from ..runtime.dtypes import DTYPES
 from ..target import arch_at_least
-from ..transform.analysis import (all_names, column_slice, has_pdl_calls, loads as _loads,
+from ..transform.analysis import (all_names, allreduce_steps, column_slice, has_pdl_calls, loads as _loads,
                                   matrix_slice, row_slice, row_major_strides, value_range,
                                   view_bases, walk_stmts)
 from ..transform.launch_abi import KernelPlan
@@ -232,7 +232,7 @@ class KernelEmitter:
 
     def stmt(self, s: N.Stmt, depth: int) -> None:
         with self.bounds.statement():
-            if isinstance(s, (N.Let, N.Store, N.If, N.Evaluate)):
+            if isinstance(s, (N.Let, N.Store, N.If, N.Evaluate, N.ThreadAllReduce)):
                 self.bounds.hoist_branches(_checked_part(s), depth, self.nests.vector)
                 self.bounds.hoist(_checked_part(s), depth, self.nests.vector)
             method = _STATEMENTS.get(type(s))
@@ -678,6 +678,66 @@ class KernelEmitter:
                                  f"{warps}, {warps}{named})")
         self.out.use("reduce")
 
+    def thread_allreduce(self, s: N.ThreadAllReduce, depth: int) -> None:
+        """TVM's thread all-reduce, one step per run of reduced thread dims
+        (``allreduce_steps``): shuffle butterflies over the run's lanes within a warp
+        (``tcr.warp_allreduce``, lanes ``stride`` apart), then where a group spans warps or
+        is not lane-aligned its partials meet in shared memory (``tcr.block_allreduce``
+        for whole consecutive warps, else ``tcr.gather_allreduce``); every thread stores
+        its group's result into the result buffers."""
+        out = self.out
+        if self.region_barrier or self.scope.producer_threads:
+            self.fail(s, "T.tvm_thread_allreduce needs every thread of the block; this "
+                         "kernel has a producer warpgroup (warp specialization) or a "
+                         "warpgroup region around it")
+        threads = self.scope.threads
+        total = self.scope.num_threads
+        steps = allreduce_steps(threads, s.dims)
+        n = len(s.values)
+        if s.op:
+            op = quote(s.op)
+        else:
+            params = ", ".join(ident(v.name) for v in s.lhs + s.rhs)
+            res = ", ".join(self.exprs.expr(r) for r in s.results)
+            op = f"lambda {params}: " + (f"({res})" if n > 1 else res)
+        dims = ", ".join(f"threadIdx.{'xyz'[d]}" for d in s.dims)
+        names = [out.fresh("ar") for _ in s.values]
+        for i, (name, v) in enumerate(zip(names, s.values)):
+            out.line(depth, f"{name} = {self.exprs.expr(v)}",
+                     f"T.tvm_thread_allreduce over {dims}" if i == 0 else None)
+        val = names[0]
+        if n > 1:
+            val = out.fresh("ar")
+            out.line(depth, f"{val} = ({', '.join(names)})")
+        for st in steps:
+            if st.lanes > 1:
+                stride = f", {st.stride}" if st.stride > 1 else ""
+                out.line(depth, f"{val} = tcr.warp_allreduce({val}, {op}, {st.lanes}{stride})")
+            if not st.crosses:
+                continue
+            scratch = ident(s.scratch[0]) if n == 1 else f"({', '.join(map(ident, s.scratch))})"
+            if st.stride == 1 and st.lanes == 32 and n == 1:  # groups of whole consecutive warps
+                red = out.fresh("red")
+                dtype = cute_type(s.values[0].dtype)
+                out.line(depth, f"{red} = cute.make_rmem_tensor((1,), {dtype})")
+                out.line(depth, f"{red}[0] = {val}")
+                out.line(depth, f"tcr.block_allreduce({red}, {op}, {scratch}, {total // 32}, "
+                                f"{st.extent // 32})")
+                out.line(depth, f"{val} = {red}[0]")
+                continue
+            span = st.stride * st.extent  # threads from a group's first to the next group's
+            first = [] if st.stride == 1 else [f"tc_tid % {st.stride}"]
+            if span < total:
+                first.append(f"tc_tid // {span} * {span}")
+            first_text = " + ".join(first) or "0"
+            out.line(depth, f"{val} = tcr.gather_allreduce({val}, {op}, {scratch}, tc_tid, "
+                            f"{first_text}, {st.stride * st.lanes}, {st.extent // st.lanes})")
+        if n > 1:
+            out.line(depth, f"{', '.join(names)} = {val}")
+        for name, d in zip(names, s.dsts):
+            out.line(depth, f"{self.element(d, (N.Const(0, 'int32'),))} = {name if n > 1 else val}")
+        out.use("reduce")
+
     def atomic_add(self, s: N.AtomicAdd, depth: int) -> None:
         if isinstance(s.value, N.Region):
             self.fail(s, "internal: tile T.atomic_add reached the codegen unlowered")
@@ -1016,6 +1076,7 @@ _STATEMENTS = {
     N.MBarrierArrive: KernelEmitter.mbarrier_arrive, N.While: KernelEmitter.while_,
     N.Scan: KernelEmitter.scan, N.FinalizeReducer: KernelEmitter.finalize_reducer,
     N.CombineRows: KernelEmitter.combine_rows,
+    N.ThreadAllReduce: KernelEmitter.thread_allreduce,
     N.WarpGroups: KernelEmitter.warp_groups,
     N.DevicePrint: KernelEmitter.device_print, N.DeviceAssert: KernelEmitter.device_assert,
 }
@@ -1044,6 +1105,8 @@ def _printf_text(text: str) -> str:
 
 def _checked_part(s: N.Stmt):
     """The part of a bounds-checked statement whose loads are hoisted."""
+    if isinstance(s, N.ThreadAllReduce):
+        return s.values
     if isinstance(s, N.Store):
         return (s.indices, s.value)
     if isinstance(s, N.If):

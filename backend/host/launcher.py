@@ -685,6 +685,12 @@ def _tma_summary(k: KernelLaunch, p: KernelParam, arg: TensorArg, spec: TmaSpec)
     return ", ".join(parts)
 
 
+def grid_text(expr: str) -> str:
+    """A grid expression of the ABI as the program reads (``tc_ceildiv(sym_M, 64)`` is
+    ``ceildiv(M, 64)``), for the launcher's messages."""
+    return re.sub(r"\b(?:sym_|arg_|tc_)", "", expr)
+
+
 def _kernel_context(abi: LaunchABI, k: KernelLaunch, index: int) -> dict:
     label = f"kernel {k.symbol!r}"
     if not k.symbol:
@@ -730,6 +736,7 @@ def _kernel_context(abi: LaunchABI, k: KernelLaunch, index: int) -> dict:
         "symbol": k.symbol,
         "symbol_literal": cpp_string_literal(k.symbol),
         "grid": list(k.grid),
+        "grid_text": [cpp_string_literal(grid_text(g)) for g in k.grid],
         "grid_vars": grid_vars,
         "block": list(k.block),
         "dynamic_smem": k.dynamic_smem,

@@ -852,6 +852,40 @@ class FinalizeReducer(Stmt):
     loc: Optional[Loc] = _loc()
 
 
+THREAD_ALLREDUCE_OPS = ("sum", "max", "min", "bitand", "bitor", "bitxor")
+
+
+@dataclass(frozen=True)
+class ThreadAllReduce(Stmt):
+    """TVM's thread all-reduce as TileLang programs write it: ``with T.attr(
+    T.comm_reducer(lambda x, y: x + y, [T.float32(0)]), "reduce_scope", ...):
+    T.evaluate(T.tvm_thread_allreduce(T.uint32(1), v, True, r[0], ty, dtype="handle"))``.
+
+    Every thread of the block runs it.  The threads that differ only in the thread dims
+    ``dims`` (0: ``threadIdx.x``, 1: ``.y``, 2: ``.z``; each of extent > 1) form a group;
+    every thread of a group gets the combination of its group's ``values`` by the
+    combiner and stores it into element 0 of each of the local buffers ``dsts`` (TVM
+    remaps the result buffer to the reduction's result).  The combiner is TVM's
+    ``CommReducer``: the expressions ``results`` of the variables ``lhs`` and ``rhs`` (one
+    of each per value, the dtypes of ``identity``); ``op`` names it where it is one of
+    ``THREAD_ALLREDUCE_OPS`` on a single value (``x + y`` is ``"sum"``), ``""`` for any
+    other (a product, a custom expression, several values).  ``values`` already hold
+    TVM's condition (``Select(cond, v, identity)``).  ``scratch``: one shared buffer per
+    value for the step across warps (``transform.analysis.allreduce_steps``), set by the
+    layout pass where a group's threads are not all in one warp."""
+
+    lhs: tuple[Var, ...]
+    rhs: tuple[Var, ...]
+    results: tuple[Expr, ...]
+    identity: tuple[Expr, ...]
+    values: tuple[Expr, ...]
+    dsts: tuple[str, ...]
+    dims: tuple[int, ...]
+    op: str = ""
+    scratch: tuple[str, ...] = ()
+    loc: Optional[Loc] = _loc()
+
+
 @dataclass(frozen=True)
 class CombineRows(Stmt):
     """Every thread holding a row of ``buffer`` (an ``mma_rows`` fragment whose registers

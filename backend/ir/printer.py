@@ -306,6 +306,18 @@ def _stmt(s: N.Stmt, indent: int, out: list[str]) -> None:
     elif isinstance(s, N.FinalizeReducer):
         scratch = f", scratch={s.scratch}" if s.scratch else ""
         out.append(f"{pad}T.finalize_reducer({s.buffer}{scratch})")
+    elif isinstance(s, N.ThreadAllReduce):
+        params = ", ".join(v.name for v in s.lhs + s.rhs)
+        res = ", ".join(expr_str(r) for r in s.results)
+        res = f"({res})" if len(s.results) > 1 else res
+        ident = ", ".join(expr_str(i) for i in s.identity)
+        args = [f"T.uint32({len(s.values)})", *(expr_str(v) for v in s.values), "True",
+                *(f"{d}[0]" for d in s.dsts), *(f"T.get_thread_binding({d})" for d in s.dims)]
+        scratch = f", scratch=[{', '.join(s.scratch)}]" if s.scratch else ""
+        out.append(f"{pad}with T.attr(T.comm_reducer(lambda {params}: {res}, [{ident}]), "
+                   f'"reduce_scope", T.reinterpret(T.uint64(0), dtype="handle")):')
+        out.append(f"{pad}    T.evaluate(T.tvm_thread_allreduce({', '.join(args)}, "
+                   f'dtype="handle"{scratch}))')
     elif isinstance(s, N.CombineRows):
         scratch = f", scratch={s.scratch}" if s.scratch else ""
         out.append(f"{pad}T.combine_rows({s.buffer}, {s.kind!r}{scratch})")

@@ -283,6 +283,7 @@ class _Validator:
 
     def kernel(self, k: N.KernelScope, vars_, bufs):
         self.stmt = k
+        self.kernel_scope = k
         if not isinstance(k, N.KernelScope):
             self.fail(f"a prim_func's kernels are T.Kernel scopes, got {type(k).__name__}")
         if not isinstance(k.grid, tuple) or not 1 <= len(k.grid) <= 3:
@@ -321,9 +322,10 @@ class _Validator:
             self.expr(g, vars_, bufs)
             if not N.is_int(g.dtype):
                 self.fail("grid extents must be integers")
-            if isinstance(g, N.Const) and not 1 <= g.value <= limit:
+            # (0 passes, as TileLang's: the launcher refuses the empty grid at each call)
+            if isinstance(g, N.Const) and not 0 <= g.value <= limit:
                 self.fail(f"grid extent {g.value} along {'xyz'[axis]} is out of CUDA's range "
-                          f"1..{limit}")
+                          f"1..{limit}" + (" (0 is accepted: each call raises)" if g.value < 0 else ""))
         self.safe_values(k, vars_, bufs)
         for v, g in zip(k.block_vars, k.grid):
             self.name(v.name, "block variable")
@@ -487,6 +489,8 @@ class _Validator:
                 self.fail(f"T.finalize_reducer: '{s.buffer}' is not a T.alloc_reducer buffer")
             if s.scratch and self.buffer(s.scratch, bufs).scope != "shared":
                 self.fail(f"reducer scratch '{s.scratch}' must be a shared buffer")
+        elif isinstance(s, N.ThreadAllReduce):
+            self.thread_allreduce(s, vars_, bufs)
         elif isinstance(s, N.Im2Col):
             img, col = self.buffer(s.img, bufs), self.buffer(s.col, bufs)
             if img.scope != "global" or img.ndim != 4:
@@ -852,6 +856,51 @@ class _Validator:
             self.fail(f"region of '{buf.name}' names {len(r.starts)} dims, the buffer has {buf.ndim}")
         for e in r.starts + (r.extents or ()):
             self.expr(e, vars_, bufs)
+
+    def thread_allreduce(self, s: N.ThreadAllReduce, vars_, bufs) -> None:
+        """TVM's thread all-reduce: n values, n result elements (local buffers of the
+        values' dtypes), a combiner of n left and n right variables of those dtypes
+        returning n values of them, thread dims of the kernel (each once)."""
+        what = "T.tvm_thread_allreduce"
+        n = len(s.values)
+        if not n or not (len(s.lhs) == len(s.rhs) == len(s.results) == len(s.identity) ==
+                         len(s.dsts) == n):
+            self.fail(f"{what}: {n} value(s) need as many left and right variables, combiner "
+                      "results, identity values and result buffers")
+        if self.in_ws:
+            self.fail(f"{what} inside a warpgroup region: every thread of the block takes part")
+        threads = tuple(self.kernel_scope.threads) if getattr(self, "kernel_scope", None) else ()
+        if not s.dims or list(s.dims) != sorted(set(s.dims)) or \
+                any(not isinstance(d, int) or not 0 <= d < 3 for d in s.dims):
+            self.fail(f"{what}: reduced thread dims {s.dims} must be distinct dims 0..2, sorted")
+        if threads and any(d >= len(threads) or threads[d] <= 1 for d in s.dims):
+            self.fail(f"{what}: reduced thread dims {s.dims} must be dims of the kernel's "
+                      f"threads {threads} of extent > 1")
+        if s.op and (s.op not in N.THREAD_ALLREDUCE_OPS or n != 1):
+            self.fail(f"{what}: op {s.op!r} is one of {N.THREAD_ALLREDUCE_OPS} on one value")
+        inner = dict(vars_)
+        for v, r, i, d in zip(s.values, s.lhs + s.rhs, s.identity, s.dsts):
+            self.expr(v, vars_, bufs)
+            self.expr(i, vars_, bufs)
+            buf = self.buffer(d, bufs)
+            if buf.scope != "local" or buf.dtype != v.dtype or i.dtype != v.dtype:
+                self.fail(f"{what}: result '{d}' must be a local buffer of its value's dtype "
+                          f"{v.dtype} (it is a {buf.scope} {buf.dtype} buffer), and so must the "
+                          f"identity {i.dtype}")
+        for a, b, v in zip(s.lhs, s.rhs, s.values):
+            if a.dtype != v.dtype or b.dtype != v.dtype:
+                self.fail(f"{what}: combiner variables '{a.name}', '{b.name}' must have their "
+                          f"value's dtype {v.dtype}")
+            inner[a.name], inner[b.name] = a, b
+        for r, v in zip(s.results, s.values):
+            self.expr(r, inner, bufs)
+            if r.dtype != v.dtype:
+                self.fail(f"{what}: a combiner result has dtype {r.dtype}, its value {v.dtype}")
+        if s.scratch and (len(s.scratch) != n or any(
+                self.buffer(b, bufs).scope != "shared" or self.buffer(b, bufs).dtype != v.dtype
+                for b, v in zip(s.scratch, s.values))):
+            self.fail(f"{what}: scratch {list(s.scratch)} must be one shared buffer per value, "
+                      "of its dtype")
 
     def expr(self, e, vars_, bufs):
         if not isinstance(e, N.Expr):

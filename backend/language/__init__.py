@@ -44,6 +44,7 @@ from .forms import reducer_init, reducer_update  # noqa: F401
 from .forms import dec_max_nreg, grid, inc_max_nreg, sync_warp  # noqa: F401
 from .forms import annotate_layout, annotate_min_blocks_per_sm, annotate_safe_value, pdl_sync, pdl_trigger  # noqa: F401
 from .forms import let, rng_init, sync_grid  # noqa: F401
+from .forms import attr, comm_reducer, tvm_thread_allreduce  # noqa: F401
 from .forms import fence_proxy_async, wgmma_gemm  # noqa: F401
 from .forms import tma_store_arrive, tma_store_wait  # noqa: F401
 from .forms import cp_async_barrier_noinc, ptx_cp_async  # noqa: F401

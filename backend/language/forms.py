@@ -689,6 +689,36 @@ def annotate_min_blocks_per_sm(n):
     resident blocks per SM (CUDA's ``__launch_bounds__(threads, n)``)."""
 
 
+# ---- TVM's thread all-reduce (TileLang's GEMV examples) ------------------------------------
+@_form("with")
+def attr(node, attr_key, value):
+    """TVM's attribute statement, ``with T.attr(node, attr_key, value):`` (or written as a
+    statement, TVMScript's frame: it then covers the rest of its block).  tilecute honors
+    the one TileLang programs write: ``attr_key="reduce_scope"`` with ``node`` a
+    ``T.comm_reducer(...)``, the combiner of the ``T.tvm_thread_allreduce`` calls in its
+    body (``value``, TVM's ``T.reinterpret(T.uint64(0), dtype="handle")``, is not read by
+    TVM's lowering, nor by tilecute's); any other key is refused by name."""
+
+
+@_form("expr")
+def comm_reducer(combiner, identity):
+    """TVM's ``T.comm_reducer(lambda x, y: x + y, [T.float32(0)])``: a commutative
+    reducer (``combiner`` takes n left and n right values and returns n; ``identity``, n
+    identity values, gives the variables' dtypes: an int is int32).  Only as the node of
+    ``T.attr(..., "reduce_scope", ...)``."""
+
+
+@_form("stmt")
+def tvm_thread_allreduce(*args, dtype="handle", scratch=None):
+    """TVM's ``T.tvm_thread_allreduce(T.uint32(n), v_1..v_n, cond, r_1[0]..r_n[0],
+    *thread_vars, dtype="handle")`` (written inside ``T.evaluate``) under a
+    ``T.attr(T.comm_reducer(...), "reduce_scope", ...)``: every thread of the block takes
+    part; the threads that differ only in the listed thread indices (``threadIdx.x/y/z``)
+    form a group, and each gets its group's values combined by the reducer (where
+    ``cond`` is false a thread contributes the identity) in element 0 of the local
+    buffers ``r_1..r_n``.  tilecute's: ``scratch`` (set by the layout pass)."""
+
+
 # ---- TileLang forms tilecute does not have ------------------------------------------------
 class Unsupported:
     """``T.<name>`` for a TileLang form tilecute does not have: using it in a prim_func is
@@ -745,12 +775,12 @@ TILELANG_ONLY = frozenset("""
     __ffs __fns abs2 acosh add2 address_of alloc_tcgen05_instr_desc
     alloc_tcgen05_instruction_desc alloc_tcgen05_smem_desc alloc_wgmma_desc
     allocate_const anylist_getitem anylist_resetitem anylist_setitem_call_cpacked
-    anylist_setitem_call_packed arg asinh atanh attr axis block block_attr
+    anylist_setitem_call_packed arg asinh atanh axis block block_attr
     block_rank_in_cluster broadcast buffer buffer_decl buffer_store buffer_var
     call_cpacked call_cpacked_lowered call_llvm_intrin call_llvm_pure_intrin call_packed
     call_packed_lowered call_pure_extern clc_get_first_ctaid_x clc_get_first_ctaid_y
     clc_get_first_ctaid_z clc_is_canceled clc_try_cancel clc_try_cancel_multicast
-    cluster_arrive cluster_arrive_relaxed cluster_sync cluster_wait comm_reducer
+    cluster_arrive cluster_arrive_relaxed cluster_sync cluster_wait
     compute_gmma_descriptor compute_umma_descriptor const copysign
     create_barriers decl_buffer end_profile_intrinsic env_thread
     extract_lane fabs fast_rcp fma2 func_name func_ret get_ldmatrix_offset
@@ -774,7 +804,7 @@ TILELANG_ONLY = frozenset("""
     tvm_load_matrix_sync tvm_mfma tvm_mfma_store tvm_mma_sync tvm_rdna_wmma
     tvm_rdna_wmma_store tvm_stack_alloca tvm_stack_make_array tvm_stack_make_shape
     tvm_storage_sync tvm_store_matrix_sync tvm_struct_get tvm_struct_set
-    tvm_thread_allreduce tvm_thread_invariant tvm_throw_last_error tvm_tuple
+    tvm_thread_invariant tvm_throw_last_error tvm_tuple
     tvm_warp_activemask
     type_annotation undef validate_gemm_ab_dtypes var vectorcombine vectorhigh vectorlow
     void vscale warpgroup_arrive warpgroup_commit_batch warpgroup_fence_operand

@@ -310,6 +310,50 @@ def _show(v) -> str:
     return repr(v)
 
 
+@dataclasses.dataclass(frozen=True)
+class _CommReducer:
+    """A ``T.comm_reducer(combiner, identity)`` as parsed: the combiner (a lambda's AST or
+    the node of a Python function), its parameter names and the identity values; the
+    combiner's expressions are made at each T.tvm_thread_allreduce, over variables of its
+    values' dtypes (TVM substitutes the values into the combiner)."""
+
+    combiner: Any
+    names: list
+    identity: tuple
+    node: Any
+
+
+def _thread_dim(e, let_values: dict) -> Optional[int]:
+    """The dim d when ``e`` is ``threadIdx.<d>`` (``T.get_thread_binding(d)``, a name bound
+    to it, an integer cast of it), else None."""
+    seen = set()
+    while True:
+        while isinstance(e, N.Cast) and N.is_int(e.dtype):
+            e = e.value
+        if isinstance(e, N.Var) and e.name in let_values and e.name not in seen:
+            seen.add(e.name)
+            e = let_values[e.name]
+            continue
+        break
+    if isinstance(e, N.Call) and e.name == "thread_idx" and isinstance(e.args[0], N.Const):
+        return int(e.args[0].value)
+    return None
+
+
+def _allreduce_op(lhs, rhs, results) -> str:
+    """The op string of a one-value combiner that is ``x + y``, ``T.max(x, y)``, ... (either
+    operand order), else ""."""
+    if len(results) != 1:
+        return ""
+    r = results[0]
+    ops = {"add": "sum", "max": "max", "min": "min", "bitand": "bitand", "bitor": "bitor",
+           "bitxor": "bitxor"}
+    if isinstance(r, N.BinOp) and r.op in ops and r.dtype == lhs[0].dtype and \
+            {r.a, r.b} == {lhs[0], rhs[0]} and r.a != r.b:
+        return ops[r.op]
+    return ""
+
+
 class _Parser:
     def __init__(self, tree: ast.FunctionDef, env: dict, filename: str, line_offset: int,
                  source_lines: list[str], annotations: Optional[dict] = None):
@@ -335,6 +379,8 @@ class _Parser:
         self.in_kernel = False
         self.in_ws = False  # inside `with T.ws(...)` (or a branch made a region)
         self.in_varying_if = False  # inside an `if` whose condition may differ by thread
+        # the T.comm_reducer of each enclosing T.attr(..., "reduce_scope", ...), innermost last
+        self.reduce_scopes: list[_CommReducer] = []
         self.view_roots: dict[str, N.Buffer] = {}  # a view's name -> the buffer it views
         self.pending: Optional[list] = None  # see stmt: what a T.ldg*/T.lds* needs first
 
@@ -649,7 +695,11 @@ class _Parser:
     # ---- statements -------------------------------------------------------------------
     def block(self, stmts, top=False) -> tuple[N.Stmt, ...]:
         out: list[N.Stmt] = []
-        for s in stmts:
+        for i, s in enumerate(stmts):
+            if not top and isinstance(s, ast.Expr) and self.is_attr_call(s.value):
+                # TVMScript's frame written as a statement: it covers the rest of the block
+                out.extend(self.attr_scope(s, s.value, stmts[i + 1:]))
+                break
             out.extend(self.stmt(s, top))
         return tuple(out)
 
@@ -659,6 +709,11 @@ class _Parser:
         if isinstance(s, ast.Pass):
             return []
         if isinstance(s, ast.With):
+            item = s.items[0].context_expr if len(s.items) == 1 else None
+            if not top and self.is_attr_call(item):
+                if s.items[0].optional_vars is not None:
+                    raise self.error(s, "`with T.attr(...)` binds no names")
+                return self.attr_scope(s, item, s.body)
             return [self.with_stmt(s)]
         if top:
             if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and \
@@ -842,20 +897,18 @@ class _Parser:
             raise self.error(s, "one `with T.Kernel(...)` at a time")
         item = s.items[0]
         call = item.context_expr
-        tvm_attr = isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and \
-            call.func.attr == "attr"  # (T.attr: refused below with its own reason)
-        form = self.form_of(call.func) if isinstance(call, ast.Call) and not tvm_attr else None
+        form = self.form_of(call.func) if isinstance(call, ast.Call) else None
+        if form is not None and form.__name__ == "attr":
+            raise self.error(s, "`with T.attr(...)` outside a T.Kernel: TVM's reduce_scope "
+                                "attribute covers a T.tvm_thread_allreduce inside a kernel")
         if form is None or form.kind != "with":
             f = call.func if isinstance(call, ast.Call) else call
             named = f"`with {ast.unparse(f)}(...)`" if isinstance(call, ast.Call) else \
                 f"`with {ast.unparse(call)}`"
-            why = ("TVM's attribute statement (`with T.attr(T.comm_reducer(...), "
-                   "\"reduce_scope\", ...)` around T.tvm_thread_allreduce, say) annotates TIR "
-                   "that tilecute does not have; reduce with T.reduce_* / T.warp_reduce_* or "
-                   "T.alloc_reducer. " if isinstance(f, ast.Attribute) and f.attr == "attr" else "")
-            raise self.error(s, f"{named} is not supported by tilecute: {why}the only `with` "
+            raise self.error(s, f"{named} is not supported by tilecute: the only `with` "
                                 "forms are `with T.Kernel(...) as ...`, `with T.ClusterKernel(...) "
-                                "as ...` and `with T.ws(...)`")
+                                "as ...`, `with T.ws(...)` and `with T.attr(T.comm_reducer(...), "
+                                "\"reduce_scope\", ...)`")
         if form.__name__ == "ws":
             return self.ws_stmt(s, form, call)
         if self.in_kernel:
@@ -2079,6 +2132,11 @@ class _Parser:
         if macro is not None:
             return self.inline_macro(macro, call, s)
         form = self.form_of(call.func)
+        if form is not None and form.__name__ == "evaluate" and len(call.args) == 1 and \
+                not call.keywords and isinstance(call.args[0], ast.Call):
+            inner = self.form_of(call.args[0].func)
+            if inner is not None and inner.__name__ == "tvm_thread_allreduce":
+                call, form = call.args[0], inner  # T.evaluate(T.tvm_thread_allreduce(...))
         if form is None or form.kind != "stmt":
             if form is not None:
                 raise self.error(s, f"T.{form.__name__} is not a statement here")
@@ -2967,6 +3025,196 @@ class _Parser:
 
     def stmt_evaluate(self, a: _Args, s) -> list[N.Stmt]:
         return [N.Evaluate(N.as_expr(a.value("value")), loc=self.loc(s))]
+
+    # ---- TVM's thread all-reduce (T.attr reduce_scope + T.tvm_thread_allreduce) ---------------
+    def is_attr_call(self, node) -> bool:
+        if not isinstance(node, ast.Call):
+            return False
+        form = self.form_of(node.func)
+        return form is not None and form.__name__ == "attr"
+
+    def attr_scope(self, s, call: ast.Call, body) -> list[N.Stmt]:
+        """``T.attr(node, attr_key, value)`` over ``body`` (a ``with`` body, or the rest of
+        the block after the statement form): the only key honored is TVM's
+        ``"reduce_scope"`` with a ``T.comm_reducer`` node, the combiner of the
+        ``T.tvm_thread_allreduce`` calls inside; it makes no statement of its own."""
+        a = self.args(F.FORMS["attr"], call)
+        if not self.in_kernel:
+            raise self.error(s, "T.attr outside a T.Kernel: TVM's reduce_scope attribute "
+                                "covers a T.tvm_thread_allreduce inside a kernel")
+        key = a.value("attr_key")
+        if key != "reduce_scope":
+            raise a.fail("attr_key", f"attr_key={_show(key)} is not supported: TVM's attribute "
+                                     "statement annotates TIR for TVM's own passes; tilecute "
+                                     "honors only \"reduce_scope\" (a T.comm_reducer around "
+                                     "T.tvm_thread_allreduce)")
+        reducer = self.comm_reducer(a.node("node"))
+        # `value` (TVM's T.reinterpret(T.uint64(0), dtype="handle")): TVM's lowering reads
+        # only the node of a reduce_scope attribute, and so does tilecute
+        self.reduce_scopes.append(reducer)
+        try:
+            return list(self.block(body))
+        finally:
+            self.reduce_scopes.pop()
+
+    def comm_reducer(self, node) -> "_CommReducer":
+        f = node.func if isinstance(node, ast.Call) else None
+        form = self.form_of(f) if f is not None else None
+        if form is None or form.__name__ != "comm_reducer":
+            raise self.error(node, f"T.attr(..., \"reduce_scope\", ...): the node must be "
+                                   f"T.comm_reducer(combiner, identity); got `{ast.unparse(node)}`")
+        a = self.args(form, node)
+        ident = a.value("identity")
+        if not isinstance(ident, (list, tuple)) or not ident:
+            raise a.fail("identity", f"identity is a list of one identity value per reduced "
+                                     f"value; got {_show(ident)}")
+        for v in ident:
+            if isinstance(v, bool) or not isinstance(v, (int, float, N.Expr)) or \
+                    isinstance(v, N.Expr) and self.varies_by_thread(v):
+                raise a.fail("identity", f"an identity value is a constant (`T.cast(0, dtype)`); "
+                                         f"got {_show(v)}")
+        comb = a.node("combiner")
+        if isinstance(comb, ast.Lambda):
+            params = comb.args
+            if params.vararg or params.kwarg or params.kwonlyargs or params.posonlyargs or \
+                    params.defaults:
+                raise a.fail("combiner", "the combiner is a lambda of plain parameters "
+                                         "(`lambda x, y: x + y`)")
+            names = [p.arg for p in params.args]
+        else:
+            fn = a.value("combiner")
+            if not callable(fn) or isinstance(fn, (F.Form, F.Unsupported)):
+                raise a.fail("combiner", f"the combiner is a function of the left and right "
+                                         f"values (`lambda x, y: x + y`); got {_show(fn)}")
+            names = list(inspect.signature(fn).parameters)
+        if len(names) != 2 * len(ident):
+            raise a.fail("combiner", f"the combiner takes {len(names)} parameter(s); with "
+                                     f"{len(ident)} identity value(s) it takes {2 * len(ident)} "
+                                     "(the left values, then the right ones)")
+        return _CommReducer(comb, names, tuple(ident), node)
+
+    def combine_exprs(self, reducer: "_CommReducer", dtypes) -> tuple:
+        """The reducer's combiner applied to fresh variables of ``dtypes`` (left, then
+        right): (lhs, rhs, results, each result in its value's dtype)."""
+        lhs = tuple(N.Var(self.fresh(n), d) for n, d in zip(reducer.names, dtypes))
+        rhs = tuple(N.Var(self.fresh(n), d) for n, d in zip(reducer.names[len(dtypes):], dtypes))
+        comb = reducer.combiner
+        if isinstance(comb, ast.Lambda):
+            self.push(control=False)
+            try:
+                for n, v in zip(reducer.names, lhs + rhs):
+                    self.bind(n, v)
+                out = self.expr(comb.body)
+            finally:
+                self.pop()
+        else:
+            try:
+                out = self.eval_python(comb)(*(lhs + rhs))
+            except (TypeError, ValueError, AttributeError, NotImplementedError) as e:
+                raise self.error(comb, f"T.comm_reducer: the combiner failed on tilecute's "
+                                       f"expressions: {e}") from None
+        out = out if isinstance(out, tuple) else (out,)
+        if len(out) != len(dtypes) or not all(
+                isinstance(x, (int, float, N.Expr)) and not isinstance(x, bool) or
+                isinstance(x, N.Expr) for x in out):
+            raise self.error(comb, f"T.comm_reducer: the combiner returns {len(out)} value(s) "
+                                   f"for {len(dtypes)} identity value(s)")
+        results = tuple(N.cast(N.as_expr(x), d) for x, d in zip(out, dtypes))
+        return lhs, rhs, results
+
+    def stmt_tvm_thread_allreduce(self, a: _Args, s) -> list[N.Stmt]:
+        """``T.tvm_thread_allreduce(T.uint32(n), v.., cond, r[0].., *thread_vars)`` under
+        the innermost reduce_scope's combiner (TVM's LowerThreadAllreduce): see
+        :class:`tilecute.ir.nodes.ThreadAllReduce`."""
+        name = "T.tvm_thread_allreduce"
+        if not self.reduce_scopes:
+            raise self.error(s, f"{name} outside a `with T.attr(T.comm_reducer(...), "
+                                "\"reduce_scope\", ...)`: TVM takes its combiner from there")
+        a.refuse_unless("dtype", ("handle",), "TVM's call is a handle")
+        if self.in_ws or self.in_varying_if or any(k == "parallel" for k, _, _ in self.context()):
+            where = "a T.Parallel loop" if not (self.in_ws or self.in_varying_if) else \
+                "a T.ws region or a branch on the thread index"
+            raise self.error(s, f"{name} inside {where}: every thread of the block takes part "
+                                "in the all-reduce (shuffles and block barriers)")
+        reducer = self.reduce_scopes[-1]
+        refs = list(a.ref("args"))
+        n = len(reducer.identity)
+        if len(refs) < 2 * n + 2:
+            raise self.error(s, f"{name} takes T.uint32({n}), {n} value(s), the condition, "
+                                f"{n} result element(s) and the thread indices to reduce over "
+                                f"(the reducer has {n} identity value(s)); got {len(refs)} "
+                                "argument(s)")
+        count = self.arg_value(refs[0])
+        count = count.value if isinstance(count, N.Const) else count
+        if isinstance(count, bool) or count != n:
+            raise self.error(s, f"{name}: the first argument is the number of reduced values, "
+                                f"T.uint32({n}) for a reducer of {n} identity value(s); got "
+                                f"{_show(count)}")
+        node = lambda r: r.node if isinstance(r, _Given) else r  # noqa: E731
+        values = []
+        for r in refs[1:1 + n]:
+            v = self.arg_value(r)
+            if isinstance(v, bool) or not isinstance(v, (int, float, N.Expr)) or \
+                    isinstance(v, N.Expr) and v.dtype == "bool":
+                raise self.error(node(r), f"{name}: a reduced value is a number; got "
+                                          f"`{ast.unparse(node(r))}`")
+            values.append(N.as_expr(v))
+        cond = self.arg_value(refs[1 + n])
+        if isinstance(cond, N.Const):
+            cond = bool(cond.value)
+        if not isinstance(cond, (bool, N.Expr)):
+            raise self.error(node(refs[1 + n]), f"{name}: the condition is a bool; got "
+                                                f"{_show(cond)}")
+        dsts = []
+        for r, v in zip(refs[2 + n:2 + 2 * n], values):
+            d = self.arg_value(r)
+            buf = self.buffer_named(d.buffer) if isinstance(d, N.Load) else None
+            if buf is None or buf.scope != "local" or any(
+                    not (isinstance(i, N.Const) and i.value == 0) for i in d.indices):
+                raise self.error(node(r), f"{name}: a result is element 0 of a local buffer "
+                                          f"(`r[0]` of T.alloc_local((1,), dtype) or a "
+                                          f"T.alloc_var; TVM replaces that buffer by the "
+                                          f"result); got `{ast.unparse(node(r))}`")
+            if buf.dtype != v.dtype:
+                raise self.error(node(r), f"{name}: result '{buf.name}' is {buf.dtype} but its "
+                                          f"value is {v.dtype} (TVM's result has the value's dtype)")
+            dsts.append(buf.name)
+        threads = tuple(self.kernel_threads) + (1, 1, 1)
+        dims = set()
+        for r in refs[2 + 2 * n:]:
+            e = self.arg_value(r)
+            d = _thread_dim(e, self.let_values)
+            if d is None:
+                if isinstance(e, (int, N.Const)) and not isinstance(e, bool) and \
+                        int(getattr(e, "value", e)) == 0:
+                    continue  # TVM's folded thread index of extent 1
+                raise self.error(node(r), f"{name}: the values are reduced over thread "
+                                          f"indices (T.get_thread_binding(d), a name bound to "
+                                          f"one); got `{ast.unparse(node(r))}`")
+            if threads[d] > 1:
+                dims.add(d)
+        identity = tuple(N.cast(N.as_expr(i), v.dtype) for i, v in zip(reducer.identity, values))
+        if cond is not True:
+            for i, v, r in zip(reducer.identity, values, refs[1:1 + n]):
+                if isinstance(i, N.Expr) and i.dtype != v.dtype:
+                    raise self.error(node(r), f"{name}: with a condition, a thread whose "
+                                              f"condition is false contributes the identity, "
+                                              f"{i.dtype}, which must have the value's dtype "
+                                              f"{v.dtype}")
+            values = [i if cond is False else N.Select(cond, v, i, v.dtype)
+                      for v, i in zip(values, identity)]
+        if not dims:  # TVM: a reduction over one thread stores the values
+            return [N.Store(d, (N.Const(0, "int32"),), v, loc=self.loc(s))
+                    for d, v in zip(dsts, values)]
+        lhs, rhs, results = self.combine_exprs(reducer, [v.dtype for v in values])
+        scratch = ()
+        if a.given("scratch"):  # (printed IR: the layout pass's buffers)
+            node_ = a.node("scratch")
+            elts = node_.elts if isinstance(node_, (ast.List, ast.Tuple)) else [node_]
+            scratch = tuple(self.buffer_of(e).name for e in elts)
+        return [N.ThreadAllReduce(lhs, rhs, results, identity, tuple(values), tuple(dsts),
+                                  tuple(sorted(dims)), _allreduce_op(lhs, rhs, results),
+                                  scratch, loc=self.loc(s))]
 
     def stmt_sync_threads(self, a: _Args, s) -> list[N.Stmt]:
         """``T.sync_threads()``: the block's barrier; ``T.sync_threads(barrier_id,
@@ -4277,6 +4525,11 @@ class _Parser:
             return _BufferRef(stmts[-1].buffer)
         if isinstance(fn, F.Form) and fn.__name__ in ("atomic_add", "atomic_max", "atomic_min"):
             return self.atomic_return(fn, node)
+        if isinstance(fn, F.Form) and fn.__name__ == "comm_reducer":
+            self.args(fn, node)  # (its arguments bound first: an unknown one is named)
+            raise self.error(node, "T.comm_reducer is only the node of `T.attr(T.comm_reducer("
+                                   "...), \"reduce_scope\", ...)` (the combiner of the "
+                                   "T.tvm_thread_allreduce inside)")
         if isinstance(fn, F.Form):
             raise self.error(node, f"T.{fn.__name__} is a statement form and cannot be used "
                                    "in an expression here")

@@ -13,7 +13,7 @@ from ..ir import nodes as N
 from ..ir.visitor import (Range, linear_form, replace_stmt, substitute, value_range,  # noqa: F401
                           walk_nodes, walk_stmts)
 from ..runtime.dtypes import DTYPES, storage_bytes
-from ..target import TMA_MAX_BOX, TMA_MAX_RANK, arch_at_least  # noqa: F401
+from ..target import TMA_MAX_BOX, TMA_MAX_RANK, WARP, arch_at_least  # noqa: F401
 
 
 def loads(e, nested: bool = True):
@@ -228,8 +228,54 @@ def accesses(body):
             expr((s.nhw_step, s.c_step))
         elif isinstance(s, (N.FinalizeReducer, N.CombineRows)):
             out.extend([(s.buffer, (), False), (s.buffer, (), True)])
+        elif isinstance(s, N.ThreadAllReduce):  # (its scratch: the barrier pass's reduction)
+            expr(s.values)
+            out.extend((d, (N.Const(0, "int32"),), True) for d in s.dsts)
     for s in body:
         visit(s)
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class AllReduceStep:
+    """One step of a thread all-reduce (``ThreadAllReduce``): the reduced thread dims that
+    lie next to each other in the linear thread index (dims of extent 1 between them do
+    not count) are one run, whose ``extent`` threads of a group stand ``stride`` apart
+    (the product of the extents of the dims below).  Shuffles combine ``lanes`` of them
+    within each warp (butterflies over lanes ``stride`` apart; 1: none, when the stride
+    or the extent is not a power of two or the stride spans a warp); the ``extent //
+    lanes`` partials left, ``stride * lanes`` threads apart, meet through shared memory
+    (``crosses``)."""
+
+    stride: int
+    extent: int
+    lanes: int
+
+    @property
+    def crosses(self) -> bool:
+        return self.extent > self.lanes
+
+
+def allreduce_steps(threads, dims) -> list[AllReduceStep]:
+    """The steps of an all-reduce over thread dims ``dims`` of a block of ``threads``
+    (``(x, y, z)``, fewer dims meaning 1), one per run of reduced dims."""
+    runs: list[list[int]] = []  # [stride, extent]
+    below, last_reduced = 1, False
+    for d, ext in enumerate(threads):
+        if ext == 1:
+            continue
+        if d in dims:
+            if last_reduced:
+                runs[-1][1] *= ext
+            else:
+                runs.append([below, ext])
+        last_reduced = d in dims
+        below *= ext
+    out = []
+    for stride, extent in runs:
+        pow2 = not stride & (stride - 1) and not extent & (extent - 1)
+        lanes = min(extent, WARP // stride) if pow2 and stride < WARP else 1
+        out.append(AllReduceStep(stride, extent, lanes))
     return out
 
 
@@ -283,6 +329,8 @@ def buffers_used(s) -> set[str]:
             out.update((x.img, x.col))
         elif isinstance(x, (N.FinalizeReducer, N.CombineRows)):
             out.update(b for b in (x.buffer, x.scratch) if b)
+        elif isinstance(x, N.ThreadAllReduce):
+            out.update(x.dsts + x.scratch)
     return out
 
 

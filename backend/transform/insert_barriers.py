@@ -196,6 +196,14 @@ class _Sync:
             if isinstance(s, (N.Reduce, N.FinalizeReducer, N.CombineRows)):
                 self.reduction(s, st, out)
                 continue
+            if isinstance(s, N.ThreadAllReduce):  # its values may read shared memory
+                self.barrier_if_needed(s, st, out)
+                st.read |= self.touches(s)[0]
+                for name in s.scratch:
+                    self.reduction(dataclasses.replace(s, scratch=name), st, out)
+                    out.pop()
+                out.append(s)
+                continue
             if isinstance(s, N.If) and self.divergent(s.cond):
                 # threads take different branches: a barrier inside would not be reached by
                 # every thread, so the branch counts as one statement, ordered before it

@@ -81,7 +81,7 @@ from ..ir.printer import expr_str, layout_str
 from ..ir.visitor import StmtMutator, rebuild, replace_exprs, substitute, walk_nodes, walk_stmts
 from ..runtime.dtypes import DTYPES
 from ..target import VECTOR_BYTES, WARP
-from .analysis import (LoopVars, accesses, is_unit, linear_form, mentions, parallel_nest, squeeze,
+from .analysis import (LoopVars, accesses, allreduce_steps, is_unit, linear_form, mentions, parallel_nest, squeeze,
                        value_range, view_bases, view_layout)
 from .lower_tile_ops import move_columns_last, reduce_identity, reduce_update
 
@@ -938,6 +938,25 @@ class _Kernel:
                 scratch = N.Buffer(name, buf.dtype, (N.Const(size, "int32"),), "shared")
                 scratch_allocs.append(N.Allocate(scratch, N.Layout("row_major"), loc=s.loc))
                 return dataclasses.replace(s, scratch=name)
+
+            def visit_thread_all_reduce(self, s: N.ThreadAllReduce) -> N.ThreadAllReduce:
+                # one element per thread and value, where a group's partials meet in shared
+                threads = kernel.scope.threads
+                if s.scratch or not any(st.crosses for st in allreduce_steps(threads, s.dims)):
+                    return s
+                names = []
+                taken = {n.name for n in walk_nodes(kernel.scope) if isinstance(n, (N.Var, N.Buffer))}
+                taken |= {a.buffer.name for a in scratch_allocs}
+                for v in s.values:
+                    k = 0
+                    while f"allreduce_scratch{k}" in taken:
+                        k += 1
+                    name = f"allreduce_scratch{k}"
+                    taken.add(name)
+                    buf = N.Buffer(name, v.dtype, (N.Const(kernel.threads, "int32"),), "shared")
+                    scratch_allocs.append(N.Allocate(buf, N.Layout("row_major"), loc=s.loc))
+                    names.append(name)
+                return dataclasses.replace(s, scratch=tuple(names))
 
         body = _Rewrite().visit_block(self.scope.body)
         return dataclasses.replace(self.scope, body=tuple(scratch_allocs) + body)

@@ -15,6 +15,7 @@ Usage in generated code::
     acc = tcr.combine(acc, x, "max")
     red[r] = tcr.warp_allreduce(acc, "max", 32)
     tcr.block_allreduce(red, "max", scratch, 4, 4)
+    v = tcr.gather_allreduce(v, lambda x, y: x * y, scratch, tid, first, 64, 4)
 """
 
 import cutlass
@@ -23,11 +24,13 @@ import cutlass.cute as cute
 OPS = ("sum", "max", "min", "bitand", "bitor", "bitxor", "max_nan", "min_nan")
 
 
-def combine(a, b, op: str):
+def combine(a, b, op):
     """``a + b``, ``max(a, b)``, ``min(a, b)``, ``a & b``, ``a | b`` or ``a ^ b`` for ``op``
     "sum" / "max" / "min" / "bitand" / "bitor" / "bitxor" (the last three on integers);
     "max_nan" / "min_nan": max / min propagating NaN (``max.NaN.f32``, CUDA's
     ``__hmax_nan`` through Float32 for Float16/BFloat16; integers as "max" / "min").
+    ``op`` may also be a function, the combiner itself: ``op(a, b)``, or for tuples of
+    values ``op(*a, *b)`` (TVM's reducer of several values, returning a tuple).
 
     PTX by dtype: Float32 max/min use ``cute.arch.fmax``/``fmin`` (``max.f32``/``min.f32``,
     NaN-quiet like CUDA ``fmaxf``); Float16/BFloat16 go through Float32 the same way
@@ -41,6 +44,8 @@ def combine(a, b, op: str):
     type (``b``'s if ``a`` is a Python number).  A plain function emitting straight-line
     code, so it inlines anywhere.
     """
+    if callable(op):  # a combiner of its own (TVM's T.comm_reducer: a product, ...)
+        return op(*a, *b) if isinstance(a, tuple) else op(a, b)
     if op == "sum":
         return a + b
     if op == "bitand":  # integers (and.b32 / or.b32 / xor.b32)
@@ -60,23 +65,69 @@ def combine(a, b, op: str):
     return cutlass.max(a, b) if op.startswith("max") else cutlass.min(a, b)
 
 
-def warp_allreduce(value, op: str, width: int):
+def warp_allreduce(value, op, width: int, stride: int = 1):
     """All-reduce ``value`` over each group of ``width`` consecutive lanes (``width`` a
     compile-time power of two, 1..32); every lane of a group returns the group's result.
+    With ``stride`` (a power of two, ``width * stride`` <= 32) a group is the ``width``
+    lanes ``stride`` apart (``l, l + stride, ...``; TVM's all-reduce over ``threadIdx.y``
+    with ``threadIdx.x`` of extent ``stride``).  ``op``: one of ``OPS`` or a combiner
+    function (see :func:`combine`); ``value`` may be a tuple of values that the combiner
+    takes together (TVM's reducers of several values).
 
-    PTX: log2(width) ``shfl.sync.bfly.b32`` (lane offsets width/2, ..., 1, full mask,
-    clamp 31) each followed by the combine (``add.f32``/``max.f32``/...).  Values under
-    32 bits are shuffled as 32 bits, 64-bit values as two shuffles.  All 32 lanes of the
-    warp must execute it (full-mask shuffle).  ``width`` 1 returns ``value`` unchanged.
+    PTX: log2(width) ``shfl.sync.bfly.b32`` (lane offsets (width/2, ..., 1) x stride, full
+    mask, clamp 31) each followed by the combine (``add.f32``/``max.f32``/...).  Values
+    under 32 bits are shuffled as 32 bits, 64-bit values as two shuffles.  All 32 lanes of
+    the warp must execute it (full-mask shuffle).  ``width`` 1 returns ``value`` unchanged.
     """
     if width < 1 or width > 32 or width & (width - 1):
         raise ValueError(f"tilecute warp_allreduce: width {width} is not a power of two in 1..32")
+    if stride < 1 or stride & (stride - 1) or width * stride > 32:
+        raise ValueError(f"tilecute warp_allreduce: stride {stride} is not a power of two with "
+                         f"width x stride <= 32 (width {width})")
     offset = width // 2
     while offset > 0:
-        other = cute.arch.shuffle_sync_bfly(value, offset=offset)
+        if isinstance(value, tuple):
+            other = tuple(cute.arch.shuffle_sync_bfly(v, offset=offset * stride) for v in value)
+        else:
+            other = cute.arch.shuffle_sync_bfly(value, offset=offset * stride)
         value = combine(value, other, op)
         offset //= 2
     return value
+
+
+@cute.jit
+def gather_allreduce(value, op: cutlass.Constexpr, scratch: cute.Tensor, tid,
+                     first, step: cutlass.Constexpr, count: cutlass.Constexpr,
+                     threads: cutlass.Constexpr = 0, barrier_id: cutlass.Constexpr = 1):
+    """All-reduce across a group whose partials are ``count`` threads ``step`` apart from
+    thread ``first`` (run-time, the caller's group): every thread writes its ``value`` to
+    ``scratch[tid]`` (a shared tensor of one element per thread, ``tid`` the thread's
+    linear index), a barrier, every thread combines ``scratch[first + k * step]`` for ``k``
+    in ``0..count`` in order and returns it, a second barrier (so the scratch can be reused
+    right after).  The step of TVM's all-reduce that no shuffle can do: groups across warps,
+    or not lane-aligned.  Every thread of the block (or of named barrier ``barrier_id``
+    over ``threads`` threads) must call it."""
+    if cutlass.const_expr(isinstance(value, tuple)):  # several values, a scratch each
+        for i in cutlass.range_constexpr(len(value)):
+            scratch[i][tid] = value[i]
+        _sync(threads, barrier_id)
+        acc = tuple(b[first] for b in scratch)
+        for k in cutlass.range_constexpr(1, count):
+            acc = combine(acc, tuple(b[first + k * step] for b in scratch), op)
+        _sync(threads, barrier_id)
+        return acc
+    else:
+        scratch[tid] = value
+        _sync(threads, barrier_id)
+        acc = scratch[first]
+        if cutlass.const_expr(count <= 32):
+            for k in cutlass.range_constexpr(1, count):
+                acc = combine(acc, scratch[first + k * step], op)
+        else:
+            for k in cutlass.range(1, count):
+                acc = combine(acc, scratch[first + k * step], op)
+        _sync(threads, barrier_id)
+        return acc
 
 
 @cute.jit
