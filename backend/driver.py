@@ -79,6 +79,11 @@ def build_cubin(func, arch: str | None = None, out_dir: str | None = None,
     from .transform.pipeline import lower
 
     arch = check_arch(arch, f"build_cubin({func.name})") if arch else default_arch()
+    if func.pass_configs or func.compile_flags:  # T.annotate_*: the function's options
+        from .api import _options, function_attrs
+
+        func, _, pass_configs, compile_flags = function_attrs(func)
+        options = _options(options, pass_configs, func.name, compile_flags)
     folder = Path(out_dir or tempfile.mkdtemp(prefix=f"tilecute-{func.name}-"))
     folder.mkdir(parents=True, exist_ok=True)
     plan = lower(func, arch, options)
