@@ -96,30 +96,6 @@ def _write_debug(kernel, func: N.PrimFunc, debug_root_path: str) -> None:
         print(func.script(), file=f)
 
 
-def function_attrs(func: N.PrimFunc, out_idx=None, pass_configs=None, compile_flags=None):
-    """TileLang's function attributes merged with the caller's, as ``tilelang.compile``
-    merges them: ``(func without them, out_idx, pass_configs, compile_flags)``.  The
-    function's ``out_idx`` (its ``T.empty`` outputs, returned) is used when the caller gives
-    none; a caller's ``out_idx`` too is a ``ValueError`` naming both (TileLang's "Out index
-    conflict").  The caller's ``pass_configs`` override the function's
-    (``T.annotate_pass_configs``) key by key; its ``compile_flags`` follow the function's
-    (``T.annotate_compile_flags``)."""
-    if func.out_idx is not None:
-        if out_idx is not None:
-            raise ValueError(f"{func.name}: Out index conflict: out_idx={out_idx!r} is given, "
-                             f"and {func.name} returns its T.empty tensors (out_idx "
-                             f"{list(func.out_idx)}, parameter(s) "
-                             f"{', '.join(func.params[i].name for i in func.out_idx)}); "
-                             "drop out_idx (as TileLang refuses both)")
-        out_idx = list(func.out_idx)
-    if func.pass_configs:
-        pass_configs = {**dict(func.pass_configs), **dict(pass_configs or {})}
-    if func.compile_flags:
-        extra = [compile_flags] if isinstance(compile_flags, str) else list(compile_flags or [])
-        compile_flags = list(func.compile_flags) + extra
-    return func.without_attrs(), out_idx, pass_configs, compile_flags
-
-
 def compile(func: N.PrimFunc, out_idx: Optional[Sequence[int]] = None,  # noqa: A001
             execution_backend: Optional[str] = None, target: Optional[str] = None,
             target_host=None, verbose: Optional[bool] = None,
@@ -163,6 +139,8 @@ def compile(func: N.PrimFunc, out_idx: Optional[Sequence[int]] = None,  # noqa: 
                         f"{type(func).__name__}")
     _check_host_args(func.name, execution_backend, target_host)
     check_release_gil(release_gil, func.name)
+    from .options import function_attrs
+
     func, out_idx, pass_configs, compile_flags = function_attrs(func, out_idx, pass_configs,
                                                                 compile_flags)
     if _verbose(verbose):
