@@ -139,6 +139,10 @@ def compile(func: N.PrimFunc, out_idx: Optional[Sequence[int]] = None,  # noqa: 
                         f"{type(func).__name__}")
     _check_host_args(func.name, execution_backend, target_host)
     check_release_gil(release_gil, func.name)
+    from .options import function_attrs
+
+    func, out_idx, pass_configs, compile_flags = function_attrs(func, out_idx, pass_configs,
+                                                                compile_flags)
     if _verbose(verbose):
         import sys
         import time

@@ -79,6 +79,14 @@ def build_cubin(func, arch: str | None = None, out_dir: str | None = None,
     from .transform.pipeline import lower
 
     arch = check_arch(arch, f"build_cubin({func.name})") if arch else default_arch()
+    if func.pass_configs or func.compile_flags:  # T.annotate_*: the function's options
+        from .options import check_options, from_compile_flags, from_pass_configs, \
+            function_attrs, merge_options
+
+        func, _, pass_configs, compile_flags = function_attrs(func)
+        options = check_options(merge_options(from_pass_configs(pass_configs, func.name),
+                                              from_compile_flags(compile_flags, func.name),
+                                              options))
     folder = Path(out_dir or tempfile.mkdtemp(prefix=f"tilecute-{func.name}-"))
     folder.mkdir(parents=True, exist_ok=True)
     plan = lower(func, arch, options)

@@ -439,3 +439,27 @@ def from_compile_flags(flags, function: str = "tilecute.jit") -> dict:
         except OptionError as e:
             raise OptionError(f"{function}: compile_flags: {e}") from None
     return options
+
+
+def function_attrs(func, out_idx=None, pass_configs=None, compile_flags=None):
+    """TileLang's function attributes merged with the caller's, as ``tilelang.compile``
+    merges them: ``(func without them, out_idx, pass_configs, compile_flags)``.  The
+    function's ``out_idx`` (its ``T.empty`` outputs, returned) is used when the caller gives
+    none; a caller's ``out_idx`` too is a ``ValueError`` naming both (TileLang's "Out index
+    conflict").  The caller's ``pass_configs`` override the function's
+    (``T.annotate_pass_configs``) key by key; its ``compile_flags`` follow the function's
+    (``T.annotate_compile_flags``)."""
+    if func.out_idx is not None:
+        if out_idx is not None:
+            raise ValueError(f"{func.name}: Out index conflict: out_idx={out_idx!r} is given, "
+                             f"and {func.name} returns its T.empty tensors (out_idx "
+                             f"{list(func.out_idx)}, parameter(s) "
+                             f"{', '.join(func.params[i].name for i in func.out_idx)}); "
+                             "drop out_idx (as TileLang refuses both)")
+        out_idx = list(func.out_idx)
+    if func.pass_configs:
+        pass_configs = {**dict(func.pass_configs), **dict(pass_configs or {})}
+    if func.compile_flags:
+        extra = [compile_flags] if isinstance(compile_flags, str) else list(compile_flags or [])
+        compile_flags = list(func.compile_flags) + extra
+    return func.without_attrs(), out_idx, pass_configs, compile_flags

@@ -111,8 +111,8 @@ def shift(A, B, n: T.int32):
 
 
 @pytest.mark.parametrize("statement, message", [
-    ("T.annotate_pass_configs({})", r"T.annotate_pass_configs is a TileLang form that tilecute "
-                                    r"does not support"),
+    ("T.annotate_pass_configs({'tl.bogus': 1})", r"T.annotate_pass_configs: pass_configs key "
+                                                 r"'tl.bogus' is not one of TileLang's"),
     ("T.func_attr({'tir.noalias': True})", r"T.func_attr is a TileLang form"),
     ("T.evaluate(0)", r"`T.evaluate\(...\)` at the top level: only `with T.Kernel\(...\)` blocks"),
     ("for b in T.thread_binding(1, thread='blockIdx.x'):\n        A[0] = 1.0",

@@ -12,7 +12,7 @@ Imports nothing heavy: no CUTLASS, no torch.
 from __future__ import annotations
 
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Optional, Union
 
 from ..runtime.abi import TmaSpec
@@ -1208,6 +1208,20 @@ class PrimFunc:
     # params that are workspaces (``T.alloc_global``): the last params, allocated by each
     # call and passed to the kernels, never given by the caller nor returned
     workspaces: tuple[str, ...] = ()
+    # TileLang's function attributes, read by ``tilecute.compile`` (which compiles the
+    # function without them): ``out_idx`` (``tilelang_out_idx``) the ``T.empty`` outputs
+    # the body returns, negative indices in ``return`` order; ``pass_configs``
+    # (``T.annotate_pass_configs``, (key, value) pairs) and ``compile_flags``
+    # (``T.annotate_compile_flags``), merged with the caller's as TileLang merges them
+    out_idx: Optional[tuple[int, ...]] = None
+    pass_configs: tuple[tuple[str, Union[bool, int, float, str]], ...] = ()
+    compile_flags: tuple[str, ...] = ()
+
+    def without_attrs(self) -> "PrimFunc":
+        """The function without TileLang's function attributes (what is compiled)."""
+        if self.out_idx is None and not self.pass_configs and not self.compile_flags:
+            return self
+        return replace(self, out_idx=None, pass_configs=(), compile_flags=())
 
     def buffer(self, name: str) -> Optional[Buffer]:
         for p in self.params:

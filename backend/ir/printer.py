@@ -383,10 +383,24 @@ def print_func(f: N.PrimFunc) -> str:
     out.append("")
     out.append("@T.prim_func")
     ws = set(f.workspaces)
-    out.append(f"def {f.name}({', '.join(_param(p) for p in f.params if p.name not in ws)}):")
+    given = [p for p in f.params if p.name not in ws]
+    # TileLang's T.empty outputs (out_idx, negative: the last parameters before the
+    # workspaces, in return order) print as T.empty statements and a return
+    returned = [given[i] for i in f.out_idx] if f.out_idx is not None else []
+    outs = {p.name for p in returned}
+    out.append(f"def {f.name}({', '.join(_param(p) for p in given if p.name not in outs)}):")
+    if f.pass_configs:
+        configs = ", ".join(f"{k!r}: {v!r}" for k, v in f.pass_configs)
+        out.append(f"    T.annotate_pass_configs({{{configs}}})")
+    if f.compile_flags:
+        out.append(f"    T.annotate_compile_flags({list(f.compile_flags)!r})")
+    for p in returned:
+        out.append(f'    {p.name} = T.empty({_tuple(expr_str(d) for d in p.shape)}, "{p.dtype}")')
     for p in f.params:
         if p.name in ws:
             out.append(f'    {p.name} = T.alloc_global({_tuple(expr_str(d) for d in p.shape)}, '
                        f'"{p.dtype}")')
     _stmts(f.kernels, 1, out)
+    if returned:
+        out.append(f"    return {', '.join(p.name for p in returned)}")
     return "\n".join(out) + "\n"

@@ -95,13 +95,18 @@ def _check_depth(doc) -> None:
             stack.extend((v, d + 1) for v in x)
 
 
+_FUNC_ATTRS = ("out_idx", "pass_configs", "compile_flags")
+
+
 def _encode(x):
     if dataclasses.is_dataclass(x):
         out = {"node": type(x).__name__}
         for f in dataclasses.fields(x):
             value = getattr(x, f.name)
             if f.name == "loc" and value is None or \
-                    isinstance(x, nodes.Loc) and f.name == "form" and not value:
+                    isinstance(x, nodes.Loc) and f.name == "form" and not value or \
+                    isinstance(x, nodes.PrimFunc) and f.name in _FUNC_ATTRS and \
+                    value == f.default:  # TileLang's function attributes, when set
                 continue
             out[f.name] = _encode(value)
         return out

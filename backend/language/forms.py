@@ -741,6 +741,10 @@ class Unsupported:
 
 # Why, where docs/ir.md's list alone would leave the user guessing.
 _UNSUPPORTED_WHY = {
+    "empty": "here: T.empty declares an output at the top level of a @T.prim_func or eager "
+    "body, `B = T.empty(shape, dtype)`, which the body then returns",
+    "annotate_pass_configs": "here: it stands at the top level of a @T.prim_func or eager body",
+    "annotate_compile_flags": "here: it stands at the top level of a @T.prim_func or eager body",
     "annotate_l2_hit_ratio": "TileLang sets the stream's L2 access policy window on the "
     "buffer around the kernel's launch (hits persisting at the given ratio, misses "
     "streaming, the context's persisting-L2 limit raised to the buffer's bytes and restored "

@@ -383,6 +383,13 @@ class _Parser:
         self.reduce_scopes: list[_CommReducer] = []
         self.view_roots: dict[str, N.Buffer] = {}  # a view's name -> the buffer it views
         self.pending: Optional[list] = None  # see stmt: what a T.ldg*/T.lds* needs first
+        # TileLang's function attributes, set by top-level statements: the T.empty outputs
+        # (name -> (buffer, statement)), the names `return` gives, in order (None: no
+        # return), T.annotate_pass_configs' and T.annotate_compile_flags' values
+        self.outputs: dict[str, tuple[N.Buffer, ast.stmt]] = {}
+        self.returned: Optional[list[str]] = None
+        self.pass_configs: tuple = ()
+        self.compile_flags: tuple = ()
 
     # ---- errors and locations ---------------------------------------------------------
     def loc(self, node) -> N.Loc:
@@ -535,9 +542,12 @@ class _Parser:
         if stray is not None:
             what = "T.loop_break" if isinstance(stray, _Break) else "`continue`"
             raise FrontendError(f"{what} outside a loop", stray.loc, self.fname)
-        func = N.PrimFunc(self.fname, tuple(params) + tuple(self.workspaces), tuple(kernels),
-                          tuple(self.symbols.values()), loc=self.loc(fn),
-                          workspaces=tuple(b.name for b in self.workspaces))
+        outputs = self.returned_outputs(params)
+        func = N.PrimFunc(self.fname, tuple(params) + tuple(outputs) + tuple(self.workspaces),
+                          tuple(kernels), tuple(self.symbols.values()), loc=self.loc(fn),
+                          workspaces=tuple(b.name for b in self.workspaces),
+                          out_idx=tuple(range(-len(outputs), 0)) if outputs else None,
+                          pass_configs=self.pass_configs, compile_flags=self.compile_flags)
         if self.assumed_divisors:  # T.assume(N % k == 0): N promises k (stmt_assume)
             from ..ir.visitor import substitute
 
@@ -559,10 +569,13 @@ class _Parser:
         if not unannotated:
             return declared, body
         k = 0
+        later = []  # T.empty and T.annotate_* among them: parsed once the parameters are
         while k < len(body):
             st = body[k]
             if isinstance(st, ast.Expr) and isinstance(st.value, ast.Constant):
                 pass  # a docstring
+            elif self.func_attr_form(st) is not None:
+                later.append(st)
             elif isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name) and \
                     st.value is None and st.target.id in unannotated:
                 if st.target.id in declared:
@@ -578,7 +591,158 @@ class _Parser:
                     self.form_of(st.value.func)  # T.annotate_pass_configs ...: refused by name
                 break
             k += 1
-        return declared, body[k:]
+        return declared, later + body[k:]
+
+    # ---- TileLang's function attributes: T.empty outputs, T.annotate_* -------------------
+    _FUNC_ATTR_FORMS = ("empty", "annotate_pass_configs", "annotate_compile_flags")
+
+    def func_attr_form(self, s) -> Optional[str]:
+        """``s`` is a top-level ``name = T.empty(...)`` ("empty") or
+        ``T.annotate_pass_configs(...)`` / ``T.annotate_compile_flags(...)``: that name."""
+        call = s.value if isinstance(s, (ast.Assign, ast.Expr)) else None
+        if not isinstance(call, ast.Call):
+            return None
+        v = self.python_value(call.func)
+        name = getattr(v, "__name__", None) if isinstance(v, F.Unsupported) else None
+        if name not in self._FUNC_ATTR_FORMS or (name == "empty") != isinstance(s, ast.Assign):
+            return None
+        return name
+
+    def empty_output(self, s: ast.Assign) -> list:
+        """TileLang's ``B = T.empty(shape, dtype)`` at the top of a prim_func body: an
+        output parameter (after the others), which ``return B`` makes the function's
+        ``out_idx``; ``T.empty(shape, dtype=...)`` and ``T.empty(d0, d1, ..., dtype=...)``
+        too, float32 when no dtype is given (TileLang's ``T.empty``)."""
+        if len(s.targets) != 1 or not isinstance(s.targets[0], ast.Name):
+            raise self.error(s, "T.empty declares one output: `B = T.empty(shape, dtype)`")
+        name, call = s.targets[0].id, s.value
+        if self.lookup_local(name) is not None or name in self.used_names:
+            raise self.error(s, f"T.empty: '{name}' is already a name of {self.fname} (a "
+                                "parameter or an earlier output)")
+        kw = {k.arg: k.value for k in call.keywords}
+        if set(kw) - {"dtype"} or None in kw:
+            raise self.error(s, f"T.empty for '{name}': unexpected keyword(s) "
+                                f"{', '.join(sorted(str(k) for k in set(kw) - {'dtype'}))}; "
+                                "T.empty(shape, dtype)")
+        args = [self.eval_python(a) for a in call.args]
+        dtype = self.eval_python(kw["dtype"]) if "dtype" in kw else "float32"
+        if len(args) in (1, 2) and isinstance(args[0], (list, tuple)):
+            shape = tuple(args[0])
+            if len(args) == 2:
+                if "dtype" in kw:
+                    raise self.error(s, f"T.empty for '{name}': dtype given twice")
+                dtype = args[1]
+        elif args and all(isinstance(a, (int, N.Expr)) and not isinstance(a, bool) for a in args):
+            shape = tuple(args)
+        else:
+            raise self.error(s, f"T.empty for '{name}': the shape is a tuple or list of dims "
+                                "(or the dims themselves), then the dtype")
+        try:
+            dt = dtype_name(dtype)
+        except UnknownDTypeError as e:
+            raise self.error(s, f"T.empty for '{name}': {e}") from None
+        if not shape:
+            raise self.error(s, f"T.empty for '{name}': a 0-d output is not supported "
+                                "(tilecute's tensors have at least one dim)")
+        buf = N.Buffer(name, dt, tuple(self.dim(s, d, name) for d in shape), "global")
+        self.note_symbols(buf.shape)
+        self.used_names.add(name)
+        self.bind(name, _BufferRef(buf))
+        self.outputs[name] = (buf, s)
+        return []
+
+    def return_outputs(self, s: ast.Return) -> list:
+        """TileLang's ``return B`` / ``return B, C`` ending a prim_func body: the
+        ``T.empty`` outputs, in the order the call returns them."""
+        if s is not self.tree.body[-1]:
+            raise self.error(s, "`return` ends a prim_func body (it names the T.empty "
+                                "outputs the call returns)")
+        v = s.value
+        if v is None or (isinstance(v, ast.Constant) and v.value is None):
+            self.returned = []
+            return []
+        elts = v.elts if isinstance(v, (ast.Tuple, ast.List)) else [v]
+        names = [e.id if isinstance(e, ast.Name) else None for e in elts]
+        bad = [ast.unparse(e) for e, n in zip(elts, names) if n not in self.outputs]
+        if bad:
+            raise self.error(s, f"a prim_func returns only tensors allocated by T.empty "
+                                f"({', '.join(self.outputs) or 'none declared'}), got "
+                                f"{', '.join(bad)}")
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise self.error(s, f"`return` names {', '.join(twice)} twice")
+        self.returned = names
+        return []
+
+    def returned_outputs(self, params: list) -> list:
+        """The T.empty outputs as parameters, in ``return`` order (so the kernel returns
+        them so), each dim bound by the input tensors' dims: the launch allocates an
+        output from the symbols those bind."""
+        returned = self.returned or []
+        missing = [n for n in self.outputs if n not in returned]
+        if missing:
+            raise self.error(self.outputs[missing[0]][1],
+                             f"T.empty output(s) {', '.join(missing)} not returned: a "
+                             f"prim_func returns every T.empty tensor (`return "
+                             f"{', '.join(self.outputs)}`), as TileLang requires")
+        bound = {x.name for p in params if isinstance(p, N.Buffer)
+                 for x in _walk_exprs(p.shape + (p.strides or ())) if isinstance(x, N.Var)}
+        scalars = {p.name for p in params if not isinstance(p, N.Buffer)}
+        for name in returned:
+            buf, s = self.outputs[name]
+            for x in _walk_exprs(buf.shape):
+                if isinstance(x, N.Var) and x.name not in bound:
+                    what = (f"scalar parameter '{x.name}'" if x.name in scalars
+                            else f"symbol '{x.name}'")
+                    raise self.error(s, f"T.empty for '{name}': dim uses {what}, which no "
+                                        "input tensor's dims bind; tilecute allocates an "
+                                        "output from the symbols its input tensors' shapes "
+                                        "bind (TileLang also evaluates scalar arguments "
+                                        "there): declare the dim with a T.dynamic symbol an "
+                                        "input tensor's shape binds, or pass the output in")
+        return [self.outputs[n][0] for n in returned]
+
+    def annotate_function(self, s: ast.Expr, form: str) -> list:
+        """TileLang's ``T.annotate_pass_configs(configs)`` / ``T.annotate_compile_flags(
+        flags)`` at the top level: the function's pass configs / compile flags, which
+        ``tilecute.compile`` merges with the caller's (a later call replaces an earlier
+        one, as in TileLang); each is checked here against tilecute's mapping of them
+        (``options.from_pass_configs`` / ``from_compile_flags``), a key or flag without a
+        tilecute meaning refused by name."""
+        from ..options import OptionError, from_compile_flags, from_pass_configs
+
+        call = s.value
+        param = "configs" if form == "annotate_pass_configs" else "flags"
+        given = list(call.args) + [k.value for k in call.keywords if k.arg == param]
+        if len(given) != 1 or any(k.arg != param for k in call.keywords):
+            raise self.error(s, f"T.{form} takes one argument, {param}")
+        value = self.eval_python(given[0])
+        try:
+            if form == "annotate_pass_configs":
+                if not isinstance(value, dict):
+                    raise self.error(s, f"T.{form}: configs is a dict {{PassConfigKey: value}}, "
+                                        f"got {_show(value)}")
+                from_pass_configs(value, f"T.{form}")
+                pairs = []
+                for k, v in value.items():
+                    key = getattr(k, "value", k)
+                    if isinstance(v, bool) or isinstance(v, (int, float, str)):
+                        pairs.append((str(key), v))
+                    else:
+                        raise self.error(s, f"T.{form}: the value of {key!r} is {_show(v)}; "
+                                            "tilecute keeps bools, ints, floats and strings")
+                self.pass_configs = tuple(pairs)
+            else:
+                flags = [value] if isinstance(value, str) else value
+                if not isinstance(flags, (list, tuple)) or \
+                        not all(isinstance(f, str) for f in flags):
+                    raise self.error(s, f"T.{form}: flags is a string or a list of strings, got "
+                                        f"{_show(value)}")
+                from_compile_flags(flags, f"T.{form}")
+                self.compile_flags = tuple(flags)
+        except OptionError as e:
+            raise self.error(s, str(e)) from None
+        return []
 
     def python_value(self, node):
         try:
@@ -716,6 +880,13 @@ class _Parser:
                 return self.attr_scope(s, item, s.body)
             return [self.with_stmt(s)]
         if top:
+            attr = self.func_attr_form(s)
+            if attr == "empty":
+                return self.empty_output(s)
+            if attr is not None:
+                return self.annotate_function(s, attr)
+            if isinstance(s, ast.Return):
+                return self.return_outputs(s)
             if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and \
                     self.macro_of(s.value.func) is not None:  # a macro holding T.Kernel blocks
                 return self.top_level_macro(s)
