@@ -111,21 +111,24 @@ def gather_allreduce(value, op: cutlass.Constexpr, scratch: cute.Tensor, tid,
         for i in cutlass.range_constexpr(len(value)):
             scratch[i][tid] = value[i]
         _sync(threads, barrier_id)
-        acc = tuple(b[first] for b in scratch)
+        acc = tuple(b.element_type(b[first]) for b in scratch)
         for k in cutlass.range_constexpr(1, count):
-            acc = combine(acc, tuple(b[first + k * step] for b in scratch), op)
+            acc = combine(acc, tuple(b.element_type(b[first + k * step]) for b in scratch), op)
         _sync(threads, barrier_id)
         return acc
     else:
+        # (loads of a signless shared pointer come back signed: re-typed, so a Uint32's
+        # max / min compare unsigned, as combine's docstring says)
+        kind = scratch.element_type
         scratch[tid] = value
         _sync(threads, barrier_id)
-        acc = scratch[first]
+        acc = kind(scratch[first])
         if cutlass.const_expr(count <= 32):
             for k in cutlass.range_constexpr(1, count):
-                acc = combine(acc, scratch[first + k * step], op)
+                acc = combine(acc, kind(scratch[first + k * step]), op)
         else:
             for k in cutlass.range(1, count):
-                acc = combine(acc, scratch[first + k * step], op)
+                acc = combine(acc, kind(scratch[first + k * step]), op)
         _sync(threads, barrier_id)
         return acc
 
