@@ -992,7 +992,7 @@ def test_pdl_marks_kernels_and_reaches_the_launcher_and_the_kernel(tmp_path, mon
     assert not any(k.pdl for k in run_passes(func, "sm_90a").kernels)
     k = tilecute.compile(func, target="sm_90a", options={"pdl": True})
     assert [kl.pdl for kl in k.abi.kernels] == [True]
-    info = '{ "tilecute_add_0", { 128, 1, 1 }, { 0, 0, 0 }, 0, false, false, '  # KernelInfo
+    info = '{ "tilecute_add_0", { "1", "1", "1" }, { 128, 1, 1 }, { 0, 0, 0 }, 0, false, false, '  # KernelInfo
     assert info + "true, false }" in k.get_source("launcher")  # .pdl (then .cooperative)
     assert "cute.arch.griddepcontrol_wait()" in k.get_source("cute")
     assert Path(k.ensure_cubin()).stat().st_size > 0

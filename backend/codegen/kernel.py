@@ -730,8 +730,14 @@ class KernelEmitter:
             if span < total:
                 first.append(f"tc_tid // {span} * {span}")
             first_text = " + ".join(first) or "0"
-            out.line(depth, f"{val} = tcr.gather_allreduce({val}, {op}, {scratch}, tc_tid, "
-                            f"{first_text}, {st.stride * st.lanes}, {st.extent // st.lanes})")
+            # (unsigned values keep their type through the helper: its argument and its
+            # shared loads come back signed, and max / min would compare them signed)
+            unsigned = n == 1 and s.values[0].dtype.startswith("uint")
+            typed = f", dtype={cute_type(s.values[0].dtype)}" if unsigned else ""
+            call = (f"tcr.gather_allreduce({val}, {op}, {scratch}, tc_tid, {first_text}, "
+                    f"{st.stride * st.lanes}, {st.extent // st.lanes}{typed})")
+            out.line(depth, f"{val} = {cute_type(s.values[0].dtype)}({call})" if unsigned
+                     else f"{val} = {call}")
         if n > 1:
             out.line(depth, f"{', '.join(names)} = {val}")
         for name, d in zip(names, s.dsts):

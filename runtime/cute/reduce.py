@@ -98,13 +98,16 @@ def warp_allreduce(value, op, width: int, stride: int = 1):
 @cute.jit
 def gather_allreduce(value, op: cutlass.Constexpr, scratch: cute.Tensor, tid,
                      first, step: cutlass.Constexpr, count: cutlass.Constexpr,
-                     threads: cutlass.Constexpr = 0, barrier_id: cutlass.Constexpr = 1):
+                     threads: cutlass.Constexpr = 0, barrier_id: cutlass.Constexpr = 1,
+                     dtype: cutlass.Constexpr = None):
     """All-reduce across a group whose partials are ``count`` threads ``step`` apart from
     thread ``first`` (run-time, the caller's group): every thread writes its ``value`` to
     ``scratch[tid]`` (a shared tensor of one element per thread, ``tid`` the thread's
     linear index), a barrier, every thread combines ``scratch[first + k * step]`` for ``k``
     in ``0..count`` in order and returns it, a second barrier (so the scratch can be reused
-    right after).  The step of TVM's all-reduce that no shuffle can do: groups across warps,
+    right after); ``dtype``: the values' DSL type (a jit argument and a load through the
+    signless scratch pointer come back signed: a Uint32 must compare unsigned).  The step
+    of TVM's all-reduce that no shuffle can do: groups across warps,
     or not lane-aligned.  Every thread of the block (or of named barrier ``barrier_id``
     over ``threads`` threads) must call it."""
     if cutlass.const_expr(isinstance(value, tuple)):  # several values, a scratch each
@@ -119,8 +122,8 @@ def gather_allreduce(value, op: cutlass.Constexpr, scratch: cute.Tensor, tid,
     else:
         # (loads of a signless shared pointer come back signed: re-typed, so a Uint32's
         # max / min compare unsigned, as combine's docstring says)
-        kind = scratch.element_type
-        scratch[tid] = value
+        kind = scratch.element_type if cutlass.const_expr(dtype is None) else dtype
+        scratch[tid] = kind(value)
         _sync(threads, barrier_id)
         acc = kind(scratch[first])
         if cutlass.const_expr(count <= 32):
