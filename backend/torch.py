@@ -53,7 +53,9 @@ def register(kernel: Kernel, name: str, mutates_args: Iterable[str] = ()):
         raise ValueError(f"{kernel.name}: an op must return outputs (compile with out_idx) or "
                          "name the tensors it writes in mutates_args")
     def impl(*args):
-        result = kernel(*args)
+        result = kernel(*args)  # (a list for several outputs: a torch op returns a tuple)
+        if isinstance(result, list):
+            result = tuple(result)
         return result if kernel.out_idx else None
 
     def fake(*args):

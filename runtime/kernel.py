@@ -445,7 +445,7 @@ class Kernel:
         outs = outs[:len(self.out_idx)]
         if not outs:
             return None
-        return outs[0] if len(outs) == 1 else tuple(outs)
+        return outs[0] if len(outs) == 1 else list(outs)  # (a list, as TileLang returns several)
 
 
 def _is_tensor(value) -> bool:

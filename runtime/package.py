@@ -401,7 +401,7 @@ class PackagedKernel:
             outs = [outs[i] for i in self.returns]
         if not outs:
             return None
-        return outs[0] if len(outs) == 1 else tuple(outs)
+        return outs[0] if len(outs) == 1 else list(outs)  # (a list, as TileLang returns several)
 
 
 def load_package(root: str) -> dict:

@@ -839,7 +839,7 @@ class _Returning:
         outs = self.kernel(*args)
         if not self.order:
             return None
-        outs = outs if isinstance(outs, tuple) else (outs,)
+        outs = outs if isinstance(outs, (tuple, list)) else (outs,)
         picked = tuple(outs[i] for i in self.order)
         return picked[0] if len(picked) == 1 else picked
 
