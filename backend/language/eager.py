@@ -43,7 +43,7 @@ import threading
 from typing import Any, Hashable, Optional
 
 from ..ir import nodes as N
-from .parser import FrontendError, _function_env, _Parser
+from .parser import FrontendError, _function_env, _Parser, empty_args
 from ..runtime.dtypes import element_dims
 from .values import DType, Macro, TensorSpec
 
@@ -670,23 +670,9 @@ class EagerKernel:
         ``T.empty(d0, d1, ..., dtype=...)`` (dtype float32 when not given)."""
         from .values import Tensor
 
-        args = [self._eval(a, env) for a in call.args]
-        kw = {k.arg: self._eval(k.value, env) for k in call.keywords}
-        if set(kw) - {"dtype"}:
-            raise self.error(call, f"T.empty for '{name}': unexpected keyword(s) "
-                                   f"{', '.join(sorted(set(kw) - {'dtype'}))}; T.empty(shape, dtype)")
-        dtype = kw.get("dtype", "float32")
-        if len(args) in (1, 2) and isinstance(args[0], (list, tuple)):
-            shape = tuple(args[0])
-            if len(args) == 2:
-                if "dtype" in kw:
-                    raise self.error(call, f"T.empty for '{name}': dtype given twice")
-                dtype = args[1]
-        elif args and all(isinstance(a, (int, N.Expr)) and not isinstance(a, bool) for a in args):
-            shape = tuple(args)
-        else:
-            raise self.error(call, f"T.empty for '{name}': the shape is a tuple or list of dims "
-                                   "(or the dims themselves), then the dtype")
+        shape, dtype = empty_args(name, [self._eval(a, env) for a in call.args],
+                                  {k.arg: self._eval(k.value, env) for k in call.keywords},
+                                  lambda msg: self.error(call, msg))
         return Tensor(shape, dtype)
 
     def _check_shapes(self, key, tensors: dict) -> None:

@@ -52,6 +52,29 @@ def _is_ptr(x) -> bool:
     return isinstance(x, F.Unsupported) and x.__name__ == "ptr"
 
 
+def empty_args(name: str, args: list, kw: dict, fail) -> tuple:
+    """The (shape, dtype) of TileLang's ``T.empty(shape, dtype)``, ``T.empty(shape,
+    dtype=...)`` or ``T.empty(d0, d1, ..., dtype=...)`` (dtype float32 when not given), from
+    its evaluated arguments; ``fail(message)`` makes the error to raise (a prim_func's
+    output and an eager kernel's read it alike)."""
+    if set(kw) - {"dtype"}:
+        raise fail(f"T.empty for '{name}': unexpected keyword(s) "
+                   f"{', '.join(sorted(set(kw) - {'dtype'}))}; T.empty(shape, dtype)")
+    dtype = kw.get("dtype", "float32")
+    if len(args) in (1, 2) and isinstance(args[0], (list, tuple)):
+        shape = tuple(args[0])
+        if len(args) == 2:
+            if "dtype" in kw:
+                raise fail(f"T.empty for '{name}': dtype given twice")
+            dtype = args[1]
+    elif args and all(isinstance(a, (int, N.Expr)) and not isinstance(a, bool) for a in args):
+        shape = tuple(args)
+    else:
+        raise fail(f"T.empty for '{name}': the shape is a tuple or list of dims (or the dims "
+                   "themselves), then the dtype")
+    return shape, dtype
+
+
 class FrontendError(SyntaxError):
     """A construct the frontend rejects, reported at its source line."""
 
@@ -620,23 +643,13 @@ class _Parser:
             raise self.error(s, f"T.empty: '{name}' is already a name of {self.fname} (a "
                                 "parameter or an earlier output)")
         kw = {k.arg: k.value for k in call.keywords}
-        if set(kw) - {"dtype"} or None in kw:
+        if None in kw:
             raise self.error(s, f"T.empty for '{name}': unexpected keyword(s) "
                                 f"{', '.join(sorted(str(k) for k in set(kw) - {'dtype'}))}; "
                                 "T.empty(shape, dtype)")
-        args = [self.eval_python(a) for a in call.args]
-        dtype = self.eval_python(kw["dtype"]) if "dtype" in kw else "float32"
-        if len(args) in (1, 2) and isinstance(args[0], (list, tuple)):
-            shape = tuple(args[0])
-            if len(args) == 2:
-                if "dtype" in kw:
-                    raise self.error(s, f"T.empty for '{name}': dtype given twice")
-                dtype = args[1]
-        elif args and all(isinstance(a, (int, N.Expr)) and not isinstance(a, bool) for a in args):
-            shape = tuple(args)
-        else:
-            raise self.error(s, f"T.empty for '{name}': the shape is a tuple or list of dims "
-                                "(or the dims themselves), then the dtype")
+        shape, dtype = empty_args(name, [self.eval_python(a) for a in call.args],
+                                  {k: self.eval_python(v) for k, v in kw.items()},
+                                  lambda msg: self.error(s, msg))
         try:
             dt = dtype_name(dtype)
         except UnknownDTypeError as e:
@@ -1000,15 +1013,19 @@ class _Parser:
                                 f"(T.int32, T.float32, ...): {e}") from None
         name = s.target.id
         self.check_rebind(name, s)
-        buf = N.Buffer(self.fresh(name), dt, (N.Const(1, "int32"),), "local")
-        out: list[N.Stmt] = [N.Allocate(buf, loc=self.loc(s))]
         value = N.Const(0, dt) if s.value is None else self.expr(s.value)
         if isinstance(value, _BufferRef) or not (_is_ir(value) or
                                                  isinstance(value, (int, float, bool))):
             raise self.error(s, f"`{ast.unparse(s)}`: the value must be a scalar")
-        out.append(self.store_value(buf, (N.Const(0, "int32"),), value, s))
+        return self.declare_var(name, dt, N.as_expr(value, dt), s)
+
+    def declare_var(self, name: str, dt: str, value: N.Expr, s) -> list[N.Stmt]:
+        """A scalar variable ``name`` (a one-element local buffer, read and assigned like a
+        scalar) of dtype ``dt`` holding ``value``: ``T.alloc_var`` and typed locals."""
+        buf = N.Buffer(self.fresh(name), dt, (N.Const(1, "int32"),), "local")
         self.bind(name, _VarRef(buf))
-        return out
+        return [N.Allocate(buf, loc=self.loc(s)),
+                N.Store(buf.name, (N.Const(0, "int32"),), N.cast(value, dt), loc=self.loc(s))]
 
     def try_python_assign(self, s: ast.Assign) -> bool:
         """A top-level `name = <parse-time constant>` binds a Python value."""
@@ -2206,7 +2223,6 @@ class _Parser:
         if scope not in ("local.var", "local"):
             raise a.fail("scope", f"'{name}': scope={scope!r} is not supported; a T.alloc_var "
                                   "lives in 'local.var'")
-        buf = N.Buffer(self.fresh(name), dt, (N.Const(1, "int32"),), "local")
         limit = ops._FLOAT_MAX.get(dt)
         if isinstance(init, float) and limit is not None and math.isfinite(init) and \
                 abs(init) > limit:  # TileLang refuses it too (a silent inf otherwise)
@@ -2215,9 +2231,7 @@ class _Parser:
             if isinstance(init, (int, float, type(None))) else N.as_expr(init, dt) if not _is_ir(init) else init
         if isinstance(value, _BufferRef) or not isinstance(value, N.Expr):
             raise a.fail("init", f"'{name}': init must be a scalar, got {init!r}")
-        self.bind(name, _VarRef(buf))
-        return [N.Allocate(buf, loc=self.loc(s)),
-                N.Store(buf.name, (N.Const(0, "int32"),), N.cast(value, dt), loc=self.loc(s))]
+        return self.declare_var(name, dt, value, s)
 
     def alloc_barrier(self, name: str, a: _Args, s) -> N.Stmt:
         """``bar = T.alloc_barrier(arrive_count)``: one mbarrier; a list of counts makes one
