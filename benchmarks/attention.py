@@ -94,6 +94,8 @@ def variant_program(variant: str, heads: int, dim: int, causal: bool, dtype: str
             schedule["planned"] = e == "planned"
             schedule["sms"] = torch.cuda.get_device_properties(0).multi_processor_count \
                 if torch.cuda.is_available() else 132
+        elif e == "pertile":  # a block per tile (persistent off)
+            schedule["persistent"] = False
         elif e.startswith("m"):  # m192t384: block_M 192, 384 compute threads
             bm, _, t = e[1:].partition("t")
             schedule.update(block_M=int(bm), threads=int(t))
@@ -145,7 +147,7 @@ def main():
                    help="tilecute schedules: block_N [ws] [@stages] [-serial], comma-separated "
                         "(e.g. 64,128ws,128ws@3,default-serial); default: the example's own "
                         "choice; +lpt: query blocks last to first, +lazy / +eager: lazy rescale on / off, +persistent: a block per SM "
-                        "walks the tiles, +planned: persistent, in the order plan_tiles gives "
+                        "walks the tiles, +pertile: a block per tile, +planned: persistent, in the order plan_tiles gives "
                         "each block, +m192t384: block_M and "
                         "compute threads, +r24/240: producer / compute registers per thread; "
                         "-serial: without the MMA overlap (disable_mma_overlap), -pp: "
