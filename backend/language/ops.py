@@ -361,8 +361,11 @@ FAST_MATH = ("__exp", "__exp10", "__log", "__log2", "__log10", "__sin", "__cos",
 
 # ---- TileLang's IEEE forms (T.ieee_add ... with a rounding mode) and T.fast_rcp ------------------
 def _ieee(name: str, arity: int, rounding: bool):
-    def ieee(*args):
-        *xs, mode = args if rounding else (*args, "rn")
+    def ieee(*args, **kwargs):
+        bound = ieee.__signature__.bind(*args, **kwargs)
+        bound.apply_defaults()
+        xs = [bound.arguments[n] for n in ("x", "y", "z")[:arity]]
+        mode = bound.arguments.get("rounding_mode", "rn")
         if not isinstance(mode, str) or mode not in _N.IEEE_ROUNDINGS:
             raise ValueError(f"Invalid rounding mode {mode!r} for T.{name}. Must be one of: "
                              f"{set(_N.IEEE_ROUNDINGS)}")
