@@ -1,4 +1,4 @@
-"""Integer math for generated kernels that CuTe DSL's operators do not spell.
+"""Math for generated kernels that CuTe DSL's operators and ``cute.math`` do not spell.
 
 ``truncdiv`` / ``truncmod`` are C's integer ``/`` and ``%`` (TVM's ``truncdiv`` /
 ``truncmod``, TileLang's ``T.truncdiv`` / ``T.truncmod``): the quotient rounded toward
@@ -6,15 +6,24 @@ zero and the remainder with the dividend's sign.  CuTe DSL's ``//`` floors (it i
 IR's ``floordiv``), so these go to ``arith.divsi`` / ``arith.remsi`` directly
 (``divui`` / ``remui`` for unsigned types, where the two roundings agree).
 
+TVM's libm forms CUDA has as functions (``hypot``, ``ldexp``, ``nextafter``), TileLang's
+IEEE forms with a rounding mode (``ieee_add`` ... ``ieee_frsqrt``: CUDA's ``__fadd_rz``
+..., PTX ``add.rz`` ..., and CUDA's half intrinsics for 16-bit floats), ``ffs`` / ``fns``
+(CUDA's ``__ffs`` / ``__fns``) and ``match_sync`` (``__match_any_sync`` /
+``__match_all_sync``, floats compared by their bits).
+
 Usage in generated code::
 
     from tilecute.runtime.cute import math as tcmath
     q = tcmath.truncdiv(a, b)
     r = tcmath.truncmod(a, b)
     f = tcmath.reinterpret(i, cutlass.Float32)  # the bits of Int32 i as a Float32
+    s = tcmath.ieee_add(x, y, "rz")             # x + y rounded toward zero
+    h = tcmath.hypot(x, y)
+    m = tcmath.match_sync(v, cutlass.Uint32(0xFFFFFFFF), "any")
 
-Either operand may be a Python int; the other's type is the result's (both ints of one
-type otherwise).
+For truncdiv / truncmod either operand may be a Python int; the other's type is the
+result's (both ints of one type otherwise).
 """
 
 import cutlass
