@@ -115,6 +115,13 @@ CALLS = {
     "lds128": ("expr", "s[0, 0:8]"), "__ldg": ("expr", "C[0]"),
     **{name: ("expr", "x") for name in ("__exp", "__exp10", "__log", "__log2", "__log10",
                                         "__sin", "__cos", "__tan")},
+    **{name: ("expr", "x") for name in ("asinh", "acosh", "atanh", "nearbyint", "fabs",
+                                        "ieee_frcp", "ieee_fsqrt", "ieee_frsqrt", "fast_rcp")},
+    **{name: ("expr", "x, x") for name in ("copysign", "hypot", "nextafter", "ieee_add",
+                                           "ieee_sub", "ieee_mul", "ieee_fdiv")},
+    "ldexp": ("expr", "x, 2"), "ieee_fmaf": ("expr", "x, x, x"), "__ffs": ("expr", "bx"),
+    "__fns": ("expr", "T.uint32(5), 0, 1"), "match_any_sync": ("expr", "bx"),
+    "match_all_sync": ("expr", "bx"), "tvm_warp_activemask": ("expr", ""),
     "stg32": ("stmt", "C[0], bx"), "stg64": ("stmt", "C[0:2], T.ldg64(C[2:4])"),
     "stg128": ("stmt", "C[0:4], T.ldg128(C[4:8])"), "stg256": ("stmt", "C[0:8], T.ldg256(C[8:16])"),
     "sts32": ("stmt", "s[0, 0:2], bx"), "sts64": ("stmt", "s[0, 0:4], T.ldg64(C[0:2])"),
@@ -825,11 +832,11 @@ def test_thread_binding_is_the_kernels_thread_index():
 def test_an_unknown_t_statement_is_named():
     """A ``T.<name>(...)`` statement tilecute does not have is an error naming
     ``T.<name>`` at its line, not a generic one; a name of TileLang's language namespace
-    (``T.cluster_sync``, ``T.__ffs``, TVM's ``T.call_packed``) says it is TileLang's."""
+    (``T.cluster_sync``, ``T.add2``, TVM's ``T.call_packed``) says it is TileLang's."""
     msg = _error(HEADER.format(params="") + "        T.no_such_form(1)\n")
     assert "T.no_such_form is not a tilecute form" in msg and "<script>:" in msg
-    for call in ("T.cluster_sync()", "T.call_packed(1)", "C[0] = T.__ffs(1)",
-                 "C[0] = T.match_any_sync(1, 2)"):
+    for call in ("T.cluster_sync()", "T.call_packed(1)", "C[0] = T.add2(x, x)",
+                 "C[0] = T.q_multiply_shift(bx, 2, 31, 0)"):
         msg = _error(HEADER.format(params="") + f"        {call}\n")
         name = call.split("T.")[1].split("(")[0]
         assert f"T.{name} is a TileLang form that tilecute does not support" in msg, msg

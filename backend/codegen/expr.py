@@ -70,6 +70,9 @@ MATH = {
     "pow": "cute.math.pow", "atan2": "cute.math.atan2",
     # C's fmod (the sign of x): MLIR's arith.remf, LLVM's frem
     "fmod": "cute.math.rem",
+    "asinh": "cute.math.asinh", "acosh": "cute.math.acosh", "atanh": "cute.math.atanh",
+    # the sign bit of the second (16-bit arguments widened: exact)
+    "copysign": "cute.math.copysign",
     # float predicates (MLIR's math.isnan ...: an i1, wrapped as a Boolean); 16-bit
     # arguments are widened first, as TVM's isnan does, which is exact
     "isnan": "cute.math.isnan", "isinf": "cute.math.isinf", "isfinite": "cute.math.isfinite",
@@ -411,6 +414,21 @@ class ExprPrinter:
         return f"{fn}({self.expr(e.args[0])})", ATOM
 
 
+    def _tcmath(self, e: N.Call):
+        """``runtime.cute.math``'s helper of the same name (TVM's ``hypot`` / ``nextafter`` /
+        ``ldexp``, TileLang's IEEE forms with their rounding mode, ``__ffs``, ``__fns``)."""
+        self.use("math")
+        args = [self.expr(x) for x in e.args]
+        if e.name in N.IEEE_FORMS and e.name != "ieee_frsqrt":
+            args[-1] = f'"{N.IEEE_ROUNDINGS[int(e.args[-1].value)]}"'
+        return f"tcmath.{e.name}({', '.join(args)})", ATOM
+
+    def _match(self, e: N.Call):
+        """``tcmath.match_sync(value, mask, kind)``: ``match.{any,all}.sync``."""
+        self.use("math")
+        value, mask = (self.expr(x) for x in e.args)
+        return f'tcmath.match_sync({value}, {mask}, "{e.name[len("match_"):]}")', ATOM
+
     def _atomic_load(self, e: N.Call):
         """``tca.atomic_load(tensor, coord, order)``: the global element's ``ld.{relaxed,
         acquire}.gpu`` (seq_cst: after ``fence.sc.gpu``); the Load names the element."""
@@ -457,6 +475,11 @@ _CALLS = {"thread_idx": ExprPrinter._thread_idx, "ceildiv": ExprPrinter._ceildiv
           **{name: ExprPrinter._vote for name in N.WARP_VOTES + ("activemask",)},
           **{name: ExprPrinter._block_vote for name in N.BLOCK_VOTES},
           "elect_one_sync": ExprPrinter._elect, "atomic_load": ExprPrinter._atomic_load,
+          **{name: ExprPrinter._tcmath
+             for name in ("hypot", "nextafter", "ldexp", "ffs", "fns") + N.IEEE_FORMS},
+          "fast_rcp": lambda self, e: (f"cute.arch.rcp_approx({self.expr(e.args[0])})", ATOM),
+          "match_any": ExprPrinter._match, "match_all": ExprPrinter._match,
+          "warp_activemask": lambda self, e: ("cutlass.Uint32(cute.arch.activemask())", ATOM),
           **{name: ExprPrinter._atomic_return for name in N.ATOMIC_RETURNS}}
 
 

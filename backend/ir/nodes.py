@@ -273,7 +273,30 @@ INTRINSICS = {
     # value, of the element's dtype): the element updated atomically (relaxed, device
     # scope) and its value before the update returned; the Load stands for its address
     "atomic_add_ret": 2, "atomic_max_ret": 2, "atomic_min_ret": 2,
+    # TVM's libm forms (TileLang's T.copysign ...): (x1, x2) of x1's float dtype; ldexp:
+    # (x, an int32 exponent); the result x1's dtype
+    "asinh": 1, "acosh": 1, "atanh": 1, "copysign": 2, "hypot": 2, "nextafter": 2,
+    "ldexp": 2,
+    # TileLang's IEEE forms: (operands of the result's float dtype, then the rounding mode's
+    # index in IEEE_ROUNDINGS, an int32 Const; ieee_frsqrt has none: to nearest); never
+    # contracted into an fma with a neighbour.  float16/bfloat16: 'rn' only, computed as
+    # CUDA's half intrinsics compute them (ieee_frcp/fsqrt/frsqrt: the float32
+    # rcp/sqrt/rsqrt.approx rounded to the 16-bit dtype)
+    "ieee_add": 3, "ieee_sub": 3, "ieee_mul": 3, "ieee_fmaf": 4, "ieee_fdiv": 3,
+    "ieee_frcp": 2, "ieee_fsqrt": 2, "ieee_frsqrt": 1,
+    # TileLang's T.fast_rcp: rcp.approx.ftz.f32 of a float32
+    "fast_rcp": 1,
+    # TileLang's T.__ffs: the one-based index of the lowest set bit of a 32/64-bit integer
+    # (0 for 0), an int32; T.__fns(mask uint32, base int32, offset int32): fns.b32, a uint32
+    "ffs": 1, "fns": 3,
+    # TileLang's T.match_any_sync / T.match_all_sync (value, mask uint32): match.sync over
+    # the lanes of the mask, a uint32; T.tvm_warp_activemask(): the active lanes, a uint32
+    "match_any": 2, "match_all": 2, "warp_activemask": 0,
 }
+IEEE_ROUNDINGS = ("rn", "rz", "ru", "rd")  # to nearest even, toward zero, up, down
+IEEE_DTYPES = ("float16", "bfloat16", "float32", "float64")
+IEEE_FORMS = ("ieee_add", "ieee_sub", "ieee_mul", "ieee_fmaf", "ieee_fdiv", "ieee_frcp",
+              "ieee_fsqrt", "ieee_frsqrt")
 RNG_DRAWS = ("rng_rand", "rng_uniform", "rng_normal")  # each call draws (not pure)
 ATOMIC_RETURNS = ("atomic_add_ret", "atomic_max_ret", "atomic_min_ret")  # each call updates
 # the dtypes of the element an ATOMIC_RETURNS call updates (atom.add / atom.max / atom.min
@@ -282,6 +305,7 @@ ATOMIC_RETURN_DTYPES = {"add": ("int32", "uint32", "int64", "uint64", "float32",
                         "max": ("int32", "uint32", "int64", "uint64", "float32"),
                         "min": ("int32", "uint32", "int64", "uint64", "float32")}
 WARP_VOTES = ("vote_any", "vote_all", "vote_ballot")
+WARP_MATCHES = ("match_any", "match_all")
 BLOCK_VOTES = ("syncthreads_count", "syncthreads_and", "syncthreads_or")
 PDL_CALLS = ("pdl_sync", "pdl_trigger")
 STMT_CALLS = PDL_CALLS + ("fence_proxy_async", "sync_grid", "ptx_commit_group")  # intrinsics written as statements
@@ -294,7 +318,8 @@ FLOAT_MATH = ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "sin", "cos
               "exp10", "trunc", "round", "round_ties_away_from_zero", "pow", "fmod", "atan2",
               "exp2_approx", "exp_approx", "log2_approx", "log_approx", "div_approx",
               "exp10_approx",
-              "log10_approx", "sin_approx", "cos_approx", "tan_approx")
+              "log10_approx", "sin_approx", "cos_approx", "tan_approx", "asinh", "acosh",
+              "atanh", "copysign", "hypot", "nextafter", "fast_rcp")
 FLOAT_PREDICATES = ("isnan", "isinf", "isfinite")
 
 

@@ -66,6 +66,14 @@ def _expr(e: N.Expr) -> tuple[str, int]:
             return f'T.round({args}, "ties-away-from-zero")', _PREC_ATOM
         if e.name == "reinterpret":
             return f'T.reinterpret({args}, "{e.dtype}")', _PREC_ATOM
+        if e.name in N.IEEE_FORMS and e.name != "ieee_frsqrt":
+            *operands, mode = e.args
+            return (f"T.{e.name}({', '.join(expr_str(a) for a in operands)}, "
+                    f'"{N.IEEE_ROUNDINGS[int(mode.value)]}")'), _PREC_ATOM
+        names = {"ffs": "__ffs", "fns": "__fns", "match_any": "match_any_sync",
+                 "match_all": "match_all_sync", "warp_activemask": "tvm_warp_activemask"}
+        if e.name in names:
+            return f"T.{names[e.name]}({args})", _PREC_ATOM
         if e.name == "atomic_load":
             order = N.MEMORY_ORDERS[int(e.args[1].value)]
             return f'T.atomic_load({expr_str(e.args[0])}, memory_order="{order}")', _PREC_ATOM

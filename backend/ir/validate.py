@@ -1041,6 +1041,40 @@ class _Validator:
                                     and e.dtype == "int32"):
             self.fail(f"clz takes a 32- or 64-bit integer and is an int32; got {dtypes[0]} -> "
                       f"{e.dtype}")
+        if e.name == "ldexp" and not (N.is_float(e.dtype) and dtypes == [e.dtype, "int32"]):
+            self.fail(f"ldexp takes a float of its result's dtype and an int32 exponent; got "
+                      f"{', '.join(dtypes)} -> {e.dtype}")
+        if e.name == "nextafter" and e.dtype not in ("float32", "float64"):
+            self.fail(f"nextafter is float32 or float64, declared {e.dtype}")
+        if e.name == "fast_rcp" and e.dtype != "float32":
+            self.fail(f"fast_rcp is a float32, declared {e.dtype}")
+        if e.name in N.IEEE_FORMS:
+            rounded = e.name != "ieee_frsqrt"
+            operands = e.args[:-1] if rounded else e.args
+            mode = e.args[-1] if rounded else None
+            if not (e.dtype in N.IEEE_DTYPES and all(a.dtype == e.dtype for a in operands)):
+                self.fail(f"{e.name} takes operands of its result's dtype, one of "
+                          f"{', '.join(N.IEEE_DTYPES)}; got {', '.join(dtypes)} -> {e.dtype}")
+            if rounded and not (isinstance(mode, N.Const) and mode.dtype == "int32"
+                                and mode.value in range(len(N.IEEE_ROUNDINGS))):
+                self.fail(f"{e.name}'s last argument is its rounding mode's index in "
+                          f"{N.IEEE_ROUNDINGS} (an int32 Const)")
+            elif rounded and mode.value != 0 and e.dtype in ("float16", "bfloat16"):
+                self.fail(f"{e.name} on {e.dtype} rounds to nearest only")
+            if e.name == "ieee_frsqrt" and e.dtype == "float64":
+                self.fail("ieee_frsqrt has no float64 form")
+        if e.name == "ffs" and not (N.is_int(dtypes[0]) and DTYPES[dtypes[0]].bits in (32, 64)
+                                    and e.dtype == "int32"):
+            self.fail(f"ffs takes a 32- or 64-bit integer and is an int32; got {dtypes[0]} -> "
+                      f"{e.dtype}")
+        if e.name == "fns" and not (dtypes == ["uint32", "int32", "int32"] and e.dtype == "uint32"):
+            self.fail(f"fns takes (uint32 mask, int32 base, int32 offset) and is a uint32; got "
+                      f"{', '.join(dtypes)} -> {e.dtype}")
+        if e.name in N.WARP_MATCHES and not (
+                dtypes[1] == "uint32" and e.dtype == "uint32" and dtypes[0] in
+                ("int32", "uint32", "int64", "uint64", "float32", "float64")):
+            self.fail(f"{e.name} takes a 32/64-bit integer or float value and a uint32 lane mask, "
+                      f"and is a uint32; got {', '.join(dtypes)} -> {e.dtype}")
         if e.name == "rng_init" and not all(t == "int64" for t in dtypes):
             self.fail(f"rng_init takes the int64 seed, subsequence and offset; got {', '.join(dtypes)}")
         if e.name == "rng_rand" and e.dtype != "uint32" or \
@@ -1048,7 +1082,7 @@ class _Validator:
             self.fail(f"{e.name} is declared {e.dtype}: rng_rand is a uint32, rng_uniform and "
                       "rng_normal a float32 or float64")
         want = {"vote_any": "int32", "vote_all": "int32", "vote_ballot": "uint64",
-                "activemask": "uint64", "elect_one_sync": "bool",
+                "activemask": "uint64", "warp_activemask": "uint32", "elect_one_sync": "bool",
                 **{name: "int32" for name in N.BLOCK_VOTES}}.get(e.name)
         if want and e.dtype != want:
             self.fail(f"{e.name} is a {want}, declared {e.dtype}")

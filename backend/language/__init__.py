@@ -56,6 +56,11 @@ from .forms import stg32, stg64, stg128, stg256, sts32, sts64, sts128  # noqa: F
 from .forms import parallel  # noqa: F401
 from .ops import ldg32, ldg64, ldg128, ldg256, lds32, lds64, lds128, __ldg  # noqa: F401
 from .ops import __exp, __exp10, __log, __log2, __log10, __sin, __cos, __tan  # noqa: F401
+from .ops import (  # noqa: F401
+    asinh, acosh, atanh, copysign, hypot, nextafter, ldexp, nearbyint, fabs, ieee_add, ieee_sub,
+    ieee_mul, ieee_fmaf, ieee_fdiv, ieee_frcp, ieee_fsqrt, ieee_frsqrt, fast_rcp, __ffs, __fns,
+    match_any_sync, match_all_sync, tvm_warp_activemask,
+)
 from .forms import (annotate_consumer_reg_alloc, annotate_producer_reg_dealloc,  # noqa: F401
                     disable_warp_group_reg_alloc, no_set_max_nreg)
 from .ops import EXPRESSION_HELPERS

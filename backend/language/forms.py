@@ -745,6 +745,14 @@ _UNSUPPORTED_WHY = {
     "body, `B = T.empty(shape, dtype)`, which the body then returns",
     "annotate_pass_configs": "here: it stands at the top level of a @T.prim_func or eager body",
     "annotate_compile_flags": "here: it stands at the top level of a @T.prim_func or eager body",
+    **{name: "TileLang's packed x2 math takes float32x2 / float16x2 / bfloat16x2 vector values "
+       "(loads at a T.Ramp index), and tilecute's IR has no vector values: write the two lanes "
+       "as scalar expressions over a T.Parallel or T.vectorized loop, which tilecute vectorizes"
+       for name in ("add2", "sub2", "mul2", "fma2", "max2", "min2", "abs2")},
+    **{name: "TVM's fixed-point multiply legalizes through int64 shifts, with a special case for "
+       "a multiplier of 1 << 30 that ignores q; tilecute does not carry it: write the int64 "
+       "arithmetic, e.g. T.Cast(\"int32\", (T.Cast(\"int64\", x) * y + (1 << (q - 1))) >> q)"
+       for name in ("q_multiply_shift", "q_multiply_shift_per_axis")},
     "annotate_l2_hit_ratio": "TileLang sets the stream's L2 access policy window on the "
     "buffer around the kernel's launch (hits persisting at the given ratio, misses "
     "streaming, the context's persisting-L2 limit raised to the buffer's bytes and restored "
@@ -776,29 +784,25 @@ TILELANG_ONLY = frozenset("""
     TensorCoreIntrinEmitterWithLadderTransform Then WGMMADescriptorParams
     WGMMATensorCoreIntrinEmitter WGSparseTensorCoreIntrinEmitter WSID WSInstr WSOpRef
     WSPipeline WSRole WSSchedule WSScope WSSync WSSyncKind WarpSpecializeFrame While
-    __ffs __fns abs2 acosh add2 address_of alloc_tcgen05_instr_desc
-    alloc_tcgen05_instruction_desc alloc_tcgen05_smem_desc alloc_wgmma_desc
-    allocate_const anylist_getitem anylist_resetitem anylist_setitem_call_cpacked
-    anylist_setitem_call_packed arg asinh atanh axis block block_attr
-    block_rank_in_cluster broadcast buffer buffer_decl buffer_store buffer_var
-    call_cpacked call_cpacked_lowered call_llvm_intrin call_llvm_pure_intrin call_packed
-    call_packed_lowered call_pure_extern clc_get_first_ctaid_x clc_get_first_ctaid_y
-    clc_get_first_ctaid_z clc_is_canceled clc_try_cancel clc_try_cancel_multicast
-    cluster_arrive cluster_arrive_relaxed cluster_sync cluster_wait
-    compute_gmma_descriptor compute_umma_descriptor const copysign
-    create_barriers decl_buffer end_profile_intrinsic env_thread
-    extract_lane fabs fast_rcp fma2 func_name func_ret get_ldmatrix_offset
-    get_mma_micro_size get_swizzle_layout get_tvm_dtype hypot ieee_add ieee_fdiv
-    ieee_fmaf ieee_frcp ieee_frsqrt ieee_fsqrt ieee_mul ieee_sub index_map init
-    initialize_tcgen05_descriptor initialize_wgmma_descriptor is_f8f6f4_family is_float4
-    is_float4_e2m1_unpacked is_float4_e2m1fn isnullptr iter_var ldexp
+    abs2 add2 address_of alloc_tcgen05_instr_desc alloc_tcgen05_instruction_desc
+    alloc_tcgen05_smem_desc alloc_wgmma_desc allocate_const anylist_getitem
+    anylist_resetitem anylist_setitem_call_cpacked anylist_setitem_call_packed arg axis
+    block block_attr block_rank_in_cluster broadcast buffer buffer_decl buffer_store
+    buffer_var call_cpacked call_cpacked_lowered call_llvm_intrin call_llvm_pure_intrin
+    call_packed call_packed_lowered call_pure_extern clc_get_first_ctaid_x
+    clc_get_first_ctaid_y clc_get_first_ctaid_z clc_is_canceled clc_try_cancel
+    clc_try_cancel_multicast cluster_arrive cluster_arrive_relaxed cluster_sync
+    cluster_wait compute_gmma_descriptor compute_umma_descriptor const create_barriers
+    decl_buffer end_profile_intrinsic env_thread extract_lane fma2 func_name func_ret
+    get_ldmatrix_offset get_mma_micro_size get_swizzle_layout get_tvm_dtype index_map
+    init initialize_tcgen05_descriptor initialize_wgmma_descriptor is_f8f6f4_family
+    is_float4 is_float4_e2m1_unpacked is_float4_e2m1fn isnullptr iter_var
     llvm_lookup_intrinsic_id lookup_param make_blockscaled_gemm_layout
     make_mma_swizzle_layout max2 meta_var min2 mma_fill mma_gemm_blockscaled mma_store
-    mma_store_index_map mul2 nearbyint nextafter prefetch ptx_arrive_barrier
-    ptx_arrive_barrier_expect_tx ptx_cp_async_barrier
-    ptx_cp_async_bulk ptx_init_barrier_thread_count ptx_ldmatrix ptx_mma
-    ptx_mma_block_scale ptx_mma_sp ptx_tcgen05_mma_blockscaled_ss ptx_tcgen05_mma_ss
-    ptx_tcgen05_mma_ts ptx_wait_barrier ptx_wgmma_rs ptx_wgmma_sp_rs
+    mma_store_index_map mul2 prefetch ptx_arrive_barrier ptx_arrive_barrier_expect_tx
+    ptx_cp_async_barrier ptx_cp_async_bulk ptx_init_barrier_thread_count ptx_ldmatrix
+    ptx_mma ptx_mma_block_scale ptx_mma_sp ptx_tcgen05_mma_blockscaled_ss
+    ptx_tcgen05_mma_ss ptx_tcgen05_mma_ts ptx_wait_barrier ptx_wgmma_rs ptx_wgmma_sp_rs
     ptx_wgmma_sp_ss ptx_wgmma_ss q_multiply_shift q_multiply_shift_per_axis ramp reads
     realize ret start_profile_intrinsic sub2 target tcgen05_after_thread_sync
     tcgen05_before_thread_sync tcgen05_cp_warpx4 tcgen05_gemm_blockscaled
@@ -808,12 +812,10 @@ TILELANG_ONLY = frozenset("""
     tvm_load_matrix_sync tvm_mfma tvm_mfma_store tvm_mma_sync tvm_rdna_wmma
     tvm_rdna_wmma_store tvm_stack_alloca tvm_stack_make_array tvm_stack_make_shape
     tvm_storage_sync tvm_store_matrix_sync tvm_struct_get tvm_struct_set
-    tvm_thread_invariant tvm_throw_last_error tvm_tuple
-    tvm_warp_activemask
-    type_annotation undef validate_gemm_ab_dtypes var vectorcombine vectorhigh vectorlow
-    void vscale warpgroup_arrive warpgroup_commit_batch warpgroup_fence_operand
-    wgmma_gemm_sp wgmma_mma where writes
-    deallocate_tmem increase_descriptor_offset match_all_sync match_any_sync
+    tvm_thread_invariant tvm_throw_last_error tvm_tuple type_annotation undef
+    validate_gemm_ab_dtypes var vectorcombine vectorhigh vectorlow void vscale
+    warpgroup_arrive warpgroup_commit_batch warpgroup_fence_operand wgmma_gemm_sp
+    wgmma_mma where writes deallocate_tmem increase_descriptor_offset
     ptx_arrive_cluster_barrier ptx_mma_sm70 tma_gather4_bytes
 """.split())  # the rest of TileLang's language namespace (tilelang.language's __all__ and
 # its CUDA dialect's, TVM's TIR re-exports among them) that tilecute does not serve: each

@@ -146,6 +146,67 @@ isinf = _predicate("isinf", False, math.isinf)
 isfinite = _predicate("isfinite", True, math.isfinite)
 
 
+# ---- TVM's libm forms (T.copysign, T.hypot, T.ldexp, T.nextafter, T.nearbyint, T.asinh ...) --
+asinh, acosh, atanh = _unary("asinh"), _unary("acosh"), _unary("atanh")
+
+
+def _first_float(name: str, x1, x2):
+    """TVM's ``call_intrin(x1.dtype, ...)``: the result has ``x1``'s dtype, a float (a Python
+    float is a float32, as ``tir.convert`` makes it); ``x2`` is converted to it, as C
+    converts the second argument of ``copysignf`` ..."""
+    x1 = _N.as_expr(x1, "float32") if _is_number(x1) else _N.as_expr(x1)
+    if not _N.is_float(x1.dtype):
+        raise TypeError(f"T.{name} takes a float first argument (its result's dtype), got "
+                        f"{x1.dtype}; CUDA has no integer {name}")
+    x2 = _N.const(x2, x1.dtype) if _is_number(x2) else _N.cast(_N.as_expr(x2), x1.dtype)
+    return x1, x2
+
+
+def copysign(x1, x2):
+    """The magnitude of ``x1`` with the sign bit of ``x2`` (C's ``copysignf``; NaNs and
+    zeros keep their payload and take the sign)."""
+    x1, x2 = _first_float("copysign", x1, x2)
+    return _N.Call("copysign", (x1, x2), x1.dtype)
+
+
+def hypot(x1, x2):
+    """``sqrt(x1**2 + x2**2)`` without overflow or underflow on the way (C's ``hypotf``:
+    +inf if either is infinite, even when the other is NaN)."""
+    x1, x2 = _first_float("hypot", x1, x2)
+    return _N.Call("hypot", (x1, x2), x1.dtype)
+
+
+def nextafter(x1, x2):
+    """The next representable value after ``x1`` toward ``x2`` in ``x1``'s dtype (C's
+    ``nextafterf``: ``x2`` if they are equal, NaN if either is NaN, the smallest subnormal
+    with ``x2``'s sign after a zero).  float32 and float64: CUDA has no 16-bit one."""
+    x1, x2 = _first_float("nextafter", x1, x2)
+    if x1.dtype not in ("float32", "float64"):
+        raise TypeError(f"T.nextafter takes float32 or float64, got {x1.dtype} (CUDA has no "
+                        "16-bit nextafter; TileLang's lowering names none)")
+    return _N.Call("nextafter", (x1, x2), x1.dtype)
+
+
+def ldexp(x1, x2):
+    """``x1 * 2**x2``, exactly, rounded once where it leaves ``x1``'s dtype's range (C's
+    ``ldexpf(x1, int)``: ``x2`` is converted to an int32, a float truncated)."""
+    x1 = _N.as_expr(x1, "float32") if _is_number(x1) else _N.as_expr(x1)
+    if not _N.is_float(x1.dtype):
+        raise TypeError(f"T.ldexp takes a float first argument (its result's dtype), got "
+                        f"{x1.dtype}")
+    if _is_number(x2):
+        x2 = _N.Const(int(x2), "int32")
+    else:
+        x2 = _N.cast(_N.as_expr(x2), "int32")
+    return _N.Call("ldexp", (x1, x2), x1.dtype)
+
+
+def nearbyint(x):
+    """The nearest integral value in the default rounding mode, halfway cases to even
+    (C's ``nearbyintf``): :func:`round`'s meaning; an integer as it is."""
+    return round(x)
+
+
 def _int_pair(name: str, a, b) -> tuple:
     a, b, t = _N._coerce(a, b)
     if not _N.is_int(t):
@@ -298,6 +359,89 @@ __tan = _fast("__tan", "tan_approx", "tangent")
 FAST_MATH = ("__exp", "__exp10", "__log", "__log2", "__log10", "__sin", "__cos", "__tan")
 
 
+# ---- TileLang's IEEE forms (T.ieee_add ... with a rounding mode) and T.fast_rcp ------------------
+def _ieee(name: str, arity: int, rounding: bool):
+    def ieee(*args, **kwargs):
+        bound = ieee.__signature__.bind(*args, **kwargs)
+        bound.apply_defaults()
+        xs = [bound.arguments[n] for n in ("x", "y", "z")[:arity]]
+        mode = bound.arguments.get("rounding_mode", "rn")
+        if not isinstance(mode, str) or mode not in _N.IEEE_ROUNDINGS:
+            raise ValueError(f"Invalid rounding mode {mode!r} for T.{name}. Must be one of: "
+                             f"{set(_N.IEEE_ROUNDINGS)}")
+        x = _N.as_expr(xs[0], "float32") if _is_number(xs[0]) else _N.as_expr(xs[0])
+        if not _N.is_float(x.dtype) or x.dtype not in _N.IEEE_DTYPES:
+            raise TypeError(f"T.{name} takes {', '.join(_N.IEEE_DTYPES)} (its first argument's "
+                            f"dtype is the result's), got {x.dtype}")
+        if x.dtype in ("float16", "bfloat16") and mode != "rn":
+            raise ValueError(f"T.{name}: rounding_mode={mode!r} on {x.dtype}: CUDA's half-"
+                             "precision IEEE intrinsics round to nearest only ('rn')")
+        if name == "ieee_frsqrt" and x.dtype == "float64":
+            raise TypeError("T.ieee_frsqrt is not supported for float64 (CUDA has no float64 "
+                            "reciprocal square root intrinsic); use T.ieee_frcp(T.ieee_fsqrt(x))")
+        rest = tuple(_N.const(y, x.dtype) if _is_number(y) else _N.cast(_N.as_expr(y), x.dtype)
+                     for y in xs[1:])
+        mode_id = (_N.Const(_N.IEEE_ROUNDINGS.index(mode), "int32"),) if rounding else ()
+        return _N.Call(name, (x, *rest, *mode_id), x.dtype)
+
+    params = [_P(n, _P.POSITIONAL_OR_KEYWORD) for n in ("x", "y", "z")[:arity]]
+    if rounding:
+        params.append(_P("rounding_mode", _P.POSITIONAL_OR_KEYWORD, default="rn"))
+    ieee.__signature__ = inspect.Signature(params)
+    ieee.__name__ = ieee.__qualname__ = name
+    ieee.__doc__ = (f"``T.{name}``: TileLang's IEEE {name[5:]} (CUDA's ``__{name[5:]}_<mode>``), "
+                    "rounded " + ("as ``rounding_mode`` says: 'rn' to nearest even, 'rz' toward "
+                                  "zero, 'ru' up, 'rd' down (16-bit floats: 'rn' only)"
+                                  if rounding else "to nearest even") + "; never contracted "
+                    "with its neighbours.")
+    return ieee
+
+
+ieee_add = _ieee("ieee_add", 2, True)
+ieee_sub = _ieee("ieee_sub", 2, True)
+ieee_mul = _ieee("ieee_mul", 2, True)
+ieee_fmaf = _ieee("ieee_fmaf", 3, True)
+ieee_fdiv = _ieee("ieee_fdiv", 2, True)
+ieee_frcp = _ieee("ieee_frcp", 1, True)
+ieee_fsqrt = _ieee("ieee_fsqrt", 1, True)
+ieee_frsqrt = _ieee("ieee_frsqrt", 1, False)
+
+
+def fast_rcp(x):
+    """``T.fast_rcp(x)``: TileLang's approximate reciprocal of a float32 (``rcp.approx.ftz.f32``:
+    ~1 ulp, subnormal arguments and results flushed to zero)."""
+    x = _N.as_expr(x, "float32") if _is_number(x) else _N.as_expr(x)
+    if x.dtype != "float32":
+        raise TypeError(f"T.fast_rcp takes a float32 (TileLang's tl.fast_rcp supports scalar "
+                        f"float32 only), got {x.dtype}")
+    return _N.Call("fast_rcp", (x,), "float32")
+
+
+def __ffs(value):  # noqa: N807 (TileLang's name)
+    """``T.__ffs(x)``: the one-based position of the least significant set bit of a 32- or
+    64-bit integer, 0 for 0 (CUDA's ``__ffs`` / ``__ffsll``); an int32."""
+    x = _integer("__ffs", value)
+    bits = DTYPES[x.dtype].bits
+    if bits not in (32, 64):
+        raise TypeError(f"T.__ffs expects a 32-bit or 64-bit integer argument, but got {x.dtype}")
+    if isinstance(x, _N.Const):
+        v = int(x.value) & ((1 << bits) - 1)
+        return _N.Const((v & -v).bit_length(), "int32")
+    return _N.Call("ffs", (x,), "int32")
+
+
+def __fns(mask, base, offset):  # noqa: N807 (TileLang's name)
+    """``T.__fns(mask, base, offset)``: the position of the ``offset``-th set bit of the 32-bit
+    ``mask`` counting from bit ``base`` (upward for a positive ``offset``, downward for a
+    negative one; ``offset`` 0: ``base`` itself if set), or 0xFFFFFFFF where there is none
+    (CUDA's ``__fns``, PTX ``fns.b32``); a uint32."""
+    mask = _integer("__fns", mask)
+    if DTYPES[mask.dtype].bits != 32:
+        raise TypeError(f"T.__fns expects a 32-bit integer mask argument, but got {mask.dtype}")
+    base, offset = (_N.cast(_integer("__fns", v), "int32") for v in (base, offset))
+    return _N.Call("fns", (_N.cast(mask, "uint32"), base, offset), "uint32")
+
+
 def __ldg(load_or_buf, index=None):  # noqa: N807 (TileLang's name)
     """``T.__ldg(x[i])`` / ``T.__ldg(x, i)``: TileLang's load through the read-only data
     cache; the parser makes it the element load ``x[i]`` (the same value)."""
@@ -339,6 +483,9 @@ def abs(x):  # noqa: A001
     if x.dtype.startswith("uint"):  # TVM's abs of an unsigned value is the value
         return x
     return _N.Call("abs", (x,), x.dtype)
+
+
+fabs = abs  # TileLang's T.fabs (TVM's tir.abs)
 
 
 def max(a, b):  # noqa: A001
@@ -795,6 +942,41 @@ def activemask():
     return _N.Call("activemask", (), "uint64")
 
 
+def tvm_warp_activemask():
+    """TVM's ``T.tvm_warp_activemask()``: the warp's active lanes, a uint32 (CUDA's
+    ``__activemask``)."""
+    return _N.Call("warp_activemask", (), "uint32")
+
+
+def _match_value(name: str, value) -> _N.Expr:
+    """CUDA's ``__match_*_sync`` overloads: 32- and 64-bit integers and floats (a float's
+    bits are compared); narrower integers are promoted to int, as C promotes them."""
+    v = _N.as_expr(value)
+    if v.dtype == "bool" or (_N.is_float(v.dtype) and v.dtype not in ("float32", "float64")) \
+            or (not _N.is_float(v.dtype) and not _N.is_int(v.dtype)):
+        raise TypeError(f"T.{name} compares 32- or 64-bit integers or floats (CUDA's "
+                        f"__{name} overloads), got {v.dtype}")
+    if _N.is_int(v.dtype) and DTYPES[v.dtype].bits < 32:
+        v = _N.cast(v, "int32")
+    return v
+
+
+def match_any_sync(value, mask=_FULL_MASK):
+    """``T.match_any_sync(value, mask=0xFFFFFFFF)``: a uint32 of the lanes of ``mask`` whose
+    ``value`` equals this lane's (CUDA's ``__match_any_sync``; every lane of ``mask`` runs
+    it; sm_70+)."""
+    return _N.Call("match_any", (_match_value("match_any_sync", value),
+                                 _lane_mask("match_any_sync", mask)), "uint32")
+
+
+def match_all_sync(value, mask=_FULL_MASK):
+    """``T.match_all_sync(value, mask=0xFFFFFFFF)``: ``mask`` if every lane of it has the same
+    ``value``, else 0 (CUDA's ``__match_all_sync``, its predicate dropped as TileLang drops
+    it)."""
+    return _N.Call("match_all", (_match_value("match_all_sync", value),
+                                 _lane_mask("match_all_sync", mask)), "uint32")
+
+
 def _block_vote(name: str, what: str):
     def f(predicate):
         return _N.Call(name, (_predicate(name, predicate),), "int32")
@@ -980,4 +1162,8 @@ EXPRESSION_HELPERS = (
     "reinterpret", "any_of", "all_of", "thread_binding", "Broadcast", "index_to_coordinates",
     "atomic_load",
     *FAST_MATH,
+    # TVM's libm forms, TileLang's IEEE forms, bit and warp-match intrinsics
+    "asinh", "acosh", "atanh", "copysign", "hypot", "nextafter", "ldexp", "nearbyint", "fabs",
+    *_N.IEEE_FORMS, "fast_rcp", "__ffs", "__fns", "match_any_sync", "match_all_sync",
+    "tvm_warp_activemask",
 )

@@ -366,8 +366,8 @@ def _async_writes(s) -> bool:
 
 # intrinsics whose value differs between the threads of a block: the thread index, a
 # lane's shuffled or voted value, an atomic's old value, a random draw
-_THREAD_VALUED = ("thread_idx", "activemask", "elect_one_sync") + N.SHUFFLES + \
-    N.WARP_VOTES + N.WARP_REDUCTIONS + N.ATOMIC_RETURNS + N.RNG_DRAWS
+_THREAD_VALUED = ("thread_idx", "activemask", "warp_activemask", "elect_one_sync") + \
+    N.SHUFFLES + N.WARP_MATCHES + N.WARP_VOTES + N.WARP_REDUCTIONS + N.ATOMIC_RETURNS + N.RNG_DRAWS
 
 
 def _reads_thread(e, names: set[str], locals_: frozenset = frozenset()) -> bool:
