@@ -271,6 +271,19 @@ def late(a: T.handle, B: T.Tensor((4,), "float32")):
             "        B[0] = 1.0\n"))
 
 
+def test_eager_match_buffer_is_refused_naming_the_form():
+    with pytest.raises(FrontendError, match=r"test_match_buffer.py:\d+: .*T.match_buffer in an "
+                                            r"eager kernel .* is not supported by tilecute: "
+                                            r"declare the tensor in the body"):
+        @tilecute.jit
+        def add_one(A: T.ptr, block: int = 64):
+            M, N = T.const("M, N")
+            A = T.match_buffer(A, [M, N], T.float32)
+            with T.Kernel(T.ceildiv(N, block), M, threads=64) as (bx, by):
+                for j in T.Parallel(block):
+                    A[by, bx * block + j] = A[by, bx * block + j] + 1.0
+
+
 def test_decl_buffer_refuses_tvm_buffer_details():
     with pytest.raises(FrontendError, match=r"T.decl_buffer: strides=\(1,\) is not supported"):
         _body('''
@@ -354,3 +367,22 @@ def test_gpu_meta_var_decl_buffer_and_var():
     want = torch.stack([torch.full((32,), 10.0, device="cuda"), a[:32] * 2, a[:32] + 3,
                         torch.full((32,), 5.0, device="cuda")], dim=1)
     torch.testing.assert_close(b, want)
+
+
+@pytest.mark.gpu
+def test_gpu_jit_factory_with_handles():
+    @tilecute.jit(out_idx=[1])
+    def doubled(block: int):
+        @T.prim_func
+        def main(x: T.handle, y: T.handle):
+            n = T.int32()
+            X = T.match_buffer(x, (n,), T.float32)
+            Y = T.match_buffer(y, (n,), T.float32)
+            with T.Kernel(T.ceildiv(n, block), threads=block) as bx:
+                for i in T.Parallel(block):
+                    Y[bx * block + i] = X[bx * block + i] * 2.0
+
+        return main
+
+    x = torch.randn(1000, device="cuda")
+    torch.testing.assert_close(doubled(128)(x), x * 2)
