@@ -150,8 +150,8 @@ def test_a_select_on_a_parse_time_condition_is_its_side(tmp_path, monkeypatch):
 
 
 def test_tvm_handle_parameters_and_tilelang_schedulers_are_refused_by_name():
-    with pytest.raises(FrontendError, match=r"parameter 'A_ptr': T.handle is a TileLang form "
-                                            r"that tilecute does not support.*T.Tensor\(shape, dtype\)"):
+    with pytest.raises(FrontendError, match=r"parameter 'A_ptr': T.handle is bound by no `A = "
+                                            r"T.match_buffer\(A_ptr, shape, dtype\)`.*T.Tensor\(shape, dtype\)"):
         T.from_script('''
 import tilecute.language as T
 

@@ -66,7 +66,11 @@ CALLS = {
                                              "syncthreads_or")},
     "activemask": ("expr", ""), "shuffle_elect": ("expr", "128"),
     "Tensor": ("param", '(4,), "float32"'), "StridedTensor": ("param", '(4,), (1,), "float32"'),
-    "Buffer": ("param", '(4,), "float32"'),
+    "Buffer": ("param", '(4,), "float32"'), "buffer": ("param", '(4,), "float32"'),
+    "buffer_decl": ("param", '(4,), "float32"'),
+    "handle": ("param", ""), "ptr": ("param", ""), "var": ("expr", '"int32"'),
+    "meta_var": ("expr", "x"), "decl_buffer": ("alloc", '(4,), "float32"'),
+    "match_buffer": ("match", "Z, (4,)"), "make_tensor": ("match", "Z, (4,)"),
     **{name: ("param", '(4,), "float32"') for name in ("SharedBuffer", "FragmentBuffer", "LocalBuffer")},
     "grid": ("for", "4"), "parallel": ("for", "4"),
     **{name: ("expr", "0") for name in ("get_block_binding", "get_thread_extent", "get_block_extent")},
@@ -142,6 +146,10 @@ def program(name: str, args: str) -> tuple[str, int]:
     call = f"T.{name}({args})"
     if where == "param":
         return HEADER.format(params=f"Z: {call}, ") + "        C[0] = x\n", 5
+    if where == "match":  # `M = T.match_buffer(Z, ...)` on a T.handle, atop the body
+        text = HEADER.format(params="Z: T.handle, ").replace(
+            "    with T.Kernel", f"    M = {call}\n    with T.Kernel")
+        return text + "        C[0] = x\n", 6
     if where == "dim":
         return HEADER.format(params=f'Z: T.Tensor(({call},), "float32"), ') + "        C[0] = x\n", 5
     if where == "with":
@@ -180,6 +188,9 @@ REFUSED_AS_CALLED = {
     "SharedBuffer": "scope", "FragmentBuffer": "scope", "LocalBuffer": "scope",
     "loop_break": "T.loop_break outside a loop",
     "Broadcast": "T.Broadcast",  # only stored into a region of its lanes
+    # a T.handle parameter is the tensor a T.match_buffer binds (tests/test_match_buffer.py)
+    "handle": "T.handle is bound by no `A = T.match_buffer(Z,",
+    "ptr": "T.ptr is bound by no `A = T.match_buffer(Z,",
     "atomic_or": "'C' is float32; T.atomic_or writes a 32- or 64-bit integer",
     "dp4a": "T.dp4a: requires int8 inputs, got A.dtype='float16'",
     "comm_reducer": 'only the node of `T.attr(T.comm_reducer(...), "reduce_scope", ...)`',

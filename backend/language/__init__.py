@@ -52,6 +52,7 @@ from .forms import async_copy, ptx_commit_group, ptx_wait_group  # noqa: F401
 from .forms import assume, atomic_addx2, atomic_addx4, device_assert, loop_break  # noqa: F401
 from .forms import atomic_or, atomic_store, dp4a  # noqa: F401
 from .forms import reshape, view  # noqa: F401
+from .forms import decl_buffer, make_tensor, match_buffer  # noqa: F401
 from .forms import stg32, stg64, stg128, stg256, sts32, sts64, sts128  # noqa: F401
 from .forms import parallel  # noqa: F401
 from .ops import ldg32, ldg64, ldg128, ldg256, lds32, lds64, lds128, __ldg  # noqa: F401
@@ -96,6 +97,7 @@ from .values import UnsupportedDType, tilelang_only_dtype
 from .values import Buffer, StridedTensor, Tensor, dyn, dynamic, symbolic  # noqa: F401
 from .values import FragmentBuffer, LocalBuffer, SharedBuffer  # noqa: F401
 from .values import Macro, macro  # noqa: F401
+from .values import buffer, buffer_decl, handle, meta_var, ptr, var  # noqa: F401
 from ..ir import nodes as _N
 
 Serial, Unroll, Vectorized = FORMS["Serial"], FORMS["Unroll"], FORMS["Vectorized"]
@@ -124,7 +126,7 @@ def __getattr__(name: str):
 __all__ = [
     "prim_func", "from_script", "FrontendError", "Tensor", "StridedTensor", "Buffer",
     "SharedBuffer", "FragmentBuffer", "LocalBuffer",
-    "symbolic", "dynamic", "Var", "dtype", "GemmWarpPolicy", "Layout", "macro", *FORMS, *EXPRESSION_HELPERS,
+    "symbolic", "dynamic", "Var", "handle", "ptr", "var", "meta_var", "buffer", "buffer_decl", "dtype", "GemmWarpPolicy", "Layout", "macro", *FORMS, *EXPRESSION_HELPERS,
     "ldg32", "ldg64", "ldg128", "ldg256", "lds32", "lds64", "lds128", "__ldg",
     *DTYPE_NAMES,
 ]

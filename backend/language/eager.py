@@ -317,6 +317,15 @@ class EagerKernel:
             elif isinstance(s, ast.AnnAssign) and s.value is None and \
                     isinstance(s.target, ast.Name) and s.target.id in params:
                 self.decls[s.target.id] = s.annotation
+            elif any(_t_call(n, ("match_buffer", "make_tensor"), env) for n in ast.walk(s)):
+                form = next(n for n in ast.walk(s)
+                            if _t_call(n, ("match_buffer", "make_tensor"), env)).func.attr
+                raise self.error(s, f"T.{form} in an eager kernel (TileLang's `A: T.ptr` then "
+                                    f"`A = T.{form}(A, shape, dtype)`) is not supported by "
+                                    "tilecute: declare the tensor in the body, `A: "
+                                    "T.Tensor(shape, dtype)` (T.StridedTensor(shape, strides, "
+                                    "dtype) for strides); a @T.prim_func takes T.match_buffer "
+                                    "on a T.handle / T.ptr parameter")
             elif isinstance(s, ast.Return):
                 self.returns = self._returned(s, env)
             elif self._is_python(s, env):

@@ -217,6 +217,29 @@ def reshape(src, shape, *, layout=None):
     ``layout`` (lowered IR)."""
 
 
+@_form("alloc")
+def match_buffer(param, shape=None, dtype="float32", data=None, strides=None, elem_offset=None,
+                 scope="global", align=-1, offset_factor=0, buffer_type="default",
+                 axis_separators=None):
+    """``A = T.match_buffer(a, (n, 64), T.float16)`` at the top of a prim_func body, ``a``
+    a ``T.handle`` (or ``T.ptr``) parameter: the parameter is the tensor ``A``, as if
+    declared ``A: T.Tensor((n, 64), T.float16)`` (``strides=``: ``T.StridedTensor``)."""
+
+
+@_form("alloc")
+def make_tensor(ptr, shape, dtype="float32", strides=None):
+    """``A = T.make_tensor(a_ptr, (m, k), T.float16)`` on a ``T.ptr`` parameter at the top of
+    the body: TileLang's ``T.Tensor.from_ptr``, which is ``T.match_buffer``."""
+
+
+@_form("alloc")
+def decl_buffer(shape, dtype="float32", data=None, strides=None, elem_offset=None,
+                scope="global", align=0, offset_factor=0, buffer_type="", axis_separators=None):
+    """TVM's ``T.decl_buffer``: with ``data=buf.data`` a view of ``buf``'s storage (as
+    ``T.Buffer(shape, dtype, data=buf.data)`` in a body); without ``data`` an allocation in
+    ``scope``, as ``T.alloc_buffer`` (TVM lowers it to one)."""
+
+
 # ---- tile statements --------------------------------------------------------------------
 @_form("stmt")
 def copy(src, dst, *, coalesced_width=None, disable_tma=False, eviction_policy=None,
@@ -753,6 +776,9 @@ _UNSUPPORTED_WHY = {
        "a multiplier of 1 << 30 that ignores q; tilecute does not carry it: write the int64 "
        "arithmetic, e.g. T.Cast(\"int32\", (T.Cast(\"int64\", x) * y + (1 << (q - 1))) >> q)"
        for name in ("q_multiply_shift", "q_multiply_shift_per_axis")},
+    "const": "here: T.const declares the dims of a @tilecute.jit eager kernel, `M, N = "
+    "T.const(\"M, N\")` at the top of its body (TileLang raises outside one); a @T.prim_func "
+    "declares them with T.dynamic or `n = T.int32()`",
     "annotate_l2_hit_ratio": "TileLang sets the stream's L2 access policy window on the "
     "buffer around the kernel's launch (hits persisting at the given ratio, misses "
     "streaming, the context's persisting-L2 limit raised to the buffer's bytes and restored "
@@ -761,7 +787,7 @@ _UNSUPPORTED_WHY = {
 }
 
 TILELANG_ONLY = frozenset("""
-    Fragment ptr make_tensor make_tensor_from_addr
+    Fragment make_tensor_from_addr
     alloc_cluster_barrier alloc_tmem alloc_descriptor empty allocate
     copy_cluster tma_gather4 tma_scatter4 tma_load tma_load_2sm gemm_sp
     tcgen05_gemm
@@ -773,7 +799,7 @@ TILELANG_ONLY = frozenset("""
     create_tma_descriptor named_barrier_arrive import_source inline
     meta_class call_extern call_intrin Shuffle
     annotate_pass_configs annotate_compile_flags func_attr CUDASourceCodeKernel
-    handle match_buffer launch_thread PersistentTileScheduler
+    launch_thread PersistentTileScheduler
 """.split()) | frozenset("""
     Add And Any AnyDType Assert BufferLoad Call CallEffectKind CommReducer Div EQ Else
     FloatImm FloorDiv FloorMod GE GT If IntImm IterVar JITFunc LE LT Let LetStmt Max Min
@@ -784,25 +810,29 @@ TILELANG_ONLY = frozenset("""
     TensorCoreIntrinEmitterWithLadderTransform Then WGMMADescriptorParams
     WGMMATensorCoreIntrinEmitter WGSparseTensorCoreIntrinEmitter WSID WSInstr WSOpRef
     WSPipeline WSRole WSSchedule WSScope WSSync WSSyncKind WarpSpecializeFrame While
-    abs2 add2 address_of alloc_tcgen05_instr_desc alloc_tcgen05_instruction_desc
-    alloc_tcgen05_smem_desc alloc_wgmma_desc allocate_const anylist_getitem
-    anylist_resetitem anylist_setitem_call_cpacked anylist_setitem_call_packed arg axis
-    block block_attr block_rank_in_cluster broadcast buffer buffer_decl buffer_store
-    buffer_var call_cpacked call_cpacked_lowered call_llvm_intrin call_llvm_pure_intrin
-    call_packed call_packed_lowered call_pure_extern clc_get_first_ctaid_x
-    clc_get_first_ctaid_y clc_get_first_ctaid_z clc_is_canceled clc_try_cancel
-    clc_try_cancel_multicast cluster_arrive cluster_arrive_relaxed cluster_sync
-    cluster_wait compute_gmma_descriptor compute_umma_descriptor const create_barriers
-    decl_buffer end_profile_intrinsic env_thread extract_lane fma2 func_name func_ret
-    get_ldmatrix_offset get_mma_micro_size get_swizzle_layout get_tvm_dtype index_map
-    init initialize_tcgen05_descriptor initialize_wgmma_descriptor is_f8f6f4_family
-    is_float4 is_float4_e2m1_unpacked is_float4_e2m1fn isnullptr iter_var
+    abs2 add2 address_of alloc_tcgen05_instr_desc
+    alloc_tcgen05_instruction_desc alloc_tcgen05_smem_desc alloc_wgmma_desc
+    allocate_const anylist_getitem anylist_resetitem anylist_setitem_call_cpacked
+    anylist_setitem_call_packed arg axis block block_attr
+    block_rank_in_cluster broadcast buffer_store buffer_var
+    call_cpacked call_cpacked_lowered call_llvm_intrin call_llvm_pure_intrin call_packed
+    call_packed_lowered call_pure_extern clc_get_first_ctaid_x clc_get_first_ctaid_y
+    clc_get_first_ctaid_z clc_is_canceled clc_try_cancel clc_try_cancel_multicast
+    cluster_arrive cluster_arrive_relaxed cluster_sync cluster_wait
+    compute_gmma_descriptor compute_umma_descriptor const
+    create_barriers end_profile_intrinsic env_thread
+    extract_lane fma2 func_name func_ret get_ldmatrix_offset
+    get_mma_micro_size get_swizzle_layout get_tvm_dtype
+    index_map init
+    initialize_tcgen05_descriptor initialize_wgmma_descriptor is_f8f6f4_family is_float4
+    is_float4_e2m1_unpacked is_float4_e2m1fn isnullptr iter_var
     llvm_lookup_intrinsic_id lookup_param make_blockscaled_gemm_layout
-    make_mma_swizzle_layout max2 meta_var min2 mma_fill mma_gemm_blockscaled mma_store
-    mma_store_index_map mul2 prefetch ptx_arrive_barrier ptx_arrive_barrier_expect_tx
-    ptx_cp_async_barrier ptx_cp_async_bulk ptx_init_barrier_thread_count ptx_ldmatrix
-    ptx_mma ptx_mma_block_scale ptx_mma_sp ptx_tcgen05_mma_blockscaled_ss
-    ptx_tcgen05_mma_ss ptx_tcgen05_mma_ts ptx_wait_barrier ptx_wgmma_rs ptx_wgmma_sp_rs
+    make_mma_swizzle_layout max2 min2 mma_fill mma_gemm_blockscaled mma_store
+    mma_store_index_map mul2 prefetch ptx_arrive_barrier
+    ptx_arrive_barrier_expect_tx ptx_cp_async_barrier
+    ptx_cp_async_bulk ptx_init_barrier_thread_count ptx_ldmatrix ptx_mma
+    ptx_mma_block_scale ptx_mma_sp ptx_tcgen05_mma_blockscaled_ss ptx_tcgen05_mma_ss
+    ptx_tcgen05_mma_ts ptx_wait_barrier ptx_wgmma_rs ptx_wgmma_sp_rs
     ptx_wgmma_sp_ss ptx_wgmma_ss q_multiply_shift q_multiply_shift_per_axis ramp reads
     realize ret start_profile_intrinsic sub2 target tcgen05_after_thread_sync
     tcgen05_before_thread_sync tcgen05_cp_warpx4 tcgen05_gemm_blockscaled
@@ -812,11 +842,13 @@ TILELANG_ONLY = frozenset("""
     tvm_load_matrix_sync tvm_mfma tvm_mfma_store tvm_mma_sync tvm_rdna_wmma
     tvm_rdna_wmma_store tvm_stack_alloca tvm_stack_make_array tvm_stack_make_shape
     tvm_storage_sync tvm_store_matrix_sync tvm_struct_get tvm_struct_set
-    tvm_thread_invariant tvm_throw_last_error tvm_tuple type_annotation undef
-    validate_gemm_ab_dtypes var vectorcombine vectorhigh vectorlow void vscale
-    warpgroup_arrive warpgroup_commit_batch warpgroup_fence_operand wgmma_gemm_sp
-    wgmma_mma where writes deallocate_tmem increase_descriptor_offset
+    tvm_thread_invariant tvm_throw_last_error tvm_tuple
+    type_annotation undef validate_gemm_ab_dtypes vectorcombine vectorhigh vectorlow
+    void vscale warpgroup_arrive warpgroup_commit_batch warpgroup_fence_operand
+    wgmma_gemm_sp wgmma_mma where writes
+    deallocate_tmem increase_descriptor_offset
     ptx_arrive_cluster_barrier ptx_mma_sm70 tma_gather4_bytes
+    sblock sblock_attr
 """.split())  # the rest of TileLang's language namespace (tilelang.language's __all__ and
 # its CUDA dialect's, TVM's TIR re-exports among them) that tilecute does not serve: each
 # is refused by name when used, never "has no attribute"

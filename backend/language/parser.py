@@ -41,15 +41,17 @@ from . import forms as F
 from . import layouts as L
 from . import bits as B
 from . import ops
-from .values import (DType, GemmWarpPolicy, Layout, Macro, TensorSpec, _TensorProxy, dtype_name,
-                     dynamic, plain_signature, signature_error)
+from .values import (DType, GemmWarpPolicy, HandleSpec, Layout, Macro, TensorSpec, _HandleProxy,
+                     _TensorProxy, dtype_name, dynamic, meta_var, plain_signature,
+                     signature_error)
+from . import values as V
 
 MAX_PARALLEL_DIMS = 8
 
 
 def _is_ptr(x) -> bool:
-    """Is ``x`` TileLang's ``T.ptr`` (a pointer type), called or not?"""
-    return isinstance(x, F.Unsupported) and x.__name__ == "ptr"
+    """Is ``x`` TileLang's ``T.ptr`` / TVM's ``T.handle`` (a pointer type), called or not?"""
+    return isinstance(x, (_HandleProxy, HandleSpec))
 
 
 def empty_args(name: str, args: list, kw: dict, fail) -> tuple:
@@ -535,7 +537,17 @@ class _Parser:
         if a.vararg or a.kwarg or a.kwonlyargs or a.posonlyargs or a.defaults:
             raise self.error(fn, "parameters must be plain positional names with annotations")
         params: list[N.Param] = []
-        declared, rest = self.body_annotations(fn, {x.arg for x in a.args if x.annotation is None})
+        specs = {x.arg: self.param_spec(x) for x in a.args if x.annotation is not None}
+        for name, spec in specs.items():  # scalars first: a match_buffer dim may name one
+            if isinstance(spec, str) and spec in DTYPES:
+                self.bind(name, N.Var(name, spec))
+        handles = {n for n, spec in specs.items() if _is_ptr(spec)}
+        for x in a.args:
+            if x.arg in handles:
+                self.check_handle(x, specs[x.arg])
+        declared, rest = self.body_annotations(
+            fn, {x.arg for x in a.args if x.annotation is None}, handles,
+            {n for n in specs if n not in handles})
         for arg in a.args:
             if arg.annotation is None and arg.arg not in declared:
                 raise self.error(arg, f"parameter '{arg.arg}' needs an annotation "
@@ -545,11 +557,9 @@ class _Parser:
             # annotations were evaluated when the function was defined (closure values of
             # a kernel factory included); a script re-parse evaluates them here
             if arg.arg in declared:
-                arg, spec = declared[arg.arg]
-            elif arg.arg in self.annotations:
-                spec = self.annotations[arg.arg]
+                arg, spec = declared[arg.arg]  # a T.match_buffer's arg is named as its tensor
             else:
-                spec = self.eval_python(arg.annotation)
+                spec = specs[arg.arg]
             self.used_names.add(arg.arg)
             params.append(self.make_param(arg, spec))
         kernels: list[N.KernelScope] = []
@@ -582,15 +592,37 @@ class _Parser:
         validate(func, compiling=False)  # a prim_func with no T.Kernel parses (TileLang's)
         return func
 
-    def body_annotations(self, fn, unannotated: set) -> tuple[dict, list]:
-        """TileLang's parameters typed in the body (``def k(A, B): A: T.Tensor(...)``):
+    def param_spec(self, arg: ast.arg):
+        """What a signature annotation says (evaluated when the function was defined,
+        closure values of a kernel factory included; a script re-parse evaluates it here)."""
+        if arg.arg in self.annotations:
+            return self.annotations[arg.arg]
+        return self.eval_python(arg.annotation)
+
+    def check_handle(self, arg: ast.arg, spec) -> None:
+        """A ``T.handle(dtype, storage_scope)`` / ``T.ptr`` parameter's arguments: a global
+        pointer (``is_size_var`` and other scopes refused, naming them)."""
+        spec = spec.spec() if isinstance(spec, _HandleProxy) else spec
+        if spec.error:
+            raise self.error(arg, f"parameter '{arg.arg}': {spec.error}")
+        for what, value in spec.refused:
+            raise self.error(arg, f"parameter '{arg.arg}': {spec.form}({what}={_show(value)}) "
+                                  "is not supported (a handle parameter is a global tensor that "
+                                  "T.match_buffer binds)")
+
+    def body_annotations(self, fn, unannotated: set, handles: set = frozenset(),
+                         annotated: set = frozenset()) -> tuple[dict, list]:
+        """TileLang's parameters typed in the body (``def k(A, B): A: T.Tensor(...)``) and
+        TVM's ``T.handle`` parameters bound by ``A = T.match_buffer(a, shape, dtype)``:
         the top-level statements before the first other one that are a parameter's
-        annotation, a parse-time constant or a symbol (``m = T.dynamic("m")``), evaluated
-        in order; returns {name: (node, spec)} and the body's other statements."""
+        annotation or match, a parse-time constant, a symbol (``m = T.dynamic("m")``,
+        ``n = T.int32()``, ``T.var("int32")``) or an integer expression of symbols
+        (``n2 = n * 2``, bound to the expression as TileLang's builder binds it there),
+        evaluated in order; returns {parameter: (node, spec)} (a matched handle's node
+        named as its tensor) and the body's other statements."""
         declared: dict = {}
         body = list(fn.body)
-        if not unannotated:
-            return declared, body
+        matched: dict = {}  # handle -> the tensor's name
         k = 0
         later = []  # T.empty and T.annotate_* among them: parsed once the parameters are
         while k < len(body):
@@ -605,16 +637,148 @@ class _Parser:
                     raise self.error(st, f"parameter '{st.target.id}' is annotated twice")
                 where = ast.copy_location(ast.arg(arg=st.target.id, annotation=st.annotation), st)
                 declared[st.target.id] = (where, self.eval_python(st.annotation))
+            elif self.match_form(st) is not None:  # A = T.match_buffer(a, shape, dtype)
+                handle, where, spec = self.match_buffer(st, self.match_form(st), handles,
+                                                        unannotated | annotated, matched)
+                declared[handle] = (where, spec)
             elif isinstance(st, ast.Assign) and len(st.targets) == 1 and \
                     isinstance(st.targets[0], ast.Name) and \
-                    isinstance(self.python_value(st.value), N.Var):  # m = T.dynamic("m")
-                self.bind(st.targets[0].id, self.eval_python(st.value))
+                    (sym := self.symbol_value(st.targets[0].id, st.value)) is not None:
+                self.bind(st.targets[0].id, sym)  # m = T.dynamic("m"), n = T.int32(), n * 2
+            elif isinstance(st, ast.Assign) and len(st.targets) == 1 and \
+                    isinstance(st.targets[0], ast.Tuple) and \
+                    all(isinstance(t, ast.Name) for t in st.targets[0].elts) and \
+                    isinstance(syms := self.python_value(st.value), tuple) and \
+                    len(syms) == len(st.targets[0].elts) and \
+                    all(isinstance(x, N.Var) for x in syms):  # m, n = T.dynamic("m, n")
+                for t, x in zip(st.targets[0].elts, syms):
+                    self.bind(t.id, x)
             elif not (isinstance(st, ast.Assign) and self.try_python_assign(st)):
                 if isinstance(st, ast.Expr) and isinstance(st.value, ast.Call):
                     self.form_of(st.value.func)  # T.annotate_pass_configs ...: refused by name
                 break
             k += 1
+        for st in body[k:]:  # a match after other statements: say where it belongs
+            if self.match_form(st) is not None:
+                raise self.top_level_error(st)
+            for inner in ast.walk(st):
+                if inner is not st and self.match_form(inner) is not None:
+                    raise self.misplaced_match(inner, self.match_form(inner))
         return declared, later + body[k:]
+
+    def symbol_value(self, name: str, node):
+        """The value of a top-level ``name = node`` that declares a symbol or is an integer
+        expression of symbols (no loads): ``T.dynamic("m")`` as it is; TVMScript's
+        ``T.int32()`` and TVM's ``T.var("int32")`` named ``name`` (TVMScript names it by the
+        assignment); None for anything else."""
+        v = self.python_value(node)
+        if isinstance(v, N.Var):
+            if isinstance(node, ast.Call) and self.declares_symbol(node):
+                return N.Var(v.name if self.given_name(node) else name, v.dtype, v.multiple)
+            return v
+        if isinstance(v, N.Expr) and N.is_int(v.dtype) and \
+                not any(isinstance(x, (N.Load, N.Call)) for x in _walk_exprs(v)):
+            return v
+        return None
+
+    def declares_symbol(self, call: ast.Call) -> bool:
+        """``call`` is TVMScript's ``T.int32()`` (a dtype with no value) or ``T.var(...)``."""
+        fn = self.python_value(call.func)
+        return (isinstance(fn, DType) and not call.args and not call.keywords) or fn is V.var
+
+    def given_name(self, call: ast.Call) -> bool:
+        """A ``T.var(dtype, name)`` call that names its variable."""
+        return self.python_value(call.func) is V.var and \
+            (len(call.args) > 1 or any(k.arg == "name" for k in call.keywords))
+
+    _MATCH_FORMS = ("match_buffer", "make_tensor")
+
+    def match_form(self, st) -> Optional[F.Form]:
+        """The form of ``X = T.match_buffer(...)`` / ``X = T.make_tensor(...)``, else None."""
+        if not (isinstance(st, ast.Assign) and isinstance(st.value, ast.Call)):
+            return None
+        f = st.value.func
+        if (f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", None)) \
+                not in self._MATCH_FORMS:
+            return None  # (spelled T.match_buffer / T.make_tensor, or imported by that name)
+        fn = self.python_value(f)
+        return fn if isinstance(fn, F.Form) and fn.__name__ in self._MATCH_FORMS else None
+
+    def match_buffer(self, st: ast.Assign, form: F.Form, handles: set, params: set,
+                     matched: dict) -> tuple:
+        """``A = T.match_buffer(a, shape, dtype, ...)`` (or TileLang's ``T.make_tensor(a,
+        shape, dtype, strides)``, its ``T.Tensor.from_ptr``) on a ``T.handle`` / ``T.ptr``
+        parameter ``a``: TVM binds ``a`` to a DLTensor checked against the buffer, so the
+        parameter is the tensor ``A`` (``strides``: a strided one, as T.StridedTensor;
+        string strides are int32 symbols, as TVM makes them).  Returns (the handle, its
+        node named ``A``, the spec)."""
+        what = f"T.{form.__name__}"
+        first = "param" if form.__name__ == "match_buffer" else "ptr"
+        if len(st.targets) != 1 or not isinstance(st.targets[0], ast.Name):
+            raise self.error(st, f"{what} binds one name: `A = {what}(a, shape, dtype)`")
+        name = st.targets[0].id
+        a = self.args(form, st.value)
+        node = a.node(first)
+        if not isinstance(node, ast.Name) or node.id not in handles:
+            got = ast.unparse(node)
+            why = ("a T.handle / T.ptr parameter of " + self.fname
+                   + (" (it is another kind of parameter)" if isinstance(node, ast.Name)
+                      and node.id in params else ""))
+            if isinstance(node, ast.Subscript):
+                why += ("; TVM's match of a buffer region (inside a T.block) and TileLang's "
+                        "tensors from addresses read out of a pointer table are not supported")
+            raise a.fail(first, f"'{name}': {first} must be {why}, got `{got}`")
+        handle = node.id
+        if handle in matched:
+            raise a.fail(first, f"'{name}': parameter '{handle}' is already bound to "
+                                f"'{matched[handle]}' by an earlier match")
+        if (name != handle and name in params | handles) or name in matched.values():
+            raise self.error(st, f"{what}: '{name}' is already a parameter or a matched tensor "
+                                 f"of {self.fname}")
+        if form.__name__ == "match_buffer":
+            why = "tilecute's tensor parameters are global tensors passed by the caller"
+            if a.given("data") and not (isinstance(a.node("data"), ast.Constant) and
+                                        a.node("data").value is None):
+                raise a.fail("data", f"'{name}': data={ast.unparse(a.node('data'))} is not "
+                                     f"supported: {why}")
+            a.refuse_unless("elem_offset", (None, 0), "the tensor starts at its data pointer "
+                            "(its byte_offset added), at any element")
+            a.refuse_unless("scope", ("global",), why)
+            a.refuse_unless("offset_factor", (0, 1), "tilecute does not check a tensor's element "
+                            "offset for a multiple at launch")
+            a.refuse_unless("buffer_type", ("default", ""), "TVM's auto-broadcast buffers "
+                            "(strides of 0 where a dim is 1) are not tilecute's")
+            a.refuse_unless("axis_separators", (None, (), []), "tilecute's tensors are not "
+                            "flattened to several axes")
+            align = a.value("align")
+            if isinstance(align, bool) or not isinstance(align, int) or \
+                    (align > 0 and align & (align - 1)):
+                raise a.fail("align", f"'{name}': align is an int (a power of two, or -1/0: "
+                                      f"TVM's default), got {_show(align)}")
+        shape = a.value("shape")
+        if shape is None:
+            raise a.fail("shape", f"'{name}': the shape must be given when binding a parameter "
+                                  "(TVM's ValueError)")
+        shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
+        strides = a.value("strides")
+        if strides is not None:
+            strides = tuple(strides) if isinstance(strides, (tuple, list)) else (strides,)
+            wide = any(isinstance(d, N.Expr) and d.dtype == "int64" for d in shape[:1])
+            strides = tuple(N.Var(x, "int64" if wide else "int32") if isinstance(x, str) else x
+                            for x in strides)
+        scalars = {n for n in params if isinstance(self.lookup_local(n), N.Var)}
+        for arg, dims in (("shape", shape), ("strides", strides or ())):
+            for x in _walk_exprs(tuple(d for d in dims if isinstance(d, N.Expr))):
+                if isinstance(x, N.Var) and x.name in scalars and self.lookup_local(x.name) == x:
+                    raise a.fail(arg, f"'{name}': a dim is the scalar parameter '{x.name}'; "
+                                      "tilecute binds a tensor's dims from the tensor itself and "
+                                      "does not check them against a scalar argument (TileLang "
+                                      "asserts they agree): declare the dim a symbol (`"
+                                      f"{x.name} = T.int32()` or T.dynamic) in place of the "
+                                      "scalar parameter")
+        matched[handle] = name
+        where = ast.copy_location(ast.arg(arg=name, annotation=None), st)
+        return handle, where, TensorSpec(shape, a.value("dtype"), strides, what)
 
     # ---- TileLang's function attributes: T.empty outputs, T.annotate_* -------------------
     _FUNC_ATTR_FORMS = ("empty", "annotate_pass_configs", "annotate_compile_flags")
@@ -800,12 +964,16 @@ class _Parser:
             var = N.Var(name, dt)
             self.bind(name, var)
             return var
-        if isinstance(spec, F.Unsupported):  # T.handle (TVM's opaque pointer) ...
+        if isinstance(spec, F.Unsupported):
             raise self.error(arg, f"parameter '{name}': {spec.message()}; declare it "
                                   "T.Tensor(shape, dtype)")
-        if _is_ptr(spec):
-            raise self.error(arg, f"parameter '{name}': T.ptr is not supported: tilecute has no "
-                                  "pointer parameters; pass a tensor (T.Tensor(shape, dtype))")
+        if _is_ptr(spec):  # T.handle / T.ptr that no T.match_buffer bound
+            spec = spec.spec() if isinstance(spec, _HandleProxy) else spec
+            raise self.error(arg, f"parameter '{name}': {spec.form} is bound by no `A = "
+                                  f"T.match_buffer({name}, shape, dtype)` at the top of the "
+                                  "body; tilecute has no pointer parameters, only tensors (a "
+                                  "T.match_buffer makes the parameter one, or declare it "
+                                  "T.Tensor(shape, dtype))")
         raise self.error(arg, f"parameter '{name}': annotation must be T.Tensor(...), "
                               f"T.StridedTensor(...) or a dtype, got {spec!r}")
 
@@ -949,6 +1117,12 @@ class _Parser:
         """What may not stand at the top level of a prim_func body, named."""
         rule = ("only `with T.Kernel(...)` blocks, the parameters' annotations and parse-time "
                 "constants may stand at the top level of a prim_func body")
+        form = self.match_form(s)
+        if form is not None:
+            return self.error(s, f"T.{form.__name__} after other statements: it binds a "
+                                 "T.handle / T.ptr parameter at the top of the body, among the "
+                                 "parameters' annotations, symbols and parse-time constants, "
+                                 "before any other statement")
         if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call):
             self.form_of(s.value.func)  # a TileLang form tilecute lacks says so by name
             return self.error(s, f"`{ast.unparse(s.value.func)}(...)` at the top level: {rule}")
@@ -1893,6 +2067,11 @@ class _Parser:
 
     def assign_name(self, target: ast.Name, value, s, known=None) -> list[N.Stmt]:
         """``name = value`` (``known``: the value, already evaluated)."""
+        if isinstance(value, ast.Call) and self.python_value(value.func) is meta_var:
+            # TVM's `x = T.meta_var(e)`: x names e itself (no Let), as TVMScript binds it
+            a = _Args(self, "meta_var", plain_signature(meta_var), value)
+            self.bind(target.id, a.value("value"))
+            return []
         if isinstance(value, ast.Call):
             form = self.form_of(value.func)
             if form is not None and form.kind == "alloc":
@@ -1926,9 +2105,10 @@ class _Parser:
                 return []
             else:
                 raise self.error(s, f"cannot bind '{target.id}' to {type(v).__name__} {v!r}")
-        if isinstance(value, ast.Call) and not value.args and not value.keywords and \
-                isinstance(v, N.Var) and self.in_kernel:
-            # `x = T.int32()`: a declaration, given its value by `T.let(x, value)`
+        if isinstance(value, ast.Call) and isinstance(v, N.Var) and self.in_kernel and \
+                self.declares_symbol(value):
+            # `x = T.int32()` (or TVM's `T.var("int32")`): a declaration, given its value by
+            # `T.let(x, value)`
             declared = N.Var(self.fresh(target.id), v.dtype)
             self.declared.add(declared.name)
             self.bind(target.id, declared)
@@ -2016,7 +2196,7 @@ class _Parser:
         if not isinstance(value, ast.Call):
             return False
         form = self.form_of(value.func)
-        return form is not None and form.__name__ in ("alloc_global", "alloc_buffer")
+        return form is not None and form.__name__ in ("alloc_global", "alloc_buffer", "decl_buffer")
 
     def alloc_global(self, name: str, a: _Args, s) -> list[N.Stmt]:
         """``ws = T.alloc_global(shape, dtype)``: a workspace param, appended after the
@@ -2147,7 +2327,20 @@ class _Parser:
     def form_text(self, a: _Args) -> str:
         return f"{a.prefix}{a.name}"
 
+    def misplaced_match(self, s, form: F.Form) -> FrontendError:
+        """A ``T.match_buffer`` / ``T.make_tensor`` inside a kernel (or another block)."""
+        self.args(form, s.value)  # (its arguments bound first: an unknown one is named)
+        return self.error(s, f"T.{form.__name__} binds a T.handle / T.ptr parameter to a "
+                             "tensor at the top of the prim_func body, before any other "
+                             "statement (`A = T.match_buffer(a, shape, dtype)`); here it is "
+                             "not supported (TVM's match of a buffer region inside a "
+                             "T.block, TileLang's tensor from an address read in a kernel)")
+
     def allocate(self, name: str, form: F.Form, call: ast.Call, s) -> list[N.Stmt]:
+        if form.__name__ in self._MATCH_FORMS:
+            raise self.misplaced_match(s, form)
+        if form.__name__ == "decl_buffer":
+            return self.decl_buffer(name, self.args(form, call), s)
         if form.__name__ == "alloc_global":
             return self.alloc_global(name, self.args(form, call), s)
         if form.__name__ == "alloc_buffer":
@@ -2190,6 +2383,46 @@ class _Parser:
         buf = N.Buffer(self.fresh(name), dt, tuple(N.Const(d, "int32") for d in shape), scope)
         self.bind(name, _BufferRef(buf))
         return [N.Allocate(buf, layout, loc=self.loc(s), stages=stages)]
+
+    def decl_buffer(self, name: str, a: _Args, s) -> list[N.Stmt]:
+        """TVM's ``T.decl_buffer(shape, dtype, data, strides, elem_offset, scope, align,
+        offset_factor, buffer_type, axis_separators)``: with ``data=buf.data`` a view of
+        ``buf`` (as ``T.Buffer(..., data=buf.data)`` in a body); without, TVM lowers it to
+        ``T.alloc_buffer`` in ``scope`` ("global": a workspace, as ``T.alloc_global``)."""
+        for arg, accepted in (("strides", (None,)), ("elem_offset", (None, 0)),
+                              ("align", (0, -1)), ("offset_factor", (0,)),
+                              ("buffer_type", ("", "default")),
+                              ("axis_separators", (None, (), []))):
+            a.refuse_unless(arg, accepted, "a detail of TVM's buffer declaration tilecute "
+                                           "does not take (a view is row-major from its "
+                                           "base's first element; an allocation takes shape, "
+                                           "dtype and scope)")
+        if a.value("data") is None:
+            if a.value("scope") == "global":
+                return self.alloc_global(name, a, s)
+            if not self.in_kernel:
+                raise self.error(s, "buffers are allocated inside a T.Kernel block")
+            shape = a.value("shape")
+            shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
+            shape = tuple(f.value if isinstance(f := self.folded(d), N.Const) and
+                          N.is_int(f.dtype) else d for d in shape)
+            if not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in shape):
+                raise a.fail("shape", f"'{name}': the shape must be positive ints known at parse "
+                                      f"time, got {shape!r}")
+            buf = N.Buffer(self.fresh(name), self.dtype_arg(a, "dtype", name),
+                           tuple(N.Const(d, "int32") for d in shape), self.scope_arg(a, name))
+            self.bind(name, _BufferRef(buf))
+            return [N.Allocate(buf, None, loc=self.loc(s))]
+        data = a.value("data")
+        if not isinstance(data, _DataRef):
+            raise a.fail("data", f"data must be a buffer's storage (`buf.data`), got {_show(data)}")
+        root = self.view_roots.get(data.buffer.name, data.buffer)
+        if a.given("scope") and {"global": "global", **_SCOPES}.get(a.value("scope")) != root.scope:
+            raise a.fail("scope", f"'{name}': scope={a.value('scope')!r}, but "
+                                  f"'{data.buffer.name}' is a {root.scope} buffer; a view lives "
+                                  "where its base does")
+        return self.alloc_view(name, a, s, _BufferRef(data.buffer), a.value("shape"),
+                               a.value("dtype"), "data", exact=False)
 
     def dtype_arg(self, a: _Args, arg: str, name: str) -> str:
         try:
@@ -4877,7 +5110,7 @@ def _helper_name(fn) -> Optional[str]:
     if getattr(fn, "__module__", None) == ops.__name__ and getattr(fn, "__name__", "") in \
             ops.EXPRESSION_HELPERS:
         return fn.__name__
-    if fn is dynamic or fn is Layout:
+    if fn is dynamic or fn is Layout or fn is V.var:
         return fn.__name__
     return None
 

@@ -276,9 +276,63 @@ def _global(scope):
 Tensor = _TensorProxy()
 StridedTensor = _StridedTensorProxy()
 Buffer = _BufferProxy()
+buffer = _BufferProxy()  # TVM's T.buffer: T.Buffer(...) is this call
+buffer.form = "T.buffer"
+buffer_decl = _BufferProxy()  # TVM's deprecated name of T.buffer
+buffer_decl.form = "T.buffer_decl"
 SharedBuffer = _ScopedBufferProxy("T.SharedBuffer", "shared.dyn")
 FragmentBuffer = _ScopedBufferProxy("T.FragmentBuffer", "local.fragment")
 LocalBuffer = _ScopedBufferProxy("T.LocalBuffer", "local")
+
+
+# ---- TVM's handle parameters --------------------------------------------------------------
+@dataclass(frozen=True)
+class HandleSpec:
+    """What ``a: T.handle`` / ``a: T.ptr`` says (called or not: ``T.handle("float32")``):
+    an opaque pointer parameter, which a ``T.match_buffer(a, shape, dtype)`` (or
+    ``T.make_tensor(a, shape, dtype)``) at the top of the body binds to a tensor.  ``refused``
+    lists the arguments tilecute does not honor, as in :class:`TensorSpec`."""
+
+    form: str
+    dtype: object = None
+    storage_scope: str = "global"
+    refused: tuple = ()
+    error: str = ""
+
+
+class _HandleProxy:
+    """``T.handle(dtype=None, storage_scope="global", *, is_size_var=False)`` and TileLang's
+    ``T.ptr`` (the same signature): TVM's pointer variable.  As a parameter annotation it
+    is the parameter a ``T.match_buffer`` binds (TileLang's packed API then takes a tensor
+    for it, checked against the buffer's shape, strides and dtype): tilecute makes the
+    parameter that tensor, as if declared ``A: T.Tensor(shape, dtype)``.  The pointer's own
+    dtype is a type annotation TVM does not check against the buffer's."""
+
+    def __init__(self, form: str):
+        self.form = form
+
+    def spec(self, dtype=None, storage_scope="global", *, is_size_var=False) -> HandleSpec:
+        return HandleSpec(self.form, dtype, storage_scope,
+                          _refused(storage_scope=(storage_scope, "global"),
+                                   is_size_var=(is_size_var, False)))
+
+    @property
+    def __signature__(self) -> inspect.Signature:
+        return plain_signature(self.spec)
+
+    def __call__(self, *args, **kwargs) -> HandleSpec:
+        error = signature_error(self.form, plain_signature(self.spec), [repr(a) for a in args],
+                                kwargs)
+        if error:
+            return HandleSpec(self.form, error=error)
+        return self.spec(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<{self.form}>"
+
+
+handle = _HandleProxy("T.handle")
+ptr = _HandleProxy("T.ptr")
 
 
 # ---- symbolic extents --------------------------------------------------------------------
@@ -299,8 +353,30 @@ def dynamic(name: str, dtype="int32", multiple_of: int = 1):
 
 
 symbolic = dynamic  # TileLang's older name (tilecute's printer writes it)
+
+
+def var(dtype, name: str = "") -> _N.Var:
+    """TVM's ``T.var(dtype, name="")`` (deprecated in TileLang for ``T.{dtype}()``): a
+    symbolic variable, as ``n = T.int32()``: named ``name``, else by the assignment that
+    binds it (the parser names it), else ``sym<k>``.  Integer dtypes only, as ``T.int32()``."""
+    dt = dtype_name(dtype)
+    if not dt.startswith(("int", "uint")):
+        raise TypeError(f"T.var({dt!r}) declares a symbolic variable, which tilecute has for "
+                        "integer extents only (T.dynamic)")
+    if not isinstance(name, str):
+        raise TypeError(f"T.var: name must be a string, got {name!r}")
+    if not name:
+        name = f"sym{_SYMBOLS[0]}"
+        _SYMBOLS[0] += 1
+    return _N.Var(name, dt, 1)
 dyn = dynamic
 
+
+def meta_var(value):
+    """TVM's ``T.meta_var(value)``: ``x = T.meta_var(e)`` makes ``x`` a name of ``e`` itself,
+    with no ``Let`` (each use of ``x`` is ``e``, evaluated where it stands, as TVMScript
+    substitutes a meta variable); used as a value elsewhere, it is ``value``."""
+    return value
 
 # ---- T.gemm's warp policy ----------------------------------------------------------------
 class GemmWarpPolicy(enum.IntEnum):
