@@ -155,3 +155,79 @@ def test_block_and_thread_bindings_and_extents(tmp_path):
             "def g(A: T.Tensor((4,), 'float32')):\n"
             "    with T.Kernel(4, threads=32) as bx:\n"
             "        A[T.get_block_binding(3)] = 1.0\n")
+
+
+def _ref_program():
+    """TileLang's pass-by-reference macro parameters: ``x: T.Ref`` (and the deprecated
+    ``x: T.Var``) given a buffer element, a T.alloc_var and a region."""
+
+    @T.macro
+    def bump(x: T.Ref, v):
+        x += v
+        x = x * 2
+
+    @T.macro
+    def set_one(x: T.Var):
+        x = 1
+
+    @T.macro
+    def zero(r: T.Ref):
+        T.fill(r, 0)
+
+    @T.prim_func
+    def refs(A: T.Tensor((8,), "int32"), I: T.Tensor((1,), "int32")):
+        with T.Kernel(1, threads=32) as bx:
+            y = T.alloc_var(T.int32)
+            y = 5
+            if T.get_thread_binding() == 0:
+                bump(A[I[0] + 1], 3)   # the index is read once, at the call
+                bump(y, 1)
+                set_one(A[0])
+                A[7] = y
+            zero(A[4:6])
+
+    return refs
+
+
+def test_ref_parameters_store_through_to_their_argument(tmp_path):
+    refs = _ref_program()
+    text = refs.script()
+    # the element's index is bound once; the macro's assignments store into A
+    assert "x_i0 = I[0] + 1" in text
+    assert "A[x_i0] = A[x_i0] + 3" in text and "A[x_i0] = A[x_i0] * 2" in text
+    assert "A[0] = 1" in text and "y[0] = y[0] * 2" in text
+    assert (tmp_path / "c").mkdir() or tilecute.build_cubin(refs, "sm_90a", out_dir=str(tmp_path / "c"))
+
+
+def test_ref_parameter_refuses_a_value_as_tileLang_does():
+    @T.macro
+    def set_one(x: T.Ref):
+        x = 1
+
+    with pytest.raises(ValueError, match="parameter 'x' is annotated T.Ref"):
+        @T.prim_func
+        def bad(A: T.Tensor((8,), "int32")):
+            with T.Kernel(1, threads=32) as bx:
+                x = 1
+                set_one(x)
+
+    @T.macro
+    def index_it(x: T.Ref):
+        x[0] = 1
+
+    with pytest.raises(FrontendError, match="'x' is a T.Ref to an element of 'A'"):
+        @T.prim_func
+        def bad2(A: T.Tensor((8,), "int32")):
+            with T.Kernel(1, threads=32) as bx:
+                index_it(A[2])
+
+
+@pytest.mark.gpu
+def test_ref_parameters_on_gpu():
+    import torch
+
+    kernel = tilecute.compile(_ref_program())
+    a = torch.full((8,), 10, dtype=torch.int32, device="cuda")
+    i = torch.tensor([2], dtype=torch.int32, device="cuda")
+    kernel(a, i)
+    assert a.tolist() == [1, 10, 10, 26, 0, 0, 10, 12]

@@ -126,10 +126,24 @@ def __getattr__(name: str):
 __all__ = [
     "prim_func", "from_script", "FrontendError", "Tensor", "StridedTensor", "Buffer",
     "SharedBuffer", "FragmentBuffer", "LocalBuffer",
-    "symbolic", "dynamic", "Var", "handle", "ptr", "var", "meta_var", "buffer", "buffer_decl", "dtype", "GemmWarpPolicy", "Layout", "macro", *FORMS, *EXPRESSION_HELPERS,
+    "symbolic", "dynamic", "Var", "Ref", "handle", "ptr", "var", "meta_var", "buffer", "buffer_decl", "dtype", "GemmWarpPolicy", "Layout", "macro", *FORMS, *EXPRESSION_HELPERS,
     "ldg32", "ldg64", "ldg128", "ldg256", "lds32", "lds64", "lds128", "__ldg",
     *DTYPE_NAMES,
 ]
+
+
+
+class Ref:
+    """TileLang's ``T.Ref``: a ``T.macro`` parameter annotated ``x: T.Ref`` (or the
+    deprecated ``x: T.Var``) is passed by reference: given a buffer element (``A[i]``),
+    reading ``x`` loads it and ``x = v`` / ``x += v`` store into it (its indices evaluated
+    once, at the call); given a ``T.alloc_var`` or a buffer region, it is that.  Any other
+    argument is an error at the call."""
+
+    def __init__(self, *args, **kwargs):
+        raise TypeError("T.Ref annotates a T.macro parameter (`def m(x: T.Ref)`); it is not "
+                        "called")
+
 
 # TileLang's T.PrimExpr: tilecute's expression class (`isinstance(x, T.PrimExpr)` on a
 # macro's values, annotations), as tilecute.tvm.tirx.PrimExpr

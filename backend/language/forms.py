@@ -803,7 +803,7 @@ TILELANG_ONLY = frozenset("""
 """.split()) | frozenset("""
     Add And Any AnyDType Assert BufferLoad Call CallEffectKind CommReducer Div EQ Else
     FloatImm FloorDiv FloorMod GE GT If IntImm IterVar JITFunc LE LT Let LetStmt Max Min
-    Mod Mul NE Not Or PrimFunc ProducerLoad Ptr Ramp Range Reduce Ref SizeVar
+    Mod Mul NE Not Or PrimFunc ProducerLoad Ptr Ramp Range Reduce SizeVar
     SparseTensorCoreIntrinEmitter StringImm Sub TCGEN05DescriptorParams
     TCGEN05TensorCoreIntrinEmitter TVMBackendAllocWorkspace TVMBackendFreeWorkspace
     TensorCoreIntrinEmitter TensorCoreIntrinEmitterSM120

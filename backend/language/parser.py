@@ -92,6 +92,11 @@ class FrontendError(SyntaxError):
         return self.args[0]
 
 
+class FrontendValueError(FrontendError, ValueError):
+    """A FrontendError where TileLang raises ValueError (a T.Ref macro argument that is
+    not a reference)."""
+
+
 class _BufferRef:
     """A buffer name in the parse scope (params and allocations)."""
 
@@ -102,6 +107,18 @@ class _BufferRef:
 class _VarRef(_BufferRef):
     """A ``T.alloc_var`` name: a one-element local buffer that reads and assigns like a
     scalar (``x = x + 1`` stores into it)."""
+
+    indices = (N.Const(0, "int32"),)
+
+
+class _ElemRef(_VarRef):
+    """A ``T.macro`` parameter annotated ``T.Ref`` (or ``T.Var``) given a buffer element
+    ``A[i, j]``: it reads and assigns like a ``T.alloc_var``, at those indices (TileLang's
+    ``Ref``; the indices were evaluated once, at the call)."""
+
+    def __init__(self, buffer: N.Buffer, indices: tuple, name: str):
+        super().__init__(buffer)
+        self.indices, self.name = indices, name
 
 
 @dataclasses.dataclass
@@ -387,6 +404,9 @@ class _Parser:
         self.line_offset, self.source_lines = line_offset, source_lines
         self.fname = tree.name
         self.scopes: list[dict[str, Any]] = [{}]
+        # every buffer bound so far, by its IR name (a macro's body sees only its own
+        # scope, and a region it was given names its buffer)
+        self.named_buffers: dict[str, N.Buffer] = {}
         self.control: list[bool] = [False]  # per scope: is it a loop or if body?
         # per scope: ("loop" | "parallel" | "if", serial number) for the loop/if bodies,
         # None for other scopes (reducer epochs compare where init and finalize stand)
@@ -420,10 +440,10 @@ class _Parser:
     def loc(self, node) -> N.Loc:
         return N.Loc(self.filename, getattr(node, "lineno", 0) + self.line_offset)
 
-    def error(self, node, msg: str) -> FrontendError:
+    def error(self, node, msg: str, kind: type = None) -> FrontendError:
         lineno = getattr(node, "lineno", 0)
         line = self.source_lines[lineno - 1] if 0 < lineno <= len(self.source_lines) else ""
-        return FrontendError(msg, self.loc(node), self.fname, line)
+        return (kind or FrontendError)(msg, self.loc(node), self.fname, line)
 
     # ---- scopes -----------------------------------------------------------------------
     def lookup(self, name: str, node):
@@ -461,6 +481,8 @@ class _Parser:
 
     def bind(self, name: str, value) -> None:
         self.scopes[-1][name] = value
+        if isinstance(value, _BufferRef):
+            self.named_buffers.setdefault(value.buffer.name, value.buffer)
 
     def push(self, control: bool = True, kind: str | None = None):
         self.scopes.append({})
@@ -2093,7 +2115,7 @@ class _Parser:
         current = self.lookup_local(target.id)
         if isinstance(current, _VarRef):  # `x = ...` on a T.alloc_var stores into it
             buf = current.buffer
-            return [self.store_value(buf, (N.Const(0, "int32"),), v, s)]
+            return [self.store_value(buf, current.indices, v, s)]
         if not _is_ir(v):
             if isinstance(v, (int, float, bool)):
                 v = N.as_expr(v)
@@ -2134,7 +2156,7 @@ class _Parser:
             ref = self.lookup_local(s.target.id)
             if isinstance(ref, _VarRef):
                 current = self.expr(s.target)
-                return [self.store_value(ref.buffer, (N.Const(0, "int32"),),
+                return [self.store_value(ref.buffer, ref.indices,
                                          self.binop(s, op, current, self.expr(s.value)), s)]
             current = self.expr(s.target)
             if not _is_ir(current):
@@ -2669,6 +2691,7 @@ class _Parser:
         except TypeError as e:
             raise self.error(s, f"{what}: {e}") from None
         bound.apply_defaults()
+        refs = self.reference_args(fn, what, bound.arguments, s)
         saved = (self.scopes, self.control, self.env, self.filename, self.line_offset,
                  self.source_lines)
         filename = inspect.getsourcefile(fn) or "<unknown>"
@@ -2680,7 +2703,7 @@ class _Parser:
         try:
             body = [t for t in fdef.body if not (isinstance(t, ast.Expr)
                                                  and isinstance(t.value, ast.Constant))]
-            out: list[N.Stmt] = []
+            out: list[N.Stmt] = refs
             value = None
             for t in body:
                 if isinstance(t, ast.Return):
@@ -2692,6 +2715,47 @@ class _Parser:
         finally:
             (self.scopes, self.control, self.env, self.filename, self.line_offset,
              self.source_lines) = saved
+
+    def reference_args(self, fn, what: str, arguments: dict, s) -> list[N.Stmt]:
+        """TileLang's pass-by-reference macro parameters (``x: T.Ref``, or the deprecated
+        ``x: T.Var``): a buffer element argument becomes an :class:`_ElemRef` (its indices
+        bound to names here, once), a ``T.alloc_var`` or a buffer region stays what it is;
+        any other argument is an error, as TileLang's ``ValueError``.  Returns the ``Let``
+        statements of the indices."""
+        from . import Ref  # (the package imports this module)
+
+        out: list[N.Stmt] = []
+        try:
+            params = inspect.signature(fn).parameters
+        except (TypeError, ValueError):
+            return out
+        for name, p in params.items():
+            ann = p.annotation
+            if isinstance(ann, str):  # `from __future__ import annotations`
+                ann = {"T.Ref": Ref, "T.Var": N.Var, "Ref": Ref, "Var": N.Var}.get(ann, ann)
+            if not (ann is Ref or ann is N.Var) or name not in arguments:
+                continue
+            value = arguments[name]
+            if isinstance(value, (_VarRef, _BufferRef, _RegionRef)):
+                continue  # a T.alloc_var, a buffer or a region: itself
+            if isinstance(value, N.Load):
+                buf = self.buffer_named(value.buffer)
+                idx = []
+                for k, e in enumerate(value.indices):
+                    if isinstance(e, (N.Const, N.Var)):
+                        idx.append(e)
+                        continue
+                    var = N.Var(self.fresh(f"{name}_i{k}"), e.dtype)
+                    out.append(N.Let(var, e, loc=self.loc(s)))
+                    idx.append(var)
+                arguments[name] = _ElemRef(buf, tuple(idx), name)
+                continue
+            kind = "T.Ref" if ann is Ref else "T.Var"
+            raise self.error(s, f"{what}: parameter '{name}' is annotated {kind} (passed by "
+                                "reference): the argument must be a T.alloc_var, a buffer "
+                                f"element or a buffer region, got {_show(value)}",
+                             FrontendValueError)
+        return out
 
     def call_lambda(self, fn: _Lambda, node: ast.Call):
         """A call of a lambda a macro was given: its body's value, its parameters bound to
@@ -2738,6 +2802,9 @@ class _Parser:
             value = self.lookup_local(node.id)
             if value is not None:
                 return value
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and \
+                self.is_slice_of_buffer(node):  # `A[4:6]`: that region of A
+            return _RegionRef(self.region(node), ast.unparse(node), self.loc(node))
         return self.expr(node)
 
     def stmt_copy(self, a: _Args, s) -> list[N.Stmt]:
@@ -4689,6 +4756,9 @@ class _Parser:
         v = self.expr(node) if not isinstance(node, ast.Name) else self.lookup(node.id, node)
         if isinstance(v, _RegionRef):
             raise v.refuse(self, node, self.current_form)
+        if isinstance(v, _ElemRef):
+            raise self.error(node, f"'{v.name}' is a T.Ref to an element of '{v.buffer.name}'; "
+                                   "read it or assign it by its name")
         if not isinstance(v, _BufferRef):
             raise self.error(node, f"expected a buffer, got `{ast.unparse(node)}`")
         return v.buffer
@@ -4698,6 +4768,8 @@ class _Parser:
             for v in scope.values():
                 if isinstance(v, _BufferRef) and v.buffer.name == name:
                     return v.buffer
+        if name in self.named_buffers:
+            return self.named_buffers[name]
         raise KeyError(name)
 
     def indices(self, node: ast.Subscript) -> list:
@@ -4799,7 +4871,7 @@ class _Parser:
         if isinstance(node, ast.Name):
             v = self.lookup(node.id, node)
             if isinstance(v, _VarRef):
-                return N.Load(v.buffer.name, (N.Const(0, "int32"),), v.buffer.dtype)
+                return N.Load(v.buffer.name, v.indices, v.buffer.dtype)
             return v
         if isinstance(node, ast.Attribute):
             base = self.expr(node.value)
