@@ -25,7 +25,8 @@ PROGRAMS = ["attn_bwd_all", "gqa_bwd_tile_atomics", "varlen_attn_fwd", "sliding_
             "stepped_thread_loops", "reshape_fragment_groups", "attn_bwd_dq_layout_all",
             "fp8_qk_bf16_pv", "flash_fwd_d96", "gemm_k_subtiles", "gemm_scaled_a_schedule",
             "shared_reduce_and_colmax", "warp_bitonic_shfl", "reducer_softmax",
-            "shared_atomic_buckets", "tile_atomic_max_min", "neg_dim_reduce_scan"]
+            "shared_atomic_buckets", "tile_atomic_max_min", "neg_dim_reduce_scan",
+            "attn_bwd_wg_wait"]
 
 
 @pytest.fixture(autouse=True)
@@ -146,7 +147,8 @@ def test_attention_backward_bhsd_on_gpu():
 
 
 @pytest.mark.gpu
-def test_attention_backward_bshd_dq_layout_on_gpu():
+@pytest.mark.parametrize("wg_wait", [None, (-1, 1)])
+def test_attention_backward_bshd_dq_layout_on_gpu(wg_wait):
     import torch
     torch.manual_seed(1)
     B, S, H, D = 1, 128, 2, 64
@@ -154,7 +156,7 @@ def test_attention_backward_bshd_dq_layout_on_gpu():
     t = lambda x: x.transpose(1, 2)  # noqa: E731  (BSHD <-> BHSD)
     dq_ref, dk_ref, dv_ref, o, lse = _attn_grads(t(q), t(k), t(v), t(do), causal=True)
     delta = (o * t(do).float()).sum(-1).contiguous()
-    main, post = P.attn_bwd_dq_layout_all()
+    main, post = P.attn_bwd_dq_layout_all(wg_wait)
     dQ = torch.zeros(B, S, H, D, device="cuda")
     dK = torch.empty(B, S, H, D, device="cuda", dtype=torch.float16)
     dV = torch.empty_like(dK)

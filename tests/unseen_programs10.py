@@ -790,11 +790,15 @@ def _dq_layout(dQ):
     return T.Layout(dQ.shape, lambda b, l, h, d: [b, l // 8, h, d // 8, d % 2, 4 * (l % 8) + (d % 8) // 2])
 
 
-def attn_bwd_dq_layout(B=1, S=128, H=2, D=64, bm=64, bn=64):
+def attn_bwd_dq_layout(B=1, S=128, H=2, D=64, bm=64, bn=64, wg_wait=None):
     """A causal BSHD backward written the way TileLang's examples write it: dQ annotated
     with the program's index map (``T.annotate_layout({dQ: _dq_layout(dQ)})``), both score
     GEMMs issued before ``T.wait_wgmma`` calls; dQ by element atomics through the map.  Its
-    postprocess (``attn_bwd_dq_layout_post``) reads dQ through the same map."""
+    postprocess (``attn_bwd_dq_layout_post``) reads dQ through the same map.  With
+    ``wg_wait=(-1, 1)`` the GEMMs carry TileLang's earlier ``wg_wait`` argument as its
+    wgmma-pipelined backward wrote them: -1 (no wait) on the score GEMMs and dV, 1 on dK
+    and dQ."""
+    nowait, one = (0, 0) if wg_wait is None else wg_wait
     sm_scale = (1.0 / D) ** 0.5
     scale = sm_scale * LOG2E
     shape = [B, S, H, D]
@@ -829,10 +833,10 @@ def attn_bwd_dq_layout(B=1, S=128, H=2, D=64, bm=64, bn=64):
             for k in T.Pipelined(T.floordiv(by * bm, bn), T.ceildiv(S, bn), num_stages=2):
                 T.copy(Q[bz, k * bn:(k + 1) * bn, bx, :], q)
                 T.clear(qkT)
-                T.gemm(K_shared, q, qkT, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+                T.gemm(K_shared, q, qkT, transpose_B=True, policy=T.GemmWarpPolicy.FullRow, wg_wait=nowait)
                 T.copy(dO[bz, k * bn:(k + 1) * bn, bx, :], do)
                 T.clear(dsT)
-                T.gemm(V_shared, do, dsT, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+                T.gemm(V_shared, do, dsT, transpose_B=True, policy=T.GemmWarpPolicy.FullRow, wg_wait=nowait)
                 T.wait_wgmma(1)
                 T.copy(lse[bz, bx, k * bn:(k + 1) * bn], lse_shared)
                 for i, j in T.Parallel(bm, bn):
@@ -841,14 +845,15 @@ def attn_bwd_dq_layout(B=1, S=128, H=2, D=64, bm=64, bn=64):
                     qkT[i, j] = T.if_then_else(by * bm + i <= k * bn + j, qkT[i, j], 0)
                 T.wait_wgmma(0)
                 T.copy(qkT, qkT_cast)
-                T.gemm(qkT_cast, do, dv, policy=T.GemmWarpPolicy.FullRow)
+                T.gemm(qkT_cast, do, dv, policy=T.GemmWarpPolicy.FullRow, wg_wait=nowait)
                 T.copy(Delta[bz, bx, k * bn:(k + 1) * bn], delta)
                 for i, j in T.Parallel(bm, bn):
                     dsT_cast[i, j] = qkT[i, j] * (dsT[i, j] - delta[j]) * sm_scale
-                T.gemm(dsT_cast, q, dk, policy=T.GemmWarpPolicy.FullRow)
+                T.gemm(dsT_cast, q, dk, policy=T.GemmWarpPolicy.FullRow, wg_wait=one)
                 T.copy(dsT_cast, dsT_shared)
                 T.clear(dq)
-                T.gemm(dsT_shared, K_shared, dq, transpose_A=True)
+                T.gemm(dsT_shared, K_shared, dq, transpose_A=True, wg_wait=one)
+                T.wait_wgmma(0)
                 for i, j in T.Parallel(bn, D):
                     T.atomic_add(dQ[bz, k * bn + i, bx, j], dq[i, j])
             T.copy(dv, dv_shared)
@@ -869,8 +874,13 @@ def attn_bwd_dq_layout_post(B=1, S=128, H=2, D=64, blk=64):
     return post
 
 
-def attn_bwd_dq_layout_all():
-    return [attn_bwd_dq_layout(), attn_bwd_dq_layout_post()]
+def attn_bwd_dq_layout_all(wg_wait=None):
+    return [attn_bwd_dq_layout(wg_wait=wg_wait), attn_bwd_dq_layout_post()]
+
+
+def attn_bwd_wg_wait():
+    """attn_bwd_dq_layout with TileLang's earlier ``T.gemm(..., wg_wait=-1 / 1)``."""
+    return attn_bwd_dq_layout_all(wg_wait=(-1, 1))
 
 
 def fp8_qk_bf16_pv(B=1, H=2, S=256, D=128, bm=64, bn=64):

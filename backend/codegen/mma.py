@@ -30,6 +30,7 @@ class MmaEmitter:
         # fragment) pairs it may be (one, or after branches or loops, any of several)
         self.in_flight: list[Batch] = []
         self.tid = "tc_tid"  # the thread's index among the threads the MMAs run on
+        self.has_wgmma = False  # does a T.gemm of the kernel run on wgmma (set by declare)
 
     def declare(self, body, depth: int) -> None:
         """One tiled MMA per T.gemm, at the kernel's start."""
@@ -43,6 +44,7 @@ class MmaEmitter:
             if s.family == "simt":
                 continue  # scalar multiply-adds: no tiled MMA
             layout = allocs[s.c].layout
+            self.has_wgmma |= layout.mma == "wgmma"
             a, b = allocs[s.a].buffer, allocs[s.b].buffer
             name = f"tc_mma{len(self.tiled)}"
             self.tiled[id(s)] = name
@@ -163,9 +165,10 @@ class MmaEmitter:
         b_text = gemm_operand(s.b, s.b_index, s.b_part)
         wait = self.wait_of(s)
         note = ""
-        if s.wg_wait == N.NO_WAIT:
+        if s.wg_wait and layout.mma == "wgmma":
             note = "; no wait: in flight until T.wait_wgmma" if wait == N.NO_WAIT else \
-                "; waits: a 16-bit accumulator cannot stay in flight (CuTe DSL repacks it)"
+                "; waits: a 16-bit accumulator cannot stay in flight (CuTe DSL repacks it)" \
+                if wait == 0 else ""
         self.out.comment(depth, f"{_form(s)}({a_text}, {b_text}, {s.c}): {s.c} {_op(s)} {a_text}"
                                 f"{'^T' if s.transpose_a else ''} @ {b_text}{'^T' if s.transpose_b else ''}"
                                 + note)
@@ -269,7 +272,13 @@ class MmaEmitter:
                 self.out.line(depth, f"tcm.fence_registers({ident(c)})", "its MMAs are done")
 
     def wait(self, s: N.WaitWgmma, depth: int) -> None:
-        """``T.wait_wgmma(n)``: at most the last ``n`` batches stay in flight."""
+        """``T.wait_wgmma(n)``: at most the last ``n`` batches stay in flight.  In a kernel
+        whose T.gemms run on no wgmma (mma.sync, SIMT: each completes in its statement)
+        no batch is ever in flight, so nothing is waited for (there, below sm_90a, PTX has
+        no wgmma.wait_group)."""
+        if not self.has_wgmma:
+            self.out.comment(depth, f"T.wait_wgmma({s.pending}): no wgmma batches in this kernel")
+            return
         self.out.use("mma")
         self.out.line(depth, f"tcm.wait_batches({s.pending})")
         self.retire(self.in_flight, s.pending, depth)
@@ -290,7 +299,7 @@ class MmaEmitter:
         16-bit accumulator (CuTe DSL repacks those registers around each wgmma, which is
         wrong while the batch runs; T.wgmma_gemm then waits, which changes only timing)."""
         c = self.buffers.get(s.c)
-        if s.wg_wait == N.NO_WAIT and c is not None and not batch_may_stay_in_flight(c.dtype):
+        if s.wg_wait and c is not None and not batch_may_stay_in_flight(c.dtype):
             return 0
         return s.wg_wait
 
@@ -370,7 +379,7 @@ def merge(p: list, q: list) -> list:
 
 
 def _form(s: N.Gemm) -> str:
-    return "T.wgmma_gemm" if s.wg_wait == N.NO_WAIT else "T.gemm"
+    return "T.wgmma_gemm" if s.wgmma_only else "T.gemm"
 
 
 def _op(s: N.Gemm) -> str:

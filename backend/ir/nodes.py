@@ -790,8 +790,9 @@ class Gemm(Stmt):
     clear_accum: Union[bool, Expr] = False
     # wgmma batches this statement leaves in flight (0: done when it ends); the TMA pass
     # sets 1 for the last statement of a pipelined body, and the loop drains after its end;
-    # NO_WAIT (TileLang's T.wgmma_gemm): wgmma only, and no wait at all: its batch stays in
-    # flight until a WaitWgmma (or a statement touching its registers) waits for it
+    # NO_WAIT (TileLang's T.wgmma_gemm, and T.gemm's wg_wait=-1): no wait at all: its
+    # batch stays in flight until a WaitWgmma (or a statement touching its registers)
+    # waits for it; n > 1 (T.gemm's wg_wait=n): at most n batches left in flight
     wg_wait: int = 0
     loc: Optional[Loc] = _loc()
     # how the block's warps tile (M, N) (TileLang's T.GemmWarpPolicy): "Square" (as square
@@ -814,6 +815,10 @@ class Gemm(Stmt):
     # the instructions it runs on, chosen by the gemm pass: "wgmma", "mma" (mma.sync) or
     # "simt" (scalar multiply-adds on CUDA cores, where no tensor-core MMA serves)
     family: str = ""
+    # TileLang's T.wgmma_gemm: wgmma or an error, never another family (with wg_wait
+    # NO_WAIT).  A T.gemm's wg_wait (TileLang's earlier T.gemm argument) applies where it
+    # runs on wgmma; mma.sync and SIMT complete in the statement, as TileLang's did
+    wgmma_only: bool = False
 
 
 GEMM_POLICIES = ("Square", "FullRow", "FullCol")

@@ -275,8 +275,8 @@ def _stmt(s: N.Stmt, indent: int, out: list[str]) -> None:
     elif isinstance(s, N.Clear):
         out.append(f"{pad}T.clear({s.buffer})")
     elif isinstance(s, N.Gemm):
-        wait = f", wg_wait={s.wg_wait}" if s.wg_wait > 0 else ""
-        fn = "wgmma_gemm" if s.wg_wait == N.NO_WAIT else "gemm"
+        wait = f", wg_wait={s.wg_wait}" if s.wg_wait and not s.wgmma_only else ""
+        fn = "wgmma_gemm" if s.wgmma_only else "gemm"
         policy = f", policy=T.GemmWarpPolicy.{s.policy}" if s.policy != "Square" else ""
         stage = f", stage={expr_str(s.stage)}" if s.stage is not None else ""
         # (the tensor-core families show in C's layout: mma="wgmma" / "mma")

@@ -106,7 +106,9 @@ def _encode(x):
             if f.name == "loc" and value is None or \
                     isinstance(x, nodes.Loc) and f.name == "form" and not value or \
                     isinstance(x, nodes.PrimFunc) and f.name in _FUNC_ATTRS and \
-                    value == f.default:  # TileLang's function attributes, when set
+                    value == f.default or \
+                    isinstance(x, nodes.Gemm) and f.name == "wgmma_only" and not value:
+                # (TileLang's function attributes and T.wgmma_gemm's flag, when set)
                 continue
             out[f.name] = _encode(value)
         return out

@@ -648,6 +648,9 @@ class _Validator:
                 self.expr(s.clear_accum, vars_, bufs)
                 if s.clear_accum.dtype != "bool":
                     self.fail(f"T.gemm's clear_accum is a bool, got {s.clear_accum.dtype}")
+            if s.wgmma_only and s.wg_wait != N.NO_WAIT:
+                self.fail(f"T.wgmma_gemm never waits: its wg_wait is NO_WAIT ({N.NO_WAIT}), "
+                          f"got {s.wg_wait}")
             if s.wg_wait < N.NO_WAIT:
                 self.fail(f"T.gemm's wg_wait is a count of batches >= 0 or NO_WAIT "
                           f"({N.NO_WAIT}), got {s.wg_wait}")

@@ -3006,16 +3006,19 @@ class _Parser:
                                    "1 or 2 (its MFMA packing, for AMD only)")
         a.refuse_unless("mbar", (None,), "tilecute's T.gemm completes (or, with wg_wait=1, "
                                          "leaves one wgmma batch in flight) without an mbarrier")
+        # TileLang's earlier T.gemm: on wgmma, wgmma.wait_group(wg_wait) after the issue
+        # (at most wg_wait batches left in flight), no wait at all for a negative one;
+        # elsewhere (mma.sync) the GEMM completes in the statement and wg_wait is unread
         wait = a.static_int("wg_wait")
-        if wait not in (0, 1):
-            raise a.fail("wg_wait", f"wg_wait={wait}; tilecute keeps 0 or 1 wgmma batches in "
-                                    "flight")
+        if wait < N.NO_WAIT:
+            raise a.fail("wg_wait", f"wg_wait={wait}: a count of wgmma batches left in flight "
+                                    f"(>= 0), or {N.NO_WAIT} for no wait")
         return [self.gemm(a, s, wait)]
 
     def stmt_wgmma_gemm(self, a: _Args, s) -> list[N.Stmt]:
         """TileLang's explicit Hopper GEMM: wgmma only, no wait (``Gemm.wg_wait`` NO_WAIT;
         the gemm pass refuses it where wgmma cannot run it)."""
-        return [self.gemm(a, s, N.NO_WAIT)]
+        return [dataclasses.replace(self.gemm(a, s, N.NO_WAIT), wgmma_only=True)]
 
     def gemm(self, a: _Args, s, wait: int) -> N.Gemm:
         (A, a_index, a_part), (B, b_index, b_part), (C, _, _) = \

@@ -311,7 +311,8 @@ class _Overlap(StmtMutator):
             order), not only once G1 is done."""
             if turns is None:
                 return [dataclasses.replace(g2, wg_wait=1, stage=st)]
-            return [dataclasses.replace(g2, wg_wait=N.NO_WAIT, stage=st), *hand_over(k),
+            # (a T.wgmma_gemm: issued without a wait; it runs on wgmma already)
+            return [dataclasses.replace(g2, wg_wait=N.NO_WAIT, wgmma_only=True, stage=st), *hand_over(k),
                     N.WaitWgmma(1, loc=g2.loc)]
 
         if turns is None:

@@ -137,7 +137,7 @@ class _Kernel:
 
     def fail(self, s, msg: str):
         where = f"{s.loc}: " if getattr(s, "loc", None) else ""
-        form = "T.wgmma_gemm" if s.wg_wait == N.NO_WAIT else "T.gemm"
+        form = "T.wgmma_gemm" if s.wgmma_only else "T.gemm"
         raise GemmError(f"{where}prim_func '{self.func.name}': {form}("
                         f"{gemm_operand(s.a, s.a_index, s.a_part)}, "
                         f"{gemm_operand(s.b, s.b_index, s.b_part)}, {s.c}): {msg}")
@@ -248,7 +248,7 @@ class _Kernel:
                 wgmma_warps(m, n, self.threads // WARPGROUP, s.policy) is None) and \
                 self.threads % WARP == 0 and mma_warps(m, n, self.threads // WARP, s.policy, a_regs):
             family = "mma"  # wgmma cannot tile it with these threads: warp mma.sync, as TileLang
-        if family == "wgmma" and a.dtype not in MMA_TYPES and s.wg_wait != N.NO_WAIT and (
+        if family == "wgmma" and a.dtype not in MMA_TYPES and not s.wgmma_only and (
                 self.threads % WARPGROUP or
                 wgmma_warps(m, n, self.threads // WARPGROUP, s.policy) is None):
             # TileLang runs it on warp mma.sync (int8 m16n8k32, float8 on sm_89+); CuTe DSL
@@ -421,9 +421,9 @@ class _Kernel:
         return buf
 
     def no_fallback(self, s: N.Gemm, family: str, why: str, dtype: str, m: int, n: int) -> None:
-        """T.wgmma_gemm (``wg_wait`` NO_WAIT) runs on wgmma or is an error, never on another
+        """T.wgmma_gemm (``wgmma_only``) runs on wgmma or is an error, never on another
         family (TileLang's rule: it fails rather than fall back)."""
-        if s.wg_wait != N.NO_WAIT or family == "wgmma":
+        if not s.wgmma_only or family == "wgmma":
             return
         if family == "simt":
             reason = why
