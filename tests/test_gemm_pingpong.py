@@ -12,7 +12,7 @@ import pytest
 
 import tilecute
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))
+sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "examples")))
 import gemm as G  # noqa: E402
 
 
