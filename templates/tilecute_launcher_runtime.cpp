@@ -259,6 +259,10 @@ void tc_fail_stream_value(const TcLauncher& L, int64_t value) {
   tc_raise_value_error(L, tc_arg(L, "stream") + "expected a CUDA stream handle >= 0, got " + tc_str(value));
 }
 
+void tc_fail_address(const TcLauncher& L, int64_t value, const char* arg) {
+  tc_raise_value_error(L, tc_arg(L, arg) + "expected a device address >= 0, got " + tc_str(value));
+}
+
 void tc_fail_cuda(const TcLauncher& L, const DLTensor* t, const char* arg) {
   tc_raise_value_error(L, tc_arg(L, arg) + "expected a CUDA tensor, got " + tc_device_name(t->device));
 }

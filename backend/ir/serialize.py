@@ -95,7 +95,8 @@ def _check_depth(doc) -> None:
             stack.extend((v, d + 1) for v in x)
 
 
-_FUNC_ATTRS = ("out_idx", "pass_configs", "compile_flags")
+# PrimFunc fields written only when set: TileLang's function attributes, the pointer params
+_FUNC_ATTRS = ("out_idx", "pass_configs", "compile_flags", "pointers")
 
 
 def _encode(x):
@@ -106,8 +107,9 @@ def _encode(x):
             if f.name == "loc" and value is None or \
                     isinstance(x, nodes.Loc) and f.name == "form" and not value or \
                     isinstance(x, nodes.PrimFunc) and f.name in _FUNC_ATTRS and \
-                    value == f.default:  # TileLang's function attributes, when set
-                continue
+                    value == f.default or \
+                    isinstance(x, nodes.Allocate) and f.name == "address" and value is None:
+                continue  # (TileLang's function attributes and an address, when set)
             out[f.name] = _encode(value)
         return out
     if isinstance(x, (tuple, list)):

@@ -51,7 +51,7 @@ from .forms import cp_async_barrier_noinc, ptx_cp_async  # noqa: F401
 from .forms import async_copy, ptx_commit_group, ptx_wait_group  # noqa: F401
 from .forms import assume, atomic_addx2, atomic_addx4, device_assert, loop_break  # noqa: F401
 from .forms import atomic_or, atomic_store, dp4a  # noqa: F401
-from .forms import reshape, view  # noqa: F401
+from .forms import make_tensor, make_tensor_from_addr, reshape, view  # noqa: F401
 from .forms import stg32, stg64, stg128, stg256, sts32, sts64, sts128  # noqa: F401
 from .forms import parallel  # noqa: F401
 from .ops import ldg32, ldg64, ldg128, ldg256, lds32, lds64, lds128, __ldg  # noqa: F401
@@ -91,6 +91,7 @@ from .values import UnsupportedDType, tilelang_only_dtype
 from .values import Buffer, StridedTensor, Tensor, dyn, dynamic, symbolic  # noqa: F401
 from .values import FragmentBuffer, LocalBuffer, SharedBuffer  # noqa: F401
 from .values import Macro, macro  # noqa: F401
+from .values import ptr  # noqa: F401  (TileLang's T.ptr: pointer parameters, tables of addresses)
 from ..ir import nodes as _N
 
 Serial, Unroll, Vectorized = FORMS["Serial"], FORMS["Unroll"], FORMS["Vectorized"]
@@ -119,7 +120,8 @@ def __getattr__(name: str):
 __all__ = [
     "prim_func", "from_script", "FrontendError", "Tensor", "StridedTensor", "Buffer",
     "SharedBuffer", "FragmentBuffer", "LocalBuffer",
-    "symbolic", "dynamic", "Var", "dtype", "GemmWarpPolicy", "Layout", "macro", *FORMS, *EXPRESSION_HELPERS,
+    "symbolic", "dynamic", "Var", "dtype", "ptr", "GemmWarpPolicy", "Layout", "macro", *FORMS,
+    *EXPRESSION_HELPERS,
     "ldg32", "ldg64", "ldg128", "ldg256", "lds32", "lds64", "lds128", "__ldg",
     *DTYPE_NAMES,
 ]

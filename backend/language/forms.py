@@ -217,6 +217,22 @@ def reshape(src, shape, *, layout=None):
     ``layout`` (lowered IR)."""
 
 
+@_form("alloc")
+def make_tensor(ptr, shape, dtype="float32", strides=None):
+    """``A = T.make_tensor(a_ptr, (m, k), T.float16)``: a global tensor over the memory at
+    a pointer parameter (``a_ptr: T.ptr``), at the top of the body or in a ``T.Kernel``;
+    ``T.make_tensor(ptrs[g], shape, dtype)``, inside a ``T.Kernel``: at the address an
+    int64 expression holds (an entry of a table ``ptrs: T.Tensor([G], T.ptr)``, read where
+    the statement stands).  Row-major, or with ``strides``; dims are expressions of
+    constants, symbols, scalar parameters and lets.  Never copied by TMA."""
+
+
+@_form("alloc")
+def make_tensor_from_addr(addr, shape, dtype="float32", strides=None, storage_scope="global"):
+    """``T.make_tensor`` of an int64 address (TileLang's spelling for an address that is
+    not a pointer parameter); ``storage_scope`` global only."""
+
+
 # ---- tile statements --------------------------------------------------------------------
 @_form("stmt")
 def copy(src, dst, *, coalesced_width=None, disable_tma=False, eviction_policy=None,
@@ -753,7 +769,7 @@ _UNSUPPORTED_WHY = {
 }
 
 TILELANG_ONLY = frozenset("""
-    Fragment ptr make_tensor make_tensor_from_addr
+    Fragment
     alloc_cluster_barrier alloc_tmem alloc_descriptor empty allocate
     copy_cluster tma_gather4 tma_scatter4 tma_load tma_load_2sm gemm_sp
     tcgen05_gemm

@@ -41,15 +41,11 @@ from . import forms as F
 from . import layouts as L
 from . import bits as B
 from . import ops
-from .values import (DType, GemmWarpPolicy, Layout, Macro, TensorSpec, _TensorProxy, dtype_name,
-                     dynamic, plain_signature, signature_error)
+from .values import (DType, GemmWarpPolicy, Layout, Macro, Pointer, TensorSpec, _TensorProxy,
+                     dtype_name, dynamic, plain_signature, signature_error, tensor_dtype_name)
+from .values import POINTER_DTYPE
 
 MAX_PARALLEL_DIMS = 8
-
-
-def _is_ptr(x) -> bool:
-    """Is ``x`` TileLang's ``T.ptr`` (a pointer type), called or not?"""
-    return isinstance(x, F.Unsupported) and x.__name__ == "ptr"
 
 
 def empty_args(name: str, args: list, kw: dict, fail) -> tuple:
@@ -398,6 +394,11 @@ class _Parser:
         self.assumed_divisors: dict[str, int] = {}
         self.scalar_params: set[str] = set()  # set by parse  # T.assume(N % k == 0): symbol -> k
         self.workspaces: list[N.Buffer] = []  # T.alloc_global
+        self.pointers: list[str] = []  # the `p: T.ptr` parameters
+        # `A = T.make_tensor(p, shape, dtype)` at the top level of the body: (program name,
+        # buffer, address, statement), allocated at the start of each T.Kernel that follows
+        self.top_tensors: list[tuple[str, N.Buffer, N.Expr, ast.stmt]] = []
+        self.address_tensors: set[str] = set()  # the buffers T.make_tensor made
         self.used_names.add(self.fname)  # the function's own name is taken too
         self.in_kernel = False
         self.in_ws = False  # inside `with T.ws(...)` (or a branch made a region)
@@ -570,7 +571,8 @@ class _Parser:
                           tuple(kernels), tuple(self.symbols.values()), loc=self.loc(fn),
                           workspaces=tuple(b.name for b in self.workspaces),
                           out_idx=tuple(range(-len(outputs), 0)) if outputs else None,
-                          pass_configs=self.pass_configs, compile_flags=self.compile_flags)
+                          pass_configs=self.pass_configs, compile_flags=self.compile_flags,
+                          pointers=tuple(self.pointers))
         if self.assumed_divisors:  # T.assume(N % k == 0): N promises k (stmt_assume)
             from ..ir.visitor import substitute
 
@@ -772,13 +774,9 @@ class _Parser:
                 raise self.error(arg, f"parameter '{name}': {spec.form}({what}={_show(value)}) "
                                       "is not supported (tilecute's tensor parameters are "
                                       "global tensors passed in by the caller)")
-            if _is_ptr(spec.dtype):
-                raise self.error(arg, f"parameter '{name}': {spec.form}(..., T.ptr) is not "
-                                      "supported: tilecute has no pointer parameters (TileLang "
-                                      "passes a table of device addresses that T.make_tensor "
-                                      "turns into tensors); pass each tensor as a parameter")
             try:
-                dt = dtype_name(spec.dtype)
+                # T.ptr: a table of addresses, int64 (TileLang's _normalize_tensor_dtype)
+                dt = tensor_dtype_name(spec.dtype)
             except UnknownDTypeError as e:
                 raise self.error(arg, f"parameter '{name}': {e}") from None
             shape = tuple(self.dim(arg, d, name) for d in spec.shape)
@@ -800,14 +798,36 @@ class _Parser:
             var = N.Var(name, dt)
             self.bind(name, var)
             return var
+        if isinstance(spec, Pointer):
+            return self.pointer_param(arg, spec)
         if isinstance(spec, F.Unsupported):  # T.handle (TVM's opaque pointer) ...
             raise self.error(arg, f"parameter '{name}': {spec.message()}; declare it "
-                                  "T.Tensor(shape, dtype)")
-        if _is_ptr(spec):
-            raise self.error(arg, f"parameter '{name}': T.ptr is not supported: tilecute has no "
-                                  "pointer parameters; pass a tensor (T.Tensor(shape, dtype))")
+                                  "T.Tensor(shape, dtype) (or T.ptr, a device address)")
         raise self.error(arg, f"parameter '{name}': annotation must be T.Tensor(...), "
                               f"T.StridedTensor(...) or a dtype, got {spec!r}")
+
+    def pointer_param(self, arg: ast.arg, spec: Pointer) -> N.Var:
+        """``a_ptr: T.ptr`` (``T.ptr(dtype)``): a device address, an int64 scalar the caller
+        passes as a tensor (its data pointer) or an int; ``T.make_tensor(a_ptr, ...)``
+        views the memory there.  TileLang annotates the pointer with a pointee dtype, which
+        nothing reads (T.make_tensor's dtype decides), so any dtype is taken."""
+        name = arg.arg
+        if spec.dtype is not None:
+            try:
+                dtype_name(spec.dtype)
+            except UnknownDTypeError as e:
+                raise self.error(arg, f"parameter '{name}': T.ptr({spec.dtype!r}): {e}") from None
+        if spec.storage_scope != "global":
+            raise self.error(arg, f"parameter '{name}': T.ptr(storage_scope="
+                                  f"{spec.storage_scope!r}) is not supported: a pointer "
+                                  "parameter is a global (device memory) address")
+        if spec.is_size_var:
+            raise self.error(arg, f"parameter '{name}': T.ptr(is_size_var=True) is not "
+                                  "supported: a pointer is no size")
+        var = N.Var(name, POINTER_DTYPE)
+        self.pointers.append(name)
+        self.bind(name, var)
+        return var
 
     def dim(self, node, d, name) -> N.Expr:
         if isinstance(d, N.Const) and N.is_int(d.dtype) and not isinstance(d.value, bool):
@@ -904,6 +924,8 @@ class _Parser:
                     self.macro_of(s.value.func) is not None:  # a macro holding T.Kernel blocks
                 return self.top_level_macro(s)
             if isinstance(s, ast.Assign) and self.is_alloc_global(s.value):
+                return self.assign(s)
+            if isinstance(s, ast.Assign) and self.is_make_tensor(s.value):
                 return self.assign(s)
             if isinstance(s, ast.Assign) and self.try_python_assign(s):
                 return []
@@ -1166,7 +1188,7 @@ class _Parser:
         self.kernel_notes = {"min_blocks_per_sm": 0, "producer_regs": 0, "consumer_regs": 0,
                              "reg_alloc": True, "safe_values": ()}
         try:
-            body = self.block(s.body)
+            body = self.top_tensor_views(s) + self.block(s.body)
         finally:
             self.in_kernel = False
             self.pop()
@@ -2042,6 +2064,102 @@ class _Parser:
         self.bind(name, _BufferRef(buf))
         return []
 
+    def is_make_tensor(self, value) -> bool:
+        if not isinstance(value, ast.Call):
+            return False
+        form = self.form_of(value.func)
+        return form is not None and form.__name__ in ("make_tensor", "make_tensor_from_addr")
+
+    def make_tensor(self, name: str, form: str, a: _Args, s) -> list[N.Stmt]:
+        """``A = T.make_tensor(ptr, shape, dtype="float32", strides=None)`` and
+        ``T.make_tensor_from_addr(addr, ...)``: TileLang's global tensor at an address, a
+        pointer parameter (``p: T.ptr``) or an int64 expression (``ptrs[g]``, an entry of a
+        table ``T.Tensor([G], T.ptr)``): an ``Allocate`` with ``address``, read where it
+        stands.  At the top level of the body (a pointer parameter's, or an address of
+        scalar parameters) it is allocated at the start of each T.Kernel that follows."""
+        what = f"'{name}'"
+        src = "ptr" if form == "make_tensor" else "addr"
+        if form == "make_tensor_from_addr":
+            a.refuse_unless("storage_scope", ("global",), "a tensor at an address is in global "
+                                                          "memory in tilecute")
+        address = a.value(src)
+        if isinstance(address, _DataRef) and form == "make_tensor":
+            # T.make_tensor(A.data, shape, dtype): TileLang's buffer over A's storage, a view
+            if a.value("strides") is not None:
+                raise a.fail("strides", f"{what}: a tensor over another buffer's storage "
+                                        "(`buf.data`) is row-major from its first element")
+            return self.alloc_view(name, a, s, _BufferRef(address.buffer), a.value("shape"),
+                                   a.value("dtype"), "ptr", exact=False)
+        if isinstance(address, N.Expr) and address.dtype == "uint64":
+            address = N.cast(address, POINTER_DTYPE)
+        if not isinstance(address, N.Expr) or address.dtype != POINTER_DTYPE:
+            got = f"a {address.dtype} value {_show(address)}" if isinstance(address, N.Expr) \
+                else f"the {address.buffer.scope} buffer '{address.buffer.name}'" \
+                if isinstance(address, _BufferRef) else _show(address)
+            raise a.fail(src, f"{what}: {src} is a pointer: a `T.ptr` parameter or a 64-bit "
+                              "integer address (an entry of a table `T.Tensor([n], T.ptr)`, "
+                              f"which is int64); got {got}")
+        if not self.in_kernel and any(isinstance(x, N.Load) for x in _walk_exprs(address)):
+            raise a.fail(src, f"{what}: at the top level of the body the address is a pointer "
+                              "parameter or an expression of scalar parameters (nothing reads "
+                              "device memory there); read a table inside the T.Kernel")
+        shape = a.value("shape")
+        shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
+        dims = tuple(self.tensor_dim(a, "shape", what, d, x, positive=True)
+                     for d, x in enumerate(shape))
+        strides = a.value("strides")
+        if strides is not None:
+            strides = tuple(strides) if isinstance(strides, (tuple, list)) else (strides,)
+            if len(strides) != len(dims):
+                raise a.fail("strides", f"{what}: {len(strides)} strides for {len(dims)} dims")
+            strides = tuple(self.tensor_dim(a, "strides", what, d, x, positive=False)
+                            for d, x in enumerate(strides))
+        try:
+            dt = tensor_dtype_name(a.value("dtype"))
+        except UnknownDTypeError as e:
+            raise a.fail("dtype", f"{what}: {e}") from None
+        if DTYPES[dt].pack > 1:
+            raise a.fail("dtype", f"{what}: a {dt} tensor at an address is not supported "
+                                  "(its elements are packed two a byte)")
+        buf = N.Buffer(name if not self.in_kernel else self.fresh(name), dt, dims, "global",
+                       strides)
+        self.bind(name, _BufferRef(buf))
+        self.address_tensors.add(buf.name)
+        if not self.in_kernel:
+            self.top_tensors.append((name, buf, address, s))
+            return []
+        return [N.Allocate(buf, loc=self.loc(s), address=address)]
+
+    def tensor_dim(self, a: _Args, arg: str, what: str, d: int, x, positive: bool) -> N.Expr:
+        """Dim (or stride) ``d`` of a T.make_tensor: an int, or an integer expression of
+        constants, symbols, scalar parameters and the kernel's names that reads no memory."""
+        if isinstance(x, int) and not isinstance(x, bool):
+            if positive and x <= 0:
+                raise a.fail(arg, f"{what}: dim {d} is {x}; a static dim is positive")
+            return N.Const(x, "int32" if -2 ** 31 <= x < 2 ** 31 else "int64")
+        if not _is_ir(x) or not N.is_int(x.dtype) or x.dtype == "bool" or \
+                any(isinstance(v, N.Load) for v in _walk_exprs(x)):
+            raise a.fail(arg, f"{what}: {arg}[{d}] is {_show(x)}; it is an int or an integer "
+                              "expression of constants, symbols, scalar parameters and the "
+                              "kernel's names that reads no memory (bind a value read from "
+                              "memory to a name first)")
+        self.note_symbols(tuple(v for v in _walk_exprs(x) if isinstance(v, N.Var)
+                                and v.name not in self.used_names))
+        return x if x.dtype in N.DIM_DTYPES else N.cast(x, "int32")
+
+    def top_tensor_views(self, s) -> tuple[N.Stmt, ...]:
+        """The top-level T.make_tensor tensors, allocated at the start of the T.Kernel being
+        parsed (each under a name of its own in each kernel)."""
+        out = []
+        for name, buf, address, st in self.top_tensors:
+            view = dataclasses.replace(buf, name=self.fresh(buf.name)) \
+                if buf.name in self.used_names else buf
+            self.used_names.add(view.name)
+            self.address_tensors.add(view.name)
+            self.bind(name, _BufferRef(view))
+            out.append(N.Allocate(view, loc=self.loc(st), address=address))
+        return tuple(out)
+
     def tensor_proxy(self, func_node):
         """The ``T.Tensor`` / ``T.Buffer`` proxy a call names, or None."""
         try:
@@ -2093,6 +2211,10 @@ class _Parser:
                                   "it as the kernel's first statement)")
         base = src.buffer
         root = self.view_roots.get(base.name, base)
+        if root.name in self.address_tensors:
+            raise a.fail(src_arg, f"'{name}': '{base.name}' is a tensor at an address "
+                                  "(T.make_tensor); make the view with T.make_tensor of the "
+                                  "same address instead")
         what = f"{self.form_text(a)}"
         if shape is None:
             shape = tuple(d.value if isinstance(d, N.Const) else d for d in base.shape)
@@ -2159,6 +2281,8 @@ class _Parser:
                                       "takes shape, dtype and scope)")
             if a.value("scope") == "global":  # TileLang's T.alloc_global is this call
                 return self.alloc_global(name, a, s)
+        if form.__name__ in ("make_tensor", "make_tensor_from_addr"):
+            return self.make_tensor(name, form.__name__, self.args(form, call), s)
         if form.__name__ in ("view", "reshape"):
             a = self.args(form, call)
             return self.alloc_view(name, a, s, a.value("src"), a.value("shape"),
