@@ -137,6 +137,8 @@ TC_COLD void tc_fail_contiguous_unless_empty(const TcLauncher& L, const DLTensor
                                            const char* dtype);
 [[noreturn]] TC_COLD void tc_fail_stream_value(const TcLauncher& L, int64_t value);
 [[noreturn]] TC_COLD void tc_fail_address(const TcLauncher& L, int64_t value, const char* arg);
+[[noreturn]] TC_COLD void tc_fail_address_align(const TcLauncher& L, int64_t address, const char* arg,
+                                                uintptr_t align);
 [[noreturn]] TC_COLD void tc_fail_cuda(const TcLauncher& L, const DLTensor* t, const char* arg);
 [[noreturn]] TC_COLD void tc_fail_same_device(const TcLauncher& L, const DLTensor* t, const char* arg,
                                               int device_id, const char* first);
@@ -525,7 +527,7 @@ inline int64_t tc_pointer_arg(const TVMFFIAny& any, const char* arg, const DLTen
 
 inline void tc_check_address_align(int64_t address, const char* arg, uintptr_t align) {
   if (TC_UNLIKELY(static_cast<uintptr_t>(address) % align != 0)) {
-    tc_fail_align(tc_launcher, reinterpret_cast<const void*>(static_cast<uintptr_t>(address)), arg, align);
+    tc_fail_address_align(tc_launcher, address, arg, align);
   }
 }
 
