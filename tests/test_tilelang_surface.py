@@ -120,6 +120,8 @@ CALLS = {
     "sts32": ("stmt", "s[0, 0:2], bx"), "sts64": ("stmt", "s[0, 0:4], T.ldg64(C[0:2])"),
     "sts128": ("stmt", "s[0, 0:8], T.ldg128(C[0:4])"),
     "view": ("alloc", "s"), "reshape": ("alloc", "s, (4096,)"),
+    "ptr": ("param", ""), "make_tensor": ("alloc", "A.data, (64,)"),
+    "make_tensor_from_addr": ("alloc", "T.int64(0), (64,)"),
     "symbolic": ("dim", '"K"'), "dynamic": ("dim", '"K"'), "Layout": ("layout", '"blocked"'),
     **{name: ("expr", "1.0") for name in T.DTYPE_NAMES},
 }

@@ -812,6 +812,8 @@ class _Parser:
         views the memory there.  TileLang annotates the pointer with a pointee dtype, which
         nothing reads (T.make_tensor's dtype decides), so any dtype is taken."""
         name = arg.arg
+        if spec.error:
+            raise self.error(arg, f"parameter '{name}': {spec.error}")
         if spec.dtype is not None:
             try:
                 dtype_name(spec.dtype)

@@ -134,14 +134,25 @@ class Pointer:
     dtype)`` views; as the dtype of a tensor (``T.Tensor([G], T.ptr)``) int64, a table of
     addresses (TileLang's ``_normalize_tensor_dtype``).  ``dtype`` (the pointee TileLang
     annotates the pointer with; T.make_tensor's own dtype decides how the memory reads),
-    ``storage_scope`` and ``is_size_var`` are kept for the parser to check."""
+    ``storage_scope`` and ``is_size_var`` are kept for the parser to check; ``error`` says
+    why a call's arguments did not fit TileLang's signature (reported at the parameter)."""
 
-    def __init__(self, dtype=None, storage_scope: str = "global", is_size_var: bool = False):
+    def __init__(self, dtype=None, storage_scope: str = "global", is_size_var: bool = False,
+                 error: str = ""):
         self.dtype, self.storage_scope, self.is_size_var = dtype, storage_scope, is_size_var
+        self.error = error
 
-    def __call__(self, dtype=None, storage_scope: str = "global", *,
-                 is_size_var: bool = False) -> "Pointer":
+    def spec(self, dtype=None, storage_scope="global", *, is_size_var=False) -> "Pointer":
         return Pointer(dtype, storage_scope, is_size_var)
+
+    @property
+    def __signature__(self) -> inspect.Signature:
+        return plain_signature(self.spec)
+
+    def __call__(self, *args, **kwargs) -> "Pointer":
+        error = signature_error("T.ptr", plain_signature(self.spec), [repr(a) for a in args],
+                                kwargs)
+        return Pointer(error=error) if error else self.spec(*args, **kwargs)
 
     def __repr__(self) -> str:
         return "T.ptr" if self.dtype is None else f"T.ptr({self.dtype!r})"
