@@ -178,6 +178,43 @@ def test_top_level_tensor_in_each_kernel():
     assert plan.abi.args[0] == PointerArg("x_ptr", "int64", 16)
 
 
+def eager_pointer_gemm():
+    """TileLang's eager jit style: pointer parameters in the signature, the shapes and dtypes
+    specialization arguments, the tensors made at the top of the body."""
+
+    @tilecute.jit
+    def mm_ptr(A: T.ptr, B: T.ptr, C: T.ptr, M: int, N: int, K: int, dtype: T.dtype,
+               out_dtype: T.dtype, block_M: int = 64, block_N: int = 64, block_K: int = 32):
+        A = T.make_tensor(A, (M, K), dtype)
+        B = T.make_tensor(B, (K, N), dtype)
+        C = T.make_tensor(C, (M, N), out_dtype)
+        with T.Kernel(T.ceildiv(M, block_M), T.ceildiv(N, block_N), threads=128) as (bm, bn):
+            A_s = T.alloc_shared((block_M, block_K), dtype)
+            B_s = T.alloc_shared((block_K, block_N), dtype)
+            acc = T.alloc_fragment((block_M, block_N), out_dtype)
+            T.clear(acc)
+            for ko in T.Pipelined(T.ceildiv(K, block_K), num_stages=3):
+                T.copy(A[bm * block_M, ko * block_K], A_s)
+                T.copy(B[ko * block_K, bn * block_N], B_s)
+                T.gemm(A_s, B_s, acc)
+            T.copy(acc, C[bm * block_M, bn * block_N])
+
+    return mm_ptr
+
+
+def test_eager_pointer_parameters(cache_dir):
+    mm_ptr = eager_pointer_gemm()
+    for dtype in (T.float16, T.bfloat16):
+        kernel = mm_ptr.compile(A=T.ptr(), B=T.ptr(), C=T.ptr(), M=256, N=256, K=256,
+                                dtype=dtype, out_dtype=T.float32)
+        assert "mm_ptr(A: ptr, B: ptr, C: ptr)" in repr(kernel)
+    f = mm_ptr.get_tir(A=T.ptr(), B=T.ptr(), C=T.ptr(), M=256, N=256, K=256, dtype=T.float16,
+                       out_dtype=T.float32)
+    assert f.pointers == ("A", "B", "C")
+    # the tensors are named apart from the pointer parameters they view
+    assert [a.buffer.name for a in _stmts(f, N.Allocate)][:3] == ["A_1", "B_1", "C_1"]
+
+
 # ---- lowering: no TMA for tensors at an address ---------------------------------------------
 def test_pointer_gemm_abi_and_cubins(tmp_path):
     f = pointer_gemm()
@@ -334,6 +371,21 @@ def test_pointer_gemm_on_gpu():
     c3 = torch.zeros(m, n, device="cuda", dtype=torch.float32)
     kernel(a3, b3.data_ptr(), c3, m, n, k)
     torch.testing.assert_close(c3, a3.float() @ b3.float().T, atol=1e-2, rtol=1e-2)
+
+
+@pytest.mark.gpu
+def test_eager_pointer_gemm_on_gpu():
+    import torch
+
+    mm_ptr = eager_pointer_gemm()
+    a = torch.randn(512, 256, device="cuda", dtype=torch.float16)
+    b = torch.randn(256, 384, device="cuda", dtype=torch.float16)
+    c = torch.empty(512, 384, device="cuda", dtype=torch.float32)
+    mm_ptr(a, b, c, 512, 384, 256, torch.float16, torch.float32)
+    torch.testing.assert_close(c, a.float() @ b.float(), atol=1e-2, rtol=1e-2)
+    c2 = torch.empty_like(c)
+    mm_ptr(a.data_ptr(), b.data_ptr(), c2.data_ptr(), 512, 384, 256, torch.float16, torch.float32)
+    torch.testing.assert_close(c2, c)
 
 
 @pytest.mark.gpu
