@@ -152,7 +152,21 @@ class ScalarArg:
     kind: str = field(default="scalar", init=False)
 
 
-Arg = Union[TensorArg, ScalarArg]
+@dataclass(frozen=True)
+class PointerArg:
+    """A device address the caller passes (TileLang's ``p: T.ptr``): a tensor, whose data
+    pointer (data + byte_offset) it is, on the launch device; or an int.  The kernels take
+    it as an int64 scalar parameter.  ``align``: the bytes the kernels assume it is a
+    multiple of (their vector accesses through ``T.make_tensor`` views of it), which the
+    launcher checks."""
+
+    name: str
+    dtype: str = "int64"
+    align: int = 1
+    kind: str = field(default="pointer", init=False)
+
+
+Arg = Union[TensorArg, ScalarArg, PointerArg]
 
 
 def _dim_from_json(x) -> Dim:
@@ -259,8 +273,8 @@ class KernelParam:
     """One parameter of one ``@cute.kernel``, in cubin order.
 
     ``kind``: ``"pointer"`` (the data pointer of tensor argument ``source``),
-    ``"scalar"`` (scalar argument ``source``, or symbol ``source`` when
-    ``from_symbol``), ``"tma_desc"`` (a TMA descriptor over tensor argument
+    ``"scalar"`` (scalar argument ``source``, the int64 address of pointer argument
+    ``source``, or symbol ``source`` when ``from_symbol``), ``"tma_desc"`` (a TMA descriptor over tensor argument
     ``source``, 128 bytes passed by value, encoded per launch from ``tma``), or
     ``"grid_barrier"`` (the pointer to the 32-bit word of ``T.sync_grid()``'s barrier,
     which the launcher owns per device; ``source`` empty).
@@ -361,6 +375,8 @@ class LaunchABI:
                     **({"offsets_int64": True} if a.offsets_int64 else {}),
                     **({"workspace": True} if a.workspace else {}),
                 }
+            if isinstance(a, PointerArg):
+                return {"kind": "pointer", "name": a.name, "dtype": a.dtype, "align": a.align}
             return {"kind": "scalar", "name": a.name, "dtype": a.dtype}
 
         def param_dict(p: KernelParam) -> dict:
@@ -418,6 +434,8 @@ class LaunchABI:
                     offsets_int64=a.get("offsets_int64", False),
                     workspace=a.get("workspace", False),
                 )
+            if a["kind"] == "pointer":
+                return PointerArg(a["name"], a["dtype"], a["align"])
             return ScalarArg(a["name"], a["dtype"])
 
         def param(p: dict) -> KernelParam:

@@ -136,6 +136,9 @@ TC_COLD void tc_fail_contiguous_unless_empty(const TcLauncher& L, const DLTensor
 [[noreturn]] TC_COLD void tc_fail_int_kind(const TcLauncher& L, const TVMFFIAny& any, const char* arg,
                                            const char* dtype);
 [[noreturn]] TC_COLD void tc_fail_stream_value(const TcLauncher& L, int64_t value);
+[[noreturn]] TC_COLD void tc_fail_address(const TcLauncher& L, int64_t value, const char* arg);
+[[noreturn]] TC_COLD void tc_fail_address_align(const TcLauncher& L, int64_t address, const char* arg,
+                                                uintptr_t align);
 [[noreturn]] TC_COLD void tc_fail_cuda(const TcLauncher& L, const DLTensor* t, const char* arg);
 [[noreturn]] TC_COLD void tc_fail_same_device(const TcLauncher& L, const DLTensor* t, const char* arg,
                                               int device_id, const char* first);
@@ -501,6 +504,33 @@ inline int64_t tc_int_arg(const TVMFFIAny& any, const char* arg, const char* dty
   return value;
 }
 
+// A pointer argument (TileLang's T.ptr): a tensor, whose data pointer (data + byte_offset) it
+// is (`*tensor` set, for the device checks), an int address, an opaque pointer, or None (the
+// null address), as TileLang's backends take one.
+inline int64_t tc_pointer_arg(const TVMFFIAny& any, const char* arg, const DLTensor** tensor) {
+  switch (any.type_index) {
+    case kTVMFFIDLTensorPtr:
+    case kTVMFFITensor:
+      *tensor = tc_tensor_arg(any, arg);
+      return static_cast<int64_t>(reinterpret_cast<uintptr_t>(tc_data_ptr(*tensor)));
+    case kTVMFFIInt:
+      if (TC_UNLIKELY(any.v_int64 < 0)) tc_fail_address(tc_launcher, any.v_int64, arg);
+      return any.v_int64;
+    case kTVMFFIOpaquePtr:
+      return static_cast<int64_t>(reinterpret_cast<uintptr_t>(any.v_ptr));
+    case kTVMFFINone:
+      return 0;
+    default:
+      tc_fail_kind(tc_launcher, any, arg, "a tensor (its data pointer) or an int address");
+  }
+}
+
+inline void tc_check_address_align(int64_t address, const char* arg, uintptr_t align) {
+  if (TC_UNLIKELY(static_cast<uintptr_t>(address) % align != 0)) {
+    tc_fail_address_align(tc_launcher, address, arg, align);
+  }
+}
+
 // float and int are accepted; bool is not.
 inline double tc_float_arg(const TVMFFIAny& any, const char* arg) {
   if (any.type_index == kTVMFFIFloat) return any.v_float64;
@@ -542,6 +572,27 @@ inline void tc_check_cuda(const DLTensor* t, const char* arg) {
 
 inline void tc_check_same_device(const DLTensor* t, const char* arg, int device_id, const char* first) {
   if (TC_UNLIKELY(t->device.device_id != device_id)) tc_fail_same_device(tc_launcher, t, arg, device_id, first);
+}
+
+// A pointer argument given as a tensor (`t`; nullptr for an int address): a CUDA tensor on the
+// launch device, which the first tensor argument ('first') fixed.
+inline void tc_check_pointer_device(const DLTensor* t, const char* arg, int device_id, const char* first) {
+  if (t == nullptr) return;
+  tc_check_cuda(t, arg);
+  tc_check_same_device(t, arg, device_id, first);
+}
+
+// The same with no tensor argument: the first pointer argument given as a tensor fixes the
+// launch device (`*device_id` < 0 until then).
+inline void tc_pointer_device(const DLTensor* t, const char* arg, int* device_id, const char** first) {
+  if (t == nullptr) return;
+  tc_check_cuda(t, arg);
+  if (*device_id < 0) {
+    *device_id = t->device.device_id;
+    *first = arg;
+    return;
+  }
+  tc_check_same_device(t, arg, *device_id, *first);
 }
 
 // -- grids: within the CUDA limits, and a multiple of the cluster

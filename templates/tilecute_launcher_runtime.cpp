@@ -259,6 +259,18 @@ void tc_fail_stream_value(const TcLauncher& L, int64_t value) {
   tc_raise_value_error(L, tc_arg(L, "stream") + "expected a CUDA stream handle >= 0, got " + tc_str(value));
 }
 
+void tc_fail_address(const TcLauncher& L, int64_t value, const char* arg) {
+  tc_raise_value_error(L, tc_arg(L, arg) + "expected a device address >= 0, got " + tc_str(value));
+}
+
+void tc_fail_address_align(const TcLauncher& L, int64_t address, const char* arg, uintptr_t align) {
+  const void* ptr = reinterpret_cast<const void*>(static_cast<uintptr_t>(address));
+  tc_raise_value_error(L, tc_arg(L, arg) + "expected an address aligned to " + tc_str(align) +
+                              " bytes (what the kernel's accesses through T.make_tensor assume), got " +
+                              tc_hex(ptr) + " (" + tc_str(static_cast<int64_t>(address % align)) +
+                              " bytes past a " + tc_str(align) + "-byte boundary)");
+}
+
 void tc_fail_cuda(const TcLauncher& L, const DLTensor* t, const char* arg) {
   tc_raise_value_error(L, tc_arg(L, arg) + "expected a CUDA tensor, got " + tc_device_name(t->device));
 }

@@ -1,6 +1,6 @@
-"""TVMScript's buffer and variable forms as TileLang programs write them: ``T.handle`` /
-``T.ptr`` parameters bound by ``T.match_buffer`` (or TileLang's ``T.make_tensor``) at the
-top of the body, symbols declared ``n = T.int32()`` / ``T.var("int32")``, ``T.decl_buffer``,
+"""TVMScript's buffer and variable forms as TileLang programs write them: ``T.handle``
+parameters bound by ``T.match_buffer`` (or TileLang's ``T.make_tensor``) at the top of the
+body (``T.ptr`` parameters are pointers: tests/test_pointers.py), symbols declared ``n = T.int32()`` / ``T.var("int32")``, ``T.decl_buffer``,
 ``T.buffer``, ``T.meta_var``.  A matched parameter is the tensor ``A: T.Tensor(shape,
 dtype)`` would declare (``T.StridedTensor`` with ``strides=``): the same IR, the same launch
 ABI.  CPU: IR, ABI, sm_90a cubins, the refusals naming their argument and line; GPU: the
@@ -43,9 +43,9 @@ def _scale_match():
     return scale
 
 
-def _scale_ptr():
+def _scale_ptr():  # TileLang's T.make_tensor on a T.handle: its Tensor.from_ptr, a match
     @T.prim_func
-    def scale(a: T.ptr, b: T.ptr):
+    def scale(a: T.handle, b: T.handle):
         m, n = T.dynamic("m, n")
         A = T.make_tensor(a, (m, n), T.float16)
         B = T.make_tensor(b, (m, n), T.float32)
@@ -226,14 +226,13 @@ def test_match_buffer_refuses_what_it_does_not_honor(arg, value, why):
 @pytest.mark.parametrize("body, params, why", [
     ("", "a: T.handle", "parameter 'a': T.handle is bound by no `A = T.match_buffer(a, shape, "
                         "dtype)`"),
-    ("", "a: T.ptr", "parameter 'a': T.ptr is bound by no"),
     ("A = T.match_buffer(a, (4,))", 'a: T.handle("float32", "shared")',
      "T.handle(storage_scope='shared') is not supported"),
     ("A = T.match_buffer(a)", "a: T.handle", "the shape must be given"),
     ("A = T.match_buffer(a, (4,))\nB = T.match_buffer(a, (4,))", "a: T.handle",
      "parameter 'a' is already bound to 'A'"),
     ("A = T.match_buffer(B, (4,))", 'a: T.handle, B: T.Tensor((4,), "float32")',
-     "param must be a T.handle / T.ptr parameter of bad (it is another kind of parameter)"),
+     "param must be a T.handle parameter of bad (it is another kind of parameter)"),
     ("B = T.match_buffer(a, (4,))", 'a: T.handle, B: T.Tensor((4,), "float32")',
      "'B' is already a parameter"),
     ("A = T.match_buffer(a, (m,))", "a: T.handle, m: T.int32",
@@ -242,7 +241,7 @@ def test_match_buffer_refuses_what_it_does_not_honor(arg, value, why):
      "TVM's match of a buffer region"),
     ("A = T.match_buffer(a, (4,), bogus=1)", "a: T.handle",
      "T.match_buffer: got an unexpected keyword argument 'bogus'"),
-    ("A = T.make_tensor(a, (4,), T.float32, (1,), 7)", "a: T.ptr",
+    ("A = T.make_tensor(a, (4,), T.float32, (1,), 7)", "a: T.handle",
      "T.make_tensor: unexpected positional argument 5 (`7`)"),
     ("M = T.const('M')", "A: T.Tensor((4,), \"float32\")",
      "T.const declares the dims of a @tilecute.jit eager kernel"),
@@ -261,8 +260,8 @@ def late(a: T.handle, B: T.Tensor((4,), "float32")):
     with T.Kernel(1, threads=32):
         A = T.match_buffer(a, (4,), T.float32)
 '''
-    with pytest.raises(FrontendError, match=r"<script>:7: .*T.match_buffer binds a T.handle / "
-                                            r"T.ptr parameter to a tensor at the top"):
+    with pytest.raises(FrontendError, match=r"<script>:7: .*T.match_buffer binds a T.handle "
+                                            r"parameter to a tensor at the top"):
         T.from_script(text)
     with pytest.raises(FrontendError, match=r"<script>:8: .*T.match_buffer after other "
                                             r"statements"):
@@ -273,7 +272,7 @@ def late(a: T.handle, B: T.Tensor((4,), "float32")):
 
 def test_eager_match_buffer_is_refused_naming_the_form():
     with pytest.raises(FrontendError, match=r"test_match_buffer.py:\d+: .*T.match_buffer in an "
-                                            r"eager kernel .* is not supported by tilecute: "
+                                            r"eager kernel is not supported by tilecute: "
                                             r"declare the tensor in the body"):
         @tilecute.jit
         def add_one(A: T.ptr, block: int = 64):

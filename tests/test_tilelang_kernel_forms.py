@@ -87,28 +87,6 @@ def test_gpu_disable_tma_matmul():
     torch.testing.assert_close(c, a.float() @ b.float().T, rtol=1e-2, atol=1e-2)
 
 
-# ---- T.ptr -------------------------------------------------------------------------------
-def test_pointer_table_parameter_is_refused_by_name():
-    with pytest.raises(FrontendError, match=r"test_tilelang_kernel_forms.py:\d+: .*parameter "
-                                            r"'A_ptrs': T.Tensor\(\.\.\., T.ptr\) is not supported: "
-                                            r"tilecute has no pointer parameters"):
-        @T.prim_func
-        def grouped(A_ptrs: T.Tensor([4], T.ptr), offsets: T.Tensor([4], T.int32)):
-            with T.Kernel(4, threads=128) as bx:
-                offsets[bx] = 0
-
-
-def test_pointer_parameter_is_refused_by_name():
-    # a T.ptr no T.match_buffer / T.make_tensor binds (tests/test_match_buffer.py binds them)
-    with pytest.raises(FrontendError, match=r"parameter 'p': T.ptr is bound by no `A = "
-                                            r"T.match_buffer\(p, shape, dtype\)`.*tilecute has "
-                                            r"no pointer parameters.*declare it T.Tensor"):
-        @T.prim_func
-        def f(p: T.ptr, A: T.Tensor((4,), "float32")):
-            with T.Kernel(1, threads=32):
-                A[0] = 1.0
-
-
 # ---- a T.Parallel nest over the leading rows of a T.gemm accumulator ---------------------
 def head_rows_of_gemm(M=64, N=128, K=64, rows=8, bm=64, bn=64, threads=128):
     """TileLang's GQA decode idiom: a 64-row MMA tile of which only the first ``rows``

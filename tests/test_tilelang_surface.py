@@ -68,7 +68,7 @@ CALLS = {
     "Tensor": ("param", '(4,), "float32"'), "StridedTensor": ("param", '(4,), (1,), "float32"'),
     "Buffer": ("param", '(4,), "float32"'), "buffer": ("param", '(4,), "float32"'),
     "buffer_decl": ("param", '(4,), "float32"'),
-    "handle": ("param", ""), "ptr": ("param", ""), "var": ("expr", '"int32"'),
+    "handle": ("param", ""), "var": ("expr", '"int32"'),
     "meta_var": ("expr", "x"), "decl_buffer": ("alloc", '(4,), "float32"'),
     "match_buffer": ("match", "Z, (4,)"), "make_tensor": ("match", "Z, (4,)"),
     **{name: ("param", '(4,), "float32"') for name in ("SharedBuffer", "FragmentBuffer", "LocalBuffer")},
@@ -131,6 +131,8 @@ CALLS = {
     "sts32": ("stmt", "s[0, 0:2], bx"), "sts64": ("stmt", "s[0, 0:4], T.ldg64(C[0:2])"),
     "sts128": ("stmt", "s[0, 0:8], T.ldg128(C[0:4])"),
     "view": ("alloc", "s"), "reshape": ("alloc", "s, (4096,)"),
+    "ptr": ("param", ""), "make_tensor": ("alloc", "A.data, (64,)"),
+    "make_tensor_from_addr": ("alloc", "T.int64(0), (64,)"),
     "symbolic": ("dim", '"K"'), "dynamic": ("dim", '"K"'), "Layout": ("layout", '"blocked"'),
     **{name: ("expr", "1.0") for name in T.DTYPE_NAMES},
 }
@@ -191,7 +193,6 @@ REFUSED_AS_CALLED = {
     "Broadcast": "T.Broadcast",  # only stored into a region of its lanes
     # a T.handle parameter is the tensor a T.match_buffer binds (tests/test_match_buffer.py)
     "handle": "T.handle is bound by no `A = T.match_buffer(Z,",
-    "ptr": "T.ptr is bound by no `A = T.match_buffer(Z,",
     "atomic_or": "'C' is float32; T.atomic_or writes a 32- or 64-bit integer",
     "dp4a": "T.dp4a: requires int8 inputs, got A.dtype='float16'",
     "comm_reducer": 'only the node of `T.attr(T.comm_reducer(...), "reduce_scope", ...)`',

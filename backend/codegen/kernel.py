@@ -14,7 +14,7 @@ import dataclasses
 import math
 
 from ..ir import nodes as N
-from ..ir.printer import gemm_operand, layout_str
+from ..ir.printer import expr_str, gemm_operand, layout_str
 from ..runtime.dtypes import DTYPES
 from ..target import arch_at_least
 from ..transform.analysis import (all_names, allreduce_steps, column_slice, has_pdl_calls, loads as _loads,
@@ -439,6 +439,9 @@ class KernelEmitter:
             self.layouts[b.name] = s.layout
         if b.scope == "shared":
             return  # carved out of dynamic shared memory at the kernel's start
+        if s.address is not None:
+            self.at_address(s, depth)
+            return
         if s.view_of:
             self.view(s, depth)
             return
@@ -469,6 +472,20 @@ class KernelEmitter:
             return
         shape = ", ".join(str(int(d.value)) for d in b.shape)
         self.out.line(depth, f"{ident(b.name)} = cute.make_rmem_tensor(({shape},), {register_type(b.dtype)})")
+
+    def at_address(self, s: N.Allocate, depth: int) -> None:
+        """A tensor at an address (T.make_tensor): a global pointer made from the int64
+        address where the statement stands (a table entry read bounds-checked, 0 out of
+        bounds), assumed aligned to what its vector accesses need and no more (at least
+        its element's size: KernelPlan.address_align), and the tensor over it."""
+        b = s.buffer
+        align = dict(self.plan.address_align)[b.name]
+        self.bounds.hoist(s.address, depth, self.nests.vector)
+        address = self.exprs.expr(s.address)
+        ptr = (f"cute.make_ptr({memory_type(b.dtype)}, {address}, cute.AddressSpace.gmem, "
+               f"assumed_align={align})")
+        self.out.line(depth, f"{ident(b.name)} = {self.global_tensor(b, ptr)}",
+                      f"T.make_tensor at {expr_str(s.address)}")
 
     def view(self, s: N.Allocate, depth: int) -> None:
         """A view (T.view / T.reshape): a tensor over its base's storage.  Registers (a

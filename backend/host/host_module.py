@@ -16,6 +16,8 @@ def signature(abi: LaunchABI) -> str:
             dims = ", ".join(dim_text(d) for d in a.shape)
             strides = "" if a.strides is None else f" strides=({', '.join(map(dim_text, a.strides))})"
             parts.append(f"{a.name}: Tensor[{dims}] {a.dtype}{strides}")
+        elif a.kind == "pointer":  # TileLang's T.ptr: a tensor or an int address
+            parts.append(f"{a.name}: ptr")
         else:
             parts.append(f"{a.name}: {a.dtype}")
     return f"{abi.function}({', '.join(parts)})"

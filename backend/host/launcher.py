@@ -35,6 +35,7 @@ from ..runtime.abi import (
     KernelLaunch,
     KernelParam,
     LaunchABI,
+    PointerArg,
     ScalarArg,
     TensorArg,
     TmaSpec,
@@ -181,7 +182,8 @@ def launcher_context(abi: LaunchABI, *, tilecute_version: str) -> dict[str, Any]
     tensor_indices = [i for i, a in enumerate(abi.args) if isinstance(a, TensorArg)]
     binding = _symbol_binding_sites(abi)
     args = _arg_contexts(abi, binding)
-    # the launch device: the first tensor's, or (no tensor argument) the current device's
+    # the launch device: the first tensor's; or (no tensor argument) the first pointer
+    # argument's given as a tensor; or the current device's
     first = abi.args[tensor_indices[0]] if tensor_indices else None
     kernels = [_kernel_context(abi, k, i) for i, k in enumerate(abi.kernels)]
     descriptors = [p["tma"] for k in kernels for p in k["params"] if p["tma"] is not None]
@@ -204,6 +206,7 @@ def launcher_context(abi: LaunchABI, *, tilecute_version: str) -> dict[str, Any]
         "args": args,
         "device_tensors": [a for a in args if a["kind"] == "tensor"],
         "device_source": {"name": first.name, "var": f"t_{first.name}"} if first else None,
+        "pointer_args": [a for a in args if a["kind"] == "pointer"],
         "dtype_names": [  # (one name per DLPack type: tfloat32 tensors are float32 ones;
             # the names of one-lane types: torch's float4_e2m1fn_x2 is 4 bits x 2 lanes)
             {"name": d.name, "code": d.dl_code, "bits": d.bits} for d in DTYPES.values()
@@ -414,6 +417,9 @@ def _arg_contexts(abi: LaunchABI, binding: dict[str, tuple[int, str, int]]) -> l
         if isinstance(a, ScalarArg):
             out.append(_scalar_context(abi, i, a))
             continue
+        if isinstance(a, PointerArg):
+            out.append(_pointer_context(abi, i, a))
+            continue
         if a.strides is not None and len(a.strides) != len(a.shape):
             raise _fail(abi, f"argument {a.name!r}: {len(a.strides)} strides for rank {len(a.shape)}")
         if a.align < 1 or a.align & (a.align - 1):
@@ -487,6 +493,20 @@ def _scalar_context(abi: LaunchABI, i: int, a: ScalarArg) -> dict:
     return {**common, "reader": "int", "value_type": "int64_t", "lo": lo, "hi": hi}
 
 
+def _pointer_context(abi: LaunchABI, i: int, a: PointerArg) -> dict:
+    """A pointer argument (TileLang's ``p: T.ptr``): a tensor's data pointer or an int,
+    read into an int64 address."""
+    if a.dtype != "int64":
+        raise _fail(abi, f"pointer argument {a.name!r}: an address is int64, got {a.dtype!r}")
+    if a.align < 1 or a.align & (a.align - 1):
+        raise _fail(abi, f"argument {a.name!r}: align must be a power of two, got {a.align}")
+    summary = "pointer: a tensor (its data pointer) or an int address"
+    if a.align > 1:
+        summary += f", aligned to {a.align} bytes"
+    return {"kind": "pointer", "index": i, "name": a.name, "var": f"arg_{a.name}",
+            "tensor_var": f"t_{a.name}", "align": a.align, "summary": summary}
+
+
 def _convert(value: str, dtype: str) -> str:
     """C++ expression converting ``value`` (int64_t, double or bool) to a parameter of ``dtype``."""
     if dtype == "float16":
@@ -522,6 +542,12 @@ def _param_context(abi: LaunchABI, k: KernelLaunch, p: KernelParam, var: str) ->
             return {"var": var, "cpp_type": cpp, "init": _convert(f"sym_{p.source}", p.dtype),
                     "comment": f"symbol {p.source} as {p.dtype}", "tma": None}
         arg = next((a for a in abi.args if a.name == p.source), None)
+        if isinstance(arg, PointerArg):
+            if p.dtype != "int64":
+                raise _fail(abi, f"{where}: the address of pointer argument {arg.name!r} is "
+                                 f"int64, the parameter {p.dtype}")
+            return {"var": var, "cpp_type": "int64_t", "init": f"arg_{arg.name}",
+                    "comment": f"address of pointer argument {arg.name}", "tma": None}
         if not isinstance(arg, ScalarArg):
             raise _fail(abi, f"{where}: a scalar parameter needs a scalar argument, got {p.source!r}")
         if arg.dtype != p.dtype:

@@ -683,7 +683,8 @@ class Layout:
 @dataclass(frozen=True)
 class Allocate(Stmt):
     """Declare a shared, fragment or local buffer for the rest of the enclosing block (or,
-    with ``view_of``, a view of another buffer's storage, global ones included)."""
+    with ``view_of``, a view of another buffer's storage, global ones included; or, with
+    ``address``, a global tensor at an address computed at run time)."""
 
     buffer: Buffer
     layout: Optional[Layout] = None  # chosen by the layout pass for fragment/shared buffers
@@ -707,6 +708,14 @@ class Allocate(Stmt):
     # row-major bytes.  The passes keep the two consistent (one layout of the bytes, one
     # shared-memory slot, one set of registers).  "" for a buffer of its own
     view_of: str = ""
+    # a global tensor at an address (TileLang's T.make_tensor / T.make_tensor_from_addr):
+    # ``buffer`` (scope "global", row-major or with its strides) starts at the byte address
+    # this int64 expression holds where the statement stands: a pointer parameter
+    # (``PrimFunc.pointers``, TileLang's ``p: T.ptr``) or a value loaded from a table of
+    # addresses (``T.Tensor([G], T.ptr)``, an int64 tensor).  No TMA descriptor can cover
+    # it (descriptors are encoded on the host from a tensor argument): copies of it take
+    # the cp.async / vector path.  None for every other allocation
+    address: Optional[Expr] = None
 
 
 @dataclass(frozen=True)
@@ -1246,6 +1255,11 @@ class PrimFunc:
     out_idx: Optional[tuple[int, ...]] = None
     pass_configs: tuple[tuple[str, Union[bool, int, float, str]], ...] = ()
     compile_flags: tuple[str, ...] = ()
+    # scalar params that are TileLang's pointer parameters (``a_ptr: T.ptr``): int64 ``Var``s
+    # holding a device address, which the caller passes as a tensor (its data pointer) or
+    # an int; ``T.make_tensor(a_ptr, shape, dtype)`` views the memory there
+    # (``Allocate.address``)
+    pointers: tuple[str, ...] = ()
 
     def without_attrs(self) -> "PrimFunc":
         """The function without TileLang's function attributes (what is compiled)."""

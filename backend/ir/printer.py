@@ -221,6 +221,12 @@ def _stmt(s: N.Stmt, indent: int, out: list[str]) -> None:
         if s.view_of:  # TileLang's T.view of another buffer's storage
             out.append(f'{pad}{b.name} = T.view({s.view_of}, {shape}, "{b.dtype}"{layout})')
             return
+        if s.address is not None:  # TileLang's tensor at an address
+            strides = "" if b.strides is None else \
+                f", strides={_tuple(expr_str(d) for d in b.strides)}"
+            out.append(f'{pad}{b.name} = T.make_tensor({expr_str(s.address)}, {shape}, '
+                       f'"{b.dtype}"{strides})')
+            return
         stages = f", stages={s.stages}" if s.stages > 1 else ""
         if s.reducer:
             out.append(f'{pad}{b.name} = T.alloc_reducer({shape}, "{b.dtype}", op="{s.reducer}", '
@@ -370,9 +376,9 @@ def _typed(e: N.Expr, dtype: str) -> str:
     return expr_str(e)
 
 
-def _param(p: N.Param) -> str:
+def _param(p: N.Param, pointers=()) -> str:
     if isinstance(p, N.Var):
-        return f"{p.name}: T.{p.dtype}"
+        return f"{p.name}: T.ptr" if p.name in pointers else f"{p.name}: T.{p.dtype}"
     shape = _tuple(expr_str(d) for d in p.shape)
     if p.strides is None:
         return f'{p.name}: T.Tensor({shape}, "{p.dtype}")'
@@ -396,7 +402,7 @@ def print_func(f: N.PrimFunc) -> str:
     # workspaces, in return order) print as T.empty statements and a return
     returned = [given[i] for i in f.out_idx] if f.out_idx is not None else []
     outs = {p.name for p in returned}
-    out.append(f"def {f.name}({', '.join(_param(p) for p in given if p.name not in outs)}):")
+    out.append(f"def {f.name}({', '.join(_param(p, f.pointers) for p in given if p.name not in outs)}):")
     if f.pass_configs:
         configs = ", ".join(f"{k!r}: {v!r}" for k, v in f.pass_configs)
         out.append(f"    T.annotate_pass_configs({{{configs}}})")

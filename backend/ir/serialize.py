@@ -95,7 +95,8 @@ def _check_depth(doc) -> None:
             stack.extend((v, d + 1) for v in x)
 
 
-_FUNC_ATTRS = ("out_idx", "pass_configs", "compile_flags")
+# PrimFunc fields written only when set: TileLang's function attributes, the pointer params
+_FUNC_ATTRS = ("out_idx", "pass_configs", "compile_flags", "pointers")
 
 
 def _encode(x):
@@ -107,8 +108,9 @@ def _encode(x):
                     isinstance(x, nodes.Loc) and f.name == "form" and not value or \
                     isinstance(x, nodes.PrimFunc) and f.name in _FUNC_ATTRS and \
                     value == f.default or \
-                    isinstance(x, nodes.Gemm) and f.name == "wgmma_only" and not value:
-                # (TileLang's function attributes and T.wgmma_gemm's flag, when set)
+                    isinstance(x, nodes.Gemm) and f.name == "wgmma_only" and not value or \
+                    isinstance(x, nodes.Allocate) and f.name == "address" and value is None:
+                # (TileLang's function attributes, T.wgmma_gemm's flag and an address, when set)
                 continue
             out[f.name] = _encode(value)
         return out

@@ -208,6 +208,35 @@ class _Validator:
             self.fail(f"view '{b.name}': a fragment view keeps its base's dtype ({base.dtype})")
         self.views[b.name] = base.name
 
+    def address_view(self, s: N.Allocate, vars_, bufs) -> None:
+        """A global tensor at a run-time address (``Allocate.address``, TileLang's
+        T.make_tensor): an int64 address; dims and strides integer expressions of constants
+        and the names in scope (symbols, scalar parameters, lets) that read no memory; no
+        layout, stages, reducer or base of its own."""
+        b = s.buffer
+        if not isinstance(s.address, N.Expr):
+            self.fail(f"buffer '{b.name}': address is an expression, got {s.address!r}")
+        self.expr(s.address, vars_, bufs)
+        if s.address.dtype != "int64":
+            self.fail(f"buffer '{b.name}': its address is {s.address.dtype}; an address is int64")
+        if b.scope != "global" or s.view_of or s.layout is not None or s.stages != 1 or \
+                s.reducer:
+            self.fail(f"buffer '{b.name}': a tensor at an address is a global buffer with no "
+                      "base, layout, stages or reducer")
+        if not isinstance(b.shape, tuple) or not b.shape or \
+                not isinstance(b.strides, (tuple, type(None))) or \
+                b.strides is not None and len(b.strides) != len(b.shape):
+            self.fail(f"buffer '{b.name}': a tensor at an address has dims (and as many strides, "
+                      "when given)")
+        for d in b.shape + (b.strides or ()):
+            self.expr(d, vars_, bufs)
+            if d.dtype not in N.DIM_DTYPES or any(isinstance(x, N.Load) for x in _walk(d)):
+                self.fail(f"buffer '{b.name}': the dims and strides of a tensor at an address "
+                          "are int32 or int64 expressions that read no memory")
+        if DTYPES[b.dtype].pack > 1:
+            self.fail(f"buffer '{b.name}': a {b.dtype} tensor at an address is not supported "
+                      "(its elements are packed two a byte)")
+
     def packed_param(self, p: N.Buffer) -> None:
         """A float4_e2m1fn tensor parameter is its bytes, two elements each along its last
         dim (TileLang's binding: the tensor's last dim times 2, its other strides times 2,
@@ -258,6 +287,13 @@ class _Validator:
             else:
                 self.dtype(p.dtype, f"parameter '{p.name}'")
                 scope_vars[p.name] = p
+        scalars = {p.name: p for p in f.params if isinstance(p, N.Var)}
+        if not isinstance(f.pointers, tuple) or len(set(f.pointers)) != len(f.pointers):
+            self.fail(f"pointers {f.pointers!r} must name parameters, each once")
+        for name in f.pointers:
+            if name not in scalars or scalars[name].dtype != "int64":
+                self.fail(f"pointer parameter {name!r} must be an int64 scalar parameter (the "
+                          "address; TileLang's `p: T.ptr`)")
         tail = [p.name for p in f.params[len(f.params) - len(f.workspaces):]] \
             if f.workspaces else []
         if list(f.workspaces) != tail or len(set(tail)) != len(tail):
@@ -539,11 +575,13 @@ class _Validator:
             self.dtype(b.dtype, f"buffer '{b.name}'")
             if not isinstance(s.view_of, str):
                 self.fail(f"buffer '{b.name}': view_of names a buffer, got {s.view_of!r}")
-            if s.view_of:
+            if s.address is not None:
+                self.address_view(s, vars_, bufs)
+            elif s.view_of:
                 self.view(s, vars_, bufs)
             elif b.scope not in ("shared", "fragment", "local"):
                 self.fail(f"buffer '{b.name}': allocations are shared, fragment or local")
-            if not s.view_of or b.scope != "global":
+            if (not s.view_of or b.scope != "global") and s.address is None:
                 if not isinstance(b.shape, tuple) or not b.shape or not all(
                         isinstance(d, N.Const) for d in b.shape):
                     self.fail(f"buffer '{b.name}': allocation shapes are positive constants")

@@ -51,8 +51,8 @@ from .forms import cp_async_barrier_noinc, ptx_cp_async  # noqa: F401
 from .forms import async_copy, ptx_commit_group, ptx_wait_group  # noqa: F401
 from .forms import assume, atomic_addx2, atomic_addx4, device_assert, loop_break  # noqa: F401
 from .forms import atomic_or, atomic_store, dp4a  # noqa: F401
-from .forms import reshape, view  # noqa: F401
-from .forms import decl_buffer, make_tensor, match_buffer  # noqa: F401
+from .forms import make_tensor, make_tensor_from_addr, reshape, view  # noqa: F401
+from .forms import decl_buffer, match_buffer  # noqa: F401
 from .forms import stg32, stg64, stg128, stg256, sts32, sts64, sts128  # noqa: F401
 from .forms import parallel  # noqa: F401
 from .ops import ldg32, ldg64, ldg128, ldg256, lds32, lds64, lds128, __ldg  # noqa: F401
@@ -97,7 +97,8 @@ from .values import UnsupportedDType, tilelang_only_dtype
 from .values import Buffer, StridedTensor, Tensor, dyn, dynamic, symbolic  # noqa: F401
 from .values import FragmentBuffer, LocalBuffer, SharedBuffer  # noqa: F401
 from .values import Macro, macro  # noqa: F401
-from .values import buffer, buffer_decl, handle, meta_var, ptr, var  # noqa: F401
+from .values import buffer, buffer_decl, handle, meta_var, var  # noqa: F401
+from .values import ptr  # noqa: F401  (TileLang's T.ptr: pointer parameters, tables of addresses)
 from ..ir import nodes as _N
 
 Serial, Unroll, Vectorized = FORMS["Serial"], FORMS["Unroll"], FORMS["Vectorized"]

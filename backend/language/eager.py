@@ -45,7 +45,7 @@ from typing import Any, Hashable, Optional
 from ..ir import nodes as N
 from .parser import FrontendError, _function_env, _Parser, empty_args
 from ..runtime.dtypes import element_dims
-from .values import DType, Macro, TensorSpec
+from .values import DType, Macro, Pointer, TensorSpec
 
 
 def _is_t(node, env: dict) -> bool:
@@ -317,15 +317,13 @@ class EagerKernel:
             elif isinstance(s, ast.AnnAssign) and s.value is None and \
                     isinstance(s.target, ast.Name) and s.target.id in params:
                 self.decls[s.target.id] = s.annotation
-            elif any(_t_call(n, ("match_buffer", "make_tensor"), env) for n in ast.walk(s)):
-                form = next(n for n in ast.walk(s)
-                            if _t_call(n, ("match_buffer", "make_tensor"), env)).func.attr
-                raise self.error(s, f"T.{form} in an eager kernel (TileLang's `A: T.ptr` then "
-                                    f"`A = T.{form}(A, shape, dtype)`) is not supported by "
+            elif any(_t_call(n, ("match_buffer",), env) for n in ast.walk(s)):
+                raise self.error(s, "T.match_buffer in an eager kernel is not supported by "
                                     "tilecute: declare the tensor in the body, `A: "
                                     "T.Tensor(shape, dtype)` (T.StridedTensor(shape, strides, "
-                                    "dtype) for strides); a @T.prim_func takes T.match_buffer "
-                                    "on a T.handle / T.ptr parameter")
+                                    "dtype) for strides), or take `A: T.ptr` and `A = "
+                                    "T.make_tensor(A, shape, dtype)`; a @T.prim_func takes "
+                                    "T.match_buffer on a T.handle parameter")
             elif isinstance(s, ast.Return):
                 self.returns = self._returned(s, env)
             elif self._is_python(s, env):
@@ -353,8 +351,9 @@ class EagerKernel:
         self.tensors, self.scalar_args, self.runtime, self.scalars = [], [], [], []
         for p in params:
             ann = self.decls.get(p)
-            if ann is not None:
-                tensor = isinstance(ann, (ast.Call, ast.Subscript))
+            if ann is not None:  # (`A: T.ptr()`, a pointer, is no tensor)
+                tensor = isinstance(ann, (ast.Call, ast.Subscript)) and \
+                    not _t_call(ann, ("ptr",), env)
             elif p in sig_ann:
                 tensor = isinstance(sig_ann[p], TensorSpec)
             else:
@@ -433,8 +432,10 @@ class EagerKernel:
         if any(isinstance(n, ast.With) for n in ast.walk(s)):
             return False
         if isinstance(s, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Assert)):
+            # (T.make_tensor: a tensor at a pointer parameter's address, a kernel statement)
             return not any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and
-                           n.func.attr.startswith("alloc") for n in ast.walk(s))
+                           (n.func.attr.startswith("alloc") or n.func.attr in
+                            ("make_tensor", "make_tensor_from_addr")) for n in ast.walk(s))
         if isinstance(s, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.Pass, ast.If)):
             return True
         return isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and \
@@ -457,8 +458,9 @@ class EagerKernel:
         return isinstance(value, Macro)
 
     def _signature_annotations(self, env: dict) -> dict:
-        """Signature annotations that make a parameter a kernel argument: a tensor type
-        or a scalar dtype (``n: T.int32``); ``block_M: int`` and the like do not."""
+        """Signature annotations that make a parameter a kernel argument: a tensor type,
+        a scalar dtype (``n: T.int32``) or TileLang's pointer ``T.ptr`` (an address the call
+        passes as a tensor or an int); ``block_M: int`` and the like do not."""
         out = {}
         for name, p in self.signature.parameters.items():
             ann = p.annotation
@@ -469,7 +471,7 @@ class EagerKernel:
                     ann = eval(ann, dict(env))
                 except Exception:
                     continue
-            if isinstance(ann, (TensorSpec, DType)):
+            if isinstance(ann, (TensorSpec, DType, Pointer)):
                 out[name] = ann
         return out
 
@@ -657,9 +659,10 @@ class EagerKernel:
                                            "parameter is declared T.Tensor(shape, dtype)")
                 expected[name] = (tuple(int(d) if isinstance(d, int) else None for d in declared.shape),
                                   _dtype_text(declared.dtype))
-            elif not isinstance(declared, str):
+            elif not isinstance(declared, (str, Pointer)):
                 raise self.error(node, f"'{name}' is declared {ast.unparse(node)}; a scalar "
-                                       "parameter is declared with a dtype (T.int32)")
+                                       "parameter is declared with a dtype (T.int32), a "
+                                       "pointer with T.ptr")
             annotations[name] = declared
         for name, call in self.outputs.items():
             annotations[name] = self._empty(name, call, env)

@@ -222,14 +222,8 @@ def match_buffer(param, shape=None, dtype="float32", data=None, strides=None, el
                  scope="global", align=-1, offset_factor=0, buffer_type="default",
                  axis_separators=None):
     """``A = T.match_buffer(a, (n, 64), T.float16)`` at the top of a prim_func body, ``a``
-    a ``T.handle`` (or ``T.ptr``) parameter: the parameter is the tensor ``A``, as if
+    a ``T.handle`` parameter: the parameter is the tensor ``A``, as if
     declared ``A: T.Tensor((n, 64), T.float16)`` (``strides=``: ``T.StridedTensor``)."""
-
-
-@_form("alloc")
-def make_tensor(ptr, shape, dtype="float32", strides=None):
-    """``A = T.make_tensor(a_ptr, (m, k), T.float16)`` on a ``T.ptr`` parameter at the top of
-    the body: TileLang's ``T.Tensor.from_ptr``, which is ``T.match_buffer``."""
 
 
 @_form("alloc")
@@ -238,6 +232,22 @@ def decl_buffer(shape, dtype="float32", data=None, strides=None, elem_offset=Non
     """TVM's ``T.decl_buffer``: with ``data=buf.data`` a view of ``buf``'s storage (as
     ``T.Buffer(shape, dtype, data=buf.data)`` in a body); without ``data`` an allocation in
     ``scope``, as ``T.alloc_buffer`` (TVM lowers it to one)."""
+
+
+@_form("alloc")
+def make_tensor(ptr, shape, dtype="float32", strides=None):
+    """``A = T.make_tensor(a_ptr, (m, k), T.float16)``: a global tensor over the memory at
+    a pointer parameter (``a_ptr: T.ptr``), at the top of the body or in a ``T.Kernel``;
+    ``T.make_tensor(ptrs[g], shape, dtype)``, inside a ``T.Kernel``: at the address an
+    int64 expression holds (an entry of a table ``ptrs: T.Tensor([G], T.ptr)``, read where
+    the statement stands).  Row-major, or with ``strides``; dims are expressions of
+    constants, symbols, scalar parameters and lets.  Never copied by TMA."""
+
+
+@_form("alloc")
+def make_tensor_from_addr(addr, shape, dtype="float32", strides=None, storage_scope="global"):
+    """``T.make_tensor`` of an int64 address (TileLang's spelling for an address that is
+    not a pointer parameter); ``storage_scope`` global only."""
 
 
 # ---- tile statements --------------------------------------------------------------------
@@ -787,7 +797,7 @@ _UNSUPPORTED_WHY = {
 }
 
 TILELANG_ONLY = frozenset("""
-    Fragment make_tensor_from_addr
+    Fragment
     alloc_cluster_barrier alloc_tmem alloc_descriptor empty allocate
     copy_cluster tma_gather4 tma_scatter4 tma_load tma_load_2sm gemm_sp
     tcgen05_gemm

@@ -41,16 +41,17 @@ from . import forms as F
 from . import layouts as L
 from . import bits as B
 from . import ops
-from .values import (DType, GemmWarpPolicy, HandleSpec, Layout, Macro, TensorSpec, _HandleProxy,
-                     _TensorProxy, dtype_name, dynamic, meta_var, plain_signature,
-                     signature_error)
+from .values import (DType, GemmWarpPolicy, HandleSpec, Layout, Macro, Pointer, TensorSpec,
+                     _HandleProxy, _TensorProxy, dtype_name, dynamic, meta_var,
+                     plain_signature, signature_error, tensor_dtype_name)
+from .values import POINTER_DTYPE
 from . import values as V
 
 MAX_PARALLEL_DIMS = 8
 
 
 def _is_ptr(x) -> bool:
-    """Is ``x`` TileLang's ``T.ptr`` / TVM's ``T.handle`` (a pointer type), called or not?"""
+    """Is ``x`` TVM's ``T.handle`` (an opaque pointer a ``T.match_buffer`` binds), called or not?"""
     return isinstance(x, (_HandleProxy, HandleSpec))
 
 
@@ -420,6 +421,11 @@ class _Parser:
         self.assumed_divisors: dict[str, int] = {}
         self.scalar_params: set[str] = set()  # set by parse  # T.assume(N % k == 0): symbol -> k
         self.workspaces: list[N.Buffer] = []  # T.alloc_global
+        self.pointers: list[str] = []  # the `p: T.ptr` parameters
+        # `A = T.make_tensor(p, shape, dtype)` at the top level of the body: (program name,
+        # buffer, address, statement), allocated at the start of each T.Kernel that follows
+        self.top_tensors: list[tuple[str, N.Buffer, N.Expr, ast.stmt]] = []
+        self.address_tensors: set[str] = set()  # the buffers T.make_tensor made
         self.used_names.add(self.fname)  # the function's own name is taken too
         self.in_kernel = False
         self.in_ws = False  # inside `with T.ws(...)` (or a branch made a region)
@@ -564,6 +570,7 @@ class _Parser:
             if isinstance(spec, str) and spec in DTYPES:
                 self.bind(name, N.Var(name, spec))
         handles = {n for n, spec in specs.items() if _is_ptr(spec)}
+        self.handle_params = handles
         for x in a.args:
             if x.arg in handles:
                 self.check_handle(x, specs[x.arg])
@@ -602,7 +609,8 @@ class _Parser:
                           tuple(kernels), tuple(self.symbols.values()), loc=self.loc(fn),
                           workspaces=tuple(b.name for b in self.workspaces),
                           out_idx=tuple(range(-len(outputs), 0)) if outputs else None,
-                          pass_configs=self.pass_configs, compile_flags=self.compile_flags)
+                          pass_configs=self.pass_configs, compile_flags=self.compile_flags,
+                          pointers=tuple(self.pointers))
         if self.assumed_divisors:  # T.assume(N % k == 0): N promises k (stmt_assume)
             from ..ir.visitor import substitute
 
@@ -716,7 +724,9 @@ class _Parser:
     _MATCH_FORMS = ("match_buffer", "make_tensor")
 
     def match_form(self, st) -> Optional[F.Form]:
-        """The form of ``X = T.match_buffer(...)`` / ``X = T.make_tensor(...)``, else None."""
+        """The form of ``X = T.match_buffer(...)``, or of ``X = T.make_tensor(a, ...)`` on a
+        ``T.handle`` parameter ``a`` (TileLang's ``Tensor.from_ptr``, a match), else None
+        (``T.make_tensor`` of a ``T.ptr`` or an address is :meth:`make_tensor`'s)."""
         if not (isinstance(st, ast.Assign) and isinstance(st.value, ast.Call)):
             return None
         f = st.value.func
@@ -724,7 +734,16 @@ class _Parser:
                 not in self._MATCH_FORMS:
             return None  # (spelled T.match_buffer / T.make_tensor, or imported by that name)
         fn = self.python_value(f)
-        return fn if isinstance(fn, F.Form) and fn.__name__ in self._MATCH_FORMS else None
+        if not (isinstance(fn, F.Form) and fn.__name__ in self._MATCH_FORMS):
+            return None
+        if fn.__name__ == "make_tensor":
+            args = st.value.args
+            first = args[0] if args else next(
+                (k.value for k in st.value.keywords if k.arg == "ptr"), None)
+            if not (isinstance(first, ast.Name)
+                    and first.id in getattr(self, "handle_params", ())):
+                return None
+        return fn
 
     def match_buffer(self, st: ast.Assign, form: F.Form, handles: set, params: set,
                      matched: dict) -> tuple:
@@ -743,7 +762,7 @@ class _Parser:
         node = a.node(first)
         if not isinstance(node, ast.Name) or node.id not in handles:
             got = ast.unparse(node)
-            why = ("a T.handle / T.ptr parameter of " + self.fname
+            why = ("a T.handle parameter of " + self.fname
                    + (" (it is another kind of parameter)" if isinstance(node, ast.Name)
                       and node.id in params else ""))
             if isinstance(node, ast.Subscript):
@@ -958,13 +977,9 @@ class _Parser:
                 raise self.error(arg, f"parameter '{name}': {spec.form}({what}={_show(value)}) "
                                       "is not supported (tilecute's tensor parameters are "
                                       "global tensors passed in by the caller)")
-            if _is_ptr(spec.dtype):
-                raise self.error(arg, f"parameter '{name}': {spec.form}(..., T.ptr) is not "
-                                      "supported: tilecute has no pointer parameters (TileLang "
-                                      "passes a table of device addresses that T.make_tensor "
-                                      "turns into tensors); pass each tensor as a parameter")
             try:
-                dt = dtype_name(spec.dtype)
+                # T.ptr: a table of addresses, int64 (TileLang's _normalize_tensor_dtype)
+                dt = tensor_dtype_name(spec.dtype)
             except UnknownDTypeError as e:
                 raise self.error(arg, f"parameter '{name}': {e}") from None
             shape = tuple(self.dim(arg, d, name) for d in spec.shape)
@@ -986,18 +1001,45 @@ class _Parser:
             var = N.Var(name, dt)
             self.bind(name, var)
             return var
+        if isinstance(spec, Pointer):
+            return self.pointer_param(arg, spec)
         if isinstance(spec, F.Unsupported):
             raise self.error(arg, f"parameter '{name}': {spec.message()}; declare it "
-                                  "T.Tensor(shape, dtype)")
-        if _is_ptr(spec):  # T.handle / T.ptr that no T.match_buffer bound
+                                  "T.Tensor(shape, dtype) (or T.ptr, a device address)")
+        if _is_ptr(spec):  # a T.handle that no T.match_buffer bound
             spec = spec.spec() if isinstance(spec, _HandleProxy) else spec
             raise self.error(arg, f"parameter '{name}': {spec.form} is bound by no `A = "
                                   f"T.match_buffer({name}, shape, dtype)` at the top of the "
-                                  "body; tilecute has no pointer parameters, only tensors (a "
-                                  "T.match_buffer makes the parameter one, or declare it "
-                                  "T.Tensor(shape, dtype))")
+                                  "body (a T.match_buffer makes the parameter that tensor; or "
+                                  "declare it T.Tensor(shape, dtype), or T.ptr for a device "
+                                  "address)")
         raise self.error(arg, f"parameter '{name}': annotation must be T.Tensor(...), "
                               f"T.StridedTensor(...) or a dtype, got {spec!r}")
+
+    def pointer_param(self, arg: ast.arg, spec: Pointer) -> N.Var:
+        """``a_ptr: T.ptr`` (``T.ptr(dtype)``): a device address, an int64 scalar the caller
+        passes as a tensor (its data pointer) or an int; ``T.make_tensor(a_ptr, ...)``
+        views the memory there.  TileLang annotates the pointer with a pointee dtype, which
+        nothing reads (T.make_tensor's dtype decides), so any dtype is taken."""
+        name = arg.arg
+        if spec.error:
+            raise self.error(arg, f"parameter '{name}': {spec.error}")
+        if spec.dtype is not None:
+            try:
+                dtype_name(spec.dtype)
+            except UnknownDTypeError as e:
+                raise self.error(arg, f"parameter '{name}': T.ptr({spec.dtype!r}): {e}") from None
+        if spec.storage_scope != "global":
+            raise self.error(arg, f"parameter '{name}': T.ptr(storage_scope="
+                                  f"{spec.storage_scope!r}) is not supported: a pointer "
+                                  "parameter is a global (device memory) address")
+        if spec.is_size_var:
+            raise self.error(arg, f"parameter '{name}': T.ptr(is_size_var=True) is not "
+                                  "supported: a pointer is no size")
+        var = N.Var(name, POINTER_DTYPE)
+        self.pointers.append(name)
+        self.bind(name, var)
+        return var
 
     def dim(self, node, d, name) -> N.Expr:
         if isinstance(d, N.Const) and N.is_int(d.dtype) and not isinstance(d.value, bool):
@@ -1095,6 +1137,8 @@ class _Parser:
                 return self.top_level_macro(s)
             if isinstance(s, ast.Assign) and self.is_alloc_global(s.value):
                 return self.assign(s)
+            if isinstance(s, ast.Assign) and self.is_make_tensor(s.value):
+                return self.assign(s)
             if isinstance(s, ast.Assign) and self.try_python_assign(s):
                 return []
             raise self.top_level_error(s)
@@ -1142,7 +1186,7 @@ class _Parser:
         form = self.match_form(s)
         if form is not None:
             return self.error(s, f"T.{form.__name__} after other statements: it binds a "
-                                 "T.handle / T.ptr parameter at the top of the body, among the "
+                                 "T.handle parameter at the top of the body, among the "
                                  "parameters' annotations, symbols and parse-time constants, "
                                  "before any other statement")
         if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call):
@@ -1362,7 +1406,7 @@ class _Parser:
         self.kernel_notes = {"min_blocks_per_sm": 0, "producer_regs": 0, "consumer_regs": 0,
                              "reg_alloc": True, "safe_values": ()}
         try:
-            body = self.block(s.body)
+            body = self.top_tensor_views(s) + self.block(s.body)
         finally:
             self.in_kernel = False
             self.pop()
@@ -2244,6 +2288,102 @@ class _Parser:
         self.bind(name, _BufferRef(buf))
         return []
 
+    def is_make_tensor(self, value) -> bool:
+        if not isinstance(value, ast.Call):
+            return False
+        form = self.form_of(value.func)
+        return form is not None and form.__name__ in ("make_tensor", "make_tensor_from_addr")
+
+    def make_tensor(self, name: str, form: str, a: _Args, s) -> list[N.Stmt]:
+        """``A = T.make_tensor(ptr, shape, dtype="float32", strides=None)`` and
+        ``T.make_tensor_from_addr(addr, ...)``: TileLang's global tensor at an address, a
+        pointer parameter (``p: T.ptr``) or an int64 expression (``ptrs[g]``, an entry of a
+        table ``T.Tensor([G], T.ptr)``): an ``Allocate`` with ``address``, read where it
+        stands.  At the top level of the body (a pointer parameter's, or an address of
+        scalar parameters) it is allocated at the start of each T.Kernel that follows."""
+        what = f"'{name}'"
+        src = "ptr" if form == "make_tensor" else "addr"
+        if form == "make_tensor_from_addr":
+            a.refuse_unless("storage_scope", ("global",), "a tensor at an address is in global "
+                                                          "memory in tilecute")
+        address = a.value(src)
+        if isinstance(address, _DataRef) and form == "make_tensor":
+            # T.make_tensor(A.data, shape, dtype): TileLang's buffer over A's storage, a view
+            if a.value("strides") is not None:
+                raise a.fail("strides", f"{what}: a tensor over another buffer's storage "
+                                        "(`buf.data`) is row-major from its first element")
+            return self.alloc_view(name, a, s, _BufferRef(address.buffer), a.value("shape"),
+                                   a.value("dtype"), "ptr", exact=False)
+        if isinstance(address, N.Expr) and address.dtype == "uint64":
+            address = N.cast(address, POINTER_DTYPE)
+        if not isinstance(address, N.Expr) or address.dtype != POINTER_DTYPE:
+            got = f"a {address.dtype} value {_show(address)}" if isinstance(address, N.Expr) \
+                else f"the {address.buffer.scope} buffer '{address.buffer.name}'" \
+                if isinstance(address, _BufferRef) else _show(address)
+            raise a.fail(src, f"{what}: {src} is a pointer: a `T.ptr` parameter or a 64-bit "
+                              "integer address (an entry of a table `T.Tensor([n], T.ptr)`, "
+                              f"which is int64); got {got}")
+        if not self.in_kernel and any(isinstance(x, N.Load) for x in _walk_exprs(address)):
+            raise a.fail(src, f"{what}: at the top level of the body the address is a pointer "
+                              "parameter or an expression of scalar parameters (nothing reads "
+                              "device memory there); read a table inside the T.Kernel")
+        shape = a.value("shape")
+        shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
+        dims = tuple(self.tensor_dim(a, "shape", what, d, x, positive=True)
+                     for d, x in enumerate(shape))
+        strides = a.value("strides")
+        if strides is not None:
+            strides = tuple(strides) if isinstance(strides, (tuple, list)) else (strides,)
+            if len(strides) != len(dims):
+                raise a.fail("strides", f"{what}: {len(strides)} strides for {len(dims)} dims")
+            strides = tuple(self.tensor_dim(a, "strides", what, d, x, positive=False)
+                            for d, x in enumerate(strides))
+        try:
+            dt = tensor_dtype_name(a.value("dtype"))
+        except UnknownDTypeError as e:
+            raise a.fail("dtype", f"{what}: {e}") from None
+        if DTYPES[dt].pack > 1:
+            raise a.fail("dtype", f"{what}: a {dt} tensor at an address is not supported "
+                                  "(its elements are packed two a byte)")
+        buf = N.Buffer(name if not self.in_kernel else self.fresh(name), dt, dims, "global",
+                       strides)
+        self.bind(name, _BufferRef(buf))
+        self.address_tensors.add(buf.name)
+        if not self.in_kernel:
+            self.top_tensors.append((name, buf, address, s))
+            return []
+        return [N.Allocate(buf, loc=self.loc(s), address=address)]
+
+    def tensor_dim(self, a: _Args, arg: str, what: str, d: int, x, positive: bool) -> N.Expr:
+        """Dim (or stride) ``d`` of a T.make_tensor: an int, or an integer expression of
+        constants, symbols, scalar parameters and the kernel's names that reads no memory."""
+        if isinstance(x, int) and not isinstance(x, bool):
+            if positive and x <= 0:
+                raise a.fail(arg, f"{what}: dim {d} is {x}; a static dim is positive")
+            return N.Const(x, "int32" if -2 ** 31 <= x < 2 ** 31 else "int64")
+        if not _is_ir(x) or not N.is_int(x.dtype) or x.dtype == "bool" or \
+                any(isinstance(v, N.Load) for v in _walk_exprs(x)):
+            raise a.fail(arg, f"{what}: {arg}[{d}] is {_show(x)}; it is an int or an integer "
+                              "expression of constants, symbols, scalar parameters and the "
+                              "kernel's names that reads no memory (bind a value read from "
+                              "memory to a name first)")
+        self.note_symbols(tuple(v for v in _walk_exprs(x) if isinstance(v, N.Var)
+                                and v.name not in self.used_names))
+        return x if x.dtype in N.DIM_DTYPES else N.cast(x, "int32")
+
+    def top_tensor_views(self, s) -> tuple[N.Stmt, ...]:
+        """The top-level T.make_tensor tensors, allocated at the start of the T.Kernel being
+        parsed (each under a name of its own in each kernel)."""
+        out = []
+        for name, buf, address, st in self.top_tensors:
+            view = dataclasses.replace(buf, name=self.fresh(buf.name)) \
+                if buf.name in self.used_names else buf
+            self.used_names.add(view.name)
+            self.address_tensors.add(view.name)
+            self.bind(name, _BufferRef(view))
+            out.append(N.Allocate(view, loc=self.loc(st), address=address))
+        return tuple(out)
+
     def tensor_proxy(self, func_node):
         """The ``T.Tensor`` / ``T.Buffer`` proxy a call names, or None."""
         try:
@@ -2295,6 +2435,10 @@ class _Parser:
                                   "it as the kernel's first statement)")
         base = src.buffer
         root = self.view_roots.get(base.name, base)
+        if root.name in self.address_tensors:
+            raise a.fail(src_arg, f"'{name}': '{base.name}' is a tensor at an address "
+                                  "(T.make_tensor); make the view with T.make_tensor of the "
+                                  "same address instead")
         what = f"{self.form_text(a)}"
         if shape is None:
             shape = tuple(d.value if isinstance(d, N.Const) else d for d in base.shape)
@@ -2350,16 +2494,17 @@ class _Parser:
         return f"{a.prefix}{a.name}"
 
     def misplaced_match(self, s, form: F.Form) -> FrontendError:
-        """A ``T.match_buffer`` / ``T.make_tensor`` inside a kernel (or another block)."""
+        """A ``T.match_buffer`` (or ``T.make_tensor`` of a ``T.handle``) inside a kernel (or
+        another block)."""
         self.args(form, s.value)  # (its arguments bound first: an unknown one is named)
-        return self.error(s, f"T.{form.__name__} binds a T.handle / T.ptr parameter to a "
-                             "tensor at the top of the prim_func body, before any other "
-                             "statement (`A = T.match_buffer(a, shape, dtype)`); here it is "
-                             "not supported (TVM's match of a buffer region inside a "
-                             "T.block, TileLang's tensor from an address read in a kernel)")
+        return self.error(s, f"T.{form.__name__} binds a T.handle parameter to a tensor at "
+                             "the top of the prim_func body, before any other statement (`A = "
+                             "T.match_buffer(a, shape, dtype)`); here it is not supported "
+                             "(TVM's match of a buffer region inside a T.block; a tensor at a "
+                             "T.ptr or an address read in a kernel is T.make_tensor's)")
 
     def allocate(self, name: str, form: F.Form, call: ast.Call, s) -> list[N.Stmt]:
-        if form.__name__ in self._MATCH_FORMS:
+        if form.__name__ == "match_buffer" or self.match_form(s) is not None:
             raise self.misplaced_match(s, form)
         if form.__name__ == "decl_buffer":
             return self.decl_buffer(name, self.args(form, call), s)
@@ -2374,6 +2519,8 @@ class _Parser:
                                       "takes shape, dtype and scope)")
             if a.value("scope") == "global":  # TileLang's T.alloc_global is this call
                 return self.alloc_global(name, a, s)
+        if form.__name__ in ("make_tensor", "make_tensor_from_addr"):
+            return self.make_tensor(name, form.__name__, self.args(form, call), s)
         if form.__name__ in ("view", "reshape"):
             a = self.args(form, call)
             return self.alloc_view(name, a, s, a.value("src"), a.value("shape"),

@@ -127,6 +127,48 @@ DTYPE_NAMES = {
 }
 
 
+class Pointer:
+    """TileLang's ``T.ptr``: as a parameter annotation (``a_ptr: T.ptr``, or called:
+    ``T.ptr()``, ``T.ptr(T.float16)``) a pointer parameter, a device address the caller
+    passes as a tensor (its data pointer) or an int, which ``T.make_tensor(a_ptr, shape,
+    dtype)`` views; as the dtype of a tensor (``T.Tensor([G], T.ptr)``) int64, a table of
+    addresses (TileLang's ``_normalize_tensor_dtype``).  ``dtype`` (the pointee TileLang
+    annotates the pointer with; T.make_tensor's own dtype decides how the memory reads),
+    ``storage_scope`` and ``is_size_var`` are kept for the parser to check; ``error`` says
+    why a call's arguments did not fit TileLang's signature (reported at the parameter)."""
+
+    def __init__(self, dtype=None, storage_scope: str = "global", is_size_var: bool = False,
+                 error: str = ""):
+        self.dtype, self.storage_scope, self.is_size_var = dtype, storage_scope, is_size_var
+        self.error = error
+
+    def spec(self, dtype=None, storage_scope="global", *, is_size_var=False) -> "Pointer":
+        return Pointer(dtype, storage_scope, is_size_var)
+
+    @property
+    def __signature__(self) -> inspect.Signature:
+        return plain_signature(self.spec)
+
+    def __call__(self, *args, **kwargs) -> "Pointer":
+        error = signature_error("T.ptr", plain_signature(self.spec), [repr(a) for a in args],
+                                kwargs)
+        return Pointer(error=error) if error else self.spec(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return "T.ptr" if self.dtype is None else f"T.ptr({self.dtype!r})"
+
+
+ptr = Pointer()
+POINTER_DTYPE = "int64"  # a pointer as an argument, a table entry and a kernel parameter
+
+
+def tensor_dtype_name(d) -> str:
+    """The dtype of a tensor declared with dtype ``d`` (a parameter's annotation,
+    T.make_tensor's ``dtype``): :func:`dtype_name`, and ``T.ptr`` is int64 (TileLang's
+    ``_normalize_tensor_dtype``: a table of addresses is int64 storage)."""
+    return POINTER_DTYPE if isinstance(d, Pointer) else dtype_name(d)
+
+
 def dtype_name(d) -> str:
     """Canonical dtype name of a ``T.*`` dtype, a string, or a torch dtype;
     :class:`UnknownDTypeError` (a ``KeyError`` and a ``ValueError``) naming the valid
@@ -332,7 +374,7 @@ class _HandleProxy:
 
 
 handle = _HandleProxy("T.handle")
-ptr = _HandleProxy("T.ptr")
+
 
 
 # ---- symbolic extents --------------------------------------------------------------------

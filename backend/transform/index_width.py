@@ -11,7 +11,10 @@ reading and writing out of bounds.
 
 A global view (``Allocate.view_of``, T.view of a parameter) indexes as wide as its base,
 and wide also where its elements are narrower than a base whose offsets may pass int32
-(more of them fit in the same bytes)."""
+(more of them fit in the same bytes).  A tensor at an address (``Allocate.address``,
+T.make_tensor) is wide where its dims are int64 or its static shape's offsets pass int32,
+and with ``wide_offsets`` where its symbolic ones may: otherwise its offsets are int32, as
+TileLang indexes it, and nothing checks them at launch (the caller passes no tensor)."""
 
 from __future__ import annotations
 
@@ -39,4 +42,12 @@ def choose_index_width(func: N.PrimFunc, options: dict) -> N.PrimFunc:
             if s.view_of in wide or (narrower and may_pass_int32(base)) or (
                     max_offset(s.buffer) or 0) > INT32_MAX:
                 wide.append(s.buffer.name)
+        # a tensor at an address (T.make_tensor): wide where its dims are int64 or its static
+        # shape's offsets pass int32, or with wide_offsets where its symbolic ones may
+        # (nothing at launch can check the offsets of a tensor the caller does not pass)
+        for s in (s for s in walk_stmts(k.body) if isinstance(s, N.Allocate) and s.address is not None):
+            b = s.buffer
+            if int64_dims(b) or (max_offset(b) or 0) > INT32_MAX or \
+                    (options.get("wide_offsets") and may_pass_int32(b)):
+                wide.append(b.name)
     return dataclasses.replace(func, wide_tensors=tuple(wide))

@@ -3,11 +3,16 @@ templates and the cubin check read (``tilecute.runtime.abi.LaunchABI``).
 
 The kernel parameter list is derived here and nowhere else: every kernel of a function
 takes the data pointers of the tensor arguments (in argument order), then the symbols
-(int32, or int64 for TileLang's ``T.dynamic("n", "int64")``, in first-use order), then the scalar arguments, then its own TMA descriptors.
+(int32, or int64 for TileLang's ``T.dynamic("n", "int64")``, in first-use order), then
+the scalar arguments (a pointer argument, TileLang's ``p: T.ptr``, as its int64 address),
+then its own TMA descriptors.
 Everything else comes from what the passes recorded in the IR: the descriptors
 (``KernelScope.tma_descriptors``), the shared memory (``KernelScope.shared_bytes``), the
 producer warpgroup, and the alignment each tensor needs (the vector accesses the
-vectorization pass chose, ``For.vectors``; TMA needs 16-byte bases).
+vectorization pass chose, ``For.vectors``; TMA needs 16-byte bases), which for a tensor
+at an address (``Allocate.address``, T.make_tensor) is what its pointer is assumed
+aligned to: checked by the launcher for a pointer argument, a promise of the caller's for
+an address read from a table.
 """
 
 from __future__ import annotations
@@ -17,8 +22,8 @@ from dataclasses import dataclass
 from ..ir import nodes as N
 from ..ir.visitor import walk_stmts
 from .analysis import may_pass_int32, syncs_grid
-from ..runtime.abi import (DIM_OPS, KernelLaunch, KernelParam, LaunchABI, ScalarArg, SymbolSpec,
-                           TensorArg, affine_in, dim_symbols, dim_text)
+from ..runtime.abi import (DIM_OPS, KernelLaunch, KernelParam, LaunchABI, PointerArg, ScalarArg,
+                           SymbolSpec, TensorArg, affine_in, dim_symbols, dim_text)
 from ..runtime.dtypes import DTYPES, storage_bytes
 
 # scalar argument dtypes a kernel parameter can carry as is
@@ -41,6 +46,8 @@ class KernelPlan:
     abi: LaunchABI
     name_prefixes: tuple[str, ...]
     arch: str
+    # tensor at an address (Allocate.address) -> the bytes its pointer is assumed aligned to
+    address_align: tuple[tuple[str, int], ...] = ()
 
     @property
     def tensor_params(self) -> list[N.Buffer]:
@@ -132,12 +139,18 @@ def grid_cpp(e: N.Expr, func: N.PrimFunc) -> str:
 
 def tensor_alignment(func: N.PrimFunc) -> dict[str, int]:
     """Bytes each tensor argument's base must be a multiple of, from the recorded vector
-    accesses, TMA descriptors and T.ptx_cp_async sources."""
-    globals_ = {p.name: p for p in func.params if isinstance(p, N.Buffer)}
+    accesses, TMA descriptors and T.ptx_cp_async sources; also each tensor at an address's
+    (``Allocate.address``, by its name), at least its element's size."""
+    params = {p.name: p for p in func.params if isinstance(p, N.Buffer)}
     aligned: dict[str, int] = {}
     for k in func.kernels:
         views = {s.buffer.name: s for s in walk_stmts(k.body)
-                 if isinstance(s, N.Allocate) and s.view_of in globals_}
+                 if isinstance(s, N.Allocate) and s.view_of in params}
+        at_address = {s.buffer.name: s.buffer for s in walk_stmts(k.body)
+                      if isinstance(s, N.Allocate) and s.address is not None}
+        for name, b in at_address.items():
+            aligned[name] = max(aligned.get(name, 1), DTYPES[b.dtype].bytes)
+        globals_ = {**params, **at_address}
         for s in walk_stmts(k.body):
             if isinstance(s, N.For):
                 for v in s.vectors:
@@ -163,12 +176,27 @@ def tensor_alignment(func: N.PrimFunc) -> dict[str, int]:
 GRID_BARRIER = "tc_grid_barrier"
 
 
+def pointer_alignment(func: N.PrimFunc, aligned: dict[str, int]) -> dict[str, int]:
+    """Bytes each pointer argument must be a multiple of: what the tensors at its address
+    (``T.make_tensor(p, ...)``) are assumed aligned to."""
+    out = {name: 1 for name in func.pointers}
+    for k in func.kernels:
+        for s in walk_stmts(k.body):
+            if isinstance(s, N.Allocate) and isinstance(s.address, N.Var) and \
+                    s.address.name in out:
+                out[s.address.name] = max(out[s.address.name], aligned[s.buffer.name])
+    return out
+
+
 def build_abi(func: N.PrimFunc, arch: str) -> KernelPlan:
     """The launch ABI of lowered ``func`` and the plan the generators render from."""
     aligned = tensor_alignment(func)
+    pointer_align = pointer_alignment(func, aligned)
     args = []
     for p in func.params:
-        if isinstance(p, N.Buffer):
+        if isinstance(p, N.Var) and p.name in func.pointers:
+            args.append(PointerArg(p.name, p.dtype, pointer_align[p.name]))
+        elif isinstance(p, N.Buffer):
             args.append(TensorArg(p.name, p.dtype, tuple(_dim(d) for d in p.shape),
                                   None if p.strides is None else tuple(_dim(d) for d in p.strides),
                                   aligned.get(p.name, 1),
@@ -211,4 +239,7 @@ def build_abi(func: N.PrimFunc, arch: str) -> KernelPlan:
         kernels.append(KernelLaunch(f"{prefix}_{i}", grid, block, params + tma, k.shared_bytes,
                                     cluster, pdl=k.pdl, cooperative=cooperative[i]))
     abi = LaunchABI(func.name, tuple(args), tuple(symbols), tuple(kernels))
-    return KernelPlan(func, abi, tuple(prefixes), arch)
+    at_address = tuple((s.buffer.name, aligned[s.buffer.name]) for k in func.kernels
+                       for s in walk_stmts(k.body)
+                       if isinstance(s, N.Allocate) and s.address is not None)
+    return KernelPlan(func, abi, tuple(prefixes), arch, at_address)

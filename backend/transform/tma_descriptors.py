@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..ir import nodes as N
-from ..ir.visitor import StmtMutator
+from ..ir.visitor import StmtMutator, walk_stmts
 from ..runtime.abi import TmaSpec
 from ..target import arch_at_least
 from .analysis import (all_names, column_slice, matrix_of, matrix_slice, row_slice, tma_box,
@@ -26,6 +26,10 @@ class _Describer(StmtMutator):
         self.buffers = {p.name: p for p in func.params if isinstance(p, N.Buffer)}
         self.allocs = {s.buffer.name: s for s in scope.body if isinstance(s, N.Allocate)}
         self.buffers.update({n: a.buffer for n, a in self.allocs.items()})
+        self.at_address = {a.buffer.name for a in walk_stmts(scope.body)
+                           if isinstance(a, N.Allocate) and a.address is not None}
+        self.buffers.update({a.buffer.name: a.buffer for a in walk_stmts(scope.body)
+                             if isinstance(a, N.Allocate) and a.buffer.scope == "global"})
         self.descriptors: dict[tuple, N.TmaDescriptor] = {}
 
     def fail(self, s, msg: str):
@@ -47,6 +51,12 @@ class _Describer(StmtMutator):
         load = self.buffers[s.src.buffer].scope == "global"
         glob_r, shared_r = (s.src, s.dst) if load else (s.dst, s.src)
         glob, shared = self.buffers[glob_r.buffer], self.buffers[shared_r.buffer]
+        if self.func.buffer(glob.name) is None:
+            what = "a tensor at an address (T.make_tensor)" if glob.name in self.at_address \
+                else "a view (T.view) of a tensor argument"
+            self.fail(s, f"{form} of '{glob.name}', {what}: a TMA descriptor is encoded on the "
+                         "host from a tensor argument, which this tensor is not; copy it with "
+                         "T.copy (cp.async / vector loads and stores)")
         swizzle = tma_swizzle(self.allocs.get(shared.name))
         sliced = row_slice(shared_r, shared, swizzle)
         columns = column_slice(shared_r, shared, swizzle)
