@@ -20,7 +20,9 @@ def narrow(n=256):
                 U: T.Tensor((n,), T.uint8), W: T.Tensor((n,), T.int32),
                 P: T.Tensor((n,), T.int8), H: T.Tensor((n,), T.float16),
                 C: T.Tensor((n,), T.int32), S: T.Tensor((n,), T.int32)):
-        with T.Kernel(n // 128, threads=128) as bx:
+        # 32 threads over 128 iterations: 4 lanes each (TileLang's partition; with 128
+        # threads each would run one, unvectorized)
+        with T.Kernel(n // 128, threads=32) as bx:
             for i in T.Parallel(128):
                 g = bx * 128 + i
                 W[g] = A[g] * B[g] + 1
@@ -120,7 +122,7 @@ def width_sensitive(n=256):
     @T.prim_func
     def avg(A: T.Tensor((n,), T.uint8), B: T.Tensor((n,), T.uint8), O: T.Tensor((3, n), T.uint8),
             I: T.Tensor((n,), T.int8), Q: T.Tensor((n,), T.int32)):
-        with T.Kernel(n // 128, threads=128) as bx:
+        with T.Kernel(n // 128, threads=32) as bx:  # 4 lanes a thread
             for i in T.Parallel(128):
                 g = bx * 128 + i
                 O[0, g] = (A[g] + B[g]) >> 1

@@ -174,8 +174,18 @@ def test_top_level_tensor_in_each_kernel():
              for k in two.kernels]
     assert names == [["X"], ["X_1"]]
     plan = lower(two)
-    # its accesses are 16-byte vectors: the launcher checks the address is aligned so
-    assert plan.abi.args[0] == PointerArg("x_ptr", "int64", 16)
+    # 128 iterations over 128 threads: one float each (TileLang's partition), so the
+    # launcher checks the address is aligned to an element
+    assert plan.abi.args[0] == PointerArg("x_ptr", "int64", 4)
+
+    @T.prim_func
+    def wide(x_ptr: T.ptr, n: T.int32):
+        X = T.make_tensor(x_ptr, (n,), T.float32)
+        with T.Kernel(T.ceildiv(n, 512), threads=128) as bx:
+            for i in T.Parallel(512):
+                X[bx * 512 + i] = 0.0
+    # 512 over 128 threads: 4 lanes each, 16-byte vectors: the address is checked so
+    assert lower(wide).abi.args[0] == PointerArg("x_ptr", "int64", 16)
 
 
 def eager_pointer_gemm():

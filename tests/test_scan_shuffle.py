@@ -78,12 +78,13 @@ LET_IN_VECTOR_NEST = _script("""
     for i, j in T.Parallel(4, 64):
         row = bx * 4 + i
         B[row, j] = A[row, j] * 2.0
-""", 'A: T.Tensor((16, 64), "float16"), B: T.Tensor((16, 64), "float16")')
+""", 'A: T.Tensor((16, 64), "float16"), B: T.Tensor((16, 64), "float16")', threads=32)
 
 
 def test_vector_accesses_read_the_lets_of_the_body(tmp_path):
     """The vector load/store run before the body's Lets are bound: they (and their bounds
-    conditions) use the Let's value, and the body still binds it per lane."""
+    conditions) use the Let's value, and the body still binds it per lane.  (256 iterations
+    over 32 threads: 8 lanes each, TileLang's partition.)"""
     func = T.from_script(LET_IN_VECTOR_NEST)
     (inner,) = [s for s in walk_stmts(run_passes(func, "sm_90a").kernels[0].body)
                 if isinstance(s, N.For) and s.vectors]

@@ -369,7 +369,11 @@ def test_reductions_and_quantization_on_gpu():
     sref = X.float().abs().amax(1).clamp(min=1e-4) / 448.0
     _rel(Sc, sref, 1e-6)
     qref = (X.float() / sref[:, None]).clamp(-448, 448).to(torch.float8_e4m3fn)
-    _rel(Xq.float(), qref.float(), 0.07)
+    # a quotient at an fp8 rounding midpoint may land one e4m3 step (1/8 of its magnitude
+    # at most) either side; any other difference, or many of them, is wrong
+    diff = (Xq.float() - qref.float()).abs()
+    assert bool((diff <= qref.float().abs() / 8 + 2.0 ** -9).all()), diff.max().item()
+    assert (diff > 0).float().mean().item() < 1e-3
 
     X = _r(128, 128)
     S = torch.empty(128, device="cuda")

@@ -265,6 +265,7 @@ def sliding_window_softcap(B=1, H=2, S=256, D=64, bm=64, bn=64, window=96, softc
             m = T.alloc_fragment((bm,), T.float32)
             m_prev = T.alloc_fragment((bm,), T.float32)
             rescale = T.alloc_fragment((bm,), T.float32)
+            m_base = T.alloc_fragment((bm,), T.float32)
             rowsum = T.alloc_fragment((bm,), T.float32)
             l = T.alloc_fragment((bm,), T.float32)
             T.copy(Q[bz, by, bx * bm:(bx + 1) * bm, :], q_s)
@@ -286,10 +287,13 @@ def sliding_window_softcap(B=1, H=2, S=256, D=64, bm=64, bn=64, window=96, softc
                                                  acc_s[i, j], -T.infinity(T.float32))
                 T.copy(m, m_prev)
                 T.reduce_max(acc_s, m, dim=1, clear=False)
+                # a row the window has not reached yet has seen only -inf: its exponents
+                # take base 0 (-inf - -inf would be NaN)
                 for i in T.Parallel(bm):
-                    rescale[i] = T.exp2((m_prev[i] - m[i]) * LOG2E)
+                    m_base[i] = T.if_then_else(m[i] == -T.infinity(T.float32), 0.0, m[i])
+                    rescale[i] = T.exp2((m_prev[i] - m_base[i]) * LOG2E)
                 for i, j in T.Parallel(bm, bn):
-                    acc_s[i, j] = T.exp2((acc_s[i, j] - m[i]) * LOG2E)
+                    acc_s[i, j] = T.exp2((acc_s[i, j] - m_base[i]) * LOG2E)
                 T.reduce_sum(acc_s, rowsum, dim=1)
                 for i in T.Parallel(bm):
                     l[i] = l[i] * rescale[i] + rowsum[i]

@@ -160,11 +160,46 @@ def async_copy_ok(inner: N.For, buffers, layouts, arch: str) -> bool:
         storage_bytes(dst.dtype, chunks.pop()) in ASYNC_COPY_BYTES
 
 
+def min_padding_width(width: int, loops: list, threads: int) -> int:
+    """TileLang's choice of lanes for a nest over no fragment (``SelectMinPaddingVectorSize``
+    in its parallel op): the nest is covered in steps of ``threads * width`` iterations with
+    every thread of the block (or ``T.ws`` region) taking part, so of the legal widths
+    ``width``, ``width / 2``, ..., 1 the one that leaves the fewest iterations of the last
+    step idle wins, the wider on a tie.  128 iterations over 128 threads run one each (not
+    4 lanes on 32 threads): which thread runs which iteration is the program's business
+    (a warp shuffle or match in the nest sees its lanes' values).  A nest whose extents are
+    not all constants keeps ``width``."""
+    if width <= 1 or threads <= 0 or \
+            not all(isinstance(lp.extent, N.Const) for lp in loops):
+        return width
+    total = math.prod(int(lp.extent.value) for lp in loops)
+    best, best_pad, cand = width, None, width
+    while cand >= 1:
+        step = threads * cand
+        pad = -(-total // step) * step - total
+        if best_pad is None or pad < best_pad:
+            best, best_pad = cand, pad
+        cand //= 2
+    return best
+
+
 class _Vectorizer(StmtMutator):
     def __init__(self, func: N.PrimFunc, arch: str):
         self.func, self.arch = func, arch
         self.buffers = {p.name: p for p in func.params if isinstance(p, N.Buffer)}
         self.layouts: dict[str, N.Layout] = {}
+        self.threads = 0  # the threads a nest spreads over: the block's or a T.ws region's
+
+    def visit_kernel(self, scope: N.KernelScope) -> N.KernelScope:
+        self.threads = scope.num_threads
+        return super().visit_kernel(scope)
+
+    def visit_warp_groups(self, s: N.WarpGroups) -> N.WarpGroups:
+        saved, self.threads = self.threads, s.num_threads
+        try:
+            return self.generic(s)
+        finally:
+            self.threads = saved
 
     def visit_allocate(self, s: N.Allocate) -> N.Allocate:
         self.buffers[s.buffer.name] = s.buffer
@@ -211,6 +246,8 @@ class _Vectorizer(StmtMutator):
                 inner = dataclasses.replace(outer, body=(inner,))
             return inner
         width = legal_width(inner, self.buffers, self.layouts)
+        if not inner.vector_width:
+            width = min_padding_width(width, loops, self.threads)
         if inner.vector_width:  # the program asked for a width (1 turns vectorization off)
             if width % inner.vector_width and inner.vector_width > 1:
                 raise VectorizeError(
