@@ -2119,8 +2119,10 @@ class _Parser:
         if not _is_ir(v):
             if isinstance(v, (int, float, bool)):
                 v = N.as_expr(v)
-            elif isinstance(v, (str, tuple, dict)):
-                self.bind(target.id, v)  # a parse-time value (dtype name, shape, kwargs dict)
+            elif isinstance(v, (str, tuple, list, dict)):
+                # a parse-time value (dtype name, shape, kwargs dict, a helper's list of
+                # expressions such as `list(unpack(x))`)
+                self.bind(target.id, v)
                 return []
             elif isinstance(v, (_BufferRef, _RegionRef, B.Words)):
                 self.bind(target.id, v)  # another name for a buffer; T.ldg64's words
