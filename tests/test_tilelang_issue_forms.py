@@ -67,3 +67,46 @@ def test_gpu_bf16_round_trip_keeps_nan_and_inf():
     assert torch.isinf(got[2:4]).all() and got[2] > 0 and got[3] < 0
     want = x.cpu()[4:].to(torch.bfloat16).float()  # torch rounds to nearest even too
     assert torch.equal(got[4:], want)
+
+
+# ---- float8 values in arithmetic and math -------------------------------------------------
+def fp8_elementwise(dt, n=256):
+    """C = round_away(A) * B - |A| and M = A > B on float8 values: each operation's value
+    is a float8, computed in float32 and rounded back (CUTLASS's fp8 operators)."""
+
+    @T.prim_func
+    def main(A: T.Tensor((n,), dt), B: T.Tensor((n,), dt), C: T.Tensor((n,), dt),
+             M: T.Tensor((n,), T.bool)):
+        with T.Kernel(n // 128, threads=128) as bx:
+            for i in T.Parallel(128):
+                a = A[bx * 128 + i]
+                b = B[bx * 128 + i]
+                C[bx * 128 + i] = T.round(a, "ties-away-from-zero") * b - T.abs(a)
+                M[bx * 128 + i] = a > b
+
+    return main
+
+
+@pytest.mark.parametrize("dt", ["float8_e4m3", "float8_e5m2"])
+def test_fp8_arithmetic_builds(dt, tmp_path):
+    _cubin(fp8_elementwise(dt), tmp_path)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dt", ["float8_e4m3", "float8_e5m2"])
+def test_gpu_fp8_arithmetic(dt):
+    tdt = {"float8_e4m3": torch.float8_e4m3fn, "float8_e5m2": torch.float8_e5m2}[dt]
+    kernel = tilecute.compile(fp8_elementwise(dt))
+    g = torch.Generator().manual_seed(0)
+    a = (torch.randint(-12, 13, (256,), generator=g) * 0.5).to(tdt)  # halves: ties
+    b = (torch.randint(-8, 9, (256,), generator=g) * 0.25).to(tdt)
+    c = torch.empty(256, dtype=tdt)
+    m = torch.empty(256, dtype=torch.bool)
+    a_d, b_d, c_d, m_d = (t.cuda() for t in (a, b, c, m))
+    kernel(a_d, b_d, c_d, m_d)
+    af, bf = a.float(), b.float()
+    r = (torch.sign(af) * torch.floor(af.abs() + 0.5)).to(tdt).float()
+    prod = (r * bf).to(tdt).float()
+    want = (prod - af.abs().to(tdt).float()).to(tdt)
+    assert torch.equal(c_d.cpu().float(), want.float())
+    assert torch.equal(m_d.cpu(), af > bf)
