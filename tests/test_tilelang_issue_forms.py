@@ -110,3 +110,53 @@ def test_gpu_fp8_arithmetic(dt):
     want = (prod - af.abs().to(tdt).float()).to(tdt)
     assert torch.equal(c_d.cpu().float(), want.float())
     assert torch.equal(m_d.cpu(), af > bf)
+
+
+# ---- T.assume before the kernel -----------------------------------------------------------
+def gather_rows_assumed():
+    """out[r, :] = x[r, :] for rows of a strided matrix whose row stride the program
+    promises even, with T.assume at the top of the body, before the kernel."""
+    rows, cols, ld = T.dynamic("rows"), 256, T.dynamic("ld")
+
+    @T.prim_func
+    def main(x: T.StridedTensor((rows, cols), (ld, 1), T.float16),
+             out: T.Tensor((rows, cols), T.float16)):
+        T.assume(ld % 8 == 0)
+        with T.Kernel(rows, threads=64) as r:
+            for j in T.Parallel(cols):
+                out[r, j] = x[r, j] * T.float16(2)
+
+    return main
+
+
+def test_top_level_assume_promises_a_divisor(tmp_path):
+    text = gather_rows_assumed().script()
+    assert 'T.symbolic("ld", multiple_of=8)' in text
+    _cubin(gather_rows_assumed(), tmp_path)
+
+
+def test_top_level_assume_false_at_parse_time_is_refused():
+    src = '''
+import tilecute.language as T
+
+@T.prim_func
+def main(x: T.Tensor((64,), T.float32)):
+    T.assume(64 % 3 == 0)
+    with T.Kernel(1, threads=64) as bx:
+        x[0] = 1.0
+'''
+    with pytest.raises(tilecute.language.FrontendError, match=r"<script>:6.*is false at compile time"):
+        T.from_script(src)
+
+
+@pytest.mark.gpu
+def test_gpu_top_level_assume():
+    kernel = tilecute.compile(gather_rows_assumed())
+    base = torch.randn(10, 264, device="cuda").half()
+    x = base[:, :256]  # a row stride of 264, a multiple of 8
+    out = torch.empty(10, 256, device="cuda", dtype=torch.float16)
+    kernel(x, out)
+    assert torch.equal(out, x * 2)
+    odd = torch.randn(10, 260, device="cuda").half()[:, :256]  # stride 260: breaks the promise
+    with pytest.raises(ValueError, match="ld"):
+        kernel(odd, out)

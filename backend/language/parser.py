@@ -1097,6 +1097,11 @@ class _Parser:
                 return self.assign(s)
             if isinstance(s, ast.Assign) and self.try_python_assign(s):
                 return []
+            if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and \
+                    getattr(self.form_of(s.value.func), "__name__", None) == "assume":
+                # TileLang's `T.assume(stride % 2 == 0)` before the kernels: a promise about
+                # the parameters, read as inside a kernel
+                return self.stmt_assume(self.args(self.form_of(s.value.func), s.value), s)
             raise self.top_level_error(s)
         # statements a T.ldg*/T.lds* access in this statement's expressions needs first
         # (`pending`); only where they run once, before the statement
