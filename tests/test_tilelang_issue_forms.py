@@ -160,3 +160,82 @@ def test_gpu_top_level_assume():
     odd = torch.randn(10, 260, device="cuda").half()[:, :256]  # stride 260: breaks the promise
     with pytest.raises(ValueError, match="ld"):
         kernel(odd, out)
+
+
+# ---- T.named_barrier_arrive ---------------------------------------------------------------
+ROUNDS = 4
+
+
+def slot_handoff():
+    """Warp 0 produces a 32-value slot per round, warp 1 consumes it rotated by one lane:
+    the producer arrives on `full` (bar.arrive) and, from the second round, waits on
+    `empty`; the consumer waits on `full` and arrives on `empty`."""
+
+    @T.prim_func
+    def main(inp: T.Tensor((ROUNDS, 32), T.float32), out: T.Tensor((ROUNDS, 32), T.float32)):
+        with T.Kernel(1, threads=64) as bx:
+            tx = T.get_thread_binding()
+            slot = T.alloc_shared((32,), T.float32)
+            full = 3
+            empty = 4
+            if tx < 32:
+                for r in T.serial(ROUNDS):
+                    if r > 0:
+                        T.sync_threads(empty, 64)
+                    slot[tx] = inp[r, tx] * 2.0
+                    T.named_barrier_arrive(full, 64)
+            else:
+                for r in T.serial(ROUNDS):
+                    T.sync_threads(full, 64)
+                    out[r, tx - 32] = slot[(tx - 31) % 32]
+                    if r < ROUNDS - 1:
+                        T.named_barrier_arrive(empty, 64)
+
+    return main
+
+
+def test_named_barrier_arrive_ir_and_round_trip(tmp_path):
+    from tilecute.ir import nodes as N
+    from tilecute.ir.visitor import walk_stmts
+
+    f = slot_handoff()
+    arrives = [s for k in f.kernels for s in walk_stmts(k.body)
+               if isinstance(s, N.NamedBarrier) and s.arrive]
+    assert len(arrives) == 2 and all(s.program and s.threads == 64 for s in arrives)
+    text = f.script()
+    assert text.count("T.named_barrier_arrive(") == 2
+    assert T.from_script(text).script() == text
+    from tilecute.codegen.cute import emit_cute
+    from tilecute.transform.pipeline import lower
+
+    src = emit_cute(lower(f, "sm_90a"))
+    assert src.count("cute.arch.barrier_arrive(barrier_id=") == 2
+    _cubin(f, tmp_path)
+
+
+@pytest.mark.parametrize("call,msg", [
+    ("T.named_barrier_arrive(3, 48)", "thread_count=48: 48 threads: a named barrier counts whole warps"),
+    ("T.named_barrier_arrive(16, 64)", "barrier_id=16"),
+    ("T.named_barrier_arrive(3, n)", "thread_count must be an int"),
+])
+def test_named_barrier_arrive_refusals(call, msg):
+    src = f'''
+import tilecute.language as T
+
+@T.prim_func
+def main(x: T.Tensor((64,), T.float32), n: T.int32):
+    with T.Kernel(1, threads=64) as bx:
+        {call}
+'''
+    with pytest.raises(tilecute.language.FrontendError, match=msg) as e:
+        T.from_script(src)
+    assert "<script>:7" in str(e.value)
+
+
+@pytest.mark.gpu
+def test_gpu_named_barrier_arrive_handoff():
+    kernel = tilecute.compile(slot_handoff())
+    inp = torch.randn(ROUNDS, 32, device="cuda")
+    out = torch.empty_like(inp)
+    kernel(inp, out)
+    assert torch.equal(out, torch.roll(inp, -1, dims=1) * 2)

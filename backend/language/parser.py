@@ -3718,21 +3718,39 @@ class _Parser:
                                                      "(TileLang would read it as the id)")
             return [N.Barrier(a.static_bool("wait_async"), loc=self.loc(s))]
         a.refuse_unless("wait_async", (False,), "a named barrier waits for its threads only")
+        bid = self.named_barrier_id(a)
+        threads = self.named_barrier_threads(a, "arrive_count", count)
+        if isinstance(bid, N.Const) and bid.value == 0 and threads == math.prod(self.kernel_threads):
+            return [N.Barrier(False, loc=self.loc(s))]  # bar.sync 0 over the block
+        return [N.NamedBarrier(bid, threads, loc=self.loc(s), program=True)]
+
+    def stmt_named_barrier_arrive(self, a: _Args, s) -> list[N.Stmt]:
+        """``T.named_barrier_arrive(barrier_id, thread_count)``: ``bar.arrive``, the
+        program's arrive on the named barrier a ``T.sync_threads(barrier_id, thread_count)``
+        waits on."""
+        bid = self.named_barrier_id(a)
+        threads = self.named_barrier_threads(a, "thread_count", a.value("thread_count"))
+        return [N.NamedBarrier(bid, threads, arrive=True, loc=self.loc(s), program=True)]
+
+    def named_barrier_id(self, a: _Args) -> N.Expr:
+        bid = a.value("barrier_id")
         if isinstance(bid, bool) or not (isinstance(bid, int) or _is_ir(bid) and N.is_int(bid.dtype)):
             raise a.fail("barrier_id", f"expected an integer, got {_show(bid)}")
         bid = N.cast(N.as_expr(bid), "int32")
         if isinstance(bid, N.Const) and not 0 <= bid.value <= 15:
             raise a.fail("barrier_id", f"barrier_id={bid.value}: barrier {bid.value}: the "
                                        "hardware has named barriers 0..15")
+        return bid
+
+    def named_barrier_threads(self, a: _Args, arg: str, count) -> int:
+        """A named barrier's thread count (the block's without one): whole warps, at most
+        the block's threads, known when the kernel is built."""
         total = math.prod(self.kernel_threads)
-        threads = total if count is None else a.static_int("arrive_count", 1)
+        threads = total if count is None else a.static_int(arg, 1)
         if threads % 32 or threads > total:
-            raise a.fail("arrive_count", f"arrive_count={threads}: {threads} threads: a named "
-                                         "barrier counts whole warps (a multiple of 32), at most "
-                                         f"the block's {total}")
-        if isinstance(bid, N.Const) and bid.value == 0 and threads == total:
-            return [N.Barrier(False, loc=self.loc(s))]  # bar.sync 0 over the block
-        return [N.NamedBarrier(bid, threads, loc=self.loc(s), program=True)]
+            raise a.fail(arg, f"{arg}={threads}: {threads} threads: a named barrier counts "
+                              f"whole warps (a multiple of 32), at most the block's {total}")
+        return threads
 
     def stmt_sync_warp(self, a: _Args, s) -> list[N.Stmt]:
         mask = a.value("mask")
