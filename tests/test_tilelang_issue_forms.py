@@ -239,3 +239,31 @@ def test_gpu_named_barrier_arrive_handoff():
     out = torch.empty_like(inp)
     kernel(inp, out)
     assert torch.equal(out, torch.roll(inp, -1, dims=1) * 2)
+
+
+# ---- Python's print while the kernel is built ---------------------------------------------
+def print_while_building():
+    @T.prim_func
+    def main(x: T.Tensor((128,), T.float32)):
+        print("building", x)
+        with T.Kernel(4, threads=32) as (pid,):
+            print(pid, pid * 32 + 1, sep=", ")
+            for i in T.Parallel(32):
+                x[pid * 32 + i] = T.Cast(T.float32, pid)
+
+    return main
+
+
+def test_print_runs_once_while_parsing_and_makes_no_statement(capsys, tmp_path):
+    f = print_while_building()
+    assert capsys.readouterr().out == "building x\npid, pid * 32 + 1\n"
+    assert "print" not in f.script()
+    _cubin(f, tmp_path)
+
+
+@pytest.mark.gpu
+def test_gpu_print_while_building():
+    kernel = tilecute.compile(print_while_building())
+    x = torch.empty(128, device="cuda")
+    kernel(x)
+    assert torch.equal(x.cpu(), torch.arange(4).repeat_interleave(32).float())

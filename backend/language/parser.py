@@ -1102,6 +1102,9 @@ class _Parser:
                 # TileLang's `T.assume(stride % 2 == 0)` before the kernels: a promise about
                 # the parameters, read as inside a kernel
                 return self.stmt_assume(self.args(self.form_of(s.value.func), s.value), s)
+            if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and \
+                    self.python_value(s.value.func) is print:
+                return self.parse_time_print(s.value, s)
             raise self.top_level_error(s)
         # statements a T.ldg*/T.lds* access in this statement's expressions needs first
         # (`pending`); only where they run once, before the statement
@@ -2597,6 +2600,10 @@ class _Parser:
                 target = None
             if isinstance(target, Refused):  # `tirx.call_extern(...)`: say which and why
                 raise self.error(s, target.message())
+            if target is print:
+                # Python's print runs while the kernel is built, as in TileLang (whose parser
+                # runs a Python call statement): an expression prints as the script shows it
+                return self.parse_time_print(call, s)
             if isinstance(f, ast.Attribute):
                 try:
                     module = self.eval_python(f.value)
@@ -2618,6 +2625,20 @@ class _Parser:
         if handler is None and form.__name__.startswith("reduce_"):
             return [self.reduce(a, form.__name__[len("reduce_"):], s)]
         return handler(a, s)
+
+    def parse_time_print(self, call: ast.Call, s) -> list[N.Stmt]:
+        """``print(...)`` in a kernel body: printed once, now; no statement (TileLang's
+        device print is ``T.print``)."""
+        if any(isinstance(x, ast.Starred) for x in call.args):
+            raise self.error(s, "print(*args) in a kernel body: give print its values")
+        args = []
+        for x in call.args:
+            v = self.expr(x)
+            args.append(expr_str(v) if _is_ir(v) else v.buffer.name
+                        if isinstance(v, _BufferRef) else v)
+        kwargs = {k.arg: self.eval_python(k.value) for k in call.keywords}
+        print(*args, **kwargs)
+        return []
 
     # ---- T.macro -------------------------------------------------------------------------
     def macro_of(self, node):
