@@ -267,3 +267,86 @@ def test_gpu_print_while_building():
     x = torch.empty(128, device="cuda")
     kernel(x)
     assert torch.equal(x.cpu(), torch.arange(4).repeat_interleave(32).float())
+
+
+# ---- behaviours TileLang's issue tests guard ------------------------------------------------
+def signed_subword_decode(nbit, count):
+    """out[i] = the signed nbit-bit value i of uint32 words (lane 0 in the low bits),
+    sign-extended by a left shift to the top of an int32 and an arithmetic right shift."""
+    per_word = 32 // nbit
+    words = (count + per_word - 1) // per_word
+
+    @T.prim_func
+    def main(w: T.Tensor((words,), T.uint32), out: T.Tensor((count,), T.float32)):
+        with T.Kernel(1, threads=32) as _:
+            for i in T.Parallel(count):
+                field = (w[i // per_word] >> T.Cast(T.uint32, (i % per_word) * nbit)) & \
+                    T.uint32((1 << nbit) - 1)
+                out[i] = T.Cast(T.float32, (T.Cast(T.int32, field) << (32 - nbit)) >> (32 - nbit))
+
+    return main
+
+
+def _pack_signed(values, nbit):
+    per_word, mask = 32 // nbit, (1 << nbit) - 1
+    words = []
+    for s in range(0, len(values), per_word):
+        word = 0
+        for lane, v in enumerate(values[s:s + per_word]):
+            word |= (v & mask) << (lane * nbit)
+        words.append(word - (1 << 32) if word >= 1 << 31 else word)
+    return torch.tensor(words, dtype=torch.int32)
+
+
+@pytest.mark.parametrize("nbit", [2, 4, 8])
+def test_signed_subword_decode_builds(nbit, tmp_path):
+    _cubin(signed_subword_decode(nbit, 32), tmp_path)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("nbit", [2, 4, 8])
+def test_gpu_signed_subword_decode(nbit):
+    lo, hi = -(1 << (nbit - 1)), (1 << (nbit - 1))
+    values = [lo + (7 * i) % (hi - lo) for i in range(32)]
+    kernel = tilecute.compile(signed_subword_decode(nbit, 32))
+    w = _pack_signed(values, nbit).view(torch.uint32).cuda()
+    out = torch.empty(32, device="cuda")
+    kernel(w, out)
+    assert out.cpu().tolist() == [float(v) for v in values]
+
+
+def gemm_b_tile_by_threads(M=256, N=256, K=256, bm=128, bn=128, bk=32):
+    """C = A @ B.T with a one-stage pipeline whose B tile the threads fill element by
+    element (T.Parallel) while A's tile is a T.copy: the gemm of a step must see that
+    step's B tile, and the next step's fill must wait for the gemm."""
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), T.float16), B: T.Tensor((N, K), T.float16),
+             C: T.Tensor((M, N), T.float16)):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=128) as (bx, by):
+            A_s = T.alloc_shared((bm, bk), T.float16)
+            B_s = T.alloc_shared((bn, bk), T.float16)
+            acc = T.alloc_fragment((bm, bn), T.float32)
+            T.clear(acc)
+            for ko in T.Pipelined(T.ceildiv(K, bk), num_stages=1):
+                T.copy(A[by * bm, ko * bk], A_s)
+                for j, k in T.Parallel(bn, bk):
+                    B_s[j, k] = B[bx * bn + j, ko * bk + k]
+                T.gemm(A_s, B_s, acc, transpose_B=True)
+            T.copy(acc, C[by * bm, bx * bn])
+
+    return main
+
+
+def test_gemm_b_tile_by_threads_builds(tmp_path):
+    _cubin(gemm_b_tile_by_threads(), tmp_path)
+
+
+@pytest.mark.gpu
+def test_gpu_gemm_b_tile_by_threads():
+    kernel = tilecute.compile(gemm_b_tile_by_threads())
+    a = torch.randn(256, 256, device="cuda", dtype=torch.float16)
+    b = torch.randn(256, 256, device="cuda", dtype=torch.float16)
+    c = torch.empty(256, 256, device="cuda", dtype=torch.float16)
+    kernel(a, b, c)
+    torch.testing.assert_close(c.float(), a.float() @ b.float().T, rtol=1e-2, atol=0.2)
