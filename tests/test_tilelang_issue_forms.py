@@ -350,3 +350,26 @@ def test_gpu_gemm_b_tile_by_threads():
     c = torch.empty(256, 256, device="cuda", dtype=torch.float16)
     kernel(a, b, c)
     torch.testing.assert_close(c.float(), a.float() @ b.float().T, rtol=1e-2, atol=0.2)
+
+
+# ---- a T.gemm no warp arrangement tiles: TileLang's words --------------------------------
+def test_gemm_without_warp_partition_says_so_for_both_mma_families():
+    from tilecute.transform.pipeline import lower
+    from tilecute.transform.select_mma import GemmError
+
+    @T.prim_func
+    def main(A: T.Tensor((32, 64), T.float16), B: T.Tensor((64, 80), T.float16),
+             C: T.Tensor((32, 80), T.float32)):
+        with T.Kernel(1, threads=160):  # 5 warps: no warpgroup, and 80 is 5 x 16 along N
+            A_s = T.alloc_shared((32, 64), T.float16)
+            B_s = T.alloc_shared((64, 80), T.float16)
+            acc = T.alloc_fragment((32, 80), T.float32)
+            T.copy(A, A_s)
+            T.copy(B, B_s)
+            T.gemm(A_s, B_s, acc, clear_accum=True)
+            T.copy(acc, C)
+
+    with pytest.raises(GemmError, match=r"No valid warp partition.*wgmma runs on warpgroups of "
+                                        r"128 threads; the block has 160; and on mma.sync no "
+                                        r"arrangement of 5 warps tiles 32 x 80"):
+        lower(main, "sm_90a")
