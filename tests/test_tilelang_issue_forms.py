@@ -373,3 +373,29 @@ def test_gemm_without_warp_partition_says_so_for_both_mma_families():
                                         r"128 threads; the block has 160; and on mma.sync no "
                                         r"arrangement of 5 warps tiles 32 x 80"):
         lower(main, "sm_90a")
+
+
+def test_serial_walk_of_a_gemm_accumulator_points_to_reduce_sum():
+    """A T.serial loop over the columns of a T.gemm accumulator (each thread holds only the
+    MMA's part of it) is refused, naming the fragment and the reduction to use."""
+    from tilecute.transform.pipeline import lower
+
+    @T.prim_func
+    def main(Q: T.Tensor((64, 64), T.float16), K: T.Tensor((64, 64), T.float16),
+             rowsum: T.Tensor((64,), T.float32)):
+        with T.Kernel(1, threads=128):
+            Q_s = T.alloc_shared((64, 64), T.float16)
+            K_s = T.alloc_shared((64, 64), T.float16)
+            S = T.alloc_fragment((64, 64), T.float32)
+            total = T.alloc_fragment((64,), T.float32)
+            T.copy(Q, Q_s)
+            T.copy(K, K_s)
+            T.gemm(Q_s, K_s, S, transpose_B=True, clear_accum=True)
+            T.clear(total)
+            for i in T.Parallel(64):
+                for j in T.serial(64):
+                    total[i] += S[i, j]
+            T.copy(total, rowsum)
+
+    with pytest.raises(Exception, match=r"fragment 'S' has a T.gemm register layout.*T.reduce_sum"):
+        lower(main, "sm_90a")
