@@ -178,12 +178,13 @@ def slot_handoff():
             slot = T.alloc_shared((32,), T.float32)
             full = 3
             empty = 4
+            both_warps = 64  # (names bound in the kernel: Lets of constants)
             if tx < 32:
                 for r in T.serial(ROUNDS):
                     if r > 0:
-                        T.sync_threads(empty, 64)
+                        T.sync_threads(empty, both_warps)
                     slot[tx] = inp[r, tx] * 2.0
-                    T.named_barrier_arrive(full, 64)
+                    T.named_barrier_arrive(full, both_warps)
             else:
                 for r in T.serial(ROUNDS):
                     T.sync_threads(full, 64)
@@ -202,6 +203,7 @@ def test_named_barrier_arrive_ir_and_round_trip(tmp_path):
     arrives = [s for k in f.kernels for s in walk_stmts(k.body)
                if isinstance(s, N.NamedBarrier) and s.arrive]
     assert len(arrives) == 2 and all(s.program and s.threads == 64 for s in arrives)
+    assert {int(s.barrier_id.value) for s in arrives} == {3, 4}  # the names' constants
     text = f.script()
     assert text.count("T.named_barrier_arrive(") == 2
     assert T.from_script(text).script() == text

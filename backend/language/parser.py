@@ -3757,17 +3757,31 @@ class _Parser:
         bid = a.value("barrier_id")
         if isinstance(bid, bool) or not (isinstance(bid, int) or _is_ir(bid) and N.is_int(bid.dtype)):
             raise a.fail("barrier_id", f"expected an integer, got {_show(bid)}")
-        bid = N.cast(N.as_expr(bid), "int32")
+        bid = N.cast(self.let_constant(N.as_expr(bid)), "int32")
         if isinstance(bid, N.Const) and not 0 <= bid.value <= 15:
             raise a.fail("barrier_id", f"barrier_id={bid.value}: barrier {bid.value}: the "
                                        "hardware has named barriers 0..15")
         return bid
 
+    def let_constant(self, e: N.Expr) -> N.Expr:
+        """``e``, or the constant a kernel name bound once to one stands for (``ready = 10``
+        in a kernel is a Let; TVM's simplifier sees through it)."""
+        seen = set()
+        x = e
+        while isinstance(x, N.Var) and x.name in self.let_values and x.name not in seen:
+            seen.add(x.name)
+            x = self.let_values[x.name]
+        return x if isinstance(x, N.Const) else e
+
     def named_barrier_threads(self, a: _Args, arg: str, count) -> int:
         """A named barrier's thread count (the block's without one): whole warps, at most
         the block's threads, known when the kernel is built."""
         total = math.prod(self.kernel_threads)
-        threads = total if count is None else a.static_int(arg, 1)
+        if _is_ir(count) and isinstance(self.let_constant(count), N.Const) and \
+                N.is_int(count.dtype):
+            threads = int(self.let_constant(count).value)  # `participants = 64` in the kernel
+        else:
+            threads = total if count is None else a.static_int(arg, 1)
         if threads % 32 or threads > total:
             raise a.fail(arg, f"{arg}={threads}: {threads} threads: a named barrier counts "
                               f"whole warps (a multiple of 32), at most the block's {total}")
