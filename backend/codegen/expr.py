@@ -54,7 +54,7 @@ PROMOTED_OPS = ("add", "sub", "mul", "shl")
 # bits, as add, sub, mul and shl do, so they only pass a promotion through.
 WIDTH_SENSITIVE_OPS = ("shr", "floordiv", "mod", "min", "max")
 PASS_THROUGH_OPS = WIDTH_SENSITIVE_OPS + ("bitand", "bitor", "bitxor")
-# float math intrinsic -> CuTe DSL function of its arguments.  16-bit arguments compute
+# float math intrinsic -> CuTe DSL function of its arguments.  16- and 8-bit arguments compute
 # in float32 and the result converts back, as TileLang's CUDA code does for the functions
 # CUDA has no half versions of (its templates #define hpow powf, htan as tanf(float(x)))
 MATH = {
@@ -90,6 +90,12 @@ APPROX = {
     "tan_approx": "(cute.math.sin({x}, approx=True, ftz=True) / cute.math.cos({x}, approx=True, ftz=True))",
 }
 THREAD_IDX = ("tc_tx", "tc_ty", "tc_tz")  # what the kernel binds cute.arch.thread_idx() to
+
+
+def _fp8(dtype: str) -> bool:
+    """An 8-bit float (float8_e4m3, float8_e5m2), which CuTe DSL loads, stores and
+    converts but does no arithmetic on."""
+    return N.is_float(dtype) and DTYPES[dtype].bits == 8
 
 
 def _narrow_int(e) -> bool:
@@ -244,6 +250,11 @@ class ExprPrinter:
                     value = f"cute.arch.f{e.op}({a}, {b})"
                     return (value if e.dtype == "float32" else f"{cute_type(e.dtype)}({value})"), ATOM
                 return f"cutlass.{e.op}({self.expr(e.a)}, {self.expr(e.b)})", ATOM
+            if _fp8(e.dtype):
+                # CuTe DSL has no fp8 arithmetic; CUTLASS's float_e4m3_t / float_e5m2_t
+                # (TileLang's fp8 types) compute in float and round the result back
+                wide = N.BinOp(e.op, N.cast(e.a, "float32"), N.cast(e.b, "float32"), "float32")
+                return f"{cute_type(e.dtype)}({self.expr(wide)})", ATOM
             if e.op == "mod" and N.is_int(e.dtype) and not self._nonnegative_mod(e):
                 # CuTe DSL's % truncates like C; the IR's mod floors like Python's
                 a, b = self.operand(e.a, PREC["mul"]), self.operand(e.b, ATOM)
@@ -254,6 +265,9 @@ class ExprPrinter:
             p = PREC["cmp"]
             if _promotes(e.a) or _promotes(e.b):
                 a, b = (self.promoted(x, p + 1) for x in (e.a, e.b))
+                return f"{a} {CMPOP[e.op]} {b}", p
+            if _fp8(e.a.dtype):  # (compared as the float values they are, exactly)
+                a, b = (self.operand(N.cast(x, "float32"), p + 1) for x in (e.a, e.b))
                 return f"{a} {CMPOP[e.op]} {b}", p
             return f"{self.operand(e.a, p + 1)} {CMPOP[e.op]} {self.operand(e.b, p + 1)}", p
         if isinstance(e, N.Logic):
@@ -318,7 +332,9 @@ class ExprPrinter:
         return alo is not None and alo >= 0 and blo is not None and blo > 0
 
     def _math(self, e: N.Call) -> str:
-        wide = e.args[0].dtype in ("float16", "bfloat16")  # 16-bit math runs in fp32
+        # 16- and 8-bit float math runs in float32 (C converts a half or fp8 argument to
+        # float; CuTe DSL's math functions take no fp8 value at all)
+        wide = N.is_float(e.args[0].dtype) and DTYPES[e.args[0].dtype].bits < 32
         args = ", ".join(self.expr(N.Cast("float32", x) if wide else x) for x in e.args)
         value = f"{MATH[e.name]}({args})"
         if e.dtype == "bool" or wide:
@@ -410,6 +426,8 @@ class ExprPrinter:
         return f"tcmath.reinterpret({self.expr(e.args[0])}, {cute_type(e.dtype)})", ATOM
 
     def _abs(self, e: N.Call):
+        if _fp8(e.dtype):  # (exact in float32)
+            return f"{cute_type(e.dtype)}(cute.math.absf({self.expr(N.cast(e.args[0], 'float32'))}))", ATOM
         fn = "cute.math.absf" if N.is_float(e.dtype) else "abs"
         return f"{fn}({self.expr(e.args[0])})", ATOM
 

@@ -117,7 +117,11 @@ class KernelEmitter:
         key = (lo, n)
         # the program's own named barriers (T.sync_threads(barrier_id, ...)): a region takes
         # an id none of them uses; an id computed at run time could be any
-        taken = [x.barrier_id for x in walk_stmts(self.scope.body)
+        # (a name bound once to a constant, `ready = 10`, is that constant: names are unique)
+        lets = {x.var.name: x.value for x in walk_stmts(self.scope.body)
+                if isinstance(x, N.Let) and isinstance(x.value, N.Const)}
+        taken = [lets.get(x.barrier_id.name, x.barrier_id) if isinstance(x.barrier_id, N.Var)
+                 else x.barrier_id for x in walk_stmts(self.scope.body)
                  if isinstance(x, N.NamedBarrier) and x.program]
         if not all(isinstance(i, N.Const) for i in taken):
             self.fail(s, "T.ws regions sync on named barriers 2.. of their own, and the kernel "

@@ -292,7 +292,8 @@ def _stmt(s: N.Stmt, indent: int, out: list[str]) -> None:
                    f"{s.c}, transpose_A={s.transpose_a}, "
                    f"transpose_B={s.transpose_b}, clear_accum={_flag(s.clear_accum)}{policy}{wait}{stage})")
     elif isinstance(s, N.NamedBarrier) and s.program:
-        out.append(f"{pad}T.sync_threads({expr_str(s.barrier_id)}, {s.threads})")
+        fn = "named_barrier_arrive" if s.arrive else "sync_threads"
+        out.append(f"{pad}T.{fn}({expr_str(s.barrier_id)}, {s.threads})")
     elif isinstance(s, N.NamedBarrier):
         fn = "named_barrier_arrive" if s.arrive else "named_barrier_sync"
         out.append(f"{pad}T.{fn}({expr_str(s.barrier_id)}, {s.threads})")

@@ -460,6 +460,13 @@ def sync_threads(barrier_id=None, arrive_count=None, *, wait_async=False):
 
 
 @_form("stmt")
+def named_barrier_arrive(barrier_id, thread_count):
+    """TileLang's one-sided arrive on a named barrier (``bar.arrive barrier_id,
+    thread_count``): the calling threads count toward the ``thread_count`` that a
+    ``T.sync_threads(barrier_id, thread_count)`` elsewhere waits for, and go on at once."""
+
+
+@_form("stmt")
 def sync_warp(mask=None):
     """``__syncwarp(mask)``: the warp's lanes in ``mask`` (all 32 by default) wait for each
     other; their shared-memory writes before it are visible to them after it."""
@@ -806,7 +813,7 @@ TILELANG_ONLY = frozenset("""
     sync_global
     annotate_restrict_buffers
     annotate_l2_hit_ratio annotate_ws_schedule ws_op
-    create_tma_descriptor named_barrier_arrive import_source inline
+    create_tma_descriptor import_source inline
     meta_class call_extern call_intrin Shuffle
     annotate_pass_configs annotate_compile_flags func_attr CUDASourceCodeKernel
     launch_thread PersistentTileScheduler

@@ -1141,6 +1141,14 @@ class _Parser:
                 return self.assign(s)
             if isinstance(s, ast.Assign) and self.try_python_assign(s):
                 return []
+            if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and \
+                    getattr(self.form_of(s.value.func), "__name__", None) == "assume":
+                # TileLang's `T.assume(stride % 2 == 0)` before the kernels: a promise about
+                # the parameters, read as inside a kernel
+                return self.stmt_assume(self.args(self.form_of(s.value.func), s.value), s)
+            if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and \
+                    self.python_value(s.value.func) is print:
+                return self.parse_time_print(s.value, s)
             raise self.top_level_error(s)
         # statements a T.ldg*/T.lds* access in this statement's expressions needs first
         # (`pending`); only where they run once, before the statement
@@ -2163,8 +2171,10 @@ class _Parser:
         if not _is_ir(v):
             if isinstance(v, (int, float, bool)):
                 v = N.as_expr(v)
-            elif isinstance(v, (str, tuple, dict)):
-                self.bind(target.id, v)  # a parse-time value (dtype name, shape, kwargs dict)
+            elif isinstance(v, (str, tuple, list, dict)):
+                # a parse-time value (dtype name, shape, kwargs dict, a helper's list of
+                # expressions such as `list(unpack(x))`)
+                self.bind(target.id, v)
                 return []
             elif isinstance(v, (_BufferRef, _RegionRef, B.Words)):
                 self.bind(target.id, v)  # another name for a buffer; T.ldg64's words
@@ -2737,6 +2747,10 @@ class _Parser:
                 target = None
             if isinstance(target, Refused):  # `tirx.call_extern(...)`: say which and why
                 raise self.error(s, target.message())
+            if target is print:
+                # Python's print runs while the kernel is built, as in TileLang (whose parser
+                # runs a Python call statement): an expression prints as the script shows it
+                return self.parse_time_print(call, s)
             if isinstance(f, ast.Attribute):
                 try:
                     module = self.eval_python(f.value)
@@ -2758,6 +2772,20 @@ class _Parser:
         if handler is None and form.__name__.startswith("reduce_"):
             return [self.reduce(a, form.__name__[len("reduce_"):], s)]
         return handler(a, s)
+
+    def parse_time_print(self, call: ast.Call, s) -> list[N.Stmt]:
+        """``print(...)`` in a kernel body: printed once, now; no statement (TileLang's
+        device print is ``T.print``)."""
+        if any(isinstance(x, ast.Starred) for x in call.args):
+            raise self.error(s, "print(*args) in a kernel body: give print its values")
+        args = []
+        for x in call.args:
+            v = self.expr(x)
+            args.append(expr_str(v) if _is_ir(v) else v.buffer.name
+                        if isinstance(v, _BufferRef) else v)
+        kwargs = {k.arg: self.eval_python(k.value) for k in call.keywords}
+        print(*args, **kwargs)
+        return []
 
     # ---- T.macro -------------------------------------------------------------------------
     def macro_of(self, node):
@@ -3861,21 +3889,53 @@ class _Parser:
                                                      "(TileLang would read it as the id)")
             return [N.Barrier(a.static_bool("wait_async"), loc=self.loc(s))]
         a.refuse_unless("wait_async", (False,), "a named barrier waits for its threads only")
+        bid = self.named_barrier_id(a)
+        threads = self.named_barrier_threads(a, "arrive_count", count)
+        if isinstance(bid, N.Const) and bid.value == 0 and threads == math.prod(self.kernel_threads):
+            return [N.Barrier(False, loc=self.loc(s))]  # bar.sync 0 over the block
+        return [N.NamedBarrier(bid, threads, loc=self.loc(s), program=True)]
+
+    def stmt_named_barrier_arrive(self, a: _Args, s) -> list[N.Stmt]:
+        """``T.named_barrier_arrive(barrier_id, thread_count)``: ``bar.arrive``, the
+        program's arrive on the named barrier a ``T.sync_threads(barrier_id, thread_count)``
+        waits on."""
+        bid = self.named_barrier_id(a)
+        threads = self.named_barrier_threads(a, "thread_count", a.value("thread_count"))
+        return [N.NamedBarrier(bid, threads, arrive=True, loc=self.loc(s), program=True)]
+
+    def named_barrier_id(self, a: _Args) -> N.Expr:
+        bid = a.value("barrier_id")
         if isinstance(bid, bool) or not (isinstance(bid, int) or _is_ir(bid) and N.is_int(bid.dtype)):
             raise a.fail("barrier_id", f"expected an integer, got {_show(bid)}")
-        bid = N.cast(N.as_expr(bid), "int32")
+        bid = N.cast(self.let_constant(N.as_expr(bid)), "int32")
         if isinstance(bid, N.Const) and not 0 <= bid.value <= 15:
             raise a.fail("barrier_id", f"barrier_id={bid.value}: barrier {bid.value}: the "
                                        "hardware has named barriers 0..15")
+        return bid
+
+    def let_constant(self, e: N.Expr) -> N.Expr:
+        """``e``, or the constant a kernel name bound once to one stands for (``ready = 10``
+        in a kernel is a Let; TVM's simplifier sees through it)."""
+        seen = set()
+        x = e
+        while isinstance(x, N.Var) and x.name in self.let_values and x.name not in seen:
+            seen.add(x.name)
+            x = self.let_values[x.name]
+        return x if isinstance(x, N.Const) else e
+
+    def named_barrier_threads(self, a: _Args, arg: str, count) -> int:
+        """A named barrier's thread count (the block's without one): whole warps, at most
+        the block's threads, known when the kernel is built."""
         total = math.prod(self.kernel_threads)
-        threads = total if count is None else a.static_int("arrive_count", 1)
+        if _is_ir(count) and isinstance(self.let_constant(count), N.Const) and \
+                N.is_int(count.dtype):
+            threads = int(self.let_constant(count).value)  # `participants = 64` in the kernel
+        else:
+            threads = total if count is None else a.static_int(arg, 1)
         if threads % 32 or threads > total:
-            raise a.fail("arrive_count", f"arrive_count={threads}: {threads} threads: a named "
-                                         "barrier counts whole warps (a multiple of 32), at most "
-                                         f"the block's {total}")
-        if isinstance(bid, N.Const) and bid.value == 0 and threads == total:
-            return [N.Barrier(False, loc=self.loc(s))]  # bar.sync 0 over the block
-        return [N.NamedBarrier(bid, threads, loc=self.loc(s), program=True)]
+            raise a.fail(arg, f"{arg}={threads}: {threads} threads: a named barrier counts "
+                              f"whole warps (a multiple of 32), at most the block's {total}")
+        return threads
 
     def stmt_sync_warp(self, a: _Args, s) -> list[N.Stmt]:
         mask = a.value("mask")

@@ -133,7 +133,8 @@ class _Sync:
                 continue
             if isinstance(s, N.TmaStoreWait) and s.program and s.count == 0:
                 st.store_pending = False  # (the program's wait for all its stores' reads)
-            if isinstance(s, N.Barrier) or isinstance(s, N.NamedBarrier) and s.program:
+            if isinstance(s, N.Barrier) or isinstance(s, N.NamedBarrier) and s.program \
+                    and not s.arrive:
                 # the program's partial barrier (T.sync_threads(id, count)) syncs the threads
                 # that share data across it; the program orders them, as TileLang's sync
                 # pass takes an existing storage sync.  A block barrier after cp.async

@@ -569,7 +569,8 @@ class _Kernel:
                 self.fail(self.why[f], f"fragment '{f}' has a T.gemm register layout (an "
                                        f"accumulator or an A operand: each thread holds the MMA's "
                                        f"part of it) but {self.why_text(f)}; "
-                                       "index it in T.Parallel loops with their own loop variables")
+                                       "index it in T.Parallel loops with their own loop variables "
+                                       "(a row's sum or max over it is T.reduce_sum / T.reduce_max)")
         blocked = [f for f in frags if f not in self.replicated]
         for r in self.reduces:
             if r.src in self.replicated:

@@ -261,8 +261,16 @@ class _Kernel:
         self.no_fallback(s, family, why, a.dtype, m, n)
         if family == "wgmma":
             if self.threads % WARPGROUP:
-                self.fail(s, f"wgmma runs on warpgroups of {WARPGROUP} threads; the block has "
-                             f"{self.threads}")
+                mma = ""
+                if a.dtype in MMA_TYPES and self.threads % WARP == 0:
+                    # (the mma.sync fallback above found no arrangement either)
+                    mma = (f"; and on mma.sync no arrangement of {self.threads // WARP} warps "
+                           f"tiles {m} x {n} in 16 x 16 steps with policy {s.policy} (the warps "
+                           "along N a power of two: CuTe DSL's tiled MMA cannot partition B "
+                           "otherwise)")
+                self.fail(s, ("No valid warp partition (TileLang's words): " if mma else "") +
+                          f"wgmma runs on warpgroups of {WARPGROUP} threads; the block has "
+                          f"{self.threads}{mma}")
             wg = self.threads // WARPGROUP
             warps = wgmma_warps(m, n, wg, s.policy)
             if warps is None:
