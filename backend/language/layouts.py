@@ -215,7 +215,6 @@ _CUSTOM = ("tilecute lays buffers out with the layouts of tilecute.ir.nodes.Layo
            "index map of the program's own (T.Layout(shape, forward_fn)) is honored on a "
            "global tensor only")
 UNSUPPORTED = {
-    "Fragment": UnsupportedLayout("Fragment", "tilecute's layout pass lays fragments out"),
     "make_volta_swizzled_layout": UnsupportedLayout(
         "make_volta_swizzled_layout", "it is sm_70's MMA operand layout"),
     "make_tcgen05mma_swizzled_layout": UnsupportedLayout(
