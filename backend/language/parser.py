@@ -1656,7 +1656,7 @@ class _Parser:
                               "T.Fragment over them)")
         try:
             return match_fragment(value, [e.value for e in extents], self.block_threads(),
-                                  f"T.Parallel(loop_layout=...)")
+                                  "loop_layout")
         except MapError as e:
             raise a.fail(arg, str(e)) from None
 

@@ -794,7 +794,7 @@ class _Kernel:
             if int(n.extents[-1].value) % v:
                 self.fail(n.loops[0], f"{_this(n)} walks fragments laid out {layout_str(lay)} "
                                       f"(T.Fragment: {v} consecutive elements per thread), but "
-                                      f"its innermost extent {n.extents[-1]} is not a multiple "
+                                      f"its innermost extent {expr_str(n.extents[-1])} is not a multiple "
                                       f"of {v}; tilecute runs those {v} iterations of the "
                                       "innermost loop together on a thread")
         for r in self.reduces:
