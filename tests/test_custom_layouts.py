@@ -304,6 +304,26 @@ def test_refusals_name_the_form_and_say_why(body, message):
     assert "<script>:" in msg
 
 
+def test_the_validator_checks_loop_layouts():
+    import dataclasses
+
+    from tilecute.ir import nodes as N
+    from tilecute.ir.validate import ValidationError, validate
+
+    func = vec4_loop_layout()
+    validate(func)
+
+    def bad(layout):
+        class _Set(__import__("tilecute.ir.visitor", fromlist=["StmtMutator"]).StmtMutator):
+            def visit_for(self, s):
+                s = self.generic(s)
+                return dataclasses.replace(s, loop_layout=layout) if s.loop_layout else s
+        k = func.kernels[0]
+        return dataclasses.replace(func, kernels=(_Set().visit_kernel(k),))
+    with pytest.raises(ValidationError, match="loop_layout is a T.Parallel loop's blocked"):
+        validate(bad(N.Layout("row_major")))
+
+
 # ---- on the GPU ----------------------------------------------------------------------------
 @pytest.mark.gpu
 @pytest.mark.parametrize("vec", [4, 2])
