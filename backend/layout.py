@@ -6,7 +6,7 @@
 reads as in TileLang (``import tilecute as tilelang`` then ``tilelang.layout.<name>``
 too).  The constructors and what tilecute makes of each are in
 :mod:`tilecute.language.layouts` and docs/tile-ops.md ("T.annotate_layout"); TileLang's
-other names here (``Fragment``, ``make_volta_swizzled_layout`` ...) are
+other names here (``make_volta_swizzled_layout`` ...) are
 errors saying why when a prim_func uses them.
 
 Imports only the frontend's layout module (no CUTLASS, no torch).
@@ -33,10 +33,20 @@ def Layout(shape, forward_fn):  # noqa: N802
     return _layout(shape, forward_fn)
 
 
+def Fragment(shape, forward_fn=None, forward_thread_fn=None, replicate=1,  # noqa: N802
+             forward_index_fn=None):
+    """TileLang's ``tilelang.layout.Fragment`` (``T.Fragment``): honored by
+    ``T.annotate_layout`` on a fragment and as ``T.Parallel(loop_layout=...)`` where its
+    map is one of tilecute's fragment layouts (docs/ir.md, "User layouts")."""
+    from .language.custom_layouts import Fragment as _fragment
+
+    return _fragment(shape, forward_fn, forward_thread_fn, replicate, forward_index_fn)
+
+
 def __getattr__(name: str):
     if name in UNSUPPORTED:
         return UNSUPPORTED[name]
     raise AttributeError(f"module 'tilecute.layout' has no attribute {name!r}")
 
 
-__all__ = [*CONSTRUCTORS, "Layout"]
+__all__ = [*CONSTRUCTORS, "Layout", "Fragment"]

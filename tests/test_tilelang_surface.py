@@ -134,6 +134,7 @@ CALLS = {
     "ptr": ("param", ""), "make_tensor": ("alloc", "A.data, (64,)"),
     "make_tensor_from_addr": ("alloc", "T.int64(0), (64,)"),
     "symbolic": ("dim", '"K"'), "dynamic": ("dim", '"K"'), "Layout": ("layout", '"blocked"'),
+    "Fragment": ("layout", "(4,), lambda i, rep: (rep, i), replicate=128"),
     **{name: ("expr", "1.0") for name in T.DTYPE_NAMES},
 }
 NOT_CALLED = {"prim_func", "from_script", "FrontendError", "GemmWarpPolicy",
@@ -237,6 +238,8 @@ def test_unknown_positional_names_form_argument_and_line(name):
         assert "T.ws(0, 7): warpgroups that are not consecutive are not supported" in msg
     elif name == "tvm_thread_allreduce":  # *args: values, results, thread indices
         assert "T.tvm_thread_allreduce outside a `with T.attr(T.comm_reducer" in msg
+    elif name == "Fragment":  # run as Python (its forward_fn is a lambda), as TileLang runs it
+        assert "T.Fragment: unexpected positional argument 6 (`7`)" in msg, msg
     elif name == "alloc_var":  # *args: (init, scope) at most
         assert "T.alloc_var takes (dtype, init, scope) at most" in msg
     else:
@@ -422,7 +425,7 @@ REFUSED = [
     ('T.sync_threads(1, 48)', "T.sync_threads: arrive_count=48: 48 threads: a named barrier counts whole warps"),
     ('T.mbarrier_arrive(bars[0], 1)', "T.mbarrier_arrive: cta_id=1 is not supported"),
     ('T.fill(c, 0, annotations={"x": 1})', "T.fill: annotations={'x': 1} is not supported"),
-    ('for i in T.Parallel(4, loop_layout=1):\n    pass', "T.Parallel: loop_layout=1 is not supported"),
+    ('for i in T.Parallel(4, loop_layout=1):\n    pass', "T.Parallel: loop_layout is a T.Fragment over the loop's extents, got 1"),
     ('for i in T.Parallel(4, prefer_async=1):\n    pass', "T.Parallel: prefer_async=1 must be True or False"),
     ('for i in T.unroll(4, unroll_factor=2):\n    pass', "T.unroll: unroll_factor=2 is not supported"),
     ('for i in T.Pipelined(4, stage=[0, 1], order=[1, 0]):\n    T.copy(A[0, 0], a)\n    T.gemm(a, b, c)',

@@ -545,6 +545,12 @@ class For(Stmt):
     # warp-specialization pass): the steps of the loop's earlier runs, so that step k uses
     # stage (stage_base + k - start) % num_stages and the mbarrier phases run on across runs
     stage_base: Optional[Expr] = None
+    # the innermost loop of a parallel nest: the program's map of its iterations onto the
+    # threads (TileLang's ``T.Parallel(..., loop_layout=T.Fragment(...))``, which the
+    # frontend matched to one of tilecute's): ``blocked`` (iteration ``f`` on thread
+    # ``(f // vector) % threads``) or ``replicated`` (every thread runs every iteration);
+    # the layout pass runs the nest so or fails naming it
+    loop_layout: Optional["Layout"] = None
 
 
 @dataclass(frozen=True)

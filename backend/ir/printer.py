@@ -141,6 +141,8 @@ def _loop_range(s: N.For) -> str:
         bounds += ", async_copy=True"
     if s.copy_instruction:
         bounds += f', copy_instruction="{s.copy_instruction}"'
+    if s.loop_layout is not None:
+        bounds += f", loop_layout={layout_str(s.loop_layout)}"
     return f"{fn}({bounds})"
 
 

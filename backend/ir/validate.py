@@ -481,6 +481,13 @@ class _Validator:
                           + (" (T.Parallel needs at least one)" if s.kind == "parallel" else ""))
             if s.warp_specialize is not None and s.kind != "pipelined":
                 self.fail("warp_specialize is a T.Pipelined option")
+            if s.loop_layout is not None and (
+                    s.kind != "parallel" or not isinstance(s.loop_layout, N.Layout)
+                    or s.loop_layout.kind not in ("blocked", "replicated")
+                    or s.loop_layout.kind == "blocked" and (s.loop_layout.vector < 1
+                                                            or s.loop_layout.threads < 1)):
+                self.fail("loop_layout is a T.Parallel loop's blocked (threads, vector >= 1) or "
+                          f"replicated layout, got {s.loop_layout!r} on a {s.kind} loop")
             if s.stage_base is not None:
                 self.fail("stage_base is the warp-specialization pass's (a pipelined loop run "
                           "again by an outer loop), not an input")

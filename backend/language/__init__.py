@@ -13,7 +13,7 @@ values evaluated at parse time) into a ``tilecute.ir.PrimFunc``.  This module is
 the namespace; what is in it comes from
 
 - ``values``: dtypes (``T.float16`` ...), parameter annotations (``T.Tensor``),
-  ``T.dynamic``, ``T.GemmWarpPolicy``, ``T.Layout``;
+  ``T.dynamic``, ``T.GemmWarpPolicy``, ``T.Layout``, ``T.Fragment``;
 - ``ops``: expression helpers (``T.exp2``, ``T.max``, ``T.if_then_else``, ``T.cast``,
   ``T.infinity`` ...), which build IR expressions;
 - ``forms``: the statement forms (``T.Kernel``, ``T.Parallel``, ``T.alloc_*``,
@@ -93,6 +93,7 @@ from .ops import (  # noqa: F401
 )
 from .parser import FrontendError, parse_script, prim_func
 from .values import DTYPE_NAMES, DType, GemmWarpPolicy, Layout, TensorSpec, dtype_name  # noqa: F401
+from .custom_layouts import Fragment  # noqa: F401
 from .values import UnsupportedDType, tilelang_only_dtype
 from .values import Buffer, StridedTensor, Tensor, dyn, dynamic, symbolic  # noqa: F401
 from .values import FragmentBuffer, LocalBuffer, SharedBuffer  # noqa: F401
@@ -127,7 +128,7 @@ def __getattr__(name: str):
 __all__ = [
     "prim_func", "from_script", "FrontendError", "Tensor", "StridedTensor", "Buffer",
     "SharedBuffer", "FragmentBuffer", "LocalBuffer",
-    "symbolic", "dynamic", "Var", "Ref", "handle", "ptr", "var", "meta_var", "buffer", "buffer_decl", "dtype", "GemmWarpPolicy", "Layout", "macro", *FORMS, *EXPRESSION_HELPERS,
+    "symbolic", "dynamic", "Var", "Ref", "handle", "ptr", "var", "meta_var", "buffer", "buffer_decl", "dtype", "GemmWarpPolicy", "Layout", "Fragment", "macro", *FORMS, *EXPRESSION_HELPERS,
     "ldg32", "ldg64", "ldg128", "ldg256", "lds32", "lds64", "lds128", "__ldg",
     *DTYPE_NAMES,
 ]

@@ -119,13 +119,42 @@ def apply(body: tuple, maps: dict, buffers: dict, fresh, error) -> tuple:
     (:class:`GlobalMap`, loc of its annotation)) through its view.  ``buffers``: name ->
     Buffer of the parameters; ``fresh``: stem -> unique name; ``error(loc, msg)``: the
     FrontendError to raise."""
-    import dataclasses
-
-    from ..ir.visitor import BODY_FIELDS, StmtMutator, rebuild, walk_nodes, walk_stmts
-
     views = {name: N.Buffer(fresh(f"{name}_layout"), m.buffer.dtype,
                             tuple(N.Const(n, "int32") for n in m.shape), "global")
              for name, (m, _) in maps.items()}
+    body = _remap(body, maps, views, buffers, fresh, error, "such a global tensor")
+    allocs = tuple(N.Allocate(views[name], loc=loc, view_of=name)
+                   for name, (_, loc) in maps.items())
+    return allocs + body
+
+
+def apply_shared(body: tuple, maps: dict, buffers: dict, fresh, error) -> tuple:
+    """The kernel ``body`` with each shared buffer of ``maps`` (name -> (a
+    :class:`~.custom_layouts.SharedMap`, loc of its annotation)) allocated as a row-major
+    buffer of the map's output shape, under its own name, and read and written element by
+    element at ``forward(idx)`` (TileLang's ``T.annotate_layout({s: T.Layout(s.shape,
+    fn)})``: the buffer's elements at the places its map gives)."""
+    from ..ir.visitor import StmtMutator
+
+    views = {name: N.Buffer(name, m.buffer.dtype, tuple(N.Const(n, "int32") for n in m.shape),
+                            "shared") for name, (m, _) in maps.items()}
+    body = _remap(body, maps, views, buffers, fresh, error,
+                  "a shared buffer with an index map of the program's (T.Layout)")
+
+    class _Realloc(StmtMutator):
+        def visit_allocate(self, s):
+            if s.buffer.name in views and not s.view_of:
+                return dataclasses.replace(s, buffer=views[s.buffer.name],
+                                           layout=N.Layout("row_major"))
+            return s
+    return _Realloc().visit_block(body)
+
+
+def _remap(body: tuple, maps: dict, views: dict, buffers: dict, fresh, error, what: str) -> tuple:
+    """``body`` with the tile ops on the buffers of ``maps`` written as element nests and
+    every element access of one made at its map's ``forward(idx)`` of ``views[name]``; a
+    statement taking such a buffer otherwise is ``error``'s FrontendError."""
+    from ..ir.visitor import BODY_FIELDS, StmtMutator, rebuild, walk_nodes, walk_stmts
 
     # the tile ops on a mapped buffer, as the parallel nests of their element statements
     nests = _Nests(buffers, fresh, error)
@@ -180,22 +209,29 @@ def apply(body: tuple, maps: dict, buffers: dict, fresh, error) -> tuple:
             return dataclasses.replace(x, dst=dst, value=rebuild(x.value, leaf))
         return None
 
-    body = tuple(rebuild(s, leaf) for s in body)
-    # a statement still naming a mapped buffer takes it some other way (as a tile)
+    # a statement naming a mapped buffer other than element by element takes it some
+    # other way (as a tile, a view, or n elements from one address: T.ptx_cp_async)
     for s in walk_stmts(body):
         own = dataclasses.replace(s, **{n: () for n in BODY_FIELDS.get(type(s), ())})
+        elementwise = {id(s.dst)} if isinstance(s, N.AtomicAdd) and element(s.dst) \
+            and not isinstance(s.value, N.Region) else set()
         for x in walk_nodes(own):
-            named = [v for f in ("buffer", "a", "b", "c", "src", "dst")
-                     for v in [getattr(x, f, None)] if isinstance(v, str) and v in maps]
+            if isinstance(x, (N.Load, N.Store)) or id(x) in elementwise:
+                named = []  # (leaf maps it)
+            else:
+                named = [v for f in ("buffer", "a", "b", "c", "src", "dst", "view_of")
+                         for v in [getattr(x, f, None)] if isinstance(v, str) and v in maps]
+            if isinstance(x, N.Call) and x.name == "ptx_cp_async":
+                named += [a.buffer for a in x.args[:2] if isinstance(a, N.Load) and a.buffer in maps]
             if named:
+                form = "T.view" if isinstance(s, N.Allocate) else \
+                    "T.ptx_cp_async" if isinstance(x, N.Call) else type(s).__name__
                 raise error(s.loc, f"T.annotate_layout gives '{named[0]}' an index-map layout "
                                    "(T.Layout(shape, forward_fn)); tilecute reads and writes "
-                                   "such a global tensor element by element (element loads "
+                                   f"{what} element by element (element loads "
                                    "and stores, T.copy, T.fill, T.clear, T.atomic_add), not "
-                                   f"in {type(s).__name__}")
-    allocs = tuple(N.Allocate(views[name], loc=loc, view_of=name)
-                   for name, (_, loc) in maps.items())
-    return allocs + body
+                                   f"in {form}")
+    return tuple(rebuild(s, leaf) for s in body)
 
 
 class _Nests:
@@ -208,15 +244,24 @@ class _Nests:
     def __init__(self, buffers: dict, fresh, error):
         self.buffers, self.fresh, self.error = dict(buffers), fresh, error
 
-    def extents(self, s, r: N.Region, form: str):
+    def extents(self, s, r: N.Region, form: str, like=None):
         buf = self.buffers[r.buffer]
         if r.extents is not None:
             return tuple(r.extents)
         if buf.scope != "global" and all(isinstance(x, N.Const) and x.value == 0 for x in r.starts):
             return tuple(buf.shape)
+        if like is not None and len(like) <= len(r.starts) and buf.scope == "global":
+            # a global tile named by its origin takes the other side's extents, lined up
+            # with its trailing dims (as the tile-op lowering reads T.copy(A[by * 64, 0], s))
+            return (N.Const(1, "int32"),) * (len(r.starts) - len(like)) + tuple(like)
         raise self.error(s.loc, f"{form}: '{r.buffer}' is named by its origin; a tile op on a "
                                 "global tensor with an index-map layout needs both sides' "
                                 "extents (A[i:i + 64, 0:32], or a whole shared/fragment buffer)")
+
+    def _stated(self, r: N.Region) -> bool:
+        """Does ``r`` state its tile (extents, or a whole non-global buffer)?"""
+        return r.extents is not None or self.buffers[r.buffer].scope != "global" and all(
+            isinstance(x, N.Const) and x.value == 0 for x in r.starts)
 
     @staticmethod
     def kept(extents) -> list[int]:
@@ -243,7 +288,9 @@ class _Nests:
         return body[0]
 
     def pair(self, s, a: N.Region, b: N.Region, form: str):
-        ea, eb = self.extents(s, a, form), self.extents(s, b, form)
+        known = [self.extents(s, r, form) for r in (a, b) if self._stated(r)]
+        like = known[0] if known else None
+        ea, eb = self.extents(s, a, form, like), self.extents(s, b, form, like)
         qa = [ea[d] for d in self.kept(ea)]
         qb = [eb[d] for d in self.kept(eb)]
         same = len(qa) == len(qb) and all(

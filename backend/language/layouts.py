@@ -212,20 +212,22 @@ def make_linear_layout(buffer_or_load_or_region):
 
 _CUSTOM = ("tilecute lays buffers out with the layouts of tilecute.ir.nodes.Layout "
            "(tilecute.layout's make_*_swizzled_layout and make_linear_layout name them); an "
-           "index map of the program's own (T.Layout(shape, forward_fn)) is honored on a "
-           "global tensor only")
+           "index map of the program's own (T.Layout(shape, forward_fn)) is honored on "
+           "global tensors and shared buffers")
 UNSUPPORTED = {
-    "Fragment": UnsupportedLayout("Fragment", "tilecute's layout pass lays fragments out"),
     "make_volta_swizzled_layout": UnsupportedLayout(
         "make_volta_swizzled_layout", "it is sm_70's MMA operand layout"),
     "make_tcgen05mma_swizzled_layout": UnsupportedLayout(
         "make_tcgen05mma_swizzled_layout", "it is sm_100's MMA operand layout"),
     "make_gemm_fragment_8x8": UnsupportedLayout(
-        "make_gemm_fragment_8x8", "tilecute's layout pass lays fragments out"),
+        "make_gemm_fragment_8x8", "it is mma.sync's 8x8 register layout; tilecute takes a "
+        "T.Fragment whose map is its blocked or replicated layout"),
     "make_gemm_fragment_8x8_transposed": UnsupportedLayout(
-        "make_gemm_fragment_8x8_transposed", "tilecute's layout pass lays fragments out"),
+        "make_gemm_fragment_8x8_transposed", "it is mma.sync's 8x8 register layout; tilecute "
+        "takes a T.Fragment whose map is its blocked or replicated layout"),
     "make_fully_replicated_layout_fragment": UnsupportedLayout(
-        "make_fully_replicated_layout_fragment", "tilecute's layout pass lays fragments out"),
+        "make_fully_replicated_layout_fragment", "write it as T.Fragment(shape, forward_fn="
+        "lambda *idx_rep: (rep, flat index), replicate=threads), which tilecute takes"),
     "make_cutlass_metadata_layout": UnsupportedLayout(
         "make_cutlass_metadata_layout", "tilecute has no sparse GEMM"),
     "SwizzleMode": UnsupportedLayout("SwizzleMode", "tilecute.ir.nodes.Layout names swizzles"),

@@ -163,13 +163,11 @@ _COPY_ANNOTATIONS = ("coalesced_width", "disable_tma", "eviction_policy", "prefe
 # asynchronous, as T.async_copy
 _ASYNC_COPY_KEYS = ("is_async_copy", "force_cp_async")
 # the T.Parallel annotation keys tilecute reads (TileLang's lower_tile_op.cc reads these
-# on a parallel loop): coalesced_width as the argument, the two async-copy hints as
-# docs/ir.md says (neither can change a result)
+# on a parallel loop): coalesced_width and parallel_loop_layout as their arguments, the
+# two async-copy hints as docs/ir.md says (neither can change a result)
 _PARALLEL_ANNOTATIONS = ("coalesced_width", "parallel_prefer_async",
-                         "parallel_async_without_async_commit_wait")
+                         "parallel_async_without_async_commit_wait", "parallel_loop_layout")
 _PARALLEL_ANNOTATIONS_REFUSED = {
-    "parallel_loop_layout": "it is T.Parallel's loop_layout: tilecute's layout pass lays out "
-                            "every parallel loop itself",
     "parallel_loop_predicate": "a predicate on the loop's iterations (TileLang's lowering "
                                "sets it with a loop layout); tilecute has none",
     "parallel_loop_requires_padding_guard": "a guard of a loop layout's padding (TileLang's "
@@ -1410,6 +1408,9 @@ class _Parser:
         self.layout_annotations: dict[str, tuple[N.Layout, ast.AST]] = {}
         # global tensors with TileLang's index-map layout: name -> (GlobalMap, Loc)
         self.global_layouts: dict = {}
+        # shared buffers with an index map of the program's (T.Layout(shape, forward_fn)):
+        # name -> (custom_layouts.SharedMap, Loc)
+        self.shared_layouts: dict = {}
         # the T.Kernel's annotations, KernelScope fields (defaults: none given)
         self.kernel_notes = {"min_blocks_per_sm": 0, "producer_regs": 0, "consumer_regs": 0,
                              "reg_alloc": True, "safe_values": ()}
@@ -1420,7 +1421,10 @@ class _Parser:
             self.pop()
         if self.global_layouts:
             body = self.map_global_layouts(body)
-        body = _hoist_shared(self.annotate_layouts(body))
+        body = self.annotate_layouts(body)
+        if self.shared_layouts:
+            body = self.map_global_layouts(body, shared=True)
+        body = _hoist_shared(body)
         return N.KernelScope(tuple(grid), threads, tuple(block_vars), body, cluster,
                              loc=self.loc(s), producer_threads=producer,
                              **self.kernel_notes)
@@ -1473,7 +1477,7 @@ class _Parser:
         else:
             a.no_annotations()
         num_stages, vector_width, replicated, async_copy = 0, 0, False, False
-        copy_instruction = ""
+        copy_instruction, loop_layout = "", None
         warp_specialize = None
         step = None
         if kind == "parallel":
@@ -1501,8 +1505,7 @@ class _Parser:
                     raise a.fail("coalesced_width", f"coalesced_width={width} and "
                                                     f"vector_width={vector_width} disagree")
                 vector_width = width
-            a.refuse_unless("loop_layout", (None,), "tilecute's layout pass lays out every "
-                                                    "parallel loop itself")
+            loop_layout = self.loop_layout(a, ann, extents)
             # hints that cannot change results: tilecute's vectorization pass makes a
             # nest's global -> shared stores cp.async where it can, with or without them,
             # and completes them before the tile is read (docs/ir.md, T.Parallel)
@@ -1614,12 +1617,48 @@ class _Parser:
             body = (N.For(v, start, extent, kind, body, num_stages if kind == "pipelined" else 0,
                           width, replicated, async_copy, loc=self.loc(s),
                           warp_specialize=warp_specialize, overlap_mma=overlap,
-                          copy_instruction=copy_instruction if d == innermost else ""),)
+                          copy_instruction=copy_instruction if d == innermost else "",
+                          loop_layout=loop_layout if d == innermost else None),)
             if d == innermost and _has_break(body[0].body, _Continue):
                 body = self.continue_loop(body[0], kind)
             if d == innermost and _has_break(body[-1].body):
                 body = body[:-1] + self.break_loop(body[-1], kind)
         return list(body)
+
+    def loop_layout(self, a: "_Args", ann: dict, extents) -> "N.Layout | None":
+        """``T.Parallel(..., loop_layout=T.Fragment(extents, ...))`` (or the annotation key
+        ``parallel_loop_layout``): TileLang's map of the loop's iterations onto threads, as
+        the tilecute layout with the same map (:func:`.custom_layouts.match_fragment`), or
+        tilecute's own ``T.Layout("blocked" | "replicated", ...)`` (as the printer writes
+        it); the layout pass runs the nest so."""
+        from .custom_layouts import Fragment, MapError, match_fragment
+
+        given = [(v, n) for v, n in ((self.python_arg(a, "loop_layout", "T.Parallel: loop_layout"),
+                                      "loop_layout"),
+                                     (ann.get("parallel_loop_layout"), "annotations"))
+                 if v is not None]
+        if not given:
+            return None
+        if len(given) > 1 and given[0][0] is not given[1][0]:
+            raise a.fail("annotations", "loop_layout and annotations={'parallel_loop_layout': "
+                                        "...} are both given")
+        value, arg = given[0]
+        if isinstance(value, N.Layout):
+            if value.kind not in ("blocked", "replicated"):
+                raise a.fail(arg, f"loop_layout={layout_str(value)}: a loop layout is blocked "
+                                  "or replicated")
+            return value
+        if not isinstance(value, Fragment):
+            raise a.fail(arg, f"loop_layout is a T.Fragment over the loop's extents, got "
+                              f"{_show(value)}")
+        if not all(isinstance(e, N.Const) for e in extents):
+            raise a.fail(arg, "loop_layout needs constant extents (tilecute evaluates the "
+                              "T.Fragment over them)")
+        try:
+            return match_fragment(value, [e.value for e in extents], self.block_threads(),
+                                  "loop_layout")
+        except MapError as e:
+            raise a.fail(arg, str(e)) from None
 
     def manual_stages(self, a: _Args, body, num_stages: int) -> tuple[int, bool]:
         """``T.Pipelined(n, stage=[...], order=[...], group=[[...], ...])``: a manual
@@ -2555,7 +2594,13 @@ class _Parser:
                                   f"time, got {shape!r}")
         dt = self.dtype_arg(a, "dtype", name)
         scope = self.scope_arg(a, name)
-        layout = a.value("layout") if "layout" in a.sig.parameters else None
+        layout = self.python_arg(a, "layout", f"T.{form.__name__}: layout=") \
+            if "layout" in a.sig.parameters else None
+        from .custom_layouts import Fragment
+        if isinstance(layout, Fragment) and scope == "fragment":  # TileLang's T.Fragment
+            layout = self.fragment_layout(N.Buffer(name, dt, tuple(N.Const(d, "int32") for d in shape),
+                                                   scope), layout, a.node("layout"),
+                                          f"T.{form.__name__}: layout= of '{name}'")
         if layout is not None and not isinstance(layout, N.Layout):
             raise a.fail("layout", f"'{name}': layout= takes a T.Layout(...), got {layout!r}")
         stages = a.static_int("stages", 1) if "stages" in a.sig.parameters else 1
@@ -4068,6 +4113,8 @@ class _Parser:
                 self.global_layout(buf, val, s)
                 continue
             layout = self.annotated_layout(buf, val, s)
+            if layout is None:  # a shared buffer's index map (self.shared_layouts)
+                continue
             have = self.layout_annotations.get(buf.name)
             if have is not None and have[0] != layout:
                 raise self.error(where, f"T.annotate_layout: '{buf.name}' is annotated twice, "
@@ -4090,22 +4137,7 @@ class _Parser:
                 fn = None
             if isinstance(fn, (L.LayoutConstructor, L.UnsupportedLayout, F.Unsupported)):
                 self.check_layout_scope("T.annotate_layout", buf, node)  # refuses: global
-        if isinstance(val, _Given):
-            value = val.value
-        else:
-            # TileLang runs the layout's Python (a helper, T.Layout, the lambda): so does
-            # tilecute, with the prim_func's buffers as BufferProxy values
-            names = dict(self.env)
-            for scope in self.scopes:
-                for k, v in scope.items():
-                    names[k] = BufferProxy(v.buffer) if isinstance(v, _BufferRef) else v
-            try:
-                value = eval(compile(ast.Expression(node), self.filename, "eval"), names)
-            except FrontendError:
-                raise
-            except Exception as e:  # the program's own Python failed
-                raise self.error(node, f"T.annotate_layout: the layout of '{buf.name}' "
-                                       f"(`{ast.unparse(node)}`) raised {type(e).__name__}: {e}")
+        value = self.layout_python(buf, val)
         if not isinstance(value, IndexMapLayout):
             self.check_layout_scope("T.annotate_layout", buf, node)
         if buf.name in self.global_layouts:
@@ -4117,10 +4149,55 @@ class _Parser:
                                    f"'{buf.name}': {e}") from None
         self.global_layouts[buf.name] = (m, self.loc(s))
 
-    def map_global_layouts(self, body: tuple) -> tuple:
+    def python_arg(self, a: "_Args", name: str, what: str):
+        """Argument ``name`` of ``a`` run as Python (a ``T.Fragment(..., forward_fn=lambda
+        ...)`` written in the call), as TileLang runs it."""
+        ref = a.ref(name)
+        if not isinstance(ref, ast.AST) or not any(isinstance(x, ast.Lambda) for x in ast.walk(ref)):
+            return a.value(name)  # (bound to its form's signature as the parser reads it)
+        return self.layout_python(what, ref)
+
+    def layout_python(self, buf, val):
+        """The value of a ``T.annotate_layout`` layout: TileLang runs the layout's Python (a
+        helper, ``T.Layout``, ``T.Fragment``, the lambda), and so does tilecute, with the
+        prim_func's buffers as :class:`~.global_layouts.BufferProxy` values."""
+        from .global_layouts import BufferProxy
+
+        if isinstance(val, _Given):
+            return val.value
+        node = val
+        names = dict(self.env)
+        for scope in self.scopes:
+            for k, v in scope.items():
+                names[k] = BufferProxy(v.buffer) if isinstance(v, _BufferRef) else v
+        try:
+            return eval(compile(ast.Expression(node), self.filename, "eval"), names)
+        except FrontendError:
+            raise
+        except Exception as e:  # the program's own Python failed
+            what = f"T.annotate_layout: the layout of '{buf.name}'" if isinstance(buf, N.Buffer) \
+                else buf
+            raise self.error(node, f"{what} (`{ast.unparse(node)}`) raised "
+                                   f"{type(e).__name__}: {e}")
+
+    def block_threads(self) -> int:
+        return math.prod(int(t) for t in self.kernel_threads)
+
+    def fragment_layout(self, buf: N.Buffer, value, node, what: str) -> N.Layout:
+        """tilecute's layout for TileLang's ``T.Fragment`` ``value`` on fragment ``buf``
+        (:func:`.custom_layouts.match_fragment`), or the error naming ``what``."""
+        from .custom_layouts import MapError, match_fragment
+
+        try:
+            return match_fragment(value, buf.shape, self.block_threads(), what)
+        except MapError as e:
+            raise self.error(node, str(e)) from None
+
+    def map_global_layouts(self, body: tuple, shared: bool = False) -> tuple:
         """The kernel body reading and writing each global tensor with an index-map layout
-        through it (:func:`.global_layouts.apply`)."""
-        from .global_layouts import apply
+        through it (:func:`.global_layouts.apply`); ``shared``: each shared buffer with one
+        (:func:`.global_layouts.apply_shared`)."""
+        from .global_layouts import apply, apply_shared
 
         buffers = {b.name: b for b in self.workspaces}
         for scope in self.scopes:
@@ -4131,19 +4208,61 @@ class _Parser:
             line = linecache.getline(loc.file, loc.line) if loc else ""
             return FrontendError(msg, loc, self.fname, line)
 
+        if shared:
+            return apply_shared(body, self.shared_layouts, buffers, self.fresh, error)
         return apply(body, self.global_layouts, buffers, self.fresh, error)
 
     def annotated_layout(self, buf: N.Buffer, val, s) -> N.Layout:
         """The tilecute layout that ``T.annotate_layout`` gives ``buf`` for the value
         ``val`` (an AST node, or a :class:`_Given`)."""
+        from .custom_layouts import Fragment, MapError, SharedMap, resolve_shared
+        from .global_layouts import IndexMapLayout
+
         node = val.node if isinstance(val, _Given) else val
+        ours = False  # a tilecute.layout constructor or tilecute's own T.Layout(kind, ...)
+        if isinstance(node, ast.Call) and not isinstance(val, _Given):
+            try:
+                fn = self.expr(node.func)
+            except FrontendError:
+                fn = None
+            ours = isinstance(fn, (L.LayoutConstructor, L.UnsupportedLayout, F.Unsupported)) or (
+                fn is Layout and node.args and isinstance(node.args[0], ast.Constant)
+                and isinstance(node.args[0].value, str))
+        if not ours and buf.scope in ("fragment", "shared"):
+            value = self.layout_python(buf, val)
+            if isinstance(value, N.Layout):
+                pass  # tilecute's own T.Layout(kind, ...) made by the program's Python
+            elif buf.scope == "fragment":
+                if not isinstance(value, Fragment):
+                    raise self.error(node, f"T.annotate_layout: '{buf.name}' is a fragment; its "
+                                           f"layout is a T.Fragment(shape, forward_fn, ...), got "
+                                           f"{_show(value)} (TileLang asserts so too)")
+                return self.fragment_layout(buf, value, node,
+                                            f"T.annotate_layout: T.Fragment of '{buf.name}'")
+            else:
+                if isinstance(value, Fragment):
+                    raise self.error(node, f"T.annotate_layout: '{buf.name}' is shared; a "
+                                           "T.Fragment lays out a fragment (a shared buffer "
+                                           "takes T.Layout(shape, forward_fn))")
+                if callable(value) and not isinstance(value, (IndexMapLayout, L.LayoutConstructor)):
+                    value = IndexMapLayout(tuple(buf.shape), value)  # TileLang's callable form
+                if isinstance(value, IndexMapLayout):
+                    try:
+                        m = resolve_shared(buf, value.shape, value.forward_fn)
+                    except MapError as e:
+                        raise self.error(node, f"T.annotate_layout: the T.Layout of "
+                                               f"'{buf.name}': {e}") from None
+                    if isinstance(m, N.Layout):
+                        return m
+                    have = self.shared_layouts.get(buf.name)
+                    if have is not None or buf.name in self.layout_annotations:
+                        raise self.error(node, f"T.annotate_layout: '{buf.name}' is annotated "
+                                               "twice")
+                    assert isinstance(m, SharedMap)
+                    self.shared_layouts[buf.name] = (m, self.loc(node))
+                    return None
+                val = _Given(value, node)
         self.check_layout_scope("T.annotate_layout", buf, node)
-        custom = isinstance(node, ast.Call) and any(isinstance(x, ast.Lambda) for x in node.args)
-        if isinstance(node, ast.Lambda) or custom or (
-                isinstance(val, _Given) and callable(val.value)
-                and not isinstance(val.value, L.LayoutConstructor)):
-            raise self.error(node, f"T.annotate_layout: the layout of '{buf.name}' is a custom "
-                                   f"index map (TileLang's T.Layout(shape, forward_fn)); {L._CUSTOM}")
         if isinstance(val, _Given):
             value = val.value
         else:
@@ -4165,23 +4284,33 @@ class _Parser:
                                        f"for '{value.buffer.name}', whose last dims or dtype differ")
             return value.layout
         if isinstance(value, N.Layout):  # tilecute's own T.Layout(kind, ...)
+            if buf.scope == "fragment":
+                if value.kind not in ("blocked", "replicated"):
+                    raise self.error(node, f"T.annotate_layout: '{buf.name}' is a fragment; "
+                                           f"{layout_str(value)} is not a fragment layout the "
+                                           "program may give (blocked, replicated)")
+                return value
             if value.kind not in ("row_major", "swizzled", "tma_swizzled"):
                 raise self.error(node, f"T.annotate_layout: '{buf.name}' is shared; "
                                        f"{layout_str(value)} is a fragment layout")
             return value
-        raise self.error(node, f"T.annotate_layout: the layout of '{buf.name}' must be one of "
-                               f"tilecute.layout's constructors ({', '.join(L.CONSTRUCTORS)}), "
-                               f"got {_show(value)}")
+        shown = f"is `{ast.unparse(node)}`" if isinstance(node, ast.AST) else "must be"
+        raise self.error(node, f"T.annotate_layout: the layout of '{buf.name}' {shown}; tilecute "
+                               f"takes one of tilecute.layout's constructors "
+                               f"({', '.join(L.CONSTRUCTORS)}), T.Layout(shape, forward_fn) or a "
+                               f"function of the indices (a shared buffer's index map), or "
+                               f"T.Fragment(...) (a fragment's), got {_show(value)}")
 
     def check_layout_scope(self, form: str, buf: N.Buffer, node) -> None:
-        if buf.scope != "shared":
+        if buf.scope != "shared" and not (buf.scope == "fragment" and form == "T.annotate_layout"):
             what = {"global": "a global tensor: tilecute reads and writes it at the strides "
                               "the caller's tensor has",
-                    "fragment": "a fragment: tilecute's layout pass lays fragments out "
-                                "(TileLang's T.Fragment layouts are not supported)",
+                    "fragment": "a fragment: its layout is a T.Fragment(shape, forward_fn, "
+                                "...) in T.annotate_layout",
                     "local": "a local buffer: each thread holds it whole, in order"}[buf.scope]
-            raise self.error(node, f"{form}: '{buf.name}' is {what}; tilecute honors layouts "
-                                   "of shared buffers only")
+            tail = "" if buf.scope == "fragment" else \
+                "; tilecute honors layouts of shared buffers and fragments only"
+            raise self.error(node, f"{form}: '{buf.name}' is {what}{tail}")
 
     def layout_value(self, fn: "L.LayoutConstructor", node: ast.Call) -> "L.Resolved":
         """A call of a ``tilecute.layout`` constructor: its layout for the buffer it names."""

@@ -165,6 +165,9 @@ class _Kernel:
                             in ("cp_async", N.ASYNC_COPY)
                             for b, _, w in accesses(parallel_nest(s)[-1].body) if w}
         self.reducers: set[str] = set()  # T.alloc_reducer fragments
+        # fragments whose layout the program gave (T.annotate_layout with a T.Fragment the
+        # frontend matched, or layout=): blocked or replicated
+        self.given: dict[str, N.Layout] = {}
         self.rows = self.row_fragments()  # fragment -> its mma_rows layout
         # the threads the statements being collected map onto: (first thread, count), the
         # block's or a T.ws region's
@@ -279,6 +282,11 @@ class _Kernel:
                 if s.reducer:  # every thread holds a copy of every element
                     self.reducers.add(s.buffer.name)
                     self.make_replicated(s.buffer.name, s)
+                if s.buffer.scope == "fragment" and not s.view_of and s.layout is not None \
+                        and s.layout.kind in ("blocked", "replicated"):
+                    self.given[s.buffer.name] = s.layout
+                    if s.layout.kind == "replicated":
+                        self.make_replicated(s.buffer.name, s)
                 if s.buffer.scope == "shared" and not top:
                     self.fail(s, f"shared buffer '{s.buffer.name}' must be allocated at the top "
                                  "level of its T.Kernel block, not inside a loop or if")
@@ -571,6 +579,7 @@ class _Kernel:
                                        f"part of it) but {self.why_text(f)}; "
                                        "index it in T.Parallel loops with their own loop variables "
                                        "(a row's sum or max over it is T.reduce_sum / T.reduce_max)")
+        self.check_given()
         blocked = [f for f in frags if f not in self.replicated]
         for r in self.reduces:
             if r.src in self.replicated:
@@ -580,8 +589,17 @@ class _Kernel:
         find = self.fragment_groups(blocked)
         parent = set(blocked)
         nest_mode = []
+        forced: dict[str, list] = {}  # group -> [(blocked layout, the stmt giving it)]
+        for f, lay in self.given.items():
+            if lay.kind == "blocked" and f in parent:
+                forced.setdefault(find(f), []).append((lay, self.allocs[f]))
         for nest in self.nests:
             touched = sorted({b for b, _, _ in nest.accesses if b in parent})
+            given = nest.loops[-1].loop_layout
+            if given is not None:
+                self.check_loop_layout(nest, given, touched)
+                if touched and given.kind == "blocked":
+                    forced.setdefault(find(touched[0]), []).append((given, nest.loops[-1]))
             # a nest combining contributions into a reducer (``r[i] += x``) runs each
             # iteration once, on one thread, into that thread's copy: not a replicated write
             reads = {b for b, _, w in nest.accesses if not w}
@@ -617,6 +635,8 @@ class _Kernel:
                 # iteration, so each holds the whole fragment; memory gets the same values
                 # from every thread
                 nest_mode.append(("replicated", None))
+            elif given is not None and given.kind == "replicated":
+                nest_mode.append(("replicated", None))  # every thread runs every iteration
             else:
                 nest_mode.append(("distributed", None))
         # one V per group; a group with a T.gemm accumulator takes the MMA's layout
@@ -652,6 +672,10 @@ class _Kernel:
                     vector[m] = MMA_LANES
                 continue
             nests = [n for n, (m, r) in zip(self.nests, nest_mode) if m == "blocked" and find(r) == root]
+            if root in forced:  # the program's layout (T.Fragment) fixes V
+                for m in members:
+                    vector[m] = self.forced_vector(members, forced[root], nests)
+                continue
             dtypes = {self.buffers[b].dtype for n in nests for b, _, _ in n.accesses}
             dtypes |= {self.buffers[m].dtype for m in members}
             v = VECTOR_BYTES // min(DTYPES[d].bytes for d in dtypes)
@@ -702,6 +726,90 @@ class _Kernel:
                 self.fail(nest.loops[0], f"{_this(nest)} is spread over the threads and runs under "
                                          f"{self.narrowed_text()}, {self.narrowed_why()}")
         return nest_mode, vector
+
+    # ---- the program's layouts (T.Fragment) -------------------------------------------
+    def check_given(self) -> None:
+        """A fragment the program laid out (``T.annotate_layout`` with a ``T.Fragment``)
+        keeps that layout: one spread over the threads must not be one tilecute needs
+        whole on every thread, and neither may hold a T.gemm register layout or its rows."""
+        for f, lay in self.given.items():
+            a = self.allocs[f]
+            if self.mma_layout(f) is not None or f in self.rows:
+                what = "holds one value per row of a T.gemm accumulator" if f in self.rows \
+                    else "is a T.gemm operand or accumulator in registers"
+                self.fail(a, f"T.annotate_layout gives fragment '{f}' the T.Fragment layout "
+                             f"{layout_str(lay)}, but '{f}' {what}, whose layout is the MMA's: "
+                             "tilecute takes no T.Fragment for it")
+            if lay.kind == "blocked" and f in self.replicated:
+                self.fail(a, f"T.annotate_layout gives fragment '{f}' a T.Fragment layout that "
+                             f"spreads it over the threads ({layout_str(lay)}), but "
+                             f"{self.why_text(f)}, so tilecute needs it whole on every thread; "
+                             "give it a T.Fragment holding every element on every thread "
+                             "(replicate = the block's threads), or walk it only at the "
+                             "T.Parallel loops' own indices")
+
+    def check_loop_layout(self, nest: _Nest, given: N.Layout, touched) -> None:
+        """``T.Parallel(loop_layout=...)`` must agree with the fragments the nest walks."""
+        first, count = nest.region
+        if given.kind == "blocked" and (given.threads, given.first_thread) != (count, first):
+            self.fail(nest.loops[0], f"{_this(nest)} has loop_layout {layout_str(given)}, but it "
+                                     f"runs on threads {first}..{first + count - 1}; a loop "
+                                     "layout spreads the loop over all of them")
+        writes = {b for b, _, w in nest.accesses if w}
+        if any(b in self.rows for b, _, _ in nest.accesses) or \
+                any(self.mma_layout(b) is not None for b in touched):
+            self.fail(nest.loops[0], f"{_this(nest)} walks a T.gemm accumulator (or its rows), "
+                                     f"whose register layout places its iterations; its "
+                                     f"loop_layout {layout_str(given)} is not that layout")
+        if given.kind == "replicated" and touched:
+            self.fail(nest.loops[0], f"{_this(nest)} has a loop_layout running every iteration "
+                                     f"on every thread, but it walks fragment '{touched[0]}', "
+                                     "which each thread holds only its part of")
+        if given.kind == "blocked" and any(w in self.replicated for w in writes
+                                           if self.scope_of(w) == "fragment"):
+            w = sorted(w for w in writes if w in self.replicated)[0]
+            self.fail(nest.loops[0], f"{_this(nest)} has loop_layout {layout_str(given)}, which "
+                                     f"spreads it over the threads, but it writes '{w}', "
+                                     f"which every thread holds whole ({self.why_text(w)})")
+
+    def forced_vector(self, members, forced: list, nests) -> int:
+        """The ``V`` the program's layouts give a group of fragments (and the T.Parallel
+        loops over them): they must agree, span the fragments' threads, divide the loops'
+        innermost extents, and let each reduced row meet as tilecute's reductions need."""
+        lay, where = forced[0]
+        for other, at in forced[1:]:
+            if other != lay:
+                self.fail(at, f"the layouts {layout_str(lay)} (at {where.loc}) and "
+                              f"{layout_str(other)} (here) meet on fragments "
+                              f"{sorted(members)}, which share T.Parallel loops and so one "
+                              "layout (TileLang: a layout conflict)")
+        v = lay.vector
+        for m in members:
+            first, count = self.frag_region.get(m, (0, self.threads))
+            if (lay.threads, lay.first_thread) != (count, first):
+                self.fail(where, f"{layout_str(lay)} spreads fragment '{m}' over "
+                                 f"{lay.threads} threads, but it is used by threads "
+                                 f"{first}..{first + count - 1}")
+        for n in nests:
+            if int(n.extents[-1].value) % v:
+                self.fail(n.loops[0], f"{_this(n)} walks fragments laid out {layout_str(lay)} "
+                                      f"(T.Fragment: {v} consecutive elements per thread), but "
+                                      f"its innermost extent {expr_str(n.extents[-1])} is not a multiple "
+                                      f"of {v}; tilecute runs those {v} iterations of the "
+                                      "innermost loop together on a thread")
+        for r in self.reduces:
+            if r.src not in members:
+                continue
+            row = int(self.buffers[r.src].shape[-1].value)
+            t = self.region_threads(r.src)
+            whole = row % (t * v) == 0
+            if whole and not (t % WARP == 0 or t <= WARP and t & (t - 1) == 0) or \
+                    not whole and not self.grouped_rows(r, row, v, partial=True):
+                self.fail(r, f"T.reduce_{r.kind} reads '{r.src}', laid out {layout_str(lay)} "
+                             f"by the program (T.Fragment): each row of {row} elements lies on "
+                             f"threads tilecute's reduction cannot combine (a power-of-two "
+                             f"number up to 32 of them, whole warps, or all {t})")
+        return v
 
     def fragment_groups(self, blocked):
         """``find``: the blocked fragments that share a nest (or are views of one base), one
@@ -791,6 +899,9 @@ class _Kernel:
     def why_text(self, name: str) -> str:
         s = self.why.get(name)
         where = f" at {s.loc}" if getattr(s, "loc", None) else ""
+        if isinstance(s, N.Allocate):
+            return (f"its layout{where} (T.annotate_layout's T.Fragment, or layout=) holds it "
+                    "whole on every thread")
         if isinstance(s, N.Reduce):
             return f"it is the output of T.reduce_{s.kind}{where}"
         form = getattr(getattr(s, "loc", None), "form", "") or "T.Parallel loop"
@@ -966,6 +1077,9 @@ class _Kernel:
     def rewrite_nest(nest: _Nest, mode: str, v: int) -> N.For:
         loops = nest.loops
         body = loops[-1].body
+        given = loops[-1].loop_layout
+        if mode == "distributed" and given is not None and given.kind == "blocked":
+            mode, v = "blocked", given.vector  # the program's lanes per thread step
         for d in reversed(range(len(loops))):
             lp = loops[d]
             if mode == "blocked":

@@ -248,7 +248,11 @@ class _Vectorizer(StmtMutator):
         width = legal_width(inner, self.buffers, self.layouts)
         if not inner.vector_width:
             width = min_padding_width(width, loops, self.threads)
-        if inner.vector_width:  # the program asked for a width (1 turns vectorization off)
+        if inner.loop_layout is not None:
+            # the program's loop layout (set by the layout pass): its lanes per thread step
+            # are which thread runs which iteration, whatever vector instructions they allow
+            width = inner.vector_width
+        elif inner.vector_width:  # the program asked for a width (1 turns vectorization off)
             if width % inner.vector_width and inner.vector_width > 1:
                 raise VectorizeError(
                     f"{str(inner.loc) + ': ' if inner.loc else ''}prim_func '{self.func.name}': "
