@@ -68,12 +68,20 @@ def test_variants_build(tmp_path):
 
 
 # ---- refusals -------------------------------------------------------------------------------
-def test_custom_shared_layout_is_refused_by_name():
-    from tilecute.language.parser import FrontendError
-    with pytest.raises(FrontendError, match=r"unseen_programs9.py:\d+: in prim_func 'custom': "
-                                            r"T.annotate_layout: the layout of 's' is a custom "
-                                            r"index map \(TileLang's T.Layout"):
-        P.shared_custom_layout()
+def test_custom_shared_layout_builds(tmp_path):
+    """A custom T.Layout index map on a shared tile (once refused): built, never by TMA."""
+    src = _src(P.shared_custom_layout())
+    assert "tct.load(" not in src and "tct.store(" not in src
+    assert tilecute.build_cubin(P.shared_custom_layout(), "sm_90a", out_dir=str(tmp_path)).kernel_names
+
+
+@pytest.mark.gpu
+def test_custom_shared_layout_on_gpu():
+    import torch
+    x = torch.randn(64, 64, device="cuda")
+    y = torch.empty_like(x)
+    tilecute.compile(P.shared_custom_layout())(x, y)
+    assert torch.equal(x, y)
 
 
 def test_sm80_refusals():

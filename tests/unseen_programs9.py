@@ -963,7 +963,8 @@ def raw_cp_async_double_buffer(M=512, D=64, bm=32, threads=128):
 
 def shared_custom_layout(M=64, N=64):
     """``T.annotate_layout`` with a custom ``T.Layout`` index map on a shared tile (a
-    transposed placement): tilecute lays shared tiles out itself and refuses it by name."""
+    transposed placement): the tile is accessed element by element at the mapped index
+    (docs/tile-ops.md, "User layouts")."""
 
     @T.prim_func
     def custom(X: T.Tensor((M, N), T.float32), Y: T.Tensor((M, N), T.float32)):
