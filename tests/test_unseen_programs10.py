@@ -368,14 +368,12 @@ def test_reductions_and_quantization_on_gpu():
     Xq = torch.empty(256, 1024, device="cuda", dtype=torch.float8_e4m3fn)
     Sc = torch.empty(256, device="cuda")
     _run(P.per_token_fp8_quant(), X, Xq, Sc)
-    sref = X.float().abs().amax(1).clamp(min=1e-4) / 448.0
-    _rel(Sc, sref, 1e-6)
+    # the reference divides by a tensor: torch multiplies by the reciprocal of a Python
+    # scalar divisor (`t / 448.0`), one rounding more than the kernel's division
+    sref = X.float().abs().amax(1).clamp(min=1e-4) / torch.full((256,), 448.0, device="cuda")
+    assert torch.equal(Sc, sref)
     qref = (X.float() / sref[:, None]).clamp(-448, 448).to(torch.float8_e4m3fn)
-    # a quotient at an fp8 rounding midpoint may land one e4m3 step (1/8 of its magnitude
-    # at most) either side; any other difference, or many of them, is wrong
-    diff = (Xq.float() - qref.float()).abs()
-    assert bool((diff <= qref.float().abs() / 8 + 2.0 ** -9).all()), diff.max().item()
-    assert (diff > 0).float().mean().item() < 1e-3
+    assert torch.equal(Xq.float(), qref.float())
 
     X = _r(128, 128)
     S = torch.empty(128, device="cuda")
