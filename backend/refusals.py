@@ -43,6 +43,9 @@ class Refused:
     def __iter__(self):  # `for mode in _VALID_CAST_ROUNDING_MODES`
         raise NotImplementedError(self.message())
 
+    def __getitem__(self, key):  # `GROUP_CONFIG[dtype]`
+        raise NotImplementedError(self.message())
+
     def __contains__(self, item):
         raise NotImplementedError(self.message())
 
@@ -79,6 +82,9 @@ REFUSED_MODULES = {
                                       "has no TIR (T.gemm lowers onto CuTe DSL's MMAs)",
     "tilecute.cuda.intrinsics.layout": "TileLang's MMA fragment index maps are TVM TIR "
                                        "functions; tilecute's T.gemm chooses its own layouts",
+    "tilecute.cuda.intrinsics.sparse_layout": "it is the 2:4 sparsity metadata layout of "
+                                              "TileLang's T.gemm_sp (mma.sp), which tilecute "
+                                              "does not support",
     "tilecute.tools": "TileLang's tools (layout plots, the roofline Analyzer, IKET tracing) "
                       "read TileLang's IR; tilecute's lowered IR is kernel.get_source('script')",
     "tilecute.rocm": "it targets AMD GPUs; tilecute targets NVIDIA's (CuTe DSL)",

@@ -106,6 +106,20 @@ def test_names_python_cute_dsl_and_the_generator_use_compile(tmp_path):
     assert list(info.kernels) == ["tilecute_f_0"]
 
 
+@pytest.mark.parametrize("name", ["C", "scale"])
+def test_a_parameter_named_like_its_function_compiles(name, tmp_path):
+    """TileLang takes `def kernel(data, kernel)`: the function's name (the launch wrapper
+    at module level) and a parameter's (the kernel's and the wrapper's locals) are
+    different scopes."""
+    func = from_script(PROGRAM.replace("def f(", f"def {name}("))
+    source = emit_cute(lower(func, "sm_90a"))
+    assert f"def {name}(A_ptr: cute.Pointer, C_ptr: cute.Pointer" in source
+    ast.parse(source)
+    if name == "C":
+        info = tilecute.build_cubin(func, "sm_90a", out_dir=str(tmp_path))
+        assert list(info.kernels) == ["tilecute_C_0"]
+
+
 @pytest.mark.parametrize("name", ["cute", "cutlass", "placeholder_args", "tc_smem", "tilecute_f_0"])
 def test_names_of_the_generated_module_are_refused(name):
     program = PROGRAM.replace("scale", name)

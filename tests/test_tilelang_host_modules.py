@@ -207,6 +207,16 @@ def test_cuda_intrinsics_mma_swizzle_layout_in_a_prim_func():
             refused(a_dtype="float16")
 
 
+def test_sparse_metadata_layout_module_imports_and_refuses():
+    from tilecute.cuda.intrinsics.sparse_layout import GROUP_CONFIG, get_e_factor
+
+    with pytest.raises(NotImplementedError,
+                       match=r"tilelang\.cuda\.intrinsics\.sparse_layout\.get_e_factor .*T\.gemm_sp"):
+        get_e_factor("float16", "int16")
+    with pytest.raises(NotImplementedError, match="GROUP_CONFIG"):
+        GROUP_CONFIG["float16"]
+
+
 def test_carver_arch_driver_and_templates(monkeypatch):
     torch = pytest.importorskip("torch")
     from tilecute.carver.arch import CDNA, CUDA, driver, is_hopper_arch

@@ -260,7 +260,10 @@ class _Validator:
         f = self.func
         scope_vars: dict[str, N.Var] = {}
         buffers: dict[str, N.Buffer] = {}
+        # the function's name is the launch wrapper's, in the generated module's scope: a
+        # parameter, symbol or local of the same name is another scope (TileLang's too)
         self.name(f.name, "function")
+        self.bound.discard(f.name)
         for s in f.symbols:
             self.name(s.name, "symbol")
             scope_vars[s.name] = s
