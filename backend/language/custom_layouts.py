@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 
 from ..ir import nodes as N
+from .global_layouts import GlobalMap
 
 
 class MapError(ValueError):
@@ -410,23 +411,10 @@ def _show_threads(owner) -> str:
 
 
 # ---- T.Layout on a shared buffer ----------------------------------------------------------
-class SharedMap:
-    """A shared buffer's index map: ``vars`` (one per dim), ``outputs`` (expressions of
-    them), ``shape`` (the output shape, ints): element ``idx`` of the buffer lives at
-    ``forward(idx)`` of a row-major buffer of ``shape``."""
-
-    def __init__(self, buffer: N.Buffer, vars_, outputs, shape):
-        self.buffer, self.vars, self.outputs, self.shape = buffer, vars_, outputs, shape
-
-    def forward(self, indices) -> tuple:
-        from ..ir.visitor import fold_constants, substitute
-
-        if len(indices) != len(self.vars):
-            raise ValueError(f"'{self.buffer.name}' is indexed with {len(indices)} indices, "
-                             f"its layout takes {len(self.vars)}")
-        mapping = {v.name: N.cast(i, "int32") if i.dtype != "int32" else i
-                   for v, i in zip(self.vars, indices)}
-        return tuple(fold_constants(substitute(e, mapping)) for e in self.outputs)
+class SharedMap(GlobalMap):
+    """A shared buffer's index map (a global tensor's :class:`GlobalMap`, the same
+    ``vars`` / ``outputs`` / ``shape`` and ``forward``): element ``idx`` of the buffer
+    lives at ``forward(idx)`` of a row-major buffer of ``shape``."""
 
 
 def resolve_shared(buffer: N.Buffer, shape, forward_fn):
