@@ -631,12 +631,17 @@ class _Parser:
         """A ``T.handle(dtype, storage_scope)`` / ``T.ptr`` parameter's arguments: a global
         pointer (``is_size_var`` and other scopes refused, naming them)."""
         spec = spec.spec() if isinstance(spec, _HandleProxy) else spec
+        self.check_spec(arg, spec, "a handle parameter is a global tensor that T.match_buffer "
+                                   "binds")
+
+    def check_spec(self, arg: ast.arg, spec, why: str) -> None:
+        """A parameter annotation's call (a ``TensorSpec`` / ``HandleSpec``): its signature
+        error, or its first refused argument, reported at the parameter with ``why``."""
         if spec.error:
             raise self.error(arg, f"parameter '{arg.arg}': {spec.error}")
         for what, value in spec.refused:
             raise self.error(arg, f"parameter '{arg.arg}': {spec.form}({what}={_show(value)}) "
-                                  "is not supported (a handle parameter is a global tensor that "
-                                  "T.match_buffer binds)")
+                                  f"is not supported ({why})")
 
     def body_annotations(self, fn, unannotated: set, handles: set = frozenset(),
                          annotated: set = frozenset()) -> tuple[dict, list]:
@@ -969,12 +974,8 @@ class _Parser:
     def make_param(self, arg: ast.arg, spec) -> N.Param:
         name = arg.arg
         if isinstance(spec, TensorSpec):
-            if spec.error:
-                raise self.error(arg, f"parameter '{name}': {spec.error}")
-            for what, value in spec.refused:
-                raise self.error(arg, f"parameter '{name}': {spec.form}({what}={_show(value)}) "
-                                      "is not supported (tilecute's tensor parameters are "
-                                      "global tensors passed in by the caller)")
+            self.check_spec(arg, spec, "tilecute's tensor parameters are global tensors passed "
+                                       "in by the caller")
             try:
                 # T.ptr: a table of addresses, int64 (TileLang's _normalize_tensor_dtype)
                 dt = tensor_dtype_name(spec.dtype)

@@ -137,6 +137,13 @@ def grid_cpp(e: N.Expr, func: N.PrimFunc) -> str:
     raise LoweringError(f"prim_func '{func.name}': grid extent {e} is not supported")
 
 
+def at_address(func: N.PrimFunc) -> list[N.Allocate]:
+    """The allocations of tensors at an address (``Allocate.address``, T.make_tensor), in
+    kernel order."""
+    return [s for k in func.kernels for s in walk_stmts(k.body)
+            if isinstance(s, N.Allocate) and s.address is not None]
+
+
 def tensor_alignment(func: N.PrimFunc) -> dict[str, int]:
     """Bytes each tensor argument's base must be a multiple of, from the recorded vector
     accesses, TMA descriptors and T.ptx_cp_async sources; also each tensor at an address's
@@ -146,11 +153,11 @@ def tensor_alignment(func: N.PrimFunc) -> dict[str, int]:
     for k in func.kernels:
         views = {s.buffer.name: s for s in walk_stmts(k.body)
                  if isinstance(s, N.Allocate) and s.view_of in params}
-        at_address = {s.buffer.name: s.buffer for s in walk_stmts(k.body)
-                      if isinstance(s, N.Allocate) and s.address is not None}
-        for name, b in at_address.items():
+        addressed = {s.buffer.name: s.buffer for s in walk_stmts(k.body)
+                     if isinstance(s, N.Allocate) and s.address is not None}
+        for name, b in addressed.items():
             aligned[name] = max(aligned.get(name, 1), DTYPES[b.dtype].bytes)
-        globals_ = {**params, **at_address}
+        globals_ = {**params, **addressed}
         for s in walk_stmts(k.body):
             if isinstance(s, N.For):
                 for v in s.vectors:
@@ -176,22 +183,22 @@ def tensor_alignment(func: N.PrimFunc) -> dict[str, int]:
 GRID_BARRIER = "tc_grid_barrier"
 
 
-def pointer_alignment(func: N.PrimFunc, aligned: dict[str, int]) -> dict[str, int]:
+def pointer_alignment(func: N.PrimFunc, addressed: list[N.Allocate],
+                      aligned: dict[str, int]) -> dict[str, int]:
     """Bytes each pointer argument must be a multiple of: what the tensors at its address
-    (``T.make_tensor(p, ...)``) are assumed aligned to."""
+    (``T.make_tensor(p, ...)``, among ``addressed``) are assumed aligned to."""
     out = {name: 1 for name in func.pointers}
-    for k in func.kernels:
-        for s in walk_stmts(k.body):
-            if isinstance(s, N.Allocate) and isinstance(s.address, N.Var) and \
-                    s.address.name in out:
-                out[s.address.name] = max(out[s.address.name], aligned[s.buffer.name])
+    for s in addressed:
+        if isinstance(s.address, N.Var) and s.address.name in out:
+            out[s.address.name] = max(out[s.address.name], aligned[s.buffer.name])
     return out
 
 
 def build_abi(func: N.PrimFunc, arch: str) -> KernelPlan:
     """The launch ABI of lowered ``func`` and the plan the generators render from."""
     aligned = tensor_alignment(func)
-    pointer_align = pointer_alignment(func, aligned)
+    addressed = at_address(func)
+    pointer_align = pointer_alignment(func, addressed, aligned)
     args = []
     for p in func.params:
         if isinstance(p, N.Var) and p.name in func.pointers:
@@ -239,7 +246,5 @@ def build_abi(func: N.PrimFunc, arch: str) -> KernelPlan:
         kernels.append(KernelLaunch(f"{prefix}_{i}", grid, block, params + tma, k.shared_bytes,
                                     cluster, pdl=k.pdl, cooperative=cooperative[i]))
     abi = LaunchABI(func.name, tuple(args), tuple(symbols), tuple(kernels))
-    at_address = tuple((s.buffer.name, aligned[s.buffer.name]) for k in func.kernels
-                       for s in walk_stmts(k.body)
-                       if isinstance(s, N.Allocate) and s.address is not None)
-    return KernelPlan(func, abi, tuple(prefixes), arch, at_address)
+    return KernelPlan(func, abi, tuple(prefixes), arch,
+                      tuple((s.buffer.name, aligned[s.buffer.name]) for s in addressed))

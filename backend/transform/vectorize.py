@@ -246,8 +246,6 @@ class _Vectorizer(StmtMutator):
                 inner = dataclasses.replace(outer, body=(inner,))
             return inner
         width = legal_width(inner, self.buffers, self.layouts)
-        if not inner.vector_width:
-            width = min_padding_width(width, loops, self.threads)
         if inner.loop_layout is not None:
             # the program's loop layout (set by the layout pass): its lanes per thread step
             # are which thread runs which iteration, whatever vector instructions they allow
@@ -259,6 +257,8 @@ class _Vectorizer(StmtMutator):
                     f"T.Parallel(..., vector_width={inner.vector_width}) is not legal here (the "
                     f"widest legal width is {width})")
             width = inner.vector_width
+        else:
+            width = min_padding_width(width, loops, self.threads)
         inner = self.record(dataclasses.replace(inner, vector_width=width))
         if inner.copy_instruction != "sync" and \
                 async_copy_ok(inner, self.buffers, self.layouts, self.arch):
