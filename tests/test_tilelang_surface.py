@@ -113,7 +113,7 @@ CALLS = {
     "device_assert": ("stmt", "bx >= 0"), "assume": ("stmt", "bx >= 0"),
     "align_up": ("expr", "bx, 2"), "index_to_coordinates": ("unpack", "bx, (2, 4, 16)"), "atomic_load": ("expr", "C[0]"),
     "atomic_store": ("stmt", "C[0], 1.0"), "atomic_or": ("stmt", "C[0], 1"), "dp4a": ("stmt", "s[0, 0], t[0, 0], C[0]"), "reinterpret": ("expr", 'x, "int32"'),
-    "any_of": ("expr", "row"), "all_of": ("expr", "row"),
+    "any_of": ("expr", "row"), "all_of": ("expr", "row"), "tvm_storage_sync": ("stmt", '"shared"'),
     "ldg32": ("expr", "C[0]"), "ldg64": ("expr", "C[0:2]"), "ldg128": ("expr", "C[0:4]"),
     "ldg256": ("expr", "C[0:8]"), "lds32": ("expr", "s[0, 0:2]"), "lds64": ("expr", "s[0, 0:4]"),
     "lds128": ("expr", "s[0, 0:8]"), "__ldg": ("expr", "C[0]"),
@@ -242,6 +242,8 @@ def test_unknown_positional_names_form_argument_and_line(name):
         assert "T.Fragment: unexpected positional argument 6 (`7`)" in msg, msg
     elif name == "alloc_var":  # *args: (init, scope) at most
         assert "T.alloc_var takes (dtype, init, scope) at most" in msg
+    elif name in ("any_of", "all_of"):  # several arguments: each a condition
+        assert f"T.{name}: argument 1 (`row`) is not a condition" in msg, msg
     else:
         assert f"T.{name}: unexpected positional argument" in msg and "(`7`)" in msg, msg
 
@@ -427,7 +429,9 @@ REFUSED = [
     ('T.fill(c, 0, annotations={"x": 1})', "T.fill: annotations={'x': 1} is not supported"),
     ('for i in T.Parallel(4, loop_layout=1):\n    pass', "T.Parallel: loop_layout is a T.Fragment over the loop's extents, got 1"),
     ('for i in T.Parallel(4, prefer_async=1):\n    pass', "T.Parallel: prefer_async=1 must be True or False"),
-    ('for i in T.unroll(4, unroll_factor=2):\n    pass', "T.unroll: unroll_factor=2 is not supported"),
+    ('for i in T.unroll(4, explicit=True, unroll_factor=2):\n    pass',
+     "T.unroll: T.unroll's explicit and unroll_factor params are mutually exclusive"),
+    ('for i in T.unroll(4, unroll_factor=0):\n    pass', "T.unroll: unroll_factor=0 must be an int >= 1"),
     ('for i in T.Pipelined(4, stage=[0, 1], order=[1, 0]):\n    T.copy(A[0, 0], a)\n    T.gemm(a, b, c)',
      "T.Pipelined: order=(1, 0) is not supported: tilecute issues a pipelined loop's statements in source order"),
     ('for i in T.Pipelined(4, stage=[1, 1]):\n    T.copy(A[0, 0], a)\n    T.gemm(a, b, c)',

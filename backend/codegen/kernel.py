@@ -386,7 +386,9 @@ class KernelEmitter:
         with self.bounds.statement():  # (loads of the range: read once, bounds-checked)
             self.bounds.hoist((s.start, s.extent), depth, self.nests.vector)
             start, stop = expr(s.start), expr(s.extent if zero else N.binop("add", s.start, s.extent))
-        if s.kind == "unrolled" and const:
+        if s.kind == "unrolled" and s.unroll_factor:  # TileLang's unroll_factor hint
+            rng = f"cutlass.range({start}, {stop}, unroll={s.unroll_factor})"
+        elif s.kind == "unrolled" and const:
             rng = f"cutlass.range_constexpr({start}, {stop})"
         elif s.kind == "unrolled":
             rng = f"cutlass.range({start}, {stop}, unroll_full=True)"

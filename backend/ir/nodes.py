@@ -551,6 +551,10 @@ class For(Stmt):
     # ``(f // vector) % threads``) or ``replicated`` (every thread runs every iteration);
     # the layout pass runs the nest so or fails naming it
     loop_layout: Optional["Layout"] = None
+    # unrolled loops: TileLang's ``T.unroll(..., unroll_factor=n)``, a hint that the loop
+    # is unrolled ``n`` iterations at a time (``#pragma unroll n``; CuTe DSL's
+    # ``cutlass.range(..., unroll=n)``); 0: unrolled completely
+    unroll_factor: int = 0
 
 
 @dataclass(frozen=True)

@@ -143,6 +143,8 @@ def _loop_range(s: N.For) -> str:
         bounds += f', copy_instruction="{s.copy_instruction}"'
     if s.loop_layout is not None:
         bounds += f", loop_layout={layout_str(s.loop_layout)}"
+    if s.unroll_factor:
+        bounds += f", unroll_factor={s.unroll_factor}"
     return f"{fn}({bounds})"
 
 

@@ -471,6 +471,10 @@ class _Validator:
             if s.copy_instruction not in N.NEST_COPY_INSTRUCTIONS:
                 self.fail(f"copy_instruction={s.copy_instruction!r}: a T.copy nest is \"cp_async\", "
                           "\"sync\", \"async\" (T.async_copy's) or \"\" (the passes choose)")
+            if s.unroll_factor and (s.kind != "unrolled" or not isinstance(s.unroll_factor, int)
+                                    or isinstance(s.unroll_factor, bool) or s.unroll_factor < 0):
+                self.fail(f"unroll_factor={s.unroll_factor!r}: an unrolled loop's hint, an int >= 1 "
+                          f"(0: unrolled completely), not on a {s.kind} loop")
             if not isinstance(s.var, N.Var):
                 self.fail(f"a loop variable is a Var, got {type(s.var).__name__}")
             self.expr(s.start, vars_, bufs)

@@ -399,6 +399,7 @@ class _Parser:
     def __init__(self, tree: ast.FunctionDef, env: dict, filename: str, line_offset: int,
                  source_lines: list[str], annotations: Optional[dict] = None):
         self.tree, self.env, self.filename = tree, env, filename
+        self.reassigned = _reassigned_names(tree)  # (in the function parsed now)
         self.annotations = annotations or {}
         self.line_offset, self.source_lines = line_offset, source_lines
         self.fname = tree.name
@@ -1218,23 +1219,10 @@ class _Parser:
         the blocks that follow; anything else but a ``T.Kernel`` block is refused."""
         from ..ir.visitor import substitute
 
-        scalars = self.scalar_params
-
-        def host(e) -> bool:
-            if isinstance(e, N.Var):
-                return e.name in self.symbols or e.name in scalars
-            if isinstance(e, N.Load):
-                return False
-            if isinstance(e, N.Call):
-                return e.name in ("ceildiv", "min", "max") and all(host(a) for a in e.args)
-            if isinstance(e, (N.BinOp, N.Cmp)):
-                return host(e.a) and host(e.b)
-            return isinstance(e, N.Const)
-
         out, mapping = [], {}
         for st in self.inline_macro(self.macro_of(s.value.func), s.value, s):
             st = substitute(st, mapping) if mapping else st
-            if isinstance(st, N.Let) and host(st.value):
+            if isinstance(st, N.Let) and self.host_expr(st.value):
                 mapping[st.var.name] = st.value
             elif isinstance(st, N.KernelScope):
                 out.append(st)
@@ -1246,9 +1234,10 @@ class _Parser:
 
     def ann_assign(self, s: ast.AnnAssign) -> list[N.Stmt]:
         """``a: T.int32 = v`` in a kernel (TileLang's frontend, TVMScript's typed local):
-        a scalar variable of that dtype holding ``v`` converted to it, assignable later
-        (``a = 2``), as ``a = T.alloc_var(T.int32, init=v)``; ``a: T.int32`` alone declares
-        it (zero)."""
+        ``v`` converted to that dtype, bound to ``a`` as TileLang's ``Bind`` (an immutable
+        alias, like ``a = v``: not a statement of a pipelined loop's manual schedule); where
+        the function assigns ``a`` again (``a = 2``, ``a += 1``), a scalar variable, as
+        ``a = T.alloc_var(T.int32, init=v)``; ``a: T.int32`` alone declares it (zero)."""
         if not isinstance(s.target, ast.Name):
             raise self.error(s, f"`{ast.unparse(s)}`: an annotated assignment declares a name")
         if not self.in_kernel:
@@ -1264,6 +1253,13 @@ class _Parser:
         if isinstance(value, _BufferRef) or not (_is_ir(value) or
                                                  isinstance(value, (int, float, bool))):
             raise self.error(s, f"`{ast.unparse(s)}`: the value must be a scalar")
+        if s.value is not None and name not in self.reassigned:
+            # TileLang's Bind: an immutable value alias (a pipelined loop's schedule does
+            # not count it), as `name = value` is
+            var = N.Var(self.fresh(name), dt)
+            self.bind(name, var)
+            self.let_values[var.name] = N.cast(N.as_expr(value, dt), dt)
+            return [N.Let(var, self.let_values[var.name], loc=self.loc(s))]
         return self.declare_var(name, dt, N.as_expr(value, dt), s)
 
     def declare_var(self, name: str, dt: str, value: N.Expr, s) -> list[N.Stmt]:
@@ -1274,18 +1270,53 @@ class _Parser:
         return [N.Allocate(buf, loc=self.loc(s)),
                 N.Store(buf.name, (N.Const(0, "int32"),), N.cast(value, dt), loc=self.loc(s))]
 
+    def host_expr(self, e) -> bool:
+        """``e`` is an expression of the function's shape symbols and scalar parameters
+        only (no tensor read): a value the host knows before any kernel runs."""
+        if isinstance(e, N.Var):
+            return e.name in self.symbols or e.name in self.scalar_params
+        if isinstance(e, N.Load):
+            return False
+        if isinstance(e, N.Call):
+            return e.name in ("ceildiv", "min", "max") and all(self.host_expr(a) for a in e.args)
+        if isinstance(e, (N.BinOp, N.Cmp)):
+            return self.host_expr(e.a) and self.host_expr(e.b)
+        if isinstance(e, N.Cast):
+            return self.host_expr(e.value)
+        return isinstance(e, N.Const)
+
     def try_python_assign(self, s: ast.Assign) -> bool:
-        """A top-level `name = <parse-time constant>` binds a Python value."""
-        if len(s.targets) != 1 or not isinstance(s.targets[0], ast.Name):
+        """A top-level `name = <parse-time constant>` binds a Python value; `M = A.shape[0]`,
+        `M, K = A.shape` or `blocks = T.ceildiv(M, 128)` over symbolic shapes and scalar
+        parameters (TileLang's language guide reads shapes this way) binds the name to that
+        expression, which each use inside the kernels then is."""
+        if len(s.targets) != 1 or not isinstance(s.targets[0], (ast.Name, ast.Tuple)):
             return False
         try:
             value = self.eval_python(s.value)
         except FrontendError:
             return False
-        if isinstance(value, (int, float, bool, str, tuple)):
-            self.bind(s.targets[0].id, value)
+
+        def known(v) -> bool:
+            if isinstance(v, (int, float, bool, str)):
+                return True
+            if isinstance(v, tuple):
+                return all(known(x) for x in v)
+            return isinstance(v, N.Expr) and self.host_expr(v)
+
+        target = s.targets[0]
+        if isinstance(target, ast.Name):
+            if not known(value):
+                return False
+            self.bind(target.id, value)
             return True
-        return False
+        if not all(isinstance(t, ast.Name) for t in target.elts) or \
+                not isinstance(value, (tuple, list)) or len(value) != len(target.elts) or \
+                not all(known(v) for v in value):
+            return False
+        for t, v in zip(target.elts, value):
+            self.bind(t.id, v)
+        return True
 
     def ws_stmt(self, s: ast.With, form: F.Form, call: ast.Call) -> N.Stmt:
         """``with T.ws(g, ...):`` (TileLang's warp-specialized region): the body on the
@@ -1475,9 +1506,13 @@ class _Parser:
         ann: dict = {}
         if kind == "parallel":
             ann = a.annotations(_PARALLEL_ANNOTATIONS, _PARALLEL_ANNOTATIONS_REFUSED)
+        elif kind == "unrolled" and "unroll_factor" in a.sig.parameters:
+            # (TileLang's T.unroll stores its two arguments under these keys)
+            ann = a.annotations(("pragma_unroll_factor", "pragma_unroll_explicit"))
         else:
             a.no_annotations()
         num_stages, vector_width, replicated, async_copy = 0, 0, False, False
+        unroll_factor = 0
         copy_instruction, loop_layout = "", None
         warp_specialize = None
         step = None
@@ -1563,8 +1598,7 @@ class _Parser:
                     if step == 0:  # TileLang's ValueError
                         raise a.fail("step", "step=0: a stepped loop's step must be non-zero")
                 if kind == "unrolled" and "explicit" in a.sig.parameters:
-                    a.static_bool("explicit")  # unrolled fully either way
-                    a.refuse_unless("unroll_factor", (None,), "tilecute unrolls completely")
+                    unroll_factor = self.unroll_factor(a, ann)
             if step is not None and step < 0:
                 # TileLang's stepped loop counting down (`range(n - 1, -1, -1)`): the
                 # iterations start, start + step, ... while above stop
@@ -1619,12 +1653,38 @@ class _Parser:
                           width, replicated, async_copy, loc=self.loc(s),
                           warp_specialize=warp_specialize, overlap_mma=overlap,
                           copy_instruction=copy_instruction if d == innermost else "",
-                          loop_layout=loop_layout if d == innermost else None),)
+                          loop_layout=loop_layout if d == innermost else None,
+                          unroll_factor=unroll_factor),)
             if d == innermost and _has_break(body[0].body, _Continue):
                 body = self.continue_loop(body[0], kind)
             if d == innermost and _has_break(body[-1].body):
                 body = body[:-1] + self.break_loop(body[-1], kind)
         return list(body)
+
+    def unroll_factor(self, a: "_Args", ann: dict) -> int:
+        """``T.unroll(..., explicit=, unroll_factor=)`` (or TileLang's annotation keys
+        ``pragma_unroll_explicit`` / ``pragma_unroll_factor``, where T.unroll stores them):
+        ``explicit`` unrolls completely, as plain ``T.unroll`` does in tilecute; a factor
+        ``n`` is TileLang's ``#pragma unroll n``, ``For.unroll_factor``.  Both given is
+        TileLang's ValueError."""
+        explicit, factor = a.static_bool("explicit"), a.value("unroll_factor")
+        where = "unroll_factor"
+        if not explicit and ann.get("pragma_unroll_explicit") is not None:
+            explicit, where = ann["pragma_unroll_explicit"], "annotations"
+            if not isinstance(explicit, bool):
+                raise a.fail("annotations", f"pragma_unroll_explicit={_show(explicit)} must be "
+                                            "True or False")
+        if factor is None and ann.get("pragma_unroll_factor") is not None:
+            factor, where = ann["pragma_unroll_factor"], "annotations"
+        if factor is None:
+            return 0
+        if explicit:
+            raise a.fail(where, "T.unroll's explicit and unroll_factor params are mutually "
+                                "exclusive (TileLang's ValueError)")
+        if isinstance(factor, bool) or not isinstance(factor, int) or factor < 1:
+            raise a.fail(where, f"unroll_factor={_show(factor)} must be an int >= 1 known "
+                                "at parse time")
+        return factor
 
     def loop_layout(self, a: "_Args", ann: dict, extents) -> "N.Layout | None":
         """``T.Parallel(..., loop_layout=T.Fragment(extents, ...))`` (or the annotation key
@@ -1705,6 +1765,11 @@ class _Parser:
                     isinstance(x, int) and not isinstance(x, bool) and x >= -1 for x in v):
                 raise a.fail(name, f"{name}={_show(v)}: a list of ints >= -1 known at parse "
                                    "time")
+            if len(v) != m and group is None and len(v) == len(body):
+                # TileLang's legacy form: an entry for each scalar binding too, ignored
+                v = [x for x, t in zip(v, body) if not isinstance(t, N.Let)]
+                if name == "order":  # the remaining entries' ranks
+                    v = [sorted(v).index(x) for x in v]
             if len(v) != m:
                 raise a.fail(name, f"{name}={_show(v)} has {len(v)} entries but the loop body "
                                    f"has {m} {unit} (scalar bindings do not count)")
@@ -2778,8 +2843,11 @@ class _Parser:
         if form is not None and form.__name__ == "evaluate" and len(call.args) == 1 and \
                 not call.keywords and isinstance(call.args[0], ast.Call):
             inner = self.form_of(call.args[0].func)
-            if inner is not None and inner.__name__ == "tvm_thread_allreduce":
-                call, form = call.args[0], inner  # T.evaluate(T.tvm_thread_allreduce(...))
+            if inner is not None and (inner.__name__ == "tvm_thread_allreduce" or
+                                      inner.kind == "stmt" and inner.__name__ != "evaluate"):
+                # T.evaluate(T.tvm_thread_allreduce(...)), T.evaluate(T.tvm_storage_sync(...)):
+                # TVMScript's statement call written as an evaluated expression
+                call, form = call.args[0], inner
         if form is None or form.kind != "stmt":
             if form is not None:
                 raise self.error(s, f"T.{form.__name__} is not a statement here")
@@ -2914,7 +2982,8 @@ class _Parser:
         bound.apply_defaults()
         refs = self.reference_args(fn, what, bound.arguments, s)
         saved = (self.scopes, self.control, self.env, self.filename, self.line_offset,
-                 self.source_lines)
+                 self.source_lines, self.reassigned)
+        self.reassigned = _reassigned_names(fdef)
         filename = inspect.getsourcefile(fn) or "<unknown>"
         all_lines = linecache.getlines(filename)
         self.scopes, self.control = [dict(bound.arguments)], [False]
@@ -2935,7 +3004,7 @@ class _Parser:
             return (out, value) if want_value else out
         finally:
             (self.scopes, self.control, self.env, self.filename, self.line_offset,
-             self.source_lines) = saved
+             self.source_lines, self.reassigned) = saved
 
     def reference_args(self, fn, what: str, arguments: dict, s) -> list[N.Stmt]:
         """TileLang's pass-by-reference macro parameters (``x: T.Ref``, or the deprecated
@@ -3982,6 +4051,16 @@ class _Parser:
             raise a.fail(arg, f"{arg}={threads}: {threads} threads: a named barrier counts "
                               f"whole warps (a multiple of 32), at most the block's {total}")
         return threads
+
+    def stmt_tvm_storage_sync(self, a: _Args, s) -> list[N.Stmt]:
+        scope = a.value("storage_scope")
+        if scope in ("shared", "shared.dyn"):
+            return [N.Barrier(False, loc=self.loc(s))]
+        if scope == "warp":
+            return [N.WarpSync(None, loc=self.loc(s))]
+        raise a.fail("storage_scope", f"storage_scope={_show(scope)}: tilecute syncs \"shared\" "
+                                      "(the block's barrier) and \"warp\"; for the grid, "
+                                      "T.sync_grid()")
 
     def stmt_sync_warp(self, a: _Args, s) -> list[N.Stmt]:
         mask = a.value("mask")
@@ -5369,6 +5448,16 @@ class _Parser:
             return self.layout_value(fn, node)
         helper = _helper_name(fn)
         if getattr(fn, "reads_elements", False):  # T.any_of / T.all_of: a buffer's elements
+            if len(node.args) > 1 or node.args and not node.keywords and not isinstance(
+                    node.args[0], (ast.Name, ast.Subscript, ast.Attribute)):
+                # TileLang's control-flow guide writes conditions: T.all_of(i < M, j < N)
+                values = [self.expr(a) for a in node.args]
+                for i, (x, v) in enumerate(zip(node.args, values)):
+                    if not (_is_ir(v) or isinstance(v, (bool, int))):
+                        raise self.error(x, f"T.{fn.__name__}: argument {i + 1} (`{ast.unparse(x)}`) "
+                                            f"is not a condition; T.{fn.__name__} takes one buffer "
+                                            "(or region), or conditions")
+                return _and(values) if fn.__name__ == "all_of" else _or(values)
             return fn(self.region_truths(node, fn.__name__))
         if getattr(fn, "wide_load", None):  # T.ldg32 ... T.lds128, T.__ldg
             return self.wide_load(fn, node)
@@ -5597,6 +5686,34 @@ def _hoist_shared(body: tuple) -> tuple:
         hoisted.clear()
         out.append(t)
     return tuple(out)
+
+
+def _reassigned_names(fdef) -> set:
+    """The names a function body assigns other than by a typed declaration (``a = 2``,
+    ``a += 1``, a loop target): a typed local ``a: T.int32 = 0`` of such a name is a
+    variable; nested functions and lambdas aside."""
+    names: set = set()
+
+    def targets(t):
+        if isinstance(t, ast.Name):
+            yield t.id
+        elif isinstance(t, (ast.Tuple, ast.List)):
+            for e in t.elts:
+                yield from targets(e)
+        elif isinstance(t, ast.Starred):
+            yield from targets(t.value)
+
+    stack = list(fdef.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            continue
+        if isinstance(node, ast.Assign):
+            names.update(n for t in node.targets for n in targets(t))
+        elif isinstance(node, (ast.AugAssign, ast.For, ast.comprehension)):
+            names.update(targets(node.target))
+        stack.extend(ast.iter_child_nodes(node))
+    return names
 
 
 def _truth(x) -> N.Expr:
