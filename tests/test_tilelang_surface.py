@@ -65,6 +65,9 @@ CALLS = {
                                              "syncthreads_count", "syncthreads_and",
                                              "syncthreads_or")},
     "activemask": ("expr", ""), "shuffle_elect": ("expr", "128"),
+    **{name: ("stmt", "") for name in ("cluster_sync", "cluster_arrive", "cluster_arrive_relaxed",
+                                       "cluster_wait")},
+    "block_rank_in_cluster": ("expr", ""), "alloc_cluster_barrier": ("alloc", "1"),
     "Tensor": ("param", '(4,), "float32"'), "StridedTensor": ("param", '(4,), (1,), "float32"'),
     "Buffer": ("param", '(4,), "float32"'), "buffer": ("param", '(4,), "float32"'),
     "buffer_decl": ("param", '(4,), "float32"'),
@@ -425,7 +428,7 @@ REFUSED = [
     ('v = T.atomic_min(c[0, 0], 1.0, return_prev=True)', "T.atomic_min: return_prev=True: 'c' is a fragment buffer"),
     ('v = T.atomic_add(B[0:2, 0], 1.0, return_prev=True)', "T.atomic_add: return_prev=True takes one element"),
     ('T.sync_threads(1, 48)', "T.sync_threads: arrive_count=48: 48 threads: a named barrier counts whole warps"),
-    ('T.mbarrier_arrive(bars[0], 1)', "T.mbarrier_arrive: cta_id=1 is not supported"),
+    ('T.mbarrier_arrive(bars[0], 1.5)', "T.mbarrier_arrive: cta_id must be an integer"),
     ('T.fill(c, 0, annotations={"x": 1})', "T.fill: annotations={'x': 1} is not supported"),
     ('for i in T.Parallel(4, loop_layout=1):\n    pass', "T.Parallel: loop_layout is a T.Fragment over the loop's extents, got 1"),
     ('for i in T.Parallel(4, prefer_async=1):\n    pass', "T.Parallel: prefer_async=1 must be True or False"),
@@ -852,10 +855,10 @@ def test_thread_binding_is_the_kernels_thread_index():
 def test_an_unknown_t_statement_is_named():
     """A ``T.<name>(...)`` statement tilecute does not have is an error naming
     ``T.<name>`` at its line, not a generic one; a name of TileLang's language namespace
-    (``T.cluster_sync``, ``T.add2``, TVM's ``T.call_packed``) says it is TileLang's."""
+    (``T.copy_cluster``, ``T.add2``, TVM's ``T.call_packed``) says it is TileLang's."""
     msg = _error(HEADER.format(params="") + "        T.no_such_form(1)\n")
     assert "T.no_such_form is not a tilecute form" in msg and "<script>:" in msg
-    for call in ("T.cluster_sync()", "T.call_packed(1)", "C[0] = T.add2(x, x)",
+    for call in ("T.copy_cluster(C, C)", "T.call_packed(1)", "C[0] = T.add2(x, x)",
                  "C[0] = T.q_multiply_shift(bx, 2, 31, 0)"):
         msg = _error(HEADER.format(params="") + f"        {call}\n")
         name = call.split("T.")[1].split("(")[0]

@@ -672,6 +672,12 @@ class _Validator:
                 self.expr(s.parity, vars_, bufs)
                 if not N.is_int(s.parity.dtype):
                     self.fail("the parity of T.mbarrier_wait_parity must be an integer")
+            elif s.block is not None:
+                if s.cp_async or s.cluster:
+                    self.fail("T.mbarrier_arrive(bar, cta_id): a remote arrive is a plain arrive")
+                self.expr(s.block, vars_, bufs)
+                if not N.is_int(s.block.dtype):
+                    self.fail("the cta_id of T.mbarrier_arrive must be an integer")
         elif isinstance(s, N.Copy):
             self.region(s.src, vars_, bufs)
             self.region(s.dst, vars_, bufs)
@@ -802,9 +808,8 @@ class _Validator:
             self.fail("T.cp_async_wait() is placed by the barrier pass (before a statement "
                       "that hands on shared writes of cp.async copies), not an input")
         elif isinstance(s, N.ClusterSync):
-            if self.scope.cluster is None:
-                self.fail("T.cluster_sync() in a kernel not launched in clusters "
-                          "(T.Kernel(..., cluster=...))")
+            if s.kind not in N.CLUSTER_SYNC_KINDS:
+                self.fail(f"ClusterSync kind {s.kind!r}: one of {', '.join(N.CLUSTER_SYNC_KINDS)}")
         elif isinstance(s, N.AtomicAdd):
             if s.op not in N.ATOMIC_OPS:
                 self.fail(f"unknown atomic op {s.op!r}; expected one of {', '.join(N.ATOMIC_OPS)}")

@@ -2644,7 +2644,7 @@ class _Parser:
         if not self.in_kernel:
             raise self.error(s, "buffers are allocated inside a T.Kernel block")
         a = self.args(form, call)
-        if form.__name__ == "alloc_barrier":
+        if form.__name__ in ("alloc_barrier", "alloc_cluster_barrier"):
             return [self.alloc_barrier(name, a, s)]
         if form.__name__ == "alloc_var":
             return self.alloc_var(name, a, s)
@@ -4121,9 +4121,30 @@ class _Parser:
         return [N.TmaStoreArrive(loc=self.loc(s))]
 
     def stmt_mbarrier_arrive(self, a: _Args, s) -> list[N.Stmt]:
-        a.refuse_unless("cta_id", (None,), "tilecute arrives on this block's own mbarrier")
+        """``T.mbarrier_arrive(bar[i])``; ``T.mbarrier_arrive(bar[i], cta_id)``: on the
+        barrier of block ``cta_id`` of the cluster (TileLang asks for a
+        ``T.alloc_cluster_barrier``; tilecute's barriers are the same mbarriers)."""
+        block = a.value("cta_id")
+        if block is not None:
+            if isinstance(block, bool) or not (isinstance(block, int) or
+                                               _is_ir(block) and N.is_int(block.dtype)):
+                raise a.fail("cta_id", f"cta_id must be an integer (a block's rank in the "
+                                       f"cluster), got {_show(block)}")
+            block = N.cast(N.as_expr(block), "int32")
         return [N.MBarrierArrive(self.barrier_element(a.node("mbarrier"), "T.mbarrier_arrive"),
-                                 loc=self.loc(s))]
+                                 loc=self.loc(s), block=block)]
+
+    def stmt_cluster_sync(self, a: _Args, s) -> list[N.Stmt]:
+        return [N.ClusterSync(loc=self.loc(s))]
+
+    def stmt_cluster_arrive(self, a: _Args, s) -> list[N.Stmt]:
+        return [N.ClusterSync(loc=self.loc(s), kind="arrive")]
+
+    def stmt_cluster_arrive_relaxed(self, a: _Args, s) -> list[N.Stmt]:
+        return [N.ClusterSync(loc=self.loc(s), kind="arrive_relaxed")]
+
+    def stmt_cluster_wait(self, a: _Args, s) -> list[N.Stmt]:
+        return [N.ClusterSync(loc=self.loc(s), kind="wait")]
 
     def stmt_wait_wgmma(self, a: _Args, s, name: str = "id") -> list[N.Stmt]:
         pending = a.static_int(name)
