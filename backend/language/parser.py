@@ -341,6 +341,34 @@ def _reducer_combine(op: str, acc: N.Expr, value: N.Expr) -> N.Expr:
     return N.BinOp({"sum": "add"}.get(op, op), acc, value, acc.dtype)
 
 
+# the intrinsics without effects and without thread state (pure in TVM's sense)
+_PURE_CALLS = frozenset(N.FLOAT_MATH + N.FLOAT_PREDICATES + N.IEEE_FORMS + (
+    "abs", "fma", "ceildiv", "truncdiv", "truncmod", "popcount", "clz", "reinterpret", "ffs"))
+
+
+def _host_pure(e, symbols, scalars) -> bool:
+    """Whether ``e`` is an expression of constants, the function's symbols and scalar
+    parameters, without loads or effects: a value the prim_func level may hold (TVM's
+    ``side_effect(e) <= Pure``)."""
+    if isinstance(e, N.Const):
+        return True
+    if isinstance(e, N.Var):
+        return e.name in symbols or e.name in scalars
+    if isinstance(e, (N.BinOp, N.Cmp)):
+        return _host_pure(e.a, symbols, scalars) and _host_pure(e.b, symbols, scalars)
+    if isinstance(e, N.Logic):
+        return all(_host_pure(a, symbols, scalars) for a in e.args)
+    if isinstance(e, N.Not):
+        return _host_pure(e.a, symbols, scalars)
+    if isinstance(e, N.Cast):
+        return _host_pure(e.value, symbols, scalars)
+    if isinstance(e, N.Select):
+        return all(_host_pure(x, symbols, scalars) for x in (e.cond, e.a, e.b))
+    if isinstance(e, N.Call):
+        return e.name in _PURE_CALLS and all(_host_pure(a, symbols, scalars) for a in e.args)
+    return False
+
+
 def _show(v) -> str:
     if isinstance(v, N.Expr):
         from ..ir.printer import expr_str
@@ -403,6 +431,8 @@ class _Parser:
         self.line_offset, self.source_lines = line_offset, source_lines
         self.fname = tree.name
         self.scopes: list[dict[str, Any]] = [{}]
+        # name -> [(scope of the binding a loop/if body rebound, the body's scope, line)]
+        self.rebound_inside: dict[str, list] = {}
         # every buffer bound so far, by its IR name (a macro's body sees only its own
         # scope, and a region it was given names its buffer)
         self.named_buffers: dict[str, N.Buffer] = {}
@@ -453,6 +483,8 @@ class _Parser:
     def lookup(self, name: str, node):
         for scope in reversed(self.scopes):
             if name in scope:
+                if name in self.rebound_inside:
+                    self.check_defining_region(name, scope, node)
                 return scope[name]
         if name in self.env:
             return self.env[name]
@@ -484,6 +516,11 @@ class _Parser:
         return f"{name}_{i}"
 
     def bind(self, name: str, value) -> None:
+        if name in self.rebound_inside:  # bound anew here: the older binding is live again
+            self.rebound_inside[name] = [r for r in self.rebound_inside[name]
+                                         if r[0] is not self.scopes[-1]]
+            if not self.rebound_inside[name]:
+                del self.rebound_inside[name]
         self.scopes[-1][name] = value
         if isinstance(value, _BufferRef):
             self.named_buffers.setdefault(value.buffer.name, value.buffer)
@@ -503,18 +540,34 @@ class _Parser:
         return tuple(c for c in self.ctx if c is not None)
 
     def check_rebind(self, name: str, node) -> None:
-        """Rebinding a variable from outside the enclosing loop/if body would not carry
-        out of that body (IR lets are immutable): say so instead of miscompiling."""
+        """Rebinding a variable from outside the enclosing loop/if body, inside it: as in
+        TileLang's builder, a new immutable binding for the rest of that body (TileLang
+        warns "Immutable value is re-bound"); it does not carry out of the body, so a
+        read of the name after the body is refused (``check_defining_region``: TileLang's
+        "Immutable variable is used outside its defining region")."""
         inner_control = max(i for i, c in enumerate(self.control) if c or i == 0)
         for i in range(len(self.scopes) - 1, -1, -1):
             if name in self.scopes[i]:
                 if i < inner_control and isinstance(self.scopes[i][name], N.Var):
-                    raise self.error(node, f"'{name}' is bound outside this loop/if body; "
-                                           "assigning it here would not change it there. Use "
-                                           "`acc = T.alloc_var(dtype)` (or a local buffer: "
-                                           "`acc = T.alloc_local((1,), dtype)` and "
-                                           "`acc[0] += ...`)")
+                    self.rebound_inside.setdefault(name, []).append(
+                        (self.scopes[i], self.scopes[-1], getattr(node, "lineno", 0)
+                         + self.line_offset))
                 return
+
+    def check_defining_region(self, name: str, scope: dict, node) -> None:
+        """``name`` read from ``scope`` after a loop/if body that rebound it has closed:
+        TileLang refuses the read (the rebinding's value lives only in that body)."""
+        for outer, inner, line in self.rebound_inside[name]:
+            if outer is scope and not any(inner is s for s in self.scopes):
+                raise self.error(node, f"'{name}' is read after the loop/if body that rebinds "
+                                       f"it (line {line}) has closed: a rebinding inside a "
+                                       "loop/if body is a new immutable value for the rest "
+                                       "of that body only, it does not change the name "
+                                       "outside it (TileLang: \"Immutable variable is used "
+                                       "outside its defining region\"). Use "
+                                       "`acc = T.alloc_var(dtype)` (or a local buffer: "
+                                       "`acc = T.alloc_local((1,), dtype)` and "
+                                       "`acc[0] += ...`)")
 
     def note_symbols(self, value):
         for x in _walk_exprs(value):
@@ -1140,6 +1193,8 @@ class _Parser:
                 return self.assign(s)
             if isinstance(s, ast.Assign) and self.try_python_assign(s):
                 return []
+            if isinstance(s, ast.Assign) and self.try_host_assign(s):
+                return []
             if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and \
                     getattr(self.form_of(s.value.func), "__name__", None) == "assume":
                 # TileLang's `T.assume(stride % 2 == 0)` before the kernels: a promise about
@@ -1188,8 +1243,9 @@ class _Parser:
 
     def top_level_error(self, s) -> FrontendError:
         """What may not stand at the top level of a prim_func body, named."""
-        rule = ("only `with T.Kernel(...)` blocks, the parameters' annotations and parse-time "
-                "constants may stand at the top level of a prim_func body")
+        rule = ("only `with T.Kernel(...)` blocks, the parameters' annotations, parse-time "
+                "constants and names bound to expressions of constants, symbols and scalar "
+                "parameters (no load, no effect) may stand at the top level of a prim_func body")
         form = self.match_form(s)
         if form is not None:
             return self.error(s, f"T.{form.__name__} after other statements: it binds a "
@@ -1273,6 +1329,23 @@ class _Parser:
         self.bind(name, _VarRef(buf))
         return [N.Allocate(buf, loc=self.loc(s)),
                 N.Store(buf.name, (N.Const(0, "int32"),), N.cast(value, dt), loc=self.loc(s))]
+
+    def try_host_assign(self, s: ast.Assign) -> bool:
+        """A top-level ``name = <expression>`` (``zero = T.Cast(accum_dtype, 0)``,
+        ``total = M * N``) whose value reads no buffer and has no effect: TileLang's
+        builder keeps such a value at the prim_func level as the expression itself (its
+        ``bind`` returns a pure ``PrimExpr`` there), so ``name`` stands for it in the
+        kernels that follow."""
+        if len(s.targets) != 1 or not isinstance(s.targets[0], ast.Name):
+            return False
+        try:
+            value = self.expr(s.value)
+        except FrontendError:
+            return False
+        if not _is_ir(value) or not _host_pure(value, self.symbols, self.scalar_params):
+            return False
+        self.bind(s.targets[0].id, value)
+        return True
 
     def try_python_assign(self, s: ast.Assign) -> bool:
         """A top-level `name = <parse-time constant>` binds a Python value."""
