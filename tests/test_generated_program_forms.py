@@ -189,3 +189,50 @@ def test_gpu_rebinding_inside_an_if_body():
     y = torch.zeros_like(x)
     kernel(x, s, y)
     torch.testing.assert_close(y, x * s.view(1, 3, 1, 1))
+
+
+# ---- T.tvm_storage_sync("shared"): TVM's barrier statement ------------------------------
+def block_sum_storage_sync(n=256):
+    @T.prim_func
+    def block_sum(X: T.Tensor((n,), "float32"), Y: T.Tensor((1,), "float32")):
+        with T.Kernel(1, threads=n) as bx:
+            tx = T.get_thread_binding(0)
+            buf = T.alloc_shared((n,), "float32")
+            buf[tx] = X[tx]
+            T.tvm_storage_sync("shared")
+            T.tvm_storage_sync("warp")  # TileLang's codegen prints nothing for it
+            if tx == 0:
+                acc = T.alloc_var("float32")
+                acc = 0.0
+                for k in T.serial(n):
+                    acc += buf[k]
+                Y[0] = acc
+
+    return block_sum
+
+
+def test_tvm_storage_sync_is_the_block_barrier(tmp_path):
+    f = block_sum_storage_sync()
+    barriers = [s for s in walk_stmts(f.kernels) if isinstance(s, N.Barrier)]
+    assert len(barriers) == 1
+    _cubin(f, tmp_path)
+
+
+def test_tvm_storage_sync_global_is_refused():
+    def f(X: T.Tensor((32,), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            T.tvm_storage_sync("global")
+
+    with pytest.raises(FrontendError, match=r"tvm_storage_sync: storage_scope='global'") as e:
+        T.prim_func(f)
+    line = _line_of(f, "T.tvm_storage_sync(")
+    assert f":{line}:" in str(e.value)
+
+
+@pytest.mark.gpu
+def test_gpu_tvm_storage_sync():
+    kernel = tilecute.compile(block_sum_storage_sync())
+    x = torch.randn(256, device="cuda")
+    y = torch.zeros(1, device="cuda")
+    kernel(x, y)
+    torch.testing.assert_close(y[0], x.sum(), rtol=1e-4, atol=1e-4)

@@ -467,6 +467,13 @@ def named_barrier_arrive(barrier_id, thread_count):
 
 
 @_form("stmt")
+def tvm_storage_sync(storage_scope):
+    """TVM's ``T.tvm_storage_sync(storage_scope)`` (a statement): ``"shared"`` /
+    ``"shared.dyn"`` the block's barrier (``__syncthreads()``, as TileLang's CUDA codegen
+    prints it); ``"warp"`` nothing (TileLang's codegen prints nothing)."""
+
+
+@_form("stmt")
 def sync_warp(mask=None):
     """``__syncwarp(mask)``: the warp's lanes in ``mask`` (all 32 by default) wait for each
     other; their shared-memory writes before it are visible to them after it."""
@@ -857,7 +864,7 @@ TILELANG_ONLY = frozenset("""
     tvm_call_cpacked_lowered tvm_call_packed tvm_call_packed_lowered tvm_fill_fragment
     tvm_load_matrix_sync tvm_mfma tvm_mfma_store tvm_mma_sync tvm_rdna_wmma
     tvm_rdna_wmma_store tvm_stack_alloca tvm_stack_make_array tvm_stack_make_shape
-    tvm_storage_sync tvm_store_matrix_sync tvm_struct_get tvm_struct_set
+    tvm_store_matrix_sync tvm_struct_get tvm_struct_set
     tvm_thread_invariant tvm_throw_last_error tvm_tuple
     type_annotation undef validate_gemm_ab_dtypes vectorcombine vectorhigh vectorlow
     void vscale warpgroup_arrive warpgroup_commit_batch warpgroup_fence_operand

@@ -4056,6 +4056,19 @@ class _Parser:
                               f"whole warps (a multiple of 32), at most the block's {total}")
         return threads
 
+    def stmt_tvm_storage_sync(self, a: _Args, s) -> list[N.Stmt]:
+        """TVM's ``T.tvm_storage_sync(scope)``: TileLang's CUDA codegen prints
+        ``__syncthreads()`` for ``"shared"`` / ``"shared.dyn"`` and nothing for ``"warp"``."""
+        scope = a.value("storage_scope")
+        if scope in ("shared", "shared.dyn"):
+            return [N.Barrier(False, loc=self.loc(s))]
+        if scope == "warp":
+            return []
+        raise a.fail("storage_scope", f"storage_scope={scope!r}: tilecute takes \"shared\", "
+                                      "\"shared.dyn\" (the block's barrier) and \"warp\" "
+                                      "(nothing, as TileLang's codegen); for the grid's barrier "
+                                      "write T.sync_grid()")
+
     def stmt_sync_warp(self, a: _Args, s) -> list[N.Stmt]:
         mask = a.value("mask")
         if mask is not None:
