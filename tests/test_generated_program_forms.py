@@ -236,3 +236,40 @@ def test_gpu_tvm_storage_sync():
     y = torch.zeros(1, device="cuda")
     kernel(x, y)
     torch.testing.assert_close(y[0], x.sum(), rtol=1e-4, atol=1e-4)
+
+
+# ---- a tensor named `pred` read in an `if` body -------------------------------------------
+def kl_div_pred(b=8, n=256, block_m=4, block_n=64):
+    """``pred`` is the condition parameter CuTe DSL's preprocessor gives the function it
+    makes of an ``if`` body: printed as is, it would shadow the tensor there."""
+
+    @T.prim_func
+    def kl(pred: T.Tensor((b, n), "float32"), targ: T.Tensor((b, n), "float32"),
+           out: T.Tensor((b, n), "float32")):
+        with T.Kernel(T.ceildiv(b, block_m), T.ceildiv(n, block_n),
+                      threads=block_m * block_n) as (bx, by):
+            for i, j in T.Parallel(block_m, block_n):
+                gi = bx * block_m + i
+                gj = by * block_n + j
+                if (gi < b) and (gj < n):
+                    t = targ[gi, gj]
+                    out[gi, gj] = t * (T.log(t) - T.log(pred[gi, gj]))
+
+    return kl
+
+
+def test_a_tensor_named_pred_is_respelled(tmp_path):
+    kernel = tilecute.compile(kl_div_pred(), target="sm_90a")
+    src = kernel.get_kernel_source()
+    assert "pred_ = cute.make_tensor(pred_ptr" in src and "pred_[gi, gj]" in src
+    _cubin(kl_div_pred(), tmp_path)
+
+
+@pytest.mark.gpu
+def test_gpu_a_tensor_named_pred():
+    kernel = tilecute.compile(kl_div_pred())
+    p = torch.rand(8, 256, device="cuda") + 0.1
+    t = torch.rand(8, 256, device="cuda") + 0.1
+    out = torch.empty_like(p)
+    kernel(p, t, out)
+    torch.testing.assert_close(out, t * (t.log() - p.log()), rtol=1e-5, atol=1e-5)
