@@ -273,3 +273,38 @@ def test_gpu_a_tensor_named_pred():
     out = torch.empty_like(p)
     kernel(p, t, out)
     torch.testing.assert_close(out, t * (t.log() - p.log()), rtol=1e-5, atol=1e-5)
+
+
+# ---- typed locals in a T.Parallel body and at the top level ------------------------------
+def gelu_typed_locals(n=1000, block=128):
+    @T.prim_func
+    def gelu(X: T.Tensor((n,), "float16"), Y: T.Tensor((n,), "float16")):
+        numel: T.int32 = n * 1  # the top level: the value itself, as TileLang binds it
+        with T.Kernel(T.ceildiv(numel, block), threads=block) as bx:
+            for tx in T.Parallel(block):
+                idx: T.int32 = bx * block + tx  # per element: TileLang's bind, a Let
+                if idx < numel:
+                    x: T.float32 = T.Cast("float32", X[idx])
+                    y: T.float32 = 0.5 * x * (1.0 + T.tanh(0.7978845608 * (x + 0.044715 * x * x * x)))
+                    Y[idx] = T.Cast("float16", y)
+
+    return gelu
+
+
+def test_typed_locals_in_a_parallel_body_are_lets(tmp_path):
+    f = gelu_typed_locals()
+    stmts = list(walk_stmts(f.kernels))
+    assert not any(isinstance(s, N.Allocate) for s in stmts)
+    lets = {s.var.name: s for s in stmts if isinstance(s, N.Let)}
+    assert lets["idx"].var.dtype == "int32" and lets["x"].var.dtype == "float32"
+    _cubin(f, tmp_path)
+
+
+@pytest.mark.gpu
+def test_gpu_typed_locals_in_a_parallel_body():
+    kernel = tilecute.compile(gelu_typed_locals())
+    x = torch.randn(1000, dtype=torch.float16, device="cuda")
+    y = torch.empty_like(x)
+    kernel(x, y)
+    torch.testing.assert_close(y, torch.nn.functional.gelu(x.float(), approximate="tanh").half(),
+                               rtol=2e-3, atol=2e-3)

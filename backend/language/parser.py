@@ -1195,6 +1195,12 @@ class _Parser:
                 return []
             if isinstance(s, ast.Assign) and self.try_host_assign(s):
                 return []
+            if isinstance(s, ast.AnnAssign) and s.value is not None and \
+                    isinstance(s.target, ast.Name) and self.try_host_assign(
+                        ast.Assign(targets=[s.target], value=s.value, lineno=s.lineno)):
+                # `n: T.int32 = M * N`: TileLang's builder binds a pure value at the
+                # prim_func level as is (the annotation unread), as without one
+                return []
             if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and \
                     getattr(self.form_of(s.value.func), "__name__", None) == "assume":
                 # TileLang's `T.assume(stride % 2 == 0)` before the kernels: a promise about
@@ -1320,6 +1326,14 @@ class _Parser:
         if isinstance(value, _BufferRef) or not (_is_ir(value) or
                                                  isinstance(value, (int, float, bool))):
             raise self.error(s, f"`{ast.unparse(s)}`: the value must be a scalar")
+        if s.value is not None and any(k == "parallel" for k, _, _ in self.context()):
+            # in a T.Parallel body (a value per element; no local buffer there): TileLang's
+            # builder binds the value, an immutable Let, which a later `a = ...` rebinds
+            var = N.Var(self.fresh(name), dt)
+            self.bind(name, var)
+            value = N.cast(N.as_expr(value, dt), dt)
+            self.let_values[var.name] = value
+            return [N.Let(var, value, loc=self.loc(s))]
         return self.declare_var(name, dt, N.as_expr(value, dt), s)
 
     def declare_var(self, name: str, dt: str, value: N.Expr, s) -> list[N.Stmt]:
@@ -1342,10 +1356,11 @@ class _Parser:
             value = self.expr(s.value)
         except FrontendError:
             return False
-        if not _is_ir(value) or not _host_pure(value, self.symbols, self.scalar_params):
-            return False
-        self.bind(s.targets[0].id, value)
-        return True
+        if isinstance(value, (int, float, bool)) or \
+                _is_ir(value) and _host_pure(value, self.symbols, self.scalar_params):
+            self.bind(s.targets[0].id, value)
+            return True
+        return False
 
     def try_python_assign(self, s: ast.Assign) -> bool:
         """A top-level `name = <parse-time constant>` binds a Python value."""
