@@ -308,3 +308,19 @@ def test_gpu_typed_locals_in_a_parallel_body():
     kernel(x, y)
     torch.testing.assert_close(y, torch.nn.functional.gelu(x.float(), approximate="tanh").half(),
                                rtol=2e-3, atol=2e-3)
+
+
+# ---- a name `tc` bound twice (its second IR name must not be the generator's tc_1) -------
+def test_a_name_tc_bound_twice(tmp_path):
+    @T.prim_func
+    def f(X: T.Tensor((4, 16), "float32"), Y: T.Tensor((4, 16), "float32")):
+        with T.Kernel(4, threads=32) as bx:
+            acc = T.alloc_fragment((16,), "float32")
+            for tc in T.Parallel(16):
+                acc[tc] = X[bx, tc]
+            for tc in T.Parallel(16):
+                Y[bx, tc] = acc[tc] * 2.0
+
+    names = [s.var.name for s in walk_stmts(f.kernels) if isinstance(s, N.For)]
+    assert names == ["tc", "utc"]
+    _cubin(f, tmp_path)

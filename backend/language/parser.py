@@ -346,6 +346,11 @@ _PURE_CALLS = frozenset(N.FLOAT_MATH + N.FLOAT_PREDICATES + N.IEEE_FORMS + (
     "abs", "fma", "ceildiv", "truncdiv", "truncmod", "popcount", "clz", "reinterpret", "ffs"))
 
 
+def _reserved(name: str) -> bool:
+    """A name the IR keeps for generated code (``validate.RESERVED``)."""
+    return name in RESERVED or name.startswith(RESERVED_PREFIXES)
+
+
 def _host_pure(e, symbols, scalars) -> bool:
     """Whether ``e`` is an expression of constants, the function's symbols and scalar
     parameters, without loads or effects: a value the prim_func level may hold (TVM's
@@ -510,7 +515,9 @@ class _Parser:
             self.used_names.add(name)
             return name
         i = 1
-        while f"{name}_{i}" in self.used_names:
+        while f"{name}_{i}" in self.used_names or _reserved(f"{name}_{i}"):
+            if _reserved(f"{name}_{i}"):  # `tc` bound again: `tc_1` is the generator's
+                return self.fresh("u" + name)
             i += 1
         self.used_names.add(f"{name}_{i}")
         return f"{name}_{i}"
