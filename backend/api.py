@@ -343,6 +343,17 @@ def jit(fn=None, *, out_idx: Optional[Sequence[int]] = None, target: Optional[st
     """
 
     def wrap(factory):
+        if isinstance(factory, N.PrimFunc):
+            # TileLang 0.1.x's form `@tilelang.jit(out_idx=...)` over `@T.prim_func`: the
+            # decorator compiled the prim_func at once and the name is the kernel
+            if debug_root_path is not None:
+                raise TypeError(f"{factory.name}: tilecute.jit applied to a prim_func compiles "
+                                "it at once; debug_root_path is not supported there: read "
+                                "kernel.get_kernel_source()")
+            return compile(factory, out_idx=out_idx, execution_backend=execution_backend,
+                           target=target, target_host=target_host, verbose=verbose,
+                           pass_configs=pass_configs, compile_flags=compile_flags,
+                           options=options, release_gil=release_gil)
         _check_host_args(getattr(factory, "__name__", "tilecute.jit"), execution_backend,
                          target_host)
         check_release_gil(release_gil, getattr(factory, "__name__", "tilecute.jit"))

@@ -113,7 +113,7 @@ def test_tvm_storage_sync_is_the_barrier_it_names(tmp_path):
     func = reversed_tiles()
     body = list(walk_stmts(func.kernels[0].body))
     assert any(isinstance(s, N.Barrier) for s in body)
-    assert any(isinstance(s, N.WarpSync) for s in body)
+    assert not any(isinstance(s, N.WarpSync) for s in body)  # ("warp": none, as TileLang)
     assert tilecute.build_cubin(func, "sm_90a", out_dir=str(tmp_path)).kernel_names
 
 

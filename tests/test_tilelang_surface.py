@@ -96,6 +96,7 @@ CALLS = {
     **{name: ("expr", "") for name in ("get_lane_idx", "get_warp_idx", "get_warp_idx_sync",
                                        "get_warp_group_idx")},
     "sync_warp": ("stmt", ""), "named_barrier_arrive": ("stmt", "1, 128"),
+    "tvm_storage_sync": ("stmt", "\"shared\""),
     "annotate_layout": ("stmt", "{}"), "annotate_min_blocks_per_sm": ("stmt", "1"),
     "annotate_safe_value": ("stmt", "{}"),
     "tma_store_wait": ("stmt", ""), "tma_store_arrive": ("stmt", ""),

@@ -495,9 +495,9 @@ def named_barrier_arrive(barrier_id, thread_count):
 
 @_form("stmt")
 def tvm_storage_sync(storage_scope):
-    """TVM's ``T.tvm_storage_sync("shared")`` (a block barrier, ``__syncthreads()``; also
-    ``"shared.dyn"``) and ``T.tvm_storage_sync("warp")`` (``__syncwarp()``), which
-    TileLang's guide has programs write after their own ``T.async_copy`` waits."""
+    """TVM's ``T.tvm_storage_sync(storage_scope)`` (a statement): ``"shared"`` /
+    ``"shared.dyn"`` the block's barrier (``__syncthreads()``, as TileLang's CUDA codegen
+    prints it); ``"warp"`` nothing (TileLang's codegen prints nothing)."""
 
 
 @_form("stmt")

@@ -341,6 +341,39 @@ def _reducer_combine(op: str, acc: N.Expr, value: N.Expr) -> N.Expr:
     return N.BinOp({"sum": "add"}.get(op, op), acc, value, acc.dtype)
 
 
+# the intrinsics without effects and without thread state (pure in TVM's sense)
+_PURE_CALLS = frozenset(N.FLOAT_MATH + N.FLOAT_PREDICATES + N.IEEE_FORMS + (
+    "abs", "fma", "ceildiv", "truncdiv", "truncmod", "popcount", "clz", "reinterpret", "ffs"))
+
+
+def _reserved(name: str) -> bool:
+    """A name the IR keeps for generated code (``validate.RESERVED``)."""
+    return name in RESERVED or name.startswith(RESERVED_PREFIXES)
+
+
+def _host_pure(e, symbols, scalars) -> bool:
+    """Whether ``e`` is an expression of constants, the function's symbols and scalar
+    parameters, without loads or effects: a value the prim_func level may hold (TVM's
+    ``side_effect(e) <= Pure``)."""
+    if isinstance(e, N.Const):
+        return True
+    if isinstance(e, N.Var):
+        return e.name in symbols or e.name in scalars
+    if isinstance(e, (N.BinOp, N.Cmp)):
+        return _host_pure(e.a, symbols, scalars) and _host_pure(e.b, symbols, scalars)
+    if isinstance(e, N.Logic):
+        return all(_host_pure(a, symbols, scalars) for a in e.args)
+    if isinstance(e, N.Not):
+        return _host_pure(e.a, symbols, scalars)
+    if isinstance(e, N.Cast):
+        return _host_pure(e.value, symbols, scalars)
+    if isinstance(e, N.Select):
+        return all(_host_pure(x, symbols, scalars) for x in (e.cond, e.a, e.b))
+    if isinstance(e, N.Call):
+        return e.name in _PURE_CALLS and all(_host_pure(a, symbols, scalars) for a in e.args)
+    return False
+
+
 def _show(v) -> str:
     if isinstance(v, N.Expr):
         from ..ir.printer import expr_str
@@ -404,6 +437,8 @@ class _Parser:
         self.line_offset, self.source_lines = line_offset, source_lines
         self.fname = tree.name
         self.scopes: list[dict[str, Any]] = [{}]
+        # name -> [(scope of the binding a loop/if body rebound, the body's scope, line)]
+        self.rebound_inside: dict[str, list] = {}
         # every buffer bound so far, by its IR name (a macro's body sees only its own
         # scope, and a region it was given names its buffer)
         self.named_buffers: dict[str, N.Buffer] = {}
@@ -454,6 +489,8 @@ class _Parser:
     def lookup(self, name: str, node):
         for scope in reversed(self.scopes):
             if name in scope:
+                if name in self.rebound_inside:
+                    self.check_defining_region(name, scope, node)
                 return scope[name]
         if name in self.env:
             return self.env[name]
@@ -479,12 +516,19 @@ class _Parser:
             self.used_names.add(name)
             return name
         i = 1
-        while f"{name}_{i}" in self.used_names:
+        while f"{name}_{i}" in self.used_names or _reserved(f"{name}_{i}"):
+            if _reserved(f"{name}_{i}"):  # `tc` bound again: `tc_1` is the generator's
+                return self.fresh("u" + name)
             i += 1
         self.used_names.add(f"{name}_{i}")
         return f"{name}_{i}"
 
     def bind(self, name: str, value) -> None:
+        if name in self.rebound_inside:  # bound anew here: the older binding is live again
+            self.rebound_inside[name] = [r for r in self.rebound_inside[name]
+                                         if r[0] is not self.scopes[-1]]
+            if not self.rebound_inside[name]:
+                del self.rebound_inside[name]
         self.scopes[-1][name] = value
         if isinstance(value, _BufferRef):
             self.named_buffers.setdefault(value.buffer.name, value.buffer)
@@ -504,18 +548,34 @@ class _Parser:
         return tuple(c for c in self.ctx if c is not None)
 
     def check_rebind(self, name: str, node) -> None:
-        """Rebinding a variable from outside the enclosing loop/if body would not carry
-        out of that body (IR lets are immutable): say so instead of miscompiling."""
+        """Rebinding a variable from outside the enclosing loop/if body, inside it: as in
+        TileLang's builder, a new immutable binding for the rest of that body (TileLang
+        warns "Immutable value is re-bound"); it does not carry out of the body, so a
+        read of the name after the body is refused (``check_defining_region``: TileLang's
+        "Immutable variable is used outside its defining region")."""
         inner_control = max(i for i, c in enumerate(self.control) if c or i == 0)
         for i in range(len(self.scopes) - 1, -1, -1):
             if name in self.scopes[i]:
                 if i < inner_control and isinstance(self.scopes[i][name], N.Var):
-                    raise self.error(node, f"'{name}' is bound outside this loop/if body; "
-                                           "assigning it here would not change it there. Use "
-                                           "`acc = T.alloc_var(dtype)` (or a local buffer: "
-                                           "`acc = T.alloc_local((1,), dtype)` and "
-                                           "`acc[0] += ...`)")
+                    self.rebound_inside.setdefault(name, []).append(
+                        (self.scopes[i], self.scopes[-1], getattr(node, "lineno", 0)
+                         + self.line_offset))
                 return
+
+    def check_defining_region(self, name: str, scope: dict, node) -> None:
+        """``name`` read from ``scope`` after a loop/if body that rebound it has closed:
+        TileLang refuses the read (the rebinding's value lives only in that body)."""
+        for outer, inner, line in self.rebound_inside[name]:
+            if outer is scope and not any(inner is s for s in self.scopes):
+                raise self.error(node, f"'{name}' is read after the loop/if body that rebinds "
+                                       f"it (line {line}) has closed: a rebinding inside a "
+                                       "loop/if body is a new immutable value for the rest "
+                                       "of that body only, it does not change the name "
+                                       "outside it (TileLang: \"Immutable variable is used "
+                                       "outside its defining region\"). Use "
+                                       "`acc = T.alloc_var(dtype)` (or a local buffer: "
+                                       "`acc = T.alloc_local((1,), dtype)` and "
+                                       "`acc[0] += ...`)")
 
     def note_symbols(self, value):
         for x in _walk_exprs(value):
@@ -1141,6 +1201,12 @@ class _Parser:
                 return self.assign(s)
             if isinstance(s, ast.Assign) and self.try_python_assign(s):
                 return []
+            if isinstance(s, ast.AnnAssign) and s.value is not None and \
+                    isinstance(s.target, ast.Name) and self.try_python_assign(
+                        ast.Assign(targets=[s.target], value=s.value, lineno=s.lineno)):
+                # `n: T.int32 = M * N`: TileLang's builder binds a pure value at the
+                # prim_func level as is (the annotation unread), as without one
+                return []
             if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and \
                     getattr(self.form_of(s.value.func), "__name__", None) == "assume":
                 # TileLang's `T.assume(stride % 2 == 0)` before the kernels: a promise about
@@ -1189,8 +1255,9 @@ class _Parser:
 
     def top_level_error(self, s) -> FrontendError:
         """What may not stand at the top level of a prim_func body, named."""
-        rule = ("only `with T.Kernel(...)` blocks, the parameters' annotations and parse-time "
-                "constants may stand at the top level of a prim_func body")
+        rule = ("only `with T.Kernel(...)` blocks, the parameters' annotations, parse-time "
+                "constants and names bound to expressions of constants, symbols and scalar "
+                "parameters (no load, no effect) may stand at the top level of a prim_func body")
         form = self.match_form(s)
         if form is not None:
             return self.error(s, f"T.{form.__name__} after other statements: it binds a "
@@ -1222,7 +1289,7 @@ class _Parser:
         out, mapping = [], {}
         for st in self.inline_macro(self.macro_of(s.value.func), s.value, s):
             st = substitute(st, mapping) if mapping else st
-            if isinstance(st, N.Let) and self.host_expr(st.value):
+            if isinstance(st, N.Let) and _host_pure(st.value, self.symbols, self.scalar_params):
                 mapping[st.var.name] = st.value
             elif isinstance(st, N.KernelScope):
                 out.append(st)
@@ -1253,13 +1320,16 @@ class _Parser:
         if isinstance(value, _BufferRef) or not (_is_ir(value) or
                                                  isinstance(value, (int, float, bool))):
             raise self.error(s, f"`{ast.unparse(s)}`: the value must be a scalar")
-        if s.value is not None and name not in self.reassigned:
-            # TileLang's Bind: an immutable value alias (a pipelined loop's schedule does
-            # not count it), as `name = value` is
+        if s.value is not None and (name not in self.reassigned or
+                                    any(k == "parallel" for k, _, _ in self.context())):
+            # TileLang's Bind: an immutable value alias (a pipelined loop's schedule does not
+            # count it; in a T.Parallel body, a value per element, which a later `a = ...`
+            # rebinds), as `name = value` is
             var = N.Var(self.fresh(name), dt)
             self.bind(name, var)
-            self.let_values[var.name] = N.cast(N.as_expr(value, dt), dt)
-            return [N.Let(var, self.let_values[var.name], loc=self.loc(s))]
+            value = N.cast(N.as_expr(value, dt), dt)
+            self.let_values[var.name] = value
+            return [N.Let(var, value, loc=self.loc(s))]
         return self.declare_var(name, dt, N.as_expr(value, dt), s)
 
     def declare_var(self, name: str, dt: str, value: N.Expr, s) -> list[N.Stmt]:
@@ -1270,26 +1340,13 @@ class _Parser:
         return [N.Allocate(buf, loc=self.loc(s)),
                 N.Store(buf.name, (N.Const(0, "int32"),), N.cast(value, dt), loc=self.loc(s))]
 
-    def host_expr(self, e) -> bool:
-        """``e`` is an expression of the function's shape symbols and scalar parameters
-        only (no tensor read): a value the host knows before any kernel runs."""
-        if isinstance(e, N.Var):
-            return e.name in self.symbols or e.name in self.scalar_params
-        if isinstance(e, N.Load):
-            return False
-        if isinstance(e, N.Call):
-            return e.name in ("ceildiv", "min", "max") and all(self.host_expr(a) for a in e.args)
-        if isinstance(e, (N.BinOp, N.Cmp)):
-            return self.host_expr(e.a) and self.host_expr(e.b)
-        if isinstance(e, N.Cast):
-            return self.host_expr(e.value)
-        return isinstance(e, N.Const)
-
     def try_python_assign(self, s: ast.Assign) -> bool:
-        """A top-level `name = <parse-time constant>` binds a Python value; `M = A.shape[0]`,
-        `M, K = A.shape` or `blocks = T.ceildiv(M, 128)` over symbolic shapes and scalar
-        parameters (TileLang's language guide reads shapes this way) binds the name to that
-        expression, which each use inside the kernels then is."""
+        """A top-level `name = <parse-time constant>` binds a Python value; a value that
+        reads no buffer and has no effect, an expression of constants, the function's
+        symbols and scalar parameters (`M = A.shape[0]`, `M, K = A.shape`, `blocks =
+        T.ceildiv(M, 128)`, `zero = T.Cast(accum_dtype, 0)`), binds the name to that
+        expression, which each use inside the kernels then is: TileLang's builder keeps a
+        pure value at the prim_func level as is (its ``bind`` returns the ``PrimExpr``)."""
         if len(s.targets) != 1 or not isinstance(s.targets[0], (ast.Name, ast.Tuple)):
             return False
         try:
@@ -1302,7 +1359,7 @@ class _Parser:
                 return True
             if isinstance(v, tuple):
                 return all(known(x) for x in v)
-            return isinstance(v, N.Expr) and self.host_expr(v)
+            return isinstance(v, N.Expr) and _host_pure(v, self.symbols, self.scalar_params)
 
         target = s.targets[0]
         if isinstance(target, ast.Name):
@@ -4053,14 +4110,17 @@ class _Parser:
         return threads
 
     def stmt_tvm_storage_sync(self, a: _Args, s) -> list[N.Stmt]:
+        """TVM's ``T.tvm_storage_sync(scope)``: TileLang's CUDA codegen prints
+        ``__syncthreads()`` for ``"shared"`` / ``"shared.dyn"`` and nothing for ``"warp"``."""
         scope = a.value("storage_scope")
         if scope in ("shared", "shared.dyn"):
             return [N.Barrier(False, loc=self.loc(s))]
         if scope == "warp":
-            return [N.WarpSync(None, loc=self.loc(s))]
-        raise a.fail("storage_scope", f"storage_scope={_show(scope)}: tilecute syncs \"shared\" "
-                                      "(the block's barrier) and \"warp\"; for the grid, "
-                                      "T.sync_grid()")
+            return []
+        raise a.fail("storage_scope", f"storage_scope={scope!r}: tilecute takes \"shared\", "
+                                      "\"shared.dyn\" (the block's barrier) and \"warp\" "
+                                      "(nothing, as TileLang's codegen); for the grid's barrier "
+                                      "write T.sync_grid()")
 
     def stmt_sync_warp(self, a: _Args, s) -> list[N.Stmt]:
         mask = a.value("mask")
