@@ -2219,6 +2219,13 @@ class _Parser:
             elif isinstance(v, (_BufferRef, _RegionRef, B.Words)):
                 self.bind(target.id, v)  # another name for a buffer; T.ldg64's words
                 return []
+            elif isinstance(v, (F.Form, F.Unsupported, Macro)) or inspect.isfunction(v) or \
+                    inspect.isbuiltin(v):
+                # another name for a T.* form, a T.macro or a function (`scan = T.cumsum
+                # if op == "sum" else T.cummax`, then `scan(src, dim=1)`): Python binds
+                # the object, and a call through the name is the call of what it names
+                self.bind(target.id, v)
+                return []
             else:
                 raise self.error(s, f"cannot bind '{target.id}' to {type(v).__name__} {v!r}")
         if isinstance(value, ast.Call) and isinstance(v, N.Var) and self.in_kernel and \
