@@ -78,3 +78,64 @@ def test_forms_bound_to_local_names_on_gpu(op):
     else:
         ref = (x.cummax(1).values * 2.0).abs()
     torch.testing.assert_close(y, ref, rtol=1e-4, atol=1e-4)
+
+
+# ---- T.cumsum / T.cummax of a part of a shared buffer ----------------------------------------
+def scan_of_part(op="sum", dim=1, reverse=False, rows=8, cols=40, pitch=64, r0=3, out_of_place=True):
+    """Rows r0.. r0+rows of a wider shared tile scanned as a region, in place or into a part
+    of another tile with a different pitch; the elements around the region must not move."""
+
+    @T.prim_func
+    def part_scan(A: T.Tensor((rows + r0, pitch), T.float32),
+                  B: T.Tensor((rows + r0, pitch + 16), T.float32)):
+        with T.Kernel(1, threads=256):
+            wide = T.alloc_shared((rows + r0, pitch), T.float32)
+            other = T.alloc_shared((rows + r0, pitch + 16), T.float32)
+            T.copy(A, wide)
+            for i, j in T.Parallel(rows + r0, pitch + 16):
+                other[i, j] = -1.0
+            scan = T.cumsum if op == "sum" else T.cummax
+            if out_of_place:
+                scan(wide[r0:r0 + rows, 0:cols], other[r0:r0 + rows, 0:cols], dim=dim,
+                     reverse=reverse)
+            else:
+                scan(src=wide[r0:r0 + rows, 0:cols], dim=dim, reverse=reverse)
+                T.copy(wide, other[0:rows + r0, 0:pitch])
+            T.copy(other, B)
+    return part_scan
+
+
+def test_scan_of_a_shared_part_goes_through_a_tile_of_its_shape(tmp_path):
+    text = scan_of_part().script()
+    assert 'wide_part = T.alloc_shared((8, 40), "float32")' in text
+    assert "T.copy(wide[3:11, 0:40], wide_part, disable_tma=True)" in text
+    assert "T.cumsum(wide_part, wide_part, dim=1, reverse=False)" in text
+    assert "T.copy(wide_part, other[3:11, 0:40], disable_tma=True)" in text
+    text = scan_of_part("max", dim=0, reverse=True, out_of_place=False).script()
+    assert "T.cummax(wide_part, wide_part, dim=0, reverse=True)" in text
+    assert "T.copy(wide_part, wide[3:11, 0:40], disable_tma=True)" in text
+    for i, func in enumerate((scan_of_part(), scan_of_part("max", 0, True, out_of_place=False))):
+        assert tilecute.build_cubin(func, "sm_90a", out_dir=str(tmp_path / str(i))).kernel_names
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("op", ["sum", "max"])
+@pytest.mark.parametrize("dim,reverse", [(0, False), (1, False), (0, True), (1, True)])
+@pytest.mark.parametrize("out_of_place", [True, False])
+def test_scan_of_a_shared_part_on_gpu(op, dim, reverse, out_of_place):
+    import torch
+    rows, cols, pitch, r0 = 8, 40, 64, 3
+    a = torch.randint(-3, 4, (rows + r0, pitch), device="cuda").float()
+    b = torch.empty(rows + r0, pitch + 16, device="cuda")
+    tilecute.compile(scan_of_part(op, dim, reverse, rows, cols, pitch, r0, out_of_place))(a, b)
+    part = a[r0:, :cols]
+    if reverse:
+        part = part.flip(dim)
+    part = part.cumsum(dim) if op == "sum" else part.cummax(dim).values
+    if reverse:
+        part = part.flip(dim)
+    ref = torch.full_like(b, -1.0)
+    if not out_of_place:
+        ref[:, :pitch] = a
+    ref[r0:, :cols] = part
+    torch.testing.assert_close(b, ref)
