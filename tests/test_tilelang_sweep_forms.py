@@ -139,3 +139,31 @@ def test_scan_of_a_shared_part_on_gpu(op, dim, reverse, out_of_place):
         ref[:, :pitch] = a
     ref[r0:, :cols] = part
     torch.testing.assert_close(b, ref)
+
+
+# ---- tilelang.transform.simplify_prim_func / apply_simplify ----------------------------------
+def test_simplify_prim_func_and_apply_simplify_give_the_prim_func_back(tmp_path):
+    from tilecute.transform import simplify_prim_func
+    from tilecute.transform.simplify import apply_simplify
+
+    @simplify_prim_func
+    def row_scale(rows: int, cols: int, block: int = 64):
+        @T.prim_func
+        def scale(X: T.Tensor((rows, cols), T.float16), Y: T.Tensor((rows, cols), T.float16)):
+            with T.Kernel(T.ceildiv(cols, block), rows, threads=64) as (bx, by):
+                for j in T.Parallel(block):
+                    if bx * block + j < cols:
+                        Y[by, bx * block + j] = X[by, bx * block + j] * T.float16(2.0)
+        return scale
+
+    func = row_scale(4, 200)
+    assert func == row_scale.__wrapped__(4, 200) and func.name == "scale"
+    assert apply_simplify(func) is func and apply_simplify(func, inline_let=True) is func
+    assert tilecute.build_cubin(func, "sm_90a", out_dir=str(tmp_path)).kernel_names
+    with pytest.raises(ValueError, match=r"simplify_prim_func: expected a prim_func"):
+        simplify_prim_func(lambda: "not a function")()
+    with pytest.raises(ValueError, match=r"apply_simplify: expected a prim_func"):
+        apply_simplify(42)
+    from tilecute.transform import simplify
+    with pytest.raises(NotImplementedError, match=r"tilelang\.transform\.simplify\.Simplify"):
+        simplify.Simplify()
