@@ -2341,6 +2341,13 @@ class _Parser:
             elif isinstance(v, (_BufferRef, _RegionRef, B.Words)):
                 self.bind(target.id, v)  # another name for a buffer; T.ldg64's words
                 return []
+            elif isinstance(v, (F.Form, F.Unsupported, Macro)) or inspect.isfunction(v) or \
+                    inspect.isbuiltin(v):
+                # another name for a T.* form, a T.macro or a function (`scan = T.cumsum
+                # if op == "sum" else T.cummax`, then `scan(src, dim=1)`): Python binds
+                # the object, and a call through the name is the call of what it names
+                self.bind(target.id, v)
+                return []
             else:
                 raise self.error(s, f"cannot bind '{target.id}' to {type(v).__name__} {v!r}")
         if isinstance(value, ast.Call) and isinstance(v, N.Var) and self.in_kernel and \
@@ -4646,23 +4653,62 @@ class _Parser:
             return buf
         return self.buffer_of(node)
 
+    def scan_operand(self, a: _Args, arg: str, what: str):
+        """A T.cumsum / T.cummax operand: ``(buffer, None)`` for a whole buffer, or
+        ``(buffer, region)`` for a part of a shared buffer with static extents (TileLang's
+        BufferRegion operand, ``big[0:M, 0:N]``)."""
+        node = a.node(arg)
+        ref = self.lookup_local(node.id) if isinstance(node, ast.Name) else None
+        if not (isinstance(node, ast.Subscript) or isinstance(ref, _RegionRef)):
+            return self.buffer_of(node), None
+        r = self.region(node)
+        buf = self.buffer_named(r.buffer)
+        if _whole_region(r, buf) or r.extents is None and buf.scope != "global" and all(
+                isinstance(x, N.Const) and x.value == 0 for x in r.starts):
+            return buf, None
+        if buf.scope != "shared" or r.extents is None:
+            raise a.fail(arg, f"{what} takes a whole buffer or a part of a shared buffer "
+                              f"(`s[0:M, 0:N]`); `{ast.unparse(node)}` is "
+                              + ("an element" if r.extents is None else
+                                 f"a part of {buf.scope} buffer '{buf.name}'"))
+        if not all(isinstance(e, N.Const) for e in r.extents):
+            raise a.fail(arg, f"{what}: the extents of `{ast.unparse(node)}` must be known at "
+                              "parse time (a part of a shared buffer is scanned through a "
+                              "shared tile of its shape)")
+        return buf, r
+
     def stmt_cumsum(self, a: _Args, s, kind: str = "sum") -> list[N.Stmt]:
+        """A scan of whole shared/fragment buffers; a part of a shared buffer (either
+        operand) is copied into a shared tile of its shape, scanned there and copied out to
+        the destination part, so that the scan sees exactly the region's elements."""
         what = {"sum": "T.cumsum", "max": "T.cummax"}[kind]
-        src = self.whole_buffer(a, "src", what)
-        dst = self.whole_buffer(a, "dst", what) if a.value("dst") is not None else src
+        src, src_r = self.scan_operand(a, "src", what)
+        given = a.given("dst") and not (isinstance(a.node("dst"), ast.Constant) and
+                                        a.node("dst").value is None)
+        dst, dst_r = self.scan_operand(a, "dst", what) if given else (src, src_r)
         for b, arg in ((src, "src"), (dst, "dst")):
             if b.scope not in ("shared", "fragment"):
                 raise a.fail(arg, f"'{b.name}' is a {b.scope} buffer; {what} scans shared or "
                                   "fragment buffers")
-        if tuple(dst.shape) != tuple(src.shape) or dst.dtype != src.dtype:
-            raise a.fail("dst", f"'{dst.name}' must have the shape and dtype of '{src.name}'")
+        shape = lambda b, r: tuple(r.extents) if r is not None else tuple(b.shape)  # noqa: E731
+        if shape(dst, dst_r) != shape(src, src_r) or dst.dtype != src.dtype:
+            raise a.fail("dst", f"'{dst.name}' must have the shape and dtype of '{src.name}'"
+                         + (" (of the parts given)" if src_r or dst_r else ""))
+        ndim = len(shape(src, src_r))
         dim = a.static_int("dim")
-        if not -src.ndim <= dim < src.ndim:
+        if not -ndim <= dim < ndim:
             raise a.fail("dim", f"dim={dim} is out of range for '{src.name}', which has "
-                                f"{src.ndim} dims")
+                                f"{ndim} dims")
         a.no_annotations()
-        return [N.Scan(kind, src.name, dst.name, dim % src.ndim, a.static_bool("reverse"),
-                       loc=self.loc(s))]
+        reverse, loc = a.static_bool("reverse"), self.loc(s)
+        if src_r is None and dst_r is None:
+            return [N.Scan(kind, src.name, dst.name, dim % ndim, reverse, loc=loc)]
+        tile = N.Buffer(self.fresh(f"{src.name}_part"), src.dtype, shape(src, src_r), "shared")
+        whole = lambda b: N.Region(b.name, tuple(N.Const(0, "int32") for _ in b.shape))  # noqa: E731
+        return [N.Allocate(tile, loc=loc),
+                N.Copy(src_r or whole(src), whole(tile), loc=loc, disable_tma=True),
+                N.Scan(kind, tile.name, tile.name, dim % ndim, reverse, loc=loc),
+                N.Copy(whole(tile), dst_r or whole(dst), loc=loc, disable_tma=True)]
 
     def stmt_cummax(self, a: _Args, s) -> list[N.Stmt]:
         return self.stmt_cumsum(a, s, "max")
