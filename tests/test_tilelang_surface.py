@@ -110,6 +110,8 @@ CALLS = {
                                             "shift_left", "shift_right")},
     "bitwise_not": ("expr", "bx"), "Cast": ("expr", '"float16", x'), "cast": ("expr", 'x, "float16"'),
     "if_then_else": ("expr", "bx > 0, x, x"), "Select": ("expr", "bx > 0, x, x"),
+    "And": ("expr", "bx > 0, bx < 4"), "Or": ("expr", "bx > 0, bx < 4"), "Not": ("expr", "bx > 0"),
+    **{name: ("expr", "bx, 1") for name in ("EQ", "NE", "LT", "LE", "GT", "GE")},
     "infinity": ("expr", '"float32"'), "max_value": ("expr", '"float32"'),
     "min_value": ("expr", '"float32"'), "get_thread_binding": ("expr", "0"),
     "loop_break": ("stmt", ""), "atomic_addx2": ("stmt", "C[0], C[0]"),

@@ -80,6 +80,7 @@ from .ops import (  # noqa: F401
     syncthreads_count, syncthreads_or,
 )
 from .ops import Broadcast  # noqa: F401
+from .ops import And, Or, Not, EQ, NE, LT, LE, GT, GE  # noqa: F401  (TVM's node constructors)
 from .ops import rng_rand, rng_rand_float  # noqa: F401
 from ..ir.nodes import Var  # noqa: F401  (TVM's T.Var: what T.dynamic makes, for isinstance)
 from .ops import (  # noqa: F401

@@ -851,9 +851,9 @@ TILELANG_ONLY = frozenset("""
     annotate_pass_configs annotate_compile_flags func_attr CUDASourceCodeKernel
     launch_thread PersistentTileScheduler
 """.split()) | frozenset("""
-    Add And Any AnyDType Assert BufferLoad Call CallEffectKind CommReducer Div EQ Else
-    FloatImm FloorDiv FloorMod GE GT If IntImm IterVar JITFunc LE LT Let LetStmt Max Min
-    Mod Mul NE Not Or PrimFunc ProducerLoad Ptr Ramp Range Reduce SizeVar
+    Add Any AnyDType Assert BufferLoad Call CallEffectKind CommReducer Div Else
+    FloatImm FloorDiv FloorMod If IntImm IterVar JITFunc Let LetStmt Max Min
+    Mod Mul PrimFunc ProducerLoad Ptr Ramp Range Reduce SizeVar
     SparseTensorCoreIntrinEmitter StringImm Sub TCGEN05DescriptorParams
     TCGEN05TensorCoreIntrinEmitter TVMBackendAllocWorkspace TVMBackendFreeWorkspace
     TensorCoreIntrinEmitter TensorCoreIntrinEmitterSM120
