@@ -6,7 +6,9 @@ latent).  Bytes: the latent cache read once (``batch x seqlen x 576 x 2``) plus 
 A device-to-device copy of a cache-sized buffer runs in the same process for the
 bandwidth roof.  Anchors (published, not measured here): FlashMLA up to 3000 GB/s and 660
 TFLOP/s on H800; TileLang's MLA decode ~470 TFLOP/s at batch 64-128 on H100 (fp16).
-Each number: median of ``--reps`` samples, each 10 back-to-back calls.
+Each number: median of ``--reps`` samples, each 10 back-to-back calls.  Kernels: ``ws``
+(``mla_decode_op``'s default, examples/mla_decode.py ``mla_decode_ws``) and ``fullcol``
+(TileLang's example's schedule, ``mla_decode``; the one ``--tune`` and ``--cluster`` sweep).
 
     python benchmarks/mla_decode.py [--reps 20] [--tune] [--cluster] [--graph]
 """
@@ -65,9 +67,14 @@ def main():
             configs += [(s, st, args.block_n) for s in (1, 2, 4, 8, 16) for st in stages
                         if (s, st, args.block_n) != default]
         ref = M.reference(q[:1], q_pe[:1], cache[0], cache[1], cache[2][:1], cache[3][:1])
-        for (split, stages, bn), cluster in ((c, cl) for c in configs
-                                             for cl in ((False, True) if args.cluster else (False,))):
-            run = dict(num_split=split, num_stages=stages, block_N=bn, cluster=cluster)
+        runs = [("ws", dict(num_split=chosen["num_split"]), default)]  # mla_decode_op's default
+        runs += [("fullcol", dict(num_split=split, num_stages=stages, block_N=bn, cluster=cluster),
+                  (split, stages, bn))
+                 for split, stages, bn in configs
+                 for cluster in ((False, True) if args.cluster else (False,))]
+        for kernel, run, (split, stages, bn) in runs:
+            run = dict(run, kernel=kernel)
+            cluster = run.get("cluster", False)
             try:
                 out = M.mla_decode_op(q, q_pe, *cache, **run)
                 err = (out[:1].float() - ref).abs().max().item()
@@ -80,9 +87,9 @@ def main():
             if args.graph:
                 us_g = time_us_graph(lambda: M.mla_decode_op(q, q_pe, *cache, **run), args.reps)
                 graphed = {"us_graph": round(us_g, 2), "TFLOPs_graph": round(flops / us_g / 1e6, 1)}
-            print(json.dumps({"batch": batch, "seqlen": seqlen, "peer": "tilecute", "num_split": split,
-                              "num_stages": stages, "block_N": bn, "cluster": cluster,
-                              "default": (split, stages, bn) == default,
+            print(json.dumps({"batch": batch, "seqlen": seqlen, "peer": "tilecute", "kernel": kernel,
+                              "num_split": split, "num_stages": stages, "block_N": bn,
+                              "cluster": cluster, "default": kernel == "ws",
                               "us": round(us, 2), "TFLOPs": round(flops / us / 1e6, 1),
                               "GBps": round(nbytes / us / 1e3, 1),
                               "of_copy": round(nbytes / us / 1e3 / copy_gbps, 3),

@@ -28,6 +28,38 @@ def test_mla_decode_builds(heads, page, split, stages, dtype, tmp_path):
     assert len(built.kernel_names) == 2  # split, combine
 
 
+WS_BUILDS = [  # heads, page_size, num_split, dtype
+    (128, 64, 1, "float16"),
+    (128, 256, 4, "bfloat16"),
+    (64, 64, 2, "float16"),
+]
+
+
+@pytest.mark.parametrize("heads,page,split,dtype", WS_BUILDS,
+                         ids=[f"ws-H{h}-page{p}-split{s}-{dt}" for h, p, s, dt in WS_BUILDS])
+def test_mla_decode_ws_builds(heads, page, split, dtype, tmp_path):
+    func = M.mla_decode_ws(heads, page_size=page, num_split=split, dtype=dtype)
+    built = tilecute.build_cubin(func, "sm_90a", out_dir=str(tmp_path))
+    assert len(built.kernel_names) == 2  # split, combine
+
+
+def test_mla_decode_ws_schedule(cache_dir):
+    """Three warpgroups: the producer's TMA loads of the pages, the whole 64 x 64 score
+    tile in one warpgroup (no cross-warpgroup row statistics), each half of O in its own."""
+    kernel = M.mla_decode_ws_kernel(num_split=2)
+    src = kernel.get_kernel_source()
+    assert src.count("setmaxregister_increase(232)") == 2 and "setmaxregister_decrease(40)" in src
+    assert 'tcm.accumulator("wgmma", (1, 1), (64, 64)' in src  # S: one warpgroup's
+    assert src.count('tcm.accumulator("wgmma", (1, 1), (64, 256)') == 2  # O's halves
+    assert "m_rows_scratch" not in kernel.get_source("script")  # no row max exchange
+    assert src.count("tct.load(") == 4  # Q and Q_pe once; the KV and K_pe pages by the producer
+
+
+def test_mla_decode_op_chooses_the_kernel():
+    with pytest.raises(ValueError, match="'ws' or 'fullcol'"):
+        M.mla_decode_op(None, None, None, None, None, None, kernel="both")
+
+
 def test_mla_decode_schedule(cache_dir):
     kernel = M.mla_decode_kernel(num_split=4)
     script = kernel.get_source("script")
@@ -84,6 +116,12 @@ def test_choose_schedule():
     # empty split (num_split 4 over 64 keys), 3 stages
     (4, [4097, 64, 16384, 1], "float16", dict(cluster=True)),
     (3, [1000, 64, 5000], "bfloat16", dict(num_split=4, block_N=32, num_stages=3, cluster=True)),
+    # TileLang's FullCol kernel at the default schedule; the warp-specialized one (the
+    # default) with splits, empty splits and a sequence with no key (output 0)
+    (2, [127, 1000], "float16", dict(kernel="fullcol")),
+    (4, [0, 65, 640, 16384], "float16", dict(num_split=4)),
+    (3, [1, 4097, 200], "bfloat16", dict(num_split=2, kernel="ws")),
+    (5, [0, 1, 64, 65, 3000], "float16", dict(num_split=16, kernel="fullcol")),
 ])
 def test_mla_decode_matches_torch(batch, lens, dtype, schedule):
     import torch
@@ -95,7 +133,7 @@ def test_mla_decode_matches_torch(batch, lens, dtype, schedule):
     q_pe = torch.randn(batch, 128, 64, dtype=dt, device="cuda")
     cache = M.make_cache(batch, 512, 64, 64, lens, dt, "cuda")
     out = M.mla_decode_op(q, q_pe, *cache, **schedule)
-    ref = M.reference(q, q_pe, *cache)
+    ref = M.reference(q, q_pe, *cache)  # (a sequence with no key: 0)
     torch.testing.assert_close(out.float(), ref, atol=2e-2, rtol=2e-2)
 
 
@@ -107,7 +145,13 @@ def test_mla_decode_under_cuda_graph():
     q = torch.randn(2, 128, 512, dtype=torch.float16, device="cuda")
     q_pe = torch.randn(2, 128, 64, dtype=torch.float16, device="cuda")
     cache = M.make_cache(2, 512, 64, 64, [600, 17], torch.float16, "cuda")
-    kernel = M.mla_decode_kernel(num_split=4)
+    for kernel in (M.mla_decode_kernel(num_split=4), M.mla_decode_ws_kernel(num_split=4)):
+        _replayed(kernel, q, q_pe, cache)
+
+
+def _replayed(kernel, q, q_pe, cache):
+    import torch
+
     kernel(q, q_pe, *cache)
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
