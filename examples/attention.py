@@ -31,8 +31,8 @@ def resolve_schedule(dim, causal, block_M=None, block_N=None, threads=None, num_
     threads = threads or (384 if small else 256)
     if warp_specialize is None and (dim >= 128 or small):
         warp_specialize = True
-    if persistent is None:
-        persistent = planned or (not causal and bool(warp_specialize))
+    if persistent is None:  # (causal at head dim 64: the grouped longest-first walk)
+        persistent = planned or bool(warp_specialize) and (not causal or small)
     if block_N is None:  # head dim 128: FlashAttention-3's wider key steps (H100, B8 H32
         # S4096, TFLOP/s non-causal / causal, a block per tile: 192-key steps 572 / 473,
         # 176: 536 / 477, 128 with 3 stages: 528 / 444; FA4 627 / 546 in the same run).
@@ -69,8 +69,13 @@ def flash_attention(heads=32, dim=128, kv_heads=None, causal=False, dtype="float
     warpgroups finish a tile.  By default on when not causal: measured on an H100
     (TFLOP/s, persistent vs a block per tile, two runs) B8 H32 S4096 D128 580 / 550 vs
     546 / 533, D256 616 vs 590, D64 410 / 444 vs 397 / 443, S8192 D128 592 vs 592.  Causal
-    tiles differ in length, and a static walk of them (no LPT, no dynamic scheduler) ran
-    1-35% slower, so causal kernels keep a block per tile.
+    tiles differ in length: a causal persistent kernel walks groups of (head, batch) pairs
+    in turn, each group's query blocks longest first, dealt to the blocks in a snake
+    (:func:`plan_tiles`' order without a plan; balanced to 3-4% at the shapes below).  On
+    by default for causal at head dim 64 only: H100, TFLOP/s, per tile / persistent /
+    planned / cuDNN, one run: B16 H16 S2048 D64 314.5 / 339.1 / 340.0 / 334.6, B8 H32 S4096
+    D64 383.4 / 402.3 / 408.0 / 398.9; at D128 it lost (B8 H32 S4096 518.3 / 457.5 / 493.8,
+    B4 H16 S8192 585.1 / 476.5 / 577.6, B16 H32 S1024 316.1 / 293.7 / 346.1).
     ``lazy_rescale`` (FlashAttention-4's): a row's running max moves only when a step's max
     exceeds it by more than ``LAZY_RESCALE_LOG2`` (log2 units), so most steps rescale no
     row and the compiler skips ``acc_o *= alpha`` where a thread's alphas are all 1.  By
@@ -179,6 +184,21 @@ def flash_attention(heads=32, dim=128, kv_heads=None, causal=False, dtype="float
                     hi = tile // blocks_m % heads
                     one_tile(Q, K, V, O, LSE, Q_s, K_s, V_s, S, P, acc_o, m, m_prev, alpha, l,
                              l_step, tile % blocks_m, hi, tile // blocks_m // heads)
+        elif persistent and causal:  # plan_tiles' order without a plan: groups of
+            # (head, batch) pairs in turn, a group's query blocks longest first, dealt to
+            # the blocks in a snake (every other wave from the last block), so each block
+            # pairs a long tile with a short one
+            pairs = heads * batch
+            group = T.max(8, sms // blocks_m)
+            for w in T.serial(T.ceildiv(blocks_m * pairs, sms)):
+                tile = w * sms + T.if_then_else(w % 2 == 0, b0, sms - 1 - b0)
+                g0 = tile // (group * blocks_m) * group
+                size = T.min(group, pairs - g0)
+                r = tile - g0 * blocks_m
+                pair = g0 + r % size
+                if tile < blocks_m * pairs:
+                    one_tile(Q, K, V, O, LSE, Q_s, K_s, V_s, S, P, acc_o, m, m_prev, alpha, l,
+                             l_step, blocks_m - 1 - r // size, pair % heads, pair // heads)
         elif persistent:  # query blocks fastest: a head's K and V stay in L2 while its blocks run
             for w in T.serial(T.ceildiv(blocks_m * heads * batch, sms)):
                 tile = w * sms + b0

@@ -20,6 +20,10 @@ VARIANTS = [  # heads, kv_heads, dim, causal, dtype, schedule
     (4, 4, 64, False, "float16", {"warp_specialize": True}),
     (4, 4, 64, True, "float16", {"block_M": 128, "threads": 256}),  # two warpgroups, no producer
     (4, 4, 128, False, "float16", {"regs": (40, 232), "lpt": True}),
+    # causal persistent walks (groups of pairs, longest first, snake): few blocks, so every
+    # block takes many tiles and a partial last group
+    (4, 4, 64, True, "bfloat16", {"sms": 7}),
+    (3, 3, 128, True, "float16", {"persistent": True, "sms": 5}),
 ]
 IDS = [f"H{h}-KV{kv}-D{d}-{'causal' if c else 'full'}-{dt}"
        + "".join(f"-{k}{v}" for k, v in kw.items()) for h, kv, d, c, dt, kw in VARIANTS]
