@@ -82,9 +82,6 @@ REFUSED_MODULES = {
                                       "has no TIR (T.gemm lowers onto CuTe DSL's MMAs)",
     "tilecute.cuda.intrinsics.layout": "TileLang's MMA fragment index maps are TVM TIR "
                                        "functions; tilecute's T.gemm chooses its own layouts",
-    "tilecute.cuda.intrinsics.sparse_layout": "it is the 2:4 sparsity metadata layout of "
-                                              "TileLang's T.gemm_sp (mma.sp), which tilecute "
-                                              "does not support",
     "tilecute.tools": "TileLang's tools (layout plots, the roofline Analyzer, IKET tracing) "
                       "read TileLang's IR; tilecute's lowered IR is kernel.get_source('script')",
     "tilecute.rocm": "it targets AMD GPUs; tilecute targets NVIDIA's (CuTe DSL)",
@@ -95,8 +92,6 @@ REFUSED_MODULES = {
                                 "share); tilecute.language is tilecute's one namespace",
     "tilecute.language.kernel": "it is TileLang's T.Kernel frame builder; T.Kernel is a form "
                                 "tilecute's frontend parses (its thread checks are the parser's)",
-    "tilecute.language.dtypes": "it holds TileLang's dtype tables; tilecute's dtypes are "
-                                "tilecute.language.dtype (T.dtype) and tilecute.runtime.dtypes",
     "tilecute.cuda.language": "it holds TileLang's CUDA-only TIR intrinsics (ptx_wgmma_ss ...); "
                               "tilecute lowers T.gemm and copies onto CuTe DSL",
     "tilecute.jit.adapter": "TileLang's execution-backend adapters (tvm_ffi, cython, nvrtc, "

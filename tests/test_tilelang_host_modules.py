@@ -247,14 +247,19 @@ def test_cuda_intrinsics_mma_swizzle_layout_in_a_prim_func():
             refused(a_dtype="float16")
 
 
-def test_sparse_metadata_layout_module_imports_and_refuses():
-    from tilecute.cuda.intrinsics.sparse_layout import GROUP_CONFIG, get_e_factor
+def test_sparse_metadata_layout_module_serves_the_gemm_sp_contract():
+    """T.gemm_sp's metadata contract (TileLang's compressors import it): 2 of every 4 for
+    8/16-bit values, a 4-bit field per group, so an int16 indexes 16 values."""
+    import tilecute.language as T
+    from tilecute.cuda.intrinsics.sparse_layout import (GROUP_CONFIG, get_e_factor,
+                                                        get_e_replicate_factor)
+    from tilecute.language.dtypes import _TORCH_DTYPE_TO_STR, dtype
 
-    with pytest.raises(NotImplementedError,
-                       match=r"tilelang\.cuda\.intrinsics\.sparse_layout\.get_e_factor .*T\.gemm_sp"):
-        get_e_factor("float16", "int16")
-    with pytest.raises(NotImplementedError, match="GROUP_CONFIG"):
-        GROUP_CONFIG["float16"]
+    assert GROUP_CONFIG[T.float16] == GROUP_CONFIG["bfloat16"] == (2, 4)
+    assert get_e_factor(T.float16, T.int16) == 16 and get_e_factor("int8", "int32") == 32
+    assert get_e_replicate_factor(T.float16) == 2 and get_e_replicate_factor(T.int8) == 1
+    torch = pytest.importorskip("torch")
+    assert dtype(_TORCH_DTYPE_TO_STR[torch.bfloat16]) == T.bfloat16
 
 
 def test_carver_arch_driver_and_templates(monkeypatch):

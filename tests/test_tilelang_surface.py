@@ -45,6 +45,7 @@ CALLS = {
     "alloc_buffer": ("alloc", '(4,), "float32"'),
     "copy": ("stmt", "A[0, 0], s"), "async_copy": ("stmt", "A[0, 0], s"), "fill": ("stmt", "acc, 0"), "clear": ("stmt", "acc"),
     "gemm": ("stmt", "s, t, acc"), "wgmma_gemm": ("stmt", "s, t, acc"),
+    "gemm_sp": ("stmt", "s, s, t, acc"),
     "Broadcast": ("expr", "1.0, 4"), "reduce": ("stmt", 'acc, row, "sum", 1, True'),
     **{f"reduce_{k}": ("stmt", "acc, row") for k in
        ("sum", "max", "min", "abssum", "absmax", "bitand", "bitor", "bitxor")},
@@ -187,6 +188,7 @@ def test_every_form_is_walked():
 
 # forms whose fewest arguments are refused, or need more than the walk's kernel has
 REFUSED_AS_CALLED = {
+    "gemm_sp": "the metadata is an integer dtype",
     "reduce_bitand": "bitwise reductions take integers", "reduce_bitor": "bitwise reductions take integers",
     "reduce_bitxor": "bitwise reductions take integers",
     "im2col": "must be a 4-d (N, H, W, C) tensor parameter",

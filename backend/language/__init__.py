@@ -33,7 +33,7 @@ from typing import Optional
 from .forms import FORMS, TILELANG_ONLY, Unsupported
 from .forms import (  # noqa: F401
     Kernel, ClusterKernel, Parallel, serial, unroll, vectorized, Persistent, Pipelined, alloc_shared, alloc_fragment,
-    alloc_local, alloc_var, alloc_barrier, copy, fill, clear, gemm, reduce, reduce_sum,
+    alloc_local, alloc_var, alloc_barrier, copy, fill, clear, gemm, gemm_sp, reduce, reduce_sum,
     reduce_max, reduce_min, reduce_abssum, reduce_absmax, reduce_bitand, reduce_bitor,
     reduce_bitxor, atomic_add, atomic_max, atomic_min, evaluate, sync_threads, tma_copy, mbarrier_arrive,
     mbarrier_wait_parity, use_swizzle, set_max_nreg, wait_wgmma, warpgroup_wait, barrier_arrive,

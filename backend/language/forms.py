@@ -311,6 +311,16 @@ def clear(buffer, annotations=None):
 
 
 @_form("stmt")
+def gemm_sp(A_sparse, E, B, C, transpose_A=False, transpose_E=False, transpose_B=False,  # noqa: N803
+            policy=GemmWarpPolicy.Square, clear_accum=False, k_pack=1, wg_wait=0,
+            annotations=None):
+    """TileLang's ``T.gemm_sp(A_sparse, E, B, C)``: ``C += A @ B`` for a 2:4 structured-sparse
+    ``A`` given compressed (``A_sparse``: the two kept values of each group of four along
+    K) with its metadata ``E`` (each 4-bit field of an ``E`` element, from the low bits:
+    the positions of a group's two values, TileLang's natural row-major layout)."""
+
+
+@_form("stmt")
 def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=GemmWarpPolicy.Square,  # noqa: N803
          clear_accum=False, k_pack=1, mbar=None, annotations=None, *, wg_wait=0):
     """``T.gemm(A_shared, B_shared, acc, transpose_B=True)``: ``C += A @ B``.  TileLang's
@@ -839,7 +849,7 @@ _UNSUPPORTED_WHY = {
 
 TILELANG_ONLY = frozenset("""
     alloc_tmem alloc_descriptor empty allocate
-    copy_cluster tma_gather4 tma_scatter4 tma_load tma_load_2sm gemm_sp
+    copy_cluster tma_gather4 tma_scatter4 tma_load tma_load_2sm
     tcgen05_gemm
     access_ptr
     mbarrier_arrive_expect_tx mbarrier_expect_tx

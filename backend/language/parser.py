@@ -3369,6 +3369,84 @@ class _Parser:
                                     f"(>= 0), or {N.NO_WAIT} for no wait")
         return [self.gemm(a, s, wait)]
 
+    def stmt_gemm_sp(self, a: _Args, s) -> list[N.Stmt]:
+        """TileLang's ``T.gemm_sp``: ``A`` decompressed from ``A_sparse`` and its metadata
+        ``E`` into a dense shared tile (``<A_sparse>_dense``, (M, K), allocated once per
+        block), then ``T.gemm`` of that tile with ``B`` into ``C`` (tilecute has no sparse
+        MMA: the same product on dense tensor cores).  Group ``g`` of a row (K elements
+        ``4g .. 4g + 3``) holds ``A_sparse[.., 2g]`` at the position in bits 0-1 of field
+        ``g`` of its metadata and ``A_sparse[.., 2g + 1]`` at bits 2-3, the others 0; field
+        ``g`` is bits ``4 (g % f) ..`` of ``E[.., g // f]``, ``f`` the fields per ``E``
+        element (TileLang's ``compress`` and ``get_e_factor``)."""
+        loc = self.loc(s)
+        sparse, meta = (self.buffer_of(a.node(n)) for n in ("A_sparse", "E"))
+        for name, buf in (("A_sparse", sparse), ("E", meta)):
+            if buf.scope not in ("shared", "fragment") or len(buf.shape) != 2 or \
+                    not all(isinstance(d, N.Const) for d in buf.shape):
+                raise a.fail(name, f"'{buf.name}' must be a 2-D shared or fragment buffer of "
+                                   f"constant shape (a tile the program copied in), got a "
+                                   f"{buf.scope} buffer of shape "
+                                   f"{tuple(_show(d) for d in buf.shape)}")
+        if sparse.dtype not in ("float16", "bfloat16", "int8", "uint8", "float8_e4m3",
+                                "float8_e5m2"):
+            raise a.fail("A_sparse", f"'{sparse.name}' is {sparse.dtype}: tilecute's T.gemm_sp "
+                                     "takes 2:4 sparsity of 8- and 16-bit values (TileLang's "
+                                     "1:2 float32 form is not supported)")
+        if meta.dtype not in ("int8", "uint8", "int16", "uint16", "int32", "uint32"):
+            raise a.fail("E", f"'{meta.name}' is {meta.dtype}: the metadata is an integer "
+                              "dtype of 8, 16 or 32 bits")
+        a.no_annotations()
+        ta, te = a.static_bool("transpose_A"), a.static_bool("transpose_E")
+        rows, half = (int(d.value) for d in sparse.shape)
+        M, half = (half, rows) if ta else (rows, half)
+        K = 2 * half
+        fields = DTYPES[meta.dtype].bits // 4  # groups of four per metadata element
+        want = (K // (4 * fields), M) if te else (M, K // (4 * fields))
+        if K % (4 * fields) or tuple(int(d.value) for d in meta.shape) != want:
+            raise a.fail("E", f"'{meta.name}' has shape {tuple(int(d.value) for d in meta.shape)};"
+                              f" {M} rows of K = {K} ({K // 4} groups of four, {fields} per "
+                              f"{meta.dtype}) need {want}" + (" (transpose_E)" if te else ""))
+        i32 = "int32"
+        dense = N.Buffer(self.fresh(f"{sparse.name}_dense"), sparse.dtype,
+                         (N.Const(M, i32), N.Const(K, i32)), "shared")
+        i, g = N.Var(self.fresh("sp_i"), i32), N.Var(self.fresh("sp_g"), i32)
+
+        def c(v):
+            return N.Const(v, i32)
+
+        def at(buf, row, col, transposed):
+            return N.Load(buf.name, (col, row) if transposed else (row, col), buf.dtype)
+
+        def let(name, value):
+            var = N.Var(self.fresh(name), value.dtype)
+            return var, N.Let(var, value, loc=loc)
+
+        word = N.cast(at(meta, i, N.binop("floordiv", g, c(fields)), te), i32)
+        field, field_let = let("sp_field", N.binop("bitand", N.binop("shr", word, N.binop(
+            "mul", c(4), N.binop("mod", g, c(fields)))), c(15)))
+        first, first_let = let("sp_first", at(sparse, i, N.binop("mul", c(2), g), ta))
+        second, second_let = let("sp_second", at(sparse, i, N.binop(
+            "add", N.binop("mul", c(2), g), c(1)), ta))
+        pos0, pos1 = N.binop("bitand", field, c(3)), N.binop("shr", field, c(2))
+        zero = N.Const(0, sparse.dtype)
+        stores = (field_let, first_let, second_let) + tuple(
+            N.Store(dense.name, (i, N.binop("add", N.binop("mul", c(4), g), c(p))),
+                    N.Select(N.Cmp("eq", pos0, c(p)), first,
+                             N.Select(N.Cmp("eq", pos1, c(p)), second, zero, sparse.dtype),
+                             sparse.dtype), loc=loc)
+            for p in range(4))
+        nest = N.For(i, c(0), c(M), "parallel",
+                     (N.For(g, c(0), c(K // 4), "parallel", stores, loc=loc),), loc=loc)
+        ref = self.fresh(f"{sparse.name}_dense_ref")
+        self.bind(ref, _BufferRef(dense))
+        keep = [n for n in ("transpose_B", "policy", "clear_accum", "k_pack", "wg_wait")
+                if a.given(n)]
+        call = ast.copy_location(ast.Call(
+            func=a.call.func, args=[ast.Name(id=ref, ctx=ast.Load()), a.node("B"), a.node("C")],
+            keywords=[ast.keyword(arg=n, value=a.node(n)) for n in keep]), a.call)
+        gemm_args = _Args(self, "gemm_sp", F.FORMS["gemm"].signature, call)
+        return [N.Allocate(dense, loc=loc), nest] + self.stmt_gemm(gemm_args, s)
+
     def stmt_wgmma_gemm(self, a: _Args, s) -> list[N.Stmt]:
         """TileLang's explicit Hopper GEMM: wgmma only, no wait (``Gemm.wg_wait`` NO_WAIT;
         the gemm pass refuses it where wgmma cannot run it)."""
