@@ -147,6 +147,17 @@ class _Lowerer(StmtMutator):
                              f"'{s.src.buffer}' is {self.buffers[s.src.buffer].dtype} while "
                              f"'{s.dst.buffer}' is {self.buffers[s.dst.buffer].dtype}")
         nest = self.copy_nest(s)
+        scopes = {self.buffers[s.src.buffer].scope, self.buffers[s.dst.buffer].scope}
+        if "local" in scopes and "fragment" not in scopes:
+            # a thread's own buffer: every thread copies all of it (TileLang lowers a copy
+            # with a local side to a plain per-thread loop, never partitioned over threads)
+            loops = [nest]
+            while len(loops[-1].body) == 1 and isinstance(loops[-1].body[0], N.For):
+                loops.append(loops[-1].body[0])
+            inner = dataclasses.replace(loops[-1], loop_layout=N.Layout("replicated"))
+            for outer in reversed(loops[:-1]):
+                inner = dataclasses.replace(outer, body=(inner,))
+            nest = inner
         if not s.instruction:
             return nest
         loops = [nest]
