@@ -1117,6 +1117,9 @@ class _Parser:
         if isinstance(s, ast.Pass):
             return []
         if isinstance(s, ast.With):
+            branch = self.if_frames(s)
+            if branch is not None:
+                return self.stmt(branch, top)
             item = s.items[0].context_expr if len(s.items) == 1 else None
             if not top and self.is_attr_call(item):
                 if s.items[0].optional_vars is not None:
@@ -1326,6 +1329,58 @@ class _Parser:
             self.pop()
             self.in_ws = False
         return N.WarpGroups(tuple(groups), body, loc=self.loc(s))
+
+    def if_frame_name(self, node) -> Optional[str]:
+        """``"If"`` / ``"Then"`` / ``"Else"`` when ``node`` is a call of TVMScript's if frame
+        ``T.If(...)`` / ``T.Then()`` / ``T.Else()``, else None."""
+        if not isinstance(node, ast.Call):
+            return None
+        try:
+            v = self.eval_python(node.func)
+        except FrontendError:
+            return None
+        return v.__name__ if isinstance(v, F.IfFrame) else None
+
+    def if_frames(self, s: ast.With) -> Optional[ast.If]:
+        """TVMScript's if frames as the ``if`` statement they mean: ``with T.If(c),
+        T.Then(): A`` is ``if c: A``; ``with T.If(c):`` whose body is ``with T.Then(): A``
+        and optionally ``with T.Else(): B`` is ``if c: A else: B``.  None when ``s`` is
+        another ``with``; any other arrangement of the frames is an error at its line."""
+        names = [self.if_frame_name(it.context_expr) for it in s.items]
+        if not any(names):
+            return None
+        for it, name in zip(s.items, names):
+            if name is not None and it.optional_vars is not None:
+                raise self.error(s, f"`with T.{name}(...)` binds no names")
+        if names[0] != "If":
+            name = next(n for n in names if n)
+            raise self.error(s, f"`with T.{name}()` stands directly inside `with T.If(cond):` "
+                                "(or as `with T.If(cond), T.Then():`)")
+        cond_call = s.items[0].context_expr
+        if len(cond_call.args) != 1 or cond_call.keywords:
+            raise self.error(s, "T.If takes one argument, the condition: `with T.If(cond):`")
+
+        def no_args(node, call, name):
+            if call.args or call.keywords:
+                raise self.error(node, f"T.{name}() takes no arguments")
+
+        if len(s.items) == 2 and names[1] == "Then":
+            no_args(s, s.items[1].context_expr, "Then")
+            then, orelse = s.body, []
+        elif len(s.items) == 1:
+            body = [b for b in s.body if not (isinstance(b, ast.Pass) or (
+                isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant)))]
+            kinds = [self.if_frame_name(b.items[0].context_expr)
+                     if isinstance(b, ast.With) and len(b.items) == 1 else None for b in body]
+            if kinds not in (["Then"], ["Then", "Else"]):
+                raise self.error(s, "`with T.If(cond):` holds `with T.Then():` and optionally "
+                                    "`with T.Else():`, nothing else (TVMScript's if frame)")
+            for b, name in zip(body, kinds):
+                no_args(b, b.items[0].context_expr, name)
+            then, orelse = body[0].body, body[1].body if len(body) == 2 else []
+        else:
+            raise self.error(s, "`with T.If(cond), T.Then():` takes those two items only")
+        return ast.copy_location(ast.If(test=cond_call.args[0], body=then, orelse=orelse), s)
 
     def with_stmt(self, s: ast.With) -> N.Stmt:
         if len(s.items) != 1:
