@@ -9,7 +9,7 @@ Three namespaces share the generated module:
   ``placeholder_args`` (:data:`MODULE_NAMES`).  The IR validator refuses user names with
   the ``tc_`` and ``tilecute`` prefixes and ``cute``/``cutlass``/``placeholder_args``;
 - Python's builtins and the names CuTe DSL's AST preprocessor adds to the functions it
-  rewrites (``range``, ``locals``, ``self``, regions and temporaries named
+  rewrites (``range``, ``locals``, ``self``, an ``if`` function's ``pred``, regions and temporaries named
   ``<word>_<n>``);
 - the IR's names (parameters, symbols, variables, buffers, descriptors).
 
@@ -48,8 +48,10 @@ HELPERS = {
 MODULE_NAMES = frozenset({"cutlass", "cute", "placeholder_args"}
                          | {line.rsplit(" as ", 1)[1] for line in HELPERS.values()})
 # names CuTe DSL's preprocessor uses in the kernel and wrapper functions it rewrites,
-# besides builtins: its own locals, and region functions and temporaries `<word>_<n>`
-_DSL_NAMES = frozenset({"self", "yield_self"})
+# besides builtins: its own locals, the condition parameter of the function it makes of
+# an `if` body (`pred`, unless the body writes a name `pred`: it then shadows a `pred`
+# the body only reads), and region functions and temporaries `<word>_<n>`
+_DSL_NAMES = frozenset({"self", "yield_self", "pred"})
 _DSL_NUMBERED = re.compile(r"_[0-9]+$")
 _BUILTINS = frozenset(dir(builtins))
 # the generator's own names that are not fresh temporaries (the passes name theirs tc_*

@@ -203,6 +203,33 @@ def alloc_barrier(arrive_count):
 
 
 @_form("alloc")
+def alloc_cluster_barrier(arrive_count):
+    """TileLang's cluster barrier: ``T.alloc_barrier``'s mbarriers, which other blocks of
+    the cluster may arrive on (``T.mbarrier_arrive(bar, cta_id)``)."""
+
+
+@_form("stmt")
+def cluster_sync():
+    """``barrier.cluster.arrive`` then ``wait``: every thread of every block of the
+    cluster (a kernel not launched in clusters is a cluster of one block)."""
+
+
+@_form("stmt")
+def cluster_arrive():
+    """``barrier.cluster.arrive.aligned`` (release): half of :func:`cluster_sync`."""
+
+
+@_form("stmt")
+def cluster_arrive_relaxed():
+    """``barrier.cluster.arrive.relaxed.aligned``: an arrive without memory ordering."""
+
+
+@_form("stmt")
+def cluster_wait():
+    """``barrier.cluster.wait.aligned`` (acquire): the other half of :func:`cluster_sync`."""
+
+
+@_form("alloc")
 def view(src, shape=None, dtype=None, *, layout=None):
     """``v = T.view(A_shared, (64, 128), dtype=T.int8)``: another buffer over the storage of
     ``src`` (shared, fragment, local or a global parameter), read as ``shape`` and
@@ -464,6 +491,13 @@ def named_barrier_arrive(barrier_id, thread_count):
     """TileLang's one-sided arrive on a named barrier (``bar.arrive barrier_id,
     thread_count``): the calling threads count toward the ``thread_count`` that a
     ``T.sync_threads(barrier_id, thread_count)`` elsewhere waits for, and go on at once."""
+
+
+@_form("stmt")
+def tvm_storage_sync(storage_scope):
+    """TVM's ``T.tvm_storage_sync(storage_scope)`` (a statement): ``"shared"`` /
+    ``"shared.dyn"`` the block's barrier (``__syncthreads()``, as TileLang's CUDA codegen
+    prints it); ``"warp"`` nothing (TileLang's codegen prints nothing)."""
 
 
 @_form("stmt")
@@ -824,7 +858,7 @@ _UNSUPPORTED_WHY = {
 }
 
 TILELANG_ONLY = frozenset("""
-    alloc_cluster_barrier alloc_tmem alloc_descriptor empty allocate
+    alloc_tmem alloc_descriptor empty allocate
     copy_cluster tma_gather4 tma_scatter4 tma_load tma_load_2sm gemm_sp
     tcgen05_gemm
     access_ptr
@@ -850,11 +884,10 @@ TILELANG_ONLY = frozenset("""
     alloc_tcgen05_instruction_desc alloc_tcgen05_smem_desc alloc_wgmma_desc
     allocate_const anylist_getitem anylist_resetitem anylist_setitem_call_cpacked
     anylist_setitem_call_packed arg axis block block_attr
-    block_rank_in_cluster broadcast buffer_store buffer_var
+    broadcast buffer_store buffer_var
     call_cpacked call_cpacked_lowered call_llvm_intrin call_llvm_pure_intrin call_packed
     call_packed_lowered call_pure_extern clc_get_first_ctaid_x clc_get_first_ctaid_y
     clc_get_first_ctaid_z clc_is_canceled clc_try_cancel clc_try_cancel_multicast
-    cluster_arrive cluster_arrive_relaxed cluster_sync cluster_wait
     compute_gmma_descriptor compute_umma_descriptor const
     create_barriers end_profile_intrinsic env_thread
     extract_lane fma2 func_name func_ret get_ldmatrix_offset
@@ -877,7 +910,7 @@ TILELANG_ONLY = frozenset("""
     tvm_call_cpacked_lowered tvm_call_packed tvm_call_packed_lowered tvm_fill_fragment
     tvm_load_matrix_sync tvm_mfma tvm_mfma_store tvm_mma_sync tvm_rdna_wmma
     tvm_rdna_wmma_store tvm_stack_alloca tvm_stack_make_array tvm_stack_make_shape
-    tvm_storage_sync tvm_store_matrix_sync tvm_struct_get tvm_struct_set
+    tvm_store_matrix_sync tvm_struct_get tvm_struct_set
     tvm_thread_invariant tvm_throw_last_error tvm_tuple
     type_annotation undef validate_gemm_ab_dtypes vectorcombine vectorhigh vectorlow
     void vscale warpgroup_arrive warpgroup_commit_batch warpgroup_fence_operand

@@ -990,6 +990,12 @@ def activemask():
     return _N.Call("activemask", (), "uint64")
 
 
+def block_rank_in_cluster():
+    """``T.block_rank_in_cluster()``: the block's rank in its cluster (``%cluster_ctarank``,
+    int32; 0 in a kernel not launched in clusters)."""
+    return _N.Call("block_rank_in_cluster", (), "int32")
+
+
 def tvm_warp_activemask():
     """TVM's ``T.tvm_warp_activemask()``: the warp's active lanes, a uint32 (CUDA's
     ``__activemask``)."""
@@ -1213,5 +1219,5 @@ EXPRESSION_HELPERS = (
     # TVM's libm forms, TileLang's IEEE forms, bit and warp-match intrinsics
     "asinh", "acosh", "atanh", "copysign", "hypot", "nextafter", "ldexp", "nearbyint", "fabs",
     *_N.IEEE_FORMS, "fast_rcp", "__ffs", "__fns", "match_any_sync", "match_all_sync",
-    "tvm_warp_activemask",
+    "tvm_warp_activemask", "block_rank_in_cluster",
 )

@@ -54,7 +54,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from .utils import TensorSupplyType
+from ..utils import TensorSupplyType
 
 
 # ---- set_autotune_inputs: real inputs for the tuning runs (TileLang's capture) -------------
@@ -141,9 +141,58 @@ class AutotuneResult:
     func: Any = None
     kernel: Any = None
 
+    def save_to_disk(self, path, verbose: bool = False) -> None:
+        """TileLang's ``result.save_to_disk(path)``: the config, the times and the kernel's
+        entry (its folder, which loads with no compiler) under ``path``, written into a
+        staging folder beside it and renamed into place (a complete result is never
+        overwritten, as TileLang's)."""
+        import shutil
+        import uuid
+
+        path = Path(path)
+        if (path / "best_config.json").exists() and (path / "kernel" / "manifest.json").exists():
+            return
+        if self.kernel is None or not hasattr(self.kernel, "path"):
+            raise ValueError("AutotuneResult.save_to_disk: the result has no compiled kernel")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        staging = path.parent / f".{path.name}.staging-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        try:
+            staging.mkdir(mode=0o700)
+            shutil.copytree(self.kernel.path, staging / "kernel")
+            (staging / "best_config.json").write_text(json.dumps(self.config, sort_keys=True))
+            (staging / "latency.json").write_text(json.dumps(
+                {"latency": self.latency, "ref_latency": self.ref_latency,
+                 "out_idx": getattr(self.kernel, "out_idx", None)}))
+            os.rename(staging, path)
+        except OSError:
+            shutil.rmtree(staging, ignore_errors=True)
+            if not (path / "best_config.json").exists():  # (not another process's result)
+                raise
+        if verbose:
+            print(f"tilecute: saved the autotune result to {path}", file=sys.stderr)
+
+    @classmethod
+    def load_from_disk(cls, path, compile_args=None) -> Optional["AutotuneResult"]:
+        """TileLang's ``AutotuneResult.load_from_disk(path, compile_args)``: the result
+        :meth:`save_to_disk` wrote, its kernel loaded from the saved entry (``out_idx``
+        from ``compile_args`` where it gives one, else the saved one); None where ``path``
+        does not exist."""
+        from ..runtime.kernel import load
+
+        path = Path(path)
+        if not path.exists():
+            return None
+        config = json.loads((path / "best_config.json").read_text())
+        times = json.loads((path / "latency.json").read_text())
+        out_idx = getattr(compile_args, "out_idx", None)
+        kernel = load(path / "kernel", times.get("out_idx") if out_idx is None else out_idx)
+        return cls(latency=times.get("latency"), config=config,
+                   ref_latency=times.get("ref_latency"), libcode=kernel.get_kernel_source(),
+                   kernel=kernel)
+
 
 def store_dir() -> Path:
-    from .cache import cache_root
+    from ..cache import cache_root
 
     return Path(cache_root()) / "autotune"
 
@@ -155,7 +204,7 @@ def _split_config(config: dict, options: dict, function: str) -> tuple[dict, dic
     per_config = config.pop("pass_configs", None)
     if not per_config:
         return config, options
-    from .options import check_options, from_pass_configs, merge_options
+    from ..options import check_options, from_pass_configs, merge_options
 
     return config, check_options(merge_options(options, from_pass_configs(per_config, function)))
 
@@ -186,7 +235,7 @@ def _build_entry(job: _Job) -> str:
         eager = copy.copy(job.eager)  # the arch resolved by the tuner: no GPU query here
         eager.target, eager._lock, eager._kernels = job.arch, threading.Lock(), {}
         return str(eager.compile(*job.args, **{**job.kwargs, **job.config}).path)
-    from .api import compile as compile_func
+    from ..api import compile as compile_func
 
     config, options = _split_config(job.config, job.options,
                                     getattr(job.factory, "__name__", "kernel"))
@@ -201,11 +250,11 @@ def _build_config(job: _Job) -> dict:
     process (:mod:`tilecute.buildproc`) that a timeout kills with its process group, then
     its cubin in a cubin worker that the rest of the timeout bounds (killed too).  Returns
     ``{"path", "seconds"}`` or ``{"error", "seconds"}``."""
-    from . import buildproc
-    from .runtime import cubin_worker
-    from .runtime.kernel import load
+    from .. import buildproc
+    from ..runtime import cubin_worker
+    from ..runtime.kernel import load
 
-    from .cache import tool_versions
+    from ..cache import tool_versions
 
     start = time.monotonic()
     limit = job.timeout if job.timeout is not None and job.timeout > 0 else None
@@ -239,7 +288,7 @@ def _describe(value) -> str:
     return repr(value)
 
 
-_EXECUTION_BACKENDS = (None, "auto", "tvm_ffi", "cutedsl")  # what tilecute's launcher is
+_EXECUTION_BACKENDS = (None, "auto", "tvm_ffi", "cutedsl", "cython", "nvrtc")  # (api._BACKENDS)
 
 
 class AutoTuner:
@@ -275,7 +324,7 @@ class AutoTuner:
             self._bind(jitted)
 
     def _bind(self, jitted) -> None:
-        from .language.eager import EagerKernel
+        from ..language.eager import EagerKernel
 
         if isinstance(jitted, EagerKernel):
             self.eager, self.factory = jitted, jitted.fn
@@ -303,21 +352,23 @@ class AutoTuner:
     def from_kernel(cls, kernel: Callable, configs) -> "AutoTuner":
         """``AutoTuner.from_kernel(kernel=factory, configs=[...])``: ``factory(**config)``
         returns a ``@T.prim_func``; compile and profile settings follow."""
-        from .api import jit
+        from ..api import jit
 
         return cls(jit(kernel), configs)
 
     def set_compile_args(self, out_idx=None, target=None, execution_backend=None,
                          target_host=None, verbose=None, pass_configs=None) -> "AutoTuner":
         """``out_idx``, ``target`` and ``pass_configs`` as ``tilecute.jit`` takes them.
-        ``execution_backend`` may be "auto", "tvm_ffi" or "cutedsl" (tilecute's launcher
-        is one backend); ``target_host`` is refused; ``verbose`` changes nothing."""
-        from .api import jit
+        ``execution_backend`` may be "auto", "tvm_ffi", "cutedsl", "cython" or "nvrtc"
+        (tilecute's one launcher serves TileLang's CUDA backends); ``target_host`` is
+        refused; ``verbose`` changes nothing."""
+        from ..api import jit
 
         if execution_backend not in _EXECUTION_BACKENDS:
             raise ValueError(f"{self.__name__}: set_compile_args(execution_backend="
                              f"{execution_backend!r}): tilecute launches through its own TVM "
-                             "FFI launcher (execution_backend 'auto', 'tvm_ffi' or 'cutedsl')")
+                             "FFI launcher (execution_backend 'auto', 'tvm_ffi', 'cutedsl', "
+                             "'cython' or 'nvrtc')")
         if target_host is not None:
             raise ValueError(f"{self.__name__}: set_compile_args(target_host={target_host!r}) "
                              "is not supported: the host side is tilecute's C++ launcher")
@@ -398,9 +449,9 @@ class AutoTuner:
 
     def key(self, args, kwargs, configs) -> str:
         """sha256 of what changes the answer (see the module's docstring)."""
-        from .api import _arch
-        from .cache import tool_versions
-        from .ir.serialize import canonical_json
+        from ..api import _arch
+        from ..cache import tool_versions
+        from ..ir.serialize import canonical_json
 
         irs = []
         for c in configs:
@@ -421,8 +472,8 @@ class AutoTuner:
     def compile_all(self, *args, **kwargs) -> list[ConfigResult]:
         """Build every config (in parallel on the executor), each within ``timeout``
         seconds of its own build's start; no profiling."""
-        from .api import _arch
-        from .runtime.kernel import load
+        from ..api import _arch
+        from ..runtime.kernel import load
 
         configs = self.config_list(args, kwargs)
         arch = _arch(self.target, self.__name__)  # here: a forked build must not ask the GPU
@@ -433,7 +484,7 @@ class AutoTuner:
         results = [ConfigResult(c) for c in configs]
         if own:  # a warm cubin worker for each build that runs at once (the import of
             # CUTLASS overlaps the builds' front ends instead of following them)
-            from .runtime import cubin_worker
+            from ..runtime import cubin_worker
 
             cubin_worker.prestart(min(len(configs), workers))
         group = f"{self.__name__}-{os.urandom(8).hex()}"  # this run's builds, for buildproc.kill
@@ -457,7 +508,7 @@ class AutoTuner:
                     r.error = f"compile failed: {type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"
                 _progress(f"{self.__name__}: compiled {done}/{len(configs)}")
         except BaseException:  # interrupted (Ctrl-C): no build of this run goes on
-            from . import buildproc
+            from .. import buildproc
 
             if own:
                 executor.shutdown(wait=False, cancel_futures=True)
@@ -470,7 +521,7 @@ class AutoTuner:
 
     # ---- profiling ----------------------------------------------------------------------
     def _make_inputs(self, kernel) -> list:
-        from .profiler import Profiler
+        from ..profiler import Profiler
 
         if self.inputs is not None:
             return list(self.inputs)
@@ -483,7 +534,7 @@ class AutoTuner:
         """Check (unless ``skip_check``) and time each compiled config on the GPU; with
         ``early_stop`` a config whose first estimate exceeds ``early_stop_factor`` times
         the best so far keeps that estimate, unmeasured further (TileLang's meaning)."""
-        from .profiler import Profiler, _cuda, do_bench
+        from ..profiler import Profiler, _cuda, do_bench
 
         _cuda()  # a clear error without a GPU
 
@@ -585,7 +636,7 @@ class AutoTuner:
             if options is self.options:
                 kernel = self._direct(args, {**kwargs, **params})
             else:  # the winner's own pass_configs
-                from .api import compile as compile_func
+                from ..api import compile as compile_func
 
                 kernel = compile_func(self.factory(*args, **{**kwargs, **params}),
                                       out_idx=self.out_idx, target=self.target, options=options)
