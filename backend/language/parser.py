@@ -3932,19 +3932,25 @@ class _Parser:
 
     def attr_scope(self, s, call: ast.Call, body) -> list[N.Stmt]:
         """``T.attr(node, attr_key, value)`` over ``body`` (a ``with`` body, or the rest of
-        the block after the statement form): the only key honored is TVM's
-        ``"reduce_scope"`` with a ``T.comm_reducer`` node, the combiner of the
-        ``T.tvm_thread_allreduce`` calls inside; it makes no statement of its own."""
+        the block after the statement form): the keys honored are TVM's ``"reduce_scope"``
+        with a ``T.comm_reducer`` node, the combiner of the ``T.tvm_thread_allreduce`` calls
+        inside, and ``"async_scope"``, which TileLang's pipeline no longer reads (its body
+        as written); it makes no statement of its own."""
         a = self.args(F.FORMS["attr"], call)
         if not self.in_kernel:
             raise self.error(s, "T.attr outside a T.Kernel: TVM's reduce_scope attribute "
                                 "covers a T.tvm_thread_allreduce inside a kernel")
         key = a.value("attr_key")
+        if key == "async_scope":
+            # TVM's hint for its InjectPTXAsyncCopy, which older TileLang ran to turn the
+            # global->shared stores under it into cp.async; TileLang's pipeline today runs
+            # no pass that reads it, so the stores stay the plain stores written
+            return list(self.block(body))
         if key != "reduce_scope":
             raise a.fail("attr_key", f"attr_key={_show(key)} is not supported: TVM's attribute "
                                      "statement annotates TIR for TVM's own passes; tilecute "
-                                     "honors only \"reduce_scope\" (a T.comm_reducer around "
-                                     "T.tvm_thread_allreduce)")
+                                     "honors \"reduce_scope\" (a T.comm_reducer around "
+                                     "T.tvm_thread_allreduce) and \"async_scope\" (inert)")
         reducer = self.comm_reducer(a.node("node"))
         # `value` (TVM's T.reinterpret(T.uint64(0), dtype="handle")): TVM's lowering reads
         # only the node of a reduce_scope attribute, and so does tilecute
