@@ -4441,6 +4441,34 @@ class _Parser:
             return apply_shared(body, self.shared_layouts, buffers, self.fresh, error)
         return apply(body, self.global_layouts, buffers, self.fresh, error)
 
+    def local_fragment(self, buf: N.Buffer, val, node) -> bool:
+        """Whether ``val`` is a T.Fragment that ``T.annotate_layout`` may give the local
+        buffer ``buf`` with nothing to do: TileLang stores a local buffer annotated with a
+        T.Fragment at the fragment's register indices (its threads play no part: each
+        thread holds its own copy), which relabels the elements when the indices are
+        one-to-one (DeepSeek MLA decode's ``T.Fragment(lse.shape, forward_thread_fn=lambda
+        i: i)`` on a one-element buffer); indices that make elements share a register are
+        refused.  False when ``val`` is no T.Fragment."""
+        from .custom_layouts import Fragment, MapError
+
+        value = self.layout_python(buf, val)
+        if not isinstance(value, Fragment):
+            return False
+        what = f"T.annotate_layout: T.Fragment of the local buffer '{buf.name}'"
+        if tuple(value.shape) != tuple(int(d.value) for d in buf.shape):
+            raise self.error(node, f"{what}: its shape {list(value.shape)} is not the "
+                                   f"buffer's {[int(d.value) for d in buf.shape]}")
+        try:
+            _, local = value.table()
+        except MapError as e:
+            raise self.error(node, f"{what}: {e}") from None
+        if len(set(local[:, 0].tolist())) != local.shape[0]:
+            raise self.error(node, f"{what}: its register indices put several elements in one "
+                                   "register, which TileLang's local buffer would then share; "
+                                   "tilecute keeps a local buffer's elements apart (a "
+                                   "one-to-one register map is a relabeling, honored)")
+        return True
+
     def annotated_layout(self, buf: N.Buffer, val, s) -> N.Layout:
         """The tilecute layout that ``T.annotate_layout`` gives ``buf`` for the value
         ``val`` (an AST node, or a :class:`_Given`)."""
@@ -4448,6 +4476,8 @@ class _Parser:
         from .global_layouts import IndexMapLayout
 
         node = val.node if isinstance(val, _Given) else val
+        if buf.scope == "local" and self.local_fragment(buf, val, node):
+            return None
         ours = False  # a tilecute.layout constructor or tilecute's own T.Layout(kind, ...)
         if isinstance(node, ast.Call) and not isinstance(val, _Given):
             try:
