@@ -24,6 +24,7 @@ import linecache
 import math
 import struct
 import textwrap
+import sys
 import types
 from typing import Any, Optional
 
@@ -1181,6 +1182,9 @@ class _Parser:
             branch = self.if_frames(s)
             if branch is not None:
                 return self.stmt(branch, top)
+            managed = self.python_context(s, top)
+            if managed is not None:
+                return managed
             item = s.items[0].context_expr if len(s.items) == 1 else None
             if not top and self.is_attr_call(item):
                 if s.items[0].optional_vars is not None:
@@ -1417,6 +1421,53 @@ class _Parser:
             self.pop()
             self.in_ws = False
         return N.WarpGroups(tuple(groups), body, loc=self.loc(s))
+
+    def python_context(self, s: ast.With, top: bool) -> Optional[list[N.Stmt]]:
+        """``with cm:`` where ``cm`` is a Python context manager of the program's, not a
+        ``T.*`` form (TileOPs' ``with trace.group("producer", lead=0):``): TileLang's
+        builder enters it while building, builds the body, and exits it; so does tilecute
+        while parsing (the body's statements, as if written without the ``with``).  None
+        when ``s`` is another ``with``."""
+        if len(s.items) != 1:
+            return None
+        item = s.items[0]
+        node = item.context_expr
+        try:
+            head = self.eval_python(node.func if isinstance(node, ast.Call) else node)
+        except FrontendError:
+            return None
+        if isinstance(head, (F.Form, F.IfFrame, F.Unsupported)) or \
+                getattr(head, "__module__", "").startswith("tilecute."):
+            return None
+        try:
+            cm = self.eval_python(node)
+        except FrontendError:
+            return None
+        if not (hasattr(type(cm), "__enter__") and hasattr(type(cm), "__exit__")) or \
+                type(cm).__module__.startswith("tilecute."):
+            return None
+        if item.optional_vars is not None:
+            raise self.error(s, f"`with {ast.unparse(node)} as {ast.unparse(item.optional_vars)}`: "
+                                "tilecute runs a Python context manager around the body while "
+                                "parsing it, but binds no name to what it enters (drop `as`)")
+
+        def run(step, *args):
+            try:
+                return step(*args)
+            except FrontendError:
+                raise
+            except Exception as e:  # its Python failed: say where
+                raise self.error(s, f"`with {ast.unparse(node)}`: the context manager's "
+                                    f"{step.__name__} raised {type(e).__name__}: {e}") from None
+
+        run(cm.__enter__)
+        try:
+            body = list(self.block(s.body, top))
+        except BaseException:
+            cm.__exit__(*sys.exc_info())
+            raise
+        run(cm.__exit__, None, None, None)
+        return body
 
     def if_frame_name(self, node) -> Optional[str]:
         """``"If"`` / ``"Then"`` / ``"Else"`` when ``node`` is a call of TVMScript's if frame
