@@ -339,3 +339,16 @@ def test_tilelang_dtype_names_tilecute_lacks_are_refused_by_name():
     with pytest.raises(NotImplementedError, match="T.int4 is a TileLang dtype that tilecute does "
                                                   "not have"):
         T.int4(3)
+
+
+def test_utils_device():
+    """TileLang's tilelang.utils.device (TileOPs' top-k selector imports
+    get_current_device to place its autotuning inputs)."""
+    import os
+
+    from tilecute.utils import device
+
+    assert device.IS_CUDA is __import__("torch").cuda.is_available()
+    if not device.IS_CUDA and not device.IS_MPS:
+        assert device.get_current_device() is None
+    assert device.get_available_cpu_count() == len(os.sched_getaffinity(0))

@@ -255,8 +255,28 @@ class Fragment:
         local = np.zeros_like(t)
         for x, e in zip(ix, extents):
             local = local * e + x
+        if self.forward_fn is None and self.forward_index_fn is None:
+            local = self._inferred_index(t)
         self._table = (t, local)
         return self._table
+
+    @staticmethod
+    def _inferred_index(t):
+        """TileLang's register index for a T.Fragment given only its thread map
+        (``infer_fragment_index``: the parts of the indices the thread map leaves unused,
+        flattened in index order, the replica not counted): each element's rank among the
+        elements its thread holds, in row-major order (elements of one thread differ only
+        in those unused parts, whose flattening orders them row-major); the same for
+        every replica, as TileLang drops the replica from the inference."""
+        import numpy as np
+
+        first = t[:, 0]
+        order = np.lexsort((np.arange(first.shape[0]), first))  # by thread, then element
+        rank = np.empty_like(first)
+        starts = np.r_[0, np.flatnonzero(np.diff(first[order])) + 1]
+        counts = np.diff(np.r_[starts, first.shape[0]])
+        rank[order] = np.arange(first.shape[0]) - np.repeat(starts, counts)
+        return np.broadcast_to(rank[:, None], t.shape).copy()
 
     # ---- TileLang's methods ----
     def get_thread_size(self) -> int:
@@ -265,9 +285,20 @@ class Fragment:
     def get_input_shape(self) -> list:
         return list(self.shape)
 
+    def _composable(self, what: str) -> None:
+        """A map built from this one reads its register index as an expression: one
+        inferred from the thread map alone (several elements per thread) has none."""
+        if self.forward_fn is None and self.forward_index_fn is None and \
+                self.table()[1].max() > 0:
+            raise MapError(f"T.Fragment.{what}: this T.Fragment gives only its thread map and "
+                           "its threads hold several elements; tilecute builds no map on "
+                           "TileLang's inferred register index (give forward_index_fn)")
+
     def get_output_shape(self) -> list:
         import numpy as np
 
+        if self.forward_fn is None and self.forward_index_fn is None:
+            return [int(self.table()[1].max()) + 1]
         vars_ = [N.Var(f"i{k}", "int32") for k in range(len(self.shape))]
         index = [N.as_expr(x) for x in self._index_at(vars_, N.Var("rep", "int32"))]
         cols, reps = _grid(self.shape, self.replicate_extent)
@@ -283,6 +314,7 @@ class Fragment:
         base, R, extent = self, self.replicate_extent, self.get_thread_size()
         if R * replicate == 1:
             return self
+        self._composable("replicate")
 
         def pair(*a):
             idx, rep = a[:-1], a[-1]
@@ -298,6 +330,7 @@ class Fragment:
             raise MapError(f"T.Fragment.repeat: repeats must be one int >= 1 per dim of "
                            f"{self.shape}, got {repeats!r}")
         shape, base = self.shape, self
+        self._composable("repeat")
         order = list(reversed(range(len(shape)))) if lower_dim_first else list(range(len(shape)))
 
         def split(idx):

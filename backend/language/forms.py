@@ -804,6 +804,26 @@ def tvm_thread_allreduce(*args, dtype="handle", scratch=None):
 
 
 # ---- TileLang forms tilecute does not have ------------------------------------------------
+class IfFrame:
+    """TVMScript's if frames ``T.If(cond)``, ``T.Then()``, ``T.Else()``: ``with T.If(c),
+    T.Then(): ...`` and ``with T.If(c):`` holding ``with T.Then(): ...`` and an optional
+    ``with T.Else(): ...`` are ``if c: ... else: ...``; the parser rewrites them so, and
+    refuses any other arrangement at its line."""
+
+    def __init__(self, name: str):
+        self.__name__ = name
+
+    def __call__(self, *args, **kwargs):
+        raise RuntimeError(f"T.{self.__name__} can only be used as `with T.{self.__name__}(...)` "
+                           "inside a @T.prim_func body")
+
+    def __repr__(self) -> str:
+        return f"<T.{self.__name__}: TVMScript's if frame>"
+
+
+If, Then, Else = IfFrame("If"), IfFrame("Then"), IfFrame("Else")
+
+
 class Unsupported:
     """``T.<name>`` for a TileLang form tilecute does not have: using it in a prim_func is
     an error that says so (the parser raises it at the line); calling it outside is too."""
@@ -861,13 +881,13 @@ TILELANG_ONLY = frozenset("""
     annotate_pass_configs annotate_compile_flags func_attr CUDASourceCodeKernel
     launch_thread PersistentTileScheduler
 """.split()) | frozenset("""
-    Add Any AnyDType Assert BufferLoad Call CallEffectKind CommReducer Div Else
-    FloatImm FloorDiv FloorMod If IntImm IterVar JITFunc Let LetStmt Max Min
+    Add Any AnyDType Assert BufferLoad Call CallEffectKind CommReducer Div
+    FloatImm FloorDiv FloorMod IntImm IterVar JITFunc Let LetStmt Max Min
     Mod Mul PrimFunc ProducerLoad Ptr Ramp Range Reduce SizeVar
     SparseTensorCoreIntrinEmitter StringImm Sub TCGEN05DescriptorParams
     TCGEN05TensorCoreIntrinEmitter TVMBackendAllocWorkspace TVMBackendFreeWorkspace
     TensorCoreIntrinEmitter TensorCoreIntrinEmitterSM120
-    TensorCoreIntrinEmitterWithLadderTransform Then WGMMADescriptorParams
+    TensorCoreIntrinEmitterWithLadderTransform WGMMADescriptorParams
     WGMMATensorCoreIntrinEmitter WGSparseTensorCoreIntrinEmitter WSID WSInstr WSOpRef
     WSPipeline WSRole WSSchedule WSScope WSSync WSSyncKind WarpSpecializeFrame While
     abs2 add2 address_of alloc_tcgen05_instr_desc

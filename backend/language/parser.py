@@ -24,6 +24,7 @@ import linecache
 import math
 import struct
 import textwrap
+import sys
 import types
 from typing import Any, Optional
 
@@ -1178,6 +1179,12 @@ class _Parser:
         if isinstance(s, ast.Pass):
             return []
         if isinstance(s, ast.With):
+            branch = self.if_frames(s)
+            if branch is not None:
+                return self.stmt(branch, top)
+            managed = self.python_context(s, top)
+            if managed is not None:
+                return managed
             item = s.items[0].context_expr if len(s.items) == 1 else None
             if not top and self.is_attr_call(item):
                 if s.items[0].optional_vars is not None:
@@ -1414,6 +1421,105 @@ class _Parser:
             self.pop()
             self.in_ws = False
         return N.WarpGroups(tuple(groups), body, loc=self.loc(s))
+
+    def python_context(self, s: ast.With, top: bool) -> Optional[list[N.Stmt]]:
+        """``with cm:`` where ``cm`` is a Python context manager of the program's, not a
+        ``T.*`` form (TileOPs' ``with trace.group("producer", lead=0):``): TileLang's
+        builder enters it while building, builds the body, and exits it; so does tilecute
+        while parsing (the body's statements, as if written without the ``with``).  None
+        when ``s`` is another ``with``."""
+        if len(s.items) != 1:
+            return None
+        item = s.items[0]
+        node = item.context_expr
+        try:
+            head = self.eval_python(node.func if isinstance(node, ast.Call) else node)
+        except FrontendError:
+            return None
+        if isinstance(head, (F.Form, F.IfFrame, F.Unsupported)) or \
+                getattr(head, "__module__", "").startswith("tilecute."):
+            return None
+        try:
+            cm = self.eval_python(node)
+        except FrontendError:
+            return None
+        if not (hasattr(type(cm), "__enter__") and hasattr(type(cm), "__exit__")) or \
+                type(cm).__module__.startswith("tilecute."):
+            return None
+        if item.optional_vars is not None:
+            raise self.error(s, f"`with {ast.unparse(node)} as {ast.unparse(item.optional_vars)}`: "
+                                "tilecute runs a Python context manager around the body while "
+                                "parsing it, but binds no name to what it enters (drop `as`)")
+
+        def run(step, *args):
+            try:
+                return step(*args)
+            except FrontendError:
+                raise
+            except Exception as e:  # its Python failed: say where
+                raise self.error(s, f"`with {ast.unparse(node)}`: the context manager's "
+                                    f"{step.__name__} raised {type(e).__name__}: {e}") from None
+
+        run(cm.__enter__)
+        try:
+            body = list(self.block(s.body, top))
+        except BaseException:
+            cm.__exit__(*sys.exc_info())
+            raise
+        run(cm.__exit__, None, None, None)
+        return body
+
+    def if_frame_name(self, node) -> Optional[str]:
+        """``"If"`` / ``"Then"`` / ``"Else"`` when ``node`` is a call of TVMScript's if frame
+        ``T.If(...)`` / ``T.Then()`` / ``T.Else()``, else None."""
+        if not isinstance(node, ast.Call):
+            return None
+        try:
+            v = self.eval_python(node.func)
+        except FrontendError:
+            return None
+        return v.__name__ if isinstance(v, F.IfFrame) else None
+
+    def if_frames(self, s: ast.With) -> Optional[ast.If]:
+        """TVMScript's if frames as the ``if`` statement they mean: ``with T.If(c),
+        T.Then(): A`` is ``if c: A``; ``with T.If(c):`` whose body is ``with T.Then(): A``
+        and optionally ``with T.Else(): B`` is ``if c: A else: B``.  None when ``s`` is
+        another ``with``; any other arrangement of the frames is an error at its line."""
+        names = [self.if_frame_name(it.context_expr) for it in s.items]
+        if not any(names):
+            return None
+        for it, name in zip(s.items, names):
+            if name is not None and it.optional_vars is not None:
+                raise self.error(s, f"`with T.{name}(...)` binds no names")
+        if names[0] != "If":
+            name = next(n for n in names if n)
+            raise self.error(s, f"`with T.{name}()` stands directly inside `with T.If(cond):` "
+                                "(or as `with T.If(cond), T.Then():`)")
+        cond_call = s.items[0].context_expr
+        if len(cond_call.args) != 1 or cond_call.keywords:
+            raise self.error(s, "T.If takes one argument, the condition: `with T.If(cond):`")
+
+        def no_args(node, call, name):
+            if call.args or call.keywords:
+                raise self.error(node, f"T.{name}() takes no arguments")
+
+        if len(s.items) == 2 and names[1] == "Then":
+            no_args(s, s.items[1].context_expr, "Then")
+            then, orelse = s.body, []
+        elif len(s.items) == 1:
+            body = [b for b in s.body if not (isinstance(b, ast.Pass) or (
+                isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant)))]
+            kinds = [self.if_frame_name(b.items[0].context_expr)
+                     if isinstance(b, ast.With) and len(b.items) == 1 else None for b in body]
+            if kinds not in (["Then"], ["Then", "Else"]):
+                raise self.error(s, "`with T.If(cond):` holds `with T.Then():` and optionally "
+                                    "`with T.Else():`, nothing else (TVMScript's if frame)")
+            for b, name in zip(body, kinds):
+                no_args(b, b.items[0].context_expr, name)
+            then, orelse = body[0].body, body[1].body if len(body) == 2 else []
+        else:
+            raise self.error(s, "`with T.If(cond), T.Then():` takes those two items only")
+        return ast.copy_location(ast.If(test=cond_call.args[0], body=then, orelse=orelse), s)
 
     def with_stmt(self, s: ast.With) -> N.Stmt:
         if len(s.items) != 1:
@@ -3955,19 +4061,25 @@ class _Parser:
 
     def attr_scope(self, s, call: ast.Call, body) -> list[N.Stmt]:
         """``T.attr(node, attr_key, value)`` over ``body`` (a ``with`` body, or the rest of
-        the block after the statement form): the only key honored is TVM's
-        ``"reduce_scope"`` with a ``T.comm_reducer`` node, the combiner of the
-        ``T.tvm_thread_allreduce`` calls inside; it makes no statement of its own."""
+        the block after the statement form): the keys honored are TVM's ``"reduce_scope"``
+        with a ``T.comm_reducer`` node, the combiner of the ``T.tvm_thread_allreduce`` calls
+        inside, and ``"async_scope"``, which TileLang's pipeline no longer reads (its body
+        as written); it makes no statement of its own."""
         a = self.args(F.FORMS["attr"], call)
         if not self.in_kernel:
             raise self.error(s, "T.attr outside a T.Kernel: TVM's reduce_scope attribute "
                                 "covers a T.tvm_thread_allreduce inside a kernel")
         key = a.value("attr_key")
+        if key == "async_scope":
+            # TVM's hint for its InjectPTXAsyncCopy, which older TileLang ran to turn the
+            # global->shared stores under it into cp.async; TileLang's pipeline today runs
+            # no pass that reads it, so the stores stay the plain stores written
+            return list(self.block(body))
         if key != "reduce_scope":
             raise a.fail("attr_key", f"attr_key={_show(key)} is not supported: TVM's attribute "
                                      "statement annotates TIR for TVM's own passes; tilecute "
-                                     "honors only \"reduce_scope\" (a T.comm_reducer around "
-                                     "T.tvm_thread_allreduce)")
+                                     "honors \"reduce_scope\" (a T.comm_reducer around "
+                                     "T.tvm_thread_allreduce) and \"async_scope\" (inert)")
         reducer = self.comm_reducer(a.node("node"))
         # `value` (TVM's T.reinterpret(T.uint64(0), dtype="handle")): TVM's lowering reads
         # only the node of a reduce_scope attribute, and so does tilecute
@@ -4458,6 +4570,34 @@ class _Parser:
             return apply_shared(body, self.shared_layouts, buffers, self.fresh, error)
         return apply(body, self.global_layouts, buffers, self.fresh, error)
 
+    def local_fragment(self, buf: N.Buffer, val, node) -> bool:
+        """Whether ``val`` is a T.Fragment that ``T.annotate_layout`` may give the local
+        buffer ``buf`` with nothing to do: TileLang stores a local buffer annotated with a
+        T.Fragment at the fragment's register indices (its threads play no part: each
+        thread holds its own copy), which relabels the elements when the indices are
+        one-to-one (DeepSeek MLA decode's ``T.Fragment(lse.shape, forward_thread_fn=lambda
+        i: i)`` on a one-element buffer); indices that make elements share a register are
+        refused.  False when ``val`` is no T.Fragment."""
+        from .custom_layouts import Fragment, MapError
+
+        value = self.layout_python(buf, val)
+        if not isinstance(value, Fragment):
+            return False
+        what = f"T.annotate_layout: T.Fragment of the local buffer '{buf.name}'"
+        if tuple(value.shape) != tuple(int(d.value) for d in buf.shape):
+            raise self.error(node, f"{what}: its shape {list(value.shape)} is not the "
+                                   f"buffer's {[int(d.value) for d in buf.shape]}")
+        try:
+            _, local = value.table()
+        except MapError as e:
+            raise self.error(node, f"{what}: {e}") from None
+        if len(set(local[:, 0].tolist())) != local.shape[0]:
+            raise self.error(node, f"{what}: its register indices put several elements in one "
+                                   "register, which TileLang's local buffer would then share; "
+                                   "tilecute keeps a local buffer's elements apart (a "
+                                   "one-to-one register map is a relabeling, honored)")
+        return True
+
     def annotated_layout(self, buf: N.Buffer, val, s) -> N.Layout:
         """The tilecute layout that ``T.annotate_layout`` gives ``buf`` for the value
         ``val`` (an AST node, or a :class:`_Given`)."""
@@ -4465,6 +4605,8 @@ class _Parser:
         from .global_layouts import IndexMapLayout
 
         node = val.node if isinstance(val, _Given) else val
+        if buf.scope == "local" and self.local_fragment(buf, val, node):
+            return None
         ours = False  # a tilecute.layout constructor or tilecute's own T.Layout(kind, ...)
         if isinstance(node, ast.Call) and not isinstance(val, _Given):
             try:

@@ -1,6 +1,8 @@
 """TileLang's ``tilelang.utils`` under tilecute's name: ``TensorSupplyType``,
 ``torch_assert_close``, ``map_torch_type``, ``make_tensor`` and the rest of
-``tilelang.utils.tensor`` (:mod:`tilecute.utils.tensor`), and ``deprecated``.
+``tilelang.utils.tensor`` (:mod:`tilecute.utils.tensor`), ``deprecated``, and
+``tilelang.utils.device`` (:mod:`tilecute.utils.device`, imported by name: it imports
+torch).
 
 TileLang's TIR buffer helpers (``is_shared``, ``retrieve_stride`` ...) take TVM TIR
 objects, which tilecute (standalone, no TVM) does not have: they import, and using one is
