@@ -21,7 +21,8 @@ def _arch(monkeypatch):
 
 def per_thread_rows(rows=16, per=8, cols=256, shared_hop=False):
     """Thread (r, c) of a (rows, cols // per) block squares its `per` elements of row r in
-    a local tile and writes them back (through a shared tile with ``shared_hop``)."""
+    a local tile and writes them back (with ``shared_hop``, into its part of a shared tile
+    that the block then copies out together)."""
     @T.prim_func
     def square(X: T.Tensor((64, cols), T.float32), Y: T.Tensor((64, cols), T.float32)):
         with T.Kernel(64 // rows, threads=(rows, cols // per)) as bx:
@@ -32,9 +33,9 @@ def per_thread_rows(rows=16, per=8, cols=256, shared_hop=False):
             T.copy(X[bx * rows + r, c * per:(c + 1) * per], mine)
             for k in T.serial(per):
                 mine[k] = mine[k] * mine[k]
-            if shared_hop:
+            if shared_hop:  # each thread its part of the tile, then the block copies the tile
                 T.copy(mine, s[r, c * per:(c + 1) * per])
-                T.copy(s[r, c * per:(c + 1) * per], Y[bx * rows + r, c * per:(c + 1) * per])
+                T.copy(s, Y[bx * rows, 0])
             else:
                 T.copy(mine, Y[bx * rows + r, c * per:(c + 1) * per])
     return square
