@@ -167,3 +167,19 @@ def test_simplify_prim_func_and_apply_simplify_give_the_prim_func_back(tmp_path)
     from tilecute.transform import simplify
     with pytest.raises(NotImplementedError, match=r"tilelang\.transform\.simplify\.Simplify"):
         simplify.Simplify()
+
+
+# ---- an eager kernel's T.empty sized by a scalar parameter -----------------------------------
+def test_eager_empty_sized_by_a_scalar_parameter_is_refused_at_its_line():
+    @tilecute.jit
+    def ramp(count: T.int32):
+        out = T.empty([count + 1], T.float32)
+        with T.Kernel(1, threads=32):
+            for i in T.serial(count + 1):
+                out[i] = T.cast(i, T.float32)
+        return out
+
+    with pytest.raises(FrontendError, match=r"T\.empty for 'out': dim uses scalar parameter "
+                                            r"'count', which no input tensor's dims bind") as e:
+        ramp(7)
+    assert "out = T.empty([count + 1], T.float32)" in str(e.value)
