@@ -183,3 +183,61 @@ def test_eager_empty_sized_by_a_scalar_parameter_is_refused_at_its_line():
                                             r"'count', which no input tensor's dims bind") as e:
         ramp(7)
     assert "out = T.empty([count + 1], T.float32)" in str(e.value)
+
+
+# ---- None for a tensor argument that no kernel uses ------------------------------------------
+def biased_rows(with_bias: bool, rows=4, cols=64):
+    """TileLang's optional-bias idiom: ``Bias`` (and ``Extra``) are parameters that a
+    Python flag leaves unread, so the caller may pass None for them."""
+
+    @T.prim_func
+    def rows_plus(A: T.Tensor((T.dynamic("m"), cols), T.float32),
+                  C: T.Tensor((T.dynamic("m"), cols), T.float32),
+                  Bias: T.Tensor((cols,), T.float32),
+                  Extra: T.Tensor((T.dynamic("m"), cols), T.float32)):
+        with T.Kernel(T.ceildiv(A.shape[0], rows), threads=128) as bx:
+            for i, j in T.Parallel(rows, cols):
+                if with_bias:
+                    C[bx * rows + i, j] = A[bx * rows + i, j] + Bias[j]
+                else:
+                    C[bx * rows + i, j] = A[bx * rows + i, j] * 2.0
+    return rows_plus
+
+
+def test_an_unused_tensor_argument_may_be_none(tmp_path):
+    import torch
+    from tilecute.transform.pipeline import lower
+
+    abi = lower(biased_rows(False), "sm_90a").abi
+    assert [getattr(a, "nullable", None) for a in abi.args] == [False, False, True, True]
+    assert [a.nullable for a in lower(biased_rows(True), "sm_90a").abi.args] == \
+        [False, False, False, True]
+    kernel = tilecute.compile(biased_rows(False), target="sm_90a")
+    launcher = (kernel.path / "launcher.cpp").read_text()
+    assert 'tc_tensor_arg_or_none(args[2], "Bias")' in launcher
+    assert 'tc_check_pointer_device(t_Extra, "Extra", device_id, "A")' in launcher
+    a, c = torch.randn(8, 64), torch.empty(8, 64)
+    # every value check passes with None (the CPU tensors fail the device check, last)
+    for bias, extra in ((None, None), (torch.randn(64), None), (None, torch.randn(8, 64))):
+        with pytest.raises(ValueError, match="argument 'A': expected a CUDA tensor"):
+            kernel(a, c, bias, extra)
+    # a tensor given for it is checked as any other
+    with pytest.raises(ValueError, match="Bias"):
+        kernel(a, c, torch.randn(65), None)
+    with pytest.raises(ValueError, match="Extra"):
+        kernel(a, c, None, torch.randn(9, 64))
+    used = tilecute.compile(biased_rows(True), target="sm_90a")
+    with pytest.raises(TypeError, match="argument 'Bias': expected a tensor, got None"):
+        used(a, c, None, None)
+
+
+@pytest.mark.gpu
+def test_an_unused_tensor_argument_may_be_none_on_gpu():
+    import torch
+    a = torch.randn(12, 64, device="cuda")
+    c = torch.empty_like(a)
+    tilecute.compile(biased_rows(False))(a, c, None, None)
+    torch.testing.assert_close(c, a * 2.0)
+    bias = torch.randn(64, device="cuda")
+    tilecute.compile(biased_rows(True))(a, c, bias, None)
+    torch.testing.assert_close(c, a + bias)
