@@ -241,3 +241,58 @@ def test_an_unused_tensor_argument_may_be_none_on_gpu():
     bias = torch.randn(64, device="cuda")
     tilecute.compile(biased_rows(True))(a, c, bias, None)
     torch.testing.assert_close(c, a + bias)
+
+
+# ---- pass_configs tl.disable_shared_memory_reuse ---------------------------------------------
+def staged_twice(n=512):
+    """Two shared tiles used one after the other: by default they share bytes."""
+
+    @T.prim_func
+    def twice(X: T.Tensor((n,), T.float16), Y: T.Tensor((n,), T.float16),
+              Z: T.Tensor((n,), T.float16)):
+        with T.Kernel(1, threads=128):
+            first = T.alloc_shared((n,), T.float16)
+            second = T.alloc_shared((n,), T.float16)
+            acc = T.alloc_fragment((n,), T.float16)
+            T.copy(X, first)
+            for i in T.Parallel(n):
+                acc[i] = first[i] * T.float16(2.0)
+            T.copy(Y, second)
+            for i in T.Parallel(n):
+                acc[i] = acc[i] + second[i]
+            T.copy(acc, Z)
+    return twice
+
+
+def test_disable_shared_memory_reuse_gives_each_buffer_its_bytes(tmp_path):
+    from tilecute import PassConfigKey
+    from tilecute.ir import nodes as N
+    from tilecute.options import from_pass_configs
+    from tilecute.transform.pipeline import run_passes
+
+    def slots(options):
+        func = run_passes(staged_twice(), "sm_90a", options)
+        scope = func.kernels[0]
+        return ({s.buffer.name: s.slot.offset for s in scope.body
+                 if isinstance(s, N.Allocate) and s.buffer.scope == "shared"}, scope.shared_bytes)
+
+    assert slots({}) == ({"first": 0, "second": 0}, 1024)  # one after the other: shared bytes
+    options = from_pass_configs({PassConfigKey.TL_DISABLE_SHARED_MEMORY_REUSE: True}, "twice")
+    assert options == {"disable_shared_memory_reuse": True}
+    assert slots(options) == ({"first": 0, "second": 1024}, 2048)
+    assert from_pass_configs({"tl.disable_shared_memory_reuse": False}, "twice") == \
+        {"disable_shared_memory_reuse": False}
+    kernel = tilecute.compile(staged_twice(), target="sm_90a",
+                              pass_configs={PassConfigKey.TL_DISABLE_SHARED_MEMORY_REUSE: True})
+    assert kernel.ensure_cubin()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("disable", [False, True])
+def test_disable_shared_memory_reuse_on_gpu(disable):
+    import torch
+    x, y = torch.randn(512, device="cuda").half(), torch.randn(512, device="cuda").half()
+    z = torch.empty_like(x)
+    tilecute.compile(staged_twice(), pass_configs={"tl.disable_shared_memory_reuse": disable})(
+        x, y, z)
+    torch.testing.assert_close(z, x * 2 + y, rtol=1e-2, atol=1e-2)
