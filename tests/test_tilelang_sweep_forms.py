@@ -296,3 +296,48 @@ def test_disable_shared_memory_reuse_on_gpu(disable):
     tilecute.compile(staged_twice(), pass_configs={"tl.disable_shared_memory_reuse": disable})(
         x, y, z)
     torch.testing.assert_close(z, x * 2 + y, rtol=1e-2, atol=1e-2)
+
+
+# ---- TVM's blockIdx/threadIdx T.thread_binding loops at the top level ------------------------
+def bound_loops(rows=64, cols=32, rows_per_block=8):
+    """TVM's kernel: blockIdx.y and threadIdx.y/x loops; every thread runs the body."""
+
+    @T.prim_func
+    def scaled(A: T.Tensor((rows, cols), T.float32), B: T.Tensor((rows, cols), T.float32)):
+        for by in T.thread_binding(0, rows // rows_per_block, thread="blockIdx.y"):
+            for ty in T.thread_binding(rows_per_block, thread="threadIdx.y"):
+                for tx in T.thread_binding(cols, thread="threadIdx.x"):
+                    B[by * rows_per_block + ty, tx] = A[by * rows_per_block + ty, tx] * 3.0 + tx
+    return scaled
+
+
+def test_top_level_thread_binding_loops_are_a_kernel(tmp_path):
+    text = bound_loops().script()
+    assert "with T.Kernel(1, 8, threads=(32, 8)) as (unbound_block_x, by):" in text
+    assert "ty = T.get_thread_binding(1)" in text and "tx = T.get_thread_binding(0)" in text
+    assert tilecute.build_cubin(bound_loops(), "sm_90a", out_dir=str(tmp_path)).kernel_names
+
+    def refused(body: str, message: str):
+        src = ("import tilecute.language as T\n\n@T.prim_func\n"
+               "def k(A: T.Tensor((8, 32), T.float32)):\n" + body)
+        with pytest.raises(FrontendError, match=message):
+            T.from_script(src)
+    refused('    for bx in T.thread_binding(1, 8, thread="blockIdx.x"):\n        A[bx, 0] = 1.0\n',
+            "the range must start at 0")
+    outer = '    for bx in T.thread_binding(8, thread="blockIdx.x"):\n'
+    refused(outer + '        for b2 in T.thread_binding(8, thread="blockIdx.x"):\n'
+                    '            A[bx, 0] = 1.0\n', "blockIdx.x is bound twice")
+    refused(outer + '        for tx in T.thread_binding(32, thread="threadIdx.x"):\n'
+                    '            A[bx, tx] = 1.0\n'
+                    '        A[bx, 0] = 2.0\n', "nothing may follow the inner loop")
+    refused('    for bx in T.thread_binding(8, thread="vthread"):\n        A[bx, 0] = 1.0\n',
+            "binds blockIdx.x/y/z or threadIdx.x/y/z")
+
+
+@pytest.mark.gpu
+def test_top_level_thread_binding_loops_on_gpu():
+    import torch
+    a = torch.randn(64, 32, device="cuda")
+    b = torch.empty_like(a)
+    tilecute.compile(bound_loops())(a, b)
+    torch.testing.assert_close(b, a * 3.0 + torch.arange(32, device="cuda").float())
