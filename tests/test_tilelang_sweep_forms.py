@@ -341,3 +341,27 @@ def test_top_level_thread_binding_loops_on_gpu():
     b = torch.empty_like(a)
     tilecute.compile(bound_loops())(a, b)
     torch.testing.assert_close(b, a * 3.0 + torch.arange(32, device="cuda").float())
+
+
+# ---- T.ptx_cp_async at an element whose address cannot be aligned ----------------------------
+def test_ptx_cp_async_at_a_misaligned_element_is_refused_at_its_line(tmp_path):
+    def program(dst: int, src: int, n: int):
+        return f'''
+import tilecute.language as T
+
+@T.prim_func
+def k(A: T.Tensor((64,), T.uint8), B: T.Tensor((64,), T.uint8)):
+    with T.Kernel(1, threads=32):
+        S = T.alloc_shared((64,), T.uint8)
+        T.ptx_cp_async(T.access_ptr(S[{dst}], "w", {n}), T.access_ptr(A[{src}], "r", {n}), {n})
+        T.ptx_commit_group()
+        T.ptx_wait_group(0)
+        B[0] = S[{dst}]
+'''
+    with pytest.raises(FrontendError, match=r"<script>:8: .*T.ptx_cp_async: `T.access_ptr\(S\[8\], "
+                                            r"'w', 16\)` is byte 8 of 'S', not a multiple of the 16"):
+        T.from_script(program(8, 16, 16))
+    with pytest.raises(FrontendError, match=r"`T.access_ptr\(A\[4\], 'r', 8\)` is byte 4 of 'A'"):
+        T.from_script(program(8, 4, 8))
+    ok = T.from_script(program(8, 24, 8))  # 8-byte copies at bytes 8 and 24
+    assert tilecute.build_cubin(ok, "sm_90a", out_dir=str(tmp_path)).kernel_names

@@ -3721,6 +3721,16 @@ class _Parser:
         if nbytes not in (4, 8, 16):
             raise a.fail("num_elems", f"{n} {sb.dtype} elements are {nbytes} bytes; cp.async "
                                       "copies 4, 8 or 16")
+        for ptr, name in ((dst, "dst_access_ptr"), (src, "src_access_ptr")):
+            # cp.async of nbytes reads and writes nbytes-aligned addresses (the code assumes
+            # so): an element at a known offset that is not is refused here, by name
+            buf = self.buffer_named(ptr.buffer)
+            offset = _static_offset(ptr.indices, buf)
+            if offset is not None and offset * DTYPES[buf.dtype].bytes % nbytes:
+                raise a.fail(name, f"`{ast.unparse(a.node(name))}` is byte "
+                                   f"{offset * DTYPES[buf.dtype].bytes} of '{buf.name}', not a "
+                                   f"multiple of the {nbytes} bytes the cp.async copies (it "
+                                   "needs both addresses aligned to its size)")
         call = N.Call("ptx_cp_async", (dst, src, N.Const(n, "int32")), "int32")
         return [N.Evaluate(call, loc=self.loc(s))]
 
@@ -5559,6 +5569,23 @@ class _Astype:
 
 _BITWISE = {"bitand": "&", "bitor": "|", "bitxor": "^", "shl": "<<", "shr": ">>"}
 _LOGICAL_BITWISE = ("bitand", "bitor", "bitxor")  # logical on two bools (TVM's one-bit bool)
+
+
+def _static_offset(indices, buf: N.Buffer) -> Optional[int]:
+    """The element offset of ``buf[indices]`` when the indices, the shape and the strides
+    are all known at parse time (row-major without strides), else None."""
+    idx = [_const_value(i) for i in indices]
+    shape = [_const_value(d) for d in buf.shape]
+    strides = [_const_value(x) for x in buf.strides] if buf.strides is not None else None
+    if None in idx or (strides is None and None in shape[1:]) or \
+            (strides is not None and None in strides):
+        return None
+    if strides is None:
+        strides, step = [], 1
+        for d in reversed(shape):
+            strides.insert(0, step)
+            step *= d if d is not None else 0
+    return sum(i * st for i, st in zip(idx, strides))
 
 
 def _whole_region(r: N.Region, buf: N.Buffer) -> bool:
