@@ -365,3 +365,27 @@ def k(A: T.Tensor((64,), T.uint8), B: T.Tensor((64,), T.uint8)):
         T.from_script(program(8, 4, 8))
     ok = T.from_script(program(8, 24, 8))  # 8-byte copies at bytes 8 and 24
     assert tilecute.build_cubin(ok, "sm_90a", out_dir=str(tmp_path)).kernel_names
+
+
+# ---- tilelang.layout's submodules ------------------------------------------------------------
+def test_layout_submodules_import_by_their_paths(tmp_path):
+    import tilecute.layout as L
+    from tilecute.layout.fragment import Fragment
+    from tilecute.layout.layout import Layout
+    from tilecute.layout.swizzle import make_full_bank_swizzled_layout, make_swizzled_layout
+
+    assert (make_swizzled_layout, Fragment, Layout) == (L.make_swizzled_layout, L.Fragment,
+                                                        L.Layout)
+    from tilecute.layout.swizzle import make_volta_swizzled_layout
+    assert "not supported by tilecute" in repr(make_volta_swizzled_layout)
+    with pytest.raises(ImportError):
+        from tilecute.layout.swizzle import no_such_layout  # noqa: F401
+
+    @T.prim_func
+    def staged(A: T.Tensor((64, 64), T.float16), B: T.Tensor((64, 64), T.float16)):
+        with T.Kernel(1, threads=128):
+            tile = T.alloc_shared((64, 64), T.float16)
+            T.annotate_layout({tile: make_full_bank_swizzled_layout(tile)})
+            T.copy(A, tile)
+            T.copy(tile, B)
+    assert tilecute.build_cubin(staged, "sm_90a", out_dir=str(tmp_path)).kernel_names
