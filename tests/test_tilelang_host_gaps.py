@@ -180,7 +180,8 @@ def test_cast_checks_tilelangs_rounding_hints():
                             ({"rbits": 3}, "rbits is only valid with round='rs'"),
                             ({"round": "rz"}, r"T.cast: round='rz' is not supported"),
                             ({"round": "rs", "rbits": 3}, r"T.cast: round='rs' is not supported"),
-                            ({"sat": False}, "T.cast: sat=False is not supported")]:
+                            ({"round": "rs", "rbits": 3, "sat": False},
+                             r"T.cast: round='rs' is not supported")]:
         with pytest.raises(ValueError, match=message):
             T.cast(x, "float8_e4m3", **kwargs)
 

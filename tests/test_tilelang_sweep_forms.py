@@ -389,3 +389,20 @@ def test_layout_submodules_import_by_their_paths(tmp_path):
             T.copy(A, tile)
             T.copy(tile, B)
     assert tilecute.build_cubin(staged, "sm_90a", out_dir=str(tmp_path)).kernel_names
+
+
+# ---- T.cast(..., sat=False) ------------------------------------------------------------------
+def test_cast_sat_false_converts_as_tilelang_does(tmp_path):
+    """TileLang's code generator reads ``sat`` only for stochastic rounding: a cast with
+    sat=False is the cast with sat=True."""
+    x = T.float32(1.5)
+    for dtype in ("float8_e4m3", "float16", "bfloat16", "int8"):
+        assert T.cast(x, dtype, sat=False) == T.cast(x, dtype)
+
+    @T.prim_func
+    def narrow(A: T.Tensor((128,), T.float32), B: T.Tensor((128,), T.float8_e4m3)):
+        with T.Kernel(1, threads=128):
+            for i in T.Parallel(128):
+                B[i] = T.cast(A[i], T.float8_e4m3, sat=False)
+    assert "T.Cast(\"float8_e4m3\", A[i])" in narrow.script()
+    assert tilecute.build_cubin(narrow, "sm_90a", out_dir=str(tmp_path)).kernel_names
