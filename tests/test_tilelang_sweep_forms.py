@@ -316,6 +316,20 @@ def test_top_level_thread_binding_loops_are_a_kernel(tmp_path):
     assert "with T.Kernel(1, 8, threads=(32, 8)) as (unbound_block_x, by):" in text
     assert "ty = T.get_thread_binding(1)" in text and "tx = T.get_thread_binding(0)" in text
     assert tilecute.build_cubin(bound_loops(), "sm_90a", out_dir=str(tmp_path)).kernel_names
+    # TVM's tag as the second positional argument: T.thread_binding(128, "threadIdx.x")
+    head = 'import tilecute.language as T\n\n@T.prim_func\n'
+    top = T.from_script(head + '''def copy(A: T.Tensor((128,), "float32"), B: T.Tensor((128,), "float32")):
+    for i in T.thread_binding(128, "threadIdx.x"):
+        B[i] = A[i]
+''')
+    assert "with T.Kernel(1, threads=128) as unbound_block_x:\n        i = T.get_thread_binding(0)" \
+        in top.script()
+    inside = T.from_script(head + '''def inside(A: T.Tensor((128,), "float32")):
+    with T.Kernel(1, threads=128):
+        tx = T.thread_binding(128, "threadIdx.x")
+        A[tx] = 1.0
+''')
+    assert "tx = T.get_thread_binding(0)" in inside.script()
 
     def refused(body: str, message: str):
         src = ("import tilecute.language as T\n\n@T.prim_func\n"

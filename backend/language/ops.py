@@ -1064,6 +1064,8 @@ def thread_binding(start, stop=None, thread=None, *, annotations=None, kernel=No
     "threadIdx.x")``, ``T.thread_binding(128, thread="threadIdx.x")``: one bound is the
     extent): the thread index of that dim, whose range must be the T.Kernel's threads."""
     dims = {"threadIdx.x": 0, "threadIdx.y": 1, "threadIdx.z": 2}
+    if thread is None and isinstance(stop, str):  # TVM's T.thread_binding(128, "threadIdx.x")
+        thread, stop = stop, None
     if thread is None:
         raise ValueError("T.thread_binding: thread= is required (TVM's rule): which of "
                          "threadIdx.x/y/z it binds")

@@ -1223,6 +1223,10 @@ class _Parser:
             if args.get("annotations") is not None or "kernel" in args:
                 raise self.error(node, f"{where}: annotations are not supported here")
             thread = self.eval_python(args["thread"]) if "thread" in args else None
+            if thread is None and "stop" in args and \
+                    isinstance(stop := self.eval_python(args["stop"]), str):
+                thread = stop  # TVM's T.thread_binding(128, "threadIdx.x"): the tag second
+                del args["stop"]
             dims = {f"{k}.{c}": (k, i) for k in ("blockIdx", "threadIdx")
                     for i, c in enumerate("xyz")}
             if thread not in dims:
