@@ -7,7 +7,9 @@ reads as in TileLang (``import tilecute as tilelang`` then ``tilelang.layout.<na
 too).  The constructors and what tilecute makes of each are in
 :mod:`tilecute.language.layouts` and docs/tile-ops.md ("T.annotate_layout"); TileLang's
 other names here (``make_volta_swizzled_layout`` ...) are
-errors saying why when a prim_func uses them.
+errors saying why when a prim_func uses them.  TileLang's submodules import by their paths
+(``from tilecute.layout.swizzle import make_full_bank_swizzled_layout``, ``.fragment``,
+``.layout``, ``.swizzle_mode``, ``.gemm_sp``), holding the same objects.
 
 Imports only the frontend's layout module (no CUTLASS, no torch).
 """
@@ -48,5 +50,35 @@ def __getattr__(name: str):
         return UNSUPPORTED[name]
     raise AttributeError(f"module 'tilecute.layout' has no attribute {name!r}")
 
+
+def _submodule(name: str, names: dict, refused: tuple):
+    """TileLang's ``tilelang.layout.<name>`` module (``from tilelang.layout.swizzle import
+    make_swizzled_layout``): the same objects as this module's, importable by that path."""
+    import sys
+    import types
+
+    module = types.ModuleType(f"{__name__}.{name}", f"TileLang's tilelang.layout.{name}: "
+                                                    f"the names of {__name__} it holds.")
+    module.__dict__.update(names)
+    module.__all__ = list(names)
+
+    def attr(key: str):
+        if key in refused:
+            return UNSUPPORTED[key]
+        raise AttributeError(f"module '{module.__name__}' has no attribute {key!r}")
+
+    module.__getattr__ = attr
+    sys.modules[module.__name__] = module
+    return module
+
+
+swizzle = _submodule("swizzle", dict(CONSTRUCTORS),
+                     ("make_volta_swizzled_layout", "make_tcgen05mma_swizzled_layout",
+                      "make_gemm_fragment_8x8", "make_gemm_fragment_8x8_transposed",
+                      "make_fully_replicated_layout_fragment"))
+fragment = _submodule("fragment", {"Fragment": Fragment}, ())
+layout = _submodule("layout", {"Layout": Layout}, ())
+swizzle_mode = _submodule("swizzle_mode", {}, ("SwizzleMode",))
+gemm_sp = _submodule("gemm_sp", {}, ("make_cutlass_metadata_layout",))
 
 __all__ = [*CONSTRUCTORS, "Layout", "Fragment"]

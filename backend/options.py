@@ -48,6 +48,9 @@ OPTIONS = {
                                  "(T.sync_threads where the program wrote it; tile ops keep "
                                  "their own inner barriers); TileLang's "
                                  "tl.disable_thread_storage_sync",
+    "disable_shared_memory_reuse": "every shared buffer of a kernel gets bytes of its own (by "
+                                   "default buffers in use at different times share bytes); "
+                                   "TileLang's tl.disable_shared_memory_reuse",
     "disable_warp_specialize": "no producer warpgroup unless a T.Pipelined loop asks for one "
                                "(warp_specialize=True); TileLang's tl.disable_warp_specialized",
     "pdl": "Programmatic Dependent Launch (sm_90+): each kernel is launched with programmatic "
@@ -322,9 +325,8 @@ PASS_CONFIGS = {
                                                        "TileLang's aggressive mode only lets "
                                                        "buffers share more bytes, results are "
                                                        "the same"),
-    K.TL_DISABLE_SHARED_MEMORY_REUSE: _Keeps((False,), "tilecute's shared-memory pass always "
-                                             "reuses bytes of buffers whose lifetimes do not "
-                                             "overlap"),
+    K.TL_DISABLE_SHARED_MEMORY_REUSE: _Maps(_flag("disable_shared_memory_reuse"),
+                                            "option disable_shared_memory_reuse"),
     K.TL_DISABLE_SHUFFLE_ELECT: _Keeps((False,), "tilecute has no switch for its elected-thread "
                                        "code"),
     K.TL_IF_STMT_BINDING_INLINE_REPLAYABLE_BINDS: _Keeps((True,), "tilecute has no such pass"),

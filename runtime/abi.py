@@ -141,6 +141,10 @@ class TensorArg:
     # a workspace (``T.alloc_global``): each call allocates it; the caller neither passes
     # nor gets it
     workspace: bool = False
+    # no kernel reads or writes it and it first binds no symbol: the caller may pass None
+    # (the kernels get the null address; nothing is checked), as TileLang lets an unused
+    # buffer argument be NULL
+    nullable: bool = False
 
 
 @dataclass(frozen=True)
@@ -374,6 +378,7 @@ class LaunchABI:
                     "offsets_int32": a.offsets_int32,
                     **({"offsets_int64": True} if a.offsets_int64 else {}),
                     **({"workspace": True} if a.workspace else {}),
+                    **({"nullable": True} if a.nullable else {}),
                 }
             if isinstance(a, PointerArg):
                 return {"kind": "pointer", "name": a.name, "dtype": a.dtype, "align": a.align}
@@ -433,6 +438,7 @@ class LaunchABI:
                     offsets_int32=a.get("offsets_int32", False),
                     offsets_int64=a.get("offsets_int64", False),
                     workspace=a.get("workspace", False),
+                    nullable=a.get("nullable", False),
                 )
             if a["kind"] == "pointer":
                 return PointerArg(a["name"], a["dtype"], a["align"])

@@ -370,6 +370,13 @@ inline const DLTensor* tc_tensor_arg(const TVMFFIAny& any, const char* arg) {
   tc_fail_kind(tc_launcher, any, arg, "a tensor");
 }
 
+// A tensor argument that no kernel reads or writes: a tensor, or None (nullptr: the kernels get
+// the null address and the argument is not checked), as TileLang lets an unused buffer be NULL.
+inline const DLTensor* tc_tensor_arg_or_none(const TVMFFIAny& any, const char* arg) {
+  if (any.type_index == kTVMFFINone) return nullptr;
+  return tc_tensor_arg(any, arg);
+}
+
 inline void tc_check_dtype(const DLTensor* t, const char* arg, uint8_t code, uint8_t bits, const char* name) {
   if (TC_UNLIKELY(t->dtype.code != code || t->dtype.bits != bits || t->dtype.lanes != 1)) {
     tc_fail_dtype(tc_launcher, t, arg, name);
@@ -574,8 +581,9 @@ inline void tc_check_same_device(const DLTensor* t, const char* arg, int device_
   if (TC_UNLIKELY(t->device.device_id != device_id)) tc_fail_same_device(tc_launcher, t, arg, device_id, first);
 }
 
-// A pointer argument given as a tensor (`t`; nullptr for an int address): a CUDA tensor on the
-// launch device, which the first tensor argument ('first') fixed.
+// A pointer argument given as a tensor (`t`; nullptr for an int address), or a tensor argument
+// that no kernel uses (`t`; nullptr for None): a CUDA tensor on the launch device, which the
+// first tensor argument ('first') fixed.
 inline void tc_check_pointer_device(const DLTensor* t, const char* arg, int device_id, const char* first) {
   if (t == nullptr) return;
   tc_check_cuda(t, arg);

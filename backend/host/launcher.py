@@ -184,7 +184,8 @@ def launcher_context(abi: LaunchABI, *, tilecute_version: str) -> dict[str, Any]
     args = _arg_contexts(abi, binding)
     # the launch device: the first tensor's; or (no tensor argument) the first pointer
     # argument's given as a tensor; or the current device's
-    first = abi.args[tensor_indices[0]] if tensor_indices else None
+    # (a tensor the caller may pass as None never is: the ABI keeps one that is not)
+    first = next((abi.args[i] for i in tensor_indices if not abi.args[i].nullable), None)
     kernels = [_kernel_context(abi, k, i) for i, k in enumerate(abi.kernels)]
     descriptors = [p["tma"] for k in kernels for p in k["params"] if p["tma"] is not None]
     for n, d in enumerate(descriptors):
@@ -428,6 +429,8 @@ def _arg_contexts(abi: LaunchABI, binding: dict[str, tuple[int, str, int]]) -> l
         dims = ", ".join(dim_text(x) for x in a.shape)
         layout = "contiguous" if a.strides is None else "strides (" + ", ".join(dim_text(x) for x in a.strides) + ")"
         summary = f"tensor {a.dtype}[{dims}], {layout}"
+        if a.nullable:
+            summary += ", or None (no kernel uses it: the null address, unchecked)"
         if dtype.pack > 1:
             summary += (f" ({dtype.pack} elements to a byte: the tensor's last dim and other "
                         f"strides count bytes)")
@@ -462,6 +465,7 @@ def _arg_contexts(abi: LaunchABI, binding: dict[str, tuple[int, str, int]]) -> l
             "offsets_int32": a.offsets_int32,
             "offsets_int64": a.offsets_int64,
             "tma": tma,
+            "nullable": a.nullable,
         })
     return out
 

@@ -682,9 +682,20 @@ class EagerKernel:
         ``T.empty(d0, d1, ..., dtype=...)`` (dtype float32 when not given)."""
         from .values import Tensor
 
-        shape, dtype = empty_args(name, [self._eval(a, env) for a in call.args],
-                                  {k.arg: self._eval(k.value, env) for k in call.keywords},
-                                  lambda msg: self.error(call, msg))
+        try:
+            args = [self._eval(a, env) for a in call.args]
+            kwargs = {k.arg: self._eval(k.value, env) for k in call.keywords}
+        except NameError as e:
+            if e.name not in self.runtime or e.name in self.tensors:
+                raise
+            # a dim of a scalar parameter, known only at the call: the prim_func's refusal
+            raise self.error(call, f"T.empty for '{name}': dim uses scalar parameter "
+                                   f"'{e.name}', which no input tensor's dims bind; tilecute "
+                                   "allocates an output from the symbols its input tensors' "
+                                   "shapes bind (TileLang also evaluates scalar arguments "
+                                   "there): declare the dim with a T.dynamic symbol an input "
+                                   "tensor's shape binds, or pass the output in") from None
+        shape, dtype = empty_args(name, args, kwargs, lambda msg: self.error(call, msg))
         return Tensor(shape, dtype)
 
     def _check_shapes(self, key, tensors: dict) -> None:

@@ -607,8 +607,9 @@ def cast(value, dtype, round: str = "", sat: bool = True, rbits=None):  # noqa: 
     """TileLang's ``T.cast(value, dtype)`` (value first), with TileLang's checks of its
     PTX hints.  ``round=""`` or ``"rn"`` is tilecute's conversion (round to nearest
     even); ``"rz"``/``"rp"``/``"rm"`` (TileLang reserves them) and ``"rs"`` (stochastic,
-    with ``rbits``) are refused, and so is ``sat=False``: tilecute's conversions have no
-    switch for saturation."""
+    with ``rbits``) are refused.  ``sat`` (a bool) changes nothing: TileLang's CUDA code
+    generator reads it only for stochastic rounding (where ``sat=False`` is its error), so
+    every other cast converts the same with either value, as tilecute's does."""
     if isinstance(value, str) and isinstance(dtype, _N.Expr):
         raise ValueError("T.cast takes (value, dtype), as in TileLang; T.Cast takes "
                          "(dtype, value)")
@@ -624,9 +625,6 @@ def cast(value, dtype, round: str = "", sat: bool = True, rbits=None):  # noqa: 
     if round not in ("", "rn"):
         raise ValueError(f"T.cast: round={round!r} is not supported (tilecute's casts round to "
                          "nearest even: round='' or 'rn')")
-    if sat is not True:
-        raise ValueError("T.cast: sat=False is not supported (tilecute has no switch for "
-                         "saturating conversions)")
     return Cast(dtype, value)
 
 
@@ -1120,6 +1118,8 @@ def thread_binding(start, stop=None, thread=None, *, annotations=None, kernel=No
     "threadIdx.x")``, ``T.thread_binding(128, thread="threadIdx.x")``: one bound is the
     extent): the thread index of that dim, whose range must be the T.Kernel's threads."""
     dims = {"threadIdx.x": 0, "threadIdx.y": 1, "threadIdx.z": 2}
+    if thread is None and isinstance(stop, str):  # TVM's T.thread_binding(128, "threadIdx.x")
+        thread, stop = stop, None
     if thread is None:
         raise ValueError("T.thread_binding: thread= is required (TVM's rule): which of "
                          "threadIdx.x/y/z it binds")

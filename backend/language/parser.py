@@ -1222,6 +1222,8 @@ class _Parser:
             if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and \
                     self.python_value(s.value.func) is print:
                 return self.parse_time_print(s.value, s)
+            if self.is_thread_binding_loop(s):
+                return [self.with_stmt(self.binding_loops_as_kernel(s))]
             raise self.top_level_error(s)
         # statements a T.ldg*/T.lds* access in this statement's expressions needs first
         # (`pending`); only where they run once, before the statement
@@ -1260,6 +1262,95 @@ class _Parser:
         raise self.error(s, f"`{kind.lower()}` statements are not supported in a prim_func"
                             + (f" ({hint})" if hint else ""))
 
+    def is_thread_binding_loop(self, s) -> bool:
+        return isinstance(s, ast.For) and isinstance(s.iter, ast.Call) and \
+            self.python_value(s.iter.func) is ops.thread_binding
+
+    def binding_loops_as_kernel(self, s: ast.For) -> ast.With:
+        """TVM's kernel written as nested blockIdx/threadIdx ``T.thread_binding`` loops at
+        the top level of a prim_func (``for bx in T.thread_binding(8, thread="blockIdx.x"):
+        for tx in T.thread_binding(128, thread="threadIdx.x"): body``): the same kernel as
+        ``with T.Kernel(8, threads=128) as bx: tx = T.thread_binding(128, thread=
+        "threadIdx.x"); body`` (every thread runs the body, as TVM's loops launch it), built
+        here as that ``with`` statement.  The loops must nest directly, each bound once,
+        each range starting at 0."""
+        blocks: dict[int, tuple] = {}  # dim -> (extent node, name)
+        threads: dict[int, tuple] = {}  # dim -> (extent node, the loop's call)
+        thread_names: list[tuple] = []  # (name, call, loop) of each threadIdx loop
+        node, t_module = s, None
+        while self.is_thread_binding_loop(node):
+            call = node.iter
+            where = f"`for {ast.unparse(node.target)} in {ast.unparse(call)}`"
+            if not isinstance(node.target, ast.Name) or node.orelse:
+                raise self.error(node, f"{where}: a thread_binding loop binds one name, "
+                                       "without `else`")
+            if not isinstance(call.func, ast.Attribute):
+                raise self.error(node, f"{where}: write it as T.thread_binding(...) (the T "
+                                       "module's attribute) at the top level")
+            t_module = call.func.value
+            sig = inspect.signature(ops.thread_binding)
+            try:
+                bound = sig.bind(*call.args, **{k.arg: k.value for k in call.keywords})
+            except TypeError as e:
+                raise self.error(node, f"{where}: {e}") from None
+            args = bound.arguments
+            if args.get("annotations") is not None or "kernel" in args:
+                raise self.error(node, f"{where}: annotations are not supported here")
+            thread = self.eval_python(args["thread"]) if "thread" in args else None
+            if thread is None and "stop" in args and \
+                    isinstance(stop := self.eval_python(args["stop"]), str):
+                thread = stop  # TVM's T.thread_binding(128, "threadIdx.x"): the tag second
+                del args["stop"]
+            dims = {f"{k}.{c}": (k, i) for k in ("blockIdx", "threadIdx")
+                    for i, c in enumerate("xyz")}
+            if thread not in dims:
+                raise self.error(node, f"{where}: thread={thread!r}; a top-level thread_binding "
+                                       "loop binds blockIdx.x/y/z or threadIdx.x/y/z")
+            if "stop" in args:
+                start = self.eval_python(args["start"])
+                if not (isinstance(start, int) and start == 0):
+                    raise self.error(node, f"{where}: the range must start at 0 (TVM launches "
+                                           "the whole extent)")
+                extent = args["stop"]
+            else:
+                extent = args["start"]
+            kind, d = dims[thread]
+            table = blocks if kind == "blockIdx" else threads
+            if d in table:
+                raise self.error(node, f"{where}: {thread} is bound twice")
+            table[d] = (extent, node.target.id) if kind == "blockIdx" else (extent, call)
+            if kind == "threadIdx":
+                thread_names.append((node.target.id, call, node))
+            body = node.body
+            if self.is_thread_binding_loop(body[0]) and len(body) > 1:
+                raise self.error(body[1], "TVM's thread_binding loops nest directly: nothing "
+                                          "may follow the inner loop inside an outer one")
+            node = body[0] if len(body) == 1 and self.is_thread_binding_loop(body[0]) else None
+            inner_body = body
+
+        def loc(x):
+            return ast.copy_location(x, s)
+
+        one = lambda: loc(ast.Constant(1))  # noqa: E731
+        grid = [blocks[d][0] if d in blocks else one() for d in range(max(blocks, default=0) + 1)]
+        names = [blocks[d][1] if d in blocks else f"unbound_block_{'xyz'[d]}"
+                 for d in range(len(grid))]
+        extents = [threads[d][0] if d in threads else one()
+                   for d in range(max(threads, default=0) + 1)]
+        threads_list = loc(ast.List(elts=extents, ctx=ast.Load()))
+        kernel = loc(ast.Call(
+            func=loc(ast.Attribute(value=t_module, attr="Kernel", ctx=ast.Load())), args=grid,
+            keywords=[ast.keyword(arg="threads", value=threads_list)]))
+        target = loc(ast.Tuple(elts=[loc(ast.Name(id=n, ctx=ast.Store())) for n in names],
+                               ctx=ast.Store()))
+        # each threadIdx loop's name bound to its own call, read inside the kernel
+        binds = [ast.copy_location(ast.Assign(targets=[ast.Name(id=name, ctx=ast.Store())],
+                                              value=call), loop)
+                 for name, call, loop in thread_names]
+        return ast.copy_location(ast.With(items=[ast.withitem(context_expr=kernel,
+                                                              optional_vars=target)],
+                                          body=binds + list(inner_body)), s)
+
     def top_level_error(self, s) -> FrontendError:
         """What may not stand at the top level of a prim_func body, named."""
         rule = ("only `with T.Kernel(...)` blocks, the parameters' annotations, parse-time "
@@ -1274,12 +1365,6 @@ class _Parser:
         if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call):
             self.form_of(s.value.func)  # a TileLang form tilecute lacks says so by name
             return self.error(s, f"`{ast.unparse(s.value.func)}(...)` at the top level: {rule}")
-        if isinstance(s, ast.For) and isinstance(s.iter, ast.Call) and \
-                self.python_value(s.iter.func) is ops.thread_binding:
-            return self.error(s, "a T.thread_binding loop at the top level (TVM's kernel written "
-                                 "as blockIdx/threadIdx loops) is not supported: write `with "
-                                 "T.Kernel(blocks, threads=n):` and read the thread index with "
-                                 "T.get_thread_binding()")
         if isinstance(s, ast.AnnAssign):
             return self.error(s, f"`{ast.unparse(s)}` at the top level: a body annotation types "
                                  "a parameter the signature leaves unannotated, before any "
@@ -3950,6 +4035,16 @@ class _Parser:
         if nbytes not in (4, 8, 16):
             raise a.fail("num_elems", f"{n} {sb.dtype} elements are {nbytes} bytes; cp.async "
                                       "copies 4, 8 or 16")
+        for ptr, name in ((dst, "dst_access_ptr"), (src, "src_access_ptr")):
+            # cp.async of nbytes reads and writes nbytes-aligned addresses (the code assumes
+            # so): an element at a known offset that is not is refused here, by name
+            buf = self.buffer_named(ptr.buffer)
+            offset = _static_offset(ptr.indices, buf)
+            if offset is not None and offset * DTYPES[buf.dtype].bytes % nbytes:
+                raise a.fail(name, f"`{ast.unparse(a.node(name))}` is byte "
+                                   f"{offset * DTYPES[buf.dtype].bytes} of '{buf.name}', not a "
+                                   f"multiple of the {nbytes} bytes the cp.async copies (it "
+                                   "needs both addresses aligned to its size)")
         call = N.Call("ptx_cp_async", (dst, src, N.Const(n, "int32")), "int32")
         return [N.Evaluate(call, loc=self.loc(s))]
 
@@ -5868,6 +5963,23 @@ class _Astype:
 
 _BITWISE = {"bitand": "&", "bitor": "|", "bitxor": "^", "shl": "<<", "shr": ">>"}
 _LOGICAL_BITWISE = ("bitand", "bitor", "bitxor")  # logical on two bools (TVM's one-bit bool)
+
+
+def _static_offset(indices, buf: N.Buffer) -> Optional[int]:
+    """The element offset of ``buf[indices]`` when the indices, the shape and the strides
+    are all known at parse time (row-major without strides), else None."""
+    idx = [_const_value(i) for i in indices]
+    shape = [_const_value(d) for d in buf.shape]
+    strides = [_const_value(x) for x in buf.strides] if buf.strides is not None else None
+    if None in idx or (strides is None and None in shape[1:]) or \
+            (strides is not None and None in strides):
+        return None
+    if strides is None:
+        strides, step = [], 1
+        for d in reversed(shape):
+            strides.insert(0, step)
+            step *= d if d is not None else 0
+    return sum(i * st for i, st in zip(idx, strides))
 
 
 def _whole_region(r: N.Region, buf: N.Buffer) -> bool:

@@ -17,10 +17,11 @@ an address read from a table.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from ..ir import nodes as N
-from ..ir.visitor import walk_stmts
+from ..ir.visitor import walk_nodes, walk_stmts
 from .analysis import may_pass_int32, syncs_grid
 from ..runtime.abi import (DIM_OPS, KernelLaunch, KernelParam, LaunchABI, PointerArg, ScalarArg,
                            SymbolSpec, TensorArg, affine_in, dim_symbols, dim_text)
@@ -101,6 +102,34 @@ def _bind_symbols(func: N.PrimFunc, args) -> list[SymbolSpec]:
             + (f" ({'; '.join(where)})" if where else "") + ", so no launch can bind them")
     order = {s.name: i for i, s in enumerate(func.symbols)}
     return sorted(bound.values(), key=lambda s: order[s.name])
+
+
+def _mentions(func: N.PrimFunc, name: str) -> bool:
+    """Whether any kernel of ``func`` names buffer ``name`` (a load, store, region, tile
+    op, view, TMA descriptor ...): any field of any node equal to the name (IR names are
+    unique, so a match is a use)."""
+    for n in walk_nodes(func.kernels):
+        for f in dataclasses.fields(n):
+            v = getattr(n, f.name)
+            if v == name or isinstance(v, tuple) and name in v:
+                return True
+    return False
+
+
+def _mark_nullable(func: N.PrimFunc, args: list, symbols: list[SymbolSpec]) -> list:
+    """The tensor arguments the caller may pass as None (TileLang's unused buffer given
+    NULL): those no kernel names that first bind no symbol, but not the launch device's
+    tensor (the first tensor argument that is not nullable stays the device source)."""
+    binders = {s.arg for s in symbols}
+    out = list(args)
+    for i, a in enumerate(args):
+        if isinstance(a, TensorArg) and not a.workspace and i not in binders and \
+                not _mentions(func, a.name):
+            out[i] = dataclasses.replace(a, nullable=True)
+    tensors = [i for i, a in enumerate(out) if isinstance(a, TensorArg) and not a.workspace]
+    if tensors and all(out[i].nullable for i in tensors):  # one tensor fixes the device
+        out[tensors[0]] = dataclasses.replace(out[tensors[0]], nullable=False)
+    return out
 
 
 def grid_cpp(e: N.Expr, func: N.PrimFunc) -> str:
@@ -218,6 +247,7 @@ def build_abi(func: N.PrimFunc, arch: str) -> KernelPlan:
                 )
             args.append(ScalarArg(p.name, p.dtype))
     symbols = _bind_symbols(func, args)
+    args = _mark_nullable(func, args, symbols)
 
     params = tuple(
         [KernelParam(f"{p.name}_ptr", "pointer", p.dtype, p.name)

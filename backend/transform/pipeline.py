@@ -51,7 +51,8 @@ PASSES = (
     Pass("infer_layouts", lambda f, arch, o: layout_inference.infer_layouts(f)),
     Pass("defer_row_sums", lambda f, arch, o: defer_row_sums.defer_row_sums(f, o)),
     Pass("vectorize", lambda f, arch, o: vectorize.vectorize(f, arch)),
-    Pass("assign_shared_memory", lambda f, arch, o: shared_memory.assign_shared_memory(f, arch)),
+    Pass("assign_shared_memory", lambda f, arch, o: shared_memory.assign_shared_memory(
+        f, arch, reuse=not o.get("disable_shared_memory_reuse", False))),
     Pass("insert_barriers", lambda f, arch, o: insert_barriers.insert_barriers(
         f, program_orders=o.get("disable_barrier_insertion", False))),
     Pass("split_roles", lambda f, arch, o: warp_specialize.split_roles(f, arch)),

@@ -13,7 +13,8 @@ run side by side, so what each uses, a reduction's scratch included, is alive ov
 them (:func:`side_by_side_runs`).  Mbarrier arrays live the whole
 kernel.  A buffer with ``stages`` holds that many copies, ``stride`` bytes apart (one
 stage rounded up to the alignment).  A view (``Allocate.view_of``) takes its base's slot,
-and the base lives as long as any of its views is used."""
+and the base lives as long as any of its views is used.  Option disable_shared_memory_reuse
+(TileLang's tl.disable_shared_memory_reuse) gives every buffer bytes of its own."""
 
 from __future__ import annotations
 
@@ -69,10 +70,12 @@ def side_by_side_runs(body) -> list[tuple[int, int]]:
     return runs
 
 
-def place(scope: N.KernelScope) -> N.KernelScope:
-    """``scope`` with a slot on each shared allocation and its total bytes."""
+def place(scope: N.KernelScope, reuse: bool = True) -> N.KernelScope:
+    """``scope`` with a slot on each shared allocation and its total bytes; ``reuse=False``
+    (option disable_shared_memory_reuse): every buffer is alive the whole kernel, so none
+    shares bytes with another (a view still takes its base's)."""
     forever = (-1, len(scope.body))
-    alive = lifetimes(scope)
+    alive = lifetimes(scope) if reuse else {}
     for first, last in side_by_side_runs(scope.body):
         for b, (lo, hi) in list(alive.items()):
             if lo <= last and first <= hi:
@@ -127,11 +130,11 @@ def overlapping(scope: N.KernelScope) -> dict[str, set[str]]:
             for b, (s, e) in spans.items()}
 
 
-def assign_shared_memory(func: N.PrimFunc, arch: str) -> N.PrimFunc:
+def assign_shared_memory(func: N.PrimFunc, arch: str, reuse: bool = True) -> N.PrimFunc:
     limit = target(arch).shared_per_block
     kernels = []
     for i, scope in enumerate(func.kernels):
-        scope = place(scope)
+        scope = place(scope, reuse)
         if scope.shared_bytes > limit:
             where = f"{scope.loc}: " if scope.loc else ""
             raise SharedMemoryError(
