@@ -71,6 +71,42 @@ def combine(lse_partial, o_partial, O, heads, batch, num_split, dim):
         T.copy(acc, O[b, h, :])
 
 
+
+@T.macro
+def split_steps(seqlen, block_N, num_split, bs):
+    """The first of split ``bs``'s ``block_N``-key steps and their count (0 for an empty
+    split): the sequence's steps in ``num_split`` even runs."""
+    steps = T.ceildiv(seqlen, block_N)
+    per_split = T.ceildiv(steps, num_split)
+    return bs * per_split, T.max(T.min(per_split, steps - bs * per_split), 0)
+
+
+@T.macro
+def online_softmax(S, m, m_prev, alpha, l, l_step, start, seqlen, scale, lazy_rescale, block_N):
+    """One step of the online softmax over the scores ``S`` (keys from ``start``; those at
+    or past ``seqlen`` masked): the running max ``m`` (lazy: its base moves only once the
+    step's max outgrows it by ``LAZY_RESCALE_LOG2``), the rescale ``alpha`` of what came
+    before, ``S`` made P in place (base 2, ``scale`` with log2 e folded in), and the running
+    sum ``l``."""
+    if start + block_N > seqlen:
+        for i, j in T.Parallel(BLOCK_H, block_N):
+            S[i, j] = T.if_then_else(start + j < seqlen, S[i, j], -T.infinity("float32"))
+    T.copy(m, m_prev)
+    T.reduce_max(S, m, dim=1, clear=False)
+    if lazy_rescale:  # the exponents' base moves only once the max outgrows it
+        for i in T.Parallel(BLOCK_H):
+            m[i] = T.if_then_else((m[i] - m_prev[i]) * scale > LAZY_RESCALE_LOG2, m[i], m_prev[i])
+            alpha[i] = T.if_then_else(m[i] == m_prev[i], 1.0, T.exp2((m_prev[i] - m[i]) * scale))
+    else:
+        for i in T.Parallel(BLOCK_H):
+            alpha[i] = T.exp2((m_prev[i] - m[i]) * scale)
+    for i, j in T.Parallel(BLOCK_H, block_N):
+        S[i, j] = T.exp2(S[i, j] * scale - m[i] * scale)
+    T.reduce_sum(S, l_step, dim=1)
+    for i in T.Parallel(BLOCK_H):
+        l[i] = l[i] * alpha[i] + l_step[i]
+
+
 def mla_decode(heads=128, dim=512, pe_dim=64, page_size=64, num_split=4, block_N=64,
                num_stages=2, dtype="float16", sm_scale=None, cluster=False, lazy_rescale=True):
     """The prim_func: Q (B, heads, dim), Q_pe (B, heads, pe_dim), KV pages (P, page_size, 1,
@@ -115,10 +151,7 @@ def mla_decode(heads=128, dim=512, pe_dim=64, page_size=64, num_split=4, block_N
             l_step = T.alloc_fragment((BLOCK_H,), accum)
 
             seqlen = cache_seqlens[b]
-            steps = T.ceildiv(seqlen, block_N)
-            per_split = T.ceildiv(steps, num_split)
-            first = bs * per_split
-            count = T.max(T.min(per_split, steps - first), 0)
+            first, count = split_steps(seqlen, block_N, num_split, bs)
 
             T.copy(Q[b, hb * BLOCK_H:(hb + 1) * BLOCK_H, :], Q_s)
             T.copy(Q_pe[b, hb * BLOCK_H:(hb + 1) * BLOCK_H, :], Qpe_s)
@@ -133,26 +166,9 @@ def mla_decode(heads=128, dim=512, pe_dim=64, page_size=64, num_split=4, block_N
                 T.gemm(Q_s, KV_s, S, transpose_B=True, clear_accum=True,
                        policy=T.GemmWarpPolicy.FullCol)
                 T.gemm(Qpe_s, Kpe_s, S, transpose_B=True, policy=T.GemmWarpPolicy.FullCol)
-                if start + block_N > seqlen:
-                    for i, j in T.Parallel(BLOCK_H, block_N):
-                        S[i, j] = T.if_then_else(start + j < seqlen, S[i, j], -T.infinity(accum))
-                T.copy(m, m_prev)
-                T.reduce_max(S, m, dim=1, clear=False)
-                if lazy_rescale:  # the exponents' base moves only once the max outgrows it
-                    for i in T.Parallel(BLOCK_H):
-                        m[i] = T.if_then_else((m[i] - m_prev[i]) * scale > LAZY_RESCALE_LOG2,
-                                              m[i], m_prev[i])
-                        alpha[i] = T.if_then_else(m[i] == m_prev[i], 1.0,
-                                                  T.exp2((m_prev[i] - m[i]) * scale))
-                else:
-                    for i in T.Parallel(BLOCK_H):
-                        alpha[i] = T.exp2((m_prev[i] - m[i]) * scale)
-                for i, j in T.Parallel(BLOCK_H, block_N):
-                    S[i, j] = T.exp2(S[i, j] * scale - m[i] * scale)
-                T.reduce_sum(S, l_step, dim=1)
+                online_softmax(S, m, m_prev, alpha, l, l_step, start, seqlen, scale, lazy_rescale,
+                               block_N)
                 T.copy(S, S_s)  # each warpgroup holds half of P's columns; P @ C needs all
-                for i in T.Parallel(BLOCK_H):
-                    l[i] = l[i] * alpha[i] + l_step[i]
                 for i, j in T.Parallel(BLOCK_H, dim):
                     acc_o[i, j] *= alpha[i]
                 T.gemm(S_s, KV_s, acc_o, policy=T.GemmWarpPolicy.FullCol)
@@ -220,10 +236,7 @@ def mla_decode_ws(heads=128, dim=512, pe_dim=64, page_size=64, num_split=1, dtyp
             p_empty = T.alloc_barrier([128])
 
             seqlen = cache_seqlens[b]
-            steps = T.ceildiv(seqlen, block_N)
-            per_split = T.ceildiv(steps, num_split)
-            first = bs * per_split
-            count = T.max(T.min(per_split, steps - first), 0)
+            first, count = split_steps(seqlen, block_N, num_split, bs)
 
             T.copy(Q[b, hb * BLOCK_H:(hb + 1) * BLOCK_H, :], Q_s)
             T.copy(Q_pe[b, hb * BLOCK_H:(hb + 1) * BLOCK_H, :], Qpe_s)
@@ -249,25 +262,8 @@ def mla_decode_ws(heads=128, dim=512, pe_dim=64, page_size=64, num_split=1, dtyp
                     T.mbarrier_wait_parity(full[k % stages], (k // stages) & 1)
                     T.gemm(Q_s, KV_s[k % stages, :, :], S, transpose_B=True, clear_accum=True)
                     T.gemm(Qpe_s, Kpe_s[k % stages, :, :], S, transpose_B=True)
-                    if start + block_N > seqlen:
-                        for i, j in T.Parallel(BLOCK_H, block_N):
-                            S[i, j] = T.if_then_else(start + j < seqlen, S[i, j], -T.infinity(accum))
-                    T.copy(m, m_prev)
-                    T.reduce_max(S, m, dim=1, clear=False)
-                    if lazy_rescale:
-                        for i in T.Parallel(BLOCK_H):
-                            m[i] = T.if_then_else((m[i] - m_prev[i]) * scale > LAZY_RESCALE_LOG2,
-                                                  m[i], m_prev[i])
-                            alpha[i] = T.if_then_else(m[i] == m_prev[i], 1.0,
-                                                      T.exp2((m_prev[i] - m[i]) * scale))
-                    else:
-                        for i in T.Parallel(BLOCK_H):
-                            alpha[i] = T.exp2((m_prev[i] - m[i]) * scale)
-                    for i, j in T.Parallel(BLOCK_H, block_N):
-                        S[i, j] = T.exp2(S[i, j] * scale - m[i] * scale)
-                    T.reduce_sum(S, l_step, dim=1)
-                    for i in T.Parallel(BLOCK_H):
-                        l[i] = l[i] * alpha[i] + l_step[i]
+                    online_softmax(S, m, m_prev, alpha, l, l_step, start, seqlen, scale,
+                                   lazy_rescale, block_N)
                     if k > 0:  # warpgroup 2 has read step k - 1's P
                         T.mbarrier_wait_parity(p_empty[0], (k - 1) & 1)
                     T.copy(S, P_s)
