@@ -324,3 +324,15 @@ def test_a_name_tc_bound_twice(tmp_path):
     names = [s.var.name for s in walk_stmts(f.kernels) if isinstance(s, N.For)]
     assert names == ["tc", "utc"]
     _cubin(f, tmp_path)
+
+
+# ---- a 0-d tensor parameter: refused by name -------------------------------------------
+def test_a_0d_tensor_parameter_is_refused_by_name():
+    from tilecute.ir.validate import ValidationError
+
+    with pytest.raises(ValidationError, match=r"parameter 'scale': a 0-d tensor \(shape \(\)\) "
+                                              r"is not supported"):
+        @T.prim_func
+        def f(X: T.Tensor((32,), "float32"), scale: T.Tensor((), "float32")):
+            with T.Kernel(1, threads=32) as bx:
+                X[T.get_thread_binding(0)] = X[T.get_thread_binding(0)] * scale[()]
