@@ -55,10 +55,11 @@ def _options(options, pass_configs, function: str, compile_flags=None) -> dict:
                                        from_compile_flags(compile_flags, function), options))
 
 
-# TileLang's execution backends that are tilecute's one backend (a CuTe DSL kernel behind
-# a TVM-FFI launcher); "cython", "nvrtc" and "torch" run TileLang's CUDA C or its Python
-# wrappers, which tilecute does not produce
-_BACKENDS = (None, "auto", "tvm_ffi", "cutedsl")
+# TileLang's execution backends for CUDA: how its host calls the kernel (TVM FFI, its
+# Cython wrapper, NVRTC-compiled source) with the same calling convention and results.
+# tilecute has one, a CuTe DSL kernel behind a TVM-FFI launcher, which serves them all;
+# "torch" (TileLang's Metal backend) is refused
+_BACKENDS = (None, "auto", "tvm_ffi", "cutedsl", "cython", "nvrtc")
 # TileLang's target_host: the host code's target; tilecute's launcher is C++ built for
 # this machine by the host compiler, which is what None / "llvm" / "c" ask for
 _HOSTS = (None, "llvm", "c")
@@ -70,7 +71,8 @@ def _check_host_args(function: str, execution_backend=None, target_host=None) ->
     if execution_backend not in _BACKENDS:
         raise ValueError(f"{function}: execution_backend={execution_backend!r} is not "
                          f"supported by tilecute, whose one backend is a CuTe DSL kernel behind "
-                         f"a TVM-FFI launcher (accepted: None, 'auto', 'tvm_ffi', 'cutedsl')")
+                         f"a TVM-FFI launcher (accepted: None, 'auto', 'tvm_ffi', 'cutedsl', "
+                         f"and TileLang's CUDA backends 'cython' and 'nvrtc', which it serves)")
     host = target_host.split()[0] if isinstance(target_host, str) and target_host else target_host
     if host not in _HOSTS:
         raise ValueError(f"{function}: target_host={target_host!r} is not supported by "
@@ -116,8 +118,10 @@ def compile(func: N.PrimFunc, out_idx: Optional[Sequence[int]] = None,  # noqa: 
     ``compile_flags``: TileLang's nvcc flags, mapped likewise (``options.from_compile_flags``).
     The cubin is produced on the first call, or by ``kernel.ensure_cubin()``.
 
-    TileLang's ``execution_backend`` (None, ``"auto"``, ``"tvm_ffi"``, ``"cutedsl"``: the
-    one backend; others refused) and ``target_host`` (None, ``"llvm"``, ``"c"``) are
+    TileLang's ``execution_backend`` (None, ``"auto"``, ``"tvm_ffi"``, ``"cutedsl"``, and
+    its other CUDA backends ``"cython"`` and ``"nvrtc"``: how its host calls the kernel,
+    with the same calling convention, all served by tilecute's one launcher; ``"torch"``,
+    its Metal backend, refused) and ``target_host`` (None, ``"llvm"``, ``"c"``) are
     checked; ``verbose=True`` (default ``TILECUTE_VERBOSE``/``TILELANG_VERBOSE``) prints
     each compile (its target, then its time and kernel) to stderr, as TileLang logs its
     JIT phases.

@@ -239,7 +239,7 @@ def _describe(value) -> str:
     return repr(value)
 
 
-_EXECUTION_BACKENDS = (None, "auto", "tvm_ffi", "cutedsl")  # what tilecute's launcher is
+_EXECUTION_BACKENDS = (None, "auto", "tvm_ffi", "cutedsl", "cython", "nvrtc")  # (api._BACKENDS)
 
 
 class AutoTuner:
@@ -310,14 +310,16 @@ class AutoTuner:
     def set_compile_args(self, out_idx=None, target=None, execution_backend=None,
                          target_host=None, verbose=None, pass_configs=None) -> "AutoTuner":
         """``out_idx``, ``target`` and ``pass_configs`` as ``tilecute.jit`` takes them.
-        ``execution_backend`` may be "auto", "tvm_ffi" or "cutedsl" (tilecute's launcher
-        is one backend); ``target_host`` is refused; ``verbose`` changes nothing."""
+        ``execution_backend`` may be "auto", "tvm_ffi", "cutedsl", "cython" or "nvrtc"
+        (tilecute's one launcher serves TileLang's CUDA backends); ``target_host`` is
+        refused; ``verbose`` changes nothing."""
         from .api import jit
 
         if execution_backend not in _EXECUTION_BACKENDS:
             raise ValueError(f"{self.__name__}: set_compile_args(execution_backend="
                              f"{execution_backend!r}): tilecute launches through its own TVM "
-                             "FFI launcher (execution_backend 'auto', 'tvm_ffi' or 'cutedsl')")
+                             "FFI launcher (execution_backend 'auto', 'tvm_ffi', 'cutedsl', "
+                             "'cython' or 'nvrtc')")
         if target_host is not None:
             raise ValueError(f"{self.__name__}: set_compile_args(target_host={target_host!r}) "
                              "is not supported: the host side is tilecute's C++ launcher")

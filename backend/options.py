@@ -317,9 +317,11 @@ PASS_CONFIGS = {
     K.TL_DEBUG_MERGE_SHARED_MEMORY_ALLOCATIONS: _Keeps((False,), "tilecute's shared-memory "
                                                        "pass prints nothing (get_source('script') "
                                                        "shows the offsets)"),
-    K.TL_ENABLE_AGGRESSIVE_SHARED_MEMORY_MERGE: _Keeps((False,), "tilecute has one shared-memory "
-                                                       "placement (by lifetimes), no aggressive "
-                                                       "mode"),
+    K.TL_ENABLE_AGGRESSIVE_SHARED_MEMORY_MERGE: _Keeps((False, True), "tilecute has one "
+                                                       "shared-memory placement (by lifetimes): "
+                                                       "TileLang's aggressive mode only lets "
+                                                       "buffers share more bytes, results are "
+                                                       "the same"),
     K.TL_DISABLE_SHARED_MEMORY_REUSE: _Keeps((False,), "tilecute's shared-memory pass always "
                                              "reuses bytes of buffers whose lifetimes do not "
                                              "overlap"),
@@ -386,10 +388,14 @@ def from_pass_configs(pass_configs, function: str = "tilecute.jit") -> dict:
 
 
 # compile_flags (nvcc's) whose TileLang meaning concerns the CUDA C++ source TileLang
-# generates, which tilecute does not have (it emits CuTe DSL): accepted, nothing to do
+# generates, which tilecute does not have (it emits CuTe DSL): accepted, nothing to do.
+# A -D define reaches only the C++ preprocessor: TileLang's templates read ENABLE_BF16
+# (its bf16 fallback header) and TL_ENABLE_L2_PREFETCH, NDEBUG silences asserts, and the
+# C++ a program imports (T.import_source) is refused by tilecute.
 _SOURCE_ONLY_FLAGS = (
-    r"-O3", r"-DNDEBUG", r"-Wno-[\w-]+", r"-U__CUDA_NO_[A-Z0-9_]+__", r"--expt-relaxed-constexpr",
-    r"--expt-extended-lambda", r"-std=c\+\+(17|20)", r"--std=c\+\+(17|20)",
+    r"-O3", r"-D[A-Za-z_]\w*(=\S*)?", r"-Wno-[\w-]+", r"-U__CUDA_NO_[A-Z0-9_]+__",
+    r"--expt-relaxed-constexpr", r"--expt-extended-lambda", r"-std=c\+\+(17|20)",
+    r"--std=c\+\+(17|20)",
 )
 
 
@@ -397,7 +403,8 @@ def from_compile_flags(flags, function: str = "tilecute.jit") -> dict:
     """TileLang's ``compile_flags`` (nvcc flags for its generated CUDA C++) as tilecute
     options: ``--use_fast_math`` -> ``fast_math``; ``--ptxas-options=a,b`` / ``-Xptxas a,b``
     and ``-maxrregcount=N`` -> ``ptxas_options``; flags about C++ source that tilecute does
-    not generate (``-O3``, ``-DNDEBUG``, ``-Wno-*``, ``-U__CUDA_NO_*__``,
+    not generate (``-O3``, ``-D<macro>[=value]`` such as ``-DNDEBUG`` / ``-DENABLE_BF16``,
+    ``-Wno-*``, ``-U__CUDA_NO_*__``,
     ``--expt-relaxed-constexpr``, ``--expt-extended-lambda``, ``-std=c++17/20``) accepted;
     any other flag is an ``OptionError`` naming it."""
     import re
@@ -429,7 +436,7 @@ def from_compile_flags(flags, function: str = "tilecute.jit") -> dict:
             raise OptionError(
                 f"{function}: compile_flags {flag!r} is not supported by tilecute (it compiles "
                 "CuTe DSL, not CUDA C++); it takes --use_fast_math, --ptxas-options=... / "
-                "-Xptxas ..., -maxrregcount=N, and accepts the C++-source flags -O3, -DNDEBUG, "
+                "-Xptxas ..., -maxrregcount=N, and accepts the C++-source flags -O3, -D<macro>, "
                 "-Wno-*, -U__CUDA_NO_*__, --expt-relaxed-constexpr, --expt-extended-lambda, "
                 "-std=c++17/20")
     ptxas = [f.strip() for f in ptxas if f.strip()]

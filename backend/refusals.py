@@ -115,9 +115,6 @@ REFUSED_MODULES = {
     "tilecute.jit.exceptions": "its JITNoBuilderError / EagerJITBuildError come from "
                                "TileLang's eager builder; tilecute's frontend raises "
                                "tilecute.language.FrontendError",
-    "tilecute.transform.simplify": "it runs TVM's Simplify on TIR; tilecute's frontend and passes "
-                                   "fold expressions themselves (kernel.get_source('script') "
-                                   "shows the lowered IR)",
 }
 
 

@@ -128,8 +128,8 @@ def test_compile_positional_order_is_tilelangs():
     assert names[:8] == ["func", "out_idx", "execution_backend", "target", "target_host",
                          "verbose", "pass_configs", "compile_flags"]
     # the third positional is the execution backend, the fourth the target
-    with pytest.raises(ValueError, match="execution_backend='cython' is not supported"):
-        tilecute.compile(_add_one(), [1], "cython", "sm_90a")
+    with pytest.raises(ValueError, match="execution_backend='torch' is not supported"):
+        tilecute.compile(_add_one(), [1], "torch", "sm_90a")
     kernel = tilecute.compile(_add_one(), [1], "tvm_ffi", "sm_80", None, False,
                               {"tl.disable_tma_lower": True})
     manifest = json.load(open(os.path.join(kernel.path, "manifest.json")))

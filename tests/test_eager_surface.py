@@ -307,9 +307,9 @@ def test_tilelangs_autotuner_builder(monkeypatch):
     assert result.config == {"block": 512} and result.latency == 0.1
     assert result.kernel.out_idx == [1] and result.libcode == result.kernel.get_kernel_source()
     assert result.func.name == "scale"
-    with pytest.raises(ValueError, match=r"execution_backend='cython'"):
+    with pytest.raises(ValueError, match=r"execution_backend='torch'"):
         A.AutoTuner.from_kernel(kernel=_scale_1024, configs=[{}]).set_compile_args(
-            execution_backend="cython")
+            execution_backend="torch")
 
 
 # ---- GPU ---------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""TileLang's newer frontend forms: typed locals (``a: T.int32 = 1``, assignable later),
+"""TileLang's newer frontend forms: typed locals (``a: T.int32 = 1``: a Bind, or a variable
+where the function assigns it again),
 a float constant stored into an integer buffer (converted as a cast), and T.macro return
 values (also tests/test_macro.py)."""
 
@@ -37,10 +38,15 @@ def _typed_locals():
 
 
 def test_typed_locals_are_variables_of_their_dtype(tmp_path):
+    """A typed local the function assigns again (``a``) or declares without a value (``c``)
+    is a variable; the others are TileLang's Binds, immutable values of their dtype."""
     func = _typed_locals()
     allocs = [s.buffer for s in walk_stmts(func.kernels[0].body) if isinstance(s, N.Allocate)]
-    assert [(b.dtype, b.scope) for b in allocs] == [("int32", "local")] * 3 + \
-        [("float32", "local"), ("int32", "local"), ("int32", "local")]
+    assert [(b.name, b.dtype, b.scope) for b in allocs] == [("a", "int32", "local"),
+                                                             ("c", "int32", "local")]
+    lets = {s.var.name: s.var.dtype for s in walk_stmts(func.kernels[0].body)
+            if isinstance(s, N.Let)}
+    assert lets == {"b": "int32", "d": "int32", "x": "float32", "y": "int32"}
     stores = [s for s in walk_stmts(func.kernels[0].body)
               if isinstance(s, N.Store) and s.buffer == "A"]
     assert stores[-1].value == N.Const(7, "int32")

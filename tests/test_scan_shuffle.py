@@ -162,7 +162,9 @@ def test_cummax_of_a_fragment_goes_through_shared_memory(tmp_path):
 @pytest.mark.parametrize("call,message", [
     ("T.cumsum(s, dim=2)", "T.cumsum: dim=2 is out of range for 's'"),
     ("T.cumsum(A)", "'A' is a global buffer; T.cumsum scans shared or fragment buffers"),
-    ("T.cumsum(s[0:2, :])", "T.cumsum takes a whole buffer"),
+    ("T.cumsum(f[0:2, :])", "T.cumsum takes a whole buffer or a part of a shared buffer"),
+    ("T.cumsum(s[0:bx, :])", "T.cumsum: the extents of `s[0:bx, :]` must be known"),
+    ("T.cumsum(s[0:2, :], t[0:2, :])", "'t' must have the shape and dtype of 's' (of the parts"),
     ("T.cummax(s, t)", "T.cummax: 't' must have the shape and dtype of 's'"),
     ("T.cumsum(s, annotations={'a': 1})", "annotations"),
 ])
@@ -170,6 +172,7 @@ def test_scan_errors_name_the_form_and_line(call, message):
     text = _script(f"""
         s = T.alloc_shared((4, 64), "float32")
         t = T.alloc_shared((4, 32), "float32")
+        f = T.alloc_fragment((4, 64), "float32")
         {call}
     """, 'A: T.Tensor((16, 64), "float32")')
     assert message in _error(text, call)

@@ -39,12 +39,12 @@ def test_jit_accepts_tilelang_backends_and_verbose_prints_the_compile(capsys):
     err = capsys.readouterr().err
     assert "tilecute: compile 'fill'" in err and "tilecute: compiled 'fill' in" in err
     assert [a.name for a in k.abi.args] == ["A"]
-    for backend in ("auto", "cutedsl", None):
+    for backend in ("auto", "cutedsl", None, "cython", "nvrtc"):  # (TileLang's CUDA backends)
         tilecute.compile(_fill(128), execution_backend=backend, verbose=False)
     assert capsys.readouterr().err == ""
 
 
-@pytest.mark.parametrize("backend", ["cython", "nvrtc", "torch"])
+@pytest.mark.parametrize("backend", ["torch", "ctypes"])
 def test_a_backend_tilecute_does_not_build_is_refused_by_value(backend):
     with pytest.raises(ValueError, match=f"fill: execution_backend='{backend}' is not supported"):
         @tilecute.jit(execution_backend=backend)
@@ -81,8 +81,8 @@ def test_par_compile_at_top_level_keeps_order_and_ignores_errors():
     bad = _fill(200)  # 200 is no multiple of the 128-wide block: fine; break it instead
     ks = tilecute.par_compile([_fill(128), _fill(256)], num_workers=2)
     assert [k.abi.args[0].shape for k in ks] == [(128,), (256,)]
-    with pytest.raises(ValueError, match="execution_backend='nvrtc'"):
-        tilecute.par_compile([bad], execution_backend="nvrtc")
+    with pytest.raises(ValueError, match="execution_backend='torch'"):
+        tilecute.par_compile([bad], execution_backend="torch")
     out = tilecute.par_compile([_fill(128), "not a prim_func"], ignore_error=True)
     assert out[0] is not None and out[1] is None
 

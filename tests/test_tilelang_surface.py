@@ -65,6 +65,9 @@ CALLS = {
                                              "syncthreads_count", "syncthreads_and",
                                              "syncthreads_or")},
     "activemask": ("expr", ""), "shuffle_elect": ("expr", "128"),
+    **{name: ("stmt", "") for name in ("cluster_sync", "cluster_arrive", "cluster_arrive_relaxed",
+                                       "cluster_wait")},
+    "block_rank_in_cluster": ("expr", ""), "alloc_cluster_barrier": ("alloc", "1"),
     "Tensor": ("param", '(4,), "float32"'), "StridedTensor": ("param", '(4,), (1,), "float32"'),
     "Buffer": ("param", '(4,), "float32"'), "buffer": ("param", '(4,), "float32"'),
     "buffer_decl": ("param", '(4,), "float32"'),
@@ -107,6 +110,8 @@ CALLS = {
                                             "shift_left", "shift_right")},
     "bitwise_not": ("expr", "bx"), "Cast": ("expr", '"float16", x'), "cast": ("expr", 'x, "float16"'),
     "if_then_else": ("expr", "bx > 0, x, x"), "Select": ("expr", "bx > 0, x, x"),
+    "And": ("expr", "bx > 0, bx < 4"), "Or": ("expr", "bx > 0, bx < 4"), "Not": ("expr", "bx > 0"),
+    **{name: ("expr", "bx, 1") for name in ("EQ", "NE", "LT", "LE", "GT", "GE")},
     "infinity": ("expr", '"float32"'), "max_value": ("expr", '"float32"'),
     "min_value": ("expr", '"float32"'), "get_thread_binding": ("expr", "0"),
     "loop_break": ("stmt", ""), "atomic_addx2": ("stmt", "C[0], C[0]"),
@@ -114,7 +119,7 @@ CALLS = {
     "device_assert": ("stmt", "bx >= 0"), "assume": ("stmt", "bx >= 0"),
     "align_up": ("expr", "bx, 2"), "index_to_coordinates": ("unpack", "bx, (2, 4, 16)"), "atomic_load": ("expr", "C[0]"),
     "atomic_store": ("stmt", "C[0], 1.0"), "atomic_or": ("stmt", "C[0], 1"), "dp4a": ("stmt", "s[0, 0], t[0, 0], C[0]"), "reinterpret": ("expr", 'x, "int32"'),
-    "any_of": ("expr", "row"), "all_of": ("expr", "row"),
+    "any_of": ("expr", "row"), "all_of": ("expr", "row"), "tvm_storage_sync": ("stmt", '"shared"'),
     "ldg32": ("expr", "C[0]"), "ldg64": ("expr", "C[0:2]"), "ldg128": ("expr", "C[0:4]"),
     "ldg256": ("expr", "C[0:8]"), "lds32": ("expr", "s[0, 0:2]"), "lds64": ("expr", "s[0, 0:4]"),
     "lds128": ("expr", "s[0, 0:8]"), "__ldg": ("expr", "C[0]"),
@@ -243,6 +248,8 @@ def test_unknown_positional_names_form_argument_and_line(name):
         assert "T.Fragment: unexpected positional argument 6 (`7`)" in msg, msg
     elif name == "alloc_var":  # *args: (init, scope) at most
         assert "T.alloc_var takes (dtype, init, scope) at most" in msg
+    elif name in ("any_of", "all_of"):  # several arguments: each a condition
+        assert f"T.{name}: argument 1 (`row`) is not a condition" in msg, msg
     else:
         assert f"T.{name}: unexpected positional argument" in msg and "(`7`)" in msg, msg
 
@@ -424,11 +431,13 @@ REFUSED = [
     ('v = T.atomic_min(c[0, 0], 1.0, return_prev=True)', "T.atomic_min: return_prev=True: 'c' is a fragment buffer"),
     ('v = T.atomic_add(B[0:2, 0], 1.0, return_prev=True)', "T.atomic_add: return_prev=True takes one element"),
     ('T.sync_threads(1, 48)', "T.sync_threads: arrive_count=48: 48 threads: a named barrier counts whole warps"),
-    ('T.mbarrier_arrive(bars[0], 1)', "T.mbarrier_arrive: cta_id=1 is not supported"),
+    ('T.mbarrier_arrive(bars[0], 1.5)', "T.mbarrier_arrive: cta_id must be an integer"),
     ('T.fill(c, 0, annotations={"x": 1})', "T.fill: annotations={'x': 1} is not supported"),
     ('for i in T.Parallel(4, loop_layout=1):\n    pass', "T.Parallel: loop_layout is a T.Fragment over the loop's extents, got 1"),
     ('for i in T.Parallel(4, prefer_async=1):\n    pass', "T.Parallel: prefer_async=1 must be True or False"),
-    ('for i in T.unroll(4, unroll_factor=2):\n    pass', "T.unroll: unroll_factor=2 is not supported"),
+    ('for i in T.unroll(4, explicit=True, unroll_factor=2):\n    pass',
+     "T.unroll: T.unroll's explicit and unroll_factor params are mutually exclusive"),
+    ('for i in T.unroll(4, unroll_factor=0):\n    pass', "T.unroll: unroll_factor=0 must be an int >= 1"),
     ('for i in T.Pipelined(4, stage=[0, 1], order=[1, 0]):\n    T.copy(A[0, 0], a)\n    T.gemm(a, b, c)',
      "T.Pipelined: order=(1, 0) is not supported: tilecute issues a pipelined loop's statements in source order"),
     ('for i in T.Pipelined(4, stage=[1, 1]):\n    T.copy(A[0, 0], a)\n    T.gemm(a, b, c)',
@@ -849,10 +858,10 @@ def test_thread_binding_is_the_kernels_thread_index():
 def test_an_unknown_t_statement_is_named():
     """A ``T.<name>(...)`` statement tilecute does not have is an error naming
     ``T.<name>`` at its line, not a generic one; a name of TileLang's language namespace
-    (``T.cluster_sync``, ``T.add2``, TVM's ``T.call_packed``) says it is TileLang's."""
+    (``T.copy_cluster``, ``T.add2``, TVM's ``T.call_packed``) says it is TileLang's."""
     msg = _error(HEADER.format(params="") + "        T.no_such_form(1)\n")
     assert "T.no_such_form is not a tilecute form" in msg and "<script>:" in msg
-    for call in ("T.cluster_sync()", "T.call_packed(1)", "C[0] = T.add2(x, x)",
+    for call in ("T.copy_cluster(C, C)", "T.call_packed(1)", "C[0] = T.add2(x, x)",
                  "C[0] = T.q_multiply_shift(bx, 2, 31, 0)"):
         msg = _error(HEADER.format(params="") + f"        {call}\n")
         name = call.split("T.")[1].split("(")[0]

@@ -138,14 +138,19 @@ def test_multicast_fields_are_not_inputs(kind, fields, needle):
     assert needle in str(e.value)
 
 
-def test_cluster_sync_needs_a_cluster():
+def test_cluster_sync_kind_is_checked():
+    """A ``ClusterSync`` in a kernel not launched in clusters is a cluster of one block
+    (TileLang's ``T.cluster_sync()`` there); its kind is one of the four."""
     import dataclasses
 
     f = _one_tma_load()
     k = f.kernels[0]
-    f = dataclasses.replace(f, kernels=(dataclasses.replace(k, body=k.body + (N.ClusterSync(),)),))
-    with pytest.raises(ValidationError, match=r"T.cluster_sync\(\) in a kernel not launched"):
-        run_passes(f, "sm_90a", {}, until="validate")
+    one = dataclasses.replace(f, kernels=(dataclasses.replace(k, body=k.body + (N.ClusterSync(),)),))
+    run_passes(one, "sm_90a", {}, until="validate")
+    bad = dataclasses.replace(f, kernels=(dataclasses.replace(
+        k, body=k.body + (N.ClusterSync(kind="fence"),)),))
+    with pytest.raises(ValidationError, match=r"ClusterSync kind 'fence'"):
+        run_passes(bad, "sm_90a", {}, until="validate")
 
 
 def _eval(e, env):

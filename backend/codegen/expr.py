@@ -498,6 +498,8 @@ _CALLS = {"thread_idx": ExprPrinter._thread_idx, "ceildiv": ExprPrinter._ceildiv
           "fast_rcp": lambda self, e: (f"cute.arch.rcp_approx({self.expr(e.args[0])})", ATOM),
           "match_any": ExprPrinter._match, "match_all": ExprPrinter._match,
           "warp_activemask": lambda self, e: ("cutlass.Uint32(cute.arch.activemask())", ATOM),
+          "block_rank_in_cluster": lambda self, e: (
+              "cutlass.Int32(cute.arch.block_idx_in_cluster())", ATOM),
           **{name: ExprPrinter._atomic_return for name in N.ATOMIC_RETURNS}}
 
 

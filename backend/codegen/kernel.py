@@ -386,7 +386,9 @@ class KernelEmitter:
         with self.bounds.statement():  # (loads of the range: read once, bounds-checked)
             self.bounds.hoist((s.start, s.extent), depth, self.nests.vector)
             start, stop = expr(s.start), expr(s.extent if zero else N.binop("add", s.start, s.extent))
-        if s.kind == "unrolled" and const:
+        if s.kind == "unrolled" and s.unroll_factor:  # TileLang's unroll_factor hint
+            rng = f"cutlass.range({start}, {stop}, unroll={s.unroll_factor})"
+        elif s.kind == "unrolled" and const:
             rng = f"cutlass.range_constexpr({start}, {stop})"
         elif s.kind == "unrolled":
             rng = f"cutlass.range({start}, {stop}, unroll_full=True)"
@@ -867,11 +869,23 @@ class KernelEmitter:
             self.out.line(depth + 1, f"tct.arrive({self.barrier_ref(s.barrier)}, "
                                      "block=cute.arch.lane_idx())")
             return
+        if s.block is not None:  # T.mbarrier_arrive(bar, cta_id): a block of the cluster's
+            self.out.line(depth, f"tct.arrive({self.barrier_ref(s.barrier)}, "
+                                 f"block={self.exprs.expr(s.block)})",
+                          "on that block's barrier in the cluster")
+            return
         self.out.line(depth, f"tct.arrive({self.barrier_ref(s.barrier)})")
 
     def cluster_sync(self, s: N.ClusterSync, depth: int) -> None:
-        self.out.use("tma")
-        self.out.line(depth, "tct.cluster_sync()")
+        if not arch_at_least(self.plan.arch, 90):
+            self.fail(s, f"T.cluster_{s.kind}() is barrier.cluster, sm_90+; the target is "
+                         f"{self.plan.arch}")
+        if s.kind == "sync":
+            self.out.use("tma")
+            self.out.line(depth, "tct.cluster_sync()")
+        else:
+            self.out.line(depth, f"cute.arch.cluster_{s.kind}()",
+                          f"barrier.cluster.{s.kind.replace('_', '.')}")
 
     def set_max_nreg(self, s: N.SetMaxNReg, depth: int) -> None:
         if not self.plan.arch.startswith("sm_90"):

@@ -117,8 +117,10 @@ class SharedMemory:
     def __init__(self, scope: N.KernelScope, out: Writer):
         self.out = out
         # blocks of a cluster multicast into each other's stages and arrive on each other's
-        # mbarriers (the multicast pass): the barriers' init is synced cluster-wide
-        self.cluster_barriers = any(isinstance(s, N.TmaCopy) and s.multicast
+        # mbarriers (the multicast pass, T.mbarrier_arrive(bar, cta_id)): the barriers'
+        # init is synced cluster-wide
+        self.cluster_barriers = any(isinstance(s, N.TmaCopy) and s.multicast or
+                                    isinstance(s, N.MBarrierArrive) and s.block is not None
                                     for s in walk_stmts(scope.body))
         self.allocs = shared_allocs(scope)
         self.total = scope.shared_bytes

@@ -195,6 +195,8 @@ INTRINSICS = {
     "exp": 1, "exp2": 1, "log": 1, "log2": 1, "sqrt": 1, "rsqrt": 1, "tanh": 1,
     "sin": 1, "cos": 1, "abs": 1, "floor": 1, "ceil": 1, "fma": 3, "ceildiv": 2,
     "thread_idx": 1,
+    # TileLang's T.block_rank_in_cluster(): the block's rank in its cluster (%cluster_ctarank)
+    "block_rank_in_cluster": 0,
     # TVM's tir math (TileLang's T.tan ...): float argument(s), the argument's dtype;
     # round: halfway cases to even (TVM's round), round_ties_away_from_zero: C's roundf
     "tan": 1, "atan": 1, "acos": 1, "asin": 1, "sinh": 1, "cosh": 1, "erf": 1, "log10": 1,
@@ -551,6 +553,10 @@ class For(Stmt):
     # ``(f // vector) % threads``) or ``replicated`` (every thread runs every iteration);
     # the layout pass runs the nest so or fails naming it
     loop_layout: Optional["Layout"] = None
+    # unrolled loops: TileLang's ``T.unroll(..., unroll_factor=n)``, a hint that the loop
+    # is unrolled ``n`` iterations at a time (``#pragma unroll n``; CuTe DSL's
+    # ``cutlass.range(..., unroll=n)``); 0: unrolled completely
+    unroll_factor: int = 0
 
 
 @dataclass(frozen=True)
@@ -761,6 +767,7 @@ COPY_INSTRUCTIONS = ("tma", "cp_async", "sync")
 # TileLang's T.async_copy (and T.copy with its annotation is_async_copy): cp.async copies,
 # one commit group, no wait (Copy.instruction, For.copy_instruction)
 ASYNC_COPY = "async"
+CLUSTER_SYNC_KINDS = ("sync", "arrive", "arrive_relaxed", "wait")  # ClusterSync.kind
 NEST_COPY_INSTRUCTIONS = ("", "cp_async", "sync", ASYNC_COPY)  # For.copy_instruction
 
 
@@ -1051,6 +1058,10 @@ class MBarrierArrive(Stmt):
     # on the barrier of every block of the cluster (lane r on block r's, after the warp's
     # lanes sync); 0: every thread arrives on this block's own barrier
     cluster: int = 0
+    # TileLang's ``T.mbarrier_arrive(bar, cta_id)`` on a ``T.alloc_cluster_barrier``: the
+    # thread arrives on the barrier at the same offset in block ``block`` of its cluster
+    # (its rank, ``T.block_rank_in_cluster()``'s numbering); None: this block's own
+    block: Optional[Expr] = None
 
 
 @dataclass(frozen=True)
@@ -1074,9 +1085,14 @@ class NamedBarrier(Stmt):
 class ClusterSync(Stmt):
     """``T.cluster_sync()``: every thread of every block of the cluster arrives and waits
     (``barrier.cluster.arrive`` + ``wait``).  The multicast pass ends a kernel with one,
-    so that no block exits while another may still arrive on its mbarriers."""
+    so that no block exits while another may still arrive on its mbarriers.  ``kind``:
+    ``"sync"`` (both), or TileLang's halves ``"arrive"`` (``barrier.cluster.arrive``,
+    release), ``"arrive_relaxed"`` (``.relaxed``: no memory ordering) and ``"wait"``
+    (``barrier.cluster.wait``, acquire); a kernel not launched in clusters is a cluster of
+    one block (sm_90+)."""
 
     loc: Optional[Loc] = _loc()
+    kind: str = "sync"
 
 
 @dataclass(frozen=True)

@@ -143,6 +143,8 @@ def _loop_range(s: N.For) -> str:
         bounds += f', copy_instruction="{s.copy_instruction}"'
     if s.loop_layout is not None:
         bounds += f", loop_layout={layout_str(s.loop_layout)}"
+    if s.unroll_factor:
+        bounds += f", unroll_factor={s.unroll_factor}"
     return f"{fn}({bounds})"
 
 
@@ -266,9 +268,10 @@ def _stmt(s: N.Stmt, indent: int, out: list[str]) -> None:
     elif isinstance(s, N.MBarrierArrive):
         fn = "cp_async_barrier_noinc" if s.cp_async else "mbarrier_arrive"
         kw = f", cluster={s.cluster}" if s.cluster else ""
-        out.append(f"{pad}T.{fn}({_region(s.barrier)}{kw})")
+        block = f", {expr_str(s.block)}" if s.block is not None else ""
+        out.append(f"{pad}T.{fn}({_region(s.barrier)}{block}{kw})")
     elif isinstance(s, N.ClusterSync):
-        out.append(f"{pad}T.cluster_sync()")
+        out.append(f"{pad}T.cluster_{s.kind}()")
     elif isinstance(s, N.TmaStoreWait):
         args = ([str(s.count)] if s.count else []) + ([] if s.read else ["read=False"])
         out.append(f"{pad}T.tma_store_wait({', '.join(args)})")

@@ -474,6 +474,10 @@ class _Validator:
             if s.copy_instruction not in N.NEST_COPY_INSTRUCTIONS:
                 self.fail(f"copy_instruction={s.copy_instruction!r}: a T.copy nest is \"cp_async\", "
                           "\"sync\", \"async\" (T.async_copy's) or \"\" (the passes choose)")
+            if s.unroll_factor and (s.kind != "unrolled" or not isinstance(s.unroll_factor, int)
+                                    or isinstance(s.unroll_factor, bool) or s.unroll_factor < 0):
+                self.fail(f"unroll_factor={s.unroll_factor!r}: an unrolled loop's hint, an int >= 1 "
+                          f"(0: unrolled completely), not on a {s.kind} loop")
             if not isinstance(s.var, N.Var):
                 self.fail(f"a loop variable is a Var, got {type(s.var).__name__}")
             self.expr(s.start, vars_, bufs)
@@ -671,6 +675,12 @@ class _Validator:
                 self.expr(s.parity, vars_, bufs)
                 if not N.is_int(s.parity.dtype):
                     self.fail("the parity of T.mbarrier_wait_parity must be an integer")
+            elif s.block is not None:
+                if s.cp_async or s.cluster:
+                    self.fail("T.mbarrier_arrive(bar, cta_id): a remote arrive is a plain arrive")
+                self.expr(s.block, vars_, bufs)
+                if not N.is_int(s.block.dtype):
+                    self.fail("the cta_id of T.mbarrier_arrive must be an integer")
         elif isinstance(s, N.Copy):
             self.region(s.src, vars_, bufs)
             self.region(s.dst, vars_, bufs)
@@ -801,9 +811,8 @@ class _Validator:
             self.fail("T.cp_async_wait() is placed by the barrier pass (before a statement "
                       "that hands on shared writes of cp.async copies), not an input")
         elif isinstance(s, N.ClusterSync):
-            if self.scope.cluster is None:
-                self.fail("T.cluster_sync() in a kernel not launched in clusters "
-                          "(T.Kernel(..., cluster=...))")
+            if s.kind not in N.CLUSTER_SYNC_KINDS:
+                self.fail(f"ClusterSync kind {s.kind!r}: one of {', '.join(N.CLUSTER_SYNC_KINDS)}")
         elif isinstance(s, N.AtomicAdd):
             if s.op not in N.ATOMIC_OPS:
                 self.fail(f"unknown atomic op {s.op!r}; expected one of {', '.join(N.ATOMIC_OPS)}")

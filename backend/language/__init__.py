@@ -42,6 +42,7 @@ from .forms import (  # noqa: F401
 from .forms import alloc_buffer, alloc_global, alloc_reducer, cummax, cumsum, finalize_reducer, im2col, transpose  # noqa: F401
 from .forms import reducer_init, reducer_update  # noqa: F401
 from .forms import dec_max_nreg, grid, inc_max_nreg, named_barrier_arrive, sync_warp, tvm_storage_sync  # noqa: F401
+from .forms import alloc_cluster_barrier, cluster_arrive, cluster_arrive_relaxed, cluster_sync, cluster_wait  # noqa: F401
 from .forms import annotate_layout, annotate_min_blocks_per_sm, annotate_safe_value, pdl_sync, pdl_trigger  # noqa: F401
 from .forms import let, rng_init, sync_grid  # noqa: F401
 from .forms import attr, comm_reducer, tvm_thread_allreduce  # noqa: F401
@@ -60,7 +61,7 @@ from .ops import __exp, __exp10, __log, __log2, __log10, __sin, __cos, __tan  # 
 from .ops import (  # noqa: F401
     asinh, acosh, atanh, copysign, hypot, nextafter, ldexp, nearbyint, fabs, ieee_add, ieee_sub,
     ieee_mul, ieee_fmaf, ieee_fdiv, ieee_frcp, ieee_fsqrt, ieee_frsqrt, fast_rcp, __ffs, __fns,
-    match_any_sync, match_all_sync, tvm_warp_activemask,
+    match_any_sync, match_all_sync, tvm_warp_activemask, block_rank_in_cluster,
 )
 from .forms import (annotate_consumer_reg_alloc, annotate_producer_reg_dealloc,  # noqa: F401
                     disable_warp_group_reg_alloc, no_set_max_nreg)
@@ -79,6 +80,7 @@ from .ops import (  # noqa: F401
     syncthreads_count, syncthreads_or,
 )
 from .ops import Broadcast  # noqa: F401
+from .ops import And, Or, Not, EQ, NE, LT, LE, GT, GE  # noqa: F401  (TVM's node constructors)
 from .ops import rng_rand, rng_rand_float  # noqa: F401
 from ..ir.nodes import Var  # noqa: F401  (TVM's T.Var: what T.dynamic makes, for isinstance)
 from .ops import (  # noqa: F401

@@ -203,6 +203,33 @@ def alloc_barrier(arrive_count):
 
 
 @_form("alloc")
+def alloc_cluster_barrier(arrive_count):
+    """TileLang's cluster barrier: ``T.alloc_barrier``'s mbarriers, which other blocks of
+    the cluster may arrive on (``T.mbarrier_arrive(bar, cta_id)``)."""
+
+
+@_form("stmt")
+def cluster_sync():
+    """``barrier.cluster.arrive`` then ``wait``: every thread of every block of the
+    cluster (a kernel not launched in clusters is a cluster of one block)."""
+
+
+@_form("stmt")
+def cluster_arrive():
+    """``barrier.cluster.arrive.aligned`` (release): half of :func:`cluster_sync`."""
+
+
+@_form("stmt")
+def cluster_arrive_relaxed():
+    """``barrier.cluster.arrive.relaxed.aligned``: an arrive without memory ordering."""
+
+
+@_form("stmt")
+def cluster_wait():
+    """``barrier.cluster.wait.aligned`` (acquire): the other half of :func:`cluster_sync`."""
+
+
+@_form("alloc")
 def view(src, shape=None, dtype=None, *, layout=None):
     """``v = T.view(A_shared, (64, 128), dtype=T.int8)``: another buffer over the storage of
     ``src`` (shared, fragment, local or a global parameter), read as ``shape`` and
@@ -811,7 +838,7 @@ _UNSUPPORTED_WHY = {
 }
 
 TILELANG_ONLY = frozenset("""
-    alloc_cluster_barrier alloc_tmem alloc_descriptor empty allocate
+    alloc_tmem alloc_descriptor empty allocate
     copy_cluster tma_gather4 tma_scatter4 tma_load tma_load_2sm gemm_sp
     tcgen05_gemm
     access_ptr
@@ -824,9 +851,9 @@ TILELANG_ONLY = frozenset("""
     annotate_pass_configs annotate_compile_flags func_attr CUDASourceCodeKernel
     launch_thread PersistentTileScheduler
 """.split()) | frozenset("""
-    Add And Any AnyDType Assert BufferLoad Call CallEffectKind CommReducer Div EQ Else
-    FloatImm FloorDiv FloorMod GE GT If IntImm IterVar JITFunc LE LT Let LetStmt Max Min
-    Mod Mul NE Not Or PrimFunc ProducerLoad Ptr Ramp Range Reduce SizeVar
+    Add Any AnyDType Assert BufferLoad Call CallEffectKind CommReducer Div Else
+    FloatImm FloorDiv FloorMod If IntImm IterVar JITFunc Let LetStmt Max Min
+    Mod Mul PrimFunc ProducerLoad Ptr Ramp Range Reduce SizeVar
     SparseTensorCoreIntrinEmitter StringImm Sub TCGEN05DescriptorParams
     TCGEN05TensorCoreIntrinEmitter TVMBackendAllocWorkspace TVMBackendFreeWorkspace
     TensorCoreIntrinEmitter TensorCoreIntrinEmitterSM120
@@ -837,11 +864,10 @@ TILELANG_ONLY = frozenset("""
     alloc_tcgen05_instruction_desc alloc_tcgen05_smem_desc alloc_wgmma_desc
     allocate_const anylist_getitem anylist_resetitem anylist_setitem_call_cpacked
     anylist_setitem_call_packed arg axis block block_attr
-    block_rank_in_cluster broadcast buffer_store buffer_var
+    broadcast buffer_store buffer_var
     call_cpacked call_cpacked_lowered call_llvm_intrin call_llvm_pure_intrin call_packed
     call_packed_lowered call_pure_extern clc_get_first_ctaid_x clc_get_first_ctaid_y
     clc_get_first_ctaid_z clc_is_canceled clc_try_cancel clc_try_cancel_multicast
-    cluster_arrive cluster_arrive_relaxed cluster_sync cluster_wait
     compute_gmma_descriptor compute_umma_descriptor const
     create_barriers end_profile_intrinsic env_thread
     extract_lane fma2 func_name func_ret get_ldmatrix_offset

@@ -659,6 +659,54 @@ def Select(condition, true_value, false_value):  # noqa: N802
     return _N.Select(cond, a, b, ty)
 
 
+def _logic_operand(form: str, x) -> _N.Expr:
+    x = _N.as_expr(x)
+    if x.dtype != "bool":
+        raise TypeError(f"T.{form}: TVM's tir.{form} takes boolean operands, got {x.dtype} "
+                        "(compare it first, e.g. x != 0)")
+    return x
+
+
+def And(a, b):  # noqa: N802
+    """TVM's ``tir.And(a, b)`` node (``T.And``): the logical and of two booleans, as
+    ``a and b`` in a kernel."""
+    a, b = _logic_operand("And", a), _logic_operand("And", b)
+    for x, y in ((a, b), (b, a)):
+        if isinstance(x, _N.Const):
+            return y if x.value else x
+    return _N.Logic("and", (a, b))
+
+
+def Or(a, b):  # noqa: N802
+    """TVM's ``tir.Or(a, b)`` node (``T.Or``): the logical or of two booleans."""
+    a, b = _logic_operand("Or", a), _logic_operand("Or", b)
+    for x, y in ((a, b), (b, a)):
+        if isinstance(x, _N.Const):
+            return x if x.value else y
+    return _N.Logic("or", (a, b))
+
+
+def Not(a):  # noqa: N802
+    """TVM's ``tir.Not(a)`` node (``T.Not``): the negation of a boolean."""
+    a = _logic_operand("Not", a)
+    return _N.Const(not a.value, "bool") if isinstance(a, _N.Const) else _N.Not(a)
+
+
+def _comparison_node(op: str, form: str):
+    def node(a, b):
+        """TVM's ``tir.{form}(a, b)`` node: ``a {sym} b``."""
+        return _N.cmp(op, a, b)
+
+    sym = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}[op]
+    node.__name__ = node.__qualname__ = form
+    node.__doc__ = f"TVM's ``tir.{form}(a, b)`` node (``T.{form}``): ``a {sym} b``."
+    return node
+
+
+EQ, NE, LT, LE, GT, GE = (_comparison_node(op, op.upper())
+                          for op in ("eq", "ne", "lt", "le", "gt", "ge"))
+
+
 def _walk(*xs):
     for x in xs:
         yield x
@@ -942,6 +990,12 @@ def activemask():
     return _N.Call("activemask", (), "uint64")
 
 
+def block_rank_in_cluster():
+    """``T.block_rank_in_cluster()``: the block's rank in its cluster (``%cluster_ctarank``,
+    int32; 0 in a kernel not launched in clusters)."""
+    return _N.Call("block_rank_in_cluster", (), "int32")
+
+
 def tvm_warp_activemask():
     """TVM's ``T.tvm_warp_activemask()``: the warp's active lanes, a uint32 (CUDA's
     ``__activemask``)."""
@@ -1160,10 +1214,10 @@ EXPRESSION_HELPERS = (
     "get_warp_group_idx", "get_thread_bindings", "get_block_binding", "get_block_bindings",
     "get_thread_extent", "get_thread_extents", "get_block_extent", "get_block_extents",
     "reinterpret", "any_of", "all_of", "thread_binding", "Broadcast", "index_to_coordinates",
-    "atomic_load",
+    "atomic_load", "And", "Or", "Not", "EQ", "NE", "LT", "LE", "GT", "GE",
     *FAST_MATH,
     # TVM's libm forms, TileLang's IEEE forms, bit and warp-match intrinsics
     "asinh", "acosh", "atanh", "copysign", "hypot", "nextafter", "ldexp", "nearbyint", "fabs",
     *_N.IEEE_FORMS, "fast_rcp", "__ffs", "__fns", "match_any_sync", "match_all_sync",
-    "tvm_warp_activemask",
+    "tvm_warp_activemask", "block_rank_in_cluster",
 )

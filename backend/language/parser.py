@@ -432,6 +432,7 @@ class _Parser:
     def __init__(self, tree: ast.FunctionDef, env: dict, filename: str, line_offset: int,
                  source_lines: list[str], annotations: Optional[dict] = None):
         self.tree, self.env, self.filename = tree, env, filename
+        self.reassigned = _reassigned_names(tree)  # (in the function parsed now)
         self.annotations = annotations or {}
         self.line_offset, self.source_lines = line_offset, source_lines
         self.fname = tree.name
@@ -1200,10 +1201,8 @@ class _Parser:
                 return self.assign(s)
             if isinstance(s, ast.Assign) and self.try_python_assign(s):
                 return []
-            if isinstance(s, ast.Assign) and self.try_host_assign(s):
-                return []
             if isinstance(s, ast.AnnAssign) and s.value is not None and \
-                    isinstance(s.target, ast.Name) and self.try_host_assign(
+                    isinstance(s.target, ast.Name) and self.try_python_assign(
                         ast.Assign(targets=[s.target], value=s.value, lineno=s.lineno)):
                 # `n: T.int32 = M * N`: TileLang's builder binds a pure value at the
                 # prim_func level as is (the annotation unread), as without one
@@ -1287,23 +1286,10 @@ class _Parser:
         the blocks that follow; anything else but a ``T.Kernel`` block is refused."""
         from ..ir.visitor import substitute
 
-        scalars = self.scalar_params
-
-        def host(e) -> bool:
-            if isinstance(e, N.Var):
-                return e.name in self.symbols or e.name in scalars
-            if isinstance(e, N.Load):
-                return False
-            if isinstance(e, N.Call):
-                return e.name in ("ceildiv", "min", "max") and all(host(a) for a in e.args)
-            if isinstance(e, (N.BinOp, N.Cmp)):
-                return host(e.a) and host(e.b)
-            return isinstance(e, N.Const)
-
         out, mapping = [], {}
         for st in self.inline_macro(self.macro_of(s.value.func), s.value, s):
             st = substitute(st, mapping) if mapping else st
-            if isinstance(st, N.Let) and host(st.value):
+            if isinstance(st, N.Let) and _host_pure(st.value, self.symbols, self.scalar_params):
                 mapping[st.var.name] = st.value
             elif isinstance(st, N.KernelScope):
                 out.append(st)
@@ -1315,9 +1301,10 @@ class _Parser:
 
     def ann_assign(self, s: ast.AnnAssign) -> list[N.Stmt]:
         """``a: T.int32 = v`` in a kernel (TileLang's frontend, TVMScript's typed local):
-        a scalar variable of that dtype holding ``v`` converted to it, assignable later
-        (``a = 2``), as ``a = T.alloc_var(T.int32, init=v)``; ``a: T.int32`` alone declares
-        it (zero)."""
+        ``v`` converted to that dtype, bound to ``a`` as TileLang's ``Bind`` (an immutable
+        alias, like ``a = v``: not a statement of a pipelined loop's manual schedule); where
+        the function assigns ``a`` again (``a = 2``, ``a += 1``), a scalar variable, as
+        ``a = T.alloc_var(T.int32, init=v)``; ``a: T.int32`` alone declares it (zero)."""
         if not isinstance(s.target, ast.Name):
             raise self.error(s, f"`{ast.unparse(s)}`: an annotated assignment declares a name")
         if not self.in_kernel:
@@ -1333,9 +1320,11 @@ class _Parser:
         if isinstance(value, _BufferRef) or not (_is_ir(value) or
                                                  isinstance(value, (int, float, bool))):
             raise self.error(s, f"`{ast.unparse(s)}`: the value must be a scalar")
-        if s.value is not None and any(k == "parallel" for k, _, _ in self.context()):
-            # in a T.Parallel body (a value per element; no local buffer there): TileLang's
-            # builder binds the value, an immutable Let, which a later `a = ...` rebinds
+        if s.value is not None and (name not in self.reassigned or
+                                    any(k == "parallel" for k, _, _ in self.context())):
+            # TileLang's Bind: an immutable value alias (a pipelined loop's schedule does not
+            # count it; in a T.Parallel body, a value per element, which a later `a = ...`
+            # rebinds), as `name = value` is
             var = N.Var(self.fresh(name), dt)
             self.bind(name, var)
             value = N.cast(N.as_expr(value, dt), dt)
@@ -1351,36 +1340,40 @@ class _Parser:
         return [N.Allocate(buf, loc=self.loc(s)),
                 N.Store(buf.name, (N.Const(0, "int32"),), N.cast(value, dt), loc=self.loc(s))]
 
-    def try_host_assign(self, s: ast.Assign) -> bool:
-        """A top-level ``name = <expression>`` (``zero = T.Cast(accum_dtype, 0)``,
-        ``total = M * N``) whose value reads no buffer and has no effect: TileLang's
-        builder keeps such a value at the prim_func level as the expression itself (its
-        ``bind`` returns a pure ``PrimExpr`` there), so ``name`` stands for it in the
-        kernels that follow."""
-        if len(s.targets) != 1 or not isinstance(s.targets[0], ast.Name):
-            return False
-        try:
-            value = self.expr(s.value)
-        except FrontendError:
-            return False
-        if isinstance(value, (int, float, bool)) or \
-                _is_ir(value) and _host_pure(value, self.symbols, self.scalar_params):
-            self.bind(s.targets[0].id, value)
-            return True
-        return False
-
     def try_python_assign(self, s: ast.Assign) -> bool:
-        """A top-level `name = <parse-time constant>` binds a Python value."""
-        if len(s.targets) != 1 or not isinstance(s.targets[0], ast.Name):
+        """A top-level `name = <parse-time constant>` binds a Python value; a value that
+        reads no buffer and has no effect, an expression of constants, the function's
+        symbols and scalar parameters (`M = A.shape[0]`, `M, K = A.shape`, `blocks =
+        T.ceildiv(M, 128)`, `zero = T.Cast(accum_dtype, 0)`), binds the name to that
+        expression, which each use inside the kernels then is: TileLang's builder keeps a
+        pure value at the prim_func level as is (its ``bind`` returns the ``PrimExpr``)."""
+        if len(s.targets) != 1 or not isinstance(s.targets[0], (ast.Name, ast.Tuple)):
             return False
         try:
             value = self.eval_python(s.value)
         except FrontendError:
             return False
-        if isinstance(value, (int, float, bool, str, tuple)):
-            self.bind(s.targets[0].id, value)
+
+        def known(v) -> bool:
+            if isinstance(v, (int, float, bool, str)):
+                return True
+            if isinstance(v, tuple):
+                return all(known(x) for x in v)
+            return isinstance(v, N.Expr) and _host_pure(v, self.symbols, self.scalar_params)
+
+        target = s.targets[0]
+        if isinstance(target, ast.Name):
+            if not known(value):
+                return False
+            self.bind(target.id, value)
             return True
-        return False
+        if not all(isinstance(t, ast.Name) for t in target.elts) or \
+                not isinstance(value, (tuple, list)) or len(value) != len(target.elts) or \
+                not all(known(v) for v in value):
+            return False
+        for t, v in zip(target.elts, value):
+            self.bind(t.id, v)
+        return True
 
     def ws_stmt(self, s: ast.With, form: F.Form, call: ast.Call) -> N.Stmt:
         """``with T.ws(g, ...):`` (TileLang's warp-specialized region): the body on the
@@ -1570,9 +1563,13 @@ class _Parser:
         ann: dict = {}
         if kind == "parallel":
             ann = a.annotations(_PARALLEL_ANNOTATIONS, _PARALLEL_ANNOTATIONS_REFUSED)
+        elif kind == "unrolled" and "unroll_factor" in a.sig.parameters:
+            # (TileLang's T.unroll stores its two arguments under these keys)
+            ann = a.annotations(("pragma_unroll_factor", "pragma_unroll_explicit"))
         else:
             a.no_annotations()
         num_stages, vector_width, replicated, async_copy = 0, 0, False, False
+        unroll_factor = 0
         copy_instruction, loop_layout = "", None
         warp_specialize = None
         step = None
@@ -1658,8 +1655,7 @@ class _Parser:
                     if step == 0:  # TileLang's ValueError
                         raise a.fail("step", "step=0: a stepped loop's step must be non-zero")
                 if kind == "unrolled" and "explicit" in a.sig.parameters:
-                    a.static_bool("explicit")  # unrolled fully either way
-                    a.refuse_unless("unroll_factor", (None,), "tilecute unrolls completely")
+                    unroll_factor = self.unroll_factor(a, ann)
             if step is not None and step < 0:
                 # TileLang's stepped loop counting down (`range(n - 1, -1, -1)`): the
                 # iterations start, start + step, ... while above stop
@@ -1714,12 +1710,38 @@ class _Parser:
                           width, replicated, async_copy, loc=self.loc(s),
                           warp_specialize=warp_specialize, overlap_mma=overlap,
                           copy_instruction=copy_instruction if d == innermost else "",
-                          loop_layout=loop_layout if d == innermost else None),)
+                          loop_layout=loop_layout if d == innermost else None,
+                          unroll_factor=unroll_factor),)
             if d == innermost and _has_break(body[0].body, _Continue):
                 body = self.continue_loop(body[0], kind)
             if d == innermost and _has_break(body[-1].body):
                 body = body[:-1] + self.break_loop(body[-1], kind)
         return list(body)
+
+    def unroll_factor(self, a: "_Args", ann: dict) -> int:
+        """``T.unroll(..., explicit=, unroll_factor=)`` (or TileLang's annotation keys
+        ``pragma_unroll_explicit`` / ``pragma_unroll_factor``, where T.unroll stores them):
+        ``explicit`` unrolls completely, as plain ``T.unroll`` does in tilecute; a factor
+        ``n`` is TileLang's ``#pragma unroll n``, ``For.unroll_factor``.  Both given is
+        TileLang's ValueError."""
+        explicit, factor = a.static_bool("explicit"), a.value("unroll_factor")
+        where = "unroll_factor"
+        if not explicit and ann.get("pragma_unroll_explicit") is not None:
+            explicit, where = ann["pragma_unroll_explicit"], "annotations"
+            if not isinstance(explicit, bool):
+                raise a.fail("annotations", f"pragma_unroll_explicit={_show(explicit)} must be "
+                                            "True or False")
+        if factor is None and ann.get("pragma_unroll_factor") is not None:
+            factor, where = ann["pragma_unroll_factor"], "annotations"
+        if factor is None:
+            return 0
+        if explicit:
+            raise a.fail(where, "T.unroll's explicit and unroll_factor params are mutually "
+                                "exclusive (TileLang's ValueError)")
+        if isinstance(factor, bool) or not isinstance(factor, int) or factor < 1:
+            raise a.fail(where, f"unroll_factor={_show(factor)} must be an int >= 1 known "
+                                "at parse time")
+        return factor
 
     def loop_layout(self, a: "_Args", ann: dict, extents) -> "N.Layout | None":
         """``T.Parallel(..., loop_layout=T.Fragment(extents, ...))`` (or the annotation key
@@ -1800,6 +1822,11 @@ class _Parser:
                     isinstance(x, int) and not isinstance(x, bool) and x >= -1 for x in v):
                 raise a.fail(name, f"{name}={_show(v)}: a list of ints >= -1 known at parse "
                                    "time")
+            if len(v) != m and group is None and len(v) == len(body):
+                # TileLang's legacy form: an entry for each scalar binding too, ignored
+                v = [x for x, t in zip(v, body) if not isinstance(t, N.Let)]
+                if name == "order":  # the remaining entries' ranks
+                    v = [sorted(v).index(x) for x in v]
             if len(v) != m:
                 raise a.fail(name, f"{name}={_show(v)} has {len(v)} entries but the loop body "
                                    f"has {m} {unit} (scalar bindings do not count)")
@@ -2314,6 +2341,13 @@ class _Parser:
             elif isinstance(v, (_BufferRef, _RegionRef, B.Words)):
                 self.bind(target.id, v)  # another name for a buffer; T.ldg64's words
                 return []
+            elif isinstance(v, (F.Form, F.Unsupported, Macro)) or inspect.isfunction(v) or \
+                    inspect.isbuiltin(v):
+                # another name for a T.* form, a T.macro or a function (`scan = T.cumsum
+                # if op == "sum" else T.cummax`, then `scan(src, dim=1)`): Python binds
+                # the object, and a call through the name is the call of what it names
+                self.bind(target.id, v)
+                return []
             else:
                 raise self.error(s, f"cannot bind '{target.id}' to {type(v).__name__} {v!r}")
         if isinstance(value, ast.Call) and isinstance(v, N.Var) and self.in_kernel and \
@@ -2674,7 +2708,7 @@ class _Parser:
         if not self.in_kernel:
             raise self.error(s, "buffers are allocated inside a T.Kernel block")
         a = self.args(form, call)
-        if form.__name__ == "alloc_barrier":
+        if form.__name__ in ("alloc_barrier", "alloc_cluster_barrier"):
             return [self.alloc_barrier(name, a, s)]
         if form.__name__ == "alloc_var":
             return self.alloc_var(name, a, s)
@@ -2873,8 +2907,11 @@ class _Parser:
         if form is not None and form.__name__ == "evaluate" and len(call.args) == 1 and \
                 not call.keywords and isinstance(call.args[0], ast.Call):
             inner = self.form_of(call.args[0].func)
-            if inner is not None and inner.__name__ == "tvm_thread_allreduce":
-                call, form = call.args[0], inner  # T.evaluate(T.tvm_thread_allreduce(...))
+            if inner is not None and (inner.__name__ == "tvm_thread_allreduce" or
+                                      inner.kind == "stmt" and inner.__name__ != "evaluate"):
+                # T.evaluate(T.tvm_thread_allreduce(...)), T.evaluate(T.tvm_storage_sync(...)):
+                # TVMScript's statement call written as an evaluated expression
+                call, form = call.args[0], inner
         if form is None or form.kind != "stmt":
             if form is not None:
                 raise self.error(s, f"T.{form.__name__} is not a statement here")
@@ -3009,7 +3046,8 @@ class _Parser:
         bound.apply_defaults()
         refs = self.reference_args(fn, what, bound.arguments, s)
         saved = (self.scopes, self.control, self.env, self.filename, self.line_offset,
-                 self.source_lines)
+                 self.source_lines, self.reassigned)
+        self.reassigned = _reassigned_names(fdef)
         filename = inspect.getsourcefile(fn) or "<unknown>"
         all_lines = linecache.getlines(filename)
         self.scopes, self.control = [dict(bound.arguments)], [False]
@@ -3030,7 +3068,7 @@ class _Parser:
             return (out, value) if want_value else out
         finally:
             (self.scopes, self.control, self.env, self.filename, self.line_offset,
-             self.source_lines) = saved
+             self.source_lines, self.reassigned) = saved
 
     def reference_args(self, fn, what: str, arguments: dict, s) -> list[N.Stmt]:
         """TileLang's pass-by-reference macro parameters (``x: T.Ref``, or the deprecated
@@ -4150,9 +4188,30 @@ class _Parser:
         return [N.TmaStoreArrive(loc=self.loc(s))]
 
     def stmt_mbarrier_arrive(self, a: _Args, s) -> list[N.Stmt]:
-        a.refuse_unless("cta_id", (None,), "tilecute arrives on this block's own mbarrier")
+        """``T.mbarrier_arrive(bar[i])``; ``T.mbarrier_arrive(bar[i], cta_id)``: on the
+        barrier of block ``cta_id`` of the cluster (TileLang asks for a
+        ``T.alloc_cluster_barrier``; tilecute's barriers are the same mbarriers)."""
+        block = a.value("cta_id")
+        if block is not None:
+            if isinstance(block, bool) or not (isinstance(block, int) or
+                                               _is_ir(block) and N.is_int(block.dtype)):
+                raise a.fail("cta_id", f"cta_id must be an integer (a block's rank in the "
+                                       f"cluster), got {_show(block)}")
+            block = N.cast(N.as_expr(block), "int32")
         return [N.MBarrierArrive(self.barrier_element(a.node("mbarrier"), "T.mbarrier_arrive"),
-                                 loc=self.loc(s))]
+                                 loc=self.loc(s), block=block)]
+
+    def stmt_cluster_sync(self, a: _Args, s) -> list[N.Stmt]:
+        return [N.ClusterSync(loc=self.loc(s))]
+
+    def stmt_cluster_arrive(self, a: _Args, s) -> list[N.Stmt]:
+        return [N.ClusterSync(loc=self.loc(s), kind="arrive")]
+
+    def stmt_cluster_arrive_relaxed(self, a: _Args, s) -> list[N.Stmt]:
+        return [N.ClusterSync(loc=self.loc(s), kind="arrive_relaxed")]
+
+    def stmt_cluster_wait(self, a: _Args, s) -> list[N.Stmt]:
+        return [N.ClusterSync(loc=self.loc(s), kind="wait")]
 
     def stmt_wait_wgmma(self, a: _Args, s, name: str = "id") -> list[N.Stmt]:
         pending = a.static_int(name)
@@ -4594,23 +4653,62 @@ class _Parser:
             return buf
         return self.buffer_of(node)
 
+    def scan_operand(self, a: _Args, arg: str, what: str):
+        """A T.cumsum / T.cummax operand: ``(buffer, None)`` for a whole buffer, or
+        ``(buffer, region)`` for a part of a shared buffer with static extents (TileLang's
+        BufferRegion operand, ``big[0:M, 0:N]``)."""
+        node = a.node(arg)
+        ref = self.lookup_local(node.id) if isinstance(node, ast.Name) else None
+        if not (isinstance(node, ast.Subscript) or isinstance(ref, _RegionRef)):
+            return self.buffer_of(node), None
+        r = self.region(node)
+        buf = self.buffer_named(r.buffer)
+        if _whole_region(r, buf) or r.extents is None and buf.scope != "global" and all(
+                isinstance(x, N.Const) and x.value == 0 for x in r.starts):
+            return buf, None
+        if buf.scope != "shared" or r.extents is None:
+            raise a.fail(arg, f"{what} takes a whole buffer or a part of a shared buffer "
+                              f"(`s[0:M, 0:N]`); `{ast.unparse(node)}` is "
+                              + ("an element" if r.extents is None else
+                                 f"a part of {buf.scope} buffer '{buf.name}'"))
+        if not all(isinstance(e, N.Const) for e in r.extents):
+            raise a.fail(arg, f"{what}: the extents of `{ast.unparse(node)}` must be known at "
+                              "parse time (a part of a shared buffer is scanned through a "
+                              "shared tile of its shape)")
+        return buf, r
+
     def stmt_cumsum(self, a: _Args, s, kind: str = "sum") -> list[N.Stmt]:
+        """A scan of whole shared/fragment buffers; a part of a shared buffer (either
+        operand) is copied into a shared tile of its shape, scanned there and copied out to
+        the destination part, so that the scan sees exactly the region's elements."""
         what = {"sum": "T.cumsum", "max": "T.cummax"}[kind]
-        src = self.whole_buffer(a, "src", what)
-        dst = self.whole_buffer(a, "dst", what) if a.value("dst") is not None else src
+        src, src_r = self.scan_operand(a, "src", what)
+        given = a.given("dst") and not (isinstance(a.node("dst"), ast.Constant) and
+                                        a.node("dst").value is None)
+        dst, dst_r = self.scan_operand(a, "dst", what) if given else (src, src_r)
         for b, arg in ((src, "src"), (dst, "dst")):
             if b.scope not in ("shared", "fragment"):
                 raise a.fail(arg, f"'{b.name}' is a {b.scope} buffer; {what} scans shared or "
                                   "fragment buffers")
-        if tuple(dst.shape) != tuple(src.shape) or dst.dtype != src.dtype:
-            raise a.fail("dst", f"'{dst.name}' must have the shape and dtype of '{src.name}'")
+        shape = lambda b, r: tuple(r.extents) if r is not None else tuple(b.shape)  # noqa: E731
+        if shape(dst, dst_r) != shape(src, src_r) or dst.dtype != src.dtype:
+            raise a.fail("dst", f"'{dst.name}' must have the shape and dtype of '{src.name}'"
+                         + (" (of the parts given)" if src_r or dst_r else ""))
+        ndim = len(shape(src, src_r))
         dim = a.static_int("dim")
-        if not -src.ndim <= dim < src.ndim:
+        if not -ndim <= dim < ndim:
             raise a.fail("dim", f"dim={dim} is out of range for '{src.name}', which has "
-                                f"{src.ndim} dims")
+                                f"{ndim} dims")
         a.no_annotations()
-        return [N.Scan(kind, src.name, dst.name, dim % src.ndim, a.static_bool("reverse"),
-                       loc=self.loc(s))]
+        reverse, loc = a.static_bool("reverse"), self.loc(s)
+        if src_r is None and dst_r is None:
+            return [N.Scan(kind, src.name, dst.name, dim % ndim, reverse, loc=loc)]
+        tile = N.Buffer(self.fresh(f"{src.name}_part"), src.dtype, shape(src, src_r), "shared")
+        whole = lambda b: N.Region(b.name, tuple(N.Const(0, "int32") for _ in b.shape))  # noqa: E731
+        return [N.Allocate(tile, loc=loc),
+                N.Copy(src_r or whole(src), whole(tile), loc=loc, disable_tma=True),
+                N.Scan(kind, tile.name, tile.name, dim % ndim, reverse, loc=loc),
+                N.Copy(whole(tile), dst_r or whole(dst), loc=loc, disable_tma=True)]
 
     def stmt_cummax(self, a: _Args, s) -> list[N.Stmt]:
         return self.stmt_cumsum(a, s, "max")
@@ -5477,6 +5575,16 @@ class _Parser:
             return self.layout_value(fn, node)
         helper = _helper_name(fn)
         if getattr(fn, "reads_elements", False):  # T.any_of / T.all_of: a buffer's elements
+            if len(node.args) > 1 or node.args and not node.keywords and not isinstance(
+                    node.args[0], (ast.Name, ast.Subscript, ast.Attribute)):
+                # TileLang's control-flow guide writes conditions: T.all_of(i < M, j < N)
+                values = [self.expr(a) for a in node.args]
+                for i, (x, v) in enumerate(zip(node.args, values)):
+                    if not (_is_ir(v) or isinstance(v, (bool, int))):
+                        raise self.error(x, f"T.{fn.__name__}: argument {i + 1} (`{ast.unparse(x)}`) "
+                                            f"is not a condition; T.{fn.__name__} takes one buffer "
+                                            "(or region), or conditions")
+                return _and(values) if fn.__name__ == "all_of" else _or(values)
             return fn(self.region_truths(node, fn.__name__))
         if getattr(fn, "wide_load", None):  # T.ldg32 ... T.lds128, T.__ldg
             return self.wide_load(fn, node)
@@ -5705,6 +5813,34 @@ def _hoist_shared(body: tuple) -> tuple:
         hoisted.clear()
         out.append(t)
     return tuple(out)
+
+
+def _reassigned_names(fdef) -> set:
+    """The names a function body assigns other than by a typed declaration (``a = 2``,
+    ``a += 1``, a loop target): a typed local ``a: T.int32 = 0`` of such a name is a
+    variable; nested functions and lambdas aside."""
+    names: set = set()
+
+    def targets(t):
+        if isinstance(t, ast.Name):
+            yield t.id
+        elif isinstance(t, (ast.Tuple, ast.List)):
+            for e in t.elts:
+                yield from targets(e)
+        elif isinstance(t, ast.Starred):
+            yield from targets(t.value)
+
+    stack = list(fdef.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            continue
+        if isinstance(node, ast.Assign):
+            names.update(n for t in node.targets for n in targets(t))
+        elif isinstance(node, (ast.AugAssign, ast.For, ast.comprehension)):
+            names.update(targets(node.target))
+        stack.extend(ast.iter_child_nodes(node))
+    return names
 
 
 def _truth(x) -> N.Expr:

@@ -411,7 +411,25 @@ def var(dtype, name: str = "") -> _N.Var:
         name = f"sym{_SYMBOLS[0]}"
         _SYMBOLS[0] += 1
     return _N.Var(name, dt, 1)
-dyn = dynamic
+class _DynProxy:
+    """``T.dyn``: ``T.dynamic`` called (``T.dyn("K")``) or subscripted, the form TileLang's
+    language guide writes in annotations: ``T.dyn['K']`` (int32), ``T.dyn['K', 'int64']``."""
+
+    def __call__(self, name, dtype="int32", multiple_of: int = 1):
+        return dynamic(name, dtype, multiple_of)
+
+    def __getitem__(self, key):
+        if isinstance(key, tuple):
+            if len(key) != 2:
+                raise ValueError(f"T.dyn[...]: a name or (name, dtype), got {key!r}")
+            return dynamic(key[0], key[1])
+        return dynamic(key)
+
+    def __repr__(self) -> str:
+        return "<T.dyn>"
+
+
+dyn = _DynProxy()
 
 
 def meta_var(value):

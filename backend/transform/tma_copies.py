@@ -303,9 +303,16 @@ class _Kernel(StmtMutator):
     def step_origin(self, s: N.Copy, lets: dict, inner: set) -> N.Region | None:
         """The copy's source with the body's Lets it names inlined (a paged load's
         ``page = block_table[b, k]``), so that the load can be issued steps ahead; None
-        when it names another name bound in the body."""
+        when it names another name bound in the body or reads a buffer other than a
+        global one the kernel never writes."""
         src = substitute(s.src, lets) if lets else s.src
         if any(mentions(e, n) for e in src.starts for n in inner):
+            return None
+        if any(isinstance(x, N.Load) and (x.buffer in self.written()
+                                          or self.func.buffer(x.buffer) is None)
+               for e in src.starts for x in walk_nodes(e)):
+            # an origin read from a local variable or a shared / written buffer
+            # (`idx = T.alloc_var(...)`, `idx = Ids[k]`) holds this step's value only
             return None
         return src
 
