@@ -336,3 +336,46 @@ def test_a_0d_tensor_parameter_is_refused_by_name():
         def f(X: T.Tensor((32,), "float32"), scale: T.Tensor((), "float32")):
             with T.Kernel(1, threads=32) as bx:
                 X[T.get_thread_binding(0)] = X[T.get_thread_binding(0)] * scale[()]
+
+
+# ---- a view of a parameter's storage before the kernels ---------------------------------
+def flat_matmul_views(b=2, i=4, j=8, l=32, k=64, bm=64, bn=64, bk=32):
+    m = b * i * j
+
+    @T.prim_func
+    def flat_mm(A: T.Tensor((b, i, j, l), "float16"), B: T.Tensor((l, k), "float16"),
+                C: T.Tensor((b, i, j, k), "float16")):
+        A_flat = T.Tensor((m, l), "float16", A.data)  # TileLang: a function-level buffer
+        C_flat = T.Tensor((m, k), "float16", C.data)
+        with T.Kernel(T.ceildiv(k, bn), T.ceildiv(m, bm), threads=128) as (bx, by):
+            A_s = T.alloc_shared((bm, bk), "float16")
+            B_s = T.alloc_shared((bk, bn), "float16")
+            acc = T.alloc_fragment((bm, bn), "float32")
+            T.clear(acc)
+            for ko in T.Pipelined(T.ceildiv(l, bk), num_stages=2):
+                T.copy(A_flat[by * bm, ko * bk], A_s)
+                T.copy(B[ko * bk, bx * bn], B_s)
+                T.gemm(A_s, B_s, acc)
+            T.copy(acc, C_flat[by * bm, bx * bn])
+
+    return flat_mm
+
+
+def test_top_level_storage_views_stand_in_each_kernel(tmp_path):
+    f = flat_matmul_views()
+    views = [s.buffer for s in walk_stmts(f.kernels) if isinstance(s, N.Allocate)
+             and s.buffer.scope == "global"]
+    assert [(v.name, v.shape) for v in views] == [
+        ("A_flat", (N.Const(64, "int32"), N.Const(32, "int32"))),
+        ("C_flat", (N.Const(64, "int32"), N.Const(64, "int32")))]
+    _cubin(f, tmp_path)
+
+
+@pytest.mark.gpu
+def test_gpu_top_level_storage_views():
+    kernel = tilecute.compile(flat_matmul_views())
+    a = torch.randn(2, 4, 8, 32, dtype=torch.float16, device="cuda")
+    bm = torch.randn(32, 64, dtype=torch.float16, device="cuda")
+    c = torch.empty(2, 4, 8, 64, dtype=torch.float16, device="cuda")
+    kernel(a, bm, c)
+    torch.testing.assert_close(c.float(), a.float() @ bm.float(), rtol=1e-2, atol=1e-2)
