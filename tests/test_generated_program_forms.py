@@ -379,3 +379,54 @@ def test_gpu_top_level_storage_views():
     c = torch.empty(2, 4, 8, 64, dtype=torch.float16, device="cuda")
     kernel(a, bm, c)
     torch.testing.assert_close(c.float(), a.float() @ bm.float(), rtol=1e-2, atol=1e-2)
+
+
+# ---- a top-level `if` on a parse-time value chooses the kernel ---------------------------
+def cumulative_along(dim, rows=4, cols=32):
+    @T.prim_func
+    def cum(X: T.Tensor((rows, cols), "float32"), Y: T.Tensor((rows, cols), "float32")):
+        if dim == 1:  # TileLang's builder runs only the branch a Python value chooses
+            with T.Kernel(rows, threads=32) as r:
+                acc = T.alloc_var("float32")
+                acc = 0.0
+                for c in T.serial(cols):
+                    acc += X[r, c]
+                    Y[r, c] = acc
+        else:
+            with T.Kernel(cols, threads=32) as c:
+                acc = T.alloc_var("float32")
+                acc = 0.0
+                for r in T.serial(rows):
+                    acc += X[r, c]
+                    Y[r, c] = acc
+
+    return cum
+
+
+@pytest.mark.parametrize("dim", [0, 1])
+def test_top_level_if_on_a_parse_time_value(dim, tmp_path):
+    f = cumulative_along(dim)
+    (kernel,) = f.kernels
+    assert kernel.grid[0] == N.Const(4 if dim == 1 else 32, "int32")
+    _cubin(f, tmp_path)
+
+
+def test_top_level_if_on_a_run_time_value_is_refused():
+    def f(X: T.Tensor((32,), "float32"), n: T.int32):
+        if n > 0:
+            with T.Kernel(1, threads=32) as bx:
+                X[T.get_thread_binding(0)] = 1.0
+
+    with pytest.raises(FrontendError, match=r"`if n > 0:` at the top level of a prim_func: its "
+                                            r"condition must be known at parse time"):
+        T.prim_func(f)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dim", [0, 1])
+def test_gpu_top_level_if(dim):
+    kernel = tilecute.compile(cumulative_along(dim))
+    x = torch.randn(4, 32, device="cuda")
+    y = torch.empty_like(x)
+    kernel(x, y)
+    torch.testing.assert_close(y, x.cumsum(dim), rtol=1e-5, atol=1e-5)

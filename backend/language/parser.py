@@ -1199,6 +1199,11 @@ class _Parser:
                 return self.top_level_macro(s)
             if isinstance(s, ast.Assign) and self.is_alloc_global(s.value):
                 return self.assign(s)
+            if isinstance(s, ast.If):
+                # `if dim == 1: with T.Kernel(...)` on a parse-time value: TileLang's builder
+                # runs the chosen branch only (its ctx_if on a Python value)
+                cond = self.top_level_condition(s)
+                return list(self.block(s.body if cond else s.orelse, top=True))
             if isinstance(s, ast.Assign) and self.is_storage_view(s):
                 # `A_flat = T.Tensor(shape, dtype, A.data)` before the kernels: TileLang's
                 # function-level buffer over a parameter's storage; it stands at the start
@@ -2474,6 +2479,19 @@ class _Parser:
         self.workspaces.append(buf)
         self.bind(name, _BufferRef(buf))
         return []
+
+    def top_level_condition(self, s: ast.If) -> bool:
+        """The parse-time truth of a top-level ``if``'s condition; a condition on run-time
+        values is refused (TileLang would branch on the host, before the kernels)."""
+        try:
+            cond = self.expr(s.test)
+        except FrontendError:
+            cond = None
+        if cond is None or _is_ir(cond) or not isinstance(cond, (bool, int, float, str, tuple)):
+            raise self.error(s, f"`if {ast.unparse(s.test)}:` at the top level of a prim_func: "
+                                "its condition must be known at parse time (a Python value), "
+                                "which chooses the statements that stand there")
+        return bool(cond)
 
     def is_storage_view(self, s: ast.Assign) -> bool:
         """``name = T.Tensor(shape, dtype, P.data)`` (``T.Buffer`` too) or
