@@ -344,7 +344,7 @@ def jit(fn=None, *, out_idx: Optional[Sequence[int]] = None, target: Optional[st
 
     def wrap(factory):
         if isinstance(factory, N.PrimFunc):
-            # TileLang 0.1.x's form `@tilelang.jit(out_idx=...)` over `@T.prim_func`: the
+            # TileLang 0.1.4's form `@tilelang.jit(out_idx=...)` over `@T.prim_func`: the
             # decorator compiled the prim_func at once and the name is the kernel
             if debug_root_path is not None:
                 raise TypeError(f"{factory.name}: tilecute.jit applied to a prim_func compiles "

@@ -324,3 +324,109 @@ def test_a_name_tc_bound_twice(tmp_path):
     names = [s.var.name for s in walk_stmts(f.kernels) if isinstance(s, N.For)]
     assert names == ["tc", "utc"]
     _cubin(f, tmp_path)
+
+
+# ---- a 0-d tensor parameter: refused by name -------------------------------------------
+def test_a_0d_tensor_parameter_is_refused_by_name():
+    from tilecute.ir.validate import ValidationError
+
+    with pytest.raises(ValidationError, match=r"parameter 'scale': a 0-d tensor \(shape \(\)\) "
+                                              r"is not supported"):
+        @T.prim_func
+        def f(X: T.Tensor((32,), "float32"), scale: T.Tensor((), "float32")):
+            with T.Kernel(1, threads=32) as bx:
+                X[T.get_thread_binding(0)] = X[T.get_thread_binding(0)] * scale[()]
+
+
+# ---- a view of a parameter's storage before the kernels ---------------------------------
+def flat_matmul_views(b=2, i=4, j=8, l=32, k=64, bm=64, bn=64, bk=32):
+    m = b * i * j
+
+    @T.prim_func
+    def flat_mm(A: T.Tensor((b, i, j, l), "float16"), B: T.Tensor((l, k), "float16"),
+                C: T.Tensor((b, i, j, k), "float16")):
+        A_flat = T.Tensor((m, l), "float16", A.data)  # TileLang: a function-level buffer
+        C_flat = T.Tensor((m, k), "float16", C.data)
+        with T.Kernel(T.ceildiv(k, bn), T.ceildiv(m, bm), threads=128) as (bx, by):
+            A_s = T.alloc_shared((bm, bk), "float16")
+            B_s = T.alloc_shared((bk, bn), "float16")
+            acc = T.alloc_fragment((bm, bn), "float32")
+            T.clear(acc)
+            for ko in T.Pipelined(T.ceildiv(l, bk), num_stages=2):
+                T.copy(A_flat[by * bm, ko * bk], A_s)
+                T.copy(B[ko * bk, bx * bn], B_s)
+                T.gemm(A_s, B_s, acc)
+            T.copy(acc, C_flat[by * bm, bx * bn])
+
+    return flat_mm
+
+
+def test_top_level_storage_views_stand_in_each_kernel(tmp_path):
+    f = flat_matmul_views()
+    views = [s.buffer for s in walk_stmts(f.kernels) if isinstance(s, N.Allocate)
+             and s.buffer.scope == "global"]
+    assert [(v.name, v.shape) for v in views] == [
+        ("A_flat", (N.Const(64, "int32"), N.Const(32, "int32"))),
+        ("C_flat", (N.Const(64, "int32"), N.Const(64, "int32")))]
+    _cubin(f, tmp_path)
+
+
+@pytest.mark.gpu
+def test_gpu_top_level_storage_views():
+    kernel = tilecute.compile(flat_matmul_views())
+    a = torch.randn(2, 4, 8, 32, dtype=torch.float16, device="cuda")
+    bm = torch.randn(32, 64, dtype=torch.float16, device="cuda")
+    c = torch.empty(2, 4, 8, 64, dtype=torch.float16, device="cuda")
+    kernel(a, bm, c)
+    torch.testing.assert_close(c.float(), a.float() @ bm.float(), rtol=1e-2, atol=1e-2)
+
+
+# ---- a top-level `if` on a parse-time value chooses the kernel ---------------------------
+def cumulative_along(dim, rows=4, cols=32):
+    @T.prim_func
+    def cum(X: T.Tensor((rows, cols), "float32"), Y: T.Tensor((rows, cols), "float32")):
+        if dim == 1:  # TileLang's builder runs only the branch a Python value chooses
+            with T.Kernel(rows, threads=32) as r:
+                acc = T.alloc_var("float32")
+                acc = 0.0
+                for c in T.serial(cols):
+                    acc += X[r, c]
+                    Y[r, c] = acc
+        else:
+            with T.Kernel(cols, threads=32) as c:
+                acc = T.alloc_var("float32")
+                acc = 0.0
+                for r in T.serial(rows):
+                    acc += X[r, c]
+                    Y[r, c] = acc
+
+    return cum
+
+
+@pytest.mark.parametrize("dim", [0, 1])
+def test_top_level_if_on_a_parse_time_value(dim, tmp_path):
+    f = cumulative_along(dim)
+    (kernel,) = f.kernels
+    assert kernel.grid[0] == N.Const(4 if dim == 1 else 32, "int32")
+    _cubin(f, tmp_path)
+
+
+def test_top_level_if_on_a_run_time_value_is_refused():
+    def f(X: T.Tensor((32,), "float32"), n: T.int32):
+        if n > 0:
+            with T.Kernel(1, threads=32) as bx:
+                X[T.get_thread_binding(0)] = 1.0
+
+    with pytest.raises(FrontendError, match=r"`if n > 0:` at the top level of a prim_func: its "
+                                            r"condition must be known at parse time"):
+        T.prim_func(f)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dim", [0, 1])
+def test_gpu_top_level_if(dim):
+    kernel = tilecute.compile(cumulative_along(dim))
+    x = torch.randn(4, 32, device="cuda")
+    y = torch.empty_like(x)
+    kernel(x, y)
+    torch.testing.assert_close(y, x.cumsum(dim), rtol=1e-5, atol=1e-5)

@@ -275,6 +275,9 @@ class _Validator:
                 self.dtype(p.dtype, f"parameter '{p.name}'")
                 if p.scope != "global":
                     self.fail(f"parameter '{p.name}' must be a global tensor")
+                if p.shape == ():
+                    self.fail(f"parameter '{p.name}': a 0-d tensor (shape ()) is not supported "
+                              "by tilecute; declare it with shape (1,) and read element 0")
                 if not isinstance(p.shape, tuple) or not p.shape or \
                         not isinstance(p.strides, (tuple, type(None))):
                     self.fail(f"parameter '{p.name}': shape and strides are lists of dims")

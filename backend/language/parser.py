@@ -460,6 +460,8 @@ class _Parser:
         # `A = T.make_tensor(p, shape, dtype)` at the top level of the body: (program name,
         # buffer, address, statement), allocated at the start of each T.Kernel that follows
         self.top_tensors: list[tuple[str, N.Buffer, N.Expr, ast.stmt]] = []
+        # top-level views of a parameter's storage, parsed again at each T.Kernel's start
+        self.top_views: list[ast.Assign] = []
         self.address_tensors: set[str] = set()  # the buffers T.make_tensor made
         self.used_names.add(self.fname)  # the function's own name is taken too
         self.in_kernel = False
@@ -1204,6 +1206,17 @@ class _Parser:
                 return self.top_level_macro(s)
             if isinstance(s, ast.Assign) and self.is_alloc_global(s.value):
                 return self.assign(s)
+            if isinstance(s, ast.If):
+                # `if dim == 1: with T.Kernel(...)` on a parse-time value: TileLang's builder
+                # runs the chosen branch only (its ctx_if on a Python value)
+                cond = self.top_level_condition(s)
+                return list(self.block(s.body if cond else s.orelse, top=True))
+            if isinstance(s, ast.Assign) and self.is_storage_view(s):
+                # `A_flat = T.Tensor(shape, dtype, A.data)` before the kernels: TileLang's
+                # function-level buffer over a parameter's storage; it stands at the start
+                # of each T.Kernel that follows (a view of its own in each)
+                self.top_views.append(s)
+                return []
             if isinstance(s, ast.Assign) and self.is_make_tensor(s.value):
                 return self.assign(s)
             if isinstance(s, ast.Assign) and self.try_python_assign(s):
@@ -1695,7 +1708,7 @@ class _Parser:
         self.kernel_notes = {"min_blocks_per_sm": 0, "producer_regs": 0, "consumer_regs": 0,
                              "reg_alloc": True, "safe_values": ()}
         try:
-            body = self.top_tensor_views(s) + self.block(s.body)
+            body = self.top_tensor_views(s) + self.block(self.top_views + list(s.body))
         finally:
             self.in_kernel = False
             self.pop()
@@ -2657,6 +2670,36 @@ class _Parser:
         self.workspaces.append(buf)
         self.bind(name, _BufferRef(buf))
         return []
+
+    def top_level_condition(self, s: ast.If) -> bool:
+        """The parse-time truth of a top-level ``if``'s condition; a condition on run-time
+        values is refused (TileLang would branch on the host, before the kernels)."""
+        try:
+            cond = self.expr(s.test)
+        except FrontendError:
+            cond = None
+        if cond is None or _is_ir(cond) or not isinstance(cond, (bool, int, float, str, tuple)):
+            raise self.error(s, f"`if {ast.unparse(s.test)}:` at the top level of a prim_func: "
+                                "its condition must be known at parse time (a Python value), "
+                                "which chooses the statements that stand there")
+        return bool(cond)
+
+    def is_storage_view(self, s: ast.Assign) -> bool:
+        """``name = T.Tensor(shape, dtype, P.data)`` (``T.Buffer`` too) or
+        ``T.make_tensor(P.data, shape, dtype)``: a buffer over a parameter's storage."""
+        value = s.value
+        if len(s.targets) != 1 or not isinstance(s.targets[0], ast.Name) or \
+                not isinstance(value, ast.Call):
+            return False
+        if self.tensor_proxy(value.func) is not None:
+            data = value.args[2] if len(value.args) > 2 else next(
+                (k.value for k in value.keywords if k.arg == "data"), None)
+        elif self.is_make_tensor(value):
+            data = value.args[0] if value.args else next(
+                (k.value for k in value.keywords if k.arg == "ptr"), None)
+        else:
+            return False
+        return isinstance(data, ast.Attribute) and data.attr == "data"
 
     def is_make_tensor(self, value) -> bool:
         if not isinstance(value, ast.Call):
