@@ -16,7 +16,7 @@ _LAZY = {
     "TensorSupplyType": ("tilecute.utils", "TensorSupplyType"),
     "autotune": ("tilecute.autotuner", "autotune"),
     # TileLang's other top-level names (docs/host-api.md)
-    "JITKernel": ("tilecute.runtime.kernel", "Kernel"),
+    "JITKernel": ("tilecute.jit.kernel", "JITKernel"),
     "Profiler": ("tilecute.profiler", "Profiler"),
     "deprecated": ("tilecute.utils", "deprecated"),
     "next_power_of_2": ("tilecute.math", "next_power_of_2"),

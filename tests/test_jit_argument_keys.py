@@ -107,8 +107,8 @@ def test_jit_is_the_decorator_and_tilelangs_package():
     from tilecute.jit import JITKernel, compile as jit_compile
     from tilecute.runtime.kernel import Kernel
 
-    assert JITKernel is Kernel and jit_compile is tilecute.compile
-    assert importlib.import_module("tilecute.jit.kernel").JITKernel is Kernel
+    assert jit_compile is tilecute.compile and issubclass(Kernel, JITKernel)
+    assert importlib.import_module("tilecute.jit.kernel").JITKernel is JITKernel
 
     @tilecute.jit(out_idx=[-1])  # the module is callable: TileLang's @tilelang.jit(...)
     def copy(n):
@@ -142,3 +142,20 @@ def test_cutedsl_check_and_host_source():
     kernel = _scale(128, 64)
     host = kernel.get_host_source()
     assert kernel.get_source("host") in host and kernel.get_source("launcher") in host
+
+
+def test_jitkernel_compiles_a_prim_func_as_tilelang(tmp_path, monkeypatch):
+    """TileLang's ``JITKernel(func, out_idx, execution_backend, target, ...)`` constructor
+    compiles ``func`` (its kernel tests and older tutorials write it); the result is an
+    instance of ``JITKernel``; a kernel folder loads; ``from_database`` is refused."""
+    from tilecute.jit import JITKernel
+
+    monkeypatch.setenv("TILECUTE_ARCH", "sm_90a")
+    kernel = JITKernel(_scale.func.get_tir(256, 64), out_idx=[-1], target="cuda")
+    assert isinstance(kernel, JITKernel) and kernel.out_idx == [1]
+    assert kernel.get_kernel_source()
+    again = JITKernel(str(kernel.path), out_idx=[-1])
+    assert again.abi.to_json() == kernel.abi.to_json()
+    with pytest.raises(NotImplementedError, match="from_database=True"):
+        JITKernel(from_database=True, target="c")
+    assert not isinstance(object(), JITKernel)

@@ -292,7 +292,8 @@ def test_small_top_level_names(monkeypatch):
     from tilecute.language.fp8 import determine_fp8_type
     from tilecute.tileop.base import GemmWarpPolicy
 
-    assert tilecute.JITKernel is tilecute.runtime.kernel.Kernel
+    assert tilecute.JITKernel is tilecute.jit.kernel.JITKernel
+    assert issubclass(tilecute.runtime.kernel.Kernel, tilecute.JITKernel)
     assert tilecute.next_power_of_2(5) == 8 == tilecute.math.next_power_of_2(8)
     assert tilecute.math.next_power_of_2(1) == 1 and tilecute.math.cdiv(7, 2) == 4
     assert GemmWarpPolicy is T.GemmWarpPolicy

@@ -18,7 +18,7 @@ from ..api import compile, jit as _jit, par_compile  # noqa: A004
 from ..ir.nodes import PrimFunc
 from ..language import prim_func
 from ..refusals import refusing_getattr
-from ..runtime.kernel import Kernel as JITKernel
+from .kernel import JITKernel
 
 __all__ = ["jit", "compile", "par_compile", "JITKernel", "PrimFunc", "prim_func"]
 
