@@ -1430,11 +1430,7 @@ class _Parser:
             # TileLang's Bind: an immutable value alias (a pipelined loop's schedule does not
             # count it; in a T.Parallel body, a value per element, which a later `a = ...`
             # rebinds), as `name = value` is
-            var = N.Var(self.fresh(name), dt)
-            self.bind(name, var)
-            value = N.cast(N.as_expr(value, dt), dt)
-            self.let_values[var.name] = value
-            return [N.Let(var, value, loc=self.loc(s))]
+            return self.let(name, N.cast(N.as_expr(value, dt), dt), s)
         return self.declare_var(name, dt, N.as_expr(value, dt), s)
 
     def declare_var(self, name: str, dt: str, value: N.Expr, s) -> list[N.Stmt]:
@@ -2563,10 +2559,15 @@ class _Parser:
             self.bind(target.id, declared)
             return []
         self.check_rebind(target.id, s)
-        var = N.Var(self.fresh(target.id), v.dtype)
-        self.bind(target.id, var)
-        self.let_values[var.name] = v
-        return [N.Let(var, v, loc=self.loc(s))]
+        return self.let(target.id, v, s)
+
+    def let(self, name: str, value: N.Expr, s) -> list[N.Stmt]:
+        """``name = value``: ``name`` bound to a fresh variable, an immutable ``Let`` of
+        ``value`` (kept in ``let_values``, which ``let_constant`` reads)."""
+        var = N.Var(self.fresh(name), value.dtype)
+        self.bind(name, var)
+        self.let_values[var.name] = value
+        return [N.Let(var, value, loc=self.loc(s))]
 
     def aug_assign(self, s: ast.AugAssign) -> list[N.Stmt]:
         op = _BIN.get(type(s.op))

@@ -43,6 +43,13 @@ def _static(extents) -> tuple | None:
     return None
 
 
+def _with_innermost(nest: N.For, **changes) -> N.For:
+    """``nest`` with ``changes`` made to its innermost loop."""
+    if len(nest.body) == 1 and isinstance(nest.body[0], N.For):
+        return dataclasses.replace(nest, body=(_with_innermost(nest.body[0], **changes),))
+    return dataclasses.replace(nest, **changes)
+
+
 class _Lowerer(StmtMutator):
     def __init__(self, func: N.PrimFunc):
         self.func = func
@@ -151,22 +158,10 @@ class _Lowerer(StmtMutator):
         if "local" in scopes and "fragment" not in scopes:
             # a thread's own buffer: every thread copies all of it (TileLang lowers a copy
             # with a local side to a plain per-thread loop, never partitioned over threads)
-            loops = [nest]
-            while len(loops[-1].body) == 1 and isinstance(loops[-1].body[0], N.For):
-                loops.append(loops[-1].body[0])
-            inner = dataclasses.replace(loops[-1], loop_layout=N.Layout("replicated"))
-            for outer in reversed(loops[:-1]):
-                inner = dataclasses.replace(outer, body=(inner,))
-            nest = inner
-        if not s.instruction:
-            return nest
-        loops = [nest]
-        while len(loops[-1].body) == 1 and isinstance(loops[-1].body[0], N.For):
-            loops.append(loops[-1].body[0])
-        inner = dataclasses.replace(loops[-1], copy_instruction=s.instruction)
-        for outer in reversed(loops[:-1]):
-            inner = dataclasses.replace(outer, body=(inner,))
-        return inner
+            nest = _with_innermost(nest, loop_layout=N.Layout("replicated"))
+        if s.instruction:
+            nest = _with_innermost(nest, copy_instruction=s.instruction)
+        return nest
 
     def no_tma_reason(self, s: N.Copy) -> str:
         scopes = [self.buffers[r.buffer].scope for r in (s.src, s.dst)]

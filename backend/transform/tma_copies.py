@@ -233,7 +233,7 @@ class _Kernel(StmtMutator):
         body, before, loaded = [], [], set()
         lets: dict[str, N.Expr] = {}  # the body's top-level Lets, each of the step alone
         for s in steps:
-            src = self.step_origin(s, lets, inner) if self.load_ok(s) else None
+            src = self.step_origin(s, lets, inner, written) if self.load_ok(s) else None
             if src is not None and s.dst.buffer not in buffer_names(before) \
                     and not var_names(s.dst.starts) & (inner | {loop.var.name}) \
                     and s.dst.buffer not in self.aliased \
@@ -241,9 +241,7 @@ class _Kernel(StmtMutator):
                 body.append(tma_of(s, src))
                 loaded.add(s.dst.buffer)
             else:
-                if isinstance(s, N.Let) and not any(
-                        isinstance(x, N.Load) and (x.buffer in written or self.func.buffer(x.buffer) is None)
-                        for x in walk_nodes(s.value)):
+                if isinstance(s, N.Let) and not self.reads_mutable(s.value, written):
                     lets[s.var.name] = substitute(s.value, lets)
                 before.append(s)
                 body.append(self.visit(s))
@@ -300,7 +298,13 @@ class _Kernel(StmtMutator):
         self.names.add(name)
         return name
 
-    def step_origin(self, s: N.Copy, lets: dict, inner: set) -> N.Region | None:
+    def reads_mutable(self, e, written: set[str]) -> bool:
+        """Does ``e`` read a buffer other than a global one the kernel never writes (a
+        local variable, shared memory, a written global): a value of this step only?"""
+        return any(isinstance(x, N.Load) and (x.buffer in written or self.func.buffer(x.buffer) is None)
+                   for x in walk_nodes(e))
+
+    def step_origin(self, s: N.Copy, lets: dict, inner: set, written: set[str]) -> N.Region | None:
         """The copy's source with the body's Lets it names inlined (a paged load's
         ``page = block_table[b, k]``), so that the load can be issued steps ahead; None
         when it names another name bound in the body or reads a buffer other than a
@@ -308,9 +312,7 @@ class _Kernel(StmtMutator):
         src = substitute(s.src, lets) if lets else s.src
         if any(mentions(e, n) for e in src.starts for n in inner):
             return None
-        if any(isinstance(x, N.Load) and (x.buffer in self.written()
-                                          or self.func.buffer(x.buffer) is None)
-               for e in src.starts for x in walk_nodes(e)):
+        if self.reads_mutable(src.starts, written):
             # an origin read from a local variable or a shared / written buffer
             # (`idx = T.alloc_var(...)`, `idx = Ids[k]`) holds this step's value only
             return None
