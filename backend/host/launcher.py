@@ -423,8 +423,7 @@ def _arg_contexts(abi: LaunchABI, binding: dict[str, tuple[int, str, int]]) -> l
             continue
         if a.strides is not None and len(a.strides) != len(a.shape):
             raise _fail(abi, f"argument {a.name!r}: {len(a.strides)} strides for rank {len(a.shape)}")
-        if a.align < 1 or a.align & (a.align - 1):
-            raise _fail(abi, f"argument {a.name!r}: align must be a power of two, got {a.align}")
+        _check_align(abi, a)
         dtype = DTYPES[a.dtype]
         dims = ", ".join(dim_text(x) for x in a.shape)
         layout = "contiguous" if a.strides is None else "strides (" + ", ".join(dim_text(x) for x in a.strides) + ")"
@@ -497,13 +496,18 @@ def _scalar_context(abi: LaunchABI, i: int, a: ScalarArg) -> dict:
     return {**common, "reader": "int", "value_type": "int64_t", "lo": lo, "hi": hi}
 
 
+def _check_align(abi: LaunchABI, a) -> None:
+    """A tensor's or pointer's assumed alignment is a power of two."""
+    if a.align < 1 or a.align & (a.align - 1):
+        raise _fail(abi, f"argument {a.name!r}: align must be a power of two, got {a.align}")
+
+
 def _pointer_context(abi: LaunchABI, i: int, a: PointerArg) -> dict:
     """A pointer argument (TileLang's ``p: T.ptr``): a tensor's data pointer or an int,
     read into an int64 address."""
     if a.dtype != "int64":
         raise _fail(abi, f"pointer argument {a.name!r}: an address is int64, got {a.dtype!r}")
-    if a.align < 1 or a.align & (a.align - 1):
-        raise _fail(abi, f"argument {a.name!r}: align must be a power of two, got {a.align}")
+    _check_align(abi, a)
     summary = "pointer: a tensor (its data pointer) or an int address"
     if a.align > 1:
         summary += f", aligned to {a.align} bytes"
