@@ -43,7 +43,7 @@ CALLS = {
     "alloc_local": ("alloc", '(4,), "float32"'), "alloc_var": ("alloc", '"float32"'),
     "alloc_barrier": ("alloc", "1"), "alloc_global": ("alloc", '(4,), "float32"'),
     "alloc_buffer": ("alloc", '(4,), "float32"'),
-    "copy": ("stmt", "A[0, 0], s"), "async_copy": ("stmt", "A[0, 0], s"), "fill": ("stmt", "acc, 0"), "clear": ("stmt", "acc"),
+    "copy": ("stmt", "A[0, 0], s"), "async_copy": ("stmt", "A[0, 0], s"), "copy_cluster": ("stmt", "A[0, 0], s"), "fill": ("stmt", "acc, 0"), "clear": ("stmt", "acc"),
     "gemm": ("stmt", "s, t, acc"), "wgmma_gemm": ("stmt", "s, t, acc"),
     "gemm_sp": ("stmt", "s, s, t, acc"),
     "Broadcast": ("expr", "1.0, 4"), "reduce": ("stmt", 'acc, row, "sum", 1, True'),
@@ -860,10 +860,10 @@ def test_thread_binding_is_the_kernels_thread_index():
 def test_an_unknown_t_statement_is_named():
     """A ``T.<name>(...)`` statement tilecute does not have is an error naming
     ``T.<name>`` at its line, not a generic one; a name of TileLang's language namespace
-    (``T.copy_cluster``, ``T.add2``, TVM's ``T.call_packed``) says it is TileLang's."""
+    (``T.tma_gather4``, ``T.add2``, TVM's ``T.call_packed``) says it is TileLang's."""
     msg = _error(HEADER.format(params="") + "        T.no_such_form(1)\n")
     assert "T.no_such_form is not a tilecute form" in msg and "<script>:" in msg
-    for call in ("T.copy_cluster(C, C)", "T.call_packed(1)", "C[0] = T.add2(x, x)",
+    for call in ("T.tma_gather4(C, C)", "T.call_packed(1)", "C[0] = T.add2(x, x)",
                  "C[0] = T.q_multiply_shift(bx, 2, 31, 0)"):
         msg = _error(HEADER.format(params="") + f"        {call}\n")
         name = call.split("T.")[1].split("(")[0]

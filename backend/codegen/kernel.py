@@ -876,6 +876,57 @@ class KernelEmitter:
             return
         self.out.line(depth, f"tct.arrive({self.barrier_ref(s.barrier)})")
 
+    def cluster_copy(self, s: N.ClusterCopy, depth: int) -> None:
+        """``T.copy_cluster(src, dst, dst_block=b[, remote_barrier=bar])``: the threads the
+        statement maps onto take its elements in turn and store each at its offset in block
+        ``b``'s ``dst`` (``tct.remote_store``: ``st.shared::cluster``); with a barrier, they
+        sync and one of them arrives on ``bar`` in block ``b`` (release at cluster scope)."""
+        if not arch_at_least(self.plan.arch, 90):
+            self.fail(s, f"T.copy_cluster(dst_block=...) stores into another block's shared "
+                         f"memory (distributed shared memory, sm_90+); the target is "
+                         f"{self.plan.arch}")
+        if not self.scope.cluster or math.prod(self.scope.cluster) < 2:
+            self.fail(s, "T.copy_cluster(dst_block=...) needs a kernel launched in clusters "
+                         "(T.ClusterKernel(..., cluster_dims=...), T.Kernel(..., cluster=...))")
+        if self.one_thread:
+            self.fail(s, "T.copy_cluster(dst_block=...) inside a one-thread branch: the "
+                         "threads of the block (or thread region) copy the elements together")
+        out, exprs = self.out, self.exprs
+        out.use("tma")
+        dims = [int(e.value) for e in s.src.extents if int(e.value) != 1]
+        total = math.prod(dims)
+        block = exprs.expr(s.block)
+        base = out.fresh("remote")
+        out.line(depth, f"{base} = tct.remote_base({ident(s.dst.buffer)}, {block})",
+                 f"T.copy_cluster: '{s.dst.buffer}' in block {block} of the cluster")
+        e = out.fresh("e")
+        out.line(depth, f"for {e} in cutlass.range({self.tid}, {total}, {self.threads}):")
+        coords, stride = [], total
+        for k, n in enumerate(dims):  # the element's coordinate along each dim of more than one
+            stride //= n
+            v = out.fresh("c")
+            q = e if stride == 1 else f"{e} // {stride}"
+            out.line(depth + 1, f"{v} = {q}" if k == 0 else f"{v} = {q} % {n}")
+            coords.append(N.Var(v, "int32"))
+
+        def indices(r: N.Region):
+            it = iter(coords)
+            return tuple(start if int(ext.value) == 1 else next(it) if
+                         isinstance(start, N.Const) and start.value == 0 else
+                         N.binop("add", start, next(it)) for start, ext in zip(r.starts, r.extents))
+        dst = self.buffers[s.dst.buffer]
+        value = N.Load(s.src.buffer, indices(s.src), self.buffers[s.src.buffer].dtype)
+        text = exprs.expr(N.cast(value, dst.dtype))
+        if dst.dtype == "bool":
+            text = f"cutlass.Uint8({text})"  # a byte in memory
+        offset = shared_index(exprs, dst, self.layouts.get(dst.name), indices(s.dst))
+        out.line(depth + 1, f"tct.remote_store({base}, {offset}, {text})")
+        if s.barrier is not None:
+            out.line(depth, self.sync(), "every element stored")
+            out.line(depth, f"if {self.tid} == 0:")
+            out.line(depth + 1, f"tct.remote_arrive({self.barrier_ref(s.barrier)}, {block})",
+                     f"on that barrier in block {block}")
+
     def cluster_sync(self, s: N.ClusterSync, depth: int) -> None:
         if not arch_at_least(self.plan.arch, 90):
             self.fail(s, f"T.cluster_{s.kind}() is barrier.cluster, sm_90+; the target is "
@@ -1115,6 +1166,7 @@ _STATEMENTS = {
     N.AsyncCopyWait: KernelEmitter.async_copy_wait,
     N.MBarrierWait: KernelEmitter.mbarrier_wait, N.SetMaxNReg: KernelEmitter.set_max_nreg,
     N.MBarrierArrive: KernelEmitter.mbarrier_arrive, N.While: KernelEmitter.while_,
+    N.ClusterCopy: KernelEmitter.cluster_copy,
     N.Scan: KernelEmitter.scan, N.FinalizeReducer: KernelEmitter.finalize_reducer,
     N.CombineRows: KernelEmitter.combine_rows,
     N.ThreadAllReduce: KernelEmitter.thread_allreduce,

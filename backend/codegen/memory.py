@@ -120,7 +120,8 @@ class SharedMemory:
         # mbarriers (the multicast pass, T.mbarrier_arrive(bar, cta_id)): the barriers'
         # init is synced cluster-wide
         self.cluster_barriers = any(isinstance(s, N.TmaCopy) and s.multicast or
-                                    isinstance(s, N.MBarrierArrive) and s.block is not None
+                                    isinstance(s, N.MBarrierArrive) and s.block is not None or
+                                    isinstance(s, N.ClusterCopy) and s.barrier is not None
                                     for s in walk_stmts(scope.body))
         self.allocs = shared_allocs(scope)
         self.total = scope.shared_bytes

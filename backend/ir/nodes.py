@@ -1045,6 +1045,24 @@ class TmaCopy(Stmt):
 
 
 @dataclass(frozen=True)
+class ClusterCopy(Stmt):
+    """TileLang's ``T.copy_cluster(src, dst, dst_block=b, remote_barrier=bar)`` (sm_90+, a
+    kernel launched in clusters): the threads that run it store shared region ``src`` of
+    their block into region ``dst`` (a shared buffer, same element count) of block ``block``
+    of the cluster (its rank), element by element (``st.shared::cluster``, cast to ``dst``'s
+    dtype).  With ``barrier``: once all are stored, one thread arrives once on that barrier
+    element in block ``block`` (release at cluster scope), whose threads see the data after
+    ``T.mbarrier_wait_parity`` on it; without, the program orders the stores
+    (``T.cluster_sync()``).  Regions carry their extents."""
+
+    src: Region
+    dst: Region
+    block: Expr
+    barrier: Optional[Region] = None
+    loc: Optional[Loc] = _loc()
+
+
+@dataclass(frozen=True)
 class MBarrierArrive(Stmt):
     """``T.mbarrier_arrive(bar[i])``: every thread that runs it arrives once.  ``cp_async``:
     TileLang's ``T.cp_async_barrier_noinc(bar[i])``, the thread's arrive made when its

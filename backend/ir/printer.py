@@ -265,6 +265,10 @@ def _stmt(s: N.Stmt, indent: int, out: list[str]) -> None:
             out.append(f"{pad}T.atomic_add({_region(s.dst)}, {_region(s.src)}, use_tma=True{kw})")
         else:
             out.append(f"{pad}T.tma_copy({_region(s.src)}, {_region(s.dst)}{kw})")
+    elif isinstance(s, N.ClusterCopy):
+        kw = f", remote_barrier={_region(s.barrier)}" if s.barrier is not None else ""
+        out.append(f"{pad}T.copy_cluster({_region(s.src)}, {_region(s.dst)}, "
+                   f"dst_block={expr_str(s.block)}{kw})")
     elif isinstance(s, N.MBarrierArrive):
         fn = "cp_async_barrier_noinc" if s.cp_async else "mbarrier_arrive"
         kw = f", cluster={s.cluster}" if s.cluster else ""

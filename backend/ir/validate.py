@@ -666,6 +666,19 @@ class _Validator:
                 self.barrier_ref(s.barrier, vars_, bufs)
             if s.stage is not None:
                 self.expr(s.stage, vars_, bufs)
+        elif isinstance(s, N.ClusterCopy):
+            self.region(s.src, vars_, bufs)
+            self.region(s.dst, vars_, bufs)
+            self.expr(s.block, vars_, bufs)
+            if not N.is_int(s.block.dtype):
+                self.fail("T.copy_cluster(dst_block=...): the block's rank is an integer")
+            if bufs[s.src.buffer].scope != "shared" or bufs[s.dst.buffer].scope != "shared":
+                self.fail("T.copy_cluster(dst_block=...) copies a shared region into a shared "
+                          "buffer of another block")
+            if s.src.extents is None or s.dst.extents is None:
+                self.fail("T.copy_cluster(dst_block=...): both regions carry their extents")
+            if s.barrier is not None:
+                self.barrier_ref(s.barrier, vars_, bufs)
         elif isinstance(s, (N.MBarrierArrive, N.MBarrierWait)):
             if isinstance(s, N.MBarrierArrive) and s.cluster:
                 self.fail("T.mbarrier_arrive(cluster=...) is the multicast pass's decision, not "

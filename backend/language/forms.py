@@ -517,6 +517,13 @@ def sync_warp(mask=None):
 
 
 @_form("stmt")
+def copy_cluster(src, dst, *, dst_block=None, cluster_mask=None, remote_barrier=None,
+                 eviction_policy=None, coalesced_width=None, annotations=None, loop_layout=None):
+    """TileLang's cluster copy: a multicast load (``cluster_mask``) or a copy into another
+    block's shared memory (``dst_block``, ``remote_barrier``)."""
+
+
+@_form("stmt")
 def tma_copy(src, dst, *, barrier=None, cluster_mask=None, leader_scope_threads=None,
              eviction_policy=None, annotations=None, stage=None, arrive=False, required=False):
     """A TMA copy with explicit synchronization: a load adds its bytes to ``barrier``'s
@@ -869,7 +876,7 @@ _UNSUPPORTED_WHY = {
 
 TILELANG_ONLY = frozenset("""
     alloc_tmem alloc_descriptor empty allocate
-    copy_cluster tma_gather4 tma_scatter4 tma_load tma_load_2sm
+    tma_gather4 tma_scatter4 tma_load tma_load_2sm
     tcgen05_gemm
     access_ptr
     mbarrier_arrive_expect_tx mbarrier_expect_tx

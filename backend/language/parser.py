@@ -31,7 +31,7 @@ from typing import Any, Optional
 from ..ir import nodes as N
 from ..refusals import Refused
 from ..ir.printer import expr_str, layout_str
-from ..ir.visitor import linear_form, walk_stmts
+from ..ir.visitor import linear_form, rebuild, walk_stmts
 from ..ir.rasterization import panel_order
 from ..ir.validate import RESERVED, RESERVED_PREFIXES, validate
 from .negative_index import legalize_negative_indices
@@ -3432,6 +3432,190 @@ class _Parser:
         return [N.Copy(src, dst, loc=self.loc(s), disable_tma=no_tma,
                        instruction=instruction or "")]
 
+    def stmt_copy_cluster(self, a: _Args, s) -> list[N.Stmt]:
+        """``T.copy_cluster(src, dst, *, dst_block=, cluster_mask=, remote_barrier=)``:
+        TileLang's cluster copies (sm_90+, a kernel launched in clusters).
+
+        ``cluster_mask`` (a global -> shared load): the blocks whose rank's bit is set get
+        the tile of the lowest-ranked of them (TileLang multicasts that block's load to
+        them); the others load their own.  tilecute loads the issuing block's tile in each
+        block of the mask (the same bytes land in each; no multicast): the copy's global
+        origin is the issuer's, its block indices and ``T.block_rank_in_cluster()`` those
+        of the mask's lowest rank (:meth:`issuer_region`).
+        ``dst_block`` (shared -> shared): the threads store ``src`` into ``dst`` of block
+        ``dst_block`` of the cluster (``N.ClusterCopy``); with ``remote_barrier``, once
+        stored, one thread arrives on that barrier in that block (its threads wait on it
+        with ``T.mbarrier_wait_parity``), as TileLang's every path arrives once.  Without
+        either it is ``T.copy``."""
+        keys = ("dst_block", "cluster_mask", "barrier", "eviction_policy", "coalesced_width",
+                "parallel_loop_layout")
+        ann = a.annotations(keys, _COPY_ANNOTATIONS_REFUSED)
+
+        def given(name: str, key: str, default):
+            if key in ann:
+                return ann[key], "annotations", f"annotations={{{key!r}: {_show(ann[key])}}}"
+            v = a.value(name) if a.given(name) else default
+            return v, name, f"{name}={_show(v)}"
+
+        self.copy_options(a, given)
+        if not self.in_kernel:
+            raise self.error(s, "T.copy_cluster belongs inside a T.Kernel / T.ClusterKernel")
+        block, _, shown_block = given("dst_block", "dst_block", None)
+        mask, mask_arg, shown_mask = given("cluster_mask", "cluster_mask", None)
+        barrier = a.node("remote_barrier") if a.given("remote_barrier") else None
+        if "barrier" in ann:
+            barrier = ast.Constant(ann["barrier"]) if not isinstance(ann["barrier"], ast.AST) \
+                else ann["barrier"]
+        if block is not None and mask is not None:
+            raise a.fail("dst_block", f"{shown_block} and {shown_mask}: a copy is either a "
+                                      "multicast load (cluster_mask) or a copy into another "
+                                      "block's shared memory (dst_block), not both (TileLang's)")
+        src, dst = self.copy_regions(a, s, "T.copy_cluster")
+        scopes = [self.buffer_named(r.buffer).scope for r in (src, dst)]
+        if block is None:
+            if barrier is not None:
+                raise a.fail("remote_barrier", "remote_barrier signals the end of a copy into "
+                                               "another block (dst_block=...); this copy has none")
+            if mask is not None and mask != 0:
+                if isinstance(mask, bool) or not isinstance(mask, int) or mask < 0:
+                    raise a.fail(mask_arg, f"{shown_mask}: cluster_mask is a bitmask of ranks, "
+                                           "an int known at parse time (TileLang's)")
+                if scopes != ["global", "shared"]:
+                    raise a.fail(mask_arg, f"{shown_mask}: a multicast copy loads a global "
+                                           f"tile into shared memory; this one copies "
+                                           f"{scopes[0]} '{src.buffer}' to {scopes[1]} "
+                                           f"'{dst.buffer}'")
+                src = self.issuer_region(src, mask, a.node(mask_arg), "T.copy_cluster")
+            return [N.Copy(src, dst, loc=self.loc(s))]
+        if scopes != ["shared", "shared"]:
+            raise a.fail("dst_block", f"{shown_block}: a copy into another block's shared memory "
+                                      f"copies a shared region to a shared region; this one "
+                                      f"copies {scopes[0]} '{src.buffer}' to {scopes[1]} "
+                                      f"'{dst.buffer}'")
+        if isinstance(block, bool) or not (isinstance(block, int) or
+                                           _is_ir(block) and N.is_int(block.dtype)):
+            raise a.fail("dst_block", f"{shown_block}: dst_block is a block's rank in the "
+                                      "cluster, an integer")
+        size = math.prod(self.kernel_cluster or (1,))
+        if isinstance(block, int) and not 0 <= block < size:
+            raise a.fail("dst_block", f"{shown_block}: the kernel's cluster has {size} "
+                                      f"block(s), ranks 0..{size - 1}")
+        if any(self.buffer_named(r.buffer).dtype == "float4_e2m1fn" for r in (src, dst)):
+            raise self.error(s, "T.copy_cluster(dst_block=) of float4_e2m1fn is not supported "
+                                "(two elements a byte)")
+        src, dst = self.cluster_copy_extents(
+            src, dst, s, [not isinstance(a.node(n), ast.Subscript) for n in ("src", "dst")])
+        bar = None if barrier is None else \
+            self.barrier_element(barrier, "T.copy_cluster(remote_barrier=)")
+        return [N.ClusterCopy(src, dst, N.cast(N.as_expr(block), "int32"), bar, loc=self.loc(s))]
+
+    def cluster_copy_extents(self, src: N.Region, dst: N.Region, s, whole_buffers):
+        """T.copy_cluster(dst_block=)'s regions with their extents (a whole buffer's shape, a
+        region's own, an element origin the other side's), both the same elements."""
+        def ext(r, whole_buffer):
+            return r.extents if r.extents is not None else \
+                (tuple(self.buffer_named(r.buffer).shape) if whole_buffer else None)
+
+        def whole(r, extents):
+            starts = r.starts or tuple(N.Const(0, "int32") for _ in extents)
+            return N.Region(r.buffer, starts, tuple(extents))
+        es, ed = ext(src, whole_buffers[0]), ext(dst, whole_buffers[1])
+        if es is None and ed is None:
+            raise self.error(s, "T.copy_cluster: give the extent of one side (a region "
+                                "s[0:64, 0:32] or a whole buffer)")
+        src, dst = whole(src, es or ed), whole(dst, ed or es)
+
+        def dims(e):  # the extents other than 1 (TileLang matches regions so)
+            out = []
+            for x in e:
+                if not isinstance(x, N.Const):
+                    raise self.error(s, "T.copy_cluster(dst_block=): region extents are known "
+                                        "at parse time")
+                if x.value != 1:
+                    out.append(int(x.value))
+            return out
+        if dims(src.extents) != dims(dst.extents):
+            raise self.error(s, f"T.copy_cluster: '{src.buffer}' region {_shape_text(src.extents)} "
+                                f"and '{dst.buffer}' region {_shape_text(dst.extents)} are not the "
+                                "same elements")
+        return src, dst
+
+    def issuer_region(self, r: N.Region, mask: int, node, form: str) -> N.Region:
+        """A multicast load's global region (``cluster_mask``) as each block loads it: in the
+        blocks whose rank's bit is set, the origin the mask's lowest rank computes (its
+        block indices: ``b - b % c + (its place along that dim)``, and its
+        ``T.block_rank_in_cluster()``); elsewhere the block's own.  Names bound to values of
+        the block indices are followed; a value read from a local, shared or fragment
+        buffer cannot be the issuer's and is refused."""
+        cluster = tuple(self.kernel_cluster or ()) + (1, 1, 1)
+        size = math.prod(cluster[:3])
+        if mask >> size:
+            raise self.error(node, f"{form}: cluster_mask={bin(mask)} names ranks the kernel's "
+                                   f"cluster of {size} block(s) does not have")
+        if mask & (mask - 1) == 0:
+            return r  # one rank: the issuer loads its own tile
+        low = (mask & -mask).bit_length() - 1
+        place = (low % cluster[0], low // cluster[0] % cluster[1],
+                 low // (cluster[0] * cluster[1]))
+        (_, names) = self.kernel_grid
+        blocks = {}
+        for d, v in enumerate(self.kernel_blocks):
+            blocks[v.name] = d
+        current = list(self.kernel_blocks)  # each dim's index as the program names it now
+        for d, nm in enumerate(names):  # (T.use_swizzle rebinds the names)
+            v = next((sc[nm] for sc in reversed(self.scopes) if nm in sc), None)
+            if isinstance(v, N.Var) and d < len(current):
+                blocks[v.name] = d
+                current[d] = v
+        i32 = lambda x: N.Const(x, "int32")  # noqa: E731
+
+        def issuer_block(v: N.Var, d: int) -> N.Expr:
+            c = cluster[d]
+            if c == 1:
+                return v
+            return N.binop("add", N.binop("sub", v, N.binop("mod", v, N.cast(i32(c), v.dtype))),
+                           N.cast(i32(place[d]), v.dtype))
+
+        def issuer(e):
+            def leaf(x):
+                if isinstance(x, N.Var):
+                    if x.name in blocks:
+                        return issuer_block(x, blocks[x.name])
+                    if x.name in self.let_values:
+                        value = self.let_values[x.name]
+                        new = issuer(value)
+                        return x if new == value else new
+                    return x
+                if isinstance(x, N.Call) and x.name == "block_rank_in_cluster":
+                    return i32(low)
+                if isinstance(x, N.Load) and self.buffer_named(x.buffer).scope != "global":
+                    raise self.error(node, f"{form}: cluster_mask={bin(mask)}: the copy's origin "
+                                           f"reads '{x.buffer}' ({self.buffer_named(x.buffer).scope}), "
+                                           "whose value in the issuing block tilecute cannot "
+                                           "know (it loads the issuer's tile in each block of "
+                                           "the mask); bind the origin to names of the block "
+                                           "indices")
+                return None
+            return rebuild(e, leaf)
+        rank = None
+        for d in range(3):
+            if cluster[d] > 1:
+                if d >= len(current):
+                    raise self.error(node, f"{form}: the cluster spans grid dim {d}, which the "
+                                           "kernel does not have")
+                term = N.binop("mod", N.cast(current[d], "int32"), i32(cluster[d]))
+                if d:
+                    term = N.binop("mul", term, i32(math.prod(cluster[:d])))
+                rank = term if rank is None else N.binop("add", rank, term)
+        if rank is None:
+            return r
+        in_mask = N.cmp("ne", N.binop("bitand", N.binop("shr", i32(mask), rank), i32(1)), i32(0))
+        starts = []
+        for e in r.starts:
+            mine = issuer(e)
+            starts.append(e if mine == e else N.Select(in_mask, mine, e, e.dtype))
+        return dataclasses.replace(r, starts=tuple(starts))
+
     def stmt_async_copy(self, a: _Args, s) -> list[N.Stmt]:
         """``T.async_copy(src, dst)``: TileLang's asynchronous copy, global -> shared memory
         by cp.async (sm_80+), this thread's copies one commit group
@@ -4471,8 +4655,10 @@ class _Parser:
         return [N.WarpSync(mask, loc=self.loc(s))]
 
     def stmt_tma_copy(self, a: _Args, s) -> list[N.Stmt]:
-        a.refuse_unless("cluster_mask", (None,), "tilecute's TMA copies are per block (no "
-                                                 "multicast)")
+        mask = a.value("cluster_mask")
+        if mask is not None and (isinstance(mask, bool) or not isinstance(mask, int) or mask < 0):
+            raise a.fail("cluster_mask", f"cluster_mask={_show(mask)}: a bitmask of ranks, an "
+                                         "int known at parse time (TileLang's)")
         leader = 0
         if a.value("leader_scope_threads") is not None:
             # TileLang: each group of this many threads elects one thread that issues the
@@ -4499,6 +4685,12 @@ class _Parser:
                                                  "leader scopes are honored)")
         if leader >= math.prod(self.kernel_threads):
             leader = 0  # one group: the block's one issuing thread, as without it
+        if mask:  # TileLang's multicast load: the mask's blocks get its lowest rank's tile
+            if self.buffer_named(src.buffer).scope != "global":
+                raise a.fail("cluster_mask", f"cluster_mask={bin(mask)}: a multicast is a load "
+                                             f"(global -> shared); '{src.buffer}' is "
+                                             f"{self.buffer_named(src.buffer).scope}")
+            src = self.issuer_region(src, mask, a.node("cluster_mask"), "T.tma_copy")
         return [N.TmaCopy(src, dst, barrier, stage, loc=self.loc(s),
                           arrive=a.static_bool("arrive"), required=a.static_bool("required"),
                           leader_threads=leader)]

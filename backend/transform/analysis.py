@@ -204,6 +204,9 @@ def accesses(body):
             expr(s.value)
         elif isinstance(s, N.Gemm):
             out.extend([(s.a, (), False), (s.b, (), False), (s.c, (), False), (s.c, (), True)])
+        elif isinstance(s, N.ClusterCopy):  # its stores land in another block's memory
+            out.append((s.src.buffer, s.src.starts, False))
+            expr(s.src.starts + s.dst.starts + (s.block,))
         elif isinstance(s, N.TmaCopy):  # TMA's own accesses are ordered by the sync pass
             expr(s.src.starts + s.dst.starts)
         elif isinstance(s, N.If):

@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..ir import nodes as N
+from ..ir.visitor import walk_stmts
 from ..target import SHARED_ALIGN, TMA_SWIZZLE_ALIGN, target
 from .analysis import lifetimes, stage_bytes, view_bases
 
@@ -85,6 +86,10 @@ def place(scope: N.KernelScope, reuse: bool = True) -> N.KernelScope:
         if v in alive:
             lo, hi = alive.get(b, alive[v])
             alive[b] = (min(lo, alive[v][0]), max(hi, alive[v][1]))
+    # buffers other blocks of the cluster store into (T.copy_cluster(dst_block=)) whenever
+    # they run: their bytes are theirs the whole kernel
+    remote = {bases.get(t.dst.buffer, t.dst.buffer) for t in walk_stmts(scope.body)
+              if isinstance(t, N.ClusterCopy)}
     placed: list[tuple[int, int, tuple[int, int]]] = []  # (start, end, lifetime)
     slots = {}
     allocs = shared_allocs(scope)
@@ -95,7 +100,8 @@ def place(scope: N.KernelScope, reuse: bool = True) -> N.KernelScope:
         stride = _round_up(stage_bytes(a.buffer), align)
         size = stride * (a.stages - 1) + stage_bytes(a.buffer)
         mbarrier = a.layout is not None and a.layout.kind == "mbarrier"
-        life = forever if mbarrier else alive.get(a.buffer.name, forever)
+        life = forever if mbarrier or a.buffer.name in remote else \
+            alive.get(a.buffer.name, forever)
         offset, moved = 0, True
         while moved:
             moved = False

@@ -27,6 +27,9 @@ the kernel wraps one-thread steps in ``if tc_tid == 0:`` itself.
 
 import cutlass
 import cutlass.cute as cute
+from cutlass._mlir.dialects import arith as _arith
+from cutlass._mlir.dialects import llvm as _llvm
+from cutlass._mlir.dialects import nvvm as _nvvm
 from cutlass.base_dsl.typing import GridConstant
 from cutlass.experimental import primitives as _prims
 from cutlass.experimental.cuda.tensor_map import (
@@ -152,6 +155,46 @@ def arrive(bar, block=None) -> None:
         cute.arch.mbarrier_arrive(bar)
     else:
         cute.arch.mbarrier_arrive(bar, block)
+
+
+def remote_base(tensor, block):
+    """The address of shared tensor ``tensor`` as it lies in block ``block`` of this block's
+    cluster (the same offset in that block's shared memory, ``mapa.shared::cluster``), for
+    :func:`remote_store` (TileLang's ``T.copy_cluster(..., dst_block=)``)."""
+    local = cutlass.Int32(_llvm.ptrtoint(cutlass.Int32.mlir_type, tensor.iterator.to_llvm_ptr()))
+    return cutlass.Int32(_llvm.inline_asm(
+        cutlass.Int32.mlir_type, [local.ir_value(), cutlass.Int32(block).ir_value()],
+        "mapa.shared::cluster.u32 $0, $1, $2;", "=r,r,r", has_side_effects=False,
+        is_align_stack=False, asm_dialect=_llvm.AsmDialect.AD_ATT))
+
+
+_STORE_BITS = {8: (cutlass.Int8, "b8"), 16: (cutlass.Int16, "b16"), 32: (cutlass.Int32, "b32"),
+               64: (cutlass.Int64, "b64")}
+
+
+def remote_store(base, offset, value) -> None:
+    """Store ``value`` at element ``offset`` from ``base`` (a :func:`remote_base`) in the
+    other block's shared memory (``st.shared::cluster``)."""
+    width = value.dtype.width
+    kind, suffix = _STORE_BITS[width]
+    bits = value if value.dtype is kind else kind(_arith.bitcast(kind.mlir_type, value.ir_value()))
+    if width == 8:  # (PTX takes an 8-bit store's value from a 16-bit register)
+        bits = cutlass.Int16(bits)
+    reg = {8: "h", 16: "h", 32: "r", 64: "l"}[width]
+    addr = base + offset * (width // 8)
+    _llvm.inline_asm(None, [addr.ir_value(), bits.ir_value()],
+                     f"st.shared::cluster.{suffix} [$0], $1;", f"r,{reg}",
+                     has_side_effects=True, is_align_stack=False,
+                     asm_dialect=_llvm.AsmDialect.AD_ATT)
+
+
+def remote_arrive(bar, block) -> None:
+    """One thread, after its block's stores into block ``block`` (and a barrier of the
+    threads that made them): arrive on ``bar`` in that block with release at cluster scope
+    (``fence.acq_rel.cluster``, ``mbarrier.arrive.release.cluster``), so a thread there that
+    sees the phase complete sees the stores."""
+    cute.arch.fence_acq_rel_cluster()
+    cute.arch.mbarrier_arrive(bar, block, scope=_nvvm.MemScopeKind.CLUSTER)
 
 
 def cluster_sync() -> None:
