@@ -324,6 +324,19 @@ class _Args:
         raise self.fail(name, f"{name} must be an int{bound} known at parse time; got {_show(v)}")
 
 
+def _annotated_args(a: _Args, ann: dict):
+    """``given(name, key, default)`` -> (value, where, shown) for a call that folds its
+    keyword arguments into ``annotations`` (TileLang's copies: annotation values win):
+    the value of annotation ``key`` if the call has it, else of argument ``name`` (its
+    ``default`` when not given), with the argument an error names and its text."""
+    def given(name: str, key: str, default):
+        if key in ann:
+            return ann[key], "annotations", f"annotations={{{key!r}: {_show(ann[key])}}}"
+        v = a.value(name) if a.given(name) else default
+        return v, name, f"{name}={_show(v)}"
+    return given
+
+
 def _reducer_identity(op: str, dtype: str) -> N.Const:
     """The combine identity a reducer epoch's partials start from (TileLang's): 0 for sum,
     bitor and bitxor, -inf / the least value for max, +inf / the greatest for min, all ones
@@ -3400,12 +3413,7 @@ class _Parser:
         # TileLang's T.copy folds its keyword arguments into the annotations, whose values
         # win (copy_op.py); an annotation key is read here as the argument it stands for
         ann = a.annotations(_COPY_ANNOTATIONS, _COPY_ANNOTATIONS_REFUSED)
-
-        def given(name: str, key: str, default):
-            if key in ann:
-                return ann[key], "annotations", f"annotations={{{key!r}: {_show(ann[key])}}}"
-            v = a.value(name) if a.given(name) else default
-            return v, name, f"{name}={_show(v)}"
+        given = _annotated_args(a, ann)
 
         explicit_async = False
         for key in _ASYNC_COPY_KEYS:
@@ -3450,12 +3458,7 @@ class _Parser:
         keys = ("dst_block", "cluster_mask", "barrier", "eviction_policy", "coalesced_width",
                 "parallel_loop_layout")
         ann = a.annotations(keys, _COPY_ANNOTATIONS_REFUSED)
-
-        def given(name: str, key: str, default):
-            if key in ann:
-                return ann[key], "annotations", f"annotations={{{key!r}: {_show(ann[key])}}}"
-            v = a.value(name) if a.given(name) else default
-            return v, name, f"{name}={_show(v)}"
+        given = _annotated_args(a, ann)
 
         self.copy_options(a, given)
         if not self.in_kernel:
@@ -3624,12 +3627,7 @@ class _Parser:
         one plain store, as TileLang lowers them."""
         ann = a.annotations(("coalesced_width", "parallel_loop_layout") + _ASYNC_COPY_KEYS,
                             _COPY_ANNOTATIONS_REFUSED)
-
-        def given(name: str, key: str, default):
-            if key in ann:
-                return ann[key], "annotations", f"annotations={{{key!r}: {_show(ann[key])}}}"
-            v = a.value(name) if a.given(name) else default
-            return v, name, f"{name}={_show(v)}"
+        given = _annotated_args(a, ann)
 
         self.copy_options(a, given)
         src, dst = self.copy_regions(a, s, "T.async_copy")
