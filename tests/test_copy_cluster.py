@@ -84,6 +84,27 @@ def split_k_rank_panels(M, N, K, bm=64, bn=64, bk=32):
     return sk
 
 
+def cluster_gemm(M, N, K, bm=128, bn=128, bk=64):
+    """A GEMM whose blocks along N, in clusters of 2, take their A tiles by multicast (the
+    tile is the same for both: the origin needs no issuer's select, and the compiler's
+    multicast pass may share it)."""
+    @T.prim_func
+    def cg(A: T.Tensor((M, K), T.float16), B: T.Tensor((K, N), T.float16),
+           C: T.Tensor((M, N), T.float16)):
+        with T.ClusterKernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=256,
+                             cluster_dims=(2, 1, 1)) as (bx, by):
+            A_s = T.alloc_shared((bm, bk), T.float16)
+            B_s = T.alloc_shared((bk, bn), T.float16)
+            acc = T.alloc_fragment((bm, bn), T.float32)
+            T.clear(acc)
+            for ko in T.Pipelined(T.ceildiv(K, bk), num_stages=3):
+                T.copy_cluster(A[by * bm, ko * bk], A_s, cluster_mask=0b11)
+                T.copy(B[ko * bk, bx * bn], B_s)
+                T.gemm(A_s, B_s, acc)
+            T.copy(acc, C[by * bm, bx * bn])
+    return cg
+
+
 def push(n, barrier=True, dtype=T.float32, dst_dtype=T.float32):
     """Block 0 of a cluster of 2 stores 2 * A into block 1's shared buffer; block 1 copies
     it to B (after the remote barrier's phase, or the cluster's barrier)."""
@@ -169,6 +190,14 @@ def test_split_k_panels_follow_the_rank_through_names(tmp_path):
     # k0 = (rank + ko * 2) * bk: the issuer's rank is 0
     assert "(0 + ko * 2) * 32" in text
     assert any(isinstance(s, N.ClusterCopy) for s in walk_stmts(func.kernels[0].body))
+    assert tilecute.build_cubin(func, "sm_90a", out_dir=str(tmp_path)).kernel_names
+
+
+def test_cluster_gemm_multicast_of_a_shared_tile_builds(tmp_path):
+    func = cluster_gemm(256, 512, 256)
+    copies = [s for s in walk_stmts(func.kernels[0].body) if isinstance(s, N.Copy)
+              and s.dst.buffer == "A_s"]
+    assert not any(isinstance(x, N.Select) for x in copies[0].src.starts)  # the same tile
     assert tilecute.build_cubin(func, "sm_90a", out_dir=str(tmp_path)).kernel_names
 
 
@@ -306,6 +335,18 @@ def test_split_k_panels_on_gpu():
         for r in range(2):
             want += a0 @ b[(r + 2 * ko) * bk:(r + 2 * ko + 1) * bk].float()
     torch.testing.assert_close(c, want, rtol=1e-3, atol=1e-2)
+
+
+@pytest.mark.gpu
+def test_cluster_gemm_on_gpu():
+    import torch
+    M, N, K = 256, 512, 320
+    k = tilecute.compile(cluster_gemm(M, N, K))
+    a = torch.randn(M, K, device="cuda", dtype=torch.float16)
+    b = torch.randn(K, N, device="cuda", dtype=torch.float16)
+    c = torch.empty(M, N, device="cuda", dtype=torch.float16)
+    k(a, b, c)
+    torch.testing.assert_close(c.float(), a.float() @ b.float(), rtol=1e-2, atol=5e-2)
 
 
 @pytest.mark.gpu
