@@ -46,6 +46,21 @@ def _arch(target: Optional[str], function: str) -> str:
         raise TargetError(f"{function}: {e}") from None
 
 
+def _names_an_arch(target) -> bool:
+    """Whether ``target`` (any spelling :func:`_arch` takes) names a CUDA arch, ``sm_<n>``
+    with an optional ``a``/``f`` suffix, supported or not."""
+    import re
+
+    if isinstance(target, dict):
+        target = target.get("arch") if target.get("kind", "cuda") in ("cuda", "cutedsl") else None
+    elif isinstance(target, str) and target.startswith(("cuda ", "cutedsl ")) and \
+            "-arch=" in target:
+        target = target.split("-arch=", 1)[1].split()[0]
+    elif isinstance(target, str) and target.startswith("cuda:"):
+        target = target[len("cuda:"):]
+    return isinstance(target, str) and re.fullmatch(r"sm_[1-9][0-9]{1,2}[af]?", target) is not None
+
+
 def _options(options, pass_configs, function: str, compile_flags=None) -> dict:
     """``options`` with TileLang's ``pass_configs`` and ``compile_flags`` mapped in (an
     explicit option wins; ptxas flags add up)."""
@@ -366,10 +381,17 @@ def jit(fn=None, *, out_idx: Optional[Sequence[int]] = None, target: Optional[st
             except TypeError:
                 base = os.getcwd()
             debug_root = os.path.join(base, debug_root)
-        # a bad target or option fails at decoration, not at the first call
+        # a malformed target or a bad option fails at decoration, not at the first call; a
+        # well-formed arch tilecute does not build (TileLang programs pin sm_75 or sm_100
+        # kernels beside others in one module) is refused when it is compiled, as TileLang
+        # only reads the target then: the module still imports and its other kernels run
         for t in (target if isinstance(target, (list, tuple)) else [target]):
             if t not in (None, "auto", "cuda"):
-                _arch(t, getattr(factory, "__name__", "tilecute.jit"))
+                try:
+                    _arch(t, getattr(factory, "__name__", "tilecute.jit"))
+                except TargetError:
+                    if not _names_an_arch(t):
+                        raise
         merged = _options(options, pass_configs, getattr(factory, "__name__", "tilecute.jit"),
                           compile_flags)
         from .language.eager import JitFunction, is_eager, par_compile

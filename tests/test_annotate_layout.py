@@ -135,6 +135,18 @@ def test_shared_tile_gets_the_annotated_layout(layout, want, tmp_path):
     assert tilecute.build_cubin(func, "sm_90a", out_dir=str(tmp_path)).kernel_names
 
 
+def test_wgmma_layout_takes_k_major_and_checks_it():
+    """TileLang's ``k_major`` picks among float64's layouts only; for 16-bit tiles both
+    values give the widest swizzle, and a value that is not a bool is an error."""
+    for k_major in ("True", "False"):
+        func = parse(transpose_program("make_wgmma_swizzled_layout").replace(
+            "make_wgmma_swizzled_layout(tile)", f"make_wgmma_swizzled_layout(tile, k_major={k_major})"))
+        assert shared_layouts(func)["tile"] == 'T.Layout("tma_swizzled", swizzle=128)'
+    with pytest.raises(FrontendError, match="k_major is True or False, got 'no'"):
+        T.from_script(transpose_program("make_wgmma_swizzled_layout").replace(
+            "make_wgmma_swizzled_layout(tile)", "make_wgmma_swizzled_layout(tile, k_major='no')"))
+
+
 def test_swizzle_rules_follow_tilelang():
     """``make_swizzled_layout`` picks the widest swizzle dividing a row (64-byte rows: 64);
     ``allow_pad=False`` falls back to row-major where the rows are no 8-row period."""

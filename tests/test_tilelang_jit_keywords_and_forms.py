@@ -95,6 +95,18 @@ def test_align_up_folds_python_ints_and_builds_ir_for_expressions():
                                        N.Const(8, "int32"), "int32")
 
 
+def test_align_up_takes_tilelang_keyword_names():
+    assert T.align_up(x=5, y=4) == 8  # TileLang's T.align_up(x, y)
+
+
+def test_a_form_called_outside_a_prim_func_names_an_argument_it_does_not_take():
+    # TileLang's T.gemm is a Python function: a keyword it lacks is a TypeError naming it
+    with pytest.raises(TypeError, match="use_2cta"):
+        T.gemm(None, None, None, use_2cta=True)
+    with pytest.raises(RuntimeError, match="inside a @T.prim_func body"):
+        T.gemm(None, None, None, clear_accum=True)
+
+
 def test_align_up_in_a_kernel_compiles(tmp_path):
     @T.prim_func
     def align(A: T.Tensor((1,), T.int32), x: T.int32):

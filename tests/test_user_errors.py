@@ -53,6 +53,20 @@ def test_jit_checks_its_target_when_it_decorates():
             return E.vector_add("float16")
 
 
+@pytest.mark.parametrize("target", ["sm_75", {"kind": "cuda", "arch": "sm_75"},
+                                    "cuda -arch=sm_70", "cuda:sm_61"])
+def test_jit_refuses_an_arch_tilecute_does_not_build_when_it_compiles(target, cache_dir):
+    # TileLang reads the target at compile time: a module pinning one kernel to sm_75
+    # imports, and only that kernel's first call is refused (naming the arch)
+    @tilecute.jit(target=target)
+    def vadd(n):
+        return E.vector_add("float16")
+
+    with pytest.raises(TargetError, match=r"target 'sm_[67][015]'.* use one of sm_80"):
+        vadd(128)
+    assert no_entries(cache_dir)
+
+
 @pytest.mark.parametrize("var", ["TILECUTE_ARCH", "CUTE_DSL_ARCH"])
 def test_a_bad_arch_from_the_environment_is_an_error(monkeypatch, var):
     monkeypatch.setattr(cubingen, "gpu_arch", lambda device=0: None)

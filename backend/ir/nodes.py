@@ -303,7 +303,8 @@ RNG_DRAWS = ("rng_rand", "rng_uniform", "rng_normal")  # each call draws (not pu
 ATOMIC_RETURNS = ("atomic_add_ret", "atomic_max_ret", "atomic_min_ret")  # each call updates
 # the dtypes of the element an ATOMIC_RETURNS call updates (atom.add / atom.max / atom.min
 # with a result; float max/min: float32 only, as the statement form)
-ATOMIC_RETURN_DTYPES = {"add": ("int32", "uint32", "int64", "uint64", "float32", "float64"),
+ATOMIC_RETURN_DTYPES = {"add": ("int32", "uint32", "int64", "uint64", "float32", "float64",
+                                "float16", "bfloat16"),
                         "max": ("int32", "uint32", "int64", "uint64", "float32"),
                         "min": ("int32", "uint32", "int64", "uint64", "float32")}
 WARP_VOTES = ("vote_any", "vote_all", "vote_ballot")

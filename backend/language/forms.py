@@ -37,6 +37,14 @@ class Form:
         return self.__signature__
 
     def __call__(self, *args, **kwargs):
+        # arguments the form does not take are a TypeError naming them, wherever it is called
+        # (as TileLang's Python function raises), before the error about where it stands
+        from .values import signature_error
+
+        error = signature_error(f"T.{self.__name__}", self.signature,
+                                [repr(a) for a in args], kwargs)
+        if error:
+            raise TypeError(error)
         raise RuntimeError(
             f"T.{self.__name__} can only be used inside a @T.prim_func body "
             "(the frontend parses it; it is not a Python function)"

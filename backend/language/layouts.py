@@ -179,10 +179,13 @@ def make_swizzled_layout(buffer, k_major=True, allow_pad=True):
 @_constructor
 def make_wgmma_swizzled_layout(buffer, continuity=None, k_major=True):
     """TileLang's wgmma operand layout: as ``make_swizzled_layout(buffer,
-    allow_pad=False)`` (``continuity`` matters to float64 only, which is refused)."""
+    allow_pad=False)`` (``continuity`` and ``k_major`` matter to float64 only, which is
+    refused: TileLang's other dtypes take the widest swizzle either way)."""
     form = "tilecute.layout.make_wgmma_swizzled_layout"
     if continuity is not None and (not isinstance(continuity, int) or isinstance(continuity, bool)):
         raise ValueError(f"{form}: continuity is an int or None, got {continuity!r}")
+    if not isinstance(k_major, bool):
+        raise ValueError(f"{form}: k_major is True or False, got {k_major!r}")
     return _hopper(form, buffer)
 
 

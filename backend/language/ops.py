@@ -42,13 +42,13 @@ def ceildiv(a, b):
 cdiv = ceildiv
 
 
-def align_up(x, n):
-    """TileLang's ``T.align_up(x, n)``: ``x`` rounded up to a multiple of ``n``,
-    ``ceildiv(x, n) * n`` (Python ints fold)."""
-    q = ceildiv(x, n)
-    if not isinstance(q, _N.Expr) and not isinstance(n, _N.Expr):
-        return q * n
-    return _N.as_expr(q) * _N.as_expr(n)
+def align_up(x, y):
+    """TileLang's ``T.align_up(x, y)``: ``x`` rounded up to a multiple of ``y``,
+    ``ceildiv(x, y) * y`` (Python ints fold)."""
+    q = ceildiv(x, y)
+    if not isinstance(q, _N.Expr) and not isinstance(y, _N.Expr):
+        return q * y
+    return _N.as_expr(q) * _N.as_expr(y)
 
 
 def _unary(name):

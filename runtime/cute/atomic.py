@@ -196,8 +196,9 @@ def atomic_fetch(tensor, coord, value, op: str):
     element updated atomically (relaxed; ``.gpu`` scope in global memory, ``.cta`` in
     shared memory) and its value before the update returned.  PTX
     ``atom.relaxed.{gpu.global,cta.shared}.{add,max,min}`` (``.s32``/``.u32``/``.u64``,
-    ``.f32``/``.f64`` for add; a float32 max/min is CuTe DSL's integer-bitcast
-    ``atomic_fmax``/``atomic_fmin``); ``value`` converted to the element type."""
+    ``.f32``/``.f64``, ``.noftz.f16``, ``.noftz.bf16`` (sm_90+) for add; a float32 max/min
+    is CuTe DSL's integer-bitcast ``atomic_fmax``/``atomic_fmin``); ``value`` converted to
+    the element type."""
     if tensor.iterator.memspace not in (cute.AddressSpace.gmem, cute.AddressSpace.smem):
         raise TypeError(f"tilecute atomic_{op}(return_prev=True): the element must be in "
                         "global or shared memory")
@@ -206,6 +207,7 @@ def atomic_fetch(tensor, coord, value, op: str):
     dtype = tensor.element_type
     v = dtype(value)
     if op == "add":
+        _check_dtype(dtype)  # bfloat16 (atom.add.noftz.bf16) is sm_90+
         return cute.arch.atomic_add(ptr, v, sem="relaxed", scope=scope)
     if dtype is cutlass.Float32:
         f = cute.arch.atomic_fmax if op == "max" else cute.arch.atomic_fmin
