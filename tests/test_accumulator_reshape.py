@@ -270,7 +270,11 @@ def test_indexer_on_gpu(kw):
     dict(m=128, n=128, group=32, threads=256, policy=T.GemmWarpPolicy.FullCol),
     dict(dtype="float32", m=64, n=64, group=4, threads=128, policy=T.GemmWarpPolicy.FullCol,
          kind="max"),
-], ids=["max8", "max4-noclear", "absmax2", "sum16-mma", "sum1", "max32-2wg", "max4-mma-cols"])
+    dict(m=128, n=64, group=8, kind="sum"),  # two 64-row steps per warpgroup
+    dict(m=128, n=128, group=16, threads=512, policy=T.GemmWarpPolicy.FullRow),  # (2, 2)
+    dict(dtype="float32", m=64, n=32, group=8, threads=32, kind="sum"),  # one warp, 4 x 4 steps
+], ids=["max8", "max4-noclear", "absmax2", "sum16-mma", "sum1", "max32-2wg", "max4-mma-cols",
+        "sum8-2steps", "max16-2x2wg", "sum8-mma-1warp"])
 def test_group_reductions_on_gpu(kw):
     import torch
 
