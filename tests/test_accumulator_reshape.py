@@ -79,6 +79,57 @@ def _group_max(m=64, n=64, group=8, threads=128, dtype="float16", clear=True,
     return group_max
 
 
+def _pool_acc_rows(m=64, n=64, pool=8, threads=128, dtype="float16", kind="sum",
+                   policy=T.GemmWarpPolicy.Square):
+    """Out[b, j] = (A @ B^T)[b * pool .. (b + 1) * pool - 1, j] pooled (sum, then halved;
+    or max): the accumulator viewed as (m / pool, pool, n), halved in place through the
+    view, reduced over dim 1."""
+    blocks = m // pool
+
+    @T.prim_func
+    def pool_acc_rows(A: T.Tensor((m, 32), dtype), B: T.Tensor((n, 32), dtype),
+                      Out: T.Tensor((blocks, n), "float32")):
+        with T.Kernel(1, threads=threads) as _:
+            a = T.alloc_shared((m, 32), dtype)
+            b = T.alloc_shared((n, 32), dtype)
+            acc = T.alloc_fragment((m, n), "float32")
+            pooled = T.reshape(acc, (blocks, pool, n))
+            out = T.alloc_fragment((blocks, n), "float32")
+            T.copy(A, a)
+            T.copy(B, b)
+            T.gemm(a, b, acc, transpose_B=True, clear_accum=True, policy=policy)
+            for b_, p, d in T.Parallel(blocks, pool, n):
+                pooled[b_, p, d] = pooled[b_, p, d] * 0.5
+            if kind == "sum":
+                T.reduce_sum(pooled, out, dim=1)
+            else:
+                T.reduce_max(pooled, out, dim=1)
+            T.copy(out, Out)
+    return pool_acc_rows
+
+
+def _tiles_view(threads=128, dtype="float16"):
+    """A (64, 64) accumulator viewed as (4, 16, 8, 8) (rows and columns both split): each
+    8-column group offset by its index along the rows' outer split, then the max of each."""
+    @T.prim_func
+    def tiles_view(A: T.Tensor((64, 32), dtype), B: T.Tensor((64, 32), dtype),
+                   Out: T.Tensor((4, 16, 8), "float32")):
+        with T.Kernel(1, threads=threads) as _:
+            a = T.alloc_shared((64, 32), dtype)
+            b = T.alloc_shared((64, 32), dtype)
+            acc = T.alloc_fragment((64, 64), "float32")
+            tiles = T.reshape(acc, (4, 16, 8, 8))
+            best = T.alloc_fragment((4, 16, 8), "float32")
+            T.copy(A, a)
+            T.copy(B, b)
+            T.gemm(a, b, acc, transpose_B=True, clear_accum=True)
+            for i, r, g, c in T.Parallel(4, 16, 8, 8):
+                tiles[i, r, g, c] = tiles[i, r, g, c] + T.cast(i * 8 + g, "float32")
+            T.reduce_max(tiles, best, dim=3)
+            T.copy(best, Out)
+    return tiles_view
+
+
 def _mean_pool_rows(rows=64, dim=64, pool=8, threads=128):
     """Out[b, d] = mean of rows b * pool .. of X: a (rows, dim) fragment reshaped to
     (rows / pool, pool, dim), summed over dim 1, scaled."""
@@ -170,8 +221,9 @@ def test_runs_spanning_warpgroups_meet_in_the_combining_loop():
                       until="split_accumulator_views")
     (seg,) = [s for s in _stmts(func) if isinstance(s, N.SegmentReduce)]
     assert seg.width == 64
-    assert "s_heads_runs[s_heads_r0 * 2 + s_heads_r1 * 2] + s_heads_runs[s_heads_r0 * 2 + " \
-           "s_heads_r1 * 2 + 1]" in func.script()
+    # (one query: s_heads_r1 is 0) row r's two runs, r * 2 and r * 2 + 1
+    assert "s_heads_runs[(s_heads_r0 + s_heads_r1) * 2] + s_heads_runs[(s_heads_r0 + " \
+           "s_heads_r1) * 2 + 1]" in func.script()
 
 
 def test_reduce_without_clear_combines_the_old_value():
@@ -180,14 +232,30 @@ def test_reduce_without_clear_combines_the_old_value():
            "grouped_runs[grouped_r0 * 8 + grouped_r1])" in text
 
 
+def test_rows_and_columns_split_both_fuse():
+    text = run_passes(_tiles_view(), until="split_accumulator_views").script()
+    assert "acc[i_r, g_c] = acc[i_r, g_c] + T.Cast(\"float32\", i_r // 16 * 8 + g_c // 8)" in text
+    assert "best[tiles_r0, tiles_r1, tiles_r2] = tiles_runs[(tiles_r0 * 16 + tiles_r1) * 8 + " \
+           "tiles_r2]" in text
+
+
 # ---- refused --------------------------------------------------------------------------------
-def test_view_splitting_the_rows_of_an_accumulator_is_refused():
+def test_view_flattening_an_accumulator_is_refused():
     msg = _refused('''
-        v = T.reshape(acc, (8, 8, 64))
-        for i, j, c in T.Parallel(8, 8, 64):
-            v[i, j, c] = v[i, j, c] * 2.0
+        v = T.reshape(acc, (32, 128))
+        for i, c in T.Parallel(32, 128):
+            v[i, c] = v[i, c] * 2.0
     ''')
-    assert "'v'" in msg and "accumulator 'acc'" in msg and "split of its columns" in msg
+    assert "'v'" in msg and "accumulator 'acc'" in msg and "split of its rows and of its columns" in msg
+
+
+def test_row_split_walks_the_accumulator_rows():
+    func = run_passes(_pool_acc_rows(), until="split_accumulator_views")
+    text = func.script()
+    assert "acc[b__p, d] = acc[b__p, d] * T.float32(0.5)" in text  # (b_, p) fused
+    (seg,) = [s for s in _stmts(func) if isinstance(s, N.SegmentReduce)]
+    assert seg.axis == 0 and seg.width == 8 and seg.kind == "sum"
+    assert "pooled_runs[pooled_r0 * 64 + pooled_r1]" in text
 
 
 def test_reduce_over_a_middle_dim_of_an_accumulator_view_is_refused():
@@ -196,7 +264,7 @@ def test_reduce_over_a_middle_dim_of_an_accumulator_view_is_refused():
         sums = T.alloc_fragment((64, 16), "float32")
         T.reduce_sum(v, sums, dim=1)
     ''')
-    assert "dim=1" in msg and "last dim only" in msg
+    assert "dim=1" in msg and "or over its last dim of rows, dim 0" in msg
 
 
 def test_view_walked_at_other_indices_is_refused():
@@ -229,8 +297,13 @@ def test_copy_of_an_accumulator_view_is_refused():
     lambda: _group_max(dtype="float32", group=16, kind="sum"),  # tf32: mma.sync
     lambda: _mean_pool_rows(),
     lambda: _fragment_heads(),
+    lambda: _pool_acc_rows(),
+    lambda: _pool_acc_rows(m=128, pool=32, kind="max", threads=256),
+    lambda: _pool_acc_rows(dtype="float32", pool=4),
+    lambda: _tiles_view(),
 ], ids=["indexer", "indexer-fp8", "indexer-2wg", "indexer-4wg", "max8", "max4-noclear",
-        "absmax2", "sum16-mma", "mean-pool", "fragment-heads"])
+        "absmax2", "sum16-mma", "mean-pool", "fragment-heads", "acc-pool8", "acc-max32",
+        "acc-pool4-mma", "tiles-view"])
 def test_compiles_to_sm90a_cubins(make, tmp_path):
     assert tilecute.build_cubin(make(), "sm_90a", out_dir=str(tmp_path)).kernel_names
 
@@ -296,6 +369,47 @@ def test_group_reductions_on_gpu(kw):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("kw", [
+    dict(), dict(pool=16), dict(pool=2, kind="max"), dict(m=128, pool=32, kind="max", threads=256),
+    dict(m=128, n=128, pool=64, threads=512, policy=T.GemmWarpPolicy.FullRow),
+    dict(pool=1), dict(dtype="float32", pool=4), dict(dtype="float32", m=64, n=32, pool=16,
+                                                        threads=32),
+    dict(dtype="float32", m=128, n=64, pool=32, threads=256, policy=T.GemmWarpPolicy.FullRow),
+], ids=["sum8", "sum16", "max2", "max32-2wg", "sum64-2x2wg", "sum1", "sum4-mma",
+        "sum16-mma-1warp", "sum32-mma-8warps"])
+def test_accumulator_row_pooling_on_gpu(kw):
+    import torch
+
+    m, n, pool, kind = kw.get("m", 64), kw.get("n", 64), kw.get("pool", 8), kw.get("kind", "sum")
+    dt = torch.float32 if kw.get("dtype") == "float32" else torch.float16
+    kernel = tilecute.compile(_pool_acc_rows(**kw))
+    torch.manual_seed(2)
+    a = torch.randn(m, 32, device="cuda").to(dt)
+    b = torch.randn(n, 32, device="cuda").to(dt)
+    out = torch.empty(m // pool, n, device="cuda")
+    kernel(a, b, out)
+    c = (a.float() @ b.float().T).view(m // pool, pool, n) * 0.5
+    ref = c.sum(1) if kind == "sum" else c.amax(1)
+    tol = 5e-2 if dt == torch.float32 else 1e-2
+    torch.testing.assert_close(out, ref, atol=tol, rtol=tol)
+
+
+@pytest.mark.gpu
+def test_tiles_view_on_gpu():
+    import torch
+
+    kernel = tilecute.compile(_tiles_view())
+    a = torch.randn(64, 32, device="cuda").half()
+    b = torch.randn(64, 32, device="cuda").half()
+    out = torch.empty(4, 16, 8, device="cuda")
+    kernel(a, b, out)
+    c = (a.float() @ b.float().T).view(4, 16, 8, 8)
+    c = c + (torch.arange(4, device="cuda")[:, None, None, None] * 8
+             + torch.arange(8, device="cuda")[None, None, :, None])
+    torch.testing.assert_close(out, c.amax(-1), atol=1e-2, rtol=1e-3)
+
+
+@pytest.mark.gpu
 def test_mean_pool_rows_on_gpu():
     import torch
 
@@ -307,13 +421,14 @@ def test_mean_pool_rows_on_gpu():
 
 
 @pytest.mark.gpu
-def test_fragment_heads_on_gpu():
+@pytest.mark.parametrize("rows,groups,per", [(32, 4, 16), (2, 6, 32), (2, 3, 128)])
+def test_fragment_heads_on_gpu(rows, groups, per):
     import torch
 
-    kernel = tilecute.compile(_fragment_heads())
-    x = torch.randn(32, 64, device="cuda")
-    w = torch.randn(16, device="cuda")
-    out = torch.empty(32, 4, device="cuda")
+    kernel = tilecute.compile(_fragment_heads(rows, groups, per))
+    x = torch.randn(rows, groups * per, device="cuda")
+    w = torch.randn(per, device="cuda")
+    out = torch.empty(rows, groups, device="cuda")
     kernel(x, w, out)
-    ref = (x.relu().view(32, 4, 16) * w).sum(-1)
+    ref = (x.relu().view(rows, groups, per) * w).sum(-1)
     torch.testing.assert_close(out, ref, atol=1e-4, rtol=1e-4)

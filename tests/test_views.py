@@ -376,8 +376,8 @@ def test_fragment_view_of_another_dtype_is_refused():
     assert "<script>:9:" in msg and "T.view: 'g'" in msg and "fragment 'f'" in msg
 
 
-def test_view_of_a_gemm_accumulator_other_than_a_column_split_is_refused():
-    # a split of the columns is honored (tests/test_accumulator_reshape.py); a flattening
+def test_view_of_a_gemm_accumulator_other_than_a_split_is_refused():
+    # a split of the rows and columns is honored (tests/test_accumulator_reshape.py); a flattening
     # of an MMA register layout is not
     from tilecute.transform.accumulator_views import AccumulatorViewError
 
@@ -392,7 +392,7 @@ def test_view_of_a_gemm_accumulator_other_than_a_column_split_is_refused():
         T.copy(acc, B)
     ''', AccumulatorViewError)
     assert "<script>:10:" in msg and "'accv' (4096,)" in msg and "accumulator 'acc'" in msg \
-        and "split of its columns" in msg
+        and "split of its rows and of its columns" in msg
 
 
 def test_view_with_other_row_bytes_of_a_swizzled_operand_is_refused():

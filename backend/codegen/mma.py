@@ -144,11 +144,13 @@ class MmaEmitter:
         self.out.use("rows")
         n = int(self.buffers[s.src].shape[1].value)
         kind = s.kind + "_nan" if s.nan_propagate else s.kind  # TileLang's nan_propagate
-        self.out.line(depth, f"tcrow.reduce_segments({ident(s.src)}, {self.coords[s.src]}, "
-                             f"{ident(s.dst)}, {quote(kind)}, {s.width}, {n // s.width}, "
+        fn, per, what = ("reduce_segments", n // s.width, "columns") if s.axis else \
+            ("reduce_row_segments", n, "rows")
+        self.out.line(depth, f"tcrow.{fn}({ident(s.src)}, {self.coords[s.src]}, "
+                             f"{ident(s.dst)}, {quote(kind)}, {s.width}, {per}, "
                              f"{self.tid}, {threads}"
                              f"{f', {barrier_id}' if barrier_id != 1 else ''})",
-                      f"T.reduce_{s.kind} of runs of {s.width} columns of '{s.src}' into "
+                      f"T.reduce_{s.kind} of runs of {s.width} {what} of '{s.src}' into "
                       f"'{s.dst}'")
 
     def combine_rows(self, s: N.CombineRows, depth: int, threads: int = 0,

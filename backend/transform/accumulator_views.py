@@ -62,18 +62,41 @@ def run_width(h: int, n: int, layout: N.Layout) -> int:
     return math.gcd(h, period)
 
 
+def run_height(h: int) -> int:
+    """The tallest run of rows, dividing ``h``, that one warp holds whole: the rows of an
+    MMA accumulator come in 16-row blocks per warp (two rows 8 apart per thread, 8 lanes
+    down), the blocks of a warpgroup's or the tile's warps 16 rows apart."""
+    return math.gcd(h, 16)
+
+
+def _splits(vs: tuple, m: int, n: int) -> tuple:
+    """Each number of leading dims of the view shape ``vs`` that make up the accumulator's
+    ``m`` rows, the rest its ``n`` columns (several where dims of extent 1 sit between)."""
+    return tuple(a for a in range(1, len(vs))
+                 if math.prod(vs[:a]) == m and math.prod(vs[a:]) == n)
+
+
+def _flat(idx, dims) -> N.Expr:
+    """The row-major flat index of ``idx`` in ``dims``."""
+    out = N.Const(0, "int32")
+    for v, d in zip(idx, dims):
+        out = N.binop("add", N.binop("mul", out, N.Const(d, "int32")), v)
+    return fold_constants(fold_constants(out))
+
+
 class _Views(StmtMutator):
     def __init__(self, func: N.PrimFunc, scope: N.KernelScope):
         self.func, self.names = func, all_names(func)
         allocs = {s.buffer.name: s for s in walk_stmts(scope.body) if isinstance(s, N.Allocate)}
-        self.views: dict[str, tuple[N.Buffer, N.Buffer, N.Layout]] = {}  # view -> (view, base, layout)
+        # view -> (view, base, layout, the numbers of the view's leading dims that can be
+        # the rows' split, as :func:`_splits`)
+        self.views: dict[str, tuple[N.Buffer, N.Buffer, N.Layout, tuple]] = {}
         for a in allocs.values():
             base = allocs.get(a.view_of) if a.view_of else None
             lay = base.layout if base is not None else None
             if a.buffer.scope != "fragment" or lay is None or lay.kind != "mma" or lay.operand:
                 continue
-            self.check_split(a, base.buffer)
-            self.views[a.buffer.name] = (a.buffer, base.buffer, lay)
+            self.views[a.buffer.name] = (a.buffer, base.buffer, lay, self.check_split(a, base.buffer))
         self.scratch: list[N.Allocate] = []
         self.scope_body = scope.body
 
@@ -89,19 +112,20 @@ class _Views(StmtMutator):
         self.names.add(out)
         return out
 
-    def check_split(self, a: N.Allocate, base: N.Buffer) -> None:
+    def check_split(self, a: N.Allocate, base: N.Buffer) -> tuple:
         view = a.buffer
         vs, bs = _ints(view.shape), _ints(base.shape)
-        ok = vs is not None and bs is not None and view.dtype == base.dtype and len(bs) == 2 \
-            and len(vs) >= 2 and vs[0] == bs[0] and math.prod(vs[1:]) == bs[1]
-        if not ok:
+        rows = _splits(vs, *bs) if vs is not None and bs is not None and len(bs) == 2 and \
+            view.dtype == base.dtype else ()
+        if not rows:
             self.fail(a, f"T.reshape/T.view '{view.name}' {tuple(vs or view.shape)} "
                          f"{view.dtype} of T.gemm accumulator '{base.name}' "
                          f"{tuple(bs or base.shape)} {base.dtype}: tilecute honors a view of an "
-                         "accumulator (its MMA register layout) only as a split of its columns, "
-                         "(M, N) -> (M, n1, ..., nk) with n1 * ... * nk == N and the same dtype "
-                         "(copy the accumulator into a fragment of its own, or through shared "
-                         "memory, to view it otherwise)")
+                         "accumulator (its MMA register layout) only as a split of its rows and "
+                         "of its columns, (M, N) -> (m1, ..., mi, n1, ..., nk) with m1 * ... * mi "
+                         "== M, n1 * ... * nk == N and the same dtype (copy the accumulator into "
+                         "a fragment of its own, or through shared memory, to view it otherwise)")
+        return rows
 
     # ---- statements ---------------------------------------------------------------------
     def visit_allocate(self, s: N.Allocate):
@@ -119,37 +143,47 @@ class _Views(StmtMutator):
                              f"accumulator '{self.views[s.dst][1].name}', which tilecute does "
                              "not take as a reduction's output")
             return s
-        view, base, lay = self.views[s.src]
+        view, base, lay, splits = self.views[s.src]
         vs, (m, n) = _ints(view.shape), _ints(base.shape)
-        if s.dim != len(vs) - 1:
-            self.fail(s, f"T.reduce_{s.kind}({s.src}, {s.dst}, dim={s.dim}): '{s.src}' is a view "
-                         f"{vs} of T.gemm accumulator '{base.name}' ({m}, {n}); tilecute reduces "
-                         "such a view over its last dim only (runs of consecutive columns of "
-                         "the accumulator)")
-        h = vs[-1]
+        what = f"T.reduce_{s.kind}({s.src}, {s.dst}, dim={s.dim})"
+        if s.dim != len(vs) - 1 and s.dim + 1 not in splits:
+            self.fail(s, f"{what}: '{s.src}' is a view {vs} of T.gemm accumulator '{base.name}' "
+                         f"({m}, {n}); tilecute reduces such a view over its last dim (runs of "
+                         "consecutive columns) or over its last dim of rows, dim "
+                         f"{' or '.join(str(a - 1) for a in splits)} (runs of consecutive rows) "
+                         "only")
+        h = vs[s.dim]
         dst = self.func_buffer(s.dst)
         ds = _ints(dst.shape)
-        groups = n // h
-        if ds is None or ds[0] != m or math.prod(ds[1:]) != groups or dst.scope != "fragment":
-            self.fail(s, f"T.reduce_{s.kind}({s.src}, {s.dst}, dim={s.dim}): '{s.dst}' must be a "
-                         f"fragment of shape {vs[:-1]} (the view's shape without its last dim)")
-        width = run_width(h, n, lay)
-        per_row = n // width
-        runs = N.Buffer(self.fresh(f"{s.src}_runs"), dst.dtype,
-                        (N.Const(m * per_row, "int32"),), "shared")
-        self.scratch.append(N.Allocate(runs, loc=s.loc))
+        want = vs[:s.dim] + vs[s.dim + 1:]
+        if ds is None or math.prod(ds) != math.prod(want) or dst.scope != "fragment":
+            self.fail(s, f"{what}: '{s.dst}' must be a fragment of shape {want} (the view's shape "
+                         f"without dim {s.dim})")
         loops = [N.Var(self.fresh(f"{s.src}_r{k}"), "int32") for k in range(len(ds))]
-        g = N.Const(0, "int32")
-        for v, d in zip(loops[1:], ds[1:]):
-            g = N.binop("add", N.binop("mul", g, N.Const(d, "int32")), v)
-        g = fold_constants(fold_constants(g))
+        flat = _flat(loops, ds)  # the element of dst (row-major over the view's other dims)
+        if s.dim == len(vs) - 1:  # runs of columns: dst holds (rows, groups)
+            width, axis = run_width(h, n, lay), 1
+            per = n // width  # runs per row
+            first = lambda k: N.binop("add", N.binop("mul", flat, N.Const(h // width, "int32")),  # noqa: E731
+                                      N.Const(k, "int32"))
+        else:  # runs of rows: dst holds (row groups, columns)
+            width, axis = run_height(h), 0
+            per = n
+            if ds == want:  # (row groups..., columns...): dst's own indices
+                group, col = _flat(loops[:s.dim], ds[:s.dim]), _flat(loops[s.dim:], ds[s.dim:])
+            else:
+                group, col = N.binop("floordiv", flat, N.Const(n, "int32")), \
+                    N.binop("mod", flat, N.Const(n, "int32"))
+            first = lambda k: N.binop("add", N.binop("mul", N.binop(  # noqa: E731
+                "add", N.binop("mul", group, N.Const(h // width, "int32")), N.Const(k, "int32")),
+                N.Const(n, "int32")), col)
+        size = m * n // width
+        runs = N.Buffer(self.fresh(f"{s.src}_runs"), dst.dtype, (N.Const(size, "int32"),), "shared")
+        self.scratch.append(N.Allocate(runs, loc=s.loc))
         base_kind = {"abssum": "sum", "absmax": "max"}.get(s.kind, s.kind)
-        row = N.binop("mul", loops[0], N.Const(per_row, "int32"))
-        start = N.binop("add", row, N.binop("mul", g, N.Const(h // width, "int32")))
         total = None
         for k in range(h // width):
-            x = N.Load(runs.name, (fold_constants(N.binop("add", start, N.Const(k, "int32"))),),
-                       dst.dtype)
+            x = N.Load(runs.name, (fold_constants(fold_constants(first(k))),), dst.dtype)
             total = x if total is None else reduce_update(base_kind, total, x, nan=s.nan_propagate)
         here = N.Load(dst.name, tuple(loops), dst.dtype)
         if not s.clear:
@@ -157,13 +191,15 @@ class _Views(StmtMutator):
         body: tuple = (N.Store(dst.name, tuple(loops), total, loc=s.loc),)
         for v, d in reversed(list(zip(loops, ds))):
             body = (N.For(v, N.Const(0, "int32"), N.Const(d, "int32"), "parallel", body, loc=s.loc),)
-        seg = N.SegmentReduce(s.kind, base.name, runs.name, width, s.nan_propagate, loc=s.loc)
+        seg = N.SegmentReduce(s.kind, base.name, runs.name, width, s.nan_propagate, axis=axis,
+                              loc=s.loc)
+        assert per * (m if axis else m // width) == size
         return [seg, *body]
 
     def visit_fill(self, s: N.Fill):
         if s.dst.buffer not in self.views:
             return s
-        view, base, _ = self.views[s.dst.buffer]
+        view, base, _, _ = self.views[s.dst.buffer]
         if not self.whole(s.dst, view):
             self.fail(s, f"T.fill of part of '{view.name}', a view of T.gemm accumulator "
                          f"'{base.name}': tilecute fills such a view whole only")
@@ -179,7 +215,7 @@ class _Views(StmtMutator):
         names = BODY_FIELDS.get(type(s), ())
         used = self.touches(dataclasses.replace(s, **{n: () for n in names}) if names else s)
         if used:
-            view, base, _ = self.views[sorted(used)[0]]
+            view, base, _, _ = self.views[sorted(used)[0]]
             self.fail(s, f"'{view.name}', a view of T.gemm accumulator '{base.name}', is used "
                          f"by a {type(s).__name__} statement; tilecute honors such a view in "
                          "T.Parallel loops that walk it at their own loop variables, "
@@ -239,11 +275,12 @@ class _Views(StmtMutator):
             self.fail(s, "a view of a T.gemm accumulator is touched in a T.Parallel loop "
                          f"over ({', '.join(names)}) other than by loads and stores")
         vname, idx = pattern
-        view, base, _ = self.views[vname]
+        view, base, _, splits = self.views[vname]
+        a = splits[0]
         vs = _ints(view.shape)
         pos = [names.index(i) for i in idx]
-        split = pos[1:]
-        if pos != sorted(pos) or split != list(range(split[0], split[0] + len(split))) or \
+        groups = [pos[:a], pos[a:]]  # the loops over the view's row dims, its column dims
+        if pos != sorted(pos) or any(g != list(range(g[0], g[0] + len(g))) for g in groups) or \
                 any(int(loops[p].extent.value) != d if isinstance(loops[p].extent, N.Const)
                     else True for p, d in zip(pos, vs)) or \
                 any(not (isinstance(loops[p].start, N.Const) and loops[p].start.value == 0)
@@ -251,31 +288,36 @@ class _Views(StmtMutator):
             self.fail(s, f"'{vname}', a view {vs} of T.gemm accumulator '{base.name}', is "
                          f"walked at [{', '.join(idx)}] by a T.Parallel loop over "
                          f"({', '.join(names)}); tilecute honors a loop over such a view that "
-                         "walks its dims in order with loops of their extents (from 0), its "
-                         "split dims consecutive")
-        cols = math.prod(vs[1:])
-        j = N.Var(self.fresh("_".join(idx[1:])), loops[split[0]].var.dtype)
-        row = loops[pos[0]].var
+                         "walks its dims in order with loops of their extents (from 0), the "
+                         "loops over the dims that split the rows consecutive, and those over "
+                         "the dims that split the columns")
+        sub, fused = {}, {}  # split loop -> its expression of the fused one; first -> fused
+        for g, dims in zip(groups, (vs[:a], vs[a:])):
+            if len(g) == 1:
+                continue
+            total = math.prod(dims)
+            v = N.Var(self.fresh("_".join(idx[p] for p in range(len(idx)) if pos[p] in g)),
+                      loops[g[0]].var.dtype)
+            fused[g[0]] = dataclasses.replace(loops[g[0]], var=v, extent=N.Const(total, "int32"))
+            stride = 1
+            for p, d in reversed(list(zip(g, dims))):
+                e = v if stride == 1 else N.binop("floordiv", v, N.Const(stride, "int32"))
+                if stride * d != total:
+                    e = N.binop("mod", e, N.Const(d, "int32"))
+                sub[loops[p].var.name] = e
+                stride *= d
+        ij = tuple(fused[g[0]].var if g[0] in fused else loops[g[0]].var for g in groups)
 
         def leaf(x):
             if isinstance(x, N.Load) and x.buffer == vname:
-                return N.Load(base.name, (row, j), x.dtype)
+                return N.Load(base.name, ij, x.dtype)
             if isinstance(x, N.Store) and x.buffer == vname:
                 value = rebuild(x.value, leaf)
-                return dataclasses.replace(x, buffer=base.name, indices=(row, j), value=value)
+                return dataclasses.replace(x, buffer=base.name, indices=ij, value=value)
             return None
-        body = rebuild(inner, leaf)
-        stride = 1
-        sub = {}
-        for p, d in reversed(list(zip(split, vs[1:]))):
-            e = j if stride == 1 else N.binop("floordiv", j, N.Const(stride, "int32"))
-            if stride * d != cols:
-                e = N.binop("mod", e, N.Const(d, "int32"))
-            sub[loops[p].var.name] = e
-            stride *= d
-        body = substitute(body, sub)
-        kept = loops[:split[0]] + [dataclasses.replace(
-            loops[split[0]], var=j, extent=N.Const(cols, "int32"))] + loops[split[-1] + 1:]
+        body = substitute(rebuild(inner, leaf), sub)
+        dropped = {p for g in groups for p in g[1:]}
+        kept = [fused.get(k, lp) for k, lp in enumerate(loops) if k not in dropped]
         out = self.visit_block(body)
         for lp in reversed(kept):
             out = (dataclasses.replace(lp, body=out),)

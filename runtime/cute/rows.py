@@ -283,10 +283,59 @@ def segment_registers(inner: int, mma_m: int, mma_n: int, width: int) -> list:
     return out
 
 
+def reduce_row_segments(acc, acc_ij, runs, op: str, height: int, n: int, tid,
+                        threads: int = 0, barrier_id: int = 1):
+    """``runs[(i // height) * n + j] = op over rows i .. i + height - 1 of column j`` of the
+    ``(M, n)`` accumulator (``i`` a multiple of ``height``, which divides 16), then a
+    barrier of the MMA's threads; as :func:`reduce_segments` otherwise.
+
+    Each warp holds 16-row blocks: a thread two rows 8 apart (``r0``) of each, the 8 lanes
+    with one ``lane % 4`` the 8 consecutive rows.  A run of 16 is the thread's two
+    registers of a column, then those 8 lanes (shuffles at lane offsets 16, 8, 4); a run
+    of ``height`` <= 8 one register, then the ``height`` lanes ``4`` apart holding its
+    rows, the first of which writes it."""
+    absolute = op.startswith("abs")
+    base = op[3:] if absolute else op
+    dtype = runs.element_type
+    inner = cute.size(acc, mode=[0])
+    mma_m = cute.size(acc, mode=[1])
+    mma_n = cute.size(acc, mode=[2])
+
+    def take(x):
+        x = x if acc.element_type is dtype else dtype(x)
+        return combine(x, -x, "max") if absolute else x
+
+    registers = row_segment_registers(inner, mma_m, mma_n, height)
+    lanes = min(height, 8)
+    part = cute.make_rmem_tensor((len(registers),), dtype)
+    for q, regs in enumerate(registers):
+        part[q] = warp_allreduce(_tree([take(acc[r]) for r in regs], base), base, lanes, 4)
+    slots = tuple((acc_ij[regs[0]][0] // height) * n + acc_ij[regs[0]][1] for regs in registers)
+    _write_runs(part, slots, runs, lanes * 4, tid, threads, barrier_id, 4)
+
+
+def row_segment_registers(inner: int, mma_m: int, mma_n: int, height: int) -> list:
+    """A thread's accumulator registers grouped by run of ``height`` rows of one column (see
+    :func:`reduce_row_segments`), the first one the run's top row."""
+    out = []
+    for ni in range(mma_n):
+        for mi in range(mma_m):
+            for g in range(inner // 4):
+                for c0 in range(2):
+                    first = c0 + 4 * g + inner * (mi + mma_m * ni)
+                    if height == 16:
+                        out.append([first, first + 2])
+                    else:
+                        out += [[first], [first + 2]]
+    return out
+
+
 @cute.jit
 def _write_runs(part, slots, runs, lanes: cutlass.Constexpr, tid, threads: cutlass.Constexpr,
-                barrier_id: cutlass.Constexpr):
-    if tid % lanes == 0:
+                barrier_id: cutlass.Constexpr, unit: cutlass.Constexpr = 1):
+    """``runs[slots[q]] = part[q]`` from the first lane of each group of ``lanes / unit``
+    lanes ``unit`` apart (lane % lanes < unit), then the barrier."""
+    if tid % lanes < unit:
         for q in cutlass.range_constexpr(len(slots)):
             runs[slots[q]] = part[q]
     _sync(threads, barrier_id)
