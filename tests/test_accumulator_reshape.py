@@ -232,6 +232,14 @@ def test_reduce_without_clear_combines_the_old_value():
            "grouped_runs[grouped_r0 * 8 + grouped_r1])" in text
 
 
+def test_segment_reduce_round_trips_through_json():
+    from tilecute.ir.serialize import from_json, strip_locs, to_json
+
+    for func in (run_passes(_indexer()), run_passes(_pool_acc_rows())):
+        assert strip_locs(from_json(to_json(func))) == strip_locs(func)
+        assert any(isinstance(s, N.SegmentReduce) for s in _stmts(func))
+
+
 def test_rows_and_columns_split_both_fuse():
     text = run_passes(_tiles_view(), until="split_accumulator_views").script()
     assert "acc[i_r, g_c] = acc[i_r, g_c] + T.Cast(\"float32\", i_r // 16 * 8 + g_c // 8)" in text

@@ -1,21 +1,24 @@
 """``T.reshape`` / ``T.view`` of a ``T.gemm`` accumulator: the view's accesses become
-accesses of the accumulator itself, and reductions over the view's last dim become
-reductions over runs of the accumulator's columns (runs after ``select_mma``, which gives
-the accumulator its ``mma`` register layout, and before the tile-op lowering).
+accesses of the accumulator itself, and reductions over the view's last dim (its last
+row dim) become reductions over runs of the accumulator's columns (rows) (runs after
+``select_mma``, which gives the accumulator its ``mma`` register layout, and before the
+tile-op lowering).  Imports the IR and the passes' shared helpers only.
 
 DeepSeek's indexers compute logits ``s`` of shape ``(block_N, block_Q * heads)`` with a
 T.gemm, read them as ``s3 = T.reshape(s, (block_N, block_Q, heads))``, scale each head
 and sum the heads of each query (``T.reduce_sum(s3, logits, dim=-1)``).  As in TileLang
 (a reshaped fragment's layout is its base's, through the row-major flat index), the view
 and the accumulator are one set of registers.  Here, with ``s`` ``(M, N)`` and the view
-``(M, n1, ..., nk)`` (``n1 * ... * nk == N``: a split of the columns, the only reshapes
-of an MMA register layout this pass honors; others are refused naming the view):
+``(m1, ..., mi, n1, ..., nk)`` (``m1 * ... * mi == M``, ``n1 * ... * nk == N``: a split
+of the rows and of the columns, the only reshapes of an MMA register layout this pass
+honors; others are refused naming the view):
 
 - a ``T.Parallel`` nest that walks the view at its own loop variables
   (``s3[n, q, h]`` under ``T.Parallel(block_N, block_Q, heads)``) becomes a nest over
-  ``(M, N)`` that walks ``s[n, j]``, its split loops fused into ``j`` (``q = j // heads``,
-  ``h = j % heads`` elsewhere in its body), so it runs on the accumulator's registers;
-  any other access of the view in a nest is refused;
+  ``(M, N)`` that walks ``s[i, j]``, its loops over the row dims fused into ``i`` and
+  those over the column dims into ``j`` (``q = j // heads``, ``h = j % heads`` elsewhere
+  in its body), so it runs on the accumulator's registers; any other access of the view
+  in a nest is refused;
 - ``T.fill`` / ``T.clear`` of the whole view are of the accumulator;
 - ``T.reduce_<kind>(view, dst, dim=-1)``: the runs of ``nk`` consecutive columns are
   reduced in two steps.  A ``SegmentReduce`` reduces runs of ``width`` columns (``width``
@@ -24,9 +27,12 @@ of an MMA register layout this pass honors; others are refused naming the view):
   ``<view>_runs`` of ``M * N / width`` values of ``dst``'s dtype, and meets at a
   barrier; then a ``T.Parallel`` nest over ``dst`` combines the ``nk / width`` runs of
   each group (and, without ``clear``, ``dst``'s value), so ``dst`` is an ordinary
-  fragment laid out by the layout pass.  Reductions over another dim of the view, and
-  every other use of the view (a T.copy, a T.gemm operand, an access outside a nest), are
-  refused naming it.
+  fragment laid out by the layout pass;
+- ``T.reduce_<kind>(view, dst, dim=i - 1)`` (a pool of ``mi`` consecutive rows): the
+  same with runs of ``gcd(mi, 16)`` rows (``SegmentReduce.axis`` 0).
+
+Reductions over another dim of the view, and every other use of the view (a T.copy, a
+T.gemm operand, an access outside a nest), are refused naming it.
 """
 
 from __future__ import annotations
