@@ -122,6 +122,27 @@ def rowsum(Q: T.Tensor((64, 64), "float16"), K: T.Tensor((1024, 64), "float16"),
         for i in T.Parallel(64):
             O[i] = l[i]
 """
+# an accumulator read as (rows, queries, heads): weighted per head, summed per query
+HEADS = """
+@T.prim_func
+def heads(Q: T.Tensor((32, 64), "float16"), K: T.Tensor((64, 64), "float16"),
+          W: T.Tensor((16,), "float32"), L: T.Tensor((64, 2), "float32")):
+    with T.Kernel(1, threads=128) as bx:
+        Q_s = T.alloc_shared((32, 64), "float16")
+        K_s = T.alloc_shared((64, 64), "float16")
+        S = T.alloc_fragment((64, 32), "float32")
+        S3 = T.reshape(S, (64, 2, 16))
+        w = T.alloc_fragment((16,), "float32")
+        l = T.alloc_fragment((64, 2), "float32")
+        T.copy(Q, Q_s)
+        T.copy(K, K_s)
+        T.copy(W, w)
+        T.gemm(K_s, Q_s, S, transpose_B=True, clear_accum=True)
+        for n, q, h in T.Parallel(64, 2, 16):
+            S3[n, q, h] = T.max(S3[n, q, h], 0) * w[h]
+        T.reduce_sum(S3, l, dim=2)
+        T.copy(l, L)
+"""
 NAMES = [p.name for p in PASSES]
 
 
@@ -173,6 +194,23 @@ CASES = [
 +        As = T.alloc_shared((128, 64), "float16", layout=T.Layout("tma_swizzled", swizzle=128))
 +        Bs = T.alloc_shared((64, 128), "float16", layout=T.Layout("tma_swizzled", swizzle=128))
 +        acc = T.alloc_fragment((128, 128), "float32", layout=T.Layout("mma", threads=128, mma="wgmma", warps=(1, 1)))
+"""),
+    ("split_accumulator_views", HEADS, "sm_90a", """\
+@@ -6,0 +7 @@
++        S3_runs = T.alloc_shared((128,), "float32")
+@@ -10 +10,0 @@
+-        S3 = T.view(S, (64, 2, 16), "float32")
+@@ -18,4 +18,6 @@
+-            for q in T.Parallel(2):
+-                for h in T.Parallel(16):
+-                    S3[n, q, h] = T.max(S3[n, q, h], T.float32(0.0)) * w[h]
+-        T.reduce_sum(S3, l, dim=2, clear=True)
++            for q_h in T.Parallel(32):
++                S[n, q_h] = T.max(S[n, q_h], T.float32(0.0)) * w[q_h % 16]
++        T.reduce_segments(S, S3_runs, 'sum', width=16)
++        for S3_r0 in T.Parallel(64):
++            for S3_r1 in T.Parallel(2):
++                l[S3_r0, S3_r1] = S3_runs[S3_r0 * 2 + S3_r1]
 """),
     ("lower_copies_to_tma", GEMM, "sm_90a", """\
 @@ -12,2 +12,2 @@

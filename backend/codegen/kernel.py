@@ -533,6 +533,9 @@ class KernelEmitter:
     def combine_rows(self, s: N.CombineRows, depth: int) -> None:
         self.mma.combine_rows(s, depth, *self.rows_barrier())
 
+    def segment_reduce(self, s: N.SegmentReduce, depth: int) -> None:
+        self.mma.segment_reduce(s, depth, *self.rows_barrier())
+
     def reduce(self, s: N.Reduce, depth: int) -> None:
         """Each thread combines its own registers of every row, then a warp shuffle
         all-reduce, then (several warps) a shared-memory exchange; the result lands in every
@@ -1168,7 +1171,7 @@ _STATEMENTS = {
     N.MBarrierArrive: KernelEmitter.mbarrier_arrive, N.While: KernelEmitter.while_,
     N.ClusterCopy: KernelEmitter.cluster_copy,
     N.Scan: KernelEmitter.scan, N.FinalizeReducer: KernelEmitter.finalize_reducer,
-    N.CombineRows: KernelEmitter.combine_rows,
+    N.CombineRows: KernelEmitter.combine_rows, N.SegmentReduce: KernelEmitter.segment_reduce,
     N.ThreadAllReduce: KernelEmitter.thread_allreduce,
     N.WarpGroups: KernelEmitter.warp_groups,
     N.DevicePrint: KernelEmitter.device_print, N.DeviceAssert: KernelEmitter.device_assert,

@@ -134,6 +134,25 @@ class MmaEmitter:
                       f"T.reduce_{s.kind}({s.src}, {s.dst}, dim=0): the columns' partials of "
                       f"the warps along M meet in '{s.scratch}'")
 
+    def segment_reduce(self, s: N.SegmentReduce, depth: int, threads: int = 0,
+                       barrier_id: int = 1) -> None:
+        """``T.reduce_segments(acc, runs, kind, width)``: each run of ``width`` columns of
+        each row of the accumulator combined by the threads holding it (their registers,
+        then shuffles) into the shared ``runs``, then a barrier of the MMA's threads
+        (``threads`` / ``barrier_id`` as for :meth:`reduce_rows`)."""
+        self.drain(depth, {s.src})
+        self.out.use("rows")
+        n = int(self.buffers[s.src].shape[1].value)
+        kind = s.kind + "_nan" if s.nan_propagate else s.kind  # TileLang's nan_propagate
+        fn, per, what = ("reduce_segments", n // s.width, "columns") if s.axis else \
+            ("reduce_row_segments", n, "rows")
+        self.out.line(depth, f"tcrow.{fn}({ident(s.src)}, {self.coords[s.src]}, "
+                             f"{ident(s.dst)}, {quote(kind)}, {s.width}, {per}, "
+                             f"{self.tid}, {threads}"
+                             f"{f', {barrier_id}' if barrier_id != 1 else ''})",
+                      f"T.reduce_{s.kind} of runs of {s.width} {what} of '{s.src}' into "
+                      f"'{s.dst}'")
+
     def combine_rows(self, s: N.CombineRows, depth: int, threads: int = 0,
                      barrier_id: int = 1) -> None:
         """``T.combine_rows(rows)``: each row's partials (one per thread holding it) added

@@ -940,6 +940,30 @@ class ThreadAllReduce(Stmt):
 
 
 @dataclass(frozen=True)
+class SegmentReduce(Stmt):
+    """``dst[i * (N // width) + u] = kind over src[i, u * width : (u + 1) * width]``: the
+    columns of the ``(M, N)`` T.gemm accumulator ``src`` (an ``mma`` layout) reduced in
+    runs of ``width`` into the shared buffer ``dst`` of ``M * N // width`` values.  Each
+    thread combines its registers of a run, the lanes holding the rest of the run combine
+    theirs (shuffles), one lane writes the result, then the MMA's threads meet at a
+    barrier; statements after it read ``dst``.  ``width`` divides the run of columns a
+    warp(group) holds, so no run spans warps.  With ``axis=0``, runs of rows instead (see
+    the field).  Placed by the accumulator views pass (:mod:`~tilecute.transform.
+    accumulator_views`) for ``T.reduce_<kind>`` of a ``T.reshape`` / ``T.view`` of an
+    accumulator over a split of its columns (rows); the pass combines each group's runs."""
+
+    kind: str
+    src: str
+    dst: str
+    width: int
+    nan_propagate: bool = False
+    # 0: runs of ``width`` rows instead: ``dst[u * N + j] = kind over src[u * width : (u + 1) *
+    # width, j]``, ``width`` dividing 16 (a warp's block of rows)
+    axis: int = 1
+    loc: Optional[Loc] = _loc()
+
+
+@dataclass(frozen=True)
 class CombineRows(Stmt):
     """Every thread holding a row of ``buffer`` (an ``mma_rows`` fragment whose registers
     are this thread's partials of each row, from ``Reduce.partial`` sums) replaces them with

@@ -342,6 +342,10 @@ def _stmt(s: N.Stmt, indent: int, out: list[str]) -> None:
                    f'"reduce_scope", T.reinterpret(T.uint64(0), dtype="handle")):')
         out.append(f"{pad}    T.evaluate(T.tvm_thread_allreduce({', '.join(args)}, "
                    f'dtype="handle"{scratch}))')
+    elif isinstance(s, N.SegmentReduce):
+        out.append(f"{pad}T.reduce_segments({s.src}, {s.dst}, {s.kind!r}, width={s.width}"
+                   f"{', nan_propagate=True' if s.nan_propagate else ''}"
+                   f"{', axis=0' if s.axis == 0 else ''})")
     elif isinstance(s, N.CombineRows):
         scratch = f", scratch={s.scratch}" if s.scratch else ""
         out.append(f"{pad}T.combine_rows({s.buffer}, {s.kind!r}{scratch})")

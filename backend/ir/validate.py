@@ -535,6 +535,8 @@ class _Validator:
                 self.fail(f"{fn}: '{dst.name}' must have the shape and dtype of '{src.name}'")
             if not isinstance(s.dim, int) or not 0 <= s.dim < src.ndim:
                 self.fail(f"{fn} over dim {s.dim} of '{src.name}', which has {src.ndim} dims")
+        elif isinstance(s, N.SegmentReduce):
+            self.fail("T.reduce_segments is the accumulator views pass's decision, not an input")
         elif isinstance(s, N.CombineRows):
             self.fail("T.combine_rows is the deferred row sums pass's decision, not an input")
         elif isinstance(s, N.FinalizeReducer):

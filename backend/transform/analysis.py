@@ -231,6 +231,8 @@ def accesses(body):
             expr((s.nhw_step, s.c_step))
         elif isinstance(s, (N.FinalizeReducer, N.CombineRows)):
             out.extend([(s.buffer, (), False), (s.buffer, (), True)])
+        elif isinstance(s, N.SegmentReduce):
+            out.extend([(s.src, (), False), (s.dst, (), True)])
         elif isinstance(s, N.ThreadAllReduce):  # (its scratch: the barrier pass's reduction)
             expr(s.values)
             out.extend((d, (N.Const(0, "int32"),), True) for d in s.dsts)
@@ -332,6 +334,8 @@ def buffers_used(s) -> set[str]:
             out.update((x.img, x.col))
         elif isinstance(x, (N.FinalizeReducer, N.CombineRows)):
             out.update(b for b in (x.buffer, x.scratch) if b)
+        elif isinstance(x, N.SegmentReduce):
+            out.update((x.src, x.dst))
         elif isinstance(x, N.ThreadAllReduce):
             out.update(x.dsts + x.scratch)
     return out

@@ -95,7 +95,7 @@ class _Sync:
     def touches(self, s):
         """Shared buffers ``s`` reads and writes (a write touches every buffer on the same
         bytes too), and whether its writes are cp.async."""
-        if isinstance(s, (N.Reduce, N.FinalizeReducer, N.CombineRows)):
+        if isinstance(s, (N.Reduce, N.FinalizeReducer, N.CombineRows, N.SegmentReduce)):
             return set(), set(), False  # fragments; its scratch: see :meth:`reduction`
         reads, writes = set(), set()
         for b, _, w in accesses([_cp_async_dropped(_program_ordered_loads_dropped(s))]):
@@ -196,6 +196,13 @@ class _Sync:
                 continue
             if isinstance(s, (N.Reduce, N.FinalizeReducer, N.CombineRows)):
                 self.reduction(s, st, out)
+                continue
+            if isinstance(s, N.SegmentReduce):  # writes its runs, then its threads meet
+                # at a barrier (runtime.cute.rows.reduce_segments): the reads after it
+                # are ordered; its writes wait for the reads of the runs before
+                self.reduction(N.Reduce(s.kind, s.src, s.src, 1, scratch=s.dst, loc=s.loc),
+                               st, out)
+                out[-1] = s
                 continue
             if isinstance(s, N.ThreadAllReduce):  # its values may read shared memory
                 self.barrier_if_needed(s, st, out)

@@ -353,8 +353,9 @@ class _Kernel:
                 if s.dst not in self.rows:
                     self.make_replicated(s.dst, s)
                     self.note_fragment_region(s.src, s)
-            elif isinstance(s, N.Gemm):
-                pass  # its fragment has the MMA layout (gemm pass)
+            elif isinstance(s, (N.Gemm, N.SegmentReduce)):
+                pass  # its fragment has the MMA layout (gemm pass); a segment reduce's
+                # output is shared
             elif isinstance(s, N.Let):
                 if self.is_thread_index(s.value):
                     self.thread_vars.add(s.var.name)

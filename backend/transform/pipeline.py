@@ -12,7 +12,7 @@ from typing import Callable
 from ..ir import nodes as N
 from ..ir.validate import validate
 from ..options import check_options
-from . import (defer_row_sums, fast_math, index_width, insert_barriers, layout_inference, lower_tile_ops,
+from . import (accumulator_views, defer_row_sums, fast_math, index_width, insert_barriers, layout_inference, lower_tile_ops,
                overlap_mma, rasterize, select_mma, shared_epilogue, shared_memory,
                software_pipeline, tma_copies, tma_descriptors, tma_multicast, vectorize,
                warp_specialize)
@@ -35,6 +35,8 @@ PASSES = (
     Pass("choose_index_width", lambda f, arch, o: index_width.choose_index_width(f, o)),
     Pass("select_mma", lambda f, arch, o: select_mma.select_mma(
         f, arch, wgmma=not o.get("disable_wgmma", False))),
+    Pass("split_accumulator_views",
+         lambda f, arch, o: accumulator_views.split_accumulator_views(f)),
     Pass("fast_math", lambda f, arch, o: fast_math.fast_math(f, o)),
     Pass("programmatic_launch", lambda f, arch, o: fast_math.programmatic_launch(f, arch, o)),
     Pass("rasterize", lambda f, arch, o: rasterize.rasterize(f, o)),

@@ -221,6 +221,126 @@ def reduce_cols(acc, acc_ij, cols, op: str, clear: bool, scratch, family: str, w
                   unit * warps[0] * warps[1], tid, threads, barrier_id, sync_after)
 
 
+def reduce_segments(acc, acc_ij, runs, op: str, width: int, per_row: int, tid,
+                    threads: int = 0, barrier_id: int = 1):
+    """``runs[i * per_row + j // width] = op over columns j .. j + width - 1 of row i`` of
+    the accumulator (``j`` a multiple of ``width``; ``per_row`` = N / width), then a
+    barrier of the MMA's threads: statements after it read ``runs`` (shared memory, of
+    ``runs``' dtype; each element is converted to it before it is combined, as TileLang
+    reduces in the destination's dtype).  ``op``: "sum", "max", "min", "abssum",
+    "absmax", the bitwise ones on integers, "max_nan" / "min_nan".
+
+    A thread's registers ``((2, 2[, N/8]), MMA_M, MMA_N)`` hold, per row, two adjacent
+    columns of each 8-column group, the quad's other lanes the group's other columns.
+    ``width`` (chosen by the accumulator views pass) is 1, 2 or 4 (a run is part of one
+    lane's pair or of two lanes' pairs), or a multiple of 8 dividing the columns a warp
+    (group) holds of each N step, so a run is ``width / 8`` whole groups of one
+    warp(group) and one N step: the thread combines its registers of the run, the
+    ``min(width, 8) / 2`` lanes holding the run combine theirs (butterfly shuffles), and
+    the first of them writes the run's value.  ``tid``, ``threads``, ``barrier_id`` as
+    for :func:`reduce_cols`."""
+    absolute = op.startswith("abs")
+    base = op[3:] if absolute else op
+    dtype = runs.element_type
+    inner = cute.size(acc, mode=[0])
+    mma_m = cute.size(acc, mode=[1])
+    mma_n = cute.size(acc, mode=[2])
+
+    def take(x):
+        x = x if acc.element_type is dtype else dtype(x)
+        return combine(x, -x, "max") if absolute else x
+
+    registers = segment_registers(inner, mma_m, mma_n, width)
+    lanes = max(min(width, 8) // 2, 1)
+    part = cute.make_rmem_tensor((len(registers),), dtype)
+    for q, regs in enumerate(registers):
+        part[q] = warp_allreduce(_tree([take(acc[r]) for r in regs], base), base, lanes)
+    slots = tuple(acc_ij[regs[0]][0] * per_row + acc_ij[regs[0]][1] // width
+                  for regs in registers)
+    _write_runs(part, slots, runs, lanes, tid, threads, barrier_id)
+
+
+def segment_registers(inner: int, mma_m: int, mma_n: int, width: int) -> list:
+    """The flat indices of a thread's accumulator registers ``((2, 2[, N/8]), MMA_M,
+    MMA_N)`` grouped by run of ``width`` columns of one row (see :func:`reduce_segments`):
+    per N step, M step and row (two rows 8 apart), the registers of each run, the first
+    one the run's leftmost column."""
+    groups = inner // 4  # 8-column groups per N step (wgmma: N / 8; mma.sync: 1)
+    out = []
+    for ni in range(mma_n):
+        for mi in range(mma_m):
+            for r0 in range(2):
+                first = 2 * r0 + inner * (mi + mma_m * ni)
+                if width >= 8:
+                    per = width // 8
+                    for u in range(groups // per):
+                        out.append([first + c0 + 4 * g for g in range(u * per, (u + 1) * per)
+                                    for c0 in range(2)])
+                elif width > 1:  # 2 or 4: a lane's pair is in one run
+                    out += [[first + 4 * g, first + 4 * g + 1] for g in range(groups)]
+                else:
+                    out += [[first + c0 + 4 * g] for g in range(groups) for c0 in range(2)]
+    return out
+
+
+def reduce_row_segments(acc, acc_ij, runs, op: str, height: int, n: int, tid,
+                        threads: int = 0, barrier_id: int = 1):
+    """``runs[(i // height) * n + j] = op over rows i .. i + height - 1 of column j`` of the
+    ``(M, n)`` accumulator (``i`` a multiple of ``height``, which divides 16), then a
+    barrier of the MMA's threads; as :func:`reduce_segments` otherwise.
+
+    Each warp holds 16-row blocks: a thread two rows 8 apart (``r0``) of each, the 8 lanes
+    with one ``lane % 4`` the 8 consecutive rows.  A run of 16 is the thread's two
+    registers of a column, then those 8 lanes (shuffles at lane offsets 16, 8, 4); a run
+    of ``height`` <= 8 one register, then the ``height`` lanes ``4`` apart holding its
+    rows, the first of which writes it."""
+    absolute = op.startswith("abs")
+    base = op[3:] if absolute else op
+    dtype = runs.element_type
+    inner = cute.size(acc, mode=[0])
+    mma_m = cute.size(acc, mode=[1])
+    mma_n = cute.size(acc, mode=[2])
+
+    def take(x):
+        x = x if acc.element_type is dtype else dtype(x)
+        return combine(x, -x, "max") if absolute else x
+
+    registers = row_segment_registers(inner, mma_m, mma_n, height)
+    lanes = min(height, 8)
+    part = cute.make_rmem_tensor((len(registers),), dtype)
+    for q, regs in enumerate(registers):
+        part[q] = warp_allreduce(_tree([take(acc[r]) for r in regs], base), base, lanes, 4)
+    slots = tuple((acc_ij[regs[0]][0] // height) * n + acc_ij[regs[0]][1] for regs in registers)
+    _write_runs(part, slots, runs, lanes * 4, tid, threads, barrier_id, 4)
+
+
+def row_segment_registers(inner: int, mma_m: int, mma_n: int, height: int) -> list:
+    """A thread's accumulator registers grouped by run of ``height`` rows of one column (see
+    :func:`reduce_row_segments`), the first one the run's top row."""
+    out = []
+    for ni in range(mma_n):
+        for mi in range(mma_m):
+            for g in range(inner // 4):
+                for c0 in range(2):
+                    first = c0 + 4 * g + inner * (mi + mma_m * ni)
+                    if height == 16:
+                        out.append([first, first + 2])
+                    else:
+                        out += [[first], [first + 2]]
+    return out
+
+
+@cute.jit
+def _write_runs(part, slots, runs, lanes: cutlass.Constexpr, tid, threads: cutlass.Constexpr,
+                barrier_id: cutlass.Constexpr, unit: cutlass.Constexpr = 1):
+    """``runs[slots[q]] = part[q]`` from the first lane of each group of ``lanes / unit``
+    lanes ``unit`` apart (lane % lanes < unit), then the barrier."""
+    if tid % lanes < unit:
+        for q in cutlass.range_constexpr(len(slots)):
+            runs[slots[q]] = part[q]
+    _sync(threads, barrier_id)
+
+
 COLUMN_LANES = (4, 8, 16)  # lane xor these: the 8 lanes of a warp with one lane % 4
 
 
