@@ -22,8 +22,9 @@ Families (``runtime/cute/mma.py`` issues them), by operand -> accumulator dtype
 
 * ``wgmma`` on sm_90+ for float16 (-> float32 or float16), bfloat16 (-> float32), float8
   e4m3/e5m2 (-> float32 or float16) and int8/uint8 (-> int32): one warpgroup (128
-  threads) per 64 rows, ``threads / 128`` warpgroups along M; N a multiple of 8 up to 256
-  (for int8: 8, 24 or a multiple of 16 per warpgroup).  float8 and int8 operands must be
+  threads) per 64 rows, ``threads / 128`` warpgroups along M; N a multiple of 8 per
+  warpgroup (for int8: 8, 24 or a multiple of 16), in instructions of up to 256 columns
+  (a warpgroup's wider part in several, as TileLang's 64 x 512 accumulators).  float8 and int8 operands must be
   K-major (``transpose_B=True``, no ``transpose_A``).
 * ``mma`` (warp ``mma.sync``) on sm_80+ for float16 (-> float32 or float16) and bfloat16
   (-> float32), and for float32 (as tf32; K-major operands only) on every arch, since
@@ -72,15 +73,20 @@ class GemmError(ValueError):
 
 def wgmma_warps(m: int, n: int, warpgroups: int, policy: str = "Square") -> tuple[int, int] | None:
     """``(warpgroups along M, along N)`` for wgmma: each warpgroup a 64-row step (or
-    several) by a multiple of 8 columns up to 256.  As TileLang: ``FullRow`` puts as many
-    along M as the tile allows and the rest along N, ``FullCol`` as many along N;
-    ``Square`` all along M, else all along N, else the most along M."""
-    def fits(wm, wn):
-        return m % (64 * wm) == 0 and n % wn == 0 and (n // wn) % 8 == 0 and n // wn <= 256
+    several) by a multiple of 8 columns.  As TileLang: ``FullRow`` puts as many along M
+    as the tile allows and the rest along N, ``FullCol`` as many along N; ``Square`` all
+    along M, else all along N, else the most along M.  An arrangement whose warpgroups
+    take at most 256 columns (one instruction's N) is preferred; where none does, each
+    warpgroup takes its wider part in several instructions of up to 256 columns along N
+    (TileLang's 64 x 512 accumulator of one warpgroup; ``tcm.tiled_mma`` picks the
+    instruction)."""
+    def fits(wm, wn, widest):
+        return m % (64 * wm) == 0 and n % wn == 0 and (n // wn) % 8 == 0 and n // wn <= widest
     splits = [(wm, warpgroups // wm) for wm in range(warpgroups, 0, -1) if warpgroups % wm == 0]
     order = {"FullRow": splits, "FullCol": splits[::-1],
              "Square": [(warpgroups, 1), (1, warpgroups)] + splits}[policy]
-    return next((w for w in order if fits(*w)), None)
+    return next((w for w in order if fits(*w, 256)), None) or \
+        next((w for w in order if fits(*w, n)), None)
 
 
 def operand_swizzle(inner_bytes: int) -> int:
@@ -279,7 +285,7 @@ class _Kernel:
                     why.append(f"M = {m} is not a multiple of 64 x {wg} warpgroups along M")
                 if s.policy != "FullRow":
                     why.append(f"N = {n} does not split into {wg} warpgroups of a multiple of 8 "
-                               "columns (up to 256)")
+                               "columns")
                 self.fail(s, f"No valid warp partition (TileLang's words): no arrangement "
                              f"of {wg} warpgroup(s) tiles {m} x {n} with "
                              f"policy {s.policy}: {' and '.join(why)}; each warpgroup takes "
@@ -353,15 +359,17 @@ class _Kernel:
         # neighbour along N would need all of its rows' K columns, which a fragment split
         # over the warpgroups along N (T.copy(s, p) of an accumulator of that policy) does
         # not hold in its registers; such an A goes through shared memory
+        # (and whose K columns one instruction's A takes: the RS form reads the registers of
+        # an accumulator of at most 256 columns, see tcm.a_fragment)
         warps = wgmma_warps(m, n, self.threads // WARPGROUP, s.policy) \
             if self.threads % WARPGROUP == 0 else None
-        wgmma_fits = warps is not None and warps[1] == 1
+        wgmma_fits = warps is not None and warps[1] == 1 and int(a.shape[1].value) <= 256
         mma_fits = self.threads % WARP == 0 and \
             mma_warps(m, n, self.threads // WARP, s.policy, True) is not None
         if id(s) in self.forced:  # one partition with the T.gemms it shares rows with
             mma_fits = self.forced[id(s)][1] == 1
-        if family == "wgmma":
-            return wgmma_fits or (a.dtype in MMA_TYPES and mma_fits)
+        if family == "wgmma":  # (mma.sync reads it only where wgmma cannot tile the T.gemm)
+            return wgmma_fits or (a.dtype in MMA_TYPES and mma_fits and warps is None)
         return family == "mma" and mma_fits
 
     @staticmethod

@@ -84,13 +84,26 @@ def operand(smem, dtype, rows: int, cols: int, swizzle: int, mn_major: bool, fam
     return cute.make_tensor(cute.recast_ptr(smem, dtype=dtype), layout)
 
 
+def wgmma_instruction_n(n: int) -> int:
+    """The N of the wgmma instruction for a warpgroup's ``n`` columns: ``n`` itself up to
+    256, else the widest N up to 256 that divides it, issued ``n / N`` times along N (as
+    CUTLASS's op selectors, which TileLang's wgmma takes); a multiple of 16 where ``n`` is
+    one (int8 wgmma takes no other widths above 24).  It depends on ``n`` only: an
+    accumulator's register layout (:func:`accumulator`) is the same for every operand
+    dtype."""
+    if n <= 256:
+        return n
+    return next(w for w in range(256, 7, -8) if n % w == 0 and (w % 16 == 0 or n % 16))
+
+
 def tiled_mma(family: str, a_dtype, b_dtype, acc_dtype, a_mn_major: bool, b_mn_major: bool,
               warps: tuple, n: int, a_regs: bool = False):
     """The tiled MMA of one ``T.gemm`` with an ``n``-column tile: ``warps = (along M,
-    along N)`` in warpgroups for wgmma (each warpgroup a 64 x ``n / warps[1]``
-    instruction; ``a_regs``: A from registers, the RS form), in warps for mma.sync."""
+    along N)`` in warpgroups for wgmma (each warpgroup a 64 x ``n / warps[1]`` part, in
+    instructions of up to 256 columns: :func:`wgmma_instruction_n`; ``a_regs``: A from
+    registers, the RS form), in warps for mma.sync."""
     if family == "wgmma":
-        n = n // warps[1]
+        n = wgmma_instruction_n(n // warps[1])
         if a_dtype.width == 16:
             source = warpgroup.OperandSource.RMEM if a_regs else warpgroup.OperandSource.SMEM
             op = warpgroup.MmaF16BF16Op(a_dtype, acc_dtype, (64, n, 16), source,
