@@ -96,17 +96,20 @@ def operand_swizzle(inner_bytes: int) -> int:
 
 def mma_warps(m: int, n: int, warps: int, policy: str = "Square",
               all_along_m: bool = False) -> tuple[int, int] | None:
-    """``(warps_m, warps_n)`` for mma.sync: each warp a multiple of 16 x 16.  As TileLang:
-    ``FullRow`` puts as many warps along M as the tile allows, ``FullCol`` as many along
-    N, ``Square`` makes each warp's tile as square as possible; ``all_along_m``: every
-    warp along M or nothing (A from registers)."""
+    """``(warps_m, warps_n)`` for mma.sync: each warp a multiple of 16 x 16 where an
+    arrangement gives that, else of 16 x 8 (TileLang's narrowest warp tile: a 32 x 16
+    tile over four warps; ``tcm.mma_n_step``).  As TileLang: ``FullRow`` puts as many
+    warps along M as the tile allows, ``FullCol`` as many along N, ``Square`` makes each
+    warp's tile as square as possible; ``all_along_m``: every warp along M or nothing (A
+    from registers)."""
     # (warps along N a power of two: CuTe DSL's tiled mma.sync aborts the process in
     # partition_B for 3, 6, 12 warps along N)
-    valid = [(wm, warps // wm) for wm in range(1, warps + 1) if warps % wm == 0
-             and m % (16 * wm) == 0 and n % (16 * (warps // wm)) == 0
-             and (warps // wm) & (warps // wm - 1) == 0]
-    if all_along_m:
-        valid = [w for w in valid if w[1] == 1]
+    def arrangements(step):
+        return [(wm, warps // wm) for wm in range(1, warps + 1) if warps % wm == 0
+                and m % (16 * wm) == 0 and n % (step * (warps // wm)) == 0
+                and (warps // wm) & (warps // wm - 1) == 0
+                and not (all_along_m and warps // wm != 1)]
+    valid = arrangements(16) or arrangements(8)
     if not valid:
         return None
     if policy == "FullRow":
@@ -271,7 +274,7 @@ class _Kernel:
                 if a.dtype in MMA_TYPES and self.threads % WARP == 0:
                     # (the mma.sync fallback above found no arrangement either)
                     mma = (f"; and on mma.sync no arrangement of {self.threads // WARP} warps "
-                           f"tiles {m} x {n} in 16 x 16 steps with policy {s.policy} (the warps "
+                           f"tiles {m} x {n} in 16 x 8 steps with policy {s.policy} (the warps "
                            "along N a power of two: CuTe DSL's tiled MMA cannot partition B "
                            "otherwise)")
                 self.fail(s, ("No valid warp partition (TileLang's words): " if mma else "") +
@@ -304,7 +307,7 @@ class _Kernel:
                                    a0.scope == "fragment" and self.rs_form(s, a0, b, c))
             if warps is None:
                 self.fail(s, f"No valid warp partition (TileLang's words): no arrangement of "
-                             f"{self.threads // WARP} warps tiles {m} x {n} in 16 x 16 steps "
+                             f"{self.threads // WARP} warps tiles {m} x {n} in 16 x 8 steps "
                              f"with policy {s.policy} (on mma.sync the warps along N must be a "
                              f"power of two: CuTe DSL's tiled MMA cannot partition B otherwise)")
         for buf, what in ((a, "A"), (b, "B")):
