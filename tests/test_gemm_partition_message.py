@@ -27,7 +27,7 @@ def _gemm(M, N, K, threads, policy, options=None):
     ((64, 40, 32, 384, T.GemmWarpPolicy.FullCol), None,
      r"no arrangement of 3 warpgroup\(s\) tiles 64 x 40 with policy FullCol"),
     ((48, 40, 32, 128, T.GemmWarpPolicy.FullCol), {"disable_wgmma": True},
-     r"no arrangement of 4 warps tiles 48 x 40 in 16 x 16 steps with policy FullCol"),
+     r"no arrangement of 4 warps tiles 48 x 40 in 16 x 8 steps with policy FullCol"),
 ])
 def test_uncoverable_partitions_use_tilelangs_words(shape, options, detail, tmp_path):
     with pytest.raises(ValueError, match=r"No valid warp partition .*" + detail):

@@ -70,3 +70,62 @@ def test_fullrow_mixed_arrangement_matches_torch():
     a = torch.randn(256, 128, dtype=torch.float16, device="cuda")
     b = torch.randn(128, 512, dtype=torch.float16, device="cuda")
     torch.testing.assert_close(kernel(a, b).float(), a.float() @ b.float(), atol=5e-2, rtol=1e-2)
+
+
+def test_mma_narrow_warp_tiles():
+    """TileLang's mma.sync warps take 16 x 8 steps: a 32 x 16 tile over four warps, a
+    16 x 32 one over four along N; tilecute keeps 16 x 16 where an arrangement has it."""
+    assert mma_warps(32, 16, 4, "Square") == (2, 2)  # 16 x 8 each
+    assert mma_warps(16, 32, 4, "FullRow") == (1, 4)
+    assert mma_warps(64, 64, 4, "Square") == (2, 2)  # 16 x 16 steps still first
+    assert mma_warps(16, 16, 4, "Square") is None  # 4 x 8 per warp: nothing tiles it
+
+
+def _narrow(M, N_, K, threads, policy, dtype="float16"):
+    """C = A @ B^T over one tile narrower than 16 columns a warp (TileLang's indexer
+    shapes: 32 x 16 and 16 x 32 on 128 threads, below wgmma's 64 rows)."""
+    @T.prim_func
+    def main(A: T.Tensor((M, K), dtype), B: T.Tensor((N_, K), dtype),
+             C: T.Tensor((M, N_), "float32")):
+        with T.Kernel(1, threads=threads) as bx:
+            A_s = T.alloc_shared((M, K), dtype)
+            B_s = T.alloc_shared((N_, K), dtype)
+            acc = T.alloc_fragment((M, N_), "float32")
+            total = T.alloc_fragment((M,), "float32")
+            T.copy(A, A_s)
+            T.copy(B, B_s)
+            T.gemm(A_s, B_s, acc, transpose_B=True, policy=policy, clear_accum=True)
+            T.reduce_sum(acc, total, dim=1)
+            for i, j in T.Parallel(M, N_):
+                C[i, j] = acc[i, j] + total[i]
+
+    return main
+
+
+@pytest.mark.parametrize("M,N_,policy,warps", [
+    (32, 16, T.GemmWarpPolicy.Square, (2, 2)),
+    (16, 32, T.GemmWarpPolicy.FullRow, (1, 4)),
+])
+def test_narrow_warp_tiles_build(M, N_, policy, warps, tmp_path):
+    func = _narrow(M, N_, 64, 128, policy)
+    plan = lower(func, "sm_90a")
+    gemms = [s for k in plan.func.kernels for s in walk_stmts(k.body) if isinstance(s, N.Gemm)]
+    assert [g.family for g in gemms] == ["mma"]
+    (acc,) = [s for k in plan.func.kernels for s in walk_stmts(k.body)
+              if isinstance(s, N.Allocate) and s.buffer.name == "acc"]
+    assert tuple(acc.layout.warps) == warps
+    assert tilecute.build_cubin(func, "sm_90a", out_dir=str(tmp_path)).kernel_names
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("M,N_,policy", [(32, 16, T.GemmWarpPolicy.Square),
+                                         (16, 32, T.GemmWarpPolicy.FullRow)])
+def test_narrow_warp_tiles_match_torch(M, N_, policy):
+    import torch
+
+    kernel = tilecute.compile(_narrow(M, N_, 64, 128, policy), out_idx=[-1])
+    a = torch.randn(M, 64, dtype=torch.float16, device="cuda")
+    b = torch.randn(N_, 64, dtype=torch.float16, device="cuda")
+    ref = a.float() @ b.float().T
+    torch.testing.assert_close(kernel(a, b), ref + ref.sum(1, keepdim=True), atol=1e-2,
+                               rtol=1e-2)

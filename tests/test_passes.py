@@ -161,7 +161,25 @@ def changes(src: str, name: str, arch: str) -> str:
     return "\n".join(list(d)[2:]) + "\n"
 
 
+# a scalar per iteration of a T.Parallel nest (a ReLU's derivative), declared in the body
+RELU_GRAD = """\
+@T.prim_func
+def relu_grad(X: T.Tensor((64, 32), "float32"), G: T.Tensor((64, 32), "float32"), Y: T.Tensor((64, 32), "float32")):
+    with T.Kernel(1, threads=128) as bx:
+        for i, j in T.Parallel(64, 32):
+            slope = T.alloc_var("float32", 0.5)
+            if X[i, j] > 0:
+                slope = 1.0
+            Y[i, j] = G[i, j] * slope
+"""
+
 CASES = [
+    ("hoist_parallel_locals", RELU_GRAD, "sm_90a", """\
+@@ -6,0 +7 @@
++        slope = T.alloc_local((1,), "float32")
+@@ -9 +9,0 @@
+-                slope = T.alloc_local((1,), "float32")
+"""),
     ("rasterize", GEMM_SYM, "sm_90a", """\
 @@ -9,0 +10,6 @@
 +        block_flat = bx + by * T.ceildiv(N, 128)
@@ -1171,21 +1189,26 @@ def test_a_parallel_nest_walks_its_fragments_in_their_dims_order():
 
 
 def test_an_allocation_inside_a_parallel_nest_is_refused_by_name():
-    """``T.alloc_var`` in a T.Parallel body was a KeyError in the layout pass (the passes
-    know the buffers allocated outside a nest); it is refused, naming the buffer and line."""
+    """A fragment allocated in a T.Parallel body (the block's buffer, not an iteration's)
+    was a KeyError in the layout pass; it is refused, naming the buffer and line.  (A
+    ``T.alloc_var`` there is each iteration's scalar: hoist_parallel_locals moves it before
+    the nest.)"""
     from tilecute.transform.layout_inference import LayoutError
     src = """
 @T.prim_func
 def k(A: T.Tensor((128,), "int32"), W: T.Tensor((128,), "int32")):
     with T.Kernel(1, threads=128) as bx:
         for i in T.Parallel(128):
-            acc = T.alloc_var("int32")
-            acc = A[i] * 2
-            W[i] = acc + 1
+            acc = T.alloc_fragment((128,), "int32")
+            acc[i] = A[i] * 2
+            W[i] = acc[i] + 1
 """
-    with pytest.raises(LayoutError, match=r":6: .*local buffer 'acc' \(T.alloc_\*\) allocated "
+    with pytest.raises(LayoutError, match=r":6: .*fragment buffer 'acc' \(T.alloc_\*\) allocated "
                                           r"inside a T.Parallel loop"):
         before_and_after(src, "infer_layouts", "sm_90a")
+    local = src.replace('T.alloc_fragment((128,), "int32")', 'T.alloc_var("int32")') \
+        .replace("acc[i]", "acc")
+    assert before_and_after(local, "infer_layouts", "sm_90a")[1] is not None
 
 
 @pytest.mark.parametrize("program", ["constant", "symbolic"])

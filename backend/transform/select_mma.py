@@ -22,8 +22,9 @@ Families (``runtime/cute/mma.py`` issues them), by operand -> accumulator dtype
 
 * ``wgmma`` on sm_90+ for float16 (-> float32 or float16), bfloat16 (-> float32), float8
   e4m3/e5m2 (-> float32 or float16) and int8/uint8 (-> int32): one warpgroup (128
-  threads) per 64 rows, ``threads / 128`` warpgroups along M; N a multiple of 8 up to 256
-  (for int8: 8, 24 or a multiple of 16 per warpgroup).  float8 and int8 operands must be
+  threads) per 64 rows, ``threads / 128`` warpgroups along M; N a multiple of 8 per
+  warpgroup (for int8: 8, 24 or a multiple of 16), in instructions of up to 256 columns
+  (a warpgroup's wider part in several, as TileLang's 64 x 512 accumulators).  float8 and int8 operands must be
   K-major (``transpose_B=True``, no ``transpose_A``).
 * ``mma`` (warp ``mma.sync``) on sm_80+ for float16 (-> float32 or float16) and bfloat16
   (-> float32), and for float32 (as tf32; K-major operands only) on every arch, since
@@ -72,15 +73,20 @@ class GemmError(ValueError):
 
 def wgmma_warps(m: int, n: int, warpgroups: int, policy: str = "Square") -> tuple[int, int] | None:
     """``(warpgroups along M, along N)`` for wgmma: each warpgroup a 64-row step (or
-    several) by a multiple of 8 columns up to 256.  As TileLang: ``FullRow`` puts as many
-    along M as the tile allows and the rest along N, ``FullCol`` as many along N;
-    ``Square`` all along M, else all along N, else the most along M."""
-    def fits(wm, wn):
-        return m % (64 * wm) == 0 and n % wn == 0 and (n // wn) % 8 == 0 and n // wn <= 256
+    several) by a multiple of 8 columns.  As TileLang: ``FullRow`` puts as many along M
+    as the tile allows and the rest along N, ``FullCol`` as many along N; ``Square`` all
+    along M, else all along N, else the most along M.  An arrangement whose warpgroups
+    take at most 256 columns (one instruction's N) is preferred; where none does, each
+    warpgroup takes its wider part in several instructions of up to 256 columns along N
+    (TileLang's 64 x 512 accumulator of one warpgroup; ``tcm.tiled_mma`` picks the
+    instruction)."""
+    def fits(wm, wn, widest):
+        return m % (64 * wm) == 0 and n % wn == 0 and (n // wn) % 8 == 0 and n // wn <= widest
     splits = [(wm, warpgroups // wm) for wm in range(warpgroups, 0, -1) if warpgroups % wm == 0]
     order = {"FullRow": splits, "FullCol": splits[::-1],
              "Square": [(warpgroups, 1), (1, warpgroups)] + splits}[policy]
-    return next((w for w in order if fits(*w)), None)
+    return next((w for w in order if fits(*w, 256)), None) or \
+        next((w for w in order if fits(*w, n)), None)
 
 
 def operand_swizzle(inner_bytes: int) -> int:
@@ -90,17 +96,20 @@ def operand_swizzle(inner_bytes: int) -> int:
 
 def mma_warps(m: int, n: int, warps: int, policy: str = "Square",
               all_along_m: bool = False) -> tuple[int, int] | None:
-    """``(warps_m, warps_n)`` for mma.sync: each warp a multiple of 16 x 16.  As TileLang:
-    ``FullRow`` puts as many warps along M as the tile allows, ``FullCol`` as many along
-    N, ``Square`` makes each warp's tile as square as possible; ``all_along_m``: every
-    warp along M or nothing (A from registers)."""
+    """``(warps_m, warps_n)`` for mma.sync: each warp a multiple of 16 x 16 where an
+    arrangement gives that, else of 16 x 8 (TileLang's narrowest warp tile: a 32 x 16
+    tile over four warps; ``tcm.mma_n_step``).  As TileLang: ``FullRow`` puts as many
+    warps along M as the tile allows, ``FullCol`` as many along N, ``Square`` makes each
+    warp's tile as square as possible; ``all_along_m``: every warp along M or nothing (A
+    from registers)."""
     # (warps along N a power of two: CuTe DSL's tiled mma.sync aborts the process in
     # partition_B for 3, 6, 12 warps along N)
-    valid = [(wm, warps // wm) for wm in range(1, warps + 1) if warps % wm == 0
-             and m % (16 * wm) == 0 and n % (16 * (warps // wm)) == 0
-             and (warps // wm) & (warps // wm - 1) == 0]
-    if all_along_m:
-        valid = [w for w in valid if w[1] == 1]
+    def arrangements(step):
+        return [(wm, warps // wm) for wm in range(1, warps + 1) if warps % wm == 0
+                and m % (16 * wm) == 0 and n % (step * (warps // wm)) == 0
+                and (warps // wm) & (warps // wm - 1) == 0
+                and not (all_along_m and warps // wm != 1)]
+    valid = arrangements(16) or arrangements(8)
     if not valid:
         return None
     if policy == "FullRow":
@@ -265,7 +274,7 @@ class _Kernel:
                 if a.dtype in MMA_TYPES and self.threads % WARP == 0:
                     # (the mma.sync fallback above found no arrangement either)
                     mma = (f"; and on mma.sync no arrangement of {self.threads // WARP} warps "
-                           f"tiles {m} x {n} in 16 x 16 steps with policy {s.policy} (the warps "
+                           f"tiles {m} x {n} in 16 x 8 steps with policy {s.policy} (the warps "
                            "along N a power of two: CuTe DSL's tiled MMA cannot partition B "
                            "otherwise)")
                 self.fail(s, ("No valid warp partition (TileLang's words): " if mma else "") +
@@ -279,7 +288,7 @@ class _Kernel:
                     why.append(f"M = {m} is not a multiple of 64 x {wg} warpgroups along M")
                 if s.policy != "FullRow":
                     why.append(f"N = {n} does not split into {wg} warpgroups of a multiple of 8 "
-                               "columns (up to 256)")
+                               "columns")
                 self.fail(s, f"No valid warp partition (TileLang's words): no arrangement "
                              f"of {wg} warpgroup(s) tiles {m} x {n} with "
                              f"policy {s.policy}: {' and '.join(why)}; each warpgroup takes "
@@ -298,7 +307,7 @@ class _Kernel:
                                    a0.scope == "fragment" and self.rs_form(s, a0, b, c))
             if warps is None:
                 self.fail(s, f"No valid warp partition (TileLang's words): no arrangement of "
-                             f"{self.threads // WARP} warps tiles {m} x {n} in 16 x 16 steps "
+                             f"{self.threads // WARP} warps tiles {m} x {n} in 16 x 8 steps "
                              f"with policy {s.policy} (on mma.sync the warps along N must be a "
                              f"power of two: CuTe DSL's tiled MMA cannot partition B otherwise)")
         for buf, what in ((a, "A"), (b, "B")):
@@ -353,15 +362,17 @@ class _Kernel:
         # neighbour along N would need all of its rows' K columns, which a fragment split
         # over the warpgroups along N (T.copy(s, p) of an accumulator of that policy) does
         # not hold in its registers; such an A goes through shared memory
+        # (and whose K columns one instruction's A takes: the RS form reads the registers of
+        # an accumulator of at most 256 columns, see tcm.a_fragment)
         warps = wgmma_warps(m, n, self.threads // WARPGROUP, s.policy) \
             if self.threads % WARPGROUP == 0 else None
-        wgmma_fits = warps is not None and warps[1] == 1
+        wgmma_fits = warps is not None and warps[1] == 1 and int(a.shape[1].value) <= 256
         mma_fits = self.threads % WARP == 0 and \
             mma_warps(m, n, self.threads // WARP, s.policy, True) is not None
         if id(s) in self.forced:  # one partition with the T.gemms it shares rows with
             mma_fits = self.forced[id(s)][1] == 1
-        if family == "wgmma":
-            return wgmma_fits or (a.dtype in MMA_TYPES and mma_fits)
+        if family == "wgmma":  # (mma.sync reads it only where wgmma cannot tile the T.gemm)
+            return wgmma_fits or (a.dtype in MMA_TYPES and mma_fits and warps is None)
         return family == "mma" and mma_fits
 
     @staticmethod

@@ -84,13 +84,26 @@ def operand(smem, dtype, rows: int, cols: int, swizzle: int, mn_major: bool, fam
     return cute.make_tensor(cute.recast_ptr(smem, dtype=dtype), layout)
 
 
+def wgmma_instruction_n(n: int) -> int:
+    """The N of the wgmma instruction for a warpgroup's ``n`` columns: ``n`` itself up to
+    256, else the widest N up to 256 that divides it, issued ``n / N`` times along N (as
+    CUTLASS's op selectors, which TileLang's wgmma takes); a multiple of 16 where ``n`` is
+    one (int8 wgmma takes no other widths above 24).  It depends on ``n`` only: an
+    accumulator's register layout (:func:`accumulator`) is the same for every operand
+    dtype."""
+    if n <= 256:
+        return n
+    return next(w for w in range(256, 7, -8) if n % w == 0 and (w % 16 == 0 or n % 16))
+
+
 def tiled_mma(family: str, a_dtype, b_dtype, acc_dtype, a_mn_major: bool, b_mn_major: bool,
               warps: tuple, n: int, a_regs: bool = False):
     """The tiled MMA of one ``T.gemm`` with an ``n``-column tile: ``warps = (along M,
-    along N)`` in warpgroups for wgmma (each warpgroup a 64 x ``n / warps[1]``
-    instruction; ``a_regs``: A from registers, the RS form), in warps for mma.sync."""
+    along N)`` in warpgroups for wgmma (each warpgroup a 64 x ``n / warps[1]`` part, in
+    instructions of up to 256 columns: :func:`wgmma_instruction_n`; ``a_regs``: A from
+    registers, the RS form), in warps for mma.sync."""
     if family == "wgmma":
-        n = n // warps[1]
+        n = wgmma_instruction_n(n // warps[1])
         if a_dtype.width == 16:
             source = warpgroup.OperandSource.RMEM if a_regs else warpgroup.OperandSource.SMEM
             op = warpgroup.MmaF16BF16Op(a_dtype, acc_dtype, (64, n, 16), source,
@@ -108,17 +121,24 @@ def tiled_mma(family: str, a_dtype, b_dtype, acc_dtype, a_mn_major: bool, b_mn_m
         op, shape = warp.MmaTF32Op((16, 8, 8)), (16, 8, 8)
     else:
         op, shape = warp.MmaF16BF16Op(a_dtype, acc_dtype, (16, 8, 16)), (16, 8, 16)
-    # each warp takes a 16 x 16 step (two n8 atoms) so ldmatrix.x4 feeds B
+    # each warp takes a 16 x 16 step (two n8 atoms) so ldmatrix.x4 feeds B; a 16 x 8 step
+    # (TileLang's narrowest) where the tile has fewer than 16 columns a warp
     return cute.make_tiled_mma(op, cute.make_layout((warps[0], warps[1], 1)),
-                               permutation_mnk=(warps[0] * shape[0], warps[1] * shape[1] * 2,
-                                                shape[2]))
+                               permutation_mnk=(warps[0] * shape[0],
+                                                warps[1] * mma_n_step(n, warps[1]), shape[2]))
+
+
+def mma_n_step(n: int, warps_n: int) -> int:
+    """The columns of one step of each warp of an mma.sync tile ``n`` columns wide split
+    over ``warps_n`` warps: 16 (two n8 atoms) where the tile has them, else 8 (one)."""
+    return 16 if n % (16 * warps_n) == 0 else 8
 
 
 def accumulator(family: str, warps: tuple, shape: tuple, dtype, tid):
     """The registers of this thread's part of an ``(M, N)`` fragment under the MMA
     layout, and a tensor of the same shape holding each register's ``(i, j)``."""
     mma = tiled_mma(family, cutlass.Float16, cutlass.Float16, cutlass.Float32, False, False,
-                    warps, shape[1] if family == "wgmma" else 8)
+                    warps, shape[1])
     thr = mma.get_slice(tid)
     regs = cute.make_rmem_tensor(thr.partition_shape_C(shape), dtype)
     return regs, thr.partition_C(cute.make_identity_tensor(shape))
@@ -212,7 +232,10 @@ def gemm_warp(mma, tid, acc, sa, sb, a_mn_major: bool, b_mn_major: bool,
     fb = mma.make_fragment_B(thr.partition_B(sb))
     if not accumulate:
         acc.fill(0)
-    copy_b = cute.make_tiled_copy_B(_s2r_atom(sb.element_type, b_mn_major), mma).get_slice(tid)
+    # (a warp's B step is 16 x 16 for ldmatrix.x4, or one 8-column atom for .x2)
+    b_step = mma.get_tile_size(1) // cute.size(mma.thr_layout_vmnk, mode=[2])
+    copy_b = cute.make_tiled_copy_B(_s2r_atom(sb.element_type, b_mn_major, b_step // 4),
+                                    mma).get_slice(tid)
     src_b, dst_b = copy_b.partition_S(sb), copy_b.retile(fb)
     if a_regs:
         fa = _a_view(sa)
@@ -255,9 +278,9 @@ def _a_view_wgmma(regs):
     return cute.make_tensor(regs.iterator, layout)
 
 
-def _s2r_atom(dtype, mn_major: bool):
+def _s2r_atom(dtype, mn_major: bool, matrices: int = 4):
     if dtype.width == 16:
-        return cute.make_copy_atom(warp.LdMatrix8x8x16bOp(mn_major, 4), dtype)
+        return cute.make_copy_atom(warp.LdMatrix8x8x16bOp(mn_major, matrices), dtype)
     return cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), dtype)
 
 

@@ -37,7 +37,7 @@ from .reduce import _sync, combine, warp_allreduce
 def row_fragment(family: str, warps: tuple, m: int, dtype, tid):
     """Registers for one value per accumulator row this thread holds (``2 * MMA_M`` of
     them), and the row index of each (a tuple, indexed by a compile-time register)."""
-    n = 8 * warps[1]  # the rows a thread holds do not depend on N
+    n = (8 if family == "wgmma" else 16) * warps[1]  # the rows a thread holds do not depend on N
     mma = tcm.tiled_mma(family, cutlass.Float16, cutlass.Float16, cutlass.Float32, False, False,
                         warps, n)
     coords = mma.get_slice(tid).partition_C(cute.make_identity_tensor((m, n)))
