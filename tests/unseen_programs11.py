@@ -1387,3 +1387,154 @@ def gla_chunk_intra(B=1, H=2, L=256, Dk=64, C=64):
                 acc[i, j] = T.if_then_else(j <= i, acc[i, j], 0.0)
             T.copy(acc, A[b, h, c * C:(c + 1) * C, :])
     return intra
+
+
+# ---- scans, masks, searches ---------------------------------------------------------------
+def row_compact_above(M=64, N=512, bm=4, thresh=0.5):
+    """Stable compaction of each row's values above a threshold to the row's front: a 0/1
+    flag tile, its ``T.cumsum`` along dim 1 (in a fragment) gives each kept value's slot;
+    the row's count is the scan's last column; the rest of the row is filled with 0."""
+    @T.prim_func
+    def compact(X: T.Tensor((M, N), T.float32), Out: T.Tensor((M, N), T.float32),
+                count: T.Tensor((M,), T.int32)):
+        with T.Kernel(M // bm, threads=128) as bx:
+            x = T.alloc_fragment((bm, N), T.float32)
+            f = T.alloc_fragment((bm, N), T.int32)
+            T.copy(X[bx * bm, 0], x)
+            for i, j in T.Parallel(bm, N):
+                f[i, j] = T.if_then_else(x[i, j] > thresh, 1, 0)
+            T.cumsum(f, dim=1)
+            for i, j in T.Parallel(bm, N):
+                Out[bx * bm + i, j] = 0.0
+            T.sync_threads()
+            for i, j in T.Parallel(bm, N):
+                if x[i, j] > thresh:
+                    Out[bx * bm + i, f[i, j] - 1] = x[i, j]
+            for i in T.Parallel(bm):
+                count[bx * bm + i] = f[i, N - 1]
+    return compact
+
+
+def bucketize_binary_search(n=1000, nb=77):
+    """torch.bucketize(x, boundaries, right=False) one thread per value: a ``while lo <
+    hi`` binary search over a sorted boundary tensor staged in shared, ``T.alloc_var``
+    bounds; values beyond the block's range skipped."""
+    @T.prim_func
+    def bucketize(x: T.Tensor((n,), T.float32), bnd: T.Tensor((nb,), T.float32),
+                  out: T.Tensor((n,), T.int32)):
+        with T.Kernel(T.ceildiv(n, 256), threads=256) as bx:
+            b_s = T.alloc_shared((nb,), T.float32)
+            T.copy(bnd, b_s)
+            tx = T.get_thread_binding()
+            lo = T.alloc_var(T.int32)
+            hi = T.alloc_var(T.int32)
+            i = bx * 256 + tx
+            if i < n:
+                v = x[i]
+                lo = 0
+                hi = nb
+                while lo < hi:
+                    mid = (lo + hi) // 2
+                    if b_s[mid] < v:
+                        lo = mid + 1
+                    else:
+                        hi = mid
+                out[i] = lo
+    return bucketize
+
+
+def groupnorm_middle_dim(Ntok=96, G=8, Cg=16, bt=8, eps=1e-5):
+    """Statistics over the middle dim of a 3-D fragment: x viewed (tokens, G, Cg) with the
+    tokens of a block reduced along dim 0 per (group, channel) - i.e. per-channel means
+    over a token tile, ``T.reduce_sum(dim=0)`` of a 3-D fragment - and per-(token, group)
+    means along dim 2; both written out."""
+    @T.prim_func
+    def gn(X: T.Tensor((Ntok, G * Cg), T.float32), tok_mean: T.Tensor((Ntok, G), T.float32),
+           chan_sum: T.Tensor((Ntok // bt, G, Cg), T.float32)):
+        with T.Kernel(Ntok // bt, threads=128) as bx:
+            x = T.alloc_fragment((bt, G, Cg), T.float32)
+            tm = T.alloc_fragment((bt, G), T.float32)
+            cs = T.alloc_fragment((G, Cg), T.float32)
+            for i, g, c in T.Parallel(bt, G, Cg):
+                x[i, g, c] = X[bx * bt + i, g * Cg + c]
+            T.reduce_sum(x, tm, dim=2)
+            T.reduce_sum(x, cs, dim=0)
+            for i, g in T.Parallel(bt, G):
+                tok_mean[bx * bt + i, g] = tm[i, g] / Cg
+            T.copy(cs, chan_sum[bx, :, :])
+    return gn
+
+
+def bool_mask_fill_count(M=100, N=256, bm=4):
+    """masked_fill(X, mask, -inf) from a ``T.bool`` mask tensor, and each row's number of
+    True entries by ``T.reduce_sum`` of the mask cast to int32."""
+    @T.prim_func
+    def mfill(X: T.Tensor((M, N), T.float16), mask: T.Tensor((M, N), T.bool),
+              Y: T.Tensor((M, N), T.float16), cnt: T.Tensor((M,), T.int32)):
+        with T.Kernel(T.ceildiv(M, bm), threads=128) as bx:
+            c = T.alloc_fragment((bm, N), T.int32)
+            r = T.alloc_fragment((bm,), T.int32)
+            for i, j in T.Parallel(bm, N):
+                if bx * bm + i < M:
+                    Y[bx * bm + i, j] = T.if_then_else(mask[bx * bm + i, j], -T.infinity(T.float16),
+                                                       X[bx * bm + i, j])
+                c[i, j] = T.if_then_else(bx * bm + i < M, T.cast(mask[T.min(bx * bm + i, M - 1), j], T.int32), 0)
+            T.reduce_sum(c, r, dim=1)
+            for i in T.Parallel(bm):
+                if bx * bm + i < M:
+                    cnt[bx * bm + i] = r[i]
+    return mfill
+
+
+def fp8_mixed_gemm_fp8_out(M=256, N=256, K=256, bm=128, bn=128, bk=64):
+    """An e4m3 x e5m2 GEMM (the mixed fp8 pair the tensor cores take) with per-tensor
+    scales, written back as saturated e4m3."""
+    @T.prim_func
+    def mixed(A: T.Tensor((M, K), T.float8_e4m3fn), B: T.Tensor((N, K), T.float8_e5m2),
+              sa: T.Tensor((1,), T.float32), sb: T.Tensor((1,), T.float32),
+              C: T.Tensor((M, N), T.float8_e4m3fn)):
+        with T.Kernel(N // bn, M // bm, threads=128) as (bx, by):
+            a_s = T.alloc_shared((bm, bk), T.float8_e4m3fn)
+            b_s = T.alloc_shared((bn, bk), T.float8_e5m2)
+            acc = T.alloc_fragment((bm, bn), T.float32)
+            out = T.alloc_fragment((bm, bn), T.float8_e4m3fn)
+            T.clear(acc)
+            for k in T.Pipelined(K // bk, num_stages=2):
+                T.copy(A[by * bm, k * bk], a_s)
+                T.copy(B[bx * bn, k * bk], b_s)
+                T.gemm(a_s, b_s, acc, transpose_B=True)
+            for i, j in T.Parallel(bm, bn):
+                out[i, j] = acc[i, j] * sa[0] * sb[0]
+            T.copy(out, C[by * bm, bx * bn])
+    return mixed
+
+
+def dynamic_batch_grid_rowmax(H=4, N=128, bm=16):
+    """A ``T.dynamic`` batch as the grid's third dim and a dynamic row count in the second:
+    row max of (B, H, S, N) with the ragged S tail dropped."""
+    B = T.dynamic("B")
+    S = T.dynamic("S")
+
+    @T.prim_func
+    def rowmax(X: T.Tensor((B, H, S, N), T.float32), Y: T.Tensor((B, H, S), T.float32)):
+        with T.Kernel(T.ceildiv(S, bm), H, B, threads=128) as (bx, h, b):
+            x = T.alloc_fragment((bm, N), T.float32)
+            m = T.alloc_fragment((bm,), T.float32)
+            T.copy(X[b, h, bx * bm:(bx + 1) * bm, :], x)
+            T.reduce_max(x, m, dim=1)
+            T.copy(m, Y[b, h, bx * bm:(bx + 1) * bm])
+    return rowmax
+
+
+def atomic_max_raised(n=4096, buckets=16):
+    """Each value atomically maxes into its bucket's float, keeping the old value
+    (``return_prev=True``); raised[i] = old < value."""
+    @T.prim_func
+    def amax(x: T.Tensor((n,), T.float32), bucket: T.Tensor((n,), T.int32),
+             best: T.Tensor((buckets,), T.float32), raised: T.Tensor((n,), T.int32)):
+        with T.Kernel(n // 256, threads=256) as bx:
+            for i in T.Parallel(256):
+                v = x[bx * 256 + i]
+                old = T.atomic_max(best[bucket[bx * 256 + i]], v, return_prev=True)
+                raised[bx * 256 + i] = T.if_then_else(old < v, 1, 0)
+    return amax
