@@ -501,7 +501,7 @@ def test_gemm_epilogues_on_gpu():
     a, b = _r(M, K, dtype=torch.bfloat16), _r(K, N, dtype=torch.bfloat16)
     kern = P.jit_dynamic_gemm_tails_kernel()
     _rel(kern(a, b), a.float() @ b.float(), 1e-2)
-    a, b = _r(1, 64, dtype=torch.bfloat16), _r(64, 136, dtype=torch.bfloat16)
+    a, b = _r(1, 64, dtype=torch.bfloat16), _r(64, 130, dtype=torch.bfloat16)  # rows of 260 bytes: no TMA
     _rel(kern(a, b), a.float() @ b.float(), 1e-2)
 
 
