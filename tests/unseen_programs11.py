@@ -16,7 +16,10 @@ regions with mbarriers over a non-GEMM loop, ``T.macro`` attention pieces over
 ``T.dynamic`` lengths, ``while`` loops with ``T.alloc_var`` counters (speculative-decoding
 acceptance), Walsh-Hadamard butterflies in shared memory, grouped and dilated
 convolutions, a causal depthwise conv1d with a carried state, embedding bags over an
-offsets table and the embedding backward by atomics.  ``tests/test_unseen_programs11.py``
+offsets table and the embedding backward by atomics; also row compaction by ``T.cumsum``
+along dim 1, a ``while`` binary search (bucketize), 3-D fragment reductions over dims 0
+and 2, ``T.bool`` masks, an e4m3 x e5m2 GEMM written as fp8, a ``T.dynamic`` batch in the
+grid and ``T.atomic_max(return_prev=True)``.  ``tests/test_unseen_programs11.py``
 builds each to a cubin on the CPU and, on a GPU, compares it with torch written to
 TileLang's meaning.
 
