@@ -780,6 +780,8 @@ class KernelEmitter:
                                    + self.bounds.of_loads(list(_loads(s.value)) + list(_loads(s.dst.starts)))))
         # add/max/min: their helpers' default order is relaxed, written only when another
         order = f', "{s.order}"' if s.op in ("or", "store") or s.order != "relaxed" else ""
+        if s.op in ("max", "min") and buf.dtype in ("uint32", "uint64"):
+            order += ", unsigned=True"  # the tensor's elements are signless Ints: .u32 / .u64
         self.predicated(conds, f"tca.atomic_{s.op}({ident(buf.name)}, {coord}, {value}{order})", depth)
         self.out.use("atomic")
 
