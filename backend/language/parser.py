@@ -2319,6 +2319,10 @@ class _Parser:
         if len(s.targets) != 1:
             return self.chain_assign(s)
         target = s.targets[0]
+        if isinstance(target, ast.Subscript) and isinstance(s.value, ast.Call):
+            form = self.form_of(s.value.func)
+            if form is not None and form.__name__ in ("atomic_addx2", "atomic_addx4"):
+                return self.vector_atomic_return(target, form, s.value, s)
         if isinstance(target, ast.Subscript):
             return self.store(target, self.expr(s.value), s)
         if isinstance(target, (ast.Tuple, ast.List)):
@@ -5494,9 +5498,56 @@ class _Parser:
 
     def stmt_atomic_addx2(self, a: _Args, s, lanes: int = 2) -> list[N.Stmt]:
         """``T.atomic_addx2/x4(dst, value)``: the ``lanes`` elements from ``dst`` and from
-        ``value`` along their last dims; each added atomically, as scalar atomic adds."""
-        a.refuse_unless("return_prev", (False,), f"T.atomic_addx{lanes} is a statement in "
-                                                 "tilecute; it returns nothing")
+        ``value`` along their last dims; each added atomically, as scalar atomic adds
+        (``return_prev=True`` as a statement: the same update, its old values unused)."""
+        a.static_bool("return_prev")
+        dbuf, vbuf, dsts, vals = self.addx_lanes(a, lanes)
+        return [N.AtomicAdd(N.Region(dbuf.name, d), N.cast(N.Load(vbuf.name, v, vbuf.dtype), dbuf.dtype),
+                            loc=self.loc(s)) for d, v in zip(dsts, vals)]
+
+    def vector_atomic_return(self, target: ast.Subscript, form, call: ast.Call, s) -> list[N.Stmt]:
+        """``Prev[i:i + 2] = T.atomic_addx2(dst, value, return_prev=True)`` (``x4``: 4):
+        TileLang's ``AtomicAddx2Ret`` / ``x4Ret``, whose value is the ``lanes`` elements of
+        ``dst`` before the adds (a ``dst``-dtype vector; each element's add atomic on its
+        own, as CUDA's ``half2`` / ``float4`` atomics are), stored into ``lanes`` elements
+        along the target's last dim: one ``atomic_add_ret`` per lane, each stored into its
+        element.  Only this assignment form takes the vector (anywhere else the call is
+        refused as a statement form in an expression)."""
+        lanes = 2 if form.__name__ == "atomic_addx2" else 4
+        a = self.args(form, call)
+        if not (a.given("return_prev") and a.static_bool("return_prev")):
+            raise a.fail("return_prev", f"T.atomic_addx{lanes} returns the old values only with "
+                                        "return_prev=True; without it, it is a statement")
+        dbuf, vbuf, dsts, vals = self.addx_lanes(a, lanes)
+        if dbuf.dtype not in N.ATOMIC_RETURN_DTYPES["add"]:
+            raise a.fail("dst", f"return_prev=True: '{dbuf.name}' is {dbuf.dtype}")
+        tbuf = self.buffer_of(target.value)
+        r = self.region(target)
+        extents = r.extents if r.extents is not None else (N.Const(1, "int32"),) * tbuf.ndim
+        if not all(isinstance(x, N.Const) for x in extents) or \
+                any(x.value != 1 for x in extents[:-1]) or extents[-1].value != lanes:
+            raise self.error(s, f"T.atomic_addx{lanes}(..., return_prev=True) is {lanes} "
+                                f"{dbuf.dtype} values, stored into a region of {lanes} "
+                                f"'{tbuf.name}' elements along the last dim; got "
+                                f"`{ast.unparse(target)}`")
+        if tbuf.dtype != dbuf.dtype:
+            raise self.error(s, f"T.atomic_addx{lanes}(..., return_prev=True) is a {dbuf.dtype}"
+                                f"x{lanes} vector; '{tbuf.name}' is {tbuf.dtype} (TileLang "
+                                "stores the vector unconverted: use a buffer of the same dtype)")
+        out = []
+        for k, (d, v) in enumerate(zip(dsts, vals)):
+            old = N.Call("atomic_add_ret", (N.Load(dbuf.name, d, dbuf.dtype),
+                                            N.cast(N.Load(vbuf.name, v, vbuf.dtype), dbuf.dtype)),
+                         dbuf.dtype)
+            idx = r.starts[:-1] + (N.binop("add", r.starts[-1], N.Const(k, "int32")) if k
+                                   else r.starts[-1],)
+            out.append(self.store_value(tbuf, idx, old, s))
+        return out
+
+    def addx_lanes(self, a: _Args, lanes: int):
+        """``T.atomic_addx2/x4``'s operands: the dst and value buffers and the ``lanes``
+        element indices of each, consecutive along the last dim from the element (or the
+        region of ``lanes`` elements) given."""
         dst, value = self.region(a.node("dst")), self.region(a.node("value"))
         dbuf, vbuf = self.buffer_named(dst.buffer), self.buffer_named(value.buffer)
         for r, arg in ((dst, "dst"), (value, "value")):
@@ -5510,9 +5561,8 @@ class _Parser:
             raise a.fail("dst", f"'{dbuf.name}' is a {dbuf.scope} buffer; atomics target global "
                                 "or shared memory")
         step = lambda st, k: st[:-1] + (N.binop("add", st[-1], k) if k else st[-1],)  # noqa: E731
-        return [N.AtomicAdd(N.Region(dbuf.name, step(dst.starts, k)),
-                            N.cast(N.Load(vbuf.name, step(value.starts, k), vbuf.dtype), dbuf.dtype),
-                            loc=self.loc(s)) for k in range(lanes)]
+        return (dbuf, vbuf, [step(dst.starts, k) for k in range(lanes)],
+                [step(value.starts, k) for k in range(lanes)])
 
     # ---- TileLang's explicit-width accesses (backend/language/bits.py) -----------------
     def access_elements(self, node, form: str, bits: int, space: str):
