@@ -163,6 +163,7 @@ _COPY_ANNOTATIONS = ("coalesced_width", "disable_tma", "eviction_policy", "prefe
 # "is_async_copy", and "force_cp_async" as its older name): a true value makes the copy
 # asynchronous, as T.async_copy
 _ASYNC_COPY_KEYS = ("is_async_copy", "force_cp_async")
+_INT_SCALAR_DIMS = ("int32", "int64", "uint32", "int16", "uint16", "int8", "uint8")  # T.empty dims
 # the T.Parallel annotation keys tilecute reads (TileLang's lower_tile_op.cc reads these
 # on a parallel loop): coalesced_width and parallel_loop_layout as their arguments, the
 # two async-copy hints as docs/ir.md says (neither can change a result)
@@ -943,7 +944,9 @@ class _Parser:
             raise self.error(s, f"T.empty for '{name}': a 0-d output is not supported "
                                 "(tilecute's tensors have at least one dim)")
         buf = N.Buffer(name, dt, tuple(self.dim(s, d, name) for d in shape), "global")
-        self.note_symbols(buf.shape)
+        params = getattr(self, "scalar_params", set())
+        self.note_symbols(tuple(x for x in _walk_exprs(buf.shape) if isinstance(x, N.Var) and not (
+            x.name in params and self.lookup_local(x.name) == x)))  # (a scalar parameter's dims)
         self.used_names.add(name)
         self.bind(name, _BufferRef(buf))
         self.outputs[name] = (buf, s)
@@ -985,19 +988,24 @@ class _Parser:
                              f"{', '.join(self.outputs)}`), as TileLang requires")
         bound = {x.name for p in params if isinstance(p, N.Buffer)
                  for x in _walk_exprs(p.shape + (p.strides or ())) if isinstance(x, N.Var)}
+        # integer scalar parameters: TileLang evaluates them when it allocates the output
+        # too (the launcher checks the output's dims against the scalars' values)
+        bound |= {p.name for p in params if isinstance(p, N.Var) and not isinstance(p, N.Buffer)
+                  and p.dtype in _INT_SCALAR_DIMS and p.name not in self.pointers}
         scalars = {p.name for p in params if not isinstance(p, N.Buffer)}
         for name in returned:
             buf, s = self.outputs[name]
             for x in _walk_exprs(buf.shape):
                 if isinstance(x, N.Var) and x.name not in bound:
-                    what = (f"scalar parameter '{x.name}'" if x.name in scalars
+                    what = (f"scalar parameter '{x.name}' ({x.dtype})" if x.name in scalars
                             else f"symbol '{x.name}'")
                     raise self.error(s, f"T.empty for '{name}': dim uses {what}, which no "
-                                        "input tensor's dims bind; tilecute allocates an "
-                                        "output from the symbols its input tensors' shapes "
-                                        "bind (TileLang also evaluates scalar arguments "
-                                        "there): declare the dim with a T.dynamic symbol an "
-                                        "input tensor's shape binds, or pass the output in")
+                                        "input tensor's dims bind and which is no integer "
+                                        "scalar parameter; tilecute allocates an output from "
+                                        "the symbols its input tensors' shapes bind and the "
+                                        "integer scalar arguments: declare the dim with a "
+                                        "T.dynamic symbol an input tensor's shape binds, or "
+                                        "pass the output in")
         return [self.outputs[n][0] for n in returned]
 
     def annotate_function(self, s: ast.Expr, form: str) -> list:
@@ -1066,7 +1074,10 @@ class _Parser:
                                           f"{len(shape)} dims")
                 strides = tuple(self.dim(arg, d, name) for d in spec.strides)
             buf = N.Buffer(name, dt, shape, "global", strides)
-            self.note_symbols(shape + (strides or ()))
+            # (an eager kernel's T.empty output may name an earlier integer scalar
+            # parameter's variable: the launch checks that dim against the scalar)
+            self.note_symbols(tuple(x for x in _walk_exprs(shape + (strides or ()))
+                                    if isinstance(x, N.Var) and self.lookup_local(x.name) != x))
             self.bind(name, _BufferRef(buf))
             return buf
         if isinstance(spec, str) or str(spec).startswith("torch."):
