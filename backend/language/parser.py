@@ -4076,16 +4076,15 @@ class _Parser:
         return [N.AtomicAdd(dst, value, loc=self.loc(s), op=op, order=order)]
 
     def atomic_scalar_dst(self, a: _Args, dst: N.Region, buf: N.Buffer) -> N.Region:
-        """The destination of ``T.atomic_<op>(dst, value)`` with one value: an element
-        (``Region`` without extents), or, where ``dst`` is a region of several elements (a
-        slice, or a whole buffer named bare), that region with its extents: TileLang's tile
-        atomic then adds the one value (its ``src_value``, or a buffer element ``x[i]``, a
-        region of one element) into every element of it, each element once across the
-        block (a parallel nest), not once per thread."""
+        """The destination of ``T.atomic_<op>(dst, value)`` with one value.  An element
+        ``x[i]`` (TileLang's element atomic, every thread that runs it updating it): a
+        ``Region`` without extents.  A slice or a whole buffer named bare (TileLang's tile
+        atomic with a ``src_value``): that region with its extents, even all 1 (``C`` of
+        shape (1,), ``A[0:1]``): the lowering makes it a parallel nest over the region, so
+        the one value (or element ``x[i]``) goes into each element once per block, not once
+        per thread."""
         if dst.extents is None and not isinstance(a.node("dst"), ast.Subscript):
             dst = N.Region(dst.buffer, dst.starts, tuple(buf.shape))  # the whole buffer
-        if dst.extents is None or all(N.Const(1, "int32") == x for x in dst.extents):
-            return N.Region(dst.buffer, dst.starts)
         return dst
 
     def tma_atomic_add(self, a: _Args, s, order: str) -> N.Stmt:
