@@ -14,6 +14,7 @@ Imports neither the compiler nor CUTLASS; torch only when outputs are allocated.
 from __future__ import annotations
 
 import atexit
+import numbers
 import operator
 import os
 import sys
@@ -21,7 +22,7 @@ import threading
 from pathlib import Path
 from typing import Optional, Sequence
 
-from .abi import LaunchABI, TensorArg, bind_dims, dim_symbols, dim_text, eval_dim
+from .abi import LaunchABI, ScalarArg, TensorArg, bind_dims, dim_symbols, dim_text, eval_dim
 from .dtypes import DTYPES, element_dims
 from .entry import check_private, import_source, verify_entry
 
@@ -398,6 +399,9 @@ class Kernel:
         if device is None and which and torch.cuda.is_available():
             device = torch.device("cuda", torch.cuda.current_device())  # no tensor input (TileLang's)
         symbols = bind_dims(pairs)
+        for spec, value in zip(given, inputs):  # integer scalars a T.empty dim names (m + 1)
+            if isinstance(spec, ScalarArg) and isinstance(value, numbers.Integral) and not isinstance(value, bool):
+                symbols.setdefault(spec.name, value)
         outs = []
         for i in which:
             spec = self.abi.args[i]

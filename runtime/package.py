@@ -238,6 +238,9 @@ def allocate(abi: dict, out_idx, which, inputs, kernel: str) -> list:
             device = device or value.device
             pairs += zip(spec["shape"], value.shape)
     symbols = _bind_dims(pairs)
+    for spec, value in zip(given_args(abi, out_idx), inputs):  # an output dim's scalar (m + 1)
+        if spec["kind"] == "scalar" and isinstance(value, int) and not isinstance(value, bool):
+            symbols.setdefault(spec["name"], value)
     out = []
     for i in which:
         spec = abi["args"][i]

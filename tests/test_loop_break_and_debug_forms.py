@@ -132,7 +132,7 @@ def test_atomic_addx_is_one_atomic_add_per_element(lanes, dtype, tmp_path):
     assert tilecute.build_cubin(func, "sm_90a", out_dir=str(tmp_path)).kernel_names
 
 
-def test_atomic_addx_refuses_return_prev_and_integers():
+def test_atomic_addx_refuses_integers_and_takes_return_prev_as_a_statement():
     base = '''import tilecute.language as T
 
 
@@ -141,8 +141,9 @@ def bad(A: T.Tensor((4,), "{dtype}")):
     with T.Kernel(1, threads=32) as bx:
         T.atomic_addx2(A[0], A[2]{extra})
 '''
-    with pytest.raises(FrontendError, match="return_prev=True is not supported"):
-        T.from_script(base.format(dtype="float32", extra=", return_prev=True"))
+    # as a statement, return_prev=True is the same update (old values: test_atomic_addx_return_prev)
+    f = T.from_script(base.format(dtype="float32", extra=", return_prev=True"))
+    assert f.script().count("T.atomic_add(A") == 2
     with pytest.raises(FrontendError, match="adds float16, bfloat16 or float32"):
         T.from_script(base.format(dtype="int32", extra=""))
 

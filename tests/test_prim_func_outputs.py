@@ -159,12 +159,12 @@ def k(A: T.Tensor((8,), "float32")):
 ''', r"returns only tensors allocated by T.empty \(B\), got A")
     _parse_error('''
 @T.prim_func
-def k(A: T.Tensor((8,), "float32"), n: T.int32):
-    B = T.empty((n + 1,), "float32")
+def k(A: T.Tensor((8,), "float32"), n: T.float32):
+    B = T.empty((T.cast(n, "int32") + 1,), "float32")
     with T.Kernel(1):
         B[0] = A[0]
     return B
-''', r"T.empty for 'B': dim uses scalar parameter 'n', which no input tensor's dims bind")
+''', r"symbolic dimension n is float32")  # (an integer scalar: tests/test_empty_scalar_dims.py)
     _parse_error('''
 @T.prim_func
 def k(A: T.Tensor((8,), "float32")):

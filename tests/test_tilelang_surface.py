@@ -427,7 +427,6 @@ REFUSED = [
     ('T.reduce(c, r, "prod", 1, True)', "T.reduce: reduce_type='prod' is not supported"),
     ('T.atomic_add(B[0, 0], 1.0, memory_order="seqcst")', "T.atomic_add: memory_order='seqcst' is not a memory order"),
     ('v = T.atomic_add(B[0, 0], 1.0, return_prev=True, memory_order="seq_cst")', "T.atomic_add: memory_order='seq_cst' is not supported: tilecute's atomics that return"),
-    ('v = T.atomic_add(B[0, 0], 1.0, return_prev=True)', "T.atomic_add: return_prev=True: 'B' is float16"),
     ('v = T.atomic_max(B[0, 0], 1.0)', "T.atomic_max: returns a value only with return_prev=True"),
     ('T.atomic_max(B[0, 0], 1.0, memory_order=5)', "T.atomic_max: memory_order=5 is not a memory order"),
     ('v = T.atomic_min(c[0, 0], 1.0, return_prev=True)', "T.atomic_min: return_prev=True: 'c' is a fragment buffer"),
@@ -696,9 +695,9 @@ def test_atomic_max_and_min(tmp_path):
     assert _build(f, tmp_path).kernels
     from tilecute.ir.validate import ValidationError
 
-    with pytest.raises(ValidationError, match=r"T.atomic_max into 'B' \(float16\): atomic max/min take "
-                                              "float32, int32 or int64"):
-        _kernel("T.atomic_max(B[0, 0], 1.0)")
+    with pytest.raises(ValidationError, match=r"T.atomic_max into 'B' \(float64\): atomic max/min take "
+                                              "float32, int32, uint32, int64, uint64, float16, bfloat16"):
+        _kernel("T.atomic_max(B[0, 0], 1.0)", params='B: T.Tensor((4, 4), "float64")')
 
 
 def test_bitwise_reductions(tmp_path):

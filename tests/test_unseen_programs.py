@@ -148,7 +148,7 @@ def test_return_prev_as_a_statement_is_the_plain_atomic():
 @pytest.mark.parametrize("stmt,message", [
     ("v = T.atomic_add(L[0], 1.0, return_prev=True)",
      "T.atomic_add: return_prev=True: 'L' is a local buffer"),
-    ("v = T.atomic_add(H[0], 1.0, return_prev=True)", "T.atomic_add: return_prev=True: 'H' is float16"),
+    ("v = T.atomic_max(H[0], 1.0, return_prev=True)", "T.atomic_max: return_prev=True: 'H' is float64"),
     ("v = T.atomic_max(C[0], 1, return_prev=True, memory_order=\"acquire\")",
      "T.atomic_max: memory_order='acquire' is not supported"),
     ("v = T.atomic_add(C[0], 1)", "T.atomic_add: returns a value only with return_prev=True"),
@@ -159,7 +159,7 @@ def test_return_prev_refusals_name_the_argument_and_line(stmt, message):
 
 
 @T.prim_func
-def k(C: T.Tensor((4,), "int32"), H: T.Tensor((4,), "float16")):
+def k(C: T.Tensor((4,), "int32"), H: T.Tensor((4,), "float64")):
     with T.Kernel(1, threads=32) as _:
         L = T.alloc_local((4,), "float32")
         {stmt}

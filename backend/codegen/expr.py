@@ -464,7 +464,10 @@ class ExprPrinter:
         dst, value = e.args
         coord = self.atomic_coord(dst.buffer, dst.indices)
         op = e.name[len("atomic_"):-len("_ret")]
-        return f'tca.atomic_fetch({ident(dst.buffer)}, {coord}, {self.expr(value)}, "{op}")', ATOM
+        # a uint buffer's tensor has signless Int elements: its max / min is told unsigned
+        unsigned = ", unsigned=True" if op != "add" and e.dtype in ("uint32", "uint64") else ""
+        return (f'tca.atomic_fetch({ident(dst.buffer)}, {coord}, {self.expr(value)}, "{op}"'
+                f'{unsigned})'), ATOM
 
     def _rng(self, e: N.Call):
         """``runtime.cute.rng`` on the kernel's generator state ``tc_rng``."""

@@ -783,6 +783,8 @@ class KernelEmitter:
                                    + self.bounds.of_loads(list(_loads(s.value)) + list(_loads(s.dst.starts)))))
         # add/max/min: their helpers' default order is relaxed, written only when another
         order = f', "{s.order}"' if s.op in ("or", "store") or s.order != "relaxed" else ""
+        if s.op in ("max", "min") and buf.dtype in ("uint32", "uint64"):
+            order += ", unsigned=True"  # the tensor's elements are signless Ints: .u32 / .u64
         self.predicated(conds, f"tca.atomic_{s.op}({ident(buf.name)}, {coord}, {value}{order})", depth)
         self.out.use("atomic")
 
@@ -972,13 +974,21 @@ class KernelEmitter:
         buf = self.buffers[shared.buffer]
         box_bytes = spec.box_bytes(desc.dtype)
         chunk_bytes = box_bytes  # a chunk's bytes in shared memory: the box's, but for a
-        sliced = row_slice(shared, buf, spec.swizzle)  # range of the tile's rows
+        sliced = row_slice(shared, buf, spec.swizzle, symbolic=True)  # range of the tile's rows
         if sliced is not None:
             first, rows = sliced
             row_bytes = box_bytes // rows
             chunk_bytes = row_bytes * int(buf.shape[0].value)
-            smem = f"{smem} + {first * row_bytes}"
-            what_rows = f" into rows {first}:{first + rows} of {shared.buffer}"
+            if not spec.swizzle and spec.box[-1] < int(buf.shape[-1].value):
+                # a row cut into boxes (tma_box's split): row-major rows, one box after another
+                row_bytes = DTYPES[buf.dtype].bytes * int(buf.shape[-1].value)
+                chunk_bytes = box_bytes
+            if isinstance(first, int):
+                smem = f"{smem} + {first * row_bytes}"
+                what_rows = f" into rows {first}:{first + rows} of {shared.buffer}"
+            else:  # a row computed at run time (a_s[warp, 0:K])
+                smem = f"{smem} + {self.exprs.operand(first, PREC['mul'])} * {row_bytes}"
+                what_rows = f" into {rows} row(s) from row {self.exprs.expr(first)} of {shared.buffer}"
         else:
             what_rows = ""
         matrix = matrix_slice(shared, buf, spec.swizzle)

@@ -269,8 +269,14 @@ def _symbol_binding_sites(abi: LaunchABI) -> dict[str, tuple[int, str, int]]:
     """symbol name -> (arg index, field, dim) of the place that binds it, checked against
     the tensors' declared shapes and strides."""
     declared = {s.name: s for s in abi.symbols}
+    scalars = _dim_scalars(abi)
     for i, field, d, x in _dim_sites(abi):
         for name in dim_symbols(x):
+            if name in scalars and name not in declared:
+                if scalars[name] > i:
+                    raise _fail(abi, f"argument {abi.args[i].name!r} {field}[{d}] names scalar "
+                                f"argument {name!r}, which comes after it")
+                continue
             if not _IDENTIFIER.match(name) or name not in declared:
                 raise _fail(
                     abi, f"argument {abi.args[i].name!r} {field}[{d}] names symbol {name!r}, "
@@ -310,7 +316,18 @@ def _symbol_binding_sites(abi: LaunchABI) -> dict[str, tuple[int, str, int]]:
         if s.dtype not in ("int32", "int64"):
             raise _fail(abi, f"symbol {s.name!r}: dtype must be int32 or int64, got {s.dtype!r}")
         sites[s.name] = (s.arg, s.field, s.dim)
+    for name, i in scalars.items():  # read (and so bound) before any tensor that names it
+        sites.setdefault(name, (i, "scalar", 0))
     return sites
+
+
+def _dim_scalars(abi: LaunchABI) -> dict[str, int]:
+    """Integer scalar arguments a tensor's dims may name (TileLang's ``T.empty([m + 1])``
+    over a scalar parameter ``m``): name -> argument index.  The launcher reads each into
+    ``sym_<name>`` and checks those dims against it."""
+    return {a.name: i for i, a in enumerate(abi.args)
+            if isinstance(a, ScalarArg) and DTYPES[a.dtype].kind not in ("bool", "float")
+            and not a.dtype.startswith("float")}
 
 
 def _is_dim_expr(x) -> bool:
@@ -351,6 +368,9 @@ def _arg_contexts(abi: LaunchABI, binding: dict[str, tuple[int, str, int]]) -> l
     divisibility = {s.name: s.divisibility for s in abi.symbols}
     solved = {s.name: (s.scale, s.offset) for s in abi.symbols}
     int64 = {s.name: s.dtype == "int64" for s in abi.symbols}
+    named = {n for _, _, _, x in _dim_sites(abi) for n in dim_symbols(x)}
+    scalar_syms = {n: i for n, i in _dim_scalars(abi).items() if n in named and n not in int64}
+    int64.update({n: abi.args[i].dtype in ("int64", "uint32", "uint64") for n, i in scalar_syms.items()})
 
     def int64_dim(x) -> bool:
         """The kernel computes dim ``x`` in int64: it names an int64 symbol or holds a
@@ -362,6 +382,7 @@ def _arg_contexts(abi: LaunchABI, binding: dict[str, tuple[int, str, int]]) -> l
     # Occurrences of a symbol that come before its binding site in check order are
     # compared right after the binding.
     order = {site: n for n, site in enumerate((i, f, d) for i, f, d, _ in _dim_sites(abi))}
+    order.update({(i, "scalar", 0): -1 for i in scalar_syms.values()})  # read before the tensors
     deferred: dict[str, list[dict]] = {}
     dim_checks: dict[tuple[int, str], list[dict]] = {}
     for i, field, d, x in _dim_sites(abi):
@@ -399,7 +420,8 @@ def _arg_contexts(abi: LaunchABI, binding: dict[str, tuple[int, str, int]]) -> l
                 deferred.setdefault(last, []).append(compare)
             continue
         site = binding[x]
-        bound_at = f"argument '{abi.args[site[0]].name}' {_where(site[1], site[2])}"
+        bound_at = f"argument '{abi.args[site[0]].name}' " + (
+            "(a scalar)" if site[1] == "scalar" else _where(site[1], site[2]))
         if site == (i, field, d):
             checks.append({
                 "op": "bind", "symbol": x, "var": f"sym_{x}", "int64": int64[x],
@@ -417,6 +439,8 @@ def _arg_contexts(abi: LaunchABI, binding: dict[str, tuple[int, str, int]]) -> l
     for i, a in enumerate(abi.args):
         if isinstance(a, ScalarArg):
             out.append(_scalar_context(abi, i, a))
+            if a.name in scalar_syms:  # a dim names it: the dims' checks read sym_<name>
+                out[-1]["symbol_var"] = f"sym_{a.name}"
             continue
         if isinstance(a, PointerArg):
             out.append(_pointer_context(abi, i, a))
@@ -487,7 +511,7 @@ def _scalar_context(abi: LaunchABI, i: int, a: ScalarArg) -> dict:
     if a.dtype.startswith("float8"):
         raise _fail(abi, f"scalar argument {a.name!r}: {a.dtype} scalars are not supported")
     common = {"kind": "scalar", "index": i, "name": a.name, "var": f"arg_{a.name}",
-              "dtype_name": a.dtype, "summary": f"scalar {a.dtype}"}
+              "dtype_name": a.dtype, "summary": f"scalar {a.dtype}", "symbol_var": None}
     if info.kind == "bool":
         return {**common, "reader": "bool", "value_type": "bool"}
     if info.kind == "float":

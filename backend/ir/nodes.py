@@ -305,8 +305,12 @@ ATOMIC_RETURNS = ("atomic_add_ret", "atomic_max_ret", "atomic_min_ret")  # each 
 # with a result; float max/min: float32 only, as the statement form)
 ATOMIC_RETURN_DTYPES = {"add": ("int32", "uint32", "int64", "uint64", "float32", "float64",
                                 "float16", "bfloat16"),
-                        "max": ("int32", "uint32", "int64", "uint64", "float32"),
-                        "min": ("int32", "uint32", "int64", "uint64", "float32")}
+                        "max": ("int32", "uint32", "int64", "uint64", "float32", "float16",
+                                "bfloat16"),
+                        "min": ("int32", "uint32", "int64", "uint64", "float32", "float16",
+                                "bfloat16")}
+# T.atomic_max / T.atomic_min statements (float16 / bfloat16: TileLang's 16-bit CAS loop)
+ATOMIC_MINMAX_DTYPES = ("float32", "int32", "uint32", "int64", "uint64", "float16", "bfloat16")
 WARP_VOTES = ("vote_any", "vote_all", "vote_ballot")
 WARP_MATCHES = ("match_any", "match_all")
 BLOCK_VOTES = ("syncthreads_count", "syncthreads_and", "syncthreads_or")

@@ -357,7 +357,8 @@ def _stmt(s: N.Stmt, indent: int, out: list[str]) -> None:
         default = {"store": "seq_cst"}.get(s.op, "relaxed")  # TileLang's default order
         order = f', memory_order="{s.order}"' if s.order != default else ""
         dst = _region(s.dst)
-        if s.op in ("or", "store"):  # one element, written as one (flag[0], not flag)
+        if s.op in ("or", "store") or not isinstance(s.value, N.Region) and s.dst.extents is None:
+            # one element, written as one (flag[0], not flag: a bare buffer is all of it)
             dst = f"{s.dst.buffer}[{', '.join(expr_str(i) for i in s.dst.starts)}]"
         out.append(f"{pad}T.atomic_{s.op}({dst}, {value}{order})")
     elif isinstance(s, N.KernelScope):

@@ -846,9 +846,9 @@ class _Validator:
             elif s.order not in N.MEMORY_ORDERS:
                 self.fail(f"T.atomic_{s.op}: memory order {s.order!r}; expected one of "
                           f"{', '.join(N.MEMORY_ORDERS)}")
-            if s.op in ("max", "min") and dst_dtype not in ("float32", "int32", "int64"):
+            if s.op in ("max", "min") and dst_dtype not in N.ATOMIC_MINMAX_DTYPES:
                 self.fail(f"T.atomic_{s.op} into '{s.dst.buffer}' ({dst_dtype}): atomic max/min "
-                          "take float32, int32 or int64")
+                          f"take {', '.join(N.ATOMIC_MINMAX_DTYPES)}")
             self.region(s.dst, vars_, bufs)
             if isinstance(s.value, N.Region):
                 self.region(s.value, vars_, bufs)

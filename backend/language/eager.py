@@ -254,6 +254,9 @@ def _text(d) -> str:
     return repr(d)
 
 
+_INT_DIM_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32")
+
+
 def _dtype_text(dtype) -> str:
     """A declared dtype's canonical name, or "" where it is no tilecute dtype (the parser
     reports it)."""
@@ -664,8 +667,14 @@ class EagerKernel:
                                        "parameter is declared with a dtype (T.int32), a "
                                        "pointer with T.ptr")
             annotations[name] = declared
+        # an output's dims may name integer scalar parameters (TileLang's `T.empty([m + 1])`):
+        # they evaluate to the parameter's variable, which the launch reads
+        dims_env = dict(env)
+        dims_env.update({n: N.Var(n, _dtype_text(d)) for n, d in annotations.items()
+                         if n not in self.tensors and not isinstance(d, Pointer) and n not in env
+                         and _dtype_text(d) in _INT_DIM_DTYPES})
         for name, call in self.outputs.items():
-            annotations[name] = self._empty(name, call, env)
+            annotations[name] = self._empty(name, call, dims_env)
         names = self.runtime + list(self.outputs)
         args = ast.arguments(posonlyargs=[], args=[ast.arg(arg=n, annotation=ast.Name(
             id="T", ctx=ast.Load())) for n in names], vararg=None, kwonlyargs=[],
@@ -688,13 +697,11 @@ class EagerKernel:
         except NameError as e:
             if e.name not in self.runtime or e.name in self.tensors:
                 raise
-            # a dim of a scalar parameter, known only at the call: the prim_func's refusal
+            # a dim of a scalar parameter that is no integer (integers are bound above)
             raise self.error(call, f"T.empty for '{name}': dim uses scalar parameter "
-                                   f"'{e.name}', which no input tensor's dims bind; tilecute "
+                                   f"'{e.name}', which is no integer scalar; tilecute "
                                    "allocates an output from the symbols its input tensors' "
-                                   "shapes bind (TileLang also evaluates scalar arguments "
-                                   "there): declare the dim with a T.dynamic symbol an input "
-                                   "tensor's shape binds, or pass the output in") from None
+                                   "shapes bind and integer scalar arguments") from None
         shape, dtype = empty_args(name, args, kwargs, lambda msg: self.error(call, msg))
         return Tensor(shape, dtype)
 

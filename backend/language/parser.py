@@ -163,6 +163,7 @@ _COPY_ANNOTATIONS = ("coalesced_width", "disable_tma", "eviction_policy", "prefe
 # "is_async_copy", and "force_cp_async" as its older name): a true value makes the copy
 # asynchronous, as T.async_copy
 _ASYNC_COPY_KEYS = ("is_async_copy", "force_cp_async")
+_INT_SCALAR_DIMS = ("int32", "int64", "uint32", "int16", "uint16", "int8", "uint8")  # T.empty dims
 # the T.Parallel annotation keys tilecute reads (TileLang's lower_tile_op.cc reads these
 # on a parallel loop): coalesced_width and parallel_loop_layout as their arguments, the
 # two async-copy hints as docs/ir.md says (neither can change a result)
@@ -943,7 +944,9 @@ class _Parser:
             raise self.error(s, f"T.empty for '{name}': a 0-d output is not supported "
                                 "(tilecute's tensors have at least one dim)")
         buf = N.Buffer(name, dt, tuple(self.dim(s, d, name) for d in shape), "global")
-        self.note_symbols(buf.shape)
+        params = getattr(self, "scalar_params", set())
+        self.note_symbols(tuple(x for x in _walk_exprs(buf.shape) if isinstance(x, N.Var) and not (
+            x.name in params and self.lookup_local(x.name) == x)))  # (a scalar parameter's dims)
         self.used_names.add(name)
         self.bind(name, _BufferRef(buf))
         self.outputs[name] = (buf, s)
@@ -985,19 +988,24 @@ class _Parser:
                              f"{', '.join(self.outputs)}`), as TileLang requires")
         bound = {x.name for p in params if isinstance(p, N.Buffer)
                  for x in _walk_exprs(p.shape + (p.strides or ())) if isinstance(x, N.Var)}
+        # integer scalar parameters: TileLang evaluates them when it allocates the output
+        # too (the launcher checks the output's dims against the scalars' values)
+        bound |= {p.name for p in params if isinstance(p, N.Var) and not isinstance(p, N.Buffer)
+                  and p.dtype in _INT_SCALAR_DIMS and p.name not in self.pointers}
         scalars = {p.name for p in params if not isinstance(p, N.Buffer)}
         for name in returned:
             buf, s = self.outputs[name]
             for x in _walk_exprs(buf.shape):
                 if isinstance(x, N.Var) and x.name not in bound:
-                    what = (f"scalar parameter '{x.name}'" if x.name in scalars
+                    what = (f"scalar parameter '{x.name}' ({x.dtype})" if x.name in scalars
                             else f"symbol '{x.name}'")
                     raise self.error(s, f"T.empty for '{name}': dim uses {what}, which no "
-                                        "input tensor's dims bind; tilecute allocates an "
-                                        "output from the symbols its input tensors' shapes "
-                                        "bind (TileLang also evaluates scalar arguments "
-                                        "there): declare the dim with a T.dynamic symbol an "
-                                        "input tensor's shape binds, or pass the output in")
+                                        "input tensor's dims bind and which is no integer "
+                                        "scalar parameter; tilecute allocates an output from "
+                                        "the symbols its input tensors' shapes bind and the "
+                                        "integer scalar arguments: declare the dim with a "
+                                        "T.dynamic symbol an input tensor's shape binds, or "
+                                        "pass the output in")
         return [self.outputs[n][0] for n in returned]
 
     def annotate_function(self, s: ast.Expr, form: str) -> list:
@@ -1066,7 +1074,10 @@ class _Parser:
                                           f"{len(shape)} dims")
                 strides = tuple(self.dim(arg, d, name) for d in spec.strides)
             buf = N.Buffer(name, dt, shape, "global", strides)
-            self.note_symbols(shape + (strides or ()))
+            # (an eager kernel's T.empty output may name an earlier integer scalar
+            # parameter's variable: the launch checks that dim against the scalar)
+            self.note_symbols(tuple(x for x in _walk_exprs(shape + (strides or ()))
+                                    if isinstance(x, N.Var) and self.lookup_local(x.name) != x))
             self.bind(name, _BufferRef(buf))
             return buf
         if isinstance(spec, str) or str(spec).startswith("torch."):
@@ -2319,6 +2330,10 @@ class _Parser:
         if len(s.targets) != 1:
             return self.chain_assign(s)
         target = s.targets[0]
+        if isinstance(target, ast.Subscript) and isinstance(s.value, ast.Call):
+            form = self.form_of(s.value.func)
+            if form is not None and form.__name__ in ("atomic_addx2", "atomic_addx4"):
+                return self.vector_atomic_return(target, form, s.value, s)
         if isinstance(target, ast.Subscript):
             return self.store(target, self.expr(s.value), s)
         if isinstance(target, (ast.Tuple, ast.List)):
@@ -4055,8 +4070,22 @@ class _Parser:
         else:
             value = a.value("value")
             buf = self.buffer_named(dst.buffer)
-            value = N.cast(N.as_expr(value, buf.dtype), buf.dtype)
+            value = N.as_expr(value, buf.dtype)
+            dst = self.atomic_scalar_dst(a, dst, buf)
+            value = N.cast(value, buf.dtype)
         return [N.AtomicAdd(dst, value, loc=self.loc(s), op=op, order=order)]
+
+    def atomic_scalar_dst(self, a: _Args, dst: N.Region, buf: N.Buffer) -> N.Region:
+        """The destination of ``T.atomic_<op>(dst, value)`` with one value.  An element
+        ``x[i]`` (TileLang's element atomic, every thread that runs it updating it): a
+        ``Region`` without extents.  A slice or a whole buffer named bare (TileLang's tile
+        atomic with a ``src_value``): that region with its extents, even all 1 (``C`` of
+        shape (1,), ``A[0:1]``): the lowering makes it a parallel nest over the region, so
+        the one value (or element ``x[i]``) goes into each element once per block, not once
+        per thread."""
+        if dst.extents is None and not isinstance(a.node("dst"), ast.Subscript):
+            dst = N.Region(dst.buffer, dst.starts, tuple(buf.shape))  # the whole buffer
+        return dst
 
     def tma_atomic_add(self, a: _Args, s, order: str) -> N.Stmt:
         """``T.atomic_add(G[region], s_tile, use_tma=True)``: TileLang's TMA reduce-store.
@@ -5494,9 +5523,56 @@ class _Parser:
 
     def stmt_atomic_addx2(self, a: _Args, s, lanes: int = 2) -> list[N.Stmt]:
         """``T.atomic_addx2/x4(dst, value)``: the ``lanes`` elements from ``dst`` and from
-        ``value`` along their last dims; each added atomically, as scalar atomic adds."""
-        a.refuse_unless("return_prev", (False,), f"T.atomic_addx{lanes} is a statement in "
-                                                 "tilecute; it returns nothing")
+        ``value`` along their last dims; each added atomically, as scalar atomic adds
+        (``return_prev=True`` as a statement: the same update, its old values unused)."""
+        a.static_bool("return_prev")
+        dbuf, vbuf, dsts, vals = self.addx_lanes(a, lanes)
+        return [N.AtomicAdd(N.Region(dbuf.name, d), N.cast(N.Load(vbuf.name, v, vbuf.dtype), dbuf.dtype),
+                            loc=self.loc(s)) for d, v in zip(dsts, vals)]
+
+    def vector_atomic_return(self, target: ast.Subscript, form, call: ast.Call, s) -> list[N.Stmt]:
+        """``Prev[i:i + 2] = T.atomic_addx2(dst, value, return_prev=True)`` (``x4``: 4):
+        TileLang's ``AtomicAddx2Ret`` / ``x4Ret``, whose value is the ``lanes`` elements of
+        ``dst`` before the adds (a ``dst``-dtype vector; each element's add atomic on its
+        own, as CUDA's ``half2`` / ``float4`` atomics are), stored into ``lanes`` elements
+        along the target's last dim: one ``atomic_add_ret`` per lane, each stored into its
+        element.  Only this assignment form takes the vector (anywhere else the call is
+        refused as a statement form in an expression)."""
+        lanes = 2 if form.__name__ == "atomic_addx2" else 4
+        a = self.args(form, call)
+        if not (a.given("return_prev") and a.static_bool("return_prev")):
+            raise a.fail("return_prev", f"T.atomic_addx{lanes} returns the old values only with "
+                                        "return_prev=True; without it, it is a statement")
+        dbuf, vbuf, dsts, vals = self.addx_lanes(a, lanes)
+        if dbuf.dtype not in N.ATOMIC_RETURN_DTYPES["add"]:
+            raise a.fail("dst", f"return_prev=True: '{dbuf.name}' is {dbuf.dtype}")
+        tbuf = self.buffer_of(target.value)
+        r = self.region(target)
+        extents = r.extents if r.extents is not None else (N.Const(1, "int32"),) * tbuf.ndim
+        if not all(isinstance(x, N.Const) for x in extents) or \
+                any(x.value != 1 for x in extents[:-1]) or extents[-1].value != lanes:
+            raise self.error(s, f"T.atomic_addx{lanes}(..., return_prev=True) is {lanes} "
+                                f"{dbuf.dtype} values, stored into a region of {lanes} "
+                                f"'{tbuf.name}' elements along the last dim; got "
+                                f"`{ast.unparse(target)}`")
+        if tbuf.dtype != dbuf.dtype:
+            raise self.error(s, f"T.atomic_addx{lanes}(..., return_prev=True) is a {dbuf.dtype}"
+                                f"x{lanes} vector; '{tbuf.name}' is {tbuf.dtype} (TileLang "
+                                "stores the vector unconverted: use a buffer of the same dtype)")
+        out = []
+        for k, (d, v) in enumerate(zip(dsts, vals)):
+            old = N.Call("atomic_add_ret", (N.Load(dbuf.name, d, dbuf.dtype),
+                                            N.cast(N.Load(vbuf.name, v, vbuf.dtype), dbuf.dtype)),
+                         dbuf.dtype)
+            idx = r.starts[:-1] + (N.binop("add", r.starts[-1], N.Const(k, "int32")) if k
+                                   else r.starts[-1],)
+            out.append(self.store_value(tbuf, idx, old, s))
+        return out
+
+    def addx_lanes(self, a: _Args, lanes: int):
+        """``T.atomic_addx2/x4``'s operands: the dst and value buffers and the ``lanes``
+        element indices of each, consecutive along the last dim from the element (or the
+        region of ``lanes`` elements) given."""
         dst, value = self.region(a.node("dst")), self.region(a.node("value"))
         dbuf, vbuf = self.buffer_named(dst.buffer), self.buffer_named(value.buffer)
         for r, arg in ((dst, "dst"), (value, "value")):
@@ -5510,9 +5586,8 @@ class _Parser:
             raise a.fail("dst", f"'{dbuf.name}' is a {dbuf.scope} buffer; atomics target global "
                                 "or shared memory")
         step = lambda st, k: st[:-1] + (N.binop("add", st[-1], k) if k else st[-1],)  # noqa: E731
-        return [N.AtomicAdd(N.Region(dbuf.name, step(dst.starts, k)),
-                            N.cast(N.Load(vbuf.name, step(value.starts, k), vbuf.dtype), dbuf.dtype),
-                            loc=self.loc(s)) for k in range(lanes)]
+        return (dbuf, vbuf, [step(dst.starts, k) for k in range(lanes)],
+                [step(value.starts, k) for k in range(lanes)])
 
     # ---- TileLang's explicit-width accesses (backend/language/bits.py) -----------------
     def access_elements(self, node, form: str, bits: int, space: str):

@@ -365,12 +365,16 @@ def no_tma_coordinates(glob: N.Buffer) -> str:
 
 
 def tma_box(glob: N.Buffer, region: N.Region, shared: N.Buffer, swizzle: int,
-            rows: int | None = None) -> tuple | str:
+            rows: int | None = None, split: bool = False) -> tuple | str:
     """The box (tensor axis order) of a TMA copy between ``region`` of global ``glob``
     and the whole shared buffer ``shared`` (or, with ``rows``, its first ``rows`` rows:
     a :func:`row_slice`), or why TMA cannot do it.  With a swizzle the box is one
     ``swizzle``-byte chunk of the tile's last dim; the copy moves the tile as
-    consecutive boxes (the ``tma_swizzled`` layout stores the chunks one after another)."""
+    consecutive boxes (the ``tma_swizzled`` layout stores the chunks one after another).
+    ``split`` (the program's ``T.tma_copy``): an unswizzled box of one row (every dim but
+    the last 1) longer than TMA's 256 is cut, as TileLang moves it in several copies, into
+    consecutive boxes of the widest length up to 256 that divides it (a multiple of 16
+    bytes): the chunks of one row lie one after another in shared memory too."""
     if glob.dtype != shared.dtype:
         return f"the dtypes differ ({glob.dtype} and {shared.dtype}); TMA does not convert"
     if no_tma_coordinates(glob):
@@ -400,6 +404,13 @@ def tma_box(glob: N.Buffer, region: N.Region, shared: N.Buffer, swizzle: int,
                 f"{swizzle}-byte chunks of its own; one box per chunk cannot fill them")
     if swizzle:  # one box per chunk of the last dim
         box = box[:-1] + (swizzle // esize,)
+    elif split and box[-1] > TMA_MAX_BOX and math.prod(box[:-1]) == 1:
+        step = next((w for w in range(TMA_MAX_BOX, 0, -1)
+                     if box[-1] % w == 0 and w * esize % 16 == 0), None)
+        if step is None:
+            return (f"box {list(box)}: its {box[-1]} elements do not cut into boxes of at most "
+                    f"{TMA_MAX_BOX} elements and a multiple of 16 bytes")
+        box = box[:-1] + (step,)
     if any(b > TMA_MAX_BOX for b in box):
         return f"box {list(box)} has a dim above {TMA_MAX_BOX}"
     strides = row_major_strides(glob)
@@ -423,16 +434,28 @@ def batch_may_stay_in_flight(acc_dtype: str) -> bool:
     return DTYPES[acc_dtype].bits == 32
 
 
-def row_slice(r: N.Region, buf: N.Buffer, swizzle: int) -> tuple[int, int] | None:
+def row_slice(r: N.Region, buf: N.Buffer, swizzle: int,
+              symbolic: bool = False) -> tuple[int | N.Expr, int] | None:
     """``(first row, rows)`` when region ``r`` of shared ``buf`` is whole but for a
     constant range of its first dim that TMA can fill on its own (``K_s[16:32, :]`` of a 2-D
     tile, one page of a paged tile): the range starts at a multiple of 1024 bytes within each
     ``swizzle``-byte chunk (the swizzle pattern's period, so the slice's pattern is the
     tile's) or, unswizzled, of 128 bytes (TMA's shared-memory alignment).  None
-    otherwise (a whole buffer included)."""
+    otherwise (a whole buffer included).  ``symbolic`` (the program's ``T.tma_copy``): an
+    unswizzled range of a constant count may start at a row computed at run time
+    (``a_s[warp, 0:K]``: one warp's row) where every row it can be starts at a multiple of
+    128 bytes; ``first`` is then that expression."""
     if r.extents is None or buf.ndim != 2 or len(r.starts) != 2:
         return None
     starts, exts = r.starts, r.extents
+    if symbolic and not swizzle and not isinstance(starts[0], N.Const) and \
+            isinstance(exts[0], N.Const) and \
+            all(isinstance(x, N.Const) and x.value == 0 for x in starts[1:]) and \
+            tuple(exts[1:]) == tuple(buf.shape[1:]) and 0 < exts[0].value < int(buf.shape[0].value):
+        row_bytes = DTYPES[buf.dtype].bytes * int(buf.shape[1].value)
+        if known_multiple(starts[0]) * row_bytes % 128 == 0:
+            return starts[0], int(exts[0].value)
+        return None
     if not (isinstance(starts[0], N.Const) and isinstance(exts[0], N.Const)):
         return None
     if any(not (isinstance(x, N.Const) and x.value == 0) for x in starts[1:]) or \

@@ -83,11 +83,14 @@ def _bind_symbols(func: N.PrimFunc, args) -> list[SymbolSpec]:
              for field, dims in (("shape", a.shape), ("stride", a.strides or ()))
              for d, x in enumerate(dims)]
     bound: dict[str, SymbolSpec] = {}
+    # integer scalar arguments named in dims (a T.empty output's `m + 1`): known at launch
+    # before any tensor, so the launcher checks those dims against them, binding nothing
+    scalars = {a.name for a in args if isinstance(a, ScalarArg)}
     for i, field, d, x in sites:
-        if isinstance(x, str) and x not in bound:
+        if isinstance(x, str) and x not in bound and x not in scalars:
             bound[x] = SymbolSpec(x, i, field, d, multiple.get(x, 1), dtype=dtype[x])
         elif isinstance(x, tuple):
-            free = [n for n in dim_symbols(x) if n not in bound]
+            free = [n for n in dim_symbols(x) if n not in bound and n not in scalars]
             if len(free) == 1 and (ab := affine_in(x, free[0])) is not None and \
                     not any(isinstance(y, str) and y == free[0] for *_, y in sites):
                 bound[free[0]] = SymbolSpec(free[0], i, field, d, multiple.get(free[0], 1),

@@ -382,7 +382,13 @@ class _Lowerer(StmtMutator):
         return self.fill(s, region, N.const(0, buf.dtype))
 
     def visit_atomic_add(self, s: N.AtomicAdd) -> N.Stmt:
-        return self.atomic_tile(s) if isinstance(s.value, N.Region) else s
+        if isinstance(s.value, N.Region):
+            return self.atomic_tile(s)
+        if s.dst.extents is not None:  # one value into every element of a region (TileLang's src_value)
+            shape = squeeze(tuple(s.dst.extents))
+            return self.nest(s, shape, lambda vs: (dataclasses.replace(
+                s, dst=N.Region(s.dst.buffer, self.indices(s.dst, shape, vs))),))
+        return s
 
 
 class _MoveColumnsLast(_Lowerer):

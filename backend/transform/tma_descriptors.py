@@ -58,7 +58,7 @@ class _Describer(StmtMutator):
                          "host from a tensor argument, which this tensor is not; copy it with "
                          "T.copy (cp.async / vector loads and stores)")
         swizzle = tma_swizzle(self.allocs.get(shared.name))
-        sliced = row_slice(shared_r, shared, swizzle)
+        sliced = row_slice(shared_r, shared, swizzle, symbolic=True)
         columns = column_slice(shared_r, shared, swizzle)
         if matrix_slice(shared_r, shared, swizzle) is not None:
             shared = matrix_of(shared)  # A_s[s, :, :]: one matrix, placed by the codegen
@@ -66,11 +66,13 @@ class _Describer(StmtMutator):
             shared = dataclasses.replace(shared, shape=(shared.shape[0], N.as_expr(columns[1])))
         elif not whole(shared_r, shared) and sliced is None:
             self.fail(s, f"{form} moves a whole shared buffer, a range of its rows that "
-                         f"starts at a multiple of {1024 if swizzle else 128} bytes, a range "
+                         f"starts at a multiple of {1024 if swizzle else 128} bytes (unswizzled: "
+                         f"also at a row computed at run time, each such row at a multiple of "
+                         f"128 bytes), a range "
                          f"of its columns of whole swizzle chunks ({swizzle or 'no'}-byte "
                          f"swizzle here), or one matrix A_s[s, :, :] of a multiple of "
                          f"{1024 if swizzle else 128} bytes; '{shared.name}' is sliced otherwise")
-        box = tma_box(glob, glob_r, shared, swizzle, sliced[1] if sliced else None)
+        box = tma_box(glob, glob_r, shared, swizzle, sliced[1] if sliced else None, split=True)
         if isinstance(box, str):
             self.fail(s, f"{form} between '{glob.name}' and '{shared.name}': {box}")
         spec = TmaSpec(box=box, swizzle=swizzle, l2_promotion=L2_PROMOTION)

@@ -26,6 +26,7 @@ old value (``T.atomic_add(x[i], v, return_prev=True)``).
 
 import cutlass
 import cutlass.cute as cute
+from cutlass._mlir.dialects import arith
 from cutlass._mlir.dialects import llvm as _llvm
 from cutlass.cutlass_dsl import CuTeDSL, dsl_user_op
 
@@ -155,12 +156,94 @@ def atomic_add_vector(tensor, coord, values, width: int) -> None:
 
 
 # dtypes with an atomic max/min (the validator allows exactly these IR dtypes: float32,
-# int32, int64; uint buffers have signless Int elements here, so their order is not known)
+# int32, int64, float16, bfloat16; uint buffers have signless Int elements here, so their
+# order is not known)
 _MINMAX_DTYPES = (cutlass.Float32, cutlass.Int32, cutlass.Int64)
+_HALF_DTYPES = (cutlass.Float16, cutlass.BFloat16)
+# the f32 of a 16-bit float in register `old` (into `fo`): exact for both formats
+_WIDEN = {cutlass.Float16: "cvt.f32.f16 {dst}, {src};",
+          cutlass.BFloat16: "mov.b32 {dst}, {{zero, {src}}};"}
 
 
-def _atomic_minmax(tensor, coord, value, op: str, order: str) -> None:
+@dsl_user_op
+def _cas_minmax16(tensor, coord, value, op: str, order: str, *, loc=None, ip=None):
+    """TileLang's 16-bit ``AtomicMax`` / ``AtomicMin`` (``atomic.h``: CUDA has no half or
+    bfloat16 max/min atomic, so it loops on a 16-bit ``atomicCAS``), returning the element's
+    value before this thread's update.
+
+    One inline PTX block: read the element; while ``value > old`` (``<`` for min; compared
+    as float32, exact for both formats, so a NaN on either side compares false: a NaN value
+    changes nothing and a NaN element stays, and ``+0 > -0`` is false) try
+    ``atom.cas.b16(old -> value)``; stop when the swap took or the comparison fails against
+    the value it found.  ``order``: the read is ``ld.relaxed`` (``ld.acquire`` for an
+    acquiring order) and the swap ``atom.{sem}.cas`` with the order's semantics, ``fence.sc``
+    first for seq_cst (TileLang's CAS loop drops the order: a stronger one is kept here).
+    ``.gpu`` scope in global memory, ``.cta`` in shared (``atom.cas.b16``: sm_70+)."""
+    if order not in MEMORY_ORDERS:
+        raise ValueError(f"tilecute atomic_{op}: no memory order {order!r}")
     dtype = tensor.element_type
+    ptr = element_ptr(tensor, coord)
+    if ptr.memspace == cute.AddressSpace.smem:
+        space, scope, addr_t, addr_c = "shared", "cta", cutlass.Int32, "r"
+    elif ptr.memspace == cute.AddressSpace.gmem:
+        space, scope, addr_t, addr_c = "global", "gpu", cutlass.Int64, "l"
+    else:
+        raise TypeError(f"tilecute atomic_{op}: the element must be in global or shared memory")
+    if order == "seq_cst":
+        fence_sc(scope)
+    acquiring = order in ("consume", "acquire", "acq_rel", "seq_cst")
+    sem = {"consume": "acquire", "seq_cst": "acquire"}.get(order, order)
+    addr = addr_t(_llvm.ptrtoint(addr_t.mlir_type, ptr.to_llvm_ptr(loc=loc, ip=ip), loc=loc, ip=ip))
+    bits = cutlass.Int16(arith.bitcast(cutlass.Int16.mlir_type,
+                                       dtype(value).ir_value(loc=loc, ip=ip), loc=loc, ip=ip))
+    widen = _WIDEN[dtype]
+    cmp = "gt" if op == "max" else "lt"
+    text = "\n".join([
+        "{",
+        ".reg .pred p;", ".reg .b16 old, seen, zero;", ".reg .f32 fv, fo;",
+        "mov.b16 zero, 0;",
+        f"ld.{'acquire' if acquiring else 'relaxed'}.{scope}.{space}.b16 old, [$1];",
+        widen.format(dst="fv", src="$2"),
+        "TC_CAS16_LOOP:",
+        widen.format(dst="fo", src="old"),
+        f"setp.{cmp}.f32 p, fv, fo;",
+        "@!p bra TC_CAS16_DONE;",
+        "mov.b16 seen, old;",
+        f"atom.{sem}.{scope}.{space}.cas.b16 old, [$1], seen, $2;",
+        "setp.ne.b16 p, old, seen;",
+        "@p bra TC_CAS16_LOOP;",
+        "TC_CAS16_DONE:",
+        "mov.b16 $0, old;",
+        "}"])
+    old = _llvm.inline_asm(cutlass.Int16.mlir_type,
+                           [addr.ir_value(loc=loc, ip=ip), bits.ir_value(loc=loc, ip=ip)],
+                           text, f"=h,{addr_c},h,~{{memory}}", has_side_effects=True,
+                           is_align_stack=False, asm_dialect=_llvm.AsmDialect.AD_ATT,
+                           loc=loc, ip=ip)
+    return dtype(arith.bitcast(dtype.mlir_type, old, loc=loc, ip=ip))
+
+
+_UNSIGNED = {32: cutlass.Uint32, 64: cutlass.Uint64}
+
+
+def _as_unsigned(dtype, op: str):
+    """The unsigned type of the integer element type ``dtype`` (a uint32 / uint64 buffer's
+    tensor has signless Int elements: the order of its values is the IR dtype's, which the
+    generated call states with ``unsigned=True``)."""
+    if dtype not in (cutlass.Int32, cutlass.Uint32, cutlass.Int64, cutlass.Uint64):
+        raise TypeError(f"tilecute atomic_{op}(unsigned=True): {dtype.__name__} elements")
+    return _UNSIGNED[dtype.width]
+
+
+def _atomic_minmax(tensor, coord, value, op: str, order: str, unsigned: bool) -> None:
+    dtype = tensor.element_type
+    if unsigned:  # red / atom .max.u32 / .u64 (cuda::atomic_ref<unsigned>::fetch_max)
+        u = _as_unsigned(dtype, op)
+        _ordered_update(tensor, coord, u(value), op, u, order)
+        return
+    if dtype in _HALF_DTYPES:
+        _cas_minmax16(tensor, coord, value, op, order)
+        return
     if dtype not in _MINMAX_DTYPES:
         raise TypeError(f"tilecute atomic_{op}: no atomic {op} for {dtype.__name__}")
     if dtype is cutlass.Float32:
@@ -177,28 +260,30 @@ def _atomic_minmax(tensor, coord, value, op: str, order: str) -> None:
         _ordered_update(tensor, coord, dtype(value), op, dtype, order)
 
 
-def atomic_max(tensor, coord, value, order: str = "relaxed") -> None:
+def atomic_max(tensor, coord, value, order: str = "relaxed", unsigned: bool = False) -> None:
     """``tensor[coord] = max(tensor[coord], value)`` atomically (``.gpu`` scope in global
     memory, ``.cta`` in shared; ``order`` as :func:`_ordered_update`).  Float32:
     ``cute.arch.atomic_fmax`` (a signed integer max on the bits of a non-negative value, an
     unsigned min on those of a negative one, with the order's ``sem``); Int32/Int64:
-    ``red.max.s32``/``.s64`` (``atom`` for an acquiring order)."""
-    _atomic_minmax(tensor, coord, value, "max", order)
+    ``red.max.s32``/``.s64`` (``atom`` for an acquiring order); ``unsigned=True`` (a uint32 /
+    uint64 buffer): ``.u32`` / ``.u64``; Float16/BFloat16: :func:`_cas_minmax16`."""
+    _atomic_minmax(tensor, coord, value, "max", order, unsigned)
 
 
-def atomic_min(tensor, coord, value, order: str = "relaxed") -> None:
+def atomic_min(tensor, coord, value, order: str = "relaxed", unsigned: bool = False) -> None:
     """``tensor[coord] = min(tensor[coord], value)`` atomically; as :func:`atomic_max`."""
-    _atomic_minmax(tensor, coord, value, "min", order)
+    _atomic_minmax(tensor, coord, value, "min", order, unsigned)
 
 
-def atomic_fetch(tensor, coord, value, op: str):
+def atomic_fetch(tensor, coord, value, op: str, unsigned: bool = False):
     """TileLang's ``T.atomic_add/max/min(tensor[coord], value, return_prev=True)``: the
     element updated atomically (relaxed; ``.gpu`` scope in global memory, ``.cta`` in
     shared memory) and its value before the update returned.  PTX
     ``atom.relaxed.{gpu.global,cta.shared}.{add,max,min}`` (``.s32``/``.u32``/``.u64``,
     ``.f32``/``.f64``, ``.noftz.f16``, ``.noftz.bf16`` (sm_90+) for add; a float32 max/min
-    is CuTe DSL's integer-bitcast ``atomic_fmax``/``atomic_fmin``); ``value`` converted to
-    the element type."""
+    is CuTe DSL's integer-bitcast ``atomic_fmax``/``atomic_fmin``; ``unsigned=True``, a uint32
+    / uint64 buffer: ``.max.u32`` / ``.u64``; float16 / bfloat16: :func:`_cas_minmax16`);
+    ``value`` converted to the element type."""
     if tensor.iterator.memspace not in (cute.AddressSpace.gmem, cute.AddressSpace.smem):
         raise TypeError(f"tilecute atomic_{op}(return_prev=True): the element must be in "
                         "global or shared memory")
@@ -209,6 +294,12 @@ def atomic_fetch(tensor, coord, value, op: str):
     if op == "add":
         _check_dtype(dtype)  # bfloat16 (atom.add.noftz.bf16) is sm_90+
         return cute.arch.atomic_add(ptr, v, sem="relaxed", scope=scope)
+    if unsigned and op != "add":  # atom.max.u32 / .u64 (CuTe DSL: umax for unsigned values)
+        u = _as_unsigned(dtype, op)
+        f = cute.arch.atomic_max if op == "max" else cute.arch.atomic_min
+        return f(ptr, u(value), sem="relaxed", scope=scope)
+    if dtype in _HALF_DTYPES:
+        return _cas_minmax16(tensor, coord, v, op, "relaxed")
     if dtype is cutlass.Float32:
         f = cute.arch.atomic_fmax if op == "max" else cute.arch.atomic_fmin
         return f(ptr, v, sem="relaxed", scope=scope)
