@@ -1049,8 +1049,8 @@ def flash_fwd_macros_split_loops(B=2, H=2, D=64, bm=64, bn=64):
 def document_masked_attn(S=256, H=2, D=64, bm=64, bn=64):
     """Packed documents: a key is visible to a query of the same document at or before it
     (doc ids per token in a tensor); key tiles wholly in earlier documents are skipped by
-    an ``if`` on the tile's last doc id; rows whose every key is masked can't occur (the
-    diagonal is always visible)."""
+    an ``if`` on the tile's last doc id; a row sees its own key, but a tile (and every tile
+    before) may hold none of its document's keys, so the max is guarded."""
     scale = (1.0 / D) ** 0.5 * LOG2E
 
     @T.prim_func
@@ -1088,11 +1088,15 @@ def document_masked_attn(S=256, H=2, D=64, bm=64, bn=64):
                                                  -T.infinity(T.float32))
                     T.copy(m, m_prev)
                     T.reduce_max(s, m, dim=1, clear=False)
+                    # a row may see no key of this tile and none before (its document
+                    # starts later): its max is still -inf, and exp2(-inf - -inf) is NaN
                     for i, j in T.Parallel(bm, bn):
-                        s[i, j] = T.exp2(s[i, j] - m[i])
+                        s[i, j] = T.exp2(s[i, j] - T.if_then_else(
+                            m[i] == -T.infinity(T.float32), 0.0, m[i]))
                     T.reduce_sum(s, ls, dim=1)
                     for i in T.Parallel(bm):
-                        m_prev[i] = T.exp2(m_prev[i] - m[i])
+                        m_prev[i] = T.exp2(m_prev[i] - T.if_then_else(
+                            m[i] == -T.infinity(T.float32), 0.0, m[i]))
                         l[i] = l[i] * m_prev[i] + ls[i]
                     for i, d in T.Parallel(bm, D):
                         o[i, d] *= m_prev[i]

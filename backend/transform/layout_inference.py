@@ -11,7 +11,10 @@ Fragments
   every thread needs all of what it reads: ``scale[i] = f(a[i])`` with ``scale``
   replicated makes ``a`` replicated, and so the ``T.copy`` filling ``a``; TileLang gives
   such a loop the replicated fragment's layout and the fragments it reads the loop's).
-  Code outside a nest may not index fragments.
+  Code outside a nest may not index fragments.  A replicated fragment that a nest over
+  the rows of a T.gemm accumulator writes (``top[i, k] = arg[i]``, ``k`` a serial loop's:
+  only the threads holding row ``i`` run it) moves to shared memory and the kernel is laid
+  out again (``replicated_written_by_rows``).
   Every other fragment is *blocked*: the nests that touch it walk exactly its shape
   (``x[i, j]`` under ``T.Parallel(I, J)``), or walk it in row-major order through a linear
   combination of their loop variables (``b[i * J + j]``, ``b`` of shape ``(I * J,)``), and
@@ -530,6 +533,28 @@ class _Kernel:
     def mma_layout(self, name: str):
         a = self.allocs.get(name)
         return a.layout if a is not None and a.layout is not None and a.layout.kind == "mma" else None
+
+    def replicated_written_by_rows(self) -> dict[str, N.Stmt]:
+        """Replicated fragments that a nest over the rows of a T.gemm accumulator writes
+        (``out[i, k] = arg[i]`` in a ``T.Parallel(M)`` loop, ``k`` a serial loop's): only
+        the threads holding a row run its iterations, so every other thread's copy would
+        miss that row (a fragment of more than the rows' one dim cannot live with them).
+        TileLang lays it out by the loop; here it moves to shared memory (``infer_layouts``),
+        where each row's holders write it and every thread reads it after a barrier."""
+        self.spread_replication()
+        found: dict[str, N.Stmt] = {}
+        for nest in self.nests:
+            if not any(b in self.rows for b, _, _ in nest.accesses):
+                continue
+            if any(self.scope_of(b) == "fragment" and b not in self.replicated and
+                   b not in self.rows for b, _, _ in nest.accesses):
+                continue  # it walks a blocked fragment: decide's rules
+            for b, _, w in nest.accesses:
+                if w and b in self.replicated and self.scope_of(b) == "fragment" and \
+                        b not in self.reducers and b not in self.bases and \
+                        b not in self.bases.values():
+                    found.setdefault(b, nest.loops[0])
+        return found
 
     def spread_replication(self) -> None:
         """A nest that writes a replicated fragment at its own loop variables runs whole
@@ -1407,28 +1432,65 @@ def _fold_replicated_reduces(func: N.PrimFunc, scope: N.KernelScope, k: _Kernel)
 
 
 def infer_layouts(func: N.PrimFunc) -> N.PrimFunc:
-    kernels = []
-    for scope in func.kernels:
-        scope = _StageUnpairedFragments(func, scope).visit_kernel(scope)
-        named = dataclasses.replace(func, kernels=func.kernels + (scope,))  # (fresh names
-        # of the passes below avoid the staging's too)
-        scope = _OrderNestByFragments(scope).visit_kernel(scope)
-        scope = _PadToMmaFragment(named, scope).visit_kernel(scope)
+    return dataclasses.replace(func, kernels=tuple(_infer_kernel(func, scope)
+                                                   for scope in func.kernels))
+
+
+def _to_shared(func: N.PrimFunc, scope: N.KernelScope, names: dict) -> N.KernelScope:
+    """``scope`` with the fragments ``names`` (name -> the nest that needs it) allocated in
+    shared memory; one that another statement needs in registers (a reduction, scan,
+    T.gemm or atomic operand) is refused, naming the nest."""
+    for s in walk_stmts(scope.body):
+        ops = ()
+        if isinstance(s, N.Reduce):
+            ops = (s.src, s.dst)
+        elif isinstance(s, N.Scan):
+            ops = (s.src, s.dst)
+        elif isinstance(s, N.Gemm):
+            ops = (s.a, s.b, s.c)
+        bad = [n for n in ops if n in names]
+        if bad:
+            nest = names[bad[0]]
+            where = f"{nest.loc}: " if getattr(nest, "loc", None) else ""
+            raise LayoutError(f"{where}prim_func '{func.name}': fragment '{bad[0]}' is written "
+                              "in a loop over the rows of a T.gemm accumulator (each row by the "
+                              "threads holding it) at indices other than the rows', and "
+                              f"{type(s).__name__} needs it in registers; write it in a loop "
+                              "over the accumulator's (i, j), or keep it one value per row")
+
+    class _Demote(StmtMutator):
+        def visit_allocate(self, a):
+            if a.buffer.name in names:
+                return dataclasses.replace(a, buffer=dataclasses.replace(a.buffer, scope="shared"),
+                                           layout=None)
+            return a
+    return _Demote().visit_kernel(scope)
+
+
+def _infer_kernel(func: N.PrimFunc, scope: N.KernelScope, again: bool = True) -> N.KernelScope:
+    """One kernel's layouts (the module docstring)."""
+    scope = _StageUnpairedFragments(func, scope).visit_kernel(scope)
+    named = dataclasses.replace(func, kernels=func.kernels + (scope,))  # (fresh names
+    # of the passes below avoid the staging's too)
+    scope = _OrderNestByFragments(scope).visit_kernel(scope)
+    scope = _PadToMmaFragment(named, scope).visit_kernel(scope)
+    k = _Kernel(func, scope)
+    k.collect(scope.body)
+    off = k.columns_off_mma()
+    if off:  # lay out the kernel with those columns moved last
+        scope = move_columns_last(named, scope, off)
+        named = dataclasses.replace(func, kernels=func.kernels + (scope,))
         k = _Kernel(func, scope)
         k.collect(scope.body)
-        off = k.columns_off_mma()
-        if off:  # lay out the kernel with those columns moved last
-            scope = move_columns_last(named, scope, off)
-            named = dataclasses.replace(func, kernels=func.kernels + (scope,))
-            k = _Kernel(func, scope)
-            k.collect(scope.body)
-        folded = _fold_replicated_reduces(named, scope, k)
-        if folded is not None:  # lay out the kernel with the folds in place of the reduces
-            scope, reduces = folded
-            k = _Kernel(func, scope)
-            k.collect(scope.body)
-            for r in reduces:  # a reduction's output is replicated, folded or not
-                k.make_replicated(r.dst, r)
-        nest_mode, vector = k.decide()
-        kernels.append(k.rewrite(nest_mode, vector))
-    return dataclasses.replace(func, kernels=tuple(kernels))
+    folded = _fold_replicated_reduces(named, scope, k)
+    if folded is not None:  # lay out the kernel with the folds in place of the reduces
+        scope, reduces = folded
+        k = _Kernel(func, scope)
+        k.collect(scope.body)
+        for r in reduces:  # a reduction's output is replicated, folded or not
+            k.make_replicated(r.dst, r)
+    demote = k.replicated_written_by_rows() if again else {}
+    if demote:  # (see replicated_written_by_rows) laid out again with them in shared
+        return _infer_kernel(func, _to_shared(func, scope, demote), again=False)
+    nest_mode, vector = k.decide()
+    return k.rewrite(nest_mode, vector)
