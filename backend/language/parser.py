@@ -468,6 +468,7 @@ class _Parser:
         self.declared: set[str] = set()  # `x = T.int32()` vars awaiting their T.let
         self.current_form = "this form"  # the statement form parsed now (region alias errors)
         self.assumed_divisors: dict[str, int] = {}
+        self.scalar_param_vars: set[str] = set()  # the scalar parameters made so far
         self.scalar_params: set[str] = set()  # set by parse  # T.assume(N % k == 0): symbol -> k
         self.workspaces: list[N.Buffer] = []  # T.alloc_global
         self.pointers: list[str] = []  # the `p: T.ptr` parameters
@@ -1077,7 +1078,9 @@ class _Parser:
             # (an eager kernel's T.empty output may name an earlier integer scalar
             # parameter's variable: the launch checks that dim against the scalar)
             self.note_symbols(tuple(x for x in _walk_exprs(shape + (strides or ()))
-                                    if isinstance(x, N.Var) and self.lookup_local(x.name) != x))
+                                    if isinstance(x, N.Var) and not (
+                                        x.name in self.scalar_param_vars and
+                                        self.lookup_local(x.name) == x)))
             self.bind(name, _BufferRef(buf))
             return buf
         if isinstance(spec, str) or str(spec).startswith("torch."):
@@ -1087,6 +1090,7 @@ class _Parser:
                 raise self.error(arg, f"parameter '{name}': {e}") from None
             var = N.Var(name, dt)
             self.bind(name, var)
+            self.scalar_param_vars.add(name)
             return var
         if isinstance(spec, Pointer):
             return self.pointer_param(arg, spec)
