@@ -19,7 +19,7 @@ from tilecute.transform.layout_inference import LayoutError
 from tilecute.transform.pipeline import run_passes
 
 
-def _split_store(form, M=64, N=128, K=32, split=2, threads=128):
+def _split_store(form, M=64, N=128, K=32, split=2, threads=128, guard="lt"):
     """C = A @ B, the accumulator stored ``split`` row chunks at a time through ``part``."""
     h = M // split
 
@@ -37,8 +37,15 @@ def _split_store(form, M=64, N=128, K=32, split=2, threads=128):
             for s in range(split):
                 if form == "guarded":  # the nest over the fragment's rows, guarded
                     for i, j in T.Parallel(M, N):
-                        if i < h:
-                            part[i, j] = acc[i + s * h, j]
+                        if guard == "lt":
+                            if i < h:
+                                part[i, j] = acc[i + s * h, j]
+                        elif guard == "le":
+                            if i <= h - 1:
+                                part[i, j] = acc[i + s * h, j]
+                        else:
+                            if h > i:
+                                part[i, j] = acc[i + s * h, j]
                 elif form == "compact":
                     for i, j in T.Parallel(h, N):
                         part[i, j] = acc[i + s * h, j]
@@ -120,16 +127,17 @@ def _ir(func, options=None):
     return print_func(run_passes(func, "sm_90a", options, until="infer_layouts"))
 
 
-@pytest.mark.parametrize("form", ["guarded", "compact", "copy"])
-def test_split_store_walks_the_fragment_under_the_window(form):
-    text = _ir(_split_store(form))
+@pytest.mark.parametrize("form, guard", [("guarded", "lt"), ("guarded", "le"),
+                                         ("guarded", "gt"), ("compact", ""), ("copy", "")])
+def test_split_store_walks_the_fragment_under_the_window(form, guard):
+    text = _ir(_split_store(form, guard=guard))
     # the nest runs over the accumulator's 64 rows, the window's rows taken, the shared
     # tile written at the fragment's row less the window's start; the guard i < 32 is gone
     # into the window's
     row = re.search(r"for (i1+) in T\.Parallel\(64", text).group(1)
     assert f"if {row} >= s * 32 and {row} < s * 32 + 32:\n" in text, text
     assert f"part[{row} - s * 32, " in text and f"= acc[{row}, " in text, text
-    assert "i < 32" not in text, text
+    assert "i < 32" not in text and "i <= 31" not in text and "32 > i" not in text, text
 
 
 def test_atomic_add_of_row_chunks():
