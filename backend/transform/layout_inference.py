@@ -1322,6 +1322,72 @@ class _PadToMmaFragment(StmtMutator):
         return all(isinstance(x, (N.Const, N.Var, N.BinOp)) for x in walk_nodes(e)) and \
             not any(mentions(e, n) for n in names)
 
+    def window(self, body, names: list, extents: list):
+        """(shape, offsets, shifted reads, offset ranges) of the T.gemm register fragment
+        ``body`` reads at the nest's variables plus offsets, the same for every access;
+        ``"leaves"`` where some window may leave the fragment; None where ``body`` reads
+        none, or reads one otherwise (across threads: the layout pass says so)."""
+        shapes, offsets, shifted = set(), set(), set()
+        for b, idx, _ in accesses(body):
+            if b not in self.mma:
+                continue
+            if len(idx) != len(names):
+                return None
+            offs = tuple(self.offset(i, n, names) for i, n in zip(idx, names))
+            if None in offs:
+                return None
+            shapes.add(tuple(int(d.value) for d in self.mma[b].shape))
+            offsets.add(offs)
+            shifted.update(i for i, c in zip(idx, offs) if c != N.Const(0, "int32"))
+        if len(shapes) != 1 or len(offsets) != 1:
+            return None
+        (shape,), (offs,) = shapes, offsets
+        spans = [value_range(c, self.ranges) for c in offs]
+        if any(lo is None or hi is None or lo < 0 or hi + e > d
+               for (lo, hi), e, d in zip(spans, extents, shape)):
+            return "leaves"
+        return shape, offs, shifted, spans
+
+    @staticmethod
+    def guarded(body, names: list, extents: list):
+        """``body`` without the bounds its guard puts on the nest's variables, and the
+        extents those bounds leave: ``if i < 32 and x > 0: S`` under ``T.Parallel(64, n)``
+        runs ``if x > 0: S`` over ``(32, n)``, the same iterations (an ``if`` with no
+        ``else`` making the whole body); ``(None, extents)`` where there is no such bound."""
+        if len(body) != 1 or not isinstance(body[0], N.If) or body[0].orelse:
+            return None, extents
+
+        def terms(e):
+            if isinstance(e, N.Logic) and e.op == "and":
+                return [t for a in e.args for t in terms(a)]
+            return [e]
+
+        def bound(t):  # (variable, exclusive bound) of ``v < c``, ``v <= c``, ``c > v``...
+            if not isinstance(t, N.Cmp):
+                return None
+            a, op, b = t.a, t.op, t.b
+            if isinstance(b, N.Var) and isinstance(a, N.Const):
+                a, b, op = b, a, {"gt": "lt", "ge": "le"}.get(op)
+            if isinstance(a, N.Var) and a.name in names and isinstance(b, N.Const) \
+                    and isinstance(b.value, int) and op in ("lt", "le"):
+                return a.name, int(b.value) + (op == "le")
+            return None
+        new, rest = list(extents), []
+        for t in terms(body[0].cond):
+            vb = bound(t)
+            if vb is None or vb[1] <= 0:
+                rest.append(t)
+                continue
+            k = names.index(vb[0])
+            new[k] = min(new[k], vb[1])
+        if new == list(extents):
+            return None, extents
+        then = body[0].then
+        if rest:
+            then = (N.If(rest[0] if len(rest) == 1 else N.Logic("and", tuple(rest)), then,
+                         loc=body[0].loc),)
+        return then, new
+
     def visit_for(self, s: N.For):
         if s.kind != "parallel":
             known = isinstance(s.start, N.Const) and isinstance(s.extent, N.Const)
@@ -1336,30 +1402,24 @@ class _PadToMmaFragment(StmtMutator):
                    and isinstance(lp.extent, N.Const) for lp in loops):
             return s
         names = [lp.var.name for lp in loops]
-        shapes, offsets, shifted = set(), set(), set()
-        for b, idx, _ in accesses(loops[-1].body):
-            if b not in self.mma:
-                continue
-            if len(idx) != len(names):
-                return s  # read across threads: the layout pass says so
-            offs = tuple(self.offset(i, n, names) for i, n in zip(idx, names))
-            if None in offs:
-                return s  # read across threads: the layout pass says so
-            shapes.add(tuple(int(d.value) for d in self.mma[b].shape))
-            offsets.add(offs)
-            shifted.update(i for i, c in zip(idx, offs) if c != N.Const(0, "int32"))
-        if len(shapes) != 1 or len(offsets) != 1:
-            return s
-        (shape,), (offs,) = shapes, offsets
         extents = [int(lp.extent.value) for lp in loops]
-        spans = [value_range(c, self.ranges) for c in offs]
-        if any(lo is None or hi is None or lo < 0 or hi + e > d
-               for (lo, hi), e, d in zip(spans, extents, shape)):
-            return s  # a window that may leave the fragment: the layout pass refuses it
-        if extents == list(shape):
+        body = loops[-1].body
+        window = self.window(body, names, extents)
+        if window is None:
+            return s
+        trimmed = False
+        if window == "leaves":
+            # ``for i, j in T.Parallel(64, n): if i < 32: ... acc[i + s * 32, j]``: the
+            # nest's guard bounds its variables, so the window is the guarded iterations'
+            body, extents = self.guarded(body, names, extents)
+            window = self.window(body, names, extents) if body is not None else None
+            if window is None or window == "leaves":
+                return s  # a window that may leave the fragment: the layout pass refuses it
+            trimmed = True
+        shape, offs, shifted, spans = window
+        if extents == list(shape) and not trimmed:
             return s
         moved = [c != N.Const(0, "int32") for c in offs]
-        body = loops[-1].body
         if any(moved):  # the fragment's index is the new loop variable, i is v - c
             new = [self.fresh(lp.var.name) if m else lp.var for lp, m in zip(loops, moved)]
             by_var = {lp.var.name: v for lp, v in zip(loops, new)}
