@@ -239,16 +239,8 @@ def reduce_segments(acc, acc_ij, runs, op: str, width: int, per_row: int, tid,
     ``min(width, 8) / 2`` lanes holding the run combine theirs (butterfly shuffles), and
     the first of them writes the run's value.  ``tid``, ``threads``, ``barrier_id`` as
     for :func:`reduce_cols`."""
-    absolute = op.startswith("abs")
-    base = op[3:] if absolute else op
+    base, take, (inner, mma_m, mma_n) = _segment_operands(acc, runs, op)
     dtype = runs.element_type
-    inner = cute.size(acc, mode=[0])
-    mma_m = cute.size(acc, mode=[1])
-    mma_n = cute.size(acc, mode=[2])
-
-    def take(x):
-        x = x if acc.element_type is dtype else dtype(x)
-        return combine(x, -x, "max") if absolute else x
 
     registers = segment_registers(inner, mma_m, mma_n, width)
     lanes = max(min(width, 8) // 2, 1)
@@ -258,6 +250,21 @@ def reduce_segments(acc, acc_ij, runs, op: str, width: int, per_row: int, tid,
     slots = tuple(acc_ij[regs[0]][0] * per_row + acc_ij[regs[0]][1] // width
                   for regs in registers)
     _write_runs(part, slots, runs, lanes, tid, threads, barrier_id)
+
+
+def _segment_operands(acc, runs, op: str):
+    """For the segment reductions: the op's combining kind, the conversion of an
+    accumulator element to ``runs``' dtype (its absolute value for "abs*"), and the
+    accumulator's register modes (inner, MMA_M, MMA_N)."""
+    absolute = op.startswith("abs")
+    base = op[3:] if absolute else op
+    dtype = runs.element_type
+
+    def take(x):
+        x = x if acc.element_type is dtype else dtype(x)
+        return combine(x, -x, "max") if absolute else x
+    modes = tuple(cute.size(acc, mode=[m]) for m in range(3))
+    return base, take, modes
 
 
 def segment_registers(inner: int, mma_m: int, mma_n: int, width: int) -> list:
@@ -294,16 +301,8 @@ def reduce_row_segments(acc, acc_ij, runs, op: str, height: int, n: int, tid,
     registers of a column, then those 8 lanes (shuffles at lane offsets 16, 8, 4); a run
     of ``height`` <= 8 one register, then the ``height`` lanes ``4`` apart holding its
     rows, the first of which writes it."""
-    absolute = op.startswith("abs")
-    base = op[3:] if absolute else op
+    base, take, (inner, mma_m, mma_n) = _segment_operands(acc, runs, op)
     dtype = runs.element_type
-    inner = cute.size(acc, mode=[0])
-    mma_m = cute.size(acc, mode=[1])
-    mma_n = cute.size(acc, mode=[2])
-
-    def take(x):
-        x = x if acc.element_type is dtype else dtype(x)
-        return combine(x, -x, "max") if absolute else x
 
     registers = row_segment_registers(inner, mma_m, mma_n, height)
     lanes = min(height, 8)
