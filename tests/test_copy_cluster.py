@@ -4,6 +4,8 @@ of its lowest rank), ``T.tma_copy(..., cluster_mask=m)`` (the same with the prog
 barrier), and ``T.copy_cluster(src, dst, dst_block=b[, remote_barrier=bar])`` (a shared
 region stored into another block's shared memory, ``N.ClusterCopy``)."""
 
+import dataclasses
+
 import pytest
 
 import tilecute
@@ -228,6 +230,17 @@ def test_push_casts_and_column_slices_build(tmp_path):
     src = tilecute.compile(func).get_kernel_source()
     assert "cutlass.range(tc_tid, 384, 128)" in src  # 16 * 24 elements over 128 threads
     assert tilecute.build_cubin(func, "sm_90a", out_dir=str(tmp_path / "c")).kernel_names
+
+
+def test_annotation_keys_are_the_arguments():
+    """TileLang folds the arguments into ``annotations`` (its values win): the keys
+    ``dst_block`` and ``barrier`` give the same copy as the arguments."""
+    by_args = _parse("T.copy_cluster(s, d, dst_block=1, remote_barrier=bar[0])")
+    by_keys = _parse("T.copy_cluster(s, d, annotations={'dst_block': 1, 'barrier': bar[0]})")
+    copies = [next(x for x in walk_stmts(f.kernels[0].body) if isinstance(x, N.ClusterCopy))
+              for f in (by_args, by_keys)]
+    assert copies[0] == dataclasses.replace(copies[1], loc=copies[0].loc)
+    assert copies[1].barrier is not None and copies[1].block == N.Const(1, "int32")
 
 
 def test_remote_destination_keeps_its_bytes():

@@ -3485,9 +3485,14 @@ class _Parser:
         block, _, shown_block = given("dst_block", "dst_block", None)
         mask, mask_arg, shown_mask = given("cluster_mask", "cluster_mask", None)
         barrier = a.node("remote_barrier") if a.given("remote_barrier") else None
-        if "barrier" in ann:
-            barrier = ast.Constant(ann["barrier"]) if not isinstance(ann["barrier"], ast.AST) \
-                else ann["barrier"]
+        if "barrier" in ann:  # (the barrier element as written in the dict literal)
+            node = a.node("annotations")
+            barrier = next((v for k, v in zip(node.keys, node.values)
+                            if isinstance(k, ast.Constant) and k.value == "barrier"), None) \
+                if isinstance(node, ast.Dict) else None
+            if barrier is None:
+                raise a.fail("annotations", "annotations={'barrier': ...}: write the barrier "
+                                            "element in the dict literal (bars[0])")
         if block is not None and mask is not None:
             raise a.fail("dst_block", f"{shown_block} and {shown_mask}: a copy is either a "
                                       "multicast load (cluster_mask) or a copy into another "
