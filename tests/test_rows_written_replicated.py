@@ -20,7 +20,7 @@ def _arch(monkeypatch):
     monkeypatch.setenv("CUTE_DSL_ARCH", "sm_90a")
 
 
-def topk_of_scores(M=64, N=32, D=64, k=3, threads=128, reduce_out=False):
+def topk_of_scores(M=64, N=32, D=64, k=3, threads=128, reduce_out=False, view=False):
     """idx[r, :k] = the k columns of the largest scores Q K^T of row r, best first."""
     @T.prim_func
     def topk(Q: T.Tensor((M, D), T.float16), K: T.Tensor((N, D), T.float16),
@@ -35,6 +35,8 @@ def topk_of_scores(M=64, N=32, D=64, k=3, threads=128, reduce_out=False):
             top = T.alloc_fragment((M, k), T.int32)
             vals = T.alloc_fragment((M, k), T.float32)
             best = T.alloc_fragment((M,), T.float32)
+            if view:
+                top_flat = T.reshape(top, (M * k,))  # noqa: F841 (its registers are top's)
             T.copy(Q, q_s)
             T.copy(K, k_s)
             T.gemm(q_s, k_s, sc, transpose_B=True, clear_accum=True)
@@ -68,6 +70,13 @@ def test_row_written_fragments_move_to_shared(tmp_path, reduce_out):
     assert scopes["sc"] == "fragment"
     assert tilecute.build_cubin(topk_of_scores(reduce_out=reduce_out), "sm_90a",
                                 out_dir=str(tmp_path)).kernel_names
+
+
+def test_a_row_written_fragment_with_a_view_is_refused_by_name():
+    from tilecute.transform.layout_inference import LayoutError
+    with pytest.raises(LayoutError, match="fragment 'top' is written in a loop over the rows .* "
+                                          "shares its registers with a view"):
+        run_passes(topk_of_scores(view=True), "sm_90a")
 
 
 @pytest.mark.gpu

@@ -551,8 +551,7 @@ class _Kernel:
                 continue  # it walks a blocked fragment: decide's rules
             for b, _, w in nest.accesses:
                 if w and b in self.replicated and self.scope_of(b) == "fragment" and \
-                        b not in self.reducers and b not in self.bases and \
-                        b not in self.bases.values():
+                        b not in self.reducers:
                     found.setdefault(b, nest.loops[0])
         return found
 
@@ -1498,16 +1497,19 @@ def infer_layouts(func: N.PrimFunc) -> N.PrimFunc:
 
 def _to_shared(func: N.PrimFunc, scope: N.KernelScope, names: dict) -> N.KernelScope:
     """``scope`` with the fragments ``names`` (name -> the nest that needs it) allocated in
-    shared memory; one that another statement needs in registers (a reduction, scan,
-    T.gemm or atomic operand) is refused, naming the nest."""
+    shared memory; one that another statement needs in registers (a reduction, scan or
+    T.gemm operand), or that shares its registers with a view, is refused, naming the
+    nest."""
+    views = view_bases(scope.body)
     for s in walk_stmts(scope.body):
-        ops = ()
-        if isinstance(s, N.Reduce):
-            ops = (s.src, s.dst)
-        elif isinstance(s, N.Scan):
-            ops = (s.src, s.dst)
+        ops, why = (), ""
+        if isinstance(s, (N.Reduce, N.Scan)):
+            ops, why = (s.src, s.dst), f"{type(s).__name__} needs it in registers"
         elif isinstance(s, N.Gemm):
-            ops = (s.a, s.b, s.c)
+            ops, why = (s.a, s.b, s.c), "Gemm needs it in registers"
+        elif isinstance(s, N.Allocate) and (s.buffer.name in views or
+                                            s.buffer.name in views.values()):
+            ops, why = (s.buffer.name,), "it shares its registers with a view"
         bad = [n for n in ops if n in names]
         if bad:
             nest = names[bad[0]]
@@ -1515,8 +1517,8 @@ def _to_shared(func: N.PrimFunc, scope: N.KernelScope, names: dict) -> N.KernelS
             raise LayoutError(f"{where}prim_func '{func.name}': fragment '{bad[0]}' is written "
                               "in a loop over the rows of a T.gemm accumulator (each row by the "
                               "threads holding it) at indices other than the rows', and "
-                              f"{type(s).__name__} needs it in registers; write it in a loop "
-                              "over the accumulator's (i, j), or keep it one value per row")
+                              f"{why}; write it in a loop over the accumulator's (i, j), or "
+                              "keep it one value per row")
 
     class _Demote(StmtMutator):
         def visit_allocate(self, a):
