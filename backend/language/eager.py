@@ -43,7 +43,7 @@ import threading
 from typing import Any, Hashable, Optional
 
 from ..ir import nodes as N
-from .parser import FrontendError, _function_env, _Parser, empty_args
+from .parser import _INT_SCALAR_DIMS, FrontendError, _function_env, _Parser, empty_args
 from ..runtime.dtypes import element_dims
 from .values import DType, Macro, Pointer, TensorSpec
 
@@ -252,9 +252,6 @@ def _text(d) -> str:
 
         return expr_str(d)
     return repr(d)
-
-
-_INT_DIM_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32")
 
 
 def _dtype_text(dtype) -> str:
@@ -672,7 +669,7 @@ class EagerKernel:
         dims_env = dict(env)
         dims_env.update({n: N.Var(n, _dtype_text(d)) for n, d in annotations.items()
                          if n not in self.tensors and not isinstance(d, Pointer) and n not in env
-                         and _dtype_text(d) in _INT_DIM_DTYPES})
+                         and _dtype_text(d) in _INT_SCALAR_DIMS})
         for name, call in self.outputs.items():
             annotations[name] = self._empty(name, call, dims_env)
         names = self.runtime + list(self.outputs)

@@ -163,7 +163,9 @@ _COPY_ANNOTATIONS = ("coalesced_width", "disable_tma", "eviction_policy", "prefe
 # "is_async_copy", and "force_cp_async" as its older name): a true value makes the copy
 # asynchronous, as T.async_copy
 _ASYNC_COPY_KEYS = ("is_async_copy", "force_cp_async")
-_INT_SCALAR_DIMS = ("int32", "int64", "uint32", "int16", "uint16", "int8", "uint8")  # T.empty dims
+# the scalar parameters' dtypes a T.empty dim may name (its output allocated from their
+# values; the eager frontend's too)
+_INT_SCALAR_DIMS = ("int32", "int64", "uint32", "int16", "uint16", "int8", "uint8")
 # the T.Parallel annotation keys tilecute reads (TileLang's lower_tile_op.cc reads these
 # on a parallel loop): coalesced_width and parallel_loop_layout as their arguments, the
 # two async-copy hints as docs/ir.md says (neither can change a result)
