@@ -191,6 +191,11 @@ def test_empty_forms_and_return_rules():
     assert [(a.name, a.dtype) for a in k.abi.args] == [("A", "float16"), ("B", "float16"),
                                                         ("C", "float32")]
     assert k.order == [1, 0]
+    # several returned outputs come back as a list in return order (TileLang's list API)
+    from tilecute.language.eager import _Returning
+    picked = _Returning(lambda *args: ("B out", "C out"), k.order)("A in")
+    assert isinstance(picked, list) and picked == ["C out", "B out"]
+    assert _Returning(lambda *args: "B out", [0])("A in") == "B out"
 
     with pytest.raises(FrontendError, match=r"returns every T.empty output: D not returned"):
         @tilecute.jit

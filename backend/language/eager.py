@@ -853,8 +853,8 @@ class _Returning:
         if not self.order:
             return None
         outs = outs if isinstance(outs, (tuple, list)) else (outs,)
-        picked = tuple(outs[i] for i in self.order)
-        return picked[0] if len(picked) == 1 else picked
+        picked = [outs[i] for i in self.order]
+        return picked[0] if len(picked) == 1 else picked  # several: a list, as TileLang's
 
     def __repr__(self) -> str:
         return repr(self.kernel)
