@@ -117,6 +117,10 @@ def variant_program(variant: str, heads: int, dim: int, causal: bool, dtype: str
     return func, options, plan
 
 
+def _causal(args) -> tuple:
+    return {"both": (False, True), "0": (False,), "1": (True,)}[args.causal]
+
+
 TARGET = os.environ.get("TILECUTE_ARCH")  # set: build here without a GPU (--prebuild only)
 
 
@@ -126,7 +130,7 @@ def prebuild(args):
     from concurrent.futures import ThreadPoolExecutor
 
     jobs = [(v, int(shape.split("x")[1]), int(shape.split("x")[3]), causal)
-            for shape in args.shapes.split(",") for causal in (False, True)
+            for shape in args.shapes.split(",") for causal in _causal(args)
             for v in args.variants.split(",")]
     with ThreadPoolExecutor(max(1, min(len(jobs), (os.cpu_count() or 2) - 1))) as pool:
         def build(job):
@@ -155,6 +159,8 @@ def main():
                         "example's fast_math, -early / -late: O's rescale before the next step's "
                         "second GEMM / right after it (rescale_before_gemm), -direct: O stored from registers "
                         "(disable_shared_epilogue)")
+    p.add_argument("--causal", choices=("both", "0", "1"), default="both",
+                   help="non-causal (0), causal (1) or both (default)")
     p.add_argument("--prebuild", action="store_true",
                    help="compile all kernels first, in parallel threads")
     args = p.parse_args()
@@ -165,7 +171,7 @@ def main():
     dtype = getattr(torch, args.dtype)
     for shape in args.shapes.split(","):
         b, h, s, d = (int(x) for x in shape.split("x"))
-        for causal in (False, True):
+        for causal in _causal(args):
             q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=dtype) for _ in range(3))
             kernels, errors = {}, {}
             # each variant's max |error| against torch's SDPA (whichever backend it picks)
