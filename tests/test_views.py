@@ -396,6 +396,7 @@ def test_view_of_a_gemm_accumulator_other_than_a_split_is_refused():
 
 
 def test_view_with_other_row_bytes_of_a_swizzled_operand_is_refused():
+    # the view reads bytes the base wrote (af[i, j] + ...): no layout of its own can do
     msg = _refused('''
         a = T.alloc_shared((64, 64), "float16")
         af = T.view(a, (32, 64), "float32")
@@ -403,10 +404,58 @@ def test_view_with_other_row_bytes_of_a_swizzled_operand_is_refused():
         T.copy(A, a)
         T.gemm(a, a, acc, transpose_B=True, clear_accum=True)
         for i, j in T.Parallel(32, 64):
-            af[i, j] = acc[i, j]
+            af[i, j] = af[i, j] + acc[i, j]
     ''', LayoutError)
     assert "<script>:9:" in msg and "shared view 'af' of 'a'" in msg
     assert "rows have 256 bytes and the rows of 'a' 128" in msg
+    assert "write all of the view before reading it" in msg
+    # a run of the view's statements that does not start by writing all of it
+    msg = _refused('''
+        a = T.alloc_shared((64, 64), "float16")
+        af = T.view(a, (32, 64), "float32")
+        acc = T.alloc_fragment((64, 64), "float32")
+        T.copy(A, a)
+        T.gemm(a, a, acc, transpose_B=True, clear_accum=True)
+        for i, j in T.Parallel(16, 64):
+            af[i, j] = acc[i, j]
+    ''', LayoutError)
+    assert "shared view 'af' of 'a'" in msg
+
+
+def _scratch_view(k_tiles: int):
+    """A float32 scratch view over a GEMM operand's swizzled fp16 tile (TileLang's idiom
+    for reusing shared memory, as DeepSeek's sparse MLA backward does): each step loads
+    the operand, multiplies, then stages the accumulator through the view, half at a
+    time, for atomic adds; the view is written whole before it is read, the operand loaded whole before
+    the GEMM reads it, so no value passes between them."""
+    @T.prim_func
+    def scratch_view(A: T.Tensor((k_tiles * 64, 64), "float16"), B: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=128) as _:
+            a = T.alloc_shared((64, 64), "float16")
+            af = T.view(a, (32, 64), "float32")
+            acc = T.alloc_fragment((64, 64), "float32")
+            for ko in T.serial(k_tiles):
+                T.copy(A[ko * 64:(ko + 1) * 64, :], a)
+                T.gemm(a, a, acc, transpose_B=True, clear_accum=True)
+                for h in range(2):
+                    for i, j in T.Parallel(64, 64):
+                        if i >= h * 32 and i < h * 32 + 32:
+                            af[i - h * 32, j] = acc[i, j]
+                    for i, j in T.Parallel(32, 64):
+                        T.atomic_add(B[i + h * 32, j], af[i, j])
+    return scratch_view
+
+
+def test_scratch_view_of_a_swizzled_operand_has_its_own_layout(tmp_path):
+    func = run_passes(_scratch_view(3))
+    a = _allocs(func)
+    base, view = a["a"], a["af"]
+    assert base.layout.kind == "tma_swizzled" and view.layout == N.Layout("row_major")
+    assert view.slot == base.slot  # the same bytes, each read by its own layout
+    text = func.script()  # the view's writes wait for the GEMM's reads of the operand
+    assert text.index("T.gemm(") < text.index("T.sync_threads()", text.index("T.gemm(")) \
+        < text.index("af[i")
+    assert tilecute.build_cubin(_scratch_view(3), "sm_90a", out_dir=str(tmp_path)).kernel_names
 
 
 def test_tensor_in_a_body_needs_data():
@@ -494,6 +543,18 @@ def test_shared_view_on_gpu(shape, dtype, new_shape, new, swizzled):
     b = torch.empty(new_shape, device="cuda", dtype=getattr(torch, new))
     tilecute.compile(_shared_reinterpret(shape, dtype, new_shape, new, swizzled))(a, b)
     assert torch.equal(b.view(torch.int16), a.view(getattr(torch, new)).view(torch.int16))
+
+
+@pytest.mark.gpu
+def test_scratch_view_on_gpu():
+    import torch
+
+    a = torch.randn(3 * 64, 64, device="cuda", dtype=torch.float16)
+    b = torch.zeros(64, 64, device="cuda")
+    tilecute.compile(_scratch_view(3))(a, b)
+    tiles = a.float().view(3, 64, 64)
+    ref = (tiles @ tiles.transpose(1, 2)).sum(0)
+    torch.testing.assert_close(b, ref, rtol=1e-3, atol=1e-2)
 
 
 @pytest.mark.gpu

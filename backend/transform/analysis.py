@@ -605,3 +605,145 @@ def without_body(body, loop) -> tuple:
     """``body`` with ``loop``'s body emptied (what the statements around a nested loop
     touch)."""
     return replace_stmt(tuple(body), loop, [dataclasses.replace(loop, body=())])
+
+
+def _stmt_lists(s) -> list[tuple]:
+    """The statement lists nested directly in ``s`` (loop, if and region bodies)."""
+    out = []
+    for f in dataclasses.fields(s):
+        v = getattr(s, f.name)
+        if isinstance(v, tuple) and v and all(isinstance(x, N.Stmt) for x in v):
+            out.append(v)
+    return out
+
+
+def _guard_bounds(cond, lo: dict, hi: dict) -> bool:
+    """``cond`` as a conjunction of ``v >= e`` and ``v < e`` (``v`` a variable): the
+    bounds' linear forms into ``lo`` / ``hi``; False for any other condition."""
+    if isinstance(cond, N.Logic) and cond.op == "and":
+        return all(_guard_bounds(a, lo, hi) for a in cond.args)
+    if isinstance(cond, N.Cmp) and cond.op in ("ge", "lt") and isinstance(cond.a, N.Var):
+        form = linear_form(cond.b)
+        if form is None or cond.a.name in (lo if cond.op == "ge" else hi):
+            return False
+        (lo if cond.op == "ge" else hi)[cond.a.name] = form
+        return True
+    return False
+
+
+def _same_form(a: dict, b: dict) -> bool:
+    return {k: v for k, v in a.items() if v} == {k: v for k, v in b.items() if v}
+
+
+def _writes_whole(s, group: set, buffers: dict, nbytes: int, env: dict) -> bool:
+    """Whether statement ``s`` writes every byte of the storage ``group`` shares
+    (``nbytes``) before it reads any: a TMA load into a whole buffer of the group; a
+    parallel nest reading none of the group and storing ``buf[i - e, ...]`` at its own
+    loop variables over every element of such a buffer (loops from 0; guards ``i >= e``
+    and ``i < e + dim`` where a variable's range passes the dim, ``env`` giving the
+    enclosing loops' ranges); or a serial loop whose first statement on the group does
+    (each iteration starts by it)."""
+    def covers(name):
+        b = buffers[name]
+        return all(isinstance(d, N.Const) for d in b.shape) and \
+            math.prod(int(d.value) for d in b.shape) * DTYPES[b.dtype].bytes == nbytes
+    if isinstance(s, N.TmaCopy):
+        b = s.dst.buffer
+        return b in group and covers(b) and whole(s.dst, buffers[b])
+    if not isinstance(s, N.For):
+        return False
+    if s.kind != "parallel":
+        first = next((t for t in s.body if buffers_used(t) & group), None)
+        rng = value_range(s.extent, env)
+        inner = dict(env, **{s.var.name: (0, rng[1] - 1 if rng[1] is not None else None)})
+        return first is not None and isinstance(s.start, N.Const) and s.start.value == 0 \
+            and _writes_whole(first, group, buffers, nbytes, inner)
+    if any(b in group and not w for b, _, w in accesses([s])):
+        return False
+    loops = parallel_nest(s)
+    extent = {}
+    for lp in loops:
+        if not (isinstance(lp.start, N.Const) and lp.start.value == 0
+                and isinstance(lp.extent, N.Const)):
+            return False
+        extent[lp.var.name] = int(lp.extent.value)
+    body, lo, hi = loops[-1].body, {}, {}
+    if len(body) == 1 and isinstance(body[0], N.If) and not body[0].orelse:
+        if not _guard_bounds(body[0].cond, lo, hi) or not (set(lo) | set(hi)) <= set(extent):
+            return False
+        body = body[0].then
+    for st in body:
+        if not (isinstance(st, N.Store) and st.buffer in group and covers(st.buffer)):
+            continue
+        dims, used, ok = buffers[st.buffer].shape, set(), True
+        for index, d in zip(st.indices, dims):
+            form = linear_form(index)
+            v = next((k for k in (form or {}) if k in extent and form[k] == 1), None)
+            if v is None or v in used or any(k in extent for k in form if k != v and form[k]):
+                ok = False
+                break
+            used.add(v)
+            start = {k: -c for k, c in form.items() if k != v}  # v runs from here
+            stop = dict(start)
+            stop[None] = stop.get(None, 0) + int(d.value)
+            first, last = lo.get(v, {None: 0}), hi.get(v, {None: extent[v]})
+            if not _same_form(first, start) or not (_same_form(last, stop) or (
+                    v not in hi and not any(k for k in start if start[k]) and
+                    extent[v] >= int(d.value))):
+                ok = False
+                break
+            env_v = dict(env)
+            low = value_range(_from_form(start), env_v)[0]
+            high = value_range(_from_form(stop), env_v)[1]
+            if low is None or high is None or low < 0 or high > extent[v]:
+                ok = False
+                break
+        if ok and len(used) == len(dims) == len(st.indices):
+            return True
+    return False
+
+
+def _from_form(form: dict) -> N.Expr:
+    """The integer expression of a linear form (:func:`linear_form`)."""
+    e = N.Const(form.get(None, 0), "int32")
+    for k, c in form.items():
+        if k is not None and c:
+            e = N.BinOp("add", e, N.BinOp("mul", N.Var(k, "int32"), N.Const(c, "int32"), "int32"),
+                        "int32")
+    return e
+
+
+def independent_view(body, view: str, others: set, buffers: dict) -> bool:
+    """Whether no value written through shared ``view`` is ever read through ``others``
+    (the other buffers on its bytes: its base and the base's other views), nor the other
+    way: then the view may have a layout of its own over the same bytes (TileLang gives
+    every view its own).  Conservative: in the innermost statement list holding all their
+    accesses, the statements touch one side each, and every run of statements of one side
+    starts by writing all the bytes (:func:`_writes_whole`), so what a read sees was
+    written by its own side (loops around the list repeat the runs, each starting
+    afresh)."""
+    sides = ({view}, set(others))
+    nbytes = stage_bytes(buffers[view])
+
+    def touched(stmts) -> set:
+        return buffers_used(tuple(stmts)) & (sides[0] | sides[1])
+
+    lst = tuple(body)
+    while True:
+        hits = [s for s in lst if touched([s])]
+        if len(hits) != 1:
+            break
+        kids = [k for k in _stmt_lists(hits[0]) if touched(k)]
+        if len(kids) != 1 or touched([hits[0]]) != touched(kids[0]):
+            return not (touched([hits[0]]) & sides[0] and touched([hits[0]]) & sides[1])
+        lst = kids[0]
+    prev = None
+    for s in (s for s in lst if touched([s])):
+        t = touched([s])
+        side = 0 if t <= sides[0] else 1 if t <= sides[1] else None
+        if side is None:
+            return False
+        if side != prev and not _writes_whole(s, sides[side], buffers, nbytes, {}):
+            return False
+        prev = side
+    return True

@@ -58,8 +58,10 @@ Views (``Allocate.view_of``: T.view / T.reshape)
   blocked together with one ``V`` (a blocked layout places element ``f``, the row-major
   flat index, which a reshape keeps), and never a T.gemm register layout.  A shared view
   takes the layout under which it reads the same bytes as its base
-  (:func:`~.analysis.view_layout`), or the pass says why there is none; a shared buffer
-  with views is not swizzled for column walks.
+  (:func:`~.analysis.view_layout`); where there is none, a layout of its own when no
+  value passes between it and its base (:func:`~.analysis.independent_view`: scratch
+  reuse of the bytes), else the pass says why; a shared buffer with views is not
+  swizzled for column walks.
 
 A reduction of a replicated fragment is folded by every thread itself (a nest over its
 output, replicated; the kernel is then laid out again).  The others get a shared scratch
@@ -84,8 +86,8 @@ from ..ir.printer import expr_str, layout_str
 from ..ir.visitor import StmtMutator, rebuild, replace_exprs, substitute, walk_nodes, walk_stmts
 from ..runtime.dtypes import DTYPES
 from ..target import VECTOR_BYTES, WARP
-from .analysis import (LoopVars, accesses, allreduce_steps, is_unit, linear_form, mentions, parallel_nest, squeeze,
-                       value_range, view_bases, view_layout)
+from .analysis import (LoopVars, accesses, allreduce_steps, independent_view, is_unit, linear_form, mentions,
+                       parallel_nest, squeeze, value_range, view_bases, view_layout)
 from .lower_tile_ops import move_columns_last, reduce_identity, reduce_update
 
 MMA_LANES = 2  # MMA accumulators hold pairs of adjacent columns in adjacent registers
@@ -994,16 +996,37 @@ class _Kernel:
                 return N.Layout("row_major")
             return layout_of(name)
 
+        def own_layout(s: N.Allocate) -> bool:
+            """A shared view whose layout cannot read its base's bytes as the base lays
+            them out may have its own (as every TileLang view has) when no value passes
+            between the two (:func:`~.analysis.independent_view`) and the base is one
+            stage."""
+            def root(name):
+                while name in kernel.bases:
+                    name = kernel.bases[name]
+                return name
+            base = root(s.view_of)
+            others = {base} | {v for v in kernel.bases if v != s.buffer.name and root(v) == base}
+            return kernel.allocs[base].stages == 1 and independent_view(
+                kernel.scope.body, s.buffer.name, others, kernel.buffers)
+
         def view_layout_of(s: N.Allocate):
             base = kernel.buffers[s.view_of]
             if base.scope in ("fragment", "local", "global"):
                 layout = base_layout(s.view_of) if base.scope == "fragment" else None
             else:
                 layout = view_layout(base, base_layout(s.view_of), s.buffer)
+                if (isinstance(layout, str) or s.layout is not None and s.layout != layout) \
+                        and own_layout(s):
+                    # no data passes between the view and its base: TileLang's own layout
+                    return s.layout if s.layout is not None else layout_of(s.buffer.name)
                 if isinstance(layout, str):
                     kernel.fail(s, f"shared view '{s.buffer.name}' of '{base.name}': {layout}; "
                                    f"tilecute cannot lay it out over the same bytes (view a "
-                                   "buffer of its own layout, or one whose rows match)")
+                                   "buffer of its own layout, or one whose rows match, or "
+                                   "write all of the view before reading it and all of "
+                                   f"'{base.name}' before reading that, each in its own "
+                                   "statements)")
             if s.layout is not None and s.layout != layout:
                 kernel.fail(s, f"view '{s.buffer.name}' of '{base.name}' needs layout "
                                f"{layout_str(s.layout)} (a T.gemm operand's or T.annotate_layout's), "
