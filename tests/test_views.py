@@ -395,31 +395,23 @@ def test_view_of_a_gemm_accumulator_other_than_a_split_is_refused():
         and "split of its rows and of its columns" in msg
 
 
-def test_view_with_other_row_bytes_of_a_swizzled_operand_is_refused():
-    # the view reads bytes the base wrote (af[i, j] + ...): no layout of its own can do
-    msg = _refused('''
+@pytest.mark.parametrize("rows, value", [
+    (32, "af[i, j] + acc[i, j]"),  # the view reads bytes the base wrote
+    (16, "acc[i, j]"),  # the view's statements do not begin by writing all of it
+], ids=["reads_base_bytes", "partial_write"])
+def test_view_with_other_row_bytes_of_a_swizzled_operand_is_refused(rows, value):
+    msg = _refused(f'''
         a = T.alloc_shared((64, 64), "float16")
         af = T.view(a, (32, 64), "float32")
         acc = T.alloc_fragment((64, 64), "float32")
         T.copy(A, a)
         T.gemm(a, a, acc, transpose_B=True, clear_accum=True)
-        for i, j in T.Parallel(32, 64):
-            af[i, j] = af[i, j] + acc[i, j]
+        for i, j in T.Parallel({rows}, 64):
+            af[i, j] = {value}
     ''', LayoutError)
     assert "<script>:9:" in msg and "shared view 'af' of 'a'" in msg
     assert "rows have 256 bytes and the rows of 'a' 128" in msg
     assert "write all of the view before reading it" in msg
-    # a run of the view's statements that does not start by writing all of it
-    msg = _refused('''
-        a = T.alloc_shared((64, 64), "float16")
-        af = T.view(a, (32, 64), "float32")
-        acc = T.alloc_fragment((64, 64), "float32")
-        T.copy(A, a)
-        T.gemm(a, a, acc, transpose_B=True, clear_accum=True)
-        for i, j in T.Parallel(16, 64):
-            af[i, j] = acc[i, j]
-    ''', LayoutError)
-    assert "shared view 'af' of 'a'" in msg
 
 
 def _scratch_view(k_tiles: int):
