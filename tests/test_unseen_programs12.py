@@ -23,7 +23,7 @@ PROGRAMS = ["warp_votes_on_data", "warp_match_groups", "warp_fns_and_ballot_mask
             "atomic_add_mixed_dtypes", "atomic_addx2_x4_grid", "atomic_addx4_scatter_rows",
             "atomic_return_prev_forms", "atomic_return_prev_tickets", "atomic_bitwise_and_orders",
             "atomic_tile_orders_and_exprs", "tma_atomic_add_reduce", "alloc_var_initializers",
-            "unroll_forms", "assume_forms", "grid_sync_reverse", "pdl_two_kernels",
+            "unroll_forms", "assume_forms", "grid_sync_reverse", "grid_sync_inside_parallel", "pdl_two_kernels",
             "named_barrier_handoff", "gemm_tma_store", "gemm_tma_store_3_stages_plain",
             "tma_store_batched_rows", "tma_copy_per_warp_leader", "tan_halves", "fast_math_family",
             "rounding_and_fmod", "ieee_rounding_modes", "fp8_casts_saturating",
@@ -82,6 +82,35 @@ def test_alloc_var_init_reads_the_var_at_that_point():
     body = src[src.index("a[0] = 1"):src.index("e = ")]
     assert body.split() == "a[0] = 1 b = cute.make_rmem_tensor((1,), cutlass.Int32) b[0] = a[0] " \
                            "a[0] = 2 d = cute.make_rmem_tensor((1,), cutlass.Int32) d[0] = a[0]".split()
+
+
+def test_barrier_in_a_parallel_body_with_a_reversed_read_runs_one_iteration_per_thread():
+    """TileLang vectorizes a T.Parallel loop only over unit-stride accesses: with
+    A[N - 1 - i] in the body it runs one iteration per thread, so T.sync_grid() in the body
+    separates every block's reads from every block's writes.  tilecute's fragment layout
+    took 4 iterations per thread there (the barrier then fell between one thread's
+    iterations, racing with other blocks' writes): it now takes one."""
+    src = _src(P.grid_sync_inside_parallel())
+    assert "loc = cute.make_rmem_tensor((1,), cutlass.Float32)" in src, src
+    body = src[src.index("A[1024 - base"):]
+    assert "tc_lane" not in body[:body.index("set_name_prefix")]
+
+
+def test_barrier_in_a_unit_stride_parallel_body_keeps_its_vectors():
+    """With unit-stride accesses only TileLang vectorizes the loop (the barrier is met once
+    per iteration of each thread's vector), and so does tilecute."""
+    import tilecute.language as T
+
+    @T.prim_func
+    def k(A: T.Tensor((256,), T.float32), B: T.Tensor((256,), T.float32)):
+        with T.Kernel(1, threads=64):
+            f = T.alloc_fragment((256,), T.float32)
+            for i in T.Parallel(256):
+                f[i] = A[i]
+                T.sync_threads()
+                B[i] = f[i] * 2.0
+    src = _src(k)
+    assert "f = cute.make_rmem_tensor((4,), cutlass.Float32)" in src, src
 
 
 def test_negative_constant_and_affine_indices_count_from_the_end():
@@ -446,6 +475,10 @@ def test_scalars_loops_and_grid_forms_on_gpu():
     ref = torch.tensor([sum(1024 - b * 128 - i - 1 for i in range(128)) for b in range(8)], device="cuda",
                        dtype=torch.float32)
     assert torch.equal(Pp, ref) and float(Ss) == 1023 * 1024 / 2
+
+    A = torch.rand(1024, device="cuda")
+    _run(P.grid_sync_inside_parallel(), A)
+    assert torch.equal(A, torch.full_like(A, 1023.0))
 
     N = 10000
     A = torch.randn(N, device="cuda")

@@ -486,6 +486,27 @@ def grid_sync_reverse(N=1024, block=128):
     return gsync
 
 
+def grid_sync_inside_parallel(N=1024, block=64):
+    """TileLang's own grid-barrier form: 128 threads, a 64-element fragment, and
+    ``T.sync_grid()`` inside the ``T.Parallel`` body between a read of A[N - 1 - i] and the
+    write of A[i] (each iteration reads before any iteration of any block writes, as one
+    iteration per thread gives): A = N - 1 everywhere."""
+
+    @T.prim_func
+    def gsync_loop(A: T.Tensor((N,), T.float32)):
+        with T.Kernel(T.ceildiv(N, block), threads=128) as bx:
+            loc = T.alloc_fragment((block,), T.float32)
+            base = bx * block
+            for i in T.Parallel(block):
+                A[base + i] = base + i
+            T.sync_grid()
+            for i in T.Parallel(block):
+                loc[i] = A[N - base - i - 1]
+                T.sync_grid()
+                A[base + i] = A[base + i] + loc[i]
+    return gsync_loop
+
+
 def pdl_two_kernels(N=10000, block=256, iters=20):
     """Kernel 1 writes B = A + 1 and triggers its dependents (``T.pdl_trigger``), then keeps
     doing unrelated work into D; kernel 2 waits (``T.pdl_sync``) and writes C = 2 B."""
