@@ -28,7 +28,9 @@ PROGRAMS = ["warp_votes_on_data", "warp_match_groups", "warp_fns_and_ballot_mask
             "tma_store_batched_rows", "tma_copy_per_warp_leader", "tan_halves", "fast_math_family",
             "rounding_and_fmod", "ieee_rounding_modes", "fp8_casts_saturating",
             "int8_broadcast_32_lanes", "negative_indices", "reducer_epochs", "reduce_batch_and_nan",
-            "fragment_cumsums", "rng_statistics"]
+            "fragment_cumsums", "rng_statistics", "gemm_tma_store_ragged", "tma_atomic_add_layouts",
+            "atomic_tile_ragged_orders", "shuffle_widths", "cumsum_more", "rng_default_sequence",
+            "ieee_halves_and_fp16_fast"]
 
 
 @pytest.fixture(autouse=True)
@@ -734,3 +736,89 @@ def test_philox_draws_on_gpu():
         assert abs(float(normal.mean())) < 0.05 and abs(float(normal.std()) - 1) < 0.05
     hist = torch.histc(b, bins=16, min=0, max=1)
     assert bool((hist > M / 16 * 0.85).all()), hist
+
+
+@pytest.mark.gpu
+def test_more_edges_on_gpu():
+    import torch
+    torch.manual_seed(11)
+    M, N, K = 500, 456, 256
+    A = torch.randn(M, K, device="cuda").bfloat16()
+    B = torch.randn(K, N, device="cuda").bfloat16()
+    C = torch.full((M, N), float("nan"), device="cuda")
+    _run(P.gemm_tma_store_ragged(), A, B, C)
+    _close(C, A.float() @ B.float(), atol=1e-3, rtol=1e-3)
+
+    for k, (shape, dt, reps) in zip(P.tma_atomic_add_layouts(),
+                                    [((64, 64), torch.float32, 2), ((16, 24), torch.float32, 3),
+                                     ((16, 16), torch.int32, 4), ((16, 16), torch.uint64, 4),
+                                     ((32, 64), torch.bfloat16, 2)]):
+        S = torch.randint(0, 50, shape, device="cuda").to(dt)
+        D0 = torch.randint(0, 50, shape, device="cuda").to(dt)
+        D = D0.clone()
+        _run(k, S, D)
+        if dt == torch.uint64:
+            assert torch.equal(D.view(torch.int64), D0.view(torch.int64) + reps * S.view(torch.int64))
+        else:
+            assert torch.equal(D, D0 + reps * S), (shape, dt)
+
+    n = 200
+    X, O0 = _ints(n, dtype=torch.float16), _ints(n, dtype=torch.float16)
+    Y, P0 = _ints(n, dtype=torch.bfloat16), _ints(n, dtype=torch.bfloat16)
+    Z, Q0 = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
+    O, Pp, Q = O0.clone(), P0.clone(), Q0.clone()
+    _run(P.atomic_tile_ragged_orders(), X, O, Y, Pp, Z, Q)
+    assert torch.equal(O, O0 + 2 * X) and torch.equal(Pp, P0 + 2 * Y)
+    assert torch.equal(Q[:3], Q0[:3]) and torch.equal(Q[3:], torch.maximum(Q0[3:], Z[3:]))
+
+    n = 64
+    X = torch.randn(n, device="cuda")
+    O = torch.empty(n, 4, device="cuda")
+    _run(P.shuffle_widths(), X, O)
+    x = X.tolist()
+    for t in range(n):
+        seg8, l8 = t - t % 8, t % 8
+        assert float(O[t, 0]) == (x[t + 3] if l8 + 3 < 8 else x[t]), t
+        assert float(O[t, 1]) == (x[t - 2] if l8 >= 2 else x[t]), t
+        assert float(O[t, 2]) == x[t ^ 2], t
+        assert float(O[t, 3]) == (x[seg8 + 3] if t % 32 < 16 else -1.0), t
+
+    M, N = 16, 128
+    A = torch.randn(M, N, device="cuda")
+    I = torch.randint(-5, 6, (M, N), device="cuda", dtype=torch.int32)
+    R, S, D, K = (torch.empty_like(A) for _ in range(4))
+    IS = torch.empty_like(I)
+    _run(P.cumsum_more(), A, I, R, S, D, K, IS)
+    _close(D, A.cumsum(1), atol=1e-5, rtol=1e-5)
+    assert torch.equal(K, A)
+    _close(R, A.flip(1).cumsum(1).flip(1), atol=1e-5, rtol=1e-5)
+    _close(S, A.cumsum(0), atol=1e-5, rtol=1e-5)
+    assert torch.equal(IS, I.cumsum(1).int())
+
+    from test_rng import draws, uniform, _MASK
+    M = 4096
+    Ar = torch.empty(M, dtype=torch.uint32, device="cuda")
+    U = torch.empty(M, device="cuda")
+    _run(P.rng_default_sequence(), Ar, U)
+    a, u = Ar.cpu(), U.cpu()
+    for g in (0, 1, 127, 128, 2047):  # the subsequence is threadIdx.x + blockIdx.x * blockDim.x
+        r = draws(7, g, 0, 4)
+        assert [int(x) & _MASK for x in a[2 * g:2 * g + 2]] == r[:2], g
+        assert [float(x) for x in u[2 * g:2 * g + 2]] == [uniform(x) for x in r[2:]], g
+
+    n = 512
+    H, G = torch.randn(n, device="cuda").half(), (torch.randn(n, device="cuda") + 3).half()
+    Bb, Cb = torch.randn(n, device="cuda").bfloat16(), (torch.randn(n, device="cuda") + 3).bfloat16()
+    OH, OB = torch.empty(n, 7, device="cuda").half(), torch.empty(n, 4, device="cuda").bfloat16()
+    _run(P.ieee_halves_and_fp16_fast(), H, G, Bb, Cb, OH, OB)
+    for o, a, b in ((OH, H, G), (OB, Bb, Cb)):
+        ad, bd = a.double(), b.double()
+        assert torch.equal(o[:, 0], (ad + bd).to(a.dtype))
+        assert torch.equal(o[:, 1], (ad * bd).to(a.dtype))
+        assert torch.equal(o[:, 2], (ad * bd + ad).to(a.dtype))
+        ulp = 2.0 ** -10 if a.dtype == torch.float16 else 2.0 ** -7
+        _close(o[:, 3].double(), ad / bd, atol=1e-6, rtol=ulp)  # CUDA's __hdiv: within an ulp
+    hd = H.double()
+    _close(OH[:, 4].double(), hd.exp(), atol=1e-3, rtol=2e-3)
+    _close(OH[:, 5].double(), G.double().abs().log(), atol=2e-3, rtol=2e-3)
+    _close(OH[:, 6].double(), hd.sin(), atol=2e-3, rtol=2e-3)

@@ -965,3 +965,155 @@ def rng_statistics(M=8192, seed=42, per=64):
             for j in T.serial(per):
                 E[base + j] = T.rng_rand_float(bit=64, dist="normal")
     return rng
+
+
+# ---- more edges of the same forms ---------------------------------------------------------
+def gemm_tma_store_ragged(M=500, N=456, K=256, bm=128, bn=128, bk=64):
+    """C = A @ B with M and N not multiples of the tile: the last row / column tiles' TMA
+    stores (``T.copy(C_shared, C[...])``) clip at the tensor's end (the rows past M and
+    columns past N are not written: C keeps its sentinel there in a larger buffer view
+    test)."""
+
+    @T.prim_func
+    def ragged(A: T.Tensor((M, K), T.bfloat16), B: T.Tensor((K, N), T.bfloat16), C: T.Tensor((M, N), T.float32)):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=256) as (bx, by):
+            A_s = T.alloc_shared((bm, bk), T.bfloat16)
+            B_s = T.alloc_shared((bk, bn), T.bfloat16)
+            C_s = T.alloc_shared((bm, bn), T.float32)
+            acc = T.alloc_fragment((bm, bn), T.float32)
+            T.clear(acc)
+            for k in T.Pipelined(T.ceildiv(K, bk), num_stages=3):
+                T.copy(A[by * bm, k * bk], A_s)
+                T.copy(B[k * bk, bx * bn], B_s)
+                T.gemm(A_s, B_s, acc)
+            T.copy(acc, C_s)
+            T.copy(C_s, C[by * bm, bx * bn])
+    return ragged
+
+
+def tma_atomic_add_layouts():
+    """TMA reduce-adds whose shared tile holds different values per element (a layout
+    slip shows): a (64, 64) float32 tile with an explicit swizzled layout, a (16, 24)
+    float32 tile (a 32-byte swizzle box, split in TileLang), an int32 and a uint64 tile
+    (linear), and a bf16 tile; each added ``reps`` times."""
+    import tilecute.layout as L
+
+    def one(shape, dtype, reps, swizzle=False):
+        @T.prim_func
+        def tma_add(S: T.Tensor(shape, dtype), D: T.Tensor(shape, dtype)):
+            with T.Kernel(1, threads=128):
+                s = T.alloc_shared(shape, dtype)
+                if swizzle:
+                    T.annotate_layout({s: L.make_swizzled_layout(s)})
+                for i, j in T.Parallel(*shape):
+                    s[i, j] = S[i, j]
+                for _ in range(reps):
+                    T.atomic_add(D, s, use_tma=True)
+        return tma_add
+    return [one((64, 64), T.float32, 2, swizzle=True), one((16, 24), T.float32, 3),
+            one((16, 16), T.int32, 4), one((16, 16), T.uint64, 4), one((32, 64), T.bfloat16, 2)]
+
+
+def atomic_tile_ragged_orders(N=200):
+    """A tile atomic add of 200 fp16 elements by 128 threads with a release order, then
+    of 200 bf16 with seq_cst (the tail of a vectorized pair), and a tile atomic_max over a
+    float32 slice with an acquire order."""
+
+    @T.prim_func
+    def ragged(X: T.Tensor((N,), T.float16), O: T.Tensor((N,), T.float16), Y: T.Tensor((N,), T.bfloat16),
+               P: T.Tensor((N,), T.bfloat16), Z: T.Tensor((N,), T.float32), Q: T.Tensor((N,), T.float32)):
+        with T.Kernel(2, threads=128):
+            T.atomic_add(O[0:N], X[0:N], memory_order="release")
+            T.atomic_add(P[0:N], Y[0:N], memory_order="seq_cst")
+            T.atomic_max(Q[3:N], Z[3:N], memory_order="acquire")
+    return ragged
+
+
+def shuffle_widths(n=64):
+    """``shfl_down`` / ``shfl_up`` within 8-lane segments (a lane whose source falls
+    outside its segment keeps its own value), ``shfl_xor`` within 4-lane segments, and
+    ``shfl_sync`` from lane 3 of each 8-lane segment under the lower half-warp's mask in
+    a branch only those lanes take."""
+
+    @T.prim_func
+    def widths(X: T.Tensor((n,), T.float32), O: T.Tensor((n, 4), T.float32)):
+        with T.Kernel(1, threads=n):
+            tx = T.get_thread_binding()
+            x = X[tx]
+            O[tx, 0] = T.shfl_down(x, 3, width=8)
+            O[tx, 1] = T.shfl_up(x, 2, width=8)
+            O[tx, 2] = T.shfl_xor(x, 2, width=4)
+            O[tx, 3] = -1.0
+            if tx % 32 < 16:
+                O[tx, 3] = T.shfl_sync(x, 3, width=8, mask=0x0000FFFF)
+    return widths
+
+
+def cumsum_more(M=16, N=128):
+    """``T.cumsum`` along dim 1 reversed on a fragment, along dim 0 on a shared tile,
+    ``dst=`` another fragment (the source kept), and an int32 fragment scan."""
+
+    @T.prim_func
+    def scans(A: T.Tensor((M, N), T.float32), I: T.Tensor((M, N), T.int32), R: T.Tensor((M, N), T.float32),
+              S: T.Tensor((M, N), T.float32), D: T.Tensor((M, N), T.float32), K: T.Tensor((M, N), T.float32),
+              IS: T.Tensor((M, N), T.int32)):
+        with T.Kernel(1, threads=128):
+            f = T.alloc_fragment((M, N), T.float32)
+            g = T.alloc_fragment((M, N), T.float32)
+            sh = T.alloc_shared((M, N), T.float32)
+            it = T.alloc_fragment((M, N), T.int32)
+            T.copy(A, f)
+            T.copy(A, sh)
+            T.copy(I, it)
+            T.cumsum(f, g, dim=1)
+            T.copy(g, D)
+            T.copy(f, K)
+            T.cumsum(f, dim=1, reverse=True)
+            T.cumsum(sh, dim=0)
+            T.cumsum(it, dim=1)
+            T.copy(f, R)
+            T.copy(sh, S)
+            T.copy(it, IS)
+    return scans
+
+
+def rng_default_sequence(M=4096, seed=7):
+    """``T.rng_init(seed)`` with the default subsequence (threadIdx.x + blockIdx.x *
+    blockDim.x) and offset 0, inside a run-time guard; each thread's first draws."""
+
+    @T.prim_func
+    def rng_seq(A: T.Tensor((M,), T.uint32), U: T.Tensor((M,), T.float32)):
+        with T.Kernel(M // 256, threads=128) as bx:
+            tx = T.get_thread_binding()
+            g = bx * 128 + tx
+            if g < M // 2:
+                T.rng_init(seed)
+                A[g * 2] = T.rng_rand()
+                A[g * 2 + 1] = T.rng_rand()
+                U[g * 2] = T.rng_rand_float()
+                U[g * 2 + 1] = T.rng_rand_float()
+    return rng_seq
+
+
+def ieee_halves_and_fp16_fast(n=512):
+    """IEEE forms on fp16 / bf16 (round to nearest only, as CUDA's half intrinsics) and
+    fp16 fast-math (T.__exp, T.__log, T.__sin on halves)."""
+
+    @T.prim_func
+    def halves(H: T.Tensor((n,), T.float16), G: T.Tensor((n,), T.float16), B: T.Tensor((n,), T.bfloat16),
+               C: T.Tensor((n,), T.bfloat16), OH: T.Tensor((n, 7), T.float16), OB: T.Tensor((n, 4), T.bfloat16)):
+        with T.Kernel(T.ceildiv(n, 128), threads=128) as bx:
+            for i in T.Parallel(128):
+                k = bx * 128 + i
+                OH[k, 0] = T.ieee_add(H[k], G[k], "rn")
+                OH[k, 1] = T.ieee_mul(H[k], G[k], "rn")
+                OH[k, 2] = T.ieee_fmaf(H[k], G[k], H[k], "rn")
+                OH[k, 3] = T.ieee_fdiv(H[k], G[k], "rn")
+                OH[k, 4] = T.__exp(H[k])
+                OH[k, 5] = T.__log(T.abs(G[k]))
+                OH[k, 6] = T.__sin(H[k])
+                OB[k, 0] = T.ieee_add(B[k], C[k], "rn")
+                OB[k, 1] = T.ieee_mul(B[k], C[k], "rn")
+                OB[k, 2] = T.ieee_fmaf(B[k], C[k], B[k], "rn")
+                OB[k, 3] = T.ieee_fdiv(B[k], C[k], "rn")
+    return halves
