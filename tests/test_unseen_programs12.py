@@ -30,7 +30,7 @@ PROGRAMS = ["warp_votes_on_data", "warp_match_groups", "warp_fns_and_ballot_mask
             "int8_broadcast_32_lanes", "negative_indices", "reducer_epochs", "reduce_batch_and_nan",
             "fragment_cumsums", "rng_statistics", "gemm_tma_store_ragged", "tma_atomic_add_layouts",
             "atomic_tile_ragged_orders", "shuffle_widths", "cumsum_more", "rng_default_sequence",
-            "ieee_halves_and_fp16_fast"]
+            "ieee_halves_and_fp16_fast", "alloc_var_positional_forms", "vectorized_casts"]
 
 
 @pytest.fixture(autouse=True)
@@ -690,18 +690,20 @@ def test_reducers_reductions_and_scans_on_gpu():
     H[3, 17] = float("nan")
     H[10, 127] = float("nan")
     Bf[5, 0] = float("nan")
+    A[7, 3] = float("nan")
     S, Mx = torch.empty(M, device="cuda"), torch.empty(M, device="cuda")
     HN, BN = torch.empty(M, 3, device="cuda").half(), torch.empty(M, 2, device="cuda").bfloat16()
     _run(P.reduce_batch_and_nan(), A, H, Bf, S, Mx, HN, BN)
-    _close(S, A.sum(1), atol=1e-4, rtol=1e-5)
-    assert torch.equal(Mx, A.max(1).values)
+    _close(S, A.sum(1), atol=1e-4, rtol=1e-5)  # row 7: NaN
+    # the default max / min are NaN-quiet (TileLang's fmaxf / __hmax / __hmin): a NaN is skipped
+    assert torch.equal(Mx, A.nan_to_num(nan=-float("inf")).max(1).values)
+    assert float(BN[5, 1]) == float(Bf[5, 1:].min())
     # torch's max / min / amax propagate NaN, as nan_propagate=True asks
     _close(HN[:, 0], H.max(1).values)
     _close(HN[:, 1], H.min(1).values)
     _close(HN[:, 2], H.abs().max(1).values)
     _close(BN[:, 0], Bf.max(1).values)
-    ok = ~Bf.isnan().any(1)
-    assert torch.equal(BN[ok, 1], Bf.min(1).values[ok])
+    assert torch.equal(BN[:, 1], Bf.nan_to_num(nan=float("inf")).min(1).values)
 
     M, N = 32, 64
     A = torch.randn(M, N, device="cuda")
@@ -822,3 +824,33 @@ def test_more_edges_on_gpu():
     _close(OH[:, 4].double(), hd.exp(), atol=1e-3, rtol=2e-3)
     _close(OH[:, 5].double(), G.double().abs().log(), atol=2e-3, rtol=2e-3)
     _close(OH[:, 6].double(), hd.sin(), atol=2e-3, rtol=2e-3)
+
+
+@pytest.mark.gpu
+def test_alloc_var_spellings_and_vectorized_casts_on_gpu():
+    import torch
+    torch.manual_seed(12)
+    O = torch.full((6,), -9, dtype=torch.int32, device="cuda")
+    F = torch.empty(2, device="cuda")
+    _run(P.alloc_var_positional_forms(), O, F)
+    assert O.tolist() == [3, 3, 4, 5, 5, 12] and F.tolist() == [2.5, 3.0]
+
+    n = 1024
+    X = torch.randn(n, device="cuda") * 30
+    H = (torch.randn(n, device="cuda") * 300).half()
+    B = (torch.randn(n, device="cuda") * 300).bfloat16()
+    E4 = (torch.randn(n, device="cuda") * 50).to(torch.float8_e4m3fn)
+    E5 = (torch.randn(n, device="cuda") * 500).to(torch.float8_e5m2)
+    XH, XB = torch.empty(n, device="cuda").half(), torch.empty(n, device="cuda").bfloat16()
+    HX, BX = torch.empty(n, device="cuda"), torch.empty(n, device="cuda")
+    E4X, E5X = torch.empty(n, 3, device="cuda"), torch.empty(n, 3, device="cuda")
+    HE, BE = (torch.empty(n, device="cuda").to(torch.float8_e4m3fn) for _ in range(2))
+    _run(P.vectorized_casts(), X, H, B, E4, E5, XH, XB, HX, BX, E4X, E5X, HE, BE)
+    assert torch.equal(XH, X.half()) and torch.equal(XB, X.bfloat16())
+    assert torch.equal(HX, H.float()) and torch.equal(BX, B.float())
+    for got, e in ((E4X, E4), (E5X, E5)):
+        for c in range(3):
+            assert torch.equal(got[:, c], e.float()), c
+    bits = lambda t: t.view(torch.uint8)  # noqa: E731
+    assert torch.equal(bits(HE), bits(H.float().clamp(-448, 448).to(torch.float8_e4m3fn)))
+    assert torch.equal(bits(BE), bits(B.float().clamp(-448, 448).to(torch.float8_e4m3fn)))

@@ -1117,3 +1117,58 @@ def ieee_halves_and_fp16_fast(n=512):
                 OB[k, 2] = T.ieee_fmaf(B[k], C[k], B[k], "rn")
                 OB[k, 3] = T.ieee_fdiv(B[k], C[k], "rn")
     return halves
+
+
+def alloc_var_positional_forms():
+    """TileLang's other ``T.alloc_var`` spellings: ``('int32', 3)`` (a positional init),
+    ``('int32', 'local.var')`` (a scope: zero), ``('int32', 4, 'local.var')``,
+    ``('int32', 'local.var', init=5)``, a float ``2.5`` and ``init=`` another var."""
+
+    @T.prim_func
+    def spellings(O: T.Tensor((6,), T.int32), F: T.Tensor((2,), T.float32)):
+        with T.Kernel(1, threads=1):
+            a = T.alloc_var("int32", 3)
+            b = T.alloc_var("int32", "local.var")
+            c = T.alloc_var("int32", 4, "local.var")
+            d = T.alloc_var("int32", "local.var", init=5)
+            f = T.alloc_var(T.float32, 2.5)
+            g = T.alloc_var(T.float32, init=a)
+            b += a
+            O[0] = a
+            O[1] = b
+            O[2] = c
+            O[3] = d
+            O[4] = T.cast(f * 2.0, T.int32)
+            O[5] = a + c + d
+            F[0] = f
+            F[1] = g
+    return spellings
+
+
+def vectorized_casts(n=1024):
+    """Element casts in ``T.Parallel`` loops that TileLang vectorizes into pair
+    conversions: float32 <-> float16 / bfloat16, e4m3 / e5m2 -> float32 / float16 /
+    bfloat16 and float16 / bfloat16 -> e4m3 (round to nearest even, saturating)."""
+
+    @T.prim_func
+    def casts(X: T.Tensor((n,), T.float32), H: T.Tensor((n,), T.float16), B: T.Tensor((n,), T.bfloat16),
+              E4: T.Tensor((n,), T.float8_e4m3fn), E5: T.Tensor((n,), T.float8_e5m2),
+              XH: T.Tensor((n,), T.float16), XB: T.Tensor((n,), T.bfloat16), HX: T.Tensor((n,), T.float32),
+              BX: T.Tensor((n,), T.float32), E4X: T.Tensor((n, 3), T.float32), E5X: T.Tensor((n, 3), T.float32),
+              HE: T.Tensor((n,), T.float8_e4m3fn), BE: T.Tensor((n,), T.float8_e4m3fn)):
+        with T.Kernel(T.ceildiv(n, 256), threads=64) as bx:
+            for i in T.Parallel(256):
+                k = bx * 256 + i
+                XH[k] = T.cast(X[k], T.float16)
+                XB[k] = T.cast(X[k], T.bfloat16)
+                HX[k] = T.cast(H[k], T.float32)
+                BX[k] = T.cast(B[k], T.float32)
+                E4X[k, 0] = T.cast(E4[k], T.float32)
+                E4X[k, 1] = T.cast(T.cast(E4[k], T.float16), T.float32)
+                E4X[k, 2] = T.cast(T.cast(E4[k], T.bfloat16), T.float32)
+                E5X[k, 0] = T.cast(E5[k], T.float32)
+                E5X[k, 1] = T.cast(T.cast(E5[k], T.float16), T.float32)
+                E5X[k, 2] = T.cast(T.cast(E5[k], T.bfloat16), T.float32)
+                HE[k] = T.cast(H[k], T.float8_e4m3fn)
+                BE[k] = T.cast(B[k], T.float8_e4m3fn)
+    return casts
