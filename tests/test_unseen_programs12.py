@@ -30,7 +30,8 @@ PROGRAMS = ["warp_votes_on_data", "warp_match_groups", "warp_fns_and_ballot_mask
             "int8_broadcast_32_lanes", "negative_indices", "reducer_epochs", "reduce_batch_and_nan",
             "fragment_cumsums", "rng_statistics", "gemm_tma_store_ragged", "tma_atomic_add_layouts",
             "atomic_tile_ragged_orders", "shuffle_widths", "cumsum_more", "rng_default_sequence",
-            "ieee_halves_and_fp16_fast", "alloc_var_positional_forms", "vectorized_casts"]
+            "ieee_halves_and_fp16_fast", "alloc_var_positional_forms", "vectorized_casts",
+            "shuffle_dtypes"]
 
 
 @pytest.fixture(autouse=True)
@@ -854,3 +855,24 @@ def test_alloc_var_spellings_and_vectorized_casts_on_gpu():
     bits = lambda t: t.view(torch.uint8)  # noqa: E731
     assert torch.equal(bits(HE), bits(H.float().clamp(-448, 448).to(torch.float8_e4m3fn)))
     assert torch.equal(bits(BE), bits(B.float().clamp(-448, 448).to(torch.float8_e4m3fn)))
+
+
+@pytest.mark.gpu
+def test_shuffle_dtypes_on_gpu():
+    import torch
+    torch.manual_seed(13)
+    n = 64
+    H, B = torch.randn(n, device="cuda").half(), torch.randn(n, device="cuda").bfloat16()
+    L = torch.randint(-2 ** 62, 2 ** 62, (n,), device="cuda")
+    D = torch.randn(n, device="cuda", dtype=torch.float64)
+    OH, OB = torch.empty_like(H), torch.empty_like(B)
+    OL, OD = torch.empty_like(L), torch.empty_like(D)
+    OU = torch.empty(n, dtype=torch.uint8, device="cuda")
+    _run(P.shuffle_dtypes(), H, B, L, D, OH, OB, OL, OD, OU)
+    t = torch.arange(n, device="cuda")
+    lane = t % 32
+    assert torch.equal(OH, H[t ^ 1])
+    assert torch.equal(OB, B[torch.where(lane < 31, t + 1, t)])
+    assert torch.equal(OL, L[t - lane + 7])
+    assert torch.equal(OD, D[torch.where(lane >= 1, t - 1, t)])
+    assert torch.equal(OU, ((t ^ 3) * 5 % 256).to(torch.uint8))

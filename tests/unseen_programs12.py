@@ -1172,3 +1172,21 @@ def vectorized_casts(n=1024):
                 HE[k] = T.cast(H[k], T.float8_e4m3fn)
                 BE[k] = T.cast(B[k], T.float8_e4m3fn)
     return casts
+
+
+def shuffle_dtypes(n=64):
+    """Shuffles of fp16 / bf16 (TileLang's __shfl_*_sync half overloads), int64 and float64
+    (two 32-bit shuffles) and uint8 values."""
+
+    @T.prim_func
+    def shfl_types(H: T.Tensor((n,), T.float16), B: T.Tensor((n,), T.bfloat16), L: T.Tensor((n,), T.int64),
+                   D: T.Tensor((n,), T.float64), OH: T.Tensor((n,), T.float16), OB: T.Tensor((n,), T.bfloat16),
+                   OL: T.Tensor((n,), T.int64), OD: T.Tensor((n,), T.float64), OU: T.Tensor((n,), T.uint8)):
+        with T.Kernel(1, threads=n):
+            tx = T.get_thread_binding()
+            OH[tx] = T.shfl_xor(H[tx], 1)
+            OB[tx] = T.shfl_down(B[tx], 1)
+            OL[tx] = T.shfl_sync(L[tx], 7)
+            OD[tx] = T.shfl_up(D[tx], 1)
+            OU[tx] = T.shfl_xor(T.cast(tx * 5, T.uint8), 3)
+    return shfl_types
