@@ -828,7 +828,7 @@ def negative_indices():
 # ---- reductions, reducers, scans ---------------------------------------------------------
 def reducer_epochs(M=32, K=512, bk=128):
     """``T.alloc_reducer`` epochs: a row sum accumulated over serial K tiles
-    (``T.reducer_init`` / ``T.reducer_update`` / ``T.finalize_reducer(acc, result)``), a row
+    (``T.reducer_init`` / ``T.reducer_update`` / ``T.finalize_reducer(acc, result, batch=4)``), a row
     max, a transposed (N, M) reducer (acc[j, i] += src[i, j]), an int32 count and a (1,)
     scalar sum over a 2x extent loop."""
 
@@ -852,8 +852,8 @@ def reducer_epochs(M=32, K=512, bk=128):
             rs = T.alloc_fragment((M,), T.float32)
             rm = T.alloc_fragment((M,), T.float32)
             rc = T.alloc_fragment((M,), T.int32)
-            T.finalize_reducer(s, rs)
-            T.finalize_reducer(mx, rm)
+            T.finalize_reducer(s, rs, batch=4)
+            T.finalize_reducer(mx, rm, batch=2)
             T.finalize_reducer(cnt, rc)
             T.copy(rs, S)
             T.copy(rm, Mx)
