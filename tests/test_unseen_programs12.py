@@ -31,7 +31,7 @@ PROGRAMS = ["warp_votes_on_data", "warp_match_groups", "warp_fns_and_ballot_mask
             "fragment_cumsums", "rng_statistics", "gemm_tma_store_ragged", "tma_atomic_add_layouts",
             "atomic_tile_ragged_orders", "shuffle_widths", "cumsum_more", "rng_default_sequence",
             "ieee_halves_and_fp16_fast", "alloc_var_positional_forms", "vectorized_casts",
-            "shuffle_dtypes"]
+            "shuffle_dtypes", "shared_memory_atomics"]
 
 
 @pytest.fixture(autouse=True)
@@ -876,3 +876,25 @@ def test_shuffle_dtypes_on_gpu():
     assert torch.equal(OL, L[t - lane + 7])
     assert torch.equal(OD, D[torch.where(lane >= 1, t - 1, t)])
     assert torch.equal(OU, ((t ^ 3) * 5 % 256).to(torch.uint8))
+
+
+@pytest.mark.gpu
+def test_shared_memory_atomics_on_gpu():
+    import torch
+    torch.manual_seed(14)
+    n, bins = 4096, 64
+    keys = torch.randint(0, bins, (n,), device="cuda", dtype=torch.int32)
+    keys[keys == 5] = 6  # an empty bin
+    vals = torch.randn(n, device="cuda")
+    H = torch.full((bins,), -1, dtype=torch.int32, device="cuda")
+    Mx, Sm = torch.empty(bins, device="cuda"), torch.empty(bins, device="cuda")
+    Tk = torch.full((256,), -1, dtype=torch.int32, device="cuda")
+    Pair = torch.tensor([1.0, 2.0], device="cuda").half()
+    _run(P.shared_memory_atomics(), keys, vals, H, Mx, Sm, Tk, Pair)
+    kl = keys.long()
+    assert torch.equal(H, torch.bincount(kl, minlength=bins).int())
+    ref_mx = torch.full((bins,), -float("inf"), device="cuda").scatter_reduce(0, kl, vals, "amax")
+    assert torch.equal(Mx, ref_mx)
+    _close(Sm, torch.zeros(bins, device="cuda").index_add(0, kl, vals), atol=1e-4, rtol=1e-5)
+    assert torch.equal(Tk.sort().values, torch.arange(256, device="cuda", dtype=torch.int32))
+    assert Pair.tolist() == [100.0, 200.0]

@@ -1190,3 +1190,47 @@ def shuffle_dtypes(n=64):
             OD[tx] = T.shfl_up(D[tx], 1)
             OU[tx] = T.shfl_xor(T.cast(tx * 5, T.uint8), 3)
     return shfl_types
+
+
+def shared_memory_atomics(n=4096, bins=64):
+    """Atomics on shared memory: a histogram (``T.atomic_add(hist[b], 1)``), a per-bin max
+    and a float sum in shared, tickets from ``return_prev`` on a shared counter, and an
+    fp16 ``atomic_addx2`` into shared pairs; the block's results copied out after them."""
+
+    @T.prim_func
+    def shared_atomics(keys: T.Tensor((n,), T.int32), vals: T.Tensor((n,), T.float32),
+                       H: T.Tensor((bins,), T.int32), Mx: T.Tensor((bins,), T.float32),
+                       Sm: T.Tensor((bins,), T.float32), Tk: T.Tensor((256,), T.int32),
+                       Pair: T.Tensor((2,), T.float16)):
+        with T.Kernel(1, threads=256):
+            tx = T.get_thread_binding()
+            hist = T.alloc_shared((bins,), T.int32)
+            mx = T.alloc_shared((bins,), T.float32)
+            sm = T.alloc_shared((bins,), T.float32)
+            cnt = T.alloc_shared((1,), T.int32)
+            pair = T.alloc_shared((2,), T.float16)
+            T.clear(hist)
+            T.fill(mx, -T.infinity(T.float32))
+            T.clear(sm)
+            if tx == 0:
+                cnt[0] = 0
+                pair[0] = 0
+                pair[1] = 0
+            T.sync_threads()
+            for c in T.serial(n // 256):
+                k = keys[c * 256 + tx]
+                v = vals[c * 256 + tx]
+                T.atomic_add(hist[k], 1)
+                T.atomic_max(mx[k], v)
+                T.atomic_add(sm[k], v)
+            Tk[tx] = T.atomic_add(cnt[0], 1, return_prev=True)
+            if tx < 100:
+                T.atomic_addx2(pair[0], Pair[0])
+            T.sync_threads()
+            T.copy(hist, H)
+            T.copy(mx, Mx)
+            T.copy(sm, Sm)
+            if tx == 0:
+                Pair[0] = pair[0]
+                Pair[1] = pair[1]
+    return shared_atomics
