@@ -31,7 +31,7 @@ PROGRAMS = ["warp_votes_on_data", "warp_match_groups", "warp_fns_and_ballot_mask
             "fragment_cumsums", "rng_statistics", "gemm_tma_store_ragged", "tma_atomic_add_layouts",
             "atomic_tile_ragged_orders", "shuffle_widths", "cumsum_more", "rng_default_sequence",
             "ieee_halves_and_fp16_fast", "alloc_var_positional_forms", "vectorized_casts",
-            "shuffle_dtypes", "shared_memory_atomics"]
+            "shuffle_dtypes", "shared_memory_atomics", "ldg_packed_narrow"]
 
 
 @pytest.fixture(autouse=True)
@@ -114,6 +114,14 @@ def test_barrier_in_a_unit_stride_parallel_body_keeps_its_vectors():
                 B[i] = f[i] * 2.0
     src = _src(k)
     assert "f = cute.make_rmem_tensor((4,), cutlass.Float32)" in src, src
+
+
+def test_a_32_bit_load_reinterpreted_as_a_vector_dtype_unpacks():
+    """``T.reinterpret(T.ldg32(x[i:i + 4]), T.int8x4)``: TileLang's uint32 read as four int8
+    lanes (element 0 in the low byte); it was refused as an unknown dtype."""
+    src = _src(P.ldg_packed_narrow())
+    assert "YI[i * 4 + 3] = tcmath.reinterpret(cutlass.Uint8(ldg32_words[0] >> cutlass.Uint32(24) & " \
+           "cutlass.Uint32(255)), cutlass.Int8)" in src, src
 
 
 def test_negative_constant_and_affine_indices_count_from_the_end():
@@ -898,3 +906,15 @@ def test_shared_memory_atomics_on_gpu():
     _close(Sm, torch.zeros(bins, device="cuda").index_add(0, kl, vals), atol=1e-4, rtol=1e-5)
     assert torch.equal(Tk.sort().values, torch.arange(256, device="cuda", dtype=torch.int32))
     assert Pair.tolist() == [100.0, 200.0]
+
+
+@pytest.mark.gpu
+def test_ldg_packed_narrow_on_gpu():
+    import torch
+    torch.manual_seed(15)
+    n = 256
+    H, B = torch.randn(n, device="cuda").half(), torch.randn(n, device="cuda").bfloat16()
+    I = torch.randint(-128, 128, (n,), device="cuda", dtype=torch.int8)
+    YH, YB, YI = torch.empty_like(H), torch.empty_like(B), torch.empty_like(I)
+    _run(P.ldg_packed_narrow(), H, B, I, YH, YB, YI)
+    assert torch.equal(YH, H) and torch.equal(YB, B) and torch.equal(YI, I)

@@ -1234,3 +1234,20 @@ def shared_memory_atomics(n=4096, bins=64):
                 Pair[0] = pair[0]
                 Pair[1] = pair[1]
     return shared_atomics
+
+
+def ldg_packed_narrow(n=256):
+    """Wide loads of narrow elements reinterpreted back: four fp16 through ``ldg64`` as
+    ``float16x4``, eight bf16 through ``ldg128`` as ``bfloat16x8``, four int8 through
+    ``ldg32`` as ``int8x4`` (element 0 in the word's low bits)."""
+
+    @T.prim_func
+    def narrow(H: T.Tensor((n,), T.float16), B: T.Tensor((n,), T.bfloat16), I: T.Tensor((n,), T.int8),
+               YH: T.Tensor((n,), T.float16), YB: T.Tensor((n,), T.bfloat16), YI: T.Tensor((n,), T.int8)):
+        with T.Kernel(1, threads=64):
+            i = T.get_thread_binding()
+            YH[i * 4:i * 4 + 4] = T.reinterpret(T.ldg64(H[i * 4:i * 4 + 4]), T.float16x4)
+            YI[i * 4:i * 4 + 4] = T.reinterpret(T.ldg32(I[i * 4:i * 4 + 4]), T.int8x4)
+            if i < n // 8:
+                YB[i * 8:i * 8 + 8] = T.reinterpret(T.ldg128(B[i * 8:i * 8 + 8]), T.bfloat16x8)
+    return narrow
