@@ -31,7 +31,8 @@ PROGRAMS = ["warp_votes_on_data", "warp_match_groups", "warp_fns_and_ballot_mask
             "fragment_cumsums", "rng_statistics", "gemm_tma_store_ragged", "tma_atomic_add_layouts",
             "atomic_tile_ragged_orders", "shuffle_widths", "cumsum_more", "rng_default_sequence",
             "ieee_halves_and_fp16_fast", "alloc_var_positional_forms", "vectorized_casts",
-            "shuffle_dtypes", "shared_memory_atomics", "ldg_packed_narrow"]
+            "shuffle_dtypes", "shared_memory_atomics", "ldg_packed_narrow",
+            "reduce_shared_and_batched"]
 
 
 @pytest.fixture(autouse=True)
@@ -918,3 +919,21 @@ def test_ldg_packed_narrow_on_gpu():
     YH, YB, YI = torch.empty_like(H), torch.empty_like(B), torch.empty_like(I)
     _run(P.ldg_packed_narrow(), H, B, I, YH, YB, YI)
     assert torch.equal(YH, H) and torch.equal(YB, B) and torch.equal(YI, I)
+
+
+@pytest.mark.gpu
+def test_reduce_shared_and_batched_on_gpu():
+    import torch
+    torch.manual_seed(16)
+    M, N = 128, 64
+    A = torch.randn(M, N, device="cuda")
+    Bf = torch.randn(M, N, device="cuda").bfloat16()
+    H = torch.randn(M, N, device="cuda").half()
+    O = torch.empty(M, 3, device="cuda")
+    OB, OH = torch.empty(M, device="cuda").bfloat16(), torch.empty(M, device="cuda").half()
+    _run(P.reduce_shared_and_batched(), A, Bf, H, O, OB, OH)
+    _close(O[:, 0], A.sum(1), atol=1e-4, rtol=1e-5)
+    _close(O[:, 1], A.abs().sum(1), atol=1e-4, rtol=1e-5)
+    assert torch.equal(O[:, 2], A.abs().max(1).values)
+    assert torch.equal(OB, Bf.min(1).values)
+    _close(OH.float(), H.float().sum(1), atol=2e-2, rtol=1e-2)  # fp16 partial sums

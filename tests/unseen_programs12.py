@@ -1251,3 +1251,39 @@ def ldg_packed_narrow(n=256):
             if i < n // 8:
                 YB[i * 8:i * 8 + 8] = T.reinterpret(T.ldg128(B[i * 8:i * 8 + 8]), T.bfloat16x8)
     return narrow
+
+
+def reduce_shared_and_batched(M=128, N=64):
+    """Row reductions with ``batch=`` from a shared tile (TileLang's s2f) and from
+    fragments (f2f) on 256 threads: sum / abssum / absmax of float32, min of bfloat16 from
+    shared, and an fp16 sum (accumulated in fp16, as TileLang's is)."""
+
+    @T.prim_func
+    def red_batched(A: T.Tensor((M, N), T.float32), Bf: T.Tensor((M, N), T.bfloat16), H: T.Tensor((M, N), T.float16),
+                    O: T.Tensor((M, 3), T.float32), OB: T.Tensor((M,), T.bfloat16), OH: T.Tensor((M,), T.float16)):
+        with T.Kernel(1, threads=256):
+            s = T.alloc_shared((M, N), T.float32)
+            sb = T.alloc_shared((M, N), T.bfloat16)
+            f = T.alloc_fragment((M, N), T.float32)
+            h = T.alloc_fragment((M, N), T.float16)
+            d0 = T.alloc_fragment((M,), T.float32)
+            d1 = T.alloc_fragment((M,), T.float32)
+            d2 = T.alloc_fragment((M,), T.float32)
+            db = T.alloc_fragment((M,), T.bfloat16)
+            dh = T.alloc_fragment((M,), T.float16)
+            T.copy(A, s)
+            T.copy(Bf, sb)
+            T.copy(A, f)
+            T.copy(H, h)
+            T.reduce_sum(s, d0, dim=1, batch=2)
+            T.reduce_abssum(f, d1, dim=1, batch=4)
+            T.reduce_absmax(f, d2, dim=1, batch=4)
+            T.reduce_min(sb, db, dim=1, batch=2)
+            T.reduce_sum(h, dh, dim=1, batch=8)
+            for i in T.Parallel(M):
+                O[i, 0] = d0[i]
+                O[i, 1] = d1[i]
+                O[i, 2] = d2[i]
+                OB[i] = db[i]
+                OH[i] = dh[i]
+    return red_batched
