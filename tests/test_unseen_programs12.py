@@ -211,7 +211,7 @@ def _fns(mask, base, off):
 
 
 @pytest.mark.gpu
-def test_warp_votes_matches_and_shuffles_on_gpu():
+def test_warp_votes_matches_and_shuffles_1_on_gpu():
     import torch
     torch.manual_seed(0)
     n = 256
@@ -230,6 +230,11 @@ def test_warp_votes_matches_and_shuffles_on_gpu():
     assert torch.equal(O[:, 6] != 0, torch.full_like(O[:, 6], bool((X > -4.5).all()), dtype=torch.bool))
     assert torch.equal(O[:, 7] != 0, torch.full_like(O[:, 7], bool((X > 2.5).any()), dtype=torch.bool))
 
+
+@pytest.mark.gpu
+def test_warp_votes_matches_and_shuffles_2_on_gpu():
+    import torch
+    torch.manual_seed(0)
     # match_any / match_all
     n = 128
     K = torch.randint(0, 4, (n,), device="cuda", dtype=torch.int32)
@@ -247,6 +252,11 @@ def test_warp_votes_matches_and_shuffles_on_gpu():
     assert torch.equal(O[:, 2], torch.full_like(O[:, 2], full))
     assert torch.equal(O[:, 3], torch.where(same, full, 0))
 
+
+@pytest.mark.gpu
+def test_warp_votes_matches_and_shuffles_3_on_gpu():
+    import torch
+    torch.manual_seed(0)
     # __fns, a half-warp ballot under its mask, activemask
     n = 64
     Xi = torch.randint(-10, 11, (n,), device="cuda", dtype=torch.int32)
@@ -261,6 +271,11 @@ def test_warp_votes_matches_and_shuffles_on_gpu():
         assert int(O[t, 2]) == 0xFFFFFFFF
         assert int(O[t, 3]) == (half[wi] if ln < 16 else -1), t
 
+
+@pytest.mark.gpu
+def test_warp_votes_matches_and_shuffles_4_on_gpu():
+    import torch
+    torch.manual_seed(0)
     # shuffles
     n = 128
     X = torch.randn(n, device="cuda")
@@ -278,7 +293,7 @@ def test_warp_votes_matches_and_shuffles_on_gpu():
 
 
 @pytest.mark.gpu
-def test_wide_global_loads_and_stores_on_gpu():
+def test_wide_global_loads_and_stores_1_on_gpu():
     import torch
     torch.manual_seed(1)
     n = 256
@@ -291,12 +306,24 @@ def test_wide_global_loads_and_stores_on_gpu():
     assert torch.equal(p32, torch.where(torch.arange(n, device="cuda") < n // 2, X, 0.0))
     assert torch.equal(p128, torch.where(torch.arange(n, device="cuda") < n // 2, X, 0.0))
 
+
+@pytest.mark.gpu
+def test_wide_global_loads_and_stores_2_on_gpu():
+    import torch
+    torch.manual_seed(1)
+    n = 256
+    X = torch.randn(n, device="cuda")
     outs = [torch.full((n,), float("nan"), device="cuda") for _ in range(5)]
     _run(P.stg_widths(), X, *outs)
     for y in outs[:4]:
         assert torch.equal(y, X)
     assert torch.equal(outs[4][:64], X[:64]) and bool(outs[4][64:].isnan().all())
 
+
+@pytest.mark.gpu
+def test_wide_global_loads_and_stores_3_on_gpu():
+    import torch
+    torch.manual_seed(1)
     table = torch.randn(300, device="cuda")
     idx = torch.randint(0, 300, (1000,), device="cuda", dtype=torch.int32)
     out = torch.empty(1000, device="cuda")
@@ -311,7 +338,7 @@ def _ints(*shape, lo=-4, hi=5, dtype=None):
 
 
 @pytest.mark.gpu
-def test_element_atomics_on_gpu():
+def test_element_atomics_1_on_gpu():
     import torch
     torch.manual_seed(2)
     K, M, N = 4, 128, 128
@@ -322,6 +349,11 @@ def test_element_atomics_on_gpu():
     _close(B, B0 + A.sum(0), atol=1e-5, rtol=1e-5)
     _close(C, C0 + (2 * A - 1).sum(0), atol=1e-5, rtol=1e-5)
 
+
+@pytest.mark.gpu
+def test_element_atomics_2_on_gpu():
+    import torch
+    torch.manual_seed(2)
     n = 256
     Src = torch.randn(n, device="cuda")
     H = torch.randn(n, device="cuda").half()
@@ -335,6 +367,11 @@ def test_element_atomics_on_gpu():
     assert torch.equal(O1, r1) and torch.equal(O2, r2)
     _close(O3, r3, atol=1e-6, rtol=1e-6)
 
+
+@pytest.mark.gpu
+def test_element_atomics_3_on_gpu():
+    import torch
+    torch.manual_seed(2)
     M, N = 64, 128
     Ah, Af = _ints(M, N, dtype=torch.float16), _ints(M, N)
     Bh0, Bf0, Bm0 = _ints(M, N, dtype=torch.float16), _ints(M, N), _ints(M, N, dtype=torch.float16)
@@ -344,6 +381,11 @@ def test_element_atomics_on_gpu():
     assert torch.equal(Bf, Bf0 + 3 * Af)
     assert torch.equal(Bm, Bm0 + 3 * Af.half())
 
+
+@pytest.mark.gpu
+def test_element_atomics_4_on_gpu():
+    import torch
+    torch.manual_seed(2)
     n, m = 96, 10
     idx = torch.randint(0, m, (n,), device="cuda", dtype=torch.int32)
     val = _ints(n, 4)
@@ -365,7 +407,7 @@ def test_element_atomics_on_gpu():
 
 
 @pytest.mark.gpu
-def test_return_prev_and_bitwise_atomics_on_gpu():
+def test_return_prev_and_bitwise_atomics_1_on_gpu():
     import torch
     torch.manual_seed(3)
     t = {}
@@ -383,6 +425,11 @@ def test_return_prev_and_bitwise_atomics_on_gpu():
         assert torch.equal(t[d], init[d] + init[v]), d
     assert t["SP"].tolist() == [3.0, 3.0] and t["S"].tolist() == [5.0, 1.0]
 
+
+@pytest.mark.gpu
+def test_return_prev_and_bitwise_atomics_2_on_gpu():
+    import torch
+    torch.manual_seed(3)
     n = 512
     counter = torch.zeros(1, dtype=torch.int32, device="cuda")
     out = torch.full((n,), -1, dtype=torch.int32, device="cuda")
@@ -393,6 +440,11 @@ def test_return_prev_and_bitwise_atomics_on_gpu():
     assert torch.equal(out.sort().values, torch.arange(n, device="cuda", dtype=torch.int32))
     assert torch.equal(old, B0) and torch.equal(B, B0 + A)
 
+
+@pytest.mark.gpu
+def test_return_prev_and_bitwise_atomics_3_on_gpu():
+    import torch
+    torch.manual_seed(3)
     n = 256
     X = torch.randn(n, device="cuda")
     Bits = torch.zeros(n // 32, dtype=torch.int32, device="cuda")
@@ -409,7 +461,7 @@ def test_return_prev_and_bitwise_atomics_on_gpu():
 
 
 @pytest.mark.gpu
-def test_tile_and_tma_atomics_on_gpu():
+def test_tile_and_tma_atomics_1_on_gpu():
     import torch
     torch.manual_seed(4)
     N, M = 256, 64
@@ -427,6 +479,11 @@ def test_tile_and_tma_atomics_on_gpu():
     assert torch.equal(A, A0 + 1) and torch.equal(C, torch.clamp(C0, min=0.5))
     assert float(Bs) == 1.0 + 8 * (2.5 + 1)  # 4 x 2 blocks, one thread each adds
 
+
+@pytest.mark.gpu
+def test_tile_and_tma_atomics_2_on_gpu():
+    import torch
+    torch.manual_seed(4)
     reps, tiles2 = P.tma_atomic_add_reduce()
     out0 = torch.randn(16, 16, device="cuda")
     out = out0.clone()
@@ -440,7 +497,7 @@ def test_tile_and_tma_atomics_on_gpu():
 
 
 @pytest.mark.gpu
-def test_scalars_loops_and_grid_forms_on_gpu():
+def test_scalars_loops_and_grid_forms_1_on_gpu():
     import torch
     torch.manual_seed(5)
     n = 128
@@ -457,6 +514,11 @@ def test_scalars_loops_and_grid_forms_on_gpu():
         x = x * 0.5 + 1.0
     assert torch.equal(F[:, 1], x.double())
 
+
+@pytest.mark.gpu
+def test_scalars_loops_and_grid_forms_2_on_gpu():
+    import torch
+    torch.manual_seed(5)
     n = 512
     A0, B0 = torch.randn(16, 16, device="cuda"), torch.randn(16, 16, device="cuda")
     A, B = A0.clone(), B0.clone()
@@ -470,6 +532,11 @@ def test_scalars_loops_and_grid_forms_on_gpu():
     assert torch.equal(Cnt, k * (k - 1) // 2)
     assert torch.equal(S, 258 + torch.arange(n, device="cuda", dtype=torch.int32))
 
+
+@pytest.mark.gpu
+def test_scalars_loops_and_grid_forms_3_on_gpu():
+    import torch
+    torch.manual_seed(5)
     N = 2000
     A = torch.randn(N, device="cuda")
     B = torch.full((N,), 9.0, device="cuda")
@@ -479,6 +546,11 @@ def test_scalars_loops_and_grid_forms_on_gpu():
     ref[1] = -2
     assert torch.equal(B, ref)
 
+
+@pytest.mark.gpu
+def test_scalars_loops_and_grid_forms_4_on_gpu():
+    import torch
+    torch.manual_seed(5)
     A = torch.zeros(1024, device="cuda")
     Pp = torch.zeros(8, device="cuda")
     Ss = torch.zeros(1, device="cuda")
@@ -488,10 +560,20 @@ def test_scalars_loops_and_grid_forms_on_gpu():
                        dtype=torch.float32)
     assert torch.equal(Pp, ref) and float(Ss) == 1023 * 1024 / 2
 
+
+@pytest.mark.gpu
+def test_scalars_loops_and_grid_forms_5_on_gpu():
+    import torch
+    torch.manual_seed(5)
     A = torch.rand(1024, device="cuda")
     _run(P.grid_sync_inside_parallel(), A)
     assert torch.equal(A, torch.full_like(A, 1023.0))
 
+
+@pytest.mark.gpu
+def test_scalars_loops_and_grid_forms_6_on_gpu():
+    import torch
+    torch.manual_seed(5)
     N = 10000
     A = torch.randn(N, device="cuda")
     B, C, D = (torch.empty(N, device="cuda") for _ in range(3))
@@ -502,13 +584,18 @@ def test_scalars_loops_and_grid_forms_on_gpu():
         x = x * 0.5 + 0.25
     _close(D, x, atol=1e-6, rtol=1e-6)
 
+
+@pytest.mark.gpu
+def test_scalars_loops_and_grid_forms_7_on_gpu():
+    import torch
+    torch.manual_seed(5)
     out = torch.full((8,), -1, dtype=torch.int32, device="cuda")
     _run(P.named_barrier_handoff(), torch.tensor([41], dtype=torch.int32, device="cuda"), out)
     assert out.tolist() == [41 + r * r for r in range(8)]
 
 
 @pytest.mark.gpu
-def test_tma_stores_and_leaders_on_gpu():
+def test_tma_stores_and_leaders_1_on_gpu():
     import torch
     torch.manual_seed(6)
     A = torch.randn(512, 512, device="cuda").half()
@@ -519,6 +606,11 @@ def test_tma_stores_and_leaders_on_gpu():
         _run(f, A, B, C)
         _close(C.float(), ref, atol=5e-2, rtol=1e-2)
 
+
+@pytest.mark.gpu
+def test_tma_stores_and_leaders_2_on_gpu():
+    import torch
+    torch.manual_seed(6)
     M, N = 256, 128
     X = torch.randn(M, N, device="cuda")
     Y, Z = torch.empty_like(X), torch.empty_like(X)
@@ -526,6 +618,11 @@ def test_tma_stores_and_leaders_on_gpu():
     _run(P.tma_store_batched_rows(), X, Y, Z, V, W)
     assert torch.equal(Y, 2 * X) and torch.equal(Z, X + 1) and torch.equal(W, V * V)
 
+
+@pytest.mark.gpu
+def test_tma_stores_and_leaders_3_on_gpu():
+    import torch
+    torch.manual_seed(6)
     per_warp, block = P.tma_copy_per_warp_leader()
     A = torch.randn(64, 512, device="cuda")
     Bs = torch.empty(64, device="cuda")
@@ -537,7 +634,7 @@ def test_tma_stores_and_leaders_on_gpu():
 
 
 @pytest.mark.gpu
-def test_fast_math_and_rounding_on_gpu():
+def test_fast_math_and_rounding_1_on_gpu():
     import torch
     torch.manual_seed(7)
     n = 1024
@@ -551,6 +648,12 @@ def test_fast_math_and_rounding_on_gpu():
     _close(OH[:, 1].float(), torch.tan(H.float()), atol=2e-3, rtol=2e-3)
     _close(OB[:, 1].float(), torch.tan(Bb.float()), atol=1e-2, rtol=1e-2)
 
+
+@pytest.mark.gpu
+def test_fast_math_and_rounding_2_on_gpu():
+    import torch
+    torch.manual_seed(7)
+    n = 1024
     X = torch.rand(n, device="cuda") * 2.8 - 1.4
     Pp = torch.rand(n, device="cuda") * 10 + 0.1
     O = torch.empty(n, 11, device="cuda")
@@ -562,6 +665,12 @@ def test_fast_math_and_rounding_on_gpu():
     for c, (r, tol) in enumerate(zip(refs, tols)):
         _close(O[:, c].double(), r, atol=tol, rtol=tol * 4)
 
+
+@pytest.mark.gpu
+def test_fast_math_and_rounding_3_on_gpu():
+    import torch
+    torch.manual_seed(7)
+    n = 1024
     X = torch.randn(n, device="cuda") * 10
     X[:64] = torch.arange(-32, 32, device="cuda") + 0.5  # ties
     Y = torch.randn(n, device="cuda") * 3
@@ -646,7 +755,7 @@ def test_ieee_rounding_modes_on_gpu():
 
 
 @pytest.mark.gpu
-def test_casts_broadcasts_and_indices_on_gpu():
+def test_casts_broadcasts_and_indices_1_on_gpu():
     import torch
     torch.manual_seed(9)
     n = 1024
@@ -666,11 +775,21 @@ def test_casts_broadcasts_and_indices_on_gpu():
     assert torch.equal(BH, sat4.half()) and torch.equal(BF, sat4.float())
     assert torch.equal(bits(Z), torch.zeros(8, dtype=torch.uint8, device="cuda"))
 
+
+@pytest.mark.gpu
+def test_casts_broadcasts_and_indices_2_on_gpu():
+    import torch
+    torch.manual_seed(9)
     for k, (dt, v, c) in zip(P.int8_broadcast_32_lanes(), [(torch.int8, 91, -37), (torch.uint8, 200, 213)]):
         out, out2 = torch.zeros(32, dtype=dt, device="cuda"), torch.zeros(32, dtype=dt, device="cuda")
         _run(k, torch.tensor([v], dtype=dt, device="cuda"), out, out2)
         assert torch.equal(out, torch.full_like(out, v)) and torch.equal(out2, torch.full_like(out2, c))
 
+
+@pytest.mark.gpu
+def test_casts_broadcasts_and_indices_3_on_gpu():
+    import torch
+    torch.manual_seed(9)
     A = torch.randn(16, device="cuda")
     Bn, Cn = torch.empty(5, device="cuda"), torch.empty(8, device="cuda")
     _run(P.negative_indices(), A, Bn, Cn, 5)
@@ -679,7 +798,7 @@ def test_casts_broadcasts_and_indices_on_gpu():
 
 
 @pytest.mark.gpu
-def test_reducers_reductions_and_scans_on_gpu():
+def test_reducers_reductions_and_scans_1_on_gpu():
     import torch
     torch.manual_seed(10)
     M, K = 32, 512
@@ -693,6 +812,11 @@ def test_reducers_reductions_and_scans_on_gpu():
     assert torch.equal(Tr, A[:, :16].t())
     _close(Tot, (A[0, :16].sum() + A[1, :16].sum()).reshape(1), atol=1e-5, rtol=1e-5)
 
+
+@pytest.mark.gpu
+def test_reducers_reductions_and_scans_2_on_gpu():
+    import torch
+    torch.manual_seed(10)
     M, N = 64, 128
     A = torch.randn(M, N, device="cuda")
     H = torch.randn(M, N, device="cuda").half()
@@ -715,6 +839,11 @@ def test_reducers_reductions_and_scans_on_gpu():
     _close(BN[:, 0], Bf.max(1).values)
     assert torch.equal(BN[:, 1], Bf.nan_to_num(nan=float("inf")).min(1).values)
 
+
+@pytest.mark.gpu
+def test_reducers_reductions_and_scans_3_on_gpu():
+    import torch
+    torch.manual_seed(10)
     M, N = 32, 64
     A = torch.randn(M, N, device="cuda")
     V = torch.randn(N, device="cuda")
@@ -751,7 +880,7 @@ def test_philox_draws_on_gpu():
 
 
 @pytest.mark.gpu
-def test_more_edges_on_gpu():
+def test_more_edges_1_on_gpu():
     import torch
     torch.manual_seed(11)
     M, N, K = 500, 456, 256
@@ -761,6 +890,11 @@ def test_more_edges_on_gpu():
     _run(P.gemm_tma_store_ragged(), A, B, C)
     _close(C, A.float() @ B.float(), atol=1e-3, rtol=1e-3)
 
+
+@pytest.mark.gpu
+def test_more_edges_2_on_gpu():
+    import torch
+    torch.manual_seed(11)
     for k, (shape, dt, reps) in zip(P.tma_atomic_add_layouts(),
                                     [((64, 64), torch.float32, 2), ((16, 24), torch.float32, 3),
                                      ((16, 16), torch.int32, 4), ((16, 16), torch.uint64, 4),
@@ -774,6 +908,11 @@ def test_more_edges_on_gpu():
         else:
             assert torch.equal(D, D0 + reps * S), (shape, dt)
 
+
+@pytest.mark.gpu
+def test_more_edges_3_on_gpu():
+    import torch
+    torch.manual_seed(11)
     n = 200
     X, O0 = _ints(n, dtype=torch.float16), _ints(n, dtype=torch.float16)
     Y, P0 = _ints(n, dtype=torch.bfloat16), _ints(n, dtype=torch.bfloat16)
@@ -783,6 +922,11 @@ def test_more_edges_on_gpu():
     assert torch.equal(O, O0 + 2 * X) and torch.equal(Pp, P0 + 2 * Y)
     assert torch.equal(Q[:3], Q0[:3]) and torch.equal(Q[3:], torch.maximum(Q0[3:], Z[3:]))
 
+
+@pytest.mark.gpu
+def test_more_edges_4_on_gpu():
+    import torch
+    torch.manual_seed(11)
     n = 64
     X = torch.randn(n, device="cuda")
     O = torch.empty(n, 4, device="cuda")
@@ -795,6 +939,11 @@ def test_more_edges_on_gpu():
         assert float(O[t, 2]) == x[t ^ 2], t
         assert float(O[t, 3]) == (x[seg8 + 3] if t % 32 < 16 else -1.0), t
 
+
+@pytest.mark.gpu
+def test_more_edges_5_on_gpu():
+    import torch
+    torch.manual_seed(11)
     M, N = 16, 128
     A = torch.randn(M, N, device="cuda")
     I = torch.randint(-5, 6, (M, N), device="cuda", dtype=torch.int32)
@@ -807,6 +956,11 @@ def test_more_edges_on_gpu():
     _close(S, A.cumsum(0), atol=1e-5, rtol=1e-5)
     assert torch.equal(IS, I.cumsum(1).int())
 
+
+@pytest.mark.gpu
+def test_more_edges_6_on_gpu():
+    import torch
+    torch.manual_seed(11)
     from test_rng import draws, uniform, _MASK
     M = 4096
     Ar = torch.empty(M, dtype=torch.uint32, device="cuda")
@@ -818,6 +972,11 @@ def test_more_edges_on_gpu():
         assert [int(x) & _MASK for x in a[2 * g:2 * g + 2]] == r[:2], g
         assert [float(x) for x in u[2 * g:2 * g + 2]] == [uniform(x) for x in r[2:]], g
 
+
+@pytest.mark.gpu
+def test_more_edges_7_on_gpu():
+    import torch
+    torch.manual_seed(11)
     n = 512
     H, G = torch.randn(n, device="cuda").half(), (torch.randn(n, device="cuda") + 3).half()
     Bb, Cb = torch.randn(n, device="cuda").bfloat16(), (torch.randn(n, device="cuda") + 3).bfloat16()
@@ -837,7 +996,7 @@ def test_more_edges_on_gpu():
 
 
 @pytest.mark.gpu
-def test_alloc_var_spellings_and_vectorized_casts_on_gpu():
+def test_alloc_var_spellings_and_vectorized_casts_1_on_gpu():
     import torch
     torch.manual_seed(12)
     O = torch.full((6,), -9, dtype=torch.int32, device="cuda")
@@ -845,6 +1004,11 @@ def test_alloc_var_spellings_and_vectorized_casts_on_gpu():
     _run(P.alloc_var_positional_forms(), O, F)
     assert O.tolist() == [3, 3, 4, 5, 5, 12] and F.tolist() == [2.5, 3.0]
 
+
+@pytest.mark.gpu
+def test_alloc_var_spellings_and_vectorized_casts_2_on_gpu():
+    import torch
+    torch.manual_seed(12)
     n = 1024
     X = torch.randn(n, device="cuda") * 30
     H = (torch.randn(n, device="cuda") * 300).half()
