@@ -299,6 +299,15 @@ def reinterpret(value, dtype):
         if name in DTYPES:  # one scalar as wide as the words (uint64 from T.ldg64)
             return _bits.unpack(value.words, name)[0]
         return _bits.Words(value.words, name)
+    name = getattr(dtype, "__name__", str(dtype))
+    vbits = _bits.vector_bits(name)
+    if vbits is not None and name not in DTYPES:  # T.reinterpret(T.ldg32(x[i:i + 4]), T.int8x4)
+        value = _N.as_expr(value)
+        if vbits != DTYPES[value.dtype].bits or vbits not in (32, 64) or value.dtype == "bool":
+            raise TypeError(f"T.reinterpret: {value.dtype} ({DTYPES[value.dtype].bits} bits) cannot "
+                            f"be reinterpreted as {name} ({vbits} bits); the widths must agree "
+                            "(a vector view of a 32- or 64-bit scalar)")
+        return _bits.Words(_bits.pack([value], value.dtype), name)
     value = _N.as_expr(value)
     dtype = dtype_name(dtype)
     if DTYPES[dtype].bits != DTYPES[value.dtype].bits or "bool" in (dtype, value.dtype):

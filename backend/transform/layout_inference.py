@@ -90,6 +90,10 @@ from .analysis import (LoopVars, accesses, allreduce_steps, independent_view, is
                        parallel_nest, squeeze, value_range, view_bases, view_layout)
 from .lower_tile_ops import move_columns_last, reduce_identity, reduce_update
 
+# the calls through which a thread meets other threads (their partition across threads
+# matters: see _Kernel.barrier_in_strided_nest)
+_MEETS_THREADS = frozenset(("sync_grid",) + N.BLOCK_VOTES + N.SHUFFLES + N.WARP_VOTES +
+                           N.WARP_MATCHES + N.WARP_REDUCTIONS)
 MMA_LANES = 2  # MMA accumulators hold pairs of adjacent columns in adjacent registers
 
 
@@ -708,6 +712,8 @@ class _Kernel:
             v = VECTOR_BYTES // min(DTYPES[d].bytes for d in dtypes)
             while v > 1 and any(int(n.extents[-1].value) % v for n in nests):
                 v //= 2
+            if v > 1 and any(self.barrier_in_strided_nest(n) for n in nests):
+                v = 1  # TileLang's: one iteration per thread step (see the method)
             for r in self.reduces:
                 if r.src in members:
                     row = int(self.buffers[r.src].shape[-1].value)
@@ -753,6 +759,32 @@ class _Kernel:
                 self.fail(nest.loops[0], f"{_this(nest)} is spread over the threads and runs under "
                                          f"{self.narrowed_text()}, {self.narrowed_why()}")
         return nest_mode, vector
+
+    def barrier_in_strided_nest(self, nest: _Nest) -> bool:
+        """Does the nest's body meet another thread (a block or grid barrier:
+        ``T.sync_threads``, ``T.sync_grid``, ``T.syncthreads_count`` ...; a shuffle, vote or
+        match of the warp) and read or write memory (global or shared) at an index that
+        does not step by 1 with the innermost loop variable (``A[N - 1 - i]``)?  TileLang
+        vectorizes a T.Parallel loop only over such unit steps, so it runs that loop one
+        iteration per thread step; a thread holding V > 1 iterations would meet the barrier
+        once per iteration, between its other iterations' reads and writes (and a shuffle
+        would pair other iterations), which changes what the program computes (TileLang's
+        own T.sync_grid test reads A[N - 1 - i] before the barrier and writes A[i] after
+        it).  Elsewhere V changes only who does what."""
+        body = nest.loops[-1].body
+        if not any(isinstance(x, N.Barrier) or isinstance(x, N.Call) and x.name in _MEETS_THREADS
+                   for x in walk_nodes(body)):
+            return False
+        inner = nest.vars[-1]
+        for b, idx, _ in nest.accesses:
+            if self.scope_of(b) == "fragment" or not idx:
+                continue
+            if any(mentions(i, inner) for i in idx[:-1]):
+                return True
+            form = linear_form(idx[-1])
+            if form is None and mentions(idx[-1], inner) or form is not None and form.get(inner, 0) not in (0, 1):
+                return True
+        return False
 
     # ---- the program's layouts (T.Fragment) -------------------------------------------
     def check_given(self) -> None:
