@@ -95,6 +95,7 @@ from .ops import (  # noqa: F401
     get_thread_extents, get_block_extent, get_block_extents, reinterpret, any_of, all_of, thread_binding,
 )
 from .parser import FrontendError, parse_script, prim_func
+from .tile_schedule import PersistentTileScheduler  # noqa: F401
 from .values import DTYPE_NAMES, DType, GemmWarpPolicy, Layout, TensorSpec, dtype_name  # noqa: F401
 from .custom_layouts import Fragment  # noqa: F401
 from .values import UnsupportedDType, tilelang_only_dtype

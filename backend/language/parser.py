@@ -42,6 +42,7 @@ from . import forms as F
 from . import layouts as L
 from . import bits as B
 from . import ops
+from .tile_schedule import PersistentTileScheduler, StateStores
 from .values import (DType, GemmWarpPolicy, HandleSpec, Layout, Macro, Pointer, TensorSpec,
                      _HandleProxy, _TensorProxy, dtype_name, dynamic, meta_var,
                      plain_signature, signature_error, tensor_dtype_name)
@@ -1405,6 +1406,9 @@ class _Parser:
                                  "T.handle parameter at the top of the body, among the "
                                  "parameters' annotations, symbols and parse-time constants, "
                                  "before any other statement")
+        if isinstance(s, ast.Assign) and isinstance(s.value, ast.Call) and \
+                self.python_value(s.value.func) is PersistentTileScheduler:
+            self.assign(s)  # a stateful scheduler's refusal (its state lives in a T.Kernel)
         if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call):
             self.form_of(s.value.func)  # a TileLang form tilecute lacks says so by name
             return self.error(s, f"`{ast.unparse(s.value.func)}(...)` at the top level: {rule}")
@@ -1488,6 +1492,8 @@ class _Parser:
         def known(v) -> bool:
             if isinstance(v, (int, float, bool, str)):
                 return True
+            if isinstance(v, PersistentTileScheduler):
+                return not v.stateful  # a decoder of tiles: no state, nothing to allocate
             if isinstance(v, tuple):
                 return all(known(x) for x in v)
             return isinstance(v, N.Expr) and _host_pure(v, self.symbols, self.scalar_params)
@@ -2575,6 +2581,8 @@ class _Parser:
             elif isinstance(v, (_BufferRef, _RegionRef, B.Words)):
                 self.bind(target.id, v)  # another name for a buffer; T.ldg64's words
                 return []
+            elif isinstance(v, PersistentTileScheduler):
+                return self.tile_scheduler(target.id, v, s)
             elif isinstance(v, (F.Form, F.Unsupported, Macro)) or inspect.isfunction(v) or \
                     inspect.isbuiltin(v):
                 # another name for a T.* form, a T.macro or a function (`scan = T.cumsum
@@ -3187,6 +3195,9 @@ class _Parser:
             helper = self.python_helper_of(call.func)
             if helper is not None:
                 return self.inline_function(helper, f"helper {helper.__name__!r}", call, s)
+            stores = self.scheduler_stores(call)
+            if stores is not None:
+                return [self.store_value(buf, _VarRef.indices, v, s) for buf, v in stores]
             f = call.func
             try:
                 target = self.eval_python(f) if isinstance(f, (ast.Name, ast.Attribute)) else None
@@ -3219,6 +3230,50 @@ class _Parser:
         if handler is None and form.__name__.startswith("reduce_"):
             return [self.reduce(a, form.__name__[len("reduce_"):], s)]
         return handler(a, s)
+
+    def tile_scheduler(self, name: str, sched: PersistentTileScheduler, s) -> list[N.Stmt]:
+        """``sched = T.PersistentTileScheduler(...)``: the name binds the scheduler; a
+        stateful one's four ``int32`` ``T.alloc_var``s (``m_idx``, ``n_idx``,
+        ``linear_idx``, ``current_iter``, prefixed ``{name}_`` when it is given one, as
+        TileLang names them) are allocated here, initialized to 0."""
+        if sched.stateful and sched._state is not None:
+            raise self.error(s, f"'{name}': this T.PersistentTileScheduler already has its "
+                                "state (one scheduler object, one name)")
+        self.check_rebind(name, s)
+        out: list[N.Stmt] = []
+        if sched.stateful:
+            if not self.in_kernel:
+                raise self.error(s, f"'{name} = T.PersistentTileScheduler(...)': a stateful "
+                                    "scheduler keeps its cursor in T.alloc_vars, which live "
+                                    "inside a T.Kernel (stateful=False decodes tiles "
+                                    "anywhere)")
+            buffers, scope, missing = [], self.scopes[-1], object()
+            for var in sched.state_names():
+                shadowed = scope.get(var, missing)  # the state binds no name of the program's
+                out += self.declare_var(var, "int32", N.Const(0, "int32"), s)
+                buffers.append(scope[var].buffer)
+                if shadowed is missing:
+                    del scope[var]
+                else:
+                    scope[var] = shadowed
+            sched.bind_state(tuple(buffers))
+        self.bind(name, sched)
+        return out
+
+    def scheduler_stores(self, call: ast.Call):
+        """``sched.init(block_id)`` / ``sched.next_tile()`` as a statement: the
+        :class:`StateStores` the method makes, or None where the call is no such
+        method's."""
+        if not isinstance(call.func, ast.Attribute):
+            return None
+        try:
+            base = self.eval_python(call.func.value)
+        except FrontendError:
+            return None
+        if not isinstance(base, PersistentTileScheduler):
+            return None
+        value = self.expr(call)
+        return value if isinstance(value, StateStores) else None
 
     def parse_time_print(self, call: ast.Call, s) -> list[N.Stmt]:
         """``print(...)`` in a kernel body: printed once, now; no statement (TileLang's
