@@ -1278,6 +1278,11 @@ class KernelScope(Stmt):
     # what is stored).  Values are constants or expressions of the function's symbols and
     # scalar parameters
     safe_values: tuple[tuple[str, Expr], ...] = ()
+    # T.annotate_l2_hit_ratio({A: 0.8}) (TileLang's l2_hit_ratio_map on the kernel's block,
+    # which TileLang's host code applies around the function's launches): (global tensor,
+    # hit ratio in [0, 1]) pairs; the launcher launches the function's kernels with an L2
+    # access policy window over the tensor (docs/launch-abi.md, "L2 access policy window")
+    l2_hit_ratios: tuple[tuple[str, float], ...] = ()
 
     @property
     def num_threads(self) -> int:

@@ -382,6 +382,9 @@ def _stmt(s: N.Stmt, indent: int, out: list[str]) -> None:
         if s.safe_values:
             pairs = ", ".join(f"{name}: {expr_str(v)}" for name, v in s.safe_values)
             out.append(f"{pad}    T.annotate_safe_value({{{pairs}}})")
+        if s.l2_hit_ratios:
+            pairs = ", ".join(f"{name}: {ratio!r}" for name, ratio in s.l2_hit_ratios)
+            out.append(f"{pad}    T.annotate_l2_hit_ratio({{{pairs}}})")
         _stmts(s.body, indent + 1, out)
     else:
         raise TypeError(f"printer: unknown statement {type(s).__name__}")

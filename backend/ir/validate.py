@@ -322,6 +322,13 @@ class _Validator:
                       "arguments and launches nothing; tilecute builds kernels only)")
         for k in f.kernels:
             self.kernel(k, dict(scope_vars), dict(buffers))
+        windows = {pair for k in f.kernels for pair in k.l2_hit_ratios}
+        if len(windows) > 1:
+            self.stmt = next(k for k in f.kernels if k.l2_hit_ratios)
+            pairs = ", ".join(f"{n}: {r!r}" for n, r in sorted(windows))
+            self.fail(f"T.annotate_l2_hit_ratio gives the function {len(windows)} L2 windows "
+                      f"({pairs}); a launch has one access policy window (TileLang sets one per "
+                      "tensor on the stream, each replacing the one before): annotate one tensor")
 
     def kernel(self, k: N.KernelScope, vars_, bufs):
         self.stmt = k
@@ -369,6 +376,7 @@ class _Validator:
                 self.fail(f"grid extent {g.value} along {'xyz'[axis]} is out of CUDA's range "
                           f"1..{limit}" + (" (0 is accepted: each call raises)" if g.value < 0 else ""))
         self.safe_values(k, vars_, bufs)
+        self.l2_hit_ratios(k, bufs)
         for v, g in zip(k.block_vars, k.grid):
             self.name(v.name, "block variable")
             if v.dtype not in N.DIM_DTYPES or v.dtype != g.dtype:
@@ -406,6 +414,29 @@ class _Validator:
                             isinstance(t, N.Call) and t.name in N.ATOMIC_RETURNS:
                         self.stmt = t if isinstance(t, N.Stmt) else s
                         self.fail(f"an atomic in a T.Parallel loop: {why}")
+
+    def l2_hit_ratios(self, k: N.KernelScope, bufs) -> None:
+        """T.annotate_l2_hit_ratio's pairs: global tensor parameters with a hit ratio in
+        [0, 1] (what the access policy window's hitRatio takes)."""
+        if not isinstance(k.l2_hit_ratios, tuple):
+            self.fail(f"l2_hit_ratios must be a tuple of (tensor, ratio) pairs, got "
+                      f"{k.l2_hit_ratios!r}")
+        for pair in k.l2_hit_ratios:
+            if not (isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], str)
+                    and isinstance(pair[1], float)):
+                self.fail(f"l2_hit_ratios holds (tensor name, float ratio) pairs, got {pair!r}")
+            name, ratio = pair
+            buf = bufs.get(name)
+            if not isinstance(buf, N.Buffer) or buf.scope != "global" or \
+                    name in self.func.workspaces or \
+                    not any(isinstance(p, N.Buffer) and p.name == name for p in self.func.params):
+                self.fail(f"T.annotate_l2_hit_ratio names '{name}', which is no global tensor "
+                          "parameter of the function (TileLang's host code sets windows over "
+                          "the function's tensor parameters only; a T.alloc_global workspace "
+                          "is none)")
+            if not 0.0 <= ratio <= 1.0:
+                self.fail(f"T.annotate_l2_hit_ratio: the hit ratio of '{name}' is {ratio!r}; an "
+                          "access policy window's hitRatio is a fraction in [0, 1]")
 
     def safe_values(self, k: N.KernelScope, vars_, bufs) -> None:
         """T.annotate_safe_value's pairs: global tensor parameters, each once, with values

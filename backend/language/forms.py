@@ -783,6 +783,15 @@ def annotate_safe_value(safe_value_map):
 
 
 @_form("stmt")
+def annotate_l2_hit_ratio(l2_hit_ratio_map):
+    """``T.annotate_l2_hit_ratio({A: 0.8})``: the function's kernels launch with an L2
+    access policy window over global tensor ``A`` (its first ``min(bytes, the device's
+    persisting-L2 maximum)`` bytes; hits persisting at ratio 0.8, misses streaming), the
+    context's persisting-L2 limit raised to the window's bytes for the launches and
+    restored after, as TileLang's host code does around the call."""
+
+
+@_form("stmt")
 def annotate_min_blocks_per_sm(n):
     """``T.annotate_min_blocks_per_sm(2)``: the kernel is compiled for at least ``n``
     resident blocks per SM (CUDA's ``__launch_bounds__(threads, n)``)."""
@@ -875,11 +884,6 @@ _UNSUPPORTED_WHY = {
     "const": "here: T.const declares the dims of a @tilecute.jit eager kernel, `M, N = "
     "T.const(\"M, N\")` at the top of its body (TileLang raises outside one); a @T.prim_func "
     "declares them with T.dynamic or `n = T.int32()`",
-    "annotate_l2_hit_ratio": "TileLang sets the stream's L2 access policy window on the "
-    "buffer around the kernel's launch (hits persisting at the given ratio, misses "
-    "streaming, the context's persisting-L2 limit raised to the buffer's bytes and restored "
-    "after); tilecute's launcher sets no access policy window, and a hint dropped silently "
-    "would change the program's L2 behaviour unannounced: remove the annotation",
 }
 
 TILELANG_ONLY = frozenset("""
@@ -890,7 +894,7 @@ TILELANG_ONLY = frozenset("""
     mbarrier_arrive_expect_tx mbarrier_expect_tx
     sync_global
     annotate_restrict_buffers
-    annotate_l2_hit_ratio annotate_ws_schedule ws_op
+    annotate_ws_schedule ws_op
     create_tma_descriptor import_source inline
     meta_class call_extern call_intrin Shuffle
     annotate_pass_configs annotate_compile_flags func_attr CUDASourceCodeKernel

@@ -1738,7 +1738,7 @@ class _Parser:
         self.shared_layouts: dict = {}
         # the T.Kernel's annotations, KernelScope fields (defaults: none given)
         self.kernel_notes = {"min_blocks_per_sm": 0, "producer_regs": 0, "consumer_regs": 0,
-                             "reg_alloc": True, "safe_values": ()}
+                             "reg_alloc": True, "safe_values": (), "l2_hit_ratios": ()}
         try:
             body = self.top_tensor_views(s) + self.block(self.top_views + list(s.body))
         finally:
@@ -5212,6 +5212,54 @@ class _Parser:
                                            f"kernel; it has one for the whole kernel")
             given[buf.name] = value
         self.kernel_notes["safe_values"] = tuple(given.items())
+        return []
+
+    def stmt_annotate_l2_hit_ratio(self, a: _Args, s) -> list[N.Stmt]:
+        """``T.annotate_l2_hit_ratio({A: 0.8})``: TileLang's ``l2_hit_ratio_map`` on the
+        kernel's block, which its host code turns into an L2 access policy window over the
+        tensor around the function's launches.  Keys are global tensor parameters (a view
+        names its tensor, as TileLang keys the map by the buffer's data); a ratio is a
+        number known when the kernel is built (TileLang's ``float(hit_ratio)``)."""
+        if not self.in_kernel:
+            raise self.error(s, "T.annotate_l2_hit_ratio is only valid inside a T.Kernel")
+        node = a.node("l2_hit_ratio_map")
+        if isinstance(node, ast.Dict) and a.given("l2_hit_ratio_map"):
+            if None in node.keys:
+                raise a.fail("l2_hit_ratio_map", "l2_hit_ratio_map is a dict literal "
+                                                 "{buffer: ratio, ...} (no ** unpacking)")
+            pairs = [(k, self.expr(k), v, self.expr(v)) for k, v in zip(node.keys, node.values)]
+        else:
+            value = a.value("l2_hit_ratio_map")
+            if not isinstance(value, dict):
+                raise a.fail("l2_hit_ratio_map", "l2_hit_ratio_map is a dict {buffer: ratio, "
+                                                 f"...}}, got {_show(value)}")
+            pairs = [(node, k, node, v) for k, v in value.items()]
+        given = dict(self.kernel_notes["l2_hit_ratios"])
+        for key_node, ref, val_node, v in pairs:
+            if not isinstance(ref, _BufferRef) or isinstance(ref, _VarRef):
+                raise self.error(key_node, f"T.annotate_l2_hit_ratio: the keys are global "
+                                           f"tensors, got {_show(ref)}")
+            buf = self.view_roots.get(ref.buffer.name, ref.buffer)
+            if buf.scope != "global":  # (the validator refuses a global that is no parameter)
+                raise self.error(key_node, f"T.annotate_l2_hit_ratio: '{ref.buffer.name}' is a "
+                                           f"{buf.scope} buffer; persistent L2 applies to global "
+                                           "tensors (TileLang asserts as much)")
+            if isinstance(v, N.Const) and not N.is_int(v.dtype) or \
+                    isinstance(v, (int, float)) and not isinstance(v, bool):
+                ratio = float(v.value if isinstance(v, N.Const) else v)
+            else:
+                raise self.error(val_node, f"T.annotate_l2_hit_ratio: the hit ratio of "
+                                           f"'{buf.name}' is a number known when the kernel is "
+                                           f"built, got {_show(v)}")
+            if not 0.0 <= ratio <= 1.0:
+                raise self.error(val_node, f"T.annotate_l2_hit_ratio: the hit ratio of "
+                                           f"'{buf.name}' is {ratio!r}; an access policy "
+                                           "window's hitRatio is a fraction in [0, 1]")
+            if buf.name in given and given[buf.name] != ratio:
+                raise self.error(val_node, f"T.annotate_l2_hit_ratio: '{buf.name}' already has "
+                                           f"the hit ratio {given[buf.name]!r} in this kernel")
+            given[buf.name] = ratio
+        self.kernel_notes["l2_hit_ratios"] = tuple(given.items())
         return []
 
     def safe_value(self, node, v, name: str) -> N.Expr:
