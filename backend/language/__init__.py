@@ -94,6 +94,7 @@ from .ops import (  # noqa: F401
     get_lane_idx, get_warp_idx, get_warp_idx_sync, get_warp_group_idx,
     get_thread_bindings, get_block_binding, get_block_bindings, get_thread_extent,
     get_thread_extents, get_block_extent, get_block_extents, reinterpret, any_of, all_of, thread_binding,
+    launch_thread,
 )
 from .parser import FrontendError, parse_script, prim_func
 from .tile_schedule import PersistentTileScheduler  # noqa: F401

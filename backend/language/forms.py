@@ -898,7 +898,6 @@ TILELANG_ONLY = frozenset("""
     create_tma_descriptor import_source inline
     meta_class call_extern call_intrin Shuffle
     annotate_pass_configs annotate_compile_flags func_attr CUDASourceCodeKernel
-    launch_thread
 """.split()) | frozenset("""
     Add Any AnyDType Assert BufferLoad Call CallEffectKind CommReducer Div
     FloatImm FloorDiv FloorMod IntImm IterVar JITFunc Let LetStmt Max Min

@@ -1199,6 +1199,10 @@ class _Parser:
     def block(self, stmts, top=False) -> tuple[N.Stmt, ...]:
         out: list[N.Stmt] = []
         for i, s in enumerate(stmts):
+            if top and self.is_launch_thread(s):
+                # TVM's frames, TileLang's T.Kernel as printed: they cover the rest of the body
+                out.extend(self.stmt(self.launch_threads_as_kernel(stmts[i:]), top))
+                break
             if not top and isinstance(s, ast.Expr) and self.is_attr_call(s.value):
                 # TVMScript's frame written as a statement: it covers the rest of the block
                 out.extend(self.attr_scope(s, s.value, stmts[i + 1:]))
@@ -1394,6 +1398,74 @@ class _Parser:
         return ast.copy_location(ast.With(items=[ast.withitem(context_expr=kernel,
                                                               optional_vars=target)],
                                           body=binds + list(inner_body)), s)
+
+    def is_launch_thread(self, s) -> bool:
+        """``name = T.launch_thread(tag, extent)`` (or the call as a statement)."""
+        value = s.value if isinstance(s, ast.Expr) or isinstance(s, ast.Assign) and \
+            len(s.targets) == 1 and isinstance(s.targets[0], ast.Name) else None
+        return isinstance(value, ast.Call) and self.python_value(value.func) is ops.launch_thread
+
+    def launch_threads_as_kernel(self, stmts) -> ast.With:
+        """TVM's ``T.launch_thread`` frames at the top of a prim_func body -- how TileLang
+        prints a ``T.Kernel``: ``bx = T.launch_thread("blockIdx.x", 32)``, ``tx =
+        T.launch_thread("threadIdx.x", 128)``, ... then the body -- as that ``T.Kernel``:
+        the blockIdx extents its grid (their names its block variables), the threadIdx
+        extents its threads, and everything after the run of frames its body, where each
+        threadIdx name is bound to its own call (the thread index, the extent checked)."""
+        run = []
+        for s in stmts:
+            if not self.is_launch_thread(s):
+                break
+            run.append(s)
+        blocks, threads, thread_names = {}, {}, []
+        t_module = None
+        for s in run:
+            call = s.value
+            where = f"`{ast.unparse(call)}` at the top level"
+            if not isinstance(call.func, ast.Attribute):
+                raise self.error(s, f"{where}: write it as T.launch_thread(...) (the T module's "
+                                    "attribute)")
+            t_module = call.func.value
+            try:
+                bound = inspect.signature(ops.launch_thread).bind(
+                    *call.args, **{k.arg: k.value for k in call.keywords})
+            except TypeError as e:
+                raise self.error(s, f"{where}: {e}") from None
+            tag = self.eval_python(bound.arguments["thread"])
+            if tag not in ops._LAUNCH_TAGS:
+                raise self.error(s, f"{where}: thread={tag!r}; tilecute launches blockIdx.x/y/z and "
+                                    "threadIdx.x/y/z (a T.Kernel's grid and threads), the tag "
+                                    "given as a string")
+            kind, d = ops._LAUNCH_TAGS[tag]
+            table = blocks if kind == "blockIdx" else threads
+            if d in table:
+                raise self.error(s, f"{where}: {tag} is launched twice")
+            name = s.targets[0].id if isinstance(s, ast.Assign) else None
+            table[d] = (bound.arguments["extent"], name)
+            if kind == "threadIdx" and name is not None:
+                thread_names.append((name, call, s))
+        first = run[0]
+
+        def loc(x):
+            return ast.copy_location(x, first)
+
+        one = lambda: loc(ast.Constant(1))  # noqa: E731
+        grid = [blocks[d][0] if d in blocks else one() for d in range(max(blocks, default=0) + 1)]
+        names = [blocks[d][1] or f"unbound_block_{'xyz'[d]}" if d in blocks
+                 else f"unbound_block_{'xyz'[d]}" for d in range(len(grid))]
+        extents = [threads[d][0] if d in threads else one()
+                   for d in range(max(threads, default=0) + 1)]
+        kernel = loc(ast.Call(
+            func=loc(ast.Attribute(value=t_module, attr="Kernel", ctx=ast.Load())), args=grid,
+            keywords=[ast.keyword(arg="threads", value=loc(ast.List(elts=extents, ctx=ast.Load())))]))
+        target = loc(ast.Tuple(elts=[loc(ast.Name(id=n, ctx=ast.Store())) for n in names],
+                               ctx=ast.Store()))
+        binds = [ast.copy_location(ast.Assign(targets=[ast.Name(id=name, ctx=ast.Store())],
+                                              value=call), s)
+                 for name, call, s in thread_names]
+        return ast.fix_missing_locations(ast.copy_location(
+            ast.With(items=[ast.withitem(context_expr=kernel, optional_vars=target)],
+                     body=binds + list(stmts[len(run):]) or [loc(ast.Pass())]), first))
 
     def top_level_error(self, s) -> FrontendError:
         """What may not stand at the top level of a prim_func body, named."""
