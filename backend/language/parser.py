@@ -494,6 +494,7 @@ class _Parser:
         # return), T.annotate_pass_configs' and T.annotate_compile_flags' values
         self.outputs: dict[str, tuple[N.Buffer, ast.stmt]] = {}
         self.returned: Optional[list[str]] = None
+        self.macro_at_top = False  # inlining a T.macro called at the top level (its T.empty)
         self.pass_configs: tuple = ()
         self.compile_flags: tuple = ()
 
@@ -947,6 +948,8 @@ class _Parser:
         if not shape:
             raise self.error(s, f"T.empty for '{name}': a 0-d output is not supported "
                                 "(tilecute's tensors have at least one dim)")
+        if self.macro_at_top:  # a macro's `M, N = A.shape`: its names are Lets of the shape
+            shape = [self.let_free(d) for d in shape]
         buf = N.Buffer(name, dt, tuple(self.dim(s, d, name) for d in shape), "global")
         params = getattr(self, "scalar_params", set())
         self.note_symbols(tuple(x for x in _walk_exprs(buf.shape) if isinstance(x, N.Var) and not (
@@ -955,6 +958,22 @@ class _Parser:
         self.bind(name, _BufferRef(buf))
         self.outputs[name] = (buf, s)
         return []
+
+    def let_free(self, d):
+        """``d`` with each variable bound by a ``Let`` of a pure value (the symbols and
+        scalar parameters) replaced by that value, as a top-level macro's kernels get them."""
+        from ..ir.visitor import substitute
+
+        for _ in range(64):
+            if not isinstance(d, N.Expr):
+                return d
+            names = {x.name for x in _walk_exprs((d,)) if isinstance(x, N.Var)
+                     and x.name in self.let_values
+                     and _host_pure(self.let_values[x.name], self.symbols, self.scalar_params)}
+            if not names:
+                return d
+            d = substitute(d, {n: self.let_values[n] for n in names})
+        return d
 
     def return_outputs(self, s: ast.Return) -> list:
         """TileLang's ``return B`` / ``return B, C`` ending a prim_func body: the
@@ -967,8 +986,18 @@ class _Parser:
             self.returned = []
             return []
         elts = v.elts if isinstance(v, (ast.Tuple, ast.List)) else [v]
-        names = [e.id if isinstance(e, ast.Name) else None for e in elts]
-        bad = [ast.unparse(e) for e, n in zip(elts, names) if n not in self.outputs]
+        names, kernels, bad = [], [], []
+        for e in elts:
+            if isinstance(e, ast.Call) and self.macro_of(e.func) is not None:
+                # `return copy_impl(A)` (TileLang's eager kernels): the macro's T.empty
+                # outputs, which it returns, are the function's; its kernels run here
+                found, got = self.top_level_macro_outputs(e, s)
+                kernels += found
+                names += got
+            elif isinstance(e, ast.Name) and e.id in self.outputs:
+                names.append(e.id)
+            else:
+                bad.append(ast.unparse(e))
         if bad:
             raise self.error(s, f"a prim_func returns only tensors allocated by T.empty "
                                 f"({', '.join(self.outputs) or 'none declared'}), got "
@@ -977,7 +1006,46 @@ class _Parser:
         if twice:
             raise self.error(s, f"`return` names {', '.join(twice)} twice")
         self.returned = names
-        return []
+        return kernels
+
+    def top_level_macro_outputs(self, call: ast.Call, s) -> tuple[list, list[str]]:
+        """``return macro(A)`` at the top level: the macro inlined as a top-level macro
+        (its ``T.empty`` outputs declared as the function's, its ``T.Kernel`` blocks the
+        function's), and the names of the outputs it returns."""
+        from ..ir.visitor import substitute
+
+        macro = self.macro_of(call.func)
+        what = f"T.macro {macro.__name__!r}"
+        saved = self.macro_at_top
+        self.macro_at_top = True
+        try:
+            stmts, value = self.inline_function(macro.fn, what, call, s, want_value=True)
+        finally:
+            self.macro_at_top = saved
+        out, mapping = [], {}
+        for st in stmts:
+            st = substitute(st, mapping) if mapping else st
+            if isinstance(st, N.Let) and _host_pure(st.value, self.symbols, self.scalar_params):
+                mapping[st.var.name] = st.value
+            elif isinstance(st, N.KernelScope):
+                out.append(st)
+            else:
+                where = f" (line {st.loc.line})" if st.loc is not None else ""
+                raise self.error(s, f"`return {ast.unparse(call)}`: {what} at the top level of a "
+                                    "prim_func may hold only T.empty outputs, `with T.Kernel(...)` "
+                                    "blocks and names bound to shapes and scalar parameters; it "
+                                    f"has a {type(st).__name__} statement{where} outside a "
+                                    "T.Kernel")
+        values = value if isinstance(value, tuple) else (value,)
+        names = []
+        for v in values:
+            name = v.buffer.name if isinstance(v, _BufferRef) else None
+            if name not in self.outputs:
+                raise self.error(s, f"`return {ast.unparse(call)}`: {what} returns "
+                                    f"{_show(v)}; a prim_func returns the tensors T.empty "
+                                    "declares")
+            names.append(name)
+        return out, names
 
     def returned_outputs(self, params: list) -> list:
         """The T.empty outputs as parameters, in ``return`` order (so the kernel returns
@@ -1284,6 +1352,8 @@ class _Parser:
             self.pending = outer
 
     def inner_stmt(self, s) -> list[N.Stmt]:
+        if self.macro_at_top and not self.in_kernel and self.func_attr_form(s) == "empty":
+            return self.empty_output(s)  # a top-level macro's output: the function's
         if isinstance(s, ast.For):
             return self.for_stmt(s)
         if isinstance(s, ast.If):
