@@ -593,6 +593,22 @@ class While(Stmt):
 
 
 @dataclass(frozen=True)
+class SafeValueScope(Stmt):
+    """``with T.sblock(name): T.annotate_safe_value({A: v}) ...`` inside a T.Kernel:
+    TileLang's nested block scope of a ``safe_value_map``: in ``body`` (lexically) an
+    out-of-bounds read of global tensor ``A`` (or of a view of it) gives ``v``, overriding
+    for that tensor the kernel's ``safe_values`` and any enclosing scope's.  ``values``:
+    (global tensor parameter, value) pairs as ``KernelScope.safe_values`` holds them.  The
+    first pass after validation (``transform/scope_safe_values``) rewrites each scope into
+    views of its tensors whose own safe values the kernel lists, so no later pass sees one."""
+
+    name: str
+    values: tuple[tuple[str, Expr], ...]
+    body: tuple[Stmt, ...]
+    loc: Optional[Loc] = _loc()
+
+
+@dataclass(frozen=True)
 class Let(Stmt):
     """Bind ``var`` to ``value`` for the rest of the enclosing block."""
 

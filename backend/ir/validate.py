@@ -441,12 +441,16 @@ class _Validator:
     def safe_values(self, k: N.KernelScope, vars_, bufs) -> None:
         """T.annotate_safe_value's pairs: global tensor parameters, each once, with values
         of the symbols and scalar parameters (what is in scope at the kernel's start)."""
+        self.safe_value_pairs(k.safe_values, vars_, bufs)
+
+    def safe_value_pairs(self, pairs, vars_, bufs) -> None:
+        """A kernel's or a T.sblock scope's (SafeValueScope) safe values."""
         from .visitor import walk_nodes
 
-        if not isinstance(k.safe_values, tuple):
-            self.fail(f"safe_values must be a tuple of (tensor, value) pairs, got {k.safe_values!r}")
+        if not isinstance(pairs, tuple):
+            self.fail(f"safe_values must be a tuple of (tensor, value) pairs, got {pairs!r}")
         seen = set()
-        for pair in k.safe_values:
+        for pair in pairs:
             if not (isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], str)):
                 self.fail(f"safe_values holds (tensor name, value) pairs, got {pair!r}")
             name, value = pair
@@ -546,6 +550,13 @@ class _Validator:
         elif isinstance(s, N.While):
             self.expr(s.cond, vars_, bufs)
             self.boolean(s.cond, "a while condition")
+            self.body(s.body, vars_, bufs)
+        elif isinstance(s, N.SafeValueScope):
+            if not isinstance(s.name, str):
+                self.fail(f"a T.sblock's name is a string, got {s.name!r}")
+            if not s.values:
+                self.fail("a SafeValueScope holds at least one (tensor, value) pair")
+            self.safe_value_pairs(s.values, vars_, bufs)
             self.body(s.body, vars_, bufs)
         elif isinstance(s, N.WarpGroups):
             self.warp_groups(s)
@@ -1271,6 +1282,8 @@ class _StaticBounds:
         elif isinstance(s, N.While):
             self.expr(s.cond, env, True)
             self.body(s.body, env, True)
+        elif isinstance(s, N.SafeValueScope):
+            self.body(s.body, env, guarded)
         elif isinstance(s, N.WarpGroups):  # a part of the block runs the body
             self.body(s.body, env, True)
         elif isinstance(s, N.Let):

@@ -495,6 +495,7 @@ class _Parser:
         self.outputs: dict[str, tuple[N.Buffer, ast.stmt]] = {}
         self.returned: Optional[list[str]] = None
         self.macro_at_top = False  # inlining a T.macro called at the top level (its T.empty)
+        self.sblock_depth = 0  # `with T.sblock(...)` bodies being parsed
         self.pass_configs: tuple = ()
         self.compile_flags: tuple = ()
 
@@ -1295,6 +1296,9 @@ class _Parser:
                 if s.items[0].optional_vars is not None:
                     raise self.error(s, "`with T.attr(...)` binds no names")
                 return self.attr_scope(s, item, s.body)
+            if isinstance(item, ast.Call) and \
+                    getattr(self.form_of(item.func), "__name__", None) == "sblock":
+                return self.sblock_stmt(s, item)
             return [self.with_stmt(s)]
         if top:
             attr = self.func_attr_form(s)
@@ -3366,6 +3370,10 @@ class _Parser:
                                 "T.sync_threads, T.tma_copy, T.mbarrier_arrive, "
                                 "T.mbarrier_wait_parity, T.use_swizzle, T.set_max_nreg, "
                                 "T.evaluate)")
+        if self.sblock_depth and form.__name__ in _KERNEL_ANNOTATIONS:
+            raise self.error(s, f"T.{form.__name__} inside a `with T.sblock(...)`: TileLang "
+                                "attaches it to that block, tilecute reads it as the kernel's; "
+                                "write it directly in the T.Kernel body")
         a = self.args(form, call)
         self.current_form = self.form_text(a)  # named when a region alias is refused
         handler = getattr(self, f"stmt_{form.__name__}", None)
@@ -5324,6 +5332,23 @@ class _Parser:
         of the function's symbols and scalar parameters."""
         if not self.in_kernel:
             raise self.error(s, "T.annotate_safe_value is only valid inside a T.Kernel")
+        if self.sblock_depth:  # (one standing directly in a block's body is its map)
+            raise self.error(s, "T.annotate_safe_value inside a `with T.sblock(...)` stands "
+                                "directly in the block's body (it is the block's map); here it "
+                                "is nested in a loop or a branch of the block")
+        given = dict(self.kernel_notes["safe_values"])
+        for key_node, buf, val_node, value in self.safe_value_pairs(a):
+            if buf.name in given and given[buf.name] != value:
+                raise self.error(val_node, f"T.annotate_safe_value: '{buf.name}' already has "
+                                           f"the safe value {_show(given[buf.name])} in this "
+                                           f"kernel; it has one for the whole kernel")
+            given[buf.name] = value
+        self.kernel_notes["safe_values"] = tuple(given.items())
+        return []
+
+    def safe_value_pairs(self, a: _Args) -> list:
+        """A T.annotate_safe_value call's (key node, global tensor, value node, value)
+        entries, a view's key naming its tensor."""
         node = a.node("safe_value_map")
         if isinstance(node, ast.Dict) and a.given("safe_value_map"):
             if None in node.keys:
@@ -5336,7 +5361,7 @@ class _Parser:
                 raise a.fail("safe_value_map", f"safe_value_map is a dict {{buffer: value, ...}}, "
                                                f"got {_show(value)}")
             pairs = [(node, k, node, v) for k, v in value.items()]
-        given = dict(self.kernel_notes["safe_values"])
+        out = []
         for key_node, ref, val_node, v in pairs:
             if not isinstance(ref, _BufferRef) or isinstance(ref, _VarRef):
                 raise self.error(key_node, f"T.annotate_safe_value: the keys are global tensors, "
@@ -5347,13 +5372,74 @@ class _Parser:
                                            f"{buf.scope} buffer; the value is what an "
                                            "out-of-bounds read of a global tensor gives (TileLang "
                                            "checks the bounds of global accesses only)")
-            value = self.safe_value(val_node, v, ref.buffer.name)
-            if buf.name in given and given[buf.name] != value:
-                raise self.error(val_node, f"T.annotate_safe_value: '{buf.name}' already has "
-                                           f"the safe value {_show(given[buf.name])} in this "
-                                           f"kernel; it has one for the whole kernel")
-            given[buf.name] = value
-        self.kernel_notes["safe_values"] = tuple(given.items())
+            out.append((key_node, buf, val_node, self.safe_value(val_node, v, ref.buffer.name)))
+        return out
+
+    def sblock_stmt(self, s: ast.With, call: ast.Call) -> list[N.Stmt]:
+        """``with T.sblock(name):`` inside a T.Kernel (TVM's block, as TileLang's programs
+        write it to scope a safe-value map): its ``T.annotate_safe_value`` calls, standing
+        directly in its body, are the block's map, which holds for the whole body (before
+        the calls too) and overrides per tensor the kernel's and any enclosing block's
+        (``SafeValueScope``; TileLang's lower_tile_op keeps a map per block).  ``T.reads``
+        / ``T.writes`` are annotations nothing reads.  A block without a map is its body."""
+        form = self.form_of(call.func)
+        a = self.args(form, call)
+        if not self.in_kernel:
+            raise self.error(s, "`with T.sblock(...)` outside a T.Kernel: tilecute takes TVM's "
+                                "block inside a kernel, as TileLang's programs write it (the "
+                                "scope of a T.annotate_safe_value map)")
+        if s.items[0].optional_vars is not None:
+            raise self.error(s, "`with T.sblock(...)` binds no names")
+        name = a.value("name")
+        if not isinstance(name, str):
+            raise a.fail("name", f"T.sblock's name is a string, got {_show(name)}")
+        a.refuse_unless("no_realize", (False,), "TVM's unrealized block has no meaning in a "
+                                                "TileLang kernel")
+        maps = [st for st in s.body if isinstance(st, ast.Expr) and isinstance(st.value, ast.Call)
+                and getattr(self.form_of(st.value.func), "__name__", None) == "annotate_safe_value"]
+        rest = [st for st in s.body if not any(st is m for m in maps)] or [ast.Pass()]
+        if not maps:
+            self.sblock_depth += 1
+            try:
+                return list(self.block(rest))
+            finally:
+                self.sblock_depth -= 1
+        values: dict[str, N.Expr] = {}
+        for m in maps:
+            form = self.form_of(m.value.func)
+            for key_node, buf, val_node, value in self.safe_value_pairs(self.args(form, m.value)):
+                if buf.name in values and values[buf.name] != value:
+                    raise self.error(val_node, f"T.annotate_safe_value: '{buf.name}' already "
+                                               f"has the safe value {_show(values[buf.name])} in "
+                                               f"the block {name!r}")
+                if buf.strides is not None:
+                    raise self.error(key_node, f"T.annotate_safe_value in the block {name!r}: "
+                                               f"'{buf.name}' has strides; tilecute scopes a "
+                                               "block's safe value through a row-major view of "
+                                               "the tensor (give the value in the T.Kernel body, "
+                                               "for the whole kernel)")
+                values[buf.name] = value
+        self.push()
+        self.sblock_depth += 1
+        try:
+            body = self.block(rest)
+        finally:
+            self.sblock_depth -= 1
+            self.pop()
+        return [N.SafeValueScope(name, tuple(values.items()), body, loc=self.loc(s))]
+
+    def stmt_reads(self, a: _Args, s) -> list[N.Stmt]:
+        return self.block_regions("reads", s)
+
+    def stmt_writes(self, a: _Args, s) -> list[N.Stmt]:
+        return self.block_regions("writes", s)
+
+    def block_regions(self, form: str, s) -> list[N.Stmt]:
+        """TVM's ``T.reads(...)`` / ``T.writes(...)`` in a ``with T.sblock(...)`` body:
+        region annotations that TileLang's lowering does not read; nothing."""
+        if not self.sblock_depth:
+            raise self.error(s, f"T.{form} annotates a TVM block: it stands in a `with "
+                                "T.sblock(...)` body")
         return []
 
     def stmt_annotate_l2_hit_ratio(self, a: _Args, s) -> list[N.Stmt]:
@@ -6526,6 +6612,11 @@ class _Astype:
         return ops.Cast(dtype, self.value)
 
 
+# the T.Kernel annotations a `with T.sblock(...)` body may not hold (tilecute's are the kernel's)
+_KERNEL_ANNOTATIONS = frozenset({
+    "annotate_layout", "annotate_min_blocks_per_sm", "annotate_l2_hit_ratio",
+    "annotate_producer_reg_dealloc", "annotate_consumer_reg_alloc", "no_set_max_nreg",
+    "disable_warp_group_reg_alloc"})
 _BITWISE = {"bitand": "&", "bitor": "|", "bitxor": "^", "shl": "<<", "shr": ">>"}
 _LOGICAL_BITWISE = ("bitand", "bitor", "bitxor")  # logical on two bools (TVM's one-bit bool)
 
