@@ -118,3 +118,16 @@ def test_gpu_printed_kernel_matches_torch():
     b = torch.zeros_like(a)
     tilecute.compile(printed_kernel())(a, b)
     torch.testing.assert_close(b, a * 2)
+
+
+def test_eager_body_may_be_a_printed_kernel():
+    @tilecute.jit
+    def halve(A):
+        n = T.const("n")
+        A: T.Tensor((n,), T.float32)
+        bx = T.launch_thread("blockIdx.x", n // 128)
+        tx = T.launch_thread("threadIdx.x", 128)
+        A[bx * 128 + tx] = A[bx * 128 + tx] * 0.5
+
+    text = halve.get_tir(n=512).script()
+    assert "with T.Kernel(4, threads=128) as bx:" in text, text

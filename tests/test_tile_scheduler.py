@@ -254,3 +254,38 @@ def test_default_workers_without_a_gpu_are_refused_by_name(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(FrontendError, match="num_workers=None is the GPU's SM count"):
         _parse("        s = T.PersistentTileScheduler(4, 2)")
+
+
+def test_update_current_idx_sets_the_tile():
+    @T.prim_func
+    def jump(A: T.Tensor((8,), T.int32)):
+        with T.Kernel(1, threads=1) as (bid,):
+            sched = T.PersistentTileScheduler(4, 2, num_workers=1, name="s")
+            sched.update_current_idx(5)
+            A[0] = sched.m_idx
+            A[1] = sched.n_idx
+
+    text = jump.script()
+    assert "s_m_idx[0] = 1" in text and "s_n_idx[0] = 1" in text, text  # tile 5: (1, 1)
+
+
+def test_eager_kernel_walks_with_a_scheduler(tmp_path):
+    @tilecute.jit
+    def scale(A, block: int = 32, workers: int = 3):
+        M, N = T.const("M, N")
+        A: T.Tensor((M, N), T.float32)
+        B = T.empty((M, N), T.float32)
+        with T.Kernel(workers, threads=128) as (wid,):
+            sched = T.PersistentTileScheduler(T.ceildiv(M, block), T.ceildiv(N, block),
+                                              num_workers=workers, swizzle_size=2)
+            sched.init(wid)
+            while sched.valid():
+                for i, j in T.Parallel(block, block):
+                    B[sched.m_idx * block + i, sched.n_idx * block + j] = \
+                        A[sched.m_idx * block + i, sched.n_idx * block + j] * 2.0
+                sched.next_tile()
+        return B
+
+    func = scale.get_tir(M=64, N=96)
+    assert "while linear_idx[0] < 6:" in func.script(), func.script()
+    assert tilecute.build_cubin(func, "sm_90a", out_dir=str(tmp_path)).kernel_names

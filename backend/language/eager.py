@@ -305,10 +305,16 @@ class EagerKernel:
         # `return macro(A)`: the outputs are the macro's T.empty, declared by the parser
         self.macro_return = False
         params = [a.arg for a in fdef.args.args]
+        framed = False  # after TVM's launch frames (T.launch_thread), the kernel's statements
         for s in fdef.body:
             if isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant) and \
                     isinstance(s.value.value, str):
                 continue  # the docstring
+            framed = framed or isinstance(s, ast.Assign) and \
+                _t_call(s.value, ("launch_thread",), env)
+            if framed and not isinstance(s, ast.Return):
+                self.body.append(s)
+                continue
             if isinstance(s, ast.Assign) and _t_call(s.value, ("const",), env):
                 self._const(s)
             elif isinstance(s, ast.Assign) and _t_call(s.value, ("empty",), env):

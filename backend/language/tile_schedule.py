@@ -169,8 +169,12 @@ class PersistentTileScheduler:
         """This worker's cursor is still inside the grid."""
         return self.linear_idx < self._total_tiles
 
-    def _update(self, stores: list) -> StateStores:
-        m, n = self.coord(self.linear_idx)
+    def update_current_idx(self, linear_idx) -> StateStores:
+        """Set ``m_idx`` / ``n_idx`` to tile ``linear_idx``'s coordinates."""
+        return self._update([], linear_idx)
+
+    def _update(self, stores: list, linear_idx=None) -> StateStores:
+        m, n = self.coord(self.linear_idx if linear_idx is None else linear_idx)
         stores += [(self._buffer("m_idx"), m), (self._buffer("n_idx"), n)]
         return StateStores(stores)
 
