@@ -170,3 +170,14 @@ def test_gpu_a_view_reads_the_blocks_pad():
     want = torch.full((80,), 1.5)
     want[:64] = a.flatten().cpu()
     torch.testing.assert_close(b.cpu(), want)
+
+
+def test_tma_from_a_tensor_a_block_pads_is_refused():
+    body = ('s = T.alloc_shared((64,), T.float32)\nwith T.sblock("b"):\n'
+            '    T.annotate_safe_value({A: 1.0})\n'
+            '    T.copy(A[0:64], s, prefer_instruction="tma")')
+    from tilecute.ir.validate import ValidationError
+
+    with pytest.raises(ValidationError, match='prefer_instruction="tma" from \'A\', which has a '
+                                              'T.annotate_safe_value'):
+        run_passes(_parse(body), "sm_90a", until="validate")

@@ -56,6 +56,7 @@ class _Validator:
         self.func = func
         self.compiling = compiling
         self.stmt = func
+        self.scoped_safe: list[set] = []  # the tensors of the T.sblock scopes around a statement
         self.bound: set[str] = set()
         self.barriers: set[str] = set()
         self.reducers: set[str] = set()  # T.alloc_reducer buffers
@@ -438,6 +439,11 @@ class _Validator:
                 self.fail(f"T.annotate_l2_hit_ratio: the hit ratio of '{name}' is {ratio!r}; an "
                           "access policy window's hitRatio is a fraction in [0, 1]")
 
+    def has_safe_value(self, name: str) -> bool:
+        """Whether an out-of-bounds read of tensor ``name`` gives a safe value here: the
+        kernel's, or an enclosing T.sblock scope's."""
+        return name in dict(self.scope.safe_values) or any(name in s for s in self.scoped_safe)
+
     def safe_values(self, k: N.KernelScope, vars_, bufs) -> None:
         """T.annotate_safe_value's pairs: global tensor parameters, each once, with values
         of the symbols and scalar parameters (what is in scope at the kernel's start)."""
@@ -557,7 +563,11 @@ class _Validator:
             if not s.values:
                 self.fail("a SafeValueScope holds at least one (tensor, value) pair")
             self.safe_value_pairs(s.values, vars_, bufs)
-            self.body(s.body, vars_, bufs)
+            self.scoped_safe.append({name for name, _ in s.values})
+            try:
+                self.body(s.body, vars_, bufs)
+            finally:
+                self.scoped_safe.pop()
         elif isinstance(s, N.WarpGroups):
             self.warp_groups(s)
             self.in_ws = True
@@ -692,7 +702,7 @@ class _Validator:
             if scopes[0] == "global" and s.barrier is None:
                 self.fail("T.tma_copy from global memory needs barrier= (an mbarrier element "
                           "the copy arrives on)")
-            if scopes[0] == "global" and s.src.buffer in dict(self.scope.safe_values):
+            if scopes[0] == "global" and self.has_safe_value(s.src.buffer):
                 self.fail(f"T.tma_copy from '{s.src.buffer}', which has a T.annotate_safe_value: "
                           "TMA fills the elements out of bounds with zeros, not the safe value; "
                           f"copy it with T.copy (tilecute keeps copies from '{s.src.buffer}' off "
@@ -746,7 +756,7 @@ class _Validator:
                           f"{', '.join(map(repr, N.COPY_INSTRUCTIONS))}")
             if s.instruction == "tma" and s.disable_tma:
                 self.fail('T.copy prefer_instruction="tma" conflicts with disable_tma=True')
-            if s.instruction == "tma" and s.src.buffer in dict(self.scope.safe_values):
+            if s.instruction == "tma" and self.has_safe_value(s.src.buffer):
                 self.fail(f'T.copy prefer_instruction="tma" from \'{s.src.buffer}\', which has a '
                           "T.annotate_safe_value: TMA fills the elements out of bounds with "
                           "zeros, not the safe value")
