@@ -133,7 +133,8 @@ def test_symbolic_tile_counts():
     lambda: P.persistent_scale(200, 300),
     lambda: P.stateless_waves(100, 130),
     lambda: P.persistent_gemm(512, 384, 256),
-], ids=["walk", "scale", "stateless", "gemm"])
+    lambda: P.clustered_add(),
+], ids=["walk", "scale", "stateless", "gemm", "cluster"])
 def test_builds_sm90a_cubins(make, tmp_path):
     assert tilecute.build_cubin(make(), "sm_90a", out_dir=str(tmp_path)).kernel_names
 
@@ -226,6 +227,16 @@ def test_gpu_stateless_waves_match_torch():
     for t, (r, c) in enumerate(panel_walk(-(-M // bm), -(-N // bn), swizzle, False)):
         wave[r * bm:(r + 1) * bm, c * bn:(c + 1) * bn] = t // workers
     torch.testing.assert_close(b.cpu(), a.cpu() + wave)
+
+
+@pytest.mark.gpu
+def test_gpu_clustered_walk_matches_torch():
+    import torch
+
+    a = torch.randn(256, 320, device="cuda")
+    b = torch.zeros_like(a)
+    tilecute.compile(P.clustered_add())(a, b)
+    torch.testing.assert_close(b, a + 1)
 
 
 @pytest.mark.gpu

@@ -101,3 +101,26 @@ def stateless_waves(M: int, N: int, block_M: int = 32, block_N: int = 32, worker
                         if r < M and c < N:
                             B[r, c] = A[r, c] + w
     return by_waves
+
+
+def clustered_add(M: int = 256, N: int = 320, block_M: int = 64, block_N: int = 64,
+                  clusters: int = 3):
+    """B = A + 1 by 2-block clusters along M: the scheduler walks cluster rows, each block
+    adds its rank in the cluster to find its own row of tiles (TileLang's SM100 idiom)."""
+    m_blocks, n_blocks = T.ceildiv(M, block_M), T.ceildiv(N, block_N)
+
+    @T.prim_func
+    def add_one(A: T.Tensor((M, N), T.float32), B: T.Tensor((M, N), T.float32)):
+        with T.ClusterKernel(clusters * 2, threads=128, cluster_dims=2) as (block_id):
+            rank = T.block_rank_in_cluster()
+            sched = T.PersistentTileScheduler(m_blocks, n_blocks, num_workers=clusters,
+                                              swizzle_size=2, cluster_size=2)
+            sched.init(block_id // 2)
+            while sched.valid():
+                bx, by = sched.m_idx * 2 + rank, sched.n_idx
+                for i, j in T.Parallel(block_M, block_N):
+                    if bx * block_M + i < M and by * block_N + j < N:
+                        B[bx * block_M + i, by * block_N + j] = A[bx * block_M + i, by * block_N + j] + 1.0
+                sched.next_tile()
+
+    return add_one
