@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Union
+from typing import Optional, Union
 
 from .dtypes import DTYPES
 
@@ -346,14 +346,32 @@ class KernelLaunch:
 
 
 @dataclass(frozen=True)
+class L2Window:
+    """TileLang's ``T.annotate_l2_hit_ratio({arg: hit_ratio})``: every kernel of the call
+    launches with an L2 access policy window (``CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW``)
+    over tensor argument ``arg``: from its data pointer, ``min(bytes, the device's
+    persisting-L2 maximum)`` bytes, where ``bytes`` is the element size (whole bytes, as
+    TVM's ``dtype.bytes()``) times the product of its shape; hits persist with probability
+    ``hit_ratio``, misses stream.  Around the launches the context's persisting-L2 limit is
+    set to the window's bytes, then the persisting lines are reset and the limit restored,
+    as TileLang's host code does."""
+
+    arg: str
+    hit_ratio: float
+
+
+@dataclass(frozen=True)
 class LaunchABI:
-    """What a compiled function takes (``args``, ``symbols``) and launches (``kernels``)."""
+    """What a compiled function takes (``args``, ``symbols``) and launches (``kernels``);
+    ``l2_window``: the L2 access policy window its kernels launch with (TileLang's
+    ``T.annotate_l2_hit_ratio``), or None."""
 
     function: str
     args: tuple[Arg, ...]
     symbols: tuple[SymbolSpec, ...]
     kernels: tuple[KernelLaunch, ...]
     version: int = ABI_VERSION
+    l2_window: Optional["L2Window"] = None
 
     def arg(self, name: str) -> Arg:
         for a in self.args:
@@ -416,6 +434,8 @@ class LaunchABI:
                 }
                 for k in self.kernels
             ],
+            **({"l2_window": {"arg": self.l2_window.arg, "hit_ratio": self.l2_window.hit_ratio}}
+               if self.l2_window is not None else {}),
         }
 
     def to_json(self) -> str:
@@ -467,6 +487,7 @@ class LaunchABI:
                 )
                 for k in d["kernels"]
             ),
+            l2_window=None if d.get("l2_window") is None else L2Window(**d["l2_window"]),
         )
 
     @staticmethod

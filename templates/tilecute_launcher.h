@@ -243,12 +243,24 @@ class TcPhaseTimer;
 
 #endif  // TILECUTE_PHASE_TIMING
 
+// TileLang's T.annotate_l2_hit_ratio({arg: hit_ratio}): the L2 access policy window the call's
+// kernels launch with (the launch ABI's l2_window).
+struct TcL2Window {
+  const char* text;    // "T.annotate_l2_hit_ratio({B: 0.8})", for messages
+  void* base;          // the tensor's data pointer; nullptr (None passed for an unused tensor): no window
+  int64_t num_bytes;   // element bytes x elements, before the device's persisting-L2 maximum clamps it
+  float hit_ratio;
+};
+
 // Launches the call's kernels in order on one stream -- the given one, else the TVM FFI
 // environment stream of the device -- with the device's primary context current (the caller's
 // is restored after), loading the cubin on the device on first use.  `launches`: one per
-// kernel of L.kernels.  `timer`: TC_PHASE_TIMER.
+// kernel of L.kernels.  `timer`: TC_PHASE_TIMER.  `l2_window`: with one, the context's
+// persisting-L2 limit is set to its bytes (clamped to the device's maximum) for the launches,
+// each launch carries CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW (hits persisting, misses
+// streaming), and after them the persisting lines are reset and the previous limit restored.
 void tc_launch_kernels(const TcLauncher& L, int device_id, TcStreamArg stream, const TcLaunch* launches,
-                       TcPhaseTimer* timer);
+                       TcPhaseTimer* timer, const TcL2Window* l2_window = nullptr);
 
 // The device's T.sync_grid() barrier word (32 bits of device memory the launcher allocates,
 // zeroes once and keeps with the device's module; the barrier leaves it as it found it),

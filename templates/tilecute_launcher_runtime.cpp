@@ -372,9 +372,22 @@ struct CudaDriver {
   // the TMA encoders are tc_cuda_encode_tma_tiled / _im2col (tilecute_launcher.h)
 };
 
+// Resolved on the first call with an L2 access policy window (T.annotate_l2_hit_ratio), by
+// tc_require_l2_driver: the persisting-L2 limit and its device maximum.
+struct CudaL2Driver {
+  PFN_cuDeviceGetAttribute_v2000 DeviceGetAttribute = nullptr;
+  PFN_cuCtxGetLimit_v3010 CtxGetLimit = nullptr;
+  PFN_cuCtxSetLimit_v3010 CtxSetLimit = nullptr;
+  PFN_cuCtxResetPersistingL2Cache_v11000 CtxResetPersistingL2Cache = nullptr;
+};
+
 CudaDriver g_cuda;
 std::once_flag g_cuda_once;
 std::string g_cuda_error;  // set once by tc_load_driver when the driver is unusable
+PFN_cuGetProcAddress_v12000 g_get_proc = nullptr;  // set by tc_load_driver, for later resolutions
+CudaL2Driver g_cuda_l2;
+std::once_flag g_cuda_l2_once;
+std::string g_cuda_l2_error;  // set once by tc_load_l2_driver when an entry point is missing
 
 std::string tc_cuda_error(CUresult status) {
   const char* name = nullptr;
@@ -422,6 +435,7 @@ void tc_load_driver(bool encodes_tiled_tma, bool encodes_im2col_tma, bool uses_g
     g_cuda_error = "no CUDA driver (libcuda.so.1 has no cuGetProcAddress_v2: a CUDA 12 or newer driver is needed)";
     return;
   }
+  g_get_proc = get_proc;
   const bool resolved = tc_resolve(get_proc, "cuGetErrorName", &g_cuda.GetErrorName) &&
                         tc_resolve(get_proc, "cuGetErrorString", &g_cuda.GetErrorString) &&
                         tc_resolve(get_proc, "cuInit", &g_cuda.Init) &&
@@ -460,6 +474,31 @@ void tc_load_driver(bool encodes_tiled_tma, bool encodes_im2col_tma, bool uses_g
                                               int device_id) {
   tc_raise_runtime_error(L, std::string(L.function) + ": " + call + " failed on cuda:" + tc_str(device_id) + ": " +
                                 tc_cuda_error(status));
+}
+
+void tc_load_l2_driver() {
+  // tc_resolve reports into g_cuda_error; this resolution has its own
+  const std::string driver_error = g_cuda_error;
+  const bool resolved = tc_resolve(g_get_proc, "cuDeviceGetAttribute", &g_cuda_l2.DeviceGetAttribute) &&
+                        tc_resolve(g_get_proc, "cuCtxGetLimit", &g_cuda_l2.CtxGetLimit) &&
+                        tc_resolve(g_get_proc, "cuCtxSetLimit", &g_cuda_l2.CtxSetLimit) &&
+                        tc_resolve(g_get_proc, "cuCtxResetPersistingL2Cache", &g_cuda_l2.CtxResetPersistingL2Cache);
+  if (!resolved) g_cuda_l2_error = g_cuda_error;
+  g_cuda_error = driver_error;
+}
+
+// The driver is loaded (tc_require_driver) before.
+void tc_require_l2_driver(const TcLauncher& L, const TcL2Window& window) {
+  std::call_once(g_cuda_l2_once, tc_load_l2_driver);
+  if (TC_UNLIKELY(!g_cuda_l2_error.empty())) {
+    tc_raise_runtime_error(L, std::string(L.function) + ": " + window.text + ": " + g_cuda_l2_error);
+  }
+}
+
+[[noreturn]] TC_COLD void tc_fail_l2_call(const TcLauncher& L, const TcL2Window& window, const std::string& call,
+                                          CUresult status, int device_id) {
+  tc_raise_runtime_error(L, std::string(L.function) + ": " + window.text + ": " + call + " failed on cuda:" +
+                                tc_str(device_id) + ": " + tc_cuda_error(status));
 }
 
 // -- TMA descriptors.  The rules are those of cuda.h for cuTensorMapEncodeTiled /
@@ -850,18 +889,19 @@ inline void tc_check_coresident(const TcLauncher& L, const DeviceSlot& slot, int
   }
 }
 
+// `window`: the L2 access policy window the launch carries, or nullptr.
 inline void tc_launch(const TcLauncher& L, const DeviceSlot& slot, int kernel, const TcLaunch& launch,
-                      CUstream stream, int device_id) {
+                      CUstream stream, int device_id, const CUaccessPolicyWindow* window = nullptr) {
   const int64_t grid_x = launch.grid[0], grid_y = launch.grid[1], grid_z = launch.grid[2];
   const TcKernelInfo& info = L.kernels[kernel];
   if (info.cooperative) tc_check_coresident(L, slot, kernel, launch, device_id);
   CUresult status;
-  if (info.cluster[0] == 0 && !info.pdl && !info.cooperative) {
+  if (info.cluster[0] == 0 && !info.pdl && !info.cooperative && window == nullptr) {
     status = g_cuda.LaunchKernel(slot.kernels[kernel], static_cast<unsigned>(grid_x), static_cast<unsigned>(grid_y),
                                  static_cast<unsigned>(grid_z), info.block[0], info.block[1], info.block[2],
                                  info.dynamic_smem, stream, launch.params, nullptr);
   } else {
-    CUlaunchAttribute attrs[3];
+    CUlaunchAttribute attrs[4];
     std::memset(attrs, 0, sizeof(attrs));
     unsigned num_attrs = 0;
     if (info.cluster[0] != 0) {
@@ -879,6 +919,11 @@ inline void tc_launch(const TcLauncher& L, const DeviceSlot& slot, int kernel, c
     if (info.cooperative) {  // T.sync_grid(): every block resident at once
       attrs[num_attrs].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
       attrs[num_attrs].value.cooperative = 1;
+      ++num_attrs;
+    }
+    if (window != nullptr) {  // T.annotate_l2_hit_ratio
+      attrs[num_attrs].id = CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW;
+      attrs[num_attrs].value.accessPolicyWindow = *window;
       ++num_attrs;
     }
     CUlaunchConfig config;
@@ -941,8 +986,68 @@ CUdeviceptr tc_grid_barrier(const TcLauncher& L, int device_id) {
   return tc_device_slot(L, device_id).grid_barrier;
 }
 
+namespace {
+
+// T.annotate_l2_hit_ratio, as TileLang's host code does it around the call (its
+// tvm_cuda_stream_set/reset_access_policy_window): the persisting-L2 limit set to the window's
+// bytes (the tensor's, clamped to the device's maximum where it has one), the kernels launched
+// with the window, then the persisting lines reset and the previous limit restored -- also
+// when a launch fails.  The window rides on each launch (CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW)
+// rather than on the stream, so the stream's own policy is left as the caller set it.
+// The primary context is current.
+void tc_launch_with_l2_window(const TcLauncher& L, const DeviceSlot& slot, int device_id, CUstream stream,
+                              const TcLaunch* launches, const TcL2Window& window) {
+  tc_require_l2_driver(L, window);
+  int max_persisting = 0;
+  CUresult status = g_cuda_l2.DeviceGetAttribute(&max_persisting, CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE,
+                                                 slot.device);
+  if (status != CUDA_SUCCESS) {
+    tc_fail_l2_call(L, window, "cuDeviceGetAttribute(CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE)", status,
+                    device_id);
+  }
+  size_t num_bytes = window.num_bytes > 0 ? static_cast<size_t>(window.num_bytes) : 0;
+  if (max_persisting > 0 && num_bytes > static_cast<size_t>(max_persisting)) {
+    num_bytes = static_cast<size_t>(max_persisting);
+  }
+  size_t previous = 0;
+  status = g_cuda_l2.CtxGetLimit(&previous, CU_LIMIT_PERSISTING_L2_CACHE_SIZE);
+  if (status != CUDA_SUCCESS) {
+    tc_fail_l2_call(L, window, "cuCtxGetLimit(CU_LIMIT_PERSISTING_L2_CACHE_SIZE)", status, device_id);
+  }
+  status = g_cuda_l2.CtxSetLimit(CU_LIMIT_PERSISTING_L2_CACHE_SIZE, num_bytes);
+  if (status != CUDA_SUCCESS) {
+    tc_fail_l2_call(L, window, "cuCtxSetLimit(CU_LIMIT_PERSISTING_L2_CACHE_SIZE, " +
+                        tc_str(static_cast<int64_t>(num_bytes)) + ")",
+                    status, device_id);
+  }
+  CUaccessPolicyWindow policy;
+  std::memset(&policy, 0, sizeof(policy));
+  policy.base_ptr = window.base;
+  policy.num_bytes = num_bytes;
+  policy.hitRatio = window.hit_ratio;
+  policy.hitProp = CU_ACCESS_PROPERTY_PERSISTING;
+  policy.missProp = CU_ACCESS_PROPERTY_STREAMING;
+  try {
+    for (int k = 0; k < L.num_kernels; ++k) tc_launch(L, slot, k, launches[k], stream, device_id, &policy);
+  } catch (...) {
+    g_cuda_l2.CtxResetPersistingL2Cache();  // (the launch's error is the one raised)
+    g_cuda_l2.CtxSetLimit(CU_LIMIT_PERSISTING_L2_CACHE_SIZE, previous);
+    throw;
+  }
+  status = g_cuda_l2.CtxResetPersistingL2Cache();
+  const CUresult restored = g_cuda_l2.CtxSetLimit(CU_LIMIT_PERSISTING_L2_CACHE_SIZE, previous);
+  if (status != CUDA_SUCCESS) tc_fail_l2_call(L, window, "cuCtxResetPersistingL2Cache", status, device_id);
+  if (restored != CUDA_SUCCESS) {
+    tc_fail_l2_call(L, window, "cuCtxSetLimit(CU_LIMIT_PERSISTING_L2_CACHE_SIZE, " +
+                        tc_str(static_cast<int64_t>(previous)) + ")",
+                    restored, device_id);
+  }
+}
+
+}  // namespace
+
 void tc_launch_kernels(const TcLauncher& L, int device_id, TcStreamArg stream_arg, const TcLaunch* launches,
-                       TcPhaseTimer* timer) {
+                       TcPhaseTimer* timer, const TcL2Window* l2_window) {
   const CUstream stream =
       stream_arg.given ? stream_arg.stream : static_cast<CUstream>(TVMFFIEnvGetStream(kDLCUDA, device_id));
   TC_RUNTIME_MARK(kPhaseStream);
@@ -951,7 +1056,11 @@ void tc_launch_kernels(const TcLauncher& L, int device_id, TcStreamArg stream_ar
   {
     CurrentContextGuard context_guard(L, slot.context, device_id);
     TC_RUNTIME_MARK(kPhaseContext);
-    for (int k = 0; k < L.num_kernels; ++k) tc_launch(L, slot, k, launches[k], stream, device_id);
+    if (l2_window != nullptr && l2_window->base != nullptr) {
+      tc_launch_with_l2_window(L, slot, device_id, stream, launches, *l2_window);
+    } else {
+      for (int k = 0; k < L.num_kernels; ++k) tc_launch(L, slot, k, launches[k], stream, device_id);
+    }
     TC_RUNTIME_MARK(kPhaseLaunch);
   }  // the caller's current context is restored here
   TC_RUNTIME_MARK(kPhaseContext);

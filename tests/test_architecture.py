@@ -19,6 +19,7 @@ PACKAGES = {"tilecute": ROOT / "backend", "tilecute.runtime": ROOT / "runtime",
 
 # pass name in transform.pipeline -> the module that holds it
 PASS_MODULES = {
+    "scope_safe_values": "tilecute.transform.scope_safe_values",
     "hoist_parallel_locals": "tilecute.transform.hoist_parallel_locals",
     "choose_index_width": "tilecute.transform.index_width",
     "select_mma": "tilecute.transform.select_mma",

@@ -559,7 +559,7 @@ def test_every_pass_has_a_test():
     tested = {c[0] for c in CASES} | {"validate", "assign_tma_descriptors", "vectorize",
                                        "defer_row_sums",
                                        "assign_shared_memory", "choose_index_width", "fast_math",
-                                       "programmatic_launch"}
+                                       "programmatic_launch", "scope_safe_values"}
     assert tested == set(NAMES)
 
 
@@ -579,7 +579,34 @@ def test_choose_index_width_records_64_bit_tensors():
     _, sym = before_and_after(GEMM_SYM, "choose_index_width", "sm_90a")
     assert sym.wide_tensors == ()  # symbolic: 32-bit unless the option asks
     func = T.from_script(GEMM_SYM)
-    assert PASSES[1].run(func, "sm_90a", {"wide_offsets": True}).wide_tensors == ("A", "B", "C")
+    choose = PASSES[NAMES.index("choose_index_width")]
+    assert choose.run(func, "sm_90a", {"wide_offsets": True}).wide_tensors == ("A", "B", "C")
+
+
+SCOPED = '''
+import tilecute.language as T
+
+@T.prim_func
+def scoped(A: T.Tensor((60,), "float32"), B: T.Tensor((64,), "float32")):
+    with T.Kernel(1, threads=64) as bx:
+        with T.sblock("pad"):
+            T.annotate_safe_value({A: -1.0})
+            for i in T.Parallel(64):
+                B[i] = A[i]
+'''
+
+
+def test_scope_safe_values_turns_a_block_into_a_view():
+    assert changes(SCOPED, "scope_safe_values", "sm_90a") == (
+        "@@ -7,4 +7,4 @@\n"
+        "-        with T.sblock(\"pad\"):\n"
+        "-            T.annotate_safe_value({A: T.float32(-1.0)})\n"
+        "-            for i in T.Parallel(64):\n"
+        "-                B[i] = A[i]\n"
+        "+        T.annotate_safe_value({A_pad: T.float32(-1.0)})\n"
+        "+        A_pad = T.view(A, (60,), \"float32\")\n"
+        "+        for i in T.Parallel(64):\n"
+        "+            B[i] = A_pad[i]\n")
 
 
 def test_lower_copies_to_tma_leaves_sm_80_alone():

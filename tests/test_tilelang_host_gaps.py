@@ -148,7 +148,7 @@ def test_a_select_on_a_parse_time_condition_is_its_side(tmp_path, monkeypatch):
     assert tilecute.compile(pick, target="cuda").ensure_cubin()  # CuTe's select_ wants runtime conditions
 
 
-def test_tvm_handle_parameters_and_tilelang_schedulers_are_refused_by_name():
+def test_tvm_handle_parameters_are_refused_by_name():  # (T.PersistentTileScheduler: test_tile_scheduler.py)
     with pytest.raises(FrontendError, match=r"parameter 'A_ptr': T.handle is bound by no `A = "
                                             r"T.match_buffer\(A_ptr, shape, dtype\)`.*T.Tensor\(shape, dtype\)"):
         T.from_script('''
@@ -158,16 +158,6 @@ import tilecute.language as T
 def opaque(A_ptr: T.handle):
     with T.Kernel(1, threads=32):
         pass
-''')
-    with pytest.raises(FrontendError, match=r"T.PersistentTileScheduler is a TileLang form"):
-        T.from_script('''
-import tilecute.language as T
-
-@T.prim_func
-def persistent(A: T.Tensor((8,), T.int32)):
-    with T.Kernel(1, threads=32) as bid:
-        sched = T.PersistentTileScheduler(4, 2, num_workers=1)
-        A[0] = bid
 ''')
 
 

@@ -99,7 +99,9 @@ CALLS = {
     "sync_warp": ("stmt", ""), "named_barrier_arrive": ("stmt", "1, 128"),
     "tvm_storage_sync": ("stmt", "\"shared\""),
     "annotate_layout": ("stmt", "{}"), "annotate_min_blocks_per_sm": ("stmt", "1"),
-    "annotate_safe_value": ("stmt", "{}"),
+    "annotate_safe_value": ("stmt", "{}"), "annotate_l2_hit_ratio": ("stmt", "{}"),
+    "launch_thread": ("expr", '"threadIdx.x", 128'),
+    "sblock": ("region", ""), "reads": ("stmt", ""), "writes": ("stmt", ""),
     "tma_store_wait": ("stmt", ""), "tma_store_arrive": ("stmt", ""),
     "annotate_producer_reg_dealloc": ("stmt", ""), "annotate_consumer_reg_alloc": ("stmt", ""),
     "no_set_max_nreg": ("stmt", ""), "disable_warp_group_reg_alloc": ("stmt", ""),
@@ -206,6 +208,7 @@ REFUSED_AS_CALLED = {
     "dp4a": "T.dp4a: requires int8 inputs, got A.dtype='float16'",
     "comm_reducer": 'only the node of `T.attr(T.comm_reducer(...), "reduce_scope", ...)`',
     "tvm_thread_allreduce": "outside a `with T.attr(T.comm_reducer",
+    "reads": "T.reads annotates a TVM block", "writes": "T.writes annotates a TVM block",
 }
 
 
@@ -246,6 +249,8 @@ def test_unknown_positional_names_form_argument_and_line(name):
         assert "T.ws(0, 7): warpgroups that are not consecutive are not supported" in msg
     elif name == "tvm_thread_allreduce":  # *args: values, results, thread indices
         assert "T.tvm_thread_allreduce outside a `with T.attr(T.comm_reducer" in msg
+    elif name in ("reads", "writes"):  # *buffer_slices: TVM's block regions
+        assert f"T.{name} annotates a TVM block" in msg
     elif name == "Fragment":  # run as Python (its forward_fn is a lambda), as TileLang runs it
         assert "T.Fragment: unexpected positional argument 6 (`7`)" in msg, msg
     elif name == "alloc_var":  # *args: (init, scope) at most

@@ -57,7 +57,9 @@ class KernelEmitter:
         self.exprs.atomic_coord = self.atomic_coord
         self.bounds = Bounds(self.out, self.exprs, self.buffers, self.ranges)
         safe = dict(self.scope.safe_values)  # T.annotate_safe_value, views of the tensors too
-        safe.update({v: safe[b] for v, b in view_bases(self.scope.body).items() if b in safe})
+        # (a view with a value of its own, a T.sblock scope's, keeps it: scope_safe_values)
+        safe.update({v: safe[b] for v, b in view_bases(self.scope.body).items()
+                     if b in safe and v not in safe})
         self.bounds.safe = safe
         self.exprs.held = lambda e: self.bounds.hoisted.get(e) \
             if isinstance(e, (N.Call, N.Cast)) else None

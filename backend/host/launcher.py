@@ -220,6 +220,28 @@ def launcher_context(abi: LaunchABI, *, tilecute_version: str) -> dict[str, Any]
         "encodes_tiled_tma": _cpp_bool(any(d["mode"] == "tiled" for d in descriptors)),
         "encodes_im2col_tma": _cpp_bool(any(d["mode"] == "im2col" for d in descriptors)),
         "grid_barrier": _cpp_bool(any(k.cooperative for k in abi.kernels)),
+        "l2_window": _l2_window_context(abi),
+    }
+
+
+def _l2_window_context(abi: LaunchABI) -> dict | None:
+    """TileLang's ``T.annotate_l2_hit_ratio``: the window's tensor, its bytes as C++ (TVM's
+    ``dtype.bytes()``, whole bytes, times the declared shape, as TileLang sizes it) and the
+    hit ratio (a double literal the runtime takes as float, as TileLang's host call does)."""
+    w = abi.l2_window
+    if w is None:
+        return None
+    arg = next((a for a in abi.args if a.name == w.arg), None)
+    if not isinstance(arg, TensorArg):
+        raise _fail(abi, f"the L2 window names '{w.arg}', which is no tensor argument")
+    if not (isinstance(w.hit_ratio, float) and 0.0 <= w.hit_ratio <= 1.0):
+        raise _fail(abi, f"the L2 window's hit ratio {w.hit_ratio!r} is not a fraction in [0, 1]")
+    element_bytes = (DTYPES[arg.dtype].bits + 7) // 8
+    return {
+        "text": f"T.annotate_l2_hit_ratio({{{arg.name}: {w.hit_ratio!r}}})",
+        "ptr": f"ptr_{arg.name}",
+        "bytes": " * ".join([f"INT64_C({element_bytes})"] + [dim_cpp(d) for d in arg.shape]),
+        "hit_ratio": repr(w.hit_ratio),
     }
 
 

@@ -593,6 +593,22 @@ class While(Stmt):
 
 
 @dataclass(frozen=True)
+class SafeValueScope(Stmt):
+    """``with T.sblock(name): T.annotate_safe_value({A: v}) ...`` inside a T.Kernel:
+    TileLang's nested block scope of a ``safe_value_map``: in ``body`` (lexically) an
+    out-of-bounds read of global tensor ``A`` (or of a view of it) gives ``v``, overriding
+    for that tensor the kernel's ``safe_values`` and any enclosing scope's.  ``values``:
+    (global tensor parameter, value) pairs as ``KernelScope.safe_values`` holds them.  The
+    first pass after validation (``transform/scope_safe_values``) rewrites each scope into
+    views of its tensors whose own safe values the kernel lists, so no later pass sees one."""
+
+    name: str
+    values: tuple[tuple[str, Expr], ...]
+    body: tuple[Stmt, ...]
+    loc: Optional[Loc] = _loc()
+
+
+@dataclass(frozen=True)
 class Let(Stmt):
     """Bind ``var`` to ``value`` for the rest of the enclosing block."""
 
@@ -1278,6 +1294,11 @@ class KernelScope(Stmt):
     # what is stored).  Values are constants or expressions of the function's symbols and
     # scalar parameters
     safe_values: tuple[tuple[str, Expr], ...] = ()
+    # T.annotate_l2_hit_ratio({A: 0.8}) (TileLang's l2_hit_ratio_map on the kernel's block,
+    # which TileLang's host code applies around the function's launches): (global tensor,
+    # hit ratio in [0, 1]) pairs; the launcher launches the function's kernels with an L2
+    # access policy window over the tensor (docs/launch-abi.md, "L2 access policy window")
+    l2_hit_ratios: tuple[tuple[str, float], ...] = ()
 
     @property
     def num_threads(self) -> int:

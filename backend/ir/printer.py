@@ -180,6 +180,12 @@ def _stmt(s: N.Stmt, indent: int, out: list[str]) -> None:
     elif isinstance(s, N.While):
         out.append(f"{pad}while {expr_str(s.cond)}:")
         _stmts(s.body, indent + 1, out)
+    elif isinstance(s, N.SafeValueScope):
+        name = f'"{s.name}"' if '"' not in s.name and "\\" not in s.name else repr(s.name)
+        out.append(f"{pad}with T.sblock({name}):")
+        pairs = ", ".join(f"{name}: {expr_str(v)}" for name, v in s.values)
+        out.append(f"{pad}    T.annotate_safe_value({{{pairs}}})")
+        _stmts(s.body, indent + 1, out)
     elif isinstance(s, N.If):
         out.append(f"{pad}if {expr_str(s.cond)}:")
         _stmts(s.then, indent + 1, out)
@@ -382,6 +388,9 @@ def _stmt(s: N.Stmt, indent: int, out: list[str]) -> None:
         if s.safe_values:
             pairs = ", ".join(f"{name}: {expr_str(v)}" for name, v in s.safe_values)
             out.append(f"{pad}    T.annotate_safe_value({{{pairs}}})")
+        if s.l2_hit_ratios:
+            pairs = ", ".join(f"{name}: {ratio!r}" for name, ratio in s.l2_hit_ratios)
+            out.append(f"{pad}    T.annotate_l2_hit_ratio({{{pairs}}})")
         _stmts(s.body, indent + 1, out)
     else:
         raise TypeError(f"printer: unknown statement {type(s).__name__}")

@@ -113,9 +113,10 @@ def _encode(x):
                     isinstance(x, nodes.For) and f.name == "loop_layout" and value is None or \
                     isinstance(x, nodes.For) and f.name == "unroll_factor" and not value or \
                     isinstance(x, nodes.ClusterSync) and f.name == "kind" and value == "sync" or \
-                    isinstance(x, nodes.MBarrierArrive) and f.name == "block" and value is None:
+                    isinstance(x, nodes.MBarrierArrive) and f.name == "block" and value is None or \
+                    isinstance(x, nodes.KernelScope) and f.name == "l2_hit_ratios" and not value:
                 # (TileLang's function attributes, T.wgmma_gemm's flag, an address, a loop
-                # layout and an unroll factor, when set)
+                # layout, an unroll factor and a kernel's L2 hit ratios, when set)
                 continue
             out[f.name] = _encode(value)
         return out

@@ -56,6 +56,7 @@ class _Validator:
         self.func = func
         self.compiling = compiling
         self.stmt = func
+        self.scoped_safe: list[set] = []  # the tensors of the T.sblock scopes around a statement
         self.bound: set[str] = set()
         self.barriers: set[str] = set()
         self.reducers: set[str] = set()  # T.alloc_reducer buffers
@@ -322,6 +323,13 @@ class _Validator:
                       "arguments and launches nothing; tilecute builds kernels only)")
         for k in f.kernels:
             self.kernel(k, dict(scope_vars), dict(buffers))
+        windows = {pair for k in f.kernels for pair in k.l2_hit_ratios}
+        if len(windows) > 1:
+            self.stmt = next(k for k in f.kernels if k.l2_hit_ratios)
+            pairs = ", ".join(f"{n}: {r!r}" for n, r in sorted(windows))
+            self.fail(f"T.annotate_l2_hit_ratio gives the function {len(windows)} L2 windows "
+                      f"({pairs}); a launch has one access policy window (TileLang sets one per "
+                      "tensor on the stream, each replacing the one before): annotate one tensor")
 
     def kernel(self, k: N.KernelScope, vars_, bufs):
         self.stmt = k
@@ -369,6 +377,7 @@ class _Validator:
                 self.fail(f"grid extent {g.value} along {'xyz'[axis]} is out of CUDA's range "
                           f"1..{limit}" + (" (0 is accepted: each call raises)" if g.value < 0 else ""))
         self.safe_values(k, vars_, bufs)
+        self.l2_hit_ratios(k, bufs)
         for v, g in zip(k.block_vars, k.grid):
             self.name(v.name, "block variable")
             if v.dtype not in N.DIM_DTYPES or v.dtype != g.dtype:
@@ -407,15 +416,47 @@ class _Validator:
                         self.stmt = t if isinstance(t, N.Stmt) else s
                         self.fail(f"an atomic in a T.Parallel loop: {why}")
 
+    def l2_hit_ratios(self, k: N.KernelScope, bufs) -> None:
+        """T.annotate_l2_hit_ratio's pairs: global tensor parameters with a hit ratio in
+        [0, 1] (what the access policy window's hitRatio takes)."""
+        if not isinstance(k.l2_hit_ratios, tuple):
+            self.fail(f"l2_hit_ratios must be a tuple of (tensor, ratio) pairs, got "
+                      f"{k.l2_hit_ratios!r}")
+        for pair in k.l2_hit_ratios:
+            if not (isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], str)
+                    and isinstance(pair[1], float)):
+                self.fail(f"l2_hit_ratios holds (tensor name, float ratio) pairs, got {pair!r}")
+            name, ratio = pair
+            buf = bufs.get(name)
+            if not isinstance(buf, N.Buffer) or buf.scope != "global" or \
+                    name in self.func.workspaces or \
+                    not any(isinstance(p, N.Buffer) and p.name == name for p in self.func.params):
+                self.fail(f"T.annotate_l2_hit_ratio names '{name}', which is no global tensor "
+                          "parameter of the function (TileLang's host code sets windows over "
+                          "the function's tensor parameters only; a T.alloc_global workspace "
+                          "is none)")
+            if not 0.0 <= ratio <= 1.0:
+                self.fail(f"T.annotate_l2_hit_ratio: the hit ratio of '{name}' is {ratio!r}; an "
+                          "access policy window's hitRatio is a fraction in [0, 1]")
+
+    def has_safe_value(self, name: str) -> bool:
+        """Whether an out-of-bounds read of tensor ``name`` gives a safe value here: the
+        kernel's, or an enclosing T.sblock scope's."""
+        return name in dict(self.scope.safe_values) or any(name in s for s in self.scoped_safe)
+
     def safe_values(self, k: N.KernelScope, vars_, bufs) -> None:
         """T.annotate_safe_value's pairs: global tensor parameters, each once, with values
         of the symbols and scalar parameters (what is in scope at the kernel's start)."""
+        self.safe_value_pairs(k.safe_values, vars_, bufs)
+
+    def safe_value_pairs(self, pairs, vars_, bufs) -> None:
+        """A kernel's or a T.sblock scope's (SafeValueScope) safe values."""
         from .visitor import walk_nodes
 
-        if not isinstance(k.safe_values, tuple):
-            self.fail(f"safe_values must be a tuple of (tensor, value) pairs, got {k.safe_values!r}")
+        if not isinstance(pairs, tuple):
+            self.fail(f"safe_values must be a tuple of (tensor, value) pairs, got {pairs!r}")
         seen = set()
-        for pair in k.safe_values:
+        for pair in pairs:
             if not (isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], str)):
                 self.fail(f"safe_values holds (tensor name, value) pairs, got {pair!r}")
             name, value = pair
@@ -516,6 +557,17 @@ class _Validator:
             self.expr(s.cond, vars_, bufs)
             self.boolean(s.cond, "a while condition")
             self.body(s.body, vars_, bufs)
+        elif isinstance(s, N.SafeValueScope):
+            if not isinstance(s.name, str):
+                self.fail(f"a T.sblock's name is a string, got {s.name!r}")
+            if not s.values:
+                self.fail("a SafeValueScope holds at least one (tensor, value) pair")
+            self.safe_value_pairs(s.values, vars_, bufs)
+            self.scoped_safe.append({name for name, _ in s.values})
+            try:
+                self.body(s.body, vars_, bufs)
+            finally:
+                self.scoped_safe.pop()
         elif isinstance(s, N.WarpGroups):
             self.warp_groups(s)
             self.in_ws = True
@@ -650,7 +702,7 @@ class _Validator:
             if scopes[0] == "global" and s.barrier is None:
                 self.fail("T.tma_copy from global memory needs barrier= (an mbarrier element "
                           "the copy arrives on)")
-            if scopes[0] == "global" and s.src.buffer in dict(self.scope.safe_values):
+            if scopes[0] == "global" and self.has_safe_value(s.src.buffer):
                 self.fail(f"T.tma_copy from '{s.src.buffer}', which has a T.annotate_safe_value: "
                           "TMA fills the elements out of bounds with zeros, not the safe value; "
                           f"copy it with T.copy (tilecute keeps copies from '{s.src.buffer}' off "
@@ -704,7 +756,7 @@ class _Validator:
                           f"{', '.join(map(repr, N.COPY_INSTRUCTIONS))}")
             if s.instruction == "tma" and s.disable_tma:
                 self.fail('T.copy prefer_instruction="tma" conflicts with disable_tma=True')
-            if s.instruction == "tma" and s.src.buffer in dict(self.scope.safe_values):
+            if s.instruction == "tma" and self.has_safe_value(s.src.buffer):
                 self.fail(f'T.copy prefer_instruction="tma" from \'{s.src.buffer}\', which has a '
                           "T.annotate_safe_value: TMA fills the elements out of bounds with "
                           "zeros, not the safe value")
@@ -1240,6 +1292,8 @@ class _StaticBounds:
         elif isinstance(s, N.While):
             self.expr(s.cond, env, True)
             self.body(s.body, env, True)
+        elif isinstance(s, N.SafeValueScope):
+            self.body(s.body, env, guarded)
         elif isinstance(s, N.WarpGroups):  # a part of the block runs the body
             self.body(s.body, env, True)
         elif isinstance(s, N.Let):

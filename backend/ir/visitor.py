@@ -21,7 +21,7 @@ from . import nodes as N
 
 # statement fields that hold statement lists
 BODY_FIELDS = {N.For: ("body",), N.If: ("then", "orelse"), N.While: ("body",),
-               N.KernelScope: ("body",), N.WarpGroups: ("body",)}
+               N.KernelScope: ("body",), N.WarpGroups: ("body",), N.SafeValueScope: ("body",)}
 
 
 def walk_stmts(body) -> Iterator[N.Stmt]:

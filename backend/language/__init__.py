@@ -41,8 +41,10 @@ from .forms import (  # noqa: F401
 )
 from .forms import alloc_buffer, alloc_global, alloc_reducer, cummax, cumsum, finalize_reducer, im2col, transpose  # noqa: F401
 from .forms import reducer_init, reducer_update  # noqa: F401
+from .forms import reads, sblock, writes  # noqa: F401  (TVM's block, TileLang's safe-value scopes)
 from .forms import dec_max_nreg, grid, inc_max_nreg, named_barrier_arrive, sync_warp, tvm_storage_sync  # noqa: F401
 from .forms import alloc_cluster_barrier, cluster_arrive, cluster_arrive_relaxed, cluster_sync, cluster_wait  # noqa: F401
+from .forms import annotate_l2_hit_ratio  # noqa: F401
 from .forms import annotate_layout, annotate_min_blocks_per_sm, annotate_safe_value, pdl_sync, pdl_trigger  # noqa: F401
 from .forms import let, rng_init, sync_grid  # noqa: F401
 from .forms import attr, comm_reducer, tvm_thread_allreduce  # noqa: F401
@@ -93,8 +95,10 @@ from .ops import (  # noqa: F401
     get_lane_idx, get_warp_idx, get_warp_idx_sync, get_warp_group_idx,
     get_thread_bindings, get_block_binding, get_block_bindings, get_thread_extent,
     get_thread_extents, get_block_extent, get_block_extents, reinterpret, any_of, all_of, thread_binding,
+    launch_thread,
 )
 from .parser import FrontendError, parse_script, prim_func
+from .tile_schedule import PersistentTileScheduler  # noqa: F401
 from .values import DTYPE_NAMES, DType, GemmWarpPolicy, Layout, TensorSpec, dtype_name  # noqa: F401
 from .custom_layouts import Fragment  # noqa: F401
 from .values import UnsupportedDType, tilelang_only_dtype

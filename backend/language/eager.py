@@ -302,11 +302,19 @@ class EagerKernel:
         self.body: list[ast.stmt] = []  # the kernel statements
         self.returns: Optional[list[str]] = None
         self._local_macros: set[str] = set()  # T.macro functions defined in the body
+        # `return macro(A)`: the outputs are the macro's T.empty, declared by the parser
+        self.macro_return = False
         params = [a.arg for a in fdef.args.args]
+        framed = False  # after TVM's launch frames (T.launch_thread), the kernel's statements
         for s in fdef.body:
             if isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant) and \
                     isinstance(s.value.value, str):
                 continue  # the docstring
+            framed = framed or isinstance(s, ast.Assign) and \
+                _t_call(s.value, ("launch_thread",), env)
+            if framed and not isinstance(s, ast.Return):
+                self.body.append(s)
+                continue
             if isinstance(s, ast.Assign) and _t_call(s.value, ("const",), env):
                 self._const(s)
             elif isinstance(s, ast.Assign) and _t_call(s.value, ("empty",), env):
@@ -413,13 +421,18 @@ class EagerKernel:
         if v is None or (isinstance(v, ast.Constant) and v.value is None):
             return []
         elts = v.elts if isinstance(v, ast.Tuple) else [v]
-        macro = next((e for e in elts if isinstance(e, ast.Call) and self._calls_macro(e, env)),
-                     None)
-        if macro is not None:  # TileLang allocates the macro's T.empty as the output
-            raise self.error(s, f"`return {ast.unparse(macro)}`: an eager kernel returning a "
-                                "T.macro's T.empty output is not supported by tilecute; "
-                                "declare the output in the kernel's body (`C = T.empty(shape, "
-                                "dtype)`), pass it to the macro and `return C`")
+        if any(isinstance(e, ast.Call) and self._calls_macro(e, env) for e in elts):
+            # `return copy_impl(A)`: TileLang allocates the macro's T.empty as the output.
+            # The parser inlines the macro where the body returns it (its outputs become
+            # the prim_func's, after the tensors and scalars): the kernel statement is the
+            # return itself
+            if self.outputs:
+                raise self.error(s, f"`{ast.unparse(s)}` returns a T.macro's output beside the "
+                                    f"body's own T.empty ({', '.join(self.outputs)}): return "
+                                    "the macro's alone, or declare every output in the body")
+            self.macro_return = True
+            self.body.append(s)
+            return []
         if not all(isinstance(e, ast.Name) for e in elts):
             raise self.error(s, "an eager kernel returns its T.empty outputs by name")
         return [e.id for e in elts]
@@ -635,10 +648,15 @@ class EagerKernel:
         import tilecute
 
         func, expected = self._prim_func(consts, spec)
-        out_idx = [len(self.runtime) + i for i in range(len(self.outputs))]
+        outputs = len(self.outputs)
+        if self.macro_return:  # the macro's outputs, in its return order, after the arguments
+            outputs = len(func.params) - len(self.runtime) - len(func.workspaces)
+        # (the parser's prim_func returns the macro's outputs itself: its own out_idx)
+        out_idx = None if self.macro_return else [len(self.runtime) + i for i in range(outputs)]
         kernel = tilecute.compile(func, out_idx=out_idx, target=self.target, options=self.options,
                                   verbose=self.verbose, release_gil=self.release_gil)
-        order = [list(self.outputs).index(r) for r in (self.returns or [])]
+        order = list(range(outputs)) if self.macro_return else \
+            [list(self.outputs).index(r) for r in (self.returns or [])]
         kernel = _Returning(kernel, order)
         with self._lock:
             self._kernels[key] = kernel

@@ -90,6 +90,25 @@ def ws(*warp_group_idx):
 FORMS["WarpSpecialize"] = ws
 
 
+@_form("with")
+def sblock(name="", no_realize=False):
+    """``with T.sblock("name"):`` inside a T.Kernel (TVM's block, as TileLang programs
+    write it): a scope whose ``T.annotate_safe_value`` map holds for its body alone
+    (nested blocks override per tensor, TileLang's lexical safe values); its ``T.reads()``
+    / ``T.writes()`` regions are annotations nothing reads.  Without a map its body is
+    the enclosing body's."""
+
+
+@_form("stmt")
+def reads(*buffer_slices):
+    """TVM's block read regions, inside ``with T.sblock(...)``: no effect."""
+
+
+@_form("stmt")
+def writes(*buffer_slices):
+    """TVM's block write regions, inside ``with T.sblock(...)``: no effect."""
+
+
 # ---- loops ------------------------------------------------------------------------------
 @_form("for")
 def Parallel(*extents, coalesced_width=None, loop_layout=None, prefer_async=None,  # noqa: N802
@@ -783,6 +802,15 @@ def annotate_safe_value(safe_value_map):
 
 
 @_form("stmt")
+def annotate_l2_hit_ratio(l2_hit_ratio_map):
+    """``T.annotate_l2_hit_ratio({A: 0.8})``: the function's kernels launch with an L2
+    access policy window over global tensor ``A`` (its first ``min(bytes, the device's
+    persisting-L2 maximum)`` bytes; hits persisting at ratio 0.8, misses streaming), the
+    context's persisting-L2 limit raised to the window's bytes for the launches and
+    restored after, as TileLang's host code does around the call."""
+
+
+@_form("stmt")
 def annotate_min_blocks_per_sm(n):
     """``T.annotate_min_blocks_per_sm(2)``: the kernel is compiled for at least ``n``
     resident blocks per SM (CUDA's ``__launch_bounds__(threads, n)``)."""
@@ -875,11 +903,6 @@ _UNSUPPORTED_WHY = {
     "const": "here: T.const declares the dims of a @tilecute.jit eager kernel, `M, N = "
     "T.const(\"M, N\")` at the top of its body (TileLang raises outside one); a @T.prim_func "
     "declares them with T.dynamic or `n = T.int32()`",
-    "annotate_l2_hit_ratio": "TileLang sets the stream's L2 access policy window on the "
-    "buffer around the kernel's launch (hits persisting at the given ratio, misses "
-    "streaming, the context's persisting-L2 limit raised to the buffer's bytes and restored "
-    "after); tilecute's launcher sets no access policy window, and a hint dropped silently "
-    "would change the program's L2 behaviour unannounced: remove the annotation",
 }
 
 TILELANG_ONLY = frozenset("""
@@ -890,11 +913,10 @@ TILELANG_ONLY = frozenset("""
     mbarrier_arrive_expect_tx mbarrier_expect_tx
     sync_global
     annotate_restrict_buffers
-    annotate_l2_hit_ratio annotate_ws_schedule ws_op
+    annotate_ws_schedule ws_op
     create_tma_descriptor import_source inline
     meta_class call_extern call_intrin Shuffle
     annotate_pass_configs annotate_compile_flags func_attr CUDASourceCodeKernel
-    launch_thread PersistentTileScheduler
 """.split()) | frozenset("""
     Add Any AnyDType Assert BufferLoad Call CallEffectKind CommReducer Div
     FloatImm FloorDiv FloorMod IntImm IterVar JITFunc Let LetStmt Max Min
@@ -927,7 +949,7 @@ TILELANG_ONLY = frozenset("""
     ptx_cp_async_bulk ptx_init_barrier_thread_count ptx_ldmatrix ptx_mma
     ptx_mma_block_scale ptx_mma_sp ptx_tcgen05_mma_blockscaled_ss ptx_tcgen05_mma_ss
     ptx_tcgen05_mma_ts ptx_wait_barrier ptx_wgmma_rs ptx_wgmma_sp_rs
-    ptx_wgmma_sp_ss ptx_wgmma_ss q_multiply_shift q_multiply_shift_per_axis ramp reads
+    ptx_wgmma_sp_ss ptx_wgmma_ss q_multiply_shift q_multiply_shift_per_axis ramp 
     realize ret start_profile_intrinsic sub2 target tcgen05_after_thread_sync
     tcgen05_before_thread_sync tcgen05_cp_warpx4 tcgen05_gemm_blockscaled
     tcgen05_gemm_sp tcgen05_mma tcgen05_mma_arrive tcgen05_mma_blockscaled
@@ -939,10 +961,10 @@ TILELANG_ONLY = frozenset("""
     tvm_thread_invariant tvm_throw_last_error tvm_tuple
     type_annotation undef validate_gemm_ab_dtypes vectorcombine vectorhigh vectorlow
     void vscale warpgroup_arrive warpgroup_commit_batch warpgroup_fence_operand
-    wgmma_gemm_sp wgmma_mma where writes
+    wgmma_gemm_sp wgmma_mma where 
     deallocate_tmem increase_descriptor_offset
     ptx_arrive_cluster_barrier ptx_mma_sm70 tma_gather4_bytes
-    sblock sblock_attr
+    sblock_attr
 """.split())  # the rest of TileLang's language namespace (tilelang.language's __all__ and
 # its CUDA dialect's, TVM's TIR re-exports among them) that tilecute does not serve: each
 # is refused by name when used, never "has no attribute"

@@ -1148,6 +1148,49 @@ def thread_binding(start, stop=None, thread=None, *, annotations=None, kernel=No
     return get_thread_binding(d)
 
 
+def _shown(e: _N.Expr) -> str:
+    from ..ir.printer import expr_str
+
+    return expr_str(e)
+
+
+_LAUNCH_TAGS = {f"{k}.{c}": (k, d) for k in ("blockIdx", "threadIdx") for d, c in enumerate("xyz")}
+
+
+@_kernel_form
+def launch_thread(thread, extent, *, kernel=None):
+    """TVM's ``T.launch_thread(tag, extent)`` inside a T.Kernel (TileLang's T.Kernel is
+    printed as these; ``tx = T.launch_thread("threadIdx.x", 256)`` in a kernel of 256
+    threads): the index of that thread or block dim.  TVM launches one extent per tag, so
+    ``extent`` must be the T.Kernel's (its threads, or its grid extent, 1 for a dim it does
+    not have); an ``IterVar`` (``T.env_thread``) or another tag is refused."""
+    if not isinstance(thread, str):
+        raise ValueError(f"T.launch_thread: thread={thread!r}; tilecute takes the tag as a string "
+                         "(\"threadIdx.x\", \"blockIdx.y\", ...), not a T.env_thread variable")
+    if thread not in _LAUNCH_TAGS:
+        raise ValueError(f"T.launch_thread: thread={thread!r} is not supported: tilecute launches "
+                         "blockIdx.x/y/z and threadIdx.x/y/z (a T.Kernel's grid and threads)")
+    kind, d = _LAUNCH_TAGS[thread]
+    blocks, grid, threads = kernel
+    if kind == "threadIdx":
+        have = _N.Const(int(threads[d]) if d < len(threads) else 1, "int32")
+    else:
+        have = _N.as_expr(grid[d]) if d < len(grid) else _N.Const(1, "int32")
+    want = extent if isinstance(extent, _N.Expr) else _N.as_expr(extent) \
+        if isinstance(extent, int) and not isinstance(extent, bool) else None
+    same = want is not None and (
+        want == have if not (isinstance(want, _N.Const) and isinstance(have, _N.Const))
+        else want.value == have.value)
+    if not same:
+        what = "threads" if kind == "threadIdx" else "grid extent"
+        raise ValueError(f"T.launch_thread({thread!r}, {extent!r}): the extent must be the "
+                         f"T.Kernel's {what} along {thread[-1]}, {_shown(have)} (TVM launches one extent "
+                         "per thread tag; a different one would not be this kernel's)")
+    if kind == "threadIdx":
+        return get_thread_binding(d)
+    return blocks[d] if d < len(blocks) else _N.Const(0, "int32")
+
+
 @_kernel_form
 def get_thread_extents(*, kernel=None):
     """``[blockDim.x, blockDim.y, blockDim.z]``."""
@@ -1222,7 +1265,8 @@ EXPRESSION_HELPERS = (
     "popcount", "clz", "likely", "get_lane_idx", "get_warp_idx", "get_warp_idx_sync",
     "get_warp_group_idx", "get_thread_bindings", "get_block_binding", "get_block_bindings",
     "get_thread_extent", "get_thread_extents", "get_block_extent", "get_block_extents",
-    "reinterpret", "any_of", "all_of", "thread_binding", "Broadcast", "index_to_coordinates",
+    "reinterpret", "any_of", "all_of", "thread_binding", "launch_thread", "Broadcast",
+    "index_to_coordinates",
     "atomic_load", "And", "Or", "Not", "EQ", "NE", "LT", "LE", "GT", "GE",
     *FAST_MATH,
     # TVM's libm forms, TileLang's IEEE forms, bit and warp-match intrinsics

@@ -42,6 +42,7 @@ from . import forms as F
 from . import layouts as L
 from . import bits as B
 from . import ops
+from .tile_schedule import PersistentTileScheduler, StateStores
 from .values import (DType, GemmWarpPolicy, HandleSpec, Layout, Macro, Pointer, TensorSpec,
                      _HandleProxy, _TensorProxy, dtype_name, dynamic, meta_var,
                      plain_signature, signature_error, tensor_dtype_name)
@@ -493,6 +494,8 @@ class _Parser:
         # return), T.annotate_pass_configs' and T.annotate_compile_flags' values
         self.outputs: dict[str, tuple[N.Buffer, ast.stmt]] = {}
         self.returned: Optional[list[str]] = None
+        self.macro_at_top = False  # inlining a T.macro called at the top level (its T.empty)
+        self.sblock_depth = 0  # `with T.sblock(...)` bodies being parsed
         self.pass_configs: tuple = ()
         self.compile_flags: tuple = ()
 
@@ -946,6 +949,8 @@ class _Parser:
         if not shape:
             raise self.error(s, f"T.empty for '{name}': a 0-d output is not supported "
                                 "(tilecute's tensors have at least one dim)")
+        if self.macro_at_top:  # a macro's `M, N = A.shape`: its names are Lets of the shape
+            shape = [self.let_free(d) for d in shape]
         buf = N.Buffer(name, dt, tuple(self.dim(s, d, name) for d in shape), "global")
         params = getattr(self, "scalar_params", set())
         self.note_symbols(tuple(x for x in _walk_exprs(buf.shape) if isinstance(x, N.Var) and not (
@@ -954,6 +959,22 @@ class _Parser:
         self.bind(name, _BufferRef(buf))
         self.outputs[name] = (buf, s)
         return []
+
+    def let_free(self, d):
+        """``d`` with each variable bound by a ``Let`` of a pure value (the symbols and
+        scalar parameters) replaced by that value, as a top-level macro's kernels get them."""
+        from ..ir.visitor import substitute
+
+        for _ in range(64):
+            if not isinstance(d, N.Expr):
+                return d
+            names = {x.name for x in _walk_exprs((d,)) if isinstance(x, N.Var)
+                     and x.name in self.let_values
+                     and _host_pure(self.let_values[x.name], self.symbols, self.scalar_params)}
+            if not names:
+                return d
+            d = substitute(d, {n: self.let_values[n] for n in names})
+        return d
 
     def return_outputs(self, s: ast.Return) -> list:
         """TileLang's ``return B`` / ``return B, C`` ending a prim_func body: the
@@ -966,8 +987,18 @@ class _Parser:
             self.returned = []
             return []
         elts = v.elts if isinstance(v, (ast.Tuple, ast.List)) else [v]
-        names = [e.id if isinstance(e, ast.Name) else None for e in elts]
-        bad = [ast.unparse(e) for e, n in zip(elts, names) if n not in self.outputs]
+        names, kernels, bad = [], [], []
+        for e in elts:
+            if isinstance(e, ast.Call) and self.macro_of(e.func) is not None:
+                # `return copy_impl(A)` (TileLang's eager kernels): the macro's T.empty
+                # outputs, which it returns, are the function's; its kernels run here
+                found, got = self.top_level_macro_outputs(e, s)
+                kernels += found
+                names += got
+            elif isinstance(e, ast.Name) and e.id in self.outputs:
+                names.append(e.id)
+            else:
+                bad.append(ast.unparse(e))
         if bad:
             raise self.error(s, f"a prim_func returns only tensors allocated by T.empty "
                                 f"({', '.join(self.outputs) or 'none declared'}), got "
@@ -976,7 +1007,46 @@ class _Parser:
         if twice:
             raise self.error(s, f"`return` names {', '.join(twice)} twice")
         self.returned = names
-        return []
+        return kernels
+
+    def top_level_macro_outputs(self, call: ast.Call, s) -> tuple[list, list[str]]:
+        """``return macro(A)`` at the top level: the macro inlined as a top-level macro
+        (its ``T.empty`` outputs declared as the function's, its ``T.Kernel`` blocks the
+        function's), and the names of the outputs it returns."""
+        from ..ir.visitor import substitute
+
+        macro = self.macro_of(call.func)
+        what = f"T.macro {macro.__name__!r}"
+        saved = self.macro_at_top
+        self.macro_at_top = True
+        try:
+            stmts, value = self.inline_function(macro.fn, what, call, s, want_value=True)
+        finally:
+            self.macro_at_top = saved
+        out, mapping = [], {}
+        for st in stmts:
+            st = substitute(st, mapping) if mapping else st
+            if isinstance(st, N.Let) and _host_pure(st.value, self.symbols, self.scalar_params):
+                mapping[st.var.name] = st.value
+            elif isinstance(st, N.KernelScope):
+                out.append(st)
+            else:
+                where = f" (line {st.loc.line})" if st.loc is not None else ""
+                raise self.error(s, f"`return {ast.unparse(call)}`: {what} at the top level of a "
+                                    "prim_func may hold only T.empty outputs, `with T.Kernel(...)` "
+                                    "blocks and names bound to shapes and scalar parameters; it "
+                                    f"has a {type(st).__name__} statement{where} outside a "
+                                    "T.Kernel")
+        values = value if isinstance(value, tuple) else (value,)
+        names = []
+        for v in values:
+            name = v.buffer.name if isinstance(v, _BufferRef) else None
+            if name not in self.outputs:
+                raise self.error(s, f"`return {ast.unparse(call)}`: {what} returns "
+                                    f"{_show(v)}; a prim_func returns the tensors T.empty "
+                                    "declares")
+            names.append(name)
+        return out, names
 
     def returned_outputs(self, params: list) -> list:
         """The T.empty outputs as parameters, in ``return`` order (so the kernel returns
@@ -1198,6 +1268,10 @@ class _Parser:
     def block(self, stmts, top=False) -> tuple[N.Stmt, ...]:
         out: list[N.Stmt] = []
         for i, s in enumerate(stmts):
+            if top and self.is_launch_thread(s):
+                # TVM's frames, TileLang's T.Kernel as printed: they cover the rest of the body
+                out.extend(self.stmt(self.launch_threads_as_kernel(stmts[i:]), top))
+                break
             if not top and isinstance(s, ast.Expr) and self.is_attr_call(s.value):
                 # TVMScript's frame written as a statement: it covers the rest of the block
                 out.extend(self.attr_scope(s, s.value, stmts[i + 1:]))
@@ -1222,6 +1296,9 @@ class _Parser:
                 if s.items[0].optional_vars is not None:
                     raise self.error(s, "`with T.attr(...)` binds no names")
                 return self.attr_scope(s, item, s.body)
+            if isinstance(item, ast.Call) and \
+                    getattr(self.form_of(item.func), "__name__", None) == "sblock":
+                return self.sblock_stmt(s, item)
             return [self.with_stmt(s)]
         if top:
             attr = self.func_attr_form(s)
@@ -1279,6 +1356,8 @@ class _Parser:
             self.pending = outer
 
     def inner_stmt(self, s) -> list[N.Stmt]:
+        if self.macro_at_top and not self.in_kernel and self.func_attr_form(s) == "empty":
+            return self.empty_output(s)  # a top-level macro's output: the function's
         if isinstance(s, ast.For):
             return self.for_stmt(s)
         if isinstance(s, ast.If):
@@ -1394,6 +1473,74 @@ class _Parser:
                                                               optional_vars=target)],
                                           body=binds + list(inner_body)), s)
 
+    def is_launch_thread(self, s) -> bool:
+        """``name = T.launch_thread(tag, extent)`` (or the call as a statement)."""
+        value = s.value if isinstance(s, ast.Expr) or isinstance(s, ast.Assign) and \
+            len(s.targets) == 1 and isinstance(s.targets[0], ast.Name) else None
+        return isinstance(value, ast.Call) and self.python_value(value.func) is ops.launch_thread
+
+    def launch_threads_as_kernel(self, stmts) -> ast.With:
+        """TVM's ``T.launch_thread`` frames at the top of a prim_func body -- how TileLang
+        prints a ``T.Kernel``: ``bx = T.launch_thread("blockIdx.x", 32)``, ``tx =
+        T.launch_thread("threadIdx.x", 128)``, ... then the body -- as that ``T.Kernel``:
+        the blockIdx extents its grid (their names its block variables), the threadIdx
+        extents its threads, and everything after the run of frames its body, where each
+        threadIdx name is bound to its own call (the thread index, the extent checked)."""
+        run = []
+        for s in stmts:
+            if not self.is_launch_thread(s):
+                break
+            run.append(s)
+        blocks, threads, thread_names = {}, {}, []
+        t_module = None
+        for s in run:
+            call = s.value
+            where = f"`{ast.unparse(call)}` at the top level"
+            if not isinstance(call.func, ast.Attribute):
+                raise self.error(s, f"{where}: write it as T.launch_thread(...) (the T module's "
+                                    "attribute)")
+            t_module = call.func.value
+            try:
+                bound = inspect.signature(ops.launch_thread).bind(
+                    *call.args, **{k.arg: k.value for k in call.keywords})
+            except TypeError as e:
+                raise self.error(s, f"{where}: {e}") from None
+            tag = self.eval_python(bound.arguments["thread"])
+            if tag not in ops._LAUNCH_TAGS:
+                raise self.error(s, f"{where}: thread={tag!r}; tilecute launches blockIdx.x/y/z and "
+                                    "threadIdx.x/y/z (a T.Kernel's grid and threads), the tag "
+                                    "given as a string")
+            kind, d = ops._LAUNCH_TAGS[tag]
+            table = blocks if kind == "blockIdx" else threads
+            if d in table:
+                raise self.error(s, f"{where}: {tag} is launched twice")
+            name = s.targets[0].id if isinstance(s, ast.Assign) else None
+            table[d] = (bound.arguments["extent"], name)
+            if kind == "threadIdx" and name is not None:
+                thread_names.append((name, call, s))
+        first = run[0]
+
+        def loc(x):
+            return ast.copy_location(x, first)
+
+        one = lambda: loc(ast.Constant(1))  # noqa: E731
+        grid = [blocks[d][0] if d in blocks else one() for d in range(max(blocks, default=0) + 1)]
+        names = [blocks[d][1] or f"unbound_block_{'xyz'[d]}" if d in blocks
+                 else f"unbound_block_{'xyz'[d]}" for d in range(len(grid))]
+        extents = [threads[d][0] if d in threads else one()
+                   for d in range(max(threads, default=0) + 1)]
+        kernel = loc(ast.Call(
+            func=loc(ast.Attribute(value=t_module, attr="Kernel", ctx=ast.Load())), args=grid,
+            keywords=[ast.keyword(arg="threads", value=loc(ast.List(elts=extents, ctx=ast.Load())))]))
+        target = loc(ast.Tuple(elts=[loc(ast.Name(id=n, ctx=ast.Store())) for n in names],
+                               ctx=ast.Store()))
+        binds = [ast.copy_location(ast.Assign(targets=[ast.Name(id=name, ctx=ast.Store())],
+                                              value=call), s)
+                 for name, call, s in thread_names]
+        return ast.fix_missing_locations(ast.copy_location(
+            ast.With(items=[ast.withitem(context_expr=kernel, optional_vars=target)],
+                     body=binds + list(stmts[len(run):]) or [loc(ast.Pass())]), first))
+
     def top_level_error(self, s) -> FrontendError:
         """What may not stand at the top level of a prim_func body, named."""
         rule = ("only `with T.Kernel(...)` blocks, the parameters' annotations, parse-time "
@@ -1405,6 +1552,9 @@ class _Parser:
                                  "T.handle parameter at the top of the body, among the "
                                  "parameters' annotations, symbols and parse-time constants, "
                                  "before any other statement")
+        if isinstance(s, ast.Assign) and isinstance(s.value, ast.Call) and \
+                self.python_value(s.value.func) is PersistentTileScheduler:
+            self.assign(s)  # a stateful scheduler's refusal (its state lives in a T.Kernel)
         if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call):
             self.form_of(s.value.func)  # a TileLang form tilecute lacks says so by name
             return self.error(s, f"`{ast.unparse(s.value.func)}(...)` at the top level: {rule}")
@@ -1488,6 +1638,8 @@ class _Parser:
         def known(v) -> bool:
             if isinstance(v, (int, float, bool, str)):
                 return True
+            if isinstance(v, PersistentTileScheduler):
+                return not v.stateful  # a decoder of tiles: no state, nothing to allocate
             if isinstance(v, tuple):
                 return all(known(x) for x in v)
             return isinstance(v, N.Expr) and _host_pure(v, self.symbols, self.scalar_params)
@@ -1732,7 +1884,7 @@ class _Parser:
         self.shared_layouts: dict = {}
         # the T.Kernel's annotations, KernelScope fields (defaults: none given)
         self.kernel_notes = {"min_blocks_per_sm": 0, "producer_regs": 0, "consumer_regs": 0,
-                             "reg_alloc": True, "safe_values": ()}
+                             "reg_alloc": True, "safe_values": (), "l2_hit_ratios": ()}
         try:
             body = self.top_tensor_views(s) + self.block(self.top_views + list(s.body))
         finally:
@@ -2575,6 +2727,8 @@ class _Parser:
             elif isinstance(v, (_BufferRef, _RegionRef, B.Words)):
                 self.bind(target.id, v)  # another name for a buffer; T.ldg64's words
                 return []
+            elif isinstance(v, PersistentTileScheduler):
+                return self.tile_scheduler(target.id, v, s)
             elif isinstance(v, (F.Form, F.Unsupported, Macro)) or inspect.isfunction(v) or \
                     inspect.isbuiltin(v):
                 # another name for a T.* form, a T.macro or a function (`scan = T.cumsum
@@ -3187,6 +3341,9 @@ class _Parser:
             helper = self.python_helper_of(call.func)
             if helper is not None:
                 return self.inline_function(helper, f"helper {helper.__name__!r}", call, s)
+            stores = self.scheduler_stores(call)
+            if stores is not None:
+                return [self.store_value(buf, _VarRef.indices, v, s) for buf, v in stores]
             f = call.func
             try:
                 target = self.eval_python(f) if isinstance(f, (ast.Name, ast.Attribute)) else None
@@ -3213,12 +3370,60 @@ class _Parser:
                                 "T.sync_threads, T.tma_copy, T.mbarrier_arrive, "
                                 "T.mbarrier_wait_parity, T.use_swizzle, T.set_max_nreg, "
                                 "T.evaluate)")
+        if self.sblock_depth and form.__name__ in _KERNEL_ANNOTATIONS:
+            raise self.error(s, f"T.{form.__name__} inside a `with T.sblock(...)`: TileLang "
+                                "attaches it to that block, tilecute reads it as the kernel's; "
+                                "write it directly in the T.Kernel body")
         a = self.args(form, call)
         self.current_form = self.form_text(a)  # named when a region alias is refused
         handler = getattr(self, f"stmt_{form.__name__}", None)
         if handler is None and form.__name__.startswith("reduce_"):
             return [self.reduce(a, form.__name__[len("reduce_"):], s)]
         return handler(a, s)
+
+    def tile_scheduler(self, name: str, sched: PersistentTileScheduler, s) -> list[N.Stmt]:
+        """``sched = T.PersistentTileScheduler(...)``: the name binds the scheduler; a
+        stateful one's four ``int32`` ``T.alloc_var``s (``m_idx``, ``n_idx``,
+        ``linear_idx``, ``current_iter``, prefixed ``{name}_`` when it is given one, as
+        TileLang names them) are allocated here, initialized to 0."""
+        if sched.stateful and sched._state is not None:
+            raise self.error(s, f"'{name}': this T.PersistentTileScheduler already has its "
+                                "state (one scheduler object, one name)")
+        self.check_rebind(name, s)
+        out: list[N.Stmt] = []
+        if sched.stateful:
+            if not self.in_kernel:
+                raise self.error(s, f"'{name} = T.PersistentTileScheduler(...)': a stateful "
+                                    "scheduler keeps its cursor in T.alloc_vars, which live "
+                                    "inside a T.Kernel (stateful=False decodes tiles "
+                                    "anywhere)")
+            buffers, scope, missing = [], self.scopes[-1], object()
+            for var in sched.state_names():
+                shadowed = scope.get(var, missing)  # the state binds no name of the program's
+                out += self.declare_var(var, "int32", N.Const(0, "int32"), s)
+                buffers.append(scope[var].buffer)
+                if shadowed is missing:
+                    del scope[var]
+                else:
+                    scope[var] = shadowed
+            sched.bind_state(tuple(buffers))
+        self.bind(name, sched)
+        return out
+
+    def scheduler_stores(self, call: ast.Call):
+        """``sched.init(block_id)`` / ``sched.next_tile()`` as a statement: the
+        :class:`StateStores` the method makes, or None where the call is no such
+        method's."""
+        if not isinstance(call.func, ast.Attribute):
+            return None
+        try:
+            base = self.eval_python(call.func.value)
+        except FrontendError:
+            return None
+        if not isinstance(base, PersistentTileScheduler):
+            return None
+        value = self.expr(call)
+        return value if isinstance(value, StateStores) else None
 
     def parse_time_print(self, call: ast.Call, s) -> list[N.Stmt]:
         """``print(...)`` in a kernel body: printed once, now; no statement (TileLang's
@@ -5127,6 +5332,23 @@ class _Parser:
         of the function's symbols and scalar parameters."""
         if not self.in_kernel:
             raise self.error(s, "T.annotate_safe_value is only valid inside a T.Kernel")
+        if self.sblock_depth:  # (one standing directly in a block's body is its map)
+            raise self.error(s, "T.annotate_safe_value inside a `with T.sblock(...)` stands "
+                                "directly in the block's body (it is the block's map); here it "
+                                "is nested in a loop or a branch of the block")
+        given = dict(self.kernel_notes["safe_values"])
+        for key_node, buf, val_node, value in self.safe_value_pairs(a):
+            if buf.name in given and given[buf.name] != value:
+                raise self.error(val_node, f"T.annotate_safe_value: '{buf.name}' already has "
+                                           f"the safe value {_show(given[buf.name])} in this "
+                                           f"kernel; it has one for the whole kernel")
+            given[buf.name] = value
+        self.kernel_notes["safe_values"] = tuple(given.items())
+        return []
+
+    def safe_value_pairs(self, a: _Args) -> list:
+        """A T.annotate_safe_value call's (key node, global tensor, value node, value)
+        entries, a view's key naming its tensor."""
         node = a.node("safe_value_map")
         if isinstance(node, ast.Dict) and a.given("safe_value_map"):
             if None in node.keys:
@@ -5139,7 +5361,7 @@ class _Parser:
                 raise a.fail("safe_value_map", f"safe_value_map is a dict {{buffer: value, ...}}, "
                                                f"got {_show(value)}")
             pairs = [(node, k, node, v) for k, v in value.items()]
-        given = dict(self.kernel_notes["safe_values"])
+        out = []
         for key_node, ref, val_node, v in pairs:
             if not isinstance(ref, _BufferRef) or isinstance(ref, _VarRef):
                 raise self.error(key_node, f"T.annotate_safe_value: the keys are global tensors, "
@@ -5150,13 +5372,122 @@ class _Parser:
                                            f"{buf.scope} buffer; the value is what an "
                                            "out-of-bounds read of a global tensor gives (TileLang "
                                            "checks the bounds of global accesses only)")
-            value = self.safe_value(val_node, v, ref.buffer.name)
-            if buf.name in given and given[buf.name] != value:
-                raise self.error(val_node, f"T.annotate_safe_value: '{buf.name}' already has "
-                                           f"the safe value {_show(given[buf.name])} in this "
-                                           f"kernel; it has one for the whole kernel")
-            given[buf.name] = value
-        self.kernel_notes["safe_values"] = tuple(given.items())
+            out.append((key_node, buf, val_node, self.safe_value(val_node, v, ref.buffer.name)))
+        return out
+
+    def sblock_stmt(self, s: ast.With, call: ast.Call) -> list[N.Stmt]:
+        """``with T.sblock(name):`` inside a T.Kernel (TVM's block, as TileLang's programs
+        write it to scope a safe-value map): its ``T.annotate_safe_value`` calls, standing
+        directly in its body, are the block's map, which holds for the whole body (before
+        the calls too) and overrides per tensor the kernel's and any enclosing block's
+        (``SafeValueScope``; TileLang's lower_tile_op keeps a map per block).  ``T.reads``
+        / ``T.writes`` are annotations nothing reads.  A block without a map is its body."""
+        form = self.form_of(call.func)
+        a = self.args(form, call)
+        if not self.in_kernel:
+            raise self.error(s, "`with T.sblock(...)` outside a T.Kernel: tilecute takes TVM's "
+                                "block inside a kernel, as TileLang's programs write it (the "
+                                "scope of a T.annotate_safe_value map)")
+        if s.items[0].optional_vars is not None:
+            raise self.error(s, "`with T.sblock(...)` binds no names")
+        name = a.value("name")
+        if not isinstance(name, str):
+            raise a.fail("name", f"T.sblock's name is a string, got {_show(name)}")
+        a.refuse_unless("no_realize", (False,), "TVM's unrealized block has no meaning in a "
+                                                "TileLang kernel")
+        maps = [st for st in s.body if isinstance(st, ast.Expr) and isinstance(st.value, ast.Call)
+                and getattr(self.form_of(st.value.func), "__name__", None) == "annotate_safe_value"]
+        rest = [st for st in s.body if not any(st is m for m in maps)] or [ast.Pass()]
+        if not maps:
+            self.sblock_depth += 1
+            try:
+                return list(self.block(rest))
+            finally:
+                self.sblock_depth -= 1
+        values: dict[str, N.Expr] = {}
+        for m in maps:
+            form = self.form_of(m.value.func)
+            for key_node, buf, val_node, value in self.safe_value_pairs(self.args(form, m.value)):
+                if buf.name in values and values[buf.name] != value:
+                    raise self.error(val_node, f"T.annotate_safe_value: '{buf.name}' already "
+                                               f"has the safe value {_show(values[buf.name])} in "
+                                               f"the block {name!r}")
+                if buf.strides is not None:
+                    raise self.error(key_node, f"T.annotate_safe_value in the block {name!r}: "
+                                               f"'{buf.name}' has strides; tilecute scopes a "
+                                               "block's safe value through a row-major view of "
+                                               "the tensor (give the value in the T.Kernel body, "
+                                               "for the whole kernel)")
+                values[buf.name] = value
+        self.push()
+        self.sblock_depth += 1
+        try:
+            body = self.block(rest)
+        finally:
+            self.sblock_depth -= 1
+            self.pop()
+        return [N.SafeValueScope(name, tuple(values.items()), body, loc=self.loc(s))]
+
+    def stmt_reads(self, a: _Args, s) -> list[N.Stmt]:
+        return self.block_regions("reads", s)
+
+    def stmt_writes(self, a: _Args, s) -> list[N.Stmt]:
+        return self.block_regions("writes", s)
+
+    def block_regions(self, form: str, s) -> list[N.Stmt]:
+        """TVM's ``T.reads(...)`` / ``T.writes(...)`` in a ``with T.sblock(...)`` body:
+        region annotations that TileLang's lowering does not read; nothing."""
+        if not self.sblock_depth:
+            raise self.error(s, f"T.{form} annotates a TVM block: it stands in a `with "
+                                "T.sblock(...)` body")
+        return []
+
+    def stmt_annotate_l2_hit_ratio(self, a: _Args, s) -> list[N.Stmt]:
+        """``T.annotate_l2_hit_ratio({A: 0.8})``: TileLang's ``l2_hit_ratio_map`` on the
+        kernel's block, which its host code turns into an L2 access policy window over the
+        tensor around the function's launches.  Keys are global tensor parameters (a view
+        names its tensor, as TileLang keys the map by the buffer's data); a ratio is a
+        number known when the kernel is built (TileLang's ``float(hit_ratio)``)."""
+        if not self.in_kernel:
+            raise self.error(s, "T.annotate_l2_hit_ratio is only valid inside a T.Kernel")
+        node = a.node("l2_hit_ratio_map")
+        if isinstance(node, ast.Dict) and a.given("l2_hit_ratio_map"):
+            if None in node.keys:
+                raise a.fail("l2_hit_ratio_map", "l2_hit_ratio_map is a dict literal "
+                                                 "{buffer: ratio, ...} (no ** unpacking)")
+            pairs = [(k, self.expr(k), v, self.expr(v)) for k, v in zip(node.keys, node.values)]
+        else:
+            value = a.value("l2_hit_ratio_map")
+            if not isinstance(value, dict):
+                raise a.fail("l2_hit_ratio_map", "l2_hit_ratio_map is a dict {buffer: ratio, "
+                                                 f"...}}, got {_show(value)}")
+            pairs = [(node, k, node, v) for k, v in value.items()]
+        given = dict(self.kernel_notes["l2_hit_ratios"])
+        for key_node, ref, val_node, v in pairs:
+            if not isinstance(ref, _BufferRef) or isinstance(ref, _VarRef):
+                raise self.error(key_node, f"T.annotate_l2_hit_ratio: the keys are global "
+                                           f"tensors, got {_show(ref)}")
+            buf = self.view_roots.get(ref.buffer.name, ref.buffer)
+            if buf.scope != "global":  # (the validator refuses a global that is no parameter)
+                raise self.error(key_node, f"T.annotate_l2_hit_ratio: '{ref.buffer.name}' is a "
+                                           f"{buf.scope} buffer; persistent L2 applies to global "
+                                           "tensors (TileLang asserts as much)")
+            if isinstance(v, N.Const) and not N.is_int(v.dtype) or \
+                    isinstance(v, (int, float)) and not isinstance(v, bool):
+                ratio = float(v.value if isinstance(v, N.Const) else v)
+            else:
+                raise self.error(val_node, f"T.annotate_l2_hit_ratio: the hit ratio of "
+                                           f"'{buf.name}' is a number known when the kernel is "
+                                           f"built, got {_show(v)}")
+            if not 0.0 <= ratio <= 1.0:
+                raise self.error(val_node, f"T.annotate_l2_hit_ratio: the hit ratio of "
+                                           f"'{buf.name}' is {ratio!r}; an access policy "
+                                           "window's hitRatio is a fraction in [0, 1]")
+            if buf.name in given and given[buf.name] != ratio:
+                raise self.error(val_node, f"T.annotate_l2_hit_ratio: '{buf.name}' already has "
+                                           f"the hit ratio {given[buf.name]!r} in this kernel")
+            given[buf.name] = ratio
+        self.kernel_notes["l2_hit_ratios"] = tuple(given.items())
         return []
 
     def safe_value(self, node, v, name: str) -> N.Expr:
@@ -6281,6 +6612,11 @@ class _Astype:
         return ops.Cast(dtype, self.value)
 
 
+# the T.Kernel annotations a `with T.sblock(...)` body may not hold (tilecute's are the kernel's)
+_KERNEL_ANNOTATIONS = frozenset({
+    "annotate_layout", "annotate_min_blocks_per_sm", "annotate_l2_hit_ratio",
+    "annotate_producer_reg_dealloc", "annotate_consumer_reg_alloc", "no_set_max_nreg",
+    "disable_warp_group_reg_alloc"})
 _BITWISE = {"bitand": "&", "bitor": "|", "bitxor": "^", "shl": "<<", "shr": ">>"}
 _LOGICAL_BITWISE = ("bitand", "bitor", "bitxor")  # logical on two bools (TVM's one-bit bool)
 

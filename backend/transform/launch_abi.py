@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from ..ir import nodes as N
 from ..ir.visitor import walk_nodes, walk_stmts
 from .analysis import may_pass_int32, syncs_grid
-from ..runtime.abi import (DIM_OPS, KernelLaunch, KernelParam, LaunchABI, PointerArg, ScalarArg,
-                           SymbolSpec, TensorArg, affine_in, dim_symbols, dim_text)
+from ..runtime.abi import (DIM_OPS, KernelLaunch, KernelParam, L2Window, LaunchABI, PointerArg,
+                           ScalarArg, SymbolSpec, TensorArg, affine_in, dim_symbols, dim_text)
 from ..runtime.dtypes import DTYPES, storage_bytes
 
 # scalar argument dtypes a kernel parameter can carry as is
@@ -278,6 +278,8 @@ def build_abi(func: N.PrimFunc, arch: str) -> KernelPlan:
                     for d in k.tma_descriptors)
         kernels.append(KernelLaunch(f"{prefix}_{i}", grid, block, params + tma, k.shared_bytes,
                                     cluster, pdl=k.pdl, cooperative=cooperative[i]))
-    abi = LaunchABI(func.name, tuple(args), tuple(symbols), tuple(kernels))
+    windows = {pair for k in func.kernels for pair in k.l2_hit_ratios}  # (the validator: one)
+    l2_window = L2Window(*windows.pop()) if windows else None
+    abi = LaunchABI(func.name, tuple(args), tuple(symbols), tuple(kernels), l2_window=l2_window)
     return KernelPlan(func, abi, tuple(prefixes), arch,
                       tuple((s.buffer.name, aligned[s.buffer.name]) for s in addressed))

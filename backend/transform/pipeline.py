@@ -14,7 +14,7 @@ from ..ir.validate import validate
 from ..options import check_options
 from . import (accumulator_views, defer_row_sums, fast_math, hoist_parallel_locals, index_width,
                insert_barriers, layout_inference, lower_tile_ops,
-               overlap_mma, rasterize, select_mma, shared_epilogue, shared_memory,
+               overlap_mma, rasterize, scope_safe_values, select_mma, shared_epilogue, shared_memory,
                software_pipeline, tma_copies, tma_descriptors, tma_multicast, vectorize,
                warp_specialize)
 from .launch_abi import KernelPlan, build_abi
@@ -33,6 +33,7 @@ def _validate(func, arch, options):
 
 PASSES = (
     Pass("validate", _validate),
+    Pass("scope_safe_values", lambda f, arch, o: scope_safe_values.scope_safe_values(f)),
     Pass("choose_index_width", lambda f, arch, o: index_width.choose_index_width(f, o)),
     Pass("select_mma", lambda f, arch, o: select_mma.select_mma(
         f, arch, wgmma=not o.get("disable_wgmma", False))),

@@ -3,6 +3,9 @@
 // <param sizes...>" lines), and a log of attributes and launches with the parameter bytes.
 // Entry points are handed out by cuGetProcAddress_v2 only, as the launcher asks for them; the
 // fake_* exports at the end let a test steer and read the fake (fake_cuda.open_driver).
+// For T.annotate_l2_hit_ratio launchers: a persisting-L2 limit per context (cuCtxGetLimit /
+// cuCtxSetLimit, logged), cuCtxResetPersistingL2Cache (logged), a device maximum of
+// fake_set_max_persisting_l2(n) bytes (1 MiB unless set), and each launch's access policy window.
 // For T.sync_grid() launchers: device memory (cuMemAlloc hands out fake addresses, cuMemsetD32 and
 // cuMemFree are logged), 132 SMs, and fake_set_blocks_per_sm(n) blocks per SM for every kernel.
 // FAKE_CUDA_LOAD_DELAY_MS=<ms> makes device 0's module loads that slow.
@@ -44,6 +47,8 @@ int g_modules_loaded = 0;
 int g_init_result = CUDA_SUCCESS;
 int g_fail_next_launch = CUDA_SUCCESS;
 int g_blocks_per_sm = 1;
+int g_max_persisting_l2 = 1 << 20;            // bytes: CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE
+size_t g_persisting_limit[kDevices] = {0, 0};  // CU_LIMIT_PERSISTING_L2_CACHE_SIZE per context
 uintptr_t g_next_address = 0x7000000;
 std::string g_requests;  // "<symbol> <version> <flags>" for every cuGetProcAddress request
 std::string g_log;
@@ -188,8 +193,37 @@ CUresult fake_cuCtxSynchronize() {
 
 CUresult fake_cuDeviceGetAttribute(int* value, CUdevice_attribute attribute, CUdevice device) {
   if (device < 0 || device >= kDevices) return CUDA_ERROR_INVALID_DEVICE;
+  if (attribute == CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE) {
+    *value = g_max_persisting_l2;
+    return CUDA_SUCCESS;
+  }
   if (attribute != CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT) return CUDA_ERROR_NOT_SUPPORTED;
   *value = 132;
+  return CUDA_SUCCESS;
+}
+
+// The persisting-L2 limit, one per context (T.annotate_l2_hit_ratio's launches).
+CUresult fake_cuCtxGetLimit(size_t* value, CUlimit limit) {
+  const int device = device_of(g_current);
+  if (device < 0) return CUDA_ERROR_INVALID_CONTEXT;
+  if (limit != CU_LIMIT_PERSISTING_L2_CACHE_SIZE) return CUDA_ERROR_NOT_SUPPORTED;
+  *value = g_persisting_limit[device];
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuCtxSetLimit(CUlimit limit, size_t value) {
+  const int device = device_of(g_current);
+  if (device < 0) return CUDA_ERROR_INVALID_CONTEXT;
+  if (limit != CU_LIMIT_PERSISTING_L2_CACHE_SIZE) return CUDA_ERROR_NOT_SUPPORTED;
+  g_persisting_limit[device] = value;
+  g_log += "set_limit persisting_l2=" + std::to_string(value) + " device=" + std::to_string(device) + "\n";
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuCtxResetPersistingL2Cache() {
+  const int device = device_of(g_current);
+  if (device < 0) return CUDA_ERROR_INVALID_CONTEXT;
+  g_log += "reset_persisting_l2 device=" + std::to_string(device) + "\n";
   return CUDA_SUCCESS;
 }
 
@@ -203,7 +237,8 @@ CUresult fake_cuOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, CUfunctio
 }
 
 CUresult record_launch(CUfunction handle, const unsigned grid[3], const unsigned block[3], unsigned smem,
-                       CUstream stream, void** params, const unsigned cluster[3], bool cooperative = false) {
+                       CUstream stream, void** params, const unsigned cluster[3], bool cooperative = false,
+                       const CUaccessPolicyWindow* window = nullptr) {
   auto* function = reinterpret_cast<FakeFunction*>(handle);
   if (g_current != function->context) return CUDA_ERROR_INVALID_CONTEXT;
   if (g_fail_next_launch != CUDA_SUCCESS) {
@@ -216,7 +251,12 @@ CUresult record_launch(CUfunction handle, const unsigned grid[3], const unsigned
      << " block=" << block[0] << "," << block[1] << "," << block[2] << " smem=" << smem
      << " stream=" << reinterpret_cast<uintptr_t>(stream) << " device=" << device_of(g_current)
      << " cluster=" << cluster[0] << "," << cluster[1] << "," << cluster[2]
-     << (cooperative ? " cooperative=1" : "") << " params=";
+     << (cooperative ? " cooperative=1" : "");
+  if (window != nullptr) {
+    os << " l2_window=" << reinterpret_cast<uintptr_t>(window->base_ptr) << "," << window->num_bytes << ","
+       << window->hitRatio << "," << static_cast<int>(window->hitProp) << "," << static_cast<int>(window->missProp);
+  }
+  os << " params=";
   for (size_t i = 0; i < function->sizes.size(); ++i) {
     const auto* bytes = static_cast<const unsigned char*>(params[i]);
     char hex[3];
@@ -245,15 +285,17 @@ CUresult fake_cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void*
   const unsigned block[3] = {config->blockDimX, config->blockDimY, config->blockDimZ};
   unsigned cluster[3] = {0, 0, 0};
   bool cooperative = false;
+  const CUaccessPolicyWindow* window = nullptr;
   for (unsigned i = 0; i < config->numAttrs; ++i) {
     if (config->attrs[i].id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE) cooperative = config->attrs[i].value.cooperative != 0;
+    if (config->attrs[i].id == CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW) window = &config->attrs[i].value.accessPolicyWindow;
     if (config->attrs[i].id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) {
       cluster[0] = config->attrs[i].value.clusterDim.x;
       cluster[1] = config->attrs[i].value.clusterDim.y;
       cluster[2] = config->attrs[i].value.clusterDim.z;
     }
   }
-  return record_launch(f, grid, block, config->sharedMemBytes, config->hStream, params, cluster, cooperative);
+  return record_launch(f, grid, block, config->sharedMemBytes, config->hStream, params, cluster, cooperative, window);
 }
 
 }  // namespace
@@ -285,6 +327,9 @@ __attribute__((visibility("default"))) CUresult cuGetProcAddress_v2(const char* 
       {"cuMemsetD32", reinterpret_cast<void*>(&fake_cuMemsetD32)},
       {"cuCtxSynchronize", reinterpret_cast<void*>(&fake_cuCtxSynchronize)},
       {"cuDeviceGetAttribute", reinterpret_cast<void*>(&fake_cuDeviceGetAttribute)},
+      {"cuCtxGetLimit", reinterpret_cast<void*>(&fake_cuCtxGetLimit)},
+      {"cuCtxSetLimit", reinterpret_cast<void*>(&fake_cuCtxSetLimit)},
+      {"cuCtxResetPersistingL2Cache", reinterpret_cast<void*>(&fake_cuCtxResetPersistingL2Cache)},
       {"cuOccupancyMaxActiveBlocksPerMultiprocessor",
        reinterpret_cast<void*>(&fake_cuOccupancyMaxActiveBlocksPerMultiprocessor)},
   };
@@ -314,5 +359,9 @@ __attribute__((visibility("default"))) void* fake_current() { return g_current; 
 __attribute__((visibility("default"))) const char* fake_requests() { return g_requests.c_str(); }
 __attribute__((visibility("default"))) void fake_set_blocks_per_sm(int blocks) { g_blocks_per_sm = blocks; }
 __attribute__((visibility("default"))) void fake_clear_requests() { g_requests.clear(); }
+__attribute__((visibility("default"))) void fake_set_max_persisting_l2(int bytes) { g_max_persisting_l2 = bytes; }
+__attribute__((visibility("default"))) void fake_set_persisting_limit(int device, long long bytes) {
+  g_persisting_limit[device] = static_cast<size_t>(bytes);
+}
 
 }  // extern "C"
