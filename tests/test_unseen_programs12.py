@@ -190,9 +190,10 @@ def _close(got, want, atol=0.0, rtol=0.0):
 
 
 def _mask_bits(bits):
-    """A bool tensor (..., 32) -> the uint32 masks as int64."""
+    """A bool tensor (..., k) (k <= 32 lanes from lane 0) -> the uint32 masks as int64."""
     import torch
-    w = (torch.ones(32, dtype=torch.int64, device=bits.device) << torch.arange(32, device=bits.device))
+    k = bits.shape[-1]
+    w = (torch.ones(k, dtype=torch.int64, device=bits.device) << torch.arange(k, device=bits.device))
     return (bits.long() * w).sum(-1)
 
 
