@@ -18,6 +18,7 @@ import math
 from ..ir import nodes as _N
 from ..runtime.dtypes import DTYPES
 from . import bits as _bits
+from . import lanes as _lanes
 from .values import dtype_name
 
 
@@ -512,6 +513,55 @@ def fma(a, b, c):
     a, b, t = _N._coerce(a, b)
     a, c, t = _N._coerce(a, c)
     return _N.Call("fma", (_N.cast(a, t), _N.cast(b, t), _N.cast(c, t)), t)
+
+
+# TVM's vector forms and TileLang's packed x2 math (``tl::add2`` ...) over them: parse-time
+# vectors of scalar lanes (lanes.py); each x2 op is its scalar op on the two lanes, in the
+# lanes' dtype (``fma2`` as ``T.fma``, ``max2``/``min2`` NaN-quiet as ``T.max``/``T.min``,
+# as ``fmaxf``/``__hmax2``)
+def Ramp(base, stride, lanes):  # noqa: N802
+    """``T.Ramp(base, stride, lanes)`` (TVM's): the index vector ``base + k * stride``."""
+    return _lanes.ramp(base, stride, lanes)
+
+
+def extract_lane(vector, lane):
+    """``T.extract_lane(v, k)``: lane ``k`` of a vector."""
+    return _lanes.extract_lane(vector, lane)
+
+
+def add2(x, y):
+    """``T.add2(x, y)``: TileLang's packed x2 ``x + y``."""
+    return _lanes.packed_x2("add2", lambda a, b: _N.binop("add", a, b), x, y)
+
+
+def sub2(x, y):
+    """``T.sub2(x, y)``: TileLang's packed x2 ``x - y``."""
+    return _lanes.packed_x2("sub2", lambda a, b: _N.binop("sub", a, b), x, y)
+
+
+def mul2(x, y):
+    """``T.mul2(x, y)``: TileLang's packed x2 ``x * y``."""
+    return _lanes.packed_x2("mul2", lambda a, b: _N.binop("mul", a, b), x, y)
+
+
+def fma2(x, y, z):
+    """``T.fma2(x, y, z)``: TileLang's packed x2 ``x * y + z`` (``T.fma`` a lane)."""
+    return _lanes.packed_x2("fma2", fma, x, y, z)
+
+
+def max2(x, y):
+    """``T.max2(x, y)``: TileLang's packed x2 maximum (``T.max`` a lane: NaN-quiet)."""
+    return _lanes.packed_x2("max2", lambda a, b: _N.binop("max", a, b), x, y)
+
+
+def min2(x, y):
+    """``T.min2(x, y)``: TileLang's packed x2 minimum (``T.min`` a lane: NaN-quiet)."""
+    return _lanes.packed_x2("min2", lambda a, b: _N.binop("min", a, b), x, y)
+
+
+def abs2(x):
+    """``T.abs2(x)``: TileLang's packed x2 absolute value."""
+    return _lanes.packed_x2("abs2", abs, x)
 
 
 def atomic_load(src, memory_order="seq_cst", *, buffer_of=None):
@@ -1159,27 +1209,12 @@ def get_block_extents(*, kernel=None):
     return [get_block_extent(d, kernel=kernel) for d in range(3)]
 
 
-class BroadcastValue:
-    """``T.Broadcast(value, lanes)``: ``lanes`` copies of one scalar (TVM's vector
-    broadcast), stored into a region of ``lanes`` elements along the last dim
-    (``packed[0:32] = T.Broadcast(x, 32)``) as one store per element."""
-
-    def __init__(self, value, lanes: int):
-        self.value, self.lanes = value, lanes
-
-    def __repr__(self) -> str:
-        return f"T.Broadcast({self.value!r}, {self.lanes})"
-
-
 def Broadcast(value, lanes):  # noqa: N802
-    """``T.Broadcast(value, lanes)`` (TVM's): a vector of ``lanes`` copies of ``value``,
-    stored into a region of that many elements; anywhere else it is refused."""
-    if isinstance(value, (list, tuple, _bits.Words, BroadcastValue)):
+    """``T.Broadcast(value, lanes)`` (TVM's): a vector of ``lanes`` copies of ``value``
+    (``lanes.LaneVector``)."""
+    if isinstance(value, _bits.Words):
         raise TypeError(f"T.Broadcast: the value is a scalar, got {value!r}")
-    if isinstance(lanes, bool) or not isinstance(lanes, int) or lanes < 1:
-        raise TypeError(f"T.Broadcast: lanes must be a positive int known at parse time, "
-                        f"got {lanes!r}")
-    return BroadcastValue(_N.as_expr(value), lanes)
+    return _lanes.broadcast(value, lanes)
 
 
 # ---- random numbers (TileLang's T.rng_rand / T.rng_rand_float; T.rng_init is a statement) ----
@@ -1214,6 +1249,7 @@ EXPRESSION_HELPERS = (
     "get_warp_group_idx", "get_thread_bindings", "get_block_binding", "get_block_bindings",
     "get_thread_extent", "get_thread_extents", "get_block_extent", "get_block_extents",
     "reinterpret", "any_of", "all_of", "thread_binding", "Broadcast", "index_to_coordinates",
+    "Ramp", "extract_lane", "add2", "sub2", "mul2", "fma2", "max2", "min2", "abs2",
     "atomic_load", "And", "Or", "Not", "EQ", "NE", "LT", "LE", "GT", "GE",
     *FAST_MATH,
     # TVM's libm forms, TileLang's IEEE forms, bit and warp-match intrinsics

@@ -1,0 +1,205 @@
+"""TVM's vector values as the parser sees them: ``T.Ramp``, ``T.Broadcast``, loads at a
+vector index (a ``T.Ramp`` or a stepped slice), TileLang's vector dtypes called as
+constructors (``T.float16x2(a, b)``), ``T.extract_lane`` and the packed x2 math
+(``T.add2`` ...).
+
+tilecute's IR has no vector values.  A vector is a parse-time :class:`LaneVector`: one
+scalar expression per lane.  Arithmetic on it is lanewise; where it is stored (a
+``Store`` at a vector index), the parser writes one scalar ``Store`` per lane, each of
+TVM's lanes being that element's value.  Nothing here emits statements; the parser
+decides where the lanes are read (a vector read before any of its lanes is written, as
+TVM's vector load is).
+
+Imports only the IR nodes and the frontend's dtype values.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+from ..ir import nodes as N
+from .values import DTYPES, UnsupportedDType
+
+PACKED_X2_DTYPES = ("float32", "float16", "bfloat16")  # TileLang's _PACKED_X2_DTYPES
+
+
+@dataclasses.dataclass(frozen=True)
+class LaneVector:
+    """A vector of ``len(lanes)`` scalar expressions of one dtype.  ``ramp``: an index
+    vector that is a ``T.Ramp`` (TileLang's LegalizeNegativeIndex wraps each of its lanes
+    that may be negative at run time, a scalar index only where proved negative)."""
+
+    lanes: tuple
+    ramp: bool = False
+    broadcast: bool = False
+
+    @property
+    def count(self) -> int:
+        return len(self.lanes)
+
+    @property
+    def dtype(self) -> str:
+        return self.lanes[0].dtype
+
+    def __repr__(self) -> str:
+        return (f"<a {self.count}-lane {self.dtype} vector: tilecute takes it in lanewise "
+                "arithmetic, T.add2/sub2/mul2/fma2/max2/min2/abs2, T.extract_lane and stores "
+                f"into {self.count} elements>")
+
+
+def _lane_count(lanes, what: str) -> int:
+    if isinstance(lanes, N.Const) and N.is_int(lanes.dtype):
+        lanes = lanes.value
+    if isinstance(lanes, bool) or not isinstance(lanes, int) or lanes < 1:
+        raise TypeError(f"{what}: lanes must be a positive int known at parse time, got "
+                        f"{lanes!r}")
+    return lanes
+
+
+def ramp(base, stride, lanes) -> LaneVector:
+    """``T.Ramp(base, stride, lanes)``: lane ``k`` is ``base + k * stride``."""
+    n = _lane_count(lanes, "T.Ramp")
+    if isinstance(base, LaneVector) or isinstance(stride, LaneVector):
+        raise TypeError("T.Ramp: base and stride are scalars")
+    base, stride, t = N._coerce(base, stride)
+    if not N.is_int(t):
+        raise TypeError(f"T.Ramp: base and stride are integers, got {t}")
+    out = []
+    for k in range(n):
+        if isinstance(stride, N.Const):
+            out.append(offset(base, stride.value * k))
+        else:
+            out.append(N.binop("add", base, N.binop("mul", stride, N.Const(k, t))) if k
+                       else base)
+    return LaneVector(tuple(out), ramp=True)
+
+
+def offset(base: N.Expr, k: int) -> N.Expr:
+    """``base + k``, a constant term of ``base`` folded in (``(t - 2) + 1`` is ``t - 1``)."""
+    if k == 0:
+        return base
+    if isinstance(base, N.BinOp) and base.op in ("add", "sub") and \
+            isinstance(base.b, N.Const) and base.b.dtype == base.dtype:
+        c = (base.b.value if base.op == "add" else -base.b.value) + k
+        if c == 0:
+            return base.a
+        return N.binop("add" if c > 0 else "sub", base.a, N.Const(abs(c), base.dtype))
+    return N.binop("add", base, N.Const(k, base.dtype))
+
+
+def broadcast(value, lanes) -> LaneVector:
+    """``T.Broadcast(value, lanes)``: ``lanes`` copies of one scalar."""
+    n = _lane_count(lanes, "T.Broadcast")
+    if isinstance(value, (LaneVector, list, tuple)) or not isinstance(
+            value, (N.Expr, int, float, bool)):
+        raise TypeError(f"T.Broadcast: the value is a scalar, got {value!r}")
+    return LaneVector((N.as_expr(value),) * n, broadcast=True)
+
+
+def lanewise(what: str, op: str, fn, *args) -> LaneVector:
+    """``fn`` (the scalar ``op``) applied lane by lane; a scalar argument is every lane's
+    (TVM broadcasts it); the vectors' lane counts must agree."""
+    counts = {a.count for a in args if isinstance(a, LaneVector)}
+    if len(counts) != 1:
+        raise TypeError(f"{what}: vectors of {sorted(counts)} lanes; TVM's vector operands "
+                        "have one lane count")
+    n = counts.pop()
+    out = tuple(fn(*(a.lanes[k] if isinstance(a, LaneVector) else a for a in args))
+                for k in range(n))
+    vectors = [a for a in args if isinstance(a, LaneVector)]
+    if all(v.broadcast for v in vectors):
+        return LaneVector(out, broadcast=True)
+    # TVM's simplifier keeps a Ramp through + and - of a scalar, a Broadcast or a Ramp,
+    # and through * by a scalar or a Broadcast
+    ramps = [v for v in vectors if not v.broadcast]
+    is_ramp = all(v.ramp for v in ramps) and (op in ("add", "sub") or
+                                              op == "mul" and len(ramps) == 1)
+    return LaneVector(out, ramp=is_ramp)
+
+
+def vector_dtype(name: str):
+    """``(scalar, lanes)`` of a vector dtype name ``<scalar>x<lanes>`` whose scalar dtype
+    tilecute has (``float16x2``: ``("float16", 2)``), else None."""
+    m = re.fullmatch(r"(.+)x(\d+)", name)
+    if m is None or m.group(1) not in DTYPES or int(m.group(2)) < 2:
+        return None
+    return m.group(1), int(m.group(2))
+
+
+class VectorDType(UnsupportedDType):
+    """``T.float16x2``, ``T.int8x4`` ...: TileLang's vector dtypes.  Called with one value
+    per lane (``T.float16x2(a, b)``, TileLang's Shuffle of the scalars) it is a
+    :class:`LaneVector`; ``T.alloc_var(T.float16x2)`` is a variable of that many lanes.
+    Anywhere a buffer's element dtype is read (a parameter, T.alloc_shared ...) it stays
+    refused: a tilecute buffer holds scalars."""
+
+    def __init__(self, name: str):
+        super().__init__(name)
+        self.scalar, self.lanes = vector_dtype(name)
+
+    def message(self) -> str:
+        return (f"T.{self.__name__} is a TileLang vector dtype ({self.lanes} x {self.scalar}); "
+                f"tilecute takes it in T.alloc_var(T.{self.__name__}) and as the constructor "
+                f"T.{self.__name__}(lane0, lane1, ...), not as a buffer's element dtype "
+                f"(allocate {self.lanes} {self.scalar} elements per vector instead)")
+
+    def __call__(self, *args, **kwargs):
+        if kwargs or len(args) < 2:
+            raise TypeError(f"T.{self.__name__}(...) makes a vector of its {self.lanes} lanes, "
+                            f"one scalar argument each (TileLang's Shuffle); got "
+                            f"{len(args)} argument(s){' and keywords' if kwargs else ''}")
+        if len(args) != self.lanes:
+            raise TypeError(f"T.{self.__name__}(...) takes {self.lanes} lanes, got {len(args)}")
+        if any(isinstance(a, LaneVector) or not isinstance(a, (N.Expr, int, float, bool))
+               for a in args):
+            raise TypeError(f"T.{self.__name__}(...): each lane is a scalar, got {args!r}")
+        lanes = tuple(N.as_expr(a, self.scalar) if not isinstance(a, N.Expr) else a
+                      for a in args)
+        if any(a.dtype != self.scalar for a in lanes):
+            raise TypeError(f"T.{self.__name__}(...): lanes of dtypes "
+                            f"{[a.dtype for a in lanes]}; TileLang's Shuffle makes a vector "
+                            "of its arguments' dtype, which must be "
+                            f"{self.scalar} here: cast them (T.{self.scalar}(x))")
+        return LaneVector(lanes)
+
+    def __repr__(self) -> str:
+        return (f"<T.{self.__name__}: a TileLang vector dtype, which tilecute takes in "
+                f"T.alloc_var(T.{self.__name__}) and T.{self.__name__}(lane0, ...) only>")
+
+
+def extract_lane(vector, lane) -> N.Expr:
+    """``T.extract_lane(v, k)``: lane ``k`` (an int known at parse time) of a vector."""
+    if not isinstance(vector, LaneVector):
+        raise TypeError(f"T.extract_lane expects a vector expression, got {vector!r}")
+    if isinstance(lane, N.Const) and N.is_int(lane.dtype):
+        lane = lane.value
+    if isinstance(lane, bool) or not isinstance(lane, int):
+        raise TypeError(f"T.extract_lane expects a compile-time integer lane, got {lane!r}")
+    if not 0 <= lane < vector.count:
+        raise IndexError(f"Lane index {lane} is out of bounds for a {vector.count}-lane "
+                         f"{vector.dtype} vector")
+    return vector.lanes[lane]
+
+
+def _packed(name: str, args) -> None:
+    """TileLang's _validate_packed_x2_args: each argument a float32x2, float16x2 or
+    bfloat16x2 vector, all of one dtype."""
+    for a in args:
+        if not isinstance(a, LaneVector):
+            raise TypeError(f"T.{name} takes float32x2 / float16x2 / bfloat16x2 vectors "
+                            f"(e.g. loads at a T.Ramp(base, 1, 2) index), got {a!r}")
+        if a.count != 2 or a.dtype not in PACKED_X2_DTYPES:
+            raise ValueError(f"T.{name}: expected dtype in ['bfloat16x2', 'float16x2', "
+                             f"'float32x2'], got '{a.dtype}x{a.count}'")
+    if len({a.dtype for a in args}) > 1:
+        raise ValueError(f"T.{name}: expected all packed x2 arguments to have the same dtype, "
+                         f"got {[f'{a.dtype}x2' for a in args]}")
+
+
+def packed_x2(name: str, scalar_op, *args) -> LaneVector:
+    """TileLang's ``T.<name>(*args)`` (packed x2 math, ``tl::<name>``): ``scalar_op`` on
+    each of the two lanes, in the lanes' dtype."""
+    _packed(name, args)
+    return LaneVector(tuple(N.cast(scalar_op(*(a.lanes[k] for a in args)), args[0].dtype)
+                            for k in range(2)))
