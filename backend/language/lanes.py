@@ -39,11 +39,16 @@ class LaneVector:
         return len(self.lanes)
 
     @property
-    def dtype(self) -> str:
+    def element_dtype(self) -> str:
         return self.lanes[0].dtype
 
+    @property
+    def dtype(self) -> str:
+        """TVM's name of the vector's dtype (``float32x4``), as a program reads it."""
+        return f"{self.element_dtype}x{self.count}"
+
     def __repr__(self) -> str:
-        return (f"<a {self.count}-lane {self.dtype} vector: tilecute takes it in lanewise "
+        return (f"<a {self.count}-lane {self.element_dtype} vector: tilecute takes it in lanewise "
                 "arithmetic, T.add2/sub2/mul2/fma2/max2/min2/abs2, T.extract_lane and stores "
                 f"into {self.count} elements>")
 
@@ -168,6 +173,18 @@ class VectorDType(UnsupportedDType):
                 f"T.alloc_var(T.{self.__name__}) and T.{self.__name__}(lane0, ...) only>")
 
 
+def cast(vector: LaneVector, dtype, dtype_name) -> LaneVector:
+    """TVM's cast of a vector: each lane to the scalar dtype (``float32`` or
+    ``float32x<lanes>``)."""
+    name = dtype.__name__ if isinstance(dtype, VectorDType) else str(dtype)
+    vec = vector_dtype(name)
+    if vec is not None and vec[1] != vector.count:
+        raise TypeError(f"cannot cast a {vector.dtype} vector to {name}: the lane counts differ")
+    scalar = vec[0] if vec is not None else dtype_name(dtype)
+    return dataclasses.replace(vector, lanes=tuple(N.cast(x, scalar) for x in vector.lanes),
+                               ramp=False)
+
+
 def extract_lane(vector, lane) -> N.Expr:
     """``T.extract_lane(v, k)``: lane ``k`` (an int known at parse time) of a vector."""
     if not isinstance(vector, LaneVector):
@@ -177,8 +194,8 @@ def extract_lane(vector, lane) -> N.Expr:
     if isinstance(lane, bool) or not isinstance(lane, int):
         raise TypeError(f"T.extract_lane expects a compile-time integer lane, got {lane!r}")
     if not 0 <= lane < vector.count:
-        raise IndexError(f"Lane index {lane} is out of bounds for a {vector.count}-lane "
-                         f"{vector.dtype} vector")
+        raise IndexError(f"Lane index {lane} is out of bounds for dtype {vector.dtype} with "
+                         f"{vector.count} lanes")
     return vector.lanes[lane]
 
 
@@ -189,17 +206,17 @@ def _packed(name: str, args) -> None:
         if not isinstance(a, LaneVector):
             raise TypeError(f"T.{name} takes float32x2 / float16x2 / bfloat16x2 vectors "
                             f"(e.g. loads at a T.Ramp(base, 1, 2) index), got {a!r}")
-        if a.count != 2 or a.dtype not in PACKED_X2_DTYPES:
+        if a.count != 2 or a.element_dtype not in PACKED_X2_DTYPES:
             raise ValueError(f"T.{name}: expected dtype in ['bfloat16x2', 'float16x2', "
-                             f"'float32x2'], got '{a.dtype}x{a.count}'")
+                             f"'float32x2'], got '{a.dtype}'")
     if len({a.dtype for a in args}) > 1:
         raise ValueError(f"T.{name}: expected all packed x2 arguments to have the same dtype, "
-                         f"got {[f'{a.dtype}x2' for a in args]}")
+                         f"got {[a.dtype for a in args]}")
 
 
 def packed_x2(name: str, scalar_op, *args) -> LaneVector:
     """TileLang's ``T.<name>(*args)`` (packed x2 math, ``tl::<name>``): ``scalar_op`` on
     each of the two lanes, in the lanes' dtype."""
     _packed(name, args)
-    return LaneVector(tuple(N.cast(scalar_op(*(a.lanes[k] for a in args)), args[0].dtype)
-                            for k in range(2)))
+    return LaneVector(tuple(N.cast(scalar_op(*(a.lanes[k] for a in args)),
+                                   args[0].element_dtype) for k in range(2)))

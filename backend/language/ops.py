@@ -646,7 +646,10 @@ def bitwise_not(x):
 
 # ---- casts and selects ---------------------------------------------------------------------
 def Cast(dtype, value):  # noqa: N802
-    """TVM's ``T.Cast(dtype, value)``."""
+    """TVM's ``T.Cast(dtype, value)`` (of a vector: each lane, TVM's cast keeping the
+    lanes)."""
+    if isinstance(value, _lanes.LaneVector):
+        return _lanes.cast(value, dtype, dtype_name)
     return _N.cast(_N.as_expr(value), dtype_name(dtype))
 
 

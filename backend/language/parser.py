@@ -2777,7 +2777,8 @@ class _Parser:
         1, 2)], ...)``): the region of its lanes along the last dim."""
         v = idx[-1]
         unit = isinstance(v, VL.LaneVector) and v.ramp and all(
-            x == VL.offset(v.lanes[0], k) for k, x in enumerate(v.lanes)) and not any(isinstance(i, VL.LaneVector) for i in idx[:-1])
+            x == VL.offset(v.lanes[0], k) for k, x in enumerate(v.lanes)) and \
+            not any(isinstance(i, VL.LaneVector) for i in idx[:-1])
         if not unit:
             raise self.error(node, f"`{ast.unparse(node)}` names a region here, which a vector "
                                    "index is only as T.Ramp(start, 1, lanes) in the last dim")
@@ -6287,6 +6288,13 @@ class _Parser:
                 if node.attr == "data":
                     return _DataRef(b)
                 raise self.error(node, f"buffer attribute '{node.attr}' is not supported")
+            if isinstance(base, VL.LaneVector):  # TVM's vector: its dtype (`float32x4`)
+                if node.attr == "dtype":
+                    return base.dtype
+                if node.attr == "astype":
+                    return lambda dtype: ops.Cast(dtype, base)
+                raise self.error(node, f"vector attribute '{node.attr}' is not supported "
+                                       "(`.dtype` and `.astype(dtype)` are)")
             if _is_ir(base):
                 if node.attr == "dtype":
                     return base.dtype
