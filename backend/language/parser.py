@@ -2831,6 +2831,7 @@ class _Parser:
         if len(idx) != buf.ndim:
             raise self.error(s, f"'{buf.name}' has {buf.ndim} dims but is indexed with {len(idx)}")
         at = self.lane_indices(target, buf, idx)
+        name = value.name if isinstance(value, _RegionRef) else "lane"
         if isinstance(value, _RegionRef):
             value = self.region_vector(value, s)
         n = len(at) if at is not None else 1
@@ -2847,9 +2848,10 @@ class _Parser:
             raise self.error(s, f"cannot store a {value.count}-lane value into {n} elements of "
                                 f"'{buf.name}' (`{ast.unparse(target)}`): TVM's vector store "
                                 "takes as many lanes as its index has")
-        return self.store_lanes(buf, at, value, s)
+        return self.store_lanes(buf, at, value, s, name)
 
-    def store_lanes(self, buf: N.Buffer, at: list, value: VL.LaneVector, s) -> list[N.Stmt]:
+    def store_lanes(self, buf: N.Buffer, at: list, value: VL.LaneVector, s,
+                    name: str = "lane") -> list[N.Stmt]:
         """One ``Store`` of each lane of ``value`` at its index tuple.  TVM's vector store
         reads the whole vector (and its index) before it writes: lanes reading ``buf`` are
         bound to names first."""
@@ -2857,7 +2859,7 @@ class _Parser:
             return any(isinstance(x, N.Load) and x.buffer == buf.name for x in _walk_exprs(e))
         out: list[N.Stmt] = []
         if any(reads(x) for x in value.lanes) or any(reads(i) for i in at):
-            out, value = self.lane_lets(value, "lane", s, only=reads)
+            out, value = self.lane_lets(value, name, s, only=reads)
             index_lets, flat = self.lane_lets(
                 VL.LaneVector(tuple(x for i in at for x in i)), "index", s, only=reads)
             out += index_lets
