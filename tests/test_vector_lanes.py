@@ -107,6 +107,22 @@ def test_ramp_lanes_of_unknown_sign_wrap_at_run_time(tmp_path):
         tilecute.build_cubin(f, "sm_90a", out_dir=str(tmp_path))
 
 
+@T.prim_func
+def shared_window(A: T.Tensor((16,), T.float32), B: T.Tensor((8, 2), T.float32)):
+    with T.Kernel(1, threads=32) as _:
+        s = T.alloc_shared((16,), T.float32)
+        T.copy(A, s)
+        for i in T.Parallel(8):
+            B[i, T.Ramp(0, 1, 2)] = s[T.Ramp(i - 1, 1, 2)]
+
+
+def test_ramp_lane_wraps_in_shared_memory_too(tmp_path):
+    text = shared_window.script()
+    assert "B[i, 0] = s[T.if_then_else(i - 1 < 0, i + 15, i - 1)]" in text, text
+    assert "B[i, 1] = s[i]" in text, text
+    tilecute.build_cubin(shared_window, "sm_90a", out_dir=str(tmp_path))
+
+
 def test_ramp_lanes_known_negative_or_not_keep_no_select():
     @T.prim_func
     def f(A: T.Tensor((16,), T.float32), B: T.Tensor((2, 2), T.float32)):
@@ -220,6 +236,37 @@ def test_vector_dtype_casts_and_names():
     assert 'H[3] = T.Cast("float16", T.float32(0.0) - v_3)' in text, text
 
 
+@T.prim_func
+def parallel_pairs(A: T.Tensor((256,), T.float16), B: T.Tensor((256,), T.float16),
+                   M: T.Tensor((256,), T.bool)):
+    with T.Kernel(1, threads=128) as _:
+        s = T.alloc_shared((256,), T.float16)
+        T.copy(A, s)
+        for i in T.Parallel(128):
+            pair = s[T.Ramp(i * 2, 1, 2)]
+            B[T.Ramp(i * 2, 1, 2)] = T.if_then_else(
+                pair > T.float16(0), T.mul2(pair, T.Broadcast(T.float16(3), 2)),
+                T.max(pair, T.float16(-1)))
+            M[T.Ramp(i * 2, 1, 2)] = pair == T.Broadcast(T.float16(0), 2)
+
+
+def test_vectors_in_a_parallel_loop_select_compare_and_max(tmp_path):
+    text = parallel_pairs.script()
+    assert "pair_0 = s[i * 2]" in text and "pair_1 = s[i * 2 + 1]" in text, text
+    assert ("B[i * 2 + 1] = T.if_then_else(pair_1 > T.float16(0.0), pair_1 * T.float16(3.0), "
+            "T.max(pair_1, T.float16(-1.0)))") in text, text
+    assert "M[i * 2] = pair_0 == T.float16(0.0)" in text, text
+    tilecute.build_cubin(parallel_pairs, "sm_90a", out_dir=str(tmp_path))
+
+
+def test_reinterpret_of_a_vector_is_lane_by_lane():
+    @T.prim_func
+    def f(A: T.Tensor((4,), T.float32), B: T.Tensor((4,), T.uint32)):
+        with T.Kernel(1, threads=1):
+            B[0:4] = T.reinterpret(A[0:4:1], "uint32x4")
+    assert 'B[3] = T.reinterpret(A[3], "uint32")' in f.script(), f.script()
+
+
 # ---- CPU: refusals --------------------------------------------------------------------------
 def _parse(body: str):
     text = textwrap.dedent('''\
@@ -259,6 +306,15 @@ def _parse(body: str):
     ("A[0:4] = A[4:8:1].astype('float16x2')", "cannot cast a float32x4 vector to float16x2"),
     ("v = T.alloc_var(T.float16x2)\nB[0, 0] = v[0]", "read a lane with T.extract_lane(v, k)"),
     ("v = T.alloc_var(T.float16x2)\nv = B[0, 0:4:1]", "'v' is a 2-lane float16 vector variable"),
+    ("x = T.alloc_var('float32')\nx = A[0:2:1]", "cannot store LaneVector"),
+    # a vector is no parse-time value: its truth and Python comparisons are errors
+    ("A[0] = 1.0 if A[0:2:1] else 2.0", "a float32x2 vector has no truth value"),
+    ("if A[0:2:1]:\n    A[0] = 1.0", "a float32x2 vector has no truth value"),
+    ("if A[0:2:1] == 2:\n    A[0] = 1.0", "a boolx2 vector has no truth value"),
+    ("T.print(A[0:2:1])", "cannot use LaneVector <a 2-lane float32 vector"),
+    ("A[0:2] = T.reinterpret(A[0:2:1], 'int32')", "reinterpreted lane by lane in tilecute"),
+    ("T.copy(A[T.Ramp(0, 2, 4)], A[T.Ramp(4, 1, 4)])", "a vector index is only as T.Ramp(start, "
+                                                     "1, lanes)"),
 ])
 def test_refused_by_name(body, message):
     with pytest.raises(FrontendError) as info:
@@ -285,6 +341,17 @@ def test_gpu_ramp_window_and_scatter_wrap_like_tilelang():
         for k in range(4):
             want[(t - 2 + k) % 512] = src[t, k]
     torch.testing.assert_close(out, want, rtol=0, atol=0)
+
+
+@pytest.mark.gpu
+def test_gpu_ramp_lane_wraps_in_shared_memory():
+    import torch
+
+    a = torch.randn(16, device="cuda")
+    b = torch.empty(8, 2, device="cuda")
+    tilecute.compile(shared_window)(a, b)
+    i = torch.arange(8, device="cuda")
+    torch.testing.assert_close(b, torch.stack([a[(i - 1) % 16], a[i]], 1), rtol=0, atol=0)
 
 
 @pytest.mark.gpu
@@ -343,3 +410,17 @@ def test_gpu_atomic_addx2_at_a_ramp():
     tilecute.compile(ramp_atomic)(dst, val, prev)
     torch.testing.assert_close(prev, torch.tensor([1.0, 2.0], device="cuda"))
     torch.testing.assert_close(dst, torch.tensor([11.0, 22.0], device="cuda"))
+
+
+@pytest.mark.gpu
+def test_gpu_vectors_in_a_parallel_loop():
+    import torch
+
+    a = torch.randn(256, device="cuda").to(torch.float16)
+    a[::7] = 0
+    b = torch.empty_like(a)
+    m = torch.empty(256, dtype=torch.bool, device="cuda")
+    tilecute.compile(parallel_pairs)(a, b, m)
+    want = torch.where(a > 0, a * 3, torch.maximum(a, torch.tensor(-1.0, device="cuda").half()))
+    torch.testing.assert_close(b, want, rtol=0, atol=0)
+    assert torch.equal(m, a == 0)

@@ -24,7 +24,11 @@ from .values import DTYPES, UnsupportedDType
 PACKED_X2_DTYPES = ("float32", "float16", "bfloat16")  # TileLang's _PACKED_X2_DTYPES
 
 
-@dataclasses.dataclass(frozen=True)
+class VectorValueError(TypeError):
+    """A vector used as a parse-time Python value (its truth, a Python comparison)."""
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
 class LaneVector:
     """A vector of ``len(lanes)`` scalar expressions of one dtype.  ``ramp``: an index
     vector that is a ``T.Ramp`` (TileLang's LegalizeNegativeIndex wraps each of its lanes
@@ -46,6 +50,16 @@ class LaneVector:
     def dtype(self) -> str:
         """TVM's name of the vector's dtype (``float32x4``), as a program reads it."""
         return f"{self.element_dtype}x{self.count}"
+
+    def _no_python_value(self, *_):
+        # a vector is no parse-time value: Python's truth and comparisons of it would be
+        # silently wrong (the parser compares vectors lane by lane)
+        raise VectorValueError(f"a {self.dtype} vector has no truth value or comparison at parse "
+                        "time; compare it lane by lane in an expression, or read a lane "
+                        "(T.extract_lane)")
+
+    __bool__ = __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = _no_python_value
+    __hash__ = None
 
     def __repr__(self) -> str:
         return (f"<a {self.count}-lane {self.element_dtype} vector: tilecute takes it in lanewise "

@@ -300,6 +300,14 @@ def reinterpret(value, dtype):
         if name in DTYPES:  # one scalar as wide as the words (uint64 from T.ldg64)
             return _bits.unpack(value.words, name)[0]
         return _bits.Words(value.words, name)
+    if isinstance(value, _lanes.LaneVector):  # a vector as a vector of as many lanes
+        name = getattr(dtype, "__name__", str(dtype))
+        vec = _lanes.vector_dtype(name)
+        if vec is None or vec[1] != value.count:
+            raise TypeError(f"T.reinterpret: a {value.dtype} vector is reinterpreted lane by "
+                            f"lane in tilecute, as a vector of {value.count} lanes; got {name}")
+        return _lanes.lanewise("T.reinterpret", "reinterpret",
+                               lambda x: reinterpret(x, vec[0]), value)
     value = _N.as_expr(value)
     dtype = dtype_name(dtype)
     if DTYPES[dtype].bits != DTYPES[value.dtype].bits or "bool" in (dtype, value.dtype):
@@ -490,14 +498,18 @@ fabs = abs  # TileLang's T.fabs (TVM's tir.abs)
 
 
 def max(a, b):  # noqa: A001
-    """The larger of ``a`` and ``b`` (a ``BinOp``)."""
+    """The larger of ``a`` and ``b`` (a ``BinOp``; of vectors, lane by lane)."""
+    if isinstance(a, _lanes.LaneVector) or isinstance(b, _lanes.LaneVector):
+        return _lanes.lanewise("T.max", "max", max, a, b)
     if not isinstance(a, _N.Expr) and not isinstance(b, _N.Expr):
         return a if a >= b else b
     return _N.binop("max", a, b)
 
 
 def min(a, b):  # noqa: A001
-    """The smaller of ``a`` and ``b`` (a ``BinOp``)."""
+    """The smaller of ``a`` and ``b`` (a ``BinOp``; of vectors, lane by lane)."""
+    if isinstance(a, _lanes.LaneVector) or isinstance(b, _lanes.LaneVector):
+        return _lanes.lanewise("T.min", "min", min, a, b)
     if not isinstance(a, _N.Expr) and not isinstance(b, _N.Expr):
         return a if a <= b else b
     return _N.binop("min", a, b)
@@ -687,6 +699,8 @@ def if_then_else(cond, t, f):
     into a temporary under the condition), so the branch may guard a read past a buffer's
     end, as TileLang programs do.  A branch that updates something (an atomic's old value,
     a random draw) would run whichever branch is taken: refused."""
+    if any(isinstance(x, _lanes.LaneVector) for x in (cond, t, f)):  # vectors: each lane's
+        return _lanes.lanewise("T.if_then_else", "select", if_then_else, cond, t, f)
     a, b, ty = _N._coerce(t, f)
     cond = _truth(cond)
     if isinstance(cond, _N.Const):  # known at parse time: the chosen side (TVM folds it too)
@@ -703,6 +717,8 @@ def if_then_else(cond, t, f):
 def Select(condition, true_value, false_value):  # noqa: N802
     """TVM's ``T.Select(cond, a, b)``: both sides are evaluated (its reads of memory
     happen only in the branch taken, which a load, having no other effect, allows)."""
+    if any(isinstance(x, _lanes.LaneVector) for x in (condition, true_value, false_value)):
+        return _lanes.lanewise("T.Select", "select", Select, condition, true_value, false_value)
     a, b, ty = _N._coerce(true_value, false_value)
     cond = _truth(condition)
     if isinstance(cond, _N.Const):

@@ -1232,7 +1232,12 @@ class _Parser:
         return tuple(out)
 
     def stmt(self, s, top=False) -> list[N.Stmt]:
-        out = self.parse_stmt(s, top)
+        try:
+            out = self.parse_stmt(s, top)
+        except TypeError as e:  # `if v:`, `T.print(v)` on a vector: an error at its line
+            if isinstance(e, VL.VectorValueError) or f"use {VL.LaneVector.__name__} " in str(e):
+                raise self.error(s, str(e)) from None
+            raise
         if any(not isinstance(x, N.Let) for x in out):
             self.emitted += 1  # (a region alias's vector read checks nothing ran since)
         return out
@@ -2606,15 +2611,15 @@ class _Parser:
                                     f"{current.buffer.dtype} vector variable; assign it a "
                                     f"{current.lanes}-lane vector, got {_show(v)}")
             return self.store_lanes(current.buffer, current.indices(), v, s)
+        if isinstance(current, _VarRef):  # `x = ...` on a T.alloc_var stores into it
+            buf = current.buffer
+            return [self.store_value(buf, current.indices, v, s)]
         if isinstance(v, VL.LaneVector):  # `idx = T.Ramp(...)`, `v = A[T.Ramp(i, 1, 4)]`
             # TVM's vector let: lanes that read memory are read here, into names
             self.check_rebind(target.id, s)
             stmts, v = self.lane_lets(v, target.id, s, only=_reads_or_calls)
             self.bind(target.id, v)
             return stmts
-        if isinstance(current, _VarRef):  # `x = ...` on a T.alloc_var stores into it
-            buf = current.buffer
-            return [self.store_value(buf, current.indices, v, s)]
         if not _is_ir(v):
             if isinstance(v, (int, float, bool)):
                 v = N.as_expr(v)
@@ -6341,14 +6346,15 @@ class _Parser:
                 values = [self.expr(ast.copy_location(p, node)) for p in parts]
                 return _and(values)
             a, b = self.expr(node.left), self.expr(node.comparators[0])
-            if not _is_ir(a) and not _is_ir(b):
+            vector = isinstance(a, VL.LaneVector) or isinstance(b, VL.LaneVector)
+            if not _is_ir(a) and not _is_ir(b) and not vector:
                 return _python_cmp(node.ops[0], a, b)
             op = _CMP.get(type(node.ops[0]))
             if op is None:
                 raise self.error(node, f"comparison {type(node.ops[0]).__name__} is not supported")
             self.check_value(node.left, a)
             self.check_value(node.comparators[0], b)
-            if isinstance(a, VL.LaneVector) or isinstance(b, VL.LaneVector):
+            if vector:  # TVM's vector comparison: lane by lane
                 return self.lanewise(node, "cmp", lambda x, y: N.cmp(op, x, y), a, b)
             return N.cmp(op, a, b)
         if isinstance(node, ast.BoolOp):
