@@ -215,6 +215,31 @@ def test_slices_store_vectors_reading_every_lane_first(tmp_path):
     tilecute.build_cubin(slices, "sm_90a", out_dir=str(tmp_path))
 
 
+def test_chained_and_unpacked_vectors_are_read_before_any_store():
+    @T.prim_func
+    def f(A: T.Tensor((16,), T.float32), B: T.Tensor((16,), T.float32)):
+        with T.Kernel(1, threads=1):
+            A[0:2], B[0:2] = B[0:2:1], A[0:2:1]      # a swap: both read first
+            A[4:6] = B[4:6] = A[5:7:1]               # read once, before A is written
+    text = f.script()
+    assert re.search(r"unpacked_0 = B\[0\]\s+unpacked_1 = B\[1\]\s+unpacked_0_1 = A\[0\]\s+"
+                     r"unpacked_1_1 = A\[1\]\s+A\[0\] = unpacked_0", text), text
+    assert re.search(r"chained_0 = A\[5\]\s+chained_1 = A\[6\]\s+A\[4\] = chained_0\s+"
+                     r"A\[5\] = chained_1\s+B\[4\] = chained_0", text), text
+
+
+def test_a_vector_read_through_a_view_of_the_stored_buffer_is_read_first():
+    @T.prim_func
+    def f(A: T.Tensor((16,), T.float32)):
+        with T.Kernel(1, threads=1):
+            s = T.alloc_shared((16,), T.float32)
+            v = T.view(s, (2, 8))
+            T.copy(A, s)
+            s[1:5] = v[0, 0:4:1]      # v is s's storage: every lane read before s is written
+            T.copy(s, A)
+    assert re.search(r"lane_3 = v\[0, 3\]\s+s\[1\] = lane_0", f.script()), f.script()
+
+
 def test_atomic_addx2_takes_a_ramp_element_address(tmp_path):
     text = ramp_atomic.script()
     assert "Prev[0] = T.atomic_add(Dst[0], Val[0], return_prev=True)" in text, text
@@ -315,6 +340,8 @@ def _parse(body: str):
     ("A[0:2] = T.reinterpret(A[0:2:1], 'int32')", "reinterpreted lane by lane in tilecute"),
     ("T.copy(A[T.Ramp(0, 2, 4)], A[T.Ramp(4, 1, 4)])", "a vector index is only as T.Ramp(start, "
                                                      "1, lanes)"),
+    ("v = T.Ramp(0, 1, 4)\nT.copy(A[v:v + 4], A[4:8])", "expected an integer expression, got v"),
+    ("for i in T.serial(T.Ramp(0, 1, 2)):\n    A[0] = 1.0", "expected an integer expression"),
 ])
 def test_refused_by_name(body, message):
     with pytest.raises(FrontendError) as info:

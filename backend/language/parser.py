@@ -2511,6 +2511,8 @@ class _Parser:
             tmp = N.Var(self.fresh("chained"), value.dtype)
             out.append(N.Let(tmp, value, loc=self.loc(s)))
             value = tmp
+        elif isinstance(value, VL.LaneVector):  # a vector, likewise read once
+            out, value = self.lane_lets(value, "chained", s, only=_reads_or_calls)
         for t in s.targets:
             if isinstance(t, ast.Subscript):
                 out.extend(self.store(t, value, s))
@@ -2550,6 +2552,10 @@ class _Parser:
         if len(values) != len(target.elts):
             raise self.error(s, f"cannot unpack {len(values)} values into {len(target.elts)} names")
         values, out = list(values), []
+        for i, v in enumerate(values):  # a vector's reads happen before any target's store
+            if isinstance(v, VL.LaneVector):
+                lets, values[i] = self.lane_lets(v, "unpacked", s, only=_reads_or_calls)
+                out += lets
         # Python reads every value before it assigns any target: a value reading a buffer
         # that an earlier target stores into (`a, b = b, a` on T.alloc_var's, `A[0], A[1] =
         # A[1], A[0]`) is read into a fresh name first
@@ -2783,7 +2789,7 @@ class _Parser:
         v = idx[-1]
         unit = isinstance(v, VL.LaneVector) and v.ramp and all(
             x == VL.offset(v.lanes[0], k) for k, x in enumerate(v.lanes)) and \
-            not any(isinstance(i, VL.LaneVector) for i in idx[:-1])
+            not any(isinstance(i, (VL.LaneVector, slice)) for i in idx[:-1])
         if not unit:
             raise self.error(node, f"`{ast.unparse(node)}` names a region here, which a vector "
                                    "index is only as T.Ramp(start, 1, lanes) in the last dim")
@@ -2858,10 +2864,14 @@ class _Parser:
     def store_lanes(self, buf: N.Buffer, at: list, value: VL.LaneVector, s,
                     name: str = "lane") -> list[N.Stmt]:
         """One ``Store`` of each lane of ``value`` at its index tuple.  TVM's vector store
-        reads the whole vector (and its index) before it writes: lanes reading ``buf`` are
-        bound to names first."""
+        reads the whole vector (and its index) before it writes: lanes reading ``buf`` (or
+        a view of its storage) are bound to names first."""
+        def root(name: str) -> str:
+            return self.view_roots[name].name if name in self.view_roots else name
+
         def reads(e) -> bool:
-            return any(isinstance(x, N.Load) and x.buffer == buf.name for x in _walk_exprs(e))
+            return any(isinstance(x, N.Load) and root(x.buffer) == root(buf.name)
+                       for x in _walk_exprs(e))
         out: list[N.Stmt] = []
         if any(reads(x) for x in value.lanes) or any(reads(i) for i in at):
             out, value = self.lane_lets(value, name, s, only=reads)
@@ -6194,7 +6204,13 @@ class _Parser:
                     else:
                         out.append(self.index_value(e, v))
             else:
-                out.append(self.index_expr(e))
+                v = self.expr(e)
+                if isinstance(v, VL.LaneVector):  # a vector index (`A[T.Ramp(i, 1, 4)]`)
+                    v = dataclasses.replace(v, lanes=tuple(self.index_value(e, x)
+                                                           for x in v.lanes))
+                    out.append(v)
+                else:
+                    out.append(self.index_value(e, v))
         return out
 
     # ---- expressions ------------------------------------------------------------------
@@ -6207,10 +6223,7 @@ class _Parser:
 
     def index_value(self, node, v) -> N.Expr:
         """``v`` (the value of ``node``) as an index: int32, or int64 for a 64-bit value
-        (TVM keeps an index's dtype: ``x[bx * 512 + i]`` over an int64 ``bx`` is int64);
-        a vector index (``T.Ramp``) lane by lane."""
-        if isinstance(v, VL.LaneVector):
-            return dataclasses.replace(v, lanes=tuple(self.index_value(node, x) for x in v.lanes))
+        (TVM keeps an index's dtype: ``x[bx * 512 + i]`` over an int64 ``bx`` is int64)."""
         if isinstance(v, bool) or not isinstance(v, (int, N.Expr)):
             raise self.error(node, f"expected an integer expression, got {ast.unparse(node)}")
         v = N.as_expr(v)
