@@ -184,6 +184,21 @@ def test_vector_variable_and_extract_lane(dtype, vector, tmp_path):
     tilecute.build_cubin(f, "sm_90a", out_dir=str(tmp_path))
 
 
+def test_vector_annotated_assignment():
+    @T.prim_func
+    def f(A: T.Tensor((8,), T.float32), H: T.Tensor((8,), T.float16)):
+        with T.Kernel(1, threads=1):
+            v: T.float16x4 = A[0:4:1]        # TVMScript's typed vector let: lanes converted
+            H[0:4] = v
+            w: "float32x2" = A[4:6:1]        # assigned again: a vector variable
+            w = w * 2.0
+            H[4:6] = w
+    text = f.script()
+    assert 'v_0 = T.Cast("float16", A[0])' in text and "H[3] = v_3" in text, text
+    assert 'w = T.alloc_local((2,), "float32")' in text, text
+    assert 'H[5] = T.Cast("float16", w[1])' in text, text
+
+
 def test_int8x4_vector_variable_swaps_lanes_reading_all_first():
     @T.prim_func
     def f(A: T.Tensor((4,), T.int8), B: T.Tensor((4,), T.int8)):
@@ -332,6 +347,7 @@ def _parse(body: str):
     ("v = T.alloc_var(T.float16x2)\nB[0, 0] = v[0]", "read a lane with T.extract_lane(v, k)"),
     ("v = T.alloc_var(T.float16x2)\nv = B[0, 0:4:1]", "'v' is a 2-lane float16 vector variable"),
     ("x = T.alloc_var('float32')\nx = A[0:2:1]", "cannot store LaneVector"),
+    ("v: T.float32x4 = A[0:2:1]", "a float32x4 takes a 4-lane vector"),
     # a vector is no parse-time value: its truth and Python comparisons are errors
     ("A[0] = 1.0 if A[0:2:1] else 2.0", "a float32x2 vector has no truth value"),
     ("if A[0:2:1]:\n    A[0] = 1.0", "a float32x2 vector has no truth value"),

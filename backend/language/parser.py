@@ -1481,8 +1481,13 @@ class _Parser:
             raise self.error(s, f"`{ast.unparse(s)}`: an annotated assignment declares a name")
         if not self.in_kernel:
             raise self.error(s, f"`{ast.unparse(s)}`: a typed local is declared inside a T.Kernel")
+        annotation = self.eval_python(s.annotation)
+        if isinstance(annotation, str) and VL.vector_dtype(annotation):
+            annotation = VL.VectorDType(annotation)
+        if isinstance(annotation, VL.VectorDType):
+            return self.vector_ann_assign(s, annotation)
         try:
-            dt = dtype_name(self.eval_python(s.annotation))
+            dt = dtype_name(annotation)
         except (FrontendError, UnknownDTypeError) as e:
             raise self.error(s, f"`{ast.unparse(s)}`: the annotation must be a scalar dtype "
                                 f"(T.int32, T.float32, ...): {e}") from None
@@ -1499,6 +1504,30 @@ class _Parser:
             # rebinds), as `name = value` is
             return self.let(name, N.cast(N.as_expr(value, dt), dt), s)
         return self.declare_var(name, dt, N.as_expr(value, dt), s)
+
+    def vector_ann_assign(self, s: ast.AnnAssign, vector: VL.VectorDType) -> list[N.Stmt]:
+        """``v: T.float16x4 = value``: a vector of that many lanes, each converted to the
+        scalar dtype, bound as ``v = value`` is (reassigned later, or declared alone, a
+        vector variable as ``T.alloc_var(T.float16x4)``)."""
+        name = s.target.id
+        value = None if s.value is None else self.expr(s.value)
+        if value is not None and (not isinstance(value, VL.LaneVector) or
+                                  value.count != vector.lanes):
+            raise self.error(s, f"`{ast.unparse(s)}`: a {vector.__name__} takes a "
+                                f"{vector.lanes}-lane vector, got {_show(value)}")
+        if value is not None:
+            value = dataclasses.replace(value, lanes=tuple(N.cast(x, vector.scalar)
+                                                           for x in value.lanes))
+        if value is not None and name not in self.reassigned:
+            return self.assign_name(s.target, None, s, value)
+        self.check_rebind(name, s)
+        buf = N.Buffer(self.fresh(name), vector.scalar, (N.Const(vector.lanes, "int32"),),
+                       "local")
+        ref = _VectorVarRef(buf, vector.lanes)
+        self.bind(name, ref)
+        zeros = VL.broadcast(N.const(0, vector.scalar), vector.lanes)
+        return [N.Allocate(buf, loc=self.loc(s))] + self.store_lanes(
+            buf, ref.indices(), value if value is not None else zeros, s)
 
     def declare_var(self, name: str, dt: str, value: N.Expr, s) -> list[N.Stmt]:
         """A scalar variable ``name`` (a one-element local buffer, read and assigned like a
