@@ -299,6 +299,25 @@ def test_vectors_in_a_parallel_loop_select_compare_and_max(tmp_path):
     tilecute.build_cubin(parallel_pairs, "sm_90a", out_dir=str(tmp_path))
 
 
+@T.prim_func
+def wide_pairs(X: T.Tensor((64,), T.float32), Y: T.Tensor((64,), T.float32),
+               Z: T.Tensor((32,), T.float32)):
+    with T.Kernel(1, threads=32) as _:
+        tx = T.get_thread_binding()
+        v = T.reinterpret(T.ldg64(X[tx * 2:tx * 2 + 2]), T.float32x2)
+        Y[tx * 2:tx * 2 + 2] = T.add2(v, v)
+        Z[tx] = T.extract_lane(v, 1) + 1.0
+
+
+def test_a_wide_load_is_a_vector_of_its_lanes(tmp_path):
+    # T.ldg64's words reinterpreted as float32x2: TVM's vector, here the lanes of the words
+    text = wide_pairs.script()
+    assert ('Y[tx * 2 + 1] = T.reinterpret(ldg64_words[1], "float32") + '
+            'T.reinterpret(ldg64_words[1], "float32")') in text, text
+    assert 'Z[tx] = T.reinterpret(ldg64_words[1], "float32") + T.float32(1.0)' in text, text
+    tilecute.build_cubin(wide_pairs, "sm_90a", out_dir=str(tmp_path))
+
+
 def test_reinterpret_of_a_vector_is_lane_by_lane():
     @T.prim_func
     def f(A: T.Tensor((4,), T.float32), B: T.Tensor((4,), T.uint32)):
@@ -467,3 +486,15 @@ def test_gpu_vectors_in_a_parallel_loop():
     want = torch.where(a > 0, a * 3, torch.maximum(a, torch.tensor(-1.0, device="cuda").half()))
     torch.testing.assert_close(b, want, rtol=0, atol=0)
     assert torch.equal(m, a == 0)
+
+
+@pytest.mark.gpu
+def test_gpu_a_wide_load_is_a_vector_of_its_lanes():
+    import torch
+
+    x = torch.randn(64, device="cuda")
+    y = torch.empty(64, device="cuda")
+    z = torch.empty(32, device="cuda")
+    tilecute.compile(wide_pairs)(x, y, z)
+    torch.testing.assert_close(y, x * 2, rtol=0, atol=0)
+    torch.testing.assert_close(z, x[1::2] + 1, rtol=0, atol=0)

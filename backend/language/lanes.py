@@ -10,7 +10,8 @@ TVM's lanes being that element's value.  Nothing here emits statements; the pars
 decides where the lanes are read (a vector read before any of its lanes is written, as
 TVM's vector load is).
 
-Imports only the IR nodes and the frontend's dtype values.
+Imports only the IR nodes, the frontend's dtype values and ``bits`` (whose words, the
+value of ``T.ldg64`` and wider, are a vector of their view's lanes here).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import dataclasses
 import re
 
 from ..ir import nodes as N
+from . import bits as B
 from .values import DTYPES, UnsupportedDType
 
 PACKED_X2_DTYPES = ("float32", "float16", "bfloat16")  # TileLang's _PACKED_X2_DTYPES
@@ -65,6 +67,21 @@ class LaneVector:
         return (f"<a {self.count}-lane {self.element_dtype} vector: tilecute takes it in lanewise "
                 "arithmetic, T.add2/sub2/mul2/fma2/max2/min2/abs2, T.extract_lane and stores "
                 f"into {self.count} elements>")
+
+
+def as_vector(x):
+    """``x``, or the words of ``T.ldg64(...)`` / ``T.reinterpret(T.ldg64(...),
+    T.float32x2)`` (TVM's ``uint32x2`` / ``float32x2`` vector) as the vector of their
+    lanes."""
+    if isinstance(x, B.Words):
+        vec = vector_dtype(x.view)
+        scalar = vec[0] if vec is not None else x.view
+        return LaneVector(tuple(B.unpack(x.words, scalar)))
+    return x
+
+
+def is_vector(x) -> bool:
+    return isinstance(x, (LaneVector, B.Words))
 
 
 def _lane_count(lanes, what: str) -> int:
@@ -119,6 +136,7 @@ def broadcast(value, lanes) -> LaneVector:
 def lanewise(what: str, op: str, fn, *args) -> LaneVector:
     """``fn`` (the scalar ``op``) applied lane by lane; a scalar argument is every lane's
     (TVM broadcasts it); the vectors' lane counts must agree."""
+    args = [as_vector(a) for a in args]
     counts = {a.count for a in args if isinstance(a, LaneVector)}
     if len(counts) != 1:
         raise TypeError(f"{what}: vectors of {sorted(counts)} lanes; TVM's vector operands "
@@ -201,6 +219,7 @@ def cast(vector: LaneVector, dtype, dtype_name) -> LaneVector:
 
 def extract_lane(vector, lane) -> N.Expr:
     """``T.extract_lane(v, k)``: lane ``k`` (an int known at parse time) of a vector."""
+    vector = as_vector(vector)
     if not isinstance(vector, LaneVector):
         raise TypeError(f"T.extract_lane expects a vector expression, got {vector!r}")
     if isinstance(lane, N.Const) and N.is_int(lane.dtype):
@@ -231,6 +250,7 @@ def _packed(name: str, args) -> None:
 def packed_x2(name: str, scalar_op, *args) -> LaneVector:
     """TileLang's ``T.<name>(*args)`` (packed x2 math, ``tl::<name>``): ``scalar_op`` on
     each of the two lanes, in the lanes' dtype."""
+    args = tuple(as_vector(a) for a in args)
     _packed(name, args)
     return LaneVector(tuple(N.cast(scalar_op(*(a.lanes[k] for a in args)),
                                    args[0].element_dtype) for k in range(2)))

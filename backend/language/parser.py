@@ -6281,7 +6281,7 @@ class _Parser:
         return tuple(value)
 
     def binop(self, node, op: str, a, b):
-        if isinstance(a, VL.LaneVector) or isinstance(b, VL.LaneVector):  # TVM's vectors
+        if VL.is_vector(a) or VL.is_vector(b):  # TVM's vectors
             return self.lanewise(node, op, lambda x, y: self.binop(node, op, x, y), a, b)
         if op in _LOGICAL_BITWISE:
             a_bool, b_bool = _is_bool(a), _is_bool(b)
@@ -6361,7 +6361,7 @@ class _Parser:
             a, b = self.expr(node.left), self.expr(node.right)
             self.check_value(node.left, a)
             self.check_value(node.right, b)
-            if isinstance(a, VL.LaneVector) or isinstance(b, VL.LaneVector):
+            if VL.is_vector(a) or VL.is_vector(b):
                 op = _BIN.get(type(node.op))
                 if op is None:
                     raise self.error(node, f"operator {type(node.op).__name__} is not supported")
@@ -6374,7 +6374,7 @@ class _Parser:
             return self.binop(node, op, a, b)
         if isinstance(node, ast.UnaryOp):
             a = self.expr(node.operand)
-            if isinstance(a, VL.LaneVector):  # -v, ~v, not v: lane by lane
+            if VL.is_vector(a):  # -v, ~v, not v: lane by lane
                 return self.lanewise(node, "sub" if isinstance(node.op, ast.USub) else "unary",
                                      lambda x: self.unary(node, x), a)
             return self.unary(node, a)
@@ -6388,7 +6388,7 @@ class _Parser:
                 values = [self.expr(ast.copy_location(p, node)) for p in parts]
                 return _and(values)
             a, b = self.expr(node.left), self.expr(node.comparators[0])
-            vector = isinstance(a, VL.LaneVector) or isinstance(b, VL.LaneVector)
+            vector = VL.is_vector(a) or VL.is_vector(b)
             if not _is_ir(a) and not _is_ir(b) and not vector:
                 return _python_cmp(node.ops[0], a, b)
             op = _CMP.get(type(node.ops[0]))
