@@ -56,17 +56,17 @@ class LaneVector:
     def _no_python_value(self, *_):
         # a vector is no parse-time value: Python's truth and comparisons of it would be
         # silently wrong (the parser compares vectors lane by lane)
-        raise VectorValueError(f"a {self.dtype} vector has no truth value or comparison at parse "
-                        "time; compare it lane by lane in an expression, or read a lane "
-                        "(T.extract_lane)")
+        raise VectorValueError(f"a {self.dtype} vector has no truth value or comparison at "
+                               "parse time; compare it lane by lane in an expression, or read "
+                               "a lane (T.extract_lane)")
 
     __bool__ = __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = _no_python_value
     __hash__ = None
 
     def __repr__(self) -> str:
-        return (f"<a {self.count}-lane {self.element_dtype} vector: tilecute takes it in lanewise "
-                "arithmetic, T.add2/sub2/mul2/fma2/max2/min2/abs2, T.extract_lane and stores "
-                f"into {self.count} elements>")
+        return (f"<a {self.count}-lane {self.element_dtype} vector: tilecute takes it in "
+                "lanewise arithmetic, T.add2/sub2/mul2/fma2/max2/min2/abs2, T.extract_lane "
+                f"and stores into {self.count} elements>")
 
 
 def as_vector(x):
