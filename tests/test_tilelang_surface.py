@@ -47,7 +47,7 @@ CALLS = {
     "gemm": ("stmt", "s, t, acc"), "wgmma_gemm": ("stmt", "s, t, acc"),
     "gemm_sp": ("stmt", "s, s, t, acc"),
     "Broadcast": ("expr", "1.0, 4"), "Ramp": ("expr", "bx, 1, 4"),
-    "extract_lane": ("expr", "T.float32x2(x, x), 0"),
+    "extract_lane": ("expr", "T.float32x2(x, x), 0"), "Shuffle": ("expr", "[x, x], [1, 0]"),
     **{name: ("expr", "C[T.Ramp(0, 1, 2)], C[T.Ramp(2, 1, 2)]")
        for name in ("add2", "sub2", "mul2", "max2", "min2")},
     "fma2": ("expr", "C[0:4:2], C[1:5:2], C[T.Ramp(0, 1, 2)]"), "abs2": ("expr", "C[0:2:1]"),

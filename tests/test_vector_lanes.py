@@ -318,6 +318,19 @@ def test_a_wide_load_is_a_vector_of_its_lanes(tmp_path):
     tilecute.build_cubin(wide_pairs, "sm_90a", out_dir=str(tmp_path))
 
 
+def test_shuffle_picks_lanes():
+    @T.prim_func
+    def f(A: T.Tensor((8,), T.float32)):
+        with T.Kernel(1, threads=1):
+            v = A[0:4:1]
+            A[4:7] = T.Shuffle([v, A[7]], [4, 3, 0])   # lanes of v, then the scalar
+            A[7] = T.Shuffle([v], [2])                 # one index: a scalar
+    text = f.script()
+    assert "lane_0 = A[7]" in text and "A[4] = lane_0" in text, text  # read before A is stored
+    assert "A[5] = v_3" in text and "A[6] = v_0" in text, text
+    assert "A[7] = v_2" in text, text
+
+
 def test_reinterpret_of_a_vector_is_lane_by_lane():
     @T.prim_func
     def f(A: T.Tensor((4,), T.float32), B: T.Tensor((4,), T.uint32)):
@@ -373,6 +386,8 @@ def _parse(body: str):
     ("if A[0:2:1] == 2:\n    A[0] = 1.0", "a boolx2 vector has no truth value"),
     ("T.print(A[0:2:1])", "cannot use LaneVector <a 2-lane float32 vector"),
     ("A[0:2] = T.reinterpret(A[0:2:1], 'int32')", "reinterpreted lane by lane in tilecute"),
+    ("A[0:2] = T.Shuffle([A[0:2:1]], [0, 2])", "T.Shuffle: lane index 2 is not an int in 0..1"),
+    ("A[0:2] = T.Shuffle([A[0], B[0, 0]], [0, 1])", "T.Shuffle: lanes of dtypes"),
     ("T.copy(A[T.Ramp(0, 2, 4)], A[T.Ramp(4, 1, 4)])", "a vector index is only as T.Ramp(start, "
                                                      "1, lanes)"),
     ("v = T.Ramp(0, 1, 4)\nT.copy(A[v:v + 4], A[4:8])", "expected an integer expression, got v"),

@@ -80,7 +80,7 @@ from .ops import (  # noqa: F401
     activemask, all_sync, any_sync, ballot, ballot_sync, shuffle_elect, syncthreads_and,
     syncthreads_count, syncthreads_or,
 )
-from .ops import Broadcast, Ramp, extract_lane  # noqa: F401  (TVM's vector forms: lanes.py)
+from .ops import Broadcast, Ramp, Shuffle, extract_lane  # noqa: F401  (TVM's vector forms: lanes.py)
 from .ops import add2, sub2, mul2, fma2, max2, min2, abs2  # noqa: F401
 from .ops import And, Or, Not, EQ, NE, LT, LE, GT, GE  # noqa: F401  (TVM's node constructors)
 from .ops import rng_rand, rng_rand_float  # noqa: F401

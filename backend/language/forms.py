@@ -888,7 +888,7 @@ TILELANG_ONLY = frozenset("""
     annotate_restrict_buffers
     annotate_l2_hit_ratio annotate_ws_schedule ws_op
     create_tma_descriptor import_source inline
-    meta_class call_extern call_intrin Shuffle
+    meta_class call_extern call_intrin
     annotate_pass_configs annotate_compile_flags func_attr CUDASourceCodeKernel
     launch_thread PersistentTileScheduler
 """.split()) | frozenset("""

@@ -232,6 +232,35 @@ def extract_lane(vector, lane) -> N.Expr:
     return vector.lanes[lane]
 
 
+def shuffle(vectors, indices):
+    """TVM's ``T.Shuffle(vectors, indices)``: the lanes of ``vectors`` (vectors and scalars,
+    their lanes one after another) picked by ``indices`` (ints known at parse time); one
+    index gives a scalar."""
+    if not isinstance(vectors, (list, tuple)) or not isinstance(indices, (list, tuple)) or \
+            not indices:
+        raise TypeError("T.Shuffle takes a list of vectors (or scalars) and a non-empty list "
+                        f"of lane indices, got {vectors!r}, {indices!r}")
+    lanes = []
+    for v in vectors:
+        v = as_vector(v)
+        if isinstance(v, LaneVector):
+            lanes.extend(v.lanes)
+        elif isinstance(v, (N.Expr, int, float, bool)):
+            lanes.append(N.as_expr(v))
+        else:
+            raise TypeError(f"T.Shuffle: {v!r} is no vector or scalar")
+    if len({x.dtype for x in lanes}) != 1:
+        raise TypeError(f"T.Shuffle: lanes of dtypes {sorted({x.dtype for x in lanes})}; TVM's "
+                        "Shuffle takes one element dtype")
+    picked = []
+    for i in indices:
+        i = i.value if isinstance(i, N.Const) and N.is_int(i.dtype) else i
+        if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < len(lanes):
+            raise IndexError(f"T.Shuffle: lane index {i!r} is not an int in 0..{len(lanes) - 1}")
+        picked.append(lanes[i])
+    return picked[0] if len(picked) == 1 else LaneVector(tuple(picked))
+
+
 def _packed(name: str, args) -> None:
     """TileLang's _validate_packed_x2_args: each argument a float32x2, float16x2 or
     bfloat16x2 vector, all of one dtype."""

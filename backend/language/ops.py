@@ -536,6 +536,11 @@ def Ramp(base, stride, lanes):  # noqa: N802
     return _lanes.ramp(base, stride, lanes)
 
 
+def Shuffle(vectors, indices):  # noqa: N802
+    """TVM's ``T.Shuffle(vectors, indices)``: the lanes of ``vectors`` picked by ``indices``."""
+    return _lanes.shuffle(vectors, indices)
+
+
 def extract_lane(vector, lane):
     """``T.extract_lane(v, k)``: lane ``k`` of a vector."""
     return _lanes.extract_lane(vector, lane)
@@ -1268,7 +1273,7 @@ EXPRESSION_HELPERS = (
     "get_warp_group_idx", "get_thread_bindings", "get_block_binding", "get_block_bindings",
     "get_thread_extent", "get_thread_extents", "get_block_extent", "get_block_extents",
     "reinterpret", "any_of", "all_of", "thread_binding", "Broadcast", "index_to_coordinates",
-    "Ramp", "extract_lane", "add2", "sub2", "mul2", "fma2", "max2", "min2", "abs2",
+    "Ramp", "Shuffle", "extract_lane", "add2", "sub2", "mul2", "fma2", "max2", "min2", "abs2",
     "atomic_load", "And", "Or", "Not", "EQ", "NE", "LT", "LE", "GT", "GE",
     *FAST_MATH,
     # TVM's libm forms, TileLang's IEEE forms, bit and warp-match intrinsics
