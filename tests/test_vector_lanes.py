@@ -318,6 +318,17 @@ def test_a_wide_load_is_a_vector_of_its_lanes(tmp_path):
     tilecute.build_cubin(wide_pairs, "sm_90a", out_dir=str(tmp_path))
 
 
+def test_vector_dtype_of_one_value_converts_it_into_every_lane():
+    @T.prim_func
+    def f(A: T.Tensor((8,), T.float32), H: T.Tensor((8,), T.float16)):
+        with T.Kernel(1, threads=1):
+            H[0:2] = T.float16x2(A[0])         # TVM's cast to a vector dtype: a Broadcast
+            H[2:4] = T.float16x2(A[2:4:1])     # of a vector: each lane
+    text = f.script()
+    assert 'H[1] = T.Cast("float16", A[0])' in text, text
+    assert 'H[3] = T.Cast("float16", A[3])' in text, text
+
+
 def test_shuffle_picks_lanes():
     @T.prim_func
     def f(A: T.Tensor((8,), T.float32)):

@@ -182,10 +182,20 @@ class VectorDType(UnsupportedDType):
                 f"(allocate {self.lanes} {self.scalar} elements per vector instead)")
 
     def __call__(self, *args, **kwargs):
-        if kwargs or len(args) < 2:
-            raise TypeError(f"T.{self.__name__}(...) makes a vector of its {self.lanes} lanes, "
-                            f"one scalar argument each (TileLang's Shuffle); got "
-                            f"{len(args)} argument(s){' and keywords' if kwargs else ''}")
+        if kwargs or not args:
+            raise TypeError(f"T.{self.__name__}(...) makes a vector of its {self.lanes} lanes "
+                            "(one scalar argument each, TileLang's Shuffle) or converts one "
+                            f"value; got {len(args)} argument(s)"
+                            f"{' and keywords' if kwargs else ''} (a vector variable is "
+                            f"T.alloc_var(T.{self.__name__}))")
+        if len(args) == 1:  # TVM's cast to a vector dtype: a scalar in every lane, converted
+            x = as_vector(args[0])
+            if isinstance(x, LaneVector):
+                return cast(x, self, None)
+            if not isinstance(x, (N.Expr, int, float, bool)):
+                raise TypeError(f"T.{self.__name__}({x!r}): expected a scalar or a vector")
+            return LaneVector((N.cast(N.as_expr(x, self.scalar), self.scalar),) * self.lanes,
+                              broadcast=True)
         if len(args) != self.lanes:
             raise TypeError(f"T.{self.__name__}(...) takes {self.lanes} lanes, got {len(args)}")
         if any(isinstance(a, LaneVector) or not isinstance(a, (N.Expr, int, float, bool))
