@@ -350,6 +350,13 @@ def test_reinterpret_of_a_vector_is_lane_by_lane():
     assert 'B[3] = T.reinterpret(A[3], "uint32")' in f.script(), f.script()
 
 
+def test_printed_ir_reads_back_the_same():
+    # the lanes are plain IR: the printed script parses back to the same function
+    for f in (window(), scatter(), packed("fma2", "float16"), lanes_of("float16", T.float16x2),
+              slices, ramp_atomic, parallel_pairs, shared_window, wide_pairs):
+        assert T.from_script(f.script()) == f, f.script()
+
+
 # ---- CPU: refusals --------------------------------------------------------------------------
 def _parse(body: str):
     text = textwrap.dedent('''\
