@@ -329,6 +329,26 @@ def test_vector_dtype_of_one_value_converts_it_into_every_lane():
     assert 'H[3] = T.Cast("float16", A[3])' in text, text
 
 
+@T.prim_func
+def repacked(H: T.Tensor((4,), T.float16), U: T.Tensor((2,), T.uint32), I: T.Tensor((4,), T.int8),
+             G: T.Tensor((2,), T.float16)):
+    with T.Kernel(1, threads=1):
+        U[0] = T.reinterpret(H[0:2:1], "uint32")      # two halves into one word
+        G[0:2] = T.reinterpret(U[1], T.float16x2)     # one word into two halves
+        I[0:4] = T.reinterpret(U[1], T.int8x4)
+
+
+def test_reinterpret_repacks_bits_between_lane_counts(tmp_path):
+    text = repacked.script()
+    assert ('U[0] = T.Cast("uint32", T.reinterpret(H[0], "uint16")) | '
+            'T.Cast("uint32", T.reinterpret(H[1], "uint16")) << T.uint32(16)') in text, text
+    assert 'G[1] = T.reinterpret(T.Cast("uint16", U[1] >> T.uint32(16) & T.uint32(65535)), ' \
+        '"float16")' in text, text
+    assert 'I[3] = T.reinterpret(T.Cast("uint8", U[1] >> T.uint32(24) & T.uint32(255)), "int8")' \
+        in text, text
+    tilecute.build_cubin(repacked, "sm_90a", out_dir=str(tmp_path))
+
+
 def test_shuffle_picks_lanes():
     @T.prim_func
     def f(A: T.Tensor((8,), T.float32)):
@@ -403,7 +423,9 @@ def _parse(body: str):
     ("if A[0:2:1]:\n    A[0] = 1.0", "a float32x2 vector has no truth value"),
     ("if A[0:2:1] == 2:\n    A[0] = 1.0", "a boolx2 vector has no truth value"),
     ("T.print(A[0:2:1])", "cannot use LaneVector <a 2-lane float32 vector"),
-    ("A[0:2] = T.reinterpret(A[0:2:1], 'int32')", "reinterpreted lane by lane in tilecute"),
+    ("A[0:2] = T.reinterpret(A[0:2:1], 'int32')", "float32x2 (64 bits) cannot be reinterpreted "
+                                                  "as int32 (32 bits)"),
+    ("A[0:2] = T.reinterpret(B[0, 0:3:1], 'int8x6')", "in whole 32-bit words"),
     ("A[0:2] = T.Shuffle([A[0:2:1]], [0, 2])", "T.Shuffle: lane index 2 is not an int in 0..1"),
     ("A[0:2] = T.Shuffle([A[0], B[0, 0]], [0, 1])", "T.Shuffle: lanes of dtypes"),
     ("T.copy(A[T.Ramp(0, 2, 4)], A[T.Ramp(4, 1, 4)])", "a vector index is only as T.Ramp(start, "
@@ -531,3 +553,17 @@ def test_gpu_a_wide_load_is_a_vector_of_its_lanes():
     tilecute.compile(wide_pairs)(x, y, z)
     torch.testing.assert_close(y, x * 2, rtol=0, atol=0)
     torch.testing.assert_close(z, x[1::2] + 1, rtol=0, atol=0)
+
+
+@pytest.mark.gpu
+def test_gpu_reinterpret_repacks_bits():
+    import torch
+
+    h = torch.randn(4, device="cuda").half()
+    u = torch.tensor([0, 0x3C00BC00], dtype=torch.int64).to(torch.uint32).cuda()  # 1.0, -1.0
+    i = torch.empty(4, dtype=torch.int8, device="cuda")
+    g = torch.empty(2, dtype=torch.float16, device="cuda")
+    tilecute.compile(repacked)(h, u, i, g)
+    assert u[0].item() == h[0:2].contiguous().view(torch.int32).item() & 0xFFFFFFFF
+    torch.testing.assert_close(g.cpu(), torch.tensor([-1.0, 1.0], dtype=torch.float16))
+    assert i.cpu().tolist() == [0, -68, 0, 60]   # 0x3C00BC00's bytes, lowest first

@@ -300,14 +300,10 @@ def reinterpret(value, dtype):
         if name in DTYPES:  # one scalar as wide as the words (uint64 from T.ldg64)
             return _bits.unpack(value.words, name)[0]
         return _bits.Words(value.words, name)
-    if isinstance(value, _lanes.LaneVector):  # a vector as a vector of as many lanes
-        name = getattr(dtype, "__name__", str(dtype))
-        vec = _lanes.vector_dtype(name)
-        if vec is None or vec[1] != value.count:
-            raise TypeError(f"T.reinterpret: a {value.dtype} vector is reinterpreted lane by "
-                            f"lane in tilecute, as a vector of {value.count} lanes; got {name}")
-        return _lanes.lanewise("T.reinterpret", "reinterpret",
-                               lambda x: reinterpret(x, vec[0]), value)
+    name = getattr(dtype, "__name__", str(dtype))
+    vec = _lanes.vector_dtype(name)
+    if isinstance(value, _lanes.LaneVector) or vec is not None:
+        return _reinterpret_vector(value, name, vec)
     value = _N.as_expr(value)
     dtype = dtype_name(dtype)
     if DTYPES[dtype].bits != DTYPES[value.dtype].bits or "bool" in (dtype, value.dtype):
@@ -317,6 +313,28 @@ def reinterpret(value, dtype):
     if dtype == value.dtype:
         return value
     return _N.Call("reinterpret", (value,), dtype)
+
+
+def _reinterpret_vector(value, name: str, vec):
+    """``T.reinterpret`` of a vector or into a vector dtype (``vec``: its scalar and lanes):
+    lane by lane where the lane counts agree, else the bits repacked (``T.reinterpret(v,
+    "uint32")`` of a float16x2, ``T.reinterpret(u, T.float16x2)`` of a uint32), the lowest
+    lane in the lowest bits as the GPU lays a vector out."""
+    src = value if isinstance(value, _lanes.LaneVector) else _N.as_expr(value)
+    src_lanes = src.lanes if isinstance(src, _lanes.LaneVector) else (src,)
+    scalar, count = vec if vec is not None else (dtype_name(name), 1)
+    if "bool" in (scalar, src_lanes[0].dtype):
+        raise TypeError("T.reinterpret: bool vectors have no bit layout to reinterpret")
+    if count == len(src_lanes):
+        lanes = tuple(reinterpret(x, scalar) for x in src_lanes)
+    else:
+        bits = DTYPES[src_lanes[0].dtype].bits * len(src_lanes)
+        if bits != DTYPES[scalar].bits * count or bits % 32:
+            raise TypeError(f"T.reinterpret: {src.dtype} ({bits} bits) cannot be reinterpreted "
+                            f"as {name} ({DTYPES[scalar].bits * count} bits); the widths must "
+                            "agree (in whole 32-bit words where the lane counts differ)")
+        lanes = tuple(_bits.unpack(_bits.pack(list(src_lanes), src_lanes[0].dtype), scalar))
+    return _lanes.LaneVector(lanes) if count > 1 else lanes[0]
 
 
 def _access(bits: int, space: str, name: str, signature):
