@@ -199,6 +199,27 @@ def test_vector_annotated_assignment():
     assert 'H[5] = T.Cast("float16", w[1])' in text, text
 
 
+@T.prim_func
+def vector_buffer(A: T.Tensor((8,), T.float16), B: T.Tensor((8,), T.float16)):
+    with T.Kernel(1, threads=1):
+        packed = T.alloc_local((4,), T.float16x2)
+        for i in T.serial(4):
+            packed[i] = T.float16x2(A[2 * i], A[2 * i + 1])
+        for i in T.serial(4):
+            packed[i] += T.Broadcast(T.float16(1), 2)
+        for i in T.serial(4):
+            B[2 * i] = T.extract_lane(packed[3 - i], 1)
+            B[2 * i + 1] = T.extract_lane(packed[3 - i], 0)
+
+
+def test_local_buffer_of_vectors(tmp_path):
+    text = vector_buffer.script()
+    assert 'packed = T.alloc_local((4, 2), "float16")' in text, text
+    assert "packed[i, 1] = A[2 * i + 1]" in text, text
+    assert "B[2 * i_2] = packed[3 - i_2, 1]" in text, text
+    tilecute.build_cubin(vector_buffer, "sm_90a", out_dir=str(tmp_path))
+
+
 def test_int8x4_vector_variable_swaps_lanes_reading_all_first():
     @T.prim_func
     def f(A: T.Tensor((4,), T.int8), B: T.Tensor((4,), T.int8)):
@@ -373,7 +394,7 @@ def test_reinterpret_of_a_vector_is_lane_by_lane():
 def test_printed_ir_reads_back_the_same():
     # the lanes are plain IR: the printed script parses back to the same function
     for f in (window(), scatter(), packed("fma2", "float16"), lanes_of("float16", T.float16x2),
-              slices, ramp_atomic, parallel_pairs, shared_window, wide_pairs):
+              slices, ramp_atomic, parallel_pairs, shared_window, wide_pairs, vector_buffer):
         assert T.from_script(f.script()) == f, f.script()
 
 
@@ -397,8 +418,11 @@ def _parse(body: str):
     ("A[0:5:2] = A[0:10:2]", "cannot store a 5-lane value into 3 elements of 'A'"),
     ("A[0:4:-1] = A[0:4:1]", "slice step `-1`: tilecute takes a positive int"),
     ("x = T.alloc_var(T.float16x2, init=1)", "T.alloc_var(T.float16x2) takes no init"),
-    ("s = T.alloc_shared((4,), T.float16x2)", "a TileLang vector dtype, which tilecute takes in "
-                                             "T.alloc_var"),
+    ("s = T.alloc_shared((4,), T.float16x2)", "a shared buffer of float16x2 vectors; tilecute "
+                                             "takes a buffer of vectors in local memory only"),
+    ("p = T.alloc_local((4,), T.float32x2)\nT.fill(p, 0.0)", "`p` holds 2-lane vectors"),
+    ("p = T.alloc_local((4,), T.float32x2)\np[0] = 1.0", "`p[0]` is a 2-lane vector"),
+    ("p = T.alloc_local((4,), T.float32x2)\np[0:2] = A[0:4:1]", "takes one scalar index per dim"),
     ("A[0] = T.extract_lane(A[0:4:1], 4)", "Lane index 4 is out of bounds for dtype float32x4"),
     ("A[0] = T.extract_lane(A[0:4:1], bx)", "extract_lane expects a compile-time integer lane"),
     ("A[0:4] = A[0:4:1] + A[0:8:4]", "vectors of [2, 4] lanes"),
@@ -567,3 +591,13 @@ def test_gpu_reinterpret_repacks_bits():
     assert u[0].item() == h[0:2].contiguous().view(torch.int32).item() & 0xFFFFFFFF
     torch.testing.assert_close(g.cpu(), torch.tensor([-1.0, 1.0], dtype=torch.float16))
     assert i.cpu().tolist() == [0, -68, 0, 60]   # 0x3C00BC00's bytes, lowest first
+
+
+@pytest.mark.gpu
+def test_gpu_local_buffer_of_vectors():
+    import torch
+
+    a = torch.randn(8, device="cuda").half()
+    b = torch.empty_like(a)
+    tilecute.compile(vector_buffer)(a, b)
+    torch.testing.assert_close(b, (a + 1).flip(0), rtol=0, atol=0)

@@ -167,9 +167,10 @@ def vector_dtype(name: str):
 class VectorDType(UnsupportedDType):
     """``T.float16x2``, ``T.int8x4`` ...: TileLang's vector dtypes.  Called with one value
     per lane (``T.float16x2(a, b)``, TileLang's Shuffle of the scalars) it is a
-    :class:`LaneVector`; ``T.alloc_var(T.float16x2)`` is a variable of that many lanes.
-    Anywhere a buffer's element dtype is read (a parameter, T.alloc_shared ...) it stays
-    refused: a tilecute buffer holds scalars."""
+    :class:`LaneVector`; ``T.alloc_var(T.float16x2)`` is a variable of that many lanes,
+    ``T.alloc_local(shape, T.float16x2)`` a local buffer of such vectors.  As the element
+    dtype of a parameter or a shared or fragment buffer it stays refused: their layouts
+    are chosen for scalars."""
 
     def __init__(self, name: str):
         super().__init__(name)
@@ -177,9 +178,10 @@ class VectorDType(UnsupportedDType):
 
     def message(self) -> str:
         return (f"T.{self.__name__} is a TileLang vector dtype ({self.lanes} x {self.scalar}); "
-                f"tilecute takes it in T.alloc_var(T.{self.__name__}) and as the constructor "
-                f"T.{self.__name__}(lane0, lane1, ...), not as a buffer's element dtype "
-                f"(allocate {self.lanes} {self.scalar} elements per vector instead)")
+                f"tilecute takes it in T.alloc_var, T.alloc_local and as the constructor "
+                f"T.{self.__name__}(lane0, lane1, ...) or cast T.{self.__name__}(x), not as "
+                "the element dtype of a parameter or a shared or fragment buffer (allocate "
+                f"{self.lanes} {self.scalar} elements per vector instead)")
 
     def __call__(self, *args, **kwargs):
         if kwargs or not args:
@@ -212,7 +214,7 @@ class VectorDType(UnsupportedDType):
 
     def __repr__(self) -> str:
         return (f"<T.{self.__name__}: a TileLang vector dtype, which tilecute takes in "
-                f"T.alloc_var(T.{self.__name__}) and T.{self.__name__}(lane0, ...) only>")
+                f"T.alloc_var, T.alloc_local and T.{self.__name__}(...) only>")
 
 
 def cast(vector: LaneVector, dtype, dtype_name) -> LaneVector:

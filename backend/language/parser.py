@@ -166,6 +166,18 @@ class _VectorVarRef:
                                    for i in self.indices()))
 
 
+class _VectorBufferRef:
+    """A ``T.alloc_local(shape, T.float16x2)`` name: a local buffer of vectors, held as
+    ``shape + (lanes,)`` scalars; ``v[i]`` reads element ``i`` as a vector of its lanes,
+    ``v[i] = x`` stores a vector of as many lanes."""
+
+    def __init__(self, buffer: N.Buffer, lanes: int):
+        self.buffer, self.lanes = buffer, lanes
+
+    def element(self, idx) -> list:
+        return [tuple(idx) + (N.Const(k, "int32"),) for k in range(self.lanes)]
+
+
 class _DataRef:
     """``buf.data``: a buffer's storage, which ``T.Tensor(shape, dtype, buf.data)`` views."""
 
@@ -2727,6 +2739,14 @@ class _Parser:
         raise self.error(s, "augmented assignment to a name or a buffer element only")
 
     def store(self, target: ast.Subscript, value, s) -> list[N.Stmt]:
+        ref = self.lookup_local(target.value.id) if isinstance(target.value, ast.Name) else None
+        if isinstance(ref, _VectorBufferRef):  # `packed[i] = T.float16x2(a, b)`
+            at = self.vector_element(ref, target)
+            value = self.region_vector(value, s) if isinstance(value, _RegionRef) else value
+            if not isinstance(value, VL.LaneVector) or value.count != ref.lanes:
+                raise self.error(s, f"`{ast.unparse(target)}` is a {ref.lanes}-lane vector; "
+                                    f"store a vector of {ref.lanes} lanes, got {_show(value)}")
+            return self.store_lanes(ref.buffer, at, value, s)
         buf = self.buffer_of(target.value)
         indices = self.indices(target)
         if isinstance(value, B.Words):  # `Y[i:i + 2] = T.reinterpret(T.ldg64(...), T.float32x2)`
@@ -3236,6 +3256,11 @@ class _Parser:
         if not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in shape):
             raise a.fail("shape", f"'{name}': the shape must be positive ints known at parse "
                                   f"time, got {shape!r}")
+        vector = a.value("dtype")
+        if isinstance(vector, str) and VL.vector_dtype(vector):
+            vector = VL.VectorDType(vector)
+        if isinstance(vector, VL.VectorDType):
+            return self.alloc_vectors(name, form, a, shape, vector, s)
         dt = self.dtype_arg(a, "dtype", name)
         scope = self.scope_arg(a, name)
         layout = self.python_arg(a, "layout", f"T.{form.__name__}: layout=") \
@@ -3251,6 +3276,34 @@ class _Parser:
         buf = N.Buffer(self.fresh(name), dt, tuple(N.Const(d, "int32") for d in shape), scope)
         self.bind(name, _BufferRef(buf))
         return [N.Allocate(buf, layout, loc=self.loc(s), stages=stages)]
+
+    def alloc_vectors(self, name: str, form, a: _Args, shape: tuple, vector: VL.VectorDType,
+                      s) -> list[N.Stmt]:
+        """``v = T.alloc_local((n,), T.float16x2)``: a local buffer of ``n`` vectors, held
+        as ``(n, lanes)`` scalars (a vector's lanes consecutive, as in TileLang's memory)."""
+        scope = self.scope_arg(a, name)
+        if scope != "local":
+            raise a.fail("dtype", f"'{name}': a {scope} buffer of {vector.__name__} vectors; "
+                                  "tilecute takes a buffer of vectors in local memory only "
+                                  f"(T.alloc_local), where it holds {vector.lanes} "
+                                  f"{vector.scalar} scalars per element: allocate the "
+                                  f"scalars, shape {shape + (vector.lanes,)}, for {scope} memory")
+        if "layout" in a.sig.parameters and a.value("layout") is not None:
+            raise a.fail("layout", f"'{name}': a layout of a buffer of vectors")
+        buf = N.Buffer(self.fresh(name), vector.scalar,
+                       tuple(N.Const(d, "int32") for d in shape + (vector.lanes,)), "local")
+        self.bind(name, _VectorBufferRef(buf, vector.lanes))
+        return [N.Allocate(buf, loc=self.loc(s))]
+
+    def vector_element(self, ref: _VectorBufferRef, node: ast.Subscript) -> list:
+        """The lanes' index tuples of ``v[i]`` on a buffer of vectors."""
+        idx = self.indices(node)
+        if any(isinstance(i, (slice, VL.LaneVector)) for i in idx) or \
+                len(idx) != ref.buffer.ndim - 1:
+            raise self.error(node, f"`{ast.unparse(node)}`: a buffer of {ref.lanes}-lane vectors "
+                                   f"takes one scalar index per dim ({ref.buffer.ndim - 1}), "
+                                   "an element a vector")
+        return ref.element(idx)
 
     def decl_buffer(self, name: str, a: _Args, s) -> list[N.Stmt]:
         """TVM's ``T.decl_buffer(shape, dtype, data, strides, elem_offset, scope, align,
@@ -6202,6 +6255,10 @@ class _Parser:
         if isinstance(v, _ElemRef):
             raise self.error(node, f"'{v.name}' is a T.Ref to an element of '{v.buffer.name}'; "
                                    "read it or assign it by its name")
+        if isinstance(v, (_VectorBufferRef, _VectorVarRef)):
+            raise self.error(node, f"`{ast.unparse(node)}` holds {v.lanes}-lane vectors, which "
+                                   "are read and written by element (`v[i]`, or by name for a "
+                                   "T.alloc_var); this form takes a buffer of scalars")
         if not isinstance(v, _BufferRef):
             raise self.error(node, f"expected a buffer, got `{ast.unparse(node)}`")
         return v.buffer
@@ -6426,6 +6483,9 @@ class _Parser:
                 if at is not None:  # `A[T.Ramp(i, 1, 4)]`: a vector load, one Load a lane
                     return VL.LaneVector(tuple(N.Load(buf.name, x, buf.dtype) for x in at))
                 return N.Load(buf.name, tuple(idx), buf.dtype)
+            if isinstance(base, _VectorBufferRef):  # `packed[i]`: element i, a vector
+                return VL.LaneVector(tuple(N.Load(base.buffer.name, i, base.buffer.dtype)
+                                           for i in self.vector_element(base, node)))
             if isinstance(base, _VectorVarRef):
                 raise self.error(node, f"'{ast.unparse(node.value)}' is a {base.lanes}-lane "
                                        "vector variable; read a lane with "
