@@ -46,7 +46,12 @@ CALLS = {
     "copy": ("stmt", "A[0, 0], s"), "async_copy": ("stmt", "A[0, 0], s"), "copy_cluster": ("stmt", "A[0, 0], s"), "fill": ("stmt", "acc, 0"), "clear": ("stmt", "acc"),
     "gemm": ("stmt", "s, t, acc"), "wgmma_gemm": ("stmt", "s, t, acc"),
     "gemm_sp": ("stmt", "s, s, t, acc"),
-    "Broadcast": ("expr", "1.0, 4"), "reduce": ("stmt", 'acc, row, "sum", 1, True'),
+    "Broadcast": ("expr", "1.0, 4"), "Ramp": ("expr", "bx, 1, 4"),
+    "extract_lane": ("expr", "T.float32x2(x, x), 0"), "Shuffle": ("expr", "[x, x], [1, 0]"),
+    **{name: ("expr", "C[T.Ramp(0, 1, 2)], C[T.Ramp(2, 1, 2)]")
+       for name in ("add2", "sub2", "mul2", "max2", "min2")},
+    "fma2": ("expr", "C[0:4:2], C[1:5:2], C[T.Ramp(0, 1, 2)]"), "abs2": ("expr", "C[0:2:1]"),
+    "reduce": ("stmt", 'acc, row, "sum", 1, True'),
     **{f"reduce_{k}": ("stmt", "acc, row") for k in
        ("sum", "max", "min", "abssum", "absmax", "bitand", "bitor", "bitxor")},
     "atomic_add": ("stmt", "C[0], 1.0"), "atomic_max": ("stmt", "C[0], 1.0"),
@@ -201,7 +206,6 @@ REFUSED_AS_CALLED = {
     # T.macro parameter annotations: a prim_func parameter is a global tensor
     "SharedBuffer": "scope", "FragmentBuffer": "scope", "LocalBuffer": "scope",
     "loop_break": "T.loop_break outside a loop",
-    "Broadcast": "T.Broadcast",  # only stored into a region of its lanes
     # a T.handle parameter is the tensor a T.match_buffer binds (tests/test_match_buffer.py)
     "handle": "T.handle is bound by no `A = T.match_buffer(Z,",
     "atomic_or": "'C' is float32; T.atomic_or writes a 32- or 64-bit integer",
@@ -867,7 +871,7 @@ def test_an_unknown_t_statement_is_named():
     (``T.tma_gather4``, ``T.add2``, TVM's ``T.call_packed``) says it is TileLang's."""
     msg = _error(HEADER.format(params="") + "        T.no_such_form(1)\n")
     assert "T.no_such_form is not a tilecute form" in msg and "<script>:" in msg
-    for call in ("T.tma_gather4(C, C)", "T.call_packed(1)", "C[0] = T.add2(x, x)",
+    for call in ("T.tma_gather4(C, C)", "T.call_packed(1)", "C[0] = T.vscale()",
                  "C[0] = T.q_multiply_shift(bx, 2, 31, 0)"):
         msg = _error(HEADER.format(params="") + f"        {call}\n")
         name = call.split("T.")[1].split("(")[0]

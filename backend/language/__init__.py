@@ -82,7 +82,8 @@ from .ops import (  # noqa: F401
     activemask, all_sync, any_sync, ballot, ballot_sync, shuffle_elect, syncthreads_and,
     syncthreads_count, syncthreads_or,
 )
-from .ops import Broadcast  # noqa: F401
+from .ops import Broadcast, Ramp, Shuffle, extract_lane  # noqa: F401  (TVM's vector forms: lanes.py)
+from .ops import add2, sub2, mul2, fma2, max2, min2, abs2  # noqa: F401
 from .ops import And, Or, Not, EQ, NE, LT, LE, GT, GE  # noqa: F401  (TVM's node constructors)
 from .ops import rng_rand, rng_rand_float  # noqa: F401
 from ..ir.nodes import Var  # noqa: F401  (TVM's T.Var: what T.dynamic makes, for isinstance)
@@ -102,6 +103,7 @@ from .tile_schedule import PersistentTileScheduler  # noqa: F401
 from .values import DTYPE_NAMES, DType, GemmWarpPolicy, Layout, TensorSpec, dtype_name  # noqa: F401
 from .custom_layouts import Fragment  # noqa: F401
 from .values import UnsupportedDType, tilelang_only_dtype
+from .lanes import VectorDType, vector_dtype
 from .values import Buffer, StridedTensor, Tensor, dyn, dynamic, symbolic  # noqa: F401
 from .values import FragmentBuffer, LocalBuffer, SharedBuffer  # noqa: F401
 from .values import Macro, macro  # noqa: F401
@@ -128,7 +130,7 @@ def __getattr__(name: str):
     if name in TILELANG_ONLY:
         return Unsupported(name)
     if tilelang_only_dtype(name):
-        return UnsupportedDType(name)
+        return VectorDType(name) if vector_dtype(name) else UnsupportedDType(name)
     raise AttributeError(f"module 'tilecute.language' has no attribute {name!r}")
 
 

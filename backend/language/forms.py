@@ -892,10 +892,6 @@ _UNSUPPORTED_WHY = {
     "body, `B = T.empty(shape, dtype)`, which the body then returns",
     "annotate_pass_configs": "here: it stands at the top level of a @T.prim_func or eager body",
     "annotate_compile_flags": "here: it stands at the top level of a @T.prim_func or eager body",
-    **{name: "TileLang's packed x2 math takes float32x2 / float16x2 / bfloat16x2 vector values "
-       "(loads at a T.Ramp index), and tilecute's IR has no vector values: write the two lanes "
-       "as scalar expressions over a T.Parallel or T.vectorized loop, which tilecute vectorizes"
-       for name in ("add2", "sub2", "mul2", "fma2", "max2", "min2", "abs2")},
     **{name: "TVM's fixed-point multiply legalizes through int64 shifts, with a special case for "
        "a multiplier of 1 << 30 that ignores q; tilecute does not carry it: write the int64 "
        "arithmetic, e.g. T.Cast(\"int32\", (T.Cast(\"int64\", x) * y + (1 << (q - 1))) >> q)"
@@ -915,19 +911,19 @@ TILELANG_ONLY = frozenset("""
     annotate_restrict_buffers
     annotate_ws_schedule ws_op
     create_tma_descriptor import_source inline
-    meta_class call_extern call_intrin Shuffle
+    meta_class call_extern call_intrin
     annotate_pass_configs annotate_compile_flags func_attr CUDASourceCodeKernel
 """.split()) | frozenset("""
     Add Any AnyDType Assert BufferLoad Call CallEffectKind CommReducer Div
     FloatImm FloorDiv FloorMod IntImm IterVar JITFunc Let LetStmt Max Min
-    Mod Mul PrimFunc ProducerLoad Ptr Ramp Range Reduce SizeVar
+    Mod Mul PrimFunc ProducerLoad Ptr Range Reduce SizeVar
     SparseTensorCoreIntrinEmitter StringImm Sub TCGEN05DescriptorParams
     TCGEN05TensorCoreIntrinEmitter TVMBackendAllocWorkspace TVMBackendFreeWorkspace
     TensorCoreIntrinEmitter TensorCoreIntrinEmitterSM120
     TensorCoreIntrinEmitterWithLadderTransform WGMMADescriptorParams
     WGMMATensorCoreIntrinEmitter WGSparseTensorCoreIntrinEmitter WSID WSInstr WSOpRef
     WSPipeline WSRole WSSchedule WSScope WSSync WSSyncKind WarpSpecializeFrame While
-    abs2 add2 address_of alloc_tcgen05_instr_desc
+    address_of alloc_tcgen05_instr_desc
     alloc_tcgen05_instruction_desc alloc_tcgen05_smem_desc alloc_wgmma_desc
     allocate_const anylist_getitem anylist_resetitem anylist_setitem_call_cpacked
     anylist_setitem_call_packed arg axis block block_attr
@@ -937,20 +933,20 @@ TILELANG_ONLY = frozenset("""
     clc_get_first_ctaid_z clc_is_canceled clc_try_cancel clc_try_cancel_multicast
     compute_gmma_descriptor compute_umma_descriptor const
     create_barriers end_profile_intrinsic env_thread
-    extract_lane fma2 func_name func_ret get_ldmatrix_offset
+    func_name func_ret get_ldmatrix_offset
     get_mma_micro_size get_swizzle_layout get_tvm_dtype
     index_map init
     initialize_tcgen05_descriptor initialize_wgmma_descriptor is_f8f6f4_family is_float4
     is_float4_e2m1_unpacked is_float4_e2m1fn isnullptr iter_var
     llvm_lookup_intrinsic_id lookup_param make_blockscaled_gemm_layout
-    make_mma_swizzle_layout max2 min2 mma_fill mma_gemm_blockscaled mma_store
-    mma_store_index_map mul2 prefetch ptx_arrive_barrier
+    make_mma_swizzle_layout mma_fill mma_gemm_blockscaled mma_store
+    mma_store_index_map prefetch ptx_arrive_barrier
     ptx_arrive_barrier_expect_tx ptx_cp_async_barrier
     ptx_cp_async_bulk ptx_init_barrier_thread_count ptx_ldmatrix ptx_mma
     ptx_mma_block_scale ptx_mma_sp ptx_tcgen05_mma_blockscaled_ss ptx_tcgen05_mma_ss
     ptx_tcgen05_mma_ts ptx_wait_barrier ptx_wgmma_rs ptx_wgmma_sp_rs
-    ptx_wgmma_sp_ss ptx_wgmma_ss q_multiply_shift q_multiply_shift_per_axis ramp 
-    realize ret start_profile_intrinsic sub2 target tcgen05_after_thread_sync
+    ptx_wgmma_sp_ss ptx_wgmma_ss q_multiply_shift q_multiply_shift_per_axis ramp
+    realize ret start_profile_intrinsic target tcgen05_after_thread_sync
     tcgen05_before_thread_sync tcgen05_cp_warpx4 tcgen05_gemm_blockscaled
     tcgen05_gemm_sp tcgen05_mma tcgen05_mma_arrive tcgen05_mma_blockscaled
     tcgen05_sf_warp_transpose tvm_access_ptr tvm_bmma_sync tvm_call_cpacked

@@ -4,8 +4,10 @@ TileLang's LegalizeNegativeIndex pass rewrites a buffer load or store index that
 analyzer *proves* negative to ``shape[dim] + index`` (``A[-1]`` of a (64,) tensor reads
 ``A[63]``; ``s[i - 4]`` with ``i`` in 0..3 over a (16,) buffer reads ``s[i + 12]``), on
 every buffer scope.  An index that is only possibly negative it leaves as written (a scalar
-one; its mixed vector lanes tilecute has no form for), and so does tilecute: the IR
-validator then refuses one that is known to leave an on-chip buffer.  Region starts
+one), and so does tilecute: the IR validator then refuses one that is known to leave an
+on-chip buffer.  A lane of a ``T.Ramp`` index (a vector access, written per lane by the
+parser) is wrapped at run time where its sign is unknown (``lane_wrap``; TileLang's
+TryRewriteMixedRamp), the branch the ranges decide kept here.  Region starts
 (``T.copy(s[i - 4:...], ...)``) are not indices of a load or store and are not rewritten.
 
 The proof uses the ranges of block indices (constant grid), thread indices, loops with a
@@ -39,7 +41,7 @@ def _lo(e: N.Expr, env: dict) -> int | None:
     return max(los) if los else None
 
 
-def _from_end(idx: N.Expr, extent: N.Expr) -> N.Expr:
+def from_end(idx: N.Expr, extent: N.Expr) -> N.Expr:
     """``extent + idx``, a constant term folded in (``16 + (i - 4)`` is ``i + 12``)."""
     if isinstance(idx, N.BinOp) and idx.op in ("add", "sub") and isinstance(idx.b, N.Const) \
             and isinstance(extent, N.Const):
@@ -50,14 +52,41 @@ def _from_end(idx: N.Expr, extent: N.Expr) -> N.Expr:
     return N.binop("add", extent, idx)
 
 
+def lane_wrap(idx: N.Expr, extent: N.Expr) -> N.Expr:
+    """A lane of a ``T.Ramp`` index as TileLang's LegalizeNegativeIndex leaves it (its
+    TryRewriteMixedRamp): counted from the end where negative, at run time where its sign
+    is unknown: ``Select(idx < 0, extent + idx, idx)`` (a constant decided here; the pass
+    below keeps the branch its ranges decide)."""
+    if isinstance(idx, N.Const):
+        return from_end(idx, extent) if idx.value < 0 else idx
+    wrapped = from_end(idx, extent)
+    t = N.promote(idx.dtype, wrapped.dtype)
+    return N.Select(N.cmp("lt", idx, N.Const(0, idx.dtype)), N.cast(wrapped, t), N.cast(idx, t), t)
+
+
+def _decided_wrap(idx: N.Expr, env: dict) -> N.Expr:
+    """A ``lane_wrap`` select whose lane the ranges prove non-negative (its lane) or
+    negative (its wrapped lane)."""
+    if not (isinstance(idx, N.Select) and isinstance(idx.cond, N.Cmp) and idx.cond.op == "lt"
+            and idx.cond.b == N.Const(0, idx.cond.a.dtype) and N.is_int(idx.cond.a.dtype)):
+        return idx
+    lo, hi = _lo(idx.cond.a, env), _hi(idx.cond.a, env)
+    if lo is not None and lo >= 0:
+        return idx.b
+    if hi is not None and hi < 0:
+        return idx.a
+    return idx
+
+
 def _indices(name: str, indices: tuple, env: dict, bufs: dict) -> tuple:
     buf = bufs.get(name)
     if buf is None or len(indices) != buf.ndim:
         return indices
     out = []
     for idx, extent in zip(indices, buf.shape):
+        idx = _decided_wrap(idx, env)
         hi = _hi(idx, env) if N.is_int(idx.dtype) else None
-        out.append(_from_end(idx, extent) if hi is not None and hi < 0 else idx)
+        out.append(from_end(idx, extent) if hi is not None and hi < 0 else idx)
     return tuple(out)
 
 

@@ -18,6 +18,7 @@ import math
 from ..ir import nodes as _N
 from ..runtime.dtypes import DTYPES
 from . import bits as _bits
+from . import lanes as _lanes
 from .values import dtype_name
 
 
@@ -300,14 +301,9 @@ def reinterpret(value, dtype):
             return _bits.unpack(value.words, name)[0]
         return _bits.Words(value.words, name)
     name = getattr(dtype, "__name__", str(dtype))
-    vbits = _bits.vector_bits(name)
-    if vbits is not None and name not in DTYPES:  # T.reinterpret(T.ldg32(x[i:i + 4]), T.int8x4)
-        value = _N.as_expr(value)
-        if vbits != DTYPES[value.dtype].bits or vbits not in (32, 64) or value.dtype == "bool":
-            raise TypeError(f"T.reinterpret: {value.dtype} ({DTYPES[value.dtype].bits} bits) cannot "
-                            f"be reinterpreted as {name} ({vbits} bits); the widths must agree "
-                            "(a vector view of a 32- or 64-bit scalar)")
-        return _bits.Words(_bits.pack([value], value.dtype), name)
+    vec = _lanes.vector_dtype(name)
+    if isinstance(value, _lanes.LaneVector) or vec is not None:
+        return _reinterpret_vector(value, name, vec)
     value = _N.as_expr(value)
     dtype = dtype_name(dtype)
     if DTYPES[dtype].bits != DTYPES[value.dtype].bits or "bool" in (dtype, value.dtype):
@@ -317,6 +313,28 @@ def reinterpret(value, dtype):
     if dtype == value.dtype:
         return value
     return _N.Call("reinterpret", (value,), dtype)
+
+
+def _reinterpret_vector(value, name: str, vec):
+    """``T.reinterpret`` of a vector or into a vector dtype (``vec``: its scalar and lanes):
+    lane by lane where the lane counts agree, else the bits repacked (``T.reinterpret(v,
+    "uint32")`` of a float16x2, ``T.reinterpret(u, T.float16x2)`` of a uint32), the lowest
+    lane in the lowest bits as the GPU lays a vector out."""
+    src = value if isinstance(value, _lanes.LaneVector) else _N.as_expr(value)
+    src_lanes = src.lanes if isinstance(src, _lanes.LaneVector) else (src,)
+    scalar, count = vec if vec is not None else (dtype_name(name), 1)
+    if "bool" in (scalar, src_lanes[0].dtype):
+        raise TypeError("T.reinterpret: bool vectors have no bit layout to reinterpret")
+    if count == len(src_lanes):
+        lanes = tuple(reinterpret(x, scalar) for x in src_lanes)
+    else:
+        bits = DTYPES[src_lanes[0].dtype].bits * len(src_lanes)
+        if bits != DTYPES[scalar].bits * count or bits % 32:
+            raise TypeError(f"T.reinterpret: {src.dtype} ({bits} bits) cannot be reinterpreted "
+                            f"as {name} ({DTYPES[scalar].bits * count} bits); the widths must "
+                            "agree (in whole 32-bit words where the lane counts differ)")
+        lanes = tuple(_bits.unpack(_bits.pack(list(src_lanes), src_lanes[0].dtype), scalar))
+    return _lanes.LaneVector(lanes) if count > 1 else lanes[0]
 
 
 def _access(bits: int, space: str, name: str, signature):
@@ -498,14 +516,18 @@ fabs = abs  # TileLang's T.fabs (TVM's tir.abs)
 
 
 def max(a, b):  # noqa: A001
-    """The larger of ``a`` and ``b`` (a ``BinOp``)."""
+    """The larger of ``a`` and ``b`` (a ``BinOp``; of vectors, lane by lane)."""
+    if isinstance(a, _lanes.LaneVector) or isinstance(b, _lanes.LaneVector):
+        return _lanes.lanewise("T.max", "max", max, a, b)
     if not isinstance(a, _N.Expr) and not isinstance(b, _N.Expr):
         return a if a >= b else b
     return _N.binop("max", a, b)
 
 
 def min(a, b):  # noqa: A001
-    """The smaller of ``a`` and ``b`` (a ``BinOp``)."""
+    """The smaller of ``a`` and ``b`` (a ``BinOp``; of vectors, lane by lane)."""
+    if isinstance(a, _lanes.LaneVector) or isinstance(b, _lanes.LaneVector):
+        return _lanes.lanewise("T.min", "min", min, a, b)
     if not isinstance(a, _N.Expr) and not isinstance(b, _N.Expr):
         return a if a <= b else b
     return _N.binop("min", a, b)
@@ -521,6 +543,60 @@ def fma(a, b, c):
     a, b, t = _N._coerce(a, b)
     a, c, t = _N._coerce(a, c)
     return _N.Call("fma", (_N.cast(a, t), _N.cast(b, t), _N.cast(c, t)), t)
+
+
+# TVM's vector forms and TileLang's packed x2 math (``tl::add2`` ...) over them: parse-time
+# vectors of scalar lanes (lanes.py); each x2 op is its scalar op on the two lanes, in the
+# lanes' dtype (``fma2`` as ``T.fma``, ``max2``/``min2`` NaN-quiet as ``T.max``/``T.min``,
+# as ``fmaxf``/``__hmax2``)
+def Ramp(base, stride, lanes):  # noqa: N802
+    """``T.Ramp(base, stride, lanes)`` (TVM's): the index vector ``base + k * stride``."""
+    return _lanes.ramp(base, stride, lanes)
+
+
+def Shuffle(vectors, indices):  # noqa: N802
+    """TVM's ``T.Shuffle(vectors, indices)``: the lanes of ``vectors`` picked by ``indices``."""
+    return _lanes.shuffle(vectors, indices)
+
+
+def extract_lane(vector, lane):
+    """``T.extract_lane(v, k)``: lane ``k`` of a vector."""
+    return _lanes.extract_lane(vector, lane)
+
+
+def add2(x, y):
+    """``T.add2(x, y)``: TileLang's packed x2 ``x + y``."""
+    return _lanes.packed_x2("add2", lambda a, b: _N.binop("add", a, b), x, y)
+
+
+def sub2(x, y):
+    """``T.sub2(x, y)``: TileLang's packed x2 ``x - y``."""
+    return _lanes.packed_x2("sub2", lambda a, b: _N.binop("sub", a, b), x, y)
+
+
+def mul2(x, y):
+    """``T.mul2(x, y)``: TileLang's packed x2 ``x * y``."""
+    return _lanes.packed_x2("mul2", lambda a, b: _N.binop("mul", a, b), x, y)
+
+
+def fma2(x, y, z):
+    """``T.fma2(x, y, z)``: TileLang's packed x2 ``x * y + z`` (``T.fma`` a lane)."""
+    return _lanes.packed_x2("fma2", fma, x, y, z)
+
+
+def max2(x, y):
+    """``T.max2(x, y)``: TileLang's packed x2 maximum (``T.max`` a lane: NaN-quiet)."""
+    return _lanes.packed_x2("max2", lambda a, b: _N.binop("max", a, b), x, y)
+
+
+def min2(x, y):
+    """``T.min2(x, y)``: TileLang's packed x2 minimum (``T.min`` a lane: NaN-quiet)."""
+    return _lanes.packed_x2("min2", lambda a, b: _N.binop("min", a, b), x, y)
+
+
+def abs2(x):
+    """``T.abs2(x)``: TileLang's packed x2 absolute value."""
+    return _lanes.packed_x2("abs2", abs, x)
 
 
 def atomic_load(src, memory_order="seq_cst", *, buffer_of=None):
@@ -605,7 +681,10 @@ def bitwise_not(x):
 
 # ---- casts and selects ---------------------------------------------------------------------
 def Cast(dtype, value):  # noqa: N802
-    """TVM's ``T.Cast(dtype, value)``."""
+    """TVM's ``T.Cast(dtype, value)`` (of a vector: each lane, TVM's cast keeping the
+    lanes)."""
+    if isinstance(value, _lanes.LaneVector):
+        return _lanes.cast(value, dtype, dtype_name)
     return _N.cast(_N.as_expr(value), dtype_name(dtype))
 
 
@@ -643,6 +722,8 @@ def if_then_else(cond, t, f):
     into a temporary under the condition), so the branch may guard a read past a buffer's
     end, as TileLang programs do.  A branch that updates something (an atomic's old value,
     a random draw) would run whichever branch is taken: refused."""
+    if any(isinstance(x, _lanes.LaneVector) for x in (cond, t, f)):  # vectors: each lane's
+        return _lanes.lanewise("T.if_then_else", "select", if_then_else, cond, t, f)
     a, b, ty = _N._coerce(t, f)
     cond = _truth(cond)
     if isinstance(cond, _N.Const):  # known at parse time: the chosen side (TVM folds it too)
@@ -659,6 +740,8 @@ def if_then_else(cond, t, f):
 def Select(condition, true_value, false_value):  # noqa: N802
     """TVM's ``T.Select(cond, a, b)``: both sides are evaluated (its reads of memory
     happen only in the branch taken, which a load, having no other effect, allows)."""
+    if any(isinstance(x, _lanes.LaneVector) for x in (condition, true_value, false_value)):
+        return _lanes.lanewise("T.Select", "select", Select, condition, true_value, false_value)
     a, b, ty = _N._coerce(true_value, false_value)
     cond = _truth(condition)
     if isinstance(cond, _N.Const):
@@ -1211,27 +1294,12 @@ def get_block_extents(*, kernel=None):
     return [get_block_extent(d, kernel=kernel) for d in range(3)]
 
 
-class BroadcastValue:
-    """``T.Broadcast(value, lanes)``: ``lanes`` copies of one scalar (TVM's vector
-    broadcast), stored into a region of ``lanes`` elements along the last dim
-    (``packed[0:32] = T.Broadcast(x, 32)``) as one store per element."""
-
-    def __init__(self, value, lanes: int):
-        self.value, self.lanes = value, lanes
-
-    def __repr__(self) -> str:
-        return f"T.Broadcast({self.value!r}, {self.lanes})"
-
-
 def Broadcast(value, lanes):  # noqa: N802
-    """``T.Broadcast(value, lanes)`` (TVM's): a vector of ``lanes`` copies of ``value``,
-    stored into a region of that many elements; anywhere else it is refused."""
-    if isinstance(value, (list, tuple, _bits.Words, BroadcastValue)):
+    """``T.Broadcast(value, lanes)`` (TVM's): a vector of ``lanes`` copies of ``value``
+    (``lanes.LaneVector``)."""
+    if isinstance(value, _bits.Words):
         raise TypeError(f"T.Broadcast: the value is a scalar, got {value!r}")
-    if isinstance(lanes, bool) or not isinstance(lanes, int) or lanes < 1:
-        raise TypeError(f"T.Broadcast: lanes must be a positive int known at parse time, "
-                        f"got {lanes!r}")
-    return BroadcastValue(_N.as_expr(value), lanes)
+    return _lanes.broadcast(value, lanes)
 
 
 # ---- random numbers (TileLang's T.rng_rand / T.rng_rand_float; T.rng_init is a statement) ----
@@ -1266,7 +1334,8 @@ EXPRESSION_HELPERS = (
     "get_warp_group_idx", "get_thread_bindings", "get_block_binding", "get_block_bindings",
     "get_thread_extent", "get_thread_extents", "get_block_extent", "get_block_extents",
     "reinterpret", "any_of", "all_of", "thread_binding", "launch_thread", "Broadcast",
-    "index_to_coordinates",
+    "index_to_coordinates", "Ramp", "Shuffle", "extract_lane", "add2", "sub2", "mul2", "fma2",
+    "max2", "min2", "abs2",
     "atomic_load", "And", "Or", "Not", "EQ", "NE", "LT", "LE", "GT", "GE",
     *FAST_MATH,
     # TVM's libm forms, TileLang's IEEE forms, bit and warp-match intrinsics

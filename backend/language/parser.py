@@ -34,13 +34,14 @@ from ..ir.printer import expr_str, layout_str
 from ..ir.visitor import linear_form, rebuild, walk_stmts
 from ..ir.rasterization import panel_order
 from ..ir.validate import RESERVED, RESERVED_PREFIXES, validate
-from .negative_index import legalize_negative_indices
+from .negative_index import lane_wrap, legalize_negative_indices
 from ..target import WARP
 from ..runtime.dtypes import DTYPES, UnknownDTypeError
 from ..target import TMA_REDUCE_ADD_TYPES
 from . import forms as F
 from . import layouts as L
 from . import bits as B
+from . import lanes as VL
 from . import ops
 from .tile_schedule import PersistentTileScheduler, StateStores
 from .values import (DType, GemmWarpPolicy, HandleSpec, Layout, Macro, Pointer, TensorSpec,
@@ -139,13 +140,43 @@ class _RegionRef:
     buffer-region alias): T.copy / T.fill / T.clear / T.atomic_add take it as that region;
     a form that needs a whole buffer refuses it naming the alias and its line."""
 
-    def __init__(self, region: N.Region, name: str, line: str):
+    def __init__(self, region: N.Region, name: str, line: str, bound_at=None):
         self.region, self.name, self.line = region, name, line
+        # (open block, statements emitted) where it was bound: read as a vector value
+        # (TVM's vector load at the binding) only while both are unchanged
+        self.bound_at = bound_at
 
     def refuse(self, parser, node, what: str):
         return parser.error(node, f"'{self.name}' is a region of '{self.region.buffer}' (bound "
                                   f"at {self.line}), not a buffer; {what} takes a whole buffer "
                                   "(T.copy, T.fill, T.clear and T.atomic_add take the region)")
+
+
+class _VectorVarRef:
+    """A ``T.alloc_var(T.float16x2)`` name: a variable of ``lanes`` scalars (a local buffer
+    of that many elements), read as a vector of its lanes and assigned a whole vector."""
+
+    def __init__(self, buffer: N.Buffer, lanes: int):
+        self.buffer, self.lanes = buffer, lanes
+
+    def indices(self) -> list:
+        return [(N.Const(k, "int32"),) for k in range(self.lanes)]
+
+    def value(self) -> VL.LaneVector:
+        return VL.LaneVector(tuple(N.Load(self.buffer.name, i, self.buffer.dtype)
+                                   for i in self.indices()))
+
+
+class _VectorBufferRef:
+    """A ``T.alloc_local(shape, T.float16x2)`` name: a local buffer of vectors, held as
+    ``shape + (lanes,)`` scalars; ``v[i]`` reads element ``i`` as a vector of its lanes,
+    ``v[i] = x`` stores a vector of as many lanes."""
+
+    def __init__(self, buffer: N.Buffer, lanes: int):
+        self.buffer, self.lanes = buffer, lanes
+
+    def element(self, idx) -> list:
+        return [tuple(idx) + (N.Const(k, "int32"),) for k in range(self.lanes)]
 
 
 class _DataRef:
@@ -468,6 +499,8 @@ class _Parser:
         self.used_names: set[str] = set()
         self.symbols: dict[str, N.Var] = {}
         self.let_values: dict[str, N.Expr] = {}  # a name's Let var -> its value (assert_stmt)
+        # statements emitted so far and the blocks open now (a region alias's vector read)
+        self.emitted, self.blocks_opened, self.open_blocks = 0, 0, []
         self.declared: set[str] = set()  # `x = T.int32()` vars awaiting their T.let
         self.current_form = "this form"  # the statement form parsed now (region alias errors)
         self.assumed_divisors: dict[str, int] = {}
@@ -1267,19 +1300,35 @@ class _Parser:
     # ---- statements -------------------------------------------------------------------
     def block(self, stmts, top=False) -> tuple[N.Stmt, ...]:
         out: list[N.Stmt] = []
-        for i, s in enumerate(stmts):
-            if top and self.is_launch_thread(s):
-                # TVM's frames, TileLang's T.Kernel as printed: they cover the rest of the body
-                out.extend(self.stmt(self.launch_threads_as_kernel(stmts[i:]), top))
-                break
-            if not top and isinstance(s, ast.Expr) and self.is_attr_call(s.value):
-                # TVMScript's frame written as a statement: it covers the rest of the block
-                out.extend(self.attr_scope(s, s.value, stmts[i + 1:]))
-                break
-            out.extend(self.stmt(s, top))
+        self.blocks_opened += 1
+        self.open_blocks.append(self.blocks_opened)
+        try:
+            for i, s in enumerate(stmts):
+                if top and self.is_launch_thread(s):
+                    # TVM's frames, TileLang's T.Kernel as printed: they cover the rest of the body
+                    out.extend(self.stmt(self.launch_threads_as_kernel(stmts[i:]), top))
+                    break
+                if not top and isinstance(s, ast.Expr) and self.is_attr_call(s.value):
+                    # TVMScript's frame written as a statement: it covers the rest of the block
+                    out.extend(self.attr_scope(s, s.value, stmts[i + 1:]))
+                    break
+                out.extend(self.stmt(s, top))
+        finally:
+            self.open_blocks.pop()
         return tuple(out)
 
     def stmt(self, s, top=False) -> list[N.Stmt]:
+        try:
+            out = self.parse_stmt(s, top)
+        except TypeError as e:  # `if v:`, `T.print(v)` on a vector: an error at its line
+            if isinstance(e, VL.VectorValueError) or f"use {VL.LaneVector.__name__} " in str(e):
+                raise self.error(s, str(e)) from None
+            raise
+        if any(not isinstance(x, N.Let) for x in out):
+            self.emitted += 1  # (a region alias's vector read checks nothing ran since)
+        return out
+
+    def parse_stmt(self, s, top=False) -> list[N.Stmt]:
         if isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant) and isinstance(s.value.value, str):
             return []  # docstring
         if isinstance(s, ast.Pass):
@@ -1594,8 +1643,13 @@ class _Parser:
             raise self.error(s, f"`{ast.unparse(s)}`: an annotated assignment declares a name")
         if not self.in_kernel:
             raise self.error(s, f"`{ast.unparse(s)}`: a typed local is declared inside a T.Kernel")
+        annotation = self.eval_python(s.annotation)
+        if isinstance(annotation, str) and VL.vector_dtype(annotation):
+            annotation = VL.VectorDType(annotation)
+        if isinstance(annotation, VL.VectorDType):
+            return self.vector_ann_assign(s, annotation)
         try:
-            dt = dtype_name(self.eval_python(s.annotation))
+            dt = dtype_name(annotation)
         except (FrontendError, UnknownDTypeError) as e:
             raise self.error(s, f"`{ast.unparse(s)}`: the annotation must be a scalar dtype "
                                 f"(T.int32, T.float32, ...): {e}") from None
@@ -1612,6 +1666,30 @@ class _Parser:
             # rebinds), as `name = value` is
             return self.let(name, N.cast(N.as_expr(value, dt), dt), s)
         return self.declare_var(name, dt, N.as_expr(value, dt), s)
+
+    def vector_ann_assign(self, s: ast.AnnAssign, vector: VL.VectorDType) -> list[N.Stmt]:
+        """``v: T.float16x4 = value``: a vector of that many lanes, each converted to the
+        scalar dtype, bound as ``v = value`` is (reassigned later, or declared alone, a
+        vector variable as ``T.alloc_var(T.float16x4)``)."""
+        name = s.target.id
+        value = None if s.value is None else self.expr(s.value)
+        if value is not None and (not isinstance(value, VL.LaneVector) or
+                                  value.count != vector.lanes):
+            raise self.error(s, f"`{ast.unparse(s)}`: a {vector.__name__} takes a "
+                                f"{vector.lanes}-lane vector, got {_show(value)}")
+        if value is not None:
+            value = dataclasses.replace(value, lanes=tuple(N.cast(x, vector.scalar)
+                                                           for x in value.lanes))
+        if value is not None and name not in self.reassigned:
+            return self.assign_name(s.target, None, s, value)
+        self.check_rebind(name, s)
+        buf = N.Buffer(self.fresh(name), vector.scalar, (N.Const(vector.lanes, "int32"),),
+                       "local")
+        ref = _VectorVarRef(buf, vector.lanes)
+        self.bind(name, ref)
+        zeros = VL.broadcast(N.const(0, vector.scalar), vector.lanes)
+        return [N.Allocate(buf, loc=self.loc(s))] + self.store_lanes(
+            buf, ref.indices(), value if value is not None else zeros, s)
 
     def declare_var(self, name: str, dt: str, value: N.Expr, s) -> list[N.Stmt]:
         """A scalar variable ``name`` (a one-element local buffer, read and assigned like a
@@ -2493,6 +2571,11 @@ class _Parser:
             if form is not None and form.__name__ in ("atomic_addx2", "atomic_addx4"):
                 return self.vector_atomic_return(target, form, s.value, s)
         if isinstance(target, ast.Subscript):
+            if isinstance(s.value, ast.Subscript) and self.is_slice_of_buffer(s.value):
+                # `A[0, 4:8] = A[0, 0:4]`: TileLang's parser gives a slice read by `=` a
+                # step of 1, a vector load
+                return self.store(target, self.region_lanes(
+                    s.value, self.buffer_of(s.value.value), self.region(s.value)), s)
             return self.store(target, self.expr(s.value), s)
         if isinstance(target, (ast.Tuple, ast.List)):
             return self.unpack(target, s)
@@ -2621,6 +2704,8 @@ class _Parser:
             tmp = N.Var(self.fresh("chained"), value.dtype)
             out.append(N.Let(tmp, value, loc=self.loc(s)))
             value = tmp
+        elif isinstance(value, VL.LaneVector):  # a vector, likewise read once
+            out, value = self.lane_lets(value, "chained", s, only=_reads_or_calls)
         for t in s.targets:
             if isinstance(t, ast.Subscript):
                 out.extend(self.store(t, value, s))
@@ -2660,6 +2745,10 @@ class _Parser:
         if len(values) != len(target.elts):
             raise self.error(s, f"cannot unpack {len(values)} values into {len(target.elts)} names")
         values, out = list(values), []
+        for i, v in enumerate(values):  # a vector's reads happen before any target's store
+            if isinstance(v, VL.LaneVector):
+                lets, values[i] = self.lane_lets(v, "unpacked", s, only=_reads_or_calls)
+                out += lets
         # Python reads every value before it assigns any target: a value reading a buffer
         # that an earlier target stores into (`a, b = b, a` on T.alloc_var's, `A[0], A[1] =
         # A[1], A[0]`) is read into a fresh name first
@@ -2709,13 +2798,27 @@ class _Parser:
             if _whole_region(region, buf):
                 self.bind(target.id, _BufferRef(buf))
             else:
-                self.bind(target.id, _RegionRef(region, target.id, self.loc(s)))
+                self.bind(target.id, _RegionRef(region, target.id, self.loc(s),
+                                                (self.open_blocks[-1:], self.emitted)))
             return []
         v = self.expr(value) if value is not None else known
         current = self.lookup_local(target.id)
+        if isinstance(current, _VectorVarRef):  # `packed = T.float16x2(a, b)`
+            v = self.region_vector(v, s) if isinstance(v, _RegionRef) else v
+            if not isinstance(v, VL.LaneVector) or v.count != current.lanes:
+                raise self.error(s, f"'{target.id}' is a {current.lanes}-lane "
+                                    f"{current.buffer.dtype} vector variable; assign it a "
+                                    f"{current.lanes}-lane vector, got {_show(v)}")
+            return self.store_lanes(current.buffer, current.indices(), v, s)
         if isinstance(current, _VarRef):  # `x = ...` on a T.alloc_var stores into it
             buf = current.buffer
             return [self.store_value(buf, current.indices, v, s)]
+        if isinstance(v, VL.LaneVector):  # `idx = T.Ramp(...)`, `v = A[T.Ramp(i, 1, 4)]`
+            # TVM's vector let: lanes that read memory are read here, into names
+            self.check_rebind(target.id, s)
+            stmts, v = self.lane_lets(v, target.id, s, only=_reads_or_calls)
+            self.bind(target.id, v)
+            return stmts
         if not _is_ir(v):
             if isinstance(v, (int, float, bool)):
                 v = N.as_expr(v)
@@ -2775,6 +2878,11 @@ class _Parser:
                 return [self.store_value(ref.buffer, ref.indices,
                                          self.binop(s, op, current, self.expr(s.value)), s)]
             current = self.expr(s.target)
+            if isinstance(current, VL.LaneVector):  # `v += w` on a vector name or variable
+                value = self.binop(s, op, current, self.expr(s.value))
+                value = dataclasses.replace(value, lanes=tuple(
+                    N.cast(x, c.dtype) for x, c in zip(value.lanes, current.lanes)))
+                return self.assign_name(s.target, None, s, value)
             if not _is_ir(current):
                 raise self.error(s, f"'{s.target.id}' is a parse-time constant")
             self.check_rebind(s.target.id, s)
@@ -2785,6 +2893,14 @@ class _Parser:
         raise self.error(s, "augmented assignment to a name or a buffer element only")
 
     def store(self, target: ast.Subscript, value, s) -> list[N.Stmt]:
+        ref = self.lookup_local(target.value.id) if isinstance(target.value, ast.Name) else None
+        if isinstance(ref, _VectorBufferRef):  # `packed[i] = T.float16x2(a, b)`
+            at = self.vector_element(ref, target)
+            value = self.region_vector(value, s) if isinstance(value, _RegionRef) else value
+            if not isinstance(value, VL.LaneVector) or value.count != ref.lanes:
+                raise self.error(s, f"`{ast.unparse(target)}` is a {ref.lanes}-lane vector; "
+                                    f"store a vector of {ref.lanes} lanes, got {_show(value)}")
+            return self.store_lanes(ref.buffer, at, value, s)
         buf = self.buffer_of(target.value)
         indices = self.indices(target)
         if isinstance(value, B.Words):  # `Y[i:i + 2] = T.reinterpret(T.ldg64(...), T.float32x2)`
@@ -2796,29 +2912,178 @@ class _Parser:
                 raise self.error(s, f"{form} into '{buf.name}': a {buf.scope} buffer")
             return [N.Store(buf.name, tuple(i), v, loc=self.loc(s))
                     for i, v in zip(idx, B.unpack(value.words, buf.dtype))]
-        if isinstance(value, ops.BroadcastValue):  # `packed[0:32] = T.Broadcast(x, 32)`
-            return self.broadcast_store(target, buf, value, s)
-        if any(isinstance(i, slice) for i in indices):
-            raise self.error(s, f"storing to a slice of '{buf.name}' is not supported; "
-                                "use T.copy, T.fill or T.Parallel")
+        if isinstance(value, (VL.LaneVector, _RegionRef)) or \
+                any(isinstance(i, (slice, VL.LaneVector)) for i in indices):
+            return self.vector_store(target, buf, indices, value, s)
         if len(indices) != buf.ndim:
             raise self.error(s, f"'{buf.name}' has {buf.ndim} dims but is indexed with "
                                 f"{len(indices)}")
         return [self.store_value(buf, tuple(indices), value, s)]
 
-    def broadcast_store(self, target, buf: N.Buffer, value, s) -> list[N.Stmt]:
-        """TVM's vector store of ``T.Broadcast(x, lanes)`` into a region of ``lanes``
-        elements along the last dim: one store of ``x`` per element."""
-        r = self.region(target)
-        extents = r.extents if r.extents is not None else (N.Const(1, "int32"),) * buf.ndim
+    # ---- TVM's vector values (lanes.py) ------------------------------------------------
+    def lanewise(self, node, op: str, fn, *args) -> VL.LaneVector:
+        try:
+            return VL.lanewise(f"`{ast.unparse(node)}`", op, fn, *args)
+        except TypeError as e:
+            raise self.error(node, str(e)) from None
+
+    def stepped_slice(self, node: ast.Subscript, e: ast.Slice, dim: int):
+        """``A[0:10:2]``: TVM's subscript with a step, the vector index ``T.Ramp(start,
+        step, lanes)`` of ``ceil((stop - start) / step)`` lanes (one lane: the start)."""
+        step = self.expr(e.step)
+        step = step.value if isinstance(step, N.Const) and N.is_int(step.dtype) else step
+        if isinstance(step, bool) or not isinstance(step, int) or step < 1:
+            raise self.error(node, f"slice step `{ast.unparse(e.step)}`: tilecute takes a "
+                                   "positive int known at parse time (TVM's vector index "
+                                   "T.Ramp(start, step, lanes), whose lane count it computes "
+                                   "for a positive step)")
+        start = self.index_expr(e.lower) if e.lower else N.Const(0, "int32")
+        if e.upper is not None:
+            stop = self.index_expr(e.upper)
+        else:
+            shape = self.buffer_of(node.value).shape
+            stop = shape[dim] if dim < len(shape) else None
+        extent = self.extent(stop, start) if stop is not None else None
+        if not isinstance(extent, N.Const) or extent.value < 1:
+            raise self.error(node, f"slice `{ast.unparse(e)}`: a stepped slice is TVM's vector "
+                                   "index, whose lane count must be a positive int known at "
+                                   f"parse time; got {_show(extent)} elements")
+        lanes = -(-extent.value // step)
+        return start if lanes == 1 else VL.ramp(start, step, lanes)
+
+    def lane_indices(self, node, buf: N.Buffer, idx) -> Optional[list]:
+        """The index tuple of each lane of an access at a vector index (``A[i, T.Ramp(j,
+        1, 4)]``), or None when every index is a scalar.  A lane of a ``T.Ramp`` that may
+        be negative is counted from the end where it is (TileLang's LegalizeNegativeIndex
+        on a Ramp, ``lane_wrap``)."""
+        if not any(isinstance(i, VL.LaneVector) for i in idx):
+            return None
+        if any(isinstance(i, VL.LaneVector) for i in idx[:-1]):
+            raise self.error(node, f"`{ast.unparse(node)}`: only the last index of a buffer "
+                                   "access may be a vector (TVM's rule)")
+        if len(idx) != buf.ndim:
+            raise self.error(node, f"'{buf.name}' has {buf.ndim} dims but is indexed with "
+                                   f"{len(idx)}")
+        v = idx[-1]
+        lanes = [lane_wrap(x, buf.shape[-1]) for x in v.lanes] if v.ramp else v.lanes
+        return [tuple(idx[:-1]) + (x,) for x in lanes]
+
+    def region_lanes(self, node, buf: N.Buffer, region: N.Region):
+        """The elements of a region along the last dim as a vector (TVM's load at the
+        region's Ramp: TileLang's parser gives a slice read by `=` a step of 1); one
+        element is a scalar."""
+        extents = region.extents or (N.Const(1, "int32"),) * buf.ndim
         if not all(isinstance(x, N.Const) for x in extents) or \
-                any(x.value != 1 for x in extents[:-1]) or extents[-1].value != value.lanes:
-            raise self.error(s, f"T.Broadcast(..., {value.lanes}) is stored into a region of "
-                                f"{value.lanes} '{buf.name}' elements along the last dim; got "
-                                f"`{ast.unparse(target)}`")
-        return [self.store_value(buf, r.starts[:-1] + (
-            N.binop("add", r.starts[-1], N.Const(k, "int32")) if k else r.starts[-1],),
-            value.value, s) for k in range(value.lanes)]
+                any(x.value != 1 for x in extents[:-1]):
+            raise self.error(node, f"`{ast.unparse(node)}` is read as a vector, which runs "
+                                   "along the last dim only (TVM's vector index is the last "
+                                   f"one); the region's extents are {_show(extents)}")
+        n = extents[-1].value
+        if n == 1:
+            return N.Load(buf.name, region.starts, buf.dtype)
+        idx = list(region.starts[:-1]) + [VL.ramp(region.starts[-1], 1, n)]
+        self.reducer_access(buf.name, node, "read")
+        return VL.LaneVector(tuple(N.Load(buf.name, i, buf.dtype)
+                                   for i in self.lane_indices(node, buf, idx)))
+
+    def ramp_region(self, node, buf: N.Buffer, idx) -> N.Region:
+        """An element address at a unit-stride ``T.Ramp`` (``T.atomic_addx2(Dst[T.Ramp(0,
+        1, 2)], ...)``): the region of its lanes along the last dim."""
+        v = idx[-1]
+        unit = isinstance(v, VL.LaneVector) and v.ramp and all(
+            x == VL.offset(v.lanes[0], k) for k, x in enumerate(v.lanes)) and \
+            not any(isinstance(i, (VL.LaneVector, slice)) for i in idx[:-1])
+        if not unit:
+            raise self.error(node, f"`{ast.unparse(node)}` names a region here, which a vector "
+                                   "index is only as T.Ramp(start, 1, lanes) in the last dim")
+        one = N.Const(1, "int32")
+        return N.Region(buf.name, tuple(idx[:-1]) + (v.lanes[0],),
+                        (one,) * (buf.ndim - 1) + (N.Const(v.count, "int32"),))
+
+    def region_vector(self, ref: _RegionRef, node):
+        """``b`` bound to a slice (``b = A[0, 0:4]``) read as a vector value: TileLang
+        loads the lanes at the binding, tilecute where they are used, so only in a
+        statement right after the binding in the same block (nothing run between)."""
+        if ref.bound_at != (self.open_blocks[-1:], self.emitted):
+            raise self.error(node, f"'{ref.name}' (a slice of '{ref.region.buffer}' bound at "
+                                   f"{ref.line}) is read here as a vector: TileLang loads its "
+                                   "lanes where it is bound, tilecute reads them where they are "
+                                   "used, which is the same only in the statement right after "
+                                   "the binding, in its block; move the binding to just before "
+                                   "this statement, or read the slice here")
+        return self.region_lanes(node, self.buffer_named(ref.region.buffer), ref.region)
+
+    def lane_lets(self, value: VL.LaneVector, name: str, s, only=None):
+        """``value``'s lanes that are more than a constant or a name (or, with ``only``,
+        those ``only`` picks) bound to fresh names: their reads happen here."""
+        stmts, lanes = [], []
+        for k, x in enumerate(value.lanes):
+            if isinstance(x, (N.Const, N.Var)) or (only is not None and not only(x)):
+                lanes.append(x)
+                continue
+            var = N.Var(self.fresh(f"{name}_{k}"), x.dtype)
+            self.let_values[var.name] = x
+            stmts.append(N.Let(var, x, loc=self.loc(s)))
+            lanes.append(var)
+        return stmts, dataclasses.replace(value, lanes=tuple(lanes))
+
+    def vector_store(self, target: ast.Subscript, buf: N.Buffer, idx: list, value, s):
+        """TVM's vector store ``A[..., T.Ramp(b, st, n)] = v``: a slice ``A[i, 0:4]`` is
+        the Ramp of its elements (one element: its start), a stepped one ``B[0:8:2]`` of
+        every other; the ``n`` lanes of ``v`` stored one element each."""
+        for d, i in enumerate(idx):
+            if isinstance(i, slice):
+                start = i.start if i.start is not None else N.Const(0, "int32")
+                stop = i.stop if i.stop is not None else \
+                    (buf.shape[d] if d < buf.ndim else None)
+                n = self.extent(stop, start) if stop is not None else None
+                if not isinstance(n, N.Const) or n.value < 1:
+                    raise self.error(s, f"storing into `{ast.unparse(target)}`: a slice is "
+                                        "TVM's vector index, whose lane count must be a "
+                                        f"positive int known at parse time; got {_show(n)}")
+                idx[d] = start if n.value == 1 else VL.ramp(start, 1, n.value)
+        if len(idx) != buf.ndim:
+            raise self.error(s, f"'{buf.name}' has {buf.ndim} dims but is indexed with {len(idx)}")
+        at = self.lane_indices(target, buf, idx)
+        name = value.name if isinstance(value, _RegionRef) else "lane"
+        if isinstance(value, _RegionRef):
+            value = self.region_vector(value, s)
+        n = len(at) if at is not None else 1
+        if not isinstance(value, VL.LaneVector):
+            raise self.error(s, f"storing one value into {n} elements of '{buf.name}' "
+                                f"(`{ast.unparse(target)}`): TVM's vector store takes a "
+                                f"{n}-lane value (T.Broadcast(x, {n}) repeats one); a tile is "
+                                "T.fill, T.copy or a T.Parallel loop")
+        if at is None:
+            raise self.error(s, f"a {value.count}-lane vector stored into one element of "
+                                f"'{buf.name}' (`{ast.unparse(target)}`): store it at a vector "
+                                f"index of {value.count} lanes (a T.Ramp or a slice)")
+        if value.count != n:
+            raise self.error(s, f"cannot store a {value.count}-lane value into {n} elements of "
+                                f"'{buf.name}' (`{ast.unparse(target)}`): TVM's vector store "
+                                "takes as many lanes as its index has")
+        return self.store_lanes(buf, at, value, s, name)
+
+    def store_lanes(self, buf: N.Buffer, at: list, value: VL.LaneVector, s,
+                    name: str = "lane") -> list[N.Stmt]:
+        """One ``Store`` of each lane of ``value`` at its index tuple.  TVM's vector store
+        reads the whole vector (and its index) before it writes: lanes reading ``buf`` (or
+        a view of its storage) are bound to names first."""
+        def root(name: str) -> str:
+            return self.view_roots[name].name if name in self.view_roots else name
+
+        def reads(e) -> bool:
+            return any(isinstance(x, N.Load) and root(x.buffer) == root(buf.name)
+                       for x in _walk_exprs(e))
+        out: list[N.Stmt] = []
+        if any(reads(x) for x in value.lanes) or any(reads(i) for i in at):
+            out, value = self.lane_lets(value, name, s, only=reads)
+            index_lets, flat = self.lane_lets(
+                VL.LaneVector(tuple(x for i in at for x in i)), "index", s, only=reads)
+            out += index_lets
+            it = iter(flat.lanes)
+            at = [tuple(next(it) for _ in i) for i in at]
+        return out + [self.store_value(buf, i, v, s) for i, v in zip(at, value.lanes)]
 
     def store_value(self, buf: N.Buffer, indices, value, s) -> N.Stmt:
         self.reducer_access(buf.name, s, "store")
@@ -3145,6 +3410,11 @@ class _Parser:
         if not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in shape):
             raise a.fail("shape", f"'{name}': the shape must be positive ints known at parse "
                                   f"time, got {shape!r}")
+        vector = a.value("dtype")
+        if isinstance(vector, str) and VL.vector_dtype(vector):
+            vector = VL.VectorDType(vector)
+        if isinstance(vector, VL.VectorDType):
+            return self.alloc_vectors(name, form, a, shape, vector, s)
         dt = self.dtype_arg(a, "dtype", name)
         scope = self.scope_arg(a, name)
         layout = self.python_arg(a, "layout", f"T.{form.__name__}: layout=") \
@@ -3160,6 +3430,34 @@ class _Parser:
         buf = N.Buffer(self.fresh(name), dt, tuple(N.Const(d, "int32") for d in shape), scope)
         self.bind(name, _BufferRef(buf))
         return [N.Allocate(buf, layout, loc=self.loc(s), stages=stages)]
+
+    def alloc_vectors(self, name: str, form, a: _Args, shape: tuple, vector: VL.VectorDType,
+                      s) -> list[N.Stmt]:
+        """``v = T.alloc_local((n,), T.float16x2)``: a local buffer of ``n`` vectors, held
+        as ``(n, lanes)`` scalars (a vector's lanes consecutive, as in TileLang's memory)."""
+        scope = self.scope_arg(a, name)
+        if scope != "local":
+            raise a.fail("dtype", f"'{name}': a {scope} buffer of {vector.__name__} vectors; "
+                                  "tilecute takes a buffer of vectors in local memory only "
+                                  f"(T.alloc_local), where it holds {vector.lanes} "
+                                  f"{vector.scalar} scalars per element: allocate the "
+                                  f"scalars, shape {shape + (vector.lanes,)}, for {scope} memory")
+        if "layout" in a.sig.parameters and a.value("layout") is not None:
+            raise a.fail("layout", f"'{name}': a layout of a buffer of vectors")
+        buf = N.Buffer(self.fresh(name), vector.scalar,
+                       tuple(N.Const(d, "int32") for d in shape + (vector.lanes,)), "local")
+        self.bind(name, _VectorBufferRef(buf, vector.lanes))
+        return [N.Allocate(buf, loc=self.loc(s))]
+
+    def vector_element(self, ref: _VectorBufferRef, node: ast.Subscript) -> list:
+        """The lanes' index tuples of ``v[i]`` on a buffer of vectors."""
+        idx = self.indices(node)
+        if any(isinstance(i, (slice, VL.LaneVector)) for i in idx) or \
+                len(idx) != ref.buffer.ndim - 1:
+            raise self.error(node, f"`{ast.unparse(node)}`: a buffer of {ref.lanes}-lane vectors "
+                                   f"takes one scalar index per dim ({ref.buffer.ndim - 1}), "
+                                   "an element a vector")
+        return ref.element(idx)
 
     def decl_buffer(self, name: str, a: _Args, s) -> list[N.Stmt]:
         """TVM's ``T.decl_buffer(shape, dtype, data, strides, elem_offset, scope, align,
@@ -3217,7 +3515,11 @@ class _Parser:
     def alloc_var(self, name: str, a: _Args, s) -> list[N.Stmt]:
         """``x = T.alloc_var(dtype, init=0)``: TileLang reads ``*args`` as ``(init)``,
         ``(scope)`` (a string) or ``(init, scope)``."""
-        dt = self.dtype_arg(a, "dtype", name)
+        vector = a.value("dtype")
+        if isinstance(vector, str) and VL.vector_dtype(vector):
+            vector = VL.VectorDType(vector)
+        dt = vector.scalar if isinstance(vector, VL.VectorDType) else \
+            self.dtype_arg(a, "dtype", name)
         extra = a.value("args")
         init, scope = a.value("init"), a.value("scope")
         if len(extra) == 1 and isinstance(extra[0], str):
@@ -3233,6 +3535,17 @@ class _Parser:
         if scope not in ("local.var", "local"):
             raise a.fail("scope", f"'{name}': scope={scope!r} is not supported; a T.alloc_var "
                                   "lives in 'local.var'")
+        if isinstance(vector, VL.VectorDType):
+            # `packed = T.alloc_var(T.float16x2)`: a variable of `lanes` scalars (zero, as a
+            # scalar T.alloc_var without init is)
+            if init is not None:
+                raise a.fail("init", f"'{name}': T.alloc_var(T.{vector.__name__}) takes no "
+                                     "init in tilecute; assign the vector after it")
+            buf = N.Buffer(self.fresh(name), dt, (N.Const(vector.lanes, "int32"),), "local")
+            ref = _VectorVarRef(buf, vector.lanes)
+            self.bind(name, ref)
+            return [N.Allocate(buf, loc=self.loc(s))] + [
+                N.Store(buf.name, i, N.const(0, dt), loc=self.loc(s)) for i in ref.indices()]
         limit = ops._FLOAT_MAX.get(dt)
         if isinstance(init, float) and limit is not None and math.isfinite(init) and \
                 abs(init) > limit:  # TileLang refuses it too (a silent inf otherwise)
@@ -6248,6 +6561,8 @@ class _Parser:
             if len(idx) != buf.ndim:
                 raise self.error(node, f"'{buf.name}' has {buf.ndim} dims but the region names "
                                        f"{len(idx)}")
+            if any(isinstance(i, VL.LaneVector) for i in idx):
+                return self.ramp_region(node, buf, idx)
             if any(isinstance(i, slice) for i in idx):
                 starts, extents = [], []
                 for i, d in zip(idx, buf.shape):
@@ -6271,6 +6586,10 @@ class _Parser:
         if isinstance(v, _ElemRef):
             raise self.error(node, f"'{v.name}' is a T.Ref to an element of '{v.buffer.name}'; "
                                    "read it or assign it by its name")
+        if isinstance(v, (_VectorBufferRef, _VectorVarRef)):
+            raise self.error(node, f"`{ast.unparse(node)}` holds {v.lanes}-lane vectors, which "
+                                   "are read and written by element (`v[i]`, or by name for a "
+                                   "T.alloc_var); this form takes a buffer of scalars")
         if not isinstance(v, _BufferRef):
             raise self.error(node, f"expected a buffer, got `{ast.unparse(node)}`")
         return v.buffer
@@ -6289,9 +6608,9 @@ class _Parser:
         elts = sl.elts if isinstance(sl, ast.Tuple) else [sl]
         out = []
         for e in elts:
-            if isinstance(e, ast.Slice):
-                if e.step is not None:
-                    raise self.error(node, "slice steps are not supported")
+            if isinstance(e, ast.Slice) and e.step is not None:
+                out.append(self.stepped_slice(node, e, len(out)))
+            elif isinstance(e, ast.Slice):
                 out.append(slice(self.index_expr(e.lower) if e.lower else None,
                                  self.index_expr(e.upper) if e.upper else None))
             elif isinstance(e, ast.Starred):  # A[*idx, j]: the indices idx holds
@@ -6302,7 +6621,13 @@ class _Parser:
                     else:
                         out.append(self.index_value(e, v))
             else:
-                out.append(self.index_expr(e))
+                v = self.expr(e)
+                if isinstance(v, VL.LaneVector):  # a vector index (`A[T.Ramp(i, 1, 4)]`)
+                    v = dataclasses.replace(v, lanes=tuple(self.index_value(e, x)
+                                                           for x in v.lanes))
+                    out.append(v)
+                else:
+                    out.append(self.index_value(e, v))
         return out
 
     # ---- expressions ------------------------------------------------------------------
@@ -6344,6 +6669,8 @@ class _Parser:
         return tuple(value)
 
     def binop(self, node, op: str, a, b):
+        if VL.is_vector(a) or VL.is_vector(b):  # TVM's vectors
+            return self.lanewise(node, op, lambda x, y: self.binop(node, op, x, y), a, b)
         if op in _LOGICAL_BITWISE:
             a_bool, b_bool = _is_bool(a), _is_bool(b)
             if a_bool and b_bool:
@@ -6384,6 +6711,8 @@ class _Parser:
             v = self.lookup(node.id, node)
             if isinstance(v, _VarRef):
                 return N.Load(v.buffer.name, v.indices, v.buffer.dtype)
+            if isinstance(v, _VectorVarRef):
+                return v.value()
             return v
         if isinstance(node, ast.Attribute):
             base = self.expr(node.value)
@@ -6396,6 +6725,13 @@ class _Parser:
                 if node.attr == "data":
                     return _DataRef(b)
                 raise self.error(node, f"buffer attribute '{node.attr}' is not supported")
+            if isinstance(base, VL.LaneVector):  # TVM's vector: its dtype (`float32x4`)
+                if node.attr == "dtype":
+                    return base.dtype
+                if node.attr == "astype":
+                    return lambda dtype: ops.Cast(dtype, base)
+                raise self.error(node, f"vector attribute '{node.attr}' is not supported "
+                                       "(`.dtype` and `.astype(dtype)` are)")
             if _is_ir(base):
                 if node.attr == "dtype":
                     return base.dtype
@@ -6413,6 +6749,11 @@ class _Parser:
             a, b = self.expr(node.left), self.expr(node.right)
             self.check_value(node.left, a)
             self.check_value(node.right, b)
+            if VL.is_vector(a) or VL.is_vector(b):
+                op = _BIN.get(type(node.op))
+                if op is None:
+                    raise self.error(node, f"operator {type(node.op).__name__} is not supported")
+                return self.binop(node, op, a, b)
             if not _is_ir(a) and not _is_ir(b):
                 return _python_binop(node.op, a, b)
             op = _BIN.get(type(node.op))
@@ -6421,23 +6762,10 @@ class _Parser:
             return self.binop(node, op, a, b)
         if isinstance(node, ast.UnaryOp):
             a = self.expr(node.operand)
-            if not _is_ir(a):
-                return {ast.USub: lambda x: -x, ast.UAdd: lambda x: +x, ast.Not: lambda x: not x,
-                        ast.Invert: lambda x: ~x}[type(node.op)](a)
-            self.check_value(node.operand, a)
-            if isinstance(node.op, ast.USub):
-                if isinstance(a, N.Const) and (N.is_float(a.dtype) or a.dtype.startswith("int")):
-                    return N.Const(-a.value, a.dtype)  # -T.infinity(dtype) is a constant
-                return N.binop("sub", N.const(0, a.dtype), a)
-            if isinstance(node.op, ast.Not):
-                return N.Not(_truth(a))
-            if isinstance(node.op, ast.UAdd):
-                return a
-            if a.dtype == "bool":  # TVM's bool is one bit wide: its bitwise not is `not`
-                return N.Not(a)
-            if not N.is_int(a.dtype):
-                raise self.error(node, f"operator ~ takes an integer or a bool, got {a.dtype}")
-            return ops.bitwise_not(a)
+            if VL.is_vector(a):  # -v, ~v, not v: lane by lane
+                return self.lanewise(node, "sub" if isinstance(node.op, ast.USub) else "unary",
+                                     lambda x: self.unary(node, x), a)
+            return self.unary(node, a)
         if isinstance(node, ast.Compare):
             if len(node.ops) != 1:
                 parts = []
@@ -6448,13 +6776,16 @@ class _Parser:
                 values = [self.expr(ast.copy_location(p, node)) for p in parts]
                 return _and(values)
             a, b = self.expr(node.left), self.expr(node.comparators[0])
-            if not _is_ir(a) and not _is_ir(b):
+            vector = VL.is_vector(a) or VL.is_vector(b)
+            if not _is_ir(a) and not _is_ir(b) and not vector:
                 return _python_cmp(node.ops[0], a, b)
             op = _CMP.get(type(node.ops[0]))
             if op is None:
                 raise self.error(node, f"comparison {type(node.ops[0]).__name__} is not supported")
             self.check_value(node.left, a)
             self.check_value(node.comparators[0], b)
+            if vector:  # TVM's vector comparison: lane by lane
+                return self.lanewise(node, "cmp", lambda x, y: N.cmp(op, x, y), a, b)
             return N.cmp(op, a, b)
         if isinstance(node, ast.BoolOp):
             values = [self.expr(v) for v in node.values]
@@ -6479,7 +6810,17 @@ class _Parser:
                     raise self.error(node, f"'{buf.name}' has {buf.ndim} dims but is indexed "
                                            f"with {len(idx)}")
                 self.reducer_access(buf.name, node, "read")
+                at = self.lane_indices(node, buf, idx)
+                if at is not None:  # `A[T.Ramp(i, 1, 4)]`: a vector load, one Load a lane
+                    return VL.LaneVector(tuple(N.Load(buf.name, x, buf.dtype) for x in at))
                 return N.Load(buf.name, tuple(idx), buf.dtype)
+            if isinstance(base, _VectorBufferRef):  # `packed[i]`: element i, a vector
+                return VL.LaneVector(tuple(N.Load(base.buffer.name, i, base.buffer.dtype)
+                                           for i in self.vector_element(base, node)))
+            if isinstance(base, _VectorVarRef):
+                raise self.error(node, f"'{ast.unparse(node.value)}' is a {base.lanes}-lane "
+                                       "vector variable; read a lane with "
+                                       f"T.extract_lane({ast.unparse(node.value)}, k)")
             if _is_ir(base):
                 raise self.error(node, f"`{ast.unparse(node.value)}` is a scalar, not a buffer")
             if isinstance(base, _RegionRef):
@@ -6491,6 +6832,26 @@ class _Parser:
             return slice(self.expr(node.lower) if node.lower else None,
                          self.expr(node.upper) if node.upper else None)
         raise self.error(node, f"`{type(node).__name__}` expressions are not supported")
+
+    def unary(self, node: ast.UnaryOp, a):
+        """``-a``, ``+a``, ``not a``, ``~a`` on one value (a parse-time one in Python)."""
+        if not _is_ir(a):
+            return {ast.USub: lambda x: -x, ast.UAdd: lambda x: +x, ast.Not: lambda x: not x,
+                    ast.Invert: lambda x: ~x}[type(node.op)](a)
+        self.check_value(node.operand, a)
+        if isinstance(node.op, ast.USub):
+            if isinstance(a, N.Const) and (N.is_float(a.dtype) or a.dtype.startswith("int")):
+                return N.Const(-a.value, a.dtype)  # -T.infinity(dtype) is a constant
+            return N.binop("sub", N.const(0, a.dtype), a)
+        if isinstance(node.op, ast.Not):
+            return N.Not(_truth(a))
+        if isinstance(node.op, ast.UAdd):
+            return a
+        if a.dtype == "bool":  # TVM's bool is one bit wide: its bitwise not is `not`
+            return N.Not(a)
+        if not N.is_int(a.dtype):
+            raise self.error(node, f"operator ~ takes an integer or a bool, got {a.dtype}")
+        return ops.bitwise_not(a)
 
     def call(self, node: ast.Call):
         macro = self.macro_of(node.func)
@@ -6946,6 +7307,11 @@ def _python_cmp(op, a, b):
             ast.GtE: lambda: a >= b, ast.Eq: lambda: a == b, ast.NotEq: lambda: a != b,
             ast.Is: lambda: a is b, ast.IsNot: lambda: a is not b, ast.In: lambda: a in b,
             ast.NotIn: lambda: a not in b}[type(op)]()
+
+
+def _reads_or_calls(e) -> bool:
+    """``e`` reads memory or calls an intrinsic (its value depends on where it is read)."""
+    return any(isinstance(x, (N.Load, N.Call)) for x in _walk_exprs(e))
 
 
 def _walk_exprs(x):
