@@ -562,6 +562,11 @@ class For(Stmt):
     # is unrolled ``n`` iterations at a time (``#pragma unroll n``; CuTe DSL's
     # ``cutlass.range(..., unroll=n)``); 0: unrolled completely
     unroll_factor: int = 0
+    # pipelined loops: the program's T.Pipelined(order=) issues the body's copies into
+    # shared memory after its other statements (a step issues step k + S - 1's loads after
+    # step k's compute, TileLang's order=[1, 2, 0] with stage=[0, 0, S - 1]); the
+    # software-pipelining pass places the refill so
+    loads_last: bool = False
 
 
 @dataclass(frozen=True)
