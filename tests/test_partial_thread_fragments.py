@@ -64,6 +64,28 @@ def grouped_row_max(threads=128, group=64, rows=2, width=512):
     return row_max
 
 
+def shared_handoff():
+    """Threads 0..31 hold ``a`` and write it, reversed, to a shared tile; threads 64..127
+    hold ``b`` and read the tile: two regions side by side, a barrier between them."""
+    @T.prim_func
+    def handoff(X: T.Tensor((64, 8), T.float32), Y: T.Tensor((64, 8), T.float32)):
+        with T.Kernel(1, threads=128):
+            tile = T.alloc_shared((64, 8), T.float32)
+            a = T.alloc_fragment((64, 8), T.float32)
+            b = T.alloc_fragment((64, 8), T.float32)
+            T.annotate_layout({
+                a: T.Fragment(a.shape, forward_fn=lambda i, j: (i % 32, (i // 32) * 8 + j)),
+                b: T.Fragment(b.shape, forward_fn=lambda i, j: (64 + i, j)),
+            })
+            T.copy(X, a)
+            for i, j in T.Parallel(64, 8):
+                tile[63 - i, j] = a[i, j] * 2.0
+            for i, j in T.Parallel(64, 8):
+                b[i, j] = tile[i, j] + 1.0
+            T.copy(b, Y)
+    return handoff
+
+
 def _regions(func):
     return [s for s in walk_stmts(func.kernels[0].body) if isinstance(s, N.WarpGroups)]
 
@@ -107,6 +129,17 @@ def test_rows_on_groups_of_threads(threads, tmp_path):
     assert info.kernel_names
 
 
+def test_regions_side_by_side_are_ordered_by_a_barrier(tmp_path):
+    """Unlike T.ws regions (which the program orders with mbarriers), the regions made
+    for fragments are ordered as any statements: the reader of the shared tile waits for
+    its writer on other threads."""
+    func = run_passes(shared_handoff(), "sm_90a", until="insert_barriers")
+    kinds = [type(s).__name__ for s in func.kernels[0].body if not isinstance(s, N.Allocate)]
+    assert kinds == ["WarpGroups", "Barrier", "WarpGroups"]
+    assert [r.span for r in _regions(func)] == [(0, 32), (64, 128)]
+    assert tilecute.build_cubin(shared_handoff(), "sm_90a", out_dir=str(tmp_path)).kernel_names
+
+
 @pytest.mark.parametrize("first", [0, 32])
 def test_builds_sm90a_cubin(first, tmp_path):
     info = tilecute.build_cubin(softmax_free_normalize(first), "sm_90a", out_dir=str(tmp_path))
@@ -143,3 +176,12 @@ def test_grouped_row_max_on_gpu(threads):
     out = torch.empty(2, device="cuda")
     tilecute.compile(grouped_row_max(threads))(x, out)
     torch.testing.assert_close(out, x.float().amax(dim=1))
+
+
+@pytest.mark.gpu
+def test_shared_handoff_on_gpu():
+    import torch
+    x = torch.randn(64, 8, device="cuda")
+    y = torch.empty_like(x)
+    tilecute.compile(shared_handoff())(x, y)
+    torch.testing.assert_close(y, x.flip(0) * 2.0 + 1.0)

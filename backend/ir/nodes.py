@@ -636,12 +636,18 @@ class WarpGroups(Stmt):
     ``span``: a region of whole warps that are not whole warpgroups (the branch ``if tx
     < 32:`` of a 96-thread block, its ``else``): the threads ``span[0] <= thread <
     span[1]`` (multiples of 32), ``groups`` then empty; the same region otherwise, except
-    that no ``T.gemm`` runs in it (an MMA here takes whole warpgroups)."""
+    that no ``T.gemm`` runs in it (an MMA here takes whole warpgroups).
+
+    ``synced``: a region the compiler made for the threads holding a fragment (pass
+    ``fragment_thread_regions``): ordered against the statements around it, neighbouring
+    regions included, by block barriers as any statement (the program orders a T.ws
+    region, or the branches of ``if tx < 32:``, side by side with its mbarriers)."""
 
     groups: tuple[int, ...]
     body: tuple[Stmt, ...]
     loc: Optional[Loc] = _loc()
     span: tuple[int, ...] = ()
+    synced: bool = False
 
     @property
     def first_thread(self) -> int:

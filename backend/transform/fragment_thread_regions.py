@@ -10,7 +10,9 @@ statement (a nest, a reduction) that names such a fragment goes into a thread re
 those threads (``WarpGroups`` with ``span``, as the frontend makes of ``if tx < 64:``), a
 run of consecutive ones into one region; the layout pass then lays the fragment out over
 the region's threads, its loops run there, and its reductions sync on the region's named
-barrier.  The other threads skip the statements.
+barrier.  The other threads skip the statements.  The regions are ``synced``: the barrier
+pass orders them against their neighbours (another such region on other threads
+included) with block barriers, as it orders any statement (TileLang's sync pass does).
 
 A statement naming fragments of two different ranges is refused; one naming a fragment
 of the whole block as well is refused by the layout pass (a fragment lives on one set of
@@ -107,7 +109,7 @@ class _Regions:
                 out[-1] = dataclasses.replace(last, body=last.body + (s,))
                 self.made.add(id(out[-1]))
                 continue
-            region = N.WarpGroups((), (s,), loc=s.loc, span=span)
+            region = N.WarpGroups((), (s,), loc=s.loc, span=span, synced=True)
             self.made.add(id(region))
             out.append(region)
         return tuple(out)
