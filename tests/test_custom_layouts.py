@@ -252,7 +252,7 @@ def k(X: T.Tensor((4, 512), "float32"), Y: T.Tensor((4, 512), "float32"),
      "                           m: T.Fragment(m.shape, forward_fn=lambda i, rep: (64 + rep, i), replicate=64)})\n"
      "        T.copy(X, x)\n"
      "        T.reduce_sum(x, m, dim=1)",
-     "uses fragments 'm' (threads 64..127), 'x' (threads 0..63) that T.Fragment layouts put on "
+     "uses 'm' (threads 64..127), 'x' (threads 0..63) that T.Fragment layouts put on "
      "different threads"),
     ("        T.annotate_layout({x: T.Fragment(x.shape, forward_fn=lambda i, j: (j % 128, 0))})",
      "puts two elements in register 0 of thread 0"),

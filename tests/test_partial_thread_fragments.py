@@ -86,6 +86,18 @@ def shared_handoff():
     return handoff
 
 
+def half_block_scale(threads=128):
+    """A loop TileLang's ``loop_layout`` puts on threads 64..127 (4 columns a thread)."""
+    @T.prim_func
+    def scale(X: T.Tensor((8, 256), T.float32), Y: T.Tensor((8, 256), T.float32)):
+        with T.Kernel(1, threads=threads):
+            for i, j in T.Parallel(8, 256, loop_layout=T.Fragment(
+                    (8, 256), forward_fn=lambda i, j: (64 + (i * 256 + j) // 4 % 64,
+                                                       (i * 256 + j) // 256 * 4 + j % 4))):
+                Y[i, j] = X[i, j] * 3.0
+    return scale
+
+
 def _regions(func):
     return [s for s in walk_stmts(func.kernels[0].body) if isinstance(s, N.WarpGroups)]
 
@@ -140,6 +152,13 @@ def test_regions_side_by_side_are_ordered_by_a_barrier(tmp_path):
     assert tilecute.build_cubin(shared_handoff(), "sm_90a", out_dir=str(tmp_path)).kernel_names
 
 
+def test_partial_loop_layout_runs_on_its_threads(tmp_path):
+    func = run_passes(half_block_scale(), "sm_90a", until="infer_layouts")
+    (region,) = _regions(func)
+    assert region.span == (64, 128)
+    assert tilecute.build_cubin(half_block_scale(), "sm_90a", out_dir=str(tmp_path)).kernel_names
+
+
 @pytest.mark.parametrize("first", [0, 32])
 def test_builds_sm90a_cubin(first, tmp_path):
     info = tilecute.build_cubin(softmax_free_normalize(first), "sm_90a", out_dir=str(tmp_path))
@@ -185,3 +204,12 @@ def test_shared_handoff_on_gpu():
     y = torch.empty_like(x)
     tilecute.compile(shared_handoff())(x, y)
     torch.testing.assert_close(y, x.flip(0) * 2.0 + 1.0)
+
+
+@pytest.mark.gpu
+def test_partial_loop_layout_on_gpu():
+    import torch
+    x = torch.randn(8, 256, device="cuda")
+    y = torch.empty_like(x)
+    tilecute.compile(half_block_scale())(x, y)
+    torch.testing.assert_close(y, x * 3.0)

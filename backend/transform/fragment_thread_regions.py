@@ -16,7 +16,8 @@ included) with block barriers, as it orders any statement (TileLang's sync pass 
 
 A statement naming fragments of two different ranges is refused; one naming a fragment
 of the whole block as well is refused by the layout pass (a fragment lives on one set of
-threads).  Statements in a ``T.ws`` region are the program's region's already.  Runs
+threads).  So does a ``T.Parallel`` loop whose ``loop_layout`` lies on part of the block.
+Statements in a ``T.ws`` region are the program's region's already.  Runs
 after ``lower_tile_ops`` (copies and fills are nests), before ``infer_layouts``.
 
 Imports the IR and the analysis helpers only.
@@ -79,12 +80,18 @@ class _Regions:
     def span(self, s):
         named = sorted(b for b in buffers_used(s) if b in self.parts)
         spans = {self.parts[b] for b in named}
+        # (a T.Parallel loop whose loop_layout lies on part of the block runs there too)
+        for t in walk_stmts([s]):
+            if isinstance(t, N.For) and t.kind == "parallel" and \
+                    (p := _part(t.loop_layout, self.threads)) is not None:
+                spans.add(p)
+                named.append(f"T.Parallel(loop_layout=...) at line {t.loc.line if t.loc else '?'}")
         if len(spans) > 1:
             where = f"{s.loc}: " if getattr(s, "loc", None) else ""
             raise RegionError(
-                f"{where}prim_func '{self.func.name}': this statement uses fragments "
+                f"{where}prim_func '{self.func.name}': this statement uses "
                 + ", ".join(f"'{b}' (threads {self.parts[b][0]}..{self.parts[b][1] - 1})"
-                            for b in named)
+                            if b in self.parts else b for b in named)
                 + " that T.Fragment layouts put on different threads; a statement over "
                   "fragments of part of the block runs on one range of threads")
         return spans.pop() if spans else None
@@ -115,7 +122,9 @@ class _Regions:
         return tuple(out)
 
     def run(self, scope: N.KernelScope) -> N.KernelScope:
-        if not self.parts:
+        if not self.parts and not any(
+                isinstance(t, N.For) and _part(t.loop_layout, self.threads) is not None
+                for t in walk_stmts(scope.body)):
             return scope
         self.made: set[int] = set()
         body = self.block(scope.body)
