@@ -98,6 +98,22 @@ def half_block_scale(threads=128):
     return scale
 
 
+def row_sums_out(first=32):
+    """Only ``x`` has a layout of the program's (threads 32..95); the row sums' fragment
+    is the reduction's (TileLang infers it on the same threads), copied out alone."""
+    @T.prim_func
+    def sums(X: T.Tensor((4, 512), T.float32), S: T.Tensor((4,), T.float32)):
+        with T.Kernel(1, threads=128):
+            x = T.alloc_fragment((4, 512), T.float32)
+            s = T.alloc_fragment((4,), T.float32)
+            T.annotate_layout({x: T.Fragment(x.shape, forward_fn=lambda i, j: (
+                first + j // 8, i * 8 + j % 8))})
+            T.copy(X, x)
+            T.reduce_sum(x, s, dim=1)
+            T.copy(s, S)
+    return sums
+
+
 def _regions(func):
     return [s for s in walk_stmts(func.kernels[0].body) if isinstance(s, N.WarpGroups)]
 
@@ -150,6 +166,16 @@ def test_regions_side_by_side_are_ordered_by_a_barrier(tmp_path):
     assert kinds == ["WarpGroups", "Barrier", "WarpGroups"]
     assert [r.span for r in _regions(func)] == [(0, 32), (64, 128)]
     assert tilecute.build_cubin(shared_handoff(), "sm_90a", out_dir=str(tmp_path)).kernel_names
+
+
+def test_a_reductions_output_lives_on_its_threads():
+    """The copy of ``s`` names no fragment of the program's range, but ``s`` is made
+    there: it runs there (it ran on the whole block, threads 0..31 and 96..127 storing
+    registers they never wrote)."""
+    func = run_passes(row_sums_out(), "sm_90a", until="infer_layouts")
+    (region,) = _regions(func)
+    assert region.span == (32, 96)
+    assert [type(s).__name__ for s in region.body] == ["For", "Reduce", "For"]
 
 
 def test_partial_loop_layout_runs_on_its_threads(tmp_path):
@@ -213,3 +239,12 @@ def test_partial_loop_layout_on_gpu():
     y = torch.empty_like(x)
     tilecute.compile(half_block_scale())(x, y)
     torch.testing.assert_close(y, x * 3.0)
+
+
+@pytest.mark.gpu
+def test_row_sums_out_on_gpu():
+    import torch
+    x = torch.rand(4, 512, device="cuda")
+    out = torch.empty(4, device="cuda")
+    tilecute.compile(row_sums_out())(x, out)
+    torch.testing.assert_close(out, x.sum(dim=1), rtol=1e-5, atol=1e-5)

@@ -14,6 +14,9 @@ barrier.  The other threads skip the statements.  The regions are ``synced``: th
 pass orders them against their neighbours (another such region on other threads
 included) with block barriers, as it orders any statement (TileLang's sync pass does).
 
+A fragment without a layout of the program's that such a statement names (a reduction's
+output, a temporary) takes the range too, so that a later loop over it alone runs there
+(TileLang infers its layout from the statement; the other threads hold no value of it).
 A statement naming fragments of two different ranges is refused; one naming a fragment
 of the whole block as well is refused by the layout pass (a fragment lives on one set of
 threads).  So does a ``T.Parallel`` loop whose ``loop_layout`` lies on part of the block.
@@ -52,9 +55,10 @@ class _Regions:
                   if isinstance(s, N.Allocate) and s.buffer.scope == "fragment"}
         self.parts = {b: p for b, s in allocs.items()
                       if (p := _part(s.layout, self.threads)) is not None}
-        # a fragment laid out over the whole block whose elements all lie on threads 0..n-1
-        # (fewer chunks than threads) is the same placement over a range 0..n-1: where a
-        # statement meets it with a fragment of that range, it takes the range
+        # where a statement meets a fragment of a range with another fragment, that one
+        # takes the range: one without a layout of the program's; one laid out over the
+        # whole block whose elements all lie on threads 0..n-1 (fewer chunks than threads:
+        # the same placement over a range 0..n-1)
         self.relaid: dict[str, N.Layout] = {}
         if self.parts:
             changed = True
@@ -69,8 +73,18 @@ class _Regions:
                             continue
                         span = spans.pop()
                         for b in used - set(self.parts):
-                            lay = allocs[b].layout if b in allocs else None
-                            if lay is not None and lay.kind == "blocked" and span[0] == 0 and \
+                            if b not in allocs or allocs[b].reducer:
+                                continue
+                            lay = allocs[b].layout
+                            if lay is None:
+                                # a fragment without a layout of the program's (a reduction's
+                                # output, a loop's temporary) lives where it is made, as
+                                # TileLang infers its layout from the statement: a loop
+                                # elsewhere over it runs on those threads too (the others
+                                # hold no value of it)
+                                self.parts[b] = span
+                                changed = True
+                            elif lay.kind == "blocked" and span[0] == 0 and \
                                     lay.threads == self.threads and not lay.first_thread and \
                                     _elements(allocs[b].buffer) // lay.vector <= span[1]:
                                 self.parts[b] = span
