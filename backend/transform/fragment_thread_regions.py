@@ -60,52 +60,60 @@ class _Regions:
         # whole block whose elements all lie on threads 0..n-1 (fewer chunks than threads:
         # the same placement over a range 0..n-1)
         self.relaid: dict[str, N.Layout] = {}
-        if self.parts:
-            changed = True
-            while changed:
-                changed = False
-                for t in walk_stmts(scope.body):
-                    if isinstance(t, (N.For, N.Reduce)) and not (
-                            isinstance(t, N.For) and t.kind != "parallel"):
-                        used = buffers_used(t)
-                        spans = {self.parts[b] for b in used if b in self.parts}
-                        if len(spans) != 1:
+        self.any = bool(self.parts or self.loop_spans(scope.body))
+        changed = self.any
+        while changed:
+            changed = False
+            for t in walk_stmts(scope.body):
+                if isinstance(t, (N.For, N.Reduce)) and not (
+                        isinstance(t, N.For) and t.kind != "parallel"):
+                    used = buffers_used(t)
+                    spans = {self.parts[b] for b in used if b in self.parts} | \
+                        self.loop_spans(t)
+                    if len(spans) != 1:
+                        continue
+                    span = spans.pop()
+                    for b in used - set(self.parts):
+                        if b not in allocs or allocs[b].reducer:
                             continue
-                        span = spans.pop()
-                        for b in used - set(self.parts):
-                            if b not in allocs or allocs[b].reducer:
-                                continue
-                            lay = allocs[b].layout
-                            if lay is None:
-                                # a fragment without a layout of the program's (a reduction's
-                                # output, a loop's temporary) lives where it is made, as
-                                # TileLang infers its layout from the statement: a loop
-                                # elsewhere over it runs on those threads too (the others
-                                # hold no value of it)
-                                self.parts[b] = span
-                                changed = True
-                            elif lay.kind == "blocked" and span[0] == 0 and \
-                                    lay.threads == self.threads and not lay.first_thread and \
-                                    _elements(allocs[b].buffer) // lay.vector <= span[1]:
-                                self.parts[b] = span
-                                self.relaid[b] = dataclasses.replace(lay, threads=span[1])
-                                changed = True
+                        lay = allocs[b].layout
+                        if lay is None:
+                            # a fragment without a layout of the program's (a reduction's
+                            # output, a loop's temporary) lives where it is made, as
+                            # TileLang infers its layout from the statement: a loop
+                            # elsewhere over it runs on those threads too (the others
+                            # hold no value of it)
+                            self.parts[b] = span
+                            changed = True
+                        elif lay.kind == "blocked" and span[0] == 0 and \
+                                lay.threads == self.threads and not lay.first_thread and \
+                                _elements(allocs[b].buffer) // lay.vector <= span[1]:
+                            self.parts[b] = span
+                            self.relaid[b] = dataclasses.replace(lay, threads=span[1])
+                            changed = True
+
+    def loop_spans(self, s) -> set:
+        """The ranges of the ``loop_layout`` s of the ``T.Parallel`` loops in ``s`` that lie
+        on part of the block (such a loop runs there too)."""
+        return {p for t in walk_stmts(s if isinstance(s, tuple) else [s])
+                if isinstance(t, N.For) and t.kind == "parallel"
+                and (p := _part(t.loop_layout, self.threads)) is not None}
 
     def span(self, s):
         named = sorted(b for b in buffers_used(s) if b in self.parts)
         spans = {self.parts[b] for b in named}
-        # (a T.Parallel loop whose loop_layout lies on part of the block runs there too)
-        for t in walk_stmts([s]):
-            if isinstance(t, N.For) and t.kind == "parallel" and \
-                    (p := _part(t.loop_layout, self.threads)) is not None:
-                spans.add(p)
-                named.append(f"T.Parallel(loop_layout=...) at line {t.loc.line if t.loc else '?'}")
+        loops = self.loop_spans(s)
+        if loops - spans:
+            named.append("a T.Parallel loop_layout")
+        spans |= loops
         if len(spans) > 1:
             where = f"{s.loc}: " if getattr(s, "loc", None) else ""
             raise RegionError(
                 f"{where}prim_func '{self.func.name}': this statement uses "
                 + ", ".join(f"'{b}' (threads {self.parts[b][0]}..{self.parts[b][1] - 1})"
                             if b in self.parts else b for b in named)
+                + (f" (threads {', '.join(f'{a}..{b - 1}' for a, b in sorted(loops))})"
+                   if loops - {self.parts[b] for b in named if b in self.parts} else "")
                 + " that T.Fragment layouts put on different threads; a statement over "
                   "fragments of part of the block runs on one range of threads")
         return spans.pop() if spans else None
@@ -126,21 +134,15 @@ class _Regions:
                 out.append(dataclasses.replace(s, **{n: self.block(getattr(s, n)) for n in names}))
                 continue
             last = out[-1] if out else None
-            if isinstance(last, N.WarpGroups) and id(last) in self.made and last.span == span:
-                out[-1] = dataclasses.replace(last, body=last.body + (s,))
-                self.made.add(id(out[-1]))
+            if isinstance(last, N.WarpGroups) and last.synced and last.span == span:
+                out[-1] = dataclasses.replace(last, body=last.body + (s,))  # (one region)
                 continue
-            region = N.WarpGroups((), (s,), loc=s.loc, span=span, synced=True)
-            self.made.add(id(region))
-            out.append(region)
+            out.append(N.WarpGroups((), (s,), loc=s.loc, span=span, synced=True))
         return tuple(out)
 
     def run(self, scope: N.KernelScope) -> N.KernelScope:
-        if not self.parts and not any(
-                isinstance(t, N.For) and _part(t.loop_layout, self.threads) is not None
-                for t in walk_stmts(scope.body)):
+        if not self.any:
             return scope
-        self.made: set[int] = set()
         body = self.block(scope.body)
         # (a replicated fragment's layout from the program has served: the layout pass
         # lays it out as any replicated fragment of its region)
