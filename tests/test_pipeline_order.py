@@ -1,10 +1,10 @@
 """``T.Pipelined(n, order=[...], stage=[...])`` with an order other than source order
 (TileLang's test_pipeline_order_stage): a step issues its statements in the given order,
-each for the iteration its stage puts it at.  The copies into shared memory issue
-together before or after the rest (``For.loads_last``: the refill of stage ``(k + S - 1)
-% S`` goes at the end of step k, after its GEMM); the rest in the order given; with one
-stage the body is the statements in that order.  Orders that interleave copies and
-compute are refused by name."""
+each for the iteration its stage puts it at.  Each copy into shared memory issues before
+the rest or after it (``For.loads_last`` names the buffers of those after: their refill
+of stage ``(k + S - 1) % S`` goes at the end of step k, after its GEMM); the rest in the
+order given; with one stage the body is the statements in that order.  A copy ordered
+between two compute statements is refused by name."""
 
 import pytest
 
@@ -67,9 +67,10 @@ def _loop(func):
 
 def test_order_that_puts_the_copies_last_is_recorded():
     loop = _loop(tiled_gemm([1, 2, 0], [0, 0, 2]))
-    assert loop.loads_last and loop.num_stages == 3
+    assert loop.loads_last == ("A_shared", "B_shared") and loop.num_stages == 3
     assert [type(s).__name__ for s in loop.body] == ["Copy", "Copy", "Gemm"]  # (source order)
-    assert not _loop(tiled_gemm([0, 1, 2], [0, 0, 2])).loads_last
+    assert _loop(tiled_gemm([0, 1, 2], [0, 0, 2])).loads_last == ()
+    assert _loop(tiled_gemm([0, 2, 1], [0, 0, 1])).loads_last == ("B_shared",)
 
 
 @pytest.mark.parametrize("options", [{}, {"disable_wgmma": True}])
@@ -95,6 +96,13 @@ def test_source_order_keeps_the_refill_first():
     assert type(_loop(func).body[0]).__name__ == "If"
 
 
+def test_loads_last_round_trips_through_json():
+    from tilecute.ir.serialize import from_json, to_json
+    func = tiled_gemm([0, 2, 1], [0, 0, 1])
+    assert from_json(to_json(func)) == func
+    assert "loads_last" not in to_json(tiled_gemm([0, 1, 2], [0, 0, 1]))  # (only when set)
+
+
 def test_one_stage_runs_the_statements_in_the_order_given():
     """All in stage 0: no pipeline; the serial body is the statements in the given order
     (TileLang's meaning, whatever the GEMM then reads)."""
@@ -109,10 +117,11 @@ def test_compute_statements_follow_the_order():
     assert not loop.loads_last
     loop = _loop(scaled_gemm([2, 3, 1, 0], [0, 0, 1, 1]))
     assert [type(s).__name__ for s in loop.body] == ["Copy", "Copy", "For", "Gemm"]
-    assert loop.loads_last
+    assert loop.loads_last == ("A_s", "B_s")
 
 
-@pytest.mark.parametrize("order,stage", [([1, 2, 0], [0, 0, 2]), ([1, 2, 0], [0, 0, 1])])
+@pytest.mark.parametrize("order,stage", [([1, 2, 0], [0, 0, 2]), ([1, 2, 0], [0, 0, 1]),
+                                         ([0, 2, 1], [0, 0, 2])])
 @pytest.mark.parametrize("options", [{}, {"disable_wgmma": True}])
 def test_builds_sm90a_cubin(order, stage, options, tmp_path):
     info = tilecute.build_cubin(tiled_gemm(order, stage), "sm_90a", out_dir=str(tmp_path),
@@ -120,15 +129,30 @@ def test_builds_sm90a_cubin(order, stage, options, tmp_path):
     assert info.kernel_names
 
 
-def test_interleaved_copies_are_refused():
-    with pytest.raises(FrontendError, match=r"order=\[0, 2, 1\] issues some copies into shared "
-                                            r"memory before and some after"):
-        tiled_gemm([0, 2, 1], [0, 0, 1])
+def test_copies_on_both_sides_of_the_gemm():
+    """``order=[0, 2, 1]``: A's copy, the GEMM, then B's copy: step k + S - 1's A load at
+    the start of step k, its B load at the end (both arrive on the stage's mbarrier)."""
+    func = run_passes(tiled_gemm([0, 2, 1], [0, 0, 1]), "sm_90a",
+                      {"disable_wgmma": True, "disable_warp_specialize": True},
+                      until="insert_barriers")
+    body = _loop(func).body
+
+    def copied(s):
+        return [t.dst.buffer for t in walk_stmts([s]) if isinstance(t, N.TmaCopy)]
+    assert copied(body[0]) == ["A_shared"] and copied(body[-1]) == ["B_shared"]
+    assert any(isinstance(t, N.Gemm) for t in body[1:-1])
+
+
+def test_copy_between_compute_statements_is_refused():
+    with pytest.raises(FrontendError, match=r"order=\[1, 3, 0, 2\] issues the copy into shared "
+                                            r"memory at line \d+ between the step's other"):
+        scaled_gemm([1, 3, 0, 2], [0, 0, 1, 1])
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("order,stage", [([0, 1, 2], [0, 0, 1]), ([0, 1, 2], [0, 0, 2]),
-                                         ([1, 2, 0], [0, 0, 2]), ([1, 2, 0], [0, 0, 1])])
+                                         ([1, 2, 0], [0, 0, 2]), ([1, 2, 0], [0, 0, 1]),
+                                         ([0, 2, 1], [0, 0, 2])])
 @pytest.mark.parametrize("options", [{"disable_warp_specialize": True},
                                      {"disable_warp_specialize": True, "disable_wgmma": True}, {}])
 def test_order_stage_gemm_on_gpu(order, stage, options):

@@ -150,7 +150,7 @@ def test_refusals_name_the_argument_and_line():
     # (order=[1, 0, 2] swaps the two loads of a step, which issue together: accepted)
     loop = next(s for s in walk_stmts(P.pipelined_reordered().kernels[0].body)
                 if getattr(s, "kind", None) == "pipelined")
-    assert loop.num_stages == 3 and not loop.loads_last
+    assert loop.num_stages == 3 and loop.loads_last == ()
 
 
 def test_pipelined_over_a_runtime_range_guards_its_prologue():

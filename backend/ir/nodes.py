@@ -562,11 +562,12 @@ class For(Stmt):
     # is unrolled ``n`` iterations at a time (``#pragma unroll n``; CuTe DSL's
     # ``cutlass.range(..., unroll=n)``); 0: unrolled completely
     unroll_factor: int = 0
-    # pipelined loops: the program's T.Pipelined(order=) issues the body's copies into
-    # shared memory after its other statements (a step issues step k + S - 1's loads after
-    # step k's compute, TileLang's order=[1, 2, 0] with stage=[0, 0, S - 1]); the
-    # software-pipelining pass places the refill so
-    loads_last: bool = False
+    # pipelined loops: the shared buffers whose copies the program's T.Pipelined(order=)
+    # issues after the body's other statements (a step issues step k + S - 1's loads into
+    # them after step k's compute: TileLang's order=[1, 2, 0] with stage=[0, 0, S - 1]
+    # names both tiles, order=[0, 2, 1] the second); the software-pipelining pass places
+    # their refill so, the other copies' at the start of the step
+    loads_last: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

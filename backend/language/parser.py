@@ -1929,7 +1929,7 @@ class _Parser:
         finally:
             self.pop()
         overlap = kind == "pipelined" and a.given("overlap_mma") and a.static_bool("overlap_mma")
-        loads_last = False
+        loads_last: tuple = ()
         if kind == "pipelined" and (a.given("stage") or a.given("order") or a.given("group")):
             num_stages, overlap, loads_last, body = self.manual_stages(a, body, num_stages)
             if num_stages == 0:
@@ -2018,10 +2018,11 @@ class _Parser:
         - tilecute's pipeline, ``num_stages = max(stage) + 1``: the copies into shared
           memory in stage 0 (or -1) and every other statement in the last stage, issued in
           the order ``order`` gives (TileLang's meaning: a step issues its statements in
-          that order, each for the iteration its stage puts it at); the copies together,
-          before the rest or after it (``For.loads_last``: the pipelining pass issues step
-          k + S - 1's copies after step k's other statements); the other statements in
-          that order (reordered in the body; not across scalar bindings);
+          that order, each for the iteration its stage puts it at); each copy before the
+          rest or after it (``For.loads_last``, the shared buffers of those after: the
+          pipelining pass issues step k + S - 1's copies into them after step k's other
+          statements); the other statements in that order (reordered in the body; not
+          across scalar bindings); with one stage, the body in that order;
         - the MMA overlap (TileLang's pipelined attention): two ``T.gemm``s, the first in
           stage 0 and issued first, the second in stage 1, the statements between them in
           stage 0 or 1, and everything in stage 1 issued before the stage-0 work between
@@ -2086,7 +2087,7 @@ class _Parser:
             if a.given("num_stages") and num_stages < 2:
                 raise a.fail("num_stages", f"num_stages={num_stages}: the overlapped GEMMs "
                                            "need 2 stages or more")
-            return (num_stages if a.given("num_stages") else 2), True, False, body
+            return (num_stages if a.given("num_stages") else 2), True, (), body
         last = max(stage, default=0)
         for g, st, producer in zip(groups, stage, loads):
             want = (0, -1) if producer else (last,)
@@ -2107,41 +2108,44 @@ class _Parser:
         if a.given("num_stages") and num_stages != stages:
             raise a.fail("num_stages", f"num_stages={num_stages} disagrees with stage= (max "
                                        f"stage {last}: {stages} stages)")
-        loads_last = False
+        loads_last: tuple = ()
         if order is not None and order != list(range(m)):
             issued = sorted(range(m), key=lambda g: order[g])  # (ties in source order)
             rest = [g for g in issued if not loads[g]]
-            at = [i for i, g in enumerate(issued) if loads[g]]
-            if at and at != list(range(len(at))) and at != list(range(m - len(at), m)):
-                raise a.fail("order", f"order={_show(a.value('order'))} issues some copies into "
-                                      "shared memory before and some after the step's other "
-                                      "statements; tilecute issues a step's copies together, "
-                                      "all before the rest or all after it")
-            loads_last = bool(at) and bool(rest) and at[0] > 0
+            at = {g: i for i, g in enumerate(issued)}
+            first, end = (at[rest[0]], at[rest[-1]]) if rest else (m, -1)
+            inside = [g for g in issued if loads[g] and first < at[g] < end]
+            if inside:
+                t = groups[inside[0]][0]
+                raise a.fail("order", f"order={_show(a.value('order'))} issues the copy into "
+                                      f"shared memory at line {t.loc.line if t.loc else '?'} "
+                                      "between the step's other statements; tilecute issues "
+                                      "each copy of a step before them all or after them all")
             copies = [g for g in issued if loads[g]]
             dsts = [t.dst.buffer for g in copies for t in groups[g]]
             if copies != sorted(copies) and len(set(dsts)) < len(dsts):
                 raise a.fail("order", f"order={_show(a.value('order'))} reorders copies into "
                                       "one shared buffer; tilecute issues a step's copies in "
                                       "source order (one wait for them all)")
-            if rest != sorted(rest) and any(isinstance(t, N.Let) for t in body):
+            moved = issued != list(range(m)) if not stages else rest != sorted(rest)
+            if moved and any(isinstance(t, N.Let) for t in body):
                 raise a.fail("order", f"order={_show(a.value('order'))} reorders statements of "
                                       "the body that has scalar bindings (x = ...) between "
                                       "them; tilecute reorders a pipelined body's statements "
                                       "only where it has none")
             # TileLang's meaning: within a step, the statements issue in the given order,
-            # each at its stage's offset.  The copies into shared memory go before or after
-            # the rest (loads_last: the pipelining pass issues them after it); the rest
-            # follow the order.  With one stage (no pipeline) the body is the statements
-            # in that order, as written.
-            ordered = [groups[g] for g in rest]
-            if loads_last and not stages:
-                body = tuple(t for g in ordered + [groups[g] for g in issued if loads[g]]
-                             for t in g)
-                loads_last = False
-            elif rest != sorted(rest):
-                body = tuple(t for g in [groups[g] for g in issued if loads[g]] + ordered
-                             for t in g)
+            # each at its stage's offset.  A copy into shared memory goes before the rest
+            # or after it (loads_last: the copies the pipelining pass issues after it); the
+            # rest follow the order.  With one stage (no pipeline) the body is the
+            # statements in that order, as written.
+            if not stages:
+                body = tuple(t for g in issued for t in groups[g])
+            else:
+                loads_last = tuple(t.dst.buffer for g in copies if at[g] > end
+                                   for t in groups[g]) if rest else ()
+                if rest != sorted(rest):
+                    body = tuple(t for g in [groups[g] for g in copies] +
+                                 [groups[g] for g in rest] for t in g)
         return stages, False, loads_last, body
 
     @staticmethod
