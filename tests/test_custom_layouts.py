@@ -11,6 +11,7 @@ import tilecute.language as T
 from tilecute.ir.printer import print_func as script
 from tilecute.language import FrontendError
 from tilecute.language.custom_layouts import MapError
+from tilecute.transform.fragment_thread_regions import RegionError
 from tilecute.transform.layout_inference import LayoutError
 from tilecute.transform.pipeline import run_passes
 
@@ -230,19 +231,29 @@ def k(X: T.Tensor((4, 512), "float32"), Y: T.Tensor((4, 512), "float32"),
         s = T.alloc_shared((64, 64), "float16")
 {body}
 """
-    with pytest.raises((FrontendError, LayoutError, MapError)) as e:
+    with pytest.raises((FrontendError, LayoutError, MapError, RegionError)) as e:
         run_passes(T.from_script(text), "sm_90a")
     return str(e.value)
 
 
 @pytest.mark.parametrize("body,message", [
-    # the reduce tests' partial layouts: 64 of 128 threads hold x, and its row sums
-    ("        T.annotate_layout({x: T.Fragment(x.shape, forward_fn=lambda i, j: (j // 8, i * 8 + j % 8))})",
-     "T.Fragment of 'x': the T.Fragment spreads it over threads 0..63 only"),
-    ("        T.annotate_layout({m: T.Fragment(m.shape, forward_fn=lambda i, rep: (rep, i), replicate=64)})",
-     "holds each element on 64 threads of the block's 128"),
-    ("        T.annotate_layout({m: T.Fragment(m.shape, forward_fn=lambda i, rep: (i % 2 * 64 + rep, i // 2), replicate=64)})",
-     "the T.Fragment holds each element on 64 threads"),
+    # partial layouts (test_partial_thread_fragments.py runs those TileLang takes): a range
+    # not of whole warps, not a power of two wide, not contiguous
+    ("        T.annotate_layout({x: T.Fragment(x.shape, forward_fn=lambda i, j: (16 + j // 8, i * 8 + j % 8))})",
+     "T.Fragment of 'x': the T.Fragment spreads it over threads 16..79: not a warp-aligned "
+     "participating thread range"),
+    ("        T.annotate_layout({m: T.Fragment(m.shape, forward_fn=lambda i, rep: (rep, i), replicate=96)})",
+     "holds its elements on threads 0..95: 96 threads, not a positive power of two"),
+    ("        T.annotate_layout({m: T.Fragment(m.shape, forward_fn=lambda i, rep: (i % 2 * 64 + rep, i // 2), replicate=32)})",
+     "holds its elements on threads 0..31, 64..95, which are not one contiguous thread range"),
+    ("        T.annotate_layout({x: T.Fragment(x.shape, forward_fn=lambda i, j: (i % 2 * 64 + j // 16, (i // 2) * 16 + j % 16))})",
+     "spreads it over threads 0..31, 64..95, which are not one contiguous thread range"),
+    ("        T.annotate_layout({x: T.Fragment(x.shape, forward_fn=lambda i, j: (j // 8, i * 8 + j % 8)),\n"
+     "                           m: T.Fragment(m.shape, forward_fn=lambda i, rep: (64 + rep, i), replicate=64)})\n"
+     "        T.copy(X, x)\n"
+     "        T.reduce_sum(x, m, dim=1)",
+     "uses 'm' (threads 64..127), 'x' (threads 0..63) that T.Fragment layouts put on "
+     "different threads"),
     ("        T.annotate_layout({x: T.Fragment(x.shape, forward_fn=lambda i, j: (j % 128, 0))})",
      "puts two elements in register 0 of thread 0"),
     ("        T.annotate_layout({x: T.Fragment(x.shape, forward_fn=lambda i, j: (j, i))})",

@@ -173,7 +173,43 @@ def relu_grad(X: T.Tensor((64, 32), "float32"), G: T.Tensor((64, 32), "float32")
             Y[i, j] = G[i, j] * slope
 """
 
+# a fragment on threads 32..95 of 128 and its row sums on the same threads (TileLang's
+# partial thread barrier reduction)
+PARTIAL = """\
+@T.prim_func
+def normalize(X: T.Tensor((4, 512), "float32"), Y: T.Tensor((4, 512), "float32")):
+    with T.Kernel(1, threads=128) as bx:
+        x = T.alloc_fragment((4, 512), "float32")
+        s = T.alloc_fragment((4,), "float32")
+        T.annotate_layout({x: T.Fragment(x.shape, forward_fn=lambda i, j: (32 + j // 8, i * 8 + j % 8)),
+                           s: T.Fragment(s.shape, forward_fn=lambda i, rep: (32 + rep, i), replicate=64)})
+        T.copy(X, x)
+        T.reduce_sum(x, s, dim=1)
+        for i, j in T.Parallel(4, 512):
+            Y[i, j] = x[i, j] / s[i]
+"""
+
 CASES = [
+    ("fragment_thread_regions", PARTIAL, "sm_90a", """\
+@@ -8,8 +8,9 @@
+-        s = T.alloc_fragment((4,), "float32", layout=T.Layout("replicated", threads=64, first_thread=32))
+-        for i1 in T.Parallel(4):
+-            for i2 in T.Parallel(512):
+-                x[i1, i2] = X[i1, i2]
+-        T.reduce_sum(x, s, dim=1, clear=True)
+-        for i in T.Parallel(4):
+-            for j in T.Parallel(512):
+-                Y[i, j] = x[i, j] / s[i]
++        s = T.alloc_fragment((4,), "float32", layout=T.Layout("replicated"))
++        if 32 <= T.get_thread_binding() < 96:
++            for i1 in T.Parallel(4):
++                for i2 in T.Parallel(512):
++                    x[i1, i2] = X[i1, i2]
++            T.reduce_sum(x, s, dim=1, clear=True)
++            for i in T.Parallel(4):
++                for j in T.Parallel(512):
++                    Y[i, j] = x[i, j] / s[i]
+"""),
     ("hoist_parallel_locals", RELU_GRAD, "sm_90a", """\
 @@ -6,0 +7 @@
 +        slope = T.alloc_local((1,), "float32")

@@ -69,20 +69,29 @@ def test_dq_index_map_reaches_the_atomics():
 
 
 # ---- refusals ---------------------------------------------------------------------------------
-def test_fragment_layout_annotation_is_refused_by_name():
+def test_fragment_layout_over_half_the_block_runs_there():
+    """Rows on threads i % 64 (threads 0..63 of 128, a row a thread step): was refused
+    ('spreads it over threads 0..63 only'); the copies over it now run on those threads
+    (tests/test_partial_thread_fragments.py)."""
     import tilecute.language as T
-    from tilecute.language.parser import FrontendError
-    # (a map onto one of tilecute's fragment layouts is honored: tests/test_custom_layouts.py)
-    with pytest.raises(FrontendError, match=r"T.Fragment of 'x': the T.Fragment spreads it "
-                                            r"over threads 0..63 only"):
-        @T.prim_func
-        def fl(X: T.Tensor((128, 128), T.float32), Y: T.Tensor((128, 128), T.float32)):
-            with T.Kernel(1, threads=128):
-                x = T.alloc_fragment((128, 128), T.float32)
-                T.annotate_layout({x: T.Fragment((128, 128), forward_thread_fn=lambda i, j: i % 64,
-                                                 forward_index_fn=lambda i, j: i // 64 * 128 + j)})
-                T.copy(X, x)
-                T.copy(x, Y)
+    from tilecute.ir import nodes as N
+    from tilecute.ir.visitor import walk_stmts
+    from tilecute.transform.pipeline import run_passes
+
+    @T.prim_func
+    def fl(X: T.Tensor((128, 128), T.float32), Y: T.Tensor((128, 128), T.float32)):
+        with T.Kernel(1, threads=128):
+            x = T.alloc_fragment((128, 128), T.float32)
+            T.annotate_layout({x: T.Fragment((128, 128), forward_thread_fn=lambda i, j: i % 64,
+                                             forward_index_fn=lambda i, j: i // 64 * 128 + j)})
+            T.copy(X, x)
+            T.copy(x, Y)
+
+    func = run_passes(fl, "sm_90a", until="infer_layouts")
+    assert [s.span for s in walk_stmts(func.kernels[0].body)
+            if isinstance(s, N.WarpGroups)] == [(0, 64)]
+    lay = next(s.layout for s in walk_stmts(func.kernels[0].body) if isinstance(s, N.Allocate))
+    assert lay == N.Layout("blocked", threads=64, vector=128)
 
 
 # ---- on the GPU -------------------------------------------------------------------------------

@@ -343,8 +343,9 @@ def pipelined_explicit_schedule(stages=2, M=128, N=128, K=256, bm=64, bn=64, bk=
 
 
 def pipelined_reordered(M=128, N=128, K=256, bm=64, bn=64, bk=32):
-    """``order=[1, 0, 2]`` (B's load issued before A's): a schedule tilecute does not run,
-    refused naming ``order``."""
+    """``order=[1, 0, 2]`` (B's load issued before A's): the two loads of a step issue
+    together (one mbarrier, one wait), so their order is not observable; tilecute keeps
+    source order for them."""
 
     @T.prim_func
     def reordered(A: T.Tensor((M, K), T.float16), B: T.Tensor((K, N), T.float16),

@@ -248,7 +248,10 @@ class MmaEmitter:
             dtype = mma_type(buf.dtype) if family != "simt" else cute_type(buf.dtype)
             return (f"tcm.operand({ptr}, {dtype}, {rows}, {cols}, {layout.swizzle}, {mn_major}, "
                     f"{quote(family if family != 'simt' else 'mma')}{stride})")
-        return f"tcm.simt_operand({ptr}, {cute_type(buf.dtype)}, {rows}, {cols}, {mn_major}{stride})"
+        # (row-major: a SIMT T.gemm's operand, or an mma.sync one whose rows no swizzle
+        # chunks tile, read by ldmatrix as they are)
+        dtype = mma_type(buf.dtype) if family == "mma" else cute_type(buf.dtype)
+        return f"tcm.simt_operand({ptr}, {dtype}, {rows}, {cols}, {mn_major}{stride})"
 
     def simt(self, s: N.Gemm, depth: int, stage: str | None) -> None:
         """A T.gemm no tensor-core MMA serves (the gemm pass's ``simt`` family): each

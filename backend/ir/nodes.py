@@ -562,6 +562,12 @@ class For(Stmt):
     # is unrolled ``n`` iterations at a time (``#pragma unroll n``; CuTe DSL's
     # ``cutlass.range(..., unroll=n)``); 0: unrolled completely
     unroll_factor: int = 0
+    # pipelined loops: the shared buffers whose copies the program's T.Pipelined(order=)
+    # issues after the body's other statements (a step issues step k + S - 1's loads into
+    # them after step k's compute: TileLang's order=[1, 2, 0] with stage=[0, 0, S - 1]
+    # names both tiles, order=[0, 2, 1] the second); the software-pipelining pass places
+    # their refill so, the other copies' at the start of the step
+    loads_last: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -647,12 +653,18 @@ class WarpGroups(Stmt):
     ``span``: a region of whole warps that are not whole warpgroups (the branch ``if tx
     < 32:`` of a 96-thread block, its ``else``): the threads ``span[0] <= thread <
     span[1]`` (multiples of 32), ``groups`` then empty; the same region otherwise, except
-    that no ``T.gemm`` runs in it (an MMA here takes whole warpgroups)."""
+    that no ``T.gemm`` runs in it (an MMA here takes whole warpgroups).
+
+    ``synced``: a region the compiler made for the threads holding a fragment (pass
+    ``fragment_thread_regions``): ordered against the statements around it, neighbouring
+    regions included, by block barriers as any statement (the program orders a T.ws
+    region, or the branches of ``if tx < 32:``, side by side with its mbarriers)."""
 
     groups: tuple[int, ...]
     body: tuple[Stmt, ...]
     loc: Optional[Loc] = _loc()
     span: tuple[int, ...] = ()
+    synced: bool = False
 
     @property
     def first_thread(self) -> int:

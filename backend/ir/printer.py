@@ -131,6 +131,8 @@ def _loop_range(s: N.For) -> str:
             bounds += f", warp_specialize={s.warp_specialize}"
         if s.overlap_mma:
             bounds += ", overlap_mma=True"
+        if s.loads_last:
+            bounds += f", loads_last={tuple(s.loads_last)!r}"
         if s.stage_base is not None:
             bounds += f", stage_base={expr_str(s.stage_base)}"
     if s.vector_width:

@@ -112,11 +112,14 @@ def _encode(x):
                     isinstance(x, nodes.Allocate) and f.name == "address" and value is None or \
                     isinstance(x, nodes.For) and f.name == "loop_layout" and value is None or \
                     isinstance(x, nodes.For) and f.name == "unroll_factor" and not value or \
+                    isinstance(x, nodes.For) and f.name == "loads_last" and not value or \
+                    isinstance(x, nodes.WarpGroups) and f.name == "synced" and not value or \
                     isinstance(x, nodes.ClusterSync) and f.name == "kind" and value == "sync" or \
                     isinstance(x, nodes.MBarrierArrive) and f.name == "block" and value is None or \
                     isinstance(x, nodes.KernelScope) and f.name == "l2_hit_ratios" and not value:
                 # (TileLang's function attributes, T.wgmma_gemm's flag, an address, a loop
-                # layout, an unroll factor and a kernel's L2 hit ratios, when set)
+                # layout, an unroll factor, loads issued last, a region's own barriers and a
+                # kernel's L2 hit ratios, when set)
                 continue
             out[f.name] = _encode(value)
         return out

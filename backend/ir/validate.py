@@ -519,6 +519,11 @@ class _Validator:
                                     or isinstance(s.unroll_factor, bool) or s.unroll_factor < 0):
                 self.fail(f"unroll_factor={s.unroll_factor!r}: an unrolled loop's hint, an int >= 1 "
                           f"(0: unrolled completely), not on a {s.kind} loop")
+            if s.loads_last and (s.kind != "pipelined" or s.num_stages < 2 or not all(
+                    isinstance(b, str) for b in s.loads_last)):
+                self.fail(f"loads_last={s.loads_last!r} on a {s.kind} loop of {s.num_stages} "
+                          "stages: the shared buffers whose copies a pipelined loop of 2 stages "
+                          "or more issues after the rest of a step")
             if not isinstance(s.var, N.Var):
                 self.fail(f"a loop variable is a Var, got {type(s.var).__name__}")
             self.expr(s.start, vars_, bufs)

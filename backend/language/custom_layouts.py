@@ -9,8 +9,12 @@ whole input (and its replication index) at parse time:
 - a ``T.Fragment`` is honored where the thread of every element equals the one in one of
   tilecute's own fragment layouts (:func:`match_fragment`): ``blocked`` over the block's
   threads with some ``vector``, or ``replicated`` (every thread of the block holds every
-  element).  The program then means exactly what TileLang's does: the same thread holds
-  (or runs) the same element (iteration).  Which register of its thread holds an element
+  element), or one of them over a contiguous, warp-aligned range of the block's threads
+  (the statements over the fragment then run on that range).  The program then means
+  exactly what TileLang's does: the same thread holds (or runs) the same element
+  (iteration); a replicated one may be held by more threads than TileLang's map gives
+  (the same values: a reduction's output on the threads of each row is held by all the
+  threads of the rows).  Which register of its thread holds an element
   changes no value a program computes, so tilecute keeps its own register order (the map
   must still give two elements of one thread different registers, as TileLang requires);
   any other map is refused, saying what tilecute takes;
@@ -386,6 +390,15 @@ def match_fragment(frag: Fragment, shape, threads: int, what: str) -> N.Layout:
     ``T.Parallel`` nest's extents) the threads ``frag`` gives it, over a block of
     ``threads`` threads: ``blocked`` (one thread per element, element ``f`` on thread ``(f
     // vector) % threads``) or ``replicated`` (every thread holds every element).
+
+    Or over part of the block (TileLang's fragments on some of its threads, reduced with
+    its partial thread barriers): ``blocked`` over threads ``lo .. lo + n - 1`` (element
+    ``f`` on ``lo + (f // vector) % n``: ``threads=n, first_thread=lo``), or ``replicated``
+    over them where each element lies on some of the threads of that range (every thread
+    of the range then holds every element; the values are the same); ``n`` whole warps,
+    a power of two, from a multiple of 32 (TileLang's partial barriers' rule).  The pass
+    ``fragment_thread_regions`` runs the statements over such a fragment on its threads.
+    Elements on some threads of the whole block are ``replicated`` alike.
     ``MapError`` naming ``what`` and saying why not."""
     import numpy as np
 
@@ -420,22 +433,63 @@ def match_fragment(frag: Fragment, shape, threads: int, what: str) -> N.Layout:
         used = np.unique(owner)
         if used.size < threads and owner[0] == used[0] and \
                 np.array_equal(owner, used[0] + (f // v) % used.size):
-            raise MapError(f"{what}: the T.Fragment spreads it over threads {used[0]}.."
-                           f"{used[0] + used.size - 1} only (element f on thread {used[0]} + "
-                           f"(f // {v}) % {used.size}); tilecute's blocked layout spreads a "
-                           f"fragment over all the block's {threads} threads: use (f // {v}) % "
-                           f"{threads}, or a block of {used.size} threads")
+            # TileLang's fragment over part of the block: its loops run on those threads,
+            # its reductions meet on a barrier of theirs (the layout pass's thread region)
+            lo, n = int(used[0]), int(used.size)
+            _check_part(what, lo, n, threads, f"spreads it over threads {lo}..{lo + n - 1}")
+            return N.Layout("blocked", threads=n, vector=v, first_thread=lo)
+        if used.size and used[-1] - used[0] + 1 != used.size:
+            raise MapError(f"{what}: the T.Fragment spreads it over threads "
+                           f"{_show_ranges(used)}, which are not one contiguous thread range; "
+                           "tilecute lays a fragment over the block's threads or over one "
+                           "contiguous, warp-aligned range of them")
         raise MapError(f"{what}: the T.Fragment puts element f (row-major) on threads "
                        f"{_show_threads(owner)}; tilecute takes a map whose thread is "
                        f"(f // v) % {threads} for some v (its blocked layout over the block's "
                        f"{threads} threads) or one holding every element on every thread "
                        "(replicate = the block's threads)")
-    if all(h.size == threads for h in held):
+    used = np.unique(np.concatenate(held))
+    if used.size == threads:
+        # (each element on all the block's threads; or on some of them, say the threads of
+        # its row in a reduction's output: every thread then holds it, with the same value)
         return N.Layout("replicated")
-    sizes = sorted({h.size for h in held})
-    raise MapError(f"{what}: the T.Fragment holds each element on {'/'.join(map(str, sizes))} "
-                   f"threads of the block's {threads}; tilecute takes one thread per element "
-                   "(its blocked layout) or every thread (replicate = the block's threads)")
+    if used[-1] - used[0] + 1 == used.size:
+        # every element on some threads of one contiguous range (a reduction's output on
+        # the threads of its rows, TileLang's partial thread barrier): replicated over that
+        # range, whose every thread then holds every element (the same values)
+        lo, n = int(used[0]), int(used.size)
+        _check_part(what, lo, n, threads, f"holds its elements on threads {lo}..{lo + n - 1}")
+        return N.Layout("replicated", threads=n, first_thread=lo)
+    raise MapError(f"{what}: the T.Fragment holds its elements on threads "
+                   f"{_show_ranges(used)}, which are not one contiguous thread range; "
+                   "tilecute lays a fragment over the block's threads or over one "
+                   "contiguous, warp-aligned range of them")
+
+
+def _check_part(what: str, lo: int, n: int, threads: int, how: str) -> None:
+    """A fragment on threads ``lo .. lo + n - 1`` of a block of ``threads``: its loops run
+    on them (a thread region of whole warps) and its reductions meet on a named barrier of
+    theirs; TileLang's partial thread barriers take a warp-aligned range whose width is a
+    positive power of two."""
+    if lo % 32 or n % 32:
+        raise MapError(f"{what}: the T.Fragment {how}: not a warp-aligned participating thread "
+                       f"range of whole warps whose width is a positive power of two (TileLang's "
+                       "rule for the reductions over such fragments; tilecute runs a fragment's "
+                       "loops on the whole warps holding it)")
+    if n & (n - 1):
+        raise MapError(f"{what}: the T.Fragment {how}: {n} threads, not a positive power of two "
+                       "(TileLang's partial thread barriers take a power-of-two width of whole "
+                       "warps)")
+
+
+def _show_ranges(used) -> str:
+    runs, start = [], int(used[0])
+    for a, b in zip(used[:-1], used[1:]):
+        if b != a + 1:
+            runs.append((start, int(a)))
+            start = int(b)
+    runs.append((start, int(used[-1])))
+    return ", ".join(f"{a}..{b}" for a, b in runs)
 
 
 def _show_threads(owner) -> str:

@@ -2159,8 +2159,9 @@ class _Parser:
         finally:
             self.pop()
         overlap = kind == "pipelined" and a.given("overlap_mma") and a.static_bool("overlap_mma")
+        loads_last: tuple = ()
         if kind == "pipelined" and (a.given("stage") or a.given("order") or a.given("group")):
-            num_stages, overlap = self.manual_stages(a, body, num_stages)
+            num_stages, overlap, loads_last, body = self.manual_stages(a, body, num_stages)
             if num_stages == 0:
                 kind, warp_specialize = "serial", None
         innermost = len(loop_vars) - 1
@@ -2171,7 +2172,7 @@ class _Parser:
                           warp_specialize=warp_specialize, overlap_mma=overlap,
                           copy_instruction=copy_instruction if d == innermost else "",
                           loop_layout=loop_layout if d == innermost else None,
-                          unroll_factor=unroll_factor),)
+                          unroll_factor=unroll_factor, loads_last=loads_last),)
             if d == innermost and _has_break(body[0].body, _Continue):
                 body = self.continue_loop(body[0], kind)
             if d == innermost and _has_break(body[-1].body):
@@ -2238,14 +2239,20 @@ class _Parser:
         except MapError as e:
             raise a.fail(arg, str(e)) from None
 
-    def manual_stages(self, a: _Args, body, num_stages: int) -> tuple[int, bool]:
+    def manual_stages(self, a: _Args, body, num_stages: int) -> tuple[int, bool, bool, tuple]:
         """``T.Pipelined(n, stage=[...], order=[...], group=[[...], ...])``: a manual
         schedule (``group`` gathers consecutive statements; ``stage`` and ``order`` are then
-        per group), honored where it is one tilecute builds; returns (num_stages, overlap):
+        per group), honored where it is one tilecute builds; returns (num_stages, overlap,
+        loads_last, the body in its order):
 
-        - tilecute's pipeline, ``num_stages = max(stage) + 1``: the scheduled statements
-          (those of the body but scalar bindings) in source order, the copies into shared
-          memory in stage 0 (or -1) and every other statement in the last stage;
+        - tilecute's pipeline, ``num_stages = max(stage) + 1``: the copies into shared
+          memory in stage 0 (or -1) and every other statement in the last stage, issued in
+          the order ``order`` gives (TileLang's meaning: a step issues its statements in
+          that order, each for the iteration its stage puts it at); each copy before the
+          rest or after it (``For.loads_last``, the shared buffers of those after: the
+          pipelining pass issues step k + S - 1's copies into them after step k's other
+          statements); the other statements in that order (reordered in the body; not
+          across scalar bindings); with one stage, the body in that order;
         - the MMA overlap (TileLang's pipelined attention): two ``T.gemm``s, the first in
           stage 0 and issued first, the second in stage 1, the statements between them in
           stage 0 or 1, and everything in stage 1 issued before the stage-0 work between
@@ -2310,13 +2317,7 @@ class _Parser:
             if a.given("num_stages") and num_stages < 2:
                 raise a.fail("num_stages", f"num_stages={num_stages}: the overlapped GEMMs "
                                            "need 2 stages or more")
-            return (num_stages if a.given("num_stages") else 2), True
-        if order is not None and order != list(range(m)):
-            raise a.fail("order", f"order={_show(a.value('order'))} is not supported: tilecute "
-                                  f"issues a pipelined loop's statements in source order "
-                                  f"(order=None or {list(range(m))}), or the order of the MMA "
-                                  f"overlap (the first T.gemm, then the stage-1 work and the "
-                                  f"second T.gemm, then the rest)")
+            return (num_stages if a.given("num_stages") else 2), True, (), body
         last = max(stage, default=0)
         for g, st, producer in zip(groups, stage, loads):
             want = (0, -1) if producer else (last,)
@@ -2324,15 +2325,58 @@ class _Parser:
                 t = g[0]
                 what = "a copy into shared memory" if producer else "a statement other than a " \
                     "global-to-shared copy"
-                raise a.fail("stage", f"stage={_show(a.value('stage'))}: {what} at line "
-                                      f"{t.loc.line if t.loc else '?'} is in stage {st}; tilecute's "
-                                      f"pipeline puts copies into shared memory in stage 0 and "
-                                      f"the rest in the last stage ({last})")
+                why = (f"{what} at line {t.loc.line if t.loc else '?'} is in stage {st}; "
+                       f"tilecute's pipeline puts copies into shared memory in stage 0 and the "
+                       f"rest in the last stage ({last})")
+                if order is not None and order != list(range(m)):
+                    raise a.fail("order", f"order={_show(a.value('order'))} with stage="
+                                          f"{_show(a.value('stage'))} is not supported: {why}, "
+                                          "or the MMA overlap's schedule (the first T.gemm, then "
+                                          "the stage-1 work and the second T.gemm, then the rest)")
+                raise a.fail("stage", f"stage={_show(a.value('stage'))}: {why}")
         stages = last + 1 if last else 0
         if a.given("num_stages") and num_stages != stages:
             raise a.fail("num_stages", f"num_stages={num_stages} disagrees with stage= (max "
                                        f"stage {last}: {stages} stages)")
-        return stages, False
+        loads_last: tuple = ()
+        if order is not None and order != list(range(m)):
+            issued = sorted(range(m), key=lambda g: order[g])  # (ties in source order)
+            rest = [g for g in issued if not loads[g]]
+            at = {g: i for i, g in enumerate(issued)}
+            first, end = (at[rest[0]], at[rest[-1]]) if rest else (m, -1)
+            inside = [g for g in issued if loads[g] and first < at[g] < end]
+            if inside:
+                t = groups[inside[0]][0]
+                raise a.fail("order", f"order={_show(a.value('order'))} issues the copy into "
+                                      f"shared memory at line {t.loc.line if t.loc else '?'} "
+                                      "between the step's other statements; tilecute issues "
+                                      "each copy of a step before them all or after them all")
+            copies = [g for g in issued if loads[g]]
+            dsts = [t.dst.buffer for g in copies for t in groups[g]]
+            if copies != sorted(copies) and len(set(dsts)) < len(dsts):
+                raise a.fail("order", f"order={_show(a.value('order'))} reorders copies into "
+                                      "one shared buffer; tilecute issues a step's copies in "
+                                      "source order (one wait for them all)")
+            moved = issued != list(range(m)) if not stages else rest != sorted(rest)
+            if moved and any(isinstance(t, N.Let) for t in body):
+                raise a.fail("order", f"order={_show(a.value('order'))} reorders statements of "
+                                      "the body that has scalar bindings (x = ...) between "
+                                      "them; tilecute reorders a pipelined body's statements "
+                                      "only where it has none")
+            # TileLang's meaning: within a step, the statements issue in the given order,
+            # each at its stage's offset.  A copy into shared memory goes before the rest
+            # or after it (loads_last: the copies the pipelining pass issues after it); the
+            # rest follow the order.  With one stage (no pipeline) the body is the
+            # statements in that order, as written.
+            if not stages:
+                body = tuple(t for g in issued for t in groups[g])
+            else:
+                loads_last = tuple(t.dst.buffer for g in copies if at[g] > end
+                                   for t in groups[g]) if rest else ()
+                if rest != sorted(rest):
+                    body = tuple(t for g in [groups[g] for g in copies] +
+                                 [groups[g] for g in rest] for t in g)
+        return stages, False, loads_last, body
 
     @staticmethod
     def overlap_schedule(groups, loads, stage, order) -> bool:

@@ -248,11 +248,12 @@ class _Sync:
         of the run needs against the statements before the run goes before the run's first
         region, and none goes between them.  ``run``: the run so far ((its regions' thread
         ranges, the state before it, its position in ``out``), or None); returns the run
-        with ``s``."""
+        with ``s``.  A region the compiler made for a fragment's threads (``synced``)
+        starts a run of its own: a barrier orders it after its neighbour."""
         reads, writes, _ = self.touches(s)
         is_async = _async_writes(s)
         lo, hi = s.first_thread, s.first_thread + s.num_threads
-        if run is None or any(lo < b and a < hi for a, b in run[0]):
+        if run is None or s.synced or any(lo < b and a < hi for a, b in run[0]):
             run = ([], st.copy(), len(out))
         ranges, before, at = run
         if (reads & set(before.written) or writes & (before.read | set(before.written))) and \

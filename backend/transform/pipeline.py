@@ -12,7 +12,8 @@ from typing import Callable
 from ..ir import nodes as N
 from ..ir.validate import validate
 from ..options import check_options
-from . import (accumulator_views, defer_row_sums, fast_math, hoist_parallel_locals, index_width,
+from . import (accumulator_views, defer_row_sums, fast_math, fragment_thread_regions,
+               hoist_parallel_locals, index_width,
                insert_barriers, layout_inference, lower_tile_ops,
                overlap_mma, rasterize, scope_safe_values, select_mma, shared_epilogue, shared_memory,
                software_pipeline, tma_copies, tma_descriptors, tma_multicast, vectorize,
@@ -53,6 +54,8 @@ PASSES = (
          lambda f, arch, o: tma_descriptors.assign_tma_descriptors(f, arch)),
     Pass("lower_tile_ops", lambda f, arch, o: lower_tile_ops.lower_tile_ops(f)),
     Pass("hoist_parallel_locals", lambda f, arch, o: hoist_parallel_locals.hoist_parallel_locals(f)),
+    Pass("fragment_thread_regions",
+         lambda f, arch, o: fragment_thread_regions.fragment_thread_regions(f)),
     Pass("infer_layouts", lambda f, arch, o: layout_inference.infer_layouts(f)),
     Pass("defer_row_sums", lambda f, arch, o: defer_row_sums.defer_row_sums(f, o)),
     Pass("vectorize", lambda f, arch, o: vectorize.vectorize(f, arch)),

@@ -102,12 +102,13 @@ def mma_warps(m: int, n: int, warps: int, policy: str = "Square",
     warps along M as the tile allows, ``FullCol`` as many along N, ``Square`` makes each
     warp's tile as square as possible; ``all_along_m``: every warp along M or nothing (A
     from registers)."""
-    # (warps along N a power of two: CuTe DSL's tiled mma.sync aborts the process in
-    # partition_B for 3, 6, 12 warps along N)
+    # (warps along N other than a power of two take 16 x 8 steps: CuTe DSL aborts the
+    # process partitioning B for ldmatrix.x4 (16 x 16 steps) over 3, 6, 12 warps along N;
+    # with .x2 (one n8 atom a step, runtime.cute.mma.mma_n_step) it partitions any count)
     def arrangements(step):
         return [(wm, warps // wm) for wm in range(1, warps + 1) if warps % wm == 0
                 and m % (16 * wm) == 0 and n % (step * (warps // wm)) == 0
-                and (warps // wm) & (warps // wm - 1) == 0
+                and (step == 8 or (warps // wm) & (warps // wm - 1) == 0)
                 and not (all_along_m and warps // wm != 1)]
     valid = arrangements(16) or arrangements(8)
     if not valid:
@@ -274,9 +275,8 @@ class _Kernel:
                 if a.dtype in MMA_TYPES and self.threads % WARP == 0:
                     # (the mma.sync fallback above found no arrangement either)
                     mma = (f"; and on mma.sync no arrangement of {self.threads // WARP} warps "
-                           f"tiles {m} x {n} in 16 x 8 steps with policy {s.policy} (the warps "
-                           "along N a power of two: CuTe DSL's tiled MMA cannot partition B "
-                           "otherwise)")
+                           f"tiles {m} x {n} in 16 x 8 steps with policy {s.policy} (each "
+                           "warp a multiple of 16 rows and 8 columns, as TileLang's)")
                 self.fail(s, ("No valid warp partition (TileLang's words): " if mma else "") +
                           f"wgmma runs on warpgroups of {WARPGROUP} threads; the block has "
                           f"{self.threads}{mma}")
@@ -308,8 +308,9 @@ class _Kernel:
             if warps is None:
                 self.fail(s, f"No valid warp partition (TileLang's words): no arrangement of "
                              f"{self.threads // WARP} warps tiles {m} x {n} in 16 x 8 steps "
-                             f"with policy {s.policy} (on mma.sync the warps along N must be a "
-                             f"power of two: CuTe DSL's tiled MMA cannot partition B otherwise)")
+                             f"with policy {s.policy} (each warp a multiple of 16 rows and 8 "
+                             "columns, as TileLang's; with A from registers every warp along "
+                             "M)")
         for buf, what in ((a, "A"), (b, "B")):
             if buf is a and a_regs:
                 self.set_layout(s, a.name, N.Layout("mma", threads=self.threads, mma=family,
@@ -321,6 +322,17 @@ class _Kernel:
             # the chunks must also tile every part of the buffer some T.gemm reads
             bounds = self.part_bounds.get(buf.name, cols * esize)
             swizzle = operand_swizzle(math.gcd(cols * esize, bounds))
+            given = self.allocs[buf.name].layout  # the program's (T.annotate_layout, layout=)
+            if family == "mma" and given is None:
+                # (a chunk width the warps' tile along a chunked MN dim can be cut from; else
+                # the rows unswizzled, as ldmatrix reads them)
+                mn_major = s.transpose_a if what == "A" else not s.transpose_b
+                swizzle = self.warp_swizzle(swizzle, buf, mn_major, what, warps, n)
+                if not swizzle and rows % 8 == 0 and (cols * esize) % 16 == 0 and \
+                        bounds % (cols * esize) == 0:
+                    self.check_rows(s, buf, what, s.a_part if buf is a else s.b_part)
+                    self.set_layout(s, buf.name, N.Layout("row_major"))
+                    continue
             if not swizzle or rows % 8:
                 self.fail(s, f"{what} ('{buf.name}') is {rows} x {cols} {buf.dtype}: its rows must "
                              "be a multiple of 32 bytes and its row count a multiple of 8"
@@ -329,7 +341,6 @@ class _Kernel:
                                 f"{bounds} bytes) must start and end on 32-byte chunks of the "
                                 "swizzled layout"))
             self.check_rows(s, buf, what, s.a_part if buf is a else s.b_part)
-            given = self.allocs[buf.name].layout  # the program's (T.annotate_layout, layout=)
             if given is not None and given.kind == "tma_swizzled" and \
                     math.gcd(cols * esize, bounds) % given.swizzle:
                 self.fail(s, f"{what} ('{buf.name}') has a {given.swizzle}-byte swizzle from the "
@@ -458,6 +469,32 @@ class _Kernel:
                       f"of {WARPGROUP}, each 64-row steps, policy {s.policy})")
         self.fail(s, f"T.wgmma_gemm runs on wgmma only: {reason}; T.gemm would run it on "
                      f"{family if family == 'simt' else 'mma.sync'}")
+
+    @staticmethod
+    def warp_swizzle(widest: int, buf: N.Buffer, mn_major: bool, what: str, warps: tuple,
+                     n: int) -> int:
+        """The widest swizzle up to ``widest`` under which CuTe DSL can cut an mma.sync
+        operand's MN dim into the warps' tiles, or 0.  A chunked MN dim (an MN-major
+        operand: its chunks of ``swizzle`` bytes lie along MN) is cut in tiles of ``P`` =
+        warps x step elements (A: 16-row steps; B: ``mma_n_step`` columns) of ``count``
+        steps: a chunk must hold whole tiles, or a tile whole chunks of whole steps (CuTe
+        DSL aborts the process partitioning B over 3, 6 or 12 warps along N with 64-column
+        chunks otherwise).  A K-major operand's MN dim is its rows (groups of 8): any."""
+        if not mn_major or not widest:
+            return widest
+        esize = DTYPES[buf.dtype].bytes
+        if what == "A":
+            step, count = 16, warps[0]
+        else:
+            count = warps[1]
+            step = 16 if n % (16 * count) == 0 and count & (count - 1) == 0 else 8  # (tcm.mma_n_step)
+        tile = step * count
+        for swizzle in (x for x in TMA_SWIZZLES if x <= widest):
+            width = swizzle // esize
+            if width % tile == 0 or tile % width == 0 and width % step == 0 and \
+                    count % (width // step) == 0:
+                return swizzle
+        return 0
 
     def check_rows(self, s: N.Gemm, buf: N.Buffer, what: str, part: tuple) -> None:
         """A part of a swizzled operand starts and ends on a multiple of 8 rows."""

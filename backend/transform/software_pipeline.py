@@ -15,6 +15,12 @@ loaded tiles (A from shared memory), the refill moves after it and the gemm keep
 MMAs in flight (``wg_wait=1``): step k's MMAs overlap step k + 1's wait, each thread
 releases step k - 1's stage on an "empty" mbarrier once its MMAs of step k - 1 are done,
 and one thread waits for that release and refills the stage (no block barrier).
+A loop whose program ``order`` issues loads after the rest of the step
+(``For.loads_last``, their shared buffers: ``order=[1, 2, 0], stage=[0, 0, 2]`` names
+both tiles) gets their refill at the end of the body instead of the start (the block
+barrier the barrier pass puts before it orders it after the reads of the stage it
+refills, made in step k - 1); the other loads stay at the start (all arrive on the
+stage's one mbarrier).
 Consecutive pending loads at the kernel's top level share one mbarrier and one wait.
 Loops the warp-specialization pass took have no pending loads left.
 """
@@ -94,6 +100,14 @@ class _Pipeliner:
             refill = N.If(N.Cmp("lt", rel, n), (N.If(one, (acquire,) + prefetch.then,
                                                      loc=loop.loc),), loc=loop.loc)
             new_body = rest[:wait_at] + [wait] + rest[wait_at:] + [release, refill]
+        elif loop.loads_last:  # (the program's order: these refills after the step's work)
+            late = [c for c in loads if c.dst.buffer in loop.loads_last]
+            early = [c for c in loads if c.dst.buffer not in loop.loads_last]
+
+            def refill(part):
+                it = issuer(loop, part, bar)(ahead, N.binop("mod", rel, i32(S)))
+                return [N.If(N.Cmp("lt", rel, n), it, loc=loop.loc)] if part else []
+            new_body = refill(early) + rest[:wait_at] + [wait] + rest[wait_at:] + refill(late)
         else:
             new_body = [prefetch] + rest[:wait_at] + [wait] + rest[wait_at:]
         return [*prologue, dataclasses.replace(loop, body=tuple(new_body))]

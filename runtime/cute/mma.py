@@ -130,8 +130,10 @@ def tiled_mma(family: str, a_dtype, b_dtype, acc_dtype, a_mn_major: bool, b_mn_m
 
 def mma_n_step(n: int, warps_n: int) -> int:
     """The columns of one step of each warp of an mma.sync tile ``n`` columns wide split
-    over ``warps_n`` warps: 16 (two n8 atoms) where the tile has them, else 8 (one)."""
-    return 16 if n % (16 * warps_n) == 0 else 8
+    over ``warps_n`` warps: 16 (two n8 atoms) where the tile has them and ``warps_n`` is a
+    power of two, else 8 (one; CuTe DSL aborts partitioning B for ldmatrix.x4 over 3, 6,
+    12 ... warps along N)."""
+    return 16 if n % (16 * warps_n) == 0 and warps_n & (warps_n - 1) == 0 else 8
 
 
 def accumulator(family: str, warps: tuple, shape: tuple, dtype, tid):
