@@ -7,7 +7,13 @@
 #
 # Writes <out>/examples.txt (a RESULT line per example) and <out>/tests/ (a log per test file,
 # summary.txt).  A "RESULT FAIL ... not close" or a failed numeric assert is a wrong answer to
-# chase; refusals name the form tilecute does not take.
+# chase; refusals name the form tilecute does not take.  "RESULT FAIL-CHECK printed: ..." is an
+# example whose own check printed its failure instead of raising (gdn, blocksparse_attention).
+#
+# Where flash_attn / fla (the references of the varlen, paged-decode, gdn, linear-attention and
+# NSA examples) are not installed, run_example.py supplies torch references of the functions those
+# examples import from shims/ (only for a package that is absent; TILECUTE_TL_SHIMS=0: none), and
+# the RESULT line ends with shims=<packages used>.
 set -u
 TL=$(cd "$1" && pwd); OUT=$(mkdir -p "$2" && cd "$2" && pwd); P=${3:-6}
 HERE=$(cd "$(dirname "$0")" && pwd)
