@@ -1,14 +1,15 @@
 """Compile, without running, one TileLang example's kernels on a machine with no GPU:
-``CUTE_DSL_ARCH=sm_90a TILECUTE_ARCH=sm_90a python compile_example.py example_x.py``.
+``CUTE_DSL_ARCH=sm_90a TILECUTE_ARCH=sm_90a python compile_example.py example_x.py [its args]``.
 
 The example runs on the CPU with its own arguments, as ``run_example.py`` would run it on a GPU,
 except that: tensors asked for on ``cuda`` are made on the CPU; a tilecute kernel's first call
 builds its cubin (the arch from the environment) and records it, and no call launches anything
-(outputs keep whatever their allocation held); ``do_bench`` times nothing; autotuned factories
+(outputs keep whatever their allocation held); ``do_bench`` times nothing; the device properties are an H100's; autotuned factories
 compile the call's own (default) config instead of tuning; ``torch.compile`` is the identity;
 and the reference checks pass (``torch.allclose`` / ``torch.testing.assert_close``), since no
 kernel ran.  A check the example writes itself may still stop it after its kernels compiled.
-The shims of run_example.py are on the path as there.
+The shims of run_example.py are on the path as there; without triton, a stand-in holding
+only ``triton.cdiv`` and ``triton.next_power_of_2`` (all deepseek_nsa's bwd uses of it).
 
 Prints one line: ``COMPILE OK kernels=N [names]``, ``COMPILE REFUSED kernels=N <error>``
 (a tilecute error naming a form it does not take), ``COMPILE CRASH kernels=N <error> @ frames``
@@ -38,6 +39,11 @@ if not os.environ.get("TILECUTE_ARCH"):
 SHIMS = os.path.join(HERE, "shims")
 if any(importlib.util.find_spec(name) is None for name in ("flash_attn", "fla")):
     sys.path.append(SHIMS)
+if importlib.util.find_spec("triton") is None:  # deepseek_nsa's bwd sizes blocks with triton's helpers
+    import types
+
+    sys.modules["triton"] = types.SimpleNamespace(
+        __name__="triton", cdiv=lambda a, b: -(-a // b), next_power_of_2=lambda n: 1 << max(0, (int(n) - 1).bit_length()))
 
 # -- tensors on the CPU ---------------------------------------------------------------------
 
@@ -95,6 +101,12 @@ class _Event:
 
 
 torch.cuda.synchronize = lambda *a, **k: None
+# an H100's (split heuristics read the SM count)
+_H100 = type("DeviceProperties", (), dict(name="NVIDIA H100 80GB HBM3", major=9, minor=0, multi_processor_count=132,
+                                          total_memory=80 * 2**30, L2_cache_size=50 * 2**20))()
+torch.cuda.get_device_properties = lambda *a, **k: _H100
+torch.cuda.get_device_capability = lambda *a, **k: (9, 0)
+torch.cuda.current_device = lambda: 0
 torch.cuda.Event = _Event
 torch.cuda.profiler.start = torch.cuda.profiler.stop = lambda *a, **k: None
 torch.cuda.empty_cache = lambda *a, **k: None
@@ -125,7 +137,7 @@ tilecute.profiler.do_bench = _no_bench
 AutoTuner.compile = lambda self, *args, **kwargs: self._direct(args, kwargs)
 
 path = sys.argv[1]
-sys.argv = [path]
+sys.argv = [path, *sys.argv[2:]]  # the example's own arguments (smaller sizes: its reference runs on the CPU)
 sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
 t0 = time.time()
 try:
