@@ -33,10 +33,11 @@ def _attend(q, k, v, scale, causal, window, softcap, k_len=None):
     if Hq % Hk:
         raise ValueError(f"flash_attn torch reference: {Hq} query heads is not a multiple of {Hk} key/value heads")
     rep = Hq // Hk
-    qf = q.float().transpose(1, 2)  # B Hq Sq D
-    kf = k.float().transpose(1, 2).repeat_interleave(rep, dim=1)
-    vf = v.float().transpose(1, 2).repeat_interleave(rep, dim=1)
-    s = torch.matmul(qf, kf.transpose(-1, -2)) * scale  # B Hq Sq Sk
+    # query head h reads key/value head h // rep: group the query heads of one kv head
+    qf = q.float().transpose(1, 2).reshape(B, Hk, rep * Sq, -1)
+    kf = k.float().transpose(1, 2)  # B Hk Sk D
+    vf = v.float().transpose(1, 2)
+    s = torch.matmul(qf, kf.transpose(-1, -2)).view(B, Hq, Sq, Sk) * scale
     if softcap and softcap > 0:
         s = softcap * torch.tanh(s / softcap)
     dev = q.device
@@ -56,7 +57,7 @@ def _attend(q, k, v, scale, causal, window, softcap, k_len=None):
     lse = torch.logsumexp(s, dim=-1)  # B Hq Sq
     p = torch.exp(s - lse[..., None].masked_fill(torch.isinf(lse)[..., None], 0.0))
     p = p.masked_fill(~valid, 0.0)  # a row with no key gives 0, as FlashAttention does
-    out = torch.matmul(p, vf).transpose(1, 2)  # B Sq Hq Dv
+    out = torch.matmul(p.view(B, Hk, rep * Sq, Sk), vf).view(B, Hq, Sq, -1).transpose(1, 2)  # B Sq Hq Dv
     return out, lse
 
 
