@@ -122,6 +122,7 @@ def _build_only(self):
     if self._func is None:
         self.ensure_cubin()
         built.append(self.name)
+        print(f"COMPILE built {self.name}", file=sys.stderr, flush=True)
         self._func = lambda *args: None
     return self._func
 
