@@ -2,7 +2,7 @@
 as a pytest plugin, ``-p compile_only``, after ``tlalias``): tensors asked for on ``cuda`` are
 made on the CPU; a tilecute kernel's first call builds its cubin (the arch from TILECUTE_ARCH)
 and records its name in ``built``, and no call launches anything (outputs keep whatever their
-allocation held); ``do_bench`` times nothing; the device properties are an H100's; autotuned
+allocation held); ``do_bench`` times nothing; the device properties are an H100's (and torch says one is there); autotuned
 factories compile the call's own (default) config instead of tuning; ``torch.compile`` is the
 identity; ``torch.allclose`` / ``torch.testing.assert_close`` pass, since no kernel ran.  The
 reference stand-ins of ``shims/`` are on the path where flash_attn / fla are absent; without
@@ -97,6 +97,8 @@ _H100 = type("DeviceProperties", (), dict(name="NVIDIA H100 80GB HBM3", major=9,
 torch.cuda.get_device_properties = lambda *a, **k: _H100
 torch.cuda.get_device_capability = lambda *a, **k: (9, 0)
 torch.cuda.current_device = lambda: 0
+torch.cuda.is_available = lambda: True  # requires_cuda marks: the programs target that H100
+torch.cuda.device_count = lambda: 1
 torch.cuda.Event = _Event
 torch.cuda.profiler.start = torch.cuda.profiler.stop = lambda *a, **k: None
 torch.cuda.empty_cache = lambda *a, **k: None
