@@ -17,7 +17,8 @@
 #
 # EXAMPLES=<file> runs only the examples it lists (paths under examples/, one a line, e.g.
 # .ci/tilelang_gpu/shim_examples.list) and skips the tests; each example's whole output goes
-# to <out>/logs/.  TMO: seconds per example (240).
+# to <out>/logs/.  TMO: seconds per example (240).  TILECUTE_TL_BENCH_ARGS=1: see run_example.py
+# (lets gdn's chunk_delta_h / chunk_delta_bwd, which misuse do_bench, reach their checks).
 set -u
 TL=$(cd "$1" && pwd); OUT=$(mkdir -p "$2" && cd "$2" && pwd); P=${3:-6}
 HERE=$(cd "$(dirname "$0")" && pwd)
