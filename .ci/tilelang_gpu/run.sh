@@ -7,14 +7,28 @@
 #
 # Writes <out>/examples.txt (a RESULT line per example) and <out>/tests/ (a log per test file,
 # summary.txt).  A "RESULT FAIL ... not close" or a failed numeric assert is a wrong answer to
-# chase; refusals name the form tilecute does not take.
+# chase; refusals name the form tilecute does not take.  "RESULT FAIL-CHECK printed: ..." is an
+# example whose own check printed its failure instead of raising (gdn, blocksparse_attention).
+#
+# Where flash_attn / fla (the references of the varlen, paged-decode, gdn, linear-attention and
+# NSA examples) are not installed, run_example.py supplies torch references of the functions those
+# examples import from shims/ (only for a package that is absent; TILECUTE_TL_SHIMS=0: none), and
+# the RESULT line ends with shims=<packages used>.
+#
+# EXAMPLES=<file> runs only the examples it lists (paths under examples/, one a line, e.g.
+# .ci/tilelang_gpu/shim_examples.list) and skips the tests; each example's whole output goes
+# to <out>/logs/.  TMO: seconds per example (240).  TILECUTE_TL_BENCH_ARGS=1: see run_example.py
+# (lets gdn's chunk_delta_h / chunk_delta_bwd, which misuse do_bench, reach their checks).
 set -u
 TL=$(cd "$1" && pwd); OUT=$(mkdir -p "$2" && cd "$2" && pwd); P=${3:-6}
 HERE=$(cd "$(dirname "$0")" && pwd)
+LIST=${EXAMPLES:+$(cd "$(dirname "$EXAMPLES")" && pwd)/$(basename "$EXAMPLES")}
+mkdir -p "$OUT/logs"
 cd "$TL/examples"
-find . -name "example_*.py" | sort | xargs -P "$P" -I{} sh -c \
-  'r=$(cd $(dirname {}) && timeout ${TMO:-240} python3 '"$HERE"'/run_example.py $(basename {}) 2>&1 | grep -a "^RESULT" | tail -1); echo "{} ${r:-RESULT TIMEOUT/CRASH}" | cut -c1-900' \
+if [ -n "$LIST" ]; then sed 's|^|./|' "$LIST"; else find . -name "example_*.py" | sort; fi | xargs -P "$P" -I{} sh -c \
+  'n=$(echo {} | cut -c3- | tr / _); r=$(cd $(dirname {}) && timeout ${TMO:-240} python3 '"$HERE"'/run_example.py $(basename {}) 2>&1 | tee '"$OUT"'/logs/$n.log | grep -a "^RESULT" | tail -1); echo "{} ${r:-RESULT TIMEOUT/CRASH}" | cut -c1-900' \
   > "$OUT/examples.txt"
+[ -n "$LIST" ] && { grep -c "RESULT OK" "$OUT/examples.txt"; exit 0; }
 mkdir -p "$OUT/tests"
 cd "$TL/testing/python"
 ls language/test_*.py issue/test_*.py kernel/test_*.py 2>/dev/null | xargs -P "$P" -I{} sh -c \

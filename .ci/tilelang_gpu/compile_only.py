@@ -1,0 +1,130 @@
+"""Compile-only mode for TileLang's programs on a machine with no GPU (import it, or load it
+as a pytest plugin, ``-p compile_only``, after ``tlalias``): tensors asked for on ``cuda`` are
+made on the CPU; a tilecute kernel's first call builds its cubin (the arch from TILECUTE_ARCH)
+and records its name in ``built``, and no call launches anything (outputs keep whatever their
+allocation held); ``do_bench`` times nothing; the device properties are an H100's (and torch says one is there); autotuned
+factories compile the call's own (default) config instead of tuning; ``torch.compile`` is the
+identity; ``torch.allclose`` / ``torch.testing.assert_close`` pass, since no kernel ran.  The
+reference stand-ins of ``shims/`` are on the path where flash_attn / fla are absent; without
+triton, a stand-in holding only ``triton.cdiv`` and ``triton.next_power_of_2``."""
+
+import functools
+import importlib.util
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+if HERE not in sys.path:
+    sys.path.insert(0, HERE)
+import tlalias  # noqa: E402,F401
+import torch  # noqa: E402
+
+import tilecute  # noqa: E402
+import tilecute.profiler  # noqa: E402
+import tilecute.runtime.kernel as _rk  # noqa: E402
+from tilecute.autotuner import AutoTuner  # noqa: E402
+
+if not os.environ.get("TILECUTE_ARCH"):
+    raise SystemExit("compile-only mode: set TILECUTE_ARCH (and CUTE_DSL_ARCH), e.g. sm_90a")
+SHIMS = os.path.join(HERE, "shims")
+if any(importlib.util.find_spec(name) is None for name in ("flash_attn", "fla")):
+    sys.path.append(SHIMS)
+if importlib.util.find_spec("triton") is None:  # deepseek_nsa's bwd sizes blocks with triton's helpers
+    import types
+
+    sys.modules["triton"] = types.SimpleNamespace(
+        __name__="triton", cdiv=lambda a, b: -(-a // b), next_power_of_2=lambda n: 1 << max(0, (int(n) - 1).bit_length()))
+
+# -- tensors on the CPU ---------------------------------------------------------------------
+
+
+def _cpu(d):
+    if isinstance(d, (str, torch.device)) and str(d).startswith("cuda"):
+        return torch.device("cpu")
+    return d
+
+
+def _on_cpu(fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        if "device" in kwargs:
+            kwargs["device"] = _cpu(kwargs["device"])
+        return fn(*args, **kwargs)
+
+    return wrapper
+
+
+for _name in ("randn", "rand", "randint", "randperm", "zeros", "ones", "empty", "full", "arange",
+              "tensor", "as_tensor", "linspace", "eye", "empty_strided", "zeros_like", "ones_like",
+              "empty_like", "full_like", "rand_like", "randn_like", "randint_like", "normal",
+              "tril_indices", "triu_indices"):
+    setattr(torch, _name, _on_cpu(getattr(torch, _name)))
+_to = torch.Tensor.to
+
+
+def _tensor_to(self, *args, **kwargs):
+    args = tuple(_cpu(a) for a in args)
+    if "device" in kwargs:
+        kwargs["device"] = _cpu(kwargs["device"])
+    return _to(self, *args, **kwargs)
+
+
+torch.Tensor.to = _tensor_to
+torch.Tensor.cuda = lambda self, *a, **k: self
+_set_default_device = torch.set_default_device
+torch.set_default_device = lambda d: _set_default_device(_cpu(d))
+torch.compile = lambda fn=None, **k: fn if fn is not None else (lambda f: f)
+
+
+class _Event:
+    def __init__(self, *a, **k):
+        pass
+
+    def record(self, *a, **k):
+        pass
+
+    def synchronize(self):
+        pass
+
+    def elapsed_time(self, other):
+        return 1.0
+
+
+torch.cuda.synchronize = lambda *a, **k: None
+# an H100's (split heuristics read the SM count)
+_H100 = type("DeviceProperties", (), dict(name="NVIDIA H100 80GB HBM3", major=9, minor=0, multi_processor_count=132,
+                                          total_memory=80 * 2**30, L2_cache_size=50 * 2**20))()
+torch.cuda.get_device_properties = lambda *a, **k: _H100
+torch.cuda.get_device_capability = lambda *a, **k: (9, 0)
+torch.cuda.current_device = lambda: 0
+torch.cuda.is_available = lambda: True  # requires_cuda marks: the programs target that H100
+torch.cuda.device_count = lambda: 1
+torch.cuda.Event = _Event
+torch.cuda.profiler.start = torch.cuda.profiler.stop = lambda *a, **k: None
+torch.cuda.empty_cache = lambda *a, **k: None
+torch.allclose = lambda *a, **k: True
+torch.testing.assert_close = lambda *a, **k: None
+
+# -- kernels: build the cubin, launch nothing ---------------------------------------------------
+
+built = []
+
+
+def _build_only(self):
+    if self._func is None:
+        self.ensure_cubin()
+        built.append(self.name)
+        print(f"COMPILE built {self.name}", file=sys.stderr, flush=True)
+        self._func = lambda *args: None
+    return self._func
+
+
+_rk.Kernel._load = _build_only
+
+
+def _no_bench(*args, **kwargs):
+    return 1.0
+
+
+tilecute.profiler.do_bench = _no_bench
+AutoTuner.compile = lambda self, *args, **kwargs: self._direct(args, kwargs)
