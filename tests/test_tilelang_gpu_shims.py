@@ -250,3 +250,17 @@ def test_linear_attn_and_l2norm(shims):
         state = state + torch.einsum("bhk,bhv->bhkv", k[:, t], v[:, t])
         close(o[:, t], torch.einsum("bhk,bhkv->bhv", q[:, t], state) / math.sqrt(16))
     close(ht, state)
+
+
+def test_l2norm_fwd_output_is_a_leaf(shims):
+    # linear_attention/example_linear_attn_bwd.py: q = l2norm_fwd(q)[0].requires_grad_(True),
+    # then reads q.grad after a backward; fla's l2norm_fwd is a kernel call recording no graph,
+    # so its output must be a leaf even when the input requires grad
+    from fla.modules.l2norm import l2norm_fwd
+
+    x = torch.randn(1, 8, 2, 16, requires_grad=True)
+    y = l2norm_fwd(x)[0].requires_grad_(True)
+    assert y.is_leaf
+    (y * 2).sum().backward()
+    assert y.grad is not None
+    close(y.grad, torch.full_like(y, 2.0))
