@@ -26,6 +26,14 @@ Per output one line:  nonfinite counts, max|got - naive|, max|naive|, 1-sim vs n
 (1-sim = 1 - 2<x,y>/(|x|^2+|y|^2) over positions finite in both, as gdn's test_utils), and a
 verdict: ``OK`` when 1-sim vs naive <= 1e-4 and the non-finite masks agree, else ``SUSPECT``
 (tilecute disagrees with the kernel's own math: a wrong answer to look at).
+First, ``swizzle_probe``: a five-line program of the gdn kernels' shape (``row = by % NY`` then
+``T.use_swizzle(10)``) that checks every tile is written exactly once; tilecute rebinds only the
+T.Kernel names at T.use_swizzle, so a name derived from a block index before it keeps the
+unswizzled index (seen in the generated source: ``bh = bbh % 8`` beside an unused ``bbh_1_``),
+where TileLang's inlined lets read the swizzled one.  Expect SUSPECT there and in wy_bwd's kernel 1
+and chunk_delta_bwd (the kernels that write ``bb, bh = bbh // H, bbh % H`` before the swizzle of
+a grid whose second index is bbh).
+
 A SUSPECT line is a tilecute question; an OK line with a large 1-sim vs shim means the shim or the
 example's comparison, not tilecute, is what differs."""
 
@@ -185,6 +193,46 @@ def run_case(fn, name=None):
 
 bf16 = torch.bfloat16
 B, S, H, DK, DV = 1, 256, 2, 128, 128
+
+
+# -- T.use_swizzle after names derived from the block indices -----------------------------------
+
+def swizzle_probe():
+    """wy_fast_bwd (kernel 1), chunk_delta_bwd (and chunk_o_bwd, linear_attn_bwd, harmlessly) write
+    ``bb, bh = bbh // H, bbh % H`` *before* ``T.use_swizzle(10)``.  In TileLang those integer lets
+    are inlined (tl Simplify, enable_simplify_let_inline) and the codegen's
+    ``const dim3 blockIdx = tl::rasterization2DRow<10>()`` shadows blockIdx for everything after
+    the attr, so bh is the *swizzled* block's head: the blocks still cover the grid once.  This
+    program has the same shape: every O[row, bx] is written by exactly one block under TileLang;
+    an entry != 1 means some (row, bx) tiles are computed by several blocks and others never."""
+    section("T.use_swizzle(10) after `row = by % NY` (the gdn kernels' pattern): each O[row, bx] once?")
+    import tilelang
+    import tilelang.language as T
+
+    @tilelang.jit
+    def probe(NX, NY):
+        @T.prim_func
+        def k(O: T.Tensor((NY, NX), "int32")):
+            with T.Kernel(NX, NY, threads=32) as (bx, by):
+                row = by % NY  # derived from a block index before T.use_swizzle
+                T.use_swizzle(10)
+                O[row, bx] = O[row, bx] + 1
+        return k
+
+    for nx, ny in ((512, 8), (4, 8), (4, 2)):
+        kern = probe(nx, ny)
+        if DRY:
+            src = kern.get_kernel_source()
+            print(f"  grid ({nx}, {ny}): source line for row: "
+                  f"{[ln.strip() for ln in src.splitlines() if ln.strip().startswith('row =')]}")
+            continue
+        O = torch.zeros(ny, nx, dtype=torch.int32, device=DEV)
+        kern(O)
+        torch.cuda.synchronize()
+        bad = int((O != 1).sum())
+        print(f"  grid ({nx}, {ny}): entries != 1: {bad} of {O.numel()} (never written: {int((O == 0).sum())})"
+              f"  {'OK' if bad == 0 else 'SUSPECT: the swizzle is not a permutation of the tiles'}")
+        SUMMARY.append((f"swizzle ({nx},{ny})", "O", bad == 0))
 
 
 # -- gdn/example_chunk_o.py --------------------------------------------------------------------
@@ -490,7 +538,7 @@ if __name__ == "__main__":
     torch.manual_seed(0)
     t0 = time.time()
     print(f"examples: {EXAMPLES}; shape B={B} S={S} H={H} DK={DK} DV={DV}; device {'(dry run, CPU)' if DRY else torch.cuda.get_device_name()}")
-    for fn in (chunk_o, kkt, wy_fast, chunk_o_bwd, wy_bwd, chunk_delta_bwd, linear_attn_bwd):
+    for fn in (swizzle_probe, chunk_o, kkt, wy_fast, chunk_o_bwd, wy_bwd, chunk_delta_bwd, linear_attn_bwd):
         run_case(fn)
     if os.environ.get("DIAG_FULL", "0" if DRY else "1") == "1":
         # the examples' main() shapes (grid- or length-dependent faults show only there)
