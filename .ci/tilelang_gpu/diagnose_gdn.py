@@ -1,7 +1,8 @@
 """Is tilecute computing TileLang's gdn / linear-attention example kernels wrong, or are the fla
 stand-ins (shims/fla) wrong / the examples' comparisons too strict?
 
-Run once on a GPU:  python3 .ci/tilelang_gpu/diagnose_gdn.py   (about a minute or two)
+Run once on a GPU:  python3 .ci/tilelang_gpu/diagnose_gdn.py   (about a minute or two; DIAG_FULL=0
+skips the examples' main() shapes, DIAG_FULL=all adds the forward kernels' main() shapes)
 
 ``TL_EXAMPLES`` (default /tmp/tlx/examples) is TileLang's examples folder.  For each example that
 failed under the shims (gdn/example_chunk_o, chunk_scaled_dot_kkt, wy_fast, chunk_o_bwd,
@@ -540,12 +541,17 @@ if __name__ == "__main__":
     print(f"examples: {EXAMPLES}; shape B={B} S={S} H={H} DK={DK} DV={DV}; device {'(dry run, CPU)' if DRY else torch.cuda.get_device_name()}")
     for fn in (swizzle_probe, chunk_o, kkt, wy_fast, chunk_o_bwd, wy_bwd, chunk_delta_bwd, linear_attn_bwd):
         run_case(fn)
-    if os.environ.get("DIAG_FULL", "0" if DRY else "1") == "1":
-        # the examples' main() shapes (grid- or length-dependent faults show only there)
+    full = os.environ.get("DIAG_FULL", "0" if DRY else "1")
+    if full in ("1", "all"):
+        # the examples' main() shapes (grid- or length-dependent faults show only there): by
+        # default the kernels with T.use_swizzle (grid-dependent); DIAG_FULL=all adds the three
+        # forward kernels (no swizzle; their small-shape lines answer the rounding question)
         print("\n######## the examples' main() shapes, their own inputs", flush=True)
-        for fn, shape in ((chunk_o, (1, 32768, 32)), (kkt, (1, 32768, 32)), (wy_fast, (1, 32768, 32)),
-                          (chunk_o_bwd, (1, 32768, 8)), (wy_bwd, (1, 32768, 8)), (chunk_delta_bwd, (1, 32768, 8)),
-                          (linear_attn_bwd, (8, 1024, 32))):
+        todo = [(chunk_o_bwd, (1, 32768, 8)), (wy_bwd, (1, 32768, 8)), (chunk_delta_bwd, (1, 32768, 8)),
+                (linear_attn_bwd, (8, 1024, 32))]
+        if full == "all":
+            todo = [(chunk_o, (1, 32768, 32)), (kkt, (1, 32768, 32)), (wy_fast, (1, 32768, 32))] + todo
+        for fn, shape in todo:
             run_case(lambda: fn(*shape, full=True), fn.__name__)
     print(f"\n== summary ({time.time() - t0:.0f}s)")
     bad = [f"{t}:{n}" for t, n, ok in SUMMARY if not ok]
