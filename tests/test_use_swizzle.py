@@ -173,3 +173,57 @@ def test_use_swizzle_block_map_on_gpu(order):
             tx, ty = _tilelang_map(x, y, nx, ny, panel, order)
             want[ty, tx] = x + y * nx
     assert torch.equal(out.cpu(), want)
+
+
+# ---- names derived from a block index before T.use_swizzle read the swizzled index ---------
+# gdn's kernels (example_wy_fast_bwd_split, example_chunk_delta_bwd) write
+# `bb, bh = bbh // H, bbh % H` and then T.use_swizzle(10): TileLang's Simplify inlines those
+# integer lets and its `const dim3 blockIdx = tl::rasterization2DRow<10>()` shadows the block
+# index for all that follows, so bh is the swizzled block's.  Read with the launch index, the
+# blocks cover some (bs, bh) tiles several times and others never (a silent wrong answer).
+def _heads(derived_before, nx=6, ny=8, panel=2, order="row"):
+    @T.prim_func
+    def heads(Out: T.Tensor((ny, nx), "int32")):
+        with T.Kernel(nx, ny, threads=32) as (bx, bbh):
+            if derived_before:
+                bb, bh = bbh // 4, bbh % 4
+                T.use_swizzle(panel, order=order)
+            else:
+                T.use_swizzle(panel, order=order)
+                bb, bh = bbh // 4, bbh % 4
+            if T.get_thread_binding() == 0:
+                Out[bb * 4 + bh, bx] = T.get_block_binding(0) + T.get_block_binding(1) * nx
+
+    return heads
+
+
+@pytest.mark.parametrize("order", ["row", "column"])
+def test_use_swizzle_rebinds_names_derived_from_the_block_index(order):
+    import re
+
+    before = _ir(_heads(True, order=order)).splitlines()
+    after = _ir(_heads(False, order=order)).splitlines()
+    unused = ("        bb = bbh // 4", "        bh = bbh % 4")  # the launch index's, now dead
+    assert all(ln in before for ln in unused)
+    before = [re.sub(r"\b(bb|bh)_1\b", r"\1", ln) for ln in before if ln not in unused]
+    assert before == after
+
+
+def test_use_swizzle_rebound_names_build(tmp_path):
+    assert tilecute.build_cubin(_heads(True), "sm_90a", out_dir=str(tmp_path)).kernel_names
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("order", ["row", "column"])
+def test_use_swizzle_names_derived_before_on_gpu(order):
+    import torch
+
+    nx, ny, panel = 6, 8, 2
+    out = torch.full((ny, nx), -1, dtype=torch.int32, device="cuda")
+    tilecute.compile(_heads(True, nx, ny, panel, order))(out)
+    want = torch.full((ny, nx), -1, dtype=torch.int32)
+    for x in range(nx):
+        for y in range(ny):
+            tx, ty = _tilelang_map(x, y, nx, ny, panel, order)
+            want[ty, tx] = x + y * nx
+    assert torch.equal(out.cpu(), want)  # every tile once, each by TileLang's block

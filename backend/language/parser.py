@@ -31,7 +31,7 @@ from typing import Any, Optional
 from ..ir import nodes as N
 from ..refusals import Refused
 from ..ir.printer import expr_str, layout_str
-from ..ir.visitor import linear_form, rebuild, walk_stmts
+from ..ir.visitor import linear_form, rebuild, substitute, var_names, walk_nodes, walk_stmts
 from ..ir.rasterization import panel_order
 from ..ir.validate import RESERVED, RESERVED_PREFIXES, validate
 from .negative_index import lane_wrap, legalize_negative_indices
@@ -475,6 +475,11 @@ def _allreduce_op(lhs, rhs, results) -> str:
             {r.a, r.b} == {lhs[0], rhs[0]} and r.a != r.b:
         return ops[r.op]
     return ""
+
+
+def _reads_state(e) -> bool:
+    """``e`` loads from a buffer or calls something (not a pure index expression)."""
+    return any(isinstance(n, (N.Load, N.Call)) for n in walk_nodes(e))
 
 
 class _Parser:
@@ -3665,10 +3670,34 @@ class _Parser:
         new_x, new_y = panel_order(x, y, grid[0], grid[1], panel, let, cluster,
                                    order="row" if order == "row" else "column",
                                    serpentine=True)
+        renamed = {}
         for name, value, old in zip(names[:2], (new_x, new_y), (x, y)):
             var = N.Var(self.fresh(name), old.dtype)  # (the block index's dtype)
             stmts.append(N.Let(var, N.cast(value, old.dtype), loc=self.loc(s)))
             self.bind(name, var)
+            if isinstance(old, N.Var):
+                renamed[old.name] = var
+        # TileLang inlines integer lets (its Simplify) and its `const dim3 blockIdx = ...`
+        # shadows the block index for all that follows, so a name bound before this from a
+        # block index (`bb, bh = bbh // H, bbh % H`) reads the swizzled index after it: bind
+        # each such name again, in the order the lets were made (one may use another)
+        visible = {}
+        for scope in self.scopes:
+            for name, value in scope.items():
+                if isinstance(value, N.Var):
+                    visible.setdefault(value.name, []).append(name)
+        for old_name, value in list(self.let_values.items()):
+            if old_name not in visible or old_name in renamed or not N.is_int(value.dtype) or \
+                    not var_names(value) & renamed.keys() or _reads_state(value):
+                continue  # (TileLang inlines pure integer lets only: not a load's, a call's)
+            value = substitute(value, renamed)
+            var = N.Var(self.fresh(visible[old_name][0]), value.dtype)
+            stmts.append(N.Let(var, value, loc=self.loc(s)))
+            self.let_values[var.name] = value
+            renamed[old_name] = var
+            for name in visible[old_name]:
+                if getattr(self.lookup_local(name), "name", None) == old_name:  # (not shadowed)
+                    self.bind(name, var)
         return stmts
 
     def expr_stmt(self, s: ast.Expr) -> list[N.Stmt]:
