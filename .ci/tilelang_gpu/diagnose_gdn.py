@@ -28,12 +28,14 @@ Per output one line:  nonfinite counts, max|got - naive|, max|naive|, 1-sim vs n
 verdict: ``OK`` when 1-sim vs naive <= 1e-4 and the non-finite masks agree, else ``SUSPECT``
 (tilecute disagrees with the kernel's own math: a wrong answer to look at).
 First, ``swizzle_probe``: a five-line program of the gdn kernels' shape (``row = by % NY`` then
-``T.use_swizzle(10)``) that checks every tile is written exactly once; tilecute rebinds only the
-T.Kernel names at T.use_swizzle, so a name derived from a block index before it keeps the
-unswizzled index (seen in the generated source: ``bh = bbh % 8`` beside an unused ``bbh_1_``),
-where TileLang's inlined lets read the swizzled one.  Expect SUSPECT there and in wy_bwd's kernel 1
-and chunk_delta_bwd (the kernels that write ``bb, bh = bbh // H, bbh % H`` before the swizzle of
-a grid whose second index is bbh).
+``T.use_swizzle(10)``) that checks every tile is written exactly once.  Before commit "T.use_swizzle:
+names bound before it from a block index ..." tilecute rebound only the T.Kernel names at
+T.use_swizzle, so a name derived from a block index before it kept the launch index (generated
+source: ``bh = bbh % 8`` beside an unused ``bbh_1_``), where TileLang's inlined lets read the
+swizzled one: wy_bwd's kernel 1 and chunk_delta_bwd (``bb, bh = bbh // H, bbh % H`` before the
+swizzle of a grid whose second index is bbh) then computed some (chunk, head) tiles several times
+and left others unwritten (torch.empty garbage: the examples' non-finite mismatches).  Without
+that commit expect SUSPECT there; with it, OK.
 
 A SUSPECT line is a tilecute question; an OK line with a large 1-sim vs shim means the shim or the
 example's comparison, not tilecute, is what differs."""
