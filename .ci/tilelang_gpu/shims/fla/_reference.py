@@ -178,7 +178,10 @@ def delta_rule_fwd_h(k, w, u, g, h0, output_final_state, BT, save_new_value):
 def delta_rule_bwd_dhu(q, k, w, g, h0, dht, do, dv, scale, BT):
     """Backward of the state recurrence, from the last chunk to the first: chunk t stores
     dh[t] (the gradient of the state at its end), dv2 = k dh[t] * safe_exp(g_last - g) + dv,
-    then dh <- dh * exp(g_last) + (q e^g scale)^T do - w^T dv2.  Returns dh [B, NT, H, K, V]
+    then dh <- dh * exp(g_last) + (q e^g scale)^T do - w^T dv2.  As fla's kernel does, the state
+    (in k dh), q e^g scale and dv2 (in w^T dv2) are rounded to q's dtype where they enter a
+    product: with bf16 inputs over hundreds of chunks that rounding is what fla's (and TileLang's
+    example kernel's) answer carries.  Returns dh [B, NT, H, K, V]
     (q's dtype), dh0 (float32, when h0 is given), dv2 (dv's dtype)."""
     B, T, H, K = q.shape
     V = do.shape[-1]
@@ -189,9 +192,10 @@ def delta_rule_bwd_dhu(q, k, w, g, h0, dht, do, dv, scale, BT):
     dh = dht.float().clone() if dht is not None else torch.zeros(B, H, K, V, device=q.device)
     dhs = torch.empty(B, H, NT, K, V, device=q.device)
     dv2 = torch.empty_like(dvc)
+    rd = lambda x: x.to(q.dtype).float()  # noqa: E731  (fla's kernel: an operand of tl.dot in q's dtype)
     for t in range(NT - 1, -1, -1):
         dhs[:, :, t] = dh
-        d = torch.matmul(kc[:, :, t], dh)
+        d = torch.matmul(kc[:, :, t], rd(dh))
         qs = qc[:, :, t] * scale
         if g is not None:
             d = d * safe_exp(gl[:, :, t, None] - gc[:, :, t])[..., None]
@@ -199,7 +203,7 @@ def delta_rule_bwd_dhu(q, k, w, g, h0, dht, do, dv, scale, BT):
             dh = dh * torch.exp(gl[:, :, t])[..., None, None]
         d = d + dvc[:, :, t]
         dv2[:, :, t] = d
-        dh = dh + torch.matmul(qs.transpose(-1, -2), doc[:, :, t]) - torch.matmul(wc[:, :, t].transpose(-1, -2), d)
+        dh = dh + torch.matmul(rd(qs).transpose(-1, -2), doc[:, :, t]) - torch.matmul(wc[:, :, t].transpose(-1, -2), rd(d))
     dh_out = dhs.transpose(1, 2).to(q.dtype).contiguous()
     return dh_out, (dh if h0 is not None else None), unchunk(dv2, T, dv.dtype)
 
