@@ -41,7 +41,6 @@ A SUSPECT line is a tilecute question; an OK line with a large 1-sim vs shim mea
 example's comparison, not tilecute, is what differs."""
 
 import importlib.util
-import math
 import os
 import sys
 import time
@@ -89,10 +88,6 @@ def rb(x):  # a store into a bf16 buffer
     return x.to(torch.bfloat16).to(torch.float64)
 
 
-def rh(x):  # a store into a fp16 buffer
-    return x.to(torch.float16).to(torch.float64)
-
-
 def rt(x):  # a tf32 operand: float32 with the low 13 mantissa bits rounded away
     i = x.to(torch.float32).contiguous().view(torch.int32)
     i = (i + 0x1000) & ~0x1FFF
@@ -111,9 +106,6 @@ def unch(x):  # [B, H, NT, BT, *r] -> [B, S, H, *r]
 
 def tr(x):
     return x.transpose(-1, -2)
-
-
-IDX = None
 
 
 def ij(device):
