@@ -7,7 +7,9 @@
 # Writes <out>/nonexample.txt: a RESULT line per run (with the CHECK lines of the KDA files,
 # whose own comparison only prints) and <out>/logs/.  KDA_CONFIGS (default "default 0"):
 # which autotune configs of each KDA kernel to check (TL_CONFIG of run_kernel_file.py;
-# "tune" runs the file as written: every config compiled, the fastest checked).
+# "tune" runs the file as written: every config compiled, the fastest checked).  JOBS: a
+# grep -E pattern matched at the start of "folder|name" (default: all jobs), to split the runs
+# (a device command has 10 minutes), e.g. JOBS=kda and JOBS='deepseek|seer|online|dsa|gdn'.
 # Needs triton on the GPU machine (the KDA references are FLA's triton kernels).
 set -u
 TL=$(cd "$1" && pwd); OUT=$(mkdir -p "$2/logs" && cd "$2" && pwd); P=${3:-4}
@@ -37,7 +39,7 @@ EOF
 mkdir -p "$OUT/jobs"
 while IFS='|' read -r dir name cmd; do
   printf 'cd "%s/examples/%s" || exit 1\n%s\n' "$TL" "$dir" "$cmd" > "$OUT/jobs/$dir.$name.sh"
-done < "$jobs"
+done < <(grep -E "^(${JOBS:-.})" "$jobs")
 ls "$OUT/jobs" | xargs -P "$P" -I{} sh -c \
   'timeout ${TMO:-600} bash "'"$OUT"'/jobs/{}" > "'"$OUT"'/logs/{}.log" 2>&1;
    s=$(grep -aE "^(RESULT|CHECK|TL_CONFIG|CALL)|passed|failed|ratio" "'"$OUT"'/logs/{}.log" | tail -14 | tr "\n" " ");
