@@ -36,6 +36,9 @@ with ``torch.empty`` returning zeros during the kernels' calls: if the kv.grad /
 mismatches vanish in the second run, they are the example's uninitialised accumulators, not a
 tilecute wrong answer; the residual ratios (~0.01-0.05) are bf16 + top-k selection differences.
 
+indexer_bwd's dIndexK is accumulated by bf16 atomics: its threshold is max(1e-2, 3 x the noise floor of
+the same terms added in bf16), printed.
+
 Per output: non-finite counts (got / ref), max|got-ref|, max|ref|, relative RMS err
 (rms(got-ref)/rms(ref) over positions finite in both).  Final line: SUSPECT kernels (relative err
 > 1e-2 or unexpected non-finite under ``zeros``), or none.
@@ -98,7 +101,7 @@ def empty_mode(mode):
         torch.empty = _orig_empty
 
 
-def report(kernel, name, got, ref, mode, expect_finite=True):
+def report(kernel, name, got, ref, mode, expect_finite=True, tol=1e-2):
     got = got.detach().float()
     ref = ref.detach().float()
     nf_got = int((~torch.isfinite(got)).sum())
@@ -109,7 +112,7 @@ def report(kernel, name, got, ref, mode, expect_finite=True):
     maxerr = d.abs().max().item() if d.numel() else float("nan")
     maxref = r.abs().max().item() if r.numel() else float("nan")
     rel = (d.square().mean().sqrt() / r.square().mean().sqrt().clamp_min(1e-30)).item() if d.numel() else float("nan")
-    bad = rel > 1e-2 or (expect_finite and nf_got != nf_ref)
+    bad = rel > tol or (expect_finite and nf_got != nf_ref)
     verdict = "SUSPECT" if bad else "OK"
     print(f"  [{mode:6s}] {kernel:26s} {name:12s} nonfinite got/ref {nf_got:7d}/{nf_ref:<5d} "
           f"max|err| {maxerr:10.4g} max|ref| {maxref:10.4g} rel {rel:9.3g}  {verdict}", flush=True)
@@ -286,13 +289,23 @@ ref_diq = torch.einsum("skh,skd->shd", dl, kz) * isc
 dk_r = torch.einsum("skh,shd->skd", dl, qs)
 dk_r = torch.where(valid[:, :, None], dk_r, 0.0)
 ref_dik = torch.zeros(S, ID, device=DEV).index_add_(0, rows.reshape(-1), dk_r.reshape(-1, ID))
+# dIndexK is accumulated by bf16 atomics (each add rounds to bf16; a key row gets up to S adds):
+# the noise floor of that, the same fp32 terms added in bf16 in another order, sets its threshold
+dik_bf = torch.zeros(S, ID, device=DEV, dtype=torch.bfloat16)
+for kk in range(TOPK):
+    for r in range(TOPK):  # one add per row at a time, so every add rounds as an atomic's does
+        sel = pos % TOPK == r
+        dik_bf.index_add_(0, rows[sel, kk], dk_r[sel, kk].bfloat16())
+both = torch.isfinite(dik_bf.float())
+floor = ((dik_bf.float() - ref_dik)[both].square().mean().sqrt() / ref_dik[both].square().mean().sqrt()).item()
+print(f"  dindex_k bf16-accumulation noise floor (rel): {floor:.3g}; dindex_k is judged at max(1e-2, 3 x floor)")
 for mode in ("empty", "zeros", "poison"):
     try:
         with empty_mode(mode):
             diq, dw, dik = indexer_bwd_interface(index_q, weights, index_k, attn_score, index_score, topk_idx, offsets)
         report("indexer_bwd", "dindex_q", diq, ref_diq, mode)
         report("indexer_bwd", "dweights", dw, ref_dw, mode)
-        report("indexer_bwd", "dindex_k", dik, ref_dik, mode)
+        report("indexer_bwd", "dindex_k", dik, ref_dik, mode, tol=max(1e-2, 3 * floor))
         bad = ~torch.isfinite(dik.float())
         print(f"           dindex_k non-finite rows {int(bad.any(-1).sum())}, of them never selected "
               f"{int((bad.any(-1) & untouched).sum())}")
