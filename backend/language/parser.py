@@ -5732,21 +5732,25 @@ class _Parser:
         self.kernel_notes["safe_values"] = tuple(given.items())
         return []
 
+    def dict_arg_pairs(self, a: _Args, name: str, what: str, value_of) -> list:
+        """The (key node, key, value node, value) entries of a ``{buffer: value}`` argument
+        ``name``: a dict literal, each value read by ``value_of``, or a dict computed
+        before the kernel."""
+        node = a.node(name)
+        if isinstance(node, ast.Dict) and a.given(name):
+            if None in node.keys:
+                raise a.fail(name, f"{name} is a dict literal {{buffer: {what}, ...}} (no ** "
+                                   "unpacking)")
+            return [(k, self.expr(k), v, value_of(v)) for k, v in zip(node.keys, node.values)]
+        value = a.value(name)
+        if not isinstance(value, dict):
+            raise a.fail(name, f"{name} is a dict {{buffer: {what}, ...}}, got {_show(value)}")
+        return [(node, k, node, v) for k, v in value.items()]
+
     def safe_value_pairs(self, a: _Args) -> list:
         """A T.annotate_safe_value call's (key node, global tensor, value node, value)
         entries, a view's key naming its tensor."""
-        node = a.node("safe_value_map")
-        if isinstance(node, ast.Dict) and a.given("safe_value_map"):
-            if None in node.keys:
-                raise a.fail("safe_value_map", "safe_value_map is a dict literal "
-                                               "{buffer: value, ...} (no ** unpacking)")
-            pairs = [(k, self.expr(k), v, self.arg_value(v)) for k, v in zip(node.keys, node.values)]
-        else:
-            value = a.value("safe_value_map")
-            if not isinstance(value, dict):
-                raise a.fail("safe_value_map", f"safe_value_map is a dict {{buffer: value, ...}}, "
-                                               f"got {_show(value)}")
-            pairs = [(node, k, node, v) for k, v in value.items()]
+        pairs = self.dict_arg_pairs(a, "safe_value_map", "value", self.arg_value)
         out = []
         for key_node, ref, val_node, v in pairs:
             if not isinstance(ref, _BufferRef) or isinstance(ref, _VarRef):
@@ -5836,18 +5840,7 @@ class _Parser:
         number known when the kernel is built (TileLang's ``float(hit_ratio)``)."""
         if not self.in_kernel:
             raise self.error(s, "T.annotate_l2_hit_ratio is only valid inside a T.Kernel")
-        node = a.node("l2_hit_ratio_map")
-        if isinstance(node, ast.Dict) and a.given("l2_hit_ratio_map"):
-            if None in node.keys:
-                raise a.fail("l2_hit_ratio_map", "l2_hit_ratio_map is a dict literal "
-                                                 "{buffer: ratio, ...} (no ** unpacking)")
-            pairs = [(k, self.expr(k), v, self.expr(v)) for k, v in zip(node.keys, node.values)]
-        else:
-            value = a.value("l2_hit_ratio_map")
-            if not isinstance(value, dict):
-                raise a.fail("l2_hit_ratio_map", "l2_hit_ratio_map is a dict {buffer: ratio, "
-                                                 f"...}}, got {_show(value)}")
-            pairs = [(node, k, node, v) for k, v in value.items()]
+        pairs = self.dict_arg_pairs(a, "l2_hit_ratio_map", "ratio", self.expr)
         given = dict(self.kernel_notes["l2_hit_ratios"])
         for key_node, ref, val_node, v in pairs:
             if not isinstance(ref, _BufferRef) or isinstance(ref, _VarRef):
