@@ -359,22 +359,28 @@ def test_gemm_without_warp_partition_says_so_for_both_mma_families():
     from tilecute.transform.pipeline import lower
     from tilecute.transform.select_mma import GemmError
 
-    @T.prim_func
-    def main(A: T.Tensor((32, 64), T.float16), B: T.Tensor((64, 80), T.float16),
-             C: T.Tensor((32, 80), T.float32)):
-        with T.Kernel(1, threads=160):  # 5 warps: no warpgroup, and 80 is 5 x 16 along N
-            A_s = T.alloc_shared((32, 64), T.float16)
-            B_s = T.alloc_shared((64, 80), T.float16)
-            acc = T.alloc_fragment((32, 80), T.float32)
-            T.copy(A, A_s)
-            T.copy(B, B_s)
-            T.gemm(A_s, B_s, acc, clear_accum=True)
-            T.copy(acc, C)
+    def program(threads):
+        @T.prim_func
+        def main(A: T.Tensor((32, 64), T.float16), B: T.Tensor((64, 80), T.float16),
+                 C: T.Tensor((32, 80), T.float32)):
+            with T.Kernel(1, threads=threads):
+                A_s = T.alloc_shared((32, 64), T.float16)
+                B_s = T.alloc_shared((64, 80), T.float16)
+                acc = T.alloc_fragment((32, 80), T.float32)
+                T.copy(A, A_s)
+                T.copy(B, B_s)
+                T.gemm(A_s, B_s, acc, clear_accum=True)
+                T.copy(acc, C)
+        return main
 
+    # 5 warps: no warpgroup, but 1 x 5 warps of 32 x 16 cover the tile (TileLang's rule,
+    # issue 2537: every warp used, warp tiles of 16 x 8 steps) -- mma.sync takes it
+    lower(program(160), "sm_90a")
+    # 7 warps: no arrangement covers 32 x 80
     with pytest.raises(GemmError, match=r"No valid warp partition.*wgmma runs on warpgroups of "
-                                        r"128 threads; the block has 160; and on mma.sync no "
-                                        r"arrangement of 5 warps tiles 32 x 80"):
-        lower(main, "sm_90a")
+                                        r"128 threads; the block has 224; and on mma.sync no "
+                                        r"arrangement of 7 warps tiles 32 x 80"):
+        lower(program(224), "sm_90a")
 
 
 def test_serial_walk_of_a_gemm_accumulator_points_to_reduce_sum():

@@ -157,9 +157,10 @@ def lanewise(what: str, op: str, fn, *args) -> LaneVector:
 
 def vector_dtype(name: str):
     """``(scalar, lanes)`` of a vector dtype name ``<scalar>x<lanes>`` whose scalar dtype
-    tilecute has (``float16x2``: ``("float16", 2)``), else None."""
+    tilecute has, of a byte or more (``float16x2``: ``("float16", 2)``), else None (a
+    packed sub-byte pair such as ``float4_e2m1fnx2`` is no vector of tilecute's)."""
     m = re.fullmatch(r"(.+)x(\d+)", name)
-    if m is None or m.group(1) not in DTYPES or int(m.group(2)) < 2:
+    if m is None or m.group(1) not in DTYPES or int(m.group(2)) < 2 or DTYPES[m.group(1)].pack > 1:
         return None
     return m.group(1), int(m.group(2))
 
