@@ -1051,8 +1051,6 @@ class _Parser:
         """``return macro(A)`` at the top level: the macro inlined as a top-level macro
         (its ``T.empty`` outputs declared as the function's, its ``T.Kernel`` blocks the
         function's), and the names of the outputs it returns."""
-        from ..ir.visitor import substitute
-
         macro = self.macro_of(call.func)
         what = f"T.macro {macro.__name__!r}"
         saved = self.macro_at_top
@@ -1061,20 +1059,14 @@ class _Parser:
             stmts, value = self.inline_function(macro.fn, what, call, s, want_value=True)
         finally:
             self.macro_at_top = saved
-        out, mapping = [], {}
-        for st in stmts:
-            st = substitute(st, mapping) if mapping else st
-            if isinstance(st, N.Let) and _host_pure(st.value, self.symbols, self.scalar_params):
-                mapping[st.var.name] = st.value
-            elif isinstance(st, N.KernelScope):
-                out.append(st)
-            else:
-                where = f" (line {st.loc.line})" if st.loc is not None else ""
-                raise self.error(s, f"`return {ast.unparse(call)}`: {what} at the top level of a "
-                                    "prim_func may hold only T.empty outputs, `with T.Kernel(...)` "
-                                    "blocks and names bound to shapes and scalar parameters; it "
-                                    f"has a {type(st).__name__} statement{where} outside a "
-                                    "T.Kernel")
+        def refuse(st):
+            where = f" (line {st.loc.line})" if st.loc is not None else ""
+            return self.error(s, f"`return {ast.unparse(call)}`: {what} at the top level of a "
+                                 "prim_func may hold only T.empty outputs, `with T.Kernel(...)` "
+                                 "blocks and names bound to shapes and scalar parameters; it "
+                                 f"has a {type(st).__name__} statement{where} outside a "
+                                 "T.Kernel")
+        out = self.top_level_kernels(stmts, refuse)
         values = value if isinstance(value, tuple) else (value,)
         names = []
         for v in values:
@@ -1623,19 +1615,28 @@ class _Parser:
         one holding the ``T.Kernel`` blocks): its names bound to expressions of the
         function's symbols and scalar parameters (``M, N = A.shape``) are substituted into
         the blocks that follow; anything else but a ``T.Kernel`` block is refused."""
+        return self.top_level_kernels(
+            self.inline_macro(self.macro_of(s.value.func), s.value, s),
+            lambda st: self.error(s, f"`{ast.unparse(s.value)}` at the top level of a prim_func "
+                                     "may hold only `with T.Kernel(...)` blocks and names bound "
+                                     "to shapes and scalar parameters"))
+
+    def top_level_kernels(self, stmts, refuse) -> list[N.Stmt]:
+        """The ``T.Kernel`` blocks of a macro inlined at the top level of a prim_func, its
+        names bound to expressions of the function's symbols and scalar parameters
+        substituted into the blocks that follow; ``refuse(stmt)`` is the error for any
+        other statement."""
         from ..ir.visitor import substitute
 
         out, mapping = [], {}
-        for st in self.inline_macro(self.macro_of(s.value.func), s.value, s):
+        for st in stmts:
             st = substitute(st, mapping) if mapping else st
             if isinstance(st, N.Let) and _host_pure(st.value, self.symbols, self.scalar_params):
                 mapping[st.var.name] = st.value
             elif isinstance(st, N.KernelScope):
                 out.append(st)
             else:
-                raise self.error(s, f"`{ast.unparse(s.value)}` at the top level of a prim_func "
-                                    "may hold only `with T.Kernel(...)` blocks and names bound "
-                                    "to shapes and scalar parameters")
+                raise refuse(st)
         return out
 
     def ann_assign(self, s: ast.AnnAssign) -> list[N.Stmt]:
