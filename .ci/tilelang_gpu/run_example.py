@@ -31,8 +31,8 @@ import traceback
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import tlalias  # noqa: E402,F401
+from kernel_count import loaded as _loaded  # noqa: E402
 import torch  # noqa: E402
-import tilecute.runtime.kernel as _rk  # noqa: E402
 
 SHIMS = os.path.join(HERE, "shims")
 if os.environ.get("TILECUTE_TL_SHIMS", "1") != "0":
@@ -86,17 +86,6 @@ if os.environ.get("TILECUTE_TL_BENCH_ARGS") == "1":
 
     _profiler.do_bench = _bench_with_fn_args
 
-_loaded = [0]
-_load = _rk.Kernel._load
-
-
-def _counting_load(self):
-    if self._func is None:
-        _loaded[0] += 1
-    return _load(self)
-
-
-_rk.Kernel._load = _counting_load
 path = sys.argv[1]
 sys.argv = [path]
 sys.path.insert(0, os.path.dirname(os.path.abspath(path)))

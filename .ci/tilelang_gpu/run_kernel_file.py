@@ -28,9 +28,9 @@ import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import tlalias  # noqa: E402,F401
+from kernel_count import loaded as _loaded  # noqa: E402
 import torch  # noqa: E402
 import tilecute.autotuner as _at  # noqa: E402
-import tilecute.runtime.kernel as _rk  # noqa: E402
 
 parser = argparse.ArgumentParser()
 parser.add_argument("path")
@@ -39,17 +39,6 @@ parser.add_argument("--call", action="append", default=[],
                          "arguments), or evaluate this call (`f(H=64)`) in the file's globals")
 opts, rest = parser.parse_known_args()
 
-_loaded = [0]
-_load = _rk.Kernel._load
-
-
-def _counting_load(self):
-    if self._func is None:
-        _loaded[0] += 1
-    return _load(self)
-
-
-_rk.Kernel._load = _counting_load
 
 _config = os.environ.get("TL_CONFIG")
 if _config is not None:
