@@ -692,9 +692,8 @@ def _writes_whole(s, group: set, buffers: dict, nbytes: int, env: dict) -> bool:
                     extent[v] >= int(d.value))):
                 ok = False
                 break
-            env_v = dict(env)
-            low = value_range(_from_form(start), env_v)[0]
-            high = value_range(_from_form(stop), env_v)[1]
+            low = value_range(_from_form(start), env)[0]
+            high = value_range(_from_form(stop), env)[1]
             if low is None or high is None or low < 0 or high > extent[v]:
                 ok = False
                 break

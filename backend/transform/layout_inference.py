@@ -1033,12 +1033,8 @@ class _Kernel:
             them out may have its own (as every TileLang view has) when no value passes
             between the two (:func:`~.analysis.independent_view`) and the base is one
             stage."""
-            def root(name):
-                while name in kernel.bases:
-                    name = kernel.bases[name]
-                return name
-            base = root(s.view_of)
-            others = {base} | {v for v in kernel.bases if v != s.buffer.name and root(v) == base}
+            base = s.view_of  # (no view of a view: a view names the first one's base)
+            others = {base} | {v for v, b in kernel.bases.items() if b == base and v != s.buffer.name}
             return kernel.allocs[base].stages == 1 and independent_view(
                 kernel.scope.body, s.buffer.name, others, kernel.buffers)
 
