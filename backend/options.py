@@ -27,6 +27,10 @@ OPTIONS = {
                            "runs them in program order; by default (sm_90a) step k's first "
                            "GEMM and step k - 1's second are issued together and run during "
                            "the softmax",
+    "disable_wait_anchor": "with the MMA overlap, the wait for the second GEMM may run "
+                           "where ptxas puts it, at the top of the softmax (by default it is "
+                           "kept after the softmax by a named-barrier arrival that reads its "
+                           "last row statistics, so the softmax runs while the GEMM does)",
     "disable_warpgroup_pingpong": "the MMA overlap's two compute warpgroups never take turns "
                                   "(see warpgroup_pingpong)",
     "warpgroup_pingpong": "with the MMA overlap, two or three compute warpgroups that each "

@@ -26,7 +26,7 @@ OFF = {"serial": ("disable_mma_overlap", True), "pp": ("warpgroup_pingpong", Tru
        "nopp": ("disable_warpgroup_pingpong", True),
        "precise": ("fast_math", False), "early": ("rescale_before_gemm", True),
        "late": ("rescale_before_gemm", False), "direct": ("disable_shared_epilogue", True),
-       "whole": ("disable_deferred_row_sums", True)}
+       "whole": ("disable_deferred_row_sums", True), "noanchor": ("disable_wait_anchor", True)}
 
 
 def bench(fn, reps: int = 20) -> float:

@@ -461,7 +461,7 @@ CASES = [
 +            T.mbarrier_wait_parity(tc_bar2[(k - 1) % 3], (k - 1) // 3 & 1)
 +            T.gemm(P, V_s, acc, transpose_A=False, transpose_B=False, clear_accum=False, wg_wait=1, stage=(k - 1) % 3)
 @@ -36,0 +49,2 @@
-+            T.wait_wgmma(0)
++            T.wait_wgmma(0)  # after the writes of S
 +            T.mbarrier_arrive(tc_bar3[(k - 1) % 3])
 @@ -41,3 +55,3 @@
 -            T.mbarrier_wait_parity(tc_bar2[k % 3], k // 3 & 1)
@@ -504,7 +504,7 @@ OVERLAP_RESCALE_EARLY = """\
 -            for i_1 in T.Parallel(64):
 -                for j_1 in T.Parallel(64):
 -                    acc[i_1, j_1] = acc[i_1, j_1] * T.float32(0.5)
-+            T.wait_wgmma(0)
++            T.wait_wgmma(0)  # after the writes of S
 +            T.mbarrier_arrive(tc_bar3[(k - 1) % 3])
 @@ -41,3 +52,6 @@
 -            T.mbarrier_wait_parity(tc_bar2[k % 3], k // 3 & 1)
@@ -953,8 +953,28 @@ def test_overlapped_attention_builds(tmp_path):
     import tilecute
     info = tilecute.build_cubin(T.from_script(ATTN), "sm_90a", out_dir=str(tmp_path))
     src = (tmp_path / "kernel_cute.py").read_text()
-    assert "tcm.wait_batches(0)" in src and "tcm.fence_registers(S)" in src
+    assert "tcm.wait_batches(0, after=S)" in src and "tcm.fence_registers(S)" in src
     assert info.kernel_names
+
+
+def test_the_wait_for_the_second_gemm_is_anchored_after_the_softmax(tmp_path):
+    """The steady step's wait for G2 names the float32 fragment the softmax writes last
+    (the attention example's row sum l), so ptxas keeps it after the exponentials; the
+    option ``disable_wait_anchor`` leaves it bare.  Both build (sm_90a)."""
+    import tilecute
+    from tilecute.runtime.cute.mma import ANCHOR_BARRIER
+
+    func = T.from_script(ATTN)
+    anchored = print_func(run_passes(func, "sm_90a"))
+    bare = print_func(run_passes(func, "sm_90a", {"disable_wait_anchor": True}))
+    assert "T.wait_wgmma(0)  # after the writes of S" in anchored
+    assert "after the writes" not in bare and "T.wait_wgmma(0)" in bare
+    for options, expect in (({}, "tcm.wait_batches(0, after=S)"),
+                            ({"disable_wait_anchor": True}, "tcm.wait_batches(0)\n")):
+        out = tmp_path / str(len(options))
+        info = tilecute.build_cubin(func, "sm_90a", out_dir=str(out), options=options)
+        assert info.kernel_names and expect in (out / "kernel_cute.py").read_text()
+    assert ANCHOR_BARRIER == 15
 
 
 def test_pingpong_where_the_second_gemm_is_narrow():

@@ -131,8 +131,11 @@ class KernelEmitter:
                          "(T.sync_threads(barrier_id, ...)), which could be any of them")
         if key not in self.region_barriers:  # 0: the block's; 1: a producer's compute threads
             used = {int(i.value) for i in taken} | set(self.region_barriers.values())
-            self.region_barriers[key] = next((b for b in range(2, 16) if b not in used), 16)
-            if self.region_barriers[key] > 15:
+            # (the last id is tcm.ANCHOR_BARRIER where a wait is anchored)
+            top = 15 if any(isinstance(x, N.WaitWgmma) and x.after
+                            for x in walk_stmts(self.scope.body)) else 16
+            self.region_barriers[key] = next((b for b in range(2, top) if b not in used), 16)
+            if self.region_barriers[key] >= top:
                 self.fail(s, "more T.ws regions than free named barriers: the hardware has 16 "
                              "(0: the block's, 1: the compute warpgroups', and those the "
                              "program syncs with T.sync_threads(barrier_id, ...))")

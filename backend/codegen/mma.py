@@ -302,7 +302,11 @@ class MmaEmitter:
             self.out.comment(depth, f"T.wait_wgmma({s.pending}): no wgmma batches in this kernel")
             return
         self.out.use("mma")
-        self.out.line(depth, f"tcm.wait_batches({s.pending})")
+        if s.after:
+            self.out.line(depth, f"tcm.wait_batches({s.pending}, after={ident(s.after)})",
+                          f"kept after the writes of {s.after} (ptxas would move it up)")
+        else:
+            self.out.line(depth, f"tcm.wait_batches({s.pending})")
         self.retire(self.in_flight, s.pending, depth)
 
     def drain(self, depth: int, touched: set[str] | None = None) -> None:

@@ -1222,9 +1222,11 @@ class AsyncCopyWait(Stmt):
 class WaitWgmma(Stmt):
     """``T.wait_wgmma(pending)``: wait until at most ``pending`` of this warpgroup's wgmma
     batches (the most recent ones) are in flight; the accumulators of the others may be
-    read after it."""
+    read after it.  ``after`` (set by the MMA overlap): a float32 fragment written just
+    before, whose writes the wait stays after (ptxas would move it up: ``tcm.anchor``)."""
 
     pending: int
+    after: Optional[str] = None
     loc: Optional[Loc] = _loc()
 
 

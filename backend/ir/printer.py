@@ -317,7 +317,8 @@ def _stmt(s: N.Stmt, indent: int, out: list[str]) -> None:
     elif isinstance(s, N.WarpSync):
         out.append(f"{pad}T.sync_warp({'' if s.mask is None else expr_str(s.mask)})")
     elif isinstance(s, N.WaitWgmma):
-        out.append(f"{pad}T.wait_wgmma({s.pending})")
+        out.append(f"{pad}T.wait_wgmma({s.pending})"
+                   + (f"  # after the writes of {s.after}" if s.after else ""))
     elif isinstance(s, N.DevicePrint):
         args = [] if s.value is None else [expr_str(s.value)]
         args.append(f"msg={s.msg!r}")

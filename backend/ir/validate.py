@@ -820,6 +820,11 @@ class _Validator:
         elif isinstance(s, N.WaitWgmma):
             if not isinstance(s.pending, int) or s.pending < 0:
                 self.fail(f"T.wait_wgmma takes a count of batches >= 0, got {s.pending!r}")
+            if s.after is not None:
+                b = self.buffer(s.after, bufs)
+                if b.scope != "fragment" or b.dtype != "float32":
+                    self.fail(f"T.wait_wgmma's after= names a float32 fragment, got "
+                              f"{b.scope} {b.dtype} '{s.after}'")
         elif isinstance(s, N.DevicePrint):
             if not isinstance(s.msg, str) or not isinstance(s.buffer, str):
                 self.fail("T.print's msg and buffer name are strings")

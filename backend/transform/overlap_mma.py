@@ -146,10 +146,11 @@ def _fold_clear_into_g1(loop: N.For) -> N.For:
 
 
 class _Overlap(StmtMutator):
-    def __init__(self, func: str, allocs: dict, pingpong, auto: bool, early=None):
+    def __init__(self, func: str, allocs: dict, pingpong, auto: bool, early=None,
+                 anchor: bool = True):
         # pingpong, early: True / False as the options force them, None: by G2's width
         self.func, self.allocs, self.pingpong, self.auto = func, allocs, pingpong, auto
-        self.early = early
+        self.early, self.anchor = early, anchor
         # the first loop's turns (every loop of the kernel takes them alike), which
         # :meth:`visit_kernel` opens once
         self.first_turns = None
@@ -269,6 +270,25 @@ class _Overlap(StmtMutator):
             later, rest = [], tied
         return g1, g2, free, later, rest, release1, wait2
 
+    def anchor_of(self, free: list) -> str | None:
+        """The float32 fragment the last of ``free``'s stores writes (attention: the row
+        sum ``l``), which the wait for G2 stays after (``WaitWgmma.after``): ptxas moves a
+        ``wgmma.wait_group`` up to the top of its basic block, so the wait for step k - 1's
+        G2, written after step k's softmax, ran before it and the softmax did not overlap
+        G2 (sm_90a SASS of attention at head dim 128: the wait right after the masking,
+        before the row max).  None where there is none, or with ``disable_wait_anchor``."""
+        if not self.anchor:
+            return None
+        for s in reversed(free):
+            stores = [x for x in walk_stmts((s,)) if isinstance(x, N.Store)]
+            if not stores:
+                continue
+            a = self.allocs.get(stores[-1].buffer)
+            if a is not None and a.buffer.scope == "fragment" and a.buffer.dtype == "float32":
+                return a.buffer.name
+            return None
+        return None
+
     def rewrite(self, loop: N.For, g1: N.Gemm, g2: N.Gemm, free: list, later: list,
                 tied: list, release1, wait2):
         """``release1``/``wait2`` (separate pipelines): step k releases G1's tiles as soon
@@ -329,7 +349,8 @@ class _Overlap(StmtMutator):
                                          dataclasses.replace(g1, wg_wait=1, stage=stage(k)),
                                          *at(later, prev), *at(w2, prev),
                                          *issue_g2(stage(prev)), *r1, *free,
-                                         N.WaitWgmma(0, loc=g2.loc), *at([arrive], prev), *tied]))
+                                         N.WaitWgmma(0, after=self.anchor_of(free), loc=g2.loc),
+                                         *at([arrive], prev), *tied]))
         tail = [*at(later, last), *at(w2, last), dataclasses.replace(g2, stage=stage(last)),
                 *at([arrive], last)]
         if isinstance(n, N.Const):
@@ -365,7 +386,8 @@ def overlap_mma(func: N.PrimFunc, arch: str, options: dict) -> N.PrimFunc:
                                    f"(T.sync_threads({expr_str(own.barrier_id)}, {own.threads}))")
             kernels.append(scope)
             continue
-        scope = _Overlap(func.name, allocs, pingpong, auto, early).visit_kernel(scope)
+        scope = _Overlap(func.name, allocs, pingpong, auto, early,
+                         not options.get("disable_wait_anchor")).visit_kernel(scope)
         kernels.append(dataclasses.replace(scope, body=chain_batches(scope.body, allocs))
                        if auto else scope)
     return dataclasses.replace(func, kernels=tuple(kernels))

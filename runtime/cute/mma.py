@@ -194,10 +194,39 @@ def gemm(mma, tid, acc, sa, sb, accumulate: bool = True, wait=0,
         fence_registers(acc)
 
 
-def wait_batches(pending: int) -> None:
+# the named barrier :func:`anchor` arrives on (alone: 32 threads, so each warp's arrival
+# completes it at once and nothing ever waits on it); codegen keeps it out of the ids it
+# hands to thread regions when a kernel anchors a wait
+ANCHOR_BARRIER = 15
+
+
+def wait_batches(pending: int, after=None) -> None:
     """Wait until at most the last ``pending`` wgmma batches of this warpgroup are in
-    flight (then :func:`fence_registers` the accumulators of the finished ones)."""
+    flight (then :func:`fence_registers` the accumulators of the finished ones).
+    ``after``: a float32 register fragment written just before; the wait stays after
+    the statements that wrote it (:func:`anchor`)."""
+    if after is not None:
+        anchor(after)
     warpgroup.wait_group(pending)
+
+
+def anchor(frag) -> None:
+    """Keep the next ``wgmma.wait_group`` after the writes of ``frag``'s first and last
+    registers.  ptxas moves a wait (``WARPGROUP.DEPBAR``) and named-barrier arrivals up to
+    the top of their basic block, above arithmetic they do not depend on: FlashAttention's
+    wait for P V, placed after the softmax so that the softmax runs while P V does, ends
+    up before it.  It keeps a wait after a preceding ``bar.arrive``, and a ``bar.arrive``
+    after the instructions its operands come from: so this arrives on
+    :data:`ANCHOR_BARRIER` with an id that reads ``frag`` (``+ (bits & (smem >> 31))``:
+    0, since the dynamic shared memory size is below 2^31, a fact neither LLVM nor
+    ptxas folds)."""
+    x = frag[0] + frag[cute.size(frag) - 1]
+    bits = cutlass.Int32(_llvm.bitcast(cutlass.Int32.mlir_type, cutlass.Float32(x).ir_value()))
+    smem = cutlass.Int32(_llvm.inline_asm(
+        cutlass.Int32.mlir_type, [], "mov.u32 $0, %dynamic_smem_size;", "=r",
+        has_side_effects=False, is_align_stack=False, asm_dialect=_llvm.AsmDialect.AD_ATT))
+    cute.arch.barrier_arrive(barrier_id=ANCHOR_BARRIER + (bits & (smem >> 31)),
+                             number_of_threads=32)
 
 
 def drain(acc) -> None:
