@@ -256,10 +256,34 @@ def test_dtype_call_without_a_value_declares_a_symbol_named_by_the_assignment():
             A[0] = 1.0
 
     assert [s.name for s in main.symbols] == ["m"]
-    with pytest.raises(TypeError, match=r"T.float32\(\) with no value declares a symbolic"):
-        T.float32()
+    with pytest.raises(T.FrontendError, match=r"'v': T.float32\(\) with no value declares a symbolic"):
+        @T.prim_func
+        def body_symbol(A: T.Tensor((16,), T.float32)):
+            with T.Kernel(1, threads=32):
+                v = T.float32()
+                A[0] = v
     with pytest.raises(TypeError, match="take integers"):
         T.dynamic("n") & T.float32(1.0)
+
+
+def test_dtype_call_without_a_value_annotates_a_scalar_parameter(tmp_path):
+    """TVMScript's ``x: T.int32()`` / ``flag: T.bool()`` / ``s: T.float32()`` (TileLang's
+    docs write ``flag: T.bool()``): scalar parameters of those dtypes, as ``x: T.int32``."""
+    import tilecute
+
+    n = T.dynamic("n")
+
+    @T.prim_func
+    def scaled(A: T.Tensor((n,), T.float32), B: T.Tensor((n,), T.float32), x: T.int32(),
+               flag: T.bool(), s: T.float32()):
+        with T.Kernel(T.ceildiv(n, 128), threads=128) as bx:
+            for i in T.Parallel(128):
+                if bx * 128 + i < n and flag:
+                    B[bx * 128 + i] = A[bx * 128 + i] * s + x
+
+    assert [(p.name, p.dtype) for p in scaled.params[2:]] == \
+        [("x", "int32"), ("flag", "bool"), ("s", "float32")]
+    assert tilecute.build_cubin(scaled, "sm_90a", out_dir=str(tmp_path)).kernel_names
 
 
 # ---- eager kernels calling a T.macro that holds the T.Kernel blocks -------------------------

@@ -745,9 +745,12 @@ class _Parser:
     def param_spec(self, arg: ast.arg):
         """What a signature annotation says (evaluated when the function was defined,
         closure values of a kernel factory included; a script re-parse evaluates it here)."""
-        if arg.arg in self.annotations:
-            return self.annotations[arg.arg]
-        return self.eval_python(arg.annotation)
+        spec = self.annotations[arg.arg] if arg.arg in self.annotations else \
+            self.eval_python(arg.annotation)
+        if isinstance(spec, V.ScalarDecl) or isinstance(spec, N.Var) and \
+                isinstance(arg.annotation, ast.Call) and self.declares_symbol(arg.annotation):
+            return DType(spec.dtype)  # TVMScript's `x: T.int32()`, `flag: T.bool()`: a scalar
+        return spec
 
     def check_handle(self, arg: ast.arg, spec) -> None:
         """A ``T.handle(dtype, storage_scope)`` / ``T.ptr`` parameter's arguments: a global
@@ -2889,6 +2892,8 @@ class _Parser:
                 # the object, and a call through the name is the call of what it names
                 self.bind(target.id, v)
                 return []
+            elif isinstance(v, V.ScalarDecl):
+                raise self.error(s, f"'{target.id}': {v.message()}")
             else:
                 raise self.error(s, f"cannot bind '{target.id}' to {type(v).__name__} {v!r}")
         if isinstance(value, ast.Call) and isinstance(v, N.Var) and self.in_kernel and \

@@ -57,9 +57,7 @@ def _symbol(dtype: str) -> _N.Var:
     import linecache
 
     if not dtype.startswith(("int", "uint")):
-        raise TypeError(f"T.{dtype}() with no value declares a symbolic variable, which "
-                        "tilecute has for integer extents only (T.dynamic); give a value: "
-                        f"T.{dtype}(x)")
+        return ScalarDecl(dtype)
     name = None
     frame = inspect.currentframe()
     caller = frame.f_back.f_back if frame and frame.f_back else None
@@ -72,6 +70,24 @@ def _symbol(dtype: str) -> _N.Var:
         name = f"sym{_SYMBOLS[0]}"
         _SYMBOLS[0] += 1
     return _N.Var(name, dtype, 1)
+
+
+class ScalarDecl:
+    """``T.float32()`` / ``T.bool()`` with no value: TVMScript's declaration of a variable
+    of a dtype that is no extent.  As a parameter annotation (``flag: T.bool()``, as
+    TileLang's docs write it) it is a scalar parameter of that dtype, as ``flag: T.bool``;
+    anywhere else an error (tilecute's symbols are integer extents, ``T.dynamic``)."""
+
+    def __init__(self, dtype: str):
+        self.dtype = dtype
+
+    def message(self) -> str:
+        return (f"T.{self.dtype}() with no value declares a symbolic variable, which tilecute "
+                "has for integer extents only (T.dynamic); give a value: "
+                f"T.{self.dtype}(x), or annotate a scalar parameter with it")
+
+    def __repr__(self) -> str:
+        return f"T.{self.dtype}()"
 
 
 class UnsupportedDType:
