@@ -68,11 +68,12 @@ the turns against 536/476 without; 256 596/519 against 620/535.
 from __future__ import annotations
 
 import dataclasses
+import math
 
 from ..ir import nodes as N
 from ..ir.printer import expr_str
 from ..ir.visitor import StmtMutator, fold_constants, substitute, walk_stmts
-from .analysis import batch_may_stay_in_flight, buffers_used
+from .analysis import batch_may_stay_in_flight, buffers_used, loads, mentions, parallel_nest
 from .mbarriers import i32, sub
 
 
@@ -124,12 +125,16 @@ def _is_clear_of(s: N.Stmt, name: str) -> bool:
         isinstance(s.value, N.Const) and s.value.value == 0
 
 
-def _fold_clear_into_g1(loop: N.For) -> N.For:
+def _fold_clear_into_g1(loop: N.For, allocs: dict | None = None) -> N.For:
     """TileLang's attention clears the scores before its first GEMM (``T.clear(acc_s);
     T.gemm(Q_s, K_s, acc_s)``), which is that GEMM with ``clear_accum=True``: the loop
     with the clear folded into the first T.gemm where only barrier statements stand
     between them (the warp specialization puts the consumer's wait there), else the loop
-    as it is."""
+    as it is.  TileLang's flash-attention examples instead start the scores at their mask
+    (``acc_s[i, j] = T.if_then_else(cond, 0, -T.infinity(...))`` over the whole tile, then
+    the GEMM accumulates into it): that is the GEMM with ``clear_accum=True`` followed by
+    the mask (:func:`_mask_after_gemm`), since adding the products to 0 or to an infinity
+    first or last gives the same value."""
     body = list(loop.body)
     first = next((i for i, s in enumerate(body) if isinstance(s, N.Gemm)), None)
     if loop.kind != "pipelined" or first is None or body[first].clear_accum is not False:
@@ -140,9 +145,142 @@ def _fold_clear_into_g1(loop: N.For) -> N.For:
             body[first] = dataclasses.replace(g1, clear_accum=True)
             del body[i]
             return dataclasses.replace(loop, body=tuple(body))
+        mask = _mask_after_gemm(body[i], g1.c, allocs or {})
+        if mask is not None:
+            body[first] = dataclasses.replace(g1, clear_accum=True)
+            after = first + 1  # after the GEMM and the release of its tiles
+            while after < len(body) and isinstance(body[after], N.MBarrierArrive):
+                after += 1
+            body.insert(after, mask)
+            del body[i]
+            return dataclasses.replace(loop, body=tuple(body))
         if not isinstance(body[i], (N.MBarrierWait, N.MBarrierArrive)):
             return loop
     return loop
+
+
+def _constant(e) -> float | None:
+    """The value of a constant expression (``-T.infinity(...)`` written outside the
+    program is ``0 - inf``), else None."""
+    if isinstance(e, N.Cast):
+        return _constant(e.value)
+    if isinstance(e, N.Const):
+        return None if isinstance(e.value, bool) else float(e.value)
+    if isinstance(e, N.BinOp) and e.op in ("add", "sub", "mul"):
+        a, b = _constant(e.a), _constant(e.b)
+        if a is None or b is None:
+            return None
+        return a + b if e.op == "add" else a - b if e.op == "sub" else a * b
+    return None
+
+
+def _zero_or_inf(e) -> str | None:
+    """"0" for a constant 0, "inf" for a constant infinity (either sign), else None."""
+    v = _constant(e)
+    return None if v is None else "0" if v == 0 else "inf" if math.isinf(v) else None
+
+
+def _mask_after_gemm(s: N.Stmt, acc: str, allocs: dict) -> N.Stmt | None:
+    """For ``for i, j in T.Parallel(M, N): acc[i, j] = T.if_then_else(c, x, y)`` over all
+    of the float accumulator ``acc``, with ``x`` and ``y`` each 0 or an infinity (a mask
+    the GEMM then adds its products to): the same nest applied after a GEMM that starts
+    from 0, keeping ``acc[i, j]`` where the mask is 0, guarded so that it runs only where
+    some element of the tile can take an infinity (:func:`_may_hold`); else None."""
+    a = allocs.get(acc)
+    if a is None or not isinstance(s, N.For) or s.kind != "parallel" or \
+            a.buffer.dtype not in ("float32", "float16", "bfloat16"):
+        return None
+    nest = parallel_nest(s)
+    shape = a.buffer.shape
+    if len(nest) != len(shape) or len(nest[-1].body) != 1:
+        return None
+    store = nest[-1].body[0]
+    names = [f.var.name for f in nest]
+    if not isinstance(store, N.Store) or store.buffer != acc or \
+            not all(isinstance(f.start, N.Const) and f.start.value == 0 and f.extent == d
+                    for f, d in zip(nest, shape)) or \
+            [getattr(x, "name", None) for x in store.indices] != names or \
+            not isinstance(store.value, N.Select):
+        return None
+    sel = store.value
+    kinds = (_zero_or_inf(sel.a), _zero_or_inf(sel.b))
+    if None in kinds or kinds == ("inf", "inf") or any(x.buffer == acc for x in loads(sel.cond)):
+        return None
+    here = N.Load(acc, store.indices, a.buffer.dtype)
+    value = N.Select(sel.cond, here if kinds[0] == "0" else sel.a,
+                     here if kinds[1] == "0" else sel.b, sel.dtype)
+    inner = dataclasses.replace(store, value=value)
+    for f in reversed(nest):
+        inner = dataclasses.replace(f, body=(inner,))
+    if kinds == ("0", "0"):
+        return None  # (a clear: T.fill's form is the clear above)
+    masked = sel.cond if kinds[0] == "inf" else N.Not(sel.cond)
+    guard = _may_hold(masked, {f.var.name: f.extent for f in nest})
+    return inner if guard is None else N.If(guard, (inner,), loc=getattr(s, "loc", None))
+
+
+def _linear(e, names: set):
+    """``e`` as ``({name: integer coefficient}, rest)`` with ``rest`` free of ``names``,
+    where ``e`` is a sum of integer multiples of them; else None."""
+    if isinstance(e, N.Var) and e.name in names:
+        return {e.name: 1}, N.Const(0, e.dtype)
+    if not any(mentions(e, n) for n in names):
+        return {}, e
+    if isinstance(e, N.BinOp) and e.op in ("add", "sub"):
+        x, y = _linear(e.a, names), _linear(e.b, names)
+        if x is None or y is None:
+            return None
+        k = 1 if e.op == "add" else -1
+        coef = dict(x[0])
+        for n, c in y[0].items():
+            coef[n] = coef.get(n, 0) + k * c
+        return coef, N.binop(e.op, x[1], y[1])
+    if isinstance(e, N.BinOp) and e.op == "mul":
+        for c, v in ((e.a, e.b), (e.b, e.a)):
+            if isinstance(c, N.Const) and isinstance(c.value, int) and not isinstance(c.value, bool):
+                x = _linear(v, names)
+                if x is not None:
+                    return {n: c.value * k for n, k in x[0].items()}, N.binop("mul", c, x[1])
+    return None
+
+
+_NEGATE = {"ge": "lt", "gt": "le", "le": "gt", "lt": "ge", "eq": "ne", "ne": "eq"}
+
+
+def _may_hold(c, extents: dict):
+    """An expression free of the loop variables that is true wherever ``c`` holds for some
+    point of the loops (each from 0 to its constant extent): exact for integer comparisons
+    of sums of multiples of the variables, combined with and / or / not; None where it
+    cannot say (no guard then)."""
+    if isinstance(c, N.Not):
+        inner = c.a
+        if isinstance(inner, N.Not):
+            return _may_hold(inner.a, extents)
+        if isinstance(inner, N.Cmp):
+            return _may_hold(N.Cmp(_NEGATE[inner.op], inner.a, inner.b), extents)
+        if isinstance(inner, N.Logic):  # De Morgan
+            return _may_hold(N.Logic("or" if inner.op == "and" else "and",
+                                     tuple(N.Not(x) for x in inner.args)), extents)
+        return None
+    if isinstance(c, N.Logic):
+        parts = [_may_hold(x, extents) for x in c.args]
+        if c.op == "or":  # some point holds one of them
+            return None if None in parts else N.Logic("or", tuple(parts))
+        known = [p for p in parts if p is not None]  # (and: both must hold somewhere)
+        return None if not known else known[0] if len(known) == 1 else N.Logic("and", tuple(known))
+    if not isinstance(c, N.Cmp) or c.op not in ("lt", "le", "gt", "ge") or \
+            not (N.is_int(c.a.dtype) and N.is_int(c.b.dtype)) or \
+            not all(isinstance(x, N.Const) for x in extents.values()):
+        return None
+    d = _linear(N.binop("sub", c.a, c.b), set(extents))
+    if d is None:
+        return None
+    coef, rest = d
+    hi = sum(max(k, 0) * (extents[n].value - 1) for n, k in coef.items())
+    lo = sum(min(k, 0) * (extents[n].value - 1) for n, k in coef.items())
+    if c.op in ("ge", "gt"):  # the largest difference reaches 0
+        return fold_constants(N.cmp(c.op, N.binop("add", rest, N.Const(hi, rest.dtype)), N.Const(0, rest.dtype)))
+    return fold_constants(N.cmp(c.op, N.binop("add", rest, N.Const(lo, rest.dtype)), N.Const(0, rest.dtype)))
 
 
 class _Overlap(StmtMutator):
@@ -207,7 +345,7 @@ class _Overlap(StmtMutator):
 
     def visit_for(self, loop: N.For):
         loop = self.generic(loop)
-        folded = _fold_clear_into_g1(loop)
+        folded = _fold_clear_into_g1(loop, self.allocs)
         plan = self.match(folded)
         if plan is not None:
             loop = folded
