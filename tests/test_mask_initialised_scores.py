@@ -20,7 +20,7 @@ from tilecute.transform.pipeline import run_passes
 
 
 def scores_masked_first(seq, heads=4, dim=128, bm=128, bn=128, causal=False, init="-inf",
-                        threads=256, stages=2):
+                        threads=256, stages=2, named=False):
     """Attention over (B, S, H, D) in the way TileLang's examples write it, the mask
     written into the scores before the first GEMM (``init``: the masked value)."""
     scale = 1.0 / math.sqrt(dim) * 1.4426950408889634
@@ -51,7 +51,12 @@ def scores_masked_first(seq, heads=4, dim=128, bm=128, bn=128, causal=False, ini
                 else T.ceildiv(seq, bn)
             for k in T.Pipelined(steps, num_stages=stages):
                 T.copy(K[bz, k * bn:(k + 1) * bn, by, :], k_tile)
-                if causal:
+                if causal and named:  # the positions named first, as some examples write
+                    for i, j in T.Parallel(bm, bn):
+                        row = bx * bm + i
+                        col = k * bn + j
+                        scores[i, j] = T.if_then_else(row >= col, 0, masked)
+                elif causal:
                     for i, j in T.Parallel(bm, bn):
                         scores[i, j] = T.if_then_else(bx * bm + i >= k * bn + j, 0, masked)
                 else:
@@ -103,6 +108,11 @@ def test_the_causal_mask_runs_on_the_diagonal_blocks_only():
     assert "if bx * 128 - k * 128 + -127 < 0:" in text
 
 
+def test_names_bound_in_the_mask_loop_stand_for_their_values():
+    text = lowered(scores_masked_first(1024, causal=True, named=True))
+    assert "T.wait_wgmma(0)" in text and "if bx * 128 - k * 128 + -127 < 0:" in text
+
+
 def test_other_starting_values_stay_as_written():
     """A finite non-zero start (1.0) is not a mask: the GEMM keeps accumulating into it
     and the loop is not overlapped."""
@@ -119,12 +129,13 @@ def test_mask_first_attention_builds(causal, tmp_path):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("seq", [1, 127, 1000, 4097])
-@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("causal", [False, True, "named"])
 @pytest.mark.parametrize("init", ["-inf", "1.0"])
 def test_mask_first_attention_matches_torch(seq, causal, init):
     import torch
 
-    kernel = tilecute.compile(scores_masked_first(seq, causal=causal, init=init), out_idx=[3])
+    kernel = tilecute.compile(scores_masked_first(seq, causal=bool(causal), init=init,
+                                                  named=causal == "named"), out_idx=[3])
     torch.manual_seed(0)
     q, k, v = (torch.randn(2, seq, 4, 128, device="cuda", dtype=torch.float16) for _ in range(3))
     out = kernel(q, k, v)

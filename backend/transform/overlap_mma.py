@@ -192,9 +192,18 @@ def _mask_after_gemm(s: N.Stmt, acc: str, allocs: dict) -> N.Stmt | None:
         return None
     nest = parallel_nest(s)
     shape = a.buffer.shape
-    if len(nest) != len(shape) or len(nest[-1].body) != 1:
+    if len(nest) != len(shape) or not nest[-1].body:
         return None
-    store = nest[-1].body[0]
+    # names the body binds first (TileLang's `q_idx = bx * bm + i + past_len`) stand for
+    # their values
+    lets, store = nest[-1].body[:-1], nest[-1].body[-1]
+    if not all(isinstance(x, N.Let) and not any(loads(x.value)) for x in lets):
+        return None
+    values = {}
+    for x in lets:
+        values[x.var.name] = substitute(x.value, values)
+    if isinstance(store, N.Store):
+        store = dataclasses.replace(store, value=substitute(store.value, values))
     names = [f.var.name for f in nest]
     if not isinstance(store, N.Store) or store.buffer != acc or \
             not all(isinstance(f.start, N.Const) and f.start.value == 0 and f.extent == d
