@@ -228,6 +228,24 @@ def _mask_after_gemm(s: N.Stmt, acc: str, allocs: dict) -> N.Stmt | None:
     return inner if guard is None else N.If(guard, (inner,), loc=getattr(s, "loc", None))
 
 
+_CMP = {"lt": int.__lt__, "le": int.__le__, "gt": int.__gt__, "ge": int.__ge__,
+        "eq": int.__eq__, "ne": int.__ne__}
+
+
+def _static_ifs(stmts) -> list:
+    """``stmts`` with each top-level ``if`` on a comparison of two integer constants (a
+    mask's guard at the prologue's step, ``if -873 >= 0``) replaced by the branch it takes."""
+    out = []
+    for s in stmts:
+        c = s.cond if isinstance(s, N.If) else None
+        if isinstance(c, N.Cmp) and all(isinstance(x, N.Const) and isinstance(x.value, int)
+                                        and not isinstance(x.value, bool) for x in (c.a, c.b)):
+            out += list(s.then if _CMP[c.op](c.a.value, c.b.value) else s.orelse)
+        else:
+            out.append(s)
+    return out
+
+
 def _linear(e, names: set):
     """``e`` as ``({name: integer coefficient}, rest)`` with ``rest`` free of ``names``,
     where ``e`` is a sum of integer multiples of them; else None."""
@@ -446,7 +464,7 @@ class _Overlap(StmtMutator):
         loc = loop.loc
 
         def at(stmts, it):
-            return list(fold_constants(substitute(tuple(stmts), {k.name: it})))
+            return _static_ifs(fold_constants(substitute(tuple(stmts), {k.name: it})))
 
         base = loop.stage_base  # (a loop inside an outer loop: the steps of earlier runs)
 
