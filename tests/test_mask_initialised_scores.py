@@ -20,7 +20,7 @@ from tilecute.transform.pipeline import run_passes
 
 
 def scores_masked_first(seq, heads=4, dim=128, bm=128, bn=128, causal=False, init="-inf",
-                        threads=256, stages=2, named=False):
+                        threads=256, stages=2, named=False, shared_mask=False):
     """Attention over (B, S, H, D) in the way TileLang's examples write it, the mask
     written into the scores before the first GEMM (``init``: the masked value)."""
     scale = 1.0 / math.sqrt(dim) * 1.4426950408889634
@@ -30,7 +30,8 @@ def scores_masked_first(seq, heads=4, dim=128, bm=128, bn=128, causal=False, ini
 
     @T.prim_func
     def attn(Q: T.Tensor(shape, "float16"), K: T.Tensor(shape, "float16"),
-             V: T.Tensor(shape, "float16"), Out: T.Tensor(shape, "float16")):
+             V: T.Tensor(shape, "float16"), Out: T.Tensor(shape, "float16"),
+             Keep: T.Tensor((seq,), "int32")):
         with T.Kernel(T.ceildiv(seq, bm), heads, batch, threads=threads) as (bx, by, bz):
             q_tile = T.alloc_shared((bm, dim), "float16")
             k_tile = T.alloc_shared((bn, dim), "float16")
@@ -38,6 +39,7 @@ def scores_masked_first(seq, heads=4, dim=128, bm=128, bn=128, causal=False, ini
             scores = T.alloc_fragment((bm, bn), "float32")
             probs = T.alloc_fragment((bm, bn), "float16")
             out = T.alloc_fragment((bm, dim), "float32")
+            keep = T.alloc_shared((bn,), "int32")
             row_max = T.alloc_fragment((bm,), "float32")
             prev_max = T.alloc_fragment((bm,), "float32")
             rescale = T.alloc_fragment((bm,), "float32")
@@ -51,7 +53,11 @@ def scores_masked_first(seq, heads=4, dim=128, bm=128, bn=128, causal=False, ini
                 else T.ceildiv(seq, bn)
             for k in T.Pipelined(steps, num_stages=stages):
                 T.copy(K[bz, k * bn:(k + 1) * bn, by, :], k_tile)
-                if causal and named:  # the positions named first, as some examples write
+                if shared_mask:  # the mask read from shared memory the step loads
+                    T.copy(Keep[k * bn:(k + 1) * bn], keep)
+                    for i, j in T.Parallel(bm, bn):
+                        scores[i, j] = T.if_then_else(keep[j] != 0, 0, masked)
+                elif causal and named:  # the positions named first, as some examples write
                     for i, j in T.Parallel(bm, bn):
                         row = bx * bm + i
                         col = k * bn + j
@@ -113,6 +119,12 @@ def test_names_bound_in_the_mask_loop_stand_for_their_values():
     assert "T.wait_wgmma(0)" in text and "if bx * 128 - k * 128 + -127 < 0:" in text
 
 
+def test_a_mask_read_from_shared_memory_stays_before_the_gemm():
+    """Moved after the GEMM it would read the step's shared tile after its release."""
+    text = lowered(scores_masked_first(1024, shared_mask=True))
+    assert "T.wait_wgmma(0)" not in text and "clear_accum=False" in text
+
+
 def test_other_starting_values_stay_as_written():
     """A finite non-zero start (1.0) is not a mask: the GEMM keeps accumulating into it
     and the loop is not overlapped."""
@@ -136,9 +148,10 @@ def test_mask_first_attention_matches_torch(seq, causal, init):
 
     kernel = tilecute.compile(scores_masked_first(seq, causal=bool(causal), init=init,
                                                   named=causal == "named"), out_idx=[3])
+    keep = torch.ones(seq, device="cuda", dtype=torch.int32)
     torch.manual_seed(0)
     q, k, v = (torch.randn(2, seq, 4, 128, device="cuda", dtype=torch.float16) for _ in range(3))
-    out = kernel(q, k, v)
+    out = kernel(q, k, v, keep)
     # reference: the program's own math.  The kernel visits keys up to a multiple of 128
     # (zeros past the end: zero scores before the mask, zero values), causal ones up to
     # its query block's end; a visited score starts at 0 where kept, at `init` where masked

@@ -213,7 +213,11 @@ def _mask_after_gemm(s: N.Stmt, acc: str, allocs: dict) -> N.Stmt | None:
         return None
     sel = store.value
     kinds = (_zero_or_inf(sel.a), _zero_or_inf(sel.b))
-    if None in kinds or kinds == ("inf", "inf") or any(x.buffer == acc for x in loads(sel.cond)):
+    # (it moves past the release of the GEMM's tiles: no read of shared memory, which the
+    # producer may refill from there on, nor of the accumulator the GEMM writes)
+    if None in kinds or kinds == ("inf", "inf") or any(
+            x.buffer == acc or x.buffer in allocs and allocs[x.buffer].buffer.scope.startswith("shared")
+            for x in loads(sel.cond)):
         return None
     here = N.Load(acc, store.indices, a.buffer.dtype)
     value = N.Select(sel.cond, here if kinds[0] == "0" else sel.a,
