@@ -308,7 +308,7 @@ def explain(e, cands):
     return ", ".join(out)
 
 
-def probes(run_tc, run_fla, inputs):
+def probes(run_tc, run_fla, inputs, run_raw=None):
     """Which input's path carries the dg2 error, on tilecute's side and on FLA's."""
     dg = inputs[9]
 
@@ -321,6 +321,10 @@ def probes(run_tc, run_fla, inputs):
     print("\nprobes (dg2, pre-cumsum):")
     a, b = tc_dg2(inputs), tc_dg2(inputs)
     print(f"  tilecute run twice: max|dg2 run1 - run2| = {float((a - b).abs().max()):.3g} (nonzero: a race)")
+    if run_raw is not None:  # as the example: FLA's cumsum queued right after the kernel, no sync
+        dg_raw = run_raw(inputs)
+        print(f"  the kernel then FLA's cumsum with no sync between, vs the synchronised dg2's cumsum: "
+              f"{fmt(rel(dg_raw, rev_cumsum(a)))} (not ~1e-7: the two are not ordered on one stream)")
     zero = {"dg": 9, "q": 0, "dAqk": 4, "dAkk": 5, "beta": 3}
     for label, idx in (("dg = 0", ("dg",)), ("q = 0", ("q",)), ("dAqk = 0", ("dAqk",)), ("dAkk = 0", ("dAkk",)),
                        ("beta = 0", ("beta",)), ("dAqk = dAkk = 0 (dg2 = dg)", ("dAqk", "dAkk"))):
@@ -336,6 +340,26 @@ def probes(run_tc, run_fla, inputs):
     d64 = dg.to(f64)
     print(f"  dg2(dg) - dg2(dg = 0) vs dg: tilecute {fmt(rel(a - tc_dg2(xs), d64))}  fla "
           f"{fmt(rel(fla_dg2(inputs) - fla_dg2(xs), d64))}")
+
+
+def example_run(m, factory):
+    """The example's own run_test at this shape (its FLA call, the kernel, FLA's cumsum on the
+    kernel's dg2, no synchronisation in between, as the file does), the factory's default config
+    instead of tuning and no benchmark: does this process see the example's dg mismatch?"""
+    T = m.T
+    got = {}
+    saved = m.compare_tensors, m.do_bench, m.tilelang_chunk_bwd_intra
+    m.compare_tensors = lambda name, x, y, *a, **k: got.setdefault(name, rel(x, y.to(f64)))
+    m.do_bench = lambda *a, **k: float("nan")
+    m.tilelang_chunk_bwd_intra = lambda *a, **k: factory(*a, **k, threads=128, num_stages=0)
+    try:
+        torch.manual_seed(0)
+        m.run_test(B=B, S=S, H=H, DK=DK, input_dtype=T.float32, output_dtype=T.float32, accum_dtype=T.float32,
+                   gate_dtype=T.float32, state_dtype=T.float32, chunk_size=BT)
+    finally:
+        m.compare_tensors, m.do_bench, m.tilelang_chunk_bwd_intra = saved
+    print("  the example's own run_test (tilecute vs FLA, relative L2): "
+          + ", ".join(f"{n} {v:.3e}" for n, v in got.items()), flush=True)
 
 
 def main():
@@ -357,6 +381,8 @@ def main():
     names = ("q", "k", "g", "beta", "dAqk", "dAkk", "dq", "dk", "db", "dg")
     cumsum = m.chunk_local_cumsum
     if not DRY:
+        example_run(m, m.tilelang_chunk_bwd_intra)
+
         def run_tc(xs):
             out = kern(*xs)
             torch.cuda.synchronize()
@@ -382,6 +408,10 @@ def main():
 
         def cumsum(x, chunk_size, reverse):
             return rev_cumsum(x.to(f64)).float()
+
+        m.chunk_kda_bwd_intra = lambda **kw: run_fla(tuple(kw[n] for n in names))
+        m.chunk_local_cumsum = cumsum
+        example_run(m, lambda *a, **k: (lambda *xs: run_tc(xs)))
     dq2_t, dk2_t, db2_t, dg2_t = run_tc(inputs)
     tc = {"dq": dq2_t, "dk": dk2_t, "db": db2_t.to(f64).sum(0) + db.to(f64), "db2": db2_t, "dg2": dg2_t,
           "dq2_pre": dq2_t.to(f64) - dq.to(f64)}
@@ -451,7 +481,8 @@ def main():
         e = x - own["dg2"]
         print(f"  {name}: |e|/|own| = {rel(x, own['dg2']):.2e}\n    where: {localise(e, own['dg2'])}"
               f"\n    fit:   {explain(e, cands)}", flush=True)
-    probes(run_tc, run_fla, inputs)
+    probes(run_tc, run_fla, inputs, None if DRY else
+           lambda xs: m.chunk_local_cumsum(kern(*xs)[3], chunk_size=BT, reverse=True).to(f64))
 
     if DRY:
         print(f"\n(dry) own vs fla64: {'agree' if not any('fla64' in b for b in bad) else 'DISAGREE'}; "
