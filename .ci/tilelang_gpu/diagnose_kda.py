@@ -1,55 +1,69 @@
-"""Is tilecute computing TileLang's KDA kernel ``examples/kda/chunk_bwd_intra.py`` wrong, or is
-the example's dg mismatch (relative L2 8.4e-2 against FLA's triton ``chunk_kda_bwd_intra`` on an
-H100, with dq, dk, db at 5e-4..7e-4) FLA's own rounding, amplified by the reverse cumsum?
+"""Is tilecute computing TileLang's KDA kernel ``examples/kda/chunk_bwd_intra.py`` wrong, or
+FLA's triton reference?  On an H100 the example (factory-default config) printed, tilecute vs
+FLA's ``chunk_kda_bwd_intra``, relative L2 dq 6.68e-4, dk 6.70e-4, db 5.29e-4 and dg 8.41e-2.
 
 Run once on a GPU, from TileLang's examples/kda folder (FLA's triton reference needs triton):
 
     cd /tmp/tlx/examples/kda && python <repo>/.ci/tilelang_gpu/diagnose_kda.py
 
-(about a minute: the file's ``main()`` shape B=1 S=8192 H=8 DK=128, float32 everywhere, chunk 64,
-block_DK=64 and the factory's default config threads=128 num_stages=0, the file's own
-``prepare_input`` after ``torch.manual_seed(0)``; ``DIAG_S`` / ``DIAG_H`` change S / H).
+(a minute or two: the file's ``main()`` shape B=1 S=8192 H=8 DK=128, float32 everywhere, chunk
+64, block_DK=64, the factory's default config threads=128 num_stages=0, the file's own
+``prepare_input`` after ``torch.manual_seed(0)``; ``DIAG_S`` / ``DIAG_H`` change S / H,
+``DIAG_CONFIGS`` (default "64,0 256,2") the other configs probed).
 
-Every output is compared with ``own``: a float64 torch reference written from THE KERNEL'S BODY,
+What was settled on the CPU (DIAG_DRY=1, and at the full shape DIAG_DRY=1 DIAG_S=8192 DIAG_H=8):
+
+* The program's math is FLA's: ``own`` below (the kernel's body in float64) agrees with an
+  independent float64 transcription of FLA's kernel (``fla64``, whole-chunk pairwise form) to
+  3e-16, and with FLA's real triton kernel run under triton 3.4's CPU interpreter to 1.3e-7
+  (float32 rounding) on dq, dk, db, dg2 and dg.
+* The cancellation hypothesis is wrong: dg's reverse cumsum does not cancel (|dg2| / |dg| =
+  0.3), so it cannot amplify a product's rounding; emulating tf32 products (what triton's tl.dot
+  does with float32 inputs) gives dq 2.6e-4 / dk 2.6e-4 / db 2.1e-4 / dg 3.8e-4 when rounded and
+  6.8e-4 / 6.7e-4 / 5.2e-4 / 7.9e-4 when chopped (tensor cores reading float32 bits) -- the
+  example's dq / dk / db numbers exactly, its dg 8.4e-2 a hundred times off.
+* tilecute's program reads as TileLang's (IR after the passes, the CuTe DSL source and the SASS
+  read for the dg path: the T.gemm are SIMT float32, the shared-memory reuse plan keeps q, k,
+  g, dg tiles live where read, the dk / dg TMA pair waits on one mbarrier of 2 arrivals, the
+  dg2 sum is read after that wait).
+* So one of the two runs on the GPU has a fault of about the size of a unit-variance quantity
+  in each dg2 element: "dg read as some other unit-variance value" (a stale or misplaced dg
+  tile, DIAG_PLANT=dg_as_g in the dry run) gives 8.3e-2 at this shape.  This script says which.
+
+Each output is compared with ``own``: a float64 torch reference written from THE KERNEL'S BODY,
 step by step as the T.* program does it (per 16-row sub-chunk: the earlier sub-chunks through
 ``gn`` = the sub-chunk's first row of g, ``kg = k * exp2(gn - g)``, the two T.gemm, ``* exp2(g -
 gn)``; the diagonal token loop with its ``i_bc >= j`` mask; ``db = sum(dk2 * k)`` per 64-column
 block; ``dk2 *= beta``; ``dg2 = q * dq2``; ``dq2 += dq``; ``dkt`` from the later sub-chunks
 through ``gn_last`` and the lower-triangular token loop; ``dg2 += (dk2 - dkt) * k + dg``; ``dk2 +=
-dk + dkt``), the kernel's intermediates kept.  The example itself reverse-cumsums the kernel's dg2
-over each 64-token chunk afterwards (FLA's ``chunk_local_cumsum``, outside the kernel), so dg is
-checked both before (``dg2``) and after (``dg``) that cumsum, and the two terms of dg2 separately
-(``q*dq2`` and ``(dk2-dkt)*k``, recovered from the kernel's outputs: ``dq2 - dq`` is the
-kernel's pre-``dq`` dq2).
+dk + dkt``).  The example reverse-cumsums the kernel's dg2 over each 64-token chunk afterwards
+(FLA's ``chunk_local_cumsum``, outside the kernel), so dg is checked before (``dg2``) and after
+(``dg``) it, and the two terms of dg2 separately (``q*dq2`` and ``(dk2-dkt)*k``, recovered from the
+outputs: ``dq2 - dq`` is the kernel's dq2 before ``+ dq``; FLA's dg2 is its dg differenced).
 
-Columns, each a relative L2 error |x - own| / |own| (x: float64 of the float32 result):
+The output, in order:
 
-* ``tilecute``  the tilecute kernel's result;
-* ``fla``       FLA's triton ``chunk_kda_bwd_intra`` (its dg2 recovered from its dg by
-                differencing inside each chunk);
-* ``fp32``      own math in float32 with full-precision products (what the kernel's SIMT
-                float32 T.gemm compute: tilecute runs these float32 GEMMs on the CUDA cores, as
-                its docs/tile-ops.md says for float32 operands read MN-major);
-* ``tf32``      own math in float64 with the operands of every matrix product rounded to tf32
-                (what FLA's ``tl.dot`` does with float32 inputs: triton's default input_precision
-                is tf32; TileLang's own MMA takes float32 operands as tf32 too);
-* ``tc~fla``    tilecute against FLA directly (the number the example prints).
+1. the example's own ``run_test`` in this process (default config, no benchmark): the 8.4e-2
+   should be there again;
+2. a table of relative L2 errors |x - own| / |own| per output, x = ``tilecute``, ``fla``, and
+   the emulations ``fp32`` (own math in float32: what SIMT float32 products give), ``tf32`` /
+   ``tf32chop`` (operands of every matrix product rounded / chopped to tf32), ``tc~fla``;
+3. for the dg2 error of each side: where it sits (shares by row of the sub-chunk, sub-chunk,
+   16-column group, first / last chunk) and its least-squares fit on candidate quantities (dg,
+   g, g's tile shifted as tilecute's shared memory holds it before dg lands, q*dq2, dkt*k, q, k,
+   dq, dk, beta, db): ``dg -1.00 (50%), X +1.00 (50%)`` reads "dg was read as X";
+4. probes: the kernel run twice (a race?), the example's unsynchronised kernel-then-cumsum order,
+   dg2 with one input zeroed at a time (dg, q, dAqk, dAkk, beta, both dA) for tilecute and for
+   FLA against own with the same inputs (which input's path carries the error), whether
+   dg2(dg) - dg2(dg = 0) is dg, and two other configs of the file's autotune list;
+5. a verdict: ``OK`` when tilecute is within 1e-3 of own on every output (then the dg line says
+   whether FLA is further from own than tf32 explains: FLA's side), else ``SUSPECT`` (tilecute
+   disagrees with its own program's math; the probes say where).
 
-and the norms |own| of the quantity, so the cancellation is visible: every pair (r, s) of a chunk
-adds q_r dAqk[r,s] k_s 2^(g_r - g_s) to dg2[r] (through q*dq2) and takes it away from dg2[s]
-(through -dkt*k), likewise for dAkk, so the chunk's reverse cumsum adds terms of size |dg2| into
-sums much closer to dg's own input; errors of the terms do not cancel.
-
-Verdict line: ``OK`` when tilecute is within 1e-3 of ``own`` for every output (an exact float32
-kernel is ~1e-6 on dq/dk/db/dg2 and ~1e-5 on dg), else ``SUSPECT`` (tilecute disagrees with its
-program's own math: a wrong answer to look at).  With OK, the dg line says whether FLA's distance
-from ``own`` is the tf32 emulation's (then FLA's tf32 products, amplified by the cumsum, are the
-8.4e-2 the example prints, and tilecute is the closer of the two).
-
-DIAG_DRY=1 (no GPU, S=256 H=2 by default): the kernel is only built (its sm_90a cubin); ``own``
-is checked against an independent float64 transcription of FLA's triton kernel in whole-chunk
-pairwise form (``fla64``, must agree to ~1e-15), and the ``fp32`` / ``tf32`` columns show what a
-float32 kernel and a tf32 one are expected to give.  The tilecute and fla columns read "-"."""
+DIAG_DRY=1 (no GPU, S=256 H=2 by default): the kernel and the two other configs are only built
+(sm_90a cubins); the kernel and FLA are replaced by torch stand-ins (own math in float32, fla64
+in float32) so every step above runs; DIAG_PLANT=dg_as_g makes the tilecute stand-in read g for
+dg, to show what the report says of such a fault (SUSPECT, dg -1 / g +1, dg2(dg) - dg2(0) != dg)."""
 
 import importlib.util
 import os
@@ -308,9 +322,10 @@ def explain(e, cands):
     return ", ".join(out)
 
 
-def probes(run_tc, run_fla, inputs, run_raw=None):
+def probes(run_tc, run_fla, inputs, own, run_raw=None, other_configs=()):
     """Which input's path carries the dg2 error, on tilecute's side and on FLA's."""
     dg = inputs[9]
+    own_dg2, own_dq, own_dk = own["dg2"], own["dq"], own["dk"]
 
     def tc_dg2(xs):
         return run_tc(xs)[3].to(f64)
@@ -334,6 +349,11 @@ def probes(run_tc, run_fla, inputs, run_raw=None):
         ref = kernel_math(*xs)["dg2"]
         t, f = rel(tc_dg2(xs), ref), rel(fla_dg2(xs), ref)
         print(f"  {label:28s} tilecute {fmt(t)}  fla {fmt(f)}   (relative L2 of dg2 against own with the same inputs)")
+    for cfg in other_configs:  # the same program at other configs of the file's autotune list
+        xs = tuple(inputs)
+        out = cfg[1](xs)
+        print(f"  config threads={cfg[0][0]} num_stages={cfg[0][1]}: tilecute dg2 {fmt(rel(out[3], own_dg2))}, "
+              f"dq {fmt(rel(out[0], own_dq))}, dk {fmt(rel(out[1], own_dk))} against own")
     # dg's contribution alone: kernel(dg) - kernel(dg = 0) should be dg itself
     xs = list(inputs)
     xs[9] = torch.zeros_like(dg)
@@ -481,8 +501,22 @@ def main():
         e = x - own["dg2"]
         print(f"  {name}: |e|/|own| = {rel(x, own['dg2']):.2e}\n    where: {localise(e, own['dg2'])}"
               f"\n    fit:   {explain(e, cands)}", flush=True)
-    probes(run_tc, run_fla, inputs, None if DRY else
-           lambda xs: m.chunk_local_cumsum(kern(*xs)[3], chunk_size=BT, reverse=True).to(f64))
+    others = []
+    for c in os.environ.get("DIAG_CONFIGS", "64,0 256,2").split():
+        th, st = (int(v) for v in c.split(","))
+        kc = m.tilelang_chunk_bwd_intra(B=B, S=S, H=H, DK=DK, input_dtype=T.float32, output_dtype=T.float32,
+                                        accum_dtype=T.float32, gate_dtype=T.float32, state_dtype=T.float32,
+                                        chunk_size=BT, block_DK=64, threads=th, num_stages=st)
+        if DRY:
+            print(f"  built config threads={th} num_stages={st}: {kc.name}")
+        else:
+            def run_cfg(xs, kc=kc):
+                out = kc(*xs)
+                torch.cuda.synchronize()
+                return out
+            others.append(((th, st), run_cfg))
+    probes(run_tc, run_fla, inputs, own, None if DRY else
+           lambda xs: m.chunk_local_cumsum(kern(*xs)[3], chunk_size=BT, reverse=True).to(f64), others)
 
     if DRY:
         print(f"\n(dry) own vs fla64: {'agree' if not any('fla64' in b for b in bad) else 'DISAGREE'}; "
