@@ -60,6 +60,10 @@ The output, in order:
    whether FLA is further from own than tf32 explains: FLA's side), else ``SUSPECT`` (tilecute
    disagrees with its own program's math; the probes say where).
 
+DIAG_FLA_IEEE=1 (a second GPU run): FLA's tl.dot products in full float32 (TRITON_F32_DEFAULT=ieee,
+in a fresh triton cache), so its tf32 noise (the 6.7e-4 of dq / dk) goes and a fault on its side
+stands alone; the example's own run_test then compares two float32-exact results.
+
 DIAG_DRY=1 (no GPU, S=256 H=2 by default): the kernel and the two other configs are only built
 (sm_90a cubins); the kernel and FLA are replaced by torch stand-ins (own math in float32, fla64
 in float32) so every step above runs; DIAG_PLANT=dg_as_g makes the tilecute stand-in read g for
@@ -71,6 +75,11 @@ import sys
 import time
 import types
 
+if os.environ.get("DIAG_FLA_IEEE") == "1":  # FLA's tl.dot in full float32 (a fresh triton cache)
+    import tempfile
+
+    os.environ["TRITON_F32_DEFAULT"] = "ieee"
+    os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="diag_kda_triton_")
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import tlalias  # noqa: E402,F401
@@ -387,7 +396,8 @@ def main():
     m = load_example()
     T = m.T
     print(f"kda/chunk_bwd_intra: B={B} S={S} H={H} DK={DK} float32, chunk {BT}, block_DK=64, "
-          f"threads=128 num_stages=0 (the factory's default config); "
+          f"threads=128 num_stages=0 (the factory's default config); FLA's tl.dot float32 inputs as "
+          f"{os.environ.get('TRITON_F32_DEFAULT', 'tf32 (triton default)')}; "
           f"{'dry run (CPU)' if DRY else torch.cuda.get_device_name()}", flush=True)
     kern = m.tilelang_chunk_bwd_intra(B=B, S=S, H=H, DK=DK, input_dtype=T.float32, output_dtype=T.float32,
                                       accum_dtype=T.float32, gate_dtype=T.float32, state_dtype=T.float32,
