@@ -389,6 +389,7 @@ def example_run(m, factory):
         m.compare_tensors, m.do_bench, m.tilelang_chunk_bwd_intra = saved
     print("  the example's own run_test (tilecute vs FLA, relative L2): "
           + ", ".join(f"{n} {v:.3e}" for n, v in got.items()), flush=True)
+    return got
 
 
 def main():
@@ -410,8 +411,9 @@ def main():
 
     names = ("q", "k", "g", "beta", "dAqk", "dAkk", "dq", "dk", "db", "dg")
     cumsum = m.chunk_local_cumsum
+    ex = {}
     if not DRY:
-        example_run(m, m.tilelang_chunk_bwd_intra)
+        ex = example_run(m, m.tilelang_chunk_bwd_intra)
 
         def run_tc(xs):
             out = kern(*xs)
@@ -441,7 +443,7 @@ def main():
 
         m.chunk_kda_bwd_intra = lambda **kw: run_fla(tuple(kw[n] for n in names))
         m.chunk_local_cumsum = cumsum
-        example_run(m, lambda *a, **k: (lambda *xs: run_tc(xs)))
+        ex = example_run(m, lambda *a, **k: (lambda *xs: run_tc(xs)))
     dq2_t, dk2_t, db2_t, dg2_t = run_tc(inputs)
     tc = {"dq": dq2_t, "dk": dk2_t, "db": db2_t.to(f64).sum(0) + db.to(f64), "db2": db2_t, "dg2": dg2_t,
           "dq2_pre": dq2_t.to(f64) - dq.to(f64)}
@@ -548,6 +550,11 @@ def main():
             who = "FLA is as close as float32 products"
         print(f"\nVERDICT OK: tilecute agrees with the kernel's own math (<= {TOL}) on every output; "
               f"dg: fla {fdg:.2e} vs tf32-emulation {tdg:.2e}: {who}")
+    here = rel(tc["dg (fla cumsum)"], fla["dg"].to(f64))
+    if ex.get("dg", 0.0) > max(10 * here, 1e-2):
+        print(f"NOTE: the example's own run gave dg {ex['dg']:.2e} where this script's synchronised run gives "
+              f"{here:.2e}: the difference is in the example's order of calls (see the unsynchronised probe), "
+              f"not in either kernel's arithmetic")
     print(f"({time.time() - t0:.0f}s)")
 
 
