@@ -67,7 +67,9 @@ stands alone; the example's own run_test then compares two float32-exact results
 DIAG_DRY=1 (no GPU, S=256 H=2 by default): the kernel and the two other configs are only built
 (sm_90a cubins); the kernel and FLA are replaced by torch stand-ins (own math in float32, fla64
 in float32) so every step above runs; DIAG_PLANT=dg_as_g makes the tilecute stand-in read g for
-dg, to show what the report says of such a fault (SUSPECT, dg -1 / g +1, dg2(dg) - dg2(0) != dg)."""
+dg, to show what the report says of such a fault (SUSPECT, dg -1 / g +1, dg2(dg) - dg2(0) != dg);
+DIAG_PLANT=bad_cumsum makes the stand-in of FLA's chunk_local_cumsum noisy (the verdict then
+blames the cumsum, not the kernel)."""
 
 import importlib.util
 import os
@@ -331,7 +333,7 @@ def explain(e, cands):
     return ", ".join(out)
 
 
-def probes(run_tc, run_fla, inputs, own, run_raw=None, other_configs=()):
+def probes(run_tc, run_fla, inputs, own, run_raw=None, other_configs=(), cumsum=None):
     """Which input's path carries the dg2 error, on tilecute's side and on FLA's."""
     dg = inputs[9]
     own_dg2, own_dq, own_dk = own["dg2"], own["dq"], own["dk"]
@@ -344,6 +346,11 @@ def probes(run_tc, run_fla, inputs, own, run_raw=None, other_configs=()):
 
     print("\nprobes (dg2, pre-cumsum):")
     a, b = tc_dg2(inputs), tc_dg2(inputs)
+    if cumsum is not None:  # FLA's chunk_local_cumsum itself, on one float32 dg2, twice
+        x = a.float()
+        c1, c2 = cumsum(x, chunk_size=BT, reverse=True), cumsum(x, chunk_size=BT, reverse=True)
+        print(f"  FLA's chunk_local_cumsum(reverse) of tilecute's dg2 vs a float64 reverse cumsum of it: "
+              f"{fmt(rel(c1, rev_cumsum(x.to(f64))))}; run twice: max|diff| = {float((c1 - c2).abs().max()):.3g}")
     print(f"  tilecute run twice: max|dg2 run1 - run2| = {float((a - b).abs().max()):.3g} (nonzero: a race)")
     if run_raw is not None:  # as the example: FLA's cumsum queued right after the kernel, no sync
         dg_raw = run_raw(inputs)
@@ -439,7 +446,10 @@ def main():
             return tuple(r[n].float() for n in ("dq", "dk", "db", "dg"))
 
         def cumsum(x, chunk_size, reverse):
-            return rev_cumsum(x.to(f64)).float()
+            out = rev_cumsum(x.to(f64)).float()
+            if PLANT == "bad_cumsum":  # a reverse cumsum that is off by unit-size noise
+                out = out + torch.randn_like(out) * 8
+            return out
 
         m.chunk_kda_bwd_intra = lambda **kw: run_fla(tuple(kw[n] for n in names))
         m.chunk_local_cumsum = cumsum
@@ -528,7 +538,7 @@ def main():
                 return out
             others.append(((th, st), run_cfg))
     probes(run_tc, run_fla, inputs, own, None if DRY else
-           lambda xs: m.chunk_local_cumsum(kern(*xs)[3], chunk_size=BT, reverse=True).to(f64), others)
+           lambda xs: m.chunk_local_cumsum(kern(*xs)[3], chunk_size=BT, reverse=True).to(f64), others, cumsum)
 
     if DRY:
         print(f"\n(dry) own vs fla64: {'agree' if not any('fla64' in b for b in bad) else 'DISAGREE'}; "
@@ -537,6 +547,13 @@ def main():
               f"in float32 as 'fla')")
         bad = [b for b in bad if "fla64" not in b]
     fdg, tdg = rel(fla["dg"], own["dg"]), max(rel(etf["dg"], own["dg"]), rel(etz["dg"], own["dg"]))
+    if bad == ["dg (fla cumsum)"]:  # the kernel's dg2 and its float64 cumsum are right
+        print(f"\nVERDICT OK for tilecute's kernel (every output of it within {TOL} of own), but FLA's "
+              f"chunk_local_cumsum of its dg2 is off ({rel(tc['dg (fla cumsum)'], own['dg']):.2e} against the "
+              f"float64 reverse cumsum of own): the example's dg mismatch is in FLA's cumsum (see its probe)")
+        bad = []
+        print(f"({time.time() - t0:.0f}s)")
+        return
     if bad:
         print(f"\nVERDICT SUSPECT: tilecute differs from the kernel's own math by more than {TOL} in: "
               f"{', '.join(bad)} (a tilecute wrong answer: the probes above say which input's path)")
