@@ -191,3 +191,70 @@ def subchunk_neighbour_sums(S=112, D=32, C=64, SC=16, threads=128, stages=2):
             T.copy(acc, Out[row0:row0 + SC, :])
 
     return neighbours
+
+
+def late_gradient_tiles(S=128, H=2, D=128, R=16, bd=64, threads=128):
+    """A block per R-row tile and bd-column block of each head, shaped like the end of a KDA
+    intra-chunk backward kernel: q, k, g tiles and beta copied in first; a token loop over
+    the tile's rows j adds ``A[r, j] * k[j] * exp2(g[r] - g[j])`` into ``acc[r]`` for rows
+    r >= j; ``qa = q * acc``; ``acc *= beta``; a second token loop (rows r <= j) adds
+    ``A[j, r] * q[j] * exp2(g[j] - g[r])`` into ``acc_t``; only then, with g's and beta's
+    tiles dead, are the dk and dg tiles copied in (one barrier for both), and
+    ``Dk = acc + dk + acc_t``, ``Dg = qa + (acc - acc_t) * k + dg``.  The shared-memory plan
+    may place dg's tile on the bytes g's and beta's held: Dg must still read dg."""
+
+    @T.prim_func
+    def late_tiles(Q: T.Tensor((S, H, D), T.float32), K: T.Tensor((S, H, D), T.float32),
+                   G: T.Tensor((S, H, D), T.float32), Beta: T.Tensor((S, H), T.float32),
+                   A: T.Tensor((S, H, R), T.float32), dK: T.Tensor((S, H, D), T.float32),
+                   dG: T.Tensor((S, H, D), T.float32), Dk: T.Tensor((S, H, D), T.float32),
+                   Dg: T.Tensor((S, H, D), T.float32)):
+        with T.Kernel(D // bd, S // R, H, threads=threads) as (bk, bt, h):
+            r0 = bt * R
+            q_s = T.alloc_shared((R, bd), T.float32)
+            k_s = T.alloc_shared((R, bd), T.float32)
+            beta_s = T.alloc_shared((R,), T.float32)
+            g_s = T.alloc_shared((R, bd), T.float32)
+            acc = T.alloc_fragment((R, bd), T.float32)
+            acc_t = T.alloc_fragment((R, bd), T.float32)
+            qa = T.alloc_fragment((R, bd), T.float32)
+            kj = T.alloc_shared((bd,), T.float32)
+            gj = T.alloc_shared((bd,), T.float32)
+            a_col = T.alloc_shared((R,), T.float32)
+            T.copy(Q[r0:r0 + R, h, bk * bd:(bk + 1) * bd], q_s)
+            T.copy(K[r0:r0 + R, h, bk * bd:(bk + 1) * bd], k_s)
+            T.copy(G[r0:r0 + R, h, bk * bd:(bk + 1) * bd], g_s)
+            T.copy(Beta[r0:r0 + R, h], beta_s)
+            T.clear(acc)
+            T.clear(acc_t)
+            for j in T.Pipelined(R, num_stages=0):
+                T.copy(K[r0 + j, h, bk * bd:(bk + 1) * bd], kj)
+                T.copy(G[r0 + j, h, bk * bd:(bk + 1) * bd], gj)
+                T.copy(A[r0:r0 + R, h, j], a_col)
+                for r, d in T.Parallel(R, bd):
+                    acc[r, d] += T.if_then_else(r >= j, a_col[r] * kj[d] * T.exp2(g_s[r, d] - gj[d]), 0.0)
+            for r, d in T.Parallel(R, bd):
+                qa[r, d] = q_s[r, d] * acc[r, d]
+            for r, d in T.Parallel(R, bd):
+                acc[r, d] = acc[r, d] * beta_s[r]
+            qj = T.alloc_shared((bd,), T.float32)
+            gj2 = T.alloc_shared((bd,), T.float32)
+            a_row = T.alloc_shared((R,), T.float32)
+            for j in T.Pipelined(R, num_stages=0):
+                T.copy(Q[r0 + j, h, bk * bd:(bk + 1) * bd], qj)
+                T.copy(G[r0 + j, h, bk * bd:(bk + 1) * bd], gj2)
+                T.copy(A[r0 + j, h, 0:R], a_row)
+                for r, d in T.Parallel(R, bd):
+                    acc_t[r, d] += T.if_then_else(r <= j, a_row[r] * qj[d] * T.exp2(gj2[d] - g_s[r, d]), 0.0)
+            dk_s = T.alloc_shared((R, bd), T.float32)
+            dg_s = T.alloc_shared((R, bd), T.float32)
+            T.copy(dK[r0:r0 + R, h, bk * bd:(bk + 1) * bd], dk_s)
+            T.copy(dG[r0:r0 + R, h, bk * bd:(bk + 1) * bd], dg_s)
+            for r, d in T.Parallel(R, bd):
+                qa[r, d] = qa[r, d] + (acc[r, d] - acc_t[r, d]) * k_s[r, d] + dg_s[r, d]
+            for r, d in T.Parallel(R, bd):
+                acc[r, d] += dk_s[r, d] + acc_t[r, d]
+            T.copy(acc, Dk[r0:r0 + R, h, bk * bd:(bk + 1) * bd])
+            T.copy(qa, Dg[r0:r0 + R, h, bk * bd:(bk + 1) * bd])
+
+    return late_tiles

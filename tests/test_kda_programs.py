@@ -9,7 +9,7 @@ import tilecute
 import kda_programs as P
 
 PROGRAMS = ["token_pair_sums", "gated_column_sums", "reverse_state_recurrence",
-            "subchunk_neighbour_sums"]
+            "subchunk_neighbour_sums", "late_gradient_tiles"]
 
 
 @pytest.fixture(autouse=True)
@@ -28,6 +28,20 @@ def test_second_subchunk_loop_starts_after_the_block_index():
     src = tilecute.compile(P.subchunk_neighbour_sums(), target="sm_90a").get_kernel_source()
     assert "cutlass.range(ii + 1, " in src
     assert "cutlass.range(0, ii)" in src
+
+
+def test_late_tiles_reuse_the_dead_gate_tile_bytes():
+    """The program of TileLang's kda/chunk_bwd_intra's shape: the dk / dg tiles copied in at
+    the end are planned on the bytes of tiles dead by then (dg's over beta's and g's), both
+    loaded by TMA on one barrier of two arrivals: the GPU test below checks Dg reads dg."""
+    import re
+    src = tilecute.compile(P.late_gradient_tiles(), target="sm_90a").get_kernel_source()
+    off = {m[0]: int(m[1]) for m in re.findall(r"^\s*(\w+) = cute\.make_tensor\(cute\.recast_ptr\(tc_smem \+ (\d+),",
+                                                src, re.M)}
+    assert off["g_s"] < off["dg_s"] + 4096 and off["dg_s"] < off["g_s"] + 4096, off
+    loads = re.findall(r"tct\.load\((dK|dG)_desc, tc_smem \+ \d+, (tc_bar\d+),", src)
+    assert len(loads) == 2 and loads[0][1] == loads[1][1], loads
+    assert f"tct.init_barriers({loads[0][1]}, 1, 2)" in src
 
 
 # ---- on the GPU -------------------------------------------------------------------------------
@@ -129,3 +143,28 @@ def test_subchunk_neighbour_sums_on_gpu():
                 rj = slice(it * C + jj * SC, it * C + (jj + 1) * SC)
                 want[r] += Ap[rj, ii * SC:(ii + 1) * SC].T @ Xp[rj]
     _close(Out, want[:S], 1e-2)  # float32 GEMMs may run as tf32 (TileLang's meaning)
+
+
+@pytest.mark.gpu
+def test_late_gradient_tiles_on_gpu():
+    import torch
+    S, H, D, R, bd = 128, 2, 128, 16, 64
+    torch.manual_seed(0)
+    Q, K, G, dK, dG = (torch.randn(S, H, D, device="cuda") for _ in range(5))
+    Beta = torch.randn(S, H, device="cuda")
+    A = torch.randn(S, H, R, device="cuda")
+    Dk, Dg = (torch.empty(S, H, D, device="cuda") for _ in range(2))
+    tilecute.compile(P.late_gradient_tiles(S, H, D, R, bd))(Q, K, G, Beta, A, dK, dG, Dk, Dg)
+    q, k, g, dk, dg, beta, a = (x.double().reshape(S // R, R, H, -1) for x in (Q, K, G, dK, dG, Beta, A))
+    r = torch.arange(R, device="cuda")
+    e = torch.exp2(g[:, :, None] - g[:, None, :])  # [tile, r, j, H, D] = 2^(g_r - g_j)
+    low = (r[:, None] >= r[None, :]).double()[None, :, :, None, None]  # j <= r
+    acc = (low * a.permute(0, 1, 3, 2)[..., None] * k[:, None] * e).sum(2)
+    qa = q * acc
+    acc = acc * beta
+    # acc_t[r] = sum_{j >= r} A[j, r] q[j] 2^(g_j - g_r): e[:, j, r] = 2^(g_j - g_r)
+    acc_t = (low * a.permute(0, 1, 3, 2)[..., None] * q[:, :, None] * e).sum(1)
+    want_k = (acc + dk + acc_t).reshape(S, H, D)
+    want_g = (qa + (acc - acc_t) * k + dg).reshape(S, H, D)
+    _close(Dk, want_k, 1e-4)
+    _close(Dg, want_g, 1e-4)  # dg's tile read from its own bytes, not g's or beta's left there
