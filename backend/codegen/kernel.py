@@ -846,7 +846,9 @@ class KernelEmitter:
         self.mma.drain(depth)  # wgmma reads of shared memory end before the block moves on
         if s.wait_async:
             self.out.line(depth, "cute.arch.cp_async_wait_group(0)")
-        if self.mma.proxy_fence:  # shared writes become visible to wgmma's (async proxy) reads
+        if self.mma.proxy_fence or s.fence_proxy:
+            # shared writes become visible to wgmma's (async proxy) reads; shared reads and
+            # writes are done before a TMA load's (async proxy) writes to the same bytes
             self.out.line(depth, 'cute.arch.fence_proxy("async.shared", space="cta")')
         self.out.line(depth, self.sync())
 

@@ -780,6 +780,10 @@ class Barrier(Stmt):
     tile statements that share a shared buffer."""
 
     wait_async: bool = False
+    # set by the barrier pass before a TMA load into shared bytes threads read or wrote:
+    # each thread first fences its shared accesses for the async proxy
+    # (fence.proxy.async), since the barrier alone does not order them with TMA's writes
+    fence_proxy: bool = False
     loc: Optional[Loc] = _loc()
 
 

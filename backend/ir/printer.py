@@ -246,7 +246,8 @@ def _stmt(s: N.Stmt, indent: int, out: list[str]) -> None:
             return
         out.append(f'{pad}{b.name} = T.alloc_{b.scope}({shape}, "{b.dtype}"{layout}{stages})')
     elif isinstance(s, N.Barrier):
-        out.append(f"{pad}T.sync_threads({'wait_async=True' if s.wait_async else ''})")
+        out.append(f"{pad}T.sync_threads({'wait_async=True' if s.wait_async else ''})"
+                   + ("  # fence.proxy.async first (a TMA load follows)" if s.fence_proxy else ""))
     elif isinstance(s, N.Copy):
         kw = ", disable_tma=True" if s.disable_tma else ""
         if s.instruction and s.instruction != N.ASYNC_COPY:

@@ -26,11 +26,15 @@ class _State:
         self.written: dict[str, bool] = {}  # shared buffer -> written by cp.async
         self.read: set[str] = set()
         self.store_pending = False  # a TMA store whose read nobody has waited for yet
+        # shared buffers threads read or wrote since the last barrier that fenced them for
+        # the async proxy: a TMA load into their bytes needs such a barrier first
+        self.generic: set[str] = set()
 
     def copy(self) -> "_State":
         st = _State()
         st.written, st.read = dict(self.written), set(self.read)
         st.store_pending = self.store_pending
+        st.generic = set(self.generic)
         return st
 
     def merge(self, other: "_State") -> None:
@@ -38,14 +42,26 @@ class _State:
             self.written[b] = self.written.get(b, False) or a
         self.read |= other.read
         self.store_pending |= other.store_pending
+        self.generic |= other.generic
 
-    def barrier(self, out: list, loc) -> None:
-        """A block barrier (waiting for cp.async copies when any write was one), after
-        which nothing counts as touched."""
-        self.wait_stores(out, loc)
-        out.append(N.Barrier(any(self.written.values()), loc=loc))
+    def touched(self) -> set[str]:
+        """Every shared buffer threads touched that no fencing barrier has ordered yet."""
+        return self.read | set(self.written) | self.generic
+
+    def clear(self, fenced: bool = False) -> None:
+        """A barrier: nothing counts as touched since it; what was, still counts for the
+        async proxy unless it ``fenced``."""
+        self.generic = set() if fenced else self.generic | self.read | set(self.written)
         self.written.clear()
         self.read.clear()
+
+    def barrier(self, out: list, loc, fence: bool = False) -> None:
+        """A block barrier (waiting for cp.async copies when any write was one), after
+        which nothing counts as touched; ``fence``: each thread first fences its shared
+        accesses for the async proxy (before a TMA load into their bytes)."""
+        self.wait_stores(out, loc)
+        out.append(N.Barrier(any(self.written.values()), fence_proxy=fence, loc=loc))
+        self.clear(fence)
 
     def wait_stores(self, out: list, loc) -> None:
         """Before a barrier, after which the stores' tiles may be written again: their
@@ -142,8 +158,7 @@ class _Sync:
                 if isinstance(s, N.Barrier) and any(st.written.values()) and not s.wait_async:
                     s = dataclasses.replace(s, wait_async=True)
                 st.wait_stores(out, s.loc)
-                st.written.clear()
-                st.read.clear()
+                st.clear(isinstance(s, N.Barrier) and s.fence_proxy)
                 out.append(s)
                 continue
             if isinstance(s, (N.For, N.While)) and self.divergent_loop(s):
@@ -221,7 +236,7 @@ class _Sync:
                 a, b = st.copy(), st.copy()
                 then, orelse = self.block(s.then, a), self.block(s.orelse, b)
                 a.merge(b)
-                st.written, st.read = a.written, a.read
+                st.written, st.read, st.generic = a.written, a.read, a.generic
                 out.append(dataclasses.replace(s, then=then, orelse=orelse))
                 continue
             self.barrier_if_needed(s, st, out)
@@ -261,8 +276,7 @@ class _Sync:
             head: list = []
             before.barrier(head, s.loc)
             out[at:at] = head
-            st.written.clear()  # (what the run's earlier regions touched counts again below)
-            st.read.clear()
+            st.clear()  # (what the run's earlier regions touched counts again below)
             for t in out[at + len(head):]:
                 r, w, _ = self.touches(t)
                 st.read |= r
@@ -278,7 +292,14 @@ class _Sync:
 
     def tma_copy(self, s: N.TmaCopy, st: _State, out: list) -> None:
         """A TMA load may overwrite its shared buffer only after every thread is done with
-        it (a barrier when it was read or written since the last one); threads see the
+        it (a barrier when it, or a buffer on its bytes, was read or written since the
+        last one), and only after those accesses are fenced for the async proxy: TMA
+        writes shared memory by another path than the threads' loads and stores, which a
+        block barrier alone does not order it after (measured: FLA's KDA
+        ``chunk_bwd_intra`` read ``q``'s tile, synchronised, and TMA-loaded ``dq`` onto
+        its bytes; some of the reads saw ``dq``, a nondeterministic wrong ``dg``).  So
+        that barrier fences first (``Barrier.fence_proxy``), and where the accesses were
+        ordered by a barrier that did not fence, a fencing one is added; threads see the
         data after the mbarrier wait, so it leaves nothing to order.  A TMA store fences
         and synchronises the block itself (codegen) and then reads its buffer.  Its issuing
         thread does not wait for that read right away but before the next barrier
@@ -286,15 +307,14 @@ class _Sync:
         kernel the read overlaps the next tile's main loop.  (A store is reached by the
         whole block, or its own barrier would hang: so are the barriers after it.)"""
         if s.src.buffer in self.shared:  # store
-            st.written.clear()
-            st.read.clear()
+            st.clear(fenced=True)  # (the store fences and synchronises the block itself)
             st.read.add(s.src.buffer)
             if self.defer_stores:
                 s = dataclasses.replace(s, wait_read=False)
                 st.store_pending = self.deferred = True
-        elif ({s.dst.buffer} | self.aliases.get(s.dst.buffer, set())) & (st.read | set(st.written)) \
+        elif ({s.dst.buffer} | self.aliases.get(s.dst.buffer, set())) & st.touched() \
                 and not self.program_orders:
-            st.barrier(out, s.loc)
+            st.barrier(out, s.loc, fence=True)
         out.append(s)
 
     def reduction(self, s, st: _State, out: list) -> None:
