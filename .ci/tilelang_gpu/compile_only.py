@@ -4,7 +4,8 @@ made on the CPU; a tilecute kernel's first call builds its cubin (the arch from 
 and records its name in ``built``, and no call launches anything (outputs keep whatever their
 allocation held); ``do_bench`` times nothing; the device properties are an H100's (and torch says one is there); autotuned
 factories compile the call's own (default) config instead of tuning; ``torch.compile`` is the
-identity; ``torch.allclose`` / ``torch.testing.assert_close`` pass, since no kernel ran.  The
+identity; ``torch.allclose`` / ``torch.testing.assert_close`` and TileLang's
+``torch_assert_close`` pass, since no kernel ran.  The
 reference stand-ins of ``shims/`` are on the path where flash_attn / fla are absent; without
 triton, a stand-in holding only ``triton.cdiv`` and ``triton.next_power_of_2``."""
 
@@ -104,6 +105,15 @@ torch.cuda.profiler.start = torch.cuda.profiler.stop = lambda *a, **k: None
 torch.cuda.empty_cache = lambda *a, **k: None
 torch.allclose = lambda *a, **k: True
 torch.testing.assert_close = lambda *a, **k: None
+# TileLang's own check (tilelang.testing / utils.tensor.torch_assert_close, the profiler's
+# assert_allclose) compares outputs no kernel wrote, as torch's would
+import tilecute.runtime.profiling as _profiling  # noqa: E402
+import tilecute.testing as _tl_testing  # noqa: E402
+import tilecute.utils as _tl_utils  # noqa: E402
+import tilecute.utils.tensor as _tl_tensor  # noqa: E402
+
+for _m in (_profiling, _tl_testing, _tl_utils, _tl_tensor):
+    _m.torch_assert_close = lambda *a, **k: True
 
 # -- kernels: build the cubin, launch nothing ---------------------------------------------------
 

@@ -3,11 +3,14 @@ dynamic shared memory (``Allocate.slot``), and the kernel its total
 (``KernelScope.shared_bytes``), checked against what a block of the target may use.
 Runs before the barrier pass, which orders the threads around buffers that share bytes.
 
-Buffers are placed in allocation order, each at the lowest offset (a multiple of its
-alignment: 128 bytes, 1024 for a TMA-swizzled buffer) where it overlaps no buffer that is
-alive at the same time.  A buffer is alive from the first to the last top-level statement
-of the kernel that uses it (a loop or a branch counts as one statement), so a GEMM's
-epilogue tile reuses the bytes of the main loop's stages; consecutive ``T.ws`` regions on
+Buffers are placed in allocation order (or the most aligned first, where that takes fewer
+bytes), each at the lowest offset (a multiple of its alignment: 128 bytes, 1024 for a
+TMA-swizzled buffer) where it overlaps no buffer placed before it that is alive at the same
+time.  A buffer is alive from the first to the last top-level statement of the kernel that
+uses it (a loop or a branch counts as one statement), so a GEMM's epilogue tile reuses the
+bytes of the main loop's stages; a buffer that one serial loop's body alone uses, and
+whose first use there writes all of it, is alive from that body statement to the last one
+that uses it, as TileLang's (:func:`loop_body_lifetimes`); consecutive ``T.ws`` regions on
 disjoint threads (and the regions of a thread-index branch, ``if tx < 32: ... else: ...``)
 run side by side, so what each uses, a reduction's scratch included, is alive over all of
 them (:func:`side_by_side_runs`).  Mbarrier arrays live the whole
@@ -23,7 +26,7 @@ import dataclasses
 from ..ir import nodes as N
 from ..ir.visitor import walk_stmts
 from ..target import SHARED_ALIGN, TMA_SWIZZLE_ALIGN, target
-from .analysis import lifetimes, stage_bytes, view_bases
+from .analysis import buffers_used, lifetimes, loads, stage_bytes, view_bases
 
 
 class SharedMemoryError(ValueError):
@@ -71,11 +74,73 @@ def side_by_side_runs(body) -> list[tuple[int, int]]:
     return runs
 
 
+_END = 1 << 30  # after the last statement of a loop body
+
+
+def _overwrites(s, buf: N.Buffer) -> bool:
+    """Does ``s`` write every element of ``buf`` before reading any: a ``T.Parallel`` nest
+    over exactly its shape (a lowered ``T.copy`` / ``T.fill``) storing ``buf[i, j]`` from a
+    value that does not read it.  (Other first writes, a TMA load among them, leave the
+    buffer its whole loop.)"""
+    loop_vars = []
+    while isinstance(s, N.For) and s.kind == "parallel" and len(s.body) == 1:
+        if not (isinstance(s.start, N.Const) and s.start.value == 0):
+            return False
+        loop_vars.append((s.var, s.extent))
+        s = s.body[0]
+    return isinstance(s, N.Store) and s.buffer == buf.name and \
+        len(loop_vars) == len(buf.shape) and \
+        all(isinstance(i, N.Var) and i.name == v.name and e == d
+            for i, (v, e), d in zip(s.indices, loop_vars, buf.shape)) and \
+        not any(ld.buffer == buf.name for ld in loads((s.indices, s.value)))
+
+
+def loop_body_lifetimes(scope: N.KernelScope, alive: dict, pinned: set) -> dict:
+    """Lifetimes within a serial loop's body, as TileLang's (its allocation planner places
+    a buffer that only one loop's body uses inside that body, and its shared-memory merge
+    frees it after the body statement that last uses it): each single-stage shared buffer
+    used in one top-level serial loop alone, whose first use in the body writes all of it
+    (so it carries no value from one iteration to the next), lives from that statement to
+    the last one of the body that uses it.  Two such buffers used by disjoint statements
+    share bytes; the barrier pass orders their threads as it orders one buffer's."""
+    out = {}
+    for a in shared_allocs(scope):
+        b = a.buffer.name
+        if b in pinned or b not in alive or a.stages != 1 or \
+                (a.layout is not None and a.layout.kind == "mbarrier"):
+            continue
+        (i, _), (last, _) = alive[b]
+        loop = scope.body[i]
+        if i != last or not isinstance(loop, N.For) or loop.kind != "serial":
+            continue
+        uses = [j for j, t in enumerate(loop.body) if b in buffers_used(t)]
+        if uses and _overwrites(loop.body[uses[0]], a.buffer):
+            out[b] = ((i, uses[0]), (i, uses[-1]))
+    return out
+
+
+def _first_fit(sized) -> tuple[dict, int]:
+    """Each buffer of ``sized`` in turn at the lowest offset (a multiple of its alignment)
+    where it overlaps no buffer placed before it that is alive at the same time: the
+    slots, and the bytes they take."""
+    placed, slots = [], {}  # (start, end, lifetime)
+    for a, align, stride, size, life in sized:
+        offset, moved = 0, True
+        while moved:
+            moved = False
+            for start, end, other in placed:
+                together = life[0] <= other[1] and other[0] <= life[1]
+                if together and offset < end and start < offset + size:
+                    offset, moved = _round_up(end, align), True
+        placed.append((offset, offset + size, life))
+        slots[a.buffer.name] = N.SharedSlot(offset, stride, align)
+    return slots, max((end for _, end, _ in placed), default=0)
+
+
 def place(scope: N.KernelScope, reuse: bool = True) -> N.KernelScope:
     """``scope`` with a slot on each shared allocation and its total bytes; ``reuse=False``
     (option disable_shared_memory_reuse): every buffer is alive the whole kernel, so none
     shares bytes with another (a view still takes its base's)."""
-    forever = (-1, len(scope.body))
     alive = lifetimes(scope) if reuse else {}
     for first, last in side_by_side_runs(scope.body):
         for b, (lo, hi) in list(alive.items()):
@@ -90,27 +155,32 @@ def place(scope: N.KernelScope, reuse: bool = True) -> N.KernelScope:
     # they run: their bytes are theirs the whole kernel
     remote = {bases.get(t.dst.buffer, t.dst.buffer) for t in walk_stmts(scope.body)
               if isinstance(t, N.ClusterCopy)}
-    placed: list[tuple[int, int, tuple[int, int]]] = []  # (start, end, lifetime)
-    slots = {}
     allocs = shared_allocs(scope)
+    # a lifetime runs from (statement, -1) to (statement, END): the whole of each top-level
+    # statement; a buffer that lives in one serial loop's body gets the body statements
+    # that use it, (loop, first) to (loop, last) (:func:`loop_body_lifetimes`)
+    alive = {b: ((lo, -1), (hi, _END)) for b, (lo, hi) in alive.items()}
+    if reuse:
+        pinned = remote | set(bases) | set(bases.values()) | \
+            {b for first, last in side_by_side_runs(scope.body) for b in alive
+             if alive[b][0][0] <= last and first <= alive[b][1][0]}
+        alive.update(loop_body_lifetimes(scope, alive, pinned))
+    forever = ((-1, -1), (len(scope.body), _END))
+    sized = []  # (allocation, alignment, stage stride, bytes, lifetime), in allocation order
     for a in allocs:
         if a.buffer.name in bases:
             continue
         align = _align(a)
         stride = _round_up(stage_bytes(a.buffer), align)
-        size = stride * (a.stages - 1) + stage_bytes(a.buffer)
         mbarrier = a.layout is not None and a.layout.kind == "mbarrier"
         life = forever if mbarrier or a.buffer.name in remote else \
             alive.get(a.buffer.name, forever)
-        offset, moved = 0, True
-        while moved:
-            moved = False
-            for start, end, other in placed:
-                together = life[0] <= other[1] and other[0] <= life[1]
-                if together and offset < end and start < offset + size:
-                    offset, moved = _round_up(end, align), True
-        placed.append((offset, offset + size, life))
-        slots[a.buffer.name] = N.SharedSlot(offset, stride, align)
+        sized.append((a, align, stride, stride * (a.stages - 1) + stage_bytes(a.buffer), life))
+    # first fit in allocation order, or with the most aligned buffers first where that
+    # needs fewer bytes (a 1024-aligned TMA tile may not start where a 128-aligned buffer
+    # that ended its life left a gap)
+    slots, total = min((_first_fit(sized), _first_fit(sorted(sized, key=lambda x: -x[1]))),
+                       key=lambda placed: placed[1])
     for a in allocs:
         if a.buffer.name in bases:
             base = next(b for b in allocs if b.buffer.name == bases[a.buffer.name])
@@ -120,7 +190,6 @@ def place(scope: N.KernelScope, reuse: bool = True) -> N.KernelScope:
                                         f"'{base.buffer.name}' has {base.stages} stages; tilecute "
                                         "views single-buffered shared buffers")
             slots[a.buffer.name] = slots[base.buffer.name]
-    total = max((end for _, end, _ in placed), default=0)
     body = tuple(dataclasses.replace(s, slot=slots[s.buffer.name])
                  if isinstance(s, N.Allocate) and s.buffer.name in slots else s
                  for s in scope.body)
