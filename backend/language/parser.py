@@ -2117,21 +2117,31 @@ class _Parser:
                     kind, warp_specialize = "serial", None
             else:
                 if "step" in a.sig.parameters and a.value("step") is not None:
-                    step = a.static_int("step")
-                    if step == 0:  # TileLang's ValueError
-                        raise a.fail("step", "step=0: a stepped loop's step must be non-zero")
+                    if isinstance(a.value("step"), N.Expr) and \
+                            not isinstance(self.folded(a.value("step")), N.Const):
+                        # TileLang's run-time step (it warns): the iterations start +
+                        # v * step for v below ceildiv(stop - start, step)
+                        step = self.arg_index(a.ref("step"), form.__name__)
+                        if not N.is_int(step.dtype):
+                            raise a.fail("step", f"step must be an integer; got {_show(step)}")
+                    else:
+                        step = a.static_int("step")
+                        if step == 0:  # TileLang's ValueError
+                            raise a.fail("step", "step=0: a stepped loop's step must be non-zero")
                 if kind == "unrolled" and "explicit" in a.sig.parameters:
                     unroll_factor = self.unroll_factor(a, ann)
-            if step is not None and step < 0:
+            if isinstance(step, N.Expr):
+                extent = ops.ceildiv(_sub(stop, start), step)
+            elif step is not None and step < 0:
                 # TileLang's stepped loop counting down (`range(n - 1, -1, -1)`): the
                 # iterations start, start + step, ... while above stop
                 extent = ops.ceildiv(self.extent(start, stop), -step)
             else:
                 extent = self.extent(stop, start)
-            if step is not None and step > 1:
+            if isinstance(step, int) and step > 1:
                 extent = ops.ceildiv(extent, step)
             ranges = [(start, extent)]
-            if kind in ("serial", "unrolled") and (step is None or step == 1) and \
+            if kind in ("serial", "unrolled") and step in (None, 1) and not isinstance(step, N.Expr) and \
                     isinstance(extent, N.Const) and extent.value == 1 and not _breaks(s.body):
                 # a one-step loop is its body, with the variable bound to the start
                 self.push(kind="loop")
@@ -2147,7 +2157,7 @@ class _Parser:
             # TVM's loop variable has its range's dtype: int64 over an int64 start or extent
             # (T.serial(T.ceildiv(n, 512)) of an int64 n)
             dtype = "int64" if "int64" in (start.dtype, extent.dtype) else "int32"
-            if step is not None and step != 1:
+            if step is not None and (isinstance(step, N.Expr) or step != 1):
                 counter = N.Var(self.fresh(f"{nm.id}_iter"), dtype)
                 v = N.Var(self.fresh(nm.id), dtype)
                 prologue.append(N.Let(v, N.binop("add", ranges[0][0],
