@@ -54,3 +54,33 @@ def test_program_builds_a_cubin(name, tmp_path):
     for i, f in enumerate(_funcs(name)):
         info = tilecute.build_cubin(f, "sm_90a", out_dir=str(tmp_path / str(i)))
         assert info.kernel_names and (tmp_path / str(i) / "kernel.cubin").stat().st_size > 0
+
+
+# ---- what the generated code says -------------------------------------------------------------
+def test_a_run_time_serial_step_takes_tileLangs_trip_count():
+    """``T.serial(start, n, St[0])``: TileLang (with a warning) runs ceildiv(n - start, step)
+    iterations start + v * step; tilecute refused the run-time step."""
+    src = _src(P.unroll_alias_and_runtime_step())
+    assert "step = St[0]" in src
+    assert "cutlass.range(0, (96 - (St[1] + (tx - tx // 4 * 4)) + step - 1) // step)" in src, src
+    assert "i_1_ = St[1] + (tx - tx // 4 * 4) + i_iter_1_ * step" in src, src
+
+
+def test_a_run_time_step_must_be_an_integer():
+    import tilecute.language as T
+    from tilecute.language.parser import FrontendError
+    with pytest.raises(FrontendError, match=r"`X\[0\]` has dtype float32, expected an integer"):
+        @T.prim_func
+        def k(X: T.Tensor((8,), T.float32), Y: T.Tensor((1,), T.float32)):
+            with T.Kernel(1, threads=32):
+                for i in T.serial(0, 8, X[0]):
+                    Y[0] = X[i]
+
+
+def test_negative_index_arithmetic_keeps_floor_semantics():
+    """Indices that go negative before ``%`` / ``//``: the modulo is printed as
+    a - a // b * b (floor division), never C's ``%``."""
+    src = _src(P.negative_index_arithmetic())
+    assert "X[(i - 3) - (i - 3) // 8 * 8]" in src
+    assert "I[i, 1] = (i - 5) - (i - 5) // 4 * 4" in src
+    assert "tcmath.truncdiv(i - 5, 4)" in src

@@ -157,7 +157,7 @@ def negative_index_arithmetic(n=200):
                 i = bx * 96 + t
                 if i < n:
                     O[i, 0] = X[(i - 3) % 8]
-                    O[i, 1] = X[(i - 37) // 16 + 8]
+                    O[i, 1] = X[(i - 37) // 32 + 8]
                     O[i, 2] = X[T.truncmod(i - 37, 8) + 8]
                     O[i, 3] = X[(7 - i) % 16]
                     I[i, 0] = (i - 5) // 4

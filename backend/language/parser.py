@@ -2122,8 +2122,6 @@ class _Parser:
                         # TileLang's run-time step (it warns): the iterations start +
                         # v * step for v below ceildiv(stop - start, step)
                         step = self.arg_index(a.ref("step"), form.__name__)
-                        if not N.is_int(step.dtype):
-                            raise a.fail("step", f"step must be an integer; got {_show(step)}")
                     else:
                         step = a.static_int("step")
                         if step == 0:  # TileLang's ValueError
