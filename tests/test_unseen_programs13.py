@@ -84,3 +84,601 @@ def test_negative_index_arithmetic_keeps_floor_semantics():
     assert "X[(i - 3) - (i - 3) // 8 * 8]" in src
     assert "I[i, 1] = (i - 5) - (i - 5) // 4 * 4" in src
     assert "tcmath.truncdiv(i - 5, 4)" in src
+
+
+# ---- on the GPU -------------------------------------------------------------------------------
+def _run(func, *args):
+    tilecute.compile(func)(*args)
+
+
+def _close(got, want, atol=0.0, rtol=0.0):
+    import torch
+    torch.testing.assert_close(got, want, atol=atol, rtol=rtol, equal_nan=True)
+
+
+def _ints(*shape, lo=-3, hi=4, dtype=None):
+    import torch
+    t = torch.randint(lo, hi, shape, device="cuda").float()
+    return t if dtype is None else t.to(dtype)
+
+
+@pytest.mark.gpu
+def test_warp_reduce_family_on_gpu():
+    import torch
+    torch.manual_seed(0)
+    n = 160
+    X = torch.randint(-1000, 1000, (n,), device="cuda", dtype=torch.int32)
+    F = torch.randn(n, device="cuda")
+    O = torch.empty(n, 5, device="cuda", dtype=torch.int32)
+    OF = torch.empty(n, 3, device="cuda")
+    _run(P.warp_reduce_family(), X, F, O, OF)
+    xw = X.view(-1, 32).cpu().numpy()
+    ref = np.stack([xw.sum(1), xw.max(1), xw.min(1), np.bitwise_and.reduce(xw, 1),
+                    np.bitwise_or.reduce(xw, 1)], 1).repeat(32, 0).astype(np.int32)
+    assert np.array_equal(O.cpu().numpy(), ref)
+    fw = F.view(-1, 32)
+    _close(OF[:, 0], fw.max(1).values.repeat_interleave(32))
+    _close(OF[:, 1], (fw * 2).min(1).values.repeat_interleave(32))
+    _close(OF[:, 2], fw.sum(1).repeat_interleave(32), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.gpu
+def test_warp_reduce_row_norms_on_gpu():
+    import torch
+    torch.manual_seed(0)
+    M, N = 37, 96
+    X = torch.randn(M, N, device="cuda")
+    Y = torch.empty_like(X)
+    AM = torch.empty(M, device="cuda")
+    _run(P.warp_reduce_row_norms(), X, Y, AM)
+    _close(Y, X * torch.rsqrt((X * X).sum(1, keepdim=True) + 1e-6), atol=1e-5, rtol=1e-4)
+    _close(AM, X.abs().max(1).values)
+
+
+@pytest.mark.gpu
+def test_shared_words_on_gpu():
+    import torch
+    torch.manual_seed(0)
+    n = 256
+    X = torch.randn(n, device="cuda")
+    outs = [torch.full((n,), float("nan"), device="cuda") for _ in range(3)]
+    _run(P.shared_words(), X, *outs)
+    assert torch.equal(outs[0], X.view(64, 4).roll(-1, 0).reshape(-1))
+    assert torch.equal(outs[1], torch.cat([X[128:], X[:128]]))
+    assert torch.equal(outs[2], X.flip(0))
+
+
+def _directed_f32(d, mode):
+    """float64 values d (exact differences) rounded to float32 in ``mode``."""
+    f = d.astype(np.float32)
+    if mode == "rn":
+        return f
+    up, down = np.float32(np.inf), np.float32(-np.inf)
+    fd = f.astype(np.float64)
+    if mode == "rz":
+        return np.where(np.abs(fd) > np.abs(d), np.nextafter(f, np.float32(0)), f)
+    if mode == "ru":
+        return np.where(fd < d, np.nextafter(f, up), f)
+    return np.where(fd > d, np.nextafter(f, down), f)
+
+
+@pytest.mark.gpu
+def test_ieee_sub_modes_on_gpu():
+    import torch
+    torch.manual_seed(0)
+    n = 256
+    X = torch.randn(n, device="cuda")
+    Z = torch.randn(n, device="cuda") * 1e-3
+    Y = torch.empty(n, 4, device="cuda")
+    _run(P.ieee_sub_modes(), X, Z, Y)
+    d = X.cpu().double().numpy() - Z.cpu().double().numpy()  # exact: close exponents
+    got = Y.cpu().numpy()
+    for k, mode in enumerate(("rn", "rz", "ru", "rd")):
+        assert np.array_equal(got[:, k], _directed_f32(d, mode)), mode
+    assert (got[:, 2] != got[:, 3]).any()
+
+
+@pytest.mark.gpu
+def test_unroll_alias_and_runtime_step_on_gpu():
+    import torch
+    torch.manual_seed(0)
+    n = 96
+    X = torch.randn(n, device="cuda", dtype=torch.float64).float()
+    xs = X.cpu().double().numpy()
+    for step, start0 in ((5, 3), (7, 94), (1, 0)):
+        St = torch.tensor([step, start0], device="cuda", dtype=torch.int32)
+        Y = torch.full((32, 2), float("nan"), device="cuda")
+        _run(P.unroll_alias_and_runtime_step(), X, St, Y)
+        for tx in range(32):
+            a = sum(xs[i + tx] for i in range(0, 64, 16) if i + tx < 64)
+            b = sum(xs[i] for i in range(start0 + tx % 4, n, step))
+            assert abs(float(Y[tx, 0]) - a) < 1e-4, (tx, step)
+            assert abs(float(Y[tx, 1]) - b) < 1e-4, (tx, step, start0)
+
+
+@pytest.mark.gpu
+def test_negative_index_arithmetic_on_gpu():
+    import torch
+    n = 200
+    X = torch.arange(16, device="cuda", dtype=torch.float32) * 10
+    O = torch.empty(n, 4, device="cuda")
+    I = torch.empty(n, 4, device="cuda", dtype=torch.int32)
+    _run(P.negative_index_arithmetic(), X, O, I)
+    i = np.arange(n)
+    tmod = np.fmod(i - 37, 8)
+    ref_o = np.stack([(i - 3) % 8, (i - 37) // 32 + 8, tmod + 8, (7 - i) % 16], 1) * 10.0
+    ref_i = np.stack([(i - 5) // 4, (i - 5) % 4, np.trunc((i - 5) / 4), 13 - 3 * i], 1)
+    assert np.array_equal(O.cpu().numpy(), ref_o.astype(np.float32))
+    assert np.array_equal(I.cpu().numpy(), ref_i.astype(np.int32))
+
+
+@pytest.mark.gpu
+def test_parallel_extent_not_divisible_on_gpu():
+    import torch
+    torch.manual_seed(0)
+    X = torch.randn(6, 100, device="cuda")
+    Y = torch.empty_like(X)
+    S = torch.empty(2, device="cuda")
+    _run(P.parallel_extent_not_divisible(), X, Y, S)
+    f = X[2] * 2
+    _close(Y, X + f[None, :])
+    _close(S[0], f.sum(), atol=1e-4, rtol=1e-5)
+    _close(S[1], f.max())
+
+
+@pytest.mark.gpu
+def test_tails_in_4d_and_3d_on_gpu():
+    import torch
+    torch.manual_seed(0)
+    B, C, H, W = 3, 5, 7, 37
+    X = torch.randn(B, C, H, W, device="cuda").half()
+    scale, shift = torch.randn(C, device="cuda"), torch.randn(C, device="cuda")
+    Y = torch.full_like(X, float("nan"))
+    _run(P.elementwise_4d_tails(), X, scale, shift, Y)
+    _close(Y, (X.float() * scale[None, :, None, None] + shift[None, :, None, None]).half(), atol=2e-3, rtol=2e-3)
+
+    X4 = torch.randn(2, 3, 5, 9, device="cuda")
+    Y4 = torch.empty(9, 5, 3, 2, device="cuda")
+    _run(P.parallel_4d_loop(), X4, Y4)
+    b, c, h, w = torch.meshgrid(*[torch.arange(s, device="cuda") for s in (2, 3, 5, 9)], indexing="ij")
+    assert torch.equal(Y4, (X4 + (b * 1000 + c * 100 + h * 10 + w).float()).permute(3, 2, 1, 0))
+
+    X3 = torch.randn(5, 70, 45, device="cuda")
+    Y3 = torch.full((5, 45, 70), float("nan"), device="cuda")
+    _run(P.copy_3d_boundary(), X3, Y3)
+    assert torch.equal(Y3, X3.transpose(1, 2) + 0.5)
+
+
+@pytest.mark.gpu
+def test_reduce_1d_tail_and_single_warp_softmax_on_gpu():
+    import torch
+    torch.manual_seed(0)
+    X = torch.randn(1000, device="cuda")
+    Out = torch.zeros(2, device="cuda")
+    _run(P.reduce_1d_tail_atomic(), X, Out)
+    _close(Out[0], X.sum(), atol=1e-3, rtol=1e-5)
+    _close(Out[1], X.abs().max())
+
+    Xs = torch.randn(10, 200, device="cuda") * 3
+    Ys = torch.empty_like(Xs)
+    _run(P.softmax_single_warp_ragged(), Xs, Ys)
+    _close(Ys, torch.softmax(Xs, 1), atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.gpu
+def test_small_tile_gemms_on_gpu():
+    import torch
+    torch.manual_seed(0)
+    M, N, K = 50, 72, 88
+    A, B = torch.randn(M, K, device="cuda").half(), torch.randn(K, N, device="cuda").half()
+    C = torch.full((M, N), float("nan"), device="cuda")
+    _run(P.gemm_bm16_one_warp(), A, B, C)
+    _close(C, A.float() @ B.float(), atol=1e-3, rtol=1e-3)
+
+    M, N, K = 96, 80, 72
+    A, B = torch.randn(K, M, device="cuda").bfloat16(), torch.randn(K, N, device="cuda").bfloat16()
+    C = torch.full((M, N), float("nan"), device="cuda")
+    _run(P.gemm_bm32_transpose_a(), A, B, C)
+    _close(C, A.float().T @ B.float(), atol=1e-3, rtol=1e-3)
+
+    M, N, K = 200, 136, 100
+    A, B = torch.randn(M, K, device="cuda").bfloat16(), torch.randn(K, N, device="cuda").bfloat16()
+    C = torch.full((M, N), float("nan"), device="cuda").bfloat16()
+    _run(P.gemm_ragged_3_stages_swizzle(), A, B, C)
+    _close(C.float(), (A.float() @ B.float()).bfloat16().float(), atol=0.1, rtol=1e-2)
+
+
+@pytest.mark.gpu
+def test_int8_and_mixed_fp8_gemms_on_gpu():
+    import torch
+    torch.manual_seed(0)
+    M, N, K = 128, 96, 128
+    for name, ta, tb in (("gemm_int8_both_transposed", True, True), ("gemm_int8_transpose_a_only", True, False)):
+        A = torch.randint(-128, 128, (K, M) if ta else (M, K), device="cuda", dtype=torch.int8)
+        B = torch.randint(-128, 128, (N, K) if tb else (K, N), device="cuda", dtype=torch.int8)
+        C = torch.full((M, N), -7, device="cuda", dtype=torch.int32)
+        _run(getattr(P, name)(), A, B, C)
+        a = A.double().T if ta else A.double()
+        b = B.double().T if tb else B.double()
+        assert torch.equal(C, (a @ b).int()), name
+
+    M = N = K = 128
+    A = torch.randn(M, K, device="cuda").to(torch.float8_e4m3fn)
+    B = torch.randn(N, K, device="cuda").to(torch.float8_e5m2)
+    C = torch.full((M, N), float("nan"), device="cuda")
+    _run(P.gemm_fp8_mixed_formats(), A, B, C)
+    _close(C, A.float() @ B.float().T, atol=1e-3, rtol=1e-4)
+
+
+@pytest.mark.gpu
+def test_streamk_b2b_splitk_gemms_on_gpu():
+    import torch
+    torch.manual_seed(0)
+    M, N, K = 128, 128, 256
+    A, B = torch.randn(M, K, device="cuda").half(), torch.randn(N, K, device="cuda").half()
+    C = torch.zeros(M, N, device="cuda")
+    _run(P.streamk_gemm(), A, B, C)
+    _close(C, A.float() @ B.float().T, atol=1e-3, rtol=1e-3)
+
+    M, D, H = 128, 64, 96
+    X = (torch.randn(M, D, device="cuda") * 0.5).half()
+    W1 = (torch.randn(D, H, device="cuda") * 0.2).half()
+    W2 = (torch.randn(H, D, device="cuda") * 0.2).half()
+    Y = torch.empty(M, D, device="cuda")
+    _run(P.back_to_back_gemm(), X, W1, W2, Y)
+    h = torch.relu(X.float() @ W1.float()).half().float()
+    _close(Y, h @ W2.float(), atol=2e-3, rtol=2e-3)
+
+    M, N, K = 64, 128, 256
+    A, B = _ints(M, K, lo=-2, hi=3, dtype=torch.float16), _ints(K, N, lo=-2, hi=3, dtype=torch.float16)
+    C = torch.zeros(M, N, device="cuda", dtype=torch.float16)
+    _run(P.splitk_fp16_output_atomics(), A, B, C)
+    assert torch.equal(C, (A.float() @ B.float()).half())
+
+
+@pytest.mark.gpu
+def test_batched_and_epilogue_gemms_on_gpu():
+    import torch
+    torch.manual_seed(0)
+    Bt, M, N, K = 3, 64, 96, 64
+    A, B = torch.randn(Bt, M, K, device="cuda").half(), torch.randn(Bt, N, K, device="cuda").half()
+    scale, bias = torch.randn(Bt, device="cuda"), torch.randn(Bt, N, device="cuda")
+    C = torch.full((Bt, M, N), float("nan"), device="cuda")
+    _run(P.batched_gemm_3d_grid_scaled(), A, B, scale, bias, C)
+    _close(C, scale[:, None, None] * (A.float() @ B.float().transpose(1, 2)) + bias[:, None, :],
+           atol=2e-3, rtol=1e-3)
+
+    M, N, K = 128, 128, 96
+    A, B = torch.randn(M, K, device="cuda").bfloat16(), torch.randn(K, N, device="cuda").bfloat16()
+    bias, rs = torch.randn(N, device="cuda"), torch.randn(M, device="cuda")
+    C = torch.full((M, N), float("nan"), device="cuda")
+    _run(P.gemm_sigmoid_rowscale_bf16(), A, B, bias, rs, C)
+    _close(C, rs[:, None] * torch.sigmoid(A.float() @ B.float() + bias), atol=1e-4, rtol=1e-4)
+
+    M, N, K = 100, 72, 64
+    A, B = (torch.randn(M, K, device="cuda") * 0.5).half(), (torch.randn(K, N, device="cuda") * 0.5).half()
+    C = torch.full((M, N), float("nan"), device="cuda").half()
+    _run(P.epilogue_fragment_shared_global_offset(), A, B, C)
+    r = (A.float() @ B.float()).half()
+    want = r.clone()
+    want[:, 32:64] = r[:, 32:64] * 2
+    _close(C.float(), want.float(), atol=2e-2, rtol=2e-3)
+
+
+@pytest.mark.gpu
+def test_norms_on_gpu():
+    import torch
+    torch.manual_seed(0)
+    M, N = 40, 300
+    X = (torch.randn(M, N, device="cuda") * 2 + 1).half()
+    W, Bs = torch.randn(N, device="cuda"), torch.randn(N, device="cuda")
+    Y = torch.full_like(X, float("nan"))
+    _run(P.layernorm_ragged_row(), X, W, Bs, Y)
+    _close(Y.float(), torch.nn.functional.layer_norm(X.float(), (N,), W, Bs, eps=1e-5).half().float(),
+           atol=1e-2, rtol=1e-2)
+
+    M, N = 24, 192
+    X = torch.randn(M, N, device="cuda").bfloat16()
+    W = torch.randn(N, device="cuda").bfloat16()
+    Y = torch.empty_like(X)
+    _run(P.rmsnorm_96_threads(), X, W, Y)
+    x = X.float()
+    _close(Y.float(), (x * torch.rsqrt((x * x).mean(1, keepdim=True) + 1e-6) * W.float()).bfloat16().float(),
+           atol=2e-2, rtol=2e-2)
+
+    M, N = 16, 400
+    X = torch.randn(M, N, device="cuda") * 4
+    Y = torch.full_like(X, float("nan"))
+    _run(P.online_softmax_chunks(), X, Y)
+    _close(Y, torch.softmax(X, 1), atol=1e-6, rtol=1e-4)
+
+
+@pytest.mark.gpu
+def test_chunked_and_shared_reductions_on_gpu():
+    import torch
+    torch.manual_seed(0)
+    X = torch.randn(100, 64, device="cuda")
+    O = torch.empty(3, 64, device="cuda")
+    _run(P.column_stats_chunks_clear_false(), X, O)
+    _close(O[0], X.sum(0), atol=1e-4, rtol=1e-5)
+    _close(O[1], X.max(0).values)
+    _close(O[2], X.min(0).values)
+
+    XI = torch.randint(-1000, 1000, (64, 32), device="cuda", dtype=torch.int32)
+    OI = torch.empty(4, 32, device="cuda", dtype=torch.int32)
+    _run(P.shared_reduce_dim0_int(), XI, OI)
+    xi = XI.cpu().numpy()
+    ref = np.stack([xi.sum(0), xi.max(0), np.bitwise_or.reduce(xi, 0), xi.min(0)]).astype(np.int32)
+    assert np.array_equal(OI.cpu().numpy(), ref)
+
+
+@pytest.mark.gpu
+def test_reducer_ragged_rows_on_gpu():
+    import torch
+    torch.manual_seed(0)
+    M, N = 77, 48
+    X = torch.randn(M, N, device="cuda")
+    XI = torch.randint(0, 1 << 20, (M, N), device="cuda", dtype=torch.int32)
+    S = torch.zeros(N, device="cuda")
+    nb = (M + 31) // 32
+    MN = torch.empty(nb, N, device="cuda")
+    XR = torch.empty(nb, N, device="cuda", dtype=torch.int32)
+    _run(P.reducer_ragged_rows(), X, XI, S, MN, XR)
+    _close(S, X.sum(0), atol=1e-4, rtol=1e-5)
+    xi = XI.cpu().numpy()
+    for b in range(nb):
+        rows = slice(b * 32, min(b * 32 + 32, M))
+        _close(MN[b], X[rows].min(0).values)
+        assert np.array_equal(XR[b].cpu().numpy(), np.bitwise_xor.reduce(xi[rows], 0)), b
+
+
+@pytest.mark.gpu
+def test_control_flow_programs_on_gpu():
+    import torch
+    torch.manual_seed(0)
+    M = 40
+    X = torch.randn(M, 32, device="cuda")
+    Y = torch.full_like(X, float("nan"))
+    R = torch.full((M,), float("nan"), device="cuda")
+    _run(P.macro_scalar_args(), X, Y, R)
+    assert torch.equal(Y, X * 0.5)
+    assert torch.equal(R, (X * 0.5).max(1).values)
+
+    n = 256
+    X = torch.randint(1, 10000, (n,), device="cuda", dtype=torch.int64)
+    X[:3] = torch.tensor([1, 2, 27], device="cuda")
+    S = torch.empty(n, device="cuda", dtype=torch.int32)
+    Pk = torch.empty(n, device="cuda", dtype=torch.int64)
+    _run(P.collatz_while(), X, S, Pk)
+    for k, x0 in enumerate(X.tolist()):
+        x, steps, peak = x0, 0, x0
+        while x != 1 and steps < 200:
+            x = x // 2 if x % 2 == 0 else 3 * x + 1
+            peak, steps = max(peak, x), steps + 1
+        assert (int(S[k]), int(Pk[k])) == (steps, peak), (k, x0)
+
+    n = 512
+    X = torch.randn(n, device="cuda")
+    Y0 = torch.randn(n, device="cuda")
+    Y = Y0.clone()
+    Ssum = torch.empty(1, device="cuda")
+    _run(P.block_role_branches(), X, Y, Ssum)
+    want = Y0.clone()
+    want[:128] += torch.arange(128, device="cuda").float()
+    idx = torch.arange(128, n, device="cuda")
+    want[128:] = X[128:] * (idx // 128 + 1).float()
+    assert torch.equal(Y, want)
+    _close(Ssum[0], X.sum(), atol=1e-3, rtol=1e-5)
+
+
+@pytest.mark.gpu
+def test_nested_pipelined_and_cluster_grid_on_gpu():
+    import torch
+    torch.manual_seed(0)
+    H, S, D = 3, 256, 64
+    X = torch.randn(H, S, D, device="cuda").half()
+    Sc = torch.randn(H, D, device="cuda")
+    O = torch.empty(H, D, device="cuda")
+    _run(P.nested_pipelined_heads(), X, Sc, O)
+    _close(O, X.float().sum(1) * Sc, atol=1e-3, rtol=1e-4)
+
+    X0, X1, X2, n = 4, 3, 2, 64
+    A = torch.randn(X2, X1, X0 * n, device="cuda")
+    B = torch.empty_like(A)
+    ID = torch.empty(X2, X1, X0, device="cuda", dtype=torch.int32)
+    _run(P.grid_3d_cluster(), A, B, ID)
+    bz, by, bx = torch.meshgrid(torch.arange(X2), torch.arange(X1), torch.arange(X0), indexing="ij")
+    off = (bz * 100 + by * 10 + bx).float().cuda().repeat_interleave(n, 2)
+    assert torch.equal(B, A + off)
+    assert torch.equal(ID.cpu(), ((bz * X1 + by) * X0 + bx + 1000 * (bx % 2)).int())
+
+
+@pytest.mark.gpu
+def test_memory_programs_on_gpu():
+    import torch
+    torch.manual_seed(0)
+    X = torch.randn(64, 64, device="cuda")
+    H = torch.empty(64, 64, device="cuda").half()
+    W = torch.empty(32, 32, device="cuda")
+    F = torch.empty(64, 64, device="cuda")
+    _run(P.shared_to_shared_casts(), X, H, W, F)
+    assert torch.equal(H, X.half())
+    assert torch.equal(W, X[16:48, 8:40])
+    assert torch.equal(F, X.half().bfloat16().float())
+
+    X = torch.randn(128, 96, device="cuda").half()
+    Y = torch.empty(96, 128, device="cuda").half()
+    _run(P.swizzled_transpose_annotated(), X, Y)
+    assert torch.equal(Y, X.T)
+
+    n = 128
+    G0 = torch.randn(4, n, device="cuda")
+    G = G0.clone()
+    O = torch.empty(3, n, device="cuda")
+    _run(P.fill_clear_every_scope(), G, O)
+    want_g = G0.clone()
+    want_g[1, 32:96] = 7.0
+    assert torch.equal(G, want_g)
+    i = torch.arange(n, device="cuda")
+    assert torch.equal(O[0], torch.where(i < 16, 0.0, 2.5) + torch.where(i >= n - 8, 0.0, -1.5))
+    assert torch.equal(O[1], 0.5 + i.float())
+    assert torch.equal(O[2], want_g[1])
+
+
+@pytest.mark.gpu
+def test_tile_atomics_half_bf16_on_gpu():
+    import torch
+    torch.manual_seed(0)
+    K, M, N = 4, 64, 64
+    A = _ints(K, M, N)
+    H0, Bf0, H20 = _ints(M, N, dtype=torch.float16), _ints(M, N, dtype=torch.bfloat16), _ints(M, N, dtype=torch.float16)
+    H, Bf, H2 = H0.clone(), Bf0.clone(), H20.clone()
+    _run(P.tile_atomics_half_bf16(), A, H, Bf, H2)
+    s = A.sum(0)
+    assert torch.equal(H, (H0.float() + s).half())
+    assert torch.equal(Bf, (Bf0.float() + s).bfloat16())
+    assert torch.equal(H2, (H20.float() + s).half())
+
+
+@pytest.mark.gpu
+def test_bit_tricks_and_casts_on_gpu():
+    import torch
+    torch.manual_seed(0)
+    n = 256
+    X = torch.randn(n, device="cuda") * 3
+    X[0], X[1] = 0.0, -0.0
+    I = torch.empty(n, 2, device="cuda", dtype=torch.int32)
+    F = torch.empty(n, 3, device="cuda")
+    _run(P.float_bit_tricks(), X, I, F)
+    x = X.cpu().numpy()
+    u = x.view(np.uint32)
+    assert np.array_equal(I[:, 0].cpu().numpy(), (u >> 31).astype(np.int32))
+    assert np.array_equal(I[:, 1].cpu().numpy(), ((u >> 23) & 0xFF).astype(np.int32) - 127)
+    assert np.array_equal(F[:, 0].cpu().numpy(), np.abs(x))
+    ax = (np.abs(x) + np.float32(1e-3)).astype(np.float32)
+    g = (np.int32(0x5F3759DF) - (ax.view(np.int32) >> 1)).view(np.float32)
+    nr = g * (np.float32(1.5) - np.float32(0.5) * ax * g * g)
+    np.testing.assert_allclose(F[:, 1].cpu().numpy(), nr, rtol=1e-5)
+    np.testing.assert_allclose(F[:, 1].cpu().numpy(), 1 / np.sqrt(ax), rtol=5e-3)
+    assert np.array_equal(F[:, 2].cpu().numpy().view(np.uint32), u + np.uint32(1))
+
+    X = torch.randn(n, device="cuda") * 5
+    U = torch.randint(0, 256, (n,), device="cuda", dtype=torch.uint8)
+    I = torch.empty(n, 2, device="cuda", dtype=torch.int32)
+    F = torch.empty(n, 3, device="cuda")
+    D = torch.empty(n, device="cuda", dtype=torch.float64)
+    _run(P.astype_and_casts(), X, U, I, F, D)
+    i0 = (X * 10.0).to(torch.int32)
+    assert torch.equal(I[:, 0], i0)
+    assert torch.equal(I[:, 1], (X * 3.0).to(torch.int8).int())
+    assert torch.equal(F[:, 0], X.half().float())
+    assert torch.equal(F[:, 1], (X.bfloat16() * 3.0).float())
+    assert torch.equal(F[:, 2], U.float() * 0.5)
+    assert torch.equal(D, (i0 * 7).double() / 3.0)
+
+
+@pytest.mark.gpu
+def test_selects_and_minmax_promotion_on_gpu():
+    import torch
+    torch.manual_seed(0)
+    n = 300
+    X = torch.randn(n, device="cuda")
+    Y = torch.empty(n, device="cuda")
+    S = torch.empty(n, device="cuda", dtype=torch.int32)
+    _run(P.nested_select_indices(), X, Y, S)
+    x = X.cpu().double().numpy()
+    want = np.zeros(n)
+    for i in range(n):
+        for d in range(5):
+            j = i + d - 2
+            r = -j if j < 0 else (2 * n - 2 - j if j >= n else j)
+            want[i] += x[r] * (d + 1)
+    np.testing.assert_allclose(Y.cpu().numpy(), want, atol=1e-5, rtol=1e-5)
+    assert torch.equal(S, torch.where(X > 0.5, 1, torch.where(X < -0.5, -1, 0)).int())
+
+    n = 128
+    I = torch.randint(-5, 6, (n,), device="cuda", dtype=torch.int32)
+    B = torch.randint(-100, 100, (n,), device="cuda", dtype=torch.int8)
+    H = torch.randn(n, device="cuda").half()
+    F = torch.randn(n, device="cuda") * 4
+    O = torch.empty(n, 4, device="cuda")
+    OI = torch.empty(n, device="cuda", dtype=torch.int32)
+    _run(P.mixed_minmax_promotion(), I, B, H, F, O, OI)
+    assert torch.equal(O[:, 0], torch.maximum(I.float(), F))
+    assert torch.equal(O[:, 1], torch.minimum(H.float(), F))
+    assert torch.equal(O[:, 2], I.float().clamp(-2.5, 2.5))
+    assert torch.equal(O[:, 3], torch.maximum(H.float() * 2, B.float()))
+    assert torch.equal(OI, torch.minimum(B.int(), I))
+
+
+@pytest.mark.gpu
+def test_int_ops_narrow_unsigned_on_gpu():
+    import torch
+    rng = np.random.default_rng(0)
+    n = 256
+    a = rng.integers(0, 65536, n).astype(np.uint16)
+    b = rng.integers(-32768, 32768, n).astype(np.int16)
+    c = rng.integers(0, 256, n).astype(np.uint8)
+    A = torch.from_numpy(a.view(np.int16)).cuda().view(torch.uint16)
+    B = torch.from_numpy(b).cuda()
+    C = torch.from_numpy(c).cuda()
+    O = torch.empty(n, 6, device="cuda", dtype=torch.int32)
+    _run(P.int_ops_narrow_unsigned(), A, B, C, O)
+    a32, b32, c32 = a.astype(np.int64), b.astype(np.int64), c.astype(np.int64)
+    ref = np.stack([a32 + 40000,  # C's promotion: the uint16 sum in int
+                    b32 >> 3, a32 >> 5,
+                    ((c32 ^ 0x5A) & ((~c32 & 0xFF) | 0x0F)),
+                    b32 // -7, b32 % -7], 1).astype(np.int32)
+    assert np.array_equal(O.cpu().numpy(), ref)
+
+
+@pytest.mark.gpu
+def test_fp8_e5m2_roundtrip_on_gpu():
+    import torch
+    torch.manual_seed(0)
+    M, N = 64, 128
+    X = torch.randn(M, N, device="cuda")
+    Q = torch.empty(M, N, device="cuda", dtype=torch.float8_e5m2)
+    Y = torch.empty(M, N, device="cuda")
+    _run(P.fp8_e5m2_roundtrip(), X, Q, Y)
+    am = X.abs().amax(1, keepdim=True).clamp_min(1e-4)
+    q = (X * (57344.0 / am)).to(torch.float8_e5m2)
+    same = (Q.view(torch.uint8) == q.view(torch.uint8)).float().mean()
+    assert same > 0.995, same
+    _close(Q.float(), q.float(), atol=0, rtol=0.26)
+    _close(Y, Q.float() * (am / 57344.0), atol=1e-7, rtol=1e-6)
+
+
+@pytest.mark.gpu
+def test_symbolic_and_strided_arguments_on_gpu():
+    import torch
+    torch.manual_seed(0)
+    kern = tilecute.compile(P.dynamic_bias_tanh_gelu())
+    for M, N in ((50, 100), (7, 300), (64, 64)):
+        X = torch.randn(M, N, device="cuda")
+        b = torch.randn(N, device="cuda")
+        Y = torch.full_like(X, float("nan"))
+        Pc = torch.full((M,), -1, device="cuda", dtype=torch.int32)
+        kern(X, b, Y, Pc)
+        _close(Y, torch.nn.functional.gelu(X + b, approximate="tanh"), atol=1e-5, rtol=1e-4)
+        assert torch.equal(Pc, ((X + b) > 0).sum(1).int())
+
+    kern = tilecute.compile(P.strided_column_major_rowsum())
+    for M, N, pad in ((100, 20, 7), (64, 16, 0)):
+        base = torch.randn(N, M + pad, device="cuda")
+        X = base[:, :M].t()  # (M, N), strides (1, M + pad)
+        S = torch.empty(M, device="cuda")
+        Y = torch.full((M, 16), float("nan"), device="cuda")
+        kern(X, S, Y)
+        _close(S, X.sum(1), atol=1e-4, rtol=1e-5)
+        assert torch.equal(Y, X[:, :16])
+
+    kern = tilecute.compile(P.strided_row_slices())
+    M, N = 9, 200
+    Xb = torch.randn(M, 232, device="cuda").half()
+    Yb = torch.zeros(M, 240, device="cuda").half()
+    X, Y = Xb[:, 8:8 + N], Yb[:, 16:16 + N]
+    kern(X, Y)
+    assert torch.equal(Y, X * 2 + 1)
+    assert torch.equal(Yb[:, :16], torch.zeros(M, 16, device="cuda").half())
+    assert torch.equal(Yb[:, 16 + N:], torch.zeros(M, 240 - 16 - N, device="cuda").half())

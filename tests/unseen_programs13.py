@@ -170,7 +170,7 @@ def negative_index_arithmetic(n=200):
 def parallel_extent_not_divisible(n=100, threads=64):
     """``T.Parallel(100)`` in a block of 64 threads (the last threads take one element),
     a (100,) fragment from global, scaled, its sum by ``T.reduce_sum``, and a (6, 100)
-    fragment with ``T.Parallel(6, 100)``."""
+    fragment with ``T.Parallel(6, 100)``; the (100,) fragment's max too."""
 
     @T.prim_func
     def odd(X: T.Tensor((6, n), T.float32), Y: T.Tensor((6, n), T.float32), S: T.Tensor((2,), T.float32)):
@@ -178,14 +178,16 @@ def parallel_extent_not_divisible(n=100, threads=64):
             f = T.alloc_fragment((n,), T.float32)
             g = T.alloc_fragment((6, n), T.float32)
             s = T.alloc_fragment((1,), T.float32)
+            s2 = T.alloc_fragment((1,), T.float32)
             for i in T.Parallel(n):
                 f[i] = X[2, i] * 2.0
             T.reduce_sum(f, s, dim=0)
             for r, c in T.Parallel(6, n):
                 g[r, c] = X[r, c] + f[c]
             T.copy(g, Y)
+            T.reduce_max(f, s2, dim=0)
             S[0] = s[0]
-            S[1] = f[n - 1]
+            S[1] = s2[0]
     return odd
 
 
@@ -241,8 +243,9 @@ def copy_3d_boundary(D0=5, D1=70, D2=45, b1=32, b2=32):
 def reduce_1d_tail_atomic(n=1000, block=320, threads=160):
     """A 1-D sum and abs-max over a vector of n (not a multiple of the block): each block
     loads its chunk into a fragment (zero past n for the sum, the max over |x| also sees
-    zeros), ``T.reduce_sum`` / ``T.reduce_absmax`` into (1,) fragments, then a float32
-    ``T.atomic_add`` and ``T.atomic_max`` into the two outputs; 160 threads."""
+    zeros), ``T.reduce_sum`` / ``T.reduce_absmax`` into (1,) fragments (every thread holds
+    the result), then a float32 ``T.atomic_add`` from thread 0 (an element atomic runs in
+    every thread that reaches it) and a ``T.atomic_max`` from every thread; 160 threads."""
 
     @T.prim_func
     def r1(X: T.Tensor((n,), T.float32), Out: T.Tensor((2,), T.float32)):
@@ -253,7 +256,8 @@ def reduce_1d_tail_atomic(n=1000, block=320, threads=160):
             T.copy(X[bx * block:(bx + 1) * block], f)
             T.reduce_sum(f, s, dim=0)
             T.reduce_absmax(f, m, dim=0)
-            T.atomic_add(Out[0], s[0])
+            if T.get_thread_binding() == 0:
+                T.atomic_add(Out[0], s[0])
             T.atomic_max(Out[1], m[0])
     return r1
 
@@ -1016,16 +1020,15 @@ def nested_select_indices(n=300):
     @T.prim_func
     def sel(X: T.Tensor((n,), T.float32), Y: T.Tensor((n,), T.float32), S: T.Tensor((n,), T.int32)):
         with T.Kernel(T.ceildiv(n, 128), threads=128) as bx:
-            for t in T.Parallel(128):
-                i = bx * 128 + t
-                if i < n:
-                    acc = T.alloc_var(T.float32, init=0.0)
-                    for d in T.unroll(5):
-                        j = i + d - 2
-                        r = T.if_then_else(j < 0, -j, T.if_then_else(j >= n, 2 * n - 2 - j, j))
-                        acc += X[r] * T.cast(d + 1, T.float32)
-                    Y[i] = acc
-                    S[i] = T.if_then_else(X[i] > 0.5, 1, T.if_then_else(X[i] < -0.5, -1, 0))
+            i = bx * 128 + T.get_thread_binding()
+            acc = T.alloc_var(T.float32, init=0.0)
+            if i < n:
+                for d in T.unroll(5):
+                    j = i + d - 2
+                    r = T.if_then_else(j < 0, -j, T.if_then_else(j >= n, 2 * n - 2 - j, j))
+                    acc += X[r] * T.cast(d + 1, T.float32)
+                Y[i] = acc
+                S[i] = T.if_then_else(X[i] > 0.5, 1, T.if_then_else(X[i] < -0.5, -1, 0))
     return sel
 
 
