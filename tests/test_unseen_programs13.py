@@ -32,7 +32,8 @@ PROGRAMS = ['warp_reduce_family', 'warp_reduce_row_norms', 'shared_words', 'ieee
             'epilogue_fragment_shared_global_offset', 'float_bit_tricks', 'astype_and_casts',
             'nested_select_indices', 'mixed_minmax_promotion', 'int_ops_narrow_unsigned',
             'fp8_e5m2_roundtrip', 'dynamic_bias_tanh_gelu', 'strided_column_major_rowsum',
-            'strided_row_slices']
+            'strided_row_slices', 'macro_results_and_ternaries', 'attention_two_warps',
+            'gemm_two_warpgroups_fullcol', 'float64_histogram_atomics', 'uint32_hash_mix']
 
 
 @pytest.fixture(autouse=True)
@@ -682,3 +683,81 @@ def test_symbolic_and_strided_arguments_on_gpu():
     assert torch.equal(Y, X * 2 + 1)
     assert torch.equal(Yb[:, :16], torch.zeros(M, 16, device="cuda").half())
     assert torch.equal(Yb[:, 16 + N:], torch.zeros(M, 240 - 16 - N, device="cuda").half())
+
+
+@pytest.mark.gpu
+def test_macro_results_and_ternaries_on_gpu():
+    import math
+    import torch
+    torch.manual_seed(0)
+    M, N = 48, 80
+    X = torch.randn(M, N, device="cuda") * 1.5
+    Y = torch.full_like(X, float("nan"))
+    C = torch.full((M,), -1, device="cuda", dtype=torch.int32)
+    _run(P.macro_results_and_ternaries(), X, Y, C)
+    g = 0.5 * X * (1 + torch.erf(X / math.sqrt(2)))
+    want = torch.where((X >= -1) & (X < 1), g, X * 3)
+    want[:, N - 8:] = 0
+    _close(Y, want, atol=1e-6, rtol=1e-5)
+    assert torch.equal(C, ((X > 0) & (X <= 1)).sum(1).int())
+
+
+@pytest.mark.gpu
+def test_attention_two_warps_and_fullcol_gemm_on_gpu():
+    import torch
+    torch.manual_seed(0)
+    S, D = 128, 64
+    Q, K, V = (torch.randn(S, D, device="cuda").half() for _ in range(3))
+    O = torch.full((S, D), float("nan"), device="cuda")
+    _run(P.attention_two_warps(), Q, K, V, O)
+    ref = torch.softmax((Q.float() @ K.float().T) / D ** 0.5, 1) @ V.float()
+    _close(O, ref, atol=1e-2, rtol=1e-2)
+
+    M, N, K = 128, 256, 128
+    A, B = torch.randn(M, K, device="cuda").half(), torch.randn(K, N, device="cuda").half()
+    C = torch.full((M, N), float("nan"), device="cuda").half()
+    _run(P.gemm_two_warpgroups_fullcol(), A, B, C)
+    _close(C.float(), (A.float() @ B.float()).half().float(), atol=2e-2, rtol=2e-3)
+
+
+@pytest.mark.gpu
+def test_float64_histogram_atomics_on_gpu():
+    import torch
+    torch.manual_seed(0)
+    n, bins = 4096, 32
+    X = torch.randn(n, device="cuda") * 2
+    W = torch.rand(n, device="cuda", dtype=torch.float64)
+    H = torch.zeros(bins, device="cuda", dtype=torch.float64)
+    SS = torch.empty(n // 256, device="cuda", dtype=torch.float64)
+    _run(P.float64_histogram_atomics(), X, W, H, SS)
+    b = ((X + 4.0) * 4.0).floor().to(torch.int32).clamp(0, bins - 1).long()
+    _close(H, torch.bincount(b, weights=W, minlength=bins), atol=1e-10, rtol=1e-12)
+    _close(SS, (W * W).view(-1, 256).sum(1), atol=1e-12, rtol=1e-12)
+
+
+@pytest.mark.gpu
+def test_uint32_hash_mix_on_gpu():
+    import torch
+    rng = np.random.default_rng(3)
+    n = 512
+    k = rng.integers(0, 1 << 32, n, dtype=np.uint64).astype(np.uint32)
+    k[:3] = [0, 1, 0xFFFFFFFF]
+    Kt = torch.from_numpy(k.view(np.int32)).cuda().view(torch.uint32)
+    H = torch.zeros(n, 3, device="cuda", dtype=torch.int32).view(torch.uint32)
+    _run(P.uint32_hash_mix(), Kt, H)
+    got = H.view(torch.int32).cpu().numpy().view(np.uint32)
+    with np.errstate(over="ignore"):
+        h = k.copy()
+        h ^= h >> np.uint32(16)
+        h *= np.uint32(0x85EBCA6B)
+        h ^= h >> np.uint32(13)
+        h *= np.uint32(0xC2B2AE35)
+        h ^= h >> np.uint32(16)
+        x = k | np.uint32(1)
+        x ^= x << np.uint32(13)
+        x ^= x >> np.uint32(17)
+        x ^= x << np.uint32(5)
+    hi = ((k.astype(np.uint64) * np.uint64(0x9E3779B9)) >> np.uint64(32)).astype(np.uint32)
+    assert np.array_equal(got[:, 0], h)
+    assert np.array_equal(got[:, 1], x)
+    assert np.array_equal(got[:, 2], hi)

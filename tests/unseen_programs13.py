@@ -15,7 +15,9 @@ scale) written through shared, normalizations whose rows do not fill the tile,
 ragged rows, shared -> shared copies with a dtype change, ``make_swizzled_layout`` (``tilelang.layout``'s)
 annotations on a transpose, fills and clears in every scope, bit tricks through
 ``T.reinterpret``, ``.astype``, nested ``T.if_then_else`` selections, ``T.macro`` pieces
-with scalar arguments, ``T.Kernel`` with three grid dims and a cluster.
+with scalar arguments and macros returning values, ternaries and chained comparisons,
+``T.ClusterKernel`` over three grid dims, attention in two warps, a 64 x 256 tile over two
+warpgroups with ``FullCol``, float64 atomics, uint32 hash mixing.
 ``tests/test_unseen_programs13.py`` builds each to a cubin on the CPU and, on a GPU,
 compares it with torch written to TileLang's meaning.
 
@@ -1156,3 +1158,156 @@ def strided_row_slices(bn=128):
                 f[j] = f[j] * T.float16(2.0) + T.float16(1.0)
             T.copy(f, Y[by, bx * bn:(bx + 1) * bn])
     return rs
+
+
+# ---- more forms: macro results, ternaries, small attention, wide GEMM, hashes -----------
+@T.macro
+def _gelu_erf(x):
+    """A macro returning an expression."""
+    return 0.5 * x * (1.0 + T.erf(x * 0.7071067811865476))
+
+
+@T.macro
+def _counter(start):
+    """A macro returning a ``T.alloc_var`` (TileLang's frame result)."""
+    return T.alloc_var(T.int32, init=start)
+
+
+@T.macro
+def _apply(x, fn):
+    """A macro applying a Python function to its argument."""
+    return fn(x)
+
+
+def macro_results_and_ternaries(M=48, N=80):
+    """Macro results used as values (an expression, a var that is then incremented in a
+    loop, a lambda's result), the conditional expression ``a if cond else b`` on run-time
+    conditions (TileLang's ternary) and chained comparisons ``lo <= x < hi``."""
+
+    @T.prim_func
+    def mr(X: T.Tensor((M, N), T.float32), Y: T.Tensor((M, N), T.float32), C: T.Tensor((M,), T.int32)):
+        with T.Kernel(M // 16, threads=128) as bx:
+            for i, j in T.Parallel(16, N):
+                x = X[bx * 16 + i, j]
+                g = _gelu_erf(x)
+                Y[bx * 16 + i, j] = (g if -1.0 <= x < 1.0 else _apply(x, lambda v: v * 3.0)) \
+                    if j < N - 8 else 0.0
+            tx = T.get_thread_binding()
+            if tx < 16:
+                cnt = _counter(0)
+                for j in T.serial(N):
+                    if 0.0 < X[bx * 16 + tx, j] <= 1.0:
+                        cnt += 1
+                C[bx * 16 + tx] = cnt
+    return mr
+
+
+def attention_two_warps(S=128, D=64, bm=32, bn=32):
+    """Single-head attention forward in blocks of 64 threads (two warps: mma.sync, 16 query
+    rows a warp with FullRow): Q K^T into a (32, 32) accumulator, online softmax with
+    ``T.reduce_max`` / ``T.reduce_sum``, P cast to fp16 in a register fragment as the A
+    operand of P V."""
+    scale = (1.0 / D) ** 0.5
+
+    @T.prim_func
+    def attn(Q: T.Tensor((S, D), T.float16), K: T.Tensor((S, D), T.float16), V: T.Tensor((S, D), T.float16),
+             O: T.Tensor((S, D), T.float32)):
+        with T.Kernel(S // bm, threads=64) as bx:
+            q_s = T.alloc_shared((bm, D), T.float16)
+            k_s = T.alloc_shared((bn, D), T.float16)
+            v_s = T.alloc_shared((bn, D), T.float16)
+            s = T.alloc_fragment((bm, bn), T.float32)
+            p = T.alloc_fragment((bm, bn), T.float16)
+            o = T.alloc_fragment((bm, D), T.float32)
+            m = T.alloc_fragment((bm,), T.float32)
+            m_prev = T.alloc_fragment((bm,), T.float32)
+            l = T.alloc_fragment((bm,), T.float32)
+            ls = T.alloc_fragment((bm,), T.float32)
+            T.copy(Q[bx * bm, 0], q_s)
+            T.clear(o)
+            T.clear(l)
+            T.fill(m, -T.infinity(T.float32))
+            for t in T.Pipelined(S // bn, num_stages=2):
+                T.copy(K[t * bn, 0], k_s)
+                T.copy(V[t * bn, 0], v_s)
+                T.gemm(q_s, k_s, s, transpose_B=True, clear_accum=True, policy=T.GemmWarpPolicy.FullRow)
+                T.copy(m, m_prev)
+                T.reduce_max(s, m, dim=1, clear=False)
+                for i, j in T.Parallel(bm, bn):
+                    s[i, j] = T.exp((s[i, j] - m[i]) * scale)
+                T.reduce_sum(s, ls, dim=1)
+                for i in T.Parallel(bm):
+                    l[i] = l[i] * T.exp((m_prev[i] - m[i]) * scale) + ls[i]
+                for i, j in T.Parallel(bm, D):
+                    o[i, j] = o[i, j] * T.exp((m_prev[i] - m[i]) * scale)
+                T.copy(s, p)
+                T.gemm(p, v_s, o, policy=T.GemmWarpPolicy.FullRow)
+            for i, j in T.Parallel(bm, D):
+                o[i, j] = o[i, j] / l[i]
+            T.copy(o, O[bx * bm, 0])
+    return attn
+
+
+def gemm_two_warpgroups_fullcol(M=128, N=256, K=128, bm=64, bn=256, bk=64):
+    """A 64 x 256 tile in 256 threads with ``policy=FullCol`` (the two warpgroups split N,
+    each a 64 x 128 wgmma), fp16 output cast in the epilogue, 2 stages."""
+
+    @T.prim_func
+    def gfc(A: T.Tensor((M, K), T.float16), B: T.Tensor((K, N), T.float16), C: T.Tensor((M, N), T.float16)):
+        with T.Kernel(N // bn, M // bm, threads=256) as (bx, by):
+            a_s = T.alloc_shared((bm, bk), T.float16)
+            b_s = T.alloc_shared((bk, bn), T.float16)
+            acc = T.alloc_fragment((bm, bn), T.float32)
+            T.clear(acc)
+            for k in T.Pipelined(K // bk, num_stages=2):
+                T.copy(A[by * bm, k * bk], a_s)
+                T.copy(B[k * bk, bx * bn], b_s)
+                T.gemm(a_s, b_s, acc, policy=T.GemmWarpPolicy.FullCol)
+            T.copy(acc, C[by * bm, bx * bn])
+    return gfc
+
+
+def float64_histogram_atomics(n=4096, bins=32):
+    """A weighted histogram in float64: each element's bin from its value (floor of
+    (x + 4) * 4, clamped to [0, bins)), ``T.atomic_add`` of the float64 weight into a
+    global bin, and a per-block float64 sum of squares by a float64 ``T.reduce_sum``."""
+
+    @T.prim_func
+    def hist(X: T.Tensor((n,), T.float32), W: T.Tensor((n,), T.float64), H: T.Tensor((bins,), T.float64),
+             SS: T.Tensor((n // 256,), T.float64)):
+        with T.Kernel(n // 256, threads=128) as bx:
+            w = T.alloc_fragment((256,), T.float64)
+            s = T.alloc_fragment((1,), T.float64)
+            for t in T.Parallel(256):
+                i = bx * 256 + t
+                b = T.clamp(T.cast(T.floor((X[i] + 4.0) * 4.0), T.int32), 0, bins - 1)
+                T.atomic_add(H[b], W[i])
+                w[t] = W[i] * W[i]
+            T.reduce_sum(w, s, dim=0)
+            SS[bx] = s[0]
+    return hist
+
+
+def uint32_hash_mix(n=512):
+    """MurmurHash3's 32-bit finalizer and an xorshift step on uint32 (multiplications wrap
+    modulo 2^32, right shifts logical), and a multiply-high by ``T.cast`` to uint64."""
+
+    @T.prim_func
+    def mix(K: T.Tensor((n,), T.uint32), H: T.Tensor((n, 3), T.uint32)):
+        with T.Kernel(n // 128, threads=128) as bx:
+            for t in T.Parallel(128):
+                i = bx * 128 + t
+                h = K[i]
+                h = h ^ (h >> T.uint32(16))
+                h = h * T.uint32(0x85EBCA6B)
+                h = h ^ (h >> T.uint32(13))
+                h = h * T.uint32(0xC2B2AE35)
+                h = h ^ (h >> T.uint32(16))
+                H[i, 0] = h
+                x = K[i] | T.uint32(1)
+                x = x ^ (x << T.uint32(13))
+                x = x ^ (x >> T.uint32(17))
+                x = x ^ (x << T.uint32(5))
+                H[i, 1] = x
+                H[i, 2] = T.cast((T.cast(K[i], T.uint64) * T.uint64(0x9E3779B9)) >> T.uint64(32), T.uint32)
+    return mix
