@@ -78,6 +78,28 @@ def test_a_run_time_step_must_be_an_integer():
                     Y[0] = X[i]
 
 
+@pytest.mark.parametrize("step, text", [("T.int32(2)", "2"), ("s2 * 1", "2"), ("T.int64(4)", "4")])
+def test_a_constant_step_expression_is_a_constant_step(step, text):
+    """A step that is a constant expression (``T.int32(2)``, a name bound to an int in the
+    kernel, times 1) is TileLang's constant step (an ``IntImm``); tilecute refused it as
+    not known at parse time."""
+    import tilecute.language as T
+    k = T.from_script(f"""
+@T.prim_func
+def k(X: T.Tensor((64,), T.float32), Y: T.Tensor((32,), T.float32)):
+    with T.Kernel(1, threads=32):
+        tx = T.get_thread_binding()
+        a = T.alloc_var(T.float32, init=0.0)
+        s2 = 2
+        for i in T.serial(tx, 64, {step}):
+            a += X[i]
+        Y[tx] = a
+""")
+    src = _src(k)
+    assert f"cutlass.range(0, (64 - tx + {text} - 1) // {text})" in src, src
+    assert f"i = tx + i_iter * {text}" in src, src
+
+
 def test_negative_index_arithmetic_keeps_floor_semantics():
     """Indices that go negative before ``%`` / ``//``: the modulo is printed as
     a - a // b * b (floor division), never C's ``%``."""

@@ -2117,15 +2117,17 @@ class _Parser:
                     kind, warp_specialize = "serial", None
             else:
                 if "step" in a.sig.parameters and a.value("step") is not None:
-                    if isinstance(a.value("step"), N.Expr) and \
-                            not isinstance(self.folded(a.value("step")), N.Const):
+                    folded = self.folded(a.value("step"))
+                    if isinstance(folded, N.Const) and N.is_int(folded.dtype):
+                        step = folded.value  # T.int32(2), or a name bound to a constant
+                    elif isinstance(folded, N.Expr):
                         # TileLang's run-time step (it warns): the iterations start +
                         # v * step for v below ceildiv(stop - start, step)
                         step = self.arg_index(a.ref("step"), form.__name__)
                     else:
                         step = a.static_int("step")
-                        if step == 0:  # TileLang's ValueError
-                            raise a.fail("step", "step=0: a stepped loop's step must be non-zero")
+                    if isinstance(step, int) and step == 0:  # TileLang's ValueError
+                        raise a.fail("step", "step=0: a stepped loop's step must be non-zero")
                 if kind == "unrolled" and "explicit" in a.sig.parameters:
                     unroll_factor = self.unroll_factor(a, ann)
             if isinstance(step, N.Expr):
