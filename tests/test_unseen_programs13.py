@@ -100,6 +100,33 @@ def k(X: T.Tensor((64,), T.float32), Y: T.Tensor((32,), T.float32)):
     assert f"i = tx + i_iter * {text}" in src, src
 
 
+def test_a_kernel_name_bound_to_an_int_is_a_parse_time_int():
+    """``stages = 2`` inside the kernel, then ``T.Pipelined(n, num_stages=stages)``:
+    TileLang binds the name to the Python int; tilecute refused it as not known at parse
+    time.  ``T.int32(3)`` (an IntImm) reads as 3 likewise."""
+    import tilecute.language as T
+
+    def prog(stages_text):
+        return T.from_script(f"""
+@T.prim_func
+def k(X: T.Tensor((256, 64), T.float16), Y: T.Tensor((64,), T.float32)):
+    with T.Kernel(1, threads=128):
+        stages = {stages_text}
+        bm = 64
+        s = T.alloc_shared((bm, 64), T.float16)
+        f = T.alloc_fragment((bm, 64), T.float32)
+        r = T.alloc_fragment((64,), T.float32)
+        T.clear(r)
+        for t in T.Pipelined(256 // bm, num_stages=stages):
+            T.copy(X[t * bm, 0], s)
+            T.copy(s, f)
+            T.reduce_sum(f, r, dim=0, clear=False)
+        T.copy(r, Y)
+""")
+    assert "num_stages=2" in prog("2").script()
+    assert "num_stages=3" in prog("T.int32(3)").script()
+
+
 def test_negative_index_arithmetic_keeps_floor_semantics():
     """Indices that go negative before ``%`` / ``//``: the modulo is printed as
     a - a // b * b (floor division), never C's ``%``."""

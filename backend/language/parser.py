@@ -353,6 +353,12 @@ class _Args:
 
     def static_int(self, name: str, lo: Optional[int] = None) -> int:
         v = self.value(name)
+        if isinstance(v, N.Expr):
+            # an integer constant expression (``T.int32(2)``, a kernel name bound to an
+            # int): TileLang binds such a name to the Python int, an IntImm reads as one
+            f = self.parser.folded(v)
+            if isinstance(f, N.Const) and N.is_int(f.dtype) and f.dtype != "bool":
+                v = f.value
         if isinstance(v, int) and not isinstance(v, bool) and (lo is None or v >= lo):
             return v
         bound = f" >= {lo}" if lo is not None else ""
@@ -2117,10 +2123,8 @@ class _Parser:
                     kind, warp_specialize = "serial", None
             else:
                 if "step" in a.sig.parameters and a.value("step") is not None:
-                    folded = self.folded(a.value("step"))
-                    if isinstance(folded, N.Const) and N.is_int(folded.dtype):
-                        step = folded.value  # T.int32(2), or a name bound to a constant
-                    elif isinstance(folded, N.Expr):
+                    if isinstance(a.value("step"), N.Expr) and \
+                            not isinstance(self.folded(a.value("step")), N.Const):
                         # TileLang's run-time step (it warns): the iterations start +
                         # v * step for v below ceildiv(stop - start, step)
                         step = self.arg_index(a.ref("step"), form.__name__)
