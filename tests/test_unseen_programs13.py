@@ -127,6 +127,36 @@ def k(X: T.Tensor((256, 64), T.float16), Y: T.Tensor((64,), T.float32)):
     assert "num_stages=3" in prog("T.int32(3)").script()
 
 
+def test_kernel_names_bound_to_a_policy_and_bools():
+    """``pol = T.GemmWarpPolicy.FullRow``, ``tb = True``, ``keep = False`` inside the kernel
+    (TileLang binds the Python values) used as ``policy=``, ``transpose_B=``, ``clear=``:
+    they were refused as not a policy / not known at parse time."""
+    import tilecute.language as T
+    k = T.from_script("""
+@T.prim_func
+def k(A: T.Tensor((64, 64), T.float16), B: T.Tensor((64, 64), T.float16), C: T.Tensor((64, 64), T.float32),
+      R: T.Tensor((64,), T.float32)):
+    with T.Kernel(1, threads=128):
+        tb = True
+        keep = False
+        pol = T.GemmWarpPolicy.FullRow
+        a_s = T.alloc_shared((64, 64), T.float16)
+        b_s = T.alloc_shared((64, 64), T.float16)
+        acc = T.alloc_fragment((64, 64), T.float32)
+        r = T.alloc_fragment((64,), T.float32)
+        T.copy(A, a_s)
+        T.copy(B, b_s)
+        T.gemm(a_s, b_s, acc, transpose_B=tb, clear_accum=True, policy=pol)
+        T.fill(r, 1.0)
+        T.reduce_sum(acc, r, dim=1, clear=keep)
+        T.copy(acc, C)
+        T.copy(r, R)
+""")
+    text = k.script()
+    assert "transpose_B=True" in text and "policy=T.GemmWarpPolicy.FullRow" in text, text
+    assert "T.reduce_sum(acc, r, dim=1, clear=False)" in text, text
+
+
 def test_negative_index_arithmetic_keeps_floor_semantics():
     """Indices that go negative before ``%`` / ``//``: the modulo is printed as
     a - a // b * b (floor division), never C's ``%``."""

@@ -347,6 +347,10 @@ class _Args:
 
     def static_bool(self, name: str) -> bool:
         v = self.value(name)
+        if isinstance(v, N.Expr):  # a kernel name bound to True / False (TileLang: the bool)
+            f = self.parser.expand(v)
+            if isinstance(f, N.Const) and (f.dtype == "bool" or N.is_int(f.dtype)):
+                v = f.value
         if isinstance(v, bool) or (isinstance(v, int) and v in (0, 1)):
             return bool(v)
         raise self.fail(name, f"{name} must be True or False, known at parse time; got {_show(v)}")
@@ -2884,6 +2888,10 @@ class _Parser:
             self.bind(target.id, v)
             return stmts
         if not _is_ir(v):
+            if isinstance(v, GemmWarpPolicy):
+                # `pol = T.GemmWarpPolicy.FullRow`: TileLang binds the enum itself (an int)
+                self.bind(target.id, v)
+                return []
             if isinstance(v, (int, float, bool)):
                 v = N.as_expr(v)
             elif isinstance(v, (str, tuple, list, dict)):
