@@ -157,6 +157,31 @@ def k(A: T.Tensor((64, 64), T.float16), B: T.Tensor((64, 64), T.float16), C: T.T
     assert "T.reduce_sum(acc, r, dim=1, clear=False)" in text, text
 
 
+def test_kernel_names_bound_to_dtypes_shapes_and_copy_flags():
+    """A dtype, a shape tuple, an int and bools bound inside the kernel, used by
+    allocations, ``T.copy(disable_tma=)``, ``T.cumsum(reverse=)`` and ``T.vectorized``."""
+    import tilecute.language as T
+    k = T.from_script("""
+@T.prim_func
+def k(A: T.Tensor((128, 64), T.float16), C: T.Tensor((128, 64), T.float32)):
+    with T.Kernel(2, threads=128) as bx:
+        dt = T.float16
+        shape = (64, 64)
+        n = 64
+        no_tma = True
+        rev = False
+        a_s = T.alloc_shared(shape, dt)
+        f = T.alloc_fragment(shape, "float32")
+        T.copy(A[bx * n, 0], a_s, disable_tma=no_tma)
+        T.copy(a_s, f)
+        T.cumsum(f, dim=1, reverse=rev)
+        T.copy(f, C[bx * n, 0])
+""")
+    text = k.script()
+    assert "disable_tma=True" in text and "T.cumsum(f, f, dim=1, reverse=False)" in text, text
+    assert "tct.load" not in _src(k)  # no TMA load of A
+
+
 def test_negative_index_arithmetic_keeps_floor_semantics():
     """Indices that go negative before ``%`` / ``//``: the modulo is printed as
     a - a // b * b (floor division), never C's ``%``."""

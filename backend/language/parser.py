@@ -301,7 +301,14 @@ class _Args:
 
     def value(self, name: str):
         if name not in self._values:
-            self._values[name] = self.parser.arg_value(self.ref(name))
+            v = self.parser.arg_value(self.ref(name))
+            if isinstance(v, N.Var):
+                # a kernel name bound to True / False: TileLang binds the Python bool, so
+                # the argument is one (transpose_B=tb, disable_tma=flag, clear=keep)
+                e = self.parser.expand(v)
+                if isinstance(e, N.Const) and e.dtype == "bool":
+                    v = bool(e.value)
+            self._values[name] = v
         return self._values[name]
 
     def fail(self, name: str, msg: str) -> "FrontendError":
@@ -347,10 +354,6 @@ class _Args:
 
     def static_bool(self, name: str) -> bool:
         v = self.value(name)
-        if isinstance(v, N.Expr):  # a kernel name bound to True / False (TileLang: the bool)
-            f = self.parser.expand(v)
-            if isinstance(f, N.Const) and (f.dtype == "bool" or N.is_int(f.dtype)):
-                v = f.value
         if isinstance(v, bool) or (isinstance(v, int) and v in (0, 1)):
             return bool(v)
         raise self.fail(name, f"{name} must be True or False, known at parse time; got {_show(v)}")
