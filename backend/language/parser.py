@@ -372,6 +372,15 @@ class _Args:
         raise self.fail(name, f"{name} must be an int{bound} known at parse time; got {_show(v)}")
 
 
+def _python_int(v) -> Optional[int]:
+    """``v`` as a Python int when it is one or an integer constant (not a bool)."""
+    if isinstance(v, N.Const) and N.is_int(v.dtype) and v.dtype != "bool":
+        return int(v.value)
+    if isinstance(v, int) and not isinstance(v, bool):
+        return v
+    return None
+
+
 def _annotated_args(a: _Args, ann: dict):
     """``given(name, key, default)`` -> (value, where, shown) for a call that folds its
     keyword arguments into ``annotations`` (TileLang's copies: annotation values win):
@@ -6763,6 +6772,13 @@ class _Parser:
     def binop(self, node, op: str, a, b):
         if VL.is_vector(a) or VL.is_vector(b):  # TVM's vectors
             return self.lanewise(node, op, lambda x, y: self.binop(node, op, x, y), a, b)
+        if op == "div" and (_is_ir(a) or _is_ir(b)):
+            # TileLang binds a kernel name given an int to the Python int (`bm = 64`,
+            # `M = A.shape[0]` of a static shape), so `bm / 3` is Python's true division
+            # (21.33...), not the integer division of an int32 expression
+            x, y = (_python_int(self.expand(v) if _is_ir(v) else v) for v in (a, b))
+            if x is not None and y is not None and y != 0:
+                return x / y
         if op in _LOGICAL_BITWISE:
             a_bool, b_bool = _is_bool(a), _is_bool(b)
             if a_bool and b_bool:
