@@ -182,6 +182,56 @@ def k(A: T.Tensor((128, 64), T.float16), C: T.Tensor((128, 64), T.float32)):
     assert "tct.load" not in _src(k)  # no TMA load of A
 
 
+def test_true_division_of_kernel_bound_ints_is_pythons():
+    """``bm = 64`` inside the kernel binds the Python int in TileLang, so ``bm / 3`` is
+    21.33 and ``1 / bm`` is 0.015625; tilecute made ``bm`` an int32 Let and ``/`` of two
+    integers floor division (21, 0): a silent wrong scale."""
+    import tilecute.language as T
+    k = T.from_script("""
+@T.prim_func
+def k(A: T.Tensor((64,), T.float32), C: T.Tensor((64, 3), T.float32)):
+    with T.Kernel(1, threads=64):
+        tx = T.get_thread_binding()
+        bm = 64
+        half = bm / 2
+        C[tx, 0] = A[tx] * (bm / 3)
+        C[tx, 1] = A[tx] * (1 / bm)
+        C[tx, 2] = A[tx] + half
+""")
+    text = k.script()
+    assert "C[tx, 0] = A[tx] * T.float32(21.333333333333332)" in text, text
+    assert "C[tx, 1] = A[tx] * T.float32(0.015625)" in text, text
+    assert "C[tx, 2] = A[tx] + T.float32(32.0)" in text, text
+
+
+def test_a_kernel_bound_python_float_takes_the_dtype_it_meets():
+    """``s = 0.3`` inside the kernel is TileLang's Python float: ``H[i] * s`` of a float16
+    H is the float16 product with float16(0.3), as ``H[i] * 0.3``; tilecute made ``s`` a
+    float32 Let and computed in float32 (a different rounding).  A rebinding in a loop
+    read after it is still TileLang's error."""
+    import tilecute.language as T
+    from tilecute.language.parser import FrontendError
+    k = T.from_script("""
+@T.prim_func
+def k(H: T.Tensor((64,), T.float16), G: T.Tensor((64,), T.float16), C: T.Tensor((64,), T.float16)):
+    with T.Kernel(1, threads=64):
+        tx = T.get_thread_binding()
+        s = 0.3
+        C[tx] = H[tx] * s + G[tx]
+""")
+    assert "C[tx] = H[tx] * T.float16(0.3) + G[tx]" in k.script(), k.script()
+    with pytest.raises(FrontendError, match="'acc' is read after the loop/if body that rebinds it"):
+        T.from_script("""
+@T.prim_func
+def k(A: T.Tensor((64,), T.float32), B: T.Tensor((1,), T.float32)):
+    with T.Kernel(1, threads=1):
+        acc = 0.0
+        for i in T.serial(4):
+            acc += A[i]
+        B[0] = acc
+""")
+
+
 def test_negative_index_arithmetic_keeps_floor_semantics():
     """Indices that go negative before ``%`` / ``//``: the modulo is printed as
     a - a // b * b (floor division), never C's ``%``."""

@@ -639,7 +639,7 @@ class _Parser:
         inner_control = max(i for i, c in enumerate(self.control) if c or i == 0)
         for i in range(len(self.scopes) - 1, -1, -1):
             if name in self.scopes[i]:
-                if i < inner_control and isinstance(self.scopes[i][name], N.Var):
+                if i < inner_control and isinstance(self.scopes[i][name], (N.Var, float)):
                     self.rebound_inside.setdefault(name, []).append(
                         (self.scopes[i], self.scopes[-1], getattr(node, "lineno", 0)
                          + self.line_offset))
@@ -2900,8 +2900,10 @@ class _Parser:
             self.bind(target.id, v)
             return stmts
         if not _is_ir(v):
-            if isinstance(v, GemmWarpPolicy):
-                # `pol = T.GemmWarpPolicy.FullRow`: TileLang binds the enum itself (an int)
+            if isinstance(v, GemmWarpPolicy) or (isinstance(v, float) and current is None):
+                # `pol = T.GemmWarpPolicy.FullRow`: TileLang binds the enum itself (an int);
+                # `s = 0.3`: the Python float, which takes the dtype of what it meets
+                # (`H[i] * s` of a float16 H is a float16 product, as `H[i] * 0.3`)
                 self.bind(target.id, v)
                 return []
             if isinstance(v, (int, float, bool)):
@@ -2967,6 +2969,9 @@ class _Parser:
                 value = dataclasses.replace(value, lanes=tuple(
                     N.cast(x, c.dtype) for x, c in zip(value.lanes, current.lanes)))
                 return self.assign_name(s.target, None, s, value)
+            if isinstance(current, float):  # a name bound to a Python float: `s = s + v`
+                return self.assign_name(s.target, None, s, self.binop(s, op, current,
+                                                                      self.expr(s.value)))
             if not _is_ir(current):
                 raise self.error(s, f"'{s.target.id}' is a parse-time constant")
             self.check_rebind(s.target.id, s)
