@@ -33,7 +33,8 @@ PROGRAMS = ['warp_reduce_family', 'warp_reduce_row_norms', 'shared_words', 'ieee
             'nested_select_indices', 'mixed_minmax_promotion', 'int_ops_narrow_unsigned',
             'fp8_e5m2_roundtrip', 'dynamic_bias_tanh_gelu', 'strided_column_major_rowsum',
             'strided_row_slices', 'macro_results_and_ternaries', 'attention_two_warps',
-            'gemm_two_warpgroups_fullcol', 'float64_histogram_atomics', 'uint32_hash_mix']
+            'gemm_two_warpgroups_fullcol', 'float64_histogram_atomics', 'uint32_hash_mix',
+            'kernel_bound_scalars']
 
 
 @pytest.fixture(autouse=True)
@@ -915,3 +916,20 @@ def test_uint32_hash_mix_on_gpu():
     assert np.array_equal(got[:, 0], h)
     assert np.array_equal(got[:, 1], x)
     assert np.array_equal(got[:, 2], hi)
+
+
+@pytest.mark.gpu
+def test_kernel_bound_scalars_on_gpu():
+    import torch
+    torch.manual_seed(0)
+    n, bm = 256, 64
+    A = torch.randn(n, device="cuda")
+    H = torch.randn(n, device="cuda").half()
+    C = torch.empty(n, 2, device="cuda")
+    D = torch.empty(n, device="cuda").half()
+    S = torch.empty(n // bm, bm, device="cuda")
+    _run(P.kernel_bound_scalars(), A, H, C, D, S)
+    assert torch.equal(C[:, 0], A * 0.015625)
+    _close(C[:, 1], A * (64 / 3), atol=0, rtol=1e-6)
+    assert torch.equal(D, H * torch.tensor(0.3, device="cuda").half())  # a float16 product
+    _close(S, A.view(-1, bm).flip(1).cumsum(1).flip(1), atol=1e-5, rtol=1e-5)

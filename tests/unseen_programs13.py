@@ -1311,3 +1311,34 @@ def uint32_hash_mix(n=512):
                 H[i, 1] = x
                 H[i, 2] = T.cast((T.cast(K[i], T.uint64) * T.uint64(0x9E3779B9)) >> T.uint64(32), T.uint32)
     return mix
+
+
+def kernel_bound_scalars(n=256, bm=64):
+    """Scalars bound inside the kernel, as TileLang binds them (Python values): ``inv =
+    1 / bm`` is 0.015625 and ``third = bm / 3`` 21.33 (true division of Python ints),
+    ``s = 0.3`` meets a float16 load as float16(0.3) (a float16 product), ``stages = 2``
+    is the pipeline depth and ``rev = True`` the scan direction."""
+
+    @T.prim_func
+    def ks(A: T.Tensor((n,), T.float32), H: T.Tensor((n,), T.float16), C: T.Tensor((n, 2), T.float32),
+           D: T.Tensor((n,), T.float16), S: T.Tensor((n // bm, bm), T.float32)):
+        with T.Kernel(n // bm, threads=bm) as bx:
+            tx = T.get_thread_binding()
+            blk = 64
+            inv = 1 / blk
+            third = blk / 3
+            s = 0.3
+            stages = 2
+            rev = True
+            i = bx * blk + tx
+            C[i, 0] = A[i] * inv
+            C[i, 1] = A[i] * third
+            D[i] = H[i] * s
+            sh = T.alloc_shared((blk,), T.float32)
+            f = T.alloc_fragment((blk,), T.float32)
+            for k in T.Pipelined(1, num_stages=stages):
+                T.copy(A[bx * blk:(bx + 1) * blk], sh)
+            T.copy(sh, f)
+            T.cumsum(f, dim=0, reverse=rev)
+            T.copy(f, S[bx, 0:blk])
+    return ks
