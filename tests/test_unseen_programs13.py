@@ -190,7 +190,8 @@ def test_true_division_of_kernel_bound_ints_is_pythons():
     import tilecute.language as T
     k = T.from_script("""
 @T.prim_func
-def k(A: T.Tensor((64,), T.float32), C: T.Tensor((64, 3), T.float32)):
+def k(A: T.Tensor((64,), T.float32), C: T.Tensor((64, 3), T.float32), H: T.Tensor((64,), T.float16),
+      D: T.Tensor((64,), T.float16)):
     with T.Kernel(1, threads=64):
         tx = T.get_thread_binding()
         bm = 64
@@ -198,11 +199,14 @@ def k(A: T.Tensor((64,), T.float32), C: T.Tensor((64, 3), T.float32)):
         C[tx, 0] = A[tx] * (bm / 3)
         C[tx, 1] = A[tx] * (1 / bm)
         C[tx, 2] = A[tx] + half
+        k3 = 3
+        D[tx] = H[tx] * (k3 * 0.5)
 """)
     text = k.script()
     assert "C[tx, 0] = A[tx] * T.float32(21.333333333333332)" in text, text
     assert "C[tx, 1] = A[tx] * T.float32(0.015625)" in text, text
     assert "C[tx, 2] = A[tx] + T.float32(32.0)" in text, text
+    assert "D[tx] = H[tx] * T.float16(1.5)" in text, text  # k3 * 0.5: the Python float 1.5
 
 
 def test_a_kernel_bound_python_float_takes_the_dtype_it_meets():

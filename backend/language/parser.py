@@ -372,11 +372,13 @@ class _Args:
         raise self.fail(name, f"{name} must be an int{bound} known at parse time; got {_show(v)}")
 
 
-def _python_int(v) -> Optional[int]:
-    """``v`` as a Python int when it is one or an integer constant (not a bool)."""
-    if isinstance(v, N.Const) and N.is_int(v.dtype) and v.dtype != "bool":
+def _python_number(v):
+    """``v`` as TileLang's Python number: a Python int or float (not a bool), or an int32
+    constant (TileLang's kernel name bound to an int32 IntImm holds the Python int); None
+    for anything else."""
+    if isinstance(v, N.Const) and v.dtype == "int32":
         return int(v.value)
-    if isinstance(v, int) and not isinstance(v, bool):
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
         return v
     return None
 
@@ -6777,13 +6779,16 @@ class _Parser:
     def binop(self, node, op: str, a, b):
         if VL.is_vector(a) or VL.is_vector(b):  # TVM's vectors
             return self.lanewise(node, op, lambda x, y: self.binop(node, op, x, y), a, b)
-        if op == "div" and (_is_ir(a) or _is_ir(b)):
+        if op in ("add", "sub", "mul", "div") and (_is_ir(a) or _is_ir(b)):
             # TileLang binds a kernel name given an int to the Python int (`bm = 64`,
             # `M = A.shape[0]` of a static shape), so `bm / 3` is Python's true division
-            # (21.33...), not the integer division of an int32 expression
-            x, y = (_python_int(self.expand(v) if _is_ir(v) else v) for v in (a, b))
-            if x is not None and y is not None and y != 0:
-                return x / y
+            # (21.33...), not the integer division of an int32 expression, and `bm * 0.5`
+            # the Python float 32.0, which takes the dtype of what it meets
+            x, y = (_python_number(self.expand(v) if _is_ir(v) else v) for v in (a, b))
+            if x is not None and y is not None and (op == "div" and y != 0 or isinstance(
+                    x, float) or isinstance(y, float)):
+                return {"add": lambda: x + y, "sub": lambda: x - y, "mul": lambda: x * y,
+                        "div": lambda: x / y}[op]()
         if op in _LOGICAL_BITWISE:
             a_bool, b_bool = _is_bool(a), _is_bool(b)
             if a_bool and b_bool:
