@@ -191,7 +191,7 @@ def test_true_division_of_kernel_bound_ints_is_pythons():
     k = T.from_script("""
 @T.prim_func
 def k(A: T.Tensor((64,), T.float32), C: T.Tensor((64, 3), T.float32), H: T.Tensor((64,), T.float16),
-      D: T.Tensor((64,), T.float16)):
+      D: T.Tensor((64,), T.float16), E: T.Tensor((64,), T.int64)):
     with T.Kernel(1, threads=64):
         tx = T.get_thread_binding()
         bm = 64
@@ -201,12 +201,14 @@ def k(A: T.Tensor((64,), T.float32), C: T.Tensor((64, 3), T.float32), H: T.Tenso
         C[tx, 2] = A[tx] + half
         k3 = 3
         D[tx] = H[tx] * (k3 * 0.5)
+        E[tx] = k3 * 7 << 40
 """)
     text = k.script()
     assert "C[tx, 0] = A[tx] * T.float32(21.333333333333332)" in text, text
     assert "C[tx, 1] = A[tx] * T.float32(0.015625)" in text, text
     assert "C[tx, 2] = A[tx] + T.float32(32.0)" in text, text
     assert "D[tx] = H[tx] * T.float16(1.5)" in text, text  # k3 * 0.5: the Python float 1.5
+    assert "E[tx] = T.int64(23089744183296)" in text, text  # k3 * 7 << 40: Python's int
 
 
 def test_a_kernel_bound_python_float_takes_the_dtype_it_meets():

@@ -372,6 +372,13 @@ class _Args:
         raise self.fail(name, f"{name} must be an int{bound} known at parse time; got {_show(v)}")
 
 
+_PYTHON_OPS = {"add": lambda x, y: x + y, "sub": lambda x, y: x - y, "mul": lambda x, y: x * y,
+               "div": lambda x, y: x / y, "floordiv": lambda x, y: x // y,
+               "mod": lambda x, y: x % y, "shl": lambda x, y: x << y, "shr": lambda x, y: x >> y,
+               "bitand": lambda x, y: x & y, "bitor": lambda x, y: x | y,
+               "bitxor": lambda x, y: x ^ y}
+
+
 def _python_number(v):
     """``v`` as TileLang's Python number: a Python int or float (not a bool), or an int32
     constant (TileLang's kernel name bound to an int32 IntImm holds the Python int); None
@@ -6779,16 +6786,18 @@ class _Parser:
     def binop(self, node, op: str, a, b):
         if VL.is_vector(a) or VL.is_vector(b):  # TVM's vectors
             return self.lanewise(node, op, lambda x, y: self.binop(node, op, x, y), a, b)
-        if op in ("add", "sub", "mul", "div") and (_is_ir(a) or _is_ir(b)):
+        if op in _PYTHON_OPS and (_is_ir(a) or _is_ir(b)):
             # TileLang binds a kernel name given an int to the Python int (`bm = 64`,
             # `M = A.shape[0]` of a static shape), so `bm / 3` is Python's true division
-            # (21.33...), not the integer division of an int32 expression, and `bm * 0.5`
-            # the Python float 32.0, which takes the dtype of what it meets
+            # (21.33...), not the integer division of an int32 expression, `bm * 0.5` the
+            # Python float 32.0, which takes the dtype of what it meets, and `one << 40`
+            # Python's int
             x, y = (_python_number(self.expand(v) if _is_ir(v) else v) for v in (a, b))
-            if x is not None and y is not None and (op == "div" and y != 0 or isinstance(
-                    x, float) or isinstance(y, float)):
-                return {"add": lambda: x + y, "sub": lambda: x - y, "mul": lambda: x * y,
-                        "div": lambda: x / y}[op]()
+            ints = isinstance(x, int) and isinstance(y, int)
+            if x is not None and y is not None and (ints or op in ("add", "sub", "mul", "div")) \
+                    and not (op in ("div", "floordiv", "mod") and y == 0) \
+                    and not (op in ("shl", "shr") and y < 0):
+                return _PYTHON_OPS[op](x, y)
         if op in _LOGICAL_BITWISE:
             a_bool, b_bool = _is_bool(a), _is_bool(b)
             if a_bool and b_bool:
