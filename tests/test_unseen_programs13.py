@@ -7,7 +7,10 @@ epilogues, normalizations and chunked reductions with ragged edges, reducers, ma
 scalar arguments, ``while`` walks, per-block roles, nested ``T.Pipelined``, cluster
 launches over 3-D grids, shared -> shared copies, swizzle annotations, fills in every
 scope, half / bf16 tile atomics, bit tricks, ``.astype``, promotion in min / max,
-narrow integer arithmetic, fp8 e5m2 round trips, symbolic and strided arguments.
+narrow integer arithmetic, fp8 e5m2 round trips, symbolic and strided arguments, scalars
+bound inside the kernel.  The CPU checks also cover what this round fixed: a run-time or
+constant-expression ``T.serial`` step, kernel names bound to ints / bools / floats / a
+policy (TileLang's Python values: parse-time arguments, Python arithmetic).
 Each builds to an sm_90a cubin on the CPU; on a GPU each matches torch (or numpy) written
 to TileLang's meaning."""
 

@@ -17,7 +17,9 @@ annotations on a transpose, fills and clears in every scope, bit tricks through
 ``T.reinterpret``, ``.astype``, nested ``T.if_then_else`` selections, ``T.macro`` pieces
 with scalar arguments and macros returning values, ternaries and chained comparisons,
 ``T.ClusterKernel`` over three grid dims, attention in two warps, a 64 x 256 tile over two
-warpgroups with ``FullCol``, float64 atomics, uint32 hash mixing.
+warpgroups with ``FullCol``, float64 atomics, uint32 hash mixing, and scalars bound
+inside the kernel (TileLang's Python values: ``blk / 3`` true division, a Python float
+meeting a float16 load, ``num_stages`` and ``reverse`` from kernel names).
 ``tests/test_unseen_programs13.py`` builds each to a cubin on the CPU and, on a GPU,
 compares it with torch written to TileLang's meaning.
 
