@@ -37,7 +37,7 @@ PROGRAMS = ['warp_reduce_family', 'warp_reduce_row_norms', 'shared_words', 'ieee
             'fp8_e5m2_roundtrip', 'dynamic_bias_tanh_gelu', 'strided_column_major_rowsum',
             'strided_row_slices', 'macro_results_and_ternaries', 'attention_two_warps',
             'gemm_two_warpgroups_fullcol', 'float64_histogram_atomics', 'uint32_hash_mix',
-            'kernel_bound_scalars']
+            'kernel_bound_scalars', 'macro_returns_buffers']
 
 
 @pytest.fixture(autouse=True)
@@ -942,3 +942,17 @@ def test_kernel_bound_scalars_on_gpu():
     _close(C[:, 1], A * (64 / 3), atol=0, rtol=1e-6)
     assert torch.equal(D, H * torch.tensor(0.3, device="cuda").half())  # a float16 product
     _close(S, A.view(-1, bm).flip(1).cumsum(1).flip(1), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.gpu
+def test_macro_returns_buffers_on_gpu():
+    import torch
+    torch.manual_seed(0)
+    A = torch.randn(64, 64, device="cuda") * 3
+    C = torch.empty_like(A)
+    R = torch.empty(64, 2, device="cuda")
+    _run(P.macro_returns_buffers(), A, C, R)
+    silu = A / (1 + torch.exp(-A))
+    _close(C, silu, atol=1e-6, rtol=1e-5)
+    _close(R[:, 0], silu.max(1).values, atol=1e-6, rtol=1e-5)
+    _close(R[:, 1], silu.sum(1), atol=1e-4, rtol=1e-5)

@@ -15,7 +15,7 @@ scale) written through shared, normalizations whose rows do not fill the tile,
 ragged rows, shared -> shared copies with a dtype change, ``make_swizzled_layout`` (``tilelang.layout``'s)
 annotations on a transpose, fills and clears in every scope, bit tricks through
 ``T.reinterpret``, ``.astype``, nested ``T.if_then_else`` selections, ``T.macro`` pieces
-with scalar arguments and macros returning values, ternaries and chained comparisons,
+with scalar arguments and macros returning values and the fragments they allocate, ternaries and chained comparisons,
 ``T.ClusterKernel`` over three grid dims, attention in two warps, a 64 x 256 tile over two
 warpgroups with ``FullCol``, float64 atomics, uint32 hash mixing, and scalars bound
 inside the kernel (TileLang's Python values: ``blk / 3`` true division, a Python float
@@ -1344,3 +1344,45 @@ def kernel_bound_scalars(n=256, bm=64):
             T.cumsum(f, dim=0, reverse=rev)
             T.copy(f, S[bx, 0:blk])
     return ks
+
+
+@T.macro
+def _load_rows(A, r0):
+    """A macro that allocates a fragment, fills it and returns it."""
+    t = T.alloc_fragment((32, 64), T.float32)
+    T.copy(A[r0, 0], t)
+    return t
+
+
+def _silu(x):
+    """A plain Python helper on expressions."""
+    return x / (1.0 + T.exp(-x))
+
+
+@T.macro
+def _row_max_sum(t):
+    """A macro returning two fragments (a tuple)."""
+    m = T.alloc_fragment((32,), T.float32)
+    s = T.alloc_fragment((32,), T.float32)
+    T.reduce_max(t, m, dim=1)
+    T.reduce_sum(t, s, dim=1)
+    return m, s
+
+
+def macro_returns_buffers(M=64, N=64):
+    """Macros returning the fragments they allocate (one, and a tuple of two unpacked by
+    the caller) and a plain Python helper applied in a ``T.Parallel`` body: SiLU of a
+    row block, its row maxima and sums."""
+
+    @T.prim_func
+    def mrb(A: T.Tensor((M, N), T.float32), C: T.Tensor((M, N), T.float32), R: T.Tensor((M, 2), T.float32)):
+        with T.Kernel(M // 32, threads=128) as bx:
+            t = _load_rows(A, bx * 32)
+            for i, j in T.Parallel(32, N):
+                t[i, j] = _silu(t[i, j])
+            m, s = _row_max_sum(t)
+            T.copy(t, C[bx * 32, 0])
+            for i in T.Parallel(32):
+                R[bx * 32 + i, 0] = m[i]
+                R[bx * 32 + i, 1] = s[i]
+    return mrb
