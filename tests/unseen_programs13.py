@@ -1386,3 +1386,25 @@ def macro_returns_buffers(M=64, N=64):
                 R[bx * 32 + i, 0] = m[i]
                 R[bx * 32 + i, 1] = s[i]
     return mrb
+
+
+def gemm_strided_a_slice(N=128, K=128, bm=64, bn=64, bk=64):
+    """C = A @ B where A is a column slice of a wider tensor (``T.StridedTensor((M, K),
+    (sa, 1))``, M and sa dynamic: the K columns of a fused QKV-like tensor), staged by
+    ``T.copy`` into shared (a TMA descriptor over the strided rows), 2 stages."""
+    M, sa = T.dynamic("M"), T.dynamic("sa")
+
+    @T.prim_func
+    def gsa(A: T.StridedTensor((M, K), (sa, 1), T.float16), B: T.Tensor((K, N), T.float16),
+            C: T.Tensor((M, N), T.float32)):
+        with T.Kernel(N // bn, T.ceildiv(M, bm), threads=128) as (bx, by):
+            a_s = T.alloc_shared((bm, bk), T.float16)
+            b_s = T.alloc_shared((bk, bn), T.float16)
+            acc = T.alloc_fragment((bm, bn), T.float32)
+            T.clear(acc)
+            for k in T.Pipelined(K // bk, num_stages=2):
+                T.copy(A[by * bm, k * bk], a_s)
+                T.copy(B[k * bk, bx * bn], b_s)
+                T.gemm(a_s, b_s, acc)
+            T.copy(acc, C[by * bm, bx * bn])
+    return gsa
