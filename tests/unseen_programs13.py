@@ -12,14 +12,16 @@ stream-K scheduling with tile atomics, a back-to-back GEMM, split-K into a float
 output by tile atomics, batched GEMM over a 3-D grid, epilogues (bias, sigmoid, row
 scale) written through shared, normalizations whose rows do not fill the tile,
 ``reduce_*(dim=0, clear=False)`` over row chunks with a ragged last chunk, reducers over
-ragged rows, shared -> shared copies with a dtype change, ``make_swizzled_layout`` (``tilelang.layout``'s)
-annotations on a transpose, fills and clears in every scope, bit tricks through
-``T.reinterpret``, ``.astype``, nested ``T.if_then_else`` selections, ``T.macro`` pieces
-with scalar arguments and macros returning values and the fragments they allocate, ternaries and chained comparisons,
-``T.ClusterKernel`` over three grid dims, attention in two warps, a 64 x 256 tile over two
-warpgroups with ``FullCol``, float64 atomics, uint32 hash mixing, and scalars bound
-inside the kernel (TileLang's Python values: ``blk / 3`` true division, a Python float
-meeting a float16 load, ``num_stages`` and ``reverse`` from kernel names).
+ragged rows, shared -> shared copies with a dtype change, ``make_swizzled_layout``
+(``tilelang.layout``'s) annotations on a transpose, fills and clears in every scope, bit
+tricks through ``T.reinterpret``, ``.astype``, nested ``T.if_then_else`` selections,
+``T.macro`` pieces with scalar arguments, macros returning values and the fragments they
+allocate, ternaries and chained comparisons, ``T.ClusterKernel`` over three grid dims,
+attention in two warps, a 64 x 256 tile over two warpgroups with ``FullCol``, float64
+atomics, uint32 hash mixing, scalars bound inside the kernel (TileLang's Python values:
+``blk / 3`` true division, a Python float meeting a float16 load, ``num_stages`` and
+``reverse`` from kernel names), and a GEMM whose A is a column slice of a wider tensor
+(``T.StridedTensor`` with a dynamic row stride).
 ``tests/test_unseen_programs13.py`` builds each to a cubin on the CPU and, on a GPU,
 compares it with torch written to TileLang's meaning.
 
