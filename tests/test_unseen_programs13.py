@@ -242,6 +242,35 @@ def k(A: T.Tensor((64,), T.float32), B: T.Tensor((1,), T.float32)):
 """)
 
 
+def test_an_if_on_kernel_int_comparisons_is_decided_while_parsing():
+    """``bm = 64``, ``big = bm > 128``, ``if big:`` allocating a tile too large for shared
+    memory: TileLang compares Python ints and never runs the branch; tilecute kept a
+    run-time ``if`` (and the allocation, refused for its size)."""
+    import tilecute.language as T
+    k = T.from_script("""
+@T.prim_func
+def k(A: T.Tensor((64, 64), T.float16), C: T.Tensor((64, 64), T.float32)):
+    with T.Kernel(1, threads=128):
+        bm = 64
+        big = bm > 128
+        s = T.alloc_shared((bm, 64), T.float16)
+        f = T.alloc_fragment((bm, 64), T.float32)
+        T.copy(A, s)
+        if big:
+            g = T.alloc_shared((bm * 1000, 1000), T.float16)
+            T.copy(A, g[0:64, 0:64])
+        T.copy(s, f)
+        if bm == 64 and not big:
+            for i, j in T.Parallel(bm, 64):
+                f[i, j] = f[i, j] * 2.0
+        T.copy(f, C)
+""")
+    text = k.script()
+    assert "big" not in text and "g = " not in text and "if " not in text, text
+    assert "f[i, j] = f[i, j] * T.float32(2.0)" in text, text
+    assert "cute.arch" in _src(k)
+
+
 def test_negative_index_arithmetic_keeps_floor_semantics():
     """Indices that go negative before ``%`` / ``//``: the modulo is printed as
     a - a // b * b (floor division), never C's ``%``."""

@@ -648,7 +648,7 @@ class _Parser:
         inner_control = max(i for i, c in enumerate(self.control) if c or i == 0)
         for i in range(len(self.scopes) - 1, -1, -1):
             if name in self.scopes[i]:
-                if i < inner_control and isinstance(self.scopes[i][name], (N.Var, float)):
+                if i < inner_control and isinstance(self.scopes[i][name], (N.Var, float, bool)):
                     self.rebound_inside.setdefault(name, []).append(
                         (self.scopes[i], self.scopes[-1], getattr(node, "lineno", 0)
                          + self.line_offset))
@@ -2909,10 +2909,11 @@ class _Parser:
             self.bind(target.id, v)
             return stmts
         if not _is_ir(v):
-            if isinstance(v, GemmWarpPolicy) or (isinstance(v, float) and current is None):
+            if isinstance(v, GemmWarpPolicy) or (isinstance(v, (float, bool)) and current is None):
                 # `pol = T.GemmWarpPolicy.FullRow`: TileLang binds the enum itself (an int);
                 # `s = 0.3`: the Python float, which takes the dtype of what it meets
-                # (`H[i] * s` of a float16 H is a float16 product, as `H[i] * 0.3`)
+                # (`H[i] * s` of a float16 H is a float16 product, as `H[i] * 0.3`);
+                # `big = bm > 128`: the Python bool (an `if` on it is decided while parsing)
                 self.bind(target.id, v)
                 return []
             if isinstance(v, (int, float, bool)):
@@ -6906,6 +6907,12 @@ class _Parser:
             vector = VL.is_vector(a) or VL.is_vector(b)
             if not _is_ir(a) and not _is_ir(b) and not vector:
                 return _python_cmp(node.ops[0], a, b)
+            if not vector:
+                # kernel names bound to ints are TileLang's Python ints: `bm > 128` is a
+                # Python bool, and an `if` on it chooses its branch while parsing
+                x, y = (_python_number(self.expand(v) if _is_ir(v) else v) for v in (a, b))
+                if x is not None and y is not None:
+                    return _python_cmp(node.ops[0], x, y)
             op = _CMP.get(type(node.ops[0]))
             if op is None:
                 raise self.error(node, f"comparison {type(node.ops[0]).__name__} is not supported")
