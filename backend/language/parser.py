@@ -2170,8 +2170,9 @@ class _Parser:
             if isinstance(step, int) and step > 1:
                 extent = ops.ceildiv(extent, step)
             ranges = [(start, extent)]
-            if kind in ("serial", "unrolled") and step in (None, 1) and not isinstance(step, N.Expr) and \
-                    isinstance(extent, N.Const) and extent.value == 1 and not _breaks(s.body):
+            if kind in ("serial", "unrolled") and not isinstance(step, N.Expr) and \
+                    step in (None, 1) and isinstance(extent, N.Const) and extent.value == 1 \
+                    and not _breaks(s.body):
                 # a one-step loop is its body, with the variable bound to the start
                 self.push(kind="loop")
                 try:
@@ -2909,7 +2910,8 @@ class _Parser:
             self.bind(target.id, v)
             return stmts
         if not _is_ir(v):
-            if isinstance(v, GemmWarpPolicy) or (isinstance(v, (float, bool)) and current is None):
+            if isinstance(v, GemmWarpPolicy) or \
+                    (isinstance(v, (float, bool)) and current is None):
                 # `pol = T.GemmWarpPolicy.FullRow`: TileLang binds the enum itself (an int);
                 # `s = 0.3`: the Python float, which takes the dtype of what it meets
                 # (`H[i] * s` of a float16 H is a float16 product, as `H[i] * 0.3`);
