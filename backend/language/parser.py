@@ -301,7 +301,14 @@ class _Args:
 
     def value(self, name: str):
         if name not in self._values:
-            self._values[name] = self.parser.arg_value(self.ref(name))
+            v = self.parser.arg_value(self.ref(name))
+            if isinstance(v, N.Var):
+                # a kernel name bound to True / False: TileLang binds the Python bool, so
+                # the argument is one (transpose_B=tb, disable_tma=flag, clear=keep)
+                e = self.parser.expand(v)
+                if isinstance(e, N.Const) and e.dtype == "bool":
+                    v = bool(e.value)
+            self._values[name] = v
         return self._values[name]
 
     def fail(self, name: str, msg: str) -> "FrontendError":
@@ -353,10 +360,34 @@ class _Args:
 
     def static_int(self, name: str, lo: Optional[int] = None) -> int:
         v = self.value(name)
+        if isinstance(v, N.Expr):
+            # an integer constant expression (``T.int32(2)``, a kernel name bound to an
+            # int): TileLang binds such a name to the Python int, an IntImm reads as one
+            f = self.parser.folded(v)
+            if isinstance(f, N.Const) and N.is_int(f.dtype) and f.dtype != "bool":
+                v = f.value
         if isinstance(v, int) and not isinstance(v, bool) and (lo is None or v >= lo):
             return v
         bound = f" >= {lo}" if lo is not None else ""
         raise self.fail(name, f"{name} must be an int{bound} known at parse time; got {_show(v)}")
+
+
+_PYTHON_OPS = {"add": lambda x, y: x + y, "sub": lambda x, y: x - y, "mul": lambda x, y: x * y,
+               "div": lambda x, y: x / y, "floordiv": lambda x, y: x // y,
+               "mod": lambda x, y: x % y, "shl": lambda x, y: x << y, "shr": lambda x, y: x >> y,
+               "bitand": lambda x, y: x & y, "bitor": lambda x, y: x | y,
+               "bitxor": lambda x, y: x ^ y}
+
+
+def _python_number(v):
+    """``v`` as TileLang's Python number: a Python int or float (not a bool), or an int32
+    constant (TileLang's kernel name bound to an int32 IntImm holds the Python int); None
+    for anything else."""
+    if isinstance(v, N.Const) and v.dtype == "int32":
+        return int(v.value)
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return v
+    return None
 
 
 def _annotated_args(a: _Args, ann: dict):
@@ -617,7 +648,7 @@ class _Parser:
         inner_control = max(i for i, c in enumerate(self.control) if c or i == 0)
         for i in range(len(self.scopes) - 1, -1, -1):
             if name in self.scopes[i]:
-                if i < inner_control and isinstance(self.scopes[i][name], N.Var):
+                if i < inner_control and isinstance(self.scopes[i][name], (N.Var, float, bool)):
                     self.rebound_inside.setdefault(name, []).append(
                         (self.scopes[i], self.scopes[-1], getattr(node, "lineno", 0)
                          + self.line_offset))
@@ -2120,22 +2151,31 @@ class _Parser:
                     kind, warp_specialize = "serial", None
             else:
                 if "step" in a.sig.parameters and a.value("step") is not None:
-                    step = a.static_int("step")
-                    if step == 0:  # TileLang's ValueError
+                    if isinstance(a.value("step"), N.Expr) and \
+                            not isinstance(self.folded(a.value("step")), N.Const):
+                        # TileLang's run-time step (it warns): the iterations start +
+                        # v * step for v below ceildiv(stop - start, step)
+                        step = self.arg_index(a.ref("step"), form.__name__)
+                    else:
+                        step = a.static_int("step")
+                    if isinstance(step, int) and step == 0:  # TileLang's ValueError
                         raise a.fail("step", "step=0: a stepped loop's step must be non-zero")
                 if kind == "unrolled" and "explicit" in a.sig.parameters:
                     unroll_factor = self.unroll_factor(a, ann)
-            if step is not None and step < 0:
+            if isinstance(step, N.Expr):
+                extent = ops.ceildiv(_sub(stop, start), step)
+            elif step is not None and step < 0:
                 # TileLang's stepped loop counting down (`range(n - 1, -1, -1)`): the
                 # iterations start, start + step, ... while above stop
                 extent = ops.ceildiv(self.extent(start, stop), -step)
             else:
                 extent = self.extent(stop, start)
-            if step is not None and step > 1:
+            if isinstance(step, int) and step > 1:
                 extent = ops.ceildiv(extent, step)
             ranges = [(start, extent)]
-            if kind in ("serial", "unrolled") and (step is None or step == 1) and \
-                    isinstance(extent, N.Const) and extent.value == 1 and not _breaks(s.body):
+            if kind in ("serial", "unrolled") and not isinstance(step, N.Expr) and \
+                    step in (None, 1) and isinstance(extent, N.Const) and extent.value == 1 \
+                    and not _breaks(s.body):
                 # a one-step loop is its body, with the variable bound to the start
                 self.push(kind="loop")
                 try:
@@ -2150,7 +2190,7 @@ class _Parser:
             # TVM's loop variable has its range's dtype: int64 over an int64 start or extent
             # (T.serial(T.ceildiv(n, 512)) of an int64 n)
             dtype = "int64" if "int64" in (start.dtype, extent.dtype) else "int32"
-            if step is not None and step != 1:
+            if step is not None and (isinstance(step, N.Expr) or step != 1):
                 counter = N.Var(self.fresh(f"{nm.id}_iter"), dtype)
                 v = N.Var(self.fresh(nm.id), dtype)
                 prologue.append(N.Let(v, N.binop("add", ranges[0][0],
@@ -2873,6 +2913,14 @@ class _Parser:
             self.bind(target.id, v)
             return stmts
         if not _is_ir(v):
+            if isinstance(v, GemmWarpPolicy) or \
+                    (isinstance(v, (float, bool)) and current is None):
+                # `pol = T.GemmWarpPolicy.FullRow`: TileLang binds the enum itself (an int);
+                # `s = 0.3`: the Python float, which takes the dtype of what it meets
+                # (`H[i] * s` of a float16 H is a float16 product, as `H[i] * 0.3`);
+                # `big = bm > 128`: the Python bool (an `if` on it is decided while parsing)
+                self.bind(target.id, v)
+                return []
             if isinstance(v, (int, float, bool)):
                 v = N.as_expr(v)
             elif isinstance(v, (str, tuple, list, dict)):
@@ -2938,6 +2986,9 @@ class _Parser:
                 value = dataclasses.replace(value, lanes=tuple(
                     N.cast(x, c.dtype) for x, c in zip(value.lanes, current.lanes)))
                 return self.assign_name(s.target, None, s, value)
+            if isinstance(current, float):  # a name bound to a Python float: `s = s + v`
+                return self.assign_name(s.target, None, s, self.binop(s, op, current,
+                                                                      self.expr(s.value)))
             if not _is_ir(current):
                 raise self.error(s, f"'{s.target.id}' is a parse-time constant")
             self.check_rebind(s.target.id, s)
@@ -6743,6 +6794,18 @@ class _Parser:
     def binop(self, node, op: str, a, b):
         if VL.is_vector(a) or VL.is_vector(b):  # TVM's vectors
             return self.lanewise(node, op, lambda x, y: self.binop(node, op, x, y), a, b)
+        if op in _PYTHON_OPS and (_is_ir(a) or _is_ir(b)):
+            # TileLang binds a kernel name given an int to the Python int (`bm = 64`,
+            # `M = A.shape[0]` of a static shape), so `bm / 3` is Python's true division
+            # (21.33...), not the integer division of an int32 expression, `bm * 0.5` the
+            # Python float 32.0, which takes the dtype of what it meets, and `one << 40`
+            # Python's int
+            x, y = (_python_number(self.expand(v) if _is_ir(v) else v) for v in (a, b))
+            ints = isinstance(x, int) and isinstance(y, int)
+            if x is not None and y is not None and (ints or op in ("add", "sub", "mul", "div")) \
+                    and not (op in ("div", "floordiv", "mod") and y == 0) \
+                    and not (op in ("shl", "shr") and y < 0):
+                return _PYTHON_OPS[op](x, y)
         if op in _LOGICAL_BITWISE:
             a_bool, b_bool = _is_bool(a), _is_bool(b)
             if a_bool and b_bool:
@@ -6851,6 +6914,12 @@ class _Parser:
             vector = VL.is_vector(a) or VL.is_vector(b)
             if not _is_ir(a) and not _is_ir(b) and not vector:
                 return _python_cmp(node.ops[0], a, b)
+            if not vector:
+                # kernel names bound to ints are TileLang's Python ints: `bm > 128` is a
+                # Python bool, and an `if` on it chooses its branch while parsing
+                x, y = (_python_number(self.expand(v) if _is_ir(v) else v) for v in (a, b))
+                if x is not None and y is not None:
+                    return _python_cmp(node.ops[0], x, y)
             op = _CMP.get(type(node.ops[0]))
             if op is None:
                 raise self.error(node, f"comparison {type(node.ops[0]).__name__} is not supported")
