@@ -501,7 +501,8 @@ def test_int8_and_mixed_fp8_gemms_on_gpu():
     B = torch.randn(N, K, device="cuda").to(torch.float8_e5m2)
     C = torch.full((M, N), float("nan"), device="cuda")
     _run(P.gemm_fp8_mixed_formats(), A, B, C)
-    _close(C, A.float() @ B.float().T, atol=1e-3, rtol=1e-4)
+    # (Hopper's fp8 wgmma adds its products in fewer than float32's bits: ~1e-3 relative)
+    _close(C, A.float() @ B.float().T, atol=2e-2, rtol=2e-3)
 
 
 @pytest.mark.gpu
@@ -768,7 +769,9 @@ def test_bit_tricks_and_casts_on_gpu():
     assert torch.equal(F[:, 0], X.half().float())
     assert torch.equal(F[:, 1], (X.bfloat16() * 3.0).float())
     assert torch.equal(F[:, 2], U.float() * 0.5)
-    assert torch.equal(D, (i0 * 7).double() / 3.0)
+    # (numpy divides; torch's CUDA division by a scalar multiplies by its reciprocal, which
+    # the kernel's IEEE float64 division does not match to the last bit)
+    assert np.array_equal(D.cpu().numpy(), (i0 * 7).cpu().numpy().astype(np.float64) / 3.0)
 
 
 @pytest.mark.gpu
