@@ -116,7 +116,7 @@ def scaled_update(S=256):
             for r, c in T.Parallel(64, 64):
                 kg_s[r, c] = k_s[r, c] * T.exp2(g_s[r, c]) * b_s[r]
             T.copy(Wt[bs * 64, 0], w_s)
-            T.gemm(w_s, kg_s, acc, transpose_B=True)
+            T.gemm(w_s, kg_s, acc, transpose_B=True, clear_accum=True)
             T.copy(acc, Out[bs * 64, 0])
 
     return scaled_update
