@@ -97,10 +97,10 @@ def lowered(func, **options):
 def test_the_mask_moves_after_a_gemm_from_zero_and_the_loop_overlaps():
     text = lowered(scores_masked_first(1000))
     assert "T.wait_wgmma(0)" in text  # the MMA overlap applies
-    # the first GEMM starts from 0 and the mask keeps the scores where it was 0
+    # the first GEMM starts from 0 and the mask is added to what it leaves
     assert "clear_accum=True, policy=T.GemmWarpPolicy.FullRow, wg_wait=1" in text
-    assert ('T.if_then_else(k * 128 + j >= 1000, T.float32(0.0) - T.float32(float("inf")), '
-            'scores[i, j])') in text
+    assert ('scores[i, j] = scores[i, j] + T.if_then_else(k * 128 + j >= 1000, T.float32(0.0) '
+            '- T.float32(float("inf")), T.float32(0.0))') in text
     # only in steps whose keys reach past the end: k * 128 + 127 >= 1000
     assert "if k * 128 - 1000 + 127 >= 0:" in text
 
@@ -108,8 +108,8 @@ def test_the_mask_moves_after_a_gemm_from_zero_and_the_loop_overlaps():
 def test_the_causal_mask_runs_on_the_diagonal_blocks_only():
     text = lowered(scores_masked_first(1024, causal=True))
     assert "T.wait_wgmma(0)" in text
-    assert ('T.if_then_else(bx * 128 + i >= k * 128 + j, scores[i, j], T.float32(0.0) - '
-            'T.float32(float("inf")))') in text
+    assert ('scores[i, j] = scores[i, j] + T.if_then_else(bx * 128 + i >= k * 128 + j, '
+            'T.float32(0.0), T.float32(0.0) - T.float32(float("inf")))') in text
     # masked where bx * 128 + i < k * 128 + j for some i, j: bx * 128 - k * 128 - 127 < 0
     assert "if bx * 128 - k * 128 + -127 < 0:" in text
 
@@ -169,3 +169,21 @@ def test_mask_first_attention_matches_torch(seq, causal, init):
     s = (s + start) / math.sqrt(128)
     ref = torch.einsum("bhqk,bkhd->bqhd", torch.softmax(s, dim=-1), vp)
     assert torch.allclose(out.float(), ref, atol=2e-3, rtol=2e-3), (out.float() - ref).abs().max()
+
+
+@pytest.mark.gpu
+def test_a_masked_infinite_score_still_makes_nan():
+    """The program adds its products to the mask's -inf: a +inf product at a masked place
+    gives NaN there, and the row's softmax NaN, as the program says (a select of -inf
+    would hide it)."""
+    import torch
+
+    seq = 256
+    kernel = tilecute.compile(scores_masked_first(seq, causal=True), out_idx=[3])
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(1, seq, 4, 128, device="cuda", dtype=torch.float16) for _ in range(3))
+    k[0, 100, 0, :] = float("inf")  # key 100, masked for query 0 (causal): +inf . q
+    q[0, 0, 0, :] = 1.0
+    out = kernel(q, k, v, torch.ones(seq, device="cuda", dtype=torch.int32))
+    assert torch.isnan(out[0, 0, 0]).all()  # query 0 saw +inf - inf at a masked key
+    assert torch.isfinite(out[0, 0, 1:]).all()  # the other heads are untouched

@@ -183,9 +183,10 @@ def _zero_or_inf(e) -> str | None:
 def _mask_after_gemm(s: N.Stmt, acc: str, allocs: dict) -> N.Stmt | None:
     """For ``for i, j in T.Parallel(M, N): acc[i, j] = T.if_then_else(c, x, y)`` over all
     of the float accumulator ``acc``, with ``x`` and ``y`` each 0 or an infinity (a mask
-    the GEMM then adds its products to): the same nest applied after a GEMM that starts
-    from 0, keeping ``acc[i, j]`` where the mask is 0, guarded so that it runs only where
-    some element of the tile can take an infinity (:func:`_may_hold`); else None."""
+    the GEMM then adds its products to): the nest that adds the mask to what a GEMM from
+    0 leaves (``acc[i, j] = acc[i, j] + T.if_then_else(c, x, y)``), guarded so that it runs
+    only where some element of the tile can take an infinity (:func:`_may_hold`); else
+    None."""
     a = allocs.get(acc)
     if a is None or not isinstance(s, N.For) or s.kind != "parallel" or \
             a.buffer.dtype not in ("float32", "float16", "bfloat16"):
@@ -219,10 +220,11 @@ def _mask_after_gemm(s: N.Stmt, acc: str, allocs: dict) -> N.Stmt | None:
             x.buffer == acc or x.buffer in allocs and allocs[x.buffer].buffer.scope.startswith("shared")
             for x in loads(sel.cond)):
         return None
+    # the products' sum plus the mask value: what the program computes (a sum started at 0
+    # or at an infinity, in either order, is the same value, NaN and infinite products
+    # included; where the guard skips a step only a -0 score stays -0)
     here = N.Load(acc, store.indices, a.buffer.dtype)
-    value = N.Select(sel.cond, here if kinds[0] == "0" else sel.a,
-                     here if kinds[1] == "0" else sel.b, sel.dtype)
-    inner = dataclasses.replace(store, value=value)
+    inner = dataclasses.replace(store, value=N.binop("add", here, sel))
     for f in reversed(nest):
         inner = dataclasses.replace(f, body=(inner,))
     if kinds == ("0", "0"):
