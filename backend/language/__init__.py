@@ -58,7 +58,7 @@ from .forms import make_tensor, make_tensor_from_addr, reshape, view  # noqa: F4
 from .forms import decl_buffer, match_buffer  # noqa: F401
 from .forms import stg32, stg64, stg128, stg256, sts32, sts64, sts128  # noqa: F401
 from .forms import parallel  # noqa: F401
-from .forms import If, Then, Else  # noqa: F401  (TVMScript's if frames; the parser rewrites them)
+from .forms import If, Then, Else, While  # noqa: F401  (TVMScript's if / while frames; the parser rewrites them)
 from .ops import ldg32, ldg64, ldg128, ldg256, lds32, lds64, lds128, __ldg  # noqa: F401
 from .ops import __exp, __exp10, __log, __log2, __log10, __sin, __cos, __tan  # noqa: F401
 from .ops import (  # noqa: F401

@@ -865,6 +865,9 @@ class IfFrame:
 
 
 If, Then, Else = IfFrame("If"), IfFrame("Then"), IfFrame("Else")
+# TVMScript's while frame: `with T.While(cond): body` is `while cond: body` (the parser
+# rewrites it so)
+While = IfFrame("While")
 
 
 class Unsupported:
@@ -922,7 +925,7 @@ TILELANG_ONLY = frozenset("""
     TensorCoreIntrinEmitter TensorCoreIntrinEmitterSM120
     TensorCoreIntrinEmitterWithLadderTransform WGMMADescriptorParams
     WGMMATensorCoreIntrinEmitter WGSparseTensorCoreIntrinEmitter WSID WSInstr WSOpRef
-    WSPipeline WSRole WSSchedule WSScope WSSync WSSyncKind WarpSpecializeFrame While
+    WSPipeline WSRole WSSchedule WSScope WSSync WSSyncKind WarpSpecializeFrame
     address_of alloc_tcgen05_instr_desc
     alloc_tcgen05_instruction_desc alloc_tcgen05_smem_desc alloc_wgmma_desc
     allocate_const anylist_getitem anylist_resetitem anylist_setitem_call_cpacked

@@ -1365,6 +1365,9 @@ class _Parser:
         if isinstance(s, ast.Pass):
             return []
         if isinstance(s, ast.With):
+            loop = self.while_frame(s)
+            if loop is not None:
+                return self.stmt(loop, top)
             branch = self.if_frames(s)
             if branch is not None:
                 return self.stmt(branch, top)
@@ -1874,12 +1877,25 @@ class _Parser:
             return None
         return v.__name__ if isinstance(v, F.IfFrame) else None
 
+    def while_frame(self, s: ast.With) -> Optional[ast.While]:
+        """TVMScript's while frame ``with T.While(cond): body`` as the ``while cond: body``
+        it means; None for another ``with``."""
+        if len(s.items) != 1 or self.if_frame_name(s.items[0].context_expr) != "While":
+            return None
+        call = s.items[0].context_expr
+        if s.items[0].optional_vars is not None:
+            raise self.error(s, "`with T.While(cond)` binds no names")
+        if len(call.args) != 1 or call.keywords:
+            raise self.error(s, "T.While takes one argument, the condition: `with T.While(cond):`")
+        return ast.copy_location(ast.While(test=call.args[0], body=s.body, orelse=[]), s)
+
     def if_frames(self, s: ast.With) -> Optional[ast.If]:
         """TVMScript's if frames as the ``if`` statement they mean: ``with T.If(c),
         T.Then(): A`` is ``if c: A``; ``with T.If(c):`` whose body is ``with T.Then(): A``
         and optionally ``with T.Else(): B`` is ``if c: A else: B``.  None when ``s`` is
         another ``with``; any other arrangement of the frames is an error at its line."""
         names = [self.if_frame_name(it.context_expr) for it in s.items]
+        names = [None if n == "While" else n for n in names]  # (see while_frame)
         if not any(names):
             return None
         for it, name in zip(s.items, names):
