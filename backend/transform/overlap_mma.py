@@ -198,15 +198,15 @@ def _mask_after_gemm(s: N.Stmt, acc: str, allocs: dict) -> N.Stmt | None:
     # names the body binds first (TileLang's `q_idx = bx * bm + i + past_len`) stand for
     # their values
     lets, store = nest[-1].body[:-1], nest[-1].body[-1]
-    if not all(isinstance(x, N.Let) and not any(loads(x.value)) for x in lets):
+    if not isinstance(store, N.Store) or \
+            not all(isinstance(x, N.Let) and not any(loads(x.value)) for x in lets):
         return None
     values = {}
     for x in lets:
         values[x.var.name] = substitute(x.value, values)
-    if isinstance(store, N.Store):
-        store = dataclasses.replace(store, value=substitute(store.value, values))
+    store = dataclasses.replace(store, value=substitute(store.value, values))
     names = [f.var.name for f in nest]
-    if not isinstance(store, N.Store) or store.buffer != acc or \
+    if store.buffer != acc or \
             not all(isinstance(f.start, N.Const) and f.start.value == 0 and f.extent == d
                     for f, d in zip(nest, shape)) or \
             [getattr(x, "name", None) for x in store.indices] != names or \
@@ -216,7 +216,8 @@ def _mask_after_gemm(s: N.Stmt, acc: str, allocs: dict) -> N.Stmt | None:
     kinds = (_zero_or_inf(sel.a), _zero_or_inf(sel.b))
     # (it moves past the release of the GEMM's tiles: no read of shared memory, which the
     # producer may refill from there on, nor of the accumulator the GEMM writes)
-    if None in kinds or kinds == ("inf", "inf") or any(
+    # (both 0: a clear, which T.fill's form above is; both infinite: no GEMM value is left)
+    if None in kinds or kinds[0] == kinds[1] or any(
             x.buffer == acc or x.buffer in allocs and allocs[x.buffer].buffer.scope.startswith("shared")
             for x in loads(sel.cond)):
         return None
@@ -227,8 +228,6 @@ def _mask_after_gemm(s: N.Stmt, acc: str, allocs: dict) -> N.Stmt | None:
     inner = dataclasses.replace(store, value=N.binop("add", here, sel))
     for f in reversed(nest):
         inner = dataclasses.replace(f, body=(inner,))
-    if kinds == ("0", "0"):
-        return None  # (a clear: T.fill's form is the clear above)
     masked = sel.cond if kinds[0] == "inf" else N.Not(sel.cond)
     guard = _may_hold(masked, {f.var.name: f.extent for f in nest})
     return inner if guard is None else N.If(guard, (inner,), loc=getattr(s, "loc", None))
@@ -254,7 +253,9 @@ def _static_ifs(stmts) -> list:
 
 def _linear(e, names: set):
     """``e`` as ``({name: integer coefficient}, rest)`` with ``rest`` free of ``names``,
-    where ``e`` is a sum of integer multiples of them; else None."""
+    where ``e`` is a sum of integer multiples of them; else None.  (Unlike
+    :func:`~tilecute.ir.visitor.linear_form`, only ``names`` need be linear: ``rest`` stays
+    any expression, a ``T.min`` or a division of other names included, for the guard.)"""
     if isinstance(e, N.Var) and e.name in names:
         return {e.name: 1}, N.Const(0, e.dtype)
     if not any(mentions(e, n) for n in names):
