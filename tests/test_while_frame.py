@@ -34,6 +34,28 @@ def test_while_frame_is_the_while_loop(tmp_path):
     assert tilecute.build_cubin(func, "sm_90a", out_dir=str(tmp_path)).kernel_names
 
 
+def test_frames_take_the_condition_by_keyword_too():
+    """TileLang's ``While(condition)`` / ``If(condition)``: ``condition=`` as well."""
+    @T.prim_func
+    def kw(A: T.Tensor((4,), "int32")):
+        with T.Kernel(1, threads=32):
+            k = T.alloc_var("int32")
+            k = 0
+            with T.While(condition=k < 3):
+                k = k + 1
+            with T.If(condition=k == 3), T.Then():
+                A[0] = k
+
+    text = print_func(kw)
+    assert "while k[0] < 3:" in text and "if k[0] == 3:" in text, text
+    with pytest.raises(T.FrontendError, match=r"T.While takes one argument.*\(got unroll=\)"):
+        @T.prim_func
+        def extra(A: T.Tensor((4,), "int32")):
+            with T.Kernel(1, threads=32):
+                with T.While(A[0] < 3, unroll=2):
+                    A[0] = A[0] + 1
+
+
 def test_while_frame_takes_one_condition():
     with pytest.raises(T.FrontendError, match=r"T.While takes one argument"):
         @T.prim_func

@@ -1882,12 +1882,22 @@ class _Parser:
         it means; None for another ``with``."""
         if len(s.items) != 1 or self.if_frame_name(s.items[0].context_expr) != "While":
             return None
-        call = s.items[0].context_expr
         if s.items[0].optional_vars is not None:
             raise self.error(s, "`with T.While(cond)` binds no names")
-        if len(call.args) != 1 or call.keywords:
-            raise self.error(s, "T.While takes one argument, the condition: `with T.While(cond):`")
-        return ast.copy_location(ast.While(test=call.args[0], body=s.body, orelse=[]), s)
+        cond = self.frame_condition(s, s.items[0].context_expr, "While")
+        return ast.copy_location(ast.While(test=cond, body=s.body, orelse=[]), s)
+
+    def frame_condition(self, s, call: ast.Call, name: str):
+        """The condition of TVMScript's ``T.If(condition)`` / ``T.While(condition)`` frame
+        (positional or ``condition=``, as TileLang's signature); any other argument is an
+        error naming the frame."""
+        conds = list(call.args) + [k.value for k in call.keywords if k.arg == "condition"]
+        others = [k.arg for k in call.keywords if k.arg != "condition"]
+        if len(conds) != 1 or others:
+            extra = f" (got {', '.join(f'{k}=' for k in others)})" if others else ""
+            raise self.error(s, f"T.{name} takes one argument, the condition: "
+                                f"`with T.{name}(cond):`{extra}")
+        return conds[0]
 
     def if_frames(self, s: ast.With) -> Optional[ast.If]:
         """TVMScript's if frames as the ``if`` statement they mean: ``with T.If(c),
@@ -1905,9 +1915,7 @@ class _Parser:
             name = next(n for n in names if n)
             raise self.error(s, f"`with T.{name}()` stands directly inside `with T.If(cond):` "
                                 "(or as `with T.If(cond), T.Then():`)")
-        cond_call = s.items[0].context_expr
-        if len(cond_call.args) != 1 or cond_call.keywords:
-            raise self.error(s, "T.If takes one argument, the condition: `with T.If(cond):`")
+        cond = self.frame_condition(s, s.items[0].context_expr, "If")
 
         def no_args(node, call, name):
             if call.args or call.keywords:
@@ -1929,7 +1937,7 @@ class _Parser:
             then, orelse = body[0].body, body[1].body if len(body) == 2 else []
         else:
             raise self.error(s, "`with T.If(cond), T.Then():` takes those two items only")
-        return ast.copy_location(ast.If(test=cond_call.args[0], body=then, orelse=orelse), s)
+        return ast.copy_location(ast.If(test=cond, body=then, orelse=orelse), s)
 
     def with_stmt(self, s: ast.With) -> N.Stmt:
         if len(s.items) != 1:
