@@ -35,7 +35,7 @@ LN2 = 0.69314718
 # ---- forward: variable length, windows, biases ---------------------------------------------
 @tilecute.jit(out_idx=[5, 6])
 def fa_varlen_bottom_right(batch=3, heads=2, total_q=188, total_k=501, max_q=127, dim=64,
-                           block_M=64, block_N=64):
+                           block_M=64, block_N=64, threads=128):
     """Packed variable-length attention: sequence b's queries are Q[cu_q[b]:cu_q[b + 1]],
     its keys K[cu_k[b]:cu_k[b + 1]] (more keys than queries), causal aligned to the bottom
     right (query i sees keys j <= i + len_k - len_q).  O float16 [total_q, H, D]; LSE
@@ -48,7 +48,7 @@ def fa_varlen_bottom_right(batch=3, heads=2, total_q=188, total_k=501, max_q=127
                V: T.Tensor([total_k, heads, dim], dtype), cu_q: T.Tensor([batch + 1], "int32"),
                cu_k: T.Tensor([batch + 1], "int32"), O: T.Tensor([total_q, heads, dim], dtype),
                LSE: T.Tensor([heads, total_q], accum)):
-        with T.Kernel(T.ceildiv(max_q, block_M), heads, batch, threads=128) as (bx, by, bz):
+        with T.Kernel(T.ceildiv(max_q, block_M), heads, batch, threads=threads) as (bx, by, bz):
             q_s = T.alloc_shared([block_M, dim], dtype)
             k_s = T.alloc_shared([block_N, dim], dtype)
             v_s = T.alloc_shared([block_N, dim], dtype)
@@ -104,7 +104,7 @@ def fa_varlen_bottom_right(batch=3, heads=2, total_q=188, total_k=501, max_q=127
 
 @tilecute.jit(out_idx=[3])
 def fa_window_left_right(batch=1, heads=2, seq_len=1000, dim=64, window_left=100, window_right=37,
-                         block_M=64, block_N=64):
+                         block_M=64, block_N=64, threads=128):
     """Non-causal banded attention (BSHD, bfloat16): query i sees keys i - window_left ..
     i + window_right.  The loop runs over the key tiles the band touches,
     ``T.Pipelined(lo, hi)``; a row whose first tile is wholly masked keeps a max of -inf,
@@ -116,7 +116,7 @@ def fa_window_left_right(batch=1, heads=2, seq_len=1000, dim=64, window_left=100
     @T.prim_func
     def band(Q: T.Tensor(shape, dtype), K: T.Tensor(shape, dtype), V: T.Tensor(shape, dtype),
              O: T.Tensor(shape, dtype)):
-        with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=128) as (bx, by, bz):
+        with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=threads) as (bx, by, bz):
             q_s = T.alloc_shared([block_M, dim], dtype)
             k_s = T.alloc_shared([block_N, dim], dtype)
             v_s = T.alloc_shared([block_N, dim], dtype)
@@ -171,7 +171,7 @@ def fa_window_left_right(batch=1, heads=2, seq_len=1000, dim=64, window_left=100
 
 
 @tilecute.jit(out_idx=[4, 5])
-def fa_alibi_slopes_tensor(batch=1, heads=4, seq_len=1000, dim=64, block_M=64, block_N=64):
+def fa_alibi_slopes_tensor(batch=1, heads=4, seq_len=1000, dim=64, block_M=64, block_N=64, threads=128):
     """Causal ALiBi attention: score = q.k / sqrt(D) + slope[h] * (j - i), the slopes read
     from a float32 tensor, the bias added before the row max (in log2 units).  O float16
     (BSHD); LSE float32 [B, H, S] in natural-log units."""
@@ -183,7 +183,7 @@ def fa_alibi_slopes_tensor(batch=1, heads=4, seq_len=1000, dim=64, block_M=64, b
     def alibi(Q: T.Tensor(shape, dtype), K: T.Tensor(shape, dtype), V: T.Tensor(shape, dtype),
               Slopes: T.Tensor([heads], accum), O: T.Tensor(shape, dtype),
               LSE: T.Tensor([batch, heads, seq_len], accum)):
-        with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=128) as (bx, by, bz):
+        with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=threads) as (bx, by, bz):
             q_s = T.alloc_shared([block_M, dim], dtype)
             k_s = T.alloc_shared([block_N, dim], dtype)
             v_s = T.alloc_shared([block_N, dim], dtype)
@@ -236,7 +236,7 @@ def fa_alibi_slopes_tensor(batch=1, heads=4, seq_len=1000, dim=64, block_M=64, b
 
 @tilecute.jit(out_idx=[3, 4])
 def fa_softcap_then_tail_mask(batch=1, heads=2, seq_len=1000, dim=64, softcap=20.0, block_M=64,
-                              block_N=64):
+                              block_N=64, threads=128):
     """Non-causal attention with logit soft-capping: s = softcap * tanh(q.k / sqrt(D) /
     softcap), applied before the tail mask (keys past the end set to -inf).  O float32
     (BHSD); LSE float32 [B, H, S] in log2 units."""
@@ -247,7 +247,7 @@ def fa_softcap_then_tail_mask(batch=1, heads=2, seq_len=1000, dim=64, softcap=20
     @T.prim_func
     def capped(Q: T.Tensor(shape, dtype), K: T.Tensor(shape, dtype), V: T.Tensor(shape, dtype),
                O: T.Tensor(shape, accum), LSE: T.Tensor([batch, heads, seq_len], accum)):
-        with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=128) as (bx, by, bz):
+        with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=threads) as (bx, by, bz):
             q_s = T.alloc_shared([block_M, dim], dtype)
             k_s = T.alloc_shared([block_N, dim], dtype)
             v_s = T.alloc_shared([block_N, dim], dtype)
@@ -296,7 +296,7 @@ def fa_softcap_then_tail_mask(batch=1, heads=2, seq_len=1000, dim=64, softcap=20
 
 
 @tilecute.jit(out_idx=[4])
-def fa_additive_bias_tensor(batch=2, heads=2, seq_q=200, seq_k=300, dim=64, block_M=64, block_N=64):
+def fa_additive_bias_tensor(batch=2, heads=2, seq_q=200, seq_k=300, dim=64, block_M=64, block_N=64, threads=128):
     """Cross attention (BHSD, seq_q != seq_k, both ragged) plus an additive float16 bias
     tensor [B, H, Sq, Sk] loaded tile by tile into a fragment and added after the scale,
     before the max.  O bfloat16."""
@@ -307,7 +307,7 @@ def fa_additive_bias_tensor(batch=2, heads=2, seq_q=200, seq_k=300, dim=64, bloc
     def biased(Q: T.Tensor([batch, heads, seq_q, dim], dtype), K: T.Tensor([batch, heads, seq_k, dim], dtype),
                V: T.Tensor([batch, heads, seq_k, dim], dtype), Bias: T.Tensor([batch, heads, seq_q, seq_k], "float16"),
                O: T.Tensor([batch, heads, seq_q, dim], dtype)):
-        with T.Kernel(T.ceildiv(seq_q, block_M), heads, batch, threads=128) as (bx, by, bz):
+        with T.Kernel(T.ceildiv(seq_q, block_M), heads, batch, threads=threads) as (bx, by, bz):
             q_s = T.alloc_shared([block_M, dim], dtype)
             k_s = T.alloc_shared([block_N, dim], dtype)
             v_s = T.alloc_shared([block_N, dim], dtype)
@@ -354,7 +354,7 @@ def fa_additive_bias_tensor(batch=2, heads=2, seq_q=200, seq_k=300, dim=64, bloc
 
 
 @tilecute.jit(out_idx=[4])
-def fa_relpos_bias_initialises_scores(heads=2, seq_len=200, dim=64, block_M=64, block_N=64):
+def fa_relpos_bias_initialises_scores(heads=2, seq_len=200, dim=64, block_M=64, block_N=64, threads=128):
     """The scores start at a relative-position bias RelB[h, j - i + S - 1] (float32, in raw
     q.k units; keys past the end start at -inf) and the GEMM adds q.k to them (no clear):
     softmax((q.k + bias) / sqrt(D)).  Single batch, SHD layout, O float16."""
@@ -365,7 +365,7 @@ def fa_relpos_bias_initialises_scores(heads=2, seq_len=200, dim=64, block_M=64, 
     @T.prim_func
     def relpos(Q: T.Tensor(shape, dtype), K: T.Tensor(shape, dtype), V: T.Tensor(shape, dtype),
                RelB: T.Tensor([heads, 2 * seq_len - 1], accum), O: T.Tensor(shape, dtype)):
-        with T.Kernel(T.ceildiv(seq_len, block_M), heads, threads=128) as (bx, by):
+        with T.Kernel(T.ceildiv(seq_len, block_M), heads, threads=threads) as (bx, by):
             q_s = T.alloc_shared([block_M, dim], dtype)
             k_s = T.alloc_shared([block_N, dim], dtype)
             v_s = T.alloc_shared([block_N, dim], dtype)
@@ -409,7 +409,7 @@ def fa_relpos_bias_initialises_scores(heads=2, seq_len=200, dim=64, block_M=64, 
 
 
 @tilecute.jit(out_idx=[4])
-def fa_key_padding_mask(batch=2, heads=2, seq_len=1000, dim=64, block_M=64, block_N=64):
+def fa_key_padding_mask(batch=2, heads=2, seq_len=1000, dim=64, block_M=64, block_N=64, threads=128):
     """Non-causal attention whose keys are masked by a bool tensor KeyMask[B, S] (True:
     attend): the scores start at 0 / -inf from the mask, read from the tensor, before the
     GEMM adds to them.  A row whose tile is wholly masked keeps a max of -inf (guarded).
@@ -421,7 +421,7 @@ def fa_key_padding_mask(batch=2, heads=2, seq_len=1000, dim=64, block_M=64, bloc
     @T.prim_func
     def padded(Q: T.Tensor(shape, dtype), K: T.Tensor(shape, dtype), V: T.Tensor(shape, dtype),
                KeyMask: T.Tensor([batch, seq_len], "bool"), O: T.Tensor(shape, dtype)):
-        with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=128) as (bx, by, bz):
+        with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=threads) as (bx, by, bz):
             q_s = T.alloc_shared([block_M, dim], dtype)
             k_s = T.alloc_shared([block_N, dim], dtype)
             v_s = T.alloc_shared([block_N, dim], dtype)
@@ -468,7 +468,7 @@ def fa_key_padding_mask(batch=2, heads=2, seq_len=1000, dim=64, block_M=64, bloc
 
 # ---- forward: head dims, groups, tiles --------------------------------------------------------
 @tilecute.jit(out_idx=[3, 4])
-def fa_gqa_d96_dv64(batch=1, heads=8, kv_heads=2, seq_len=300, dim=96, dim_v=64, block_M=64, block_N=64):
+def fa_gqa_d96_dv64(batch=1, heads=8, kv_heads=2, seq_len=300, dim=96, dim_v=64, block_M=64, block_N=64, threads=128):
     """Causal GQA (BSHD): 4 query heads share a key / value head; the q.k dim is 96, the
     value dim 64.  O bfloat16 [B, S, HQ, 64]; LSE float32 [B, HQ, S] in log2 units."""
     groups = heads // kv_heads
@@ -479,7 +479,7 @@ def fa_gqa_d96_dv64(batch=1, heads=8, kv_heads=2, seq_len=300, dim=96, dim_v=64,
     def gqa(Q: T.Tensor([batch, seq_len, heads, dim], dtype), K: T.Tensor([batch, seq_len, kv_heads, dim], dtype),
             V: T.Tensor([batch, seq_len, kv_heads, dim_v], dtype), O: T.Tensor([batch, seq_len, heads, dim_v], dtype),
             LSE: T.Tensor([batch, heads, seq_len], accum)):
-        with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=128) as (bx, by, bz):
+        with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=threads) as (bx, by, bz):
             q_s = T.alloc_shared([block_M, dim], dtype)
             k_s = T.alloc_shared([block_N, dim], dtype)
             v_s = T.alloc_shared([block_N, dim_v], dtype)
@@ -528,7 +528,7 @@ def fa_gqa_d96_dv64(batch=1, heads=8, kv_heads=2, seq_len=300, dim=96, dim_v=64,
 
 
 @tilecute.jit(out_idx=[3, 4])
-def fa_d192_dv128(batch=1, heads=2, seq_len=300, dim=192, dim_v=128, block_M=64, block_N=64):
+def fa_d192_dv128(batch=1, heads=2, seq_len=300, dim=192, dim_v=128, block_M=64, block_N=64, threads=128):
     """Non-causal attention at q.k dim 192, value dim 128 (BHSD), tail keys masked.
     O float16; LSE float32 [B, H, S] in natural-log units (T.log of the sum plus the max)."""
     sm_scale = (1.0 / dim) ** 0.5
@@ -539,7 +539,7 @@ def fa_d192_dv128(batch=1, heads=2, seq_len=300, dim=192, dim_v=128, block_M=64,
     def wide(Q: T.Tensor([batch, heads, seq_len, dim], dtype), K: T.Tensor([batch, heads, seq_len, dim], dtype),
              V: T.Tensor([batch, heads, seq_len, dim_v], dtype), O: T.Tensor([batch, heads, seq_len, dim_v], dtype),
              LSE: T.Tensor([batch, heads, seq_len], accum)):
-        with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=128) as (bx, by, bz):
+        with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=threads) as (bx, by, bz):
             q_s = T.alloc_shared([block_M, dim], dtype)
             k_s = T.alloc_shared([block_N, dim], dtype)
             v_s = T.alloc_shared([block_N, dim_v], dtype)
@@ -640,7 +640,7 @@ def fa_d32_two_warpgroups(batch=2, heads=2, seq_len=1000, dim=32, block_M=128, b
 
 
 @tilecute.jit(out_idx=[5])
-def fa_rope_fused_loads(batch=1, heads=2, seq_len=200, dim=64, block_M=64, block_N=64):
+def fa_rope_fused_loads(batch=1, heads=2, seq_len=200, dim=64, block_M=64, block_N=64, threads=128):
     """Causal attention with rotary embedding (rotate-half form) applied as Q and each K
     tile are loaded: raw tile -> shared, rotated through a T.Parallel into the GEMM's
     shared operand, positions clamped to the table for rows past the end.  Cos / Sin
@@ -654,7 +654,7 @@ def fa_rope_fused_loads(batch=1, heads=2, seq_len=200, dim=64, block_M=64, block
     def rope_attn(Q: T.Tensor(shape, dtype), K: T.Tensor(shape, dtype), V: T.Tensor(shape, dtype),
                   Cos: T.Tensor([seq_len, half], accum), Sin: T.Tensor([seq_len, half], accum),
                   O: T.Tensor(shape, dtype)):
-        with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=128) as (bx, by, bz):
+        with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=threads) as (bx, by, bz):
             q_raw = T.alloc_shared([block_M, dim], dtype)
             q_s = T.alloc_shared([block_M, dim], dtype)
             k_raw = T.alloc_shared([block_N, dim], dtype)
@@ -715,7 +715,7 @@ def fa_rope_fused_loads(batch=1, heads=2, seq_len=200, dim=64, block_M=64, block
 
 @tilecute.jit(out_idx=[3])
 def fa_sink_tokens_window(batch=1, heads=2, seq_len=1000, dim=64, sinks=4, window=128, block_M=64,
-                          block_N=64):
+                          block_N=64, threads=128):
     """StreamingLLM attention: causal, query i sees the first ``sinks`` keys and the keys
     within ``window`` of it.  One step (a ``T.macro`` defined in the factory, taking the
     kernel's buffers) serves the sink tile (tile 0, outside any loop) and a
@@ -755,7 +755,7 @@ def fa_sink_tokens_window(batch=1, heads=2, seq_len=1000, dim=64, sinks=4, windo
     @T.prim_func
     def streaming(Q: T.Tensor(shape, dtype), K: T.Tensor(shape, dtype), V: T.Tensor(shape, dtype),
                   O: T.Tensor(shape, dtype)):
-        with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=128) as (bx, by, bz):
+        with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=threads) as (bx, by, bz):
             q_s = T.alloc_shared([block_M, dim], dtype)
             k_s = T.alloc_shared([block_N, dim], dtype)
             v_s = T.alloc_shared([block_N, dim], dtype)
@@ -786,7 +786,7 @@ def fa_sink_tokens_window(batch=1, heads=2, seq_len=1000, dim=64, sinks=4, windo
 
 
 @tilecute.jit(out_idx=[3, 4])
-def fa_causal_fewer_queries(batch=1, heads=2, seq_q=100, seq_kv=1000, dim=64, block_M=64, block_N=64):
+def fa_causal_fewer_queries(batch=1, heads=2, seq_q=100, seq_kv=1000, dim=64, block_M=64, block_N=64, threads=128):
     """Causal attention with 100 queries over 1000 keys, aligned to the bottom right (query
     i at position i + seq_kv - seq_q: a chunk of prefill after a cache).  O float16
     [B, Sq, H, D]; LSE float32 [B, H, Sq] in log2 units."""
@@ -798,7 +798,7 @@ def fa_causal_fewer_queries(batch=1, heads=2, seq_q=100, seq_kv=1000, dim=64, bl
     def chunk(Q: T.Tensor([batch, seq_q, heads, dim], dtype), K: T.Tensor([batch, seq_kv, heads, dim], dtype),
               V: T.Tensor([batch, seq_kv, heads, dim], dtype), O: T.Tensor([batch, seq_q, heads, dim], dtype),
               LSE: T.Tensor([batch, heads, seq_q], accum)):
-        with T.Kernel(T.ceildiv(seq_q, block_M), heads, batch, threads=128) as (bx, by, bz):
+        with T.Kernel(T.ceildiv(seq_q, block_M), heads, batch, threads=threads) as (bx, by, bz):
             q_s = T.alloc_shared([block_M, dim], dtype)
             k_s = T.alloc_shared([block_N, dim], dtype)
             v_s = T.alloc_shared([block_N, dim], dtype)
@@ -846,7 +846,7 @@ def fa_causal_fewer_queries(batch=1, heads=2, seq_q=100, seq_kv=1000, dim=64, bl
 
 
 @tilecute.jit(out_idx=[5, 6])
-def fa_per_head_descale(batch=1, heads=2, seq_len=333, dim=128, block_M=64, block_N=128):
+def fa_per_head_descale(batch=1, heads=2, seq_len=333, dim=128, block_M=64, block_N=128, threads=128):
     """Non-causal attention whose scores are scaled by per-head factors q_scale[h] *
     k_scale[h] read from float32 tensors (as after quantised Q / K), block_N = 128.
     O float16 (BHSD); LSE float32 [B, H, S] in natural-log units."""
@@ -858,7 +858,7 @@ def fa_per_head_descale(batch=1, heads=2, seq_len=333, dim=128, block_M=64, bloc
     def descaled(Q: T.Tensor(shape, dtype), K: T.Tensor(shape, dtype), V: T.Tensor(shape, dtype),
                  QScale: T.Tensor([heads], accum), KScale: T.Tensor([heads], accum),
                  O: T.Tensor(shape, dtype), LSE: T.Tensor([batch, heads, seq_len], accum)):
-        with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=128) as (bx, by, bz):
+        with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=threads) as (bx, by, bz):
             q_s = T.alloc_shared([block_M, dim], dtype)
             k_s = T.alloc_shared([block_N, dim], dtype)
             v_s = T.alloc_shared([block_N, dim], dtype)
@@ -907,7 +907,7 @@ def fa_per_head_descale(batch=1, heads=2, seq_len=333, dim=128, block_M=64, bloc
 
 
 @tilecute.jit(out_idx=[1])
-def fa_packed_qkv_3_stages(batch=1, heads=2, seq_len=1000, dim=64, block_M=64, block_N=64):
+def fa_packed_qkv_3_stages(batch=1, heads=2, seq_len=1000, dim=64, block_M=64, block_N=64, threads=128):
     """Non-causal attention over a packed QKV tensor [B, S, 3, H, D] (Q, K, V sliced out of
     one 5-D tensor by the copies), 3 stages, tail keys masked.  O float16 [B, S, H, D]."""
     scale = (1.0 / dim) ** 0.5 * LOG2E
@@ -915,7 +915,7 @@ def fa_packed_qkv_3_stages(batch=1, heads=2, seq_len=1000, dim=64, block_M=64, b
 
     @T.prim_func
     def packed(QKV: T.Tensor([batch, seq_len, 3, heads, dim], dtype), O: T.Tensor([batch, seq_len, heads, dim], dtype)):
-        with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=128) as (bx, by, bz):
+        with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=threads) as (bx, by, bz):
             q_s = T.alloc_shared([block_M, dim], dtype)
             k_s = T.alloc_shared([block_N, dim], dtype)
             v_s = T.alloc_shared([block_N, dim], dtype)
