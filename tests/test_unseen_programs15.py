@@ -25,7 +25,8 @@ PROGRAMS = ["fa_varlen_bottom_right", "fa_window_left_right", "fa_alibi_slopes_t
             "fa_per_head_descale", "fa_packed_qkv_3_stages", "attn_probs_two_pass", "spec_decode_gqa",
             "paged_decode_two_pages_a_tile", "split_kv_decode_partials", "split_kv_combine",
             "mla_decode_rope_part", "bwd_delta", "bwd_kv_major_atomic_dq", "bwd_dq_post",
-            "linear_attn_chunk_state", "retention_chunk_recurrent", "mamba2_chunk_cumsum_states"]
+            "linear_attn_chunk_state", "retention_chunk_recurrent", "mamba2_chunk_cumsum_states",
+            "fa_normalised_every_step", "fa_sum_into_running_clear_false", "fa_user_lazy_rescale"]
 
 
 @pytest.fixture(autouse=True)
@@ -48,7 +49,8 @@ def test_program_builds_a_cubin(name):
 BIG = ["fa_varlen_bottom_right", "fa_window_left_right", "fa_alibi_slopes_tensor",
        "fa_softcap_then_tail_mask", "fa_additive_bias_tensor", "fa_relpos_bias_initialises_scores",
        "fa_key_padding_mask", "fa_gqa_d96_dv64", "fa_d192_dv128", "fa_rope_fused_loads",
-       "fa_sink_tokens_window", "fa_causal_fewer_queries", "fa_per_head_descale", "fa_packed_qkv_3_stages"]
+       "fa_sink_tokens_window", "fa_causal_fewer_queries", "fa_per_head_descale", "fa_packed_qkv_3_stages",
+       "fa_normalised_every_step", "fa_sum_into_running_clear_false", "fa_user_lazy_rescale"]
 
 
 def _big(name):
@@ -531,3 +533,23 @@ def test_mamba2_chunk_cumsum_states_on_gpu():
     w = torch.exp(want_cs[..., -1:] - want_cs) * dtp  # [B, H, nc, C]
     want = torch.einsum("bclhp,bhcl,bcln->bchpn", xp, w, bp)
     _rel(states, want, 1e-2)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("big", [False, True])
+def test_other_online_softmax_bookkeeping_on_gpu(big):
+    import torch
+    torch.manual_seed(15)
+    D = 128 if big else 64
+    kw = dict(dim=D, block_M=128, block_N=128, threads=256) if big else {}
+    B, S, H = 1, 1000, 2
+    q, k, v = (_r(B, S, H, D, dtype=torch.float16, scale=1.5) for _ in range(3))
+    want, _ = _attn(_bshd(q), _bshd(k), _bshd(v), D ** -0.5, mask=_causal(S, S))
+    _close(_bshd(P.fa_normalised_every_step(**kw)(q, k, v)), want, 1e-2)
+    _close(_bshd(P.fa_user_lazy_rescale(**kw)(q, k, v)), want, 1e-2)
+    S = 777
+    q, k, v = (_r(B, H, S, D, dtype=torch.bfloat16) for _ in range(3))
+    o, lse = P.fa_sum_into_running_clear_false(**kw)(q, k, v)
+    want, wl = _attn(q, k, v, D ** -0.5)
+    _close(o, want, 3e-2)
+    _close(lse, wl * LOG2E, 1e-3)

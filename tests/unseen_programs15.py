@@ -1506,3 +1506,173 @@ def mamba2_chunk_cumsum_states(batch=1, seq_len=200, heads=2, headdim=64, dstate
             T.gemm(xd_s, b_s, st, transpose_A=True, clear_accum=True)
             T.copy(st, states[bz, bx, by, :, :])
     return chunk_state
+
+
+# ---- forward: other ways to write the online softmax ----------------------------------------------
+@tilecute.jit(out_idx=[3])
+def fa_normalised_every_step(batch=1, heads=2, seq_len=1000, dim=64, block_M=64, block_N=64, threads=128):
+    """FlashAttention-1's bookkeeping: the output kept normalised after every step,
+    o = o * (l_old * alpha / l_new) + (P V) / l_new, so the running sum l is read inside
+    the loop (P V into a second accumulator cleared each step).  Causal, float16 (BSHD)."""
+    scale = (1.0 / dim) ** 0.5 * LOG2E
+    dtype, accum = "float16", "float"
+    shape = [batch, seq_len, heads, dim]
+
+    @T.prim_func
+    def fa1(Q: T.Tensor(shape, dtype), K: T.Tensor(shape, dtype), V: T.Tensor(shape, dtype), O: T.Tensor(shape, dtype)):
+        with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=threads) as (bx, by, bz):
+            q_s = T.alloc_shared([block_M, dim], dtype)
+            k_s = T.alloc_shared([block_N, dim], dtype)
+            v_s = T.alloc_shared([block_N, dim], dtype)
+            acc_s = T.alloc_fragment([block_M, block_N], accum)
+            acc_s_cast = T.alloc_fragment([block_M, block_N], dtype)
+            acc_o = T.alloc_fragment([block_M, dim], accum)
+            pv = T.alloc_fragment([block_M, dim], accum)
+            m = T.alloc_fragment([block_M], accum)
+            m_prev = T.alloc_fragment([block_M], accum)
+            r_sum = T.alloc_fragment([block_M], accum)
+            l = T.alloc_fragment([block_M], accum)
+            l_new = T.alloc_fragment([block_M], accum)
+
+            T.copy(Q[bz, bx * block_M:(bx + 1) * block_M, by, :], q_s)
+            T.fill(acc_o, 0)
+            T.fill(l, 0)
+            T.fill(m, -T.infinity(accum))
+            for k in T.Pipelined(T.min(T.ceildiv(seq_len, block_N), T.ceildiv((bx + 1) * block_M, block_N)),
+                                 num_stages=2):
+                T.copy(K[bz, k * block_N:(k + 1) * block_N, by, :], k_s)
+                T.copy(V[bz, k * block_N:(k + 1) * block_N, by, :], v_s)
+                T.gemm(q_s, k_s, acc_s, transpose_B=True, clear_accum=True, policy=T.GemmWarpPolicy.FullRow)
+                for i, j in T.Parallel(block_M, block_N):
+                    acc_s[i, j] = T.if_then_else(bx * block_M + i >= k * block_N + j, acc_s[i, j], -T.infinity(accum))
+                T.copy(m, m_prev)
+                T.reduce_max(acc_s, m, dim=1, clear=False)
+                for i, j in T.Parallel(block_M, block_N):
+                    acc_s[i, j] = T.exp2(acc_s[i, j] * scale - m[i] * scale)
+                T.reduce_sum(acc_s, r_sum, dim=1)
+                for i in T.Parallel(block_M):
+                    l_new[i] = l[i] * T.exp2(m_prev[i] * scale - m[i] * scale) + r_sum[i]
+                T.copy(acc_s, acc_s_cast)
+                T.gemm(acc_s_cast, v_s, pv, clear_accum=True, policy=T.GemmWarpPolicy.FullRow)
+                for i, j in T.Parallel(block_M, dim):
+                    acc_o[i, j] = acc_o[i, j] * (l[i] * T.exp2(m_prev[i] * scale - m[i] * scale) / l_new[i]) + \
+                        pv[i, j] / l_new[i]
+                T.copy(l_new, l)
+            T.copy(acc_o, O[bz, bx * block_M:(bx + 1) * block_M, by, :])
+    return fa1
+
+
+@tilecute.jit(out_idx=[3, 4])
+def fa_sum_into_running_clear_false(batch=1, heads=2, seq_len=777, dim=64, block_M=64, block_N=64, threads=128):
+    """The running sum kept by ``T.reduce_sum(acc_s, l, dim=1, clear=False)`` (added to l,
+    which was rescaled first), the max by ``T.reduce_max(..., clear=True)`` then
+    ``T.max`` with the previous one.  Non-causal, tail keys masked.  O bfloat16 (BHSD);
+    LSE float32 [B, H, S] in log2 units."""
+    scale = (1.0 / dim) ** 0.5 * LOG2E
+    dtype, accum = "bfloat16", "float"
+    shape = [batch, heads, seq_len, dim]
+
+    @T.prim_func
+    def running(Q: T.Tensor(shape, dtype), K: T.Tensor(shape, dtype), V: T.Tensor(shape, dtype),
+                O: T.Tensor(shape, dtype), LSE: T.Tensor([batch, heads, seq_len], accum)):
+        with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=threads) as (bx, by, bz):
+            q_s = T.alloc_shared([block_M, dim], dtype)
+            k_s = T.alloc_shared([block_N, dim], dtype)
+            v_s = T.alloc_shared([block_N, dim], dtype)
+            acc_s = T.alloc_fragment([block_M, block_N], accum)
+            acc_s_cast = T.alloc_fragment([block_M, block_N], dtype)
+            acc_o = T.alloc_fragment([block_M, dim], accum)
+            m = T.alloc_fragment([block_M], accum)
+            m_prev = T.alloc_fragment([block_M], accum)
+            r_scale = T.alloc_fragment([block_M], accum)
+            l = T.alloc_fragment([block_M], accum)
+            lse = T.alloc_fragment([block_M], accum)
+
+            T.copy(Q[bz, by, bx * block_M:(bx + 1) * block_M, :], q_s)
+            T.fill(acc_o, 0)
+            T.fill(l, 0)
+            T.fill(m, -T.infinity(accum))
+            for k in T.Pipelined(T.ceildiv(seq_len, block_N), num_stages=2):
+                T.copy(K[bz, by, k * block_N:(k + 1) * block_N, :], k_s)
+                for i, j in T.Parallel(block_M, block_N):
+                    acc_s[i, j] = T.if_then_else(k * block_N + j < seq_len, 0, -T.infinity(accum))
+                T.gemm(q_s, k_s, acc_s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+                T.copy(m, m_prev)
+                T.reduce_max(acc_s, m, dim=1)
+                for i in T.Parallel(block_M):
+                    m[i] = T.max(m[i], m_prev[i])
+                    r_scale[i] = T.exp2(m_prev[i] * scale - m[i] * scale)
+                    l[i] *= r_scale[i]
+                for i, j in T.Parallel(block_M, block_N):
+                    acc_s[i, j] = T.exp2(acc_s[i, j] * scale - m[i] * scale)
+                T.reduce_sum(acc_s, l, dim=1, clear=False)
+                T.copy(acc_s, acc_s_cast)
+                for i, j in T.Parallel(block_M, dim):
+                    acc_o[i, j] *= r_scale[i]
+                T.copy(V[bz, by, k * block_N:(k + 1) * block_N, :], v_s)
+                T.gemm(acc_s_cast, v_s, acc_o, policy=T.GemmWarpPolicy.FullRow)
+            for i, j in T.Parallel(block_M, dim):
+                acc_o[i, j] /= l[i]
+            for i in T.Parallel(block_M):
+                lse[i] = T.log2(l[i]) + m[i] * scale
+            T.copy(acc_o, O[bz, by, bx * block_M:(bx + 1) * block_M, :])
+            T.copy(lse, LSE[bz, by, bx * block_M:(bx + 1) * block_M])
+    return running
+
+
+@tilecute.jit(out_idx=[3])
+def fa_user_lazy_rescale(batch=1, heads=2, seq_len=1000, dim=64, block_M=64, block_N=64, threads=128,
+                         threshold=8.0):
+    """The program's own lazy rescale (FlashAttention-4's): a row's exponent base moves to
+    the new max only when the max grew by more than 2^threshold (in log2 units); else the
+    old base stays (exponents up to 2^threshold).  The rescale of O and l is then exactly
+    1 for rows that kept their base.  Causal, float16 (BSHD)."""
+    scale = (1.0 / dim) ** 0.5 * LOG2E
+    dtype, accum = "float16", "float"
+    shape = [batch, seq_len, heads, dim]
+
+    @T.prim_func
+    def lazy(Q: T.Tensor(shape, dtype), K: T.Tensor(shape, dtype), V: T.Tensor(shape, dtype), O: T.Tensor(shape, dtype)):
+        with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=threads) as (bx, by, bz):
+            q_s = T.alloc_shared([block_M, dim], dtype)
+            k_s = T.alloc_shared([block_N, dim], dtype)
+            v_s = T.alloc_shared([block_N, dim], dtype)
+            acc_s = T.alloc_fragment([block_M, block_N], accum)
+            acc_s_cast = T.alloc_fragment([block_M, block_N], dtype)
+            acc_o = T.alloc_fragment([block_M, dim], accum)
+            base = T.alloc_fragment([block_M], accum)
+            mx = T.alloc_fragment([block_M], accum)
+            r_scale = T.alloc_fragment([block_M], accum)
+            r_sum = T.alloc_fragment([block_M], accum)
+            l = T.alloc_fragment([block_M], accum)
+
+            T.copy(Q[bz, bx * block_M:(bx + 1) * block_M, by, :], q_s)
+            T.fill(acc_o, 0)
+            T.fill(l, 0)
+            T.fill(base, -T.infinity(accum))
+            for k in T.Pipelined(T.min(T.ceildiv(seq_len, block_N), T.ceildiv((bx + 1) * block_M, block_N)),
+                                 num_stages=2):
+                T.copy(K[bz, k * block_N:(k + 1) * block_N, by, :], k_s)
+                for i, j in T.Parallel(block_M, block_N):
+                    acc_s[i, j] = T.if_then_else(bx * block_M + i >= k * block_N + j, 0, -T.infinity(accum))
+                T.gemm(q_s, k_s, acc_s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+                for i, j in T.Parallel(block_M, block_N):
+                    acc_s[i, j] = acc_s[i, j] * scale
+                T.reduce_max(acc_s, mx, dim=1)
+                for i in T.Parallel(block_M):
+                    r_scale[i] = T.if_then_else(mx[i] - base[i] > threshold, T.exp2(base[i] - mx[i]), 1.0)
+                    base[i] = T.if_then_else(mx[i] - base[i] > threshold, mx[i], base[i])
+                for i, j in T.Parallel(block_M, block_N):
+                    acc_s[i, j] = T.exp2(acc_s[i, j] - base[i])
+                T.reduce_sum(acc_s, r_sum, dim=1)
+                for i in T.Parallel(block_M):
+                    l[i] = l[i] * r_scale[i] + r_sum[i]
+                T.copy(acc_s, acc_s_cast)
+                for i, j in T.Parallel(block_M, dim):
+                    acc_o[i, j] *= r_scale[i]
+                T.copy(V[bz, k * block_N:(k + 1) * block_N, by, :], v_s)
+                T.gemm(acc_s_cast, v_s, acc_o, policy=T.GemmWarpPolicy.FullRow)
+            for i, j in T.Parallel(block_M, dim):
+                acc_o[i, j] /= l[i]
+            T.copy(acc_o, O[bz, bx * block_M:(bx + 1) * block_M, by, :])
+    return lazy
