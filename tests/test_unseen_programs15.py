@@ -10,6 +10,7 @@ chunk pieces.  CPU: each builds to an sm_90a cubin, and what the attention passe
 to these programs is checked in the generated source.  GPU: each matches a float32
 torch reference at lengths that are not tile multiples."""
 
+import itertools
 import math
 
 import pytest
@@ -26,7 +27,8 @@ PROGRAMS = ["fa_varlen_bottom_right", "fa_window_left_right", "fa_alibi_slopes_t
             "paged_decode_two_pages_a_tile", "split_kv_decode_partials", "split_kv_combine",
             "mla_decode_rope_part", "bwd_delta", "bwd_kv_major_atomic_dq", "bwd_dq_post",
             "linear_attn_chunk_state", "retention_chunk_recurrent", "mamba2_chunk_cumsum_states",
-            "fa_normalised_every_step", "fa_sum_into_running_clear_false", "fa_user_lazy_rescale"]
+            "fa_normalised_every_step", "fa_sum_into_running_clear_false", "fa_user_lazy_rescale",
+            "mamba2_chunk_scan_output"]
 
 
 @pytest.fixture(autouse=True)
@@ -63,6 +65,14 @@ def _big(name):
 @pytest.mark.parametrize("name", BIG)
 def test_big_tile_program_builds_a_cubin(name):
     assert _big(name).ensure_cubin()
+
+
+@pytest.mark.parametrize("big", [False, True])
+def test_varlen_with_dynamic_totals_builds_a_cubin(big):
+    kw = dict(dim=128, block_M=128, block_N=128, threads=256) if big else {}
+    kern = P.fa_varlen_bottom_right(dynamic_totals=True, **kw)
+    assert kern.ensure_cubin()
+    assert "total_q: cutlass.Int32" in kern.get_kernel_source()
 
 
 # ---- what the attention passes make of these programs ---------------------------------------
@@ -205,14 +215,15 @@ def _causal(sq, sk, off=0):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("big", [False, True])
-def test_varlen_bottom_right_on_gpu(big):
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_varlen_bottom_right_on_gpu(big, dynamic):
     import torch
     torch.manual_seed(0)
     lq, lk, H, D = [1, 127, 60], [1, 300, 200], 2, (128 if big else 64)
     kw = dict(dim=D, block_M=128, block_N=128, threads=256) if big else {}
-    kern = P.fa_varlen_bottom_right(**kw)
-    cq = torch.tensor([0] + list(torch.tensor(lq).cumsum(0)), dtype=torch.int32, device="cuda")
-    ck = torch.tensor([0] + list(torch.tensor(lk).cumsum(0)), dtype=torch.int32, device="cuda")
+    kern = P.fa_varlen_bottom_right(dynamic_totals=dynamic, **kw)
+    cq = torch.tensor([0] + list(itertools.accumulate(lq)), dtype=torch.int32, device="cuda")
+    ck = torch.tensor([0] + list(itertools.accumulate(lk)), dtype=torch.int32, device="cuda")
     q = _r(sum(lq), H, D, dtype=torch.float16)
     k, v = _r(sum(lk), H, D, dtype=torch.float16), _r(sum(lk), H, D, dtype=torch.float16)
     o, lse = kern(q, k, v, cq, ck)
@@ -553,3 +564,32 @@ def test_other_online_softmax_bookkeeping_on_gpu(big):
     want, wl = _attn(q, k, v, D ** -0.5)
     _close(o, want, 3e-2)
     _close(lse, wl * LOG2E, 1e-3)
+
+
+@pytest.mark.gpu
+def test_mamba2_chunk_scan_output_on_gpu():
+    import torch
+    torch.manual_seed(16)
+    B, L, H, Pd, N, C = 1, 200, 2, 64, 64, 64
+    nc = (L + C - 1) // C
+    x = _r(B, L, H, Pd, dtype=torch.float16)
+    cm, bm = _r(B, L, N, dtype=torch.float16, scale=0.3), _r(B, L, N, dtype=torch.float16, scale=0.3)
+    dt = torch.nn.functional.softplus(_r(B, H, L)) * 0.1
+    A = -torch.rand(H, device="cuda") - 0.5
+    pad = nc * C - L
+    dtp = torch.nn.functional.pad(dt, (0, pad)).reshape(B, H, nc, C)
+    cs = torch.cumsum(dtp * A[None, :, None, None], -1).contiguous()
+    prev = _r(B, nc, H, Pd, N, scale=0.5)
+    dsk = torch.tensor([0.5, -1.0], device="cuda")
+    y = P.mamba2_chunk_scan_output()(x, cm, bm, dt, cs, prev, dsk)
+    xp = torch.nn.functional.pad(x.float(), (0, 0, 0, 0, 0, pad)).reshape(B, nc, C, H, Pd)
+    cp = torch.nn.functional.pad(cm.float(), (0, 0, 0, pad)).reshape(B, nc, C, N)
+    bp = torch.nn.functional.pad(bm.float(), (0, 0, 0, pad)).reshape(B, nc, C, N)
+    cb = cp @ bp.transpose(-1, -2)  # [B, nc, C, C]
+    seg = cs[..., :, None] - cs[..., None, :]  # [B, H, nc, C, C]
+    keep = torch.ones(C, C, device="cuda", dtype=torch.bool).tril()
+    w = torch.where(keep, cb[:, None] * torch.exp(seg) * dtp[..., None, :], torch.zeros((), device="cuda"))
+    intra = torch.einsum("bhcls,bcshp->bclhp", w, xp)
+    inter = torch.einsum("bcln,bchpn->bclhp", cp, prev) * torch.exp(cs).permute(0, 2, 3, 1)[..., None]
+    want = (intra + inter + dsk[None, None, None, :, None] * xp).reshape(B, nc * C, H, Pd)[:, :L]
+    _rel(y, want, 1e-2)

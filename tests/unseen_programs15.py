@@ -35,13 +35,17 @@ LN2 = 0.69314718
 # ---- forward: variable length, windows, biases ---------------------------------------------
 @tilecute.jit(out_idx=[5, 6])
 def fa_varlen_bottom_right(batch=3, heads=2, total_q=188, total_k=501, max_q=127, dim=64,
-                           block_M=64, block_N=64, threads=128):
+                           block_M=64, block_N=64, threads=128, dynamic_totals=False):
     """Packed variable-length attention: sequence b's queries are Q[cu_q[b]:cu_q[b + 1]],
     its keys K[cu_k[b]:cu_k[b + 1]] (more keys than queries), causal aligned to the bottom
     right (query i sees keys j <= i + len_k - len_q).  O float16 [total_q, H, D]; LSE
-    float32 [H, total_q] in log2 units (log2 of the row's sum of 2^(s * scale))."""
+    float32 [H, total_q] in log2 units (log2 of the row's sum of 2^(s * scale)).  With
+    ``dynamic_totals`` the token totals are ``T.dynamic`` (the outputs' shapes taken from
+    the inputs at each call)."""
     scale = (1.0 / dim) ** 0.5 * LOG2E
     dtype, accum = "float16", "float"
+    if dynamic_totals:
+        total_q, total_k = T.dynamic("total_q"), T.dynamic("total_k")
 
     @T.prim_func
     def varlen(Q: T.Tensor([total_q, heads, dim], dtype), K: T.Tensor([total_k, heads, dim], dtype),
@@ -1676,3 +1680,50 @@ def fa_user_lazy_rescale(batch=1, heads=2, seq_len=1000, dim=64, block_M=64, blo
                 acc_o[i, j] /= l[i]
             T.copy(acc_o, O[bz, bx * block_M:(bx + 1) * block_M, by, :])
     return lazy
+
+
+@tilecute.jit(out_idx=[7])
+def mamba2_chunk_scan_output(batch=1, seq_len=200, heads=2, headdim=64, dstate=64, chunk=64):
+    """Mamba-2's chunk scan, the output piece, per (chunk, head, batch): y = (C B^T *
+    exp(cs_l - cs_s) * dt_s, lower triangle) x + (C prev_state^T) * exp(cs_l) + D[h] x,
+    with the segment-sum decay built in the fragment of the C B^T GEMM, the entering state
+    (float32) cast through shared as the second GEMM's operand.  Y float32."""
+    nchunks = (seq_len + chunk - 1) // chunk
+    dtype, accum = "float16", "float"
+
+    @T.prim_func
+    def chunk_scan(X: T.Tensor([batch, seq_len, heads, headdim], dtype), Cm: T.Tensor([batch, seq_len, dstate], dtype),
+                   Bm: T.Tensor([batch, seq_len, dstate], dtype), dt: T.Tensor([batch, heads, seq_len], accum),
+                   dA_cumsum: T.Tensor([batch, heads, nchunks, chunk], accum),
+                   prev_states: T.Tensor([batch, nchunks, heads, headdim, dstate], accum),
+                   Dskip: T.Tensor([heads], accum), Y: T.Tensor([batch, seq_len, heads, headdim], accum)):
+        with T.Kernel(nchunks, heads, batch, threads=128) as (bx, by, bz):
+            c_s = T.alloc_shared([chunk, dstate], dtype)
+            b_s = T.alloc_shared([chunk, dstate], dtype)
+            x_s = T.alloc_shared([chunk, headdim], dtype)
+            st_s = T.alloc_shared([headdim, dstate], dtype)
+            cs_s = T.alloc_shared([chunk], accum)
+            dt_s = T.alloc_shared([chunk], accum)
+            cb = T.alloc_fragment([chunk, chunk], accum)
+            cb_cast = T.alloc_fragment([chunk, chunk], dtype)
+            st_f = T.alloc_fragment([headdim, dstate], accum)
+            y = T.alloc_fragment([chunk, headdim], accum)
+            y_off = T.alloc_fragment([chunk, headdim], accum)
+            d = Dskip[by]
+            T.copy(Cm[bz, bx * chunk:(bx + 1) * chunk, :], c_s)
+            T.copy(Bm[bz, bx * chunk:(bx + 1) * chunk, :], b_s)
+            T.copy(X[bz, bx * chunk:(bx + 1) * chunk, by, :], x_s)
+            T.copy(dA_cumsum[bz, by, bx, :], cs_s)
+            T.copy(dt[bz, by, bx * chunk:(bx + 1) * chunk], dt_s)
+            T.copy(prev_states[bz, bx, by, :, :], st_f)
+            T.copy(st_f, st_s)
+            T.gemm(c_s, b_s, cb, transpose_B=True, clear_accum=True)
+            for l, s in T.Parallel(chunk, chunk):
+                cb[l, s] = T.if_then_else(l >= s, cb[l, s] * T.exp(cs_s[l] - cs_s[s]) * dt_s[s], 0)
+            T.copy(cb, cb_cast)
+            T.gemm(cb_cast, x_s, y, clear_accum=True)
+            T.gemm(c_s, st_s, y_off, transpose_B=True, clear_accum=True)
+            for l, p in T.Parallel(chunk, headdim):
+                y[l, p] = y[l, p] + y_off[l, p] * T.exp(cs_s[l]) + d * x_s[l, p]
+            T.copy(y, Y[bz, bx * chunk:(bx + 1) * chunk, by, :])
+    return chunk_scan
