@@ -28,7 +28,8 @@ PROGRAMS = ["fa_varlen_bottom_right", "fa_window_left_right", "fa_alibi_slopes_t
             "mla_decode_rope_part", "bwd_delta", "bwd_kv_major_atomic_dq", "bwd_dq_post",
             "linear_attn_chunk_state", "retention_chunk_recurrent", "mamba2_chunk_cumsum_states",
             "fa_normalised_every_step", "fa_sum_into_running_clear_false", "fa_user_lazy_rescale",
-            "mamba2_chunk_scan_output"]
+            "mamba2_chunk_scan_output", "fa_doc_mask_from_fragment", "fa_mask_init_then_softcap",
+            "fa_p_through_shared"]
 
 
 @pytest.fixture(autouse=True)
@@ -52,7 +53,8 @@ BIG = ["fa_varlen_bottom_right", "fa_window_left_right", "fa_alibi_slopes_tensor
        "fa_softcap_then_tail_mask", "fa_additive_bias_tensor", "fa_relpos_bias_initialises_scores",
        "fa_key_padding_mask", "fa_gqa_d96_dv64", "fa_d192_dv128", "fa_rope_fused_loads",
        "fa_sink_tokens_window", "fa_causal_fewer_queries", "fa_per_head_descale", "fa_packed_qkv_3_stages",
-       "fa_normalised_every_step", "fa_sum_into_running_clear_false", "fa_user_lazy_rescale"]
+       "fa_normalised_every_step", "fa_sum_into_running_clear_false", "fa_user_lazy_rescale",
+       "fa_doc_mask_from_fragment", "fa_mask_init_then_softcap", "fa_p_through_shared"]
 
 
 def _big(name):
@@ -65,6 +67,10 @@ def _big(name):
 @pytest.mark.parametrize("name", BIG)
 def test_big_tile_program_builds_a_cubin(name):
     assert _big(name).ensure_cubin()
+
+
+def test_head_dim_256_key_padding_builds_a_cubin():
+    assert P.fa_key_padding_mask(dim=256, block_M=128, block_N=64, threads=256).ensure_cubin()
 
 
 @pytest.mark.parametrize("big", [False, True])
@@ -141,6 +147,27 @@ def test_a_guarded_row_max_feeds_the_rescale_and_the_exponent():
     loop = _loop_of(_big("fa_window_left_right").get_kernel_source())
     assert "cute.math.exp2(m_prev[tc_q21] * cutlass.Float32(0.1275174307460247) - m_safe[tc_q21] * " in loop, loop
     assert "- m_safe[tcrow.row_of(acc_s, tc_r" in loop
+
+
+def test_a_mask_written_inf_first_is_added_before_the_softcap():
+    """fa_mask_init_then_softcap: the scores start at -inf / 0 (the -inf branch first) and
+    are soft-capped after the GEMM; the folded mask is added right after the GEMM, before
+    the tanh (a masked score is -softcap, as the program says), and skipped at step 0
+    (no key of tile 0 is past the end)."""
+    src = _big("fa_mask_init_then_softcap").get_kernel_source()
+    loop = _loop_of(src)
+    add = loop.index("+ cutlass.select_(k * 128 + (j + tc_lane")
+    assert loop.index("accumulate=False") < add < loop.index("cute.math.tanh(")
+    first = src[src.index("setmaxregister_increase"):src.index("for k in cutlass.range(")]
+    assert "cutlass.select_" not in first and "cute.math.tanh(" in first
+
+
+def test_a_mask_reading_a_row_fragment_is_folded():
+    """fa_doc_mask_from_fragment: the condition reads the rows' document ids from a
+    fragment and the keys' from the tensor; folded after the GEMM, it still reads both."""
+    loop = _loop_of(_big("fa_doc_mask_from_fragment").get_kernel_source())
+    assert loop.index("accumulate=False") < loop.index(
+        "+ cutlass.select_(k * 128 + (j + tc_lane21) < 1000 and qdoc[tcrow.row_of(acc_s, tc_r19)] == ")
 
 
 def test_two_gemms_into_the_scores_are_chained():
@@ -298,12 +325,17 @@ def test_biased_and_capped_attention_on_gpu(big):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("big", [False, True])
-def test_key_padding_mask_on_gpu(big):
+@pytest.mark.parametrize("d256", [False, True])
+def test_key_padding_mask_on_gpu(big, d256):
     import torch
     torch.manual_seed(3)
     B, S, H = 2, 1000, 2
     D = 128 if big else 64
     kw = dict(dim=D, block_M=128, block_N=128, threads=256) if big else {}
+    if d256:
+        if not big:
+            pytest.skip("head dim 256 runs at the big tile only")
+        D, kw = 256, dict(dim=256, block_M=128, block_N=64, threads=256)
     q, k, v = (_r(B, S, H, D, dtype=torch.float16) for _ in range(3))
     keep = torch.rand(B, S, device="cuda") > 0.3
     keep[1, :300] = False  # whole tiles masked before the first kept key
@@ -593,3 +625,33 @@ def test_mamba2_chunk_scan_output_on_gpu():
     inter = torch.einsum("bcln,bchpn->bclhp", cp, prev) * torch.exp(cs).permute(0, 2, 3, 1)[..., None]
     want = (intra + inter + dsk[None, None, None, :, None] * xp).reshape(B, nc * C, H, Pd)[:, :L]
     _rel(y, want, 1e-2)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("big", [False, True])
+def test_masks_meeting_the_fold_on_gpu(big):
+    import torch
+    torch.manual_seed(17)
+    D = 128 if big else 64
+    kw = dict(dim=D, block_M=128, block_N=128, threads=256) if big else {}
+    B, S, H = 1, 1000, 2
+    q, k, v = (_r(B, S, H, D, dtype=torch.float16) for _ in range(3))
+    # documents: ids from random breaks (some documents shorter than a tile)
+    breaks = torch.rand(B, S, device="cuda") < 0.02
+    breaks[:, 0] = False
+    doc = breaks.cumsum(-1).to(torch.int32).contiguous()
+    same = doc[:, :, None] == doc[:, None, :]
+    want, _ = _attn(_bshd(q), _bshd(k), _bshd(v), D ** -0.5, mask=same[:, None].expand(B, H, S, S))
+    _close(_bshd(P.fa_doc_mask_from_fragment(**kw)(q, k, v, doc)), want, 1e-2)
+    # the tail mask before a soft-cap: the 24 keys past the end of the last tile (zero K
+    # and V rows) score -softcap
+    cap = 5.0
+    s = _bshd(q).float() @ _bshd(k).float().transpose(-1, -2) * D ** -0.5
+    s = cap * torch.tanh(s / cap)
+    s = torch.cat([s, torch.full((B, H, S, 24), -cap, device="cuda")], -1)
+    vp = torch.cat([_bshd(v).float(), torch.zeros(B, H, 24, D, device="cuda")], -2)
+    _close(_bshd(P.fa_mask_init_then_softcap(**kw)(q, k, v)), torch.softmax(s, -1) @ vp, 1e-2)
+    # P through shared memory, causal, bfloat16
+    q, k, v = (x.to(torch.bfloat16) for x in (q, k, v))
+    want, _ = _attn(_bshd(q), _bshd(k), _bshd(v), D ** -0.5, mask=_causal(S, S))
+    _close(_bshd(P.fa_p_through_shared(**kw)(q, k, v)), want, 3e-2)
