@@ -180,8 +180,8 @@ def test_two_gemms_into_the_scores_are_chained():
 
 
 def test_a_macro_defined_inside_the_prim_func_is_refused_by_name():
-    """TileLang's parser does not take a nested ``def`` in a prim_func body (macros are
-    defined in the factory); tilecute says so rather than misreading it."""
+    """A ``def`` nested in a prim_func body (TileLang's programs define their macros in
+    the factory, as fa_sink_tokens_window does) is refused by name, not misread."""
     import tilecute.language as T
     from tilecute.language.parser import FrontendError
     with pytest.raises(FrontendError, match="`functiondef` statements are not supported"):
