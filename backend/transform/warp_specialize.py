@@ -18,9 +18,8 @@ only compute.  Two passes:
   With A in registers (wgmma RS) the MMAs end within the step, so each step releases
   its own stage.  ``warp_specialize=True`` asks for it (an error naming the reason when
   the loop does not qualify), ``False`` refuses it, and the default (``None``) turns it
-  on where the loop qualifies, as TileLang's own warp specialization does on sm_90a
-  (its example programs' configs are tuned for it: a 128-thread attention block with
-  one stage ran 2x slower without it, K and V loaded in turn by its threads).
+  on where the loop qualifies and the block's shared memory keeps it alone on its SM
+  anyway (the producer's register reallocation takes the SM's whole register file).
 - :func:`split_roles` (after the barrier pass) moves everything but the shared
   allocations and the leading pure ``Let``s into the ``else`` of the producer's branch
   and sets each role's register budget (``T.set_max_nreg``).
@@ -33,7 +32,7 @@ import dataclasses
 from ..ir import nodes as N
 from ..ir.visitor import fold_constants, replace_exprs, replace_stmt, var_names, walk_stmts
 from ..target import MAX_THREADS, PRODUCER_REGS, WARPGROUP, arch_at_least, target
-from .analysis import (buffers_used, loads as expr_loads, nested_pipelined,
+from .analysis import (buffers_used, lifetimes, loads as expr_loads, nested_pipelined, stage_bytes,
                        syncs_grid, top_loads, written_globals)
 from .tma_copies import TmaError, is_pending_load
 from .mbarriers import KernelTma, full_wait, i32, issuer, schedule, split_body, sub
@@ -47,6 +46,7 @@ class _Specializer:
     def __init__(self, k: KernelTma, auto: bool = True):
         self.k, self.auto = k, auto  # auto: the pass may choose a producer by itself
         self.producer: N.If | None = None
+        self.staged: dict[str, int] = {}  # buffers earlier pipelined loops load, their stages
 
     def fail(self, s, msg: str):
         self.k.fail(s, msg, WarpSpecializeError)
@@ -110,6 +110,8 @@ class _Specializer:
                 self.fail(loop, self.refusal(loop, [], False))
             return [loop]
         rest, wait_at = split_body(loop.body, loads)
+        staged = {**self.staged, **{c.dst.buffer: loop.num_stages for c in loads}}
+        self.staged = staged
         ws = loop.warp_specialize
         if ws is False:
             return [loop]
@@ -129,7 +131,8 @@ class _Specializer:
         if ws and refusal:
             self.fail(loop, refusal)
         # (a loop whose GEMMs the program asked to overlap needs the producer warpgroup)
-        if refusal is not None or not (ws or loop.overlap_mma or self.auto):
+        if refusal is not None or not (ws or loop.overlap_mma or (
+                self.auto and self.alone_on_sm(staged))):
             return [loop]
         return self.specialize(loop, loads, rest, wait_at, path, run_loads)
 
@@ -284,6 +287,19 @@ class _Specializer:
                     "producer warpgroup does not see; it sees the kernel's block indices, "
                     "parameters and the Lets before the loop at the kernel's top level")
         return None
+
+    def alone_on_sm(self, stages: dict[str, int]) -> bool:
+        """Does the block's shared memory (with the pipelined loops' stages; buffers alive
+        at different times share bytes) keep it alone on its SM?  Then warp
+        specialization costs no occupancy."""
+        sizes = {name: stage_bytes(a.buffer) * stages.get(name, a.stages)
+                 for name, a in self.k.allocs.items() if a.buffer.scope == "shared"}
+        alive = lifetimes(self.k.scope)
+        forever = (-1, len(self.k.scope.body))
+        peak = max((sum(size for b, size in sizes.items()
+                        if alive.get(b, forever)[0] <= i <= alive.get(b, forever)[1])
+                    for i in range(len(self.k.scope.body))), default=0)
+        return peak > target(self.k.arch).shared_per_sm // 2
 
     def producer_sees(self, loop: N.For, path: list | None = None) -> set[str]:
         """What :func:`split_roles` leaves before the role split: block indices,
