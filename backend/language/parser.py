@@ -4432,7 +4432,7 @@ class _Parser:
 
     def stmt_fill(self, a: _Args, s) -> list[N.Stmt]:
         a.no_annotations()
-        dst = self.region(a.node("buffer"))
+        dst = self.element_as_region(self.region(a.node("buffer")), a.node("buffer"))
         buf = self.buffer_named(dst.buffer)
         if buf.scope == "global" and dst.extents is None and \
                 not isinstance(a.node("buffer"), ast.Subscript):
@@ -4452,6 +4452,16 @@ class _Parser:
                                   "after T.finalize_reducer (or use T.reducer_init(acc, v))")
         return [N.Fill(dst, value, loc=self.loc(s))]
 
+    @staticmethod
+    def element_as_region(r: N.Region, node) -> N.Region:
+        """T.fill's / T.clear's destination ``buf[i, j]`` (one index per dim, no slice):
+        TileLang's BufferLoad there is the one element (its region of extents 1), not the
+        origin of a tile running to the buffer's end, as the same subscript is in
+        ``T.copy``."""
+        if isinstance(node, ast.Subscript) and r.extents is None:
+            return N.Region(r.buffer, r.starts, tuple(N.Const(1, "int32") for _ in r.starts))
+        return r
+
     def stmt_clear(self, a: _Args, s) -> list[N.Stmt]:
         a.no_annotations()
         node = a.node("buffer")
@@ -4460,7 +4470,7 @@ class _Parser:
             buf = self.buffer_named(ref.region.buffer)
             return [N.Fill(ref.region, N.cast(N.as_expr(0, buf.dtype), buf.dtype), loc=self.loc(s))]
         if isinstance(node, ast.Subscript):  # T.clear(f[0:8, 16:48]): T.fill(f[0:8, 16:48], 0)
-            dst = self.region(node)
+            dst = self.element_as_region(self.region(node), node)
             buf = self.buffer_named(dst.buffer)
             return [N.Fill(dst, N.cast(N.as_expr(0, buf.dtype), buf.dtype), loc=self.loc(s))]
         buf = self.buffer_of(node)
@@ -6043,6 +6053,11 @@ class _Parser:
             return self.buffer_of(node), None
         r = self.region(node)
         buf = self.buffer_named(r.buffer)
+        if isinstance(node, ast.Subscript) and r.extents is None:
+            # TileLang's scan reads a BufferLoad's region: one element has none (its
+            # ValueError), never the whole buffer from there
+            raise a.fail(arg, f"{what} takes a whole buffer or a part of a shared buffer "
+                              f"(`s[0:M, 0:N]`); `{ast.unparse(node)}` is one element")
         if _whole_region(r, buf) or r.extents is None and buf.scope != "global" and all(
                 isinstance(x, N.Const) and x.value == 0 for x in r.starts):
             return buf, None

@@ -1,0 +1,93 @@
+"""The argument audit of TileLang's ``T.*`` forms (notes: docs/ir.md, "TileLang's forms"):
+each test is a form or argument that tilecute read with another meaning than TileLang's,
+now honored with TileLang's meaning (the IR shows it; on a GPU, the numbers against
+torch) or refused by name."""
+
+import pytest
+
+import tilecute
+import tilecute.language as T
+from tilecute.ir import nodes as N
+from tilecute.language import FrontendError
+
+
+def _stmts(func, kind):
+    out = []
+
+    def walk(body):
+        for s in body:
+            if isinstance(s, kind):
+                out.append(s)
+            for field in ("body", "then", "orelse"):
+                inner = getattr(s, field, None)
+                if isinstance(inner, tuple):
+                    walk(inner)
+    for k in func.kernels:
+        walk(k.body)
+    return out
+
+
+def _one(n):
+    return tuple(N.Const(1, "int32") for _ in range(n))
+
+
+# ---- T.fill / T.clear of `buf[i, j]`: the one element (TileLang's BufferLoad region) ---------
+# (was: an element at the origin of a shared / fragment buffer read as the whole buffer, one
+# elsewhere refused for want of extents)
+def _element_fills():
+    @T.prim_func
+    def element_fills(A: T.Tensor((64,), T.float32), B: T.Tensor((8, 8), T.float32)):
+        with T.Kernel(1, threads=64) as _:
+            s = T.alloc_shared((64,), T.float32)
+            fr = T.alloc_fragment((8, 8), T.float32)
+            T.copy(A, s)
+            T.fill(s[0], 7.0)       # one element, not all of s
+            T.fill(s[3], 5.0)
+            T.clear(s[5])
+            T.copy(B, fr)
+            T.clear(fr[0, 0])       # one element, not all of fr
+            T.fill(fr[1, 1], 2.0)
+            T.copy(fr, B)
+            T.copy(s, A)
+    return element_fills
+
+
+def test_fill_and_clear_of_an_element_are_that_element():
+    fills = _stmts(_element_fills(), N.Fill)
+    assert [(f.dst.buffer, f.dst.starts, f.dst.extents) for f in fills] == [
+        ("s", (N.Const(0, "int32"),), _one(1)),
+        ("s", (N.Const(3, "int32"),), _one(1)),
+        ("s", (N.Const(5, "int32"),), _one(1)),
+        ("fr", (N.Const(0, "int32"),) * 2, _one(2)),
+        ("fr", (N.Const(1, "int32"),) * 2, _one(2))]
+    assert not _stmts(_element_fills(), N.Clear)
+
+
+def test_element_fills_build(tmp_path):
+    assert tilecute.build_cubin(_element_fills(), "sm_90a", out_dir=str(tmp_path)).kernel_names
+
+
+@pytest.mark.gpu
+def test_element_fills_on_gpu():
+    import torch
+
+    a = torch.arange(64, dtype=torch.float32, device="cuda")
+    b = torch.arange(64, dtype=torch.float32, device="cuda").reshape(8, 8)
+    want_a, want_b = a.clone(), b.clone()
+    want_a[0], want_a[3], want_a[5] = 7.0, 5.0, 0.0
+    want_b[0, 0], want_b[1, 1] = 0.0, 2.0
+    tilecute.compile(_element_fills())(a, b)
+    torch.testing.assert_close(a, want_a)
+    torch.testing.assert_close(b, want_b)
+
+
+# ---- T.cumsum / T.cummax of one element: TileLang's ValueError, not a scan of the buffer -----
+def test_scan_of_an_element_is_refused():
+    with pytest.raises(FrontendError, match=r"T.cumsum.*`s\[0\]` is one element"):
+        @T.prim_func
+        def scan_element(A: T.Tensor((64,), T.float32)):
+            with T.Kernel(1, threads=64) as _:
+                s = T.alloc_shared((64,), T.float32)
+                T.copy(A, s)
+                T.cumsum(s[0])
+                T.copy(s, A)
