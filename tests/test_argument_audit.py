@@ -91,3 +91,50 @@ def test_scan_of_an_element_is_refused():
                 T.copy(A, s)
                 T.cumsum(s[0])
                 T.copy(s, A)
+
+
+# ---- a tile op's `S[0, 0]` of a shared / fragment buffer: the origin of the other side's tile --
+# (was: read as the whole buffer, so a bigger S was an error "the shapes ... differ")
+def _origin_copies():
+    @T.prim_func
+    def origin_copies(A: T.Tensor((64, 32), T.float32), B: T.Tensor((64, 32), T.float32),
+                      C: T.Tensor((64, 32), T.float32)):
+        with T.Kernel(1, threads=128) as _:
+            S = T.alloc_shared((128, 64), T.float32)
+            P = T.alloc_shared((128, 64), T.float32)
+            fr = T.alloc_fragment((64, 32), T.float32)
+            T.fill(S, 0.0)
+            T.fill(P, 1.0)
+            T.copy(A, fr)
+            T.copy(fr, S[0, 0])        # S[0:64, 0:32]
+            T.copy(S[0, 0], B)         # the same tile out
+            T.atomic_add(P[0, 0], fr)  # P[0:64, 0:32] += fr
+            T.copy(P[0:64, 0:32], C)
+    return origin_copies
+
+
+def test_tile_origin_of_a_bigger_shared_buffer():
+    f = _origin_copies()
+    copies = _stmts(f, N.Copy)
+    tile = (N.Const(64, "int32"), N.Const(32, "int32"))
+    assert [c.dst.extents for c in copies[1:2]] == [tile]
+    assert [c.src.extents for c in copies[2:3]] == [tile]
+    (atomic,) = _stmts(f, N.AtomicAdd)
+    assert atomic.dst.extents == tile
+    assert "T.copy(fr, S[0:64, 0:32])" in f.script()
+
+
+def test_tile_origin_copies_build(tmp_path):
+    assert tilecute.build_cubin(_origin_copies(), "sm_90a", out_dir=str(tmp_path)).kernel_names
+
+
+@pytest.mark.gpu
+def test_tile_origin_copies_on_gpu():
+    import torch
+
+    a = torch.randn(64, 32, device="cuda")
+    b = torch.zeros(64, 32, device="cuda")
+    c = torch.zeros(64, 32, device="cuda")
+    tilecute.compile(_origin_copies())(a, b, c)
+    torch.testing.assert_close(b, a)
+    torch.testing.assert_close(c, a + 1.0)

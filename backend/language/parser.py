@@ -4373,7 +4373,31 @@ class _Parser:
             # (its scalar-BufferLoad case, a plain store dst[j] = src[i])
             one = lambda r: N.Region(r.buffer, r.starts, tuple(N.Const(1, "int32") for _ in r.starts))  # noqa: E731
             src, dst = one(src), one(dst)
+        src = self.origin_region(src, a.node("src"), dst, a.node("dst"))
+        dst = self.origin_region(dst, a.node("dst"), src, a.node("src"))
         return src, dst
+
+    def origin_region(self, r: N.Region, node, other: N.Region, other_node) -> N.Region:
+        """A tile op's operand ``buf[0, 0]`` (one index a dim, all 0) of a shared, fragment or
+        local buffer, the other operand's extents known: TileLang's copy legalization gives
+        the element the other side's extents (right-aligned, leading dims 1), a tile from
+        there; the IR's region without extents would mean the whole buffer, so it states
+        them where they differ from the buffer's shape."""
+        if not isinstance(node, ast.Subscript) or r.extents is not None or \
+                not all(isinstance(x, N.Const) and x.value == 0 for x in r.starts):
+            return r
+        buf = self.buffer_named(r.buffer)
+        if buf.scope == "global":
+            return r  # (a global element is the origin of the other side's tile already)
+        ext = other.extents
+        if ext is None and not isinstance(other_node, ast.Subscript):
+            ext = self.buffer_named(other.buffer).shape
+        if ext is None or len(ext) > buf.ndim:
+            return r
+        ext = (N.Const(1, "int32"),) * (buf.ndim - len(ext)) + tuple(ext)
+        if _shape_text(ext) == _shape_text(buf.shape):
+            return r
+        return N.Region(r.buffer, r.starts, ext)
 
     def stmt_transpose(self, a: _Args, s) -> list[N.Stmt]:
         """``T.transpose(src, dst)``: TileLang's tl.transpose, ``dst[..., j, i] =
@@ -4758,8 +4782,10 @@ class _Parser:
         dst = self.region(a.node("dst"))
         if isinstance(v, ast.Subscript) and any(isinstance(i, slice) for i in self.indices(v)):
             value = self.region(v)  # a tile: T.atomic_add(C[0:2], x[0:2])
+            dst = self.origin_region(dst, a.node("dst"), value, v)
         elif isinstance(a.value("value"), (_BufferRef, _RegionRef)):
             value = self.region(v)
+            dst = self.origin_region(dst, a.node("dst"), value, v)
         else:
             value = a.value("value")
             buf = self.buffer_named(dst.buffer)
