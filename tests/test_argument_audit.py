@@ -138,3 +138,25 @@ def test_tile_origin_copies_on_gpu():
     tilecute.compile(_origin_copies())(a, b, c)
     torch.testing.assert_close(b, a)
     torch.testing.assert_close(c, a + 1.0)
+
+
+# ---- return_prev=True on a tile atomic: TileLang's NotImplementedError, by name ------------
+# (was: accepted, the flag dropped)
+@pytest.mark.parametrize("stmt", ["T.atomic_add(C[0:64], x, return_prev=True)",
+                                  "T.atomic_max(C, x, return_prev=True)",
+                                  "T.atomic_min(C[0:4], 1.0, return_prev=True)"])
+def test_return_prev_on_a_tile_atomic_is_refused(stmt):
+    text = ('import tilecute.language as T\n\n'
+            '@T.prim_func\n'
+            'def tile_prev(C: T.Tensor((64,), T.float32)):\n'
+            '    with T.Kernel(1, threads=64) as _:\n'
+            '        x = T.alloc_fragment((64,), T.float32)\n'
+            '        T.fill(x, 1.0)\n'
+            f'        {stmt}\n')
+    with pytest.raises(FrontendError, match=r"return_prev=True is not supported for "
+                                            r"tile-region-based atomic operations"):
+        T.from_script(text)
+    # one element keeps it (a statement: the old value unused)
+    one = text.replace(stmt, stmt.split("(")[0] + "(C[3], 2.0, return_prev=True)")
+    (atomic,) = _stmts(T.from_script(one), N.AtomicAdd)
+    assert atomic.dst.extents is None

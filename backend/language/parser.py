@@ -4778,7 +4778,7 @@ class _Parser:
             if not element:  # (one element and one value: TileLang ignores use_tma there)
                 return [self.tma_atomic_add(a, s, order)]
         # return_prev=True as a statement: the old value is unused, the update is the same
-        a.static_bool("return_prev")
+        prev = a.static_bool("return_prev")
         dst = self.region(a.node("dst"))
         if isinstance(v, ast.Subscript) and any(isinstance(i, slice) for i in self.indices(v)):
             value = self.region(v)  # a tile: T.atomic_add(C[0:2], x[0:2])
@@ -4792,6 +4792,10 @@ class _Parser:
             value = N.as_expr(value, buf.dtype)
             dst = self.atomic_scalar_dst(a, dst, buf)
             value = N.cast(value, buf.dtype)
+        if prev and (isinstance(value, N.Region) or dst.extents is not None):
+            raise a.fail("return_prev", "return_prev=True is not supported for tile-region-based "
+                                        "atomic operations (TileLang's NotImplementedError): it "
+                                        "returns the old value of one element (`x[i]`)")
         return [N.AtomicAdd(dst, value, loc=self.loc(s), op=op, order=order)]
 
     def atomic_scalar_dst(self, a: _Args, dst: N.Region, buf: N.Buffer) -> N.Region:
