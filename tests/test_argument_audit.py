@@ -160,3 +160,12 @@ def test_return_prev_on_a_tile_atomic_is_refused(stmt):
     one = text.replace(stmt, stmt.split("(")[0] + "(C[3], 2.0, return_prev=True)")
     (atomic,) = _stmts(T.from_script(one), N.AtomicAdd)
     assert atomic.dst.extents is None
+
+
+# ---- TileLang's exported names tilecute lacked: refused by name, not "has no attribute" ------
+@pytest.mark.parametrize("name", ["has_let_value", "get_let_value", "KernelLaunchFrame",
+                                  "BaseTileScheduler"])
+def test_remaining_tilelang_exports_are_refused_by_name(name):
+    with pytest.raises(NotImplementedError, match=rf"T.{name} is a TileLang form that tilecute "
+                                                  r"does not support \(.+\)"):
+        getattr(T, name)()
