@@ -169,3 +169,36 @@ def test_remaining_tilelang_exports_are_refused_by_name(name):
     with pytest.raises(NotImplementedError, match=rf"T.{name} is a TileLang form that tilecute "
                                                   r"does not support \(.+\)"):
         getattr(T, name)()
+
+
+# ---- T.tma_copy's `S[0, 0]`: the origin of the global region's tile, as T.copy's -------------
+# (was: the whole of S, refused by the TMA pass when S is bigger than the box)
+def _tma_origin():
+    @T.prim_func
+    def tma_origin(A: T.Tensor((64, 64), T.float32), B: T.Tensor((64, 64), T.float32)):
+        with T.Kernel(1, threads=128) as _:
+            S = T.alloc_shared((128, 64), T.float32)
+            bar = T.alloc_barrier(128)
+            T.fill(S, 0.0)
+            T.tma_copy(A[0:64, 0:64], S[0, 0], barrier=bar[0])
+            T.mbarrier_arrive(bar[0])
+            T.mbarrier_wait_parity(bar[0], 0)
+            T.copy(S[0:64, 0:64], B)
+    return tma_origin
+
+
+def test_tma_copy_origin_of_a_bigger_shared_buffer(tmp_path):
+    f = _tma_origin()
+    (tma,) = _stmts(f, N.TmaCopy)
+    assert tma.dst.extents == (N.Const(64, "int32"), N.Const(64, "int32"))
+    assert tilecute.build_cubin(f, "sm_90a", out_dir=str(tmp_path)).kernel_names
+
+
+@pytest.mark.gpu
+def test_tma_copy_origin_on_gpu():
+    import torch
+
+    a = torch.randn(64, 64, device="cuda")
+    b = torch.zeros(64, 64, device="cuda")
+    tilecute.compile(_tma_origin())(a, b)
+    torch.testing.assert_close(b, a)

@@ -5421,6 +5421,8 @@ class _Parser:
                         "normal eviction policy")
         a.no_annotations()
         src, dst = self.region(a.node("src")), self.region(a.node("dst"))
+        src = self.origin_region(src, a.node("src"), dst, a.node("dst"))
+        dst = self.origin_region(dst, a.node("dst"), src, a.node("src"))
         barrier = None
         if a.value("barrier") is not None:
             barrier = self.barrier_element(a.node("barrier"), "T.tma_copy(barrier=)")
