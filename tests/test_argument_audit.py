@@ -202,3 +202,34 @@ def test_tma_copy_origin_on_gpu():
     b = torch.zeros(64, 64, device="cuda")
     tilecute.compile(_tma_origin())(a, b)
     torch.testing.assert_close(b, a)
+
+
+# ---- a row of a global tensor into `S[r, 0]`: the row at r (r = 0 too, where S[0, 0] was S) ---
+def _row_origins():
+    @T.prim_func
+    def row_origins(G: T.Tensor((128, 64), T.float32), H: T.Tensor((64, 32), T.float32)):
+        with T.Kernel(1, threads=32) as _:
+            S = T.alloc_shared((64, 32), T.float32)
+            T.fill(S, 0.0)
+            T.copy(G[8, 4:36], S[3, 0])
+            T.copy(G[9, 4:36], S[0, 0])
+            T.copy(S, H)
+    return row_origins
+
+
+def test_row_into_an_element_origin(tmp_path):
+    f = _row_origins()
+    assert "T.copy(G[9:10, 4:36], S[0:1, 0:32])" in f.script()
+    assert tilecute.build_cubin(f, "sm_90a", out_dir=str(tmp_path)).kernel_names
+
+
+@pytest.mark.gpu
+def test_row_into_an_element_origin_on_gpu():
+    import torch
+
+    g = torch.randn(128, 64, device="cuda")
+    h = torch.full((64, 32), 5.0, device="cuda")
+    tilecute.compile(_row_origins())(g, h)
+    want = torch.zeros(64, 32, device="cuda")
+    want[3], want[0] = g[8, 4:36], g[9, 4:36]
+    torch.testing.assert_close(h, want)
