@@ -4382,7 +4382,8 @@ class _Parser:
         local buffer, the other operand's extents known: TileLang's copy legalization gives
         the element the other side's extents (right-aligned, leading dims 1), a tile from
         there; the IR's region without extents would mean the whole buffer, so it states
-        them where they differ from the buffer's shape."""
+        them where their non-unit dims differ from the buffer's (a tile the buffer cannot
+        hold is left to the lowering's shape check, as before)."""
         if not isinstance(node, ast.Subscript) or r.extents is not None or \
                 not all(isinstance(x, N.Const) and x.value == 0 for x in r.starts):
             return r
@@ -4395,8 +4396,11 @@ class _Parser:
         if ext is None or len(ext) > buf.ndim:
             return r
         ext = (N.Const(1, "int32"),) * (buf.ndim - len(ext)) + tuple(ext)
-        if _shape_text(ext) == _shape_text(buf.shape):
-            return r
+        unit = lambda shape: [d for d in shape if _const_value(d) != 1]  # noqa: E731
+        if _shape_text(unit(ext)) == _shape_text(unit(buf.shape)) or any(
+                _const_value(e) is not None and _const_value(d) is not None and
+                _const_value(e) > _const_value(d) for e, d in zip(ext, buf.shape)):
+            return r  # the whole buffer is that tile already (or it cannot hold it: as before)
         return N.Region(r.buffer, r.starts, ext)
 
     def stmt_transpose(self, a: _Args, s) -> list[N.Stmt]:
