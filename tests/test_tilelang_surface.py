@@ -907,7 +907,7 @@ def fill_all(A: T.Tensor((32,), "float16"), B: T.Tensor((4, 64), "float32")):
 
 def test_fill_of_a_whole_global_buffer(tmp_path):
     """``T.fill(A, v)`` with a bare global tensor fills all of it (TileLang's get_inf kernel
-    idiom), where ``T.fill(A[0, 0], v)`` would be an origin needing extents."""
+    idiom), where ``T.fill(A[0, 0], v)`` is the one element (tests/test_argument_audit.py)."""
     import tilecute
 
     func = T.from_script(FILL_WHOLE)

@@ -899,6 +899,13 @@ _UNSUPPORTED_WHY = {
        "a multiplier of 1 << 30 that ignores q; tilecute does not carry it: write the int64 "
        "arithmetic, e.g. T.Cast(\"int32\", (T.Cast(\"int64\", x) * y + (1 << (q - 1))) >> q)"
        for name in ("q_multiply_shift", "q_multiply_shift_per_axis")},
+    **{name: "TileLang's let-frame lookups for Python code run while its builder runs; "
+       "tilecute's parser binds names itself: use the name" for name in ("has_let_value",
+                                                                         "get_let_value")},
+    "KernelLaunchFrame": "it is the object `with T.Kernel(...)` enters in TileLang's builder; "
+    "tilecute parses T.Kernel (T.get_thread_binding(), T.get_block_extent() ... read it)",
+    "BaseTileScheduler": "tilecute's tile scheduler is T.PersistentTileScheduler; a subclass of "
+    "TileLang's base class is not read",
     "const": "here: T.const declares the dims of a @tilecute.jit eager kernel, `M, N = "
     "T.const(\"M, N\")` at the top of its body (TileLang raises outside one); a @T.prim_func "
     "declares them with T.dynamic or `n = T.int32()`",
@@ -916,6 +923,7 @@ TILELANG_ONLY = frozenset("""
     create_tma_descriptor import_source inline
     meta_class call_extern call_intrin
     annotate_pass_configs annotate_compile_flags func_attr CUDASourceCodeKernel
+    has_let_value get_let_value KernelLaunchFrame BaseTileScheduler
 """.split()) | frozenset("""
     Add Any AnyDType Assert BufferLoad Call CallEffectKind CommReducer Div
     FloatImm FloorDiv FloorMod IntImm IterVar JITFunc Let LetStmt Max Min

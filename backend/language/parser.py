@@ -4373,7 +4373,35 @@ class _Parser:
             # (its scalar-BufferLoad case, a plain store dst[j] = src[i])
             one = lambda r: N.Region(r.buffer, r.starts, tuple(N.Const(1, "int32") for _ in r.starts))  # noqa: E731
             src, dst = one(src), one(dst)
+        src = self.origin_region(src, a.node("src"), dst, a.node("dst"))
+        dst = self.origin_region(dst, a.node("dst"), src, a.node("src"))
         return src, dst
+
+    def origin_region(self, r: N.Region, node, other: N.Region, other_node) -> N.Region:
+        """A tile op's operand ``buf[0, 0]`` (one index a dim, all 0) of a shared, fragment or
+        local buffer, the other operand's extents known: TileLang's copy legalization gives
+        the element the other side's extents (right-aligned, leading dims 1), a tile from
+        there; the IR's region without extents would mean the whole buffer, so it states
+        them where their non-unit dims differ from the buffer's (a tile the buffer cannot
+        hold is left to the lowering's shape check, as before)."""
+        if not isinstance(node, ast.Subscript) or r.extents is not None or \
+                not all(isinstance(x, N.Const) and x.value == 0 for x in r.starts):
+            return r
+        buf = self.buffer_named(r.buffer)
+        if buf.scope == "global":
+            return r  # (a global element is the origin of the other side's tile already)
+        ext = other.extents
+        if ext is None and not isinstance(other_node, ast.Subscript):
+            ext = self.buffer_named(other.buffer).shape
+        if ext is None or len(ext) > buf.ndim:
+            return r
+        ext = (N.Const(1, "int32"),) * (buf.ndim - len(ext)) + tuple(ext)
+        unit = lambda shape: [d for d in shape if _const_value(d) != 1]  # noqa: E731
+        if _shape_text(unit(ext)) == _shape_text(unit(buf.shape)) or any(
+                _const_value(e) is not None and _const_value(d) is not None and
+                _const_value(e) > _const_value(d) for e, d in zip(ext, buf.shape)):
+            return r  # the whole buffer is that tile already (or it cannot hold it: as before)
+        return N.Region(r.buffer, r.starts, ext)
 
     def stmt_transpose(self, a: _Args, s) -> list[N.Stmt]:
         """``T.transpose(src, dst)``: TileLang's tl.transpose, ``dst[..., j, i] =
@@ -4432,7 +4460,7 @@ class _Parser:
 
     def stmt_fill(self, a: _Args, s) -> list[N.Stmt]:
         a.no_annotations()
-        dst = self.region(a.node("buffer"))
+        dst = self.element_as_region(self.region(a.node("buffer")), a.node("buffer"))
         buf = self.buffer_named(dst.buffer)
         if buf.scope == "global" and dst.extents is None and \
                 not isinstance(a.node("buffer"), ast.Subscript):
@@ -4452,6 +4480,16 @@ class _Parser:
                                   "after T.finalize_reducer (or use T.reducer_init(acc, v))")
         return [N.Fill(dst, value, loc=self.loc(s))]
 
+    @staticmethod
+    def element_as_region(r: N.Region, node) -> N.Region:
+        """T.fill's / T.clear's destination ``buf[i, j]`` (one index per dim, no slice):
+        TileLang's BufferLoad there is the one element (its region of extents 1), not the
+        origin of a tile running to the buffer's end, as the same subscript is in
+        ``T.copy``."""
+        if isinstance(node, ast.Subscript) and r.extents is None:
+            return N.Region(r.buffer, r.starts, tuple(N.Const(1, "int32") for _ in r.starts))
+        return r
+
     def stmt_clear(self, a: _Args, s) -> list[N.Stmt]:
         a.no_annotations()
         node = a.node("buffer")
@@ -4460,7 +4498,7 @@ class _Parser:
             buf = self.buffer_named(ref.region.buffer)
             return [N.Fill(ref.region, N.cast(N.as_expr(0, buf.dtype), buf.dtype), loc=self.loc(s))]
         if isinstance(node, ast.Subscript):  # T.clear(f[0:8, 16:48]): T.fill(f[0:8, 16:48], 0)
-            dst = self.region(node)
+            dst = self.element_as_region(self.region(node), node)
             buf = self.buffer_named(dst.buffer)
             return [N.Fill(dst, N.cast(N.as_expr(0, buf.dtype), buf.dtype), loc=self.loc(s))]
         buf = self.buffer_of(node)
@@ -4744,18 +4782,24 @@ class _Parser:
             if not element:  # (one element and one value: TileLang ignores use_tma there)
                 return [self.tma_atomic_add(a, s, order)]
         # return_prev=True as a statement: the old value is unused, the update is the same
-        a.static_bool("return_prev")
+        prev = a.static_bool("return_prev")
         dst = self.region(a.node("dst"))
         if isinstance(v, ast.Subscript) and any(isinstance(i, slice) for i in self.indices(v)):
             value = self.region(v)  # a tile: T.atomic_add(C[0:2], x[0:2])
+            dst = self.origin_region(dst, a.node("dst"), value, v)
         elif isinstance(a.value("value"), (_BufferRef, _RegionRef)):
             value = self.region(v)
+            dst = self.origin_region(dst, a.node("dst"), value, v)
         else:
             value = a.value("value")
             buf = self.buffer_named(dst.buffer)
             value = N.as_expr(value, buf.dtype)
             dst = self.atomic_scalar_dst(a, dst, buf)
             value = N.cast(value, buf.dtype)
+        if prev and (isinstance(value, N.Region) or dst.extents is not None):
+            raise a.fail("return_prev", "return_prev=True is not supported for tile-region-based "
+                                        "atomic operations (TileLang's NotImplementedError): it "
+                                        "returns the old value of one element (`x[i]`)")
         return [N.AtomicAdd(dst, value, loc=self.loc(s), op=op, order=order)]
 
     def atomic_scalar_dst(self, a: _Args, dst: N.Region, buf: N.Buffer) -> N.Region:
@@ -5381,6 +5425,8 @@ class _Parser:
                         "normal eviction policy")
         a.no_annotations()
         src, dst = self.region(a.node("src")), self.region(a.node("dst"))
+        src = self.origin_region(src, a.node("src"), dst, a.node("dst"))
+        dst = self.origin_region(dst, a.node("dst"), src, a.node("src"))
         barrier = None
         if a.value("barrier") is not None:
             barrier = self.barrier_element(a.node("barrier"), "T.tma_copy(barrier=)")
@@ -6043,6 +6089,11 @@ class _Parser:
             return self.buffer_of(node), None
         r = self.region(node)
         buf = self.buffer_named(r.buffer)
+        if isinstance(node, ast.Subscript) and r.extents is None:
+            # TileLang's scan reads a BufferLoad's region: one element has none (its
+            # ValueError), never the whole buffer from there
+            raise a.fail(arg, f"{what} takes a whole buffer or a part of a shared buffer "
+                              f"(`s[0:M, 0:N]`); `{ast.unparse(node)}` is one element")
         if _whole_region(r, buf) or r.extents is None and buf.scope != "global" and all(
                 isinstance(x, N.Const) and x.value == 0 for x in r.starts):
             return buf, None

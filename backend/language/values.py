@@ -457,8 +457,9 @@ def meta_var(value):
 # ---- T.gemm's warp policy ----------------------------------------------------------------
 class GemmWarpPolicy(enum.IntEnum):
     """TileLang's ``T.GemmWarpPolicy``: how ``T.gemm`` spreads a block's warps over the
-    ``(M, N)`` tile.  tilecute's gemm pass arranges warps itself; ``T.gemm`` accepts
-    ``Square`` (the default) and refuses the others (see docs/ir.md)."""
+    ``(M, N)`` tile, TileLang's values (``Square`` 0, the default; ``FullRow`` 1: as many
+    warps along M as fit; ``FullCol`` 2: along N); the MMA selection pass honors each
+    (``Gemm.policy``; docs/ir.md)."""
 
     Square = 0
     FullRow = 1
