@@ -52,6 +52,16 @@ def test_pure_row_scales_skip_factors_of_one(form, skips, tmp_path):
     assert tilecute.build_cubin(func, "sm_90a", out_dir=str(tmp_path)).kernel_names
 
 
+def test_no_guard_where_the_fragments_fill_the_registers(tmp_path):
+    """One warpgroup holding a 128 x 256 accumulator (256 registers a thread) gets the plain
+    multiply: the guard's two paths cost registers a thread has none of (TileLang's
+    flash-attention example at 128 threads spilled 1608 bytes with it, 1152 without)."""
+    func = _scaled("times", N=256, threads=128)
+    src = tilecute.compile(func).get_kernel_source()
+    assert "any_not_one" not in src and "acc[tc_r" in src
+    assert tilecute.build_cubin(func, "sm_90a", out_dir=str(tmp_path)).kernel_names
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("form", ["times", "swapped", "affine"])
 def test_row_scales_on_gpu(form):

@@ -27,6 +27,12 @@ if TYPE_CHECKING:
 UNROLL_LIMIT = 8  # parallel nests with at most this many iterations per thread unroll fully
 REPLICATED_UNROLL = 256  # replicated nests up to this many iterations unroll fully
 
+# The rescale of an accumulator by row factors is guarded (skipped where every factor is 1)
+# only while the thread's fragments take at most this many 32-bit registers: TileLang's
+# flash-attention example with one warpgroup holding 128 x 128 scores and output (320
+# registers of fragments a thread) spilled 1608 bytes with the guard and 1152 without.
+GUARD_REGISTERS = 224
+
 
 class NestEmitter:
     """Which register a fragment access inside the current nest body means: ``lane`` (this
@@ -181,6 +187,8 @@ class NestEmitter:
         k, out = self.k, self.k.out
         k.mma.drain(depth, {b for lp in loops for b, _, _ in accesses(lp.body)})
         factor = self.row_scale(loops, frag)
+        if factor is not None and k.fragment_registers() > GUARD_REGISTERS:
+            factor = None  # (no room: the guard's two paths made ptxas spill more)
         if factor is not None:
             # `acc[i, j] *= f[i]`: skipped in a thread whose rows all have f == 1 (an online
             # softmax's rescale, once the rows' maxima stop moving); x * 1 is x exactly
