@@ -98,25 +98,42 @@ def _fp8(dtype: str) -> bool:
     return N.is_float(dtype) and DTYPES[dtype].bits == 8
 
 
+def _int_abs(e) -> bool:
+    """A ``T.abs`` of a signed integer: TVM builds it as ``x >= 0 ? x : 0 - x``, whose
+    ``0 - x`` C computes in int (so |-128| of an int8 is 128 where it is converted)."""
+    return isinstance(e, N.Call) and e.name == "abs" and N.is_int(e.dtype)
+
+
 def _narrow_int(e) -> bool:
-    return isinstance(e, N.BinOp) and N.is_int(e.dtype) and DTYPES[e.dtype].bits < 32
+    """8- or 16-bit integer arithmetic: a BinOp, a Select (C's ``?:`` converts its
+    operands as arithmetic does) or an integer abs."""
+    return (isinstance(e, (N.BinOp, N.Select)) or _int_abs(e)) and N.is_int(e.dtype) and DTYPES[e.dtype].bits < 32
+
+
+def _operands(e) -> tuple:
+    """The narrow operands of a ``_narrow_int`` expression (a Select's branches)."""
+    return (e.args[0],) if _int_abs(e) else (e.a, e.b)
 
 
 def _promotes(e) -> bool:
     """Is ``e`` 8- or 16-bit integer arithmetic that C computes in int: a PROMOTED_OPS
-    operator, or a PASS_THROUGH_OPS one over such a value?"""
+    operator or an integer abs, or a PASS_THROUGH_OPS one or a Select over such a value?"""
     if not _narrow_int(e):
         return False
-    if e.op in PROMOTED_OPS:
+    if isinstance(e, N.Select):
+        return any(_promotes(x) for x in _operands(e))
+    if _int_abs(e) or e.op in PROMOTED_OPS:
         return True
-    return e.op in PASS_THROUGH_OPS and (_promotes(e.a) or _promotes(e.b))
+    return e.op in PASS_THROUGH_OPS and any(_promotes(x) for x in _operands(e))
 
 
 def _width_sensitive(e) -> bool:
     """Does ``e``'s value at its own narrow width differ from C's (a WIDTH_SENSITIVE_OPS
-    operator over a promoted value, anywhere in its narrow arithmetic)?"""
-    if not _promotes(e) or e.op in PROMOTED_OPS + ("bitand", "bitor", "bitxor"):
-        return _narrow_int(e) and (_width_sensitive(e.a) or _width_sensitive(e.b))
+    operator, or an abs, over a promoted value, anywhere in its narrow arithmetic)?"""
+    if _int_abs(e):
+        return _promotes(e.args[0]) or _width_sensitive(e.args[0])
+    if not _promotes(e) or isinstance(e, N.Select) or e.op in PROMOTED_OPS + ("bitand", "bitor", "bitxor"):
+        return _narrow_int(e) and any(_width_sensitive(x) for x in _operands(e))
     return True
 
 
@@ -203,6 +220,13 @@ class ExprPrinter:
         in Int32 (operands widened first), so a product or sum does not wrap at the narrow
         width; any other value widened (an Int32 of it)."""
         if _promotes(e):
+            if _int_abs(e):
+                return f"abs({self.promoted(e.args[0], 0)})"
+            if isinstance(e, N.Select):
+                if isinstance(e.cond, N.Const):
+                    return self.promoted(e.a if e.cond.value else e.b, min_prec)
+                return (f"cutlass.select_({self.expr(e.cond)}, {self.promoted(e.a, 0)}, "
+                        f"{self.promoted(e.b, 0)})")
             if e.op in ("min", "max"):
                 return f"cutlass.{e.op}({self.promoted(e.a, 0)}, {self.promoted(e.b, 0)})"
             if e.op in ("floordiv", "mod") and DTYPES[e.dtype].kind != "int":
@@ -284,9 +308,14 @@ class ExprPrinter:
                 return held, ATOM
             if FP4 in (e.dtype, e.value.dtype) and e.dtype != e.value.dtype:
                 return self._fp4_cast(e), ATOM
-            if _promotes(e.value):
-                return f"{cute_type(e.dtype)}({self.promoted(e.value, 0)})", ATOM
-            return f"{cute_type(e.dtype)}({self.expr(e.value)})", ATOM
+            promoted = _promotes(e.value)
+            text = self.promoted(e.value, 0) if promoted else self.expr(e.value)
+            if (N.is_float(e.dtype) and N.is_int(e.value.dtype) and isinstance(e.value, N.Select)
+                    and not isinstance(e.value.cond, N.Const)):
+                # cutlass.select_ gives an MLIR value without a sign, which CuTe DSL's float
+                # conversions refuse ("signless to float conversion"): name its integer type
+                text = f"{cute_type('int32' if promoted else e.value.dtype)}({text})"
+            return f"{cute_type(e.dtype)}({text})", ATOM
         if isinstance(e, N.Select):
             if isinstance(e.cond, N.Const):  # CuTe's select_ takes a runtime condition only
                 return self._expr(e.a if e.cond.value else e.b)
@@ -428,6 +457,8 @@ class ExprPrinter:
     def _abs(self, e: N.Call):
         if _fp8(e.dtype):  # (exact in float32)
             return f"{cute_type(e.dtype)}(cute.math.absf({self.expr(N.cast(e.args[0], 'float32'))}))", ATOM
+        if _width_sensitive(e):  # |x| of a promoted x: C's value at the narrow width
+            return f"{cute_type(e.dtype)}({self.promoted(e, 0)})", ATOM
         fn = "cute.math.absf" if N.is_float(e.dtype) else "abs"
         return f"{fn}({self.expr(e.args[0])})", ATOM
 
