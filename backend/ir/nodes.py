@@ -350,18 +350,40 @@ def is_int(dtype: str) -> bool:
     return DTYPES[dtype].kind in ("int", "uint")
 
 
+# TVM's BinaryOpMatchTypes ranks the float kinds before their widths: an IEEE float
+# (float16 / float32 / float64) beats bfloat16 (float16 + bfloat16 is float16, either
+# side), bfloat16 beats the fp8s, an fp8 beats fp4
+_FLOAT_KIND_RANK = {"float16": 3, "float32": 3, "tfloat32": 3, "float64": 3, "bfloat16": 2,
+                    "float8_e4m3": 1, "float8_e5m2": 1, "float4_e2m1fn": 0}
+
+
 def promote(a: str, b: str) -> str:
-    """The dtype of ``a op b``: floats win over ints, wider wins, ties keep ``a``."""
+    """The dtype of ``a op b``, as TVM's BinaryOpMatchTypes gives it: a float beats an
+    integer or bool whatever the widths; two floats by kind (``_FLOAT_KIND_RANK``), then
+    the wider; a bool loses to an integer; two integers the wider, at equal widths the
+    unsigned one (``int32 + uint32`` and ``uint32 + int32`` are uint32); ties of the same
+    kind keep ``a``.  Two different fp8 formats have no common dtype (TVM: "Cannot match
+    type")."""
     if a == b:
         return a
     fa, fb = is_float(a), is_float(b)
     if fa != fb:
         return a if fa else b
+    if fa:
+        ra, rb = _FLOAT_KIND_RANK[a], _FLOAT_KIND_RANK[b]
+        if ra != rb:
+            return a if ra > rb else b
+        if ra == 1:
+            raise TypeError(f"cannot match {a} and {b}: TVM's BinaryOpMatchTypes has no common "
+                            "dtype for two fp8 formats; convert one with T.cast first")
+        return a if DTYPES[a].bits >= DTYPES[b].bits else b
     if a == "bool":
         return b
     if b == "bool":
         return a
-    return a if DTYPES[a].bits >= DTYPES[b].bits else b
+    if DTYPES[a].bits != DTYPES[b].bits:
+        return a if DTYPES[a].bits > DTYPES[b].bits else b
+    return b if DTYPES[b].kind == "uint" and DTYPES[a].kind != "uint" else a
 
 
 def _int_binop(op: str, a, b) -> Expr:
