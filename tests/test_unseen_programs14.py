@@ -28,7 +28,9 @@ PROGRAMS = ['gemm_int8_ragged_k', 'gemm_int8_rowcol_dequant', 'gemm_fp8_e4m3_ten
             'splitk_workspace_reduce', 'gemv_fp16_ktail_fragment', 'gemv_transposed_atomic',
             'batched_gemm_middle_batch_dim', 'batched_gemm_broadcast_b_transposed_out', 'gemm_hand_masked_tails',
             'jit_dynamic_softmax_rows_kernel', 'symbolic_rows_cumsum', 'jit_dynamic_k_gemv_kernel',
-            'pack_unpack_int8x4', 'narrow_casts_and_floor_ops', 'macro_quant_dequant_error']
+            'pack_unpack_int8x4', 'narrow_casts_and_floor_ops', 'macro_quant_dequant_error',
+            'grouped_gemm_variable_k', 'transpose_tileop_shared', 'block_counting_sort_u8',
+            'causal_depthwise_conv1d_dynamic', 'gemm_u8_activation_zero_point']
 
 
 @pytest.fixture(autouse=True)
@@ -517,3 +519,64 @@ def test_macro_quant_dequant_error_on_gpu():
     assert (Q.float() - q).abs().max() <= 1  # x / s vs x * (1 / s): a half-way value may round apart
     assert (Q.float() == q).float().mean() > 0.999
     _close(Err, (Q.float() * S[:, None] - X).abs().amax(1), atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.gpu
+def test_variable_k_groups_and_zero_point_gemm_on_gpu():
+    import torch
+    torch.manual_seed(0)
+    G, M, N, Ktot = 4, 64, 128, 416
+    ks = [130, 0, 64, 222]
+    Ko = torch.tensor([0, 130, 130, 194, 416], device="cuda", dtype=torch.int32)
+    A, B = torch.randn(M, Ktot, device="cuda").half(), torch.randn(Ktot, N, device="cuda").half()
+    C = torch.full((G, M, N), float("nan"), device="cuda")
+    _run(P.grouped_gemm_variable_k(), A, B, Ko, C)
+    for g in range(G):
+        k0, k1 = int(Ko[g]), int(Ko[g + 1])
+        _close(C[g], A[:, k0:k1].float() @ B[k0:k1].float(), atol=2e-3, rtol=1e-3)
+    assert ks[1] == 0 and torch.equal(C[1], torch.zeros(M, N, device="cuda"))
+
+    M, N, K = 128, 128, 256
+    A = torch.randint(0, 256, (M, K), device="cuda", dtype=torch.uint8)
+    W = torch.randint(-128, 128, (N, K), device="cuda", dtype=torch.int8)
+    Za = torch.randint(0, 256, (M,), device="cuda", dtype=torch.int32)
+    Sa, Sw = torch.rand(M, device="cuda") * 1e-2, torch.rand(N, device="cuda") * 1e-2
+    C = torch.full((M, N), float("nan"), device="cuda")
+    _run(P.gemm_u8_activation_zero_point(), A, W, Za, Sa, Sw, C)
+    exact = ((A.long() - Za.long()[:, None]).double() @ W.double().T)
+    _close(C, exact.float() * Sa[:, None] * Sw[None, :], atol=1e-4, rtol=1e-5)
+
+
+@pytest.mark.gpu
+def test_shared_transpose_and_counting_sort_on_gpu():
+    import torch
+    torch.manual_seed(0)
+    X = torch.randn(100, 72, device="cuda")
+    Y = torch.full((72, 100), float("nan"), device="cuda")
+    _run(P.transpose_tileop_shared(), X, Y)
+    assert torch.equal(Y, X.T * 2)
+
+    n, per = 2000, 512
+    X = torch.randint(0, 256, (n,), device="cuda", dtype=torch.uint8)
+    X[:600] = torch.randint(0, 4, (600,), device="cuda", dtype=torch.uint8)  # many ties
+    Y = torch.zeros_like(X)
+    H = torch.zeros(256, device="cuda", dtype=torch.int32)
+    _run(P.block_counting_sort_u8(), X, Y, H)
+    want = torch.cat([c.sort().values for c in X.split(per)])
+    assert torch.equal(Y, want)
+    assert torch.equal(H.long(), torch.bincount(X.long(), minlength=256))
+
+
+@pytest.mark.gpu
+def test_causal_depthwise_conv1d_dynamic_on_gpu():
+    import torch
+    import torch.nn.functional as F
+    torch.manual_seed(0)
+    D, KW = 64, 4
+    Wt = torch.randn(D, KW, device="cuda")
+    for L in (1, 3, 32, 77):
+        X = torch.randn(L, D, device="cuda")
+        Y = torch.full_like(X, float("nan"))
+        _run(P.causal_depthwise_conv1d_dynamic(), X, Wt, Y)
+        conv = F.conv1d(F.pad(X.T[None], (KW - 1, 0)), Wt[:, None], groups=D)[0].T
+        _close(Y, F.silu(conv), atol=1e-5, rtol=1e-5)

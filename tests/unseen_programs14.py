@@ -1100,3 +1100,150 @@ def macro_quant_dequant_error(M=64, N=256, bm=8):
                 S[bx * bm + i] = s[i]
                 Err[bx * bm + i] = em[i]
     return qdq
+
+
+# ---- a second round: variable-K groups, shared transposes, block counting sort, ... ------
+def grouped_gemm_variable_k(G=4, M=64, N=128, Ktot=416, bn=64, bk=64):
+    """C[g] = A[:, Ko[g]:Ko[g+1]] @ B[Ko[g]:Ko[g+1], :]: the groups packed along K with a
+    run-time K per group (K offsets in a tensor, a group may be empty or not a multiple of
+    bk), ``T.Pipelined`` over ceildiv(K_g, bk) steps; the tiles loaded by hand under the
+    group's K bound (a ``T.copy`` would read the next group's columns), C cleared when
+    K_g is 0."""
+
+    @T.prim_func
+    def vk(A: T.Tensor((M, Ktot), T.float16), B: T.Tensor((Ktot, N), T.float16), Ko: T.Tensor((G + 1,), T.int32),
+           C: T.Tensor((G, M, N), T.float32)):
+        with T.Kernel(N // bn, G, threads=128) as (bx, g):
+            k0 = Ko[g]
+            kg = Ko[g + 1] - k0
+            a_s = T.alloc_shared((M, bk), T.float16)
+            b_s = T.alloc_shared((bk, bn), T.float16)
+            acc = T.alloc_fragment((M, bn), T.float32)
+            T.clear(acc)
+            for t in T.Pipelined(T.ceildiv(kg, bk), num_stages=2):
+                for i, j in T.Parallel(M, bk):
+                    a_s[i, j] = T.if_then_else(t * bk + j < kg, A[i, k0 + t * bk + j], T.float16(0))
+                for i, j in T.Parallel(bk, bn):
+                    b_s[i, j] = T.if_then_else(t * bk + i < kg, B[k0 + t * bk + i, bx * bn + j], T.float16(0))
+                T.gemm(a_s, b_s, acc)
+            T.copy(acc, C[g, 0:M, bx * bn:(bx + 1) * bn])
+    return vk
+
+
+def transpose_tileop_shared(M=100, N=72, b=32):
+    """``T.transpose`` (TileLang's tile op: dst[j, i] = src[i, j]) of a (b, b) shared tile
+    into another, the tiles loaded and stored by ``T.copy`` with ragged edges (M = 100,
+    N = 72), scaled by 2 on the way out through a fragment."""
+
+    @T.prim_func
+    def ttr(X: T.Tensor((M, N), T.float32), Y: T.Tensor((N, M), T.float32)):
+        with T.Kernel(T.ceildiv(M, b), T.ceildiv(N, b), threads=128) as (bx, by):
+            s = T.alloc_shared((b, b), T.float32)
+            st = T.alloc_shared((b, b), T.float32)
+            f = T.alloc_fragment((b, b), T.float32)
+            T.copy(X[bx * b, by * b], s)
+            T.transpose(s, st)
+            T.copy(st, f)
+            for i, j in T.Parallel(b, b):
+                f[i, j] = f[i, j] * 2.0
+            T.copy(f, Y[by * b, bx * b])
+    return ttr
+
+
+def block_counting_sort_u8(n=2000, per=512, threads=256):
+    """Each block sorts its chunk of uint8 keys (the last one ragged): a 256-bin shared
+    histogram by ``T.atomic_add``, ``T.cumsum`` of it made exclusive, then each key's slot
+    base[key] + atomic_add(cursor[key], 1, return_prev=True) in shared (ties in any order:
+    equal keys), written back in order; the block's count of each key also goes to a
+    global histogram."""
+    nb = (n + per - 1) // per
+
+    @T.prim_func
+    def csort(X: T.Tensor((n,), T.uint8), Y: T.Tensor((n,), T.uint8), H: T.Tensor((256,), T.int32)):
+        with T.Kernel(nb, threads=threads) as bx:
+            tx = T.get_thread_binding()
+            hist = T.alloc_shared((256,), T.int32)
+            base = T.alloc_shared((256,), T.int32)
+            cur = T.alloc_shared((256,), T.int32)
+            out = T.alloc_shared((per,), T.uint8)
+            T.clear(hist)
+            T.clear(cur)
+            T.sync_threads()
+            for r in T.serial(per // threads):
+                i = bx * per + r * threads + tx
+                if i < n:
+                    T.atomic_add(hist[T.cast(X[i], T.int32)], 1)
+            T.sync_threads()
+            T.copy(hist, base)
+            T.cumsum(base, dim=0)
+            for b in T.Parallel(256):
+                base[b] = base[b] - hist[b]
+                T.atomic_add(H[b], hist[b])
+            T.sync_threads()
+            for r in T.serial(per // threads):
+                i = bx * per + r * threads + tx
+                if i < n:
+                    key = T.cast(X[i], T.int32)
+                    slot = base[key] + T.atomic_add(cur[key], 1, return_prev=True)
+                    out[slot] = X[i]
+            T.sync_threads()
+            for r in T.serial(per // threads):
+                i = bx * per + r * threads + tx
+                if i < n:
+                    Y[i] = out[r * threads + tx]
+    return csort
+
+
+def causal_depthwise_conv1d_dynamic(D=64, KW=4, bl=32):
+    """Channels-last causal depthwise conv1d over a ``T.dynamic`` length L: out[l, d] =
+    sum_k w[d, k] * x[l - (KW - 1) + k, d] (x before 0 is 0), a (bl + KW - 1, D) shared halo
+    tile loaded with ``T.if_then_else`` on both ends, SiLU applied."""
+    L = T.dynamic("L")
+
+    @T.prim_func
+    def cconv(X: T.Tensor((L, D), T.float32), Wt: T.Tensor((D, KW), T.float32), Y: T.Tensor((L, D), T.float32)):
+        with T.Kernel(T.ceildiv(L, bl), threads=128) as bx:
+            h = T.alloc_shared((bl + KW - 1, D), T.float32)
+            w_s = T.alloc_shared((D, KW), T.float32)
+            T.copy(Wt, w_s)
+            for r, d in T.Parallel(bl + KW - 1, D):
+                l = bx * bl + r - (KW - 1)
+                h[r, d] = T.if_then_else(l >= 0 and l < L, X[T.max(l, 0), d], T.float32(0))
+            for r, d in T.Parallel(bl, D):
+                acc = T.alloc_var(T.float32, init=0.0)
+                for k in T.serial(KW):
+                    acc += w_s[d, k] * h[r + k, d]
+                if bx * bl + r < L:
+                    Y[bx * bl + r, d] = acc * T.sigmoid(acc)
+    return cconv
+
+
+def gemm_u8_activation_zero_point(M=128, N=128, K=256, bm=64, bn=64, bk=64):
+    """Asymmetric uint8 activations (a zero point per row) times symmetric int8 weights, on
+    the int8 x int8 GEMM: A - 128 staged in shared as int8 (exact), W's column sums over K
+    accumulated in an int32 fragment beside the GEMM, then
+    C = float(acc + (128 - za[row]) * colsum[col]) * sa[row] * sw[col]."""
+
+    @T.prim_func
+    def u8zp(A: T.Tensor((M, K), T.uint8), W: T.Tensor((N, K), T.int8), Za: T.Tensor((M,), T.int32),
+             Sa: T.Tensor((M,), T.float32), Sw: T.Tensor((N,), T.float32), C: T.Tensor((M, N), T.float32)):
+        with T.Kernel(N // bn, M // bm, threads=128) as (bx, by):
+            a_s = T.alloc_shared((bm, bk), T.int8)
+            w_s = T.alloc_shared((bn, bk), T.int8)
+            acc = T.alloc_fragment((bm, bn), T.int32)
+            csum = T.alloc_fragment((bn,), T.int32)
+            T.clear(acc)
+            T.clear(csum)
+            for k in T.Pipelined(K // bk, num_stages=2):
+                for i, j in T.Parallel(bm, bk):
+                    a_s[i, j] = T.cast(T.cast(A[by * bm + i, k * bk + j], T.int32) - 128, T.int8)
+                T.copy(W[bx * bn, k * bk], w_s)
+                T.gemm(a_s, w_s, acc, transpose_B=True)
+                for n in T.Parallel(bn):
+                    for j in T.serial(bk):
+                        csum[n] += T.cast(w_s[n, j], T.int32)
+            for i, j in T.Parallel(bm, bn):
+                r = by * bm + i
+                v = acc[i, j] + (128 - Za[r]) * csum[j]
+                C[r, bx * bn + j] = T.cast(v, T.float32) * Sa[r] * Sw[bx * bn + j]
+    return u8zp
