@@ -57,6 +57,35 @@ def test_program_builds_a_cubin(name, tmp_path):
         assert info.kernel_names and (tmp_path / str(i) / "kernel.cubin").stat().st_size > 0
 
 
+
+# ---- what the generated code says -------------------------------------------------------------
+def test_signed_nibbles_sign_extend_through_int8():
+    """``T.cast(byte << 4, T.int8) >> 4``: the shift computed in int (C's promotion), its
+    low byte as int8, then an arithmetic shift: the low nibble sign-extended."""
+    src = _src(P.int4_signed_gemv_groups())
+    assert "lo = cutlass.Int8(cutlass.Int32(byte) << 4) >> cutlass.Int8(4)" in src, src
+    assert "hi = cutlass.Int8(byte) >> cutlass.Int8(4)" in src, src
+
+
+def test_floor_ops_of_runtime_divisors_and_narrowing_casts():
+    src = _src(P.narrow_casts_and_floor_ops())
+    assert "O[i, 0] = a // d" in src and "O[i, 1] = a - a // d * d" in src, src
+    assert "tcmath.truncdiv(a, d)" in src and "tcmath.truncmod(a, d)" in src, src
+    assert "O[i, 5] = cutlass.Int32(cutlass.Uint8(a))" in src, src
+    assert "O[i, 7] = cutlass.min(cutlass.max(a, -50), 50)" in src, src
+
+
+def test_histogram_bins_floor_before_the_cast():
+    src = _src(P.histogram_float_bins())
+    assert "b = cutlass.Int32(cute.math.floor((X[i] - cutlass.Float32(-3.0)) * " in src, src
+    assert "tca.atomic_add(h, cutlass.min(cutlass.max(b, 0), 49), 1)" in src, src
+
+
+def test_pack_unpack_shifts_are_arithmetic_then_logical():
+    src = _src(P.pack_unpack_int8x4())
+    assert "cutlass.Int8(p[0] << 24 - 8 * q_1_ >> 24)" in src, src
+    assert "tcmath.reinterpret(p[0], cutlass.Uint32) >> cutlass.Uint32(28)" in src, src
+
 # ---- on the GPU -------------------------------------------------------------------------------
 def _run(func, *args):
     tilecute.compile(func)(*args)
