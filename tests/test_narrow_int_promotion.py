@@ -241,3 +241,55 @@ def test_selects_and_abs_on_gpu():
     assert torch.equal(f[:, 0].cpu(), torch.where(pos, ui * ui, ui).float())
     assert torch.equal(f[:, 1].cpu(), torch.where(pos, ai, bi).float())
     assert torch.equal(f[:, 2], f2 * (b > 0).float())
+
+
+def bit_not(n=256):
+    """``~x`` / ``T.bitwise_not(x)`` of 8- and 16-bit unsigned values: TVM's bitwise_not,
+    printed ``~x``, which C computes on the value promoted to int (~200 of a uint8 is -201
+    where converted or compared, so ``~u > 0`` never holds); stored back at its width it is
+    ``x ^ 255``.  tilecute built ``x ^ 255``, whose int value is 55 (silently unlike)."""
+    @T.prim_func
+    def bnot(U: T.Tensor((n,), T.uint8), V: T.Tensor((n,), T.uint16), W: T.Tensor((n, 4), T.int32),
+             P: T.Tensor((n, 2), T.uint8)):
+        with T.Kernel(n // 128, threads=128) as bx:
+            i = bx * 128 + T.get_thread_binding()
+            u = U[i]
+            W[i, 0] = ~u
+            W[i, 1] = T.bitwise_not(V[i])
+            W[i, 2] = T.if_then_else(~u > 0, 1, 0)
+            W[i, 3] = (~(u + u)) >> 1
+            P[i, 0] = ~u
+            P[i, 1] = ~(u + u) >> 1
+    return bnot
+
+
+def test_bitwise_not_of_narrow_unsigned_is_cs_int():
+    func = bit_not()
+    assert "T.bitwise_not(u)" in func.script()
+    src = tilecute.compile(func).get_kernel_source()
+    assert "W[i, 0] = cutlass.Int32(cutlass.Int32(u) ^ -1)" in src, src
+    assert "W[i, 1] = cutlass.Int32(cutlass.Int32(cutlass.Uint16(V[i])) ^ -1)" in src, src
+    assert "cutlass.select_(cutlass.Int32(u) ^ -1 > 0, 1, 0)" in src, src
+    assert "P[i, 0] = u ^ cutlass.Uint8(255)" in src, src
+    assert "P[i, 1] = cutlass.Uint8((cutlass.Int32(u) + cutlass.Int32(u) ^ -1) >> 1)" in src, src
+
+
+def test_bitwise_not_builds_a_cubin(tmp_path):
+    assert tilecute.build_cubin(bit_not(), "sm_90a", out_dir=str(tmp_path)).kernel_names
+
+
+@pytest.mark.gpu
+def test_bitwise_not_on_gpu():
+    import torch
+    u = torch.randint(0, 256, (256,), dtype=torch.uint8, device="cuda")
+    v = torch.randint(0, 65536, (256,), dtype=torch.int32, device="cuda").to(torch.uint16)
+    w = torch.empty(256, 4, dtype=torch.int32, device="cuda")
+    p = torch.empty(256, 2, dtype=torch.uint8, device="cuda")
+    tilecute.compile(bit_not())(u, v, w, p)
+    ui, vi = u.cpu().int(), v.to(torch.int32).cpu() & 0xFFFF
+    assert torch.equal(w[:, 0].cpu(), ~ui)
+    assert torch.equal(w[:, 1].cpu(), ~vi)
+    assert torch.equal(w[:, 2].cpu(), torch.zeros(256, dtype=torch.int32))
+    assert torch.equal(w[:, 3].cpu(), (~(ui + ui)) >> 1)
+    assert torch.equal(p[:, 0].cpu(), (~ui).to(torch.uint8))
+    assert torch.equal(p[:, 1].cpu(), ((~(ui + ui)) >> 1).to(torch.uint8))

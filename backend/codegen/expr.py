@@ -104,25 +104,33 @@ def _int_abs(e) -> bool:
     return isinstance(e, N.Call) and e.name == "abs" and N.is_int(e.dtype)
 
 
+def _bit_not(e) -> bool:
+    """``~x`` of an 8- or 16-bit unsigned integer (the ``bitwise_not`` Call: C computes it in
+    int, so ~200 of a uint8 is -201 where converted or compared)."""
+    return isinstance(e, N.Call) and e.name == "bitwise_not"
+
+
 def _narrow_int(e) -> bool:
     """8- or 16-bit integer arithmetic: a BinOp, a Select (C's ``?:`` converts its
-    operands as arithmetic does) or an integer abs."""
-    return (isinstance(e, (N.BinOp, N.Select)) or _int_abs(e)) and N.is_int(e.dtype) and DTYPES[e.dtype].bits < 32
+    operands as arithmetic does), an integer abs or a ``bitwise_not``."""
+    return ((isinstance(e, (N.BinOp, N.Select)) or _int_abs(e) or _bit_not(e))
+            and N.is_int(e.dtype) and DTYPES[e.dtype].bits < 32)
 
 
 def _operands(e) -> tuple:
     """The narrow operands of a ``_narrow_int`` expression (a Select's branches)."""
-    return (e.args[0],) if _int_abs(e) else (e.a, e.b)
+    return (e.args[0],) if isinstance(e, N.Call) else (e.a, e.b)
 
 
 def _promotes(e) -> bool:
     """Is ``e`` 8- or 16-bit integer arithmetic that C computes in int: a PROMOTED_OPS
-    operator or an integer abs, or a PASS_THROUGH_OPS one or a Select over such a value?"""
+    operator, an integer abs or a ``bitwise_not``, or a PASS_THROUGH_OPS one or a Select
+    over such a value?"""
     if not _narrow_int(e):
         return False
     if isinstance(e, N.Select):
         return any(_promotes(x) for x in _operands(e))
-    if _int_abs(e) or e.op in PROMOTED_OPS:
+    if _int_abs(e) or _bit_not(e) or e.op in PROMOTED_OPS:
         return True
     return e.op in PASS_THROUGH_OPS and any(_promotes(x) for x in _operands(e))
 
@@ -132,6 +140,8 @@ def _width_sensitive(e) -> bool:
     operator, or an abs, over a promoted value, anywhere in its narrow arithmetic)?"""
     if _int_abs(e):
         return _promotes(e.args[0]) or _width_sensitive(e.args[0])
+    if _bit_not(e):  # (bitwise: the narrow value is the low bits of C's)
+        return _width_sensitive(e.args[0])
     if not _promotes(e) or isinstance(e, N.Select) or e.op in PROMOTED_OPS + ("bitand", "bitor", "bitxor"):
         return _narrow_int(e) and any(_width_sensitive(x) for x in _operands(e))
     return True
@@ -222,6 +232,9 @@ class ExprPrinter:
         if _promotes(e):
             if _int_abs(e):
                 return f"abs({self.promoted(e.args[0], 0)})"
+            if _bit_not(e):  # every bit of the int flipped
+                text = f"{self.promoted(e.args[0], PREC['bitxor'])} ^ -1"
+                return f"({text})" if PREC["bitxor"] < min_prec else text
             if isinstance(e, N.Select):
                 if isinstance(e.cond, N.Const):
                     return self.promoted(e.a if e.cond.value else e.b, min_prec)
@@ -454,6 +467,15 @@ class ExprPrinter:
         self.use("math")
         return f"tcmath.reinterpret({self.expr(e.args[0])}, {cute_type(e.dtype)})", ATOM
 
+    def _bitwise_not(self, e: N.Call):
+        """``~x`` of an 8- or 16-bit unsigned integer at its own width: ``x ^ all ones``
+        (in a conversion or comparison ``ExprPrinter.promoted`` prints C's int value)."""
+        x = e.args[0]
+        ones = f"{cute_type(e.dtype)}({(1 << DTYPES[e.dtype].bits) - 1})"
+        if _width_sensitive(x):
+            return f"{cute_type(e.dtype)}({self.promoted(x, PREC['bitxor'])} ^ -1)", ATOM
+        return f"{self.operand(x, PREC['bitxor'])} ^ {ones}", PREC["bitxor"]
+
     def _abs(self, e: N.Call):
         if _fp8(e.dtype):  # (exact in float32)
             return f"{cute_type(e.dtype)}(cute.math.absf({self.expr(N.cast(e.args[0], 'float32'))}))", ATOM
@@ -518,7 +540,7 @@ _CALLS = {"thread_idx": ExprPrinter._thread_idx, "ceildiv": ExprPrinter._ceildiv
           "ptx_commit_group": lambda self, e: ("cute.arch.cp_async_commit_group()", ATOM),
           "ptx_wait_group": lambda self, e: (f"cute.arch.cp_async_wait_group({e.args[0].value})",
                                              ATOM),
-          "fma": ExprPrinter._fma, "abs": ExprPrinter._abs, "exp10": ExprPrinter._exp10,
+          "fma": ExprPrinter._fma, "abs": ExprPrinter._abs, "bitwise_not": ExprPrinter._bitwise_not, "exp10": ExprPrinter._exp10,
           "reinterpret": ExprPrinter._reinterpret,
           **{name: ExprPrinter._rng for name in ("rng_init",) + N.RNG_DRAWS},
           **{name: ExprPrinter._integer for name in ("truncdiv", "truncmod", "popcount", "clz")},

@@ -101,8 +101,7 @@ class Expr:
             return Not(self)
         if not is_int(self.dtype):
             raise TypeError(f"~ on {self.dtype}: Python's ~ on expressions takes integers")
-        ones = -1 if DTYPES[self.dtype].kind == "int" else (1 << DTYPES[self.dtype].bits) - 1
-        return binop("bitxor", self, Const(ones, self.dtype))
+        return bitwise_not(self)
 
     def astype(self, dtype) -> "Expr":
         """TVM's ``PrimExpr.astype(dtype)``: a cast (``T.uint8``, a name or a torch dtype)."""
@@ -207,6 +206,10 @@ INTRINSICS = {
     # integers: C's / and % (truncating; the BinOps floordiv and mod floor), the number
     # of set bits (the argument's dtype), leading zeros of a 32/64-bit integer (int32)
     "truncdiv": 2, "truncmod": 2, "popcount": 1, "clz": 1,
+    # ~x of an 8- or 16-bit unsigned integer (TVM's bitwise_not, C's ~ of the value promoted
+    # to int: ~200 is -201 where it is converted or compared, 55 stored back as uint8); the
+    # other integers' ~x is the BinOp x ^ -1 (bitwise_not below)
+    "bitwise_not": 1,
     # the fast-math pass's approximations (ex2.approx.ftz / lg2.approx.ftz: flush
     # subnormals, ~2 ulp): exp2(x), exp(x) as exp2(x * log2 e), log2(x), log(x) as
     # log2(x) * ln 2
@@ -481,6 +484,18 @@ def _fold_int(op, x, y):
     if op == "min": return min(x, y)
     if op == "max": return max(x, y)
     return None
+
+
+def bitwise_not(x: Expr) -> Expr:
+    """``~x`` of an integer expression (TVM's ``bitwise_not``): ``x ^ -1`` (all ones); for an
+    8- or 16-bit unsigned ``x`` the ``bitwise_not`` Call, whose value C computes in int
+    (``~x`` of a uint8 200 is -201 where converted or compared), unlike ``x ^ 255``."""
+    ones = -1 if DTYPES[x.dtype].kind == "int" else (1 << DTYPES[x.dtype].bits) - 1
+    if isinstance(x, Const):
+        return Const(x.value ^ ones, x.dtype)
+    if DTYPES[x.dtype].kind == "uint" and DTYPES[x.dtype].bits < 32:
+        return Call("bitwise_not", (x,), x.dtype)
+    return binop("bitxor", x, Const(ones, x.dtype))
 
 
 def cmp(op: str, a, b) -> Expr:
