@@ -30,7 +30,8 @@ PROGRAMS = ['gemm_int8_ragged_k', 'gemm_int8_rowcol_dequant', 'gemm_fp8_e4m3_ten
             'jit_dynamic_softmax_rows_kernel', 'symbolic_rows_cumsum', 'jit_dynamic_k_gemv_kernel',
             'pack_unpack_int8x4', 'narrow_casts_and_floor_ops', 'macro_quant_dequant_error',
             'grouped_gemm_variable_k', 'transpose_tileop_shared', 'block_counting_sort_u8',
-            'causal_depthwise_conv1d_dynamic', 'gemm_u8_activation_zero_point']
+            'causal_depthwise_conv1d_dynamic', 'gemm_u8_activation_zero_point',
+            'jit_rowwise_fp8_quant_kernel', 'jit_csr_segment_max_kernel']
 
 
 @pytest.fixture(autouse=True)
@@ -609,3 +610,28 @@ def test_causal_depthwise_conv1d_dynamic_on_gpu():
         _run(P.causal_depthwise_conv1d_dynamic(), X, Wt, Y)
         conv = F.conv1d(F.pad(X.T[None], (KW - 1, 0)), Wt[:, None], groups=D)[0].T
         _close(Y, F.silu(conv), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.gpu
+def test_eager_jit_kernels_on_gpu():
+    import torch
+    torch.manual_seed(0)
+    X = (torch.randn(130, 512, device="cuda") * torch.rand(130, 1, device="cuda") * 10).bfloat16()
+    X[7] = 0
+    Q, S = P.jit_rowwise_fp8_quant_kernel()(X)
+    am = X.float().abs().amax(1)
+    s = torch.clamp(am / 448.0, min=1e-12)
+    _close(S, s)
+    want = (X.float() / S[:, None]).to(torch.float8_e4m3fn)  # (from the kernel's own scales)
+    assert torch.equal(Q.view(torch.uint8), want.view(torch.uint8))
+
+    kern = P.jit_csr_segment_max_kernel()
+    lens = torch.randint(0, 90, (37,))
+    lens[3] = 0
+    lens[10] = 1
+    off = torch.cat([torch.zeros(1, dtype=torch.long), lens.cumsum(0)]).int().cuda()
+    vals = torch.randn(int(lens.sum()), device="cuda")
+    out = kern(vals, off)
+    want = torch.tensor([vals[off[i]:off[i + 1]].max().item() if lens[i] else float("-inf") for i in range(37)],
+                        device="cuda")
+    assert torch.equal(out, want)

@@ -1247,3 +1247,64 @@ def gemm_u8_activation_zero_point(M=128, N=128, K=256, bm=64, bn=64, bk=64):
                 v = acc[i, j] + (128 - Za[r]) * csum[j]
                 C[r, bx * bn + j] = T.cast(v, T.float32) * Sa[r] * Sw[bx * bn + j]
     return u8zp
+
+
+# ---- eager @tilecute.jit kernels ---------------------------------------------------------
+@tilecute.jit
+def jit_rowwise_fp8_quant(X, bm: int = 4):
+    """Eager style: per row, scale = max(absmax / 448, 1e-12) and Q = e4m3(x / scale); two
+    ``T.empty`` outputs returned (Q, S); M from X's shape (ragged against bm)."""
+    M, N = T.const("M, N")
+    X: T.Tensor((M, N), T.bfloat16)
+    Q = T.empty((M, N), T.float8_e4m3)
+    S = T.empty((M,), T.float32)
+    with T.Kernel(T.ceildiv(M, bm), threads=128) as bx:
+        x = T.alloc_fragment((bm, N), T.float32)
+        q = T.alloc_fragment((bm, N), T.float8_e4m3)
+        am = T.alloc_fragment((bm,), T.float32)
+        T.copy(X[bx * bm, 0], x)
+        T.reduce_absmax(x, am, dim=1)
+        for i in T.Parallel(bm):
+            am[i] = T.max(am[i] / 448.0, 1e-12)
+        for i, j in T.Parallel(bm, N):
+            q[i, j] = T.cast(x[i, j] / am[i], T.float8_e4m3)
+        T.copy(q, Q[bx * bm, 0])
+        for i in T.Parallel(bm):
+            if bx * bm + i < M:
+                S[bx * bm + i] = am[i]
+    return Q, S
+
+
+def jit_rowwise_fp8_quant_kernel():
+    return jit_rowwise_fp8_quant.compile(M=130, N=512)
+
+
+@tilecute.jit
+def jit_csr_segment_max(Vals, Offsets, warps: int = 4):
+    """Eager style with a ``T.dynamic`` value count: the max of each CSR segment
+    Vals[Offsets[s]:Offsets[s + 1]] (-inf for an empty one), one warp a segment, lanes
+    striding a ``while`` loop over it, ``T.warp_reduce_max``."""
+    nnz = T.dynamic("nnz")
+    S = T.const("S")
+    Vals: T.Tensor((nnz,), T.float32)
+    Offsets: T.Tensor((S + 1,), T.int32)
+    Out = T.empty((S,), T.float32)
+    with T.Kernel(T.ceildiv(S, warps), threads=warps * 32) as bx:
+        tx = T.get_thread_binding()
+        s = bx * warps + tx // 32
+        lane = tx % 32
+        m = T.alloc_var(T.float32, init=-T.infinity(T.float32))
+        if s < S:
+            p = T.alloc_var(T.int32)
+            p = Offsets[s] + lane
+            while p < Offsets[s + 1]:
+                m = T.max(m, Vals[p])
+                p += 32
+        r = T.warp_reduce_max(m)
+        if s < S and lane == 0:
+            Out[s] = r
+    return Out
+
+
+def jit_csr_segment_max_kernel():
+    return jit_csr_segment_max.compile(S=37)
