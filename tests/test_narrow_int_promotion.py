@@ -293,3 +293,41 @@ def test_bitwise_not_on_gpu():
     assert torch.equal(w[:, 3].cpu(), (~(ui + ui)) >> 1)
     assert torch.equal(p[:, 0].cpu(), (~ui).to(torch.uint8))
     assert torch.equal(p[:, 1].cpu(), ((~(ui + ui)) >> 1).to(torch.uint8))
+
+
+def trunc_divmod(n=256):
+    """``T.truncdiv`` / ``T.truncmod`` (TVM's Div / Mod, C's ``/`` and ``%``) of narrow
+    arithmetic: C divides the int sum / product (``truncdiv(a + b, 2)`` of int8s 100 and 100
+    is 100), as the floor forms already did; tilecute divided the wrapped int8."""
+    @T.prim_func
+    def tdm(A: T.Tensor((n,), T.int8), B: T.Tensor((n,), T.int8), W: T.Tensor((n, 2), T.int32),
+            P: T.Tensor((n,), T.int8)):
+        with T.Kernel(n // 128, threads=128) as bx:
+            i = bx * 128 + T.get_thread_binding()
+            W[i, 0] = T.truncdiv(A[i] + B[i], 2)
+            W[i, 1] = T.truncmod(A[i] * B[i], 7)
+            P[i] = T.truncdiv(A[i] + B[i], 2)
+    return tdm
+
+
+def test_trunc_divmod_of_narrow_sums_divides_cs_int(tmp_path):
+    src = tilecute.compile(trunc_divmod()).get_kernel_source()
+    assert "W[i, 0] = cutlass.Int32(tcmath.truncdiv(cutlass.Int32(A[i]) + cutlass.Int32(B[i]), 2))" in src, src
+    assert "W[i, 1] = cutlass.Int32(tcmath.truncmod(cutlass.Int32(A[i]) * cutlass.Int32(B[i]), 7))" in src, src
+    assert "P[i] = cutlass.Int8(tcmath.truncdiv(cutlass.Int32(A[i]) + cutlass.Int32(B[i]), 2))" in src, src
+    assert tilecute.build_cubin(trunc_divmod(), "sm_90a", out_dir=str(tmp_path)).kernel_names
+
+
+@pytest.mark.gpu
+def test_trunc_divmod_on_gpu():
+    import torch
+    a = torch.randint(-128, 128, (256,), dtype=torch.int8, device="cuda")
+    b = torch.randint(-128, 128, (256,), dtype=torch.int8, device="cuda")
+    w = torch.empty(256, 2, dtype=torch.int32, device="cuda")
+    p = torch.empty(256, dtype=torch.int8, device="cuda")
+    tilecute.compile(trunc_divmod())(a, b, w, p)
+    ai, bi = a.cpu().int(), b.cpu().int()
+    s, m = ai + bi, ai * bi
+    assert torch.equal(w[:, 0].cpu(), torch.div(s, 2, rounding_mode="trunc"))
+    assert torch.equal(w[:, 1].cpu(), torch.fmod(m, 7))
+    assert torch.equal(p.cpu(), torch.div(s, 2, rounding_mode="trunc").to(torch.int8))

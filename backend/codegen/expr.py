@@ -110,16 +110,21 @@ def _bit_not(e) -> bool:
     return isinstance(e, N.Call) and e.name == "bitwise_not"
 
 
+def _trunc_divmod(e) -> bool:
+    """``T.truncdiv`` / ``T.truncmod`` (TVM's Div / Mod: C's ``/`` and ``%``)."""
+    return isinstance(e, N.Call) and e.name in ("truncdiv", "truncmod")
+
+
 def _narrow_int(e) -> bool:
     """8- or 16-bit integer arithmetic: a BinOp, a Select (C's ``?:`` converts its
-    operands as arithmetic does), an integer abs or a ``bitwise_not``."""
-    return ((isinstance(e, (N.BinOp, N.Select)) or _int_abs(e) or _bit_not(e))
+    operands as arithmetic does), an integer abs, a ``bitwise_not``, a truncdiv / truncmod."""
+    return ((isinstance(e, (N.BinOp, N.Select)) or _int_abs(e) or _bit_not(e) or _trunc_divmod(e))
             and N.is_int(e.dtype) and DTYPES[e.dtype].bits < 32)
 
 
 def _operands(e) -> tuple:
     """The narrow operands of a ``_narrow_int`` expression (a Select's branches)."""
-    return (e.args[0],) if isinstance(e, N.Call) else (e.a, e.b)
+    return tuple(e.args) if isinstance(e, N.Call) else (e.a, e.b)
 
 
 def _promotes(e) -> bool:
@@ -130,9 +135,9 @@ def _promotes(e) -> bool:
         return False
     if isinstance(e, N.Select):
         return any(_promotes(x) for x in _operands(e))
-    if _int_abs(e) or _bit_not(e) or e.op in PROMOTED_OPS:
+    if _int_abs(e) or _bit_not(e) or (not isinstance(e, N.Call) and e.op in PROMOTED_OPS):
         return True
-    return e.op in PASS_THROUGH_OPS and any(_promotes(x) for x in _operands(e))
+    return (_trunc_divmod(e) or e.op in PASS_THROUGH_OPS) and any(_promotes(x) for x in _operands(e))
 
 
 def _width_sensitive(e) -> bool:
@@ -142,6 +147,8 @@ def _width_sensitive(e) -> bool:
         return _promotes(e.args[0]) or _width_sensitive(e.args[0])
     if _bit_not(e):  # (bitwise: the narrow value is the low bits of C's)
         return _width_sensitive(e.args[0])
+    if _trunc_divmod(e):  # C's / and % of a promoted value: as floordiv / mod
+        return _promotes(e) or any(_width_sensitive(x) for x in e.args)
     if not _promotes(e) or isinstance(e, N.Select) or e.op in PROMOTED_OPS + ("bitand", "bitor", "bitxor"):
         return _narrow_int(e) and any(_width_sensitive(x) for x in _operands(e))
     return True
@@ -232,6 +239,9 @@ class ExprPrinter:
         if _promotes(e):
             if _int_abs(e):
                 return f"abs({self.promoted(e.args[0], 0)})"
+            if _trunc_divmod(e):
+                self.use("math")
+                return f"tcmath.{e.name}({self.promoted(e.args[0], 0)}, {self.promoted(e.args[1], 0)})"
             if _bit_not(e):  # every bit of the int flipped
                 text = f"{self.promoted(e.args[0], PREC['bitxor'])} ^ -1"
                 return f"({text})" if PREC["bitxor"] < min_prec else text
@@ -454,6 +464,8 @@ class ExprPrinter:
 
     def _integer(self, e: N.Call):
         """C's ``/`` and ``%`` (``runtime.cute.math``), ``popc``, ``clz`` (an int32)."""
+        if _width_sensitive(e):  # of a promoted value: C's quotient, at the narrow width
+            return f"{cute_type(e.dtype)}({self.promoted(e, 0)})", ATOM
         args = ", ".join(self.expr(x) for x in e.args)
         if e.name in ("truncdiv", "truncmod"):
             self.use("math")
