@@ -1221,7 +1221,7 @@ def causal_depthwise_conv1d_dynamic(D=64, KW=4, bl=32):
 def gemm_u8_activation_zero_point(M=128, N=128, K=256, bm=64, bn=64, bk=64):
     """Asymmetric uint8 activations (a zero point per row) times symmetric int8 weights, on
     the int8 x int8 GEMM: A - 128 staged in shared as int8 (exact), W's column sums over K
-    accumulated in an int32 fragment beside the GEMM, then
+    accumulated in a shared int32 vector beside the GEMM (one thread a column), then
     C = float(acc + (128 - za[row]) * colsum[col]) * sa[row] * sw[col]."""
 
     @T.prim_func
@@ -1231,7 +1231,7 @@ def gemm_u8_activation_zero_point(M=128, N=128, K=256, bm=64, bn=64, bk=64):
             a_s = T.alloc_shared((bm, bk), T.int8)
             w_s = T.alloc_shared((bn, bk), T.int8)
             acc = T.alloc_fragment((bm, bn), T.int32)
-            csum = T.alloc_fragment((bn,), T.int32)
+            csum = T.alloc_shared((bn,), T.int32)
             T.clear(acc)
             T.clear(csum)
             for k in T.Pipelined(K // bk, num_stages=2):
