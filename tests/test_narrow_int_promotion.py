@@ -165,3 +165,169 @@ def test_width_sensitive_on_gpu():
     assert torch.equal(o.cpu().long(), want & 255)
     assert o[0, 0].item() == 150
     assert torch.equal(q.cpu().long(), torch.remainder(ii * ii, 10))
+
+
+def selects_and_abs(n=256):
+    """``T.if_then_else`` over narrow arithmetic (TVM prints it as C's ``c ? a : b``, whose
+    operands C converts as arithmetic does: the int product of two uint8s is kept whole
+    where the selection is converted or shifted), ``T.abs`` of int8 (TVM's ``x >= 0 ? x :
+    0 - x``: |-128| is 128 in int, -128 stored back as int8; |a - b| of the whole
+    difference), and an integer selection converted to float (a build error before)."""
+    @T.prim_func
+    def sel(A: T.Tensor((n,), T.int8), B: T.Tensor((n,), T.int8), U: T.Tensor((n,), T.uint8),
+            W: T.Tensor((n, 6), T.int32), P: T.Tensor((n, 2), T.int8), F: T.Tensor((n, 3), T.float32)):
+        with T.Kernel(n // 128, threads=128) as bx:
+            i = bx * 128 + T.get_thread_binding()
+            a = A[i]
+            b = B[i]
+            u = U[i]
+            W[i, 0] = T.if_then_else(a > 0, u * u, u)
+            W[i, 1] = T.if_then_else(a > 0, u + u, u) >> 1
+            W[i, 2] = T.abs(a)
+            W[i, 3] = T.abs(a - b)
+            W[i, 4] = T.if_then_else(T.abs(a) > 127, 1, 0)
+            W[i, 5] = T.max(T.if_then_else(a > 0, u * 2, u), 200)
+            P[i, 0] = T.abs(a)
+            P[i, 1] = T.abs(a - b)
+            F[i, 0] = T.cast(T.if_then_else(a > 0, u * u, u), T.float32)
+            F[i, 1] = T.cast(T.if_then_else(a > 0, a, b), T.float32)
+            F[i, 2] = F[i, 2] * T.if_then_else(b > 0, 1, 0)
+    return sel
+
+
+def test_selects_and_abs_of_narrow_values_compute_as_c_does():
+    src = tilecute.compile(selects_and_abs()).get_kernel_source()
+    assert "W[i, 0] = cutlass.Int32(cutlass.select_(a > cutlass.Int8(0), cutlass.Int32(u) * cutlass.Int32(u), cutlass.Int32(u)))" in src, src
+    assert "W[i, 1] = cutlass.Int32(cutlass.select_(a > cutlass.Int8(0), cutlass.Int32(u) + cutlass.Int32(u), cutlass.Int32(u)) >> 1)" in src, src
+    assert "W[i, 2] = cutlass.Int32(abs(cutlass.Int32(a)))" in src, src
+    assert "W[i, 3] = cutlass.Int32(abs(cutlass.Int32(a) - cutlass.Int32(b)))" in src, src
+    assert "cutlass.select_(abs(cutlass.Int32(a)) > 127, 1, 0)" in src, src
+    assert "P[i, 0] = abs(a)" in src, src  # stored at its width: wraps alike
+    assert "P[i, 1] = cutlass.Int8(abs(cutlass.Int32(a) - cutlass.Int32(b)))" in src, src
+    # an integer select_ (a value without a sign) named before its float conversion
+    assert "cutlass.Float32(cutlass.Int32(cutlass.select_(a > cutlass.Int8(0), cutlass.Int32(u)" in src, src
+    assert "cutlass.Float32(cutlass.Int8(cutlass.select_(a > cutlass.Int8(0), a, b)))" in src, src
+    assert "cutlass.Float32(cutlass.Int32(cutlass.select_(b > cutlass.Int8(0), 1, 0)))" in src, src
+
+
+def test_selects_and_abs_build_a_cubin(tmp_path):
+    assert tilecute.build_cubin(selects_and_abs(), "sm_90a", out_dir=str(tmp_path)).kernel_names
+
+
+@pytest.mark.gpu
+def test_selects_and_abs_on_gpu():
+    import torch
+    torch.manual_seed(0)
+    a = torch.randint(-128, 128, (256,), dtype=torch.int8, device="cuda")
+    b = torch.randint(-128, 128, (256,), dtype=torch.int8, device="cuda")
+    a[:4] = torch.tensor([-128, 127, 0, -1], dtype=torch.int8)
+    b[:4] = torch.tensor([100, -128, -128, 5], dtype=torch.int8)
+    u = torch.randint(0, 256, (256,), dtype=torch.uint8, device="cuda")
+    w = torch.empty(256, 6, dtype=torch.int32, device="cuda")
+    p = torch.empty(256, 2, dtype=torch.int8, device="cuda")
+    f = torch.randn(256, 3, device="cuda")
+    f2 = f[:, 2].clone()
+    tilecute.compile(selects_and_abs())(a, b, u, w, p, f)
+    ai, bi, ui = a.cpu().int(), b.cpu().int(), u.cpu().int()
+    pos = ai > 0
+    assert torch.equal(w[:, 0].cpu(), torch.where(pos, ui * ui, ui))
+    assert torch.equal(w[:, 1].cpu(), torch.where(pos, ui + ui, ui) >> 1)
+    assert torch.equal(w[:, 2].cpu(), ai.abs())
+    assert torch.equal(w[:, 3].cpu(), (ai - bi).abs())
+    assert torch.equal(w[:, 4].cpu(), (ai.abs() > 127).int())
+    assert torch.equal(w[:, 5].cpu(), torch.where(pos, ui * 2, ui).clamp(min=200))
+    assert torch.equal(p[:, 0].cpu(), ai.abs().to(torch.int8))
+    assert torch.equal(p[:, 1].cpu(), (ai - bi).abs().to(torch.int8))
+    assert torch.equal(f[:, 0].cpu(), torch.where(pos, ui * ui, ui).float())
+    assert torch.equal(f[:, 1].cpu(), torch.where(pos, ai, bi).float())
+    assert torch.equal(f[:, 2], f2 * (b > 0).float())
+
+
+def bit_not(n=256):
+    """``~x`` / ``T.bitwise_not(x)`` of 8- and 16-bit unsigned values: TVM's bitwise_not,
+    printed ``~x``, which C computes on the value promoted to int (~200 of a uint8 is -201
+    where converted or compared, so ``~u > 0`` never holds); stored back at its width it is
+    ``x ^ 255``.  tilecute built ``x ^ 255``, whose int value is 55 (silently unlike)."""
+    @T.prim_func
+    def bnot(U: T.Tensor((n,), T.uint8), V: T.Tensor((n,), T.uint16), W: T.Tensor((n, 4), T.int32),
+             P: T.Tensor((n, 2), T.uint8)):
+        with T.Kernel(n // 128, threads=128) as bx:
+            i = bx * 128 + T.get_thread_binding()
+            u = U[i]
+            W[i, 0] = ~u
+            W[i, 1] = T.bitwise_not(V[i])
+            W[i, 2] = T.if_then_else(~u > 0, 1, 0)
+            W[i, 3] = (~(u + u)) >> 1
+            P[i, 0] = ~u
+            P[i, 1] = ~(u + u) >> 1
+    return bnot
+
+
+def test_bitwise_not_of_narrow_unsigned_is_cs_int():
+    func = bit_not()
+    assert "T.bitwise_not(u)" in func.script()
+    src = tilecute.compile(func).get_kernel_source()
+    assert "W[i, 0] = cutlass.Int32(cutlass.Int32(u) ^ -1)" in src, src
+    assert "W[i, 1] = cutlass.Int32(cutlass.Int32(cutlass.Uint16(V[i])) ^ -1)" in src, src
+    assert "cutlass.select_(cutlass.Int32(u) ^ -1 > 0, 1, 0)" in src, src
+    assert "P[i, 0] = u ^ cutlass.Uint8(255)" in src, src
+    assert "P[i, 1] = cutlass.Uint8((cutlass.Int32(u) + cutlass.Int32(u) ^ -1) >> 1)" in src, src
+
+
+def test_bitwise_not_builds_a_cubin(tmp_path):
+    assert tilecute.build_cubin(bit_not(), "sm_90a", out_dir=str(tmp_path)).kernel_names
+
+
+@pytest.mark.gpu
+def test_bitwise_not_on_gpu():
+    import torch
+    u = torch.randint(0, 256, (256,), dtype=torch.uint8, device="cuda")
+    v = torch.randint(0, 65536, (256,), dtype=torch.int32, device="cuda").to(torch.uint16)
+    w = torch.empty(256, 4, dtype=torch.int32, device="cuda")
+    p = torch.empty(256, 2, dtype=torch.uint8, device="cuda")
+    tilecute.compile(bit_not())(u, v, w, p)
+    ui, vi = u.cpu().int(), v.to(torch.int32).cpu() & 0xFFFF
+    assert torch.equal(w[:, 0].cpu(), ~ui)
+    assert torch.equal(w[:, 1].cpu(), ~vi)
+    assert torch.equal(w[:, 2].cpu(), torch.zeros(256, dtype=torch.int32))
+    assert torch.equal(w[:, 3].cpu(), (~(ui + ui)) >> 1)
+    assert torch.equal(p[:, 0].cpu(), (~ui).to(torch.uint8))
+    assert torch.equal(p[:, 1].cpu(), ((~(ui + ui)) >> 1).to(torch.uint8))
+
+
+def trunc_divmod(n=256):
+    """``T.truncdiv`` / ``T.truncmod`` (TVM's Div / Mod, C's ``/`` and ``%``) of narrow
+    arithmetic: C divides the int sum / product (``truncdiv(a + b, 2)`` of int8s 100 and 100
+    is 100), as the floor forms already did; tilecute divided the wrapped int8."""
+    @T.prim_func
+    def tdm(A: T.Tensor((n,), T.int8), B: T.Tensor((n,), T.int8), W: T.Tensor((n, 2), T.int32),
+            P: T.Tensor((n,), T.int8)):
+        with T.Kernel(n // 128, threads=128) as bx:
+            i = bx * 128 + T.get_thread_binding()
+            W[i, 0] = T.truncdiv(A[i] + B[i], 2)
+            W[i, 1] = T.truncmod(A[i] * B[i], 7)
+            P[i] = T.truncdiv(A[i] + B[i], 2)
+    return tdm
+
+
+def test_trunc_divmod_of_narrow_sums_divides_cs_int(tmp_path):
+    src = tilecute.compile(trunc_divmod()).get_kernel_source()
+    assert "W[i, 0] = cutlass.Int32(tcmath.truncdiv(cutlass.Int32(A[i]) + cutlass.Int32(B[i]), 2))" in src, src
+    assert "W[i, 1] = cutlass.Int32(tcmath.truncmod(cutlass.Int32(A[i]) * cutlass.Int32(B[i]), 7))" in src, src
+    assert "P[i] = cutlass.Int8(tcmath.truncdiv(cutlass.Int32(A[i]) + cutlass.Int32(B[i]), 2))" in src, src
+    assert tilecute.build_cubin(trunc_divmod(), "sm_90a", out_dir=str(tmp_path)).kernel_names
+
+
+@pytest.mark.gpu
+def test_trunc_divmod_on_gpu():
+    import torch
+    a = torch.randint(-128, 128, (256,), dtype=torch.int8, device="cuda")
+    b = torch.randint(-128, 128, (256,), dtype=torch.int8, device="cuda")
+    w = torch.empty(256, 2, dtype=torch.int32, device="cuda")
+    p = torch.empty(256, dtype=torch.int8, device="cuda")
+    tilecute.compile(trunc_divmod())(a, b, w, p)
+    ai, bi = a.cpu().int(), b.cpu().int()
+    s, m = ai + bi, ai * bi
+    assert torch.equal(w[:, 0].cpu(), torch.div(s, 2, rounding_mode="trunc"))
+    assert torch.equal(w[:, 1].cpu(), torch.fmod(m, 7))
+    assert torch.equal(p.cpu(), torch.div(s, 2, rounding_mode="trunc").to(torch.int8))

@@ -98,25 +98,59 @@ def _fp8(dtype: str) -> bool:
     return N.is_float(dtype) and DTYPES[dtype].bits == 8
 
 
+def _int_abs(e) -> bool:
+    """A ``T.abs`` of a signed integer: TVM builds it as ``x >= 0 ? x : 0 - x``, whose
+    ``0 - x`` C computes in int (so |-128| of an int8 is 128 where it is converted)."""
+    return isinstance(e, N.Call) and e.name == "abs" and N.is_int(e.dtype)
+
+
+def _bit_not(e) -> bool:
+    """``~x`` of an 8- or 16-bit unsigned integer (the ``bitwise_not`` Call: C computes it in
+    int, so ~200 of a uint8 is -201 where converted or compared)."""
+    return isinstance(e, N.Call) and e.name == "bitwise_not"
+
+
+def _trunc_divmod(e) -> bool:
+    """``T.truncdiv`` / ``T.truncmod`` (TVM's Div / Mod: C's ``/`` and ``%``)."""
+    return isinstance(e, N.Call) and e.name in ("truncdiv", "truncmod")
+
+
 def _narrow_int(e) -> bool:
-    return isinstance(e, N.BinOp) and N.is_int(e.dtype) and DTYPES[e.dtype].bits < 32
+    """8- or 16-bit integer arithmetic: a BinOp, a Select (C's ``?:`` converts its
+    operands as arithmetic does), an integer abs, a ``bitwise_not``, a truncdiv / truncmod."""
+    return ((isinstance(e, (N.BinOp, N.Select)) or _int_abs(e) or _bit_not(e) or _trunc_divmod(e))
+            and N.is_int(e.dtype) and DTYPES[e.dtype].bits < 32)
+
+
+def _operands(e) -> tuple:
+    """The narrow operands of a ``_narrow_int`` expression (a Select's branches)."""
+    return tuple(e.args) if isinstance(e, N.Call) else (e.a, e.b)
 
 
 def _promotes(e) -> bool:
     """Is ``e`` 8- or 16-bit integer arithmetic that C computes in int: a PROMOTED_OPS
-    operator, or a PASS_THROUGH_OPS one over such a value?"""
+    operator, an integer abs or a ``bitwise_not``, or a PASS_THROUGH_OPS one or a Select
+    over such a value?"""
     if not _narrow_int(e):
         return False
-    if e.op in PROMOTED_OPS:
+    if isinstance(e, N.Select):
+        return any(_promotes(x) for x in _operands(e))
+    if _int_abs(e) or _bit_not(e) or (not isinstance(e, N.Call) and e.op in PROMOTED_OPS):
         return True
-    return e.op in PASS_THROUGH_OPS and (_promotes(e.a) or _promotes(e.b))
+    return (_trunc_divmod(e) or e.op in PASS_THROUGH_OPS) and any(_promotes(x) for x in _operands(e))
 
 
 def _width_sensitive(e) -> bool:
     """Does ``e``'s value at its own narrow width differ from C's (a WIDTH_SENSITIVE_OPS
-    operator over a promoted value, anywhere in its narrow arithmetic)?"""
-    if not _promotes(e) or e.op in PROMOTED_OPS + ("bitand", "bitor", "bitxor"):
-        return _narrow_int(e) and (_width_sensitive(e.a) or _width_sensitive(e.b))
+    operator, or an abs, over a promoted value, anywhere in its narrow arithmetic)?"""
+    if _int_abs(e):
+        return _promotes(e.args[0]) or _width_sensitive(e.args[0])
+    if _bit_not(e):  # (bitwise: the narrow value is the low bits of C's)
+        return _width_sensitive(e.args[0])
+    if _trunc_divmod(e):  # C's / and % of a promoted value: as floordiv / mod
+        return _promotes(e) or any(_width_sensitive(x) for x in e.args)
+    if not _promotes(e) or isinstance(e, N.Select) or e.op in PROMOTED_OPS + ("bitand", "bitor", "bitxor"):
+        return _narrow_int(e) and any(_width_sensitive(x) for x in _operands(e))
     return True
 
 
@@ -203,6 +237,19 @@ class ExprPrinter:
         in Int32 (operands widened first), so a product or sum does not wrap at the narrow
         width; any other value widened (an Int32 of it)."""
         if _promotes(e):
+            if _int_abs(e):
+                return f"abs({self.promoted(e.args[0], 0)})"
+            if _trunc_divmod(e):
+                self.use("math")
+                return f"tcmath.{e.name}({self.promoted(e.args[0], 0)}, {self.promoted(e.args[1], 0)})"
+            if _bit_not(e):  # every bit of the int flipped
+                text = f"{self.promoted(e.args[0], PREC['bitxor'])} ^ -1"
+                return f"({text})" if PREC["bitxor"] < min_prec else text
+            if isinstance(e, N.Select):
+                if isinstance(e.cond, N.Const):
+                    return self.promoted(e.a if e.cond.value else e.b, min_prec)
+                return (f"cutlass.select_({self.expr(e.cond)}, {self.promoted(e.a, 0)}, "
+                        f"{self.promoted(e.b, 0)})")
             if e.op in ("min", "max"):
                 return f"cutlass.{e.op}({self.promoted(e.a, 0)}, {self.promoted(e.b, 0)})"
             if e.op in ("floordiv", "mod") and DTYPES[e.dtype].kind != "int":
@@ -284,9 +331,14 @@ class ExprPrinter:
                 return held, ATOM
             if FP4 in (e.dtype, e.value.dtype) and e.dtype != e.value.dtype:
                 return self._fp4_cast(e), ATOM
-            if _promotes(e.value):
-                return f"{cute_type(e.dtype)}({self.promoted(e.value, 0)})", ATOM
-            return f"{cute_type(e.dtype)}({self.expr(e.value)})", ATOM
+            promoted = _promotes(e.value)
+            text = self.promoted(e.value, 0) if promoted else self.expr(e.value)
+            if (N.is_float(e.dtype) and N.is_int(e.value.dtype) and isinstance(e.value, N.Select)
+                    and not isinstance(e.value.cond, N.Const)):
+                # cutlass.select_ gives an MLIR value without a sign, which CuTe DSL's float
+                # conversions refuse ("signless to float conversion"): name its integer type
+                text = f"{cute_type('int32' if promoted else e.value.dtype)}({text})"
+            return f"{cute_type(e.dtype)}({text})", ATOM
         if isinstance(e, N.Select):
             if isinstance(e.cond, N.Const):  # CuTe's select_ takes a runtime condition only
                 return self._expr(e.a if e.cond.value else e.b)
@@ -412,6 +464,8 @@ class ExprPrinter:
 
     def _integer(self, e: N.Call):
         """C's ``/`` and ``%`` (``runtime.cute.math``), ``popc``, ``clz`` (an int32)."""
+        if _width_sensitive(e):  # of a promoted value: C's quotient, at the narrow width
+            return f"{cute_type(e.dtype)}({self.promoted(e, 0)})", ATOM
         args = ", ".join(self.expr(x) for x in e.args)
         if e.name in ("truncdiv", "truncmod"):
             self.use("math")
@@ -425,9 +479,20 @@ class ExprPrinter:
         self.use("math")
         return f"tcmath.reinterpret({self.expr(e.args[0])}, {cute_type(e.dtype)})", ATOM
 
+    def _bitwise_not(self, e: N.Call):
+        """``~x`` of an 8- or 16-bit unsigned integer at its own width: ``x ^ all ones``
+        (in a conversion or comparison ``ExprPrinter.promoted`` prints C's int value)."""
+        x = e.args[0]
+        ones = f"{cute_type(e.dtype)}({(1 << DTYPES[e.dtype].bits) - 1})"
+        if _width_sensitive(x):
+            return f"{cute_type(e.dtype)}({self.promoted(x, PREC['bitxor'])} ^ -1)", ATOM
+        return f"{self.operand(x, PREC['bitxor'])} ^ {ones}", PREC["bitxor"]
+
     def _abs(self, e: N.Call):
         if _fp8(e.dtype):  # (exact in float32)
             return f"{cute_type(e.dtype)}(cute.math.absf({self.expr(N.cast(e.args[0], 'float32'))}))", ATOM
+        if _width_sensitive(e):  # |x| of a promoted x: C's value at the narrow width
+            return f"{cute_type(e.dtype)}({self.promoted(e, 0)})", ATOM
         fn = "cute.math.absf" if N.is_float(e.dtype) else "abs"
         return f"{fn}({self.expr(e.args[0])})", ATOM
 
@@ -487,7 +552,7 @@ _CALLS = {"thread_idx": ExprPrinter._thread_idx, "ceildiv": ExprPrinter._ceildiv
           "ptx_commit_group": lambda self, e: ("cute.arch.cp_async_commit_group()", ATOM),
           "ptx_wait_group": lambda self, e: (f"cute.arch.cp_async_wait_group({e.args[0].value})",
                                              ATOM),
-          "fma": ExprPrinter._fma, "abs": ExprPrinter._abs, "exp10": ExprPrinter._exp10,
+          "fma": ExprPrinter._fma, "abs": ExprPrinter._abs, "bitwise_not": ExprPrinter._bitwise_not, "exp10": ExprPrinter._exp10,
           "reinterpret": ExprPrinter._reinterpret,
           **{name: ExprPrinter._rng for name in ("rng_init",) + N.RNG_DRAWS},
           **{name: ExprPrinter._integer for name in ("truncdiv", "truncmod", "popcount", "clz")},

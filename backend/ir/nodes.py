@@ -101,8 +101,7 @@ class Expr:
             return Not(self)
         if not is_int(self.dtype):
             raise TypeError(f"~ on {self.dtype}: Python's ~ on expressions takes integers")
-        ones = -1 if DTYPES[self.dtype].kind == "int" else (1 << DTYPES[self.dtype].bits) - 1
-        return binop("bitxor", self, Const(ones, self.dtype))
+        return bitwise_not(self)
 
     def astype(self, dtype) -> "Expr":
         """TVM's ``PrimExpr.astype(dtype)``: a cast (``T.uint8``, a name or a torch dtype)."""
@@ -207,6 +206,10 @@ INTRINSICS = {
     # integers: C's / and % (truncating; the BinOps floordiv and mod floor), the number
     # of set bits (the argument's dtype), leading zeros of a 32/64-bit integer (int32)
     "truncdiv": 2, "truncmod": 2, "popcount": 1, "clz": 1,
+    # ~x of an 8- or 16-bit unsigned integer (TVM's bitwise_not, C's ~ of the value promoted
+    # to int: ~200 is -201 where it is converted or compared, 55 stored back as uint8); the
+    # other integers' ~x is the BinOp x ^ -1 (bitwise_not below)
+    "bitwise_not": 1,
     # the fast-math pass's approximations (ex2.approx.ftz / lg2.approx.ftz: flush
     # subnormals, ~2 ulp): exp2(x), exp(x) as exp2(x * log2 e), log2(x), log(x) as
     # log2(x) * ln 2
@@ -350,18 +353,40 @@ def is_int(dtype: str) -> bool:
     return DTYPES[dtype].kind in ("int", "uint")
 
 
+# TVM's BinaryOpMatchTypes ranks the float kinds before their widths: an IEEE float
+# (float16 / float32 / float64) beats bfloat16 (float16 + bfloat16 is float16, either
+# side), bfloat16 beats the fp8s, an fp8 beats fp4
+_FLOAT_KIND_RANK = {"float16": 3, "float32": 3, "tfloat32": 3, "float64": 3, "bfloat16": 2,
+                    "float8_e4m3": 1, "float8_e5m2": 1, "float4_e2m1fn": 0}
+
+
 def promote(a: str, b: str) -> str:
-    """The dtype of ``a op b``: floats win over ints, wider wins, ties keep ``a``."""
+    """The dtype of ``a op b``, as TVM's BinaryOpMatchTypes gives it: a float beats an
+    integer or bool whatever the widths; two floats by kind (``_FLOAT_KIND_RANK``), then
+    the wider; a bool loses to an integer; two integers the wider, at equal widths the
+    unsigned one (``int32 + uint32`` and ``uint32 + int32`` are uint32); ties of the same
+    kind keep ``a``.  Two different fp8 formats have no common dtype (TVM: "Cannot match
+    type")."""
     if a == b:
         return a
     fa, fb = is_float(a), is_float(b)
     if fa != fb:
         return a if fa else b
+    if fa:
+        ra, rb = _FLOAT_KIND_RANK[a], _FLOAT_KIND_RANK[b]
+        if ra != rb:
+            return a if ra > rb else b
+        if ra == 1:
+            raise TypeError(f"cannot match {a} and {b}: TVM's BinaryOpMatchTypes has no common "
+                            "dtype for two fp8 formats; convert one with T.cast first")
+        return a if DTYPES[a].bits >= DTYPES[b].bits else b
     if a == "bool":
         return b
     if b == "bool":
         return a
-    return a if DTYPES[a].bits >= DTYPES[b].bits else b
+    if DTYPES[a].bits != DTYPES[b].bits:
+        return a if DTYPES[a].bits > DTYPES[b].bits else b
+    return b if DTYPES[b].kind == "uint" and DTYPES[a].kind != "uint" else a
 
 
 def _int_binop(op: str, a, b) -> Expr:
@@ -459,6 +484,18 @@ def _fold_int(op, x, y):
     if op == "min": return min(x, y)
     if op == "max": return max(x, y)
     return None
+
+
+def bitwise_not(x: Expr) -> Expr:
+    """``~x`` of an integer expression (TVM's ``bitwise_not``): ``x ^ -1`` (all ones); for an
+    8- or 16-bit unsigned ``x`` the ``bitwise_not`` Call, whose value C computes in int
+    (``~x`` of a uint8 200 is -201 where converted or compared), unlike ``x ^ 255``."""
+    ones = -1 if DTYPES[x.dtype].kind == "int" else (1 << DTYPES[x.dtype].bits) - 1
+    if isinstance(x, Const):
+        return Const(x.value ^ ones, x.dtype)
+    if DTYPES[x.dtype].kind == "uint" and DTYPES[x.dtype].bits < 32:
+        return Call("bitwise_not", (x,), x.dtype)
+    return binop("bitxor", x, Const(ones, x.dtype))
 
 
 def cmp(op: str, a, b) -> Expr:

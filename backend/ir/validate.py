@@ -1174,7 +1174,7 @@ class _Validator:
                       f"{', '.join(dtypes)} -> {e.dtype}")
         if e.name in N.FLOAT_PREDICATES and not (N.is_float(dtypes[0]) and e.dtype == "bool"):
             self.fail(f"{e.name} takes a float and is a bool; got {dtypes[0]} -> {e.dtype}")
-        if e.name in ("truncdiv", "truncmod", "popcount") and not (
+        if e.name in ("truncdiv", "truncmod", "popcount", "bitwise_not") and not (
                 N.is_int(e.dtype) and set(dtypes) == {e.dtype}):
             self.fail(f"{e.name} takes integer arguments of its result's dtype; got "
                       f"{', '.join(dtypes)} -> {e.dtype}")

@@ -675,8 +675,7 @@ def bitwise_not(x):
     x = _N.as_expr(x)
     if not _N.is_int(x.dtype):
         raise TypeError(f"T.bitwise_not takes an integer, got {x.dtype}")
-    ones = -1 if DTYPES[x.dtype].kind == "int" else (1 << DTYPES[x.dtype].bits) - 1
-    return _N.binop("bitxor", x, _N.Const(ones, x.dtype))
+    return _N.bitwise_not(x)
 
 
 # ---- casts and selects ---------------------------------------------------------------------

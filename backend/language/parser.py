@@ -423,7 +423,8 @@ def _reducer_combine(op: str, acc: N.Expr, value: N.Expr) -> N.Expr:
 
 # the intrinsics without effects and without thread state (pure in TVM's sense)
 _PURE_CALLS = frozenset(N.FLOAT_MATH + N.FLOAT_PREDICATES + N.IEEE_FORMS + (
-    "abs", "fma", "ceildiv", "truncdiv", "truncmod", "popcount", "clz", "reinterpret", "ffs"))
+    "abs", "fma", "ceildiv", "truncdiv", "truncmod", "popcount", "clz", "reinterpret", "ffs",
+    "bitwise_not"))
 
 
 def _reserved(name: str) -> bool:

@@ -38,7 +38,8 @@ from .analysis import column_slice, written_globals
 
 # intrinsics whose value depends on their arguments alone (the same in every block)
 _PURE_CALLS = set(N.FLOAT_MATH) | set(N.FLOAT_PREDICATES) | {
-    "ceildiv", "fma", "abs", "truncdiv", "truncmod", "popcount", "clz", "reinterpret"}
+    "ceildiv", "fma", "abs", "truncdiv", "truncmod", "popcount", "clz", "reinterpret",
+    "bitwise_not"}
 
 
 class _Invariance:
