@@ -164,6 +164,23 @@ def value_range(e: N.Expr, env: dict[str, Range]) -> Range:
     return None, None
 
 
+def decided(cond: N.Expr, env: dict[str, Range]) -> Optional[bool]:
+    """The value of an integer comparison that the ranges of its variables decide (for every
+    value in them), or None.  ``k * 128 + j >= 4096`` with k in [0, 31] and j in [0, 127]
+    is False."""
+    if not (isinstance(cond, N.Cmp) and N.is_int(cond.a.dtype) and N.is_int(cond.b.dtype)):
+        return None
+    lo, hi = value_range(N.BinOp("sub", cond.a, cond.b, "int64"), env)
+    tests = {"lt": (hi is not None and hi < 0, lo is not None and lo >= 0),
+             "le": (hi is not None and hi <= 0, lo is not None and lo > 0),
+             "gt": (lo is not None and lo > 0, hi is not None and hi <= 0),
+             "ge": (lo is not None and lo >= 0, hi is not None and hi < 0),
+             "eq": (lo == hi == 0, (lo is not None and lo > 0) or (hi is not None and hi < 0))}
+    tests["ne"] = tests["eq"][::-1]
+    true, false = tests[cond.op]
+    return True if true else False if false else None
+
+
 def _opt(x, y, f):
     return None if x is None or y is None else f(x, y)
 
