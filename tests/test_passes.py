@@ -222,8 +222,8 @@ CASES = [
 +        panel_first = block_flat // (16 * T.ceildiv(N, 128)) * 16
 +        panel_offset = block_flat % (16 * T.ceildiv(N, 128))
 +        panel_rows = T.if_then_else(panel_first + 16 <= T.ceildiv(M, 128), 16, T.ceildiv(M, 128) - panel_first)
-+        bx1 = panel_offset // panel_rows
-+        by1 = panel_offset % panel_rows + panel_first
++        bx1 = panel_offset // panel_rows  # below T.ceildiv(N, 128)
++        by1 = panel_offset % panel_rows + panel_first  # below T.ceildiv(M, 128)
 @@ -15,2 +21,2 @@
 -            T.copy(A[by * 128, k * 64], As)
 -            T.copy(B[k * 64, bx * 128], Bs)
