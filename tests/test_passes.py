@@ -189,6 +189,33 @@ def normalize(X: T.Tensor((4, 512), "float32"), Y: T.Tensor((4, 512), "float32")
             Y[i, j] = x[i, j] / s[i]
 """
 
+# TileLang's warp-specialized GEMM written with its own regions and mbarriers, pipelined
+WS_PIPELINE = """
+@T.prim_func
+def ws_gemm(A: T.Tensor((512, 256), "float16"), B: T.Tensor((256, 512), "float16"), C: T.Tensor((512, 512), "float16")):
+    with T.Kernel(4, 4, threads=256) as (bx, by):
+        A_s = T.alloc_shared((128, 64), "float16")
+        B_s = T.alloc_shared((64, 128), "float16")
+        acc = T.alloc_fragment((128, 128), "float32")
+        ready = T.alloc_barrier(arrive_count=128)
+        done = T.alloc_barrier(arrive_count=128)
+        with T.ws(0):
+            T.clear(acc)
+        for ko in T.Pipelined(4, num_stages=2):
+            with T.ws(1):
+                T.barrier_wait(done, (ko + 1) % 2)
+                T.tma_copy(A[by * 128, ko * 64], A_s, barrier=ready)
+                T.tma_copy(B[ko * 64, bx * 128], B_s, barrier=ready)
+                T.barrier_arrive(ready)
+            with T.ws(0):
+                T.barrier_wait(ready, ko % 2)
+                T.gemm(A_s, B_s, acc)
+                T.barrier_arrive(done)
+        with T.ws(0):
+            T.copy(acc, C[by * 128, bx * 128])
+"""
+
+
 CASES = [
     ("fragment_thread_regions", PARTIAL, "sm_90a", """\
 @@ -8,8 +8,9 @@
@@ -222,8 +249,8 @@ CASES = [
 +        panel_first = block_flat // (16 * T.ceildiv(N, 128)) * 16
 +        panel_offset = block_flat % (16 * T.ceildiv(N, 128))
 +        panel_rows = T.if_then_else(panel_first + 16 <= T.ceildiv(M, 128), 16, T.ceildiv(M, 128) - panel_first)
-+        bx1 = panel_offset // panel_rows
-+        by1 = panel_offset % panel_rows + panel_first
++        bx1 = panel_offset // panel_rows  # below T.ceildiv(N, 128)
++        by1 = panel_offset % panel_rows + panel_first  # below T.ceildiv(M, 128)
 @@ -15,2 +21,2 @@
 -            T.copy(A[by * 128, k * 64], As)
 -            T.copy(B[k * 64, bx * 128], Bs)
@@ -232,6 +259,33 @@ CASES = [
 @@ -18 +24 @@
 -        T.copy(acc, C[by * 128, bx * 128])
 +        T.copy(acc, C[by1 * 128, bx1 * 128])
+"""),
+    ("version_pipelines", WS_PIPELINE, "sm_90a", """\
+@@ -7,2 +7,2 @@
+-        A_s = T.alloc_shared((128, 64), "float16", layout=T.Layout("tma_swizzled", swizzle=128))
+-        B_s = T.alloc_shared((64, 128), "float16", layout=T.Layout("tma_swizzled", swizzle=128))
++        A_s = T.alloc_shared((128, 64), "float16", layout=T.Layout("tma_swizzled", swizzle=128), stages=2)
++        B_s = T.alloc_shared((64, 128), "float16", layout=T.Layout("tma_swizzled", swizzle=128), stages=2)
+@@ -10,2 +10,2 @@
+-        ready = T.alloc_barrier(128)
+-        done = T.alloc_barrier(128)
++        ready = T.alloc_barrier([128] * 2)
++        done = T.alloc_barrier([128] * 2)
+@@ -16,4 +16,4 @@
+-                T.mbarrier_wait_parity(done, (ko + 1) % 2)
+-                T.tma_copy(A[by * 128, ko * 64], A_s, barrier=ready)
+-                T.tma_copy(B[ko * 64, bx * 128], B_s, barrier=ready)
+-                T.mbarrier_arrive(ready)
++                T.mbarrier_wait_parity(done[ko % 2], (ko // 2 + 1) % 2)
++                T.tma_copy(A[by * 128, ko * 64], A_s, barrier=ready[ko % 2])
++                T.tma_copy(B[ko * 64, bx * 128], B_s, barrier=ready[ko % 2])
++                T.mbarrier_arrive(ready[ko % 2])
+@@ -21 +21 @@
+-                T.mbarrier_wait_parity(ready, ko % 2)
++                T.mbarrier_wait_parity(ready[ko % 2], ko // 2 % 2)
+@@ -23 +23 @@
+-                T.mbarrier_arrive(done)
++                T.mbarrier_arrive(done[ko % 2])
 """),
     ("stage_epilogue", GEMM, "sm_90a", """\
 @@ -15 +15,3 @@

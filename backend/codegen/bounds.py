@@ -130,11 +130,19 @@ class Knowledge:
         self.facts: list[dict] = []
 
     # ---- what the emitter tells it ------------------------------------------------------
-    def let(self, var: N.Var, value: N.Expr) -> None:
+    def let(self, var: N.Var, value: N.Expr, within: N.Expr | None = None) -> None:
+        """``within``: the Let's bound (``0 <= var < within``, a remapped block index
+        below its grid extent), which the value's form may not show: the variable then
+        stays an atom bounded as a block index is, rather than standing for its value."""
         if not N.is_int(var.dtype):
             return
         value = self.expand(value)
-        if _pure(value):
+        if within is not None:
+            top = N.binop("sub", self.expand(within), N.Const(1, within.dtype))
+            self.let_ranges[var.name] = (0, self.highest(self.linear(top)))
+            if not isinstance(within, N.Const) and _pure(top):
+                self.bounds[var.name] = (N.Const(0, within.dtype), top)
+        elif _pure(value):
             self.lets[var.name] = value
         else:
             self.let_ranges[var.name] = self.span(self.linear(value))

@@ -267,7 +267,7 @@ class KernelEmitter:
 
     def let(self, s: N.Let, depth: int) -> None:
         self.out.line(depth, f"{ident(s.var.name)} = {self.exprs.expr(s.value)}")
-        self.bounds.known.let(s.var, s.value)
+        self.bounds.known.let(s.var, s.value, s.within)
 
     def store(self, s: N.Store, depth: int) -> None:
         expr = self.exprs.expr

@@ -653,11 +653,16 @@ class SafeValueScope(Stmt):
 
 @dataclass(frozen=True)
 class Let(Stmt):
-    """Bind ``var`` to ``value`` for the rest of the enclosing block."""
+    """Bind ``var`` to ``value`` for the rest of the enclosing block.  ``within``: an
+    integer the pass that made the Let knows the value lies below (``0 <= var <
+    within``), where the value's form does not show it: a block index remapped by a
+    block order (a permutation of the grid) is below its grid extent.  The bounds
+    prover reads it; nothing checks it at run time."""
 
     var: Var
     value: Expr
     loc: Optional[Loc] = _loc()
+    within: Optional[Expr] = None
 
 
 @dataclass(frozen=True)

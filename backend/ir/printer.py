@@ -201,7 +201,8 @@ def _stmt(s: N.Stmt, indent: int, out: list[str]) -> None:
         out.append(f"{pad}with T.ws({', '.join(map(str, s.groups))}):")
         _stmts(s.body, indent + 1, out)
     elif isinstance(s, N.Let):
-        out.append(f"{pad}{s.var.name} = {_typed(s.value, s.var.dtype)}")
+        below = f"  # below {expr_str(s.within)}" if s.within is not None else ""
+        out.append(f"{pad}{s.var.name} = {_typed(s.value, s.var.dtype)}{below}")
     elif isinstance(s, N.Store):
         out.append(f"{pad}{s.buffer}[{', '.join(expr_str(i) for i in s.indices)}] = {expr_str(s.value)}")
     elif isinstance(s, N.Evaluate) and isinstance(s.value, N.Call) and \

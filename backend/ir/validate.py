@@ -624,6 +624,11 @@ class _Validator:
             if s.value.dtype != s.var.dtype:
                 self.fail(f"let '{s.var.name}': value has dtype {s.value.dtype}, variable "
                           f"{s.var.dtype}")
+            if s.within is not None:
+                self.expr(s.within, vars_, bufs)
+                if not (N.is_int(s.var.dtype) and N.is_int(s.within.dtype)):
+                    self.fail(f"let '{s.var.name}': 'within' bounds an integer variable by an "
+                              f"integer, not {s.var.dtype} by {s.within.dtype}")
             self.name(s.var.name, "variable")
             vars_[s.var.name] = s.var
         elif isinstance(s, N.Store):

@@ -3753,9 +3753,11 @@ class _Parser:
                                    order="row" if order == "row" else "column",
                                    serpentine=True)
         renamed = {}
-        for name, value, old in zip(names[:2], (new_x, new_y), (x, y)):
+        for name, value, old, extent in zip(names[:2], (new_x, new_y), (x, y), grid[:2]):
             var = N.Var(self.fresh(name), old.dtype)  # (the block index's dtype)
-            stmts.append(N.Let(var, N.cast(value, old.dtype), loc=self.loc(s)))
+            # (below its grid extent, as the block index: the order permutes the grid)
+            stmts.append(N.Let(var, N.cast(value, old.dtype), loc=self.loc(s),
+                               within=N.cast(extent, old.dtype)))
             self.bind(name, var)
             if isinstance(old, N.Var):
                 renamed[old.name] = var

@@ -17,7 +17,7 @@ from . import (accumulator_views, defer_row_sums, fast_math, fragment_thread_reg
                insert_barriers, layout_inference, lower_tile_ops,
                overlap_mma, rasterize, scope_safe_values, select_mma, shared_epilogue, shared_memory,
                software_pipeline, tma_copies, tma_descriptors, tma_multicast, vectorize,
-               warp_specialize)
+               version_pipelines, warp_specialize)
 from .launch_abi import KernelPlan, build_abi
 
 
@@ -49,6 +49,7 @@ PASSES = (
     Pass("warp_specialize", lambda f, arch, o: warp_specialize.warp_specialize(
         f, arch, auto=not o.get("disable_warp_specialize", False))),
     Pass("pipeline_tma_loads", lambda f, arch, o: software_pipeline.pipeline_tma_loads(f, arch)),
+    Pass("version_pipelines", lambda f, arch, o: version_pipelines.version_pipelines(f)),
     Pass("overlap_mma", overlap_mma.overlap_mma),
     Pass("assign_tma_descriptors",
          lambda f, arch, o: tma_descriptors.assign_tma_descriptors(f, arch)),

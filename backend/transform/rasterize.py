@@ -62,15 +62,18 @@ def _kernel(func: N.PrimFunc, scope: N.KernelScope, names: set[str]) -> N.Kernel
     x, y = scope.block_vars[:2]
     lets = []
 
-    def let(stem, value):
+    def let(stem, value, within=None):
         var = fresh(stem, value.dtype)
-        lets.append(N.Let(var, value, loc=scope.loc))
+        lets.append(N.Let(var, value, loc=scope.loc, within=within))
         return var
     new_x, new_y = panel_order(x, y, scope.grid[0], scope.grid[1], PANEL, let,
                                (tuple(scope.cluster or ()) + (1, 1))[:2])
     # each new index keeps its block variable's dtype (the walk is int64 where a grid
-    # extent is; an int32 index's new value is below its extent, so it fits)
-    new_x, new_y = let(x.name, N.cast(new_x, x.dtype)), let(y.name, N.cast(new_y, y.dtype))
+    # extent is; an int32 index's new value is below its extent, so it fits), and is
+    # below that extent (the order is a permutation of the grid): the bounds prover
+    # knows it as it knows the block index's range
+    new_x = let(x.name, N.cast(new_x, x.dtype), N.cast(scope.grid[0], x.dtype))
+    new_y = let(y.name, N.cast(new_y, y.dtype), N.cast(scope.grid[1], y.dtype))
     body = substitute(tuple(scope.body), {x.name: new_x, y.name: new_y})
     return dataclasses.replace(scope, body=tuple(lets) + body)
 
