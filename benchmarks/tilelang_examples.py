@@ -49,7 +49,8 @@ def _timer(warm: bool):
 
     def bench(fn, *_, quantiles=None, **__):
         fn()
-        torch.cuda.synchronize()
+        if torch.cuda.is_available():  # (the warm-up pass also runs on a CPU machine)
+            torch.cuda.synchronize()
         ms = 1.0
         if not warm:
             flush = torch.empty(256 << 18, dtype=torch.int32, device="cuda")
