@@ -202,7 +202,22 @@ class _Sync:
                     summary.written[b] = _async_writes(s)
                 entry = st.copy()
                 entry.merge(summary)
+                before = st.copy()
                 new_body = self.block(s.body, entry)
+                if not self.program_orders and self.conflicts(s, before):
+                    # what was touched before the loop needs a barrier in its body (a tile
+                    # cp.async-copied before a loop that reads it): one barrier before the
+                    # loop instead, where that leaves the body fewer (it runs every step)
+                    pre: list = []
+                    before.barrier(pre, s.loc)
+                    entry2 = before.copy()
+                    entry2.merge(summary)
+                    body2 = self.block(s.body, entry2)
+                    if _barriers(body2) < _barriers(new_body):
+                        out += pre
+                        st.written, st.read, st.generic = before.written, before.read, before.generic
+                        st.store_pending = before.store_pending
+                        new_body, entry = body2, entry2
                 out.append(dataclasses.replace(s, body=new_body))
                 st.merge(entry)
                 continue
@@ -329,12 +344,22 @@ class _Sync:
             st.barrier(out, s.loc)
         out.append(s)
 
+    def conflicts(self, s, st: _State) -> bool:
+        """Does ``s`` read a shared buffer written, or write one touched, since the last
+        barrier?"""
+        reads, writes, _ = self.touches(s)
+        return bool(reads & set(st.written) or writes & (st.read | set(st.written)))
+
     def barrier_if_needed(self, s, st: _State, out: list) -> None:
         if self.program_orders:
             return
-        reads, writes, _ = self.touches(s)
-        if reads & set(st.written) or writes & (st.read | set(st.written)):
+        if self.conflicts(s, st):
             st.barrier(out, getattr(s, "loc", None))
+
+
+def _barriers(body) -> int:
+    """The block barriers written in ``body`` (nested statements included)."""
+    return sum(isinstance(t, N.Barrier) for t in walk_stmts(body))
 
 
 def _program_ordered_loads_dropped(s):

@@ -23,6 +23,16 @@ refills, made in step k - 1); the other loads stay at the start (all arrive on t
 stage's one mbarrier).
 Consecutive pending loads at the kernel's top level share one mbarrier and one wait.
 Loops the warp-specialization pass took have no pending loads left.
+
+Each wait stands right before the first statement that names its loads' buffers (a view
+of one, or the buffer it views, included), not where the loads stood: the work before
+it (another copy's loads, a ``T.clear``) runs while the TMA lands.  In a pipelined body
+the loads whose first reader differs get an mbarrier array each (``T.copy`` of K, then of
+V read only by the second ``T.gemm``: the first GEMM waits for K alone, as TileLang's
+pipeline, one barrier per copy, does); at the top level the wait of the loads before a
+pipelined loop that reads them moves after that loop's prologue, so the first stages'
+loads are issued before it.  A load whose buffer nothing names after it (or that
+something names before it in the body) keeps its wait where it stood.
 """
 
 from __future__ import annotations
@@ -30,35 +40,93 @@ from __future__ import annotations
 import dataclasses
 
 from ..ir import nodes as N
+from .analysis import view_bases
 from .mbarriers import KernelTma, full_wait, i32, issuer, schedule, split_body, sub
+
+
+def _names(x) -> set[str]:
+    """Every name in ``x`` (statements, expressions, nested tuples): the buffers it may
+    touch, and more (a conservative superset; source locations excluded)."""
+    out: set[str] = set()
+
+    def visit(v):
+        if isinstance(v, str):
+            out.add(v)
+        elif isinstance(v, (tuple, list)):
+            for y in v:
+                visit(y)
+        elif dataclasses.is_dataclass(v) and not isinstance(v, (type, N.Loc)):
+            for f in dataclasses.fields(v):
+                if f.name != "loc":
+                    visit(getattr(v, f.name))
+    visit(x)
+    return out
 
 
 class _Pipeliner:
     def __init__(self, k: KernelTma):
         self.k = k
+        self.bases = view_bases(k.scope.body)
 
     def run(self) -> N.KernelScope:
         out, i = [], 0
         body = list(self.k.scope.body)
         pending = self.k.pending(body)
+        waits: list[tuple[set, N.Stmt]] = []  # (names, wait): waits not yet placed
         while i < len(body):
             s = body[i]
+            due = [w for w in waits if w[0] & _names(s)]
+            waits = [w for w in waits if not any(w is d for d in due)]
             if any(s is c for c in pending):
                 group = [s]
                 while i + len(group) < len(body) and any(body[i + len(group)] is c for c in pending):
                     group.append(body[i + len(group)])
+                more = [w for w in waits if w[0] & _names(tuple(group))]
+                waits = [w for w in waits if not any(w is d for d in more)]
+                out += [w for _, w in due + more]
                 bar = self.k.barrier(len(group), 1, s.loc)
                 ref = N.Region(bar, (i32(0),))
                 out += [dataclasses.replace(c, barrier=ref) for c in group]
-                out.append(N.MBarrierWait(ref, i32(0), loc=s.loc))
+                wait = N.MBarrierWait(ref, i32(0), loc=s.loc)
+                later = [t for t in body[i + len(group):] if not any(t is c for c in pending)]
+                names = set().union(*(self.aliases(c.dst.buffer) for c in group))
+                if any(names & _names(t) for t in later):
+                    waits.append((names, wait))  # placed before its first reader
+                else:
+                    out.append(wait)
                 i += len(group)
                 continue
             if isinstance(s, N.For) and s.kind == "pipelined":
-                out += self.pipelined(s)
+                # [*prologue, loop]: the waits after the prologue, but for buffers it loads
+                filled = set().union(*(self.aliases(c.dst.buffer) for c in self.k.pending(s.body)))
+                first = [w for n, w in due if n & filled]
+                after = [w for n, w in due if not n & filled]
+                stmts = self.pipelined(s)
+                out += first + stmts[:-1] + after + stmts[-1:]
             else:
-                out.append(s)
+                out += [w for _, w in due] + [s]
             i += 1
+        out += [w for _, w in waits]
         return self.k.finish(out)
+
+    def aliases(self, name: str) -> set[str]:
+        """``name``, the buffer it views and the other views of either."""
+        bases = self.bases
+        root = bases.get(name, name)
+        return {root} | {v for v, b in bases.items() if b == root or v == name}
+
+    def wait_points(self, rest: list, loads: list, positions: list, wait_at: int):
+        """Where each load's wait goes in ``rest``: before the first statement at or after
+        its own position that names its buffer; ``wait_at`` (where the first load stood)
+        for every load where some load has no such reader or a reader before it."""
+        points = []
+        for c, pos in zip(loads, positions):
+            names = self.aliases(c.dst.buffer)
+            readers = [j for j, t in enumerate(rest) if names & _names(t)]
+            if not readers or readers[0] < pos:
+                return [wait_at] * len(loads)
+            points.append(readers[0])
+        return points
 
     def pipelined(self, loop: N.For) -> list:
         k = self.k
@@ -69,8 +137,34 @@ class _Pipeliner:
         S, a, n = loop.num_stages, loop.start, loop.extent
         for c in loads:
             k.stages[c.dst.buffer] = S
-        bar = k.barrier(len(loads), S, loop.loc)
-        issue = issuer(loop, loads, bar)
+        last = rest[-1] if rest else None
+        # (A in registers must stay until its MMAs end; with one stage the refill is this
+        # step's own load, which must come before the wait: the plain form below)
+        mma_tail = S > 1 and k.mma_tail(rest, loads) and k.stays_in_flight(last, S)
+        if mma_tail:  # (its refill waits for the stage's release: one barrier for all)
+            points = [wait_at] * len(loads)
+        else:
+            positions, seen = [], 0
+            for t in loop.body:
+                if any(t is c for c in loads):
+                    positions.append(seen)
+                else:
+                    seen += 1
+            points = self.wait_points(rest, loads, positions, wait_at)
+        bars = {p: k.barrier(points.count(p), S, loop.loc) for p in sorted(set(points))}
+
+        def issue(it: N.Expr, stage: N.Expr, part=None) -> tuple:
+            return tuple(x for c, p in zip(loads, points) if part is None or any(c is d for d in part)
+                         for x in issuer(loop, [c], bars[p])(it, stage))
+
+        def waited(stmts: list) -> list:
+            out = []
+            for j in range(len(stmts) + 1):
+                if j in bars:
+                    out.append(full_wait(loop, bars[j])[1])
+                if j < len(stmts):
+                    out.append(stmts[j])
+            return out
         prologue = []
         for p in range(S - 1):
             it = N.binop("add", a, i32(p))
@@ -82,11 +176,8 @@ class _Pipeliner:
         ahead = N.binop("add", loop.var, i32(S - 1))
         rel = sub(ahead, a)
         prefetch = N.If(N.Cmp("lt", rel, n), issue(ahead, N.binop("mod", rel, i32(S))), loc=loop.loc)
-        cur, wait = full_wait(loop, bar)
-        last = rest[-1] if rest else None
-        # (A in registers must stay until its MMAs end; with one stage the refill is this
-        # step's own load, which must come before the wait: the plain form below)
-        if S > 1 and k.mma_tail(rest, loads) and k.stays_in_flight(last, S):
+        cur = full_wait(loop, bars[wait_at] if mma_tail else next(iter(bars.values())))[0]
+        if mma_tail:
             rest[-1] = dataclasses.replace(last, wg_wait=1)
             empty = k.barrier(k.scope.num_threads, S, loop.loc)
             prev = sub(cur, i32(1))
@@ -99,17 +190,17 @@ class _Pipeliner:
             one = N.Cmp("eq", N.Call("thread_idx", (i32(0),), "int32"), i32(0))
             refill = N.If(N.Cmp("lt", rel, n), (N.If(one, (acquire,) + prefetch.then,
                                                      loc=loop.loc),), loc=loop.loc)
-            new_body = rest[:wait_at] + [wait] + rest[wait_at:] + [release, refill]
+            new_body = waited(rest) + [release, refill]
         elif loop.loads_last:  # (the program's order: these refills after the step's work)
             late = [c for c in loads if c.dst.buffer in loop.loads_last]
             early = [c for c in loads if c.dst.buffer not in loop.loads_last]
 
             def refill(part):
-                it = issuer(loop, part, bar)(ahead, N.binop("mod", rel, i32(S)))
+                it = issue(ahead, N.binop("mod", rel, i32(S)), part)
                 return [N.If(N.Cmp("lt", rel, n), it, loc=loop.loc)] if part else []
-            new_body = refill(early) + rest[:wait_at] + [wait] + rest[wait_at:] + refill(late)
+            new_body = refill(early) + waited(rest) + refill(late)
         else:
-            new_body = [prefetch] + rest[:wait_at] + [wait] + rest[wait_at:]
+            new_body = [prefetch] + waited(rest)
         return [*prologue, dataclasses.replace(loop, body=tuple(new_body))]
 
 
