@@ -423,11 +423,8 @@ def split_roles(func: N.PrimFunc, arch: str) -> N.PrimFunc:
         if not scope.producer_threads:
             kernels.append(scope)
             continue
-        threads = scope.num_threads
-        tid = N.Call("thread_idx", (i32(0),), "int32")
-        cond = N.Cmp("ge", tid, i32(threads))
-        (at,) = [i for i, s in enumerate(scope.body) if isinstance(s, N.If) and s.cond == cond]
-        producer = scope.body[at]
+        at = producer_branch(scope)
+        producer, cond = scope.body[at], scope.body[at].cond
         local = {s.buffer.name for s in scope.body if isinstance(s, N.Allocate)}
         head, compute = [], []
         for i, s in enumerate(scope.body):
@@ -446,6 +443,18 @@ def split_roles(func: N.PrimFunc, arch: str) -> N.PrimFunc:
             split = N.If(cond, producer.then, tuple(compute), loc=producer.loc)
         kernels.append(dataclasses.replace(scope, body=(*head, split)))
     return dataclasses.replace(func, kernels=tuple(kernels))
+
+
+def producer_branch(scope: N.KernelScope) -> int | None:
+    """The index in ``scope.body`` of the producer warpgroup's branch (``if thread_idx >=
+    threads:``, placed by :func:`warp_specialize` just before its loop), or None in a kernel
+    without one.  Where it stands is not when it runs: :func:`split_roles` starts it with the
+    kernel, beside everything the compute warpgroups run before the loop."""
+    if not scope.producer_threads:
+        return None
+    cond = N.Cmp("ge", N.Call("thread_idx", (i32(0),), "int32"), i32(scope.num_threads))
+    (at,) = [i for i, s in enumerate(scope.body) if isinstance(s, N.If) and s.cond == cond]
+    return at
 
 
 def _budgets(name: str, scope: N.KernelScope, arch: str) -> tuple[int, int]:
