@@ -1,12 +1,19 @@
 """Warp-specialized loops that compute the right numbers.
 
-A kernel with a producer warpgroup starts the producer with the kernel (split_roles), so
-the producer's TMA loads of the loop's first stages run beside whatever the compute
-warpgroups do before the loop.  Shared-memory placement used to let a buffer used only
-before the loop (a prologue GEMM's tiles, a vector read into a fragment) share bytes with
-the loop's stages: the producer's loads and the prologue's overwrote each other (TileLang's
-Mamba chunk-scan example, warp-specialized: nearly every element wrong).  The producer's
-buffers are alive from the kernel's first statement now (transform/shared_memory.place)."""
+1. A kernel with a producer warpgroup starts the producer with the kernel (split_roles),
+   so the producer's TMA loads of the loop's first stages run beside whatever the compute
+   warpgroups do before the loop.  Shared-memory placement used to let a buffer used only
+   before the loop (a prologue GEMM's tiles, a vector read into a fragment) share bytes
+   with the loop's stages: the producer's loads and the prologue's overwrote each other
+   (TileLang's Mamba chunk-scan example, warp-specialized: nearly every element wrong).
+   The producer's buffers are alive from the kernel's first statement now
+   (transform/shared_memory.place).
+2. A stage the compute threads read themselves (a tile copied to a fragment, a vector
+   read in a T.Parallel) was released (the arrive on its empty mbarrier) right after the
+   loads, with nothing ordering those generic-proxy loads before the producer's next TMA
+   write of the stage: on an H200 a row-major tile copied to a wgmma A fragment read the
+   next step's values on most runs.  Each thread now runs fence.proxy.async before such a
+   release (transform/warp_specialize._release); stages only wgmma reads get none."""
 
 import pytest
 
@@ -102,6 +109,30 @@ def scaled_chunks(ws=True, nb=3, M=64, N=64, K=192, D=128, bk=64, stages=2):
     return scaled_chunks
 
 
+def fragment_a_loop(ws=True, nb=3, M=64, N=64, K=256, D=128, bk=64, stages=2):
+    """The smallest program of the second kind: a row-major tile copied to a wgmma A
+    fragment each step, then multiplied by a second tile: out[b] = A[b] @ X[b] (``D``
+    unused)."""
+
+    @T.prim_func
+    def fragment_a_loop(A: T.Tensor((nb, M, K), "float16"), X: T.Tensor((nb, K, N), "float16"),
+                        Out: T.Tensor((nb, M, N), "float32")):
+        with T.Kernel(nb, threads=128) as b:
+            A_s = T.alloc_shared((M, bk), "float16")
+            A_f = T.alloc_fragment((M, bk), "float16")
+            X_s = T.alloc_shared((bk, N), "float16")
+            acc = T.alloc_fragment((M, N), "float32")
+            T.clear(acc)
+            for k in T.Pipelined(K // bk, num_stages=stages, warp_specialize=ws):
+                T.copy(A[b, 0:M, k * bk:(k + 1) * bk], A_s)
+                T.copy(A_s, A_f)
+                T.copy(X[b, k * bk:(k + 1) * bk, 0:N], X_s)
+                T.gemm(A_f, X_s, acc)
+            T.copy(acc, Out[b, 0:M, 0:N])
+
+    return fragment_a_loop
+
+
 def _shared(f) -> dict[str, N.Allocate]:
     return {s.buffer.name: s for s in walk_stmts(f.kernels[0].body)
             if isinstance(s, N.Allocate) and s.buffer.scope == "shared"}
@@ -146,7 +177,60 @@ def test_producer_branch_is_found_before_split_roles():
         == {"A_s", "X_s"}
 
 
-@pytest.mark.parametrize("program", [prologue_gemm_then_loop, scaled_chunks])
+def _releases(f) -> dict[str, bool]:
+    """The compute loop's stage releases: for each empty mbarrier it arrives on, whether a
+    proxy fence runs just before the arrive."""
+    (loop,) = [s for s in walk_stmts(f.kernels[0].body)
+               if isinstance(s, N.For) and s.kind == "pipelined"]
+    out = {}
+
+    def visit(body):
+        for i, s in enumerate(body):
+            if isinstance(s, N.MBarrierArrive):
+                prev = body[i - 1] if i else None
+                out[s.barrier.buffer] = isinstance(prev, N.Evaluate) and \
+                    isinstance(prev.value, N.Call) and prev.value.name == "fence_proxy_async"
+            elif isinstance(s, N.If):
+                visit(s.then)
+                visit(s.orelse)
+    visit(loop.body)
+    return out
+
+
+def _empty_of(f, buf: str) -> str:
+    """The empty mbarrier of the stage ``buf``: what the producer waits on before loading it."""
+    (feed,) = [s for s in walk_stmts(f.kernels[0].body) if isinstance(s, N.For) and s.kind == "serial"
+               and any(isinstance(t, N.TmaCopy) for t in s.body)]
+    waited = None
+    for s in feed.body:
+        if isinstance(s, N.If) and s.then and isinstance(s.then[0], N.MBarrierWait):
+            waited = s.then[0].barrier.buffer
+        elif isinstance(s, N.TmaCopy) and s.dst.buffer == buf:
+            return waited
+    raise AssertionError(buf)
+
+
+@pytest.mark.parametrize("program,fenced,unfenced", [
+    (fragment_a_loop, {"A_s"}, {"X_s"}),
+    (scaled_chunks, {"A_s", "w_s"}, {"X_s"}),
+    (prologue_gemm_then_loop, set(), {"A_s", "X_s"}),  # (one group, read by wgmma alone)
+])
+def test_stages_the_threads_read_are_fenced_before_release(program, fenced, unfenced):
+    f = run_passes(program(ws=True), "sm_90a")
+    releases = _releases(f)
+    for buf in fenced:
+        assert releases[_empty_of(f, buf)] is True, buf
+    for buf in unfenced:
+        assert releases[_empty_of(f, buf)] is False, buf
+
+
+def test_unspecialized_loop_has_no_release_fence():
+    f = run_passes(fragment_a_loop(ws=False), "sm_90a")
+    assert f.kernels[0].producer_threads == 0
+    assert not [s for s in walk_stmts(f.kernels[0].body) if isinstance(s, N.MBarrierArrive)]
+
+
+@pytest.mark.parametrize("program", [prologue_gemm_then_loop, scaled_chunks, fragment_a_loop])
 def test_warp_specialized_builds_sm90a_cubin(tmp_path, program):
     info = tilecute.build_cubin(program(ws=True), "sm_90a", out_dir=str(tmp_path))
     assert info.kernel_names
@@ -164,6 +248,8 @@ def _inputs(program, nb, M, N, K, D, seed):
     if program is prologue_gemm_then_loop:
         return [rnd(nb, M, D, scale=0.3), rnd(nb, N, D, scale=0.3), rnd(nb, M, K, scale=0.3),
                 rnd(nb, K, N, scale=0.3)]
+    if program is fragment_a_loop:
+        return [rnd(nb, M, K, scale=0.3), rnd(nb, K, N, scale=0.3)]
     return [rnd(nb, M, D, scale=0.3), rnd(nb, N, D, scale=0.3),
             (torch.rand(nb, M, generator=g) + 0.5).half().cuda(), rnd(nb, M, K, scale=0.3),
             (torch.rand(nb, K, generator=g) + 0.5).half().cuda(), rnd(nb, K, N, scale=0.3),
@@ -177,6 +263,9 @@ def _reference(program, args, M, bk):
     if program is prologue_gemm_then_loop:
         P, Q, A, X = f
         return P @ Q.transpose(1, 2) + A @ X
+    if program is fragment_a_loop:
+        A, X = f
+        return A @ X
     P, Q, s, A, w, X, R = f
     K = A.shape[2]
     scaled = (A * w[:, None, :]).half().float()  # the fragment is float16
@@ -187,7 +276,7 @@ def _reference(program, args, M, bk):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("program", [prologue_gemm_then_loop, scaled_chunks])
+@pytest.mark.parametrize("program", [prologue_gemm_then_loop, scaled_chunks, fragment_a_loop])
 @pytest.mark.parametrize("ws", [True, False])
 @pytest.mark.parametrize("K,stages", [(256, 2), (64, 2), (448, 3)])
 def test_against_torch_on_gpu(program, ws, K, stages):
