@@ -8,12 +8,13 @@
    (TileLang's Mamba chunk-scan example, warp-specialized: nearly every element wrong).
    The producer's buffers are alive from the kernel's first statement now
    (transform/shared_memory.place).
-2. A stage the compute threads read themselves (a tile copied to a fragment, a vector
-   read in a T.Parallel) was released (the arrive on its empty mbarrier) right after the
+2. A stage the compute threads read themselves (a tile copied to a fragment, a vector read
+   in a T.Parallel) was released (the arrive on its empty mbarrier) right after the
    loads, with nothing ordering those generic-proxy loads before the producer's next TMA
-   write of the stage: on an H200 a row-major tile copied to a wgmma A fragment read the
-   next step's values on most runs.  Each thread now runs fence.proxy.async before such a
-   release (transform/warp_specialize._release); stages only wgmma reads get none."""
+   write of the stage: on an H100 and an H200 a row-major tile copied to a wgmma A
+   fragment read the next step's values on most runs.  Each thread now runs
+   fence.proxy.async before such a release (transform/warp_specialize._release); stages
+   only wgmma reads get none."""
 
 import pytest
 
@@ -31,8 +32,10 @@ def prologue_gemm_then_loop(ws=True, nb=2, M=64, N=64, K=256, D=128, bk=64, stag
     pipelined GEMM loop: out[b] = P[b] @ Q[b]^T + A[b] @ X[b]."""
 
     @T.prim_func
-    def prologue_gemm_then_loop(P: T.Tensor((nb, M, D), "float16"), Q: T.Tensor((nb, N, D), "float16"),
-                                A: T.Tensor((nb, M, K), "float16"), X: T.Tensor((nb, K, N), "float16"),
+    def prologue_gemm_then_loop(P: T.Tensor((nb, M, D), "float16"),
+                                Q: T.Tensor((nb, N, D), "float16"),
+                                A: T.Tensor((nb, M, K), "float16"),
+                                X: T.Tensor((nb, K, N), "float16"),
                                 Out: T.Tensor((nb, M, N), "float32")):
         with T.Kernel(nb, threads=128) as b:
             P_s = T.alloc_shared((M, D), "float16")
@@ -199,7 +202,8 @@ def _releases(f) -> dict[str, bool]:
 
 def _empty_of(f, buf: str) -> str:
     """The empty mbarrier of the stage ``buf``: what the producer waits on before loading it."""
-    (feed,) = [s for s in walk_stmts(f.kernels[0].body) if isinstance(s, N.For) and s.kind == "serial"
+    (feed,) = [s for s in walk_stmts(f.kernels[0].body)
+               if isinstance(s, N.For) and s.kind == "serial"
                and any(isinstance(t, N.TmaCopy) for t in s.body)]
     waited = None
     for s in feed.body:

@@ -15,12 +15,13 @@ disjoint threads (and the regions of a thread-index branch, ``if tx < 32: ... el
 run side by side, so what each uses, a reduction's scratch included, is alive over all of
 them (:func:`side_by_side_runs`).  In a kernel with a producer warpgroup (a
 warp-specialized loop), what the producer loads (the loop's stages) is alive from the
-kernel's first statement: the producer starts with the kernel, beside whatever the compute
-warpgroups do before the loop (a prologue's own tiles may not share its stages' bytes).
-Mbarrier arrays live the whole kernel.  A buffer with ``stages`` holds that many copies, ``stride`` bytes apart (one
-stage rounded up to the alignment).  A view (``Allocate.view_of``) takes its base's slot,
-and the base lives as long as any of its views is used.  Option disable_shared_memory_reuse
-(TileLang's tl.disable_shared_memory_reuse) gives every buffer bytes of its own."""
+kernel's first statement: the producer starts with the kernel, beside whatever the
+compute warpgroups do before the loop (a prologue's own tiles may not share its stages'
+bytes).  Mbarrier arrays live the whole kernel.  A buffer with ``stages`` holds that many
+copies, ``stride`` bytes apart (one stage rounded up to the alignment).  A view
+(``Allocate.view_of``) takes its base's slot, and the base lives as long as any of its
+views is used.  Option disable_shared_memory_reuse (TileLang's
+tl.disable_shared_memory_reuse) gives every buffer bytes of its own."""
 
 from __future__ import annotations
 

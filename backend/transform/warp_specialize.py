@@ -354,8 +354,8 @@ def _release(region: N.Region, fence: bool, loc) -> tuple:
     threads read the stage themselves (``fence``: a tile copied to a fragment, a vector
     read by a ``T.Parallel``), each thread first runs ``fence.proxy.async.shared::cta``:
     the arrive alone does not order its generic-proxy loads, which may still be in flight,
-    before the TMA write, and they may read the next step's tile (seen on an H200: a
-    row-major tile copied to a wgmma A fragment, whose bank-conflicted loads take long,
+    before the TMA write, and they may read the next step's tile (seen on the H100 and
+    H200: a row-major tile copied to a wgmma A fragment, whose bank-conflicted loads take long,
     read wrong values on most runs; the barrier pass fences a block barrier before a TMA
     load for the same reason)."""
     arrive = N.MBarrierArrive(region, loc=loc)
