@@ -13,11 +13,15 @@ whose first use there writes all of it, is alive from that body statement to the
 that uses it, as TileLang's (:func:`loop_body_lifetimes`); consecutive ``T.ws`` regions on
 disjoint threads (and the regions of a thread-index branch, ``if tx < 32: ... else: ...``)
 run side by side, so what each uses, a reduction's scratch included, is alive over all of
-them (:func:`side_by_side_runs`).  Mbarrier arrays live the whole
-kernel.  A buffer with ``stages`` holds that many copies, ``stride`` bytes apart (one
-stage rounded up to the alignment).  A view (``Allocate.view_of``) takes its base's slot,
-and the base lives as long as any of its views is used.  Option disable_shared_memory_reuse
-(TileLang's tl.disable_shared_memory_reuse) gives every buffer bytes of its own."""
+them (:func:`side_by_side_runs`).  In a kernel with a producer warpgroup (a
+warp-specialized loop), what the producer loads (the loop's stages) is alive from the
+kernel's first statement: the producer starts with the kernel, beside whatever the
+compute warpgroups do before the loop (a prologue's own tiles may not share its stages'
+bytes).  Mbarrier arrays live the whole kernel.  A buffer with ``stages`` holds that many
+copies, ``stride`` bytes apart (one stage rounded up to the alignment).  A view
+(``Allocate.view_of``) takes its base's slot, and the base lives as long as any of its
+views is used.  Option disable_shared_memory_reuse (TileLang's
+tl.disable_shared_memory_reuse) gives every buffer bytes of its own."""
 
 from __future__ import annotations
 
@@ -27,6 +31,7 @@ from ..ir import nodes as N
 from ..ir.visitor import walk_stmts
 from ..target import SHARED_ALIGN, TMA_SWIZZLE_ALIGN, target
 from .analysis import buffers_used, lifetimes, loads, stage_bytes, view_bases
+from .warp_specialize import producer_branch
 
 
 class SharedMemoryError(ValueError):
@@ -142,6 +147,10 @@ def place(scope: N.KernelScope, reuse: bool = True) -> N.KernelScope:
     (option disable_shared_memory_reuse): every buffer is alive the whole kernel, so none
     shares bytes with another (a view still takes its base's)."""
     alive = lifetimes(scope) if reuse else {}
+    at = producer_branch(scope)
+    if at is not None and reuse:  # the producer warpgroup loads from the kernel's start
+        for b in buffers_used(scope.body[at]):
+            alive[b] = (0, alive.get(b, (0, at))[1])
     for first, last in side_by_side_runs(scope.body):
         for b, (lo, hi) in list(alive.items()):
             if lo <= last and first <= hi:

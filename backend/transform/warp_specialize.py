@@ -16,7 +16,8 @@ only compute.  Two passes:
           if k > 0: mbarrier_arrive(empty[(k - 1) % S])
 
   With A in registers (wgmma RS) the MMAs end within the step, so each step releases
-  its own stage.  ``warp_specialize=True`` asks for it (an error naming the reason when
+  its own stage.  A stage the threads read themselves is released after a proxy fence
+  (:func:`_release`).  ``warp_specialize=True`` asks for it (an error naming the reason when
   the loop does not qualify), ``False`` refuses it, and the default (``None``) turns it
   on where the loop qualifies and the block's shared memory keeps it alone on its SM
   anyway (the producer's register reallocation takes the SM's whole register file).
@@ -184,26 +185,26 @@ class _Specializer:
             bar = k.barrier(len(group), S, loop.loc)
             cur, full = full_wait(loop, bar, base)
             empty = k.barrier(threads, S, loop.loc)
+            fence = self.read_by_threads(rest, {c.dst.buffer for c in group})
             if shared_a:  # at the end of the step
                 step = sub(loop.var, loop.start)
-                releases.setdefault(len(rest), []).append(N.If(N.Cmp("gt", step, i32(0)), (
-                    N.MBarrierArrive(N.Region(empty, (N.binop(
-                        "mod", N.binop("add", cur, i32(S - 1)), i32(S)),)), loc=loop.loc),),
-                    loc=loop.loc))
+                releases.setdefault(len(rest), []).append(N.If(N.Cmp("gt", step, i32(0)), _release(
+                    N.Region(empty, (N.binop("mod", N.binop("add", cur, i32(S - 1)), i32(S)),)),
+                    fence, loop.loc), loc=loop.loc))
                 if base is not None:  # (the next run's producer waits for it)
                     last = N.binop("mod", N.binop("add", base, N.binop("add", n, i32(S - 1))), i32(S))
-                    release = N.MBarrierArrive(N.Region(empty, (last,)), loc=loop.loc)
+                    release = _release(N.Region(empty, (last,)), fence, loop.loc)
                     if not isinstance(n, N.Const):
-                        tail.append(N.If(N.Cmp("gt", n, i32(0)), (release,), loc=loop.loc))
+                        tail.append(N.If(N.Cmp("gt", n, i32(0)), release, loc=loop.loc))
                     elif n.value > 0:
-                        tail.append(release)
+                        tail.extend(release)
             else:  # A from registers: the MMAs end with the step; each group's stage is
                 # released after its last use (the last group's at the end of the step)
                 last = max((i for i, s in enumerate(rest)
                             if buffers_used(s) & {c.dst.buffer for c in group}), default=0)
                 last = len(rest) if len(groups) == 1 or last == len(rest) - 1 else last + 1
-                releases.setdefault(last, []).append(N.MBarrierArrive(
-                    N.Region(empty, (N.binop("mod", cur, i32(S)),)), loc=loop.loc))
+                releases.setdefault(last, []).extend(_release(
+                    N.Region(empty, (N.binop("mod", cur, i32(S)),)), fence, loop.loc))
             feed.append(N.If(N.Cmp("ge", count, i32(S)), (N.MBarrierWait(
                 N.Region(empty, (stage,)),
                 N.binop("bitand", N.binop("add", N.binop("floordiv", count, i32(S)), i32(1)), i32(1)),
@@ -228,21 +229,20 @@ class _Specializer:
                            for c in run_loads])) + issuing
             run_wait = N.MBarrierWait(N.Region(full, (i32(0),)), N.binop(
                 "bitand", N.Load(crun.name, (i32(0),), "int32"), i32(1)), loc=loc)
-            release = N.MBarrierArrive(N.Region(empty, (i32(0),)), loc=loc)
             bufs = {c.dst.buffer for c in run_loads}
-            users = [i for i, s in enumerate(rest) if buffers_used(s) & bufs]
             after = (path[0],)  # the run without its loads and the loop: read after it?
             for s in (loop, *run_loads):
                 after = replace_stmt(after, s, [])
+            release = _release(N.Region(empty, (i32(0),)),
+                               self.read_by_threads((*rest, *after), bufs), loc)
+            users = [i for i, s in enumerate(rest) if buffers_used(s) & bufs]
             if users and not shared_a and not buffers_used(after) & bufs:
                 # (with shared_a, step k's MMAs end in step k + 1)
                 last_step = fold_constants(N.binop("add", a, sub(n, i32(1))))
                 releases.setdefault(users[-1] + 1, []).append(N.If(
-                    N.Cmp("eq", loop.var, last_step), (release,), loc=loc))
+                    N.Cmp("eq", loop.var, last_step), release, loc=loc))
                 release = () if isinstance(n, N.Const) and n.value > 0 else \
-                    (N.If(N.Cmp("le", n, i32(0)), (release,), loc=loc),)
-            else:
-                release = (release,)
+                    (N.If(N.Cmp("le", n, i32(0)), release, loc=loc),)
             run_done = release + _counted(crun, i32(1), loc, ())
             inits += list(_local(crun, loc))
         if path is not None:  # the outer loops, Lets and ifs around it, the counts kept
@@ -260,6 +260,14 @@ class _Specializer:
             return [self.producer, compute]
         return [self.producer, inits, [compute, *tail, *_counted(cbase, n, loop.loc, ())],
                 run_wait, run_done]
+
+    def read_by_threads(self, stmts, bufs: set[str]) -> bool:
+        """Do statements of ``stmts`` other than wgmma GEMMs (whose shared operands the async
+        proxy reads, done when the GEMM's wait returns) read tiles of ``bufs``: the threads'
+        own loads (generic proxy), which must be ordered before the producer's next TMA
+        write of the stage (:func:`_release`)."""
+        return any(buffers_used(s) & bufs and not (isinstance(s, N.Gemm) and self.k.wgmma(s))
+                   for s in stmts)
 
     def refusal(self, loop: N.For, loads, mma_tail: bool, path: list | None = None) -> str | None:
         """Why ``loop`` cannot be warp-specialized (an error when the program asks, the
@@ -338,6 +346,22 @@ def read_origins_first(feed: list, written: set[str], fresh, loc) -> list:
     names = {ld: N.Var(fresh("tc_origin"), ld.dtype) for ld in found}
     return [N.Let(v, ld, loc=loc) for ld, v in names.items()] + \
         [replace_exprs(s, names) if isinstance(s, N.TmaCopy) else s for s in feed]
+
+
+def _release(region: N.Region, fence: bool, loc) -> tuple:
+    """A compute thread's release of a stage (its arrive on the stage's empty mbarrier),
+    after which the producer's TMA (the async proxy) writes the stage again.  Where the
+    threads read the stage themselves (``fence``: a tile copied to a fragment, a vector
+    read by a ``T.Parallel``), each thread first runs ``fence.proxy.async.shared::cta``:
+    the arrive alone does not order its generic-proxy loads, which may still be in flight,
+    before the TMA write, and they may read the next step's tile (seen on the H100 and
+    H200: a row-major tile copied to a wgmma A fragment, whose bank-conflicted loads take long,
+    read wrong values on most runs; the barrier pass fences a block barrier before a TMA
+    load for the same reason)."""
+    arrive = N.MBarrierArrive(region, loc=loc)
+    if not fence:
+        return (arrive,)
+    return (N.Evaluate(N.Call("fence_proxy_async", (), "int32"), loc=loc), arrive)
 
 
 def _copy_back(s, func):
@@ -423,11 +447,8 @@ def split_roles(func: N.PrimFunc, arch: str) -> N.PrimFunc:
         if not scope.producer_threads:
             kernels.append(scope)
             continue
-        threads = scope.num_threads
-        tid = N.Call("thread_idx", (i32(0),), "int32")
-        cond = N.Cmp("ge", tid, i32(threads))
-        (at,) = [i for i, s in enumerate(scope.body) if isinstance(s, N.If) and s.cond == cond]
-        producer = scope.body[at]
+        at = producer_branch(scope)
+        producer, cond = scope.body[at], scope.body[at].cond
         local = {s.buffer.name for s in scope.body if isinstance(s, N.Allocate)}
         head, compute = [], []
         for i, s in enumerate(scope.body):
@@ -446,6 +467,18 @@ def split_roles(func: N.PrimFunc, arch: str) -> N.PrimFunc:
             split = N.If(cond, producer.then, tuple(compute), loc=producer.loc)
         kernels.append(dataclasses.replace(scope, body=(*head, split)))
     return dataclasses.replace(func, kernels=tuple(kernels))
+
+
+def producer_branch(scope: N.KernelScope) -> int | None:
+    """The index in ``scope.body`` of the producer warpgroup's branch (``if thread_idx >=
+    threads:``, placed by :func:`warp_specialize` just before its loop), or None in a kernel
+    without one.  Where it stands is not when it runs: :func:`split_roles` starts it with the
+    kernel, beside everything the compute warpgroups run before the loop."""
+    if not scope.producer_threads:
+        return None
+    cond = N.Cmp("ge", N.Call("thread_idx", (i32(0),), "int32"), i32(scope.num_threads))
+    (at,) = [i for i, s in enumerate(scope.body) if isinstance(s, N.If) and s.cond == cond]
+    return at
 
 
 def _budgets(name: str, scope: N.KernelScope, arch: str) -> tuple[int, int]:
