@@ -479,6 +479,9 @@ class KernelEmitter:
             if layout.kind == "mma_rows":
                 self.mma.row_fragment(s, depth)
                 return
+            if layout.kind == "mma_cols":
+                self.mma.col_fragment(s, depth)
+                return
             if layout.kind == "blocked":
                 step = layout.threads * layout.vector
                 regs = -(-total // step) * layout.vector
