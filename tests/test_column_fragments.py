@@ -119,6 +119,46 @@ def column_affine(M=128, N=64, K=32, threads=128, policy="FullRow"):
     return affine
 
 
+def decayed_transpose(M=64, N=64, K=64, threads=128, steps=2, stages=2):
+    """C = sum over k of (X_k^T * scale_k[None, :]).half() @ B_k with ``scale[i] =
+    exp2(last - a[i]) * d[i]`` (``last`` a (1,) fragment set outside any loop, read at
+    [0]; ``a``, ``d`` T.copy'd from shared): mamba's chunk state."""
+
+    @T.prim_func
+    def decayed(X: T.Tensor((K * steps, M), "float16"), B: T.Tensor((K * steps, N), "float16"),
+                Acs: T.Tensor((K * steps,), "float16"), Dt: T.Tensor((K * steps,), "float16"),
+                C: T.Tensor((M, N), "float32")):
+        with T.Kernel(1, threads=threads) as _:
+            x_s = T.alloc_shared((K, M), "float16")
+            x_l = T.alloc_fragment((K, M), "float16")
+            xt = T.alloc_fragment((M, K), "float16")
+            b_s = T.alloc_shared((K, N), "float16")
+            a_s = T.alloc_shared((K,), "float16")
+            d_s = T.alloc_shared((K,), "float16")
+            a = T.alloc_fragment((K,), "float32")
+            d = T.alloc_fragment((K,), "float32")
+            scale = T.alloc_fragment((K,), "float32")
+            last = T.alloc_fragment((1,), "float32")
+            acc = T.alloc_fragment((M, N), "float32")
+            last[0] = Acs[K * steps - 1]
+            T.clear(acc)
+            for k in T.Pipelined(steps, num_stages=stages):
+                T.copy(X[k * K:(k + 1) * K, 0:M], x_s)
+                T.copy(Acs[k * K:(k + 1) * K], a_s)
+                T.copy(Dt[k * K:(k + 1) * K], d_s)
+                T.copy(a_s, a)
+                T.copy(d_s, d)
+                for i in T.Parallel(K):
+                    scale[i] = T.exp2(last[0] - a[i]) * d[i]
+                T.copy(x_s, x_l)
+                for i, j in T.Parallel(M, K):
+                    xt[i, j] = x_l[j, i] * scale[j]
+                T.copy(B[k * K:(k + 1) * K, 0:N], b_s)
+                T.gemm(xt, b_s, acc)
+            T.copy(acc, C)
+    return decayed
+
+
 def _layout(text: str, name: str) -> str:
     m = re.search(rf"{name} = T.alloc_fragment\([^\n]*layout=T.Layout\(\"(\w+)\"", text)
     return m.group(1)
@@ -145,6 +185,16 @@ def test_column_fragments_of_an_accumulator_every_policy():
                       until="infer_layouts").script()
     assert re.search(r'sc = T.alloc_fragment\(\(64,\), "float32", layout=T.Layout\("mma_cols", '
                      r'threads=128, mma="mma", warps=\(4, 1\)', text)
+
+
+def test_a_scale_computed_from_column_fragments_and_a_scalar():
+    """The (1,) fragment read at [0] stays replicated; the three (K,) fragments the scale
+    loop joins take the A operand's columns (a transposed read of x_l routes it through a
+    staged shared tile first)."""
+    text = run_passes(decayed_transpose(), "sm_90a", until="infer_layouts").script()
+    for name in ("a", "d", "scale"):
+        assert _layout(text, name) == "mma_cols", name
+    assert _layout(text, "last") == "replicated"
 
 
 def test_generated_code_indexes_the_thread_s_columns(tmp_path):
@@ -216,6 +266,13 @@ def test_scaled_a_operand_builds(backend, tmp_path):
     assert tilecute.build_cubin(scaled_a_operand(), "sm_80", out_dir=str(tmp_path / "80")).kernel_names
 
 
+@pytest.mark.parametrize("backend", list(WGMMA))
+def test_decayed_transpose_builds(backend, tmp_path):
+    info = tilecute.build_cubin(decayed_transpose(), "sm_90a", out_dir=str(tmp_path),
+                                options=WGMMA[backend])
+    assert info.kernel_names
+
+
 # ---- on the GPU -------------------------------------------------------------------------------
 @pytest.mark.gpu
 @pytest.mark.parametrize("backend", list(WGMMA))
@@ -267,3 +324,21 @@ def test_other_uses_on_gpu():
     tilecute.compile(_other_uses())(a, b, v, c, e)
     torch.testing.assert_close(c, (a.float() @ b.float()) * v + v.flip(0) + v[0], atol=2e-2, rtol=1e-3)
     torch.testing.assert_close(e, v + 1.0)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("backend", list(WGMMA))
+def test_decayed_transpose_on_gpu(backend):
+    import torch
+    torch.manual_seed(0)
+    M = N = K = 64
+    steps = 2
+    x = torch.randn(K * steps, M, device="cuda", dtype=torch.float16)
+    b = torch.randn(K * steps, N, device="cuda", dtype=torch.float16)
+    acs = torch.rand(K * steps, device="cuda", dtype=torch.float16)
+    dt = torch.rand(K * steps, device="cuda", dtype=torch.float16)
+    c = torch.zeros(M, N, device="cuda")
+    tilecute.compile(decayed_transpose(steps=steps), options=WGMMA[backend])(x, b, acs, dt, c)
+    scale = torch.exp2(acs[-1].float() - acs.float()) * dt.float()
+    want = (x.float().t() * scale).half().float() @ b.float()
+    torch.testing.assert_close(c, want, atol=5e-2, rtol=1e-3)

@@ -342,6 +342,18 @@ class _Kernel:
                  if isinstance(s, N.For) and s.kind == "parallel"]
         nests = [n for n in nests if not any(n[0] in m[1:] for m in nests)]
         while cand:
+            # a candidate at another index, or of another extent, is out on its own (a
+            # (1,) fragment read at [0] beside the others stays replicated); the nests
+            # are then judged without it
+            odd = set()
+            for loops in nests:
+                j = loops[-1].var.name
+                odd |= {b for b, idx, _ in accesses(loops[-1].body) if b in cand and not (
+                    len(idx) == 1 and isinstance(idx[0], N.Var) and idx[0].name == j
+                    and allocs[b].buffer.shape[0] == loops[-1].extent)}
+            if odd:
+                cand -= odd
+                continue
             seen: dict[str, int] = {}  # candidate -> its accesses in qualifying nests
             source: dict[str, set] = {}  # candidate -> the layouts its 2-D reads give
             links: list[list[str]] = []  # candidates sharing a 1-D nest
@@ -358,9 +370,6 @@ class _Kernel:
                     loops[-1].loop_layout is None and \
                     all(isinstance(t, (N.Store, N.Let)) for t in loops[-1].body) and \
                     all(c.name in pure for c in walk_nodes(loops[-1].body) if isinstance(c, N.Call))
-                ok = ok and all(len(idx) == 1 and isinstance(idx[0], N.Var) and idx[0].name == j
-                                and allocs[b].buffer.shape[0] == loops[-1].extent
-                                for b, idx, _ in mine)
                 if ok and len(loops) == 2:
                     walked = [mma_of(b) for b, idx, _ in accs if mma_of(b) is not None
                               and [getattr(x, "name", None) for x in idx] == names]
