@@ -345,15 +345,22 @@ class NestEmitter:
             return
         temps = {}
         stores = []
+        atomics = []
+        loaded = {(b, idx) for b, idx, w in accesses(body) if not w}
         for key, chunk in vec.items():
             name, indices = key
             dtype = self.k.buffers[name].dtype
             tmp = out.fresh("vec")
             temps[key] = tmp
             out.line(depth, f"{tmp} = cute.make_rmem_tensor(({width},), {register_type(dtype)})")
+            if any(isinstance(s, N.AtomicAdd) and (s.dst.buffer, s.dst.starts) == key for s in body):
+                atomics.append((key, chunk, tmp))  # the lanes' values, added after them
+                continue
             if any(isinstance(s, N.Store) and (s.buffer, s.indices) == key for s in body):
                 stores.append((key, chunk, tmp))
-                continue
+                if key not in loaded:
+                    continue
+                # (updated in place: read before the lanes, written after them)
             for c in range(0, width, chunk):
                 view = self.view(name, indices, chunk, c)
                 if dtype == FP4:  # chunk // 2 bytes, one code per register
@@ -364,6 +371,13 @@ class NestEmitter:
                     if chunk < width else tmp
                 out.line(depth, f"{part}.store({view}.load())")
         self.lanes_loop(inner, width, temps, depth)
+        for (name, indices), chunk, tmp in atomics:
+            out.use("atomic")
+            for c in range(0, width, chunk):
+                view = self.view(name, indices, chunk, c)
+                part = f"cute.make_tensor({tmp}.iterator + {c}, cute.make_layout({chunk}))" \
+                    if chunk < width else tmp
+                out.line(depth, f"tca.atomic_add_view({view}, {part})")
         for key, chunk, tmp in stores:
             name, indices = key
             for c in range(0, width, chunk):

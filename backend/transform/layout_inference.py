@@ -91,7 +91,7 @@ from ..ir.visitor import StmtMutator, rebuild, replace_exprs, substitute, walk_n
 from ..runtime.dtypes import DTYPES
 from ..target import VECTOR_BYTES, WARP
 from .analysis import (LoopVars, accesses, allreduce_steps, independent_view, is_unit, linear_form, mentions,
-                       parallel_nest, squeeze, value_range, view_bases, view_layout)
+                       parallel_nest, plain_statements, squeeze, value_range, view_bases, view_layout)
 from .lower_tile_ops import move_columns_last, reduce_identity, reduce_update
 
 # the calls through which a thread meets other threads (their partition across threads
@@ -329,10 +329,6 @@ class _Kernel:
                 for x in (v if isinstance(v, tuple) else (v,)):
                     if isinstance(x, str):
                         cand.discard(x)
-        pure = frozenset(N.FLOAT_MATH + N.FLOAT_PREDICATES + N.IEEE_FORMS + (
-            "abs", "fma", "ceildiv", "truncdiv", "truncmod", "popcount", "clz", "reinterpret",
-            "ffs", "bitwise_not", "min", "max"))
-
         def mma_of(name):
             a = allocs.get(name)
             lay = a.layout if a is not None else None
@@ -367,9 +363,7 @@ class _Kernel:
                 j = names[-1]
                 ok = all(isinstance(lp.start, N.Const) and lp.start.value == 0 and
                          isinstance(lp.extent, N.Const) for lp in loops) and \
-                    loops[-1].loop_layout is None and \
-                    all(isinstance(t, (N.Store, N.Let)) for t in loops[-1].body) and \
-                    all(c.name in pure for c in walk_nodes(loops[-1].body) if isinstance(c, N.Call))
+                    loops[-1].loop_layout is None and plain_statements(loops[-1].body)
                 if ok and len(loops) == 2:
                     walked = [mma_of(b) for b, idx, _ in accs if mma_of(b) is not None
                               and [getattr(x, "name", None) for x in idx] == names]
