@@ -18,8 +18,9 @@ when nothing orders the two, that is when the statement is
 - a ``Let`` whose name the copy does not read, or
 - a ``T.Parallel`` nest that is not itself a cp.async copy, whose body is plain stores and
   Lets calling only pure math (no barrier, shuffle, vote, atomic, draw), that touches no
-  shared bytes the copy writes (its buffer, views of it, buffers placed on its bytes) and
-  writes nothing the copy reads (its global source, a buffer read in its indices).
+  shared bytes the copy writes (its buffer, views of it, buffers placed on its bytes),
+  writes no global memory (a tensor at a run-time address may alias the copy's source)
+  and writes nothing the copy reads (a buffer read in its indices).
 
 Barriers, TMA copies, branches, loops, waits and other copies stop it, so the copy keeps
 its place among the barriers (every barrier before it and after it stays so) and among
@@ -44,9 +45,14 @@ def _async_copy(s) -> bool:
 
 
 class _Mover:
-    def __init__(self, scope: N.KernelScope):
+    def __init__(self, func: N.PrimFunc, scope: N.KernelScope):
         self.aliases = overlapping(scope)
         self.bases = view_bases(scope.body)
+        # global tensors (a tensor at a run-time address may alias another: a nest that
+        # writes global memory is never passed)
+        self.globals = {p.name for p in func.params if isinstance(p, N.Buffer)} | {
+            a.buffer.name for a in walk_stmts(scope.body)
+            if isinstance(a, N.Allocate) and a.buffer.scope == "global"}
 
     def storage(self, name: str) -> set[str]:
         """``name``, its view base and the views of that base, and every shared buffer on
@@ -72,7 +78,7 @@ class _Mover:
         written = set().union(*(self.storage(b) for b in writes)) if writes else set()
         read = set().union(*(self.storage(b) for b in reads)) if reads else set()
         for b, _, w in accesses([t]):
-            if b in written or w and b in read:
+            if b in written or w and (b in read or b in self.globals):
                 return False
         return True
 
@@ -97,6 +103,6 @@ def start_async_copies_early(func: N.PrimFunc) -> N.PrimFunc:
         if not any(_async_copy(s) for s in walk_stmts(scope.body)):
             kernels.append(scope)
             continue
-        kernels.append(dataclasses.replace(scope, body=_Mover(scope).block(scope.body)))
+        kernels.append(dataclasses.replace(scope, body=_Mover(func, scope).block(scope.body)))
     return dataclasses.replace(func, kernels=tuple(kernels))
 
