@@ -143,6 +143,19 @@ def heads(Q: T.Tensor((32, 64), "float16"), K: T.Tensor((64, 64), "float16"),
         T.reduce_sum(S3, l, dim=2)
         T.copy(l, L)
 """
+# a synchronous load-and-scale nest, then a copy that becomes cp.async (sm_80)
+SCALED_SUM = """\
+@T.prim_func
+def scaled_sum(A: T.Tensor((64, 64), "float16"), B: T.Tensor((64, 64), "float16"), C: T.Tensor((64, 64), "float16")):
+    with T.Kernel(1, threads=128) as bx:
+        a_s = T.alloc_shared((64, 64), "float16")
+        b_s = T.alloc_shared((64, 64), "float16")
+        for i, j in T.Parallel(64, 64):
+            a_s[i, j] = A[i, j] * T.float16(2.0)
+        T.copy(B, b_s)
+        for i, j in T.Parallel(64, 64):
+            C[i, j] = a_s[i, j] + b_s[i, j]
+"""
 NAMES = [p.name for p in PASSES]
 
 
@@ -435,6 +448,18 @@ CASES = [
     ("insert_barriers", TILE, "sm_80", """\
 @@ -11,0 +12 @@
 +        T.sync_threads(wait_async=True)
+"""),
+    # the cp.async copy starts before the independent nest before it (its loads in flight
+    # with the nest's)
+    ("start_async_copies_early", SCALED_SUM, "sm_80", """\
+@@ -8,0 +9,3 @@
++        for i1 in T.Parallel(64, vector_width=1):
++            for i2 in T.Parallel(64, vector_width=8, async_copy=True):
++                b_s[i1, i2] = B[i1, i2]
+@@ -12,3 +14,0 @@
+-        for i1 in T.Parallel(64, vector_width=1):
+-            for i2 in T.Parallel(64, vector_width=8, async_copy=True):
+-                b_s[i1, i2] = B[i1, i2]
 """),
     # the two blocks of a cluster along M share B's tiles (2 boxes: one each), each warp
     # releases a stage in both blocks (4 warps x 2 blocks arrive), and the blocks leave

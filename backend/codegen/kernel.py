@@ -479,6 +479,9 @@ class KernelEmitter:
             if layout.kind == "mma_rows":
                 self.mma.row_fragment(s, depth)
                 return
+            if layout.kind == "mma_cols":
+                self.mma.col_fragment(s, depth)
+                return
             if layout.kind == "blocked":
                 step = layout.threads * layout.vector
                 regs = -(-total // step) * layout.vector
@@ -794,6 +797,10 @@ class KernelEmitter:
         if buf.scope not in ("global", "shared"):
             self.fail(s, f"T.atomic_add into '{buf.name}': atomics target global or shared memory")
         value = self.exprs.expr(N.cast(s.value, buf.dtype))
+        key = (s.dst.buffer, s.dst.starts)
+        if key in self.nests.vector:  # a vector add (vectorize): this lane's element of it
+            self.out.line(depth, f"{self.nests.vector[key]}[{self.nests.lane}] = {value}")
+            return
         coord = self.atomic_coord(buf.name, s.dst.starts)
         # (skipped where it or an operand it reads is out of bounds, as TileLang wraps the call)
         conds = list(dict.fromkeys(self.bounds.predicate(buf.name, s.dst.starts)

@@ -24,6 +24,7 @@ class MmaEmitter:
         self.exprs = exprs  # (a matrix operand's leading indices)
         self.coords: dict[str, str] = {}  # mma fragment -> its (i, j) tensor
         self.rows: dict[str, str] = {}  # mma_rows fragment -> the row index of each register
+        self.cols: dict[str, str] = {}  # mma_cols fragment -> the column index of each register
         self.tiled: dict[int, str] = {}  # id(T.gemm) -> its tiled MMA
         self.proxy_fence = False  # barriers also fence shared writes for wgmma reads
         # the wgmma batches T.gemms left in flight, oldest first; each the (accumulator, A
@@ -86,6 +87,19 @@ class MmaEmitter:
                              f"{_region_tid(layout)})",
                       f"the rows of a {layout.mma} accumulator this thread holds; "
                       f"{b.name}[q] is row {rows}[q]")
+
+    def col_fragment(self, a: N.Allocate, depth: int) -> None:
+        """An (N,) fragment holding one value per column of a T.gemm register fragment: the
+        columns this thread's registers of it cover, and the column index of each."""
+        b, layout = a.buffer, a.layout
+        self.out.use("rows")
+        cols = f"tc_{b.name}_j"  # in the generator's namespace: no IR name starts with tc_
+        self.cols[b.name] = cols
+        self.out.line(depth, f"{ident(b.name)}, {cols} = tcrow.col_fragment({quote(layout.mma)}, "
+                             f"{tuple(layout.warps)}, {int(b.shape[0].value)}, {cute_type(b.dtype)}, "
+                             f"{_region_tid(layout)})",
+                      f"the columns of a {layout.mma} register fragment this thread holds; "
+                      f"{b.name}[q] is column {cols}[q]")
 
     def reduce_rows(self, s: N.Reduce, depth: int, threads: int = 0, barrier_id: int = 1) -> None:
         """``T.reduce_<kind>(acc, rows, dim=1)``: each thread combines its registers of each

@@ -47,6 +47,7 @@ class NestEmitter:
         self.mma_reg: str | None = None
         self.mma_frag: str | None = None  # the accumulator an mma_reg indexes
         self.row_reg: str | None = None  # the row register of a nest over row fragments
+        self.col_reg: str | None = None  # the first column register of a nest over column ones
         self.vector: dict[tuple, str] = {}
         self.lets: dict[str, N.Expr] = {}  # the Lets of the innermost body being emitted
 
@@ -67,6 +68,13 @@ class NestEmitter:
             if self.row_reg is None:
                 k.fail(None, f"internal: fragment '{name}' accessed outside its nest")
             return f"{ident(name)}[{self.row_reg}]"
+        if layout.kind == "mma_cols":
+            lane = "" if self.lane in (None, "0") else f" + {self.lane}"
+            if self.mma_reg is not None:  # the column of the register walked
+                return f"{ident(name)}[tcrow.col_of({ident(self.mma_frag)}, {self.mma_reg}{lane})]"
+            if self.col_reg is None:
+                k.fail(None, f"internal: fragment '{name}' accessed outside its nest")
+            return f"{ident(name)}[{self.col_reg}{lane}]"
         if layout.kind == "blocked":
             if self.step is None or self.lane is None:
                 k.fail(None, f"internal: fragment '{name}' accessed outside its nest")
@@ -94,12 +102,15 @@ class NestEmitter:
             return
         mma = [b for b, _, _ in accesses(loops[-1].body) if b in k.mma.coords]
         rows = [b for b, _, _ in accesses(loops[-1].body) if b in k.mma.rows]
+        cols = [b for b, _, _ in accesses(loops[-1].body) if b in k.mma.cols]
         if loops[-1].replicated:
             self.replicated(loops, depth)
         elif mma:
             self.over_accumulator(loops, mma[0], depth)
         elif rows:
             self.over_rows(loops, rows[0], depth)
+        elif cols:
+            self.over_cols(loops, cols[0], depth)
         else:
             self.spread(loops, depth)
         if loops[-1].async_copy:  # the nest's cp.async copies form one group
@@ -246,6 +257,23 @@ class NestEmitter:
         self.lanes(loops[-1], 1, depth)
         self.row_reg = None
 
+    def over_cols(self, loops, frag: str, depth: int) -> None:
+        """A ``T.Parallel(N)`` nest over column fragments (the layout pass's ``cols``
+        nests): each thread walks the columns it holds, two adjacent ones (lanes) a step
+        (the 8 lanes of a warp with one ``lane % 4``, and its other warps along M, hold
+        the same columns: they compute the same values and store the same ones)."""
+        k, out = self.k, self.k.out
+        (loop,) = loops
+        width = max(1, loop.vector_width)
+        q = out.fresh("q")
+        out.line(depth, f"for {q} in cutlass.range_constexpr(0, cute.size({ident(frag)}), {width}):")
+        depth += 1
+        out.line(depth, f"{ident(loop.var.name)} = {k.mma.cols[frag]}[{q}]")
+        k.ranges[loop.var.name] = (0, int(loop.extent.value) - 1)
+        self.col_reg = q
+        self.lanes(loop, width, depth)
+        self.col_reg = None
+
     def replicated(self, loops, depth: int) -> None:
         """Every thread runs every iteration (the nest writes only replicated fragments and
         locals); small nests unroll so fragment indices are constants."""
@@ -317,15 +345,22 @@ class NestEmitter:
             return
         temps = {}
         stores = []
+        atomics = []
+        loaded = {(b, idx) for b, idx, w in accesses(body) if not w}
         for key, chunk in vec.items():
             name, indices = key
             dtype = self.k.buffers[name].dtype
             tmp = out.fresh("vec")
             temps[key] = tmp
             out.line(depth, f"{tmp} = cute.make_rmem_tensor(({width},), {register_type(dtype)})")
+            if any(isinstance(s, N.AtomicAdd) and (s.dst.buffer, s.dst.starts) == key for s in body):
+                atomics.append((key, chunk, tmp))  # the lanes' values, added after them
+                continue
             if any(isinstance(s, N.Store) and (s.buffer, s.indices) == key for s in body):
                 stores.append((key, chunk, tmp))
-                continue
+                if key not in loaded:
+                    continue
+                # (updated in place: read before the lanes, written after them)
             for c in range(0, width, chunk):
                 view = self.view(name, indices, chunk, c)
                 if dtype == FP4:  # chunk // 2 bytes, one code per register
@@ -336,6 +371,13 @@ class NestEmitter:
                     if chunk < width else tmp
                 out.line(depth, f"{part}.store({view}.load())")
         self.lanes_loop(inner, width, temps, depth)
+        for (name, indices), chunk, tmp in atomics:
+            out.use("atomic")
+            for c in range(0, width, chunk):
+                view = self.view(name, indices, chunk, c)
+                part = f"cute.make_tensor({tmp}.iterator + {c}, cute.make_layout({chunk}))" \
+                    if chunk < width else tmp
+                out.line(depth, f"tca.atomic_add_view({view}, {part})")
         for key, chunk, tmp in stores:
             name, indices = key
             for c in range(0, width, chunk):

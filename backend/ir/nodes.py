@@ -740,6 +740,11 @@ class Layout:
       accumulator with layout ``mma``/``warps``: each thread holds the rows its
       accumulator registers cover (``runtime/cute/rows.py``); row reductions of the
       accumulator write it, and loops over the accumulator read it at their row.
+      ``mma_cols``: an ``(N,)`` fragment holding one value per column of an ``(M, N)``
+      fragment with layout ``mma``/``warps`` (an accumulator or a register A operand):
+      each thread holds the columns its registers of it cover, in adjacent pairs
+      (``runtime/cute/rows.py``: ``col_fragment``); loops over that fragment read it at
+      their column, ``T.Parallel(N)`` loops walk each thread's columns.
     Shared buffers:
       ``row_major``;
       ``swizzled``: row-major over the last two dims ``(r, c)``, with column ``c`` stored at

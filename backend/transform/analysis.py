@@ -172,6 +172,19 @@ def parallel_nest(loop: N.For) -> list[N.For]:
     return loops
 
 
+# the intrinsics without effects and without thread state (pure in TVM's sense)
+PURE_CALLS = frozenset(N.FLOAT_MATH + N.FLOAT_PREDICATES + N.IEEE_FORMS + (
+    "abs", "fma", "ceildiv", "truncdiv", "truncmod", "popcount", "clz", "reinterpret", "ffs",
+    "bitwise_not", "min", "max"))
+
+
+def plain_statements(body) -> bool:
+    """Stores and Lets only, calling only pure math (no barrier, shuffle, vote, atomic,
+    draw): which thread runs which iteration, and when, does not show."""
+    return all(isinstance(t, (N.Store, N.Let)) for t in body) and \
+        all(c.name in PURE_CALLS for c in walk_nodes(body) if isinstance(c, N.Call))
+
+
 def accesses(body):
     """(buffer, indices, is_write) of every buffer access in ``body``, nested statements
     included."""

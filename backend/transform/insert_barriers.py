@@ -109,20 +109,29 @@ class _Sync:
         return s.kind != "parallel" and self.divergent((s.start, s.extent))
 
     def touches(self, s):
-        """Shared buffers ``s`` reads and writes (a write touches every buffer on the same
-        bytes too), and whether its writes are cp.async."""
+        """Shared buffers ``s`` reads and writes, and whether its writes are cp.async.  The
+        state records them as they are; a check spreads the new statement's accesses over
+        the buffers on the same bytes (:meth:`spread`), so two buffers conflict when they
+        share bytes, and not merely because each shares bytes with a third (``q`` and
+        ``k`` side by side on the bytes of a larger ``o_shared`` that is dead while they
+        live: a write of ``q`` then one of ``k`` needs no barrier between them)."""
         if isinstance(s, (N.Reduce, N.FinalizeReducer, N.CombineRows, N.SegmentReduce)):
             return set(), set(), False  # fragments; its scratch: see :meth:`reduction`
         reads, writes = set(), set()
         for b, _, w in accesses([_cp_async_dropped(_program_ordered_loads_dropped(s))]):
             if b in self.shared:
                 (writes if w else reads).add(b)
-        for b in list(writes):
-            writes |= self.aliases.get(b, set())
         if self.raw_cp_async and not _is_call(s, "ptx_wait_group") and \
                 any(_is_call(t, "ptx_wait_group") for t in walk_stmts([s])):
             writes |= self.raw_cp_async  # (a compound statement that waits inside)
         return reads, writes, _async_writes(s)
+
+    def spread(self, names) -> set:
+        """``names`` and every buffer placed on some of their bytes."""
+        out = set(names)
+        for b in names:
+            out |= self.aliases.get(b, set())
+        return out
 
     def raw_writes(self, stmts) -> set:
         """The shared buffers (and those on their bytes) raw cp.async and T.async_copy
@@ -286,7 +295,8 @@ class _Sync:
         if run is None or s.synced or any(lo < b and a < hi for a, b in run[0]):
             run = ([], st.copy(), len(out))
         ranges, before, at = run
-        if (reads & set(before.written) or writes & (before.read | set(before.written))) and \
+        if (self.spread(reads) & set(before.written) or
+                self.spread(writes) & (before.read | set(before.written))) and \
                 not self.program_orders:
             head: list = []
             before.barrier(head, s.loc)
@@ -346,8 +356,9 @@ class _Sync:
 
     def conflicts(self, s, st: _State) -> bool:
         """Does ``s`` read a shared buffer written, or write one touched, since the last
-        barrier?"""
+        barrier?  (A buffer placed on some of another's bytes counts as that one.)"""
         reads, writes, _ = self.touches(s)
+        reads, writes = self.spread(reads), self.spread(writes)
         return bool(reads & set(st.written) or writes & (st.read | set(st.written)))
 
     def barrier_if_needed(self, s, st: _State, out: list) -> None:

@@ -15,6 +15,10 @@ Fragments
   the rows of a T.gemm accumulator writes (``top[i, k] = arg[i]``, ``k`` a serial loop's:
   only the threads holding row ``i`` run it) moves to shared memory and the kernel is laid
   out again (``replicated_written_by_rows``).
+  An ``(N,)`` fragment read as ``v[j]`` in a nest over ``(i, j)`` of a T.gemm register
+  fragment, and otherwise only at ``[j]`` in ``T.Parallel(N)`` nests that fill it or
+  store it (``col_fragments``), is *mma_cols*: each thread holds the columns its
+  registers of that fragment cover, as TileLang lays it out by that loop.
   Every other fragment is *blocked*: the nests that touch it walk exactly its shape
   (``x[i, j]`` under ``T.Parallel(I, J)``), or walk it in row-major order through a linear
   combination of their loop variables (``b[i * J + j]``, ``b`` of shape ``(I * J,)``), and
@@ -87,7 +91,7 @@ from ..ir.visitor import StmtMutator, rebuild, replace_exprs, substitute, walk_n
 from ..runtime.dtypes import DTYPES
 from ..target import VECTOR_BYTES, WARP
 from .analysis import (LoopVars, accesses, allreduce_steps, independent_view, is_unit, linear_form, mentions,
-                       parallel_nest, squeeze, value_range, view_bases, view_layout)
+                       parallel_nest, plain_statements, squeeze, value_range, view_bases, view_layout)
 from .lower_tile_ops import move_columns_last, reduce_identity, reduce_update
 
 # the calls through which a thread meets other threads (their partition across threads
@@ -185,6 +189,7 @@ class _Kernel:
         self.thread_vars: set[str] = set()  # Let names bound to the thread index
         self.narrowed = None  # the enclosing `if` that selects some of the region's threads
         self.bases = view_bases(scope.body)  # view -> the buffer it views
+        self.cols = self.col_fragments()  # fragment -> its mma_cols layout
 
     def fail(self, s, msg: str):
         where = f"{s.loc}: " if getattr(s, "loc", None) else ""
@@ -282,6 +287,133 @@ class _Kernel:
                                 changed |= add(b, known[0], m, loops[0])
         return rows
 
+    # ---- column values of MMA register fragments ---------------------------------------
+    def col_fragments(self) -> dict[str, N.Layout]:
+        """The ``(N,)`` fragments that live with the columns of an ``(M, N)`` fragment in a
+        T.gemm register layout (an accumulator or an A operand), each thread holding the
+        columns its registers cover (``mma_cols``), as TileLang lays out a fragment read
+        as ``v[j]`` in a loop over ``(i, j)`` of one (a per-column decay or scale:
+        ``cb[i, j] *= dt[j]``).  Replicated instead, every thread would hold all ``N`` and
+        a loop over the MMA's registers would index them at the register's column, known
+        only at run time: local memory.
+
+        A fragment qualifies when every access of it is in a ``T.Parallel`` nest from 0 of
+        one of two forms: a read ``v[j]`` in a nest over ``(i, j)`` that walks a T.gemm
+        register fragment of extent ``N`` in ``j`` at ``(i, j)`` (its layout gives ``v``'s),
+        or ``v[j]`` in a ``T.Parallel(N)`` nest (a ``T.copy`` filling it) whose other
+        fragment accesses are other such fragments at ``[j]`` or reads at constant
+        indices, which writes nothing else but shared or global memory, holds only
+        stores and Lets, and calls nothing with an effect (each column's holders then run
+        its iteration alike: the same values, the same stores).  Fragments meeting in such
+        a 1-D nest need one layout; one with no 2-D read, or two layouts, or any other
+        use (outside a nest, a reduction, a view, a layout of the program's) stays as
+        before (blocked or replicated)."""
+        body = self.scope.body
+        allocs = {s.buffer.name: s for s in walk_stmts(body) if isinstance(s, N.Allocate)}
+        views = set(self.bases) | set(self.bases.values())
+        cand = {n for n, a in allocs.items() if a.buffer.scope == "fragment"
+                and a.buffer.ndim == 1 and isinstance(a.buffer.shape[0], N.Const)
+                and not a.reducer and a.layout is None and not a.view_of and n not in views
+                and n not in self.rows}
+        if not cand:
+            return {}
+        total: dict[str, int] = {}  # candidate -> its loads and stores anywhere
+        for node in walk_nodes(body):
+            if isinstance(node, (N.Load, N.Store)):
+                total[node.buffer] = total.get(node.buffer, 0) + 1
+                continue
+            if isinstance(node, N.Buffer):
+                continue
+            for f in dataclasses.fields(node):  # named otherwise (a tile op, a region ...)
+                v = getattr(node, f.name)
+                for x in (v if isinstance(v, tuple) else (v,)):
+                    if isinstance(x, str):
+                        cand.discard(x)
+        def mma_of(name):
+            a = allocs.get(name)
+            lay = a.layout if a is not None else None
+            return lay if lay is not None and lay.kind == "mma" else None
+
+        nests = [parallel_nest(s) for s in walk_stmts(body)
+                 if isinstance(s, N.For) and s.kind == "parallel"]
+        nests = [n for n in nests if not any(n[0] in m[1:] for m in nests)]
+        while cand:
+            # a candidate at another index, or of another extent, is out on its own (a
+            # (1,) fragment read at [0] beside the others stays replicated); the nests
+            # are then judged without it
+            odd = set()
+            for loops in nests:
+                j = loops[-1].var.name
+                odd |= {b for b, idx, _ in accesses(loops[-1].body) if b in cand and not (
+                    len(idx) == 1 and isinstance(idx[0], N.Var) and idx[0].name == j
+                    and allocs[b].buffer.shape[0] == loops[-1].extent)}
+            if odd:
+                cand -= odd
+                continue
+            seen: dict[str, int] = {}  # candidate -> its accesses in qualifying nests
+            source: dict[str, set] = {}  # candidate -> the layouts its 2-D reads give
+            links: list[list[str]] = []  # candidates sharing a 1-D nest
+            dropped: set[str] = set()
+            for loops in nests:
+                accs = accesses(loops[-1].body)
+                mine = [(b, idx, w) for b, idx, w in accs if b in cand]
+                if not mine:
+                    continue
+                names = [lp.var.name for lp in loops]
+                j = names[-1]
+                ok = all(isinstance(lp.start, N.Const) and lp.start.value == 0 and
+                         isinstance(lp.extent, N.Const) for lp in loops) and \
+                    loops[-1].loop_layout is None and plain_statements(loops[-1].body)
+                if ok and len(loops) == 2:
+                    walked = [mma_of(b) for b, idx, _ in accs if mma_of(b) is not None
+                              and [getattr(x, "name", None) for x in idx] == names]
+                    ok = bool(walked) and not any(w for _, _, w in mine)
+                    if ok:
+                        lay = walked[0]
+                        cols = N.Layout("mma_cols", threads=lay.threads, mma=lay.mma,
+                                        warps=lay.warps, first_thread=lay.first_thread)
+                        for b, _, _ in mine:
+                            source.setdefault(b, set()).add(cols)
+                elif ok and len(loops) == 1:
+                    for b, idx, w in accs:
+                        if b in cand:
+                            continue
+                        scope = allocs[b].buffer.scope if b in allocs else self.scope_of(b)
+                        if scope == "fragment" and (w or not all(isinstance(x, N.Const) for x in idx)) \
+                                or scope not in ("fragment", "shared", "global") and w:
+                            ok = False
+                    if ok:
+                        links.append(sorted({b for b, _, _ in mine}))
+                else:
+                    ok = False
+                if ok:
+                    for b, _, _ in mine:
+                        seen[b] = seen.get(b, 0) + 1
+                else:
+                    dropped |= {b for b, _, _ in mine}
+            dropped |= {b for b in cand if seen.get(b, 0) != total.get(b, 0)}
+            # the 1-D nests join fragments into groups of one layout
+            group = {b: b for b in cand}
+
+            def find(x):
+                while group[x] != x:
+                    x = group[x]
+                return x
+            for names in links:
+                for b in names[1:]:
+                    group[find(b)] = find(names[0])
+            layouts: dict[str, set] = {}
+            for b in cand:
+                layouts.setdefault(find(b), set()).update(source.get(b, ()))
+            dropped |= {b for b in cand if len(layouts[find(b)]) != 1}
+            # a group loses every member when one goes (its 1-D nests then write a
+            # replicated fragment from a column one, or the reverse)
+            dropped |= {b for b in cand if find(b) in {find(d) for d in dropped if d in cand}}
+            if not dropped & cand:
+                return {b: next(iter(layouts[find(b)])) for b in cand}
+            cand -= dropped
+        return {}
+
     # ---- collect ------------------------------------------------------------------------
     def collect(self, body, top: bool = True) -> None:
         for s in body:
@@ -317,6 +449,8 @@ class _Kernel:
                 for b, idx, write in nest.accesses:
                     if b in self.rows:
                         self.check_row_access(nest, b, idx, write, s)
+                    elif b in self.cols:
+                        pass  # read at the column of the MMA fragment walked (col_fragments)
                     elif self.scope_of(b) == "fragment" and not self.identity_shape(nest, b, idx):
                         self.make_replicated(b, s)
                     if self.scope_of(b) == "shared" and len(idx) >= 2 and \
@@ -582,7 +716,7 @@ class _Kernel:
                 if not rep or not all(self.identity_shape(nest, b, idx) for b, idx in rep):
                     continue
                 for b, idx, w in nest.accesses:
-                    if w or b in self.replicated or b in self.rows or \
+                    if w or b in self.replicated or b in self.rows or b in self.cols or \
                             self.scope_of(b) != "fragment":
                         continue
                     self.replicated.add(b)
@@ -601,7 +735,7 @@ class _Kernel:
     def decide(self):
         self.spread_replication()
         frags = [n for n, a in self.allocs.items()
-                 if a.buffer.scope == "fragment" and n not in self.rows]
+                 if a.buffer.scope == "fragment" and n not in self.rows and n not in self.cols]
         self.check_fragment_views()
         for f in frags:
             if self.mma_layout(f) is not None and f in self.replicated:
@@ -636,6 +770,9 @@ class _Kernel:
             reads = {b for b, _, w in nest.accesses if not w}
             writes = {b for b, _, w in nest.accesses if w and not (b in self.reducers and b in reads)}
             row_frags = {b for b, _, _ in nest.accesses if b in self.rows}
+            if not touched and not row_frags and any(b in self.cols for b, _, _ in nest.accesses):
+                nest_mode.append(("cols", None))  # each thread walks the columns it holds
+                continue
             if row_frags and not touched:  # each thread walks the rows it holds
                 nest_mode.append(("rows", None))
                 continue
@@ -898,7 +1035,7 @@ class _Kernel:
         The others reduce in the register layout (``tcrow.reduce_cols``)."""
         self.spread_replication()
         blocked = [n for n, a in self.allocs.items() if a.buffer.scope == "fragment"
-                   and n not in self.rows and n not in self.replicated]
+                   and n not in self.rows and n not in self.cols and n not in self.replicated]
         find = self.fragment_groups(blocked)
         mma = {find(f) for f in blocked if self.mma_layout(f) is not None}
         return {id(r) for r in self.reduces if r.dim == 0 and self.buffers[r.src].ndim == 2
@@ -994,6 +1131,8 @@ class _Kernel:
             buf = self.buffers[name]
             if name in self.rows:
                 return self.rows[name]
+            if name in self.cols:
+                return self.cols[name]
             if buf.scope == "fragment":
                 if name in self.mma:
                     return self.mma[name]
@@ -1160,6 +1299,8 @@ class _Kernel:
             lp = loops[d]
             if mode == "blocked":
                 lp = dataclasses.replace(lp, vector_width=v if d == len(loops) - 1 else 1)
+            elif mode == "cols":  # a thread's columns come in adjacent pairs
+                lp = dataclasses.replace(lp, vector_width=MMA_LANES)
             elif mode == "replicated":
                 lp = dataclasses.replace(lp, replicated=True, vector_width=1)
             body = (dataclasses.replace(lp, body=body),)

@@ -12,7 +12,8 @@ from typing import Callable
 from ..ir import nodes as N
 from ..ir.validate import validate
 from ..options import check_options
-from . import (accumulator_views, defer_row_sums, fast_math, fragment_thread_regions,
+from . import (accumulator_views, defer_row_sums, early_async_copies, fast_math,
+               fragment_thread_regions,
                hoist_parallel_locals, index_width,
                insert_barriers, layout_inference, lower_tile_ops,
                overlap_mma, rasterize, scope_safe_values, select_mma, shared_epilogue, shared_memory,
@@ -64,6 +65,8 @@ PASSES = (
         f, arch, reuse=not o.get("disable_shared_memory_reuse", False))),
     Pass("insert_barriers", lambda f, arch, o: insert_barriers.insert_barriers(
         f, program_orders=o.get("disable_barrier_insertion", False))),
+    Pass("start_async_copies_early",
+         lambda f, arch, o: early_async_copies.start_async_copies_early(f)),
     Pass("split_roles", lambda f, arch, o: warp_specialize.split_roles(f, arch)),
     Pass("multicast_tma_loads", lambda f, arch, o: tma_multicast.multicast_tma_loads(f, o)),
 )

@@ -21,7 +21,8 @@ from ..ir.visitor import StmtMutator, walk_nodes
 from ..runtime.dtypes import DTYPES, storage_bytes
 from ..target import ASYNC_COPY_BYTES, VECTOR_BYTES, arch_at_least
 from .analysis import (accesses, affine_in, known_multiple, let_values, loads as _loads,
-                       mentions, parallel_nest, row_major_strides, substitute, top_loads)
+                       mentions, parallel_nest, plain_statements, row_major_strides,
+                       substitute, top_loads)
 
 
 class VectorizeError(ValueError):
@@ -34,22 +35,29 @@ def vector_elements(dtype: str) -> int:
 
 
 def legal_width(inner: N.For, buffers: dict[str, N.Buffer],
-                layouts: dict[str, N.Layout] | None = None) -> int:
+                layouts: dict[str, N.Layout] | None = None, arch: str | None = None) -> int:
     """The widest lane count for the innermost parallel loop ``inner`` at which every global
-    access of its body is a full-width vector access (1 if none)."""
+    access of its body is a full-width vector access; for a body that touches no global
+    memory, every shared access (as TileLang's loop vectorizer plans over all the buffers
+    a loop touches: an update of a shared tile in place, ``v[i, j] = v[i, j] * d[i]``, runs
+    16 bytes a thread step), where the body is plain stores and Lets calling nothing that
+    meets other threads; 1 if none."""
     if not isinstance(inner.extent, N.Const) or not (isinstance(inner.start, N.Const)
                                                      and inner.start.value == 0):
         return 1
     touched = accesses(inner.body)
     glob = [(b, tuple(i)) for b, i, _ in touched if buffers.get(b) is not None
             and buffers[b].scope == "global"]
+    if not glob and plain_statements(inner.body):
+        glob = [(b, tuple(i)) for b, i, _ in touched if buffers.get(b) is not None
+                and buffers[b].scope == "shared"]
     if not glob:
         return 1
     width = max(vector_elements(buffers[b].dtype) for b, _ in glob)
     extent = int(inner.extent.value)
     while width > 1:
         if extent % width == 0:
-            vec = vector_accesses(inner, buffers, layouts or {}, width)
+            vec = vector_accesses(inner, buffers, layouts or {}, width, arch)
             if all(vec.get((b, i)) == min(width, vector_elements(buffers[b].dtype))
                    for b, i in glob):
                 return width
@@ -58,35 +66,62 @@ def legal_width(inner: N.For, buffers: dict[str, N.Buffer],
 
 
 def vector_accesses(inner: N.For, buffers: dict[str, N.Buffer], layouts: dict[str, N.Layout],
-                    width: int) -> dict[tuple, int]:
+                    width: int, arch: str | None = None) -> dict[tuple, int]:
     """The accesses of the innermost parallel loop ``inner`` (running ``width`` lanes per
     thread step) that become vector loads/stores: ``(buffer, indices) -> chunk`` elements
     per instruction (at most 16 bytes).  Only straight-line accesses at the top of the
     body, to global, row-major or TMA-swizzled shared buffers, contiguous in the loop variable, at
     offsets known to be multiples of the chunk, and of buffers the body does not both
-    read and write.  The vectorizer and the codegen both call this, so the alignment the
-    launcher checks is exactly what the kernel assumes."""
+    read and write, unless every access of the buffer in the body is at the same index
+    (an update in place, ``v[i, j] = v[i, j] * d``: each lane reads and writes its own
+    element, so one vector load before the lanes and one vector store after them do the
+    same).  With ``arch``, a relaxed ``T.atomic_add`` of a float32 / float16 / bfloat16
+    global element (its value reading only registers and the nest's vector loads) becomes
+    vector ``red`` instructions where the arch has them (sm_90: ``.v2`` / ``.v4.f32``,
+    up to ``.v8`` for 16-bit floats; sm_80: ``f16x2``), as TileLang's ``AtomicAddx2`` /
+    ``x4``; each element is still added atomically on its own.  The vectorizer and the
+    codegen both call this, so the alignment the launcher checks is exactly what the kernel
+    assumes."""
     if width < 2:
         return {}
     j = inner.var.name
-    stored = {s.buffer for s in inner.body if isinstance(s, N.Store)}
+    atomics = [s for s in inner.body if isinstance(s, N.AtomicAdd) and isinstance(s.value, N.Expr)]
+    stored = {s.buffer for s in inner.body if isinstance(s, N.Store)} | \
+        {s.dst.buffer for s in atomics}
     loaded = {ld.buffer for s in inner.body for ld in _loads(getattr(s, "value", ()))}
+    # the indices each buffer is stored at and loaded at in the body
+    at = {}
+    for s in inner.body:
+        for ld in _loads(getattr(s, "value", ())):
+            at.setdefault(ld.buffer, set()).add(ld.indices)
+        if isinstance(s, N.Store):
+            at.setdefault(s.buffer, set()).add(s.indices)
+        elif isinstance(s, N.AtomicAdd):
+            at.setdefault(s.dst.buffer, set()).add(None)  # (never in place)
+    in_place = {b for b, idx in at.items() if len(idx) == 1 and None not in idx}
     candidates = []
     unconditional = set()  # loads read whatever the conditions of T.if_then_else's are
+    vector_atomics = []
     for s in inner.body:
         if isinstance(s, N.Store):
             candidates.append((s.buffer, s.indices))
             unconditional.add((s.buffer, s.indices))
-        if isinstance(s, (N.Store, N.Let)):
+        if isinstance(s, (N.Store, N.Let)) or s in atomics:
             candidates.extend((ld.buffer, ld.indices) for ld in top_loads(s.value))
             unconditional |= {(ld.buffer, ld.indices) for ld in top_loads(_taken(s.value))}
+        if s in atomics and _atomic_chunk(buffers.get(s.dst.buffer), s, arch, width) > 1:
+            key = (s.dst.buffer, s.dst.starts)
+            candidates.append(key)
+            unconditional.add(key)
+            vector_atomics.append((s, key))
     lets = let_values(inner.body)
     out = {}
     for key in candidates:
         name, indices = key
         indices = substitute(indices, lets) if lets else indices  # (a Let bound in the body)
         buf = buffers.get(name)
-        if buf is None or (name in stored and name in loaded) or buf.dtype == "bool":
+        if buf is None or (name in stored and name in loaded and name not in in_place) or \
+                buf.dtype == "bool":
             continue  # (bool is a byte in memory and a bit in registers: element by element)
         kind = getattr(layouts.get(name), "kind", "row_major")
         if buf.scope == "shared":
@@ -117,7 +152,29 @@ def vector_accesses(inner: N.For, buffers: dict[str, N.Buffer], layouts: dict[st
             chunk //= 2
         if chunk > 1:
             out[key] = chunk
+    for s, key in vector_atomics:
+        if key not in out:
+            continue
+        out[key] = min(out[key], _atomic_chunk(buffers[s.dst.buffer], s, arch, width))
+        # its value and index read registers and vector loads only: the vector runs where
+        # the nest's vectors are in bounds, the lanes one by one (each skipped out of
+        # bounds, as TileLang's atomics) elsewhere
+        reads = _loads((s.value, s.dst.starts))
+        if any(buffers.get(ld.buffer) is None or buffers[ld.buffer].scope in ("global", "shared")
+               and (ld.buffer, ld.indices) not in out for ld in reads) or _draws((s.value, s.dst.starts)):
+            del out[key]
     return out
+
+
+def _atomic_chunk(buf, s: N.AtomicAdd, arch: str | None, width: int) -> int:
+    """The most elements one vector ``red`` adds for atomic ``s`` into ``buf`` on ``arch``
+    (1: none; ``tilecute.runtime.cute.atomic.vector_chunk``)."""
+    if arch is None or buf is None or buf.scope != "global" or s.op != "add" or \
+            s.order != "relaxed" or not arch_at_least(arch, 80):
+        return 1
+    if arch_at_least(arch, 90) and buf.dtype in ("float32", "float16", "bfloat16"):
+        return min(width, 4 if buf.dtype == "float32" else 8)
+    return min(width, 2) if buf.dtype == "float16" else 1
 
 
 def _taken(e):
@@ -229,7 +286,7 @@ class _Vectorizer(StmtMutator):
             f'{form} could not be honored: {why}')
 
     def record(self, inner: N.For) -> N.For:
-        vec = vector_accesses(inner, self.buffers, self.layouts, inner.vector_width)
+        vec = vector_accesses(inner, self.buffers, self.layouts, inner.vector_width, self.arch)
         return dataclasses.replace(inner, vectors=tuple(
             N.VectorAccess(name, indices, chunk) for (name, indices), chunk in vec.items()))
 
@@ -245,7 +302,7 @@ class _Vectorizer(StmtMutator):
             for outer in reversed(loops[:-1]):
                 inner = dataclasses.replace(outer, body=(inner,))
             return inner
-        width = legal_width(inner, self.buffers, self.layouts)
+        width = legal_width(inner, self.buffers, self.layouts, self.arch)
         if inner.loop_layout is not None:
             # the program's loop layout (set by the layout pass): its lanes per thread step
             # are which thread runs which iteration, whatever vector instructions they allow

@@ -12,6 +12,7 @@ Usage in generated code::
     from tilecute.runtime.cute import atomic as tca
     tca.atomic_add(out, (i, j), value)              # scalar
     tca.atomic_add_vector(out, (i, j * 4), vals, 4)  # 4 contiguous elements
+    tca.atomic_add_view(cute.make_tensor(out.iterator + off, cute.make_layout(4)), vals)
 
 Dtypes (scalar): Float32, Float64, Float16, Int32, Uint32, Int64, Uint64 on sm_80 and
 sm_90; BFloat16 only on sm_90+ (``red.add.bf16`` needs sm_90; ptxas rejects it for
@@ -137,6 +138,18 @@ def atomic_add_vector(tensor, coord, values, width: int) -> None:
     global/generic pointers; other dtypes or widths) into one scalar ``red`` per
     element.  Each instruction is atomic on its own, not the whole vector.
     """
+    _red_vector(element_ptr(tensor, coord), tensor, values, width)
+
+
+def atomic_add_view(view, values) -> None:
+    """:func:`atomic_add_vector` into the contiguous elements of ``view`` (a tensor of
+    ``width`` elements at unit stride, as the generated code makes a vector access:
+    ``cute.make_tensor(t.iterator + offset, cute.make_layout(width))``; aligned to its
+    bytes, which the launcher checks); ``values`` a register tensor of ``width``."""
+    _red_vector(view.iterator, view, values, cute.size(view))
+
+
+def _red_vector(ptr, tensor, values, width: int) -> None:
     dtype = tensor.element_type
     _check_dtype(dtype)
     if isinstance(values, cute.TensorSSA):
@@ -144,7 +157,6 @@ def atomic_add_vector(tensor, coord, values, width: int) -> None:
         regs.store(values)
     else:
         regs = values
-    ptr = element_ptr(tensor, coord)
     chunk = vector_chunk(dtype, width, tensor.iterator.memspace == cute.AddressSpace.gmem)
     for i in range(0, width, chunk):
         if chunk == 1:

@@ -13,7 +13,10 @@ then the quad (two butterfly shuffles); when warps also split N (``(w, n)`` with
 through a shared scratch the layout pass allocates.  A column reduction
 (``reduce_cols``, dim=0) combines a thread's registers of each of its columns, then the 8
 lanes with one ``lane % 4`` (three shuffles), then the warps along M through a scratch,
-into a fragment every thread holds whole.
+into a fragment every thread holds whole.  Likewise an ``(N,)`` fragment can live with
+the columns of an MMA register fragment (the ``mma_cols`` layout: a per-column scale or
+decay read as ``v[j]`` in a loop over ``(i, j)``): each thread holds the ``2 * N/8 *
+MMA_N`` columns its registers cover, the 8 lanes with one ``lane % 4`` the same ones.
 
 Usage in generated code::
 
@@ -25,6 +28,10 @@ Usage in generated code::
     for q in cutlass.range_constexpr(cute.size(m)):
         i = m_i[q]                              # the row that m[q] belongs to
     tcrow.reduce_cols(acc, tc_acc_ij, cs, "sum", True, scratch, "wgmma", (2, 1), tc_tid, 0)
+    d, d_j = tcrow.col_fragment("wgmma", (2, 1), 64, cutlass.Float32, tc_tid)
+    ... d[tcrow.col_of(acc, r + lane)] ...      # the value of register r + lane's column
+    for q in cutlass.range_constexpr(0, cute.size(d), 2):
+        j = d_j[q]                              # the column d[q] belongs to (d[q + 1]: j + 1)
 """
 
 import cutlass
@@ -53,6 +60,38 @@ def row_of(acc, r):
     inner = cute.size(acc, mode=[0])
     mma_m = cute.size(acc, mode=[1])
     return (r // 2) % 2 + 2 * ((r // inner) % mma_m)
+
+
+def col_fragment(family: str, warps: tuple, n: int, dtype, tid):
+    """Registers for one value per column of an ``(M, n)`` MMA register fragment (an
+    accumulator, or an A operand in registers, which holds its registers in accumulator
+    order) that this thread holds (``2 * N/8 * MMA_N`` of them, in
+    :func:`column_registers` order: adjacent column pairs, then column groups of 8, then
+    N steps), and the column index of each (a tuple, indexed by a compile-time register).
+    The columns a thread holds do not depend on M; the 8 lanes with one ``lane % 4`` (and
+    every warp along M) hold the same ones."""
+    m = (64 if family == "wgmma" else 16) * warps[0]
+    _, coords = tcm.accumulator(family, warps, (m, n), cutlass.Float32, tid)
+    inner = cute.size(coords, mode=[0])
+    mma_n = cute.size(coords, mode=[2])
+    cols = tuple(coords[regs[0]][1] for regs in column_registers(inner, 1, mma_n))
+    return cute.make_rmem_tensor((len(cols),), dtype), cols
+
+
+def col_of(frag, r):
+    """The register of a column fragment (:func:`col_fragment`) holding the column of
+    register ``r`` of the MMA register fragment ``frag`` (``r`` a flat register index;
+    the registers are compact, column-major ``((2, 2[, N/8]), MMA_M, MMA_N)``)."""
+    return column_index(r, cute.size(frag, mode=[0]), cute.size(frag, mode=[1]))
+
+
+def column_index(r, inner: int, mma_m: int):
+    """The position, among the columns a thread holds (:func:`column_registers` order), of
+    the column of flat register ``r`` of registers ``((2, 2[, N/8]), MMA_M, MMA_N)``
+    (``inner`` values a step): its pair ``r % 2``, column group ``(r // 4) % (N/8)`` and N
+    step."""
+    groups = inner // 4
+    return r % 2 + 2 * ((r // 4) % groups) + 2 * groups * (r // (inner * mma_m))
 
 
 def any_not_one(rows):
