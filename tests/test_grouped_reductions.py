@@ -111,3 +111,68 @@ def test_rows_over_three_whole_warps_reduce(tmp_path):
     func = _row_stats(2, 96, 96, dtype="float32")
     assert "tcr.block_allreduce(" in emit_cute(lower(func, "sm_90a"))
     assert tilecute.build_cubin(func, "sm_90a", out_dir=str(tmp_path)).kernel_names
+
+
+def _token_cast(blk_m=8, group=128, threads=128):
+    # TileLang's per-token fp8 cast (cast/example_group_per_split_token_cast_to_fp8.py):
+    # rows of `group` elements, a row offset summed into a T.alloc_var
+    @T.prim_func
+    def token_cast(X: T.Tensor((64, 256), "bfloat16"), sizes: T.Tensor((2,), "int32"),
+                   Q: T.Tensor((2, 32, 256), "float8_e4m3"), A: T.Tensor((2, 32, 2), "float32")):
+        with T.Kernel(32 // blk_m, 256 // group, 2, threads=threads) as (bx, by, bz):
+            y = T.alloc_fragment((blk_m, group), "float32")
+            amax = T.alloc_fragment((blk_m,), "float32")
+            s = T.alloc_fragment((blk_m,), "float32")
+            q = T.alloc_fragment((blk_m, group), "float8_e4m3")
+            off = T.alloc_var("int32")
+            off = 0
+            for i in T.serial(bz):
+                off += sizes[i]
+            T.copy(X[off + bx * blk_m: off + (bx + 1) * blk_m, by * group:(by + 1) * group], y)
+            T.reduce_absmax(y, amax, dim=1)
+            for i in T.Parallel(blk_m):
+                s[i] = T.max(amax[i], 1e-4) / 448.0
+            for i, j in T.Parallel(blk_m, group):
+                q[i, j] = T.clamp(y[i, j] / s[i], -448.0, 448.0)
+            for i in T.Parallel(blk_m):
+                A[bz, bx * blk_m + i, by] = s[i]
+            T.copy(q, Q[bz, bx * blk_m:(bx + 1) * blk_m, by * group:(by + 1) * group])
+    return token_cast
+
+
+def test_rows_keep_the_loops_vector_width(tmp_path):
+    """8 rows of 128 on 128 threads: each row is 16 threads x 8 registers (one 16-byte load
+    of the bfloat16 source each, a 16-lane shuffle), as TileLang lays the copy out, not
+    each thread one element of every row (a scalar load per element, shuffles over the
+    block and the warps meeting in shared for every row); the copy's rows start at an
+    offset held in a T.alloc_var, read once for the vector load."""
+    from tilecute.transform.pipeline import run_passes
+
+    func = _token_cast()
+    f = run_passes(func, "sm_90a", until="infer_layouts")
+    lay = {a.buffer.name: a.layout for a in f.kernels[0].body if hasattr(a, "layout")}
+    assert lay["y"].kind == "blocked" and lay["y"].vector == 8
+    source = emit_cute(lower(func, "sm_90a"))
+    assert "a row is 16 threads x 8 registers" in source
+    assert "tcr.block_allreduce(" not in source
+    assert "X.iterator + cute.assume((off[0] + bx * 8 + i1) * 256" in source, source
+    assert "cute.make_layout(8)).load()" in source
+    assert tilecute.build_cubin(func, "sm_90a", out_dir=str(tmp_path)).kernel_names
+
+
+@pytest.mark.gpu
+def test_token_cast_on_gpu():
+    import torch
+
+    kernel = tilecute.compile(_token_cast())
+    x = torch.randn(64, 256, device="cuda", dtype=torch.bfloat16)
+    sizes = torch.tensor([24, 32], device="cuda", dtype=torch.int32)
+    q = torch.zeros(2, 32, 256, device="cuda", dtype=torch.float8_e4m3fn)
+    a = torch.zeros(2, 32, 2, device="cuda")
+    kernel(x, sizes, q, a)
+    for g, start in enumerate((0, 24)):
+        rows = x[start:start + 32].float().view(32, 2, 128)
+        scale = rows.abs().amax(2).clamp(min=1e-4) / 448.0
+        torch.testing.assert_close(a[g], scale)
+        want = (rows / scale[..., None]).clamp(-448, 448).to(torch.float8_e4m3fn)
+        torch.testing.assert_close(q[g].float(), want.view(32, 256).float())

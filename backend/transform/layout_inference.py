@@ -26,8 +26,10 @@ Fragments
   on thread ``(f // V) % threads`` with ``f`` in register ``(f // (V * threads)) * V + f % V``,
   so each thread touches only its own registers.  Fragments that share a nest share
   ``V``: 16 bytes of the narrowest dtype the nests touch, halved until it divides every
-  nest's innermost extent and, for a fragment that is reduced, until every row of
-  ``threads * V``-element steps is whole (each thread then holds part of every row).
+  nest's innermost extent and, for a fragment that is reduced, until either every row of
+  ``threads * V``-element steps is whole (each thread then holds part of every row) or
+  each row is held by a lane group (``row // V`` consecutive threads: a power of two up
+  to 32, or whole warps), whichever comes at the wider ``V``.
 
   A nest whose fragment accesses all index with one permutation of its loop variables
   (``for j, i in T.Parallel(N, M): acc[i, j]``) is first reordered to walk them in their
@@ -860,12 +862,14 @@ class _Kernel:
                                      "reduced dim last)")
                     t = self.region_threads(r.src)
                     widest = v
-                    while v > 1 and row % (t * v):
+                    # the widest V at which each thread holds part of every row, or rows
+                    # are held by lane groups: TileLang lays the fragment out by its
+                    # loops' vector width and reduces whatever rows that gives, so a row of
+                    # 128 in 128 threads is 16 threads x 8 registers (one 16-byte access
+                    # each, a 4-step shuffle), not 128 threads x 1 (scalar accesses, a
+                    # shuffle per row and a shared-memory exchange across the warps)
+                    while v > 1 and row % (t * v) and not self.grouped_rows(r, row, v):
                         v //= 2
-                    if row % (t * v):  # no thread holds part of every row:
-                        v = widest     # rows held by lane groups, if they fit
-                        while v > 1 and not self.grouped_rows(r, row, v):
-                            v //= 2
                     if row % (t * v) and not self.grouped_rows(r, row, v):
                         v = widest     # a fragment short of whole rounds (of one, its first threads)
                         while v > 1 and not self.grouped_rows(r, row, v, partial=True):

@@ -17,7 +17,7 @@ import dataclasses
 import math
 
 from ..ir import nodes as N
-from ..ir.visitor import StmtMutator, walk_nodes
+from ..ir.visitor import StmtMutator, walk_nodes, walk_stmts
 from ..runtime.dtypes import DTYPES, storage_bytes
 from ..target import ASYNC_COPY_BYTES, VECTOR_BYTES, arch_at_least
 from .analysis import (accesses, affine_in, known_multiple, let_values, loads as _loads,
@@ -115,6 +115,7 @@ def vector_accesses(inner: N.For, buffers: dict[str, N.Buffer], layouts: dict[st
             unconditional.add(key)
             vector_atomics.append((s, key))
     lets = let_values(inner.body)
+    written = {t.buffer for t in walk_stmts(inner.body) if isinstance(t, N.Store)}
     out = {}
     for key in candidates:
         name, indices = key
@@ -132,7 +133,8 @@ def vector_accesses(inner: N.For, buffers: dict[str, N.Buffer], layouts: dict[st
                 # element may lie outside the buffer elsewhere (s[i, j - 1] at j == 0)
         elif buf.scope != "global":
             continue
-        if any(True for _ in _loads(indices)) or any(mentions(i, j) for i in indices[:-1]) \
+        if any(not _lane_invariant(ld, j, written, buffers) for ld in _loads(indices)) or \
+                any(mentions(i, j) for i in indices[:-1]) \
                 or _draws(indices):
             continue  # (a Let's T.rng_rand() substituted into an index would draw again)
         c = affine_in(indices[-1], j)
@@ -175,6 +177,16 @@ def _atomic_chunk(buf, s: N.AtomicAdd, arch: str | None, width: int) -> int:
     if arch_at_least(arch, 90) and buf.dtype in ("float32", "float16", "bfloat16"):
         return min(width, 4 if buf.dtype == "float32" else 8)
     return min(width, 2) if buf.dtype == "float16" else 1
+
+
+def _lane_invariant(ld: N.Load, j: str, written: set, buffers: dict) -> bool:
+    """Is ``ld``, read in an index, one value for every lane: a thread's own register
+    (``T.alloc_var`` / ``T.alloc_local``) the body does not write, at an index free of the
+    lane variable ``j`` (a row offset summed into a ``T.alloc_var``)?  The vector access
+    reads it once, before the body."""
+    buf = buffers.get(ld.buffer)
+    return buf is not None and buf.scope == "local" and ld.buffer not in written and \
+        not mentions(ld.indices, j)
 
 
 def _taken(e):
