@@ -403,7 +403,9 @@ class KernelEmitter:
         with self.bounds.statement():  # (loads of the range: read once, bounds-checked)
             self.bounds.hoist((s.start, s.extent), depth, self.nests.vector)
             start, stop = expr(s.start), expr(s.extent if zero else N.binop("add", s.start, s.extent))
-        if s.kind == "unrolled" and s.unroll_factor:  # TileLang's unroll_factor hint
+        if s.vectors:  # T.vectorized: vector_width iterations a step (nests.lanes)
+            rng = f"cutlass.range_constexpr({start}, {stop}, {s.vector_width})"
+        elif s.kind == "unrolled" and s.unroll_factor:  # TileLang's unroll_factor hint
             rng = f"cutlass.range({start}, {stop}, unroll={s.unroll_factor})"
         elif s.kind == "unrolled" and const:
             rng = f"cutlass.range_constexpr({start}, {stop})"
@@ -428,6 +430,8 @@ class KernelEmitter:
                 operands = {x for t in walk_stmts(s.body) if isinstance(t, N.Gemm) for x in (t.a, t.b)}
                 with self.smem.pipelined(s.num_stages, step, used_buffers(s.body), operands, depth + 1):
                     self.body(s.body, depth + 1)
+            elif s.vectors:
+                self.nests.lanes(s, s.vector_width, depth + 1)
             else:
                 self.body(s.body, depth + 1)
         self.mma.loop_exit(s, entry, depth)

@@ -605,6 +605,10 @@ class For(Stmt):
     # names both tiles, order=[0, 2, 1] the second); the software-pipelining pass places
     # their refill so, the other copies' at the start of the step
     loads_last: tuple[str, ...] = ()
+    # unrolled loops: the program's ``T.vectorized``: the vectorization pass makes its
+    # body's contiguous global / shared accesses vector instructions where it can
+    # (``vector_width`` lanes a step, ``vectors``), as TileLang vectorizes such a loop
+    vectorized: bool = False
 
 
 @dataclass(frozen=True)

@@ -121,8 +121,8 @@ def _flag(x) -> str:
 
 
 def _loop_range(s: N.For) -> str:
-    fn = {"serial": "T.serial", "unrolled": "T.unroll", "parallel": "T.Parallel",
-          "pipelined": "T.Pipelined"}[s.kind]
+    fn = {"serial": "T.serial", "unrolled": "T.vectorized" if s.vectorized else "T.unroll",
+          "parallel": "T.Parallel", "pipelined": "T.Pipelined"}[s.kind]
     zero = isinstance(s.start, N.Const) and s.start.value == 0
     bounds = expr_str(s.extent) if zero else f"{expr_str(s.start)}, {expr_str(N.binop('add', s.start, s.extent))}"
     if s.kind == "pipelined":

@@ -113,6 +113,7 @@ def _encode(x):
                     isinstance(x, nodes.For) and f.name == "loop_layout" and value is None or \
                     isinstance(x, nodes.For) and f.name == "unroll_factor" and not value or \
                     isinstance(x, nodes.For) and f.name == "loads_last" and not value or \
+                    isinstance(x, nodes.For) and f.name == "vectorized" and not value or \
                     isinstance(x, nodes.WarpGroups) and f.name == "synced" and not value or \
                     isinstance(x, nodes.ClusterSync) and f.name == "kind" and value == "sync" or \
                     isinstance(x, nodes.MBarrierArrive) and f.name == "block" and value is None or \

@@ -520,6 +520,9 @@ class _Validator:
                                     or isinstance(s.unroll_factor, bool) or s.unroll_factor < 0):
                 self.fail(f"unroll_factor={s.unroll_factor!r}: an unrolled loop's hint, an int >= 1 "
                           f"(0: unrolled completely), not on a {s.kind} loop")
+            if s.vectorized is not False and (s.vectorized is not True or s.kind != "unrolled"):
+                self.fail(f"vectorized={s.vectorized!r} on a {s.kind} loop: T.vectorized's flag, "
+                          "True only on an unrolled loop")
             if s.loads_last and (s.kind != "pipelined" or s.num_stages < 2 or not all(
                     isinstance(b, str) for b in s.loads_last)):
                 self.fail(f"loads_last={s.loads_last!r} on a {s.kind} loop of {s.num_stages} "

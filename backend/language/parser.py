@@ -2246,7 +2246,8 @@ class _Parser:
                           warp_specialize=warp_specialize, overlap_mma=overlap,
                           copy_instruction=copy_instruction if d == innermost else "",
                           loop_layout=loop_layout if d == innermost else None,
-                          unroll_factor=unroll_factor, loads_last=loads_last),)
+                          unroll_factor=unroll_factor, loads_last=loads_last,
+                          vectorized=form.__name__ in ("vectorized", "Vectorized")),)
             if d == innermost and _has_break(body[0].body, _Continue):
                 body = self.continue_loop(body[0], kind)
             if d == innermost and _has_break(body[-1].body):

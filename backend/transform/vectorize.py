@@ -277,7 +277,37 @@ class _Vectorizer(StmtMutator):
         return s
 
     def visit_for(self, loop: N.For) -> N.For:
-        return self.parallel(loop) if loop.kind == "parallel" else self.generic(loop)
+        if loop.kind == "parallel":
+            return self.parallel(loop)
+        loop = self.generic(loop)
+        return self.per_thread(loop) if loop.vectorized else loop
+
+    def per_thread(self, loop: N.For) -> N.For:
+        """A ``T.vectorized`` loop (every iteration on this thread): ``W`` iterations a
+        step, its contiguous global and shared accesses one vector instruction per chunk
+        (:func:`vector_accesses`), as TileLang vectorizes the loop.  ``W``: 16 bytes of the
+        narrowest dtype of those buffers, halved until it divides the extent.  Only a
+        straight-line body (stores and lets) is vectorized: its vector loads run before
+        the step's stores, which in a branch or an inner loop they might not."""
+        if not (isinstance(loop.start, N.Const) and loop.start.value == 0 and
+                isinstance(loop.extent, N.Const)) or loop.unroll_factor or \
+                not all(isinstance(t, (N.Store, N.Let)) for t in loop.body):
+            return loop
+        memory = [self.buffers[b] for b, _, _ in accesses(loop.body)
+                  if b in self.buffers and self.buffers[b].scope in ("global", "shared")]
+        if not memory:
+            return loop
+        width = min(vector_elements(b.dtype) for b in memory)
+        while width > 1 and int(loop.extent.value) % width:
+            width //= 2
+        if width < 2:
+            return loop
+        vec = vector_accesses(dataclasses.replace(loop, vector_width=width), self.buffers,
+                              self.layouts, width)
+        if not vec:
+            return loop
+        return dataclasses.replace(loop, vector_width=width, vectors=tuple(
+            N.VectorAccess(name, indices, chunk) for (name, indices), chunk in vec.items()))
 
     def check_cp_async(self, inner: N.For) -> None:
         """A T.copy the program asked to be cp.async (``prefer_instruction="cp_async"``,
