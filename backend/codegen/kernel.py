@@ -67,6 +67,7 @@ class KernelEmitter:
         self.mma = MmaEmitter(self.out, self.buffers, self.layouts, self.smem, self.exprs)
         self.nests = NestEmitter(self)
         self.one_thread = False  # inside `if tc_tid == <t>:`
+        self.replicas = False  # inside a nest every thread runs whole (NestEmitter.replicated)
         # the threads the statements being emitted map onto: the block's, or inside a T.ws
         # region its warpgroups' (their thread index from 0, their count, their barrier)
         self.tid, self.threads, self.region_barrier = "tc_tid", self.scope.num_threads, 0
@@ -813,6 +814,10 @@ class KernelEmitter:
         order = f', "{s.order}"' if s.op in ("or", "store") or s.order != "relaxed" else ""
         if s.op in ("max", "min") and buf.dtype in ("uint32", "uint64"):
             order += ", unsigned=True"  # the tensor's elements are signless Ints: .u32 / .u64
+        if self.replicas and not self.one_thread:
+            # (a nest every thread runs whole: one copy of its atomics, as TileLang guards
+            # such side effects; its plain stores write the same value from every thread)
+            conds.insert(0, f"{self.tid} == 0")
         self.predicated(conds, f"tca.atomic_{s.op}({ident(buf.name)}, {coord}, {value}{order})", depth)
         self.out.use("atomic")
 

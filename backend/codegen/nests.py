@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from ..ir import nodes as N
 from ..runtime.dtypes import DTYPES
-from ..ir.visitor import substitute
+from ..ir.visitor import substitute, walk_nodes
 from ..transform.analysis import accesses, let_values, parallel_nest, value_range
 from .expr import FP4, chain, register_type
 from .memory import flat_index, vector_view
@@ -284,7 +284,16 @@ class NestEmitter:
             self.k.out.line(depth, f"for {ident(lp.var.name)} in {rng}({start}, {stop}):")
             self.k.ranges[lp.var.name] = (start, stop - 1)
             depth += 1
+        drawn = [x for x in walk_nodes(loops[-1].body)
+                 if isinstance(x, N.Call) and x.name in N.ATOMIC_RETURNS + N.RNG_DRAWS]
+        if drawn:  # (one copy of the call would leave the other threads without its value)
+            self.k.fail(loops[0], f"{drawn[0].name} in a T.Parallel nest that every thread "
+                                  "runs whole (it writes a fragment every thread holds): each "
+                                  "thread would update / draw once per element; move it to a "
+                                  "nest of its own")
+        saved, self.k.replicas = self.k.replicas, True
         self.k.body(loops[-1].body, depth)
+        self.k.replicas = saved
 
     # ---- lanes ----------------------------------------------------------------------------
     def lanes(self, inner: N.For, width: int, depth: int) -> None:
