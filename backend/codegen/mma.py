@@ -78,28 +78,25 @@ class MmaEmitter:
     def row_fragment(self, a: N.Allocate, depth: int) -> None:
         """An (M,) fragment holding one value per row of an accumulator: the rows this
         thread's accumulator registers cover, and the row index of each."""
-        b, layout = a.buffer, a.layout
-        self.out.use("rows")
-        rows = f"tc_{b.name}_i"  # in the generator's namespace: no IR name starts with tc_
-        self.rows[b.name] = rows
-        self.out.line(depth, f"{ident(b.name)}, {rows} = tcrow.row_fragment({quote(layout.mma)}, "
-                             f"{tuple(layout.warps)}, {int(b.shape[0].value)}, {cute_type(b.dtype)}, "
-                             f"{_region_tid(layout)})",
-                      f"the rows of a {layout.mma} accumulator this thread holds; "
-                      f"{b.name}[q] is row {rows}[q]")
+        self.line_fragment(a, depth, "row", "i", self.rows, "accumulator")
 
     def col_fragment(self, a: N.Allocate, depth: int) -> None:
         """An (N,) fragment holding one value per column of a T.gemm register fragment: the
         columns this thread's registers of it cover, and the column index of each."""
+        self.line_fragment(a, depth, "col", "j", self.cols, "register fragment")
+
+    def line_fragment(self, a: N.Allocate, depth: int, kind: str, letter: str, names: dict,
+                      what: str) -> None:
         b, layout = a.buffer, a.layout
         self.out.use("rows")
-        cols = f"tc_{b.name}_j"  # in the generator's namespace: no IR name starts with tc_
-        self.cols[b.name] = cols
-        self.out.line(depth, f"{ident(b.name)}, {cols} = tcrow.col_fragment({quote(layout.mma)}, "
+        index = f"tc_{b.name}_{letter}"  # in the generator's namespace: no IR name starts with tc_
+        names[b.name] = index
+        word = "rows" if kind == "row" else "columns"
+        self.out.line(depth, f"{ident(b.name)}, {index} = tcrow.{kind}_fragment({quote(layout.mma)}, "
                              f"{tuple(layout.warps)}, {int(b.shape[0].value)}, {cute_type(b.dtype)}, "
                              f"{_region_tid(layout)})",
-                      f"the columns of a {layout.mma} register fragment this thread holds; "
-                      f"{b.name}[q] is column {cols}[q]")
+                      f"the {word} of a {layout.mma} {what} this thread holds; "
+                      f"{b.name}[q] is {word[:-1]} {index}[q]")
 
     def reduce_rows(self, s: N.Reduce, depth: int, threads: int = 0, barrier_id: int = 1) -> None:
         """``T.reduce_<kind>(acc, rows, dim=1)``: each thread combines its registers of each
