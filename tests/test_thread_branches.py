@@ -277,33 +277,42 @@ def test_accumulator_rows_reduce_in_regions():
     assert re.search(rf"\(1, 2\), 64, {wtid}, 256, ([2-9]|1[0-5])\)", call), call
 
 
-def row_sums_in_upper_warpgroup():
-    """Warpgroup 1 reduces the rows of a 128 x 128 fragment it loads: a reduction inside a
+def row_sums_in_upper_warpgroup(rows=128, cols=128):
+    """Warpgroup 1 reduces the rows of a rows x cols fragment it loads: a reduction inside a
     region, its warps meeting on the region's named barrier."""
     src = '''
 @T.prim_func
-def red(A: T.Tensor((128, 128), "float32"), R: T.Tensor((128,), "float32")):
+def red(A: T.Tensor((ROWS, COLS), "float32"), R: T.Tensor((ROWS,), "float32")):
     with T.Kernel(1, threads=256) as bx:
-        a = T.alloc_fragment((128, 128), "float32")
-        r = T.alloc_fragment((128,), "float32")
+        a = T.alloc_fragment((ROWS, COLS), "float32")
+        r = T.alloc_fragment((ROWS,), "float32")
         tx = T.get_thread_binding()
         if tx >= 128:
             T.copy(A, a)
             T.reduce_sum(a, r, dim=1)
             T.copy(r, R)
 '''
-    return T.from_script(src)
+    return T.from_script(src.replace("ROWS", str(rows)).replace("COLS", str(cols)))
 
 
 def test_reduce_in_a_region_syncs_the_region():
-    src = emit_cute(lower(row_sums_in_upper_warpgroup(), "sm_90a"))
+    # rows of 512 over the region's 128 threads x 4 registers: the rows' 4 warps meet in
+    # shared on the region's barrier (128 threads, id 2..15), numbering the warps from the
+    # region's first (block warp 4)
+    src = emit_cute(lower(row_sums_in_upper_warpgroup(16, 512), "sm_90a"))
     region = src[src.index("# T.ws(1)"):]
     wtid = [ln for ln in region.splitlines() if "= tc_tid - 128" in ln][0].split("=")[0].strip()
-    # the rows' 4 warps meet in shared on the region's barrier (128 threads, id 2..15),
-    # numbering the warps from the region's first (block warp 4)
     call = [ln for ln in region.splitlines() if "tcr.block_allreduce(" in ln][0]
     assert re.search(r", 4, 4, 128, ([2-9]|1[0-5]), 4\)$", call), call
     assert "sync_threads()" not in region and wtid
+    # rows of 128: a warp each (32 threads x 4 registers), the rows shared out through
+    # shared memory on the region's barrier, its threads numbered from 0
+    src = emit_cute(lower(row_sums_in_upper_warpgroup(), "sm_90a"))
+    region = src[src.index("# T.ws(1)"):]
+    wtid = [ln for ln in region.splitlines() if "= tc_tid - 128" in ln][0].split("=")[0].strip()
+    call = [ln for ln in region.splitlines() if "tcr.grouped_rows(" in ln][0]
+    assert re.search(rf", 4, 32, {wtid}, 128, ([2-9]|1[0-5])\)$", call), call
+    assert "sync_threads()" not in region
 
 
 def mix_rows(n=4, c=256):
@@ -530,12 +539,13 @@ def test_gpu_branches_own_their_shared_bytes():
 
 
 @pytest.mark.gpu
-def test_gpu_reduce_in_a_region():
+@pytest.mark.parametrize("rows,cols", [(128, 128), (16, 512)])
+def test_gpu_reduce_in_a_region(rows, cols):
     import torch
 
-    kernel = tilecute.compile(row_sums_in_upper_warpgroup())
-    a = torch.randn(128, 128, device="cuda")
-    r = torch.empty(128, device="cuda")
+    kernel = tilecute.compile(row_sums_in_upper_warpgroup(rows, cols))
+    a = torch.randn(rows, cols, device="cuda")
+    r = torch.empty(rows, device="cuda")
     kernel(a, r)
     torch.testing.assert_close(r, a.sum(dim=1), rtol=1e-4, atol=1e-4)
 
