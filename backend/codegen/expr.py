@@ -247,7 +247,7 @@ class ExprPrinter:
                 text = f"{self.promoted(e.args[0], PREC['bitxor'])} ^ -1"
                 return f"({text})" if PREC["bitxor"] < min_prec else text
             if isinstance(e, N.Select):
-                known = self._decided(e.cond)
+                known = decided(e.cond, self.ranges)
                 if known is not None:
                     return self.promoted(e.a if known else e.b, min_prec)
                 return (f"cutlass.select_({self.expr(e.cond)}, {self.promoted(e.a, 0)}, "
@@ -342,7 +342,7 @@ class ExprPrinter:
                 text = f"{cute_type('int32' if promoted else e.value.dtype)}({text})"
             return f"{cute_type(e.dtype)}({text})", ATOM
         if isinstance(e, N.Select):
-            known = self._decided(e.cond)  # CuTe's select_ takes a runtime condition only
+            known = decided(e.cond, self.ranges)  # CuTe's select_ takes a runtime condition only
             if known is not None:
                 return self._expr(e.a if known else e.b)
             return (f"cutlass.select_({self.expr(e.cond)}, {self.expr(e.a)}, "
@@ -381,13 +381,6 @@ class ExprPrinter:
             return value if e.dtype == "float32" else f"{cute_type(e.dtype)}({value})"
         x = e.value if e.value.dtype in ("float32", "float64") else N.Cast("float32", e.value)
         return f"tcfp4.encode({self.expr(x)})"
-
-    def _decided(self, cond: N.Expr):
-        """A select's condition as a Python bool where it is a constant or the ranges of
-        its variables decide it (a padding mask of a tile that never reaches the end)."""
-        if isinstance(cond, N.Const):
-            return bool(cond.value)
-        return decided(cond, self.ranges)
 
     def _nonnegative_mod(self, e: N.BinOp) -> bool:
         (alo, _), (blo, _) = value_range(e.a, self.ranges), value_range(e.b, self.ranges)

@@ -15,11 +15,11 @@ import math
 
 from ..ir import nodes as N
 from ..ir.printer import expr_str, gemm_operand, layout_str
-from ..runtime.dtypes import DTYPES, storage_bytes
+from ..runtime.dtypes import DTYPES
 from ..target import arch_at_least
 from ..transform.analysis import (all_names, allreduce_steps, column_slice, has_pdl_calls, loads as _loads,
                                   matrix_slice, row_slice, row_major_strides, value_range,
-                                  view_bases, walk_stmts)
+                                  stage_bytes, view_bases, walk_stmts)
 from ..transform.launch_abi import KernelPlan
 from ..ir.visitor import BODY_FIELDS, walk_nodes
 from .bounds import Bounds, load_key
@@ -81,18 +81,12 @@ class KernelEmitter:
         local = {a.buffer.name for a in walk_stmts(self.scope.body)
                  if isinstance(a, N.Allocate) and a.buffer.scope == "local"}
         self.flat_locals = {n for pair in bases.items() for n in pair} & local
-        self._fragment_registers = None
-
-    def fragment_registers(self) -> int:
-        """32-bit registers a thread's share of the kernel's fragments takes (all of them
-        at once: an upper bound on what is live)."""
-        if self._fragment_registers is None:
-            words = sum(storage_bytes(a.buffer.dtype, math.prod(int(x.value) for x in a.buffer.shape))
-                        for a in walk_stmts(self.scope.body)
-                        if isinstance(a, N.Allocate) and a.buffer.scope == "fragment"
-                        and all(isinstance(x, N.Const) for x in a.buffer.shape)) / 4
-            self._fragment_registers = int(words // max(1, self.scope.num_threads))
-        return self._fragment_registers
+        # 32-bit registers a thread's share of the kernel's fragments takes (all of them at
+        # once: an upper bound on what is live)
+        self.fragment_registers = sum(
+            stage_bytes(a.buffer) for a in walk_stmts(self.scope.body)
+            if isinstance(a, N.Allocate) and a.buffer.scope == "fragment"
+            and all(isinstance(x, N.Const) for x in a.buffer.shape)) // 4 // max(1, self.scope.num_threads)
 
     def fail(self, node, msg: str):
         loc = getattr(node, "loc", None)

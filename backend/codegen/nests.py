@@ -198,7 +198,7 @@ class NestEmitter:
         k, out = self.k, self.k.out
         k.mma.drain(depth, {b for lp in loops for b, _, _ in accesses(lp.body)})
         factor = self.row_scale(loops, frag)
-        if factor is not None and k.fragment_registers() > GUARD_REGISTERS:
+        if factor is not None and k.fragment_registers > GUARD_REGISTERS:
             factor = None  # (no room: the guard's two paths made ptxas spill more)
         if factor is not None:
             # `acc[i, j] *= f[i]`: skipped in a thread whose rows all have f == 1 (an online
@@ -376,16 +376,14 @@ class NestEmitter:
                     out.use("fp4")
                     out.line(depth, f"tcfp4.unpack({view}, {tmp}, {c}, {chunk})")
                     continue
-                part = f"cute.make_tensor({tmp}.iterator + {c}, cute.make_layout({chunk}))" \
-                    if chunk < width else tmp
+                part = _chunk(tmp, c, chunk, width)
                 out.line(depth, f"{part}.store({view}.load())")
         self.lanes_loop(inner, width, temps, depth)
         for (name, indices), chunk, tmp in atomics:
             out.use("atomic")
             for c in range(0, width, chunk):
                 view = self.view(name, indices, chunk, c)
-                part = f"cute.make_tensor({tmp}.iterator + {c}, cute.make_layout({chunk}))" \
-                    if chunk < width else tmp
+                part = _chunk(tmp, c, chunk, width)
                 out.line(depth, f"tca.atomic_add_view({view}, {part})")
         for key, chunk, tmp in stores:
             name, indices = key
@@ -395,8 +393,7 @@ class NestEmitter:
                     out.use("fp4")
                     out.line(depth, f"tcfp4.pack({tmp}, {c}, {chunk}, {view})")
                     continue
-                part = f"cute.make_tensor({tmp}.iterator + {c}, cute.make_layout({chunk}))" \
-                    if chunk < width else tmp
+                part = _chunk(tmp, c, chunk, width)
                 out.line(depth, f"{view}.store({part}.load())")
 
     def lanes_loop(self, inner: N.For, width: int, temps, depth: int) -> None:
@@ -423,3 +420,9 @@ def _has_parallel(body) -> bool:
         elif isinstance(s, N.If) and (_has_parallel(s.then) or _has_parallel(s.orelse)):
             return True
     return False
+
+
+def _chunk(tmp: str, c: int, chunk: int, width: int) -> str:
+    """Registers ``c .. c + chunk`` of a lanes' register tensor ``tmp`` (``width`` long)."""
+    return f"cute.make_tensor({tmp}.iterator + {c}, cute.make_layout({chunk}))" \
+        if chunk < width else tmp

@@ -167,7 +167,9 @@ def value_range(e: N.Expr, env: dict[str, Range]) -> Range:
 def decided(cond: N.Expr, env: dict[str, Range]) -> Optional[bool]:
     """The value of an integer comparison that the ranges of its variables decide (for every
     value in them), or None.  ``k * 128 + j >= 4096`` with k in [0, 31] and j in [0, 127]
-    is False."""
+    is False.  A constant condition is its own value."""
+    if isinstance(cond, N.Const):
+        return bool(cond.value)
     if not (isinstance(cond, N.Cmp) and N.is_int(cond.a.dtype) and N.is_int(cond.b.dtype)):
         return None
     lo, hi = value_range(N.BinOp("sub", cond.a, cond.b, "int64"), env)

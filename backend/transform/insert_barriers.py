@@ -32,10 +32,14 @@ class _State:
 
     def copy(self) -> "_State":
         st = _State()
-        st.written, st.read = dict(self.written), set(self.read)
-        st.store_pending = self.store_pending
-        st.generic = set(self.generic)
+        st.take(self)
         return st
+
+    def take(self, other: "_State") -> None:
+        """Become a copy of ``other`` (in place: the state the caller holds)."""
+        self.written, self.read = dict(other.written), set(other.read)
+        self.store_pending = other.store_pending
+        self.generic = set(other.generic)
 
     def merge(self, other: "_State") -> None:
         for b, a in other.written.items():
@@ -224,8 +228,7 @@ class _Sync:
                     body2 = self.block(s.body, entry2)
                     if _barriers(body2) < _barriers(new_body):
                         out += pre
-                        st.written, st.read, st.generic = before.written, before.read, before.generic
-                        st.store_pending = before.store_pending
+                        st.take(before)
                         new_body, entry = body2, entry2
                 out.append(dataclasses.replace(s, body=new_body))
                 st.merge(entry)
