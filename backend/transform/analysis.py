@@ -546,6 +546,13 @@ def view_bases(body) -> dict[str, str]:
             if isinstance(s, N.Allocate) and s.view_of}
 
 
+def view_family(bases: dict[str, str], name: str) -> set[str]:
+    """``name``, the buffer it views and every view of that buffer (``bases``: from
+    :func:`view_bases`): the names one storage goes by."""
+    root = bases.get(name, name)
+    return {root, name} | {v for v, b in bases.items() if b == root}
+
+
 def aliased(body) -> set[str]:
     """The buffers of ``body`` that share storage with another: views and their bases."""
     bases = view_bases(body)

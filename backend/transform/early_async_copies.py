@@ -33,7 +33,7 @@ import dataclasses
 
 from ..ir import nodes as N
 from ..ir.visitor import BODY_FIELDS, var_names, walk_stmts
-from .analysis import accesses, parallel_nest, plain_statements, view_bases
+from .analysis import accesses, parallel_nest, plain_statements, view_bases, view_family
 from .shared_memory import overlapping
 
 
@@ -57,8 +57,7 @@ class _Mover:
     def storage(self, name: str) -> set[str]:
         """``name``, its view base and the views of that base, and every shared buffer on
         some of their bytes."""
-        base = self.bases.get(name, name)
-        names = {base} | {v for v, b in self.bases.items() if b == base} | {name}
+        names = view_family(self.bases, name)
         for n in list(names):
             names |= self.aliases.get(n, set())
         return names

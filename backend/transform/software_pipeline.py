@@ -40,7 +40,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..ir import nodes as N
-from .analysis import view_bases
+from .analysis import view_bases, view_family
 from .mbarriers import KernelTma, full_wait, i32, issuer, schedule, split_body, sub
 
 
@@ -111,9 +111,7 @@ class _Pipeliner:
 
     def aliases(self, name: str) -> set[str]:
         """``name``, the buffer it views and the other views of either."""
-        bases = self.bases
-        root = bases.get(name, name)
-        return {root} | {v for v, b in bases.items() if b == root or v == name}
+        return view_family(self.bases, name)
 
     def wait_points(self, rest: list, loads: list, positions: list, wait_at: int):
         """Where each load's wait goes in ``rest``: before the first statement at or after
