@@ -58,6 +58,9 @@ class Target:
     shared_per_block: int  # the most dynamic shared memory a block can opt into (bytes)
     shared_per_sm: int  # shared memory of one SM (bytes)
     registers_per_sm: int
+    # the fewest SMs a GPU of this architecture has (Hopper: the H20's 78; others: 0,
+    # unknown): a grid of at most this many blocks gives every block an SM of its own
+    min_sms: int = 0
 
     def at_least(self, cc: int) -> bool:
         return self.cc >= cc
@@ -98,7 +101,11 @@ def arch_at_least(arch: str, cc: int) -> bool:
     return compute_capability(arch) >= cc
 
 
+# the fewest SMs of a GPU of each architecture (H100 SXM / H200 132, H100 PCIe 114, H20 78)
+_MIN_SMS = {90: 78}
+
+
 def target(arch: str) -> Target:
     cc = compute_capability(arch)
     per_sm, per_block = _SHARED.get(cc, _SHARED[90] if cc >= 90 else _SHARED[80])
-    return Target(arch, cc, per_block, per_sm, 65536)
+    return Target(arch, cc, per_block, per_sm, 65536, _MIN_SMS.get(cc, 0))

@@ -2,7 +2,7 @@
 (cuDNN and FlashAttention-2 backends), and FlashAttention-4's CuTe DSL kernel when the
 ``flash_attn`` package is importable, all in one process, in rotated rounds.  Prints one
 JSON line per (shape, causal, kernel): median TFLOP/s (4 * B * H * S^2 * D, halved when
-causal) and the median per-round ratio to cuDNN.
+causal) and the median per-round ratios to cuDNN and (when it ran) to FA4.
 
     python3 benchmarks/attention.py [--shapes 8x32x4096x128,...] [--rounds 5]
 """
@@ -197,6 +197,9 @@ def main():
                     "shape": shape, "causal": causal, "dtype": args.dtype, "kernel": n,
                     "tflops": round(flops / statistics.median(times[n]) / 1e9, 1),
                     "ratio_to_cudnn": round(statistics.median(ratios), 3),
+                    **({"ratio_to_fa4": round(statistics.median(
+                        f / t for t, f in zip(times[n], times["fa4"])), 3)}
+                       if "fa4" in times else {}),
                     **({"max_err": round(errors[n], 4)} if n in errors else {}),
                     "device": torch.cuda.get_device_name()}), flush=True)
 

@@ -146,6 +146,35 @@ def test_warp_specialization_by_default_when_it_costs_no_occupancy(kw, ws):
     assert (plan.func.kernels[0].producer_threads == 128) == ws
 
 
+def _static_gemm(size):
+    @T.prim_func
+    def static_gemm(A: T.Tensor((size, size), "float16"), B: T.Tensor((size, size), "float16"),
+                    C: T.Tensor((size, size), "float16")):
+        with T.Kernel(size // 128, size // 128, threads=128) as (bx, by):
+            a = T.alloc_shared((128, 32), "float16")
+            b = T.alloc_shared((32, 128), "float16")
+            c = T.alloc_fragment((128, 128), "float32")
+            T.clear(c)
+            for k in T.Pipelined(size // 32, num_stages=3):
+                T.copy(A[by * 128, k * 32], a)
+                T.copy(B[k * 32, bx * 128], b)
+                T.gemm(a, b, c)
+            T.copy(c, C[by * 128, bx * 128])
+    return static_gemm
+
+
+@pytest.mark.parametrize("size,ws", [(1024, True), (1152, False), (2048, False)])
+def test_warp_specialization_by_default_on_grids_of_one_block_per_sm(size, ws):
+    """48 KiB of shared memory would fit several blocks on an SM, but a constant grid of at
+    most 78 blocks (the fewest SMs of a Hopper GPU) gives each block an SM of its own: the
+    producer warpgroup costs nothing there (8 x 8 blocks), and stays off on larger grids
+    (9 x 9 = 81, 16 x 16)."""
+    plan = lower(_static_gemm(size), "sm_90a")
+    assert (plan.func.kernels[0].producer_threads == 128) == ws
+    if ws:
+        assert "setmaxregister_decrease(24)" in emit_cute(plan)
+
+
 def _hidden_origin(ws):
     @T.prim_func
     def hidden(A: T.Tensor((512, 512), "float16"), B: T.Tensor((512, 512), "float16"),

@@ -20,6 +20,9 @@ def _arch(monkeypatch):
 
 
 def decode(seq=1024, heads=64, dim=128, block_n=64, stages=2):
+    """A split of flash decoding; its one block would get a producer warpgroup by default
+    (alone on its SM), which these tests of the threads' own pipeline turn off, as
+    TileLang's decode example does (tl.disable_warp_specialized)."""
     scale = 0.125
 
     @T.prim_func
@@ -43,7 +46,7 @@ def decode(seq=1024, heads=64, dim=128, block_n=64, stages=2):
             T.fill(o, 0)
             T.fill(total, 0)
             T.fill(mx, -T.infinity("float32"))
-            for k in T.Pipelined(seq // block_n, num_stages=stages):
+            for k in T.Pipelined(seq // block_n, num_stages=stages, warp_specialize=False):
                 T.copy(K[k * block_n:(k + 1) * block_n, :], K_s)
                 T.copy(mask[k * block_n:(k + 1) * block_n], m)
                 T.clear(s)
@@ -117,7 +120,8 @@ def test_one_barrier_where_one_statement_reads_every_load():
             B_s = T.alloc_shared((64, 128), "float16")
             acc = T.alloc_fragment((128, 128), "float32")
             T.clear(acc)
-            for k in T.Pipelined(4, num_stages=2):
+            # (its one block would get a producer warpgroup by default: off, as above)
+            for k in T.Pipelined(4, num_stages=2, warp_specialize=False):
                 T.copy(A[0, k * 64], A_s)
                 T.copy(B[k * 64, 0], B_s)
                 T.gemm(A_s, B_s, acc)
