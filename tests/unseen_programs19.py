@@ -667,3 +667,452 @@ def blocksparse_gemm_a_tile_mask(M=256, N=256, K=512, block_M=64, block_N=64, bl
                     T.gemm(a_s, b_s, acc, transpose_B=True)
             T.copy(acc, C[by * block_M, bx * block_N])
     return bsgemm
+
+
+# ---- gathers and scatters -----------------------------------------------------------------
+@tilecute.jit(out_idx=[2])
+def embedding_gather_padding_idx(V=1000, D=96, n=333, block_T=8, threads=128):
+    """out[t, :] = Emb[ids[t], :], a row of zeros where ids[t] is negative (a padding id):
+    a block ``block_T`` tokens, the rows gathered into shared by ``T.Parallel`` with
+    ``T.if_then_else`` on the id, then ``T.copy``-ed out (the token tail bounded)."""
+
+    @T.prim_func
+    def gather(Emb: T.Tensor((V, D), "bfloat16"), ids: T.Tensor((n,), "int32"), Out: T.Tensor((n, D), "bfloat16")):
+        with T.Kernel(T.ceildiv(n, block_T), threads=threads) as bx:
+            rows = T.alloc_shared((block_T, D), "bfloat16")
+            for i, d in T.Parallel(block_T, D):
+                t = T.min(bx * block_T + i, n - 1)
+                rows[i, d] = T.if_then_else(ids[t] >= 0, Emb[ids[t], d], T.cast(0, "bfloat16"))
+            T.copy(rows, Out[bx * block_T, 0])
+    return gather
+
+
+@tilecute.jit(out_idx=[2])
+def scatter_add_rows_atomic(n=700, D=64, R=50, block_T=16, threads=128):
+    """index_add: Out[idx[t], :] += Src[t, :] for n tokens into R rows (many tokens to a
+    row, int64 indices), each element by ``T.atomic_add``; the float32 output is an
+    ``out_idx`` tensor that a first ``T.Kernel`` of the same function zeroes."""
+
+    @T.prim_func
+    def scatter(Src: T.Tensor((n, D), "float32"), idx: T.Tensor((n,), "int64"), Out: T.Tensor((R, D), "float32")):
+        with T.Kernel(R, threads=threads) as bx:
+            for d in T.Parallel(D):
+                Out[bx, d] = 0.0
+        with T.Kernel(T.ceildiv(n, block_T), threads=threads) as bx:
+            for i, d in T.Parallel(block_T, D):
+                t = bx * block_T + i
+                if t < n:
+                    T.atomic_add(Out[idx[t], d], Src[t, d])
+    return scatter
+
+
+@tilecute.jit(out_idx=[2, 3])
+def scatter_reduce_amax_amin(n=900, R=40, threads=128):
+    """scatter_reduce with amax and amin: Mx[idx[i]] = max(..., v[i]) and Mn likewise, by
+    ``T.atomic_max`` / ``T.atomic_min`` on float32 outputs initialised to -inf / +inf by a
+    first kernel."""
+
+    @T.prim_func
+    def sred(Vals: T.Tensor((n,), "float32"), idx: T.Tensor((n,), "int32"),
+             Mx: T.Tensor((R,), "float32"), Mn: T.Tensor((R,), "float32")):
+        with T.Kernel(1, threads=threads) as _:
+            for r in T.Parallel(R):
+                Mx[r] = -T.infinity("float32")
+                Mn[r] = T.infinity("float32")
+        with T.Kernel(T.ceildiv(n, threads), threads=threads) as bx:
+            i = bx * threads + T.get_thread_binding()
+            if i < n:
+                T.atomic_max(Mx[idx[i]], Vals[i])
+                T.atomic_min(Mn[idx[i]], Vals[i])
+    return sred
+
+
+@tilecute.jit(out_idx=[2])
+def maxpool_backward_scatter(N=2, H=21, W=18, C=32, OH=11, OW=9, threads=128):
+    """The backward of max pooling with indices: grad_in[n, idx, c] += grad_out[n, oh, ow, c],
+    the flat index ih * W + iw split with ``//`` and ``%``, overlapping windows meeting in
+    ``T.atomic_add``; grad_in zeroed by a first kernel."""
+    total = N * OH * OW * C
+
+    @T.prim_func
+    def bwd(G: T.Tensor((N, OH, OW, C), "float32"), Idx: T.Tensor((N, OH, OW, C), "int64"),
+            GI: T.Tensor((N, H, W, C), "float32")):
+        with T.Kernel(N * H, threads=threads) as bx:
+            for w, c in T.Parallel(W, C):
+                GI[bx // H, bx % H, w, c] = 0.0
+        with T.Kernel(T.ceildiv(total, threads), threads=threads) as bx:
+            e = bx * threads + T.get_thread_binding()
+            if e < total:
+                c = e % C
+                ow = e // C % OW
+                oh = e // (C * OW) % OH
+                n = e // (C * OW * OH)
+                flat = Idx[n, oh, ow, c]
+                T.atomic_add(GI[n, flat // W, flat % W, c], G[n, oh, ow, c])
+    return bwd
+
+
+# ---- transposes ---------------------------------------------------------------------------
+@tilecute.jit(out_idx=[1])
+def transpose_padded_2d_threads(M=200, N=150, tile=32, rows=8):
+    """The classic padded-shared transpose with a 2-D thread block (``threads=(32, 8)``,
+    ``T.get_thread_binding(0)`` / ``(1)``): each thread copies tile / rows elements of a
+    32 x 32 tile into a (32, 33) shared array (the pad column keeps the column reads free
+    of bank conflicts), then writes the transposed tile; bounds on both ragged edges."""
+
+    @T.prim_func
+    def tr(A: T.Tensor((M, N), "float32"), B: T.Tensor((N, M), "float32")):
+        with T.Kernel(T.ceildiv(N, tile), T.ceildiv(M, tile), threads=(tile, rows)) as (bx, by):
+            tx = T.get_thread_binding(0)
+            ty = T.get_thread_binding(1)
+            s = T.alloc_shared((tile, tile + 1), "float32")
+            for k in T.serial(tile // rows):
+                r = by * tile + ty + k * rows
+                c = bx * tile + tx
+                if r < M and c < N:
+                    s[ty + k * rows, tx] = A[r, c]
+            T.sync_threads()
+            for k in T.serial(tile // rows):
+                r = bx * tile + ty + k * rows
+                c = by * tile + tx
+                if r < N and c < M:
+                    B[r, c] = s[tx, ty + k * rows]
+    return tr
+
+
+@tilecute.jit(out_idx=[1])
+def batched_transpose_fp16_tileop(Bt=3, M=96, N=130, block=64, threads=128):
+    """A batched (B, M, N) -> (B, N, M) float16 transpose with tile ops: ``T.copy`` into a
+    (block, block + 8) shared tile (padded rows), a ``T.Parallel`` read of its transpose
+    into a fragment, and a ``T.copy`` out; N = 130 leaves a ragged last tile."""
+
+    @T.prim_func
+    def tr(A: T.Tensor((Bt, M, N), "float16"), B: T.Tensor((Bt, N, M), "float16")):
+        with T.Kernel(T.ceildiv(N, block), T.ceildiv(M, block), Bt, threads=threads) as (bx, by, bz):
+            s = T.alloc_shared((block, block + 8), "float16")
+            f = T.alloc_fragment((block, block), "float16")
+            T.copy(A[bz, by * block:(by + 1) * block, bx * block:(bx + 1) * block], s[0:block, 0:block])
+            for i, j in T.Parallel(block, block):
+                f[i, j] = s[j, i]
+            T.copy(f, B[bz, bx * block:(bx + 1) * block, by * block:(by + 1) * block])
+    return tr
+
+
+# ---- low-level per-thread programs --------------------------------------------------------
+@tilecute.jit(out_idx=[1])
+def row_norm_f64_shfl_xor(R=37, N=300, threads=128):
+    """L2 norms of float64 rows, a warp a row: each lane a strided partial sum of squares,
+    then a butterfly all-reduce with ``T.shfl_xor`` (offsets 16, 8, 4, 2, 1) so every lane
+    holds the total; lane 0 writes the square root."""
+    warps = threads // 32
+
+    @T.prim_func
+    def norms(X: T.Tensor((R, N), "float64"), Y: T.Tensor((R,), "float64")):
+        with T.Kernel(T.ceildiv(R, warps), threads=threads) as bx:
+            tx = T.get_thread_binding()
+            lane = tx % 32
+            r = bx * warps + tx // 32
+            acc = T.alloc_var("float64")
+            acc = T.float64(0)
+            if r < R:
+                for k in T.serial(T.ceildiv(N, 32)):
+                    c = k * 32 + lane
+                    if c < N:
+                        acc += X[r, c] * X[r, c]
+            for o in T.unroll(5):
+                acc += T.shfl_xor(acc, 16 >> o)
+            if r < R and lane == 0:
+                Y[r] = T.sqrt(acc)
+    return norms
+
+
+@tilecute.jit
+def block_sum_shfl_down_int(n=50000, threads=256):
+    """A global int32 sum: a thread sums a strided share, each warp reduces with
+    ``T.shfl_down`` (only lane 0's value meaningful), the warp sums meet in shared memory,
+    the first warp reduces those with ``T.shfl_down`` again and thread 0 adds the block's
+    total to ``Out[0]`` (which the caller zeroes: no ``out_idx``) with ``T.atomic_add``."""
+    warps = threads // 32
+    per = 4
+
+    @T.prim_func
+    def bsum(X: T.Tensor((n,), "int32"), Out: T.Tensor((1,), "int32")):
+        with T.Kernel(T.ceildiv(n, threads * per), threads=threads) as bx:
+            tx = T.get_thread_binding()
+            ws = T.alloc_shared((warps,), "int32")
+            v = T.alloc_var("int32")
+            v = 0
+            for k in T.serial(per):
+                i = (bx * per + k) * threads + tx
+                if i < n:
+                    v += X[i]
+            for o in T.serial(5):
+                v += T.shfl_down(v, 16 >> o)
+            if tx % 32 == 0:
+                ws[tx // 32] = v
+            if tx < 32:
+                w = T.alloc_var("int32")
+                w = T.if_then_else(tx < warps, ws[tx], 0)
+                for o in T.serial(5):
+                    w += T.shfl_down(w, 16 >> o)
+                if tx == 0:
+                    T.atomic_add(Out[0], w)
+    return bsum
+
+
+@tilecute.jit(out_idx=[1])
+def warp_scan_local_arrays(n=8192, per=8, threads=128):
+    """An inclusive int32 prefix sum of a whole array by one block pass per 1024 elements
+    plus a carry: each thread loads ``per`` consecutive elements into a ``T.alloc_local``
+    array and scans them serially, the lanes' totals are scanned across the warp with
+    ``T.shfl_up`` (Hillis-Steele, adding only where lane >= offset), the warps' totals in
+    shared memory scanned by warp 0, and a running block carry kept in a ``T.alloc_var``
+    across a ``T.serial`` loop over the array's chunks (one block does it all)."""
+    warps = threads // 32
+    chunk = threads * per
+
+    @T.prim_func
+    def scan(X: T.Tensor((n,), "int32"), Y: T.Tensor((n,), "int32")):
+        with T.Kernel(1, threads=threads) as _:
+            tx = T.get_thread_binding()
+            lane = tx % 32
+            wid = tx // 32
+            vals = T.alloc_local((per,), "int32")
+            wsum = T.alloc_shared((warps,), "int32")
+            carry = T.alloc_var("int32")
+            carry = 0
+            for ch in T.serial(n // chunk):
+                base = ch * chunk + tx * per
+                for k in T.unroll(per):
+                    vals[k] = X[base + k]
+                for k in T.unroll(1, per):
+                    vals[k] += vals[k - 1]
+                run = T.alloc_var("int32")
+                run = vals[per - 1]
+                for o in T.unroll(5):
+                    up = T.shfl_up(run, 1 << o)
+                    if lane >= (1 << o):
+                        run += up
+                if lane == 31:
+                    wsum[wid] = run
+                T.sync_threads()
+                if tx == 0:
+                    for w in T.serial(1, warps):
+                        wsum[w] += wsum[w - 1]
+                T.sync_threads()
+                before = run - vals[per - 1] + carry + T.if_then_else(wid > 0, wsum[wid - 1], 0)
+                for k in T.unroll(per):
+                    Y[base + k] = vals[k] + before
+                carry += wsum[warps - 1]
+                T.sync_threads()
+    return scan
+
+
+@tilecute.jit(out_idx=[2])
+def vectorized_axpy_half2(n=10005, alpha=0.75, vec=8, threads=128):
+    """y = alpha * x + b in float16, computed in float32: each thread a group of ``vec``
+    consecutive elements loaded by a ``T.vectorized`` loop into a ``T.alloc_local`` array,
+    combined, and stored by another ``T.vectorized`` loop; the last partial group by a
+    guarded scalar loop."""
+    groups = n // vec
+
+    @T.prim_func
+    def axpy(X: T.Tensor((n,), "float16"), Bv: T.Tensor((n,), "float16"), Y: T.Tensor((n,), "float16")):
+        with T.Kernel(T.ceildiv(T.ceildiv(n, vec), threads), threads=threads) as bx:
+            g = bx * threads + T.get_thread_binding()
+            xs = T.alloc_local((vec,), "float16")
+            bs = T.alloc_local((vec,), "float16")
+            if g < groups:
+                for v in T.vectorized(vec):
+                    xs[v] = X[g * vec + v]
+                for v in T.vectorized(vec):
+                    bs[v] = Bv[g * vec + v]
+                for v in T.vectorized(vec):
+                    Y[g * vec + v] = T.cast(alpha * T.cast(xs[v], "float32") + T.cast(bs[v], "float32"), "float16")
+            elif g == groups:
+                for v in T.serial(vec):
+                    if g * vec + v < n:
+                        Y[g * vec + v] = T.cast(alpha * T.cast(X[g * vec + v], "float32") + T.cast(Bv[g * vec + v], "float32"), "float16")
+    return axpy
+
+
+@tilecute.jit(out_idx=[2])
+def horner_poly_unroll(n=4096, deg=7, threads=256):
+    """p(x) = c0 + c1 x + ... + c7 x^7 per element by Horner's rule, the coefficients read
+    once into a ``T.alloc_local`` array, the rule an ``T.unroll`` loop running backwards
+    over a reversed index."""
+
+    @T.prim_func
+    def poly(X: T.Tensor((n,), "float32"), Cf: T.Tensor((deg + 1,), "float32"), Y: T.Tensor((n,), "float32")):
+        with T.Kernel(T.ceildiv(n, threads), threads=threads) as bx:
+            i = bx * threads + T.get_thread_binding()
+            c = T.alloc_local((deg + 1,), "float32")
+            for k in T.unroll(deg + 1):
+                c[k] = Cf[k]
+            if i < n:
+                x = X[i]
+                acc = T.alloc_var("float32")
+                acc = c[deg]
+                for k in T.unroll(deg):
+                    acc = acc * x + c[deg - 1 - k]
+                Y[i] = acc
+    return poly
+
+
+@tilecute.jit(out_idx=[2])
+def gcd_modpow_while(n=1000, threads=128):
+    """Two ``while`` loops over ``T.alloc_var`` values: Euclid's gcd of positive int32
+    pairs (a, b) and then base^exp mod 1000000007 by binary exponentiation in uint64
+    (exp = the gcd + 10), the exponent's bits taken with ``>>`` and ``&``."""
+
+    @T.prim_func
+    def gm(A: T.Tensor((n,), "int32"), Bv: T.Tensor((n,), "int32"), Out: T.Tensor((n, 2), "int64")):
+        with T.Kernel(T.ceildiv(n, threads), threads=threads) as bx:
+            i = bx * threads + T.get_thread_binding()
+            if i < n:
+                a = T.alloc_var("int32")
+                b = T.alloc_var("int32")
+                a = A[i]
+                b = Bv[i]
+                while b != 0:
+                    t = a % b
+                    a = b
+                    b = t
+                base = T.alloc_var("uint64")
+                e = T.alloc_var("uint64")
+                r = T.alloc_var("uint64")
+                base = T.cast(A[i], "uint64") % T.uint64(1000000007)
+                e = T.cast(a + 10, "uint64")
+                r = T.uint64(1)
+                while e > T.uint64(0):
+                    if (e & T.uint64(1)) == T.uint64(1):
+                        r = r * base % T.uint64(1000000007)
+                    base = base * base % T.uint64(1000000007)
+                    e = e >> T.uint64(1)
+                Out[i, 0] = T.cast(a, "int64")
+                Out[i, 1] = T.cast(r, "int64")
+    return gm
+
+
+# ---- integer and bit arithmetic -----------------------------------------------------------
+@tilecute.jit(out_idx=[1])
+def int_div_mod_negative_forms(n=512, d=7, threads=128):
+    """Each way TileLang divides a negative int32 by 7 and by -3, side by side: ``//`` and
+    ``%`` (floor: -10 // 7 == -2, -10 % 7 == 4), ``T.floordiv`` / ``T.floormod``,
+    ``T.truncdiv`` / ``T.truncmod`` (C's: -1, -3), ``>> 2`` of a negative (arithmetic), and
+    a divisor from a tensor (run-time floor division); ten columns."""
+
+    @T.prim_func
+    def dm(X: T.Tensor((n,), "int32"), Out: T.Tensor((n, 10), "int32")):
+        with T.Kernel(T.ceildiv(n, threads), threads=threads) as bx:
+            i = bx * threads + T.get_thread_binding()
+            if i < n:
+                x = X[i]
+                q = X[(i + 1) % n] % 5 - 2
+                q2 = T.if_then_else(q == 0, 3, q)
+                Out[i, 0] = x // d
+                Out[i, 1] = x % d
+                Out[i, 2] = T.floordiv(x, -3)
+                Out[i, 3] = T.floormod(x, -3)
+                Out[i, 4] = T.truncdiv(x, d)
+                Out[i, 5] = T.truncmod(x, d)
+                Out[i, 6] = x >> 2
+                Out[i, 7] = x // q2
+                Out[i, 8] = x % q2
+                Out[i, 9] = T.truncdiv(x, q2)
+    return dm
+
+
+@tilecute.jit(out_idx=[1])
+def circular_conv1d_wrap(N=257, KS=9, shift=4, threads=128):
+    """A circular 1-D convolution y[i] = sum_k w[k] * x[(i - k + shift) mod N] whose wrapped
+    index goes negative: TileLang's ``%`` of an int is a floor modulo, so (i - k + shift)
+    % N lands in [0, N) with no fix-up (the weights a closure constant array read through
+    a shared copy)."""
+
+    @T.prim_func
+    def cconv(X: T.Tensor((N,), "float32"), Y: T.Tensor((N,), "float32")):
+        with T.Kernel(T.ceildiv(N, threads), threads=threads) as bx:
+            i = bx * threads + T.get_thread_binding()
+            if i < N:
+                acc = T.alloc_var("float32")
+                acc = 0.0
+                for k in T.unroll(KS):
+                    acc += (k + 1) * 0.125 * X[(i - k + shift) % N]
+                Y[i] = acc
+    return cconv
+
+
+@tilecute.jit(out_idx=[1])
+def uint32_bit_tricks(n=1024, bits=10, threads=128):
+    """uint32 bit manipulation per element: a rotate-left by 13 (``<<`` / ``>>`` /
+    ``|``), an xorshift step, ``T.popcount``, and a bit-reversal permutation of the
+    element's position over ``bits`` bits built with a ``T.unroll`` loop of shifts and
+    masks (out[rev(i)] gets a mix of x[i])."""
+
+    @T.prim_func
+    def bt(X: T.Tensor((n,), "uint32"), Out: T.Tensor((n, 3), "uint32")):
+        with T.Kernel(T.ceildiv(n, threads), threads=threads) as bx:
+            i = bx * threads + T.get_thread_binding()
+            if i < n:
+                x = X[i]
+                rot = (x << T.uint32(13)) | (x >> T.uint32(19))
+                s = T.alloc_var("uint32")
+                s = x ^ (x << T.uint32(13))
+                s = s ^ (s >> T.uint32(17))
+                s = s ^ (s << T.uint32(5))
+                rev = T.alloc_var("int32")
+                rev = 0
+                for b in T.unroll(bits):
+                    rev = rev | (((i >> b) & 1) << (bits - 1 - b))
+                Out[rev, 0] = rot ^ s
+                Out[i, 1] = T.cast(T.popcount(x), "uint32")
+                Out[i, 2] = ~x & T.uint32(0xFFFF0000)
+    return bt
+
+
+# ---- float64 ------------------------------------------------------------------------------
+@tilecute.jit(out_idx=[1, 2])
+def logsumexp_cumsum_f64(M=50, N=256, block_M=8, threads=128):
+    """float64 row statistics with tile ops: ``T.reduce_max`` and ``T.reduce_sum`` of a
+    float64 fragment give each row's logsumexp (natural log); ``T.cumsum`` of the
+    fragment along the rows gives its running sums (a ragged M tail of 2 rows)."""
+
+    @T.prim_func
+    def lse(X: T.Tensor((M, N), "float64"), L: T.Tensor((M,), "float64"), C: T.Tensor((M, N), "float64")):
+        with T.Kernel(T.ceildiv(M, block_M), threads=threads) as bx:
+            x = T.alloc_fragment((block_M, N), "float64")
+            e = T.alloc_fragment((block_M, N), "float64")
+            mx = T.alloc_fragment((block_M,), "float64")
+            sm = T.alloc_fragment((block_M,), "float64")
+            T.copy(X[bx * block_M, 0], x)
+            T.reduce_max(x, mx, dim=1)
+            for i, j in T.Parallel(block_M, N):
+                e[i, j] = T.exp(x[i, j] - mx[i])
+            T.reduce_sum(e, sm, dim=1)
+            for i in T.Parallel(block_M):
+                if bx * block_M + i < M:
+                    L[bx * block_M + i] = T.log(sm[i]) + mx[i]
+            T.cumsum(x, dim=1)
+            T.copy(x, C[bx * block_M, 0])
+    return lse
+
+
+@tilecute.jit(out_idx=[2])
+def gemm_f64_shared(M=64, N=64, K=96, block_M=32, block_N=32, block_K=16, threads=128):
+    """A float64 GEMM with ``T.gemm`` on shared tiles (TileLang lowers it to the DMMA
+    m8n8k4 instruction on sm_80 / sm_90)."""
+
+    @T.prim_func
+    def mm(A: T.Tensor((M, K), "float64"), B: T.Tensor((K, N), "float64"), C: T.Tensor((M, N), "float64")):
+        with T.Kernel(N // block_N, M // block_M, threads=threads) as (bx, by):
+            a_s = T.alloc_shared((block_M, block_K), "float64")
+            b_s = T.alloc_shared((block_K, block_N), "float64")
+            acc = T.alloc_fragment((block_M, block_N), "float64")
+            T.clear(acc)
+            for k in T.Pipelined(K // block_K, num_stages=2):
+                T.copy(A[by * block_M, k * block_K], a_s)
+                T.copy(B[k * block_K, bx * block_N], b_s)
+                T.gemm(a_s, b_s, acc)
+            T.copy(acc, C[by * block_M, bx * block_N])
+    return mm
