@@ -231,8 +231,7 @@ def test_row_that_fits_no_thread_split_is_refused_by_name():
 # ---- GPU: against torch -------------------------------------------------------------------
 def _close(got, want, tol):
     import torch
-    torch.testing.assert_close(got.float() if got.dtype != torch.float64 else got,
-                               want.float() if want.dtype != torch.float64 else want, atol=tol, rtol=tol)
+    torch.testing.assert_close(got.double(), want.double(), atol=tol, rtol=tol)
 
 
 @pytest.mark.gpu
