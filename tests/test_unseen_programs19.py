@@ -346,13 +346,16 @@ def test_segmented_max_and_histograms_on_gpu():
             assert mx[s].item() == x[a:b].max().item()
             assert arg[s].item() == int(torch.nonzero(x[a:b] == x[a:b].max())[0])
     v = torch.randn(20000, device="cuda") * 1.5
-    h = P.histogram_per_warp_private()(v)
+    # (an out_idx output would be torch.empty: the kernels add into H, so it is passed zeroed)
+    h = torch.zeros(96, device="cuda", dtype=torch.int32)
+    P.histogram_per_warp_private()(v, h)
     keep = (v >= -3) & (v < 3)
     want = torch.clamp(torch.floor((v[keep] + 3) / 0.0625).long(), max=95).bincount(minlength=96)
     assert torch.equal(h.long(), want)
     words = torch.randint(0, 2 ** 31, (5000,), device="cuda", dtype=torch.int64)
     words = (words * 3 + 12345) % (2 ** 32)
-    hb = P.byte_histogram_from_words()(words.to(torch.int64).to(torch.uint32))
+    hb = torch.zeros(256, device="cuda", dtype=torch.uint32)
+    P.byte_histogram_from_words()(words.to(torch.int64).to(torch.uint32), hb)
     b = torch.stack([(words >> (8 * i)) & 255 for i in range(4)]).flatten()
     assert torch.equal(hb.to(torch.int64), b.bincount(minlength=256))
 

@@ -476,7 +476,7 @@ def segmented_cumsum_offsets(S=5, total=2000, D=32, block=64, threads=128):
 
 
 # ---- histograms ---------------------------------------------------------------------------
-@tilecute.jit(out_idx=[1])
+@tilecute.jit  # H is accumulated into (T.atomic_add): the caller passes it zeroed
 def histogram_per_warp_private(n=20000, bins=96, lo=-3.0, hi=3.0, threads=256, per_block=2048):
     """A float32 histogram over [lo, hi) (values outside dropped): each warp atomically
     counts into its own shared row (``T.atomic_add(h_s[warp, b], 1)``), the rows are summed
@@ -509,7 +509,7 @@ def histogram_per_warp_private(n=20000, bins=96, lo=-3.0, hi=3.0, threads=256, p
     return hist
 
 
-@tilecute.jit(out_idx=[1])
+@tilecute.jit  # H is accumulated into (T.atomic_add): the caller passes it zeroed
 def byte_histogram_from_words(nwords=5000, threads=256, per_thread=4):
     """A 256-bin histogram of the bytes of a uint32 array (each word's 4 bytes taken with
     ``>>`` and ``& 0xFF``): shared-memory atomic counts, then one global ``T.atomic_add``
