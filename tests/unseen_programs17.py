@@ -122,7 +122,7 @@ def gemm_fp8_half_accumulator(M=128, N=128, K=128, block_M=64, block_N=128, bloc
 @tilecute.jit(out_idx=[-1])
 def gemm_int8_requant_int8_out(M=192, N=128, K=256, block_M=64, block_N=64, block_K=64):
     """int8 x int8 -> int32, then re-quantised: q = int8(clamp(round(acc * sa[m] * sw[n]),
-    -128, 127)) (``T.round``: CUDA's roundf, halves away from zero)."""
+    -128, 127)) (``T.round``: TileLang's nearbyintf, halves to even)."""
 
     @T.prim_func
     def main(A: T.Tensor((M, K), T.int8), W: T.Tensor((N, K), T.int8), Sa: T.Tensor((M,), T.float32),
@@ -615,7 +615,7 @@ def dequant_int4_signed_k_packed_fragment(M=128, N=128, K=256, group=32, block_M
     4``, and k odd in the high one (``b >> 4``, arithmetic); group scales S[k // group, n].
     Dequantised into a fragment, copied to shared, then C = A @ B.  (``T.cast(b << 4,
     T.int8)`` would not narrow: ``b << 4`` is already int8 to TVM, so the cast is dropped
-    and C computes ``(b << 4) >> 4`` in int, the nibble unsigned.)"""
+    and C computes ``(b << 4) >> 4`` in int: b itself.)"""
 
     @T.prim_func
     def main(A: T.Tensor((M, K), T.bfloat16), Bq: T.Tensor((K // 2, N), T.int8),
@@ -988,5 +988,43 @@ def gemv_2d_threads_shared_sum(N=200, K=768, block_N=32, reduce_threads=4):
                 for t in T.serial(reduce_threads):
                     total += part[tn, t]
                 y[row] = total
+
+    return main
+
+
+# ---- integer selects and narrow shifts (the dequant programs' building blocks) --------------------
+@tilecute.jit(out_idx=[-1])
+def select_uint8_bytes(n=256):
+    """``v = T.if_then_else(c, U[i], U[j])`` over uint8 bytes, then v widened to int32, v >>
+    4 (logical: v is unsigned) and v as a float: each reads v as the unsigned byte."""
+
+    @T.prim_func
+    def main(U: T.Tensor((n,), T.uint8), O: T.Tensor((n, 3), T.int32)):
+        with T.Kernel(1, threads=n) as bx:
+            for i in T.Parallel(n):
+                v = T.if_then_else(i % 2 == 0, U[i], U[(i + 1) % n])
+                O[i, 0] = T.cast(v, T.int32)
+                O[i, 1] = T.cast(v >> 4, T.int32)
+                O[i, 2] = T.cast(T.cast(v, T.float32) * 2.0, T.int32)
+
+    return main
+
+
+@tilecute.jit(out_idx=[-1])
+def int8_nibble_shifts(n=256):
+    """The low nibble of an int8 byte b, three ways, as TileLang computes them:
+    ``T.cast(b << 4, T.int8) >> 4`` (b << 4 is int8 to TVM already, so the cast is dropped
+    and C shifts the promoted int: b itself, not its nibble), ``T.cast(T.cast(b, T.uint8)
+    << 4, T.int8) >> 4`` (sign-extended) and, through a ``T.if_then_else`` on i % 3, that or
+    the high nibble ``b >> 4`` (arithmetic), as a float."""
+
+    @T.prim_func
+    def main(B: T.Tensor((n,), T.int8), O: T.Tensor((n, 3), T.int32)):
+        with T.Kernel(1, threads=n) as bx:
+            for i in T.Parallel(n):
+                b = B[i]
+                O[i, 0] = T.cast(T.cast(b << 4, T.int8) >> 4, T.int32)
+                O[i, 1] = T.cast(T.cast(T.cast(b, T.uint8) << 4, T.int8) >> 4, T.int32)
+                O[i, 2] = T.cast(T.if_then_else(i % 3 == 0, T.cast(T.cast(b, T.uint8) << 4, T.int8) >> 4, b >> 4), T.float32)
 
     return main
