@@ -34,7 +34,8 @@ PROGRAMS = ["gemm_tt_fp16_bf16_out", "gemm_bf16_k_pack2_fullrow", "gemm_fp8_tran
             "gemm_annotated_swizzled_layouts", "gemm_stages_fullrow_256", "gemm_all_symbolic_shared_epilogue",
             "rmsnorm_gemm_register_a_one_loop", "gemm_peeled_first_step_clear_accum",
             "lora_gemm_second_accumulator", "fp8_blockwise_scaled_gemm", "gemv_2d_threads_shared_sum",
-            "select_uint8_bytes", "int8_nibble_shifts"]
+            "select_uint8_bytes", "int8_nibble_shifts", "gemm_accumulate_into_c",
+            "gemm_rowwise_fp8_quant_fullcol", "gemm_two_n_tiles_per_block", "gemm_weight_grad_with_bias_grad"]
 
 # Ampere has no fp8 MMA and no wgmma: the programs that make sense there
 SM80 = ["gemm_tt_fp16_bf16_out", "gemm_bf16_k_pack2_fullrow", "gemm_int8_requant_int8_out",
@@ -42,7 +43,8 @@ SM80 = ["gemm_tt_fp16_bf16_out", "gemm_bf16_k_pack2_fullrow", "gemm_int8_requant
         "splitk_reduce_mid_dim", "bmm_symbolic_batch_transpose_a", "grouped_gemm_tile_search",
         "gemv_warp_per_row_shfl", "skinny_gemm_m16_fullcol", "dequant_int4_signed_k_packed_fragment",
         "dequant_weight_register_a", "gemm_swizzle_column_panel", "gemm_annotated_swizzled_layouts",
-        "rmsnorm_gemm_register_a_one_loop", "gemm_peeled_first_step_clear_accum", "lora_gemm_second_accumulator"]
+        "rmsnorm_gemm_register_a_one_loop", "gemm_peeled_first_step_clear_accum", "lora_gemm_second_accumulator",
+        "gemm_accumulate_into_c", "gemm_two_n_tiles_per_block", "gemm_weight_grad_with_bias_grad"]
 
 
 @pytest.fixture(autouse=True)
@@ -204,6 +206,31 @@ def test_int8_nibble_shifts_as_tilelang_computes_them():
     assert "O[i, 0] = cutlass.Int32(cutlass.Int32(b) << 4 >> 4)" in src, src
     assert "O[i, 1] = cutlass.Int32(cutlass.Int8(cutlass.Int32(cutlass.Uint8(b)) << 4) >> cutlass.Int8(4))" in src, src
     assert "cutlass.Float32(cutlass.Int8(cutlass.select_(i % 3 == 0, " in src, src
+
+
+def test_accumulator_loaded_from_c_is_not_cleared():
+    src = _src("gemm_accumulate_into_c")
+    load = src.index("C_local[tc_r1 + tc_lane3] = tc_vec2[tc_lane3]")
+    assert load < src.index("C_local += A_shared @ B_shared") and "C_local[tc_r1 + tc_lane2] = cutlass.Float32(0.0)" not in src, src
+
+
+def test_row_absmax_meets_across_the_warpgroups():
+    src = _src("gemm_rowwise_fp8_quant_fullcol")
+    assert 'tcrow.reduce_rows_across(acc, amax, tc_amax_i, "absmax", True, amax_rows_scratch, "wgmma", (1, 2), 64' in src, src
+    assert "S[by * 64 + i_2_, bx] = amax[tc_q10]" in src, src
+
+
+def test_serial_tiles_clear_the_accumulator_each_time():
+    src = _src("gemm_two_n_tiles_per_block")
+    loop = src.index("for t in cutlass.range(0, 2):")
+    clear = src.index("= cutlass.Float32(0.0)", loop)
+    assert loop < clear < src.index("C_local += A_shared @ B_shared", clear), src
+
+
+def test_bias_grad_sums_columns_of_the_shared_tile():
+    src = _src("gemm_weight_grad_with_bias_grad")
+    assert "acc += dY_shared^T @ X_shared" in src and "T.reduce_sum(dY_frag_frag1, col)" in src, src
+    assert "colsum[tc_lane25] = colsum[tc_lane25] + col[(j + tc_lane25)]" in src, src
 
 
 def test_row_sums_of_a_fragment_not_laid_out_as_the_accumulator_are_refused():
@@ -491,3 +518,30 @@ def test_integer_selects_and_nibble_shifts_on_gpu():
     lo_signed = ((b & 15) ^ 8) - 8
     assert torch.equal(O[:, 0], lo_unsigned) and torch.equal(O[:, 1], lo_signed)
     assert torch.equal(O[:, 2], torch.where(i % 3 == 0, lo_signed, b >> 4))
+
+
+@pytest.mark.gpu
+def test_accumulators_loaded_reused_and_reduced_on_gpu():
+    import torch
+    torch.manual_seed(8)
+    h, bf = torch.float16, torch.bfloat16
+    A, B = _randn(200, 128, dtype=h), _randn(128, 128, dtype=h)
+    C0 = _randn(200, 128)
+    C = C0.clone()
+    P.gemm_accumulate_into_c()(A, B, C)
+    _close(C, C0.double() + A.double() @ B.double(), atol=1e-3, rtol=1e-4)
+
+    A, B = _randn(200, 128, dtype=bf), _randn(256, 128, dtype=bf)
+    Q, S = P.gemm_rowwise_fp8_quant_fullcol()(A, B)
+    acc = A.double() @ B.double().T
+    scale = torch.clamp(acc.abs().amax(1, keepdim=True), min=1e-4) / 448
+    _close(S, scale.float(), atol=0, rtol=1e-4)
+    _close(Q.float() * S, acc.float(), atol=1e-2, rtol=0.07)
+
+    A, B = _randn(128, 192, dtype=bf), _randn(192, 512, dtype=bf)
+    _close(P.gemm_two_n_tiles_per_block()(A, B), (A.float() @ B.float()).to(bf), atol=2e-2, rtol=1e-2)
+
+    dY, X = _randn(300, 128, dtype=h), _randn(300, 96, dtype=h)
+    dW, db = P.gemm_weight_grad_with_bias_grad()(dY, X)
+    _close(dW, dY.double().T @ X.double(), atol=1e-3, rtol=1e-4)
+    _close(db, dY.double().sum(0), atol=1e-3, rtol=1e-4)

@@ -1028,3 +1028,117 @@ def int8_nibble_shifts(n=256):
                 O[i, 2] = T.cast(T.if_then_else(i % 3 == 0, T.cast(T.cast(b, T.uint8) << 4, T.int8) >> 4, b >> 4), T.float32)
 
     return main
+
+
+# ---- accumulators loaded, re-used and reduced ------------------------------------------------------
+@tilecute.jit
+def gemm_accumulate_into_c(M=200, N=128, K=128, block_M=64, block_N=64, block_K=32):
+    """C += A @ B with the accumulator **loaded from C** by ``T.copy(C[...], C_local)`` (no
+    clear), float32 C updated in place; M has a tail (rows past M read as zeros, not
+    written)."""
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), T.float16), B: T.Tensor((K, N), T.float16), C: T.Tensor((M, N), T.float32)):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=128) as (bx, by):
+            A_shared = T.alloc_shared((block_M, block_K), T.float16)
+            B_shared = T.alloc_shared((block_K, block_N), T.float16)
+            C_local = T.alloc_fragment((block_M, block_N), T.float32)
+            T.copy(C[by * block_M, bx * block_N], C_local)
+            for ko in T.Pipelined(T.ceildiv(K, block_K), num_stages=2):
+                T.copy(A[by * block_M, ko * block_K], A_shared)
+                T.copy(B[ko * block_K, bx * block_N], B_shared)
+                T.gemm(A_shared, B_shared, C_local)
+            T.copy(C_local, C[by * block_M, bx * block_N])
+
+    return main
+
+
+@tilecute.jit(out_idx=[-2, -1])
+def gemm_rowwise_fp8_quant_fullcol(M=200, N=256, K=128, block_M=64, block_N=256, block_K=64):
+    """GEMM fused with per-token-per-tile fp8 quantisation of its output over 256 threads with
+    ``FullCol`` (the two warpgroups split N, so a row's amax meets across them): amax[i] =
+    ``T.reduce_absmax`` of the accumulator's row, scale = max(amax, 1e-4) / 448, Q = e4m3(acc
+    / scale), S[m, tile] = scale."""
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), T.bfloat16), B: T.Tensor((N, K), T.bfloat16),
+             Q: T.Tensor((M, N), T.float8_e4m3), S: T.Tensor((M, N // block_N), T.float32)):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=256) as (bx, by):
+            A_shared = T.alloc_shared((block_M, block_K), T.bfloat16)
+            B_shared = T.alloc_shared((block_N, block_K), T.bfloat16)
+            acc = T.alloc_fragment((block_M, block_N), T.float32)
+            q = T.alloc_fragment((block_M, block_N), T.float8_e4m3)
+            amax = T.alloc_fragment((block_M,), T.float32)
+            T.clear(acc)
+            for ko in T.Pipelined(T.ceildiv(K, block_K), num_stages=2):
+                T.copy(A[by * block_M, ko * block_K], A_shared)
+                T.copy(B[bx * block_N, ko * block_K], B_shared)
+                T.gemm(A_shared, B_shared, acc, transpose_B=True, policy=T.GemmWarpPolicy.FullCol)
+            T.reduce_absmax(acc, amax, dim=1)
+            for i in T.Parallel(block_M):
+                amax[i] = T.max(amax[i], 1e-4) / 448.0
+            for i, j in T.Parallel(block_M, block_N):
+                q[i, j] = acc[i, j] / amax[i]
+            T.copy(q, Q[by * block_M, bx * block_N])
+            for i in T.Parallel(block_M):
+                S[by * block_M + i, bx] = amax[i]
+
+    return main
+
+
+@tilecute.jit(out_idx=[-1])
+def gemm_two_n_tiles_per_block(M=128, N=512, K=192, tiles=2, block_M=64, block_N=128, block_K=64):
+    """Each block computes ``tiles`` neighbouring N tiles one after another in a
+    ``T.serial`` loop, re-using one accumulator (``T.clear`` at each tile's start) and the
+    shared stages; bfloat16 out."""
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), T.bfloat16), B: T.Tensor((K, N), T.bfloat16), C: T.Tensor((M, N), T.bfloat16)):
+        with T.Kernel(T.ceildiv(N, block_N * tiles), T.ceildiv(M, block_M), threads=128) as (bx, by):
+            A_shared = T.alloc_shared((block_M, block_K), T.bfloat16)
+            B_shared = T.alloc_shared((block_K, block_N), T.bfloat16)
+            C_local = T.alloc_fragment((block_M, block_N), T.float32)
+            for t in T.serial(tiles):
+                n0 = (bx * tiles + t) * block_N
+                T.clear(C_local)
+                for ko in T.Pipelined(T.ceildiv(K, block_K), num_stages=3):
+                    T.copy(A[by * block_M, ko * block_K], A_shared)
+                    T.copy(B[ko * block_K, n0], B_shared)
+                    T.gemm(A_shared, B_shared, C_local)
+                T.copy(C_local, C[by * block_M, n0])
+
+    return main
+
+
+@tilecute.jit(out_idx=[-2, -1])
+def gemm_weight_grad_with_bias_grad(M=300, N=128, K=96, block_N=64, block_K=32, block_M=64):
+    """Linear backward for the weight: dW = dY^T @ X (dY (M, N), X (M, K): ``transpose_A``
+    over the token dim M, which has a tail) and db = the column sums of dY, from the dY
+    tiles already in shared (``T.reduce_sum(dim=0)`` of a fragment copy), written by the
+    blocks of the first K tile."""
+
+    @T.prim_func
+    def main(dY: T.Tensor((M, N), T.float16), X: T.Tensor((M, K), T.float16),
+             dW: T.Tensor((N, K), T.float32), db: T.Tensor((N,), T.float32)):
+        with T.Kernel(T.ceildiv(K, block_K), T.ceildiv(N, block_N), threads=128) as (bx, by):
+            dY_shared = T.alloc_shared((block_M, block_N), T.float16)
+            X_shared = T.alloc_shared((block_M, block_K), T.float16)
+            dY_frag = T.alloc_fragment((block_M, block_N), T.float32)
+            col = T.alloc_fragment((block_N,), T.float32)
+            colsum = T.alloc_fragment((block_N,), T.float32)
+            acc = T.alloc_fragment((block_N, block_K), T.float32)
+            T.clear(acc)
+            T.clear(colsum)
+            for mo in T.Pipelined(T.ceildiv(M, block_M), num_stages=2):
+                T.copy(dY[mo * block_M, by * block_N], dY_shared)
+                T.copy(X[mo * block_M, bx * block_K], X_shared)
+                T.gemm(dY_shared, X_shared, acc, transpose_A=True)
+                T.copy(dY_shared, dY_frag)
+                T.reduce_sum(dY_frag, col, dim=0)
+                for j in T.Parallel(block_N):
+                    colsum[j] += col[j]
+            T.copy(acc, dW[by * block_N, bx * block_K])
+            if bx == 0:
+                T.copy(colsum, db[by * block_N])
+
+    return main
