@@ -335,18 +335,23 @@ class ExprPrinter:
                 return self._fp4_cast(e), ATOM
             promoted = _promotes(e.value)
             text = self.promoted(e.value, 0) if promoted else self.expr(e.value)
-            if (N.is_float(e.dtype) and N.is_int(e.value.dtype) and isinstance(e.value, N.Select)
+            if (promoted and N.is_float(e.dtype) and isinstance(e.value, N.Select)
                     and not isinstance(e.value.cond, N.Const)):
-                # cutlass.select_ gives an MLIR value without a sign, which CuTe DSL's float
-                # conversions refuse ("signless to float conversion"): name its integer type
-                text = f"{cute_type('int32' if promoted else e.value.dtype)}({text})"
+                # the promoted Select is a cutlass.select_ of Int32 values, whose MLIR value
+                # has no sign (CuTe DSL's float conversions refuse it): name its type
+                text = f"cutlass.Int32({text})"
             return f"{cute_type(e.dtype)}({text})", ATOM
         if isinstance(e, N.Select):
             known = decided(e.cond, self.ranges)  # CuTe's select_ takes a runtime condition only
             if known is not None:
                 return self._expr(e.a if known else e.b)
-            return (f"cutlass.select_({self.expr(e.cond)}, {self.expr(e.a)}, "
-                    f"{self.expr(e.b)})"), ATOM
+            text = f"cutlass.select_({self.expr(e.cond)}, {self.expr(e.a)}, {self.expr(e.b)})"
+            if N.is_int(e.dtype):
+                # cutlass.select_ gives an MLIR value without a sign: a conversion of it
+                # would extend it by the target's sign (a uint8 to Int32 sign-extended) and
+                # a float conversion is refused, so the value is named with its own type
+                text = f"{cute_type(e.dtype)}({text})"
+            return text, ATOM
         if isinstance(e, N.Load):
             return self.load(e), ATOM
         if isinstance(e, N.Call):

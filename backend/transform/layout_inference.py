@@ -1224,6 +1224,15 @@ class _Kernel:
                 if s.dst in kernel.rows and not s.scratch:
                     # rows of an accumulator reduce within the quad holding them; with warps
                     # along N (GemmWarpPolicy.FullCol) the warps' partials meet in shared
+                    if s.src not in kernel.mma:  # (TileLang finds no layout for it either)
+                        kernel.fail(s, f"T.reduce_{s.kind}({s.src}, {s.dst}): '{s.dst}' lives with "
+                                       "the rows of a T.gemm accumulator (read as "
+                                       f"'{s.dst}[i]' in a loop over its (i, j), or sharing a "
+                                       "T.Parallel loop with such a fragment), but no T.Parallel "
+                                       f"loop walks '{s.src}' at the (i, j) of a T.gemm "
+                                       "accumulator or A fragment, so its rows are not laid out "
+                                       "as those (TileLang: no available layout); write "
+                                       f"'{s.src}' in a loop that walks such a fragment")
                     acc = kernel.mma[s.src]
                     if acc.warps[1] == 1:
                         return s
