@@ -391,6 +391,20 @@ class KernelEmitter:
         else:
             self.serial(s, depth)
 
+    def picks_registers(self, s: N.For) -> bool:
+        """Does the loop's variable pick the register of a fragment one column a thread
+        (``b[k, j]`` of a ``(K, J)`` blocked fragment of one lane: the layout pass's
+        ``"outer"`` accesses)?  Unrolled, the register index is a constant: the fragment
+        stays in registers (TileLang's loop, which nvcc unrolls)."""
+        for n in walk_nodes(s.body):
+            if isinstance(n, (N.Load, N.Store)) and len(n.indices) == 2:
+                layout = self.layouts.get(n.buffer)
+                if layout is not None and layout.kind == "blocked" and layout.vector == 1 and \
+                        any(isinstance(x, N.Var) and x.name == s.var.name
+                            for x in walk_nodes(n.indices[0])):
+                    return True
+        return False
+
     def serial(self, s: N.For, depth: int) -> None:
         expr = self.exprs.expr
         zero = isinstance(s.start, N.Const) and s.start.value == 0
@@ -406,6 +420,9 @@ class KernelEmitter:
             rng = f"cutlass.range_constexpr({start}, {stop})"
         elif s.kind == "unrolled":
             rng = f"cutlass.range({start}, {stop}, unroll_full=True)"
+        elif const and self.picks_registers(s):  # constant register indices
+            rng = f"cutlass.range_constexpr({start}, {stop})" if s.extent.value <= 16 else \
+                f"cutlass.range({start}, {stop}, unroll_full=True)"
         else:
             rng = f"cutlass.range({start}, {stop})"
         if const:

@@ -17,7 +17,7 @@ from ..ir import nodes as N
 from ..runtime.dtypes import DTYPES
 from ..ir.visitor import substitute, walk_nodes
 from ..transform.analysis import accesses, let_values, parallel_nest, value_range
-from .expr import FP4, chain, register_type
+from .expr import FP4, PREC, chain, register_type
 from .memory import flat_index, vector_view
 from .source import ident
 
@@ -50,6 +50,7 @@ class NestEmitter:
         self.col_reg: str | None = None  # the first column register of a nest over column ones
         self.vector: dict[tuple, str] = {}
         self.lets: dict[str, N.Expr] = {}  # the Lets of the innermost body being emitted
+        self.loops: list | None = None  # the loops of the blocked nest being emitted
 
     # ---- registers ------------------------------------------------------------------------
     def register(self, name: str, indices) -> str:
@@ -79,10 +80,37 @@ class NestEmitter:
             if self.step is None or self.lane is None:
                 k.fail(None, f"internal: fragment '{name}' accessed outside its nest")
             step, width = self.step
+            special = self.owner_register(buf, layout, indices)
+            if special is not None:
+                return f"{ident(name)}[{special}]"
             reg = self.lane if step == "0" else (
                 f"{step} * {width} + {self.lane}" if width > 1 else step)
             return f"{ident(name)}[{reg}]"
         return f"{ident(name)}[{flat_index(k.exprs, buf, indices)}]"
+
+    def owner_register(self, buf: N.Buffer, layout: N.Layout, indices):
+        """The register of a blocked fragment read at an element the layout pass gave this
+        thread by the nest's rows or columns (``special_access``), or None for the
+        nest's own element: ``x[i]`` (one element a thread) in a nest over ``(i, j)``
+        running whole rows a thread step is register ``step`` (row ``i = step * threads +
+        tid``); ``b[k, j]`` (a ``(K, J)`` fragment, one column a thread) in a nest over
+        ``j`` running one lane a step is register ``k * (J // threads) + step``."""
+        loops, (step, width) = self.loops, self.step
+        if not loops or layout.vector != 1 or len(indices) != buf.ndim:
+            return None
+        names = [lp.var.name for lp in loops]
+        if buf.ndim == 1 and len(loops) == 2 and isinstance(indices[0], N.Var) and \
+                indices[0].name == names[0] and width == int(loops[1].extent.value) and width > 1:
+            return step
+        if buf.ndim == 2 and len(loops) == 1 and width == 1 and \
+                isinstance(indices[1], N.Var) and indices[1].name == names[0] and \
+                not any(isinstance(x, N.Var) and x.name == names[0] for x in walk_nodes(indices[0])):
+            per = int(buf.shape[1].value) // layout.threads
+            k = self.k.exprs.operand(indices[0], PREC["mul"]) if not isinstance(indices[0], N.Const) \
+                else str(indices[0].value)
+            outer = k if per == 1 else f"{k} * {per}"
+            return outer if step == "0" else f"{outer} + {step}"
+        return None
 
     # ---- nests ----------------------------------------------------------------------------
     def parallel(self, s: N.For, depth: int) -> None:
@@ -160,9 +188,9 @@ class NestEmitter:
                 value = f"{value} + {start}"
             out.line(inner, f"{ident(lp.var.name)} = {value}")
             k.ranges[lp.var.name] = (start, start + extent - 1)
-        self.step = (step, width)
+        self.step, self.loops = (step, width), loops
         self.lanes(loops[-1], width, inner)
-        self.step = None
+        self.step, self.loops = None, None
 
     def spread_dynamic(self, loops, depth: int) -> None:
         """A nest with extents known only at run time (``T.Parallel(n)``, ``n`` a scalar

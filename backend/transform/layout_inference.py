@@ -103,6 +103,11 @@ _MEETS_THREADS = frozenset(("sync_grid",) + N.BLOCK_VOTES + N.SHUFFLES + N.WARP_
 MMA_LANES = 2  # MMA accumulators hold pairs of adjacent columns in adjacent registers
 
 
+class _NoOwnerLayout(Exception):
+    """The special accesses of a kernel cannot take TileLang's owner layouts: lay it out
+    again with those fragments replicated."""
+
+
 class LayoutError(ValueError):
     pass
 
@@ -151,9 +156,16 @@ def _this(nest: _Nest) -> str:
 
 
 class _Kernel:
-    def __init__(self, func: N.PrimFunc, scope: N.KernelScope):
+    def __init__(self, func: N.PrimFunc, scope: N.KernelScope, specials: bool = True):
         self.func, self.scope = func, scope
         self.threads = scope.num_threads
+        # fragments read at an element another thread's layout gives this thread (a row's
+        # value ``x[i]`` in a nest over ``(i, j)``, ``b[k, j]`` at an outer ``k``): with
+        # ``specials``, such accesses are laid out as TileLang lays them (:meth:`owner_vectors`)
+        # instead of making the fragment replicated; (nest, buffer, kind) each
+        self.allow_specials = specials
+        self.specials: list[tuple] = []
+        self.special_ids: set[tuple] = set()
         self.buffers = {p.name: p for p in func.params if isinstance(p, N.Buffer)}
         self.allocs: dict[str, N.Allocate] = {}
         self.nests: list[_Nest] = []
@@ -454,7 +466,12 @@ class _Kernel:
                     elif b in self.cols:
                         pass  # read at the column of the MMA fragment walked (col_fragments)
                     elif self.scope_of(b) == "fragment" and not self.identity_shape(nest, b, idx):
-                        self.make_replicated(b, s)
+                        kind = self.special_access(nest, b, idx, write)
+                        if kind is None:
+                            self.make_replicated(b, s)
+                        else:
+                            self.specials.append((nest, b, kind))
+                            self.special_ids.add((id(nest), b))
                     if self.scope_of(b) == "shared" and len(idx) >= 2 and \
                             any(mentions(i, nest.vars[-1]) for i in idx[:-1]):
                         self.column_walked.add(b)
@@ -667,6 +684,72 @@ class _Kernel:
             stride *= int(lp.extent.value)
         return {v: c for v, c in flat.items() if c} == want
 
+    def special_access(self, nest: _Nest, b: str, idx, write: bool):
+        """``"row"``: an ``(I,)`` fragment read at ``[i]`` in a nest over ``(i, j)`` with
+        extents ``(I, J)`` (a row's factor: ``o[i, j] += p[i, j] * scale[i]``); ``"outer"``:
+        a ``(K, J)`` fragment at ``[k, j]`` in a nest over ``j`` (extent ``J``), ``k`` not a
+        variable of the nest (an enclosing loop's: ``lse[k, j]`` for the split ``k``).
+        TileLang lays both out by their loops: thread ``i`` of the block holds row ``i``
+        (the nest's ``(I, J)`` fragments whole rows a thread, ``x`` one element), and
+        column ``j`` of ``b``.  None for any other access, or without ``specials``."""
+        if not self.allow_specials or self.mma_layout(b) is not None or b in self.reducers \
+                or b in self.bases or b in self.bases.values() or \
+                not all(isinstance(lp.start, N.Const) and lp.start.value == 0 and
+                        isinstance(lp.extent, N.Const) for lp in nest.loops):
+            return None
+        buf = self.buffers[b]
+        if len(idx) != buf.ndim or not all(isinstance(d, N.Const) for d in buf.shape):
+            return None
+        if buf.ndim == 1 and len(nest.loops) == 2 and not write and \
+                isinstance(idx[0], N.Var) and idx[0].name == nest.vars[0] and \
+                buf.shape[0] == nest.loops[0].extent:
+            return "row"
+        if buf.ndim == 2 and len(nest.loops) == 1 and isinstance(idx[1], N.Var) and \
+                idx[1].name == nest.vars[0] and buf.shape[1] == nest.loops[0].extent and \
+                not mentions(idx[0], nest.vars[0]):
+            return "outer"
+        return None
+
+    def owner_vectors(self, find, parent) -> dict:
+        """The vector width each group with a special access must take (``row``: the
+        nest's ``(I, J)`` fragments ``J``, the read fragment's 1; ``outer``: the read
+        fragment's and the nest's 1), or raises :class:`_NoOwnerLayout` when they cannot
+        (widths that disagree, extents that are not whole rounds of the threads, a group
+        with a T.gemm layout, a given layout or a row reduction)."""
+        forced: dict[str, int] = {}
+
+        def force(root, v):
+            if forced.setdefault(root, v) != v:
+                raise _NoOwnerLayout(f"'{root}' would need {forced[root]} and {v} lanes")
+
+        for nest, b, kind in self.specials:
+            if b in self.replicated:
+                continue  # (read whole by a nest every thread runs whole)
+            t = self.region_threads(b)
+            if self.frag_region.get(b, (0, self.threads)) != nest.region:
+                raise _NoOwnerLayout(f"'{b}' lives in other threads than the nest's")
+            touched = sorted({x for x, _, _ in nest.accesses if x in parent
+                              and (id(nest), x) not in self.special_ids})
+            if kind == "row":
+                rows, row = (int(lp.extent.value) for lp in nest.loops)
+                if rows % t or not touched:
+                    raise _NoOwnerLayout(f"rows of '{b}' are not whole rounds of {t} threads")
+                force(find(touched[0]), row)
+                force(find(b), 1)
+            else:
+                cols = int(nest.loops[0].extent.value)
+                if cols % t:
+                    raise _NoOwnerLayout(f"columns of '{b}' are not whole rounds of {t} threads")
+                force(find(b), 1)
+                if touched:
+                    force(find(touched[0]), 1)
+        for root in forced:
+            members = [m for m in parent if find(m) == root]
+            if any(self.mma_layout(m) is not None or m in self.given for m in members) or \
+                    any(r.src in members for r in self.reduces):
+                raise _NoOwnerLayout(f"the group of '{root}' has its own layout")
+        return forced
+
     def make_replicated(self, name: str, s) -> None:
         self.replicated.add(name)
         self.why.setdefault(name, s)
@@ -760,8 +843,17 @@ class _Kernel:
         for f, lay in self.given.items():
             if lay.kind == "blocked" and f in parent:
                 forced.setdefault(find(f), []).append((lay, self.allocs[f]))
+        owner = self.owner_vectors(find, parent)
         for nest in self.nests:
-            touched = sorted({b for b, _, _ in nest.accesses if b in parent})
+            touched = sorted({b for b, _, _ in nest.accesses if b in parent
+                              and (id(nest), b) not in self.special_ids})
+            special = sorted({b for b, _, _ in nest.accesses if b in parent
+                              and (id(nest), b) in self.special_ids})
+            if special and not touched:  # (runs on the threads holding what it reads)
+                if any(w and self.scope_of(b) in ("local", "fragment") for b, _, w in nest.accesses):
+                    raise _NoOwnerLayout("a nest writes registers beside its special reads alone")
+                nest_mode.append(("blocked", special[0]))
+                continue
             given = nest.loops[-1].loop_layout
             if given is not None:
                 self.check_loop_layout(nest, given, touched)
@@ -842,6 +934,13 @@ class _Kernel:
                     vector[m] = MMA_LANES
                 continue
             nests = [n for n, (m, r) in zip(self.nests, nest_mode) if m == "blocked" and find(r) == root]
+            if root in owner:  # laid out by its special accesses (owner_vectors)
+                if any(self.barrier_in_strided_nest(n) for n in nests) or \
+                        any(int(n.extents[-1].value) % owner[root] for n in nests):
+                    raise _NoOwnerLayout(f"the nests of '{root}' cannot run {owner[root]} lanes")
+                for m in members:
+                    vector[m] = owner[root]
+                continue
             if root in forced:  # the program's layout (T.Fragment) fixes V
                 for m in members:
                     vector[m] = self.forced_vector(members, forced[root], nests)
@@ -1026,7 +1125,8 @@ class _Kernel:
             if v in parent and b in parent:
                 parent[find(v)] = find(b)
         for nest in self.nests:
-            touched = sorted({b for b, _, _ in nest.accesses if b in parent})
+            touched = sorted({b for b, _, _ in nest.accesses if b in parent
+                              and (id(nest), b) not in self.special_ids})
             for b in touched[1:]:
                 parent[find(b)] = find(touched[0])
         return find
@@ -1734,30 +1834,88 @@ def _to_shared(func: N.PrimFunc, scope: N.KernelScope, names: dict) -> N.KernelS
     return _Demote().visit_kernel(scope)
 
 
-def _infer_kernel(func: N.PrimFunc, scope: N.KernelScope, again: bool = True) -> N.KernelScope:
+def _infer_kernel(func: N.PrimFunc, scope: N.KernelScope, again: bool = True,
+                  specials: bool = True) -> N.KernelScope:
     """One kernel's layouts (the module docstring)."""
+    given = scope
     scope = _StageUnpairedFragments(func, scope).visit_kernel(scope)
     named = dataclasses.replace(func, kernels=func.kernels + (scope,))  # (fresh names
     # of the passes below avoid the staging's too)
     scope = _OrderNestByFragments(scope).visit_kernel(scope)
     scope = _PadToMmaFragment(named, scope).visit_kernel(scope)
-    k = _Kernel(func, scope)
+    k = _Kernel(func, scope, specials)
     k.collect(scope.body)
     off = k.columns_off_mma()
+    per_thread = _columns_per_thread(k, off) if specials else set()
+    if per_thread:  # each thread folds the columns it holds (TileLang's column layout)
+        scope = _FoldColumns(named, k.buffers, per_thread).visit_kernel(scope)
+        named = dataclasses.replace(func, kernels=func.kernels + (scope,))
+        off -= per_thread
     if off:  # lay out the kernel with those columns moved last
         scope = move_columns_last(named, scope, off)
         named = dataclasses.replace(func, kernels=func.kernels + (scope,))
-        k = _Kernel(func, scope)
+    if per_thread or off:
+        k = _Kernel(func, scope, specials)
         k.collect(scope.body)
     folded = _fold_replicated_reduces(named, scope, k)
     if folded is not None:  # lay out the kernel with the folds in place of the reduces
         scope, reduces = folded
-        k = _Kernel(func, scope)
+        k = _Kernel(func, scope, specials)
         k.collect(scope.body)
         for r in reduces:  # a reduction's output is replicated, folded or not
             k.make_replicated(r.dst, r)
     demote = k.replicated_written_by_rows() if again else {}
     if demote:  # (see replicated_written_by_rows) laid out again with them in shared
-        return _infer_kernel(func, _to_shared(func, scope, demote), again=False)
-    nest_mode, vector = k.decide()
+        return _infer_kernel(func, _to_shared(func, scope, demote), again=False,
+                             specials=specials)
+    try:
+        nest_mode, vector = k.decide()
+    except _NoOwnerLayout:  # laid out again with the special accesses' fragments replicated
+        if not k.specials:
+            raise
+        return _infer_kernel(func, given, again, specials=False)
     return k.rewrite(nest_mode, vector)
+
+
+def _columns_per_thread(k: _Kernel, off: set) -> set:
+    """Of the column reductions ``off`` (``dim=0`` of a 2-D fragment not laid out as a
+    T.gemm accumulator), those whose columns are whole rounds of the block's threads
+    (``(K, J)`` with ``J`` a multiple of them, into a ``(J,)`` fragment): each thread can
+    hold whole columns (TileLang's layout of such a fragment: thread ``j`` holds column
+    ``j``), so each folds its own."""
+    out = set()
+    for r in k.reduces:
+        src, dst = k.buffers[r.src], k.buffers[r.dst]
+        if id(r) not in off or src.ndim != 2 or dst.ndim != 1 or r.src in k.bases or \
+                r.src in k.bases.values() or k.frag_region.get(r.src, (0, k.threads))[1] != k.threads:
+            continue
+        if all(isinstance(d, N.Const) for d in src.shape) and dst.shape[0] == src.shape[1] \
+                and int(src.shape[1].value) % k.threads == 0:
+            out.add(id(r))
+    return out
+
+
+class _FoldColumns(StmtMutator):
+    """``T.reduce_<op>(b, out, dim=0)`` of a ``(K, J)`` fragment whose columns each thread
+    holds whole: a nest over ``j``, ``out[j] = combine(out[j], b[k, j])`` over ``k`` in an
+    unrolled loop (from the identity when ``clear``); the layout pass gives ``b`` and
+    ``out`` one column / element a thread (``"outer"`` accesses)."""
+
+    def __init__(self, func: N.PrimFunc, buffers: dict, folded: set):
+        self.buffers, self.folded = buffers, folded
+        self.fresh = LoopVars(func)
+
+    def visit_reduce(self, s: N.Reduce):
+        if id(s) not in self.folded:
+            return s
+        src, dst = self.buffers[s.src], self.buffers[s.dst]
+        j, kv = self.fresh("j"), self.fresh("k")
+        value = N.cast(N.Load(src.name, (kv, j), src.dtype), dst.dtype)
+        fold = N.Store(dst.name, (j,), reduce_update(
+            s.kind, N.Load(dst.name, (j,), dst.dtype), value, absolute=True,
+            nan=s.nan_propagate), loc=s.loc)
+        body: tuple = (N.For(kv, N.Const(0, "int32"), src.shape[0], "unrolled", (fold,),
+                             loc=s.loc),)
+        if s.clear:
+            body = (N.Store(dst.name, (j,), reduce_identity(s.kind, dst.dtype), loc=s.loc),) + body
+        return N.For(j, N.Const(0, "int32"), dst.shape[0], "parallel", body, loc=s.loc)

@@ -1,0 +1,173 @@
+"""Fragments laid out by the threads that own their rows or columns, as TileLang lays them
+(layout pass: ``special_access`` / ``owner_vectors``; codegen: ``owner_register``).
+
+A split-KV combine reads a row's factor ``scale[i]`` in a nest over ``(i, j)`` and a split's
+log-sum-exp ``lse[k, j]`` at an outer ``k``; TileLang gives thread ``i`` row ``i`` (the 2-D
+fragments whole rows a thread, the 1-D ones one element) and column ``j`` of ``lse``, and
+folds ``T.reduce_max(lse, mx, dim=0)`` in each thread.  tilecute replicated those
+fragments (every thread computed every row's factor and read it at a run-time row: local
+memory); now it lays them out the same way, and falls back to replication where the
+extents are not whole rounds of the threads.
+"""
+
+import math
+
+import pytest
+
+import tilecute
+import tilecute.language as T
+
+
+def split_combine(splits=4, block_M=128, dim=128, threads=128):
+    """Combine ``splits`` partial outputs ``P[s, m, d]`` by their log2-sum-exps
+    ``L[s, m]`` (rows ``m`` in blocks of ``block_M``)."""
+    M = T.symbolic("M")
+
+    @T.prim_func
+    def combine(L: T.Tensor((splits, M), "float32"), P: T.Tensor((splits, M, dim), "float16"),
+                O: T.Tensor((M, dim), "float16")):
+        with T.Kernel(T.ceildiv(M, block_M), threads=threads) as bx:
+            lse = T.alloc_fragment((splits, block_M), "float32")
+            mx = T.alloc_fragment((block_M,), "float32")
+            total = T.alloc_fragment((block_M,), "float32")
+            scale = T.alloc_fragment((block_M,), "float32")
+            part = T.alloc_fragment((block_M, dim), "float16")
+            acc = T.alloc_fragment((block_M, dim), "float32")
+            T.copy(L[0, bx * block_M], lse)
+            T.reduce_max(lse, mx, dim=0)
+            T.clear(total)
+            T.clear(acc)
+            for s in T.serial(splits):
+                for i in T.Parallel(block_M):
+                    total[i] += T.exp2(lse[s, i] - mx[i])
+            for s in T.serial(splits):
+                T.copy(P[s, bx * block_M, 0], part)
+                for i in T.Parallel(block_M):
+                    scale[i] = T.exp2(lse[s, i] - mx[i]) / total[i]
+                for i, j in T.Parallel(block_M, dim):
+                    acc[i, j] += part[i, j] * scale[i]
+            T.copy(acc, O[bx * block_M, 0])
+    return combine
+
+
+def column_folds(rows=4, cols=256, threads=128):
+    """``T.reduce_sum`` (clear=False onto a start value) and ``T.reduce_max`` over dim 0 of
+    a ``(rows, cols)`` fragment: two columns a thread."""
+
+    @T.prim_func
+    def folds(X: T.Tensor((rows, cols), "float32"), S: T.Tensor((cols,), "float32"),
+              Mx: T.Tensor((cols,), "float32")):
+        with T.Kernel(1, threads=threads) as bx:
+            x = T.alloc_fragment((rows, cols), "float32")
+            s = T.alloc_fragment((cols,), "float32")
+            m = T.alloc_fragment((cols,), "float32")
+            T.copy(X, x)
+            for j in T.Parallel(cols):
+                s[j] = 1.0
+            T.reduce_sum(x, s, dim=0, clear=False)
+            T.reduce_max(x, m, dim=0)
+            T.copy(s, S)
+            T.copy(m, Mx)
+    return folds
+
+
+def row_scale(rows=256, cols=64, threads=128):
+    """``y[i, j] = x[i, j] * f[i]`` with ``f`` a fragment of the rows: two rows a thread
+    when ``rows`` is twice the threads; replicated (as before) when it is not a whole
+    number of rounds."""
+
+    @T.prim_func
+    def scaled(X: T.Tensor((rows, cols), "float32"), F: T.Tensor((rows,), "float32"),
+               Y: T.Tensor((rows, cols), "float32")):
+        with T.Kernel(1, threads=threads) as bx:
+            x = T.alloc_fragment((rows, cols), "float32")
+            f = T.alloc_fragment((rows,), "float32")
+            T.copy(X, x)
+            for i in T.Parallel(rows):
+                f[i] = F[i] * 2.0
+            for i, j in T.Parallel(rows, cols):
+                x[i, j] = x[i, j] * f[i]
+            T.copy(x, Y)
+    return scaled
+
+
+def _source(func):
+    return tilecute.compile(func, target="sm_90a").get_kernel_source()
+
+
+def _declared(src, name):
+    line = next(x for x in src.splitlines() if x.strip().startswith(f"{name} = cute.make_rmem_tensor"))
+    return line.split("#", 1)[1].strip()
+
+
+def test_split_combine_is_laid_out_by_row_owner(monkeypatch):
+    monkeypatch.setenv("TILECUTE_ARCH", "sm_90a")
+    src = _source(split_combine())
+    # 1-D fragments one element a thread, the (splits, block_M) one a column a thread, the
+    # (block_M, dim) ones a whole row a thread: nothing replicated
+    for name in ("mx", "total", "scale"):
+        assert _declared(src, name) == "blocked: 1 consecutive elements per thread step"
+    assert "lse = cute.make_rmem_tensor((4,)" in src
+    assert _declared(src, "acc") == "blocked: 128 consecutive elements per thread step"
+    assert "replicated" not in src
+    # the column max folds in each thread, its split loops unrolled (constant registers)
+    assert "cute.arch.fmax(mx[0], lse[k" in src
+    assert "lse[s]" in src and "for s in cutlass.range_constexpr(0, 4):" in src
+    assert "acc[tc_lane" in src and "* scale[0]" in src
+
+
+def test_column_folds_and_two_rows_a_thread_build(monkeypatch):
+    monkeypatch.setenv("TILECUTE_ARCH", "sm_90a")
+    src = _source(column_folds())
+    assert "replicated" not in src
+    assert _declared(src, "x") == "blocked: 1 consecutive elements per thread step"
+    assert "x = cute.make_rmem_tensor((8,)" in src  # 4 rows x 2 columns a thread
+    assert "x[k" in src and "* 2 + tc_k" in src  # register k * (256 // 128) + step
+    src = _source(row_scale())
+    assert _declared(src, "f") == "blocked: 1 consecutive elements per thread step"
+    assert _declared(src, "x") == "blocked: 64 consecutive elements per thread step"
+    assert "f[tc_k" in src  # row step*128 + tid: register step
+
+
+def test_rows_that_are_not_whole_rounds_stay_replicated(monkeypatch):
+    monkeypatch.setenv("TILECUTE_ARCH", "sm_90a")
+    src = _source(row_scale(rows=64, cols=64))
+    assert _declared(src, "f") == "replicated: every thread holds every element"
+
+
+def test_owner_layouts_build_sm80_cubins(tmp_path):
+    for func in (split_combine(), column_folds(), row_scale()):
+        assert tilecute.build_cubin(func, "sm_80", out_dir=str(tmp_path)).kernel_names
+
+
+# ---- GPU ----------------------------------------------------------------------------------
+@pytest.mark.gpu
+@pytest.mark.parametrize("m", [128, 300])
+def test_split_combine_on_gpu(m):
+    import torch
+    torch.manual_seed(0)
+    splits = 4
+    L = torch.randn(splits, m, device="cuda") * 3
+    P = torch.randn(splits, m, 128, device="cuda").half()
+    O = torch.empty(m, 128, device="cuda", dtype=torch.float16)
+    tilecute.compile(split_combine())(L, P, O)
+    w = torch.softmax(L.double() * math.log(2), dim=0)  # exp2 weights, normalised
+    want = (P.double() * w[:, :, None]).sum(0)
+    torch.testing.assert_close(O.double(), want, atol=2e-3, rtol=2e-3)
+
+
+@pytest.mark.gpu
+def test_column_folds_and_row_scale_on_gpu():
+    import torch
+    torch.manual_seed(1)
+    X = torch.randn(4, 256, device="cuda")
+    S, Mx = torch.empty(256, device="cuda"), torch.empty(256, device="cuda")
+    tilecute.compile(column_folds())(X, S, Mx)
+    torch.testing.assert_close(S, 1.0 + X.sum(0), atol=1e-5, rtol=1e-5)
+    assert torch.equal(Mx, X.max(0).values)
+    for rows in (256, 64):
+        X = torch.randn(rows, 64, device="cuda")
+        F = torch.randn(rows, device="cuda")
+        Y = torch.empty_like(X)
+        tilecute.compile(row_scale(rows=rows))(X, F, Y)
+        assert torch.equal(Y, X * (F * 2.0)[:, None])
