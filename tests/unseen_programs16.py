@@ -508,3 +508,391 @@ def min_p_renorm(M=100, V=4000, min_p=0.05, block_M=1, threads=256):
                     P[bx * block_M + i, j] = x[i, j] / kept[i]
 
     return main
+
+
+# ---- reductions along either dim, transposes ------------------------------------------------
+@tilecute.jit(out_idx=[1])
+def lora_three_slices_sum(M=1000, N=64, block_N=64, threads=64):
+    """The three slices of a fused QKV-LoRA output [3, M, N] summed into one [M, N]
+    through a [3, block_N] fragment a row at a time: ``T.reduce_sum(frag, out, dim=0)``
+    over 3 rows (not a power of two) -- TileLang accepts it (each thread holds a column's
+    three values)."""
+    accum = "float32"
+
+    @T.prim_func
+    def main(X: T.Tensor((3, M, N), "float16"), Y: T.Tensor((M, N), accum)):
+        with T.Kernel(M, T.ceildiv(N, block_N), threads=threads) as (bx, by):
+            f = T.alloc_fragment((3, block_N), accum)
+            s = T.alloc_fragment((block_N,), accum)
+            for k, j in T.Parallel(3, block_N):
+                f[k, j] = X[k, bx, by * block_N + j]
+            T.reduce_sum(f, s, dim=0)
+            T.copy(s, Y[bx, by * block_N:(by + 1) * block_N])
+
+    return main
+
+
+@tilecute.jit(out_idx=[1, 2, 3, 4])
+def tile_reductions_both_dims(M=300, N=200, block_M=64, block_N=64, threads=128):
+    """One [64, 64] tile reduced both ways: row sums (dim=1, added over the column tiles
+    with ``T.atomic_add``), column sums (dim=0, atomics over the row tiles), column max
+    (``reduce_max`` dim=0) and column absmax (``reduce_absmax`` dim=0) merged with
+    ``T.atomic_max``; both dims ragged (pads contribute 0 to sums, -inf to the max)."""
+    accum = "float32"
+
+    @T.prim_func
+    def main(X: T.Tensor((M, N), accum), RowSum: T.Tensor((M,), accum), ColSum: T.Tensor((N,), accum),
+             ColMax: T.Tensor((N,), accum), ColAbs: T.Tensor((N,), accum)):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
+            x = T.alloc_fragment((block_M, block_N), accum)
+            xm = T.alloc_fragment((block_M, block_N), accum)
+            rs = T.alloc_fragment((block_M,), accum)
+            cs = T.alloc_fragment((block_N,), accum)
+            cm = T.alloc_fragment((block_N,), accum)
+            ca = T.alloc_fragment((block_N,), accum)
+            T.copy(X[by * block_M, bx * block_N], x)  # the pad reads as 0
+            for i, j in T.Parallel(block_M, block_N):
+                xm[i, j] = T.if_then_else(by * block_M + i < M, x[i, j], -T.infinity(accum))
+            T.reduce_sum(x, rs, dim=1)
+            T.reduce_sum(x, cs, dim=0)
+            T.reduce_max(xm, cm, dim=0)
+            T.reduce_absmax(x, ca, dim=0)
+            for i in T.Parallel(block_M):
+                if by * block_M + i < M:
+                    T.atomic_add(RowSum[by * block_M + i], rs[i])
+            for j in T.Parallel(block_N):
+                if bx * block_N + j < N:
+                    T.atomic_add(ColSum[bx * block_N + j], cs[j])
+                    T.atomic_max(ColMax[bx * block_N + j], cm[j])
+                    T.atomic_max(ColAbs[bx * block_N + j], ca[j])
+
+    return main
+
+
+@tilecute.jit(out_idx=[1])
+def transpose_cast_scale_symbolic(N=777, scale=0.5, block=32, threads=128):
+    """out[j, i] = bf16(x[i, j] * scale) for a float32 [M, 777] with M ``T.symbolic``,
+    through a padded shared tile [32, 33] (column reads hit distinct banks), the two
+    ``T.Parallel`` phases separated by the barrier the compiler places; both dims ragged."""
+    M = T.symbolic("M")
+
+    @T.prim_func
+    def main(X: T.Tensor((M, N), "float32"), Y: T.Tensor((N, M), "bfloat16")):
+        with T.Kernel(T.ceildiv(N, block), T.ceildiv(M, block), threads=threads) as (bx, by):
+            tile = T.alloc_shared((block, block + 1), "float32")
+            for i, j in T.Parallel(block, block):
+                r, c = by * block + i, bx * block + j
+                tile[i, j] = T.if_then_else(r < M and c < N, X[r, c], 0.0)
+            for j, i in T.Parallel(block, block):
+                r, c = by * block + i, bx * block + j
+                if r < M and c < N:
+                    Y[c, r] = T.cast(tile[i, j] * scale, "bfloat16")
+
+    return main
+
+
+@tilecute.jit(out_idx=[1])
+def column_mean_shared_reduce(M=1000, N=96, chunk=64, threads=128):
+    """Column means of a [1000, 96] float16 matrix (the mean over tokens of each hidden
+    unit): chunks of 64 rows copied to shared memory, ``T.reduce_sum`` of the *shared*
+    tile along dim=0 accumulated (``clear=False``) into a fragment; the last chunk ragged
+    (the copy's pad reads as 0)."""
+    accum = "float32"
+
+    @T.prim_func
+    def main(X: T.Tensor((M, N), "float16"), Mean: T.Tensor((N,), accum)):
+        with T.Kernel(1, threads=threads):
+            xs = T.alloc_shared((chunk, N), accum)
+            acc = T.alloc_fragment((N,), accum)
+            T.clear(acc)
+            for c in T.serial(T.ceildiv(M, chunk)):
+                T.copy(X[c * chunk, 0], xs)
+                T.reduce_sum(xs, acc, dim=0, clear=False)
+            for j in T.Parallel(N):
+                Mean[j] = acc[j] / M
+
+    return main
+
+
+@tilecute.jit(out_idx=[1])
+def popcount_clz_narrow(n=256, threads=128):
+    """T.popcount of 8- and 16-bit arithmetic that overflows: a uint8 sum wraps (200 +
+    100 -> 44), a uint16 product wraps, an int8 negation; the bit count is that of the
+    narrow value (TileLang's __popc of the narrow result converted to 32 bits: zero- or
+    sign-extended).  T.clz takes 32 / 64-bit integers only (TileLang refuses uint8), so the
+    narrow results are cast to 32 bits first (uint8 -> uint32 zero-extends, int8 -> int32
+    sign-extends)."""
+
+    @T.prim_func
+    def main(A: T.Tensor((n,), "uint8"), Out: T.Tensor((n, 6), "int32")):
+        with T.Kernel(1, threads=threads):
+            for i in T.Parallel(n):
+                a = A[i]
+                s8 = a + T.uint8(200)
+                w16 = T.cast(a, "uint16") * T.uint16(300)
+                neg8 = -T.cast(a, "int8")
+                Out[i, 0] = T.popcount(s8)
+                Out[i, 1] = T.clz(T.cast(s8, "uint32"))
+                Out[i, 2] = T.popcount(w16)
+                Out[i, 3] = T.clz(T.cast(w16, "int32"))
+                Out[i, 4] = T.popcount(neg8)
+                Out[i, 5] = T.clz(T.cast(neg8, "int32"))
+
+    return main
+
+
+# ---- gathers, quantization, caches, routing -------------------------------------------------
+@tilecute.jit(out_idx=[2])
+def embedding_gather_padding_idx(V=32000, D=4096, padding_idx=0, block_T=2, threads=256):
+    """Token embedding: Out[t] = Table[Ids[t]] (bfloat16 rows of 4096), the row of zeros
+    for ``padding_idx`` and for an id outside [0, V) (a guard the program writes).  Tokens
+    ``T.dynamic``; block_T tokens a block, each row copied through a 2-D ``T.Parallel``."""
+    Tn = T.dynamic("tokens")
+    dtype = "bfloat16"
+
+    @T.prim_func
+    def main(Ids: T.Tensor((Tn,), "int64"), Table: T.Tensor((V, D), dtype), Out: T.Tensor((Tn, D), dtype)):
+        with T.Kernel(T.ceildiv(Tn, block_T), threads=threads) as bx:
+            for t, d in T.Parallel(block_T, D):
+                tok = bx * block_T + t
+                if tok < Tn:
+                    idx = Ids[tok]
+                    Out[tok, d] = T.if_then_else(idx != padding_idx and idx >= 0 and idx < V,
+                                                 Table[idx, d], T.cast(0, dtype))
+
+    return main
+
+
+@tilecute.jit(out_idx=[1, 2])
+def fp8_weight_block_quant(N=1000, K=700, blk=128, threads=128):
+    """DeepSeek-V3 style weight quantization in 128 x 128 blocks: the block's absmax by
+    ``T.reduce_absmax`` along dim=1 then ``T.reduce_max`` along dim=0 of the row maxima
+    (a [128, 1]-shaped 2-D fragment), scale = max(amax, 1e-4) / 448, q = e4m3(clamp(w /
+    scale, -448, 448)); scales float32 [ceil(N/128), ceil(K/128)].  Both dims ragged: the
+    pad reads as 0 and is not written."""
+    accum = "float32"
+    fp8 = "float8_e4m3"
+
+    @T.prim_func
+    def main(W: T.Tensor((N, K), "bfloat16"), Q: T.Tensor((N, K), fp8),
+             S: T.Tensor((T.ceildiv(N, blk), T.ceildiv(K, blk)), accum)):
+        with T.Kernel(T.ceildiv(K, blk), T.ceildiv(N, blk), threads=threads) as (bx, by):
+            w = T.alloc_fragment((blk, blk), accum)
+            rmax = T.alloc_fragment((blk, 1), accum)
+            amax = T.alloc_fragment((1,), accum)
+            T.copy(W[by * blk, bx * blk], w)
+            T.reduce_absmax(w, rmax, dim=1)
+            T.reduce_max(rmax, amax, dim=0)
+            scale = T.max(amax[0], 1e-4) / 448.0
+            S[by, bx] = scale
+            for i, j in T.Parallel(blk, blk):
+                if by * blk + i < N and bx * blk + j < K:
+                    Q[by * blk + i, bx * blk + j] = T.cast(T.clamp(w[i, j] / scale, -448.0, 448.0), fp8)
+
+    return main
+
+
+@tilecute.jit(out_idx=[2])
+def fp8_block_dequant(N=1000, K=700, blk=128, threads=128):
+    """The inverse: W = bfloat16(q * S[i // 128, j // 128]), through a shared tile of the
+    fp8 block (``T.copy`` global -> shared, ragged)."""
+    fp8 = "float8_e4m3"
+
+    @T.prim_func
+    def main(Q: T.Tensor((N, K), fp8), S: T.Tensor((T.ceildiv(N, blk), T.ceildiv(K, blk)), "float32"),
+             W: T.Tensor((N, K), "bfloat16")):
+        with T.Kernel(T.ceildiv(K, blk), T.ceildiv(N, blk), threads=threads) as (bx, by):
+            qs = T.alloc_shared((blk, blk), fp8)
+            T.copy(Q[by * blk, bx * blk], qs)
+            s = S[by, bx]
+            for i, j in T.Parallel(blk, blk):
+                if by * blk + i < N and bx * blk + j < K:
+                    W[by * blk + i, bx * blk + j] = T.cast(T.cast(qs[i, j], "float32") * s, "bfloat16")
+
+    return main
+
+
+@tilecute.jit(out_idx=[1, 2])
+def act_quant_fp8_groups_colmajor_scales(N=7168, group=128, block_M=4, threads=128):
+    """Per-token, per-128-column-group fp8 activation quantization with the scales stored
+    column-major (DeepGEMM's layout: S[g, m], tokens contiguous), ue8m0 scales (rounded up
+    to a power of two: 2^ceil(log2(amax / 448))); tokens ``T.symbolic``.  A 3-D fragment
+    (rows, groups, 128) reduced along its last dim."""
+    M = T.symbolic("M")
+    G = N // group
+    accum = "float32"
+
+    @T.prim_func
+    def main(X: T.Tensor((M, N), "bfloat16"), Q: T.Tensor((M, N), "float8_e4m3"), S: T.Tensor((G, M), accum)):
+        with T.Kernel(T.ceildiv(M, block_M), threads=threads) as bx:
+            x = T.alloc_fragment((block_M, G, group), accum)
+            am = T.alloc_fragment((block_M, G), accum)
+            for i, g, j in T.Parallel(block_M, G, group):
+                x[i, g, j] = T.if_then_else(bx * block_M + i < M, T.cast(X[bx * block_M + i, g * group + j], accum), 0.0)
+            T.reduce_absmax(x, am, dim=2)
+            for i, g in T.Parallel(block_M, G):
+                am[i, g] = T.exp2(T.ceil(T.log2(T.max(am[i, g], 1e-10) / 448.0)))
+                if bx * block_M + i < M:
+                    S[g, bx * block_M + i] = am[i, g]
+            for i, g, j in T.Parallel(block_M, G, group):
+                if bx * block_M + i < M:
+                    Q[bx * block_M + i, g * group + j] = T.cast(T.clamp(x[i, g, j] / am[i, g], -448.0, 448.0),
+                                                                "float8_e4m3")
+
+    return main
+
+
+@tilecute.jit(out_idx=[2, 3])
+def int8_smoothquant_per_token(M=300, N=2048, block_M=2, threads=256):
+    """SmoothQuant's dynamic int8 activation quantization: x' = x * smooth (per column),
+    scale = absmax(x' row) / 127, q = int8(round(x' / scale)) with ties to even
+    (``T.round``), clamped to [-127, 127]; an all-zero row gets scale 1 (q all 0)."""
+    accum = "float32"
+
+    @T.prim_func
+    def main(X: T.Tensor((M, N), "float16"), Smooth: T.Tensor((N,), accum), Q: T.Tensor((M, N), "int8"),
+             S: T.Tensor((M,), accum)):
+        with T.Kernel(T.ceildiv(M, block_M), threads=threads) as bx:
+            x = T.alloc_fragment((block_M, N), accum)
+            am = T.alloc_fragment((block_M,), accum)
+            for i, j in T.Parallel(block_M, N):
+                x[i, j] = T.cast(X[bx * block_M + i, j], accum) * Smooth[j]
+            T.reduce_absmax(x, am, dim=1)
+            for i in T.Parallel(block_M):
+                am[i] = T.if_then_else(am[i] == 0.0, 1.0, am[i] / 127.0)
+                S[bx * block_M + i] = am[i]
+            for i, j in T.Parallel(block_M, N):
+                Q[bx * block_M + i, j] = T.cast(T.clamp(T.round(x[i, j] / am[i]), -127.0, 127.0), "int8")
+
+    return main
+
+
+@tilecute.jit
+def moe_route_one_block(n_tokens=300, topk=2, E=16, threads=256):
+    """MoE routing in one block: count the (token, slot) pairs per expert with shared-memory
+    ``T.atomic_add``, an exclusive prefix sum of the counts with ``T.cumsum`` on the shared
+    counts (inclusive, then shifted), then each pair takes a ticket in its expert's segment
+    (``T.atomic_add(..., return_prev=True)`` on a shared cursor) and writes its flat pair
+    index there (SortedIds) and its position back (Pos[t, k]); Offsets[E + 1] out.  The
+    order inside a segment is the tickets' (any); the test checks the segments."""
+    n = n_tokens * topk
+
+    @T.prim_func
+    def main(TopkIds: T.Tensor((n_tokens, topk), "int32"), Offsets: T.Tensor((E + 1,), "int32"),
+             SortedIds: T.Tensor((n,), "int32"), Pos: T.Tensor((n_tokens, topk), "int32")):
+        with T.Kernel(1, threads=threads):
+            cnt = T.alloc_shared((E,), "int32")
+            incl = T.alloc_shared((E,), "int32")
+            cursor = T.alloc_shared((E,), "int32")
+            T.fill(cnt, 0)
+            for p in T.Parallel(n):
+                T.atomic_add(cnt[TopkIds[p // topk, p % topk]], 1)
+            T.copy(cnt, incl)
+            T.cumsum(incl, dim=0)
+            for e in T.Parallel(E):
+                cursor[e] = incl[e] - cnt[e]
+                Offsets[e + 1] = incl[e]
+                if e == 0:
+                    Offsets[0] = 0
+            for p in T.Parallel(n):
+                slot = T.atomic_add(cursor[TopkIds[p // topk, p % topk]], 1, return_prev=True)
+                SortedIds[slot] = p
+                Pos[p // topk, p % topk] = slot
+
+    return main
+
+
+@tilecute.jit
+def paged_kv_append_block_table(B=4, Hk=8, D=128, page=16, max_pages=64, num_blocks=256, threads=128):
+    """Decode-step KV-cache append into a paged cache through a block table: sequence b's
+    new K / V [B, Hk, D] go to position p = SeqLens[b] (the length before this token):
+    page BlockTable[b, p // page], row p % page of Kc / Vc [num_blocks, page, Hk, D].  A
+    sequence with SeqLens[b] < 0 (a padding slot) writes nothing.  No outputs: the caches
+    are written in place."""
+    dtype = "bfloat16"
+
+    @T.prim_func
+    def main(K: T.Tensor((B, Hk, D), dtype), V: T.Tensor((B, Hk, D), dtype),
+             SeqLens: T.Tensor((B,), "int32"), BlockTable: T.Tensor((B, max_pages), "int32"),
+             Kc: T.Tensor((num_blocks, page, Hk, D), dtype), Vc: T.Tensor((num_blocks, page, Hk, D), dtype)):
+        with T.Kernel(B, threads=threads) as b:
+            pos = SeqLens[b]
+            if pos >= 0:
+                blk = BlockTable[b, pos // page]
+                row = pos % page
+                T.copy(K[b, :, :], Kc[blk, row, :, :])
+                T.copy(V[b, :, :], Vc[blk, row, :, :])
+
+    return main
+
+
+@tilecute.jit
+def kv_cache_fp8_slot_mapping(Hk=4, D=128, num_slots=4096, threads=128):
+    """vLLM's reshape_and_cache for an fp8 cache: token t's K / V heads go to flat slot
+    SlotMapping[t] (int64; -1 skips the token) of Kc / Vc [num_slots, Hk, D] (e4m3) after
+    division by per-head scales (KScale / VScale [Hk], float32).  Tokens ``T.symbolic``."""
+    Tn = T.symbolic("tokens")
+    fp8 = "float8_e4m3"
+
+    @T.prim_func
+    def main(K: T.Tensor((Tn, Hk, D), "float16"), V: T.Tensor((Tn, Hk, D), "float16"),
+             SlotMapping: T.Tensor((Tn,), "int64"), KScale: T.Tensor((Hk,), "float32"),
+             VScale: T.Tensor((Hk,), "float32"), Kc: T.Tensor((num_slots, Hk, D), fp8),
+             Vc: T.Tensor((num_slots, Hk, D), fp8)):
+        with T.Kernel(Tn, threads=threads) as t:
+            slot = SlotMapping[t]
+            if slot >= 0:
+                for h, d in T.Parallel(Hk, D):
+                    Kc[slot, h, d] = T.cast(T.clamp(T.cast(K[t, h, d], "float32") / KScale[h], -448.0, 448.0), fp8)
+                    Vc[slot, h, d] = T.cast(T.clamp(T.cast(V[t, h, d], "float32") / VScale[h], -448.0, 448.0), fp8)
+
+    return main
+
+
+@tilecute.jit(out_idx=[4])
+def adaln_gated_residual(B=2, S=300, N=768, block_S=16, block_N=128, threads=128):
+    """DiT's gated residual with broadcasting: out = x + gate[b, :] * (y + bias[:]) over
+    [B, S, N] (gate per batch and channel, bias per channel), bfloat16 io, float32 math;
+    S ragged against block_S."""
+    dtype, accum = "bfloat16", "float32"
+
+    @T.prim_func
+    def main(X: T.Tensor((B, S, N), dtype), Y: T.Tensor((B, S, N), dtype), Gate: T.Tensor((B, N), dtype),
+             Bias: T.Tensor((N,), accum), Out: T.Tensor((B, S, N), dtype)):
+        with T.Kernel(N // block_N, T.ceildiv(S, block_S), B, threads=threads) as (bx, by, bz):
+            g = T.alloc_fragment((block_N,), accum)
+            o = T.alloc_fragment((block_S, block_N), accum)
+            for j in T.Parallel(block_N):
+                g[j] = T.cast(Gate[bz, bx * block_N + j], accum)
+            for i, j in T.Parallel(block_S, block_N):
+                o[i, j] = T.cast(X[bz, by * block_S + i, bx * block_N + j], accum) + g[j] * (
+                    T.cast(Y[bz, by * block_S + i, bx * block_N + j], accum) + Bias[bx * block_N + j])
+            T.copy(o, Out[bz, by * block_S, bx * block_N])
+
+    return main
+
+
+@tilecute.jit(out_idx=[2, 3])
+def eos_lengths_and_last_hidden(B=6, L=200, D=256, eos=2, threads=64):
+    """After generation: each sequence's length is the index of its first EOS token + 1
+    (L if none), found by a ``while`` loop over a ``T.alloc_var`` position run by one
+    thread; then the hidden state of that last token (Hidden [B, L, D] float16) is
+    gathered into Last [B, D] by the whole block (the length passed through shared
+    memory)."""
+
+    @T.prim_func
+    def main(Tokens: T.Tensor((B, L), "int32"), Hidden: T.Tensor((B, L, D), "float16"),
+             Lengths: T.Tensor((B,), "int32"), Last: T.Tensor((B, D), "float16")):
+        with T.Kernel(B, threads=threads) as b:
+            n = T.alloc_shared((1,), "int32")
+            tx = T.get_thread_binding()
+            if tx == 0:
+                i = T.alloc_var("int32", init=0)
+                while i < L and Tokens[b, i] != eos:
+                    i += 1
+                n[0] = T.min(i + 1, L)
+                Lengths[b] = n[0]
+            for d in T.Parallel(D):
+                Last[b, d] = Hidden[b, n[0] - 1, d]
+
+    return main
