@@ -532,12 +532,13 @@ def lora_three_slices_sum(M=1000, N=64, block_N=64, threads=64):
     return main
 
 
-@tilecute.jit(out_idx=[1, 2, 3, 4])
+@tilecute.jit
 def tile_reductions_both_dims(M=300, N=200, block_M=64, block_N=64, threads=128):
     """One [64, 64] tile reduced both ways: row sums (dim=1, added over the column tiles
     with ``T.atomic_add``), column sums (dim=0, atomics over the row tiles), column max
     (``reduce_max`` dim=0) and column absmax (``reduce_absmax`` dim=0) merged with
-    ``T.atomic_max``; both dims ragged (pads contribute 0 to sums, -inf to the max)."""
+    ``T.atomic_max``; both dims ragged (pads contribute 0 to sums, -inf to the max).  The
+    four outputs are accumulated into, so the caller initialises them (no ``out_idx``)."""
     accum = "float32"
 
     @T.prim_func
