@@ -21,9 +21,11 @@ PROGRAMS = ["add_rmsnorm_residual_out", "layernorm_chunked_scalar_eps", "qk_norm
             "popcount_clz_narrow", "embedding_gather_padding_idx", "fp8_weight_block_quant",
             "fp8_block_dequant", "act_quant_fp8_groups_colmajor_scales", "int8_smoothquant_per_token",
             "moe_route_one_block", "paged_kv_append_block_table", "kv_cache_fp8_slot_mapping",
-            "adaln_gated_residual", "eos_lengths_and_last_hidden"]
+            "adaln_gated_residual", "eos_lengths_and_last_hidden", "tensor_absmax_atomic",
+            "tensor_fp8_quant_from_amax", "varlen_mean_pooling", "causal_conv1d_update",
+            "selective_state_update", "paged_kv_gather_dequant", "column_argmax_five_rows"]
 FP8 = {"fp8_weight_block_quant", "fp8_block_dequant", "act_quant_fp8_groups_colmajor_scales",
-       "kv_cache_fp8_slot_mapping"}
+       "kv_cache_fp8_slot_mapping", "tensor_fp8_quant_from_amax", "paged_kv_gather_dequant"}
 
 
 @pytest.fixture(autouse=True)
@@ -344,7 +346,7 @@ def test_reductions_and_transposes_on_gpu():
     x = torch.randn(100, 777, device=dev)
     _close(P.transpose_cast_scale_symbolic()(x), (x * 0.5).t().bfloat16(), 0)
 
-    x = torch.randn(1000, 96, device=dev).half()
+    x = torch.randn(1000, 128, device=dev).half()
     _close(P.column_mean_shared_reduce()(x), x.double().mean(0).float(), 1e-5)
 
     a = torch.arange(256, device=dev, dtype=torch.uint8)
@@ -463,3 +465,75 @@ def test_caches_and_epilogues_on_gpu():
     want = torch.tensor([1, 58, 200, 200, 11, 200], device=dev, dtype=torch.int32)
     assert torch.equal(lens, want)
     assert torch.equal(last, hidden[torch.arange(6, device=dev), want.long() - 1])
+
+
+@pytest.mark.gpu
+def test_decode_state_updates_and_pooling_on_gpu():
+    import torch
+    import torch.nn.functional as F
+    torch.manual_seed(0)
+    dev = "cuda"
+    x = (torch.randn(1000, 3000, device=dev) * 2).bfloat16()
+    amax = torch.zeros(1, device=dev)
+    P.tensor_absmax_atomic()(x, amax)
+    assert float(amax) == float(x.float().abs().max())
+    q, scale = P.tensor_fp8_quant_from_amax()(x, amax)
+    _close(scale, amax / 448.0, 1e-6)
+    _close(q.float(), (x.float() / scale).clamp(-448, 448).to(torch.float8_e4m3fn).float(), 0.13)
+
+    lens = [0, 1, 31, 100, 33]
+    cu = torch.tensor([0] + list(__import__("itertools").accumulate(lens)), device=dev, dtype=torch.int32)
+    hidden = torch.randn(int(cu[-1]), 256, device=dev).half()
+    out = P.varlen_mean_pooling()(hidden, cu)
+    for b in range(5):
+        seg = hidden[int(cu[b]):int(cu[b + 1])].double()
+        want = seg.mean(0).float() if lens[b] else torch.zeros(256, device=dev)
+        _close(out[b], want, 1e-5)
+
+    xb = torch.randn(3, 768, device=dev).half()
+    state = torch.randn(3, 768, 3, device=dev).half()
+    w, bias = torch.randn(768, 4, device=dev).half(), torch.randn(768, device=dev).half()
+    before = state.clone()
+    out = P.causal_conv1d_update()(xb, state, w, bias)
+    window = torch.cat([before.float(), xb.float()[..., None]], -1)
+    _close(out, F.silu((window * w.float()).sum(-1) + bias.float()).half(), 2e-3)
+    assert torch.equal(state, torch.cat([before[..., 1:], xb[..., None]], -1))
+
+    B, H, Pd, N = 2, 8, 64, 128
+    st = torch.randn(B, H, Pd, N, device=dev)
+    xs = torch.randn(B, H, Pd, device=dev).bfloat16()
+    dt = torch.randn(B, H, device=dev).bfloat16()
+    dt_bias, A = torch.randn(H, device=dev), -torch.rand(H, device=dev) * 4
+    Bm, Cm = torch.randn(B, N, device=dev).bfloat16(), torch.randn(B, N, device=dev).bfloat16()
+    Dskip, z = torch.randn(H, device=dev), torch.randn(B, H, Pd, device=dev).bfloat16()
+    st0 = st.clone()
+    y = P.selective_state_update()(st, xs, dt, dt_bias, A, Bm, Cm, Dskip, z)
+    dtv = F.softplus(dt.float() + dt_bias)
+    new = st0 * torch.exp(dtv * A)[..., None, None] + \
+        (dtv[..., None, None] * Bm.float()[:, None, None, :] * xs.float()[..., None])
+    _close(st, new, 1e-4)
+    want = ((new * Cm.float()[:, None, None, :]).sum(-1) + Dskip[:, None] * xs.float()) * F.silu(z.float())
+    _close(y, want.bfloat16(), 2e-2)
+
+    kc = (torch.randn(128, 16, 2, 128, device=dev) * 10).to(torch.float8_e4m3fn)
+    vc = (torch.randn(128, 16, 2, 128, device=dev) * 10).to(torch.float8_e4m3fn)
+    bt = torch.randperm(128, device=dev)[:96].view(3, 32).int()
+    lens = [5, 40, 17]
+    cu = torch.tensor([0, 5, 45, 62], device=dev, dtype=torch.int32)
+    k = torch.empty(62, 2, 128, device=dev).bfloat16()
+    v = torch.empty_like(k)
+    P.paged_kv_gather_dequant()(kc, vc, bt, cu, k, v, 0.5, 0.25)
+    rows = []
+    for b in range(3):
+        for p in range(lens[b]):
+            rows.append((int(bt[b, p // 16]), p % 16))
+    idx_b = torch.tensor([r[0] for r in rows], device=dev)
+    idx_r = torch.tensor([r[1] for r in rows], device=dev)
+    assert torch.equal(k, (kc[idx_b, idx_r].float() * 0.5).bfloat16())
+    assert torch.equal(v, (vc[idx_b, idx_r].float() * 0.25).bfloat16())
+
+    xr = torch.randint(-3, 3, (5, 1000), device=dev).float()  # many ties: the first row wins
+    mx, arg = P.column_argmax_five_rows()(xr)
+    _close(mx, xr.max(0).values, 0)
+    first = (xr == xr.max(0, keepdim=True).values).float().argmax(0)
+    assert torch.equal(arg, first.int())

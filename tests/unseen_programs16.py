@@ -593,11 +593,12 @@ def transpose_cast_scale_symbolic(N=777, scale=0.5, block=32, threads=128):
 
 
 @tilecute.jit(out_idx=[1])
-def column_mean_shared_reduce(M=1000, N=96, chunk=64, threads=128):
-    """Column means of a [1000, 96] float16 matrix (the mean over tokens of each hidden
+def column_mean_shared_reduce(M=1000, N=128, chunk=64, threads=128):
+    """Column means of a [1000, 128] float16 matrix (the mean over tokens of each hidden
     unit): chunks of 64 rows copied to shared memory, ``T.reduce_sum`` of the *shared*
     tile along dim=0 accumulated (``clear=False``) into a fragment; the last chunk ragged
-    (the copy's pad reads as 0)."""
+    (the copy's pad reads as 0).  (At N = 96 TileLang 0.1.15 finds no layout for the
+    [96] accumulator over 128 threads; tilecute builds it too.)"""
     accum = "float32"
 
     @T.prim_func
@@ -895,5 +896,199 @@ def eos_lengths_and_last_hidden(B=6, L=200, D=256, eos=2, threads=64):
                 Lengths[b] = n[0]
             for d in T.Parallel(D):
                 Last[b, d] = Hidden[b, n[0] - 1, d]
+
+    return main
+
+
+# ---- more: per-tensor scales, varlen pooling, decode-step state updates ---------------------
+@tilecute.jit
+def tensor_absmax_atomic(M=1000, N=3000, block_M=16, block_N=256, threads=128):
+    """Pass one of per-tensor fp8 quantization: the tensor's absmax by a tile
+    ``T.reduce_absmax`` (rows, then the row maxima) merged across blocks with a float
+    ``T.atomic_max`` into Amax[0] (which the caller zeroes); both dims ragged."""
+    accum = "float32"
+
+    @T.prim_func
+    def main(X: T.Tensor((M, N), "bfloat16"), Amax: T.Tensor((1,), accum)):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
+            x = T.alloc_fragment((block_M, block_N), accum)
+            rm = T.alloc_fragment((block_M,), accum)
+            m = T.alloc_fragment((1,), accum)
+            T.copy(X[by * block_M, bx * block_N], x)
+            T.reduce_absmax(x, rm, dim=1)
+            T.reduce_max(rm, m, dim=0)
+            if T.get_thread_binding() == 0:
+                T.atomic_max(Amax[0], m[0])
+
+    return main
+
+
+@tilecute.jit(out_idx=[2, 3])
+def tensor_fp8_quant_from_amax(M=1000, N=3000, block_M=16, block_N=256, threads=128):
+    """Pass two: scale = max(Amax[0], 1e-12) / 448 read from the tensor pass one wrote
+    (a scalar load every thread makes), q = e4m3(clamp(x / scale)); the scale written out
+    (Scale[0]) by one thread."""
+    accum = "float32"
+
+    @T.prim_func
+    def main(X: T.Tensor((M, N), "bfloat16"), Amax: T.Tensor((1,), accum), Q: T.Tensor((M, N), "float8_e4m3"),
+             Scale: T.Tensor((1,), accum)):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
+            s = T.max(Amax[0], 1e-12) / 448.0
+            if bx == 0 and by == 0 and T.get_thread_binding() == 0:
+                Scale[0] = s
+            for i, j in T.Parallel(block_M, block_N):
+                r, c = by * block_M + i, bx * block_N + j
+                if r < M and c < N:
+                    Q[r, c] = T.cast(T.clamp(T.cast(X[r, c], accum) / s, -448.0, 448.0), "float8_e4m3")
+
+    return main
+
+
+@tilecute.jit(out_idx=[2])
+def varlen_mean_pooling(batch=5, D=256, block_T=32, threads=128):
+    """Sentence-embedding mean pooling over packed sequences: Out[b] = mean of Hidden rows
+    cu[b] .. cu[b + 1] (float16 [total, D], ``T.dynamic`` total), float32 out, an empty
+    sequence giving zeros.  A ``T.serial`` loop whose trip count is read from the tensor,
+    tiles of 32 rows (the last masked), each tile's column sums by ``T.reduce_sum`` along
+    dim=0 added into the running sums (``clear=False``)."""
+    total = T.dynamic("total")
+    accum = "float32"
+
+    @T.prim_func
+    def main(Hidden: T.Tensor((total, D), "float16"), Cu: T.Tensor((batch + 1,), "int32"),
+             Out: T.Tensor((batch, D), accum)):
+        with T.Kernel(batch, threads=threads) as b:
+            tile = T.alloc_fragment((block_T, D), accum)
+            acc = T.alloc_fragment((D,), accum)
+            start = Cu[b]
+            length = Cu[b + 1] - start
+            T.clear(acc)
+            for t in T.serial(T.ceildiv(length, block_T)):
+                for i, d in T.Parallel(block_T, D):
+                    tile[i, d] = T.if_then_else(t * block_T + i < length,
+                                                T.cast(Hidden[start + t * block_T + i, d], accum), 0.0)
+                T.reduce_sum(tile, acc, dim=0, clear=False)
+            for d in T.Parallel(D):
+                Out[b, d] = T.if_then_else(length > 0, acc[d] / T.max(length, 1), 0.0)
+
+    return main
+
+
+@tilecute.jit(out_idx=[4])
+def causal_conv1d_update(B=3, D=768, W=4, block_D=128, threads=128):
+    """Decode-step causal conv1d (Mamba's causal_conv1d_update): per channel, the conv
+    state [B, D, W - 1] holds the last W - 1 inputs; out = silu(sum_k w[d, k] * window[k]
+    + bias[d]) over the window (state then x), and the state is shifted left by one with
+    x appended, in place.  A ``T.serial`` inner loop over the taps with a ``T.alloc_var``
+    accumulator inside a ``T.Parallel`` over channels."""
+    dtype, accum = "float16", "float32"
+
+    @T.prim_func
+    def main(X: T.Tensor((B, D), dtype), State: T.Tensor((B, D, W - 1), dtype), Wt: T.Tensor((D, W), dtype),
+             Bias: T.Tensor((D,), dtype), Out: T.Tensor((B, D), dtype)):
+        with T.Kernel(T.ceildiv(D, block_D), B, threads=threads) as (bx, b):
+            for j in T.Parallel(block_D):
+                d = bx * block_D + j
+                if d < D:
+                    acc = T.alloc_var(accum)
+                    acc = T.cast(Bias[d], accum)
+                    for k in T.serial(W - 1):
+                        acc += T.cast(Wt[d, k], accum) * T.cast(State[b, d, k], accum)
+                    acc += T.cast(Wt[d, W - 1], accum) * T.cast(X[b, d], accum)
+                    Out[b, d] = T.cast(acc * T.sigmoid(acc), dtype)
+                    for k in T.serial(W - 2):
+                        State[b, d, k] = State[b, d, k + 1]
+                    State[b, d, W - 2] = X[b, d]
+
+    return main
+
+
+@tilecute.jit(out_idx=[9])
+def selective_state_update(B=2, H=8, P=64, N=128, block_P=16, threads=128):
+    """Mamba-2's decode-step selective state update, per (batch, head, block of head dims):
+    dt = softplus(dt_raw + dt_bias[h]), dA = exp(dt * A[h]), state = state * dA + dt *
+    B[n] * x[p] (in place, float32 state), y[p] = sum_n state[p, n] * C[n] + D[h] * x[p],
+    gated by silu(z).  The [block_P, N] state tile is reduced along dim=1."""
+    dtype, accum = "bfloat16", "float32"
+
+    @T.prim_func
+    def main(State: T.Tensor((B, H, P, N), accum), X: T.Tensor((B, H, P), dtype), Dt: T.Tensor((B, H), dtype),
+             DtBias: T.Tensor((H,), accum), A: T.Tensor((H,), accum), Bm: T.Tensor((B, N), dtype),
+             Cm: T.Tensor((B, N), dtype), Dskip: T.Tensor((H,), accum), Z: T.Tensor((B, H, P), dtype),
+             Y: T.Tensor((B, H, P), dtype)):
+        with T.Kernel(P // block_P, H, B, threads=threads) as (bx, h, b):
+            st = T.alloc_fragment((block_P, N), accum)
+            yc = T.alloc_fragment((block_P, N), accum)
+            y = T.alloc_fragment((block_P,), accum)
+            raw = T.cast(Dt[b, h], accum) + DtBias[h]
+            dt = T.if_then_else(raw > 20.0, raw, T.log(1.0 + T.exp(raw)))
+            dA = T.exp(dt * A[h])
+            T.copy(State[b, h, bx * block_P, 0], st)
+            for p, n in T.Parallel(block_P, N):
+                st[p, n] = st[p, n] * dA + dt * T.cast(Bm[b, n], accum) * T.cast(X[b, h, bx * block_P + p], accum)
+                yc[p, n] = st[p, n] * T.cast(Cm[b, n], accum)
+            T.copy(st, State[b, h, bx * block_P, 0])
+            T.reduce_sum(yc, y, dim=1)
+            for p in T.Parallel(block_P):
+                zp = T.cast(Z[b, h, bx * block_P + p], accum)
+                Y[b, h, bx * block_P + p] = T.cast(
+                    (y[p] + Dskip[h] * T.cast(X[b, h, bx * block_P + p], accum)) * zp * T.sigmoid(zp), dtype)
+
+    return main
+
+
+@tilecute.jit
+def paged_kv_gather_dequant(batch=3, Hk=2, D=128, page=16, max_pages=32, num_blocks=128, threads=128):
+    """Gather a batch's paged fp8 KV cache into contiguous bfloat16 K / V for a prefill
+    with context: token t of the packed output (``T.dynamic`` total, sequences at Cu)
+    belongs to sequence b (found by a ``while`` over Cu with a ``T.alloc_var``), position
+    t - Cu[b], page BlockTable[b, pos // page]; K = q * KScale (a per-tensor scale, a
+    scalar parameter).  K / V are the caller's (their length is only known from Cu)."""
+    total = T.dynamic("total")
+    fp8 = "float8_e4m3"
+
+    @T.prim_func
+    def main(Kc: T.Tensor((num_blocks, page, Hk, D), fp8), Vc: T.Tensor((num_blocks, page, Hk, D), fp8),
+             BlockTable: T.Tensor((batch, max_pages), "int32"), Cu: T.Tensor((batch + 1,), "int32"),
+             K: T.Tensor((total, Hk, D), "bfloat16"), V: T.Tensor((total, Hk, D), "bfloat16"),
+             KScale: T.float32, VScale: T.float32):
+        with T.Kernel(total, threads=threads) as t:
+            seq = T.alloc_var("int32", init=0)
+            while seq < batch - 1 and Cu[seq + 1] <= t:
+                seq += 1
+            pos = t - Cu[seq]
+            blk = BlockTable[seq, pos // page]
+            for h, d in T.Parallel(Hk, D):
+                K[t, h, d] = T.cast(T.cast(Kc[blk, pos % page, h, d], "float32") * KScale, "bfloat16")
+                V[t, h, d] = T.cast(T.cast(Vc[blk, pos % page, h, d], "float32") * VScale, "bfloat16")
+
+    return main
+
+
+@tilecute.jit(out_idx=[1, 2])
+def column_argmax_five_rows(R=5, N=1000, block_N=256, threads=128):
+    """Per-column max and first arg-max over 5 rows (say 5 candidate scores per token
+    position): a [5, 256] fragment reduced along dim=0 by ``T.reduce_max``, then the
+    smallest row index holding it by ``T.reduce_min`` along dim=0 of an int32 fragment
+    (5 rows: neither a power of two nor a multiple of 32); N ragged."""
+    accum = "float32"
+
+    @T.prim_func
+    def main(X: T.Tensor((R, N), accum), Mx: T.Tensor((N,), accum), Arg: T.Tensor((N,), "int32")):
+        with T.Kernel(T.ceildiv(N, block_N), threads=threads) as bx:
+            x = T.alloc_fragment((R, block_N), accum)
+            ix = T.alloc_fragment((R, block_N), "int32")
+            m = T.alloc_fragment((block_N,), accum)
+            a = T.alloc_fragment((block_N,), "int32")
+            T.copy(X[0, bx * block_N], x)
+            T.reduce_max(x, m, dim=0)
+            for r, j in T.Parallel(R, block_N):
+                ix[r, j] = T.if_then_else(x[r, j] == m[j], r, R)
+            T.reduce_min(ix, a, dim=0)
+            for j in T.Parallel(block_N):
+                if bx * block_N + j < N:
+                    Mx[bx * block_N + j] = m[j]
+                    Arg[bx * block_N + j] = a[j]
 
     return main
