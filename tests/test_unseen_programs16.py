@@ -23,7 +23,9 @@ PROGRAMS = ["add_rmsnorm_residual_out", "layernorm_chunked_scalar_eps", "qk_norm
             "moe_route_one_block", "paged_kv_append_block_table", "kv_cache_fp8_slot_mapping",
             "adaln_gated_residual", "eos_lengths_and_last_hidden", "tensor_absmax_atomic",
             "tensor_fp8_quant_from_amax", "varlen_mean_pooling", "causal_conv1d_update",
-            "selective_state_update", "paged_kv_gather_dequant", "column_argmax_five_rows"]
+            "selective_state_update", "paged_kv_gather_dequant", "column_argmax_five_rows",
+            "rmsnorm_gemma_valid_rows", "layernorm_pipelined_chunks", "rope_inkernel_frequencies",
+            "bias_add_two_dynamic_dims", "moe_combine_atomic"]
 FP8 = {"fp8_weight_block_quant", "fp8_block_dequant", "act_quant_fp8_groups_colmajor_scales",
        "kv_cache_fp8_slot_mapping", "tensor_fp8_quant_from_amax", "paged_kv_gather_dequant"}
 
@@ -537,3 +539,47 @@ def test_decode_state_updates_and_pooling_on_gpu():
     _close(mx, xr.max(0).values, 0)
     first = (xr == xr.max(0, keepdim=True).values).float().argmax(0)
     assert torch.equal(arg, first.int())
+
+
+@pytest.mark.gpu
+def test_scalars_pipelines_dynamic_dims_and_combine_on_gpu():
+    import torch
+    torch.manual_seed(0)
+    dev = "cuda"
+    x = torch.randn(500, 2304, device=dev).bfloat16()
+    w = torch.randn(2304, device=dev).bfloat16()
+    y = P.rmsnorm_gemma_valid_rows()(x, w, 321)
+    xf = x.float()
+    want = xf * torch.rsqrt(xf.pow(2).mean(1, keepdim=True) + 1e-6) * (1 + w.float())
+    want[321:] = 0
+    _close(y, want.bfloat16(), 2e-2)
+    assert (y[321:] == 0).all()
+
+    x = torch.randn(128, 6000, device=dev).half() + 0.5
+    w, b = torch.randn(6000, device=dev).half(), torch.randn(6000, device=dev).half()
+    y = P.layernorm_pipelined_chunks()(x, w, b)
+    _close(y, torch.nn.functional.layer_norm(x.float(), (6000,), w.float(), b.float(), 1e-5).half(), 1e-2)
+
+    x = torch.randn(9, 4, 128, device=dev)
+    pos = torch.tensor([0, 1, 7, 100, 1000, 4095, 8191, 20000, 30000], device=dev, dtype=torch.int32)
+    out = P.rope_inkernel_frequencies()(x, pos)
+    inv = torch.pow(torch.tensor(10000.0, device=dev), -2.0 * torch.arange(64, device=dev).float() / 128)
+    ang = pos.float()[:, None] * inv[None, :]
+    c, s = ang.cos()[:, None, :], ang.sin()[:, None, :]
+    a, bb = x[..., :64], x[..., 64:]
+    _close(out, torch.cat([a * c - bb * s, bb * c + a * s], -1), 1e-2)
+
+    x = torch.randn(3, 37, 1024, device=dev).half()
+    bias, scale = torch.randn(1024, device=dev).half(), torch.rand(3, device=dev) + 0.5
+    out = P.bias_add_two_dynamic_dims()(x, bias, scale)
+    _close(out, ((x.float() + bias.float()) * scale[:, None, None]).half(), 2e-3)
+
+    n_tok, k, D = 300, 4, 512
+    yexp = torch.randn(n_tok * k, D, device=dev).half()
+    src = torch.randperm(n_tok * k, device=dev).int()
+    wts = torch.rand(n_tok, k, device=dev)
+    out = torch.zeros(n_tok, D, device=dev)
+    P.moe_combine_atomic()(yexp, src, wts, out)
+    want = torch.zeros(n_tok, D, device=dev)
+    want.index_add_(0, (src // k).long(), yexp.float() * wts.flatten()[src.long()][:, None])
+    _close(out, want, 1e-5)

@@ -1092,3 +1092,136 @@ def column_argmax_five_rows(R=5, N=1000, block_N=256, threads=128):
                     Arg[bx * block_N + j] = a[j]
 
     return main
+
+
+@tilecute.jit(out_idx=-1)
+def rmsnorm_gemma_valid_rows(M=500, N=2304, block_M=1, threads=256, eps=1e-6):
+    """Gemma's RMSNorm (weight applied as 1 + w) with a scalar ``n_valid: T.int32``: rows
+    at or past n_valid (padding tokens of a CUDA-graph batch) are written as zeros and
+    not normalised.  ``out_idx=-1`` (the last parameter is the output)."""
+    dtype, accum = "bfloat16", "float32"
+
+    @T.prim_func
+    def main(X: T.Tensor((M, N), dtype), W: T.Tensor((N,), dtype), n_valid: T.int32, Y: T.Tensor((M, N), dtype)):
+        with T.Kernel(T.ceildiv(M, block_M), threads=threads) as bx:
+            x = T.alloc_fragment((block_M, N), accum)
+            x2 = T.alloc_fragment((block_M, N), accum)
+            ss = T.alloc_fragment((block_M,), accum)
+            if bx * block_M < n_valid:
+                T.copy(X[bx * block_M, 0], x)
+                for i, j in T.Parallel(block_M, N):
+                    x2[i, j] = x[i, j] * x[i, j]
+                T.reduce_sum(x2, ss, dim=1)
+                for i, j in T.Parallel(block_M, N):
+                    Y[bx * block_M + i, j] = T.cast(
+                        x[i, j] * T.rsqrt(ss[i] / N + eps) * (1.0 + T.cast(W[j], accum)), dtype)
+            else:
+                for i, j in T.Parallel(block_M, N):
+                    Y[bx * block_M + i, j] = T.cast(0, dtype)
+
+    return main
+
+
+@tilecute.jit(out_idx=[3])
+def layernorm_pipelined_chunks(M=128, N=6000, chunk=1024, block_M=2, threads=128, num_stages=2):
+    """LayerNorm whose row chunks stream through shared memory with ``T.Pipelined``
+    (``num_stages`` copies in flight, the last chunk ragged: its pad reads 0): pass one
+    sums x and x^2 chunk by chunk, pass two (pipelined again, through a second shared
+    tile: TileLang 0.1.15 cannot version one tile over two pipelined loops) normalises.
+    float16 io, weight / bias float16, eps 1e-5."""
+    dtype, accum = "float16", "float32"
+    n_chunks = (N + chunk - 1) // chunk
+
+    @T.prim_func
+    def main(X: T.Tensor((M, N), dtype), Wt: T.Tensor((N,), dtype), B: T.Tensor((N,), dtype),
+             Y: T.Tensor((M, N), dtype)):
+        with T.Kernel(T.ceildiv(M, block_M), threads=threads) as bx:
+            xs = T.alloc_shared((block_M, chunk), dtype)
+            ys = T.alloc_shared((block_M, chunk), dtype)
+            xf = T.alloc_fragment((block_M, chunk), accum)
+            x2 = T.alloc_fragment((block_M, chunk), accum)
+            s1 = T.alloc_fragment((block_M,), accum)
+            s2 = T.alloc_fragment((block_M,), accum)
+            T.clear(s1)
+            T.clear(s2)
+            for c in T.Pipelined(n_chunks, num_stages=num_stages):
+                T.copy(X[bx * block_M, c * chunk], xs)
+                for i, j in T.Parallel(block_M, chunk):
+                    xf[i, j] = T.cast(xs[i, j], accum)
+                    x2[i, j] = xf[i, j] * xf[i, j]
+                T.reduce_sum(xf, s1, dim=1, clear=False)
+                T.reduce_sum(x2, s2, dim=1, clear=False)
+            for i in T.Parallel(block_M):
+                s1[i] = s1[i] / N
+                s2[i] = T.rsqrt(s2[i] / N - s1[i] * s1[i] + 1e-5)
+            for c in T.Pipelined(n_chunks, num_stages=num_stages):
+                T.copy(X[bx * block_M, c * chunk], ys)
+                for i, j in T.Parallel(block_M, chunk):
+                    if c * chunk + j < N:
+                        Y[bx * block_M + i, c * chunk + j] = T.cast(
+                            (T.cast(ys[i, j], accum) - s1[i]) * s2[i] * T.cast(Wt[c * chunk + j], accum)
+                            + T.cast(B[c * chunk + j], accum), dtype)
+
+    return main
+
+
+@tilecute.jit(out_idx=[2])
+def rope_inkernel_frequencies(H=4, D=128, base=10000.0, block_T=1, threads=128):
+    """Rotary embedding with the angles computed in the kernel (no tables): inv_freq_i =
+    base^(-2i / D) by ``T.pow``, angle = pos * inv_freq_i, then ``T.cos`` / ``T.sin`` of
+    angles up to ~30000 rad (precise functions, as TileLang's cosf / sinf); NeoX halves,
+    float32 io, positions int32, tokens ``T.symbolic``."""
+    Tn = T.symbolic("tokens")
+    half = D // 2
+
+    @T.prim_func
+    def main(X: T.Tensor((Tn, H, D), "float32"), Pos: T.Tensor((Tn,), "int32"), Out: T.Tensor((Tn, H, D), "float32")):
+        with T.Kernel(Tn, threads=threads) as t:
+            for h, i in T.Parallel(H, half):
+                ang = T.cast(Pos[t], "float32") * T.pow(base, -2.0 * T.cast(i, "float32") / D)
+                c, s = T.cos(ang), T.sin(ang)
+                a, b = X[t, h, i], X[t, h, i + half]
+                Out[t, h, i] = a * c - b * s
+                Out[t, h, i + half] = b * c + a * s
+
+    return main
+
+
+@tilecute.jit(out_idx=[3])
+def bias_add_two_dynamic_dims(N=1024, block_S=8, threads=128):
+    """out = (x + bias) * scale[b] over [B, S, N] with B and S both ``T.dynamic``: the grid
+    from both, the row guard in S, the scale per batch."""
+    B, S = T.dynamic("B"), T.dynamic("S")
+
+    @T.prim_func
+    def main(X: T.Tensor((B, S, N), "float16"), Bias: T.Tensor((N,), "float16"), Scale: T.Tensor((B,), "float32"),
+             Out: T.Tensor((B, S, N), "float16")):
+        with T.Kernel(T.ceildiv(S, block_S), B, threads=threads) as (bx, b):
+            for i, j in T.Parallel(block_S, N):
+                if bx * block_S + i < S:
+                    Out[b, bx * block_S + i, j] = T.cast(
+                        (T.cast(X[b, bx * block_S + i, j], "float32") + T.cast(Bias[j], "float32")) * Scale[b],
+                        "float16")
+
+    return main
+
+
+@tilecute.jit
+def moe_combine_atomic(n_tokens=300, topk=4, D=512, threads=128):
+    """MoE output combine by scatter-add: expert output row r (the permuted rows, float16
+    [n_tokens * topk, D]) belongs to pair SrcPair[r] = token * topk + k and adds
+    Weights[token, k] * Y[r] into Out[token] (float32, zeroed by the caller) with
+    ``T.atomic_add`` -- one block a permuted row."""
+    n = n_tokens * topk
+
+    @T.prim_func
+    def main(Y: T.Tensor((n, D), "float16"), SrcPair: T.Tensor((n,), "int32"),
+             Weights: T.Tensor((n_tokens, topk), "float32"), Out: T.Tensor((n_tokens, D), "float32")):
+        with T.Kernel(n, threads=threads) as r:
+            pair = SrcPair[r]
+            tok = pair // topk
+            w = Weights[tok, pair % topk]
+            for d in T.Parallel(D):
+                T.atomic_add(Out[tok, d], w * T.cast(Y[r, d], "float32"))
+
+    return main
