@@ -25,7 +25,8 @@ PROGRAMS = ["add_rmsnorm_residual_out", "layernorm_chunked_scalar_eps", "qk_norm
             "tensor_fp8_quant_from_amax", "varlen_mean_pooling", "causal_conv1d_update",
             "selective_state_update", "paged_kv_gather_dequant", "column_argmax_five_rows",
             "rmsnorm_gemma_valid_rows", "layernorm_pipelined_chunks", "rope_inkernel_frequencies",
-            "bias_add_two_dynamic_dims", "moe_combine_atomic"]
+            "bias_add_two_dynamic_dims", "moe_combine_atomic", "moe_topk6_weighted_sum",
+            "column_stats_96_rows"]
 FP8 = {"fp8_weight_block_quant", "fp8_block_dequant", "act_quant_fp8_groups_colmajor_scales",
        "kv_cache_fp8_slot_mapping", "tensor_fp8_quant_from_amax", "paged_kv_gather_dequant"}
 
@@ -92,6 +93,28 @@ def test_moved_rows_take_each_reductions_identity():
         assert "< 3" in src and pad in src, (kind, src)
     src = tilecute.compile(make("sum", "float32", (2, 3, 32), 1)).get_kernel_source()
     assert "a row is 1 threads x 4 registers" in src, src
+
+
+def test_moved_rows_of_96_and_6_are_padded():
+    """[96, 64] columns at 128 threads (rows of 96: TileLang accepts them, each column's
+    rows in its threads) pad to 128 with 0 / -inf; the 6 experts of a [2, 6, 256]
+    fragment pad to 8; 384 rows (a multiple of the threads) are not padded."""
+    src = _src("column_stats_96_rows")
+    assert "a row is 32 threads x 4 registers" in src, src
+    assert "< 96, tc_ld" in src and 'cutlass.Float32(float("-inf"))' in src
+    assert "a row is 2 threads x 4 registers" in _src("moe_topk6_weighted_sum")
+    import tilecute.language as T
+
+    @T.prim_func
+    def k(X: T.Tensor((384, 32), "float32"), Y: T.Tensor((32,), "float32")):
+        with T.Kernel(1, threads=128):
+            f = T.alloc_fragment((384, 32), "float32")
+            s = T.alloc_fragment((32,), "float32")
+            T.copy(X, f)
+            T.reduce_sum(f, s, dim=0)
+            T.copy(s, Y)
+    src = tilecute.compile(k).get_kernel_source()
+    assert "f_frag1 = cute.make_rmem_tensor((96,)" in src and "< 384" not in src, src
 
 
 def test_a_row_of_1000_in_one_fragment_is_refused_by_name():
@@ -583,3 +606,19 @@ def test_scalars_pipelines_dynamic_dims_and_combine_on_gpu():
     want = torch.zeros(n_tok, D, device=dev)
     want.index_add_(0, (src // k).long(), yexp.float() * wts.flatten()[src.long()][:, None])
     _close(out, want, 1e-5)
+
+
+@pytest.mark.gpu
+def test_padded_column_reductions_on_gpu():
+    import torch
+    torch.manual_seed(0)
+    dev = "cuda"
+    y = torch.randn(9, 6, 256, device=dev).bfloat16()
+    w = torch.rand(9, 6, device=dev)
+    out = P.moe_topk6_weighted_sum()(y, w)
+    _close(out, (y.float() * w[..., None]).sum(1).bfloat16(), 2e-2)
+
+    x = -torch.rand(96, 300, device=dev).half() - 0.5  # all negative: a 0 pad would be the max
+    s, m = P.column_stats_96_rows()(x)
+    _close(s, x.float().sum(0), 1e-4)
+    _close(m, x.float().max(0).values, 0)

@@ -1225,3 +1225,55 @@ def moe_combine_atomic(n_tokens=300, topk=4, D=512, threads=128):
                 T.atomic_add(Out[tok, d], w * T.cast(Y[r, d], "float32"))
 
     return main
+
+
+@tilecute.jit(out_idx=[2])
+def moe_topk6_weighted_sum(block_T=1, K=6, D=256, threads=128):
+    """DeepSeek-style combine of 6 routed experts' outputs already gathered per token
+    ([tokens, 6, D] bfloat16, ``T.symbolic`` tokens): out = sum_k w[t, k] * Y[t, k, :] by
+    ``T.reduce_sum`` along the middle dim of a [1, 6, 256] fragment (6: neither a power
+    of two nor a multiple of the threads; TileLang 0.1.15 finds no layout for [2, 6,
+    256])."""
+    Tn = T.symbolic("tokens")
+    accum = "float32"
+
+    @T.prim_func
+    def main(Y: T.Tensor((Tn, K, D), "bfloat16"), Wt: T.Tensor((Tn, K), accum), Out: T.Tensor((Tn, D), "bfloat16")):
+        with T.Kernel(T.ceildiv(Tn, block_T), threads=threads) as bx:
+            y = T.alloc_fragment((block_T, K, D), accum)
+            o = T.alloc_fragment((block_T, D), accum)
+            for t, k, d in T.Parallel(block_T, K, D):
+                tok = bx * block_T + t
+                y[t, k, d] = T.if_then_else(tok < Tn, Wt[tok, k] * T.cast(Y[tok, k, d], accum), 0.0)
+            T.reduce_sum(y, o, dim=1)
+            for t, d in T.Parallel(block_T, D):
+                if bx * block_T + t < Tn:
+                    Out[bx * block_T + t, d] = T.cast(o[t, d], "bfloat16")
+
+    return main
+
+
+@tilecute.jit(out_idx=[1, 2])
+def column_stats_96_rows(R=96, N=300, block_N=64, threads=128):
+    """Per-column sum and max over 96 rows ([96, 64] fragment tiles, N ragged) by
+    ``T.reduce_sum`` / ``T.reduce_max`` along dim=0 at 128 threads (96 rows: neither a
+    power of two nor a multiple of the threads; TileLang keeps each column's rows in its
+    own threads); the columns past N read 0 and are not stored."""
+    accum = "float32"
+
+    @T.prim_func
+    def main(X: T.Tensor((R, N), "float16"), Sum: T.Tensor((N,), accum), Max: T.Tensor((N,), accum)):
+        with T.Kernel(T.ceildiv(N, block_N), threads=threads) as bx:
+            x = T.alloc_fragment((R, block_N), accum)
+            s = T.alloc_fragment((block_N,), accum)
+            m = T.alloc_fragment((block_N,), accum)
+            for r, j in T.Parallel(R, block_N):
+                x[r, j] = T.if_then_else(bx * block_N + j < N, T.cast(X[r, bx * block_N + j], accum), 0.0)
+            T.reduce_sum(x, s, dim=0)
+            T.reduce_max(x, m, dim=0)
+            for j in T.Parallel(block_N):
+                if bx * block_N + j < N:
+                    Sum[bx * block_N + j] = s[j]
+                    Max[bx * block_N + j] = m[j]
+
+    return main

@@ -22,7 +22,6 @@ import dataclasses
 from ..ir import nodes as N
 from ..ir.visitor import StmtMutator, fold_constants
 from ..runtime.dtypes import DTYPES
-from ..target import WARP
 from .analysis import LoopVars, is_unit, no_tma_coordinates, squeeze
 
 
@@ -215,6 +214,7 @@ class _Lowerer(StmtMutator):
 
     def visit_kernel(self, scope: N.KernelScope) -> N.KernelScope:
         self.staging: list[N.Allocate] = []  # shared tiles a fragment scan goes through
+        self.threads = scope.num_threads
         scope = super().visit_kernel(scope)
         return dataclasses.replace(scope, body=tuple(self.staging) + scope.body)
 
@@ -288,11 +288,12 @@ class _Lowerer(StmtMutator):
         moved = tuple(src.shape[:s.dim] + src.shape[s.dim + 1:]) + (src.shape[s.dim],)
         length = src.shape[s.dim]
         padded = moved
-        if isinstance(length, N.Const) and length.value & (length.value - 1) and length.value % WARP:
-            # rows of 3 (a [3, 64] fragment's columns): a row held by a power-of-two
-            # lane group needs a power-of-two length, so the fresh fragment's rows are
-            # padded with the reduction's identity (TileLang keeps each column in one
-            # thread; tilecute's blocked layout cannot split rows of 3 over its threads)
+        if isinstance(length, N.Const) and length.value & (length.value - 1) and length.value % self.threads:
+            # rows of 3 or 96 (the columns of a [3, 64] or [96, 64] fragment, 128
+            # threads): a row held by a power-of-two lane group (or by whole rounds of
+            # the block's threads) needs such a length, so the fresh fragment's rows are
+            # padded with the reduction's identity (TileLang keeps each column in its
+            # threads; tilecute's blocked layout cannot split rows of 3 over its threads)
             padded = moved[:-1] + (N.Const(1 << (length.value - 1).bit_length(), "int32"),)
 
         def to_src(vs):  # indices of src at the moved-dim iteration vs
