@@ -214,6 +214,7 @@ class _Lowerer(StmtMutator):
 
     def visit_kernel(self, scope: N.KernelScope) -> N.KernelScope:
         self.staging: list[N.Allocate] = []  # shared tiles a fragment scan goes through
+        self.threads = scope.num_threads
         scope = super().visit_kernel(scope)
         return dataclasses.replace(scope, body=tuple(self.staging) + scope.body)
 
@@ -285,11 +286,20 @@ class _Lowerer(StmtMutator):
         new shared tile written transposed (the move crosses threads)."""
         stmts: list[N.Stmt] = []
         moved = tuple(src.shape[:s.dim] + src.shape[s.dim + 1:]) + (src.shape[s.dim],)
+        length = src.shape[s.dim]
+        padded = moved
+        if isinstance(length, N.Const) and length.value & (length.value - 1) and length.value % self.threads:
+            # rows of 3 or 96 (the columns of a [3, 64] or [96, 64] fragment, 128
+            # threads): a row held by a power-of-two lane group (or by whole rounds of
+            # the block's threads) needs such a length, so the fresh fragment's rows are
+            # padded with the reduction's identity (TileLang keeps each column in its
+            # threads; tilecute's blocked layout cannot split rows of 3 over its threads)
+            padded = moved[:-1] + (N.Const(1 << (length.value - 1).bit_length(), "int32"),)
 
         def to_src(vs):  # indices of src at the moved-dim iteration vs
             return tuple(vs[:s.dim]) + (vs[-1],) + tuple(vs[s.dim:-1])
 
-        frag = self.staging_buffer(f"{s.src}_frag", src.dtype, moved, "fragment", s)
+        frag = self.staging_buffer(f"{s.src}_frag", src.dtype, padded, "fragment", s)
         if src.scope == "fragment":
             tile = self.staging_buffer(f"{s.src}_moved", src.dtype, moved, "shared", s)
             stmts.append(self.nest(s, tuple(src.shape), lambda vs: (
@@ -298,8 +308,14 @@ class _Lowerer(StmtMutator):
             src_of = lambda vs: (tile.name, tuple(vs))  # noqa: E731
         else:
             src_of = lambda vs: (src.name, to_src(vs))  # noqa: E731
-        stmts.append(self.nest(s, moved, lambda vs: (
-            N.Store(frag.name, tuple(vs), N.Load(*src_of(vs), src.dtype), loc=s.loc),)))
+
+        def fill(vs):
+            value = N.Load(*src_of(vs), src.dtype)
+            if padded is not moved:
+                value = N.Select(N.cmp("lt", vs[-1], length), value,
+                                 reduce_identity(s.kind, src.dtype), src.dtype)
+            return (N.Store(frag.name, tuple(vs), value, loc=s.loc),)
+        stmts.append(self.nest(s, padded, fill))
         return stmts, frag
 
     def local_reduce(self, s: N.Reduce, src: N.Buffer, dst: N.Buffer):
