@@ -1,0 +1,776 @@
+"""An eighteenth set of programs in TileLang's idioms (written for tilecute, not taken from
+TileLang), all attention-family kernels as a TileLang user writes them:
+``@tilecute.jit(out_idx=...)`` factories returning a ``@T.prim_func``.  They aim at forms the
+earlier attention rounds leave out: causal masks applied only on the boundary tiles (a
+runtime ``if`` around the mask inside the pipelined loop), query and key tiles of different
+sizes (128 x 32, 32 x 128, 64 x 128), loop ranges cut with ``T.max`` / ``T.min`` into
+``T.alloc_var`` bounds, rows that see no key at all (prefix-causal with more queries than
+keys, an additive mask with whole rows of -inf, windows past the sequence's end) guarded
+as a user guards them, soft-capping with GQA in BHSD, ALiBi slopes computed in the kernel,
+variable-length attention whose loads are padded with ``T.if_then_else``, paged prefill
+through a block table, MQA decode with the whole head group in one block, split-KV decode
+whose empty splits write -inf and the combine that reads them, a user's MMA-overlap
+schedule through ``order`` / ``stage`` / ``group``, a plain-order schedule with one stage,
+and a backward (preprocess, dQ by ``T.atomic_add``, dK / dV per key block) over natural-log
+LSEs.
+
+``tests/test_unseen_programs18.py`` builds each to a cubin on the CPU and, on a GPU,
+compares it with a float32 torch reference written to TileLang's meaning, at lengths that
+are not tile multiples."""
+
+import tilecute
+import tilecute.language as T
+
+LOG2E = 1.44269504
+LN2 = 0.69314718
+
+
+# ---- causal forward, tiles of different sizes, masks on the boundary tiles only ----------------
+@tilecute.jit(out_idx=[3, 4])
+def fa_causal_boundary_only(batch=1, heads=2, seq_len=300, dim=64, block_M=128, block_N=32,
+                            threads=256, num_stages=1):
+    """Causal BHSD attention (float16) whose mask runs only on the tiles that need it: a key
+    tile that crosses the diagonal or the sequence's end (a runtime ``if`` on the tile index
+    around the ``T.Parallel`` mask).  The scale is folded into ``T.exp2`` (log2(e) / sqrt(D)).
+    O float16; LSE float32 [B, H, S] natural log."""
+    scale = (1.0 / dim) ** 0.5 * LOG2E
+    dtype, accum = "float16", "float"
+    shape = [batch, heads, seq_len, dim]
+
+    @T.prim_func
+    def causal(Q: T.Tensor(shape, dtype), K: T.Tensor(shape, dtype), V: T.Tensor(shape, dtype),
+               O: T.Tensor(shape, dtype), LSE: T.Tensor([batch, heads, seq_len], accum)):
+        with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=threads) as (bx, by, bz):
+            q_s = T.alloc_shared([block_M, dim], dtype)
+            k_s = T.alloc_shared([block_N, dim], dtype)
+            v_s = T.alloc_shared([block_N, dim], dtype)
+            acc_s = T.alloc_fragment([block_M, block_N], accum)
+            acc_s_cast = T.alloc_fragment([block_M, block_N], dtype)
+            acc_o = T.alloc_fragment([block_M, dim], accum)
+            m = T.alloc_fragment([block_M], accum)
+            m_prev = T.alloc_fragment([block_M], accum)
+            r_scale = T.alloc_fragment([block_M], accum)
+            r_sum = T.alloc_fragment([block_M], accum)
+            l = T.alloc_fragment([block_M], accum)
+
+            T.copy(Q[bz, by, bx * block_M:(bx + 1) * block_M, :], q_s)
+            T.fill(acc_o, 0)
+            T.fill(l, 0)
+            T.fill(m, -T.infinity(accum))
+            n_tiles = T.min(T.ceildiv(seq_len, block_N), T.ceildiv((bx + 1) * block_M, block_N))
+            for k in T.Pipelined(n_tiles, num_stages=num_stages):
+                T.copy(K[bz, by, k * block_N:(k + 1) * block_N, :], k_s)
+                T.clear(acc_s)
+                T.gemm(q_s, k_s, acc_s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+                if (k + 1) * block_N > bx * block_M or (k + 1) * block_N > seq_len:
+                    for i, j in T.Parallel(block_M, block_N):
+                        acc_s[i, j] = T.if_then_else(
+                            (bx * block_M + i >= k * block_N + j) and (k * block_N + j < seq_len),
+                            acc_s[i, j], -T.infinity(accum))
+                T.copy(m, m_prev)
+                T.reduce_max(acc_s, m, dim=1, clear=False)
+                for i in T.Parallel(block_M):
+                    r_scale[i] = T.exp2(m_prev[i] * scale - m[i] * scale)
+                for i, j in T.Parallel(block_M, block_N):
+                    acc_s[i, j] = T.exp2(acc_s[i, j] * scale - m[i] * scale)
+                T.reduce_sum(acc_s, r_sum, dim=1)
+                for i in T.Parallel(block_M):
+                    l[i] = l[i] * r_scale[i] + r_sum[i]
+                T.copy(acc_s, acc_s_cast)
+                for i, j in T.Parallel(block_M, dim):
+                    acc_o[i, j] *= r_scale[i]
+                T.copy(V[bz, by, k * block_N:(k + 1) * block_N, :], v_s)
+                T.gemm(acc_s_cast, v_s, acc_o, policy=T.GemmWarpPolicy.FullRow)
+            for i, j in T.Parallel(block_M, dim):
+                acc_o[i, j] /= l[i]
+            T.copy(acc_o, O[bz, by, bx * block_M:(bx + 1) * block_M, :])
+            for i in T.Parallel(block_M):
+                if bx * block_M + i < seq_len:
+                    LSE[bz, by, bx * block_M + i] = (T.log2(l[i]) + m[i] * scale) * LN2
+    return causal
+
+
+@tilecute.jit(out_idx=[3])
+def fa_causal_wide_keys_bshd(batch=2, heads=2, seq_len=201, dim=64, block_M=32, block_N=128,
+                             threads=128, num_stages=2):
+    """Causal BSHD attention (bfloat16) with query tiles narrower than key tiles (32 x 128):
+    every key tile but the diagonal one is whole; the mask is one ``T.if_then_else`` on all
+    tiles.  The probabilities go to bfloat16 through ``T.copy(acc_s, acc_s_cast)`` and the
+    output leaves through shared memory."""
+    scale = (1.0 / dim) ** 0.5 * LOG2E
+    dtype, accum = "bfloat16", "float"
+    shape = [batch, seq_len, heads, dim]
+
+    @T.prim_func
+    def wide(Q: T.Tensor(shape, dtype), K: T.Tensor(shape, dtype), V: T.Tensor(shape, dtype),
+             O: T.Tensor(shape, dtype)):
+        with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=threads) as (bx, by, bz):
+            q_s = T.alloc_shared([block_M, dim], dtype)
+            k_s = T.alloc_shared([block_N, dim], dtype)
+            v_s = T.alloc_shared([block_N, dim], dtype)
+            o_s = T.alloc_shared([block_M, dim], dtype)
+            acc_s = T.alloc_fragment([block_M, block_N], accum)
+            acc_s_cast = T.alloc_fragment([block_M, block_N], dtype)
+            acc_o = T.alloc_fragment([block_M, dim], accum)
+            m = T.alloc_fragment([block_M], accum)
+            m_prev = T.alloc_fragment([block_M], accum)
+            r_scale = T.alloc_fragment([block_M], accum)
+            r_sum = T.alloc_fragment([block_M], accum)
+            l = T.alloc_fragment([block_M], accum)
+
+            T.copy(Q[bz, bx * block_M:(bx + 1) * block_M, by, :], q_s)
+            T.fill(acc_o, 0)
+            T.fill(l, 0)
+            T.fill(m, -T.infinity(accum))
+            for k in T.Pipelined(T.ceildiv((bx + 1) * block_M, block_N), num_stages=num_stages):
+                T.copy(K[bz, k * block_N:(k + 1) * block_N, by, :], k_s)
+                for i, j in T.Parallel(block_M, block_N):
+                    acc_s[i, j] = T.if_then_else(bx * block_M + i >= k * block_N + j, 0, -T.infinity(accum))
+                T.gemm(q_s, k_s, acc_s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+                T.copy(m, m_prev)
+                T.reduce_max(acc_s, m, dim=1, clear=False)
+                for i in T.Parallel(block_M):
+                    r_scale[i] = T.exp2((m_prev[i] - m[i]) * scale)
+                for i, j in T.Parallel(block_M, block_N):
+                    acc_s[i, j] = T.exp2((acc_s[i, j] - m[i]) * scale)
+                T.reduce_sum(acc_s, r_sum, dim=1)
+                for i in T.Parallel(block_M):
+                    l[i] = l[i] * r_scale[i] + r_sum[i]
+                T.copy(acc_s, acc_s_cast)
+                for i, j in T.Parallel(block_M, dim):
+                    acc_o[i, j] *= r_scale[i]
+                T.copy(V[bz, k * block_N:(k + 1) * block_N, by, :], v_s)
+                T.gemm(acc_s_cast, v_s, acc_o, policy=T.GemmWarpPolicy.FullRow)
+            for i, j in T.Parallel(block_M, dim):
+                acc_o[i, j] /= l[i]
+            T.copy(acc_o, o_s)
+            T.copy(o_s, O[bz, bx * block_M:(bx + 1) * block_M, by, :])
+    return wide
+
+
+@tilecute.jit(out_idx=[3])
+def fa_window_alloc_var_bounds(batch=1, heads=2, seq_len=280, dim=64, window_left=50,
+                               window_right=20, block_M=64, block_N=64, threads=128):
+    """Banded attention (float16, BHSD), query i sees keys i - window_left .. i + window_right:
+    the key-tile range is cut with ``T.max`` / ``T.min`` into ``T.alloc_var`` bounds and the
+    mask runs only on tiles the band's edges (or the end) cross, a runtime ``if`` on the
+    tile's first and last key.  Every row sees itself, so no guard is needed."""
+    scale = (1.0 / dim) ** 0.5 * LOG2E
+    dtype, accum = "float16", "float"
+    shape = [batch, heads, seq_len, dim]
+
+    @T.prim_func
+    def band(Q: T.Tensor(shape, dtype), K: T.Tensor(shape, dtype), V: T.Tensor(shape, dtype),
+             O: T.Tensor(shape, dtype)):
+        with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=threads) as (bx, by, bz):
+            q_s = T.alloc_shared([block_M, dim], dtype)
+            k_s = T.alloc_shared([block_N, dim], dtype)
+            v_s = T.alloc_shared([block_N, dim], dtype)
+            acc_s = T.alloc_fragment([block_M, block_N], accum)
+            acc_s_cast = T.alloc_fragment([block_M, block_N], dtype)
+            acc_o = T.alloc_fragment([block_M, dim], accum)
+            m = T.alloc_fragment([block_M], accum)
+            m_prev = T.alloc_fragment([block_M], accum)
+            r_scale = T.alloc_fragment([block_M], accum)
+            r_sum = T.alloc_fragment([block_M], accum)
+            l = T.alloc_fragment([block_M], accum)
+            lo = T.alloc_var("int32")
+            hi = T.alloc_var("int32")
+
+            lo = T.max(bx * block_M - window_left, 0) // block_N
+            hi = T.min(T.ceildiv(T.min((bx + 1) * block_M + window_right, seq_len), block_N),
+                       T.ceildiv(seq_len, block_N))
+            T.copy(Q[bz, by, bx * block_M:(bx + 1) * block_M, :], q_s)
+            T.fill(acc_o, 0)
+            T.fill(l, 0)
+            T.fill(m, -T.infinity(accum))
+            for k in T.Pipelined(lo, hi, num_stages=2):
+                T.copy(K[bz, by, k * block_N:(k + 1) * block_N, :], k_s)
+                T.clear(acc_s)
+                T.gemm(q_s, k_s, acc_s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+                first_key = k * block_N
+                last_key = k * block_N + block_N - 1
+                if first_key < bx * block_M + block_M - 1 - window_left or \
+                        last_key > bx * block_M + window_right or last_key >= seq_len:
+                    for i, j in T.Parallel(block_M, block_N):
+                        acc_s[i, j] = T.if_then_else(
+                            (k * block_N + j >= bx * block_M + i - window_left)
+                            and (k * block_N + j <= bx * block_M + i + window_right)
+                            and (k * block_N + j < seq_len),
+                            acc_s[i, j], -T.infinity(accum))
+                T.copy(m, m_prev)
+                T.reduce_max(acc_s, m, dim=1, clear=False)
+                for i in T.Parallel(block_M):
+                    r_scale[i] = T.exp2(m_prev[i] * scale - m[i] * scale)
+                for i, j in T.Parallel(block_M, block_N):
+                    acc_s[i, j] = T.exp2(acc_s[i, j] * scale - m[i] * scale)
+                T.reduce_sum(acc_s, r_sum, dim=1)
+                for i in T.Parallel(block_M):
+                    l[i] = l[i] * r_scale[i] + r_sum[i]
+                T.copy(acc_s, acc_s_cast)
+                for i, j in T.Parallel(block_M, dim):
+                    acc_o[i, j] *= r_scale[i]
+                T.copy(V[bz, by, k * block_N:(k + 1) * block_N, :], v_s)
+                T.gemm(acc_s_cast, v_s, acc_o, policy=T.GemmWarpPolicy.FullRow)
+            for i, j in T.Parallel(block_M, dim):
+                acc_o[i, j] /= l[i]
+            T.copy(acc_o, O[bz, by, bx * block_M:(bx + 1) * block_M, :])
+    return band
+
+
+# ---- rows with no key: the program's guards ---------------------------------------------------
+@tilecute.jit(out_idx=[3, 4])
+def fa_prefix_causal_more_queries(batch=1, heads=2, seq_q=200, seq_k=130, dim=64, block_M=64,
+                                  block_N=64, threads=128):
+    """Causal attention aligned to the bottom right with more queries than keys (BSHD,
+    float16): query i sees keys j <= i + seq_k - seq_q, so the first seq_q - seq_k rows see
+    none.  The program guards them as a user does: the running max read as 0 while it is
+    -inf, the output 0 where the row sum is 0, and the LSE -inf there.  Whole blocks of such
+    rows run no key tile (the loop's extent is 0)."""
+    scale = (1.0 / dim) ** 0.5 * LOG2E
+    dtype, accum = "float16", "float"
+    off = seq_k - seq_q
+
+    @T.prim_func
+    def prefix(Q: T.Tensor([batch, seq_q, heads, dim], dtype), K: T.Tensor([batch, seq_k, heads, dim], dtype),
+               V: T.Tensor([batch, seq_k, heads, dim], dtype), O: T.Tensor([batch, seq_q, heads, dim], dtype),
+               LSE: T.Tensor([batch, heads, seq_q], accum)):
+        with T.Kernel(T.ceildiv(seq_q, block_M), heads, batch, threads=threads) as (bx, by, bz):
+            q_s = T.alloc_shared([block_M, dim], dtype)
+            k_s = T.alloc_shared([block_N, dim], dtype)
+            v_s = T.alloc_shared([block_N, dim], dtype)
+            acc_s = T.alloc_fragment([block_M, block_N], accum)
+            acc_s_cast = T.alloc_fragment([block_M, block_N], dtype)
+            acc_o = T.alloc_fragment([block_M, dim], accum)
+            m = T.alloc_fragment([block_M], accum)
+            m_prev = T.alloc_fragment([block_M], accum)
+            m_safe = T.alloc_fragment([block_M], accum)
+            r_scale = T.alloc_fragment([block_M], accum)
+            r_sum = T.alloc_fragment([block_M], accum)
+            l = T.alloc_fragment([block_M], accum)
+
+            T.copy(Q[bz, bx * block_M:(bx + 1) * block_M, by, :], q_s)
+            T.fill(acc_o, 0)
+            T.fill(l, 0)
+            T.fill(m, -T.infinity(accum))
+            hi = T.max(0, T.min(T.ceildiv(seq_k, block_N), T.ceildiv((bx + 1) * block_M + off, block_N)))
+            for k in T.Pipelined(hi, num_stages=2):
+                T.copy(K[bz, k * block_N:(k + 1) * block_N, by, :], k_s)
+                T.clear(acc_s)
+                T.gemm(q_s, k_s, acc_s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+                for i, j in T.Parallel(block_M, block_N):
+                    acc_s[i, j] = T.if_then_else(
+                        (k * block_N + j <= bx * block_M + i + off) and (k * block_N + j < seq_k),
+                        acc_s[i, j], -T.infinity(accum))
+                T.copy(m, m_prev)
+                T.reduce_max(acc_s, m, dim=1, clear=False)
+                for i in T.Parallel(block_M):
+                    m_safe[i] = T.if_then_else(m[i] == -T.infinity(accum), 0, m[i])
+                for i in T.Parallel(block_M):
+                    r_scale[i] = T.exp2(m_prev[i] * scale - m_safe[i] * scale)
+                for i, j in T.Parallel(block_M, block_N):
+                    acc_s[i, j] = T.exp2(acc_s[i, j] * scale - m_safe[i] * scale)
+                T.reduce_sum(acc_s, r_sum, dim=1)
+                for i in T.Parallel(block_M):
+                    l[i] = l[i] * r_scale[i] + r_sum[i]
+                T.copy(acc_s, acc_s_cast)
+                for i, j in T.Parallel(block_M, dim):
+                    acc_o[i, j] *= r_scale[i]
+                T.copy(V[bz, k * block_N:(k + 1) * block_N, by, :], v_s)
+                T.gemm(acc_s_cast, v_s, acc_o, policy=T.GemmWarpPolicy.FullRow)
+            for i, j in T.Parallel(block_M, dim):
+                acc_o[i, j] = T.if_then_else(l[i] > 0, acc_o[i, j] / l[i], 0)
+            T.copy(acc_o, O[bz, bx * block_M:(bx + 1) * block_M, by, :])
+            for i in T.Parallel(block_M):
+                if bx * block_M + i < seq_q:
+                    LSE[bz, by, bx * block_M + i] = T.if_then_else(
+                        l[i] > 0, (T.log2(l[i]) + m[i] * scale) * LN2, -T.infinity(accum))
+    return prefix
+
+
+@tilecute.jit(out_idx=[4])
+def fa_additive_mask_rows_of_inf(batch=2, heads=2, seq_q=150, seq_k=190, dim=64, block_M=64,
+                                 block_N=64, threads=128):
+    """Cross attention (BHSD, float16) with an additive float32 mask [B, 1, Sq, Sk] shared by
+    the heads (rows of it may be all -inf), the mask tile staged through shared memory with
+    ``T.copy`` and added after the GEMM in log2 units.  Rows with no key give 0 (the max
+    guarded, the division guarded)."""
+    scale = (1.0 / dim) ** 0.5 * LOG2E
+    dtype, accum = "float16", "float"
+
+    @T.prim_func
+    def masked(Q: T.Tensor([batch, heads, seq_q, dim], dtype), K: T.Tensor([batch, heads, seq_k, dim], dtype),
+               V: T.Tensor([batch, heads, seq_k, dim], dtype), Mask: T.Tensor([batch, 1, seq_q, seq_k], accum),
+               O: T.Tensor([batch, heads, seq_q, dim], dtype)):
+        with T.Kernel(T.ceildiv(seq_q, block_M), heads, batch, threads=threads) as (bx, by, bz):
+            q_s = T.alloc_shared([block_M, dim], dtype)
+            k_s = T.alloc_shared([block_N, dim], dtype)
+            v_s = T.alloc_shared([block_N, dim], dtype)
+            mask_s = T.alloc_shared([block_M, block_N], accum)
+            acc_s = T.alloc_fragment([block_M, block_N], accum)
+            acc_s_cast = T.alloc_fragment([block_M, block_N], dtype)
+            acc_o = T.alloc_fragment([block_M, dim], accum)
+            m = T.alloc_fragment([block_M], accum)
+            m_prev = T.alloc_fragment([block_M], accum)
+            m_safe = T.alloc_fragment([block_M], accum)
+            r_scale = T.alloc_fragment([block_M], accum)
+            r_sum = T.alloc_fragment([block_M], accum)
+            l = T.alloc_fragment([block_M], accum)
+
+            T.copy(Q[bz, by, bx * block_M:(bx + 1) * block_M, :], q_s)
+            T.fill(acc_o, 0)
+            T.fill(l, 0)
+            T.fill(m, -T.infinity(accum))
+            for k in T.Pipelined(T.ceildiv(seq_k, block_N), num_stages=2):
+                T.copy(K[bz, by, k * block_N:(k + 1) * block_N, :], k_s)
+                T.copy(Mask[bz, 0, bx * block_M:(bx + 1) * block_M, k * block_N:(k + 1) * block_N], mask_s)
+                T.clear(acc_s)
+                T.gemm(q_s, k_s, acc_s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+                for i, j in T.Parallel(block_M, block_N):
+                    acc_s[i, j] = T.if_then_else(k * block_N + j < seq_k,
+                                                 acc_s[i, j] * scale + mask_s[i, j] * LOG2E,
+                                                 -T.infinity(accum))
+                T.copy(m, m_prev)
+                T.reduce_max(acc_s, m, dim=1, clear=False)
+                for i in T.Parallel(block_M):
+                    m_safe[i] = T.if_then_else(m[i] == -T.infinity(accum), 0, m[i])
+                for i in T.Parallel(block_M):
+                    r_scale[i] = T.exp2(m_prev[i] - m_safe[i])
+                for i, j in T.Parallel(block_M, block_N):
+                    acc_s[i, j] = T.exp2(acc_s[i, j] - m_safe[i])
+                T.reduce_sum(acc_s, r_sum, dim=1)
+                for i in T.Parallel(block_M):
+                    l[i] = l[i] * r_scale[i] + r_sum[i]
+                T.copy(acc_s, acc_s_cast)
+                for i, j in T.Parallel(block_M, dim):
+                    acc_o[i, j] *= r_scale[i]
+                T.copy(V[bz, by, k * block_N:(k + 1) * block_N, :], v_s)
+                T.gemm(acc_s_cast, v_s, acc_o, policy=T.GemmWarpPolicy.FullRow)
+            for i, j in T.Parallel(block_M, dim):
+                acc_o[i, j] = T.if_then_else(l[i] == 0, 0, acc_o[i, j] / l[i])
+            T.copy(acc_o, O[bz, by, bx * block_M:(bx + 1) * block_M, :])
+    return masked
+
+
+# ---- soft-capping with GQA in BHSD; ALiBi slopes computed in the kernel -------------------------
+@tilecute.jit(out_idx=[3, 4])
+def fa_softcap_gqa_bhsd(batch=1, heads=8, kv_heads=2, seq_len=257, dim=128, softcap=15.0,
+                        block_M=64, block_N=64, threads=128):
+    """Non-causal GQA (BHSD, bfloat16): query head h reads key / value head h // (heads //
+    kv_heads); the scores are soft-capped, s = softcap * tanh(q.k / sqrt(D) / softcap), then
+    the key tail masked.  O bfloat16; LSE float32 [B, H, S] in log2 units."""
+    sm_scale = (1.0 / dim) ** 0.5
+    groups = heads // kv_heads
+    dtype, accum = "bfloat16", "float"
+
+    @T.prim_func
+    def capped(Q: T.Tensor([batch, heads, seq_len, dim], dtype), K: T.Tensor([batch, kv_heads, seq_len, dim], dtype),
+               V: T.Tensor([batch, kv_heads, seq_len, dim], dtype), O: T.Tensor([batch, heads, seq_len, dim], dtype),
+               LSE: T.Tensor([batch, heads, seq_len], accum)):
+        with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=threads) as (bx, by, bz):
+            q_s = T.alloc_shared([block_M, dim], dtype)
+            k_s = T.alloc_shared([block_N, dim], dtype)
+            v_s = T.alloc_shared([block_N, dim], dtype)
+            acc_s = T.alloc_fragment([block_M, block_N], accum)
+            acc_s_cast = T.alloc_fragment([block_M, block_N], dtype)
+            acc_o = T.alloc_fragment([block_M, dim], accum)
+            m = T.alloc_fragment([block_M], accum)
+            m_prev = T.alloc_fragment([block_M], accum)
+            r_scale = T.alloc_fragment([block_M], accum)
+            r_sum = T.alloc_fragment([block_M], accum)
+            l = T.alloc_fragment([block_M], accum)
+            lse = T.alloc_fragment([block_M], accum)
+
+            kvh = by // groups
+            T.copy(Q[bz, by, bx * block_M:(bx + 1) * block_M, :], q_s)
+            T.fill(acc_o, 0)
+            T.fill(l, 0)
+            T.fill(m, -T.infinity(accum))
+            for k in T.Pipelined(T.ceildiv(seq_len, block_N), num_stages=2):
+                T.copy(K[bz, kvh, k * block_N:(k + 1) * block_N, :], k_s)
+                T.clear(acc_s)
+                T.gemm(q_s, k_s, acc_s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+                for i, j in T.Parallel(block_M, block_N):
+                    acc_s[i, j] = T.tanh(acc_s[i, j] * (sm_scale / softcap)) * (softcap * LOG2E)
+                for i, j in T.Parallel(block_M, block_N):
+                    acc_s[i, j] = T.if_then_else(k * block_N + j < seq_len, acc_s[i, j], -T.infinity(accum))
+                T.copy(m, m_prev)
+                T.reduce_max(acc_s, m, dim=1, clear=False)
+                for i in T.Parallel(block_M):
+                    r_scale[i] = T.exp2(m_prev[i] - m[i])
+                for i, j in T.Parallel(block_M, block_N):
+                    acc_s[i, j] = T.exp2(acc_s[i, j] - m[i])
+                T.reduce_sum(acc_s, r_sum, dim=1)
+                for i in T.Parallel(block_M):
+                    l[i] = l[i] * r_scale[i] + r_sum[i]
+                T.copy(acc_s, acc_s_cast)
+                for i, j in T.Parallel(block_M, dim):
+                    acc_o[i, j] *= r_scale[i]
+                T.copy(V[bz, kvh, k * block_N:(k + 1) * block_N, :], v_s)
+                T.gemm(acc_s_cast, v_s, acc_o, policy=T.GemmWarpPolicy.FullRow)
+            for i, j in T.Parallel(block_M, dim):
+                acc_o[i, j] /= l[i]
+            for i in T.Parallel(block_M):
+                lse[i] = T.log2(l[i]) + m[i]
+            T.copy(acc_o, O[bz, by, bx * block_M:(bx + 1) * block_M, :])
+            T.copy(lse, LSE[bz, by, bx * block_M:(bx + 1) * block_M])
+    return capped
+
+
+@tilecute.jit(out_idx=[3])
+def fa_alibi_symmetric_cross(batch=1, heads=4, seq_q=100, seq_k=230, dim=64, block_M=64,
+                             block_N=64, threads=128):
+    """Non-causal cross attention (BSHD, float16) with a symmetric ALiBi bias whose slope is
+    computed in the kernel from the head index, slope = 2^(-8 (h + 1) / H); the bias is
+    -slope * |i - j| (``T.abs`` of an int difference, cast to float).  O float32."""
+    sm_scale = (1.0 / dim) ** 0.5
+    dtype, accum = "float16", "float"
+
+    @T.prim_func
+    def alibi(Q: T.Tensor([batch, seq_q, heads, dim], dtype), K: T.Tensor([batch, seq_k, heads, dim], dtype),
+              V: T.Tensor([batch, seq_k, heads, dim], dtype), O: T.Tensor([batch, seq_q, heads, dim], accum)):
+        with T.Kernel(T.ceildiv(seq_q, block_M), heads, batch, threads=threads) as (bx, by, bz):
+            q_s = T.alloc_shared([block_M, dim], dtype)
+            k_s = T.alloc_shared([block_N, dim], dtype)
+            v_s = T.alloc_shared([block_N, dim], dtype)
+            acc_s = T.alloc_fragment([block_M, block_N], accum)
+            acc_s_cast = T.alloc_fragment([block_M, block_N], dtype)
+            acc_o = T.alloc_fragment([block_M, dim], accum)
+            m = T.alloc_fragment([block_M], accum)
+            m_prev = T.alloc_fragment([block_M], accum)
+            r_scale = T.alloc_fragment([block_M], accum)
+            r_sum = T.alloc_fragment([block_M], accum)
+            l = T.alloc_fragment([block_M], accum)
+            slope = T.alloc_var(accum)
+
+            slope = T.exp2(-8.0 * T.cast(by + 1, accum) / heads)
+            T.copy(Q[bz, bx * block_M:(bx + 1) * block_M, by, :], q_s)
+            T.fill(acc_o, 0)
+            T.fill(l, 0)
+            T.fill(m, -T.infinity(accum))
+            for k in T.Pipelined(T.ceildiv(seq_k, block_N), num_stages=2):
+                T.copy(K[bz, k * block_N:(k + 1) * block_N, by, :], k_s)
+                T.clear(acc_s)
+                T.gemm(q_s, k_s, acc_s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+                for i, j in T.Parallel(block_M, block_N):
+                    acc_s[i, j] = T.if_then_else(
+                        k * block_N + j < seq_k,
+                        (acc_s[i, j] * sm_scale
+                         - slope * T.cast(T.abs(bx * block_M + i - k * block_N - j), accum)) * LOG2E,
+                        -T.infinity(accum))
+                T.copy(m, m_prev)
+                T.reduce_max(acc_s, m, dim=1, clear=False)
+                for i in T.Parallel(block_M):
+                    r_scale[i] = T.exp2(m_prev[i] - m[i])
+                for i, j in T.Parallel(block_M, block_N):
+                    acc_s[i, j] = T.exp2(acc_s[i, j] - m[i])
+                T.reduce_sum(acc_s, r_sum, dim=1)
+                for i in T.Parallel(block_M):
+                    l[i] = l[i] * r_scale[i] + r_sum[i]
+                T.copy(acc_s, acc_s_cast)
+                for i, j in T.Parallel(block_M, dim):
+                    acc_o[i, j] *= r_scale[i]
+                T.copy(V[bz, k * block_N:(k + 1) * block_N, by, :], v_s)
+                T.gemm(acc_s_cast, v_s, acc_o, policy=T.GemmWarpPolicy.FullRow)
+            for i, j in T.Parallel(block_M, dim):
+                acc_o[i, j] /= l[i]
+            T.copy(acc_o, O[bz, bx * block_M:(bx + 1) * block_M, by, :])
+    return alibi
+
+
+# ---- variable length, paged prefill, decode -----------------------------------------------------
+@tilecute.jit(out_idx=[5])
+def varlen_padded_loads(batch=3, heads=2, total_q=190, total_k=260, max_q=100, dim=64, block_M=64,
+                        block_N=64, threads=128):
+    """Packed variable-length, non-causal attention (float16, [tokens, H, D]) whose tiles
+    are loaded element by element into shared memory with ``T.if_then_else`` padding (zeros
+    past the sequence's end: the other sequence's rows are never read); the sequence bounds
+    are ``T.alloc_var`` scalars read from cu_seqlens; keys past the end are masked.  O
+    float16, rows past the end not written."""
+    scale = (1.0 / dim) ** 0.5 * LOG2E
+    dtype, accum = "float16", "float"
+
+    @T.prim_func
+    def varlen(Q: T.Tensor([total_q, heads, dim], dtype), K: T.Tensor([total_k, heads, dim], dtype),
+               V: T.Tensor([total_k, heads, dim], dtype), cu_q: T.Tensor([batch + 1], "int32"),
+               cu_k: T.Tensor([batch + 1], "int32"), O: T.Tensor([total_q, heads, dim], dtype)):
+        with T.Kernel(T.ceildiv(max_q, block_M), heads, batch, threads=threads) as (bx, by, bz):
+            q_s = T.alloc_shared([block_M, dim], dtype)
+            k_s = T.alloc_shared([block_N, dim], dtype)
+            v_s = T.alloc_shared([block_N, dim], dtype)
+            acc_s = T.alloc_fragment([block_M, block_N], accum)
+            acc_s_cast = T.alloc_fragment([block_M, block_N], dtype)
+            acc_o = T.alloc_fragment([block_M, dim], accum)
+            m = T.alloc_fragment([block_M], accum)
+            m_prev = T.alloc_fragment([block_M], accum)
+            r_scale = T.alloc_fragment([block_M], accum)
+            r_sum = T.alloc_fragment([block_M], accum)
+            l = T.alloc_fragment([block_M], accum)
+            q_start = T.alloc_var("int32")
+            q_end = T.alloc_var("int32")
+            k_start = T.alloc_var("int32")
+            k_end = T.alloc_var("int32")
+
+            q_start = cu_q[bz]
+            q_end = cu_q[bz + 1]
+            k_start = cu_k[bz]
+            k_end = cu_k[bz + 1]
+            q_len = q_end - q_start
+            k_len = k_end - k_start
+
+            if bx * block_M < q_len:
+                for i, d in T.Parallel(block_M, dim):
+                    q_s[i, d] = T.if_then_else(q_start + bx * block_M + i < q_end,
+                                               Q[q_start + bx * block_M + i, by, d], 0)
+                T.fill(acc_o, 0)
+                T.fill(l, 0)
+                T.fill(m, -T.infinity(accum))
+                for k in T.Pipelined(T.ceildiv(k_len, block_N), num_stages=1):
+                    for j, d in T.Parallel(block_N, dim):
+                        k_s[j, d] = T.if_then_else(k_start + k * block_N + j < k_end,
+                                                   K[k_start + k * block_N + j, by, d], 0)
+                        v_s[j, d] = T.if_then_else(k_start + k * block_N + j < k_end,
+                                                   V[k_start + k * block_N + j, by, d], 0)
+                    T.clear(acc_s)
+                    T.gemm(q_s, k_s, acc_s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+                    for i, j in T.Parallel(block_M, block_N):
+                        acc_s[i, j] = T.if_then_else(k * block_N + j < k_len, acc_s[i, j] * scale,
+                                                     -T.infinity(accum))
+                    T.copy(m, m_prev)
+                    T.reduce_max(acc_s, m, dim=1, clear=False)
+                    for i in T.Parallel(block_M):
+                        r_scale[i] = T.exp2(m_prev[i] - m[i])
+                    for i, j in T.Parallel(block_M, block_N):
+                        acc_s[i, j] = T.exp2(acc_s[i, j] - m[i])
+                    T.reduce_sum(acc_s, r_sum, dim=1)
+                    for i in T.Parallel(block_M):
+                        l[i] = l[i] * r_scale[i] + r_sum[i]
+                    T.copy(acc_s, acc_s_cast)
+                    for i, j in T.Parallel(block_M, dim):
+                        acc_o[i, j] *= r_scale[i]
+                    T.gemm(acc_s_cast, v_s, acc_o, policy=T.GemmWarpPolicy.FullRow)
+                for i, d in T.Parallel(block_M, dim):
+                    if q_start + bx * block_M + i < q_end:
+                        O[q_start + bx * block_M + i, by, d] = acc_o[i, d] / l[i]
+    return varlen
+
+
+@tilecute.jit(out_idx=[5])
+def paged_prefill_block_table(batch=2, seq_q=70, heads=4, kv_heads=2, dim=64, page=64, num_pages=16,
+                              max_pages=5, block_M=64, threads=128):
+    """Chunked prefill over a paged KV cache (float16): sequence b holds ctx_lens[b] tokens
+    in the pages block_table[b, :], the last seq_q of them being this chunk's queries (BSHD
+    Q).  Causal with the offset ctx_len - seq_q; a key tile is one page (block_N = page),
+    copied with ``T.copy(Kc[page_id, :, kv_head, :], k_s)``; GQA (heads // kv_heads query
+    heads a KV head).  O float16."""
+    scale = (1.0 / dim) ** 0.5 * LOG2E
+    dtype, accum = "float16", "float"
+    block_N = page
+    groups = heads // kv_heads
+
+    @T.prim_func
+    def prefill(Q: T.Tensor([batch, seq_q, heads, dim], dtype),
+                Kc: T.Tensor([num_pages, page, kv_heads, dim], dtype),
+                Vc: T.Tensor([num_pages, page, kv_heads, dim], dtype),
+                block_table: T.Tensor([batch, max_pages], "int32"), ctx_lens: T.Tensor([batch], "int32"),
+                O: T.Tensor([batch, seq_q, heads, dim], dtype)):
+        with T.Kernel(T.ceildiv(seq_q, block_M), heads, batch, threads=threads) as (bx, by, bz):
+            q_s = T.alloc_shared([block_M, dim], dtype)
+            k_s = T.alloc_shared([block_N, dim], dtype)
+            v_s = T.alloc_shared([block_N, dim], dtype)
+            acc_s = T.alloc_fragment([block_M, block_N], accum)
+            acc_s_cast = T.alloc_fragment([block_M, block_N], dtype)
+            acc_o = T.alloc_fragment([block_M, dim], accum)
+            m = T.alloc_fragment([block_M], accum)
+            m_prev = T.alloc_fragment([block_M], accum)
+            r_scale = T.alloc_fragment([block_M], accum)
+            r_sum = T.alloc_fragment([block_M], accum)
+            l = T.alloc_fragment([block_M], accum)
+
+            ctx = ctx_lens[bz]
+            off = ctx - seq_q
+            T.copy(Q[bz, bx * block_M:(bx + 1) * block_M, by, :], q_s)
+            T.fill(acc_o, 0)
+            T.fill(l, 0)
+            T.fill(m, -T.infinity(accum))
+            n_pages = T.min(T.ceildiv(ctx, block_N), T.ceildiv((bx + 1) * block_M + off, block_N))
+            for k in T.Pipelined(n_pages, num_stages=2):
+                page_id = block_table[bz, k]
+                T.copy(Kc[page_id, :, by // groups, :], k_s)
+                T.clear(acc_s)
+                T.gemm(q_s, k_s, acc_s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+                for i, j in T.Parallel(block_M, block_N):
+                    acc_s[i, j] = T.if_then_else(
+                        (k * block_N + j <= bx * block_M + i + off) and (k * block_N + j < ctx),
+                        acc_s[i, j], -T.infinity(accum))
+                T.copy(m, m_prev)
+                T.reduce_max(acc_s, m, dim=1, clear=False)
+                for i in T.Parallel(block_M):
+                    r_scale[i] = T.exp2(m_prev[i] * scale - m[i] * scale)
+                for i, j in T.Parallel(block_M, block_N):
+                    acc_s[i, j] = T.exp2(acc_s[i, j] * scale - m[i] * scale)
+                T.reduce_sum(acc_s, r_sum, dim=1)
+                for i in T.Parallel(block_M):
+                    l[i] = l[i] * r_scale[i] + r_sum[i]
+                T.copy(acc_s, acc_s_cast)
+                for i, j in T.Parallel(block_M, dim):
+                    acc_o[i, j] *= r_scale[i]
+                T.copy(Vc[page_id, :, by // groups, :], v_s)
+                T.gemm(acc_s_cast, v_s, acc_o, policy=T.GemmWarpPolicy.FullRow)
+            for i, j in T.Parallel(block_M, dim):
+                acc_o[i, j] /= l[i]
+            T.copy(acc_o, O[bz, bx * block_M:(bx + 1) * block_M, by, :])
+    return prefill
+
+
+@tilecute.jit(out_idx=[4])
+def mqa_decode_head_group(batch=3, heads=12, max_len=300, dim=128, block_H=16, block_N=64, threads=128):
+    """MQA decode (bfloat16): one query per head, one key / value head for all of them
+    ([B, S, D]), the whole head group in one block (heads padded to block_H: the padded
+    rows read past Q's heads as zeros through ``T.copy``'s bounds and are never written),
+    per-sequence lengths from a tensor.  O bfloat16 [B, H, D]."""
+    scale = (1.0 / dim) ** 0.5 * LOG2E
+    dtype, accum = "bfloat16", "float"
+
+    @T.prim_func
+    def mqa(Q: T.Tensor([batch, heads, dim], dtype), K: T.Tensor([batch, max_len, dim], dtype),
+            V: T.Tensor([batch, max_len, dim], dtype), seqlens: T.Tensor([batch], "int32"),
+            O: T.Tensor([batch, heads, dim], dtype)):
+        with T.Kernel(batch, threads=threads) as bz:
+            q_s = T.alloc_shared([block_H, dim], dtype)
+            k_s = T.alloc_shared([block_N, dim], dtype)
+            v_s = T.alloc_shared([block_N, dim], dtype)
+            acc_s = T.alloc_fragment([block_H, block_N], accum)
+            acc_s_cast = T.alloc_fragment([block_H, block_N], dtype)
+            acc_o = T.alloc_fragment([block_H, dim], accum)
+            m = T.alloc_fragment([block_H], accum)
+            m_prev = T.alloc_fragment([block_H], accum)
+            r_scale = T.alloc_fragment([block_H], accum)
+            r_sum = T.alloc_fragment([block_H], accum)
+            l = T.alloc_fragment([block_H], accum)
+
+            seqlen = seqlens[bz]
+            T.copy(Q[bz, 0:block_H, :], q_s)
+            T.fill(acc_o, 0)
+            T.fill(l, 0)
+            T.fill(m, -T.infinity(accum))
+            for k in T.Pipelined(T.ceildiv(seqlen, block_N), num_stages=2):
+                T.copy(K[bz, k * block_N:(k + 1) * block_N, :], k_s)
+                T.gemm(q_s, k_s, acc_s, transpose_B=True, clear_accum=True)
+                for h, j in T.Parallel(block_H, block_N):
+                    acc_s[h, j] = T.if_then_else(k * block_N + j < seqlen, acc_s[h, j] * scale, -T.infinity(accum))
+                T.copy(m, m_prev)
+                T.reduce_max(acc_s, m, dim=1, clear=False)
+                for h in T.Parallel(block_H):
+                    r_scale[h] = T.exp2(m_prev[h] - m[h])
+                for h, j in T.Parallel(block_H, block_N):
+                    acc_s[h, j] = T.exp2(acc_s[h, j] - m[h])
+                T.reduce_sum(acc_s, r_sum, dim=1)
+                for h in T.Parallel(block_H):
+                    l[h] = l[h] * r_scale[h] + r_sum[h]
+                T.copy(acc_s, acc_s_cast)
+                for h, d in T.Parallel(block_H, dim):
+                    acc_o[h, d] *= r_scale[h]
+                T.copy(V[bz, k * block_N:(k + 1) * block_N, :], v_s)
+                T.gemm(acc_s_cast, v_s, acc_o)
+            for h, d in T.Parallel(block_H, dim):
+                if h < heads:
+                    O[bz, h, d] = acc_o[h, d] / l[h]
+    return mqa
+
+
+@tilecute.jit(out_idx=[4, 5])
+def split_kv_decode_empty_splits(batch=3, heads=8, kv_heads=2, max_len=300, dim=64, num_split=4,
+                                 block_H=16, block_N=32, threads=128):
+    """Split-KV GQA decode, first pass (float16 in, float32 partials): block (split s, KV head
+    g, batch b) covers keys [s * split_len, (s + 1) * split_len) of the sequence's
+    seqlens[b]; a split past the sequence's end runs no tile and writes O 0 and LSE -inf
+    (the program's guard).  Opart [B, H, splits, D]; LSEpart [B, H, splits] in log2 units."""
+    scale = (1.0 / dim) ** 0.5 * LOG2E
+    dtype, accum = "float16", "float"
+    groups = heads // kv_heads
+    split_len = block_N * (((max_len + block_N - 1) // block_N + num_split - 1) // num_split)
+
+    @T.prim_func
+    def partial(Q: T.Tensor([batch, heads, dim], dtype), K: T.Tensor([batch, max_len, kv_heads, dim], dtype),
+                V: T.Tensor([batch, max_len, kv_heads, dim], dtype), seqlens: T.Tensor([batch], "int32"),
+                Opart: T.Tensor([batch, heads, num_split, dim], accum),
+                LSEpart: T.Tensor([batch, heads, num_split], accum)):
+        with T.Kernel(num_split, kv_heads, batch, threads=threads) as (bx, by, bz):
+            q_s = T.alloc_shared([block_H, dim], dtype)
+            k_s = T.alloc_shared([block_N, dim], dtype)
+            v_s = T.alloc_shared([block_N, dim], dtype)
+            acc_s = T.alloc_fragment([block_H, block_N], accum)
+            acc_s_cast = T.alloc_fragment([block_H, block_N], dtype)
+            acc_o = T.alloc_fragment([block_H, dim], accum)
+            m = T.alloc_fragment([block_H], accum)
+            m_prev = T.alloc_fragment([block_H], accum)
+            r_scale = T.alloc_fragment([block_H], accum)
+            r_sum = T.alloc_fragment([block_H], accum)
+            l = T.alloc_fragment([block_H], accum)
+
+            seqlen = seqlens[bz]
+            start = bx * split_len
+            n_keys = T.max(0, T.min(seqlen - start, split_len))
+            for h, d in T.Parallel(block_H, dim):
+                q_s[h, d] = T.if_then_else(h < groups, Q[bz, by * groups + h, d], 0)
+            T.fill(acc_o, 0)
+            T.fill(l, 0)
+            T.fill(m, -T.infinity(accum))
+            for k in T.Pipelined(T.ceildiv(n_keys, block_N), num_stages=2):
+                T.copy(K[bz, start + k * block_N:start + (k + 1) * block_N, by, :], k_s)
+                T.clear(acc_s)
+                T.gemm(q_s, k_s, acc_s, transpose_B=True)
+                for h, j in T.Parallel(block_H, block_N):
+                    acc_s[h, j] = T.if_then_else(k * block_N + j < n_keys, acc_s[h, j], -T.infinity(accum))
+                T.copy(m, m_prev)
+                T.reduce_max(acc_s, m, dim=1, clear=False)
+                for h in T.Parallel(block_H):
+                    r_scale[h] = T.exp2(m_prev[h] * scale - m[h] * scale)
+                for h, j in T.Parallel(block_H, block_N):
+                    acc_s[h, j] = T.exp2(acc_s[h, j] * scale - m[h] * scale)
+                T.reduce_sum(acc_s, r_sum, dim=1)
+                for h in T.Parallel(block_H):
+                    l[h] = l[h] * r_scale[h] + r_sum[h]
+                T.copy(acc_s, acc_s_cast)
+                for h, d in T.Parallel(block_H, dim):
+                    acc_o[h, d] *= r_scale[h]
+                T.copy(V[bz, start + k * block_N:start + (k + 1) * block_N, by, :], v_s)
+                T.gemm(acc_s_cast, v_s, acc_o)
+            for h, d in T.Parallel(block_H, dim):
+                if h < groups:
+                    Opart[bz, by * groups + h, bx, d] = T.if_then_else(l[h] > 0, acc_o[h, d] / l[h], 0)
+            for h in T.Parallel(block_H):
+                if h < groups:
+                    LSEpart[bz, by * groups + h, bx] = T.if_then_else(
+                        l[h] > 0, T.log2(l[h]) + m[h] * scale, -T.infinity(accum))
+    return partial
+
+
+@tilecute.jit(out_idx=[2])
+def split_kv_combine_local(batch=3, heads=8, num_split=4, dim=64):
+    """The split-KV combine (float32 in, float16 out): one block a (head, batch), one thread
+    a dim element; the splits' log2 LSEs are reduced in ``T.alloc_local`` scalars (their
+    max, then the sum of 2^(lse - max)), splits with LSE -inf weigh 0."""
+    accum = "float"
+
+    @T.prim_func
+    def combine(Opart: T.Tensor([batch, heads, num_split, dim], accum),
+                LSEpart: T.Tensor([batch, heads, num_split], accum),
+                O: T.Tensor([batch, heads, dim], "float16")):
+        with T.Kernel(heads, batch, threads=dim) as (bx, by):
+            lse_max = T.alloc_local([1], accum)
+            denom = T.alloc_local([1], accum)
+            acc = T.alloc_local([1], accum)
+            d = T.get_thread_binding()
+            lse_max[0] = -T.infinity(accum)
+            for s in T.serial(num_split):
+                lse_max[0] = T.max(lse_max[0], LSEpart[by, bx, s])
+            denom[0] = 0
+            acc[0] = 0
+            for s in T.serial(num_split):
+                w = T.exp2(LSEpart[by, bx, s] - lse_max[0])
+                denom[0] += w
+                acc[0] += w * Opart[by, bx, s, d]
+            O[by, bx, d] = T.cast(acc[0] / denom[0], "float16")
+    return combine
