@@ -774,3 +774,216 @@ def split_kv_combine_local(batch=3, heads=8, num_split=4, dim=64):
                 acc[0] += w * Opart[by, bx, s, d]
             O[by, bx, d] = T.cast(acc[0] / denom[0], "float16")
     return combine
+
+
+# ---- schedules a user writes: the MMA overlap through order / stage / group; a plain order -------
+@tilecute.jit(out_idx=[3])
+def fa_user_overlap_groups(batch=1, heads=2, seq_len=300, dim=128, block_M=128, block_N=128,
+                           threads=256, causal=False):
+    """Attention (BSHD, float16) with the user's own MMA-overlap schedule: five groups (the K
+    copy; clear + QK GEMM; the whole softmax with the output rescale; the V copy; the PV
+    GEMM), the QK GEMM of step k issued first, then the PV GEMM of step k - 1 (stage 1), then
+    step k's softmax.  Causal or not; the key tail masked."""
+    scale = (1.0 / dim) ** 0.5 * LOG2E
+    dtype, accum = "float16", "float"
+    shape = [batch, seq_len, heads, dim]
+
+    @T.prim_func
+    def overlap(Q: T.Tensor(shape, dtype), K: T.Tensor(shape, dtype), V: T.Tensor(shape, dtype),
+                O: T.Tensor(shape, dtype)):
+        with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=threads) as (bx, by, bz):
+            q_s = T.alloc_shared([block_M, dim], dtype)
+            k_s = T.alloc_shared([block_N, dim], dtype)
+            v_s = T.alloc_shared([block_N, dim], dtype)
+            acc_s = T.alloc_fragment([block_M, block_N], accum)
+            acc_s_cast = T.alloc_fragment([block_M, block_N], dtype)
+            acc_o = T.alloc_fragment([block_M, dim], accum)
+            m = T.alloc_fragment([block_M], accum)
+            m_prev = T.alloc_fragment([block_M], accum)
+            r_scale = T.alloc_fragment([block_M], accum)
+            r_sum = T.alloc_fragment([block_M], accum)
+            l = T.alloc_fragment([block_M], accum)
+
+            T.copy(Q[bz, bx * block_M:(bx + 1) * block_M, by, :], q_s)
+            T.fill(acc_o, 0)
+            T.fill(l, 0)
+            T.fill(m, -T.infinity(accum))
+            n = T.min(T.ceildiv(seq_len, block_N), T.ceildiv((bx + 1) * block_M, block_N)) if causal \
+                else T.ceildiv(seq_len, block_N)
+            for k in T.Pipelined(n, num_stages=2, group=[[0], [1, 2], [3, 4, 5, 6, 7, 8, 9, 10], [11], [12]],
+                                 stage=[-1, 0, 0, -1, 1], order=[-1, 0, 2, -1, 1]):
+                T.copy(K[bz, k * block_N:(k + 1) * block_N, by, :], k_s)
+                for i, j in T.Parallel(block_M, block_N):
+                    if causal:
+                        acc_s[i, j] = T.if_then_else(
+                            (bx * block_M + i >= k * block_N + j) and (k * block_N + j < seq_len),
+                            0, -T.infinity(accum))
+                    else:
+                        acc_s[i, j] = T.if_then_else(k * block_N + j < seq_len, 0, -T.infinity(accum))
+                T.gemm(q_s, k_s, acc_s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+                T.copy(m, m_prev)
+                T.reduce_max(acc_s, m, dim=1, clear=False)
+                for i in T.Parallel(block_M):
+                    r_scale[i] = T.exp2(m_prev[i] * scale - m[i] * scale)
+                for i, j in T.Parallel(block_M, block_N):
+                    acc_s[i, j] = T.exp2(acc_s[i, j] * scale - m[i] * scale)
+                T.reduce_sum(acc_s, r_sum, dim=1)
+                for i in T.Parallel(block_M):
+                    l[i] = l[i] * r_scale[i] + r_sum[i]
+                T.copy(acc_s, acc_s_cast)
+                for i, j in T.Parallel(block_M, dim):
+                    acc_o[i, j] *= r_scale[i]
+                T.copy(V[bz, k * block_N:(k + 1) * block_N, by, :], v_s)
+                T.gemm(acc_s_cast, v_s, acc_o, policy=T.GemmWarpPolicy.FullRow)
+            for i, j in T.Parallel(block_M, dim):
+                acc_o[i, j] /= l[i]
+            T.copy(acc_o, O[bz, bx * block_M:(bx + 1) * block_M, by, :])
+    return overlap
+
+
+@tilecute.jit(out_idx=[3])
+def fa_one_stage_plain_order(batch=1, heads=2, seq_len=200, dim=64, block_M=64, block_N=64,
+                             threads=128):
+    """Attention (BHSD, bfloat16) through ``T.Pipelined(n, num_stages=1, stage=[0] * 15,
+    order=[...])``: one stage, the statements issued in a user's order that moves the
+    output rescale and the V copy ahead of the row-sum bookkeeping (a legal reordering: they
+    read nothing it writes)."""
+    scale = (1.0 / dim) ** 0.5 * LOG2E
+    dtype, accum = "bfloat16", "float"
+    shape = [batch, heads, seq_len, dim]
+
+    @T.prim_func
+    def plain(Q: T.Tensor(shape, dtype), K: T.Tensor(shape, dtype), V: T.Tensor(shape, dtype),
+              O: T.Tensor(shape, dtype)):
+        with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=threads) as (bx, by, bz):
+            q_s = T.alloc_shared([block_M, dim], dtype)
+            k_s = T.alloc_shared([block_N, dim], dtype)
+            v_s = T.alloc_shared([block_N, dim], dtype)
+            acc_s = T.alloc_fragment([block_M, block_N], accum)
+            acc_s_cast = T.alloc_fragment([block_M, block_N], dtype)
+            acc_o = T.alloc_fragment([block_M, dim], accum)
+            m = T.alloc_fragment([block_M], accum)
+            m_prev = T.alloc_fragment([block_M], accum)
+            r_scale = T.alloc_fragment([block_M], accum)
+            r_sum = T.alloc_fragment([block_M], accum)
+            l = T.alloc_fragment([block_M], accum)
+
+            T.copy(Q[bz, by, bx * block_M:(bx + 1) * block_M, :], q_s)
+            T.fill(acc_o, 0)
+            T.fill(l, 0)
+            T.fill(m, -T.infinity(accum))
+            for k in T.Pipelined(T.ceildiv(seq_len, block_N), num_stages=1, stage=[0] * 15,
+                                 order=[0, 1, 2, 3, 4, 5, 6, 10, 11, 7, 8, 9, 12, 13, 14]):
+                T.copy(K[bz, by, k * block_N:(k + 1) * block_N, :], k_s)  # 0
+                T.clear(acc_s)  # 1
+                T.gemm(q_s, k_s, acc_s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)  # 2
+                for i, j in T.Parallel(block_M, block_N):  # 3
+                    acc_s[i, j] = T.if_then_else(k * block_N + j < seq_len, acc_s[i, j], -T.infinity(accum))
+                T.copy(m, m_prev)  # 4
+                T.reduce_max(acc_s, m, dim=1, clear=False)  # 5
+                for i in T.Parallel(block_M):  # 6
+                    r_scale[i] = T.exp2(m_prev[i] * scale - m[i] * scale)
+                for i, j in T.Parallel(block_M, block_N):  # 7 (issued 10th)
+                    acc_s[i, j] = T.exp2(acc_s[i, j] * scale - m[i] * scale)
+                T.reduce_sum(acc_s, r_sum, dim=1)  # 8 (issued 11th)
+                for i, j in T.Parallel(block_M, dim):  # 9 (issued 7th)
+                    acc_o[i, j] *= r_scale[i]
+                for i in T.Parallel(block_M):  # 10 (issued 8th)
+                    l[i] = l[i] * r_scale[i]
+                T.copy(V[bz, by, k * block_N:(k + 1) * block_N, :], v_s)  # 11 (issued 9th)
+                T.copy(acc_s, acc_s_cast)  # 12
+                for i in T.Parallel(block_M):
+                    l[i] += r_sum[i]
+                T.gemm(acc_s_cast, v_s, acc_o, policy=T.GemmWarpPolicy.FullRow)
+            for i, j in T.Parallel(block_M, dim):
+                acc_o[i, j] /= l[i]
+            T.copy(acc_o, O[bz, by, bx * block_M:(bx + 1) * block_M, :])
+    return plain
+
+
+# ---- backward over natural-log LSEs ------------------------------------------------------------
+@tilecute.jit(out_idx=[2])
+def bwd_delta_rowsum(batch=2, seq_len=300, heads=2, dim=64, block_M=64):
+    """Backward preprocessing (BSHD, float16 in): Delta[b, h, i] = sum_d dO[b, i, h, d] *
+    O[b, i, h, d] in float32, a fragment product reduced with ``T.reduce_sum``; the tail rows
+    not written."""
+    dtype, accum = "float16", "float"
+    shape = [batch, seq_len, heads, dim]
+
+    @T.prim_func
+    def prep(O: T.Tensor(shape, dtype), dO: T.Tensor(shape, dtype), Delta: T.Tensor([batch, heads, seq_len], accum)):
+        with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=128) as (bx, by, bz):
+            o = T.alloc_fragment([block_M, dim], accum)
+            do = T.alloc_fragment([block_M, dim], accum)
+            prod = T.alloc_fragment([block_M, dim], accum)
+            delta = T.alloc_fragment([block_M], accum)
+            T.copy(O[bz, bx * block_M:(bx + 1) * block_M, by, :], o)
+            T.copy(dO[bz, bx * block_M:(bx + 1) * block_M, by, :], do)
+            for i, d in T.Parallel(block_M, dim):
+                prod[i, d] = o[i, d] * do[i, d]
+            T.reduce_sum(prod, delta, dim=1)
+            T.copy(delta, Delta[bz, by, bx * block_M:(bx + 1) * block_M])
+    return prep
+
+
+@tilecute.jit(out_idx=[6, 7, 8])
+def bwd_kv_blocks_atomic_dq(batch=1, heads=2, seq_len=200, dim=64, block_M=64, block_N=64, threads=128):
+    """FlashAttention backward, one block a key tile (BHSD, float16, non-causal): P^T is
+    recomputed from the natural-log LSE with ``T.exp`` (scores kept transposed, K Q^T),
+    dS^T = P^T (dP^T - Delta); dV and dK accumulate over the query tiles and are written
+    per block (float16); dQ = dS K goes out by ``T.atomic_add`` of the tile into a float32
+    dQ.  Query and key tails are masked in P^T."""
+    sm_scale = (1.0 / dim) ** 0.5
+    dtype, accum = "float16", "float"
+    shape = [batch, heads, seq_len, dim]
+
+    @T.prim_func
+    def bwd(Q: T.Tensor(shape, dtype), K: T.Tensor(shape, dtype), V: T.Tensor(shape, dtype),
+            dO: T.Tensor(shape, dtype), LSE: T.Tensor([batch, heads, seq_len], accum),
+            Delta: T.Tensor([batch, heads, seq_len], accum), dQ: T.Tensor(shape, accum),
+            dK: T.Tensor(shape, dtype), dV: T.Tensor(shape, dtype)):
+        with T.Kernel(T.ceildiv(seq_len, block_N), heads, batch, threads=threads) as (bx, by, bz):
+            k_s = T.alloc_shared([block_N, dim], dtype)
+            v_s = T.alloc_shared([block_N, dim], dtype)
+            q_s = T.alloc_shared([block_M, dim], dtype)
+            do_s = T.alloc_shared([block_M, dim], dtype)
+            lse_s = T.alloc_shared([block_M], accum)
+            delta_s = T.alloc_shared([block_M], accum)
+            ds_s = T.alloc_shared([block_N, block_M], dtype)
+            s_t = T.alloc_fragment([block_N, block_M], accum)
+            dp_t = T.alloc_fragment([block_N, block_M], accum)
+            p_cast = T.alloc_fragment([block_N, block_M], dtype)
+            ds_cast = T.alloc_fragment([block_N, block_M], dtype)
+            dq = T.alloc_fragment([block_M, dim], accum)
+            dk = T.alloc_fragment([block_N, dim], accum)
+            dv = T.alloc_fragment([block_N, dim], accum)
+
+            T.copy(K[bz, by, bx * block_N:(bx + 1) * block_N, :], k_s)
+            T.copy(V[bz, by, bx * block_N:(bx + 1) * block_N, :], v_s)
+            T.clear(dk)
+            T.clear(dv)
+            for t in T.Pipelined(T.ceildiv(seq_len, block_M), num_stages=2):
+                T.copy(Q[bz, by, t * block_M:(t + 1) * block_M, :], q_s)
+                T.copy(dO[bz, by, t * block_M:(t + 1) * block_M, :], do_s)
+                T.copy(LSE[bz, by, t * block_M:(t + 1) * block_M], lse_s)
+                T.copy(Delta[bz, by, t * block_M:(t + 1) * block_M], delta_s)
+                T.clear(s_t)
+                T.gemm(k_s, q_s, s_t, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+                for j, i in T.Parallel(block_N, block_M):
+                    s_t[j, i] = T.if_then_else(
+                        (t * block_M + i < seq_len) and (bx * block_N + j < seq_len),
+                        T.exp(s_t[j, i] * sm_scale - lse_s[i]), 0)
+                T.clear(dp_t)
+                T.gemm(v_s, do_s, dp_t, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+                T.copy(s_t, p_cast)
+                T.gemm(p_cast, do_s, dv, policy=T.GemmWarpPolicy.FullRow)
+                for j, i in T.Parallel(block_N, block_M):
+                    ds_cast[j, i] = s_t[j, i] * (dp_t[j, i] - delta_s[i]) * sm_scale
+                T.gemm(ds_cast, q_s, dk, policy=T.GemmWarpPolicy.FullRow)
+                T.copy(ds_cast, ds_s)
+                T.clear(dq)
+                T.gemm(ds_s, k_s, dq, transpose_A=True)
+                T.atomic_add(dQ[bz, by, t * block_M:(t + 1) * block_M, :], dq)
+            T.copy(dk, dK[bz, by, bx * block_N:(bx + 1) * block_N, :])
+            T.copy(dv, dV[bz, by, bx * block_N:(bx + 1) * block_N, :])
+    return bwd

@@ -31,7 +31,8 @@ from __future__ import annotations
 import dataclasses
 
 from ..ir import nodes as N
-from ..ir.visitor import fold_constants, replace_exprs, replace_stmt, var_names, walk_stmts
+from ..ir.visitor import (fold_constants, replace_exprs, replace_stmt, var_names, walk_nodes,
+                          walk_stmts)
 from ..target import MAX_THREADS, PRODUCER_REGS, WARPGROUP, arch_at_least, target
 from .analysis import (buffers_used, lifetimes, loads as expr_loads, nested_pipelined, stage_bytes,
                        syncs_grid, top_loads, written_globals)
@@ -290,6 +291,13 @@ class _Specializer:
         if path is not None:  # (it replays the ifs around the loop too)
             needs |= var_names(tuple(s.cond for s in path if isinstance(s, N.If)))
         hidden = sorted(needs - self.producer_sees(path[0] if path else loop, path))
+        # a bound or origin read from a buffer the kernel allocates (a T.alloc_var's lo /
+        # hi): the producer's branch has none of the compute warpgroups' locals
+        bounds = (loop.start, loop.extent) + tuple(c.src for c in loads)
+        if path is not None:
+            bounds += tuple(s.cond for s in path if isinstance(s, N.If))
+        hidden += sorted({x.buffer for x in walk_nodes(bounds)
+                          if isinstance(x, N.Load) and x.buffer in self.k.allocs})
         if hidden:
             return (f"T.Pipelined(warp_specialize=True): the loads use {hidden}, which the "
                     "producer warpgroup does not see; it sees the kernel's block indices, "
