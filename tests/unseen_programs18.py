@@ -154,7 +154,10 @@ def fa_window_alloc_var_bounds(batch=1, heads=2, seq_len=280, dim=64, window_lef
     """Banded attention (float16, BHSD), query i sees keys i - window_left .. i + window_right:
     the key-tile range is cut with ``T.max`` / ``T.min`` into ``T.alloc_var`` bounds and the
     mask runs only on tiles the band's edges (or the end) cross, a runtime ``if`` on the
-    tile's first and last key.  Every row sees itself, so no guard is needed."""
+    tile's first and last key.  A row whose first tile in the range lies wholly left of its
+    band (the range starts at the block's first row's band) keeps a max of -inf through that
+    tile: the program guards the max (read as 0 while -inf), else 2^(-inf - -inf) is NaN, as
+    TileLang computes it."""
     scale = (1.0 / dim) ** 0.5 * LOG2E
     dtype, accum = "float16", "float"
     shape = [batch, heads, seq_len, dim]
@@ -171,6 +174,7 @@ def fa_window_alloc_var_bounds(batch=1, heads=2, seq_len=280, dim=64, window_lef
             acc_o = T.alloc_fragment([block_M, dim], accum)
             m = T.alloc_fragment([block_M], accum)
             m_prev = T.alloc_fragment([block_M], accum)
+            m_safe = T.alloc_fragment([block_M], accum)
             r_scale = T.alloc_fragment([block_M], accum)
             r_sum = T.alloc_fragment([block_M], accum)
             l = T.alloc_fragment([block_M], accum)
@@ -201,9 +205,11 @@ def fa_window_alloc_var_bounds(batch=1, heads=2, seq_len=280, dim=64, window_lef
                 T.copy(m, m_prev)
                 T.reduce_max(acc_s, m, dim=1, clear=False)
                 for i in T.Parallel(block_M):
-                    r_scale[i] = T.exp2(m_prev[i] * scale - m[i] * scale)
+                    m_safe[i] = T.if_then_else(m[i] == -T.infinity(accum), 0, m[i])
+                for i in T.Parallel(block_M):
+                    r_scale[i] = T.exp2(m_prev[i] * scale - m_safe[i] * scale)
                 for i, j in T.Parallel(block_M, block_N):
-                    acc_s[i, j] = T.exp2(acc_s[i, j] * scale - m[i] * scale)
+                    acc_s[i, j] = T.exp2(acc_s[i, j] * scale - m_safe[i] * scale)
                 T.reduce_sum(acc_s, r_sum, dim=1)
                 for i in T.Parallel(block_M):
                     l[i] = l[i] * r_scale[i] + r_sum[i]
@@ -926,13 +932,14 @@ def bwd_delta_rowsum(batch=2, seq_len=300, heads=2, dim=64, block_M=64):
     return prep
 
 
-@tilecute.jit(out_idx=[6, 7, 8])
+@tilecute.jit(out_idx=[7, 8])
 def bwd_kv_blocks_atomic_dq(batch=1, heads=2, seq_len=200, dim=64, block_M=64, block_N=64, threads=128):
     """FlashAttention backward, one block a key tile (BHSD, float16, non-causal): P^T is
     recomputed from the natural-log LSE with ``T.exp`` (scores kept transposed, K Q^T),
     dS^T = P^T (dP^T - Delta); dV and dK accumulate over the query tiles and are written
     per block (float16); dQ = dS K goes out by ``T.atomic_add`` of the tile into a float32
-    dQ.  Query and key tails are masked in P^T."""
+    dQ the caller zeroes (an input: out_idx outputs start uninitialised).  Query and key
+    tails are masked in P^T."""
     sm_scale = (1.0 / dim) ** 0.5
     dtype, accum = "float16", "float"
     shape = [batch, heads, seq_len, dim]
@@ -986,4 +993,447 @@ def bwd_kv_blocks_atomic_dq(batch=1, heads=2, seq_len=200, dim=64, block_M=64, b
                 T.atomic_add(dQ[bz, by, t * block_M:(t + 1) * block_M, :], dq)
             T.copy(dk, dK[bz, by, bx * block_N:(bx + 1) * block_N, :])
             T.copy(dv, dV[bz, by, bx * block_N:(bx + 1) * block_N, :])
+    return bwd
+
+
+# ---- more forward shapes: look-ahead windows, two query tiles a block, packed GQA heads ----------
+@tilecute.jit(out_idx=[3, 4])
+def fa_lookahead_window_empty_rows(batch=1, heads=2, seq_len=230, dim=64, ahead=40, block_M=64,
+                                   block_N=64, threads=128):
+    """Look-ahead attention (BHSD, float16): query i sees keys i + 1 .. i + ahead only (strictly
+    after it), so the last row sees none.  The key-tile range is cut with ``T.max`` /
+    ``T.min`` (empty for no block here, but the last block's last rows have no key); the
+    program guards those rows: O 0 and LSE -inf (natural log)."""
+    scale = (1.0 / dim) ** 0.5 * LOG2E
+    dtype, accum = "float16", "float"
+    shape = [batch, heads, seq_len, dim]
+
+    @T.prim_func
+    def ahead_attn(Q: T.Tensor(shape, dtype), K: T.Tensor(shape, dtype), V: T.Tensor(shape, dtype),
+                   O: T.Tensor(shape, dtype), LSE: T.Tensor([batch, heads, seq_len], accum)):
+        with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=threads) as (bx, by, bz):
+            q_s = T.alloc_shared([block_M, dim], dtype)
+            k_s = T.alloc_shared([block_N, dim], dtype)
+            v_s = T.alloc_shared([block_N, dim], dtype)
+            o_s = T.alloc_shared([block_M, dim], dtype)
+            acc_s = T.alloc_fragment([block_M, block_N], accum)
+            acc_s_cast = T.alloc_fragment([block_M, block_N], dtype)
+            acc_o = T.alloc_fragment([block_M, dim], accum)
+            m = T.alloc_fragment([block_M], accum)
+            m_prev = T.alloc_fragment([block_M], accum)
+            m_safe = T.alloc_fragment([block_M], accum)
+            r_scale = T.alloc_fragment([block_M], accum)
+            r_sum = T.alloc_fragment([block_M], accum)
+            l = T.alloc_fragment([block_M], accum)
+
+            T.copy(Q[bz, by, bx * block_M:(bx + 1) * block_M, :], q_s)
+            T.fill(acc_o, 0)
+            T.fill(l, 0)
+            T.fill(m, -T.infinity(accum))
+            lo = T.min((bx * block_M + 1) // block_N, T.ceildiv(seq_len, block_N))
+            hi = T.min(T.ceildiv(seq_len, block_N), T.ceildiv((bx + 1) * block_M + ahead, block_N))
+            for k in T.Pipelined(lo, hi, num_stages=2):
+                T.copy(K[bz, by, k * block_N:(k + 1) * block_N, :], k_s)
+                T.clear(acc_s)
+                T.gemm(q_s, k_s, acc_s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+                for i, j in T.Parallel(block_M, block_N):
+                    acc_s[i, j] = T.if_then_else(
+                        (k * block_N + j > bx * block_M + i) and (k * block_N + j <= bx * block_M + i + ahead)
+                        and (k * block_N + j < seq_len), acc_s[i, j], -T.infinity(accum))
+                T.copy(m, m_prev)
+                T.reduce_max(acc_s, m, dim=1, clear=False)
+                for i in T.Parallel(block_M):
+                    m_safe[i] = T.if_then_else(m[i] == -T.infinity(accum), 0, m[i])
+                for i in T.Parallel(block_M):
+                    r_scale[i] = T.exp2(m_prev[i] * scale - m_safe[i] * scale)
+                for i, j in T.Parallel(block_M, block_N):
+                    acc_s[i, j] = T.exp2(acc_s[i, j] * scale - m_safe[i] * scale)
+                T.reduce_sum(acc_s, r_sum, dim=1)
+                for i in T.Parallel(block_M):
+                    l[i] = l[i] * r_scale[i] + r_sum[i]
+                T.copy(acc_s, acc_s_cast)
+                for i, j in T.Parallel(block_M, dim):
+                    acc_o[i, j] *= r_scale[i]
+                T.copy(V[bz, by, k * block_N:(k + 1) * block_N, :], v_s)
+                T.gemm(acc_s_cast, v_s, acc_o, policy=T.GemmWarpPolicy.FullRow)
+            for i, j in T.Parallel(block_M, dim):
+                acc_o[i, j] = T.if_then_else(l[i] == 0, 0, acc_o[i, j] / l[i])
+            T.copy(acc_o, o_s)
+            T.copy(o_s, O[bz, by, bx * block_M:(bx + 1) * block_M, :])
+            for i in T.Parallel(block_M):
+                if bx * block_M + i < seq_len:
+                    LSE[bz, by, bx * block_M + i] = T.if_then_else(
+                        l[i] == 0, -T.infinity(accum), (T.log2(l[i]) + m[i] * scale) * LN2)
+    return ahead_attn
+
+
+@tilecute.jit(out_idx=[3])
+def fa_causal_two_tiles_a_block(batch=1, heads=2, seq_len=300, dim=64, block_M=64, block_N=64,
+                                threads=128, tiles=2):
+    """Causal attention (BSHD, float16) where each block runs ``tiles`` query tiles one after
+    the other (``for t in T.serial(tiles)`` around the pipelined loop), the block's tiles
+    taken as bx and bx + grid (a light tile paired with a heavy one); the fragments are
+    re-initialised per tile, and a tile past the end runs no key tile."""
+    scale = (1.0 / dim) ** 0.5 * LOG2E
+    dtype, accum = "float16", "float"
+    shape = [batch, seq_len, heads, dim]
+    n_q = (seq_len + block_M - 1) // block_M
+    grid = (n_q + tiles - 1) // tiles
+
+    @T.prim_func
+    def two(Q: T.Tensor(shape, dtype), K: T.Tensor(shape, dtype), V: T.Tensor(shape, dtype),
+            O: T.Tensor(shape, dtype)):
+        with T.Kernel(grid, heads, batch, threads=threads) as (bx, by, bz):
+            q_s = T.alloc_shared([block_M, dim], dtype)
+            k_s = T.alloc_shared([block_N, dim], dtype)
+            v_s = T.alloc_shared([block_N, dim], dtype)
+            acc_s = T.alloc_fragment([block_M, block_N], accum)
+            acc_s_cast = T.alloc_fragment([block_M, block_N], dtype)
+            acc_o = T.alloc_fragment([block_M, dim], accum)
+            m = T.alloc_fragment([block_M], accum)
+            m_prev = T.alloc_fragment([block_M], accum)
+            r_scale = T.alloc_fragment([block_M], accum)
+            r_sum = T.alloc_fragment([block_M], accum)
+            l = T.alloc_fragment([block_M], accum)
+
+            for t in T.serial(tiles):
+                qt = bx + t * grid
+                if qt < n_q:
+                    T.copy(Q[bz, qt * block_M:(qt + 1) * block_M, by, :], q_s)
+                    T.fill(acc_o, 0)
+                    T.fill(l, 0)
+                    T.fill(m, -T.infinity(accum))
+                    for k in T.Pipelined(T.min(T.ceildiv(seq_len, block_N), T.ceildiv((qt + 1) * block_M, block_N)),
+                                         num_stages=2):
+                        T.copy(K[bz, k * block_N:(k + 1) * block_N, by, :], k_s)
+                        T.clear(acc_s)
+                        T.gemm(q_s, k_s, acc_s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+                        for i, j in T.Parallel(block_M, block_N):
+                            acc_s[i, j] = T.if_then_else(
+                                (qt * block_M + i >= k * block_N + j) and (k * block_N + j < seq_len),
+                                acc_s[i, j], -T.infinity(accum))
+                        T.copy(m, m_prev)
+                        T.reduce_max(acc_s, m, dim=1, clear=False)
+                        for i in T.Parallel(block_M):
+                            r_scale[i] = T.exp2(m_prev[i] * scale - m[i] * scale)
+                        for i, j in T.Parallel(block_M, block_N):
+                            acc_s[i, j] = T.exp2(acc_s[i, j] * scale - m[i] * scale)
+                        T.reduce_sum(acc_s, r_sum, dim=1)
+                        for i in T.Parallel(block_M):
+                            l[i] = l[i] * r_scale[i] + r_sum[i]
+                        T.copy(acc_s, acc_s_cast)
+                        for i, j in T.Parallel(block_M, dim):
+                            acc_o[i, j] *= r_scale[i]
+                        T.copy(V[bz, k * block_N:(k + 1) * block_N, by, :], v_s)
+                        T.gemm(acc_s_cast, v_s, acc_o, policy=T.GemmWarpPolicy.FullRow)
+                    for i, j in T.Parallel(block_M, dim):
+                        acc_o[i, j] /= l[i]
+                    T.copy(acc_o, O[bz, qt * block_M:(qt + 1) * block_M, by, :])
+    return two
+
+
+@tilecute.jit(out_idx=[3])
+def fa_gqa_packed_group_rows(batch=1, seq_len=100, heads=8, kv_heads=2, dim=64, block_N=64,
+                             rows=16, threads=128):
+    """Causal GQA (BSHD, bfloat16) with a KV head's whole query group packed into one tile:
+    tile row r is (position bx * rows + r // groups, head g * groups + r % groups), so the
+    K / V tiles are loaded once for the group.  Q is gathered into shared memory with a
+    ``T.Parallel`` (zeros past the end), the causal mask uses the row's position, and the
+    output is scattered back with a guard."""
+    scale = (1.0 / dim) ** 0.5 * LOG2E
+    dtype, accum = "bfloat16", "float"
+    groups = heads // kv_heads
+    block_M = rows * groups
+
+    @T.prim_func
+    def packed(Q: T.Tensor([batch, seq_len, heads, dim], dtype), K: T.Tensor([batch, seq_len, kv_heads, dim], dtype),
+               V: T.Tensor([batch, seq_len, kv_heads, dim], dtype), O: T.Tensor([batch, seq_len, heads, dim], dtype)):
+        with T.Kernel(T.ceildiv(seq_len, rows), kv_heads, batch, threads=threads) as (bx, by, bz):
+            q_s = T.alloc_shared([block_M, dim], dtype)
+            k_s = T.alloc_shared([block_N, dim], dtype)
+            v_s = T.alloc_shared([block_N, dim], dtype)
+            acc_s = T.alloc_fragment([block_M, block_N], accum)
+            acc_s_cast = T.alloc_fragment([block_M, block_N], dtype)
+            acc_o = T.alloc_fragment([block_M, dim], accum)
+            m = T.alloc_fragment([block_M], accum)
+            m_prev = T.alloc_fragment([block_M], accum)
+            r_scale = T.alloc_fragment([block_M], accum)
+            r_sum = T.alloc_fragment([block_M], accum)
+            l = T.alloc_fragment([block_M], accum)
+
+            for r, d in T.Parallel(block_M, dim):
+                q_s[r, d] = T.if_then_else(bx * rows + r // groups < seq_len,
+                                           Q[bz, bx * rows + r // groups, by * groups + r % groups, d], 0)
+            T.fill(acc_o, 0)
+            T.fill(l, 0)
+            T.fill(m, -T.infinity(accum))
+            for k in T.Pipelined(T.ceildiv(T.min((bx + 1) * rows, seq_len), block_N), num_stages=2):
+                T.copy(K[bz, k * block_N:(k + 1) * block_N, by, :], k_s)
+                T.clear(acc_s)
+                T.gemm(q_s, k_s, acc_s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+                for r, j in T.Parallel(block_M, block_N):
+                    acc_s[r, j] = T.if_then_else(k * block_N + j <= bx * rows + r // groups, acc_s[r, j],
+                                                 -T.infinity(accum))
+                T.copy(m, m_prev)
+                T.reduce_max(acc_s, m, dim=1, clear=False)
+                for r in T.Parallel(block_M):
+                    r_scale[r] = T.exp2(m_prev[r] * scale - m[r] * scale)
+                for r, j in T.Parallel(block_M, block_N):
+                    acc_s[r, j] = T.exp2(acc_s[r, j] * scale - m[r] * scale)
+                T.reduce_sum(acc_s, r_sum, dim=1)
+                for r in T.Parallel(block_M):
+                    l[r] = l[r] * r_scale[r] + r_sum[r]
+                T.copy(acc_s, acc_s_cast)
+                for r, d in T.Parallel(block_M, dim):
+                    acc_o[r, d] *= r_scale[r]
+                T.copy(V[bz, k * block_N:(k + 1) * block_N, by, :], v_s)
+                T.gemm(acc_s_cast, v_s, acc_o, policy=T.GemmWarpPolicy.FullRow)
+            for r, d in T.Parallel(block_M, dim):
+                if bx * rows + r // groups < seq_len:
+                    O[bz, bx * rows + r // groups, by * groups + r % groups, d] = acc_o[r, d] / l[r]
+    return packed
+
+
+@tilecute.jit(out_idx=[4])
+def fa_causal_heavy_first_swizzled(batch=2, heads=3, seq_len=260, dim=64, block_M=64, block_N=64,
+                                   threads=128):
+    """Causal attention (BHSD, float16) that runs the heavy query tiles first (tile index
+    ceildiv(S, bm) - 1 - bx) under ``T.use_swizzle``; a per-key additive bias vector
+    [B, S] (float32, natural units) is staged in a one-dimensional shared tile and added to
+    each row (a broadcast along the rows)."""
+    sm_scale = (1.0 / dim) ** 0.5
+    dtype, accum = "float16", "float"
+    shape = [batch, heads, seq_len, dim]
+    n_q = (seq_len + block_M - 1) // block_M
+
+    @T.prim_func
+    def heavy(Q: T.Tensor(shape, dtype), K: T.Tensor(shape, dtype), V: T.Tensor(shape, dtype),
+              KeyBias: T.Tensor([batch, seq_len], accum), O: T.Tensor(shape, dtype)):
+        with T.Kernel(n_q, heads, batch, threads=threads) as (bx, by, bz):
+            q_s = T.alloc_shared([block_M, dim], dtype)
+            k_s = T.alloc_shared([block_N, dim], dtype)
+            v_s = T.alloc_shared([block_N, dim], dtype)
+            bias_s = T.alloc_shared([block_N], accum)
+            acc_s = T.alloc_fragment([block_M, block_N], accum)
+            acc_s_cast = T.alloc_fragment([block_M, block_N], dtype)
+            acc_o = T.alloc_fragment([block_M, dim], accum)
+            m = T.alloc_fragment([block_M], accum)
+            m_prev = T.alloc_fragment([block_M], accum)
+            r_scale = T.alloc_fragment([block_M], accum)
+            r_sum = T.alloc_fragment([block_M], accum)
+            l = T.alloc_fragment([block_M], accum)
+
+            T.use_swizzle(panel_size=4)
+            qt = n_q - 1 - bx
+            T.copy(Q[bz, by, qt * block_M:(qt + 1) * block_M, :], q_s)
+            T.fill(acc_o, 0)
+            T.fill(l, 0)
+            T.fill(m, -T.infinity(accum))
+            for k in T.Pipelined(T.min(T.ceildiv(seq_len, block_N), T.ceildiv((qt + 1) * block_M, block_N)),
+                                 num_stages=2):
+                T.copy(K[bz, by, k * block_N:(k + 1) * block_N, :], k_s)
+                T.copy(KeyBias[bz, k * block_N:(k + 1) * block_N], bias_s)
+                T.clear(acc_s)
+                T.gemm(q_s, k_s, acc_s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+                for i, j in T.Parallel(block_M, block_N):
+                    acc_s[i, j] = T.if_then_else(
+                        (qt * block_M + i >= k * block_N + j) and (k * block_N + j < seq_len),
+                        (acc_s[i, j] * sm_scale + bias_s[j]) * LOG2E, -T.infinity(accum))
+                T.copy(m, m_prev)
+                T.reduce_max(acc_s, m, dim=1, clear=False)
+                for i in T.Parallel(block_M):
+                    r_scale[i] = T.exp2(m_prev[i] - m[i])
+                for i, j in T.Parallel(block_M, block_N):
+                    acc_s[i, j] = T.exp2(acc_s[i, j] - m[i])
+                T.reduce_sum(acc_s, r_sum, dim=1)
+                for i in T.Parallel(block_M):
+                    l[i] = l[i] * r_scale[i] + r_sum[i]
+                T.copy(acc_s, acc_s_cast)
+                for i, j in T.Parallel(block_M, dim):
+                    acc_o[i, j] *= r_scale[i]
+                T.copy(V[bz, by, k * block_N:(k + 1) * block_N, :], v_s)
+                T.gemm(acc_s_cast, v_s, acc_o, policy=T.GemmWarpPolicy.FullRow)
+            for i, j in T.Parallel(block_M, dim):
+                acc_o[i, j] /= l[i]
+            T.copy(acc_o, O[bz, by, qt * block_M:(qt + 1) * block_M, :])
+    return heavy
+
+
+# ---- K stored transposed, Q in registers, prefix-LM masks, a causal backward from the diagonal ---
+@tilecute.jit(out_idx=[3])
+def fa_k_transposed_bhds(batch=1, heads=2, seq_len=200, dim=64, block_M=64, block_N=64, threads=128,
+                         num_stages=3):
+    """Non-causal attention (float16) whose keys are stored transposed, K [B, H, D, S] (as a
+    KV cache laid out for the QK GEMM): the key tile is ``K[b, h, :, k*bn:(k+1)*bn]`` and the
+    GEMM runs without transpose_B; the key tail is masked.  Three stages."""
+    scale = (1.0 / dim) ** 0.5 * LOG2E
+    dtype, accum = "float16", "float"
+
+    @T.prim_func
+    def kt(Q: T.Tensor([batch, heads, seq_len, dim], dtype), K: T.Tensor([batch, heads, dim, seq_len], dtype),
+           V: T.Tensor([batch, heads, seq_len, dim], dtype), O: T.Tensor([batch, heads, seq_len, dim], dtype)):
+        with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=threads) as (bx, by, bz):
+            q_s = T.alloc_shared([block_M, dim], dtype)
+            kt_s = T.alloc_shared([dim, block_N], dtype)
+            v_s = T.alloc_shared([block_N, dim], dtype)
+            acc_s = T.alloc_fragment([block_M, block_N], accum)
+            acc_s_cast = T.alloc_fragment([block_M, block_N], dtype)
+            acc_o = T.alloc_fragment([block_M, dim], accum)
+            m = T.alloc_fragment([block_M], accum)
+            m_prev = T.alloc_fragment([block_M], accum)
+            r_scale = T.alloc_fragment([block_M], accum)
+            r_sum = T.alloc_fragment([block_M], accum)
+            l = T.alloc_fragment([block_M], accum)
+
+            T.copy(Q[bz, by, bx * block_M:(bx + 1) * block_M, :], q_s)
+            T.fill(acc_o, 0)
+            T.fill(l, 0)
+            T.fill(m, -T.infinity(accum))
+            for k in T.Pipelined(T.ceildiv(seq_len, block_N), num_stages=num_stages):
+                T.copy(K[bz, by, :, k * block_N:(k + 1) * block_N], kt_s)
+                T.gemm(q_s, kt_s, acc_s, clear_accum=True, policy=T.GemmWarpPolicy.FullRow)
+                for i, j in T.Parallel(block_M, block_N):
+                    acc_s[i, j] = T.if_then_else(k * block_N + j < seq_len, acc_s[i, j], -T.infinity(accum))
+                T.copy(m, m_prev)
+                T.reduce_max(acc_s, m, dim=1, clear=False)
+                for i in T.Parallel(block_M):
+                    r_scale[i] = T.exp2(m_prev[i] * scale - m[i] * scale)
+                for i, j in T.Parallel(block_M, block_N):
+                    acc_s[i, j] = T.exp2(acc_s[i, j] * scale - m[i] * scale)
+                T.reduce_sum(acc_s, r_sum, dim=1)
+                for i in T.Parallel(block_M):
+                    l[i] = l[i] * r_scale[i] + r_sum[i]
+                T.copy(acc_s, acc_s_cast)
+                for i, j in T.Parallel(block_M, dim):
+                    acc_o[i, j] *= r_scale[i]
+                T.copy(V[bz, by, k * block_N:(k + 1) * block_N, :], v_s)
+                T.gemm(acc_s_cast, v_s, acc_o, policy=T.GemmWarpPolicy.FullRow)
+            for i, j in T.Parallel(block_M, dim):
+                acc_o[i, j] /= l[i]
+            T.copy(acc_o, O[bz, by, bx * block_M:(bx + 1) * block_M, :])
+    return kt
+
+
+@tilecute.jit(out_idx=[4])
+def fa_prefix_lm_q_registers(batch=2, heads=2, seq_len=190, dim=64, block_M=64, block_N=64, threads=128):
+    """Prefix-LM attention (BSHD, bfloat16): the first prefix_len[b] positions see each other
+    (bidirectional), later ones are causal; the prefix length is read per sequence, the loop
+    runs to the larger of the causal range and the prefix's tiles.  Q is held in registers
+    (``T.copy`` into a fragment, the QK GEMM's A operand) and pre-scaled there."""
+    scale = (1.0 / dim) ** 0.5 * LOG2E
+    dtype, accum = "bfloat16", "float"
+    shape = [batch, seq_len, heads, dim]
+
+    @T.prim_func
+    def plm(Q: T.Tensor(shape, dtype), K: T.Tensor(shape, dtype), V: T.Tensor(shape, dtype),
+            prefix_len: T.Tensor([batch], "int32"), O: T.Tensor(shape, dtype)):
+        with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=threads) as (bx, by, bz):
+            q_f = T.alloc_fragment([block_M, dim], dtype)
+            k_s = T.alloc_shared([block_N, dim], dtype)
+            v_s = T.alloc_shared([block_N, dim], dtype)
+            acc_s = T.alloc_fragment([block_M, block_N], accum)
+            acc_s_cast = T.alloc_fragment([block_M, block_N], dtype)
+            acc_o = T.alloc_fragment([block_M, dim], accum)
+            m = T.alloc_fragment([block_M], accum)
+            m_prev = T.alloc_fragment([block_M], accum)
+            r_scale = T.alloc_fragment([block_M], accum)
+            r_sum = T.alloc_fragment([block_M], accum)
+            l = T.alloc_fragment([block_M], accum)
+
+            plen = prefix_len[bz]
+            T.copy(Q[bz, bx * block_M:(bx + 1) * block_M, by, :], q_f)
+            for i, d in T.Parallel(block_M, dim):
+                q_f[i, d] = q_f[i, d] * scale
+            T.fill(acc_o, 0)
+            T.fill(l, 0)
+            T.fill(m, -T.infinity(accum))
+            n = T.min(T.ceildiv(seq_len, block_N),
+                      T.max(T.ceildiv((bx + 1) * block_M, block_N), T.ceildiv(plen, block_N)))
+            for k in T.Pipelined(n, num_stages=2):
+                T.copy(K[bz, k * block_N:(k + 1) * block_N, by, :], k_s)
+                T.clear(acc_s)
+                T.gemm(q_f, k_s, acc_s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+                for i, j in T.Parallel(block_M, block_N):
+                    acc_s[i, j] = T.if_then_else(
+                        ((k * block_N + j <= bx * block_M + i) or (k * block_N + j < plen))
+                        and (k * block_N + j < seq_len), acc_s[i, j], -T.infinity(accum))
+                T.copy(m, m_prev)
+                T.reduce_max(acc_s, m, dim=1, clear=False)
+                for i in T.Parallel(block_M):
+                    r_scale[i] = T.exp2(m_prev[i] - m[i])
+                for i, j in T.Parallel(block_M, block_N):
+                    acc_s[i, j] = T.exp2(acc_s[i, j] - m[i])
+                T.reduce_sum(acc_s, r_sum, dim=1)
+                for i in T.Parallel(block_M):
+                    l[i] = l[i] * r_scale[i] + r_sum[i]
+                T.copy(acc_s, acc_s_cast)
+                for i, j in T.Parallel(block_M, dim):
+                    acc_o[i, j] *= r_scale[i]
+                T.copy(V[bz, k * block_N:(k + 1) * block_N, by, :], v_s)
+                T.gemm(acc_s_cast, v_s, acc_o, policy=T.GemmWarpPolicy.FullRow)
+            for i, j in T.Parallel(block_M, dim):
+                acc_o[i, j] /= l[i]
+            T.copy(acc_o, O[bz, bx * block_M:(bx + 1) * block_M, by, :])
+    return plm
+
+
+@tilecute.jit(out_idx=[7, 8])
+def bwd_causal_from_diagonal(batch=1, heads=2, seq_len=160, dim=64, block_M=32, block_N=64, threads=128):
+    """Causal FlashAttention backward (BSHD, float16), one block a key tile of block_N keys,
+    its query tiles (block_M rows, a different size) starting at the diagonal:
+    ``T.Pipelined(bx * block_N // block_M, ceildiv(S, block_M))``.  Log2-unit LSE
+    (P = 2^(s * scale * log2 e - lse)); dV, dK per block, dQ by ``T.atomic_add`` of the
+    tile into a float32 dQ the caller zeroes.  The Delta / LSE tiles are read straight from global memory in the
+    ``T.Parallel`` (no shared staging), guarded by the sequence's end."""
+    sm_scale = (1.0 / dim) ** 0.5
+    scale = sm_scale * LOG2E
+    dtype, accum = "float16", "float"
+    shape = [batch, seq_len, heads, dim]
+
+    @T.prim_func
+    def bwd(Q: T.Tensor(shape, dtype), K: T.Tensor(shape, dtype), V: T.Tensor(shape, dtype),
+            dO: T.Tensor(shape, dtype), LSE: T.Tensor([batch, heads, seq_len], accum),
+            Delta: T.Tensor([batch, heads, seq_len], accum), dQ: T.Tensor(shape, accum),
+            dK: T.Tensor(shape, dtype), dV: T.Tensor(shape, dtype)):
+        with T.Kernel(T.ceildiv(seq_len, block_N), heads, batch, threads=threads) as (bx, by, bz):
+            k_s = T.alloc_shared([block_N, dim], dtype)
+            v_s = T.alloc_shared([block_N, dim], dtype)
+            q_s = T.alloc_shared([block_M, dim], dtype)
+            do_s = T.alloc_shared([block_M, dim], dtype)
+            ds_s = T.alloc_shared([block_N, block_M], dtype)
+            s_t = T.alloc_fragment([block_N, block_M], accum)
+            dp_t = T.alloc_fragment([block_N, block_M], accum)
+            p_cast = T.alloc_fragment([block_N, block_M], dtype)
+            ds_cast = T.alloc_fragment([block_N, block_M], dtype)
+            dq = T.alloc_fragment([block_M, dim], accum)
+            dk = T.alloc_fragment([block_N, dim], accum)
+            dv = T.alloc_fragment([block_N, dim], accum)
+            dk_s = T.alloc_shared([block_N, dim], dtype)
+
+            T.copy(K[bz, bx * block_N:(bx + 1) * block_N, by, :], k_s)
+            T.copy(V[bz, bx * block_N:(bx + 1) * block_N, by, :], v_s)
+            T.clear(dk)
+            T.clear(dv)
+            for t in T.Pipelined(bx * block_N // block_M, T.ceildiv(seq_len, block_M), num_stages=2):
+                T.copy(Q[bz, t * block_M:(t + 1) * block_M, by, :], q_s)
+                T.copy(dO[bz, t * block_M:(t + 1) * block_M, by, :], do_s)
+                T.gemm(k_s, q_s, s_t, transpose_B=True, clear_accum=True, policy=T.GemmWarpPolicy.FullRow)
+                for j, i in T.Parallel(block_N, block_M):
+                    s_t[j, i] = T.if_then_else(
+                        (t * block_M + i >= bx * block_N + j) and (t * block_M + i < seq_len),
+                        T.exp2(s_t[j, i] * scale - LSE[bz, by, t * block_M + i]), 0)
+                T.gemm(v_s, do_s, dp_t, transpose_B=True, clear_accum=True, policy=T.GemmWarpPolicy.FullRow)
+                T.copy(s_t, p_cast)
+                T.gemm(p_cast, do_s, dv, policy=T.GemmWarpPolicy.FullRow)
+                for j, i in T.Parallel(block_N, block_M):
+                    ds_cast[j, i] = T.if_then_else(
+                        t * block_M + i < seq_len,
+                        s_t[j, i] * (dp_t[j, i] - Delta[bz, by, t * block_M + i]) * sm_scale, 0)
+                T.gemm(ds_cast, q_s, dk, policy=T.GemmWarpPolicy.FullRow)
+                T.copy(ds_cast, ds_s)
+                T.gemm(ds_s, k_s, dq, transpose_A=True, clear_accum=True)
+                T.atomic_add(dQ[bz, t * block_M:(t + 1) * block_M, by, :], dq)
+            T.copy(dv, dV[bz, bx * block_N:(bx + 1) * block_N, by, :])
+            T.copy(dk, dk_s)
+            T.copy(dk_s, dK[bz, bx * block_N:(bx + 1) * block_N, by, :])
     return bwd
