@@ -27,7 +27,8 @@ PROGRAMS = ["fa_causal_boundary_only", "fa_causal_wide_keys_bshd", "fa_window_al
             "fa_user_overlap_groups", "fa_one_stage_plain_order", "bwd_delta_rowsum",
             "bwd_kv_blocks_atomic_dq", "fa_lookahead_window_empty_rows", "fa_causal_two_tiles_a_block",
             "fa_gqa_packed_group_rows", "fa_causal_heavy_first_swizzled", "fa_k_transposed_bhds",
-            "fa_prefix_lm_q_registers", "bwd_causal_from_diagonal"]
+            "fa_prefix_lm_q_registers", "bwd_causal_from_diagonal", "bwd_row_scores_fragment_stats",
+            "fa_flex_macros", "fa_window_inplace_guard"]
 
 BIG_KW = dict(dim=128, block_M=128, block_N=128, threads=256)
 # the forward programs again at FlashAttention-3's tile (two compute warpgroups, a producer
@@ -46,7 +47,9 @@ BIG = {"fa_causal_boundary_only": dict(BIG_KW, num_stages=2),
        "fa_gqa_packed_group_rows": dict(dim=128, rows=32, block_N=128, threads=256),
        "fa_causal_heavy_first_swizzled": BIG_KW,
        "fa_k_transposed_bhds": dict(BIG_KW, num_stages=2),
-       "fa_prefix_lm_q_registers": BIG_KW}
+       "fa_prefix_lm_q_registers": BIG_KW,
+       "fa_flex_macros": BIG_KW,
+       "fa_window_inplace_guard": BIG_KW}
 
 
 @pytest.fixture(autouse=True)
@@ -519,3 +522,49 @@ def test_transposed_keys_and_prefix_lm_on_gpu(big):
         want, _ = _attn(_bshd(q[b:b + 1]), _bshd(k[b:b + 1]), _bshd(v[b:b + 1]), D ** -0.5,
                         mask=(j <= i) | (j < int(plen[b])))
         _close(_bshd(o[b:b + 1]), want, 3e-2)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("causal", [False, True])
+def test_backward_with_fragment_row_stats_on_gpu(causal):
+    import torch
+    torch.manual_seed(10)
+    B, H, S, D = 1, 2, 180, 64
+    q, k, v, do = (_r(B, H, S, D, dtype=torch.bfloat16) for _ in range(4))
+    qf, kf, vf = (x.float().requires_grad_() for x in (q, k, v))
+    i, j = _ij(S, S)
+    of, lse = _attn(qf, kf, vf, D ** -0.5, mask=(j <= i) if causal else None)
+    of.backward(do.float())
+    delta = (of.detach().bfloat16().float() * do.float()).sum(-1)
+    dq = torch.zeros(B, H, S, D, device="cuda")
+    dk, dv = P.bwd_row_scores_fragment_stats(causal=causal)(q, k, v, do, lse.detach().contiguous(), delta, dq)
+    _rel(dq, qf.grad, 3e-2)
+    _rel(dk, kf.grad, 3e-2)
+    _rel(dv, vf.grad, 3e-2)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("big", [False, True])
+def test_flex_macros_and_inplace_window_guard_on_gpu(big):
+    import torch
+    torch.manual_seed(11)
+    D = 128 if big else 64
+    B, S, H = 2, 220, 2
+    q, k, v = (_r(B, S, H, D, dtype=torch.float16) for _ in range(3))
+    slopes = torch.tensor([0.05, -0.02], device="cuda")
+    doc = torch.tensor([[0] * 100 + [1] * 120, [0] * 30 + [1] * 31 + [2] * 159], dtype=torch.int32,
+                       device="cuda")
+    i, j = _ij(S, S)
+    o, lse = P.fa_flex_macros(**_kw(big))(q, k, v, slopes, doc)
+    mask = (j <= i)[None, None] & (doc[:, None, :, None] == doc[:, None, None, :])
+    bias = slopes[None, :, None, None] * (j - i).float()[None, None]
+    want, wl = _attn(_bshd(q), _bshd(k), _bshd(v), D ** -0.5, mask=mask, bias=bias, softcap=20.0)
+    _close(_bshd(o), want, 1e-2)
+    _close(lse, wl, 1e-3)
+    B, H, S = 1, 2, 260
+    q, k, v = (_r(B, H, S, D, dtype=torch.float16) for _ in range(3))
+    i, j = _ij(S, S)
+    o = P.fa_window_inplace_guard(**_kw(big))(q, k, v)
+    want, _ = _attn(q, k, v, D ** -0.5, mask=(j <= i) & (j > i - 70))
+    assert not torch.isnan(o).any()
+    _close(o, want, 1e-2)

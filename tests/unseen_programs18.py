@@ -1437,3 +1437,217 @@ def bwd_causal_from_diagonal(batch=1, heads=2, seq_len=160, dim=64, block_M=32, 
             T.copy(dk, dk_s)
             T.copy(dk_s, dK[bz, bx * block_N:(bx + 1) * block_N, by, :])
     return bwd
+
+
+@tilecute.jit(out_idx=[7, 8])
+def bwd_row_scores_fragment_stats(batch=1, heads=2, seq_len=180, dim=64, block_M=64, block_N=64,
+                                  threads=128, causal=True):
+    """FlashAttention backward (BHSD, bfloat16), one block a key tile, the scores kept in
+    the forward's orientation (S = Q K^T, [block_M, block_N]); the LSE (natural) and Delta
+    rows are copied into row fragments (``T.copy`` global -> fragment) and indexed by the
+    score rows; P and dS go through shared memory for the ``transpose_A`` GEMMs
+    (dV += P^T dO, dK += dS^T Q) and dQ = dS K leaves by ``T.atomic_add``."""
+    sm_scale = (1.0 / dim) ** 0.5
+    dtype, accum = "bfloat16", "float"
+    shape = [batch, heads, seq_len, dim]
+
+    @T.prim_func
+    def bwd(Q: T.Tensor(shape, dtype), K: T.Tensor(shape, dtype), V: T.Tensor(shape, dtype),
+            dO: T.Tensor(shape, dtype), LSE: T.Tensor([batch, heads, seq_len], accum),
+            Delta: T.Tensor([batch, heads, seq_len], accum), dQ: T.Tensor(shape, accum),
+            dK: T.Tensor(shape, dtype), dV: T.Tensor(shape, dtype)):
+        with T.Kernel(T.ceildiv(seq_len, block_N), heads, batch, threads=threads) as (bx, by, bz):
+            k_s = T.alloc_shared([block_N, dim], dtype)
+            v_s = T.alloc_shared([block_N, dim], dtype)
+            q_s = T.alloc_shared([block_M, dim], dtype)
+            do_s = T.alloc_shared([block_M, dim], dtype)
+            p_s = T.alloc_shared([block_M, block_N], dtype)
+            ds_s = T.alloc_shared([block_M, block_N], dtype)
+            s = T.alloc_fragment([block_M, block_N], accum)
+            dp = T.alloc_fragment([block_M, block_N], accum)
+            lse_f = T.alloc_fragment([block_M], accum)
+            delta_f = T.alloc_fragment([block_M], accum)
+            dq = T.alloc_fragment([block_M, dim], accum)
+            dk = T.alloc_fragment([block_N, dim], accum)
+            dv = T.alloc_fragment([block_N, dim], accum)
+
+            T.copy(K[bz, by, bx * block_N:(bx + 1) * block_N, :], k_s)
+            T.copy(V[bz, by, bx * block_N:(bx + 1) * block_N, :], v_s)
+            T.clear(dk)
+            T.clear(dv)
+            start = (bx * block_N) // block_M if causal else 0
+            for t in T.Pipelined(start, T.ceildiv(seq_len, block_M), num_stages=2):
+                T.copy(Q[bz, by, t * block_M:(t + 1) * block_M, :], q_s)
+                T.copy(dO[bz, by, t * block_M:(t + 1) * block_M, :], do_s)
+                T.copy(LSE[bz, by, t * block_M:(t + 1) * block_M], lse_f)
+                T.copy(Delta[bz, by, t * block_M:(t + 1) * block_M], delta_f)
+                T.gemm(q_s, k_s, s, transpose_B=True, clear_accum=True, policy=T.GemmWarpPolicy.FullRow)
+                T.gemm(do_s, v_s, dp, transpose_B=True, clear_accum=True, policy=T.GemmWarpPolicy.FullRow)
+                for i, j in T.Parallel(block_M, block_N):
+                    if causal:
+                        s[i, j] = T.if_then_else(
+                            (t * block_M + i >= bx * block_N + j) and (t * block_M + i < seq_len)
+                            and (bx * block_N + j < seq_len), T.exp(s[i, j] * sm_scale - lse_f[i]), 0)
+                    else:
+                        s[i, j] = T.if_then_else(
+                            (t * block_M + i < seq_len) and (bx * block_N + j < seq_len),
+                            T.exp(s[i, j] * sm_scale - lse_f[i]), 0)
+                T.copy(s, p_s)
+                for i, j in T.Parallel(block_M, block_N):
+                    dp[i, j] = s[i, j] * (dp[i, j] - delta_f[i]) * sm_scale
+                T.copy(dp, ds_s)
+                T.gemm(p_s, do_s, dv, transpose_A=True, policy=T.GemmWarpPolicy.FullRow)
+                T.gemm(ds_s, q_s, dk, transpose_A=True, policy=T.GemmWarpPolicy.FullRow)
+                T.gemm(ds_s, k_s, dq, clear_accum=True, policy=T.GemmWarpPolicy.FullRow)
+                T.atomic_add(dQ[bz, by, t * block_M:(t + 1) * block_M, :], dq)
+            T.copy(dv, dV[bz, by, bx * block_N:(bx + 1) * block_N, :])
+            T.copy(dk, dK[bz, by, bx * block_N:(bx + 1) * block_N, :])
+    return bwd
+
+
+# ---- FlexAttention-like score / mask modifiers as module-level macros ---------------------------
+@T.macro
+def _score_mod(acc_s, slopes, bz, head, q0, k0, softcap: float, sm_scale: float):
+    """softcap * tanh(s * sm_scale / softcap) + slope[head] * (k - q), in log2 units."""
+    for i, j in T.Parallel(acc_s.shape[0], acc_s.shape[1]):
+        acc_s[i, j] = (T.tanh(acc_s[i, j] * (sm_scale / softcap)) * softcap
+                       + slopes[head] * T.cast(k0 + j - q0 - i, "float32")) * LOG2E
+
+
+@T.macro
+def _mask_mod(acc_s, doc, bz, q0, k0, seq_len: int):
+    """Causal within a document (doc ids per position); keys past the end masked."""
+    for i, j in T.Parallel(acc_s.shape[0], acc_s.shape[1]):
+        acc_s[i, j] = T.if_then_else(
+            (k0 + j <= q0 + i) and (k0 + j < seq_len) and (q0 + i < seq_len)
+            and (doc[bz, T.min(k0 + j, seq_len - 1)] == doc[bz, T.min(q0 + i, seq_len - 1)]),
+            acc_s[i, j], -T.infinity("float32"))
+
+
+@tilecute.jit(out_idx=[5, 6])
+def fa_flex_macros(batch=2, heads=2, seq_len=220, dim=64, softcap=20.0, block_M=64, block_N=64, threads=128):
+    """FlexAttention-like forward (BSHD, float16) whose score modifier (soft-cap plus a
+    per-head linear position bias from a slopes tensor) and mask modifier (causal within a
+    document, doc ids per position read from global memory) are ``T.macro``s defined at
+    module level, called with buffers, indices and Python floats.  Every row sees itself,
+    so no row is keyless.  O float16; LSE float32 natural log."""
+    sm_scale = (1.0 / dim) ** 0.5
+    dtype, accum = "float16", "float"
+    shape = [batch, seq_len, heads, dim]
+
+    @T.prim_func
+    def flex(Q: T.Tensor(shape, dtype), K: T.Tensor(shape, dtype), V: T.Tensor(shape, dtype),
+             Slopes: T.Tensor([heads], accum), Doc: T.Tensor([batch, seq_len], "int32"),
+             O: T.Tensor(shape, dtype), LSE: T.Tensor([batch, heads, seq_len], accum)):
+        with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=threads) as (bx, by, bz):
+            q_s = T.alloc_shared([block_M, dim], dtype)
+            k_s = T.alloc_shared([block_N, dim], dtype)
+            v_s = T.alloc_shared([block_N, dim], dtype)
+            acc_s = T.alloc_fragment([block_M, block_N], accum)
+            acc_s_cast = T.alloc_fragment([block_M, block_N], dtype)
+            acc_o = T.alloc_fragment([block_M, dim], accum)
+            m = T.alloc_fragment([block_M], accum)
+            m_prev = T.alloc_fragment([block_M], accum)
+            r_scale = T.alloc_fragment([block_M], accum)
+            r_sum = T.alloc_fragment([block_M], accum)
+            l = T.alloc_fragment([block_M], accum)
+            lse = T.alloc_fragment([block_M], accum)
+
+            T.copy(Q[bz, bx * block_M:(bx + 1) * block_M, by, :], q_s)
+            T.fill(acc_o, 0)
+            T.fill(l, 0)
+            T.fill(m, -T.infinity(accum))
+            for k in T.Pipelined(T.min(T.ceildiv(seq_len, block_N), T.ceildiv((bx + 1) * block_M, block_N)),
+                                 num_stages=2):
+                T.copy(K[bz, k * block_N:(k + 1) * block_N, by, :], k_s)
+                T.gemm(q_s, k_s, acc_s, transpose_B=True, clear_accum=True, policy=T.GemmWarpPolicy.FullRow)
+                _score_mod(acc_s, Slopes, bz, by, bx * block_M, k * block_N, softcap, sm_scale)
+                _mask_mod(acc_s, Doc, bz, bx * block_M, k * block_N, seq_len)
+                T.copy(m, m_prev)
+                T.reduce_max(acc_s, m, dim=1, clear=False)
+                for i in T.Parallel(block_M):
+                    r_scale[i] = T.exp2(m_prev[i] - m[i])
+                for i, j in T.Parallel(block_M, block_N):
+                    acc_s[i, j] = T.exp2(acc_s[i, j] - m[i])
+                T.reduce_sum(acc_s, r_sum, dim=1)
+                for i in T.Parallel(block_M):
+                    l[i] = l[i] * r_scale[i] + r_sum[i]
+                T.copy(acc_s, acc_s_cast)
+                for i, j in T.Parallel(block_M, dim):
+                    acc_o[i, j] *= r_scale[i]
+                T.copy(V[bz, k * block_N:(k + 1) * block_N, by, :], v_s)
+                T.gemm(acc_s_cast, v_s, acc_o, policy=T.GemmWarpPolicy.FullRow)
+            for i, j in T.Parallel(block_M, dim):
+                acc_o[i, j] /= l[i]
+            for i in T.Parallel(block_M):
+                lse[i] = (m[i] + T.log2(l[i])) * LN2
+            T.copy(acc_o, O[bz, bx * block_M:(bx + 1) * block_M, by, :])
+            T.copy(lse, LSE[bz, by, bx * block_M:(bx + 1) * block_M])
+    return flex
+
+
+@tilecute.jit(out_idx=[3])
+def fa_window_inplace_guard(batch=1, heads=2, seq_len=260, dim=64, window=70, block_M=64, block_N=32,
+                            threads=128):
+    """Causal sliding-window attention (BHSD, float16): query i sees keys i - window + 1 .. i.
+    The running max is kept in TileLang's newer form (the previous max saved, the max filled
+    with -inf, ``T.reduce_max(..., clear=False)``, then ``T.max`` with the previous one) and
+    guarded in place (a max of -inf set to 0 and kept: a row whose first tiles are all
+    masked).  ``T.Pipelined`` with no ``num_stages`` (a serial loop, TileLang's default)."""
+    scale = (1.0 / dim) ** 0.5 * LOG2E
+    dtype, accum = "float16", "float"
+    shape = [batch, heads, seq_len, dim]
+
+    @T.prim_func
+    def swa(Q: T.Tensor(shape, dtype), K: T.Tensor(shape, dtype), V: T.Tensor(shape, dtype),
+            O: T.Tensor(shape, dtype)):
+        with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=threads) as (bx, by, bz):
+            q_s = T.alloc_shared([block_M, dim], dtype)
+            k_s = T.alloc_shared([block_N, dim], dtype)
+            v_s = T.alloc_shared([block_N, dim], dtype)
+            acc_s = T.alloc_fragment([block_M, block_N], accum)
+            acc_s_cast = T.alloc_fragment([block_M, block_N], dtype)
+            acc_o = T.alloc_fragment([block_M, dim], accum)
+            scores_max = T.alloc_fragment([block_M], accum)
+            scores_max_prev = T.alloc_fragment([block_M], accum)
+            scores_scale = T.alloc_fragment([block_M], accum)
+            scores_sum = T.alloc_fragment([block_M], accum)
+            logsum = T.alloc_fragment([block_M], accum)
+
+            T.copy(Q[bz, by, bx * block_M:(bx + 1) * block_M, :], q_s)
+            T.fill(acc_o, 0)
+            T.fill(logsum, 0)
+            T.fill(scores_max, -T.infinity(accum))
+            start = T.max(0, bx * block_M - window + 1) // block_N
+            end = T.min(T.ceildiv(seq_len, block_N), T.ceildiv((bx + 1) * block_M, block_N))
+            for k in T.Pipelined(start, end):
+                T.copy(K[bz, by, k * block_N:(k + 1) * block_N, :], k_s)
+                T.clear(acc_s)
+                T.gemm(q_s, k_s, acc_s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+                for i, j in T.Parallel(block_M, block_N):
+                    acc_s[i, j] = T.if_then_else(
+                        (k * block_N + j <= bx * block_M + i) and (k * block_N + j > bx * block_M + i - window),
+                        acc_s[i, j], -T.infinity(accum))
+                T.copy(scores_max, scores_max_prev)
+                T.fill(scores_max, -T.infinity(accum))
+                T.reduce_max(acc_s, scores_max, dim=1, clear=False)
+                for i in T.Parallel(block_M):
+                    scores_max[i] = T.max(scores_max[i], scores_max_prev[i])
+                for i in T.Parallel(block_M):
+                    scores_max[i] = T.if_then_else(scores_max[i] == -T.infinity(accum), 0, scores_max[i])
+                for i in T.Parallel(block_M):
+                    scores_scale[i] = T.exp2(scores_max_prev[i] * scale - scores_max[i] * scale)
+                for i, j in T.Parallel(block_M, block_N):
+                    acc_s[i, j] = T.exp2(acc_s[i, j] * scale - scores_max[i] * scale)
+                T.reduce_sum(acc_s, scores_sum, dim=1)
+                for i in T.Parallel(block_M):
+                    logsum[i] = logsum[i] * scores_scale[i] + scores_sum[i]
+                T.copy(acc_s, acc_s_cast)
+                for i, j in T.Parallel(block_M, dim):
+                    acc_o[i, j] *= scores_scale[i]
+                T.copy(V[bz, by, k * block_N:(k + 1) * block_N, :], v_s)
+                T.gemm(acc_s_cast, v_s, acc_o, policy=T.GemmWarpPolicy.FullRow)
+            for i, j in T.Parallel(block_M, dim):
+                acc_o[i, j] /= logsum[i]
+            T.copy(acc_o, O[bz, by, bx * block_M:(bx + 1) * block_M, :])
+    return swa
