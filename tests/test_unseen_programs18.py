@@ -568,3 +568,26 @@ def test_flex_macros_and_inplace_window_guard_on_gpu(big):
     want, _ = _attn(q, k, v, D ** -0.5, mask=(j <= i) & (j > i - 70))
     assert not torch.isnan(o).any()
     _close(o, want, 1e-2)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("big", [False, True])
+def test_unguarded_keyless_rows_give_tilelangs_nan_on_gpu(big):
+    """fa_prefix_causal_more_queries(guard=False): TileLang's arithmetic gives a keyless
+    row NaN (2^(-inf - -inf) in a tile that ran; 0 / 0 where its block ran none, whose LSE
+    is log2(0) + -inf = -inf); every other row is exact."""
+    import torch
+    torch.manual_seed(12)
+    D = 128 if big else 64
+    B, H, Sq, Sk = 1, 2, 200, 130
+    q = _r(B, Sq, H, D, dtype=torch.float16)
+    k, v = _r(B, Sk, H, D, dtype=torch.float16), _r(B, Sk, H, D, dtype=torch.float16)
+    i, j = _ij(Sq, Sk)
+    o, lse = P.fa_prefix_causal_more_queries(guard=False, **_kw(big))(q, k, v)
+    want, wl = _attn(_bshd(q), _bshd(k), _bshd(v), D ** -0.5, mask=j <= i + Sk - Sq)
+    _close(_bshd(o)[:, :, 70:], want[:, :, 70:], 1e-2)
+    _close(lse[:, :, 70:], wl[:, :, 70:], 1e-3)
+    assert torch.isnan(o[:, :70]).all()
+    no_tile = 0 if big else 64  # rows of blocks that run no key tile
+    assert torch.isneginf(lse[:, :, :no_tile]).all()
+    assert torch.isnan(lse[:, :, no_tile:70]).all()

@@ -227,12 +227,14 @@ def fa_window_alloc_var_bounds(batch=1, heads=2, seq_len=280, dim=64, window_lef
 # ---- rows with no key: the program's guards ---------------------------------------------------
 @tilecute.jit(out_idx=[3, 4])
 def fa_prefix_causal_more_queries(batch=1, heads=2, seq_q=200, seq_k=130, dim=64, block_M=64,
-                                  block_N=64, threads=128):
+                                  block_N=64, threads=128, guard=True):
     """Causal attention aligned to the bottom right with more queries than keys (BSHD,
     float16): query i sees keys j <= i + seq_k - seq_q, so the first seq_q - seq_k rows see
     none.  The program guards them as a user does: the running max read as 0 while it is
     -inf, the output 0 where the row sum is 0, and the LSE -inf there.  Whole blocks of such
-    rows run no key tile (the loop's extent is 0)."""
+    rows run no key tile (the loop's extent is 0).  ``guard=False`` is the same program
+    without those guards (TileLang's arithmetic then gives those rows NaN: 2^(-inf - -inf),
+    or 0 / 0 where no tile ran)."""
     scale = (1.0 / dim) ** 0.5 * LOG2E
     dtype, accum = "float16", "float"
     off = seq_k - seq_q
@@ -271,7 +273,10 @@ def fa_prefix_causal_more_queries(batch=1, heads=2, seq_q=200, seq_k=130, dim=64
                 T.copy(m, m_prev)
                 T.reduce_max(acc_s, m, dim=1, clear=False)
                 for i in T.Parallel(block_M):
-                    m_safe[i] = T.if_then_else(m[i] == -T.infinity(accum), 0, m[i])
+                    if guard:
+                        m_safe[i] = T.if_then_else(m[i] == -T.infinity(accum), 0, m[i])
+                    else:
+                        m_safe[i] = m[i]
                 for i in T.Parallel(block_M):
                     r_scale[i] = T.exp2(m_prev[i] * scale - m_safe[i] * scale)
                 for i, j in T.Parallel(block_M, block_N):
@@ -285,12 +290,18 @@ def fa_prefix_causal_more_queries(batch=1, heads=2, seq_q=200, seq_k=130, dim=64
                 T.copy(V[bz, k * block_N:(k + 1) * block_N, by, :], v_s)
                 T.gemm(acc_s_cast, v_s, acc_o, policy=T.GemmWarpPolicy.FullRow)
             for i, j in T.Parallel(block_M, dim):
-                acc_o[i, j] = T.if_then_else(l[i] > 0, acc_o[i, j] / l[i], 0)
+                if guard:
+                    acc_o[i, j] = T.if_then_else(l[i] > 0, acc_o[i, j] / l[i], 0)
+                else:
+                    acc_o[i, j] = acc_o[i, j] / l[i]
             T.copy(acc_o, O[bz, bx * block_M:(bx + 1) * block_M, by, :])
             for i in T.Parallel(block_M):
                 if bx * block_M + i < seq_q:
-                    LSE[bz, by, bx * block_M + i] = T.if_then_else(
-                        l[i] > 0, (T.log2(l[i]) + m[i] * scale) * LN2, -T.infinity(accum))
+                    if guard:
+                        LSE[bz, by, bx * block_M + i] = T.if_then_else(
+                            l[i] > 0, (T.log2(l[i]) + m[i] * scale) * LN2, -T.infinity(accum))
+                    else:
+                        LSE[bz, by, bx * block_M + i] = (T.log2(l[i]) + m[i] * scale) * LN2
     return prefix
 
 
