@@ -79,7 +79,11 @@ EXTRA = [("fa_causal_wide_keys_bshd", dict(dim=128, block_M=64)),
          # one warpgroup over 128 rows (two wgmma M tiles a thread), 64-key tiles
          ("fa_causal_boundary_only", dict(block_M=128, block_N=64, threads=128)),
          ("fa_window_inplace_guard", dict(block_M=128, block_N=64, threads=128)),
-         ("fa_flex_macros", dict(block_M=128, block_N=64, threads=128))]
+         ("fa_flex_macros", dict(block_M=128, block_N=64, threads=128)),
+         # two warpgroups splitting 64 rows' keys, three warpgroups over 192 rows, 32-key tiles
+         ("fa_prefix_causal_more_queries", dict(block_M=64, block_N=64, threads=256)),
+         ("fa_prefix_causal_more_queries", dict(block_M=192, block_N=64, threads=384)),
+         ("fa_prefix_causal_more_queries", dict(block_M=128, block_N=32, threads=128))]
 
 
 @pytest.mark.parametrize("name,kw", EXTRA, ids=[f"{n}-{i}" for i, (n, _) in enumerate(EXTRA)])
@@ -640,5 +644,25 @@ def test_one_warpgroup_over_128_rows_on_gpu():
     mask = (j <= i)[None, None] & (doc[:, None, :, None] == doc[:, None, None, :])
     bias = slopes[None, :, None, None] * (j - i).float()[None, None]
     want, wl = _attn(_bshd(q), _bshd(k), _bshd(v), D ** -0.5, mask=mask, bias=bias, softcap=20.0)
+    _close(_bshd(o), want, 1e-2)
+    _close(lse, wl, 1e-3)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("tile", [(64, 64, 256), (192, 64, 384), (128, 32, 128)])
+def test_keyless_rows_at_other_warp_layouts_on_gpu(tile):
+    """fa_prefix_causal_more_queries (guarded) where two warpgroups split a 64-row tile's
+    keys (the row max and sums meet through shared memory), three warpgroups take 192 rows,
+    and one takes 128 rows over 32-key tiles."""
+    import torch
+    torch.manual_seed(14)
+    bm, bn, threads = tile
+    B, H, Sq, Sk, D = 1, 2, 200, 130, 64
+    q = _r(B, Sq, H, D, dtype=torch.float16)
+    k, v = _r(B, Sk, H, D, dtype=torch.float16), _r(B, Sk, H, D, dtype=torch.float16)
+    i, j = _ij(Sq, Sk)
+    o, lse = P.fa_prefix_causal_more_queries(block_M=bm, block_N=bn, threads=threads)(q, k, v)
+    want, wl = _attn(_bshd(q), _bshd(k), _bshd(v), D ** -0.5, mask=j <= i + Sk - Sq)
+    assert not torch.isnan(o).any()
     _close(_bshd(o), want, 1e-2)
     _close(lse, wl, 1e-3)
