@@ -28,7 +28,7 @@ PROGRAMS = ["fa_causal_boundary_only", "fa_causal_wide_keys_bshd", "fa_window_al
             "bwd_kv_blocks_atomic_dq", "fa_lookahead_window_empty_rows", "fa_causal_two_tiles_a_block",
             "fa_gqa_packed_group_rows", "fa_causal_heavy_first_swizzled", "fa_k_transposed_bhds",
             "fa_prefix_lm_q_registers", "bwd_causal_from_diagonal", "bwd_row_scores_fragment_stats",
-            "fa_flex_macros", "fa_window_inplace_guard"]
+            "fa_flex_macros", "fa_window_inplace_guard", "gqa_decode_no_gemm"]
 
 BIG_KW = dict(dim=128, block_M=128, block_N=128, threads=256)
 # the forward programs again at FlashAttention-3's tile (two compute warpgroups, a producer
@@ -666,3 +666,21 @@ def test_keyless_rows_at_other_warp_layouts_on_gpu(tile):
     assert not torch.isnan(o).any()
     _close(_bshd(o), want, 1e-2)
     _close(lse, wl, 1e-3)
+
+
+@pytest.mark.gpu
+def test_decode_without_a_gemm_on_gpu():
+    import torch
+    torch.manual_seed(15)
+    B, HQ, HK, L, D = 2, 8, 2, 300, 128
+    q = _r(B, HQ, D, dtype=torch.bfloat16)
+    kc, vc = _r(B, L, HK, D, dtype=torch.bfloat16), _r(B, L, HK, D, dtype=torch.bfloat16)
+    lens = torch.tensor([1, 300], dtype=torch.int32, device="cuda")
+    o, lse = P.gqa_decode_no_gemm()(q, kc, vc, lens)
+    for b in range(B):
+        n = int(lens[b])
+        kk = kc[b, :n].transpose(0, 1).repeat_interleave(HQ // HK, 0)
+        vv = vc[b, :n].transpose(0, 1).repeat_interleave(HQ // HK, 0)
+        want, wl = _attn(q[b][:, None, :], kk, vv, D ** -0.5)
+        _close(o[b], want[:, 0], 1e-3)
+        _close(lse[b], wl[:, 0] * LOG2E, 1e-3)

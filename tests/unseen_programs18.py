@@ -1662,3 +1662,67 @@ def fa_window_inplace_guard(batch=1, heads=2, seq_len=260, dim=64, window=70, bl
                 acc_o[i, j] /= logsum[i]
             T.copy(acc_o, O[bz, by, bx * block_M:(bx + 1) * block_M, :])
     return swa
+
+
+# ---- decode without a GEMM: dot products and reductions over plain fragments ---------------------
+@tilecute.jit(out_idx=[4, 5])
+def gqa_decode_no_gemm(batch=2, heads=8, kv_heads=2, max_len=300, dim=128, block_N=64, threads=128):
+    """GQA decode (bfloat16) without ``T.gemm``: one block a (query head, sequence); the
+    scores of a key tile are a ``T.Parallel`` product q[d] * K[j, d] reduced over d
+    (``T.reduce_sum(..., dim=1)``), their max and sum reduced over j into one-element
+    fragments (``dim=0`` of a 1-D fragment); the running max and sum are ``T.alloc_var``
+    scalars and P V is another product reduced over j (``dim=0``).  Keys past the
+    sequence's length (seqlens[b], at least 1) are masked.  O float32 [B, H, D]; LSE log2
+    [B, H]."""
+    scale = (1.0 / dim) ** 0.5 * LOG2E
+    dtype, accum = "bfloat16", "float"
+    groups = heads // kv_heads
+
+    @T.prim_func
+    def decode(Q: T.Tensor([batch, heads, dim], dtype), K: T.Tensor([batch, max_len, kv_heads, dim], dtype),
+               V: T.Tensor([batch, max_len, kv_heads, dim], dtype), seqlens: T.Tensor([batch], "int32"),
+               O: T.Tensor([batch, heads, dim], accum), LSE: T.Tensor([batch, heads], accum)):
+        with T.Kernel(heads, batch, threads=threads) as (bx, by):
+            q_f = T.alloc_fragment([dim], accum)
+            k_s = T.alloc_shared([block_N, dim], dtype)
+            v_s = T.alloc_shared([block_N, dim], dtype)
+            prod = T.alloc_fragment([block_N, dim], accum)
+            s = T.alloc_fragment([block_N], accum)
+            mx = T.alloc_fragment([1], accum)
+            ps = T.alloc_fragment([1], accum)
+            o_part = T.alloc_fragment([dim], accum)
+            acc_o = T.alloc_fragment([dim], accum)
+            m = T.alloc_var(accum)
+            m_new = T.alloc_var(accum)
+            l = T.alloc_var(accum)
+
+            seqlen = seqlens[by]
+            for d in T.Parallel(dim):
+                q_f[d] = T.cast(Q[by, bx, d], accum) * scale
+            T.fill(acc_o, 0)
+            m = -T.infinity(accum)
+            l = 0
+            for k in T.Pipelined(T.ceildiv(seqlen, block_N), num_stages=2):
+                T.copy(K[by, k * block_N:(k + 1) * block_N, bx // groups, :], k_s)
+                T.copy(V[by, k * block_N:(k + 1) * block_N, bx // groups, :], v_s)
+                for j, d in T.Parallel(block_N, dim):
+                    prod[j, d] = q_f[d] * k_s[j, d]
+                T.reduce_sum(prod, s, dim=1)
+                for j in T.Parallel(block_N):
+                    s[j] = T.if_then_else(k * block_N + j < seqlen, s[j], -T.infinity(accum))
+                T.reduce_max(s, mx, dim=0)
+                m_new = T.max(m, mx[0])
+                for j in T.Parallel(block_N):
+                    s[j] = T.exp2(s[j] - m_new)
+                T.reduce_sum(s, ps, dim=0)
+                l = l * T.exp2(m - m_new) + ps[0]
+                for j, d in T.Parallel(block_N, dim):
+                    prod[j, d] = s[j] * v_s[j, d]
+                T.reduce_sum(prod, o_part, dim=0)
+                for d in T.Parallel(dim):
+                    acc_o[d] = acc_o[d] * T.exp2(m - m_new) + o_part[d]
+                m = m_new
+            for d in T.Parallel(dim):
+                O[by, bx, d] = acc_o[d] / l
+            LSE[by, bx] = T.log2(l) + m
+    return decode
