@@ -203,6 +203,16 @@ def test_the_user_overlap_schedule_overlaps_the_gemms():
     assert src.count("# T.gemm(acc_s_cast, v_s, acc_o)") >= 2  # in the loop and its drain
 
 
+def test_an_overlap_schedule_over_an_alloc_var_extent_says_why():
+    """The program's stage / order lists ask for the MMA overlap, which runs on a producer
+    warpgroup; a step count kept in a T.alloc_var keeps that off, and the error says so
+    (it said only that the loop was not of the overlap's form)."""
+    from tilecute.transform.warp_specialize import WarpSpecializeError
+    with pytest.raises(WarpSpecializeError, match=r"asks for overlapped GEMMs, which need a producer "
+                                                  r"warpgroup, and this loop gets none: .*\['n_var'\]"):
+        P.fa_user_overlap_groups(extent_var=True).get_kernel_source()
+
+
 def test_the_user_overlap_schedule_is_refused_on_sm80():
     from tilecute.transform.overlap_mma import OverlapError
     with pytest.raises(OverlapError, match="asks for overlapped wgmma GEMMs, which need sm_90a"):

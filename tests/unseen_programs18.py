@@ -796,11 +796,12 @@ def split_kv_combine_local(batch=3, heads=8, num_split=4, dim=64):
 # ---- schedules a user writes: the MMA overlap through order / stage / group; a plain order -------
 @tilecute.jit(out_idx=[3])
 def fa_user_overlap_groups(batch=1, heads=2, seq_len=300, dim=128, block_M=128, block_N=128,
-                           threads=256, causal=False):
+                           threads=256, causal=False, extent_var=False):
     """Attention (BSHD, float16) with the user's own MMA-overlap schedule: five groups (the K
     copy; clear + QK GEMM; the whole softmax with the output rescale; the V copy; the PV
     GEMM), the QK GEMM of step k issued first, then the PV GEMM of step k - 1 (stage 1), then
-    step k's softmax.  Causal or not; the key tail masked."""
+    step k's softmax.  Causal or not; the key tail masked.  ``extent_var``: the step count
+    kept in a ``T.alloc_var`` (which a producer warpgroup cannot read: refused by name)."""
     scale = (1.0 / dim) ** 0.5 * LOG2E
     dtype, accum = "float16", "float"
     shape = [batch, seq_len, heads, dim]
@@ -820,6 +821,7 @@ def fa_user_overlap_groups(batch=1, heads=2, seq_len=300, dim=128, block_M=128, 
             r_scale = T.alloc_fragment([block_M], accum)
             r_sum = T.alloc_fragment([block_M], accum)
             l = T.alloc_fragment([block_M], accum)
+            n_var = T.alloc_var("int32")
 
             T.copy(Q[bz, bx * block_M:(bx + 1) * block_M, by, :], q_s)
             T.fill(acc_o, 0)
@@ -827,7 +829,9 @@ def fa_user_overlap_groups(batch=1, heads=2, seq_len=300, dim=128, block_M=128, 
             T.fill(m, -T.infinity(accum))
             n = T.min(T.ceildiv(seq_len, block_N), T.ceildiv((bx + 1) * block_M, block_N)) if causal \
                 else T.ceildiv(seq_len, block_N)
-            for k in T.Pipelined(n, num_stages=2, group=[[0], [1, 2], [3, 4, 5, 6, 7, 8, 9, 10], [11], [12]],
+            if extent_var:
+                n_var = n
+            for k in T.Pipelined(n_var if extent_var else n, num_stages=2, group=[[0], [1, 2], [3, 4, 5, 6, 7, 8, 9, 10], [11], [12]],
                                  stage=[-1, 0, 0, -1, 1], order=[-1, 0, 2, -1, 1]):
                 T.copy(K[bz, k * block_N:(k + 1) * block_N, by, :], k_s)
                 for i, j in T.Parallel(block_M, block_N):

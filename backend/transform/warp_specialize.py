@@ -132,6 +132,12 @@ class _Specializer:
                        "...)), whose ids the producer/compute split would share (barrier 1)")
         if ws and refusal:
             self.fail(loop, refusal)
+        if loop.overlap_mma and refusal and arch_at_least(self.k.arch, 90) and \
+                self.k.mma_tail(rest, loads):
+            # (the program's stage / order lists ask for the MMA overlap, which runs on a
+            # producer warpgroup: say why there is none, not only that the loop differs)
+            self.fail(loop, "T.Pipelined(stage=, order=) asks for overlapped GEMMs, which "
+                            f"need a producer warpgroup, and this loop gets none: {refusal}")
         # (a loop whose GEMMs the program asked to overlap needs the producer warpgroup)
         if refusal is not None or not (ws or loop.overlap_mma or (
                 self.auto and self.alone_on_sm(staged))):
@@ -301,7 +307,9 @@ class _Specializer:
         if hidden:
             return (f"T.Pipelined(warp_specialize=True): the loads use {hidden}, which the "
                     "producer warpgroup does not see; it sees the kernel's block indices, "
-                    "parameters and the Lets before the loop at the kernel's top level")
+                    "parameters and the Lets before the loop at the kernel's top level, not "
+                    "the compute threads' locals (a T.alloc_var read in the loop's bounds or a "
+                    "load's origin)")
         return None
 
     def alone_on_sm(self, stages: dict[str, int]) -> bool:
