@@ -83,7 +83,9 @@ EXTRA = [("fa_causal_wide_keys_bshd", dict(dim=128, block_M=64)),
          # two warpgroups splitting 64 rows' keys, three warpgroups over 192 rows, 32-key tiles
          ("fa_prefix_causal_more_queries", dict(block_M=64, block_N=64, threads=256)),
          ("fa_prefix_causal_more_queries", dict(block_M=192, block_N=64, threads=384)),
-         ("fa_prefix_causal_more_queries", dict(block_M=128, block_N=32, threads=128))]
+         ("fa_prefix_causal_more_queries", dict(block_M=128, block_N=32, threads=128)),
+         ("fa_causal_boundary_only", dict(dynamic=True)),
+         ("fa_causal_boundary_only", dict(BIG_KW, num_stages=2, dynamic=True))]
 
 
 @pytest.mark.parametrize("name,kw", EXTRA, ids=[f"{n}-{i}" for i, (n, _) in enumerate(EXTRA)])
@@ -694,3 +696,20 @@ def test_decode_without_a_gemm_on_gpu():
         want, wl = _attn(q[b][:, None, :], kk, vv, D ** -0.5)
         _close(o[b], want[:, 0], 1e-3)
         _close(lse[b], wl[:, 0] * LOG2E, 1e-3)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("big", [False, True])
+def test_dynamic_lengths_on_gpu(big):
+    """fa_causal_boundary_only with T.dynamic batch and length: one kernel, several calls."""
+    import torch
+    torch.manual_seed(16)
+    kern = P.fa_causal_boundary_only(dynamic=True, **(dict(BIG_KW, num_stages=2) if big else {}))
+    D = 128 if big else 64
+    for B, S in ((1, 300), (2, 77), (3, 1), (1, 129)):
+        q, k, v = (_r(B, 2, S, D, dtype=torch.float16) for _ in range(3))
+        i, j = _ij(S, S)
+        o, lse = kern(q, k, v)
+        want, wl = _attn(q, k, v, D ** -0.5, mask=j <= i)
+        _close(o, want, 1e-2)
+        _close(lse, wl, 1e-3)

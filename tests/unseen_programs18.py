@@ -28,13 +28,16 @@ LN2 = 0.69314718
 # ---- causal forward, tiles of different sizes, masks on the boundary tiles only ----------------
 @tilecute.jit(out_idx=[3, 4])
 def fa_causal_boundary_only(batch=1, heads=2, seq_len=300, dim=64, block_M=128, block_N=32,
-                            threads=256, num_stages=1):
+                            threads=256, num_stages=1, dynamic=False):
     """Causal BHSD attention (float16) whose mask runs only on the tiles that need it: a key
     tile that crosses the diagonal or the sequence's end (a runtime ``if`` on the tile index
     around the ``T.Parallel`` mask).  The scale is folded into ``T.exp2`` (log2(e) / sqrt(D)).
-    O float16; LSE float32 [B, H, S] natural log."""
+    O float16; LSE float32 [B, H, S] natural log.  ``dynamic``: the batch and the sequence
+    length are ``T.dynamic`` (taken from the tensors at each call)."""
     scale = (1.0 / dim) ** 0.5 * LOG2E
     dtype, accum = "float16", "float"
+    if dynamic:
+        batch, seq_len = T.dynamic("batch"), T.dynamic("seq_len")
     shape = [batch, heads, seq_len, dim]
 
     @T.prim_func
