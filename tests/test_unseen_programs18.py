@@ -28,7 +28,8 @@ PROGRAMS = ["fa_causal_boundary_only", "fa_causal_wide_keys_bshd", "fa_window_al
             "bwd_kv_blocks_atomic_dq", "fa_lookahead_window_empty_rows", "fa_causal_two_tiles_a_block",
             "fa_gqa_packed_group_rows", "fa_causal_heavy_first_swizzled", "fa_k_transposed_bhds",
             "fa_prefix_lm_q_registers", "bwd_causal_from_diagonal", "bwd_row_scores_fragment_stats",
-            "fa_flex_macros", "fa_window_inplace_guard", "gqa_decode_no_gemm"]
+            "fa_flex_macros", "fa_window_inplace_guard", "gqa_decode_no_gemm",
+            "split_kv_combine_tile_reduce"]
 
 BIG_KW = dict(dim=128, block_M=128, block_N=128, threads=256)
 # the forward programs again at FlashAttention-3's tile (two compute warpgroups, a producer
@@ -442,12 +443,15 @@ def test_mqa_and_split_kv_decode_on_gpu():
     assert torch.isneginf(lp[0, :, 1:]).all() and (op[0, :, 1:] == 0).all()
     assert torch.isneginf(lp[1, :, 2:]).all()
     o = P.split_kv_combine_local()(op, lp)
+    o2, lse2 = P.split_kv_combine_tile_reduce()(op, lp)
     for b in range(B):
         n = int(lens[b])
         kk = kc[b, :n].transpose(0, 1).repeat_interleave(HQ // HK, 0)
         vv = vc[b, :n].transpose(0, 1).repeat_interleave(HQ // HK, 0)
         want, wl = _attn(q[b][:, None, :], kk, vv, D ** -0.5)
         _close(o[b], want[:, 0], 1e-2)
+        _close(o2[b], want[:, 0], 1e-2)
+        _close(lse2[b], wl[:, 0] * LOG2E, 1e-3)
         for s in range(4):
             lo, hi = 96 * s, min(n, 96 * (s + 1))
             if lo < hi:

@@ -1733,3 +1733,37 @@ def gqa_decode_no_gemm(batch=2, heads=8, kv_heads=2, max_len=300, dim=128, block
                 O[by, bx, d] = acc_o[d] / l
             LSE[by, bx] = T.log2(l) + m
     return decode
+
+
+@tilecute.jit(out_idx=[2, 3])
+def split_kv_combine_tile_reduce(batch=3, heads=8, num_split=4, dim=64, threads=128):
+    """The split-KV combine written with tile reductions: the splits' log2 LSEs copied into a
+    fragment, their max and the sum of 2^(lse - max) reduced over dim 0 into one-element
+    fragments, the partial outputs weighted in a [splits, dim] fragment and reduced over the
+    splits (dim 0).  O float16 [B, H, D]; LSE float32 [B, H] (log2)."""
+    accum = "float"
+
+    @T.prim_func
+    def combine(Opart: T.Tensor([batch, heads, num_split, dim], accum),
+                LSEpart: T.Tensor([batch, heads, num_split], accum),
+                O: T.Tensor([batch, heads, dim], "float16"), LSE: T.Tensor([batch, heads], accum)):
+        with T.Kernel(heads, batch, threads=threads) as (bx, by):
+            lse_f = T.alloc_fragment([num_split], accum)
+            w = T.alloc_fragment([num_split], accum)
+            mx = T.alloc_fragment([1], accum)
+            den = T.alloc_fragment([1], accum)
+            o_f = T.alloc_fragment([num_split, dim], accum)
+            o_sum = T.alloc_fragment([dim], accum)
+            T.copy(LSEpart[by, bx, :], lse_f)
+            T.reduce_max(lse_f, mx, dim=0)
+            for s in T.Parallel(num_split):
+                w[s] = T.exp2(lse_f[s] - mx[0])
+            T.reduce_sum(w, den, dim=0)
+            T.copy(Opart[by, bx, :, :], o_f)
+            for s, d in T.Parallel(num_split, dim):
+                o_f[s, d] *= w[s]
+            T.reduce_sum(o_f, o_sum, dim=0)
+            for d in T.Parallel(dim):
+                O[by, bx, d] = o_sum[d] / den[0]
+            LSE[by, bx] = T.log2(den[0]) + mx[0]
+    return combine
