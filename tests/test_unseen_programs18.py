@@ -94,6 +94,28 @@ def test_other_configurations_build_a_cubin(name, kw):
     assert getattr(P, name)(**kw).ensure_cubin()
 
 
+def _mma_kernel(name, out_idx, **kw):
+    """The program with warp mma.sync instead of wgmma (option disable_wgmma): the sm_80
+    code path, on an H100."""
+    return tilecute.compile(getattr(P, name).func.get_tir(**kw), out_idx=out_idx,
+                            options={"disable_wgmma": True})
+
+
+MMA_CASES = [("fa_prefix_causal_more_queries", [3, 4], dict()),
+             ("fa_prefix_causal_more_queries", [3, 4], dict(block_M=128, block_N=64, threads=256)),
+             ("fa_k_transposed_bhds", [3], dict(seq_len=190, threads=256)),
+             ("bwd_causal_from_diagonal", [7, 8], dict(seq_len=150))]
+
+
+@pytest.mark.parametrize("case", MMA_CASES, ids=lambda c: c[0])
+def test_mma_path_builds_a_cubin(case):
+    name, out_idx, kw = case
+    kern = _mma_kernel(name, out_idx, **kw)
+    assert kern.ensure_cubin()
+    src = kern.get_kernel_source()
+    assert 'tiled_mma("mma"' in src and 'tiled_mma("wgmma"' not in src
+
+
 @pytest.mark.parametrize("name", ["fa_causal_boundary_only", "fa_window_alloc_var_bounds",
                                   "fa_prefix_causal_more_queries", "varlen_padded_loads",
                                   "fa_one_stage_plain_order", "bwd_causal_from_diagonal",
@@ -717,3 +739,39 @@ def test_dynamic_lengths_on_gpu(big):
         want, wl = _attn(q, k, v, D ** -0.5, mask=j <= i)
         _close(o, want, 1e-2)
         _close(lse, wl, 1e-3)
+
+
+@pytest.mark.gpu
+def test_mma_path_on_gpu():
+    """Keyless rows, transposed keys and the causal backward through warp mma.sync (the
+    sm_80 code path) on the H100."""
+    import torch
+    torch.manual_seed(17)
+    B, H, Sq, Sk, D = 1, 2, 200, 130, 64
+    q = _r(B, Sq, H, D, dtype=torch.float16)
+    k, v = _r(B, Sk, H, D, dtype=torch.float16), _r(B, Sk, H, D, dtype=torch.float16)
+    i, j = _ij(Sq, Sk)
+    want, wl = _attn(_bshd(q), _bshd(k), _bshd(v), D ** -0.5, mask=j <= i + Sk - Sq)
+    for name, out_idx, kw in MMA_CASES[:2]:
+        o, lse = _mma_kernel(name, out_idx, **kw)(q, k, v)
+        assert not torch.isnan(o).any()
+        _close(_bshd(o), want, 1e-2)
+        _close(lse, wl, 1e-3)
+    S = 190
+    q, k, v = (_r(1, 2, S, D, dtype=torch.float16) for _ in range(3))
+    want, _ = _attn(q, k, v, D ** -0.5)
+    name, out_idx, kw = MMA_CASES[2]
+    _close(_mma_kernel(name, out_idx, **kw)(q, k.transpose(-1, -2).contiguous(), v), want, 1e-2)
+    B, S, H = 1, 150, 2
+    q, k, v, do = (_r(B, S, H, D, dtype=torch.float16) for _ in range(4))
+    qf, kf, vf = (_bshd(x).float().requires_grad_() for x in (q, k, v))
+    i, j = _ij(S, S)
+    of, lse = _attn(qf, kf, vf, D ** -0.5, mask=j <= i)
+    of.backward(_bshd(do).float())
+    delta = (_bshd(of.detach()).half().float() * do.float()).sum(-1).transpose(1, 2).contiguous()
+    dq = torch.zeros(B, S, H, D, device="cuda")
+    name, out_idx, kw = MMA_CASES[3]
+    dk, dv = _mma_kernel(name, out_idx, **kw)(q, k, v, do, (lse.detach() * LOG2E).contiguous(), delta, dq)
+    _rel(_bshd(dq), qf.grad, 2e-2)
+    _rel(_bshd(dk), kf.grad, 2e-2)
+    _rel(_bshd(dv), vf.grad, 2e-2)

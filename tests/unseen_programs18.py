@@ -1280,10 +1280,12 @@ def fa_causal_heavy_first_swizzled(batch=2, heads=3, seq_len=260, dim=64, block_
 # ---- K stored transposed, Q in registers, prefix-LM masks, a causal backward from the diagonal ---
 @tilecute.jit(out_idx=[3])
 def fa_k_transposed_bhds(batch=1, heads=2, seq_len=200, dim=64, block_M=64, block_N=64, threads=128,
-                         num_stages=3):
+                         num_stages=3, policy="FullRow"):
     """Non-causal attention (float16) whose keys are stored transposed, K [B, H, D, S] (as a
     KV cache laid out for the QK GEMM): the key tile is ``K[b, h, :, k*bn:(k+1)*bn]`` and the
-    GEMM runs without transpose_B; the key tail is masked.  Three stages."""
+    GEMM runs without transpose_B; the key tail is masked.  Three stages.  ``policy``: the
+    GEMMs' warp policy (FullCol / Square split the key and value columns over warps, so the
+    row statistics meet across them)."""
     scale = (1.0 / dim) ** 0.5 * LOG2E
     dtype, accum = "float16", "float"
 
@@ -1309,7 +1311,7 @@ def fa_k_transposed_bhds(batch=1, heads=2, seq_len=200, dim=64, block_M=64, bloc
             T.fill(m, -T.infinity(accum))
             for k in T.Pipelined(T.ceildiv(seq_len, block_N), num_stages=num_stages):
                 T.copy(K[bz, by, :, k * block_N:(k + 1) * block_N], kt_s)
-                T.gemm(q_s, kt_s, acc_s, clear_accum=True, policy=T.GemmWarpPolicy.FullRow)
+                T.gemm(q_s, kt_s, acc_s, clear_accum=True, policy=getattr(T.GemmWarpPolicy, policy))
                 for i, j in T.Parallel(block_M, block_N):
                     acc_s[i, j] = T.if_then_else(k * block_N + j < seq_len, acc_s[i, j], -T.infinity(accum))
                 T.copy(m, m_prev)
@@ -1325,7 +1327,7 @@ def fa_k_transposed_bhds(batch=1, heads=2, seq_len=200, dim=64, block_M=64, bloc
                 for i, j in T.Parallel(block_M, dim):
                     acc_o[i, j] *= r_scale[i]
                 T.copy(V[bz, by, k * block_N:(k + 1) * block_N, :], v_s)
-                T.gemm(acc_s_cast, v_s, acc_o, policy=T.GemmWarpPolicy.FullRow)
+                T.gemm(acc_s_cast, v_s, acc_o, policy=getattr(T.GemmWarpPolicy, policy))
             for i, j in T.Parallel(block_M, dim):
                 acc_o[i, j] /= l[i]
             T.copy(acc_o, O[bz, by, bx * block_M:(bx + 1) * block_M, :])
