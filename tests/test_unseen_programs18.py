@@ -85,6 +85,10 @@ EXTRA = [("fa_causal_wide_keys_bshd", dict(dim=128, block_M=64)),
          ("fa_prefix_causal_more_queries", dict(block_M=64, block_N=64, threads=256)),
          ("fa_prefix_causal_more_queries", dict(block_M=192, block_N=64, threads=384)),
          ("fa_prefix_causal_more_queries", dict(block_M=128, block_N=32, threads=128)),
+         # odd key tiles (16, 48 keys) and head dim 80 (160-byte rows: a 32-byte swizzle)
+         ("fa_causal_boundary_only", dict(block_M=64, block_N=16, threads=128)),
+         ("fa_causal_boundary_only", dict(block_M=64, block_N=48, threads=128)),
+         ("fa_causal_boundary_only", dict(block_M=64, block_N=64, threads=128, dim=80)),
          ("fa_causal_boundary_only", dict(dynamic=True)),
          ("fa_causal_boundary_only", dict(BIG_KW, num_stages=2, dynamic=True))]
 
@@ -775,3 +779,18 @@ def test_mma_path_on_gpu():
     _rel(_bshd(dq), qf.grad, 2e-2)
     _rel(_bshd(dk), kf.grad, 2e-2)
     _rel(_bshd(dv), vf.grad, 2e-2)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("tile", [(16, 64), (48, 64), (64, 80)])
+def test_odd_key_tiles_and_head_dim_80_on_gpu(tile):
+    import torch
+    torch.manual_seed(18)
+    bn, D = tile
+    B, H, S = 1, 2, 300
+    q, k, v = (_r(B, H, S, D, dtype=torch.float16) for _ in range(3))
+    i, j = _ij(S, S)
+    o, lse = P.fa_causal_boundary_only(block_M=64, block_N=bn, threads=128, dim=D)(q, k, v)
+    want, wl = _attn(q, k, v, D ** -0.5, mask=j <= i)
+    _close(o, want, 1e-2)
+    _close(lse, wl, 1e-3)
