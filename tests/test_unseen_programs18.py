@@ -29,7 +29,7 @@ PROGRAMS = ["fa_causal_boundary_only", "fa_causal_wide_keys_bshd", "fa_window_al
             "fa_gqa_packed_group_rows", "fa_causal_heavy_first_swizzled", "fa_k_transposed_bhds",
             "fa_prefix_lm_q_registers", "bwd_causal_from_diagonal", "bwd_row_scores_fragment_stats",
             "fa_flex_macros", "fa_window_inplace_guard", "gqa_decode_no_gemm",
-            "split_kv_combine_tile_reduce"]
+            "split_kv_combine_tile_reduce", "fa_causal_reverse_key_order"]
 
 BIG_KW = dict(dim=128, block_M=128, block_N=128, threads=256)
 # the forward programs again at FlashAttention-3's tile (two compute warpgroups, a producer
@@ -50,7 +50,8 @@ BIG = {"fa_causal_boundary_only": dict(BIG_KW, num_stages=2),
        "fa_k_transposed_bhds": dict(BIG_KW, num_stages=2),
        "fa_prefix_lm_q_registers": BIG_KW,
        "fa_flex_macros": BIG_KW,
-       "fa_window_inplace_guard": BIG_KW}
+       "fa_window_inplace_guard": BIG_KW,
+       "fa_causal_reverse_key_order": BIG_KW}
 
 
 @pytest.fixture(autouse=True)
@@ -549,6 +550,11 @@ def test_tile_orders_and_packed_rows_on_gpu(big):
     i, j = _ij(S, S)
     want, _ = _attn(_bshd(q), _bshd(k), _bshd(v), D ** -0.5, mask=j <= i)
     _close(_bshd(P.fa_causal_two_tiles_a_block(**_kw(big))(q, k, v)), want, 1e-2)
+    # key tiles from the diagonal back (masked tiles first)
+    o, lse = P.fa_causal_reverse_key_order(**_kw(big))(q, k, v)
+    want, wl = _attn(_bshd(q), _bshd(k), _bshd(v), D ** -0.5, mask=j <= i)
+    _close(_bshd(o), want, 1e-2)
+    _close(lse, wl, 1e-3)
     # heavy tiles first under a swizzle, a per-key bias vector
     B, H, S = 2, 3, 260
     q, k, v = (_r(B, H, S, D, dtype=torch.float16) for _ in range(3))

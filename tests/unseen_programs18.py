@@ -1769,3 +1769,66 @@ def split_kv_combine_tile_reduce(batch=3, heads=8, num_split=4, dim=64, threads=
                 O[by, bx, d] = o_sum[d] / den[0]
             LSE[by, bx] = T.log2(den[0]) + mx[0]
     return combine
+
+
+@tilecute.jit(out_idx=[3, 4])
+def fa_causal_reverse_key_order(batch=1, heads=2, seq_len=300, dim=64, block_M=64, block_N=64,
+                                threads=128):
+    """Causal attention (BSHD, float16) that walks the key tiles from the diagonal back to the
+    first (tile n - 1 - k at step k, FlashAttention-3's order: the masked tiles first), the
+    scores started at their mask (``T.if_then_else(c, 0, -inf)``, then an accumulating
+    GEMM).  O float16; LSE float32 natural log."""
+    scale = (1.0 / dim) ** 0.5 * LOG2E
+    dtype, accum = "float16", "float"
+    shape = [batch, seq_len, heads, dim]
+
+    @T.prim_func
+    def rev(Q: T.Tensor(shape, dtype), K: T.Tensor(shape, dtype), V: T.Tensor(shape, dtype),
+            O: T.Tensor(shape, dtype), LSE: T.Tensor([batch, heads, seq_len], accum)):
+        with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=threads) as (bx, by, bz):
+            q_s = T.alloc_shared([block_M, dim], dtype)
+            k_s = T.alloc_shared([block_N, dim], dtype)
+            v_s = T.alloc_shared([block_N, dim], dtype)
+            acc_s = T.alloc_fragment([block_M, block_N], accum)
+            acc_s_cast = T.alloc_fragment([block_M, block_N], dtype)
+            acc_o = T.alloc_fragment([block_M, dim], accum)
+            m = T.alloc_fragment([block_M], accum)
+            m_prev = T.alloc_fragment([block_M], accum)
+            r_scale = T.alloc_fragment([block_M], accum)
+            r_sum = T.alloc_fragment([block_M], accum)
+            l = T.alloc_fragment([block_M], accum)
+
+            T.copy(Q[bz, bx * block_M:(bx + 1) * block_M, by, :], q_s)
+            T.fill(acc_o, 0)
+            T.fill(l, 0)
+            T.fill(m, -T.infinity(accum))
+            n = T.min(T.ceildiv(seq_len, block_N), T.ceildiv((bx + 1) * block_M, block_N))
+            for k in T.Pipelined(n, num_stages=2):
+                kt = n - 1 - k
+                T.copy(K[bz, kt * block_N:(kt + 1) * block_N, by, :], k_s)
+                for i, j in T.Parallel(block_M, block_N):
+                    acc_s[i, j] = T.if_then_else(
+                        (bx * block_M + i >= kt * block_N + j) and (kt * block_N + j < seq_len),
+                        0, -T.infinity(accum))
+                T.gemm(q_s, k_s, acc_s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+                T.copy(m, m_prev)
+                T.reduce_max(acc_s, m, dim=1, clear=False)
+                for i in T.Parallel(block_M):
+                    r_scale[i] = T.exp2(m_prev[i] * scale - m[i] * scale)
+                for i, j in T.Parallel(block_M, block_N):
+                    acc_s[i, j] = T.exp2(acc_s[i, j] * scale - m[i] * scale)
+                T.reduce_sum(acc_s, r_sum, dim=1)
+                for i in T.Parallel(block_M):
+                    l[i] = l[i] * r_scale[i] + r_sum[i]
+                T.copy(acc_s, acc_s_cast)
+                for i, j in T.Parallel(block_M, dim):
+                    acc_o[i, j] *= r_scale[i]
+                T.copy(V[bz, kt * block_N:(kt + 1) * block_N, by, :], v_s)
+                T.gemm(acc_s_cast, v_s, acc_o, policy=T.GemmWarpPolicy.FullRow)
+            for i, j in T.Parallel(block_M, dim):
+                acc_o[i, j] /= l[i]
+            T.copy(acc_o, O[bz, bx * block_M:(bx + 1) * block_M, by, :])
+            for i in T.Parallel(block_M):
+                if bx * block_M + i < seq_len:
+                    LSE[bz, by, bx * block_M + i] = (T.log2(l[i]) + m[i] * scale) * LN2
+    return rev
