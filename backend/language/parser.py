@@ -2410,7 +2410,9 @@ class _Parser:
                                           "the stage-1 work and the second T.gemm, then the rest)")
                 raise a.fail("stage", f"stage={_show(a.value('stage'))}: {why}")
         stages = last + 1 if last else 0
-        if a.given("num_stages") and num_stages != stages:
+        # one stage (every entry 0) is the body in its order, the same whether the depth
+        # override says 0 or 1 (TileLang: max(stage) + 1 = 1)
+        if a.given("num_stages") and num_stages != stages and (num_stages, last) != (1, 0):
             raise a.fail("num_stages", f"num_stages={num_stages} disagrees with stage= (max "
                                        f"stage {last}: {stages} stages)")
         loads_last: tuple = ()
@@ -2420,7 +2422,7 @@ class _Parser:
             at = {g: i for i, g in enumerate(issued)}
             first, end = (at[rest[0]], at[rest[-1]]) if rest else (m, -1)
             inside = [g for g in issued if loads[g] and first < at[g] < end]
-            if inside:
+            if inside and stages:  # (one stage: the body in the given order, copies anywhere)
                 t = groups[inside[0]][0]
                 raise a.fail("order", f"order={_show(a.value('order'))} issues the copy into "
                                       f"shared memory at line {t.loc.line if t.loc else '?'} "
@@ -2428,7 +2430,7 @@ class _Parser:
                                       "each copy of a step before them all or after them all")
             copies = [g for g in issued if loads[g]]
             dsts = [t.dst.buffer for g in copies for t in groups[g]]
-            if copies != sorted(copies) and len(set(dsts)) < len(dsts):
+            if stages and copies != sorted(copies) and len(set(dsts)) < len(dsts):
                 raise a.fail("order", f"order={_show(a.value('order'))} reorders copies into "
                                       "one shared buffer; tilecute issues a step's copies in "
                                       "source order (one wait for them all)")

@@ -33,7 +33,8 @@ import dataclasses
 import math
 
 from ..ir import nodes as N
-from ..ir.visitor import fold_constants, replace_exprs, replace_stmt, var_names, walk_stmts
+from ..ir.visitor import (fold_constants, replace_exprs, replace_stmt, var_names, walk_nodes,
+                          walk_stmts)
 from ..target import MAX_THREADS, PRODUCER_REGS, WARPGROUP, arch_at_least, target
 from .analysis import (buffers_used, lifetimes, loads as expr_loads, nested_pipelined, stage_bytes,
                        syncs_grid, top_loads, written_globals)
@@ -133,6 +134,12 @@ class _Specializer:
                        "...)), whose ids the producer/compute split would share (barrier 1)")
         if ws and refusal:
             self.fail(loop, refusal)
+        if loop.overlap_mma and refusal and arch_at_least(self.k.arch, 90) and \
+                self.k.mma_tail(rest, loads):
+            # (the program's stage / order lists ask for the MMA overlap, which runs on a
+            # producer warpgroup: say why there is none, not only that the loop differs)
+            self.fail(loop, "T.Pipelined(stage=, order=) asks for overlapped GEMMs, which "
+                            f"need a producer warpgroup, and this loop gets none: {refusal}")
         # (a loop whose GEMMs the program asked to overlap needs the producer warpgroup)
         if refusal is not None or not (ws or loop.overlap_mma or (
                 self.auto and self.alone_on_sm(staged))):
@@ -292,10 +299,19 @@ class _Specializer:
         if path is not None:  # (it replays the ifs around the loop too)
             needs |= var_names(tuple(s.cond for s in path if isinstance(s, N.If)))
         hidden = sorted(needs - self.producer_sees(path[0] if path else loop, path))
+        # a bound or origin read from a buffer the kernel allocates (a T.alloc_var's lo /
+        # hi): the producer's branch has none of the compute warpgroups' locals
+        bounds = (loop.start, loop.extent) + tuple(c.src for c in loads)
+        if path is not None:
+            bounds += tuple(s.cond for s in path if isinstance(s, N.If))
+        hidden += sorted({x.buffer for x in walk_nodes(bounds)
+                          if isinstance(x, N.Load) and x.buffer in self.k.allocs})
         if hidden:
             return (f"T.Pipelined(warp_specialize=True): the loads use {hidden}, which the "
                     "producer warpgroup does not see; it sees the kernel's block indices, "
-                    "parameters and the Lets before the loop at the kernel's top level")
+                    "parameters and the Lets before the loop at the kernel's top level, not "
+                    "the compute threads' locals (a T.alloc_var read in the loop's bounds or a "
+                    "load's origin)")
         return None
 
     def alone_on_sm(self, stages: dict[str, int]) -> bool:
