@@ -1756,28 +1756,33 @@ class _FoldReplicatedReduces(StmtMutator):
     every thread holds every element, so each folds them itself.  The ``Reduce`` becomes a
     nest over the output, ``dst[o] = combine(dst[o], src[o, k])`` over ``k`` in an unrolled
     loop (from the identity when ``clear``), which runs whole on every thread as the nests
-    writing a replicated fragment do; the result is the same on every thread."""
+    writing a replicated fragment do; the result is the same on every thread.
 
-    def __init__(self, func: N.PrimFunc, buffers: dict, folded: set):
-        self.buffers, self.folded = buffers, folded
+    With ``columns`` (ids of ``T.reduce_<op>(b, out, dim=0)`` of a ``(K, J)`` fragment
+    whose columns each thread holds whole: :func:`_columns_per_thread`) the same nest over
+    ``j`` folds ``b[k, j]``; the layout pass gives ``b`` and ``out`` one column / element
+    a thread (``"outer"`` accesses)."""
+
+    def __init__(self, func: N.PrimFunc, buffers: dict, folded: set, columns: bool = False):
+        self.buffers, self.folded, self.columns = buffers, folded, columns
         self.fresh = LoopVars(func)
 
     def visit_reduce(self, s: N.Reduce):
         if id(s) not in self.folded:
             return s
         src, dst = self.buffers[s.src], self.buffers[s.dst]
-        outs = [self.fresh("i") for _ in dst.shape]
+        outs = [self.fresh("j" if self.columns else "i") for _ in dst.shape]
         k = self.fresh("k")
         # the lowered form: src reduced over its last dim into dst of the leading dims, or
-        # of shape (1,) for a 1-D src
+        # of shape (1,) for a 1-D src; a column fold: over its first dim into (J,)
         target = tuple(outs)
-        idx = (tuple(outs) if src.ndim > 1 else ()) + (k,)
+        idx = (k, *outs) if self.columns else (tuple(outs) if src.ndim > 1 else ()) + (k,)
         value = N.cast(N.Load(src.name, idx, src.dtype), dst.dtype)
         fold = N.Store(dst.name, target, reduce_update(
             s.kind, N.Load(dst.name, target, dst.dtype), value, absolute=True,
             nan=s.nan_propagate), loc=s.loc)
-        body: tuple = (N.For(k, N.Const(0, "int32"), src.shape[-1], "unrolled", (fold,),
-                             loc=s.loc),)
+        body: tuple = (N.For(k, N.Const(0, "int32"), src.shape[0 if self.columns else -1],
+                             "unrolled", (fold,), loc=s.loc),)
         if s.clear:
             body = (N.Store(dst.name, target, reduce_identity(s.kind, dst.dtype), loc=s.loc),) + body
         for v, extent in reversed(list(zip(outs, dst.shape))):
@@ -1848,7 +1853,7 @@ def _infer_kernel(func: N.PrimFunc, scope: N.KernelScope, again: bool = True,
     off = k.columns_off_mma()
     per_thread = _columns_per_thread(k, off) if specials else set()
     if per_thread:  # each thread folds the columns it holds (TileLang's column layout)
-        scope = _FoldColumns(named, k.buffers, per_thread).visit_kernel(scope)
+        scope = _FoldReplicatedReduces(named, k.buffers, per_thread, columns=True).visit_kernel(scope)
         named = dataclasses.replace(func, kernels=func.kernels + (scope,))
         off -= per_thread
     if off:  # lay out the kernel with those columns moved last
@@ -1893,29 +1898,3 @@ def _columns_per_thread(k: _Kernel, off: set) -> set:
                 and int(src.shape[1].value) % k.threads == 0:
             out.add(id(r))
     return out
-
-
-class _FoldColumns(StmtMutator):
-    """``T.reduce_<op>(b, out, dim=0)`` of a ``(K, J)`` fragment whose columns each thread
-    holds whole: a nest over ``j``, ``out[j] = combine(out[j], b[k, j])`` over ``k`` in an
-    unrolled loop (from the identity when ``clear``); the layout pass gives ``b`` and
-    ``out`` one column / element a thread (``"outer"`` accesses)."""
-
-    def __init__(self, func: N.PrimFunc, buffers: dict, folded: set):
-        self.buffers, self.folded = buffers, folded
-        self.fresh = LoopVars(func)
-
-    def visit_reduce(self, s: N.Reduce):
-        if id(s) not in self.folded:
-            return s
-        src, dst = self.buffers[s.src], self.buffers[s.dst]
-        j, kv = self.fresh("j"), self.fresh("k")
-        value = N.cast(N.Load(src.name, (kv, j), src.dtype), dst.dtype)
-        fold = N.Store(dst.name, (j,), reduce_update(
-            s.kind, N.Load(dst.name, (j,), dst.dtype), value, absolute=True,
-            nan=s.nan_propagate), loc=s.loc)
-        body: tuple = (N.For(kv, N.Const(0, "int32"), src.shape[0], "unrolled", (fold,),
-                             loc=s.loc),)
-        if s.clear:
-            body = (N.Store(dst.name, (j,), reduce_identity(s.kind, dst.dtype), loc=s.loc),) + body
-        return N.For(j, N.Const(0, "int32"), dst.shape[0], "parallel", body, loc=s.loc)
