@@ -1320,7 +1320,7 @@ def uint32_hash_mix(n=512):
 def kernel_bound_scalars(n=256, bm=64):
     """Scalars bound inside the kernel, as TileLang binds them (Python values): ``inv =
     1 / bm`` is 0.015625 and ``third = bm / 3`` 21.33 (true division of Python ints),
-    ``s = 0.3`` meets a float16 load as float16(0.3) (a float16 product), ``stages = 2``
+    ``s = 0.3`` meets a float16 load as TileLang's float32 0.3 (a float32 product), ``stages = 2``
     is the pipeline depth and ``rev = True`` the scan direction."""
 
     @T.prim_func

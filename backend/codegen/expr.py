@@ -99,6 +99,13 @@ def _fp8(dtype: str) -> bool:
     return N.is_float(dtype) and DTYPES[dtype].bits == 8
 
 
+def _bool_arith(e) -> bool:
+    """``+``, ``-`` or ``*`` of two bools (TVM keeps the bool dtype; C computes it in int,
+    so ``(a > 0) + (b > 0)`` is 2 where both hold; CuTe DSL's Boolean arithmetic gives a
+    Boolean)."""
+    return isinstance(e, N.BinOp) and e.dtype == "bool" and e.op in ("add", "sub", "mul")
+
+
 def _int_abs(e) -> bool:
     """A ``T.abs`` of a signed integer: TVM builds it as ``x >= 0 ? x : 0 - x``, whose
     ``0 - x`` C computes in int (so |-128| of an int8 is 128 where it is converted)."""
@@ -273,6 +280,16 @@ class ExprPrinter:
             return f"cutlass.Int32({self.expr(e)})"
         return self.operand(e, min_prec)
 
+    def bool_int(self, e: N.Expr, min_prec: int) -> str:
+        """C's int value of a bool expression: bool arithmetic (``_bool_arith``) is
+        computed on the operands' Int32 values (``(a > 0) + (b > 0)`` is 2 where both
+        hold); any other bool is its Int32 (0 or 1)."""
+        if not _bool_arith(e):
+            return f"cutlass.Int32({self.expr(e)})"
+        p = PREC[e.op]
+        text = f"{self.bool_int(e.a, p)} {BINOP[e.op]} {self.bool_int(e.b, p + 1)}"
+        return f"({text})" if p < min_prec else text
+
     def index_tuple(self, indices) -> str:
         parts = [self.expr(i) for i in indices]
         return ", ".join(parts) if len(parts) > 1 else parts[0]
@@ -284,6 +301,8 @@ class ExprPrinter:
         if isinstance(e, N.Const):
             return const(e), ATOM
         if isinstance(e, N.BinOp):
+            if _bool_arith(e):  # C's int value, as a bool: nonzero
+                return f"{self.bool_int(e, PREC['cmp'] + 1)} != 0", PREC["cmp"]
             if _width_sensitive(e):  # C's value, computed in Int32, at the narrow width
                 return f"{cute_type(e.dtype)}({self.promoted(e, 0)})", ATOM
             if e.op in ("min", "max"):
@@ -333,6 +352,8 @@ class ExprPrinter:
                 return held, ATOM
             if FP4 in (e.dtype, e.value.dtype) and e.dtype != e.value.dtype:
                 return self._fp4_cast(e), ATOM
+            if _bool_arith(e.value) and e.dtype != "bool":
+                return f"{cute_type(e.dtype)}({self.bool_int(e.value, 0)})", ATOM
             promoted = _promotes(e.value)
             text = self.promoted(e.value, 0) if promoted else self.expr(e.value)
             if (promoted and N.is_float(e.dtype) and isinstance(e.value, N.Select)

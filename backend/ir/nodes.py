@@ -427,11 +427,24 @@ def const(value, dtype: str) -> Const:
 
 def _takes_dtype(x, dtype: str) -> bool:
     """A Python constant ``x`` beside an operand of ``dtype`` takes that dtype, except a
-    float beside an integer, and an int past int32 beside a 32-bit or narrower integer
-    (TVM types such a literal int64 and promotes: ``i + 2**32`` of an int32 ``i`` is
-    int64)."""
+    float beside an integer or a float narrower than 32 bits, and an int past int32 beside
+    a 32-bit or narrower integer.  TVM's arithmetic operators type a Python float float32
+    and a Python int int32 (int64 past it), then BinaryOpMatchTypes promotes: ``i + 2**32``
+    of an int32 ``i`` is int64, and ``h * 0.1`` of a float16 ``h`` is a float32 product
+    (TileLang's CUDA: ``(half_t)((float)h * 0.1f)``), not a float16 one with 0.1 rounded
+    to float16."""
     if isinstance(x, float):
-        return not is_int(dtype)
+        return is_float(dtype) and DTYPES[dtype].bits >= 32
+    if dtype == "bool":  # an int is int32 and wins: ``(a > 0) * 5`` is 0 or 5, not a bool
+        return isinstance(x, bool)
+    if isinstance(x, int) and not isinstance(x, bool) and is_int(dtype) and \
+            DTYPES[dtype].bits < 32:
+        # an 8- or 16-bit operand: C computes in int anyway (codegen's promotion), so the
+        # int only matters past the operand's range, where TVM's int32 wins (``a + 300``
+        # and ``a < 200`` of an int8 ``a`` are int32)
+        bits, signed = DTYPES[dtype].bits, DTYPES[dtype].kind == "int"
+        lo, hi = (-2 ** (bits - 1), 2 ** (bits - 1)) if signed else (0, 2 ** bits)
+        return lo <= x < hi
     if isinstance(x, int) and not isinstance(x, bool) and is_int(dtype) and \
             DTYPES[dtype].bits <= 32:
         return -2 ** 31 <= x < 2 ** 31 or (dtype == "uint32" and 0 <= x < 2 ** 32)

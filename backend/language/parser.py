@@ -2944,8 +2944,8 @@ class _Parser:
             if isinstance(v, GemmWarpPolicy) or \
                     (isinstance(v, (float, bool)) and current is None):
                 # `pol = T.GemmWarpPolicy.FullRow`: TileLang binds the enum itself (an int);
-                # `s = 0.3`: the Python float, which takes the dtype of what it meets
-                # (`H[i] * s` of a float16 H is a float16 product, as `H[i] * 0.3`);
+                # `s = 0.3`: the Python float, typed where it meets an operand as a
+                # literal is (`H[i] * s` of a float16 H is `H[i] * 0.3`, a float32 product);
                 # `big = bm > 128`: the Python bool (an `if` on it is decided while parsing)
                 self.bind(target.id, v)
                 return []
@@ -6879,7 +6879,7 @@ class _Parser:
             # TileLang binds a kernel name given an int to the Python int (`bm = 64`,
             # `M = A.shape[0]` of a static shape), so `bm / 3` is Python's true division
             # (21.33...), not the integer division of an int32 expression, `bm * 0.5` the
-            # Python float 32.0, which takes the dtype of what it meets, and `one << 40`
+            # Python float 32.0 (typed where it meets an operand as a literal is), and `one << 40`
             # Python's int
             x, y = (_python_number(self.expand(v) if _is_ir(v) else v) for v in (a, b))
             ints = isinstance(x, int) and isinstance(y, int)
