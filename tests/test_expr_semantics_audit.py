@@ -122,3 +122,28 @@ def test_matches_tilelangs_meaning_on_gpu(name):
     kernel(ta, tb, out)
     want = _reference(name, a, b)
     np.testing.assert_array_equal(out.cpu().numpy(), want)
+
+
+def test_pow_with_an_integer_exponent_is_tilelangs_pow_of_int():
+    """TileLang's ``T.pow(x, n)`` of an int ``n >= 1`` is ``tl::pow_of_int<n>(x)``: ``x``
+    multiplied ``n - 1`` times in its own dtype (integers allowed); ``n == 0`` is 1; a
+    negative or float exponent stays ``powf``.  tilecute called ``powf`` (a float16 cube
+    rounded once, not at each product; an integer ``x`` refused)."""
+    h, i = N.Var("h", "float16"), N.Var("i", "int32")
+    assert T.pow(h, 3) == N.BinOp("mul", N.BinOp("mul", h, h, "float16"), h, "float16")
+    assert T.pow(i, 2) == N.BinOp("mul", i, i, "int32")
+    assert T.pow(h, T.int32(1)) is h and T.pow(i, 0) == N.Const(1, "int32")
+    assert T.pow(h, -2).name == "pow"
+    src = tilecute.compile(unary(lambda a, b: T.pow(a, 3), "float16", "float16")).get_kernel_source()
+    assert "O[i] = A[i] * A[i] * A[i]" in src, src
+
+
+@pytest.mark.gpu
+def test_pow_of_int_on_gpu():
+    import torch
+    n = 128
+    a = torch.linspace(-3, 3, n, device="cuda").half()
+    kernel = tilecute.compile(unary(lambda a, b: T.pow(a, 3), "float16", "float16"))
+    out = torch.empty(n, dtype=torch.float16, device="cuda")
+    kernel(a, a, out)
+    assert torch.equal(out, a * a * a)  # rounded to float16 at each product, as __hmul

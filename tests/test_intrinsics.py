@@ -220,7 +220,9 @@ def test_constants_fold_as_tvm_folds_them():
     assert T.round(x, "ties-away-from-zero") == N.Call("round_ties_away_from_zero", (x,), "float16")
     # an integer argument of the float math converts to float32, as for T.exp
     assert T.erf(i) == N.Call("erf", (N.Cast("float32", i),), "float32")
-    assert T.pow(x, 2) == N.Call("pow", (x, N.Const(2.0, "float16")), "float16")
+    # an integer exponent is TileLang's pow_of_int: x multiplied in its own dtype
+    assert T.pow(x, 2) == N.BinOp("mul", x, x, "float16")
+    assert T.pow(x, 2.0) == N.Call("pow", (N.Cast("float32", x), N.Const(2.0, "float32")), "float32")
     assert T.pow(i, 0.5).dtype == "float32"
     # T.likely is its condition
     cond = N.Cmp("lt", i, N.Const(4, "int32"))

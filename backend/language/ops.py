@@ -87,7 +87,18 @@ def _float_pair(name: str, a, b) -> tuple:
 
 
 def pow(x, y):  # noqa: A001 (TileLang's name)
-    """``x ** y`` on floats (``powf``)."""
+    """``x ** y`` on floats (``powf``).  An integer exponent (a Python int or an integer
+    constant) is TileLang's: 0 is ``1`` of ``x``'s dtype, ``n >= 1`` is ``tl::pow_of_int<n>``,
+    ``x`` multiplied ``n - 1`` times in ``x``'s own dtype (a float16 ``x`` rounds at each
+    product; an integer ``x`` is allowed), and a negative one ``powf``."""
+    n = y.value if isinstance(y, _N.Const) and _N.is_int(y.dtype) else y
+    if isinstance(x, _N.Expr) and isinstance(n, int) and not isinstance(n, bool) and n >= 0:
+        if n == 0:
+            return _N.const(1, x.dtype)
+        result = x
+        for _ in range(n - 1):
+            result = _N.BinOp("mul", result, x, x.dtype)
+        return result
     x, y, t = _float_pair("pow", x, y)
     return _N.Call("pow", (x, y), t)
 
