@@ -147,3 +147,36 @@ def test_pow_of_int_on_gpu():
     out = torch.empty(n, dtype=torch.float16, device="cuda")
     kernel(a, a, out)
     assert torch.equal(out, a * a * a)  # rounded to float16 at each product, as __hmul
+
+
+def test_float_clamp_keeps_a_nan_as_tilelangs_clamp():
+    """TileLang 0.1.15's ``T.clamp`` of floats is ``tl::clamp``: a NaN ``x`` (or bound) is
+    the result, where ``fminf(fmaxf(x, lo), hi)`` gives ``lo``; tilecute's NaN-quiet
+    min/max clamped a NaN to the lower bound.  Integers stay min/max."""
+    src = tilecute.compile(unary(lambda a, b: T.clamp(a, -1.0, 1.0), "float32", "float32")).get_kernel_source()
+    assert ("O[i] = cutlass.select_(cutlass.Boolean(cute.math.isnan(A[i])), A[i], "
+            "cute.arch.fmin(cute.arch.fmax(A[i], cutlass.Float32(-1.0)), cutlass.Float32(1.0)))") in src, src
+    src = tilecute.compile(unary(lambda a, b: T.clamp(a, -3, 3), "int32", "int32")).get_kernel_source()
+    assert "O[i] = cutlass.min(cutlass.max(A[i], -3), 3)" in src, src
+
+
+def test_half_clamp_with_a_runtime_bound_builds_a_cubin(tmp_path):
+    k = tilecute.compile(unary(lambda a, b: T.clamp(a, T.float16(-1), b), "float16", "float16"))
+    src = k.get_kernel_source()
+    line = next(x for x in src.splitlines() if "O[i] =" in x)
+    assert line.count("cute.math.isnan") == 2, line  # x and the run-time bound, not the constant
+    k.ensure_cubin()
+
+
+@pytest.mark.gpu
+def test_float_clamp_of_nan_on_gpu():
+    import torch
+    n = 128
+    a = torch.linspace(-3, 3, n, device="cuda")
+    a[::7] = float("nan")
+    kernel = tilecute.compile(unary(lambda a, b: T.clamp(a, -1.0, 1.0), "float32", "float32"))
+    out = torch.empty(n, device="cuda")
+    kernel(a, a, out)
+    want = a.clamp(-1.0, 1.0)  # torch.clamp keeps NaN, as tl::clamp
+    assert torch.equal(out.isnan(), want.isnan())
+    assert torch.equal(out.nan_to_num(), want.nan_to_num())

@@ -545,8 +545,18 @@ def min(a, b):  # noqa: A001
 
 
 def clamp(dst, min_val, max_val):
-    """``T.min(T.max(dst, min_val), max_val)``."""
-    return min(max(dst, min_val), max_val)
+    """``T.min(T.max(dst, min_val), max_val)``; of floats TileLang's ``tl::clamp``, which
+    gives a NaN operand (``dst`` first, then ``min_val``, then ``max_val``) where the
+    NaN-quiet ``fmaxf``/``fminf`` would give a bound: a NaN ``dst`` stays NaN."""
+    value = min(max(dst, min_val), max_val)
+    if not isinstance(value, _N.Expr) or not _N.is_float(value.dtype):
+        return value
+    for v in (max_val, min_val, dst):
+        v = _N.cast(_N.as_expr(v, value.dtype if not isinstance(v, _N.Expr) else None), value.dtype)
+        if isinstance(v, _N.Const) and v.value == v.value:
+            continue  # a constant that is not NaN
+        value = _N.Select(isnan(v), v, value, value.dtype)
+    return value
 
 
 def fma(a, b, c):
