@@ -52,6 +52,8 @@ CASES = {
     "int8_plus_300": (lambda a, b: a + 300, "int8", "int32", "cutlass.Int32(A[i]) + 300"),
     "int8_lt_200": (lambda a, b: T.if_then_else(a < 200, 1, 0), "int8", "int32",
                     "cutlass.Int32(A[i]) < 200"),
+    "uint8_min_minus_one": (lambda a, b: T.min(a, -1), "uint8", "int32",
+                            "cutlass.min(cutlass.Int32(cutlass.Uint8(A[i])), -1)"),
 }
 
 
@@ -98,12 +100,15 @@ def _reference(name, a, b):
         return a.astype(np.int32) + 300
     if name == "int8_lt_200":
         return np.ones(a.shape, np.int32)
+    if name == "uint8_min_minus_one":
+        return np.full(a.shape, -1, np.int32)
     raise KeyError(name)
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", ["half_times_float", "half_lt_float", "bool_sum", "bool_times_int",
-                                  "bool_diff_float", "int8_plus_300", "int8_lt_200"])
+                                  "bool_diff_float", "int8_plus_300", "int8_lt_200",
+                                  "uint8_min_minus_one"])
 def test_matches_tilelangs_meaning_on_gpu(name):
     import torch
     fn, din, dout, _ = CASES[name]
@@ -113,6 +118,8 @@ def test_matches_tilelangs_meaning_on_gpu(name):
         # halves near 0.1, where 0.1 rounded to float16 (0.0999755859375) and 0.1f differ
         a = (np.float16(0.1) + rng.integers(-20, 20, n) * np.float16(2 ** -14)).astype(np.float16)
         a[:4] = [np.float16(0.1), 1000.0, -3.5, 0.3]
+    elif din == "uint8":
+        a = rng.integers(0, 256, n).astype(np.uint8)
     else:
         a = rng.integers(-100, 100, n).astype(din)
     b = rng.integers(-3, 3, n).astype(np.int32 if din == "int32" else a.dtype)
