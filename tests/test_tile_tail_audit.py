@@ -100,3 +100,193 @@ def test_dynamic_rows_parallel_on_gpu(m):
     kernel(a, b)
     torch.cuda.synchronize()
     assert torch.equal(b, a * 2)
+
+
+# ---- probes whose code agreed with TileLang's: elements past a tensor's end read 0 (loads
+# predicated, TMA zero fill), stores and atomics past it are skipped, clear=False folds the
+# destination's old value in, scans over lengths off 32 guard their lanes -------------------
+
+def _sum_rows_accumulate(M=100, N_=50, bm=32, bn=32):
+    """Element origins A[bx * bm, k * bn] crossing both ends; reduce_sum(clear=False) onto
+    rows seeded with 1."""
+    @T.prim_func
+    def sum_rows_accumulate(A: T.Tensor((M, N_), "float32"), B: T.Tensor((M,), "float32")):
+        with T.Kernel(T.ceildiv(M, bm), threads=128) as bx:
+            S = T.alloc_shared((bm, bn), "float32")
+            F = T.alloc_fragment((bm, bn), "float32")
+            r = T.alloc_fragment((bm,), "float32")
+            T.fill(r, 1.0)
+            for k in T.serial(T.ceildiv(N_, bn)):
+                T.copy(A[bx * bm, k * bn], S)
+                T.copy(S, F)
+                T.reduce_sum(F, r, dim=1, clear=False)
+            T.copy(r, B[bx * bm])
+    return sum_rows_accumulate
+
+
+def _max_rows_seeded(M=40, N_=50, bn=64):
+    """reduce_max(clear=False) onto -100 over a 64-column tile of a 50-column tensor: the 14
+    columns past the end are 0 in the tile (TileLang's too), so a row of negatives gives 0."""
+    @T.prim_func
+    def max_rows_seeded(A: T.Tensor((M, N_), "float32"), B: T.Tensor((M,), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            F = T.alloc_fragment((M, bn), "float32")
+            r = T.alloc_fragment((M,), "float32")
+            T.fill(r, -100.0)
+            T.copy(A[0, 0], F)
+            T.reduce_max(F, r, dim=1, clear=False)
+            T.copy(r, B)
+    return max_rows_seeded
+
+
+def _col_sum_shared_dst(M=50, N_=32, bm=64):
+    """reduce_sum over dim 0 (a row tail) with clear=False into a shared 1-D destination."""
+    @T.prim_func
+    def col_sum_shared_dst(A: T.Tensor((M, N_), "float32"), B: T.Tensor((N_,), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            F = T.alloc_fragment((bm, N_), "float32")
+            r = T.alloc_shared((N_,), "float32")
+            T.fill(r, 2.0)
+            T.copy(A[0:bm, 0:N_], F)
+            T.reduce_sum(F, r, dim=0, clear=False)
+            T.copy(r, B)
+    return col_sum_shared_dst
+
+
+def _tile_atomic_tail(M=100, N_=40, bm=32, bn=32):
+    @T.prim_func
+    def tile_atomic_tail(A: T.Tensor((M, N_), "float32"), B: T.Tensor((M, N_), "float32")):
+        with T.Kernel(T.ceildiv(N_, bn), T.ceildiv(M, bm), threads=128) as (bx, by):
+            F = T.alloc_fragment((bm, bn), "float32")
+            T.copy(A[by * bm, bx * bn], F)
+            T.atomic_add(B[by * bm:(by + 1) * bm, bx * bn:(bx + 1) * bn], F)
+    return tile_atomic_tail
+
+
+def _reverse_scans(M=8, N_=50):
+    """cumsum along dim 1, reverse, of rows 50 long (lanes past 50 guarded), and a forward
+    scan along dim 0 of a tile 64 rows tall over a 50-row tensor (zeros past the end)."""
+    @T.prim_func
+    def reverse_scans(A: T.Tensor((M, N_), "float32"), B: T.Tensor((M, N_), "float32"),
+                      C: T.Tensor((N_, M), "float32"), D: T.Tensor((N_, M), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            S = T.alloc_shared((M, N_), "float32")
+            U = T.alloc_shared((64, M), "float32")
+            T.copy(A, S)
+            T.cumsum(S, dim=1, reverse=True)
+            T.copy(S, B)
+            T.copy(C[0:64, 0:M], U)
+            T.cumsum(U, dim=0, reverse=True)
+            T.copy(U, D[0:64, 0:M])
+    return reverse_scans
+
+
+def _sub_region_fills(M=64, N_=64):
+    @T.prim_func
+    def sub_region_fills(A: T.Tensor((M, N_), "float32"), B: T.Tensor((M, N_), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            S = T.alloc_shared((M, N_), "float32")
+            F = T.alloc_fragment((M, N_), "float32")
+            T.copy(A, S)
+            T.fill(S[8:24, 4:20], 7.0)
+            T.copy(S, F)
+            T.clear(F[0:4, :])
+            T.copy(F, B)
+    return sub_region_fills
+
+
+def _symbolic_min_rows(bm=32, bn=32):
+    M, N_ = T.symbolic("M"), T.symbolic("N")
+
+    @T.prim_func
+    def symbolic_min_rows(A: T.Tensor((M, N_), "float32"), B: T.Tensor((M, N_), "float32"),
+                          R: T.Tensor((M,), "float32")):
+        with T.Kernel(T.ceildiv(N_, bn), T.ceildiv(M, bm), threads=128) as (bx, by):
+            F = T.alloc_fragment((bm, bn), "float32")
+            r = T.alloc_fragment((bm,), "float32")
+            T.copy(A[by * bm, bx * bn], F)
+            T.reduce_min(F, r, dim=1)
+            T.copy(F, B[by * bm, bx * bn])
+            if bx == 0:
+                T.copy(r, R[by * bm])
+    return symbolic_min_rows
+
+
+def test_tail_loads_read_zero_in_source():
+    src = tilecute.compile(_max_rows_seeded(), target="sm_90a").get_kernel_source()
+    # the per-lane path past column 50 reads 0; the reduction folds the seeded -100 in
+    assert "tc_ld6 = cutlass.Float32(0)" in src and "(i3 + tc_lane5) < 50" in src, src
+    assert 'r[tc_c13] = tcr.combine(r[tc_c13], tc_rows12[tc_c13], "max")' in src, src
+    src = tilecute.compile(_symbolic_min_rows(), target="sm_90a").get_kernel_source()
+    assert "if by * 32 + i1 < M and bx * 32 + (i2 + tc_lane3) < N:" in src, src
+    assert "if by * 32 + i5 < M:" in src, src
+
+
+def test_tail_atomics_and_scans_guarded_in_source():
+    src = tilecute.compile(_tile_atomic_tail(), target="sm_90a").get_kernel_source()
+    assert "if by * 32 + i3 < 100 and bx * 32 + (i4 + tc_lane11) < 40:" in src, src
+    src = tilecute.compile(_reverse_scans(), target="sm_90a").get_kernel_source()
+    # rows of 50 in a warp of 32 lanes x 2: lanes past 50 neither read nor write
+    assert src.count("* 2 + tc_c") >= 4 and "< 50:" in src, src
+
+
+@pytest.mark.parametrize("make", [_sum_rows_accumulate, _max_rows_seeded, _col_sum_shared_dst,
+                                  _tile_atomic_tail, _reverse_scans, _sub_region_fills,
+                                  _symbolic_min_rows])
+def test_tail_probes_build(make, tmp_path):
+    info = tilecute.build_cubin(make(), "sm_90a", out_dir=str(tmp_path))
+    assert info.kernel_names
+
+
+@pytest.mark.gpu
+def test_tail_reductions_on_gpu():
+    import torch
+    a = torch.randn(100, 50, device="cuda")
+    b = torch.empty(100, device="cuda")
+    tilecute.compile(_sum_rows_accumulate())(a, b)
+    torch.testing.assert_close(b, 1 + a.sum(1), rtol=1e-5, atol=1e-4)
+    a = -torch.rand(40, 50, device="cuda") - 1  # all negative: the zeros past column 50 win
+    a[:5] += 3
+    b = torch.empty(40, device="cuda")
+    tilecute.compile(_max_rows_seeded())(a, b)
+    want = torch.maximum(a.max(1).values, torch.zeros(40, device="cuda"))
+    torch.testing.assert_close(b, want)
+    a = torch.randn(50, 32, device="cuda")
+    b = torch.empty(32, device="cuda")
+    tilecute.compile(_col_sum_shared_dst())(a, b)
+    torch.testing.assert_close(b, 2 + a.sum(0), rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.gpu
+def test_tail_atomics_scans_fills_on_gpu():
+    import torch
+    a = torch.randn(100, 40, device="cuda")
+    b = torch.ones(100, 40, device="cuda")
+    tilecute.compile(_tile_atomic_tail())(a, b)
+    torch.testing.assert_close(b, a + 1)
+    a, c = torch.randn(8, 50, device="cuda"), torch.randn(50, 8, device="cuda")
+    b, d = torch.empty(8, 50, device="cuda"), torch.empty(50, 8, device="cuda")
+    tilecute.compile(_reverse_scans())(a, b, c, d)
+    torch.testing.assert_close(b, a.flip(1).cumsum(1).flip(1), rtol=1e-5, atol=1e-4)
+    torch.testing.assert_close(d, c.flip(0).cumsum(0).flip(0), rtol=1e-5, atol=1e-4)
+    a = torch.randn(64, 64, device="cuda")
+    b = torch.empty(64, 64, device="cuda")
+    tilecute.compile(_sub_region_fills())(a, b)
+    want = a.clone()
+    want[8:24, 4:20] = 7
+    want[0:4] = 0
+    torch.testing.assert_close(b, want)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m,n", [(50, 70), (33, 32), (1, 1)])
+def test_symbolic_min_rows_on_gpu(m, n):
+    import torch
+    kernel = tilecute.compile(_symbolic_min_rows())
+    a = torch.rand(m, n, device="cuda") + 1  # positive: the zeros past column n win the min
+    b = torch.empty(m, n, device="cuda")
+    r = torch.empty(m, device="cuda")
+    kernel(a, b, r)
+    assert torch.equal(b, a)
+    want = a[:, :32].min(1).values if n >= 32 else torch.zeros(m, device="cuda")
+    torch.testing.assert_close(r, want)
