@@ -7,7 +7,13 @@ at run time (``T.min(bm, M - bx * bm)`` rows) and whose inner extent is constant
 vectors from the vectorize pass, while codegen spreads such a nest one iteration a thread step:
 every iteration copied 4 elements (cp.async of 16 bytes at unaligned addresses, reads past the
 tensor's end).  Now the nest's lanes are one element wide (TileLang's code for the program is
-scalar too)."""
+scalar too).
+
+Found: a tile op's region whose start is proved negative (``T.copy(A[-1, 0:64], s)``,
+``T.copy(A[-16, 0], s)``, ``T.fill(B[-1, 0:64], v)``) kept its start, so the copy read zeros
+(a TMA box at row -1) and the fill wrote nothing; TileLang lowers the op to loads and stores
+whose proved-negative indices its LegalizeNegativeIndex counts from the end (the last row).
+The frontend's negative-index pass now rewrites such region dims."""
 
 import pytest
 
@@ -290,3 +296,82 @@ def test_symbolic_min_rows_on_gpu(m, n):
     assert torch.equal(b, a)
     want = a[:, :32].min(1).values if n >= 32 else torch.zeros(m, device="cuda")
     torch.testing.assert_close(r, want)
+
+
+# ---- negative region starts: counted from the end, as TileLang's lowered loads are --------
+
+def _negative_origins(M=16, N_=64):
+    @T.prim_func
+    def negative_origins(A: T.Tensor((M, N_), "float32"), H: T.Tensor((64, N_), "float16"),
+                         B: T.Tensor((N_,), "float32"), C: T.Tensor((2, N_), "float32"),
+                         D: T.Tensor((16, N_), "float16"), E: T.Tensor((M, N_), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            s1 = T.alloc_shared((N_,), "float32")
+            s2 = T.alloc_shared((2, N_), "float32")
+            s3 = T.alloc_shared((16, N_), "float16")
+            T.copy(A[-1, 0:N_], s1)      # A's last row
+            T.copy(A[-2, 0], s2)         # its last two rows (an element origin)
+            T.copy(H[-16, 0], s3)        # H's last 16 rows
+            T.copy(s1, B)
+            T.copy(s2, C)
+            T.copy(s3, D)
+            T.fill(E[-1, 0:N_], 4.0)     # E's last row
+            T.copy(s2[-1, 0:N_], E[0, 0:N_])  # s2's last row (A's last) into E's first
+    return negative_origins
+
+
+def test_negative_region_starts_count_from_the_end():
+    func = _negative_origins()
+    starts = {}
+    for s in walk_stmts(func.kernels[0].body):
+        if isinstance(s, N.Copy):
+            starts[(s.src.buffer, s.dst.buffer)] = s.src.starts
+        elif isinstance(s, N.Fill):
+            starts[("fill", s.dst.buffer)] = s.dst.starts
+    val = lambda t: tuple(getattr(x, "value", None) for x in t)  # noqa: E731
+    assert val(starts[("A", "s1")]) == (15, 0)
+    assert val(starts[("A", "s2")]) == (14, 0)
+    assert val(starts[("H", "s3")]) == (48, 0)
+    assert val(starts[("fill", "E")]) == (15, 0)
+    assert val(starts[("s2", "E")]) == (1, 0)
+
+
+def test_negative_region_starts_in_source(tmp_path):
+    src = tilecute.compile(_negative_origins(), target="sm_90a").get_kernel_source()
+    assert "(0, -1)" not in src and "(0, -2)" not in src and "(0, -16)" not in src, src
+    assert "E[15, i" in src or "E[15," in src, src
+    info = tilecute.build_cubin(_negative_origins(), "sm_80", out_dir=str(tmp_path))
+    assert info.kernel_names
+
+
+def test_partly_negative_region_stays_as_written():
+    @T.prim_func
+    def partly_negative(A: T.Tensor((64,), "float32"), B: T.Tensor((8,), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            s = T.alloc_shared((8,), "float32")
+            T.copy(A[-4:4], s)  # indices -4..3: not all negative, as TileLang leaves them
+            T.copy(s, B)
+    copies = [s for s in walk_stmts(partly_negative.kernels[0].body) if isinstance(s, N.Copy)]
+    assert copies[0].src.starts[0] == N.Const(-4, "int32") or \
+        getattr(copies[0].src.starts[0], "value", None) == -4
+
+
+@pytest.mark.gpu
+def test_negative_origins_on_gpu():
+    import torch
+    kernel = tilecute.compile(_negative_origins())
+    a = torch.randn(16, 64, device="cuda")
+    h = torch.randn(64, 64, device="cuda", dtype=torch.float16)
+    b = torch.empty(64, device="cuda")
+    c = torch.empty(2, 64, device="cuda")
+    d = torch.empty(16, 64, device="cuda", dtype=torch.float16)
+    e = torch.zeros(16, 64, device="cuda")
+    kernel(a, h, b, c, d, e)
+    torch.cuda.synchronize()
+    assert torch.equal(b, a[-1])
+    assert torch.equal(c, a[-2:])
+    assert torch.equal(d, h[-16:])
+    want = torch.zeros(16, 64, device="cuda")
+    want[-1] = 4
+    want[0] = a[-1]
+    assert torch.equal(e, want)
