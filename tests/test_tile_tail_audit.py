@@ -375,3 +375,37 @@ def test_negative_origins_on_gpu():
     want[-1] = 4
     want[0] = a[-1]
     assert torch.equal(e, want)
+
+
+def _window_before_start(M=128, N_=64):
+    """Rows bx * 32 - 8 .. bx * 32 + 23: block 0's window starts 8 rows before A's start
+    (only possibly negative: not counted from the end; those rows read 0, as TileLang's
+    guarded loads; here a TMA box at row -8, which fills them with zeros)."""
+    @T.prim_func
+    def window_before_start(A: T.Tensor((M, N_), "float32"),
+                            B: T.Tensor((M // 32, 32, N_), "float32")):
+        with T.Kernel(M // 32, threads=128) as bx:
+            S = T.alloc_shared((32, N_), "float32")
+            T.copy(A[bx * 32 - 8, 0], S)
+            T.copy(S, B[bx, 0, 0])
+    return window_before_start
+
+
+def test_window_before_start_keeps_its_origin(tmp_path):
+    src = tilecute.compile(_window_before_start(), target="sm_90a").get_kernel_source()
+    assert "(0, bx * 32 - 8)" in src, src
+    info = tilecute.build_cubin(_window_before_start(), "sm_80", out_dir=str(tmp_path))
+    assert info.kernel_names
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("tma", [True, False])
+def test_window_before_start_on_gpu(tma):
+    import torch
+    kernel = tilecute.compile(_window_before_start(), options={"disable_tma": not tma})
+    a = torch.randn(128, 64, device="cuda")
+    b = torch.empty(4, 32, 64, device="cuda")
+    kernel(a, b)
+    padded = torch.cat([torch.zeros(8, 64, device="cuda"), a])
+    want = torch.stack([padded[bx * 32:bx * 32 + 32] for bx in range(4)])
+    assert torch.equal(b, want)
