@@ -7,8 +7,11 @@ every buffer scope.  An index that is only possibly negative it leaves as writte
 one), and so does tilecute: the IR validator then refuses one that is known to leave an
 on-chip buffer.  A lane of a ``T.Ramp`` index (a vector access, written per lane by the
 parser) is wrapped at run time where its sign is unknown (``lane_wrap``; TileLang's
-TryRewriteMixedRamp), the branch the ranges decide kept here.  Region starts
-(``T.copy(s[i - 4:...], ...)``) are not indices of a load or store and are not rewritten.
+TryRewriteMixedRamp), the branch the ranges decide kept here.  A tile op's region
+(``T.copy``, ``T.fill``/``T.clear``, ``T.atomic_add`` of a tile) is rewritten dim by dim
+where every element index of the dim is proved negative (``_region``: TileLang rewrites
+the loads and stores its lowering makes); a start only possibly negative, or one whose
+region reaches 0 (``T.copy(s[i - 4:i + 4], ...)``), stays as written.
 
 The proof uses the ranges of block indices (constant grid), thread indices, loops with a
 known start and extent, and lets, with interval arithmetic (sound: a bound it gives holds).
@@ -139,7 +142,54 @@ def _stmt(s: N.Stmt, env: dict, bufs: dict) -> N.Stmt:
     s = dataclasses.replace(s, **changes)
     if isinstance(s, N.Store):
         s = dataclasses.replace(s, indices=_indices(s.buffer, s.indices, env, bufs))
+    if isinstance(s, N.Copy):
+        s = dataclasses.replace(s, src=_region(s.src, s.dst, env, bufs),
+                                dst=_region(s.dst, s.src, env, bufs))
+    elif isinstance(s, N.Fill):
+        s = dataclasses.replace(s, dst=_region(s.dst, None, env, bufs))
+    elif isinstance(s, N.AtomicAdd) and isinstance(s.value, N.Region):
+        s = dataclasses.replace(s, dst=_region(s.dst, s.value, env, bufs),
+                                value=_region(s.value, s.dst, env, bufs))
     return s
+
+
+def _tile_extents(r: N.Region, bufs: dict):
+    """A region's extents where it states them (or is a whole on-chip buffer), else None."""
+    if r.extents is not None:
+        return tuple(r.extents)
+    buf = bufs.get(r.buffer)
+    if buf is not None and buf.scope != "global" and \
+            all(isinstance(x, N.Const) and x.value == 0 for x in r.starts):
+        return tuple(buf.shape)
+    return None
+
+
+def _region(r: N.Region, other, env: dict, bufs: dict) -> N.Region:
+    """A tile op's region with each dim whose every element index is proved negative
+    counted from the end: TileLang lowers the op to loads and stores at ``start + i`` and
+    its LegalizeNegativeIndex then rewrites those (``T.copy(A[-1, 0:64], s)`` reads the
+    last row, ``T.copy(A[-16, 0], s)`` of a 16-row ``s`` the last 16).  A dim whose
+    elements are only partly negative stays as written (its loads are bounds-checked).
+    An origin with no extents takes the other side's, right-aligned (as the lowering)."""
+    buf = bufs.get(r.buffer)
+    if buf is None or len(r.starts) != buf.ndim:
+        return r
+    extents = _tile_extents(r, bufs)
+    if extents is None and other is not None:
+        theirs = _tile_extents(other, bufs)
+        if theirs is not None:
+            rank = len(r.starts)
+            extents = (N.Const(1, "int32"),) * (rank - len(theirs)) + theirs[max(len(theirs) - rank, 0):]
+    if extents is None or len(extents) != len(r.starts):
+        return r
+    starts = []
+    for st, ext, dim in zip(r.starts, extents, buf.shape):
+        hi = _hi(st, env) if N.is_int(st.dtype) else None
+        ext_hi = _hi(ext, env) if N.is_int(ext.dtype) else None
+        if hi is not None and ext_hi is not None and hi + ext_hi - 1 < 0:
+            st = from_end(st, dim)
+        starts.append(st)
+    return dataclasses.replace(r, starts=tuple(starts)) if tuple(starts) != r.starts else r
 
 
 _FLIP = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq", "ne": "ne"}

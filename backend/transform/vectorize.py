@@ -237,7 +237,7 @@ def min_padding_width(width: int, loops: list, threads: int) -> int:
     step idle wins, the wider on a tie.  128 iterations over 128 threads run one each (not
     4 lanes on 32 threads): which thread runs which iteration is the program's business
     (a warp shuffle or match in the nest sees its lanes' values).  A nest whose extents are
-    not all constants keeps ``width``."""
+    not all constants never gets here (one lane a step, ``parallel``)."""
     if width <= 1 or threads <= 0 or \
             not all(isinstance(lp.extent, N.Const) for lp in loops):
         return width
@@ -345,7 +345,13 @@ class _Vectorizer(StmtMutator):
                 inner = dataclasses.replace(outer, body=(inner,))
             return inner
         width = legal_width(inner, self.buffers, self.layouts, self.arch)
-        if inner.loop_layout is not None:
+        if not all(isinstance(lp.extent, N.Const) and isinstance(lp.start, N.Const)
+                   for lp in loops):
+            # extents known only at run time: codegen spreads the nest one iteration a
+            # thread step (nests.spread_dynamic), so its vectors are one element wide
+            # (a (T.min(m, n), 32) copy got 4-element cp.async chunks at every element)
+            width = 1
+        elif inner.loop_layout is not None:
             # the program's loop layout (set by the layout pass): its lanes per thread step
             # are which thread runs which iteration, whatever vector instructions they allow
             width = inner.vector_width
