@@ -107,10 +107,12 @@ def test_fp8_transpose_a_leaves_wgmma_and_fp8_half_accumulates_on_it():
 
 
 def test_requant_rounds_half_to_even_then_clamps():
-    """T.round is TileLang's nearbyintf (halves to even), clamped, then cast to int8."""
+    """T.round is TileLang's nearbyintf (halves to even), clamped (TileLang's tl::clamp: a
+    NaN passes through), then cast to int8."""
     src = _src("gemm_int8_requant_int8_out")
-    assert ("cutlass.Int8(cute.arch.fmin(cute.arch.fmax(cute.math.roundeven(v), cutlass.Float32(-128.0)), "
-            "cutlass.Float32(127.0)))") in src, src
+    assert ("cute.arch.fmin(cute.arch.fmax(cute.math.roundeven(v), cutlass.Float32(-128.0)), "
+            "cutlass.Float32(127.0))") in src, src
+    assert "cutlass.Int8(cutlass.select_(cutlass.Boolean(cute.math.isnan(cute.math.roundeven(v)))" in src
 
 
 def test_residual_read_past_symbolic_m_is_guarded():
