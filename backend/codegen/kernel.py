@@ -18,7 +18,7 @@ from ..ir.printer import expr_str, gemm_operand, layout_str
 from ..runtime.dtypes import DTYPES
 from ..target import arch_at_least
 from ..transform.analysis import (all_names, allreduce_steps, column_slice, has_pdl_calls, loads as _loads,
-                                  matrix_slice, row_slice, row_major_strides, value_range,
+                                  matrix_slice, mentions, row_slice, row_major_strides, value_range,
                                   stage_bytes, view_bases, walk_stmts)
 from ..transform.launch_abi import KernelPlan
 from ..ir.visitor import BODY_FIELDS, walk_nodes
@@ -400,8 +400,7 @@ class KernelEmitter:
             if isinstance(n, (N.Load, N.Store)) and len(n.indices) == 2:
                 layout = self.layouts.get(n.buffer)
                 if layout is not None and layout.kind == "blocked" and layout.vector == 1 and \
-                        any(isinstance(x, N.Var) and x.name == s.var.name
-                            for x in walk_nodes(n.indices[0])):
+                        mentions(n.indices[0], s.var.name):
                     return True
         return False
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from ..ir import nodes as N
 from ..runtime.dtypes import DTYPES
 from ..ir.visitor import substitute, walk_nodes
-from ..transform.analysis import accesses, let_values, parallel_nest, value_range
+from ..transform.analysis import accesses, let_values, mentions, parallel_nest, value_range
 from .expr import FP4, PREC, chain, register_type
 from .memory import flat_index, vector_view
 from .source import ident
@@ -104,7 +104,7 @@ class NestEmitter:
             return step
         if buf.ndim == 2 and len(loops) == 1 and width == 1 and \
                 isinstance(indices[1], N.Var) and indices[1].name == names[0] and \
-                not any(isinstance(x, N.Var) and x.name == names[0] for x in walk_nodes(indices[0])):
+                not mentions(indices[0], names[0]):
             per = int(buf.shape[1].value) // layout.threads
             k = self.k.exprs.operand(indices[0], PREC["mul"]) if not isinstance(indices[0], N.Const) \
                 else str(indices[0].value)

@@ -684,6 +684,13 @@ class _Kernel:
             stride *= int(lp.extent.value)
         return {v: c for v, c in flat.items() if c} == want
 
+    def walked(self, nest: _Nest, among, special: bool = False) -> list[str]:
+        """The fragments of ``among`` the nest walks at its own elements (sorted), or with
+        ``special`` those it reads at elements the owner layouts give it
+        (:meth:`special_access`)."""
+        return sorted({b for b, _, _ in nest.accesses if b in among
+                       and ((id(nest), b) in self.special_ids) == special})
+
     def special_access(self, nest: _Nest, b: str, idx, write: bool):
         """``"row"``: an ``(I,)`` fragment read at ``[i]`` in a nest over ``(i, j)`` with
         extents ``(I, J)`` (a row's factor: ``o[i, j] += p[i, j] * scale[i]``); ``"outer"``:
@@ -728,8 +735,7 @@ class _Kernel:
             t = self.region_threads(b)
             if self.frag_region.get(b, (0, self.threads)) != nest.region:
                 raise _NoOwnerLayout(f"'{b}' lives in other threads than the nest's")
-            touched = sorted({x for x, _, _ in nest.accesses if x in parent
-                              and (id(nest), x) not in self.special_ids})
+            touched = self.walked(nest, parent)
             if kind == "row":
                 rows, row = (int(lp.extent.value) for lp in nest.loops)
                 if rows % t or not touched:
@@ -845,10 +851,7 @@ class _Kernel:
                 forced.setdefault(find(f), []).append((lay, self.allocs[f]))
         owner = self.owner_vectors(find, parent)
         for nest in self.nests:
-            touched = sorted({b for b, _, _ in nest.accesses if b in parent
-                              and (id(nest), b) not in self.special_ids})
-            special = sorted({b for b, _, _ in nest.accesses if b in parent
-                              and (id(nest), b) in self.special_ids})
+            touched, special = self.walked(nest, parent), self.walked(nest, parent, special=True)
             if special and not touched:  # (runs on the threads holding what it reads)
                 if any(w and self.scope_of(b) in ("local", "fragment") for b, _, w in nest.accesses):
                     raise _NoOwnerLayout("a nest writes registers beside its special reads alone")
@@ -1125,8 +1128,7 @@ class _Kernel:
             if v in parent and b in parent:
                 parent[find(v)] = find(b)
         for nest in self.nests:
-            touched = sorted({b for b, _, _ in nest.accesses if b in parent
-                              and (id(nest), b) not in self.special_ids})
+            touched = self.walked(nest, parent)
             for b in touched[1:]:
                 parent[find(b)] = find(touched[0])
         return find

@@ -238,8 +238,7 @@ def min_padding_width(width: int, loops: list, threads: int) -> int:
     4 lanes on 32 threads): which thread runs which iteration is the program's business
     (a warp shuffle or match in the nest sees its lanes' values).  A nest whose extents are
     not all constants never gets here (one lane a step, ``parallel``)."""
-    if width <= 1 or threads <= 0 or \
-            not all(isinstance(lp.extent, N.Const) for lp in loops):
+    if width <= 1 or threads <= 0:
         return width
     total = math.prod(int(lp.extent.value) for lp in loops)
     best, best_pad, cand = width, None, width
@@ -344,7 +343,6 @@ class _Vectorizer(StmtMutator):
             for outer in reversed(loops[:-1]):
                 inner = dataclasses.replace(outer, body=(inner,))
             return inner
-        width = legal_width(inner, self.buffers, self.layouts, self.arch)
         if not all(isinstance(lp.extent, N.Const) and isinstance(lp.start, N.Const)
                    for lp in loops):
             # extents known only at run time: codegen spreads the nest one iteration a
@@ -356,6 +354,7 @@ class _Vectorizer(StmtMutator):
             # are which thread runs which iteration, whatever vector instructions they allow
             width = inner.vector_width
         elif inner.vector_width:  # the program asked for a width (1 turns vectorization off)
+            width = legal_width(inner, self.buffers, self.layouts, self.arch)
             if width % inner.vector_width and inner.vector_width > 1:
                 raise VectorizeError(
                     f"{str(inner.loc) + ': ' if inner.loc else ''}prim_func '{self.func.name}': "
@@ -363,7 +362,8 @@ class _Vectorizer(StmtMutator):
                     f"widest legal width is {width})")
             width = inner.vector_width
         else:
-            width = min_padding_width(width, loops, self.threads)
+            width = min_padding_width(legal_width(inner, self.buffers, self.layouts, self.arch),
+                                      loops, self.threads)
         inner = self.record(dataclasses.replace(inner, vector_width=width))
         if inner.copy_instruction != "sync" and \
                 async_copy_ok(inner, self.buffers, self.layouts, self.arch):
