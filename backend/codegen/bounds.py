@@ -296,6 +296,14 @@ class Knowledge:
             lo = self.lowest(form if f is None else _plus(form, f, -1))
             if lo is not None and lo >= 0:
                 return True
+        for f in self.facts:  # form - k * fact for a k > 0 that cancels an atom
+            # (``if k + 2 < n``: ``(k + 2) * 32 + i < 32 * n`` for i < 32)
+            for atom, c in f.items():
+                k = form.get(atom, 0) // c if atom is not None and c else 0
+                if k > 1 and k * c == form[atom]:
+                    lo = self.lowest(_plus(form, f, -k))
+                    if lo is not None and lo >= 0:
+                        return True
         if depth >= _DEPTH:
             return False
         # variables first (their bounds may cancel a quotient against a dim), then min/max,

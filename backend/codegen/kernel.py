@@ -232,8 +232,8 @@ class KernelEmitter:
         buf = self.buffers[name]
         if buf.scope == "fragment":
             return self.nests.register(name, indices)
-        if buf.scope == "shared":
-            return f"{ident(name)}[{shared_index(self.exprs, buf, self.layouts.get(name), indices)}]"
+        if buf.scope == "shared":  # (buf.name: a filling nest's view of another stage)
+            return f"{ident(buf.name)}[{shared_index(self.exprs, buf, self.layouts.get(name), indices)}]"
         if name in self.flat_locals:
             return f"{ident(name)}[{flat_index(self.exprs, buf, indices)}]"
         return f"{ident(name)}[{self.exprs.index_tuple(indices)}]"
@@ -386,10 +386,30 @@ class KernelEmitter:
                       "T.sync_grid(): every block of the (cooperative) launch")
 
     def for_(self, s: N.For, depth: int) -> None:
-        if s.kind == "parallel":
+        if s.kind == "parallel" and s.fill_stage is not None:
+            self.filling(s, depth)
+        elif s.kind == "parallel":
             self.nests.parallel(s, depth)
         else:
             self.serial(s, depth)
+
+    def filling(self, s: N.For, depth: int) -> None:
+        """A nest that fills stage ``s.fill_stage`` of its multi-buffered shared buffers
+        (the cp.async pipelining pass's prologue and refill): each gets a view of that
+        stage under a name of its own, which the nest's accesses print."""
+        stage = self.exprs.expr(s.fill_stage)
+        saved = {}
+        for name in sorted(used_buffers((s,))):
+            if name in self.smem.staged:
+                view = self.out.fresh(f"{name}_stage")
+                self.out.line(depth, f"{ident(view)} = {self.smem.view(self.smem.staged[name], stage)}",
+                              "the stage this copy fills")
+                saved[name] = self.buffers[name]
+                self.buffers[name] = dataclasses.replace(saved[name], name=view)
+        try:
+            self.nests.parallel(s, depth)
+        finally:
+            self.buffers.update(saved)
 
     def picks_registers(self, s: N.For) -> bool:
         """Does the loop's variable pick the register of a fragment one column a thread

@@ -178,12 +178,14 @@ class SharedMemory:
         if stage is None:
             stage = self.stage_of.get(name)
         terms, align = [str(slot.offset)], slot.align
-        if name in self.staged and stage is not None:
+        if name in self.staged and stage is not None and stage.isdigit():
+            terms[0] = str(slot.offset + int(stage) * slot.stride)
+        elif name in self.staged and stage is not None:
             terms.append(f"({stage}) * {slot.stride}")
         if matrix is not None:
             index, size = matrix
             if index.isdigit():  # a constant matrix: a constant offset
-                terms[0] = str(slot.offset + int(index) * size)
+                terms[0] = str(int(terms[0]) + int(index) * size)
             else:
                 terms.append(f"({index}) * {size}")
                 align = math.gcd(align, size)

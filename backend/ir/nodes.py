@@ -622,6 +622,10 @@ class For(Stmt):
     # body's contiguous global / shared accesses vector instructions where it can
     # (``vector_width`` lanes a step, ``vectors``), as TileLang vectorizes such a loop
     vectorized: bool = False
+    # parallel nests (their outer loop) that fill multi-buffered shared buffers ahead of
+    # the pipelined loop's step (the cp.async pipelining pass's prologue and refill): the
+    # stage of those buffers they write; None: the stage the enclosing loop body sees
+    fill_stage: Optional[Expr] = None
 
 
 @dataclass(frozen=True)

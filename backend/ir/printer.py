@@ -147,6 +147,8 @@ def _loop_range(s: N.For) -> str:
         bounds += f", loop_layout={layout_str(s.loop_layout)}"
     if s.unroll_factor:
         bounds += f", unroll_factor={s.unroll_factor}"
+    if s.fill_stage is not None:
+        bounds += f", fill_stage={expr_str(s.fill_stage)}"
     return f"{fn}({bounds})"
 
 

@@ -551,6 +551,9 @@ class _Validator:
             if s.stage_base is not None:
                 self.fail("stage_base is the warp-specialization pass's (a pipelined loop run "
                           "again by an outer loop), not an input")
+            if s.fill_stage is not None:
+                self.fail("fill_stage is the cp.async pipelining pass's (a nest filling a "
+                          "later stage of a multi-buffered tile), not an input")
             self.name(s.var.name, "loop variable")
             if not N.is_int(s.start.dtype) or not N.is_int(s.extent.dtype):
                 self.fail("loop bounds must be integers")

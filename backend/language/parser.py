@@ -779,6 +779,12 @@ class _Parser:
         closure values of a kernel factory included; a script re-parse evaluates it here)."""
         spec = self.annotations[arg.arg] if arg.arg in self.annotations else \
             self.eval_python(arg.annotation)
+        if isinstance(spec, str) and not (isinstance(arg.annotation, ast.Constant) and
+                                          arg.annotation.value == spec):
+            # a module with `from __future__ import annotations` keeps each annotation's
+            # text (`"T.Tensor((M, K), 'float16')"`): it is evaluated here, as TileLang's
+            # parser evaluates the annotation's expression
+            spec = self.eval_python(arg.annotation)
         if isinstance(spec, V.ScalarDecl) or isinstance(spec, N.Var) and \
                 isinstance(arg.annotation, ast.Call) and self.declares_symbol(arg.annotation):
             return DType(spec.dtype)  # TVMScript's `x: T.int32()`, `flag: T.bool()`: a scalar

@@ -47,6 +47,25 @@ def let_values(body) -> dict[str, N.Expr]:
     return out
 
 
+def names_in(x) -> set[str]:
+    """Every name in ``x`` (statements, expressions, nested tuples): the buffers it may
+    touch, and more (a conservative superset; source locations excluded)."""
+    out: set[str] = set()
+
+    def visit(v):
+        if isinstance(v, str):
+            out.add(v)
+        elif isinstance(v, (tuple, list)):
+            for y in v:
+                visit(y)
+        elif dataclasses.is_dataclass(v) and not isinstance(v, (type, N.Loc)):
+            for f in dataclasses.fields(v):
+                if f.name != "loc":
+                    visit(getattr(v, f.name))
+    visit(x)
+    return out
+
+
 def mentions(e, name: str) -> bool:
     if isinstance(e, N.Var):
         return e.name == name

@@ -12,7 +12,7 @@ from typing import Callable
 from ..ir import nodes as N
 from ..ir.validate import validate
 from ..options import check_options
-from . import (accumulator_views, defer_row_sums, early_async_copies, fast_math,
+from . import (accumulator_views, async_pipeline, defer_row_sums, early_async_copies, fast_math,
                fragment_thread_regions,
                hoist_parallel_locals, index_width,
                insert_barriers, layout_inference, lower_tile_ops,
@@ -61,6 +61,9 @@ PASSES = (
     Pass("infer_layouts", lambda f, arch, o: layout_inference.infer_layouts(f)),
     Pass("defer_row_sums", lambda f, arch, o: defer_row_sums.defer_row_sums(f, o)),
     Pass("vectorize", lambda f, arch, o: vectorize.vectorize(f, arch)),
+    Pass("pipeline_async_copies",
+         lambda f, arch, o: async_pipeline.pipeline_async_copies(
+             f, arch, reuse=not o.get("disable_shared_memory_reuse", False))),
     Pass("assign_shared_memory", lambda f, arch, o: shared_memory.assign_shared_memory(
         f, arch, reuse=not o.get("disable_shared_memory_reuse", False))),
     Pass("insert_barriers", lambda f, arch, o: insert_barriers.insert_barriers(

@@ -40,27 +40,8 @@ from __future__ import annotations
 import dataclasses
 
 from ..ir import nodes as N
-from .analysis import view_bases, view_family
+from .analysis import names_in as _names, view_bases, view_family
 from .mbarriers import KernelTma, full_wait, i32, issuer, schedule, split_body, sub
-
-
-def _names(x) -> set[str]:
-    """Every name in ``x`` (statements, expressions, nested tuples): the buffers it may
-    touch, and more (a conservative superset; source locations excluded)."""
-    out: set[str] = set()
-
-    def visit(v):
-        if isinstance(v, str):
-            out.add(v)
-        elif isinstance(v, (tuple, list)):
-            for y in v:
-                visit(y)
-        elif dataclasses.is_dataclass(v) and not isinstance(v, (type, N.Loc)):
-            for f in dataclasses.fields(v):
-                if f.name != "loc":
-                    visit(getattr(v, f.name))
-    visit(x)
-    return out
 
 
 class _Pipeliner:
