@@ -156,6 +156,19 @@ def scaled_sum(A: T.Tensor((64, 64), "float16"), B: T.Tensor((64, 64), "float16"
         for i, j in T.Parallel(64, 64):
             C[i, j] = a_s[i, j] + b_s[i, j]
 """
+CHUNKED_SUM = """\
+@T.prim_func
+def chunked_sum(X: T.Tensor((4, 1024), "float32"), Y: T.Tensor((4, 64), "float32")):
+    with T.Kernel(1, threads=64) as bx:
+        x_s = T.alloc_shared((4, 64), "float32")
+        acc = T.alloc_fragment((4, 64), "float32")
+        T.clear(acc)
+        for c in T.Pipelined(16, num_stages=2):
+            T.copy(X[0, c * 64], x_s)
+            for i, j in T.Parallel(4, 64):
+                acc[i, j] += x_s[i, j]
+        T.copy(acc, Y)
+"""
 NAMES = [p.name for p in PASSES]
 
 
@@ -448,6 +461,31 @@ CASES = [
     ("insert_barriers", TILE, "sm_80", """\
 @@ -11,0 +12 @@
 +        T.sync_threads(wait_async=True)
+"""),
+    # the pipelined loop's cp.async tile gets two stages: step 0 issued before the loop,
+    # step c + 1 at the top of step c (an empty group past the end), then a wait for all
+    # but the newest group (step c's landed)
+    ("pipeline_async_copies", CHUNKED_SUM, "sm_80", """\
+@@ -7 +7 @@
+-        x_s = T.alloc_shared((4, 64), "float32", layout=T.Layout("row_major"))
++        x_s = T.alloc_shared((4, 64), "float32", layout=T.Layout("row_major"), stages=2)
+@@ -11,0 +12,3 @@
++        for i3 in T.Parallel(4, vector_width=1, fill_stage=0):
++            for i4 in T.Parallel(64, vector_width=4, async_copy=True, copy_instruction="async"):
++                x_s[i3, i4] = X[i3, i4]
+@@ -13,3 +16,7 @@
+-            for i3 in T.Parallel(4, vector_width=1):
+-                for i4 in T.Parallel(64, vector_width=4, async_copy=True):
+-                    x_s[i3, i4] = X[i3, c * 64 + i4]
++            if c + 1 < 16:
++                for i3 in T.Parallel(4, vector_width=1, fill_stage=(c + 1) % 2):
++                    for i4 in T.Parallel(64, vector_width=4, async_copy=True, copy_instruction="async"):
++                        x_s[i3, i4] = X[i3, (c + 1) * 64 + i4]
++            else:
++                T.ptx_commit_group()
++            T.ptx_wait_group(1)
+@@ -18,0 +26 @@
++        T.ptx_wait_group(0)
 """),
     # the cp.async copy starts before the independent nest before it (its loads in flight
     # with the nest's)
