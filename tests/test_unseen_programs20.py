@@ -17,7 +17,7 @@ import unseen_programs20 as P
 
 PROGRAMS = ["rmsnorm_bwd_atomic_dw", "layernorm_bwd_partials", "layernorm_bwd_reduce_partials",
             "softmax_bwd_dynamic_rows", "cross_entropy_smoothed_zloss", "swiglu_bwd_packed", "geglu_tanh_bwd",
-            "attn_bwd_delta_bshd", "attn_bwd_kv_major_gqa", "attn_bwd_dq_postprocess",
+            "attn_bwd_delta_bshd", "attn_bwd_kv_major_gqa", "attn_bwd_dq_postprocess", "attn_bwd_register_p",
             "embedding_bwd_sorted_runs", "rope_bwd_neox_position_ids", "linear_bwd_grad_input",
             "linear_bwd_grad_weight_splitm", "adamw_step_master_weights", "sgd_nesterov_tiles",
             "clip_grad_global_norm", "dropout_hash_fwd", "dropout_hash_bwd", "amp_unscale_and_check",
@@ -124,6 +124,21 @@ def test_attention_backward_transposes_and_atomics():
     assert "O[bz, bx * 64 + " in src and ", by, " in src and "Delta[bz, by, bx * 64 + " in src
     src = _body(_src("attn_bwd_dq_postprocess"))
     assert "cutlass.Float32(0.125)" in src and "cutlass.Float16(" in src
+
+
+def test_attention_backward_register_operands():
+    src = _body(_src("attn_bwd_register_p"))
+    # P^T and dS^T stay in registers as the A operand of the dV and dK GEMMs
+    assert "# T.gemm(st_cast, do_s, dv): dv += st_cast @ do_s" in src
+    assert "tcm.gemm(tc_mma1, tc_tid, dv, st_cast," in src and "a_regs=True" in src
+    assert "tcm.gemm(tc_mma3, tc_tid, dk, dpt_cast," in src
+    # clear_accum: the score, dP and dQ GEMMs overwrite their accumulators
+    assert src.count("accumulate=False)") == 3
+    assert "# T.gemm(ds_s, k_s, dq): dq = ds_s^T @ k_s" in src
+    # dS^T is written to shared after the dK GEMM read its registers, and read after a barrier
+    seg = src.split("cute.make_tensor(ds_s.iterator", 1)[1].split("T.gemm(ds_s", 1)[0]
+    assert "cute.arch.sync_threads()" in seg
+    assert "tca.atomic_add_view(cute.make_tensor(dQacc.iterator" in src
 
 
 def test_embedding_runs_flush_by_atomics():
@@ -334,6 +349,19 @@ def test_attention_backward_on_gpu():
     _close(dv, vd.grad, 3e-2)
     _close(dk, kd.grad, 3e-2)
     _close(P.attn_bwd_dq_postprocess()(dq_acc), qd.grad, 3e-2)
+    # register-operand backward, bfloat16, no mask
+    q, k, v, dout = (torch.randn(1, 2, S, D, device="cuda").bfloat16() for _ in range(4))
+    qd, kd, vd = (t.double().requires_grad_() for t in (q, k, v))
+    s = qd @ kd.transpose(-1, -2) * D ** -0.5
+    out = torch.softmax(s, -1) @ vd
+    out.backward(dout.double())
+    lse = torch.logsumexp(s.detach(), -1).float()
+    delta = (out.detach() * dout.double()).sum(-1).float()
+    dq_acc = torch.zeros(1, 2, S, D, device="cuda")
+    dk, dv = P.attn_bwd_register_p()(q, k, v, dout, lse, delta, dq_acc)
+    _close(dv, vd.grad, 5e-2)
+    _close(dk, kd.grad, 5e-2)
+    _close(dq_acc, qd.grad, 5e-2)
 
 
 @pytest.mark.gpu

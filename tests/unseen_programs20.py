@@ -418,6 +418,64 @@ def attn_bwd_dq_postprocess(B=1, H=4, S=128, D=64, sm_scale=0.125, block_M=64, t
     return post
 
 
+@tilecute.jit(out_idx=[6, 7])
+def attn_bwd_register_p(B=1, H=2, S=128, D=64, block_M=64, block_N=64, threads=128):
+    """Attention backward with the probabilities and dS kept in registers as the A operand
+    of the dV and dK GEMMs (``T.copy`` of the float32 accumulator into a bfloat16
+    fragment, then ``T.gemm(fragment, shared, ...)``), ``clear_accum=True`` on the score,
+    dP and dQ GEMMs, dS also staged in shared for dQ = (dS^T)^T K (``transpose_A``), dQ added
+    element by element with ``T.atomic_add`` inside ``T.Parallel``; LSE and delta read
+    straight into fragments indexed by the score's column; dK and dV written in float32.
+    dQacc (after the out_idx outputs) is an input the caller zeroes."""
+    dtype, accum = "bfloat16", "float32"
+    scale = (1.0 / D) ** 0.5
+
+    @T.prim_func
+    def bwd(Q: T.Tensor((B, H, S, D), dtype), K: T.Tensor((B, H, S, D), dtype), V: T.Tensor((B, H, S, D), dtype),
+            dO: T.Tensor((B, H, S, D), dtype), LSE: T.Tensor((B, H, S), accum), Delta: T.Tensor((B, H, S), accum),
+            dK: T.Tensor((B, H, S, D), accum), dV: T.Tensor((B, H, S, D), accum), dQacc: T.Tensor((B, H, S, D), accum)):
+        with T.Kernel(S // block_N, H, B, threads=threads) as (bx, by, bz):
+            k_s = T.alloc_shared((block_N, D), dtype)
+            v_s = T.alloc_shared((block_N, D), dtype)
+            q_s = T.alloc_shared((block_M, D), dtype)
+            do_s = T.alloc_shared((block_M, D), dtype)
+            ds_s = T.alloc_shared((block_N, block_M), dtype)
+            st = T.alloc_fragment((block_N, block_M), accum)
+            st_cast = T.alloc_fragment((block_N, block_M), dtype)
+            dpt = T.alloc_fragment((block_N, block_M), accum)
+            dpt_cast = T.alloc_fragment((block_N, block_M), dtype)
+            dv = T.alloc_fragment((block_N, D), accum)
+            dk = T.alloc_fragment((block_N, D), accum)
+            dq = T.alloc_fragment((block_M, D), accum)
+            lse = T.alloc_fragment((block_M,), accum)
+            dl = T.alloc_fragment((block_M,), accum)
+            T.copy(K[bz, by, bx * block_N:(bx + 1) * block_N, :], k_s)
+            T.copy(V[bz, by, bx * block_N:(bx + 1) * block_N, :], v_s)
+            T.clear(dv)
+            T.clear(dk)
+            for qt in T.Pipelined(S // block_M, num_stages=2):
+                T.copy(Q[bz, by, qt * block_M:(qt + 1) * block_M, :], q_s)
+                T.copy(dO[bz, by, qt * block_M:(qt + 1) * block_M, :], do_s)
+                T.copy(LSE[bz, by, qt * block_M:(qt + 1) * block_M], lse)
+                T.copy(Delta[bz, by, qt * block_M:(qt + 1) * block_M], dl)
+                T.gemm(k_s, q_s, st, transpose_B=True, clear_accum=True, policy=T.GemmWarpPolicy.FullRow)
+                for i, j in T.Parallel(block_N, block_M):
+                    st[i, j] = T.exp(st[i, j] * scale - lse[j])
+                T.copy(st, st_cast)
+                T.gemm(st_cast, do_s, dv, policy=T.GemmWarpPolicy.FullRow)
+                T.gemm(v_s, do_s, dpt, transpose_B=True, clear_accum=True, policy=T.GemmWarpPolicy.FullRow)
+                for i, j in T.Parallel(block_N, block_M):
+                    dpt_cast[i, j] = st[i, j] * (dpt[i, j] - dl[j]) * scale
+                T.gemm(dpt_cast, q_s, dk, policy=T.GemmWarpPolicy.FullRow)
+                T.copy(dpt_cast, ds_s)
+                T.gemm(ds_s, k_s, dq, transpose_A=True, clear_accum=True, policy=T.GemmWarpPolicy.FullRow)
+                for i, j in T.Parallel(block_M, D):
+                    T.atomic_add(dQacc[bz, by, qt * block_M + i, j], dq[i, j])
+            T.copy(dk, dK[bz, by, bx * block_N:(bx + 1) * block_N, :])
+            T.copy(dv, dV[bz, by, bx * block_N:(bx + 1) * block_N, :])
+    return bwd
+
+
 # ---- embeddings and rotary ----------------------------------------------------------------
 @tilecute.jit(out_idx=[])
 def embedding_bwd_sorted_runs(T_tokens=300, D=96, chunk=32, threads=96):
