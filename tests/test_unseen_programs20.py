@@ -22,7 +22,7 @@ PROGRAMS = ["rmsnorm_bwd_atomic_dw", "layernorm_bwd_partials", "layernorm_bwd_re
             "linear_bwd_grad_weight_splitm", "adamw_step_master_weights", "sgd_nesterov_tiles",
             "clip_grad_global_norm", "dropout_hash_fwd", "dropout_hash_bwd", "amp_unscale_and_check",
             "amp_update_scale", "bce_logits_fwd_bwd_mean", "batchnorm_bwd_column_tiles", "cumsum_bwd_reverse",
-            "fp8_delayed_scaling_update"]
+            "fp8_delayed_scaling_update", "rmsnorm_bwd_dynamic_partials"]
 
 
 @pytest.fixture(autouse=True)
@@ -223,6 +223,30 @@ def test_reverse_cumsum_and_fp8_history_roll():
     assert src.index("tct.wait(") < src.index("h[i * 16 +")
 
 
+def test_ceildiv_of_a_symbol_in_a_shape():
+    # TileLang takes T.ceildiv(M, block_M) in a T.Tensor shape (TVM's integer ceildiv);
+    # tilecute refused it before ("a dimension must be an int ..."): now (M + 16 - 1) // 16
+    func = P.rmsnorm_bwd_dynamic_partials.get_tir()
+    assert "dWPart: T.Tensor(((M + 16 - 1) // 16, 256)" in func.script()
+    src = _src("rmsnorm_bwd_dynamic_partials")
+    assert "cute.make_layout(((M + 16 - 1) // 16, 256,)" in src
+    k = P.rmsnorm_bwd_dynamic_partials()
+    import os
+    launcher = open(os.path.join(os.path.dirname(k.ensure_cubin()), "launcher.cpp")).read()
+    # the launcher checks a passed workspace's rows against ceildiv(M, 16)
+    assert "tc_floordiv(((sym_M + INT64_C(16)) - INT64_C(1)), INT64_C(16))" in launcher
+    # nested in a larger expression, and still refusing what TVM's dims do not take here
+    m = tilecute.language.dynamic("m")
+    T = tilecute.language
+
+    @T.prim_func
+    def twice(A: T.Tensor((m,), T.float32), B: T.Tensor((T.ceildiv(m, 8) * 2, 4), T.float32)):
+        with T.Kernel(1, threads=32):
+            B[0, 0] = A[0]
+
+    assert "B: T.Tensor(((m + 8 - 1) // 8 * 2, 4)" in twice.script()
+
+
 # ---- GPU: against torch -------------------------------------------------------------------
 def _close(got, want, tol):
     import torch
@@ -275,6 +299,22 @@ def test_norm_backward_on_gpu():
     _close(dx, xd.grad, 1e-3)
     _close(dgam, gd.grad, 1e-3)
     _close(dbeta, bd.grad, 1e-3)
+
+
+@pytest.mark.gpu
+def test_dynamic_rmsnorm_partials_on_gpu():
+    import torch
+    torch.manual_seed(9)
+    for m in (37, 64):
+        x = torch.randn(m, 256, device="cuda").half()
+        w = torch.randn(256, device="cuda")
+        dy = torch.randn(m, 256, device="cuda").half()
+        xd, wd = x.double().requires_grad_(), w.double().requires_grad_()
+        (xd * torch.rsqrt(xd.pow(2).mean(1, keepdim=True) + 1e-6) * wd).backward(dy.double())
+        dx, part = P.rmsnorm_bwd_dynamic_partials()(x, w, dy)
+        assert part.shape == ((m + 15) // 16, 256)
+        _close(dx, xd.grad, 2e-2)
+        _close(part.sum(0), wd.grad, 1e-2)
 
 
 @pytest.mark.gpu

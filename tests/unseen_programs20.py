@@ -890,3 +890,45 @@ def fp8_delayed_scaling_update(L=16, T_hist=16, fp8_max=448.0, margin=1, threads
                 Scale[i] = T.if_then_else(ok, s, Scale[i])
                 ScaleInv[i] = T.if_then_else(ok, 1.0 / s, ScaleInv[i])
     return upd
+
+
+@tilecute.jit(out_idx=[3, 4])
+def rmsnorm_bwd_dynamic_partials(N=256, block_M=16, threads=128):
+    """RMSNorm backward over a run-time number of rows (``T.dynamic``), dW left as one
+    partial row a block in a workspace declared ``T.Tensor((T.ceildiv(M, block_M), N))``
+    (TVM's integer ceildiv in a shape: the launcher allocates and checks it from M), the
+    caller summing the partials (a second stage)."""
+    M = T.dynamic("M")
+    dtype, accum = "float16", "float32"
+
+    @T.prim_func
+    def bwd(X: T.Tensor((M, N), dtype), W: T.Tensor((N,), accum), dY: T.Tensor((M, N), dtype),
+            dX: T.Tensor((M, N), dtype), dWPart: T.Tensor((T.ceildiv(M, block_M), N), accum)):
+        with T.Kernel(T.ceildiv(M, block_M), threads=threads) as bx:
+            x = T.alloc_fragment((block_M, N), accum)
+            dy = T.alloc_fragment((block_M, N), accum)
+            t = T.alloc_fragment((block_M, N), accum)
+            ss = T.alloc_fragment((block_M,), accum)
+            c = T.alloc_fragment((block_M,), accum)
+            w = T.alloc_fragment((N,), accum)
+            pw = T.alloc_fragment((N,), accum)
+            T.copy(X[bx * block_M, 0], x)
+            T.copy(dY[bx * block_M, 0], dy)
+            T.copy(W, w)
+            for i, j in T.Parallel(block_M, N):
+                t[i, j] = x[i, j] * x[i, j]
+            T.reduce_sum(t, ss, dim=1)
+            for i in T.Parallel(block_M):
+                ss[i] = T.rsqrt(ss[i] / N + 1e-6)
+            for i, j in T.Parallel(block_M, N):
+                x[i, j] = x[i, j] * ss[i]
+                t[i, j] = dy[i, j] * w[j] * x[i, j]
+            T.reduce_sum(t, c, dim=1)
+            for i, j in T.Parallel(block_M, N):
+                t[i, j] = dy[i, j] * x[i, j]
+            T.reduce_sum(t, pw, dim=0)
+            T.copy(pw, dWPart[bx, :])
+            for i, j in T.Parallel(block_M, N):
+                t[i, j] = (dy[i, j] * w[j] - x[i, j] * c[i] / N) * ss[i]
+            T.copy(t, dX[bx * block_M, 0])
+    return bwd
