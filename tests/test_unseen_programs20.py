@@ -22,7 +22,8 @@ PROGRAMS = ["rmsnorm_bwd_atomic_dw", "layernorm_bwd_partials", "layernorm_bwd_re
             "linear_bwd_grad_weight_splitm", "adamw_step_master_weights", "sgd_nesterov_tiles",
             "clip_grad_global_norm", "dropout_hash_fwd", "dropout_hash_bwd", "amp_unscale_and_check",
             "amp_update_scale", "bce_logits_fwd_bwd_mean", "batchnorm_bwd_column_tiles", "cumsum_bwd_reverse",
-            "fp8_delayed_scaling_update", "rmsnorm_bwd_dynamic_partials"]
+            "fp8_delayed_scaling_update", "rmsnorm_bwd_dynamic_partials",
+            "logsumexp_vocab_clear_false"]
 
 
 @pytest.fixture(autouse=True)
@@ -95,6 +96,13 @@ def test_cross_entropy_masks_the_vocab_tail_and_ignored_rows():
     assert "cutlass.Float32(2e-05)" in src  # eps / V
     # the second sweep reads m after the row loop replaced it by the log-sum-exp
     assert src.index("m[i_6_] = lse") < src.index("for t_1_ in cutlass.range(0, 10):")
+
+
+def test_running_max_with_clear_false_keeps_the_old_maximum():
+    src = _body(_src("logsumexp_vocab_clear_false"))
+    assert 'tcr.combine(m[' in src and '"max")' in src.split("tcr.combine(m[", 1)[1].split("\n", 1)[0]
+    # m_prev is copied before the reduction updates m
+    assert src.index("mp[") < src.index("tcr.combine(m[")
 
 
 def test_gated_backward_reads_both_halves():
@@ -336,6 +344,8 @@ def test_softmax_and_cross_entropy_backward_on_gpu():
     loss = lse - 0.9 * picked - 0.1 * xd.mean(1) + 1e-4 * lse * lse
     loss = torch.where(keep, loss, torch.zeros_like(loss))
     (loss * dloss.double()).sum().backward()
+    x = torch.randn(8, 1000, device="cuda") * 4
+    _close(P.logsumexp_vocab_clear_false()(x), torch.logsumexp(x.double(), 1), 1e-5)
     got_loss, got_grad = P.cross_entropy_smoothed_zloss()(logits, labels, dloss)
     _close(got_loss, loss.detach(), 1e-3)
     _close(got_grad, xd.grad, 2e-3)

@@ -932,3 +932,36 @@ def rmsnorm_bwd_dynamic_partials(N=256, block_M=16, threads=128):
                 t[i, j] = (dy[i, j] * w[j] - x[i, j] * c[i] / N) * ss[i]
             T.copy(t, dX[bx * block_M, 0])
     return bwd
+
+
+@tilecute.jit(out_idx=[1])
+def logsumexp_vocab_clear_false(M=8, V=1000, block_V=256, threads=128):
+    """The forward half of a chunked cross-entropy: the row log-sum-exp over vocabulary
+    tiles with the running maximum kept by ``T.reduce_max(x, m, dim=1, clear=False)`` (the
+    tile's maximum combined with m's), the running sum rescaled by exp(m_prev - m); V = 1000
+    in tiles of 256 (the last tile -inf past V); the LSE is what the backward reuses."""
+
+    @T.prim_func
+    def lse(X: T.Tensor((M, V), "float32"), L: T.Tensor((M,), "float32")):
+        with T.Kernel(1, threads=threads) as _:
+            x = T.alloc_fragment((M, block_V), "float32")
+            m = T.alloc_fragment((M,), "float32")
+            mp = T.alloc_fragment((M,), "float32")
+            s = T.alloc_fragment((M,), "float32")
+            ts = T.alloc_fragment((M,), "float32")
+            T.fill(m, -T.infinity("float32"))
+            T.clear(s)
+            for t in T.Pipelined(T.ceildiv(V, block_V), num_stages=2):
+                T.copy(X[0, t * block_V], x)
+                for i, j in T.Parallel(M, block_V):
+                    x[i, j] = T.if_then_else(t * block_V + j < V, x[i, j], -T.infinity("float32"))
+                T.copy(m, mp)
+                T.reduce_max(x, m, dim=1, clear=False)
+                for i, j in T.Parallel(M, block_V):
+                    x[i, j] = T.exp(x[i, j] - m[i])
+                T.reduce_sum(x, ts, dim=1)
+                for i in T.Parallel(M):
+                    s[i] = s[i] * T.exp(mp[i] - m[i]) + ts[i]
+            for i in T.Parallel(M):
+                L[i] = m[i] + T.log(s[i])
+    return lse
