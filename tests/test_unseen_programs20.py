@@ -23,7 +23,7 @@ PROGRAMS = ["rmsnorm_bwd_atomic_dw", "layernorm_bwd_partials", "layernorm_bwd_re
             "clip_grad_global_norm", "dropout_hash_fwd", "dropout_hash_bwd", "amp_unscale_and_check",
             "amp_update_scale", "bce_logits_fwd_bwd_mean", "batchnorm_bwd_column_tiles", "cumsum_bwd_reverse",
             "fp8_delayed_scaling_update", "rmsnorm_bwd_dynamic_partials",
-            "logsumexp_vocab_clear_false"]
+            "logsumexp_vocab_clear_false", "rope_interleaved_bwd_pairs"]
 
 
 @pytest.fixture(autouse=True)
@@ -163,6 +163,12 @@ def test_rope_backward_rotates_back():
     # out_idx=[3] in the middle of the signature: Sin (after dX) is still an input
     params = P.rope_bwd_neox_position_ids.get_tir().params
     assert [p.name for p in params][3:] == ["dX", "Sin"]
+
+
+def test_interleaved_rope_pairs_keep_their_strides():
+    src = _body(_src("rope_interleaved_bwd_pairs"))
+    assert "o[i * 64 + 2 * j] = cutlass.BFloat16(g[i * 64 + 2 * j] * c + g[i * 64 + 2 * j + 1] * s)" in src
+    assert "o[i * 64 + 2 * j + 1] = cutlass.BFloat16(g[i * 64 + 2 * j + 1] * c - g[i * 64 + 2 * j] * s)" in src
 
 
 def test_linear_backward_gemms_transpose_their_operands():
@@ -439,6 +445,14 @@ def test_embedding_and_rope_backward_on_gpu():
     x1, x2, rest = x[..., :16], x[..., 16:32], x[..., 32:]
     torch.cat([x1 * c - x2 * s, x2 * c + x1 * s, rest], -1).backward(dout.double())
     _close(P.rope_bwd_neox_position_ids()(dout, cos, pos, sin), x.grad, 2e-2)
+    g = torch.randn(64, 64, device="cuda").bfloat16()
+    ang = torch.randn(64, 32, device="cuda")
+    c, s = ang.cos(), ang.sin()
+    x = torch.zeros(64, 32, 2, device="cuda", dtype=torch.float64, requires_grad=True)
+    cd, sd = c.double(), s.double()
+    torch.stack([x[..., 0] * cd - x[..., 1] * sd, x[..., 1] * cd + x[..., 0] * sd], -1).backward(
+        g.double().view(64, 32, 2))
+    _close(P.rope_interleaved_bwd_pairs()(g, c, s), x.grad.view(64, 64), 2e-2)
 
 
 @pytest.mark.gpu

@@ -965,3 +965,25 @@ def logsumexp_vocab_clear_false(M=8, V=1000, block_V=256, threads=128):
             for i in T.Parallel(M):
                 L[i] = m[i] + T.log(s[i])
     return lse
+
+
+@tilecute.jit(out_idx=[3])
+def rope_interleaved_bwd_pairs(S=64, D=64, block_S=16, threads=128):
+    """Rotary backward, interleaved pairs (GPT-J style): a ``T.Parallel(block_S, D // 2)``
+    over the pairs writes o[i, 2j] = g[i, 2j] c + g[i, 2j + 1] s and o[i, 2j + 1] = g[i, 2j + 1] c -
+    g[i, 2j] s on fragments indexed with a stride of 2."""
+
+    @T.prim_func
+    def rbwd(dY: T.Tensor((S, D), "bfloat16"), Cos: T.Tensor((S, D // 2), "float32"),
+             Sin: T.Tensor((S, D // 2), "float32"), dX: T.Tensor((S, D), "bfloat16")):
+        with T.Kernel(S // block_S, threads=threads) as bx:
+            g = T.alloc_fragment((block_S, D), "float32")
+            o = T.alloc_fragment((block_S, D), "bfloat16")
+            T.copy(dY[bx * block_S, 0], g)
+            for i, j in T.Parallel(block_S, D // 2):
+                c = Cos[bx * block_S + i, j]
+                s = Sin[bx * block_S + i, j]
+                o[i, 2 * j] = g[i, 2 * j] * c + g[i, 2 * j + 1] * s
+                o[i, 2 * j + 1] = g[i, 2 * j + 1] * c - g[i, 2 * j] * s
+            T.copy(o, dX[bx * block_S, 0])
+    return rbwd
