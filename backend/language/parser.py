@@ -1280,12 +1280,12 @@ class _Parser:
             # `T.Tensor((T.int64(4096), ...))`: TileLang's int64 shapes; how wide offsets
             # are is the index-width pass's (64-bit where a static shape's pass int32)
             d = int(d.value)
-        if isinstance(d, (N.BinOp, N.Cast)):  # `T.Tensor((n * 4, m + 1), ...)`
+        if isinstance(d, (N.BinOp, N.Cast)) or self.is_ceildiv(d):  # `T.Tensor((n * 4, m + 1), ...)`
             e = self.dim_expr(node, d, name)
             return self.dim(node, e.value, name) if isinstance(e, N.Const) else e
         if isinstance(d, bool) or not isinstance(d, (int, N.Var)):
             raise self.error(node, f"'{name}': a dimension must be an int, T.dynamic(...) or "
-                                   f"an integer expression of them (+, -, *, //, %), got {d!r}")
+                                   f"an integer expression of them (+, -, *, //, %, T.ceildiv), got {d!r}")
         if isinstance(d, int):
             if d <= 0:  # TileLang takes 0 (an empty tensor); CuTe DSL's layouts do not
                 raise self.error(node, f"'{name}': dimension {d} must be positive"
@@ -1303,6 +1303,11 @@ class _Parser:
 
     _DIM_OPS = ("add", "sub", "mul", "floordiv", "mod")
 
+    @staticmethod
+    def is_ceildiv(d) -> bool:
+        """``T.ceildiv(a, b)`` of a symbol (a Call; two ints fold to an int)."""
+        return isinstance(d, N.Call) and d.name == "ceildiv" and len(d.args) == 2
+
     def dim_expr(self, node, d: N.Expr, name) -> N.Expr:
         """A dimension written as an expression of symbols and ints (TileLang's
         ``T.Tensor((n * 4,), dtype)``): the launch binds each symbol from a dim that is the
@@ -1317,6 +1322,9 @@ class _Parser:
             return N.Const(v, "int32" if -2 ** 31 <= v < 2 ** 31 else "int64")
         if isinstance(d, N.Var):
             return self.dim(node, d, name)
+        if self.is_ceildiv(d):  # T.ceildiv(n, 16): TVM's integer ceildiv, (n + 16 - 1) // 16
+            a, b = d.args
+            d = N.binop("floordiv", N.binop("sub", N.binop("add", a, b), 1), b)
         if isinstance(d, N.BinOp) and d.op in self._DIM_OPS:
             a, b = self.dim_expr(node, d.a, name), self.dim_expr(node, d.b, name)
             if isinstance(a, N.Const) and isinstance(b, N.Const):
@@ -1332,7 +1340,7 @@ class _Parser:
             # promotes it; the launcher computes every dim in int64
             return N.binop(d.op, a, b)
         raise self.error(node, f"'{name}': a dimension expression may combine ints and "
-                               "T.dynamic(...) symbols with +, -, *, // and %, got "
+                               "T.dynamic(...) symbols with +, -, *, //, % and T.ceildiv, got "
                                f"{_show(d)}")
 
     # ---- statements -------------------------------------------------------------------
