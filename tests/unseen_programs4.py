@@ -834,8 +834,10 @@ def chunked_epilogue(M=256, N=512, K=128, bm=128, bn=256, bk=64, chunk=64):
 def swizzle_before_after(gx=5, gy=7, panel=2, order="row"):
     """T.use_swizzle rebinds the block indices from where it stands on (TileLang's attr
     over the rest of the kernel: a `const dim3 blockIdx` shadowing the launch's): a block
-    records its launch index before the call and the rasterized one after, and copies
-    its tile of A at the rasterized index."""
+    records its launch index (held in a T.alloc_var: an integer Let of the block index
+    would be inlined and read the rasterized index after the call, as TileLang 0.1.15's
+    Simplify inlines it) before the call, writes it at the rasterized index after, and
+    copies its tile of A at the rasterized index."""
 
     @T.prim_func
     def before_after(A: T.Tensor((gy * 16, gx * 16), T.float32),
@@ -843,6 +845,7 @@ def swizzle_before_after(gx=5, gy=7, panel=2, order="row"):
                      Before: T.Tensor((gy, gx), T.int32), After: T.Tensor((gy, gx), T.int32)):
         with T.Kernel(gx, gy, threads=64) as (bx, by):
             tx = T.get_thread_binding()
+            launch = T.alloc_var(T.int32)
             launch = by * gx + bx
             if tx == 0:
                 Before[by, bx] = launch
