@@ -171,3 +171,60 @@ def test_column_folds_and_row_scale_on_gpu():
         Y = torch.empty_like(X)
         tilecute.compile(row_scale(rows=rows))(X, F, Y)
         assert torch.equal(Y, X * (F * 2.0)[:, None])
+
+
+def rms_weighted(rows=64, cols=1024, block_rows=4, threads=128, dtype="float16"):
+    """RMSNorm with a weight: ``y[i, j] = x[i, j] * rstd[i] * w[j]``, the weight copied
+    into a ``(cols,)`` fragment and read at the nest's column."""
+
+    @T.prim_func
+    def rms(X: T.Tensor((rows, cols), dtype), W: T.Tensor((cols,), dtype),
+            Y: T.Tensor((rows, cols), dtype)):
+        with T.Kernel(T.ceildiv(rows, block_rows), threads=threads) as bx:
+            x = T.alloc_fragment((block_rows, cols), "float32")
+            sq = T.alloc_fragment((block_rows, cols), "float32")
+            w = T.alloc_fragment((cols,), "float32")
+            ss = T.alloc_fragment((block_rows,), "float32")
+            T.copy(X[bx * block_rows, 0], x)
+            T.copy(W, w)
+            for i, j in T.Parallel(block_rows, cols):
+                sq[i, j] = x[i, j] * x[i, j]
+            T.reduce_sum(sq, ss, dim=1)
+            for i in T.Parallel(block_rows):
+                ss[i] = T.rsqrt(ss[i] / cols + 1e-6)
+            for i, j in T.Parallel(block_rows, cols):
+                x[i, j] = x[i, j] * ss[i] * w[j]
+            T.copy(x, Y[bx * block_rows, 0])
+    return rms
+
+
+@pytest.mark.parametrize("cols,held", [(1024, 8), (4096, 32), (2048, 16)])
+def test_a_column_factor_holds_the_columns_each_thread_meets(cols, held):
+    """``w[j]`` in a nest over ``(i, j)`` whose rows are whole rounds of the threads'
+    8-element pieces: each thread holds the columns it meets (``cols / 128``), as TileLang
+    lays ``w`` out by the loop; it held all ``cols``."""
+    src = _source(rms_weighted(cols=cols))
+    assert f"w = cute.make_rmem_tensor(({held},), cutlass.Float32)" in src
+    rounds = cols // (128 * 8)
+    if rounds > 1:
+        assert f"% {rounds}) * 8 + " in src
+
+
+def test_a_column_factor_short_of_whole_rounds_stays_whole():
+    # rows of 64 over 128 threads: 8 threads a row, each row's columns on other threads
+    src = _source(rms_weighted(cols=64, block_rows=16))
+    assert "w = cute.make_rmem_tensor((64,), cutlass.Float32)" in src
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("cols,block_rows", [(1024, 4), (4096, 2), (2048, 1), (640, 4), (64, 16)])
+def test_column_factor_on_gpu(cols, block_rows):
+    import torch
+    torch.manual_seed(cols)
+    X = torch.randn(64, cols, device="cuda").half()
+    W = torch.randn(cols, device="cuda").half()
+    Y = torch.empty_like(X)
+    tilecute.compile(rms_weighted(cols=cols, block_rows=block_rows))(X, W, Y)
+    x = X.float()
+    want = x * torch.rsqrt((x * x).mean(1, keepdim=True) + 1e-6) * W.float()
+    torch.testing.assert_close(Y.float(), want, atol=2e-2, rtol=2e-2)

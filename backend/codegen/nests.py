@@ -94,11 +94,27 @@ class NestEmitter:
         nest's own element: ``x[i]`` (one element a thread) in a nest over ``(i, j)``
         running whole rows a thread step is register ``step`` (row ``i = step * threads +
         tid``); ``b[k, j]`` (a ``(K, J)`` fragment, one column a thread) in a nest over
-        ``j`` running one lane a step is register ``k * (J // threads) + step``."""
+        ``j`` running one lane a step is register ``k * (J // threads) + step``; ``w[j]``
+        (a ``(J,)`` fragment blocked with the nest's V, ``J`` whole rounds of the threads'
+        V-element pieces) in a nest over ``(..., j)`` is register ``(step % (J / (threads
+        V))) * V + lane``: in every row the thread meets the columns its step would give it
+        in a nest over ``j`` alone."""
         loops, (step, width) = self.loops, self.step
-        if not loops or layout.vector != 1 or len(indices) != buf.ndim:
+        if not loops or len(indices) != buf.ndim:
             return None
         names = [lp.var.name for lp in loops]
+        if buf.ndim == 1 and len(loops) >= 2 and isinstance(indices[0], N.Var) and \
+                indices[0].name == names[-1] and layout.vector == width and \
+                buf.shape[0] == loops[-1].extent:
+            rounds = int(buf.shape[0].value) // (layout.threads * width)
+            reg = step if rounds > 1 else "0"
+            if reg != "0" and rounds > 1:
+                reg = f"({step} % {rounds})"
+            lane = self.lane or "0"
+            reg = f"{reg} * {width}" if reg != "0" and width > 1 else reg
+            return lane if reg == "0" else (reg if lane == "0" else f"{reg} + {lane}")
+        if layout.vector != 1:
+            return None
         if buf.ndim == 1 and len(loops) == 2 and isinstance(indices[0], N.Var) and \
                 indices[0].name == names[0] and width == int(loops[1].extent.value) and width > 1:
             return step

@@ -695,10 +695,13 @@ class _Kernel:
         """``"row"``: an ``(I,)`` fragment read at ``[i]`` in a nest over ``(i, j)`` with
         extents ``(I, J)`` (a row's factor: ``o[i, j] += p[i, j] * scale[i]``); ``"outer"``:
         a ``(K, J)`` fragment at ``[k, j]`` in a nest over ``j`` (extent ``J``), ``k`` not a
-        variable of the nest (an enclosing loop's: ``lse[k, j]`` for the split ``k``).
-        TileLang lays both out by their loops: thread ``i`` of the block holds row ``i``
-        (the nest's ``(I, J)`` fragments whole rows a thread, ``x`` one element), and
-        column ``j`` of ``b``.  None for any other access, or without ``specials``."""
+        variable of the nest (an enclosing loop's: ``lse[k, j]`` for the split ``k``);
+        ``"col"``: a ``(J,)`` fragment read at ``[j]`` in a nest over ``(..., j)`` whose
+        last extent is ``J`` (a column's factor: ``y[i, j] = x[i, j] * w[j]``).
+        TileLang lays them out by their loops: thread ``i`` of the block holds row ``i``
+        (the nest's ``(I, J)`` fragments whole rows a thread, ``x`` one element), column
+        ``j`` of ``b``, and of ``w`` the columns the thread meets (:meth:`fit_columns`).
+        None for any other access, or without ``specials``."""
         if not self.allow_specials or self.mma_layout(b) is not None or b in self.reducers \
                 or b in self.bases or b in self.bases.values() or \
                 not all(isinstance(lp.start, N.Const) and lp.start.value == 0 and
@@ -715,6 +718,10 @@ class _Kernel:
                 idx[1].name == nest.vars[0] and buf.shape[1] == nest.loops[0].extent and \
                 not mentions(idx[0], nest.vars[0]):
             return "outer"
+        if buf.ndim == 1 and len(nest.loops) >= 2 and not write and \
+                isinstance(idx[0], N.Var) and idx[0].name == nest.vars[-1] and \
+                buf.shape[0] == nest.loops[-1].extent:
+            return "col"
         return None
 
     def owner_vectors(self, find, parent) -> dict:
@@ -736,6 +743,8 @@ class _Kernel:
             if self.frag_region.get(b, (0, self.threads)) != nest.region:
                 raise _NoOwnerLayout(f"'{b}' lives in other threads than the nest's")
             touched = self.walked(nest, parent)
+            if kind == "col":
+                continue  # (its group takes the nest's V: fit_columns)
             if kind == "row":
                 rows, row = (int(lp.extent.value) for lp in nest.loops)
                 if rows % t or not touched:
@@ -1001,7 +1010,42 @@ class _Kernel:
                 self.narrowed, self.region = nest.narrowed, nest.region
                 self.fail(nest.loops[0], f"{_this(nest)} is spread over the threads and runs under "
                                          f"{self.narrowed_text()}, {self.narrowed_why()}")
+        self.fit_columns(nest_mode, vector, find, groups)
         return nest_mode, vector
+
+    def fit_columns(self, nest_mode, vector, find, groups) -> None:
+        """Each ``(J,)`` fragment ``w`` read at ``[j]`` in a blocked nest over ``(..., j)``
+        (``col``, :meth:`special_access`) whose rows are whole rounds of its threads'
+        ``V``-element pieces: every thread meets the same columns in every row, those a
+        blocked layout of ``w`` with the nest's ``V`` gives it (register ``(step %
+        (J / (threads V))) * V + lane``), so ``w``'s group takes that ``V``; TileLang lays
+        ``w`` out by the loop the same way (each thread holds the columns it reads, not
+        all ``J``).  Raises :class:`_NoOwnerLayout` where that cannot hold."""
+        taken: dict[str, int] = {}
+        for nest, b, kind in self.specials:
+            if kind != "col" or b in self.replicated:
+                continue
+            mode, root = next(m for n, m in zip(self.nests, nest_mode) if n is nest)
+            if mode != "blocked" or root is None:
+                raise _NoOwnerLayout(f"'{b}' is read by a nest not spread over the threads")
+            v, t = vector[root], self.region_threads(b)
+            cols = int(self.buffers[b].shape[0].value)
+            if self.frag_region.get(b, (0, self.threads)) != nest.region or cols % (t * v):
+                raise _NoOwnerLayout(f"columns of '{b}' are not whole rounds of {t} x {v}")
+            group = find(b)
+            if taken.setdefault(group, v) != v:
+                raise _NoOwnerLayout(f"'{b}' would need {taken[group]} and {v} lanes")
+            members = groups[group]
+            if any(vector[m] != v for m in members):
+                nests = [n for n, (m, r) in zip(self.nests, nest_mode)
+                         if m == "blocked" and r is not None and find(r) == group]
+                if any(self.mma_layout(m) is not None or m in self.given for m in members) or \
+                        any(r.src in members for r in self.reduces) or \
+                        any(int(n.extents[-1].value) % v or self.barrier_in_strided_nest(n)
+                            for n in nests):
+                    raise _NoOwnerLayout(f"the group of '{b}' cannot take {v} lanes")
+                for m in members:
+                    vector[m] = v
 
     def barrier_in_strided_nest(self, nest: _Nest) -> bool:
         """Does the nest's body meet another thread (a block or grid barrier:
