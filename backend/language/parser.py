@@ -689,7 +689,34 @@ class _Parser:
         return v if isinstance(v, F.Form) else None
 
     def args(self, form: F.Form, call: ast.Call) -> _Args:
-        return _Args(self, form.__name__, form.signature, call)
+        return _Args(self, form.__name__, self.positional_signature(form, call), call)
+
+    def positional_signature(self, form: F.Form, call: ast.Call) -> inspect.Signature:
+        """The form's signature, or TileLang 0.1.13's where 0.1.15 reordered its positional
+        arguments and the call's argument at the telling position is 0.1.13's
+        (forms.LEGACY_POSITIONAL)."""
+        legacy = F.LEGACY_POSITIONAL.get(form.__name__)
+        if legacy is None or any(isinstance(x, ast.Starred) for x in call.args):
+            return form.signature
+        index, old, sig = legacy
+        if form.__name__ == "gemm_sp" and len(call.args) == index:
+            # ten positional arguments: the tenth is 0.1.15's wg_wait or 0.1.13's k_pack
+            node = call.args[index - 1]
+            try:
+                v = self.eval_python(node)
+            except FrontendError:
+                v = None
+            if not (isinstance(v, int) and not isinstance(v, bool) and v == 0):
+                raise self.error(node, f"T.gemm_sp: the tenth positional argument "
+                                       f"`{ast.unparse(node)}` is wg_wait in TileLang 0.1.15 "
+                                       "and k_pack in 0.1.13; pass it by keyword")
+        if len(call.args) <= index:
+            return form.signature
+        try:
+            v = self.eval_python(call.args[index])
+        except FrontendError:
+            return form.signature
+        return sig if old(v) else form.signature
 
     def arg_value(self, ref):
         if isinstance(ref, _Given):
@@ -1988,7 +2015,17 @@ class _Parser:
             dims = dims + (1,) * (3 - len(dims))
             cluster = None if dims == (1, 1, 1) else dims
         else:
-            if a.value("cluster") is not None:
+            if a.value("cluster") is not None and a.value("cluster_dims") is not None:
+                raise a.fail("cluster_dims", "cluster_dims= and cluster= are the same launch "
+                                             "setting; give one")
+            if a.value("cluster_dims") is not None:  # TileLang 0.1.15's T.Kernel(cluster_dims=)
+                dims = self.int_tuple(a.node("cluster_dims"), "cluster_dims",
+                                      a.value("cluster_dims"))
+                if len(dims) > 3:
+                    raise a.fail("cluster_dims", "cluster_dims has at most 3 dims")
+                dims = dims + (1,) * (3 - len(dims))
+                cluster = None if dims == (1, 1, 1) else dims
+            elif a.value("cluster") is not None:
                 cluster = self.int_tuple(a.node("cluster"), "cluster", a.value("cluster"))
             if a.given("producer_threads"):
                 producer = a.static_int("producer_threads", 0)
@@ -2480,6 +2517,7 @@ class _Parser:
         ``w * wave_size + index`` of the domain padded to whole groups of ``group_size``
         along its last dim; the coordinates are Lets and the body runs when the tile lies in
         the domain."""
+        a.no_annotations()
         domain = a.value("domain")
         if not isinstance(domain, (tuple, list)) or not domain:
             raise a.fail("domain", f"domain must be a list of extents, got {_show(domain)}")
@@ -2522,7 +2560,10 @@ class _Parser:
         in_range = N.cmp("lt", stmts[-1].var, last)
         stmts.append(N.If(in_range, body, (), loc=loc))
         waves = ops.ceildiv(padded, wave_size)
-        return [N.For(wave, N.Const(0, "int32"), waves, "serial", tuple(stmts), loc=loc)]
+        # TileLang 0.1.15's num_stages: the wave loop pipelined (its copies num_stages ahead)
+        stages = a.static_int("num_stages", 0)
+        return [N.For(wave, N.Const(0, "int32"), waves, "pipelined" if stages else "serial",
+                      tuple(stmts), stages, loc=loc)]
 
     def if_stmt(self, s: ast.If, span: tuple | None = None) -> list[N.Stmt]:
         """``span``: this ``if`` is the ``elif`` of a branch on the thread index whose
@@ -3480,6 +3521,20 @@ class _Parser:
             raise a.fail(src_arg, f"'{name}': '{base.name}' is a T.StridedTensor; a view reads "
                                   "its base's bytes in row-major order, which a strided "
                                   "tensor's are not")
+        if "strides" in a.sig.parameters and a.value("strides") is not None:
+            # TileLang 0.1.15's T.view(..., strides=): a row-major one is the view itself;
+            # other strides (a strided or rank-changing view of the storage) are refused
+            strides = a.value("strides")
+            strides = tuple(strides) if isinstance(strides, (tuple, list)) else (strides,)
+            dense, acc = [], 1
+            for d in reversed(dims):
+                dense.insert(0, acc)
+                acc = acc * d.value if isinstance(d, N.Const) and acc is not None else None
+            given = [self.parser_int(x) for x in strides]
+            if len(given) != len(dims) or given != dense:
+                raise a.fail("strides", f"'{name}': strides={_show(a.value('strides'))} is not "
+                                        f"supported: tilecute's views are row-major (strides "
+                                        f"{tuple(dense)} for {_shape_text(dims)})")
         if "layout" in a.sig.parameters and a.value("layout") is not None and \
                 not isinstance(a.value("layout"), N.Layout):
             raise a.fail("layout", f"'{name}': layout= takes a T.Layout(...), got "
@@ -3490,6 +3545,13 @@ class _Parser:
         self.view_roots[buf.name] = root
         self.bind(name, _BufferRef(buf))
         return [N.Allocate(buf, layout, loc=self.loc(s), view_of=root.name)]
+
+    def parser_int(self, x):
+        """``x`` as a Python int when it is one (an int, or an integer constant), else None."""
+        if isinstance(x, N.Expr):
+            x = self.folded(x)
+            return x.value if isinstance(x, N.Const) and N.is_int(x.dtype) else None
+        return x if isinstance(x, int) and not isinstance(x, bool) else None
 
     def form_text(self, a: _Args) -> str:
         return f"{a.prefix}{a.name}"
@@ -4720,21 +4782,32 @@ class _Parser:
         if dim < 0:  # counts from the last axis, as in TileLang
             dim += src.ndim
         self.batch_hint(a)
-        nan = False
+        nan, nan_arg = False, "nan_propagate"
         if "nan_propagate" in a.sig.parameters:
-            # TileLang: NaN-propagating max/min (__hmax_nan) for float16/bfloat16 only; the
-            # other dtypes keep their max/min (TileLang's Max: NaN-quiet on floats)
-            nan = a.static_bool("nan_propagate") and kind in ("max", "min", "absmax") and \
-                dst.dtype in ("float16", "bfloat16")
+            nan = a.static_bool("nan_propagate")
         annotations = a.value("annotations")
-        if isinstance(annotations, dict) and set(annotations) == {"enable_fadd2"}:
+        if isinstance(annotations, dict) and annotations and \
+                set(annotations) <= {"enable_fadd2", "nan_propagate"}:
             # TileLang's switch for packed FP32x2 adds (SM100+ sum/abssum): tilecute's
             # reductions add one value at a time on every target, so either value is honored
-            if not isinstance(annotations["enable_fadd2"], (bool, int)):
+            if not isinstance(annotations.get("enable_fadd2", True), (bool, int)):
                 raise a.fail("annotations", f"annotations={_show(annotations)}: enable_fadd2 "
                                             "must be a boolean")
+            if "nan_propagate" in annotations:  # TileLang 0.1.15's carrier; it wins
+                if not isinstance(annotations["nan_propagate"], (bool, int)):
+                    raise a.fail("annotations", f"annotations={_show(annotations)}: "
+                                                "nan_propagate must be a boolean")
+                nan, nan_arg = bool(annotations["nan_propagate"]), "annotations"
         else:
             a.no_annotations()
+        if nan and kind in ("max", "min", "absmax"):
+            # TileLang: NaN-propagating max/min (__hmax_nan) of a float16/bfloat16 out; any
+            # other out dtype is TileLang 0.1.15's error (ReduceOp's check)
+            if dst.dtype not in ("float16", "bfloat16"):
+                raise a.fail(nan_arg, f"nan_propagate=True needs a float16 or bfloat16 out; "
+                                      f"'{dst.name}' is {dst.dtype} (TileLang refuses it too)")
+        else:
+            nan = False
         scratch = ""
         if "scratch" in a.sig.parameters and a.value("scratch") is not None:
             scratch = self.buffer_of(a.node("scratch")).name
@@ -7157,6 +7230,9 @@ class _Parser:
                 if not self.in_kernel:
                     raise self.error(node, f"T.{helper} is only valid inside a T.Kernel")
                 kwargs["kernel"] = (self.kernel_blocks, self.kernel_grid[0], self.kernel_threads)
+            if getattr(fn, "kernel_cluster", False):  # T.get_cluster_id ...: its cluster dims
+                kwargs["cluster"] = tuple(self.kernel_cluster or ()) + \
+                    (1,) * (3 - len(self.kernel_cluster or ()))
             try:
                 return fn(*args, **kwargs)
             except (TypeError, ValueError, KeyError) as e:
