@@ -172,7 +172,7 @@ def Persistent(domain, wave_size, index, group_size=8, num_stages=0, *, annotati
     """``for bx, by in T.Persistent([m_blocks, n_blocks], sm_num, block_id)``: the tiles of
     ``domain`` this block owns, wave by wave (tile ``w * wave_size + index`` in wave
     ``w``), the last dim walked in groups of ``group_size``; ``num_stages`` (TileLang
-    0.1.15's) pipelines the wave loop as ``T.Pipelined(..., num_stages)``."""
+    0.1.15's wave-loop pipelining): 0 only."""
 
 
 @_form("for")

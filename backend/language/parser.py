@@ -462,6 +462,8 @@ def _show(v) -> str:
         return f"`{expr_str(v)}`"
     if isinstance(v, GemmWarpPolicy):
         return f"T.GemmWarpPolicy.{v.name}"
+    if isinstance(v, _BufferRef):  # a buffer given where a value is taken
+        return f"buffer '{v.buffer.name}'"
     return repr(v)
 
 
@@ -2205,7 +2207,8 @@ class _Parser:
                                                         "that say the same)")
                 ws = a.value("warp_specialize")
                 warp_specialize = None if ws is None else a.static_bool("warp_specialize")
-                if num_stages == 0 and not (a.given("stage") or a.given("order")):
+                if num_stages == 0 and a.value("stage") in (None, [], ()) and \
+                        a.value("order") in (None, [], ()):
                     # TileLang: no pipelining
                     if warp_specialize:
                         raise a.fail("warp_specialize", "warp_specialize needs a pipelined "
@@ -2271,7 +2274,9 @@ class _Parser:
             self.pop()
         overlap = kind == "pipelined" and a.given("overlap_mma") and a.static_bool("overlap_mma")
         loads_last: tuple = ()
-        if kind == "pipelined" and (a.given("stage") or a.given("order") or a.given("group")):
+        # (None, as 0.1.15's positional `T.Pipelined(0, n, 2, None, None, {})` gives, is no
+        # schedule: TileLang's default)
+        if kind == "pipelined" and any(a.value(n) not in (None, [], ()) for n in ("stage", "order", "group")):
             num_stages, overlap, loads_last, body = self.manual_stages(a, body, num_stages)
             if num_stages == 0:
                 kind, warp_specialize = "serial", None
@@ -2518,6 +2523,14 @@ class _Parser:
         along its last dim; the coordinates are Lets and the body runs when the tile lies in
         the domain."""
         a.no_annotations()
+        # TileLang 0.1.15's num_stages pipelines the wave loop itself (its copies issued
+        # waves ahead by a producer); tilecute's pipeline passes stage T.Pipelined loops'
+        # loads only, which the wave loop's bounds test hides
+        if a.static_int("num_stages", 0):
+            raise a.fail("num_stages", f"num_stages={a.static_int('num_stages')} is not "
+                                       "supported: tilecute does not pipeline the wave loop "
+                                       "(pipeline a T.Pipelined loop inside it; num_stages=0 "
+                                       "runs the waves one after another)")
         domain = a.value("domain")
         if not isinstance(domain, (tuple, list)) or not domain:
             raise a.fail("domain", f"domain must be a list of extents, got {_show(domain)}")
@@ -2560,10 +2573,7 @@ class _Parser:
         in_range = N.cmp("lt", stmts[-1].var, last)
         stmts.append(N.If(in_range, body, (), loc=loc))
         waves = ops.ceildiv(padded, wave_size)
-        # TileLang 0.1.15's num_stages: the wave loop pipelined (its copies num_stages ahead)
-        stages = a.static_int("num_stages", 0)
-        return [N.For(wave, N.Const(0, "int32"), waves, "pipelined" if stages else "serial",
-                      tuple(stmts), stages, loc=loc)]
+        return [N.For(wave, N.Const(0, "int32"), waves, "serial", tuple(stmts), loc=loc)]
 
     def if_stmt(self, s: ast.If, span: tuple | None = None) -> list[N.Stmt]:
         """``span``: this ``if`` is the ``elif`` of a branch on the thread index whose
