@@ -343,6 +343,28 @@ def test_ignore_loop_partition_is_its_condition():
     assert "if A[0] > T.float32(0.0):" in text
 
 
+# ---- parameter annotations: TVM's spellings of the defaults mean the default ---------------
+def _param(ann):
+    return T.from_script(f"@T.prim_func\ndef k(A: {ann}, B: T.Tensor((64,), 'float32')):\n"
+                         "    with T.Kernel(1, threads=64) as bx:\n"
+                         "        for i in T.Parallel(64):\n"
+                         "            B[i] = T.cast(A[i], 'float32')\n")
+
+
+def test_parameter_default_spellings():
+    base = _param("T.Tensor((64,), 'float16')").script()
+    for ann in ("T.Buffer((64,), 'float16', elem_offset=0)",
+                "T.Buffer((64,), 'float16', axis_separators=[])",
+                "T.Buffer((64,), 'float16', buffer_type='default')",
+                "T.StridedTensor((64,), (1,), 'float16', data=None)"):
+        assert _param(ann).script().replace("T.StridedTensor((64,), (1,), ", "T.Tensor((64,), ") \
+            .replace("T.Buffer(", "T.Tensor(") == base.replace("T.Buffer(", "T.Tensor("), ann
+    for ann, arg in (("T.Buffer((64,), 'float16', elem_offset=2)", "elem_offset=2"),
+                     ("T.StridedTensor((64,), (1,), 'float16', data=3)", "data=3")):
+        with pytest.raises(FrontendError, match=rf"parameter 'A': T.\w+\({arg}\) is not supported"):
+            _param(ann)
+
+
 # ---- 0.1.15's other new names: refused by name ------------------------------------------------
 @pytest.mark.parametrize("name,call", [
     ("gemm_blockscaled", "T.gemm_blockscaled(s, s, s, s, s, k_start=0, sf_a_granularity_k=32, "
