@@ -365,6 +365,22 @@ def test_parameter_default_spellings():
             _param(ann)
 
 
+# ---- T.prim_func(func=None, *, eager_jit=False): 0.1.15's decorator with parentheses -----------
+def test_prim_func_with_parentheses():
+    text = ("@T.prim_func{}\n"
+            "def k(A: T.Tensor((4,), 'float32')):\n"
+            "    with T.Kernel(1, threads=32) as bx:\n"
+            "        A[0] = 1.0\n")
+    assert T.from_script(text.format("()")).script() == T.from_script(text.format("")).script()
+
+    def body(A: T.Tensor((4,), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            A[0] = 1.0
+    assert T.prim_func()(body).script() == T.prim_func(body).script()
+    with pytest.raises(FrontendError, match=r"T.prim_func\(eager_jit=True\) is not supported"):
+        T.prim_func(eager_jit=True)(body)
+
+
 # ---- 0.1.15's other new names: refused by name ------------------------------------------------
 @pytest.mark.parametrize("name,call", [
     ("gemm_blockscaled", "T.gemm_blockscaled(s, s, s, s, s, k_start=0, sf_a_granularity_k=32, "

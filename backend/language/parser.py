@@ -7643,8 +7643,16 @@ def _function_env(fn) -> dict:
     return env
 
 
-def prim_func(fn) -> N.PrimFunc:
-    """Parse ``fn`` (a Python function written with ``T.*``) into a PrimFunc."""
+def prim_func(fn=None, *, eager_jit: bool = False) -> N.PrimFunc:
+    """Parse ``fn`` (a Python function written with ``T.*``) into a PrimFunc.
+    ``@T.prim_func()`` is ``@T.prim_func`` (TileLang 0.1.15's signature); its
+    ``eager_jit=True`` (TileLang's JIT-function builder) is refused."""
+    if eager_jit is not False:
+        raise FrontendError(f"T.prim_func(eager_jit={eager_jit!r}) is not supported: tilecute's "
+                            "prim_func parses the function once (use @tilelang.jit on a kernel "
+                            "factory or an eager kernel)", None, getattr(fn, "__name__", "?"))
+    if fn is None:
+        return prim_func
     name = getattr(fn, "__name__", "?")
     if not inspect.isfunction(fn):
         raise FrontendError(f"@T.prim_func decorates a Python function, got {fn!r}", None, name)
