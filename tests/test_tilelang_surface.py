@@ -74,6 +74,11 @@ CALLS = {
     **{name: ("stmt", "") for name in ("cluster_sync", "cluster_arrive", "cluster_arrive_relaxed",
                                        "cluster_wait")},
     "block_rank_in_cluster": ("expr", ""), "alloc_cluster_barrier": ("alloc", "1"),
+    # TileLang 0.1.15's (tests/test_surface_audit.py)
+    "fmul": ("expr", "1.0, 2.0"), "ignore_loop_partition": ("expr", "x > 0.0"),
+    **{name: ("expr", "0") for name in ("get_cluster_id", "get_cluster_extent")},
+    **{name: ("unpack", "") for name in ("get_cluster_dims", "get_cluster_extents")},
+    "get_cluster_ids": ("expr", ""), "get_cluster_size": ("expr", ""),
     "Tensor": ("param", '(4,), "float32"'), "StridedTensor": ("param", '(4,), (1,), "float32"'),
     "Buffer": ("param", '(4,), "float32"'), "buffer": ("param", '(4,), "float32"'),
     "buffer_decl": ("param", '(4,), "float32"'),

@@ -69,6 +69,10 @@ from .ops import (  # noqa: F401
 from .forms import (annotate_consumer_reg_alloc, annotate_producer_reg_dealloc,  # noqa: F401
                     disable_warp_group_reg_alloc, no_set_max_nreg)
 from .ops import EXPRESSION_HELPERS
+from .ops import (  # noqa: F401  (TileLang 0.1.15's)
+    fmul, get_cluster_dims, get_cluster_extent, get_cluster_extents, get_cluster_id,
+    get_cluster_ids, get_cluster_size, ignore_loop_partition,
+)
 from .ops import atomic_load, index_to_coordinates  # noqa: F401
 from .ops import (  # noqa: F401
     ceildiv, cdiv, align_up, exp, exp2, log, log2, sqrt, rsqrt, tanh, sin, cos, floor, ceil, sigmoid,

@@ -69,8 +69,10 @@ def _form(kind: str, name: str = ""):
 
 # ---- kernels ----------------------------------------------------------------------------
 @_form("with")
-def Kernel(*blocks, threads=None, prelude=None, cluster=None, producer_threads=0):  # noqa: N802
-    """``with T.Kernel(gx, gy, threads=128) as (bx, by)``.  tilecute's: ``cluster``
+def Kernel(*blocks, threads=None, prelude=None, cluster_dims=None, cluster=None,  # noqa: N802
+           producer_threads=0):
+    """``with T.Kernel(gx, gy, threads=128) as (bx, by)``; ``cluster_dims`` (TileLang
+    0.1.15's: blocks per cluster, as ``T.ClusterKernel``'s).  tilecute's: ``cluster``
     (blocks per cluster, as ``T.ClusterKernel``'s ``cluster_dims``) and
     ``producer_threads`` (the warp-specialization pass's producer warpgroup)."""
 
@@ -166,18 +168,21 @@ def grid(*extents, annotations=None):
 
 
 @_form("for")
-def Persistent(domain, wave_size, index, group_size=8):  # noqa: N802
+def Persistent(domain, wave_size, index, group_size=8, num_stages=0, *, annotations=None):  # noqa: N802
     """``for bx, by in T.Persistent([m_blocks, n_blocks], sm_num, block_id)``: the tiles of
     ``domain`` this block owns, wave by wave (tile ``w * wave_size + index`` in wave
-    ``w``), the last dim walked in groups of ``group_size``."""
+    ``w``), the last dim walked in groups of ``group_size``; ``num_stages`` (TileLang
+    0.1.15's wave-loop pipelining): 0 only."""
 
 
 @_form("for")
-def Pipelined(start, stop=None, num_stages=0, order=None, stage=None, sync=None, group=None,  # noqa: N802
-              annotations=None, *, warp_specialize=None, overlap_mma=False):
+def Pipelined(start, stop=None, num_stages=0, order=None, stage=None, annotations=None,  # noqa: N802
+              *, sync=None, group=None, warp_specialize=None, overlap_mma=False):
     """``for k in T.Pipelined(n, num_stages=3)``.  ``num_stages=0`` (TileLang's default)
-    is a plain serial loop.  tilecute's: ``warp_specialize``, ``overlap_mma`` (what
-    TileLang's stage/order/group say for the MMA overlap)."""
+    is a plain serial loop.  TileLang 0.1.15's positional order (``annotations`` sixth);
+    0.1.13's ``sync``, ``group`` by keyword, or positionally when the sixth argument is a
+    list (:data:`LEGACY_POSITIONAL`).  tilecute's: ``warp_specialize``, ``overlap_mma``
+    (what TileLang's stage/order/group say for the MMA overlap)."""
 
 
 # ---- allocations (`buf = T.alloc_*(...)`) -------------------------------------------------
@@ -212,15 +217,17 @@ def alloc_global(shape, dtype, scope="global"):
 
 
 @_form("alloc")
-def alloc_buffer(shape, dtype="float32", data=None, strides=None, elem_offset=None,
-                 scope="global", align=-1, offset_factor=0, buffer_type="default",
-                 axis_separators=None, annotations=None):
+def alloc_buffer(shape, dtype="float32", scope="global", annotations=None, *, data=None,
+                 strides=None, elem_offset=None, align=-1, offset_factor=0,
+                 buffer_type="default", axis_separators=None):
     """TVM's buffer allocation, which TileLang's ``T.alloc_*`` forms call: scope
     ``"global"`` (the default) is ``T.alloc_global`` (a workspace, at the top level or in a
     ``T.Kernel``); ``"shared"``/``"shared.dyn"``, ``"local.fragment"`` and ``"local"`` are
     ``T.alloc_shared``, ``T.alloc_fragment`` and ``T.alloc_local``.  TVM's buffer details
     (``data``, ``strides``, ``elem_offset``, ``align``, ``offset_factor``,
-    ``buffer_type``, ``axis_separators``, ``annotations``) are refused."""
+    ``buffer_type``, ``axis_separators``, ``annotations``) are refused.  TileLang 0.1.15's
+    positional order (TVM's ``alloc_buffer(shape, dtype, scope, annotations)``; the older
+    details by keyword)."""
 
 
 @_form("alloc")
@@ -257,12 +264,12 @@ def cluster_wait():
 
 
 @_form("alloc")
-def view(src, shape=None, dtype=None, *, layout=None):
+def view(src, shape=None, dtype=None, strides=None, *, layout=None):
     """``v = T.view(A_shared, (64, 128), dtype=T.int8)``: another buffer over the storage of
     ``src`` (shared, fragment, local or a global parameter), read as ``shape`` and
     ``dtype`` (``src``'s when None) in row-major order; it holds as many bits as ``src``.
-    No copy: writes through either are seen through the other.  tilecute's: ``layout``
-    (lowered IR)."""
+    No copy: writes through either are seen through the other.  ``strides`` (TileLang
+    0.1.15's): row-major ones only.  tilecute's: ``layout`` (lowered IR)."""
 
 
 @_form("alloc")
@@ -339,20 +346,24 @@ def clear(buffer, annotations=None):
 
 @_form("stmt")
 def gemm_sp(A_sparse, E, B, C, transpose_A=False, transpose_E=False, transpose_B=False,  # noqa: N803
-            policy=GemmWarpPolicy.Square, clear_accum=False, k_pack=1, wg_wait=0,
-            annotations=None):
+            policy=GemmWarpPolicy.Square, clear_accum=False, wg_wait=0, annotations=None, *,
+            k_pack=1):
     """TileLang's ``T.gemm_sp(A_sparse, E, B, C)``: ``C += A @ B`` for a 2:4 structured-sparse
     ``A`` given compressed (``A_sparse``: the two kept values of each group of four along
     K) with its metadata ``E`` (each 4-bit field of an ``E`` element, from the low bits:
-    the positions of a group's two values, TileLang's natural row-major layout)."""
+    the positions of a group's two values, TileLang's natural row-major layout).
+    TileLang 0.1.15's positional order (``wg_wait`` tenth; 0.1.13's ``k_pack`` before it
+    by keyword, or with eleven positional arguments: :data:`LEGACY_POSITIONAL`)."""
 
 
 @_form("stmt")
 def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=GemmWarpPolicy.Square,  # noqa: N803
-         clear_accum=False, k_pack=1, mbar=None, annotations=None, *, wg_wait=0):
-    """``T.gemm(A_shared, B_shared, acc, transpose_B=True)``: ``C += A @ B``.  TileLang's
-    positional order (``mbar`` after ``k_pack``); ``wg_wait`` (the wgmma batches left in
-    flight, from TileLang's earlier T.gemm) by keyword only."""
+         clear_accum=False, mbar=None, annotations=None, *, k_pack=1, wg_wait=0):
+    """``T.gemm(A_shared, B_shared, acc, transpose_B=True)``: ``C += A @ B``.  TileLang
+    0.1.15's positional order (``mbar`` eighth); 0.1.13's (``k_pack`` eighth, then
+    ``mbar``, ``annotations``) when the eighth positional argument is an int
+    (:data:`LEGACY_POSITIONAL`).  ``wg_wait`` (the wgmma batches left in flight, from
+    TileLang's earlier T.gemm) by keyword only."""
 
 
 @_form("stmt")
@@ -364,8 +375,10 @@ def wgmma_gemm(A, B, C, transpose_A=False, transpose_B=False,  # noqa: N803
 
 
 @_form("stmt")
-def reduce(buffer, out, reduce_type, dim, clear, batch=1, nan_propagate=False, annotations=None):
-    """``T.reduce(x, out, "max", dim, clear)``."""
+def reduce(buffer, out, reduce_type, dim, clear, batch=1, annotations=None, *, nan_propagate=False):
+    """``T.reduce(x, out, "max", dim, clear)``.  TileLang 0.1.15's positional order
+    (``annotations`` seventh, ``{"nan_propagate": True}`` there); 0.1.13's
+    ``nan_propagate`` by keyword, or positionally when the seventh argument is a bool."""
 
 
 def _reduce_kind(kind: str, abs_like: bool, nan: bool):
@@ -407,6 +420,55 @@ reduce_absmax = _reduce_kind("absmax", False, True)
 reduce_bitand = _reduce_kind("bitand", False, False)
 reduce_bitor = _reduce_kind("bitor", False, False)
 reduce_bitxor = _reduce_kind("bitxor", False, False)
+
+
+def _sig(fn) -> inspect.Signature:
+    return inspect.signature(fn)
+
+
+def _legacy_gemm(A, B, C, transpose_A=False, transpose_B=False,  # noqa: N803
+                 policy=GemmWarpPolicy.Square, clear_accum=False, k_pack=1, mbar=None,
+                 annotations=None, *, wg_wait=0):
+    pass
+
+
+def _legacy_gemm_sp(A_sparse, E, B, C, transpose_A=False, transpose_E=False,  # noqa: N803
+                    transpose_B=False, policy=GemmWarpPolicy.Square, clear_accum=False,
+                    k_pack=1, wg_wait=0, annotations=None):
+    pass
+
+
+def _legacy_pipelined(start, stop=None, num_stages=0, order=None, stage=None, sync=None,
+                      group=None, annotations=None, *, warp_specialize=None, overlap_mma=False):
+    pass
+
+
+def _legacy_reduce(buffer, out, reduce_type, dim, clear, batch=1, nan_propagate=False,
+                   annotations=None):
+    pass
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+# TileLang 0.1.13's positional orders where 0.1.15 changed them (the forms above take
+# 0.1.15's): form -> (index of the positional argument that tells them apart, whether
+# its value is 0.1.13's, 0.1.13's signature).  The parser binds a call whose argument
+# there passes the test to the old signature, so a program of either release means what
+# it means there.
+LEGACY_POSITIONAL = {
+    # 0.1.13 gemm(..., clear_accum, k_pack, mbar, annotations): k_pack an int, mbar a
+    # barrier or None
+    "gemm": (7, _is_int, _sig(_legacy_gemm)),
+    # 0.1.13 gemm_sp(..., clear_accum, k_pack, wg_wait, annotations): an eleventh
+    # positional argument that is an int is 0.1.13's wg_wait (0.1.15's is annotations)
+    "gemm_sp": (10, _is_int, _sig(_legacy_gemm_sp)),
+    # 0.1.13 Pipelined(start, stop, num_stages, order, stage, sync, group, annotations)
+    "Pipelined": (5, lambda v: isinstance(v, (list, tuple)), _sig(_legacy_pipelined)),
+    # 0.1.13 reduce(..., batch, nan_propagate, annotations)
+    "reduce": (6, lambda v: isinstance(v, bool), _sig(_legacy_reduce)),
+}
 
 
 @_form("stmt")
@@ -924,6 +986,9 @@ TILELANG_ONLY = frozenset("""
     meta_class call_extern call_intrin
     annotate_pass_configs annotate_compile_flags func_attr CUDASourceCodeKernel
     has_let_value get_let_value KernelLaunchFrame BaseTileScheduler
+    gemm_blockscaled annotate_ws_pipeline_depth PartialFragment ptx_fence_barrier_init
+    block_name_suffix_context sblock_alloc_buffer bind get_active_lane_mask call_kernel
+    handle_add_byte_offset thread_return continue_loop break_loop
 """.split()) | frozenset("""
     Add Any AnyDType Assert BufferLoad Call CallEffectKind CommReducer Div
     FloatImm FloorDiv FloorMod IntImm IterVar JITFunc Let LetStmt Max Min

@@ -445,6 +445,16 @@ ieee_fsqrt = _ieee("ieee_fsqrt", 1, True)
 ieee_frsqrt = _ieee("ieee_frsqrt", 1, False)
 
 
+def fmul(x, y):
+    """TileLang 0.1.15's ``T.fmul(x, y)``: ``x * y`` rounded to nearest and kept a multiply
+    (never contracted into an FMA with a neighbouring add): ``T.ieee_mul(x, y, "rn")``;
+    floats only, as TileLang's."""
+    x = _N.as_expr(x, "float32") if _is_number(x) else _N.as_expr(x)
+    if not _N.is_float(x.dtype):
+        raise TypeError(f"T.fmul only supports floating-point inputs, but got {x.dtype}")
+    return ieee_mul(x, y, "rn")
+
+
 def fast_rcp(x):
     """``T.fast_rcp(x)``: TileLang's approximate reciprocal of a float32 (``rcp.approx.ftz.f32``:
     ~1 ulp, subnormal arguments and results flushed to zero)."""
@@ -1314,6 +1324,74 @@ def get_block_extents(*, kernel=None):
     return [get_block_extent(d, kernel=kernel) for d in range(3)]
 
 
+def _cluster_form(fn):
+    """A cluster helper of the enclosing T.Kernel (TileLang 0.1.15's ``T.get_cluster_*``):
+    the parser passes ``kernel`` and ``cluster`` (the T.Kernel's cluster dims, (1, 1, 1)
+    for a launch without clusters)."""
+    sig = inspect.signature(fn)
+    fn.__signature__ = sig.replace(parameters=[p for p in sig.parameters.values()
+                                               if p.name not in ("kernel", "cluster")])
+    fn.kernel_scope = fn.kernel_cluster = True
+    return fn
+
+
+@_cluster_form
+def get_cluster_dims(*, kernel=None, cluster=None):
+    """``[x, y, z]``: the T.Kernel's blocks per cluster (``[1, 1, 1]`` without clusters)."""
+    return [int(c) for c in cluster]
+
+
+@_cluster_form
+def get_cluster_size(*, kernel=None, cluster=None):
+    """The blocks per cluster (the product of :func:`get_cluster_dims`)."""
+    n = 1
+    for c in cluster:
+        n *= int(c)
+    return n
+
+
+@_cluster_form
+def get_cluster_id(dim: int = 0, *, kernel=None, cluster=None):
+    """The index of this block's cluster along ``dim``: ``block_id // cluster_dims[dim]``
+    (TileLang's program-space arithmetic; 0 for a dim the grid does not have)."""
+    d = _dim("get_cluster_id", dim)
+    blocks = kernel[0]
+    if d >= len(blocks):
+        return _N.Const(0, "int32")
+    c = int(cluster[d])
+    return blocks[d] if c == 1 else _N.binop("floordiv", blocks[d], _N.Const(c, blocks[d].dtype))
+
+
+@_cluster_form
+def get_cluster_ids(*, kernel=None, cluster=None):
+    """The cluster index along every grid dim of the T.Kernel."""
+    return [get_cluster_id(d, kernel=kernel, cluster=cluster) for d in range(len(kernel[0]))]
+
+
+@_cluster_form
+def get_cluster_extent(dim: int = 0, *, kernel=None, cluster=None):
+    """The clusters along ``dim``: ``ceildiv(grid extent, cluster_dims[dim])``."""
+    d = _dim("get_cluster_extent", dim)
+    extent = get_block_extent(d, kernel=kernel)
+    c = int(cluster[d])
+    return extent if c == 1 else ceildiv(extent, c)
+
+
+@_cluster_form
+def get_cluster_extents(*, kernel=None, cluster=None):
+    """The clusters along x, y and z."""
+    return [get_cluster_extent(d, kernel=kernel, cluster=cluster) for d in range(3)]
+
+
+def ignore_loop_partition(predicate):
+    """TVM's ``T.ignore_loop_partition(cond)``: ``cond`` (a hint to TVM's loop partitioner,
+    which tilecute does not have)."""
+    p = _N.as_expr(predicate)
+    if p.dtype != "bool":
+        raise TypeError(f"T.ignore_loop_partition takes a boolean condition, got {p.dtype}")
+    return p
+
+
 def Broadcast(value, lanes):  # noqa: N802
     """``T.Broadcast(value, lanes)`` (TVM's): a vector of ``lanes`` copies of ``value``
     (``lanes.LaneVector``)."""
@@ -1362,4 +1440,7 @@ EXPRESSION_HELPERS = (
     "asinh", "acosh", "atanh", "copysign", "hypot", "nextafter", "ldexp", "nearbyint", "fabs",
     *_N.IEEE_FORMS, "fast_rcp", "__ffs", "__fns", "match_any_sync", "match_all_sync",
     "tvm_warp_activemask", "block_rank_in_cluster",
+    # TileLang 0.1.15's
+    "fmul", "get_cluster_dims", "get_cluster_size", "get_cluster_id", "get_cluster_ids",
+    "get_cluster_extent", "get_cluster_extents", "ignore_loop_partition",
 )

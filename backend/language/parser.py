@@ -462,6 +462,8 @@ def _show(v) -> str:
         return f"`{expr_str(v)}`"
     if isinstance(v, GemmWarpPolicy):
         return f"T.GemmWarpPolicy.{v.name}"
+    if isinstance(v, _BufferRef):  # a buffer given where a value is taken
+        return f"buffer '{v.buffer.name}'"
     return repr(v)
 
 
@@ -689,7 +691,34 @@ class _Parser:
         return v if isinstance(v, F.Form) else None
 
     def args(self, form: F.Form, call: ast.Call) -> _Args:
-        return _Args(self, form.__name__, form.signature, call)
+        return _Args(self, form.__name__, self.positional_signature(form, call), call)
+
+    def positional_signature(self, form: F.Form, call: ast.Call) -> inspect.Signature:
+        """The form's signature, or TileLang 0.1.13's where 0.1.15 reordered its positional
+        arguments and the call's argument at the telling position is 0.1.13's
+        (forms.LEGACY_POSITIONAL)."""
+        legacy = F.LEGACY_POSITIONAL.get(form.__name__)
+        if legacy is None or any(isinstance(x, ast.Starred) for x in call.args):
+            return form.signature
+        index, old, sig = legacy
+        if form.__name__ == "gemm_sp" and len(call.args) == index:
+            # ten positional arguments: the tenth is 0.1.15's wg_wait or 0.1.13's k_pack
+            node = call.args[index - 1]
+            try:
+                v = self.eval_python(node)
+            except FrontendError:
+                v = None
+            if not (isinstance(v, int) and not isinstance(v, bool) and v == 0):
+                raise self.error(node, f"T.gemm_sp: the tenth positional argument "
+                                       f"`{ast.unparse(node)}` is wg_wait in TileLang 0.1.15 "
+                                       "and k_pack in 0.1.13; pass it by keyword")
+        if len(call.args) <= index:
+            return form.signature
+        try:
+            v = self.eval_python(call.args[index])
+        except FrontendError:
+            return form.signature
+        return sig if old(v) else form.signature
 
     def arg_value(self, ref):
         if isinstance(ref, _Given):
@@ -2002,7 +2031,17 @@ class _Parser:
             dims = dims + (1,) * (3 - len(dims))
             cluster = None if dims == (1, 1, 1) else dims
         else:
-            if a.value("cluster") is not None:
+            if a.value("cluster") is not None and a.value("cluster_dims") is not None:
+                raise a.fail("cluster_dims", "cluster_dims= and cluster= are the same launch "
+                                             "setting; give one")
+            if a.value("cluster_dims") is not None:  # TileLang 0.1.15's T.Kernel(cluster_dims=)
+                dims = self.int_tuple(a.node("cluster_dims"), "cluster_dims",
+                                      a.value("cluster_dims"))
+                if len(dims) > 3:
+                    raise a.fail("cluster_dims", "cluster_dims has at most 3 dims")
+                dims = dims + (1,) * (3 - len(dims))
+                cluster = None if dims == (1, 1, 1) else dims
+            elif a.value("cluster") is not None:
                 cluster = self.int_tuple(a.node("cluster"), "cluster", a.value("cluster"))
             if a.given("producer_threads"):
                 producer = a.static_int("producer_threads", 0)
@@ -2182,7 +2221,8 @@ class _Parser:
                                                         "that say the same)")
                 ws = a.value("warp_specialize")
                 warp_specialize = None if ws is None else a.static_bool("warp_specialize")
-                if num_stages == 0 and not (a.given("stage") or a.given("order")):
+                if num_stages == 0 and a.value("stage") in (None, [], ()) and \
+                        a.value("order") in (None, [], ()):
                     # TileLang: no pipelining
                     if warp_specialize:
                         raise a.fail("warp_specialize", "warp_specialize needs a pipelined "
@@ -2248,7 +2288,9 @@ class _Parser:
             self.pop()
         overlap = kind == "pipelined" and a.given("overlap_mma") and a.static_bool("overlap_mma")
         loads_last: tuple = ()
-        if kind == "pipelined" and (a.given("stage") or a.given("order") or a.given("group")):
+        # (None, as 0.1.15's positional `T.Pipelined(0, n, 2, None, None, {})` gives, is no
+        # schedule: TileLang's default)
+        if kind == "pipelined" and any(a.value(n) not in (None, [], ()) for n in ("stage", "order", "group")):
             num_stages, overlap, loads_last, body = self.manual_stages(a, body, num_stages)
             if num_stages == 0:
                 kind, warp_specialize = "serial", None
@@ -2494,6 +2536,15 @@ class _Parser:
         ``w * wave_size + index`` of the domain padded to whole groups of ``group_size``
         along its last dim; the coordinates are Lets and the body runs when the tile lies in
         the domain."""
+        a.no_annotations()
+        # TileLang 0.1.15's num_stages pipelines the wave loop itself (its copies issued
+        # waves ahead by a producer); tilecute's pipeline passes stage T.Pipelined loops'
+        # loads only, which the wave loop's bounds test hides
+        if a.static_int("num_stages", 0):
+            raise a.fail("num_stages", f"num_stages={a.static_int('num_stages')} is not "
+                                       "supported: tilecute does not pipeline the wave loop "
+                                       "(pipeline a T.Pipelined loop inside it; num_stages=0 "
+                                       "runs the waves one after another)")
         domain = a.value("domain")
         if not isinstance(domain, (tuple, list)) or not domain:
             raise a.fail("domain", f"domain must be a list of extents, got {_show(domain)}")
@@ -3494,6 +3545,20 @@ class _Parser:
             raise a.fail(src_arg, f"'{name}': '{base.name}' is a T.StridedTensor; a view reads "
                                   "its base's bytes in row-major order, which a strided "
                                   "tensor's are not")
+        if "strides" in a.sig.parameters and a.value("strides") is not None:
+            # TileLang 0.1.15's T.view(..., strides=): a row-major one is the view itself;
+            # other strides (a strided or rank-changing view of the storage) are refused
+            strides = a.value("strides")
+            strides = tuple(strides) if isinstance(strides, (tuple, list)) else (strides,)
+            dense, acc = [], 1
+            for d in reversed(dims):
+                dense.insert(0, acc)
+                acc = acc * d.value if isinstance(d, N.Const) and acc is not None else None
+            given = [self.parser_int(x) for x in strides]
+            if len(given) != len(dims) or given != dense:
+                raise a.fail("strides", f"'{name}': strides={_show(a.value('strides'))} is not "
+                                        f"supported: tilecute's views are row-major (strides "
+                                        f"{tuple(dense)} for {_shape_text(dims)})")
         if "layout" in a.sig.parameters and a.value("layout") is not None and \
                 not isinstance(a.value("layout"), N.Layout):
             raise a.fail("layout", f"'{name}': layout= takes a T.Layout(...), got "
@@ -3504,6 +3569,13 @@ class _Parser:
         self.view_roots[buf.name] = root
         self.bind(name, _BufferRef(buf))
         return [N.Allocate(buf, layout, loc=self.loc(s), view_of=root.name)]
+
+    def parser_int(self, x):
+        """``x`` as a Python int when it is one (an int, or an integer constant), else None."""
+        if isinstance(x, N.Expr):
+            x = self.folded(x)
+            return x.value if isinstance(x, N.Const) and N.is_int(x.dtype) else None
+        return x if isinstance(x, int) and not isinstance(x, bool) else None
 
     def form_text(self, a: _Args) -> str:
         return f"{a.prefix}{a.name}"
@@ -4734,21 +4806,32 @@ class _Parser:
         if dim < 0:  # counts from the last axis, as in TileLang
             dim += src.ndim
         self.batch_hint(a)
-        nan = False
+        nan, nan_arg = False, "nan_propagate"
         if "nan_propagate" in a.sig.parameters:
-            # TileLang: NaN-propagating max/min (__hmax_nan) for float16/bfloat16 only; the
-            # other dtypes keep their max/min (TileLang's Max: NaN-quiet on floats)
-            nan = a.static_bool("nan_propagate") and kind in ("max", "min", "absmax") and \
-                dst.dtype in ("float16", "bfloat16")
+            nan = a.static_bool("nan_propagate")
         annotations = a.value("annotations")
-        if isinstance(annotations, dict) and set(annotations) == {"enable_fadd2"}:
+        if isinstance(annotations, dict) and annotations and \
+                set(annotations) <= {"enable_fadd2", "nan_propagate"}:
             # TileLang's switch for packed FP32x2 adds (SM100+ sum/abssum): tilecute's
             # reductions add one value at a time on every target, so either value is honored
-            if not isinstance(annotations["enable_fadd2"], (bool, int)):
+            if not isinstance(annotations.get("enable_fadd2", True), (bool, int)):
                 raise a.fail("annotations", f"annotations={_show(annotations)}: enable_fadd2 "
                                             "must be a boolean")
+            if "nan_propagate" in annotations:  # TileLang 0.1.15's carrier; it wins
+                if not isinstance(annotations["nan_propagate"], (bool, int)):
+                    raise a.fail("annotations", f"annotations={_show(annotations)}: "
+                                                "nan_propagate must be a boolean")
+                nan, nan_arg = bool(annotations["nan_propagate"]), "annotations"
         else:
             a.no_annotations()
+        if nan and kind in ("max", "min", "absmax"):
+            # TileLang: NaN-propagating max/min (__hmax_nan) of a float16/bfloat16 out; any
+            # other out dtype is TileLang 0.1.15's error (ReduceOp's check)
+            if dst.dtype not in ("float16", "bfloat16"):
+                raise a.fail(nan_arg, f"nan_propagate=True needs a float16 or bfloat16 out; "
+                                      f"'{dst.name}' is {dst.dtype} (TileLang refuses it too)")
+        else:
+            nan = False
         scratch = ""
         if "scratch" in a.sig.parameters and a.value("scratch") is not None:
             scratch = self.buffer_of(a.node("scratch")).name
@@ -7171,6 +7254,9 @@ class _Parser:
                 if not self.in_kernel:
                     raise self.error(node, f"T.{helper} is only valid inside a T.Kernel")
                 kwargs["kernel"] = (self.kernel_blocks, self.kernel_grid[0], self.kernel_threads)
+            if getattr(fn, "kernel_cluster", False):  # T.get_cluster_id ...: its cluster dims
+                kwargs["cluster"] = tuple(self.kernel_cluster or ()) + \
+                    (1,) * (3 - len(self.kernel_cluster or ()))
             try:
                 return fn(*args, **kwargs)
             except (TypeError, ValueError, KeyError) as e:
@@ -7571,8 +7657,16 @@ def _function_env(fn) -> dict:
     return env
 
 
-def prim_func(fn) -> N.PrimFunc:
-    """Parse ``fn`` (a Python function written with ``T.*``) into a PrimFunc."""
+def prim_func(fn=None, *, eager_jit: bool = False) -> N.PrimFunc:
+    """Parse ``fn`` (a Python function written with ``T.*``) into a PrimFunc.
+    ``@T.prim_func()`` is ``@T.prim_func`` (TileLang 0.1.15's signature); its
+    ``eager_jit=True`` (TileLang's JIT-function builder) is refused."""
+    if eager_jit is not False:
+        raise FrontendError(f"T.prim_func(eager_jit={eager_jit!r}) is not supported: tilecute's "
+                            "prim_func parses the function once (use @tilelang.jit on a kernel "
+                            "factory or an eager kernel)", None, getattr(fn, "__name__", "?"))
+    if fn is None:
+        return prim_func
     name = getattr(fn, "__name__", "?")
     if not inspect.isfunction(fn):
         raise FrontendError(f"@T.prim_func decorates a Python function, got {fn!r}", None, name)

@@ -287,9 +287,10 @@ class _StridedTensorProxy(_TensorProxy):
 
     form = "T.StridedTensor"
 
-    def spec(self, shape, strides, dtype="float32", scope=None) -> TensorSpec:  # noqa: D102
+    def spec(self, shape, strides, dtype="float32", scope=None, *, data=None) -> TensorSpec:  # noqa: D102
+        # data= (TileLang 0.1.15's): a tensor over another buffer's storage, refused
         return TensorSpec(_shape_tuple(shape), dtype, _shape_tuple(strides), self.form,
-                          _refused(scope=(_global(scope), "global")))
+                          _refused(data=(data, None), scope=(_global(scope), "global")))
 
 
 class _BufferProxy(_TensorProxy):
@@ -303,11 +304,16 @@ class _BufferProxy(_TensorProxy):
              axis_separators=None) -> TensorSpec:
         return TensorSpec(_shape_tuple(shape), dtype,
                           None if strides is None else _shape_tuple(strides), self.form,
-                          _refused(data=(data, None), elem_offset=(elem_offset, None),
+                          _refused(data=(data, None),
+                                   # 0 and None are both TVM's offset 0, [] no separators
+                                   elem_offset=(None if isinstance(elem_offset, int) and
+                                                not isinstance(elem_offset, bool) and
+                                                elem_offset == 0 else elem_offset, None),
                                    scope=(_global(scope), "global"), align=(align or 0, 0),
                                    offset_factor=(offset_factor or 0, 0),
-                                   buffer_type=(buffer_type, ""),
-                                   axis_separators=(axis_separators, None)))
+                                   buffer_type=("" if buffer_type == "default" else buffer_type,
+                                                ""),
+                                   axis_separators=(axis_separators or None, None)))
 
 
 class _ScopedBufferProxy(_TensorProxy):
