@@ -27,6 +27,7 @@ import tilecute  # noqa: E402
 
 F = torch.nn.functional
 ELEMENTS = 1 << 26
+ONLY: set = set()
 
 
 def time_us(fn, reps: int) -> float:
@@ -60,6 +61,31 @@ def copy_peer(kernel, width, nbytes_each_way, reps):
     return report(kernel, width, "d2d_copy", time_us(lambda: dst.copy_(src), reps), 2 * nbytes_each_way)
 
 
+def rmsnorm_plain(M, N, block_m=2, threads=256, dtype="float16", eps=1e-6):
+    """RMSNorm as TileLang users write it first: a block of rows and the weight copied into
+    fragments (the weight read at the nest's column: each thread holds the columns it meets)."""
+    import tilecute.language as T
+
+    @T.prim_func
+    def rms(X: T.Tensor((M, N), dtype), W: T.Tensor((N,), dtype), Y: T.Tensor((M, N), dtype)):
+        with T.Kernel(T.ceildiv(M, block_m), threads=threads) as bx:
+            x = T.alloc_fragment((block_m, N), "float32")
+            sq = T.alloc_fragment((block_m, N), "float32")
+            w = T.alloc_fragment((N,), "float32")
+            ss = T.alloc_fragment((block_m,), "float32")
+            T.copy(X[bx * block_m, 0], x)
+            T.copy(W, w)
+            for i, j in T.Parallel(block_m, N):
+                sq[i, j] = x[i, j] * x[i, j]
+            T.reduce_sum(sq, ss, dim=1)
+            for i in T.Parallel(block_m):
+                ss[i] = T.rsqrt(ss[i] / N + eps)
+            for i, j in T.Parallel(block_m, N):
+                x[i, j] = x[i, j] * ss[i] * w[j]
+            T.copy(x, Y[bx * block_m, 0])
+    return rms
+
+
 def rowwise(reps: int) -> None:
     for n in (4096, 8192, 16384, 32768):
         m = ELEMENTS // n
@@ -70,13 +96,19 @@ def rowwise(reps: int) -> None:
         nbytes = 2 * x.numel() * 2
         cfg = E.row_config(n)
         cases = {
-            "softmax": (tilecute.compile(E.softmax(**cfg)), (x, y), lambda: torch.softmax(x, -1), 0),
-            "layernorm": (tilecute.compile(E.layernorm(**cfg)), (x, w, b, y),
+            "softmax": (lambda: E.softmax(**cfg), (x, y), lambda: torch.softmax(x, -1), 0),
+            "layernorm": (lambda: E.layernorm(**cfg), (x, w, b, y),
                           lambda: F.layer_norm(x, (n,), w, b, 1e-5), 2 * n * 2),
-            "rmsnorm": (tilecute.compile(E.rmsnorm(**cfg)), (x, w, y),
+            "rmsnorm": (lambda: E.rmsnorm(**cfg), (x, w, y),
                         lambda: F.rms_norm(x, (n,), w, 1e-6), n * 2),
         }
-        for name, (kernel, args, ref, extra) in cases.items():
+        if n <= 8192:  # (a row block of fp32 fragments in registers)
+            cases["rmsnorm_plain"] = (lambda: rmsnorm_plain(m, n), (x, w, y),
+                                      lambda: F.rms_norm(x, (n,), w, 1e-6), n * 2)
+        for name, (program, args, ref, extra) in cases.items():
+            if ONLY and name not in ONLY:
+                continue
+            kernel = tilecute.compile(program())
             copy = copy_peer(name, n, nbytes // 2, reps)
             report(name, n, "tilecute", time_us(lambda: kernel(*args), reps), nbytes + extra, copy)
             report(name, n, "torch", time_us(ref, reps), nbytes + extra, copy)
@@ -96,10 +128,15 @@ def transpose(reps: int) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=50)
+    ap.add_argument("--only", default="", help="comma-separated kernel names (default: all)")
     args = ap.parse_args()
-    print(json.dumps({"device": torch.cuda.get_device_name(), "torch": torch.__version__}))
+    global ONLY
+    ONLY = set(filter(None, args.only.split(",")))
+    print(json.dumps({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
+                      "tilecute": tilecute.__file__}))
     rowwise(args.reps)
-    transpose(args.reps)
+    if not ONLY or "transpose" in ONLY:
+        transpose(args.reps)
 
 
 if __name__ == "__main__":

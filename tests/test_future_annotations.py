@@ -27,3 +27,20 @@ def test_postponed_annotations_are_evaluated():
     assert tuple(d.value for d in X.shape) == (64, 256)
     assert Y.dtype == "float32" and alpha.dtype == "float32" and n.dtype == "int32"
     tilecute.compile(func, target="sm_90a").ensure_cubin()
+
+
+def typed_copy(n, dtype):
+    """``dtype`` appears only in the annotations: no free variable of ``copy``, so its
+    closure lacks it; TileLang's parser evaluates annotations in the defining frame."""
+    @T.prim_func
+    def copy(A: T.Tensor((n,), dtype), B: T.Tensor((n,), dtype)):
+        with T.Kernel(1, threads=128) as bx:
+            for i in T.Parallel(n):
+                B[i] = A[i]
+    return copy
+
+
+def test_names_used_only_in_postponed_annotations():
+    func = typed_copy(256, "bfloat16")
+    assert [p.dtype for p in func.params] == ["bfloat16", "bfloat16"]
+    assert tuple(d.value for d in func.params[0].shape) == (256,)

@@ -7646,8 +7646,8 @@ def _walk_exprs(x):
             yield from _walk_exprs(v)
 
 
-def _function_env(fn) -> dict:
-    env = dict(fn.__globals__)
+def _function_env(fn, closure_only: bool = False) -> dict:
+    env = {} if closure_only else dict(fn.__globals__)
     if fn.__closure__:
         for name, cell in zip(fn.__code__.co_freevars, fn.__closure__):
             try:
@@ -7687,7 +7687,18 @@ def prim_func(fn=None, *, eager_jit: bool = False) -> N.PrimFunc:
     all_lines = linecache.getlines(filename) or source.splitlines()
     # line numbers in `tree` are relative to the dedented snippet; shift to the file
     offset = first - 1
-    return _Parser(fdef, _function_env(fn), filename, offset,
+    env = _function_env(fn)
+    if any(isinstance(a, str) for a in (getattr(fn, "__annotations__", None) or {}).values()):
+        # postponed annotations (`from __future__ import annotations`): names used only in
+        # them (`dtype` of `T.Tensor((M, N), dtype)`) are no free variables of the function,
+        # so its closure lacks them; they are the defining frame's locals, which TVMScript's
+        # parser (TileLang's) evaluates annotations in
+        frame = inspect.currentframe().f_back
+        while frame is not None and frame.f_globals.get("__name__", "").startswith(__package__):
+            frame = frame.f_back  # (past tilecute's own frames: @T.prim_func() and the like)
+        if frame is not None:  # (the closure's values over the frame's, as Python reads them)
+            env = {**fn.__globals__, **frame.f_locals, **_function_env(fn, closure_only=True)}
+    return _Parser(fdef, env, filename, offset,
                    all_lines[offset:] if all_lines else source.splitlines(),
                    getattr(fn, "__annotations__", None)).parse()
 
