@@ -45,7 +45,9 @@ def gemm_ragged_every_dim(M=200, N=136, K=100, bm=64, bn=64, bk=32, stages=3):
 
 @tilecute.jit(out_idx=[2])
 def gemm_bf16_nt_dynamic_mnk(bm=64, bn=64, bk=64, stages=4):
-    """C = A @ B^T in bfloat16 with M, N and K all known at run time (B stored N x K)."""
+    """C = A @ B^T in bfloat16 with M, N and K all known at run time (B stored N x K):
+    rows K elements apart are of unknown alignment, so the tiles copy element by element
+    (no cp.async: the loop keeps one buffer)."""
     M, N, K = T.dynamic("M"), T.dynamic("N"), T.dynamic("K")
 
     @T.prim_func

@@ -78,6 +78,8 @@ class _Kernel:
         self.allocs = {s.buffer.name: s for s in scope.body if isinstance(s, N.Allocate)}
         self.views = view_bases(scope.body)
         self.stages: dict[str, int] = {}
+        self.enclosing: list = []  # the loops around the statement being rewritten
+        self.piped: list = []  # the loops pipelined so far
 
     def run(self) -> N.KernelScope:
         body = self.block(self.scope.body)
@@ -98,9 +100,30 @@ class _Kernel:
                     continue
             names = BODY_FIELDS.get(type(s))
             if names and not (isinstance(s, N.For) and s.kind == "parallel"):
-                s = dataclasses.replace(s, **{n: self.block(getattr(s, n)) for n in names})
+                loop = isinstance(s, (N.For, N.While))
+                self.enclosing += [s] if loop else []
+                try:
+                    s = dataclasses.replace(s, **{n: self.block(getattr(s, n)) for n in names})
+                finally:
+                    self.enclosing = self.enclosing[:-1] if loop else self.enclosing
             out.append(s)
         return tuple(out)
+
+    def waited_before(self, loop: N.For) -> bool:
+        """May a cp.async nest the barrier pass waits for be in flight when ``loop``
+        starts: one before it in the kernel, or in a loop around it?"""
+        def waited(stmts):  # (in program order; loops this pass pipelined: none)
+            for t in stmts:
+                if t is loop:
+                    yield None
+                elif _async_nest(t) and not _program_async(t):
+                    yield t
+                elif not any(t is p for p in self.piped):
+                    for name in BODY_FIELDS.get(type(t), ()):
+                        yield from waited(getattr(t, name))
+        if any(t is not None for e in self.enclosing for t in waited(e.body)):
+            return True
+        return next(waited(self.scope.body), None) is not None
 
     def dsts(self, nest: N.For) -> set[str]:
         return {b for b, _, w in accesses([nest]) if w}
@@ -143,6 +166,7 @@ class _Kernel:
         for c in copies:
             for b in self.dsts(c):
                 self.stages[b] = S
+        self.piped.append(loop)
         G, a, n = len(copies), loop.start, loop.extent
         empty = tuple(_commit() for _ in copies)
 
@@ -175,7 +199,12 @@ class _Kernel:
                 continue
             body.append(t)
         drained = N.Evaluate(N.Call("ptx_wait_group", (i32(0),), "int32"), loc=loop.loc)
-        return [*prologue, dataclasses.replace(loop, body=tuple(body), num_stages=S), drained]
+        # cp.async copies before the loop that the barrier pass waits for (a Q tile) would
+        # make every barrier of the body wait for all groups, the prefetched steps' too (its
+        # state at the body's top is the same each step): they land before the prologue
+        landed = [N.AsyncCopyWait(loc=loop.loc)] if self.waited_before(loop) else []
+        return [*landed, *prologue, dataclasses.replace(loop, body=tuple(body), num_stages=S),
+                drained]
 
 
 def _set_inner(nest: N.For, inner: N.For) -> N.For:
