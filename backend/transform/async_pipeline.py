@@ -168,7 +168,9 @@ class _Kernel:
                 self.stages[b] = S
         self.piped.append(loop)
         G, a, n = len(copies), loop.start, loop.extent
-        empty = tuple(_commit() for _ in copies)
+
+        def empty() -> tuple:  # (new statements each time: later passes find them by identity)
+            return tuple(_commit() for _ in copies)
 
         def fill(it: N.Expr, stage: N.Expr) -> tuple:
             out = []
@@ -183,12 +185,12 @@ class _Kernel:
         for p in range(S - 1):
             it = N.binop("add", a, i32(p)) if p else a
             if isinstance(n, N.Const):
-                prologue += fill(it, i32(p)) if p < n.value else empty
+                prologue += fill(it, i32(p)) if p < n.value else empty()
             else:
-                prologue.append(N.If(N.Cmp("lt", i32(p), n), fill(it, i32(p)), empty, loc=loop.loc))
+                prologue.append(N.If(N.Cmp("lt", i32(p), n), fill(it, i32(p)), empty(), loc=loop.loc))
         rel = N.binop("add", sub(loop.var, a), i32(S - 1))
         refill = N.If(N.Cmp("lt", rel, n), fill(N.binop("add", loop.var, i32(S - 1)),
-                                                N.binop("mod", rel, i32(S))), empty, loc=loop.loc)
+                                                N.binop("mod", rel, i32(S))), empty(), loc=loop.loc)
         wait = N.Evaluate(N.Call("ptx_wait_group", (i32(G * (S - 1)),), "int32"), loc=loop.loc)
         body, placed = [], False
         for t in loop.body:
