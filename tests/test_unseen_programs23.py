@@ -29,7 +29,7 @@ PROGRAMS = ["gemm_ragged_every_dim", "gemm_bf16_nt_dynamic_mnk", "gemm_split_k_l
             "attention_causal_fwd", "paged_decode_page_table", "paged_rows_page_in_var",
             "column_sums_dynamic_rows", "row_max_via_fragment", "fp8_dequant_rows_with_scales",
             "int8_tile_abs_sum", "prefix_carry_in_place", "async_copy_program_mixed",
-            "bias_tile_and_vector_sizes"]
+            "bias_tile_and_vector_sizes", "gemm_k_offset_in_a_let", "paged_page_in_a_let"]
 SM90_ONLY = {"fp8_dequant_rows_with_scales"}  # (fp8 converts by cvt on sm_89+)
 
 
@@ -290,6 +290,36 @@ def test_index_from_the_step_or_source_written_keep_one_buffer():
         assert stages(body)[buf] == 1 and not waits(body) and not fills(body), name
 
 
+def test_step_values_bound_in_lets_are_inlined_into_the_copies():
+    # a Let of the step (the page, the K offset) used to keep the loop single-buffered
+    body = lowered("paged_page_in_a_let")
+    (loop,) = loops(body)
+    assert stages(body)["K_s"] == 3
+    refill = check_step(loop, 1, 3)
+    ir = print_func(run_passes(P.paged_page_in_a_let.get_tir(), "sm_80", None,
+                               until="insert_barriers"))
+    assert "Kc[Tbl[h, 0], i1, i2]" in ir and "Kc[Tbl[h, 1], i1, i2]" in ir
+    assert "Kc[Tbl[h, k + 2], i1, i2]" in ir
+    assert text(refill.cond) == "k + 2 < T.ceildiv(Lens[h], 32)"
+    # k0 = ko * 32: B's copy runs ahead ((ko + 2) * 32); A's rows (288 elements apart,
+    # at k0 not known to be a multiple of 8) copy element by element, single-buffered,
+    # behind the barrier that also covers B's refill
+    body = lowered("gemm_k_offset_in_a_let")
+    (loop,) = loops(body)
+    assert stages(body)["B_s"] == 3 and stages(body)["A_s"] == 1
+    refill, wait = refill_and_wait(loop)
+    assert text(fills(refill.then)[0].fill_stage) == "(ko + 2) % 3"
+    first = loop.body.index(next(s for s in loop.body if isinstance(s, N.Barrier)))
+    assert first < loop.body.index(refill)
+
+
+def test_a_let_reading_what_the_step_writes_is_not_inlined():
+    from tilecute.transform.async_pipeline import _step_lets
+    body = lowered("paged_rows_page_in_var")
+    (loop,) = loops(body)
+    assert _step_lets(loop) == {}  # (pg is a T.alloc_var the body sets)
+
+
 def test_dynamic_rows_prologue_and_reductions():
     body = lowered("column_sums_dynamic_rows")
     (loop,) = loops(body)
@@ -476,6 +506,26 @@ def test_paged_on_gpu():
     pages_used = (Lens + page - 1) // page
     for h in range(H):
         n = int(pages_used[h])
+        torch.testing.assert_close(Out[h, :n], sums[h, :n], atol=1e-2, rtol=1e-3)
+
+
+@pytest.mark.gpu
+def test_lets_inlined_on_gpu():
+    import torch
+    torch.manual_seed(4)
+    A = torch.randn(128, 288, device="cuda", dtype=torch.float16)
+    B = torch.randn(288, 128, device="cuda", dtype=torch.float16)
+    C = _run("gemm_k_offset_in_a_let", (A, B), [2])
+    torch.testing.assert_close(C, A.float() @ B.float(), atol=5e-2, rtol=1e-3)
+    H, D, page, pages = 4, 64, 32, 6
+    Kc = torch.randn(pages, page, D, device="cuda", dtype=torch.float16)
+    Tbl = torch.tensor([[5, 0, 3, 1], [2, 4, 0, 0], [1, 1, 5, 2], [3, 0, 0, 0]],
+                       device="cuda", dtype=torch.int32)
+    Lens = torch.tensor([128, 40, 97, 1], device="cuda", dtype=torch.int32)
+    Out = _run("paged_page_in_a_let", (Kc, Tbl, Lens), [3])
+    sums = Kc.float()[Tbl.long()].sum(2)
+    for h in range(H):
+        n = (int(Lens[h]) + page - 1) // page
         torch.testing.assert_close(Out[h, :n], sums[h, :n], atol=1e-2, rtol=1e-3)
 
 

@@ -621,3 +621,47 @@ def bias_tile_and_vector_sizes(M=128, N=256, K=192, bm=64, bn=128, bk=64, stages
                 T.gemm(X_s, W_s, acc)
             T.copy(acc, Y[by * bm, bx * bn])
     return main
+
+
+# ---- values the step computes before its copies ----------------------------------------------
+@tilecute.jit(out_idx=[2])
+def gemm_k_offset_in_a_let(M=128, N=128, K=288, bm=64, bn=64, bk=32, stages=3):
+    """The step's K offset bound first (``k0 = ko * bk``) and the copies indexed by it, as
+    TileLang programs often write: the copies may still run ahead (the offset of step ko +
+    2 is (ko + 2) * bk)."""
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"),
+             C: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=128) as (bx, by):
+            A_s = T.alloc_shared((bm, bk), "float16")
+            B_s = T.alloc_shared((bk, bn), "float16")
+            acc = T.alloc_fragment((bm, bn), "float32")
+            T.clear(acc)
+            for ko in T.Pipelined(T.ceildiv(K, bk), num_stages=stages):
+                k0 = ko * bk
+                T.copy(A[by * bm, k0], A_s)
+                T.copy(B[k0, bx * bn], B_s)
+                T.gemm(A_s, B_s, acc)
+            T.copy(acc, C[by * bm, bx * bn])
+    return main
+
+
+@tilecute.jit(out_idx=[3])
+def paged_page_in_a_let(H=4, D=64, page=32, pages=6, max_pages=4, stages=3):
+    """Per-page column sums of a paged cache with the page looked up into a plain
+    binding (``pg = Tbl[h, k]``): the table is not written in the loop, so step k + 2's
+    copy reads ``Tbl[h, k + 2]``."""
+    @T.prim_func
+    def main(Kc: T.Tensor((pages, page, D), "float16"), Tbl: T.Tensor((H, max_pages), "int32"),
+             Lens: T.Tensor((H,), "int32"), Out: T.Tensor((H, max_pages, D), "float32")):
+        with T.Kernel(H, threads=128) as h:
+            K_s = T.alloc_shared((page, D), "float16")
+            f = T.alloc_fragment((page, D), "float32")
+            cs = T.alloc_fragment((D,), "float32")
+            for k in T.Pipelined(T.ceildiv(Lens[h], page), num_stages=stages):
+                pg = Tbl[h, k]
+                T.copy(Kc[pg, 0, 0], K_s)
+                T.copy(K_s, f)
+                T.reduce_sum(f, cs, dim=0)
+                T.copy(cs, Out[h, k, 0])
+    return main

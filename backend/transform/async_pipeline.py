@@ -35,9 +35,10 @@ from __future__ import annotations
 import dataclasses
 
 from ..ir import nodes as N
-from ..ir.visitor import BODY_FIELDS, fold_constants, substitute, walk_stmts
+from ..ir.visitor import BODY_FIELDS, fold_constants, substitute, walk_nodes, walk_stmts
 from ..target import target
-from .analysis import accesses, buffers_used, names_in as _names, parallel_nest, view_bases
+from .analysis import (PURE_CALLS, accesses, buffers_used, names_in as _names, parallel_nest,
+                       view_bases)
 from .mbarriers import i32, sub
 from .shared_memory import place
 
@@ -128,7 +129,7 @@ class _Kernel:
     def dsts(self, nest: N.For) -> set[str]:
         return {b for b, _, w in accesses([nest]) if w}
 
-    def qualifies(self, loop: N.For, nest: N.For, before: list) -> bool:
+    def qualifies(self, loop: N.For, nest: N.For, before: list, lets: dict) -> bool:
         dsts = self.dsts(nest)
         outside = [t for t in self.scope.body if t is not loop and not isinstance(t, N.Allocate)]
         if any(b not in self.allocs or self.allocs[b].stages != 1 or b in self.views or
@@ -139,7 +140,8 @@ class _Kernel:
         if dsts & _names(tuple(before)):
             return False  # (the body reads last step's tile before the copy)
         rest = [t for t in loop.body if t is not nest]
-        reads = _names(nest) - dsts - {lp.var.name for lp in parallel_nest(nest)}
+        reads = _names(substitute(nest, lets) if lets else nest) - dsts - \
+            {lp.var.name for lp in parallel_nest(nest)}
         if reads & _bound(rest):
             return False  # (its indices read what the body computes)
         others = [t for t in rest if _async_nest(t)]
@@ -157,10 +159,11 @@ class _Kernel:
         if any(_async_nest(t) for t in walk_stmts(loop.body) if not any(t is c for c in copies)
                and not any(t is x for c in copies for x in walk_stmts([c]))):
             return None  # (a cp.async nest nested deeper: its waits are the barrier pass's)
+        lets = _step_lets(loop)
         before = []
         for t in loop.body:
             if any(t is c for c in copies):
-                if not self.qualifies(loop, t, before):
+                if not self.qualifies(loop, t, before, lets):
                     return None
             before.append(t)
         for c in copies:
@@ -177,6 +180,8 @@ class _Kernel:
             for c in copies:
                 inner = parallel_nest(c)[-1]
                 c = _set_inner(c, dataclasses.replace(inner, copy_instruction=N.ASYNC_COPY))
+                if lets:  # (the step's own values, for the step it copies)
+                    c = substitute(c, lets)
                 c = fold_constants(substitute(c, {loop.var.name: it}))
                 out.append(dataclasses.replace(c, fill_stage=stage))
             return tuple(out)
@@ -207,6 +212,25 @@ class _Kernel:
         landed = [N.AsyncCopyWait(loc=loop.loc)] if self.waited_before(loop) else []
         return [*landed, *prologue, dataclasses.replace(loop, body=tuple(body), num_stages=S),
                 drained]
+
+
+def _step_lets(loop: N.For) -> dict:
+    """The values of the loop body's own ``Let``s (``kv = k * 64``; ``page =
+    Table[b, k]``) that a copy's indices may read for another step: what they read is the
+    loop variable, values from outside the loop, buffers the body does not write and
+    earlier such Lets, and they call only pure math.  Name -> value, with those earlier
+    Lets' values in it."""
+    bound = _bound(loop.body)
+    lets: dict = {}
+    for t in loop.body:
+        if not isinstance(t, N.Let):
+            continue
+        value = substitute(t.value, lets) if lets else t.value
+        if _names(value) & bound or not all(
+                c.name in PURE_CALLS for c in walk_nodes(value) if isinstance(c, N.Call)):
+            continue
+        lets[t.var.name] = value
+    return lets
 
 
 def _set_inner(nest: N.For, inner: N.For) -> N.For:
