@@ -25,8 +25,12 @@ A loop is left as it is (its copies wait at the barrier before their first reade
 buffer) unless every cp.async nest of its body qualifies: its shared buffers are tiles of
 the kernel's own (not views, not already staged) that nothing outside the loop names and
 nothing in the body before the copy names or writes besides it, and its indices read
-nothing the body computes (a ``Let`` or a buffer the body writes), so it can run steps
-ahead.  Loops with a producer warpgroup, the program's own cp.async (``T.async_copy``,
+nothing the body computes (a buffer the body writes, a ``Let`` other than those of the
+loop variable and loop-invariant values, which are inlined: ``pg = Tbl[h, k]``), so it can
+run steps ahead.  Where cp.async nests the barrier pass waits for may be in flight when
+the loop starts (a Q tile copied before it), an ``AsyncCopyWait`` before the prologue lands
+them: the body's barriers would otherwise wait for every group each step (the barrier
+pass's state at the top of a body is the same for every step).  Loops with a producer warpgroup, the program's own cp.async (``T.async_copy``,
 ``T.ptx_cp_async``, ``T.ptx_wait_group``) or one stage are left too.
 """
 
