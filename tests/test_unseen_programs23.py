@@ -29,7 +29,8 @@ PROGRAMS = ["gemm_ragged_every_dim", "gemm_bf16_nt_dynamic_mnk", "gemm_split_k_l
             "attention_causal_fwd", "paged_decode_page_table", "paged_rows_page_in_var",
             "column_sums_dynamic_rows", "row_max_via_fragment", "fp8_dequant_rows_with_scales",
             "int8_tile_abs_sum", "prefix_carry_in_place", "async_copy_program_mixed",
-            "bias_tile_and_vector_sizes", "gemm_k_offset_in_a_let", "paged_page_in_a_let"]
+            "bias_tile_and_vector_sizes", "gemm_k_offset_in_a_let", "paged_page_in_a_let",
+            "consume_counted_tiles"]
 SM90_ONLY = {"fp8_dequant_rows_with_scales"}  # (fp8 converts by cvt on sm_89+)
 
 
@@ -320,6 +321,14 @@ def test_a_let_reading_what_the_step_writes_is_not_inlined():
     assert _step_lets(loop) == {}  # (pg is a T.alloc_var the body sets)
 
 
+def test_a_trip_count_the_body_changes_keeps_one_buffer():
+    # the refill's guard `k + 2 < Cnt[b]` read Cnt[b] again each step, after step 0 set it
+    # to 0: steps 3.. were never copied (they read a stale stage), and threads could
+    # disagree on the guard around its barrier
+    body = lowered("consume_counted_tiles")
+    assert stages(body)["X_s"] == 1 and not fills(body) and not waits(body)
+
+
 def test_dynamic_rows_prologue_and_reductions():
     body = lowered("column_sums_dynamic_rows")
     (loop,) = loops(body)
@@ -527,6 +536,17 @@ def test_lets_inlined_on_gpu():
     for h in range(H):
         n = (int(Lens[h]) + page - 1) // page
         torch.testing.assert_close(Out[h, :n], sums[h, :n], atol=1e-2, rtol=1e-3)
+
+
+@pytest.mark.gpu
+def test_consumed_count_on_gpu():
+    import torch
+    X = torch.randn(3, 128, 64, device="cuda")
+    Cnt = torch.tensor([5, 0, 8], device="cuda", dtype=torch.int32)
+    want = torch.stack([X[b, :16 * int(Cnt[b])].sum(0) for b in range(3)])
+    Y = _run("consume_counted_tiles", (X, Cnt), [2])
+    torch.testing.assert_close(Y, want, atol=1e-4, rtol=1e-5)
+    assert not Cnt.any()
 
 
 @pytest.mark.gpu

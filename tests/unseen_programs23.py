@@ -665,3 +665,27 @@ def paged_page_in_a_let(H=4, D=64, page=32, pages=6, max_pages=4, stages=3):
                 T.reduce_sum(f, cs, dim=0)
                 T.copy(cs, Out[h, k, 0])
     return main
+
+
+@tilecute.jit(out_idx=[2])
+def consume_counted_tiles(Bq=3, D=64, bm=16, cap=8, stages=3):
+    """Each block sums the first ``Cnt[b]`` row tiles of its queue and marks the queue
+    consumed (``Cnt[b] = 0``) at the first step: the trip count is read once, when the
+    loop starts, so the later steps still run (a refill guard reading ``Cnt[b]`` again
+    would see 0 and skip their copies)."""
+    @T.prim_func
+    def main(X: T.Tensor((Bq, cap * bm, D), "float32"), Cnt: T.Tensor((Bq,), "int32"),
+             Y: T.Tensor((Bq, D), "float32")):
+        with T.Kernel(Bq, threads=128) as b:
+            X_s = T.alloc_shared((bm, D), "float32")
+            acc = T.alloc_fragment((D,), "float32")
+            T.clear(acc)
+            for k in T.Pipelined(Cnt[b], num_stages=stages):
+                T.copy(X[b, k * bm, 0], X_s)
+                for j in T.Parallel(D):
+                    for i in T.serial(bm):
+                        acc[j] += X_s[i, j]
+                if k == 0:
+                    Cnt[b] = 0
+            T.copy(acc, Y[b, 0])
+    return main

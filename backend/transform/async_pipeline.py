@@ -160,6 +160,10 @@ class _Kernel:
         if S < loop.num_stages and any(self.allocs[b].stages > 1 for b in buffers_used(loop.body)
                                        if b in self.allocs):
             return None  # (its TMA loads' stages are the loop's: it keeps its count)
+        if _names((loop.start, loop.extent)) & _bound(loop.body):
+            # (the range is read once, as the loop starts; the refill's guard reads it every
+            # step: a count the body changes, Cnt[b] = 0, would skip later steps' copies)
+            return None
         if any(_async_nest(t) for t in walk_stmts(loop.body) if not any(t is c for c in copies)
                and not any(t is x for c in copies for x in walk_stmts([c]))):
             return None  # (a cp.async nest nested deeper: its waits are the barrier pass's)
