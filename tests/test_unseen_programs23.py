@@ -126,6 +126,21 @@ def test_ragged_gemm_refills_guard_the_k_tail(arch, options):
     assert "(ko + 2) * 32 + (i4 + tc_lane" in src
 
 
+def test_sm90_copy_tma_cannot_take_beside_tma_and_wgmma():
+    # sm_90a with TMA on: B's tile goes by TMA (a producer warpgroup), A's rows (200 bytes
+    # apart) cannot: A is cp.async, pipelined in the consumer; its refill overwrites the
+    # stage the last step's wgmma read, so the wgmma in flight (wg_wait=1) is drained first
+    body = lowered("gemm_ragged_every_dim", "sm_90a", None)
+    assert stages(body)["A_s"] == stages(body)["B_s"] == 3
+    (loop,) = loops(body)
+    check_step(loop, 1, 3)
+    src = tilecute.compile(P.gemm_ragged_every_dim.get_tir(), target="sm_90a").get_kernel_source()
+    refill = src.split("if ko + 2 < 4:")[1]
+    assert refill.index("tcm.drain(acc)") < refill.index("cute.arch.barrier(") < \
+        refill.index("tcc.copy_async(")
+    assert "tct.load(B_desc" in src
+
+
 def test_dynamic_gemm_rows_of_unknown_alignment_keep_one_buffer():
     # rows K elements apart, K known at run time: element copies, not cp.async (so the
     # loop keeps one buffer, its copies waited for by the barriers)
@@ -397,7 +412,7 @@ def test_dynamic_gemm_on_gpu():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("splits", [3, 32])
+@pytest.mark.parametrize("splits", [3, 9, 32])  # (9: the last split has no step)
 def test_split_k_on_gpu(splits):
     import torch
     torch.manual_seed(splits)
