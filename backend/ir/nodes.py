@@ -1285,7 +1285,9 @@ class AsyncCopyWait(Stmt):
     statement that hands the thread's shared writes on without a block barrier (an
     mbarrier arrive, the program's partial barrier ``T.sync_threads(id, n)``,
     ``T.fence_proxy_async()``, a TMA store of the tile) while copies the vectorizer made
-    cp.async may still be in flight: the program wrote a synchronous ``T.copy``."""
+    cp.async may still be in flight: the program wrote a synchronous ``T.copy``.  The
+    cp.async pipelining pass puts one before its prologue where such copies come before
+    the loop (a Q tile): the loop's barriers then need not wait for every group."""
 
     loc: Optional[Loc] = _loc()
 

@@ -898,7 +898,8 @@ class _Validator:
             pass
         elif isinstance(s, N.AsyncCopyWait):
             self.fail("T.cp_async_wait() is placed by the barrier pass (before a statement "
-                      "that hands on shared writes of cp.async copies), not an input")
+                      "that hands on shared writes of cp.async copies) and the cp.async "
+                      "pipelining pass, not an input")
         elif isinstance(s, N.ClusterSync):
             if s.kind not in N.CLUSTER_SYNC_KINDS:
                 self.fail(f"ClusterSync kind {s.kind!r}: one of {', '.join(N.CLUSTER_SYNC_KINDS)}")

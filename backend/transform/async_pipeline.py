@@ -25,8 +25,12 @@ A loop is left as it is (its copies wait at the barrier before their first reade
 buffer) unless every cp.async nest of its body qualifies: its shared buffers are tiles of
 the kernel's own (not views, not already staged) that nothing outside the loop names and
 nothing in the body before the copy names or writes besides it, and its indices read
-nothing the body computes (a ``Let`` or a buffer the body writes), so it can run steps
-ahead.  Loops with a producer warpgroup, the program's own cp.async (``T.async_copy``,
+nothing the body computes (a buffer the body writes, a ``Let`` other than those of the
+loop variable and loop-invariant values, which are inlined: ``pg = Tbl[h, k]``), so it can
+run steps ahead.  Where cp.async nests the barrier pass waits for may be in flight when
+the loop starts (a Q tile copied before it), an ``AsyncCopyWait`` before the prologue lands
+them: the body's barriers would otherwise wait for every group each step (the barrier
+pass's state at the top of a body is the same for every step).  Loops with a producer warpgroup, the program's own cp.async (``T.async_copy``,
 ``T.ptx_cp_async``, ``T.ptx_wait_group``) or one stage are left too.
 """
 
@@ -35,9 +39,10 @@ from __future__ import annotations
 import dataclasses
 
 from ..ir import nodes as N
-from ..ir.visitor import BODY_FIELDS, fold_constants, substitute, walk_stmts
+from ..ir.visitor import BODY_FIELDS, fold_constants, substitute, walk_nodes, walk_stmts
 from ..target import target
-from .analysis import accesses, buffers_used, names_in as _names, parallel_nest, view_bases
+from .analysis import (PURE_CALLS, accesses, buffers_used, names_in as _names, parallel_nest,
+                       view_bases)
 from .mbarriers import i32, sub
 from .shared_memory import place
 
@@ -78,6 +83,8 @@ class _Kernel:
         self.allocs = {s.buffer.name: s for s in scope.body if isinstance(s, N.Allocate)}
         self.views = view_bases(scope.body)
         self.stages: dict[str, int] = {}
+        self.enclosing: list = []  # the loops around the statement being rewritten
+        self.piped: list = []  # the loops pipelined so far
 
     def run(self) -> N.KernelScope:
         body = self.block(self.scope.body)
@@ -98,14 +105,35 @@ class _Kernel:
                     continue
             names = BODY_FIELDS.get(type(s))
             if names and not (isinstance(s, N.For) and s.kind == "parallel"):
-                s = dataclasses.replace(s, **{n: self.block(getattr(s, n)) for n in names})
+                loop = isinstance(s, (N.For, N.While))
+                self.enclosing += [s] if loop else []
+                try:
+                    s = dataclasses.replace(s, **{n: self.block(getattr(s, n)) for n in names})
+                finally:
+                    self.enclosing = self.enclosing[:-1] if loop else self.enclosing
             out.append(s)
         return tuple(out)
+
+    def waited_before(self, loop: N.For) -> bool:
+        """May a cp.async nest the barrier pass waits for be in flight when ``loop``
+        starts: one before it in the kernel, or in a loop around it?"""
+        def waited(stmts):  # (in program order; loops this pass pipelined: none)
+            for t in stmts:
+                if t is loop:
+                    yield None
+                elif _async_nest(t) and not _program_async(t):
+                    yield t
+                elif not any(t is p for p in self.piped):
+                    for name in BODY_FIELDS.get(type(t), ()):
+                        yield from waited(getattr(t, name))
+        if any(t is not None for e in self.enclosing for t in waited(e.body)):
+            return True
+        return next(waited(self.scope.body), None) is not None
 
     def dsts(self, nest: N.For) -> set[str]:
         return {b for b, _, w in accesses([nest]) if w}
 
-    def qualifies(self, loop: N.For, nest: N.For, before: list) -> bool:
+    def qualifies(self, loop: N.For, nest: N.For, before: list, lets: dict) -> bool:
         dsts = self.dsts(nest)
         outside = [t for t in self.scope.body if t is not loop and not isinstance(t, N.Allocate)]
         if any(b not in self.allocs or self.allocs[b].stages != 1 or b in self.views or
@@ -116,7 +144,8 @@ class _Kernel:
         if dsts & _names(tuple(before)):
             return False  # (the body reads last step's tile before the copy)
         rest = [t for t in loop.body if t is not nest]
-        reads = _names(nest) - dsts - {lp.var.name for lp in parallel_nest(nest)}
+        reads = _names(substitute(nest, lets) if lets else nest) - dsts - \
+            {lp.var.name for lp in parallel_nest(nest)}
         if reads & _bound(rest):
             return False  # (its indices read what the body computes)
         others = [t for t in rest if _async_nest(t)]
@@ -131,26 +160,36 @@ class _Kernel:
         if S < loop.num_stages and any(self.allocs[b].stages > 1 for b in buffers_used(loop.body)
                                        if b in self.allocs):
             return None  # (its TMA loads' stages are the loop's: it keeps its count)
+        if _names((loop.start, loop.extent)) & _bound(loop.body):
+            # (the range is read once, as the loop starts; the refill's guard reads it every
+            # step: a count the body changes, Cnt[b] = 0, would skip later steps' copies)
+            return None
         if any(_async_nest(t) for t in walk_stmts(loop.body) if not any(t is c for c in copies)
                and not any(t is x for c in copies for x in walk_stmts([c]))):
             return None  # (a cp.async nest nested deeper: its waits are the barrier pass's)
+        lets = _step_lets(loop)
         before = []
         for t in loop.body:
             if any(t is c for c in copies):
-                if not self.qualifies(loop, t, before):
+                if not self.qualifies(loop, t, before, lets):
                     return None
             before.append(t)
         for c in copies:
             for b in self.dsts(c):
                 self.stages[b] = S
+        self.piped.append(loop)
         G, a, n = len(copies), loop.start, loop.extent
-        empty = tuple(_commit() for _ in copies)
+
+        def empty() -> tuple:  # (new statements each time: later passes find them by identity)
+            return tuple(_commit() for _ in copies)
 
         def fill(it: N.Expr, stage: N.Expr) -> tuple:
             out = []
             for c in copies:
                 inner = parallel_nest(c)[-1]
                 c = _set_inner(c, dataclasses.replace(inner, copy_instruction=N.ASYNC_COPY))
+                if lets:  # (the step's own values, for the step it copies)
+                    c = substitute(c, lets)
                 c = fold_constants(substitute(c, {loop.var.name: it}))
                 out.append(dataclasses.replace(c, fill_stage=stage))
             return tuple(out)
@@ -159,12 +198,12 @@ class _Kernel:
         for p in range(S - 1):
             it = N.binop("add", a, i32(p)) if p else a
             if isinstance(n, N.Const):
-                prologue += fill(it, i32(p)) if p < n.value else empty
+                prologue += fill(it, i32(p)) if p < n.value else empty()
             else:
-                prologue.append(N.If(N.Cmp("lt", i32(p), n), fill(it, i32(p)), empty, loc=loop.loc))
+                prologue.append(N.If(N.Cmp("lt", i32(p), n), fill(it, i32(p)), empty(), loc=loop.loc))
         rel = N.binop("add", sub(loop.var, a), i32(S - 1))
         refill = N.If(N.Cmp("lt", rel, n), fill(N.binop("add", loop.var, i32(S - 1)),
-                                                N.binop("mod", rel, i32(S))), empty, loc=loop.loc)
+                                                N.binop("mod", rel, i32(S))), empty(), loc=loop.loc)
         wait = N.Evaluate(N.Call("ptx_wait_group", (i32(G * (S - 1)),), "int32"), loc=loop.loc)
         body, placed = [], False
         for t in loop.body:
@@ -175,7 +214,31 @@ class _Kernel:
                 continue
             body.append(t)
         drained = N.Evaluate(N.Call("ptx_wait_group", (i32(0),), "int32"), loc=loop.loc)
-        return [*prologue, dataclasses.replace(loop, body=tuple(body), num_stages=S), drained]
+        # cp.async copies before the loop that the barrier pass waits for (a Q tile) would
+        # make every barrier of the body wait for all groups, the prefetched steps' too (its
+        # state at the body's top is the same each step): they land before the prologue
+        landed = [N.AsyncCopyWait(loc=loop.loc)] if self.waited_before(loop) else []
+        return [*landed, *prologue, dataclasses.replace(loop, body=tuple(body), num_stages=S),
+                drained]
+
+
+def _step_lets(loop: N.For) -> dict:
+    """The values of the loop body's own ``Let``s (``kv = k * 64``; ``page =
+    Table[b, k]``) that a copy's indices may read for another step: what they read is the
+    loop variable, values from outside the loop, buffers the body does not write and
+    earlier such Lets, and they call only pure math.  Name -> value, with those earlier
+    Lets' values in it."""
+    bound = _bound(loop.body)
+    lets: dict = {}
+    for t in loop.body:
+        if not isinstance(t, N.Let):
+            continue
+        value = substitute(t.value, lets) if lets else t.value
+        if _names(value) & bound or not all(
+                c.name in PURE_CALLS for c in walk_nodes(value) if isinstance(c, N.Call)):
+            continue
+        lets[t.var.name] = value
+    return lets
 
 
 def _set_inner(nest: N.For, inner: N.For) -> N.For:

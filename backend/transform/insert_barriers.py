@@ -183,6 +183,13 @@ class _Sync:
                 self.barrier_if_needed(_mbarrier_ordered_loads_dropped(s), st, out)
             elif isinstance(s, N.While):  # its condition is read before every iteration too
                 self.barrier_if_needed(dataclasses.replace(s, body=()), st, out)
+            if isinstance(s, N.AsyncCopyWait):
+                # this thread's cp.async copies have landed (the cp.async pipelining pass's
+                # wait before its prologue for copies issued earlier): the next barrier
+                # orders them for the other threads and need not wait
+                st.written = dict.fromkeys(st.written, False)
+                out.append(s)
+                continue
             if _is_call(s, "ptx_wait_group"):
                 # the program's raw cp.async have landed (TileLang syncs after every
                 # wait_group): a read of them by other threads needs a barrier after it
