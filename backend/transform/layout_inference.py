@@ -105,7 +105,12 @@ MMA_LANES = 2  # MMA accumulators hold pairs of adjacent columns in adjacent reg
 
 class _NoOwnerLayout(Exception):
     """The special accesses of a kernel cannot take TileLang's owner layouts: lay it out
-    again with those fragments replicated."""
+    again with those fragments replicated (``cols``: a column factor's failed, so first
+    with only those replicated)."""
+
+    def __init__(self, msg: str, cols: bool = False):
+        super().__init__(msg)
+        self.cols = cols
 
 
 class LayoutError(ValueError):
@@ -156,13 +161,14 @@ def _this(nest: _Nest) -> str:
 
 
 class _Kernel:
-    def __init__(self, func: N.PrimFunc, scope: N.KernelScope, specials: bool = True):
+    def __init__(self, func: N.PrimFunc, scope: N.KernelScope, specials=True):
         self.func, self.scope = func, scope
         self.threads = scope.num_threads
         # fragments read at an element another thread's layout gives this thread (a row's
         # value ``x[i]`` in a nest over ``(i, j)``, ``b[k, j]`` at an outer ``k``): with
         # ``specials``, such accesses are laid out as TileLang lays them (:meth:`owner_vectors`)
-        # instead of making the fragment replicated; (nest, buffer, kind) each
+        # instead of making the fragment replicated (``"rows"``: all but the column
+        # factors, ``col``); (nest, buffer, kind) each
         self.allow_specials = specials
         self.specials: list[tuple] = []
         self.special_ids: set[tuple] = set()
@@ -718,8 +724,8 @@ class _Kernel:
                 idx[1].name == nest.vars[0] and buf.shape[1] == nest.loops[0].extent and \
                 not mentions(idx[0], nest.vars[0]):
             return "outer"
-        if buf.ndim == 1 and len(nest.loops) >= 2 and not write and \
-                isinstance(idx[0], N.Var) and idx[0].name == nest.vars[-1] and \
+        if buf.ndim == 1 and len(nest.loops) >= 2 and not write and self.allow_specials is True \
+                and isinstance(idx[0], N.Var) and idx[0].name == nest.vars[-1] and \
                 buf.shape[0] == nest.loops[-1].extent:
             return "col"
         return None
@@ -743,8 +749,12 @@ class _Kernel:
             if self.frag_region.get(b, (0, self.threads)) != nest.region:
                 raise _NoOwnerLayout(f"'{b}' lives in other threads than the nest's")
             touched = self.walked(nest, parent)
-            if kind == "col":
-                continue  # (its group takes the nest's V: fit_columns)
+            if kind == "col":  # (its group takes the nest's V: fit_columns)
+                members = [m for m in parent if find(m) == find(b)]
+                if any(self.mma_layout(m) is not None or m in self.given for m in members) or \
+                        any(r.src in members for r in self.reduces):
+                    raise _NoOwnerLayout(f"the group of '{b}' has its own layout", cols=True)
+                continue
             if kind == "row":
                 rows, row = (int(lp.extent.value) for lp in nest.loops)
                 if rows % t or not touched:
@@ -1027,14 +1037,14 @@ class _Kernel:
                 continue
             mode, root = next(m for n, m in zip(self.nests, nest_mode) if n is nest)
             if mode != "blocked" or root is None:
-                raise _NoOwnerLayout(f"'{b}' is read by a nest not spread over the threads")
+                raise _NoOwnerLayout(f"'{b}' is read by a nest not spread over the threads", cols=True)
             v, t = vector[root], self.region_threads(b)
             cols = int(self.buffers[b].shape[0].value)
             if self.frag_region.get(b, (0, self.threads)) != nest.region or cols % (t * v):
-                raise _NoOwnerLayout(f"columns of '{b}' are not whole rounds of {t} x {v}")
+                raise _NoOwnerLayout(f"columns of '{b}' are not whole rounds of {t} x {v}", cols=True)
             group = find(b)
             if taken.setdefault(group, v) != v:
-                raise _NoOwnerLayout(f"'{b}' would need {taken[group]} and {v} lanes")
+                raise _NoOwnerLayout(f"'{b}' would need {taken[group]} and {v} lanes", cols=True)
             members = groups[group]
             if any(vector[m] != v for m in members):
                 nests = [n for n, (m, r) in zip(self.nests, nest_mode)
@@ -1043,7 +1053,7 @@ class _Kernel:
                         any(r.src in members for r in self.reduces) or \
                         any(int(n.extents[-1].value) % v or self.barrier_in_strided_nest(n)
                             for n in nests):
-                    raise _NoOwnerLayout(f"the group of '{b}' cannot take {v} lanes")
+                    raise _NoOwnerLayout(f"the group of '{b}' cannot take {v} lanes", cols=True)
                 for m in members:
                     vector[m] = v
 
@@ -1886,7 +1896,7 @@ def _to_shared(func: N.PrimFunc, scope: N.KernelScope, names: dict) -> N.KernelS
 
 
 def _infer_kernel(func: N.PrimFunc, scope: N.KernelScope, again: bool = True,
-                  specials: bool = True) -> N.KernelScope:
+                  specials=True) -> N.KernelScope:
     """One kernel's layouts (the module docstring)."""
     given = scope
     scope = _StageUnpairedFragments(func, scope).visit_kernel(scope)
@@ -1921,10 +1931,12 @@ def _infer_kernel(func: N.PrimFunc, scope: N.KernelScope, again: bool = True,
                              specials=specials)
     try:
         nest_mode, vector = k.decide()
-    except _NoOwnerLayout:  # laid out again with the special accesses' fragments replicated
+    except _NoOwnerLayout as e:  # laid out again with the special accesses' fragments
+        # replicated: first only the column factors' (``col``), where one of theirs failed
         if not k.specials:
             raise
-        return _infer_kernel(func, given, again, specials=False)
+        fewer = "rows" if e.cols and specials is True else False
+        return _infer_kernel(func, given, again, specials=fewer)
     return k.rewrite(nest_mode, vector)
 
 
