@@ -90,7 +90,12 @@ class AlignedOrGeneral:
 
     def pick(self, args):
         for position, axis, divisor in self.checks:
-            if position >= len(args) or args[position].shape[axis] % divisor:
+            try:
+                if int(args[position].shape[axis]) % divisor:
+                    return self.general
+            except (AttributeError, IndexError, TypeError, ValueError):
+                # too few arguments, a non-tensor or a tensor of too low a rank: the general
+                # variant's launcher names what is wrong
                 return self.general
         return self.aligned
 

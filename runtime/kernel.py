@@ -394,8 +394,16 @@ class Kernel:
         given = [a for i, a in enumerate(self.args) if i not in self.out_idx]
         for spec, value in zip(given, inputs):
             if isinstance(spec, TensorArg) and hasattr(value, "shape"):
+                if len(value.shape) != len(spec.shape):  # the launcher's words, before sizing outputs
+                    raise ValueError(f"{self.name}: argument '{spec.name}': expected rank "
+                                     f"{len(spec.shape)}, got rank {len(value.shape)} "
+                                     f"(shape [{', '.join(str(int(d)) for d in value.shape)}])")
                 device = device or value.device
                 pairs += zip(spec.shape, element_dims(spec.dtype, value.shape))
+                if spec.strides is not None and callable(getattr(value, "stride", None)):
+                    # a symbol bound by a T.StridedTensor's stride (the launcher's order:
+                    # each tensor's shape, then its strides), as TileLang sizes an output
+                    pairs += zip(spec.strides, element_dims(spec.dtype, value.stride(), strides=True))
         if device is None and which and torch.cuda.is_available():
             device = torch.device("cuda", torch.cuda.current_device())  # no tensor input (TileLang's)
         symbols = bind_dims(pairs)

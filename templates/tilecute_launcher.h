@@ -395,6 +395,15 @@ inline void tc_check_dtype(const DLTensor* t, const char* arg, uint8_t code, uin
   }
 }
 
+// A bool tensor: torch's bool (DLPack kDLBool, 8 bits), or any 8-bit integer tensor (int8, uint8),
+// as TileLang binds a T.bool buffer; a byte reads as true where it is nonzero.
+inline void tc_check_dtype_bool(const DLTensor* t, const char* arg) {
+  const bool byte_int = t->dtype.code == kDLInt || t->dtype.code == kDLUInt || t->dtype.code == kDLBool;
+  if (TC_UNLIKELY(!byte_int || t->dtype.bits != 8 || t->dtype.lanes != 1)) {
+    tc_fail_dtype(tc_launcher, t, arg, "bool (or an 8-bit integer tensor: int8, uint8)");
+  }
+}
+
 // A packed sub-byte dtype (float4_e2m1fn, two elements a byte): any tensor of 8-bit elements
 // (torch's float4_e2m1fn_x2 is 4 bits x 2 lanes; uint8, int8), as TileLang binds one.
 inline void tc_check_dtype_bytes(const DLTensor* t, const char* arg, const char* name) {
