@@ -468,6 +468,23 @@ inline void tc_check_symbol(int64_t value, int64_t bound, const char* arg, const
   if (TC_UNLIKELY(value != bound)) tc_fail_symbol(tc_launcher, value, bound, arg, where, symbol, bound_at);
 }
 
+// A declared stride that names a symbol bound elsewhere (or an expression of such symbols), as
+// TileLang's binder checks it: any stride passes where the dim's extent is 1 (the stride never
+// moves the address) or where the declared stride is 0 (a later dim is empty).
+inline void tc_check_stride_symbol(int64_t value, int64_t bound, const char* arg, const char* where,
+                                   const char* symbol, const char* bound_at, int64_t extent) {
+  if (TC_UNLIKELY(value != bound && extent != 1 && bound != 0)) {
+    tc_fail_symbol(tc_launcher, value, bound, arg, where, symbol, bound_at);
+  }
+}
+
+inline void tc_check_stride_expr(int64_t value, int64_t expected, const char* arg, const char* where,
+                                 const char* text, int64_t extent) {
+  if (TC_UNLIKELY(value != expected && extent != 1 && expected != 0)) {
+    tc_fail_dim_expr(tc_launcher, value, expected, arg, where, text);
+  }
+}
+
 // Row-major contiguous: strides[d] == product of shape[d+1:], except where shape[d] == 1.
 // A tensor with no elements is contiguous whatever its strides.  The kernel computes the
 // strides from the shape in int32, so they must fit it, unless it indexes the tensor with

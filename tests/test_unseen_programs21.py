@@ -31,7 +31,8 @@ PROGRAMS = ["affine_rows_scalars", "rmsnorm_bsh_dynamic", "bias_gelu_shared_symb
             "layernorm_stats_three_outputs", "argmax_rows_int64_out", "pad_rows_output_plus_one",
             "pairs_to_interleaved", "int64_offset_scalar_flag", "scalar_stride_flat_view",
             "blocks_from_scalar_grid", "gemm_strided_a_panel", "dense_copy_keeps_pitch",
-            "groups_of_four_input", "seq_mean_tuple_symbols", "isfinite_bool_out"]
+            "groups_of_four_input", "seq_mean_tuple_symbols", "isfinite_bool_out",
+            "add_broadcast_bias_view", "kv_prefix_dot_shared_stride"]
 
 
 @pytest.fixture(autouse=True)
@@ -139,6 +140,52 @@ def test_strided_parameters_bind_their_strides():
     assert "A_desc" not in src and "B_desc" in src and "stride=(lda, 1,)" in src
     cpp = _launcher("dense_copy_keeps_pitch")
     assert 'tc_check_symbol(t_Y->shape[1], sym_ld, "Y", "shape[1]", "ld", "argument \'X\' strides[0]")' in cpp
+
+
+def test_a_shared_stride_symbol_is_checked_as_tilelang_relaxes_it():
+    cpp = _launcher("kv_prefix_dot_shared_stride")
+    assert 'tc_bind_symbol(strides_K[0], "K", "strides[0]", "sb", 1)' in cpp
+    # V's batch stride against K's: any stride passes where V's batch is 1 or sb is 0
+    assert ('tc_check_stride_symbol(strides_V[0], sym_sb, "V", "strides[0]", "sb", '
+            '"argument \'K\' strides[0]", t_V->shape[0])') in cpp
+    kernel = P.kv_prefix_dot_shared_stride()
+    kc, vc = _z(3, 40, 64, dtype=torch.float16), _z(3, 40, 64, dtype=torch.float16)
+    raises(ValueError, ["kv_dot: argument 'K': " + CPU], kernel, kc[:, :7], vc[:, :7])
+    raises(ValueError, ["kv_dot: argument 'V': expected strides[0] == sb = 2560 (from argument 'K' "
+                        "strides[0]), got 448"], kernel, kc[:, :7], vc[:, :7].contiguous())
+    # a batch of 1: V's batch stride never moves the address, so it may differ
+    raises(ValueError, ["kv_dot: argument 'K': " + CPU], kernel, kc[:1, :7], vc[:1, :7].contiguous())
+    raises(ValueError, ["kv_dot: argument 'K': expected strides[1] == 64, got 128"], kernel,
+           _z(3, 40, 128, dtype=torch.float16)[:, :7, :64], vc[:, :7])
+    src = _src("kv_prefix_dot_shared_stride")
+    assert "stride=(sb, 64, 1,)" in src
+
+
+def test_a_stride_named_by_a_shape_symbol_passes_on_extent_one_and_zero():
+    import tilecute.language as T
+
+    M, N = T.dynamic("M N")
+
+    @T.prim_func
+    def rows_of_n(X: T.StridedTensor((M, N), (N, 1), T.float32), Y: T.Tensor((M, N), T.float32)):
+        with T.Kernel(M, threads=32) as r:
+            for j in T.serial(N):
+                Y[r, j] = X[r, j]
+
+    kernel = tilecute.compile(rows_of_n)
+    assert "tc_check_stride_symbol(strides_X[0], sym_N" in kernel.get_source("launcher")
+    raises(ValueError, ["rows_of_n: argument 'X': expected strides[0] == N = 7 (from argument 'X' "
+                        "shape[1]), got 8"], kernel, _z(3, 8)[:, :7], _z(3, 7))
+    raises(ValueError, [CPU], kernel, _z(1, 8)[:, :7], _z(1, 7))  # one row: any stride
+    raises(ValueError, [CPU], kernel, _z(4, 80)[:, :0], _z(4, 0))  # N = 0: any stride
+
+
+def test_a_static_zero_stride_is_refused_by_name():
+    from tilecute.language import FrontendError
+
+    with pytest.raises(FrontendError, match=r"'Bias': a static stride of 0 \(strides\[0\]\) is not "
+                                            r"supported"):
+        P.add_broadcast_bias_view(static_zero=True)
 
 
 def test_dtypes_of_the_tensors():
@@ -287,6 +334,11 @@ BAD_CALLS = {
         ((_z(100, dtype=torch.float16), 10, _z(5, 7, dtype=torch.float16)), ValueError, CPU),
         ((_z(100, dtype=torch.float16), 10, _z(5, 7, dtype=torch.float16).t()), ValueError,
          "pitch: argument 'Y': expected a contiguous (row-major) tensor"),
+    ],
+    "add_broadcast_bias_view": [
+        ((_z(5, 9), _z(9).expand(5, 9)), ValueError, CPU),  # a row stride of 0 binds rs = 0
+        ((_z(5, 9), _z(9, 5).t()), ValueError, "add_bias: argument 'Bias': expected strides[1] == 1, got 5"),
+        ((_z(5, 9), _z(5, 8)), ValueError, "add_bias: argument 'Bias': expected shape[1] == N = 9"),
     ],
     "int64_offset_scalar_flag": [
         ((_z(10), 2, True, _z(5)), ValueError, CPU),
@@ -482,6 +534,13 @@ def test_strided_views_on_gpu():
     want = wide.clone()
     want[:, 25:] = 0
     assert got.shape == (9, 40) and torch.equal(got, want)
+    xb = torch.randn(37, 300, device="cuda")
+    bias = torch.randn(300, device="cuda")
+    assert torch.equal(P.add_broadcast_bias_view()(xb, bias.expand(37, 300)), xb + bias)
+    kc = torch.randn(2, 50, 64, device="cuda", dtype=torch.float16)
+    vc = torch.randn(2, 50, 64, device="cuda", dtype=torch.float16)
+    _close(P.kv_prefix_dot_shared_stride()(kc[:, :21], vc[:, :21]),
+           (kc[:, :21].float() * vc[:, :21].float()).sum(-1), 1e-3)
     flat = torch.randn(500, device="cuda", dtype=torch.float16)
     y = torch.zeros(6, 70, device="cuda", dtype=torch.float16)
     P.scalar_stride_flat_view()(flat, 80, y)

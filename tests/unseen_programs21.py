@@ -678,3 +678,49 @@ def isfinite_bool_out(threads=128):
                     cls[i] = T.if_then_else(T.isnan(v), 2, T.if_then_else(T.isinf(v), 1, 0))
 
     return finite
+
+
+@tilecute.jit(out_idx=[-1])
+def add_broadcast_bias_view(block_M=8, threads=128, static_zero=False):
+    """``Y = X + Bias`` where Bias is declared ``T.StridedTensor((M, N), (rs, 1))``: the
+    caller passes ``bias.expand(M, N)`` (a row stride ``rs`` of 0) and the kernel reads its
+    one row for every row.  ``static_zero`` declares the stride a literal 0 (TileLang's
+    broadcast declaration), which tilecute refuses by name."""
+    M, N, rs = T.dynamic("M"), T.dynamic("N"), T.dynamic("rs")
+    row_stride = 0 if static_zero else rs
+
+    @T.prim_func
+    def add_bias(X: T.Tensor((M, N), T.float32), Bias: T.StridedTensor((M, N), (row_stride, 1), T.float32),
+                 Y: T.Tensor((M, N), T.float32)):
+        with T.Kernel(T.ceildiv(M, block_M), threads=threads) as bx:
+            for k in T.serial(T.ceildiv(N, threads)):
+                for i, t in T.Parallel(block_M, threads):
+                    r = bx * block_M + i
+                    c = k * threads + t
+                    if r < M and c < N:
+                        Y[r, c] = X[r, c] + Bias[r, c]
+
+    return add_bias
+
+
+@tilecute.jit(out_idx=[-1])
+def kv_prefix_dot_shared_stride(H=64, threads=64):
+    """``out[b, s] = sum_h K[b, s, h] * V[b, s, h]`` over the first S positions of two
+    caches of Smax positions: K and V are ``T.StridedTensor((B, S, H), (sb, H, 1))``
+    sharing the batch stride symbol ``sb`` (the caller passes ``k_cache[:, :S]`` and
+    ``v_cache[:, :S]``), so V's batch stride is checked against K's."""
+    Bt, S, sb = T.dynamic("B"), T.dynamic("S"), T.dynamic("sb")
+
+    @T.prim_func
+    def kv_dot(K: T.StridedTensor((Bt, S, H), (sb, H, 1), T.float16),
+               V: T.StridedTensor((Bt, S, H), (sb, H, 1), T.float16),
+               out: T.Tensor((Bt, S), T.float32)):
+        with T.Kernel(S, Bt, threads=threads) as (s, b):
+            prod = T.alloc_fragment((H,), T.float32)
+            tot = T.alloc_fragment((1,), T.float32)
+            for h in T.Parallel(H):
+                prod[h] = T.cast(K[b, s, h], T.float32) * T.cast(V[b, s, h], T.float32)
+            T.reduce_sum(prod, tot, dim=0)
+            out[b, s] = tot[0]
+
+    return kv_dot

@@ -1210,6 +1210,15 @@ class _Parser:
                 if len(spec.strides) != len(shape):
                     raise self.error(arg, f"'{name}': {len(spec.strides)} strides for "
                                           f"{len(shape)} dims")
+                for k, d in enumerate(spec.strides):
+                    if isinstance(d, int) and not isinstance(d, bool) and d <= 0:
+                        # (TileLang takes a static 0: its dim read broadcast, any stride passed)
+                        raise self.error(arg, f"'{name}': a static stride of {d} (strides[{k}]) "
+                                              "is not supported: tilecute's layouts and TMA "
+                                              "take positive static strides; for a broadcast "
+                                              "read declare the stride a symbol (T.dynamic) "
+                                              "and pass an expanded tensor, or index the dim "
+                                              "at 0")
                 strides = tuple(self.dim(arg, d, name) for d in spec.strides)
             buf = N.Buffer(name, dt, shape, "global", strides)
             # (an eager kernel's T.empty output may name an earlier integer scalar
