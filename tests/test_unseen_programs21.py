@@ -32,7 +32,8 @@ PROGRAMS = ["affine_rows_scalars", "rmsnorm_bsh_dynamic", "bias_gelu_shared_symb
             "pairs_to_interleaved", "int64_offset_scalar_flag", "scalar_stride_flat_view",
             "blocks_from_scalar_grid", "gemm_strided_a_panel", "dense_copy_keeps_pitch",
             "groups_of_four_input", "seq_mean_tuple_symbols", "isfinite_bool_out",
-            "add_broadcast_bias_view", "kv_prefix_dot_shared_stride"]
+            "add_broadcast_bias_view", "kv_prefix_dot_shared_stride", "square_symmetrize",
+            "narrow_scalar_params"]
 
 
 @pytest.fixture(autouse=True)
@@ -95,6 +96,25 @@ def test_scalars_reach_the_kernel_with_their_types():
     # a scalar grid: the launcher computes it from the argument and checks it
     cpp = _launcher("blocks_from_scalar_grid")
     assert "k0_grid_x = arg_num_blocks" in cpp.replace("static_cast<int64_t>(arg_num_blocks)", "arg_num_blocks")
+
+
+def test_half_and_narrow_int_scalars_reach_the_kernel():
+    # T.float16 / T.bfloat16 scalar parameters (TileLang casts the Python float; was a
+    # LoweringError "scalar parameters may be ...")
+    src = _src("narrow_scalar_params")
+    assert "h: cutlass.Float16, g: cutlass.BFloat16, shift: cutlass.Uint8, bias: cutlass.Int8" in src
+    cpp = _launcher("narrow_scalar_params")
+    assert "uint16_t k0_h = tc_float16_bits(static_cast<double>(arg_h));" in cpp
+    assert "uint16_t k0_g = tc_bfloat16_bits(static_cast<double>(arg_g));" in cpp
+    assert 'tc_int_arg(args[3], "shift", "uint8", INT64_C(0), INT64_C(255))' in cpp
+
+
+def test_one_symbol_names_both_dims_of_a_square_tensor():
+    cpp = _launcher("square_symmetrize")
+    assert 'tc_check_symbol(t_X->shape[1], sym_N, "X", "shape[1]", "N", "argument \'X\' shape[0]")' in cpp
+    src = _src("square_symmetrize")
+    assert "mirror[j * 32 + (i ^ (j & 31))]" in src  # the transposed read of a swizzled tile
+    assert "cute.arch.sync_threads()" in src.split("mirror[i3 * 32")[1].split("Y[r, c]")[0]
 
 
 def test_symbols_bind_once_and_are_checked_everywhere_else():
@@ -340,6 +360,16 @@ BAD_CALLS = {
         ((_z(5, 9), _z(9, 5).t()), ValueError, "add_bias: argument 'Bias': expected strides[1] == 1, got 5"),
         ((_z(5, 9), _z(5, 8)), ValueError, "add_bias: argument 'Bias': expected shape[1] == N = 9"),
     ],
+    "square_symmetrize": [
+        ((_z(5, 5),), ValueError, CPU),
+        ((_z(4, 5),), ValueError, "symmetrize: argument 'X': expected shape[1] == N = 4 (from argument 'X' shape[0]), got 5"),
+    ],
+    "narrow_scalar_params": [
+        ((_z(9), 0.5, -1.25, 3, -7), ValueError, CPU),
+        ((_z(9), 0.5, -1.25, 256, -7), ValueError, "narrow: argument 'shift': expected a value that fits uint8, got 256"),
+        ((_z(9), 0.5, -1.25, 3, -129), ValueError, "narrow: argument 'bias': expected a value that fits int8, got -129"),
+        ((_z(9), "0.5", -1.25, 3, 1), TypeError, "narrow: argument 'h': expected a float, got str"),
+    ],
     "int64_offset_scalar_flag": [
         ((_z(10), 2, True, _z(5)), ValueError, CPU),
         ((_z(10), 2 ** 40, 1, _z(5)), ValueError, CPU),  # an int64 offset; an int for a bool
@@ -440,6 +470,12 @@ def test_elementwise_with_scalars_on_gpu():
     assert torch.equal(got, want)
     a, bb = torch.randn(11, 33, device="cuda", dtype=torch.float64), torch.randn(11, 33, device="cuda", dtype=torch.float64)
     _close(P.float64_axpby_scalars()(a, bb, 0.5, -3), 0.5 * a - 3 * bb, 1e-12)
+    xn = torch.randn(300, device="cuda")
+    # h = 0.1 rounds to float16's 0.0999755859375, g = 1/3 to bfloat16's 0.333984375
+    want = (xn * 0.0999755859375 + 0.333984375) * 8 - 7
+    _close(P.narrow_scalar_params()(xn, 0.1, 1 / 3, 3, -7), want, 1e-5)
+    xq = torch.randn(70, 70, device="cuda")
+    _close(P.square_symmetrize()(xq), (xq + xq.t()) / 2, 1e-6)
     xs = torch.randn(1000, device="cuda")
     got = P.blocks_from_scalar_grid()(10, 0.5, xs)  # 10 blocks of 64 cover 640 elements
     want = xs + 0.5 + torch.arange(1000, device="cuda").div(64, rounding_mode="floor").float()

@@ -724,3 +724,46 @@ def kv_prefix_dot_shared_stride(H=64, threads=64):
             out[b, s] = tot[0]
 
     return kv_dot
+
+
+@tilecute.jit(out_idx=[-1])
+def square_symmetrize(block=32, threads=128):
+    """``Y = (X + X^T) / 2`` of a square matrix declared ``(N, N)``: one symbol names both
+    dims of one tensor, so a (4, 5) tensor is refused at its second dim.  The transpose goes
+    through a shared tile (the tile of the mirrored block)."""
+    N = T.dynamic("N")
+
+    @T.prim_func
+    def symmetrize(X: T.Tensor((N, N), T.float32), Y: T.Tensor((N, N), T.float32)):
+        with T.Kernel(T.ceildiv(N, block), T.ceildiv(N, block), threads=threads) as (bx, by):
+            mine = T.alloc_shared((block, block), T.float32)
+            mirror = T.alloc_shared((block, block), T.float32)
+            T.copy(X[by * block, bx * block], mine)
+            T.copy(X[bx * block, by * block], mirror)
+            for i, j in T.Parallel(block, block):
+                r = by * block + i
+                c = bx * block + j
+                if r < N and c < N:
+                    Y[r, c] = (mine[i, j] + mirror[j, i]) * 0.5
+
+    return symmetrize
+
+
+@tilecute.jit(out_idx=[-1])
+def narrow_scalar_params(threads=128):
+    """Scalar arguments of narrow types: ``h`` a ``T.float16``, ``g`` a ``T.bfloat16`` (the
+    launcher rounds the Python float to their bits), ``shift`` a ``T.uint8`` and ``bias`` a
+    ``T.int8`` (range-checked): ``Y[i] = (X[i] * h + g) * 2**shift + bias`` in float32."""
+    N = T.dynamic("N")
+
+    @T.prim_func
+    def narrow(X: T.Tensor((N,), T.float32), h: T.float16, g: T.bfloat16, shift: T.uint8,
+               bias: T.int8, Y: T.Tensor((N,), T.float32)):
+        with T.Kernel(T.ceildiv(N, threads), threads=threads) as bx:
+            for t in T.Parallel(threads):
+                i = bx * threads + t
+                if i < N:
+                    Y[i] = (X[i] * T.cast(h, T.float32) + T.cast(g, T.float32)) * \
+                        T.cast(T.shift_left(1, T.cast(shift, T.int32)), T.float32) + T.cast(bias, T.float32)
+
+    return narrow
