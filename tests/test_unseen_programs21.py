@@ -33,7 +33,7 @@ PROGRAMS = ["affine_rows_scalars", "rmsnorm_bsh_dynamic", "bias_gelu_shared_symb
             "blocks_from_scalar_grid", "gemm_strided_a_panel", "dense_copy_keeps_pitch",
             "groups_of_four_input", "seq_mean_tuple_symbols", "isfinite_bool_out",
             "add_broadcast_bias_view", "kv_prefix_dot_shared_stride", "square_symmetrize",
-            "narrow_scalar_params"]
+            "narrow_scalar_params", "gemm_k_tiles_scalar"]
 
 
 @pytest.fixture(autouse=True)
@@ -230,6 +230,8 @@ def test_dynamic_gemms_guard_their_tails():
     assert "if by1 * 64 + i7 < M and bx1 * 64 + (i8 + tc_lane10) < N:" in src
     src = _src("gemm_dynamic_tokens_bf16")
     assert "tct.load(A_desc" in src and "tct.store(C_desc" in src  # TMA clips the token tail
+    src = _src("gemm_k_tiles_scalar")  # a run-time trip count from a scalar, in both warpgroups
+    assert src.count("cutlass.range(0, cutlass.min(k_tiles, 8))") == 2
     src = _src("bmm_dynamic_batch_rows")
     assert "tct.load(A_desc, tc_smem + 0, tc_bar0, (0, bx1 * 64, b1)" in src  # rank-3 box: rows clip per batch
 
@@ -600,6 +602,15 @@ def test_dynamic_gemms_on_gpu():
     a = torch.randn(100, 75, device="cuda", dtype=torch.float16)
     b = torch.randn(75, 90, device="cuda", dtype=torch.float16)
     _close(P.gemm_dynamic_k_tail()(a, b), a.float() @ b.float(), 2e-2)
+    for k in (10, 0):  # one K step for three stages; no K at all (C = 0)
+        a = torch.randn(70, k, device="cuda", dtype=torch.float16)
+        b = torch.randn(k, 40, device="cuda", dtype=torch.float16)
+        _close(P.gemm_dynamic_k_tail()(a, b), a.float() @ b.float(), 2e-2)
+    a = torch.randn(128, 256, device="cuda", dtype=torch.float16)
+    b = torch.randn(256, 128, device="cuda", dtype=torch.float16)
+    for kt in (0, 1, 2, 5, 100, -3):  # min(k_tiles, 8) steps, none when <= 0
+        n = max(0, min(kt, 8)) * 32
+        _close(P.gemm_k_tiles_scalar()(a, b, kt), a[:, :n].float() @ b[:n].float(), 2e-2)
     a = torch.randn(3, 100, 64, device="cuda", dtype=torch.float16)
     b = torch.randn(3, 64, 64, device="cuda", dtype=torch.float16)
     _close(P.bmm_dynamic_batch_rows()(a, b), a.float() @ b.float(), 5e-2)

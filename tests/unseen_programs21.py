@@ -767,3 +767,26 @@ def narrow_scalar_params(threads=128):
                         T.cast(T.shift_left(1, T.cast(shift, T.int32)), T.float32) + T.cast(bias, T.float32)
 
     return narrow
+
+
+@tilecute.jit(out_idx=[-1])
+def gemm_k_tiles_scalar(M=128, N=128, K=256, block_M=64, block_N=64, block_K=32, threads=128):
+    """``C = A[:, :k_tiles * block_K] @ B[:k_tiles * block_K, :]``: the pipelined K loop
+    runs ``k_tiles`` steps, a ``T.int32`` argument that may be 0 (C = 0), 1 (fewer steps
+    than stages) or up to K / block_K; the static shapes keep the TMA loads."""
+
+    @T.prim_func
+    def partial_k(A: T.Tensor((M, K), T.float16), B: T.Tensor((K, N), T.float16), k_tiles: T.int32,
+                  C: T.Tensor((M, N), T.float32)):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
+            a_s = T.alloc_shared((block_M, block_K), T.float16)
+            b_s = T.alloc_shared((block_K, block_N), T.float16)
+            acc = T.alloc_fragment((block_M, block_N), T.float32)
+            T.clear(acc)
+            for ko in T.Pipelined(T.min(k_tiles, K // block_K), num_stages=3):
+                T.copy(A[by * block_M, ko * block_K], a_s)
+                T.copy(B[ko * block_K, bx * block_N], b_s)
+                T.gemm(a_s, b_s, acc)
+            T.copy(acc, C[by * block_M, bx * block_N])
+
+    return partial_k
