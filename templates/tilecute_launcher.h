@@ -112,6 +112,7 @@ extern const TcLauncher tc_launcher;  // defined by launcher.cpp
                                        const char* expected);
 [[noreturn]] TC_COLD void tc_fail_dtype(const TcLauncher& L, const DLTensor* t, const char* arg,
                                         const char* expected);
+[[noreturn]] TC_COLD void tc_fail_null_data(const TcLauncher& L, const DLTensor* t, const char* arg);
 [[noreturn]] TC_COLD void tc_fail_rank(const TcLauncher& L, const DLTensor* t, const char* arg, int rank);
 [[noreturn]] TC_COLD void tc_fail_static(const TcLauncher& L, int64_t value, int64_t expected, const char* arg,
                                          const char* where);
@@ -408,6 +409,17 @@ inline void tc_check_dtype_bool(const DLTensor* t, const char* arg) {
 // (torch's float4_e2m1fn_x2 is 4 bits x 2 lanes; uint8, int8), as TileLang binds one.
 inline void tc_check_dtype_bytes(const DLTensor* t, const char* arg, const char* name) {
   if (TC_UNLIKELY(t->dtype.bits * t->dtype.lanes != 8)) tc_fail_dtype(tc_launcher, t, arg, name);
+}
+
+// A NULL data pointer passes only for a tensor with no elements (TileLang's "data pointer is
+// NULL" check); the loop runs only on the NULL path.
+inline void tc_check_data(const DLTensor* t, const char* arg) {
+  if (TC_UNLIKELY(t->data == nullptr)) {
+    for (int d = 0; d < t->ndim; ++d) {
+      if (t->shape[d] == 0) return;
+    }
+    tc_fail_null_data(tc_launcher, t, arg);
+  }
 }
 
 inline void tc_check_rank(const DLTensor* t, const char* arg, int rank) {

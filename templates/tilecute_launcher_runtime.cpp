@@ -177,6 +177,11 @@ void tc_fail_dtype(const TcLauncher& L, const DLTensor* t, const char* arg, cons
   tc_raise_value_error(L, tc_arg(L, arg) + "expected dtype " + expected + ", got " + tc_dtype_name(L, t->dtype));
 }
 
+void tc_fail_null_data(const TcLauncher& L, const DLTensor* t, const char* arg) {
+  tc_raise_value_error(L, tc_arg(L, arg) + "the data pointer is NULL, but the tensor has elements (shape " +
+                              tc_dims(t->shape, t->ndim) + ")");
+}
+
 void tc_fail_rank(const TcLauncher& L, const DLTensor* t, const char* arg, int rank) {
   tc_raise_value_error(L, tc_arg(L, arg) + "expected rank " + tc_str(rank) + ", got rank " + tc_str(t->ndim) +
                               " (shape " + tc_dims(t->shape, t->ndim) + ")");

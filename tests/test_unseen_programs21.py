@@ -409,6 +409,14 @@ def test_zero_size_dims_reach_the_grid_check():
            FakeTensor((3, 0), "int8"), FakeTensor((3,), "int32"))
 
 
+def test_a_null_data_pointer_is_refused_unless_the_tensor_is_empty():
+    kernel = _plain("int8_rowsum_dyn")
+    raises(ValueError, ["rowsum: argument 'X': the data pointer is NULL, but the tensor has elements "
+                        "(shape [3, 5])"], kernel, FakeTensor((3, 5), "int8", data=0), FakeTensor((3,), "int32"))
+    raises(RuntimeError, ["rowsum: no CUDA driver"], kernel, FakeTensor((3, 0), "int8", data=0),
+           FakeTensor((3,), "int32"))
+
+
 def test_bool_argument_takes_byte_tensors_as_tilelang_does():
     kernel = _plain("bool_mask_where_count")
     x = FakeTensor((9,))
