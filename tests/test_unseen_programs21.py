@@ -200,6 +200,30 @@ def test_a_stride_named_by_a_shape_symbol_passes_on_extent_one_and_zero():
     raises(ValueError, [CPU], kernel, _z(4, 80)[:, :0], _z(4, 0))  # N = 0: any stride
 
 
+def test_one_name_is_one_symbol():
+    import tilecute.language as T
+    from tilecute.language import FrontendError
+
+    # two T.dynamic("n") objects are one symbol n (TileLang: two, n and n_1): the launcher
+    # checks B against A
+    @T.prim_func
+    def pair(A: T.Tensor((T.dynamic("n"),), T.float32), B: T.Tensor((T.dynamic("n"),), T.float32)):
+        with T.Kernel(1, threads=32):
+            A[0] = B[0]
+
+    raises(ValueError, ["pair: argument 'B': expected shape[0] == n = 4 (from argument 'A' "
+                        "shape[0]), got 5"], tilecute.compile(pair), _z(4), _z(5))
+    # ... and two of one name that differ are refused naming them (were merged silently:
+    # B's int64 dim bound as A's int32)
+    with pytest.raises(FrontendError, match=r"two symbols named 'n' differ \(int32, multiple_of=1 "
+                                            r"and int64, multiple_of=1\)"):
+        @T.prim_func
+        def mixed(A: T.Tensor((T.dynamic("n"),), T.float32),
+                  B: T.Tensor((T.dynamic("n", "int64"),), T.float32)):
+            with T.Kernel(1, threads=32):
+                A[0] = B[0]
+
+
 def test_a_static_zero_stride_is_refused_by_name():
     from tilecute.language import FrontendError
 

@@ -670,11 +670,21 @@ class _Parser:
                                        "`acc = T.alloc_local((1,), dtype)` and "
                                        "`acc[0] += ...`)")
 
-    def note_symbols(self, value):
+    def note_symbols(self, value, node=None):
         for x in _walk_exprs(value):
             if isinstance(x, N.Var) and x.name not in self.symbols:
                 self.symbols[x.name] = x
                 self.used_names.add(x.name)
+            elif node is not None and isinstance(x, N.Var) and self.symbols[x.name] != x:
+                # two T.dynamic objects of one name: TileLang keeps them apart (n, n_1);
+                # tilecute names a symbol by its name, so they must be the same symbol
+                was = self.symbols[x.name]
+                raise self.error(node, f"two symbols named '{x.name}' differ ({was.dtype}, "
+                                       f"multiple_of={was.multiple} and {x.dtype}, "
+                                       f"multiple_of={x.multiple}): tilecute names a symbol "
+                                       "by its name, so one name is one symbol; declare it "
+                                       "once (n = T.dynamic(...)) and share it, or give the "
+                                       "other a name of its own")
 
     # ---- T.* forms and their arguments ------------------------------------------------
     def form_of(self, node) -> Optional[F.Form]:
@@ -1226,7 +1236,7 @@ class _Parser:
             self.note_symbols(tuple(x for x in _walk_exprs(shape + (strides or ()))
                                     if isinstance(x, N.Var) and not (
                                         x.name in self.scalar_param_vars and
-                                        self.lookup_local(x.name) == x)))
+                                        self.lookup_local(x.name) == x)), arg)
             self.bind(name, _BufferRef(buf))
             return buf
         if isinstance(spec, str) or str(spec).startswith("torch."):
