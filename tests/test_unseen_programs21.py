@@ -441,6 +441,20 @@ def test_a_null_data_pointer_is_refused_unless_the_tensor_is_empty():
            FakeTensor((3,), "int32"))
 
 
+def test_an_offset_tensor_takes_the_general_variant():
+    # K % 8 == 0 picks the aligned variant (16-byte vector / TMA loads); a contiguous A at a
+    # 2-byte storage offset now takes the general one (was the aligned launcher's alignment
+    # error)
+    kernel = P.gemm_dynamic_k_tail()
+    assert kernel.pointer_checks() == [(0, 16), (1, 16)]
+    a = _z(64 * 64 + 1, dtype=torch.float16)[1:].view(64, 64)
+    b = _z(64, 64, dtype=torch.float16)
+    assert kernel.pick((a, b)) is kernel.general
+    assert kernel.pick((_z(64, 64, dtype=torch.float16), b)) is kernel.aligned
+    raises(ValueError, ["mm: argument 'A': " + CPU], kernel, a, b)
+    assert kernel.pick((_z(64, 60, dtype=torch.float16), _z(60, 64, dtype=torch.float16))) is kernel.general
+
+
 def test_bool_argument_takes_byte_tensors_as_tilelang_does():
     kernel = _plain("bool_mask_where_count")
     x = FakeTensor((9,))
@@ -633,6 +647,10 @@ def test_dynamic_gemms_on_gpu():
     _close(P.gemm_dynamic_tokens_bf16()(a, w), a.float() @ w.float().t(), 5e-2)
     a = torch.randn(100, 75, device="cuda", dtype=torch.float16)
     b = torch.randn(75, 90, device="cuda", dtype=torch.float16)
+    _close(P.gemm_dynamic_k_tail()(a, b), a.float() @ b.float(), 2e-2)
+    big = torch.randn(64 * 64 + 1, device="cuda", dtype=torch.float16)
+    a = big[1:].view(64, 64)  # K % 8 == 0 but 2 bytes off: the general variant
+    b = torch.randn(64, 64, device="cuda", dtype=torch.float16)
     _close(P.gemm_dynamic_k_tail()(a, b), a.float() @ b.float(), 2e-2)
     for k in (10, 0):  # one K step for three stages; no K at all (C = 0)
         a = torch.randn(70, k, device="cuda", dtype=torch.float16)
