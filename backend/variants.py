@@ -9,7 +9,8 @@ makes those strides 16-byte multiples (``multiple_of``, checked by its launcher)
 program as written, the *general* variant.  A call picks the aligned one when the tensors
 it is given meet the divisors and their data pointers the alignment the aligned variant
 assumes of them (a tensor at a storage offset off 16 bytes takes the general one), the
-general one otherwise (:class:`AlignedOrGeneral`).
+general one otherwise, and where a checked extent is 0 (TMA takes no empty extent; the
+general variant's thread copies run no iteration) (:class:`AlignedOrGeneral`).
 
 Symbols that do not change a stride's alignment (attention's sequence length in
 ``(B, S, H, D)``: ``S`` multiplies ``H * D * 2`` bytes, already a multiple of 16) make no
@@ -107,7 +108,8 @@ class AlignedOrGeneral:
     def pick(self, args):
         for position, axis, divisor in self.checks:
             try:
-                if int(args[position].shape[axis]) % divisor:
+                extent = int(args[position].shape[axis])
+                if extent == 0 or extent % divisor:  # (TMA takes no empty extent)
                     return self.general
             except (AttributeError, IndexError, TypeError, ValueError):
                 # too few arguments, a non-tensor or a tensor of too low a rank: the general

@@ -453,6 +453,13 @@ def test_an_offset_tensor_takes_the_general_variant():
     assert kernel.pick((_z(64, 64, dtype=torch.float16), b)) is kernel.aligned
     raises(ValueError, ["mm: argument 'A': " + CPU], kernel, a, b)
     assert kernel.pick((_z(64, 60, dtype=torch.float16), _z(60, 64, dtype=torch.float16))) is kernel.general
+    # K = 0 meets "K % 8 == 0" but TMA takes no empty extent: the general variant (was the
+    # aligned launcher's "TMA needs every extent in [1, 2^32]")
+    empty_a, empty_b = _z(70, 0, dtype=torch.float16), _z(0, 40, dtype=torch.float16)
+    assert kernel.pick((empty_a, empty_b)) is kernel.general
+    raises(ValueError, ["TMA needs every extent in [1, 2^32], got shape [70, 0]"], kernel.aligned,
+           empty_a, empty_b)
+    raises(ValueError, ["mm: argument 'A': " + CPU], kernel, empty_a, empty_b)
 
 
 def test_bool_argument_takes_byte_tensors_as_tilelang_does():
@@ -627,14 +634,17 @@ def test_strided_views_on_gpu():
            (kc[:, :21].float() * vc[:, :21].float()).sum(-1), 1e-3)
     flat = torch.randn(500, device="cuda", dtype=torch.float16)
     y = torch.zeros(6, 70, device="cuda", dtype=torch.float16)
-    P.scalar_stride_flat_view()(flat, 80, y)
-    want = torch.stack([flat[r * 80:r * 80 + 70] for r in range(6)])
-    want[5, 20:] = 0  # row 5 runs past the 500 elements
+    P.scalar_stride_flat_view()(flat, 90, y)
+    want = torch.zeros(6, 70, device="cuda", dtype=torch.float16)
+    for r in range(6):
+        row = flat[r * 90:r * 90 + 70]  # row 5 runs past the 500 elements: 50 of them
+        want[r, :row.numel()] = row
     assert torch.equal(y, want)
     xo = torch.randn(100, device="cuda")
     yo = torch.zeros(40, device="cuda")
     P.int64_offset_scalar_flag()(xo, 30, True, yo)
     assert torch.equal(yo, xo[30:70] * 2)
+    yo.zero_()
     P.int64_offset_scalar_flag()(xo, 70, False, yo)
     assert torch.equal(yo[:30], xo[70:]) and torch.equal(yo[30:], torch.zeros(10, device="cuda"))
 
