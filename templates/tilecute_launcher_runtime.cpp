@@ -136,6 +136,19 @@ std::string tc_dtype_name(const TcLauncher& L, DLDataType dtype) {
         return known.name;
       }
     }
+    // DLPack types no tilecute dtype is (torch's float8 "fnuz" variants, complex): their names
+    switch (dtype.code) {
+      case 5: return "complex" + tc_str(dtype.bits);
+      case 7: return "float8_e3m4";
+      case 8: return "float8_e4m3 (DLPack code 8, not e4m3fn)";
+      case 9: return "float8_e4m3b11fnuz";
+      case 11: return "float8_e4m3fnuz";
+      case 13: return "float8_e5m2fnuz";
+      case 14: return "float8_e8m0fnu";
+      case 15: return "float6_e2m3fn";
+      case 16: return "float6_e3m2fn";
+      default: break;
+    }
   }
   return "DLDataType(code=" + tc_str(dtype.code) + ", bits=" + tc_str(dtype.bits) + ", lanes=" + tc_str(dtype.lanes) +
          ")";

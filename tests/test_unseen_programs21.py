@@ -339,6 +339,9 @@ BAD_CALLS = {
         ((_z(3, 5).to(torch.float8_e4m3fn), _z(3)), ValueError, CPU),
         ((_z(3, 5).to(torch.float8_e5m2), _z(3)), ValueError, "deq: argument 'Q': expected dtype float8_e4m3, got float8_e5m2"),
         ((_z(3, 5, dtype=torch.uint8), _z(3)), ValueError, "deq: argument 'Q': expected dtype float8_e4m3, got uint8"),
+        # torch's float8_e4m3fnuz (another exponent bias; TileLang's binder lets it through)
+        ((_z(3, 5).to(torch.float8_e4m3fnuz), _z(3)), ValueError,
+         "deq: argument 'Q': expected dtype float8_e4m3, got float8_e4m3fnuz"),
     ],
     "fp8_e5m2_to_half_scale": [
         ((_z(5).to(torch.float8_e5m2), 1.0), ValueError, CPU),
