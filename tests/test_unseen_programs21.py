@@ -493,6 +493,26 @@ def test_outputs_are_sized_from_symbols_expressions_and_strides():
     raises(ValueError, ["keep_pitch: argument 'X': " + CPU], P.dense_copy_keeps_pitch(), _z(5, 12)[:, :7])
 
 
+def test_outputs_return_in_out_idx_order():
+    # TileLang returns [tensors[i] for i in out_idx]: out_idx=[4, 3] gives (count, Y) (was
+    # sorted: (Y, count), silently swapped)
+    func = P.bool_mask_where_count.get_tir()
+    for out_idx, want in (([4, 3], [(1,), (9,)]), ([-2, -1], [(9,), (1,)]), ([-1, 3], [(1,), (9,)])):
+        kernel = tilecute.compile(func, out_idx=out_idx)
+        assert kernel.out_idx == [3, 4]  # parameter order, for the arguments
+        with pytest.raises(ValueError, match="where: argument 'X': " + CPU):
+            kernel(_z(9), _z(9, dtype=torch.bool), 0.0)
+    kernel = tilecute.compile(func, out_idx=[4, 3])
+    assert kernel._return_order == [1, 0]
+    assert tilecute.compile(func, out_idx=[3, 4])._return_order is None
+    # the call's return (the launch itself replaced: no GPU here)
+    seen = []
+    kernel._func = lambda *full: seen.append([tuple(t.shape) for t in full if hasattr(t, "shape")])
+    count, y = kernel(_z(9), _z(9, dtype=torch.bool), 0.0)
+    assert tuple(count.shape) == (1,) and tuple(y.shape) == (9,)
+    assert seen == [[(9,), (9,), (9,), (1,)]]  # the launcher still gets parameter order
+
+
 def test_an_output_no_input_sizes_is_refused_by_name():
     kernel = tilecute.compile(P.int64_offset_scalar_flag.get_tir(), out_idx=[-1])
     raises(ValueError, ["offs: output 'Y' has symbolic dim 'n' that no input binds"], kernel, _z(10), 2, True)
@@ -578,6 +598,14 @@ def test_shape_expressions_on_gpu():
     assert torch.equal(got, torch.cat([torch.full((1, 300), -2.0, device="cuda"), xs]))
     p = torch.randint(0, 1000, (2, 301), device="cuda", dtype=torch.int32)
     assert torch.equal(P.pairs_to_interleaved()(p), p.t().reshape(-1))
+
+
+@pytest.mark.gpu
+def test_out_idx_order_on_gpu():
+    xw = torch.randn(333, device="cuda")
+    m = torch.rand(333, device="cuda") > 0.4
+    count, y = tilecute.compile(P.bool_mask_where_count.get_tir(), out_idx=[4, 3])(xw, m, -7.0)
+    assert int(count.item()) == int(m.sum()) and torch.equal(y, torch.where(m, xw, torch.full_like(xw, -7.0)))
 
 
 @pytest.mark.gpu
@@ -681,3 +709,22 @@ def test_dynamic_gemms_on_gpu():
     b = torch.randn(64, 128, device="cuda", dtype=torch.float16)
     panel = big[:, 7:71]  # a row stride of 200 and an odd column offset
     _close(P.gemm_strided_a_panel()(panel, b), panel.float() @ b.float(), 2e-2)
+
+
+def test_export_keeps_the_out_idx_order(tmp_path, monkeypatch):
+    from tilecute.export import collect, load_module
+
+    monkeypatch.setenv("TILECUTE_CACHE_DIR", str(tmp_path / "cache"))
+    src = tmp_path / "mod.py"
+    src.write_text(
+        "import tilecute\nimport tilecute.language as T\n"
+        "@T.prim_func\n"
+        "def two(A: T.Tensor((256,), 'float32'), B: T.Tensor((256,), 'float32'),\n"
+        "        C: T.Tensor((256,), 'float32')):\n"
+        "    with T.Kernel(1, threads=256) as bx:\n"
+        "        for i in T.Parallel(256):\n"
+        "            B[i] = A[i]\n"
+        "            C[i] = A[i] * 2.0\n"
+        "swapped = tilecute.compile(two, out_idx=[2, 1])\n")
+    (kernel,) = collect(load_module(str(src), ["sm_90a"]), "swapped")
+    assert kernel.out_idx == [1, 2] and kernel.returns == [1, 0]
