@@ -116,8 +116,10 @@ class Kernel:
         self.out_idx = resolve_out_idx(self.name, [a.name for a in self.args], out_idx)
         # the outputs' order in a call's result: out_idx as given (TileLang's), where
         # self.out_idx is in parameter order
-        order = resolve_out_idx(self.name, [a.name for a in self.args], out_idx, given_order=True)
-        self._return_order = None if order == self.out_idx else [self.out_idx.index(i) for i in order]
+        self.out_order = resolve_out_idx(self.name, [a.name for a in self.args], out_idx,
+                                         given_order=True)
+        self._return_order = (None if self.out_order == self.out_idx
+                              else [self.out_idx.index(i) for i in self.out_order])
         for i in self.out_idx:
             if not isinstance(self.abi.args[i], TensorArg):
                 raise ValueError(f"{self.name}: out_idx {i} names scalar argument "
@@ -333,9 +335,11 @@ class Kernel:
     def allocate_outputs(self, inputs) -> list:
         """torch tensors for the ``out_idx`` outputs, shaped by the symbols the ``inputs``
         (the other arguments, in order) bind, on the first input tensor's device (with none,
-        torch's current CUDA device).  Under torch's fake-tensor mode they are fake
-        tensors, so this serves meta kernels too."""
-        return self._allocate(inputs, self.out_idx)
+        torch's current CUDA device), in the order a call returns them (``out_idx`` as
+        given).  Under torch's fake-tensor mode they are fake tensors, so this serves meta
+        kernels too."""
+        outs = self._allocate(inputs, self.out_idx)
+        return outs if self._return_order is None else [outs[k] for k in self._return_order]
 
     def _allocation_plan(self):
         """How each call's outputs and workspaces get their shapes, worked out once:

@@ -503,7 +503,10 @@ def test_outputs_return_in_out_idx_order():
         with pytest.raises(ValueError, match="where: argument 'X': " + CPU):
             kernel(_z(9), _z(9, dtype=torch.bool), 0.0)
     kernel = tilecute.compile(func, out_idx=[4, 3])
-    assert kernel._return_order == [1, 0]
+    assert kernel._return_order == [1, 0] and kernel.out_order == [4, 3]
+    # allocate_outputs (torch.register's fake kernel) in the call's order too
+    assert [tuple(o.shape) for o in kernel.allocate_outputs([_z(9), _z(9, dtype=torch.bool), 0.0])] == \
+        [(1,), (9,)]
     assert tilecute.compile(func, out_idx=[3, 4])._return_order is None
     # the call's return (the launch itself replaced: no GPU here)
     seen = []
