@@ -33,7 +33,7 @@ PROGRAMS = ["affine_rows_scalars", "rmsnorm_bsh_dynamic", "bias_gelu_shared_symb
             "blocks_from_scalar_grid", "gemm_strided_a_panel", "dense_copy_keeps_pitch",
             "groups_of_four_input", "seq_mean_tuple_symbols", "isfinite_bool_out",
             "add_broadcast_bias_view", "kv_prefix_dot_shared_stride", "square_symmetrize",
-            "narrow_scalar_params", "gemm_k_tiles_scalar"]
+            "narrow_scalar_params", "gemm_k_tiles_scalar", "swiglu_fused_halves"]
 
 
 @pytest.fixture(autouse=True)
@@ -399,6 +399,15 @@ BAD_CALLS = {
         ((_z(9), 0.5, -1.25, 3, -129), ValueError, "narrow: argument 'bias': expected a value that fits int8, got -129"),
         ((_z(9), "0.5", -1.25, 3, 1), TypeError, "narrow: argument 'h': expected a float, got str"),
     ],
+    "swiglu_fused_halves": [
+        ((_z(5, 20, dtype=torch.bfloat16)[:, :10], _z(5, 20, dtype=torch.bfloat16)[:, 10:]), ValueError, CPU),
+        # one row: its stride never moves the address, any passes (TileLang's relaxation)
+        ((_z(1, 20, dtype=torch.bfloat16)[:, :10], _z(1, 10, dtype=torch.bfloat16)), ValueError, CPU),
+        ((_z(5, 20, dtype=torch.bfloat16)[:, :10], _z(5, 10, dtype=torch.bfloat16)), ValueError,
+         "swiglu: argument 'U': expected strides[0] == N * 2 = 20, got 10"),
+        ((_z(5, 20, dtype=torch.bfloat16)[:, :9], _z(5, 20, dtype=torch.bfloat16)[:, 10:19]), ValueError,
+         "swiglu: argument 'G': expected strides[0] == N * 2 = 18, got 20"),
+    ],
     "int64_offset_scalar_flag": [
         ((_z(10), 2, True, _z(5)), ValueError, CPU),
         ((_z(10), 2 ** 40, 1, _z(5)), ValueError, CPU),  # an int64 offset; an int for a bool
@@ -659,6 +668,9 @@ def test_strided_views_on_gpu():
     want = wide.clone()
     want[:, 25:] = 0
     assert got.shape == (9, 40) and torch.equal(got, want)
+    h = torch.randn(7, 2 * 300, device="cuda", dtype=torch.bfloat16)
+    g, u = h[:, :300].float(), h[:, 300:].float()
+    _close(P.swiglu_fused_halves()(h[:, :300], h[:, 300:]), torch.nn.functional.silu(g) * u, 2e-2)
     xb = torch.randn(37, 300, device="cuda")
     bias = torch.randn(300, device="cuda")
     assert torch.equal(P.add_broadcast_bias_view()(xb, bias.expand(37, 300)), xb + bias)

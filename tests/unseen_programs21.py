@@ -790,3 +790,24 @@ def gemm_k_tiles_scalar(M=128, N=128, K=256, block_M=64, block_N=64, block_K=32,
             T.copy(acc, C[by * block_M, bx * block_N])
 
     return partial_k
+
+
+@tilecute.jit(out_idx=[-1])
+def swiglu_fused_halves(block_N=128, threads=128):
+    """SwiGLU over a fused (M, 2N) projection passed as its two halves: ``G`` and ``U`` are
+    ``T.StridedTensor((M, N), (N * 2, 1))``, the caller's ``h[:, :N]`` and ``h[:, N:]`` (a
+    row stride that is an expression of the shape's symbol, checked against it)."""
+    M, N = T.dynamic("M"), T.dynamic("N")
+
+    @T.prim_func
+    def swiglu(G: T.StridedTensor((M, N), (N * 2, 1), T.bfloat16),
+               U: T.StridedTensor((M, N), (N * 2, 1), T.bfloat16),
+               Out: T.Tensor((M, N), T.bfloat16)):
+        with T.Kernel(T.ceildiv(N, block_N), M, threads=threads) as (bx, r):
+            for j in T.Parallel(block_N):
+                c = bx * block_N + j
+                if c < N:
+                    g = T.cast(G[r, c], T.float32)
+                    Out[r, c] = T.cast(g / (1.0 + T.exp(-g)) * T.cast(U[r, c], T.float32), T.bfloat16)
+
+    return swiglu
