@@ -525,6 +525,18 @@ def test_outputs_return_in_out_idx_order():
     assert seen == [[(9,), (9,), (9,), (1,)]]  # the launcher still gets parameter order
 
 
+def test_a_callers_output_is_checked_against_its_expression_dims():
+    concat = _plain("concat_cols_expr_shape")
+    raises(ValueError, ["concat: argument 'A': " + CPU], concat, _z(4, 3), _z(4, 3), _z(4, 6))
+    raises(ValueError, ["concat: argument 'Out': expected shape[1] == N * 2 = 6, got 5"], concat,
+           _z(4, 3), _z(4, 3), _z(4, 5))
+    raises(ValueError, ["concat: argument 'Out': expected a contiguous (row-major) tensor"], concat,
+           _z(4, 3), _z(4, 3), _z(6, 4).t())
+    pad = _plain("pad_rows_output_plus_one")
+    raises(ValueError, ["shift: argument 'Out': expected shape[0] == M + 1 = 4, got 3"], pad,
+           _z(3, 5), 1.0, _z(3, 5))
+
+
 def test_an_output_no_input_sizes_is_refused_by_name():
     kernel = tilecute.compile(P.int64_offset_scalar_flag.get_tir(), out_idx=[-1])
     raises(ValueError, ["offs: output 'Y' has symbolic dim 'n' that no input binds"], kernel, _z(10), 2, True)
