@@ -85,6 +85,9 @@ def _compiled(obj, what: str) -> Optional[ExportKernel]:
     returns = None
     if isinstance(obj, _Returning):
         returns, obj = list(obj.order), obj.kernel
+    kernel = obj.general if isinstance(obj, AlignedOrGeneral) else obj
+    if returns is None and getattr(kernel, "_return_order", None) is not None:
+        returns = list(kernel._return_order)  # out_idx=[3, 2]: the call returns them so
     if isinstance(obj, AlignedOrGeneral):
         variants = [_source_variant(obj.aligned, obj.checks), _source_variant(obj.general)]
         return ExportKernel(obj.general.name, list(obj.general.out_idx), returns, variants)

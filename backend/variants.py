@@ -7,7 +7,10 @@ and 16-byte vector accesses cannot serve rows strided by it.  ``tilecute.compile
 builds two kernels: the *aligned* variant, where each such symbol promises the divisor that
 makes those strides 16-byte multiples (``multiple_of``, checked by its launcher), and the
 program as written, the *general* variant.  A call picks the aligned one when the tensors
-it is given meet the divisors, the general one otherwise (:class:`AlignedOrGeneral`).
+it is given meet the divisors and their data pointers the alignment the aligned variant
+assumes of them (a tensor at a storage offset off 16 bytes takes the general one), the
+general one otherwise, and where a checked extent is 0 (TMA takes no empty extent; the
+general variant's thread copies run no iteration) (:class:`AlignedOrGeneral`).
 
 Symbols that do not change a stride's alignment (attention's sequence length in
 ``(B, S, H, D)``: ``S`` multiplies ``H * D * 2`` bytes, already a multiple of 16) make no
@@ -87,10 +90,34 @@ class AlignedOrGeneral:
 
     def __init__(self, aligned, general, checks: list[tuple[int, int, int]]):
         self.aligned, self.general, self.checks = aligned, general, checks
+        self._pointer_checks = None
+
+    def pointer_checks(self) -> list[tuple[int, int]]:
+        """(position among the caller's arguments, bytes) of each tensor whose data pointer
+        the aligned variant assumes more aligned than the general one does (its 16-byte
+        vector or TMA accesses): a tensor off that boundary (a storage offset) takes the
+        general variant instead of the aligned launcher's alignment error."""
+        if self._pointer_checks is None:
+            given = [i for i in range(len(self.general.args)) if i not in self.general.out_idx]
+            self._pointer_checks = [
+                (pos, self.aligned.args[i].align) for pos, i in enumerate(given)
+                if getattr(self.aligned.args[i], "kind", None) == "tensor"
+                and self.aligned.args[i].align > self.general.args[i].align]
+        return self._pointer_checks
 
     def pick(self, args):
         for position, axis, divisor in self.checks:
-            if position >= len(args) or args[position].shape[axis] % divisor:
+            try:
+                extent = int(args[position].shape[axis])
+                if extent == 0 or extent % divisor:  # (TMA takes no empty extent)
+                    return self.general
+            except (AttributeError, IndexError, TypeError, ValueError):
+                # too few arguments, a non-tensor or a tensor of too low a rank: the general
+                # variant's launcher names what is wrong
+                return self.general
+        for position, align in self.pointer_checks():
+            data_ptr = getattr(args[position], "data_ptr", None)
+            if callable(data_ptr) and data_ptr() % align:
                 return self.general
         return self.aligned
 

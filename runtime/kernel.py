@@ -41,9 +41,11 @@ def _import_host_module(path: Path):
     return import_source(path / "host.py", name, register=True)
 
 
-def resolve_out_idx(function: str, params: Sequence[str], out_idx) -> list[int]:
+def resolve_out_idx(function: str, params: Sequence[str], out_idx, given_order: bool = False) -> list[int]:
     """``out_idx`` (None, an int, or a sequence of ints; negative ones count from the end,
-    as in TileLang) as the sorted indices of the parameters ``params`` of ``function``.
+    as in TileLang) as the sorted indices of the parameters ``params`` of ``function``
+    (with ``given_order``: in the order given, the order a call returns the outputs in, as
+    TileLang returns ``[tensors[i] for i in out_idx]``).
     A ``TypeError`` for what is not an index, a ``ValueError`` for an index out of range
     either side or one parameter named twice; each names the function."""
     if out_idx is None:
@@ -72,7 +74,7 @@ def resolve_out_idx(function: str, params: Sequence[str], out_idx) -> list[int]:
             raise ValueError(f"{function}: out_idx names parameter {i % n} "
                              f"('{params[i % n]}') twice")
         indices.append(i % n)
-    return sorted(indices)
+    return indices if given_order else sorted(indices)
 
 
 def _cleanup_at_exit(cleanup) -> None:
@@ -112,6 +114,12 @@ class Kernel:
                               if isinstance(a, TensorArg) and a.workspace]
         self.args = self.abi.args[:len(self.abi.args) - len(self.workspace_idx)]
         self.out_idx = resolve_out_idx(self.name, [a.name for a in self.args], out_idx)
+        # the outputs' order in a call's result: out_idx as given (TileLang's), where
+        # self.out_idx is in parameter order
+        self.out_order = resolve_out_idx(self.name, [a.name for a in self.args], out_idx,
+                                         given_order=True)
+        self._return_order = (None if self.out_order == self.out_idx
+                              else [self.out_idx.index(i) for i in self.out_order])
         for i in self.out_idx:
             if not isinstance(self.abi.args[i], TensorArg):
                 raise ValueError(f"{self.name}: out_idx {i} names scalar argument "
@@ -327,9 +335,11 @@ class Kernel:
     def allocate_outputs(self, inputs) -> list:
         """torch tensors for the ``out_idx`` outputs, shaped by the symbols the ``inputs``
         (the other arguments, in order) bind, on the first input tensor's device (with none,
-        torch's current CUDA device).  Under torch's fake-tensor mode they are fake
-        tensors, so this serves meta kernels too."""
-        return self._allocate(inputs, self.out_idx)
+        torch's current CUDA device), in the order a call returns them (``out_idx`` as
+        given).  Under torch's fake-tensor mode they are fake tensors, so this serves meta
+        kernels too."""
+        outs = self._allocate(inputs, self.out_idx)
+        return outs if self._return_order is None else [outs[k] for k in self._return_order]
 
     def _allocation_plan(self):
         """How each call's outputs and workspaces get their shapes, worked out once:
@@ -394,8 +404,16 @@ class Kernel:
         given = [a for i, a in enumerate(self.args) if i not in self.out_idx]
         for spec, value in zip(given, inputs):
             if isinstance(spec, TensorArg) and hasattr(value, "shape"):
+                if len(value.shape) != len(spec.shape):  # the launcher's words, before sizing outputs
+                    raise ValueError(f"{self.name}: argument '{spec.name}': expected rank "
+                                     f"{len(spec.shape)}, got rank {len(value.shape)} "
+                                     f"(shape [{', '.join(str(int(d)) for d in value.shape)}])")
                 device = device or value.device
                 pairs += zip(spec.shape, element_dims(spec.dtype, value.shape))
+                if spec.strides is not None and callable(getattr(value, "stride", None)):
+                    # a symbol bound by a T.StridedTensor's stride (the launcher's order:
+                    # each tensor's shape, then its strides), as TileLang sizes an output
+                    pairs += zip(spec.strides, element_dims(spec.dtype, value.stride(), strides=True))
         if device is None and which and torch.cuda.is_available():
             device = torch.device("cuda", torch.cuda.current_device())  # no tensor input (TileLang's)
         symbols = bind_dims(pairs)
@@ -449,6 +467,8 @@ class Kernel:
         outs = outs[:len(self.out_idx)]
         if not outs:
             return None
+        if self._return_order is not None:  # out_idx=[3, 2]: returned as [param 3, param 2]
+            outs = [outs[k] for k in self._return_order]
         return outs[0] if len(outs) == 1 else list(outs)  # (a list, as TileLang returns several)
 
 

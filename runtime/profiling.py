@@ -308,7 +308,8 @@ class Profiler:
 
     @property
     def result_idx(self) -> list:
-        return list(self.kernel.out_idx)
+        """``out_idx`` as given (TileLang's ``result_idx``: the outputs' return order)."""
+        return list(getattr(self.kernel, "out_order", self.kernel.out_idx))
 
     @property
     def func(self):

@@ -112,6 +112,7 @@ extern const TcLauncher tc_launcher;  // defined by launcher.cpp
                                        const char* expected);
 [[noreturn]] TC_COLD void tc_fail_dtype(const TcLauncher& L, const DLTensor* t, const char* arg,
                                         const char* expected);
+[[noreturn]] TC_COLD void tc_fail_null_data(const TcLauncher& L, const DLTensor* t, const char* arg);
 [[noreturn]] TC_COLD void tc_fail_rank(const TcLauncher& L, const DLTensor* t, const char* arg, int rank);
 [[noreturn]] TC_COLD void tc_fail_static(const TcLauncher& L, int64_t value, int64_t expected, const char* arg,
                                          const char* where);
@@ -395,10 +396,30 @@ inline void tc_check_dtype(const DLTensor* t, const char* arg, uint8_t code, uin
   }
 }
 
+// A bool tensor: torch's bool (DLPack kDLBool, 8 bits), or any 8-bit integer tensor (int8, uint8),
+// as TileLang binds a T.bool buffer; a byte reads as true where it is nonzero.
+inline void tc_check_dtype_bool(const DLTensor* t, const char* arg) {
+  const bool byte_int = t->dtype.code == kDLInt || t->dtype.code == kDLUInt || t->dtype.code == kDLBool;
+  if (TC_UNLIKELY(!byte_int || t->dtype.bits != 8 || t->dtype.lanes != 1)) {
+    tc_fail_dtype(tc_launcher, t, arg, "bool (or an 8-bit integer tensor: int8, uint8)");
+  }
+}
+
 // A packed sub-byte dtype (float4_e2m1fn, two elements a byte): any tensor of 8-bit elements
 // (torch's float4_e2m1fn_x2 is 4 bits x 2 lanes; uint8, int8), as TileLang binds one.
 inline void tc_check_dtype_bytes(const DLTensor* t, const char* arg, const char* name) {
   if (TC_UNLIKELY(t->dtype.bits * t->dtype.lanes != 8)) tc_fail_dtype(tc_launcher, t, arg, name);
+}
+
+// A NULL data pointer passes only for a tensor with no elements (TileLang's "data pointer is
+// NULL" check); the loop runs only on the NULL path.
+inline void tc_check_data(const DLTensor* t, const char* arg) {
+  if (TC_UNLIKELY(t->data == nullptr)) {
+    for (int d = 0; d < t->ndim; ++d) {
+      if (t->shape[d] == 0) return;
+    }
+    tc_fail_null_data(tc_launcher, t, arg);
+  }
 }
 
 inline void tc_check_rank(const DLTensor* t, const char* arg, int rank) {
@@ -457,6 +478,23 @@ inline void tc_check_dim_expr(int64_t value, int64_t expected, const char* arg, 
 inline void tc_check_symbol(int64_t value, int64_t bound, const char* arg, const char* where, const char* symbol,
                             const char* bound_at) {
   if (TC_UNLIKELY(value != bound)) tc_fail_symbol(tc_launcher, value, bound, arg, where, symbol, bound_at);
+}
+
+// A declared stride that names a symbol bound elsewhere (or an expression of such symbols), as
+// TileLang's binder checks it: any stride passes where the dim's extent is 1 (the stride never
+// moves the address) or where the declared stride is 0 (a later dim is empty).
+inline void tc_check_stride_symbol(int64_t value, int64_t bound, const char* arg, const char* where,
+                                   const char* symbol, const char* bound_at, int64_t extent) {
+  if (TC_UNLIKELY(value != bound && extent != 1 && bound != 0)) {
+    tc_fail_symbol(tc_launcher, value, bound, arg, where, symbol, bound_at);
+  }
+}
+
+inline void tc_check_stride_expr(int64_t value, int64_t expected, const char* arg, const char* where,
+                                 const char* text, int64_t extent) {
+  if (TC_UNLIKELY(value != expected && extent != 1 && expected != 0)) {
+    tc_fail_dim_expr(tc_launcher, value, expected, arg, where, text);
+  }
 }
 
 // Row-major contiguous: strides[d] == product of shape[d+1:], except where shape[d] == 1.

@@ -136,6 +136,19 @@ std::string tc_dtype_name(const TcLauncher& L, DLDataType dtype) {
         return known.name;
       }
     }
+    // DLPack types no tilecute dtype is (torch's float8 "fnuz" variants, complex): their names
+    switch (dtype.code) {
+      case 5: return "complex" + tc_str(dtype.bits);
+      case 7: return "float8_e3m4";
+      case 8: return "float8_e4m3 (DLPack code 8, not e4m3fn)";
+      case 9: return "float8_e4m3b11fnuz";
+      case 11: return "float8_e4m3fnuz";
+      case 13: return "float8_e5m2fnuz";
+      case 14: return "float8_e8m0fnu";
+      case 15: return "float6_e2m3fn";
+      case 16: return "float6_e3m2fn";
+      default: break;
+    }
   }
   return "DLDataType(code=" + tc_str(dtype.code) + ", bits=" + tc_str(dtype.bits) + ", lanes=" + tc_str(dtype.lanes) +
          ")";
@@ -175,6 +188,11 @@ void tc_fail_kind(const TcLauncher& L, const TVMFFIAny& any, const char* arg, co
 
 void tc_fail_dtype(const TcLauncher& L, const DLTensor* t, const char* arg, const char* expected) {
   tc_raise_value_error(L, tc_arg(L, arg) + "expected dtype " + expected + ", got " + tc_dtype_name(L, t->dtype));
+}
+
+void tc_fail_null_data(const TcLauncher& L, const DLTensor* t, const char* arg) {
+  tc_raise_value_error(L, tc_arg(L, arg) + "the data pointer is NULL, but the tensor has elements (shape " +
+                              tc_dims(t->shape, t->ndim) + ")");
 }
 
 void tc_fail_rank(const TcLauncher& L, const DLTensor* t, const char* arg, int rank) {

@@ -162,7 +162,8 @@ class AutotuneResult:
             (staging / "best_config.json").write_text(json.dumps(self.config, sort_keys=True))
             (staging / "latency.json").write_text(json.dumps(
                 {"latency": self.latency, "ref_latency": self.ref_latency,
-                 "out_idx": getattr(self.kernel, "out_idx", None)}))
+                 # out_idx as given: the order the call returns the outputs in
+                 "out_idx": getattr(self.kernel, "out_order", getattr(self.kernel, "out_idx", None))}))
             os.rename(staging, path)
         except OSError:
             shutil.rmtree(staging, ignore_errors=True)

@@ -417,6 +417,9 @@ def _arg_contexts(abi: LaunchABI, binding: dict[str, tuple[int, str, int]]) -> l
             common["value"] = f"({common['value']} * {pack})"
             common["where"] += f" x {pack} ({abi.args[i].dtype} elements)"
         checks = dim_checks.setdefault((i, field), [])
+        # a stride compared with symbols bound elsewhere passes on an extent-1 dim and where
+        # it is 0, as TileLang's binder relaxes it (tc_check_stride_symbol)
+        stride_extent = {"extent": f"t_{name}->shape[{d}]" if field == "stride" else None}
         if isinstance(x, int):
             op = "static_dim" if field == "shape" else "static_stride"
             checks.append({"op": op, "expected": x, "extent": f"t_{name}->shape[{d}]", **common})
@@ -435,7 +438,7 @@ def _arg_contexts(abi: LaunchABI, binding: dict[str, tuple[int, str, int]]) -> l
             # an expression checked once its last symbol is bound
             last = max(dim_symbols(x), key=lambda n: order[binding[n]])
             compare = {"op": "expr", "expected": dim_cpp(x), "text": dim_text(x),
-                       "int64": int64_dim(x), **common}
+                       "int64": int64_dim(x), **common, **stride_extent}
             if order[binding[last]] < order[(i, field, d)]:
                 checks.append(compare)
             else:
@@ -451,7 +454,8 @@ def _arg_contexts(abi: LaunchABI, binding: dict[str, tuple[int, str, int]]) -> l
                 **common,
             })
             continue
-        compare = {"op": "match", "symbol": x, "var": f"sym_{x}", "bound_at": bound_at, **common}
+        compare = {"op": "match", "symbol": x, "var": f"sym_{x}", "bound_at": bound_at, **common,
+                   **stride_extent}
         if order[site] < order[(i, field, d)]:
             checks.append(compare)
         else:

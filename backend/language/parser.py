@@ -672,11 +672,21 @@ class _Parser:
                                        "`acc = T.alloc_local((1,), dtype)` and "
                                        "`acc[0] += ...`)")
 
-    def note_symbols(self, value):
+    def note_symbols(self, value, node=None):
         for x in _walk_exprs(value):
             if isinstance(x, N.Var) and x.name not in self.symbols:
                 self.symbols[x.name] = x
                 self.used_names.add(x.name)
+            elif node is not None and isinstance(x, N.Var) and self.symbols[x.name] != x:
+                # two T.dynamic objects of one name: TileLang keeps them apart (n, n_1);
+                # tilecute names a symbol by its name, so they must be the same symbol
+                was = self.symbols[x.name]
+                raise self.error(node, f"two symbols named '{x.name}' differ ({was.dtype}, "
+                                       f"multiple_of={was.multiple} and {x.dtype}, "
+                                       f"multiple_of={x.multiple}): tilecute names a symbol "
+                                       "by its name, so one name is one symbol; declare it "
+                                       "once (n = T.dynamic(...)) and share it, or give the "
+                                       "other a name of its own")
 
     # ---- T.* forms and their arguments ------------------------------------------------
     def form_of(self, node) -> Optional[F.Form]:
@@ -1245,6 +1255,15 @@ class _Parser:
                 if len(spec.strides) != len(shape):
                     raise self.error(arg, f"'{name}': {len(spec.strides)} strides for "
                                           f"{len(shape)} dims")
+                for k, d in enumerate(spec.strides):
+                    if isinstance(d, int) and not isinstance(d, bool) and d <= 0:
+                        # (TileLang takes a static 0: its dim read broadcast, any stride passed)
+                        raise self.error(arg, f"'{name}': a static stride of {d} (strides[{k}]) "
+                                              "is not supported: tilecute's layouts and TMA "
+                                              "take positive static strides; for a broadcast "
+                                              "read declare the stride a symbol (T.dynamic) "
+                                              "and pass an expanded tensor, or index the dim "
+                                              "at 0")
                 strides = tuple(self.dim(arg, d, name) for d in spec.strides)
             buf = N.Buffer(name, dt, shape, "global", strides)
             # (an eager kernel's T.empty output may name an earlier integer scalar
@@ -1252,7 +1271,7 @@ class _Parser:
             self.note_symbols(tuple(x for x in _walk_exprs(shape + (strides or ()))
                                     if isinstance(x, N.Var) and not (
                                         x.name in self.scalar_param_vars and
-                                        self.lookup_local(x.name) == x)))
+                                        self.lookup_local(x.name) == x)), arg)
             self.bind(name, _BufferRef(buf))
             return buf
         if isinstance(spec, str) or str(spec).startswith("torch."):

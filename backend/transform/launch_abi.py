@@ -29,7 +29,7 @@ from ..runtime.dtypes import DTYPES, storage_bytes
 
 # scalar argument dtypes a kernel parameter can carry as is
 _SCALAR_PARAM_DTYPES = {"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
-                        "uint64", "float32", "float64"}
+                        "uint64", "float16", "bfloat16", "float32", "float64"}
 TMA_BASE_ALIGN = 16  # bytes: TMA global addresses
 
 

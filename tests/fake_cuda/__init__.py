@@ -185,7 +185,9 @@ _capsule_new.restype = ctypes.py_object
 _capsule_new.argtypes = (ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p)
 
 _DL_DEVICE = {"cpu": 1, "cuda": 2}
-_DL_DTYPE = {"float16": (2, 16), "float32": (2, 32), "bfloat16": (4, 16), "int32": (0, 32)}
+_DL_DTYPE = {"float16": (2, 16), "float32": (2, 32), "bfloat16": (4, 16), "int32": (0, 32),
+             "float64": (2, 64), "int8": (0, 8), "uint8": (1, 8), "int64": (0, 64), "bool": (6, 8),
+             "float8_e4m3fn": (10, 8), "float8_e5m2": (12, 8)}
 
 
 class FakeTensor:
