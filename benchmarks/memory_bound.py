@@ -61,13 +61,14 @@ def copy_peer(kernel, width, nbytes_each_way, reps):
     return report(kernel, width, "d2d_copy", time_us(lambda: dst.copy_(src), reps), 2 * nbytes_each_way)
 
 
-def rmsnorm_plain(M, N, block_m=2, threads=256, dtype="float16", eps=1e-6):
+def rmsnorm_plain(M, N, block_m=2, threads=256, eps=1e-6):
     """RMSNorm as TileLang users write it first: a block of rows and the weight copied into
     fragments (the weight read at the nest's column: each thread holds the columns it meets)."""
     import tilecute.language as T
 
     @T.prim_func
-    def rms(X: T.Tensor((M, N), dtype), W: T.Tensor((N,), dtype), Y: T.Tensor((M, N), dtype)):
+    def rms(X: T.Tensor((M, N), "float16"), W: T.Tensor((N,), "float16"),
+            Y: T.Tensor((M, N), "float16")):
         with T.Kernel(T.ceildiv(M, block_m), threads=threads) as bx:
             x = T.alloc_fragment((block_m, N), "float32")
             sq = T.alloc_fragment((block_m, N), "float32")
