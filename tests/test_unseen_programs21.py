@@ -628,7 +628,14 @@ def test_shape_expressions_on_gpu():
 def test_out_idx_order_on_gpu():
     xw = torch.randn(333, device="cuda")
     m = torch.rand(333, device="cuda") > 0.4
-    count, y = tilecute.compile(P.bool_mask_where_count.get_tir(), out_idx=[4, 3])(xw, m, -7.0)
+    xb = torch.tensor([1.0, float("inf"), float("nan"), -float("inf"), 0.0] * 20, device="cuda",
+                      dtype=torch.bfloat16)
+    cls, ok = tilecute.compile(P.isfinite_bool_out.get_tir(), out_idx=[2, 1])(xb)
+    assert ok.dtype == torch.bool and cls.dtype == torch.int32
+    assert torch.equal(ok, torch.isfinite(xb))
+    assert torch.equal(cls, torch.where(xb.isnan(), 2, torch.where(xb.isinf(), 1, 0)).int())
+    count = torch.zeros(1, device="cuda", dtype=torch.int32)
+    y = tilecute.compile(P.bool_mask_where_count.get_tir(), out_idx=[3])(xw, m, -7.0, count)
     assert int(count.item()) == int(m.sum()) and torch.equal(y, torch.where(m, xw, torch.full_like(xw, -7.0)))
 
 
@@ -649,8 +656,10 @@ def test_integer_bool_and_fp8_tensors_on_gpu():
     assert torch.equal(got, want)
     xw = torch.randn(333, device="cuda")
     m = torch.rand(333, device="cuda") > 0.4
+    counting = tilecute.compile(P.bool_mask_where_count.get_tir(), out_idx=[3])  # count zeroed here
     for mask in (m, m.to(torch.uint8)):  # a byte tensor binds a T.bool argument, as in TileLang
-        y, count = P.bool_mask_where_count()(xw, mask, -7.0)
+        count = torch.zeros(1, device="cuda", dtype=torch.int32)
+        y = counting(xw, mask, -7.0, count)
         assert torch.equal(y, torch.where(m, xw, torch.full_like(xw, -7.0)))
         assert int(count.item()) == int(m.sum())
     xb = torch.tensor([1.0, float("inf"), float("nan"), -float("inf"), 0.0] * 20, device="cuda",

@@ -219,7 +219,9 @@ def int64_index_gather_rows(D=64, threads=64):
 def bool_mask_where_count(threads=128):
     """``Y = where(mask, X, fill)`` over a dynamic (N,) tensor with a ``T.bool`` mask, and
     the number of true elements, atomically counted into a (1,) int32 output; ``fill`` is a
-    ``T.float32`` argument.  Two outputs named by negative ``out_idx``."""
+    ``T.float32`` argument.  Two outputs named by negative ``out_idx`` (an ``out_idx``
+    output is ``torch.empty``, in TileLang too: to count, compile with ``out_idx=[3]`` and
+    pass a zeroed ``count``, as the GPU tests do)."""
     N = T.dynamic("N")
 
     @T.prim_func

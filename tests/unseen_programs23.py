@@ -390,10 +390,14 @@ def attention_causal_fwd(S=320, D=64, bm=64, bn=64, stages=2, causal=True):
                 T.copy(K[k * bn, 0], K_s)
                 T.clear(s)
                 T.gemm(Q_s, K_s, s, transpose_B=True)
-                for i, j in T.Parallel(bm, bn):
-                    s[i, j] = T.if_then_else(
-                        (bx * bm + i >= k * bn + j) and (k * bn + j < S), s[i, j],
-                        -T.infinity("float32"))
+                if causal:
+                    for i, j in T.Parallel(bm, bn):
+                        s[i, j] = T.if_then_else(
+                            (bx * bm + i >= k * bn + j) and (k * bn + j < S), s[i, j],
+                            -T.infinity("float32"))
+                else:  # (the keys past S of the last tile only)
+                    for i, j in T.Parallel(bm, bn):
+                        s[i, j] = T.if_then_else(k * bn + j < S, s[i, j], -T.infinity("float32"))
                 T.copy(m, m_prev)
                 T.reduce_max(s, m, dim=1, clear=False)
                 for i, j in T.Parallel(bm, bn):
