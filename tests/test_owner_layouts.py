@@ -228,3 +228,25 @@ def test_column_factor_on_gpu(cols, block_rows):
     x = X.float()
     want = x * torch.rsqrt((x * x).mean(1, keepdim=True) + 1e-6) * W.float()
     torch.testing.assert_close(Y.float(), want, atol=2e-2, rtol=2e-2)
+
+
+def test_a_column_factor_beside_a_failed_row_owner():
+    """Eight rows over 128 threads: the row factor ``r[i]`` cannot be one element a thread
+    (the kernel's other owner layouts are dropped), and the weight ``w[j]`` still holds the
+    columns each thread meets (the retry keeps the column factors)."""
+    @T.prim_func
+    def scaled(X: T.Tensor((64, 384), "float32"), W: T.Tensor((384,), "float32"),
+               R: T.Tensor((64,), "float32"), Y: T.Tensor((64, 384), "float32")):
+        with T.Kernel(8, threads=128) as bx:
+            x = T.alloc_fragment((8, 384), "float32")
+            w = T.alloc_fragment((384,), "float32")
+            r = T.alloc_fragment((8,), "float32")
+            T.copy(X[bx * 8, 0], x)
+            T.copy(W, w)
+            T.copy(R[bx * 8], r)
+            for i, j in T.Parallel(8, 384):
+                x[i, j] = x[i, j] * r[i] * w[j]
+            T.copy(x, Y[bx * 8, 0])
+    src = _source(scaled)
+    assert "r = cute.make_rmem_tensor((8,), cutlass.Float32)  # replicated" in src
+    assert "w = cute.make_rmem_tensor((3,), cutlass.Float32)" in src

@@ -105,8 +105,8 @@ MMA_LANES = 2  # MMA accumulators hold pairs of adjacent columns in adjacent reg
 
 class _NoOwnerLayout(Exception):
     """The special accesses of a kernel cannot take TileLang's owner layouts: lay it out
-    again with those fragments replicated (``cols``: a column factor's failed, so first
-    with only those replicated)."""
+    again with those fragments replicated (``cols``: a column factor's failed, else one of
+    the others: first only those of that kind)."""
 
     def __init__(self, msg: str, cols: bool = False):
         super().__init__(msg)
@@ -168,7 +168,7 @@ class _Kernel:
         # value ``x[i]`` in a nest over ``(i, j)``, ``b[k, j]`` at an outer ``k``): with
         # ``specials``, such accesses are laid out as TileLang lays them (:meth:`owner_vectors`)
         # instead of making the fragment replicated (``"rows"``: all but the column
-        # factors, ``col``); (nest, buffer, kind) each
+        # factors, ``col``; ``"cols"``: those alone); (nest, buffer, kind) each
         self.allow_specials = specials
         self.specials: list[tuple] = []
         self.special_ids: set[tuple] = set()
@@ -716,15 +716,16 @@ class _Kernel:
         buf = self.buffers[b]
         if len(idx) != buf.ndim or not all(isinstance(d, N.Const) for d in buf.shape):
             return None
-        if buf.ndim == 1 and len(nest.loops) == 2 and not write and \
+        owners, cols = self.allow_specials in (True, "rows"), self.allow_specials in (True, "cols")
+        if buf.ndim == 1 and len(nest.loops) == 2 and not write and owners and \
                 isinstance(idx[0], N.Var) and idx[0].name == nest.vars[0] and \
                 buf.shape[0] == nest.loops[0].extent:
             return "row"
-        if buf.ndim == 2 and len(nest.loops) == 1 and isinstance(idx[1], N.Var) and \
+        if buf.ndim == 2 and len(nest.loops) == 1 and isinstance(idx[1], N.Var) and owners and \
                 idx[1].name == nest.vars[0] and buf.shape[1] == nest.loops[0].extent and \
                 not mentions(idx[0], nest.vars[0]):
             return "outer"
-        if buf.ndim == 1 and len(nest.loops) >= 2 and not write and self.allow_specials is True \
+        if buf.ndim == 1 and len(nest.loops) >= 2 and not write and cols \
                 and isinstance(idx[0], N.Var) and idx[0].name == nest.vars[-1] and \
                 buf.shape[0] == nest.loops[-1].extent:
             return "col"
@@ -1020,24 +1021,49 @@ class _Kernel:
                 self.narrowed, self.region = nest.narrowed, nest.region
                 self.fail(nest.loops[0], f"{_this(nest)} is spread over the threads and runs under "
                                          f"{self.narrowed_text()}, {self.narrowed_why()}")
-        self.fit_columns(nest_mode, vector, find, groups)
+        self.fit_columns(nest_mode, vector, find, groups, fixed=set(owner) | set(forced))
         return nest_mode, vector
 
-    def fit_columns(self, nest_mode, vector, find, groups) -> None:
+    def fit_columns(self, nest_mode, vector, find, groups, fixed=frozenset()) -> None:
         """Each ``(J,)`` fragment ``w`` read at ``[j]`` in a blocked nest over ``(..., j)``
         (``col``, :meth:`special_access`) whose rows are whole rounds of its threads'
         ``V``-element pieces: every thread meets the same columns in every row, those a
         blocked layout of ``w`` with the nest's ``V`` gives it (register ``(step %
         (J / (threads V))) * V + lane``), so ``w``'s group takes that ``V``; TileLang lays
         ``w`` out by the loop the same way (each thread holds the columns it reads, not
-        all ``J``).  Raises :class:`_NoOwnerLayout` where that cannot hold."""
-        taken: dict[str, int] = {}
-        for nest, b, kind in self.specials:
-            if kind != "col" or b in self.replicated:
-                continue
+        all ``J``).  Where ``J`` is whole rounds of the threads but not of their pieces
+        (384 columns, 128 threads, V = 4), the nest's group takes the widest V that is
+        (1 here): narrower accesses cost less than every thread holding all of ``w``.
+        Groups whose V is ``fixed`` (owner layouts, the program's) keep it.  Raises
+        :class:`_NoOwnerLayout` where that cannot hold."""
+        cols_of = [(nest, b) for nest, b, kind in self.specials
+                   if kind == "col" and b not in self.replicated]
+        narrow: dict[str, int] = {}
+        for nest, b in cols_of:
             mode, root = next(m for n, m in zip(self.nests, nest_mode) if n is nest)
             if mode != "blocked" or root is None:
                 raise _NoOwnerLayout(f"'{b}' is read by a nest not spread over the threads", cols=True)
+            v, t = vector[root], self.region_threads(b)
+            cols = int(self.buffers[b].shape[0].value)
+            while v > 1 and cols % (t * v):
+                v //= 2
+            if v < vector[root]:
+                narrow[find(root)] = min(narrow.get(find(root), v), v)
+        for group, v in narrow.items():
+            members = groups[group]
+            if group in fixed or any(self.mma_layout(m) is not None or m in self.given
+                                     for m in members):
+                raise _NoOwnerLayout(f"the group of '{group}' keeps its lanes", cols=True)
+            for r in self.reduces:
+                if r.src in members:
+                    row = int(self.buffers[r.src].shape[-1].value)
+                    if row % (self.region_threads(r.src) * v) and not self.grouped_rows(r, row, v):
+                        raise _NoOwnerLayout(f"the rows of '{r.src}' need their lanes", cols=True)
+            for m in members:
+                vector[m] = v
+        taken: dict[str, int] = {}
+        for nest, b in cols_of:
+            mode, root = next(m for n, m in zip(self.nests, nest_mode) if n is nest)
             v, t = vector[root], self.region_threads(b)
             cols = int(self.buffers[b].shape[0].value)
             if self.frag_region.get(b, (0, self.threads)) != nest.region or cols % (t * v):
@@ -1907,7 +1933,8 @@ def _infer_kernel(func: N.PrimFunc, scope: N.KernelScope, again: bool = True,
     k = _Kernel(func, scope, specials)
     k.collect(scope.body)
     off = k.columns_off_mma()
-    per_thread = _columns_per_thread(k, off) if specials else set()
+    # (the fold reads b[k, j] at an outer k: an owner access, off with "cols" alone)
+    per_thread = _columns_per_thread(k, off) if specials in (True, "rows") else set()
     if per_thread:  # each thread folds the columns it holds (TileLang's column layout)
         scope = _FoldReplicatedReduces(named, k.buffers, per_thread, columns=True).visit_kernel(scope)
         named = dataclasses.replace(func, kernels=func.kernels + (scope,))
@@ -1932,10 +1959,11 @@ def _infer_kernel(func: N.PrimFunc, scope: N.KernelScope, again: bool = True,
     try:
         nest_mode, vector = k.decide()
     except _NoOwnerLayout as e:  # laid out again with the special accesses' fragments
-        # replicated: first only the column factors' (``col``), where one of theirs failed
+        # replicated: first those of the kind that failed (the column factors, ``col``, or
+        # the others), then all
         if not k.specials:
             raise
-        fewer = "rows" if e.cols and specials is True else False
+        fewer = ("rows" if e.cols else "cols") if specials is True else False
         return _infer_kernel(func, given, again, specials=fewer)
     return k.rewrite(nest_mode, vector)
 
