@@ -53,8 +53,12 @@ class NestEmitter:
         self.loops: list | None = None  # the loops of the blocked nest being emitted
 
     # ---- registers ------------------------------------------------------------------------
-    def register(self, name: str, indices) -> str:
-        """Source text of fragment ``name[indices]`` in this thread's registers."""
+    def register(self, name: str, indices, read: bool = False) -> str:
+        """Source text of fragment ``name[indices]`` in this thread's registers.  A read
+        of a small fragment every thread holds whole at an index of the distributed nest
+        being emitted (``y[r] = s[r]`` after ``T.reduce_sum(x, s)``: the element depends on
+        the thread) is ``tcr.pick``, a select over its registers, not an indexed register
+        array (local memory)."""
         k = self.k
         buf = k.buffers[name]
         layout = k.layouts.get(name, N.Layout("replicated"))
@@ -86,7 +90,14 @@ class NestEmitter:
             reg = self.lane if step == "0" else (
                 f"{step} * {width} + {self.lane}" if width > 1 else step)
             return f"{ident(name)}[{reg}]"
-        return f"{ident(name)}[{flat_index(k.exprs, buf, indices)}]"
+        flat = flat_index(k.exprs, buf, indices)
+        size = math.prod(int(d.value) for d in buf.shape) if all(
+            isinstance(d, N.Const) for d in buf.shape) else 0
+        if read and layout.kind == "replicated" and self.loops and 1 < size <= PICK_LIMIT and \
+                any(mentions(tuple(indices), lp.var.name) for lp in self.loops):
+            k.out.use("reduce")
+            return f"tcr.pick({ident(name)}, {flat}, {size})"
+        return f"{ident(name)}[{flat}]"
 
     def owner_register(self, buf: N.Buffer, layout: N.Layout, indices):
         """The register of a blocked fragment read at an element the layout pass gave this
@@ -438,6 +449,10 @@ class NestEmitter:
         self.k.body(inner.body, depth + 1)
         self.lane, self.vector = None, {}
         del self.k.exprs.subst[j]
+
+
+PICK_LIMIT = 32  # the most registers a run-time read selects among (tcr.pick); a larger
+# fragment read so stays an indexed array (local memory), as TileLang's
 
 
 def _has_parallel(body) -> bool:
