@@ -51,6 +51,10 @@ class NestEmitter:
         self.vector: dict[tuple, str] = {}
         self.lets: dict[str, N.Expr] = {}  # the Lets of the innermost body being emitted
         self.loops: list | None = None  # the loops of the blocked nest being emitted
+        # the loop variables of the nest being spread that are one value at every unrolled
+        # step of a thread (``spread``): a vector load at them is read at the first step only
+        self.steady: set = set()
+        self.lanes_checked = False  # the lanes being emitted are the bounds-checked fast path
 
     # ---- registers ------------------------------------------------------------------------
     def register(self, name: str, indices, read: bool = False) -> str:
@@ -199,9 +203,17 @@ class NestEmitter:
                 value = f"{value} + {start}"
             out.line(inner, f"{ident(lp.var.name)} = {value}")
             k.ranges[lp.var.name] = (start, start + extent - 1)
-        self.step, self.loops = (step, width), loops
+        # the nest's variables that are the same at every step of this thread (a step
+        # moves the flat index by a whole number of their periods): a vector load at
+        # such indices reads the same elements at every step
+        rest, steady = total, set()
+        for lp, extent in zip(loops, extents):
+            rest //= extent
+            if iters > 1 and static_k and total % per_step == 0 and per_step % (rest * extent) == 0:
+                steady.add(lp.var.name)
+        self.step, self.loops, self.steady = (step, width), loops, steady
         self.lanes(loops[-1], width, inner)
-        self.step, self.loops = None, None
+        self.step, self.loops, self.steady = None, None, set()
 
     def spread_dynamic(self, loops, depth: int) -> None:
         """A nest with extents known only at run time (``T.Parallel(n)``, ``n`` a scalar
@@ -345,10 +357,12 @@ class NestEmitter:
         self.lets = let_values(inner.body)
         conds = self.vector_bounds(inner, vec, width)
         if conds:
+            self.lanes_checked = True
             self.k.out.line(depth, f"if {chain('and', conds)}:")
             self.lanes_fast(inner, width, vec, depth + 1)
             self.k.out.line(depth, "else:")
             self.lanes_loop(inner, width, {}, depth + 1)
+            self.lanes_checked = False
         else:
             self.lanes_fast(inner, width, vec, depth)
 
@@ -394,13 +408,17 @@ class NestEmitter:
         temps = {}
         stores = []
         atomics = []
-        loaded = {(b, idx) for b, idx, w in accesses(body) if not w}
+        touched = accesses(body)
+        loaded = {(b, idx) for b, idx, w in touched if not w}
+        written = {b for b, _, w in touched if w}
         for key, chunk in vec.items():
             name, indices = key
             dtype = self.k.buffers[name].dtype
             tmp = out.fresh("vec")
             temps[key] = tmp
-            out.line(depth, f"{tmp} = cute.make_rmem_tensor(({width},), {register_type(dtype)})")
+            once = key in loaded and self.reads_once(name, indices, written)
+            if not once:
+                out.line(depth, f"{tmp} = cute.make_rmem_tensor(({width},), {register_type(dtype)})")
             if any(isinstance(s, N.AtomicAdd) and (s.dst.buffer, s.dst.starts) == key for s in body):
                 atomics.append((key, chunk, tmp))  # the lanes' values, added after them
                 continue
@@ -409,14 +427,22 @@ class NestEmitter:
                 if key not in loaded:
                     continue
                 # (updated in place: read before the lanes, written after them)
+            at = depth
+            if once:
+                # the same elements at every unrolled step (a bias row under a tile of
+                # rows): read at the first step, its registers kept for the others (as
+                # nvcc reuses TileLang's __restrict__ loads)
+                out.line(depth, f"if cutlass.const_expr({self.step[0]} == 0):")
+                out.line(depth + 1, f"{tmp} = cute.make_rmem_tensor(({width},), {register_type(dtype)})")
+                at = depth + 1
             for c in range(0, width, chunk):
                 view = self.view(name, indices, chunk, c)
                 if dtype == FP4:  # chunk // 2 bytes, one code per register
                     out.use("fp4")
-                    out.line(depth, f"tcfp4.unpack({view}, {tmp}, {c}, {chunk})")
+                    out.line(at, f"tcfp4.unpack({view}, {tmp}, {c}, {chunk})")
                     continue
                 part = _chunk(tmp, c, chunk, width)
-                out.line(depth, f"{part}.store({view}.load())")
+                out.line(at, f"{part}.store({view}.load())")
         self.lanes_loop(inner, width, temps, depth)
         for (name, indices), chunk, tmp in atomics:
             out.use("atomic")
@@ -435,6 +461,19 @@ class NestEmitter:
                 part = _chunk(tmp, c, chunk, width)
                 out.line(depth, f"{view}.store({part}.load())")
 
+    def reads_once(self, name: str, indices, written: set) -> bool:
+        """Is the vector load ``name[indices]`` of the nest being spread the same elements at
+        every unrolled step of the thread: indices reading only steady nest variables
+        (``self.steady``) and enclosing values, of a global buffer the nest does not write,
+        in a nest without bounds checks (its fast path runs at every step)?"""
+        if not self.steady or self.step is None or self.lanes_checked or name in written or \
+                self.k.buffers[name].scope != "global":
+            return False
+        resolved = self.resolve(indices)
+        return not any(mentions(resolved, lp.var.name) for lp in self.loops
+                       if lp.var.name not in self.steady) and \
+            not any(ld.buffer in written for ld in _loads_of(resolved))
+
     def lanes_loop(self, inner: N.For, width: int, temps, depth: int) -> None:
         j = inner.var.name
         if width == 1:
@@ -449,6 +488,10 @@ class NestEmitter:
         self.k.body(inner.body, depth + 1)
         self.lane, self.vector = None, {}
         del self.k.exprs.subst[j]
+
+
+def _loads_of(x):
+    return [n for n in walk_nodes(x) if isinstance(n, N.Load)]
 
 
 PICK_LIMIT = 32  # the most registers a run-time read selects among (tcr.pick); a larger
