@@ -24,7 +24,8 @@ PROGRAMS = ["bias_add_broadcast", "scale_rows_cols_3d", "swiglu_halves", "row_so
             "gemv_fragment_reduce", "gemv_thread_per_row_split", "batched_small_gemm",
             "gemm_bias_gelu_epilogue", "fp8_quant_per_row", "fp8_quant_per_group",
             "concat_last_dim", "split_heads_parallel", "cast_fp32_to_bf16_tiles",
-            "residual_add_rmsnorm"]
+            "residual_add_rmsnorm", "add_dynamic_rows", "causal_mask_fill",
+            "int8_dequant_per_channel", "gelu_1d", "rmsnorm_chunked_pipelined", "col_sum_atomic"]
 
 
 @pytest.fixture(autouse=True)
@@ -270,3 +271,28 @@ def test_gpu_fp8_quantisation():
     amax = xg.float().view(512, 32, 128).abs().amax(2).clamp_min(1e-4) / 448.0
     _close(sg, amax, 0, 1e-6)
     _close((qg.float().view(512, 32, 128) * sg[:, :, None]).view(512, 4096), xg.float(), 1e-3, 7e-2)
+
+
+@pytest.mark.gpu
+def test_gpu_more_first_programs():
+    import torch
+    d = "cuda"
+    x = torch.randn(1000, 768, device=d, dtype=torch.float16)  # 1000 rows: a tail block of 8
+    y = torch.randn(1000, 768, device=d, dtype=torch.float16)
+    _close(P.add_dynamic_rows()(x, y), x + y, 1e-3, 1e-3)
+    xs = torch.randn(1024, 1024, device=d)
+    ref = xs.masked_fill(torch.ones(1024, 1024, device=d, dtype=torch.bool).triu(1), float("-inf"))
+    _close(P.causal_mask_fill()(xs), ref, 0, 0)
+    q = torch.randint(-128, 128, (1024, 4096), device=d, dtype=torch.int8)
+    sc = torch.rand(4096, device=d)
+    _close(P.int8_dequant_per_channel()(q, sc), (q.float() * sc).to(torch.bfloat16), 0, 0)
+    xg = torch.randn(1 << 20, device=d, dtype=torch.bfloat16)
+    _close(P.gelu_1d()(xg), torch.nn.functional.gelu(xg.float()), 1e-2, 1e-2)
+    xr = torch.randn(256, 8192, device=d, dtype=torch.float16)
+    w = torch.randn(8192, device=d, dtype=torch.float16)
+    ref = xr.float() * torch.rsqrt(xr.float().pow(2).mean(1, keepdim=True) + 1e-6) * w.float()
+    _close(P.rmsnorm_chunked_pipelined()(xr, w), ref, 2e-2, 2e-2)
+    xc = torch.randn(4096, 1024, device=d)
+    out = torch.zeros(1024, device=d)
+    P.col_sum_atomic()(xc, out)
+    _close(out, xc.sum(0), 1e-3, 1e-4)

@@ -476,3 +476,115 @@ def residual_add_rmsnorm(M=512, N=1024, threads=128, eps=1e-6):
                 Y[bx, j] = T.cast(h[j] * T.rsqrt(ss[0] / N + eps), "float16")
 
     return add_rms
+
+
+# ---- a few more first programs: dynamic rows, masks, dequant, 1-D -------------------------
+@tilelang.jit(out_idx=[2])
+def add_dynamic_rows(N=768, block_M=8, threads=128, dtype="float16"):
+    """Z = X + Y over (M, N) with M symbolic (a tail block): T.copy through fragments."""
+    M = T.symbolic("M")
+
+    @T.prim_func
+    def add_dyn(X: T.Tensor((M, N), dtype), Y: T.Tensor((M, N), dtype), Z: T.Tensor((M, N), dtype)):
+        with T.Kernel(T.ceildiv(M, block_M), threads=threads) as bx:
+            x = T.alloc_fragment((block_M, N), dtype)
+            y = T.alloc_fragment((block_M, N), dtype)
+            T.copy(X[bx * block_M, 0], x)
+            T.copy(Y[bx * block_M, 0], y)
+            for i, j in T.Parallel(block_M, N):
+                x[i, j] = x[i, j] + y[i, j]
+            T.copy(x, Z[bx * block_M, 0])
+
+    return add_dyn
+
+
+@tilelang.jit(out_idx=[1])
+def causal_mask_fill(S=1024, block_M=32, block_N=128, threads=128):
+    """Y[i, j] = X[i, j] if j <= i else -inf (fp32 scores), T.if_then_else in T.Parallel."""
+
+    @T.prim_func
+    def mask(X: T.Tensor((S, S), "float32"), Y: T.Tensor((S, S), "float32")):
+        with T.Kernel(T.ceildiv(S, block_N), T.ceildiv(S, block_M), threads=threads) as (bx, by):
+            for i, j in T.Parallel(block_M, block_N):
+                r = by * block_M + i
+                c = bx * block_N + j
+                Y[r, c] = T.if_then_else(c <= r, X[r, c], -T.infinity("float32"))
+
+    return mask
+
+
+@tilelang.jit(out_idx=[2])
+def int8_dequant_per_channel(M=1024, N=4096, block_M=16, block_N=256, threads=256):
+    """W = q.float() * scale[None, :] to bf16 (int8 weights, fp32 per-column scale)."""
+
+    @T.prim_func
+    def dequant(Q: T.Tensor((M, N), "int8"), Sc: T.Tensor((N,), "float32"), W: T.Tensor((M, N), "bfloat16")):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
+            for i, j in T.Parallel(block_M, block_N):
+                W[by * block_M + i, bx * block_N + j] = T.cast(
+                    T.cast(Q[by * block_M + i, bx * block_N + j], "float32") * Sc[bx * block_N + j], "bfloat16")
+
+    return dequant
+
+
+@tilelang.jit(out_idx=[1])
+def gelu_1d(L=1 << 20, block=1024, threads=256):
+    """y = gelu(x) (erf form) over a flat bf16 vector, one T.Parallel(block) a block."""
+
+    @T.prim_func
+    def gelu(X: T.Tensor((L,), "bfloat16"), Y: T.Tensor((L,), "bfloat16")):
+        with T.Kernel(T.ceildiv(L, block), threads=threads) as bx:
+            for i in T.Parallel(block):
+                v = T.cast(X[bx * block + i], "float32")
+                Y[bx * block + i] = T.cast(0.5 * v * (1.0 + T.erf(v * 0.7071067811865476)), "bfloat16")
+
+    return gelu
+
+
+@tilelang.jit(out_idx=[2])
+def rmsnorm_chunked_pipelined(M=256, N=8192, block_N=1024, threads=128, eps=1e-6):
+    """RMSNorm of long fp16 rows: a pipelined pass over column chunks summing squares, then a
+    second pass scaling by w; one row a block."""
+
+    @T.prim_func
+    def rms_chunks(X: T.Tensor((M, N), "float16"), W: T.Tensor((N,), "float16"),
+                   Y: T.Tensor((M, N), "float16")):
+        with T.Kernel(M, threads=threads) as bx:
+            xs = T.alloc_shared((1, block_N), "float16")
+            sq = T.alloc_fragment((1, block_N), "float32")
+            part = T.alloc_fragment((1,), "float32")
+            tot = T.alloc_fragment((1,), "float32")
+            o = T.alloc_fragment((1, block_N), "float16")
+            T.clear(tot)
+            for k in T.Pipelined(N // block_N, num_stages=2):
+                T.copy(X[bx, k * block_N], xs)
+                for i, j in T.Parallel(1, block_N):
+                    sq[i, j] = T.cast(xs[i, j], "float32") * T.cast(xs[i, j], "float32")
+                T.reduce_sum(sq, part, dim=1)
+                tot[0] += part[0]
+            for k in T.Pipelined(N // block_N, num_stages=2):
+                T.copy(X[bx, k * block_N], xs)
+                for i, j in T.Parallel(1, block_N):
+                    o[i, j] = T.cast(T.cast(xs[i, j], "float32") * T.rsqrt(tot[0] / N + eps) *
+                                     T.cast(W[k * block_N + j], "float32"), "float16")
+                T.copy(o, Y[bx, k * block_N])
+
+    return rms_chunks
+
+
+@tilelang.jit
+def col_sum_atomic(M=4096, N=1024, block_M=128, block_N=128, threads=128):
+    """Y[j] = sum_i X[i, j]: each block reduces a tile over dim 0 and T.atomic_add's its
+    partial column sums into Y (the caller's, zeroed: no out_idx)."""
+
+    @T.prim_func
+    def colsum(X: T.Tensor((M, N), "float32"), Y: T.Tensor((N,), "float32")):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
+            x = T.alloc_fragment((block_M, block_N), "float32")
+            s = T.alloc_fragment((block_N,), "float32")
+            T.copy(X[by * block_M, bx * block_N], x)
+            T.reduce_sum(x, s, dim=0)
+            for j in T.Parallel(block_N):
+                T.atomic_add(Y[bx * block_N + j], s[j])
+
+    return colsum
