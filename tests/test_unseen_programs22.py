@@ -134,6 +134,26 @@ def test_row_statistic_at_the_threads_row_has_no_local_memory(name, tmp_path, mo
     assert _count(ptx, r"\b(?:ld|st)\.local") == 0, ptx
 
 
+@pytest.mark.parametrize("dtype", ["float8_e4m3", "bool", "int8", "float16"])
+def test_pick_builds_for_narrow_register_types(dtype, tmp_path):
+    """tcr.pick selects among registers of any element type a fragment holds (a bool, an
+    fp8, an int8 fragment every thread filled whole, read at the thread's element)."""
+    import tilecute.language as T
+    from tilecute.codegen.cute import emit_cute
+    from tilecute.transform.pipeline import lower
+
+    @T.prim_func
+    def k(X: T.Tensor((8,), dtype), Y: T.Tensor((8,), dtype)):
+        with T.Kernel(1, threads=128):
+            t = T.alloc_fragment((8,), dtype)
+            for i in T.serial(8):
+                t[i] = X[i]
+            for i in T.Parallel(8):
+                Y[i] = t[i]
+    assert "tcr.pick(t, i_1_, 8)" in emit_cute(lower(k, "sm_90a"))
+    assert tilecute.build_cubin(k, "sm_90a", out_dir=str(tmp_path)).kernel_names
+
+
 # ---- a broadcast row under a tile of rows ---------------------------------------------------
 def test_broadcast_bias_is_read_once_per_thread(tmp_path, monkeypatch):
     """Y[i, j] = X[i, j] + b[j] over 32 x 128 tiles, 8 lanes a step: a thread's 4 steps
