@@ -25,7 +25,8 @@ PROGRAMS = ["bias_add_broadcast", "scale_rows_cols_3d", "swiglu_halves", "row_so
             "gemm_bias_gelu_epilogue", "fp8_quant_per_row", "fp8_quant_per_group",
             "concat_last_dim", "split_heads_parallel", "cast_fp32_to_bf16_tiles",
             "residual_add_rmsnorm", "add_dynamic_rows", "causal_mask_fill",
-            "int8_dequant_per_channel", "gelu_1d", "rmsnorm_chunked_pipelined", "col_sum_atomic"]
+            "int8_dequant_per_channel", "gelu_1d", "rmsnorm_chunked_pipelined", "col_sum_atomic",
+            "bias_add_dynamic_rows"]
 
 
 @pytest.fixture(autouse=True)
@@ -162,6 +163,19 @@ def test_broadcast_bias_is_read_once_per_thread(tmp_path, monkeypatch):
     src = _src("bias_add_broadcast")
     assert "if cutlass.const_expr(tc_k1 == 0):" in src, src
     ptx = _ptx("bias_add_broadcast", tmp_path, monkeypatch)
+    assert _count(ptx, r"ld\.global\.v4\.b32") == 5, ptx
+
+
+def test_broadcast_bias_is_read_once_before_a_row_bounds_check(tmp_path, monkeypatch):
+    """The same with M symbolic: the row tail is checked per step (vector path or per-lane
+    path), the bias row, in bounds whatever M is, is read at the first step before the check
+    and both paths read its registers (5 vector loads; TileLang, loading it under the row
+    guard, has 8)."""
+    src = _src("bias_add_dynamic_rows")
+    pre = src.index("if cutlass.const_expr(tc_k1 == 0):")
+    assert pre < src.index("B.iterator") < src.index("if by * 32 + i < M:"), src
+    assert "+ tc_vec3[tc_lane7]" in src  # (the per-lane path reads the registers too)
+    ptx = _ptx("bias_add_dynamic_rows", tmp_path, monkeypatch)
     assert _count(ptx, r"ld\.global\.v4\.b32") == 5, ptx
 
 
@@ -312,6 +326,9 @@ def test_gpu_more_first_programs():
     w = torch.randn(8192, device=d, dtype=torch.float16)
     ref = xr.float() * torch.rsqrt(xr.float().pow(2).mean(1, keepdim=True) + 1e-6) * w.float()
     _close(P.rmsnorm_chunked_pipelined()(xr, w), ref, 2e-2, 2e-2)
+    xb = torch.randn(1000, 1024, device=d, dtype=torch.float16)  # a tail of 8 rows
+    bb = torch.randn(1024, device=d, dtype=torch.float16)
+    _close(P.bias_add_dynamic_rows()(xb, bb), xb + bb, 1e-3, 1e-3)
     xc = torch.randn(4096, 1024, device=d)
     out = torch.zeros(1024, device=d)
     P.col_sum_atomic()(xc, out)

@@ -588,3 +588,20 @@ def col_sum_atomic(M=4096, N=1024, block_M=128, block_N=128, threads=128):
                 T.atomic_add(Y[bx * block_N + j], s[j])
 
     return colsum
+
+
+@tilelang.jit(out_idx=[2])
+def bias_add_dynamic_rows(N=1024, block_M=32, block_N=128, threads=128):
+    """Y = X + b[None, :] with the row count M symbolic (a tail block): the rows are
+    bounds-checked, the bias row is not."""
+    M = T.symbolic("M")
+
+    @T.prim_func
+    def bias_dyn(X: T.Tensor((M, N), "float16"), B: T.Tensor((N,), "float16"),
+                 Y: T.Tensor((M, N), "float16")):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
+            for i, j in T.Parallel(block_M, block_N):
+                Y[by * block_M + i, bx * block_N + j] = X[by * block_M + i, bx * block_N + j] + \
+                    B[bx * block_N + j]
+
+    return bias_dyn

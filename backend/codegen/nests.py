@@ -357,14 +357,43 @@ class NestEmitter:
         self.lets = let_values(inner.body)
         conds = self.vector_bounds(inner, vec, width)
         if conds:
+            pre = self.preload(inner, vec, width, depth)
             self.lanes_checked = True
             self.k.out.line(depth, f"if {chain('and', conds)}:")
-            self.lanes_fast(inner, width, vec, depth + 1)
+            self.lanes_fast(inner, width, vec, depth + 1, pre)
             self.k.out.line(depth, "else:")
-            self.lanes_loop(inner, width, {}, depth + 1)
+            self.lanes_loop(inner, width, dict(pre), depth + 1)
             self.lanes_checked = False
         else:
             self.lanes_fast(inner, width, vec, depth)
+
+    def preload(self, inner: N.For, vec, width: int, depth: int) -> dict:
+        """Before a bounds-checked vector path: the vector loads that read the same elements
+        at every unrolled step (:meth:`reads_once`) and are in bounds themselves (a bias row
+        ``b[j]`` under a tile of rows whose row count is known only at run time), read at
+        the first step into registers that both paths then read."""
+        if not self.steady or self.step is None:
+            return {}
+        out = self.k.out
+        body = inner.body
+        written = {b for b, _, w in accesses(body) if w}
+        stored = {(s.buffer, s.indices) for s in body if isinstance(s, N.Store)} | \
+            {(s.dst.buffer, s.dst.starts) for s in body if isinstance(s, N.AtomicAdd)}
+        pre = {}
+        for key, chunk in vec.items():
+            name, indices = key
+            dtype = self.k.buffers[name].dtype
+            if key in stored or dtype == FP4 or not self.reads_once(name, indices, written, True) \
+                    or self.vector_bounds(inner, {key: chunk}, width):
+                continue
+            tmp = out.fresh("vec")
+            pre[key] = tmp
+            out.line(depth, f"if cutlass.const_expr({self.step[0]} == 0):")
+            out.line(depth + 1, f"{tmp} = cute.make_rmem_tensor(({width},), {register_type(dtype)})")
+            for c in range(0, width, chunk):
+                view = self.view(name, indices, chunk, c)
+                out.line(depth + 1, f"{_chunk(tmp, c, chunk, width)}.store({view}.load())")
+        return pre
 
     def vector_bounds(self, inner: N.For, vec, width: int) -> list[str]:
         """Bounds conditions of the vector accesses at the first and the last lane."""
@@ -392,7 +421,7 @@ class NestEmitter:
                            self.resolve(indices), chunk, extra,
                            wide=name in self.k.plan.func.wide_tensors)
 
-    def lanes_fast(self, inner: N.For, width: int, vec, depth: int) -> None:
+    def lanes_fast(self, inner: N.For, width: int, vec, depth: int, pre=None) -> None:
         out = self.k.out
         body = inner.body
         if inner.async_copy and vec:
@@ -414,6 +443,9 @@ class NestEmitter:
         for key, chunk in vec.items():
             name, indices = key
             dtype = self.k.buffers[name].dtype
+            if pre and key in pre:  # (read at the first step, before the bounds check)
+                temps[key] = pre[key]
+                continue
             tmp = out.fresh("vec")
             temps[key] = tmp
             once = key in loaded and self.reads_once(name, indices, written)
@@ -461,12 +493,14 @@ class NestEmitter:
                 part = _chunk(tmp, c, chunk, width)
                 out.line(depth, f"{view}.store({part}.load())")
 
-    def reads_once(self, name: str, indices, written: set) -> bool:
+    def reads_once(self, name: str, indices, written: set, checked: bool = False) -> bool:
         """Is the vector load ``name[indices]`` of the nest being spread the same elements at
         every unrolled step of the thread: indices reading only steady nest variables
         (``self.steady``) and enclosing values, of a global buffer the nest does not write,
-        in a nest without bounds checks (its fast path runs at every step)?"""
-        if not self.steady or self.step is None or self.lanes_checked or name in written or \
+        in a nest without bounds checks (its fast path runs at every step) unless
+        ``checked`` (the caller reads it before the check: :meth:`preload`)?"""
+        if not self.steady or self.step is None or (self.lanes_checked and not checked) or \
+                name in written or \
                 self.k.buffers[name].scope != "global":
             return False
         resolved = self.resolve(indices)
