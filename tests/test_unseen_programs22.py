@@ -26,7 +26,7 @@ PROGRAMS = ["bias_add_broadcast", "scale_rows_cols_3d", "swiglu_halves", "row_so
             "concat_last_dim", "split_heads_parallel", "cast_fp32_to_bf16_tiles",
             "residual_add_rmsnorm", "add_dynamic_rows", "causal_mask_fill",
             "int8_dequant_per_channel", "gelu_1d", "rmsnorm_chunked_pipelined", "col_sum_atomic",
-            "bias_add_dynamic_rows"]
+            "bias_add_dynamic_rows", "row_scale_global", "add_via_shared_tiles", "row_argmax"]
 
 
 @pytest.fixture(autouse=True)
@@ -116,6 +116,15 @@ def test_index_written_in_the_nest_is_not_read_once():
     assert "E.iterator" not in src, src
 
 
+def test_per_row_scale_from_global_keeps_16_byte_vectors(tmp_path, monkeypatch):
+    """Y[i, j] = X[i, j] * s[i]: s[i] is one value for every lane of a row, so it no longer
+    caps the nest at one lane a step (it was 8 ld.global.b16 + 8 st.global.b16 + 8 scalar s
+    loads a thread; now 2 + 2 vectors, as TileLang)."""
+    ptx = _ptx("row_scale_global", tmp_path, monkeypatch)
+    assert _count(ptx, r"(?:ld|st)\.global\.b16") == 0, ptx
+    assert _count(ptx, r"ld\.global\.v4\.b32") == 4 and _count(ptx, r"st\.global\.v4\.b32") == 4, ptx
+
+
 # ---- a row statistic read after its reduction ----------------------------------------------
 def test_epilogue_reading_a_row_statistic_is_vectorized(tmp_path, monkeypatch):
     """y[j] = h[j] * rsqrt(ss[0] / N): ss is every thread's whole (a reduction's result);
@@ -125,7 +134,8 @@ def test_epilogue_reading_a_row_statistic_is_vectorized(tmp_path, monkeypatch):
     assert _count(ptx, r"st\.global\.b16") == 0 and _count(ptx, r"st\.global\.v4\.b32") == 1, ptx
 
 
-@pytest.mark.parametrize("name", ["row_sum_fp16", "gemv_fragment_reduce", "fp8_quant_per_group"])
+@pytest.mark.parametrize("name", ["row_sum_fp16", "gemv_fragment_reduce", "fp8_quant_per_group",
+                                  "row_argmax"])
 def test_row_statistic_at_the_threads_row_has_no_local_memory(name, tmp_path, monkeypatch):
     """s[i] read in a nest whose i is the thread's (T.copy(s, Y[...]), x / amax[i]): the
     register index was known only at run time, so ptxas put s in local memory
@@ -329,6 +339,14 @@ def test_gpu_more_first_programs():
     xb = torch.randn(1000, 1024, device=d, dtype=torch.float16)  # a tail of 8 rows
     bb = torch.randn(1024, device=d, dtype=torch.float16)
     _close(P.bias_add_dynamic_rows()(xb, bb), xb + bb, 1e-3, 1e-3)
+    xr2 = torch.randn(2048, 2048, device=d, dtype=torch.bfloat16)
+    sr = torch.rand(2048, device=d) + 0.5
+    _close(P.row_scale_global()(xr2, sr), (xr2.float() * sr[:, None]).to(torch.bfloat16), 0, 0)
+    a = torch.randn(1024, 1024, device=d)
+    b = torch.randn(1024, 1024, device=d)
+    _close(P.add_via_shared_tiles()(a, b), a + b, 0, 0)
+    xa = torch.randn(1024, 512, device=d)
+    assert torch.equal(P.row_argmax()(xa).long(), xa.argmax(1))
     xc = torch.randn(4096, 1024, device=d)
     out = torch.zeros(1024, device=d)
     P.col_sum_atomic()(xc, out)

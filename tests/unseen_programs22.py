@@ -605,3 +605,63 @@ def bias_add_dynamic_rows(N=1024, block_M=32, block_N=128, threads=128):
                     B[bx * block_N + j]
 
     return bias_dyn
+
+
+@tilelang.jit(out_idx=[2])
+def row_scale_global(M=2048, N=2048, block_M=16, block_N=256, threads=128):
+    """Y[i, j] = X[i, j] * s[i] (bf16, a per-row fp32 scale read from global memory)."""
+
+    @T.prim_func
+    def row_scale(X: T.Tensor((M, N), "bfloat16"), S: T.Tensor((M,), "float32"),
+                  Y: T.Tensor((M, N), "bfloat16")):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
+            for i, j in T.Parallel(block_M, block_N):
+                Y[by * block_M + i, bx * block_N + j] = T.cast(
+                    T.cast(X[by * block_M + i, bx * block_N + j], "float32") * S[by * block_M + i], "bfloat16")
+
+    return row_scale
+
+
+@tilelang.jit(out_idx=[2])
+def add_via_shared_tiles(M=1024, N=1024, block_M=32, block_N=32, threads=128):
+    """C = A + B (fp32) the way TileLang's first example stages it: both inputs to shared,
+    the sum in a fragment, out through a shared tile."""
+
+    @T.prim_func
+    def add_tiles(A: T.Tensor((M, N), "float32"), B: T.Tensor((M, N), "float32"),
+                  C: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
+            a_s = T.alloc_shared((block_M, block_N), "float32")
+            b_s = T.alloc_shared((block_M, block_N), "float32")
+            c_f = T.alloc_fragment((block_M, block_N), "float32")
+            c_s = T.alloc_shared((block_M, block_N), "float32")
+            T.copy(A[by * block_M, bx * block_N], a_s)
+            T.copy(B[by * block_M, bx * block_N], b_s)
+            for i, j in T.Parallel(block_M, block_N):
+                c_f[i, j] = a_s[i, j] + b_s[i, j]
+            T.copy(c_f, c_s)
+            T.copy(c_s, C[by * block_M, bx * block_N])
+
+    return add_tiles
+
+
+@tilelang.jit(out_idx=[1])
+def row_argmax(M=1024, N=512, block_M=4, threads=128):
+    """Y[i] = argmax_j X[i, j] (fp32, first index of the max): reduce_max, then a masked
+    reduce_min over the column indices."""
+
+    @T.prim_func
+    def argmax(X: T.Tensor((M, N), "float32"), Y: T.Tensor((M,), "int32")):
+        with T.Kernel(T.ceildiv(M, block_M), threads=threads) as bx:
+            x = T.alloc_fragment((block_M, N), "float32")
+            cand = T.alloc_fragment((block_M, N), "int32")
+            mx = T.alloc_fragment((block_M,), "float32")
+            arg = T.alloc_fragment((block_M,), "int32")
+            T.copy(X[bx * block_M, 0], x)
+            T.reduce_max(x, mx, dim=1)
+            for i, j in T.Parallel(block_M, N):
+                cand[i, j] = T.if_then_else(x[i, j] == mx[i], j, N)
+            T.reduce_min(cand, arg, dim=1)
+            T.copy(arg, Y[bx * block_M])
+
+    return argmax
