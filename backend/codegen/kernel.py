@@ -173,7 +173,7 @@ class KernelEmitter:
             self.out.use("fp4")
             tensor, coord, index = self.packed_element(e.buffer, e.indices)
             return f"tcfp4.nibble({tensor}[{coord}], {index})"
-        text = self.element(e.buffer, e.indices)
+        text = self.element(e.buffer, e.indices, read=True)
         if e.dtype == "bool" and memory:
             return f"({text} != 0)"  # a byte in memory
         if e.dtype.startswith("uint") and memory:
@@ -227,11 +227,13 @@ class KernelEmitter:
         return (f"cute.make_tensor({ptr}, cute.make_layout(({', '.join(shape)},), "
                 f"stride=({', '.join(strides)},)))")
 
-    def element(self, name: str, indices) -> str:
-        """Source text of ``name[indices]`` in its memory (a register, shared or global)."""
+    def element(self, name: str, indices, read: bool = False) -> str:
+        """Source text of ``name[indices]`` in its memory (a register, shared or global);
+        ``read``: the text is only read (a fragment read at a run-time index may be a
+        select over its registers)."""
         buf = self.buffers[name]
         if buf.scope == "fragment":
-            return self.nests.register(name, indices)
+            return self.nests.register(name, indices, read)
         if buf.scope == "shared":  # (buf.name: a filling nest's view of another stage)
             return f"{ident(buf.name)}[{shared_index(self.exprs, buf, self.layouts.get(name), indices)}]"
         if name in self.flat_locals:

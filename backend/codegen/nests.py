@@ -51,10 +51,18 @@ class NestEmitter:
         self.vector: dict[tuple, str] = {}
         self.lets: dict[str, N.Expr] = {}  # the Lets of the innermost body being emitted
         self.loops: list | None = None  # the loops of the blocked nest being emitted
+        # the loop variables of the nest being spread that are one value at every unrolled
+        # step of a thread (``spread``): a vector load at them is read at the first step only
+        self.steady: set = set()
+        self.lanes_checked = False  # the lanes being emitted are the bounds-checked fast path
 
     # ---- registers ------------------------------------------------------------------------
-    def register(self, name: str, indices) -> str:
-        """Source text of fragment ``name[indices]`` in this thread's registers."""
+    def register(self, name: str, indices, read: bool = False) -> str:
+        """Source text of fragment ``name[indices]`` in this thread's registers.  A read
+        of a small fragment every thread holds whole at an index of the distributed nest
+        being emitted (``y[r] = s[r]`` after ``T.reduce_sum(x, s)``: the element depends on
+        the thread) is ``tcr.pick``, a select over its registers, not an indexed register
+        array (local memory)."""
         k = self.k
         buf = k.buffers[name]
         layout = k.layouts.get(name, N.Layout("replicated"))
@@ -86,7 +94,14 @@ class NestEmitter:
             reg = self.lane if step == "0" else (
                 f"{step} * {width} + {self.lane}" if width > 1 else step)
             return f"{ident(name)}[{reg}]"
-        return f"{ident(name)}[{flat_index(k.exprs, buf, indices)}]"
+        flat = flat_index(k.exprs, buf, indices)
+        size = math.prod(int(d.value) for d in buf.shape) if all(
+            isinstance(d, N.Const) for d in buf.shape) else 0
+        if read and layout.kind == "replicated" and self.loops and 1 < size <= PICK_LIMIT and \
+                any(mentions(tuple(indices), lp.var.name) for lp in self.loops):
+            k.out.use("reduce")
+            return f"tcr.pick({ident(name)}, {flat}, {size})"
+        return f"{ident(name)}[{flat}]"
 
     def owner_register(self, buf: N.Buffer, layout: N.Layout, indices):
         """The register of a blocked fragment read at an element the layout pass gave this
@@ -204,9 +219,17 @@ class NestEmitter:
                 value = f"{value} + {start}"
             out.line(inner, f"{ident(lp.var.name)} = {value}")
             k.ranges[lp.var.name] = (start, start + extent - 1)
-        self.step, self.loops = (step, width), loops
+        # the nest's variables that are the same at every step of this thread (a step
+        # moves the flat index by a whole number of their periods): a vector load at
+        # such indices reads the same elements at every step
+        rest, steady = total, set()
+        for lp, extent in zip(loops, extents):
+            rest //= extent
+            if iters > 1 and static_k and total % per_step == 0 and per_step % (rest * extent) == 0:
+                steady.add(lp.var.name)
+        self.step, self.loops, self.steady = (step, width), loops, steady
         self.lanes(loops[-1], width, inner)
-        self.step, self.loops = None, None
+        self.step, self.loops, self.steady = None, None, set()
 
     def spread_dynamic(self, loops, depth: int) -> None:
         """A nest with extents known only at run time (``T.Parallel(n)``, ``n`` a scalar
@@ -350,12 +373,43 @@ class NestEmitter:
         self.lets = let_values(inner.body)
         conds = self.vector_bounds(inner, vec, width)
         if conds:
+            pre = self.preload(inner, vec, width, depth)
+            self.lanes_checked = True
             self.k.out.line(depth, f"if {chain('and', conds)}:")
-            self.lanes_fast(inner, width, vec, depth + 1)
+            self.lanes_fast(inner, width, vec, depth + 1, pre)
             self.k.out.line(depth, "else:")
-            self.lanes_loop(inner, width, {}, depth + 1)
+            self.lanes_loop(inner, width, dict(pre), depth + 1)
+            self.lanes_checked = False
         else:
             self.lanes_fast(inner, width, vec, depth)
+
+    def preload(self, inner: N.For, vec, width: int, depth: int) -> dict:
+        """Before a bounds-checked vector path: the vector loads that read the same elements
+        at every unrolled step (:meth:`reads_once`) and are in bounds themselves (a bias row
+        ``b[j]`` under a tile of rows whose row count is known only at run time), read at
+        the first step into registers that both paths then read."""
+        if not self.steady or self.step is None:
+            return {}
+        out = self.k.out
+        body = inner.body
+        written = {b for b, _, w in accesses(body) if w}
+        stored = {(s.buffer, s.indices) for s in body if isinstance(s, N.Store)} | \
+            {(s.dst.buffer, s.dst.starts) for s in body if isinstance(s, N.AtomicAdd)}
+        pre = {}
+        for key, chunk in vec.items():
+            name, indices = key
+            dtype = self.k.buffers[name].dtype
+            if key in stored or dtype == FP4 or not self.reads_once(name, indices, written, True) \
+                    or self.vector_bounds(inner, {key: chunk}, width):
+                continue
+            tmp = out.fresh("vec")
+            pre[key] = tmp
+            out.line(depth, f"if cutlass.const_expr({self.step[0]} == 0):")
+            out.line(depth + 1, f"{tmp} = cute.make_rmem_tensor(({width},), {register_type(dtype)})")
+            for c in range(0, width, chunk):
+                view = self.view(name, indices, chunk, c)
+                out.line(depth + 1, f"{_chunk(tmp, c, chunk, width)}.store({view}.load())")
+        return pre
 
     def vector_bounds(self, inner: N.For, vec, width: int) -> list[str]:
         """Bounds conditions of the vector accesses at the first and the last lane."""
@@ -383,7 +437,7 @@ class NestEmitter:
                            self.resolve(indices), chunk, extra,
                            wide=name in self.k.plan.func.wide_tensors)
 
-    def lanes_fast(self, inner: N.For, width: int, vec, depth: int) -> None:
+    def lanes_fast(self, inner: N.For, width: int, vec, depth: int, pre=None) -> None:
         out = self.k.out
         body = inner.body
         if inner.async_copy and vec:
@@ -399,13 +453,20 @@ class NestEmitter:
         temps = {}
         stores = []
         atomics = []
-        loaded = {(b, idx) for b, idx, w in accesses(body) if not w}
+        touched = accesses(body)
+        loaded = {(b, idx) for b, idx, w in touched if not w}
+        written = {b for b, _, w in touched if w}
         for key, chunk in vec.items():
             name, indices = key
             dtype = self.k.buffers[name].dtype
+            if pre and key in pre:  # (read at the first step, before the bounds check)
+                temps[key] = pre[key]
+                continue
             tmp = out.fresh("vec")
             temps[key] = tmp
-            out.line(depth, f"{tmp} = cute.make_rmem_tensor(({width},), {register_type(dtype)})")
+            once = key in loaded and self.reads_once(name, indices, written)
+            if not once:
+                out.line(depth, f"{tmp} = cute.make_rmem_tensor(({width},), {register_type(dtype)})")
             if any(isinstance(s, N.AtomicAdd) and (s.dst.buffer, s.dst.starts) == key for s in body):
                 atomics.append((key, chunk, tmp))  # the lanes' values, added after them
                 continue
@@ -414,14 +475,22 @@ class NestEmitter:
                 if key not in loaded:
                     continue
                 # (updated in place: read before the lanes, written after them)
+            at = depth
+            if once:
+                # the same elements at every unrolled step (a bias row under a tile of
+                # rows): read at the first step, its registers kept for the others (as
+                # nvcc reuses TileLang's __restrict__ loads)
+                out.line(depth, f"if cutlass.const_expr({self.step[0]} == 0):")
+                out.line(depth + 1, f"{tmp} = cute.make_rmem_tensor(({width},), {register_type(dtype)})")
+                at = depth + 1
             for c in range(0, width, chunk):
                 view = self.view(name, indices, chunk, c)
                 if dtype == FP4:  # chunk // 2 bytes, one code per register
                     out.use("fp4")
-                    out.line(depth, f"tcfp4.unpack({view}, {tmp}, {c}, {chunk})")
+                    out.line(at, f"tcfp4.unpack({view}, {tmp}, {c}, {chunk})")
                     continue
                 part = _chunk(tmp, c, chunk, width)
-                out.line(depth, f"{part}.store({view}.load())")
+                out.line(at, f"{part}.store({view}.load())")
         self.lanes_loop(inner, width, temps, depth)
         for (name, indices), chunk, tmp in atomics:
             out.use("atomic")
@@ -440,6 +509,21 @@ class NestEmitter:
                 part = _chunk(tmp, c, chunk, width)
                 out.line(depth, f"{view}.store({part}.load())")
 
+    def reads_once(self, name: str, indices, written: set, checked: bool = False) -> bool:
+        """Is the vector load ``name[indices]`` of the nest being spread the same elements at
+        every unrolled step of the thread: indices reading only steady nest variables
+        (``self.steady``) and enclosing values, of a global buffer the nest does not write,
+        in a nest without bounds checks (its fast path runs at every step) unless
+        ``checked`` (the caller reads it before the check: :meth:`preload`)?"""
+        if not self.steady or self.step is None or (self.lanes_checked and not checked) or \
+                name in written or \
+                self.k.buffers[name].scope != "global":
+            return False
+        resolved = self.resolve(indices)
+        return not any(mentions(resolved, lp.var.name) for lp in self.loops
+                       if lp.var.name not in self.steady) and \
+            not any(ld.buffer in written for ld in _loads_of(resolved))
+
     def lanes_loop(self, inner: N.For, width: int, temps, depth: int) -> None:
         j = inner.var.name
         if width == 1:
@@ -454,6 +538,14 @@ class NestEmitter:
         self.k.body(inner.body, depth + 1)
         self.lane, self.vector = None, {}
         del self.k.exprs.subst[j]
+
+
+def _loads_of(x):
+    return [n for n in walk_nodes(x) if isinstance(n, N.Load)]
+
+
+PICK_LIMIT = 32  # the most registers a run-time read selects among (tcr.pick); a larger
+# fragment read so stays an indexed array (local memory), as TileLang's
 
 
 def _has_parallel(body) -> bool:

@@ -45,7 +45,13 @@ def legal_width(inner: N.For, buffers: dict[str, N.Buffer],
     if not isinstance(inner.extent, N.Const) or not (isinstance(inner.start, N.Const)
                                                      and inner.start.value == 0):
         return 1
-    touched = accesses(inner.body)
+    lets = let_values(inner.body)
+    j = inner.var.name
+    # a read at an index free of the loop variable (a gather's row ``idx[r]``, a scale
+    # ``s[0]``) is one value for every lane: it does not limit the width (TileLang's
+    # planner skips an access independent of the loop variable)
+    touched = [(b, i, w) for b, i, w in accesses(inner.body)
+               if w or mentions(substitute(i, lets) if lets else i, j)]
     glob = [(b, tuple(i)) for b, i, _ in touched if buffers.get(b) is not None
             and buffers[b].scope == "global"]
     if not glob and plain_statements(inner.body):
@@ -133,7 +139,7 @@ def vector_accesses(inner: N.For, buffers: dict[str, N.Buffer], layouts: dict[st
                 # element may lie outside the buffer elsewhere (s[i, j - 1] at j == 0)
         elif buf.scope != "global":
             continue
-        if any(not _lane_invariant(ld, j, written, buffers) for ld in _loads(indices)) or \
+        if any(not _lane_invariant(ld, j, written | stored, buffers) for ld in _loads(indices)) or \
                 any(mentions(i, j) for i in indices[:-1]) \
                 or _draws(indices):
             continue  # (a Let's T.rng_rand() substituted into an index would draw again)
@@ -181,12 +187,15 @@ def _atomic_chunk(buf, s: N.AtomicAdd, arch: str | None, width: int) -> int:
 
 def _lane_invariant(ld: N.Load, j: str, written: set, buffers: dict) -> bool:
     """Is ``ld``, read in an index, one value for every lane: a thread's own register
-    (``T.alloc_var`` / ``T.alloc_local``) the body does not write, at an index free of the
-    lane variable ``j`` (a row offset summed into a ``T.alloc_var``)?  The vector access
-    reads it once, before the body."""
+    (``T.alloc_var`` / ``T.alloc_local``: a row offset summed into a ``T.alloc_var``) or a
+    global or shared element (a gather's or scatter's row, ``E[idx[r], j]``) that the
+    body does not write, at an index free of the lane variable ``j`` (and reading only
+    such values)?  The vector access reads it once, before the body, as TileLang's
+    vectorizer reads ``idx[r]`` once for the 16 bytes of the row."""
     buf = buffers.get(ld.buffer)
-    return buf is not None and buf.scope == "local" and ld.buffer not in written and \
-        not mentions(ld.indices, j)
+    return buf is not None and buf.scope in ("local", "global", "shared") and \
+        ld.buffer not in written and not mentions(ld.indices, j) and not _draws(ld.indices) and \
+        all(_lane_invariant(inner, j, written, buffers) for inner in _loads(ld.indices))
 
 
 def _taken(e):
@@ -337,7 +346,12 @@ class _Vectorizer(StmtMutator):
         if inner.replicated:  # every thread runs every iteration: no lanes
             self.check_cp_async(inner)
             return loop
-        if any(self.buffers[b].scope == "fragment" for b, _, _ in accesses(inner.body)):
+        if any(self.buffers[b].scope == "fragment" and
+               getattr(self.layouts.get(b), "kind", None) != "replicated"
+               for b, _, _ in accesses(inner.body)):
+            # (a nest reading only fragments every thread holds whole -- a row statistic
+            # after its reduction -- runs distributed like one over memory alone: its
+            # lanes are chosen below)
             inner = self.record(inner)  # lanes chosen by the layout pass
             self.check_cp_async(inner)
             for outer in reversed(loops[:-1]):

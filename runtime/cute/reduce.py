@@ -24,6 +24,20 @@ import cutlass.cute as cute
 OPS = ("sum", "max", "min", "bitand", "bitor", "bitxor", "max_nan", "min_nan")
 
 
+def pick(frag, index, n: int):
+    """``frag[index]`` of a register fragment of ``n`` elements that every thread holds
+    whole, read at an index known only at run time (a row statistic read at the thread's
+    own row): a chain of ``n - 1`` selects over the registers, where indexing the
+    fragment with a run-time value would put it in local memory (a stack frame, ``st.local``
+    / ``ld.local``).  A compile-time ``index`` is the register itself."""
+    if isinstance(index, int):
+        return frag[index]
+    value = frag[0]
+    for c in range(1, n):
+        value = cutlass.select_(index == c, frag[c], value)
+    return value
+
+
 def combine(a, b, op):
     """``a + b``, ``max(a, b)``, ``min(a, b)``, ``a & b``, ``a | b`` or ``a ^ b`` for ``op``
     "sum" / "max" / "min" / "bitand" / "bitor" / "bitxor" (the last three on integers);
