@@ -210,7 +210,9 @@ def _gpu_gemms():
     C = torch.empty(256, 256, device="cuda", dtype=torch.float8_e4m3fn)
     _run(P.gemm_fp8_epilogue(), A, B, rs, bias, C)
     want = (A.float() @ B.float().T * rs[:, None] + bias).clamp(-448, 448)
-    _close(C, want.to(torch.float8_e4m3fn), atol=1e-6, rtol=0.07)
+    # (one e4m3 step is up to 1/8 of a value: an fp32 sum in another order than torch's
+    # may round to the neighbouring fp8 value; one element did so on an H200)
+    _close(C, want.to(torch.float8_e4m3fn), atol=1e-6, rtol=0.13)
 
     for order in ("column", "row"):
         A, B = _r(3, 256, 128, dtype=torch.float16), _r(3, 128, 320, dtype=torch.float16)

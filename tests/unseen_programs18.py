@@ -1550,7 +1550,10 @@ def fa_flex_macros(batch=2, heads=2, seq_len=220, dim=64, softcap=20.0, block_M=
     per-head linear position bias from a slopes tensor) and mask modifier (causal within a
     document, doc ids per position read from global memory) are ``T.macro``s defined at
     module level, called with buffers, indices and Python floats.  Every row sees itself,
-    so no row is keyless.  O float16; LSE float32 natural log."""
+    but a row of a later document sees no key of the earlier tiles: its running max stays
+    -inf there, so it is guarded (a max of -inf counts as 0, as TileLang's flex examples
+    guard it; unguarded, exp2(-inf - -inf) is NaN, in TileLang too).  O float16; LSE
+    float32 natural log."""
     sm_scale = (1.0 / dim) ** 0.5
     dtype, accum = "float16", "float"
     shape = [batch, seq_len, heads, dim]
@@ -1585,6 +1588,8 @@ def fa_flex_macros(batch=2, heads=2, seq_len=220, dim=64, softcap=20.0, block_M=
                 _mask_mod(acc_s, Doc, bz, bx * block_M, k * block_N, seq_len)
                 T.copy(m, m_prev)
                 T.reduce_max(acc_s, m, dim=1, clear=False)
+                for i in T.Parallel(block_M):
+                    m[i] = T.if_then_else(m[i] == -T.infinity(accum), 0.0, m[i])
                 for i in T.Parallel(block_M):
                     r_scale[i] = T.exp2(m_prev[i] - m[i])
                 for i, j in T.Parallel(block_M, block_N):
