@@ -18,7 +18,8 @@ PROGRAMS = ["csr_spmv_warp_per_row", "csr_spmv_group_fragment", "coo_spmv_atomic
             "masked_scatter_carry", "split_by_bit_stable", "coo_rows_to_csr_rowptr", "sliding_window_max_causal",
             "depthwise_conv1d_copy_halo", "separable_blur_5tap", "heat1d_pingpong_steps",
             "bilinear_resize_half_pixel", "gather_rows_skip_oob", "warp_ballot_compaction",
-            "merge_sorted_binary_search", "csr_row_softmax_warp"]
+            "merge_sorted_binary_search", "csr_row_softmax_warp", "radix_sort_block_bits", "coo_to_csc_cursor",
+            "drawdown_cummax", "warp_segmented_scan_shfl", "warp_argmax_ballot_ffs", "stencil5_steps_two_buffers"]
 
 
 @pytest.fixture(autouse=True)
@@ -154,6 +155,38 @@ def test_gathers_and_merges():
     assert src.count("while lo[0] < hi[0]:") == 2 and "<= key[0]" in src and "< key[0]" in src
     src = _body("csr_row_softmax_warp")
     assert 'warp_allreduce(mx[0], "max", 32)' in src and 'warp_allreduce(sm[0], "sum", 32)' in src
+
+
+def test_radix_passes_and_cursors():
+    src = _body("radix_sort_block_bits")
+    loop = src.split("for b in cutlass.range(0, 8):", 1)[1]
+    # each pass: flags written, scanned, scattered into the other half, fenced at the top
+    assert loop.lstrip().startswith("cute.arch.sync_threads()")
+    assert loop.count("cute.arch.sync_threads()") == 4  # top, before the scan, after it, after the loop
+    assert "keys[(1 - b % 2) * 512 + z[511] + i_2_ - z[i_2_]] = kv" in loop
+    assert "Out[i_3_] = keys[0 * 512 + i_3_]" in src  # 8 passes end in half 0
+    src = _body("coo_to_csc_cursor")
+    assert 'slot = tca.atomic_fetch(cursor, Col[k_1_], 1, "add")' in src
+    second = src.split("for t_1_ in cutlass.range(", 1)[1]
+    assert second.split("\n", 1)[1].lstrip().startswith("cute.arch.sync_threads()")  # cursors set
+
+
+def test_cummax_and_warp_scans():
+    src = _body("drawdown_cummax")
+    assert src.count('tcs.warp_inclusive_scan(') == 2 and src.count('"max"') == 2
+    assert "tc_pos10 = 255 - (tc_lane6 * 8 + tc_c8)" in src  # the reverse scan
+    src = _body("warp_segmented_scan_shfl")
+    assert "shuffle_sync_up(v[0], offset=1 << s, mask_and_clamp=0)" in src
+    assert "shuffle_sync_up(f[0], offset=1 << s, mask_and_clamp=0)" in src
+    assert "range_constexpr(0, 5)" in src
+    src = _body("warp_argmax_ballot_ffs")
+    assert "tcmath.ffs(" in src and "vote_ballot_sync(best[0] == m)" in src
+    assert "shuffle_sync(bidx[0], offset=winner, mask_and_clamp=31)" in src
+    src = _body("stencil5_steps_two_buffers")
+    # each sweep starts after the previous one has landed
+    assert src.count("if t % 2 == 0:\n            cute.arch.sync_threads()") == 1
+    assert src.count("else:\n            cute.arch.sync_threads()") == 1
+    assert "Y[by * 16 + i5, bx * 32 + (i6 + tc_lane14)] = b[(3 + i5) * 38 + 3 + (i6 + tc_lane14)]" in src
 
 
 # ---- GPU ---------------------------------------------------------------------------------
@@ -334,10 +367,11 @@ def test_stencils_and_windows_on_gpu():
         w = torch.randn(4, 7, device="cuda")
         want = F.conv1d(x[None].double(), w[:, None].double(), padding=3, groups=4)[0]
         _close(P.depthwise_conv1d_copy_halo(B=B, threads=threads)(x, w), want, 1e-4)
-    x = torch.randn(70, 100, device="cuda")
     k1 = torch.tensor([1.0, 4.0, 6.0, 4.0, 1.0], dtype=torch.float64, device="cuda") / 16
-    want = F.conv2d(x[None, None].double(), (k1[:, None] * k1[None, :])[None, None], padding=2)[0, 0]
-    _close(P.separable_blur_5tap()(x), want, 1e-5)
+    for H, W in ((70, 100), (10, 12)):  # (10, 12): the halo box larger than the image
+        x = torch.randn(H, W, device="cuda")
+        want = F.conv2d(x[None, None].double(), (k1[:, None] * k1[None, :])[None, None], padding=2)[0, 0]
+        _close(P.separable_blur_5tap(H=H, W=W)(x), want, 1e-5)
     for B in (128, 256):
         u = torch.randn(900, device="cuda")
         ref = u.double()
@@ -368,3 +402,55 @@ def test_gather_and_row_softmax_on_gpu():
     sums = torch.zeros(100, device="cuda", dtype=torch.float64).index_add_(0, rows, out.double())
     nonempty = rp[1:] > rp[:-1]
     _close(sums[nonempty], torch.ones(int(nonempty.sum()), device="cuda"), 1e-5)
+
+
+@pytest.mark.gpu
+def test_radix_csc_cummax_warp_forms_on_gpu():
+    import torch
+    import torch.nn.functional as F
+    torch.manual_seed(10)
+    keys = torch.randint(0, 255, (500,), device="cuda", dtype=torch.int32)
+    assert torch.equal(P.radix_sort_block_bits()(keys), keys.sort().values)
+    dense = torch.randn(70, 96, device="cuda") * (torch.rand(70, 96, device="cuda") < 0.1)
+    dense[:, 5] = 0  # an empty column
+    r, c = dense.nonzero(as_tuple=True)
+    perm = torch.randperm(r.numel(), device="cuda")
+    r, c = r[perm].int(), c[perm].int()
+    nnz = r.numel()
+    colptr = torch.zeros(97, device="cuda", dtype=torch.int32)
+    rowidx = torch.zeros(nnz, device="cuda", dtype=torch.int32)
+    valt = torch.zeros(nnz, device="cuda")
+    P.coo_to_csc_cursor()(r, c, dense[r.long(), c.long()].contiguous(), colptr, rowidx, valt)
+    want = dense.T.contiguous().to_sparse_csr()
+    assert torch.equal(colptr.long(), want.crow_indices())
+    for col in range(96):
+        a, b = int(colptr[col]), int(colptr[col + 1])
+        order = rowidx[a:b].long().sort()
+        assert torch.equal(order.values, want.col_indices()[a:b])
+        assert torch.equal(valt[a:b][order.indices], want.values()[a:b])
+    x = torch.rand(4, 256, device="cuda") + 0.5
+    draw, fut = P.drawdown_cummax()(x)
+    _close(draw, x / torch.cummax(x, 1).values - 1, 1e-6)
+    assert torch.equal(fut, torch.cummax(x.flip(1), 1).values.flip(1))
+    x = torch.randn(1000, device="cuda")
+    head = (torch.rand(1000, device="cuda") < 0.15).int()
+    y = P.warp_segmented_scan_shfl()(x, head)
+    h = head.clone()
+    h[::32] = 1
+    seg = torch.cumsum(h, 0)
+    want = torch.zeros(1000, dtype=torch.float64, device="cuda")
+    for sid in seg.unique():
+        m = seg == sid
+        want[m] = torch.cumsum(x[m].double(), 0)
+    _close(y, want, 1e-4)
+    x = torch.randint(-5, 6, (50, 256), device="cuda").float()
+    v, i = P.warp_argmax_ballot_ffs()(x)
+    assert torch.equal(v, x.max(1).values)
+    assert torch.equal(i.long(), (x == x.max(1, keepdim=True).values).int().argmax(1))
+    for H, W in ((50, 70), (10, 12)):
+        x = torch.randn(H, W, device="cuda")
+        ref = x.double()
+        for _ in range(3):
+            p = F.pad(ref, (1, 1, 1, 1))
+            ref = 0.25 * (p[:-2, 1:-1] + p[2:, 1:-1] + p[1:-1, :-2] + p[1:-1, 2:])
+        _close(P.stencil5_steps_two_buffers(H=H, W=W)(x), ref, 1e-5)

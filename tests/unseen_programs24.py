@@ -689,3 +689,184 @@ def csr_row_softmax_warp(M=100, threads=128):
                 for k in T.serial(s + lane, e, 32):
                     Out[k] = T.exp(Val[k] - mx) / sm
     return softmax
+
+
+# ---- a second set: multi-pass sorts, shared-memory cursors, warp scans ---------------------
+@tilecute.jit(out_idx=[1])
+def radix_sort_block_bits(n=500, bits=8, P=512, threads=256):
+    """An LSD radix sort of n non-negative keys below 2**bits in one block: `bits` stable
+    1-bit split passes between the two halves of a (2, P) shared key buffer, each pass's zero
+    flags scanned by ``T.cumsum`` inside the ``T.serial`` pass loop (padding keys 2**bits - 1
+    sort last and stay past n)."""
+    pad = (1 << bits) - 1
+
+    @T.prim_func
+    def rsort(K: T.Tensor((n,), "int32"), Out: T.Tensor((n,), "int32")):
+        with T.Kernel(1, threads=threads) as _:
+            keys = T.alloc_shared((2, P), "int32")
+            z = T.alloc_shared((P,), "int32")
+            for i in T.Parallel(P):
+                keys[0, i] = T.if_then_else(i < n, K[i], pad)
+            for b in T.serial(bits):
+                for i in T.Parallel(P):
+                    z[i] = 1 - ((keys[b % 2, i] >> b) & 1)
+                T.cumsum(z, dim=0)
+                for i in T.Parallel(P):
+                    kv = keys[b % 2, i]
+                    if ((kv >> b) & 1) == 0:
+                        keys[1 - b % 2, z[i] - 1] = kv
+                    else:
+                        keys[1 - b % 2, z[P - 1] + i - z[i]] = kv
+            for i in T.Parallel(P):
+                if i < n:
+                    Out[i] = keys[bits % 2, i]
+    return rsort
+
+
+@tilecute.jit
+def coo_to_csc_cursor(N=96, threads=256):
+    """COO -> CSC in one block: column counts by ``T.atomic_add`` on a shared array, an
+    inclusive ``T.cumsum`` giving ColPtr, a shared cursor per column started at the column's
+    first slot, and each nonzero placed at the slot ``T.atomic_add(cursor[c], 1,
+    return_prev=True)`` hands it (order inside a column left to the atomics)."""
+    nnz = T.dynamic("nnz")
+
+    @T.prim_func
+    def csc(Row: T.Tensor((nnz,), "int32"), Col: T.Tensor((nnz,), "int32"), Val: T.Tensor((nnz,), "float32"),
+            ColPtr: T.Tensor((N + 1,), "int32"), RowIdx: T.Tensor((nnz,), "int32"), ValT: T.Tensor((nnz,), "float32")):
+        with T.Kernel(1, threads=threads) as _:
+            cnt = T.alloc_shared((N,), "int32")
+            cursor = T.alloc_shared((N,), "int32")
+            T.clear(cnt)
+            for t in T.serial(T.ceildiv(nnz, threads)):
+                for i in T.Parallel(threads):
+                    k = t * threads + i
+                    if k < nnz:
+                        T.atomic_add(cnt[Col[k]], 1)
+            T.cumsum(cnt, dim=0)
+            for c in T.Parallel(N):
+                cursor[c] = T.if_then_else(c == 0, 0, cnt[c - 1])
+            for c in T.Parallel(N + 1):
+                ColPtr[c] = T.if_then_else(c == 0, 0, cnt[c - 1])
+            for t in T.serial(T.ceildiv(nnz, threads)):
+                for i in T.Parallel(threads):
+                    k = t * threads + i
+                    if k < nnz:
+                        slot = T.atomic_add(cursor[Col[k]], 1, return_prev=True)
+                        RowIdx[slot] = Row[k]
+                        ValT[slot] = Val[k]
+    return csc
+
+
+@tilecute.jit(out_idx=[1, 2])
+def drawdown_cummax(R=4, N=256, threads=128):
+    """Running maximum and drawdown of each row (a price series): ``T.cummax`` of a shared row
+    gives the peak so far, the drawdown x / peak - 1; and a reverse ``T.cummax`` of the row
+    gives each point's best future value."""
+
+    @T.prim_func
+    def dd(X: T.Tensor((R, N), "float32"), Draw: T.Tensor((R, N), "float32"), Future: T.Tensor((R, N), "float32")):
+        with T.Kernel(R, threads=threads) as bx:
+            x = T.alloc_shared((N,), "float32")
+            peak = T.alloc_shared((N,), "float32")
+            fut = T.alloc_shared((N,), "float32")
+            T.copy(X[bx, :], x)
+            T.cummax(x, peak, dim=0)
+            T.cummax(x, fut, dim=0, reverse=True)
+            for i in T.Parallel(N):
+                Draw[bx, i] = x[i] / peak[i] - 1.0
+                Future[bx, i] = fut[i]
+    return dd
+
+
+@tilecute.jit(out_idx=[2])
+def warp_segmented_scan_shfl(n=1000, threads=128):
+    """Inclusive segmented scan inside each warp of 32 elements (a head flag starts a segment;
+    lane 0 always does) with ``T.shfl_up`` of the value and the flag over an unrolled
+    1, 2, 4, 8, 16 ladder; each warp's run is independent."""
+
+    @T.prim_func
+    def scan(X: T.Tensor((n,), "float32"), Head: T.Tensor((n,), "int32"), Y: T.Tensor((n,), "float32")):
+        with T.Kernel(T.ceildiv(n, threads), threads=threads) as bx:
+            tx = T.get_thread_binding()
+            lane = tx % 32
+            g = bx * threads + tx
+            v = T.alloc_var("float32")
+            f = T.alloc_var("int32")
+            v = T.if_then_else(g < n, X[g], 0.0)
+            f = T.if_then_else(g < n and Head[g] == 0 and lane != 0, 0, 1)
+            for s in T.unroll(5):
+                up_v = T.shfl_up(v, 1 << s)
+                up_f = T.shfl_up(f, 1 << s)
+                if lane >= (1 << s) and f == 0:
+                    v = v + up_v
+                    f = f | up_f
+            if g < n:
+                Y[g] = v
+    return scan
+
+
+@tilecute.jit(out_idx=[1, 2])
+def warp_argmax_ballot_ffs(R=50, N=256, threads=128):
+    """Row argmax (first index on ties) with a warp per row, each lane holding a contiguous
+    chunk of N / 32: a lane's first maximum, the row maximum by ``T.warp_reduce_max``, the
+    lowest lane holding it by ``T.__ffs(T.ballot(...)) - 1`` and its index broadcast by
+    ``T.shfl_sync``."""
+    C = N // 32
+    warps = threads // 32
+
+    @T.prim_func
+    def argmax(X: T.Tensor((R, N), "float32"), Vmax: T.Tensor((R,), "float32"), Imax: T.Tensor((R,), "int32")):
+        with T.Kernel(T.ceildiv(R, warps), threads=threads) as bx:
+            tx = T.get_thread_binding()
+            lane = tx % 32
+            row = T.min(bx * warps + tx // 32, R - 1)
+            best = T.alloc_var("float32", init=-T.infinity("float32"))
+            bidx = T.alloc_var("int32", init=0)
+            for c in T.serial(C):
+                val = X[row, lane * C + c]
+                if val > best:
+                    best = val
+                    bidx = lane * C + c
+            m = T.warp_reduce_max(best)
+            winner = T.__ffs(T.Cast("int32", T.ballot(best == m))) - 1
+            idx = T.shfl_sync(bidx, winner)
+            if bx * warps + tx // 32 < R and lane == 0:
+                Vmax[row] = m
+                Imax[row] = idx
+    return argmax
+
+
+@tilecute.jit(out_idx=[1])
+def stencil5_steps_two_buffers(H=50, W=70, steps=3, bh=16, bw=32, threads=256):
+    """`steps` 5-point Jacobi sweeps fused over a tile with a halo of `steps`, the sweeps
+    alternating between two named shared buffers (``if t % 2 == 0: b <- a else a <- b``, with
+    ``T.sync_threads()`` after each), points outside the grid held at 0."""
+    E_h, E_w = bh + 2 * steps, bw + 2 * steps
+
+    @T.prim_func
+    def jac(X: T.Tensor((H, W), "float32"), Y: T.Tensor((H, W), "float32")):
+        with T.Kernel(T.ceildiv(W, bw), T.ceildiv(H, bh), threads=threads) as (bx, by):
+            a = T.alloc_shared((E_h, E_w), "float32")
+            b = T.alloc_shared((E_h, E_w), "float32")
+            T.copy(X[by * bh - steps, bx * bw - steps], a)
+            T.copy(X[by * bh - steps, bx * bw - steps], b)
+            for t in T.serial(steps):
+                if t % 2 == 0:
+                    for i, j in T.Parallel(E_h - 2, E_w - 2):
+                        r = by * bh - steps + i + 1
+                        c = bx * bw - steps + j + 1
+                        if r >= 0 and r < H and c >= 0 and c < W:
+                            b[i + 1, j + 1] = 0.25 * (a[i, j + 1] + a[i + 2, j + 1] + a[i + 1, j] + a[i + 1, j + 2])
+                else:
+                    for i, j in T.Parallel(E_h - 2, E_w - 2):
+                        r = by * bh - steps + i + 1
+                        c = bx * bw - steps + j + 1
+                        if r >= 0 and r < H and c >= 0 and c < W:
+                            a[i + 1, j + 1] = 0.25 * (b[i, j + 1] + b[i + 2, j + 1] + b[i + 1, j] + b[i + 1, j + 2])
+                T.sync_threads()
+            if steps % 2 == 1:
+                T.copy(b[steps:steps + bh, steps:steps + bw], Y[by * bh, bx * bw])
+            else:
+                T.copy(a[steps:steps + bh, steps:steps + bw], Y[by * bh, bx * bw])
+    return jac
