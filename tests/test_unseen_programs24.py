@@ -189,6 +189,83 @@ def test_cummax_and_warp_scans():
     assert "Y[by * 16 + i5, bx * 32 + (i6 + tc_lane14)] = b[(3 + i5) * 38 + 3 + (i6 + tc_lane14)]" in src
 
 
+# ---- T.alloc_var without init inside a loop (TileLang: zeroed once, at the kernel's top) ----
+import tilecute.language as T  # noqa: E402
+
+
+@tilecute.jit(out_idx=[1])
+def _row_totals_carried(R=8, C=16, init=None, threads=32):
+    """Y[r] = the sum of rows 0..r when the var has no init (TileLang declares it at the
+    kernel's top, zeroed once; the loop body stores nothing), the sum of row r with init=0."""
+
+    @T.prim_func
+    def k(X: T.Tensor((R, C), "float32"), Y: T.Tensor((R,), "float32")):
+        with T.Kernel(1, threads=threads) as _:
+            tx = T.get_thread_binding()
+            for r in T.serial(R):
+                if init is None:
+                    s = T.alloc_var("float32")
+                else:
+                    s = T.alloc_var("float32", init=init)
+                for c in T.serial(C):
+                    s += X[r, c]
+                if tx == 0:
+                    Y[r] = s
+    return k
+
+
+@tilecute.jit(out_idx=[1])
+def _parallel_var_read_first(N=256, threads=128):
+    @T.prim_func
+    def k(X: T.Tensor((N,), "float32"), Y: T.Tensor((N,), "float32")):
+        with T.Kernel(1, threads=threads) as _:
+            for i in T.Parallel(N):
+                d = T.alloc_var("float32")
+                d += X[i]
+                Y[i] = d
+    return k
+
+
+@tilecute.jit(out_idx=[1])
+def _parallel_var_written_first(N=256, threads=128):
+    @T.prim_func
+    def k(X: T.Tensor((N,), "float32"), Y: T.Tensor((N,), "float32")):
+        with T.Kernel(1, threads=threads) as _:
+            for i in T.Parallel(N):
+                d = T.alloc_var("float32")
+                if X[i] > 0:
+                    d = X[i]
+                else:
+                    d = -X[i]
+                Y[i] = d * 2.0
+    return k
+
+
+def _kernel_text(k):
+    return k.get_kernel_source().split("\n@cute.kernel\n", 1)[1].split("\n@cute.jit", 1)[0]
+
+
+def test_alloc_var_without_init_in_a_loop_is_zeroed_once():
+    src = _kernel_text(_row_totals_carried())
+    loop = src.index("for r in cutlass.range(0, 8):")
+    assert src.index("s[0] = cutlass.Float32(0.0)") < loop  # before the loop, once
+    assert "s[0] = cutlass.Float32(0.0)" not in src[loop:]
+    src = _kernel_text(_row_totals_carried(init=0.0))
+    loop = src.index("for r in cutlass.range(0, 8):")
+    assert "s[0] = cutlass.Float32(0.0)" in src[loop:]  # init: a store each iteration
+    assert _row_totals_carried().ensure_cubin()
+
+
+def test_parallel_var_read_before_written_is_refused():
+    with pytest.raises(Exception) as err:
+        _parallel_var_read_first().get_kernel_source()
+    msg = str(err.value)
+    assert "'d'" in msg and "without init in a T.Parallel body is read before it is written" in msg
+    assert "test_unseen_programs24.py" in msg
+    src = _kernel_text(_parallel_var_written_first())  # written on every path first: fine
+    assert "* cutlass.Float32(2.0)" in src
+
+
 # ---- GPU ---------------------------------------------------------------------------------
 def _close(got, want, tol):
     import torch
@@ -454,3 +531,11 @@ def test_radix_csc_cummax_warp_forms_on_gpu():
             p = F.pad(ref, (1, 1, 1, 1))
             ref = 0.25 * (p[:-2, 1:-1] + p[2:, 1:-1] + p[1:-1, :-2] + p[1:-1, 2:])
         _close(P.stencil5_steps_two_buffers(H=H, W=W)(x), ref, 1e-5)
+
+
+@pytest.mark.gpu
+def test_alloc_var_without_init_carries_across_iterations_on_gpu():
+    import torch
+    x = torch.randn(8, 16, device="cuda")
+    _close(_row_totals_carried()(x), torch.cumsum(x.double().sum(1), 0), 1e-4)
+    _close(_row_totals_carried(init=0.0)(x), x.double().sum(1), 1e-4)
