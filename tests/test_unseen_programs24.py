@@ -19,7 +19,8 @@ PROGRAMS = ["csr_spmv_warp_per_row", "csr_spmv_group_fragment", "coo_spmv_atomic
             "depthwise_conv1d_copy_halo", "separable_blur_5tap", "heat1d_pingpong_steps",
             "bilinear_resize_half_pixel", "gather_rows_skip_oob", "warp_ballot_compaction",
             "merge_sorted_binary_search", "csr_row_softmax_warp", "radix_sort_block_bits", "coo_to_csc_cursor",
-            "drawdown_cummax", "warp_segmented_scan_shfl", "warp_argmax_ballot_ffs", "stencil5_steps_two_buffers"]
+            "drawdown_cummax", "warp_segmented_scan_shfl", "warp_argmax_ballot_ffs", "stencil5_steps_two_buffers",
+            "segment_scale_shared_cursor"]
 
 
 @pytest.fixture(autouse=True)
@@ -187,6 +188,16 @@ def test_cummax_and_warp_scans():
     assert src.count("if t % 2 == 0:\n            cute.arch.sync_threads()") == 1
     assert src.count("else:\n            cute.arch.sync_threads()") == 1
     assert "Y[by * 16 + i5, bx * 32 + (i6 + tc_lane14)] = b[(3 + i5) * 38 + 3 + (i6 + tc_lane14)]" in src
+
+
+def test_while_condition_on_a_shared_cursor_is_fenced_at_the_body_end():
+    # thread 0 advances head[0] at the end of the body; every thread tests it again before
+    # the body's first barrier: without a barrier at the end the test raced the write (and
+    # a thread that read the old value waited at a barrier the others had left)
+    src = _body("segment_scale_shared_cursor")
+    body = src.split("while head[0] < end:", 1)[1]
+    advance = body.index("head[0] = head[0] + 128")
+    assert body[advance:].split("\n", 2)[1].strip() == "cute.arch.sync_threads()"
 
 
 # ---- T.alloc_var without init inside a loop (TileLang: zeroed once, at the kernel's top) ----
@@ -539,3 +550,13 @@ def test_alloc_var_without_init_carries_across_iterations_on_gpu():
     x = torch.randn(8, 16, device="cuda")
     _close(_row_totals_carried()(x), torch.cumsum(x.double().sum(1), 0), 1e-4)
     _close(_row_totals_carried(init=0.0)(x), x.double().sum(1), 1e-4)
+
+
+@pytest.mark.gpu
+def test_segment_walk_with_a_shared_cursor_on_gpu():
+    import torch
+    off = torch.tensor([0, 0, 300, 301, 700, 1000, 1111], dtype=torch.int32, device="cuda")
+    x = torch.randn(1111, device="cuda")
+    y = P.segment_scale_shared_cursor()(x, off)
+    scale = torch.repeat_interleave(torch.arange(1, 7, device="cuda"), (off[1:] - off[:-1]).long())
+    assert torch.equal(y, x * scale)

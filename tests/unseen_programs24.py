@@ -870,3 +870,28 @@ def stencil5_steps_two_buffers(H=50, W=70, steps=3, bh=16, bw=32, threads=256):
             else:
                 T.copy(a[steps:steps + bh, steps:steps + bw], Y[by * bh, bx * bw])
     return jac
+
+
+@tilecute.jit(out_idx=[2])
+def segment_scale_shared_cursor(n_seg=6, threads=128):
+    """Each block walks its segment [Off[s], Off[s + 1]) in steps of the block's threads with
+    a cursor in shared memory: ``while head[0] < end:`` every thread scales one element, then
+    thread 0 advances the cursor (the write the next test of the condition reads: a barrier
+    at the body's end orders them)."""
+    n = T.dynamic("n")
+
+    @T.prim_func
+    def walk(X: T.Tensor((n,), "float32"), Off: T.Tensor((n_seg + 1,), "int32"), Y: T.Tensor((n,), "float32")):
+        with T.Kernel(n_seg, threads=threads) as s:
+            tx = T.get_thread_binding()
+            head = T.alloc_shared((1,), "int32")
+            end = Off[s + 1]
+            if tx == 0:
+                head[0] = Off[s]
+            while head[0] < end:
+                g = head[0] + tx
+                if g < end:
+                    Y[g] = X[g] * (s + 1)
+                if tx == 0:
+                    head[0] = head[0] + threads
+    return walk

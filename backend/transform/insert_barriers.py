@@ -230,6 +230,13 @@ class _Sync:
                         out += pre
                         st.take(before)
                         new_body, entry = body2, entry2
+                if isinstance(s, N.While):
+                    # the condition is read again after the body's end, before its first
+                    # barrier: a shared write at the end of the body it reads needs one there
+                    # (`if tx == 0: head[0] += n` under `while head[0] < m:`)
+                    tail: list = []
+                    self.barrier_if_needed(dataclasses.replace(s, body=()), entry, tail)
+                    new_body = tuple(new_body) + tuple(tail)
                 out.append(dataclasses.replace(s, body=new_body))
                 st.merge(entry)
                 continue
