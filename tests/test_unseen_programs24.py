@@ -20,7 +20,7 @@ PROGRAMS = ["csr_spmv_warp_per_row", "csr_spmv_group_fragment", "coo_spmv_atomic
             "bilinear_resize_half_pixel", "gather_rows_skip_oob", "warp_ballot_compaction",
             "merge_sorted_binary_search", "csr_row_softmax_warp", "radix_sort_block_bits", "coo_to_csc_cursor",
             "drawdown_cummax", "warp_segmented_scan_shfl", "warp_argmax_ballot_ffs", "stencil5_steps_two_buffers",
-            "segment_scale_shared_cursor"]
+            "segment_scale_shared_cursor", "csr_row_sums_shared_bounds"]
 
 
 @pytest.fixture(autouse=True)
@@ -198,6 +198,14 @@ def test_while_condition_on_a_shared_cursor_is_fenced_at_the_body_end():
     body = src.split("while head[0] < end:", 1)[1]
     advance = body.index("head[0] = head[0] + 128")
     assert body[advance:].split("\n", 2)[1].strip() == "cute.arch.sync_threads()"
+
+
+def test_loop_range_read_from_shared_memory_follows_a_barrier():
+    # thread 0 writes bounds[]; every thread reads them in the loop's range, once, before
+    # the loop: the barrier goes between (there was none: the range raced the write)
+    src = _body("csr_row_sums_shared_bounds")
+    before = src.split("for k in cutlass.range(0, (bounds[1] - bounds[0] + 128 - 1) // 128):", 1)[0]
+    assert before.rstrip().endswith("bounds[1] = RowPtr[row + 1]\n    cute.arch.sync_threads()")
 
 
 # ---- T.alloc_var without init inside a loop (TileLang: zeroed once, at the kernel's top) ----
@@ -560,3 +568,11 @@ def test_segment_walk_with_a_shared_cursor_on_gpu():
     y = P.segment_scale_shared_cursor()(x, off)
     scale = torch.repeat_interleave(torch.arange(1, 7, device="cuda"), (off[1:] - off[:-1]).long())
     assert torch.equal(y, x * scale)
+
+
+@pytest.mark.gpu
+def test_row_sums_with_shared_bounds_on_gpu():
+    import torch
+    dense, rp, col, val = _csr(64, 700, 0.3, 11, long_row=5)
+    scale = torch.randn(64, device="cuda")
+    _close(P.csr_row_sums_shared_bounds()(rp, val, scale), dense.double().sum(1) * scale.double(), 1e-4)

@@ -895,3 +895,35 @@ def segment_scale_shared_cursor(n_seg=6, threads=128):
                 if tx == 0:
                     head[0] = head[0] + threads
     return walk
+
+
+@tilecute.jit(out_idx=[3])
+def csr_row_sums_shared_bounds(M=64, threads=128):
+    """Row sums of a CSR matrix, a block per row: thread 0 stages the row's bounds in shared
+    memory, every thread loops ``T.serial(T.ceildiv(bounds[1] - bounds[0], threads))`` over
+    them (the range read from shared memory right after thread 0's write: a barrier before
+    the loop), the partial sums meeting in a shared array reduced by ``T.reduce_sum``.
+    (TileLang 0.1.15's sync pass stops on this loop's range with an internal check,
+    ``allow_append_``; tilecute orders the range after thread 0's write.)"""
+    nnz = T.dynamic("nnz")
+
+    @T.prim_func
+    def rowsum(RowPtr: T.Tensor((M + 1,), "int32"), Val: T.Tensor((nnz,), "float32"),
+               Scale: T.Tensor((M,), "float32"), Y: T.Tensor((M,), "float32")):
+        with T.Kernel(M, threads=threads) as row:
+            tx = T.get_thread_binding()
+            bounds = T.alloc_shared((2,), "int32")
+            part = T.alloc_shared((threads,), "float32")
+            total = T.alloc_fragment((1,), "float32")
+            acc = T.alloc_var("float32", init=0.0)
+            if tx == 0:
+                bounds[0] = RowPtr[row]
+                bounds[1] = RowPtr[row + 1]
+            for k in T.serial(T.ceildiv(bounds[1] - bounds[0], threads)):
+                q = bounds[0] + k * threads + tx
+                if q < bounds[1]:
+                    acc += Val[q]
+            part[tx] = acc
+            T.reduce_sum(part, total, dim=0)
+            Y[row] = total[0] * Scale[row]
+    return rowsum

@@ -181,7 +181,9 @@ class _Sync:
                 # (as TileLang hoists a barrier out of a branch threads disagree on; what
                 # its iterations share among threads, the program orders)
                 self.barrier_if_needed(_mbarrier_ordered_loads_dropped(s), st, out)
-            elif isinstance(s, N.While):  # its condition is read before every iteration too
+            elif isinstance(s, N.While) or isinstance(s, N.For) and s.kind != "parallel":
+                # a while's condition is read before every iteration too; a loop's range
+                # (`T.serial(cnt[0])`) once, before it
                 self.barrier_if_needed(dataclasses.replace(s, body=()), st, out)
             if _is_call(s, "ptx_wait_group"):
                 # the program's raw cp.async have landed (TileLang syncs after every
