@@ -15,7 +15,13 @@ starts, a 1-D heat equation over time steps with a ping-pong shared buffer, bili
 (half-pixel centres), a row gather skipping out-of-range indices, warp compaction by
 ``T.ballot`` / ``T.popcount`` / ``T.shfl_sync``, a stable split by one key bit (a radix pass), a
 merge of two sorted arrays by binary search, a softmax over each CSR row, and COO -> CSR row
-pointers (shared-memory counts and an exclusive scan).
+pointers (shared-memory counts and an exclusive scan); then an LSD radix sort over a (2, P)
+shared ping-pong buffer, COO -> CSC through shared cursors handed out by
+``T.atomic_add(..., return_prev=True)``, a ``T.cummax`` drawdown (forward and reverse), a warp
+segmented scan by ``T.shfl_up``, a warp argmax by ``T.ballot`` / ``T.__ffs`` /
+``T.shfl_sync``, 5-point sweeps alternating between two named shared buffers, a segment walk
+with a shared cursor under ``while`` and CSR row sums looping over bounds staged in shared
+memory (the last two: barrier placement around a loop's condition and range).
 
 ``tests/test_unseen_programs24.py`` builds each to a cubin on the CPU, checks what each means
 in the generated source, and on a GPU compares it with a torch reference."""
