@@ -7528,8 +7528,13 @@ def _hoist_default_vars(body: tuple, names: set, error) -> tuple:
                     return "read"
                 if a == b == "written":
                     return "written"
-            elif kids and any(first(getattr(t, k), name) == "read" for k in kids):
-                return "read"
+            elif kids:
+                got = [first(getattr(t, k), name) for k in kids]
+                if "read" in got:
+                    return "read"
+                if isinstance(t, N.For) and isinstance(t.extent, N.Const) and \
+                        t.extent.value > 0 and got == ["written"]:
+                    return "written"  # a loop that runs: its body's first write
         return "none"
 
     def check_parallel(stmts):
