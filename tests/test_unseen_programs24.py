@@ -260,6 +260,19 @@ def _parallel_var_written_first(N=256, threads=128):
     return k
 
 
+@tilecute.jit(out_idx=[1])
+def _parallel_var_written_in_a_loop(N=256, threads=128):
+    @T.prim_func
+    def k(X: T.Tensor((N, 4), "float32"), Y: T.Tensor((N,), "float32")):
+        with T.Kernel(1, threads=threads) as _:
+            for i in T.Parallel(N):
+                d = T.alloc_var("float32")
+                for q in T.serial(4):
+                    d = X[i, q]
+                Y[i] = d
+    return k
+
+
 def _kernel_text(k):
     return k.get_kernel_source().split("\n@cute.kernel\n", 1)[1].split("\n@cute.jit", 1)[0]
 
@@ -283,6 +296,8 @@ def test_parallel_var_read_before_written_is_refused():
     assert "test_unseen_programs24.py" in msg
     src = _kernel_text(_parallel_var_written_first())  # written on every path first: fine
     assert "* cutlass.Float32(2.0)" in src
+    src = _kernel_text(_parallel_var_written_in_a_loop())  # written by a loop that runs
+    assert "d[0] = X[i, q]" in src
 
 
 # ---- GPU ---------------------------------------------------------------------------------
