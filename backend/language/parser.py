@@ -555,6 +555,8 @@ class _Parser:
         self.address_tensors: set[str] = set()  # the buffers T.make_tensor made
         self.used_names.add(self.fname)  # the function's own name is taken too
         self.in_kernel = False
+        # T.alloc_var's declared without init: TileLang zeroes them once, at the kernel's top
+        self.default_zero_vars: set[str] = set()
         self.in_ws = False  # inside `with T.ws(...)` (or a branch made a region)
         self.in_varying_if = False  # inside an `if` whose condition may differ by thread
         # the T.comm_reducer of each enclosing T.attr(..., "reduce_scope", ...), innermost last
@@ -2111,6 +2113,8 @@ class _Parser:
         if self.shared_layouts:
             body = self.map_global_layouts(body, shared=True)
         body = _hoist_shared(body)
+        body = _hoist_default_vars(body, self.default_zero_vars, lambda loc, msg: FrontendError(
+            msg, loc, self.fname, linecache.getline(loc.file, loc.line) if loc else ""))
         return N.KernelScope(tuple(grid), threads, tuple(block_vars), body, cluster,
                              loc=self.loc(s), producer_threads=producer,
                              **self.kernel_notes)
@@ -3793,7 +3797,10 @@ class _Parser:
             if isinstance(init, (int, float, type(None))) else N.as_expr(init, dt) if not _is_ir(init) else init
         if isinstance(value, _BufferRef) or not isinstance(value, N.Expr):
             raise a.fail("init", f"'{name}': init must be a scalar, got {init!r}")
-        return self.declare_var(name, dt, value, s)
+        stmts = self.declare_var(name, dt, value, s)
+        if init is None:
+            self.default_zero_vars.add(stmts[0].buffer.name)
+        return stmts
 
     def alloc_barrier(self, name: str, a: _Args, s) -> N.Stmt:
         """``bar = T.alloc_barrier(arrive_count)``: one mbarrier; a list of counts makes one
@@ -7502,6 +7509,107 @@ def _hoist_shared(body: tuple) -> tuple:
         out.extend(hoisted)
         hoisted.clear()
         out.append(t)
+    return tuple(out)
+
+
+def _hoist_default_vars(body: tuple, names: set, error) -> tuple:
+    """A kernel body with each ``T.alloc_var`` declared without init inside a serial,
+    unrolled or ``while`` loop declared, and zeroed, once before the top-level statement
+    holding the loop: TileLang declares it at the kernel's top (``float s = 0;``) and its
+    place in the loop stores nothing, so it keeps its value from one iteration to the next
+    (TileLang warns that it is read before written); an ``init`` (even 0) stays a store
+    where it is written.  Inside a ``T.Parallel`` body such a variable read before it is
+    written is refused: TileLang's value there is what the thread's previous iteration
+    left, which depends on TileLang's thread layout of the nest."""
+    from ..ir.visitor import BODY_FIELDS, StmtMutator, walk_nodes
+
+    if not names:
+        return body
+    hoisted: list = []
+
+    def reads(x, name) -> bool:
+        return any(isinstance(n, N.Load) and n.buffer == name for n in walk_nodes(x))
+
+    def first(stmts, name) -> str:
+        """'read' where some path reads ``name`` before writing it, 'written' where every
+        path writes it first, else 'none'."""
+        for t in stmts:
+            kids = BODY_FIELDS.get(type(t), ())
+            own = [getattr(t, f.name) for f in dataclasses.fields(t)
+                   if f.name not in kids and f.name != "loc"]
+            if reads(own, name):
+                return "read"
+            if isinstance(t, N.Store) and t.buffer == name:
+                return "written"
+            if isinstance(t, N.If):
+                a, b = first(t.then, name), first(t.orelse, name)
+                if "read" in (a, b):
+                    return "read"
+                if a == b == "written":
+                    return "written"
+            elif kids:
+                got = [first(getattr(t, k), name) for k in kids]
+                if "read" in got:
+                    return "read"
+                if isinstance(t, N.For) and isinstance(t.extent, N.Const) and \
+                        t.extent.value > 0 and got == ["written"]:
+                    return "written"  # a loop that runs: its body's first write
+        return "none"
+
+    def check_parallel(stmts):
+        for i, t in enumerate(stmts):
+            if isinstance(t, N.Allocate) and t.buffer.name in names:
+                rest = stmts[i + 2:]  # after the declaration's zero
+                if first(rest, t.buffer.name) == "read":
+                    raise error(t.loc, f"'{t.buffer.name}' = T.alloc_var(...) without init in a "
+                                       "T.Parallel body is read before it is written: TileLang "
+                                       "0.1.15 zeroes it once per thread, so an iteration reads "
+                                       "what the thread's previous iteration left (its thread "
+                                       "layout decides which); give init= (each iteration's "
+                                       "start value) or write it first")
+            for k in BODY_FIELDS.get(type(t), ()):
+                check_parallel(getattr(t, k))
+
+    class _Take(StmtMutator):
+        def __init__(self):
+            self.loops, self.taken = 0, set()
+
+        def visit_for(self, s):
+            if s.kind == "parallel":
+                check_parallel(s.body)
+                return s
+            self.loops += 1
+            try:
+                return self.generic(s)
+            finally:
+                self.loops -= 1
+
+        def visit_while(self, s):
+            self.loops += 1
+            try:
+                return self.generic(s)
+            finally:
+                self.loops -= 1
+
+        def visit_allocate(self, s):
+            if self.loops and s.buffer.name in names:
+                hoisted.append(s)
+                self.taken.add(s.buffer.name)
+                return None
+            return s
+
+        def visit_store(self, s):
+            if s.buffer in self.taken:  # the declaration's zero, just after the Allocate
+                self.taken.discard(s.buffer)
+                hoisted.append(s)
+                return None
+            return s
+    out: list = []
+    for s in body:
+        t = _Take().visit_block((s,))
+        out.extend(hoisted)
+        hoisted.clear()
+        out.extend(t)
     return tuple(out)
 
 

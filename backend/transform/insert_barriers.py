@@ -181,7 +181,9 @@ class _Sync:
                 # (as TileLang hoists a barrier out of a branch threads disagree on; what
                 # its iterations share among threads, the program orders)
                 self.barrier_if_needed(_mbarrier_ordered_loads_dropped(s), st, out)
-            elif isinstance(s, N.While):  # its condition is read before every iteration too
+            elif isinstance(s, N.While) or isinstance(s, N.For) and s.kind != "parallel":
+                # a while's condition is read before every iteration too; a loop's range
+                # (`T.serial(cnt[0])`) once, before it
                 self.barrier_if_needed(dataclasses.replace(s, body=()), st, out)
             if isinstance(s, N.AsyncCopyWait):
                 # this thread's cp.async copies have landed (the cp.async pipelining pass's
@@ -237,6 +239,13 @@ class _Sync:
                         out += pre
                         st.take(before)
                         new_body, entry = body2, entry2
+                if isinstance(s, N.While):
+                    # the condition is read again after the body's end, before its first
+                    # barrier: a shared write at the end of the body it reads needs one there
+                    # (`if tx == 0: head[0] += n` under `while head[0] < m:`)
+                    tail: list = []
+                    self.barrier_if_needed(dataclasses.replace(s, body=()), entry, tail)
+                    new_body = tuple(new_body) + tuple(tail)
                 out.append(dataclasses.replace(s, body=new_body))
                 st.merge(entry)
                 continue
