@@ -10,6 +10,7 @@ import math
 from typing import Optional
 
 from ..ir import nodes as N
+from ..ir.printer import expr_str
 from ..ir.visitor import (Range, linear_form, replace_stmt, substitute, value_range,  # noqa: F401
                           walk_nodes, walk_stmts)
 from ..runtime.dtypes import DTYPES, storage_bytes
@@ -455,6 +456,13 @@ def tma_box(glob: N.Buffer, region: N.Region, shared: N.Buffer, swizzle: int,
     inner = box[-1] * esize
     if inner % 16:
         return f"the box's inner dim is {inner} bytes, not a multiple of 16"
+    if region.starts and len(region.starts) == glob.ndim and \
+            known_multiple(region.starts[-1]) * esize % 16:
+        # TMA's innermost coordinate must be a multiple of 16 bytes (measured on an H100:
+        # a float32 halo box at column bx * 32 - 2 stopped the kernel with an illegal
+        # instruction; rows at any offset, columns at multiples of 4 floats loaded right)
+        return (f"the box starts at column {expr_str(region.starts[-1])} of '{glob.name}', not "
+                "known to be a multiple of 16 bytes (TMA's innermost coordinate must be)")
     return box
 
 
