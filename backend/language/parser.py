@@ -820,8 +820,8 @@ class _Parser:
         closure values of a kernel factory included; a script re-parse evaluates it here)."""
         spec = self.annotations[arg.arg] if arg.arg in self.annotations else \
             self.eval_python(arg.annotation)
-        if isinstance(spec, str) and not (isinstance(arg.annotation, ast.Constant) and
-                                          arg.annotation.value == spec):
+        if isinstance(spec, str) and arg.annotation is not None and \
+                spec.replace(" ", "") == ast.unparse(arg.annotation).replace(" ", ""):
             # a module with `from __future__ import annotations` keeps each annotation's
             # text (`"T.Tensor((M, K), 'float16')"`): it is evaluated here, as TileLang's
             # parser evaluates the annotation's expression

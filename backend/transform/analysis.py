@@ -89,6 +89,9 @@ def known_multiple(e: N.Expr) -> int:
             return a * b if a and b else 0
         if e.op in ("add", "sub"):
             return math.gcd(a, b)
+        if e.op == "floordiv" and isinstance(e.b, N.Const) and int(e.b.value) > 0 and \
+                a % int(e.b.value) == 0:  # (k * 128 // 2: a packed tile's column)
+            return a // int(e.b.value)
     if isinstance(e, N.Cast) and N.is_int(e.dtype):
         return known_multiple(e.value)
     return 1
