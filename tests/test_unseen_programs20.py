@@ -71,7 +71,9 @@ def test_rmsnorm_backward_adds_column_sums_once_per_element():
     # dW: 384 column sums added by 128 threads, three elements each, each once
     atomic = src.split("tca.atomic_add(dW,", 1)[0].rsplit("for ", 1)[1]
     assert atomic.startswith("tc_k") and "range_constexpr(3)" in atomic
-    assert "/ cutlass.Float32(384.0)) * r[" in src  # (dy w - xhat c / N) rstd
+    # (dy w - xhat c / N) rstd; a replicated row value read at the thread's row is a select
+    # over its registers (tcr.pick) since helper U's change
+    assert "/ cutlass.Float32(384.0)) * r[" in src or "/ cutlass.Float32(384.0)) * tcr.pick(r, " in src
     assert "bx * 8 + " in src and "< 100" in src  # the ragged row block
 
 
@@ -92,7 +94,7 @@ def test_cross_entropy_masks_the_vocab_tail_and_ignored_rows():
     src = _body(_src("cross_entropy_smoothed_zloss"))
     assert 'cutlass.Float32(float("-inf"))' in src and "< 5000" in src
     assert "lab == cutlass.Int64(-100)" in src
-    assert "cutlass.Float32(0.0002) * m[" in src  # 2 z lse
+    assert "cutlass.Float32(0.0002) * m[" in src or "cutlass.Float32(0.0002) * tcr.pick(m, " in src  # 2 z lse
     assert "cutlass.Float32(2e-05)" in src  # eps / V
     # the second sweep reads m after the row loop replaced it by the log-sum-exp
     assert src.index("m[i_6_] = lse") < src.index("for t_1_ in cutlass.range(0, 10):")
