@@ -183,6 +183,14 @@ def row_major_strides(buf: N.Buffer, wide: bool = False) -> tuple[N.Expr, ...]:
     return tuple(strides)
 
 
+def with_innermost(nest: N.For, **changes) -> N.For:
+    """``nest`` with ``changes`` made to the innermost loop of its parallel nest
+    (:func:`parallel_nest`)."""
+    if len(nest.body) == 1 and isinstance(nest.body[0], N.For) and nest.body[0].kind == "parallel":
+        return dataclasses.replace(nest, body=(with_innermost(nest.body[0], **changes),))
+    return dataclasses.replace(nest, **changes)
+
+
 def parallel_nest(loop: N.For) -> list[N.For]:
     """The loops of the parallel nest headed by ``loop`` (``for i, j in T.Parallel(a, b)``)."""
     loops = [loop]

@@ -39,10 +39,10 @@ from __future__ import annotations
 import dataclasses
 
 from ..ir import nodes as N
-from ..ir.visitor import BODY_FIELDS, fold_constants, substitute, walk_nodes, walk_stmts
+from ..ir.visitor import BODY_FIELDS, fold_constants, replace_stmt, substitute, walk_nodes, walk_stmts
 from ..target import target
 from .analysis import (PURE_CALLS, accesses, buffers_used, names_in as _names, parallel_nest,
-                       view_bases)
+                       view_bases, with_innermost)
 from .mbarriers import i32, sub
 from .shared_memory import place
 
@@ -139,7 +139,7 @@ class _Kernel:
         if any(b not in self.allocs or self.allocs[b].stages != 1 or b in self.views or
                b in self.views.values() or self.allocs[b].buffer.scope != "shared" for b in dsts):
             return False
-        if dsts & _names(tuple(_without(outside, loop))):
+        if dsts & _names(replace_stmt(tuple(outside), loop, ())):
             return False  # (a reader or writer outside the loop: one buffer for it)
         if dsts & _names(tuple(before)):
             return False  # (the body reads last step's tile before the copy)
@@ -186,8 +186,7 @@ class _Kernel:
         def fill(it: N.Expr, stage: N.Expr) -> tuple:
             out = []
             for c in copies:
-                inner = parallel_nest(c)[-1]
-                c = _set_inner(c, dataclasses.replace(inner, copy_instruction=N.ASYNC_COPY))
+                c = with_innermost(c, copy_instruction=N.ASYNC_COPY)
                 if lets:  # (the step's own values, for the step it copies)
                     c = substitute(c, lets)
                 c = fold_constants(substitute(c, {loop.var.name: it}))
@@ -239,27 +238,6 @@ def _step_lets(loop: N.For) -> dict:
             continue
         lets[t.var.name] = value
     return lets
-
-
-def _set_inner(nest: N.For, inner: N.For) -> N.For:
-    """``nest`` with its innermost loop replaced by ``inner``."""
-    if nest.body and len(nest.body) == 1 and isinstance(nest.body[0], N.For) and \
-            nest.body[0].kind == "parallel":
-        return dataclasses.replace(nest, body=(_set_inner(nest.body[0], inner),))
-    return inner
-
-
-def _without(stmts, loop):
-    """``stmts`` (nested ones included) with ``loop`` taken out."""
-    out = []
-    for s in stmts:
-        if s is loop:
-            continue
-        names = BODY_FIELDS.get(type(s))
-        if names:
-            s = dataclasses.replace(s, **{n: tuple(_without(getattr(s, n), loop)) for n in names})
-        out.append(s)
-    return out
 
 
 def _fitted(scope: N.KernelScope, arch: str, reuse: bool) -> N.KernelScope:

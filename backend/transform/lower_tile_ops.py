@@ -22,7 +22,7 @@ import dataclasses
 from ..ir import nodes as N
 from ..ir.visitor import StmtMutator, fold_constants
 from ..runtime.dtypes import DTYPES
-from .analysis import LoopVars, is_unit, no_tma_coordinates, squeeze
+from .analysis import LoopVars, is_unit, no_tma_coordinates, squeeze, with_innermost
 
 
 class TileOpError(ValueError):
@@ -41,13 +41,6 @@ def _static(extents) -> tuple | None:
     if all(isinstance(e, N.Const) for e in extents):
         return tuple(int(e.value) for e in extents)
     return None
-
-
-def _with_innermost(nest: N.For, **changes) -> N.For:
-    """``nest`` with ``changes`` made to its innermost loop."""
-    if len(nest.body) == 1 and isinstance(nest.body[0], N.For):
-        return dataclasses.replace(nest, body=(_with_innermost(nest.body[0], **changes),))
-    return dataclasses.replace(nest, **changes)
 
 
 class _Lowerer(StmtMutator):
@@ -158,9 +151,9 @@ class _Lowerer(StmtMutator):
         if "local" in scopes and "fragment" not in scopes:
             # a thread's own buffer: every thread copies all of it (TileLang lowers a copy
             # with a local side to a plain per-thread loop, never partitioned over threads)
-            nest = _with_innermost(nest, loop_layout=N.Layout("replicated"))
+            nest = with_innermost(nest, loop_layout=N.Layout("replicated"))
         if s.instruction:
-            nest = _with_innermost(nest, copy_instruction=s.instruction)
+            nest = with_innermost(nest, copy_instruction=s.instruction)
         return nest
 
     def no_tma_reason(self, s: N.Copy) -> str:
