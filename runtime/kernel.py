@@ -19,6 +19,7 @@ import operator
 import os
 import sys
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -96,6 +97,41 @@ def check_release_gil(value, function: str) -> Optional[bool]:
     if value is not None and not isinstance(value, bool):
         raise TypeError(f"{function}: release_gil takes True or False, got {value!r}")
     return value
+
+
+@dataclass(frozen=True)
+class KernelParam:
+    """One parameter of a compiled kernel as TileLang's ``JITKernel.params`` lists it
+    (``tilelang.engine.param.KernelParam``): its ``dtype`` (the TileLang dtype name) and
+    ``shape`` (a list of ints and, for symbolic dims, their text: ``"n"``, ``"n * 4"``;
+    ``[]`` for a scalar), with the parameter's ``name`` beside them."""
+
+    name: str
+    dtype: str
+    shape: list
+
+    @classmethod
+    def of(cls, arg) -> "KernelParam":
+        shape = [d if isinstance(d, int) else dim_text(d) for d in getattr(arg, "shape", ())]
+        return cls(arg.name, arg.dtype, shape)
+
+    def is_scalar(self) -> bool:
+        return len(self.shape) == 0
+
+    def is_unsigned(self) -> bool:
+        return self.dtype.startswith("uint")
+
+    def is_float8(self) -> bool:
+        return self.dtype.startswith("float8")
+
+    def is_float4(self) -> bool:
+        return self.dtype.startswith("float4")
+
+    def is_boolean(self) -> bool:
+        return self.dtype.startswith("bool")
+
+    def torch_dtype(self):
+        return _torch_dtype(self.dtype)
 
 
 class Kernel:
@@ -230,6 +266,13 @@ class Kernel:
             self.export_sources(kernel_path=file)
         else:
             self.show_source(which)
+
+    @property
+    def params(self) -> list:
+        """TileLang's ``JITKernel.params``: a :class:`KernelParam` (name, dtype, shape) for
+        each parameter of the prim_func, outputs of ``out_idx`` included, in its order
+        (``T.alloc_global`` workspaces, which no call passes, left out)."""
+        return [KernelParam.of(a) for a in self.args]
 
     @property
     def resource_usage(self) -> dict:

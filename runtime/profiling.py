@@ -304,7 +304,8 @@ class Profiler:
 
     @property
     def params(self) -> list:
-        return list(self.kernel.args)
+        """The kernel's ``params`` (TileLang's ``Profiler.params``: its KernelParams)."""
+        return list(self.kernel.params)
 
     @property
     def result_idx(self) -> list:
