@@ -20,7 +20,8 @@ PROGRAMS = ["kv_tiles_skip_by_ranges", "pipelined_row_gather_sum", "pipelined_la
             "fib_swap_vars", "sum_skip_negative", "counter_int_shape", "macro_var_ref",
             "pipelined_consume_then_reload", "fragment_partial_rows", "fragment_slice_copy", "threads_2d_tile",
             "col_max_dim0", "bf16_atomic_hist", "pipelined_order_stage", "print_debug_value", "mod_table_2d",
-            "neg_floor_div_mod", "shifted_window_idx"]
+            "neg_floor_div_mod", "shifted_window_idx", "topk_gate_argmax", "reducer_col_sums",
+            "masked_tile_gemm", "masked_tile_gemm_elementwise"]
 # float8 conversions need sm_89+ and red.add.bf16 sm_90: those two are refused on sm_80
 SM80 = [n for n in PROGRAMS if n not in ("group_quant_pow2", "bf16_atomic_hist")]
 
@@ -210,6 +211,25 @@ def test_floor_and_trunc_division():
     assert "tcmath.truncdiv(v, 5)" in src and "tcmath.truncmod(v, 5)" in src
     src = _body("mod_table_2d")
     assert "B[j % 7] * cutlass.Float32(j // 7)" in src
+
+
+def test_masked_gemm_waits_for_every_stage_outside_the_branch():
+    src = _body("masked_tile_gemm")
+    loop = src.split("for k in cutlass.range(0, 8):", 1)[1]
+    # each iteration waits for its stage before the mask test, so a skipped tile keeps the
+    # barrier phases in step; the GEMM alone is under the test
+    assert loop.index("tct.wait(tc_bar0 + k % 3, k // 3 & 1)") < loop.index("if mask[by, k] != 0:") < loop.index("tcm.gemm(")
+    src = _body("masked_tile_gemm_elementwise")
+    assert "if mask[k] > 0:" in src and "else:" in src.split("if mask[k] > 0:", 1)[1]
+
+
+def test_topk_gate_and_reducer():
+    src = _body("topk_gate_argmax")
+    assert 'warp_allreduce(tc_acc9, "max", 32)' in src and 'warp_allreduce(tc_acc15, "min", 32)' in src
+    assert "cutlass.select_(s[tc_lane11] == best[0], (e_1_ + tc_lane11), 64)" in src  # E padded to 64
+    src = _body("reducer_col_sums")
+    assert src.index("r[(j + tc_lane4)] = r[(j + tc_lane4)] + tc_vec3[tc_lane4]") < src.index("# T.finalize_reducer(r)")
+    assert 'tcr.block_allreduce(r, "sum", r_scratch, 4, 4)' in src
 
 
 def test_print_keeps_its_message():
@@ -419,6 +439,38 @@ def test_gpu_integer_forms_and_atomics():
     P.counter_int_shape()(cnt, xs.cuda())
     assert cnt.item() == int((xs > 0).sum())
     del h
+
+
+@pytest.mark.gpu
+def test_gpu_topk_gate_and_reducer():
+    torch.manual_seed(0)
+    logits = torch.randn(37, 48)
+    w, ids = P.topk_gate_argmax()(logits.cuda())
+    want_w, want_ids = logits.topk(4, dim=1)
+    assert torch.equal(w.cpu(), want_w) and torch.equal(ids.cpu().long(), want_ids)
+    a = torch.randn(256, 64)
+    torch.testing.assert_close(P.reducer_col_sums()(a.cuda()).cpu(), a.sum(0), rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.gpu
+def test_gpu_masked_tile_gemms():
+    torch.manual_seed(0)
+    a, b = torch.randn(128, 512).half(), torch.randn(512, 128).half()
+    mask = torch.tensor([[1, 0, 1, 1, 0, 0, 1, 0], [0, 0, 0, 1, 1, 1, 1, 1]], dtype=torch.int32)
+    c = P.masked_tile_gemm()(*_cuda(a, b, mask)).cpu()
+    keep = mask.repeat_interleave(64, 0).repeat_interleave(64, 1).half()  # (128, 512)
+    want = torch.zeros(128, 128)
+    for r in range(2):
+        rows = slice(r * 64, r * 64 + 64)
+        want[rows] = (a[rows] * keep[rows]).float() @ b.float()
+    torch.testing.assert_close(c, want, rtol=1e-2, atol=1e-2)
+    m1 = torch.tensor([1, 0, 0, 1, 1, 0, 1, 0], dtype=torch.int32)
+    c = P.masked_tile_gemm_elementwise()(*_cuda(a, b, m1)).cpu()
+    want = torch.zeros(128, 128)
+    for k in range(8):
+        at, bt = a[:, k * 64:(k + 1) * 64].float(), b[k * 64:(k + 1) * 64].float()
+        want += at @ bt if m1[k] else at.repeat(1, 2) * 0.5
+    torch.testing.assert_close(c, want, rtol=1e-2, atol=1e-2)
 
 
 @pytest.mark.gpu

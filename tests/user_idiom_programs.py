@@ -15,7 +15,10 @@ swapped order, a 1-D fragment copied into a 3-D tensor at an element start), tup
 through, ``T.Tensor[1, "int32"]`` shapes, a partial fragment write and a fragment slice
 copy, ``threads=(32, 4)``, a column ``T.reduce_max(dim=0)``, a bfloat16 atomic histogram,
 ``T.Pipelined(order=, stage=)``, the eager style (``T.const``, ``T.empty``), ``T.print``
-with ``msg=``, ``B[j % K]`` tables and negative floor / trunc division.
+with ``msg=``, ``B[j % K]`` tables and negative floor / trunc division, a top-k gate by
+repeated ``T.reduce_max`` / ``T.reduce_min`` over a padded fragment, ``T.alloc_reducer`` with
+``T.finalize_reducer``, and a block-masked GEMM whose ``T.gemm`` sits under an ``if`` in a
+``T.Pipelined`` loop (with and without an ``else`` branch of element-wise work).
 
 ``tests/test_user_idioms.py`` builds each to a cubin on the CPU, checks what each means in
 the generated source, and on a GPU compares it with a torch reference."""
@@ -553,4 +556,91 @@ def shifted_window_idx(N=128, W=5):
                 for i in T.Parallel(N):
                     acc[i] += xs[(i - t) % N]
             T.copy(acc, out)
+    return main
+
+
+
+@tilelang.jit(out_idx=[1, 2])
+def topk_gate_argmax(E=48, K=4, threads=32):
+    tokens = T.dynamic("tokens")
+    Ea = (E + threads - 1) // threads * threads
+
+    @T.prim_func
+    def gate(logits: T.Tensor((tokens, E), T.float32), w: T.Tensor((tokens, K), T.float32),
+             ids: T.Tensor((tokens, K), T.int32)):
+        with T.Kernel(tokens, threads=threads) as t:
+            s = T.alloc_fragment((Ea,), T.float32)
+            cand = T.alloc_fragment((Ea,), T.int32)
+            best = T.alloc_fragment((1,), T.float32)
+            pick = T.alloc_fragment((1,), T.int32)
+            for e in T.Parallel(Ea):
+                s[e] = T.if_then_else(e < E, logits[t, e], -T.infinity(T.float32))
+            for k in T.serial(K):
+                T.reduce_max(s, best, dim=0)
+                for e in T.Parallel(Ea):
+                    cand[e] = T.if_then_else(s[e] == best[0], e, Ea)
+                T.reduce_min(cand, pick, dim=0)
+                w[t, k] = best[0]
+                ids[t, k] = pick[0]
+                for e in T.Parallel(Ea):
+                    if e == pick[0]:
+                        s[e] = -T.infinity(T.float32)
+    return gate
+
+
+@tilelang.jit(out_idx=[-1])
+def reducer_col_sums(M=256, N=64, bm=64):
+    @T.prim_func
+    def main(A: T.Tensor((M, N), T.float32), out: T.Tensor((N,), T.float32)):
+        with T.Kernel(1, threads=128):
+            r = T.alloc_reducer((N,), T.float32, op="sum", replication="all")
+            T.fill(r, 0)
+            for k in T.serial(M // bm):
+                for i, j in T.Parallel(bm, N):
+                    r[j] += A[k * bm + i, j]
+            T.finalize_reducer(r)
+            T.copy(r, out)
+    return main
+
+
+
+@tilelang.jit(out_idx=[-1])
+def masked_tile_gemm(M=128, N=128, K=512, bm=64, bn=64, bk=64, stages=3):
+    @T.prim_func
+    def main(A: T.Tensor((M, K), T.float16), B: T.Tensor((K, N), T.float16),
+             mask: T.Tensor((M // bm, K // bk), T.int32), C: T.Tensor((M, N), T.float32)):
+        with T.Kernel(N // bn, M // bm, threads=128) as (bx, by):
+            As = T.alloc_shared((bm, bk), T.float16)
+            Bs = T.alloc_shared((bk, bn), T.float16)
+            acc = T.alloc_fragment((bm, bn), T.float32)
+            T.clear(acc)
+            for k in T.Pipelined(K // bk, num_stages=stages):
+                T.copy(A[by * bm, k * bk], As)
+                T.copy(B[k * bk, bx * bn], Bs)
+                if mask[by, k] != 0:
+                    T.gemm(As, Bs, acc)
+            T.copy(acc, C[by * bm, bx * bn])
+    return main
+
+
+@tilelang.jit(out_idx=[-1])
+def masked_tile_gemm_elementwise(M=128, N=128, K=512, bm=64, bn=64, bk=64, stages=2):
+    """as above, but the skipped tiles add a row-scaled A tile sum through T.Parallel"""
+    @T.prim_func
+    def main(A: T.Tensor((M, K), T.float16), B: T.Tensor((K, N), T.float16),
+             mask: T.Tensor((K // bk,), T.int32), C: T.Tensor((M, N), T.float32)):
+        with T.Kernel(N // bn, M // bm, threads=128) as (bx, by):
+            As = T.alloc_shared((bm, bk), T.float16)
+            Bs = T.alloc_shared((bk, bn), T.float16)
+            acc = T.alloc_fragment((bm, bn), T.float32)
+            T.clear(acc)
+            for k in T.Pipelined(K // bk, num_stages=stages):
+                T.copy(A[by * bm, k * bk], As)
+                T.copy(B[k * bk, bx * bn], Bs)
+                if mask[k] > 0:
+                    T.gemm(As, Bs, acc)
+                else:
+                    for i, j in T.Parallel(bm, bn):
+                        acc[i, j] += T.cast(As[i, j % bk], T.float32) * 0.5
+            T.copy(acc, C[by * bm, bx * bn])
     return main
