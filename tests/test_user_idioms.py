@@ -21,7 +21,8 @@ PROGRAMS = ["kv_tiles_skip_by_ranges", "pipelined_row_gather_sum", "pipelined_la
             "pipelined_consume_then_reload", "fragment_partial_rows", "fragment_slice_copy", "threads_2d_tile",
             "col_max_dim0", "bf16_atomic_hist", "pipelined_order_stage", "print_debug_value", "mod_table_2d",
             "neg_floor_div_mod", "shifted_window_idx", "topk_gate_argmax", "reducer_col_sums",
-            "masked_tile_gemm", "masked_tile_gemm_elementwise"]
+            "masked_tile_gemm", "masked_tile_gemm_elementwise", "head_slice_copy", "gemm_transpose_a",
+            "pipelined_range_from_buffer"]
 # float8 conversions need sm_89+ and red.add.bf16 sm_90: those two are refused on sm_80
 SM80 = [n for n in PROGRAMS if n not in ("group_quant_pow2", "bf16_atomic_hist")]
 
@@ -230,6 +231,19 @@ def test_topk_gate_and_reducer():
     src = _body("reducer_col_sums")
     assert src.index("r[(j + tc_lane4)] = r[(j + tc_lane4)] + tc_vec3[tc_lane4]") < src.index("# T.finalize_reducer(r)")
     assert 'tcr.block_allreduce(r, "sum", r_scratch, 4, 4)' in src
+
+
+def test_sliced_middle_dim_transposed_a_and_loaded_pipeline_range():
+    src = _body("head_slice_copy")
+    assert "X.iterator + cute.assume(b * 32768 + (bs * 64 + i1) * 256 + h * 64 + i2, divby=8)" in src
+    assert "Y.iterator + cute.assume(b * 32768 + (bs * 64 + i3) * 256 + h * 64 + i4, divby=8)" in src
+    src = _body("gemm_transpose_a")
+    assert 'tcm.tiled_mma("wgmma", cutlass.Float16, cutlass.Float16, cutlass.Float32, True, True' in src
+    assert "(by * 64, tc_j0 * 32)" in src  # A's (bk, 64) box at row k * bk, column by * 64
+    src = _body("pipelined_range_from_buffer")
+    assert "for k in cutlass.range(lo[q], lo[q] + (hi[q] - lo[q])):" in src
+    assert "if 0 < hi[q] - lo[q]:" in src and "(0, (lo[q] + 0) * 64)" in src  # no prologue load of an empty range
+    assert "tct.wait(tc_bar0 + ((k - lo[q]) - (k - lo[q]) // 2 * 2), (k - lo[q]) // 2 & 1)" in src
 
 
 def test_print_keeps_its_message():
@@ -471,6 +485,23 @@ def test_gpu_masked_tile_gemms():
         at, bt = a[:, k * 64:(k + 1) * 64].float(), b[k * 64:(k + 1) * 64].float()
         want += at @ bt if m1[k] else at.repeat(1, 2) * 0.5
     torch.testing.assert_close(c, want, rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.gpu
+def test_gpu_slices_transposed_a_and_loaded_ranges():
+    torch.manual_seed(0)
+    x = torch.randn(2, 128, 4, 64).half()
+    y = P.head_slice_copy()(x.cuda()).cpu()
+    torch.testing.assert_close(y, (x.float() * torch.arange(1, 5).view(1, 1, 4, 1)).half())
+    a, b = torch.randn(128, 128).half(), torch.randn(128, 64).half()
+    c = P.gemm_transpose_a()(*_cuda(a, b)).cpu()
+    torch.testing.assert_close(c, a.float().T @ b.float(), rtol=1e-2, atol=1e-2)
+    x = torch.randn(512, 64)
+    lo = torch.tensor([0, 3, 5, 7], dtype=torch.int32)
+    hi = torch.tensor([8, 3, 7, 8], dtype=torch.int32)  # the second range is empty
+    out = P.pipelined_range_from_buffer()(*_cuda(x, lo, hi)).cpu()
+    want = torch.stack([x[l * 64:h * 64].sum(0) for l, h in zip(lo.tolist(), hi.tolist())])
+    torch.testing.assert_close(out, want, rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.gpu

@@ -18,7 +18,9 @@ copy, ``threads=(32, 4)``, a column ``T.reduce_max(dim=0)``, a bfloat16 atomic h
 with ``msg=``, ``B[j % K]`` tables and negative floor / trunc division, a top-k gate by
 repeated ``T.reduce_max`` / ``T.reduce_min`` over a padded fragment, ``T.alloc_reducer`` with
 ``T.finalize_reducer``, and a block-masked GEMM whose ``T.gemm`` sits under an ``if`` in a
-``T.Pipelined`` loop (with and without an ``else`` branch of element-wise work).
+``T.Pipelined`` loop (with and without an ``else`` branch of element-wise work), a 4-D
+global slice with a sliced middle dim into a fragment, ``T.gemm(transpose_A=True)``, and
+``T.Pipelined(lo[q], hi[q])`` over a range read from buffers.
 
 ``tests/test_user_idioms.py`` builds each to a cubin on the CPU, checks what each means in
 the generated source, and on a GPU compares it with a torch reference."""
@@ -643,4 +645,60 @@ def masked_tile_gemm_elementwise(M=128, N=128, K=512, bm=64, bn=64, bk=64, stage
                     for i, j in T.Parallel(bm, bn):
                         acc[i, j] += T.cast(As[i, j % bk], T.float32) * 0.5
             T.copy(acc, C[by * bm, bx * bn])
+    return main
+
+
+
+@tilelang.jit(out_idx=[-1])
+def head_slice_copy(B=2, S=128, H=4, D=64):
+    """Y[b, s, h, :] = X[b, s, h, :] * (h + 1) through a (64, D) fragment per (b, tile, h):
+    a 4-D global read with a sliced middle dim."""
+    @T.prim_func
+    def main(X: T.Tensor((B, S, H, D), T.float16), Y: T.Tensor((B, S, H, D), T.float16)):
+        with T.Kernel(S // 64, H, B, threads=128) as (bs, h, b):
+            f = T.alloc_fragment((64, D), T.float32)
+            T.copy(X[b, bs * 64:(bs + 1) * 64, h, :], f)
+            for i, j in T.Parallel(64, D):
+                f[i, j] = f[i, j] * T.cast(h + 1, T.float32)
+            T.copy(f, Y[b, bs * 64:(bs + 1) * 64, h, :])
+    return main
+
+
+@tilelang.jit(out_idx=[-1])
+def gemm_transpose_a(M=128, N=64, K=128, bk=32):
+    """C = A^T B with A stored (K, M)."""
+    @T.prim_func
+    def main(A: T.Tensor((K, M), T.float16), B: T.Tensor((K, N), T.float16), C: T.Tensor((M, N), T.float32)):
+        with T.Kernel(1, M // 64, threads=128) as (bx, by):
+            As = T.alloc_shared((bk, 64), T.float16)
+            Bs = T.alloc_shared((bk, N), T.float16)
+            acc = T.alloc_fragment((64, N), T.float32)
+            T.clear(acc)
+            for k in T.Pipelined(K // bk, num_stages=2):
+                T.copy(A[k * bk, by * 64], As)
+                T.copy(B[k * bk, 0], Bs)
+                T.gemm(As, Bs, acc, transpose_A=True)
+            T.copy(acc, C[by * 64, 0])
+    return main
+
+
+@tilelang.jit(out_idx=[-1])
+def pipelined_range_from_buffer(T_=512, D=64, bk=64):
+    """out[q] = sum of rows lo[q] * bk .. hi[q] * bk of X (tiles from a range read from buffers)"""
+    @T.prim_func
+    def main(X: T.Tensor((T_, D), T.float32), lo: T.Tensor((4,), T.int32), hi: T.Tensor((4,), T.int32),
+             out: T.Tensor((4, D), T.float32)):
+        with T.Kernel(4, threads=128) as q:
+            Xs = T.alloc_shared((bk, D), T.float32)
+            acc = T.alloc_fragment((D,), T.float32)
+            part = T.alloc_fragment((bk, D), T.float32)
+            T.clear(acc)
+            for k in T.Pipelined(lo[q], hi[q], num_stages=2):
+                T.copy(X[k * bk, 0], Xs)
+                T.copy(Xs, part)
+                red = T.alloc_fragment((D,), T.float32)
+                T.reduce_sum(part, red, dim=0)
+                for j in T.Parallel(D):
+                    acc[j] += red[j]
+            T.copy(acc, out[q, :])
     return main
