@@ -3,7 +3,7 @@
 (and ``...Ret``) run a 16-bit compare-and-swap loop (CUDA has no 16-bit float max/min atomic):
 read the element, and while ``value > element`` (``<`` for min) swap it in with
 ``atomicCAS``; so a NaN value changes nothing, a NaN element stays NaN, and a zero of the
-other sign does not replace a zero.  tilecute's ``tca._cas_minmax16`` is that loop in one
+other sign does not replace a zero.  tilecute's ``tca._cas16`` is that loop in one
 inline PTX block (``atom.cas.b16``).
 CPU: sm_90a cubins for both dtypes, both spaces, both forms; the PTX of the helper for the
 memory orders; IR printing.  GPU: results and old values against a torch reference, NaN and

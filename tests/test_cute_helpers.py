@@ -185,9 +185,13 @@ def test_atomic_add(arch, tmp_path, monkeypatch):
     assert "atom." not in ptx  # result unused: no atom, no CAS loop
 
 
-def test_atomic_add_bf16_needs_sm90(tmp_path, monkeypatch):
-    with pytest.raises(TypeError, match="bfloat16 atomic add .* needs sm_90"):
-        compile_ptx(atomic_wrapper, ATOMIC_ARGS + (True,), "sm_80", tmp_path, monkeypatch)
+def test_atomic_add_bf16_before_sm90_loops_on_cas(tmp_path, monkeypatch):
+    # sm_80 has no red/atom .add.bf16: the add is a 16-bit compare-and-swap loop on the
+    # element, the sum rounded to bfloat16 (as CUDA's atomicAdd(__nv_bfloat16*) there)
+    ptx = compile_ptx(atomic_wrapper, ATOMIC_ARGS + (True,), "sm_80", tmp_path, monkeypatch)
+    assert "add.noftz.bf16" not in ptx
+    assert count(ptx, r"atom\.relaxed\.gpu\.global\.cas\.b16") == 1
+    assert count(ptx, r"cvt\.rn\.bf16\.f32") >= 1 and count(ptx, r"add\.rn\.f32") >= 1
 
 
 @cute.kernel

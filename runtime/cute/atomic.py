@@ -15,8 +15,8 @@ Usage in generated code::
     tca.atomic_add_view(cute.make_tensor(out.iterator + off, cute.make_layout(4)), vals)
 
 Dtypes (scalar): Float32, Float64, Float16, Int32, Uint32, Int64, Uint64 on sm_80 and
-sm_90; BFloat16 only on sm_90+ (``red.add.bf16`` needs sm_90; ptxas rejects it for
-sm_80, so the helper raises at trace time there).
+sm_90; BFloat16 by ``red.add.noftz.bf16`` on sm_90+, and before sm_90 (where ptxas has no
+bf16 add atomic) by a 16-bit compare-and-swap loop, as CUDA's ``atomicAdd`` does there.
 
 TileLang's ordered single-element atomics (device scope, global memory):
 ``atomic_load(t, coord, order)``, ``atomic_store(t, coord, value, order)``,
@@ -65,9 +65,6 @@ def _scope(tensor) -> str:
 def _check_dtype(dtype) -> None:
     if dtype not in _RED_DTYPES:
         raise TypeError(f"tilecute atomic_add: no atomic add for {dtype.__name__}")
-    if dtype is cutlass.BFloat16 and arch_major() < 9:
-        raise TypeError("tilecute atomic_add: bfloat16 atomic add (red.add.bf16) needs sm_90 "
-                        "or newer")
 
 
 def atomic_add(tensor, coord, value, order: str = "relaxed") -> None:
@@ -82,7 +79,15 @@ def atomic_add(tensor, coord, value, order: str = "relaxed") -> None:
     """
     dtype = tensor.element_type
     _check_dtype(dtype)
+    if _bf16_cas(dtype):
+        _cas16(tensor, coord, value, "add", order)
+        return
     _ordered_update(tensor, coord, dtype(value), "add", _red_type(dtype), order)
+
+
+def _bf16_cas(dtype) -> bool:
+    """A bfloat16 add before sm_90 (no ``red.add.bf16``): :func:`_cas16`'s loop."""
+    return dtype is cutlass.BFloat16 and arch_major() < 9
 
 
 def _ordered_update(tensor, coord, value, op: str, red_dtype, order: str) -> None:
@@ -159,6 +164,10 @@ def _red_vector(ptr, tensor, values, width: int) -> None:
         regs = values
     chunk = vector_chunk(dtype, width, tensor.iterator.memspace == cute.AddressSpace.gmem)
     for i in range(0, width, chunk):
+        if chunk == 1 and _bf16_cas(dtype):
+            _cas16(cute.make_tensor(ptr + i, cute.make_layout(1)), 0, dtype(regs[i]), "add",
+                   "relaxed")
+            continue
         if chunk == 1:
             part = dtype(regs[i])
         else:
@@ -178,7 +187,7 @@ _WIDEN = {cutlass.Float16: "cvt.f32.f16 {dst}, {src};",
 
 
 @dsl_user_op
-def _cas_minmax16(tensor, coord, value, op: str, order: str, *, loc=None, ip=None):
+def _cas16(tensor, coord, value, op: str, order: str, *, loc=None, ip=None):
     """TileLang's 16-bit ``AtomicMax`` / ``AtomicMin`` (``atomic.h``: CUDA has no half or
     bfloat16 max/min atomic, so it loops on a 16-bit ``atomicCAS``), returning the element's
     value before this thread's update.
@@ -190,7 +199,12 @@ def _cas_minmax16(tensor, coord, value, op: str, order: str, *, loc=None, ip=Non
     the value it found.  ``order``: the read is ``ld.relaxed`` (``ld.acquire`` for an
     acquiring order) and the swap ``atom.{sem}.cas`` with the order's semantics, ``fence.sc``
     first for seq_cst (TileLang's CAS loop drops the order: a stronger one is kept here).
-    ``.gpu`` scope in global memory, ``.cta`` in shared (``atom.cas.b16``: sm_70+)."""
+    ``.gpu`` scope in global memory, ``.cta`` in shared (``atom.cas.b16``: sm_70+).
+
+    ``op="add"`` (bfloat16 before sm_90, which has no ``red``/``atom`` ``.add.bf16``: CUDA's
+    ``atomicAdd(__nv_bfloat16*)`` loops on a compare-and-swap there too): the new element is
+    ``bf16(float(old) + float(value))``, rounded to nearest even, swapped in until no other
+    thread changed the element between the read and the swap."""
     if order not in MEMORY_ORDERS:
         raise ValueError(f"tilecute atomic_{op}: no memory order {order!r}")
     dtype = tensor.element_type
@@ -209,19 +223,19 @@ def _cas_minmax16(tensor, coord, value, op: str, order: str, *, loc=None, ip=Non
     bits = cutlass.Int16(arith.bitcast(cutlass.Int16.mlir_type,
                                        dtype(value).ir_value(loc=loc, ip=ip), loc=loc, ip=ip))
     widen = _WIDEN[dtype]
-    cmp = "gt" if op == "max" else "lt"
+    cmp = {"max": "gt", "min": "lt"}.get(op)
     text = "\n".join([
         "{",
-        ".reg .pred p;", ".reg .b16 old, seen, zero;", ".reg .f32 fv, fo;",
+        ".reg .pred p;", ".reg .b16 old, seen, next, zero;", ".reg .f32 fv, fo;",
         "mov.b16 zero, 0;",
         f"ld.{'acquire' if acquiring else 'relaxed'}.{scope}.{space}.b16 old, [$1];",
         widen.format(dst="fv", src="$2"),
         "TC_CAS16_LOOP:",
         widen.format(dst="fo", src="old"),
-        f"setp.{cmp}.f32 p, fv, fo;",
-        "@!p bra TC_CAS16_DONE;",
+        *([f"setp.{cmp}.f32 p, fv, fo;", "@!p bra TC_CAS16_DONE;", "mov.b16 next, $2;"]
+          if op != "add" else ["add.rn.f32 fo, fo, fv;", "cvt.rn.bf16.f32 next, fo;"]),
         "mov.b16 seen, old;",
-        f"atom.{sem}.{scope}.{space}.cas.b16 old, [$1], seen, $2;",
+        f"atom.{sem}.{scope}.{space}.cas.b16 old, [$1], seen, next;",
         "setp.ne.b16 p, old, seen;",
         "@p bra TC_CAS16_LOOP;",
         "TC_CAS16_DONE:",
@@ -254,7 +268,7 @@ def _atomic_minmax(tensor, coord, value, op: str, order: str, unsigned: bool) ->
         _ordered_update(tensor, coord, u(value), op, u, order)
         return
     if dtype in _HALF_DTYPES:
-        _cas_minmax16(tensor, coord, value, op, order)
+        _cas16(tensor, coord, value, op, order)
         return
     if dtype not in _MINMAX_DTYPES:
         raise TypeError(f"tilecute atomic_{op}: no atomic {op} for {dtype.__name__}")
@@ -278,7 +292,7 @@ def atomic_max(tensor, coord, value, order: str = "relaxed", unsigned: bool = Fa
     ``cute.arch.atomic_fmax`` (a signed integer max on the bits of a non-negative value, an
     unsigned min on those of a negative one, with the order's ``sem``); Int32/Int64:
     ``red.max.s32``/``.s64`` (``atom`` for an acquiring order); ``unsigned=True`` (a uint32 /
-    uint64 buffer): ``.u32`` / ``.u64``; Float16/BFloat16: :func:`_cas_minmax16`."""
+    uint64 buffer): ``.u32`` / ``.u64``; Float16/BFloat16: :func:`_cas16`."""
     _atomic_minmax(tensor, coord, value, "max", order, unsigned)
 
 
@@ -294,7 +308,7 @@ def atomic_fetch(tensor, coord, value, op: str, unsigned: bool = False):
     ``atom.relaxed.{gpu.global,cta.shared}.{add,max,min}`` (``.s32``/``.u32``/``.u64``,
     ``.f32``/``.f64``, ``.noftz.f16``, ``.noftz.bf16`` (sm_90+) for add; a float32 max/min
     is CuTe DSL's integer-bitcast ``atomic_fmax``/``atomic_fmin``; ``unsigned=True``, a uint32
-    / uint64 buffer: ``.max.u32`` / ``.u64``; float16 / bfloat16: :func:`_cas_minmax16`);
+    / uint64 buffer: ``.max.u32`` / ``.u64``; float16 / bfloat16: :func:`_cas16`);
     ``value`` converted to the element type."""
     if tensor.iterator.memspace not in (cute.AddressSpace.gmem, cute.AddressSpace.smem):
         raise TypeError(f"tilecute atomic_{op}(return_prev=True): the element must be in "
@@ -304,14 +318,16 @@ def atomic_fetch(tensor, coord, value, op: str, unsigned: bool = False):
     dtype = tensor.element_type
     v = dtype(value)
     if op == "add":
-        _check_dtype(dtype)  # bfloat16 (atom.add.noftz.bf16) is sm_90+
+        _check_dtype(dtype)
+        if _bf16_cas(dtype):  # atom.add.noftz.bf16 is sm_90+
+            return _cas16(tensor, coord, v, "add", "relaxed")
         return cute.arch.atomic_add(ptr, v, sem="relaxed", scope=scope)
     if unsigned and op != "add":  # atom.max.u32 / .u64 (CuTe DSL: umax for unsigned values)
         u = _as_unsigned(dtype, op)
         f = cute.arch.atomic_max if op == "max" else cute.arch.atomic_min
         return f(ptr, u(value), sem="relaxed", scope=scope)
     if dtype in _HALF_DTYPES:
-        return _cas_minmax16(tensor, coord, v, op, "relaxed")
+        return _cas16(tensor, coord, v, op, "relaxed")
     if dtype is cutlass.Float32:
         f = cute.arch.atomic_fmax if op == "max" else cute.arch.atomic_fmin
         return f(ptr, v, sem="relaxed", scope=scope)
