@@ -61,6 +61,19 @@ def test_policy_falls_back_to_a_mixed_arrangement(arch, threads, policy, warps, 
     assert tilecute.build_cubin(func, arch, out_dir=str(tmp_path)).kernel_names
 
 
+def test_four_compute_warpgroups_ask_only_for_the_launch_pool():
+    """A small grid's 512-thread GEMM gets a producer warpgroup (640 threads, launched at 96
+    registers a thread: a pool of 61440). setmaxnreg.inc waits until the block's own pool
+    has the registers, so the compute warpgroups may ask for 112, not the 120 the SM's
+    file would leave them (which hung on the H100)."""
+    func = _gemm(256, 512, 128, 128, 256, 32, 512, T.GemmWarpPolicy.FullRow)
+    plan = lower(func, "sm_90a")
+    counts = [(s.count, s.increase) for k in plan.func.kernels for s in walk_stmts(k.body)
+              if isinstance(s, N.SetMaxNReg)]
+    assert sorted(counts) == [(24, False), (112, True)], counts
+    assert 128 * 24 + 512 * 112 <= 640 * 96
+
+
 @pytest.mark.gpu
 def test_fullrow_mixed_arrangement_matches_torch():
     import torch

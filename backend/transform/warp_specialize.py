@@ -510,17 +510,29 @@ def producer_branch(scope: N.KernelScope) -> int | None:
 def _budgets(name: str, scope: N.KernelScope, arch: str) -> tuple[int, int]:
     """The producer's and the compute warpgroups' registers per thread: the program's
     (T.annotate_producer_reg_dealloc / T.annotate_consumer_reg_alloc), else the producer
-    keeps :data:`PRODUCER_REGS` and the compute warpgroups share the rest of the SM's
-    register file.  A pair that overflows the register file is an error naming both."""
+    keeps :data:`PRODUCER_REGS` and the compute warpgroups share the rest of the block's
+    register pool.
+
+    The pool is what the block was launched with, not the SM's file: ``setmaxnreg.dec``
+    gives registers back to the block's pool and ``setmaxnreg.inc`` waits until the pool
+    has them, so a pair the pool cannot hold waits forever.  A kernel that changes its
+    register counts is compiled at the count its launch bounds allow (one block per SM:
+    the file over the block's threads, in steps of 8, at most 255): 168 a thread at 384
+    threads (pool 64512: 24 + 2 x 240), 96 at 640 (pool 61440: 24 + 4 x 112, where the
+    SM's file would give 120 and hang).  A pair over the pool is an error naming both."""
     file, threads = target(arch).registers_per_sm, scope.num_threads
+    block = threads + scope.producer_threads
+    pool = min(255, file // block) // 8 * 8 * block
     low = scope.producer_regs or PRODUCER_REGS
-    high = scope.consumer_regs or min(256, (file - low * scope.producer_threads) // threads // 8 * 8)
-    if low * scope.producer_threads + high * threads > file:
+    high = scope.consumer_regs or min(256, (pool - low * scope.producer_threads) // threads // 8 * 8)
+    if low * scope.producer_threads + high * threads > pool:
         raise WarpSpecializeError(
             f"prim_func '{name}': {scope.producer_threads} producer threads at {low} registers "
             f"and {threads} compute threads at {high} take "
-            f"{low * scope.producer_threads + high * threads} registers, more than the SM's "
-            f"{file} (T.annotate_producer_reg_dealloc / T.annotate_consumer_reg_alloc)")
+            f"{low * scope.producer_threads + high * threads} registers, more than the "
+            f"{pool} the block is launched with ({block} threads at "
+            f"{pool // block}; setmaxnreg.inc would wait forever) "
+            f"(T.annotate_producer_reg_dealloc / T.annotate_consumer_reg_alloc)")
     return low, high
 
 
