@@ -195,39 +195,6 @@ def test_atomic_add_bf16_before_sm90_loops_on_cas(tmp_path, monkeypatch):
 
 
 @cute.kernel
-def cas_add_kernel(g: cute.Pointer, old: cute.Pointer):
-    # 256 threads add 1 + (tx % 3) to 4 bfloat16 slots through the compare-and-swap loop
-    # (the sm_80 path of a bf16 atomic add), each keeping the value it replaced
-    slots = cute.make_tensor(g, cute.make_layout(4))
-    olds = cute.make_tensor(old, cute.make_layout(256))
-    tx, _, _ = cute.arch.thread_idx()
-    olds[tx] = tca._cas16(slots, tx % 4, F32(1.0) + F32(tx % 3), "add", "relaxed")
-
-
-@cute.jit
-def cas_add_wrapper(g: cute.Pointer, old: cute.Pointer):
-    cas_add_kernel(g, old).launch(grid=(1, 1, 1), block=(256, 1, 1))
-
-
-@pytest.mark.gpu
-def test_cas16_add_sums_colliding_bf16_adds(tmp_path):
-    torch = pytest.importorskip("torch")
-    from cutlass.cute.runtime import make_ptr
-    g = torch.zeros(4, dtype=torch.bfloat16, device="cuda")
-    old = torch.zeros(256, dtype=torch.bfloat16, device="cuda")
-    ptr = lambda t: make_ptr(BF16, t.data_ptr(), cute.AddressSpace.gmem, assumed_align=16)
-    cute.compile(cas_add_wrapper, ptr(g), ptr(old))(ptr(g), ptr(old))
-    torch.cuda.synchronize()
-    tx = torch.arange(256)
-    want = torch.zeros(4).index_add_(0, tx % 4, 1.0 + (tx % 3).float())  # integers < 256: exact in bf16
-    assert torch.equal(g.float().cpu(), want), g
-    # every old value is a partial sum of its slot: distinct within the slot, below the total
-    for s in range(4):
-        seen = old.float().cpu()[tx % 4 == s]
-        assert len(set(seen.tolist())) == 64 and seen.max() < want[s], seen
-
-
-@cute.kernel
 def atomic_vector_kernel(a: cute.Pointer, b: cute.Pointer, c: cute.Pointer,
                          i0: cutlass.Int32, bf16: cutlass.Constexpr):
     f32 = cute.make_tensor(a, cute.make_layout((8, 64), stride=(64, 1)))

@@ -441,7 +441,9 @@ def test_gpu_integer_forms_and_atomics():
     idx = torch.randint(0, 1000, (1024,), dtype=torch.int32)
     w = torch.ones(1024, dtype=torch.bfloat16)
     kernel = P.bf16_atomic_hist()
-    hist = kernel(idx.cuda(), w.cuda()).cpu().float()
+    hist = torch.zeros(64, dtype=torch.bfloat16, device="cuda")  # the atomics add into it
+    kernel(idx.cuda(), w.cuda(), hist)
+    hist = hist.cpu().float()
     assert torch.equal(hist, torch.bincount((idx % 64).long(), minlength=64).float())
     cnt = torch.zeros(1, dtype=torch.int32, device="cuda")
     xs = torch.randn(128)

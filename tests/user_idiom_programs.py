@@ -467,7 +467,7 @@ def col_max_dim0(M=64, N=96):
     return main
 
 
-@tilelang.jit(out_idx=[-1])
+@tilelang.jit
 def bf16_atomic_hist(N=1024, bins=64):
     @T.prim_func
     def main(idx: T.Tensor((N,), T.int32), w: T.Tensor((N,), T.bfloat16), H: T.Tensor((bins,), T.bfloat16)):
