@@ -46,7 +46,8 @@ import textwrap
 
 import torch
 
-FORMS = ["copy", "index", "reduce", "cumsum", "cast", "atomic", "gemm", "serial", "pipeline"]
+FORMS = ["copy", "index", "reduce", "cumsum", "cast", "atomic", "gemm", "serial", "pipeline", "stencil", "softmax",
+         "rank3", "reuse"]
 
 THREADS = [32, 64, 128, 128, 128, 256, 256, 512, 96, 192, 384]
 
@@ -746,8 +747,221 @@ def gen_pipeline(rng, seed):
     return _module(src_text, [1], params), params, [1], make_inputs, reference, (0.0, 0.0)
 
 
+# ---- shared sub-regions, fills and halos --------------------------------------------------------
+def gen_stencil(rng, seed):
+    """A tile copied into rows 1..bm of a (bm + 2, bn) shared buffer whose first and last rows
+    are filled (T.fill of a slice), or the whole (bm + 2, bn) buffer copied from one row
+    above the tile (a negative start in the first block), then a 3-point column stencil in
+    T.Parallel."""
+    threads = rng.choice(THREADS)
+    dtype = rng.choice(["float32", "float16"])
+    bm, bn = rng.choice([4, 8, 16, 32]), rng.choice([16, 32, 64, 128])
+    M, N = _ragged(rng, bm), _ragged(rng, bn)
+    halo = rng.choice(["fill", "copy"])
+    edge = rng.choice([0, 1, 3])
+    out_frag = rng.random() < 0.5
+    # (TileLang guards no dim of extent 1 in a copy: the halo rows are read by one copy of
+    # bm + 2 rows starting at a negative row, not by 1-row copies)
+    if halo == "fill":
+        pre = (f"T.fill(s[0, 0:bn], {edge})\n            T.fill(s[bm + 1:bm + 2, :], {edge})\n"
+               "            T.copy(A[by * bm:by * bm + bm, bx * bn:bx * bn + bn], s[1:bm + 1, 0:bn])")
+    else:
+        pre = "T.copy(A[by * bm - 1, bx * bn], s)"
+    if out_frag:
+        post = ("o = T.alloc_fragment((bm, bn), dtype)\n"
+                "            for i, j in T.Parallel(bm, bn):\n"
+                "                o[i, j] = s[i, j] + s[i + 1, j] * T.cast(2, dtype) - s[i + 2, j]\n"
+                "            T.copy(o, B[by * bm, bx * bn])")
+    else:
+        post = ("for i, j in T.Parallel(bm, bn):\n"
+                "                if by * bm + i < M and bx * bn + j < N:\n"
+                "                    B[by * bm + i, bx * bn + j] = s[i, j] + s[i + 1, j] * T.cast(2, dtype)"
+                " - s[i + 2, j]")
+    src_text = f"""
+    @T.prim_func
+    def main(A: T.Tensor((M, N), dtype), B: T.Tensor((M, N), dtype)):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=threads) as (bx, by):
+            s = T.alloc_shared((bm + 2, bn), dtype)
+            {pre}
+            {post}
+
+    return main
+    """
+    params = dict(M=M, N=N, bm=bm, bn=bn, threads=threads, dtype=dtype)
+
+    def make_inputs(device):
+        return [_ints(_gen(seed), (M, N), -8, 9, dtype).to(device)]
+
+    def reference(inputs):
+        a = inputs[0].cpu().double()
+        Mp, Np = -(-M // bm) * bm, -(-N // bn) * bn
+        pad = torch.zeros(Mp + 2, Np, dtype=torch.float64)
+        pad[1:M + 1, :N] = a
+        up, mid, down = pad[:-2], pad[1:-1], pad[2:]
+        if halo == "fill":  # each tile's first / last halo row is the fill value
+            up, down = up.clone(), down.clone()
+            up[0::bm] = edge
+            down[bm - 1::bm] = edge
+        out = up + 2 * mid - down
+        return {1: out[:M, :N].to(_TORCH[dtype])}
+
+    return _module(src_text, [1], params), params, [1], make_inputs, reference, (0.0, 0.0)
+
+
+# ---- a masked row softmax ----------------------------------------------------------------------
+def gen_softmax(rng, seed):
+    threads = rng.choice(THREADS)
+    bm, bn = rng.choice([1, 2, 4, 8, 16, 32, 64]), rng.choice([16, 32, 64, 128, 256])
+    while bm * bn > 8192:
+        bm //= 2
+    M, N = _ragged(rng, bm), rng.choice([bn, bn, bn - rng.randint(1, bn // 2)])
+    causal = rng.random() < 0.5
+    dtype = rng.choice(["float32", "float16", "bfloat16"])
+    scale = rng.choice([1.0, 0.5, 0.125])
+    mask = "(bx * bm + i) % N >= j and j < N" if causal else "j < N"
+    src_text = f"""
+    @T.prim_func
+    def main(X: T.Tensor((M, N), dtype), Y: T.Tensor((M, N), dtype)):
+        with T.Kernel(T.ceildiv(M, bm), threads=threads) as bx:
+            x = T.alloc_fragment((bm, bn), "float32")
+            mx = T.alloc_fragment((bm,), "float32")
+            sm = T.alloc_fragment((bm,), "float32")
+            T.copy(X[bx * bm, 0], x)
+            for i, j in T.Parallel(bm, bn):
+                x[i, j] = T.if_then_else({mask}, x[i, j] * {scale}, -T.infinity("float32"))
+            T.reduce_max(x, mx, dim=1)
+            for i, j in T.Parallel(bm, bn):
+                x[i, j] = T.exp2((x[i, j] - mx[i]) * 1.4426950408889634)
+            T.reduce_sum(x, sm, dim=1)
+            for i, j in T.Parallel(bm, bn):
+                x[i, j] = x[i, j] / sm[i]
+            T.copy(x, Y[bx * bm, 0])
+
+    return main
+    """
+    params = dict(M=M, N=N, bm=bm, bn=bn, threads=threads, dtype=dtype)
+
+    def make_inputs(device):
+        return [(torch.randn((M, N), generator=_gen(seed)) * 3).to(_TORCH[dtype]).to(device)]
+
+    def reference(inputs):
+        x = inputs[0].cpu().double() * scale
+        if causal:
+            r = torch.arange(M).view(M, 1) % N
+            c = torch.arange(N).view(1, N)
+            x = x.masked_fill(c > r, float("-inf"))
+        return {1: torch.softmax(x, 1).to(_TORCH[dtype])}
+
+    tol = (1e-5, 1e-4) if dtype == "float32" else (2e-3, 1e-2)
+    return _module(src_text, [1], params), params, [1], make_inputs, reference, tol
+
+
+# ---- rank-3 tensors, unit dims -------------------------------------------------------------------
+def gen_rank3(rng, seed):
+    """Tiles of a (Bt, M, N) tensor: a (bm, bn) tile at X[b, r0, c0] (the unit dim dropped) or
+    a (1, bm, bn) one, written to a (M, Bt, N) or (Bt, N, M) tensor by a copy with a unit dim
+    in the middle or by a T.Parallel store."""
+    threads = rng.choice(THREADS)
+    dtype = rng.choice(["float32", "float16", "int32"])
+    bm, bn = rng.choice([1, 4, 8, 16, 32]), rng.choice([1, 8, 16, 32, 64])
+    if bm == 1 and bn == 1:
+        bn = 16
+    Bt, M, N = rng.randint(1, 3), _ragged(rng, bm), _ragged(rng, bn)
+    keep = rng.choice(["2d", "2d", "keep_unit"])
+    out = rng.choice(["swap01", "transpose"])
+    scope = rng.choice(["shared", "fragment"])
+    alloc = "T.alloc_shared" if scope == "shared" else "T.alloc_fragment"
+    if keep == "keep_unit":
+        tile, read = "(1, bm, bn)", "T.copy(X[b:b + 1, by * bm:by * bm + bm, bx * bn:bx * bn + bn], t)"
+        at = "t[0, i, j]"
+    else:
+        tile, read, at = "(bm, bn)", "T.copy(X[b, by * bm, bx * bn], t)", "t[i, j]"
+    if out == "swap01":
+        o_shape = "(M, Bt, N)"
+        if keep == "keep_unit" or rng.random() < 0.5:
+            write = ("for i, j in T.Parallel(bm, bn):\n"
+                     "                if by * bm + i < M and bx * bn + j < N:\n"
+                     f"                    Y[by * bm + i, b, bx * bn + j] = {at} + T.cast(b, dtype)")
+        else:
+            write = ("for i, j in T.Parallel(bm, bn):\n"
+                     "                t[i, j] = t[i, j] + T.cast(b, dtype)\n"
+                     "            T.copy(t, Y[by * bm:by * bm + bm, b, bx * bn:bx * bn + bn])")
+    else:
+        o_shape = "(Bt, N, M)"
+        write = ("for i, j in T.Parallel(bm, bn):\n"
+                 "                if by * bm + i < M and bx * bn + j < N:\n"
+                 f"                    Y[b, bx * bn + j, by * bm + i] = {at} + T.cast(b, dtype)")
+    src_text = f"""
+    @T.prim_func
+    def main(X: T.Tensor((Bt, M, N), dtype), Y: T.Tensor({o_shape}, dtype)):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), Bt, threads=threads) as (bx, by, b):
+            t = {alloc}({tile}, dtype)
+            {read}
+            {write}
+
+    return main
+    """
+    params = dict(Bt=Bt, M=M, N=N, bm=bm, bn=bn, threads=threads, dtype=dtype)
+
+    def make_inputs(device):
+        return [_ints(_gen(seed), (Bt, M, N), -50, 51, dtype).to(device)]
+
+    def reference(inputs):
+        x = inputs[0].cpu().double() + torch.arange(Bt).view(Bt, 1, 1)
+        y = x.permute(1, 0, 2) if out == "swap01" else x.permute(0, 2, 1)
+        return {1: y.contiguous().to(_TORCH[dtype])}
+
+    return _module(src_text, [1], params), params, [1], make_inputs, reference, (0.0, 0.0)
+
+
+# ---- a shared buffer reused across loop iterations ---------------------------------------------
+def gen_reuse(rng, seed):
+    """Each step of a T.serial / T.Pipelined loop overwrites a shared row (a copy, or a
+    T.Parallel store) that threads then read at other positions (rotated, reversed): the
+    write of step k + 1 must wait for the reads of step k."""
+    threads = rng.choice(THREADS)
+    n = rng.choice([32, 64, 128, 256, 512])
+    steps = rng.randint(1, 6)
+    rot = rng.randint(1, n - 1)
+    loop = rng.choice(["T.serial(steps)", "T.Pipelined(steps, num_stages=1)", "T.Pipelined(steps, num_stages=2)",
+                       "T.serial(0, steps)"])
+    fill = rng.choice(["copy", "parallel"])
+    load = ("T.copy(A[k, 0:n], s)" if fill == "copy" else
+            "for t in T.Parallel(n):\n                    s[t] = A[k, t] * 2.0")
+    src_text = f"""
+    @T.prim_func
+    def main(A: T.Tensor((steps, n), "float32"), B: T.Tensor((n,), "float32")):
+        with T.Kernel(1, threads=threads) as bx:
+            s = T.alloc_shared((n,), "float32")
+            acc = T.alloc_fragment((n,), "float32")
+            T.clear(acc)
+            for k in {loop}:
+                {load}
+                for t in T.Parallel(n):
+                    acc[t] += s[(t + rot) % n] * T.cast(k + 1, "float32") - s[n - 1 - t]
+            T.copy(acc, B)
+
+    return main
+    """
+    params = dict(steps=steps, n=n, rot=rot, threads=threads)
+
+    def make_inputs(device):
+        return [_ints(_gen(seed), (steps, n), -9, 10, "float32").to(device)]
+
+    def reference(inputs):
+        a = inputs[0].cpu().double() * (2.0 if fill == "parallel" else 1.0)
+        t = torch.arange(n)
+        acc = torch.zeros(n, dtype=torch.float64)
+        for k in range(steps):
+            acc += a[k, (t + rot) % n] * (k + 1) - a[k, n - 1 - t]
+        return {1: acc.float()}
+
+    return _module(src_text, [1], params), params, [1], make_inputs, reference, (0.0, 0.0)
+
+
 _GENS = {"copy": gen_copy, "index": gen_index, "reduce": gen_reduce, "cumsum": gen_cumsum, "cast": gen_cast,
-         "atomic": gen_atomic, "gemm": gen_gemm, "serial": gen_serial, "pipeline": gen_pipeline}
+         "atomic": gen_atomic, "gemm": gen_gemm, "serial": gen_serial, "pipeline": gen_pipeline,
+         "stencil": gen_stencil, "softmax": gen_softmax, "rank3": gen_rank3, "reuse": gen_reuse}
 
 
 def generate(seed, form=None):
@@ -836,7 +1050,7 @@ def build_program(prog, arch=None):
             assert kernel.ensure_cubin()
         else:
             with tempfile.TemporaryDirectory() as out:
-                assert tilecute.build_cubin(kernel.get_tir(), arch, out_dir=out).kernel_names
+                assert tilecute.build_cubin(prog.factory.get_tir(**prog.args), arch, out_dir=out).kernel_names
     except Exception as exc:  # noqa: BLE001 -- sorted into refusal / crash
         first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
         return ("refused" if refused(exc) else "crash"), f"{type(exc).__name__}: {first}"
