@@ -204,7 +204,7 @@ def _floordiv(a, b):
 
 def _int_expr(rng, depth):
     """(text, fn(env) -> int64 tensor) of a random int expression over r, c, i, j, a."""
-    leaves = ["r", "c", "i", "j", "a", "a", "r - c", "a - 7"]
+    leaves = ["r", "c", "i", "j", "a", "a", "(r - c)", "(a - 7)"]
     if depth == 0 or rng.random() < 0.25:
         if rng.random() < 0.2:
             k = rng.randint(-9, 9)
@@ -212,8 +212,20 @@ def _int_expr(rng, depth):
         leaf = rng.choice(leaves)
         return leaf, (lambda env, leaf=leaf: eval(leaf, {}, env))
     op = rng.choice(["+", "-", "*k", "//", "%", "T.floordiv", "T.floormod", "T.truncdiv", "T.truncmod",
-                     "T.min", "T.max", "ite", "//", "%"])
+                     "T.min", "T.max", "ite", "//", "%", ">>", "<<", "&", "|", "^", "cmp"])
     x, fx = _int_expr(rng, depth - 1)
+    if op in (">>", "<<"):  # an arithmetic right shift of a negative value floors
+        k = rng.randint(0, 3) if op == "<<" else rng.randint(0, 5)
+        if op == ">>":
+            return f"({x} >> {k})", lambda env: fx(env) >> k
+        return f"({x} << {k})", lambda env: fx(env) << k
+    if op in ("&", "|", "^"):
+        m = rng.choice([1, 3, 6, 15, -4, -16])
+        fn = {"&": torch.bitwise_and, "|": torch.bitwise_or, "^": torch.bitwise_xor}[op]
+        return f"({x} {op} {m})", lambda env: fn(fx(env), m)
+    if op == "cmp":
+        y, fy = _int_expr(rng, depth - 1)
+        return f"T.Cast(dtype, {x} < {y})", lambda env: (fx(env) < fy(env)).long()
     if op in ("+", "-", "T.min", "T.max"):
         y, fy = _int_expr(rng, depth - 1)
         if op == "+":
@@ -387,8 +399,9 @@ def gen_reduce(rng, seed):
         return {2: r.reshape(oshape).to(_TORCH[acc])}
 
     n = red
-    if "float16" in (dtype, acc) or "bfloat16" in (dtype, acc):
-        tol = (0.05 * (n ** 0.5), 0.02)
+    if acc in ("float16", "bfloat16"):  # summed at the output's precision (as TileLang does)
+        eps = 2.0 ** (-8 if acc == "bfloat16" else -11)
+        tol = (2 * eps * 4 * n, 2 * eps)
     else:
         tol = (1e-4 * n, 1e-5)
     return _module(src_text, [2], params), params, [2], make_inputs, reference, tol
@@ -579,14 +592,15 @@ def gen_atomic(rng, seed):
         K = rng.choice([1, 3, 7, 32, 100])
         per = rng.choice([1, 2, 4])
         stride = rng.choice([1, 5, -3])
-        src_text = '''
+        op = rng.choice(["add", "add", "max", "min"])
+        src_text = f'''
         @T.prim_func
         def main(A: T.Tensor((L,), dtype), O: T.Tensor((K,), dtype)):
             with T.Kernel(T.ceildiv(L, threads * per), threads=threads) as bx:
                 for t in T.Parallel(threads * per):
                     n = bx * threads * per + t
                     if n < L:
-                        T.atomic_add(O[(n * stride) % K], A[n])
+                        T.atomic_{op}(O[(n * stride) % K], A[n])
 
         return main
         '''
@@ -599,7 +613,10 @@ def gen_atomic(rng, seed):
         def reference(inputs):
             a, o = inputs[0].cpu().double(), inputs[1].cpu().double().clone()
             idx = (torch.arange(L) * stride) % K
-            o.index_add_(0, idx, a)
+            if op == "add":
+                o.index_add_(0, idx, a)
+            else:
+                o = o.scatter_reduce(0, idx, a, "amax" if op == "max" else "amin", include_self=True)
             return {1: o.to(_TORCH[dtype])}
     return _module(src_text, [], params), params, [], make_inputs, reference, (0.0, 0.0)
 
@@ -618,6 +635,7 @@ def gen_gemm(rng, seed):
     policy = rng.choice(["Square", "FullRow", "FullCol", None])
     M, N, K = _ragged(rng, bm, 2), _ragged(rng, bn, 2), rng.choice([bk, 2 * bk, 3 * bk, 4 * bk - 8, bk + 8])
     out = rng.choice(["float32", "float32", dtype])
+    a_frag = not ta and rng.random() < 0.2  # T.gemm of a fragment A (TileLang's RS form)
     a_shape, a_tile, a_at = ("(K, M)", "(bk, bm)", "k * bk, by * bm") if ta else ("(M, K)", "(bm, bk)", "by * bm, k * bk")
     b_shape, b_tile, b_at = ("(N, K)", "(bn, bk)", "bx * bn, k * bk") if tb else ("(K, N)", "(bk, bn)", "k * bk, bx * bn")
     kw = []
@@ -629,18 +647,20 @@ def gen_gemm(rng, seed):
         kw.append(f"policy=T.GemmWarpPolicy.{policy}")
     kws = (", " + ", ".join(kw)) if kw else ""
     loop = f"T.Pipelined(T.ceildiv(K, bk), num_stages={stages})" if stages else "T.serial(T.ceildiv(K, bk))"
+    a_op = "T.copy(As, Af)\n                " if a_frag else ""
+    a_alloc = "\n            Af = T.alloc_fragment((bm, bk), dtype)" if a_frag else ""
     src_text = f'''
     @T.prim_func
     def main(A: T.Tensor({a_shape}, dtype), B: T.Tensor({b_shape}, dtype), C: T.Tensor((M, N), out)):
         with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=threads) as (bx, by):
             As = T.alloc_shared({a_tile}, dtype)
             Bs = T.alloc_shared({b_tile}, dtype)
-            Cf = T.alloc_fragment((bm, bn), "float32")
+            Cf = T.alloc_fragment((bm, bn), "float32"){a_alloc}
             T.clear(Cf)
             for k in {loop}:
                 T.copy(A[{a_at}], As)
                 T.copy(B[{b_at}], Bs)
-                T.gemm(As, Bs, Cf{kws})
+                {a_op}T.gemm({'Af' if a_frag else 'As'}, Bs, Cf{kws})
             T.copy(Cf, C[by * bm, bx * bn])
 
     return main
@@ -988,9 +1008,11 @@ def refused(exc):
         ValueError, SyntaxError, NotImplementedError)
 
 
-def compare(prog, inputs, outputs):
-    """[(position, message)] of the mismatches of one run against the reference."""
-    want = prog.reference([x.cpu() if isinstance(x, torch.Tensor) else x for x in inputs])
+def compare(prog, before, inputs, outputs):
+    """[(position, message)] of the mismatches of one run against the reference: ``before``
+    the arguments as made (the reference's), ``inputs`` the same arguments after the run
+    (those written in place are compared) and ``outputs`` what the kernel returned."""
+    want = prog.reference([x.cpu().clone() if isinstance(x, torch.Tensor) else x for x in before])
     nparams = len(inputs) + len(prog.out_idx)
     got = {}
     outs = list(outputs) if isinstance(outputs, (tuple, list)) else ([outputs] if outputs is not None else [])
@@ -1026,13 +1048,14 @@ def run_program(prog, device="cuda"):
     except Exception as exc:  # noqa: BLE001 -- sorted into refusal / crash below
         return ("refused" if refused(exc) else "crash"), f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
     inputs = prog.make_inputs(device)
+    before = [x.clone() for x in inputs]
     try:
         outputs = kernel(*inputs)
         if device == "cuda":
             torch.cuda.synchronize()
     except Exception as exc:  # noqa: BLE001
         return "crash", f"run: {type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}"
-    bad = compare(prog, inputs, outputs)
+    bad = compare(prog, before, inputs, outputs)
     if bad:
         return "wrong", "; ".join(f"arg {p}: {m}" for p, m in bad)
     return "ok", ""

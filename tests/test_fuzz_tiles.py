@@ -38,6 +38,31 @@ def test_references_of_the_index_form_floor_negatives():
     assert torch.fmod(a, 2).tolist() == [-1, 1, -1]
 
 
+def test_references_match_the_programs_parameters():
+    # each reference tensor has its parameter's shape and dtype, each input too, and the
+    # comparison of a reference with itself finds nothing (no false "wrong" on the GPU)
+    from tilecute.ir import nodes as N
+    for prog in F.programs(100, 52):
+        params = prog.factory.get_tir(**prog.args).params
+        inputs = prog.make_inputs("cpu")
+        want = prog.reference(inputs)
+        ins = iter(inputs)
+        for k, p in enumerate(params):
+            shape = tuple(int(d.value) for d in p.shape if isinstance(d, N.Const))
+            t = want.get(k) if k in prog.out_idx else next(ins)
+            if t is None:
+                continue
+            assert tuple(t.shape) == shape and str(t.dtype) == "torch." + p.dtype, (
+                prog.name, p.name, tuple(t.shape), t.dtype, shape, p.dtype)
+        for k, t in want.items():
+            p = params[k]
+            assert tuple(t.shape) == tuple(int(d.value) for d in p.shape), (prog.name, p.name)
+            assert str(t.dtype) == "torch." + p.dtype, (prog.name, p.name, t.dtype, p.dtype)
+        outs = [want[k] for k in prog.out_idx]
+        after = [want.get(k, x) for k, x in zip([k for k in range(len(params)) if k not in prog.out_idx], inputs)]
+        assert F.compare(prog, inputs, after, outs[0] if len(outs) == 1 else outs) == [], prog.name
+
+
 @pytest.mark.parametrize("seed", SEEDS)
 def test_program_builds_or_is_refused_by_name(seed):
     prog = F.generate(seed)
