@@ -63,6 +63,39 @@ def test_references_match_the_programs_parameters():
         assert F.compare(prog, inputs, after, outs[0] if len(outs) == 1 else outs) == [], prog.name
 
 
+class _FakeKernel:
+    """Stands for a built kernel on the CPU: writes the reference (perturbed when asked) into
+    the in-place arguments and returns the outputs, as a tilecute Kernel returns them."""
+
+    def __init__(self, prog, wrong):
+        self.prog, self.wrong = prog, wrong
+
+    def ensure_cubin(self):
+        return "fake"
+
+    def __call__(self, *inputs):
+        want = self.prog.reference([x.clone() for x in inputs])
+        ins = [k for k in range(len(inputs) + len(self.prog.out_idx)) if k not in self.prog.out_idx]
+        for k, x in zip(ins, inputs):
+            if k in want:
+                x.copy_(want[k])
+        outs = [want[k].clone() for k in self.prog.out_idx]
+        if self.wrong:
+            last = outs[-1] if outs else inputs[ins.index(max(want))]
+            last.view(-1)[-1] += 1
+        return None if not outs else outs[0] if len(outs) == 1 else tuple(outs)
+
+
+@pytest.mark.parametrize("wrong", [False, True])
+def test_runner_compares_outputs_and_in_place_arguments(wrong, monkeypatch):
+    # one program of each form through run_program with a fake kernel on the CPU: a right
+    # answer is 'ok', one element off is 'wrong' (outputs and in-place arguments alike)
+    for prog in F.programs(200, 13):
+        monkeypatch.setattr(prog, "kernel", lambda prog=prog: _FakeKernel(prog, wrong))
+        status, detail = F.run_program(prog, "cpu")
+        assert status == ("wrong" if wrong else "ok"), (prog.name, status, detail)
+
+
 @pytest.mark.parametrize("seed", SEEDS)
 def test_program_builds_or_is_refused_by_name(seed):
     prog = F.generate(seed)
