@@ -636,6 +636,9 @@ def gen_gemm(rng, seed):
     M, N, K = _ragged(rng, bm, 2), _ragged(rng, bn, 2), rng.choice([bk, 2 * bk, 3 * bk, 4 * bk - 8, bk + 8])
     out = rng.choice(["float32", "float32", dtype])
     a_frag = not ta and rng.random() < 0.2  # T.gemm of a fragment A (TileLang's RS form)
+    epi = rng.choice(["none", "none", "relu_rowsum", "scale"])  # work on the accumulator's layout
+    if epi == "scale" and out != "float32":
+        epi = "none"
     a_shape, a_tile, a_at = ("(K, M)", "(bk, bm)", "k * bk, by * bm") if ta else ("(M, K)", "(bm, bk)", "by * bm, k * bk")
     b_shape, b_tile, b_at = ("(N, K)", "(bn, bk)", "bx * bn, k * bk") if tb else ("(K, N)", "(bk, bn)", "k * bk, bx * bn")
     kw = []
@@ -649,9 +652,20 @@ def gen_gemm(rng, seed):
     loop = f"T.Pipelined(T.ceildiv(K, bk), num_stages={stages})" if stages else "T.serial(T.ceildiv(K, bk))"
     a_op = "T.copy(As, Af)\n                " if a_frag else ""
     a_alloc = "\n            Af = T.alloc_fragment((bm, bk), dtype)" if a_frag else ""
+    epilogue = {"none": "", "relu_rowsum": """
+            for i, j in T.Parallel(bm, bn):
+                Cf[i, j] = T.max(Cf[i, j], 0)
+            rs = T.alloc_fragment((bm,), "float32")
+            T.reduce_sum(Cf, rs, dim=1)
+            for i in T.Parallel(bm):
+                if by * bm + i < M:
+                    T.atomic_add(R[by * bm + i], rs[i])""", "scale": """
+            for i, j in T.Parallel(bm, bn):
+                Cf[i, j] = Cf[i, j] * T.cast(by * bm + i + 1, "float32") - T.cast(bx * bn + j, "float32")"""}[epi]
     src_text = f'''
     @T.prim_func
-    def main(A: T.Tensor({a_shape}, dtype), B: T.Tensor({b_shape}, dtype), C: T.Tensor((M, N), out)):
+    def main(A: T.Tensor({a_shape}, dtype), B: T.Tensor({b_shape}, dtype), R: T.Tensor((M,), "float32"),
+             C: T.Tensor((M, N), out)):
         with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=threads) as (bx, by):
             As = T.alloc_shared({a_tile}, dtype)
             Bs = T.alloc_shared({b_tile}, dtype)
@@ -660,7 +674,7 @@ def gen_gemm(rng, seed):
             for k in {loop}:
                 T.copy(A[{a_at}], As)
                 T.copy(B[{b_at}], Bs)
-                {a_op}T.gemm({'Af' if a_frag else 'As'}, Bs, Cf{kws})
+                {a_op}T.gemm({'Af' if a_frag else 'As'}, Bs, Cf{kws}){epilogue}
             T.copy(Cf, C[by * bm, bx * bn])
 
     return main
@@ -671,15 +685,20 @@ def gen_gemm(rng, seed):
         g = _gen(seed)
         a = _ints(g, (K, M) if ta else (M, K), -2, 3, dtype)
         b = _ints(g, (N, K) if tb else (K, N), -2, 3, dtype)
-        return [a.to(device), b.to(device)]
+        return [a.to(device), b.to(device), torch.zeros(M, device=device)]
 
     def reference(inputs):
         a, b = inputs[0].cpu().double(), inputs[1].cpu().double()
         c = (a.T if ta else a) @ (b.T if tb else b)
-        return {2: c.to(_TORCH[out])}
+        if epi == "relu_rowsum":
+            c = c.clamp(min=0)
+            return {2: c.sum(1).float(), 3: c.to(_TORCH[out])}
+        if epi == "scale":
+            c = c * (torch.arange(M).view(M, 1) + 1) - torch.arange(N).view(1, N)
+        return {3: c.to(_TORCH[out])}
 
     tol = (0.0, 0.0) if out == "float32" or (dtype == "float16" and 4 * K <= 2048) else (0.0, 1e-2)
-    return _module(src_text, [2], params), params, [2], make_inputs, reference, tol
+    return _module(src_text, [3], params), params, [3], make_inputs, reference, tol
 
 
 # ---- per-thread loops and vars ------------------------------------------------------------------

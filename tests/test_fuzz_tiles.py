@@ -153,3 +153,73 @@ def test_gpu_loop_with_stop_below_start_has_no_iteration():
     import torch
     a = torch.randn(64, 1, device="cuda")
     assert (empty_ranges()(a) == 1).all()
+
+
+@tilecute.jit(out_idx=[4])
+def gemm_line_atomics(M=64, N=64, K=32, threads=128, policy="FullCol"):
+    """Atomics in T.Parallel nests over the (M,) row statistics and an (N,) column scale of
+    a T.gemm accumulator: each row's (column's) atomic runs once, as TileLang guards a row's
+    to the fragment's replica 0 (fuzz seed 240, gemm + relu + row sums: every thread holding a
+    row -- the four lanes of a quad, each warp along N -- added it, 16 times over)."""
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), D: T.Tensor((N,), "float32"),
+             R: T.Tensor((M,), "float32"), C: T.Tensor((M, N), "float32"), E: T.Tensor((N,), "float32")):
+        with T.Kernel(1, threads=threads) as bx:
+            a = T.alloc_shared((M, K), "float16")
+            b = T.alloc_shared((K, N), "float16")
+            acc = T.alloc_fragment((M, N), "float32")
+            rs = T.alloc_fragment((M,), "float32")
+            d = T.alloc_fragment((N,), "float32")
+            T.copy(A, a)
+            T.copy(B, b)
+            T.gemm(a, b, acc, clear_accum=True, policy=getattr(T.GemmWarpPolicy, policy))
+            for j in T.Parallel(N):
+                d[j] = D[j]
+            for i, j in T.Parallel(M, N):
+                acc[i, j] = acc[i, j] * d[j]
+            T.reduce_sum(acc, rs, dim=1)
+            for i in T.Parallel(M):
+                T.atomic_add(R[i], rs[i])
+            for j in T.Parallel(N):
+                T.atomic_add(E[j], d[j])
+            T.copy(acc, C)
+    return main
+
+
+@pytest.mark.parametrize("policy,threads", [("FullCol", 128), ("FullRow", 256), ("Square", 256)])
+def test_atomics_over_row_and_column_fragments_run_once(policy, threads):
+    kernel = gemm_line_atomics(threads=threads, policy=policy)
+    src = kernel.get_kernel_source()
+    lines = src.splitlines()
+    at = next(k for k, ln in enumerate(lines) if "tca.atomic_add(R" in ln)
+    assert "tcrow.row_owner(" in lines[at - 1], lines[at - 4:at + 1]
+    # (the column nest is distributed, one column per thread: no guard)
+    at = next(k for k, ln in enumerate(lines) if "tca.atomic_add(E" in ln)
+    assert "owner" not in lines[at - 1]
+    assert kernel.ensure_cubin()
+
+
+def test_fuzzed_gemm_row_sums_add_once():
+    prog = F.generate(240)
+    assert "T.atomic_add(R[by * bm + i], rs[i])" in prog.source
+    src = prog.kernel().get_kernel_source()
+    lines = src.splitlines()
+    at = next(k for k, ln in enumerate(lines) if "tca.atomic_add(R" in ln)
+    assert "tcrow.row_owner(" in lines[at - 1]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("policy,threads", [("FullCol", 128), ("FullRow", 256), ("Square", 256)])
+def test_gpu_atomics_over_row_and_column_fragments_run_once(policy, threads):
+    import torch
+    g = torch.Generator().manual_seed(1)
+    A = torch.randint(-2, 3, (64, 32), generator=g).half().cuda()
+    B = torch.randint(-2, 3, (32, 64), generator=g).half().cuda()
+    D = torch.randint(-2, 3, (64,), generator=g).float().cuda()
+    R, E = torch.zeros(64, device="cuda"), torch.zeros(64, device="cuda")
+    C = gemm_line_atomics(threads=threads, policy=policy)(A, B, D, R, E)
+    want = (A.float() @ B.float()) * D
+    torch.testing.assert_close(C, want, rtol=0, atol=0)
+    torch.testing.assert_close(R, want.sum(1), rtol=0, atol=0)
+    torch.testing.assert_close(E, D, rtol=0, atol=0)
