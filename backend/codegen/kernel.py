@@ -850,6 +850,11 @@ class KernelEmitter:
             # (a nest every thread runs whole: one copy of its atomics, as TileLang guards
             # such side effects; its plain stores write the same value from every thread)
             conds.insert(0, f"{self.tid} == 0")
+        elif self.nests.line_frag is not None and not self.one_thread:
+            # a nest over the rows (columns) of an MMA row (column) fragment: the threads
+            # holding a row (the lanes of a quad, the warps along N) run it alike; the first
+            # of them runs its atomics, as TileLang guards them to the fragment's replica 0
+            conds.insert(0, self.mma.owners[self.nests.line_frag])
         self.predicated(conds, f"tca.atomic_{s.op}({ident(buf.name)}, {coord}, {value}{order})", depth)
         self.out.use("atomic")
 

@@ -25,6 +25,9 @@ class MmaEmitter:
         self.coords: dict[str, str] = {}  # mma fragment -> its (i, j) tensor
         self.rows: dict[str, str] = {}  # mma_rows fragment -> the row index of each register
         self.cols: dict[str, str] = {}  # mma_cols fragment -> the column index of each register
+        # mma_rows / mma_cols fragment -> whether this thread is the first holder of its rows /
+        # columns (the one copy of a side effect in a nest over the fragment)
+        self.owners: dict[str, str] = {}
         self.tiled: dict[int, str] = {}  # id(T.gemm) -> its tiled MMA
         self.proxy_fence = False  # barriers also fence shared writes for wgmma reads
         # the wgmma batches T.gemms left in flight, oldest first; each the (accumulator, A
@@ -91,6 +94,8 @@ class MmaEmitter:
         self.out.use("rows")
         index = f"tc_{b.name}_{letter}"  # in the generator's namespace: no IR name starts with tc_
         names[b.name] = index
+        self.owners[b.name] = (f"tcrow.{kind}_owner({quote(layout.mma)}, {tuple(layout.warps)}, "
+                               f"{int(b.shape[0].value)}, {_region_tid(layout)})")
         word = "rows" if kind == "row" else "columns"
         self.out.line(depth, f"{ident(b.name)}, {index} = tcrow.{kind}_fragment({quote(layout.mma)}, "
                              f"{tuple(layout.warps)}, {int(b.shape[0].value)}, {cute_type(b.dtype)}, "

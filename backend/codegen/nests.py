@@ -48,6 +48,7 @@ class NestEmitter:
         self.mma_frag: str | None = None  # the accumulator an mma_reg indexes
         self.row_reg: str | None = None  # the row register of a nest over row fragments
         self.col_reg: str | None = None  # the first column register of a nest over column ones
+        self.line_frag: str | None = None  # the row / column fragment such a nest walks
         self.vector: dict[tuple, str] = {}
         self.lets: dict[str, N.Expr] = {}  # the Lets of the innermost body being emitted
         self.loops: list | None = None  # the loops of the blocked nest being emitted
@@ -320,9 +321,9 @@ class NestEmitter:
             out.line(depth, f"for {ident(lp.var.name)} in cutlass.range({start}, {stop}):")
             k.ranges[lp.var.name] = (start, stop - 1)
             depth += 1
-        self.row_reg = q
+        self.row_reg, self.line_frag = q, frag
         self.lanes(loops[-1], 1, depth)
-        self.row_reg = None
+        self.row_reg = self.line_frag = None
 
     def over_cols(self, loops, frag: str, depth: int) -> None:
         """A ``T.Parallel(N)`` nest over column fragments (the layout pass's ``cols``
@@ -337,9 +338,9 @@ class NestEmitter:
         depth += 1
         out.line(depth, f"{ident(loop.var.name)} = {k.mma.cols[frag]}[{q}]")
         k.ranges[loop.var.name] = (0, int(loop.extent.value) - 1)
-        self.col_reg = q
+        self.col_reg, self.line_frag = q, frag
         self.lanes(loop, width, depth)
-        self.col_reg = None
+        self.col_reg = self.line_frag = None
 
     def replicated(self, loops, depth: int) -> None:
         """Every thread runs every iteration (the nest writes only replicated fragments and

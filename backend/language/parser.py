@@ -2272,6 +2272,9 @@ class _Parser:
                 extent = ops.ceildiv(self.extent(start, stop), -step)
             else:
                 extent = self.extent(stop, start)
+                if kind in ("serial", "unrolled") and isinstance(extent, N.Const) and extent.value < 0:
+                    # TileLang's T.serial(2, 1) / range(n, m) with m < n: no iteration
+                    extent = N.Const(0, extent.dtype)
             if isinstance(step, int) and step > 1:
                 extent = ops.ceildiv(extent, step)
             ranges = [(start, extent)]

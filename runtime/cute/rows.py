@@ -62,6 +62,26 @@ def row_of(acc, r):
     return (r // 2) % 2 + 2 * ((r // inner) % mma_m)
 
 
+def row_owner(family: str, warps: tuple, m: int, tid):
+    """Whether this thread is the first of those holding its rows (the lane of its quad
+    with ``lane % 4 == 0``, in the first warp(group) along N: its first accumulator
+    register is in column 0): the one copy of a side effect of a nest over a row fragment."""
+    n = (8 if family == "wgmma" else 16) * warps[1]
+    mma = tcm.tiled_mma(family, cutlass.Float16, cutlass.Float16, cutlass.Float32, False, False,
+                        warps, n)
+    coords = mma.get_slice(tid).partition_C(cute.make_identity_tensor((m, n)))
+    return coords[((0, 0) + (0,) * (len(coords.shape[0]) - 2), 0, 0)][1] == 0
+
+
+def col_owner(family: str, warps: tuple, n: int, tid):
+    """Whether this thread is the first of those holding its columns (``lane // 4 == 0``,
+    in the first warp(group) along M: its first register is in row 0): the one copy of a
+    side effect of a nest over a column fragment."""
+    m = (64 if family == "wgmma" else 16) * warps[0]
+    _, coords = tcm.accumulator(family, warps, (m, n), cutlass.Float32, tid)
+    return coords[0][0] == 0
+
+
 def col_fragment(family: str, warps: tuple, n: int, dtype, tid):
     """Registers for one value per column of an ``(M, n)`` MMA register fragment (an
     accumulator, or an A operand in registers, which holds its registers in accumulator

@@ -1,0 +1,130 @@
+"""Run the tile fuzzer (tests/fuzz_tiles.py) over many seeds.
+
+    python tests/fuzz_run.py --first 0 --count 300 --jobs 12  # on a GPU: build, run, compare
+    python tests/fuzz_run.py --first 0 --count 50 --build-only # on the CPU: build sm_90a cubins
+    python tests/fuzz_run.py --seeds 17,42 --show              # print the programs' source
+
+Prints one line per program that is not right (``SEED NAME STATUS DETAIL``; STATUS is
+``wrong`` -- a silent wrong answer --, ``crash`` -- an exception that is no refusal of
+tilecute's, or a launch that failed --, or ``refused`` with ``--show-refused``), then a JSON
+summary (counts by status and by form, the failing seeds).  Exit status 1 when any program
+is wrong or crashed.  ``--dump DIR`` writes each failing program's source to DIR/NAME.py."""
+
+import argparse
+import collections
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import fuzz_tiles as F  # noqa: E402
+
+
+def _build_one(args):
+    seed, form = args
+    return F.build_program(F.generate(seed, form))
+
+
+def prebuild(seeds, form, jobs):
+    """Build the programs' cubins in ``jobs`` fresh processes (spawned: no CUDA state is
+    forked), filling tilecute's cache for the runs."""
+    import multiprocessing as mp
+    with mp.get_context("spawn").Pool(jobs) as pool:
+        for _ in pool.imap_unordered(_build_one, [(s, form) for s in seeds], chunksize=2):
+            pass
+
+
+def _rest(argv, seeds):
+    """Run ``seeds`` in a fresh process with the same options; its lines pass through, its
+    JSON summary is returned."""
+    import subprocess
+    args = list(sys.argv[1:] if argv is None else argv)
+    for flag in ("--seeds", "--first", "--count"):
+        while flag in args:
+            k = args.index(flag)
+            del args[k:k + 2]
+    args = [a for a in args if not a.startswith(("--seeds=", "--first=", "--count="))]
+    proc = subprocess.run([sys.executable, os.path.abspath(__file__), *args, "--seeds", ",".join(map(str, seeds))],
+                          stdout=subprocess.PIPE, text=True)
+    lines = proc.stdout.rstrip("\n").split("\n")
+    for line in lines[:-1]:
+        print(line, flush=True)
+    try:
+        return json.loads(lines[-1])
+    except (ValueError, IndexError):
+        return {"counts": {"crash": len(seeds)}, "by_form": {}, "failing": [
+            {"seed": s, "name": "?", "status": "crash", "detail": "the runner's child process died"} for s in seeds]}
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--first", type=int, default=0)
+    ap.add_argument("--count", type=int, default=300)
+    ap.add_argument("--seeds", default="", help="comma-separated seeds (instead of --first/--count)")
+    ap.add_argument("--form", default=None, choices=F.FORMS)
+    ap.add_argument("--build-only", action="store_true", help="build the cubins only (no GPU)")
+    ap.add_argument("--arch", default=os.environ.get("TILECUTE_ARCH", "sm_90a"))
+    ap.add_argument("--show", action="store_true", help="print each program's source")
+    ap.add_argument("--show-refused", action="store_true")
+    ap.add_argument("--dump", default="")
+    ap.add_argument("--stop", action="store_true", help="stop at the first wrong / crashed program")
+    ap.add_argument("--trace", action="store_true", help="print each program's name (stderr) before it runs")
+    ap.add_argument("--jobs", type=int, default=0,
+                    help="build the cubins first in this many processes (they land in tilecute's cache; "
+                         "the runs then find them there)")
+    opts = ap.parse_args(argv)
+    os.environ.setdefault("TILECUTE_ARCH", opts.arch)
+    os.environ.setdefault("CUTE_DSL_ARCH", opts.arch)
+    seeds = [int(s) for s in opts.seeds.split(",") if s] or list(range(opts.first, opts.first + opts.count))
+    counts = collections.Counter()
+    by_form = collections.defaultdict(collections.Counter)
+    failing = []
+    start = time.time()
+    if opts.jobs > 1:
+        prebuild(seeds, opts.form, opts.jobs)
+    for at, seed in enumerate(seeds):
+        prog = F.generate(seed, opts.form)
+        if opts.show:
+            print(f"# ---- {prog.name} {prog.args}\n{prog.source}")
+        if opts.trace:
+            print(f"running {seed} {prog.name}", file=sys.stderr, flush=True)
+        if opts.build_only:
+            status, detail = F.build_program(prog)
+        else:
+            status, detail = F.run_program(prog)
+        counts[status] += 1
+        by_form[prog.form][status] += 1
+        if status == "crash" and detail.startswith("run:") and at + 1 < len(seeds):
+            # a launch that failed may leave the CUDA context unusable: the rest of the
+            # seeds run in a fresh process, whose summary is merged into this one
+            print(f"{seed} {prog.name} {status} {detail}", flush=True)
+            failing.append({"seed": seed, "name": prog.name, "status": status, "detail": detail[:500]})
+            rest = _rest(argv, seeds[at + 1:])
+            for k, v in rest["counts"].items():
+                counts[k] += v
+            for f, c in rest["by_form"].items():
+                for k, v in c.items():
+                    by_form[f][k] += v
+            failing += rest["failing"]
+            break
+        if status in ("wrong", "crash") or (status == "refused" and opts.show_refused):
+            print(f"{seed} {prog.name} {status} {detail}", flush=True)
+        if status in ("wrong", "crash"):
+            failing.append({"seed": seed, "name": prog.name, "status": status, "detail": detail[:500]})
+            if opts.dump:
+                os.makedirs(opts.dump, exist_ok=True)
+                with open(os.path.join(opts.dump, prog.name + ".py"), "w") as fh:
+                    fh.write(f"# {prog.name} args={prog.args!r}\n# {status}: {detail}\n{prog.source}")
+            if opts.stop:
+                break
+    summary = {"programs": sum(counts.values()), "seconds": round(time.time() - start, 1),
+               "counts": dict(counts), "by_form": {k: dict(v) for k, v in sorted(by_form.items())},
+               "failing": failing, "mode": "build" if opts.build_only else "run", "arch": opts.arch}
+    print(json.dumps(summary))
+    return 1 if failing else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

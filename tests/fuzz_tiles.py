@@ -1,0 +1,1099 @@
+"""A seeded generator of small random TileLang programs, each with a torch reference: a
+differential fuzzer for silent wrong answers.
+
+``generate(seed)`` returns one :class:`Program` -- deterministic from the seed alone -- whose
+``source`` is a module written as a TileLang user writes one (``@tilecute.jit(out_idx=...)``
+over a factory returning a ``@T.prim_func``), over the core tile forms and their corners:
+
+* ``copy``: ``T.copy`` global -> shared / fragment -> global in every chain, start-index and
+  slice regions, read offsets (also negative: TileLang reads 0 outside the tensor on both
+  sides) and write offsets (TileLang skips writes outside), ragged tails, 1-D tiles of a row
+  (a unit dim), casts inside the copy;
+* ``index``: ``T.Parallel`` nests over int tensors with masks, ``T.if_then_else``, ``//`` /
+  ``%`` (TVM's floordiv / floormod), ``T.floordiv`` / ``T.floormod`` / ``T.truncdiv`` /
+  ``T.truncmod`` of negative values by positive and negative divisors, ``T.min`` / ``T.max``;
+* ``reduce``: ``T.reduce_sum / max / min / abssum / absmax`` along dim 0 / 1 (and -1), clear
+  True / False, from shared or fragment into fragment or shared, keep-dim outputs, padded
+  (ragged) reduced extents (the zeros TileLang reads take part);
+* ``cumsum``: ``T.cumsum`` of shared and fragment tiles, dim 0 / 1, reverse;
+* ``cast``: ``T.Cast`` / ``T.copy`` between float32 / float16 / bfloat16 / int8 / uint8 /
+  int16 / int32 / int64;
+* ``atomic``: scalar ``T.atomic_add`` to colliding places (float32 / int32), tile
+  ``T.atomic_add`` of a fragment into one output tile from many blocks;
+* ``gemm``: small ``T.gemm`` (transpose_A / transpose_B, float16 / bfloat16, warp policies)
+  under ``T.Pipelined`` with 0..3 stages, ragged M / N / K;
+* ``serial``: ``T.alloc_var`` accumulators over stepped ``T.serial`` loops;
+* ``pipeline``: a ``T.Pipelined`` (1..3 stages) walk over column tiles accumulating a
+  fragment, then a row reduction.
+
+Thread counts run from 32 to 512 (some not a power of two) and extents are ragged.
+
+A Program holds ``name`` (form + seed), ``factory`` (the loaded ``@tilecute.jit`` factory),
+``args`` (its keyword arguments), ``make_inputs(device)`` (the arguments that are not
+outputs, in order), ``reference(inputs)`` (a dict from parameter position to the expected
+tensor; a position in ``out_idx`` is a returned output, any other an argument written in place)
+and ``tol`` (atol, rtol).  ``run_program`` runs one on a device and compares.
+
+``tests/test_fuzz_tiles.py`` builds a few on the CPU (and runs them on a GPU with ``-m gpu``);
+``tests/fuzz_run.py`` runs many seeds on a GPU."""
+
+from __future__ import annotations
+
+import dataclasses
+import linecache
+import random
+import textwrap
+
+import torch
+
+FORMS = ["copy", "index", "reduce", "cumsum", "cast", "atomic", "gemm", "serial", "pipeline", "stencil", "softmax",
+         "rank3", "reuse"]
+
+THREADS = [32, 64, 128, 128, 128, 256, 256, 512, 96, 192, 384]
+
+_TORCH = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
+          "int8": torch.int8, "uint8": torch.uint8, "int16": torch.int16, "int32": torch.int32,
+          "int64": torch.int64, "float64": torch.float64}
+
+
+@dataclasses.dataclass
+class Program:
+    name: str
+    seed: int
+    form: str
+    source: str
+    args: dict
+    out_idx: list
+    make_inputs: object
+    reference: object
+    tol: tuple = (0.0, 0.0)
+    _factory: object = None
+
+    @property
+    def factory(self):
+        if self._factory is None:
+            self._factory = load(self.name, self.source)
+        return self._factory
+
+    def kernel(self):
+        return self.factory(**self.args)
+
+
+def load(name, source):
+    """Execute a program's source as a module whose lines the frontend can read back."""
+    fname = f"<fuzz_tiles {name}>"
+    linecache.cache[fname] = (len(source), None, source.splitlines(True), fname)
+    glb = {"__name__": f"fuzz_{name}", "__file__": fname}
+    exec(compile(source, fname, "exec"), glb)
+    return glb["factory"]
+
+
+def _module(body, out_idx, params):
+    sig = ", ".join(f"{k}={v!r}" for k, v in params.items())
+    head = ("import tilecute\nimport tilecute.language as T\n\n\n"
+            f"@tilecute.jit(out_idx={out_idx!r})\ndef factory({sig}):\n")
+    return head + textwrap.indent(textwrap.dedent(body).strip("\n"), "    ") + "\n"
+
+
+def _gen(seed, device="cpu"):
+    g = torch.Generator(device="cpu")
+    g.manual_seed(seed)
+    return g
+
+
+def _ints(g, shape, lo, hi, dtype):
+    return torch.randint(lo, hi, shape, generator=g).to(_TORCH[dtype])
+
+
+def _ragged(rng, tile, most=3):
+    """An extent covering 1..most tiles, usually not a multiple of the tile."""
+    n = rng.randint(1, most) * tile
+    return max(1, n - rng.choice([0, 1, 3, tile // 2, tile - 1])) if rng.random() < 0.8 else n
+
+
+# ---- copy chains ------------------------------------------------------------------------------
+def gen_copy(rng, seed):
+    dtype = rng.choice(["float32", "float16", "bfloat16"])
+    threads = rng.choice(THREADS)
+    chain = rng.choice(["s", "f", "sf", "fs", "sfs", "row"])
+    if chain == "row":
+        bm, bn = 1, rng.choice([32, 64, 128, 256])
+    else:
+        bm, bn = rng.choice([4, 8, 16, 32, 64]), rng.choice([8, 16, 32, 64, 128])
+        while bm * bn > 8192:
+            bm //= 2
+    M, N = _ragged(rng, bm), _ragged(rng, bn)
+    ro = 0 if chain == "row" else rng.choice([0, 0, 0, 1, 2, -1])
+    co = rng.choice([0, 0, 0, 1, 3, 8, -2])
+    wo = 0 if chain == "row" else rng.choice([0, 0, 0, 1])
+    wc = rng.choice([0, 0, 0, 2])
+    slices = rng.random() < 0.5
+    mid = rng.choice([dtype, dtype, "float32"])  # the on-chip tiles' dtype (a cast in the copy)
+    scale = chain in ("f", "sf", "fs", "sfs") and rng.random() < 0.7
+
+    def region(buf, r, c, h, w):
+        if chain == "row":
+            return f"{buf}[by, {c}:{c} + {w}]" if slices else f"{buf}[by, {c}]"
+        return f"{buf}[{r}:{r} + {h}, {c}:{c} + {w}]" if slices else f"{buf}[{r}, {c}]"
+
+    src = region("A", "by * bm + ro", "bx * bn + co", "bm", "bn")
+    dst = region("B", "by * bm + wo", "bx * bn + wc", "bm", "bn")
+    shape = "(bn,)" if chain == "row" else "(bm, bn)"
+    kinds = "s" if chain == "row" else chain
+    names = [f"t{k}" for k in range(len(kinds))]
+    lines = [f"{n} = {'T.alloc_shared' if kind == 's' else 'T.alloc_fragment'}({shape}, mid)"
+             for n, kind in zip(names, kinds)]
+    lines.append(f"T.copy({src}, {names[0]})")
+    scaled = False
+    for k, n in enumerate(names):
+        if k:
+            lines.append(f"T.copy({names[k - 1]}, {n})")
+        if scale and kinds[k] == "f" and not scaled:  # an elementwise step on the first fragment
+            lines.append("for i, j in T.Parallel(bm, bn):")
+            lines.append(f"    {n}[i, j] = {n}[i, j] * T.cast(2, mid) + T.cast(1, mid)")
+            scaled = True
+    lines.append(f"T.copy({names[-1]}, {dst})")
+    body = "\n".join(" " * 12 + line for line in lines)
+    src_text = f'''
+    @T.prim_func
+    def main(A: T.Tensor((M, N), dtype), B: T.Tensor((M, N), dtype)):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=threads) as (bx, by):
+{body}
+
+    return main
+    '''
+    params = dict(M=M, N=N, bm=bm, bn=bn, ro=ro, co=co, wo=wo, wc=wc, threads=threads, dtype=dtype, mid=mid)
+
+    def make_inputs(device):
+        g = _gen(seed)
+        return [_ints(g, (M, N), -8, 9, dtype).to(device), torch.full((M, N), -77, dtype=_TORCH[dtype], device=device)]
+
+    def reference(inputs):
+        A = inputs[0].cpu().double()
+        B = torch.full((M, N), -77.0, dtype=torch.float64)
+        for by in range((M + bm - 1) // bm):
+            for bx in range((N + bn - 1) // bn):
+                tile = torch.zeros(bm, bn, dtype=torch.float64)
+                for i in range(bm):
+                    r = by * bm + ro + i
+                    if not 0 <= r < M:
+                        continue
+                    c0 = bx * bn + co
+                    lo, hi = max(c0, 0), min(c0 + bn, N)
+                    if lo < hi:
+                        tile[i, lo - c0:hi - c0] = A[r, lo:hi]
+                if scaled:
+                    tile = tile * 2 + 1
+                for i in range(bm):
+                    r = by * bm + wo + i
+                    if not 0 <= r < M:
+                        continue
+                    c0 = bx * bn + wc
+                    hi = min(c0 + bn, N)
+                    if c0 < hi:
+                        B[r, c0:hi] = tile[i, :hi - c0]
+        return {1: B.to(_TORCH[dtype])}
+
+    return _module(src_text, [], params), params, [], make_inputs, reference, (0.0, 0.0)
+
+
+# ---- index arithmetic in T.Parallel -------------------------------------------------------------
+def _floordiv(a, b):
+    return torch.div(a, b, rounding_mode="floor")
+
+
+def _int_expr(rng, depth):
+    """(text, fn(env) -> int64 tensor) of a random int expression over r, c, i, j, a."""
+    leaves = ["r", "c", "i", "j", "a", "a", "(r - c)", "(a - 7)"]
+    if depth == 0 or rng.random() < 0.25:
+        if rng.random() < 0.2:
+            k = rng.randint(-9, 9)
+            return f"({k})", (lambda env, k=k: torch.full_like(env["a"], k))
+        leaf = rng.choice(leaves)
+        return leaf, (lambda env, leaf=leaf: eval(leaf, {}, env))
+    op = rng.choice(["+", "-", "*k", "//", "%", "T.floordiv", "T.floormod", "T.truncdiv", "T.truncmod",
+                     "T.min", "T.max", "ite", "//", "%", ">>", "<<", "&", "|", "^", "cmp"])
+    x, fx = _int_expr(rng, depth - 1)
+    if op in (">>", "<<"):  # an arithmetic right shift of a negative value floors
+        k = rng.randint(0, 3) if op == "<<" else rng.randint(0, 5)
+        if op == ">>":
+            return f"({x} >> {k})", lambda env: fx(env) >> k
+        return f"({x} << {k})", lambda env: fx(env) << k
+    if op in ("&", "|", "^"):
+        m = rng.choice([1, 3, 6, 15, -4, -16])
+        fn = {"&": torch.bitwise_and, "|": torch.bitwise_or, "^": torch.bitwise_xor}[op]
+        return f"({x} {op} {m})", lambda env: fn(fx(env), m)
+    if op == "cmp":
+        y, fy = _int_expr(rng, depth - 1)
+        return f"T.Cast(dtype, {x} < {y})", lambda env: (fx(env) < fy(env)).long()
+    if op in ("+", "-", "T.min", "T.max"):
+        y, fy = _int_expr(rng, depth - 1)
+        if op == "+":
+            return f"({x} + {y})", lambda env: fx(env) + fy(env)
+        if op == "-":
+            return f"({x} - {y})", lambda env: fx(env) - fy(env)
+        if op == "T.min":
+            return f"T.min({x}, {y})", lambda env: torch.minimum(fx(env), fy(env))
+        return f"T.max({x}, {y})", lambda env: torch.maximum(fx(env), fy(env))
+    if op == "*k":
+        k = rng.choice([-3, -2, 2, 3, 5])
+        return f"({x} * {k})", lambda env: fx(env) * k
+    if op == "ite":
+        y, fy = _int_expr(rng, depth - 1)
+        z, fz = _int_expr(rng, 0)
+        cmp = rng.choice(["<", ">=", "=="])
+        cond = f"{z} {cmp} {y}"
+        fc = {"<": lambda u, v: u < v, ">=": lambda u, v: u >= v, "==": lambda u, v: u == v}[cmp]
+        return (f"T.if_then_else({cond}, {x}, {y})",
+                lambda env: torch.where(fc(fz(env), fy(env)), fx(env), fy(env)))
+    d = rng.choice([2, 3, 4, 5, 7, 8, 16, -2, -3, -4, -5, -8])
+    if op in ("//", "%") and d < 0 and rng.random() < 0.5:
+        d = -d
+    if op == "//" or op == "T.floordiv":
+        text = f"({x} // {d})" if op == "//" else f"T.floordiv({x}, {d})"
+        return text, lambda env: _floordiv(fx(env), d)
+    if op == "%" or op == "T.floormod":
+        text = f"({x} % {d})" if op == "%" else f"T.floormod({x}, {d})"
+        return text, lambda env: fx(env) - _floordiv(fx(env), d) * d
+    if op == "T.truncdiv":
+        return f"T.truncdiv({x}, {d})", lambda env: torch.div(fx(env), d, rounding_mode="trunc")
+    return f"T.truncmod({x}, {d})", lambda env: torch.fmod(fx(env), d)
+
+
+def gen_index(rng, seed):
+    threads = rng.choice(THREADS)
+    bm, bn = rng.choice([1, 2, 4, 8, 16, 32]), rng.choice([8, 16, 32, 64, 128])
+    M, N = _ragged(rng, bm), _ragged(rng, bn)
+    dtype = rng.choice(["int32", "int32", "int64"])
+    for _ in range(20):
+        text, fn = _int_expr(rng, rng.randint(1, 4))
+        if "a" in text or rng.random() < 0.3:
+            break
+    mask = rng.choice(["bounds", "bounds", "ite", "frag"])
+    if mask == "frag":
+        body = f'''
+        acc = T.alloc_fragment((bm, bn), dtype)
+        for i, j in T.Parallel(bm, bn):
+            r = by * bm + i
+            c = bx * bn + j
+            a = T.if_then_else(r < M and c < N, A[T.min(r, M - 1), T.min(c, N - 1)], 0)
+            acc[i, j] = {text}
+        T.copy(acc, B[by * bm, bx * bn])'''
+    elif mask == "ite":
+        body = f'''
+        for i, j in T.Parallel(bm, bn):
+            r = by * bm + i
+            c = bx * bn + j
+            if r < M:
+                if c < N:
+                    a = A[r, c]
+                    B[r, c] = {text}'''
+    else:
+        body = f'''
+        for i, j in T.Parallel(bm, bn):
+            r = by * bm + i
+            c = bx * bn + j
+            if r < M and c < N:
+                a = A[r, c]
+                B[r, c] = {text}'''
+    src_text = f'''
+    @T.prim_func
+    def main(A: T.Tensor((M, N), dtype), B: T.Tensor((M, N), dtype)):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=threads) as (bx, by):
+{textwrap.indent(textwrap.dedent(body).strip(chr(10)), " " * 12)}
+
+    return main
+    '''
+    params = dict(M=M, N=N, bm=bm, bn=bn, threads=threads, dtype=dtype)
+
+    def make_inputs(device):
+        return [_ints(_gen(seed), (M, N), -40, 41, dtype).to(device)]
+
+    def reference(inputs):
+        a = inputs[0].cpu().long()
+        r = torch.arange(M).view(M, 1).expand(M, N)
+        c = torch.arange(N).view(1, N).expand(M, N)
+        i = r % bm
+        j = c % bn
+        out = fn({"a": a, "r": r, "c": c, "i": i, "j": j})
+        return {1: out.to(_TORCH[dtype])}
+
+    return _module(src_text, [1], params), params, [1], make_inputs, reference, (0.0, 0.0)
+
+
+# ---- reductions ---------------------------------------------------------------------------------
+_RED = {
+    "sum": (lambda t, d: t.sum(d), lambda a, b: a + b),
+    "max": (lambda t, d: t.amax(d), torch.maximum),
+    "min": (lambda t, d: t.amin(d), torch.minimum),
+    "abssum": (lambda t, d: t.abs().sum(d), lambda a, b: a + b),
+    "absmax": (lambda t, d: t.abs().amax(d), lambda a, b: torch.maximum(a, b)),
+}
+
+
+def gen_reduce(rng, seed):
+    kind = rng.choice(list(_RED))
+    dim = rng.choice([0, 1, 1, -1])
+    axis = dim % 2
+    threads = rng.choice(THREADS)
+    dtype = rng.choice(["float32", "float32", "float16", "bfloat16"])
+    acc = rng.choice(["float32", "float32", dtype])
+    src_scope = rng.choice(["shared", "fragment", "fragment"])
+    dst_scope = rng.choice(["fragment", "fragment", "fragment", "shared"])
+    clear = rng.random() < 0.6
+    keep = rng.random() < 0.2
+    bm, bn = rng.choice([1, 2, 4, 8, 16, 32, 64]), rng.choice([8, 16, 32, 64, 128])
+    while bm * bn > 8192:
+        bn //= 2
+    # the reduced extent of the tensor may be short of the tile's (the copy pads it with 0)
+    if axis == 1:
+        M, N = _ragged(rng, bm), rng.choice([bn, bn, bn, max(1, bn - rng.randint(1, bn // 2))])
+        red, keepn = bn, bm
+        grid, lead = "T.ceildiv(M, bm)", "bx * bm, 0"
+        out_shape = "(bm, 1)" if keep else "(bm,)"
+        O_shape, out_at = ("(M, 1)" if keep else "(M,)"), ("bx * bm, 0" if keep else "bx * bm")
+    else:
+        M, N = rng.choice([bm, bm, max(1, bm - rng.randint(0, bm // 2))]), _ragged(rng, bn)
+        red, keepn = bm, bn
+        grid, lead = "T.ceildiv(N, bn)", "0, bx * bn"
+        out_shape = "(1, bn)" if keep else "(bn,)"
+        O_shape, out_at = ("(1, N)" if keep else "(N,)"), ("0, bx * bn" if keep else "bx * bn")
+    alloc = "T.alloc_shared" if src_scope == "shared" else "T.alloc_fragment"
+    dalloc = "T.alloc_shared" if dst_scope == "shared" else "T.alloc_fragment"
+    init = "" if clear else f"\n            T.copy(I[{out_at}], dst)"
+    src_text = f'''
+    @T.prim_func
+    def main(A: T.Tensor((M, N), dtype), I: T.Tensor({O_shape}, acc), O: T.Tensor({O_shape}, acc)):
+        with T.Kernel({grid}, threads=threads) as bx:
+            src = {alloc}((bm, bn), dtype)
+            dst = {dalloc}({out_shape}, acc)
+            T.copy(A[{lead}], src){init}
+            T.reduce_{kind}(src, dst, dim={dim}, clear={clear})
+            T.copy(dst, O[{out_at}])
+
+    return main
+    '''
+    params = dict(M=M, N=N, bm=bm, bn=bn, threads=threads, dtype=dtype, acc=acc)
+    oshape = ((M, 1) if keep else (M,)) if axis == 1 else ((1, N) if keep else (N,))
+
+    def make_inputs(device):
+        g = _gen(seed)
+        a = (torch.randn((M, N), generator=g) * 4).to(_TORCH[dtype])
+        i = (torch.randn(oshape, generator=g) * 4).to(_TORCH[acc])
+        return [a.to(device), i.to(device)]
+
+    def reference(inputs):
+        a = inputs[0].cpu().double()
+        init = inputs[1].cpu().double().reshape(-1)
+        # each block's tile, padded with the zeros the copy reads past the tensor
+        if axis == 1:
+            pad = torch.zeros(M, bn, dtype=torch.float64)
+            pad[:, :N] = a
+            r = _RED[kind][0](pad, 1)
+        else:
+            pad = torch.zeros(bm, N, dtype=torch.float64)
+            pad[:M] = a
+            r = _RED[kind][0](pad, 0)
+        if not clear:
+            r = _RED[kind][1](init, r)
+        return {2: r.reshape(oshape).to(_TORCH[acc])}
+
+    n = red
+    if acc in ("float16", "bfloat16"):  # summed at the output's precision (as TileLang does)
+        eps = 2.0 ** (-8 if acc == "bfloat16" else -11)
+        tol = (2 * eps * 4 * n, 2 * eps)
+    else:
+        tol = (1e-4 * n, 1e-5)
+    return _module(src_text, [2], params), params, [2], make_inputs, reference, tol
+
+
+# ---- cumsum -------------------------------------------------------------------------------------
+def gen_cumsum(rng, seed):
+    threads = rng.choice([32, 64, 128, 128, 256, 512])
+    two_d = rng.random() < 0.7
+    scope = rng.choice(["shared", "shared", "fragment"])
+    reverse = rng.random() < 0.5
+    dtype = rng.choice(["float32", "float32", "int32"])
+    if two_d:
+        bm, bn = rng.choice([1, 2, 4, 8, 16, 32]), rng.choice([16, 32, 64, 128])
+        dim = rng.choice([0, 1, -1])
+        M, N = _ragged(rng, bm, 2), _ragged(rng, bn, 2)
+        shape, lead = "(bm, bn)", "by * bm, bx * bn"
+        grid = "T.ceildiv(N, bn), T.ceildiv(M, bm)"
+        tens = "(M, N)"
+        bind = "(bx, by)"
+    else:
+        bn = rng.choice([32, 64, 128, 256, 512])
+        bm, M, N, dim = 1, 1, _ragged(rng, bn, 3), 0
+        shape, lead, grid, tens, bind = "(bn,)", "bx * bn", "T.ceildiv(N, bn)", "(N,)", "bx"
+    inplace = rng.random() < 0.4
+    alloc = "T.alloc_shared" if scope == "shared" else "T.alloc_fragment"
+    if inplace:
+        ops = f"T.cumsum(src=s, dim={dim}, reverse={reverse})\n            T.copy(s, B[{lead}])"
+        dst = ""
+    else:
+        dst = f"\n            d = {alloc}({shape}, dtype)"
+        ops = f"T.cumsum(s, d, dim={dim}, reverse={reverse})\n            T.copy(d, B[{lead}])"
+    src_text = f'''
+    @T.prim_func
+    def main(A: T.Tensor({tens}, dtype), B: T.Tensor({tens}, dtype)):
+        with T.Kernel({grid}, threads=threads) as {bind}:
+            s = {alloc}({shape}, dtype){dst}
+            T.copy(A[{lead}], s)
+            {ops}
+
+    return main
+    '''
+    params = dict(M=M, N=N, bm=bm, bn=bn, threads=threads, dtype=dtype)
+    shape_t = (M, N) if two_d else (N,)
+
+    def make_inputs(device):
+        return [_ints(_gen(seed), shape_t, -9, 10, dtype).to(device)]
+
+    def reference(inputs):
+        a = inputs[0].cpu().double()
+        if not two_d:
+            a = a.view(1, N)
+        Mp, Np = -(-a.shape[0] // bm) * bm, -(-a.shape[1] // bn) * bn
+        pad = torch.zeros(Mp, Np, dtype=torch.float64)
+        pad[:a.shape[0], :a.shape[1]] = a
+        t = pad.view(Mp // bm, bm, Np // bn, bn)
+        ax = 1 if dim % 2 == 0 else 3
+        if not two_d:
+            ax = 3
+        if reverse:
+            t = t.flip(ax).cumsum(ax).flip(ax)
+        else:
+            t = t.cumsum(ax)
+        out = t.reshape(Mp, Np)[:a.shape[0], :a.shape[1]]
+        return {1: out.reshape(shape_t).to(_TORCH[dtype])}
+
+    return _module(src_text, [1], params), params, [1], make_inputs, reference, (0.0, 0.0)
+
+
+# ---- casts --------------------------------------------------------------------------------------
+_CASTS = [("float32", "float16"), ("float32", "bfloat16"), ("float16", "float32"), ("bfloat16", "float32"),
+          ("float16", "bfloat16"), ("bfloat16", "float16"), ("float32", "int32"), ("int32", "float32"),
+          ("int32", "int8"), ("int8", "int32"), ("float16", "int8"), ("uint8", "float32"),
+          ("float32", "uint8"), ("int32", "int16"), ("int64", "int32"), ("int32", "int64"),
+          ("float32", "int64"), ("int8", "float16"), ("uint8", "int8"), ("int8", "uint8")]
+
+
+def gen_cast(rng, seed):
+    src, dst = rng.choice(_CASTS)
+    threads = rng.choice(THREADS)
+    bm, bn = rng.choice([1, 4, 8, 16, 32]), rng.choice([16, 32, 64, 128])
+    M, N = _ragged(rng, bm), _ragged(rng, bn)
+    how = rng.choice(["parallel", "copy_frag", "copy_shared", "scalar"])
+    if how == "parallel":
+        body = '''
+            f = T.alloc_fragment((bm, bn), src)
+            g = T.alloc_fragment((bm, bn), dst)
+            T.copy(A[by * bm, bx * bn], f)
+            for i, j in T.Parallel(bm, bn):
+                g[i, j] = T.Cast(dst, f[i, j])
+            T.copy(g, B[by * bm, bx * bn])'''
+    elif how == "copy_frag":
+        body = '''
+            f = T.alloc_fragment((bm, bn), dst)
+            T.copy(A[by * bm, bx * bn], f)
+            T.copy(f, B[by * bm, bx * bn])'''
+    elif how == "copy_shared":
+        body = '''
+            s = T.alloc_shared((bm, bn), src)
+            g = T.alloc_fragment((bm, bn), dst)
+            T.copy(A[by * bm, bx * bn], s)
+            T.copy(s, g)
+            T.copy(g, B[by * bm, bx * bn])'''
+    else:
+        body = '''
+            for i, j in T.Parallel(bm, bn):
+                if by * bm + i < M and bx * bn + j < N:
+                    B[by * bm + i, bx * bn + j] = T.cast(A[by * bm + i, bx * bn + j], dst)'''
+    src_text = f'''
+    @T.prim_func
+    def main(A: T.Tensor((M, N), src), B: T.Tensor((M, N), dst)):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=threads) as (bx, by):
+{textwrap.indent(textwrap.dedent(body).strip(chr(10)), " " * 12)}
+
+    return main
+    '''
+    params = dict(M=M, N=N, bm=bm, bn=bn, threads=threads, src=src, dst=dst)
+
+    def make_inputs(device):
+        g = _gen(seed)
+        lo, hi = {"int8": (-128, 128), "uint8": (0, 256), "int16": (-3000, 3000), "int32": (-100000, 100000),
+                  "int64": (-(1 << 40), 1 << 40)}.get(src, (0, 0))
+        if src.startswith("float") or src == "bfloat16":
+            x = torch.randn((M, N), generator=g) * 50
+            if dst in ("int8",):
+                x = x.clamp(-127, 127)
+            if dst == "uint8":
+                x = x.abs().clamp(0, 255)
+            if dst in ("float16",):
+                x = x * 10
+            return [x.to(_TORCH[src]).to(device)]
+        if src == "int32" and dst in ("int8", "int16"):
+            lo, hi = -(1 << 30), 1 << 30
+        if src == "int64" and dst == "int32":
+            lo, hi = -(1 << 31), (1 << 31)
+        return [torch.randint(lo, hi, (M, N), generator=g, dtype=torch.int64).to(_TORCH[src]).to(device)]
+
+    def reference(inputs):
+        a = inputs[0].cpu()
+        if src.startswith("int") or src == "uint8":
+            if dst.startswith("int") or dst == "uint8":  # wrap to the narrower type
+                bits = {"int8": 8, "uint8": 8, "int16": 16, "int32": 32, "int64": 64}[dst]
+                v = a.long()
+                if bits < 64:
+                    v = v & ((1 << bits) - 1)
+                    if dst != "uint8":
+                        v = torch.where(v >= (1 << (bits - 1)), v - (1 << bits), v)
+                return {1: v.to(_TORCH[dst])}
+            return {1: a.double().to(_TORCH[dst]) if src != "int64" else a.to(_TORCH[dst])}
+        return {1: a.float().to(_TORCH[dst]) if dst in ("float16", "bfloat16") and src != "float32"
+                else a.to(_TORCH[dst])}
+
+    return _module(src_text, [1], params), params, [1], make_inputs, reference, (0.0, 0.0)
+
+
+# ---- atomics ------------------------------------------------------------------------------------
+def gen_atomic(rng, seed):
+    threads = rng.choice(THREADS)
+    dtype = rng.choice(["float32", "int32"])
+    tile = rng.random() < 0.35
+    if tile:
+        bm, bn = rng.choice([4, 8, 16, 32]), rng.choice([16, 32, 64])
+        S = rng.randint(2, 9)
+        M, N = _ragged(rng, bm, 2), _ragged(rng, bn, 2)
+        src_text = '''
+        @T.prim_func
+        def main(A: T.Tensor((S, M, N), dtype), O: T.Tensor((M, N), dtype)):
+            with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), S, threads=threads) as (bx, by, bz):
+                f = T.alloc_fragment((bm, bn), dtype)
+                T.copy(A[bz, by * bm, bx * bn], f)
+                for i, j in T.Parallel(bm, bn):
+                    f[i, j] = f[i, j] * 2
+                T.atomic_add(O[by * bm, bx * bn], f)
+
+        return main
+        '''
+        params = dict(S=S, M=M, N=N, bm=bm, bn=bn, threads=threads, dtype=dtype)
+
+        def make_inputs(device):
+            g = _gen(seed)
+            return [_ints(g, (S, M, N), -20, 21, dtype).to(device), _ints(g, (M, N), -5, 6, dtype).to(device)]
+
+        def reference(inputs):
+            a, o = inputs[0].cpu().double(), inputs[1].cpu().double()
+            return {1: (o + 2 * a.sum(0)).to(_TORCH[dtype])}
+    else:
+        L = rng.choice([100, 257, 1000, 4096, 33])
+        K = rng.choice([1, 3, 7, 32, 100])
+        per = rng.choice([1, 2, 4])
+        stride = rng.choice([1, 5, -3])
+        op = rng.choice(["add", "add", "max", "min"])
+        src_text = f'''
+        @T.prim_func
+        def main(A: T.Tensor((L,), dtype), O: T.Tensor((K,), dtype)):
+            with T.Kernel(T.ceildiv(L, threads * per), threads=threads) as bx:
+                for t in T.Parallel(threads * per):
+                    n = bx * threads * per + t
+                    if n < L:
+                        T.atomic_{op}(O[(n * stride) % K], A[n])
+
+        return main
+        '''
+        params = dict(L=L, K=K, per=per, stride=stride, threads=threads, dtype=dtype)
+
+        def make_inputs(device):
+            g = _gen(seed)
+            return [_ints(g, (L,), -20, 21, dtype).to(device), _ints(g, (K,), -5, 6, dtype).to(device)]
+
+        def reference(inputs):
+            a, o = inputs[0].cpu().double(), inputs[1].cpu().double().clone()
+            idx = (torch.arange(L) * stride) % K
+            if op == "add":
+                o.index_add_(0, idx, a)
+            else:
+                o = o.scatter_reduce(0, idx, a, "amax" if op == "max" else "amin", include_self=True)
+            return {1: o.to(_TORCH[dtype])}
+    return _module(src_text, [], params), params, [], make_inputs, reference, (0.0, 0.0)
+
+
+# ---- gemm ---------------------------------------------------------------------------------------
+def gen_gemm(rng, seed):
+    dtype = rng.choice(["float16", "bfloat16"])
+    ta, tb = rng.random() < 0.3, rng.random() < 0.5
+    threads = rng.choice([128, 128, 256, 64, 32])
+    bm = rng.choice([16, 32, 64, 64, 128])
+    bn = rng.choice([16, 32, 64, 64, 128])
+    bk = rng.choice([16, 32, 64])
+    while bm * bn > 128 * 64:
+        bn //= 2
+    stages = rng.choice([0, 1, 2, 3])
+    policy = rng.choice(["Square", "FullRow", "FullCol", None])
+    M, N, K = _ragged(rng, bm, 2), _ragged(rng, bn, 2), rng.choice([bk, 2 * bk, 3 * bk, 4 * bk - 8, bk + 8])
+    out = rng.choice(["float32", "float32", dtype])
+    a_frag = not ta and rng.random() < 0.2  # T.gemm of a fragment A (TileLang's RS form)
+    epi = rng.choice(["none", "none", "relu_rowsum", "scale"])  # work on the accumulator's layout
+    if epi == "scale" and out != "float32":
+        epi = "none"
+    a_shape, a_tile, a_at = ("(K, M)", "(bk, bm)", "k * bk, by * bm") if ta else ("(M, K)", "(bm, bk)", "by * bm, k * bk")
+    b_shape, b_tile, b_at = ("(N, K)", "(bn, bk)", "bx * bn, k * bk") if tb else ("(K, N)", "(bk, bn)", "k * bk, bx * bn")
+    kw = []
+    if ta:
+        kw.append("transpose_A=True")
+    if tb:
+        kw.append("transpose_B=True")
+    if policy:
+        kw.append(f"policy=T.GemmWarpPolicy.{policy}")
+    kws = (", " + ", ".join(kw)) if kw else ""
+    loop = f"T.Pipelined(T.ceildiv(K, bk), num_stages={stages})" if stages else "T.serial(T.ceildiv(K, bk))"
+    a_op = "T.copy(As, Af)\n                " if a_frag else ""
+    a_alloc = "\n            Af = T.alloc_fragment((bm, bk), dtype)" if a_frag else ""
+    epilogue = {"none": "", "relu_rowsum": """
+            for i, j in T.Parallel(bm, bn):
+                Cf[i, j] = T.max(Cf[i, j], 0)
+            rs = T.alloc_fragment((bm,), "float32")
+            T.reduce_sum(Cf, rs, dim=1)
+            for i in T.Parallel(bm):
+                if by * bm + i < M:
+                    T.atomic_add(R[by * bm + i], rs[i])""", "scale": """
+            for i, j in T.Parallel(bm, bn):
+                Cf[i, j] = Cf[i, j] * T.cast(by * bm + i + 1, "float32") - T.cast(bx * bn + j, "float32")"""}[epi]
+    src_text = f'''
+    @T.prim_func
+    def main(A: T.Tensor({a_shape}, dtype), B: T.Tensor({b_shape}, dtype), R: T.Tensor((M,), "float32"),
+             C: T.Tensor((M, N), out)):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=threads) as (bx, by):
+            As = T.alloc_shared({a_tile}, dtype)
+            Bs = T.alloc_shared({b_tile}, dtype)
+            Cf = T.alloc_fragment((bm, bn), "float32"){a_alloc}
+            T.clear(Cf)
+            for k in {loop}:
+                T.copy(A[{a_at}], As)
+                T.copy(B[{b_at}], Bs)
+                {a_op}T.gemm({'Af' if a_frag else 'As'}, Bs, Cf{kws}){epilogue}
+            T.copy(Cf, C[by * bm, bx * bn])
+
+    return main
+    '''
+    params = dict(M=M, N=N, K=K, bm=bm, bn=bn, bk=bk, threads=threads, dtype=dtype, out=out)
+
+    def make_inputs(device):
+        g = _gen(seed)
+        a = _ints(g, (K, M) if ta else (M, K), -2, 3, dtype)
+        b = _ints(g, (N, K) if tb else (K, N), -2, 3, dtype)
+        return [a.to(device), b.to(device), torch.zeros(M, device=device)]
+
+    def reference(inputs):
+        a, b = inputs[0].cpu().double(), inputs[1].cpu().double()
+        c = (a.T if ta else a) @ (b.T if tb else b)
+        if epi == "relu_rowsum":
+            c = c.clamp(min=0)
+            return {2: c.sum(1).float(), 3: c.to(_TORCH[out])}
+        if epi == "scale":
+            c = c * (torch.arange(M).view(M, 1) + 1) - torch.arange(N).view(1, N)
+        return {3: c.to(_TORCH[out])}
+
+    tol = (0.0, 0.0) if out == "float32" or (dtype == "float16" and 4 * K <= 2048) else (0.0, 1e-2)
+    return _module(src_text, [3], params), params, [3], make_inputs, reference, tol
+
+
+# ---- per-thread loops and vars ------------------------------------------------------------------
+def gen_serial(rng, seed):
+    threads = rng.choice(THREADS)
+    rows = rng.choice([threads, threads // 2, threads * 2]) if threads >= 64 else threads
+    M = _ragged(rng, rows)
+    N = rng.choice([1, 5, 17, 64, 100])
+    start, step = rng.choice([0, 0, 1, 2]), rng.choice([1, 1, 2, 3])
+    dtype = rng.choice(["float32", "int32"])
+    init = rng.choice(["0", "1"])
+    src_text = f'''
+    @T.prim_func
+    def main(A: T.Tensor((M, N), dtype), O: T.Tensor((M,), dtype), C: T.Tensor((M,), "int32")):
+        with T.Kernel(T.ceildiv(M, rows), threads=threads) as bx:
+            for t in T.Parallel(rows):
+                row = bx * rows + t
+                acc = T.alloc_var(dtype, init={init})
+                cnt = T.alloc_var("int32")
+                cnt = 0
+                if row < M:
+                    for k in T.serial(start, N, step):
+                        acc += A[row, k] * T.cast(k % 3 - 1, dtype)
+                        if A[row, k] > 0:
+                            cnt += 1
+                    O[row] = acc
+                    C[row] = cnt
+
+    return main
+    '''
+    params = dict(M=M, N=N, rows=rows, start=start, step=step, threads=threads, dtype=dtype)
+
+    def make_inputs(device):
+        return [_ints(_gen(seed), (M, N), -9, 10, dtype).to(device)]
+
+    def reference(inputs):
+        a = inputs[0].cpu().double()
+        ks = torch.arange(start, N, step) if start < N else torch.arange(0)
+        w = (ks % 3 - 1).double()
+        o = float(init) + (a[:, ks] * w).sum(1)
+        c = (a[:, ks] > 0).sum(1).int()
+        return {1: o.to(_TORCH[dtype]), 2: c}
+
+    return _module(src_text, [1, 2], params), params, [1, 2], make_inputs, reference, (0.0, 0.0)
+
+
+def gen_pipeline(rng, seed):
+    threads = rng.choice(THREADS)
+    stages = rng.choice([1, 2, 3])
+    bm, bk = rng.choice([8, 16, 32, 64]), rng.choice([32, 64, 128])
+    while bm * bk > 4096:
+        bk //= 2
+    M, N = _ragged(rng, bm, 2), _ragged(rng, bk, 4)
+    dtype = rng.choice(["float32", "float16"])
+    via = rng.choice(["shared", "shared", "fragment"])
+    stage = (
+        "s = T.alloc_shared((bm, bk), dtype)" if via == "shared" else "s = T.alloc_fragment((bm, bk), dtype)")
+    src_text = f'''
+    @T.prim_func
+    def main(A: T.Tensor((M, N), dtype), O: T.Tensor((M,), "float32")):
+        with T.Kernel(T.ceildiv(M, bm), threads=threads) as bx:
+            {stage}
+            acc = T.alloc_fragment((bm, bk), "float32")
+            row = T.alloc_fragment((bm,), "float32")
+            T.clear(acc)
+            for k in T.Pipelined(T.ceildiv(N, bk), num_stages=stages):
+                T.copy(A[bx * bm, k * bk], s)
+                for i, j in T.Parallel(bm, bk):
+                    acc[i, j] += T.cast(s[i, j], "float32") * T.cast((k * bk + j) % 4, "float32")
+            T.reduce_sum(acc, row, dim=1)
+            T.copy(row, O[bx * bm])
+
+    return main
+    '''
+    params = dict(M=M, N=N, bm=bm, bk=bk, stages=stages, threads=threads, dtype=dtype)
+
+    def make_inputs(device):
+        return [_ints(_gen(seed), (M, N), -9, 10, dtype).to(device)]
+
+    def reference(inputs):
+        a = inputs[0].cpu().double()
+        w = (torch.arange(N) % 4).double()
+        return {1: (a * w).sum(1).float()}
+
+    return _module(src_text, [1], params), params, [1], make_inputs, reference, (0.0, 0.0)
+
+
+# ---- shared sub-regions, fills and halos --------------------------------------------------------
+def gen_stencil(rng, seed):
+    """A tile copied into rows 1..bm of a (bm + 2, bn) shared buffer whose first and last rows
+    are filled (T.fill of a slice), or the whole (bm + 2, bn) buffer copied from one row
+    above the tile (a negative start in the first block), then a 3-point column stencil in
+    T.Parallel."""
+    threads = rng.choice(THREADS)
+    dtype = rng.choice(["float32", "float16"])
+    bm, bn = rng.choice([4, 8, 16, 32]), rng.choice([16, 32, 64, 128])
+    M, N = _ragged(rng, bm), _ragged(rng, bn)
+    halo = rng.choice(["fill", "copy"])
+    edge = rng.choice([0, 1, 3])
+    out_frag = rng.random() < 0.5
+    # (TileLang guards no dim of extent 1 in a copy: the halo rows are read by one copy of
+    # bm + 2 rows starting at a negative row, not by 1-row copies)
+    if halo == "fill":
+        pre = (f"T.fill(s[0, 0:bn], {edge})\n            T.fill(s[bm + 1:bm + 2, :], {edge})\n"
+               "            T.copy(A[by * bm:by * bm + bm, bx * bn:bx * bn + bn], s[1:bm + 1, 0:bn])")
+    else:
+        pre = "T.copy(A[by * bm - 1, bx * bn], s)"
+    if out_frag:
+        post = ("o = T.alloc_fragment((bm, bn), dtype)\n"
+                "            for i, j in T.Parallel(bm, bn):\n"
+                "                o[i, j] = s[i, j] + s[i + 1, j] * T.cast(2, dtype) - s[i + 2, j]\n"
+                "            T.copy(o, B[by * bm, bx * bn])")
+    else:
+        post = ("for i, j in T.Parallel(bm, bn):\n"
+                "                if by * bm + i < M and bx * bn + j < N:\n"
+                "                    B[by * bm + i, bx * bn + j] = s[i, j] + s[i + 1, j] * T.cast(2, dtype)"
+                " - s[i + 2, j]")
+    src_text = f"""
+    @T.prim_func
+    def main(A: T.Tensor((M, N), dtype), B: T.Tensor((M, N), dtype)):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=threads) as (bx, by):
+            s = T.alloc_shared((bm + 2, bn), dtype)
+            {pre}
+            {post}
+
+    return main
+    """
+    params = dict(M=M, N=N, bm=bm, bn=bn, threads=threads, dtype=dtype)
+
+    def make_inputs(device):
+        return [_ints(_gen(seed), (M, N), -8, 9, dtype).to(device)]
+
+    def reference(inputs):
+        a = inputs[0].cpu().double()
+        Mp, Np = -(-M // bm) * bm, -(-N // bn) * bn
+        pad = torch.zeros(Mp + 2, Np, dtype=torch.float64)
+        pad[1:M + 1, :N] = a
+        up, mid, down = pad[:-2], pad[1:-1], pad[2:]
+        if halo == "fill":  # each tile's first / last halo row is the fill value
+            up, down = up.clone(), down.clone()
+            up[0::bm] = edge
+            down[bm - 1::bm] = edge
+        out = up + 2 * mid - down
+        return {1: out[:M, :N].to(_TORCH[dtype])}
+
+    return _module(src_text, [1], params), params, [1], make_inputs, reference, (0.0, 0.0)
+
+
+# ---- a masked row softmax ----------------------------------------------------------------------
+def gen_softmax(rng, seed):
+    threads = rng.choice(THREADS)
+    bm, bn = rng.choice([1, 2, 4, 8, 16, 32, 64]), rng.choice([16, 32, 64, 128, 256])
+    while bm * bn > 8192:
+        bm //= 2
+    M, N = _ragged(rng, bm), rng.choice([bn, bn, bn - rng.randint(1, bn // 2)])
+    causal = rng.random() < 0.5
+    dtype = rng.choice(["float32", "float16", "bfloat16"])
+    scale = rng.choice([1.0, 0.5, 0.125])
+    mask = "(bx * bm + i) % N >= j and j < N" if causal else "j < N"
+    src_text = f"""
+    @T.prim_func
+    def main(X: T.Tensor((M, N), dtype), Y: T.Tensor((M, N), dtype)):
+        with T.Kernel(T.ceildiv(M, bm), threads=threads) as bx:
+            x = T.alloc_fragment((bm, bn), "float32")
+            mx = T.alloc_fragment((bm,), "float32")
+            sm = T.alloc_fragment((bm,), "float32")
+            T.copy(X[bx * bm, 0], x)
+            for i, j in T.Parallel(bm, bn):
+                x[i, j] = T.if_then_else({mask}, x[i, j] * {scale}, -T.infinity("float32"))
+            T.reduce_max(x, mx, dim=1)
+            for i, j in T.Parallel(bm, bn):
+                x[i, j] = T.exp2((x[i, j] - mx[i]) * 1.4426950408889634)
+            T.reduce_sum(x, sm, dim=1)
+            for i, j in T.Parallel(bm, bn):
+                x[i, j] = x[i, j] / sm[i]
+            T.copy(x, Y[bx * bm, 0])
+
+    return main
+    """
+    params = dict(M=M, N=N, bm=bm, bn=bn, threads=threads, dtype=dtype)
+
+    def make_inputs(device):
+        return [(torch.randn((M, N), generator=_gen(seed)) * 3).to(_TORCH[dtype]).to(device)]
+
+    def reference(inputs):
+        x = inputs[0].cpu().double() * scale
+        if causal:
+            r = torch.arange(M).view(M, 1) % N
+            c = torch.arange(N).view(1, N)
+            x = x.masked_fill(c > r, float("-inf"))
+        return {1: torch.softmax(x, 1).to(_TORCH[dtype])}
+
+    tol = (1e-5, 1e-4) if dtype == "float32" else (2e-3, 1e-2)
+    return _module(src_text, [1], params), params, [1], make_inputs, reference, tol
+
+
+# ---- rank-3 tensors, unit dims -------------------------------------------------------------------
+def gen_rank3(rng, seed):
+    """Tiles of a (Bt, M, N) tensor: a (bm, bn) tile at X[b, r0, c0] (the unit dim dropped) or
+    a (1, bm, bn) one, written to a (M, Bt, N) or (Bt, N, M) tensor by a copy with a unit dim
+    in the middle or by a T.Parallel store."""
+    threads = rng.choice(THREADS)
+    dtype = rng.choice(["float32", "float16", "int32"])
+    bm, bn = rng.choice([1, 4, 8, 16, 32]), rng.choice([1, 8, 16, 32, 64])
+    if bm == 1 and bn == 1:
+        bn = 16
+    Bt, M, N = rng.randint(1, 3), _ragged(rng, bm), _ragged(rng, bn)
+    keep = rng.choice(["2d", "2d", "keep_unit"])
+    out = rng.choice(["swap01", "transpose"])
+    scope = rng.choice(["shared", "fragment"])
+    alloc = "T.alloc_shared" if scope == "shared" else "T.alloc_fragment"
+    if keep == "keep_unit":
+        tile, read = "(1, bm, bn)", "T.copy(X[b:b + 1, by * bm:by * bm + bm, bx * bn:bx * bn + bn], t)"
+        at = "t[0, i, j]"
+    else:
+        tile, read, at = "(bm, bn)", "T.copy(X[b, by * bm, bx * bn], t)", "t[i, j]"
+    if out == "swap01":
+        o_shape = "(M, Bt, N)"
+        if keep == "keep_unit" or rng.random() < 0.5:
+            write = ("for i, j in T.Parallel(bm, bn):\n"
+                     "                if by * bm + i < M and bx * bn + j < N:\n"
+                     f"                    Y[by * bm + i, b, bx * bn + j] = {at} + T.cast(b, dtype)")
+        else:
+            write = ("for i, j in T.Parallel(bm, bn):\n"
+                     "                t[i, j] = t[i, j] + T.cast(b, dtype)\n"
+                     "            T.copy(t, Y[by * bm:by * bm + bm, b, bx * bn:bx * bn + bn])")
+    else:
+        o_shape = "(Bt, N, M)"
+        write = ("for i, j in T.Parallel(bm, bn):\n"
+                 "                if by * bm + i < M and bx * bn + j < N:\n"
+                 f"                    Y[b, bx * bn + j, by * bm + i] = {at} + T.cast(b, dtype)")
+    src_text = f"""
+    @T.prim_func
+    def main(X: T.Tensor((Bt, M, N), dtype), Y: T.Tensor({o_shape}, dtype)):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), Bt, threads=threads) as (bx, by, b):
+            t = {alloc}({tile}, dtype)
+            {read}
+            {write}
+
+    return main
+    """
+    params = dict(Bt=Bt, M=M, N=N, bm=bm, bn=bn, threads=threads, dtype=dtype)
+
+    def make_inputs(device):
+        return [_ints(_gen(seed), (Bt, M, N), -50, 51, dtype).to(device)]
+
+    def reference(inputs):
+        x = inputs[0].cpu().double() + torch.arange(Bt).view(Bt, 1, 1)
+        y = x.permute(1, 0, 2) if out == "swap01" else x.permute(0, 2, 1)
+        return {1: y.contiguous().to(_TORCH[dtype])}
+
+    return _module(src_text, [1], params), params, [1], make_inputs, reference, (0.0, 0.0)
+
+
+# ---- a shared buffer reused across loop iterations ---------------------------------------------
+def gen_reuse(rng, seed):
+    """Each step of a T.serial / T.Pipelined loop overwrites a shared row (a copy, or a
+    T.Parallel store) that threads then read at other positions (rotated, reversed): the
+    write of step k + 1 must wait for the reads of step k."""
+    threads = rng.choice(THREADS)
+    n = rng.choice([32, 64, 128, 256, 512])
+    steps = rng.randint(1, 6)
+    rot = rng.randint(1, n - 1)
+    loop = rng.choice(["T.serial(steps)", "T.Pipelined(steps, num_stages=1)", "T.Pipelined(steps, num_stages=2)",
+                       "T.serial(0, steps)"])
+    fill = rng.choice(["copy", "parallel"])
+    load = ("T.copy(A[k, 0:n], s)" if fill == "copy" else
+            "for t in T.Parallel(n):\n                    s[t] = A[k, t] * 2.0")
+    src_text = f"""
+    @T.prim_func
+    def main(A: T.Tensor((steps, n), "float32"), B: T.Tensor((n,), "float32")):
+        with T.Kernel(1, threads=threads) as bx:
+            s = T.alloc_shared((n,), "float32")
+            acc = T.alloc_fragment((n,), "float32")
+            T.clear(acc)
+            for k in {loop}:
+                {load}
+                for t in T.Parallel(n):
+                    acc[t] += s[(t + rot) % n] * T.cast(k + 1, "float32") - s[n - 1 - t]
+            T.copy(acc, B)
+
+    return main
+    """
+    params = dict(steps=steps, n=n, rot=rot, threads=threads)
+
+    def make_inputs(device):
+        return [_ints(_gen(seed), (steps, n), -9, 10, "float32").to(device)]
+
+    def reference(inputs):
+        a = inputs[0].cpu().double() * (2.0 if fill == "parallel" else 1.0)
+        t = torch.arange(n)
+        acc = torch.zeros(n, dtype=torch.float64)
+        for k in range(steps):
+            acc += a[k, (t + rot) % n] * (k + 1) - a[k, n - 1 - t]
+        return {1: acc.float()}
+
+    return _module(src_text, [1], params), params, [1], make_inputs, reference, (0.0, 0.0)
+
+
+_GENS = {"copy": gen_copy, "index": gen_index, "reduce": gen_reduce, "cumsum": gen_cumsum, "cast": gen_cast,
+         "atomic": gen_atomic, "gemm": gen_gemm, "serial": gen_serial, "pipeline": gen_pipeline,
+         "stencil": gen_stencil, "softmax": gen_softmax, "rank3": gen_rank3, "reuse": gen_reuse}
+
+
+def generate(seed, form=None):
+    """The program of ``seed`` (its form picked by the seed unless ``form`` is given)."""
+    rng = random.Random(seed * 7919 + 17)
+    form = form or FORMS[seed % len(FORMS)]
+    source, args, out_idx, make_inputs, reference, tol = _GENS[form](rng, seed)
+    return Program(f"{form}_{seed}", seed, form, source, args, out_idx, make_inputs, reference, tol)
+
+
+def programs(first, count, form=None):
+    return [generate(s, form) for s in range(first, first + count)]
+
+
+# ---- running -----------------------------------------------------------------------------------
+def refused(exc):
+    """Whether an exception is one of tilecute's refusals (an error class of its own, naming
+    what it refuses), not a crash (KeyError, AssertionError, a bare ValueError, a CuTe DSL or
+    compiler failure...)."""
+    cls = type(exc)
+    mod = cls.__module__ or ""
+    own = mod.startswith(("tilecute", "backend"))
+    return own and issubclass(cls, (ValueError, SyntaxError, NotImplementedError)) and cls not in (
+        ValueError, SyntaxError, NotImplementedError)
+
+
+def compare(prog, before, inputs, outputs):
+    """[(position, message)] of the mismatches of one run against the reference: ``before``
+    the arguments as made (the reference's), ``inputs`` the same arguments after the run
+    (those written in place are compared) and ``outputs`` what the kernel returned."""
+    want = prog.reference([x.cpu().clone() if isinstance(x, torch.Tensor) else x for x in before])
+    nparams = len(inputs) + len(prog.out_idx)
+    got = {}
+    outs = list(outputs) if isinstance(outputs, (tuple, list)) else ([outputs] if outputs is not None else [])
+    k_in = iter(inputs)
+    k_out = iter(outs)
+    for p in range(nparams):
+        got[p] = next(k_out) if p in prog.out_idx else next(k_in)
+    bad = []
+    atol, rtol = prog.tol
+    for p, w in want.items():
+        g = got[p].cpu()
+        if g.shape != w.shape or g.dtype != w.dtype:
+            bad.append((p, f"shape/dtype {tuple(g.shape)} {g.dtype} != {tuple(w.shape)} {w.dtype}"))
+            continue
+        gd, wd = g.double(), w.double()
+        err = (gd - wd).abs()
+        lim = atol + rtol * wd.abs()
+        wrong = ~((err <= lim) | (gd.isnan() & wd.isnan()) | (gd == wd))
+        if wrong.any():
+            n = int(wrong.sum())
+            first = tuple(int(v) for v in wrong.nonzero()[0])
+            bad.append((p, f"{n}/{wrong.numel()} wrong, first at {first}: got {gd[first].item()} "
+                           f"want {wd[first].item()}"))
+    return bad
+
+
+def run_program(prog, device="cuda"):
+    """Build, run and compare one program: (status, detail) with status one of
+    'ok', 'refused', 'crash', 'wrong'."""
+    try:
+        kernel = prog.kernel()
+        kernel.ensure_cubin()
+    except Exception as exc:  # noqa: BLE001 -- sorted into refusal / crash below
+        return ("refused" if refused(exc) else "crash"), f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
+    inputs = prog.make_inputs(device)
+    before = [x.clone() for x in inputs]
+    try:
+        outputs = kernel(*inputs)
+        if device == "cuda":
+            torch.cuda.synchronize()
+    except Exception as exc:  # noqa: BLE001
+        return "crash", f"run: {type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}"
+    bad = compare(prog, before, inputs, outputs)
+    if bad:
+        return "wrong", "; ".join(f"arg {p}: {m}" for p, m in bad)
+    return "ok", ""
+
+
+def build_program(prog, arch=None):
+    """Build one program's cubin (no GPU): ('ok' | 'refused' | 'crash', detail)."""
+    import os
+    import tempfile
+
+    import tilecute
+    try:
+        kernel = prog.kernel()
+        if arch is None or arch == os.environ.get("TILECUTE_ARCH", "sm_90a"):
+            assert kernel.ensure_cubin()
+        else:
+            with tempfile.TemporaryDirectory() as out:
+                assert tilecute.build_cubin(prog.factory.get_tir(**prog.args), arch, out_dir=out).kernel_names
+    except Exception as exc:  # noqa: BLE001 -- sorted into refusal / crash
+        first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
+        return ("refused" if refused(exc) else "crash"), f"{type(exc).__name__}: {first}"
+    return "ok", ""

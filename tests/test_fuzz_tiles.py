@@ -1,0 +1,225 @@
+"""The tile fuzzer (tests/fuzz_tiles.py): random TileLang programs from seeds, each with a torch
+reference.  CPU: the generator is deterministic, and a fixed set of seeds (one or two programs of each
+form, 20) each builds an sm_90a cubin or is refused by one of tilecute's named errors (never
+a crash); a few generated sources are checked for what they mean.  GPU (``-m gpu``): the same
+seeds run against their references.  More seeds: ``python tests/fuzz_run.py`` (see there)."""
+
+import pytest
+
+import fuzz_tiles as F
+
+# the first program of each form (seed % 13 picks the form), then a second of the forms with
+# the most corners (copy chains, index arithmetic, reductions, casts, gemm, softmax, rank 3)
+SEEDS = list(range(13)) + [13, 14, 15, 17, 19, 23, 24]
+
+
+@pytest.fixture(autouse=True)
+def _arch(monkeypatch):
+    monkeypatch.setenv("TILECUTE_ARCH", "sm_90a")
+
+
+def test_generator_is_deterministic_and_covers_every_form():
+    a, b = F.programs(0, 26), F.programs(0, 26)
+    assert [p.source for p in a] == [p.source for p in b]
+    assert [p.args for p in a] == [p.args for p in b]
+    assert {p.form for p in a} == set(F.FORMS)
+    x, y = a[5].make_inputs("cpu"), b[5].make_inputs("cpu")
+    assert all((u == v).all() for u, v in zip(x, y))
+
+
+def test_references_of_the_index_form_floor_negatives():
+    # the reference divides as TVM's floordiv / floormod: -7 // 2 == -4, -7 % 2 == 1,
+    # 7 // -2 == -4, 7 % -2 == -1, truncdiv(-7, 2) == -3, truncmod(-7, 2) == -1
+    import torch
+    a = torch.tensor([-7, 7, -7])
+    assert F._floordiv(a, 2).tolist() == [-4, 3, -4]
+    assert F._floordiv(a, -2).tolist() == [3, -4, 3]
+    assert (a - F._floordiv(a, -2) * -2).tolist() == [-1, -1, -1]
+    assert torch.fmod(a, 2).tolist() == [-1, 1, -1]
+
+
+def test_references_match_the_programs_parameters():
+    # each reference tensor has its parameter's shape and dtype, each input too, and the
+    # comparison of a reference with itself finds nothing (no false "wrong" on the GPU)
+    from tilecute.ir import nodes as N
+    for prog in F.programs(100, 52):
+        params = prog.factory.get_tir(**prog.args).params
+        inputs = prog.make_inputs("cpu")
+        want = prog.reference(inputs)
+        ins = iter(inputs)
+        for k, p in enumerate(params):
+            shape = tuple(int(d.value) for d in p.shape if isinstance(d, N.Const))
+            t = want.get(k) if k in prog.out_idx else next(ins)
+            if t is None:
+                continue
+            assert tuple(t.shape) == shape and str(t.dtype) == "torch." + p.dtype, (
+                prog.name, p.name, tuple(t.shape), t.dtype, shape, p.dtype)
+        for k, t in want.items():
+            p = params[k]
+            assert tuple(t.shape) == tuple(int(d.value) for d in p.shape), (prog.name, p.name)
+            assert str(t.dtype) == "torch." + p.dtype, (prog.name, p.name, t.dtype, p.dtype)
+        outs = [want[k] for k in prog.out_idx]
+        after = [want.get(k, x) for k, x in zip([k for k in range(len(params)) if k not in prog.out_idx], inputs)]
+        assert F.compare(prog, inputs, after, outs[0] if len(outs) == 1 else outs) == [], prog.name
+
+
+class _FakeKernel:
+    """Stands for a built kernel on the CPU: writes the reference (perturbed when asked) into
+    the in-place arguments and returns the outputs, as a tilecute Kernel returns them."""
+
+    def __init__(self, prog, wrong):
+        self.prog, self.wrong = prog, wrong
+
+    def ensure_cubin(self):
+        return "fake"
+
+    def __call__(self, *inputs):
+        want = self.prog.reference([x.clone() for x in inputs])
+        ins = [k for k in range(len(inputs) + len(self.prog.out_idx)) if k not in self.prog.out_idx]
+        for k, x in zip(ins, inputs):
+            if k in want:
+                x.copy_(want[k])
+        outs = [want[k].clone() for k in self.prog.out_idx]
+        if self.wrong:
+            last = outs[-1] if outs else inputs[ins.index(max(want))]
+            last.view(-1)[-1] += 1
+        return None if not outs else outs[0] if len(outs) == 1 else tuple(outs)
+
+
+@pytest.mark.parametrize("wrong", [False, True])
+def test_runner_compares_outputs_and_in_place_arguments(wrong, monkeypatch):
+    # one program of each form through run_program with a fake kernel on the CPU: a right
+    # answer is 'ok', one element off is 'wrong' (outputs and in-place arguments alike)
+    for prog in F.programs(200, 13):
+        monkeypatch.setattr(prog, "kernel", lambda prog=prog: _FakeKernel(prog, wrong))
+        status, detail = F.run_program(prog, "cpu")
+        assert status == ("wrong" if wrong else "ok"), (prog.name, status, detail)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_program_builds_or_is_refused_by_name(seed):
+    prog = F.generate(seed)
+    status, detail = F.build_program(prog)
+    assert status in ("ok", "refused"), f"{prog.name}: {detail}\n{prog.source}"
+    if status == "refused":
+        assert "line" in detail or "main" in detail or prog.name in detail, detail
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("seed", SEEDS)
+def test_gpu_program_matches_its_reference(seed):
+    prog = F.generate(seed)
+    status, detail = F.run_program(prog, "cuda")
+    assert status in ("ok", "refused"), f"{prog.name} {prog.args}: {status} {detail}\n{prog.source}"
+
+
+# ---- found by the fuzzer ---------------------------------------------------------------------
+import tilecute  # noqa: E402
+import tilecute.language as T  # noqa: E402
+
+
+@tilecute.jit(out_idx=[1])
+def empty_ranges(M=64, N=1, start=2, threads=64):
+    """Loops whose constant stop is below their start (T.serial(2, 1), range(N, 0)): no
+    iteration, as TileLang lowers them (it drops the loop); tilecute's validator refused them
+    as loops over -1 iterations (fuzz seed 345: ``T.serial(start, N, step)`` with N = 1)."""
+
+    @T.prim_func
+    def main(A: T.Tensor((M, N), "float32"), O: T.Tensor((M,), "float32")):
+        with T.Kernel(1, threads=threads) as bx:
+            for t in T.Parallel(M):
+                acc = T.alloc_var("float32", init=1)
+                for k in T.serial(start, N):
+                    acc += A[t, k]
+                for k in range(N, 0):
+                    acc += A[t, k] * 2.0
+                for k in T.unroll(start, N):
+                    acc += A[t, k] * 3.0
+                O[t] = acc
+    return main
+
+
+def test_loop_with_stop_below_start_has_no_iteration():
+    from tilecute.ir import nodes as N
+    from tilecute.ir.visitor import walk_stmts
+    kernel = empty_ranges()
+    assert kernel.ensure_cubin()
+    loops = [s for s in walk_stmts(empty_ranges.get_tir().kernels) if isinstance(s, N.For) and s.kind != "parallel"]
+    assert all(isinstance(s.extent, N.Const) and s.extent.value == 0 for s in loops)
+
+
+@pytest.mark.gpu
+def test_gpu_loop_with_stop_below_start_has_no_iteration():
+    import torch
+    a = torch.randn(64, 1, device="cuda")
+    assert (empty_ranges()(a) == 1).all()
+
+
+@tilecute.jit(out_idx=[4])
+def gemm_line_atomics(M=64, N=64, K=32, threads=128, policy="FullCol"):
+    """Atomics in T.Parallel nests over the (M,) row statistics and an (N,) column scale of
+    a T.gemm accumulator: each row's (column's) atomic runs once, as TileLang guards a row's
+    to the fragment's replica 0 (fuzz seed 240, gemm + relu + row sums: every thread holding a
+    row -- the four lanes of a quad, each warp along N -- added it, 16 times over)."""
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), D: T.Tensor((N,), "float32"),
+             R: T.Tensor((M,), "float32"), C: T.Tensor((M, N), "float32"), E: T.Tensor((N,), "float32")):
+        with T.Kernel(1, threads=threads) as bx:
+            a = T.alloc_shared((M, K), "float16")
+            b = T.alloc_shared((K, N), "float16")
+            acc = T.alloc_fragment((M, N), "float32")
+            rs = T.alloc_fragment((M,), "float32")
+            d = T.alloc_fragment((N,), "float32")
+            T.copy(A, a)
+            T.copy(B, b)
+            T.gemm(a, b, acc, clear_accum=True, policy=getattr(T.GemmWarpPolicy, policy))
+            for j in T.Parallel(N):
+                d[j] = D[j]
+            for i, j in T.Parallel(M, N):
+                acc[i, j] = acc[i, j] * d[j]
+            T.reduce_sum(acc, rs, dim=1)
+            for i in T.Parallel(M):
+                T.atomic_add(R[i], rs[i])
+            for j in T.Parallel(N):
+                T.atomic_add(E[j], d[j])
+            T.copy(acc, C)
+    return main
+
+
+@pytest.mark.parametrize("policy,threads", [("FullCol", 128), ("FullRow", 256), ("Square", 256)])
+def test_atomics_over_row_and_column_fragments_run_once(policy, threads):
+    kernel = gemm_line_atomics(threads=threads, policy=policy)
+    src = kernel.get_kernel_source()
+    lines = src.splitlines()
+    at = next(k for k, ln in enumerate(lines) if "tca.atomic_add(R" in ln)
+    assert "tcrow.row_owner(" in lines[at - 1], lines[at - 4:at + 1]
+    # (the column nest is distributed, one column per thread: no guard)
+    at = next(k for k, ln in enumerate(lines) if "tca.atomic_add(E" in ln)
+    assert "owner" not in lines[at - 1]
+    assert kernel.ensure_cubin()
+
+
+def test_fuzzed_gemm_row_sums_add_once():
+    prog = F.generate(240)
+    assert "T.atomic_add(R[by * bm + i], rs[i])" in prog.source
+    src = prog.kernel().get_kernel_source()
+    lines = src.splitlines()
+    at = next(k for k, ln in enumerate(lines) if "tca.atomic_add(R" in ln)
+    assert "tcrow.row_owner(" in lines[at - 1]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("policy,threads", [("FullCol", 128), ("FullRow", 256), ("Square", 256)])
+def test_gpu_atomics_over_row_and_column_fragments_run_once(policy, threads):
+    import torch
+    g = torch.Generator().manual_seed(1)
+    A = torch.randint(-2, 3, (64, 32), generator=g).half().cuda()
+    B = torch.randint(-2, 3, (32, 64), generator=g).half().cuda()
+    D = torch.randint(-2, 3, (64,), generator=g).float().cuda()
+    R, E = torch.zeros(64, device="cuda"), torch.zeros(64, device="cuda")
+    C = gemm_line_atomics(threads=threads, policy=policy)(A, B, D, R, E)
+    want = (A.float() @ B.float()) * D
+    torch.testing.assert_close(C, want, rtol=0, atol=0)
+    torch.testing.assert_close(R, want.sum(1), rtol=0, atol=0)
+    torch.testing.assert_close(E, D, rtol=0, atol=0)
