@@ -724,3 +724,56 @@ def any_all_rows_swizzled(M=16, N=64):
             if tx < M:
                 Out[tx] = T.if_then_else(T.any_of(s[tx, :]), 1, 0) + T.if_then_else(T.all_of(s[tx, :]), 2, 0)
     return main
+
+
+# ---- more: regions past the end, large constant indices, vector and tile atomics -------------
+def fill_past_end():
+    """``T.fill(s[100:140], 1.0)`` of a (128,) shared buffer (TileLang #2979 writes past its
+    end); tilecute refuses the region by name."""
+
+    @T.prim_func
+    def main(B: T.Tensor((128,), T.float32)):
+        with T.Kernel(1, threads=128) as bx:
+            s = T.alloc_shared((128,), T.float32)
+            T.fill(s, 0.0)
+            T.fill(s[100:140], 1.0)
+            T.copy(s, B)
+    return main
+
+
+@tilecute.jit(out_idx=[1])
+def big_const_index(n=2**31 + 64):
+    """B[0] = A[2**31 + 5]: a constant index past int32 (TileLang #2560 wrapped it)."""
+
+    @T.prim_func
+    def main(A: T.Tensor((n,), T.int8), B: T.Tensor((4,), T.int8)):
+        with T.Kernel(1, threads=1) as bx:
+            B[0] = A[2**31 + 5]
+            B[1] = A[2**31 - 1]
+    return main
+
+
+def addx4_int32():
+    """``T.atomic_addx4`` into int32 elements (TileLang #2561 added their bits as floats);
+    tilecute refuses the dtype by name."""
+
+    @T.prim_func
+    def main(A: T.Tensor((64,), T.int32), Out: T.Tensor((4,), T.int32)):
+        with T.Kernel(1, threads=16) as bx:
+            tx = T.get_thread_binding()
+            T.atomic_addx4(Out[0:4], A[tx * 4:tx * 4 + 4])
+    return main
+
+
+@tilecute.jit
+def tile_atomic_acq_rel(M=16, N=64):
+    """Out += Src from 4 blocks, a tile ``T.atomic_add`` of a float16 fragment with
+    ``memory_order="acq_rel"`` (TileLang #2688 relaxed it where it vectorised)."""
+
+    @T.prim_func
+    def main(Src: T.Tensor((M, N), T.float16), Out: T.Tensor((M, N), T.float16)):
+        with T.Kernel(4, threads=128) as bx:
+            f = T.alloc_fragment((M, N), T.float16)
+            T.copy(Src, f)
+            T.atomic_add(Out, f, memory_order="acq_rel")
+    return main

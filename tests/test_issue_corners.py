@@ -21,7 +21,8 @@ BUILDS = ["serial_fragment_store", "parallel_extents_share_fragment", "column_ta
           "vectorized_from_start", "temp_read_before_write", "serial_from_u64_var",
           "exchange_in_branch", "exchange_in_branch_with_else", "own_slot_in_branch",
           "gemm_rr_clear", "gemm_sr_clear", "persistent_ragged", "int_div_family",
-          "view_swizzled_as_wider", "any_all_rows_swizzled"]
+          "view_swizzled_as_wider", "any_all_rows_swizzled", "big_const_index",
+          "tile_atomic_acq_rel"]
 SM80 = ["pipelined_consume_then_overwrite", "pipelined_atomic_then_read", "safe_value_tail_tile",
         "cumsum_shared_subregion", "exchange_in_branch", "gemm_rr_clear", "gemm_sr_clear",
         "gemv_reducer_all", "view_swizzled_as_wider"]
@@ -160,6 +161,11 @@ def test_swizzled_views_and_scans_read_the_swizzled_slots():
     assert "s[(tx * 64 + 63) ^ (((tx * 64 + 63) >> 3) & 56)]" in _body("any_all_rows_swizzled")
 
 
+def test_large_constant_index_and_tile_atomic_order():
+    assert "B[0] = A[cutlass.Int64(2147483653)]" in _body("big_const_index")
+    assert 'f[tc_lane5], "acq_rel")' in _body("tile_atomic_acq_rel")
+
+
 # ---- refusals ------------------------------------------------------------------------------
 @pytest.mark.parametrize("make, words", [
     (lambda: P.reduce_48_lanes(), ["T.reduce_sum", "48 elements", "192 threads"]),
@@ -167,6 +173,8 @@ def test_swizzled_views_and_scans_read_the_swizzled_slots():
     (lambda: P.gemm_tile(), ["T.gemm(a_s, b_s, c_f)", "K = 24 is not a multiple of 16"]),
     (lambda: P.gemm_tile(N=24, K=128, bK=64), ["64 x 24 float16"]),
     (lambda: tilecute.compile(P.for_else()), ["for-else is not supported"]),
+    (lambda: tilecute.compile(P.fill_past_end()), ["'s'", "reaching index 139", "extent is 128"]),
+    (lambda: tilecute.compile(P.addx4_int32()), ["T.atomic_addx4", "'Out' is int32"]),
     (lambda: tilecute.compile(P.rebind_constant_in_if()), ["'val' is read after the loop/if body"]),
 ])
 def test_refused_by_name(make, words):
@@ -324,6 +332,10 @@ def test_gpu_atomics_persistent_integers_swizzles():
     assert sorted(out[:k].tolist()) == (a > 0).nonzero().flatten().tolist()
     a = torch.randn(160, 48, device="cuda")
     _close(P.persistent_ragged()(a), a + 1)
+    src = torch.randn(16, 64, device="cuda").half()
+    out = torch.zeros(16, 64, device="cuda").half()
+    P.tile_atomic_acq_rel()(src, out)
+    _close(out, src.float() * 4, 1e-2)
     a = torch.arange(-32, 32, device="cuda", dtype=torch.int32)
     o = P.int_div_family()(a)
     t = torch.div(a, 3, rounding_mode="trunc")
