@@ -229,11 +229,11 @@ def reducer_epoch_batch(M=64, N=128, batch=4):
 
 
 # ---- atomics --------------------------------------------------------------------------------
-@tilecute.jit(out_idx=[1, 2])
+@tilecute.jit(out_idx=[1])
 def ticket_used_twice(n=256, cap=256):
     """Stream compaction: each positive A[i] takes a slot ``pos = T.atomic_add(cnt[0], 1,
     return_prev=True)`` and writes i there; ``pos`` is read twice (TileLang #2650: the
-    atomic runs once)."""
+    atomic runs once).  ``cnt`` comes in zeroed."""
 
     @T.prim_func
     def main(A: T.Tensor((n,), T.int32), Out: T.Tensor((cap,), T.int32), cnt: T.Tensor((1,), T.int32)):
