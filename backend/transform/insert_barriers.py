@@ -16,9 +16,13 @@ from __future__ import annotations
 import dataclasses
 
 from ..ir import nodes as N
-from ..ir.visitor import BODY_FIELDS, walk_nodes, walk_stmts
+from ..ir.visitor import BODY_FIELDS, var_names, walk_nodes, walk_stmts
 from .analysis import accesses, buffers_used, parallel_nest
 from .shared_memory import overlapping
+
+
+class BarrierError(ValueError):
+    """A program whose shared accesses the barrier pass cannot order."""
 
 
 class _State:
@@ -272,8 +276,20 @@ class _Sync:
                 continue
             if isinstance(s, N.If) and self.divergent(s.cond):
                 # threads take different branches: a barrier inside would not be reached by
-                # every thread, so the branch counts as one statement, ordered before it
-                self.barrier_if_needed(_mbarrier_ordered_loads_dropped(s), st, out)
+                # every thread, so the branch counts as one statement, ordered before it;
+                # where its body shares shared data among its threads, it is split there
+                # with a barrier between the halves (see :meth:`divergent_parts`)
+                for k, part in enumerate(self.divergent_parts(s)):
+                    if k:
+                        st.barrier(out, part.loc)
+                    self.barrier_if_needed(_mbarrier_ordered_loads_dropped(part), st, out)
+                    self.barrier_if_needed(part, st, out)
+                    reads, writes, is_async = self.touches(part)
+                    st.read |= reads
+                    for b in writes:
+                        st.written[b] = st.written.get(b, False) or is_async
+                    out.append(part)
+                continue
             elif isinstance(s, N.If):
                 self.barrier_if_needed(N.Evaluate(s.cond), st, out)  # (its condition)
                 a, b = st.copy(), st.copy()
@@ -289,6 +305,86 @@ class _Sync:
                 st.written[b] = st.written.get(b, False) or is_async
             out.append(s)
         return tuple(out)
+
+    def divergent_parts(self, s: N.If) -> list:
+        """``s`` (an ``if`` threads may disagree on) as the ``if``s to run one after the
+        other with a block barrier between each two.  TileLang's sync pass orders the
+        shared accesses inside such a branch too (``if tx < n: s[tx] = v; B[tx] =
+        s[n - 1 - tx]`` reads what another thread of the branch wrote): where a statement
+        of the body reads or writes a shared element that an earlier one of the body wrote
+        (or writes one it read) at another index, or through a tile statement whose
+        elements are spread over the threads, the body is split there, under the same
+        condition, and the barrier goes between the two ``if``s, where every thread
+        reaches it.  A body whose accesses are each thread's own (``s[tx]`` written, then
+        read) stays one.  Where the split would change the program (a condition reading
+        what the first half, or the ``else``, which runs in the first ``if``, writes; a
+        name bound there from memory or an allocation there that the second half reads), a
+        read after another thread's write is refused by name; a write after reads (``ov =
+        vs[tx + stride]`` then ``vs[tx] = ...`` in a tree, whose threads read elements none
+        of them writes) stays one statement, as before."""
+        point = None if self.program_orders else self.sharing_point(s.then)
+        if point is None:
+            if not self.program_orders and s.orelse:
+                other = self.sharing_point(s.orelse)
+                if other is not None and other[1]:
+                    self.refuse(s, "its else branch shares shared memory among its threads")
+            return [s]
+        cut, after_write = point
+        head, tail = s.then[:cut], s.then[cut:]
+        written = {b for b, _, w in accesses(head + s.orelse) if w}
+        why = None
+        if written & buffers_used(N.Evaluate(s.cond)):
+            why = "its condition reads what the first part writes"
+        lets = [t for t in head if isinstance(t, N.Let)]
+        later = var_names(tail)
+        for t in lets:  # a name the rest reads: bound again there when its value reads
+            if t.var.name in later and buffers_used(N.Evaluate(t.value)):  # no memory
+                why = why or f"'{t.var.name}' is bound in the first part from memory"
+        allocs = {a.buffer.name for a in _allocs(head)} & buffers_used(tail)
+        if allocs:
+            why = why or f"the first part allocates {sorted(allocs)}"
+        if why:
+            if after_write:
+                self.refuse(s, why)
+            return [s]
+        carried = tuple(t for t in lets if t.var.name in later)
+        rest = dataclasses.replace(s, then=carried + tail, orelse=())
+        return [dataclasses.replace(s, then=head)] + self.divergent_parts(rest)
+
+    def sharing_point(self, body):
+        """``(k, after_write)``: ``k`` the index of the first statement of ``body`` that
+        touches a shared element an earlier statement of it wrote (``after_write``), or
+        writes one it read, at another index or through a spread parallel nest: threads
+        of the branch share data there.  None where every shared access repeats one index
+        expression (each thread its own element)."""
+        seen: dict[str, list] = {}
+        for k, t in enumerate(body):
+            spread = any(isinstance(x, N.For) and x.kind == "parallel" and not x.replicated
+                         for x in walk_stmts([t])) or not isinstance(
+                t, (N.Store, N.Let, N.Evaluate, N.If, N.For, N.While, N.AtomicAdd))
+            mine = [(b, None if spread else idx, w)
+                    for b, idx, w in accesses([t]) if b in self.shared]
+            hit = None
+            for b, idx, w in mine:
+                for b2 in self.spread({b}):
+                    for idx2, w2 in seen.get(b2, ()):
+                        if (w or w2) and (idx is None or idx2 is None or b2 != b or idx2 != idx):
+                            hit = hit or w2
+            if hit is not None:
+                return k, hit
+            for b, idx, w in mine:
+                seen.setdefault(b, []).append((idx, w))
+        return None
+
+    def refuse(self, s: N.If, why: str):
+        where = f"{s.loc}: " if s.loc else ""
+        raise BarrierError(
+            f"{where}an `if` on a condition threads may disagree on (it reads the thread "
+            "index) writes shared memory in its body and then reads or writes it at another "
+            "thread's element: the two need a block barrier between them, which threads "
+            "outside the branch would not reach.  tilecute splits such a branch in two at "
+            f"that point (the barrier between the halves) but cannot here: {why}.  Move the "
+            "part after the exchange into its own `if` after the first")
 
     def warp_groups(self, s: N.WarpGroups, st: _State, out: list, run):
         """A ``T.ws`` region runs on some of the block's threads: a block barrier before it
