@@ -800,3 +800,15 @@ def test_odd_key_tiles_and_head_dim_80_on_gpu(tile):
     want, wl = _attn(q, k, v, D ** -0.5, mask=j <= i)
     _close(o, want, 1e-2)
     _close(lse, wl, 1e-3)
+
+
+def test_a_shared_gather_is_synchronised_before_the_warpgroup_turns():
+    """The packed-GQA program gathers Q into shared memory with its threads, so its first
+    wgmma needs a barrier of the compute threads (and a proxy fence) first; the MMA
+    overlap's turn wait (named barrier 2 + warpgroup) stands before that GEMM too.  The
+    barrier must come before the turn wait: after it, warpgroup 0 waited at it for
+    warpgroup 1, which waited for warpgroup 0's turn to end (a hang on the H100)."""
+    src = P.fa_gqa_packed_group_rows(dim=128, rows=32, block_N=128, threads=256).get_kernel_source()
+    sync = src.index("cute.arch.barrier(barrier_id=1, number_of_threads=256)")
+    turn = src.index("cute.arch.barrier(barrier_id=2 + tc_tx // 128, number_of_threads=256)")
+    assert src.index('cute.arch.fence_proxy("async.shared"') < sync < turn, src

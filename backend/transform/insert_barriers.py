@@ -477,10 +477,22 @@ class _Sync:
         return bool(reads & set(st.written) or writes & (st.read | set(st.written)))
 
     def barrier_if_needed(self, s, st: _State, out: list) -> None:
+        """A barrier before ``s`` where it reads (writes) what was written (touched) since
+        the last one.  It goes above the warpgroup turn waits just before ``s`` (the MMA
+        overlap's named-barrier waits: each compute warpgroup waits there for the other's
+        GEMMs to be issued): a barrier of all compute threads between a turn's wait and
+        the GEMMs that end it waits for the warpgroup whose turn has not come, forever
+        (a packed-GQA program whose Q tile the threads gather into shared memory hung the
+        H100 there)."""
         if self.program_orders:
             return
         if self.conflicts(s, st):
-            st.barrier(out, getattr(s, "loc", None))
+            at = len(out)
+            while at and isinstance(out[at - 1], N.NamedBarrier) and not out[at - 1].arrive:
+                at -= 1
+            placed: list = []
+            st.barrier(placed, getattr(s, "loc", None))
+            out[at:at] = placed
 
 
 def _barriers(body) -> int:
