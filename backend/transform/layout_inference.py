@@ -658,6 +658,30 @@ class _Kernel:
             return True
         return self.flat_identity(nest, b, idx)
 
+    def walks_slice(self, nest: _Nest, b: str, idx) -> bool:
+        """Does the nest write one element of ``b`` per iteration, each of its non-unit loop
+        variables indexing its own dim of ``b`` (of the loop's extent) and the other dims at
+        an index the nest does not change (``scale[h, k]`` under ``T.Parallel(H)`` inside a
+        serial loop over ``k``)?  Run whole on every thread, such a nest writes a slice of a
+        replicated fragment without conflicts (TileLang 0.1.15 lays the loop out by the
+        fragment's layout and replicates the fragments it reads)."""
+        if not all(isinstance(lp.start, N.Const) and lp.start.value == 0 for lp in nest.loops):
+            return False
+        buf = self.buffers[b]
+        if len(idx) != len(buf.shape):
+            return False
+        loops = {lp.var.name: lp for lp in nest.loops if not is_unit(lp.extent)}
+        bound = {s.var.name for s in walk_stmts(nest.loops[-1].body) if isinstance(s, N.Let)}
+        seen = set()
+        for d, i in zip(buf.shape, idx):
+            if isinstance(i, N.Var) and i.name in loops:
+                if i.name in seen or d != loops[i.name].extent:
+                    return False
+                seen.add(i.name)
+            elif any(mentions(i, v) for v in (*(lp.var.name for lp in nest.loops), *bound)):
+                return False
+        return len(seen) == len(loops) and len(seen) < len(idx)
+
     def flat_identity(self, nest: _Nest, b: str, idx) -> bool:
         """Does the nest walk fragment ``b`` in its row-major order through an index that
         is a linear combination of the loop variables (``b[i * N + j]`` under
@@ -824,7 +848,8 @@ class _Kernel:
                 writes = [(b, idx) for b, idx, w in nest.accesses
                           if w and not (b in self.reducers and b in reads)]
                 rep = [(b, idx) for b, idx in writes if b in self.replicated]
-                if not rep or not all(self.identity_shape(nest, b, idx) for b, idx in rep):
+                if not rep or not all(self.identity_shape(nest, b, idx) or self.walks_slice(nest, b, idx)
+                                      for b, idx in rep):
                     continue
                 for b, idx, w in nest.accesses:
                     if w or b in self.replicated or b in self.rows or b in self.cols or \
