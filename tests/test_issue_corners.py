@@ -6,6 +6,7 @@ refusal names the form); GPU (``-m gpu``): each against torch."""
 import pytest
 
 import tilecute
+import tilecute.language as T
 from tilecute.transform.insert_barriers import BarrierError
 
 import issue_corner_programs as P
@@ -352,3 +353,25 @@ def test_gpu_atomics_persistent_integers_swizzles():
     a[12, :63] = 0
     nz = a != 0
     assert torch.equal(P.any_all_rows_swizzled()(a), (nz.any(1).int() + 2 * nz.all(1).int()))
+
+
+def test_constant_elements_of_one_thread_branch_need_no_barrier():
+    """`if tx == 0: cnt[0] = 0; pair[0] = 0; pair[1] = 0` writes distinct constant elements:
+    no thread of the branch touches another's element, so the branch stays whole (the split
+    around a barrier is for a branch whose threads share an element)."""
+    from tilecute.transform.pipeline import run_passes
+
+    @T.prim_func
+    def init(Out: T.Tensor((2,), T.float16)):
+        with T.Kernel(1, threads=128):
+            tx = T.get_thread_binding()
+            pair = T.alloc_shared((2,), T.float16)
+            if tx == 0:
+                pair[0] = 0
+                pair[1] = 1
+            T.sync_threads()
+            if tx < 2:
+                Out[tx] = pair[tx]
+
+    text = run_passes(init, "sm_90a").script()
+    assert text.count("if tx == 0") == 1 and text.count("T.sync_threads()") == 1, text

@@ -368,7 +368,8 @@ class _Sync:
             for b, idx, w in mine:
                 for b2 in self.spread({b}):
                     for idx2, w2 in seen.get(b2, ()):
-                        if (w or w2) and (idx is None or idx2 is None or b2 != b or idx2 != idx):
+                        if (w or w2) and (idx is None or idx2 is None or b2 != b or idx2 != idx) \
+                                and not (b2 == b and _apart(idx, idx2)):
                             hit = hit or w2
             if hit is not None:
                 return k, hit
@@ -493,6 +494,14 @@ class _Sync:
             placed: list = []
             st.barrier(placed, getattr(s, "loc", None))
             out[at:at] = placed
+
+
+def _apart(a, b) -> bool:
+    """Are index tuples ``a`` and ``b`` constants naming different elements (``pair[0]``
+    then ``pair[1]``): no thread touches the other's element, whichever threads run them."""
+    return a is not None and b is not None and len(a) == len(b) and \
+        all(isinstance(x, N.Const) for x in (*a, *b)) and \
+        any(x.value != y.value for x, y in zip(a, b))
 
 
 def _barriers(body) -> int:
