@@ -712,8 +712,14 @@ def test_every_pass_has_a_test():
     tested = {c[0] for c in CASES} | {"validate", "assign_tma_descriptors", "vectorize",
                                        "defer_row_sums",
                                        "assign_shared_memory", "choose_index_width", "fast_math",
-                                       "programmatic_launch", "scope_safe_values"}
+                                       "programmatic_launch", "scope_safe_values",
+                                       "check_hangs"}  # (tests/test_hang_hazards.py)
     assert tested == set(NAMES)
+
+
+def test_check_hangs_passes_the_lowered_function_through():
+    lowered = run_passes(T.from_script(ADD), "sm_90a", until=NAMES[-2])
+    assert PASSES[-1].name == "check_hangs" and PASSES[-1].run(lowered, "sm_90a", {}) is lowered
 
 
 def test_validate_refuses_and_passes_through():

@@ -62,7 +62,11 @@ finish this one) where the second GEMM's accumulator is at most :data:`PINGPONG_
 wide (FlashAttention's rule: head dims up to 128); the options
 ``warpgroup_pingpong`` and ``disable_warpgroup_pingpong`` force it on or off.  Measured on
 an H200 (attention, 2 stages, separate K/V pipelines): head dim 128 548/473 TFLOP/s with
-the turns against 536/476 without; 256 596/519 against 620/535.
+the turns against 536/476 without; 256 596/519 against 620/535.  Nothing that needs a
+barrier of the compute threads may stand between a turn's wait and its hand-over (the
+warpgroup whose turn has not come never reaches it): a late rescale that touches shared
+memory runs before the turn's wait (the barrier pass puts the barrier before the GEMM
+above the wait; the ``check_hangs`` pass flags any other).
 """
 
 from __future__ import annotations
@@ -507,6 +511,14 @@ class _Overlap(StmtMutator):
             return [dataclasses.replace(g2, wg_wait=N.NO_WAIT, wgmma_only=True, stage=st), *hand_over(k),
                     N.WaitWgmma(1, loc=g2.loc)]
 
+        # the late rescale runs while G1 does, inside the warpgroup's turn, except where it
+        # touches shared memory (a scale the threads of another row layout wrote): the
+        # barrier before it would stand between the turn's wait and its hand-over, where
+        # the other warpgroup never comes (hang); it runs before the turn's wait then
+        in_turn, before_turn = later, []
+        if turns is not None and any(self.allocs[b].buffer.scope.startswith("shared")
+                                     for t in later for b in buffers_used(t) if b in self.allocs):
+            in_turn, before_turn = [], later
         if turns is None:
             first = at([wait, dataclasses.replace(g1, stage=stage(a)), *r1, *free, *tied], a)
         else:
@@ -517,9 +529,9 @@ class _Overlap(StmtMutator):
                                      stage_base=None if base is None else fold_constants(
                                          N.binop("add", base, i32(1))),
                                      body=tuple([
-                                         wait, *mine,
+                                         wait, *at(before_turn, prev), *mine,
                                          dataclasses.replace(g1, wg_wait=1, stage=stage(k)),
-                                         *at(later, prev), *at(w2, prev),
+                                         *at(in_turn, prev), *at(w2, prev),
                                          *issue_g2(stage(prev)), *r1, *free,
                                          N.WaitWgmma(0, after=self.anchor_of(free), loc=g2.loc),
                                          *at([arrive], prev), *tied]))

@@ -13,7 +13,7 @@ from ..ir import nodes as N
 from ..ir.validate import validate
 from ..options import check_options
 from . import (accumulator_views, async_pipeline, defer_row_sums, early_async_copies, fast_math,
-               fragment_thread_regions,
+               fragment_thread_regions, hang_check,
                hoist_parallel_locals, index_width,
                insert_barriers, layout_inference, lower_tile_ops,
                overlap_mma, rasterize, scope_safe_values, select_mma, shared_epilogue, shared_memory,
@@ -72,6 +72,7 @@ PASSES = (
          lambda f, arch, o: early_async_copies.start_async_copies_early(f)),
     Pass("split_roles", lambda f, arch, o: warp_specialize.split_roles(f, arch)),
     Pass("multicast_tma_loads", lambda f, arch, o: tma_multicast.multicast_tma_loads(f, o)),
+    Pass("check_hangs", lambda f, arch, o: hang_check.check_hangs(f, arch)),
 )
 
 
