@@ -21,6 +21,7 @@ from ..transform.analysis import (all_names, allreduce_steps, column_slice, has_
                                   matrix_slice, mentions, row_slice, row_major_strides, value_range,
                                   stage_bytes, view_bases, walk_stmts)
 from ..transform.launch_abi import KernelPlan
+from ..transform.overlap_mma import TURN_BARRIER
 from ..ir.visitor import BODY_FIELDS, walk_nodes
 from .bounds import Bounds, load_key
 from .expr import FP4, PREC, ExprPrinter, chain, cute_type, memory_type, register_type
@@ -138,6 +139,8 @@ class KernelEmitter:
                          "(T.sync_threads(barrier_id, ...)), which could be any of them")
         if key not in self.region_barriers:  # 0: the block's; 1: a producer's compute threads
             used = {int(i.value) for i in taken} | set(self.region_barriers.values())
+            if any(isinstance(x, N.NamedBarrier) and not x.program for x in walk_stmts(self.scope.body)):
+                used |= set(range(TURN_BARRIER, TURN_BARRIER + 3))  # the compute warpgroups' turns
             # (the last id is tcm.ANCHOR_BARRIER where a wait is anchored)
             top = 15 if any(isinstance(x, N.WaitWgmma) and x.after
                             for x in walk_stmts(self.scope.body)) else 16
