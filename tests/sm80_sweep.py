@@ -44,7 +44,7 @@ REFUSAL_TYPES = ("FrontendError", "FrontendValueError", "TileOpError", "LayoutEr
                  "AccumulatorViewError", "CodegenError", "OptionError", "TargetError", "MapError",
                  "VectorValueError", "HangError", "ArchError", "NotImplementedError")
 _FORM = re.compile(r"\bT\.\w+|\btl\.\w+|\bsm_\d+|wgmma|TMA|cp\.async|mma\.sync|float8|fp8|"
-                   r"disable_\w+|\bT\.|tilecute\.\w+")
+                   r"disable_\w+|\bT\.|tilecute\.\w+|`[^`]+`")
 _LINE = re.compile(r"\.py[:\", ]+(line )?\d+|line \d+")
 
 

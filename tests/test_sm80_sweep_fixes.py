@@ -39,3 +39,16 @@ def test_cluster_dims_on_t_kernel_is_refused_on_sm80_and_builds_on_sm90a(tmp_pat
 
 def test_a_one_block_cluster_still_builds_on_sm80(tmp_path):
     assert tilecute.build_cubin(_cluster_add(cluster=1), "sm_80", out_dir=str(tmp_path)).kernel_names
+
+
+# ---- T.Pipelined(stage=, order=) on sm_80 names the loop's line ----------------------------
+def test_overlap_refusal_on_sm80_names_the_pipelined_line():
+    import unseen_programs2
+    import unseen_programs18
+
+    for factory, line in ((unseen_programs2.flash_attn_overlap, "unseen_programs2.py:113"),
+                          (unseen_programs18.fa_user_overlap_groups, "unseen_programs18.py:837")):
+        with pytest.raises(Exception) as err:
+            lower(getattr(factory, "get_tir", factory)(), "sm_80", None)
+        msg = str(err.value)
+        assert line in msg and "T.Pipelined(stage=, order=)" in msg and "sm_80" in msg
