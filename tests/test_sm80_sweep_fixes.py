@@ -52,3 +52,22 @@ def test_overlap_refusal_on_sm80_names_the_pipelined_line():
             lower(getattr(factory, "get_tir", factory)(), "sm_80", None)
         msg = str(err.value)
         assert line in msg and "T.Pipelined(stage=, order=)" in msg and "sm_80" in msg
+
+
+# ---- mbarrier phase waits are sm_90+ in CuTe DSL --------------------------------------------
+def test_mbarrier_wait_is_refused_by_name_on_sm80():
+    # was: CuTe DSL's CONFIG_UNSUPPORTED_ARCH from inside cute.arch.mbarrier_wait, naming no form
+    import unseen_programs11
+
+    with pytest.raises(Exception) as err:
+        tilecute.build_cubin(unseen_programs11.ws_row_logsumexp(), "sm_80")
+    msg = str(err.value)
+    assert "T.mbarrier_wait_parity" in msg and "sm_90+" in msg and "unseen_programs11.py:946" in msg
+
+
+def test_a_second_cluster_program_is_refused_on_sm80():
+    import unseen_programs13
+
+    f = unseen_programs13.grid_3d_cluster
+    with pytest.raises(Exception, match=r"unseen_programs13.py:\d+: .*clusters of 2 blocks"):
+        lower(getattr(f, "get_tir", f)(), "sm_80", None)
