@@ -927,6 +927,10 @@ class KernelEmitter:
         return f"{ident(r.buffer)} + {self.exprs.operand(idx, PREC['add'] + 1)}"
 
     def mbarrier_wait(self, s: N.MBarrierWait, depth: int) -> None:
+        if not arch_at_least(self.plan.arch, 90):
+            self.fail(s, f"T.mbarrier_wait_parity / T.barrier_wait: waiting on an mbarrier "
+                         f"phase (mbarrier.try_wait.parity) is sm_90+ in CuTe DSL; the target is "
+                         f"{self.plan.arch}")
         self.out.use("tma")
         self.out.line(depth, f"tct.wait({self.barrier_ref(s.barrier)}, {self.exprs.expr(s.parity)})")
 

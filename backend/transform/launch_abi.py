@@ -21,6 +21,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from ..ir import nodes as N
+from ..target import arch_at_least
 from ..ir.visitor import walk_nodes, walk_stmts
 from .analysis import may_pass_int32, syncs_grid
 from ..runtime.abi import (DIM_OPS, KernelLaunch, KernelParam, L2Window, LaunchABI, PointerArg,
@@ -268,6 +269,11 @@ def build_abi(func: N.PrimFunc, arch: str) -> KernelPlan:
             raise LoweringError(f"{k.loc}: prim_func '{func.name}': T.sync_grid() in a kernel "
                                 f"launched in clusters ({k.cluster}): tilecute launches grid "
                                 "barriers cooperatively without clusters")
+        if k.cluster is not None and _prod(k.cluster) > 1 and not arch_at_least(arch, 90):
+            raise LoweringError(f"{k.loc}: prim_func '{func.name}': a kernel launched in clusters "
+                                f"of {_prod(k.cluster)} blocks (T.ClusterKernel(cluster_dims=...) / "
+                                f"T.Kernel(cluster_dims=...)) needs thread block clusters, sm_90+; "
+                                f"the target is {arch}")
         prefix = f"tilecute_{func.name}"
         prefixes.append(prefix)
         grid = tuple(grid_cpp(g, func) for g in k.grid) + ("1",) * (3 - len(k.grid))
@@ -283,3 +289,10 @@ def build_abi(func: N.PrimFunc, arch: str) -> KernelPlan:
     abi = LaunchABI(func.name, tuple(args), tuple(symbols), tuple(kernels), l2_window=l2_window)
     return KernelPlan(func, abi, tuple(prefixes), arch,
                       tuple((s.buffer.name, aligned[s.buffer.name]) for s in addressed))
+
+
+def _prod(dims) -> int:
+    out = 1
+    for d in dims:
+        out *= int(d)
+    return out

@@ -547,7 +547,10 @@ def overlap_mma(func: N.PrimFunc, arch: str, options: dict) -> N.PrimFunc:
                 for s in walk_stmts(k.body))
     if not arch.startswith("sm_90"):
         if asked:
-            raise OverlapError(f"prim_func '{func.name}': T.Pipelined(stage=, order=) asks for "
+            loop = next(s for k in func.kernels for s in walk_stmts(k.body)
+                        if isinstance(s, N.For) and s.overlap_mma)
+            where = f"{loop.loc}: " if loop.loc else ""
+            raise OverlapError(f"{where}prim_func '{func.name}': T.Pipelined(stage=, order=) asks for "
                                f"overlapped wgmma GEMMs, which need sm_90a; the target is {arch}")
         return func
     auto = not options.get("disable_mma_overlap")
