@@ -542,17 +542,22 @@ class _Overlap(StmtMutator):
         return N.If(N.Cmp("gt", n, i32(0)), tuple(first + [steady] + tail), loc=loc)
 
 
+class _Plain(StmtMutator):
+    """Loops that asked for the MMA overlap, as plain pipelined loops."""
+
+    def visit_for(self, loop: N.For):
+        loop = self.generic(loop)
+        return dataclasses.replace(loop, overlap_mma=False) if loop.overlap_mma else loop
+
+
 def overlap_mma(func: N.PrimFunc, arch: str, options: dict) -> N.PrimFunc:
     asked = any(isinstance(s, N.For) and s.overlap_mma for k in func.kernels
                 for s in walk_stmts(k.body))
     if not arch.startswith("sm_90"):
-        if asked:
-            loop = next(s for k in func.kernels for s in walk_stmts(k.body)
-                        if isinstance(s, N.For) and s.overlap_mma)
-            where = f"{loop.loc}: " if loop.loc else ""
-            raise OverlapError(f"{where}prim_func '{func.name}': T.Pipelined(stage=, order=) asks for "
-                               f"overlapped wgmma GEMMs, which need sm_90a; the target is {arch}")
-        return func
+        # the overlap is a schedule of wgmma batches; before sm_90 the loop runs its
+        # statements in their source order, which a software pipeline's stages and order
+        # compute the same values as (TileLang compiles such loops on sm_80 too)
+        return _Plain().run(func) if asked else func
     auto = not options.get("disable_mma_overlap")
     if not auto and not asked:
         return func
