@@ -113,6 +113,60 @@ def test_gpu_program_matches_its_reference(seed):
     assert status in ("ok", "refused"), f"{prog.name} {prog.args}: {status} {detail}\n{prog.source}"
 
 
+def fake_run(prog, device="cuda", on_built=None):
+    """Stands for run_program in the runner's child (FUZZ_RUN_FN): seed 1 hangs in its
+    launch, seed 2's child dies, seed 3's launch fails; the others are right."""
+    import os
+    import time
+    on_built()
+    if prog.seed == 1:
+        time.sleep(120)
+    if prog.seed == 2:
+        os._exit(3)
+    if prog.seed == 3:
+        return "crash", "run: RuntimeError: an illegal memory access"
+    return "ok", ""
+
+
+def test_runner_reports_a_hang_with_its_seed_and_goes_on(monkeypatch, capsys):
+    # --timeout: each program in a child process; a launch past the limit is a failure naming
+    # its seed ('hang'), a dead child a crash, and the seeds after each run in a fresh child
+    import json
+    import time
+
+    import fuzz_run
+    monkeypatch.setenv("FUZZ_RUN_FN", "test_fuzz_tiles:fake_run")
+    start = time.time()
+    rc = fuzz_run.main(["--seeds", "0,1,2,3", "--form", "macro", "--timeout", "3"])
+    lines = capsys.readouterr().out.strip().split("\n")
+    assert time.time() - start < 90
+    summary = json.loads(lines[-1])
+    assert rc == 1 and summary["counts"] == {"ok": 1, "hang": 1, "crash": 2}, summary
+    assert [(f["seed"], f["status"]) for f in summary["failing"]] == [(1, "hang"), (2, "crash"), (3, "crash")]
+    assert lines[0].startswith("1 macro_1 hang run: no answer in 3 s")
+    assert "died (exit code 3)" in lines[1]
+
+
+# ---- the forms of NEW_FORMS ------------------------------------------------------------------
+NEW_SEEDS = [0, 1, 2, 3, 4, 5]
+
+
+@pytest.mark.parametrize("seed", NEW_SEEDS)
+def test_new_form_builds_or_is_refused_by_name(seed):
+    prog = F.generate(seed, "new")
+    assert prog.form == F.NEW_FORMS[seed % len(F.NEW_FORMS)]
+    status, detail = F.build_program(prog)
+    assert status in ("ok", "refused"), f"{prog.name}: {detail}\n{prog.source}"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("seed", NEW_SEEDS)
+def test_gpu_new_form_matches_its_reference(seed):
+    prog = F.generate(seed, "new")
+    status, detail = F.run_program(prog, "cuda")
+    assert status in ("ok", "refused"), f"{prog.name} {prog.args}: {status} {detail}\n{prog.source}"
+
+
 # ---- found by the fuzzer ---------------------------------------------------------------------
 import tilecute  # noqa: E402
 import tilecute.language as T  # noqa: E402
