@@ -1038,7 +1038,7 @@ def gen_attn(rng, seed):
         bn //= 2
     stages = rng.choice([1, 2, 2, 3])
     causal = rng.random() < 0.5
-    B, H = rng.randint(1, 2), rng.randint(1, 3)
+    B, H = rng.randint(1, 2), rng.choice([1, 2, 3, 3, 40])  # (40 heads: more blocks than SMs, no producer)
     Sq = _ragged(rng, bm, 2)
     Skv = Sq if causal else _ragged(rng, bn, 4)
     pol1 = rng.choice(_POLICIES)
@@ -1058,11 +1058,21 @@ def gen_attn(rng, seed):
     else:
         mask = "k * bn + j < Skv" if Skv % bn or rng.random() < 0.3 else None
         n_iter = "T.ceildiv(Skv, bn)"
-    if mask:
+    # the mask as the GEMM's starting value (TileLang's examples), or applied after a GEMM that
+    # clears its accumulator (the form whose GEMMs the MMA overlap pipelines)
+    after = rng.random() < 0.5
+    g1_clear = None
+    if after:
+        init, g1_clear = "", "True"
+        post_mask = "" if not mask else (
+            f"\n                for i, j in T.Parallel(bm, bn):\n"
+            f"                    s[i, j] = T.if_then_else({mask}, s[i, j], -T.infinity(\"float32\"))")
+    elif mask:
+        post_mask = ""
         init = (f"for i, j in T.Parallel(bm, bn):\n"
                 f"                    s[i, j] = T.if_then_else({mask}, 0, -T.infinity(\"float32\"))")
     else:
-        init = "T.clear(s)"
+        init, post_mask = "T.clear(s)", ""
     if p_shared:
         p_alloc, p_name = "p = T.alloc_shared((bm, bn), dtype)", "p"
     else:
@@ -1077,7 +1087,7 @@ def gen_attn(rng, seed):
         store = ("for i, j in T.Parallel(bm, D):\n"
                  "                if bx * bm + i < Sq:\n"
                  "                    O[bz, by, bx * bm + i, j] = o[i, j]")
-    src_text = f'''
+    src_text = "\n".join(ln for ln in f'''
     @T.prim_func
     def main(Q: T.Tensor((B, H, Sq, D), dtype), K: T.Tensor((B, H, Skv, D), dtype),
              V: T.Tensor((B, H, Skv, D), dtype), O: T.Tensor((B, H, Sq, D), out)):
@@ -1100,7 +1110,7 @@ def gen_attn(rng, seed):
             for k in T.Pipelined({n_iter}, num_stages=stages):
                 T.copy(K[bz, by, k * bn:(k + 1) * bn, :], ks)
                 {init}
-                T.gemm(qs, ks, s, transpose_B=True{_kw(("policy", _pol(pol1)))})
+                T.gemm(qs, ks, s, transpose_B=True{_kw(("clear_accum", g1_clear), ("policy", _pol(pol1)))}){post_mask}
                 T.copy(mx, mp)
                 T.reduce_max(s, mx, dim=1, clear=False)
                 for i in T.Parallel(bm):
@@ -1120,7 +1130,7 @@ def gen_attn(rng, seed):
             {store}
 
     return main
-    '''
+    '''.split("\n") if ln.strip() or not ln)
     params = dict(B=B, H=H, Sq=Sq, Skv=Skv, D=D, bm=bm, bn=bn, stages=stages, threads=threads, dtype=dtype,
                   out=out, scale=scale)
 
@@ -1159,6 +1169,8 @@ def gen_gemm_grid(rng, seed):
     bk = rng.choice([32, 64, 64]) if size == 2 else rng.choice([64, 128])
     stages = rng.randint(1, 4)
     ta, tb = rng.random() < 0.3, rng.random() < 0.5
+    if size == 1 and rng.random() < 0.75:  # (float8 wgmma reads both operands K-major; the rest is SIMT)
+        ta, tb = False, True
     policy = rng.choice(_POLICIES)
     out = rng.choice(["float32", "float16", "float32"] + (["bfloat16"] if dtype == "bfloat16" else []))
     epi = rng.choice(["direct", "shared", "shared", "guarded"])

@@ -38,11 +38,16 @@ def test_references_of_the_index_form_floor_negatives():
     assert torch.fmod(a, 2).tolist() == [-1, 1, -1]
 
 
-def test_references_match_the_programs_parameters():
+def _torch_name(dtype):
+    return "torch." + {"float8_e4m3": "float8_e4m3fn"}.get(dtype, dtype)
+
+
+@pytest.mark.parametrize("first,count,form", [(100, 52, None), (0, 36, "new")])
+def test_references_match_the_programs_parameters(first, count, form):
     # each reference tensor has its parameter's shape and dtype, each input too, and the
     # comparison of a reference with itself finds nothing (no false "wrong" on the GPU)
     from tilecute.ir import nodes as N
-    for prog in F.programs(100, 52):
+    for prog in F.programs(first, count, form):
         params = prog.factory.get_tir(**prog.args).params
         inputs = prog.make_inputs("cpu")
         want = prog.reference(inputs)
@@ -52,12 +57,12 @@ def test_references_match_the_programs_parameters():
             t = want.get(k) if k in prog.out_idx else next(ins)
             if t is None:
                 continue
-            assert tuple(t.shape) == shape and str(t.dtype) == "torch." + p.dtype, (
+            assert tuple(t.shape) == shape and str(t.dtype) == _torch_name(p.dtype), (
                 prog.name, p.name, tuple(t.shape), t.dtype, shape, p.dtype)
         for k, t in want.items():
             p = params[k]
             assert tuple(t.shape) == tuple(int(d.value) for d in p.shape), (prog.name, p.name)
-            assert str(t.dtype) == "torch." + p.dtype, (prog.name, p.name, t.dtype, p.dtype)
+            assert str(t.dtype) == _torch_name(p.dtype), (prog.name, p.name, t.dtype, p.dtype)
         outs = [want[k] for k in prog.out_idx]
         after = [want.get(k, x) for k, x in zip([k for k in range(len(params)) if k not in prog.out_idx], inputs)]
         assert F.compare(prog, inputs, after, outs[0] if len(outs) == 1 else outs) == [], prog.name
@@ -87,10 +92,11 @@ class _FakeKernel:
 
 
 @pytest.mark.parametrize("wrong", [False, True])
-def test_runner_compares_outputs_and_in_place_arguments(wrong, monkeypatch):
+@pytest.mark.parametrize("form", [None, "new"])
+def test_runner_compares_outputs_and_in_place_arguments(wrong, form, monkeypatch):
     # one program of each form through run_program with a fake kernel on the CPU: a right
     # answer is 'ok', one element off is 'wrong' (outputs and in-place arguments alike)
-    for prog in F.programs(200, 13):
+    for prog in F.programs(200, 13, form):
         monkeypatch.setattr(prog, "kernel", lambda prog=prog: _FakeKernel(prog, wrong))
         status, detail = F.run_program(prog, "cpu")
         assert status == ("wrong" if wrong else "ok"), (prog.name, status, detail)
