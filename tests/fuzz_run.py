@@ -40,13 +40,24 @@ def _build_one(args):
     return F.build_program(F.generate(seed, form))
 
 
-def prebuild(seeds, form, jobs):
+def prebuild(seeds, form, jobs, timeout=None):
     """Build the programs' cubins in ``jobs`` fresh processes (spawned: no CUDA state is
-    forked), filling tilecute's cache for the runs."""
+    forked), filling tilecute's cache for the runs.  With ``timeout``, a wait of more than
+    that many seconds for the next build ends the prebuild (a build that hangs is then met
+    again, under the child's build limit, when its seed runs)."""
     import multiprocessing as mp
     with mp.get_context("spawn").Pool(jobs) as pool:
-        for _ in pool.imap_unordered(_build_one, [(s, form) for s in seeds], chunksize=2):
-            pass
+        it = pool.imap_unordered(_build_one, [(s, form) for s in seeds])  # (chunks of 1: next(timeout))
+        for _ in seeds:
+            try:
+                it.next(timeout)
+            except StopIteration:
+                break
+            except mp.TimeoutError:
+                print(f"# prebuild: no build finished in {timeout:g} s; the rest build as they run",
+                      file=sys.stderr, flush=True)
+                pool.terminate()
+                break
 
 
 def _child_main(conn, device, build_only, run_fn):
@@ -186,7 +197,7 @@ def main(argv=None):
     failing = []
     start = time.time()
     if opts.jobs > 1:
-        prebuild(seeds, opts.form, opts.jobs)
+        prebuild(seeds, opts.form, opts.jobs, opts.build_timeout if opts.timeout else None)
     child = Child(opts.device, opts.build_only, opts.timeout, opts.build_timeout) if opts.timeout else None
     for at, seed in enumerate(seeds):
         prog = F.generate(seed, opts.form)

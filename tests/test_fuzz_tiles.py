@@ -283,3 +283,78 @@ def test_gpu_atomics_over_row_and_column_fragments_run_once(policy, threads):
     torch.testing.assert_close(C, want, rtol=0, atol=0)
     torch.testing.assert_close(R, want.sum(1), rtol=0, atol=0)
     torch.testing.assert_close(E, D, rtol=0, atol=0)
+
+
+@tilecute.jit(out_idx=[2])
+def wide_gemm(M=255, N=232, K=32, bm=256, bn=160, bk=32, stages=2, threads=512, policy="FullRow"):
+    """A GEMM over a small grid (a producer warpgroup where it fits) whose warpgroups each
+    take a wide slice of N: each wgmma instruction holds N / 2 float32 registers a thread
+    (fuzz seed 337 of the new forms, 256 x 256 over 512 threads: ptxas stopped with
+    'Insufficient registers (96)', needing 154)."""
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "bfloat16"), B: T.Tensor((K, N), "bfloat16"), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=threads) as (bx, by):
+            As = T.alloc_shared((bm, bk), "bfloat16")
+            Bs = T.alloc_shared((bk, bn), "bfloat16")
+            acc = T.alloc_fragment((bm, bn), "float32")
+            T.clear(acc)
+            for k in T.Pipelined(T.ceildiv(K, bk), num_stages=stages):
+                T.copy(A[by * bm, k * bk], As)
+                T.copy(B[k * bk, bx * bn], Bs)
+                T.gemm(As, Bs, acc, policy=getattr(T.GemmWarpPolicy, policy))
+            T.copy(acc, C[by * bm, bx * bn])
+    return main
+
+
+@pytest.mark.parametrize("bm,bn,threads,producer", [(256, 160, 512, False), (192, 256, 384, False),
+                                                   (256, 128, 512, True), (128, 256, 256, True)])
+def test_wide_wgmma_gets_no_producer_its_registers_cannot_hold(bm, bn, threads, producer):
+    # the kernel is compiled at its launch's registers a thread (96 with 512 + 128 threads, 128
+    # with 384 + 128), whatever setmaxnreg gives the compute warpgroups: a wgmma of N = 160
+    # (80 + 26 registers) or 256 (128 + 26) there stopped ptxas; without the producer (128 /
+    # 168) it compiles.  Narrower ones keep their producer.
+    kernel = wide_gemm(bm=bm, bn=bn, threads=threads)
+    assert kernel.ensure_cubin()
+    assert ("setmaxregister" in kernel.get_kernel_source()) == producer
+
+
+def test_wgmma_over_the_launch_registers_is_refused_by_name():
+    from tilecute.transform.select_mma import GemmError
+    with pytest.raises(GemmError, match=r"T.gemm\(As, Bs, acc\): each of the 4 warpgroup\(s\) takes 64 x 256 .*"
+                                        r"128 float32 registers .* over the 128 a thread of a 512-thread block"):
+        wide_gemm(bm=256, bn=256, threads=512).ensure_cubin()
+    # (FullCol splits N over the warpgroups: 256 x 64 each, 32 registers)
+    assert wide_gemm(bm=256, bn=256, threads=512, policy="FullCol").ensure_cubin()
+
+
+def test_explicit_producer_that_registers_cannot_hold_is_refused_by_name():
+    @T.prim_func
+    def main(A: T.Tensor((256, 64), "float16"), B: T.Tensor((64, 160), "float16"), C: T.Tensor((256, 160), "float32")):
+        with T.Kernel(1, threads=512) as bx:
+            As = T.alloc_shared((256, 32), "float16")
+            Bs = T.alloc_shared((32, 160), "float16")
+            acc = T.alloc_fragment((256, 160), "float32")
+            T.clear(acc)
+            for k in T.Pipelined(2, num_stages=2, warp_specialize=True):
+                T.copy(A[0, k * 32], As)
+                T.copy(B[k * 32, 0], Bs)
+                T.gemm(As, Bs, acc, policy=T.GemmWarpPolicy.FullRow)
+            T.copy(acc, C)
+
+    from tilecute.transform.pipeline import lower
+    from tilecute.transform.warp_specialize import WarpSpecializeError
+    with pytest.raises(WarpSpecializeError, match=r"T.gemm\(..., acc\): its wgmma instruction needs about 106 "
+                                                  r"registers .* compiled with 96"):
+        lower(main, "sm_90a")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("bm,bn,threads", [(256, 160, 512), (192, 256, 384), (256, 128, 512)])
+def test_gpu_wide_wgmma(bm, bn, threads):
+    import torch
+    g = torch.Generator().manual_seed(2)
+    A = torch.randint(-2, 3, (255, 32), generator=g).bfloat16().cuda()
+    B = torch.randint(-2, 3, (32, 232), generator=g).bfloat16().cuda()
+    C = wide_gemm(bm=bm, bn=bn, threads=threads)(A, B)
+    torch.testing.assert_close(C, A.float() @ B.float(), rtol=0, atol=0)
