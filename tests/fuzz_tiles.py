@@ -28,6 +28,16 @@ over a factory returning a ``@T.prim_func``), over the core tile forms and their
 
 Thread counts run from 32 to 512 (some not a power of two) and extents are ragged.
 
+``NEW_FORMS`` (``generate(seed, "new")`` picks one by the seed; ``generate(seed, form)`` any):
+the forms where GPU runs found hangs and repeated atomics -- ``attn`` (flash-attention
+loops: 1..3 compute warpgroups, causal / tail masks before or after the first GEMM, P in
+registers or shared, Q gathered by the threads, TileLang's overlapped-GEMM schedule),
+``gemm_grid`` (grids of at most 78 blocks, where a producer warpgroup is added, or a few
+more; 128..512 threads, 1..4 stages, float16 / bfloat16 / float8_e4m3), ``smem_gemm`` (GEMM
+operands the threads write into shared memory), ``acc_lines`` (row / column statistics of
+accumulators with atomics and guarded stores), ``pipe_order`` (``T.Pipelined`` order /
+stage lists, three copies a step) and ``macro`` (``T.macro`` helpers).
+
 A Program holds ``name`` (form + seed), ``factory`` (the loaded ``@tilecute.jit`` factory),
 ``args`` (its keyword arguments), ``make_inputs(device)`` (the arguments that are not
 outputs, in order), ``reference(inputs)`` (a dict from parameter position to the expected

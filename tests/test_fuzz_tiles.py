@@ -2,7 +2,9 @@
 reference.  CPU: the generator is deterministic, and a fixed set of seeds (one or two programs of each
 form, 20) each builds an sm_90a cubin or is refused by one of tilecute's named errors (never
 a crash); a few generated sources are checked for what they mean.  GPU (``-m gpu``): the same
-seeds run against their references.  More seeds: ``python tests/fuzz_run.py`` (see there)."""
+seeds run against their references.  More seeds: ``python tests/fuzz_run.py`` (see there).
+The forms of NEW_FORMS (``generate(seed, "new")``): one program each, built on the CPU and
+run on a GPU; the runner's ``--timeout`` reports a hang as a failure naming its seed."""
 
 import pytest
 
