@@ -28,6 +28,16 @@ over a factory returning a ``@T.prim_func``), over the core tile forms and their
 
 Thread counts run from 32 to 512 (some not a power of two) and extents are ragged.
 
+``NEW_FORMS`` (``generate(seed, "new")`` picks one by the seed; ``generate(seed, form)`` any):
+the forms where GPU runs found hangs and repeated atomics -- ``attn`` (flash-attention
+loops: 1..3 compute warpgroups, causal / tail masks before or after the first GEMM, P in
+registers or shared, Q gathered by the threads, TileLang's overlapped-GEMM schedule),
+``gemm_grid`` (grids of at most 78 blocks, where a producer warpgroup is added, or a few
+more; 128..512 threads, 1..4 stages, float16 / bfloat16 / float8_e4m3), ``smem_gemm`` (GEMM
+operands the threads write into shared memory), ``acc_lines`` (row / column statistics of
+accumulators with atomics and guarded stores), ``pipe_order`` (``T.Pipelined`` order /
+stage lists, three copies a step) and ``macro`` (``T.macro`` helpers).
+
 A Program holds ``name`` (form + seed), ``factory`` (the loaded ``@tilecute.jit`` factory),
 ``args`` (its keyword arguments), ``make_inputs(device)`` (the arguments that are not
 outputs, in order), ``reference(inputs)`` (a dict from parameter position to the expected
@@ -53,7 +63,8 @@ THREADS = [32, 64, 128, 128, 128, 256, 256, 512, 96, 192, 384]
 
 _TORCH = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
           "int8": torch.int8, "uint8": torch.uint8, "int16": torch.int16, "int32": torch.int32,
-          "int64": torch.int64, "float64": torch.float64}
+          "int64": torch.int64, "float64": torch.float64,
+          "float8_e4m3": torch.float8_e4m3fn}
 
 
 @dataclasses.dataclass
@@ -998,14 +1009,656 @@ def gen_reuse(rng, seed):
     return _module(src_text, [1], params), params, [1], make_inputs, reference, (0.0, 0.0)
 
 
+# =================================================================================================
+# Forms where hand-written programs found bugs on the GPU (hangs of warp-specialized / multi-
+# warpgroup GEMMs, atomics run once per thread holding a row): ``generate(seed, "new")`` picks
+# one of NEW_FORMS by the seed.
+# =================================================================================================
+_POLICIES = ["FullRow", "FullRow", "Square", "FullCol", None]
+
+
+def _kw(*pairs):
+    """', a=b, c=d' of the pairs whose value is not None."""
+    kw = [f"{k}={v}" for k, v in pairs if v is not None]
+    return (", " + ", ".join(kw)) if kw else ""
+
+
+def _pol(policy):
+    return f"T.GemmWarpPolicy.{policy}" if policy else None
+
+
+def _round(t, dtype):
+    """A float64 tensor rounded through ``dtype`` (as the kernel's casts round it)."""
+    return t.to(_TORCH[dtype]).double()
+
+
+# ---- attention-like loops ------------------------------------------------------------------------
+def gen_attn(rng, seed):
+    """A flash-attention forward: per key tile, S = Q K^T (T.gemm, transpose_B) onto a masked
+    fill (causal and / or the key tail), the running row max (T.reduce_max, clear=False), the
+    exp2 rescale of the row sums and of the output accumulator, P = T.copy(S, a 16-bit
+    fragment or shared tile) and O += P V (a second T.gemm); 1..3 compute warpgroups, the
+    warp policies of both GEMMs, 64 / 128 query rows, ragged query and key lengths."""
+    dtype = rng.choice(["float16", "float16", "bfloat16"])
+    threads = rng.choice([128, 128, 256, 256, 384])
+    bm = rng.choice([64, 128]) if threads < 384 else 192
+    bn = rng.choice([32, 64, 64, 128])
+    D = rng.choice([32, 64, 64, 128])
+    while (bm * D + 2 * bn * D) * 2 * 2 > 160 * 1024:
+        bn //= 2
+    stages = rng.choice([1, 2, 2, 3])
+    causal = rng.random() < 0.5
+    B, H = rng.randint(1, 2), rng.choice([1, 2, 3, 3, 40])  # (40 heads: more blocks than SMs, no producer)
+    Sq = _ragged(rng, bm, 2)
+    Skv = Sq if causal else _ragged(rng, bn, 4)
+    pol1 = rng.choice(_POLICIES)
+    # (the row statistics serve both accumulators: policies giving them different warp
+    # arrangements are refused by name, as TileLang's layout inference finds a conflict)
+    pol2 = pol1 if rng.random() < 0.8 else rng.choice(["FullRow", None, "Square"])
+    p_shared = rng.random() < 0.3
+    out = rng.choice([dtype, dtype, "float32"])
+    epi = rng.choice(["direct", "direct", "shared", "guarded"])
+    sm_scale = 1.0 / D ** 0.5
+    scale = sm_scale * 1.4426950408889634
+    # Q by a copy, or written into shared by the threads (a guarded gather: the barrier and
+    # proxy fence before the first GEMM reads it, above the warpgroups' MMA turns)
+    if rng.random() < 0.3:
+        q_load = ("for i, d in T.Parallel(bm, D):\n"
+                  "                qs[i, d] = T.if_then_else(bx * bm + i < Sq, Q[bz, by, T.min(bx * bm + i, Sq - 1), d],"
+                  " T.cast(0, dtype))")
+    else:
+        q_load = "T.copy(Q[bz, by, bx * bm:(bx + 1) * bm, :], qs)"
+    if causal:
+        mask = "bx * bm + i >= k * bn + j"
+        if Skv % bn:
+            mask += " and k * bn + j < Skv"
+        n_iter = "T.min(T.ceildiv(Skv, bn), T.ceildiv((bx + 1) * bm, bn))"
+    else:
+        mask = "k * bn + j < Skv" if Skv % bn or rng.random() < 0.3 else None
+        n_iter = "T.ceildiv(Skv, bn)"
+    # the mask as the GEMM's starting value (TileLang's examples), or applied after a GEMM that
+    # clears its accumulator (the form whose GEMMs the MMA overlap pipelines)
+    # TileLang's schedule of the overlapped GEMMs (order / stage / group lists: the first GEMM
+    # in stage 0, the cast and P V in stage 1 before the next softmax), P in registers; its
+    # first GEMM mostly clears its accumulator (tilecute refuses the mask as its starting
+    # value there by name, OverlapError)
+    scheduled = not p_shared and rng.random() < 0.3
+    after = rng.random() < (0.85 if scheduled else 0.5)
+    g1_clear = None
+    if after:
+        init, g1_clear = "", "True"
+        post_mask = "" if not mask else (
+            f"\n                for i, j in T.Parallel(bm, bn):\n"
+            f"                    s[i, j] = T.if_then_else({mask}, s[i, j], -T.infinity(\"float32\"))")
+    elif mask:
+        post_mask = ""
+        init = (f"for i, j in T.Parallel(bm, bn):\n"
+                f"                    s[i, j] = T.if_then_else({mask}, 0, -T.infinity(\"float32\"))")
+    else:
+        init, post_mask = "T.clear(s)", ""
+    cast, rescale = "T.copy(s, p)", "for i, j in T.Parallel(bm, D):\n                    o[i, j] *= sc[i]"
+    if scheduled:  # (the rescale before the cast: the cast is a group of its own)
+        stages = 2
+        cast_and_rescale = rescale + "\n                " + cast
+        g1 = 1 + (init != "") + (post_mask != "")
+        ids = iter(range(100))
+        groups = [[next(ids)], [next(ids) for _ in range(g1)], [next(ids) for _ in range(7)], [next(ids)],
+                  [next(ids)], [next(ids)]]
+        schedule = f"num_stages=2, order=[-1, 0, 3, 1, -1, 2], stage=[-1, 0, 0, 1, -1, 1], group={groups}"
+    else:
+        cast_and_rescale = cast + "\n                " + rescale
+        schedule = "num_stages=stages"
+    if p_shared:
+        p_alloc, p_name = "p = T.alloc_shared((bm, bn), dtype)", "p"
+    else:
+        p_alloc, p_name = "p = T.alloc_fragment((bm, bn), dtype)", "p"
+    if epi == "direct":
+        store = "T.copy(o, O[bz, by, bx * bm:(bx + 1) * bm, :])"
+    elif epi == "shared":
+        store = ("os = T.alloc_shared((bm, D), out)\n"
+                 "            T.copy(o, os)\n"
+                 "            T.copy(os, O[bz, by, bx * bm:(bx + 1) * bm, :])")
+    else:
+        store = ("for i, j in T.Parallel(bm, D):\n"
+                 "                if bx * bm + i < Sq:\n"
+                 "                    O[bz, by, bx * bm + i, j] = o[i, j]")
+    src_text = "\n".join(ln for ln in f'''
+    @T.prim_func
+    def main(Q: T.Tensor((B, H, Sq, D), dtype), K: T.Tensor((B, H, Skv, D), dtype),
+             V: T.Tensor((B, H, Skv, D), dtype), O: T.Tensor((B, H, Sq, D), out)):
+        with T.Kernel(T.ceildiv(Sq, bm), H, B, threads=threads) as (bx, by, bz):
+            qs = T.alloc_shared((bm, D), dtype)
+            ks = T.alloc_shared((bn, D), dtype)
+            vs = T.alloc_shared((bn, D), dtype)
+            s = T.alloc_fragment((bm, bn), "float32")
+            {p_alloc}
+            o = T.alloc_fragment((bm, D), "float32")
+            mx = T.alloc_fragment((bm,), "float32")
+            mp = T.alloc_fragment((bm,), "float32")
+            sc = T.alloc_fragment((bm,), "float32")
+            ss = T.alloc_fragment((bm,), "float32")
+            l = T.alloc_fragment((bm,), "float32")
+            {q_load}
+            T.fill(o, 0)
+            T.fill(l, 0)
+            T.fill(mx, -T.infinity("float32"))
+            for k in T.Pipelined({n_iter}, {schedule}):
+                T.copy(K[bz, by, k * bn:(k + 1) * bn, :], ks)
+                {init}
+                T.gemm(qs, ks, s, transpose_B=True{_kw(("clear_accum", g1_clear), ("policy", _pol(pol1)))}){post_mask}
+                T.copy(mx, mp)
+                T.reduce_max(s, mx, dim=1, clear=False)
+                for i in T.Parallel(bm):
+                    sc[i] = T.exp2(mp[i] * scale - mx[i] * scale)
+                for i, j in T.Parallel(bm, bn):
+                    s[i, j] = T.exp2(s[i, j] * scale - mx[i] * scale)
+                T.reduce_sum(s, ss, dim=1)
+                for i in T.Parallel(bm):
+                    l[i] = l[i] * sc[i] + ss[i]
+                {cast_and_rescale}
+                T.copy(V[bz, by, k * bn:(k + 1) * bn, :], vs)
+                T.gemm({p_name}, vs, o{_kw(("policy", _pol(pol2)))})
+            for i, j in T.Parallel(bm, D):
+                o[i, j] /= l[i]
+            {store}
+
+    return main
+    '''.split("\n") if ln.strip() or not ln)
+    params = dict(B=B, H=H, Sq=Sq, Skv=Skv, D=D, bm=bm, bn=bn, stages=stages, threads=threads, dtype=dtype,
+                  out=out, scale=scale)
+
+    def make_inputs(device):
+        g = _gen(seed)
+        q = torch.randn((B, H, Sq, D), generator=g).to(_TORCH[dtype])
+        k = torch.randn((B, H, Skv, D), generator=g).to(_TORCH[dtype])
+        v = torch.randn((B, H, Skv, D), generator=g).to(_TORCH[dtype])
+        return [q.to(device), k.to(device), v.to(device)]
+
+    def reference(inputs):
+        q, k, v = (x.cpu().double() for x in inputs)
+        s = (q @ k.transpose(-1, -2)) * sm_scale
+        if causal:
+            r = torch.arange(Sq).view(Sq, 1)
+            c = torch.arange(Skv).view(1, Skv)
+            s = s.masked_fill(c > r, float("-inf"))
+        return {3: (torch.softmax(s, -1) @ v).to(_TORCH[out])}
+
+    tol = (2e-2, 2e-2) if dtype == "float16" else (6e-2, 4e-2)
+    return _module(src_text, [3], params), params, [3], make_inputs, reference, tol
+
+
+# ---- GEMMs over small grids ----------------------------------------------------------------------
+def gen_gemm_grid(rng, seed):
+    """A pipelined T.gemm over a grid of a few blocks (at most the H100's 78 SMs -- where a
+    producer warpgroup is added -- or a few more), 128..512 threads, 1..4 stages, ragged M / N /
+    K, both transposes, float16 / bfloat16 / float8_e4m3 inputs, the epilogue direct, through a
+    shared tile, or a guarded T.Parallel store; sometimes T.use_swizzle."""
+    dtype = rng.choice(["float16", "float16", "bfloat16", "float8_e4m3"])
+    size = 1 if dtype == "float8_e4m3" else 2
+    threads = rng.choice([128, 128, 256, 256, 384, 512])
+    # (3 warpgroups tile 192 rows; 4 take 256, or 128 with a policy that splits N too)
+    bm = rng.choice([64, 128, 128]) if threads <= 256 else 192 if threads == 384 else rng.choice([128, 256, 256])
+    bn = rng.choice([64, 128, 128, 256])
+    bk = rng.choice([32, 64, 64]) if size == 2 else rng.choice([64, 128])
+    stages = rng.randint(1, 4)
+    ta, tb = rng.random() < 0.3, rng.random() < 0.5
+    if size == 1 and rng.random() < 0.75:  # (float8 wgmma reads both operands K-major; the rest is SIMT)
+        ta, tb = False, True
+    policy = rng.choice(_POLICIES)
+    out = rng.choice(["float32", "float16", "float32"] + (["bfloat16"] if dtype == "bfloat16" else []))
+    epi = rng.choice(["direct", "shared", "shared", "guarded"])
+    blocks = rng.choice([1, 2, 4, 6, 8, 16, 30, 64, 78, 78, 79, 96])
+    gn = rng.choice([d for d in range(1, blocks + 1) if blocks % d == 0 and d <= 8] or [1])
+    gm = -(-blocks // gn)
+    M = max(1, gm * bm - rng.choice([0, 0, 1, 17, bm // 2]))
+    N = max(8, gn * bn - rng.choice([0, 0, 8, 24, bn // 2]))
+    align = 16 // size
+    K = max(align, rng.randint(1, 4) * bk - rng.choice([0, 0, align, 3 * align, bk // 2]))
+    extra = out if epi == "shared" else None
+
+    def smem(st):
+        return st * (bm * bk + bk * bn) * size + (bm * bn * _TORCH[extra].itemsize if extra else 0)
+    while stages > 1 and smem(stages) > 200 * 1024:
+        stages -= 1
+    while smem(stages) > 200 * 1024:
+        bn //= 2
+    swizzle = rng.choice([None, None, None, 2, 4])
+    a_shape, a_tile, a_at = ("(K, M)", "(bk, bm)", "k * bk, by * bm") if ta else ("(M, K)", "(bm, bk)", "by * bm, k * bk")
+    b_shape, b_tile, b_at = ("(N, K)", "(bn, bk)", "bx * bn, k * bk") if tb else ("(K, N)", "(bk, bn)", "k * bk, bx * bn")
+    if epi == "direct":
+        store = "T.copy(acc, C[by * bm, bx * bn])"
+    elif epi == "shared":
+        store = ("cs = T.alloc_shared((bm, bn), out)\n"
+                 "            T.copy(acc, cs)\n"
+                 "            T.copy(cs, C[by * bm:(by + 1) * bm, bx * bn:(bx + 1) * bn])")
+    else:
+        store = ("for i, j in T.Parallel(bm, bn):\n"
+                 "                if by * bm + i < M and bx * bn + j < N:\n"
+                 "                    C[by * bm + i, bx * bn + j] = acc[i, j]")
+    src_text = f'''
+    @T.prim_func
+    def main(A: T.Tensor({a_shape}, dtype), B: T.Tensor({b_shape}, dtype), C: T.Tensor((M, N), out)):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=threads) as (bx, by):
+            As = T.alloc_shared({a_tile}, dtype)
+            Bs = T.alloc_shared({b_tile}, dtype)
+            acc = T.alloc_fragment((bm, bn), "float32")
+            {"T.use_swizzle(panel_size=" + str(swizzle) + ")" if swizzle else ""}
+            T.clear(acc)
+            for k in T.Pipelined(T.ceildiv(K, bk), num_stages=stages):
+                T.copy(A[{a_at}], As)
+                T.copy(B[{b_at}], Bs)
+                T.gemm(As, Bs, acc{_kw(("transpose_A", ta or None), ("transpose_B", tb or None),
+                                       ("policy", _pol(policy)))})
+            {store}
+
+    return main
+    '''
+    params = dict(M=M, N=N, K=K, bm=bm, bn=bn, bk=bk, stages=stages, threads=threads, dtype=dtype, out=out)
+
+    def make_inputs(device):
+        g = _gen(seed)
+        a = torch.randint(-2, 3, (K, M) if ta else (M, K), generator=g).float().to(_TORCH[dtype])
+        b = torch.randint(-2, 3, (N, K) if tb else (K, N), generator=g).float().to(_TORCH[dtype])
+        return [a.to(device), b.to(device)]
+
+    def reference(inputs):
+        a, b = inputs[0].cpu().double(), inputs[1].cpu().double()
+        return {2: ((a.T if ta else a) @ (b.T if tb else b)).to(_TORCH[out])}
+
+    # integer sums: exact in float32 and float16 (|c| <= 4 K <= 2048); bfloat16 rounds past 256
+    tol = (0.0, 0.0) if out != "bfloat16" else (0.0, 1e-2)
+    return _module(src_text, [2], params), params, [2], make_inputs, reference, tol
+
+
+# ---- shared tiles written by threads, read by T.gemm -----------------------------------------
+def gen_smem_gemm(rng, seed):
+    """T.gemm operands the threads write into shared memory (a T.Parallel store of a guarded,
+    scaled global read; a T.copy from a fragment they computed), inside a T.Pipelined /
+    T.serial loop (each step rewrites the tile the previous step's GEMM read) and before it
+    (a weight tile built once), and an accumulator copied to a 16-bit shared tile that a
+    second T.gemm reads: the barrier and proxy fence between the threads' writes and the
+    MMA's reads, and between the MMA's reads and the next writes."""
+    dtype = rng.choice(["float16", "bfloat16"])
+    threads = rng.choice([128, 128, 256, 256, 384])
+    bm = rng.choice([64, 128]) if threads < 384 else 192
+    bn = rng.choice([32, 64, 128])
+    bk = rng.choice([16, 32, 64])
+    n2 = rng.choice([16, 32, 64])
+    stages = rng.choice([0, 1, 2, 3])
+    written = rng.choice(["A", "B", "both"])
+    how = rng.choice(["parallel", "parallel", "frag"])
+    second = rng.random() < 0.5
+    policy = rng.choice(_POLICIES)
+    M, N, K = _ragged(rng, bm, 2), _ragged(rng, bn, 2), rng.choice([bk, 2 * bk, 3 * bk - 8, 5 * bk + 8])
+    loop = f"T.Pipelined(T.ceildiv(K, bk), num_stages={stages})" if stages else "T.serial(T.ceildiv(K, bk))"
+    lines = []
+    if written in ("A", "both"):
+        if how == "parallel":
+            lines += ["for i, j in T.Parallel(bm, bk):",
+                      "    As[i, j] = T.if_then_else(by * bm + i < M and k * bk + j < K,"
+                      " A[by * bm + i, k * bk + j] * T.cast(2, dtype), T.cast(0, dtype))"]
+        else:
+            lines += ["T.copy(A[by * bm, k * bk], af)",
+                      "for i, j in T.Parallel(bm, bk):",
+                      "    af[i, j] = af[i, j] * T.cast(2, dtype)",
+                      "T.copy(af, As)"]
+    else:
+        lines += ["T.copy(A[by * bm, k * bk], As)"]
+    if written in ("B", "both"):
+        lines += ["for i, j in T.Parallel(bk, bn):",
+                  "    Bs[i, j] = T.if_then_else(k * bk + i < K and bx * bn + j < N,"
+                  " B[k * bk + i, bx * bn + j] - T.cast((i + j) % 3, dtype), T.cast(0, dtype))"]
+    else:
+        lines += ["T.copy(B[k * bk, bx * bn], Bs)"]
+    lines += [f"T.gemm(As, Bs, acc{_kw(('policy', _pol(policy)))})"]
+    body = "\n".join(" " * 16 + ln for ln in lines)
+    pre = post = ""
+    if second:
+        pre = ("Ws = T.alloc_shared((bn, n2), dtype)\n"
+               "            Ps = T.alloc_shared((bm, bn), dtype)\n"
+               "            acc2 = T.alloc_fragment((bm, n2), \"float32\")\n"
+               "            for i, j in T.Parallel(bn, n2):\n"
+               "                Ws[i, j] = T.if_then_else(bx * bn + i < N, W[bx * bn + i, j], T.cast(0, dtype))\n"
+               "            ")
+        post = ("\n            T.copy(acc, Ps)\n"
+                f"            T.gemm(Ps, Ws, acc2, clear_accum=True{_kw(('policy', _pol(policy)))})\n"
+                "            for i, j in T.Parallel(bm, n2):\n"
+                "                if by * bm + i < M:\n"
+                "                    T.atomic_add(E[by * bm + i, j], acc2[i, j])")
+    af = "\n            af = T.alloc_fragment((bm, bk), dtype)" if how == "frag" and written != "B" else ""
+    src_text = f'''
+    @T.prim_func
+    def main(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), W: T.Tensor((N, n2), dtype),
+             E: T.Tensor((M, n2), "float32"), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=threads) as (bx, by):
+            As = T.alloc_shared((bm, bk), dtype)
+            Bs = T.alloc_shared((bk, bn), dtype)
+            acc = T.alloc_fragment((bm, bn), "float32"){af}
+            {pre}T.clear(acc)
+            for k in {loop}:
+{body}{post}
+            T.copy(acc, C[by * bm, bx * bn])
+
+    return main
+    '''
+    params = dict(M=M, N=N, K=K, n2=n2, bm=bm, bn=bn, bk=bk, threads=threads, dtype=dtype)
+
+    def make_inputs(device):
+        g = _gen(seed)
+        a = _ints(g, (M, K), -2, 3, dtype)
+        b = _ints(g, (K, N), -2, 3, dtype)
+        w = _ints(g, (N, n2), -1, 2, dtype)
+        return [a.to(device), b.to(device), w.to(device), torch.zeros(M, n2, device=device)]
+
+    def reference(inputs):
+        a, b, w = (x.cpu().double() for x in inputs[:3])
+        if written in ("A", "both"):
+            a = a * 2
+        if written in ("B", "both"):
+            b = b - ((torch.arange(K).view(K, 1) % bk + torch.arange(N).view(1, N) % bn) % 3)
+        c = a @ b
+        e = inputs[3].cpu().double().clone()
+        if second:  # each column block's acc (rounded to dtype) times its rows of W
+            for x0 in range(0, N, bn):
+                e += _round(c[:, x0:x0 + bn], dtype) @ w[x0:x0 + bn]
+        return {3: e.float(), 4: c.float()}
+
+    # |a b| <= 4 * 2 * K: exact in float32; the second GEMM reads acc rounded to 16 bits
+    tol = (0.0, 0.0)
+    return _module(src_text, [4], params), params, [4], make_inputs, reference, tol
+
+
+# ---- row / column fragments of accumulators ------------------------------------------------------
+def gen_acc_lines(rng, seed):
+    """Row statistics (T.reduce_sum / max along dim 1) and column sums (dim 0) of a T.gemm
+    accumulator used by T.Parallel nests over the rows / columns: T.atomic_add / atomic_max
+    into global rows and columns shared by many blocks (each row's or column's atomic must
+    run once, not once per thread holding it), guarded stores of the rows, and a
+    T.if_then_else over the accumulator against its row statistic, stored with guards."""
+    dtype = rng.choice(["float16", "bfloat16"])
+    threads = rng.choice([128, 128, 256, 256, 384])
+    bm = rng.choice([64, 128]) if threads < 384 else 192
+    bn = rng.choice([32, 64, 128])
+    bk = rng.choice([32, 64])
+    policy = rng.choice(_POLICIES)
+    M, N, K = _ragged(rng, bm, 2), _ragged(rng, bn, 3), rng.choice([bk, 2 * bk, bk + 16])
+    rkind = rng.choice(["sum", "max"])
+    row_op = rng.choice(["add", "max", "store"])
+    col = rng.random() < 0.6
+    sel = rng.choice(["gt", "ge"])
+    stages = rng.choice([0, 1, 2])
+    loop = f"T.Pipelined(T.ceildiv(K, bk), num_stages={stages})" if stages else "T.serial(T.ceildiv(K, bk))"
+    if row_op == "store":
+        row_use = ("for i in T.Parallel(bm):\n"
+                   "                if by * bm + i < M:\n"
+                   "                    R[by * bm + i, bx] = rs[i] * T.cast(2, \"float32\")")
+    else:
+        row_use = ("for i in T.Parallel(bm):\n"
+                   "                if by * bm + i < M:\n"
+                   f"                    T.atomic_{row_op}(Rt[by * bm + i], rs[i])")
+    col_use = ("" if not col else
+               "\n            T.reduce_sum(acc, cs, dim=0)\n"
+               "            for j in T.Parallel(bn):\n"
+               "                if bx * bn + j < N:\n"
+               "                    T.atomic_add(Ct[bx * bn + j], cs[j])")
+    cmp = ">" if sel == "gt" else ">="
+    src_text = f'''
+    @T.prim_func
+    def main(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), Rt: T.Tensor((M,), "float32"),
+             Ct: T.Tensor((N,), "float32"), R: T.Tensor((M, T.ceildiv(N, bn)), "float32"),
+             C: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=threads) as (bx, by):
+            As = T.alloc_shared((bm, bk), dtype)
+            Bs = T.alloc_shared((bk, bn), dtype)
+            acc = T.alloc_fragment((bm, bn), "float32")
+            rs = T.alloc_fragment((bm,), "float32")
+            cs = T.alloc_fragment((bn,), "float32")
+            T.clear(acc)
+            for k in {loop}:
+                T.copy(A[by * bm, k * bk], As)
+                T.copy(B[k * bk, bx * bn], Bs)
+                T.gemm(As, Bs, acc{_kw(("policy", _pol(policy)))})
+            T.reduce_{rkind}(acc, rs, dim=1)
+            {row_use}{col_use}
+            for i, j in T.Parallel(bm, bn):
+                if by * bm + i < M and bx * bn + j < N:
+                    C[by * bm + i, bx * bn + j] = T.if_then_else(acc[i, j] * 4 {cmp} rs[i], acc[i, j], -rs[i])
+
+    return main
+    '''
+    gn = -(-N // bn)
+    params = dict(M=M, N=N, K=K, bm=bm, bn=bn, bk=bk, threads=threads, dtype=dtype)
+
+    def make_inputs(device):
+        g = _gen(seed)
+        a = _ints(g, (M, K), -2, 3, dtype)
+        b = _ints(g, (K, N), -2, 3, dtype)
+        rt = _ints(g, (M,), -4, 5, "float32")
+        ct = _ints(g, (N,), -4, 5, "float32")
+        return [a.to(device), b.to(device), rt.to(device), ct.to(device), torch.zeros(M, gn, device=device)]
+
+    def reference(inputs):
+        a, b = inputs[0].cpu().double(), inputs[1].cpu().double()
+        rt, ct, r = (x.cpu().double().clone() for x in inputs[2:5])
+        c = a @ b
+        pad = torch.zeros(M, gn * bn, dtype=torch.float64)  # each block's tile: zeros past N
+        pad[:, :N] = c
+        tiles = pad.view(M, gn, bn)
+        rs = tiles.sum(2) if rkind == "sum" else tiles.amax(2)  # (M, gn)
+        if row_op == "store":
+            r = rs * 2
+        elif row_op == "add":
+            rt = rt + rs.sum(1)
+        else:
+            rt = torch.maximum(rt, rs.amax(1))
+        if col:
+            ct = ct + c.sum(0)
+        rsx = rs.repeat_interleave(bn, 1)[:, :N]
+        keep = (c * 4 > rsx) if sel == "gt" else (c * 4 >= rsx)
+        out = torch.where(keep, c, -rsx)
+        return {2: rt.float(), 3: ct.float(), 4: r.float(), 5: out.float()}
+
+    return _module(src_text, [5], params), params, [5], make_inputs, reference, (0.0, 0.0)
+
+
+# ---- T.Pipelined with order / stage lists, several copies per step ------------------------------
+# (order, stage) of a step of copy A, copy B, copy D (a bias row), gemm, add-bias: the copies
+# first or last, the compute statements in either order
+_ORDERS = [
+    ([0, 1, 2, 3, 4], [0, 0, 0, 1, 1]),
+    ([2, 3, 4, 0, 1], [0, 0, 0, 1, 1]),
+    ([0, 1, 2, 4, 3], [0, 0, 0, 1, 1]),
+    ([3, 4, 2, 0, 1], [0, 0, 0, 2, 2]),
+    ([0, 1, 2, 3, 4], [0, 0, 0, 2, 2]),
+    ([0, 1, 2, 3, 4], [0, 0, 0, 0, 0]),
+]
+
+
+def gen_pipe_order(rng, seed):
+    """A T.Pipelined loop given order= and stage= lists (or num_stages), three copies per step
+    -- tiles of A and B for a T.gemm and a row of D into a shared vector added to the
+    accumulator after it -- or, without a GEMM, two tiles multiplied elementwise into a
+    fragment; ragged tails."""
+    gemm = rng.random() < 0.65
+    threads = rng.choice([128, 128, 256])
+    dtype = rng.choice(["float16", "bfloat16"])
+    order, stage = rng.choice(_ORDERS)
+    given = rng.choice(["order", "order", "num_stages"])
+    if not gemm:  # copy A, copy B, multiply-add: (order, stage) of three statements
+        order, stage = rng.choice([([0, 1, 2], [0, 0, 1]), ([1, 2, 0], [0, 0, 1]), ([0, 1, 2], [0, 0, 2]),
+                                   ([0, 1, 2], [0, 0, 0])])
+    pipe = (f"order={order}, stage={stage}" if given == "order" else f"num_stages={max(stage) + 1}")
+    if gemm:
+        bm, bn, bk = rng.choice([64, 128]), rng.choice([32, 64, 128]), rng.choice([32, 64])
+        policy = rng.choice(_POLICIES)
+        M, N, K = _ragged(rng, bm, 2), _ragged(rng, bn, 2), rng.choice([bk, 2 * bk, 3 * bk + 8, 4 * bk])
+        src_text = f'''
+        @T.prim_func
+        def main(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), D: T.Tensor((T.ceildiv(K, bk), N), "float32"),
+                 C: T.Tensor((M, N), "float32")):
+            with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=threads) as (bx, by):
+                As = T.alloc_shared((bm, bk), dtype)
+                Bs = T.alloc_shared((bk, bn), dtype)
+                ds = T.alloc_shared((bn,), "float32")
+                acc = T.alloc_fragment((bm, bn), "float32")
+                T.clear(acc)
+                for k in T.Pipelined(T.ceildiv(K, bk), {pipe}):
+                    T.copy(A[by * bm, k * bk], As)
+                    T.copy(B[k * bk, bx * bn], Bs)
+                    T.copy(D[k, bx * bn:(bx + 1) * bn], ds)
+                    T.gemm(As, Bs, acc{_kw(("policy", _pol(policy)))})
+                    for i, j in T.Parallel(bm, bn):
+                        acc[i, j] += ds[j]
+                T.copy(acc, C[by * bm, bx * bn])
+
+        return main
+        '''
+        params = dict(M=M, N=N, K=K, bm=bm, bn=bn, bk=bk, threads=threads, dtype=dtype)
+        nk = -(-K // bk)
+
+        def make_inputs(device):
+            g = _gen(seed)
+            return [_ints(g, (M, K), -2, 3, dtype).to(device), _ints(g, (K, N), -2, 3, dtype).to(device),
+                    _ints(g, (nk, N), -3, 4, "float32").to(device)]
+
+        def reference(inputs):
+            a, b, d = (x.cpu().double() for x in inputs)
+            return {3: (a @ b + d.sum(0)).float()}
+
+        return _module(src_text, [3], params), params, [3], make_inputs, reference, (0.0, 0.0)
+    bm, bk = rng.choice([8, 16, 32, 64]), rng.choice([32, 64, 128])
+    while bm * bk > 4096:
+        bk //= 2
+    M, N = _ragged(rng, bm, 2), _ragged(rng, bk, 4)
+    src_text = f'''
+    @T.prim_func
+    def main(A: T.Tensor((M, N), dtype), B: T.Tensor((M, N), dtype), O: T.Tensor((M, bk), "float32")):
+        with T.Kernel(T.ceildiv(M, bm), threads=threads) as bx:
+            As = T.alloc_shared((bm, bk), dtype)
+            Bs = T.alloc_shared((bm, bk), dtype)
+            acc = T.alloc_fragment((bm, bk), "float32")
+            T.clear(acc)
+            for k in T.Pipelined(T.ceildiv(N, bk), {pipe}):
+                T.copy(A[bx * bm, k * bk], As)
+                T.copy(B[bx * bm, k * bk], Bs)
+                for i, j in T.Parallel(bm, bk):
+                    acc[i, j] += T.cast(As[i, j], "float32") * T.cast(Bs[i, j], "float32")
+            T.copy(acc, O[bx * bm, 0])
+
+    return main
+    '''
+    params = dict(M=M, N=N, bm=bm, bk=bk, threads=threads, dtype=dtype)
+
+    def make_inputs(device):
+        g = _gen(seed)
+        return [_ints(g, (M, N), -5, 6, dtype).to(device), _ints(g, (M, N), -5, 6, dtype).to(device)]
+
+    def reference(inputs):
+        a, b = (x.cpu().double() for x in inputs)
+        nk = -(-N // bk)
+        p = torch.zeros(M, nk * bk, dtype=torch.float64)
+        p[:, :N] = a * b
+        return {2: p.view(M, nk, bk).sum(1).float()}
+
+    return _module(src_text, [2], params), params, [2], make_inputs, reference, (0.0, 0.0)
+
+
+# ---- T.macro helpers -------------------------------------------------------------------------
+def gen_macro(rng, seed):
+    """A GEMM written through T.macro helpers defined in the factory (they read its
+    parameters): a tile load used for both operands, a macro calling a macro (an
+    elementwise transform with a keyword default), the MMA step, and a guarded epilogue;
+    sometimes a macro returning a value (a tile's row offset)."""
+    dtype = rng.choice(["float16", "bfloat16"])
+    threads = rng.choice([128, 256])
+    bm, bn, bk = rng.choice([64, 128]), rng.choice([32, 64, 128]), rng.choice([32, 64])
+    M, N, K = _ragged(rng, bm, 2), _ragged(rng, bn, 2), rng.choice([bk, 2 * bk, 2 * bk + 16])
+    stages = rng.choice([0, 1, 2, 3])
+    relu = rng.random() < 0.5
+    factor = rng.choice([1, 2, -1])
+    ret = rng.random() < 0.5
+    loop = f"T.Pipelined(T.ceildiv(K, bk), num_stages={stages})" if stages else "T.serial(T.ceildiv(K, bk))"
+    row0 = "row0 = row_of(by)" if ret else "row0 = by * bm"
+    src_text = f'''
+    @T.macro
+    def load(src, dst, r, c):
+        T.copy(src[r, c], dst)
+
+    @T.macro
+    def scale_tile(t, m, n, f=2.0):
+        for i, j in T.Parallel(m, n):
+            t[i, j] = t[i, j] * f
+
+    @T.macro
+    def activate(t, m, n, f):
+        scale_tile(t, m, n, f=f)
+        {"for i, j in T.Parallel(m, n):" if relu else ""}
+            {"t[i, j] = T.max(t[i, j], 0)" if relu else ""}
+
+    @T.macro
+    def mma(a, b, c):
+        T.gemm(a, b, c)
+
+    @T.macro
+    def store(t, dst, r, c):
+        for i, j in T.Parallel(bm, bn):
+            if r + i < M and c + j < N:
+                dst[r + i, c + j] = t[i, j]
+
+    @T.macro
+    def row_of(b):
+        return b * bm
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=threads) as (bx, by):
+            As = T.alloc_shared((bm, bk), dtype)
+            Bs = T.alloc_shared((bk, bn), dtype)
+            acc = T.alloc_fragment((bm, bn), "float32")
+            {row0}
+            T.clear(acc)
+            for k in {loop}:
+                load(A, As, row0, k * bk)
+                load(B, Bs, k * bk, bx * bn)
+                mma(As, Bs, acc)
+            activate(acc, bm, bn, {float(factor)})
+            store(acc, C, row0, bx * bn)
+
+    return main
+    '''
+    src_text = "\n".join(ln for ln in src_text.split("\n") if ln.strip() or not ln)
+    params = dict(M=M, N=N, K=K, bm=bm, bn=bn, bk=bk, threads=threads, dtype=dtype)
+
+    def make_inputs(device):
+        g = _gen(seed)
+        return [_ints(g, (M, K), -2, 3, dtype).to(device), _ints(g, (K, N), -2, 3, dtype).to(device)]
+
+    def reference(inputs):
+        a, b = (x.cpu().double() for x in inputs)
+        c = (a @ b) * factor
+        if relu:
+            c = c.clamp(min=0)
+        return {2: c.float()}
+
+    return _module(src_text, [2], params), params, [2], make_inputs, reference, (0.0, 0.0)
+
+
+NEW_FORMS = ["attn", "gemm_grid", "smem_gemm", "acc_lines", "pipe_order", "macro"]
+
+
 _GENS = {"copy": gen_copy, "index": gen_index, "reduce": gen_reduce, "cumsum": gen_cumsum, "cast": gen_cast,
          "atomic": gen_atomic, "gemm": gen_gemm, "serial": gen_serial, "pipeline": gen_pipeline,
-         "stencil": gen_stencil, "softmax": gen_softmax, "rank3": gen_rank3, "reuse": gen_reuse}
+         "stencil": gen_stencil, "softmax": gen_softmax, "rank3": gen_rank3, "reuse": gen_reuse,
+         "attn": gen_attn, "gemm_grid": gen_gemm_grid, "smem_gemm": gen_smem_gemm, "acc_lines": gen_acc_lines,
+         "pipe_order": gen_pipe_order, "macro": gen_macro}
 
 
 def generate(seed, form=None):
-    """The program of ``seed`` (its form picked by the seed unless ``form`` is given)."""
+    """The program of ``seed``: its form picked by the seed among FORMS unless ``form`` is
+    given -- one of FORMS or NEW_FORMS, or ``"new"``: picked by the seed among NEW_FORMS."""
     rng = random.Random(seed * 7919 + 17)
+    if form == "new":
+        form = NEW_FORMS[seed % len(NEW_FORMS)]
     form = form or FORMS[seed % len(FORMS)]
     source, args, out_idx, make_inputs, reference, tol = _GENS[form](rng, seed)
     return Program(f"{form}_{seed}", seed, form, source, args, out_idx, make_inputs, reference, tol)
@@ -1058,14 +1711,17 @@ def compare(prog, before, inputs, outputs):
     return bad
 
 
-def run_program(prog, device="cuda"):
+def run_program(prog, device="cuda", on_built=None):
     """Build, run and compare one program: (status, detail) with status one of
-    'ok', 'refused', 'crash', 'wrong'."""
+    'ok', 'refused', 'crash', 'wrong'.  ``on_built()`` is called between the build and the
+    launch (the runner's timeout counts the launch from there)."""
     try:
         kernel = prog.kernel()
         kernel.ensure_cubin()
     except Exception as exc:  # noqa: BLE001 -- sorted into refusal / crash below
         return ("refused" if refused(exc) else "crash"), f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
+    if on_built is not None:
+        on_built()
     inputs = prog.make_inputs(device)
     before = [x.clone() for x in inputs]
     try:

@@ -2,7 +2,9 @@
 reference.  CPU: the generator is deterministic, and a fixed set of seeds (one or two programs of each
 form, 20) each builds an sm_90a cubin or is refused by one of tilecute's named errors (never
 a crash); a few generated sources are checked for what they mean.  GPU (``-m gpu``): the same
-seeds run against their references.  More seeds: ``python tests/fuzz_run.py`` (see there)."""
+seeds run against their references.  More seeds: ``python tests/fuzz_run.py`` (see there).
+The forms of NEW_FORMS (``generate(seed, "new")``): one program each, built on the CPU and
+run on a GPU; the runner's ``--timeout`` reports a hang as a failure naming its seed."""
 
 import pytest
 
@@ -38,11 +40,16 @@ def test_references_of_the_index_form_floor_negatives():
     assert torch.fmod(a, 2).tolist() == [-1, 1, -1]
 
 
-def test_references_match_the_programs_parameters():
+def _torch_name(dtype):
+    return "torch." + {"float8_e4m3": "float8_e4m3fn"}.get(dtype, dtype)
+
+
+@pytest.mark.parametrize("first,count,form", [(100, 52, None), (0, 36, "new")])
+def test_references_match_the_programs_parameters(first, count, form):
     # each reference tensor has its parameter's shape and dtype, each input too, and the
     # comparison of a reference with itself finds nothing (no false "wrong" on the GPU)
     from tilecute.ir import nodes as N
-    for prog in F.programs(100, 52):
+    for prog in F.programs(first, count, form):
         params = prog.factory.get_tir(**prog.args).params
         inputs = prog.make_inputs("cpu")
         want = prog.reference(inputs)
@@ -52,12 +59,12 @@ def test_references_match_the_programs_parameters():
             t = want.get(k) if k in prog.out_idx else next(ins)
             if t is None:
                 continue
-            assert tuple(t.shape) == shape and str(t.dtype) == "torch." + p.dtype, (
+            assert tuple(t.shape) == shape and str(t.dtype) == _torch_name(p.dtype), (
                 prog.name, p.name, tuple(t.shape), t.dtype, shape, p.dtype)
         for k, t in want.items():
             p = params[k]
             assert tuple(t.shape) == tuple(int(d.value) for d in p.shape), (prog.name, p.name)
-            assert str(t.dtype) == "torch." + p.dtype, (prog.name, p.name, t.dtype, p.dtype)
+            assert str(t.dtype) == _torch_name(p.dtype), (prog.name, p.name, t.dtype, p.dtype)
         outs = [want[k] for k in prog.out_idx]
         after = [want.get(k, x) for k, x in zip([k for k in range(len(params)) if k not in prog.out_idx], inputs)]
         assert F.compare(prog, inputs, after, outs[0] if len(outs) == 1 else outs) == [], prog.name
@@ -87,10 +94,11 @@ class _FakeKernel:
 
 
 @pytest.mark.parametrize("wrong", [False, True])
-def test_runner_compares_outputs_and_in_place_arguments(wrong, monkeypatch):
+@pytest.mark.parametrize("form", [None, "new"])
+def test_runner_compares_outputs_and_in_place_arguments(wrong, form, monkeypatch):
     # one program of each form through run_program with a fake kernel on the CPU: a right
     # answer is 'ok', one element off is 'wrong' (outputs and in-place arguments alike)
-    for prog in F.programs(200, 13):
+    for prog in F.programs(200, 13, form):
         monkeypatch.setattr(prog, "kernel", lambda prog=prog: _FakeKernel(prog, wrong))
         status, detail = F.run_program(prog, "cpu")
         assert status == ("wrong" if wrong else "ok"), (prog.name, status, detail)
@@ -109,6 +117,60 @@ def test_program_builds_or_is_refused_by_name(seed):
 @pytest.mark.parametrize("seed", SEEDS)
 def test_gpu_program_matches_its_reference(seed):
     prog = F.generate(seed)
+    status, detail = F.run_program(prog, "cuda")
+    assert status in ("ok", "refused"), f"{prog.name} {prog.args}: {status} {detail}\n{prog.source}"
+
+
+def fake_run(prog, device="cuda", on_built=None):
+    """Stands for run_program in the runner's child (FUZZ_RUN_FN): seed 1 hangs in its
+    launch, seed 2's child dies, seed 3's launch fails; the others are right."""
+    import os
+    import time
+    on_built()
+    if prog.seed == 1:
+        time.sleep(120)
+    if prog.seed == 2:
+        os._exit(3)
+    if prog.seed == 3:
+        return "crash", "run: RuntimeError: an illegal memory access"
+    return "ok", ""
+
+
+def test_runner_reports_a_hang_with_its_seed_and_goes_on(monkeypatch, capsys):
+    # --timeout: each program in a child process; a launch past the limit is a failure naming
+    # its seed ('hang'), a dead child a crash, and the seeds after each run in a fresh child
+    import json
+    import time
+
+    import fuzz_run
+    monkeypatch.setenv("FUZZ_RUN_FN", "test_fuzz_tiles:fake_run")
+    start = time.time()
+    rc = fuzz_run.main(["--seeds", "0,1,2,3", "--form", "macro", "--timeout", "3"])
+    lines = capsys.readouterr().out.strip().split("\n")
+    assert time.time() - start < 90
+    summary = json.loads(lines[-1])
+    assert rc == 1 and summary["counts"] == {"ok": 1, "hang": 1, "crash": 2}, summary
+    assert [(f["seed"], f["status"]) for f in summary["failing"]] == [(1, "hang"), (2, "crash"), (3, "crash")]
+    assert lines[0].startswith("1 macro_1 hang run: no answer in 3 s")
+    assert "died (exit code 3)" in lines[1]
+
+
+# ---- the forms of NEW_FORMS ------------------------------------------------------------------
+NEW_SEEDS = [0, 1, 2, 3, 4, 5]
+
+
+@pytest.mark.parametrize("seed", NEW_SEEDS)
+def test_new_form_builds_or_is_refused_by_name(seed):
+    prog = F.generate(seed, "new")
+    assert prog.form == F.NEW_FORMS[seed % len(F.NEW_FORMS)]
+    status, detail = F.build_program(prog)
+    assert status in ("ok", "refused"), f"{prog.name}: {detail}\n{prog.source}"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("seed", NEW_SEEDS)
+def test_gpu_new_form_matches_its_reference(seed):
+    prog = F.generate(seed, "new")
     status, detail = F.run_program(prog, "cuda")
     assert status in ("ok", "refused"), f"{prog.name} {prog.args}: {status} {detail}\n{prog.source}"
 
@@ -223,3 +285,78 @@ def test_gpu_atomics_over_row_and_column_fragments_run_once(policy, threads):
     torch.testing.assert_close(C, want, rtol=0, atol=0)
     torch.testing.assert_close(R, want.sum(1), rtol=0, atol=0)
     torch.testing.assert_close(E, D, rtol=0, atol=0)
+
+
+@tilecute.jit(out_idx=[2])
+def wide_gemm(M=255, N=232, K=32, bm=256, bn=160, bk=32, stages=2, threads=512, policy="FullRow"):
+    """A GEMM over a small grid (a producer warpgroup where it fits) whose warpgroups each
+    take a wide slice of N: each wgmma instruction holds N / 2 float32 registers a thread
+    (fuzz seed 337 of the new forms, 256 x 256 over 512 threads: ptxas stopped with
+    'Insufficient registers (96)', needing 154)."""
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "bfloat16"), B: T.Tensor((K, N), "bfloat16"), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=threads) as (bx, by):
+            As = T.alloc_shared((bm, bk), "bfloat16")
+            Bs = T.alloc_shared((bk, bn), "bfloat16")
+            acc = T.alloc_fragment((bm, bn), "float32")
+            T.clear(acc)
+            for k in T.Pipelined(T.ceildiv(K, bk), num_stages=stages):
+                T.copy(A[by * bm, k * bk], As)
+                T.copy(B[k * bk, bx * bn], Bs)
+                T.gemm(As, Bs, acc, policy=getattr(T.GemmWarpPolicy, policy))
+            T.copy(acc, C[by * bm, bx * bn])
+    return main
+
+
+@pytest.mark.parametrize("bm,bn,threads,producer", [(256, 160, 512, False), (192, 256, 384, False),
+                                                   (256, 128, 512, True), (128, 256, 256, True)])
+def test_wide_wgmma_gets_no_producer_its_registers_cannot_hold(bm, bn, threads, producer):
+    # the kernel is compiled at its launch's registers a thread (96 with 512 + 128 threads, 128
+    # with 384 + 128), whatever setmaxnreg gives the compute warpgroups: a wgmma of N = 160
+    # (80 + 26 registers) or 256 (128 + 26) there stopped ptxas; without the producer (128 /
+    # 168) it compiles.  Narrower ones keep their producer.
+    kernel = wide_gemm(bm=bm, bn=bn, threads=threads)
+    assert kernel.ensure_cubin()
+    assert ("setmaxregister" in kernel.get_kernel_source()) == producer
+
+
+def test_wgmma_over_the_launch_registers_is_refused_by_name():
+    from tilecute.transform.select_mma import GemmError
+    with pytest.raises(GemmError, match=r"T.gemm\(As, Bs, acc\): each of the 4 warpgroup\(s\) takes 64 x 256 .*"
+                                        r"128 float32 registers .* over the 128 a thread of a 512-thread block"):
+        wide_gemm(bm=256, bn=256, threads=512).ensure_cubin()
+    # (FullCol splits N over the warpgroups: 256 x 64 each, 32 registers)
+    assert wide_gemm(bm=256, bn=256, threads=512, policy="FullCol").ensure_cubin()
+
+
+def test_explicit_producer_that_registers_cannot_hold_is_refused_by_name():
+    @T.prim_func
+    def main(A: T.Tensor((256, 64), "float16"), B: T.Tensor((64, 160), "float16"), C: T.Tensor((256, 160), "float32")):
+        with T.Kernel(1, threads=512) as bx:
+            As = T.alloc_shared((256, 32), "float16")
+            Bs = T.alloc_shared((32, 160), "float16")
+            acc = T.alloc_fragment((256, 160), "float32")
+            T.clear(acc)
+            for k in T.Pipelined(2, num_stages=2, warp_specialize=True):
+                T.copy(A[0, k * 32], As)
+                T.copy(B[k * 32, 0], Bs)
+                T.gemm(As, Bs, acc, policy=T.GemmWarpPolicy.FullRow)
+            T.copy(acc, C)
+
+    from tilecute.transform.pipeline import lower
+    from tilecute.transform.warp_specialize import WarpSpecializeError
+    with pytest.raises(WarpSpecializeError, match=r"T.gemm\(..., acc\): its wgmma instruction needs about 106 "
+                                                  r"registers .* compiled with 96"):
+        lower(main, "sm_90a")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("bm,bn,threads", [(256, 160, 512), (192, 256, 384), (256, 128, 512)])
+def test_gpu_wide_wgmma(bm, bn, threads):
+    import torch
+    g = torch.Generator().manual_seed(2)
+    A = torch.randint(-2, 3, (255, 32), generator=g).bfloat16().cuda()
+    B = torch.randint(-2, 3, (32, 232), generator=g).bfloat16().cuda()
+    C = wide_gemm(bm=bm, bn=bn, threads=threads)(A, B)
+    torch.testing.assert_close(C, A.float() @ B.float(), rtol=0, atol=0)

@@ -71,6 +71,29 @@ class GemmError(ValueError):
     pass
 
 
+# registers a thread needs beside one wgmma instruction's accumulator (its descriptors,
+# addresses, loop state): measured with ptxas on CuTe DSL's GEMMs (m64nNk16 float32: N / 2 +
+# 26 for N = 160..256), which stops with "Insufficient registers" (C7602) below it
+WGMMA_SPARE_REGS = 26
+
+
+def wgmma_instruction_regs(cols: int, acc_dtype: str) -> int:
+    """Registers per thread of one wgmma instruction's accumulator, for a warpgroup's
+    ``cols`` columns: its instruction takes ``cols`` up to 256, else the widest N up to 256
+    dividing it (``runtime.cute.mma.wgmma_instruction_n``), 64 x N over 128 threads."""
+    n = cols if cols <= 256 else next(
+        (w for w in range(256, 7, -8) if cols % w == 0 and (w % 16 == 0 or cols % 16)), 256)
+    return max(1, n // 2 * DTYPES[acc_dtype].bytes // 4)
+
+
+def launch_regs(arch: str, threads: int) -> int:
+    """The registers per thread a kernel of ``threads`` threads is compiled with (one block
+    an SM: the register file over the threads, in steps of 8, at most 255); ptxas holds
+    each wgmma instruction's operands within it, whatever setmaxnreg raises later."""
+    from ..target import target
+    return min(255, target(arch).registers_per_sm // threads) // 8 * 8
+
+
 def wgmma_warps(m: int, n: int, warpgroups: int, policy: str = "Square") -> tuple[int, int] | None:
     """``(warpgroups along M, along N)`` for wgmma: each warpgroup a 64-row step (or
     several) by a multiple of 8 columns.  As TileLang: ``FullRow`` puts as many along M
@@ -293,6 +316,17 @@ class _Kernel:
                              f"of {wg} warpgroup(s) tiles {m} x {n} with "
                              f"policy {s.policy}: {' and '.join(why)}; each warpgroup takes "
                              "64-row steps; change the tile, the thread count or the policy")
+            need = wgmma_instruction_regs(n // warps[1], c.dtype) + WGMMA_SPARE_REGS
+            cap = launch_regs(self.arch, self.scope.num_threads)
+            if need > cap:
+                self.fail(s, f"each of the {wg} warpgroup(s) takes {m // warps[0]} x "
+                             f"{n // warps[1]} of the {m} x {n} accumulator '{c.name}' (policy "
+                             f"{s.policy}); its wgmma instruction holds "
+                             f"{need - WGMMA_SPARE_REGS} {c.dtype} registers a thread and needs "
+                             f"about {WGMMA_SPARE_REGS} more, over the {cap} a thread of a "
+                             f"{self.scope.num_threads}-thread block is compiled with (ptxas: "
+                             "'Insufficient registers'); split N over more warpgroups "
+                             "(policy FullCol / Square), or use a narrower tile or fewer threads")
             if a.dtype in ("int8", "uint8") and not (
                     (n // warps[1]) % 16 == 0 or n // warps[1] in (8, 24)):
                 self.fail(s, f"each of {warps[1]} warpgroup(s) along N takes {n // warps[1]} "

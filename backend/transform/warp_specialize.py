@@ -125,6 +125,8 @@ class _Specializer:
             refusal = (f"the kernel asks for {blocks} blocks per SM "
                        f"(T.annotate_min_blocks_per_sm({blocks})), and a producer warpgroup's "
                        "register reallocation (setmaxnreg) takes the SM's whole register file")
+        if refusal is None and (crowded := self.crowded_mma()):
+            refusal = crowded
         if refusal is None and syncs_grid(self.k.scope.body):
             refusal = ("the kernel calls T.sync_grid(), which tilecute runs only in kernels "
                        "without a producer warpgroup")
@@ -312,6 +314,32 @@ class _Specializer:
                     "parameters and the Lets before the loop at the kernel's top level, not "
                     "the compute threads' locals (a T.alloc_var read in the loop's bounds or a "
                     "load's origin)")
+        return None
+
+    def crowded_mma(self) -> str | None:
+        """Why a producer warpgroup would leave some wgmma of the kernel too few registers,
+        or None: the kernel is compiled at the registers per thread of its launch with the
+        producer's threads (96 at 512 + 128), and ptxas holds each wgmma instruction's
+        accumulator and what it needs beside within that count, whatever setmaxnreg raises
+        for the compute warpgroups ("Insufficient registers", C7602: a 256 x 160 tile over
+        512 threads, 80 + 26 registers, compiles without a producer, not with one)."""
+        from .select_mma import WGMMA_SPARE_REGS, launch_regs, wgmma_instruction_regs
+        threads = self.k.scope.num_threads
+        cap = launch_regs(self.k.arch, threads + WARPGROUP)
+        for g in walk_stmts(self.k.scope.body):
+            if not (isinstance(g, N.Gemm) and g.family == "wgmma" and g.c in self.k.allocs):
+                continue
+            c = self.k.allocs[g.c]
+            layout = c.layout
+            if layout is None or not layout.warps:
+                continue
+            cols = int(c.buffer.shape[-1].value) // layout.warps[1]
+            need = wgmma_instruction_regs(cols, c.buffer.dtype) + WGMMA_SPARE_REGS
+            if need > cap:
+                return (f"T.gemm(..., {g.c}): its wgmma instruction needs about {need} registers "
+                        f"a thread, and a block of {threads} threads and a producer warpgroup "
+                        f"is compiled with {cap} (ptxas: 'Insufficient registers'; setmaxnreg "
+                        "raises no instruction's limit)")
         return None
 
     def alone_on_sm(self, stages: dict[str, int]) -> bool:
