@@ -283,12 +283,7 @@ class _Sync:
                     if k:
                         st.barrier(out, part.loc)
                     self.barrier_if_needed(_mbarrier_ordered_loads_dropped(part), st, out)
-                    self.barrier_if_needed(part, st, out)
-                    reads, writes, is_async = self.touches(part)
-                    st.read |= reads
-                    for b in writes:
-                        st.written[b] = st.written.get(b, False) or is_async
-                    out.append(part)
+                    self.ordered(part, st, out)
                 continue
             elif isinstance(s, N.If):
                 self.barrier_if_needed(N.Evaluate(s.cond), st, out)  # (its condition)
@@ -298,13 +293,17 @@ class _Sync:
                 st.written, st.read, st.generic = a.written, a.read, a.generic
                 out.append(dataclasses.replace(s, then=then, orelse=orelse))
                 continue
-            self.barrier_if_needed(s, st, out)
-            reads, writes, is_async = self.touches(s)
-            st.read |= reads
-            for b in writes:
-                st.written[b] = st.written.get(b, False) or is_async
-            out.append(s)
+            self.ordered(s, st, out)
         return tuple(out)
+
+    def ordered(self, s, st: _State, out: list) -> None:
+        """``s`` appended after the barrier its accesses need, and counted as touching them."""
+        self.barrier_if_needed(s, st, out)
+        reads, writes, is_async = self.touches(s)
+        st.read |= reads
+        for b in writes:
+            st.written[b] = st.written.get(b, False) or is_async
+        out.append(s)
 
     def divergent_parts(self, s: N.If) -> list:
         """``s`` (an ``if`` threads may disagree on) as the ``if``s to run one after the
