@@ -226,7 +226,11 @@ class _Checker:
     def stmt(self, s, ctx: _Ctx) -> None:
         what = sync_kind(s, self.allocs)
         if what is not None:
-            self.sync(s, what, ctx)
+            # a cluster's or the grid's barrier counts every thread of every block, the
+            # producer warpgroup's too
+            whole = isinstance(s, N.ClusterSync) or what == "T.sync_grid()"
+            self.sync(s, what, dataclasses.replace(
+                ctx, expect=(1 << self.block) - 1, where="the block's threads") if whole else ctx)
         if isinstance(s, N.Let):
             if self.depends(s.value):
                 self.tainted.add(s.var.name)
