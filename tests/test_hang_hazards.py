@@ -216,3 +216,21 @@ def test_gemm_rowsum_epilogue_on_gpu(threads, block_M):
     want = a.double() @ b.double()
     torch.testing.assert_close(c.double(), want, atol=5e-2, rtol=1e-2)
     torch.testing.assert_close(r.double(), want.reshape(512, 4, 128).sum(-1), atol=0.5, rtol=1e-2)
+
+
+def test_a_hazard_warns_by_default_and_raises_when_asked(monkeypatch):
+    """Users get a HangWarning naming the kernel and line and their kernel (a false alarm
+    must not refuse a program); TILECUTE_HANG_CHECK=error (this suite's setting) raises,
+    =off skips the check."""
+    from tilecute.transform.hang_check import HangWarning, check_hangs
+    g = _unchecked(H.gemm_rowsum_epilogue.func.get_tir(threads=512, block_M=256))
+    bad = _edit(g, lambda s: dataclasses.replace(s, count=120)
+                if isinstance(s, N.SetMaxNReg) and s.increase else s)
+    monkeypatch.setenv("TILECUTE_HANG_CHECK", "warn")
+    with pytest.warns(HangWarning, match="more than the 61440"):
+        assert check_hangs(bad, "sm_90a") is bad
+    monkeypatch.setenv("TILECUTE_HANG_CHECK", "error")
+    with pytest.raises(HangError, match="more than the 61440"):
+        check_hangs(bad, "sm_90a")
+    monkeypatch.setenv("TILECUTE_HANG_CHECK", "off")
+    assert check_hangs(bad, "sm_90a") is bad
