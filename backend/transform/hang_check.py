@@ -233,11 +233,13 @@ class _Checker:
     def stmt(self, s, ctx: _Ctx) -> None:
         what = sync_kind(s, self.allocs)
         if what is not None:
-            # a cluster's or the grid's barrier counts every thread of every block, the
-            # producer warpgroup's too
+            # a cluster's or the grid's barrier counts every thread that has not exited: the
+            # whole block before the roles split, the compute threads after (the producer
+            # warpgroup's branch ends with its loads, and its threads exit)
             whole = isinstance(s, N.ClusterSync) or what == "T.sync_grid()"
-            self.sync(s, what, dataclasses.replace(
-                ctx, expect=(1 << self.block) - 1, where="the block's threads") if whole else ctx)
+            if whole and ctx.mask == (1 << self.block) - 1:
+                ctx = dataclasses.replace(ctx, expect=ctx.mask, where="the block's threads")
+            self.sync(s, what, ctx)
         if isinstance(s, N.Let):
             if self.depends(s.value):
                 self.tainted.add(s.var.name)
