@@ -144,7 +144,9 @@ def test_sorts_sync_every_stage():
     stage = src.split("for e_1_ in cutlass.range(0, 2):", 1)[1].split("s[hi] = a", 1)[0]
     # reads of s after the last stage's writes, writes after this stage's reads
     assert stage.index("cute.arch.sync_threads()") < stage.index("a = s[lo]")
-    assert stage.count("cute.arch.sync_threads()") == 2
+    # (and one between the two swapped writes: the branch writes s[lo] then s[hi], which
+    # the barrier pass cannot prove are other threads' elements: it splits the branch there)
+    assert stage.count("cute.arch.sync_threads()") == 3
     assert "desc = lo >> p + 1 & 1 == 0" in src
 
 
