@@ -65,6 +65,14 @@ class Target:
     def at_least(self, cc: int) -> bool:
         return self.cc >= cc
 
+    def launch_regs(self, threads: int, blocks_per_sm: int = 1) -> int:
+        """The registers per thread a kernel of ``threads`` threads is compiled with when
+        its launch bounds ask for ``blocks_per_sm`` blocks an SM (the register file over
+        the threads, in steps of 8, at most 255).  ptxas holds every instruction within
+        it, whatever setmaxnreg raises later, and it times the threads is the pool a
+        block's setmaxnreg counts draw from."""
+        return min(255, self.registers_per_sm // (threads * blocks_per_sm)) // 8 * 8
+
     @property
     def tma(self) -> bool:
         return self.cc >= 90

@@ -1,6 +1,6 @@
 """A static check of the lowered IR for the ways a kernel the passes built can hang: the
-last pass of the pipeline (:func:`check_hangs`), an internal error naming the kernel and
-the line rather than a GPU that waits forever.
+last pass of the pipeline (:func:`check_hangs`): a warning (or, asked, an error) naming
+the kernel and the line rather than a GPU that waits forever.
 
 It walks each kernel with the set of threads that run each statement (a bit mask over
 the block's threads, the producer warpgroup's included: conditions on the thread index
@@ -49,7 +49,6 @@ class HangWarning(UserWarning):
 
 THREAD_CALLS = ("thread_idx", "shuffle_elect")
 WARPGROUP = N.WARPGROUP_THREADS
-TURN_BARRIERS = (2, 3, 4)
 
 
 # ---- which statements synchronise (the code generator's rule) ------------------------
@@ -269,7 +268,7 @@ class _Checker:
             else:
                 self.body(s.then, dataclasses.replace(ctx, mask=yes))
             self.body(s.orelse, dataclasses.replace(ctx, mask=no))
-            ctx.turn = ctx.turn  # (a turn opened in a branch is checked by the counts)
+            # (a turn opened in a branch is checked by the named barriers' counts)
         elif isinstance(s, (N.For, N.While)):
             bound = (s.start, s.extent) if isinstance(s, N.For) else (s.cond,)
             mask = ctx.mask
@@ -362,7 +361,7 @@ class _Checker:
         if not bounded:
             return  # (no launch bounds: ptxas ignores setmaxnreg, no count to wait for)
         blocks = max(self.scope.min_blocks_per_sm, 1)
-        launch = min(255, target(self.arch).registers_per_sm // (self.block * blocks)) // 8 * 8
+        launch = target(self.arch).launch_regs(self.block, blocks)
         pool = launch * self.block
         per = [launch] * self.block
         for count, mask, _ in self.regs:

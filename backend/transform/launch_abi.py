@@ -18,6 +18,7 @@ an address read from a table.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 
 from ..ir import nodes as N
@@ -269,9 +270,9 @@ def build_abi(func: N.PrimFunc, arch: str) -> KernelPlan:
             raise LoweringError(f"{k.loc}: prim_func '{func.name}': T.sync_grid() in a kernel "
                                 f"launched in clusters ({k.cluster}): tilecute launches grid "
                                 "barriers cooperatively without clusters")
-        if k.cluster is not None and _prod(k.cluster) > 1 and not arch_at_least(arch, 90):
+        if k.cluster is not None and math.prod(map(int, k.cluster)) > 1 and not arch_at_least(arch, 90):
             raise LoweringError(f"{k.loc}: prim_func '{func.name}': a kernel launched in clusters "
-                                f"of {_prod(k.cluster)} blocks (T.ClusterKernel(cluster_dims=...) / "
+                                f"of {math.prod(map(int, k.cluster))} blocks (T.ClusterKernel(cluster_dims=...) / "
                                 f"T.Kernel(cluster_dims=...)) needs thread block clusters, sm_90+; "
                                 f"the target is {arch}")
         prefix = f"tilecute_{func.name}"
@@ -289,10 +290,3 @@ def build_abi(func: N.PrimFunc, arch: str) -> KernelPlan:
     abi = LaunchABI(func.name, tuple(args), tuple(symbols), tuple(kernels), l2_window=l2_window)
     return KernelPlan(func, abi, tuple(prefixes), arch,
                       tuple((s.buffer.name, aligned[s.buffer.name]) for s in addressed))
-
-
-def _prod(dims) -> int:
-    out = 1
-    for d in dims:
-        out *= int(d)
-    return out

@@ -57,7 +57,7 @@ from ..ir.visitor import BODY_FIELDS, StmtMutator, walk_nodes, walk_stmts
 from ..runtime.dtypes import DTYPES
 from .analysis import accesses, known_multiple, parallel_nest, whole
 from ..target import (MMA_ACCUMULATORS, MMA_INSTR_K, MMA_TYPES, TMA_SWIZZLES, WARP, WARPGROUP,
-                      WGMMA_TYPES, arch_at_least)
+                      WGMMA_TYPES, arch_at_least, target)
 
 # operand dtypes that may differ between A and B (the MMAs take either of each pair)
 # A fragments an MMA reads from registers (wgmma's RS form; mma.sync for 16-bit types)
@@ -84,14 +84,6 @@ def wgmma_instruction_regs(cols: int, acc_dtype: str) -> int:
     n = cols if cols <= 256 else next(
         (w for w in range(256, 7, -8) if cols % w == 0 and (w % 16 == 0 or cols % 16)), 256)
     return max(1, n // 2 * DTYPES[acc_dtype].bytes // 4)
-
-
-def launch_regs(arch: str, threads: int) -> int:
-    """The registers per thread a kernel of ``threads`` threads is compiled with (one block
-    an SM: the register file over the threads, in steps of 8, at most 255); ptxas holds
-    each wgmma instruction's operands within it, whatever setmaxnreg raises later."""
-    from ..target import target
-    return min(255, target(arch).registers_per_sm // threads) // 8 * 8
 
 
 def wgmma_warps(m: int, n: int, warpgroups: int, policy: str = "Square") -> tuple[int, int] | None:
@@ -317,7 +309,7 @@ class _Kernel:
                              f"policy {s.policy}: {' and '.join(why)}; each warpgroup takes "
                              "64-row steps; change the tile, the thread count or the policy")
             need = wgmma_instruction_regs(n // warps[1], c.dtype) + WGMMA_SPARE_REGS
-            cap = launch_regs(self.arch, self.scope.num_threads)
+            cap = target(self.arch).launch_regs(self.scope.num_threads)
             if need > cap:
                 self.fail(s, f"each of the {wg} warpgroup(s) takes {m // warps[0]} x "
                              f"{n // warps[1]} of the {m} x {n} accumulator '{c.name}' (policy "

@@ -323,9 +323,9 @@ class _Specializer:
         accumulator and what it needs beside within that count, whatever setmaxnreg raises
         for the compute warpgroups ("Insufficient registers", C7602: a 256 x 160 tile over
         512 threads, 80 + 26 registers, compiles without a producer, not with one)."""
-        from .select_mma import WGMMA_SPARE_REGS, launch_regs, wgmma_instruction_regs
+        from .select_mma import WGMMA_SPARE_REGS, wgmma_instruction_regs
         threads = self.k.scope.num_threads
-        cap = launch_regs(self.k.arch, threads + WARPGROUP)
+        cap = target(self.k.arch).launch_regs(threads + WARPGROUP)
         for g in walk_stmts(self.k.scope.body):
             if not (isinstance(g, N.Gemm) and g.family == "wgmma" and g.c in self.k.allocs):
                 continue
@@ -548,9 +548,9 @@ def _budgets(name: str, scope: N.KernelScope, arch: str) -> tuple[int, int]:
     the file over the block's threads, in steps of 8, at most 255): 168 a thread at 384
     threads (pool 64512: 24 + 2 x 240), 96 at 640 (pool 61440: 24 + 4 x 112, where the
     SM's file would give 120 and hang).  A pair over the pool is an error naming both."""
-    file, threads = target(arch).registers_per_sm, scope.num_threads
+    threads = scope.num_threads
     block = threads + scope.producer_threads
-    pool = min(255, file // block) // 8 * 8 * block
+    pool = target(arch).launch_regs(block) * block
     low = scope.producer_regs or PRODUCER_REGS
     high = scope.consumer_regs or min(256, (pool - low * scope.producer_threads) // threads // 8 * 8)
     if low * scope.producer_threads + high * threads > pool:
