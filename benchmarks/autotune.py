@@ -1,7 +1,8 @@
 """Autotuner wall time: N GEMM configs compiled (entry + cubin) serially vs on the
 default executor (a thread per core, each driving one config's build process and its
-cubin worker: backend/buildproc.py), each
-in a fresh cache folder; on a GPU also the tuned GEMM's time beside torch.matmul, in the
+cubin worker: backend/buildproc.py), each in a new cache folder, first as it is (its
+launcher runtime not built yet), then with the runtime built (a cache root in use), with
+each config's entry and cubin seconds; on a GPU also the tuned GEMM's time beside torch.matmul, in the
 same run (``--shapes``: tuned per shape, with three more block orders and two persistent
 kernels among the configs).
 Prints JSON lines.
@@ -60,20 +61,29 @@ def main():
     tilecute.autotune(configs=[CONFIGS[-1]])(tilecute.jit(out_idx=[-1])(factory)).compile_all(
         args.size)
     walls = {}
-    for mode, executor in (("serial", cf.ThreadPoolExecutor(1)), ("parallel", None)):
-        os.environ["TILECUTE_CACHE_DIR"] = tempfile.mkdtemp(prefix=f"tune-{mode}-")
-        tuned = tilecute.autotune(configs=configs, executor=executor)(
-            tilecute.jit(out_idx=[-1])(factory))
-        t = time.perf_counter()
-        results = tuned.compile_all(args.size)
-        walls[mode] = time.perf_counter() - t
-        print(json.dumps({"mode": mode, "configs": len(configs), "cores": os.cpu_count(),
-                          "compiled": sum(r.kernel is not None for r in results),
-                          "wall_s": round(walls[mode], 2),
-                          "failed": {json.dumps(r.config, sort_keys=True): r.error
-                                     for r in results if r.kernel is None}}), flush=True)
-    print(json.dumps({"speedup_parallel_over_serial": round(walls["serial"] / walls["parallel"], 2),
-                      "cores": os.cpu_count()}), flush=True)
+    for root in ("fresh", "warm"):
+        for mode, executor in (("serial", cf.ThreadPoolExecutor(1)), ("parallel", None)):
+            os.environ["TILECUTE_CACHE_DIR"] = tempfile.mkdtemp(prefix=f"tune-{mode}-")
+            if root == "warm":  # the cache root's launcher runtime built (by another kernel)
+                tilecute.compile(factory(256, **CONFIGS[-1]), out_idx=[-1])
+            tuned = tilecute.autotune(configs=configs, executor=executor)(
+                tilecute.jit(out_idx=[-1])(factory))
+            t = time.perf_counter()
+            results = tuned.compile_all(args.size)
+            walls[root, mode] = time.perf_counter() - t
+            done = [r for r in results if r.kernel is not None]
+            print(json.dumps({"mode": mode, "cache_root": root, "configs": len(configs),
+                              "cores": os.cpu_count(), "compiled": len(done),
+                              "wall_s": round(walls[root, mode], 2),
+                              # per config: building its entry (front end .. g++) / its cubin
+                              "entry_s": [round(r.entry_s, 2) for r in done],
+                              "cubin_s": [round(r.cubin_s, 2) for r in done],
+                              "failed": {json.dumps(r.config, sort_keys=True): r.error
+                                         for r in results if r.kernel is None}}), flush=True)
+        print(json.dumps({"cache_root": root, "cores": os.cpu_count(),
+                          "speedup_parallel_over_serial":
+                              round(walls[root, "serial"] / walls[root, "parallel"], 2)}),
+              flush=True)
     try:
         import torch
     except ImportError:

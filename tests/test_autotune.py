@@ -36,6 +36,10 @@ def test_configs_compile_in_parallel_and_failures_are_recorded():
     assert "does not divide" in by_block[(384, None)].error
     assert by_block[(128, 2048)].error.startswith("compile failed")
     assert Path(by_block[(256, None)].kernel.ensure_cubin()).stat().st_size > 0
+    for r in (by_block[(256, None)], by_block[(512, None)]):  # its build's two phases
+        assert r.entry_s > 0 and r.cubin_s > 0
+        assert abs(r.entry_s + r.cubin_s - r.compile_s) < 1e-6
+    assert by_block[(384, None)].entry_s is None  # no entry was built
 
 
 def test_a_config_past_the_timeout_is_skipped_not_the_tuner():

@@ -110,6 +110,8 @@ class ConfigResult:
     error: Optional[str] = None
     kernel: Any = field(default=None, repr=False)
     compile_s: Optional[float] = None  # seconds its build took (or ran, until killed)
+    entry_s: Optional[float] = None  # of which building its cache entry (front end to g++)
+    cubin_s: Optional[float] = None  # and compiling its cubin (in a cubin worker)
 
 
 @dataclass
@@ -250,7 +252,7 @@ def _build_config(job: _Job) -> dict:
     module-level function: a process pool can pickle it).  The entry is built in a child
     process (:mod:`tilecute.buildproc`) that a timeout kills with its process group, then
     its cubin in a cubin worker that the rest of the timeout bounds (killed too).  Returns
-    ``{"path", "seconds"}`` or ``{"error", "seconds"}``."""
+    ``{"path", "seconds", "entry_s", "cubin_s"}`` or ``{"error", "seconds"}``."""
     from .. import buildproc
     from ..runtime import cubin_worker
     from ..runtime.kernel import load
@@ -262,9 +264,11 @@ def _build_config(job: _Job) -> dict:
     try:
         tool_versions()  # computed once per process, here: the build processes inherit it
         path = buildproc.run(_build_entry, (job,), limit, job.group)
-        with cubin_worker.deadline(None if limit is None else limit - (time.monotonic() - start)):
+        built = time.monotonic()
+        with cubin_worker.deadline(None if limit is None else limit - (built - start)):
             load(path, job.out_idx).ensure_cubin()
-        return {"path": path, "seconds": time.monotonic() - start}
+        end = time.monotonic()
+        return {"path": path, "seconds": end - start, "entry_s": built - start, "cubin_s": end - built}
     except buildproc.BuildTimeout as e:
         error = (f"compile took longer than timeout={job.timeout} s "
                  + ("(killed)" if e.killed else "(not killed: it builds on in a thread)"))
@@ -499,6 +503,7 @@ class AutoTuner:
                 try:
                     got = fut.result()
                     r.compile_s = got["seconds"]
+                    r.entry_s, r.cubin_s = got.get("entry_s"), got.get("cubin_s")
                     if "error" in got:
                         r.error = got["error"]
                     elif self.eager is not None:  # a cache hit now: the eager kernel's own
