@@ -264,9 +264,10 @@ def matmul_streamk(tm=128, tn=256, tk=64, stages=3, threads=256, dtype="float16"
     spinning on a flag, nothing assumes all blocks are resident), and the reduction is one
     vector ``red`` per register pair, issued as the tile finishes.
 
-    ``Ws`` (``(2 * sms, tm, tn)`` float32) and ``Cnt`` (``(2 * sms,)`` int32) must be zero
-    at the first call (``torch.zeros``); each call leaves them zero.  Calls running at the
-    same time (other streams) need workspaces of their own."""
+    ``kernel(X, W, Ws, Cnt, Y)`` (``Y`` last: ``out_idx=[-1]`` makes it the result).  ``Ws``
+    (``(2 * sms, tm, tn)`` float32) and ``Cnt`` (``(2 * sms,)`` int32) must be zero at the
+    first call (``torch.zeros``); each call leaves them zero.  Calls running at the same
+    time (other streams) need workspaces of their own."""
     M, N, K = _dims(dtype, dtype)
 
     @T.macro
@@ -280,8 +281,8 @@ def matmul_streamk(tm=128, tn=256, tk=64, stages=3, threads=256, dtype="float16"
 
     @T.prim_func
     def matmul_streamk(X: T.Tensor((M, K), dtype), W: T.Tensor((K, N), dtype),
-                       Y: T.Tensor((M, N), dtype), Ws: T.Tensor((2 * sms, tm, tn), "float32"),
-                       Cnt: T.Tensor((2 * sms,), "int32")):
+                       Ws: T.Tensor((2 * sms, tm, tn), "float32"),
+                       Cnt: T.Tensor((2 * sms,), "int32"), Y: T.Tensor((M, N), dtype)):
         with T.Kernel(sms, threads=threads) as block_id:
             xs = T.alloc_shared((tm, tk), dtype)
             ws = T.alloc_shared((tk, tn), dtype)
