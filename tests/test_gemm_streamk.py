@@ -171,25 +171,27 @@ def test_streamk_ptx(tmp_path):
 
 # ---- on a GPU ------------------------------------------------------------------------------
 @pytest.mark.gpu
-@pytest.mark.parametrize("M,N,K,sms", [
-    (4096, 11008, 512, 132),   # 1376 tiles: 9 whole waves, then stream-K
-    (1000, 776, 520, 132),     # ragged, 32 tiles < sms: all stream-K
-    (4224, 4096, 256, 132),    # 528 tiles = 4 waves: nothing split
-    (1999, 1000, 1032, 13),    # ragged M, N; 64 tiles over 13 blocks
+@pytest.mark.parametrize("M,N,K,sms,dtype", [
+    (4096, 11008, 512, 132, "bfloat16"),  # 1376 tiles: 9 whole waves, then stream-K
+    (1000, 776, 520, 132, "bfloat16"),    # ragged, 32 tiles < sms: all stream-K
+    (4224, 4096, 256, 132, "float16"),    # 528 tiles = 4 waves: nothing split
+    (1999, 1000, 1032, 13, "float16"),    # ragged M, N; 64 tiles over 13 blocks
+    (200, 300, 128, 132, "bfloat16"),     # 4 tiles x 2 steps: 8 blocks of one step each
 ])
-def test_streamk_on_gpu(M, N, K, sms):
+def test_streamk_on_gpu(M, N, K, sms, dtype):
     import torch
 
     torch.manual_seed(0)
-    kernel = tilecute.compile(G.matmul_streamk(dtype="bfloat16", sms=sms))
-    x = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
-    w = torch.randn(K, N, device="cuda", dtype=torch.bfloat16)
+    tdt = getattr(torch, dtype)
+    kernel = tilecute.compile(G.matmul_streamk(dtype=dtype, sms=sms))
+    x = torch.randn(M, K, device="cuda", dtype=tdt)
+    w = torch.randn(K, N, device="cuda", dtype=tdt)
     ws = torch.zeros(2 * sms, 128, 256, device="cuda", dtype=torch.float32)
     cnt = torch.zeros(2 * sms, device="cuda", dtype=torch.int32)
     ref = x.float() @ w.float()
-    tol = 0.02 * ref.abs().max().item()
+    tol = (0.02 if dtype == "bfloat16" else 0.005) * ref.abs().max().item()
     for _ in range(2):  # the second call finds the workspace the first left zero
-        y = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
+        y = torch.full((M, N), float("nan"), device="cuda", dtype=tdt)
         kernel(x, w, ws, cnt, y)
         torch.cuda.synchronize()
         assert (y.float() - ref).abs().max().item() <= tol
