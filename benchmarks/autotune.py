@@ -37,7 +37,7 @@ PERSISTENT = [dict(tm=128, tn=256, tk=64, stages=3, persistent=True, group=8),
 # persistent, the last waves' K steps split over the blocks (examples/gemm.py
 # matmul_streamk: two more inputs, a float32 workspace and counters, zero at the start)
 STREAMK = [dict(tm=128, tn=256, tk=64, stages=3, streamk=True, group=8),
-           dict(tm=128, tn=256, tk=64, stages=4, streamk=True, group=8)]
+           dict(tm=128, tn=128, tk=64, stages=4, streamk=True, group=8)]
 
 
 def factory(size, tm=128, tn=128, tk=64, stages=3, panel=0, dtype="float16", persistent=False,
