@@ -2,9 +2,9 @@
 default executor (a thread per core, each driving one config's build process and its
 cubin worker: backend/buildproc.py), each in a new cache folder, first as it is (its
 launcher runtime not built yet), then with the runtime built (a cache root in use), with
-each config's entry and cubin seconds; on a GPU also the tuned GEMM's time beside torch.matmul, in the
-same run (``--shapes``: tuned per shape, with three more block orders and two persistent
-kernels among the configs).
+each config's entry and cubin seconds; on a GPU also the tuned GEMM's time beside
+torch.matmul, in the same run (``--shapes``: tuned per shape, with three more block orders,
+two persistent kernels and two stream-K ones among the configs).
 Prints JSON lines.
 
     python3 benchmarks/autotune.py [--configs 4] [--size 4096] [--shapes MxNxK,...] [--dtype float16]
@@ -35,10 +35,17 @@ PANELS = [dict(tm=128, tn=256, tk=64, stages=3, panel=8),
 # per group) for the GPU part
 PERSISTENT = [dict(tm=128, tn=256, tk=64, stages=3, persistent=True, group=8),
               dict(tm=128, tn=256, tk=64, stages=3, persistent=True, group=4)]
+# persistent, the last waves' K steps split over the blocks (examples/gemm.py
+# matmul_streamk: two more inputs, a float32 workspace and counters, zero at the start)
+STREAMK = [dict(tm=128, tn=256, tk=64, stages=3, streamk=True, group=8),
+           dict(tm=128, tn=128, tk=64, stages=4, streamk=True, group=8)]
 
 
 def factory(size, tm=128, tn=128, tk=64, stages=3, panel=0, dtype="float16", persistent=False,
-            group=8, sms=132):
+            group=8, sms=132, streamk=False):
+    if streamk:
+        return G.matmul_streamk(tm=tm, tn=tn, tk=tk, stages=stages, dtype=dtype, sms=sms,
+                                group=group)
     if persistent:
         return G.matmul_persistent(tm=tm, tn=tn, tk=tk, stages=stages, dtype=dtype, sms=sms,
                                    group=group)
@@ -96,20 +103,36 @@ def main():
     shapes = args.shapes.split(",") if args.shapes else [f"{args.size}x{args.size}x{args.size}"]
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     gpu_configs = [dict(c, dtype=args.dtype) for c in configs + PANELS] + \
-        [dict(c, dtype=args.dtype, sms=sms) for c in PERSISTENT]
+        [dict(c, dtype=args.dtype, sms=sms) for c in PERSISTENT + STREAMK]
+
+    def workspace(params):
+        """A stream-K kernel's workspace and counters (zero; each call leaves them so)."""
+        return [torch.zeros([int(d) for d in a.shape], device="cuda",
+                            dtype=torch.float32 if a.name == "Ws" else torch.int32)
+                for a in params if a.name in ("Ws", "Cnt")]
+
     for shape in shapes:
         m, n, k = (int(v) for v in shape.split("x"))
-        tuned = tilecute.autotune(configs=gpu_configs, ref_prog=lambda x, w: x @ w, warmup=25,
-                                  rep=100, atol=1e-1, rtol=1e-2,
+
+        def supply(params, m=m, n=n, k=k):
+            """X, W as the profiler makes them (uniform in [-1, 1)); a stream-K kernel's
+            workspace zero."""
+            return [torch.empty(m, k, device="cuda", dtype=dt).uniform_(-1.0, 1.0),
+                    torch.empty(k, n, device="cuda", dtype=dt).uniform_(-1.0, 1.0),
+                    *workspace(params)]
+
+        tuned = tilecute.autotune(configs=gpu_configs, ref_prog=lambda x, w, *ws: x @ w,
+                                  supply_prog=supply, warmup=25, rep=100, atol=1e-1, rtol=1e-2,
                                   shapes={"M": m, "N": n, "K": k})(
             tilecute.jit(out_idx=[-1])(factory))
         kernel = tuned(shape)
         x = torch.randn(m, k, device="cuda", dtype=dt)
         w = torch.randn(k, n, device="cuda", dtype=dt)
+        extra = workspace(kernel.args)  # the winner's params (none but for stream-K)
         # the tuned kernel and cuBLAS alternately, 3 rounds: the median ratio
         ratios, tk, tt = [], [], []
         for _ in range(3):
-            tk.append(do_bench(lambda: kernel(x, w)))
+            tk.append(do_bench(lambda: kernel(x, w, *extra)))
             tt.append(do_bench(lambda: torch.matmul(x, w)))
             ratios.append(tt[-1] / tk[-1])
         flops = 2 * m * n * k

@@ -14,7 +14,9 @@ compiler's defaults make of it; ``plain`` with ``off`` turns those defaults off
 (``disable_shared_epilogue``, ``disable_rasterization``).  ``persistent``: a block per SM
 walking the tiles in groups of ``panel`` tile columns (``matmul_persistent``); ``pingpong``:
 the same walk with two compute warpgroups taking whole tiles in turn (``matmul_pingpong``,
-384 threads).
+384 threads); ``streamk``: persistent, the last one to two waves' K steps split evenly over
+the blocks (``matmul_streamk``; its float32 workspace and counters allocated once per
+shape and dtype).
 TFLOP/s = 2 M N K / time.  Per shape, every kernel is timed in ``--rounds`` rounds (each
 round in a rotated order, as the GPU's clock drifts with its temperature); a round's time
 is the median over ``--reps`` CUDA-event samples of ``--inner`` back-to-back launches.  A
@@ -55,7 +57,8 @@ def main(argv=None):
     ap.add_argument("--shapes", default=SHAPES, help="MxNxK,... (default: %(default)s)")
     ap.add_argument("--dtypes", default="bfloat16,float16")
     ap.add_argument("--schedules", default=SCHEDULES,
-                    help="tm x tn x tk x stages x threads [x panel] [x ws|plain|off|persistent|pingpong] "
+                    help="tm x tn x tk x stages x threads [x panel] "
+                         "[x ws|plain|off|persistent|pingpong|streamk] "
                          "[x mN|nN: clusters of N blocks along M or N, TMA multicast],...")
     ap.add_argument("--epilogues", default="shared,direct",
                     help="direct (registers -> global), shared (-> swizzled shared -> TMA store)")
@@ -93,7 +96,11 @@ def main(argv=None):
                 # pingpong: persistent too, two compute warpgroups taking tiles in turn
                 # (examples/gemm.py matmul_pingpong; threads are 384)
                 pingpong = "pingpong" in parts
-                if (plain and epi != "direct") or ((persistent or pingpong) and epi != "shared"):
+                # streamk: persistent, the last waves' K steps split over the blocks
+                # (examples/gemm.py matmul_streamk)
+                streamk = "streamk" in parts
+                if (plain and epi != "direct") or \
+                        ((persistent or pingpong or streamk) and epi != "shared"):
                     continue
                 row = dict(kernel="tilecute", schedule=sched, epilogue=epi)
                 # without ws, explicitly not warp-specialized; plain: the compiler decides
@@ -107,10 +114,19 @@ def main(argv=None):
                                 for v in parts if v[0] in "mn" and v[1:].isdigit()), None)
                 tm, tn, tk, stages, threads, *panel = (
                     int(v) for v in parts if v not in ("ws", "plain", "off", "persistent",
-                                                       "pingpong")
+                                                       "pingpong", "streamk")
                     and not (v[0] in "mn" and v[1:].isdigit()))
+                extra_args = ()
                 try:
-                    if pingpong:
+                    if streamk:
+                        sms = torch.cuda.get_device_properties(0).multi_processor_count
+                        func = G.matmul_streamk(tm, tn, tk, stages, threads, dtype, sms=sms,
+                                                group=panel[0] if panel else 8)
+                        # zero at the first call; each call leaves them zero
+                        extra_args = (torch.zeros(2 * sms, tm, tn, device="cuda",
+                                                  dtype=torch.float32),
+                                      torch.zeros(2 * sms, device="cuda", dtype=torch.int32))
+                    elif pingpong:
                         sms = torch.cuda.get_device_properties(0).multi_processor_count
                         func = G.matmul_pingpong(tm, tn, tk, stages, dtype, sms=sms,
                                                  group=panel[0] if panel else 8)
@@ -127,9 +143,9 @@ def main(argv=None):
                     emit(shape=shape, dtype=dtype, **row, skipped=str(e)[:200])
                     continue
                 out = torch.empty_like(y)
-                kernel(x, w, out)
+                kernel(x, w, *extra_args, out)
                 err = (out.float() - ref.float()).abs().max().item()
-                runs.append((row, lambda k=kernel, o=out: k(x, w, o), err))
+                runs.append((row, lambda k=kernel, o=out, a=extra_args: k(x, w, *a, o), err))
             for path in args.cutlass_example:
                 for cluster in args.cutlass_clusters.split(","):
                     peer = cutlass_peer(path, x, w, ref, shape, dtype,

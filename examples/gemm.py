@@ -203,6 +203,136 @@ def matmul_persistent(tm=128, tn=256, tk=64, stages=3, threads=256, dtype="float
     return matmul_persistent
 
 
+def streamk_plan(M, N, K, tm=128, tn=256, tk=64, sms=132, group=8):
+    """What :func:`matmul_streamk`'s blocks do, computed on the host as the kernel computes
+    it: ``plan[b]`` is block ``b``'s units in order, each ``(tile, row, col, k_lo, k_hi,
+    s)``: output tile ``tile`` at tile coordinates ``(row, col)``, its K steps ``[k_lo,
+    k_hi)``, and ``s = tile - full`` its stream-K slot (negative in the data-parallel
+    waves).  For tests and for reading the split."""
+    m_tiles, n_tiles, ipt = -(-M // tm), -(-N // tn), -(-K // tk)
+    tiles = m_tiles * n_tiles
+    dp_waves = max(tiles // sms - 1, 0)
+    full = dp_waves * sms
+    q, r = divmod((tiles - full) * ipt, sms)
+    plan = []
+    for b in range(sms):
+        lo = b * q + min(b, r)
+        hi = lo + q + (1 if b < r else 0)
+        segs = (hi - 1) // ipt - lo // ipt + 1 if hi > lo else 0
+        units = []
+        for u in range(dp_waves + segs):
+            sk = u >= dp_waves
+            s = lo // ipt + u - dp_waves
+            t = full + s if sk else b + u * sms
+            k_lo, k_hi = (max(lo - s * ipt, 0), min(hi - s * ipt, ipt)) if sk else (0, ipt)
+            g = t // (m_tiles * group)
+            width = min(group, n_tiles - g * group)
+            w = t % (m_tiles * group)
+            units.append((t, w // width, g * group + w % width, k_lo, k_hi, t - full))
+        plan.append(units)
+    return plan
+
+
+def matmul_streamk(tm=128, tn=256, tk=64, stages=3, threads=256, dtype="float16", sms=132,
+                   group=8):
+    """Y = X @ W by a persistent kernel that splits the last waves' K loops over the
+    blocks (CUTLASS's "data-parallel + stream-K" hybrid), against wave quantization.  Of
+    the ``tiles`` output tiles, the first ``full = (tiles // sms - 1) * sms`` are walked
+    whole, wave by wave, as :func:`matmul_persistent` walks them (tile ``block_id + u *
+    sms``, columns in groups of ``group``); the K steps of the ``rest = tiles - full``
+    tiles left (``sms`` to ``2 * sms - 1`` of them; all tiles where ``tiles < sms``) are
+    dealt out evenly: concatenated tile after tile (``rest * ceildiv(K, tk)`` steps), block
+    ``b`` takes steps ``[b * q + min(b, r), ...)`` (``q, r = divmod(steps, sms)``), which
+    span a few tiles.  Both phases are one loop over the block's units (a tile and a K
+    range) around one ``T.Pipelined(k_lo, k_hi)`` with run-time bounds: the producer
+    warpgroup's TMA loads and the wgmma main loop are the persistent kernel's, and the
+    producer runs on from the data-parallel tiles into the stream-K units without a break.
+
+    A unit that is a whole tile stores it (shared tile, TMA store).  A part of a tile is
+    added into the tile's float32 workspace slot ``Ws[s]`` (``s = tile - full``, at most
+    ``2 * sms`` slots: the workspace does not grow with M and N, and a slot is a whole
+    tile, so the adds need no bounds test: ``red.global.add.v2.f32``, a pair of
+    accumulator registers each); then, after a block barrier, one thread adds the unit's
+    step count to ``Cnt[s]`` with an ``acq_rel`` atomic that returns the old count (its
+    release publishes the block's adds, which the barrier ordered before it; its acquire
+    sees every earlier contributor's) and shares the new count through shared memory.  The
+    block whose count reaches ``ceildiv(K, tk)`` -- the tile's last contributor to finish,
+    whichever it is -- reads the slot back, stores the tile as above, and zeroes the slot
+    and its counter, so the next call finds them clean.  Counting steps rather than
+    contributors needs no formula for how many blocks share a tile.  Atomics rather than
+    a slot per contributor (CUTLASS's separate reduction): no block waits for another (no
+    spinning on a flag, nothing assumes all blocks are resident), and the reduction is one
+    vector ``red`` per register pair, issued as the tile finishes.
+
+    ``kernel(X, W, Ws, Cnt, Y)`` (``Y`` last: ``out_idx=[-1]`` makes it the result).  ``Ws``
+    (``(2 * sms, tm, tn)`` float32) and ``Cnt`` (``(2 * sms,)`` int32) must be zero at the
+    first call (``torch.zeros``); each call leaves them zero.  Calls running at the same
+    time (other streams) need workspaces of their own."""
+    M, N, K = _dims(dtype, dtype)
+
+    @T.macro
+    def tile_of(t, m_tiles, n_tiles):
+        """Tile ``t``'s (row, col): tile columns in groups of ``group``, a group's columns
+        fastest, so the blocks running at once share X rows and W columns in L2."""
+        g = t // (m_tiles * group)
+        width = T.min(group, n_tiles - g * group)
+        w = t % (m_tiles * group)
+        return w // width, g * group + w % width
+
+    @T.prim_func
+    def matmul_streamk(X: T.Tensor((M, K), dtype), W: T.Tensor((K, N), dtype),
+                       Ws: T.Tensor((2 * sms, tm, tn), "float32"),
+                       Cnt: T.Tensor((2 * sms,), "int32"), Y: T.Tensor((M, N), dtype)):
+        with T.Kernel(sms, threads=threads) as block_id:
+            xs = T.alloc_shared((tm, tk), dtype)
+            ws = T.alloc_shared((tk, tn), dtype)
+            acc = T.alloc_fragment((tm, tn), "float32")
+            ys = T.alloc_shared((tm, tn), dtype, layout=T.Layout("tma_swizzled", swizzle=128))
+            done = T.alloc_shared((1,), "int32")  # the tile's K steps added so far
+            tx = T.get_thread_binding()
+            m_tiles, n_tiles, ipt = T.ceildiv(M, tm), T.ceildiv(N, tn), T.ceildiv(K, tk)
+            tiles = m_tiles * n_tiles
+            dp_waves = T.max(tiles // sms - 1, 0)  # whole waves, walked tile by tile
+            full = dp_waves * sms
+            q = (tiles - full) * ipt // sms  # stream-K steps per block ...
+            r = (tiles - full) * ipt % sms  # ... and one more for the first r blocks
+            lo = block_id * q + T.min(block_id, r)
+            hi = lo + q + T.if_then_else(block_id < r, 1, 0)
+            segs = T.if_then_else(hi > lo, (hi - 1) // ipt - lo // ipt + 1, 0)
+            for u in T.serial(dp_waves + segs):
+                sk = u >= dp_waves
+                s = lo // ipt + u - dp_waves  # the stream-K slot
+                t = T.if_then_else(sk, full + s, block_id + u * sms)
+                k_lo = T.if_then_else(sk, T.max(lo - s * ipt, 0), 0)
+                k_hi = T.if_then_else(sk, T.min(hi - s * ipt, ipt), ipt)
+                row, col = tile_of(t, m_tiles, n_tiles)
+                T.clear(acc)
+                for k in T.Pipelined(k_lo, k_hi, num_stages=stages):
+                    T.copy(X[row * tm, k * tk], xs)
+                    T.copy(W[k * tk, col * tn], ws)
+                    T.gemm(xs, ws, acc)
+                if k_hi - k_lo == ipt:
+                    T.copy(acc, ys)
+                    T.copy(ys, Y[row * tm, col * tn])
+                else:
+                    T.atomic_add(Ws[s, :, :], acc)
+                    T.sync_threads()  # every thread's adds before the count
+                    if tx == 0:
+                        done[0] = T.atomic_add(Cnt[s], k_hi - k_lo, memory_order="acq_rel",
+                                               return_prev=True) + (k_hi - k_lo)
+                    T.sync_threads()
+                    if done[0] == ipt:  # the tile's last contributor
+                        T.copy(Ws[s, :, :], acc)
+                        T.copy(acc, ys)
+                        T.copy(ys, Y[row * tm, col * tn])
+                        T.clear(acc)
+                        T.copy(acc, Ws[s, :, :])
+                        if tx == 0:
+                            Cnt[s] = 0
+
+    return matmul_streamk
+
+
 def matmul_pingpong(tm=128, tn=128, tk=64, stages=4, dtype="float16", sms=132, group=8):
     """Y = X @ W by CUTLASS's ping-pong schedule, written out with warpgroup regions and
     mbarriers: ``sms`` blocks of three warpgroups walk the output tiles (groups of

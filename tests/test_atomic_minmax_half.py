@@ -81,14 +81,20 @@ def test_half_max_tile_form_builds(cache_dir):
     assert kernel.ensure_cubin().endswith("kernel.cubin")
 
 
-def test_half_min_with_result_and_an_order_is_refused():
-    with pytest.raises(tilecute.language.FrontendError, match="memory_order"):
-        @T.prim_func
-        def main(G: T.Tensor((4,), "bfloat16"), Old: T.Tensor((128,), "bfloat16")):
-            with T.Kernel(1, threads=128):
-                tx = T.get_thread_binding()
-                Old[tx] = T.atomic_min(G[tx % 4], T.bfloat16(1), return_prev=True,
-                                       memory_order="acquire")
+def test_half_min_with_result_and_an_order_builds(cache_dir):
+    """TileLang honors ``memory_order`` on an atomic that returns the old value: the CAS
+    loop takes it (an acquiring read and ``atom.acquire.cas``)."""
+    @T.prim_func
+    def main(G: T.Tensor((4,), "bfloat16"), Old: T.Tensor((128,), "bfloat16")):
+        with T.Kernel(1, threads=128):
+            tx = T.get_thread_binding()
+            Old[tx] = T.atomic_min(G[tx % 4], T.bfloat16(1), return_prev=True,
+                                   memory_order="acquire")
+
+    assert 'return_prev=True, memory_order="acquire"' in print_func(main)
+    kernel = tilecute.compile(main, target="sm_90a")
+    assert kernel.ensure_cubin().endswith("kernel.cubin")
+    assert '"min", order="acquire")' in kernel.get_kernel_source()
 
 
 # ---- the helper's PTX --------------------------------------------------------------------

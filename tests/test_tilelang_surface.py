@@ -440,7 +440,7 @@ REFUSED = [
     ('T.reduce(c, r, "bitor", 1, True)', "T.reduce: 'c' is float32; bitwise reductions take integers"),
     ('T.reduce(c, r, "prod", 1, True)', "T.reduce: reduce_type='prod' is not supported"),
     ('T.atomic_add(B[0, 0], 1.0, memory_order="seqcst")', "T.atomic_add: memory_order='seqcst' is not a memory order"),
-    ('v = T.atomic_add(B[0, 0], 1.0, return_prev=True, memory_order="seq_cst")', "T.atomic_add: memory_order='seq_cst' is not supported: tilecute's atomics that return"),
+    ('v = T.atomic_add(B[0, 0], 1.0, return_prev=True, memory_order="seqcst")', "T.atomic_add: memory_order='seqcst' is not a memory order"),
     ('v = T.atomic_max(B[0, 0], 1.0)', "T.atomic_max: returns a value only with return_prev=True"),
     ('T.atomic_max(B[0, 0], 1.0, memory_order=5)', "T.atomic_max: memory_order=5 is not a memory order"),
     ('v = T.atomic_min(c[0, 0], 1.0, return_prev=True)', "T.atomic_min: return_prev=True: 'c' is a fragment buffer"),

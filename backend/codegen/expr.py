@@ -552,16 +552,19 @@ class ExprPrinter:
                 f'"{N.MEMORY_ORDERS[int(order.value)]}")'), ATOM
 
     def _atomic_return(self, e: N.Call):
-        """``tca.atomic_fetch(tensor, coord, value, op)``: the element's ``atom`` (relaxed;
-        ``.gpu`` global, ``.cta`` shared), whose result is the element's value before it."""
+        """``tca.atomic_fetch(tensor, coord, value, op)``: the element's ``atom`` (``.gpu``
+        global, ``.cta`` shared), whose result is the element's value before it; a memory
+        order other than relaxed is passed as ``order=``."""
         self.use("atomic")
-        dst, value = e.args
+        dst, value, order = e.args
+        order = N.MEMORY_ORDERS[int(order.value)]
         coord = self.atomic_coord(dst.buffer, dst.indices)
         op = e.name[len("atomic_"):-len("_ret")]
         # a uint buffer's tensor has signless Int elements: its max / min is told unsigned
         unsigned = ", unsigned=True" if op != "add" and e.dtype in ("uint32", "uint64") else ""
+        ordered = f', order="{order}"' if order != "relaxed" else ""
         return (f'tca.atomic_fetch({ident(dst.buffer)}, {coord}, {self.expr(value)}, "{op}"'
-                f'{unsigned})'), ATOM
+                f'{unsigned}{ordered})'), ATOM
 
     def _rng(self, e: N.Call):
         """``runtime.cute.rng`` on the kernel's generator state ``tc_rng``."""

@@ -274,10 +274,12 @@ INTRINSICS = {
     # memory order's id in MEMORY_ORDERS, an int32 Const): the element read atomically at
     # device scope (the Load stands for its address); the Load's dtype
     "atomic_load": 2,
-    # T.atomic_add/max/min(x[i], v, return_prev=True): (a Load of the global element, the
-    # value, of the element's dtype): the element updated atomically (relaxed, device
-    # scope) and its value before the update returned; the Load stands for its address
-    "atomic_add_ret": 2, "atomic_max_ret": 2, "atomic_min_ret": 2,
+    # T.atomic_add/max/min(x[i], v, return_prev=True, memory_order=...): (a Load of the
+    # global or shared element, the value, of the element's dtype, the memory order's id in
+    # MEMORY_ORDERS, an int32 Const): the element updated atomically (device scope in
+    # global memory, block scope in shared) and its value before the update returned; the
+    # Load stands for its address
+    "atomic_add_ret": 3, "atomic_max_ret": 3, "atomic_min_ret": 3,
     # TVM's libm forms (TileLang's T.copysign ...): (x1, x2) of x1's float dtype; ldexp:
     # (x, an int32 exponent); the result x1's dtype
     "asinh": 1, "acosh": 1, "atanh": 1, "copysign": 2, "hypot": 2, "nextafter": 2,

@@ -79,7 +79,10 @@ def _expr(e: N.Expr) -> tuple[str, int]:
             return f'T.atomic_load({expr_str(e.args[0])}, memory_order="{order}")', _PREC_ATOM
         if e.name in N.ATOMIC_RETURNS:
             op = e.name[len("atomic_"):-len("_ret")]
-            return f"T.atomic_{op}({args}, return_prev=True)", _PREC_ATOM
+            order = N.MEMORY_ORDERS[int(e.args[2].value)]
+            args = ", ".join(expr_str(a) for a in e.args[:2])
+            more = f', memory_order="{order}"' if order != "relaxed" else ""
+            return f"T.atomic_{op}({args}, return_prev=True{more})", _PREC_ATOM
         if e.name in ("rng_uniform", "rng_normal"):
             more = [f"bit={e.dtype[5:]}"] if e.dtype == "float64" else []
             more += ['dist="normal"'] if e.name == "rng_normal" else []

@@ -1157,8 +1157,11 @@ class _Validator:
                     self.fail("atomic_load takes a 32- or 64-bit element of a global tensor and a "
                               "load memory order's id, and is of the element's dtype")
             if e.name in N.ATOMIC_RETURNS:
-                dst, value = e.args
+                dst, value, order = e.args
                 op = e.name[len("atomic_"):-len("_ret")]
+                if not (isinstance(order, N.Const) and order.dtype == "int32"
+                        and 0 <= order.value < len(N.MEMORY_ORDERS)):
+                    self.fail(f"{e.name}'s memory order is an int32 Const id in MEMORY_ORDERS")
                 if not (isinstance(dst, N.Load)
                         and self.buffer(dst.buffer, bufs).scope in ("global", "shared")
                         and e.dtype == dst.dtype == value.dtype

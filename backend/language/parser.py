@@ -4998,9 +4998,12 @@ class _Parser:
         if not (a.given("return_prev") and a.static_bool("return_prev")):
             raise a.fail("return_prev", "returns a value only with return_prev=True; without "
                                         "it, it is a statement")
-        a.refuse_unless("memory_order", (None, "relaxed"), "tilecute's atomics that return "
-                                                           "the old value are relaxed (the "
-                                                           "statement form takes every order)")
+        order = a.value("memory_order")
+        if order is None:
+            order = "relaxed"  # TileLang's id 0
+        if order not in N.MEMORY_ORDERS:  # (TileLang's map lookup fails on it)
+            raise a.fail("memory_order", f"memory_order={_show(order)} is not a memory order; "
+                                         f"expected one of {', '.join(N.MEMORY_ORDERS)}")
         if "use_tma" in a.sig.parameters:
             a.static_bool("use_tma")  # one element: TileLang's element atomic ignores it
         a.no_annotations()
@@ -5024,7 +5027,8 @@ class _Parser:
                 value, (int, float, bool, N.Expr)):
             raise a.fail("value", f"value must be one value, got `{ast.unparse(a.node('value'))}`")
         value = N.cast(value, buf.dtype) if isinstance(value, N.Expr) else N.const(value, buf.dtype)
-        return N.Call(f"atomic_{op}_ret", (dst, value), buf.dtype)
+        return N.Call(f"atomic_{op}_ret",
+                      (dst, value, N.Const(N.MEMORY_ORDERS.index(order), "int32")), buf.dtype)
 
     def stmt_atomic_store(self, a: _Args, s, op: str = "store") -> list[N.Stmt]:
         """``T.atomic_store(dst, src, memory_order)`` / ``T.atomic_or(dst, value,
@@ -6547,7 +6551,8 @@ class _Parser:
         out = []
         for k, (d, v) in enumerate(zip(dsts, vals)):
             old = N.Call("atomic_add_ret", (N.Load(dbuf.name, d, dbuf.dtype),
-                                            N.cast(N.Load(vbuf.name, v, vbuf.dtype), dbuf.dtype)),
+                                            N.cast(N.Load(vbuf.name, v, vbuf.dtype), dbuf.dtype),
+                                            N.Const(0, "int32")),  # relaxed
                          dbuf.dtype)
             idx = r.starts[:-1] + (N.binop("add", r.starts[-1], N.Const(k, "int32")) if k
                                    else r.starts[-1],)

@@ -301,11 +301,14 @@ def atomic_min(tensor, coord, value, order: str = "relaxed", unsigned: bool = Fa
     _atomic_minmax(tensor, coord, value, "min", order, unsigned)
 
 
-def atomic_fetch(tensor, coord, value, op: str, unsigned: bool = False):
+def atomic_fetch(tensor, coord, value, op: str, unsigned: bool = False, order: str = "relaxed"):
     """TileLang's ``T.atomic_add/max/min(tensor[coord], value, return_prev=True)``: the
-    element updated atomically (relaxed; ``.gpu`` scope in global memory, ``.cta`` in
-    shared memory) and its value before the update returned.  PTX
-    ``atom.relaxed.{gpu.global,cta.shared}.{add,max,min}`` (``.s32``/``.u32``/``.u64``,
+    element updated atomically (``.gpu`` scope in global memory, ``.cta`` in shared memory)
+    and its value before the update returned.  ``order`` (TileLang's ``memory_order``, a
+    trace-time name), as libcu++'s ``cuda::atomic_ref::fetch_<op>`` orders it on sm_70+:
+    the ``atom``'s ``.sem`` is the order (consume: acquire), seq_cst a ``fence.sc`` then
+    an ``acquire`` atom.  PTX
+    ``atom.{sem}.{gpu.global,cta.shared}.{add,max,min}`` (``.s32``/``.u32``/``.u64``,
     ``.f32``/``.f64``, ``.noftz.f16``, ``.noftz.bf16`` (sm_90+) for add; a float32 max/min
     is CuTe DSL's integer-bitcast ``atomic_fmax``/``atomic_fmin``; ``unsigned=True``, a uint32
     / uint64 buffer: ``.max.u32`` / ``.u64``; float16 / bfloat16: :func:`_cas16`);
@@ -313,6 +316,8 @@ def atomic_fetch(tensor, coord, value, op: str, unsigned: bool = False):
     if tensor.iterator.memspace not in (cute.AddressSpace.gmem, cute.AddressSpace.smem):
         raise TypeError(f"tilecute atomic_{op}(return_prev=True): the element must be in "
                         "global or shared memory")
+    if order not in MEMORY_ORDERS:
+        raise ValueError(f"tilecute atomic_{op}(return_prev=True): no memory order {order!r}")
     ptr = element_ptr(tensor, coord)
     scope = _scope(tensor)
     dtype = tensor.element_type
@@ -320,19 +325,23 @@ def atomic_fetch(tensor, coord, value, op: str, unsigned: bool = False):
     if op == "add":
         _check_dtype(dtype)
         if _bf16_cas(dtype):  # atom.add.noftz.bf16 is sm_90+
-            return _cas16(tensor, coord, v, "add", "relaxed")
-        return cute.arch.atomic_add(ptr, v, sem="relaxed", scope=scope)
-    if unsigned and op != "add":  # atom.max.u32 / .u64 (CuTe DSL: umax for unsigned values)
+            return _cas16(tensor, coord, v, "add", order)
+    elif dtype in _HALF_DTYPES and not unsigned:
+        return _cas16(tensor, coord, v, op, order)
+    if order == "seq_cst":
+        fence_sc(scope)
+    sem = {"consume": "acquire", "seq_cst": "acquire"}.get(order, order)
+    if op == "add":
+        return cute.arch.atomic_add(ptr, v, sem=sem, scope=scope)
+    if unsigned:  # atom.max.u32 / .u64 (CuTe DSL: umax for unsigned values)
         u = _as_unsigned(dtype, op)
         f = cute.arch.atomic_max if op == "max" else cute.arch.atomic_min
-        return f(ptr, u(value), sem="relaxed", scope=scope)
-    if dtype in _HALF_DTYPES:
-        return _cas16(tensor, coord, v, op, "relaxed")
+        return f(ptr, u(value), sem=sem, scope=scope)
     if dtype is cutlass.Float32:
         f = cute.arch.atomic_fmax if op == "max" else cute.arch.atomic_fmin
-        return f(ptr, v, sem="relaxed", scope=scope)
+        return f(ptr, v, sem=sem, scope=scope)
     f = cute.arch.atomic_max if op == "max" else cute.arch.atomic_min
-    return f(ptr, v, sem="relaxed", scope=scope)
+    return f(ptr, v, sem=sem, scope=scope)
 
 
 # ---- TileLang's T.atomic_load / T.atomic_store / T.atomic_or ------------------------------
