@@ -4,7 +4,7 @@ cubin worker: backend/buildproc.py), each in a new cache folder, first as it is 
 launcher runtime not built yet), then with the runtime built (a cache root in use), with
 each config's entry and cubin seconds; on a GPU also the tuned GEMM's time beside
 torch.matmul, in the same run (``--shapes``: tuned per shape, with three more block orders,
-two persistent kernels and two stream-K ones among the configs).
+two persistent kernels among the configs, and with ``--streamk`` two stream-K ones).
 Prints JSON lines.
 
     python3 benchmarks/autotune.py [--configs 4] [--size 4096] [--shapes MxNxK,...] [--dtype float16]
@@ -37,15 +37,16 @@ PERSISTENT = [dict(tm=128, tn=256, tk=64, stages=3, persistent=True, group=8),
               dict(tm=128, tn=256, tk=64, stages=3, persistent=True, group=4)]
 # persistent, the last waves' K steps split over the blocks (examples/gemm.py
 # matmul_streamk: two more inputs, a float32 workspace and counters, zero at the start)
-STREAMK = [dict(tm=128, tn=256, tk=64, stages=3, streamk=True, group=8),
-           dict(tm=128, tn=128, tk=64, stages=4, streamk=True, group=8)]
+# (--streamk: measured slower than the persistent kernel on an H100, docs/performance.md)
+STREAMK = [dict(tm=128, tn=256, tk=64, stages=3, streamk=True, group=8, sk_waves=0),
+           dict(tm=128, tn=256, tk=64, stages=3, streamk=True, group=8)]
 
 
 def factory(size, tm=128, tn=128, tk=64, stages=3, panel=0, dtype="float16", persistent=False,
-            group=8, sms=132, streamk=False):
+            group=8, sms=132, streamk=False, sk_waves=1):
     if streamk:
         return G.matmul_streamk(tm=tm, tn=tn, tk=tk, stages=stages, dtype=dtype, sms=sms,
-                                group=group)
+                                group=group, sk_waves=sk_waves)
     if persistent:
         return G.matmul_persistent(tm=tm, tn=tn, tk=tk, stages=stages, dtype=dtype, sms=sms,
                                    group=group)
@@ -60,6 +61,8 @@ def main():
                    help="MxNxK,... tuned on the GPU and timed beside cuBLAS (default: "
                         "size^3); the configs add --panels' block orders")
     p.add_argument("--dtype", default="float16")
+    p.add_argument("--streamk", action="store_true",
+                   help="also tune the two stream-K kernels (examples/gemm.py matmul_streamk)")
     args = p.parse_args()
     os.environ.setdefault("TILECUTE_ARCH", "sm_90a")
     configs = CONFIGS[:args.configs]
@@ -103,7 +106,7 @@ def main():
     shapes = args.shapes.split(",") if args.shapes else [f"{args.size}x{args.size}x{args.size}"]
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     gpu_configs = [dict(c, dtype=args.dtype) for c in configs + PANELS] + \
-        [dict(c, dtype=args.dtype, sms=sms) for c in PERSISTENT + STREAMK]
+        [dict(c, dtype=args.dtype, sms=sms) for c in PERSISTENT + (STREAMK if args.streamk else [])]
 
     def workspace(params):
         """A stream-K kernel's workspace and counters (zero; each call leaves them so)."""

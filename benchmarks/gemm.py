@@ -15,7 +15,7 @@ compiler's defaults make of it; ``plain`` with ``off`` turns those defaults off
 walking the tiles in groups of ``panel`` tile columns (``matmul_persistent``); ``pingpong``:
 the same walk with two compute warpgroups taking whole tiles in turn (``matmul_pingpong``,
 384 threads); ``streamk``: persistent, the last one to two waves' K steps split evenly over
-the blocks (``matmul_streamk``; its float32 workspace and counters allocated once per
+the blocks (``matmul_streamk``; with ``sk0`` only the partial last wave's; its float32 workspace and counters allocated once per
 shape and dtype).
 TFLOP/s = 2 M N K / time.  Per shape, every kernel is timed in ``--rounds`` rounds (each
 round in a rotated order, as the GPU's clock drifts with its temperature); a round's time
@@ -58,7 +58,7 @@ def main(argv=None):
     ap.add_argument("--dtypes", default="bfloat16,float16")
     ap.add_argument("--schedules", default=SCHEDULES,
                     help="tm x tn x tk x stages x threads [x panel] "
-                         "[x ws|plain|off|persistent|pingpong|streamk] "
+                         "[x ws|plain|off|persistent|pingpong|streamk[xsk0]] "
                          "[x mN|nN: clusters of N blocks along M or N, TMA multicast],...")
     ap.add_argument("--epilogues", default="shared,direct",
                     help="direct (registers -> global), shared (-> swizzled shared -> TMA store)")
@@ -99,6 +99,8 @@ def main(argv=None):
                 # streamk: persistent, the last waves' K steps split over the blocks
                 # (examples/gemm.py matmul_streamk)
                 streamk = "streamk" in parts
+                # sk0: only the partial last wave's tiles split (else one whole wave too)
+                sk_waves = 0 if "sk0" in parts else 1
                 if (plain and epi != "direct") or \
                         ((persistent or pingpong or streamk) and epi != "shared"):
                     continue
@@ -114,14 +116,15 @@ def main(argv=None):
                                 for v in parts if v[0] in "mn" and v[1:].isdigit()), None)
                 tm, tn, tk, stages, threads, *panel = (
                     int(v) for v in parts if v not in ("ws", "plain", "off", "persistent",
-                                                       "pingpong", "streamk")
+                                                       "pingpong", "streamk", "sk0")
                     and not (v[0] in "mn" and v[1:].isdigit()))
                 extra_args = ()
                 try:
                     if streamk:
                         sms = torch.cuda.get_device_properties(0).multi_processor_count
                         func = G.matmul_streamk(tm, tn, tk, stages, threads, dtype, sms=sms,
-                                                group=panel[0] if panel else 8)
+                                                group=panel[0] if panel else 8,
+                                                sk_waves=sk_waves)
                         # zero at the first call; each call leaves them zero
                         extra_args = (torch.zeros(2 * sms, tm, tn, device="cuda",
                                                   dtype=torch.float32),

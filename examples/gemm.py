@@ -203,7 +203,7 @@ def matmul_persistent(tm=128, tn=256, tk=64, stages=3, threads=256, dtype="float
     return matmul_persistent
 
 
-def streamk_plan(M, N, K, tm=128, tn=256, tk=64, sms=132, group=8):
+def streamk_plan(M, N, K, tm=128, tn=256, tk=64, sms=132, group=8, sk_waves=1):
     """What :func:`matmul_streamk`'s blocks do, computed on the host as the kernel computes
     it: ``plan[b]`` is block ``b``'s units in order, each ``(tile, row, col, k_lo, k_hi,
     s)``: output tile ``tile`` at tile coordinates ``(row, col)``, its K steps ``[k_lo,
@@ -211,7 +211,7 @@ def streamk_plan(M, N, K, tm=128, tn=256, tk=64, sms=132, group=8):
     waves).  For tests and for reading the split."""
     m_tiles, n_tiles, ipt = -(-M // tm), -(-N // tn), -(-K // tk)
     tiles = m_tiles * n_tiles
-    dp_waves = max(tiles // sms - 1, 0)
+    dp_waves = max(tiles // sms - sk_waves, 0)
     full = dp_waves * sms
     q, r = divmod((tiles - full) * ipt, sms)
     plan = []
@@ -234,13 +234,14 @@ def streamk_plan(M, N, K, tm=128, tn=256, tk=64, sms=132, group=8):
 
 
 def matmul_streamk(tm=128, tn=256, tk=64, stages=3, threads=256, dtype="float16", sms=132,
-                   group=8):
+                   group=8, sk_waves=1):
     """Y = X @ W by a persistent kernel that splits the last waves' K loops over the
     blocks (CUTLASS's "data-parallel + stream-K" hybrid), against wave quantization.  Of
-    the ``tiles`` output tiles, the first ``full = (tiles // sms - 1) * sms`` are walked
-    whole, wave by wave, as :func:`matmul_persistent` walks them (tile ``block_id + u *
-    sms``, columns in groups of ``group``); the K steps of the ``rest = tiles - full``
-    tiles left (``sms`` to ``2 * sms - 1`` of them; all tiles where ``tiles < sms``) are
+    the ``tiles`` output tiles, the first ``full = (tiles // sms - sk_waves) * sms`` are
+    walked whole, wave by wave, as :func:`matmul_persistent` walks them (tile ``block_id +
+    u * sms``, columns in groups of ``group``); the K steps of the ``rest = tiles - full``
+    tiles left (with ``sk_waves=1``, CUTLASS's choice, ``sms`` to ``2 * sms - 1`` of them;
+    with 0 only the partial wave's ``tiles % sms``; all tiles where ``tiles < sms``) are
     dealt out evenly: concatenated tile after tile (``rest * ceildiv(K, tk)`` steps), block
     ``b`` takes steps ``[b * q + min(b, r), ...)`` (``q, r = divmod(steps, sms)``), which
     span a few tiles.  Both phases are one loop over the block's units (a tile and a K
@@ -292,7 +293,7 @@ def matmul_streamk(tm=128, tn=256, tk=64, stages=3, threads=256, dtype="float16"
             tx = T.get_thread_binding()
             m_tiles, n_tiles, ipt = T.ceildiv(M, tm), T.ceildiv(N, tn), T.ceildiv(K, tk)
             tiles = m_tiles * n_tiles
-            dp_waves = T.max(tiles // sms - 1, 0)  # whole waves, walked tile by tile
+            dp_waves = T.max(tiles // sms - sk_waves, 0)  # whole waves, walked tile by tile
             full = dp_waves * sms
             q = (tiles - full) * ipt // sms  # stream-K steps per block ...
             r = (tiles - full) * ipt % sms  # ... and one more for the first r blocks

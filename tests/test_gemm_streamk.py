@@ -32,13 +32,13 @@ def _arch(monkeypatch):
     monkeypatch.setenv("CUTE_DSL_ARCH", "sm_90a")
 
 
-def _check_plan(M, N, K, tm, tn, tk, sms, group=8):
+def _check_plan(M, N, K, tm, tn, tk, sms, group=8, sk_waves=1):
     """The plan covers each (tile, k) step once; each tile's units sum to its K steps; a
     tile done whole by one unit is the only unit of it; stream-K slots lie in [0, 2 sms);
     each block's stream-K steps differ by at most one between blocks."""
     m_tiles, n_tiles, ipt = -(-M // tm), -(-N // tn), -(-K // tk)
     tiles = m_tiles * n_tiles
-    plan = G.streamk_plan(M, N, K, tm, tn, tk, sms, group)
+    plan = G.streamk_plan(M, N, K, tm, tn, tk, sms, group, sk_waves)
     assert len(plan) == sms
     steps = Counter()
     units_of = defaultdict(list)
@@ -64,7 +64,7 @@ def _check_plan(M, N, K, tm, tn, tk, sms, group=8):
     contributors = {t: len(u) for t, u in units_of.items()}
     # a stream-K tile's contributors: one more than the block boundaries strictly inside
     # its steps (boundary b at step b * q + min(b, r) of the concatenated stream-K steps)
-    full = max(tiles // sms - 1, 0) * sms
+    full = max(tiles // sms - sk_waves, 0) * sms
     q, r = divmod((tiles - full) * ipt, sms)
     cuts = [b * q + min(b, r) for b in range(1, sms)]
     for t in range(full, tiles):
@@ -90,11 +90,15 @@ def _check_plan(M, N, K, tm, tn, tk, sms, group=8):
     (200, 300, 128, 128, 256, 64, 132),       # 8 steps over 132 blocks: q = 0
     (128, 256, 64, 128, 256, 64, 132),        # one tile, one step
 ])
-def test_streamk_split_covers_every_step_once(M, N, K, tm, tn, tk, sms):
-    plan, contributors = _check_plan(M, N, K, tm, tn, tk, sms)
+@pytest.mark.parametrize("sk_waves", [1, 0])
+def test_streamk_split_covers_every_step_once(M, N, K, tm, tn, tk, sms, sk_waves):
+    plan, contributors = _check_plan(M, N, K, tm, tn, tk, sms, sk_waves=sk_waves)
     tiles = -(-M // tm) * -(-N // tn)
     if tiles % sms == 0:  # the last wave's tiles are dealt one a block: nothing is split
         assert set(contributors.values()) == {1}
+    if sk_waves == 0:  # only the partial wave's tiles are split: tiles // sms whole
+        assert sum(1 for c in contributors.values() if c == 1) >= tiles // sms * sms
+        return
     if (M, N, K) == (4096, 11008, 4096):
         # 9 data-parallel waves (1188 tiles), 188 tiles' 12032 steps over 132 blocks:
         # 91 or 92 steps each (more than a tile's 64), spanning 2 or 3 tiles; a tile
@@ -171,19 +175,21 @@ def test_streamk_ptx(tmp_path):
 
 # ---- on a GPU ------------------------------------------------------------------------------
 @pytest.mark.gpu
-@pytest.mark.parametrize("M,N,K,sms,dtype", [
-    (4096, 11008, 512, 132, "bfloat16"),  # 1376 tiles: 9 whole waves, then stream-K
-    (1000, 776, 520, 132, "bfloat16"),    # ragged, 32 tiles < sms: all stream-K
-    (4224, 4096, 256, 132, "float16"),    # 528 tiles = 4 waves: nothing split
-    (1999, 1000, 1032, 13, "float16"),    # ragged M, N; 64 tiles over 13 blocks
-    (200, 300, 128, 132, "bfloat16"),     # 4 tiles x 2 steps: 8 blocks of one step each
+@pytest.mark.parametrize("M,N,K,sms,dtype,sk_waves", [
+    (4096, 11008, 512, 132, "bfloat16", 1),  # 1376 tiles: 9 whole waves, then stream-K
+    (4096, 11008, 512, 132, "float16", 0),   # 10 whole waves, the last 56 tiles split
+    (1000, 776, 520, 132, "bfloat16", 1),    # ragged, 32 tiles < sms: all stream-K
+    (4224, 4096, 256, 132, "float16", 1),    # 528 tiles = 4 waves: nothing split
+    (1999, 1000, 1032, 13, "float16", 1),    # ragged M, N; 64 tiles over 13 blocks
+    (1999, 1000, 1032, 13, "bfloat16", 0),
+    (200, 296, 128, 132, "bfloat16", 1),     # 4 tiles x 2 steps: 8 blocks of one step each
 ])
-def test_streamk_on_gpu(M, N, K, sms, dtype):
+def test_streamk_on_gpu(M, N, K, sms, dtype, sk_waves):
     import torch
 
     torch.manual_seed(0)
     tdt = getattr(torch, dtype)
-    kernel = tilecute.compile(G.matmul_streamk(dtype=dtype, sms=sms))
+    kernel = tilecute.compile(G.matmul_streamk(dtype=dtype, sms=sms, sk_waves=sk_waves))
     x = torch.randn(M, K, device="cuda", dtype=tdt)
     w = torch.randn(K, N, device="cuda", dtype=tdt)
     ws = torch.zeros(2 * sms, 128, 256, device="cuda", dtype=torch.float32)
