@@ -2402,7 +2402,9 @@ class _Parser:
         per group), honored where it is one tilecute builds; returns (num_stages, overlap,
         loads_last, the body in its order):
 
-        - tilecute's pipeline, ``num_stages = max(stage) + 1``: the copies into shared
+        - tilecute's pipeline, ``num_stages = max(stage) + 1`` (or ``num_stages`` where
+          given, TileLang's depth override: ``stage`` then places the statements, the
+          depth is ``num_stages``; ``order`` issuing copies last needs 2): the copies into shared
           memory in stage 0 (or -1) and every other statement in the last stage, issued in
           the order ``order`` gives (TileLang's meaning: a step issues its statements in
           that order, each for the iteration its stage puts it at); each copy before the
@@ -2492,11 +2494,21 @@ class _Parser:
                                           "the stage-1 work and the second T.gemm, then the rest)")
                 raise a.fail("stage", f"stage={_show(a.value('stage'))}: {why}")
         stages = last + 1 if last else 0
-        # one stage (every entry 0) is the body in its order, the same whether the depth
-        # override says 0 or 1 (TileLang: max(stage) + 1 = 1)
-        if a.given("num_stages") and num_stages != stages and (num_stages, last) != (1, 0):
-            raise a.fail("num_stages", f"num_stages={num_stages} disagrees with stage= (max "
-                                       f"stage {last}: {stages} stages)")
+        # TileLang's num_stages > 0 beside stage= is the depth override (its pipeline
+        # depth is the annotation when there is one, else max(stage) + 1: the sm_90 path
+        # keeps num_stages buffers and barriers, stage=[0, 0, 0] included); 0 is no
+        # annotation.  One stage (every entry 0) with num_stages=1 is the body in its order
+        if num_stages > 0 and (num_stages, last) != (1, 0):
+            if not last and order is not None and order != list(range(m)):
+                # (sm_80's TileLang runs it unpipelined, the body in that order; sm_90's
+                # pipelines it num_stages deep: a step's copies land before its reads)
+                raise a.fail("num_stages", f"num_stages={num_stages} with every stage 0 and "
+                                           f"order={_show(a.value('order'))}: TileLang reads "
+                                           "it as one stage in that order on sm_80 and as a "
+                                           f"{num_stages}-stage pipeline on sm_90 (different "
+                                           "values where a statement reads a later copy); "
+                                           "give stage= the copies' stage or drop num_stages")
+            stages = num_stages
         loads_last: tuple = ()
         if order is not None and order != list(range(m)):
             issued = sorted(range(m), key=lambda g: order[g])  # (ties in source order)
@@ -2532,6 +2544,12 @@ class _Parser:
             else:
                 loads_last = tuple(t.dst.buffer for g in copies if at[g] > end
                                    for t in groups[g]) if rest else ()
+                if loads_last and stages == 1:
+                    raise a.fail("num_stages", f"num_stages=1 with order="
+                                               f"{_show(a.value('order'))}: the order issues "
+                                               "copies after the step's other statements (for a "
+                                               "later step), which needs 2 stages or more; one "
+                                               "stage keeps one buffer")
                 if rest != sorted(rest):
                     body = tuple(t for g in [groups[g] for g in copies] +
                                  [groups[g] for g in rest] for t in g)
