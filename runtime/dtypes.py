@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 # DLPack type codes (dlpack.h DLDataTypeCode)
 DL_INT, DL_UINT, DL_FLOAT, DL_BFLOAT, DL_BOOL = 0, 1, 2, 4, 6
-DL_FLOAT8_E4M3FN, DL_FLOAT8_E5M2 = 10, 12
+DL_FLOAT8_E4M3FN, DL_FLOAT8_E5M2, DL_FLOAT8_E8M0FNU = 10, 12, 14
 DL_FLOAT4_E2M1FN = 17
 
 
@@ -51,6 +51,11 @@ _ROWS = [
     # tensor argument is any tensor of 8-bit elements whose last dim counts bytes (torch's
     # float4_e2m1fn_x2, uint8, int8), as TileLang binds it; in registers one code a byte
     DTypeInfo("float4_e2m1fn", 4, DL_FLOAT4_E2M1FN, "Float4E2M1FN", "uint8_t", "float"),
+    # FP8 E8M0 (TileLang's float8_e8m0fnu, MX scale factors): an unsigned exponent of bias
+    # 127, the value 2^(e - 127); 0xFF is NaN; no sign, zero or infinity.  A storage dtype:
+    # loaded, stored, copied, selected and cast (runtime.cute.e8m0); in CuTe code its bytes
+    # (Uint8), as CUDA's __nv_fp8_e8m0 (TileLang's fp8_e8_t) has no arithmetic
+    DTypeInfo("float8_e8m0fnu", 8, DL_FLOAT8_E8M0FNU, "Uint8", "uint8_t", "float"),
     DTypeInfo("int8", 8, DL_INT, "Int8", "int8_t", "int"),
     DTypeInfo("int16", 16, DL_INT, "Int16", "int16_t", "int"),
     DTypeInfo("int32", 32, DL_INT, "Int32", "int32_t", "int"),
@@ -131,6 +136,28 @@ def e2m1_code(x: float) -> int:
         code += a >= mid if up_at_tie else a > mid
     negative = x < 0 or (x == 0 and str(float(x)).startswith("-"))
     return code | (8 if negative else 0)
+
+
+def e8m0_code(x: float) -> int:
+    """The FP8 E8M0 code of ``x`` as CUDA's ``__nv_fp8_e8m0(float)`` (TileLang's cast)
+    rounds it: the magnitude rounded up to a power of two (``cudaRoundPosInf``, the sign
+    dropped), saturating to 2^127 (0xFE; infinities too), at least 2^-127 (0x00: zero and
+    the tiniest values), NaN 0xFF (``runtime.cute.e8m0.encode`` on the device)."""
+    import math
+    if x != x:
+        return 0xFF
+    a = abs(float(x))
+    if a == math.inf or a > 2.0 ** 127:
+        return 0xFE
+    if a <= 2.0 ** -127:
+        return 0
+    m, e = math.frexp(a)  # a = m * 2^e, 0.5 <= m < 1: 2^(e - 1) exactly when m == 0.5
+    return min(0xFE, (e - 1 if m == 0.5 else e) + 127)
+
+
+def e8m0_value(code: int) -> float:
+    """The value of the FP8 E8M0 ``code``: 2^(code - 127), NaN for 0xFF."""
+    return float("nan") if code == 0xFF else 2.0 ** (code - 127)
 
 
 class UnknownDTypeError(KeyError, ValueError):

@@ -124,3 +124,184 @@ def test_staged_scale_rows_gpu():
     y = staged_scale_rows()(x)
     r = torch.arange(512, device="cuda").div(32, rounding_mode="floor")[:, None].float()
     torch.testing.assert_close(y, x * 3.0 + r)
+
+
+# ---- 3. float8_e8m0fnu: MX scale factors, a storage dtype ---------------------------------------
+@tilelang.jit(out_idx=[1, 2])
+def e8m0_roundtrip(M=64, N=96, bm=32):
+    """Each float32 cast to e8m0 in registers, stored through shared memory to global, and
+    read back from shared memory as float32."""
+    @T.prim_func
+    def main(A: T.Tensor((M, N), T.float32), S: T.Tensor((M, N), T.float8_e8m0fnu),
+             D: T.Tensor((M, N), T.float32)):
+        with T.Kernel(T.ceildiv(M, bm), threads=128) as bx:
+            a_s = T.alloc_shared((bm, N), T.float32)
+            s_f = T.alloc_fragment((bm, N), T.float8_e8m0fnu)
+            s_s = T.alloc_shared((bm, N), T.float8_e8m0fnu)
+            T.copy(A[bx * bm, 0], a_s)
+            for i, j in T.Parallel(bm, N):
+                s_f[i, j] = T.cast(a_s[i, j], T.float8_e8m0fnu)
+            T.copy(s_f, s_s)
+            T.copy(s_s, S[bx * bm, 0])
+            for i, j in T.Parallel(bm, N):
+                D[bx * bm + i, j] = T.cast(s_s[i, j], T.float32)
+    return main
+
+
+@tilelang.jit(out_idx=[-1])
+def mx_dequant(M=128, K=256, bm=64, group=32):
+    """MX-style dequantization: Y = X * 2^(S - 127), one e8m0 scale for each group of 32
+    elements of a row, the scales' tile copied into shared memory."""
+    G = K // group
+
+    @T.prim_func
+    def main(X: T.Tensor((M, K), T.float16), S: T.Tensor((M, G), T.float8_e8m0fnu),
+             Y: T.Tensor((M, K), T.float32)):
+        with T.Kernel(T.ceildiv(M, bm), threads=128) as bx:
+            s_s = T.alloc_shared((bm, G), T.float8_e8m0fnu)
+            x_f = T.alloc_fragment((bm, K), T.float16)
+            T.copy(S[bx * bm, 0], s_s)
+            T.copy(X[bx * bm, 0], x_f)
+            for i, k in T.Parallel(bm, K):
+                Y[bx * bm + i, k] = T.cast(x_f[i, k], T.float32) * T.cast(s_s[i, k // group], T.float32)
+    return main
+
+
+@tilelang.jit(out_idx=[-1])
+def mx_scales_of(M=64, K=128, group=32):
+    """The e8m0 scale of each 32-element group of a row: its largest magnitude rounded up
+    to a power of two (a float64 and an int32 cast beside it: 2^j for column j)."""
+    G = K // group
+
+    @T.prim_func
+    def main(X: T.Tensor((M, K), T.float32), S: T.Tensor((M, G + 2), T.float8_e8m0fnu)):
+        with T.Kernel(1, threads=128):
+            x_f = T.alloc_fragment((M, G, group), T.float32)
+            amax = T.alloc_fragment((M, G), T.float32)
+            for i, g, e in T.Parallel(M, G, group):
+                x_f[i, g, e] = T.abs(X[i, g * group + e])
+            T.reduce_max(x_f, amax, dim=2)
+            for i, g in T.Parallel(M, G):
+                S[i, g] = T.cast(amax[i, g], T.float8_e8m0fnu)
+            for i in T.Parallel(M):
+                S[i, G] = T.cast(T.cast(i, T.float64) * 0.5, T.float8_e8m0fnu)
+                S[i, G + 1] = T.cast(i, T.float8_e8m0fnu)
+    return main
+
+
+def test_e8m0_roundtrip_builds_and_casts_in_software():
+    kern = e8m0_roundtrip()
+    src = kern.get_kernel_source()
+    assert "tce8m0.encode(" in src and "tce8m0.decode(" in src
+    assert "Float8E8M0" not in src  # (its bytes: no CuTe fp8 conversion)
+    assert kern.ensure_cubin()
+    k80 = tilecute.compile(e8m0_roundtrip.func.get_tir(), target="sm_80")
+    assert k80.ensure_cubin()
+
+
+def test_e8m0_dequant_builds_sm90_and_sm80():
+    kern = mx_dequant()
+    src = kern.get_kernel_source()
+    assert "tce8m0.decode(" in src
+    assert kern.ensure_cubin()
+    assert tilecute.compile(mx_dequant.func.get_tir(), target="sm_80").ensure_cubin()
+
+
+def test_e8m0_scales_from_float64_and_int_round_from_float64():
+    kern = mx_scales_of()
+    src = kern.get_kernel_source()
+    assert "tce8m0.encode(cutlass.Float64(" in src  # (the int32 through Float64: exact)
+    assert kern.ensure_cubin()
+
+
+def test_e8m0_code_matches_cuda_rounding():
+    from tilecute.runtime.dtypes import e8m0_code, e8m0_value
+    assert [e8m0_code(x) for x in (1.0, 1.5, 2.0, 0.75, -3.0, 0.0, 2.0 ** -127, 1e-40)] == \
+        [127, 128, 128, 127, 129, 0, 0, 0]
+    assert e8m0_code(2.0 ** -127 * 1.5) == 1 and e8m0_code(float("inf")) == 254
+    assert e8m0_code(float("nan")) == 255 and e8m0_code(2.0 ** 128) == 254
+    assert e8m0_value(127) == 1.0 and e8m0_value(0) == 2.0 ** -127
+    assert e8m0_value(255) != e8m0_value(255)
+
+
+@pytest.mark.parametrize("body, what", [
+    ("S[1] = S[0] + S[1]", "add of float8_e8m0fnu values: float8_e8m0fnu values are loaded, stored, selected and cast"),
+    ("T.reduce_max(s_f, r, dim=0)", "T.reduce: cast float8_e8m0fnu values to float32, then reduce"),
+    ("S[1] = T.max(S[0], S[1])", "max of float8_e8m0fnu values"),
+])
+def test_e8m0_arithmetic_is_refused_by_name(body, what):
+    src = f'''
+@T.prim_func
+def k(S: T.Tensor((64,), T.float8_e8m0fnu)):
+    with T.Kernel(1, threads=64):
+        s_f = T.alloc_fragment((64,), T.float8_e8m0fnu)
+        r = T.alloc_fragment((1,), T.float8_e8m0fnu)
+        T.copy(S, s_f)
+        {body}
+'''
+    import re
+    with pytest.raises(Exception, match=re.escape(what)):
+        tilecute.compile(T.from_script(src)).get_kernel_source()
+
+
+def test_e8m0_times_a_python_float_computes_in_float32():
+    """TVM types a Python float float32: ``S[0] * 2.0`` of an e8m0 ``S`` is a float32
+    product (TileLang's CUDA: ``(float)S[0] * 2.0f``, then the e8m0 constructor)."""
+    func = T.from_script('''
+@T.prim_func
+def k(S: T.Tensor((64,), T.float8_e8m0fnu)):
+    with T.Kernel(1, threads=32):
+        S[0] = S[0] * 2.0
+''')
+    assert 'T.Cast("float8_e8m0fnu", T.Cast("float32", S[0]) * T.float32(2.0))' in func.script()
+    kern = tilecute.compile(func)
+    assert "tce8m0.encode(tce8m0.decode(S[" in kern.get_kernel_source()
+    assert kern.ensure_cubin()
+
+
+def _e8m0_torch(x):
+    """Reference of CUDA's __nv_fp8_e8m0(float): the codes as uint8."""
+    from tilecute.runtime.dtypes import e8m0_code
+    return torch.tensor([e8m0_code(v) for v in x.flatten().tolist()],
+                        dtype=torch.uint8).reshape(x.shape)
+
+
+def _e8m0_decode(codes):
+    c = codes.to(torch.int32).double()
+    v = torch.pow(2.0, c - 127)
+    return torch.where(codes == 255, torch.full_like(v, float("nan")), v)
+
+
+@pytest.mark.gpu
+def test_e8m0_roundtrip_gpu():
+    torch.manual_seed(0)
+    a = torch.randn(64, 96) * torch.pow(2.0, torch.randint(-20, 20, (64, 96)).float())
+    special = torch.tensor([0.0, -0.0, 1.0, 1.5, 2.0, -4.0, 0.75, float("inf"), float("-inf"),
+                            float("nan"), 2.0 ** -127, 3e-39, 1e-40, 2.0 ** 127, 3e38, 1e-45])
+    a.view(-1)[:special.numel()] = special
+    s, d = e8m0_roundtrip()(a.cuda())
+    codes = s.view(torch.uint8).cpu()
+    assert torch.equal(codes, _e8m0_torch(a))
+    torch.testing.assert_close(d.cpu().double(), _e8m0_decode(codes), equal_nan=True)
+
+
+@pytest.mark.gpu
+def test_mx_dequant_gpu():
+    torch.manual_seed(1)
+    x = torch.randn(128, 256, dtype=torch.float16)
+    codes = torch.randint(100, 150, (128, 8), dtype=torch.uint8)
+    codes[0, 0], codes[1, 1] = 255, 0
+    y = mx_dequant()(x.cuda(), codes.view(torch.float8_e8m0fnu).cuda()).cpu()
+    ref = x.double() * _e8m0_decode(codes).repeat_interleave(32, dim=1)
+    torch.testing.assert_close(y.double(), ref, equal_nan=True, rtol=1e-6, atol=0)
+
+
+@pytest.mark.gpu
+def test_mx_scales_of_gpu():
+    torch.manual_seed(2)
+    x = torch.randn(64, 128) * 37.0
+    s = mx_scales_of()(x.cuda()).view(torch.uint8).cpu()
+    amax = x.abs().reshape(64, 4, 32).amax(dim=2)
+    assert torch.equal(s[:, :4], _e8m0_torch(amax))
+    i = torch.arange(64).double()
+    assert torch.equal(s[:, 4], _e8m0_torch(i * 0.5)) and torch.equal(s[:, 5], _e8m0_torch(i))

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Callable
 
 from ..ir import nodes as N
-from ..runtime.dtypes import DTYPES, e2m1_code
+from ..runtime.dtypes import DTYPES, e2m1_code, e8m0_code
 from ..transform.analysis import value_range
 from ..ir.visitor import decided
 from .source import ident
@@ -96,7 +96,7 @@ THREAD_IDX = ("tc_tx", "tc_ty", "tc_tz")  # what the kernel binds cute.arch.thre
 def _fp8(dtype: str) -> bool:
     """An 8-bit float (float8_e4m3, float8_e5m2), which CuTe DSL loads, stores and
     converts but does no arithmetic on."""
-    return N.is_float(dtype) and DTYPES[dtype].bits == 8
+    return N.is_float(dtype) and DTYPES[dtype].bits == 8 and dtype != E8M0
 
 
 def _bool_arith(e) -> bool:
@@ -167,6 +167,7 @@ def cute_type(dtype: str) -> str:
 
 
 FP4 = "float4_e2m1fn"
+E8M0 = "float8_e8m0fnu"  # its bytes in CuTe code (DTypeInfo.cute: Uint8); casts: runtime.cute.e8m0
 
 
 def memory_type(dtype: str) -> str:
@@ -190,6 +191,8 @@ def mma_type(dtype: str) -> str:
 def const(e: N.Const) -> str:
     if e.dtype == FP4:  # its code, rounded as the device rounds
         return f"cutlass.Uint8({e2m1_code(float(e.value))})"
+    if e.dtype == E8M0:  # likewise
+        return f"cutlass.Uint8({e8m0_code(float(e.value))})"
     if e.dtype == "bool":
         return "True" if e.value else "False"
     if e.dtype == "int32":
@@ -352,6 +355,8 @@ class ExprPrinter:
                 return held, ATOM
             if FP4 in (e.dtype, e.value.dtype) and e.dtype != e.value.dtype:
                 return self._fp4_cast(e), ATOM
+            if E8M0 in (e.dtype, e.value.dtype):
+                return self._e8m0_cast(e), ATOM
             if _bool_arith(e.value) and e.dtype != "bool":
                 return f"{cute_type(e.dtype)}({self.bool_int(e.value, 0)})", ATOM
             promoted = _promotes(e.value)
@@ -407,6 +412,27 @@ class ExprPrinter:
             return value if e.dtype == "float32" else f"{cute_type(e.dtype)}({value})"
         x = e.value if e.value.dtype in ("float32", "float64") else N.Cast("float32", e.value)
         return f"tcfp4.encode({self.expr(x)})"
+
+    def _e8m0_cast(self, e: N.Cast) -> str:
+        """A cast from or to float8_e8m0fnu (``runtime.cute.e8m0``, CUDA's conversions as
+        TileLang's ``fp8_e8_t`` makes them): from, the code's exact Float32 converted on;
+        to, the magnitude rounded up to a power of two (float64 and integers from Float64,
+        which holds a 32-bit integer exactly; every other dtype through Float32)."""
+        if e.dtype == e.value.dtype:
+            return self.expr(e.value)
+        self.use("e8m0")
+        if e.value.dtype == E8M0:
+            value = f"tce8m0.decode({self.expr(e.value)})"
+            if e.dtype == FP4:
+                self.use("fp4")
+                return f"tcfp4.encode({value})"
+            return value if e.dtype == "float32" else f"{cute_type(e.dtype)}({value})"
+        wide = "float64" if e.value.dtype == "float64" or N.is_int(e.value.dtype) else "float32"
+        if e.value.dtype == FP4:
+            x = N.Cast("float32", e.value)
+        else:
+            x = e.value if e.value.dtype == wide else N.Cast(wide, e.value)
+        return f"tce8m0.encode({self.expr(x)})"
 
     def _nonnegative_mod(self, e: N.BinOp) -> bool:
         (alo, _), (blo, _) = value_range(e.a, self.ranges), value_range(e.b, self.ranges)

@@ -43,6 +43,7 @@ HELPERS = {
     "rng": "from tilecute.runtime.cute import rng as tcrng",
     "vote": "from tilecute.runtime.cute import vote as tcvote",
     "fp4": "from tilecute.runtime.cute import fp4 as tcfp4",
+    "e8m0": "from tilecute.runtime.cute import e8m0 as tce8m0",
 }
 # names the generated module binds at its top level
 MODULE_NAMES = frozenset({"cutlass", "cute", "placeholder_args"}

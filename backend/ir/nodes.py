@@ -359,7 +359,8 @@ def is_int(dtype: str) -> bool:
 # (float16 / float32 / float64) beats bfloat16 (float16 + bfloat16 is float16, either
 # side), bfloat16 beats the fp8s, an fp8 beats fp4
 _FLOAT_KIND_RANK = {"float16": 3, "float32": 3, "tfloat32": 3, "float64": 3, "bfloat16": 2,
-                    "float8_e4m3": 1, "float8_e5m2": 1, "float4_e2m1fn": 0}
+                    "float8_e4m3": 1, "float8_e5m2": 1, "float8_e8m0fnu": 1,
+                    "float4_e2m1fn": 0}
 
 
 def promote(a: str, b: str) -> str:

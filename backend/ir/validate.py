@@ -16,6 +16,8 @@ from ..target import WARP
 from . import nodes as N
 
 FP4 = "float4_e2m1fn"  # two to a byte in memory (DTypeInfo.pack)
+E8M0 = "float8_e8m0fnu"  # MX scales: a storage dtype, as CUDA's __nv_fp8_e8m0 has no arithmetic
+CODED = (FP4, E8M0)  # loaded, stored, selected and cast, nothing computed on them
 
 # names the generated CuTe DSL source uses itself
 RESERVED = {"cute", "cutlass", "_", "placeholder_args"}
@@ -473,7 +475,7 @@ class _Validator:
                 self.fail(f"T.annotate_safe_value: the value for '{name}' reads memory or calls "
                           "a function; it is a constant or an expression of the symbols and "
                           "scalar parameters")
-            if value.dtype not in DTYPES or value.dtype == FP4:
+            if value.dtype not in DTYPES or value.dtype in CODED:
                 self.fail(f"T.annotate_safe_value: the value for '{name}' is {value.dtype}")
 
     def body(self, stmts, vars_, bufs):
@@ -506,6 +508,29 @@ class _Validator:
                  if isinstance(n, (str, N.Region))]
         if any(bufs.get(n) is not None and bufs[n].dtype == FP4 for n in names):
             self.fail(f"{what} (a float4_e2m1fn operand)")
+        self.e8m0_statement(s, bufs)
+
+    def e8m0_statement(self, s, bufs) -> None:
+        """float8_e8m0fnu buffers (MX scale factors) are loaded, stored, copied (TMA too:
+        bytes), filled and cast; the tile ops that compute on their elements are refused by
+        name (CUDA's __nv_fp8_e8m0, TileLang's fp8_e8_t, has no arithmetic: TileLang's
+        CUDA for them does not compile)."""
+        what = {N.Gemm: "T.gemm: no MMA takes float8_e8m0fnu operands (they are scales: "
+                        "multiply by their float32 values)",
+                N.Reduce: "T.reduce: cast float8_e8m0fnu values to float32, then reduce",
+                N.Scan: "T.cumsum: cast float8_e8m0fnu values to float32, then scan",
+                N.AtomicAdd: "T.atomic_add: no atomic arithmetic on float8_e8m0fnu",
+                N.Im2Col: "T.c2d_im2col"}.get(type(s))
+        if what is None:
+            return
+        names = [s.a, s.b, s.c] if isinstance(s, N.Gemm) else [s.src, s.dst] if isinstance(
+            s, (N.Reduce, N.Scan)) else [s.dst, s.value] if isinstance(s, N.AtomicAdd) \
+            else [s.img, s.col]
+        names = [n.buffer if isinstance(n, (N.Region, N.Load)) else n for n in names
+                 if isinstance(n, (str, N.Region, N.Load))]
+        if any(bufs.get(n) is not None and bufs[n].dtype == E8M0 for n in names) or (
+                isinstance(s, N.AtomicAdd) and isinstance(s.value, N.Expr) and s.value.dtype == E8M0):
+            self.fail(f"{what} (a float8_e8m0fnu operand)")
 
     def one(self, s, vars_, bufs):
         if isinstance(s, N.TILE_OPS + (N.TmaCopy,)):
@@ -1072,8 +1097,9 @@ class _Validator:
         elif isinstance(e, (N.BinOp, N.Cmp)):
             if e.op not in (N.BINOPS if isinstance(e, N.BinOp) else N.CMPOPS):
                 self.fail(f"unknown operator {e.op!r}")
-            if FP4 in (e.a.dtype, e.b.dtype):
-                self.fail(f"{e.op} of float4_e2m1fn values: float4_e2m1fn values are loaded, "
+            coded = [d for d in (e.a.dtype, e.b.dtype) if d in CODED]
+            if coded:
+                self.fail(f"{e.op} of {coded[0]} values: {coded[0]} values are loaded, "
                           "stored, selected and cast; cast them to float32 (T.cast(x, "
                           "'float32')) to compute with them")
             self.expr(e.a, vars_, bufs)
@@ -1093,8 +1119,9 @@ class _Validator:
             self.boolean(e.a, "the operand of not")
         elif isinstance(e, N.Cast):
             self.expr(e.value, vars_, bufs)
-            if FP4 in (e.dtype, e.value.dtype) and "bool" in (e.dtype, e.value.dtype):
-                self.fail(f"a cast between float4_e2m1fn and bool (compare the float32 value "
+            coded = [d for d in (e.dtype, e.value.dtype) if d in CODED]
+            if coded and "bool" in (e.dtype, e.value.dtype):
+                self.fail(f"a cast between {coded[0]} and bool (compare the float32 value "
                           "instead)")
         elif isinstance(e, N.Select):
             for a in (e.cond, e.a, e.b):
@@ -1120,8 +1147,9 @@ class _Validator:
                 self.fail(f"{e.name} takes {N.INTRINSICS[e.name]} arguments, got {len(e.args)}")
             for a in e.args:
                 self.expr(a, vars_, bufs)
-            if FP4 in [a.dtype for a in e.args] + [e.dtype]:
-                self.fail(f"{e.name} of a float4_e2m1fn value: float4_e2m1fn values are "
+            coded = [d for d in [a.dtype for a in e.args] + [e.dtype] if d in CODED]
+            if coded:
+                self.fail(f"{e.name} of a {coded[0]} value: {coded[0]} values are "
                           "loaded, stored, selected and cast; cast to float32 first")
             if e.name in N.SHUFFLES and not (N.is_int(e.args[2].dtype) and N.is_int(e.args[3].dtype)
                                              and N.is_int(e.args[1].dtype)):

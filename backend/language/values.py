@@ -111,7 +111,7 @@ class UnsupportedDType:
 
 def tilelang_only_dtype(name: str) -> bool:
     """Whether ``name`` is one of TileLang's dtype names that tilecute lacks: its sub-byte,
-    FNUZ, e8m0 and e3m4 types and the vector types ``<scalar>x<lanes>``."""
+    FNUZ and e3m4 types and the vector types ``<scalar>x<lanes>``."""
     scalar = re.sub(r"x(2|4|8|16|32|64)$", "", name)
     return name in _TILELANG_ONLY_DTYPES or (scalar != name and (
         scalar in DTYPES or scalar in _TILELANG_ONLY_DTYPES or scalar in ("float8_e4m3fn",)))
@@ -119,7 +119,7 @@ def tilelang_only_dtype(name: str) -> bool:
 
 _TILELANG_ONLY_DTYPES = frozenset("""
     int1 int2 int4 uint1 uint2 uint4 float8_e3m4 float8_e4m3b11fnuz float8_e4m3fnuz
-    float8_e5m2fnuz float8_e8m0fnu float6_e2m3fn float6_e3m2fn
+    float8_e5m2fnuz float6_e2m3fn float6_e3m2fn
     float4_e2m1_unpacked
 """.split())
 
@@ -130,6 +130,7 @@ float32 = DType("float32")
 float64 = DType("float64")
 float8_e4m3 = DType("float8_e4m3")
 float8_e5m2 = DType("float8_e5m2")
+float8_e8m0fnu = DType("float8_e8m0fnu")
 int8, int16, int32, int64 = DType("int8"), DType("int16"), DType("int32"), DType("int64")
 uint8, uint16, uint32, uint64 = DType("uint8"), DType("uint16"), DType("uint32"), DType("uint64")
 boolean = DType("bool")
