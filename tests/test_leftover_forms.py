@@ -305,3 +305,103 @@ def test_mx_scales_of_gpu():
     assert torch.equal(s[:, :4], _e8m0_torch(amax))
     i = torch.arange(64).double()
     assert torch.equal(s[:, 4], _e8m0_torch(i * 0.5)) and torch.equal(s[:, 5], _e8m0_torch(i))
+
+
+# ---- 4. mbarrier phase waits on sm_80 ---------------------------------------------------------
+def ring_scale(rows=256, D=64, R=32):
+    """Threads 64..127 load R-row tiles of X with cp.async (8 halves a thread a copy) and
+    signal `ready` through cp.async.mbarrier.arrive.noinc; threads 0..63 wait on `ready`'s
+    phase, write 2 * tile + step to Y and release the tile on `free`: TileLang's explicit
+    producer / consumer pipeline over one shared tile."""
+    steps = rows // R
+    per_round = 64 * 8 // D  # rows the 64 producer threads cover a round
+
+    @T.prim_func
+    def main(X: T.Tensor((rows, D), "float16"), Y: T.Tensor((rows, D), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            tile = T.alloc_shared((R, D), "float16")
+            ready = T.alloc_barrier(arrive_count=64)
+            free = T.alloc_barrier(arrive_count=64)
+            tx = T.get_thread_binding()
+            if tx < 64:
+                for s in T.serial(steps):
+                    T.barrier_wait(ready, s % 2)
+                    for r in T.serial(R):
+                        Y[s * R + r, tx] = T.cast(tile[r, tx], "float32") * 2.0 + s
+                    T.barrier_arrive(free)
+            else:
+                p = tx - 64
+                for s in T.serial(steps):
+                    T.barrier_wait(free, (s + 1) % 2)
+                    for r in T.serial(R // per_round):
+                        row = r * per_round + p // (D // 8)
+                        col = p % (D // 8) * 8
+                        T.ptx_cp_async(T.access_ptr(tile[row, col], "w", 8),
+                                       T.access_ptr(X[s * R + row, col], "r", 8), 8)
+                    T.cp_async_barrier_noinc(ready)
+
+    return main
+
+
+def test_mbarrier_waits_on_sm80_spin_on_test_wait(tmp_path):
+    """sm_80 has no mbarrier.try_wait (sm_90+, what CuTe DSL's wait emits): the wait spins
+    on mbarrier.test_wait.parity (sm_80+, TileLang's mbarrier_test_wait form), and
+    cp.async.mbarrier.arrive.noinc (sm_80+; CuTe DSL checks it for sm_90) is inline PTX;
+    the barriers' init has no fence.mbarrier_init (sm_90+).  Both were refused on sm_80."""
+    from tilecute.codegen.cute import emit_cute
+    from tilecute.transform.pipeline import lower
+    src = emit_cute(lower(ring_scale(), "sm_80"))
+    assert src.count("tct.wait_test(") == 2 and "tct.wait(" not in src
+    assert "tct.cp_async_arrive_noinc(ready)" in src
+    assert "fence=False" in src
+    kern = tilecute.compile(ring_scale(), target="sm_80")
+    assert kern.ensure_cubin()
+    ptx = _ptx_of(ring_scale(), "sm_80", tmp_path)
+    assert ptx is not None and ".target sm_80" in ptx
+    assert "mbarrier.test_wait.parity.shared::cta.b64" in ptx and "nanosleep" in ptx
+    assert "mbarrier.try_wait" not in ptx and "fence.mbarrier_init" not in ptx
+    assert "cp.async.mbarrier.arrive.noinc.shared::cta.b64" in ptx
+    assert "mbarrier.arrive.shared::cta.b64" in ptx and "mbarrier.arrive.release" not in ptx
+
+
+def test_mbarrier_waits_on_sm90_unchanged():
+    from tilecute.codegen.cute import emit_cute
+    from tilecute.transform.pipeline import lower
+    src = emit_cute(lower(ring_scale(), "sm_90a"))
+    assert src.count("tct.wait(") == 2 and "wait_test" not in src
+    assert "cute.arch.cp_async_mbarrier_arrive_noinc(ready)" in src and "fence=False" not in src
+    assert tilecute.compile(ring_scale()).ensure_cubin()
+
+
+def _ptx_of(func, arch, tmp_path):
+    """The PTX CuTe DSL compiles ``func``'s kernel to for ``arch`` (cute.compile's
+    --keep-ptx, in a child process: CUTE_DSL_ARCH is read at CUTLASS's first import), or
+    None where this CuTe DSL leaves none."""
+    import glob
+    import os
+    import subprocess
+    import sys
+    from tilecute.codegen.cute import emit_cute
+    from tilecute.transform.pipeline import lower
+    source = tmp_path / "kernel_cute.py"
+    source.write_text(emit_cute(lower(func, arch)))
+    dump = tmp_path / "dump"
+    dump.mkdir()
+    code = ("import cutlass.cute as cute\n"
+            "from tilecute.runtime.cubingen import import_source\n"
+            f"m = import_source({str(source)!r}, 'leftover_ptx')\n"
+            f"cute.compile(m.main, *m.placeholder_args(), options='--keep-ptx --gpu-arch {arch} "
+            f"--dump-dir {dump}')\n")
+    subprocess.run([sys.executable, "-c", code], env=dict(os.environ, CUTE_DSL_ARCH=arch),
+                   check=True, cwd=str(tmp_path))
+    found = glob.glob(str(dump / "*.ptx"))
+    return open(found[0]).read() if found else None
+
+
+@pytest.mark.gpu
+def test_ring_scale_gpu():
+    x = torch.randn(256, 64, device="cuda", dtype=torch.float16)
+    y = torch.empty(256, 64, device="cuda", dtype=torch.float32)
+    tilecute.compile(ring_scale())(x, y)
+    steps = torch.arange(256, device="cuda").div(32, rounding_mode="floor")[:, None].float()
+    torch.testing.assert_close(y, x.float() * 2.0 + steps)

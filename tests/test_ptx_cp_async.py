@@ -126,10 +126,11 @@ def test_refusals_name_the_form_and_line(stmt, msg):
     assert "<script>:8" in str(e.value)
 
 
-def test_noinc_needs_sm90():
+def test_noinc_on_sm80_is_inline_ptx():
+    # (was refused: CuTe DSL checks its cp_async_mbarrier_arrive_noinc for sm_90; the PTX is
+    # sm_80's; tests/test_leftover_forms.py builds and reads an sm_80 program's PTX)
     src = _one("T.cp_async_barrier_noinc(bar[0])")
-    with pytest.raises(Exception, match=r"T.cp_async_barrier_noinc .* sm_90\+.*sm_80"):
-        emit_cute(lower(T.from_script(src), "sm_80"))
+    assert "tct.cp_async_arrive_noinc(bar)" in emit_cute(lower(T.from_script(src), "sm_80"))
 
 
 def ragged_rows(pad=None, rows=100):

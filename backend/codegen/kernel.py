@@ -65,6 +65,7 @@ class KernelEmitter:
         self.exprs.held = lambda e: self.bounds.hoisted.get(e) \
             if isinstance(e, (N.Call, N.Cast)) else None
         self.smem = SharedMemory(self.scope, self.out)
+        self.smem.init_fence = arch_at_least(self.plan.arch, 90)
         self.mma = MmaEmitter(self.out, self.buffers, self.layouts, self.smem, self.exprs)
         self.nests = NestEmitter(self)
         self.one_thread = False  # inside `if tc_tid == <t>:`
@@ -927,18 +928,21 @@ class KernelEmitter:
         return f"{ident(r.buffer)} + {self.exprs.operand(idx, PREC['add'] + 1)}"
 
     def mbarrier_wait(self, s: N.MBarrierWait, depth: int) -> None:
-        if not arch_at_least(self.plan.arch, 90):
-            self.fail(s, f"T.mbarrier_wait_parity / T.barrier_wait: waiting on an mbarrier "
-                         f"phase (mbarrier.try_wait.parity) is sm_90+ in CuTe DSL; the target is "
-                         f"{self.plan.arch}")
         self.out.use("tma")
+        if not arch_at_least(self.plan.arch, 90):
+            # (mbarrier.try_wait is sm_90+: sm_80 spins on mbarrier.test_wait.parity)
+            self.out.line(depth, f"tct.wait_test({self.barrier_ref(s.barrier)}, "
+                                 f"{self.exprs.expr(s.parity)})")
+            return
         self.out.line(depth, f"tct.wait({self.barrier_ref(s.barrier)}, {self.exprs.expr(s.parity)})")
 
     def mbarrier_arrive(self, s: N.MBarrierArrive, depth: int) -> None:
         if s.cp_async:  # T.cp_async_barrier_noinc
-            if not arch_at_least(self.plan.arch, 90):
-                self.fail(s, f"T.cp_async_barrier_noinc (cp.async.mbarrier.arrive.noinc) is "
-                             f"sm_90+ in CuTe DSL; the target is {self.plan.arch}")
+            if not arch_at_least(self.plan.arch, 90):  # (CuTe DSL's is sm_90+; the PTX is sm_80's)
+                self.out.use("tma")
+                self.out.line(depth, f"tct.cp_async_arrive_noinc({self.barrier_ref(s.barrier)})",
+                              "arrives when this thread's earlier cp.async copies are done")
+                return
             self.out.line(depth, f"cute.arch.cp_async_mbarrier_arrive_noinc("
                                  f"{self.barrier_ref(s.barrier)})",
                           "arrives when this thread's earlier cp.async copies are done")
@@ -957,6 +961,9 @@ class KernelEmitter:
             self.out.line(depth, f"tct.arrive({self.barrier_ref(s.barrier)}, "
                                  f"block={self.exprs.expr(s.block)})",
                           "on that block's barrier in the cluster")
+            return
+        if not arch_at_least(self.plan.arch, 90):  # (CuTe DSL's arrive is .release.cta: sm_90+)
+            self.out.line(depth, f"tct.arrive_cta({self.barrier_ref(s.barrier)})")
             return
         self.out.line(depth, f"tct.arrive({self.barrier_ref(s.barrier)})")
 

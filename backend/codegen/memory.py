@@ -116,6 +116,9 @@ class SharedMemory:
 
     def __init__(self, scope: N.KernelScope, out: Writer):
         self.out = out
+        # fence.mbarrier_init after the init (sm_90+; before it the block barrier is all,
+        # as in TileLang's sm_80 code): KernelEmitter sets it from the target
+        self.init_fence = True
         # blocks of a cluster multicast into each other's stages and arrive on each other's
         # mbarriers (the multicast pass, T.mbarrier_arrive(bar, cta_id)): the barriers'
         # init is synced cluster-wide
@@ -160,7 +163,7 @@ class SharedMemory:
             out.line(depth, "if tc_tid == 0:")
             for a in barriers:
                 out.line(depth + 1, f"tct.init_barriers({ident(a.buffer.name)}, {int(a.buffer.shape[0].value)}, "
-                                    f"{a.layout.threads})")
+                                    f"{a.layout.threads}{'' if self.init_fence else ', fence=False'})")
             if self.cluster_barriers:
                 out.line(depth, "tct.cluster_sync()", "the cluster's blocks see each other's "
                                                       "barriers initialized")

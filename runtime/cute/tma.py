@@ -55,12 +55,52 @@ def placeholder(ptr, dtype, box, swizzle: int):
                                    swizzle=_SWIZZLES[swizzle])
 
 
-def init_barriers(bar, num: int, count: int) -> None:
+def init_barriers(bar, num: int, count: int, fence: bool = True) -> None:
     """One thread: initialise ``num`` mbarriers from ``bar``, each expecting ``count``
-    arrivals per phase; a block barrier after makes them visible."""
+    arrivals per phase; a block barrier after makes them visible (``fence``:
+    ``fence.mbarrier_init`` first, sm_90+)."""
     for i in range(num):
         cute.arch.mbarrier_init(bar + i, count)
-    cute.arch.mbarrier_init_fence()
+    if fence:
+        cute.arch.mbarrier_init_fence()
+
+
+def _shared_address(bar):
+    """The 32-bit shared-memory address of the mbarrier ``bar`` (a pointer to it)."""
+    return cutlass.Int32(_llvm.ptrtoint(cutlass.Int32.mlir_type, bar.to_llvm_ptr()))
+
+
+def wait_test(bar, parity) -> None:
+    """sm_80's :func:`wait`: spin on ``mbarrier.test_wait.parity`` (sm_80+; ``try_wait``,
+    which CuTe DSL's wait uses, is sm_90+), a short ``nanosleep`` between tests, as
+    TileLang's ``mbarrier_test_wait`` does.  The test has acquire semantics at CTA scope:
+    this thread then sees what the arrivals that completed the phase released."""
+    _llvm.inline_asm(None, [_shared_address(bar).ir_value(), cutlass.Int32(parity).ir_value()],
+                     "{\n.reg .pred P1;\nLAB_WAIT:\n"
+                     "mbarrier.test_wait.parity.shared::cta.b64 P1, [$0], $1;\n"
+                     "@P1 bra DONE;\nnanosleep.u32 5;\nbra LAB_WAIT;\nDONE:\n}",
+                     "r,r,~{memory}", has_side_effects=True, is_align_stack=False,
+                     asm_dialect=_llvm.AsmDialect.AD_ATT)
+
+
+def arrive_cta(bar) -> None:
+    """sm_80's :func:`arrive`: ``mbarrier.arrive.shared::cta.b64`` (sm_80+, release at CTA
+    scope by default; CuTe DSL's arrive names ``.release.cta``, which is sm_90+), as
+    TileLang's ``mbarrier_arrive``."""
+    _llvm.inline_asm(None, [_shared_address(bar).ir_value()],
+                     "mbarrier.arrive.shared::cta.b64 _, [$0];", "r,~{memory}",
+                     has_side_effects=True, is_align_stack=False,
+                     asm_dialect=_llvm.AsmDialect.AD_ATT)
+
+
+def cp_async_arrive_noinc(bar) -> None:
+    """``cp.async.mbarrier.arrive.noinc.shared::cta.b64`` (sm_80+; CuTe DSL's is checked
+    for sm_90): ``bar`` gets this thread's arrival once its earlier cp.async copies land,
+    its pending count not raised for it (the count at init includes this thread)."""
+    _llvm.inline_asm(None, [_shared_address(bar).ir_value()],
+                     "cp.async.mbarrier.arrive.noinc.shared::cta.b64 [$0];", "r,~{memory}",
+                     has_side_effects=True, is_align_stack=False,
+                     asm_dialect=_llvm.AsmDialect.AD_ATT)
 
 
 def _box(coords, c, step: int, chunk_bytes: int):
