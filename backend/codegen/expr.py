@@ -226,6 +226,11 @@ class ExprPrinter:
         # the temporary an atomic call with a result was run into (the bounds predication's,
         # for one not proved in bounds), or None
         self.held: Callable[[N.Expr], str | None] = lambda e: None
+        # inside a nest over the rows / columns of an MMA row / column fragment, where the
+        # holders of a row (column) run the nest alike: (the owner test, the owner's lane,
+        # the holders' lane mask) so an atomic with a result runs once, in the owner, and
+        # its value is shuffled to the holders; None elsewhere (the kernel emitter sets it)
+        self.fetch_once: tuple[str, str, str] | None = None
 
     def global_coord(self, name: str, indices) -> str:
         """A global tensor element's index tuple, as the atomic helpers take it."""
@@ -589,6 +594,10 @@ class ExprPrinter:
         # a uint buffer's tensor has signless Int elements: its max / min is told unsigned
         unsigned = ", unsigned=True" if op != "add" and e.dtype in ("uint32", "uint64") else ""
         ordered = f', order="{order}"' if order != "relaxed" else ""
+        if self.fetch_once is not None:  # (TileLang's one atomic per element, its value to all)
+            owner, lane, mask = self.fetch_once
+            return (f'tca.atomic_fetch_once({ident(dst.buffer)}, {coord}, {self.expr(value)}, '
+                    f'"{op}", {owner}, {lane}, {mask}{unsigned}{ordered})'), ATOM
         return (f'tca.atomic_fetch({ident(dst.buffer)}, {coord}, {self.expr(value)}, "{op}"'
                 f'{unsigned}{ordered})'), ATOM
 

@@ -28,6 +28,9 @@ class MmaEmitter:
         # mma_rows / mma_cols fragment -> whether this thread is the first holder of its rows /
         # columns (the one copy of a side effect in a nest over the fragment)
         self.owners: dict[str, str] = {}
+        # row / column fragment -> (owner test, owner lane, lane mask), or why not: the
+        # once-per-element run of an atomic with a result in a nest over it
+        self.fetch_once: dict[str, tuple | str] = {}
         self.tiled: dict[int, str] = {}  # id(T.gemm) -> its tiled MMA
         self.proxy_fence = False  # barriers also fence shared writes for wgmma reads
         # the wgmma batches T.gemms left in flight, oldest first; each the (accumulator, A
@@ -96,6 +99,24 @@ class MmaEmitter:
         names[b.name] = index
         self.owners[b.name] = (f"tcrow.{kind}_owner({quote(layout.mma)}, {tuple(layout.warps)}, "
                                f"{int(b.shape[0].value)}, {_region_tid(layout)})")
+        # an atomic with a result in a nest over it runs in the owner, its value shuffled
+        # to the lanes holding the same row (the quad) / column (lane % 4 alike); where
+        # other warps hold them too, a reason to refuse it
+        lane = "cute.arch.lane_idx()"
+        if kind == "row" and layout.warps[1] == 1:
+            self.fetch_once[b.name] = (self.owners[b.name], f"({lane} & 28)",
+                                       f"cutlass.Uint32(15) << ({lane} & 28)")
+        elif kind == "col":  # (the 8 lanes of one lane % 4, and the warps along M)
+            self.fetch_once[b.name] = (
+                "its columns are held by 8 lanes of a warp and by each warp along M; tilecute "
+                "runs such an atomic once per column and shares its value only for row "
+                "fragments (one warp's quad)")
+        else:
+            spread = "warpgroups" if layout.mma == "wgmma" else "warps"
+            self.fetch_once[b.name] = (
+                f"its rows are held by lanes of several warps (the {layout.mma} {spread} "
+                f"{tuple(layout.warps)}, more than one along N): the returned value would "
+                "have to cross warps")
         word = "rows" if kind == "row" else "columns"
         self.out.line(depth, f"{ident(b.name)}, {index} = tcrow.{kind}_fragment({quote(layout.mma)}, "
                              f"{tuple(layout.warps)}, {int(b.shape[0].value)}, {cute_type(b.dtype)}, "

@@ -11,6 +11,7 @@ nests run every iteration in every thread.  Imports no CUTLASS.
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from ..ir import nodes as N
@@ -322,7 +323,8 @@ class NestEmitter:
             k.ranges[lp.var.name] = (start, stop - 1)
             depth += 1
         self.row_reg, self.line_frag = q, frag
-        self.lanes(loops[-1], 1, depth)
+        with self.fetched_once(loops, frag):
+            self.lanes(loops[-1], 1, depth)
         self.row_reg = self.line_frag = None
 
     def over_cols(self, loops, frag: str, depth: int) -> None:
@@ -339,8 +341,31 @@ class NestEmitter:
         out.line(depth, f"{ident(loop.var.name)} = {k.mma.cols[frag]}[{q}]")
         k.ranges[loop.var.name] = (0, int(loop.extent.value) - 1)
         self.col_reg, self.line_frag = q, frag
-        self.lanes(loop, width, depth)
+        with self.fetched_once(loops, frag):
+            self.lanes(loop, width, depth)
         self.col_reg = self.line_frag = None
+
+    @contextmanager
+    def fetched_once(self, loops, frag: str):
+        """Inside a nest over an MMA row / column fragment the threads holding a row
+        (column) run it alike: an atomic with a result (``T.atomic_add(..., return_prev=
+        True)``) runs once, in the row's owner, and every holder gets its old value by a
+        shuffle (TileLang's meaning: one atomic per logical element; its 0.1.15 CUDA runs
+        one per holding thread); refused by name where the holders span warps."""
+        fetched = [x for x in walk_nodes(loops[-1].body)
+                   if isinstance(x, N.Call) and x.name in N.ATOMIC_RETURNS]
+        how = self.k.mma.fetch_once.get(frag)
+        if fetched and isinstance(how, str):
+            self.k.fail(loops[0], f"T.{fetched[0].name[:-len('_ret')]}(..., return_prev=True) "
+                                  f"in a nest over the MMA fragment '{frag}': {how}; run it in "
+                                  "a nest over a fragment of its own (or a T.serial loop in one "
+                                  "thread) and share the value through shared memory")
+        saved = self.k.exprs.fetch_once
+        self.k.exprs.fetch_once = how if fetched and not self.k.one_thread else None
+        try:
+            yield
+        finally:
+            self.k.exprs.fetch_once = saved
 
     def replicated(self, loops, depth: int) -> None:
         """Every thread runs every iteration (the nest writes only replicated fragments and

@@ -344,6 +344,19 @@ def atomic_fetch(tensor, coord, value, op: str, unsigned: bool = False, order: s
     return f(ptr, v, sem=sem, scope=scope)
 
 
+@cute.jit
+def atomic_fetch_once(tensor, coord, value, op: cutlass.Constexpr, owner, lane, mask,
+                      unsigned: cutlass.Constexpr = False, order: cutlass.Constexpr = "relaxed"):
+    """:func:`atomic_fetch` run by one of the threads that hold a value alike (``owner``;
+    the lanes of ``mask``, one warp, run this together), its result shuffled from lane
+    ``lane`` (the owner's) to them all: one atomic per logical element, every holder seeing
+    its old value (an MMA row fragment's quad, a column fragment's lanes)."""
+    old = tensor.element_type(0)
+    if owner:
+        old = tensor.element_type(atomic_fetch(tensor, coord, value, op, unsigned, order))
+    return tensor.element_type(cute.arch.shuffle_sync(old, lane, mask=mask))
+
+
 # ---- TileLang's T.atomic_load / T.atomic_store / T.atomic_or ------------------------------
 # Memory orders by name (TileLang's ids 0..5 are cuda::memory_order's, in this order).  The
 # orderings are libcu++'s cuda::atomic_ref<T, thread_scope_device> (what TileLang's
