@@ -199,12 +199,15 @@ def test_e8m0_roundtrip_builds_and_casts_in_software():
     assert k80.ensure_cubin()
 
 
-def test_e8m0_dequant_builds_sm90_and_sm80():
-    kern = mx_dequant()
+@pytest.mark.parametrize("M", [128, 100])
+def test_e8m0_dequant_builds_sm90_and_sm80(M):
+    """(M=100: the tail's scale loads are bounds-checked, their fallback a Uint8 code as the
+    load is: an e8m0 element is read as its Uint8, as an unsigned one is)"""
+    kern = mx_dequant(M=M)
     src = kern.get_kernel_source()
     assert "tce8m0.decode(" in src
     assert kern.ensure_cubin()
-    assert tilecute.compile(mx_dequant.func.get_tir(), target="sm_80").ensure_cubin()
+    assert tilecute.compile(mx_dequant.func.get_tir(M=M), target="sm_80").ensure_cubin()
 
 
 def test_e8m0_scales_from_float64_and_int_round_from_float64():
@@ -255,7 +258,7 @@ def k(S: T.Tensor((64,), T.float8_e8m0fnu)):
 ''')
     assert 'T.Cast("float8_e8m0fnu", T.Cast("float32", S[0]) * T.float32(2.0))' in func.script()
     kern = tilecute.compile(func)
-    assert "tce8m0.encode(tce8m0.decode(S[" in kern.get_kernel_source()
+    assert "tce8m0.encode(tce8m0.decode(cutlass.Uint8(S[" in kern.get_kernel_source()
     assert kern.ensure_cubin()
 
 
@@ -280,18 +283,21 @@ def test_e8m0_roundtrip_gpu():
                             float("nan"), 2.0 ** -127, 3e-39, 1e-40, 2.0 ** 127, 3e38, 1e-45])
     a.view(-1)[:special.numel()] = special
     s, d = e8m0_roundtrip()(a.cuda())
+    s2, _ = e8m0_roundtrip(M=50)(a[:50].cuda())  # (a tail block)
+    assert torch.equal(s2.view(torch.uint8).cpu(), _e8m0_torch(a[:50]))
     codes = s.view(torch.uint8).cpu()
     assert torch.equal(codes, _e8m0_torch(a))
     torch.testing.assert_close(d.cpu().double(), _e8m0_decode(codes), equal_nan=True)
 
 
 @pytest.mark.gpu
-def test_mx_dequant_gpu():
+@pytest.mark.parametrize("M", [128, 100])
+def test_mx_dequant_gpu(M):
     torch.manual_seed(1)
-    x = torch.randn(128, 256, dtype=torch.float16)
-    codes = torch.randint(100, 150, (128, 8), dtype=torch.uint8)
+    x = torch.randn(M, 256, dtype=torch.float16)
+    codes = torch.randint(100, 150, (M, 8), dtype=torch.uint8)
     codes[0, 0], codes[1, 1] = 255, 0
-    y = mx_dequant()(x.cuda(), codes.view(torch.float8_e8m0fnu).cuda()).cpu()
+    y = mx_dequant(M=M)(x.cuda(), codes.view(torch.float8_e8m0fnu).cuda()).cpu()
     ref = x.double() * _e8m0_decode(codes).repeat_interleave(32, dim=1)
     # (code 0 scales into float32 subnormals: rounded there, or flushed to zero under ftz)
     torch.testing.assert_close(y.double(), ref, equal_nan=True, rtol=1e-6, atol=1e-37)

@@ -180,10 +180,11 @@ class KernelEmitter:
         text = self.element(e.buffer, e.indices, read=True)
         if e.dtype == "bool" and memory:
             return f"({text} != 0)"  # a byte in memory
-        if e.dtype.startswith("uint") and memory:
+        if (e.dtype.startswith("uint") or e.dtype == "float8_e8m0fnu") and memory:
             # CuTe DSL reads an element of an unsigned global or shared tensor as its
             # signless (signed) type: as such a uint8 of 200 converted to float32 or int32
-            # was -56 (sign-extended), and >> shifted in its sign bit
+            # was -56 (sign-extended), and >> shifted in its sign bit (an e8m0 code is a
+            # Uint8 likewise)
             return f"{cute_type(e.dtype)}({text})"
         return text
 
