@@ -4913,15 +4913,21 @@ class _Parser:
     def stmt_atomic_min(self, a: _Args, s) -> list[N.Stmt]:
         return self.stmt_atomic_add(a, s, "min")
 
-    def stmt_atomic_add(self, a: _Args, s, op: str = "add") -> list[N.Stmt]:
-        """``T.atomic_add/max/min(dst, value, memory_order)``: an element, or a tile
-        (regions); TileLang's memory order on each element's update (None: relaxed)."""
+    @staticmethod
+    def memory_order(a: _Args) -> str:
+        """An atomic's ``memory_order`` argument: TileLang's name (None: relaxed, its id 0)."""
         order = a.value("memory_order")
         if order is None:
-            order = "relaxed"  # TileLang's id 0
+            return "relaxed"
         if order not in N.MEMORY_ORDERS:  # (TileLang's map lookup fails on it)
             raise a.fail("memory_order", f"memory_order={_show(order)} is not a memory order; "
                                          f"expected one of {', '.join(N.MEMORY_ORDERS)}")
+        return order
+
+    def stmt_atomic_add(self, a: _Args, s, op: str = "add") -> list[N.Stmt]:
+        """``T.atomic_add/max/min(dst, value, memory_order)``: an element, or a tile
+        (regions); TileLang's memory order on each element's update (None: relaxed)."""
+        order = self.memory_order(a)
         a.no_annotations()
         v = a.node("value")
         if "use_tma" in a.sig.parameters and a.static_bool("use_tma"):
@@ -5016,12 +5022,7 @@ class _Parser:
         if not (a.given("return_prev") and a.static_bool("return_prev")):
             raise a.fail("return_prev", "returns a value only with return_prev=True; without "
                                         "it, it is a statement")
-        order = a.value("memory_order")
-        if order is None:
-            order = "relaxed"  # TileLang's id 0
-        if order not in N.MEMORY_ORDERS:  # (TileLang's map lookup fails on it)
-            raise a.fail("memory_order", f"memory_order={_show(order)} is not a memory order; "
-                                         f"expected one of {', '.join(N.MEMORY_ORDERS)}")
+        order = self.memory_order(a)
         if "use_tma" in a.sig.parameters:
             a.static_bool("use_tma")  # one element: TileLang's element atomic ignores it
         a.no_annotations()
