@@ -108,3 +108,178 @@ def test_doc_form_refused(name, cache_dir):
         _kernel(name)
     for want in REFUSED[name]:
         assert want in str(err.value), (name, str(err.value))
+
+
+# --- GPU: the programs whose numbers depend on the form's meaning, against torch ---------------
+
+DEV = "cuda"
+
+
+def _dev(t):
+    return t.to(DEV)
+
+
+def _case_inputs(name):
+    """(arguments, check(arguments, result)) for one program; torch references in fp32/int."""
+    g = torch.Generator().manual_seed(7)
+    f32 = lambda *s: _dev(torch.randn(*s, generator=g))
+    i32 = lambda lo, hi, *s: _dev(torch.randint(lo, hi, s, generator=g, dtype=torch.int32))
+    z = lambda *s, dt=torch.float32: _dev(torch.zeros(*s, dtype=dt))
+    if name == "p_range_step":
+        a = f32(256)
+        return (a, z(256)), lambda r: [(r[1], 2 * a)]
+    if name == "p_neg_index":
+        a = f32(256)
+        return (a, z(4)), lambda r: [(r[1][:2], torch.stack([a[255], a[254]]))]
+    if name == "p_elif":
+        a = i32(-5, 15, 256)
+        want = torch.where(a < 0, -1, torch.where(a == 0, 0, torch.where(a < 10, 1, 2)))
+        return (a, z(256, dt=torch.int32)), lambda r: [(r[1], want.int())]
+    if name == "p_allof":
+        a = f32(50, 70)
+        want = a + 1
+        want[0, :] = 0
+        want[:, 0] = 0
+        return (a, z(50, 70)), lambda r: [(r[1], want)]
+    if name == "p_while_break":
+        a = i32(1, 9, 256)
+        a[100] = -3
+        return (a, z(1, dt=torch.int32)), lambda r: [(r[1][0].item(), 100)]
+    if name == "p_continue":
+        a = f32(256)
+        return (a, z(1)), lambda r: [(r[1][0], a.clamp(min=0).sum())]
+    if name in ("p_unroll_break",):
+        a = i32(0, 2, 32, 8) * i32(0, 2, 32, 8)
+        a[3] = 0
+        nz = a != 0
+        want = torch.where(nz.any(1), nz.int().argmax(1).int(), -1)
+        return (a, z(32, dt=torch.int32)), lambda r: [(r[1], want.int())]
+    if name == "p_unroll_step":
+        a = f32(32, 16)
+        return (a, z(32)), lambda r: [(r[1], a[:, 1::3].sum(1))]
+    if name == "p_serial_step":
+        a = f32(32, 16)
+        return (a, z(32)), lambda r: [(r[1], (a[:, 0::2] - a[:, 1::2]).sum(1))]
+    if name == "p_async_copy":
+        a = f32(64, 64).half()
+        return (a, z(64, 64, dt=torch.float16)), lambda r: [(r[1], a.flip(1))]
+    if name in ("p_cumsum_cummax",):
+        a = f32(4, 64)
+        return (a, z(4, 64), z(4, 64)), lambda r: [(r[1], a.flip(1).cumsum(1).flip(1)),
+                                                  (r[2], a.cummax(1).values)]
+    if name == "p_view_dtype":
+        a = f32(64)
+        return (a, z(64, dt=torch.int32)), lambda r: [(r[1], a.view(torch.int32) & 0x7FFFFFFF)]
+    if name in ("p_loop_break", "p_while_and"):
+        a = i32(-1, 6, 32, 16)
+        a[5] = 1
+        lead = torch.cumprod((a > (0 if name == "p_while_and" else -1)).int(), 1).sum(1)
+        return (a, z(32, dt=torch.int32)), lambda r: [(r[1], lead.int())]
+    if name == "p_kernel_3d":
+        a = f32(4, 6, 8)
+        return (a, z(4, 6, 8)), lambda r: [(r[1], a * torch.arange(1, 5, device=DEV).view(4, 1, 1))]
+    if name == "p_kernel_threads_tuple":
+        a = f32(16, 32)
+        return (a, z(32, 16)), lambda r: [(r[1], a.t())]
+    if name == "p_ifthenelse_var":
+        a = f32(256)
+        sign = 1 - 2 * (torch.arange(256, device=DEV) % 2)
+        return (a, z(256)), lambda r: [(r[1], 2 * a * sign)]
+    if name == "p_warp_lane":
+        t = torch.arange(256, device=DEV, dtype=torch.int32)
+        return tuple(z(256, dt=torch.int32) for _ in range(3)), \
+            lambda r: [(r[0], t // 32), (r[1], t % 32), (r[2], t // 128)]
+    if name == "p_reinterpret":
+        a = f32(256)
+        return (a, z(256, dt=torch.uint32)), \
+            lambda r: [(r[1].view(torch.int32), (a.view(torch.int32) >> 23) & 0x1FF)]
+    if name == "p_cluster_simt":
+        a = f32(64)
+        return (a, z(2, 64)), lambda r: [(r[1][0], torch.full_like(a, -1.0)), (r[1][1], 3 * a)]
+    if name == "p_cluster_rank":
+        a = f32(8, 64)
+        return (a, z(8, 64)), lambda r: [(r[1], a + (torch.arange(8, device=DEV) % 2).view(8, 1))]
+    if name == "p_swizzle":
+        a = f32(512, 512)
+        return (a, z(512, 512)), lambda r: [(r[1], a)]
+    if name == "p_range_neg_step":
+        a = f32(32, 16)
+        return (a, z(32, 16)), lambda r: [(r[1], a.flip(1).cumsum(1).flip(1))]
+    if name == "p_mod_div_neg":
+        a = i32(-50, 50, 256)
+        return (a, z(256, 2, dt=torch.int32)), \
+            lambda r: [(r[1][:, 0], torch.remainder(a, 3)), (r[1][:, 1], torch.div(a, 4, rounding_mode="floor"))]
+    if name == "p_aug_buf":
+        a = i32(-1000, 1000, 256)
+        b = torch.div((a * 3) << 1, 5, rounding_mode="floor")
+        return (a, z(256, dt=torch.int32)), lambda r: [(r[1], torch.remainder(b, 7))]
+    if name == "p_bool_var":
+        a = f32(32, 8).abs()
+        a[::3, 5] = -1.0
+        return (a, z(32, dt=torch.int32)), lambda r: [(r[1], (a < 0).any(1).int())]
+    if name == "p_dyn_range":
+        a = f32(1000)
+        return (a, z(1000)), lambda r: [(r[1], 0.5 * a)]
+    if name == "p_dyn_bracket":
+        a = f32(300)
+        return (a, z(300)), lambda r: [(r[1], a + 1)]
+    if name == "p_dynamic_default":
+        a = f32(777)
+        return (a, z(1)), lambda r: [(r[1][0], a.sum())]
+    if name == "p_alloc_var_typed":
+        a = i32(-128, 128, 256).to(torch.int8)
+        return (a, z(1, dt=torch.int32)), lambda r: [(r[1][0].item(), 7 + int(a.int().sum()))]
+    if name == "p_ternary_mixed":
+        a = f32(256).half()
+        return (a, z(256, dt=torch.float16)), lambda r: [(r[1], a.clamp(min=0))]
+    if name == "p_dtype_forms":
+        a = f32(256).half()
+        m = _dev(torch.rand(256, generator=g) < 0.5)
+        return (a, z(256), m), lambda r: [(r[1], torch.where(m, a.float() * 3, -1.0))]
+    if name == "p_view_reshape":
+        a = f32(16, 16)
+        return (a, z(256)), lambda r: [(r[1], 2 * a.flatten())]
+    if name == "p_math":
+        a = f32(256) * 2
+        return (a, z(256, 4)), lambda r: [(r[1][:, 0], a.clamp(-1.0, 0.5)),
+                                         (r[1][:, 1], torch.rsqrt(a.abs() + 1)),
+                                         (r[1][:, 2], torch.sigmoid(a)), (r[1][:, 3], a + 1)]
+    raise KeyError(name)
+
+
+GPU_CASES = ["p_range_step", "p_neg_index", "p_elif", "p_allof", "p_while_break", "p_continue",
+             "p_unroll_break", "p_unroll_step", "p_serial_step", "p_async_copy", "p_cumsum_cummax",
+             "p_view_dtype", "p_loop_break", "p_while_and", "p_kernel_3d",
+             "p_kernel_threads_tuple", "p_ifthenelse_var", "p_warp_lane", "p_reinterpret",
+             "p_cluster_simt", "p_cluster_rank", "p_swizzle", "p_range_neg_step",
+             "p_mod_div_neg", "p_aug_buf", "p_bool_var", "p_dyn_range", "p_dyn_bracket",
+             "p_dynamic_default", "p_alloc_var_typed", "p_ternary_mixed", "p_dtype_forms",
+             "p_view_reshape", "p_math"]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", GPU_CASES)
+def test_doc_form_matches_torch(name):
+    args, check = _case_inputs(name)
+    _kernel(name)(*args)
+    torch.cuda.synchronize()
+    for got, want in check(args):
+        if isinstance(want, torch.Tensor):
+            torch.testing.assert_close(got, want.to(got.dtype), rtol=1e-4, atol=1e-4)
+        else:
+            assert abs(float(got) - float(want)) <= 1e-3 * max(1.0, abs(float(want))), (got, want)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("flag", [True, False])
+def test_doc_scalar_bool_param_and_jit_forms(flag):
+    a = torch.randn(256, device=DEV)
+    b = torch.full_like(a, 9.0)
+    _kernel("p_scalar_bool_param")(a, b, flag)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(b, a if flag else torch.zeros_like(a))
+    out = P.p_empty()(a[:128].contiguous())          # T.empty output, returned
+    torch.testing.assert_close(out, a[:128] + 1)
+    b.zero_()
+    P.p_bool_arg()(a, b)                              # a bool jit argument folds the branch
+    torch.testing.assert_close(b, -a)
