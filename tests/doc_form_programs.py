@@ -559,3 +559,111 @@ def p_vectorized():
             for k in T.vectorized(8):
                 B[t, k] = A[t, 7 - k]
     return main
+
+
+
+# deeplearning_operators (gemv, elementwise, matmul): allreduce, scalar atomics, vectorized
+# locals, use_swizzle(enable=False), gemm transpose_B, reduce clear=False
+def p_allreduce_max():
+    @T.prim_func
+    def main(A: T.Tensor((16, 64), "float32"), B: T.Tensor((16,), "float32")):
+        with T.Kernel(16, threads=(8, 4)) as bn:
+            tk = T.get_thread_binding(0)
+            tn = T.get_thread_binding(1)
+            part = T.alloc_local((1,), "float32")
+            red = T.alloc_local((1,), "float32")
+            part[0] = -T.infinity("float32")
+            for k in T.serial(8):
+                part[0] = T.max(part[0], A[bn, tk * 8 + k])
+            with T.attr(T.comm_reducer(lambda x, y: T.max(x, y), [-T.infinity("float32")]),
+                        "reduce_scope", T.reinterpret(T.uint64(0), dtype="handle")):
+                T.evaluate(T.tvm_thread_allreduce(T.uint32(1), part[0], True, red[0], tk, dtype="handle"))
+            if tn == 0:
+                B[bn] = red[0]
+    return main
+
+
+def p_shared_scalar_atomic():
+    @T.prim_func
+    def main(A: T.Tensor((8, 128), "float32"), B: T.Tensor((8,), "float32")):
+        with T.Kernel(8, threads=128) as bx:
+            t = T.get_thread_binding()
+            acc = T.alloc_shared((1,), "float32")
+            loc = T.alloc_local((1,), "float32")
+            if t == 0:
+                acc[0] = 0.0
+            T.sync_threads()
+            loc[0] = A[bx, t] * A[bx, t]
+            T.atomic_add(acc[0], loc[0])
+            T.sync_threads()
+            if t == 0:
+                B[bx] = acc[0]
+    return main
+
+
+def p_vectorized_local():
+    @T.prim_func
+    def main(A: T.Tensor((64, 32), "float16"), x: T.Tensor((32,), "float16"), C: T.Tensor((64,), "float32")):
+        with T.Kernel(64, threads=8) as bn:
+            tk = T.get_thread_binding()
+            a_l = T.alloc_local((4,), "float16")
+            x_l = T.alloc_local((4,), "float16")
+            s = T.alloc_local((1,), "float32")
+            s[0] = 0.0
+            for v in T.vectorized(4):
+                a_l[v] = A[bn, tk * 4 + v]
+                x_l[v] = x[tk * 4 + v]
+            for k in T.serial(4):
+                s[0] += a_l[k].astype("float32") * x_l[k].astype("float32")
+            T.atomic_add(C[bn], s[0])
+    return main
+
+
+def p_swizzle_enable():
+    @T.prim_func
+    def main(A: T.Tensor((256, 256), "float32"), B: T.Tensor((256, 256), "float32")):
+        with T.Kernel(4, 4, threads=128) as (bx, by):
+            T.use_swizzle(panel_size=3, enable=False)
+            for i, j in T.Parallel(64, 64):
+                B[by * 64 + i, bx * 64 + j] = A[by * 64 + i, bx * 64 + j] * 2.0
+    return main
+
+
+def p_gemm_tb():
+    @T.prim_func
+    def main(A: T.Tensor((128, 64), "float16"), B: T.Tensor((96, 64), "float16"), C: T.Tensor((128, 96), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            As = T.alloc_shared((128, 64), "float16")
+            Bs = T.alloc_shared((96, 64), "float16")
+            Cf = T.alloc_fragment((128, 96), "float32")
+            T.copy(A, As)
+            T.copy(B, Bs)
+            T.clear(Cf)
+            T.gemm(As, Bs, Cf, transpose_B=True)
+            T.copy(Cf, C)
+    return main
+
+
+def p_reduce_noclear():
+    @T.prim_func
+    def main(A: T.Tensor((64, 128), "float32"), B: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            f = T.alloc_fragment((64, 128), "float32")
+            r = T.alloc_fragment((64,), "float32")
+            T.copy(A, f)
+            T.fill(r, 10.0)
+            T.reduce_sum(f, r, dim=1, clear=False)
+            T.copy(r, B)
+    return main
+
+
+def p_copy_loop_layout_parallel():
+    @T.prim_func
+    def main(A: T.Tensor((64, 64), "float32"), B: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            f = T.alloc_fragment((64, 64), "float32")
+            T.copy(A, f)
+            for i, j in T.Parallel(64, 64):
+                f[i, j] = f[i, j] * (i + 1) - j
+            T.copy(f, B)
+    return main

@@ -70,6 +70,13 @@ HONORED = {
     "p_scalar_bool_param": ["if flag:"],
     "p_unroll_no_explicit": ["cutlass.range_constexpr(0, 8)"],
     "p_vectorized": ["cutlass.range_constexpr(0, 8, 4)", "A[t, 7 - (k + tc_lane2)]"],
+    "p_allreduce_max": ['tcr.warp_allreduce(tc_ar1, "max", 8)', "red[0] = tc_ar1"],
+    "p_shared_scalar_atomic": ["tca.atomic_add(acc, 0, loc[0])"],
+    "p_vectorized_local": ["cutlass.range_constexpr(0, 4, 4)", "tca.atomic_add(C, (bn,), s[0])"],
+    "p_swizzle_enable": ["(by * 64 + i) * 256 + bx * 64 + j"],
+    "p_gemm_tb": ["# T.gemm(As, Bs, Cf): Cf += As @ Bs^T", "tiled_mma(\"wgmma\""],
+    "p_reduce_noclear": ["r[tc_c11] = tcr.combine(r[tc_c11], tc_rows10[tc_c11], \"sum\")"],
+    "p_copy_loop_layout_parallel": ["cutlass.Float32(i"],
 }
 
 # documented forms tilecute refuses: program -> words the error must hold
@@ -244,6 +251,28 @@ def _case_inputs(name):
         return (a, z(256, 4)), lambda r: [(r[1][:, 0], a.clamp(-1.0, 0.5)),
                                          (r[1][:, 1], torch.rsqrt(a.abs() + 1)),
                                          (r[1][:, 2], torch.sigmoid(a)), (r[1][:, 3], a + 1)]
+    if name == "p_allreduce_max":
+        a = f32(16, 64)
+        return (a, z(16)), lambda r: [(r[1], a.amax(1))]
+    if name == "p_shared_scalar_atomic":
+        a = f32(8, 128)
+        return (a, z(8)), lambda r: [(r[1], (a * a).sum(1))]
+    if name == "p_vectorized_local":
+        a, x = f32(64, 32).half(), f32(32).half()
+        return (a, x, z(64)), lambda r: [(r[2], a.float() @ x.float())]
+    if name == "p_swizzle_enable":
+        a = f32(256, 256)
+        return (a, z(256, 256)), lambda r: [(r[1], 2 * a)]
+    if name == "p_gemm_tb":
+        a, b = f32(128, 64).half(), f32(96, 64).half()
+        return (a, b, z(128, 96)), lambda r: [(r[2], a.float() @ b.float().t())]
+    if name == "p_reduce_noclear":
+        a = f32(64, 128)
+        return (a, z(64)), lambda r: [(r[1], a.sum(1) + 10)]
+    if name == "p_copy_loop_layout_parallel":
+        a = f32(64, 64)
+        i = torch.arange(64, device=DEV, dtype=torch.float32)
+        return (a, z(64, 64)), lambda r: [(r[1], a * (i.view(64, 1) + 1) - i.view(1, 64))]
     raise KeyError(name)
 
 
@@ -254,7 +283,9 @@ GPU_CASES = ["p_range_step", "p_neg_index", "p_elif", "p_allof", "p_while_break"
              "p_cluster_simt", "p_cluster_rank", "p_swizzle", "p_range_neg_step",
              "p_mod_div_neg", "p_aug_buf", "p_bool_var", "p_dyn_range", "p_dyn_bracket",
              "p_dynamic_default", "p_alloc_var_typed", "p_ternary_mixed", "p_dtype_forms",
-             "p_view_reshape", "p_math"]
+             "p_view_reshape", "p_math", "p_allreduce_max", "p_shared_scalar_atomic",
+             "p_vectorized_local", "p_swizzle_enable", "p_gemm_tb", "p_reduce_noclear",
+             "p_copy_loop_layout_parallel"]
 
 
 @pytest.mark.gpu
