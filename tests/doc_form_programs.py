@@ -667,3 +667,50 @@ def p_copy_loop_layout_parallel():
                 f[i, j] = f[i, j] * (i + 1) - j
             T.copy(f, B)
     return main
+
+
+
+# software_pipeline.md: a scalar bind (`idx: T.int32 = Ids[ko]`) in a pipelined body is
+# replayed at each consumer's iteration; debug_tools: T.print of a shared / fragment buffer
+def p_pipelined_bind():
+    @T.prim_func
+    def main(Ids: T.Tensor((8,), "int32"), A: T.Tensor((32, 64), "float16"), B: T.Tensor((32, 64), "float16")):
+        with T.Kernel(1, threads=128) as bx:
+            As = T.alloc_shared((1, 64), "float16")
+            for ko in T.Pipelined(8, num_stages=2):
+                idx: T.int32 = Ids[ko]
+                T.copy(A[idx, 0:64], As)
+                for j in T.Parallel(64):
+                    B[idx, j] = As[0, j] * 2.0
+    return main
+
+
+def p_pipelined_bind_gemm():
+    @T.prim_func
+    def main(Ids: T.Tensor((4,), "int32"), A: T.Tensor((64, 256), "float16"), Bm: T.Tensor((256, 64), "float16"), C: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            As = T.alloc_shared((64, 64), "float16")
+            Bs = T.alloc_shared((64, 64), "float16")
+            Cf = T.alloc_fragment((64, 64), "float32")
+            T.clear(Cf)
+            for ko in T.Pipelined(4, num_stages=2):
+                kb: T.int32 = Ids[ko] * 64
+                T.copy(A[0:64, kb:kb + 64], As)
+                T.copy(Bm[kb:kb + 64, 0:64], Bs)
+                T.gemm(As, Bs, Cf)
+            T.copy(Cf, C)
+    return main
+
+
+def p_print_buffer():
+    @T.prim_func
+    def main(A: T.Tensor((8, 8), "float32"), B: T.Tensor((8, 8), "float32")):
+        with T.Kernel(1, threads=64) as bx:
+            s = T.alloc_shared((8, 8), "float32")
+            f = T.alloc_fragment((8, 8), "float32")
+            T.copy(A, s)
+            T.print(s, msg="smem:")
+            T.copy(s, f)
+            T.print(f, msg="frag:")
+            T.copy(f, B)
+    return main

@@ -77,6 +77,9 @@ HONORED = {
     "p_gemm_tb": ["# T.gemm(As, Bs, Cf): Cf += As @ Bs^T", "tiled_mma(\"wgmma\""],
     "p_reduce_noclear": ["r[tc_c11] = tcr.combine(r[tc_c11], tc_rows10[tc_c11], \"sum\")"],
     "p_copy_loop_layout_parallel": ["cutlass.Float32(i"],
+    "p_pipelined_bind": ["(0, Ids[ko + 1])", "idx = Ids[ko]", "# the stage this iteration reads"],
+    "p_pipelined_bind_gemm": ["tc_origin0 = Ids[tc_j0]", "(tc_origin0 * 64, 0)", "kb = Ids[ko] * 64"],
+    "p_print_buffer": ["msg='smem:'", "buffer=s, index=%d", "msg='frag:'", "buffer=f, index=%d"],
 }
 
 # documented forms tilecute refuses: program -> words the error must hold
@@ -273,6 +276,18 @@ def _case_inputs(name):
         a = f32(64, 64)
         i = torch.arange(64, device=DEV, dtype=torch.float32)
         return (a, z(64, 64)), lambda r: [(r[1], a * (i.view(64, 1) + 1) - i.view(1, 64))]
+    if name == "p_pipelined_bind":
+        ids = _dev(torch.randperm(32, generator=g)[:8].int())
+        a = f32(32, 64).half()
+        def check(r):
+            want = torch.zeros_like(a)
+            want[ids.long()] = a[ids.long()] * 2
+            return [(r[2], want)]
+        return (ids, a, z(32, 64, dt=torch.float16)), check
+    if name == "p_pipelined_bind_gemm":
+        ids = _dev(torch.tensor([2, 0, 3, 1], dtype=torch.int32))
+        a, b = f32(64, 256).half(), f32(256, 64).half()
+        return (ids, a, b, z(64, 64)), lambda r: [(r[3], a.float() @ b.float())]
     raise KeyError(name)
 
 
@@ -285,7 +300,7 @@ GPU_CASES = ["p_range_step", "p_neg_index", "p_elif", "p_allof", "p_while_break"
              "p_dynamic_default", "p_alloc_var_typed", "p_ternary_mixed", "p_dtype_forms",
              "p_view_reshape", "p_math", "p_allreduce_max", "p_shared_scalar_atomic",
              "p_vectorized_local", "p_swizzle_enable", "p_gemm_tb", "p_reduce_noclear",
-             "p_copy_loop_layout_parallel"]
+             "p_copy_loop_layout_parallel", "p_pipelined_bind", "p_pipelined_bind_gemm"]
 
 
 @pytest.mark.gpu
