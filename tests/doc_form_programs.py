@@ -714,3 +714,124 @@ def p_print_buffer():
             T.print(f, msg="frag:")
             T.copy(f, B)
     return main
+
+
+# control_flow.md: `continue` inside T.Parallel skips the rest of that element's body
+# (TileLang 0.1.15 emits `continue` in the thread's element loop; tilecute folds it into else)
+def p_parallel_continue():
+    @T.prim_func
+    def main(A: T.Tensor((64, 64), "float32"), B: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            for i, j in T.Parallel(64, 64):
+                if A[i, j] < 0:
+                    continue
+                B[i, j] = A[i, j] * 2.0
+    return main
+
+
+def p_parallel_continue_frag():
+    @T.prim_func
+    def main(A: T.Tensor((64, 64), "float32"), B: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            f = T.alloc_fragment((64, 64), "float32")
+            T.copy(A, f)
+            for i, j in T.Parallel(64, 64):
+                if f[i, j] < -1.0:
+                    f[i, j] = -1.0
+                    continue
+                elif i == j:
+                    continue
+                f[i, j] = f[i, j] * 3.0 + 1.0
+                if f[i, j] > 4.0:
+                    continue
+                f[i, j] = f[i, j] - 0.5
+            T.copy(f, B)
+    return main
+
+
+
+# loops with negative steps, unroll_factor, nested break, while + continue, bool binds,
+# 2-d negative indices, T.Parallel coalesced_width
+def p_serial_neg_step():
+    @T.prim_func
+    def main(A: T.Tensor((32, 16), "float32"), B: T.Tensor((32,), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            t = T.get_thread_binding()
+            s = T.alloc_var("float32", init=0.0)
+            for k in T.serial(15, 0, -2):
+                s = s * 0.5 + A[t, k]
+            B[t] = s
+    return main
+
+
+def p_unroll_factor():
+    @T.prim_func
+    def main(A: T.Tensor((32, 16), "float32"), B: T.Tensor((32,), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            t = T.get_thread_binding()
+            s = T.alloc_var("float32", init=0.0)
+            for k in T.unroll(16, unroll_factor=4):
+                s = s * 0.5 + A[t, k]
+            B[t] = s
+    return main
+
+
+def p_nested_break():
+    @T.prim_func
+    def main(A: T.Tensor((32, 4, 8), "int32"), B: T.Tensor((32,), "int32")):
+        with T.Kernel(1, threads=32) as bx:
+            t = T.get_thread_binding()
+            c = T.alloc_var("int32", init=0)
+            for r in T.serial(4):
+                for k in T.serial(8):
+                    if A[t, r, k] == 0:
+                        break
+                    c += 1
+            B[t] = c
+    return main
+
+
+def p_while_continue():
+    @T.prim_func
+    def main(A: T.Tensor((32, 16), "int32"), B: T.Tensor((32,), "int32")):
+        with T.Kernel(1, threads=32) as bx:
+            t = T.get_thread_binding()
+            i = T.alloc_var("int32", init=0)
+            c = T.alloc_var("int32", init=0)
+            while i < 16:
+                i += 1
+                if A[t, i - 1] % 2 == 0:
+                    continue
+                c += A[t, i - 1]
+            B[t] = c
+    return main
+
+
+def p_bool_bind():
+    @T.prim_func
+    def main(A: T.Tensor((256,), "float32"), B: T.Tensor((256,), "float32")):
+        with T.Kernel(1, threads=256) as bx:
+            t = T.get_thread_binding()
+            pos: T.bool = A[t] > 0
+            big: T.bool = T.abs(A[t]) > 1.0
+            B[t] = T.if_then_else(pos and not big, A[t], 0.0)
+    return main
+
+
+def p_neg_index_2d():
+    @T.prim_func
+    def main(A: T.Tensor((8, 16), "float32"), B: T.Tensor((2,), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            if T.get_thread_binding() == 0:
+                B[0] = A[-1, -2]
+                B[1] = A[-8, -16]
+    return main
+
+
+def p_parallel_coalesced():
+    @T.prim_func
+    def main(A: T.Tensor((64, 64), "float32"), B: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            for i, j in T.Parallel(64, 64, coalesced_width=2):
+                B[i, j] = A[i, j] + 1.0
+    return main

@@ -79,6 +79,16 @@ HONORED = {
     "p_copy_loop_layout_parallel": ["cutlass.Float32(i"],
     "p_pipelined_bind": ["(0, Ids[ko + 1])", "idx = Ids[ko]", "# the stage this iteration reads"],
     "p_pipelined_bind_gemm": ["tc_origin0 = Ids[tc_j0]", "(tc_origin0 * 64, 0)", "kb = Ids[ko] * 64"],
+    "p_parallel_continue": ["if A[i, j] < cutlass.Float32(0.0):\n            pass\n        else:\n"
+                            "            B[i, j] = A[i, j] * cutlass.Float32(2.0)"],
+    "p_parallel_continue_frag": ["if i == (j + tc_lane7):\n                    pass\n                else:"],
+    "p_serial_neg_step": ["cutlass.range(0, 8)", "k = 15 + k_iter * -2"],
+    "p_unroll_factor": ["cutlass.range(0, 16, unroll=4)"],
+    "p_nested_break": ["for r in cutlass.range(0, 4):", "while k_it[0] < 8 and broke[0] == 0:"],
+    "p_while_continue": ["while i[0] < 16:", "skipped[0] = 1"],
+    "p_bool_bind": ["pos = A[t] > cutlass.Float32(0.0)", "pos and not big"],
+    "p_neg_index_2d": ["B[0] = A[7, 14]", "B[1] = A[0, 0]"],
+    "p_parallel_coalesced": ["tc_f2 = (tc_k1 * 128 + tc_tid) * 2"],
     "p_print_buffer": ["msg='smem:'", "buffer=s, index=%d", "msg='frag:'", "buffer=f, index=%d"],
 }
 
@@ -288,6 +298,42 @@ def _case_inputs(name):
         ids = _dev(torch.tensor([2, 0, 3, 1], dtype=torch.int32))
         a, b = f32(64, 256).half(), f32(256, 64).half()
         return (ids, a, b, z(64, 64)), lambda r: [(r[3], a.float() @ b.float())]
+    if name == "p_parallel_continue":
+        a = f32(64, 64)
+        return (a, _dev(torch.full((64, 64), 5.0))), \
+            lambda r: [(r[1], torch.where(a < 0, torch.full_like(a, 5.0), 2 * a))]
+    if name == "p_parallel_continue_frag":
+        a = f32(64, 64) * 2
+        eye = torch.eye(64, device=DEV, dtype=torch.bool)
+        t = a * 3 + 1
+        want = torch.where(a < -1, torch.full_like(a, -1.0),
+                           torch.where(eye, a, torch.where(t > 4, t, t - 0.5)))
+        return (a, z(64, 64)), lambda r: [(r[1], want)]
+    if name == "p_serial_neg_step":
+        a = f32(32, 16)
+        want = torch.zeros(32, device=DEV)
+        for k in range(15, 0, -2):
+            want = want * 0.5 + a[:, k]
+        return (a, z(32)), lambda r: [(r[1], want)]
+    if name == "p_unroll_factor":
+        a = f32(32, 16)
+        want = torch.zeros(32, device=DEV)
+        for k in range(16):
+            want = want * 0.5 + a[:, k]
+        return (a, z(32)), lambda r: [(r[1], want)]
+    if name == "p_nested_break":
+        a = i32(0, 4, 32, 4, 8)
+        lead = torch.cumprod((a != 0).int(), 2).sum((1, 2))
+        return (a, z(32, dt=torch.int32)), lambda r: [(r[1], lead.int())]
+    if name == "p_while_continue":
+        a = i32(-9, 9, 32, 16)
+        return (a, z(32, dt=torch.int32)), lambda r: [(r[1], (a * (a % 2 != 0)).sum(1).int())]
+    if name == "p_bool_bind":
+        a = f32(256) * 1.5
+        return (a, z(256)), lambda r: [(r[1], torch.where((a > 0) & (a.abs() <= 1), a, 0.0))]
+    if name == "p_neg_index_2d":
+        a = f32(8, 16)
+        return (a, z(2)), lambda r: [(r[1], torch.stack([a[7, 14], a[0, 0]]))]
     raise KeyError(name)
 
 
@@ -300,7 +346,10 @@ GPU_CASES = ["p_range_step", "p_neg_index", "p_elif", "p_allof", "p_while_break"
              "p_dynamic_default", "p_alloc_var_typed", "p_ternary_mixed", "p_dtype_forms",
              "p_view_reshape", "p_math", "p_allreduce_max", "p_shared_scalar_atomic",
              "p_vectorized_local", "p_swizzle_enable", "p_gemm_tb", "p_reduce_noclear",
-             "p_copy_loop_layout_parallel", "p_pipelined_bind", "p_pipelined_bind_gemm"]
+             "p_copy_loop_layout_parallel", "p_pipelined_bind", "p_pipelined_bind_gemm",
+             "p_parallel_continue", "p_parallel_continue_frag", "p_serial_neg_step",
+             "p_unroll_factor", "p_nested_break", "p_while_continue", "p_bool_bind",
+             "p_neg_index_2d"]
 
 
 @pytest.mark.gpu
