@@ -835,3 +835,24 @@ def p_parallel_coalesced():
             for i, j in T.Parallel(64, 64, coalesced_width=2):
                 B[i, j] = A[i, j] + 1.0
     return main
+
+
+
+# type_system.md: float64, uint64, uint8 -> int16 arithmetic
+def p_f64_u64():
+    @T.prim_func
+    def main(A: T.Tensor((64,), "float64"), U: T.Tensor((64,), "uint64"), B: T.Tensor((64,), "float64"), V: T.Tensor((64,), "uint64")):
+        with T.Kernel(1, threads=64) as bx:
+            t = T.get_thread_binding()
+            B[t] = T.sqrt(A[t] * A[t] + 1.0)
+            V[t] = (U[t] << 3) + T.uint64(1)
+    return main
+
+
+def p_int16_uint8():
+    @T.prim_func
+    def main(A: T.Tensor((64,), "uint8"), B: T.Tensor((64,), "int16")):
+        with T.Kernel(1, threads=64) as bx:
+            t = T.get_thread_binding()
+            B[t] = T.Cast("int16", A[t]) * 300 - 20000
+    return main

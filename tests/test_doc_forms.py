@@ -89,6 +89,9 @@ HONORED = {
     "p_bool_bind": ["pos = A[t] > cutlass.Float32(0.0)", "pos and not big"],
     "p_neg_index_2d": ["B[0] = A[7, 14]", "B[1] = A[0, 0]"],
     "p_parallel_coalesced": ["tc_f2 = (tc_k1 * 128 + tc_tid) * 2"],
+    "p_f64_u64": ["cute.math.sqrt(A[t] * A[t] + cutlass.Float64(1.0))",
+                  "(cutlass.Uint64(U[t]) << cutlass.Uint64(3)) + cutlass.Uint64(1)"],
+    "p_int16_uint8": ["cutlass.Int16(cutlass.Uint8(A[t])) * cutlass.Int16(300)"],
     "p_print_buffer": ["msg='smem:'", "buffer=s, index=%d", "msg='frag:'", "buffer=f, index=%d"],
 }
 
@@ -334,6 +337,16 @@ def _case_inputs(name):
     if name == "p_neg_index_2d":
         a = f32(8, 16)
         return (a, z(2)), lambda r: [(r[1], torch.stack([a[7, 14], a[0, 0]]))]
+    if name == "p_f64_u64":
+        a = f32(64).double()
+        u = _dev(torch.randint(0, 2 ** 62, (64,), generator=g, dtype=torch.int64))
+        args = (a, u.view(torch.uint64), z(64, dt=torch.float64), z(64, dt=torch.uint64))
+        return args, lambda r: [(r[2], torch.sqrt(a * a + 1)),
+                                (r[3].view(torch.int64), (u << 3) + 1)]
+    if name == "p_int16_uint8":
+        a = _dev(torch.randint(0, 256, (64,), generator=g, dtype=torch.int32))
+        want = ((a * 300 - 20000 + 32768) % 65536 - 32768).to(torch.int16)
+        return (a.to(torch.uint8), z(64, dt=torch.int16)), lambda r: [(r[1], want)]
     raise KeyError(name)
 
 
@@ -349,7 +362,7 @@ GPU_CASES = ["p_range_step", "p_neg_index", "p_elif", "p_allof", "p_while_break"
              "p_copy_loop_layout_parallel", "p_pipelined_bind", "p_pipelined_bind_gemm",
              "p_parallel_continue", "p_parallel_continue_frag", "p_serial_neg_step",
              "p_unroll_factor", "p_nested_break", "p_while_continue", "p_bool_bind",
-             "p_neg_index_2d"]
+             "p_neg_index_2d", "p_f64_u64", "p_int16_uint8"]
 
 
 @pytest.mark.gpu
