@@ -856,3 +856,29 @@ def p_int16_uint8():
             t = T.get_thread_binding()
             B[t] = T.Cast("int16", A[t]) * 300 - 20000
     return main
+
+
+
+# instructions.md: warp_reduce_sum, ballot, syncthreads_count, shfl_xor
+def p_warp_intrinsics():
+    @T.prim_func
+    def main(A: T.Tensor((128,), "float32"), S: T.Tensor((128,), "float32"), Bal: T.Tensor((128,), "uint32"), Cnt: T.Tensor((128,), "int32")):
+        with T.Kernel(1, threads=128) as bx:
+            t = T.get_thread_binding()
+            x = A[t]
+            S[t] = T.warp_reduce_sum(x)
+            Bal[t] = T.ballot(x > 0)
+            Cnt[t] = T.syncthreads_count(x > 0)
+    return main
+
+
+def p_shfl_xor_tree():
+    @T.prim_func
+    def main(A: T.Tensor((64,), "float32"), M: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=64) as bx:
+            t = T.get_thread_binding()
+            v = T.alloc_var("float32", init=A[t])
+            for o in T.unroll(3):
+                v = T.max(v, T.shfl_xor(v, 1 << o))
+            M[t] = v
+    return main

@@ -92,6 +92,9 @@ HONORED = {
     "p_f64_u64": ["cute.math.sqrt(A[t] * A[t] + cutlass.Float64(1.0))",
                   "(cutlass.Uint64(U[t]) << cutlass.Uint64(3)) + cutlass.Uint64(1)"],
     "p_int16_uint8": ["cutlass.Int16(cutlass.Uint8(A[t])) * cutlass.Int16(300)"],
+    "p_warp_intrinsics": ['tcr.warp_allreduce(x, "sum", 32)', "vote_ballot_sync(",
+                          "tcvote.syncthreads_count("],
+    "p_shfl_xor_tree": ["shuffle_sync_bfly(v[0], offset=1 << o, mask_and_clamp=31)"],
     "p_print_buffer": ["msg='smem:'", "buffer=s, index=%d", "msg='frag:'", "buffer=f, index=%d"],
 }
 
@@ -347,6 +350,18 @@ def _case_inputs(name):
         a = _dev(torch.randint(0, 256, (64,), generator=g, dtype=torch.int32))
         want = ((a * 300 - 20000 + 32768) % 65536 - 32768).to(torch.int16)
         return (a.to(torch.uint8), z(64, dt=torch.int16)), lambda r: [(r[1], want)]
+    if name == "p_warp_intrinsics":
+        a = f32(128)
+        pos = (a > 0).view(4, 32).long()
+        bits = (pos << torch.arange(32, device=DEV)).sum(1)
+        bits = ((bits + 2 ** 31) % 2 ** 32 - 2 ** 31).int()
+        sums = a.view(4, 32).sum(1)
+        return (a, z(128), z(128, dt=torch.uint32), z(128, dt=torch.int32)), \
+            lambda r: [(r[1], sums.repeat_interleave(32)), (r[2].view(torch.int32), bits.repeat_interleave(32)),
+                       (r[3], torch.full((128,), int(pos.sum()), device=DEV, dtype=torch.int32))]
+    if name == "p_shfl_xor_tree":
+        a = f32(64)
+        return (a, z(64)), lambda r: [(r[1], a.view(8, 8).amax(1).repeat_interleave(8))]
     raise KeyError(name)
 
 
@@ -362,7 +377,8 @@ GPU_CASES = ["p_range_step", "p_neg_index", "p_elif", "p_allof", "p_while_break"
              "p_copy_loop_layout_parallel", "p_pipelined_bind", "p_pipelined_bind_gemm",
              "p_parallel_continue", "p_parallel_continue_frag", "p_serial_neg_step",
              "p_unroll_factor", "p_nested_break", "p_while_continue", "p_bool_bind",
-             "p_neg_index_2d", "p_f64_u64", "p_int16_uint8"]
+             "p_neg_index_2d", "p_f64_u64", "p_int16_uint8",
+             "p_warp_intrinsics", "p_shfl_xor_tree"]
 
 
 @pytest.mark.gpu
