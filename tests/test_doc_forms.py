@@ -128,6 +128,15 @@ def test_doc_form_honored(name, cache_dir):
     assert kernel.ensure_cubin().endswith("kernel.cubin")
 
 
+@pytest.mark.parametrize("name", ["p_async_copy", "p_pipelined_bind", "p_gemm_tb",
+                                  "p_parallel_continue_frag", "p_cumsum_cummax",
+                                  "p_allreduce_max", "p_warp_intrinsics"])
+def test_doc_form_sm80_cubin(name, cache_dir):
+    """The same programs build for sm_80 (cp.async / mma.sync in place of TMA / wgmma)."""
+    kernel = tilecute.compile(getattr(P, name)(), target="sm_80")
+    assert kernel.ensure_cubin().endswith("kernel.cubin")
+
+
 @pytest.mark.parametrize("name", sorted(REFUSED))
 def test_doc_form_refused(name, cache_dir):
     with pytest.raises(FrontendError) as err:
