@@ -882,3 +882,29 @@ def p_shfl_xor_tree():
                 v = T.max(v, T.shfl_xor(v, 1 << o))
             M[t] = v
     return main
+
+
+
+# python_compatibility.md: buffer.shape[dim] in place of len(); print() of Python values
+def p_shape_attr():
+    L = T.dynamic("L")
+    @T.prim_func
+    def main(A: T.Tensor((L, 4), "float32"), B: T.Tensor((4,), "float32")):
+        with T.Kernel(1, threads=4) as bx:
+            t = T.get_thread_binding()
+            s = T.alloc_var("float32", init=0.0)
+            for i in T.serial(A.shape[0]):
+                s += A[i, t] * A.shape[1]
+            B[t] = s
+    return main
+
+
+def p_host_print():
+    @T.prim_func
+    def main(A: T.Tensor((32,), "float32"), B: T.Tensor((32,), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            bm = 32
+            print("tile", bm)
+            t = T.get_thread_binding()
+            B[t] = A[t] + bm
+    return main

@@ -95,6 +95,8 @@ HONORED = {
     "p_warp_intrinsics": ['tcr.warp_allreduce(x, "sum", 32)', "vote_ballot_sync(",
                           "tcvote.syncthreads_count("],
     "p_shfl_xor_tree": ["shuffle_sync_bfly(v[0], offset=1 << o, mask_and_clamp=31)"],
+    "p_shape_attr": ["for i in cutlass.range(0, L):", "A[i, t] * cutlass.Float32(4.0)"],
+    "p_host_print": ["B[t] = A[t] + cutlass.Float32(bm)"],
     "p_print_buffer": ["msg='smem:'", "buffer=s, index=%d", "msg='frag:'", "buffer=f, index=%d"],
 }
 
@@ -126,6 +128,14 @@ def test_doc_form_honored(name, cache_dir):
     for want in HONORED[name]:
         assert want in src, (name, want)
     assert kernel.ensure_cubin().endswith("kernel.cubin")
+
+
+def test_host_print_shows_python_values(capsys):
+    """python_compatibility.md: ``print`` works for Python expressions, run while the kernel
+    is built; a name bound to a number inside the kernel (``bm = 32``) prints the number, as
+    in TileLang (it printed the name)."""
+    P.p_host_print()
+    assert capsys.readouterr().out == "tile 32\n"
 
 
 @pytest.mark.parametrize("name", ["p_async_copy", "p_pipelined_bind", "p_gemm_tb",
@@ -371,6 +381,9 @@ def _case_inputs(name):
     if name == "p_shfl_xor_tree":
         a = f32(64)
         return (a, z(64)), lambda r: [(r[1], a.view(8, 8).amax(1).repeat_interleave(8))]
+    if name == "p_shape_attr":
+        a = f32(37, 4)
+        return (a, z(4)), lambda r: [(r[1], 4 * a.sum(0))]
     raise KeyError(name)
 
 
@@ -387,7 +400,7 @@ GPU_CASES = ["p_range_step", "p_neg_index", "p_elif", "p_allof", "p_while_break"
              "p_parallel_continue", "p_parallel_continue_frag", "p_serial_neg_step",
              "p_unroll_factor", "p_nested_break", "p_while_continue", "p_bool_bind",
              "p_neg_index_2d", "p_f64_u64", "p_int16_uint8",
-             "p_warp_intrinsics", "p_shfl_xor_tree"]
+             "p_warp_intrinsics", "p_shfl_xor_tree", "p_shape_attr"]
 
 
 @pytest.mark.gpu
