@@ -214,7 +214,7 @@ def test_continue_in_a_while_loop():
 
 
 @pytest.mark.parametrize("loop,message", [
-    ("for i in T.Parallel(4):", "`continue` inside a parallel loop"),
+    ("for i in T.Pipelined(4, num_stages=2):", "`continue` inside a pipelined loop"),
     ("if True:", "`continue` outside a loop"),
 ])
 def test_continue_outside_a_serial_loop_is_refused_at_its_line(loop, message):

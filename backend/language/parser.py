@@ -4039,6 +4039,8 @@ class _Parser:
         args = []
         for x in call.args:
             v = self.expr(x)
+            if isinstance(v, N.Expr) and isinstance(self.folded(v), N.Const):
+                v = self.folded(v).value  # a name bound to a number prints it, as in TileLang
             args.append(expr_str(v) if _is_ir(v) else v.buffer.name
                         if isinstance(v, _BufferRef) else v)
         kwargs = {k.arg: self.eval_python(k.value) for k in call.keywords}
@@ -6848,9 +6850,12 @@ class _Parser:
         statements after a continue that may have run are guarded by it (CuTe DSL's loops
         have no ``continue``)."""
         where = next(b for b in walk_stmts(loop.body) if isinstance(b, _Continue))
+        if kind == "parallel":  # TileLang: a continue in the thread's loop over its elements
+            return (dataclasses.replace(loop, body=_fold_continues(loop.body)),)
         if kind not in ("serial", "unrolled", "while"):
             raise FrontendError(f"`continue` inside a {kind} loop: TileLang continues a serial "
-                                "loop (T.serial, T.unroll, range, while)", where.loc, self.fname)
+                                "loop (T.serial, T.unroll, range, while) or skips a T.Parallel "
+                                "element", where.loc, self.fname)
         loc = loop.loc
         zero = N.Const(0, "int32")
         flag = N.Buffer(self.fresh("skipped"), "int32", (N.Const(1, "int32"),), "local")
@@ -7430,6 +7435,23 @@ def _breaks(body) -> bool:
                     isinstance(sub.func, ast.Attribute) and sub.func.attr == "loop_break":
                 return True
     return False
+
+
+def _fold_continues(body) -> tuple:
+    """A T.Parallel body without its continues: what follows an ``if`` that may continue
+    runs in each of its branches that does not (TileLang's ``continue`` skips the rest of
+    the element's body); no flag, so the nest keeps no per-element state."""
+    out: list[N.Stmt] = []
+    for k, s in enumerate(body):
+        if isinstance(s, _Continue):
+            return tuple(out)
+        if isinstance(s, N.If) and (_has_break(s.then, _Continue) or _has_break(s.orelse, _Continue)):
+            rest = tuple(body[k + 1:])
+            out.append(dataclasses.replace(s, then=_fold_continues(tuple(s.then) + rest),
+                                           orelse=_fold_continues(tuple(s.orelse) + rest)))
+            return tuple(out)
+        out.append(s)
+    return tuple(out)
 
 
 def _guard_breaks(body, flag: str, loc, marker=_Break) -> tuple:
