@@ -1,0 +1,138 @@
+"""Programs for forms TileLang's programming guides document as working (control_flow.md,
+language_basics.md, python_compatibility.md, instructions.md), each written anew: Python
+``range`` with a start and a step, ``while`` with ``break`` over a scalar var, ``continue``,
+ternaries and ``elif`` chains, negative indices, torch dtypes in annotations, a var's initial
+value, ``buffer.shape[dim]`` in a body."""
+
+import torch
+
+import tilecute as tilelang
+import tilecute.language as T
+
+
+def strided_range(N=96):
+    """``for i in range(a, b, s)`` is ``T.serial(a, b, s)``: every third element from 1."""
+    @T.prim_func
+    def strided(A: T.Tensor((N,), T.float32), B: T.Tensor((N,), T.float32)):
+        with T.Kernel(1, threads=32) as _:
+            tx = T.get_thread_binding()
+            for i in range(1 + tx * 3, N, 96):
+                B[i] = A[i] + 1.0
+    return strided
+
+
+def first_negative(R=64, C=40):
+    """``while`` over a var with ``break``: the column of each row's first negative (C if none)."""
+    @T.prim_func
+    def first_neg(A: T.Tensor((R, C), T.float32), Out: T.Tensor((R,), T.int32)):
+        with T.Kernel(R // 32, threads=32) as bx:
+            tx = T.get_thread_binding()
+            j = T.alloc_var(T.int32, 0)
+            while j < C:
+                if A[bx * 32 + tx, j] < 0:
+                    break
+                j += 1
+            Out[bx * 32 + tx] = j
+    return first_neg
+
+
+def skip_sum(R=64, C=48):
+    """``continue`` in ``T.serial``: a row sum that skips every column where the mask is 0."""
+    @T.prim_func
+    def skip(A: T.Tensor((R, C), T.float32), Mask: T.Tensor((C,), T.int32),
+             Out: T.Tensor((R,), T.float32)):
+        with T.Kernel(1, threads=R) as _:
+            tx = T.get_thread_binding()
+            acc = T.alloc_var(T.float32, 0.0)
+            for j in T.serial(C):
+                if Mask[j] == 0:
+                    continue
+                acc += A[tx, j]
+            Out[tx] = acc
+    return skip
+
+
+def banded(N=100, BLOCK=64):
+    """A ternary and an ``if``/``elif``/``else`` chain on a tail (N is not a multiple)."""
+    @T.prim_func
+    def band(A: T.Tensor((N,), T.float32), B: T.Tensor((N,), T.float32)):
+        with T.Kernel(T.ceildiv(N, BLOCK), threads=BLOCK) as bx:
+            for i in T.Parallel(BLOCK):
+                g = bx * BLOCK + i
+                x = A[g] if g < N else 0.0
+                if x > 1.0:
+                    x = 1.0
+                elif x < -1.0:
+                    x = -1.0
+                else:
+                    x = x * 0.5
+                if g < N:
+                    B[g] = x
+    return band
+
+
+def banded_var(N=100, BLOCK=64):
+    """The same chain over a ``T.alloc_var`` (the form the guide's rebinding needs)."""
+    @T.prim_func
+    def band_var(A: T.Tensor((N,), T.float32), B: T.Tensor((N,), T.float32)):
+        with T.Kernel(T.ceildiv(N, BLOCK), threads=BLOCK) as bx:
+            tx = T.get_thread_binding()
+            g = bx * BLOCK + tx
+            x = T.alloc_var(T.float32, A[g] if g < N else 0.0)
+            if x > 1.0:
+                x = 1.0
+            elif x < -1.0:
+                x = -1.0
+            else:
+                x = x * 0.5
+            if g < N:
+                B[g] = x
+    return band_var
+
+
+def last_element(N=128):
+    """``a[-1]``: TileLang reads a negative constant index from the end of the dimension."""
+    @T.prim_func
+    def last(A: T.Tensor((N,), T.float32), B: T.Tensor((N,), T.float32)):
+        with T.Kernel(1, threads=128) as _:
+            for i in T.Parallel(N):
+                B[i] = A[i] - A[-1]
+    return last
+
+
+def torch_dtyped(N=256):
+    """Framework dtypes in the annotations (``torch.float16``, ``torch.float32``) and a shape
+    read in the body (``A.shape[0]``)."""
+    @T.prim_func
+    def cast_up(A: T.Tensor((N,), torch.float16), B: T.Tensor((N,), torch.float32)):
+        with T.Kernel(T.ceildiv(A.shape[0], 128), threads=128) as bx:
+            for i in T.Parallel(128):
+                B[bx * 128 + i] = T.Cast(torch.float32, A[bx * 128 + i]) * 3.0
+    return cast_up
+
+
+def var_init_positional(N=128):
+    """``T.alloc_var(dtype, init)`` with the init positional, then a running max loop."""
+    @T.prim_func
+    def rmax(A: T.Tensor((N, 16), T.float32), B: T.Tensor((N,), T.float32)):
+        with T.Kernel(1, threads=N) as _:
+            tx = T.get_thread_binding()
+            m = T.alloc_var(T.float32, -T.infinity(T.float32))
+            for j in T.unroll(16):
+                m = T.max(m, A[tx, j])
+            B[tx] = m
+    return rmax
+
+
+@tilelang.jit(out_idx=[-1])
+def slice_copy(N=256, BLOCK=64):
+    """``a[i:j]`` slices as T.copy regions, the output made by the jit factory."""
+    @T.prim_func
+    def halves(A: T.Tensor((N,), T.float32), B: T.Tensor((N,), T.float32)):
+        with T.Kernel(N // BLOCK, threads=BLOCK) as bx:
+            s = T.alloc_shared((BLOCK,), T.float32)
+            T.copy(A[bx * BLOCK:(bx + 1) * BLOCK], s)
+            for i in T.Parallel(BLOCK):
+                s[i] = s[i] * 2.0
+            T.copy(s, B[bx * BLOCK:(bx + 1) * BLOCK])
+    return halves

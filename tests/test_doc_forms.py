@@ -1,0 +1,120 @@
+"""TileLang's programming guides, form by form (python_compatibility.md, control_flow.md,
+language_basics.md, instructions.md): each program in doc_form_programs.py builds for sm_90a
+and its generated CuTe DSL holds what the form means; forms the guides mark unsupported (or
+that TileLang itself refuses) are refused with an error naming them."""
+
+import pytest
+
+import tilecute
+import tilecute.language as T
+from tilecute.language.parser import FrontendError
+
+import doc_form_programs as P
+
+
+@pytest.fixture(autouse=True)
+def _arch(monkeypatch):
+    monkeypatch.setenv("TILECUTE_ARCH", "sm_90a")
+    monkeypatch.setenv("CUTE_DSL_ARCH", "sm_90a")
+
+
+def _source(func):
+    kernel = func if hasattr(func, "get_kernel_source") else tilecute.compile(func)
+    kernel.ensure_cubin()
+    return kernel.get_kernel_source()
+
+
+def test_range_with_start_and_step_is_a_strided_serial():
+    src = _source(P.strided_range())
+    # range(1 + tx*3, 96, 96): the trip count from the start, not from 0
+    assert "(96 - (1 + tx * 3) + 96 - 1) // 96" in src
+
+
+def test_while_with_break_over_a_var():
+    src = _source(P.first_negative())
+    assert "while j[0] < 40" in src and "Out[bx * 32 + tx] = j[0]" in src
+
+
+def test_continue_in_serial():
+    src = _source(P.skip_sum())
+    assert "Mask[" in src and "acc[0]" in src
+
+
+def test_rebinding_a_ternary_let_inside_an_if_is_refused():
+    with pytest.raises(FrontendError, match="'x' is read after the loop/if body"):
+        P.banded()
+
+
+def test_ternary_and_elif_chain_over_a_var():
+    src = _source(P.banded_var())
+    assert "cutlass.select_(g < 100" in src
+    assert "if x[0] < cutlass.Float32(-1.0)" in src  # the elif, nested under the else
+
+
+def test_negative_constant_index_reads_from_the_end():
+    assert "A[i] - A[127]" in _source(P.last_element())
+
+
+def test_torch_dtypes_and_shape_reads_in_the_body():
+    func = P.torch_dtyped()
+    assert [str(p.dtype) for p in func.params] == ["float16", "float32"]
+    assert "launch(grid=[2, 1, 1]" in _source(func)
+
+
+def test_alloc_var_with_a_positional_init():
+    src = _source(P.var_init_positional())
+    assert "-math.inf" in src or "-inf" in src.lower()
+
+
+def test_slices_as_copy_regions_in_a_jit_factory():
+    src = _source(P.slice_copy())
+    assert "bx * 64" in src
+
+
+@pytest.mark.gpu
+def test_doc_forms_on_gpu():
+    import torch
+
+    a = torch.randn(96, device="cuda")
+    b = torch.zeros_like(a)
+    tilecute.compile(P.strided_range())(a, b)
+    ref = torch.zeros_like(a)
+    ref[1::3] = a[1::3] + 1
+    assert torch.equal(b, ref)
+
+    x = torch.rand(64, 40, device="cuda") + 0.1
+    x[3, 7] = -1.0; x[3, 20] = -2.0; x[40, 0] = -0.5; x[63, 39] = -3.0
+    out = torch.empty(64, dtype=torch.int32, device="cuda")
+    tilecute.compile(P.first_negative())(x, out)
+    neg = x < 0
+    ref = torch.where(neg.any(1), neg.int().argmax(1), torch.full_like(out, 40)).int()
+    assert torch.equal(out, ref)
+
+    x = torch.randn(64, 48, device="cuda")
+    mask = (torch.arange(48, device="cuda") % 3 != 0).int()
+    s = torch.empty(64, device="cuda")
+    tilecute.compile(P.skip_sum())(x, mask, s)
+    torch.testing.assert_close(s, (x * mask).sum(1), rtol=1e-5, atol=1e-4)
+
+    a = torch.randn(100, device="cuda") * 2
+    b = torch.empty_like(a)
+    tilecute.compile(P.banded_var())(a, b)
+    assert torch.equal(b, torch.where(a > 1, 1.0, torch.where(a < -1, -1.0, a * 0.5)))
+
+    a = torch.randn(128, device="cuda")
+    b = torch.empty_like(a)
+    tilecute.compile(P.last_element())(a, b)
+    assert torch.equal(b, a - a[-1])
+
+    h = torch.randn(256, device="cuda", dtype=torch.float16)
+    f = torch.empty(256, device="cuda")
+    tilecute.compile(P.torch_dtyped())(h, f)
+    assert torch.equal(f, h.float() * 3)
+
+    a = torch.randn(128, 16, device="cuda")
+    m = torch.empty(128, device="cuda")
+    tilecute.compile(P.var_init_positional())(a, m)
+    assert torch.equal(m, a.amax(1))
+
+    a = torch.randn(256, device="cuda")
+    assert torch.equal(P.slice_copy()(a), a * 2)
