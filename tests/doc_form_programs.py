@@ -136,3 +136,39 @@ def slice_copy(N=256, BLOCK=64):
                 s[i] = s[i] * 2.0
             T.copy(s, B[bx * BLOCK:(bx + 1) * BLOCK])
     return halves
+
+
+def lane_and_warp_ids():
+    """``T.get_lane_idx(16)`` / ``T.get_warp_idx_sync(16)`` with a warp size given, and
+    ``T.get_warp_group_idx()``: tid % 16, tid // 16, tid // 128 (TileLang's helpers)."""
+    @T.prim_func
+    def ids(L: T.Tensor((256,), T.int32), W: T.Tensor((256,), T.int32)):
+        with T.Kernel(1, threads=256) as _:
+            tx = T.get_thread_binding()
+            L[tx] = T.get_lane_idx(16)
+            W[tx] = T.get_warp_idx_sync(16) * 100 + T.get_warp_group_idx()
+    return ids
+
+
+def reverse_decay(N=32):
+    """``range(N - 1, -1, -1)``: a descending loop carrying a decayed suffix sum."""
+    @T.prim_func
+    def decay(A: T.Tensor((4, N), T.float32), B: T.Tensor((4, N), T.float32)):
+        with T.Kernel(1, threads=4) as _:
+            tx = T.get_thread_binding()
+            acc = T.alloc_var(T.float32, 0.0)
+            for i in range(N - 1, -1, -1):
+                acc = acc * 0.5 + A[tx, i]
+                B[tx, i] = acc
+    return decay
+
+
+def corner_reads(R=8, C=32):
+    """Negative constants in a 2-D index: ``A[r, -1]`` and ``A[-1, r]``; and ``a = b = expr``."""
+    @T.prim_func
+    def corners(A: T.Tensor((R, C), T.float32), B: T.Tensor((R,), T.float32)):
+        with T.Kernel(1, threads=R) as _:
+            tx = T.get_thread_binding()
+            u = v = A[tx, -1]
+            B[tx] = u + v + A[-1, tx]
+    return corners

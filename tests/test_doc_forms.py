@@ -118,3 +118,61 @@ def test_doc_forms_on_gpu():
 
     a = torch.randn(256, device="cuda")
     assert torch.equal(P.slice_copy()(a), a * 2)
+
+    lanes, warps = (torch.empty(256, dtype=torch.int32, device="cuda") for _ in range(2))
+    tilecute.compile(P.lane_and_warp_ids())(lanes, warps)
+    t = torch.arange(256, dtype=torch.int32, device="cuda")
+    assert torch.equal(lanes, t % 16) and torch.equal(warps, t // 16 * 100 + t // 128)
+
+    a = torch.randn(4, 32, device="cuda", dtype=torch.float64).float()
+    b = torch.empty_like(a)
+    tilecute.compile(P.reverse_decay())(a, b)
+    ref = torch.empty_like(a)
+    acc = torch.zeros(4, device="cuda")
+    for i in range(31, -1, -1):
+        acc = acc * 0.5 + a[:, i]
+        ref[:, i] = acc
+    torch.testing.assert_close(b, ref, rtol=1e-5, atol=1e-5)
+
+    a = torch.randn(8, 32, device="cuda")
+    b = torch.empty(8, device="cuda")
+    tilecute.compile(P.corner_reads())(a, b)
+    torch.testing.assert_close(b, 2 * a[:, -1] + a[-1, :8])
+
+
+def test_lane_and_warp_ids_with_a_warp_size():
+    src = _source(P.lane_and_warp_ids())
+    assert "L[tx] = tc_tx % 16" in src
+    assert "W[tx] = tc_tx // 16 * 100 + tc_tx // 128" in src
+
+
+def test_descending_range():
+    src = _source(P.reverse_decay())
+    assert "cutlass.range(0, 32)" in src and "i = 31 + i_iter * -1" in src
+
+
+def test_negative_indices_in_two_dims_and_chained_assignment():
+    src = _source(P.corner_reads())
+    assert "A[tx, 31]" in src and "A[7, tx]" in src
+    assert "u = chained" in src and "v = chained" in src
+
+
+def _kernel_with(stmt):
+    T.from_script(
+        "@T.prim_func\n"
+        "def unsupported(A: T.Tensor((32,), T.float32)):\n"
+        "    with T.Kernel(1, threads=32) as _:\n"
+        "        tx = T.get_thread_binding()\n"
+        f"        {stmt}\n"
+        "        A[tx] = A[tx] + 1.0\n")
+
+
+@pytest.mark.parametrize("stmt, match", [
+    ("for c in [1.0, 2.0]: A[tx] = A[tx] + c", r"loop over T.Parallel\(...\)"),
+    ("for i, c in enumerate(T.serial(4)): A[tx] = A[tx] + c", r"loop over T.Parallel\(...\)"),
+    ("A[tx] = A[tx] + len(A)", "buffer 'A' passed to `len`"),
+    ("assert A[tx] > 0", "use T.device_assert"),
+])
+def test_python_forms_the_guide_marks_unsupported_are_refused(stmt, match):
+    with pytest.raises(FrontendError, match=match):
+        _kernel_with(stmt)
