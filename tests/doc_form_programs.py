@@ -172,3 +172,55 @@ def corner_reads(R=8, C=32):
             u = v = A[tx, -1]
             B[tx] = u + v + A[-1, tx]
     return corners
+
+
+def dynamic_doubling():
+    """``T.dynamic('K', 'int32')`` as a term-level symbol in the annotations and the grid."""
+    K = T.dynamic('K', 'int32')
+
+    @T.prim_func
+    def double(A: T.Tensor((K,), T.float32), B: T.Tensor((K,), T.float32)):
+        with T.Kernel(T.ceildiv(K, 64), threads=64) as bx:
+            for i in T.Parallel(64):
+                B[bx * 64 + i] = A[bx * 64 + i] * 2.0
+    return double
+
+
+def unroll_with_step():
+    """``T.unroll(start, stop, step)``: the odd columns' sum, unrolled."""
+    @T.prim_func
+    def odd_sum(A: T.Tensor((32, 16), T.float32), B: T.Tensor((32,), T.float32)):
+        with T.Kernel(1, threads=32) as _:
+            tx = T.get_thread_binding()
+            acc = T.alloc_var(T.float32, 0.0)
+            for j in T.unroll(1, 16, 2):
+                acc += A[tx, j]
+            B[tx] = acc
+    return odd_sum
+
+
+def python_int_while():
+    """control_flow.md's ``i = 0; while i < N: ... i += 1``: ``i`` is a Python int, so the
+    condition is True at parse time; TileLang raises "Infinite while loop detected"."""
+    @T.prim_func
+    def counting(A: T.Tensor((64, 16), T.float32), B: T.Tensor((64,), T.float32)):
+        with T.Kernel(1, threads=64) as _:
+            tx = T.get_thread_binding()
+            acc = T.alloc_var(T.float32, 0.0)
+            i = 0
+            while i < 16:
+                acc += A[tx, i]
+                i += 1
+            B[tx] = acc
+    return counting
+
+
+def coalesced_tail(R=100, C=70):
+    """``T.Parallel(..., coalesced_width=4)`` on rows of 70 floats: no 4-wide access is
+    aligned, so TileLang (vector size not divisible by coalesced width) and tilecute refuse."""
+    @T.prim_func
+    def plus_one(A: T.Tensor((R, C), T.float32), B: T.Tensor((R, C), T.float32)):
+        with T.Kernel(T.ceildiv(C, 32), T.ceildiv(R, 16), threads=128) as (bx, by):
+            for i, j in T.Parallel(16, 32, coalesced_width=4):
+                B[by * 16 + i, bx * 32 + j] = A[by * 16 + i, bx * 32 + j] + 1.0
+    return plus_one

@@ -139,6 +139,16 @@ def test_doc_forms_on_gpu():
     tilecute.compile(P.corner_reads())(a, b)
     torch.testing.assert_close(b, 2 * a[:, -1] + a[-1, :8])
 
+    a = torch.randn(1000, device="cuda")
+    b = torch.full_like(a, -7.0)
+    tilecute.compile(P.dynamic_doubling())(a, b)
+    assert torch.equal(b, a * 2)
+
+    a = torch.randn(32, 16, device="cuda")
+    b = torch.empty(32, device="cuda")
+    tilecute.compile(P.unroll_with_step())(a, b)
+    torch.testing.assert_close(b, a[:, 1::2].sum(1), rtol=1e-5, atol=1e-5)
+
 
 def test_lane_and_warp_ids_with_a_warp_size():
     src = _source(P.lane_and_warp_ids())
@@ -176,3 +186,24 @@ def _kernel_with(stmt):
 def test_python_forms_the_guide_marks_unsupported_are_refused(stmt, match):
     with pytest.raises(FrontendError, match=match):
         _kernel_with(stmt)
+
+
+def test_dynamic_symbol_in_annotations_and_grid():
+    src = _source(P.dynamic_doubling())
+    assert "grid=[(K + 64 - 1) // 64, 1, 1]" in src
+    assert "if bx * 64 + i < K" in src  # the tail of the last block is guarded
+
+
+def test_unroll_with_start_and_step():
+    src = _source(P.unroll_with_step())
+    assert "cutlass.range_constexpr(0, 8)" in src and "j = 1 + j_iter * 2" in src
+
+
+def test_while_over_a_python_int_is_refused_as_tilelang_does():
+    with pytest.raises(FrontendError, match="`while` with a condition that is true at parse time"):
+        P.python_int_while()
+
+
+def test_coalesced_width_that_no_access_allows_is_refused():
+    with pytest.raises(ValueError, match="vector_width=4.* is not legal here.*coalesced_width"):
+        tilecute.compile(P.coalesced_tail()).ensure_cubin()
