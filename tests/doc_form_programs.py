@@ -224,3 +224,35 @@ def coalesced_tail(R=100, C=70):
             for i, j in T.Parallel(16, 32, coalesced_width=4):
                 B[by * 16 + i, bx * 32 + j] = A[by * 16 + i, bx * 32 + j] + 1.0
     return plus_one
+
+
+def split_k_matvec(N=200, K=512, BLOCK_N=32, SPLIT=4, TILE=8):
+    """gemv.md's pattern with its own shapes: 2-D threads ``threads=(BLOCK_N, SPLIT)``, read
+    as ``T.get_thread_binding(0/1)``, ``T.vectorized`` loads into ``T.alloc_local``, partial
+    sums ``T.atomic_add``-ed into a shared slot that one thread zeroed; N=200 leaves a tail
+    block that the rows past N must not touch."""
+    CHUNK = SPLIT * TILE
+
+    @T.prim_func
+    def matvec(W: T.Tensor((N, K), T.float16), x: T.Tensor((K,), T.float16),
+               y: T.Tensor((N,), T.float32)):
+        with T.Kernel(T.ceildiv(N, BLOCK_N), threads=(BLOCK_N, SPLIT)) as bn:
+            tn = T.get_thread_binding(0)
+            tk = T.get_thread_binding(1)
+            w_loc = T.alloc_local((TILE,), T.float16)
+            x_loc = T.alloc_local((TILE,), T.float16)
+            part = T.alloc_local((1,), T.float32)
+            total = T.alloc_shared((BLOCK_N,), T.float32)
+            if tk == 0:
+                total[tn] = 0
+            T.clear(part)
+            for kc in T.serial(K // CHUNK):
+                for v in T.vectorized(TILE):
+                    w_loc[v] = W[bn * BLOCK_N + tn, kc * CHUNK + tk * TILE + v]
+                    x_loc[v] = x[kc * CHUNK + tk * TILE + v]
+                for v in T.serial(TILE):
+                    part[0] += w_loc[v].astype(T.float32) * x_loc[v].astype(T.float32)
+            T.atomic_add(total[tn], part[0])
+            if tk == 0:
+                y[bn * BLOCK_N + tn] = total[tn]
+    return matvec

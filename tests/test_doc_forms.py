@@ -149,6 +149,12 @@ def test_doc_forms_on_gpu():
     tilecute.compile(P.unroll_with_step())(a, b)
     torch.testing.assert_close(b, a[:, 1::2].sum(1), rtol=1e-5, atol=1e-5)
 
+    w = torch.randn(200, 512, device="cuda", dtype=torch.float16)
+    v = torch.randn(512, device="cuda", dtype=torch.float16)
+    y = torch.empty(200, device="cuda")
+    tilecute.compile(P.split_k_matvec())(w, v, y)
+    torch.testing.assert_close(y, (w.double() @ v.double()).float(), rtol=1e-3, atol=1e-2)
+
 
 def test_lane_and_warp_ids_with_a_warp_size():
     src = _source(P.lane_and_warp_ids())
@@ -207,3 +213,15 @@ def test_while_over_a_python_int_is_refused_as_tilelang_does():
 def test_coalesced_width_that_no_access_allows_is_refused():
     with pytest.raises(ValueError, match="vector_width=4.* is not legal here.*coalesced_width"):
         tilecute.compile(P.coalesced_tail()).ensure_cubin()
+
+
+def test_split_k_matvec_guards_the_tail_and_orders_the_shared_slot():
+    src = _source(P.split_k_matvec())
+    assert "tc_tid = tc_tx + tc_ty * 32" in src and "tk = tc_ty" in src
+    assert "divby=8), cute.make_layout(8)).load())" in src  # the T.vectorized loads
+    body = src[src.index("total[tn] = cutlass.Float32(0.0)"):]
+    # zeroed by tk == 0, then a barrier before the others' atomics, then one before the read
+    atomic = body.index("tca.atomic_add(total, tn, part[0])")
+    assert "cute.arch.sync_threads()" in body[:atomic]
+    assert "cute.arch.sync_threads()" in body[atomic:body.index("y[bn * 32 + tn] = total[tn]")]
+    assert "if bn * 32 + tn < 200:\n            y[bn * 32 + tn]" in body
