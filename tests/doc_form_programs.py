@@ -256,3 +256,21 @@ def split_k_matvec(N=200, K=512, BLOCK_N=32, SPLIT=4, TILE=8):
             if tk == 0:
                 y[bn * BLOCK_N + tn] = total[tn]
     return matvec
+
+
+def bare_int_shapes(N, per_thread=4, threads=128, dtype=T.bfloat16):
+    """elementwise.md's spellings: ``T.Tensor((N), dtype)`` and ``T.alloc_fragment((n), dtype)``
+    with a bare int (not a tuple) as the shape, ``as (b_x)`` with parentheses, T.copy of a
+    global point into a 1-D register fragment and back, T.Parallel(threads, per_thread)."""
+    TILE = threads * per_thread
+
+    @T.prim_func
+    def leaky(A: T.Tensor((N), dtype), C: T.Tensor((N), dtype)):
+        with T.Kernel(T.ceildiv(N, TILE), threads=threads) as (b_x):
+            regs = T.alloc_fragment((TILE), dtype)
+            T.copy(A[b_x * TILE], regs)
+            for t, e in T.Parallel(threads, per_thread):
+                v = regs[t * per_thread + e]
+                regs[t * per_thread + e] = T.if_then_else(v > 0, v, v * 0.125)
+            T.copy(regs, C[b_x * TILE])
+    return leaky

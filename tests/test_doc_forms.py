@@ -155,6 +155,13 @@ def test_doc_forms_on_gpu():
     tilecute.compile(P.split_k_matvec())(w, v, y)
     torch.testing.assert_close(y, (w.double() @ v.double()).float(), rtol=1e-3, atol=1e-2)
 
+    for n in (1000, T.dynamic("N")):
+        kernel = tilecute.compile(P.bare_int_shapes(n), out_idx=-1, target="cuda",
+                                  execution_backend="cython")
+        a = torch.randn(1000, device="cuda", dtype=torch.bfloat16)
+        c = kernel(a)
+        assert torch.equal(c, torch.where(a > 0, a, (a.float() * 0.125).bfloat16()))
+
 
 def test_lane_and_warp_ids_with_a_warp_size():
     src = _source(P.lane_and_warp_ids())
@@ -225,3 +232,15 @@ def test_split_k_matvec_guards_the_tail_and_orders_the_shared_slot():
     assert "cute.arch.sync_threads()" in body[:atomic]
     assert "cute.arch.sync_threads()" in body[atomic:body.index("y[bn * 32 + tn] = total[tn]")]
     assert "if bn * 32 + tn < 200:\n            y[bn * 32 + tn]" in body
+
+
+@pytest.mark.parametrize("n", [1000, "dynamic"])
+def test_bare_int_shapes_and_compile_arguments_of_the_elementwise_guide(n):
+    n = T.dynamic("N") if n == "dynamic" else n
+    kernel = tilecute.compile(P.bare_int_shapes(n), out_idx=-1, target="cuda",
+                              execution_backend="cython")
+    src = _source(kernel)
+    assert "regs = cute.make_rmem_tensor((4,), cutlass.BFloat16)" in src
+    bound = "1000" if isinstance(n, int) else "N"
+    assert f"if b_x * 512 + (i1 + 3) < {bound}:" in src  # the tail block's 4-wide loads
+    assert f"if b_x * 512 + (i2 + tc_lane11) < {bound}:" in src  # and its stores
