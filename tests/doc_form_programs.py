@@ -274,3 +274,13 @@ def bare_int_shapes(N, per_thread=4, threads=128, dtype=T.bfloat16):
                 regs[t * per_thread + e] = T.if_then_else(v > 0, v, v * 0.125)
             T.copy(regs, C[b_x * TILE])
     return leaky
+
+
+def widen(dtype):
+    """type_system.md: any listed dtype, as a string, cast to float32 (plus one)."""
+    @T.prim_func
+    def up(A: T.Tensor((256,), dtype), B: T.Tensor((256,), "float32")):
+        with T.Kernel(2, threads=128) as bx:
+            for i in T.Parallel(128):
+                B[bx * 128 + i] = T.Cast("float32", A[bx * 128 + i]) + 1.0
+    return up

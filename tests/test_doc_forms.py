@@ -162,6 +162,13 @@ def test_doc_forms_on_gpu():
         c = kernel(a)
         assert torch.equal(c, torch.where(a > 0, a, (a.float() * 0.125).bfloat16()))
 
+    base = torch.randint(0, 120, (256,), device="cuda")
+    for dtype, tensor in (("bool", base % 2 == 1), ("int64", base - 60),
+                          ("uint8", base.to(torch.uint8) + 130), ("float64", base / 7.0)):
+        out = torch.empty(256, device="cuda")
+        tilecute.compile(P.widen(dtype))(tensor, out)
+        assert torch.equal(out, tensor.float() + 1), dtype
+
 
 def test_lane_and_warp_ids_with_a_warp_size():
     src = _source(P.lane_and_warp_ids())
@@ -244,3 +251,29 @@ def test_bare_int_shapes_and_compile_arguments_of_the_elementwise_guide(n):
     bound = "1000" if isinstance(n, int) else "N"
     assert f"if b_x * 512 + (i1 + 3) < {bound}:" in src  # the tail block's 4-wide loads
     assert f"if b_x * 512 + (i2 + tc_lane11) < {bound}:" in src  # and its stores
+
+
+_WIDENED = {
+    "bool": "cutlass.Float32((A[bx * 128 + i] != 0))",
+    "int8": "cutlass.Float32(A[bx * 128 + i])",
+    "int64": "cutlass.Float32(A[bx * 128 + i])",
+    "uint16": "cutlass.Float32(cutlass.Uint16(A[bx * 128 + i]))",
+    "uint64": "cutlass.Float32(cutlass.Uint64(A[bx * 128 + i]))",
+    "float64": "cutlass.Float32(A[bx * 128 + i])",
+    "float8_e4m3fn": "cutlass.Float32(A[bx * 128 + i])",
+    "float8_e5m2": "cutlass.Float32(A[bx * 128 + i])",
+}
+
+
+@pytest.mark.parametrize("dtype", sorted(_WIDENED))
+def test_type_system_dtypes_as_strings_widen(dtype):
+    src = _source(P.widen(dtype))
+    assert f"B[bx * 128 + i] = {_WIDENED[dtype]} + cutlass.Float32(1.0)" in src
+
+
+@pytest.mark.parametrize("dtype", ["float8_e3m4", "float8_e4m3fnuz", "float8_e5m2fnuz",
+                                   "float8_e4m3b11fnuz", "float6_e2m3fn", "float6_e3m2fn",
+                                   "float16x2", "int8x4"])
+def test_type_system_dtypes_without_a_cute_type_are_refused_by_name(dtype):
+    with pytest.raises(FrontendError, match=f"parameter 'A': unknown dtype '{dtype}'"):
+        P.widen(dtype)
