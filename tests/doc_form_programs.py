@@ -284,3 +284,33 @@ def widen(dtype):
             for i in T.Parallel(128):
                 B[bx * 128 + i] = T.Cast("float32", A[bx * 128 + i]) + 1.0
     return up
+
+
+def python_operators():
+    """python_compatibility.md's operators on a loaded value: ``abs``, ``min``, ``max``,
+    unary minus, ``/``, integer ``//`` and ``%`` (TVM's floor division and modulo)."""
+    @T.prim_func
+    def ops(A: T.Tensor((64,), T.float32), I: T.Tensor((64,), T.int32),
+            F: T.Tensor((64, 4), T.float32), Q: T.Tensor((64, 2), T.int32)):
+        with T.Kernel(1, threads=64) as _:
+            tx = T.get_thread_binding()
+            a = A[tx]
+            F[tx, 0] = abs(a)
+            F[tx, 1] = min(a, 0.5)
+            F[tx, 2] = max(a, -0.5)
+            F[tx, 3] = -a / 4
+            n = I[tx]
+            Q[tx, 0] = n // 3
+            Q[tx, 1] = n % 3
+    return ops
+
+
+def power_of_a_value():
+    """``a ** 2`` on a device value: TVM's PrimExpr has no ``**`` (TileLang raises); T.pow is
+    the form."""
+    @T.prim_func
+    def sq(A: T.Tensor((64,), T.float32), B: T.Tensor((64,), T.float32)):
+        with T.Kernel(1, threads=64) as _:
+            tx = T.get_thread_binding()
+            B[tx] = A[tx] ** 2
+    return sq

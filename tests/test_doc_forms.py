@@ -169,6 +169,15 @@ def test_doc_forms_on_gpu():
         tilecute.compile(P.widen(dtype))(tensor, out)
         assert torch.equal(out, tensor.float() + 1), dtype
 
+    a = torch.randn(64, device="cuda")
+    n = torch.arange(-32, 32, dtype=torch.int32, device="cuda")
+    f = torch.empty(64, 4, device="cuda")
+    q = torch.empty(64, 2, dtype=torch.int32, device="cuda")
+    tilecute.compile(P.python_operators())(a, n, f, q)
+    ref = torch.stack([a.abs(), a.clamp(max=0.5), a.clamp(min=-0.5), -a / 4], 1)
+    assert torch.equal(f, ref)
+    assert torch.equal(q, torch.stack([torch.div(n, 3, rounding_mode="floor"), n % 3], 1))
+
 
 def test_lane_and_warp_ids_with_a_warp_size():
     src = _source(P.lane_and_warp_ids())
@@ -277,3 +286,16 @@ def test_type_system_dtypes_as_strings_widen(dtype):
 def test_type_system_dtypes_without_a_cute_type_are_refused_by_name(dtype):
     with pytest.raises(FrontendError, match=f"parameter 'A': unknown dtype '{dtype}'"):
         P.widen(dtype)
+
+
+def test_python_operators_on_values():
+    src = _source(P.python_operators())
+    for line in ("F[tx, 0] = cute.math.absf(a)", "F[tx, 1] = cute.arch.fmin(a, cutlass.Float32(0.5))",
+                 "F[tx, 2] = cute.arch.fmax(a, cutlass.Float32(-0.5))",
+                 "Q[tx, 0] = n // 3", "Q[tx, 1] = n - n // 3 * 3"):
+        assert line in src
+
+
+def test_power_of_a_device_value_is_refused():
+    with pytest.raises(FrontendError, match="operator Pow is not supported"):
+        P.power_of_a_value()
