@@ -314,3 +314,30 @@ def power_of_a_value():
             tx = T.get_thread_binding()
             B[tx] = A[tx] ** 2
     return sq
+
+
+def unroll_break(R=32, C=8):
+    """``break`` in ``T.unroll``: each row's prefix sum up to its first value above 5."""
+    @T.prim_func
+    def prefix(A: T.Tensor((R, C), T.float32), B: T.Tensor((R,), T.float32)):
+        with T.Kernel(1, threads=R) as _:
+            tx = T.get_thread_binding()
+            acc = T.alloc_var(T.float32, 0.0)
+            for j in T.unroll(C):
+                if A[tx, j] > 5.0:
+                    break
+                acc += A[tx, j]
+            B[tx] = acc
+    return prefix
+
+
+def parallel_continue():
+    """control_flow.md lists ``continue`` in ``T.Parallel``; tilecute refuses it by name."""
+    @T.prim_func
+    def skip_neg(A: T.Tensor((128,), T.float32), B: T.Tensor((128,), T.float32)):
+        with T.Kernel(1, threads=128) as _:
+            for i in T.Parallel(128):
+                if A[i] < 0:
+                    continue
+                B[i] = A[i] * 2.0
+    return skip_neg

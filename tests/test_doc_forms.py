@@ -178,6 +178,12 @@ def test_doc_forms_on_gpu():
     assert torch.equal(f, ref)
     assert torch.equal(q, torch.stack([torch.div(n, 3, rounding_mode="floor"), n % 3], 1))
 
+    a = torch.rand(32, 8, device="cuda") * 6
+    b = torch.empty(32, device="cuda")
+    tilecute.compile(P.unroll_break())(a, b)
+    stop = torch.cumsum((a > 5).int(), 1) > 0
+    torch.testing.assert_close(b, torch.where(stop, 0.0, a).sum(1), rtol=1e-5, atol=1e-5)
+
 
 def test_lane_and_warp_ids_with_a_warp_size():
     src = _source(P.lane_and_warp_ids())
@@ -299,3 +305,14 @@ def test_python_operators_on_values():
 def test_power_of_a_device_value_is_refused():
     with pytest.raises(FrontendError, match="operator Pow is not supported"):
         P.power_of_a_value()
+
+
+def test_break_in_an_unrolled_loop_stops_the_row():
+    src = _source(P.unroll_break())
+    assert "while j_it[0] < 8 and broke[0] == 0:" in src
+    assert "if broke[0] == 0:" in src  # the rest of the body skipped once broken
+
+
+def test_continue_in_a_parallel_loop_is_refused_by_name():
+    with pytest.raises(FrontendError, match="`continue` inside a parallel loop"):
+        P.parallel_continue()
