@@ -341,3 +341,18 @@ def parallel_continue():
                     continue
                 B[i] = A[i] * 2.0
     return skip_neg
+
+
+def named_barriers():
+    """instructions.md: ``T.sync_warp(mask)`` and ``T.sync_threads(barrier_id, arrive_count)``."""
+    @T.prim_func
+    def neighbours(A: T.Tensor((64,), T.float32), B: T.Tensor((64,), T.float32)):
+        with T.Kernel(1, threads=64) as _:
+            tx = T.get_thread_binding()
+            s = T.alloc_shared((64,), T.float32)
+            s[tx] = A[tx]
+            T.sync_warp(0xFFFFFFFF)
+            B[tx] = s[tx ^ 1]
+            T.sync_threads(1, 64)
+            B[tx] = B[tx] + s[63 - tx]
+    return neighbours

@@ -184,6 +184,12 @@ def test_doc_forms_on_gpu():
     stop = torch.cumsum((a > 5).int(), 1) > 0
     torch.testing.assert_close(b, torch.where(stop, 0.0, a).sum(1), rtol=1e-5, atol=1e-5)
 
+    a = torch.randn(64, device="cuda")
+    b = torch.empty_like(a)
+    tilecute.compile(P.named_barriers())(a, b)
+    idx = torch.arange(64, device="cuda")
+    assert torch.equal(b, a[idx ^ 1] + a.flip(0))
+
 
 def test_lane_and_warp_ids_with_a_warp_size():
     src = _source(P.lane_and_warp_ids())
@@ -316,3 +322,9 @@ def test_break_in_an_unrolled_loop_stops_the_row():
 def test_continue_in_a_parallel_loop_is_refused_by_name():
     with pytest.raises(FrontendError, match="`continue` inside a parallel loop"):
         P.parallel_continue()
+
+
+def test_warp_mask_and_named_barrier_arguments_are_kept():
+    src = _source(P.named_barriers())
+    assert "cute.arch.sync_warp(4294967295)" in src
+    assert "cute.arch.barrier(barrier_id=1, number_of_threads=64)" in src
