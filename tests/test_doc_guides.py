@@ -1,5 +1,5 @@
 """TileLang's programming guides, form by form (python_compatibility.md, control_flow.md,
-language_basics.md, instructions.md): each program in doc_form_programs.py builds for sm_90a
+language_basics.md, instructions.md): each program in doc_guide_programs.py builds for sm_90a
 and its generated CuTe DSL holds what the form means; forms the guides mark unsupported (or
 that TileLang itself refuses) are refused with an error naming them."""
 
@@ -9,7 +9,7 @@ import tilecute
 import tilecute.language as T
 from tilecute.language.parser import FrontendError
 
-import doc_form_programs as P
+import doc_guide_programs as P
 
 
 @pytest.fixture(autouse=True)
