@@ -373,7 +373,8 @@ class _Vectorizer(StmtMutator):
                 raise VectorizeError(
                     f"{str(inner.loc) + ': ' if inner.loc else ''}prim_func '{self.func.name}': "
                     f"T.Parallel(..., vector_width={inner.vector_width}) is not legal here (the "
-                    f"widest legal width is {width})")
+                    f"widest legal width is {width}; TileLang's coalesced_width= sets this "
+                    f"width too and refuses it alike)")
             width = inner.vector_width
         else:
             width = min_padding_width(legal_width(inner, self.buffers, self.layouts, self.arch),
