@@ -332,7 +332,7 @@ def unroll_break(R=32, C=8):
 
 
 def parallel_continue():
-    """control_flow.md lists ``continue`` in ``T.Parallel``; tilecute refuses it by name."""
+    """control_flow.md lists ``continue`` in ``T.Parallel``: the element's rest is skipped."""
     @T.prim_func
     def skip_neg(A: T.Tensor((128,), T.float32), B: T.Tensor((128,), T.float32)):
         with T.Kernel(1, threads=128) as _:

@@ -319,9 +319,10 @@ def test_break_in_an_unrolled_loop_stops_the_row():
     assert "if broke[0] == 0:" in src  # the rest of the body skipped once broken
 
 
-def test_continue_in_a_parallel_loop_is_refused_by_name():
-    with pytest.raises(FrontendError, match="`continue` inside a parallel loop"):
-        P.parallel_continue()
+def test_continue_in_a_parallel_loop_skips_the_rest_of_the_element():
+    """(Honored since helper AG's fold: what follows the continuing if runs in its else.)"""
+    src = _source(P.parallel_continue())
+    assert "if A[i] < cutlass.Float32(0.0):\n        pass\n    else:\n        B[i] = A[i] * cutlass.Float32(2.0)" in src
 
 
 def test_warp_mask_and_named_barrier_arguments_are_kept():
