@@ -164,7 +164,7 @@ def test_doc_forms_on_gpu():
 
     base = torch.randint(0, 120, (256,), device="cuda")
     for dtype, tensor in (("bool", base % 2 == 1), ("int64", base - 60),
-                          ("uint8", base.to(torch.uint8) + 130), ("float64", base / 7.0)):
+                          ("uint8", base.to(torch.uint8) + 130), ("float64", base.double() / 7.0)):
         out = torch.empty(256, device="cuda")
         tilecute.compile(P.widen(dtype))(tensor, out)
         assert torch.equal(out, tensor.float() + 1), dtype
