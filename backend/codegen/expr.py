@@ -11,6 +11,9 @@ from __future__ import annotations
 from typing import Callable
 
 from ..ir import nodes as N
+# FP4: codes two to a byte in memory; E8M0: its bytes in CuTe code (DTypeInfo.cute: Uint8),
+# cast by runtime.cute.e8m0 (the validator's names, which bound what is done with them)
+from ..ir.validate import E8M0, FP4
 from ..runtime.dtypes import DTYPES, e2m1_code, e8m0_code
 from ..transform.analysis import value_range
 from ..ir.visitor import decided
@@ -164,10 +167,6 @@ def _width_sensitive(e) -> bool:
 
 def cute_type(dtype: str) -> str:
     return f"cutlass.{DTYPES[dtype].cute}"
-
-
-FP4 = "float4_e2m1fn"
-E8M0 = "float8_e8m0fnu"  # its bytes in CuTe code (DTypeInfo.cute: Uint8); casts: runtime.cute.e8m0
 
 
 def memory_type(dtype: str) -> str:

@@ -24,7 +24,7 @@ from ..transform.launch_abi import KernelPlan
 from ..transform.overlap_mma import TURN_BARRIER
 from ..ir.visitor import BODY_FIELDS, walk_nodes
 from .bounds import Bounds, load_key
-from .expr import FP4, PREC, ExprPrinter, chain, cute_type, memory_type, register_type
+from .expr import E8M0, FP4, PREC, ExprPrinter, chain, cute_type, memory_type, register_type
 from .memory import SharedMemory, flat_index, shared_index, vector_view
 from .mma import MmaEmitter, merge
 from .nests import NestEmitter
@@ -180,7 +180,7 @@ class KernelEmitter:
         text = self.element(e.buffer, e.indices, read=True)
         if e.dtype == "bool" and memory:
             return f"({text} != 0)"  # a byte in memory
-        if (e.dtype.startswith("uint") or e.dtype == "float8_e8m0fnu") and memory:
+        if (e.dtype.startswith("uint") or e.dtype == E8M0) and memory:
             # CuTe DSL reads an element of an unsigned global or shared tensor as its
             # signless (signed) type: as such a uint8 of 200 converted to float32 or int32
             # was -56 (sign-extended), and >> shifted in its sign bit (an e8m0 code is a
@@ -1162,7 +1162,7 @@ class KernelEmitter:
             return
 
         def cvt8(dtype: str) -> bool:  # (float8_e8m0fnu converts in software: runtime.cute.e8m0)
-            return dtype.startswith("float8") and dtype != "float8_e8m0fnu"
+            return dtype.startswith("float8") and dtype != E8M0
         dtypes = {**{b.name: b.dtype for b in self.buffers.values()},
                   **{a.buffer.name: a.buffer.dtype for a in walk_stmts(self.scope.body)
                      if isinstance(a, N.Allocate)}}

@@ -65,9 +65,18 @@ def init_barriers(bar, num: int, count: int, fence: bool = True) -> None:
         cute.arch.mbarrier_init_fence()
 
 
-def _shared_address(bar):
-    """The 32-bit shared-memory address of the mbarrier ``bar`` (a pointer to it)."""
-    return cutlass.Int32(_llvm.ptrtoint(cutlass.Int32.mlir_type, bar.to_llvm_ptr()))
+def _shared_address(ptr):
+    """The 32-bit shared-memory address of ``ptr`` (an mbarrier, a shared tensor's start)."""
+    return cutlass.Int32(_llvm.ptrtoint(cutlass.Int32.mlir_type, ptr.to_llvm_ptr()))
+
+
+def _on_barrier(bar, text: str, *operands) -> None:
+    """An inline PTX statement on the mbarrier ``bar``: ``$0`` its shared address, ``$1``
+    ... the Int32 ``operands``; it touches memory (``~{memory}``)."""
+    args = [_shared_address(bar), *(cutlass.Int32(x) for x in operands)]
+    _llvm.inline_asm(None, [a.ir_value() for a in args], text,
+                     ",".join(["r"] * len(args) + ["~{memory}"]), has_side_effects=True,
+                     is_align_stack=False, asm_dialect=_llvm.AsmDialect.AD_ATT)
 
 
 def wait_test(bar, parity) -> None:
@@ -75,32 +84,23 @@ def wait_test(bar, parity) -> None:
     which CuTe DSL's wait uses, is sm_90+), a short ``nanosleep`` between tests, as
     TileLang's ``mbarrier_test_wait`` does.  The test has acquire semantics at CTA scope:
     this thread then sees what the arrivals that completed the phase released."""
-    _llvm.inline_asm(None, [_shared_address(bar).ir_value(), cutlass.Int32(parity).ir_value()],
-                     "{\n.reg .pred P1;\nLAB_WAIT:\n"
+    _on_barrier(bar, "{\n.reg .pred P1;\nLAB_WAIT:\n"
                      "mbarrier.test_wait.parity.shared::cta.b64 P1, [$0], $1;\n"
-                     "@P1 bra DONE;\nnanosleep.u32 5;\nbra LAB_WAIT;\nDONE:\n}",
-                     "r,r,~{memory}", has_side_effects=True, is_align_stack=False,
-                     asm_dialect=_llvm.AsmDialect.AD_ATT)
+                     "@P1 bra DONE;\nnanosleep.u32 5;\nbra LAB_WAIT;\nDONE:\n}", parity)
 
 
 def arrive_cta(bar) -> None:
     """sm_80's :func:`arrive`: ``mbarrier.arrive.shared::cta.b64`` (sm_80+, release at CTA
     scope by default; CuTe DSL's arrive names ``.release.cta``, which is sm_90+), as
     TileLang's ``mbarrier_arrive``."""
-    _llvm.inline_asm(None, [_shared_address(bar).ir_value()],
-                     "mbarrier.arrive.shared::cta.b64 _, [$0];", "r,~{memory}",
-                     has_side_effects=True, is_align_stack=False,
-                     asm_dialect=_llvm.AsmDialect.AD_ATT)
+    _on_barrier(bar, "mbarrier.arrive.shared::cta.b64 _, [$0];")
 
 
 def cp_async_arrive_noinc(bar) -> None:
     """``cp.async.mbarrier.arrive.noinc.shared::cta.b64`` (sm_80+; CuTe DSL's is checked
     for sm_90): ``bar`` gets this thread's arrival once its earlier cp.async copies land,
     its pending count not raised for it (the count at init includes this thread)."""
-    _llvm.inline_asm(None, [_shared_address(bar).ir_value()],
-                     "cp.async.mbarrier.arrive.noinc.shared::cta.b64 [$0];", "r,~{memory}",
-                     has_side_effects=True, is_align_stack=False,
-                     asm_dialect=_llvm.AsmDialect.AD_ATT)
+    _on_barrier(bar, "cp.async.mbarrier.arrive.noinc.shared::cta.b64 [$0];")
 
 
 def _box(coords, c, step: int, chunk_bytes: int):
@@ -201,7 +201,7 @@ def remote_base(tensor, block):
     """The address of shared tensor ``tensor`` as it lies in block ``block`` of this block's
     cluster (the same offset in that block's shared memory, ``mapa.shared::cluster``), for
     :func:`remote_store` (TileLang's ``T.copy_cluster(..., dst_block=)``)."""
-    local = cutlass.Int32(_llvm.ptrtoint(cutlass.Int32.mlir_type, tensor.iterator.to_llvm_ptr()))
+    local = _shared_address(tensor.iterator)
     return cutlass.Int32(_llvm.inline_asm(
         cutlass.Int32.mlir_type, [local.ir_value(), cutlass.Int32(block).ir_value()],
         "mapa.shared::cluster.u32 $0, $1, $2;", "=r,r,r", has_side_effects=False,
