@@ -4039,8 +4039,8 @@ class _Parser:
         args = []
         for x in call.args:
             v = self.expr(x)
-            if isinstance(v, N.Expr) and isinstance(self.folded(v), N.Const):
-                v = self.folded(v).value  # a name bound to a number prints it, as in TileLang
+            if isinstance(v, N.Expr) and isinstance(c := self.folded(v), N.Const):
+                v = c.value  # a name bound to a number prints it, as in TileLang
             args.append(expr_str(v) if _is_ir(v) else v.buffer.name
                         if isinstance(v, _BufferRef) else v)
         kwargs = {k.arg: self.eval_python(k.value) for k in call.keywords}
