@@ -31,18 +31,17 @@ def resolve_schedule(dim, causal, block_M=None, block_N=None, threads=None, num_
     threads = threads or (384 if small else 256)
     if warp_specialize is None and (dim >= 128 or small):
         warp_specialize = True
-    if persistent is None:  # (causal at head dim 64: the grouped longest-first walk)
-        persistent = planned or bool(warp_specialize) and (not causal or small)
-    if block_N is None:  # head dim 128: FlashAttention-3's wider key steps (H100, B8 H32
-        # S4096, TFLOP/s non-causal / causal, a block per tile: 192-key steps 572 / 473,
-        # 176: 536 / 477, 128 with 3 stages: 528 / 444; FA4 627 / 546 in the same run).
-        # Persistent, 176 beat 192 in three runs: B8 H32 S4096 568 / 530 / 568 vs 527 /
-        # 514 / 527, B4 H16 S8192 597 / 594 vs 577 / 579, B16 H32 S1024 437 vs 404
-        block_N = 80 if dim == 256 else (176 if causal or persistent else 192) \
-            if dim == 128 else 128 if small else 64
-    # K and V get a pipeline each, so 2 stages keep them ahead; with 128-key steps at head
-    # dim 128 a third (there is room) measured 1-4% faster on an H200
-    num_stages = num_stages or (3 if dim == 128 and block_N == 128 else 2)
+    if persistent is None:  # (causal at head dim 64: the grouped longest-first walk; head
+        # dim 128: a block per tile, FA4's sm90 choice, measured below)
+        persistent = planned or bool(warp_specialize) and (not causal or small) and \
+            not (dim == 128 and block_N in (None, 128))
+    if block_N is None:  # head dim 128: 128-key steps, 2 stages, a block per tile (FA4's
+        # sm90 tile). H200, TFLOP/s, B8 H32 S4096 non-causal / causal, 6 runs (2026-11-28):
+        # 584-591 / 524-541 against 563-586 / 495-529 for the earlier default (176-key steps,
+        # persistent non-causal), 128 keys with 3 stages 551-573 / 504-514
+        block_N = 80 if dim == 256 else 128 if dim == 128 or small else 64
+    # K and V get a pipeline each, so 2 stages keep them ahead
+    num_stages = num_stages or 2
     return dict(block_M=block_M, block_N=block_N, threads=threads, num_stages=num_stages,
                 warp_specialize=warp_specialize, persistent=persistent)
 
@@ -55,9 +54,9 @@ def flash_attention(heads=32, dim=128, kv_heads=None, causal=False, dtype="float
     ``dtype``; writes O like Q and LSE (B, heads, S) in float32.  ``sm_scale`` defaults
     to 1 / sqrt(dim).  The default schedule is the one measured best on an H100 / H200
     (benchmarks/attention.py), FlashAttention's sm90 tiles: a producer warpgroup loading K
-    and V (a pipeline each) for 128 queries a block and 176-key steps at head dim 128 (192
-    for a block per tile when not causal; 2 stages), 192 queries over three compute
-    warpgroups at 64, 80-key steps at 256 (2 stages); :func:`resolve_schedule`.
+    and V (a pipeline each, 2 stages) for 128 queries a block and 128-key steps at head
+    dim 128 (a block per tile), 192 queries over three compute warpgroups and 128-key
+    steps at 64, 80-key steps at 256; :func:`resolve_schedule`.
     The compiler overlaps each step's softmax with the MMAs (``overlap_mma``: the next
     Q K^T and this P V run during it; at head dim 128 the two compute warpgroups also take
     turns issuing them).
@@ -66,9 +65,11 @@ def flash_attention(heads=32, dim=128, kv_heads=None, causal=False, dtype="float
     roles (``T.annotate_producer_reg_dealloc`` / ``T.annotate_consumer_reg_alloc``).
     ``persistent``: ``sms`` blocks walk the (query block, head, batch) tiles, query blocks
     fastest; the producer warpgroup loads the next tile's Q, K and V while the compute
-    warpgroups finish a tile.  By default on when not causal: measured on an H100
-    (TFLOP/s, persistent vs a block per tile, two runs) B8 H32 S4096 D128 580 / 550 vs
-    546 / 533, D256 616 vs 590, D64 410 / 444 vs 397 / 443, S8192 D128 592 vs 592.  Causal
+    warpgroups finish a tile.  By default on when not causal at head dims 64 and 256:
+    measured on an H100 (TFLOP/s, persistent vs a block per tile, two runs) D256 616 vs
+    590, D64 410 / 444 vs 397 / 443; at 128 (176-key steps then) B8 H32 S4096 580 / 550 vs
+    546 / 533, S8192 592 vs 592, and 128-key steps a block per tile beat both on an H200
+    (:func:`resolve_schedule`).  Causal
     tiles differ in length: a causal persistent kernel walks groups of (head, batch) pairs
     in turn, each group's query blocks longest first, dealt to the blocks in a snake
     (:func:`plan_tiles`' order without a plan; balanced to 3-4% at the shapes below).  On

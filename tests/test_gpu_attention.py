@@ -24,6 +24,8 @@ VARIANTS = [  # heads, kv_heads, dim, causal, dtype, schedule
     # block takes many tiles and a partial last group
     (4, 4, 64, True, "bfloat16", {"sms": 7}),
     (3, 3, 128, True, "float16", {"persistent": True, "sms": 5}),
+    # the earlier head-dim-128 default: 176-key steps, persistent (few blocks)
+    (4, 4, 128, False, "float16", {"block_N": 176, "persistent": True, "sms": 7}),
 ]
 IDS = [f"H{h}-KV{kv}-D{d}-{'causal' if c else 'full'}-{dt}"
        + "".join(f"-{k}{v}" for k, v in kw.items()) for h, kv, d, c, dt, kw in VARIANTS]
