@@ -17,6 +17,34 @@ from . import nodes as N
 
 FP4 = "float4_e2m1fn"  # two to a byte in memory (DTypeInfo.pack)
 E8M0 = "float8_e8m0fnu"  # MX scales: a storage dtype, as CUDA's __nv_fp8_e8m0 has no arithmetic
+
+# the tile ops refused on FP4 / E8M0 operands (ir/validate's narrow_dtype_statement), with
+# what the message says, and each op's operands
+_NARROW_REFUSALS = {
+    N.Gemm: {FP4: "T.gemm: sm_80/sm_90 have no FP4 MMA (TileLang multiplies float4_e2m1fn "
+                  "with tcgen05 on sm_100); dequantize to float16/bfloat16 first",
+             E8M0: "T.gemm: no MMA takes float8_e8m0fnu operands (they are scales: multiply "
+                   "by their float32 values)"},
+    N.Reduce: {FP4: "T.reduce: reduce float4_e2m1fn values after casting them to float32",
+               E8M0: "T.reduce: cast float8_e8m0fnu values to float32, then reduce"},
+    N.Scan: {FP4: "T.scan: reduce float4_e2m1fn values after casting them to float32",
+             E8M0: "T.cumsum: cast float8_e8m0fnu values to float32, then scan"},
+    N.AtomicAdd: {FP4: "T.atomic_add: no atomic add on float4_e2m1fn",
+                  E8M0: "T.atomic_add: no atomic arithmetic on float8_e8m0fnu"},
+    N.TmaCopy: {FP4: "a TMA copy (T.tma_copy): tilecute moves float4_e2m1fn by cp.async and "
+                     "thread copies (TMA's 4-bit types are sm_100's)"},
+    N.Im2Col: {FP4: "T.c2d_im2col", E8M0: "T.c2d_im2col"},
+}
+_NARROW_OPERANDS = {
+    N.Gemm: lambda s: (s.a, s.b, s.c), N.Reduce: lambda s: (s.src, s.dst),
+    N.Scan: lambda s: (s.src, s.dst), N.AtomicAdd: lambda s: (s.dst, s.value),
+    N.TmaCopy: lambda s: (s.src, s.dst), N.Im2Col: lambda s: (s.img, s.col),
+}
+
+
+def _operand_name(x):
+    """The buffer a tile op's operand names (a name, a region, a load), else None."""
+    return x if isinstance(x, str) else x.buffer if isinstance(x, (N.Region, N.Load)) else None
 CODED = (FP4, E8M0)  # loaded, stored, selected and cast, nothing computed on them
 
 # names the generated CuTe DSL source uses itself
@@ -484,57 +512,25 @@ class _Validator:
             self.stmt = s
             self.one(s, vars_, bufs)
 
-    def fp4_statement(self, s, bufs) -> None:
-        """float4_e2m1fn (two to a byte) buffers are loaded, stored, copied, filled and cast;
-        the tile ops that compute on their elements or move them by TMA are refused by
-        name (sm_90 has no FP4 MMA; TMA and the reductions have no 4-bit element type)."""
-        names = []
-        if isinstance(s, N.Gemm):
-            names, what = [s.a, s.b, s.c], (
-                "T.gemm: sm_80/sm_90 have no FP4 MMA (TileLang multiplies float4_e2m1fn "
-                "with tcgen05 on sm_100); dequantize to float16/bfloat16 first")
-        elif isinstance(s, (N.Reduce, N.Scan)):
-            names, what = [s.src, s.dst], f"T.{type(s).__name__.lower()}: reduce float4_e2m1fn " \
-                "values after casting them to float32"
-        elif isinstance(s, N.AtomicAdd):
-            names, what = [s.dst, s.value], "T.atomic_add: no atomic add on float4_e2m1fn"
-        elif isinstance(s, N.TmaCopy):
-            names = [s.src.buffer, s.dst.buffer]
-            what = "a TMA copy (T.tma_copy): tilecute moves float4_e2m1fn by cp.async and " \
-                "thread copies (TMA's 4-bit types are sm_100's)"
-        elif isinstance(s, N.Im2Col):
-            names, what = [s.img, s.col], "T.c2d_im2col"
-        names = [n.buffer if isinstance(n, N.Region) else n for n in names
-                 if isinstance(n, (str, N.Region))]
-        if any(bufs.get(n) is not None and bufs[n].dtype == FP4 for n in names):
-            self.fail(f"{what} (a float4_e2m1fn operand)")
-        self.e8m0_statement(s, bufs)
-
-    def e8m0_statement(self, s, bufs) -> None:
-        """float8_e8m0fnu buffers (MX scale factors) are loaded, stored, copied (TMA too:
-        bytes), filled and cast; the tile ops that compute on their elements are refused by
-        name (CUDA's __nv_fp8_e8m0, TileLang's fp8_e8_t, has no arithmetic: TileLang's
-        CUDA for them does not compile)."""
-        what = {N.Gemm: "T.gemm: no MMA takes float8_e8m0fnu operands (they are scales: "
-                        "multiply by their float32 values)",
-                N.Reduce: "T.reduce: cast float8_e8m0fnu values to float32, then reduce",
-                N.Scan: "T.cumsum: cast float8_e8m0fnu values to float32, then scan",
-                N.AtomicAdd: "T.atomic_add: no atomic arithmetic on float8_e8m0fnu",
-                N.Im2Col: "T.c2d_im2col"}.get(type(s))
-        if what is None:
+    def narrow_dtype_statement(self, s, bufs) -> None:
+        """float4_e2m1fn (two to a byte) and float8_e8m0fnu (MX scale factors) buffers are
+        loaded, stored, copied, filled and cast; the tile ops that compute on their
+        elements (or, for FP4, move them by TMA) are refused by name (sm_90 has no FP4 MMA,
+        TMA and the reductions no 4-bit element type; CUDA's __nv_fp8_e8m0, TileLang's
+        fp8_e8_t, has no arithmetic: TileLang's CUDA for them does not compile)."""
+        refused = _NARROW_REFUSALS.get(type(s))
+        if refused is None:
             return
-        names = [s.a, s.b, s.c] if isinstance(s, N.Gemm) else [s.src, s.dst] if isinstance(
-            s, (N.Reduce, N.Scan)) else [s.dst, s.value] if isinstance(s, N.AtomicAdd) \
-            else [s.img, s.col]
-        names = [n.buffer if isinstance(n, (N.Region, N.Load)) else n for n in names
-                 if isinstance(n, (str, N.Region, N.Load))]
-        if any(bufs.get(n) is not None and bufs[n].dtype == E8M0 for n in names) or (
-                isinstance(s, N.AtomicAdd) and isinstance(s.value, N.Expr) and s.value.dtype == E8M0):
-            self.fail(f"{what} (a float8_e8m0fnu operand)")
+        operands = _NARROW_OPERANDS[type(s)](s)
+        for dtype, what in refused.items():
+            if any(isinstance(x, N.Expr) and not isinstance(x, N.Load) and x.dtype == dtype
+                   or bufs.get(_operand_name(x)) is not None
+                   and bufs[_operand_name(x)].dtype == dtype for x in operands):
+                self.fail(f"{what} (a {dtype} operand)")
 
     def one(self, s, vars_, bufs):
         if isinstance(s, N.TILE_OPS + (N.TmaCopy,)):
-            self.fp4_statement(s, bufs)
+            self.narrow_dtype_statement(s, bufs)
         if isinstance(s, N.For):
             if s.kind not in N.LOOP_KINDS:
                 self.fail(f"unknown loop kind {s.kind!r}")
