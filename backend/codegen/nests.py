@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from ..ir import nodes as N
 from ..runtime.dtypes import DTYPES
-from ..ir.visitor import substitute, walk_nodes
+from ..ir.visitor import substitute, walk_nodes, walk_stmts
 from ..transform.analysis import accesses, let_values, mentions, parallel_nest, value_range
 from .expr import FP4, PREC, chain, register_type
 from .memory import flat_index, vector_view
@@ -380,10 +380,17 @@ class NestEmitter:
         drawn = [x for x in walk_nodes(loops[-1].body)
                  if isinstance(x, N.Call) and x.name in N.ATOMIC_RETURNS + N.RNG_DRAWS]
         if drawn:  # (one copy of the call would leave the other threads without its value)
-            self.k.fail(loops[0], f"{drawn[0].name} in a T.Parallel nest that every thread "
-                                  "runs whole (it writes a fragment every thread holds): each "
-                                  "thread would update / draw once per element; move it to a "
-                                  "nest of its own")
+            written = sorted({x.buffer for x in walk_stmts(loops[-1].body)
+                              if isinstance(x, N.Store)})
+            name = drawn[0].name
+            form = f"T.{name[:-len('_ret')]}(..., return_prev=True)" if name.endswith("_ret") \
+                else "T.rng_rand()" if name == "rng_rand" else "T.rng_rand_float()"
+            self.k.fail(loops[0], f"{form} in a T.Parallel nest that every thread "
+                                  f"runs whole: it writes {', '.join(map(repr, written))}, held "
+                                  "whole by every thread (a thread reads it whole elsewhere), so "
+                                  "each thread would update / draw once per element; keep the "
+                                  "results in shared memory (T.alloc_shared, read after a "
+                                  "barrier) or in a fragment no thread reads whole")
         saved, self.k.replicas = self.k.replicas, True
         self.k.body(loops[-1].body, depth)
         self.k.replicas = saved
