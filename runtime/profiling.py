@@ -59,12 +59,19 @@ def make_tensor(shape, dtype, supply: TensorSupplyType, device="cuda"):
     - ``Uniform``: uniform in [-1, 1), ``Normal``: normal of mean -1 and standard deviation
       1 (TileLang's ``normal_(-1.0, 1.0)``), ``Randn``: standard normal, each made in
       float32 and converted (int8 tensors are all ones for Uniform and Normal);
-    - ``Zero``, ``One``.
+    - ``Zero``, ``One``;
+    - float8_e8m0fnu (MX scale factors: positive powers of two, no sign, no zero): every
+      supply but ``Zero`` and ``One`` gives 2^k, k random in [-2, 2] (converting the others'
+      values would make NaNs of the negatives and the smallest power of two of 0).
     """
     import torch
 
     t = map_torch_type(dtype)
     shape = [int(d) for d in shape]
+    if t == getattr(torch, "float8_e8m0fnu", None) and \
+            supply not in (TensorSupplyType.Zero, TensorSupplyType.One):
+        exponents = torch.randint(-2, 3, shape, device=device).to(torch.float32)
+        return torch.exp2(exponents).to(t)
 
     def integers():
         if t == torch.bool:

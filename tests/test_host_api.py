@@ -103,6 +103,11 @@ def test_cdiv_submodules_and_supply_types():
     assert make_tensor((8,), "int8", TensorSupplyType.Normal, device="cpu").tolist() == [1] * 8
     e = make_tensor((4096,), "float8_e4m3", TensorSupplyType.Integer, device="cpu")
     assert e.dtype == torch.float8_e4m3fn and float(e.float().abs().max()) > 64
+    # MX scales: positive powers of two under every random supply (no NaN, no 2^-127)
+    for supply in (TensorSupplyType.Integer, TensorSupplyType.Auto, TensorSupplyType.Normal,
+                   TensorSupplyType.Randn):
+        m = make_tensor((512,), "float8_e8m0fnu", supply, device="cpu").float()
+        assert set(m.unique().tolist()) <= {0.25, 0.5, 1.0, 2.0, 4.0}, supply
     assert tilecute.utils.map_torch_type(T.bfloat16) is torch.bfloat16
     assert tilecute.utils.map_torch_type("half") is torch.float16
 
