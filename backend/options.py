@@ -29,8 +29,13 @@ OPTIONS = {
                            "the softmax",
     "disable_wait_anchor": "with the MMA overlap, the wait for the second GEMM may run "
                            "where ptxas puts it, at the top of the softmax (by default it is "
-                           "kept after the softmax by a named-barrier arrival that reads its "
-                           "last row statistics, so the softmax runs while the GEMM does)",
+                           "kept after the step's row statistics, or its row sums: see "
+                           "late_wait_anchor, by a named-barrier arrival that reads them)",
+    "late_wait_anchor": "with the MMA overlap, the wait for the second GEMM is kept after the "
+                        "step's row sums at any width (by default, where that GEMM's "
+                        "accumulator is at most 128 wide, after the row statistics that come "
+                        "before the scores are rewritten: attention's exponentials then each "
+                        "feed their conversion into P, FA4's schedule)",
     "disable_warpgroup_pingpong": "the MMA overlap's two compute warpgroups never take turns "
                                   "(see warpgroup_pingpong)",
     "warpgroup_pingpong": "with the MMA overlap, two or three compute warpgroups that each "

@@ -26,7 +26,8 @@ OFF = {"serial": ("disable_mma_overlap", True), "pp": ("warpgroup_pingpong", Tru
        "nopp": ("disable_warpgroup_pingpong", True),
        "precise": ("fast_math", False), "early": ("rescale_before_gemm", True),
        "late": ("rescale_before_gemm", False), "direct": ("disable_shared_epilogue", True),
-       "whole": ("disable_deferred_row_sums", True), "noanchor": ("disable_wait_anchor", True)}
+       "whole": ("disable_deferred_row_sums", True), "noanchor": ("disable_wait_anchor", True),
+       "lateanchor": ("late_wait_anchor", True)}
 
 
 def bench(fn, reps: int = 20) -> float:
@@ -158,7 +159,8 @@ def main():
                         "with the warpgroup ping-pong (warpgroup_pingpong), -nopp: without it, -precise: without the "
                         "example's fast_math, -early / -late: O's rescale before the next step's "
                         "second GEMM / right after it (rescale_before_gemm), -direct: O stored from registers "
-                        "(disable_shared_epilogue)")
+                        "(disable_shared_epilogue), -lateanchor: the wait for P V kept after the row sums "
+                        "(late_wait_anchor), -noanchor: not kept anywhere (disable_wait_anchor)")
     p.add_argument("--causal", choices=("both", "0", "1"), default="both",
                    help="non-causal (0), causal (1) or both (default)")
     p.add_argument("--prebuild", action="store_true",

@@ -48,6 +48,24 @@ def test_pingpong_hands_over_the_turn_before_waiting(cache_dir):
     assert order == sorted(order)
 
 
+def test_wait_for_pv_is_anchored_after_the_row_statistics_up_to_128(cache_dir):
+    """The steady step's wait for P V (step k - 1's) stays after the row statistics that
+    come before the exponentials where O is at most 128 wide (the exponentials then feed
+    their conversions into P, FA4's schedule), after the row sums at 256, and after the
+    row sums at any width with ``late_wait_anchor``."""
+    def anchors(dim, **options):
+        func = A.flash_attention(4, dim, 4, False, "float16")
+        kernel = tilecute.compile(func, out_idx=[3, 4], target="sm_90a",
+                                  options={**A.OPTIONS, **options})
+        script = kernel.get_source("script")
+        return {line.strip() for line in script.splitlines() if "T.wait_wgmma(0)  #" in line}
+
+    assert anchors(128) == {"T.wait_wgmma(0)  # after the writes of alpha"}
+    assert anchors(64) == {"T.wait_wgmma(0)  # after the writes of alpha"}
+    assert anchors(256) == {"T.wait_wgmma(0)  # after the writes of l"}
+    assert anchors(128, late_wait_anchor=True) == {"T.wait_wgmma(0)  # after the writes of l"}
+
+
 def test_three_warpgroups_take_turns(cache_dir):
     """Head dim 64 (192 rows over three compute warpgroups): the turns go round the three
     (FA4's order there); the last warpgroup opens the first turn once, before the loop

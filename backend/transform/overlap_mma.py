@@ -114,6 +114,13 @@ PINGPONG_MAX_N = 128
 # TFLOP/s after / before): head dim 64 406 / 392 (causal 297 / 296), head dim 128
 # 517 / 562 at B8 H32 S4096 and 580 / 580 at B4 H16 S8192 (causal 467 / 469, 518 / 528).
 RESCALE_LATE_MAX_N = 64
+# the widest second-GEMM accumulator whose wait is anchored after the step's row statistics
+# (before the scores are rewritten: FA4's place) rather than after its row sums.  Measured on
+# an H200 (attention, TFLOP/s, statistics / sums anchor, 2026-11-28): head dim 128 B8 H32
+# S4096 611 / 597 and 607 / 570, S8192 635 / 608 and 630 / 602, causal 529-545 / 534-535 and
+# 577-585 / 572-578; head dim 64 460 / 453 (causal 354 / 349); head dim 256 648 / 692 (560 /
+# 611), so the sums anchor stays above 128
+STATS_ANCHOR_MAX_N = 128
 
 
 class OverlapError(ValueError):
@@ -323,7 +330,7 @@ def _may_hold(c, extents: dict):
 
 class _Overlap(StmtMutator):
     def __init__(self, func: str, allocs: dict, pingpong, auto: bool, early=None,
-                 anchor: bool = True):
+                 anchor: str | None = "auto"):
         # pingpong, early: True / False as the options force them, None: by G2's width
         self.func, self.allocs, self.pingpong, self.auto = func, allocs, pingpong, auto
         self.early, self.anchor = early, anchor
@@ -446,15 +453,32 @@ class _Overlap(StmtMutator):
             later, rest = [], tied
         return g1, g2, free, later, rest, release1, wait2
 
-    def anchor_of(self, free: list) -> str | None:
-        """The float32 fragment the last of ``free``'s stores writes (attention: the row
-        sum ``l``), which the wait for G2 stays after (``WaitWgmma.after``): ptxas moves a
-        ``wgmma.wait_group`` up to the top of its basic block, so the wait for step k - 1's
-        G2, written after step k's softmax, ran before it and the softmax did not overlap
-        G2 (sm_90a SASS of attention at head dim 128: the wait right after the masking,
-        before the row max).  None where there is none, or with ``disable_wait_anchor``."""
+    def anchor_of(self, free: list, g1c: str, g2c: str) -> str | None:
+        """The float32 fragment the wait for G2 stays after (``WaitWgmma.after``): ptxas
+        moves a ``wgmma.wait_group`` up to the top of its basic block, so the wait for step
+        k - 1's G2, written after step k's softmax, ran before it and the softmax did not
+        overlap G2 (sm_90a SASS of attention at head dim 128: the wait right after the
+        masking, before the row max).  Where G2's accumulator is at most
+        :data:`STATS_ANCHOR_MAX_N` wide, the last one ``free`` writes before its last
+        rewrite of G1's accumulator (attention: the row statistics ``m`` / ``alpha``, before
+        the exponentials): the exponentials then run after G2 is done, each followed by its
+        conversion into P (FA4's schedule), instead of all of them during G2 and the
+        conversions in a burst after it; wider (or with ``late_wait_anchor``, or where no
+        such statistics come first), the last one ``free`` writes (the row sum ``l``).  None
+        where there is none, or with ``disable_wait_anchor``."""
         if not self.anchor:
             return None
+        wide = self.allocs[g2c].buffer.shape[-1] if g2c in self.allocs else None
+        if self.anchor == "auto" and isinstance(wide, N.Const) and \
+                wide.value <= STATS_ANCHOR_MAX_N:  # before the scores become P's values
+            last = [i for i, s in enumerate(free) if any(
+                isinstance(x, N.Store) and x.buffer == g1c for x in walk_stmts((s,)))]
+            if last and (stats := self.last_fragment(free[:last[-1]])) is not None:
+                return stats
+        return self.last_fragment(free)
+
+    def last_fragment(self, free: list) -> str | None:
+        """The float32 fragment the last of ``free``'s stores writes, if it writes one."""
         for s in reversed(free):
             stores = [x for x in walk_stmts((s,)) if isinstance(x, N.Store)]
             if not stores:
@@ -533,7 +557,7 @@ class _Overlap(StmtMutator):
                                          dataclasses.replace(g1, wg_wait=1, stage=stage(k)),
                                          *at(in_turn, prev), *at(w2, prev),
                                          *issue_g2(stage(prev)), *r1, *free,
-                                         N.WaitWgmma(0, after=self.anchor_of(free), loc=g2.loc),
+                                         N.WaitWgmma(0, after=self.anchor_of(free, g1.c, g2.c), loc=g2.loc),
                                          *at([arrive], prev), *tied]))
         tail = [*at(later, last), *at(w2, last), dataclasses.replace(g2, stage=stage(last)),
                 *at([arrive], last)]
@@ -579,7 +603,9 @@ def overlap_mma(func: N.PrimFunc, arch: str, options: dict) -> N.PrimFunc:
             kernels.append(scope)
             continue
         scope = _Overlap(func.name, allocs, pingpong, auto, early,
-                         not options.get("disable_wait_anchor")).visit_kernel(scope)
+                         None if options.get("disable_wait_anchor") else
+                         "sums" if options.get("late_wait_anchor") else "auto"
+                         ).visit_kernel(scope)
         kernels.append(dataclasses.replace(scope, body=chain_batches(scope.body, allocs))
                        if auto else scope)
     return dataclasses.replace(func, kernels=tuple(kernels))
