@@ -515,9 +515,10 @@ class Macro:
         return f"<T.macro {self.__name__}>"
 
 
-def macro(fn=None, *, hygienic: bool = True):
+def macro(func=None, *, hygienic: bool = True):
     """TileLang's ``@T.macro`` (``hygienic=True``: names resolve where the macro is
     defined; ``hygienic=False``, TileLang's other mode, is refused)."""
+    fn = func
     if not hygienic:
         raise ValueError("T.macro(hygienic=False) is not supported: tilecute resolves a "
                          "macro's names where it is defined, as Python does")
