@@ -109,6 +109,34 @@ def test_span_helpers_build():
     assert "B[i] = (abs(A[i]) + 4 - 1) // 4 + (A[i] & 6)" in kernel.get_kernel_source()
 
 
+# ---- T.<dtype>(*args, is_size_var=False), T.dtype(value) ------------------------------------
+def _swap_pairs(value: str) -> str:
+    return ("@T.prim_func\n"
+            "def k(A: T.Tensor((64,), 'float32'), B: T.Tensor((64,), 'float32')):\n"
+            "    with T.Kernel(1, threads=32) as bx:\n"
+            "        for i in T.serial(32):\n"
+            f"            B[T.Ramp(2 * i, 1, 2)] = {value}\n")
+
+
+def test_dtype_call_with_several_values_is_a_shuffle():
+    # TileLang 0.1.15: two or more values are TVM's Shuffle(args, [0, 1, ...]) (a vector
+    # of the values' dtype); tilecute used to read the second as is_size_var and drop it
+    got = T.from_script(_swap_pairs("T.float32(A[2 * i + 1], A[2 * i])")).script()
+    assert got == T.from_script(_swap_pairs("T.Shuffle([A[2 * i + 1], A[2 * i]], [0, 1])")).script()
+    assert "B[2 * i] = A[2 * i + 1]" in got and "B[2 * i + 1] = A[2 * i]" in got
+
+
+def test_dtype_call_with_values_of_two_dtypes_is_refused():
+    with pytest.raises(FrontendError, match=r"T.float32: 2 values make a vector \(TVM's Shuffle"
+                                            r".*lanes of dtypes \['float32', 'int32'\]"):
+        T.from_script(_swap_pairs("T.float32(A[2 * i + 1], 7)"))
+
+
+def test_dtype_call_is_size_var_is_keyword_only():
+    assert _script("T.int32(A[i], is_size_var=False)") == _script("T.int32(A[i])")
+    assert T.dtype(value="half") == T.float16
+
+
 # ---- T.prim_func(func=), T.macro(func=) ------------------------------------------------------
 def _double(A, B):
     with T.Kernel(1, threads=64) as bx:

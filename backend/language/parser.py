@@ -7351,6 +7351,9 @@ class _Parser:
             args = [a.value(n) for n, p in a.sig.parameters.items()
                     if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
                     and not (span and n == "span")]
+            for n, p in a.sig.parameters.items():  # `*lanes` (T.float16(a, b): a vector)
+                if p.kind == p.VAR_POSITIONAL:
+                    args.extend(a.value(n))
             kwargs = {n: a.value(n) for n, p in a.sig.parameters.items()
                       if p.kind == p.KEYWORD_ONLY and not (span and n == "span")}
             for n, v in zip(a.sig.parameters, args):

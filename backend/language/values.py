@@ -23,11 +23,25 @@ class DType(str):
     ``T.dtype`` is this class (TileLang's ``dtype: T.dtype = T.float16`` annotations):
     ``T.dtype("half")`` or ``T.dtype(torch.float16)`` is ``T.float16``."""
 
-    def __new__(cls, name):
-        text = str(name)
+    def __new__(cls, value):  # (TileLang's parameter name: T.dtype(value="half"))
+        text = str(value)
         return super().__new__(cls, canonical_dtype(text[6:] if text.startswith("torch.") else text))
 
-    def __call__(self, value=None, is_size_var: bool = False) -> _N.Expr:
+    def __call__(self, value=None, *lanes, is_size_var: bool = False) -> _N.Expr:
+        # TileLang 0.1.15's ``T.<dtype>(*args, is_size_var=False)``: two or more values are
+        # packed into a vector as TVM's ``Shuffle(args, [0, 1, ...])`` (its dtype theirs,
+        # as TileLang's: ``T.bfloat16x2(a, b)``); ``is_size_var`` (keyword only) makes the
+        # symbol a TVM SizeVar, a non-negative extent, which every tilecute symbol is
+        if lanes:
+            from .lanes import shuffle
+
+            values = [value, *lanes]
+            try:
+                return shuffle(values, list(range(len(values))))
+            except (TypeError, IndexError) as e:
+                raise TypeError(f"{len(values)} values make a vector (TVM's Shuffle, as "
+                                f"TileLang's T.<dtype>(*args)): "
+                                f"{str(e).removeprefix('T.Shuffle: ')}") from None
         if value is None:  # TVMScript's `m = T.int32()`: a symbolic variable
             return _symbol(str(self))
         if isinstance(value, _N.Expr):
