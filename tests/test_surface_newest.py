@@ -91,6 +91,17 @@ def test_span_none_is_accepted(with_span, without):
     assert _script(with_span) == _script(without)
 
 
+def test_cast_node_annotations_are_cast_hints():
+    # TVM's T.Cast(dtype, value, annotations=None, span=None): T.cast's PTX hints as recorded
+    assert _script("T.Cast('int8', A[i], annotations={'sat': False}, span=None)") == \
+        _script("T.cast(A[i], 'int8', sat=False)")
+    assert _script("T.Cast('int8', A[i], {'round': 'rn'})") == _script("T.Cast('int8', A[i])")
+    with pytest.raises(FrontendError, match=r"T.Cast: annotations: round='rs' is not supported"):
+        T.from_script(_elementwise("T.Cast('int8', A[i], annotations={'round': 'rs', 'rbits': A[i]})"))
+    with pytest.raises(FrontendError, match=r"T.Cast: annotations key 'bogus' is not one of"):
+        T.from_script(_elementwise("T.Cast('int8', A[i], annotations={'bogus': 1})"))
+
+
 def test_span_float_helpers():
     assert _script("T.floor(A[i] * 0.5, span=None) + T.round(A[i], span=None)", "float32") == \
         _script("T.floor(A[i] * 0.5) + T.round(A[i])", "float32")

@@ -713,9 +713,28 @@ def bitwise_not(x):
 
 
 # ---- casts and selects ---------------------------------------------------------------------
-def Cast(dtype, value):  # noqa: N802
+def Cast(dtype, value, annotations=None):  # noqa: N802
     """TVM's ``T.Cast(dtype, value)`` (of a vector: each lane, TVM's cast keeping the
-    lanes)."""
+    lanes).  ``annotations`` (TileLang 0.1.15's TVM): the PTX hints ``T.cast`` records
+    there, ``{"round": "rs", "sat": False, "rbits": bits}``, read as ``T.cast``'s
+    ``round`` / ``sat`` / ``rbits`` arguments (with its checks and refusals)."""
+    if annotations:
+        if not isinstance(annotations, dict):
+            raise TypeError(f"T.Cast: annotations is a dict, got {annotations!r}")
+        unknown = sorted(set(annotations) - {"round", "sat", "rbits"})
+        if unknown:
+            raise ValueError(f"T.Cast: annotations key {unknown[0]!r} is not one of the "
+                             "keys TileLang's casts record (round, sat, rbits)")
+        sat = annotations.get("sat", True)
+        if isinstance(sat, _N.Const):
+            sat = bool(sat.value)
+        elif isinstance(sat, int):
+            sat = bool(sat)
+        try:
+            return cast(value, dtype, round=annotations.get("round", ""), sat=sat,
+                        rbits=annotations.get("rbits"))
+        except ValueError as e:
+            raise ValueError(f"annotations: {str(e).removeprefix('T.cast: ')}") from None
     if isinstance(value, _lanes.LaneVector):
         return _lanes.cast(value, dtype, dtype_name)
     return _N.cast(_N.as_expr(value), dtype_name(dtype))
