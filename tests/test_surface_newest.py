@@ -8,13 +8,88 @@ helpers (``T.ceildiv(lhs, rhs)``, ``T.bitwise_and(x, y)``, ``T.fma(x, y, z)``, T
 as a TileLang program; each honored spelling is checked to parse to the same IR as the
 spelling tilecute already honored, and built for sm_90a where codegen is involved."""
 
+import inspect
+
 import pytest
 
 import tilecute
 import tilecute as tilelang
 import tilecute.language as T
 from tilecute.language import FrontendError
+from tilecute.language.forms import FORMS, Unsupported
+from tilecute.language.ops import TVM_SPAN
 from tilecute.options import OptionError, PassConfigKey, from_pass_configs
+
+
+def _tilelang_surface() -> dict:
+    """TileLang 0.1.15's ``T.*`` names and their parameters (tests/golden)."""
+    import pathlib
+
+    path = pathlib.Path(__file__).parent / "golden" / "tilelang_0_1_15_language.txt"
+    out = {}
+    for line in path.read_text().splitlines():
+        if line and not line.startswith("#"):
+            name, _, params = line.partition("\t")
+            out[name] = params.split()
+    return out
+
+
+TILELANG_0_1_15 = _tilelang_surface()
+
+
+def test_every_tilelang_name_is_honored_or_refused_by_name():
+    assert len(TILELANG_0_1_15) == 713
+    for name in TILELANG_0_1_15:
+        value = getattr(T, name)  # no AttributeError: honored, or refused naming it
+        if isinstance(value, Unsupported):
+            assert f"T.{name} " in value.message(), name
+
+
+def _tilecute_signature(name):
+    value = getattr(T, name)
+    if name in FORMS:
+        return FORMS[name].signature
+    try:
+        return inspect.signature(value)
+    except (TypeError, ValueError):
+        return None
+
+
+# TileLang's parameters tilecute's signature spells otherwise, each for its reason
+SPELLED_OTHERWISE = {
+    ("boolean", "expr"): "T.boolean is T.bool, TVM's dtype call (value=None, *, is_size_var)",
+    ("PrimExpr", "dtype"): "tilecute's expression class, used in isinstance checks only",
+    ("PrimExpr", "span"): "as dtype",
+    ("Var", "span"): "TVM's Var node: tilecute's T.Var is its symbol class",
+    ("Layout", "shape"): "T.Layout(shape, forward_fn) is read by the parser's layout "
+                         "constructor (custom_layouts.py), not through this class",
+    ("Layout", "forward_fn"): "as shape",
+}
+
+
+def test_every_tilelang_parameter_is_in_tilecutes_signature():
+    """Each honored callable binds TileLang's parameters under TileLang's names (a
+    parameter tilecute refuses is still in its signature, refused by value)."""
+    missing = []
+    for name, params in TILELANG_0_1_15.items():
+        if not params or isinstance(getattr(T, name), Unsupported):
+            continue
+        sig = _tilecute_signature(name)
+        if sig is None:
+            continue
+        mine = sig.parameters
+        if any(p.kind in (p.VAR_KEYWORD,) for p in mine.values()):
+            continue
+        for p in params:
+            bare = p.lstrip("*~")
+            if p.startswith("*") or bare in mine or (name, bare) in SPELLED_OTHERWISE:
+                continue
+            if bare == "span" and name in TVM_SPAN:
+                continue
+            missing.append(f"T.{name}({bare})")
+    assert not missing, missing
+    used = {(n, p.lstrip("*~")) for n, ps in TILELANG_0_1_15.items() for p in ps}
+    assert set(SPELLED_OTHERWISE) <= used
 
 
 def _elementwise(expr: str, dtype: str = "int32") -> str:
