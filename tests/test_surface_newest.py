@@ -57,7 +57,6 @@ def _tilecute_signature(name):
 
 # TileLang's parameters tilecute's signature spells otherwise, each for its reason
 SPELLED_OTHERWISE = {
-    ("boolean", "expr"): "T.boolean is T.bool, TVM's dtype call (value=None, *, is_size_var)",
     ("PrimExpr", "dtype"): "tilecute's expression class, used in isinstance checks only",
     ("PrimExpr", "span"): "as dtype",
     ("Var", "span"): "TVM's Var node: tilecute's T.Var is its symbol class",
@@ -220,6 +219,9 @@ def test_dtype_call_with_values_of_two_dtypes_is_refused():
 
 def test_dtype_call_is_size_var_is_keyword_only():
     assert _script("T.int32(A[i], is_size_var=False)") == _script("T.int32(A[i])")
+    # TVMScript's T.boolean(expr=None, is_size_var=False): T.bool under its own names
+    assert _script("T.int32(T.boolean(expr=A[i] > 0))") == _script("T.int32(T.bool(A[i] > 0))")
+    assert _script("T.int32(T.boolean(A[i] > 0, False))") == _script("T.int32(T.bool(A[i] > 0))")
     assert T.dtype(value="half") == T.float16
 
 

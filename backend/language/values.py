@@ -149,10 +149,18 @@ int8, int16, int32, int64 = DType("int8"), DType("int16"), DType("int32"), DType
 uint8, uint16, uint32, uint64 = DType("uint8"), DType("uint16"), DType("uint32"), DType("uint64")
 boolean = DType("bool")
 
+
+class _Boolean(DType):
+    """TileLang's ``T.boolean(expr=None, is_size_var=False)`` (TVMScript's function, not a
+    dtype call): ``T.bool``'s meaning under its own parameter names."""
+
+    def __call__(self, expr=None, is_size_var: bool = False) -> _N.Expr:
+        return DType.__call__(self, expr, is_size_var=is_size_var)
+
 # every `T.<name>` that is a dtype: the canonical names and TileLang's spellings
 DTYPE_NAMES = {
     **{name: DType(name) for name in DTYPES if name != "bool"},
-    "boolean": boolean, "bool": boolean,
+    "boolean": _Boolean("bool"), "bool": boolean,
     "half": float16, "float": float32, "double": float64, "float8_e4m3fn": float8_e4m3,
     "int": int32, "uint": uint32, "short": int16, "long": int64, "ulong": uint64,
 }
