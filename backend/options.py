@@ -160,6 +160,8 @@ class PassConfigKey(str, __import__("enum").Enum):
     TL_DISABLE_DATA_RACE_CHECK = "tl.disable_data_race_check"
     TL_DISABLE_PRELOWER_SEMANTIC_CHECK = "tl.disable_prelower_semantic_check"
     TL_DISABLE_WARP_SPECIALIZED = "tl.disable_warp_specialized"
+    TL_ENABLE_AUTO_SCHEDULE = "tl.enable_auto_schedule"  # TileLang 0.1.15's (Ascend)
+    TL_ENABLE_AUTO_WARP_SPECIALIZATION = "tl.enable_auto_warp_specialization"  # 0.1.15's
     TL_ENABLE_FAST_MATH = "tl.enable_fast_math"
     TL_DISABLE_FAST_MATH = "tl.disable_fast_math"  # older TileLang releases
     TL_PTXAS_REGISTER_USAGE_LEVEL = "tl.ptxas_register_usage_level"
@@ -173,6 +175,7 @@ class PassConfigKey(str, __import__("enum").Enum):
     TL_DISABLE_TMA_LOWER = "tl.disable_tma_lower"
     TL_DISABLE_SAFE_MEMORY_ACCESS = "tl.disable_safe_memory_legalize"
     TL_DISABLE_VECTORIZE_256 = "tl.disable_vectorize_256"
+    TL_ENABLE_FP32X2_REDUCTION = "tl.enable_fp32x2_reduction"  # TileLang 0.1.15's
     TL_ENABLE_ASYNC_COPY = "tl.enable_async_copy"
     TL_ENABLE_LOWER_LDGSTG = "tl.enable_lower_ldgstg"
     TL_ENABLE_LOWER_LDGSTG_PREDICATED = "tl.enable_lower_ldgstg_predicated"
@@ -298,6 +301,21 @@ PASS_CONFIGS = {
     K.TL_SIMPLIFY: _Maps(_simplify, "default settings only"),
     K.TL_DISABLE_VECTORIZE_256: _Keeps((False, True), "tilecute's vector accesses are at most "
                                        "16 bytes: it never emits 256-bit LDG/STG"),
+    # TileLang 0.1.15's: packed FP32x2 adds in sum/abssum reductions on SM100+ (on by
+    # default; a reduction's annotations={"enable_fadd2": False} turns one off)
+    K.TL_ENABLE_FP32X2_REDUCTION: _Keeps((True, False), "tilecute's reductions add one value "
+                                         "at a time on every target"),
+    # TileLang 0.1.15's Ascend pipeline switch (default True), which its CUDA pipeline
+    # does not read
+    K.TL_ENABLE_AUTO_SCHEDULE: _Keeps((True, False), "it is TileLang's Ascend pipeline "
+                                      "switch; its CUDA pipeline does not read it either"),
+    # TileLang 0.1.15's: the name of a scheduler ("role_based") that derives a
+    # warp-specialization schedule for kernels without one (default unset: none)
+    K.TL_ENABLE_AUTO_WARP_SPECIALIZATION: _Keeps((None,), "tilecute has no named "
+                                                 "warp-specialization schedulers (its "
+                                                 "pipelined loops get a producer warpgroup "
+                                                 "by its own rule: "
+                                                 "TL_DISABLE_WARP_SPECIALIZED turns it off)"),
     K.TL_DISABLE_BUFFER_INIT_CHECK: _Keeps((False, True), "tilecute has no read-before-write "
                                            "warning to silence"),
     K.TL_DISABLE_LOOP_UNSWITCHING: _Keeps((False, True), "tilecute does not unswitch loops"),

@@ -387,8 +387,6 @@ def test_prim_func_with_parentheses():
                          "sf_b_granularity_k=32)"),
     ("annotate_ws_pipeline_depth", "T.annotate_ws_pipeline_depth({s: 2})"),
     ("ptx_fence_barrier_init", "T.ptx_fence_barrier_init()"),
-    ("break_loop", "T.break_loop()"),
-    ("continue_loop", "T.continue_loop()"),
     ("thread_return", "T.thread_return()"),
     ("get_active_lane_mask", "T.evaluate(T.get_active_lane_mask('bool', 0, 4))"),
 ])

@@ -266,6 +266,10 @@ def test_unknown_positional_names_form_argument_and_line(name):
         assert "T.alloc_var takes (dtype, init, scope) at most" in msg
     elif name in ("any_of", "all_of"):  # several arguments: each a condition
         assert f"T.{name}: argument 1 (`row`) is not a condition" in msg, msg
+    elif name == "boolean":  # TVMScript's T.boolean(expr=None, is_size_var=False)
+        assert "T.boolean: unexpected positional argument 3 (`7`)" in msg, msg
+    elif name in T.DTYPE_NAMES:  # TileLang 0.1.15's T.<dtype>(*args): a vector of the values
+        assert f"T.{name}: 13 values make a vector (TVM's Shuffle" in msg, msg
     else:
         assert f"T.{name}: unexpected positional argument" in msg and "(`7`)" in msg, msg
 

@@ -27,10 +27,11 @@ def _is_number(x) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
-def ceildiv(a, b):
-    """``(a + b - 1) // b``.  Two Python ints fold; TVM types its literals int32, or
+def ceildiv(lhs, rhs):
+    """``(lhs + rhs - 1) // rhs`` (TileLang's parameter names).  Two Python ints fold; TVM types its literals int32, or
     int64 past int32, so ``T.ceildiv(2**32, 512)`` is an int64 constant (a grid over it
     binds an int64 block index, as TileLang's does)."""
+    a, b = lhs, rhs
     if not isinstance(a, _N.Expr) and not isinstance(b, _N.Expr):
         q = -(-a // b)
         if all(isinstance(x, int) and not isinstance(x, bool) for x in (a, b)) and \
@@ -569,8 +570,9 @@ def clamp(dst, min_val, max_val):
     return value
 
 
-def fma(a, b, c):
-    """``a * b + c``."""
+def fma(x, y, z):
+    """``x * y + z`` (TileLang's parameter names)."""
+    a, b, c = x, y, z
     a, b, t = _N._coerce(a, b)
     a, c, t = _N._coerce(a, c)
     return _N.Call("fma", (_N.cast(a, t), _N.cast(b, t), _N.cast(c, t)), t)
@@ -680,7 +682,8 @@ def floormod(a, b):
 
 # ---- bitwise (integers only) ----------------------------------------------------------------
 def _bitwise(op: str, name: str):
-    def f(a, b):
+    def f(x, y):  # TileLang's parameter names (TVM's tirx.bitwise_and(x, y) ...)
+        a, b = x, y
         if not isinstance(a, _N.Expr) and not isinstance(b, _N.Expr):
             return {"bitand": a & b, "bitor": a | b, "bitxor": a ^ b, "shl": a << b,
                     "shr": a >> b}[op]
@@ -690,7 +693,7 @@ def _bitwise(op: str, name: str):
         return e
 
     f.__name__ = f.__qualname__ = name
-    f.__doc__ = f"``T.{name}(a, b)`` on integers."
+    f.__doc__ = f"``T.{name}(x, y)`` on integers."
     return f
 
 
@@ -710,9 +713,28 @@ def bitwise_not(x):
 
 
 # ---- casts and selects ---------------------------------------------------------------------
-def Cast(dtype, value):  # noqa: N802
+def Cast(dtype, value, annotations=None):  # noqa: N802
     """TVM's ``T.Cast(dtype, value)`` (of a vector: each lane, TVM's cast keeping the
-    lanes)."""
+    lanes).  ``annotations`` (TileLang 0.1.15's TVM): the PTX hints ``T.cast`` records
+    there, ``{"round": "rs", "sat": False, "rbits": bits}``, read as ``T.cast``'s
+    ``round`` / ``sat`` / ``rbits`` arguments (with its checks and refusals)."""
+    if annotations:
+        if not isinstance(annotations, dict):
+            raise TypeError(f"T.Cast: annotations is a dict, got {annotations!r}")
+        unknown = sorted(set(annotations) - {"round", "sat", "rbits"})
+        if unknown:
+            raise ValueError(f"T.Cast: annotations key {unknown[0]!r} is not one of the "
+                             "keys TileLang's casts record (round, sat, rbits)")
+        sat = annotations.get("sat", True)
+        if isinstance(sat, _N.Const):
+            sat = bool(sat.value)
+        elif isinstance(sat, int):
+            sat = bool(sat)
+        try:
+            return cast(value, dtype, round=annotations.get("round", ""), sat=sat,
+                        rbits=annotations.get("rbits"))
+        except ValueError as e:
+            raise ValueError(f"annotations: {str(e).removeprefix('T.cast: ')}") from None
     if isinstance(value, _lanes.LaneVector):
         return _lanes.cast(value, dtype, dtype_name)
     return _N.cast(_N.as_expr(value), dtype_name(dtype))
@@ -1016,14 +1038,17 @@ def _tvm_shuffle(name: str, shuffle, operand: str):
             raise type(e)(str(e).replace(f"T.{shuffle.__name__}", f"T.{name}")) from None
 
     f.__name__ = f.__qualname__ = name
+    sig = inspect.signature(f)  # the third parameter under TVM's name (warp_id, offset)
+    f.__signature__ = sig.replace(parameters=[
+        p.replace(name=operand) if p.name == "lane" else p for p in sig.parameters.values()])
     f.__doc__ = (f"``T.{name}(mask, value, {operand}, width, warp_size)``: TVM's warp shuffle, "
                  f"``T.{shuffle.__name__}(value, {operand}, width, mask)`` with ``warp_size`` 32.")
     return f
 
 
-tvm_warp_shuffle = _tvm_shuffle("tvm_warp_shuffle", _shfl_sync, "lane")
-tvm_warp_shuffle_down = _tvm_shuffle("tvm_warp_shuffle_down", shfl_down, "delta")
-tvm_warp_shuffle_up = _tvm_shuffle("tvm_warp_shuffle_up", shfl_up, "delta")
+tvm_warp_shuffle = _tvm_shuffle("tvm_warp_shuffle", _shfl_sync, "warp_id")
+tvm_warp_shuffle_down = _tvm_shuffle("tvm_warp_shuffle_down", shfl_down, "offset")
+tvm_warp_shuffle_up = _tvm_shuffle("tvm_warp_shuffle_up", shfl_up, "offset")
 
 
 # ---- warp all-reductions (TileLang's T.warp_reduce_*) -------------------------------------------
@@ -1444,3 +1469,14 @@ EXPRESSION_HELPERS = (
     "fmul", "get_cluster_dims", "get_cluster_size", "get_cluster_id", "get_cluster_ids",
     "get_cluster_extent", "get_cluster_extents", "ignore_loop_partition",
 )
+
+# The helpers whose TileLang 0.1.15 (TVM) signature ends in ``span=None``: TVM's source
+# location of the node it builds, debug metadata with no effect on the value.  The parser
+# takes ``span=None`` (by keyword or as that last positional argument) on these and
+# refuses any other value by name: tilecute's nodes carry the program's own lines.
+TVM_SPAN = frozenset("""
+    And Or Not EQ NE LT LE GT GE Broadcast Ramp Shuffle Select Cast cast abs fabs ceil floor
+    trunc nearbyint round isfinite isinf isnan likely bitwise_and bitwise_or bitwise_xor
+    bitwise_not shift_left shift_right ceildiv cdiv floordiv floormod truncdiv truncmod pow
+    infinity max_value min_value reinterpret if_then_else extract_lane
+""".split())

@@ -516,10 +516,54 @@ def _reads_state(e) -> bool:
     return any(isinstance(n, (N.Load, N.Call)) for n in walk_nodes(e))
 
 
+def _tvm_loop_control(fdef, env: dict) -> None:
+    """TVM's explicit loop control as the Python statements it stands for, in place:
+    ``T.break_loop()`` / ``T.continue_loop()`` written as a statement (also inside
+    ``T.evaluate(...)``, as TileLang's builder emits Python's ``break`` / ``continue``:
+    ``T.evaluate(T.break_loop())``) become ``break`` / ``continue``.  A call with a
+    ``span`` other than None is left alone (its form's refusal names it)."""
+    module = sys.modules[__package__]
+
+    def is_t(func, names) -> bool:
+        return isinstance(func, ast.Attribute) and func.attr in names and \
+            isinstance(func.value, ast.Name) and env.get(func.value.id) is module
+
+    def control(e):
+        if isinstance(e, ast.Call) and is_t(e.func, ("evaluate",)) and len(e.args) == 1 \
+                and not e.keywords:
+            e = e.args[0]
+        if not (isinstance(e, ast.Call) and is_t(e.func, ("break_loop", "continue_loop"))):
+            return None
+        spans = list(e.args) + [k.value for k in e.keywords if k.arg == "span"]
+        if len(e.args) > 1 or any(k.arg != "span" for k in e.keywords) or len(spans) > 1 or \
+                not all(isinstance(v, ast.Constant) and v.value is None for v in spans):
+            return None
+        return ast.Break if e.func.attr == "break_loop" else ast.Continue
+
+    for node in ast.walk(fdef):
+        for field in ("body", "orelse", "finalbody"):
+            stmts = getattr(node, field, None)
+            if not isinstance(stmts, list):
+                continue
+            for i, st in enumerate(stmts):
+                kind = control(st.value) if isinstance(st, ast.Expr) else None
+                if kind is not None:
+                    stmts[i] = ast.copy_location(kind(), st)
+                    stmts[i].tvm_form = ast.unparse(st.value)
+
+
+def _written_as(s) -> dict:
+    """The ``form`` of a ``_Break`` / ``_Continue`` from ``s``: TVM's call as written when
+    :func:`_tvm_loop_control` made ``s`` of one."""
+    form = getattr(s, "tvm_form", None)
+    return {"form": form} if form else {}
+
+
 class _Parser:
     def __init__(self, tree: ast.FunctionDef, env: dict, filename: str, line_offset: int,
                  source_lines: list[str], annotations: Optional[dict] = None):
         self.tree, self.env, self.filename = tree, env, filename
+        _tvm_loop_control(tree, env)
         self.reassigned = _reassigned_names(tree)  # (in the function parsed now)
         self.annotations = annotations or {}
         self.line_offset, self.source_lines = line_offset, source_lines
@@ -795,8 +839,7 @@ class _Parser:
             kernels.append(s)
         stray = next((b for b in walk_stmts(body) if isinstance(b, (_Break, _Continue))), None)
         if stray is not None:
-            what = "T.loop_break" if isinstance(stray, _Break) else "`continue`"
-            raise FrontendError(f"{what} outside a loop", stray.loc, self.fname)
+            raise FrontendError(f"{stray.form} outside a loop", stray.loc, self.fname)
         outputs = self.returned_outputs(params)
         func = N.PrimFunc(self.fname, tuple(params) + tuple(outputs) + tuple(self.workspaces),
                           tuple(kernels), tuple(self.symbols.values()), loc=self.loc(fn),
@@ -1523,9 +1566,9 @@ class _Parser:
         if isinstance(s, ast.Assert):
             return self.assert_stmt(s)
         if isinstance(s, ast.Break):  # TileLang's builder: T.loop_break()
-            return [_Break(loc=self.loc(s))]
+            return [_Break(loc=self.loc(s), **_written_as(s))]
         if isinstance(s, ast.Continue):  # TileLang's builder: tirx.continue_loop()
-            return [_Continue(loc=self.loc(s))]
+            return [_Continue(loc=self.loc(s), **_written_as(s))]
         kind = type(s).__name__
         hint = {"While": "use `for ... in T.serial(n)`", "Return": "a prim_func returns nothing",
 "Try": "", "FunctionDef": "", "Raise": ""}.get(kind, "")
@@ -4134,6 +4177,7 @@ class _Parser:
         all_lines = linecache.getlines(filename)
         self.scopes, self.control = [dict(bound.arguments)], [False]
         self.env = _function_env(fn)
+        _tvm_loop_control(fdef, self.env)
         self.filename, self.line_offset = filename, first - 1
         self.source_lines = all_lines[first - 1:] if all_lines else lines
         try:
@@ -7293,13 +7337,25 @@ class _Parser:
         if getattr(fn, "wide_load", None):  # T.ldg32 ... T.lds128, T.__ldg
             return self.wide_load(fn, node)
         if helper is not None:  # a T.* helper: TileLang's signature, then its arguments
+            sig = plain_signature(fn)
+            span = helper in ops.TVM_SPAN and "span" not in sig.parameters
+            if span:  # TVM's trailing span=None (ops.TVM_SPAN)
+                sig = _with_span(sig)
             if isinstance(node.func, ast.Attribute) and not isinstance(fn, _Astype):
                 helper = node.func.attr  # as written: T.half, T.symbolic
-            a = _Args(self, helper, plain_signature(fn), node)
+            a = _Args(self, helper, sig, node)
+            if span and a.value("span") is not None:
+                raise a.fail("span", f"span={_show(a.value('span'))}: TVM's source location "
+                                     "of the node; tilecute's nodes carry the program's own "
+                                     "lines, so it takes span=None only")
             args = [a.value(n) for n, p in a.sig.parameters.items()
-                    if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+                    if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+                    and not (span and n == "span")]
+            for n, p in a.sig.parameters.items():  # `*lanes` (T.float16(a, b): a vector)
+                if p.kind == p.VAR_POSITIONAL:
+                    args.extend(a.value(n))
             kwargs = {n: a.value(n) for n, p in a.sig.parameters.items()
-                      if p.kind == p.KEYWORD_ONLY}
+                      if p.kind == p.KEYWORD_ONLY and not (span and n == "span")}
             for n, v in zip(a.sig.parameters, args):
                 self.check_value(a.node(n), v)
             if getattr(fn, "kernel_threads", False):  # T.get_lane_idx ...: of the T.Kernel's threads
@@ -7405,16 +7461,20 @@ def _is_bool(x) -> bool:
 
 @dataclasses.dataclass(frozen=True)
 class _Break(N.Stmt):
-    """``T.loop_break()`` while its loop is parsed; the loop lowers it (``break_loop``)."""
+    """``T.loop_break()`` while its loop is parsed; the loop lowers it (``break_loop``).
+    ``form``: what the program wrote, for errors."""
 
     loc: Optional[N.Loc] = None
+    form: str = "T.loop_break"
 
 
 @dataclasses.dataclass(frozen=True)
 class _Continue(N.Stmt):
-    """``continue`` while its loop is parsed; the loop lowers it (``continue_loop``)."""
+    """``continue`` while its loop is parsed; the loop lowers it (``continue_loop``).
+    ``form``: what the program wrote, for errors."""
 
     loc: Optional[N.Loc] = None
+    form: str = "`continue`"
 
 
 def _has_break(body, marker=_Break) -> bool:
@@ -7473,6 +7533,17 @@ def _guard_breaks(body, flag: str, loc, marker=_Break) -> tuple:
             return tuple(out)
         out.append(s)
     return tuple(out)
+
+
+def _with_span(sig: inspect.Signature) -> inspect.Signature:
+    """``sig`` with TVM's ``span=None`` after its other parameters (positional when
+    they all are, as in ``T.abs(x, span=None)``; else keyword-only)."""
+    params = list(sig.parameters.values())
+    plain = all(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params)
+    kind = inspect.Parameter.POSITIONAL_OR_KEYWORD if plain else inspect.Parameter.KEYWORD_ONLY
+    at = next((i for i, p in enumerate(params) if p.kind == p.VAR_KEYWORD), len(params))
+    params.insert(at, inspect.Parameter("span", kind, default=None))
+    return sig.replace(parameters=params)
 
 
 def _helper_name(fn) -> Optional[str]:
@@ -7833,10 +7904,11 @@ def _function_env(fn, closure_only: bool = False) -> dict:
     return env
 
 
-def prim_func(fn=None, *, eager_jit: bool = False) -> N.PrimFunc:
-    """Parse ``fn`` (a Python function written with ``T.*``) into a PrimFunc.
+def prim_func(func=None, *, eager_jit: bool = False) -> N.PrimFunc:
+    """Parse ``func`` (a Python function written with ``T.*``) into a PrimFunc.
     ``@T.prim_func()`` is ``@T.prim_func`` (TileLang 0.1.15's signature); its
     ``eager_jit=True`` (TileLang's JIT-function builder) is refused."""
+    fn = func
     if eager_jit is not False:
         raise FrontendError(f"T.prim_func(eager_jit={eager_jit!r}) is not supported: tilecute's "
                             "prim_func parses the function once (use @tilelang.jit on a kernel "

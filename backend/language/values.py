@@ -23,11 +23,25 @@ class DType(str):
     ``T.dtype`` is this class (TileLang's ``dtype: T.dtype = T.float16`` annotations):
     ``T.dtype("half")`` or ``T.dtype(torch.float16)`` is ``T.float16``."""
 
-    def __new__(cls, name):
-        text = str(name)
+    def __new__(cls, value):  # (TileLang's parameter name: T.dtype(value="half"))
+        text = str(value)
         return super().__new__(cls, canonical_dtype(text[6:] if text.startswith("torch.") else text))
 
-    def __call__(self, value=None, is_size_var: bool = False) -> _N.Expr:
+    def __call__(self, value=None, *lanes, is_size_var: bool = False) -> _N.Expr:
+        # TileLang 0.1.15's ``T.<dtype>(*args, is_size_var=False)``: two or more values are
+        # packed into a vector as TVM's ``Shuffle(args, [0, 1, ...])`` (its dtype theirs,
+        # as TileLang's: ``T.bfloat16x2(a, b)``); ``is_size_var`` (keyword only) makes the
+        # symbol a TVM SizeVar, a non-negative extent, which every tilecute symbol is
+        if lanes:
+            from .lanes import shuffle
+
+            values = [value, *lanes]
+            try:
+                return shuffle(values, list(range(len(values))))
+            except (TypeError, IndexError) as e:
+                raise TypeError(f"{len(values)} values make a vector (TVM's Shuffle, as "
+                                f"TileLang's T.<dtype>(*args)): "
+                                f"{str(e).removeprefix('T.Shuffle: ')}") from None
         if value is None:  # TVMScript's `m = T.int32()`: a symbolic variable
             return _symbol(str(self))
         if isinstance(value, _N.Expr):
@@ -135,10 +149,18 @@ int8, int16, int32, int64 = DType("int8"), DType("int16"), DType("int32"), DType
 uint8, uint16, uint32, uint64 = DType("uint8"), DType("uint16"), DType("uint32"), DType("uint64")
 boolean = DType("bool")
 
+
+class _Boolean(DType):
+    """TileLang's ``T.boolean(expr=None, is_size_var=False)`` (TVMScript's function, not a
+    dtype call): ``T.bool``'s meaning under its own parameter names."""
+
+    def __call__(self, expr=None, is_size_var: bool = False) -> _N.Expr:
+        return DType.__call__(self, expr, is_size_var=is_size_var)
+
 # every `T.<name>` that is a dtype: the canonical names and TileLang's spellings
 DTYPE_NAMES = {
     **{name: DType(name) for name in DTYPES if name != "bool"},
-    "boolean": boolean, "bool": boolean,
+    "boolean": _Boolean("bool"), "bool": boolean,
     "half": float16, "float": float32, "double": float64, "float8_e4m3fn": float8_e4m3,
     "int": int32, "uint": uint32, "short": int16, "long": int64, "ulong": uint64,
 }
@@ -515,9 +537,10 @@ class Macro:
         return f"<T.macro {self.__name__}>"
 
 
-def macro(fn=None, *, hygienic: bool = True):
+def macro(func=None, *, hygienic: bool = True):
     """TileLang's ``@T.macro`` (``hygienic=True``: names resolve where the macro is
     defined; ``hygienic=False``, TileLang's other mode, is refused)."""
+    fn = func
     if not hygienic:
         raise ValueError("T.macro(hygienic=False) is not supported: tilecute resolves a "
                          "macro's names where it is defined, as Python does")
