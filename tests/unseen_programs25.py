@@ -173,7 +173,7 @@ def act_quant_group_fp8(M=256, N=512, group=128, block_M=32, threads=128):
 
 # the lazy factories' compile-time shapes (by keyword) for a CPU build
 LAZY_SHAPES = {"dsa_clean_logits": dict(seq=8, seq_kv=1000), "mhc_post_mix": {},
-               "fp8_block_mean_pool": dict(seq_k=200)}
+               "fp8_block_mean_pool": dict(seq_k=200), "mhc_sinkhorn_roles": dict(n=37)}
 
 
 # ---- chunked gated linear attention (GDN / KDA pieces) ---------------------------------------
@@ -922,3 +922,81 @@ def kda_intra_chunk_scores(B=1, S=128, H=2, DK=32, chunk=16, threads=128):
                         a_f[i, j] += q_s[i, d] * k_s[j, d] * T.exp(g_s[i, d] - g_s[j, d])
             T.copy(a_f, A[bb, bc * chunk:(bc + 1) * chunk, bh, :])
     return intra
+
+
+# ---- mHC: warp roles in one block, Sinkhorn on one warp -----------------------------------------
+@tilecute.jit
+def mhc_sinkhorn_roles(Mixes, hc=4, repeat=3, eps=1e-6, threads=96):
+    """Per token, two roles split by ``T.get_thread_binding() < 32``: the first warp turns the
+    hc x hc logits into a doubly-stochastic mix (row softmax, then ``repeat`` Sinkhorn
+    rounds of column / row normalisation with ``T.reduce_sum`` over dim 0 / 1 on a fragment
+    allocated inside the branch); the other 64 threads write sigmoid(pre logits)."""
+    n = T.const("n")
+    Mixes: T.Tensor[[n, hc + hc * hc], T.float32]
+    Comb = T.empty((n, hc, hc), T.float32)
+    Pre = T.empty((n, hc), T.float32)
+    with T.Kernel(n, threads=threads) as tok:
+        mix_s = T.alloc_shared((hc + hc * hc,), T.float32)
+        T.copy(Mixes[tok, 0:hc + hc * hc], mix_s)
+        if T.get_thread_binding() < 32:
+            cm = T.alloc_fragment((hc, hc), T.float32)
+            rsum = T.alloc_fragment((hc,), T.float32)
+            csum = T.alloc_fragment((hc,), T.float32)
+            rmax = T.alloc_fragment((hc,), T.float32)
+            for j, k in T.Parallel(hc, hc):
+                cm[j, k] = mix_s[hc + j * hc + k]
+            T.reduce_max(cm, rmax, dim=1)
+            for j, k in T.Parallel(hc, hc):
+                cm[j, k] = T.exp(cm[j, k] - rmax[j])
+            T.reduce_sum(cm, rsum, dim=1)
+            for j, k in T.Parallel(hc, hc):
+                cm[j, k] = cm[j, k] / rsum[j] + eps
+            for _ in T.serial(repeat):
+                T.reduce_sum(cm, csum, dim=0)
+                for j, k in T.Parallel(hc, hc):
+                    cm[j, k] = cm[j, k] / (csum[k] + eps)
+                T.reduce_sum(cm, rsum, dim=1)
+                for j, k in T.Parallel(hc, hc):
+                    cm[j, k] = cm[j, k] / (rsum[j] + eps)
+            for j, k in T.Parallel(hc, hc):
+                Comb[tok, j, k] = cm[j, k]
+        else:
+            for j in T.Parallel(hc):
+                Pre[tok, j] = T.sigmoid(mix_s[j])
+    return Comb, Pre
+
+
+@tilecute.jit(out_idx=[2, 3])
+def mhc_tf32_gemm_sqrsum(M=128, N=24, K=512, block_M=64, block_K=64, threads=128):
+    """X (M, K) float32 times Fn (N, K)^T as a TF32 ``T.gemm`` (both operands ``T.tfloat32``
+    in shared memory, N = 24 padded to 32 in the tile), plus each row's sum of squares
+    from the same tiles."""
+
+    @T.prim_func
+    def gemm(X: T.Tensor((M, K), "float32"), Fn: T.Tensor((N, K), "float32"),
+             Out: T.Tensor((M, N), "float32"), SqSum: T.Tensor((M,), "float32")):
+        with T.Kernel(T.ceildiv(M, block_M), threads=threads) as bx:
+            x_s = T.alloc_shared((block_M, block_K), T.tfloat32)
+            f_s = T.alloc_shared((32, block_K), T.tfloat32)
+            x_f = T.alloc_fragment((block_M, block_K), "float32")
+            c_f = T.alloc_fragment((block_M, 32), "float32")
+            sq = T.alloc_fragment((block_M,), "float32")
+            part = T.alloc_fragment((block_M,), "float32")
+            T.clear(c_f)
+            T.clear(sq)
+            for kt in T.Pipelined(K // block_K, num_stages=2):
+                T.copy(X[bx * block_M, kt * block_K], x_s)
+                for i, k in T.Parallel(32, block_K):
+                    f_s[i, k] = T.if_then_else(i < N, Fn[i, kt * block_K + k], 0.0)
+                T.copy(x_s, x_f)
+                for i, k in T.Parallel(block_M, block_K):
+                    x_f[i, k] = x_f[i, k] * x_f[i, k]
+                T.reduce_sum(x_f, part, dim=1)
+                for i in T.Parallel(block_M):
+                    sq[i] += part[i]
+                T.gemm(x_s, f_s, c_f, transpose_B=True)
+            for i, j in T.Parallel(block_M, 32):
+                if j < N:
+                    Out[bx * block_M + i, j] = c_f[i, j]
+            T.copy(sq, SqSum[bx * block_M])
+    return gemm
