@@ -19,7 +19,8 @@ PROGRAMS = ["dsa_clean_logits", "mhc_post_mix", "mhc_pre_rms_gate", "fp8_block_m
             "decode_combine", "vertical_column_sparse_attn", "hadamard_rows", "topk_rows_reduce_max", "gemv_split_k",
             "int4_dequant_gemm", "moe_gather_sorted_tokens", "moe_weighted_combine", "fused_add_rmsnorm",
             "online_softmax_two_pass", "indexer_weighted_relu_scores", "topk_index_sparse_mqa",
-            "grouped_gemm_offsets", "kda_intra_chunk_scores", "mhc_sinkhorn_roles", "mhc_tf32_gemm_sqrsum"]
+            "grouped_gemm_offsets", "kda_intra_chunk_scores", "mhc_sinkhorn_roles", "mhc_tf32_gemm_sqrsum",
+            "vertical_prefetch_async"]
 
 
 @pytest.fixture(autouse=True)
@@ -151,6 +152,24 @@ def test_mhc_roles_and_tf32_forms():
     assert 'tcm.tiled_mma("mma", cutlass.TFloat32, cutlass.TFloat32, cutlass.Float32' in src
     assert "if i < 24:" in src  # Fn's rows past N = 24 are zero in the 32-row tile
     assert src.index("sq[tc_lane34] = sq[tc_lane34] + part[") < src.index("tcm.gemm_warp(tc_mma0")
+
+
+def test_prefetch_ring_waits_and_fences():
+    src = _body("vertical_prefetch_async")
+    loop = src.split("for t in cutlass.range(0, nblk):", 1)[1]
+    nxt = loop.split("if t + 1 < nblk:", 1)[1]
+    # the next stage is overwritten only after a barrier behind the last iteration's gemms
+    assert nxt.lstrip().startswith('cute.arch.fence_proxy("async.shared", space="cta")\n            cute.arch.sync_threads()')
+    assert "(t + 1) % 2 * 2048" in nxt or "((t + 1) % 2) * 2048" in nxt
+    assert "cute.arch.cp_async_commit_group()\n            cute.arch.cp_async_wait_group(1)" in nxt
+    assert "else:\n            cute.arch.cp_async_wait_group(0)" in loop
+    # every thread's gathered rows are visible before the gemm reads the stage
+    g = loop.index("tcm.gemm(tc_mma0")
+    assert "cute.arch.sync_threads()" in loop[loop.index("cp_async_wait_group(0)"):g]
+    assert "cute.assume(8192 + (t % 2) * 4096, divby=1024)" in loop[g:]
+    assert "cute.assume(16384 + (t % 2) * 4096, divby=1024)" in loop  # V from the same stage
+    # rows past the count are zero, not gathered
+    assert "cutlass.select_(0 + i < cnt[0], tc_vec9[tc_lane10], cutlass.Float16(0.0))" in src
 
 
 # ---- GPU: each against torch ---------------------------------------------------------------
@@ -328,11 +347,24 @@ def test_attention_variants_on_gpu():
     cnt = torch.tensor([[40, 64]], dtype=torch.int32, device="cuda")
     mask = torch.zeros(B, H, S, S, dtype=torch.bool, device="cuda")
     for h in range(H):
-        cols = torch.cat([torch.zeros(1, dtype=torch.long), torch.randperm(S - 1)[:cnt[0, h] - 1] + 1]).sort().values
-        idx[0, h, :cnt[0, h]] = cols.int().cuda()
+        n_c = int(cnt[0, h])
+        cols = torch.cat([torch.zeros(1, dtype=torch.long), torch.randperm(S - 1)[:n_c - 1] + 1]).sort().values
+        idx[0, h, :n_c] = cols.int().cuda()
         mask[0, h][:, cols.cuda()] = True
     mask &= torch.tril(torch.ones(S, S, dtype=torch.bool, device="cuda"))
     o = P.vertical_column_sparse_attn()(q, k, v, idx, cnt)
+    _close(o, _attn_ref(q, k, v, mask), 2e-2)
+    # the same over 128-column lists through the async prefetch ring (counts 100 and 128)
+    idx = torch.zeros(B, H, 128, dtype=torch.int32, device="cuda")
+    cnt = torch.tensor([[100, 128]], dtype=torch.int32, device="cuda")
+    mask = torch.zeros(B, H, S, S, dtype=torch.bool, device="cuda")
+    for h in range(H):
+        n_c = int(cnt[0, h])
+        cols = torch.cat([torch.zeros(1, dtype=torch.long), torch.randperm(S - 1)[:n_c - 1] + 1]).sort().values
+        idx[0, h, :n_c] = cols.int().cuda()
+        mask[0, h][:, cols.cuda()] = True
+    mask &= torch.tril(torch.ones(S, S, dtype=torch.bool, device="cuda"))
+    o = P.vertical_prefetch_async()(q, k, v, idx, cnt)
     _close(o, _attn_ref(q, k, v, mask), 2e-2)
     # top-k index MQA: query s lists random rows, some -1, at least one valid
     S_, SKV, H, topk = 64, 512, 16, 128

@@ -1000,3 +1000,82 @@ def mhc_tf32_gemm_sqrsum(M=128, N=24, K=512, block_M=64, block_K=64, threads=128
                     Out[bx * block_M + i, j] = c_f[i, j]
             T.copy(sq, SqSum[bx * block_M])
     return gemm
+
+
+# ---- MInference-style prefetch: async gathers with program-managed commit / wait groups ------------
+@tilecute.jit(out_idx=[5])
+def vertical_prefetch_async(B=1, H=2, S=256, D=64, block_M=64, block_N=32, max_cols=128, threads=128):
+    """The vertical-column attention of ``vertical_column_sparse_attn`` over longer column
+    lists, with the gathered K / V tiles in a 2-stage ring: a ``T.macro`` prefetch (its
+    shared buffers passed as ``T.SharedBuffer`` parameters) fills a stage by a
+    ``T.Parallel(..., prefer_async=True)`` with ``parallel_async_without_async_commit_wait``
+    and commits the group itself (``T.ptx_commit_group``); the compute step waits with
+    ``T.ptx_wait_group(1)`` (0 on the last tile) and runs online softmax."""
+    scale = 1.44269504 / math.sqrt(D)
+
+    @T.macro
+    def prefetch(K: T.Tensor((B, H, S, D), "float16"), V: T.Tensor((B, H, S, D), "float16"),
+                 k_s: T.SharedBuffer([2, block_N, D], "float16"), v_s: T.SharedBuffer([2, block_N, D], "float16"),
+                 col_s: T.SharedBuffer([max_cols], "int32"), stage: T.int32, c0: T.int32, cnt: T.int32,
+                 bz: T.int32, by: T.int32):
+        for i, d in T.Parallel(block_N, D, prefer_async=True,
+                               annotations={"parallel_async_without_async_commit_wait": True}):
+            k_s[stage, i, d] = T.if_then_else(c0 + i < cnt, K[bz, by, col_s[c0 + i], d], 0)
+        for i, d in T.Parallel(block_N, D, prefer_async=True,
+                               annotations={"parallel_async_without_async_commit_wait": True}):
+            v_s[stage, i, d] = T.if_then_else(c0 + i < cnt, V[bz, by, col_s[c0 + i], d], 0)
+        T.ptx_commit_group()
+
+    @T.prim_func
+    def attn(Q: T.Tensor((B, H, S, D), "float16"), K: T.Tensor((B, H, S, D), "float16"),
+             V: T.Tensor((B, H, S, D), "float16"), ColIdx: T.Tensor((B, H, max_cols), "int32"),
+             ColCnt: T.Tensor((B, H), "int32"), O: T.Tensor((B, H, S, D), "float16")):
+        with T.Kernel(S // block_M, H, B, threads=threads) as (bx, by, bz):
+            q_s = T.alloc_shared((block_M, D), "float16")
+            k_s = T.alloc_shared((2, block_N, D), "float16")
+            v_s = T.alloc_shared((2, block_N, D), "float16")
+            col_s = T.alloc_shared((max_cols,), "int32")
+            s_f = T.alloc_fragment((block_M, block_N), "float32")
+            p_f = T.alloc_fragment((block_M, block_N), "float16")
+            o_f = T.alloc_fragment((block_M, D), "float32")
+            m = T.alloc_fragment((block_M,), "float32")
+            m_prev = T.alloc_fragment((block_M,), "float32")
+            rs = T.alloc_fragment((block_M,), "float32")
+            l = T.alloc_fragment((block_M,), "float32")
+            cnt = T.alloc_var("int32")
+            cnt = ColCnt[bz, by]
+            T.copy(Q[bz, by, bx * block_M:(bx + 1) * block_M, :], q_s)
+            for c in T.Parallel(max_cols):
+                col_s[c] = ColIdx[bz, by, c]
+            T.fill(o_f, 0)
+            T.fill(l, 0)
+            T.fill(m, -(2.0 ** 30))
+            nblk = T.ceildiv(cnt, block_N)
+            prefetch(K, V, k_s, v_s, col_s, 0, 0, cnt, bz, by)
+            for t in T.serial(nblk):
+                if t + 1 < nblk:
+                    prefetch(K, V, k_s, v_s, col_s, (t + 1) % 2, (t + 1) * block_N, cnt, bz, by)
+                    T.ptx_wait_group(1)
+                else:
+                    T.ptx_wait_group(0)
+                for i, j in T.Parallel(block_M, block_N):
+                    s_f[i, j] = T.if_then_else(t * block_N + j < cnt and col_s[t * block_N + j] <= bx * block_M + i,
+                                               0, -T.infinity("float32"))
+                T.gemm(q_s, k_s[t % 2, :, :], s_f, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+                T.copy(m, m_prev)
+                T.reduce_max(s_f, m, dim=1, clear=False)
+                for i in T.Parallel(block_M):
+                    m_prev[i] = T.exp2(m_prev[i] * scale - m[i] * scale)
+                for i, j in T.Parallel(block_M, block_N):
+                    s_f[i, j] = T.exp2(s_f[i, j] * scale - m[i] * scale)
+                T.reduce_sum(s_f, rs, dim=1)
+                for i in T.Parallel(block_M):
+                    l[i] = l[i] * m_prev[i] + rs[i]
+                for i, d in T.Parallel(block_M, D):
+                    o_f[i, d] *= m_prev[i]
+                T.copy(s_f, p_f)
+                T.gemm(p_f, v_s[t % 2, :, :], o_f, policy=T.GemmWarpPolicy.FullRow)
+            for i, d in T.Parallel(block_M, D):
+                o_f[i, d] /= l[i]
+            T.copy(o_f, O[bz, by, bx * block_M:(bx + 1) * block_M, :])
+    return attn
