@@ -20,7 +20,7 @@ PROGRAMS = ["dsa_clean_logits", "mhc_post_mix", "mhc_pre_rms_gate", "fp8_block_m
             "int4_dequant_gemm", "moe_gather_sorted_tokens", "moe_weighted_combine", "fused_add_rmsnorm",
             "online_softmax_two_pass", "indexer_weighted_relu_scores", "topk_index_sparse_mqa",
             "grouped_gemm_offsets", "kda_intra_chunk_scores", "mhc_sinkhorn_roles", "mhc_tf32_gemm_sqrsum",
-            "vertical_prefetch_async"]
+            "vertical_prefetch_async", "sparse_dkv_scatter"]
 
 
 @pytest.fixture(autouse=True)
@@ -170,6 +170,17 @@ def test_prefetch_ring_waits_and_fences():
     assert "cute.assume(16384 + (t % 2) * 4096, divby=1024)" in loop  # V from the same stage
     # rows past the count are zero, not gathered
     assert "cutlass.select_(0 + i < cnt[0], tc_vec9[tc_lane10], cutlass.Float16(0.0))" in src
+
+
+def test_shifted_fragment_slabs_read_the_right_rows():
+    src = _body("sparse_dkv_scatter")
+    assert src.count("tcm.gemm(") == 2
+    loop = src.split("for s in cutlass.range(0, 2):", 1)[1]
+    # slab row i holds accumulator row i + 32 s: each thread writes the rows it holds
+    assert "if i1 >= s * 32 and i1 < s * 32 + 32:" in loop
+    assert "slab[(i1 - s * 32) * 64 + (d + tc_lane2)] = acc[tc_r1 + tc_lane2]" in loop
+    assert loop.index("cute.arch.sync_threads()") < loop.index("slab[(i1 - s * 32)")  # last slab's reads done
+    assert "tca.atomic_add(dKV, (Idx[s_i, i_i * 64 + i_1_ + s * 32], d_1_), slab[i_1_ * 64 + d_1_])" in loop
 
 
 # ---- GPU: each against torch ---------------------------------------------------------------
@@ -486,3 +497,20 @@ def test_mhc_roles_and_tf32_on_gpu():
     out, sq = P.mhc_tf32_gemm_sqrsum()(x, fn)
     _close(out, x @ fn.T, 0.1)  # TF32 inputs
     _close(sq, x.pow(2).sum(1), 1e-3)
+
+
+@pytest.mark.gpu
+def test_sparse_dkv_scatter_on_gpu():
+    import torch
+    torch.manual_seed(8)
+    S, SKV, H, D, topk = 32, 256, 64, 64, 128
+    q = torch.randn(S, H, D, device="cuda").half()
+    do = torch.randn(S, H, D, device="cuda").half()
+    pm = torch.rand(S, H, topk, device="cuda").half()
+    dp = torch.randn(S, H, topk, device="cuda").half()
+    idx = torch.randint(0, SKV, (S, topk), device="cuda", dtype=torch.int32)  # repeats land twice
+    dkv = torch.zeros(SKV, D, device="cuda")
+    P.sparse_dkv_scatter()(q, do, pm, dp, idx, dkv)
+    per_row = dp.float().transpose(1, 2) @ q.float() + pm.float().transpose(1, 2) @ do.float()  # (S, topk, D)
+    want = torch.zeros(SKV, D, device="cuda").index_add_(0, idx.reshape(-1).long(), per_row.reshape(-1, D))
+    _close(dkv, want, 5e-2)

@@ -1079,3 +1079,41 @@ def vertical_prefetch_async(B=1, H=2, S=256, D=64, block_M=64, block_N=32, max_c
                 o_f[i, d] /= l[i]
             T.copy(o_f, O[bz, by, bx * block_M:(bx + 1) * block_M, :])
     return attn
+
+
+# ---- DSA sparse backward: dKV through the index list ----------------------------------------------
+@tilecute.jit
+def sparse_dkv_scatter(S=32, SKV=256, H=64, D=64, topk=128, BS=64, split_store=2, threads=128):
+    """dKV[Idx[s, i]] += (dP_s^T Q_s + P_s^T dO_s)[i] for every query token s and listed row i:
+    two ``T.gemm(..., transpose_A=True)`` into one accumulator (the first with
+    ``clear_accum=True``, ``policy=T.GemmWarpPolicy.FullCol``), then stored in ``split_store``
+    row slabs: a plain Python ``range`` over slabs, a ``T.Parallel(BS, D)`` copying the shifted
+    fragment rows i + s * (BS // split_store) into a half-height shared slab under
+    ``if i < BS // split_store``, and ``T.atomic_add`` of each slab row into the gathered
+    dKV row (float32; the caller zeroes it)."""
+    rows = BS // split_store
+
+    @T.prim_func
+    def dkv(Q: T.Tensor((S, H, D), "float16"), dO: T.Tensor((S, H, D), "float16"),
+            Pm: T.Tensor((S, H, topk), "float16"), dP: T.Tensor((S, H, topk), "float16"),
+            Idx: T.Tensor((S, topk), "int32"), dKV: T.Tensor((SKV, D), "float32")):
+        with T.Kernel(S, topk // BS, threads=threads) as (s_i, i_i):
+            q_s = T.alloc_shared((H, D), "float16")
+            do_s = T.alloc_shared((H, D), "float16")
+            p_s = T.alloc_shared((H, BS), "float16")
+            dp_s = T.alloc_shared((H, BS), "float16")
+            slab = T.alloc_shared((rows, D), "float32")
+            acc = T.alloc_fragment((BS, D), "float32")
+            T.copy(Q[s_i, 0, 0], q_s)
+            T.copy(dO[s_i, 0, 0], do_s)
+            T.copy(Pm[s_i, 0:H, i_i * BS:(i_i + 1) * BS], p_s)
+            T.copy(dP[s_i, 0:H, i_i * BS:(i_i + 1) * BS], dp_s)
+            T.gemm(dp_s, q_s, acc, transpose_A=True, policy=T.GemmWarpPolicy.FullCol, clear_accum=True)
+            T.gemm(p_s, do_s, acc, transpose_A=True, policy=T.GemmWarpPolicy.FullCol)
+            for s in range(split_store):
+                for i, d in T.Parallel(BS, D):
+                    if i < rows:
+                        slab[i, d] = acc[i + s * rows, d]
+                for i, d in T.Parallel(rows, D):
+                    T.atomic_add(dKV[Idx[s_i, i_i * BS + i + s * rows], d], slab[i, d])
+    return dkv
