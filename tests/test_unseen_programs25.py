@@ -3,8 +3,9 @@ newest TileLang example domains: lazy-annotated factories (DSA logit cleaning, m
 fp8 block mean pooling), mHC pre, fp8 activation quantisation, chunked gated linear attention
 (GDN / KDA), block-causal / block-sparse / sink / vertical-column / top-k-index sparse
 attention, flash decoding (split + combine), a Hadamard butterfly, top-k, split-K GEMV, an int4
-dequantising GEMM, MoE gather / combine, add + RMSNorm, online softmax, an indexer score and a
-grouped GEMM over ragged groups.  CPU: each builds to an sm_90a cubin and what each means is
+dequantising GEMM, MoE gather / combine, add + RMSNorm, online softmax, an indexer score, a
+grouped GEMM over ragged groups, mHC warp roles, a TF32 gemm, an async prefetch ring, a sparse
+dKV backward and the GDN delta-rule state recurrence.  CPU: each builds to an sm_90a cubin and what each means is
 checked in the generated source.  GPU: each matches a torch reference."""
 
 import math
@@ -20,7 +21,7 @@ PROGRAMS = ["dsa_clean_logits", "mhc_post_mix", "mhc_pre_rms_gate", "fp8_block_m
             "int4_dequant_gemm", "moe_gather_sorted_tokens", "moe_weighted_combine", "fused_add_rmsnorm",
             "online_softmax_two_pass", "indexer_weighted_relu_scores", "topk_index_sparse_mqa",
             "grouped_gemm_offsets", "kda_intra_chunk_scores", "mhc_sinkhorn_roles", "mhc_tf32_gemm_sqrsum",
-            "vertical_prefetch_async", "sparse_dkv_scatter"]
+            "vertical_prefetch_async", "sparse_dkv_scatter", "gdn_chunk_delta_h"]
 
 
 @pytest.fixture(autouse=True)
@@ -181,6 +182,25 @@ def test_shifted_fragment_slabs_read_the_right_rows():
     assert "slab[(i1 - s * 32) * 64 + (d + tc_lane2)] = acc[tc_r1 + tc_lane2]" in loop
     assert loop.index("cute.arch.sync_threads()") < loop.index("slab[(i1 - s * 32)")  # last slab's reads done
     assert "tca.atomic_add(dKV, (Idx[s_i, i_i * 64 + i_1_ + s * 32], d_1_), slab[i_1_ * 64 + d_1_])" in loop
+
+
+def test_delta_rule_state_hazards_are_fenced():
+    src = _body("gdn_chunk_delta_h")
+    loop = src.split("for c in cutlass.range(0, 4):", 1)[1]
+    h_write = loop.index("h_s.iterator")
+    g1 = loop.index("tcm.gemm(tc_mma0")
+    # h_s is written after the last iteration's Hs store has read it, and fenced before W h
+    assert loop.index("tct.store_wait()") < loop.index("cute.arch.barrier(barrier_id=1, number_of_threads=128)") < h_write
+    assert "cute.arch.barrier(barrier_id=1, number_of_threads=128)" in loop[h_write:g1]
+    assert "accumulate=False" in loop[g1:g1 + 400]  # clear_accum=True
+    # V' = U - W h, stored, then scaled into vn_s behind a barrier (g_s written by 64 threads)
+    assert "v_f[tc_r10 + tc_lane11] = u_f[tc_r10 + tc_lane11] - v_f[tc_r10 + tc_lane11]" in loop
+    vn = loop.index("vn_s.iterator")
+    assert "cute.arch.barrier(barrier_id=1" in loop[loop.index("g_s[i7] = G["):vn]
+    assert "cute.math.exp(g_s[63] - g_s[t_1_])" in loop
+    assert "h_f[tc_r18 + tc_lane19] * cute.math.exp(g_s[63])" in loop
+    g2 = loop.index("tcm.gemm(tc_mma1")
+    assert "cute.arch.barrier(barrier_id=1" in loop[vn:g2]
 
 
 # ---- GPU: each against torch ---------------------------------------------------------------
@@ -514,3 +534,29 @@ def test_sparse_dkv_scatter_on_gpu():
     per_row = dp.float().transpose(1, 2) @ q.float() + pm.float().transpose(1, 2) @ do.float()  # (S, topk, D)
     want = torch.zeros(SKV, D, device="cuda").index_add_(0, idx.reshape(-1).long(), per_row.reshape(-1, D))
     _close(dkv, want, 5e-2)
+
+
+@pytest.mark.gpu
+def test_gdn_chunk_delta_h_on_gpu():
+    import torch
+    torch.manual_seed(9)
+    B, S, H, DK, DV, C = 1, 256, 2, 64, 64, 64
+    k = (torch.randn(B, S, H, DK, device="cuda") * 0.1).half()
+    w = (torch.randn(B, S, H, DK, device="cuda") * 0.1).half()
+    u = torch.randn(B, S, H, DV, device="cuda").half()
+    g = -(torch.rand(B, S, H, device="cuda") * 0.05).reshape(B, S // C, C, H).cumsum(2).reshape(B, S, H)
+    hs, vn = P.gdn_chunk_delta_h()(k, w, u, g)
+    h = torch.zeros(B, H, DK, DV, device="cuda")
+    want_h, want_v = [], []
+    for c in range(S // C):
+        sl = slice(c * C, (c + 1) * C)
+        h16 = h.half().float()  # the state enters the gemms as float16
+        want_h.append(h16)
+        kc, wc, uc, gc = (t[:, sl].transpose(1, 2).float() for t in (k, w, u, g))  # (B, H, C, ...)
+        v_new = uc - wc @ h16
+        want_v.append(v_new)
+        glast = gc[..., -1]
+        scaled = (v_new * torch.exp(glast[..., None] - gc)[..., None]).half().float()
+        h = h * torch.exp(glast)[..., None, None] + kc.transpose(-1, -2) @ scaled
+    _close(hs, torch.stack(want_h, 1), 2e-2)
+    _close(vn, torch.cat(want_v, 2).transpose(1, 2), 2e-2)

@@ -9,7 +9,11 @@ attention with a per-head sink, flash decoding with a split-KV pass and a combin
 vertical-column sparse attention (MInference-style index lists), a Hadamard butterfly in shared
 memory, a top-k by repeated ``T.reduce_max``, split-K GEMV with ``T.atomic_add``, an int4
 dequantising GEMM, a MoE token gather / weighted combine, a fused add + RMSNorm, a two-pass
-online softmax and a lightning-indexer style weighted ReLU score.
+online softmax and a lightning-indexer style weighted ReLU score; then top-k-index sparse MQA,
+a grouped GEMM over ragged groups, KDA's per-channel gated intra-chunk scores, mHC warp roles
+(Sinkhorn on one warp of three) and a TF32 gemm, an MInference-style async prefetch ring with
+program-managed commit / wait groups, a DSA sparse dKV backward (shifted accumulator slabs,
+``T.atomic_add`` through the index list) and GDN's chunk recurrence of the delta-rule state.
 
 ``tests/test_unseen_programs25.py`` builds each to a cubin on the CPU, checks what each means
 in the generated source, and on a GPU compares it with a torch reference."""
@@ -1117,3 +1121,45 @@ def sparse_dkv_scatter(S=32, SKV=256, H=64, D=64, topk=128, BS=64, split_store=2
                 for i, d in T.Parallel(rows, D):
                     T.atomic_add(dKV[Idx[s_i, i_i * BS + i + s * rows], d], slab[i, d])
     return dkv
+
+
+# ---- GDN: the chunk recurrence of the delta-rule state -----------------------------------------
+@tilecute.jit(out_idx=[4, 5])
+def gdn_chunk_delta_h(B=1, S=256, H=2, DK=64, DV=64, chunk=64, threads=128):
+    """The gated delta-rule state across chunks: for each chunk c, store h_c, then
+    V'_c = U_c - W_c h_c, and h_{c+1} = exp(g_last) h_c + K_c^T (V'_c * exp(g_last - g_t)).
+    The state lives in a fragment, copied to shared memory as the gemm's B operand; the
+    loop is ``T.Pipelined(num_stages=2)`` over chunks (g here is a per-step log gate already
+    summed within its chunk)."""
+
+    @T.prim_func
+    def delta_h(K: T.Tensor((B, S, H, DK), "float16"), W: T.Tensor((B, S, H, DK), "float16"),
+                U: T.Tensor((B, S, H, DV), "float16"), G: T.Tensor((B, S, H), "float32"),
+                Hs: T.Tensor((B, S // chunk, H, DK, DV), "float16"), Vn: T.Tensor((B, S, H, DV), "float16")):
+        with T.Kernel(H, B, threads=threads) as (bh, bb):
+            k_s = T.alloc_shared((chunk, DK), "float16")
+            w_s = T.alloc_shared((chunk, DK), "float16")
+            h_s = T.alloc_shared((DK, DV), "float16")
+            vn_s = T.alloc_shared((chunk, DV), "float16")
+            g_s = T.alloc_shared((chunk,), "float32")
+            h_f = T.alloc_fragment((DK, DV), "float32")
+            v_f = T.alloc_fragment((chunk, DV), "float32")
+            u_f = T.alloc_fragment((chunk, DV), "float32")
+            T.clear(h_f)
+            for c in T.Pipelined(S // chunk, num_stages=2):
+                T.copy(h_f, h_s)
+                T.copy(h_s, Hs[bb, c, bh, :, :])
+                T.copy(K[bb, c * chunk:(c + 1) * chunk, bh, :], k_s)
+                T.copy(W[bb, c * chunk:(c + 1) * chunk, bh, :], w_s)
+                T.copy(U[bb, c * chunk:(c + 1) * chunk, bh, :], u_f)
+                T.copy(G[bb, c * chunk:(c + 1) * chunk, bh], g_s)
+                T.gemm(w_s, h_s, v_f, clear_accum=True)
+                for t, v in T.Parallel(chunk, DV):
+                    v_f[t, v] = u_f[t, v] - v_f[t, v]
+                T.copy(v_f, Vn[bb, c * chunk:(c + 1) * chunk, bh, :])
+                for t, v in T.Parallel(chunk, DV):
+                    vn_s[t, v] = v_f[t, v] * T.exp(g_s[chunk - 1] - g_s[t])
+                for i, j in T.Parallel(DK, DV):
+                    h_f[i, j] *= T.exp(g_s[chunk - 1])
+                T.gemm(k_s, vn_s, h_f, transpose_A=True)
+    return delta_h
