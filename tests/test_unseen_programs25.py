@@ -253,7 +253,9 @@ def test_quantisation_and_norms_on_gpu():
     _close(s, want_s, 1e-6)
     want_q = (g / want_s[:, :, None]).clamp(-448, 448).reshape(256, 512).to(torch.float8_e4m3fn)
     # within one float8 step (x / s may round differently by an ulp before the conversion)
-    torch.testing.assert_close(q.float(), want_q.float(), rtol=0.07, atol=2 ** -9)
+    # (one step of e4m3's 3-bit mantissa is up to 1/8 of the value; 2^-9 among subnormals;
+    # seen on an H200: 22 of 131072 values one step off)
+    torch.testing.assert_close(q.float(), want_q.float(), rtol=0.13, atol=2 ** -9)
     assert (q.float() == want_q.float()).float().mean() > 0.99
     # mHC pre
     xs = torch.randn(19, 4, 256, device="cuda").bfloat16()
@@ -442,7 +444,7 @@ def test_transforms_selection_and_gemv_on_gpu():
     # top-k with ties
     x = torch.randint(-20, 20, (128, 64), device="cuda").float()
     vals, idx = P.topk_rows_reduce_max()(x)
-    want_v = x.sort(1, descending=True, stable=True)
+    want_v = x.sort(dim=1, descending=True, stable=True)
     _close(vals, want_v.values[:, :4], 0)
     assert torch.equal(idx.long(), want_v.indices[:, :4])
     # split-K GEMV
