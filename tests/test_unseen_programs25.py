@@ -336,6 +336,23 @@ def test_chunked_linear_attention_on_gpu():
     _close(A, want.reshape(B, S, C, H).permute(0, 1, 3, 2), 1e-4)
 
 
+def _vertical_columns(H, S, width, counts):
+    """Per head of batch entry 0, ``counts[h]`` ascending key columns (column 0 always
+    listed) in a ``width``-wide int32 list, their counts, and the causal mask they give."""
+    import torch
+
+    idx = torch.zeros(1, H, width, dtype=torch.int32, device="cuda")
+    cnt = torch.tensor([list(counts)], dtype=torch.int32, device="cuda")
+    mask = torch.zeros(1, H, S, S, dtype=torch.bool, device="cuda")
+    for h in range(H):
+        n_c = int(cnt[0, h])
+        cols = torch.cat([torch.zeros(1, dtype=torch.long), torch.randperm(S - 1)[:n_c - 1] + 1]).sort().values
+        idx[0, h, :n_c] = cols.int().cuda()
+        mask[0, h][:, cols.cuda()] = True
+    mask &= torch.tril(torch.ones(S, S, dtype=torch.bool, device="cuda"))
+    return idx, cnt, mask
+
+
 def _attn_ref(q, k, v, mask=None, scale=None, sink=None):
     import torch
     s = (q.float() @ k.float().transpose(-1, -2)) * (scale if scale is not None else 1.0 / math.sqrt(q.shape[-1]))
@@ -376,27 +393,11 @@ def test_attention_variants_on_gpu():
     # vertical columns: column 0 always listed, ascending, per-(b, h) counts
     B, H, S = 1, 2, 256
     q, k, v = (torch.randn(B, H, S, D, device="cuda").half() for _ in range(3))
-    idx = torch.zeros(B, H, 64, dtype=torch.int32, device="cuda")
-    cnt = torch.tensor([[40, 64]], dtype=torch.int32, device="cuda")
-    mask = torch.zeros(B, H, S, S, dtype=torch.bool, device="cuda")
-    for h in range(H):
-        n_c = int(cnt[0, h])
-        cols = torch.cat([torch.zeros(1, dtype=torch.long), torch.randperm(S - 1)[:n_c - 1] + 1]).sort().values
-        idx[0, h, :n_c] = cols.int().cuda()
-        mask[0, h][:, cols.cuda()] = True
-    mask &= torch.tril(torch.ones(S, S, dtype=torch.bool, device="cuda"))
+    idx, cnt, mask = _vertical_columns(H, S, 64, (40, 64))
     o = P.vertical_column_sparse_attn()(q, k, v, idx, cnt)
     _close(o, _attn_ref(q, k, v, mask), 2e-2)
     # the same over 128-column lists through the async prefetch ring (counts 100 and 128)
-    idx = torch.zeros(B, H, 128, dtype=torch.int32, device="cuda")
-    cnt = torch.tensor([[100, 128]], dtype=torch.int32, device="cuda")
-    mask = torch.zeros(B, H, S, S, dtype=torch.bool, device="cuda")
-    for h in range(H):
-        n_c = int(cnt[0, h])
-        cols = torch.cat([torch.zeros(1, dtype=torch.long), torch.randperm(S - 1)[:n_c - 1] + 1]).sort().values
-        idx[0, h, :n_c] = cols.int().cuda()
-        mask[0, h][:, cols.cuda()] = True
-    mask &= torch.tril(torch.ones(S, S, dtype=torch.bool, device="cuda"))
+    idx, cnt, mask = _vertical_columns(H, S, 128, (100, 128))
     o = P.vertical_prefetch_async()(q, k, v, idx, cnt)
     _close(o, _attn_ref(q, k, v, mask), 2e-2)
     # top-k index MQA: query s lists random rows, some -1, at least one valid
