@@ -59,7 +59,6 @@ def _tilecute_signature(name):
 SPELLED_OTHERWISE = {
     ("PrimExpr", "dtype"): "tilecute's expression class, used in isinstance checks only",
     ("PrimExpr", "span"): "as dtype",
-    ("Var", "span"): "TVM's Var node: tilecute's T.Var is its symbol class",
     ("Layout", "shape"): "T.Layout(shape, forward_fn) is read by the parser's layout "
                          "constructor (custom_layouts.py), not through this class",
     ("Layout", "forward_fn"): "as shape",
@@ -89,6 +88,19 @@ def test_every_tilelang_parameter_is_in_tilecutes_signature():
     assert not missing, missing
     used = {(n, p.lstrip("*~")) for n, ps in TILELANG_0_1_15.items() for p in ps}
     assert set(SPELLED_OTHERWISE) <= used
+
+
+def test_var_takes_tvms_signature_and_stays_the_symbol_class():
+    """``T.Var(name, dtype, span)``: TVM's third parameter is the source location (it was
+    read as tilecute's ``multiple`` divisor before); ``isinstance`` still names every symbol."""
+    n = T.Var("n", "int64", None)
+    assert (n.name, n.dtype, n.multiple) == ("n", "int64", 1)
+    assert T.Var("m").dtype == "int32" and T.Var("m", span=None).multiple == 1
+    assert isinstance(n, T.Var) and isinstance(T.dynamic("M"), T.Var)
+    assert isinstance(T.symbolic("M, N")[1], T.Var) and not isinstance(4, T.Var)
+    with pytest.raises(ValueError, match="span=4"):
+        T.Var("n", "int32", 4)
+    assert list(inspect.signature(T.Var).parameters) == ["name", "dtype", "span"]
 
 
 def _elementwise(expr: str, dtype: str = "int32") -> str:

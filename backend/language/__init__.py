@@ -90,7 +90,7 @@ from .ops import Broadcast, Ramp, Shuffle, extract_lane  # noqa: F401  (TVM's ve
 from .ops import add2, sub2, mul2, fma2, max2, min2, abs2  # noqa: F401
 from .ops import And, Or, Not, EQ, NE, LT, LE, GT, GE  # noqa: F401  (TVM's node constructors)
 from .ops import rng_rand, rng_rand_float  # noqa: F401
-from ..ir.nodes import Var  # noqa: F401  (TVM's T.Var: what T.dynamic makes, for isinstance)
+from .values import Var  # noqa: F401  (TVM's T.Var: isinstance of what T.dynamic makes; TVM's constructor)
 from .ops import (  # noqa: F401
     warp_reduce_bitand, warp_reduce_bitor, warp_reduce_max, warp_reduce_min, warp_reduce_sum,
 )

@@ -4203,6 +4203,7 @@ class _Parser:
         any other argument is an error, as TileLang's ``ValueError``.  Returns the ``Let``
         statements of the indices."""
         from . import Ref  # (the package imports this module)
+        from .values import Var
 
         out: list[N.Stmt] = []
         try:
@@ -4212,8 +4213,8 @@ class _Parser:
         for name, p in params.items():
             ann = p.annotation
             if isinstance(ann, str):  # `from __future__ import annotations`
-                ann = {"T.Ref": Ref, "T.Var": N.Var, "Ref": Ref, "Var": N.Var}.get(ann, ann)
-            if not (ann is Ref or ann is N.Var) or name not in arguments:
+                ann = {"T.Ref": Ref, "T.Var": Var, "Ref": Ref, "Var": Var}.get(ann, ann)
+            if not (ann is Ref or ann is Var or ann is N.Var) or name not in arguments:
                 continue
             value = arguments[name]
             if isinstance(value, (_VarRef, _BufferRef, _RegionRef)):

@@ -442,6 +442,32 @@ def dynamic(name: str, dtype="int32", multiple_of: int = 1):
 symbolic = dynamic  # TileLang's older name (tilecute's printer writes it)
 
 
+class _VarClass(type):
+    """``T.Var`` is TVM's class of scalar variables: ``isinstance(M, T.Var)`` holds for every
+    symbol (:class:`tilecute.ir.nodes.Var`), and calling it takes TVM's signature."""
+
+    def __instancecheck__(cls, obj) -> bool:
+        return isinstance(obj, _N.Var)
+
+    def __subclasscheck__(cls, sub) -> bool:
+        return isinstance(sub, type) and issubclass(sub, _N.Var)
+
+    def __call__(cls, name, dtype="int32", span=None) -> _N.Var:
+        """``T.Var(name, dtype="int32", span=None)``: a symbolic variable (TVM's constructor;
+        the third argument is TVM's source location, taken as None only)."""
+        if span is not None:
+            raise ValueError(f"T.Var({name!r}): span={span!r} is TVM's source location of the "
+                             "node; tilecute's nodes carry the program's own lines, so it takes "
+                             "span=None only")
+        if not isinstance(name, str) or not name.strip():
+            raise ValueError(f"T.Var: the name must be a non-empty string, got {name!r}")
+        return _N.Var(name, dtype_name(dtype))
+
+
+class Var(metaclass=_VarClass):
+    """TVM's ``T.Var``: see :class:`_VarClass` (never instantiated itself)."""
+
+
 def var(dtype, name: str = "") -> _N.Var:
     """TVM's ``T.var(dtype, name="")`` (deprecated in TileLang for ``T.{dtype}()``): a
     symbolic variable, as ``n = T.int32()``: named ``name``, else by the assignment that
