@@ -202,6 +202,13 @@ def test_no_timeout_means_no_limit_as_in_tilelang(tmp_path, monkeypatch):
     assert "path" in got, got
 
 
+def test_the_decorators_timeout_defaults_to_tilelangs_100_s():
+    """``@autotune`` without ``timeout=`` bounds each config at TileLang's default, 100 s;
+    ``timeout=None`` still means no limit."""
+    assert tilecute.autotune(configs=[{"block": 256}])(P.scale).timeout == 100
+    assert tilecute.autotune(configs=[{"block": 256}], timeout=None)(P.scale).timeout is None
+
+
 def test_without_a_build_process_a_timeout_reports_and_leaves_the_thread(tmp_path, monkeypatch):
     """TILECUTE_BUILD_PROCESS=0 (and platforms without os.fork): the tuner goes on at the
     timeout and says the build was not killed."""

@@ -680,7 +680,7 @@ class AutoTuner:
 
 
 def autotune(func=None, *, configs=None, warmup: float = 25, rep: float = 100,
-             timeout: Optional[float] = None, ref_prog: Optional[Callable] = None,
+             timeout: Optional[float] = 100, ref_prog: Optional[Callable] = None,
              skip_check: bool = False, atol: float = 1e-2, rtol: float = 1e-2,
              supply_type: TensorSupplyType = TensorSupplyType.Auto,
              supply_prog: Optional[Callable] = None, manual_check_prog: Optional[Callable] = None,
@@ -696,8 +696,9 @@ def autotune(func=None, *, configs=None, warmup: float = 25, rep: float = 100,
     ``atol``/``rtol``; ``cache_input_tensors`` makes the inputs once for every config
     (else each config gets fresh ones); ``do_not_specialize`` names arguments whose values
     do not re-tune; ``early_stop`` stops timing a config whose estimate exceeds
-    ``early_stop_factor`` times the best so far.  ``shapes`` (tilecute's) sizes symbolic
-    dims of the generated inputs."""
+    ``early_stop_factor`` times the best so far.  ``timeout`` defaults to TileLang's 100 s
+    a config (None or <= 0: no limit).  ``shapes`` (tilecute's) sizes symbolic dims of the
+    generated inputs."""
     if unknown:
         raise TypeError(f"tilecute.autotune: unsupported argument(s) {', '.join(unknown)}")
     if callable(func) or func is not None:
