@@ -395,3 +395,41 @@ def test_ptx_instructions(case, instruction, tmp_path, monkeypatch):
     ptx = cute.compile(getattr(module, func.name), *module.placeholder_args(),
                        options=f"--keep-ptx --gpu-arch sm_90a --dump-dir {tmp_path}").__ptx__
     assert re.search(instruction, ptx), ptx
+
+
+# T.truncdiv / T.truncmod of two values the generated code holds as Python ints (an index of a
+# constant-unrolled loop and a constant) crashed the cubin build (the fuzzer's seed 8074); the
+# runtime helpers fold them with C's rounding toward zero
+UNROLLED_TRUNC = """
+import tilecute.language as T
+
+
+@T.prim_func
+def trunc_unrolled(B: T.Tensor((32, 16), "int32")):
+    with T.Kernel(1, threads=32) as bx:
+        tx = T.get_thread_binding()
+        for i in T.unroll(16):
+            B[tx, i] = T.truncmod(T.floordiv(i, 3) - 2, -3) * 100 + T.truncdiv(i - 7, 2) + tx * 0
+"""
+
+
+def _c_trunc(a, b):
+    q = abs(a) // abs(b)
+    q = q if (a < 0) == (b < 0) else -q
+    return q, a - q * b
+
+
+def test_trunc_of_two_unrolled_ints_builds():
+    kernel = tilecute.compile(T.from_script(UNROLLED_TRUNC))
+    assert "tcmath.truncmod(" in kernel.get_kernel_source()
+    kernel.ensure_cubin()
+
+
+@pytest.mark.gpu
+def test_trunc_of_two_unrolled_ints_rounds_toward_zero():
+    import torch
+
+    b = torch.empty(32, 16, device="cuda", dtype=torch.int32)
+    tilecute.compile(T.from_script(UNROLLED_TRUNC))(b)
+    want = [_c_trunc(i // 3 - 2, -3)[1] * 100 + _c_trunc(i - 7, 2)[0] for i in range(16)]
+    assert b.cpu().tolist() == [want] * 32

@@ -23,7 +23,8 @@ Usage in generated code::
     m = tcmath.match_sync(v, cutlass.Uint32(0xFFFFFFFF), "any")
 
 For truncdiv / truncmod either operand may be a Python int; the other's type is the
-result's (both ints of one type otherwise).
+result's (both ints of one type otherwise); with two Python ints (a constant-unrolled loop
+index and a constant) the result is a Python int, C's quotient or remainder.
 """
 
 import cutlass
@@ -38,9 +39,20 @@ def _operands(a, b, loc, ip):
     return kind, kind(a).ir_value(loc=loc, ip=ip), kind(b).ir_value(loc=loc, ip=ip)
 
 
+def _both_python(a, b) -> bool:
+    return not isinstance(a, cutlass.Numeric) and not isinstance(b, cutlass.Numeric)
+
+
+def _c_quotient(a: int, b: int) -> int:
+    q = abs(a) // abs(b)
+    return q if (a < 0) == (b < 0) else -q
+
+
 @dsl_user_op
 def truncdiv(a, b, *, loc=None, ip=None):
     """``a / b`` rounded toward zero (``-7 / 2 == -3``)."""
+    if _both_python(a, b):
+        return _c_quotient(int(a), int(b))
     kind, x, y = _operands(a, b, loc, ip)
     op = arith.divsi if kind.signed else arith.divui
     return kind(op(x, y, loc=loc, ip=ip))
@@ -49,6 +61,8 @@ def truncdiv(a, b, *, loc=None, ip=None):
 @dsl_user_op
 def truncmod(a, b, *, loc=None, ip=None):
     """``a - truncdiv(a, b) * b``: the sign of ``a`` (``-7 % 2 == -1``)."""
+    if _both_python(a, b):
+        return int(a) - _c_quotient(int(a), int(b)) * int(b)
     kind, x, y = _operands(a, b, loc, ip)
     op = arith.remsi if kind.signed else arith.remui
     return kind(op(x, y, loc=loc, ip=ip))
