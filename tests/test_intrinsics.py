@@ -433,3 +433,49 @@ def test_trunc_of_two_unrolled_ints_rounds_toward_zero():
     tilecute.compile(T.from_script(UNROLLED_TRUNC))(b)
     want = [_c_trunc(i // 3 - 2, -3)[1] * 100 + _c_trunc(i - 7, 2)[0] for i in range(16)]
     assert b.cpu().tolist() == [want] * 32
+
+
+# conditions and integer forms of a constant-unrolled loop's index alone: a Python bool or int
+# in the generated code, which CuTe DSL's select_, clz and bitcast refuse (the build crashed)
+UNROLLED_FORMS = """
+import tilecute.language as T
+
+
+@T.prim_func
+def unrolled_forms(A: T.Tensor((32, 16), "float32"), B: T.Tensor((32, 16), "float32"),
+                   C: T.Tensor((32, 16), "int32")):
+    with T.Kernel(1, threads=32) as bx:
+        tx = T.get_thread_binding()
+        for i in T.unroll(16):
+            B[tx, i] = T.if_then_else(i > 4, A[tx, i], -A[tx, i]) + T.if_then_else(
+                i < 8 and tx < 16, 100.0, 0.0) + T.if_then_else(i % 3 == 0, 1000.0, 0.0)
+            C[tx, i] = T.clz(i) * 1000 + T.if_then_else(i < 5 or tx == 0, 1, 0) * 100 + \\
+                T.Cast("int32", T.reinterpret(i * 8388608 + 1065353216, "float32"))
+"""
+
+
+def test_unrolled_index_conditions_and_integer_forms_build():
+    kernel = tilecute.compile(T.from_script(UNROLLED_FORMS))
+    src = kernel.get_kernel_source()
+    assert "tcmath.select(i > 4" in src and "cute.arch.clz(cutlass.Int32(i))" in src
+    kernel.ensure_cubin()
+
+
+@pytest.mark.gpu
+def test_unrolled_index_conditions_and_integer_forms_match_torch():
+    import torch
+
+    a = torch.randn(32, 16, device="cuda")
+    b = torch.empty_like(a)
+    c = torch.empty(32, 16, device="cuda", dtype=torch.int32)
+    tilecute.compile(T.from_script(UNROLLED_FORMS))(a, b, c)
+    i = torch.arange(16, device="cuda").expand(32, 16)
+    tx = torch.arange(32, device="cuda")[:, None].expand(32, 16)
+    want_b = torch.where(i > 4, a, -a) + torch.where((i < 8) & (tx < 16), 100.0, 0.0) + \
+        torch.where(i % 3 == 0, 1000.0, 0.0)
+    torch.testing.assert_close(b, want_b)
+    clz = torch.tensor([32 - int(v).bit_length() for v in range(16)], device="cuda")
+    bits = (torch.arange(16, dtype=torch.int32) * 8388608 + 1065353216).view(torch.float32)
+    want_c = clz * 1000 + torch.where((i < 5) | (tx == 0), 1, 0) * 100 + bits.to("cuda").to(torch.int32)
+    assert bits[3] == 8.0  # (the exponent field raised by i: 2 ** i)
+    assert torch.equal(c.to(torch.int64), want_c.to(torch.int64))

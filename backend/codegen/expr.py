@@ -8,6 +8,8 @@ CUTLASS.
 
 from __future__ import annotations
 
+import dataclasses
+
 from typing import Callable
 
 from ..ir import nodes as N
@@ -165,6 +167,13 @@ def _width_sensitive(e) -> bool:
     return True
 
 
+def _exprs(x) -> list:
+    """The expressions in a node's field (one, or a tuple of them)."""
+    if isinstance(x, N.Expr):
+        return [x]
+    return [y for y in x if isinstance(y, N.Expr)] if isinstance(x, tuple) else []
+
+
 def cute_type(dtype: str) -> str:
     return f"cutlass.{DTYPES[dtype].cute}"
 
@@ -264,7 +273,7 @@ class ExprPrinter:
                 known = decided(e.cond, self.ranges)
                 if known is not None:
                     return self.promoted(e.a if known else e.b, min_prec)
-                return (f"cutlass.select_({self.expr(e.cond)}, {self.promoted(e.a, 0)}, "
+                return (f"{self.select_fn(e.cond)}({self.expr(e.cond)}, {self.promoted(e.a, 0)}, "
                         f"{self.promoted(e.b, 0)})")
             if e.op in ("min", "max"):
                 return f"cutlass.{e.op}({self.promoted(e.a, 0)}, {self.promoted(e.b, 0)})"
@@ -375,7 +384,7 @@ class ExprPrinter:
             known = decided(e.cond, self.ranges)  # CuTe's select_ takes a runtime condition only
             if known is not None:
                 return self._expr(e.a if known else e.b)
-            text = f"cutlass.select_({self.expr(e.cond)}, {self.expr(e.a)}, {self.expr(e.b)})"
+            text = f"{self.select_fn(e.cond)}({self.expr(e.cond)}, {self.expr(e.a)}, {self.expr(e.b)})"
             if N.is_int(e.dtype):
                 # cutlass.select_ gives an MLIR value without a sign: a conversion of it
                 # would extend it by the target's sign (a uint8 to Int32 sign-extended) and
@@ -521,6 +530,32 @@ class ExprPrinter:
         value = f"cute.math.pow(cutlass.Float32(10.0), {self.expr(N.cast(x, 'float32'))})"
         return (value if e.dtype == "float32" else f"{cute_type(e.dtype)}({value})"), ATOM
 
+    def select_fn(self, cond: N.Expr) -> str:
+        """``cutlass.select_``, which takes a runtime condition only; a condition on a loop
+        or thread index and no load may be a Python bool in the generated code (an index of a
+        constant-unrolled loop, alone or short-circuiting an ``and`` / ``or``):
+        ``tcmath.select`` picks then."""
+        if not self.maybe_python(cond):
+            return "cutlass.select_"
+        self.use("math")
+        return "tcmath.select"
+
+    def maybe_python(self, e: N.Expr) -> bool:
+        """Whether ``e`` may be a Python value in the generated code: made of constants and
+        loop / thread indices only, or an ``and`` / ``or`` one of whose operands is (Python
+        short-circuits to it)."""
+        if isinstance(e, N.Const):
+            return True
+        if isinstance(e, N.Var):
+            return e.name in self.ranges
+        if isinstance(e, N.Load):
+            return False
+        kids = [x for f in dataclasses.fields(e) if f.name != "loc"
+                for x in _exprs(getattr(e, f.name))]
+        if isinstance(e, N.Logic):
+            return any(self.maybe_python(x) for x in kids)
+        return all(self.maybe_python(x) for x in kids)
+
     def _integer(self, e: N.Call):
         """C's ``/`` and ``%`` (``runtime.cute.math``), ``popc``, ``clz`` (an int32)."""
         if _width_sensitive(e):  # of a promoted value: C's quotient, at the narrow width
@@ -531,12 +566,14 @@ class ExprPrinter:
             return f"tcmath.{e.name}({args})", ATOM
         if e.name == "popcount":
             return f"cute.arch.popc({args})", ATOM
-        return f"cutlass.Int32(cute.arch.clz({args}))", ATOM
+        # (clz refuses a Python int: an index of a constant-unrolled loop)
+        return f"cutlass.Int32(cute.arch.clz({cute_type(e.args[0].dtype)}({args})))", ATOM
 
     def _reinterpret(self, e: N.Call):
         """The argument's bits as the result's dtype (``arith.bitcast``)."""
         self.use("math")
-        return f"tcmath.reinterpret({self.expr(e.args[0])}, {cute_type(e.dtype)})", ATOM
+        x = e.args[0]  # (named with its type: a Python int or float has no bits to read)
+        return f"tcmath.reinterpret({cute_type(x.dtype)}({self.expr(x)}), {cute_type(e.dtype)})", ATOM
 
     def _bitwise_not(self, e: N.Call):
         """``~x`` of an 8- or 16-bit unsigned integer at its own width: ``x ^ all ones``

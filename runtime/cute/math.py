@@ -21,6 +21,7 @@ Usage in generated code::
     s = tcmath.ieee_add(x, y, "rz")             # x + y rounded toward zero
     h = tcmath.hypot(x, y)
     m = tcmath.match_sync(v, cutlass.Uint32(0xFFFFFFFF), "any")
+    y = tcmath.select(i > 4, a, b)              # cutlass.select_, or i a Python int: a or b
 
 For truncdiv / truncmod either operand may be a Python int; the other's type is the
 result's (both ints of one type otherwise); with two Python ints (a constant-unrolled loop
@@ -66,6 +67,15 @@ def truncmod(a, b, *, loc=None, ip=None):
     kind, x, y = _operands(a, b, loc, ip)
     op = arith.remsi if kind.signed else arith.remui
     return kind(op(x, y, loc=loc, ip=ip))
+
+
+def select(cond, a, b):
+    """``cutlass.select_(cond, a, b)`` where ``cond`` is a runtime value; a Python bool (a
+    condition of constant-unrolled loop indices only, which CuTe DSL's ``select_`` refuses)
+    picks ``a`` or ``b`` while the kernel is traced."""
+    if not isinstance(cond, cutlass.Numeric):
+        return a if cond else b
+    return cutlass.select_(cond, a, b)
 
 
 @dsl_user_op
