@@ -37,6 +37,14 @@ def test_lower_takes_tilelangs_signature_and_returns_the_cute_source():
         tilecute.lower(_scale(), target_host="cuda")
 
 
+def test_lower_names_what_it_got_instead_of_a_prim_func(cache_dir):
+    kernel = tilecute.compile(_scale(), target="cuda")
+    with pytest.raises(TypeError, match=r"takes a PrimFunc .*got .*kernel.get_kernel_source\(\)"):
+        tilecute.lower(kernel)
+    with pytest.raises(TypeError, match="takes a PrimFunc"):
+        tilecute.lower("def f(): pass")
+
+
 def test_kernel_source_with_and_without_the_host_side(cache_dir):
     kernel = tilecute.compile(_scale(), target="cuda")
     device = kernel.get_kernel_source(kernel_only=True)

@@ -63,6 +63,13 @@ def lower(func, target="auto", target_host=None, runtime_only: bool = False,
             raise ValueError(f"tilecute.lower: {name}=True is not supported: lower generates "
                              "the CuTe DSL source only; tilecute.compile builds the launcher "
                              "and tilecute.build_cubin the cubin")
+    from ..ir import nodes as N
+
+    if not isinstance(func, N.PrimFunc):
+        hint = ("; a compiled kernel's source is kernel.get_kernel_source()"
+                if hasattr(func, "get_kernel_source") else "")
+        raise TypeError(f"tilecute.lower takes a PrimFunc (from @T.prim_func), got "
+                        f"{type(func).__name__}{hint}")
     arch = _arch(target, "tilecute.lower")
     plan = run(func, arch, options)
     return CompiledArtifact(emit_cute(plan), None if runtime_only else plan.abi.args, plan, arch)
