@@ -22,7 +22,9 @@ PROGRAMS = ["int_div_mod_signs", "const_div_mod_negative", "shifts_signed_unsign
             "while_collatz_steps", "parallel_if_else_branches", "alloc_var_init_forms", "atomic_ticket_order",
             "atomic_max_min_int_shared", "atomic_add_half_hist", "reduce_widening_dst", "fp8_saturating_casts",
             "copy_runtime_offset", "copy_odd_constant_offset", "symbolic_odd_row_stride", "casts_to_bool",
-            "uint8_difference_promotes", "shared_reuse_across_serial", "cumsum_defaults_and_regions"]
+            "uint8_difference_promotes", "shared_reuse_across_serial", "cumsum_defaults_and_regions",
+            "unsigned_past_sign_bit", "uint8_to_float_and_back", "float_to_uint32_large", "ragged_gemm_pipelined",
+            "atomic_tile_ragged", "short_circuit_guard", "roll_by_negative_mod"]
 
 
 @pytest.fixture(autouse=True)
@@ -113,6 +115,28 @@ def test_ragged_and_guarded_reads():
     assert "cute.assume" not in src.split("cute.arch.sync_threads()", 1)[0]  # rows of n elements: no vector
     src = _body("copy_runtime_offset")
     assert "tct.load(X_desc, tc_smem + 0, tc_bar0, (Off[bx],), 512)" in src  # TMA at any element
+    src = _body("short_circuit_guard")
+    # Idx[g] read only where g < N, X[Idx[g]] only where the index is in range
+    assert "if g < 1000:\n        tc_ld2 = Idx[g]" in src
+    assert "if tc_ld2 >= 0 and tc_ld2 < 1000:\n        tc_ld3 = X[tc_ld2]" in src
+    assert "cutlass.select_(X[g] < cutlass.Float32(-1.0), X[g], cutlass.Float32(0.5))" in src
+    src = _body("roll_by_negative_mod")
+    assert "s[(i - 3) - (i - 3) // 64 * 64]" in src and "Q[i] = (i - 3) // 8" in src
+    src = _body("ragged_gemm_pipelined")
+    assert "if by * 64 + i3 < 100 and (k + 2) * 32 + (i4 + 3) < 100:" in src  # K's last tile clamped
+    src = _body("atomic_tile_ragged")
+    assert "tca.atomic_add_view(" in src and "if bx * 32 + i3 < 100:" in src
+
+
+def test_unsigned_forms():
+    src = _body("unsigned_past_sign_bit")
+    assert "cutlass.Uint32(U[g]) // cutlass.Uint32(7)" in src
+    assert "F[g] = cutlass.Float32(cutlass.Uint32(U[g]))" in src
+    assert "cutlass.Uint32(U[g]) > cutlass.Uint32(2147483648)" in src
+    src = _body("uint8_to_float_and_back")
+    assert "cutlass.Float32(cutlass.Uint8(B[g]))" in src and "B2[g] = cutlass.Uint8(" in src
+    src = _body("float_to_uint32_large")
+    assert "cutlass.Uint32(X[bx * 128 + i])" in src
 
 
 def test_reduction_forms():
@@ -411,6 +435,41 @@ def test_fills_copies_loops_on_gpu():
     o = P.shared_reuse_across_serial()(X)
     k = torch.arange(1, 9, device=dev, dtype=torch.float32)[:, None]
     _eq(o, (X * k).roll(-1, 1))
+
+
+@pytest.mark.gpu
+def test_unsigned_ragged_gemm_and_guards_on_gpu():
+    import torch
+    torch.manual_seed(6)
+    dev = "cuda"
+    u = torch.cat([torch.randint(0, 2**32, (250,), dtype=torch.int64),
+                   torch.tensor([0, 2**31, 2**31 + 1, 2**32 - 1, 2**31 - 1, 7])]).to(dev)
+    qr, f, c = P.unsigned_past_sign_bit()(u.to(torch.int32).view(torch.uint32))
+    _eq(qr.view(torch.int32).long() & 0xFFFFFFFF, torch.stack([u // 7, u % 7], 1))
+    _eq(f, u.float())  # rounded to nearest from the unsigned value
+    _eq(c.long(), (u > 2**31).long())
+    b = torch.randint(0, 256, (256,), device=dev, dtype=torch.uint8)
+    f, b2 = P.uint8_to_float_and_back()(b)
+    _eq(f, torch.stack([b.float(), b.half().float() / 2], 1))
+    _eq(b2, (b.float() + 0.5).to(torch.uint8))
+    x = torch.cat([torch.rand(128, device=dev) * 4e9, torch.rand(128, device=dev) * 100])
+    o = P.float_to_uint32_large()(x)
+    _eq(o.view(torch.int32).long() & 0xFFFFFFFF, x.double().trunc().long())
+    a = torch.randn(100, 100, device=dev).half()
+    bm = torch.randn(100, 72, device=dev).half()
+    _close(P.ragged_gemm_pipelined()(a, bm), a.float() @ bm.float(), 5e-2)
+    xm = torch.randn(100, 64, device=dev)
+    o = torch.ones(100, 64, device=dev)
+    P.atomic_tile_ragged()(xm, o)
+    _close(o, 1 + 2 * xm, 1e-6)
+    x = torch.randn(1000, device=dev)
+    idx = torch.randint(0, 1000, (1000,), device=dev, dtype=torch.int32)
+    o = P.short_circuit_guard()(x, idx)
+    _eq(o, torch.where(x[idx.long()] > 0, 1.0, torch.where(x < -1.0, x, 0.5)))
+    x = torch.randn(64, device=dev)
+    o, q = P.roll_by_negative_mod()(x)
+    _eq(o, x.roll(3))
+    _eq(q.long(), torch.div(torch.arange(64, device=dev) - 3, 8, rounding_mode="floor"))
 
 
 @pytest.mark.gpu

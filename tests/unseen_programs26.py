@@ -765,3 +765,122 @@ def cumsum_defaults_and_regions(M=32, N=64, threads=128):
             T.cumsum(v_s[16:48])
             T.copy(v_s, Sg)
     return cdr
+
+
+# ---- unsigned values past the signed range ---------------------------------------------------
+@tilecute.jit(out_idx=[1, 2, 3])
+def unsigned_past_sign_bit(N=256, threads=128):
+    """uint32 values past 2^31: Q = U // 7 and R = U % 7 (unsigned division), F = float32(U)
+    (an unsigned conversion: 3e9 stays positive), C = int32(U > 2^31) (an unsigned compare)."""
+
+    @T.prim_func
+    def upb(U: T.Tensor((N,), "uint32"), QR: T.Tensor((N, 2), "uint32"), F: T.Tensor((N,), "float32"),
+            C: T.Tensor((N,), "int32")):
+        with T.Kernel(T.ceildiv(N, threads), threads=threads) as bx:
+            for i in T.Parallel(threads):
+                g = bx * threads + i
+                QR[g, 0] = U[g] // T.uint32(7)
+                QR[g, 1] = U[g] % T.uint32(7)
+                F[g] = T.cast(U[g], "float32")
+                C[g] = T.cast(U[g] > T.uint32(2147483648), "int32")
+    return upb
+
+
+@tilecute.jit(out_idx=[1, 2])
+def uint8_to_float_and_back(N=256, threads=128):
+    """F = float32(B) of uint8 bytes (200 is 200.0, not -56.0), H = float16(B) / 2, and
+    B2 = uint8(F + 0.5) (a float converted back to an unsigned byte)."""
+
+    @T.prim_func
+    def ufb(B: T.Tensor((N,), "uint8"), F: T.Tensor((N, 2), "float32"), B2: T.Tensor((N,), "uint8")):
+        with T.Kernel(T.ceildiv(N, threads), threads=threads) as bx:
+            for i in T.Parallel(threads):
+                g = bx * threads + i
+                F[g, 0] = T.cast(B[g], "float32")
+                F[g, 1] = T.cast(T.cast(B[g], "float16") / T.float16(2), "float32")
+                B2[g] = T.cast(T.cast(B[g], "float32") + 0.5, "uint8")
+    return ufb
+
+
+@tilecute.jit(out_idx=[1])
+def float_to_uint32_large(N=256, threads=128):
+    """O = uint32(X) of non-negative floats up to 4e9 (C's unsigned conversion: 3e9 is
+    3000000000, not a wrapped or saturated signed value)."""
+
+    @T.prim_func
+    def ftu(X: T.Tensor((N,), "float32"), O: T.Tensor((N,), "uint32")):
+        with T.Kernel(T.ceildiv(N, threads), threads=threads) as bx:
+            for i in T.Parallel(threads):
+                O[bx * threads + i] = T.cast(X[bx * threads + i], "uint32")
+    return ftu
+
+
+# ---- ragged tiles through tensor cores and atomics, guards and negative indices ------------
+@tilecute.jit(out_idx=[2])
+def ragged_gemm_pipelined(M=100, N=72, K=100, bm=64, bn=64, bk=32, threads=128):
+    """C = A B with M, N and K none of them multiples of the (64, 64, 32) tiles, through a
+    3-stage T.Pipelined loop: the last K tile's columns past K load as zeros (A's rows of 200
+    bytes take cp.async, B's TMA), the rows / columns past M and N are not stored."""
+
+    @T.prim_func
+    def rg(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=threads) as (bx, by):
+            a_s = T.alloc_shared((bm, bk), "float16")
+            b_s = T.alloc_shared((bk, bn), "float16")
+            c_f = T.alloc_fragment((bm, bn), "float32")
+            T.clear(c_f)
+            for k in T.Pipelined(T.ceildiv(K, bk), num_stages=3):
+                T.copy(A[by * bm, k * bk], a_s)
+                T.copy(B[k * bk, bx * bn], b_s)
+                T.gemm(a_s, b_s, c_f)
+            T.copy(c_f, C[by * bm, bx * bn])
+    return rg
+
+
+@tilecute.jit(out_idx=[])
+def atomic_tile_ragged(M=100, N=64, bm=32, threads=128):
+    """O += 2 X by (32, 64) tiles of a 100-row matrix with the tile form
+    T.atomic_add(O[rows, cols], fragment): the last tile's rows past 100 add nothing."""
+
+    @T.prim_func
+    def atr(X: T.Tensor((M, N), "float32"), O: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(M, bm), threads=threads) as bx:
+            x_f = T.alloc_fragment((bm, N), "float32")
+            T.copy(X[bx * bm, 0], x_f)
+            for i, j in T.Parallel(bm, N):
+                x_f[i, j] = x_f[i, j] * 2.0
+            T.atomic_add(O[bx * bm:(bx + 1) * bm, 0:N], x_f)
+    return atr
+
+
+@tilecute.jit(out_idx=[2])
+def short_circuit_guard(N=1000, threads=128):
+    """``if g < N and X[Idx[g]] > 0`` reads Idx[g] and X[...] only where g < N (C's &&);
+    the elif takes a Python conditional expression (a select)."""
+
+    @T.prim_func
+    def scg(X: T.Tensor((N,), "float32"), Idx: T.Tensor((N,), "int32"), O: T.Tensor((N,), "float32")):
+        with T.Kernel(T.ceildiv(N, threads), threads=threads) as bx:
+            for i in T.Parallel(threads):
+                g = bx * threads + i
+                if g < N and X[Idx[g]] > 0:
+                    O[g] = 1.0
+                elif g < N:
+                    O[g] = X[g] if X[g] < -1.0 else 0.5
+    return scg
+
+
+@tilecute.jit(out_idx=[1, 2])
+def roll_by_negative_mod(N=64, threads=128):
+    """O[i] = s[(i - 3) % N] (a roll: i - 3 is negative for i < 3, floormod wraps it to the
+    end) and Q[i] = (i - 3) // 8 (floor: -1 for i < 3)."""
+
+    @T.prim_func
+    def rnm(X: T.Tensor((N,), "float32"), O: T.Tensor((N,), "float32"), Q: T.Tensor((N,), "int32")):
+        with T.Kernel(1, threads=threads) as bx:
+            s = T.alloc_shared((N,), "float32")
+            T.copy(X, s)
+            for i in T.Parallel(N):
+                O[i] = s[(i - 3) % N]
+                Q[i] = (i - 3) // 8
+    return rnm
