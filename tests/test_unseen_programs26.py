@@ -24,7 +24,8 @@ PROGRAMS = ["int_div_mod_signs", "const_div_mod_negative", "shifts_signed_unsign
             "copy_runtime_offset", "copy_odd_constant_offset", "symbolic_odd_row_stride", "casts_to_bool",
             "uint8_difference_promotes", "shared_reuse_across_serial", "cumsum_defaults_and_regions",
             "unsigned_past_sign_bit", "uint8_to_float_and_back", "float_to_uint32_large", "ragged_gemm_pipelined",
-            "atomic_tile_ragged", "short_circuit_guard", "roll_by_negative_mod"]
+            "atomic_tile_ragged", "short_circuit_guard", "roll_by_negative_mod", "break_and_continue",
+            "converting_shared_copies"]
 
 
 @pytest.fixture(autouse=True)
@@ -126,6 +127,16 @@ def test_ragged_and_guarded_reads():
     assert "if by * 64 + i3 < 100 and (k + 2) * 32 + (i4 + 3) < 100:" in src  # K's last tile clamped
     src = _body("atomic_tile_ragged")
     assert "tca.atomic_add_view(" in src and "if bx * 32 + i3 < 100:" in src
+
+
+def test_break_continue_and_converting_copies():
+    src = _body("break_and_continue")
+    # break / continue become flags: the loop stops after a break, the rest of the body is skipped
+    assert "while k_it[0] < 32 and broke[0] == 0:" in src and "skipped[0] = 1" in src
+    assert "while k_iter_it[0] < 32 and broke_1_[0] == 0:" in src and "k_1_ = 31 + k_iter * -1" in src
+    src = _body("converting_shared_copies")
+    assert "tct.store" not in src  # a tile of another dtype is not stored byte for byte
+    assert "cutlass.BFloat16(tc_vec13[tc_lane14])" in src and "cutlass.Float8E4M3FN(tc_vec18[tc_lane19])" in src
 
 
 def test_unsigned_forms():
@@ -476,6 +487,33 @@ def test_unsigned_ragged_gemm_and_guards_on_gpu():
     o, q = P.roll_by_negative_mod()(x)
     _eq(o, x.roll(3))
     _eq(q.long(), torch.div(torch.arange(64, device=dev) - 3, 8, rounding_mode="floor"))
+
+
+@pytest.mark.gpu
+def test_break_continue_and_converting_copies_on_gpu():
+    import torch
+    torch.manual_seed(7)
+    dev = "cuda"
+    x = torch.randn(128, 32, device=dev) * 1.5
+    o = P.break_and_continue()(x)
+    acc, pos = [], []
+    for row in x.tolist():
+        a = 0.0
+        for v in row:
+            if v > 2.0:
+                break
+            if v < 0:
+                continue
+            a += v
+        acc.append(a)
+        hits = [k for k, v in enumerate(row) if v > 1.0]
+        pos.append(float(hits[-1]) if hits else 0.0)
+    _close(o[:, 0], torch.tensor(acc, device=dev), 1e-4)
+    _eq(o[:, 1], torch.tensor(pos, device=dev))
+    xh = (torch.randn(64, 64, device=dev) * 100).half()
+    y, z = P.converting_shared_copies()(xh)
+    _eq(y, (xh.float() * 3).bfloat16())
+    _eq(z.float(), (xh.float() * 3).clamp(-448, 448).to(torch.float8_e4m3fn).float())
 
 
 @pytest.mark.gpu

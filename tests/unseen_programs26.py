@@ -884,3 +884,48 @@ def roll_by_negative_mod(N=64, threads=128):
                 O[i] = s[(i - 3) % N]
                 Q[i] = (i - 3) // 8
     return rnm
+
+
+@tilecute.jit(out_idx=[1])
+def break_and_continue(N=128, L=32, threads=128):
+    """Per row: O[r, 0] sums X[r, k] up to the first value above 2 (``break``), skipping
+    negatives (``continue``); O[r, 1] is the last k with X[r, k] > 1, found by a Python
+    ``range(L - 1, -1, -1)`` loop that breaks at the first hit (0 if none)."""
+
+    @T.prim_func
+    def bc(X: T.Tensor((N, L), "float32"), O: T.Tensor((N, 2), "float32")):
+        with T.Kernel(1, threads=threads) as bx:
+            tx = T.get_thread_binding()
+            acc = T.alloc_var("float32", init=0.0)
+            pos = T.alloc_var("float32", init=0.0)
+            for k in T.serial(L):
+                if X[tx, k] > 2.0:
+                    break
+                if X[tx, k] < 0:
+                    continue
+                acc += X[tx, k]
+            for k in range(L - 1, -1, -1):
+                if X[tx, k] > 1.0:
+                    pos = T.cast(k, "float32")
+                    break
+            O[tx, 0] = acc
+            O[tx, 1] = pos
+    return bc
+
+
+@tilecute.jit(out_idx=[1, 2])
+def converting_shared_copies(M=64, N=64, threads=128):
+    """A float32 shared tile (from float16 X, tripled) copied to bfloat16 Y and float8_e4m3
+    Z: each element converted (no byte-for-byte TMA store of a tile of another dtype; fp8
+    saturating)."""
+
+    @T.prim_func
+    def csc(X: T.Tensor((M, N), "float16"), Y: T.Tensor((M, N), "bfloat16"), Z: T.Tensor((M, N), "float8_e4m3")):
+        with T.Kernel(1, threads=threads) as bx:
+            s32 = T.alloc_shared((M, N), "float32")
+            T.copy(X, s32)
+            for i, j in T.Parallel(M, N):
+                s32[i, j] = s32[i, j] * 3.0
+            T.copy(s32, Y)
+            T.copy(s32, Z)
+    return csc
