@@ -25,7 +25,7 @@ PROGRAMS = ["int_div_mod_signs", "const_div_mod_negative", "shifts_signed_unsign
             "uint8_difference_promotes", "shared_reuse_across_serial", "cumsum_defaults_and_regions",
             "unsigned_past_sign_bit", "uint8_to_float_and_back", "float_to_uint32_large", "ragged_gemm_pipelined",
             "atomic_tile_ragged", "short_circuit_guard", "roll_by_negative_mod", "break_and_continue",
-            "converting_shared_copies"]
+            "converting_shared_copies", "views_reinterpret_bits"]
 
 
 @pytest.fixture(autouse=True)
@@ -137,6 +137,15 @@ def test_break_continue_and_converting_copies():
     src = _body("converting_shared_copies")
     assert "tct.store" not in src  # a tile of another dtype is not stored byte for byte
     assert "cutlass.BFloat16(tc_vec13[tc_lane14])" in src and "cutlass.Float8E4M3FN(tc_vec18[tc_lane19])" in src
+
+
+def test_views_share_bytes():
+    src = _body("views_reinterpret_bits")
+    assert "bits = cute.make_tensor(cute.recast_ptr(tc_smem + 0, dtype=cutlass.Int32)" in src
+    assert "halves = cute.make_tensor(cute.recast_ptr(tc_smem + 0, dtype=cutlass.Float16)" in src
+    assert "xb = cute.make_tensor(cute.recast_ptr(X_ptr, dtype=cutlass.Int32)" in src
+    assert "s = cute.make_tensor(cute.recast_ptr(tc_smem + 0, dtype=cutlass.Float32), cute.make_layout(1024))" in src
+    assert ">> 23" in src and "& 8388607" in src
 
 
 def test_unsigned_forms():
@@ -514,6 +523,20 @@ def test_break_continue_and_converting_copies_on_gpu():
     y, z = P.converting_shared_copies()(xh)
     _eq(y, (xh.float() * 3).bfloat16())
     _eq(z.float(), (xh.float() * 3).clamp(-448, 448).to(torch.float8_e4m3fn).float())
+
+
+@pytest.mark.gpu
+def test_views_on_gpu():
+    import torch
+    torch.manual_seed(8)
+    x = torch.randn(16, 64, device="cuda") * 1e3
+    r, b, h, g = P.views_reinterpret_bits()(x)
+    flat = x.reshape(-1)
+    _eq(r, flat[(torch.arange(1024, device="cuda") * 7) % 1024])
+    bits = x.view(torch.int32)
+    _eq(b, bits >> 23)
+    _eq(h.view(torch.int16), x.view(torch.int16).reshape(16, 128))  # the same bytes (NaN-safe compare)
+    _eq(g, bits & 0x7FFFFF)
 
 
 @pytest.mark.gpu

@@ -929,3 +929,30 @@ def converting_shared_copies(M=64, N=64, threads=128):
             T.copy(s32, Y)
             T.copy(s32, Z)
     return csc
+
+
+@tilecute.jit(out_idx=[1, 2, 3, 4])
+def views_reinterpret_bits(M=16, N=64, threads=128):
+    """T.reshape / T.view share the bytes (no conversion): R[i] = flat[(7 i) % 1024] of a
+    reshaped shared tile, B = the float32 tile's bits as int32 >> 23 (sign and exponent),
+    H = the same bytes as float16 pairs, and G = X's bits through a T.view of the global
+    tensor, masked to the mantissa."""
+
+    @T.prim_func
+    def vrb(X: T.Tensor((M, N), "float32"), R: T.Tensor((M * N,), "float32"), B: T.Tensor((M, N), "int32"),
+            H: T.Tensor((M, N * 2), "float16"), G: T.Tensor((M, N), "int32")):
+        with T.Kernel(1, threads=threads) as bx:
+            s = T.alloc_shared((M, N), "float32")
+            T.copy(X, s)
+            flat = T.reshape(s, (M * N,))
+            bits = T.view(s, dtype="int32")
+            halves = T.view(s, (M, N * 2), "float16")
+            xb = T.view(X, dtype="int32")
+            for i in T.Parallel(M * N):
+                R[i] = flat[(i * 7) % (M * N)]
+            for i, j in T.Parallel(M, N):
+                B[i, j] = bits[i, j] >> 23
+                G[i, j] = xb[i, j] & 0x7FFFFF
+            for i, j in T.Parallel(M, N * 2):
+                H[i, j] = halves[i, j]
+    return vrb
