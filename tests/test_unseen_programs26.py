@@ -25,7 +25,7 @@ PROGRAMS = ["int_div_mod_signs", "const_div_mod_negative", "shifts_signed_unsign
             "uint8_difference_promotes", "shared_reuse_across_serial", "cumsum_defaults_and_regions",
             "unsigned_past_sign_bit", "uint8_to_float_and_back", "float_to_uint32_large", "ragged_gemm_pipelined",
             "atomic_tile_ragged", "short_circuit_guard", "roll_by_negative_mod", "break_and_continue",
-            "converting_shared_copies", "views_reinterpret_bits"]
+            "converting_shared_copies", "views_reinterpret_bits", "atomic_float_minmax_negative"]
 
 
 @pytest.fixture(autouse=True)
@@ -201,6 +201,8 @@ def test_fills_loops_and_atomics():
     assert 't = tca.atomic_fetch(Counter, (0,), 1, "add")' in src
     src = _body("atomic_max_min_int_shared")
     assert "tca.atomic_max(m_s, 0, X[" in src and "tca.atomic_min(m_s, 1, X[" in src
+    src = _body("atomic_float_minmax_negative")
+    assert "tca.atomic_max(M, (0,), X[" in src and 'P[bx * 128 + i] = tca.atomic_fetch(M, (1,), X[bx * 128 + i], "min")' in src
     src = _body("shared_reuse_across_serial")
     loop = src.split("for k in cutlass.range(0, 8):", 1)[1]
     # a barrier before this iteration's writes (last iteration's reads) and before the reads
@@ -554,6 +556,14 @@ def test_atomics_on_gpu():
     _eq(mn, x.reshape(8, 128).min(1).values)
     idx = torch.randint(0, 64, (4096,), device=dev, dtype=torch.int32)
     w = (torch.randint(-4, 5, (4096,), device=dev).float() / 4).half()  # sums stay exact in float16
+    xf = torch.randn(1024, device=dev) - 2.0  # mostly negative
+    m = torch.tensor([-1e30, 1e30], device=dev)
+    p = torch.empty(1024, device=dev)
+    P.atomic_float_minmax_negative()(xf, m, p)
+    _eq(m, torch.stack([xf.max(), xf.min()]))
+    assert int((p == 1e30).sum()) == 1  # exactly one update saw the initial value
+    seen = torch.cat([xf, torch.tensor([1e30], device=dev)])
+    assert bool(torch.isin(p, seen).all()) and bool((p >= xf.min()).all())
     hist = torch.zeros(64, device=dev, dtype=torch.float16)
     P.atomic_add_half_hist()(idx, w, hist)
     want = torch.zeros(64, device=dev).index_add_(0, idx.long(), w.float())

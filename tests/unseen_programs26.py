@@ -956,3 +956,18 @@ def views_reinterpret_bits(M=16, N=64, threads=128):
             for i, j in T.Parallel(M, N * 2):
                 H[i, j] = halves[i, j]
     return vrb
+
+
+@tilecute.jit(out_idx=[])
+def atomic_float_minmax_negative(N=1024, threads=128):
+    """Float32 T.atomic_max / T.atomic_min over values of both signs (mostly negative): M[0]
+    ends as the maximum, M[1] as the minimum, and P[i] is the value M[1] held before thread
+    i's update (``return_prev=True``)."""
+
+    @T.prim_func
+    def afm(X: T.Tensor((N,), "float32"), M: T.Tensor((2,), "float32"), P: T.Tensor((N,), "float32")):
+        with T.Kernel(N // threads, threads=threads) as bx:
+            for i in T.Parallel(threads):
+                T.atomic_max(M[0], X[bx * threads + i])
+                P[bx * threads + i] = T.atomic_min(M[1], X[bx * threads + i], return_prev=True)
+    return afm
