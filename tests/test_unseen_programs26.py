@@ -25,7 +25,8 @@ PROGRAMS = ["int_div_mod_signs", "const_div_mod_negative", "shifts_signed_unsign
             "uint8_difference_promotes", "shared_reuse_across_serial", "cumsum_defaults_and_regions",
             "unsigned_past_sign_bit", "uint8_to_float_and_back", "float_to_uint32_large", "ragged_gemm_pipelined",
             "atomic_tile_ragged", "short_circuit_guard", "roll_by_negative_mod", "break_and_continue",
-            "converting_shared_copies", "views_reinterpret_bits", "atomic_float_minmax_negative"]
+            "converting_shared_copies", "views_reinterpret_bits", "atomic_float_minmax_negative",
+            "unit_dims_swapped_copy"]
 
 
 @pytest.fixture(autouse=True)
@@ -137,6 +138,12 @@ def test_break_continue_and_converting_copies():
     src = _body("converting_shared_copies")
     assert "tct.store" not in src  # a tile of another dtype is not stored byte for byte
     assert "cutlass.BFloat16(tc_vec13[tc_lane14])" in src and "cutlass.Float8E4M3FN(tc_vec18[tc_lane19])" in src
+
+
+def test_unit_dims_pair_in_order():
+    src = _body("unit_dims_swapped_copy")
+    assert "r_s[0 * 64 + i1] = X[i1, bx]" in src  # column element i is row element i
+    assert "tct.store(O_desc, tc_smem + 0, (0, bx)" in src
 
 
 def test_views_share_bytes():
@@ -539,6 +546,8 @@ def test_views_on_gpu():
     _eq(b, bits >> 23)
     _eq(h.view(torch.int16), x.view(torch.int16).reshape(16, 128))  # the same bytes (NaN-safe compare)
     _eq(g, bits & 0x7FFFFF)
+    x = torch.randn(64, 8, device="cuda")
+    _eq(P.unit_dims_swapped_copy()(x), x.T)
 
 
 @pytest.mark.gpu

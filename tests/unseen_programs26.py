@@ -971,3 +971,18 @@ def atomic_float_minmax_negative(N=1024, threads=128):
                 T.atomic_max(M[0], X[bx * threads + i])
                 P[bx * threads + i] = T.atomic_min(M[1], X[bx * threads + i], return_prev=True)
     return afm
+
+
+@tilecute.jit(out_idx=[1])
+def unit_dims_swapped_copy(threads=128):
+    """T.copy of a (64, 1) column region X[0:64, b:b+1] into a (1, 64) row region of a
+    shared tile: TileLang pairs the non-unit extents in order (a column becomes a row), then
+    the row goes to O[b, :]."""
+
+    @T.prim_func
+    def uds(X: T.Tensor((64, 8), "float32"), O: T.Tensor((8, 64), "float32")):
+        with T.Kernel(8, threads=threads) as bx:
+            r_s = T.alloc_shared((1, 64), "float32")
+            T.copy(X[0:64, bx:bx + 1], r_s[0:1, 0:64])
+            T.copy(r_s, O[bx:bx + 1, 0:64])
+    return uds
