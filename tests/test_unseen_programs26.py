@@ -4,8 +4,10 @@ division, shifts, 8-bit wrap and promotion, int64 products, mixed-dtype promotio
 and saturating conversions, conversions to bool, ragged extents and tiles, reductions (dims,
 clear=False, abs / bitwise kinds, widening outputs), cumsum (reverse, default dim, regions),
 slice fills, converting fragment copies, alloc_var inits, stepped / negative-step / run-time
-bounded loops, while loops, atomics' returned values, guarded reads, rounding modes and
-unaligned copy windows.  CPU: each builds to an sm_90a cubin and what each means is checked
+bounded loops, while loops, break / continue, atomics' returned values (int, float16, float32
+of either sign), guarded reads, rounding modes, unaligned copy windows, unsigned values past
+the sign bit, a ragged pipelined GEMM, converting shared-to-global copies, byte-sharing views
+and unit-dim regions.  CPU: each builds to an sm_90a cubin and what each means is checked
 in the generated source.  GPU: each matches a torch reference."""
 
 import pytest

@@ -10,7 +10,14 @@ dims, ``clear=False``, absmax / abssum / bitand / bitor / bitxor), ``T.cumsum`` 
 dtypes, ``T.alloc_var(init=)``, stepped and negative-step ``T.serial`` loops, ``T.unroll`` of a
 run-time bound, ``while`` loops, atomics' returned values on global and shared memory,
 ``T.if_then_else`` guarding reads past a buffer's end, rounding modes (``T.round``,
-``T.nearbyint``, ``T.trunc``, ``T.floor``), ``T.abs`` of INT_MIN and ``T.max`` of mixed dtypes.
+``T.nearbyint``, ``T.trunc``, ``T.floor``), ``T.abs`` of INT_MIN and ``T.max`` of mixed dtypes;
+then saturating fp8 and ``x != 0`` bool conversions, reductions converting to a wider output,
+copy windows at odd and run-time offsets and over rows of a symbolic odd stride, uint32 values
+past the sign bit (division, compares, conversions), a ragged pipelined GEMM, a ragged tile
+``T.atomic_add``, a short-circuit ``and`` guarding reads, a roll by a negative floormod,
+``break`` / ``continue``, float32 shared tiles copied to bfloat16 / fp8 globals, ``T.reshape``
+/ ``T.view`` reinterpreting bytes, float atomic max / min over negative values with returned
+previous values, and a column region copied into a row region.
 
 ``tests/test_unseen_programs26.py`` builds each to a cubin on the CPU, checks what each means
 in the generated source, and on a GPU compares it with a torch reference."""
