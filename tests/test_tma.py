@@ -146,6 +146,33 @@ def test_copy_without_tma_alignment_falls_back():
         lower(g, "sm_90a")
 
 
+def test_a_start_read_from_memory_keeps_tma_only_when_aligned():
+    """TMA's innermost coordinate must be a multiple of 16 bytes (an odd float32 offset
+    stopped the kernel with an illegal instruction on an H200): a window starting at a value
+    read from memory (directly or through a Let) keeps the vector path, unless the value's
+    coefficient keeps it aligned (a page of 4 floats)."""
+
+    def window(scale, through_let):
+        @T.prim_func
+        def f(X: T.Tensor((4096,), "float32"), Off: T.Tensor((8,), "int32"),
+              O: T.Tensor((8, 128), "float32")):
+            with T.Kernel(8, threads=128) as bx:
+                s = T.alloc_shared((128,), "float32")
+                if through_let:
+                    o = Off[bx] * scale
+                    T.copy(X[o:o + 128], s)
+                else:
+                    T.copy(X[Off[bx] * scale:Off[bx] * scale + 128], s)
+                for i in T.Parallel(128):
+                    O[bx, i] = s[i]
+        return lower(f, "sm_90a")
+
+    for through_let in (False, True):
+        assert not _stmts(window(1, through_let), N.TmaCopy)
+        assert not _stmts(window(2, through_let), N.TmaCopy)
+        assert len(_stmts(window(4, through_let), N.TmaCopy)) == 1
+
+
 def test_tma_errors():
     M = T.symbolic("M")
 

@@ -65,6 +65,57 @@ def is_pending_load(s, func: N.PrimFunc) -> bool:
     return isinstance(s, N.TmaCopy) and s.barrier is None and func.buffer(s.src.buffer) is not None
 
 
+def read_start_may_misalign(start: N.Expr, esize: int, lets: dict) -> bool:
+    """May innermost start ``start`` (elements of ``esize`` bytes) be off a multiple of 16
+    bytes because of a value read from memory (``X[Off[b]:Off[b] + 128]``, also through Lets
+    naming it)?  TMA's innermost coordinate must be a multiple of 16 bytes (a float32 box at
+    an odd run-time offset stopped the kernel with an illegal instruction on an H200), so such
+    a copy keeps the cp.async / vector path unless each read value's coefficient is a
+    multiple of 16 bytes (``block_table[b, k] * 64``, a page).  Starts of indices and
+    parameters alone are not asked about here (:func:`tma_box` refuses the provably
+    misaligned ones; the others are the launch's to align, as before)."""
+    for _ in range(8):  # (Lets naming Lets)
+        names = {n.name for n in walk_nodes(start) if isinstance(n, N.Var)} & set(lets)
+        if not names:
+            break
+        start = substitute(start, {k: lets[k] for k in names})
+    if not any(isinstance(n, N.Load) for n in walk_nodes(start)):
+        return False
+    form = _form_with_reads(start)
+    if form is None:
+        return True
+    return any(c * esize % 16 for k, c in form.items() if isinstance(k, tuple))
+
+
+def _form_with_reads(e: N.Expr):
+    """``e`` as an integer linear combination ({name or ("read", load): coefficient, None:
+    constant}), each load an opaque term; None when it is not one."""
+    if isinstance(e, N.Load):
+        return {("read", e): 1}
+    if isinstance(e, N.Const) and N.is_int(e.dtype):
+        return {None: int(e.value)}
+    if isinstance(e, N.Var):
+        return {e.name: 1}
+    if isinstance(e, N.Cast) and N.is_int(e.dtype):
+        return _form_with_reads(e.value)
+    if isinstance(e, N.BinOp) and e.op in ("add", "sub", "mul"):
+        a, b = _form_with_reads(e.a), _form_with_reads(e.b)
+        if a is None or b is None:
+            return None
+        if e.op == "mul":
+            if set(a) <= {None}:
+                a, b = b, a
+            if not set(b) <= {None}:
+                return None
+            return {k: c * b.get(None, 0) for k, c in a.items()}
+        sign = 1 if e.op == "add" else -1
+        out = dict(a)
+        for k, c in b.items():
+            out[k] = out.get(k, 0) + sign * c
+        return out
+    return None
+
+
 def tma_allowed(s: N.Copy) -> bool:
     """May the TMA pass move copy ``s`` by TMA: not ``disable_tma``, and the program did
     not ask for another instruction (``prefer_instruction="cp_async"`` / ``"sync"``)?"""
@@ -133,6 +184,8 @@ class _Kernel(StmtMutator):
         # on the cp.async / vector path, which reads the safe value out of bounds
         self.safe = {n for n, _ in scope.safe_values}
         self.safe |= {v for v, b in self.bases.items() if b in self.safe}
+        # the kernel's Lets: a start named by one is read through its value
+        self.lets = {t.var.name: t.value for t in walk_stmts(scope.body) if isinstance(t, N.Let)}
 
     def tma_ok(self, glob_r: N.Region, shared_r: N.Region) -> bool:
         """Can TMA copy between global region ``glob_r`` and shared ``shared_r``?"""
@@ -160,6 +213,9 @@ class _Kernel(StmtMutator):
             return False  # the layout pass swizzles it for the column walk; TMA rows can't
         if (sliced is not None or matrix is not None) and shared.name in self.bases.values():
             return False  # (a slice of a buffer with views: keep it simple)
+        if glob_r.starts and len(glob_r.starts) == glob.ndim and \
+                read_start_may_misalign(glob_r.starts[-1], DTYPES[glob.dtype].bytes, self.lets):
+            return False
         return isinstance(tma_box(glob, glob_r, shared if matrix is None else matrix_of(shared),
                                   swizzle, sliced[1] if sliced else None), tuple)
 
