@@ -172,6 +172,18 @@ def test_a_start_read_from_memory_keeps_tma_only_when_aligned():
         assert not _stmts(window(2, through_let), N.TmaCopy)
         assert len(_stmts(window(4, through_let), N.TmaCopy)) == 1
 
+    def param_window(scale):  # a scalar parameter is as unknown as a value read
+        @T.prim_func
+        def g(X: T.Tensor((4096,), "float32"), off: T.int32, O: T.Tensor((128,), "float32")):
+            with T.Kernel(1, threads=128) as bx:
+                s = T.alloc_shared((128,), "float32")
+                T.copy(X[off * scale:off * scale + 128], s)
+                T.copy(s, O)
+        return lower(g, "sm_90a")
+
+    assert [s.dst.buffer for s in _stmts(param_window(1), N.TmaCopy)] == ["O"]  # (the store)
+    assert len(_stmts(param_window(8), N.TmaCopy)) == 2
+
 
 def test_tma_errors():
     M = T.symbolic("M")

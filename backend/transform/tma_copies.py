@@ -65,26 +65,28 @@ def is_pending_load(s, func: N.PrimFunc) -> bool:
     return isinstance(s, N.TmaCopy) and s.barrier is None and func.buffer(s.src.buffer) is not None
 
 
-def read_start_may_misalign(start: N.Expr, esize: int, lets: dict) -> bool:
+def read_start_may_misalign(start: N.Expr, esize: int, lets: dict, scalars=frozenset()) -> bool:
     """May innermost start ``start`` (elements of ``esize`` bytes) be off a multiple of 16
     bytes because of a value read from memory (``X[Off[b]:Off[b] + 128]``, also through Lets
-    naming it)?  TMA's innermost coordinate must be a multiple of 16 bytes (a float32 box at
-    an odd run-time offset stopped the kernel with an illegal instruction on an H200), so such
-    a copy keeps the cp.async / vector path unless each read value's coefficient is a
-    multiple of 16 bytes (``block_table[b, k] * 64``, a page).  Starts of indices and
-    parameters alone are not asked about here (:func:`tma_box` refuses the provably
-    misaligned ones; the others are the launch's to align, as before)."""
+    naming it) or a scalar parameter (``scalars``: ``X[off:off + 128]``)?  TMA's innermost
+    coordinate must be a multiple of 16 bytes (a float32 box at an odd run-time offset
+    stopped the kernel with an illegal instruction on an H200), so such a copy keeps the
+    cp.async / vector path unless each such value's coefficient is a multiple of 16 bytes
+    (``block_table[b, k] * 64``, a page).  Starts of indices and shape symbols alone are not
+    asked about here (:func:`tma_box` refuses the provably misaligned ones; the others are
+    the launch's to align, as before)."""
     for _ in range(8):  # (Lets naming Lets)
         names = {n.name for n in walk_nodes(start) if isinstance(n, N.Var)} & set(lets)
         if not names:
             break
         start = substitute(start, {k: lets[k] for k in names})
-    if not any(isinstance(n, N.Load) for n in walk_nodes(start)):
+    if not any(isinstance(n, N.Load) or isinstance(n, N.Var) and n.name in scalars
+               for n in walk_nodes(start)):
         return False
     form = _form_with_reads(start)
     if form is None:
         return True
-    return any(c * esize % 16 for k, c in form.items() if isinstance(k, tuple))
+    return any(c * esize % 16 for k, c in form.items() if isinstance(k, tuple) or k in scalars)
 
 
 def _form_with_reads(e: N.Expr):
@@ -186,6 +188,8 @@ class _Kernel(StmtMutator):
         self.safe |= {v for v, b in self.bases.items() if b in self.safe}
         # the kernel's Lets: a start named by one is read through its value
         self.lets = {t.var.name: t.value for t in walk_stmts(scope.body) if isinstance(t, N.Let)}
+        # the scalar parameters: values the launch passes, as unknown as a value read
+        self.scalars = {p.name for p in func.params if isinstance(p, N.Var)}
 
     def tma_ok(self, glob_r: N.Region, shared_r: N.Region) -> bool:
         """Can TMA copy between global region ``glob_r`` and shared ``shared_r``?"""
@@ -214,7 +218,8 @@ class _Kernel(StmtMutator):
         if (sliced is not None or matrix is not None) and shared.name in self.bases.values():
             return False  # (a slice of a buffer with views: keep it simple)
         if glob_r.starts and len(glob_r.starts) == glob.ndim and \
-                read_start_may_misalign(glob_r.starts[-1], DTYPES[glob.dtype].bytes, self.lets):
+                read_start_may_misalign(glob_r.starts[-1], DTYPES[glob.dtype].bytes, self.lets,
+                                        self.scalars):
             return False
         return isinstance(tma_box(glob, glob_r, shared if matrix is None else matrix_of(shared),
                                   swizzle, sliced[1] if sliced else None), tuple)
