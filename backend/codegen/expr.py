@@ -221,6 +221,7 @@ class ExprPrinter:
                  fail: Callable[[object, str], None],
                  use: Callable[[str], None] | None = None):
         self.ranges = ranges
+        self.runtime: set[str] = set()  # names never a Python value (block and thread indices, run-time loops)
         self.load = load
         self.fail = fail
         self.use = use or self._no_helpers  # records a runtime.cute helper module it calls
@@ -547,7 +548,7 @@ class ExprPrinter:
         if isinstance(e, N.Const):
             return True
         if isinstance(e, N.Var):
-            return e.name in self.ranges
+            return e.name in self.ranges and e.name not in self.runtime
         if isinstance(e, N.Load):
             return False
         kids = [x for f in dataclasses.fields(e) if f.name != "loc"

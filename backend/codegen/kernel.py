@@ -456,6 +456,8 @@ class KernelEmitter:
         else:
             lo = value_range(s.start, self.ranges)[0]
             self.ranges[s.var.name] = (lo, None)
+        if not rng.startswith("cutlass.range_constexpr"):
+            self.exprs.runtime.add(s.var.name)  # (a run-time loop index: never a Python int)
         var = ident(s.var.name)
         self.out.line(depth, f"for {var} in {rng}:")
         entry = self.mma.loop_entry(s.body)
@@ -1220,9 +1222,11 @@ class KernelEmitter:
             out.line(1, "cute.arch.griddepcontrol_launch_dependents()")
         for d, t in enumerate(k.threads):
             self.ranges[f"thread_idx{d}"] = (0, t - 1 + (k.producer_threads if d == 0 else 0))
+            self.exprs.runtime.add(f"thread_idx{d}")
         for v, g in zip(k.block_vars, k.grid):
             hi = g.value - 1 if isinstance(g, N.Const) else None
             self.ranges[v.name] = (0, hi)
+            self.exprs.runtime.add(v.name)
             self.bounds.known.loop(v, N.Const(0, g.dtype), g)
         self.smem.carve(1)
         used = used_buffers(k.body)
