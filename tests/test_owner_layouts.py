@@ -250,3 +250,83 @@ def test_a_column_factor_beside_a_failed_row_owner():
     src = _source(scaled)
     assert "r = cute.make_rmem_tensor((8,), cutlass.Float32)  # replicated" in src
     assert "w = cute.make_rmem_tensor((3,), cutlass.Float32)" in src
+
+
+def streams_mix(streams=4, width=256, threads=128, eps=1e-6):
+    """One token's ``(streams, width)`` rows: their squares summed by a row reduction (``sq``
+    walks ``x`` at ``(i, j)``), then mixed over the streams by a serial loop inside a nest
+    over the columns (``x[s, j]``, ``s`` the inner loop's): ``y[j] = sum_s w[s] * x[s, j] *
+    rsqrt(mean(x^2) + eps)``."""
+
+    @T.prim_func
+    def mix(X: T.Tensor((64, streams, width), "float16"), Wt: T.Tensor((streams,), "float32"),
+            Y: T.Tensor((64, width), "float16")):
+        with T.Kernel(64, threads=threads) as t:
+            xs = T.alloc_shared((streams, width), "float16")
+            x = T.alloc_fragment((streams, width), "float32")
+            sq = T.alloc_fragment((streams, width), "float32")
+            ss = T.alloc_fragment((streams,), "float32")
+            tot = T.alloc_fragment((1,), "float32")
+            w = T.alloc_fragment((streams,), "float32")
+            y = T.alloc_fragment((width,), "float32")
+            T.copy(X[t, 0, 0], xs)
+            T.copy(xs, x)
+            T.copy(Wt, w)
+            for i, j in T.Parallel(streams, width):
+                sq[i, j] = x[i, j] * x[i, j]
+            T.reduce_sum(sq, ss, dim=1)
+            for j in T.Parallel(width):
+                y[j] = 0.0
+                for s in T.serial(streams):
+                    y[j] += w[s] * x[s, j]
+            T.reduce_sum(ss, tot, dim=0)
+            for j in T.Parallel(width):
+                y[j] = y[j] * T.rsqrt(tot[0] / (streams * width) + eps)
+            T.copy(y, Y[t, 0])
+    return mix
+
+
+@pytest.mark.parametrize("streams,width", [(4, 256), (8, 512), (2, 128)])
+def test_rows_reduced_and_read_under_an_inner_serial_loop_are_blocked(monkeypatch, streams, width):
+    """``x[s, j]`` read under a serial loop inside a nest over ``j`` gives ``x`` a column a
+    thread (the owner layout), though its group (``sq``) is also reduced over its rows: that
+    reduction runs on the one-lane blocked layout (each row over the block's threads).  It
+    was replicated: every thread held all ``streams * width`` values (local memory)."""
+    monkeypatch.setenv("TILECUTE_ARCH", "sm_90a")
+    src = _source(streams_mix(streams, width))
+    held = streams * width // 128
+    for name in ("x", "sq"):
+        assert f"{name} = cute.make_rmem_tensor(({held},), cutlass.Float32)  # blocked: 1 " in src
+    assert f"y = cute.make_rmem_tensor(({width // 128},), cutlass.Float32)  # blocked: 1 " in src
+    # the stream loop unrolls: register s * (width // 128) + step, a constant
+    assert f"for s in cutlass.range_constexpr(0, {streams}):" in src
+    per = width // 128  # (one step: register s)
+    assert (f"w[s] * x[s * {per} + tc_k" if per > 1 else "w[s] * x[s]\n") in src
+    # each thread sums its registers of a row, then the row over the warps
+    assert "tcr.warp_allreduce(" in src and "tcr.block_allreduce(" in src
+
+
+def test_columns_short_of_whole_rounds_stay_replicated(monkeypatch):
+    monkeypatch.setenv("TILECUTE_ARCH", "sm_90a")
+    src = _source(streams_mix(4, 64))
+    assert "x = cute.make_rmem_tensor((256,), cutlass.Float32)  # replicated" in src
+
+
+def test_streams_mix_builds_cubins(tmp_path):
+    for streams, width in ((4, 256), (8, 512), (4, 64)):
+        assert tilecute.build_cubin(streams_mix(streams, width), "sm_90a",
+                                    out_dir=str(tmp_path / f"{streams}_{width}")).kernel_names
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("streams,width", [(4, 256), (8, 512), (2, 128), (4, 64), (8, 32)])
+def test_streams_mix_on_gpu(streams, width):
+    import torch
+    torch.manual_seed(streams * width)
+    X = torch.randn(64, streams, width, device="cuda").half()
+    Wt = torch.randn(streams, device="cuda")
+    Y = torch.empty(64, width, device="cuda", dtype=torch.float16)
+    tilecute.compile(streams_mix(streams, width))(X, Wt, Y)
+    x = X.float()
+    want = (Wt[None, :, None] * x).sum(1) * torch.rsqrt(x.pow(2).mean((1, 2)) + 1e-6)[:, None]
+    torch.testing.assert_close(Y.float(), want, atol=2e-2, rtol=2e-2)

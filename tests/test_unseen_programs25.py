@@ -66,8 +66,13 @@ def test_lazy_factories_read_their_annotations():
     assert "a_f[i1 * 4 + i2] = A[tok, i1, i2]" in src  # the (hc, hc) mix read whole
     src = _body("fp8_block_mean_pool")
     assert "cnt = cutlass.min(32, 200 - bx * 32)" in src  # the ragged last block
-    assert "mean[d_1_] / cutlass.Float32(cnt)" in src
-    assert "cute.math.absf(mean[k2])" in src and "cutlass.Float8E4M3FN(" in src
+    # a column of k_f a thread, folded there into its one mean (TileLang's column layout),
+    # the mean's absmax over the block's threads
+    assert "k_f = cute.make_rmem_tensor((32,), cutlass.Float32)  # blocked: 1 " in src
+    assert "mean = cute.make_rmem_tensor((1,), cutlass.Float32)  # blocked: 1 " in src
+    assert "mean[0] = mean[0] + k_f[k2]" in src and "mean[0] = mean[0] / cutlass.Float32(cnt)" in src
+    assert "cute.math.absf(mean[" in src and 'tcr.block_allreduce(tc_red6, "max"' in src
+    assert "cutlass.Float8E4M3FN(" in src
 
 
 def test_quantisation_and_norm_forms():
@@ -80,8 +85,12 @@ def test_quantisation_and_norm_forms():
     assert ">> k % 2 * 4 & 15" in src and "cutlass.Float16(q - 8) * Scale[bx * 64 + n, (kt * 64 + k) // 64]" in src
     src = _body("mhc_pre_rms_gate")
     # T.sigmoid of each gate, summed over the hc streams, then the one RMS factor of the token
+    # x_f a column of each stream a thread (the stream loop unrolled: register i * 2 + step),
+    # not all 1024 values in every thread; its squares reduced over each row by every thread
     assert ("cutlass.Float32(1.0) / (cutlass.Float32(1.0) + cute.math.exp(cutlass.Float32(0.0) - g_f[i_1_]))"
-            " * x_f[i_1_ * 256 + (j_1_ + tc_lane14)]") in src
+            " * x_f[i_1_ * 2 + tc_k") in src
+    assert "x_f = cute.make_rmem_tensor((8,), cutlass.Float32)  # blocked: 1 consecutive" in src
+    assert "for i_1_ in cutlass.range_constexpr(0, 4):" in src
     assert "cute.math.rsqrt(tot[0] / cutlass.Float32(1024.0) + cutlass.Float32(1e-06))" in src
 
 
@@ -563,3 +572,27 @@ def test_gdn_chunk_delta_h_on_gpu():
         h = h * torch.exp(glast)[..., None, None] + kc.transpose(-1, -2) @ scaled
     _close(hs, torch.stack(want_h, 1), 2e-2)
     _close(vn, torch.cat(want_v, 2).transpose(1, 2), 2e-2)
+
+
+def test_mhc_pre_variants_hold_their_columns():
+    """hc=8, hidden=512: x_f one column of each stream a thread (4 columns x 8 streams); at
+    hidden=64 the columns are short of a round of the 128 threads: x_f stays whole."""
+    src = _body("mhc_pre_rms_gate", hc=8, hidden=512)
+    assert "x_f = cute.make_rmem_tensor((32,), cutlass.Float32)  # blocked: 1 consecutive" in src
+    assert "* x_f[i_1_ * 4 + tc_k" in src
+    src = _body("mhc_pre_rms_gate", hc=4, hidden=64)
+    assert "x_f = cute.make_rmem_tensor((256,), cutlass.Float32)  # replicated" in src
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("hc,hidden", [(4, 256), (8, 512), (4, 64), (2, 128)])
+def test_mhc_pre_shapes_on_gpu(hc, hidden):
+    import torch
+    torch.manual_seed(hc * hidden)
+    xs = torch.randn(23, hc, hidden, device="cuda").bfloat16()
+    gates = torch.randn(23, hc, device="cuda")
+    y = P.mhc_pre_rms_gate(hc=hc, hidden=hidden)(xs, gates)
+    xf = xs.float()
+    r = torch.rsqrt(xf.pow(2).mean((1, 2)) + 1e-6)
+    want = (torch.sigmoid(gates)[:, :, None] * xf).sum(1) * r[:, None]
+    _close(y, want, 2e-2)

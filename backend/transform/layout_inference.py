@@ -760,7 +760,8 @@ class _Kernel:
         nest's ``(I, J)`` fragments ``J``, the read fragment's 1; ``outer``: the read
         fragment's and the nest's 1), or raises :class:`_NoOwnerLayout` when they cannot
         (widths that disagree, extents that are not whole rounds of the threads, a group
-        with a T.gemm layout, a given layout or a row reduction)."""
+        with a T.gemm layout, a given layout or a row reduction its width cannot take:
+        :meth:`reduces_one_lane`)."""
         forced: dict[str, int] = {}
 
         def force(root, v):
@@ -796,9 +797,26 @@ class _Kernel:
         for root in forced:
             members = [m for m in parent if find(m) == root]
             if any(self.mma_layout(m) is not None or m in self.given for m in members) or \
-                    any(r.src in members for r in self.reduces):
+                    any(r.src in members and not self.reduces_one_lane(r, forced[root])
+                        for r in self.reduces):
                 raise _NoOwnerLayout(f"the group of '{root}' has its own layout")
         return forced
+
+    def reduces_one_lane(self, r: N.Reduce, v: int) -> bool:
+        """Can the row reduction ``r`` of a group the owner layouts set to ``v`` lanes run
+        on that layout?  With ``v == 1`` (a ``(K, J)`` fragment read at ``[k, j]`` under a
+        nest over ``j``, and the fragments sharing its other nests: ``sq[i, j] = x[i, j] *
+        x[i, j]`` reduced over ``j``) it is the blocked layout of one lane, which the
+        reduction takes as any other: each row over all the threads (whole rounds of them,
+        whole warps) or over a lane group (:meth:`grouped_rows`).  A group of whole rows a
+        thread (``v = J``) keeps its rows' reductions off the owner layouts."""
+        shape = self.buffers[r.src].shape
+        if v != 1 or r.dim != len(shape) - 1 or not all(isinstance(d, N.Const) for d in shape):
+            return False
+        row, t = int(self.buffers[r.src].shape[-1].value), self.region_threads(r.src)
+        if row % t == 0:
+            return t % WARP == 0 or t <= WARP and t & (t - 1) == 0
+        return self.grouped_rows(r, row, 1)
 
     def make_replicated(self, name: str, s) -> None:
         self.replicated.add(name)
