@@ -261,8 +261,8 @@ def min_padding_width(width: int, loops: list, threads: int) -> int:
 
 
 class _Vectorizer(StmtMutator):
-    def __init__(self, func: N.PrimFunc, arch: str):
-        self.func, self.arch = func, arch
+    def __init__(self, func: N.PrimFunc, arch: str, auto_async: bool = True):
+        self.func, self.arch, self.auto_async = func, arch, auto_async
         self.buffers = {p.name: p for p in func.params if isinstance(p, N.Buffer)}
         self.layouts: dict[str, N.Layout] = {}
         self.threads = 0  # the threads a nest spreads over: the block's or a T.ws region's
@@ -380,7 +380,15 @@ class _Vectorizer(StmtMutator):
             width = min_padding_width(legal_width(inner, self.buffers, self.layouts, self.arch),
                                       loops, self.threads)
         inner = self.record(dataclasses.replace(inner, vector_width=width))
-        if inner.copy_instruction != "sync" and \
+        if inner.copy_instruction == "cp_async" and not self.auto_async:
+            raise VectorizeError(
+                f"{str(inner.loc) + ': ' if inner.loc else ''}prim_func '{self.func.name}': "
+                'T.copy(..., prefer_instruction="cp_async") conflicts with pass config '
+                "tl.enable_async_copy=False (option disable_async_copy)")
+        # implicit cp.async only where the option allows; T.async_copy and prefer_instruction=
+        # "cp_async" ask for it (TileLang's tl.enable_async_copy turns off the implicit kind)
+        wanted = self.auto_async or inner.copy_instruction in ("cp_async", N.ASYNC_COPY)
+        if inner.copy_instruction != "sync" and wanted and \
                 async_copy_ok(inner, self.buffers, self.layouts, self.arch):
             inner = dataclasses.replace(inner, async_copy=True)
         self.check_cp_async(inner)
@@ -389,8 +397,9 @@ class _Vectorizer(StmtMutator):
         return inner
 
 
-def vectorize(func: N.PrimFunc, arch: str = "sm_90a") -> N.PrimFunc:
+def vectorize(func: N.PrimFunc, arch: str = "sm_90a", auto_async: bool = True) -> N.PrimFunc:
     """Choose lanes per thread step for the parallel nests the layout pass left open,
     record on each nest's innermost loop which accesses become vector instructions
-    (``For.vectors``), and mark global -> shared copies for cp.async."""
-    return _Vectorizer(func, arch).run(func)
+    (``For.vectors``), and mark global -> shared copies for cp.async (with ``auto_async``
+    false, option ``disable_async_copy``, only those the program asked to be cp.async)."""
+    return _Vectorizer(func, arch, auto_async).run(func)
