@@ -130,6 +130,7 @@ torch.cuda.get_device_properties = lambda *a, **k: _H100
 torch.cuda.get_device_capability = lambda *a, **k: (9, 0)
 torch.cuda.current_device = lambda: 0
 torch.cuda.set_device = lambda *a, **k: None
+torch.cuda.device = lambda *a, **k: _Stream()  # `with torch.cuda.device(d):` selects nothing
 torch.cuda.is_available = lambda: True  # requires_cuda marks: the programs target that H100
 torch.cuda.device_count = lambda: 1
 torch.cuda.Event = _Event
