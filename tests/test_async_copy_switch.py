@@ -149,3 +149,19 @@ def test_gpu_staged_rows_without_cp_async():
     out = torch.empty_like(a)
     tilecute.compile(staged_rows(), pass_configs={PassConfigKey.TL_ENABLE_ASYNC_COPY: False})(a, out)
     torch.testing.assert_close(out, a * 2 + a.flip(0), atol=1e-2, rtol=1e-3)
+
+
+# ---- tl.enable_vectorize_planner_verbose (option vectorize_verbose) ---------------------------
+def test_vectorize_verbose_prints_each_nest(capfd):
+    """TileLang's tl.enable_vectorize_planner_verbose prints the vectorize planner's choices;
+    tilecute's vectorization pass prints one line per nest (it was refused by name)."""
+    assert from_pass_configs({PassConfigKey.TL_ENABLE_VECTORIZE_PLANNER_VERBOSE: True}) == \
+        {"vectorize_verbose": True}
+    run_passes(staged_rows(), "sm_80", {"disable_tma": True, "vectorize_verbose": True})
+    lines = [ln for ln in capfd.readouterr().err.splitlines() if ln.startswith("[tilecute vectorize]")]
+    assert len(lines) == 3, lines  # the copy, the mirrored load, the output nest
+    copy_line = next(ln for ln in lines if "s[" in ln)
+    assert "prim_func 'staged': T.Parallel(128, 64): vector width 8" in copy_line
+    assert "A[" in copy_line and "x8" in copy_line and copy_line.endswith(", cp.async")
+    run_passes(staged_rows(), "sm_80", {"disable_tma": True})
+    assert "[tilecute vectorize]" not in capfd.readouterr().err  # silent by default
