@@ -228,9 +228,6 @@ UNSUPPORTED = {
     "make_gemm_fragment_8x8_transposed": UnsupportedLayout(
         "make_gemm_fragment_8x8_transposed", "it is mma.sync's 8x8 register layout; tilecute "
         "takes a T.Fragment whose map is its blocked or replicated layout"),
-    "make_fully_replicated_layout_fragment": UnsupportedLayout(
-        "make_fully_replicated_layout_fragment", "write it as T.Fragment(shape, forward_fn="
-        "lambda *idx_rep: (rep, flat index), replicate=threads), which tilecute takes"),
     "make_cutlass_metadata_layout": UnsupportedLayout(
         "make_cutlass_metadata_layout", "tilecute has no sparse GEMM"),
     "SwizzleMode": UnsupportedLayout("SwizzleMode", "tilecute.ir.nodes.Layout names swizzles"),
