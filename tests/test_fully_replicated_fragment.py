@@ -64,3 +64,14 @@ def test_gpu_lookup_scale(holders):
     tilecute.compile(lookup_scale(holders=holders))(tab, out)
     want = tab[None, :] * torch.arange(1, 129, device="cuda", dtype=torch.float32)[:, None]
     torch.testing.assert_close(out, want)
+
+
+def test_refused_layout_names_say_so_on_attribute_access():
+    """A refused tilelang.layout name (``SwizzleMode``) says so when its attributes are read
+    too (it was an AttributeError on tilecute's stand-in)."""
+    from tilecute.layout import SwizzleMode
+
+    with pytest.raises(NotImplementedError, match=r"tilelang\.layout\.SwizzleMode\.SWIZZLE_128B: "
+                                                  r"tilelang\.layout\.SwizzleMode is a TileLang "
+                                                  r"layout that tilecute does not support"):
+        SwizzleMode.SWIZZLE_128B

@@ -81,6 +81,11 @@ class UnsupportedLayout:
     def __call__(self, *args, **kwargs):
         raise NotImplementedError(self.message())
 
+    def __getattr__(self, name: str):  # `SwizzleMode.SWIZZLE_128B`: the same error, named
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        raise NotImplementedError(f"tilelang.layout.{self.__name__}.{name}: {self.message()}")
+
     def __repr__(self) -> str:
         return f"<tilecute.layout.{self.__name__}: not supported by tilecute>"
 
