@@ -45,6 +45,23 @@ def Fragment(shape, forward_fn=None, forward_thread_fn=None, replicate=1,  # noq
     return _fragment(shape, forward_fn, forward_thread_fn, replicate, forward_index_fn)
 
 
+def make_fully_replicated_layout_fragment(buffer, threads):
+    """TileLang's ``make_fully_replicated_layout_fragment(buffer, threads)`` (``Fragment::
+    FullyReplicated``): every one of ``threads`` threads holds the whole buffer, element
+    ``idx`` at its row-major position; the ``T.Fragment`` of that map, read as tilecute's
+    replicated layout."""
+    dims = [int(getattr(d, "value", d)) for d in buffer.shape]
+
+    def forward(*idx_rep):
+        *idx, rep = idx_rep
+        flat = 0
+        for i, n in zip(idx, dims):
+            flat = flat * n + i
+        return rep, flat
+
+    return Fragment(tuple(buffer.shape), forward_fn=forward, replicate=threads)
+
+
 def __getattr__(name: str):
     if name in UNSUPPORTED:
         return UNSUPPORTED[name]
@@ -72,13 +89,13 @@ def _submodule(name: str, names: dict, refused: tuple):
     return module
 
 
-swizzle = _submodule("swizzle", dict(CONSTRUCTORS),
+swizzle = _submodule("swizzle", {**CONSTRUCTORS, "make_fully_replicated_layout_fragment":
+                                 make_fully_replicated_layout_fragment},
                      ("make_volta_swizzled_layout", "make_tcgen05mma_swizzled_layout",
-                      "make_gemm_fragment_8x8", "make_gemm_fragment_8x8_transposed",
-                      "make_fully_replicated_layout_fragment"))
+                      "make_gemm_fragment_8x8", "make_gemm_fragment_8x8_transposed"))
 fragment = _submodule("fragment", {"Fragment": Fragment}, ())
 layout = _submodule("layout", {"Layout": Layout}, ())
 swizzle_mode = _submodule("swizzle_mode", {}, ("SwizzleMode",))
 gemm_sp = _submodule("gemm_sp", {}, ("make_cutlass_metadata_layout",))
 
-__all__ = [*CONSTRUCTORS, "Layout", "Fragment"]
+__all__ = [*CONSTRUCTORS, "Layout", "Fragment", "make_fully_replicated_layout_fragment"]

@@ -13,6 +13,15 @@ class OptionError(ValueError):
 OPTIONS = {
     "disable_tma": "no TMA: tile copies take the cp.async / vector path even on sm_90+ "
                    "(explicit T.tma_copy statements stay)",
+    "disable_async_copy": "no implicit cp.async: global -> shared copies (T.copy nests and "
+                          "T.Parallel loops) that would become cp.async stay plain loads and "
+                          "stores; T.async_copy keeps cp.async and T.copy(..., "
+                          "prefer_instruction=\"cp_async\") is refused as a conflict "
+                          "(TileLang's tl.enable_async_copy=False)",
+    "vectorize_verbose": "the vectorization pass prints, for each T.Parallel nest it plans, "
+                         "the vector width chosen and which accesses move as vectors (on "
+                         "stderr, when the kernel is compiled, not when it comes from the "
+                         "cache); TileLang's tl.enable_vectorize_planner_verbose",
     "disable_wgmma": "no wgmma: T.gemm takes warp mma.sync (+ ldmatrix) even on sm_90a",
     "disable_shared_epilogue": "T.copy(accumulator, global) stays a direct register -> global "
                                "copy (by default, on sm_90+, it goes through a swizzled shared "
@@ -293,6 +302,10 @@ PASS_CONFIGS = {
     K.TL_ENABLE_FAST_MATH: _Maps(_flag("fast_math"), "option fast_math"),
     K.TL_DISABLE_FAST_MATH: _Maps(_flag("fast_math", invert=True), "option fast_math = not v"),
     K.TL_DISABLE_WGMMA: _Maps(_flag("disable_wgmma"), "option disable_wgmma"),
+    K.TL_ENABLE_VECTORIZE_PLANNER_VERBOSE: _Maps(_flag("vectorize_verbose"),
+                                                 "option vectorize_verbose"),
+    K.TL_ENABLE_ASYNC_COPY: _Maps(_flag("disable_async_copy", invert=True),
+                                  "option disable_async_copy = not v"),
     K.TL_PTXAS_REGISTER_USAGE_LEVEL: _Maps(_register_level,
                                            "ptxas_options --register-usage-level=v"),
     K.TL_ENABLE_PTXAS_VERBOSE_OUTPUT: _Maps(_ptxas_verbose, "ptxas_options -v"),
@@ -336,14 +349,9 @@ PASS_CONFIGS = {
                                         "combined by an all-reduce over the whole block"),
     K.TL_DISABLE_SAFE_MEMORY_ACCESS: _Keeps((False,), "tilecute has no switch to drop its "
                                             "bounds guards"),
-    K.TL_ENABLE_ASYNC_COPY: _Keeps((True,), "tilecute has no switch that keeps T.copy off "
-                                   "cp.async (option disable_tma keeps copies off TMA only)"),
     K.TL_ENABLE_LOWER_LDGSTG: _Keeps((False,), "tilecute has no explicit LDG/STG lowering"),
     K.TL_ENABLE_LOWER_LDGSTG_PREDICATED: _Keeps((False,), "tilecute has no explicit LDG/STG "
                                                 "lowering"),
-    K.TL_ENABLE_VECTORIZE_PLANNER_VERBOSE: _Keeps((False,), "tilecute's vectorize pass prints "
-                                                  "nothing (kernel.get_source('script') shows "
-                                                  "its decisions)"),
     K.TL_DEBUG_MERGE_SHARED_MEMORY_ALLOCATIONS: _Keeps((False,), "tilecute's shared-memory "
                                                        "pass prints nothing (get_source('script') "
                                                        "shows the offsets)"),

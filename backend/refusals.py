@@ -80,6 +80,7 @@ REFUSED_MODULES = {
     "tilecute.tvm": _NO_TVM,
     "tilecute.cuda.intrinsics.macro": "TileLang's MMA/WGMMA emitters generate TVM TIR; tilecute "
                                       "has no TIR (T.gemm lowers onto CuTe DSL's MMAs)",
+    # (its make_mma_swizzle_layout is served by the real module; its other submodules here)
     "tilecute.cuda.intrinsics.layout": "TileLang's MMA fragment index maps are TVM TIR "
                                        "functions; tilecute's T.gemm chooses its own layouts",
     "tilecute.tools": "TileLang's tools (layout plots, the roofline Analyzer, IKET tracing) "

@@ -247,6 +247,40 @@ def test_cuda_intrinsics_mma_swizzle_layout_in_a_prim_func():
             refused(a_dtype="float16")
 
 
+@pytest.mark.parametrize("module", ["tilecute.cuda.intrinsics.layout",
+                                    "tilecute.cuda.intrinsics.layout.mma_layout"])
+def test_mma_swizzle_layout_from_the_layout_modules(module):
+    """TileLang's programs import ``make_mma_swizzle_layout`` from
+    ``tilelang.cuda.intrinsics.layout(.mma_layout)`` too: the same constructor (it was
+    refused there with the module's TIR index maps); those maps stay refused by name."""
+    from tilecute.cuda.intrinsics import make_mma_swizzle_layout
+
+    mod = importlib.import_module(module)
+    assert mod.make_mma_swizzle_layout is make_mma_swizzle_layout
+    text = textwrap.dedent(f"""\
+        import tilecute.language as T
+        from {module} import make_mma_swizzle_layout
+
+
+        @T.prim_func
+        def staged(A: T.Tensor((64, 32), "float32"), B: T.Tensor((64, 32), "float32")):
+            with T.Kernel(1, threads=64) as bx:
+                S = T.alloc_shared((64, 32), "float32")
+                T.annotate_layout({{S: make_mma_swizzle_layout(S)}})
+                T.copy(A, S)
+                T.copy(S, B)
+        """)
+    script = T.from_script(text).script()
+    assert 'S = T.alloc_shared((64, 32), "float32", layout=T.Layout("tma_swizzled", ' \
+           'swizzle=128))' in script
+    with pytest.raises(NotImplementedError, match=r"tilelang\.cuda\.intrinsics\.layout\..*"
+                                                  r"get_swizzle_layout is not supported by tilecute"):
+        mod.get_swizzle_layout(None)
+    from tilecute.cuda.intrinsics.layout.mma_sm70_layout import shared_16x4_to_mma_a_32x4_layout
+    with pytest.raises(NotImplementedError, match="TVM TIR"):
+        shared_16x4_to_mma_a_32x4_layout(0, 0)
+
+
 def test_sparse_metadata_layout_module_serves_the_gemm_sp_contract():
     """T.gemm_sp's metadata contract (TileLang's compressors import it): 2 of every 4 for
     8/16-bit values, a 4-bit field per group, so an int16 indexes 16 values."""

@@ -91,13 +91,46 @@ class _Event:
         return 1.0
 
 
+class _Stream:  # torch.cuda.Stream / torch.cuda.stream(s): nothing launches on any stream
+    cuda_stream = 0
+
+    def __init__(self, *a, **k):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def wait_stream(self, *a, **k):
+        pass
+
+    def wait_event(self, *a, **k):
+        pass
+
+    def record_event(self, *a, **k):
+        return _Event()
+
+    def synchronize(self):
+        pass
+
+    def query(self):
+        return True
+
+
 torch.cuda.synchronize = lambda *a, **k: None
+torch.cuda.Stream = _Stream
+torch.cuda.stream = lambda s=None: _Stream()
+torch.cuda.current_stream = torch.cuda.default_stream = lambda *a, **k: _Stream()
 # an H100's (split heuristics read the SM count)
 _H100 = type("DeviceProperties", (), dict(name="NVIDIA H100 80GB HBM3", major=9, minor=0, multi_processor_count=132,
                                           total_memory=80 * 2**30, L2_cache_size=50 * 2**20))()
 torch.cuda.get_device_properties = lambda *a, **k: _H100
 torch.cuda.get_device_capability = lambda *a, **k: (9, 0)
 torch.cuda.current_device = lambda: 0
+torch.cuda.set_device = lambda *a, **k: None
+torch.cuda.device = lambda *a, **k: _Stream()  # `with torch.cuda.device(d):` selects nothing
 torch.cuda.is_available = lambda: True  # requires_cuda marks: the programs target that H100
 torch.cuda.device_count = lambda: 1
 torch.cuda.Event = _Event

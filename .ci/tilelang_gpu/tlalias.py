@@ -31,3 +31,13 @@ class _Alias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 
 sys.meta_path.insert(0, _Alias())
+
+# tilecute.layout is a module whose TileLang submodules (swizzle, fragment, ...) it registers
+# itself; Python finds a submodule of a module that is no package only in sys.modules, so
+# `import tilelang.layout.swizzle` needs that name there too
+import tilecute.layout  # noqa: E402,F401
+
+for _name, _module in list(sys.modules.items()):
+    _parent = sys.modules.get(_name.rpartition(".")[0])
+    if _name.startswith("tilecute.") and _parent is not None and not hasattr(_parent, "__path__"):
+        sys.modules.setdefault("tilelang" + _name[len("tilecute"):], _module)

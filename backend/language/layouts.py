@@ -81,6 +81,11 @@ class UnsupportedLayout:
     def __call__(self, *args, **kwargs):
         raise NotImplementedError(self.message())
 
+    def __getattr__(self, name: str):  # `SwizzleMode.SWIZZLE_128B`: the same error, named
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        raise NotImplementedError(f"tilelang.layout.{self.__name__}.{name}: {self.message()}")
+
     def __repr__(self) -> str:
         return f"<tilecute.layout.{self.__name__}: not supported by tilecute>"
 
@@ -228,9 +233,6 @@ UNSUPPORTED = {
     "make_gemm_fragment_8x8_transposed": UnsupportedLayout(
         "make_gemm_fragment_8x8_transposed", "it is mma.sync's 8x8 register layout; tilecute "
         "takes a T.Fragment whose map is its blocked or replicated layout"),
-    "make_fully_replicated_layout_fragment": UnsupportedLayout(
-        "make_fully_replicated_layout_fragment", "write it as T.Fragment(shape, forward_fn="
-        "lambda *idx_rep: (rep, flat index), replicate=threads), which tilecute takes"),
     "make_cutlass_metadata_layout": UnsupportedLayout(
         "make_cutlass_metadata_layout", "tilecute has no sparse GEMM"),
     "SwizzleMode": UnsupportedLayout("SwizzleMode", "tilecute.ir.nodes.Layout names swizzles"),

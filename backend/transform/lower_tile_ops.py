@@ -12,7 +12,8 @@ shared/fragment/local buffer has its shape; a global region given by its origin
 the two sides differ in rank, the lower-rank tile lines up with the trailing dims of the
 other (leading extents 1), as TileLang's ``legalize_pairwise_extents`` does; the nest's
 loops walk each side's non-unit dims in order (``T.copy(Y, y)`` with ``y`` of shape
-``(32, 1)`` walks ``Y[i, 0]``).
+``(32, 1)`` walks ``Y[i, 0]``).  A ``T.copy`` whose sides' static non-unit extents differ
+runs over the lower memory level's side (``copy_base_shape``, TileLang's rule).
 """
 
 from __future__ import annotations
@@ -78,6 +79,9 @@ class _Lowerer(StmtMutator):
                              f"{len(other.starts)}")
             return squeeze(shape)
         qa, qb = squeeze(sa), squeeze(sb)
+        if what == "T.copy" and len(qa) == len(qb) and qa != qb and \
+                _static(qa) is not None and _static(qb) is not None:
+            return self.copy_base_shape(s, a, b, qa, qb)
         if len(qa) != len(qb) or any(
                 not (isinstance(x, N.Const) and isinstance(y, N.Const) and x.value == y.value)
                 and x != y for x, y in zip(qa, qb)):
@@ -87,6 +91,24 @@ class _Lowerer(StmtMutator):
         # prefer the side whose own shape is the tile (a whole fragment/shared buffer), so
         # the nest indexes it with exactly the loop variables
         return qa
+
+    def copy_base_shape(self, s, src: N.Region, dst: N.Region, qs, qd):
+        """TileLang's loop domain for a ``T.copy`` whose sides' static non-unit extents differ
+        (``copy.cc`` MakeIterVars): the extents of the side in the lower memory level
+        (fragment/local below shared below global; the source on a tie), each at least the
+        source's, else an error.  ``T.copy(A[:, 0:2], B[:, 0:3])`` copies two columns; into a
+        wider shared or fragment tile, it reads as far past the source's slice as the tile
+        is wide."""
+        level = {"global": 0, "shared": 1}
+        ls, ld = (level.get(self.buffers[r.buffer].scope, 2) for r in (src, dst))
+        base, side = (qs, src) if ls >= ld else (qd, dst)
+        for d, (x, y) in enumerate(zip(_static(base), _static(qs))):
+            if x < y:
+                self.fail(s, f"T.copy: the loop runs over '{side.buffer}' (the side in the lower "
+                             f"memory level), whose extent {x} at its non-unit dim {d} is smaller "
+                             f"than the source '{src.buffer}''s {y} (TileLang's \"selected loop "
+                             f"range is smaller than original src range\")")
+        return base
 
     def indices(self, r: N.Region, shape, loop_vars, other=None) -> tuple[N.Expr, ...]:
         """Element indices of region ``r`` at the nest's iteration ``loop_vars``; ``other``:

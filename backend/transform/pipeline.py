@@ -60,7 +60,9 @@ PASSES = (
          lambda f, arch, o: fragment_thread_regions.fragment_thread_regions(f)),
     Pass("infer_layouts", lambda f, arch, o: layout_inference.infer_layouts(f)),
     Pass("defer_row_sums", lambda f, arch, o: defer_row_sums.defer_row_sums(f, o)),
-    Pass("vectorize", lambda f, arch, o: vectorize.vectorize(f, arch)),
+    Pass("vectorize", lambda f, arch, o: vectorize.vectorize(
+        f, arch, auto_async=not o.get("disable_async_copy", False),
+        verbose=o.get("vectorize_verbose", False))),
     Pass("pipeline_async_copies",
          lambda f, arch, o: async_pipeline.pipeline_async_copies(
              f, arch, reuse=not o.get("disable_shared_memory_reuse", False))),

@@ -261,8 +261,8 @@ def min_padding_width(width: int, loops: list, threads: int) -> int:
 
 
 class _Vectorizer(StmtMutator):
-    def __init__(self, func: N.PrimFunc, arch: str):
-        self.func, self.arch = func, arch
+    def __init__(self, func: N.PrimFunc, arch: str, auto_async: bool = True, verbose: bool = False):
+        self.func, self.arch, self.auto_async, self.verbose = func, arch, auto_async, verbose
         self.buffers = {p.name: p for p in func.params if isinstance(p, N.Buffer)}
         self.layouts: dict[str, N.Layout] = {}
         self.threads = 0  # the threads a nest spreads over: the block's or a T.ws region's
@@ -335,6 +335,22 @@ class _Vectorizer(StmtMutator):
             f"{str(inner.loc) + ': ' if inner.loc else ''}prim_func '{self.func.name}': "
             f'{form} could not be honored: {why}')
 
+    def report(self, loops, inner: N.For) -> None:
+        """Option ``vectorize_verbose`` (TileLang's tl.enable_vectorize_planner_verbose): one
+        line per parallel nest on stderr, the lanes per thread step chosen and which accesses
+        move as vectors of how many elements."""
+        import sys
+
+        from ..ir.printer import expr_str
+
+        where = f"{inner.loc}: " if inner.loc else ""
+        extents = ", ".join(expr_str(lp.extent) for lp in loops)
+        moves = "; ".join(f"{v.buffer}[{', '.join(expr_str(i) for i in v.indices)}] x{v.chunk}"
+                          for v in inner.vectors) or "none"
+        print(f"[tilecute vectorize] {where}prim_func '{self.func.name}': T.Parallel({extents}): "
+              f"vector width {inner.vector_width or 1}, vector accesses: {moves}"
+              f"{', cp.async' if inner.async_copy else ''}", file=sys.stderr)
+
     def record(self, inner: N.For) -> N.For:
         vec = vector_accesses(inner, self.buffers, self.layouts, inner.vector_width, self.arch)
         return dataclasses.replace(inner, vectors=tuple(
@@ -380,17 +396,30 @@ class _Vectorizer(StmtMutator):
             width = min_padding_width(legal_width(inner, self.buffers, self.layouts, self.arch),
                                       loops, self.threads)
         inner = self.record(dataclasses.replace(inner, vector_width=width))
-        if inner.copy_instruction != "sync" and \
+        if inner.copy_instruction == "cp_async" and not self.auto_async:
+            raise VectorizeError(
+                f"{str(inner.loc) + ': ' if inner.loc else ''}prim_func '{self.func.name}': "
+                'T.copy(..., prefer_instruction="cp_async") conflicts with pass config '
+                "tl.enable_async_copy=False (option disable_async_copy)")
+        # implicit cp.async only where the option allows; T.async_copy and prefer_instruction=
+        # "cp_async" ask for it (TileLang's tl.enable_async_copy turns off the implicit kind)
+        wanted = self.auto_async or inner.copy_instruction in ("cp_async", N.ASYNC_COPY)
+        if inner.copy_instruction != "sync" and wanted and \
                 async_copy_ok(inner, self.buffers, self.layouts, self.arch):
             inner = dataclasses.replace(inner, async_copy=True)
         self.check_cp_async(inner)
+        if self.verbose:
+            self.report(loops, inner)
         for outer in reversed(loops[:-1]):
             inner = dataclasses.replace(outer, vector_width=1, body=(inner,))
         return inner
 
 
-def vectorize(func: N.PrimFunc, arch: str = "sm_90a") -> N.PrimFunc:
+def vectorize(func: N.PrimFunc, arch: str = "sm_90a", auto_async: bool = True,
+              verbose: bool = False) -> N.PrimFunc:
     """Choose lanes per thread step for the parallel nests the layout pass left open,
     record on each nest's innermost loop which accesses become vector instructions
-    (``For.vectors``), and mark global -> shared copies for cp.async."""
-    return _Vectorizer(func, arch).run(func)
+    (``For.vectors``), and mark global -> shared copies for cp.async (with ``auto_async``
+    false, option ``disable_async_copy``, only those the program asked to be cp.async);
+    ``verbose`` (option ``vectorize_verbose``) prints each nest's choice."""
+    return _Vectorizer(func, arch, auto_async, verbose).run(func)
