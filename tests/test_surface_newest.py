@@ -391,3 +391,23 @@ def test_named_helpers_on_gpu():
         out_idx=[1])
     want = (a.abs() + 3) // 4 + (a & 6)
     assert torch.equal(kernel(a), want)
+
+
+def test_gemm_warp_policy_helpers_give_tilelangs_partitions():
+    """TileLang's GemmWarpPolicy helpers (tilelang.tileop.base), which programs call in Python
+    to size their own per-warp tiles (its AMD fp8 preshuffle GEMM example):
+    compute_warp_partition, from_warp_partition, to_prime_factors."""
+    from tilecute.tileop.base import GemmWarpPolicy as P
+
+    assert P is T.GemmWarpPolicy
+    assert P.FullRow.compute_warp_partition(128, 128, 4) == (4, 1)
+    assert P.FullRow.compute_warp_partition(32, 64, 4) == (2, 2)  # M holds 2 warps of 16 rows
+    assert P.FullCol.compute_warp_partition(64, 128, 4) == (1, 4)
+    assert P.FullCol.compute_warp_partition(64, 16, 4) == (2, 2)  # N holds 2 warps of 8 columns
+    assert P.Square.compute_warp_partition(128, 128, 4) == (2, 2)
+    assert P.Square.compute_warp_partition(64, 256, 8) == (2, 4)  # the tile's 1:4 aspect
+    assert P.Square.compute_warp_partition(16, 8, 4) == (1, 1)  # no exact split fits
+    assert [P.from_warp_partition(m, n) for m, n in ((4, 1), (1, 4), (2, 2), (1, 1))] == \
+        [P.FullRow, P.FullCol, P.Square, P.Square]
+    assert P.to_prime_factors(360) == [2, 2, 2, 3, 3, 5] and P.to_prime_factors(1) == []
+    assert P.Square.is_square() and P.FullRow.is_full_row() and not P.FullCol.is_full_row()

@@ -520,6 +520,65 @@ class GemmWarpPolicy(enum.IntEnum):
     FullRow = 1
     FullCol = 2
 
+    # TileLang's helpers on the policy (tilelang.tileop.base), for programs that size their
+    # own per-warp tiles in Python
+    def is_square(self) -> bool:
+        return self is GemmWarpPolicy.Square
+
+    def is_full_row(self) -> bool:
+        return self is GemmWarpPolicy.FullRow
+
+    def is_full_col(self) -> bool:
+        return self is GemmWarpPolicy.FullCol
+
+    @staticmethod
+    def to_prime_factors(num: int) -> list:
+        """``num``'s prime factors, smallest first, with repeats (``12 -> [2, 2, 3]``)."""
+        out, p = [], 2
+        while p * p <= num:
+            while num % p == 0:
+                out.append(p)
+                num //= p
+            p += 1
+        return out + ([num] if num > 1 else [])
+
+    def compute_warp_partition(self, M: int, N: int, num_warps: int) -> tuple:
+        """TileLang's ``(m_warp, n_warp)`` for an ``M x N`` tile over ``num_warps`` warps
+        (a warp's piece at least 16 rows by 8 columns): ``FullRow`` all warps along M, or
+        ``M // 16`` of them and the rest along N when M does not split; ``FullCol`` the same
+        along N by 8; ``Square`` the exact split whose per-warp piece's shape is nearest the
+        tile's aspect ratio (the fewest warps along M on a tie; (1, 1) when none fits)."""
+        if self is GemmWarpPolicy.FullRow:
+            if M % (num_warps * 16) == 0:
+                return num_warps, 1
+            m = M // 16
+            return m, max(num_warps // m, 1)
+        if self is GemmWarpPolicy.FullCol:
+            if N % (num_warps * 8) == 0:
+                return 1, num_warps
+            n = N // 8
+            return max(num_warps // n, 1), n
+        ratio = M / N if N > 0 else 1.0
+        best, best_gap = (1, 1), float("inf")
+        for m in range(1, min(M // 16, num_warps) + 1):
+            n = num_warps // m
+            if m * n != num_warps or n > N // 8:
+                continue
+            gap = abs((M / (m * 16)) / (N / (n * 8)) - ratio)
+            if gap < best_gap:
+                best, best_gap = (m, n), gap
+        return best
+
+    @classmethod
+    def from_warp_partition(cls, m_warp: int, n_warp: int) -> "GemmWarpPolicy":
+        """The policy a ``(m_warp, n_warp)`` split is: ``FullRow`` (warps along M only),
+        ``FullCol`` (along N only), else ``Square``."""
+        if n_warp == 1 and m_warp > 1:
+            return cls.FullRow
+        if m_warp == 1 and n_warp > 1:
+            return cls.FullCol
+        return cls.Square
+
 
 # ---- layouts ------------------------------------------------------------------------------
 def Layout(kind: str, threads: int = 0, vector: int = 0, swizzle: int = 0, mma: str = "",  # noqa: N802
