@@ -187,17 +187,22 @@ def _opt(x, y, f):
     return None if x is None or y is None else f(x, y)
 
 
-def linear_form(e: N.Expr) -> Optional[dict]:
+def linear_form(e: N.Expr, atom=None) -> Optional[dict]:
     """``e`` as an integer linear combination of variables: {var name: coefficient, None:
-    constant term}; None when it is not one (a product of variables, a division ...)."""
+    constant term}; None when it is not one (a product of variables, a division ...).
+    ``atom(x)``, when given, names a sub-expression taken as one opaque term (a key), or
+    returns None to read ``x`` as usual."""
+    key = atom(e) if atom is not None else None
+    if key is not None:
+        return {key: 1}
     if isinstance(e, N.Const) and N.is_int(e.dtype):
         return {None: int(e.value)}
     if isinstance(e, N.Var):
         return {e.name: 1}
     if isinstance(e, N.Cast) and N.is_int(e.dtype):
-        return linear_form(e.value)
+        return linear_form(e.value, atom)
     if isinstance(e, N.BinOp) and e.op in ("add", "sub", "mul"):
-        a, b = linear_form(e.a), linear_form(e.b)
+        a, b = linear_form(e.a, atom), linear_form(e.b, atom)
         if a is None or b is None:
             return None
         if e.op == "mul":

@@ -44,8 +44,8 @@ from __future__ import annotations
 import dataclasses
 
 from ..ir import nodes as N
-from ..ir.visitor import (StmtMutator, fold_constants, substitute, var_names, walk_nodes,
-                          walk_stmts)
+from ..ir.visitor import (StmtMutator, fold_constants, linear_form, substitute, var_names,
+                          walk_nodes, walk_stmts)
 from ..runtime.dtypes import DTYPES
 from ..target import arch_at_least
 from .analysis import (accesses, aliased, all_names, matrix_of, matrix_slice, mentions,  # noqa: F401
@@ -83,39 +83,11 @@ def read_start_may_misalign(start: N.Expr, esize: int, lets: dict, scalars=froze
     if not any(isinstance(n, N.Load) or isinstance(n, N.Var) and n.name in scalars
                for n in walk_nodes(start)):
         return False
-    form = _form_with_reads(start)
+    # each load an opaque term of its own
+    form = linear_form(start, lambda x: ("read", x) if isinstance(x, N.Load) else None)
     if form is None:
         return True
     return any(c * esize % 16 for k, c in form.items() if isinstance(k, tuple) or k in scalars)
-
-
-def _form_with_reads(e: N.Expr):
-    """``e`` as an integer linear combination ({name or ("read", load): coefficient, None:
-    constant}), each load an opaque term; None when it is not one."""
-    if isinstance(e, N.Load):
-        return {("read", e): 1}
-    if isinstance(e, N.Const) and N.is_int(e.dtype):
-        return {None: int(e.value)}
-    if isinstance(e, N.Var):
-        return {e.name: 1}
-    if isinstance(e, N.Cast) and N.is_int(e.dtype):
-        return _form_with_reads(e.value)
-    if isinstance(e, N.BinOp) and e.op in ("add", "sub", "mul"):
-        a, b = _form_with_reads(e.a), _form_with_reads(e.b)
-        if a is None or b is None:
-            return None
-        if e.op == "mul":
-            if set(a) <= {None}:
-                a, b = b, a
-            if not set(b) <= {None}:
-                return None
-            return {k: c * b.get(None, 0) for k, c in a.items()}
-        sign = 1 if e.op == "add" else -1
-        out = dict(a)
-        for k, c in b.items():
-            out[k] = out.get(k, 0) + sign * c
-        return out
-    return None
 
 
 def tma_allowed(s: N.Copy) -> bool:
