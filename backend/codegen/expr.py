@@ -221,7 +221,8 @@ class ExprPrinter:
                  fail: Callable[[object, str], None],
                  use: Callable[[str], None] | None = None):
         self.ranges = ranges
-        self.runtime: set[str] = set()  # names never a Python value (block and thread indices, run-time loops)
+        self.runtime: set[str] = set()  # names never a Python value (block and thread indices,
+        # run-time loops, a nest's indices of the thread)
         self.load = load
         self.fail = fail
         self.use = use or self._no_helpers  # records a runtime.cute helper module it calls
@@ -567,14 +568,17 @@ class ExprPrinter:
             return f"tcmath.{e.name}({args})", ATOM
         if e.name == "popcount":
             return f"cute.arch.popc({args})", ATOM
-        # (clz refuses a Python int: an index of a constant-unrolled loop)
-        return f"cutlass.Int32(cute.arch.clz({cute_type(e.args[0].dtype)}({args})))", ATOM
+        if self.maybe_python(e.args[0]):  # (clz refuses a Python int: a constant-unrolled index)
+            args = f"{cute_type(e.args[0].dtype)}({args})"
+        return f"cutlass.Int32(cute.arch.clz({args}))", ATOM
 
     def _reinterpret(self, e: N.Call):
         """The argument's bits as the result's dtype (``arith.bitcast``)."""
         self.use("math")
-        x = e.args[0]  # (named with its type: a Python int or float has no bits to read)
-        return f"tcmath.reinterpret({cute_type(x.dtype)}({self.expr(x)}), {cute_type(e.dtype)})", ATOM
+        x, text = e.args[0], self.expr(e.args[0])
+        if self.maybe_python(x):  # (named with its type: a Python int or float has no bits)
+            text = f"{cute_type(x.dtype)}({text})"
+        return f"tcmath.reinterpret({text}, {cute_type(e.dtype)})", ATOM
 
     def _bitwise_not(self, e: N.Call):
         """``~x`` of an 8- or 16-bit unsigned integer at its own width: ``x ^ all ones``
