@@ -225,6 +225,9 @@ class ExprPrinter:
         self.fail = fail
         self.use = use or self._no_helpers  # records a runtime.cute helper module it calls
         self.subst: dict[str, str] = {}
+        # names bound by a Let to a value that may be a Python one (a stepped constant-unrolled
+        # loop's index, ``i = 2 + i_iter * 3``): :meth:`maybe_python` reads them as their values
+        self.python_lets: set[str] = set()
         # the barrier of the threads the body maps onto, (id, thread count; 0: the whole
         # block), for T.syncthreads_count/_and/_or (the kernel emitter sets it per region)
         self.block_barrier: Callable[[], tuple[int, int]] = lambda: (0, 0)
@@ -547,7 +550,7 @@ class ExprPrinter:
         if isinstance(e, N.Const):
             return True
         if isinstance(e, N.Var):
-            return e.name in self.ranges
+            return e.name in self.ranges or e.name in self.python_lets
         if isinstance(e, N.Load):
             return False
         kids = [x for f in dataclasses.fields(e) if f.name != "loc"

@@ -270,6 +270,8 @@ class KernelEmitter:
     def let(self, s: N.Let, depth: int) -> None:
         self.out.line(depth, f"{ident(s.var.name)} = {self.exprs.expr(s.value)}")
         self.bounds.known.let(s.var, s.value, s.within)
+        if self.exprs.maybe_python(s.value):
+            self.exprs.python_lets.add(s.var.name)
 
     def store(self, s: N.Store, depth: int) -> None:
         expr = self.exprs.expr
