@@ -272,6 +272,8 @@ class KernelEmitter:
         self.bounds.known.let(s.var, s.value, s.within)
         if self.exprs.maybe_python(s.value):
             self.exprs.python_lets.add(s.var.name)
+        if self.exprs._python(s.value):
+            self.exprs.python_names.add(s.var.name)
 
     def store(self, s: N.Store, depth: int) -> None:
         expr = self.exprs.expr
@@ -458,6 +460,8 @@ class KernelEmitter:
         else:
             lo = value_range(s.start, self.ranges)[0]
             self.ranges[s.var.name] = (lo, None)
+        if rng.startswith("cutlass.range_constexpr(") and not s.vectors:
+            self.exprs.python_names.add(s.var.name)
         var = ident(s.var.name)
         self.out.line(depth, f"for {var} in {rng}:")
         entry = self.mma.loop_entry(s.body)
