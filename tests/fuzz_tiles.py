@@ -1789,13 +1789,19 @@ class _Scalar:
         """(text, fn -> float32 tensor), exact in float32 (powers of two, correctly rounded
         sqrt, casts rounding to nearest even)."""
         rng = self.rng
-        kind = rng.choice(["int", "exp2", "exp2", "sqrt", "half", "ite", "mul"] if depth else ["int", "exp2"])
+        kind = rng.choice(["int", "exp2", "exp2", "sqrt", "half", "ite", "mul", "wide"] if depth else
+                          ["int", "exp2", "wide"])
         if kind == "int":
             x, fx, _, _ = self.int_expr(1)
             form = rng.choice(['T.Cast("float32", {})', "T.float32({})", 'T.cast({}, "float32")',
                                'T.Cast("float32", T.Cast("float16", {}))', 'T.Cast("float32", T.Cast("bfloat16", {}))'])
             half = _TORCH["bfloat16" if "bfloat16" in form else "float16"] if "16" in form else torch.float32
             return form.format(x), lambda env: fx(env).to(half).float()
+        if kind == "wide":  # float16 / bfloat16 spacings above 2048 / 256: the cast rounds
+            x, fx, _, _ = self.int_expr(1)
+            dt = rng.choice(["float16", "bfloat16"])
+            return (f'T.Cast("float32", T.Cast("{dt}", T.truncmod({x}, 60) * 1001 + 1))',
+                    lambda env: (torch.fmod(fx(env), 60) * 1001 + 1).to(_TORCH[dt]).float())
         if kind == "exp2":
             x, fx, _, _ = self.int_expr(2)
             e = rng.choice([f"T.truncmod({x}, 9)", f"({x} % 13 - 6)"])
