@@ -36,7 +36,9 @@ registers or shared, Q gathered by the threads, TileLang's overlapped-GEMM sched
 more; 128..512 threads, 1..4 stages, float16 / bfloat16 / float8_e4m3), ``smem_gemm`` (GEMM
 operands the threads write into shared memory), ``acc_lines`` (row / column statistics of
 accumulators with atomics and guarded stores), ``pipe_order`` (``T.Pipelined`` order /
-stage lists, three copies a step) and ``macro`` (``T.macro`` helpers).
+stage lists, three copies a step), ``macro`` (``T.macro`` helpers) and ``scalar`` (per-thread
+scalar code over constant-unrolled loops, whose indices are Python ints in the generated
+code: local accumulators, index math, integer and float intrinsics of them).
 
 A Program holds ``name`` (form + seed), ``factory`` (the loaded ``@tilecute.jit`` factory),
 ``args`` (its keyword arguments), ``make_inputs(device)`` (the arguments that are not
@@ -1643,14 +1645,360 @@ def gen_macro(rng, seed):
     return _module(src_text, [2], params), params, [2], make_inputs, reference, (0.0, 0.0)
 
 
-NEW_FORMS = ["attn", "gemm_grid", "smem_gemm", "acc_lines", "pipe_order", "macro"]
+# ---- per-thread scalar code -------------------------------------------------------------------
+_I32 = 0xFFFFFFFF
+
+
+def _bits32(x):
+    return x & _I32
+
+
+def _clz32(x):
+    u = _bits32(x)
+    return 32 - (u.unsqueeze(-1) >= (torch.ones_like(u).unsqueeze(-1) << torch.arange(32))).sum(-1)
+
+
+def _popc32(x):
+    u = _bits32(x)
+    return ((u.unsqueeze(-1) >> torch.arange(32)) & 1).sum(-1)
+
+
+def _wrap(x, dtype):
+    """``x`` cast to a narrow integer type (two's complement wrap), back as int64."""
+    if dtype == "bool":
+        return (x != 0).long()
+    bits = {"int8": 8, "uint8": 8, "int16": 16}[dtype]
+    if dtype.startswith("u"):
+        return x & ((1 << bits) - 1)
+    half = 1 << (bits - 1)
+    return ((x + half) & ((1 << bits) - 1)) - half
+
+
+class _Scalar:
+    """Random int / float expressions over the loop indices ``i`` / ``j`` (Python ints in the
+    generated code when their loops are constant-unrolled), the thread index ``tx``, ``row``
+    and a loaded value ``a``: (text, fn(env) -> tensor over rows, bound on |value|, whether
+    it names a variable)."""
+
+    LIMIT = 60000
+
+    def __init__(self, rng, leaves):
+        self.rng = rng
+        self.leaves = leaves  # name -> bound
+
+    def leaf(self, var=False, pure=False):
+        rng = self.rng
+        if not var and rng.random() < 0.2:
+            k = rng.randint(-9, 9)
+            return f"({k})", (lambda env, k=k: torch.full_like(env["tx"], k)), abs(k), False
+        name = rng.choice([v for v in self.leaves if v in ("i", "j")] if pure else list(self.leaves))
+        return name, (lambda env, name=name: env[name]), self.leaves[name], True
+
+    def divisor(self, pure=False):
+        rng = self.rng
+        kind = rng.choice(["k", "k", "i", "j"] if pure else ["k", "k", "i", "j", "tx"])
+        if kind == "k":
+            d = rng.choice([2, 3, 4, 5, 7, 8, 16, -2, -3, -5, -8])
+            return f"({d})", lambda env, d=d: torch.full_like(env["tx"], d)
+        if kind in ("i", "j") and kind in self.leaves:
+            return f"({kind} + 1)", lambda env, v=kind: env[v] + 1
+        return "(tx % 4 + 1)", lambda env: env["tx"] % 4 + 1
+
+    def int_expr(self, depth, var=False, pure=False):
+        """``pure``: of ``i``, ``j`` and constants only (a Python int in the generated code
+        when the loops are constant-unrolled); a third of the subtrees are."""
+        pure = pure or self.rng.random() < 0.33
+        for _ in range(30):
+            got = self._int_expr(depth, var, pure)
+            if got[2] <= self.LIMIT:
+                return got
+        return self.leaf(True, pure)
+
+    def _int_expr(self, depth, var, pure):
+        rng = self.rng
+        if depth == 0 or rng.random() < 0.2:
+            return self.leaf(var, pure)
+        op = rng.choice(["+", "-", "*k", "//", "%", "T.truncdiv", "T.truncmod", "T.min", "T.max", "T.abs",
+                         ">>", "<<", "&", "|", "^", "~", "T.clz", "T.popcount", "ite", "cmp", "cast", "cast",
+                         "+", "-"])
+        x, fx, bx, vx = self.int_expr(depth - 1, var or op in ("T.clz", "T.popcount", "T.abs", "cast", "~"), pure)
+        if op in ("+", "-", "T.min", "T.max", "&", "|", "^"):
+            y, fy, by, vy = self.int_expr(depth - 1, not vx, pure)
+            fn = {"+": torch.add, "-": torch.sub, "T.min": torch.minimum, "T.max": torch.maximum,
+                  "&": torch.bitwise_and, "|": torch.bitwise_or, "^": torch.bitwise_xor}[op]
+            bound = bx + by if op in ("+", "-") else (max(bx, by) if op in ("T.min", "T.max") else 2 * max(bx, by) + 1)
+            text = f"{op}({x}, {y})" if op.startswith("T.") else f"({x} {op} {y})"
+            return text, (lambda env: fn(fx(env), fy(env))), bound, True
+        if op == "*k":
+            k = rng.choice([-3, -2, 2, 3, 5])
+            return f"({x} * {k})", (lambda env: fx(env) * k), bx * abs(k), vx
+        if op == "T.abs":
+            return f"T.abs({x})", (lambda env: fx(env).abs()), bx, vx
+        if op == "~":
+            return f"(~{x})", (lambda env: -fx(env) - 1), bx + 1, vx
+        if op == ">>":
+            k = rng.randint(0, 5)
+            return f"({x} >> {k})", (lambda env: fx(env) >> k), bx, vx
+        if op == "<<":
+            k = rng.randint(0, 3)
+            return f"({x} << {k})", (lambda env: fx(env) << k), bx << k, vx
+        if op == "T.clz":
+            return f"T.clz({x})", (lambda env: _clz32(fx(env))), 32, vx
+        if op == "T.popcount":
+            return f"T.popcount({x})", (lambda env: _popc32(fx(env))), 32, vx
+        if op == "cast":
+            dt = rng.choice(["int8", "uint8", "int16", "bool"])
+            bound = {"int8": 128, "uint8": 255, "int16": 32768, "bool": 1}[dt]
+            inner = f"{x} != 0" if dt == "bool" and rng.random() < 0.3 else x
+            return (f'T.Cast("int32", T.Cast("{dt}", {inner}))', (lambda env: _wrap(fx(env), dt)),
+                    min(bound, bx), vx)
+        if op in ("ite", "cmp"):
+            c, fc, vc = self.cond(depth - 1, pure)
+            if op == "cmp":
+                return f'T.Cast("int32", {c})', (lambda env: fc(env).long()), 1, vc
+            y, fy, by, vy = self.int_expr(depth - 1, False, pure)
+            return (f"T.if_then_else({c}, {x}, {y})", (lambda env: torch.where(fc(env), fx(env), fy(env))),
+                    max(bx, by), vx or vy or vc)
+        d, fd = self.divisor(pure)
+        if op == "//":
+            return f"({x} // {d})", (lambda env: torch.div(fx(env), fd(env), rounding_mode="floor")), bx, vx
+        if op == "%":
+            return (f"({x} % {d})", (lambda env: fx(env) - torch.div(fx(env), fd(env), rounding_mode="floor") * fd(env)),
+                    16 if d.startswith("(") and d[1:-1].lstrip("-").isdigit() else bx + 16, vx)
+        if op == "T.truncdiv":
+            return f"T.truncdiv({x}, {d})", (lambda env: torch.div(fx(env), fd(env), rounding_mode="trunc")), bx, vx
+        return f"T.truncmod({x}, {d})", (lambda env: torch.fmod(fx(env), fd(env))), bx, vx
+
+    def cond(self, depth, pure=False):
+        """(text, fn -> bool tensor, names a variable)."""
+        rng = self.rng
+        pure = pure or rng.random() < 0.33
+        x, fx, _, vx = self.int_expr(max(depth, 0), True, pure)
+        y, fy, _, vy = self.int_expr(max(depth - 1, 0), False, pure)
+        cmp = rng.choice(["<", "<=", ">", ">=", "==", "!="])
+        fn = {"<": torch.lt, "<=": torch.le, ">": torch.gt, ">=": torch.ge, "==": torch.eq, "!=": torch.ne}[cmp]
+        text, f = f"{x} {cmp} {y}", (lambda env: fn(fx(env), fy(env)))
+        if rng.random() < 0.25:
+            z, fz, _ = self.cond(0, pure and rng.random() < 0.5)
+            if rng.random() < 0.5:
+                return f"({text} and {z})", (lambda env: f(env) & fz(env)), True
+            return f"({text} or {z})", (lambda env: f(env) | fz(env)), True
+        return text, f, True
+
+    def float_expr(self, depth):
+        """(text, fn -> float32 tensor), exact in float32 (powers of two, correctly rounded
+        sqrt, casts rounding to nearest even)."""
+        rng = self.rng
+        kind = rng.choice(["int", "exp2", "exp2", "sqrt", "half", "ite", "mul", "wide"] if depth else
+                          ["int", "exp2", "wide"])
+        if kind == "int":
+            x, fx, _, _ = self.int_expr(1)
+            form = rng.choice(['T.Cast("float32", {})', "T.float32({})", 'T.cast({}, "float32")',
+                               'T.Cast("float32", T.Cast("float16", {}))', 'T.Cast("float32", T.Cast("bfloat16", {}))'])
+            half = _TORCH["bfloat16" if "bfloat16" in form else "float16"] if "16" in form else torch.float32
+            return form.format(x), lambda env: fx(env).to(half).float()
+        if kind == "wide":  # float16 / bfloat16 spacings above 2048 / 256: the cast rounds
+            x, fx, _, _ = self.int_expr(1)
+            dt = rng.choice(["float16", "bfloat16"])
+            return (f'T.Cast("float32", T.Cast("{dt}", T.truncmod({x}, 60) * 1001 + 1))',
+                    lambda env: (torch.fmod(fx(env), 60) * 1001 + 1).to(_TORCH[dt]).float())
+        if kind == "exp2":
+            x, fx, _, _ = self.int_expr(2)
+            e = rng.choice([f"T.truncmod({x}, 9)", f"({x} % 13 - 6)"])
+            fe = ((lambda env: torch.fmod(fx(env), 9)) if e.startswith("T.") else
+                  (lambda env: fx(env) - torch.div(fx(env), 13, rounding_mode="floor") * 13 - 6))
+            form = rng.choice(['T.exp2(T.Cast("float32", {}))', "T.exp2(T.float32({}))"])
+            return form.format(e), lambda env: torch.exp2(fe(env).float())
+        if kind == "sqrt":
+            x, fx, _, _ = self.int_expr(2, True)
+            return f'T.sqrt(T.Cast("float32", T.abs({x})))', lambda env: torch.sqrt(fx(env).abs().float())
+        if kind == "half":
+            dt = rng.choice(["float16", "bfloat16"])
+            x, fx = self.float_expr(depth - 1)
+            return (f'T.Cast("float32", T.Cast("{dt}", {x}))',
+                    lambda env: fx(env).to(_TORCH[dt]).float())
+        if kind == "ite":
+            c, fc, _ = self.cond(1)
+            x, fx = self.float_expr(depth - 1)
+            y, fy = self.float_expr(depth - 1)
+            return f"T.if_then_else({c}, {x}, {y})", lambda env: torch.where(fc(env), fx(env), fy(env))
+        x, fx = self.float_expr(0)  # a power of two times a small int: exact
+        k = rng.choice([-1, -2, 3, 0.5])
+        return f"({x} * {k!r})", lambda env: fx(env) * k
+
+
+def _loop(rng, var, n_max):
+    """(text, values) of a constant loop: T.unroll / T.serial, with a start and step."""
+    kind = rng.choice(["T.unroll", "T.unroll", "T.serial", "T.serial", "T.grid_like"])
+    n = rng.randint(1, n_max)
+    if kind == "T.grid_like" or rng.random() < 0.5:
+        kind = "T.unroll" if kind == "T.grid_like" else kind
+        return f"{kind}({n})", list(range(n))
+    start = rng.choice([0, 1, 2])
+    step = rng.choice([1, 2, 3])
+    stop = start + n * step - rng.choice([0, step - 1])
+    return f"{kind}({start}, {stop}, {step})", list(range(start, stop, step))
+
+
+def gen_scalar(rng, seed):
+    """Each thread runs scalar code: ``tx = T.get_thread_binding()``, constant ``T.unroll``
+    / ``T.serial`` loops (stepped, nested) whose indices are Python ints in the generated
+    code, ``T.alloc_var`` / ``T.alloc_local`` accumulators indexed by them (sometimes by
+    ``tx``), ``if`` and ``T.if_then_else`` on them, integer intrinsics of them (``T.clz``,
+    ``T.popcount``, shifts and bit ops, ``//`` / ``%`` (floor), ``T.truncdiv`` /
+    ``T.truncmod``, ``T.min`` / ``T.max`` / ``T.abs``, casts to int8 / uint8 / int16 /
+    bool), float ones (``T.exp2`` of them, ``T.sqrt``, casts through float16 / bfloat16),
+    loads of the input at their indices, an ``T.atomic_add`` at them and warp shuffles
+    (``T.shfl_xor / down / up / sync``) of values and by lanes made of them."""
+    threads = rng.choice([32, 64, 96, 128, 256])
+    nb = rng.choice([1, 1, 2])
+    R = max(1, nb * threads - rng.choice([0, 0, 1, 5, threads // 2]))
+    W = rng.choice([3, 4, 8, 16])
+    L, LF = rng.choice([1, 2, 4, 8]), rng.choice([1, 2, 3])
+    loop1, vals1 = _loop(rng, "i", 6)
+    nested = rng.random() < 0.7
+    loop2, vals2 = _loop(rng, "j", 4) if nested else ("", [0])
+    leaves = {"i": max(vals1 + [0]), "tx": threads - 1, "a": 50, "row": nb * threads}
+    if nested:
+        leaves["j"] = max(vals2 + [0])
+    S = _Scalar(rng, leaves)
+    n2 = max(len(vals2), 1)
+    idx_forms = [(f"({'i * ' + str(n2) + ' + j' if nested else 'i'}) % W",
+                  lambda e: (e["i"] * n2 + e["j"]) % W),
+                 ("T.min(i + j, W - 1)" if nested else "T.min(i, W - 1)",
+                  lambda e: torch.clamp(e["i"] + e["j"], max=W - 1)),
+                 ("T.truncmod(i * 3 + j * 5, W)" if nested else "T.truncmod(i * 3, W)",
+                  lambda e: torch.fmod(e["i"] * 3 + e["j"] * 5, W)),
+                 ("(i + tx) % W", lambda e: (e["i"] + e["tx"]) % W)]
+    idx_text, idx_fn = rng.choice(idx_forms)
+    slot_forms = [(f"({'i + j' if nested else 'i'}) % L", lambda e: (e["i"] + e["j"]) % L),
+                  ("T.min(i, L - 1)", lambda e: torch.clamp(e["i"], max=L - 1)),
+                  ("T.truncmod(i * 2 + j, L)" if nested else "T.truncmod(i * 2, L)",
+                   lambda e: torch.fmod(e["i"] * 2 + e["j"], L)),
+                  ("(tx + i) % L", lambda e: (e["tx"] + e["i"]) % L)]
+    slot_forms.append(("T.if_then_else(i % 2 == 0, 0, L - 1)", lambda e: torch.where(e["i"] % 2 == 0, 0, L - 1)))
+    slot_text, slot_fn = rng.choice(slot_forms[:3] + slot_forms[4:] if rng.random() < 0.8 else slot_forms)
+    e_loc = S.int_expr(rng.randint(1, 3))
+    e_acc = S.int_expr(rng.randint(1, 3))
+    guard = S.cond(1) if rng.random() < 0.6 else None
+    e_else = S.int_expr(rng.randint(0, 2)) if guard is not None and rng.random() < 0.4 else None
+    ld = rng.choice(["int32", "int32", "int32", "int64", "int16", "int8", "uint8"])  # the locals' dtypes
+    fd = rng.choice(["float32", "float32", "float16", "bfloat16"])
+    fslot = rng.randrange(LF)
+    e_f = S.float_expr(rng.randint(1, 2))
+    atomic = rng.random() < 0.4
+    e_at = S.int_expr(rng.randint(0, 2)) if atomic else None
+    shuffle = rng.choice([None, None, "T.shfl_xor", "T.shfl_down", "T.shfl_up", "T.shfl_sync"])
+    e_sh = S.int_expr(rng.randint(0, 2)) if shuffle else None
+    delta_forms = [("1", lambda e: torch.ones_like(e["i"])), ("(i % 4 + 1)", lambda e: e["i"] % 4 + 1),
+                   ("T.min(i, 31)", lambda e: torch.clamp(e["i"], max=31))]
+    if nested:
+        delta_forms.append(("(j * 2 + 1)", lambda e: e["j"] * 2 + 1))
+    delta_text, delta_fn = rng.choice(delta_forms)
+    init = rng.choice(["T.unroll", "T.serial"])
+    acc_decl = rng.choice(["acc = T.alloc_var(\"int32\", init=3)", "acc = T.alloc_var(\"int32\")\nacc = 3"])
+    body = [f"tx = T.get_thread_binding()",
+            "row = bx * threads + tx",
+            *acc_decl.split("\n"),
+            f'loc = T.alloc_local((L,), "{ld}")',
+            f'fl = T.alloc_local((LF,), "{fd}")',
+            f"for k in {init}(L):",
+            "    loc[k] = k",
+            "for k in T.unroll(LF):",
+            f'    fl[k] = T.cast(0, "{fd}")',
+            f"for i in {loop1}:"]
+    ind = "    "
+    if nested:
+        body.append(f"    for j in {loop2}:")
+        ind = "        "
+    body += [ind + f"a = A[T.min(row, R - 1), {idx_text}]",
+             ind + (f"loc[{slot_text}] += {e_loc[0]}" if ld == "int32" else
+                    f'loc[{slot_text}] = T.Cast("{ld}", loc[{slot_text}] + {e_loc[0]})')]
+    if shuffle:  # (every lane of the warp runs it)
+        body += [ind + f"acc += {shuffle}({e_sh[0]}, {delta_text})"]
+    if guard is not None:
+        body += [ind + f"if {guard[0]}:", ind + f"    acc += {e_acc[0]}"]
+        if e_else is not None:
+            body += [ind + "else:", ind + f"    acc -= {e_else[0]}"]
+    else:
+        body += [ind + f"acc += {e_acc[0]}"]
+    body += [ind + (f"fl[{fslot}] += {e_f[0]}" if fd == "float32" else
+                    f'fl[{fslot}] = T.Cast("{fd}", T.Cast("float32", fl[{fslot}]) + {e_f[0]})')]
+    if atomic:
+        body += [ind + "if row < R:", ind + f"    T.atomic_add(Cnt[{slot_text}], {e_at[0]})"]
+    body += ["if row < R:",
+             "    for k in T.serial(L):",
+             "        O[row, k] = loc[k]" if ld == "int32" else '        O[row, k] = T.Cast("int32", loc[k])',
+             "    O[row, L] = acc",
+             "    for k in T.unroll(LF):",
+             "        F[row, k] = fl[k]" if fd == "float32" else '        F[row, k] = T.Cast("float32", fl[k])']
+    text = "\n".join(" " * 12 + line for line in body)
+    src_text = f'''
+    @T.prim_func
+    def main(A: T.Tensor((R, W), "int32"), O: T.Tensor((R, L + 1), "int32"), F: T.Tensor((R, LF), "float32"),
+             Cnt: T.Tensor((L,), "int32")):
+        with T.Kernel(nb, threads=threads) as bx:
+{text}
+
+    return main
+    '''
+    params = dict(R=R, W=W, L=L, LF=LF, nb=nb, threads=threads)
+
+    def make_inputs(device):
+        g = _gen(seed)
+        return [_ints(g, (R, W), -50, 51, "int32").to(device), torch.zeros(L, dtype=torch.int32, device=device)]
+
+    def reference(inputs):  # every thread of the grid runs the loops (rows past R too)
+        A = inputs[0].cpu().long()
+        T_ = nb * threads
+        rows = torch.arange(T_)
+        env = {"tx": rows % threads, "row": rows}
+        lane = rows % 32
+        loc = torch.arange(L).long().repeat(T_, 1)
+        acc = torch.full((T_,), 3, dtype=torch.long)
+        fl = torch.zeros(T_, LF, dtype=torch.float32)
+        cnt = torch.zeros(L, dtype=torch.long)
+        live = rows < R
+        for i in vals1:
+            for j in (vals2 if nested else [0]):
+                env["i"] = torch.full((T_,), i, dtype=torch.long)
+                env["j"] = torch.full((T_,), j, dtype=torch.long)
+                env["a"] = A[rows.clamp(max=R - 1), idx_fn(env)]
+                s = slot_fn(env)
+                got = loc[rows, s] + e_loc[1](env)
+                loc[rows, s] = got if ld in ("int32", "int64") else _wrap(got, ld)
+                if shuffle:
+                    v, d = e_sh[1](env), delta_fn(env)
+                    src = {"T.shfl_xor": lane ^ d,
+                           "T.shfl_down": torch.where(lane + d < 32, lane + d, lane),
+                           "T.shfl_up": torch.where(lane - d >= 0, lane - d, lane),
+                           "T.shfl_sync": d % 32}[shuffle]
+                    acc += v[rows - lane + src]
+                add = e_acc[1](env)
+                if guard is None:
+                    acc += add
+                else:
+                    acc += torch.where(guard[1](env), add, -e_else[1](env) if e_else is not None else 0)
+                fl[:, fslot] = (fl[:, fslot] + e_f[1](env)).to(_TORCH[fd]).float()
+                if atomic:
+                    cnt.index_add_(0, s[live], e_at[1](env)[live])
+        O = torch.cat([loc, acc.view(T_, 1)], 1)[:R].to(torch.int32)
+        out = {1: O, 2: fl[:R]}
+        if atomic:
+            out[3] = cnt.to(torch.int32)
+        return out
+
+    return _module(src_text, [1, 2], params), params, [1, 2], make_inputs, reference, (0.0, 0.0)
+
+
+NEW_FORMS = ["attn", "gemm_grid", "smem_gemm", "acc_lines", "pipe_order", "macro", "scalar"]
 
 
 _GENS = {"copy": gen_copy, "index": gen_index, "reduce": gen_reduce, "cumsum": gen_cumsum, "cast": gen_cast,
          "atomic": gen_atomic, "gemm": gen_gemm, "serial": gen_serial, "pipeline": gen_pipeline,
          "stencil": gen_stencil, "softmax": gen_softmax, "rank3": gen_rank3, "reuse": gen_reuse,
          "attn": gen_attn, "gemm_grid": gen_gemm_grid, "smem_gemm": gen_smem_gemm, "acc_lines": gen_acc_lines,
-         "pipe_order": gen_pipe_order, "macro": gen_macro}
+         "pipe_order": gen_pipe_order, "macro": gen_macro, "scalar": gen_scalar}
 
 
 def generate(seed, form=None):

@@ -156,7 +156,7 @@ def test_runner_reports_a_hang_with_its_seed_and_goes_on(monkeypatch, capsys):
 
 
 # ---- the forms of NEW_FORMS ------------------------------------------------------------------
-NEW_SEEDS = [0, 1, 2, 3, 4, 5]
+NEW_SEEDS = [0, 1, 2, 3, 4, 5, 6]
 
 
 @pytest.mark.parametrize("seed", NEW_SEEDS)
@@ -171,6 +171,50 @@ def test_new_form_builds_or_is_refused_by_name(seed):
 @pytest.mark.parametrize("seed", NEW_SEEDS)
 def test_gpu_new_form_matches_its_reference(seed):
     prog = F.generate(seed, "new")
+    status, detail = F.run_program(prog, "cuda")
+    assert status in ("ok", "refused"), f"{prog.name} {prog.args}: {status} {detail}\n{prog.source}"
+
+
+# ---- the scalar form: per-thread code over constant-unrolled loops ------------------------------
+SCALAR_SEEDS = [0, 1, 2, 3]
+
+
+def test_scalar_references_wrap_and_count_bits_as_int32():
+    # the reference's clz / popcount read an int32's two's complement bits, and casts to
+    # narrow types wrap: clz(0) == 32, clz(-1) == 0, popcount(-1) == 32, int8(200) == -56
+    import torch
+    xs = torch.tensor([0, 1, 5, -1, -8, 200, 70000, -70000, 2 ** 31 - 1, -2 ** 31])
+    assert F._clz32(xs).tolist() == [32 - (v & 0xFFFFFFFF).bit_length() for v in xs.tolist()]
+    assert F._popc32(xs).tolist() == [bin(v & 0xFFFFFFFF).count("1") for v in xs.tolist()]
+    assert F._wrap(xs, "int8").tolist() == xs.to(torch.int8).tolist()
+    assert F._wrap(xs, "uint8").tolist() == [v & 255 for v in xs.tolist()]
+    assert F._wrap(xs, "int16").tolist() == xs.to(torch.int16).tolist()
+    assert F._wrap(xs, "bool").tolist() == [int(v != 0) for v in xs.tolist()]
+
+
+def test_scalar_form_unrolls_loops_of_python_indices():
+    # the form's loops are constant (T.unroll / T.serial, some stepped), and the generated
+    # CuTe DSL walks them with range_constexpr: their indices are Python ints there
+    progs = F.programs(0, 40, "scalar")
+    assert all("tx = T.get_thread_binding()" in p.source for p in progs)
+    import re
+    assert any(re.search(r"for [ij] in T\.unroll\(\d+, \d+, \d+\):", p.source) for p in progs)  # stepped
+    assert any(re.search(r"for [ij] in T\.serial\(\d+\):", p.source) for p in progs)
+    src = progs[0].kernel().get_kernel_source()
+    assert "cutlass.range_constexpr(" in src
+
+
+@pytest.mark.parametrize("seed", SCALAR_SEEDS)
+def test_scalar_form_builds_or_is_refused_by_name(seed):
+    prog = F.generate(seed, "scalar")
+    status, detail = F.build_program(prog)
+    assert status in ("ok", "refused"), f"{prog.name}: {detail}\n{prog.source}"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("seed", SCALAR_SEEDS)
+def test_gpu_scalar_form_matches_its_reference(seed):
+    prog = F.generate(seed, "scalar")
     status, detail = F.run_program(prog, "cuda")
     assert status in ("ok", "refused"), f"{prog.name} {prog.args}: {status} {detail}\n{prog.source}"
 

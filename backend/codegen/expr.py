@@ -227,6 +227,12 @@ class ExprPrinter:
         self.fail = fail
         self.use = use or self._no_helpers  # records a runtime.cute helper module it calls
         self.subst: dict[str, str] = {}
+        # names bound by a Let to a value that may be a Python one (a stepped constant-unrolled
+        # loop's index, ``i = 2 + i_iter * 3``): :meth:`maybe_python` reads them as their values
+        self.python_lets: set[str] = set()
+        # the indices of constant-unrolled loops (``cutlass.range_constexpr``) and names bound to
+        # Python numbers made of them: Python ints in the generated code
+        self.python_names: set[str] = set()
         # the barrier of the threads the body maps onto, (id, thread count; 0: the whole
         # block), for T.syncthreads_count/_and/_or (the kernel emitter sets it per region)
         self.block_barrier: Callable[[], tuple[int, int]] = lambda: (0, 0)
@@ -381,6 +387,10 @@ class ExprPrinter:
                 # the promoted Select is a cutlass.select_ of Int32 values, whose MLIR value
                 # has no sign (CuTe DSL's float conversions refuse it): name its type
                 text = f"cutlass.Int32({text})"
+            if e.dtype in ("float16", "bfloat16", "float32") and self.python_only(e.value):
+                # CuTe DSL keeps a Python number unrounded in a cutlass float: a runtime value
+                self.use("math")
+                return f"tcmath.as_float({text}, {cute_type(e.dtype)})", ATOM
             return f"{cute_type(e.dtype)}({text})", ATOM
         if isinstance(e, N.Select):
             known = decided(e.cond, self.ranges)  # CuTe's select_ takes a runtime condition only
@@ -542,6 +552,26 @@ class ExprPrinter:
         self.use("math")
         return "tcmath.select"
 
+    def python_only(self, e: N.Expr) -> bool:
+        """Whether ``e`` is a Python number in the generated code and no constant: made of
+        constants and indices of constant-unrolled loops (``range_constexpr``) only."""
+        if isinstance(e, N.Const):
+            return False
+        return self._python(e)
+
+    def _python(self, e: N.Expr) -> bool:
+        if isinstance(e, N.Const):
+            return True
+        if isinstance(e, N.Var):
+            return e.name in self.python_names
+        if isinstance(e, N.Cast):  # (a cutlass integer holds a Python int; a float one is made
+            return N.is_int(e.dtype) and self._python(e.value)  # a runtime value above)
+        if isinstance(e, (N.Load, N.Call, N.Select, N.Logic)):
+            return False  # (a call or a select may make a cutlass value)
+        kids = [x for f in dataclasses.fields(e) if f.name != "loc"
+                for x in _exprs(getattr(e, f.name))]
+        return all(self._python(x) for x in kids)
+
     def maybe_python(self, e: N.Expr) -> bool:
         """Whether ``e`` may be a Python value in the generated code: made of constants and
         loop / thread indices only, or an ``and`` / ``or`` one of whose operands is (Python
@@ -549,7 +579,8 @@ class ExprPrinter:
         if isinstance(e, N.Const):
             return True
         if isinstance(e, N.Var):
-            return e.name in self.ranges and e.name not in self.runtime
+            return (e.name in self.ranges and e.name not in self.runtime) or \
+                e.name in self.python_lets
         if isinstance(e, N.Load):
             return False
         kids = [x for f in dataclasses.fields(e) if f.name != "loc"

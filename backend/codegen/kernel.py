@@ -270,6 +270,10 @@ class KernelEmitter:
     def let(self, s: N.Let, depth: int) -> None:
         self.out.line(depth, f"{ident(s.var.name)} = {self.exprs.expr(s.value)}")
         self.bounds.known.let(s.var, s.value, s.within)
+        if self.exprs.maybe_python(s.value):
+            self.exprs.python_lets.add(s.var.name)
+        if self.exprs._python(s.value):
+            self.exprs.python_names.add(s.var.name)
 
     def store(self, s: N.Store, depth: int) -> None:
         expr = self.exprs.expr
@@ -458,6 +462,8 @@ class KernelEmitter:
             self.ranges[s.var.name] = (lo, None)
         if not rng.startswith("cutlass.range_constexpr"):
             self.exprs.runtime.add(s.var.name)  # (a run-time loop index: never a Python int)
+        elif not s.vectors:
+            self.exprs.python_names.add(s.var.name)
         var = ident(s.var.name)
         self.out.line(depth, f"for {var} in {rng}:")
         entry = self.mma.loop_entry(s.body)

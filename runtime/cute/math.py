@@ -22,6 +22,7 @@ Usage in generated code::
     h = tcmath.hypot(x, y)
     m = tcmath.match_sync(v, cutlass.Uint32(0xFFFFFFFF), "any")
     y = tcmath.select(i > 4, a, b)              # cutlass.select_, or i a Python int: a or b
+    h = tcmath.as_float(i, cutlass.Float16)     # a runtime Float16, i a Python int rounded
 
 For truncdiv / truncmod either operand may be a Python int; the other's type is the
 result's (both ints of one type otherwise); with two Python ints (a constant-unrolled loop
@@ -76,6 +77,19 @@ def select(cond, a, b):
     if not isinstance(cond, cutlass.Numeric):
         return a if cond else b
     return cutlass.select_(cond, a, b)
+
+
+@dsl_user_op
+def as_float(value, kind, *, loc=None, ip=None):
+    """``kind(value)`` (a cutlass float type) as a runtime value where ``value`` is a Python
+    one -- a constant-unrolled loop's index, or a cutlass value holding a Python number:
+    CuTe DSL keeps a Python number unrounded (``Float16(2049)`` holds 2049.0, and arithmetic
+    of such values runs in Python's double), where the cast rounds to ``kind`` (2048, as
+    ``arith.constant`` makes it) and the arithmetic on it rounds at ``kind``'s width."""
+    x = kind(value)
+    if isinstance(x.value, (bool, int, float)):
+        return kind(x.ir_value(loc=loc, ip=ip))
+    return x
 
 
 @dsl_user_op

@@ -1,0 +1,110 @@
+"""Per-thread scalar code over constant-unrolled loops, whose indices are Python ints in the
+generated CuTe DSL (``cutlass.range_constexpr``), found by the fuzzer's ``scalar`` form
+(tests/fuzz_tiles.py): each program builds an sm_90a cubin on the CPU, and on a GPU
+(``-m gpu``) matches torch."""
+
+import pytest
+
+import tilecute
+import tilecute.language as T
+
+
+@pytest.fixture(autouse=True)
+def _arch(monkeypatch):
+    monkeypatch.setenv("TILECUTE_ARCH", "sm_90a")
+
+
+# a stepped T.unroll binds its index with a Let (i = 2 + i_iter * 3): a Python int too, whose
+# condition CuTe DSL's select_ refused (fuzz seed scalar_68: 'condition must be a Runtime value')
+STEPPED_SELECT = """
+import tilecute.language as T
+
+
+@T.prim_func
+def stepped_select(A: T.Tensor((32, 16), "float32"), B: T.Tensor((32, 4), "float32")):
+    with T.Kernel(1, threads=32) as bx:
+        tx = T.get_thread_binding()
+        for i in T.unroll(1, 12, 3):
+            B[tx, (i - 1) // 3] = T.if_then_else(i + 2 <= 6, A[tx, i], -A[tx, i]) + T.if_then_else(
+                i > 5 and tx < 16, 100.0, 0.0)
+"""
+
+
+def test_stepped_unrolled_index_in_a_condition_builds():
+    kernel = tilecute.compile(T.from_script(STEPPED_SELECT))
+    src = kernel.get_kernel_source()
+    assert "i = 1 + i_iter * 3" in src and "cutlass.range_constexpr(0, 4)" in src
+    assert "cutlass.select_(i" not in src and "tcmath.select(i + 2 <= 6" in src
+    kernel.ensure_cubin()
+
+
+@pytest.mark.gpu
+def test_stepped_unrolled_index_in_a_condition_matches_torch():
+    import torch
+
+    a = torch.randn(32, 16, device="cuda")
+    b = torch.empty(32, 4, device="cuda")
+    tilecute.compile(T.from_script(STEPPED_SELECT))(a, b)
+    i = torch.tensor([1, 4, 7, 10], device="cuda").expand(32, 4)
+    tx = torch.arange(32, device="cuda")[:, None].expand(32, 4)
+    want = torch.where(i + 2 <= 6, a[:, [1, 4, 7, 10]], -a[:, [1, 4, 7, 10]]) + \
+        torch.where((i > 5) & (tx < 16), 100.0, 0.0)
+    torch.testing.assert_close(b, want)
+
+
+# a float cast of a constant-unrolled loop's index: CuTe DSL keeps the Python number unrounded
+# in a cutlass float (Float16(2049) holds 2049.0, Float32(16777217) 16777217.0) and runs
+# arithmetic of such values in Python's double, so T.Cast("float16", i) stored 2049 and
+# T.float32(i) * 0.1 was rounded once, not twice: the cast makes a runtime value
+UNROLLED_FLOAT_CASTS = """
+import tilecute.language as T
+
+
+@T.prim_func
+def unrolled_float_casts(B: T.Tensor((32, 8), "float32"), C: T.Tensor((32, 8), "float32"),
+                         D: T.Tensor((32, 8), "float16")):
+    with T.Kernel(1, threads=32) as bx:
+        tx = T.get_thread_binding()
+        for i in T.unroll(8):
+            B[tx, i] = T.Cast("float32", T.Cast("float16", i * 1000 + 1))
+            C[tx, i] = T.Cast("float32", T.Cast("bfloat16", i * 100 + 1)) + T.Cast("float32", i * 8388609)
+            D[tx, i] = T.Cast("float16", i * 3) / T.Cast("float16", 7) * T.Cast("float16", 7)
+"""
+
+
+def test_float_casts_of_unrolled_indices_are_runtime_values():
+    kernel = tilecute.compile(T.from_script(UNROLLED_FLOAT_CASTS))
+    src = kernel.get_kernel_source()
+    assert "tcmath.as_float(i * 1000 + 1, cutlass.Float16)" in src
+    assert "tcmath.as_float(i * 8388609, cutlass.Float32)" in src
+    import struct
+    with open(kernel.ensure_cubin(), "rb") as f:
+        cubin = f.read()
+    # B's constants: i * 1000 + 1 rounded to float16 (3001 -> 3000, 5001 -> 5000), never unrounded
+    for i in (3, 5, 7):
+        assert struct.pack("<f", i * 1000.0) in cubin and struct.pack("<f", i * 1000.0 + 1) not in cubin
+
+
+def test_as_float_rounds_python_numbers_in_the_ir():
+    # the helper's premise: a cutlass float made of a Python number keeps it unrounded
+    import cutlass
+    assert cutlass.Float16(2049).value == 2049.0 and cutlass.Float32(16777217).value == 16777217.0
+
+
+@pytest.mark.gpu
+def test_float_casts_of_unrolled_indices_round_at_their_width():
+    import torch
+
+    b = torch.empty(32, 8, device="cuda")
+    c = torch.empty(32, 8, device="cuda")
+    d = torch.empty(32, 8, device="cuda", dtype=torch.float16)
+    tilecute.compile(T.from_script(UNROLLED_FLOAT_CASTS))(b, c, d)
+    i = torch.arange(8)
+    want_b = (i * 1000 + 1).to(torch.float16).float()
+    want_c = (i * 100 + 1).to(torch.bfloat16).float() + (i * 8388609).float()
+    h = (i * 3).to(torch.float16)
+    want_d = (h / torch.tensor(7.0, dtype=torch.float16)) * torch.tensor(7.0, dtype=torch.float16)
+    assert want_b[3] == 3000.0  # (3001 rounds to even at float16's spacing 2)
+    assert torch.equal(b.cpu(), want_b.expand(32, 8))
+    assert torch.equal(c.cpu(), want_c.expand(32, 8))
+    assert torch.equal(d.cpu(), want_d.expand(32, 8))
