@@ -347,6 +347,9 @@ class ExprPrinter:
                 # (TileLang's fp8 types) compute in float and round the result back
                 wide = N.BinOp(e.op, N.cast(e.a, "float32"), N.cast(e.b, "float32"), "float32")
                 return f"{cute_type(e.dtype)}({self.expr(wide)})", ATOM
+            if e.op in ("floordiv", "mod") and N.is_int(e.dtype) and \
+                    isinstance(e.b, N.Const) and e.b.value < 0:
+                return self._by_negative_constant(e)
             if e.op == "mod" and N.is_int(e.dtype) and not self._nonnegative_mod(e):
                 # CuTe DSL's % truncates like C; the IR's mod floors like Python's
                 a, b = self.operand(e.a, PREC["mul"]), self.operand(e.b, ATOM)
@@ -541,6 +544,18 @@ class ExprPrinter:
         x = e.args[0]
         value = f"cute.math.pow(cutlass.Float32(10.0), {self.expr(N.cast(x, 'float32'))})"
         return (value if e.dtype == "float32" else f"{cute_type(e.dtype)}({value})"), ATOM
+
+    def _by_negative_constant(self, e: N.BinOp):
+        """``a // -c`` and ``a % -c`` (floor division and modulo, ``c`` > 0) as ``(0 - a) // c``
+        and ``0 - ((0 - a) - (0 - a) // c * c)``: CuTe DSL's ``arith.floordivsi`` by a negative
+        constant of a loop index gave wrong quotients on an H200 (``i // -2`` for ``i`` in
+        ``cutlass.range(2, 7)``: -2 at 5 and 6; the fuzzer's scalar form), while floor
+        division by a positive constant is right.  (``0 - a`` wraps for the dtype's minimum.)"""
+        c = f"{cute_type(e.dtype)}({-int(e.b.value)})" if e.dtype != "int32" else str(-int(e.b.value))
+        neg = f"(0 - {self.operand(e.a, PREC['sub'] + 1)})"
+        if e.op == "floordiv":
+            return f"{neg} // {c}", PREC["floordiv"]
+        return f"0 - ({neg} - {neg} // {c} * {c})", PREC["sub"]
 
     def select_fn(self, cond: N.Expr) -> str:
         """``cutlass.select_``, which takes a runtime condition only; a condition on a loop

@@ -469,8 +469,43 @@ def cast(e: Expr, dtype: str) -> Expr:
     if e.dtype == dtype:
         return e
     if isinstance(e, Const):
+        if is_float(dtype) and DTYPES[dtype].bits < 64 and not isinstance(e.value, bool):
+            rounded = _round_float(float(e.value), dtype)
+            if rounded is None:  # (a type whose rounding is the generated code's)
+                return Cast(dtype, e)
+            return Const(rounded, dtype)
         return const(e.value, dtype)
     return Cast(dtype, e)
+
+
+def _round_float(x: float, dtype: str):
+    """``x`` rounded to the nearest ``dtype`` value (ties to even, as a conversion does:
+    TVM folds ``Cast("bfloat16", 3004)`` to the bfloat16 value 3008, and a folded constant
+    must keep that rounding); None for types folded in the generated code instead (fp8,
+    fp4, e8m0)."""
+    import math
+    import struct
+
+    if math.isnan(x) or math.isinf(x):
+        return x
+    if dtype == "float32":
+        try:
+            return struct.unpack("<f", struct.pack("<f", x))[0]
+        except OverflowError:
+            return math.copysign(math.inf, x)
+    if dtype == "float16":
+        try:
+            return struct.unpack("<e", struct.pack("<e", x))[0]
+        except OverflowError:
+            return math.copysign(math.inf, x)
+    if dtype == "bfloat16":
+        f32 = _round_float(x, "float32")
+        if math.isinf(f32):
+            return f32
+        bits = struct.unpack("<I", struct.pack("<f", f32))[0]
+        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+        return struct.unpack("<f", struct.pack("<I", bits))[0]
+    return None
 
 
 def binop(op: str, a, b) -> Expr:

@@ -1,0 +1,69 @@
+"""Constants the compiler folds or prints keep TileLang's meaning where the GPU run of the
+fuzzer's scalar form found they did not (2026-11-28, H200):
+
+- a cast of a constant to a narrow float folds to the value rounded to that type
+  (``T.Cast("bfloat16", 3004)`` is 3008, as the conversion gives; it folded to 3004.0);
+- floor division and modulo by a negative constant print through division by the positive
+  constant (``i // -2`` of a loop index came out -2 at i = 5 and 6 from CuTe DSL's
+  ``floordivsi``; ``(0 - i) // 2`` is the same quotient)."""
+
+import pytest
+
+import tilecute
+import tilecute.language as T
+from tilecute.ir import nodes as N
+
+
+@pytest.mark.parametrize("value,dtype,want", [
+    (3004, "bfloat16", 3008.0), (-3004, "bfloat16", -3008.0), (3000, "bfloat16", 3008.0),
+    (2049, "float16", 2048.0), (2051, "float16", 2052.0), (65520.0, "float16", float("inf")),
+    (16777217, "float32", 16777216.0), (0.5, "float16", 0.5),
+])
+def test_a_cast_constant_is_rounded_to_its_type(value, dtype, want):
+    src = N.Const(value, "int32" if isinstance(value, int) else "float32")
+    assert N.cast(src, dtype) == N.Const(want, dtype)
+    # the same through a float32 cast after it (the fuzzer's seed 3: the bfloat16 step lost)
+    assert N.cast(N.cast(src, dtype), "float32").value == want
+
+
+def test_fp8_casts_of_constants_stay_casts():
+    assert isinstance(N.cast(N.Const(3, "int32"), "float8_e4m3"), N.Cast)
+
+
+NEG_DIV = """
+import tilecute.language as T
+
+
+@T.prim_func
+def neg_div(A: T.Tensor((32,), "int32"), Q: T.Tensor((32, 16), "int32")):
+    with T.Kernel(1, threads=32) as bx:
+        tx = T.get_thread_binding()
+        for i in T.serial(2, 7):
+            Q[tx, i] = i // -2
+            Q[tx, i + 5] = i % -3
+        Q[tx, 12] = T.floordiv(A[tx], -4)
+        Q[tx, 13] = T.floormod(A[tx], -4)
+"""
+
+
+def test_division_by_a_negative_constant_divides_by_the_positive_one():
+    kernel = tilecute.compile(T.from_script(NEG_DIV))
+    src = kernel.get_kernel_source()
+    assert "Q[tx, i] = (0 - i) // 2" in src
+    assert "Q[tx, i + 5] = 0 - ((0 - i) - (0 - i) // 3 * 3)" in src
+    assert "// -" not in src
+    kernel.ensure_cubin()
+
+
+@pytest.mark.gpu
+def test_division_by_a_negative_constant_matches_python():
+    import torch
+
+    a = torch.arange(-16, 16, device="cuda", dtype=torch.int32)
+    q = torch.zeros(32, 16, device="cuda", dtype=torch.int32)
+    tilecute.compile(T.from_script(NEG_DIV))(a, q)
+    got = q.cpu().tolist()
+    for t, x in enumerate(a.cpu().tolist()):
+        assert got[t][2:7] == [i // -2 for i in range(2, 7)]
+        assert got[t][7:12] == [i % -3 for i in range(2, 7)]
+        assert got[t][12:14] == [x // -4, x % -4]
