@@ -67,3 +67,36 @@ def test_division_by_a_negative_constant_matches_python():
         assert got[t][2:7] == [i // -2 for i in range(2, 7)]
         assert got[t][7:12] == [i % -3 for i in range(2, 7)]
         assert got[t][12:14] == [x // -4, x % -4]
+
+
+UNROLLED_TRUNC_CAST = """
+import tilecute.language as T
+
+
+@T.prim_func
+def trunc_cast(F: T.Tensor((32, 4), "float32")):
+    with T.Kernel(1, threads=32) as bx:
+        tx = T.get_thread_binding()
+        for j in T.unroll(4):
+            F[tx, j] = T.Cast("float32", T.Cast("bfloat16", T.truncmod(j, 60) * 1001 + 1))
+"""
+
+
+def test_a_truncmod_of_unrolled_indices_is_rounded_where_cast():
+    """T.truncmod of Python ints is a Python int in the generated code (tcmath folds it), so
+    its cast to bfloat16 goes through tcmath.as_float, which rounds (the fuzzer's seeds 46,
+    133, 373: 3004 stayed unrounded)."""
+    kernel = tilecute.compile(T.from_script(UNROLLED_TRUNC_CAST))
+    assert "tcmath.as_float(tcmath.truncmod(j, 60) * 1001 + 1, cutlass.BFloat16)" in \
+        kernel.get_kernel_source()
+    kernel.ensure_cubin()
+
+
+@pytest.mark.gpu
+def test_a_truncmod_of_unrolled_indices_rounds_on_the_gpu():
+    import torch
+
+    f = torch.zeros(32, 4, device="cuda")
+    tilecute.compile(T.from_script(UNROLLED_TRUNC_CAST))(f)
+    want = torch.tensor([j * 1001 + 1 for j in range(4)], dtype=torch.float32).to(torch.bfloat16)
+    assert torch.equal(f.cpu(), want.float().expand(32, 4))

@@ -581,6 +581,8 @@ class ExprPrinter:
             return e.name in self.python_names
         if isinstance(e, N.Cast):  # (a cutlass integer holds a Python int; a float one is made
             return N.is_int(e.dtype) and self._python(e.value)  # a runtime value above)
+        if isinstance(e, N.Call) and e.name in ("truncdiv", "truncmod"):
+            return all(self._python(x) for x in e.args)  # (tcmath folds two Python ints)
         if isinstance(e, (N.Load, N.Call, N.Select, N.Logic)):
             return False  # (a call or a select may make a cutlass value)
         kids = [x for f in dataclasses.fields(e) if f.name != "loc"
