@@ -96,7 +96,8 @@ HONORED = {
                           "tcvote.syncthreads_count("],
     "p_shfl_xor_tree": ["shuffle_sync_bfly(v[0], offset=1 << o, mask_and_clamp=31)"],
     "p_shape_attr": ["for i in cutlass.range(0, L):", "A[i, t] * cutlass.Float32(4.0)"],
-    "p_host_print": ["B[t] = A[t] + cutlass.Float32(bm)"],
+    # (bm is a Python int in the generated code: its float value made at run time, rounded)
+    "p_host_print": ["B[t] = A[t] + tcmath.as_float(bm, cutlass.Float32)"],
     "p_print_buffer": ["msg='smem:'", "buffer=s, index=%d", "msg='frag:'", "buffer=f, index=%d"],
 }
 

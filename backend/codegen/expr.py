@@ -600,6 +600,8 @@ class ExprPrinter:
                 e.name in self.python_lets
         if isinstance(e, N.Load):
             return False
+        if isinstance(e, N.Call) and e.name not in ("truncdiv", "truncmod"):
+            return False  # (a call makes a cutlass value: T.get_thread_binding, math ...)
         kids = [x for f in dataclasses.fields(e) if f.name != "loc"
                 for x in _exprs(getattr(e, f.name))]
         if isinstance(e, N.Logic):

@@ -272,6 +272,8 @@ class KernelEmitter:
         self.bounds.known.let(s.var, s.value, s.within)
         if self.exprs.maybe_python(s.value):
             self.exprs.python_lets.add(s.var.name)
+        else:  # (a name of a run-time value: t = T.get_thread_binding())
+            self.exprs.runtime.add(s.var.name)
         if self.exprs._python(s.value):
             self.exprs.python_names.add(s.var.name)
 

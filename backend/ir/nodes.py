@@ -471,9 +471,8 @@ def cast(e: Expr, dtype: str) -> Expr:
     if isinstance(e, Const):
         if is_float(dtype) and DTYPES[dtype].bits < 64 and not isinstance(e.value, bool):
             rounded = _round_float(float(e.value), dtype)
-            if rounded is None:  # (a type whose rounding is the generated code's)
-                return Cast(dtype, e)
-            return Const(rounded, dtype)
+            if rounded is not None:
+                return Const(rounded, dtype)
         return const(e.value, dtype)
     return Cast(dtype, e)
 
@@ -481,8 +480,8 @@ def cast(e: Expr, dtype: str) -> Expr:
 def _round_float(x: float, dtype: str):
     """``x`` rounded to the nearest ``dtype`` value (ties to even, as a conversion does:
     TVM folds ``Cast("bfloat16", 3004)`` to the bfloat16 value 3008, and a folded constant
-    must keep that rounding); None for types folded in the generated code instead (fp8,
-    fp4, e8m0)."""
+    must keep that rounding); None for the types whose constants the generated code
+    encodes itself (fp8, fp4, e8m0)."""
     import math
     import struct
 
