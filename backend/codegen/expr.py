@@ -347,7 +347,7 @@ class ExprPrinter:
                 # (TileLang's fp8 types) compute in float and round the result back
                 wide = N.BinOp(e.op, N.cast(e.a, "float32"), N.cast(e.b, "float32"), "float32")
                 return f"{cute_type(e.dtype)}({self.expr(wide)})", ATOM
-            if e.op in ("floordiv", "mod") and N.is_int(e.dtype) and \
+            if e.op in ("floordiv", "mod") and e.dtype in ("int32", "int64") and \
                     isinstance(e.b, N.Const) and e.b.value < 0:
                 return self._by_negative_constant(e)
             if e.op == "mod" and N.is_int(e.dtype) and not self._nonnegative_mod(e):
