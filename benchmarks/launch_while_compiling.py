@@ -15,16 +15,19 @@ CUDA stream for ``--seconds``; the launches of all threads are counted.  Cases, 
 * ``tilecute+compile-inproc``: the same with ``TILECUTE_CUBIN_WORKER=0`` (cute.compile in
   the launching process, holding its interpreter).
 
+The three steady cases run ``--rounds`` times, interleaved, each reported as its median
+with the per-round rates and the median of its per-round ratios to ``torch.add``.
 Prints one JSON line per case (launches/s, and for the compile cases the ratio to the
 ``tilecute`` case: the goal is >= 0.8) and the compile thread's wall time.
 
-    python3 benchmarks/launch_while_compiling.py [--threads 8] [--seconds 3] [--kernels 3]
+    python3 benchmarks/launch_while_compiling.py [--threads 8] [--seconds 3] [--kernels 3] [--rounds 3]
 """
 
 
 import argparse
 import json
 import os
+import statistics
 import sys
 import threading
 import time
@@ -110,6 +113,8 @@ def main():
     p.add_argument("--threads", type=int, default=8)
     p.add_argument("--seconds", type=float, default=3.0)
     p.add_argument("--kernels", type=int, default=3)
+    p.add_argument("--rounds", type=int, default=3,
+                   help="rounds of the steady cases, interleaved")
     args = p.parse_args()
     if not torch.cuda.is_available():
         print(json.dumps({"skipped": "no GPU"}))
@@ -128,10 +133,17 @@ def main():
         return lambda: torch.add(a, a, out=c)
 
     device = torch.cuda.get_device_name()
-    base, _ = _rate(tilecute_fn, args.threads, args.seconds)
-    cases = [("torch.add", *_rate(torch_fn, args.threads, args.seconds)), ("tilecute", base, 0.0)]
-    cases.append(("tilecute (release_gil=False)",
-                  *_rate(lambda: tilecute_fn(holding), args.threads, args.seconds)))
+    # the steady cases, interleaved over --rounds (the rate drifts between runs by more
+    # than the cases differ): the median of each, and of its per-round ratio to torch.add
+    steady = {"torch.add": torch_fn, "tilecute": tilecute_fn,
+              "tilecute (release_gil=False)": lambda: tilecute_fn(holding)}
+    rates = {name: [] for name in steady}
+    for r in range(args.rounds):
+        names = list(steady)[r % len(steady):] + list(steady)[:r % len(steady)]
+        for name in names:
+            rates[name].append(_rate(steady[name], args.threads, args.seconds)[0])
+    base = statistics.median(rates["tilecute"])
+    cases = [(name, statistics.median(rates[name]), 0.0) for name in steady]
     cases.append(("tilecute+compile",
                   *_rate(tilecute_fn, args.threads, args.seconds, lambda: _compile_new(args.kernels))))
     os.environ["TILECUTE_CUBIN_WORKER"] = "0"
@@ -141,6 +153,10 @@ def main():
     for name, rate, compile_s in cases:
         line = {"case": name, "threads": args.threads, "launches_per_s": round(rate),
                 "ratio_to_tilecute_alone": round(rate / base, 3), "device": device}
+        if name in rates:
+            line["rounds"] = [round(x) for x in rates[name]]
+            line["ratio_to_torch_add"] = round(statistics.median(
+                x / t for x, t in zip(rates[name], rates["torch.add"])), 3)
         if compile_s:
             line["compile_thread_s"] = round(compile_s, 2)
             line["kernels_compiled"] = args.kernels
