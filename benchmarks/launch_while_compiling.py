@@ -9,13 +9,16 @@ CUDA stream for ``--seconds``; the launches of all threads are counted.  Cases, 
 * ``tilecute (release_gil=False)``: the same kernel compiled with ``release_gil=False``
   (each call holds the GIL through the launch; docs/performance.md, "Launching from
   several threads");
+* ``tilecute (ffi.Tensor args, stream handle)``: the kernel called with its static
+  buffers converted once (``tvm_ffi.from_dlpack``) and a stream handle: what a call costs
+  without TVM FFI's per-call conversion of torch tensors (docs/performance.md);
 * ``tilecute+compile``: the same while one more thread compiles ``--kernels`` new
   kernels (tilecute.compile of fresh programs and their first call, which produces the
   cubin), with the cubin step out of process (tilecute.runtime.cubin_worker, the default);
 * ``tilecute+compile-inproc``: the same with ``TILECUTE_CUBIN_WORKER=0`` (cute.compile in
   the launching process, holding its interpreter).
 
-The three steady cases run ``--rounds`` times, interleaved, each reported as its median
+The four steady cases run ``--rounds`` times, interleaved, each reported as its median
 with the per-round rates and the median of its per-round ratios to ``torch.add``.
 Prints one JSON line per case (launches/s, and for the compile cases the ratio to the
 ``tilecute`` case: the goal is >= 0.8) and the compile thread's wall time.
@@ -132,11 +135,24 @@ def main():
         c = torch.empty_like(a)
         return lambda: torch.add(a, a, out=c)
 
+    def prepared_fn():
+        """Static buffers converted once (``tvm_ffi.from_dlpack``) and the stream passed as
+        a handle: no DLPack conversion and no stream lookup per call (a stream of the
+        thread's own, made here)."""
+        import tvm_ffi
+
+        a = torch.randn(1024, device="cuda", dtype=torch.float16)
+        c = torch.empty_like(a)
+        kernel(a, a, c)
+        ta, tc, stream = tvm_ffi.from_dlpack(a), tvm_ffi.from_dlpack(c), torch.cuda.Stream()
+        return lambda h=stream.cuda_stream: kernel(ta, ta, tc, h)
+
     device = torch.cuda.get_device_name()
     # the steady cases, interleaved over --rounds (the rate drifts between runs by more
     # than the cases differ): the median of each, and of its per-round ratio to torch.add
     steady = {"torch.add": torch_fn, "tilecute": tilecute_fn,
-              "tilecute (release_gil=False)": lambda: tilecute_fn(holding)}
+              "tilecute (release_gil=False)": lambda: tilecute_fn(holding),
+              "tilecute (ffi.Tensor args, stream handle)": prepared_fn}
     rates = {name: [] for name in steady}
     for r in range(args.rounds):
         names = list(steady)[r % len(steady):] + list(steady)[:r % len(steady)]
