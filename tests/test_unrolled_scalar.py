@@ -108,3 +108,86 @@ def test_float_casts_of_unrolled_indices_round_at_their_width():
     assert torch.equal(b.cpu(), want_b.expand(32, 8))
     assert torch.equal(c.cpu(), want_c.expand(32, 8))
     assert torch.equal(d.cpu(), want_d.expand(32, 8))
+
+
+# the other range_constexpr indices are Python ints too: a T.vectorized loop's (its lanes,
+# i + lane, unroll by range_constexpr) and a replicated T.Parallel nest's (every thread runs it
+# whole, unrolled); their float casts stored the unrounded number (3001 for float16's 3000)
+VECTORIZED_AND_REPLICATED_CASTS = """
+import tilecute.language as T
+
+
+@T.prim_func
+def vectorized_and_replicated_casts(B: T.Tensor((32, 8), "float32"), C: T.Tensor((32, 8), "float32")):
+    with T.Kernel(1, threads=32) as bx:
+        tx = T.get_thread_binding()
+        for i in T.vectorized(8):
+            B[tx, i] = T.Cast("float32", T.Cast("float16", i * 1000 + 1))
+        acc = T.alloc_local((8,), "float32")
+        for i in T.Parallel(8):
+            acc[i] = T.Cast("float32", T.Cast("float16", i * 1000 + 3))
+        for i in T.serial(8):
+            C[tx, i] = acc[i]
+"""
+
+
+def test_float_casts_of_vectorized_and_replicated_indices_are_runtime_values():
+    kernel = tilecute.compile(T.from_script(VECTORIZED_AND_REPLICATED_CASTS))
+    src = kernel.get_kernel_source()
+    assert "cutlass.range_constexpr(0, 8, " in src  # (the vectorized loop)
+    assert "tcmath.as_float((i + tc_lane" in src and " * 1000 + 1, cutlass.Float16)" in src
+    assert "for i_1_ in cutlass.range_constexpr(0, 8):" in src  # (the replicated nest)
+    assert "tcmath.as_float(i_1_ * 1000 + 3, cutlass.Float16)" in src
+    import struct
+    with open(kernel.ensure_cubin(), "rb") as f:
+        cubin = f.read()
+    # 3001 and 5001 round to float16's 3000 and 5000; 3003 to 3004, 5003 to 5004
+    for rounded, unrounded in ((3000, 3001), (5000, 5001), (3004, 3003), (5004, 5003)):
+        assert struct.pack("<f", rounded) in cubin and struct.pack("<f", unrounded) not in cubin
+
+
+@pytest.mark.gpu
+def test_float_casts_of_vectorized_and_replicated_indices_round_at_their_width():
+    import torch
+
+    b = torch.empty(32, 8, device="cuda")
+    c = torch.empty(32, 8, device="cuda")
+    tilecute.compile(T.from_script(VECTORIZED_AND_REPLICATED_CASTS))(b, c)
+    i = torch.arange(8)
+    assert torch.equal(b.cpu(), (i * 1000 + 1).to(torch.float16).float().expand(32, 8))
+    assert torch.equal(c.cpu(), (i * 1000 + 3).to(torch.float16).float().expand(32, 8))
+
+
+# a T.Parallel nest spread over the threads in unrolled steps binds a variable that moves only
+# with the step (i = tc_k * 512 // 1024: 4 rows of 1024, 128 threads of 4 lanes) to a Python
+# int: a condition on it is a Python bool, which CuTe DSL's select_ refused ('The condition
+# must be a Runtime value')
+SPREAD_STEP_SELECT = """
+import tilecute.language as T
+
+
+@T.prim_func
+def spread_step_select(A: T.Tensor((4, 1024), "float32"), B: T.Tensor((4, 1024), "float32")):
+    with T.Kernel(1, threads=128) as bx:
+        for i, j in T.Parallel(4, 1024):
+            B[i, j] = T.if_then_else(i < 2, A[i, j], -A[i, j])
+"""
+
+
+def test_condition_on_a_step_index_of_a_spread_nest_builds():
+    kernel = tilecute.compile(T.from_script(SPREAD_STEP_SELECT))
+    src = kernel.get_kernel_source()
+    assert "cutlass.range_constexpr(8)" in src and "i = tc_k1 * 512 // 1024" in src
+    assert "cutlass.select_(i < 2" not in src and "tcmath.select(i < 2, " in src
+    kernel.ensure_cubin()
+
+
+@pytest.mark.gpu
+def test_condition_on_a_step_index_of_a_spread_nest_matches_torch():
+    import torch
+
+    a = torch.randn(4, 1024, device="cuda")
+    b = torch.empty(4, 1024, device="cuda")
+    tilecute.compile(T.from_script(SPREAD_STEP_SELECT))(a, b)
+    rows = torch.arange(4, device="cuda")[:, None]
+    torch.testing.assert_close(b, torch.where(rows < 2, a, -a))

@@ -459,9 +459,10 @@ class KernelEmitter:
         else:
             lo = value_range(s.start, self.ranges)[0]
             self.ranges[s.var.name] = (lo, None)
-        # a constant-unrolled loop's index is a Python int, a run-time loop's a cutlass value
+        # a constant-unrolled loop's index is a Python int (a T.vectorized loop's too: its
+        # lanes, i + lane, unroll by range_constexpr), a run-time loop's a cutlass value
         constexpr = rng.startswith("cutlass.range_constexpr")
-        self.exprs.bind(s.var.name, Py.CUTLASS if not constexpr else Py.MAYBE if s.vectors else Py.PYTHON)
+        self.exprs.bind(s.var.name, Py.PYTHON if constexpr else Py.CUTLASS)
         var = ident(s.var.name)
         self.out.line(depth, f"for {var} in {rng}:")
         entry = self.mma.loop_entry(s.body)

@@ -207,7 +207,8 @@ class NestEmitter:
         for lp, extent in zip(loops, extents):
             rest //= extent
             start = int(lp.start.value)
-            if static_k and rest % per_step == 0:
+            per_step_only = static_k and rest % per_step == 0
+            if per_step_only:
                 # the same for every thread of a step: a compile-time value
                 value = f"{step} * {per_step} // {rest}" if rest > 1 else f"{step} * {per_step}"
                 if lp is not loops[0]:
@@ -221,7 +222,8 @@ class NestEmitter:
                 value = f"{value} + {start}"
             out.line(inner, f"{ident(lp.var.name)} = {value}")
             k.ranges[lp.var.name] = (start, start + extent - 1)
-            k.exprs.bind(lp.var.name, Py.CUTLASS)  # (of the thread index)
+            # (a Python int where it is the unrolled step's alone, else of the thread index)
+            k.exprs.bind(lp.var.name, Py.PYTHON if per_step_only else Py.CUTLASS)
         # the nest's variables that are the same at every step of this thread (a step
         # moves the flat index by a whole number of their periods): a vector load at
         # such indices reads the same elements at every step
@@ -382,7 +384,7 @@ class NestEmitter:
             rng = "cutlass.range_constexpr" if total <= REPLICATED_UNROLL else "cutlass.range"
             self.k.out.line(depth, f"for {ident(lp.var.name)} in {rng}({start}, {stop}):")
             self.k.ranges[lp.var.name] = (start, stop - 1)
-            self.k.exprs.bind(lp.var.name, Py.MAYBE if rng == "cutlass.range_constexpr" else Py.CUTLASS)
+            self.k.exprs.bind(lp.var.name, Py.PYTHON if rng == "cutlass.range_constexpr" else Py.CUTLASS)
             depth += 1
         drawn = [x for x in walk_nodes(loops[-1].body)
                  if isinstance(x, N.Call) and x.name in N.ATOMIC_RETURNS + N.RNG_DRAWS]
