@@ -97,6 +97,10 @@ APPROX = {
     "tan_approx": "(cute.math.sin({x}, approx=True, ftz=True) / cute.math.cos({x}, approx=True, ftz=True))",
 }
 THREAD_IDX = ("tc_tx", "tc_ty", "tc_tz")  # what the kernel binds cute.arch.thread_idx() to
+# intrinsics printed as Python operators of their arguments (``(a + b - 1) // b``, ``a * b +
+# c``) or as a runtime.cute.math helper that folds Python ints (truncdiv, truncmod): a
+# Python value where their arguments are (ExprPrinter.python_kind; an integer abs too)
+PYTHON_CALLS = ("ceildiv", "fma", "truncdiv", "truncmod")
 
 
 class Py(enum.IntEnum):
@@ -396,7 +400,7 @@ class ExprPrinter:
                 # the promoted Select is a cutlass.select_ of Int32 values, whose MLIR value
                 # has no sign (CuTe DSL's float conversions refuse it): name its type
                 text = f"cutlass.Int32({text})"
-            if e.dtype in ("float16", "bfloat16", "float32") and \
+            if (e.dtype in ("float16", "bfloat16", "float32") or _fp8(e.dtype)) and \
                     not isinstance(e.value, N.Const) and self.surely_python(e.value):
                 # CuTe DSL keeps a Python number unrounded in a cutlass float: a runtime value
                 self.use("math")
@@ -565,10 +569,9 @@ class ExprPrinter:
         return f"0 - ({neg} - {neg} // {c} * {c})", PREC["sub"]
 
     def select_fn(self, cond: N.Expr) -> str:
-        """``cutlass.select_``, which takes a runtime condition only; a condition on a loop
-        or thread index and no load may be a Python bool in the generated code (an index of a
-        constant-unrolled loop, alone or short-circuiting an ``and`` / ``or``):
-        ``tcmath.select`` picks then."""
+        """``cutlass.select_``, which takes a runtime condition only; where the condition
+        may be a Python bool in the generated code (:meth:`python_kind`: of constant-unrolled
+        loop indices, alone or short-circuiting an ``and`` / ``or``), ``tcmath.select``."""
         if not self.maybe_python(cond):
             return "cutlass.select_"
         self.use("math")
@@ -584,19 +587,28 @@ class ExprPrinter:
 
     def python_kind(self, e: N.Expr) -> "Py":
         """Whether ``e`` is a Python value in the generated code (a number or bool while the
-        kernel is traced), maybe one, or surely a cutlass value: constants and the names of
-        :attr:`python` are Python values; a load, a name of a run-time value (a block or
-        thread index, a run-time loop's index, a scalar parameter) and a call (but
-        ``T.truncdiv`` / ``T.truncmod``, which ``tcmath`` folds for two Python ints) are
-        cutlass values; an operator is a Python value where all its operands are."""
+        kernel is traced, or a cutlass number holding one), maybe one, or surely a cutlass
+        value: constants and the names of :attr:`python` are Python values; a load, a name of
+        a run-time value (a block or thread index, a run-time loop's index, a scalar
+        parameter) and a call (but ``PYTHON_CALLS`` and an integer abs) are cutlass values;
+        an operator, a cast to an integer or float64 and a select (``tcmath.select`` of a
+        Python condition picks a branch; a condition known here prints that branch alone)
+        are Python values where all their operands are.  The one rule for the printing that
+        depends on it: ``tcmath.select`` for a condition that may be a Python bool, a float
+        cast of a Python number through ``tcmath.as_float``, clz / reinterpret naming the
+        type of an operand that may be a Python number."""
         if isinstance(e, N.Const):
             return Py.PYTHON
         if isinstance(e, N.Var):
             return self.python.get(e.name, Py.CUTLASS)
         if isinstance(e, N.Load):
             return Py.CUTLASS
-        if isinstance(e, N.Call) and e.name not in ("truncdiv", "truncmod"):
+        if isinstance(e, N.Call) and not (e.name in PYTHON_CALLS or _int_abs(e)):
             return Py.CUTLASS  # (T.get_thread_binding's thread_idx, math ...)
+        if isinstance(e, N.Select):
+            known = decided(e.cond, self.ranges)  # (printed as the branch it picks)
+            if known is not None:
+                return self.python_kind(e.a if known else e.b)
         kids = [self.python_kind(x) for f in dataclasses.fields(e) if f.name != "loc"
                 for x in _exprs(getattr(e, f.name))]
         if isinstance(e, N.Logic):
@@ -604,7 +616,9 @@ class ExprPrinter:
             # DSL's preprocessor: `and_(a, b)`): one Python operand may make either
             return Py.MAYBE if any(k is not Py.CUTLASS for k in kids) else Py.CUTLASS
         kind = min(kids)  # (all Python: Python; any cutlass: cutlass)
-        if isinstance(e, N.Select) or (isinstance(e, N.Cast) and not N.is_int(e.dtype)):
+        if isinstance(e, N.Cast) and not (N.is_int(e.dtype) or e.dtype == "float64"):
+            # (a cutlass integer or Float64 holds a Python number; a cast that tcmath.as_float
+            # makes a run-time value, a bool's or an fp4 / e8m0 helper's: maybe one)
             return min(kind, Py.MAYBE)
         return kind
 
