@@ -108,3 +108,148 @@ def test_float_casts_of_unrolled_indices_round_at_their_width():
     assert torch.equal(b.cpu(), want_b.expand(32, 8))
     assert torch.equal(c.cpu(), want_c.expand(32, 8))
     assert torch.equal(d.cpu(), want_d.expand(32, 8))
+
+
+# the other range_constexpr indices are Python ints too: a T.vectorized loop's (its lanes,
+# i + lane, unroll by range_constexpr) and a replicated T.Parallel nest's (every thread runs it
+# whole, unrolled); their float casts stored the unrounded number (3001 for float16's 3000)
+VECTORIZED_AND_REPLICATED_CASTS = """
+import tilecute.language as T
+
+
+@T.prim_func
+def vectorized_and_replicated_casts(B: T.Tensor((32, 8), "float32"), C: T.Tensor((32, 8), "float32")):
+    with T.Kernel(1, threads=32) as bx:
+        tx = T.get_thread_binding()
+        for i in T.vectorized(8):
+            B[tx, i] = T.Cast("float32", T.Cast("float16", i * 1000 + 1))
+        acc = T.alloc_local((8,), "float32")
+        for i in T.Parallel(8):
+            acc[i] = T.Cast("float32", T.Cast("float16", i * 1000 + 3))
+        for i in T.serial(8):
+            C[tx, i] = acc[i]
+"""
+
+
+def test_float_casts_of_vectorized_and_replicated_indices_are_runtime_values():
+    kernel = tilecute.compile(T.from_script(VECTORIZED_AND_REPLICATED_CASTS))
+    src = kernel.get_kernel_source()
+    assert "cutlass.range_constexpr(0, 8, " in src  # (the vectorized loop)
+    assert "tcmath.as_float((i + tc_lane" in src and " * 1000 + 1, cutlass.Float16)" in src
+    assert "for i_1_ in cutlass.range_constexpr(0, 8):" in src  # (the replicated nest)
+    assert "tcmath.as_float(i_1_ * 1000 + 3, cutlass.Float16)" in src
+    import struct
+    with open(kernel.ensure_cubin(), "rb") as f:
+        cubin = f.read()
+    # 3001 and 5001 round to float16's 3000 and 5000; 3003 to 3004, 5003 to 5004
+    for rounded, unrounded in ((3000, 3001), (5000, 5001), (3004, 3003), (5004, 5003)):
+        assert struct.pack("<f", rounded) in cubin and struct.pack("<f", unrounded) not in cubin
+
+
+@pytest.mark.gpu
+def test_float_casts_of_vectorized_and_replicated_indices_round_at_their_width():
+    import torch
+
+    b = torch.empty(32, 8, device="cuda")
+    c = torch.empty(32, 8, device="cuda")
+    tilecute.compile(T.from_script(VECTORIZED_AND_REPLICATED_CASTS))(b, c)
+    i = torch.arange(8)
+    assert torch.equal(b.cpu(), (i * 1000 + 1).to(torch.float16).float().expand(32, 8))
+    assert torch.equal(c.cpu(), (i * 1000 + 3).to(torch.float16).float().expand(32, 8))
+
+
+# a T.Parallel nest spread over the threads in unrolled steps binds a variable that moves only
+# with the step (i = tc_k * 512 // 1024: 4 rows of 1024, 128 threads of 4 lanes) to a Python
+# int: a condition on it is a Python bool, which CuTe DSL's select_ refused ('The condition
+# must be a Runtime value')
+SPREAD_STEP_SELECT = """
+import tilecute.language as T
+
+
+@T.prim_func
+def spread_step_select(A: T.Tensor((4, 1024), "float32"), B: T.Tensor((4, 1024), "float32")):
+    with T.Kernel(1, threads=128) as bx:
+        for i, j in T.Parallel(4, 1024):
+            B[i, j] = T.if_then_else(i < 2, A[i, j], -A[i, j])
+"""
+
+
+def test_condition_on_a_step_index_of_a_spread_nest_builds():
+    kernel = tilecute.compile(T.from_script(SPREAD_STEP_SELECT))
+    src = kernel.get_kernel_source()
+    assert "cutlass.range_constexpr(8)" in src and "i = tc_k1 * 512 // 1024" in src
+    assert "cutlass.select_(i < 2" not in src and "tcmath.select(i < 2, " in src
+    kernel.ensure_cubin()
+
+
+@pytest.mark.gpu
+def test_condition_on_a_step_index_of_a_spread_nest_matches_torch():
+    import torch
+
+    a = torch.randn(4, 1024, device="cuda")
+    b = torch.empty(4, 1024, device="cuda")
+    tilecute.compile(T.from_script(SPREAD_STEP_SELECT))(a, b)
+    rows = torch.arange(4, device="cuda")[:, None]
+    torch.testing.assert_close(b, torch.where(rows < 2, a, -a))
+
+
+# more forms whose value is a Python number where their operands are: T.ceildiv (printed
+# (a + b - 1) // b) and an integer T.abs (abs(x)) in a condition (cutlass.select_ of a Python
+# bool: the cubin build failed, fuzz seeds scalar_154 / scalar_238), a T.if_then_else of Python
+# values (tcmath.select picks a Python branch), one whose condition is known (printed as its
+# branch), a float64 cast (a Float64 holding the Python number) and an fp8 cast: their float
+# casts kept the unrounded number (3001 for float16's 3000, 23 for float8_e4m3's 24)
+PYTHON_VALUED_FORMS = """
+import tilecute.language as T
+
+
+@T.prim_func
+def python_valued_forms(A: T.Tensor((32, 8), "float32"), B: T.Tensor((32, 8), "float32"),
+                        C: T.Tensor((32, 8), "float32"), D: T.Tensor((32, 8), "float32"),
+                        E: T.Tensor((32, 8), "float32")):
+    with T.Kernel(1, threads=32) as bx:
+        tx = T.get_thread_binding()
+        for i in T.unroll(8):
+            A[tx, i] = T.if_then_else(T.ceildiv(i, 3) < 2, 1.0, -1.0) + T.if_then_else(T.abs(i - 4) > 1, 10.0, 0.0)
+            B[tx, i] = T.Cast("float32", T.Cast("float16", T.if_then_else(i < 5, i * 1000 + 1, 7)))
+            C[tx, i] = T.Cast("float32", T.Cast("float16", T.Cast("float64", i * 1000 + 3)))
+            D[tx, i] = T.Cast("float32", T.Cast("float16", T.if_then_else(i < 100, i * 1000 + 7, tx)))
+            E[tx, i] = T.Cast("float32", T.Cast("float8_e4m3", i * 3 + 2))
+"""
+
+
+def test_python_valued_forms_are_python_values():
+    kernel = tilecute.compile(T.from_script(PYTHON_VALUED_FORMS))
+    src = kernel.get_kernel_source()
+    assert "tcmath.select((i + 3 - 1) // 3 < 2, " in src and "tcmath.select(abs(i - 4) > 1, " in src
+    assert "cutlass.select_" not in src
+    assert "tcmath.as_float(cutlass.Int32(tcmath.select(i < 5, i * 1000 + 1, 7)), cutlass.Float16)" in src
+    assert "tcmath.as_float(cutlass.Float64(i * 1000 + 3), cutlass.Float16)" in src
+    assert "tcmath.as_float(i * 1000 + 7, cutlass.Float16)" in src
+    assert "tcmath.as_float(i * 3 + 2, cutlass.Float8E4M3FN)" in src
+    import struct
+    with open(kernel.ensure_cubin(), "rb") as f:
+        cubin = f.read()
+    # B: 3001, 4001 -> float16's 3000, 4000; C: 3003, 5003 -> 3004, 5004; D: 3007, 5007 ->
+    # 3008, 5008; E: 23 -> float8_e4m3's 24, 17 -> 16
+    for rounded, unrounded in ((3000, 3001), (4000, 4001), (3004, 3003), (5004, 5003),
+                               (3008, 3007), (5008, 5007), (24, 23), (16, 17)):
+        assert struct.pack("<f", rounded) in cubin and struct.pack("<f", unrounded) not in cubin
+
+
+@pytest.mark.gpu
+def test_python_valued_forms_match_torch():
+    import torch
+
+    outs = [torch.empty(32, 8, device="cuda") for _ in range(5)]
+    tilecute.compile(T.from_script(PYTHON_VALUED_FORMS))(*outs)
+    i = torch.arange(8)
+    want = [
+        torch.where((i + 2) // 3 < 2, 1.0, -1.0) + torch.where((i - 4).abs() > 1, 10.0, 0.0),
+        torch.where(i < 5, i * 1000 + 1, 7).to(torch.float16).float(),
+        (i * 1000 + 3).double().to(torch.float16).float(),
+        (i * 1000 + 7).to(torch.float16).float(),
+        (i * 3 + 2).float().to(torch.float8_e4m3fn).float(),
+    ]
+    for got, w in zip(outs, want):
+        assert torch.equal(got.cpu(), w.expand(32, 8))

@@ -9,6 +9,7 @@ CUTLASS.
 from __future__ import annotations
 
 import dataclasses
+import enum
 
 from typing import Callable
 
@@ -96,6 +97,18 @@ APPROX = {
     "tan_approx": "(cute.math.sin({x}, approx=True, ftz=True) / cute.math.cos({x}, approx=True, ftz=True))",
 }
 THREAD_IDX = ("tc_tx", "tc_ty", "tc_tz")  # what the kernel binds cute.arch.thread_idx() to
+# intrinsics printed as Python operators of their arguments (``(a + b - 1) // b``, ``a * b +
+# c``) or as a runtime.cute.math helper that folds Python ints (truncdiv, truncmod): a
+# Python value where their arguments are (ExprPrinter.python_kind; an integer abs too)
+PYTHON_CALLS = ("ceildiv", "fma", "truncdiv", "truncmod")
+
+
+class Py(enum.IntEnum):
+    """What an expression is in the generated code while the kernel is traced, ordered so
+    that an operator all of whose operands must be Python values is the least of them."""
+    CUTLASS = 0  # surely a cutlass (MLIR) value
+    MAYBE = 1  # maybe a Python value (an `and` / `or` short-circuiting to a Python operand)
+    PYTHON = 2  # surely a Python number or bool (constants, constant-unrolled indices)
 
 
 def _fp8(dtype: str) -> bool:
@@ -221,18 +234,15 @@ class ExprPrinter:
                  fail: Callable[[object, str], None],
                  use: Callable[[str], None] | None = None):
         self.ranges = ranges
-        self.runtime: set[str] = set()  # names never a Python value (block and thread indices,
-        # run-time loops, a nest's indices of the thread)
         self.load = load
         self.fail = fail
         self.use = use or self._no_helpers  # records a runtime.cute helper module it calls
         self.subst: dict[str, str] = {}
-        # names bound by a Let to a value that may be a Python one (a stepped constant-unrolled
-        # loop's index, ``i = 2 + i_iter * 3``): :meth:`maybe_python` reads them as their values
-        self.python_lets: set[str] = set()
-        # the indices of constant-unrolled loops (``cutlass.range_constexpr``) and names bound to
-        # Python numbers made of them: Python ints in the generated code
-        self.python_names: set[str] = set()
+        # the names that are, or may be, Python values in the generated code (:class:`Py`;
+        # any other name is a cutlass value): indices of constant-unrolled loops
+        # (``cutlass.range_constexpr``) and names a Let binds to values made of them.  The
+        # emitters bind each name as they print it (:meth:`bind`)
+        self.python: dict[str, Py] = {}
         # the barrier of the threads the body maps onto, (id, thread count; 0: the whole
         # block), for T.syncthreads_count/_and/_or (the kernel emitter sets it per region)
         self.block_barrier: Callable[[], tuple[int, int]] = lambda: (0, 0)
@@ -390,7 +400,8 @@ class ExprPrinter:
                 # the promoted Select is a cutlass.select_ of Int32 values, whose MLIR value
                 # has no sign (CuTe DSL's float conversions refuse it): name its type
                 text = f"cutlass.Int32({text})"
-            if e.dtype in ("float16", "bfloat16", "float32") and self.python_only(e.value):
+            if (e.dtype in ("float16", "bfloat16", "float32") or _fp8(e.dtype)) and \
+                    not isinstance(e.value, N.Const) and self.surely_python(e.value):
                 # CuTe DSL keeps a Python number unrounded in a cutlass float: a runtime value
                 self.use("math")
                 return f"tcmath.as_float({text}, {cute_type(e.dtype)})", ATOM
@@ -558,55 +569,67 @@ class ExprPrinter:
         return f"0 - ({neg} - {neg} // {c} * {c})", PREC["sub"]
 
     def select_fn(self, cond: N.Expr) -> str:
-        """``cutlass.select_``, which takes a runtime condition only; a condition on a loop
-        or thread index and no load may be a Python bool in the generated code (an index of a
-        constant-unrolled loop, alone or short-circuiting an ``and`` / ``or``):
-        ``tcmath.select`` picks then."""
+        """``cutlass.select_``, which takes a runtime condition only; where the condition
+        may be a Python bool in the generated code (:meth:`python_kind`: of constant-unrolled
+        loop indices, alone or short-circuiting an ``and`` / ``or``), ``tcmath.select``."""
         if not self.maybe_python(cond):
             return "cutlass.select_"
         self.use("math")
         return "tcmath.select"
 
-    def python_only(self, e: N.Expr) -> bool:
-        """Whether ``e`` is a Python number in the generated code and no constant: made of
-        constants and indices of constant-unrolled loops (``range_constexpr``) only."""
-        if isinstance(e, N.Const):
-            return False
-        return self._python(e)
+    def bind(self, name: str, kind: "Py") -> None:
+        """Record what the name ``name`` is bound to in the generated code (a loop's index,
+        a Let's value): a Python value, maybe one, or a cutlass value."""
+        if kind is Py.CUTLASS:
+            self.python.pop(name, None)
+        else:
+            self.python[name] = kind
 
-    def _python(self, e: N.Expr) -> bool:
+    def python_kind(self, e: N.Expr) -> "Py":
+        """Whether ``e`` is a Python value in the generated code (a number or bool while the
+        kernel is traced, or a cutlass number holding one), maybe one, or surely a cutlass
+        value: constants and the names of :attr:`python` are Python values; a load, a name of
+        a run-time value (a block or thread index, a run-time loop's index, a scalar
+        parameter) and a call (but ``PYTHON_CALLS`` and an integer abs) are cutlass values;
+        an operator, a cast to an integer or float64 and a select (``tcmath.select`` of a
+        Python condition picks a branch; a condition known here prints that branch alone)
+        are Python values where all their operands are.  The one rule for the printing that
+        depends on it: ``tcmath.select`` for a condition that may be a Python bool, a float
+        cast of a Python number through ``tcmath.as_float``, clz / reinterpret naming the
+        type of an operand that may be a Python number."""
         if isinstance(e, N.Const):
-            return True
+            return Py.PYTHON
         if isinstance(e, N.Var):
-            return e.name in self.python_names
-        if isinstance(e, N.Cast):  # (a cutlass integer holds a Python int; a float one is made
-            return N.is_int(e.dtype) and self._python(e.value)  # a runtime value above)
-        if isinstance(e, N.Call) and e.name in ("truncdiv", "truncmod"):
-            return all(self._python(x) for x in e.args)  # (tcmath folds two Python ints)
-        if isinstance(e, (N.Load, N.Call, N.Select, N.Logic)):
-            return False  # (a call or a select may make a cutlass value)
-        kids = [x for f in dataclasses.fields(e) if f.name != "loc"
-                for x in _exprs(getattr(e, f.name))]
-        return all(self._python(x) for x in kids)
-
-    def maybe_python(self, e: N.Expr) -> bool:
-        """Whether ``e`` may be a Python value in the generated code: made of constants and
-        loop / thread indices only, or an ``and`` / ``or`` one of whose operands is (Python
-        short-circuits to it)."""
-        if isinstance(e, N.Const):
-            return True
-        if isinstance(e, N.Var):
-            return (e.name in self.ranges and e.name not in self.runtime) or \
-                e.name in self.python_lets
+            return self.python.get(e.name, Py.CUTLASS)
         if isinstance(e, N.Load):
-            return False
-        if isinstance(e, N.Call) and e.name not in ("truncdiv", "truncmod"):
-            return False  # (a call makes a cutlass value: T.get_thread_binding, math ...)
-        kids = [x for f in dataclasses.fields(e) if f.name != "loc"
+            return Py.CUTLASS
+        if isinstance(e, N.Call) and not (e.name in PYTHON_CALLS or _int_abs(e)):
+            return Py.CUTLASS  # (T.get_thread_binding's thread_idx, math ...)
+        if isinstance(e, N.Select):
+            known = decided(e.cond, self.ranges)  # (printed as the branch it picks)
+            if known is not None:
+                return self.python_kind(e.a if known else e.b)
+        kids = [self.python_kind(x) for f in dataclasses.fields(e) if f.name != "loc"
                 for x in _exprs(getattr(e, f.name))]
         if isinstance(e, N.Logic):
-            return any(self.maybe_python(x) for x in kids)
-        return all(self.maybe_python(x) for x in kids)
+            # Python's `a and b` is `a` where `a` is a Python false value, else `b` (CuTe
+            # DSL's preprocessor: `and_(a, b)`): one Python operand may make either
+            return Py.MAYBE if any(k is not Py.CUTLASS for k in kids) else Py.CUTLASS
+        kind = min(kids)  # (all Python: Python; any cutlass: cutlass)
+        if isinstance(e, N.Cast) and not (N.is_int(e.dtype) or e.dtype == "float64"):
+            # (a cutlass integer or Float64 holds a Python number; a cast that tcmath.as_float
+            # makes a run-time value, a bool's or an fp4 / e8m0 helper's: maybe one)
+            return min(kind, Py.MAYBE)
+        return kind
+
+    def maybe_python(self, e: N.Expr) -> bool:
+        """Whether ``e`` may be a Python value in the generated code (:meth:`python_kind`)."""
+        return self.python_kind(e) is not Py.CUTLASS
+
+    def surely_python(self, e: N.Expr) -> bool:
+        """Whether ``e`` is surely a Python value in the generated code
+        (:meth:`python_kind`)."""
+        return self.python_kind(e) is Py.PYTHON
 
     def _integer(self, e: N.Call):
         """C's ``/`` and ``%`` (``runtime.cute.math``), ``popc``, ``clz`` (an int32)."""

@@ -24,7 +24,7 @@ from ..transform.launch_abi import KernelPlan
 from ..transform.overlap_mma import TURN_BARRIER
 from ..ir.visitor import BODY_FIELDS, walk_nodes
 from .bounds import Bounds, load_key
-from .expr import E8M0, FP4, PREC, ExprPrinter, chain, cute_type, memory_type, register_type
+from .expr import E8M0, FP4, PREC, ExprPrinter, Py, chain, cute_type, memory_type, register_type
 from .memory import SharedMemory, flat_index, shared_index, vector_view
 from .mma import MmaEmitter, merge
 from .nests import NestEmitter
@@ -270,12 +270,9 @@ class KernelEmitter:
     def let(self, s: N.Let, depth: int) -> None:
         self.out.line(depth, f"{ident(s.var.name)} = {self.exprs.expr(s.value)}")
         self.bounds.known.let(s.var, s.value, s.within)
-        if self.exprs.maybe_python(s.value):
-            self.exprs.python_lets.add(s.var.name)
-        else:  # (a name of a run-time value: t = T.get_thread_binding())
-            self.exprs.runtime.add(s.var.name)
-        if self.exprs._python(s.value):
-            self.exprs.python_names.add(s.var.name)
+        # (a Python value where its value is one: i = 2 + i_iter * 3 of a constant-unrolled
+        # i_iter; a run-time one where it is: t = T.get_thread_binding())
+        self.exprs.bind(s.var.name, self.exprs.python_kind(s.value))
 
     def store(self, s: N.Store, depth: int) -> None:
         expr = self.exprs.expr
@@ -462,10 +459,10 @@ class KernelEmitter:
         else:
             lo = value_range(s.start, self.ranges)[0]
             self.ranges[s.var.name] = (lo, None)
-        if not rng.startswith("cutlass.range_constexpr"):
-            self.exprs.runtime.add(s.var.name)  # (a run-time loop index: never a Python int)
-        elif not s.vectors:
-            self.exprs.python_names.add(s.var.name)
+        # a constant-unrolled loop's index is a Python int (a T.vectorized loop's too: its
+        # lanes, i + lane, unroll by range_constexpr), a run-time loop's a cutlass value
+        constexpr = rng.startswith("cutlass.range_constexpr")
+        self.exprs.bind(s.var.name, Py.PYTHON if constexpr else Py.CUTLASS)
         var = ident(s.var.name)
         self.out.line(depth, f"for {var} in {rng}:")
         entry = self.mma.loop_entry(s.body)
@@ -1230,11 +1227,9 @@ class KernelEmitter:
             out.line(1, "cute.arch.griddepcontrol_launch_dependents()")
         for d, t in enumerate(k.threads):
             self.ranges[f"thread_idx{d}"] = (0, t - 1 + (k.producer_threads if d == 0 else 0))
-            self.exprs.runtime.add(f"thread_idx{d}")
         for v, g in zip(k.block_vars, k.grid):
             hi = g.value - 1 if isinstance(g, N.Const) else None
-            self.ranges[v.name] = (0, hi)
-            self.exprs.runtime.add(v.name)
+            self.ranges[v.name] = (0, hi)  # (a cutlass value: no name of ExprPrinter.python)
             self.bounds.known.loop(v, N.Const(0, g.dtype), g)
         self.smem.carve(1)
         used = used_buffers(k.body)

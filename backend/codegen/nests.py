@@ -18,7 +18,7 @@ from ..ir import nodes as N
 from ..runtime.dtypes import DTYPES
 from ..ir.visitor import substitute, walk_nodes, walk_stmts
 from ..transform.analysis import accesses, let_values, mentions, parallel_nest, value_range
-from .expr import FP4, PREC, chain, register_type
+from .expr import FP4, PREC, Py, chain, register_type
 from .memory import flat_index, vector_view
 from .source import ident
 
@@ -207,7 +207,8 @@ class NestEmitter:
         for lp, extent in zip(loops, extents):
             rest //= extent
             start = int(lp.start.value)
-            if static_k and rest % per_step == 0:
+            per_step_only = static_k and rest % per_step == 0
+            if per_step_only:
                 # the same for every thread of a step: a compile-time value
                 value = f"{step} * {per_step} // {rest}" if rest > 1 else f"{step} * {per_step}"
                 if lp is not loops[0]:
@@ -221,7 +222,8 @@ class NestEmitter:
                 value = f"{value} + {start}"
             out.line(inner, f"{ident(lp.var.name)} = {value}")
             k.ranges[lp.var.name] = (start, start + extent - 1)
-            k.exprs.runtime.add(lp.var.name)  # (of the thread index)
+            # (a Python int where it is the unrolled step's alone, else of the thread index)
+            k.exprs.bind(lp.var.name, Py.PYTHON if per_step_only else Py.CUTLASS)
         # the nest's variables that are the same at every step of this thread (a step
         # moves the flat index by a whole number of their periods): a vector load at
         # such indices reads the same elements at every step
@@ -257,7 +259,7 @@ class NestEmitter:
             out.line(inner, f"{ident(lp.var.name)} = {value}")
             lo = value_range(lp.start, k.ranges)[0]
             k.ranges[lp.var.name] = (lo, None)
-            k.exprs.runtime.add(lp.var.name)
+            k.exprs.bind(lp.var.name, Py.CUTLASS)
         with k.bounds.known.scope():
             for lp in loops:  # (one lane per step: the variables' bounds are the loops')
                 k.bounds.known.loop(lp.var, lp.start, lp.extent)
@@ -287,7 +289,7 @@ class NestEmitter:
         out.line(depth + 1, f"{names} = {k.mma.coords[frag]}[{r}]")
         for lp in loops:
             k.ranges[lp.var.name] = (0, int(lp.extent.value) - 1)
-            k.exprs.runtime.add(lp.var.name)  # (a register's coordinates: of the thread)
+            k.exprs.bind(lp.var.name, Py.CUTLASS)  # (a register's coordinates: of the thread)
         self.mma_reg, self.mma_frag = r, frag
         self.lanes(loops[-1], width, depth + 1)
         self.mma_reg = self.mma_frag = None
@@ -320,12 +322,12 @@ class NestEmitter:
         depth += 1
         out.line(depth, f"{ident(loops[0].var.name)} = {k.mma.rows[frag]}[{q}]")
         k.ranges[loops[0].var.name] = (0, int(loops[0].extent.value) - 1)
-        k.exprs.runtime.add(loops[0].var.name)  # (a row of the thread's)
+        k.exprs.bind(loops[0].var.name, Py.CUTLASS)  # (a row of the thread's)
         for lp in loops[1:]:
             start, stop = int(lp.start.value), int(lp.start.value + lp.extent.value)
             out.line(depth, f"for {ident(lp.var.name)} in cutlass.range({start}, {stop}):")
             k.ranges[lp.var.name] = (start, stop - 1)
-            k.exprs.runtime.add(lp.var.name)
+            k.exprs.bind(lp.var.name, Py.CUTLASS)
             depth += 1
         self.row_reg, self.line_frag = q, frag
         with self.fetched_once(loops, frag):
@@ -345,7 +347,7 @@ class NestEmitter:
         depth += 1
         out.line(depth, f"{ident(loop.var.name)} = {k.mma.cols[frag]}[{q}]")
         k.ranges[loop.var.name] = (0, int(loop.extent.value) - 1)
-        k.exprs.runtime.add(loop.var.name)  # (a column of the thread's)
+        k.exprs.bind(loop.var.name, Py.CUTLASS)  # (a column of the thread's)
         self.col_reg, self.line_frag = q, frag
         with self.fetched_once(loops, frag):
             self.lanes(loop, width, depth)
@@ -382,8 +384,7 @@ class NestEmitter:
             rng = "cutlass.range_constexpr" if total <= REPLICATED_UNROLL else "cutlass.range"
             self.k.out.line(depth, f"for {ident(lp.var.name)} in {rng}({start}, {stop}):")
             self.k.ranges[lp.var.name] = (start, stop - 1)
-            if rng == "cutlass.range":
-                self.k.exprs.runtime.add(lp.var.name)
+            self.k.exprs.bind(lp.var.name, Py.PYTHON if rng == "cutlass.range_constexpr" else Py.CUTLASS)
             depth += 1
         drawn = [x for x in walk_nodes(loops[-1].body)
                  if isinstance(x, N.Call) and x.name in N.ATOMIC_RETURNS + N.RNG_DRAWS]
