@@ -97,8 +97,16 @@ class FrontendError(SyntaxError):
 
 
 class FrontendValueError(FrontendError, ValueError):
-    """A FrontendError where TileLang raises ValueError (a T.Ref macro argument that is
-    not a reference)."""
+    """A FrontendError where TileLang raises ValueError for the same form and argument (a
+    T.Ref macro argument that is not a reference, ``T.finalize_reducer``'s ``batch`` < 1,
+    an ``T.alloc_var`` float ``init`` past its dtype, an atomic's unsupported
+    ``memory_order``, a shared buffer's non-injective ``T.Layout``), so ``except
+    ValueError`` written for TileLang catches it."""
+
+
+class FrontendTypeError(FrontendError, TypeError):
+    """A FrontendError where TileLang raises TypeError (a T.* helper that raises
+    TypeError on its arguments, as TileLang's own helper does)."""
 
 
 class _BufferRef:
@@ -311,8 +319,8 @@ class _Args:
             self._values[name] = v
         return self._values[name]
 
-    def fail(self, name: str, msg: str) -> "FrontendError":
-        return self.parser.error(self.node(name), f"{self.prefix}{self.name}: {msg}")
+    def fail(self, name: str, msg: str, kind: type = None) -> "FrontendError":
+        return self.parser.error(self.node(name), f"{self.prefix}{self.name}: {msg}", kind)
 
     def refuse_unless(self, name: str, accepted, why: str) -> None:
         """An argument tilecute does not honor: an error when the call gives it a value
@@ -3856,7 +3864,8 @@ class _Parser:
         limit = ops._FLOAT_MAX.get(dt)
         if isinstance(init, float) and limit is not None and math.isfinite(init) and \
                 abs(init) > limit:  # TileLang refuses it too (a silent inf otherwise)
-            raise a.fail("init", f"'{name}': init={init!r} exceeds maximum of {dt} ({limit!r})")
+            raise a.fail("init", f"'{name}': init={init!r} exceeds maximum of {dt} ({limit!r})",
+                         FrontendValueError)
         value = N.const(0 if init is None else init, dt) \
             if isinstance(init, (int, float, type(None))) else N.as_expr(init, dt) if not _is_ir(init) else init
         if isinstance(value, _BufferRef) or not isinstance(value, N.Expr):
@@ -4946,7 +4955,7 @@ class _Parser:
         if isinstance(b, bool) or not isinstance(b, int):
             raise a.fail("batch", f"batch={_show(b)}: batch is an int >= 1")
         if b < 1:
-            raise a.fail("batch", f"batch must be >= 1, got {b}")
+            raise a.fail("batch", f"batch must be >= 1, got {b}", FrontendValueError)
         if total is not None and b > 1:
             if b > total:
                 raise a.fail("batch", f"batch ({b}) exceeds total output elements ({total})")
@@ -5106,6 +5115,9 @@ class _Parser:
         if op == "or" and order is None:
             order = "relaxed"  # TileLang's id 0
         if order not in orders:
+            if op == "store":  # TileLang's ValueError (its _get_memory_order_id)
+                raise a.fail("memory_order", f"{name} does not support memory_order={order!r}; "
+                                             f"expected one of {sorted(orders)}", FrontendValueError)
             raise a.fail("memory_order", f"memory_order={order!r} is not supported; "
                                          f"expected one of {sorted(orders)}")
         node = a.node("dst")
@@ -5928,7 +5940,8 @@ class _Parser:
                         m = resolve_shared(buf, value.shape, value.forward_fn)
                     except MapError as e:
                         raise self.error(node, f"T.annotate_layout: the T.Layout of "
-                                               f"'{buf.name}': {e}") from None
+                                               f"'{buf.name}': {e}",
+                                         FrontendValueError) from None  # TileLang's ValueError
                     if isinstance(m, N.Layout):
                         return m
                     have = self.shared_layouts.get(buf.name)
@@ -7375,8 +7388,12 @@ class _Parser:
             try:
                 return fn(*args, **kwargs)
             except (TypeError, ValueError, KeyError) as e:
+                # the helper's class kept (TileLang's helpers raise ValueError / TypeError
+                # on their arguments, and its programs catch those)
+                kind = FrontendValueError if isinstance(e, ValueError) else \
+                    FrontendTypeError if isinstance(e, TypeError) else FrontendError
                 raise self.error(node, f"T.{helper}: {e}" if not str(e).startswith("T.")
-                                 else str(e)) from None
+                                 else str(e), kind) from None
         args = [self.expr(a) for a in node.args]
         kwargs = {k.arg: self.expr(k.value) for k in node.keywords}
         for a in args:
