@@ -597,6 +597,8 @@ class _Parser:
         self.assumed_divisors: dict[str, int] = {}
         self.scalar_param_vars: set[str] = set()  # the scalar parameters made so far
         self.scalar_params: set[str] = set()  # set by parse  # T.assume(N % k == 0): symbol -> k
+        self.scalar_vars: dict[str, N.Var] = {}  # set by parse: the scalar params' Vars
+        self.host_assumes: list[N.Expr] = []  # T.assume(...)s the launcher checks (stmt_assume)
         self.workspaces: list[N.Buffer] = []  # T.alloc_global
         self.pointers: list[str] = []  # the `p: T.ptr` parameters
         # `A = T.make_tensor(p, shape, dtype)` at the top level of the body: (program name,
@@ -838,6 +840,8 @@ class _Parser:
             params.append(self.make_param(arg, spec))
         kernels: list[N.KernelScope] = []
         self.scalar_params = {p.name for p in params if not isinstance(p, N.Buffer)}
+        self.scalar_vars = {p.name: p for p in params if isinstance(p, N.Var)}
+        self.host_assumes: list[N.Expr] = []  # T.assume(...)s the launcher checks (stmt_assume)
         body = self.block(rest, top=True)
         self.check_epochs_closed()
         for s in body:
@@ -854,7 +858,7 @@ class _Parser:
                           workspaces=tuple(b.name for b in self.workspaces),
                           out_idx=tuple(range(-len(outputs), 0)) if outputs else None,
                           pass_configs=self.pass_configs, compile_flags=self.compile_flags,
-                          pointers=tuple(self.pointers))
+                          pointers=tuple(self.pointers), assumes=tuple(self.host_assumes))
         if self.assumed_divisors:  # T.assume(N % k == 0): N promises k (stmt_assume)
             from ..ir.visitor import substitute
 
@@ -6843,7 +6847,12 @@ class _Parser:
     def stmt_assume(self, a: _Args, s) -> list[N.Stmt]:
         """``T.assume(cond)`` (forms.assume): parse-time false is an error; ``N % k == 0``
         on a symbol of the function's shapes becomes the symbol's ``multiple_of`` (checked
-        at launch); anything else is a hint that changes no code."""
+        at launch); another condition the host can evaluate (``N.is_host_condition``: the
+        symbols and integer / bool scalar params only) where no loop or branch encloses it
+        goes to ``PrimFunc.assumes``, which the launcher checks at every call, as TileLang
+        checks such an assume at run time (its ``RuntimeError`` "Assume: ...").  Anything
+        else is a hint that changes no code (tilecute emits no bounds checks for it to
+        remove)."""
         cond = a.value("cond")
         self.check_value(a.node("cond"), cond)
         if not _is_ir(cond):
@@ -6861,6 +6870,13 @@ class _Parser:
                 and isinstance(cond.a.b, N.Const) and cond.a.b.value > 1:
             name, k = cond.a.a.name, int(cond.a.b.value)
             self.assumed_divisors[name] = math.lcm(self.assumed_divisors.get(name, 1), k)
+        elif not self.context() and cond not in self.host_assumes:
+            names = dict(self.symbols)
+            for p in self.scalar_vars.values():
+                if p.name not in self.pointers and (N.is_int(p.dtype) or p.dtype == "bool"):
+                    names[p.name] = p
+            if N.is_host_condition(cond, names):
+                self.host_assumes.append(cond)
         return []
 
     def stmt_device_assert(self, a: _Args, s) -> list[N.Stmt]:
