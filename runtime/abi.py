@@ -361,10 +361,21 @@ class L2Window:
 
 
 @dataclass(frozen=True)
+class HostAssume:
+    """TileLang's host-evaluable ``T.assume(cond)``, checked by the launcher at every call
+    before any launch: ``cpp`` the condition in C++ over the launcher's ``sym_<name>`` /
+    ``arg_<name>`` locals (int64, bool), ``text`` as the program's IR prints it."""
+
+    cpp: str
+    text: str
+
+
+@dataclass(frozen=True)
 class LaunchABI:
     """What a compiled function takes (``args``, ``symbols``) and launches (``kernels``);
     ``l2_window``: the L2 access policy window its kernels launch with (TileLang's
-    ``T.annotate_l2_hit_ratio``), or None."""
+    ``T.annotate_l2_hit_ratio``), or None; ``assumes``: the conditions every call must meet
+    (a RuntimeError "Assume: ..." otherwise)."""
 
     function: str
     args: tuple[Arg, ...]
@@ -372,6 +383,7 @@ class LaunchABI:
     kernels: tuple[KernelLaunch, ...]
     version: int = ABI_VERSION
     l2_window: Optional["L2Window"] = None
+    assumes: tuple[HostAssume, ...] = ()
 
     def arg(self, name: str) -> Arg:
         for a in self.args:
@@ -436,6 +448,8 @@ class LaunchABI:
             ],
             **({"l2_window": {"arg": self.l2_window.arg, "hit_ratio": self.l2_window.hit_ratio}}
                if self.l2_window is not None else {}),
+            **({"assumes": [{"cpp": a.cpp, "text": a.text} for a in self.assumes]}
+               if self.assumes else {}),
         }
 
     def to_json(self) -> str:
@@ -488,6 +502,7 @@ class LaunchABI:
                 for k in d["kernels"]
             ),
             l2_window=None if d.get("l2_window") is None else L2Window(**d["l2_window"]),
+            assumes=tuple(HostAssume(**a) for a in d.get("assumes", ())),
         )
 
     @staticmethod

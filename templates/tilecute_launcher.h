@@ -107,6 +107,7 @@ extern const TcLauncher tc_launcher;  // defined by launcher.cpp
 // ---------------------------------------------------------------------------------------------
 
 [[noreturn]] TC_COLD void tc_fail_grid_division(const TcLauncher& L);
+[[noreturn]] TC_COLD void tc_fail_assume(const TcLauncher& L, const char* condition);
 [[noreturn]] TC_COLD void tc_fail_arg_count(const TcLauncher& L, int32_t num_args);
 [[noreturn]] TC_COLD void tc_fail_kind(const TcLauncher& L, const TVMFFIAny& any, const char* arg,
                                        const char* expected);

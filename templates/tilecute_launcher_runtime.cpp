@@ -172,6 +172,13 @@ std::string tc_hex(const void* ptr) {
 
 // -- argument checks: the failures of the inline checks of tilecute_launcher.h
 
+void tc_fail_assume(const TcLauncher& L, const char* condition) {
+  // TileLang's host code raises a RuntimeError "Assume: <condition>" for a host-evaluable
+  // T.assume the call's arguments break
+  tc_raise_runtime_error(L, std::string(L.function) + ": Assume: " + condition +
+                                " does not hold for this call's arguments (T.assume, checked at every call)");
+}
+
 void tc_fail_grid_division(const TcLauncher& L) {
   tc_raise_value_error(L, std::string(L.function) + ": division by zero in a grid expression");
 }

@@ -38,7 +38,8 @@ ARCH = "sm_80"
 
 # tilecute's own errors: a refusal when its message names a T.* form (or a tilecute
 # option / intrinsic) and the program's source line
-REFUSAL_TYPES = ("FrontendError", "FrontendValueError", "TileOpError", "LayoutError", "GemmError",
+REFUSAL_TYPES = ("FrontendError", "FrontendValueError", "FrontendTypeError", "TileOpError",
+                 "LayoutError", "GemmError",
                  "TmaError", "WarpSpecializeError", "SharedMemoryError", "LoweringError",
                  "BarrierError", "RegionError", "VectorizeError", "OverlapError", "ValidationError",
                  "AccumulatorViewError", "CodegenError", "OptionError", "TargetError", "MapError",

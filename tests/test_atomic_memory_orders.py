@@ -160,7 +160,7 @@ def main(G: T.Tensor((8,), "int32"), F: T.Tensor((8,), "float32"), H: T.Tensor((
 
 @pytest.mark.parametrize("stmt,msg", [
     ('T.atomic_store(G[0], 1, memory_order="acquire")',
-     r"T.atomic_store: memory_order='acquire' is not supported; expected one of"),
+     r"T.atomic_store does not support memory_order='acquire'; expected one of"),
     ('T.atomic_store(G[0], 1, memory_order="acq_rel")', "memory_order='acq_rel'"),
     ('T.atomic_store(G[0:2], 1)', r"T.atomic_store: dst must be one element \(`flag\[i\]`\)"),
     ('T.atomic_store(S[0], 1)', "'S' is a shared buffer; tilecute's T.atomic_store"),

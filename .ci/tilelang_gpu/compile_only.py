@@ -5,7 +5,11 @@ and records its name in ``built``, and no call launches anything (outputs keep w
 allocation held); ``do_bench`` times nothing; the device properties are an H100's (and torch says one is there); autotuned
 factories compile the call's own (default) config instead of tuning; ``torch.compile`` is the
 identity; ``torch.allclose`` / ``torch.testing.assert_close`` and TileLang's
-``torch_assert_close`` pass, since no kernel ran.  The
+``torch_assert_close`` pass, since no kernel ran.  The launcher never runs either, so what it
+checks at each call (a grid extent of 0: TileLang's issue 1993; a host-evaluable
+``T.assume``; shapes, strides, dtypes) raises nothing here: a test expecting such a raise
+reports "DID NOT RAISE" (tests/test_empty_grid.py and tests/test_host_assumes.py reach those
+checks on the CPU with fake CUDA tensors).  The
 reference stand-ins of ``shims/`` are on the path where flash_attn / fla are absent; without
 triton, a stand-in holding only ``triton.cdiv`` and ``triton.next_power_of_2``."""
 

@@ -222,7 +222,27 @@ def launcher_context(abi: LaunchABI, *, tilecute_version: str) -> dict[str, Any]
         "encodes_im2col_tma": _cpp_bool(any(d["mode"] == "im2col" for d in descriptors)),
         "grid_barrier": _cpp_bool(any(k.cooperative for k in abi.kernels)),
         "l2_window": _l2_window_context(abi),
+        "assumes": _assume_contexts(abi),
     }
+
+
+def _assume_contexts(abi: LaunchABI) -> list[dict]:
+    """TileLang's host-evaluable ``T.assume``s (``LaunchABI.assumes``): each a C++
+    condition over the symbols and the integer / bool scalar arguments, checked after the
+    arguments are read."""
+    symbols = {s.name for s in abi.symbols}
+    scalars = {a.name for a in abi.args if isinstance(a, ScalarArg)
+               and DTYPES[a.dtype].kind in ("int", "uint", "bool")}
+    out = []
+    for a in abi.assumes:
+        unknown = sorted(set(_SYMBOL_USE.findall(a.cpp)) - symbols) + \
+            sorted(set(_SCALAR_USE.findall(a.cpp)) - scalars)
+        if unknown or not a.text.isprintable():
+            raise _fail(abi, f"assume {a.text!r}: its condition {a.cpp!r} reads {unknown}, not "
+                             "symbols or integer / bool scalar arguments")
+        out.append({"cpp": a.cpp, "text": cpp_string_literal(a.text),
+                    "comment": _comment_text(a.text)})
+    return out
 
 
 def _l2_window_context(abi: LaunchABI) -> dict | None:

@@ -1446,6 +1446,38 @@ class TmaDescriptor:
 
 Param = Union[Buffer, Var]
 
+# what a host-evaluable condition (PrimFunc.assumes) is built from: the launcher evaluates
+# it in int64 C++ over the symbolic dims and the integer / bool scalar arguments
+HOST_BINOPS = ("add", "sub", "mul", "floordiv", "mod", "min", "max")
+
+
+def is_host_condition(e: Expr, names: dict) -> bool:
+    """Whether ``e`` is a bool expression the launcher can evaluate: constants (ints,
+    bools), the ``Var``s of ``names`` (name -> Var: the function's symbols and its integer
+    and bool scalar params), ``HOST_BINOPS``, comparisons, ``and``/``or``/``not``,
+    ``T.ceildiv``, integer casts.  No memory, no thread index, no float (TileLang's
+    host-evaluable condition, over what tilecute's launcher reads as int64)."""
+    def ok(x: Expr) -> bool:
+        if isinstance(x, Const):
+            return isinstance(x.value, (bool, int)) and (x.dtype == "bool" or is_int(x.dtype))
+        if isinstance(x, Var):
+            v = names.get(x.name)
+            return v is not None and v.dtype == x.dtype
+        if isinstance(x, BinOp):
+            return x.op in HOST_BINOPS and is_int(x.dtype) and ok(x.a) and ok(x.b)
+        if isinstance(x, Cmp):
+            return ok(x.a) and ok(x.b)
+        if isinstance(x, Logic):
+            return all(ok(a) for a in x.args)
+        if isinstance(x, Not):
+            return ok(x.a)
+        if isinstance(x, Cast):
+            return (is_int(x.dtype) or x.dtype == "bool") and ok(x.value)
+        if isinstance(x, Call):
+            return x.name == "ceildiv" and len(x.args) == 2 and all(ok(a) for a in x.args)
+        return False
+    return isinstance(e, Expr) and e.dtype == "bool" and ok(e)
+
 
 @dataclass(frozen=True)
 class PrimFunc:
@@ -1475,6 +1507,12 @@ class PrimFunc:
     # an int; ``T.make_tensor(a_ptr, shape, dtype)`` views the memory there
     # (``Allocate.address``)
     pointers: tuple[str, ...] = ()
+    # TileLang's host-evaluable ``T.assume(cond)``s: conditions over the symbolic dims and
+    # the integer / bool scalar params only (no memory, no thread index), stated where no
+    # loop or branch encloses them; the launcher checks each at every call (a
+    # RuntimeError "Assume: ...", as TileLang's host code raises).  ``N % k == 0`` on a
+    # symbol is the symbol's ``multiple`` instead.
+    assumes: tuple[Expr, ...] = ()
 
     def without_attrs(self) -> "PrimFunc":
         """The function without TileLang's function attributes (what is compiled)."""

@@ -442,6 +442,8 @@ def print_func(f: N.PrimFunc) -> str:
         out.append(f"    T.annotate_pass_configs({{{configs}}})")
     if f.compile_flags:
         out.append(f"    T.annotate_compile_flags({list(f.compile_flags)!r})")
+    for a in f.assumes:  # checked at launch (PrimFunc.assumes)
+        out.append(f"    T.assume({expr_str(a)})")
     for p in returned:
         out.append(f'    {p.name} = T.empty({_tuple(expr_str(d) for d in p.shape)}, "{p.dtype}")')
     for p in f.params:

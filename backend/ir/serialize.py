@@ -95,8 +95,9 @@ def _check_depth(doc) -> None:
             stack.extend((v, d + 1) for v in x)
 
 
-# PrimFunc fields written only when set: TileLang's function attributes, the pointer params
-_FUNC_ATTRS = ("out_idx", "pass_configs", "compile_flags", "pointers")
+# PrimFunc fields written only when set: TileLang's function attributes, the pointer params,
+# the host-evaluable assumes
+_FUNC_ATTRS = ("out_idx", "pass_configs", "compile_flags", "pointers", "assumes")
 
 
 def _encode(x):

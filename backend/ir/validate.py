@@ -331,6 +331,15 @@ class _Validator:
             if name not in scalars or scalars[name].dtype != "int64":
                 self.fail(f"pointer parameter {name!r} must be an int64 scalar parameter (the "
                           "address; TileLang's `p: T.ptr`)")
+        host_names = {s.name: s for s in f.symbols}
+        host_names.update({n: v for n, v in scalars.items() if n not in f.pointers
+                           and (N.is_int(v.dtype) or v.dtype == "bool")})
+        if not isinstance(f.assumes, tuple):
+            self.fail(f"assumes {f.assumes!r} must be a tuple of conditions")
+        for a in f.assumes:
+            if not N.is_host_condition(a, host_names):
+                self.fail(f"assume {a!r}: the launcher checks a bool condition over the "
+                          "symbols and the integer / bool scalar parameters only")
         tail = [p.name for p in f.params[len(f.params) - len(f.workspaces):]] \
             if f.workspaces else []
         if list(f.workspaces) != tail or len(set(tail)) != len(tail):

@@ -97,8 +97,16 @@ class FrontendError(SyntaxError):
 
 
 class FrontendValueError(FrontendError, ValueError):
-    """A FrontendError where TileLang raises ValueError (a T.Ref macro argument that is
-    not a reference)."""
+    """A FrontendError where TileLang raises ValueError for the same form and argument (a
+    T.Ref macro argument that is not a reference, ``T.finalize_reducer``'s ``batch`` < 1,
+    an ``T.alloc_var`` float ``init`` past its dtype, an atomic's unsupported
+    ``memory_order``, a shared buffer's non-injective ``T.Layout``), so ``except
+    ValueError`` written for TileLang catches it."""
+
+
+class FrontendTypeError(FrontendError, TypeError):
+    """A FrontendError where TileLang raises TypeError (a T.* helper that raises
+    TypeError on its arguments, as TileLang's own helper does)."""
 
 
 class _BufferRef:
@@ -311,8 +319,8 @@ class _Args:
             self._values[name] = v
         return self._values[name]
 
-    def fail(self, name: str, msg: str) -> "FrontendError":
-        return self.parser.error(self.node(name), f"{self.prefix}{self.name}: {msg}")
+    def fail(self, name: str, msg: str, kind: type = None) -> "FrontendError":
+        return self.parser.error(self.node(name), f"{self.prefix}{self.name}: {msg}", kind)
 
     def refuse_unless(self, name: str, accepted, why: str) -> None:
         """An argument tilecute does not honor: an error when the call gives it a value
@@ -589,6 +597,8 @@ class _Parser:
         self.assumed_divisors: dict[str, int] = {}
         self.scalar_param_vars: set[str] = set()  # the scalar parameters made so far
         self.scalar_params: set[str] = set()  # set by parse  # T.assume(N % k == 0): symbol -> k
+        self.scalar_vars: dict[str, N.Var] = {}  # set by parse: the scalar params' Vars
+        self.host_assumes: list[N.Expr] = []  # T.assume(...)s the launcher checks (stmt_assume)
         self.workspaces: list[N.Buffer] = []  # T.alloc_global
         self.pointers: list[str] = []  # the `p: T.ptr` parameters
         # `A = T.make_tensor(p, shape, dtype)` at the top level of the body: (program name,
@@ -830,6 +840,8 @@ class _Parser:
             params.append(self.make_param(arg, spec))
         kernels: list[N.KernelScope] = []
         self.scalar_params = {p.name for p in params if not isinstance(p, N.Buffer)}
+        self.scalar_vars = {p.name: p for p in params if isinstance(p, N.Var)}
+        self.host_assumes: list[N.Expr] = []  # T.assume(...)s the launcher checks (stmt_assume)
         body = self.block(rest, top=True)
         self.check_epochs_closed()
         for s in body:
@@ -846,7 +858,7 @@ class _Parser:
                           workspaces=tuple(b.name for b in self.workspaces),
                           out_idx=tuple(range(-len(outputs), 0)) if outputs else None,
                           pass_configs=self.pass_configs, compile_flags=self.compile_flags,
-                          pointers=tuple(self.pointers))
+                          pointers=tuple(self.pointers), assumes=tuple(self.host_assumes))
         if self.assumed_divisors:  # T.assume(N % k == 0): N promises k (stmt_assume)
             from ..ir.visitor import substitute
 
@@ -3856,7 +3868,8 @@ class _Parser:
         limit = ops._FLOAT_MAX.get(dt)
         if isinstance(init, float) and limit is not None and math.isfinite(init) and \
                 abs(init) > limit:  # TileLang refuses it too (a silent inf otherwise)
-            raise a.fail("init", f"'{name}': init={init!r} exceeds maximum of {dt} ({limit!r})")
+            raise a.fail("init", f"'{name}': init={init!r} exceeds maximum of {dt} ({limit!r})",
+                         FrontendValueError)
         value = N.const(0 if init is None else init, dt) \
             if isinstance(init, (int, float, type(None))) else N.as_expr(init, dt) if not _is_ir(init) else init
         if isinstance(value, _BufferRef) or not isinstance(value, N.Expr):
@@ -4946,7 +4959,7 @@ class _Parser:
         if isinstance(b, bool) or not isinstance(b, int):
             raise a.fail("batch", f"batch={_show(b)}: batch is an int >= 1")
         if b < 1:
-            raise a.fail("batch", f"batch must be >= 1, got {b}")
+            raise a.fail("batch", f"batch must be >= 1, got {b}", FrontendValueError)
         if total is not None and b > 1:
             if b > total:
                 raise a.fail("batch", f"batch ({b}) exceeds total output elements ({total})")
@@ -5106,6 +5119,9 @@ class _Parser:
         if op == "or" and order is None:
             order = "relaxed"  # TileLang's id 0
         if order not in orders:
+            if op == "store":  # TileLang's ValueError (its _get_memory_order_id)
+                raise a.fail("memory_order", f"{name} does not support memory_order={order!r}; "
+                                             f"expected one of {sorted(orders)}", FrontendValueError)
             raise a.fail("memory_order", f"memory_order={order!r} is not supported; "
                                          f"expected one of {sorted(orders)}")
         node = a.node("dst")
@@ -5928,7 +5944,8 @@ class _Parser:
                         m = resolve_shared(buf, value.shape, value.forward_fn)
                     except MapError as e:
                         raise self.error(node, f"T.annotate_layout: the T.Layout of "
-                                               f"'{buf.name}': {e}") from None
+                                               f"'{buf.name}': {e}",
+                                         FrontendValueError) from None  # TileLang's ValueError
                     if isinstance(m, N.Layout):
                         return m
                     have = self.shared_layouts.get(buf.name)
@@ -6830,7 +6847,12 @@ class _Parser:
     def stmt_assume(self, a: _Args, s) -> list[N.Stmt]:
         """``T.assume(cond)`` (forms.assume): parse-time false is an error; ``N % k == 0``
         on a symbol of the function's shapes becomes the symbol's ``multiple_of`` (checked
-        at launch); anything else is a hint that changes no code."""
+        at launch); another condition the host can evaluate (``N.is_host_condition``: the
+        symbols and integer / bool scalar params only) where no loop or branch encloses it
+        goes to ``PrimFunc.assumes``, which the launcher checks at every call, as TileLang
+        checks such an assume at run time (its ``RuntimeError`` "Assume: ...").  Anything
+        else is a hint that changes no code (tilecute emits no bounds checks for it to
+        remove)."""
         cond = a.value("cond")
         self.check_value(a.node("cond"), cond)
         if not _is_ir(cond):
@@ -6848,6 +6870,13 @@ class _Parser:
                 and isinstance(cond.a.b, N.Const) and cond.a.b.value > 1:
             name, k = cond.a.a.name, int(cond.a.b.value)
             self.assumed_divisors[name] = math.lcm(self.assumed_divisors.get(name, 1), k)
+        elif not self.context() and cond not in self.host_assumes:
+            names = dict(self.symbols)
+            for p in self.scalar_vars.values():
+                if p.name not in self.pointers and (N.is_int(p.dtype) or p.dtype == "bool"):
+                    names[p.name] = p
+            if N.is_host_condition(cond, names):
+                self.host_assumes.append(cond)
         return []
 
     def stmt_device_assert(self, a: _Args, s) -> list[N.Stmt]:
@@ -7375,8 +7404,12 @@ class _Parser:
             try:
                 return fn(*args, **kwargs)
             except (TypeError, ValueError, KeyError) as e:
+                # the helper's class kept (TileLang's helpers raise ValueError / TypeError
+                # on their arguments, and its programs catch those)
+                kind = FrontendValueError if isinstance(e, ValueError) else \
+                    FrontendTypeError if isinstance(e, TypeError) else FrontendError
                 raise self.error(node, f"T.{helper}: {e}" if not str(e).startswith("T.")
-                                 else str(e)) from None
+                                 else str(e), kind) from None
         args = [self.expr(a) for a in node.args]
         kwargs = {k.arg: self.expr(k.value) for k in node.keywords}
         for a in args:

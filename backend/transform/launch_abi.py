@@ -25,8 +25,10 @@ from ..ir import nodes as N
 from ..target import arch_at_least
 from ..ir.visitor import walk_nodes, walk_stmts
 from .analysis import may_pass_int32, syncs_grid
-from ..runtime.abi import (DIM_OPS, KernelLaunch, KernelParam, L2Window, LaunchABI, PointerArg,
-                           ScalarArg, SymbolSpec, TensorArg, affine_in, dim_symbols, dim_text)
+from ..ir.printer import expr_str
+from ..runtime.abi import (DIM_OPS, HostAssume, KernelLaunch, KernelParam, L2Window, LaunchABI,
+                           PointerArg, ScalarArg, SymbolSpec, TensorArg, affine_in, dim_symbols,
+                           dim_text)
 from ..runtime.dtypes import DTYPES, storage_bytes
 
 # scalar argument dtypes a kernel parameter can carry as is
@@ -171,6 +173,33 @@ def grid_cpp(e: N.Expr, func: N.PrimFunc) -> str:
     raise LoweringError(f"prim_func '{func.name}': grid extent {e} is not supported")
 
 
+_HOST_CMP = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
+
+
+def assume_cpp(e: N.Expr, func: N.PrimFunc) -> str:
+    """A host-evaluable condition (``PrimFunc.assumes``, ``N.is_host_condition``) as C++
+    over the launcher's locals: integer parts as :func:`grid_cpp` writes them (int64,
+    floor division and modulo as TileLang's), comparisons, ``&&`` / ``||`` / ``!``, bool
+    scalar arguments (``arg_<name>``) and constants."""
+    if isinstance(e, N.Cmp):
+        return f"({assume_cpp(e.a, func)} {_HOST_CMP[e.op]} {assume_cpp(e.b, func)})"
+    if isinstance(e, N.Logic):
+        joint = " && " if e.op == "and" else " || "
+        return "(" + joint.join(assume_cpp(a, func) for a in e.args) + ")"
+    if isinstance(e, N.Not):
+        return f"(!{assume_cpp(e.a, func)})"
+    if e.dtype == "bool":
+        if isinstance(e, N.Const):
+            return "true" if e.value else "false"
+        if isinstance(e, N.Var):
+            return f"arg_{e.name}"
+        if isinstance(e, N.Cast):
+            return f"({assume_cpp(e.value, func)} != 0)"
+    if isinstance(e, N.Cast) and N.is_int(e.dtype) and e.value.dtype == "bool":
+        return f"static_cast<int64_t>({assume_cpp(e.value, func)})"
+    return grid_cpp(e, func)
+
+
 def at_address(func: N.PrimFunc) -> list[N.Allocate]:
     """The allocations of tensors at an address (``Allocate.address``, T.make_tensor), in
     kernel order."""
@@ -287,6 +316,8 @@ def build_abi(func: N.PrimFunc, arch: str) -> KernelPlan:
                                     cluster, pdl=k.pdl, cooperative=cooperative[i]))
     windows = {pair for k in func.kernels for pair in k.l2_hit_ratios}  # (the validator: one)
     l2_window = L2Window(*windows.pop()) if windows else None
-    abi = LaunchABI(func.name, tuple(args), tuple(symbols), tuple(kernels), l2_window=l2_window)
+    assumes = tuple(HostAssume(assume_cpp(a, func), expr_str(a)) for a in func.assumes)
+    abi = LaunchABI(func.name, tuple(args), tuple(symbols), tuple(kernels), l2_window=l2_window,
+                    assumes=assumes)
     return KernelPlan(func, abi, tuple(prefixes), arch,
                       tuple((s.buffer.name, aligned[s.buffer.name]) for s in addressed))
