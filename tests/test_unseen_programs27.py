@@ -19,7 +19,9 @@ PROGRAMS = ["gemm_tt_bias_gelu", "gemm_symbolic_m_swizzled", "splitk_atomic_gemm
             "online_softmax_pipelined", "topk_repeated_max", "chunked_cumsum_carry", "flash_gqa_causal_odd",
             "paged_decode_split", "decode_combine", "fused_add_sumsq_vectorized", "gemm_int8_nn",
             "gemm_fp8_tn_mixed", "gemm_fp16_accum_schedule", "batched_gemm_3d_origin", "dequant_local_fragments",
-            "reverse_chunk_scan", "column_sum_atomic", "scalar_sized_2d_threads"]
+            "reverse_chunk_scan", "column_sum_atomic", "scalar_sized_2d_threads", "gqa_decode_padded_heads",
+            "pipelined_start_stop", "gemm_scalar_bind_schedule", "flash_macros_overlap_schedule",
+            "sliding_window_attn", "causal_conv_halo", "histogram_two_level", "atomic_row_region"]
 
 
 @pytest.fixture(autouse=True)
@@ -129,6 +131,29 @@ def test_elementwise_forms():
     assert "if c + v_3_ < n_valid:" in src and "hv = cutlass.Float32(xl[v_3_] + rl[v_3_])" in src
     src = _body("scalar_sized_2d_threads")
     assert "tc_tid = tc_tx + tc_ty * 32" in src and "g = bx * 64 + ty * 32 + tx" in src
+
+
+def test_third_batch_forms():
+    src = _body("gqa_decode_padded_heads")
+    # a 16-head box from the group's first head (TMA fills the heads past Hq with zeros) ...
+    assert "tct.load(Q_desc, tc_smem + 0, tc_bar0, (0, hid * 4, bid), 2048)" in src
+    # ... and only the group's 4 rows written back, as a 4-row box
+    assert "if i12 < 4:" in src and "# TMA store of a 1x4x64 box of O" in src
+    src = _body("pipelined_start_stop")
+    assert "for k in cutlass.range(bz * 4, bz * 4 + 4):" in src
+    src = _body("gemm_scalar_bind_schedule")
+    assert "base = ko * 32" in src
+    src = _body("flash_macros_overlap_schedule")
+    # the overlap: step k's first GEMM and step k - 1's second run during the softmax
+    assert "for k in cutlass.range(1, 1 + (loop_range - 1)):" in src and "a_regs=True, wait=1)" in src
+    src = _body("sliding_window_attn")
+    assert "lo = cutlass.max(0, (bx * 64 - 100 + 1) // 64)" in src and "for tc_j0 in cutlass.range(0, hi - lo):" in src
+    src = _body("causal_conv_halo")
+    assert "(0, bx * 64 - 3, bz), 8576)" in src  # the halo's negative start: TMA reads zeros there
+    src = _body("histogram_two_level")
+    assert "tca.atomic_add(h_s, X[g] - X[g] // 64 * 64, 1)" in src and "tca.atomic_add(H, (b,), h_s[b])" in src
+    src = _body("atomic_row_region")
+    assert "tca.atomic_add(Out, (bx % 4, i3), cs[tc_k5])" in src
 
 
 # ---- on a GPU ------------------------------------------------------------------------------
@@ -292,3 +317,59 @@ def test_elementwise_on_gpu():
     y = P.scalar_sized_2d_threads()(x, 250)
     want = x * 2 + torch.arange(300, device=dev).float()
     _close(y[:250], want[:250], 1e-6)
+
+
+def _attention_ref(q, k, v, mask):
+    """softmax(q k^T / sqrt(d) + mask) v over (B, H, S, D) float tensors."""
+    import torch
+    s = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
+    return torch.softmax(s.masked_fill(~mask, float("-inf")), -1) @ v
+
+
+@pytest.mark.gpu
+def test_third_batch_on_gpu():
+    import torch
+    torch.manual_seed(4)
+    dev = "cuda"
+    q = torch.randn(2, 8, 64, device=dev).half()
+    k = torch.randn(2, 300, 2, 64, device=dev).half()
+    v = torch.randn(2, 300, 2, 64, device=dev).half()
+    o = P.gqa_decode_padded_heads()(q, k, v)
+    kk = k.float().repeat_interleave(4, dim=2).permute(0, 2, 1, 3)  # (B, H, S, D)
+    vv = v.float().repeat_interleave(4, dim=2).permute(0, 2, 1, 3)
+    ref = _attention_ref(q.float()[:, :, None, :], kk, vv, torch.ones(1, 300, device=dev, dtype=torch.bool))
+    _close(o, ref[:, :, 0, :], 2e-2)
+
+    a = torch.randn(128, 512, device=dev).half()
+    b = torch.randn(512, 128, device=dev).half()
+    c = P.pipelined_start_stop()(a, b)
+    _close(c, torch.stack([a[:, :256].float() @ b[:256].float(), a[:, 256:].float() @ b[256:].float()]), 2e-2)
+    a = torch.randn(128, 256, device=dev).half()
+    b = torch.randn(256, 128, device=dev).half()
+    _close(P.gemm_scalar_bind_schedule()(a, b), a.float() @ b.float(), 2e-2)
+
+    q, k, v = (torch.randn(1, 2, 200, 64, device=dev).bfloat16() for _ in range(3))
+    causal = torch.ones(200, 200, device=dev, dtype=torch.bool).tril()
+    _close(P.flash_macros_overlap_schedule()(q, k, v), _attention_ref(q.float(), k.float(), v.float(), causal), 3e-2)
+
+    q, k, v = (torch.randn(1, 320, 2, 64, device=dev).half() for _ in range(3))
+    i = torch.arange(320, device=dev)
+    window = (i[:, None] >= i[None, :]) & (i[:, None] - i[None, :] < 100)
+    ref = _attention_ref(*(t.float().transpose(1, 2) for t in (q, k, v)), window).transpose(1, 2)
+    _close(P.sliding_window_attn()(q, k, v), ref, 2e-2)
+
+    x = torch.randn(2, 300, 64, device=dev).half()
+    w = torch.randn(4, 64, device=dev)
+    xp = torch.nn.functional.pad(x.float(), (0, 0, 3, 0))
+    ref = sum(w[j] * xp[:, j:j + 300, :] for j in range(4))
+    _close(P.causal_conv_halo()(x, w), ref, 1e-2)
+
+    x = torch.randint(-1000, 1000, (10000,), device=dev, dtype=torch.int32)
+    h = torch.zeros(64, device=dev, dtype=torch.int32)
+    P.histogram_two_level()(x, h)
+    assert torch.equal(h.long().cpu(), torch.bincount((x.long() % 64).cpu(), minlength=64))
+
+    x = torch.randn(64, 256, device=dev)
+    out = torch.zeros(4, 256, device=dev)
+    P.atomic_row_region()(x, out)
+    _close(out, x.reshape(4, 16, 256).sum(1), 1e-4)

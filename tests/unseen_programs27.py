@@ -700,3 +700,294 @@ def scalar_sized_2d_threads(blk=64):
                 Y[g] = X[g] * 2.0 + T.cast(g, T.float32)
 
     return main
+
+
+# ---- third batch: decode / attention idioms, halos, schedules with scalar bindings ---------
+@tilecute.jit(out_idx=[3])
+def gqa_decode_padded_heads(batch=2, Hq=8, Hkv=2, S=300, D=64, bn=64, block_H=16):
+    """Decode attention for the 4 query heads of a KV head, read as a 16-row tile starting at the
+    group's first head (rows past the group read the next heads' queries, rows past Hq read
+    zeros) and written back through ``T.copy(o_f[:valid, :], O_s)`` into a swizzled shared tile."""
+    group = Hq // Hkv
+    valid = min(block_H, group)
+    scale = LOG2E / math.sqrt(D)
+
+    @T.prim_func
+    def main(Q: T.Tensor((batch, Hq, D), T.float16), K: T.Tensor((batch, S, Hkv, D), T.float16),
+             V: T.Tensor((batch, S, Hkv, D), T.float16), O: T.Tensor((batch, Hq, D), T.float16)):
+        with T.Kernel(batch, Hq // valid, threads=128) as (bid, hid):
+            Q_s = T.alloc_shared((block_H, D), T.float16)
+            K_s = T.alloc_shared((bn, D), T.float16)
+            V_s = T.alloc_shared((bn, D), T.float16)
+            O_s = T.alloc_shared((valid, D), T.float16)
+            s_f = T.alloc_fragment((block_H, bn), T.float32)
+            p_f = T.alloc_fragment((block_H, bn), T.float16)
+            o_f = T.alloc_fragment((block_H, D), T.float32)
+            m = T.alloc_fragment((block_H,), T.float32)
+            mp = T.alloc_fragment((block_H,), T.float32)
+            sc = T.alloc_fragment((block_H,), T.float32)
+            ls = T.alloc_fragment((block_H,), T.float32)
+            rs = T.alloc_fragment((block_H,), T.float32)
+            kvh = hid // (group // valid)
+            T.annotate_layout({O_s: make_swizzled_layout(O_s)})
+            T.copy(Q[bid, hid * valid:hid * valid + block_H, :], Q_s)
+            T.fill(o_f, 0)
+            T.fill(ls, 0)
+            T.fill(m, -T.infinity(T.float32))
+            for k in T.Pipelined(T.ceildiv(S, bn), num_stages=2):
+                T.copy(K[bid, k * bn:(k + 1) * bn, kvh, :], K_s)
+                T.clear(s_f)
+                T.gemm(Q_s, K_s, s_f, transpose_B=True)
+                for i, j in T.Parallel(block_H, bn):
+                    s_f[i, j] = T.if_then_else(k * bn + j < S, s_f[i, j], -T.infinity(T.float32))
+                T.copy(m, mp)
+                T.reduce_max(s_f, m, dim=1, clear=False)
+                for i in T.Parallel(block_H):
+                    sc[i] = T.exp2(mp[i] * scale - m[i] * scale)
+                for i, j in T.Parallel(block_H, bn):
+                    s_f[i, j] = T.exp2(s_f[i, j] * scale - m[i] * scale)
+                T.reduce_sum(s_f, rs, dim=1)
+                for i in T.Parallel(block_H):
+                    ls[i] = ls[i] * sc[i] + rs[i]
+                T.copy(s_f, p_f)
+                for i, j in T.Parallel(block_H, D):
+                    o_f[i, j] *= sc[i]
+                T.copy(V[bid, k * bn:(k + 1) * bn, kvh, :], V_s)
+                T.gemm(p_f, V_s, o_f)
+            for i, j in T.Parallel(block_H, D):
+                o_f[i, j] /= ls[i]
+            T.copy(o_f[:valid, :], O_s)
+            T.copy(O_s, O[bid, hid * valid:(hid + 1) * valid, :])
+
+    return main
+
+
+@tilecute.jit(out_idx=[2])
+def pipelined_start_stop(M=128, N=128, K=512, bm=64, bn=64, bk=64, splits=2):
+    """Partial products of K halves: ``T.Pipelined(start, stop)`` over a split's tiles (start
+    from blockIdx.z), operands and output addressed by full slices."""
+    per = K // bk // splits
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), T.float16), B: T.Tensor((K, N), T.float16), C: T.Tensor((splits, M, N), T.float32)):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), splits, threads=128) as (bx, by, bz):
+            A_s = T.alloc_shared((bm, bk), T.float16)
+            B_s = T.alloc_shared((bk, bn), T.float16)
+            C_l = T.alloc_fragment((bm, bn), T.float32)
+            T.clear(C_l)
+            for k in T.Pipelined(bz * per, (bz + 1) * per, num_stages=2):
+                T.copy(A[by * bm:(by + 1) * bm, k * bk:(k + 1) * bk], A_s)
+                T.copy(B[k * bk:(k + 1) * bk, bx * bn:(bx + 1) * bn], B_s)
+                T.gemm(A_s, B_s, C_l)
+            T.copy(C_l, C[bz, by * bm:(by + 1) * bm, bx * bn:(bx + 1) * bn])
+
+    return main
+
+
+@tilecute.jit(out_idx=[2])
+def gemm_scalar_bind_schedule(M=128, N=128, K=256, bm=64, bn=64, bk=32):
+    """A GEMM pipelined by TileLang's manual schedule (copies stage 0, GEMM stage 1, the copies
+    issued after the GEMM) with an annotated scalar binding ``base: T.int32 = ko * bk``
+    that the schedule's lists leave out."""
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), T.float16), B: T.Tensor((K, N), T.float16), C: T.Tensor((M, N), T.float32)):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=128) as (bx, by):
+            A_s = T.alloc_shared((bm, bk), T.float16)
+            B_s = T.alloc_shared((bk, bn), T.float16)
+            C_l = T.alloc_fragment((bm, bn), T.float32)
+            T.clear(C_l)
+            for ko in T.Pipelined(T.ceildiv(K, bk), stage=[0, 0, 1], order=[1, 2, 0]):
+                base: T.int32 = ko * bk
+                T.copy(A[by * bm, base], A_s)
+                T.copy(B[base, bx * bn], B_s)
+                T.gemm(A_s, B_s, C_l)
+            T.copy(C_l, C[by * bm, bx * bn])
+
+    return main
+
+
+@tilecute.jit(out_idx=[3])
+def flash_macros_overlap_schedule(B=1, H=2, S=200, D=64, bm=64, bn=64):
+    """Causal attention in bfloat16 at S = 200 written with ``T.macro`` pieces and TileLang's
+    explicit MMA-overlap schedule (``order`` / ``stage`` / ``group`` over the 15 statements the
+    macros expand to)."""
+    scale = LOG2E / math.sqrt(D)
+
+    @T.macro
+    def qk(K, K_s, acc_s, Q_s, k, bx, by, bz):
+        T.copy(K[bz, by, k * bn:(k + 1) * bn, :], K_s)
+        for i, j in T.Parallel(bm, bn):
+            acc_s[i, j] = T.if_then_else(bx * bm + i >= k * bn + j, 0, -T.infinity(T.float32))
+        T.gemm(Q_s, K_s, acc_s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+
+    @T.macro
+    def pv(V, V_s, acc_s_cast, acc_o, k, by, bz):
+        T.copy(V[bz, by, k * bn:(k + 1) * bn, :], V_s)
+        T.gemm(acc_s_cast, V_s, acc_o, policy=T.GemmWarpPolicy.FullRow)
+
+    @T.macro
+    def softmax(acc_s, acc_s_cast, m, m_prev, scl, ssum, lsum):
+        T.copy(m, m_prev)
+        T.fill(m, -T.infinity(T.float32))
+        T.reduce_max(acc_s, m, dim=1, clear=False)
+        for i in T.Parallel(bm):
+            m[i] = T.max(m[i], m_prev[i])
+        for i in T.Parallel(bm):
+            scl[i] = T.exp2(m_prev[i] * scale - m[i] * scale)
+        for i, j in T.Parallel(bm, bn):
+            acc_s[i, j] = T.exp2(acc_s[i, j] * scale - m[i] * scale)
+        T.reduce_sum(acc_s, ssum, dim=1)
+        for i in T.Parallel(bm):
+            lsum[i] = lsum[i] * scl[i] + ssum[i]
+        T.copy(acc_s, acc_s_cast)
+
+    @T.macro
+    def rescale(acc_o, scl):
+        for i, j in T.Parallel(bm, D):
+            acc_o[i, j] *= scl[i]
+
+    @T.prim_func
+    def main(Q: T.Tensor((B, H, S, D), T.bfloat16), K: T.Tensor((B, H, S, D), T.bfloat16),
+             V: T.Tensor((B, H, S, D), T.bfloat16), O: T.Tensor((B, H, S, D), T.bfloat16)):
+        with T.Kernel(T.ceildiv(S, bm), H, B, threads=128) as (bx, by, bz):
+            Q_s = T.alloc_shared((bm, D), T.bfloat16)
+            K_s = T.alloc_shared((bn, D), T.bfloat16)
+            V_s = T.alloc_shared((bn, D), T.bfloat16)
+            acc_s = T.alloc_fragment((bm, bn), T.float32)
+            acc_s_cast = T.alloc_fragment((bm, bn), T.bfloat16)
+            acc_o = T.alloc_fragment((bm, D), T.float32)
+            m = T.alloc_fragment((bm,), T.float32)
+            m_prev = T.alloc_fragment((bm,), T.float32)
+            scl = T.alloc_fragment((bm,), T.float32)
+            ssum = T.alloc_fragment((bm,), T.float32)
+            lsum = T.alloc_fragment((bm,), T.float32)
+            T.copy(Q[bz, by, bx * bm:(bx + 1) * bm, :], Q_s)
+            T.fill(acc_o, 0)
+            T.fill(lsum, 0)
+            T.fill(m, -T.infinity(T.float32))
+            loop_range = T.min(T.ceildiv(S, bn), T.ceildiv((bx + 1) * bm, bn))
+            for k in T.Pipelined(loop_range, num_stages=2, order=[-1, 0, 3, 1, -1, 2], stage=[-1, 0, 0, 1, -1, 1],
+                                 group=[[0], [1, 2], [3, 4, 5, 6, 7, 8, 9, 10, 11], [12], [13], [14]]):
+                qk(K, K_s, acc_s, Q_s, k, bx, by, bz)
+                softmax(acc_s, acc_s_cast, m, m_prev, scl, ssum, lsum)
+                rescale(acc_o, scl)
+                pv(V, V_s, acc_s_cast, acc_o, k, by, bz)
+            for i, j in T.Parallel(bm, D):
+                acc_o[i, j] /= lsum[i]
+            T.copy(acc_o, O[bz, by, bx * bm:(bx + 1) * bm, :])
+
+    return main
+
+
+@tilecute.jit(out_idx=[3])
+def sliding_window_attn(B=1, H=2, S=320, D=64, bm=64, bn=64, window=100):
+    """Causal attention limited to the last ``window`` keys: the KV loop runs
+    ``T.Pipelined(lo, hi)`` from the first tile the window reaches; rows a tile masks entirely
+    keep their running max and sum (-inf guarded)."""
+    scale = LOG2E / math.sqrt(D)
+
+    @T.prim_func
+    def main(Q: T.Tensor((B, S, H, D), T.float16), K: T.Tensor((B, S, H, D), T.float16),
+             V: T.Tensor((B, S, H, D), T.float16), O: T.Tensor((B, S, H, D), T.float16)):
+        with T.Kernel(T.ceildiv(S, bm), H, B, threads=128) as (bx, by, bz):
+            Q_s = T.alloc_shared((bm, D), T.float16)
+            K_s = T.alloc_shared((bn, D), T.float16)
+            V_s = T.alloc_shared((bn, D), T.float16)
+            s_f = T.alloc_fragment((bm, bn), T.float32)
+            p_f = T.alloc_fragment((bm, bn), T.float16)
+            o_f = T.alloc_fragment((bm, D), T.float32)
+            m = T.alloc_fragment((bm,), T.float32)
+            mp = T.alloc_fragment((bm,), T.float32)
+            sc = T.alloc_fragment((bm,), T.float32)
+            rs = T.alloc_fragment((bm,), T.float32)
+            ls = T.alloc_fragment((bm,), T.float32)
+            T.copy(Q[bz, bx * bm:(bx + 1) * bm, by, :], Q_s)
+            T.fill(o_f, 0)
+            T.fill(ls, 0)
+            T.fill(m, -T.infinity(T.float32))
+            lo = T.max(0, (bx * bm - window + 1) // bn)
+            hi = T.min(T.ceildiv(S, bn), T.ceildiv((bx + 1) * bm, bn))
+            for k in T.Pipelined(lo, hi, num_stages=2):
+                T.copy(K[bz, k * bn:(k + 1) * bn, by, :], K_s)
+                for i, j in T.Parallel(bm, bn):
+                    s_f[i, j] = T.if_then_else((bx * bm + i >= k * bn + j) & (bx * bm + i - (k * bn + j) < window), 0,
+                                               -T.infinity(T.float32))
+                T.gemm(Q_s, K_s, s_f, transpose_B=True)
+                T.copy(m, mp)
+                T.reduce_max(s_f, m, dim=1, clear=False)
+                for i in T.Parallel(bm):
+                    sc[i] = T.if_then_else(m[i] == -T.infinity(T.float32), 1.0, T.exp2((mp[i] - m[i]) * scale))
+                for i, j in T.Parallel(bm, bn):
+                    s_f[i, j] = T.if_then_else(m[i] == -T.infinity(T.float32), 0.0, T.exp2((s_f[i, j] - m[i]) * scale))
+                T.reduce_sum(s_f, rs, dim=1)
+                for i in T.Parallel(bm):
+                    ls[i] = ls[i] * sc[i] + rs[i]
+                T.copy(s_f, p_f)
+                for i, j in T.Parallel(bm, D):
+                    o_f[i, j] *= sc[i]
+                T.copy(V[bz, k * bn:(k + 1) * bn, by, :], V_s)
+                T.gemm(p_f, V_s, o_f)
+            for i, j in T.Parallel(bm, D):
+                o_f[i, j] /= ls[i]
+            T.copy(o_f, O[bz, bx * bm:(bx + 1) * bm, by, :])
+
+    return main
+
+
+@tilecute.jit(out_idx=[2])
+def causal_conv_halo(Bt=2, L=300, C=64, W=4, bt=64):
+    """Y[b, t, c] = sum_k Wt[k, c] * X[b, t - 3 + k, c] (zeros before t = 0): each block loads
+    its 64 rows plus a 3-row halo by one ``T.copy`` whose start is negative for the first block."""
+
+    @T.prim_func
+    def main(X: T.Tensor((Bt, L, C), T.float16), Wt: T.Tensor((W, C), T.float32), Y: T.Tensor((Bt, L, C), T.float16)):
+        with T.Kernel(T.ceildiv(L, bt), Bt, threads=128) as (bx, bz):
+            x_s = T.alloc_shared((bt + W - 1, C), T.float16)
+            y_f = T.alloc_fragment((bt, C), T.float32)
+            T.copy(X[bz, bx * bt - (W - 1):(bx + 1) * bt, :], x_s)
+            T.clear(y_f)
+            for k in T.serial(W):
+                for t, c in T.Parallel(bt, C):
+                    y_f[t, c] += Wt[k, c] * x_s[t + k, c]
+            T.copy(y_f, Y[bz, bx * bt:(bx + 1) * bt, :])
+
+    return main
+
+
+@tilecute.jit
+def histogram_two_level(N=10000, bins=64, threads=256):
+    """H[b] += the number of X[i] with X[i] mod 64 == b (floor modulo: negative values count in
+    their Python bin), counted per block in shared memory by atomics, then added into H."""
+
+    @T.prim_func
+    def main(X: T.Tensor((N,), T.int32), H: T.Tensor((bins,), T.int32)):
+        with T.Kernel(T.ceildiv(N, threads * 4), threads=threads) as bx:
+            h_s = T.alloc_shared((bins,), T.int32)
+            tx = T.get_thread_binding()
+            T.clear(h_s)
+            for k in T.serial(4):
+                g = (bx * 4 + k) * threads + tx
+                if g < N:
+                    T.atomic_add(h_s[X[g] % bins], 1)
+            for b in T.Parallel(bins):
+                T.atomic_add(H[b], h_s[b])
+
+    return main
+
+
+@tilecute.jit
+def atomic_row_region(M=64, N=256, bm=16):
+    """Out[bx % 4, :] += the column sums of each block's 16 rows: a tile atomic of a fragment
+    into a row selected by an index and a full slice."""
+
+    @T.prim_func
+    def main(X: T.Tensor((M, N), T.float32), Out: T.Tensor((4, N), T.float32)):
+        with T.Kernel(M // bm, threads=128) as bx:
+            x_f = T.alloc_fragment((bm, N), T.float32)
+            cs = T.alloc_fragment((N,), T.float32)
+            T.copy(X[bx * bm, 0], x_f)
+            T.reduce_sum(x_f, cs, dim=0)
+            T.atomic_add(Out[bx % 4, :], cs)
+
+    return main
