@@ -21,7 +21,9 @@ PROGRAMS = ["gemm_tt_bias_gelu", "gemm_symbolic_m_swizzled", "splitk_atomic_gemm
             "gemm_fp8_tn_mixed", "gemm_fp16_accum_schedule", "batched_gemm_3d_origin", "dequant_local_fragments",
             "reverse_chunk_scan", "column_sum_atomic", "scalar_sized_2d_threads", "gqa_decode_padded_heads",
             "pipelined_start_stop", "gemm_scalar_bind_schedule", "flash_macros_overlap_schedule",
-            "sliding_window_attn", "causal_conv_halo", "histogram_two_level", "atomic_row_region"]
+            "sliding_window_attn", "causal_conv_halo", "histogram_two_level", "atomic_row_region",
+            "gemm_bias_colsum_transposed_store", "gemm_row_softmax_fullcol", "gemm_a_from_registers",
+            "gemm_into_loaded_accumulator"]
 
 
 @pytest.fixture(autouse=True)
@@ -154,6 +156,24 @@ def test_third_batch_forms():
     assert "tca.atomic_add(h_s, X[g] - X[g] // 64 * 64, 1)" in src and "tca.atomic_add(H, (b,), h_s[b])" in src
     src = _body("atomic_row_region")
     assert "tca.atomic_add(Out, (bx % 4, i3), cs[tc_k5])" in src
+
+
+def test_accumulator_epilogue_forms():
+    src = _body("gemm_bias_colsum_transposed_store")
+    # the (bn,) bias fragment holds the accumulator's columns, the column sums meet across warps
+    assert 'b_f, tc_b_f_j = tcrow.col_fragment("wgmma"' in src
+    assert "C_l[tc_r6 + tc_lane7] + b_f[tcrow.col_of(C_l, tc_r6 + tc_lane7)]" in src
+    assert "tcrow.reduce_cols(C_l, tc_C_l_ij, cs," in src
+    assert "Ct[bx * 64 + (j_1_ + tc_lane9), by * 64 + i_1_] = C_l[tc_r8 + tc_lane9] - cs[(j_1_ + tc_lane9)]" in src
+    src = _body("gemm_row_softmax_fullcol")
+    assert 'tcm.tiled_mma("wgmma", cutlass.Float16, cutlass.Float16, cutlass.Float32, False, False, (1, 2), 256)' in src
+    assert src.count("tcrow.reduce_rows_across(C_l,") == 2  # max and sum meet across the two warpgroups
+    src = _body("gemm_a_from_registers")
+    assert "a_regs=True" in src and "A_f[tc_r6 + tc_lane7] * cutlass.Float16(2.0)" in src
+    src = _body("gemm_into_loaded_accumulator")
+    # the accumulator starts from Cin's tile, zeros past M and N, and the GEMM accumulates
+    assert "if by * 64 + i1 < 100 and bx * 64 + (i2 + tc_lane4) < 72:" in src
+    assert "accumulate=False" not in src
 
 
 # ---- on a GPU ------------------------------------------------------------------------------
@@ -373,3 +393,30 @@ def test_third_batch_on_gpu():
     out = torch.zeros(4, 256, device=dev)
     P.atomic_row_region()(x, out)
     _close(out, x.reshape(4, 16, 256).sum(1), 1e-4)
+
+
+@pytest.mark.gpu
+def test_accumulator_epilogues_on_gpu():
+    import torch
+    torch.manual_seed(5)
+    dev = "cuda"
+    a = torch.randn(128, 128, device=dev).half()
+    b = torch.randn(128, 192, device=dev).half()
+    bias = torch.randn(192, device=dev)
+    ct = P.gemm_bias_colsum_transposed_store()(a, b, bias)
+    c = a.float() @ b.float() + bias
+    c = c - c.reshape(2, 64, 192).mean(1, keepdim=True).repeat_interleave(64, dim=1).reshape(128, 192)
+    _close(ct, c.t(), 2e-2)
+
+    a = (torch.randn(128, 128, device=dev) * 0.3).half()
+    b = (torch.randn(256, 128, device=dev) * 0.3).half()
+    _close(P.gemm_row_softmax_fullcol()(a, b), torch.softmax(a.float() @ b.float().t(), 1), 2e-3)
+
+    a = torch.randn(128, 256, device=dev).half()
+    b = torch.randn(256, 128, device=dev).half()
+    _close(P.gemm_a_from_registers()(a, b), (2 * a.float()) @ b.float(), 2e-2)
+
+    a = torch.randn(100, 128, device=dev).half()
+    b = torch.randn(128, 72, device=dev).half()
+    cin = torch.randn(100, 72, device=dev)
+    _close(P.gemm_into_loaded_accumulator()(a, b, cin), cin + a.float() @ b.float(), 2e-2)

@@ -991,3 +991,108 @@ def atomic_row_region(M=64, N=256, bm=16):
             T.atomic_add(Out[bx % 4, :], cs)
 
     return main
+
+
+# ---- fourth batch: epilogues over the accumulator's layout ---------------------------------
+@tilecute.jit(out_idx=[3])
+def gemm_bias_colsum_transposed_store(M=128, N=192, K=128, bm=64, bn=64, bk=32):
+    """Ct = (A @ B + bias - column means of the tile)^T: the bias held in a (bn,) fragment
+    indexed by the column, the tile's column sums by ``T.reduce_sum(dim=0)`` of the
+    accumulator, the result stored transposed straight from the fragment."""
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), T.float16), B: T.Tensor((K, N), T.float16), bias: T.Tensor((N,), T.float32),
+             Ct: T.Tensor((N, M), T.float32)):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=128) as (bx, by):
+            A_s = T.alloc_shared((bm, bk), T.float16)
+            B_s = T.alloc_shared((bk, bn), T.float16)
+            C_l = T.alloc_fragment((bm, bn), T.float32)
+            b_f = T.alloc_fragment((bn,), T.float32)
+            cs = T.alloc_fragment((bn,), T.float32)
+            T.copy(bias[bx * bn], b_f)
+            T.clear(C_l)
+            for k in T.Pipelined(K // bk, num_stages=2):
+                T.copy(A[by * bm, k * bk], A_s)
+                T.copy(B[k * bk, bx * bn], B_s)
+                T.gemm(A_s, B_s, C_l)
+            for i, j in T.Parallel(bm, bn):
+                C_l[i, j] += b_f[j]
+            T.reduce_sum(C_l, cs, dim=0)
+            for i, j in T.Parallel(bm, bn):
+                Ct[bx * bn + j, by * bm + i] = C_l[i, j] - cs[j] / bm
+
+    return main
+
+
+@tilecute.jit(out_idx=[2])
+def gemm_row_softmax_fullcol(M=128, N=256, K=128, bm=64, bk=32):
+    """P = softmax(A @ B^T) over whole rows of 256 logits: two warpgroups split each row
+    (``FullCol``), so the row max and sum meet across them."""
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), T.float16), B: T.Tensor((N, K), T.float16), P: T.Tensor((M, N), T.float16)):
+        with T.Kernel(T.ceildiv(M, bm), threads=256) as bx:
+            A_s = T.alloc_shared((bm, bk), T.float16)
+            B_s = T.alloc_shared((N, bk), T.float16)
+            C_l = T.alloc_fragment((bm, N), T.float32)
+            mx = T.alloc_fragment((bm,), T.float32)
+            sm = T.alloc_fragment((bm,), T.float32)
+            T.clear(C_l)
+            for k in T.Pipelined(K // bk, num_stages=2):
+                T.copy(A[bx * bm, k * bk], A_s)
+                T.copy(B[0, k * bk], B_s)
+                T.gemm(A_s, B_s, C_l, transpose_B=True, policy=T.GemmWarpPolicy.FullCol)
+            T.reduce_max(C_l, mx, dim=1)
+            for i, j in T.Parallel(bm, N):
+                C_l[i, j] = T.exp(C_l[i, j] - mx[i])
+            T.reduce_sum(C_l, sm, dim=1)
+            for i, j in T.Parallel(bm, N):
+                C_l[i, j] = C_l[i, j] / sm[i]
+            T.copy(C_l, P[bx * bm, 0])
+
+    return main
+
+
+@tilecute.jit(out_idx=[2])
+def gemm_a_from_registers(M=128, N=128, K=256, bm=64, bn=64, bk=32):
+    """C = (2 A) @ B with A's tile copied from global straight into a register fragment,
+    doubled there and fed to the GEMM from registers."""
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), T.float16), B: T.Tensor((K, N), T.float16), C: T.Tensor((M, N), T.float32)):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=128) as (bx, by):
+            A_f = T.alloc_fragment((bm, bk), T.float16)
+            B_s = T.alloc_shared((bk, bn), T.float16)
+            C_l = T.alloc_fragment((bm, bn), T.float32)
+            T.clear(C_l)
+            for k in T.Pipelined(K // bk, num_stages=2):
+                T.copy(A[by * bm, k * bk], A_f)
+                for i, j in T.Parallel(bm, bk):
+                    A_f[i, j] = A_f[i, j] * T.float16(2.0)
+                T.copy(B[k * bk, bx * bn], B_s)
+                T.gemm(A_f, B_s, C_l)
+            T.copy(C_l, C[by * bm, bx * bn])
+
+    return main
+
+
+@tilecute.jit(out_idx=[3])
+def gemm_into_loaded_accumulator(M=100, N=72, K=128, bm=64, bn=64, bk=32):
+    """C = Cin + A @ B at ragged M and N: the accumulator starts as the tile of Cin (zeros past
+    its ends), the GEMM adds into it."""
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), T.float16), B: T.Tensor((K, N), T.float16), Cin: T.Tensor((M, N), T.float32),
+             C: T.Tensor((M, N), T.float32)):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=128) as (bx, by):
+            A_s = T.alloc_shared((bm, bk), T.float16)
+            B_s = T.alloc_shared((bk, bn), T.float16)
+            C_l = T.alloc_fragment((bm, bn), T.float32)
+            T.copy(Cin[by * bm, bx * bn], C_l)
+            for k in T.Pipelined(K // bk, num_stages=2):
+                T.copy(A[by * bm, k * bk], A_s)
+                T.copy(B[k * bk, bx * bn], B_s)
+                T.gemm(A_s, B_s, C_l)
+            T.copy(C_l, C[by * bm, bx * bn])
+
+    return main
