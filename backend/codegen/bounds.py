@@ -383,6 +383,13 @@ class Bounds:
                 conds.append(f"{expr(idx)} < {expr(dim)}")
         return conds
 
+    def within(self, buffer: str, indices) -> bool:
+        """Whether every index of a load of a register buffer (``T.alloc_local``, a fragment)
+        is proved inside its dim (a constant index is taken as it is)."""
+        buf = self.buffers[buffer]
+        return all(_constant(idx) or (self.known.nonnegative(idx) and self.known.below(idx, dim))
+                   for idx, dim in zip(indices, buf.shape))
+
     def of_loads(self, loads) -> list[str]:
         conds: list[str] = []
         for ld in loads:
@@ -426,7 +433,10 @@ class Bounds:
         ``T.if_then_else``) into a temporary, under the branch's condition: TVM's
         ``if_then_else`` evaluates only the branch taken, and programs guard reads that
         would be out of bounds with it (``T.if_then_else(j > 0, s[i, j - 1], 0)``); CuTe's
-        ``select_`` evaluates both.  (A load has no effect but its read, so TVM's ``Select``
+        ``select_`` evaluates both.  So also a load of a register buffer (``T.alloc_local``,
+        a fragment) whose index is not proved inside its dim (``T.if_then_else(v < 16,
+        lut[v], 0)`` of a loaded ``v``: the array sits in local memory, and an index far
+        outside it faults there).  (A load has no effect but its read, so TVM's ``Select``
         may take it alike.)  A load also read outside any branch, or held in ``registers``
         (vector accesses, read whole), is left as it is; a global one also takes the bounds
         checks of :meth:`hoist`, with what its branch's condition proves."""
@@ -444,7 +454,9 @@ class Bounds:
             elif isinstance(x, N.Load):
                 visit(x.indices, guard)
                 key = load_key(x)
-                if key in registers or self.buffers[x.buffer].scope not in ("shared", "global"):
+                scope = self.buffers[x.buffer].scope
+                if key in registers or scope not in ("shared", "global") and (
+                        scope not in ("local", "fragment") or self.within(x.buffer, x.indices)):
                     return
                 found.setdefault(key, x)
                 guards.setdefault(key, []).append(guard or None)
