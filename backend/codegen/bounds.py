@@ -383,6 +383,13 @@ class Bounds:
                 conds.append(f"{expr(idx)} < {expr(dim)}")
         return conds
 
+    def within(self, buffer: str, indices) -> bool:
+        """Whether every index of a load of a shared or register buffer (``T.alloc_local``, a
+        fragment) is proved inside its dim (a constant index is taken as it is)."""
+        buf = self.buffers[buffer]
+        return all(_constant(idx) or (self.known.nonnegative(idx) and self.known.below(idx, dim))
+                   for idx, dim in zip(indices, buf.shape))
+
     def of_loads(self, loads) -> list[str]:
         conds: list[str] = []
         for ld in loads:
@@ -426,31 +433,48 @@ class Bounds:
         ``T.if_then_else``) into a temporary, under the branch's condition: TVM's
         ``if_then_else`` evaluates only the branch taken, and programs guard reads that
         would be out of bounds with it (``T.if_then_else(j > 0, s[i, j - 1], 0)``); CuTe's
-        ``select_`` evaluates both.  (A load has no effect but its read, so TVM's ``Select``
+        ``select_`` evaluates both.  So also a load of a register buffer (``T.alloc_local``,
+        a fragment) whose index is not proved inside its dim (``T.if_then_else(v < 16,
+        lut[v], 0)`` of a loaded ``v``: the array sits in local memory, and an index far
+        outside it faults there).  A shared or register read at an index not proved inside
+        its buffer, after the first operand of an ``and`` / ``or`` (``v < 128 and s[v] >
+        0``), is read only where the operands before it let C's ``&&`` / ``||`` reach it.  (A load has no effect but its read, so TVM's ``Select``
         may take it alike.)  A load also read outside any branch, or held in ``registers``
         (vector accesses, read whole), is left as it is; a global one also takes the bounds
         checks of :meth:`hoist`, with what its branch's condition proves."""
         guards: dict[tuple, list] = {}  # load -> the guards it is read under (None: none)
         found: dict[tuple, N.Load] = {}
 
-        def visit(x, guard: tuple) -> None:
+        def visit(x, guard: tuple, terms: tuple = ()) -> None:
+            # (terms: the operands of ``and`` / ``or`` before x that C's && / || evaluate
+            # first, a guard for a shared or register read at an index not proved inside
+            # its buffer; a global read past its bounds is already kept from being read by
+            # :meth:`hoist`, and stays as it was)
             if isinstance(x, N.Select) and not isinstance(x.cond, N.Const):
-                visit(x.cond, guard)
-                visit(x.a, guard + (x.cond,))
-                visit(x.b, guard + (N.Not(x.cond),))
+                visit(x.cond, guard, terms)
+                visit(x.a, guard + (x.cond,), terms)
+                visit(x.b, guard + (N.Not(x.cond),), terms)
+            elif isinstance(x, N.Logic):
+                before = terms
+                for a in x.args:
+                    visit(a, guard, before)
+                    before = before + ((a,) if x.op == "and" else (N.Not(a),))
             elif isinstance(x, N.Call) and x.name in _ATOMIC_READS:
-                visit(x.args[0].indices, guard)  # (the atomic's element: not a plain read)
-                visit(x.args[1:], guard)
+                visit(x.args[0].indices, guard, terms)  # (the atomic's element: not a plain read)
+                visit(x.args[1:], guard, terms)
             elif isinstance(x, N.Load):
-                visit(x.indices, guard)
+                visit(x.indices, guard, terms)
                 key = load_key(x)
-                if key in registers or self.buffers[x.buffer].scope not in ("shared", "global"):
+                scope = self.buffers[x.buffer].scope
+                if key in registers or scope not in ("shared", "global") and (
+                        scope not in ("local", "fragment") or self.within(x.buffer, x.indices)):
                     return
+                g = guard if scope == "global" or self.within(x.buffer, x.indices) else guard + terms
                 found.setdefault(key, x)
-                guards.setdefault(key, []).append(guard or None)
+                guards.setdefault(key, []).append(g or None)
             elif isinstance(x, (N.Expr, tuple)):
                 for v in (vars(x).values() if isinstance(x, N.Expr) else x):
-                    visit(v, guard)
+                    visit(v, guard, terms)
         visit(e, ())
         expr = self.exprs.expr
         for key, ld in found.items():
