@@ -69,6 +69,51 @@ def test_division_by_a_negative_constant_matches_python():
         assert got[t][12:14] == [x // -4, x % -4]
 
 
+NEG_TRUNC = """
+import tilecute.language as T
+
+
+@T.prim_func
+def neg_trunc(A: T.Tensor((32,), "int32"), Q: T.Tensor((32, 16), "int32")):
+    with T.Kernel(1, threads=32) as bx:
+        tx = T.get_thread_binding()
+        for i in T.serial(6):
+            Q[tx, i] = T.truncmod(i - 3, -2)
+            Q[tx, i + 6] = T.truncdiv(i - 3, -2)
+        Q[tx, 12] = T.truncmod(A[tx], -4)
+        Q[tx, 13] = T.truncdiv(A[tx], -4)
+"""
+
+
+def _c_div(a, b):
+    q = abs(a) // abs(b)
+    return q if (a < 0) == (b < 0) else -q
+
+
+def test_truncated_division_by_a_negative_constant_divides_by_the_positive_one():
+    """C's a % c is a % -c and a / c is -(a / -c): CuTe DSL's remsi by a negative constant
+    of a loop index gave wrong remainders on an H200 (fuzzer seed 520)."""
+    kernel = tilecute.compile(T.from_script(NEG_TRUNC))
+    src = kernel.get_kernel_source()
+    assert "tcmath.truncmod(i - 3, 2)" in src and "0 - tcmath.truncdiv(i - 3, 2)" in src
+    assert "tcmath.truncmod(A[tx], 4)" in src and ", -" not in src
+    kernel.ensure_cubin()
+
+
+@pytest.mark.gpu
+def test_truncated_division_by_a_negative_constant_matches_c():
+    import torch
+
+    a = torch.arange(-16, 16, device="cuda", dtype=torch.int32)
+    q = torch.zeros(32, 16, device="cuda", dtype=torch.int32)
+    tilecute.compile(T.from_script(NEG_TRUNC))(a, q)
+    got = q.cpu().tolist()
+    for t, x in enumerate(a.cpu().tolist()):
+        assert got[t][0:6] == [(i - 3) - _c_div(i - 3, -2) * -2 for i in range(6)]
+        assert got[t][6:12] == [_c_div(i - 3, -2) for i in range(6)]
+        assert got[t][12:14] == [x - _c_div(x, -4) * -4, _c_div(x, -4)]
+
+
 UNROLLED_TRUNC_CAST = """
 import tilecute.language as T
 

@@ -635,10 +635,19 @@ class ExprPrinter:
         """C's ``/`` and ``%`` (``runtime.cute.math``), ``popc``, ``clz`` (an int32)."""
         if _width_sensitive(e):  # of a promoted value: C's quotient, at the narrow width
             return f"{cute_type(e.dtype)}({self.promoted(e, 0)})", ATOM
-        args = ", ".join(self.expr(x) for x in e.args)
         if e.name in ("truncdiv", "truncmod"):
             self.use("math")
-            return f"tcmath.{e.name}({args})", ATOM
+            a, b = e.args
+            if e.dtype in ("int32", "int64") and isinstance(b, N.Const) and \
+                    -(1 << (DTYPES[e.dtype].bits - 1)) < b.value < 0:
+                # C's a % c is a % -c, and a / c is -(a / -c): CuTe DSL's arith.remsi by a
+                # negative constant of a loop index gave wrong remainders on an H200 (the
+                # fuzzer's scalar form, seed 520: T.truncmod(i, -2) over T.serial(6)), as
+                # its floordivsi did (:meth:`_by_negative_constant`)
+                text = f"tcmath.{e.name}({self.expr(a)}, {-int(b.value)})"
+                return (text, ATOM) if e.name == "truncmod" else (f"0 - {text}", PREC["sub"])
+            return f"tcmath.{e.name}({', '.join(self.expr(x) for x in e.args)})", ATOM
+        args = ", ".join(self.expr(x) for x in e.args)
         if e.name == "popcount":
             return f"cute.arch.popc({args})", ATOM
         if self.maybe_python(e.args[0]):  # (clz refuses a Python int: a constant-unrolled index)
