@@ -1451,6 +1451,15 @@ Param = Union[Buffer, Var]
 HOST_BINOPS = ("add", "sub", "mul", "floordiv", "mod", "min", "max")
 
 
+def host_condition_names(symbols, scalars, pointers) -> dict:
+    """The names a host-evaluable condition may read (name -> Var): the ``symbols`` and
+    the integer / bool ``scalars`` (parameter Vars) that are not ``pointers``."""
+    names = {v.name: v for v in symbols}
+    names.update({v.name: v for v in scalars
+                  if v.name not in pointers and (is_int(v.dtype) or v.dtype == "bool")})
+    return names
+
+
 def is_host_condition(e: Expr, names: dict) -> bool:
     """Whether ``e`` is a bool expression the launcher can evaluate: constants (ints,
     bools), the ``Var``s of ``names`` (name -> Var: the function's symbols and its integer

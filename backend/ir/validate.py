@@ -331,9 +331,7 @@ class _Validator:
             if name not in scalars or scalars[name].dtype != "int64":
                 self.fail(f"pointer parameter {name!r} must be an int64 scalar parameter (the "
                           "address; TileLang's `p: T.ptr`)")
-        host_names = {s.name: s for s in f.symbols}
-        host_names.update({n: v for n, v in scalars.items() if n not in f.pointers
-                           and (N.is_int(v.dtype) or v.dtype == "bool")})
+        host_names = N.host_condition_names(f.symbols, scalars.values(), f.pointers)
         if not isinstance(f.assumes, tuple):
             self.fail(f"assumes {f.assumes!r} must be a tuple of conditions")
         for a in f.assumes:

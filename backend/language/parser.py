@@ -6871,10 +6871,8 @@ class _Parser:
             name, k = cond.a.a.name, int(cond.a.b.value)
             self.assumed_divisors[name] = math.lcm(self.assumed_divisors.get(name, 1), k)
         elif not self.context() and cond not in self.host_assumes:
-            names = dict(self.symbols)
-            for p in self.scalar_vars.values():
-                if p.name not in self.pointers and (N.is_int(p.dtype) or p.dtype == "bool"):
-                    names[p.name] = p
+            names = N.host_condition_names(self.symbols.values(), self.scalar_vars.values(),
+                                           self.pointers)
             if N.is_host_condition(cond, names):
                 self.host_assumes.append(cond)
         return []
