@@ -145,3 +145,57 @@ def test_a_truncmod_of_unrolled_indices_rounds_on_the_gpu():
     tilecute.compile(T.from_script(UNROLLED_TRUNC_CAST))(f)
     want = torch.tensor([j * 1001 + 1 for j in range(4)], dtype=torch.float32).to(torch.bfloat16)
     assert torch.equal(f.cpu(), want.float().expand(32, 4))
+
+
+@pytest.mark.parametrize("value,src,dtype,want", [
+    (-1, "int32", "uint8", 255), (200, "int32", "int8", -56), (-129, "int32", "int8", 127),
+    (2 ** 32 + 5, "int64", "int32", 5), (-3, "int32", "uint32", 2 ** 32 - 3),
+    (65535, "uint16", "int16", -1), (3.7, "float32", "int32", 3), (-3.7, "float32", "int32", -3),
+    (1e10, "float32", "int32", 2 ** 31 - 1), (300.0, "float32", "uint8", 255),
+])
+def test_a_cast_constant_converts_as_the_gpu_does(value, src, dtype, want):
+    """An integer cast of a constant wraps modulo 2**bits (C's conversion; the fuzzer's scalar
+    seed 1728 folded ``T.Cast("uint8", ~0)`` to -1, not 255); a float one truncates and
+    saturates (PTX's cvt.rzi)."""
+    assert N.cast(N.Const(value, src), dtype) == N.Const(want, dtype)
+
+
+NARROW_CASTS = """
+import tilecute.language as T
+
+
+@T.prim_func
+def narrow_casts(Q: T.Tensor((32, 12), "int32")):
+    with T.Kernel(1, threads=32) as bx:
+        tx = T.get_thread_binding()
+        for j in T.serial(1):  # a one-trip loop: its index is the constant 0
+            Q[tx, 0] = T.Cast("int32", T.Cast("uint8", ~j))
+            Q[tx, 1] = T.Cast("int32", T.Cast("int8", j + 200))
+            Q[tx, 2] = T.Cast("int32", T.Cast("uint16", j - 3))
+        for j in T.unroll(3):  # unrolled: Python ints in the generated code
+            Q[tx, 3 + j] = T.Cast("int32", T.Cast("uint8", ~j))
+            Q[tx, 6 + j] = T.Cast("int32", T.Cast("int8", j * 100 + 27))
+        for j in T.serial(3):  # a runtime loop
+            Q[tx, 9 + j] = T.Cast("int32", T.Cast("uint8", ~(j + tx)))
+"""
+
+
+def _narrow_casts_want(tx):
+    return [255, -56, 65533] + [(~j) & 255 for j in range(3)] + \
+        [((j * 100 + 27 + 128) & 255) - 128 for j in range(3)] + [(~(j + tx)) & 255 for j in range(3)]
+
+
+def test_narrow_integer_casts_of_constants_wrap():
+    kernel = tilecute.compile(T.from_script(NARROW_CASTS))
+    src = kernel.get_kernel_source()
+    assert "Q[tx, 0] = 255" in src and "Q[tx, 1] = -56" in src and "Q[tx, 2] = 65533" in src
+    kernel.ensure_cubin()
+
+
+@pytest.mark.gpu
+def test_narrow_integer_casts_of_constants_wrap_on_the_gpu():
+    import torch
+
+    q = torch.zeros(32, 12, dtype=torch.int32, device="cuda")
+    tilecute.compile(T.from_script(NARROW_CASTS))(q)
+    assert q.cpu().tolist() == [_narrow_casts_want(tx) for tx in range(32)]

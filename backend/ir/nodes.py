@@ -473,8 +473,26 @@ def cast(e: Expr, dtype: str) -> Expr:
             rounded = _round_float(float(e.value), dtype)
             if rounded is not None:
                 return Const(rounded, dtype)
+        if is_int(dtype) and not isinstance(e.value, bool):
+            return Const(_int_of(e.value, e.dtype, dtype), dtype)
         return const(e.value, dtype)
     return Cast(dtype, e)
+
+
+def _int_of(v, src: str, dtype: str) -> int:
+    """The constant ``v`` of ``src`` converted to the integer ``dtype`` as the GPU converts
+    it: an integer modulo 2**bits, read signed or unsigned (``(uint8_t)-1`` is 255,
+    ``(int8_t)200`` is -56); a float truncated and saturated to the range (PTX's
+    ``cvt.rzi``; NaN is 0)."""
+    bits, signed = DTYPES[dtype].bits, DTYPES[dtype].kind == "int"
+    if is_float(src):
+        import math
+        if math.isnan(v):
+            return 0
+        lo, hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
+        return lo if v <= lo else hi if v >= hi else int(v)
+    v = int(v) & ((1 << bits) - 1)
+    return v - (1 << bits) if signed and v >> (bits - 1) else v
 
 
 def _round_float(x: float, dtype: str):
