@@ -199,3 +199,13 @@ def test_narrow_integer_casts_of_constants_wrap_on_the_gpu():
     q = torch.zeros(32, 12, dtype=torch.int32, device="cuda")
     tilecute.compile(T.from_script(NARROW_CASTS))(q)
     assert q.cpu().tolist() == [_narrow_casts_want(tx) for tx in range(32)]
+
+
+def test_integer_arithmetic_on_constants_wraps_in_its_type():
+    """Folded integer arithmetic wraps as the GPU's does (TVM folds to the type's
+    representation too), instead of keeping a value its type cannot hold."""
+    assert N.binop("add", N.Const(2 ** 31 - 1, "int32"), N.Const(1, "int32")) == \
+        N.Const(-2 ** 31, "int32")
+    assert N.binop("sub", N.Const(0, "uint32"), N.Const(1, "uint32")) == N.Const(2 ** 32 - 1, "uint32")
+    assert N.binop("mul", N.Const(2 ** 20, "int64"), N.Const(2 ** 20, "int64")) == \
+        N.Const(2 ** 40, "int64")

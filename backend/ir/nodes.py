@@ -538,8 +538,8 @@ def binop(op: str, a, b) -> Expr:
                         f"takes integers (TileLang refuses it); write {instead}")
     if isinstance(a, Const) and isinstance(b, Const) and is_int(t):
         folded = _fold_int(op, a.value, b.value)
-        if folded is not None:
-            return Const(folded, t)
+        if folded is not None:  # wrapping as the GPU's integer arithmetic does
+            return Const(_int_of(folded, t, t), t)
     return BinOp(op, a, b, t)
 
 
