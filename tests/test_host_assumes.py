@@ -4,8 +4,10 @@ at every call (TileLang's host code raises ``RuntimeError("Assume: ...")``; a ke
 compiled trusting it would otherwise run on arguments that break it).  tilecute keeps it
 in ``PrimFunc.assumes`` and the launcher checks it after reading the arguments, before any
 driver call, so memory-less "CUDA" tensors reach the check on the CPU.  ``N % k == 0`` on
-a symbol stays the symbol's ``multiple_of`` (a ValueError naming the argument); an assume
-that reads memory, a thread index, a float or sits in a loop or branch changes no code."""
+a symbol is also the symbol's ``multiple_of`` (what the kernel may rely on) and is checked
+as an assume (TileLang's RuntimeError, as its test_host_evaluable_assume_is_checked_at_runtime
+asks), the binding check leaving ``k`` to it; an assume that reads memory, a thread index,
+a float or sits in a loop or branch changes no code."""
 
 import pytest
 
@@ -31,7 +33,7 @@ def _window():
             T.assume(bx * 128 + tx < n)        # a thread index: a hint only
             for i in T.serial(2):
                 T.assume(lo + i < n)           # in a loop: a hint only
-            T.assume(n % 8 == 0)               # the symbol's multiple_of
+            T.assume(n % 8 == 0)               # the symbol's multiple_of, checked as an assume
             for i in T.Parallel(128):
                 if bx * 128 + i >= lo and bx * 128 + i < hi:
                     X[bx * 128 + i] = X[bx * 128 + i] * scale
@@ -43,7 +45,7 @@ def test_host_evaluable_assumes_are_kept_and_printed():
     text = f.script()
     assert "    T.assume(lo <= hi and hi <= n)" in text, text
     assert "    T.assume(n >= 128 or not wide)" in text, text
-    assert len(f.assumes) == 2
+    assert len(f.assumes) == 3 and "    T.assume(n % 8 == 0)" in text
     assert 'n = T.symbolic("n", multiple_of=8)' in text
     assert "scale > " not in text and "tx < n" not in text
     assert from_json(to_json(f)) == f
@@ -66,7 +68,7 @@ def test_the_launcher_checks_them(cache_dir):
     raises(RuntimeError, ["window: Assume: lo <= hi and hi <= n does not hold"], k, x, 9, 3, True, 1.0)
     raises(RuntimeError, ["Assume: lo <= hi and hi <= n"], k, x, 0, 300, True, 1.0)
     raises(RuntimeError, ["Assume: n >= 128 or not wide"], k, FakeTensor((64,)), 0, 8, True, 1.0)
-    raises(ValueError, ["n"], k, FakeTensor((260,)), 0, 8, False, 1.0)  # multiple_of=8
+    raises(RuntimeError, ["Assume: n % 8 == 0"], k, FakeTensor((260,)), 0, 8, False, 1.0)
     # arguments that meet them go on to the driver (none here)
     with pytest.raises(Exception) as e:
         k(FakeTensor((64,)), 0, 8, False, -1.0)
@@ -88,3 +90,48 @@ def test_assumes_on_gpu():
     with pytest.raises(RuntimeError, match="Assume: n >= 128 or not wide"):
         k(torch.ones(64, device="cuda"), 0, 8, True, 2.0)
     assert torch.equal(x, ref)  # nothing ran
+
+
+def _multiple_of_four():
+    n = T.dynamic("n")
+
+    @T.prim_func
+    def fill(A: T.Tensor((n,), "float32")):
+        with T.Kernel(1, threads=32):
+            T.assume(n % 4 == 0)
+            tx = T.get_thread_binding()
+            if tx < n:
+                A[tx] = 1.0
+    return fill
+
+
+def test_a_divisibility_assume_raises_tilelangs_runtime_error(cache_dir):
+    """``T.assume(N % 4 == 0)`` broken at a call raises TileLang's RuntimeError "Assume:
+    N % 4 == 0" (it was the binding check's ValueError), and the kernel still knows the
+    multiple; an own ``multiple_of`` beyond the assumed one stays the binding check's."""
+    from tilecute.transform.launch_abi import _bind_divisibility
+
+    f = _multiple_of_four()
+    assert f.symbols[0].multiple == 4 and len(f.assumes) == 1
+    k = tilecute.compile(f)
+    raises(RuntimeError, ["fill: Assume: n % 4 == 0"], k, FakeTensor((2,)))
+    with pytest.raises(Exception) as e:  # a multiple of 4 goes on to the driver (none here)
+        k(FakeTensor((8,)))
+    assert "Assume" not in str(e.value), str(e.value)
+    four = N.cmp("eq", N.binop("mod", N.Var("n", "int32"), 4), 0)
+    assert _bind_divisibility(N.Var("n", "int32", multiple=4), (four,)) == 1
+    assert _bind_divisibility(N.Var("n", "int32", multiple=8), (four,)) == 8
+    assert _bind_divisibility(N.Var("n", "int32", multiple=12), (four,)) == 3
+    assert _bind_divisibility(N.Var("n", "int32", multiple=8), ()) == 8
+
+
+@pytest.mark.gpu
+def test_a_divisibility_assume_on_gpu():
+    import torch
+
+    k = tilecute.compile(_multiple_of_four())
+    a = torch.zeros(4, device="cuda")
+    k(a)
+    assert a.tolist() == [1.0] * 4
+    with pytest.raises(RuntimeError, match="Assume: n % 4 == 0"):
+        k(torch.empty(2, device="cuda"))

@@ -131,7 +131,9 @@ def test_assume_of_a_divisor_on_a_symbol_becomes_a_launch_check():
 
     assert main.params[0].shape[0].multiple == 4
     k = tilecute.compile(main)
-    assert [(s.name, s.divisibility) for s in k.abi.symbols] == [("N", 4)]
+    # checked as TileLang checks it (RuntimeError "Assume: N % 4 == 0"), not by the binding
+    assert [(s.name, s.divisibility) for s in k.abi.symbols] == [("N", 1)]
+    assert [a.text for a in k.abi.assumes] == ["N % 4 == 0"]
 
 
 def test_assume_of_a_divisor_combines_with_multiple_of():
@@ -144,6 +146,9 @@ def test_assume_of_a_divisor_combines_with_multiple_of():
             A[0] = 1.0
 
     assert main.params[0].shape[0].multiple == 12
+    # the binding checks what the assume does not: 12 = lcm(4, 6)
+    k = tilecute.compile(main)
+    assert [(s.name, s.divisibility) for s in k.abi.symbols] == [("N", 4)]
 
 
 def test_other_assumes_change_no_code():

@@ -1469,6 +1469,16 @@ Param = Union[Buffer, Var]
 HOST_BINOPS = ("add", "sub", "mul", "floordiv", "mod", "min", "max")
 
 
+def assumed_divisor(cond: Expr):
+    """``(name, k)`` where ``cond`` is ``N % k == 0`` of a variable ``N`` and a constant
+    ``k > 1`` (TileLang's ``T.assume(N % k == 0)``), else None."""
+    if isinstance(cond, Cmp) and cond.op == "eq" and isinstance(cond.b, Const) \
+            and cond.b.value == 0 and isinstance(cond.a, BinOp) and cond.a.op == "mod" \
+            and isinstance(cond.a.a, Var) and isinstance(cond.a.b, Const) and cond.a.b.value > 1:
+        return cond.a.a.name, int(cond.a.b.value)
+    return None
+
+
 def host_condition_names(symbols, scalars, pointers) -> dict:
     """The names a host-evaluable condition may read (name -> Var): the ``symbols`` and
     the integer / bool ``scalars`` (parameter Vars) that are not ``pointers``."""

@@ -6850,7 +6850,8 @@ class _Parser:
         at launch); another condition the host can evaluate (``N.is_host_condition``: the
         symbols and integer / bool scalar params only) where no loop or branch encloses it
         goes to ``PrimFunc.assumes``, which the launcher checks at every call, as TileLang
-        checks such an assume at run time (its ``RuntimeError`` "Assume: ...").  Anything
+        checks such an assume at run time (its ``RuntimeError`` "Assume: ..."; a top-level
+        ``N % k == 0`` too, its ``k`` then left out of the symbol's binding check).  Anything
         else is a hint that changes no code (tilecute emits no bounds checks for it to
         remove)."""
         cond = a.value("cond")
@@ -6863,14 +6864,12 @@ class _Parser:
             if not cond.value:
                 raise a.fail("cond", f"`{ast.unparse(a.node('cond'))}` is false at compile time")
             return []
-        if isinstance(cond, N.Cmp) and cond.op == "eq" and cond.b == N.Const(0, cond.b.dtype) \
-                and isinstance(cond.a, N.BinOp) and cond.a.op == "mod" \
-                and isinstance(cond.a.a, N.Var) and cond.a.a.name in self.symbols \
-                and self.symbols[cond.a.a.name] == cond.a.a \
-                and isinstance(cond.a.b, N.Const) and cond.a.b.value > 1:
-            name, k = cond.a.a.name, int(cond.a.b.value)
+        divisor = N.assumed_divisor(cond)
+        if divisor is not None and divisor[0] in self.symbols \
+                and self.symbols[divisor[0]] == cond.a.a:
+            name, k = divisor
             self.assumed_divisors[name] = math.lcm(self.assumed_divisors.get(name, 1), k)
-        elif not self.context() and cond not in self.host_assumes:
+        if not self.context() and cond not in self.host_assumes:
             names = N.host_condition_names(self.symbols.values(), self.scalar_vars.values(),
                                            self.pointers)
             if N.is_host_condition(cond, names):

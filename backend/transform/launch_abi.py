@@ -76,12 +76,26 @@ def _dim(d: N.Expr):
     raise LoweringError(f"dim {d} is not an int, a symbol or an expression of them")
 
 
+def _bind_divisibility(sym: N.Var, assumes) -> int:
+    """The divisor the launcher checks where ``sym`` binds: its ``multiple`` less what a
+    host-checked ``T.assume(N % k == 0)`` (``func.assumes``) promises, so that a call
+    breaking the assume raises TileLang's "Assume: ..." RuntimeError from that check; the
+    smallest ``d`` dividing the multiple whose lcm with the assumed ``k`` is still the
+    multiple (both checks together are the promise)."""
+    ks = [k for name, k in filter(None, map(N.assumed_divisor, assumes)) if name == sym.name]
+    if not ks:
+        return sym.multiple
+    k = math.lcm(*ks)
+    return next(d for d in range(1, sym.multiple + 1)
+                if sym.multiple % d == 0 and math.lcm(d, k) % sym.multiple == 0)
+
+
 def _bind_symbols(func: N.PrimFunc, args) -> list[SymbolSpec]:
     """Where each symbol is bound at launch, TileLang's way: walking the tensors' shapes
     then strides in argument order, a symbol binds at its first dim that is the plain
     symbol or, where no dim is, its first affine dim ``a * n + b`` (int ``a``, ``b``;
     the launcher solves for ``n``); every other dim naming it is checked against it."""
-    multiple = {s.name: s.multiple for s in func.symbols}
+    multiple = {s.name: _bind_divisibility(s, func.assumes) for s in func.symbols}
     dtype = {s.name: s.dtype for s in func.symbols}
     sites = [(i, field, d, x) for i, a in enumerate(args) if isinstance(a, TensorArg)
              for field, dims in (("shape", a.shape), ("stride", a.strides or ()))
