@@ -35,6 +35,7 @@ import shutil
 import sys
 import sysconfig
 import time
+import traceback
 import zipfile
 from pathlib import Path
 from typing import Any, Optional
@@ -50,6 +51,20 @@ _RESERVED = {"PackageError", "kernels", "manifest"}
 
 class ExportError(ValueError):
     """What ``tilecute export`` cannot export, named with the module attribute."""
+
+
+class ModuleImportError(Exception):
+    """Importing the module to export raised: the message is the exception with only the
+    module's own frames of its traceback (none of tilecute's or importlib's)."""
+
+    def __init__(self, path: Path, error: BaseException):
+        own = Path(__file__).resolve().parent
+        frames = [f for f in traceback.extract_tb(error.__traceback__)
+                  if not f.filename.startswith("<frozen")
+                  and not Path(f.filename).resolve().is_relative_to(own)]
+        super().__init__(f"importing {path} raised:\n"
+                         + "".join(traceback.format_list(frames))
+                         + "".join(traceback.format_exception_only(type(error), error)).rstrip())
 
 
 @dataclasses.dataclass
@@ -202,6 +217,8 @@ def load_module(path: str, archs: list):
     sys.modules[name] = module
     try:
         spec.loader.exec_module(module)
+    except Exception as e:  # the module's own error: shown as `python FILE` would, less tilecute
+        raise ModuleImportError(file, e) from e
     finally:
         sys.path.remove(str(file.parent))
     return module
