@@ -114,7 +114,12 @@ def _show(args: argparse.Namespace) -> int:
                   "manifest.json)", file=sys.stderr)
             return 1
         folder = cache.entry_path(args.kernel)
-    print((folder / SOURCE_KINDS[args.kind]).read_text(), end="")
+    source = folder / SOURCE_KINDS[args.kind]
+    if not source.is_file():
+        print(f"tilecute: error: {folder} has no {source.name} (--kind {args.kind})",
+              file=sys.stderr)
+        return 1
+    print(source.read_text(), end="")
     return 0
 
 

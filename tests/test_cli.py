@@ -67,6 +67,10 @@ def test_show_a_folder_that_is_not_an_entry(cache_dir, tmp_path, capsys):
     assert capsys.readouterr().out == by_folder == (path / "kernel_cute.py").read_text()
     assert main(["show", path.name[:10], "--kind", "abi"]) == 0
     assert '"function": "shown"' in capsys.readouterr().out
+    # a kind the entry lacks (fake_build writes no ir_script.txt): named, exit 1
+    assert main(["show", path.name[:10], "--kind", "script"]) == 1
+    assert capsys.readouterr().err == f"tilecute: error: {path} has no ir_script.txt " \
+                                      "(--kind script)\n"
 
 
 def test_counts_are_singular_for_one(cache_dir, capsys):
