@@ -213,7 +213,10 @@ def _command(subparsers, name: str, run: Callable[[argparse.Namespace], int], he
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="tilecute", description="tilecute: a TileLang-style compiler for NVIDIA's CuTe DSL.")
+        prog="tilecute", description="tilecute: a TileLang-style compiler for NVIDIA's CuTe DSL.",
+        epilog="`tilecute COMMAND --help` describes a command. Exit status: 0 success, 1 "
+               f"failure, 2 usage error. The cache: ${cache.ENV_DIR} (default "
+               "~/.cache/tilecute); other settings: docs/cache.md, \"Environment\".")
     parser.add_argument("--version", action="version", version=f"tilecute {_version()}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 

@@ -36,6 +36,7 @@ def test_version_and_help_on_stdout():
     assert r.returncode == 0 and r.stdout.strip() == f"tilecute {__version__}" and not r.stderr
     r = _tilecute("--help")
     assert r.returncode == 0 and r.stdout.startswith("usage: tilecute")
+    assert "Exit status: 0 success, 1 failure, 2 usage error" in " ".join(r.stdout.split())
     for command in ("cache", "show", "tune", "export", "verify"):
         assert re.search(rf"^\s+{command}\s", r.stdout, re.M), command
 
