@@ -12,7 +12,8 @@
 
 Exit codes: 0 success, 1 failure (a damaged entry, no such entry, an unsafe cache
 folder, a lock held too long), 2 usage error (also a KEY that is not hex digits or is a
-prefix of several keys).  Expected failures print one line to stderr, no traceback.
+prefix of several keys).  Expected failures print one line to stderr, no traceback (an
+export whose module raises on import: also that module's own frames, none of tilecute's).
 
 Imports only ``tilecute.cache`` and ``tilecute.runtime.kernel``'s table of sources.
 """
