@@ -183,3 +183,11 @@ def test_every_environment_variable_read_is_documented():
     assert {"TILECUTE_CACHE_DIR", "TILECUTE_ARCH", "TILECUTE_LOCK_TIMEOUT"} <= read
     docs = "\n".join(d.read_text() for d in DOCS)
     assert not sorted(v for v in read if v not in docs)
+
+
+def test_every_flag_is_documented():
+    docs = "\n".join(d.read_text() for d in DOCS)
+    flags = {f for p in _subparsers(build_parser()) for f in p._option_string_actions
+             if f.startswith("--") and f != "--help"}
+    assert {"--version", "--kind", "--older-than", "--arch", "--wheel"} <= flags
+    assert not sorted(f for f in flags if f"{f}" not in docs)
