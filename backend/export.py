@@ -58,10 +58,14 @@ class ModuleImportError(Exception):
     module's own frames of its traceback (none of tilecute's or importlib's)."""
 
     def __init__(self, path: Path, error: BaseException):
-        own = Path(__file__).resolve().parent
+        from . import runtime
+
+        # tilecute's folders: the package's and its runtime's (apart in an editable install)
+        own = [Path(p).resolve() for p in (*sys.modules[__package__].__path__,
+                                           *runtime.__path__)]
         frames = [f for f in traceback.extract_tb(error.__traceback__)
                   if not f.filename.startswith("<frozen")
-                  and not Path(f.filename).resolve().is_relative_to(own)]
+                  and not any(Path(f.filename).resolve().is_relative_to(o) for o in own)]
         super().__init__(f"importing {path} raised:\n"
                          + "".join(traceback.format_list(frames))
                          + "".join(traceback.format_exception_only(type(error), error)).rstrip())
