@@ -215,6 +215,9 @@ def load_module(path: str, archs: list):
         raise ExportError(f"{path}: no such file")
     name = f"_tilecute_export_{re.sub(r'[^0-9A-Za-z_]', '_', file.stem)}"
     spec = importlib.util.spec_from_file_location(name, file)
+    if spec is None:  # no importer for the suffix: not a Python module
+        raise ExportError(f"{path}: not a Python file (.py); a tilecute IR JSON document is "
+                          "exported from a .py file that reads it (tilecute.ir.from_json)")
     module = importlib.util.module_from_spec(spec)
     sys.path.insert(0, str(file.parent))
     os.environ.setdefault("TILECUTE_ARCH", archs[0])

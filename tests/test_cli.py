@@ -197,3 +197,13 @@ def test_every_flag_is_documented():
              if f.startswith("--") and f != "--help"}
     assert {"--version", "--kind", "--older-than", "--arch", "--wheel"} <= flags
     assert not sorted(f for f in flags if f"{f}" not in docs)
+
+
+def test_export_a_file_that_is_not_python(tmp_path):
+    (tmp_path / "kernels.json").write_text('{"schema": "tilecute.ir"}')
+    r = _tilecute("export", str(tmp_path / "kernels.json"), "-o", str(tmp_path / "dist"),
+                  "--arch", "sm_90a")
+    assert r.returncode == 2 and r.stdout == "" and "Traceback" not in r.stderr
+    assert r.stderr == f"tilecute: error: {tmp_path / 'kernels.json'}: not a Python file " \
+                       "(.py); a tilecute IR JSON document is exported from a .py file that " \
+                       "reads it (tilecute.ir.from_json)\n"
