@@ -52,9 +52,9 @@ def enable_cache() -> None:
 
 
 def is_cache_enabled() -> bool:
-    import os
+    from .cache import cache_disabled
 
-    return os.environ.get("TILECUTE_DISABLE_CACHE", "") in ("", "0")
+    return not cache_disabled()
 
 
 def set_log_level(level) -> None:

@@ -292,10 +292,10 @@ def _child(fn, args, r: int, w: int, tmp: str) -> None:
 def remove_leftovers() -> None:
     """Build folders of dead processes: the cache root's (whose key lock is free) and the
     launcher runtime's (whose lock is free)."""
-    from .cache import ENV_DISABLE, launcher_runtime_folder, remove_stale_builds
+    from .cache import cache_disabled, launcher_runtime_folder, remove_stale_builds
     from .toolchain import remove_stale_runtime_builds
 
-    if os.environ.get(ENV_DISABLE, "") in ("", "0"):
+    if not cache_disabled():
         try:
             remove_stale_builds()
         except Exception:  # an unsafe cache root: not ours to clean (the build said why)

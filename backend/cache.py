@@ -194,6 +194,13 @@ def _entry_problems(path: Path, key: Optional[str]) -> list[str]:
     return []
 
 
+def cache_disabled() -> bool:
+    """``TILECUTE_DISABLE_CACHE`` set to a value other than empty, 0, false, no or off (the
+    false values every tilecute switch takes)."""
+    return os.environ.get(ENV_DISABLE, "").strip().lower() not in ("", "0", "false", "no",
+                                                                   "off")
+
+
 def get_or_build(key: str, build: Callable[[Path], dict],
                  use: Optional[Callable[[Path], T]] = None):
     """The entry folder for ``key``, built by ``build`` if the cache has none; with
@@ -217,7 +224,7 @@ def get_or_build(key: str, build: Callable[[Path], dict],
     built into a fresh temporary folder outside the cache (removed at exit) and returned.
     """
     _check_key(key)
-    if os.environ.get(ENV_DISABLE, "") not in ("", "0"):
+    if cache_disabled():
         folder = Path(tempfile.mkdtemp(prefix=f"tilecute-{key[:12]}-"))
         atexit.register(shutil.rmtree, folder, True)
         _build_into(folder, key, build)

@@ -12,7 +12,8 @@
 
 Exit codes: 0 success, 1 failure (a damaged entry, no such entry, an unsafe cache
 folder, a lock held too long), 2 usage error (also a KEY that is not hex digits or is a
-prefix of several keys).  Expected failures print one line to stderr, no traceback.
+prefix of several keys).  Expected failures print one line to stderr, no traceback (an
+export whose module raises on import: also that module's own frames, none of tilecute's).
 
 Imports only ``tilecute.cache`` and ``tilecute.runtime.kernel``'s table of sources.
 """
@@ -52,6 +53,10 @@ def _human_size(n: int) -> str:
     raise AssertionError
 
 
+def _count(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
+
+
 def _human_age(seconds: float) -> str:
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
         if seconds >= size:
@@ -74,13 +79,14 @@ def _cache_ls(args: argparse.Namespace) -> int:
     for r in rows:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
     total = sum(e.size for e in entries)
-    print(f"{len(entries)} entries, {_human_size(total)} in {cache.cache_root()}")
+    print(f"{_count(len(entries), 'entry', 'entries')}, {_human_size(total)} in "
+          f"{cache.cache_root()}")
     return 0
 
 
 def _cache_clear(args: argparse.Namespace) -> int:
     removed = cache.clear(args.older_than)
-    print(f"removed {len(removed)} entr{'y' if len(removed) == 1 else 'ies'}")
+    print(f"removed {_count(len(removed), 'entry', 'entries')}")
     return 0
 
 
@@ -90,7 +96,7 @@ def _cache_verify(args: argparse.Namespace) -> int:
     for key, problems in bad.items():
         for problem in problems:
             print(f"{key[:12]}: {problem}")
-    print(f"{len(results)} entries checked, {len(bad)} damaged"
+    print(f"{_count(len(results), 'entry', 'entries')} checked, {len(bad)} damaged"
           + (" (each is rebuilt on its next use; `tilecute cache clear` removes all)" if bad else ""))
     return 1 if bad else 0
 
@@ -103,8 +109,18 @@ def _cache_path(args: argparse.Namespace) -> int:
 def _show(args: argparse.Namespace) -> int:
     folder = Path(args.kernel)
     if not (folder / "manifest.json").is_file():
+        if os.sep in args.kernel or (folder.exists()
+                                     and not re.fullmatch(r"[0-9a-f]+", args.kernel)):
+            print(f"tilecute: error: {args.kernel} is not a cache entry folder (no "
+                  "manifest.json)", file=sys.stderr)
+            return 1
         folder = cache.entry_path(args.kernel)
-    print((folder / SOURCE_KINDS[args.kind]).read_text(), end="")
+    source = folder / SOURCE_KINDS[args.kind]
+    if not source.is_file():
+        print(f"tilecute: error: {folder} has no {source.name} (--kind {args.kind})",
+              file=sys.stderr)
+        return 1
+    print(source.read_text(), end="")
     return 0
 
 
@@ -153,14 +169,14 @@ def _tune_clear(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from .export import ExportError, export
+    from .export import ExportError, ModuleImportError, export
 
     archs = [a.strip() for a in args.arch.split(",") if a.strip()]
     log = None if args.quiet else (lambda line: print(f"tilecute export: {line}", file=sys.stderr))
     try:
         root = export(args.target, args.output, archs, name=args.name, wheel=args.wheel,
                       version=args.pkg_version, log=log)
-    except (ExportError, ValueError) as e:  # TargetError is a ValueError
+    except (ExportError, ValueError, ModuleImportError) as e:  # TargetError: a ValueError
         print(f"tilecute: error: {e}", file=sys.stderr)
         return 2 if isinstance(e, ExportError) else 1
     print(root)
@@ -198,7 +214,10 @@ def _command(subparsers, name: str, run: Callable[[argparse.Namespace], int], he
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="tilecute", description="tilecute: a TileLang-style compiler for NVIDIA's CuTe DSL.")
+        prog="tilecute", description="tilecute: a TileLang-style compiler for NVIDIA's CuTe DSL.",
+        epilog="`tilecute COMMAND --help` describes a command. Exit status: 0 success, 1 "
+               f"failure, 2 usage error. The cache: ${cache.ENV_DIR} (default "
+               "~/.cache/tilecute); other settings: docs/cache.md, \"Environment\".")
     parser.add_argument("--version", action="version", version=f"tilecute {_version()}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 

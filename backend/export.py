@@ -35,6 +35,7 @@ import shutil
 import sys
 import sysconfig
 import time
+import traceback
 import zipfile
 from pathlib import Path
 from typing import Any, Optional
@@ -50,6 +51,24 @@ _RESERVED = {"PackageError", "kernels", "manifest"}
 
 class ExportError(ValueError):
     """What ``tilecute export`` cannot export, named with the module attribute."""
+
+
+class ModuleImportError(Exception):
+    """Importing the module to export raised: the message is the exception with only the
+    module's own frames of its traceback (none of tilecute's or importlib's)."""
+
+    def __init__(self, path: Path, error: BaseException):
+        from . import runtime
+
+        # tilecute's folders: the package's and its runtime's (apart in an editable install)
+        own = [Path(p).resolve() for p in (*sys.modules[__package__].__path__,
+                                           *runtime.__path__)]
+        frames = [f for f in traceback.extract_tb(error.__traceback__)
+                  if not f.filename.startswith("<frozen")
+                  and not any(Path(f.filename).resolve().is_relative_to(o) for o in own)]
+        super().__init__(f"importing {path} raised:\n"
+                         + "".join(traceback.format_list(frames))
+                         + "".join(traceback.format_exception_only(type(error), error)).rstrip())
 
 
 @dataclasses.dataclass
@@ -196,12 +215,17 @@ def load_module(path: str, archs: list):
         raise ExportError(f"{path}: no such file")
     name = f"_tilecute_export_{re.sub(r'[^0-9A-Za-z_]', '_', file.stem)}"
     spec = importlib.util.spec_from_file_location(name, file)
+    if spec is None:  # no importer for the suffix: not a Python module
+        raise ExportError(f"{path}: not a Python file (.py); a tilecute IR JSON document is "
+                          "exported from a .py file that reads it (tilecute.ir.from_json)")
     module = importlib.util.module_from_spec(spec)
     sys.path.insert(0, str(file.parent))
     os.environ.setdefault("TILECUTE_ARCH", archs[0])
     sys.modules[name] = module
     try:
         spec.loader.exec_module(module)
+    except Exception as e:  # the module's own error: shown as `python FILE` would, less tilecute
+        raise ModuleImportError(file, e) from e
     finally:
         sys.path.remove(str(file.parent))
     return module

@@ -388,10 +388,12 @@ PASS_CONFIGS = {
                                       "the cache entry (kernel.get_source(kind), `tilecute "
                                       "show`), not into a folder of the program's choice"),
     K.TL_ENABLE_DUMP_IR: _Keeps((False,), "tilecute dumps no IR between passes (`tilecute "
-                                "show --until <pass>` prints it)"),
+                                "show KEY --kind ir` prints the lowered IR; tilecute.transform"
+                                ".pipeline.run_passes(func, until=PASS) returns it after a pass)"),
     K.TL_DUMP_IR_DIR: _Keeps((None, "./dump_ir/"), "tilecute dumps no IR between passes"),
-    K.TL_PASS_PROFILE: _Keeps((False,), "tilecute's phase timing is TILECUTE_TIMING, not a "
-                              "pass config"),
+    K.TL_PASS_PROFILE: _Keeps((False,), "tilecute has no pass profile (the phases it times "
+                              "are a launcher's, built with -DTILECUTE_PHASE_TIMING: "
+                              "docs/performance.md)"),
     K.TL_PASS_PROFILE_THRESHOLD_MS: _Keeps((0,), "tilecute has no pass profile"),
     **{k: _Keeps((), _SUBKEY[0]) for k in K if k.name.startswith("TL_SIMPLIFY_")},
 }

@@ -216,7 +216,7 @@ def launcher_runtime_object(folder: Path, sources: Path, extra_cflags: tuple[str
     (:class:`LauncherBuildError`): the launcher's own build would fail the same way."""
     from .runtime.entry import UnsafeCacheError, check_private, try_lock
 
-    if os.environ.get(ENV_SHARED_RUNTIME, "1") == "0":
+    if os.environ.get(ENV_SHARED_RUNTIME, "1").strip().lower() in ("0", "false", "no", "off"):
         return None
     folder, sources = Path(folder), Path(sources)
     flags = _runtime_flags(tuple(extra_cflags))

@@ -201,6 +201,16 @@ def test_disable_cache_builds_outside_the_cache(cache_dir, tmp_path, monkeypatch
     assert E.verify_entry(a) == [] and E.load_manifest(a)["key"] == key
 
 
+@pytest.mark.parametrize("value, disabled", [("", False), ("0", False), ("false", False),
+                                             ("Off", False), ("no", False), ("1", True),
+                                             ("true", True), ("yes", True)])
+def test_disable_cache_reads_false_values_as_every_switch_does(monkeypatch, value, disabled):
+    import tilecute
+
+    monkeypatch.setenv("TILECUTE_DISABLE_CACHE", value)
+    assert cache.cache_disabled() is disabled and tilecute.is_cache_enabled() is not disabled
+
+
 def test_cache_root_default_and_private_parents(tmp_path, monkeypatch):
     monkeypatch.delenv("TILECUTE_CACHE_DIR", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))

@@ -234,3 +234,6 @@ def test_a_hazard_warns_by_default_and_raises_when_asked(monkeypatch):
         check_hangs(bad, "sm_90a")
     monkeypatch.setenv("TILECUTE_HANG_CHECK", "off")
     assert check_hangs(bad, "sm_90a") is bad
+    monkeypatch.setenv("TILECUTE_HANG_CHECK", "eror")  # a typo: refused, not a quiet warn
+    with pytest.raises(ValueError, match="TILECUTE_HANG_CHECK='eror': use warn"):
+        check_hangs(g, "sm_90a")

@@ -125,6 +125,9 @@ def test_runtime_object_is_built_once_linked_and_optional(tmp_path, monkeypatch)
     assert [c for c in commands if str(obj) in c] == commands and len(commands) == 1
     assert str(entry / "tilecute_launcher_runtime.cpp") not in commands[0]
     # off by the environment: the launcher compiles the runtime along with itself
+    for off in ("false", "Off", "no"):  # the false values every tilecute switch takes
+        monkeypatch.setenv("TILECUTE_SHARED_RUNTIME", off)
+        assert toolchain.launcher_runtime_object(folder, entry) is None, off
     monkeypatch.setenv("TILECUTE_SHARED_RUNTIME", "0")
     assert toolchain.launcher_runtime_object(folder, entry) is None
     commands.clear()

@@ -420,8 +420,12 @@ def find_hazards(func: N.PrimFunc, arch: str = "sm_90a") -> list[str]:
 def check_hangs(func: N.PrimFunc, arch: str) -> N.PrimFunc:
     """``func``, after the hazards :func:`find_hazards` finds are reported: a
     :class:`HangWarning` naming each (the default), a :class:`HangError` with
-    ``TILECUTE_HANG_CHECK=error`` (the test suite's setting), nothing with ``=off``."""
-    mode = os.environ.get("TILECUTE_HANG_CHECK", "warn")
+    ``TILECUTE_HANG_CHECK=error`` (the test suite's setting), nothing with ``=off``; any
+    other value is a ``ValueError`` (a misspelt ``error`` must not quietly warn)."""
+    raw = os.environ.get("TILECUTE_HANG_CHECK", "")
+    mode = raw.strip().lower() or "warn"
+    if mode not in ("warn", "error", "off"):
+        raise ValueError(f"TILECUTE_HANG_CHECK={raw!r}: use warn (the default), error or off")
     if mode == "off":
         return func
     hazards = find_hazards(func, arch)
