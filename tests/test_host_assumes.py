@@ -136,20 +136,3 @@ def test_a_divisibility_assume_on_gpu():
     with pytest.raises(RuntimeError, match="Assume: n % 4 == 0"):
         k(torch.empty(2, device="cuda"))
 
-
-def test_a_stride_divisor_assume_is_checked_as_an_assume(cache_dir):
-    """A stride symbol's ``T.assume(ld % 8 == 0)`` broken at a call: TileLang's RuntimeError
-    before anything reads the tensor (CPU, a memory-less tensor)."""
-    rows, cols, ld = T.dynamic("rows"), T.dynamic("cols"), T.dynamic("ld")
-
-    @T.prim_func
-    def twice(x: T.StridedTensor((rows, cols), (ld, 1), T.float16),
-              out: T.Tensor((rows, cols), T.float16)):
-        T.assume(ld % 8 == 0)
-        with T.Kernel(rows, threads=64) as r:
-            for j in T.Parallel(cols):
-                out[r, j] = x[r, j] * T.float16(2)
-
-    k = tilecute.compile(twice)
-    raises(RuntimeError, ["twice: Assume: ld % 8 == 0"], k,
-           FakeTensor((10, 256), "float16", strides=(260, 1)), FakeTensor((10, 256), "float16"))

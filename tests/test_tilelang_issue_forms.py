@@ -135,6 +135,15 @@ def test_top_level_assume_promises_a_divisor(tmp_path):
     _cubin(gather_rows_assumed(), tmp_path)
 
 
+def test_top_level_assume_broken_at_a_call_raises_tilelangs_error(cache_dir):
+    """Broken at a call, the stride's divisor assume raises TileLang's RuntimeError before
+    anything reads the tensor (a memory-less tensor on the CPU)."""
+    from fake_cuda import FakeTensor, raises
+
+    raises(RuntimeError, ["main: Assume: ld % 8 == 0"], tilecute.compile(gather_rows_assumed()),
+           FakeTensor((10, 256), "float16", strides=(260, 1)), FakeTensor((10, 256), "float16"))
+
+
 def test_top_level_assume_false_at_parse_time_is_refused():
     src = '''
 import tilecute.language as T
