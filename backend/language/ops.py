@@ -413,8 +413,9 @@ def _ieee(name: str, arity: int, rounding: bool):
             raise TypeError(f"T.{name} takes {', '.join(_N.IEEE_DTYPES)} (its first argument's "
                             f"dtype is the result's), got {x.dtype}")
         if x.dtype in ("float16", "bfloat16") and mode != "rn":
-            raise ValueError(f"T.{name}: rounding_mode={mode!r} on {x.dtype}: CUDA's half-"
-                             "precision IEEE intrinsics round to nearest only ('rn')")
+            raise ValueError(f"T.{name}: rounding_mode={mode!r} on {x.dtype}: Only rounding "
+                             "mode 'rn' is available for half precision (TileLang's words: "
+                             "CUDA's half-precision IEEE intrinsics round to nearest only)")
         if name == "ieee_frsqrt" and x.dtype == "float64":
             raise TypeError("T.ieee_frsqrt is not supported for float64 (CUDA has no float64 "
                             "reciprocal square root intrinsic); use T.ieee_frcp(T.ieee_fsqrt(x))")
