@@ -44,7 +44,7 @@ from .forms import reducer_init, reducer_update  # noqa: F401
 from .forms import reads, sblock, writes  # noqa: F401  (TVM's block, TileLang's safe-value scopes)
 from .forms import dec_max_nreg, grid, inc_max_nreg, named_barrier_arrive, sync_warp, tvm_storage_sync  # noqa: F401
 from .forms import alloc_cluster_barrier, cluster_arrive, cluster_arrive_relaxed, cluster_sync, cluster_wait  # noqa: F401
-from .forms import annotate_l2_hit_ratio  # noqa: F401
+from .forms import annotate_l2_hit_ratio, annotate_restrict_buffers  # noqa: F401
 from .forms import annotate_layout, annotate_min_blocks_per_sm, annotate_safe_value, pdl_sync, pdl_trigger  # noqa: F401
 from .forms import let, rng_init, sync_grid  # noqa: F401
 from .forms import attr, comm_reducer, tvm_thread_allreduce  # noqa: F401

@@ -873,6 +873,13 @@ def annotate_l2_hit_ratio(l2_hit_ratio_map):
 
 
 @_form("stmt")
+def annotate_restrict_buffers(*buffers):
+    """``T.annotate_restrict_buffers(x, y)``: buffers that may alias (TileLang then drops
+    ``__restrict__`` from those parameters); tilecute's kernels never assume parameters
+    free of aliases, so it is honored as it stands."""
+
+
+@_form("stmt")
 def annotate_min_blocks_per_sm(n):
     """``T.annotate_min_blocks_per_sm(2)``: the kernel is compiled for at least ``n``
     resident blocks per SM (CUDA's ``__launch_bounds__(threads, n)``)."""
@@ -980,7 +987,6 @@ TILELANG_ONLY = frozenset("""
     access_ptr
     mbarrier_arrive_expect_tx mbarrier_expect_tx
     sync_global
-    annotate_restrict_buffers
     annotate_ws_schedule ws_op
     create_tma_descriptor import_source inline
     meta_class call_extern call_intrin

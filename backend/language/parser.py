@@ -1538,10 +1538,12 @@ class _Parser:
                 # prim_func level as is (the annotation unread), as without one
                 return []
             if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and \
-                    getattr(self.form_of(s.value.func), "__name__", None) == "assume":
+                    getattr(self.form_of(s.value.func), "__name__", None) in (
+                        "assume", "annotate_restrict_buffers"):
                 # TileLang's `T.assume(stride % 2 == 0)` before the kernels: a promise about
-                # the parameters, read as inside a kernel
-                return self.stmt_assume(self.args(self.form_of(s.value.func), s.value), s)
+                # the parameters, read as inside a kernel (so is a restrict annotation)
+                form = self.form_of(s.value.func)
+                return getattr(self, f"stmt_{form.__name__}")(self.args(form, s.value), s)
             if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and \
                     self.python_value(s.value.func) is print:
                 return self.parse_time_print(s.value, s)
@@ -5733,6 +5735,23 @@ class _Parser:
             raise a.fail("parity", f"parity must be an integer, got {_show(parity)}")
         parity = N.cast(N.as_expr(parity, "int32"), "int32")
         return [N.MBarrierWait(bar, parity, loc=self.loc(s))]
+
+    def stmt_annotate_restrict_buffers(self, a: _Args, s) -> list[N.Stmt]:
+        """``T.annotate_restrict_buffers(x, y)``: TileLang's CUDA code then leaves
+        ``__restrict__`` off those parameters, which may alias.  tilecute's kernels assume
+        no parameter is free of aliases (global loads and stores keep their program order;
+        no read-only-cache loads), so that already holds: the arguments are checked to be
+        buffers (TileLang's TypeError otherwise) and nothing else changes."""
+        for ref in a.ref("buffers"):
+            node = ref.node if isinstance(ref, _Given) else ref
+            if isinstance(ref, _Given) and isinstance(ref.value, N.Buffer):
+                continue
+            try:
+                self.buffer_of(node)
+            except FrontendError:
+                raise self.error(node, f"T.annotate_restrict_buffers expects Buffer arguments, "
+                                       f"got `{ast.unparse(node)}`", FrontendTypeError) from None
+        return []
 
     def stmt_use_swizzle(self, a: _Args, s) -> list[N.Stmt]:
         return self.use_swizzle(a, s)
