@@ -52,9 +52,9 @@ def enable_cache() -> None:
 
 
 def is_cache_enabled() -> bool:
-    from .cache import cache_disabled
+    import importlib  # (the package root imports no stage of the pipeline: a lazy name)
 
-    return not cache_disabled()
+    return not importlib.import_module("tilecute.cache").cache_disabled()
 
 
 def set_log_level(level) -> None:
