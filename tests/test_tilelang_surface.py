@@ -110,6 +110,7 @@ CALLS = {
     "tvm_storage_sync": ("stmt", "\"shared\""),
     "annotate_layout": ("stmt", "{}"), "annotate_min_blocks_per_sm": ("stmt", "1"),
     "annotate_safe_value": ("stmt", "{}"), "annotate_l2_hit_ratio": ("stmt", "{}"),
+    "annotate_restrict_buffers": ("stmt", "A"),
     "launch_thread": ("expr", '"threadIdx.x", 128'),
     "sblock": ("region", ""), "reads": ("stmt", ""), "writes": ("stmt", ""),
     "tma_store_wait": ("stmt", ""), "tma_store_arrive": ("stmt", ""),
@@ -256,6 +257,8 @@ def test_unknown_positional_names_form_argument_and_line(name):
         assert f"T.{name} has 13 extents but 1 loop variables" in msg
     elif name in ("ws", "WarpSpecialize"):  # *warp_group_idx: the extra ones are warpgroups
         assert "T.ws(0, 7): warpgroups that are not consecutive are not supported" in msg
+    elif name == "annotate_restrict_buffers":  # *buffers: the extra ones are no buffers
+        assert "T.annotate_restrict_buffers expects Buffer arguments, got `7`" in msg
     elif name == "tvm_thread_allreduce":  # *args: values, results, thread indices
         assert "T.tvm_thread_allreduce outside a `with T.attr(T.comm_reducer" in msg
     elif name in ("reads", "writes"):  # *buffer_slices: TVM's block regions
