@@ -55,6 +55,23 @@ def bad(x: T.Tensor((8,), T.float32)):
         T.from_script(text)
 
 
+def test_buffers_given_through_a_starred_list():
+    text = f'''
+import tilecute.language as T
+
+
+@T.prim_func
+def shift(x: T.Tensor(({N},), T.float32), y: T.Tensor(({N},), T.float32)):
+    with T.Kernel(1, threads=1) as bx:
+        T.annotate_restrict_buffers(*[x, y])
+        for i in T.serial({N}):
+            y[i] = x[i] + 1.0
+'''
+    assert T.from_script(text).script() == _shift("none").script()
+    with pytest.raises(TypeError, match="T.annotate_restrict_buffers expects Buffer arguments, got `3`"):
+        T.from_script(text.replace("*[x, y]", "*[x, 3]"))
+
+
 def test_it_builds():
     assert tilecute.compile(_shift("kernel")).ensure_cubin()
 

@@ -5743,14 +5743,18 @@ class _Parser:
         no read-only-cache loads), so that already holds: the arguments are checked to be
         buffers (TileLang's TypeError otherwise) and nothing else changes."""
         for ref in a.ref("buffers"):
-            node = ref.node if isinstance(ref, _Given) else ref
-            if isinstance(ref, _Given) and isinstance(ref.value, N.Buffer):
-                continue
-            try:
-                self.buffer_of(node)
-            except FrontendError:
+            if isinstance(ref, _Given):  # one of `*bufs`: its value
+                ok, node, shown = isinstance(ref.value, (_BufferRef, N.Buffer)), ref.node, \
+                    _show(ref.value)
+            else:
+                node, shown = ref, ast.unparse(ref)
+                try:
+                    ok = self.buffer_of(node) is not None
+                except FrontendError:
+                    ok = False
+            if not ok:
                 raise self.error(node, f"T.annotate_restrict_buffers expects Buffer arguments, "
-                                       f"got `{ast.unparse(node)}`", FrontendTypeError) from None
+                                       f"got `{shown}`", FrontendTypeError)
         return []
 
     def stmt_use_swizzle(self, a: _Args, s) -> list[N.Stmt]:
