@@ -40,6 +40,8 @@ import time
 import traceback
 from typing import Any, Callable, Optional
 
+from .runtime import env_switch
+
 __all__ = ["run", "kill", "BuildTimeout", "ChildError", "forks"]
 
 _POLL = 0.25  # seconds between checks that the child is still alive
@@ -68,7 +70,7 @@ ENV = "TILECUTE_BUILD_PROCESS"
 def forks() -> bool:
     """Whether builds run in killable child processes here."""
     return (hasattr(os, "fork") and hasattr(os, "setsid")
-            and os.environ.get(ENV, "1").strip().lower() not in ("0", "false", "no", "off"))
+            and env_switch(ENV, True))
 
 
 _live: dict = {}  # group name -> pids of its build processes running now

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional, TypeVar
 
+from .runtime import env_switch
 from .runtime.entry import (
     LOCK,
     MANIFEST,
@@ -197,8 +198,7 @@ def _entry_problems(path: Path, key: Optional[str]) -> list[str]:
 def cache_disabled() -> bool:
     """``TILECUTE_DISABLE_CACHE`` set to a value other than empty, 0, false, no or off (the
     false values every tilecute switch takes)."""
-    return os.environ.get(ENV_DISABLE, "").strip().lower() not in ("", "0", "false", "no",
-                                                                   "off")
+    return env_switch(ENV_DISABLE, False)
 
 
 def get_or_build(key: str, build: Callable[[Path], dict],

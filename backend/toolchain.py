@@ -43,6 +43,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from .runtime import env_switch
+
 LAUNCHER_LIBRARY = "launcher.so"
 # -O1, not -O2: on an H100 the launcher's per-call time at -O1 and -O2 was the same within
 # noise (interleaved, min of 3: 3.76 vs 3.82 us for 3 tensors, 5.21 vs 5.43 us for 10
@@ -216,7 +218,7 @@ def launcher_runtime_object(folder: Path, sources: Path, extra_cflags: tuple[str
     (:class:`LauncherBuildError`): the launcher's own build would fail the same way."""
     from .runtime.entry import UnsafeCacheError, check_private, try_lock
 
-    if os.environ.get(ENV_SHARED_RUNTIME, "1").strip().lower() in ("0", "false", "no", "off"):
+    if not env_switch(ENV_SHARED_RUNTIME, True):
         return None
     folder, sources = Path(folder), Path(sources)
     flags = _runtime_flags(tuple(extra_cflags))

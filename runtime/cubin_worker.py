@@ -37,6 +37,8 @@ import time
 import traceback
 from typing import Optional
 
+from . import env_switch
+
 ENV = "TILECUTE_CUBIN_WORKER"
 
 
@@ -50,7 +52,7 @@ class CubinTimeout(CubinCompileError):
 
 
 def enabled() -> bool:
-    return os.environ.get(ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+    return env_switch(ENV, True)
 
 
 _deadline = threading.local()
