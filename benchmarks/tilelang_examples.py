@@ -186,6 +186,9 @@ def parent(args) -> None:
                     k = seen[rec["site"]] = seen.get(rec["site"], 0) + 1
                     site = rec["site"] if k == 1 else f"{rec['site']} (#{k})"
                     times.setdefault((e, site), {}).setdefault(c, []).append(rec["ms"])
+                    if args.each:
+                        emit({"example": e, "site": site, "compiler": c, "round": r + 1,
+                              "ms": rec["ms"]})
     ratios = []
     for (e, site), by in times.items():
         row = {"example": e, "site": site}
@@ -216,6 +219,8 @@ def main() -> None:
     ap.add_argument("--timeout", type=int, default=600, help="seconds per example and compiler")
     ap.add_argument("--out", help="append the JSON lines here too")
     ap.add_argument("--logs", help="a folder for each process's output")
+    ap.add_argument("--each", action="store_true",
+                    help="also print each time as it is measured (a run cut short keeps them)")
     args = ap.parse_args()
     args.tilelang_src = os.path.abspath(args.tilelang_src)
     parent(args)
