@@ -18,6 +18,7 @@ from ..ir import nodes as N
 from ..runtime.dtypes import DTYPES
 from ..ir.visitor import substitute, walk_nodes, walk_stmts
 from ..transform.analysis import accesses, let_values, mentions, parallel_nest, value_range
+from ..transform.layout_inference import packed_divisor
 from .expr import FP4, PREC, Py, chain, register_type
 from .memory import flat_index, vector_view
 from .source import ident
@@ -130,6 +131,14 @@ class NestEmitter:
             lane = self.lane or "0"
             reg = f"{reg} * {width}" if reg != "0" and width > 1 else reg
             return lane if reg == "0" else (reg if lane == "0" else f"{reg} + {lane}")
+        c = packed_divisor(loops, buf, indices)
+        if c and width == layout.vector * c:  # b[i, j // c]: the layout pass's fit_packed
+            lane = self.lane or "0"
+            part = "0" if lane == "0" else f"({lane}) // {c}"
+            if step == "0":
+                return part
+            reg = f"{step} * {layout.vector}" if layout.vector > 1 else step
+            return reg if part == "0" else f"{reg} + {part}"
         if layout.vector != 1:
             return None
         if buf.ndim == 1 and len(loops) == 2 and isinstance(indices[0], N.Var) and \

@@ -103,6 +103,27 @@ _MEETS_THREADS = frozenset(("sync_grid",) + N.BLOCK_VOTES + N.SHUFFLES + N.WARP_
 MMA_LANES = 2  # MMA accumulators hold pairs of adjacent columns in adjacent registers
 
 
+def packed_divisor(loops, buf: N.Buffer, idx) -> int:
+    """``c`` when ``buf[idx]`` reads fragment ``buf`` packed under the nest ``loops``
+    (``b[i, j // c]`` over ``(i, j)`` from 0, ``b`` of shape ``(I, J / c)``, ``c`` >= 2),
+    else 0."""
+    if len(idx) != buf.ndim or len(loops) != buf.ndim or not all(
+            isinstance(lp.start, N.Const) and lp.start.value == 0 and
+            isinstance(lp.extent, N.Const) for lp in loops):
+        return 0
+    last = idx[-1]
+    if not (isinstance(last, N.BinOp) and last.op == "floordiv" and isinstance(last.a, N.Var)
+            and last.a.name == loops[-1].var.name and isinstance(last.b, N.Const)):
+        return 0
+    c, extent = int(last.b.value), int(loops[-1].extent.value)
+    if c < 2 or extent % c or buf.shape[-1] != N.Const(extent // c, "int32"):
+        return 0
+    if not all(isinstance(x, N.Var) and x.name == lp.var.name and d == lp.extent
+               for x, lp, d in zip(idx[:-1], loops[:-1], buf.shape[:-1])):
+        return 0
+    return c
+
+
 class _NoOwnerLayout(Exception):
     """The special accesses of a kernel cannot take TileLang's owner layouts: lay it out
     again with those fragments replicated (``cols``: a column factor's failed, else one of
@@ -753,6 +774,8 @@ class _Kernel:
                 and isinstance(idx[0], N.Var) and idx[0].name == nest.vars[-1] and \
                 buf.shape[0] == nest.loops[-1].extent:
             return "col"
+        if owners and not write and packed_divisor(nest.loops, buf, idx):
+            return "packed"
         return None
 
     def owner_vectors(self, find, parent) -> dict:
@@ -769,7 +792,7 @@ class _Kernel:
                 raise _NoOwnerLayout(f"'{root}' would need {forced[root]} and {v} lanes")
 
         for nest, b, kind in self.specials:
-            if b in self.replicated:
+            if b in self.replicated or kind == "packed":  # (packed: fit_packed)
                 continue  # (read whole by a nest every thread runs whole)
             t = self.region_threads(b)
             if self.frag_region.get(b, (0, self.threads)) != nest.region:
@@ -1065,7 +1088,42 @@ class _Kernel:
                 self.fail(nest.loops[0], f"{_this(nest)} is spread over the threads and runs under "
                                          f"{self.narrowed_text()}, {self.narrowed_why()}")
         self.fit_columns(nest_mode, vector, find, groups, fixed=set(owner) | set(forced))
+        self.fit_packed(nest_mode, vector, find, groups, fixed=set(owner) | set(forced))
         return nest_mode, vector
+
+    def fit_packed(self, nest_mode, vector, find, groups, fixed=frozenset()) -> None:
+        """A fragment read packed (``b[i, j // c]`` in a nest over ``(i, j)``: ``c``
+        elements of the nest per element of ``b``, a dequantization's packed bytes) takes
+        ``V / c`` lanes where the nest runs ``V``: element ``f // c`` of ``b`` (``f`` the
+        nest's row-major iteration) then sits on the thread running iteration ``f``, in
+        register ``step * V / c + lane // c``, as TileLang lays such a fragment out by the
+        loop that reads it.  Raises :class:`_NoOwnerLayout` where it cannot (the nest's V
+        not a multiple of ``c``, ``b``'s group with a layout of its own, or read packed by
+        two widths)."""
+        want: dict[str, int] = {}
+        for nest, b, kind in self.specials:
+            if kind != "packed" or b in self.replicated:
+                continue
+            touched = self.walked(nest, vector)
+            idx = next(i for x, i, _ in nest.accesses if x == b)
+            c = packed_divisor(nest.loops, self.buffers[b], idx)
+            root = find(b)
+            if not touched or find(touched[0]) == root or \
+                    self.frag_region.get(b, (0, self.threads)) != nest.region:
+                raise _NoOwnerLayout(f"'{b}' is read packed by a nest it does not lay out")
+            v = vector[touched[0]]
+            if v % c or root in fixed or find(touched[0]) in want or \
+                    any(self.mma_layout(m) is not None or m in self.given for m in groups[root]) or \
+                    any(r.src in groups[root] for r in self.reduces) or \
+                    want.setdefault(root, v // c) != v // c:
+                raise _NoOwnerLayout(f"'{b}' cannot take {v} / {c} lanes")
+        for root, w in want.items():
+            nests = [n for n, (m, r) in zip(self.nests, nest_mode)
+                     if m == "blocked" and r is not None and find(r) == root]
+            if any(int(n.extents[-1].value) % w for n in nests):
+                raise _NoOwnerLayout(f"the nests of '{root}' cannot run {w} lanes")
+            for m in groups[root]:
+                vector[m] = w
 
     def fit_columns(self, nest_mode, vector, find, groups, fixed=frozenset()) -> None:
         """Each ``(J,)`` fragment ``w`` read at ``[j]`` in a blocked nest over ``(..., j)``
