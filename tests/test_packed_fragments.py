@@ -115,6 +115,31 @@ def test_a_fragment_read_packed_at_two_widths_stays_replicated(cache_dir):
     assert "q = cute.make_rmem_tensor((32,), cutlass.Uint8)  # replicated" in src, _declared(src, "q")
 
 
+def test_a_packed_read_in_a_nest_over_an_mma_operand_stays_replicated(cache_dir):
+    # the unpacked tile feeds T.gemm as A from registers (wgmma's register layout): the
+    # packed bytes are not laid out by that layout yet, so every thread holds them (as before)
+    @T.prim_func
+    def rs(X: T.Tensor((64, 64), "float16"), Q: T.Tensor((64, 32), "uint8"),
+           Y: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            x_s = T.alloc_shared((64, 64), "float16")
+            q_s = T.alloc_shared((64, 32), "uint8")
+            q = T.alloc_fragment((64, 32), "uint8")
+            w = T.alloc_fragment((64, 64), "float16")
+            acc = T.alloc_fragment((64, 64), "float32")
+            T.copy(X, x_s)
+            T.copy(Q, q_s)
+            T.copy(q_s, q)
+            for i, j in T.Parallel(64, 64):
+                w[i, j] = T.Cast("float16", (q[i, j // 2] >> T.uint8((j % 2) * 4)) & T.uint8(15))
+            T.clear(acc)
+            T.gemm(w, x_s, acc, transpose_B=True)
+            T.copy(acc, Y)
+
+    src = tilecute.compile(rs).get_kernel_source()
+    assert "q = cute.make_rmem_tensor((2048,), cutlass.Uint8)  # replicated" in src, _declared(src, "q")
+
+
 @pytest.mark.gpu
 def test_packed_fragments_unpack_on_the_gpu(cache_dir):
     torch = pytest.importorskip("torch")

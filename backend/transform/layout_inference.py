@@ -129,9 +129,9 @@ class _NoOwnerLayout(Exception):
     again with those fragments replicated (``cols``: a column factor's failed, else one of
     the others: first only those of that kind)."""
 
-    def __init__(self, msg: str, cols: bool = False):
+    def __init__(self, msg: str, cols: bool = False, packed: bool = False):
         super().__init__(msg)
-        self.cols = cols
+        self.cols, self.packed = cols, packed
 
 
 class LayoutError(ValueError):
@@ -182,8 +182,9 @@ def _this(nest: _Nest) -> str:
 
 
 class _Kernel:
-    def __init__(self, func: N.PrimFunc, scope: N.KernelScope, specials=True):
+    def __init__(self, func: N.PrimFunc, scope: N.KernelScope, specials=True, packed=True):
         self.func, self.scope = func, scope
+        self.allow_packed = packed  # fragments read packed (fit_packed)
         self.threads = scope.num_threads
         # fragments read at an element another thread's layout gives this thread (a row's
         # value ``x[i]`` in a nest over ``(i, j)``, ``b[k, j]`` at an outer ``k``): with
@@ -774,7 +775,7 @@ class _Kernel:
                 and isinstance(idx[0], N.Var) and idx[0].name == nest.vars[-1] and \
                 buf.shape[0] == nest.loops[-1].extent:
             return "col"
-        if owners and not write and packed_divisor(nest.loops, buf, idx):
+        if owners and self.allow_packed and not write and packed_divisor(nest.loops, buf, idx):
             return "packed"
         return None
 
@@ -1108,20 +1109,21 @@ class _Kernel:
             idx = next(i for x, i, _ in nest.accesses if x == b)
             c = packed_divisor(nest.loops, self.buffers[b], idx)
             root = find(b)
-            if not touched or find(touched[0]) == root or \
+            if not touched or find(touched[0]) == root or touched[0] in self.mma or \
                     self.frag_region.get(b, (0, self.threads)) != nest.region:
-                raise _NoOwnerLayout(f"'{b}' is read packed by a nest it does not lay out")
+                raise _NoOwnerLayout(f"'{b}' is read packed by a nest it does not lay out",
+                                     packed=True)
             v = vector[touched[0]]
             if v % c or root in fixed or find(touched[0]) in want or \
                     any(self.mma_layout(m) is not None or m in self.given for m in groups[root]) or \
                     any(r.src in groups[root] for r in self.reduces) or \
                     want.setdefault(root, v // c) != v // c:
-                raise _NoOwnerLayout(f"'{b}' cannot take {v} / {c} lanes")
+                raise _NoOwnerLayout(f"'{b}' cannot take {v} / {c} lanes", packed=True)
         for root, w in want.items():
             nests = [n for n, (m, r) in zip(self.nests, nest_mode)
                      if m == "blocked" and r is not None and find(r) == root]
             if any(int(n.extents[-1].value) % w for n in nests):
-                raise _NoOwnerLayout(f"the nests of '{root}' cannot run {w} lanes")
+                raise _NoOwnerLayout(f"the nests of '{root}' cannot run {w} lanes", packed=True)
             for m in groups[root]:
                 vector[m] = w
 
@@ -2023,7 +2025,7 @@ def _to_shared(func: N.PrimFunc, scope: N.KernelScope, names: dict) -> N.KernelS
 
 
 def _infer_kernel(func: N.PrimFunc, scope: N.KernelScope, again: bool = True,
-                  specials=True) -> N.KernelScope:
+                  specials=True, packed: bool = True) -> N.KernelScope:
     """One kernel's layouts (the module docstring)."""
     given = scope
     scope = _StageUnpairedFragments(func, scope).visit_kernel(scope)
@@ -2031,7 +2033,7 @@ def _infer_kernel(func: N.PrimFunc, scope: N.KernelScope, again: bool = True,
     # of the passes below avoid the staging's too)
     scope = _OrderNestByFragments(scope).visit_kernel(scope)
     scope = _PadToMmaFragment(named, scope).visit_kernel(scope)
-    k = _Kernel(func, scope, specials)
+    k = _Kernel(func, scope, specials, packed)
     k.collect(scope.body)
     off = k.columns_off_mma()
     # (the fold reads b[k, j] at an outer k: an owner access, off with "cols" alone)
@@ -2044,28 +2046,30 @@ def _infer_kernel(func: N.PrimFunc, scope: N.KernelScope, again: bool = True,
         scope = move_columns_last(named, scope, off)
         named = dataclasses.replace(func, kernels=func.kernels + (scope,))
     if per_thread or off:
-        k = _Kernel(func, scope, specials)
+        k = _Kernel(func, scope, specials, packed)
         k.collect(scope.body)
     folded = _fold_replicated_reduces(named, scope, k)
     if folded is not None:  # lay out the kernel with the folds in place of the reduces
         scope, reduces = folded
-        k = _Kernel(func, scope, specials)
+        k = _Kernel(func, scope, specials, packed)
         k.collect(scope.body)
         for r in reduces:  # a reduction's output is replicated, folded or not
             k.make_replicated(r.dst, r)
     demote = k.replicated_written_by_rows() if again else {}
     if demote:  # (see replicated_written_by_rows) laid out again with them in shared
         return _infer_kernel(func, _to_shared(func, scope, demote), again=False,
-                             specials=specials)
+                             specials=specials, packed=packed)
     try:
         nest_mode, vector = k.decide()
     except _NoOwnerLayout as e:  # laid out again with the special accesses' fragments
-        # replicated: first those of the kind that failed (the column factors, ``col``, or
-        # the others), then all
+        # replicated: first those of the kind that failed (the packed reads, the column
+        # factors, ``col``, or the others), then all
         if not k.specials:
             raise
+        if e.packed:
+            return _infer_kernel(func, given, again, specials=specials, packed=False)
         fewer = ("rows" if e.cols else "cols") if specials is True else False
-        return _infer_kernel(func, given, again, specials=fewer)
+        return _infer_kernel(func, given, again, specials=fewer, packed=packed)
     return k.rewrite(nest_mode, vector)
 
 
