@@ -115,9 +115,10 @@ def test_a_fragment_read_packed_at_two_widths_stays_replicated(cache_dir):
     assert "q = cute.make_rmem_tensor((32,), cutlass.Uint8)  # replicated" in src, _declared(src, "q")
 
 
-def test_a_packed_read_in_a_nest_over_an_mma_operand_stays_replicated(cache_dir):
-    # the unpacked tile feeds T.gemm as A from registers (wgmma's register layout): the
-    # packed bytes are not laid out by that layout yet, so every thread holds them (as before)
+def rs_unpack_gemm():
+    """``Y = W @ X^T`` where ``W[i, j]`` is nibble ``j % 2`` of byte ``Q[i, j // 2]``, the
+    unpacked tile fed to T.gemm from registers (wgmma's A operand)."""
+
     @T.prim_func
     def rs(X: T.Tensor((64, 64), "float16"), Q: T.Tensor((64, 32), "uint8"),
            Y: T.Tensor((64, 64), "float32")):
@@ -136,8 +137,15 @@ def test_a_packed_read_in_a_nest_over_an_mma_operand_stays_replicated(cache_dir)
             T.gemm(w, x_s, acc, transpose_B=True)
             T.copy(acc, Y)
 
-    src = tilecute.compile(rs).get_kernel_source()
-    assert "q = cute.make_rmem_tensor((2048,), cutlass.Uint8)  # replicated" in src, _declared(src, "q")
+    return rs
+
+
+def test_a_packed_read_in_a_nest_over_an_mma_operand_moves_to_shared(cache_dir):
+    # the unpacked tile's registers are wgmma's A layout, which no layout of the packed
+    # bytes follows here: the bytes move to shared memory (2 KiB), each thread reading its own
+    src = tilecute.compile(rs_unpack_gemm()).get_kernel_source()
+    assert re.search(r"^\s*q = cute\.make_tensor\(cute\.recast_ptr\(tc_smem \+ \d+, "
+                     r"dtype=cutlass\.Uint8\), cute\.make_layout\(2048\)\)", src, re.M), src
 
 
 @pytest.mark.gpu
@@ -160,3 +168,9 @@ def test_packed_fragments_unpack_on_the_gpu(cache_dir):
     tilecute.compile(two_widths())(q, w, x)
     assert torch.equal(w, q.repeat_interleave(2, dim=1) + 1)
     assert torch.equal(x, q.repeat_interleave(4, dim=1) + 2)
+    xs = torch.randn(64, 64, device="cuda").half()
+    q = torch.randint(0, 256, (64, 32), dtype=torch.uint8, device="cuda")
+    y = torch.empty(64, 64, device="cuda")
+    tilecute.compile(rs_unpack_gemm())(xs, q, y)
+    nib = torch.stack(((q & 15), (q >> 4)), dim=-1).reshape(64, 64).float()
+    torch.testing.assert_close(y, nib @ xs.float().T, rtol=1e-3, atol=1e-2)

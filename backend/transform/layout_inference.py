@@ -19,6 +19,10 @@ Fragments
   fragment, and otherwise only at ``[j]`` in ``T.Parallel(N)`` nests that fill it or
   store it (``col_fragments``), is *mma_cols*: each thread holds the columns its
   registers of that fragment cover, as TileLang lays it out by that loop.
+  A fragment read packed, ``b[i, j // c]`` in a nest over ``(i, j)`` (a dequantization's
+  bytes), is blocked with ``V / c`` lanes where that nest runs ``V`` (:meth:`fit_packed`);
+  where the nest walks a T.gemm register operand it moves to shared memory (small ones)
+  or stays replicated.
   Every other fragment is *blocked*: the nests that touch it walk exactly its shape
   (``x[i, j]`` under ``T.Parallel(I, J)``), or walk it in row-major order through a linear
   combination of their loop variables (``b[i * J + j]``, ``b`` of shape ``(I * J,)``), and
@@ -124,14 +128,19 @@ def packed_divisor(loops, buf: N.Buffer, idx) -> int:
     return c
 
 
+# the largest fragment read packed in a nest over a T.gemm operand that moves to shared
+# memory (fit_packed); a larger one stays replicated
+PACKED_TO_SHARED_BYTES = 16384
+
+
 class _NoOwnerLayout(Exception):
     """The special accesses of a kernel cannot take TileLang's owner layouts: lay it out
     again with those fragments replicated (``cols``: a column factor's failed, else one of
     the others: first only those of that kind)."""
 
-    def __init__(self, msg: str, cols: bool = False, packed: bool = False):
+    def __init__(self, msg: str, cols: bool = False, packed: bool = False, demote=None):
         super().__init__(msg)
-        self.cols, self.packed = cols, packed
+        self.cols, self.packed, self.demote = cols, packed, demote
 
 
 class LayoutError(ValueError):
@@ -1109,7 +1118,16 @@ class _Kernel:
             idx = next(i for x, i, _ in nest.accesses if x == b)
             c = packed_divisor(nest.loops, self.buffers[b], idx)
             root = find(b)
-            if not touched or find(touched[0]) == root or touched[0] in self.mma or \
+            if touched and touched[0] in self.mma:
+                # a nest over a T.gemm register operand (an RS GEMM's unpacked A tile): no
+                # register layout here pairs its registers with the packed elements, so the
+                # packed fragment moves to shared memory, where each thread reads its own
+                # (small ones: it adds to the block's shared memory)
+                small = math.prod(int(d.value) for d in self.buffers[b].shape) * \
+                    DTYPES[self.buffers[b].dtype].bytes <= PACKED_TO_SHARED_BYTES
+                raise _NoOwnerLayout(f"'{b}' is read packed in a nest over a T.gemm operand",
+                                     packed=True, demote=(b, nest.loops[0]) if small else None)
+            if not touched or find(touched[0]) == root or \
                     self.frag_region.get(b, (0, self.threads)) != nest.region:
                 raise _NoOwnerLayout(f"'{b}' is read packed by a nest it does not lay out",
                                      packed=True)
@@ -2066,6 +2084,13 @@ def _infer_kernel(func: N.PrimFunc, scope: N.KernelScope, again: bool = True,
         # factors, ``col``, or the others), then all
         if not k.specials:
             raise
+        if e.demote is not None:
+            try:
+                moved = _to_shared(func, given, dict([e.demote]))
+            except LayoutError:  # (needed in registers too: replicated instead)
+                moved = None
+            if moved is not None:
+                return _infer_kernel(func, moved, again, specials=specials, packed=packed)
         if e.packed:
             return _infer_kernel(func, given, again, specials=specials, packed=False)
         fewer = ("rows" if e.cols else "cols") if specials is True else False
