@@ -312,6 +312,8 @@ class MmaEmitter:
         args = (f"{ident(s.c)}, {view(a, s.a_index, s.a_part, s.transpose_a)}, "
                 f"{view(b, s.b_index, s.b_part, not s.transpose_b)}, {m}, {n}, {k}")
         acc = self.clear(s, depth)
+        if layout.kind != "mma" and self.dp4a_operands(s, a, b, c, k):
+            acc += ", packed=True"  # four int8 products a dp4a, from 32-bit words
         if layout.kind == "mma":  # it shares T.Parallel loops with a tensor-core accumulator
             self.out.line(depth, f"tcm.gemm_simt_at({args}, {self.coords[s.c]}{acc})")
         elif layout.kind == "blocked":
@@ -319,6 +321,20 @@ class MmaEmitter:
                                  f"{_region_tid(layout)}{acc})")
         else:  # replicated: every thread holds (and computes) all of C, row-major
             self.out.line(depth, f"tcm.gemm_simt({args}, 1, {n}, 0{acc})")
+
+    def dp4a_operands(self, s: N.Gemm, a: N.Buffer, b: N.Buffer, c: N.Buffer, k: int) -> bool:
+        """Can a SIMT T.gemm read four K-consecutive bytes of each operand as one word and
+        multiply-add them with ``dp4a``?  int8 x int8 -> int32, both K-major (A ``(M, K)``,
+        B ``(N, K)`` with ``transpose_B``), whole row-major buffers whose rows are a
+        multiple of 4 bytes (no part, no swizzle), ``K`` a multiple of 4."""
+        if (a.dtype, b.dtype, c.dtype) != ("int8", "int8", "int32") or s.transpose_a or \
+                not s.transpose_b or s.a_part or s.b_part or k % 4:
+            return False
+        for buf in (a, b):
+            layout = self.layouts.get(buf.name) or N.Layout("row_major")
+            if layout.kind != "row_major" or int(buf.shape[-1].value) % 4:
+                return False
+        return True
 
     def retire(self, batches: list, pending: int, depth: int, done: str | None = None) -> None:
         """After a wait that leaves the last ``pending`` of ``batches`` in flight: pin the

@@ -34,7 +34,8 @@ Families (``runtime/cute/mma.py`` issues them), by operand -> accumulator dtype
 * ``simt`` where no tensor-core MMA serves the dtypes, majorness or arch (float64; float32,
   float8 or int8 MN-major; int8 below sm_90a, as CuTe DSL has no warp-level int8
   mma.sync; other accumulators such as bfloat16 -> float16): every thread multiply-adds
-  its own elements of ``C`` in ``C``'s dtype.  ``C`` keeps no MMA layout: the layout pass
+  its own elements of ``C`` in ``C``'s dtype (K-major int8 -> int32: four bytes a
+  ``dp4a``, codegen).  ``C`` keeps no MMA layout: the layout pass
   lays it out as any fragment (blocked or replicated), so loops, copies and reductions
   over it are the ordinary ones; the operands are ``row_major`` (or the TMA swizzle the
   program annotated).

@@ -330,10 +330,19 @@ def simt_operand(smem, dtype, rows: int, cols: int, mn_major: bool, row_stride: 
 SIMT_UNROLLED = 512  # multiply-adds per K step traced one by one; more run in a loop
 
 
+def dp4a(a, b, c):
+    """``c + a . b`` over the four signed bytes of the Int32s ``a`` and ``b`` (PTX
+    ``dp4a.s32.s32``, CUDA's ``__dp4a``)."""
+    return cutlass.Int32(_llvm.inline_asm(
+        cutlass.Int32.mlir_type, [cutlass.Int32(x).ir_value() for x in (a, b, c)],
+        "dp4a.s32.s32 $0, $1, $2, $3;", "=r,r,r,r", has_side_effects=False,
+        is_align_stack=False, asm_dialect=_llvm.AsmDialect.AD_ATT))
+
+
 @cute.jit
 def gemm_simt(acc, sa, sb, m: cutlass.Constexpr, n: cutlass.Constexpr, k: cutlass.Constexpr,
               threads: cutlass.Constexpr, vector: cutlass.Constexpr, tid,
-              accumulate: cutlass.Constexpr = True):
+              accumulate: cutlass.Constexpr = True, packed: cutlass.Constexpr = False):
     """``acc += sa @ sb^T`` on CUDA cores (``sa`` ``(M, K)``, ``sb`` ``(N, K)`` views of
     shared memory), each thread computing its own registers of the ``(m, n)`` fragment
     ``acc`` under the blocked layout: element ``f`` (row-major) on thread
@@ -342,8 +351,13 @@ def gemm_simt(acc, sa, sb, m: cutlass.Constexpr, n: cutlass.Constexpr, k: cutlas
     multiply-adds in the accumulator's dtype.  The thread's registers are a grid of rows
     by columns when a step of ``threads * vector`` elements covers whole rows or a row is
     whole steps; per K step it then loads its A rows and B columns once and does every
-    product (register blocking)."""
+    product (register blocking).  ``packed``: int8 operands, K-major, ``k`` a multiple of
+    4 and rows 4-byte aligned, into an int32 ``acc``: each step reads four bytes of a row
+    as one word and multiply-adds them with one ``dp4a``."""
     dtype = acc.element_type
+    if cutlass.const_expr(packed):
+        sa, sb = cute.recast_tensor(sa, cutlass.Int32), cute.recast_tensor(sb, cutlass.Int32)
+        k = k // 4
     if cutlass.const_expr(not accumulate):
         acc.fill(0)
     step = threads * vector
@@ -355,8 +369,8 @@ def gemm_simt(acc, sa, sb, m: cutlass.Constexpr, n: cutlass.Constexpr, k: cutlas
         else:  # step // n rows per step, vector columns
             nr, nc, row_step = -(-m // (step // n)), vector, step // n
             row0, col0 = (tid * vector) // n, (tid * vector) % n
-        av = cute.make_rmem_tensor((nr,), dtype)
-        bv = cute.make_rmem_tensor((nc,), dtype)
+        av = cute.make_rmem_tensor((nr,), sa.element_type if packed else dtype)
+        bv = cute.make_rmem_tensor((nc,), sb.element_type if packed else dtype)
         if cutlass.const_expr(nr * nc <= SIMT_UNROLLED):
             for kk in cutlass.range(k, unroll=2 if k % 2 == 0 else 1):
                 for ri in cutlass.range_constexpr(nr):
@@ -364,27 +378,38 @@ def gemm_simt(acc, sa, sb, m: cutlass.Constexpr, n: cutlass.Constexpr, k: cutlas
                     row = row0 + ri * row_step
                     if cutlass.const_expr(m % row_step != 0 and ri == nr - 1):
                         row = cutlass.min(row, m - 1)
-                    av[ri] = dtype(sa[row, kk])
+                    av[ri] = sa[row, kk] if packed else dtype(sa[row, kk])
                 for ci in cutlass.range_constexpr(nc):
-                    bv[ci] = dtype(sb[col0 + (ci // vector) * step + ci % vector, kk])
+                    col = col0 + (ci // vector) * step + ci % vector
+                    bv[ci] = sb[col, kk] if packed else dtype(sb[col, kk])
                 for ri in cutlass.range_constexpr(nr):
                     for ci in cutlass.range_constexpr(nc):
-                        acc[ri * nc + ci] = acc[ri * nc + ci] + av[ri] * bv[ci]
+                        if cutlass.const_expr(packed):
+                            acc[ri * nc + ci] = dp4a(av[ri], bv[ci], acc[ri * nc + ci])
+                        else:
+                            acc[ri * nc + ci] = acc[ri * nc + ci] + av[ri] * bv[ci]
         else:  # a large replicated fragment: a loop over its rows
             for kk in cutlass.range(k):
                 for ci in cutlass.range_constexpr(nc):
-                    bv[ci] = dtype(sb[col0 + (ci // vector) * step + ci % vector, kk])
+                    col = col0 + (ci // vector) * step + ci % vector
+                    bv[ci] = sb[col, kk] if packed else dtype(sb[col, kk])
                 for ri in cutlass.range(nr):
                     row = cutlass.min(row0 + ri * row_step, m - 1)
-                    a = dtype(sa[row, kk])
+                    a = sa[row, kk] if packed else dtype(sa[row, kk])
                     for ci in cutlass.range_constexpr(nc):
-                        acc[ri * nc + ci] = acc[ri * nc + ci] + a * bv[ci]
+                        if cutlass.const_expr(packed):
+                            acc[ri * nc + ci] = dp4a(a, bv[ci], acc[ri * nc + ci])
+                        else:
+                            acc[ri * nc + ci] = acc[ri * nc + ci] + a * bv[ci]
     else:  # no grid: each register's own (i, j)
         for kk in cutlass.range(k):
             for r in cutlass.range(cute.size(acc), unroll_full=True):
                 f = ((r // vector) * threads + tid) * vector + r % vector
                 f = cutlass.min(f, m * n - 1)  # (a last partial step's registers: unused)
-                acc[r] = acc[r] + dtype(sa[f // n, kk]) * dtype(sb[f % n, kk])
+                if cutlass.const_expr(packed):
+                    acc[r] = dp4a(sa[f // n, kk], sb[f % n, kk], acc[r])
+                else:
+                    acc[r] = acc[r] + dtype(sa[f // n, kk]) * dtype(sb[f % n, kk])
 
 
 @cute.jit
