@@ -672,9 +672,12 @@ class AutoTuner:
 
     def __call__(self, *args, **kwargs):
         """A factory: the tuned kernel.  An eager kernel: the tuned kernel run on the
-        call's tensors, its outputs returned (as TileLang's eager autotune)."""
+        call's tensors, its outputs returned (as TileLang's eager autotune).  TileLang's
+        keyword ``__return_kernel=True`` returns the tuned kernel itself (what
+        :meth:`compile` returns), for an eager kernel too."""
+        return_kernel = kwargs.pop("__return_kernel", False)
         kernel = self.compile(*args, **kwargs)
-        if self.eager is None:
+        if self.eager is None or return_kernel:
             return kernel
         return self.eager(*args, **{**kwargs, **(getattr(kernel, "config", None) or {})})
 
