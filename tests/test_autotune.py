@@ -178,6 +178,7 @@ def test_close_configs_are_timed_again_in_rounds(monkeypatch):
     monkeypatch.setattr(prof, "_cuda", lambda: None)
     monkeypatch.setattr(prof, "do_bench", fake_bench)
     monkeypatch.setattr(A.AutoTuner, "_make_inputs", lambda self, kernel: [])
+    monkeypatch.setattr(A.AutoTuner, "_check_scalar_inputs", lambda self, kernel: None)
     tuner = A.AutoTuner(None, configs=[], skip_check=True)
     tuner.__name__ = "fake"
     results = [A.ConfigResult({"name": n}, kernel=(lambda n=n: n)) for n in "abcd"]

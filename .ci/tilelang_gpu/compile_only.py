@@ -3,7 +3,9 @@ as a pytest plugin, ``-p compile_only``, after ``tlalias``): tensors asked for o
 made on the CPU; a tilecute kernel's first call builds its cubin (the arch from TILECUTE_ARCH)
 and records its name in ``built``, and no call launches anything (outputs keep whatever their
 allocation held); ``do_bench`` times nothing; the device properties are an H100's (and torch says one is there); autotuned
-factories compile the call's own (default) config instead of tuning; ``torch.compile`` is the
+factories compile the call's own (default) config instead of tuning (a tuned parameter left at a
+``None`` default takes the first config's; a scalar input with no ``set_autotune_inputs`` is the
+tuner's ValueError); ``torch.compile`` is the
 identity; ``torch.allclose`` / ``torch.testing.assert_close`` and TileLang's
 ``torch_assert_close`` pass, since no kernel ran.  The launcher never runs either, so what it
 checks at each call (a grid extent of 0: TileLang's issue 1993; a host-evaluable
@@ -27,7 +29,7 @@ import torch  # noqa: E402
 import tilecute  # noqa: E402
 import tilecute.profiler  # noqa: E402
 import tilecute.runtime.kernel as _rk  # noqa: E402
-from tilecute.autotuner import AutoTuner  # noqa: E402
+from tilecute.autotuner import AutoTuner, get_autotune_inputs  # noqa: E402
 
 if not os.environ.get("TILECUTE_ARCH"):
     raise SystemExit("compile-only mode: set TILECUTE_ARCH (and CUTE_DSL_ARCH), e.g. sm_90a")
@@ -174,4 +176,29 @@ def _no_bench(*args, **kwargs):
 
 
 tilecute.profiler.do_bench = _no_bench
-AutoTuner.compile = lambda self, *args, **kwargs: self._direct(args, kwargs)
+
+
+def _untuned(self, *args, **kwargs):
+    """The call's own config, untuned; a tuned parameter the call leaves at a ``None``
+    default (``block_M=None``: TileLang's tuner always binds one) takes the first config's
+    value, as no timing picks one here."""
+    import inspect
+
+    if self.eager is not None:
+        return self._direct(args, kwargs)
+    configs = self.config_list(args, kwargs)
+    sig = inspect.signature(self.factory)
+    bound = sig.bind_partial(*args, **kwargs)
+    fill = {k: v for k, v in configs[0].items() if k in sig.parameters
+            and k not in bound.arguments and sig.parameters[k].default is None}
+    kernel = self._direct(args, {**kwargs, **fill})
+    if self.supply_prog is None and (self.inputs or get_autotune_inputs()) is None:
+        self._check_scalar_inputs(kernel)  # the tuner's check before timing
+    if getattr(kernel, "config", None) is None:  # a tuned kernel's, which AutoTuner.run reads
+        bound = sig.bind_partial(*args, **{**kwargs, **fill})
+        bound.apply_defaults()
+        kernel.config = {k: bound.arguments[k] for k in configs[0] if k in bound.arguments}
+    return kernel
+
+
+AutoTuner.compile = _untuned

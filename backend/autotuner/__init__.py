@@ -526,6 +526,21 @@ class AutoTuner:
         return results
 
     # ---- profiling ----------------------------------------------------------------------
+    def _check_scalar_inputs(self, kernel) -> None:
+        """TileLang's refusal before timing: generated inputs are tensors only, so a kernel
+        with a scalar input parameter needs ``set_autotune_inputs`` (or ``supply_prog``);
+        without this check every config failed on its profiler's error, whose advice
+        (``do_bench(input_tensors=...)``) does not reach the tuner."""
+        from ..profiler import Profiler
+        from ..runtime.abi import TensorArg
+
+        for arg in Profiler(kernel, self.supply_type, self.shapes)._get_params():
+            if not isinstance(arg, TensorArg):
+                raise ValueError(f"Auto-tuning kernel '{kernel.name}' does not support "
+                                 f"auto-generated scalar inputs. Found scalar input parameter "
+                                 f"'{arg.name}'. Please provide concrete inputs with `with "
+                                 "set_autotune_inputs(...)` (or supply_prog=)")
+
     def _make_inputs(self, kernel) -> list:
         from ..profiler import Profiler
 
@@ -542,9 +557,10 @@ class AutoTuner:
         the best so far keeps that estimate, unmeasured further (TileLang's meaning)."""
         from ..profiler import Profiler, _cuda, do_bench
 
-        _cuda()  # a clear error without a GPU
-
         ok = [r for r in results if r.kernel is not None]
+        if ok and self.inputs is None and self.supply_prog is None:
+            self._check_scalar_inputs(ok[0].kernel)
+        _cuda()  # a clear error without a GPU
         if not ok:
             return
         shared = None
@@ -672,9 +688,12 @@ class AutoTuner:
 
     def __call__(self, *args, **kwargs):
         """A factory: the tuned kernel.  An eager kernel: the tuned kernel run on the
-        call's tensors, its outputs returned (as TileLang's eager autotune)."""
+        call's tensors, its outputs returned (as TileLang's eager autotune).  TileLang's
+        keyword ``__return_kernel=True`` returns the tuned kernel itself (what
+        :meth:`compile` returns), for an eager kernel too."""
+        return_kernel = kwargs.pop("__return_kernel", False)
         kernel = self.compile(*args, **kwargs)
-        if self.eager is None:
+        if self.eager is None or return_kernel:
             return kernel
         return self.eager(*args, **{**kwargs, **(getattr(kernel, "config", None) or {})})
 

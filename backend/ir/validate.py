@@ -14,6 +14,7 @@ from ..runtime.dtypes import DTYPES, valid_dtypes_text
 from ..target import MAX_THREADS, TMA_REDUCE_ADD_TYPES
 from ..target import WARP
 from . import nodes as N
+from .visitor import BODY_FIELDS
 
 FP4 = "float4_e2m1fn"  # two to a byte in memory (DTypeInfo.pack)
 E8M0 = "float8_e8m0fnu"  # MX scales: a storage dtype, as CUDA's __nv_fp8_e8m0 has no arithmetic
@@ -368,11 +369,39 @@ class _Validator:
                       f"({pairs}); a launch has one access policy window (TileLang sets one per "
                       "tensor on the stream, each replacing the one before): annotate one tensor")
 
+    def nested_loops(self, stmts, in_parallel: bool) -> None:
+        """TileLang's nested-loop semantic check (its ValueError, raised when it compiles): a
+        T.Parallel loop may nest in a T.Parallel body only as that whole body (``for i in
+        T.Parallel(a): for j in T.Parallel(b): ...``, one nest); any other T.Parallel loop
+        under one (after a statement, under a serial loop, a tile op's nest) and any
+        T.Pipelined loop under one are refused."""
+        for s in stmts:
+            if isinstance(s, N.For) and s.kind == "parallel":
+                if len(s.body) == 1 and isinstance(s.body[0], N.For) and s.body[0].kind == "parallel":
+                    self.nested_loops(s.body, in_parallel)
+                    continue
+                if in_parallel:
+                    self.stmt = s
+                    self.fail("a T.Parallel loop inside a T.Parallel body that holds other "
+                              "statements (or under a serial loop in it): nested parallel loops "
+                              "are not allowed, except one T.Parallel loop as the whole body of "
+                              "another (TileLang's semantic check)")
+                self.nested_loops(s.body, True)
+                continue
+            if isinstance(s, N.For) and s.kind == "pipelined" and in_parallel:
+                self.stmt = s
+                self.fail("a T.Pipelined loop inside a T.Parallel loop: a pipelined loop cannot "
+                          "be nested inside a parallel loop (TileLang's semantic check)")
+            for name in BODY_FIELDS.get(type(s), ()):
+                self.nested_loops(getattr(s, name), in_parallel)
+
     def kernel(self, k: N.KernelScope, vars_, bufs):
         self.stmt = k
         self.kernel_scope = k
         if not isinstance(k, N.KernelScope):
             self.fail(f"a prim_func's kernels are T.Kernel scopes, got {type(k).__name__}")
+        if self.compiling:  # (TileLang checks when it compiles, not at @T.prim_func)
+            self.nested_loops(k.body, False)
         if not isinstance(k.grid, tuple) or not 1 <= len(k.grid) <= 3:
             self.fail(f"T.Kernel takes 1 to 3 grid extents, got {k.grid!r}")
         if not isinstance(k.block_vars, tuple) or len(k.block_vars) != len(k.grid):

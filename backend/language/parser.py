@@ -2369,6 +2369,8 @@ class _Parser:
             body = tuple(prologue) + self.block(s.body)
         finally:
             self.pop()
+        if kind == "parallel":
+            self.parallel_semantic_check(s, body, loop_vars)
         overlap = kind == "pipelined" and a.given("overlap_mma") and a.static_bool("overlap_mma")
         loads_last: tuple = ()
         # (None, as 0.1.15's positional `T.Pipelined(0, n, 2, None, None, {})` gives, is no
@@ -2392,6 +2394,31 @@ class _Parser:
             if d == innermost and _has_break(body[-1].body):
                 body = body[:-1] + self.break_loop(body[-1], kind)
         return list(body)
+
+    def parallel_semantic_check(self, s, body: tuple, loop_vars: list) -> None:
+        """TileLang's ParallelLocalIndexChecker (its ValueError): a local (thread-private)
+        buffer may not be indexed by a T.Parallel loop variable, each thread running only
+        its share of the iterations.  Checked on the loops written in the source only (the
+        nests the frontend builds for tile ops over locals are TileLang's lowered tile ops,
+        which its check never sees).  Its nested-loop check is the validator's
+        (``nested_loops``)."""
+        names = {v.name: v for v in loop_vars}
+        for node in walk_nodes(body):
+            if not isinstance(node, (N.Load, N.Store)):
+                continue
+            try:
+                buf = self.buffer_named(node.buffer)
+            except KeyError:
+                buf = next((a.buffer for a in walk_stmts(body) if isinstance(a, N.Allocate)
+                            and a.buffer.name == node.buffer), None)
+            used = var_names(node.indices) & set(names)
+            if buf is not None and buf.scope == "local" and used:
+                raise self.error(s, f"Local buffer `{buf.name}` is indexed by T.Parallel loop "
+                                    f"variable `{sorted(used)[0]}`: local buffers are "
+                                    "thread-private (TileLang's semantic check refuses it); "
+                                    "use T.serial / T.vectorized / T.unroll for per-thread "
+                                    "indexing, or T.alloc_fragment to spread the dimension "
+                                    "over the threads", FrontendValueError)
 
     def unroll_factor(self, a: "_Args", ann: dict) -> int:
         """``T.unroll(..., explicit=, unroll_factor=)`` (or TileLang's annotation keys
