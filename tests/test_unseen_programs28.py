@@ -1,0 +1,154 @@
+"""A twenty-eighth set of programs in TileLang's idioms (tests/unseen_programs28.py): TileLang's
+newest surface (T.unroll(explicit=True), a reduction's enable_fadd2 annotation, T.pow with an
+integer exponent <= 0, T.__exp, alloc_var initializers, a scalar T.copy across dtypes, a
+scalar atomic_max returning the previous value) and feature mixes (a T.macro loading one
+stage of a 3-D shared buffer inside T.Pipelined, T.Parallel in T.serial in T.Pipelined, two
+T.Kernel launches in one prim_func, a T.symbolic length in the grid and a tail loop, one
+accumulator fed by two GEMMs of different K, a float32 -> float16 shared-to-shared copy
+before a GEMM, a reduction into a (1,) fragment broadcast back, a T.dynamic out_idx output).
+CPU: each builds to an sm_90a cubin and what matters is checked in the generated source.
+GPU: each matches a torch reference."""
+
+import pytest
+
+import unseen_programs28 as P
+
+PROGRAMS = ["explicit_unroll_poly", "rowsum_scalar_fadd", "pow_negative_exp", "var_init_dtype_cast_copy",
+            "atomic_max_prev", "gemm_macro_stage_slices", "parallel_in_serial_in_pipelined",
+            "two_launch_normalize", "symbolic_grid_and_tail_loop", "two_gemms_one_accumulator",
+            "gemm_f32_shared_to_f16", "reduce_to_scalar_broadcast", "dynamic_rows_output"]
+
+
+@pytest.fixture(autouse=True)
+def _arch(monkeypatch):
+    monkeypatch.setenv("TILECUTE_ARCH", "sm_90a")
+
+
+def _body(name, **kw):
+    """The @cute.kernel functions' text (not the launch wrapper)."""
+    src = getattr(P, name)(**kw).get_kernel_source()
+    return src.split("\n@cute.kernel\n", 1)[1].split("\n@cute.jit", 1)[0]
+
+
+def test_every_program_is_listed():
+    defined = [n for n, f in vars(P).items() if hasattr(f, "get_kernel_source") or hasattr(f, "compile")]
+    assert sorted(n for n in defined if n not in ("tilecute", "T")) == sorted(PROGRAMS)
+
+
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_program_builds_a_cubin(name):
+    assert getattr(P, name)().ensure_cubin()
+
+
+# ---- what the generated source says ------------------------------------------------------
+def test_newest_surface_forms():
+    src = _body("explicit_unroll_poly")
+    assert "for d in cutlass.range_constexpr(0, 4):" in src  # explicit: unrolled at compile time
+    assert "acc[0] = acc[0] * x + tcmath.as_float(4 - d, cutlass.Float32)" in src
+    src = _body("pow_negative_exp")
+    # x ** -2 stays a true power (TileLang once returned x); x ** 0 is one; __exp is e ** x
+    assert "cute.math.pow(x, cutlass.Float32(-2.0))" in src
+    assert "+ cutlass.Float32(1.0) +" in src
+    assert "cute.math.exp2(x * cutlass.Float32(1.4426950408889634)" in src
+    src = _body("var_init_dtype_cast_copy")
+    assert "base = cute.make_rmem_tensor((1,), cutlass.Int32)" in src and "base[0] = 3" in src
+    assert "h[i1] = cutlass.Float16(X[bx * 128 + tx + i1])" in src  # scalar copy casts to h's dtype
+    src = _body("atomic_max_prev")
+    assert 'prev = tca.atomic_fetch(M, (0,), X[bx * 128 + tx], "max")' in src
+
+
+def test_mixes():
+    src = _body("gemm_macro_stage_slices")
+    # the macro's copies land in stage k % 2 of the 3-D buffers; the GEMM reads the same stage
+    assert "k % 2 * 2048 + i3 * 32 + i4" in src and "k % 2 * 2048 + i5 * 64 + i6" in src
+    assert "tc_smem + cute.assume(0 + (k % 2) * 4096, divby=1024)" in src
+    assert "tc_smem + cute.assume(8192 + (k % 2) * 4096, divby=1024)" in src
+    src = _body("two_launch_normalize")
+    assert "def tilecute_main_1(" in src  # the second launch is its own kernel
+    assert "W[bx * 8 + i3] = tcr.pick(m_f, i3, 8)" in src and "Y[row, j_1_] = X[row, j_1_] / W[row]" in src
+    src = _body("symbolic_grid_and_tail_loop")
+    assert "L: cutlass.Int32" in src and "if g < L:" in src and "if g + t * 37 < L:" in src
+    src = _body("gemm_f32_shared_to_f16")
+    # the float32 stage is read, converted and stored into the swizzled float16 tile
+    assert "A32 = cute.make_tensor(cute.recast_ptr(tc_smem + cute.assume(0 + (k % 2) * 8192" in src
+    assert "cute.make_tensor(A16.iterator + cute.assume((i3 * 32 + i4) ^" in src
+    src = _body("dynamic_rows_output")
+    assert "M: cutlass.Int32" in src and "if bx * 32 + i1 < M:" in src
+
+
+# ---- GPU: against torch --------------------------------------------------------------------
+def _close(got, want, tol):
+    import torch
+    torch.testing.assert_close(got.float(), want.float(), atol=tol, rtol=tol)
+
+
+@pytest.mark.gpu
+def test_newest_surface_on_gpu():
+    import torch
+    torch.manual_seed(0)
+    dev = "cuda"
+    x = torch.rand(4096, device=dev) * 2 - 1
+    _close(P.explicit_unroll_poly()(x), 1 + 2 * x + 3 * x ** 2 + 4 * x ** 3, 1e-4)
+
+    x = torch.randn(128, 512, device=dev)
+    _close(P.rowsum_scalar_fadd()(x), x.sum(1), 1e-3)
+
+    x = torch.rand(2048, device=dev) * 3 + 0.25
+    x[::2] = -x[::2]  # a negative base with an integer exponent is a real power
+    _close(P.pow_negative_exp()(x), x ** -2 + 1 + torch.exp(x) * 0.5, 1e-3)
+
+    x = torch.randn(1024, device=dev) * 10
+    _close(P.var_init_dtype_cast_copy()(x), x.half().float() + 3, 1e-2)
+
+    x = torch.randint(-1000, 1000, (1024,), device=dev, dtype=torch.int32)
+    m = torch.full((1,), -5000, device=dev, dtype=torch.int32)
+    prev = P.atomic_max_prev()(x, m)
+    assert int(m[0]) == int(x.max())
+    assert bool((prev <= m[0]).all()) and bool((prev >= -5000).all())
+    # exactly one thread saw the starting value
+    assert int((prev == -5000).sum()) == 1
+
+
+@pytest.mark.gpu
+def test_mixes_on_gpu():
+    import torch
+    torch.manual_seed(1)
+    dev = "cuda"
+    a = torch.randn(256, 512, device=dev).half()
+    b = torch.randn(512, 256, device=dev).half()
+    _close(P.gemm_macro_stage_slices()(a, b), a.float() @ b.float(), 5e-2)
+
+    x = torch.randn(64, 1024, device=dev)
+    _close(P.parallel_in_serial_in_pipelined()(x), (x * x).sum(1), 1e-2)
+
+    x = torch.randn(96, 384, device=dev)
+    w = torch.empty(96, device=dev)
+    y = P.two_launch_normalize()(x, w)
+    _close(w, x.abs().amax(1), 0)
+    _close(y, x / x.abs().amax(1, keepdim=True), 1e-5)
+
+    for n in (1, 300, 1000):
+        x = torch.randn(n, device=dev)
+        want = torch.zeros(n, device=dev)
+        for t in range(4):
+            want[: max(n - t * 37, 0)] += x[t * 37:]
+        _close(P.symbolic_grid_and_tail_loop()(x), want, 1e-5)
+
+    a1 = torch.randn(128, 64, device=dev).half()
+    b1 = torch.randn(64, 128, device=dev).half()
+    a2 = torch.randn(128, 96, device=dev).half()
+    b2 = torch.randn(96, 128, device=dev).half()
+    _close(P.two_gemms_one_accumulator()(a1, b1, a2, b2), a1.float() @ b1.float() + a2.float() @ b2.float(), 5e-2)
+
+    a = torch.randn(128, 128, device=dev)
+    b = torch.randn(128, 128, device=dev).half()
+    _close(P.gemm_f32_shared_to_f16()(a, b), a.half().float() @ b.float(), 5e-2)
+
+    x = torch.randn(8, 1024, device=dev) * 4
+    _close(P.reduce_to_scalar_broadcast()(x), torch.softmax(x, 1), 1e-5)
+
+    for m in (32, 77, 200):
+        x = torch.randn(m, 256, device=dev).half()
+        y = P.dynamic_rows_output()(x)
+        assert y.shape == (m, 256)
+        _close(y, x.float() * 2 + 1, 1e-2)
