@@ -16,7 +16,8 @@ import unseen_programs28 as P
 PROGRAMS = ["explicit_unroll_poly", "rowsum_scalar_fadd", "pow_negative_exp", "var_init_dtype_cast_copy",
             "atomic_max_prev", "gemm_macro_stage_slices", "parallel_in_serial_in_pipelined",
             "two_launch_normalize", "symbolic_grid_and_tail_loop", "two_gemms_one_accumulator",
-            "gemm_f32_shared_to_f16", "reduce_to_scalar_broadcast", "dynamic_rows_output"]
+            "gemm_f32_shared_to_f16", "reduce_to_scalar_broadcast", "dynamic_rows_output",
+            "local_softmax_per_thread", "local_colmin_per_thread", "bit_intrinsics_mix", "lds64_sts64_reverse"]
 
 
 @pytest.fixture(autouse=True)
@@ -74,6 +75,22 @@ def test_mixes():
     assert "cute.make_tensor(A16.iterator + cute.assume((i3 * 32 + i4) ^" in src
     src = _body("dynamic_rows_output")
     assert "M: cutlass.Int32" in src and "if bx * 32 + i1 < M:" in src
+
+
+def test_local_reductions_and_intrinsics():
+    src = _body("local_softmax_per_thread")
+    # per-thread reductions: no warp or block allreduce, the max seeded with -inf
+    assert "warp_allreduce" not in src and "block_allreduce" not in src
+    assert 'mx[r1] = cutlass.Float32(float("-inf"))' in src and "mx[r1] = cute.arch.fmax(mx[r1], src[rv2])" in src
+    assert "sm[r3] = sm[r3] + src[rv4]" in src and "/ sm[0]" in src
+    src = _body("local_colmin_per_thread")
+    assert 'dst[r1] = cutlass.Float16(float("inf"))' in src and "src[rv2, r1]" in src  # along dim 0
+    src = _body("bit_intrinsics_mix")
+    assert 'tca.atomic_or(O, (0,), cutlass.Uint32(X[g]), "relaxed")' in src
+    assert "cute.arch.rcp_approx(F[g])" in src and "tcmath.fns(cutlass.Uint32(X[g]), 0, 1)" in src
+    assert "(g + 16 - 1) // 16 * 16" in src
+    src = _body("lds64_sts64_reverse")
+    assert "lds64_words[1] = cutlass.Uint32(s[tx * 2 + 1])" in src and "t[(127 - tx) * 2 + 1] = lds64_words[1]" in src
 
 
 # ---- GPU: against torch --------------------------------------------------------------------
@@ -152,3 +169,37 @@ def test_mixes_on_gpu():
         y = P.dynamic_rows_output()(x)
         assert y.shape == (m, 256)
         _close(y, x.float() * 2 + 1, 1e-2)
+
+
+@pytest.mark.gpu
+def test_local_reductions_and_intrinsics_on_gpu():
+    import torch
+    torch.manual_seed(2)
+    dev = "cuda"
+    x = torch.randn(8192, device=dev) * 3
+    _close(P.local_softmax_per_thread()(x), torch.softmax(x.view(-1, 8), 1).view(-1), 1e-5)
+
+    x = torch.randn(256, 8, 4, device=dev).half()
+    _close(P.local_colmin_per_thread()(x), x.amin(1), 0)
+
+    xs = torch.randint(1, 2 ** 31 - 1, (256,), device=dev, dtype=torch.int64)
+    xs[7] = 0  # no set bit: __fns answers 0xffffffff
+    x = xs.to(torch.int32).view(torch.uint32) if hasattr(torch, "uint32") else None
+    if x is None:
+        pytest.skip("torch without uint32")
+    f = torch.rand(256, device=dev) + 0.5
+    o, r = P.bit_intrinsics_mix()(x, f)
+    want_o = 0
+    for v in xs.tolist():
+        want_o |= v
+    assert int(o.view(torch.int32)[0]) == want_o
+    low = torch.tensor([(v & -v).bit_length() - 1 if v else 0xFFFFFFFF for v in xs.tolist()], device=dev,
+                       dtype=torch.float64)
+    g = torch.arange(256, device=dev, dtype=torch.float64)
+    want = 1 / f.double() + low + torch.div(g + 15, 16, rounding_mode="floor") * 16
+    _close(r.double(), want.float().double(), 1e-3)
+
+    xs = torch.randint(0, 2 ** 31 - 1, (1024,), device=dev, dtype=torch.int32)
+    y = P.lds64_sts64_reverse()(xs.view(torch.uint32))
+    want = xs.view(4, 128, 2).flip(1).reshape(-1)
+    assert torch.equal(y.view(torch.int32), want)

@@ -291,3 +291,87 @@ def dynamic_rows_output(N=256, bm=32):
             T.copy(t, Y[bx * bm, 0])
 
     return main
+
+
+# ---- per-thread (local) reductions and TileLang's newer CUDA intrinsics ---------------------
+@tilecute.jit(out_idx=[1])
+def local_softmax_per_thread(N=1024, v=8, threads=128):
+    """Each thread owns v consecutive elements in a T.alloc_local and takes their softmax on
+    its own: T.reduce_max into a (1,) local, T.reduce_sum into a T.alloc_var (TileLang's
+    local-buffer reductions), both broadcast back over the thread's elements."""
+
+    @T.prim_func
+    def main(X: T.Tensor((N * v,), T.float32), Y: T.Tensor((N * v,), T.float32)):
+        with T.Kernel(N // threads, threads=threads) as bx:
+            tx = T.get_thread_binding()
+            src = T.alloc_local((v,), T.float32)
+            mx = T.alloc_local((1,), T.float32)
+            sm = T.alloc_var(T.float32)
+            for i in T.serial(v):
+                src[i] = X[(bx * threads + tx) * v + i]
+            T.reduce_max(src, mx, dim=0)
+            for i in T.serial(v):
+                src[i] = T.exp(src[i] - mx[0])
+            T.reduce_sum(src, sm, dim=0)
+            for i in T.serial(v):
+                Y[(bx * threads + tx) * v + i] = src[i] / sm
+
+    return main
+
+
+@tilecute.jit(out_idx=[1])
+def local_colmin_per_thread(N=256, threads=128):
+    """Each thread reduces its own (8, 4) float16 local tile over its first axis with
+    T.reduce_min (a local reduction along a non-contiguous dim)."""
+
+    @T.prim_func
+    def main(X: T.Tensor((N, 8, 4), T.float16), Y: T.Tensor((N, 4), T.float16)):
+        with T.Kernel(N // threads, threads=threads) as bx:
+            tx = T.get_thread_binding()
+            src = T.alloc_local((8, 4), T.float16)
+            dst = T.alloc_local((4,), T.float16)
+            for i, j in T.grid(8, 4):
+                src[i, j] = X[bx * threads + tx, i, j]
+            T.reduce_min(src, dst, dim=0)
+            for j in T.serial(4):
+                Y[bx * threads + tx, j] = dst[j]
+
+    return main
+
+
+@tilecute.jit(out_idx=[2, 3])
+def bit_intrinsics_mix(N=256, threads=128):
+    """T.atomic_or of every word into one (a scalar integer atomic), and per element
+    fast_rcp(f) + __fns(x, 0, 1) (the lowest set bit's position) + align_up(g, 16)."""
+
+    @T.prim_func
+    def main(X: T.Tensor((N,), T.uint32), F: T.Tensor((N,), T.float32), O: T.Tensor((1,), T.uint32),
+             R: T.Tensor((N,), T.float32)):
+        with T.Kernel(N // threads, threads=threads) as bx:
+            tx = T.get_thread_binding()
+            g = bx * threads + tx
+            T.atomic_or(O[0], X[g])
+            R[g] = T.fast_rcp(F[g]) + T.cast(T.__fns(X[g], 0, 1), T.float32) + T.cast(T.align_up(g, 16), T.float32)
+
+    return main
+
+
+@tilecute.jit(out_idx=[1])
+def lds64_sts64_reverse(N=1024, threads=128):
+    """Pairs of words reversed through shared memory with T.lds64 / T.sts64: thread tx reads
+    pair tx of one tile and writes it as pair (threads - 1 - tx) of another."""
+
+    @T.prim_func
+    def main(X: T.Tensor((N,), T.uint32), Y: T.Tensor((N,), T.uint32)):
+        with T.Kernel(N // (threads * 2), threads=threads) as bx:
+            tx = T.get_thread_binding()
+            s = T.alloc_shared((threads * 2,), T.uint32)
+            t = T.alloc_shared((threads * 2,), T.uint32)
+            for i in T.Parallel(threads * 2):
+                s[i] = X[bx * threads * 2 + i]
+            v = T.lds64(s[tx * 2])
+            T.sts64(t[(threads - 1 - tx) * 2], v)
+            for i in T.Parallel(threads * 2):
+                Y[bx * threads * 2 + i] = t[i]
+
+    return main
