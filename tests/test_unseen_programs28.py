@@ -17,7 +17,8 @@ PROGRAMS = ["explicit_unroll_poly", "rowsum_scalar_fadd", "pow_negative_exp", "v
             "atomic_max_prev", "gemm_macro_stage_slices", "parallel_in_serial_in_pipelined",
             "two_launch_normalize", "symbolic_grid_and_tail_loop", "two_gemms_one_accumulator",
             "gemm_f32_shared_to_f16", "reduce_to_scalar_broadcast", "dynamic_rows_output",
-            "local_softmax_per_thread", "local_colmin_per_thread", "bit_intrinsics_mix", "lds64_sts64_reverse"]
+            "local_softmax_per_thread", "local_colmin_per_thread", "bit_intrinsics_mix", "lds64_sts64_reverse",
+            "row_lse_reducer_epochs", "legacy_reducer_rowdot"]
 
 
 @pytest.fixture(autouse=True)
@@ -91,6 +92,17 @@ def test_local_reductions_and_intrinsics():
     assert "(g + 16 - 1) // 16 * 16" in src
     src = _body("lds64_sts64_reverse")
     assert "lds64_words[1] = cutlass.Uint32(s[tx * 2 + 1])" in src and "t[(127 - tx) * 2 + 1] = lds64_words[1]" in src
+
+
+def test_reducers():
+    src = _body("row_lse_reducer_epochs")
+    # each tile's epochs start from the identity inside the loop and end in a block allreduce
+    assert 'mr[i3] = cutlass.Float32(float("-inf"))' in src and 'sr[i4] = cutlass.Float32(0.0)' in src
+    assert 'tcr.block_allreduce(mr, "max", mr_scratch, 4, 4)' in src
+    assert 'tcr.block_allreduce(sr, "sum", sr_scratch, 4, 4)' in src
+    assert src.index("for k in cutlass.range(0, 8):") < src.index("mr[i3] = ")
+    src = _body("legacy_reducer_rowdot")
+    assert "r[i] = r[i] + g[tc_lane8] * y[tc_lane8]" in src and 'tcr.block_allreduce(r, "sum", r_scratch' in src
 
 
 # ---- GPU: against torch --------------------------------------------------------------------
@@ -203,3 +215,15 @@ def test_local_reductions_and_intrinsics_on_gpu():
     y = P.lds64_sts64_reverse()(xs.view(torch.uint32))
     want = xs.view(4, 128, 2).flip(1).reshape(-1)
     assert torch.equal(y.view(torch.int32), want)
+
+
+@pytest.mark.gpu
+def test_reducers_on_gpu():
+    import torch
+    torch.manual_seed(3)
+    dev = "cuda"
+    x = torch.randn(64, 1000, device=dev) * 3
+    _close(P.row_lse_reducer_epochs()(x), torch.logsumexp(x, 1), 1e-4)
+    g = torch.randn(64, 8, device=dev)
+    y = torch.randn(64, 8, device=dev)
+    _close(P.legacy_reducer_rowdot()(g, y), g - (g * y).sum(1, keepdim=True), 1e-4)

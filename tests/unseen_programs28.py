@@ -375,3 +375,67 @@ def lds64_sts64_reverse(N=1024, threads=128):
                 Y[bx * threads * 2 + i] = t[i]
 
     return main
+
+
+# ---- reducers: epochs inside a pipelined loop, the legacy form -----------------------------
+
+@tilecute.jit(out_idx=[1])
+def row_lse_reducer_epochs(M=64, N=1000, bm=8, bn=128):
+    """Per-row logsumexp over column tiles of a ragged row (N = 1000): each tile opens two
+    reducer epochs (T.alloc_reducer + T.reducer_init / T.reducer_update / T.finalize_reducer(acc,
+    dst)) inside T.Pipelined, merged into running max / sum fragments."""
+    @T.prim_func
+    def main(X: T.Tensor((M, N), T.float32), Y: T.Tensor((M,), T.float32)):
+        with T.Kernel(M // bm, threads=128) as bx:
+            x_s = T.alloc_shared((bm, bn), T.float32)
+            x_f = T.alloc_fragment((bm, bn), T.float32)
+            run_m = T.alloc_fragment((bm,), T.float32)
+            run_s = T.alloc_fragment((bm,), T.float32)
+            tile_m = T.alloc_fragment((bm,), T.float32)
+            tile_s = T.alloc_fragment((bm,), T.float32)
+            T.fill(run_m, -T.infinity(T.float32))
+            T.fill(run_s, 0.0)
+            for k in T.Pipelined(T.ceildiv(N, bn), num_stages=2):
+                T.copy(X[bx * bm, k * bn], x_s)
+                for i, j in T.Parallel(bm, bn):
+                    x_f[i, j] = T.if_then_else(k * bn + j < N, x_s[i, j], -T.infinity(T.float32))
+                mr = T.alloc_reducer((bm,), T.float32, op="max")
+                T.reducer_init(mr)
+                for i, j in T.Parallel(bm, bn):
+                    T.reducer_update(mr[i], x_f[i, j])
+                T.finalize_reducer(mr, tile_m)
+                for i in T.Parallel(bm):
+                    tile_m[i] = T.max(tile_m[i], run_m[i])
+                sr = T.alloc_reducer((bm,), T.float32, op="sum")
+                T.reducer_init(sr)
+                for i, j in T.Parallel(bm, bn):
+                    T.reducer_update(sr[i], T.exp(x_f[i, j] - tile_m[i]))
+                T.finalize_reducer(sr, tile_s)
+                for i in T.Parallel(bm):
+                    run_s[i] = run_s[i] * T.exp(run_m[i] - tile_m[i]) + tile_s[i]
+                    run_m[i] = tile_m[i]
+            for i in T.Parallel(bm):
+                Y[bx * bm + i] = T.log(run_s[i]) + run_m[i]
+    return main
+
+@tilecute.jit(out_idx=[2])
+def legacy_reducer_rowdot(M=64, K=8):
+    """O = G - rowsum(G * Y) through TileLang's legacy reducer: T.alloc_reducer without
+    replication, T.clear, ``r[i] +=`` in T.Parallel, in-place T.finalize_reducer, direct reads."""
+
+    @T.prim_func
+    def main(G: T.Tensor((M, K), T.float32), Yt: T.Tensor((M, K), T.float32), O: T.Tensor((M, K), T.float32)):
+        with T.Kernel(1, threads=128):
+            g = T.alloc_fragment((M, K), T.float32)
+            y = T.alloc_fragment((M, K), T.float32)
+            r = T.alloc_reducer((M,), T.float32)
+            T.copy(G, g)
+            T.copy(Yt, y)
+            T.clear(r)
+            for i, j in T.Parallel(M, K):
+                r[i] += g[i, j] * y[i, j]
+            T.finalize_reducer(r)
+            for i, j in T.Parallel(M, K):
+                g[i, j] = g[i, j] - r[i]
+            T.copy(g, O)
+    return main
