@@ -18,7 +18,8 @@ PROGRAMS = ["explicit_unroll_poly", "rowsum_scalar_fadd", "pow_negative_exp", "v
             "two_launch_normalize", "symbolic_grid_and_tail_loop", "two_gemms_one_accumulator",
             "gemm_f32_shared_to_f16", "reduce_to_scalar_broadcast", "dynamic_rows_output",
             "local_softmax_per_thread", "local_colmin_per_thread", "bit_intrinsics_mix", "lds64_sts64_reverse",
-            "row_lse_reducer_epochs", "legacy_reducer_rowdot"]
+            "row_lse_reducer_epochs", "legacy_reducer_rowdot", "gemm_symbolic_k_swz_copy",
+            "reverse_serial_suffix"]
 
 
 @pytest.fixture(autouse=True)
@@ -103,6 +104,17 @@ def test_reducers():
     assert src.index("for k in cutlass.range(0, 8):") < src.index("mr[i3] = ")
     src = _body("legacy_reducer_rowdot")
     assert "r[i] = r[i] + g[tc_lane8] * y[tc_lane8]" in src and 'tcr.block_allreduce(r, "sum", r_scratch' in src
+
+
+def test_symbolic_k_and_reverse_loop():
+    src = _body("gemm_symbolic_k_swz_copy")
+    assert "for k in cutlass.range(0, (K + 32 - 1) // 32):" in src
+    assert "if k * 32 + i4 < K:" in src  # A's K tail reads zeros
+    # the plain tile is read as it is and written swizzled
+    assert "A_in.iterator + cute.assume(i5 * 32 + i6, divby=8)" in src
+    assert "A_s.iterator + cute.assume((i5 * 32 + i6) ^ (((i5 * 32 + i6) >> 3) & 24), divby=8)" in src
+    src = _body("reverse_serial_suffix")
+    assert "i = 7 + i_iter * -1" in src
 
 
 # ---- GPU: against torch --------------------------------------------------------------------
@@ -227,3 +239,16 @@ def test_reducers_on_gpu():
     g = torch.randn(64, 8, device=dev)
     y = torch.randn(64, 8, device=dev)
     _close(P.legacy_reducer_rowdot()(g, y), g - (g * y).sum(1, keepdim=True), 1e-4)
+
+
+@pytest.mark.gpu
+def test_symbolic_k_and_reverse_loop_on_gpu():
+    import torch
+    torch.manual_seed(4)
+    dev = "cuda"
+    for k in (200, 64, 7):
+        a = torch.randn(128, k, device=dev).half()
+        b = torch.randn(k, 128, device=dev).half()
+        _close(P.gemm_symbolic_k_swz_copy()(a, b), a.float() @ b.float(), 5e-2)
+    x = torch.randn(1024, device=dev)
+    _close(P.reverse_serial_suffix()(x), x.view(-1, 8).flip(1).cumsum(1).flip(1).reshape(-1), 1e-5)

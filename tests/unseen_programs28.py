@@ -21,6 +21,7 @@ the generated source, and on a GPU compares it with a torch reference."""
 
 import tilecute
 import tilecute.language as T
+from tilecute.layout import make_swizzled_layout
 
 
 # ---- newest surface ------------------------------------------------------------------------
@@ -438,4 +439,46 @@ def legacy_reducer_rowdot(M=64, K=8):
             for i, j in T.Parallel(M, K):
                 g[i, j] = g[i, j] - r[i]
             T.copy(g, O)
+    return main
+
+
+# ---- a symbolic K with a shared-to-shared copy between layouts; a reversed serial loop -------
+
+@tilecute.jit(out_idx=[2])
+def gemm_symbolic_k_swz_copy(M=128, N=128, bm=64, bn=64, bk=32):
+    """C = A @ B for a T.symbolic K that needs no multiple of the tile: A's tile arrives in a
+    plain shared buffer and is T.copy'd into a second one T.annotate_layout made swizzled
+    (a shared-to-shared copy between layouts) before the GEMM; K bounds the pipelined loop."""
+    K = T.symbolic("K")
+    @T.prim_func
+    def main(A: T.Tensor((M, K), T.float16), B: T.Tensor((K, N), T.float16), C: T.Tensor((M, N), T.float32)):
+        with T.Kernel(N // bn, M // bm, threads=128) as (bx, by):
+            A_in = T.alloc_shared((bm, bk), T.float16)
+            A_s = T.alloc_shared((bm, bk), T.float16)
+            B_s = T.alloc_shared((bk, bn), T.float16)
+            C_l = T.alloc_fragment((bm, bn), T.float32)
+            T.annotate_layout({A_s: make_swizzled_layout(A_s)})
+            T.clear(C_l)
+            for k in T.Pipelined(T.ceildiv(K, bk), num_stages=2):
+                T.copy(A[by * bm, k * bk], A_in)
+                T.copy(B[k * bk, bx * bn], B_s)
+                T.copy(A_in, A_s)
+                T.gemm(A_s, B_s, C_l)
+            T.copy(C_l, C[by * bm, bx * bn])
+    return main
+
+@tilecute.jit(out_idx=[1])
+def reverse_serial_suffix(N=1024, block=128, v=8):
+    """Each thread's suffix sums over its v elements by a T.serial(v - 1, -1, -1) loop into a
+    T.alloc_var."""
+
+    @T.prim_func
+    def main(X: T.Tensor((N,), T.float32), Y: T.Tensor((N,), T.float32)):
+        with T.Kernel(N // (block * v), threads=block) as bx:
+            tx = T.get_thread_binding()
+            acc = T.alloc_var(T.float32, init=0.0)
+            base = (bx * block + tx) * v
+            for i in T.serial(v - 1, -1, -1):
+                acc += X[base + i]
+                Y[base + i] = acc
     return main
