@@ -19,7 +19,7 @@ PROGRAMS = ["explicit_unroll_poly", "rowsum_scalar_fadd", "pow_negative_exp", "v
             "gemm_f32_shared_to_f16", "reduce_to_scalar_broadcast", "dynamic_rows_output",
             "local_softmax_per_thread", "local_colmin_per_thread", "bit_intrinsics_mix", "lds64_sts64_reverse",
             "row_lse_reducer_epochs", "legacy_reducer_rowdot", "gemm_symbolic_k_swz_copy",
-            "reverse_serial_suffix"]
+            "reverse_serial_suffix", "pow_integer_forms", "atomic_tile_release", "atomic_addx2_prev_pairs"]
 
 
 @pytest.fixture(autouse=True)
@@ -115,6 +115,14 @@ def test_symbolic_k_and_reverse_loop():
     assert "A_s.iterator + cute.assume((i5 * 32 + i6) ^ (((i5 * 32 + i6) >> 3) & 24), divby=8)" in src
     src = _body("reverse_serial_suffix")
     assert "i = 7 + i_iter * -1" in src
+
+
+def test_integer_pow_and_atomics():
+    src = _body("pow_integer_forms")
+    assert "Y[tx] = X[tx] * X[tx] * X[tx] + 1" in src  # int ** 3 by products, ** 0 an int one
+    assert "H[tx] * H[tx] + cutlass.Float16(cute.math.pow(" in src
+    src = _body("atomic_tile_release")
+    assert 'tca.atomic_add(S, (i3, (i4 + tc_lane7)), t[tc_k5 * 4 + tc_lane7], "release")' in src
 
 
 # ---- GPU: against torch --------------------------------------------------------------------
@@ -252,3 +260,29 @@ def test_symbolic_k_and_reverse_loop_on_gpu():
         _close(P.gemm_symbolic_k_swz_copy()(a, b), a.float() @ b.float(), 5e-2)
     x = torch.randn(1024, device=dev)
     _close(P.reverse_serial_suffix()(x), x.view(-1, 8).flip(1).cumsum(1).flip(1).reshape(-1), 1e-5)
+
+
+@pytest.mark.gpu
+def test_integer_pow_and_atomics_on_gpu():
+    import torch
+    torch.manual_seed(5)
+    dev = "cuda"
+    x = torch.randint(-20, 20, (256,), device=dev, dtype=torch.int32)
+    h = (torch.rand(256, device=dev) * 3 + 0.5).half()
+    h[::3] = -h[::3]
+    y, z = P.pow_integer_forms()(x, h)
+    assert torch.equal(y, x ** 3 + 1)
+    _close(z, h.float() ** 2 + 1 / h.float(), 1e-2)
+
+    x = torch.randn(128, 128, device=dev)
+    s = torch.ones(32, 128, device=dev)
+    P.atomic_tile_release()(x, s)
+    _close(s, 1 + x.view(4, 32, 128).sum(0), 1e-4)
+
+    x = torch.ones(512, device=dev).half()
+    a = torch.zeros(2, device=dev).half()
+    p = P.atomic_addx2_prev_pairs()(x, a)
+    assert a.tolist() == [256.0, 256.0]
+    # the previous values are every count 0 .. 255 once in each lane
+    assert sorted(p[0::2].tolist()) == [float(i) for i in range(256)]
+    assert sorted(p[1::2].tolist()) == [float(i) for i in range(256)]

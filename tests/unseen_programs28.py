@@ -482,3 +482,49 @@ def reverse_serial_suffix(N=1024, block=128, v=8):
                 acc += X[base + i]
                 Y[base + i] = acc
     return main
+
+
+# ---- integer T.pow forms; atomics with a memory order and returned previous pairs -----------
+@tilecute.jit(out_idx=[2, 3])
+def pow_integer_forms(N=256):
+    """T.pow with constant integer exponents over an int32 base (x ** 3 + x ** 0: products and
+    a one of the base's dtype) and a float16 base (x ** 2 + x ** -1)."""
+
+    @T.prim_func
+    def main(X: T.Tensor((N,), T.int32), H: T.Tensor((N,), T.float16), Y: T.Tensor((N,), T.int32),
+             Z: T.Tensor((N,), T.float16)):
+        with T.Kernel(1, threads=N) as bx:
+            tx = T.get_thread_binding()
+            Y[tx] = T.pow(X[tx], 3) + T.pow(X[tx], 0)
+            Z[tx] = T.pow(H[tx], 2) + T.pow(H[tx], -1)
+
+    return main
+
+
+@tilecute.jit(out_idx=[])
+def atomic_tile_release(M=128, N=128, bm=32):
+    """S += the sum of X's row blocks: each block adds its (bm, N) fragment into S by a tile
+    T.atomic_add with memory_order="release"."""
+
+    @T.prim_func
+    def main(X: T.Tensor((M, N), T.float32), S: T.Tensor((bm, N), T.float32)):
+        with T.Kernel(M // bm, threads=128) as bx:
+            t = T.alloc_fragment((bm, N), T.float32)
+            T.copy(X[bx * bm, 0], t)
+            T.atomic_add(S, t, memory_order="release")
+
+    return main
+
+
+@tilecute.jit(out_idx=[2])
+def atomic_addx2_prev_pairs(N=256):
+    """Every thread adds its float16 pair into A[0:2] with T.atomic_addx2 and stores the pair
+    it replaced (return_prev=True) into P."""
+
+    @T.prim_func
+    def main(X: T.Tensor((N * 2,), T.float16), A: T.Tensor((2,), T.float16), P: T.Tensor((N * 2,), T.float16)):
+        with T.Kernel(1, threads=N) as bx:
+            tx = T.get_thread_binding()
+            P[tx * 2:tx * 2 + 2] = T.atomic_addx2(A[0:2], X[tx * 2:tx * 2 + 2], return_prev=True)
+
+    return main
