@@ -3077,6 +3077,15 @@ class _Parser:
             proxy = self.tensor_proxy(value.func)
             if proxy is not None:  # `flat = T.Tensor(shape, dtype, buf.data)`: a view
                 return self.tensor_view(target.id, proxy, value, s)
+            if form is not None and form.__name__ in ("atomic_addx2", "atomic_addx4") and \
+                    not isinstance(self.lookup_local(target.id), (_VarRef, _VectorVarRef)):
+                # `prev = T.atomic_addx2(dst, v, return_prev=True)`: TileLang's vector let of
+                # the old values; each lane's atomic runs here, once, into a let
+                self.check_rebind(target.id, s)
+                stmts, v = self.lane_lets(self.vector_atomic_lanes(form, value), target.id, s,
+                                          only=_reads_or_calls)
+                self.bind(target.id, v)
+                return stmts
         if isinstance(value, ast.Subscript) and self.is_slice_of_buffer(value):
             # `X = A_s[0:M, 0:K]`: TileLang's buffer-region alias.  One covering its whole
             # buffer is that buffer; a proper sub-region is kept as the region
@@ -6633,6 +6642,32 @@ class _Parser:
         along the target's last dim: one ``atomic_add_ret`` per lane, each stored into its
         element.  Only this assignment form takes the vector (anywhere else the call is
         refused as a statement form in an expression)."""
+        olds = self.vector_atomic_lanes(form, call).lanes
+        lanes, dtype = len(olds), olds[0].dtype
+        tbuf = self.buffer_of(target.value)
+        r = self.region(target)
+        extents = r.extents if r.extents is not None else (N.Const(1, "int32"),) * tbuf.ndim
+        if not all(isinstance(x, N.Const) for x in extents) or \
+                any(x.value != 1 for x in extents[:-1]) or extents[-1].value != lanes:
+            raise self.error(s, f"T.atomic_addx{lanes}(..., return_prev=True) is {lanes} "
+                                f"{dtype} values, stored into a region of {lanes} "
+                                f"'{tbuf.name}' elements along the last dim; got "
+                                f"`{ast.unparse(target)}`")
+        if tbuf.dtype != dtype:
+            raise self.error(s, f"T.atomic_addx{lanes}(..., return_prev=True) is a {dtype}"
+                                f"x{lanes} vector; '{tbuf.name}' is {tbuf.dtype} (TileLang "
+                                "stores the vector unconverted: use a buffer of the same dtype)")
+        out = []
+        for k, old in enumerate(olds):
+            idx = r.starts[:-1] + (N.binop("add", r.starts[-1], N.Const(k, "int32")) if k
+                                   else r.starts[-1],)
+            out.append(self.store_value(tbuf, idx, old, s))
+        return out
+
+    def vector_atomic_lanes(self, form, call: ast.Call) -> "VL.LaneVector":
+        """The old values ``T.atomic_addx2/x4(dst, value, return_prev=True)`` returns: one
+        ``atomic_add_ret`` a lane (each element's add atomic on its own, as CUDA's ``half2``
+        / ``float4`` atomics are), a ``dst``-dtype vector."""
         lanes = 2 if form.__name__ == "atomic_addx2" else 4
         a = self.args(form, call)
         if not (a.given("return_prev") and a.static_bool("return_prev")):
@@ -6641,29 +6676,11 @@ class _Parser:
         dbuf, vbuf, dsts, vals = self.addx_lanes(a, lanes)
         if dbuf.dtype not in N.ATOMIC_RETURN_DTYPES["add"]:
             raise a.fail("dst", f"return_prev=True: '{dbuf.name}' is {dbuf.dtype}")
-        tbuf = self.buffer_of(target.value)
-        r = self.region(target)
-        extents = r.extents if r.extents is not None else (N.Const(1, "int32"),) * tbuf.ndim
-        if not all(isinstance(x, N.Const) for x in extents) or \
-                any(x.value != 1 for x in extents[:-1]) or extents[-1].value != lanes:
-            raise self.error(s, f"T.atomic_addx{lanes}(..., return_prev=True) is {lanes} "
-                                f"{dbuf.dtype} values, stored into a region of {lanes} "
-                                f"'{tbuf.name}' elements along the last dim; got "
-                                f"`{ast.unparse(target)}`")
-        if tbuf.dtype != dbuf.dtype:
-            raise self.error(s, f"T.atomic_addx{lanes}(..., return_prev=True) is a {dbuf.dtype}"
-                                f"x{lanes} vector; '{tbuf.name}' is {tbuf.dtype} (TileLang "
-                                "stores the vector unconverted: use a buffer of the same dtype)")
-        out = []
-        for k, (d, v) in enumerate(zip(dsts, vals)):
-            old = N.Call("atomic_add_ret", (N.Load(dbuf.name, d, dbuf.dtype),
-                                            N.cast(N.Load(vbuf.name, v, vbuf.dtype), dbuf.dtype),
-                                            N.Const(0, "int32")),  # relaxed
-                         dbuf.dtype)
-            idx = r.starts[:-1] + (N.binop("add", r.starts[-1], N.Const(k, "int32")) if k
-                                   else r.starts[-1],)
-            out.append(self.store_value(tbuf, idx, old, s))
-        return out
+        return VL.LaneVector(tuple(
+            N.Call("atomic_add_ret", (N.Load(dbuf.name, d, dbuf.dtype),
+                                      N.cast(N.Load(vbuf.name, v, vbuf.dtype), dbuf.dtype),
+                                      N.Const(0, "int32")),  # relaxed
+                   dbuf.dtype) for d, v in zip(dsts, vals)))
 
     def addx_lanes(self, a: _Args, lanes: int):
         """``T.atomic_addx2/x4``'s operands: the dst and value buffers and the ``lanes``
