@@ -19,7 +19,8 @@ PROGRAMS = ["explicit_unroll_poly", "rowsum_scalar_fadd", "pow_negative_exp", "v
             "gemm_f32_shared_to_f16", "reduce_to_scalar_broadcast", "dynamic_rows_output",
             "local_softmax_per_thread", "local_colmin_per_thread", "bit_intrinsics_mix", "lds64_sts64_reverse",
             "row_lse_reducer_epochs", "legacy_reducer_rowdot", "gemm_symbolic_k_swz_copy",
-            "reverse_serial_suffix", "pow_integer_forms", "atomic_tile_release", "atomic_addx2_prev_pairs"]
+            "reverse_serial_suffix", "pow_integer_forms", "atomic_tile_release", "atomic_addx2_prev_pairs",
+            "atomic_addx2_prev_named"]
 
 
 @pytest.fixture(autouse=True)
@@ -123,6 +124,8 @@ def test_integer_pow_and_atomics():
     assert "H[tx] * H[tx] + cutlass.Float16(cute.math.pow(" in src
     src = _body("atomic_tile_release")
     assert 'tca.atomic_add(S, (i3, (i4 + tc_lane7)), t[tc_k5 * 4 + tc_lane7], "release")' in src
+    src = _body("atomic_addx2_prev_named")  # each lane's atomic once, into a let
+    assert src.count("tca.atomic_fetch(") == 2 and 'old_1_ = tca.atomic_fetch(A, (1,), X[tx * 2 + 1], "add")' in src
 
 
 # ---- GPU: against torch --------------------------------------------------------------------
@@ -286,3 +289,7 @@ def test_integer_pow_and_atomics_on_gpu():
     # the previous values are every count 0 .. 255 once in each lane
     assert sorted(p[0::2].tolist()) == [float(i) for i in range(256)]
     assert sorted(p[1::2].tolist()) == [float(i) for i in range(256)]
+
+    p = P.atomic_addx2_prev_named()(x, torch.zeros(2, device=dev).half())
+    assert sorted(p[0::2].tolist()) == [float(i) for i in range(256)]
+    assert sorted((p[1::2] - p[0::2]).tolist()) == [float(i) for i in range(256)]

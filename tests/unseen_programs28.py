@@ -528,3 +528,19 @@ def atomic_addx2_prev_pairs(N=256):
             P[tx * 2:tx * 2 + 2] = T.atomic_addx2(A[0:2], X[tx * 2:tx * 2 + 2], return_prev=True)
 
     return main
+
+
+@tilecute.jit(out_idx=[2])
+def atomic_addx2_prev_named(N=256):
+    """The same pair adds with the old pair bound to a name (TileLang's vector let) and read
+    lane by lane with T.extract_lane: P gets old[0] and old[0] + old[1], in float32."""
+
+    @T.prim_func
+    def main(X: T.Tensor((N * 2,), T.float16), A: T.Tensor((2,), T.float16), P: T.Tensor((N * 2,), T.float32)):
+        with T.Kernel(1, threads=N) as bx:
+            tx = T.get_thread_binding()
+            old = T.atomic_addx2(A[0:2], X[tx * 2:tx * 2 + 2], return_prev=True)
+            P[tx * 2] = T.cast(T.extract_lane(old, 0), T.float32)
+            P[tx * 2 + 1] = T.cast(T.extract_lane(old, 0), T.float32) + T.cast(T.extract_lane(old, 1), T.float32)
+
+    return main
