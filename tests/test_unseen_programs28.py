@@ -20,7 +20,7 @@ PROGRAMS = ["explicit_unroll_poly", "rowsum_scalar_fadd", "pow_negative_exp", "v
             "local_softmax_per_thread", "local_colmin_per_thread", "bit_intrinsics_mix", "lds64_sts64_reverse",
             "row_lse_reducer_epochs", "legacy_reducer_rowdot", "gemm_symbolic_k_swz_copy",
             "reverse_serial_suffix", "pow_integer_forms", "atomic_tile_release", "atomic_addx2_prev_pairs",
-            "atomic_addx2_prev_named"]
+            "atomic_addx2_prev_named", "gemm_order_stage_scaled"]
 
 
 @pytest.fixture(autouse=True)
@@ -126,6 +126,14 @@ def test_integer_pow_and_atomics():
     assert 'tca.atomic_add(S, (i3, (i4 + tc_lane7)), t[tc_k5 * 4 + tc_lane7], "release")' in src
     src = _body("atomic_addx2_prev_named")  # each lane's atomic once, into a let
     assert src.count("tca.atomic_fetch(") == 2 and 'old_1_ = tca.atomic_fetch(A, (1,), X[tx * 2 + 1], "add")' in src
+
+
+def test_macro_scaling_inside_pipeline():
+    src = _body("gemm_order_stage_scaled")
+    # the macro's rows of the swizzled stage are scaled in place after its load is waited on
+    assert src.index("tct.wait(tc_bar0 + k % 2") < src.index("for r in cutlass.range(0, 4):")
+    assert "tc_vec4[tc_lane5] = tc_vec4[tc_lane5] * cutlass.Float16(0.5)" in src
+    assert src.index("for r in cutlass.range(0, 4):") < src.index("tcm.gemm(tc_mma0")
 
 
 # ---- GPU: against torch --------------------------------------------------------------------
@@ -293,3 +301,12 @@ def test_integer_pow_and_atomics_on_gpu():
     p = P.atomic_addx2_prev_named()(x, torch.zeros(2, device=dev).half())
     assert sorted(p[0::2].tolist()) == [float(i) for i in range(256)]
     assert sorted((p[1::2] - p[0::2]).tolist()) == [float(i) for i in range(256)]
+
+
+@pytest.mark.gpu
+def test_macro_scaling_inside_pipeline_on_gpu():
+    import torch
+    torch.manual_seed(6)
+    a = torch.randn(128, 256, device="cuda").half()
+    b = torch.randn(256, 128, device="cuda").half()
+    _close(P.gemm_order_stage_scaled()(a, b), a.float() @ (b.float() * 0.5), 5e-2)

@@ -544,3 +544,32 @@ def atomic_addx2_prev_named(N=256):
             P[tx * 2 + 1] = T.cast(T.extract_lane(old, 0), T.float32) + T.cast(T.extract_lane(old, 1), T.float32)
 
     return main
+
+
+# ---- a macro of T.Parallel in T.serial inside a T.Pipelined with order / stage -------------
+
+@tilecute.jit(out_idx=[2])
+def gemm_order_stage_scaled(M=128, N=128, K=256, bm=64, bn=64, bk=32):
+    """C = A @ (B / 2): each B tile is scaled in shared memory by a T.macro whose body is
+    T.Parallel in T.serial, called inside a T.Pipelined with an explicit order / stage."""
+
+    @T.macro
+    def scale_tile(B_s, s):
+        for r in T.serial(bk // 8):
+            for i, j in T.Parallel(8, bn):
+                B_s[r * 8 + i, j] = B_s[r * 8 + i, j] * s
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), T.float16), B: T.Tensor((K, N), T.float16), C: T.Tensor((M, N), T.float32)):
+        with T.Kernel(N // bn, M // bm, threads=128) as (bx, by):
+            A_s = T.alloc_shared((bm, bk), T.float16)
+            B_s = T.alloc_shared((bk, bn), T.float16)
+            C_l = T.alloc_fragment((bm, bn), T.float32)
+            T.clear(C_l)
+            for k in T.Pipelined(K // bk, num_stages=2, order=[0, 1, 2, 3], stage=[0, 0, 1, 1]):
+                T.copy(A[by * bm, k * bk], A_s)
+                T.copy(B[k * bk, bx * bn], B_s)
+                scale_tile(B_s, T.float16(0.5))
+                T.gemm(A_s, B_s, C_l)
+            T.copy(C_l, C[by * bm, bx * bn])
+    return main
