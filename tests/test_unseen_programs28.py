@@ -20,7 +20,7 @@ PROGRAMS = ["explicit_unroll_poly", "rowsum_scalar_fadd", "pow_negative_exp", "v
             "local_softmax_per_thread", "local_colmin_per_thread", "bit_intrinsics_mix", "lds64_sts64_reverse",
             "row_lse_reducer_epochs", "legacy_reducer_rowdot", "gemm_symbolic_k_swz_copy",
             "reverse_serial_suffix", "pow_integer_forms", "atomic_tile_release", "atomic_addx2_prev_pairs",
-            "atomic_addx2_prev_named", "gemm_order_stage_scaled"]
+            "atomic_addx2_prev_named", "gemm_order_stage_scaled", "negate_reciprocal"]
 
 
 @pytest.fixture(autouse=True)
@@ -134,6 +134,12 @@ def test_macro_scaling_inside_pipeline():
     assert src.index("tct.wait(tc_bar0 + k % 2") < src.index("for r in cutlass.range(0, 4):")
     assert "tc_vec4[tc_lane5] = tc_vec4[tc_lane5] * cutlass.Float16(0.5)" in src
     assert src.index("for r in cutlass.range(0, 4):") < src.index("tcm.gemm(tc_mma0")
+
+
+def test_float_negation_is_times_minus_one():
+    src = _body("negate_reciprocal")
+    assert "X[base] * cutlass.Float32(-1.0)" in src and "X[base + 1] * cutlass.Float32(-1.0)" in src
+    assert "Float32(0.0) - X" not in src
 
 
 # ---- GPU: against torch --------------------------------------------------------------------
@@ -310,3 +316,13 @@ def test_macro_scaling_inside_pipeline_on_gpu():
     a = torch.randn(128, 256, device="cuda").half()
     b = torch.randn(256, 128, device="cuda").half()
     _close(P.gemm_order_stage_scaled()(a, b), a.float() @ (b.float() * 0.5), 5e-2)
+
+
+@pytest.mark.gpu
+def test_float_negation_on_gpu():
+    import torch
+    x = torch.randn(256, device="cuda")
+    x[:64] = 0.0
+    y = P.negate_reciprocal()(x)
+    assert torch.equal(torch.isneginf(y[:64]), torch.ones(64, dtype=torch.bool, device="cuda"))
+    _close(y, 1.0 / -x, 1e-6)

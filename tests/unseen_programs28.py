@@ -573,3 +573,19 @@ def gemm_order_stage_scaled(M=128, N=128, K=256, bm=64, bn=64, bk=32):
                 T.gemm(A_s, B_s, C_l)
             T.copy(C_l, C[by * bm, bx * bn])
     return main
+
+
+# ---- unary minus of a float (TVM's x * -1: the sign of zero flips) --------------------------
+@tilecute.jit(out_idx=[1])
+def negate_reciprocal(N=256, block=128):
+    """Y = 1 / -X, elementwise; a +0.0 in X gives -inf (TVM's -x is x * -1, so -(+0.0) is
+    -0.0), lane by lane through 2-lane T.Ramp vector accesses."""
+
+    @T.prim_func
+    def main(X: T.Tensor((N,), T.float32), Y: T.Tensor((N,), T.float32)):
+        with T.Kernel(N // block, threads=block // 2) as bx:
+            tx = T.get_thread_binding()
+            base = bx * block + tx * 2
+            Y[T.Ramp(base, 1, 2)] = 1.0 / -X[T.Ramp(base, 1, 2)]
+
+    return main

@@ -7330,6 +7330,10 @@ class _Parser:
         if isinstance(node.op, ast.USub):
             if isinstance(a, N.Const) and (N.is_float(a.dtype) or a.dtype.startswith("int")):
                 return N.Const(-a.value, a.dtype)  # -T.infinity(dtype) is a constant
+            if N.is_float(a.dtype):
+                # TVM's `-x` is `x * -1`: a float's sign flips, zero's too (-(+0.0) is -0.0,
+                # which `0 - x` would make +0.0)
+                return N.binop("mul", a, N.const(-1, a.dtype))
             return N.binop("sub", N.const(0, a.dtype), a)
         if isinstance(node.op, ast.Not):
             return N.Not(_truth(a))
