@@ -20,7 +20,8 @@ PROGRAMS = ["explicit_unroll_poly", "rowsum_scalar_fadd", "pow_negative_exp", "v
             "local_softmax_per_thread", "local_colmin_per_thread", "bit_intrinsics_mix", "lds64_sts64_reverse",
             "row_lse_reducer_epochs", "legacy_reducer_rowdot", "gemm_symbolic_k_swz_copy",
             "reverse_serial_suffix", "pow_integer_forms", "atomic_tile_release", "atomic_addx2_prev_pairs",
-            "atomic_addx2_prev_named", "gemm_order_stage_scaled", "negate_reciprocal"]
+            "atomic_addx2_prev_named", "gemm_order_stage_scaled", "negate_reciprocal",
+            "slice_name_arithmetic"]
 
 
 @pytest.fixture(autouse=True)
@@ -140,6 +141,28 @@ def test_float_negation_is_times_minus_one():
     src = _body("negate_reciprocal")
     assert "X[base] * cutlass.Float32(-1.0)" in src and "X[base + 1] * cutlass.Float32(-1.0)" in src
     assert "Float32(0.0) - X" not in src
+
+
+def test_slice_name_in_arithmetic():
+    # `-v` and `v * 2.0` of a slice-bound name were a leaked Python TypeError ("bad operand
+    # type for unary -: '_RegionRef'"); TileLang binds the slice's vector
+    src = _body("slice_name_arithmetic")
+    assert ("Y[base + 1] = cutlass.Float32(1.0) / (X[base + 1] * cutlass.Float32(-1.0)) + "
+            "X[base + 1] * cutlass.Float32(2.0)") in src
+    import tilecute.language as T
+    from tilecute.language import FrontendError
+    text = """import tilecute.language as T
+
+
+@T.prim_func
+def late(X: T.Tensor((8,), "float32"), Y: T.Tensor((8,), "float32")):
+    with T.Kernel(1, threads=1) as bx:
+        v = X[0:2]
+        X[0] = 0.0
+        Y[0:2] = -v
+"""
+    with pytest.raises(FrontendError, match="'v' \\(a slice of 'X' bound at"):  # read after a store: named
+        T.from_script(text)
 
 
 # ---- GPU: against torch --------------------------------------------------------------------
@@ -326,3 +349,10 @@ def test_float_negation_on_gpu():
     y = P.negate_reciprocal()(x)
     assert torch.equal(torch.isneginf(y[:64]), torch.ones(64, dtype=torch.bool, device="cuda"))
     _close(y, 1.0 / -x, 1e-6)
+
+
+@pytest.mark.gpu
+def test_slice_name_arithmetic_on_gpu():
+    import torch
+    x = torch.rand(256, device="cuda") + 0.5
+    _close(P.slice_name_arithmetic()(x), 1.0 / -x + 2 * x, 1e-6)

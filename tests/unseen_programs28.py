@@ -589,3 +589,19 @@ def negate_reciprocal(N=256, block=128):
             Y[T.Ramp(base, 1, 2)] = 1.0 / -X[T.Ramp(base, 1, 2)]
 
     return main
+
+
+@tilecute.jit(out_idx=[1])
+def slice_name_arithmetic(N=256, block=128):
+    """A name bound to a 2-element slice (TileLang's vector let) used in arithmetic, lane by
+    lane: Y = 1 / -v + 2 * v."""
+
+    @T.prim_func
+    def main(X: T.Tensor((N,), T.float32), Y: T.Tensor((N,), T.float32)):
+        with T.Kernel(N // block, threads=block // 2) as bx:
+            tx = T.get_thread_binding()
+            base = bx * block + tx * 2
+            v = X[base:base + 2]
+            Y[base:base + 2] = 1.0 / -v + v * 2.0
+
+    return main

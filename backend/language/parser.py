@@ -7229,6 +7229,10 @@ class _Parser:
             return {self.expr(k): self.expr(v) for k, v in zip(node.keys, node.values)}
         if isinstance(node, ast.BinOp):
             a, b = self.expr(node.left), self.expr(node.right)
+            # `v = X[i:i + 2]` then `v * 2`: TileLang binds the slice's vector (a let of its
+            # lanes), so arithmetic on the name is lanewise
+            a = self.region_vector(a, node) if isinstance(a, _RegionRef) else a
+            b = self.region_vector(b, node) if isinstance(b, _RegionRef) else b
             self.check_value(node.left, a)
             self.check_value(node.right, b)
             if VL.is_vector(a) or VL.is_vector(b):
@@ -7244,6 +7248,7 @@ class _Parser:
             return self.binop(node, op, a, b)
         if isinstance(node, ast.UnaryOp):
             a = self.expr(node.operand)
+            a = self.region_vector(a, node) if isinstance(a, _RegionRef) else a
             if VL.is_vector(a):  # -v, ~v, not v: lane by lane
                 return self.lanewise(node, "sub" if isinstance(node.op, ast.USub) else "unary",
                                      lambda x: self.unary(node, x), a)
