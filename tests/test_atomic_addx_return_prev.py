@@ -70,8 +70,27 @@ def test_refusals_name_the_form():
         _one("P[0:2] = T.atomic_addx4(D[0], V[0], return_prev=True)")
     with pytest.raises(FrontendError, match="is a float16x2 vector; 'P' is float32"):
         _one("P[0:2] = T.atomic_addx2(D[0], V[0], return_prev=True)", dtype="float16")
-    with pytest.raises(FrontendError, match="statement form"):  # only stored into a region
-        _one("x = T.atomic_addx2(D[0], V[0], return_prev=True)")
+    with pytest.raises(FrontendError, match="return_prev=True"):  # no value without it
+        _one("x = T.atomic_addx2(D[0], V[0])")
+    with pytest.raises(FrontendError, match="statement form"):  # inside another expression
+        _one("P[0] = T.extract_lane(T.atomic_addx2(D[0], V[0], return_prev=True), 0) + 1.0")
+
+
+def test_old_values_bound_to_a_name(cache_dir):
+    """``old = T.atomic_addx2(dst, v, return_prev=True)``: TileLang's vector let; each lane's
+    atomic runs once, at the binding, into a let (kept where the name goes unread), and
+    ``T.extract_lane`` / a region store read the lets."""
+    f = _one("old = T.atomic_addx4(D[0:4], V[4:8], return_prev=True)\n"
+             "        P[0] = T.extract_lane(old, 3) * 2.0 + T.extract_lane(old, 3)\n"
+             "        P[4:8] = old\n"
+             "        unread = T.atomic_addx2(D[4], V[0], return_prev=True)")
+    src = tilecute.compile(f, target="sm_90a").get_kernel_source()
+    assert src.count("tca.atomic_fetch(") == 6
+    for k in range(4):
+        assert f'old_{k}_ = tca.atomic_fetch(D, ({k},), V[{4 + k}], "add")' in src
+        assert f"P[{4 + k}] = old_{k}_" in src
+    assert "P[0] = old_3_ * cutlass.Float32(2.0) + old_3_" in src
+    assert 'unread_1_ = tca.atomic_fetch(D, (5,), V[1], "add")' in src
 
 
 @pytest.mark.gpu

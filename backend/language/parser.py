@@ -3104,6 +3104,15 @@ class _Parser:
             proxy = self.tensor_proxy(value.func)
             if proxy is not None:  # `flat = T.Tensor(shape, dtype, buf.data)`: a view
                 return self.tensor_view(target.id, proxy, value, s)
+            if form is not None and form.__name__ in ("atomic_addx2", "atomic_addx4") and \
+                    not isinstance(self.lookup_local(target.id), (_VarRef, _VectorVarRef)):
+                # `prev = T.atomic_addx2(dst, v, return_prev=True)`: TileLang's vector let of
+                # the old values; each lane's atomic runs here, once, into a let
+                self.check_rebind(target.id, s)
+                stmts, v = self.lane_lets(self.vector_atomic_lanes(form, value), target.id, s,
+                                          only=_reads_or_calls)
+                self.bind(target.id, v)
+                return stmts
         if isinstance(value, ast.Subscript) and self.is_slice_of_buffer(value):
             # `X = A_s[0:M, 0:K]`: TileLang's buffer-region alias.  One covering its whole
             # buffer is that buffer; a proper sub-region is kept as the region
@@ -6660,6 +6669,32 @@ class _Parser:
         along the target's last dim: one ``atomic_add_ret`` per lane, each stored into its
         element.  Only this assignment form takes the vector (anywhere else the call is
         refused as a statement form in an expression)."""
+        olds = self.vector_atomic_lanes(form, call).lanes
+        lanes, dtype = len(olds), olds[0].dtype
+        tbuf = self.buffer_of(target.value)
+        r = self.region(target)
+        extents = r.extents if r.extents is not None else (N.Const(1, "int32"),) * tbuf.ndim
+        if not all(isinstance(x, N.Const) for x in extents) or \
+                any(x.value != 1 for x in extents[:-1]) or extents[-1].value != lanes:
+            raise self.error(s, f"T.atomic_addx{lanes}(..., return_prev=True) is {lanes} "
+                                f"{dtype} values, stored into a region of {lanes} "
+                                f"'{tbuf.name}' elements along the last dim; got "
+                                f"`{ast.unparse(target)}`")
+        if tbuf.dtype != dtype:
+            raise self.error(s, f"T.atomic_addx{lanes}(..., return_prev=True) is a {dtype}"
+                                f"x{lanes} vector; '{tbuf.name}' is {tbuf.dtype} (TileLang "
+                                "stores the vector unconverted: use a buffer of the same dtype)")
+        out = []
+        for k, old in enumerate(olds):
+            idx = r.starts[:-1] + (N.binop("add", r.starts[-1], N.Const(k, "int32")) if k
+                                   else r.starts[-1],)
+            out.append(self.store_value(tbuf, idx, old, s))
+        return out
+
+    def vector_atomic_lanes(self, form, call: ast.Call) -> "VL.LaneVector":
+        """The old values ``T.atomic_addx2/x4(dst, value, return_prev=True)`` returns: one
+        ``atomic_add_ret`` a lane (each element's add atomic on its own, as CUDA's ``half2``
+        / ``float4`` atomics are), a ``dst``-dtype vector."""
         lanes = 2 if form.__name__ == "atomic_addx2" else 4
         a = self.args(form, call)
         if not (a.given("return_prev") and a.static_bool("return_prev")):
@@ -6668,29 +6703,11 @@ class _Parser:
         dbuf, vbuf, dsts, vals = self.addx_lanes(a, lanes)
         if dbuf.dtype not in N.ATOMIC_RETURN_DTYPES["add"]:
             raise a.fail("dst", f"return_prev=True: '{dbuf.name}' is {dbuf.dtype}")
-        tbuf = self.buffer_of(target.value)
-        r = self.region(target)
-        extents = r.extents if r.extents is not None else (N.Const(1, "int32"),) * tbuf.ndim
-        if not all(isinstance(x, N.Const) for x in extents) or \
-                any(x.value != 1 for x in extents[:-1]) or extents[-1].value != lanes:
-            raise self.error(s, f"T.atomic_addx{lanes}(..., return_prev=True) is {lanes} "
-                                f"{dbuf.dtype} values, stored into a region of {lanes} "
-                                f"'{tbuf.name}' elements along the last dim; got "
-                                f"`{ast.unparse(target)}`")
-        if tbuf.dtype != dbuf.dtype:
-            raise self.error(s, f"T.atomic_addx{lanes}(..., return_prev=True) is a {dbuf.dtype}"
-                                f"x{lanes} vector; '{tbuf.name}' is {tbuf.dtype} (TileLang "
-                                "stores the vector unconverted: use a buffer of the same dtype)")
-        out = []
-        for k, (d, v) in enumerate(zip(dsts, vals)):
-            old = N.Call("atomic_add_ret", (N.Load(dbuf.name, d, dbuf.dtype),
-                                            N.cast(N.Load(vbuf.name, v, vbuf.dtype), dbuf.dtype),
-                                            N.Const(0, "int32")),  # relaxed
-                         dbuf.dtype)
-            idx = r.starts[:-1] + (N.binop("add", r.starts[-1], N.Const(k, "int32")) if k
-                                   else r.starts[-1],)
-            out.append(self.store_value(tbuf, idx, old, s))
-        return out
+        return VL.LaneVector(tuple(
+            N.Call("atomic_add_ret", (N.Load(dbuf.name, d, dbuf.dtype),
+                                      N.cast(N.Load(vbuf.name, v, vbuf.dtype), dbuf.dtype),
+                                      N.Const(0, "int32")),  # relaxed
+                   dbuf.dtype) for d, v in zip(dsts, vals)))
 
     def addx_lanes(self, a: _Args, lanes: int):
         """``T.atomic_addx2/x4``'s operands: the dst and value buffers and the ``lanes``
@@ -7239,6 +7256,10 @@ class _Parser:
             return {self.expr(k): self.expr(v) for k, v in zip(node.keys, node.values)}
         if isinstance(node, ast.BinOp):
             a, b = self.expr(node.left), self.expr(node.right)
+            # `v = X[i:i + 2]` then `v * 2`: TileLang binds the slice's vector (a let of its
+            # lanes), so arithmetic on the name is lanewise
+            a = self.region_vector(a, node) if isinstance(a, _RegionRef) else a
+            b = self.region_vector(b, node) if isinstance(b, _RegionRef) else b
             self.check_value(node.left, a)
             self.check_value(node.right, b)
             if VL.is_vector(a) or VL.is_vector(b):
@@ -7254,6 +7275,7 @@ class _Parser:
             return self.binop(node, op, a, b)
         if isinstance(node, ast.UnaryOp):
             a = self.expr(node.operand)
+            a = self.region_vector(a, node) if isinstance(a, _RegionRef) else a
             if VL.is_vector(a):  # -v, ~v, not v: lane by lane
                 return self.lanewise(node, "sub" if isinstance(node.op, ast.USub) else "unary",
                                      lambda x: self.unary(node, x), a)
@@ -7340,6 +7362,10 @@ class _Parser:
         if isinstance(node.op, ast.USub):
             if isinstance(a, N.Const) and (N.is_float(a.dtype) or a.dtype.startswith("int")):
                 return N.Const(-a.value, a.dtype)  # -T.infinity(dtype) is a constant
+            if N.is_float(a.dtype):
+                # TVM's `-x` is `x * -1`: a float's sign flips, zero's too (-(+0.0) is -0.0,
+                # which `0 - x` would make +0.0)
+                return N.binop("mul", a, N.const(-1, a.dtype))
             return N.binop("sub", N.const(0, a.dtype), a)
         if isinstance(node.op, ast.Not):
             return N.Not(_truth(a))
