@@ -148,6 +148,28 @@ def test_a_packed_read_in_a_nest_over_an_mma_operand_moves_to_shared(cache_dir):
                      r"dtype=cutlass\.Uint8\), cute\.make_layout\(2048\)\)", src, re.M), src
 
 
+def test_a_packed_fragment_a_replicated_nest_writes_stays_replicated(cache_dir, tmp_path):
+    # keep is written beside g1 (a reduction's output, replicated) and read packed: laid
+    # out as before the packed layouts (replicated), not a LayoutError
+    @T.prim_func
+    def route(X: T.Tensor((4, 8, 2), "float32"), Y: T.Tensor((4, 16), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            x = T.alloc_fragment((4, 8, 2), "float32")
+            g1 = T.alloc_fragment((4, 8), "float32")
+            keep = T.alloc_fragment((4, 8), "int32")
+            y = T.alloc_fragment((4, 16), "float32")
+            T.copy(X, x)
+            T.reduce_max(x, g1, dim=2)
+            for i, g in T.Parallel(4, 8):
+                keep[i, g] = T.if_then_else(g1[i, g] > 0, 1, 0)
+                g1[i, g] = g1[i, g] * 2
+            for i, j in T.Parallel(4, 16):
+                y[i, j] = T.if_then_else(keep[i, j // 2] == 1, x[i, j // 2, j % 2], 0.0)
+            T.copy(y, Y)
+
+    assert tilecute.build_cubin(route, "sm_90a", out_dir=str(tmp_path)).kernel_names
+
+
 @pytest.mark.gpu
 def test_packed_fragments_unpack_on_the_gpu(cache_dir):
     torch = pytest.importorskip("torch")

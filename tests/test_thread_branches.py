@@ -482,7 +482,7 @@ def one(A: T.Tensor((128,), "float32"), B: T.Tensor((128,), "float32")):
             for i in T.serial(128):
                 B[i] = A[i] * 2.0
         if tx < 16:
-            r = T.alloc_local((4,), "float32")
+            r = T.alloc_fragment((4,), "float32")
             for i in T.Parallel(4):
                 r[i] = A[tx * 4 + i]
             for i in T.serial(4):

@@ -123,7 +123,7 @@ def vectorized_and_replicated_casts(B: T.Tensor((32, 8), "float32"), C: T.Tensor
         tx = T.get_thread_binding()
         for i in T.vectorized(8):
             B[tx, i] = T.Cast("float32", T.Cast("float16", i * 1000 + 1))
-        acc = T.alloc_local((8,), "float32")
+        acc = T.alloc_fragment((8,), "float32")
         for i in T.Parallel(8):
             acc[i] = T.Cast("float32", T.Cast("float16", i * 1000 + 3))
         for i in T.serial(8):

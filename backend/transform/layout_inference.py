@@ -2095,6 +2095,11 @@ def _infer_kernel(func: N.PrimFunc, scope: N.KernelScope, again: bool = True,
             return _infer_kernel(func, given, again, specials=specials, packed=False)
         fewer = ("rows" if e.cols else "cols") if specials is True else False
         return _infer_kernel(func, given, again, specials=fewer, packed=packed)
+    except LayoutError:  # a packed read's fragment, not replicated, met a replicated nest:
+        # laid out as before the packed layouts (replicated)
+        if packed and any(kind == "packed" for _, _, kind in k.specials):
+            return _infer_kernel(func, given, again, specials=specials, packed=False)
+        raise
     return k.rewrite(nest_mode, vector)
 
 
