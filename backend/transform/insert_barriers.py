@@ -134,6 +134,31 @@ class _Sync:
             writes |= self.raw_cp_async  # (a compound statement that waits inside)
         return reads, writes, _async_writes(s)
 
+    def iteration_private(self, loop) -> set:
+        """The shared buffers each iteration of ``loop`` touches at elements no other
+        iteration touches: every access to the buffer in the body (reads and writes, and
+        none to a buffer on its bytes) indexes one same dimension by the loop variable plus
+        one same constant (``S[:, k]``, a row statistic kept per step).  A later iteration
+        then needs no barrier for what an earlier one did there (the body's own order of
+        them still does)."""
+        if not isinstance(loop, N.For):
+            return set()  # (a while's iterations have no index)
+        var = loop.var.name
+        dims: dict[str, set] = {}  # buffer -> the dimensions indexed by var (+ c) everywhere
+        shifts: dict[tuple, str] = {}  # (buffer, dimension) -> its index, as text
+        for b, index, _ in accesses(loop.body):
+            if b not in self.shared:
+                continue
+            ok = set()
+            for d, x in enumerate(index or ()):
+                if _loop_step_index(x, var):
+                    if shifts.setdefault((b, d), repr(x)) == repr(x):
+                        ok.add(d)
+            dims[b] = dims[b] & ok if b in dims else ok
+        touched = set(dims)
+        return {b for b, ok in dims.items()
+                if ok and not (self.aliases.get(b, set()) & touched) - {b}}
+
     def spread(self, names) -> set:
         """``names`` and every buffer placed on some of their bytes."""
         out = set(names)
@@ -223,8 +248,9 @@ class _Sync:
                     isinstance(t, N.TmaCopy) and t.src.buffer in self.shared
                     for t in walk_stmts(s.body))  # (a store at its end, before the start)
                 reads, writes, _ = self.touches(s)
-                summary.read |= reads
-                for b in writes:
+                private = self.iteration_private(s)  # (no iteration touches another's)
+                summary.read |= reads - private
+                for b in writes - private:
                     summary.written[b] = _async_writes(s)
                 entry = st.copy()
                 entry.merge(summary)
@@ -501,6 +527,14 @@ def _apart(a, b) -> bool:
     return a is not None and b is not None and len(a) == len(b) and \
         all(isinstance(x, N.Const) for x in (*a, *b)) and \
         any(x.value != y.value for x, y in zip(a, b))
+
+
+def _loop_step_index(x, var: str) -> bool:
+    """Is ``x`` the loop variable ``var``, or it plus or minus a constant?"""
+    if isinstance(x, N.Var):
+        return x.name == var
+    return isinstance(x, N.BinOp) and x.op in ("add", "sub") and isinstance(x.a, N.Var) and \
+        x.a.name == var and isinstance(x.b, N.Const)
 
 
 def _barriers(body) -> int:
