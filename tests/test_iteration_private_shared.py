@@ -83,3 +83,52 @@ def test_step_maxima_on_gpu(previous):
         for k in range(1, steps):
             m[:, k] += m[:, k - 1]
     torch.testing.assert_close(out, m - m.amax(dim=1, keepdim=True), rtol=0, atol=0)
+
+
+def chunk_refills(steps=4, rows=64, chunks=4, width=64):
+    """Every thread sums a (rows, chunks * width) tile per step; the next step's tile is
+    TMA-loaded chunk by chunk (``T.tma_copy`` per chunk on its own mbarrier, all threads
+    arriving), as flash-MLA kernels refill their key tiles: the threads' reads of the tile
+    must be fenced and finished before the first chunk's load -- one barrier before the
+    chunk loop, not one per chunk."""
+    cols = chunks * width
+
+    @T.prim_func
+    def refill(X: T.Tensor((steps * rows, cols), "float16"), O: T.Tensor((rows, cols), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            tile = T.alloc_shared((chunks, rows, width), "float16")
+            acc = T.alloc_fragment((rows, cols), "float32")
+            ready = T.alloc_barrier([128] * chunks)
+            T.clear(acc)
+            for j in T.unroll(chunks):
+                T.tma_copy(X[0:rows, j * width:(j + 1) * width], tile[j, :, :], barrier=ready[j])
+                T.barrier_arrive(ready[j])
+            for k in T.serial(steps):
+                for j in T.unroll(chunks):
+                    T.barrier_wait(ready[j], k % 2)
+                for i, c in T.Parallel(rows, cols):
+                    acc[i, c] += T.cast(tile[c // width, i, c % width], "float32")
+                if k < steps - 1:
+                    for j in T.unroll(chunks):
+                        T.tma_copy(X[(k + 1) * rows:(k + 2) * rows, j * width:(j + 1) * width],
+                                   tile[j, :, :], barrier=ready[j])
+                        T.barrier_arrive(ready[j])
+            T.copy(acc, O)
+
+    return refill
+
+
+def test_one_fenced_barrier_before_a_chunked_tma_refill():
+    body = _loop_body(chunk_refills())
+    assert body.count("T.sync_threads(") == 1
+    refill = body[body.index("if k < "):]
+    assert refill.index("T.sync_threads(") < refill.index("for j")  # before the chunk loop
+    assert refill.count("T.sync_threads(") == 1
+
+
+@pytest.mark.gpu
+def test_chunked_tma_refill_on_gpu():
+    torch.manual_seed(0)
+    x = torch.randn(4 * 64, 256, device="cuda", dtype=torch.float16)
+    out = tilecute.compile(chunk_refills(), out_idx=[1])(x)
+    torch.testing.assert_close(out, x.float().view(4, 64, 256).sum(0), rtol=1e-5, atol=1e-4)

@@ -134,6 +134,11 @@ class _Sync:
             writes |= self.raw_cp_async  # (a compound statement that waits inside)
         return reads, writes, _async_writes(s)
 
+    def loads_onto(self, loop, touched: set) -> bool:
+        """Does a TMA load in ``loop`` write the bytes of a buffer in ``touched``?"""
+        return any(isinstance(t, N.TmaCopy) and t.src.buffer not in self.shared and
+                   self.spread({t.dst.buffer}) & touched for t in walk_stmts(loop.body))
+
     def iteration_private(self, loop) -> set:
         """The shared buffers each iteration of ``loop`` touches at elements no other
         iteration touches: every access to the buffer in the body (reads and writes, and
@@ -256,12 +261,15 @@ class _Sync:
                 entry.merge(summary)
                 before = st.copy()
                 new_body = self.block(s.body, entry)
-                if not self.program_orders and self.conflicts(s, before):
+                loads = self.loads_onto(s, before.touched())
+                if not self.program_orders and (self.conflicts(s, before) or loads):
                     # what was touched before the loop needs a barrier in its body (a tile
-                    # cp.async-copied before a loop that reads it): one barrier before the
-                    # loop instead, where that leaves the body fewer (it runs every step)
+                    # cp.async-copied before a loop that reads it, a tile a TMA load in the
+                    # body overwrites, one chunk a step): one barrier before the loop
+                    # instead (fencing, for TMA), where that leaves the body fewer (it
+                    # runs every step)
                     pre: list = []
-                    before.barrier(pre, s.loc)
+                    before.barrier(pre, s.loc, fence=loads)
                     entry2 = before.copy()
                     entry2.merge(summary)
                     body2 = self.block(s.body, entry2)
