@@ -132,3 +132,72 @@ def test_chunked_tma_refill_on_gpu():
     x = torch.randn(4 * 64, 256, device="cuda", dtype=torch.float16)
     out = tilecute.compile(chunk_refills(), out_idx=[1])(x)
     torch.testing.assert_close(out, x.float().view(4, 64, 256).sum(0), rtol=1e-5, atol=1e-4)
+
+
+def shared_row_stats(steps=4, bm=64, bn=64, dim=64, mma_rows=True):
+    """Online row maxima of S = Q K_k^T kept in a shared vector between steps (as
+    hand-scheduled flash kernels share them between warpgroups): read into a row fragment
+    at the step's start, written back at its end.  The accesses of each element are made
+    by the quad of one warp that holds its row of the accumulator in both nests, so a warp
+    barrier orders them; ``mma_rows=False`` reads the vector in a nest of its own (spread
+    over the threads) and writes it there too: a block barrier."""
+
+    @T.prim_func
+    def stats(Q: T.Tensor((bm, dim), "float16"), K: T.Tensor((steps * bn, dim), "float16"),
+              M: T.Tensor((bm,), "float32"), D: T.Tensor((bm,), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            Q_s = T.alloc_shared((bm, dim), "float16")
+            K_s = T.alloc_shared((bn, dim), "float16")
+            S = T.alloc_fragment((bm, bn), "float32")
+            m = T.alloc_fragment((bm,), "float32")
+            m_shared = T.alloc_shared((bm,), "float32")
+            d_shared = T.alloc_shared((bm,), "float32")
+            T.copy(Q, Q_s)
+            for i in T.Parallel(bm):
+                m_shared[i] = -T.infinity("float32")
+                d_shared[i] = 0.0
+            for k in T.serial(steps):
+                T.copy(K[k * bn:(k + 1) * bn, :], K_s)
+                T.gemm(Q_s, K_s, S, transpose_B=True, clear_accum=True)
+                T.copy(m_shared, m)
+                T.reduce_max(S, m, dim=1, clear=False)
+                if mma_rows:
+                    for i in T.Parallel(bm):
+                        d_shared[i] += m[i] - m_shared[i]
+                else:  # (a nest with no fragment: its iterations spread over the threads)
+                    for i in T.Parallel(bm):
+                        d_shared[i] = d_shared[i] + 1.0
+                        m_shared[i] = T.max(m_shared[i], -3.0e38)
+                T.copy(m, m_shared)
+            T.copy(m_shared, M)
+            T.copy(d_shared, D)
+
+    return stats
+
+
+def test_a_warp_barrier_orders_row_statistics_kept_in_shared():
+    body = _loop_body(shared_row_stats())
+    assert "T.sync_threads(" not in body.split("T.gemm(")[-1]  # (after the step's GEMM)
+    assert "T.sync_warp()" in body
+
+
+def test_a_nest_spread_over_the_threads_keeps_the_block_barrier():
+    body = _loop_body(shared_row_stats(mma_rows=False))
+    assert "T.sync_threads(" in body.split("T.gemm(")[-1]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mma_rows", [True, False])
+def test_shared_row_statistics_on_gpu(mma_rows):
+    torch.manual_seed(0)
+    q = torch.randn(64, 64, device="cuda", dtype=torch.float16)
+    k = torch.randn(4 * 64, 64, device="cuda", dtype=torch.float16)
+    m, d = tilecute.compile(shared_row_stats(mma_rows=mma_rows), out_idx=[2, 3])(q, k)
+    s = (q.float() @ k.float().T).view(64, 4, 64).amax(dim=2)  # (rows, steps)
+    running = s.cummax(dim=1).values
+    torch.testing.assert_close(m, running[:, -1], rtol=1e-3, atol=1e-3)
+    if mma_rows:  # each step adds its rise of the running maximum (from -inf: inf)
+        rise = (running[:, 1:] - running[:, :-1]).sum(dim=1)
+        torch.testing.assert_close(d, torch.full_like(d, float("inf")) + rise, rtol=0, atol=0)
+    else:
+        torch.testing.assert_close(d, torch.full_like(d, 4.0), rtol=0, atol=0)

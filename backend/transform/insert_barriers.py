@@ -33,6 +33,9 @@ class _State:
         # shared buffers threads read or wrote since the last barrier that fenced them for
         # the async proxy: a TMA load into their bytes needs such a barrier first
         self.generic: set[str] = set()
+        # shared buffer in read / written -> the threads' mappings of its accesses since
+        # the last barrier (:meth:`_Sync.mapping`; None: any); a buffer with no entry: any
+        self.maps: dict[str, set] = {}
 
     def copy(self) -> "_State":
         st = _State()
@@ -44,6 +47,7 @@ class _State:
         self.written, self.read = dict(other.written), set(other.read)
         self.store_pending = other.store_pending
         self.generic = set(other.generic)
+        self.maps = {b: set(m) for b, m in other.maps.items()}
 
     def merge(self, other: "_State") -> None:
         for b, a in other.written.items():
@@ -51,6 +55,8 @@ class _State:
         self.read |= other.read
         self.store_pending |= other.store_pending
         self.generic |= other.generic
+        for b, m in other.maps.items():
+            self.maps[b] = self.maps.get(b, set()) | m
 
     def touched(self) -> set[str]:
         """Every shared buffer threads touched that no fencing barrier has ordered yet."""
@@ -62,6 +68,21 @@ class _State:
         self.generic = set() if fenced else self.generic | self.read | set(self.written)
         self.written.clear()
         self.read.clear()
+        self.maps.clear()
+
+    def record(self, names, mapping) -> None:
+        """The accesses just counted to ``names`` were made in ``mapping``."""
+        for b in names:
+            self.maps.setdefault(b, set()).add(mapping)
+
+    def warp_ordered(self, names) -> None:
+        """A warp barrier ordered the accesses to ``names`` (each element's threads are
+        lanes of one warp): they no longer count, except for the async proxy."""
+        for b in names:
+            self.read.discard(b)
+            self.written.pop(b, None)
+            self.maps.pop(b, None)
+            self.generic.add(b)
 
     def barrier(self, out: list, loc, fence: bool = False) -> None:
         """A block barrier (waiting for cp.async copies when any write was one), after
@@ -85,6 +106,7 @@ class _Sync:
         # program's T.sync_threads order the statements; only a tile op's own barriers stay
         self.program_orders = program_orders
         self.shared = {s.buffer.name for s in _allocs(scope.body) if s.buffer.scope == "shared"}
+        self.allocs = {s.buffer.name: s for s in _allocs(scope.body)}
         self.aliases = overlapping(scope)  # buffers placed on the same bytes
         # TMA stores may leave their wait for the shared tile's read to the next barrier
         # (see :meth:`tma_copy`) where every barrier is this pass's or the program's block
@@ -133,6 +155,88 @@ class _Sync:
                 any(_is_call(t, "ptx_wait_group") for t in walk_stmts([s])):
             writes |= self.raw_cp_async  # (a compound statement that waits inside)
         return reads, writes, _async_writes(s)
+
+    def mapping(self, s, b: str):
+        """Which threads ``s`` touches each element of shared buffer ``b`` on, where that
+        is the same in every statement of the same mapping and every element's threads are
+        lanes of one warp: a parallel nest indexing ``b`` by one of its variables only,
+        ``b[i]``, whose fragments are MMA accumulators (or their row fragments) with the
+        same MMA, warps (one along N) and rows, all indexed by ``i`` as their row (the
+        codegen runs such a nest on the threads holding the rows: a quad of one warp).
+        ``(mma, warps, rows, threads, first thread)``; None: any threads."""
+        if not (isinstance(s, N.For) and s.kind == "parallel"):
+            return None
+        nest = parallel_nest(s)
+        if any(loop.replicated for loop in nest):
+            return None
+        names = {loop.var.name for loop in nest}
+        row, key = None, None
+        for x, index, _ in accesses(nest[-1].body):
+            if x == b:
+                if len(index) != 1 or not isinstance(index[0], N.Var) or \
+                        index[0].name not in names or row not in (None, index[0].name):
+                    return None
+                row = index[0].name
+        if row is None:
+            return None
+        for x, index, _ in accesses(nest[-1].body):
+            alloc = self.allocs.get(x)
+            if alloc is None or alloc.buffer.scope in ("shared", "global", "local"):
+                continue  # (none of these decides the nest's threads)
+            layout = alloc.layout
+            if layout is None or layout.kind not in ("mma", "mma_rows") or \
+                    len(layout.warps) != 2 or layout.warps[1] != 1 or not index or \
+                    not isinstance(index[0], N.Var) or index[0].name != row or \
+                    (layout.kind == "mma_rows") != (len(index) == 1) or \
+                    not isinstance(alloc.buffer.shape[0], N.Const):
+                return None
+            mine = (layout.mma, tuple(layout.warps), alloc.buffer.shape[0].value,
+                    layout.threads, layout.first_thread)
+            if key not in (None, mine):
+                return None
+            key = mine
+        return key
+
+    def body_mappings(self, body) -> dict:
+        """Shared buffer -> the mappings (:meth:`mapping`) of the accesses ``body`` makes to
+        it, nested statements included."""
+        out: dict[str, set] = {}
+        for t in body:
+            if isinstance(t, N.For) and t.kind == "parallel":
+                parts = {b: {self.mapping(t, b)} for b in set().union(*self.touches(t)[:2])}
+            elif isinstance(t, (N.For, N.While)) and not self.divergent_loop(t):
+                head = dataclasses.replace(t, body=())
+                parts = {b: {None} for b in set().union(*self.touches(head)[:2])}
+                for b, m in self.body_mappings(t.body).items():
+                    parts[b] = parts.get(b, set()) | m
+            elif isinstance(t, N.If) and not self.divergent(t.cond):
+                parts = {b: {None} for b in set().union(*self.touches(N.Evaluate(t.cond))[:2])}
+                for b, m in self.body_mappings(t.then + t.orelse).items():
+                    parts[b] = parts.get(b, set()) | m
+            else:
+                parts = {b: {None} for b in set().union(*self.touches(t)[:2])}
+            for b, m in parts.items():
+                out[b] = out.get(b, set()) | m
+        return out
+
+    def warp_local(self, s, st: _State) -> set:
+        """The shared buffers ``s`` conflicts on with what was touched since the last
+        barrier, where a warp barrier orders them: every access to each since then, and
+        ``s``'s, in one same :meth:`mapping` (no cp.async, no buffer on its bytes touched);
+        else the empty set."""
+        reads, writes, is_async = self.touches(s)
+        if is_async:
+            return set()
+        touched = st.read | set(st.written)
+        clash = (self.spread(reads) & set(st.written)) | (self.spread(writes) & touched)
+        for b in clash:
+            if b not in reads | writes or st.written.get(b) or \
+                    (self.aliases.get(b, set()) - {b}) & (touched | reads | writes):
+                return set()
+            mine = self.mapping(s, b)
+            if mine is None or st.maps.get(b) != {mine}:
+                return set()
+        return clash
 
     def loads_onto(self, loop, touched: set) -> bool:
         """Does a TMA load in ``loop`` write the bytes of a buffer in ``touched``?"""
@@ -231,6 +335,7 @@ class _Sync:
                 # wait_group): a read of them by other threads needs a barrier after it
                 for b in self.raw_cp_async:
                     st.written[b] = st.written.get(b, False)
+                st.record(self.raw_cp_async, None)
                 out.append(s)
                 continue
             if _is_call(s, "ptx_cp_async") or _program_waited(s):
@@ -257,6 +362,9 @@ class _Sync:
                 summary.read |= reads - private
                 for b in writes - private:
                     summary.written[b] = _async_writes(s)
+                for b, maps in self.body_mappings(s.body).items():
+                    for m in maps if b not in private else ():
+                        summary.record([b], m)
                 entry = st.copy()
                 entry.merge(summary)
                 before = st.copy()
@@ -303,6 +411,7 @@ class _Sync:
             if isinstance(s, N.ThreadAllReduce):  # its values may read shared memory
                 self.barrier_if_needed(s, st, out)
                 st.read |= self.touches(s)[0]
+                st.record(self.touches(s)[0], None)
                 for name in s.scratch:
                     self.reduction(dataclasses.replace(s, scratch=name), st, out)
                     out.pop()
@@ -324,7 +433,7 @@ class _Sync:
                 a, b = st.copy(), st.copy()
                 then, orelse = self.block(s.then, a), self.block(s.orelse, b)
                 a.merge(b)
-                st.written, st.read, st.generic = a.written, a.read, a.generic
+                st.written, st.read, st.generic, st.maps = a.written, a.read, a.generic, a.maps
                 out.append(dataclasses.replace(s, then=then, orelse=orelse))
                 continue
             self.ordered(s, st, out)
@@ -337,6 +446,8 @@ class _Sync:
         st.read |= reads
         for b in writes:
             st.written[b] = st.written.get(b, False) or is_async
+        for b in reads | writes:
+            st.record([b], self.mapping(s, b))
         out.append(s)
 
     def divergent_parts(self, s: N.If) -> list:
@@ -456,11 +567,13 @@ class _Sync:
                 st.read |= r
                 for b in w:
                     st.written[b] = st.written.get(b, False) or _async_writes(t)
+                st.record(r | w, None)
             at += len(head)
         body = self.block(s.body, _State())
         st.read |= reads
         for b in writes:
             st.written[b] = st.written.get(b, False) or is_async
+        st.record(reads | writes, None)
         out.append(dataclasses.replace(s, body=body))
         return (ranges + [(lo, hi)], before, at)
 
@@ -483,6 +596,7 @@ class _Sync:
         if s.src.buffer in self.shared:  # store
             st.clear(fenced=True)  # (the store fences and synchronises the block itself)
             st.read.add(s.src.buffer)
+            st.record([s.src.buffer], None)
             if self.defer_stores:
                 s = dataclasses.replace(s, wait_read=False)
                 st.store_pending = self.deferred = True
@@ -521,6 +635,11 @@ class _Sync:
         if self.program_orders:
             return
         if self.conflicts(s, st):
+            lanes = self.warp_local(s, st)
+            if lanes:
+                out.append(N.WarpSync(loc=getattr(s, "loc", None)))
+                st.warp_ordered(lanes)
+                return
             at = len(out)
             while at and isinstance(out[at - 1], N.NamedBarrier) and not out[at - 1].arrive:
                 at -= 1
