@@ -97,6 +97,56 @@ def w4a8_gemm(m, n, k, bm=32, bn=64, bk=128, threads=128):
     return w4a8
 
 
+# (rows, columns, K) of a block's tile and its threads: one warp; two along N; four as
+# (2, 2); three along N (8-column steps, ldmatrix.x2 for B); two warps of 32 x 64
+TILES = [(16, 32, 32, 32), (16, 64, 64, 64), (32, 32, 128, 128), (32, 128, 64, 128),
+         (16, 48, 64, 96), (64, 64, 128, 64)]
+
+
+def k_parts_gemm(m, n, k, bm=32, bn=32, bk=128, threads=128):
+    """Two T.gemms over the K halves of each tile (TileLang's ``A_s[:, 0:64]`` parts)."""
+
+    @T.prim_func
+    def i8parts(A: T.Tensor((m, k), "int8"), B: T.Tensor((n, k), "int8"),
+                C: T.Tensor((m, n), "int32")):
+        with T.Kernel(T.ceildiv(n, bn), T.ceildiv(m, bm), threads=threads) as (bx, by):
+            a_s = T.alloc_shared((bm, bk), "int8")
+            b_s = T.alloc_shared((bn, bk), "int8")
+            acc = T.alloc_fragment((bm, bn), "int32")
+            T.clear(acc)
+            for ko in T.serial(T.ceildiv(k, bk)):
+                T.copy(A[by * bm, ko * bk], a_s)
+                T.copy(B[bx * bn, ko * bk], b_s)
+                T.gemm(a_s[:, 0:bk // 2], b_s[:, 0:bk // 2], acc, transpose_B=True)
+                T.gemm(a_s[:, bk // 2:bk], b_s[:, bk // 2:bk], acc, transpose_B=True)
+            T.copy(acc, C[by * bm, bx * bn])
+
+    return i8parts
+
+
+def row_sums_gemm(m, n, k, bm=32, bn=64, bk=64, threads=128):
+    """The row sums of each C tile: T.reduce_sum over the int32 mma.sync accumulator (its
+    warps along N meet through shared memory)."""
+
+    @T.prim_func
+    def i8rows(A: T.Tensor((m, k), "int8"), B: T.Tensor((n, k), "int8"),
+               R: T.Tensor((n // bn, m), "int32")):
+        with T.Kernel(T.ceildiv(n, bn), T.ceildiv(m, bm), threads=threads) as (bx, by):
+            a_s = T.alloc_shared((bm, bk), "int8")
+            b_s = T.alloc_shared((bn, bk), "int8")
+            acc = T.alloc_fragment((bm, bn), "int32")
+            rows = T.alloc_fragment((bm,), "int32")
+            T.clear(acc)
+            for ko in T.Pipelined(T.ceildiv(k, bk), num_stages=2):
+                T.copy(A[by * bm, ko * bk], a_s)
+                T.copy(B[bx * bn, ko * bk], b_s)
+                T.gemm(a_s, b_s, acc, transpose_B=True)
+            T.reduce_sum(acc, rows, dim=1)
+            T.copy(rows, R[bx, by * bm])
+
+    return i8rows
+
+
 @pytest.fixture(params=["sm_90a", "sm_80"])
 def arch(request, monkeypatch):
     monkeypatch.setenv("TILECUTE_ARCH", request.param)
@@ -134,11 +184,9 @@ def check_mma_sync(func, arch, tmp_path, kinds=("S8", "S8")):
     return src
 
 
-@pytest.mark.parametrize("bm,bn,bk,threads", [(16, 32, 32, 32), (16, 64, 64, 64),
-                                              (32, 32, 128, 128), (32, 128, 64, 128),
-                                              (64, 64, 128, 64)])
+@pytest.mark.parametrize("bm,bn,bk,threads", TILES)
 def test_int8_tiles_run_on_mma_sync(cache_dir, tmp_path, arch, bm, bn, bk, threads):
-    check_mma_sync(int8_gemm(128, 128, 256, bm, bn, bk, threads), arch, tmp_path)
+    check_mma_sync(int8_gemm(128, bn * (256 // bn), 256, bm, bn, bk, threads), arch, tmp_path)
 
 
 @pytest.mark.parametrize("ad,bd", [("uint8", "uint8"), ("int8", "uint8"), ("uint8", "int8")])
@@ -170,6 +218,16 @@ def test_int8_k_not_a_multiple_of_32_is_refused(cache_dir, arch):
         tilecute.build_cubin(int8_gemm(64, 64, 128, 32, 32, 16, 128), arch)
 
 
+def test_k_parts_of_swizzled_int8_operands(cache_dir, tmp_path, arch):
+    src = check_mma_sync(k_parts_gemm(64, 64, 256), arch, tmp_path)
+    assert src.count("tcm.gemm_warp(") == 2
+
+
+def test_row_sums_over_the_int32_accumulator(cache_dir, tmp_path, arch):
+    src = check_mma_sync(row_sums_gemm(64, 128, 128), arch, tmp_path)
+    assert "tcrow.reduce_rows" in src
+
+
 def test_dequant_epilogue_over_the_int32_accumulator(cache_dir, tmp_path, arch):
     src = check_mma_sync(dequant_gemm(128, 128, 256), arch, tmp_path)
     # the epilogue walks the accumulator's mma register layout
@@ -191,12 +249,10 @@ def _rand(torch, dtype, *shape):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("bm,bn,bk,threads", [(16, 32, 32, 32), (16, 64, 64, 64),
-                                              (32, 32, 128, 128), (32, 128, 64, 128),
-                                              (64, 64, 128, 64)])
+@pytest.mark.parametrize("bm,bn,bk,threads", TILES)
 def test_int8_mma_sync_on_the_gpu(cache_dir, bm, bn, bk, threads):
     torch = pytest.importorskip("torch")
-    m, n, k = 128, 128, 256
+    m, n, k = 128, bn * (256 // bn), 256  # (whole tiles)
     a, b = _rand(torch, "int8", m, k), _rand(torch, "int8", n, k)
     c = torch.empty(m, n, dtype=torch.int32, device="cuda")
     tilecute.compile(int8_gemm(m, n, k, bm, bn, bk, threads))(a, b, c)
@@ -211,6 +267,26 @@ def test_uint8_mma_sync_on_the_gpu(cache_dir, ad, bd):
     c = torch.empty(64, 64, dtype=torch.int32, device="cuda")
     tilecute.compile(int8_gemm(64, 64, 128, 32, 32, 64, 128, ad, bd))(a, b, c)
     assert torch.equal(c.cpu(), _ref(a, b))
+
+
+@pytest.mark.gpu
+def test_k_parts_on_the_gpu(cache_dir):
+    torch = pytest.importorskip("torch")
+    a, b = _rand(torch, "int8", 64, 256), _rand(torch, "int8", 64, 256)
+    c = torch.empty(64, 64, dtype=torch.int32, device="cuda")
+    tilecute.compile(k_parts_gemm(64, 64, 256))(a, b, c)
+    assert torch.equal(c.cpu(), _ref(a, b))
+
+
+@pytest.mark.gpu
+def test_row_sums_on_the_gpu(cache_dir):
+    torch = pytest.importorskip("torch")
+    m, n, k, bn = 64, 128, 128, 64
+    a, b = _rand(torch, "int8", m, k), _rand(torch, "int8", n, k)
+    r = torch.empty(n // bn, m, dtype=torch.int32, device="cuda")
+    tilecute.compile(row_sums_gemm(m, n, k, bn=bn))(a, b, r)
+    want = _ref(a, b).long().view(m, n // bn, bn).sum(dim=2).T.int()
+    assert torch.equal(r.cpu(), want)
 
 
 @pytest.mark.gpu

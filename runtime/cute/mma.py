@@ -320,6 +320,10 @@ def gemm_warp(mma, tid, acc, sa, sb, a_mn_major: bool, b_mn_major: bool,
     gemm_rs); only B is loaded.  ``mma`` an :class:`Int8WarpMma`: its f16 tiled MMA loads
     the byte pairs, and each MMA is an m16n8k32 (:func:`mma_step`)."""
     tiled = mma.tiled if isinstance(mma, Int8WarpMma) else mma
+    if isinstance(mma, Int8WarpMma) and not (sb.element_type is _PAIR and
+                                             (a_regs or sa.element_type is _PAIR)):
+        raise TypeError("int8 mma.sync reads its operands as byte pairs: views from "
+                        "tcm.operand(..., 'mma') of K-major swizzled buffers")
     thr = tiled.get_slice(tid)
     fb = tiled.make_fragment_B(thr.partition_B(sb))
     if not accumulate:
