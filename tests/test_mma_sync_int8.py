@@ -124,6 +124,33 @@ def k_parts_gemm(m, n, k, bm=32, bn=32, bk=128, threads=128):
     return i8parts
 
 
+def w4a8_fragment_gemm(m, n, k, bm=32, bn=32, bk=128, threads=128):
+    """TileLang's w4a8 form: the unpacked int8 weights stay a fragment and are T.gemm's A
+    (Ct = W @ A^T, (N, M)); the gemm pass stages the fragment through shared memory."""
+
+    @T.prim_func
+    def w4a8_t(A: T.Tensor((m, k), "int8"), B: T.Tensor((n, k // 2), "uint8"),
+               Ct: T.Tensor((n, m), "int32")):
+        with T.Kernel(T.ceildiv(n, bn), T.ceildiv(m, bm), threads=threads) as (bx, by):
+            a_s = T.alloc_shared((bm, bk), "int8")
+            b_packed_s = T.alloc_shared((bn, bk // 2), "uint8")
+            b_packed = T.alloc_fragment((bn, bk // 2), "uint8")
+            w = T.alloc_fragment((bn, bk), "int8")
+            ct = T.alloc_fragment((bn, bm), "int32")
+            T.clear(ct)
+            for ko in T.Pipelined(k // bk, num_stages=1):
+                T.copy(A[by * bm, ko * bk], a_s)
+                T.copy(B[bx * bn, ko * bk // 2], b_packed_s)
+                T.copy(b_packed_s, b_packed)
+                for i, j in T.Parallel(bn, bk):
+                    nib = (T.Cast("int32", b_packed[i, j // 2]) >> (4 * (j % 2))) & 15
+                    w[i, j] = T.Cast("int8", T.if_then_else(nib >= 8, nib - 16, nib))
+                T.gemm(w, a_s, ct, transpose_B=True)
+            T.copy(ct, Ct[bx * bn, by * bm])
+
+    return w4a8_t
+
+
 def row_sums_gemm(m, n, k, bm=32, bn=64, bk=64, threads=128):
     """The row sums of each C tile: T.reduce_sum over the int32 mma.sync accumulator (its
     warps along N meet through shared memory)."""
@@ -228,6 +255,11 @@ def test_row_sums_over_the_int32_accumulator(cache_dir, tmp_path, arch):
     assert "tcrow.reduce_rows" in src
 
 
+def test_w4a8_weight_fragment_as_a(cache_dir, tmp_path, arch):
+    src = check_mma_sync(w4a8_fragment_gemm(64, 128, 256), arch, tmp_path)
+    assert "w_shared" in src  # (A staged: int8 A fragments are not read from registers)
+
+
 def test_dequant_epilogue_over_the_int32_accumulator(cache_dir, tmp_path, arch):
     src = check_mma_sync(dequant_gemm(128, 128, 256), arch, tmp_path)
     # the epilogue walks the accumulator's mma register layout
@@ -287,6 +319,18 @@ def test_row_sums_on_the_gpu(cache_dir):
     tilecute.compile(row_sums_gemm(m, n, k, bn=bn))(a, b, r)
     want = _ref(a, b).long().view(m, n // bn, bn).sum(dim=2).T.int()
     assert torch.equal(r.cpu(), want)
+
+
+@pytest.mark.gpu
+def test_w4a8_weight_fragment_on_the_gpu(cache_dir):
+    torch = pytest.importorskip("torch")
+    m, n, k = 64, 128, 256
+    a = _rand(torch, "int8", m, k)
+    w = torch.randint(-8, 8, (n, k), dtype=torch.int32)
+    packed = ((w[:, 0::2] & 15) | ((w[:, 1::2] & 15) << 4)).to(torch.uint8)
+    ct = torch.empty(n, m, dtype=torch.int32, device="cuda")
+    tilecute.compile(w4a8_fragment_gemm(m, n, k))(a, packed.cuda(), ct)
+    assert torch.equal(ct.cpu(), _ref(a, w).T)
 
 
 @pytest.mark.gpu
