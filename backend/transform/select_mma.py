@@ -30,14 +30,13 @@ Families (``runtime/cute/mma.py`` issues them), by operand -> accumulator dtype
   (-> float32), for float32 (as tf32; K-major operands only) on every arch, since
   CuTe DSL has no tf32 wgmma atom, and for int8/uint8 (-> int32, m16n8k32; K-major
   operands only) below sm_90a and for tiles wgmma cannot take with the block's
-  warpgroups (a 32-row tile, TileLang's w4a8 dequant GEMM), as TileLang.  Warps are arranged ``(warps_m, warps_n)`` over the
-  tile by the policy; T.gemms whose rows meet share one arrangement
-  (:meth:`_Kernel.shared_partitions`).
+  warpgroups (a 32-row tile, TileLang's w4a8 dequant GEMM), as TileLang.  Warps are
+  arranged ``(warps_m, warps_n)`` over the tile by the policy; T.gemms whose rows meet
+  share one arrangement (:meth:`_Kernel.shared_partitions`).
 * ``simt`` where no tensor-core MMA serves the dtypes, majorness, arch or tile (float64;
   float32, float8 or int8 MN-major; float8 below sm_90a or on a tile wgmma cannot take;
   int8 on a tile neither wgmma nor mma.sync can take; other accumulators such as
-  bfloat16 -> float16): every thread multiply-adds
-  its own elements of ``C`` in ``C``'s dtype (K-major int8 -> int32: four bytes a
+  bfloat16 -> float16): every thread multiply-adds its own elements of ``C`` in ``C``'s dtype (K-major int8 -> int32: four bytes a
   ``dp4a``, codegen).  ``C`` keeps no MMA layout: the layout pass
   lays it out as any fragment (blocked or replicated), so loops, copies and reductions
   over it are the ordinary ones; the operands are ``row_major`` (or the TMA swizzle the

@@ -153,11 +153,13 @@ class Int8WarpMma:
     m16n8k16 MMA, ``tiled`` here, each 16-bit element being two int8 adjacent along K
     (:func:`operand`), and :func:`gemm_warp` issues each m16n8k32 by inline PTX.  The PTX
     fragments agree register for register (PTX ISA, "Matrix Fragments for mma.m16n8k32"
-    and "for mma.m16n8k16" with 16-bit types): a thread's A registers are (row g, K
-    bytes 4t..4t+3), (row g + 8, same), (row g, K + 16), (row g + 8, K + 16) for lane = 4g
-    + t, which are the f16 A registers (row g, K pair 2t..2t+1) ... over byte pairs; B's two
-    registers likewise; and the int32 accumulator's four registers are the f32
-    accumulator's (row g / g + 8, columns 2t, 2t + 1), so :func:`accumulator` serves."""
+    and "for mma.m16n8k16" with 16-bit types), for lane ``4 g + t``: A's four registers
+    hold K bytes ``4t..4t+3`` of row ``g``, of row ``g + 8``, then the same 16 bytes on;
+    the f16 A's hold K elements ``2t, 2t+1`` in that order, which over byte pairs are those
+    bytes (CuTe's A values ``(2, 2, 2)``: K pair, row + 8, K + 8; read two by two as
+    32-bit words).  B's two registers likewise (K bytes ``4t..4t+3`` of column ``g``, then
+    16 on), and the int32 accumulator's four registers are the f32 accumulator's (rows
+    ``g``, ``g + 8``, columns ``2t, 2t+1``), so :func:`accumulator` serves."""
 
     def __init__(self, tiled, a_dtype, b_dtype):
         self.tiled = tiled
@@ -320,10 +322,10 @@ def gemm_warp(mma, tid, acc, sa, sb, a_mn_major: bool, b_mn_major: bool,
     gemm_rs); only B is loaded.  ``mma`` an :class:`Int8WarpMma`: its f16 tiled MMA loads
     the byte pairs, and each MMA is an m16n8k32 (:func:`mma_step`)."""
     tiled = mma.tiled if isinstance(mma, Int8WarpMma) else mma
-    if isinstance(mma, Int8WarpMma) and not (sb.element_type is _PAIR and
-                                             (a_regs or sa.element_type is _PAIR)):
-        raise TypeError("int8 mma.sync reads its operands as byte pairs: views from "
-                        "tcm.operand(..., 'mma') of K-major swizzled buffers")
+    if isinstance(mma, Int8WarpMma) and (a_regs or sa.element_type is not _PAIR or
+                                         sb.element_type is not _PAIR):
+        raise TypeError("int8 mma.sync reads A and B from shared memory as byte pairs: "
+                        "views from tcm.operand(..., 'mma') of K-major swizzled buffers")
     thr = tiled.get_slice(tid)
     fb = tiled.make_fragment_B(thr.partition_B(sb))
     if not accumulate:
