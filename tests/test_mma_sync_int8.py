@@ -97,10 +97,11 @@ def w4a8_gemm(m, n, k, bm=32, bn=64, bk=128, threads=128):
     return w4a8
 
 
-# (rows, columns, K) of a block's tile and its threads: one warp; two along N; four as
-# (2, 2); three along N (8-column steps, ldmatrix.x2 for B); two warps of 32 x 64
-TILES = [(16, 32, 32, 32), (16, 64, 64, 64), (32, 32, 128, 128), (32, 128, 64, 128),
-         (16, 48, 64, 96), (64, 64, 128, 64)]
+# (rows, columns, K) of a block's tile and its threads: one warp (16 x 32; 16 x 8, one
+# n8 atom); two along N; four as (2, 2); three along N (8-column steps, ldmatrix.x2 for
+# B); two warps of 32 x 64
+TILES = [(16, 32, 32, 32), (16, 8, 32, 32), (16, 64, 64, 64), (32, 32, 128, 128),
+         (32, 128, 64, 128), (16, 48, 64, 96), (64, 64, 128, 64)]
 
 
 def k_parts_gemm(m, n, k, bm=32, bn=32, bk=128, threads=128):
