@@ -104,8 +104,8 @@ CASES = {
 FAMILY = {
     "f16f16f16_nn": ("wgmma", "mma"), "f16f16f16_tn": ("wgmma", "mma"),
     "f16f16f16_nt": ("wgmma", "mma"), "f16f16f16_pad": ("wgmma", "mma"),
-    "i8i8i32_nt": ("wgmma", "simt"), "i8i8i32_tn": ("simt", "simt"),
-    "u8u8i32_nt": ("wgmma", "simt"), "f64f64f64_nt": ("simt", "simt"),
+    "i8i8i32_nt": ("wgmma", "mma"), "i8i8i32_tn": ("simt", "simt"),
+    "u8u8i32_nt": ("wgmma", "mma"), "f64f64f64_nt": ("simt", "simt"),
     "f32f32f32_nn": ("simt", "simt"), "f32f32f32_tn": ("simt", "simt"),
     "f32f32f32_nt": ("mma", "mma"), "f16f16f32_pad": ("wgmma", "mma"),
     "tf32tf32f32_nn": ("simt", "simt"), "tf32tf32f32_tn": ("simt", "simt"),
@@ -159,12 +159,13 @@ def test_family_and_what_shows_it(case, arch):
 
 def test_accumulator_dtypes_tensor_cores_refuse_go_simt():
     """bfloat16 tensor-core MMAs accumulate in float32 only; float16 accumulators of
-    bfloat16 operands (and float8 on sm_80, int8 with wgmma disabled) take the SIMT path."""
+    bfloat16 operands (and float8 on sm_80) take the SIMT path; int8 with wgmma disabled
+    runs on mma.sync (m16n8k32)."""
     plan = lower(tiled_gemm(256, 256, 256, 64, 64, 32, False, False, "bfloat16", "bfloat16",
                             "float16"), "sm_90a")
     assert _gemm(plan).family == "simt"
     plan = lower(tiled_gemm(*CASES["i8i8i32_nt"]), "sm_90a", {"disable_wgmma": True})
-    assert _gemm(plan).family == "simt"
+    assert _gemm(plan).family == "mma" and _layout(plan, "C_f").mma == "mma"
     plan = lower(tiled_gemm(256, 256, 256, 128, 128, 64, False, True, "float8_e4m3", "float16",
                             "float16"), "sm_90a")
     assert _gemm(plan).family == "wgmma" and _layout(plan, "C_f").mma == "wgmma"
@@ -189,7 +190,8 @@ def test_cubins(tmp_path, case, arch):
 
 @pytest.mark.parametrize("in_dtype,accum,arch,family", [
     ("float16", "float16", "sm_90a", "wgmma"), ("float16", "float16", "sm_80", "mma"),
-    ("int8", "int32", "sm_90a", "wgmma"), ("float64", "float64", "sm_90a", "simt"),
+    ("int8", "int32", "sm_90a", "wgmma"), ("int8", "int32", "sm_80", "mma"),
+    ("float64", "float64", "sm_90a", "simt"),
 ])
 def test_reductions_and_fills_over_new_accumulators(tmp_path, in_dtype, accum, arch, family):
     """T.fill, clear_accum, a row reduction and a T.Parallel loop reading its rows over
@@ -364,7 +366,7 @@ def test_gpu_against_torch(case):
 @pytest.mark.gpu
 @pytest.mark.parametrize("case", ["f16f16f16_nn", "i8i8i32_nt", "f64f64f64_nt", "f32f32f32_nn"])
 def test_gpu_sm80_paths_on_hopper(case):
-    """The sm_80 code paths (mma.sync with float16 accumulators, SIMT int8) on the GPU at
+    """The sm_80 code paths (mma.sync with float16 accumulators, int8 mma.sync) on the GPU at
     hand: on Hopper with wgmma off (an sm_80 cubin's SASS does not load on sm_90)."""
     import torch
     major = torch.cuda.get_device_capability()[0]

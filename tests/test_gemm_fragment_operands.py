@@ -61,7 +61,7 @@ CASES = {
     "rs_f64_nt": (128, 128, 64, 64, 32, 16, False, True, "float64", "float64", "A"),
     "rs_tf32_nt": (256, 256, 128, 64, 64, 32, False, True, "tfloat32", "float32", "A"),
     # TileLang's w4a8 dequant GEMM shape: an int8 A fragment, a 32 x 32 tile wgmma cannot
-    # take with 128 threads (TileLang: int8 mma.sync, which CuTe DSL lacks): SIMT
+    # take with 128 threads: int8 mma.sync (m16n8k32), as TileLang, A staged in shared
     "rs_i8_small_nt": (128, 128, 128, 32, 32, 32, False, True, "int8", "int32", "A"),
 }
 
@@ -94,10 +94,10 @@ def test_staged_through_shared(case, arch):
     assert isinstance(body[i - 1], N.Barrier)
 
 
-def test_int8_wgmma_cannot_tile_goes_simt():
+def test_int8_wgmma_cannot_tile_goes_mma_sync():
     plan = lower(frag_gemm(*CASES["rs_i8_small_nt"]), "sm_90a")
     (g,) = _stmts(plan, N.Gemm)
-    assert g.family == "simt" and g.a == "X_f_shared"
+    assert g.family == "mma" and g.a == "X_f_shared"
     # a tile wgmma takes keeps wgmma (B shared; A staged: int8 A stays off registers)
     plan = lower(frag_gemm(128, 128, 128, 64, 64, 64, False, True, "int8", "int32"), "sm_90a")
     (g,) = _stmts(plan, N.Gemm)

@@ -1,5 +1,5 @@
-"""An int8 x int8 -> int32 T.gemm that no tensor-core MMA serves here (a 32-row tile on
-sm_90a: wgmma takes 64; CuTe DSL has no int8 mma.sync) runs on CUDA cores reading four
+"""An int8 x int8 -> int32 T.gemm that no tensor-core MMA serves here (an 8-row tile on
+sm_90a: wgmma takes 64 rows a warpgroup, mma.sync 16 a warp) runs on CUDA cores reading four
 K-consecutive bytes of each operand as one word, one ``dp4a`` per four products (as
 TileLang's SIMT GEMMs use ``T.dp4a``); other int8 SIMT GEMMs keep scalar multiply-adds."""
 
@@ -9,7 +9,7 @@ import tilecute
 import tilecute.language as T
 
 
-def int8_gemm(m=64, n=64, k=256, bm=32, bn=32, bk=128, threads=128, transpose_b=True):
+def int8_gemm(m=64, n=64, k=256, bm=8, bn=32, bk=128, threads=128, transpose_b=True):
     b_shape = (n, k) if transpose_b else (k, n)
     bs_shape = (bn, bk) if transpose_b else (bk, bn)
 

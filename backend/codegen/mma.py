@@ -284,7 +284,7 @@ class MmaEmitter:
         if layout.kind == "tma_swizzled":
             dtype = mma_type(buf.dtype) if family != "simt" else cute_type(buf.dtype)
             return (f"tcm.operand({ptr}, {dtype}, {rows}, {cols}, {layout.swizzle}, {mn_major}, "
-                    f"{quote(family if family != 'simt' else 'mma')}{stride})")
+                    f"{quote(family)}{stride})")
         # (row-major: a SIMT T.gemm's operand, or an mma.sync one whose rows no swizzle
         # chunks tile, read by ldmatrix as they are)
         dtype = mma_type(buf.dtype) if family == "mma" else cute_type(buf.dtype)

@@ -27,14 +27,16 @@ Families (``runtime/cute/mma.py`` issues them), by operand -> accumulator dtype
   (a warpgroup's wider part in several, as TileLang's 64 x 512 accumulators).  float8 and int8 operands must be
   K-major (``transpose_B=True``, no ``transpose_A``).
 * ``mma`` (warp ``mma.sync``) on sm_80+ for float16 (-> float32 or float16) and bfloat16
-  (-> float32), and for float32 (as tf32; K-major operands only) on every arch, since
-  CuTe DSL has no tf32 wgmma atom.  Warps are arranged ``(warps_m, warps_n)`` over the
-  tile by the policy; T.gemms whose rows meet share one arrangement
-  (:meth:`_Kernel.shared_partitions`).
-* ``simt`` where no tensor-core MMA serves the dtypes, majorness or arch (float64; float32,
-  float8 or int8 MN-major; int8 below sm_90a, as CuTe DSL has no warp-level int8
-  mma.sync; other accumulators such as bfloat16 -> float16): every thread multiply-adds
-  its own elements of ``C`` in ``C``'s dtype (K-major int8 -> int32: four bytes a
+  (-> float32), for float32 (as tf32; K-major operands only) on every arch, since
+  CuTe DSL has no tf32 wgmma atom, and for int8/uint8 (-> int32, m16n8k32; K-major
+  operands only) below sm_90a and for tiles wgmma cannot take with the block's
+  warpgroups (a 32-row tile, TileLang's w4a8 dequant GEMM), as TileLang.  Warps are
+  arranged ``(warps_m, warps_n)`` over the tile by the policy; T.gemms whose rows meet
+  share one arrangement (:meth:`_Kernel.shared_partitions`).
+* ``simt`` where no tensor-core MMA serves the dtypes, majorness, arch or tile (float64;
+  float32, float8 or int8 MN-major; float8 below sm_90a or on a tile wgmma cannot take;
+  int8 on a tile neither wgmma nor mma.sync can take; other accumulators such as
+  bfloat16 -> float16): every thread multiply-adds its own elements of ``C`` in ``C``'s dtype (K-major int8 -> int32: four bytes a
   ``dp4a``, codegen).  ``C`` keeps no MMA layout: the layout pass
   lays it out as any fragment (blocked or replicated), so loops, copies and reductions
   over it are the ordinary ones; the operands are ``row_major`` (or the TMA swizzle the
@@ -274,14 +276,17 @@ class _Kernel:
                 wgmma_warps(m, n, self.threads // WARPGROUP, s.policy) is None) and \
                 self.threads % WARP == 0 and mma_warps(m, n, self.threads // WARP, s.policy, a_regs):
             family = "mma"  # wgmma cannot tile it with these threads: warp mma.sync, as TileLang
-        if family == "wgmma" and a.dtype not in MMA_TYPES and not s.wgmma_only and (
+        if family == "wgmma" and a.dtype in ("int8", "uint8", "float8_e4m3", "float8_e5m2") \
+                and not s.wgmma_only and (
                 self.threads % WARPGROUP or
                 wgmma_warps(m, n, self.threads // WARPGROUP, s.policy) is None):
-            # TileLang runs it on warp mma.sync (int8 m16n8k32, float8 on sm_89+); CuTe DSL
-            # has no warp-level MMA atom for these dtypes: CUDA cores, as below sm_90a
+            # float8: TileLang runs it on warp mma.sync (sm_89+), for which CuTe DSL has no
+            # atom; int8: mma.sync cannot tile it either (above): CUDA cores
             why = (f"wgmma cannot tile {m} x {n} with {self.threads} threads (warpgroups of "
-                   f"{WARPGROUP}, each 64-row steps, policy {s.policy}), and CuTe DSL has no "
-                   f"warp-level mma.sync for {a.dtype}")
+                   f"{WARPGROUP}, each 64-row steps, policy {s.policy}), " +
+                   (f"nor can mma.sync ({self.threads // WARP} warps of 16 x 8 steps)"
+                    if a.dtype in MMA_TYPES else
+                    f"and CuTe DSL has no warp-level mma.sync for {a.dtype}"))
             self.plan_simt(s, a, b, why)
             return "simt"
         self.no_fallback(s, family, why, a.dtype, m, n)
@@ -538,7 +543,8 @@ class _Kernel:
         if acc in accs:
             if dtype in WGMMA_TYPES and hopper and (dtype in ("float16", "bfloat16") or k_major):
                 return "wgmma", ""
-            if dtype in MMA_TYPES and arch_at_least(self.arch, 80) and (dtype not in TF32 or k_major):
+            if dtype in MMA_TYPES and arch_at_least(self.arch, 80) and (
+                    dtype in ("float16", "bfloat16") or k_major):
                 return "mma", ""
         if not accs:
             return "simt", f"no tensor-core MMA takes {dtype} operands"

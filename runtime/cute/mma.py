@@ -5,8 +5,9 @@ float32, float16 or (int8 operands) int32 registers:
 
 * ``wgmma`` (sm_90a): warpgroup MMA reading A and B straight from shared memory through
   matrix descriptors; one warpgroup (128 threads) per 64 rows of the tile.
-* ``mma`` (sm_80+): warp ``mma.sync`` with ``ldmatrix`` (16-bit types) or plain shared
-  loads (tf32) into registers; warps arranged ``(warps_m, warps_n)`` over the tile.
+* ``mma`` (sm_80+): warp ``mma.sync`` with ``ldmatrix`` (16-bit types, and 8-bit integers
+  read as 16-bit pairs along K: :class:`Int8WarpMma`) or plain shared loads (tf32) into
+  registers; warps arranged ``(warps_m, warps_n)`` over the tile.
 
 and the SIMT fallback (:func:`gemm_simt`) for what no tensor-core MMA serves: scalar
 multiply-adds on the CUDA cores into a fragment of the layout pass's blocked (or
@@ -72,7 +73,15 @@ def operand(smem, dtype, rows: int, cols: int, swizzle: int, mn_major: bool, fam
     ``smem`` points at its first element, ``c0 * chunk_rows + r0 * width`` elements into
     the matrix for a part from row ``r0`` (a multiple of 8) and column ``c0`` (a multiple of
     the ``width`` elements of a chunk), ``rows x cols`` whole chunks and 8-row groups; the
-    offset is a multiple of the swizzle pattern's period, so the part keeps its pattern."""
+    offset is a multiple of the swizzle pattern's period, so the part keeps its pattern.
+
+    An 8-bit integer operand of mma.sync (K-major: the tensor cores read 8-bit operands
+    so only) is viewed as ``(MN, K / 2)`` 16-bit elements, each two bytes adjacent along K
+    (:class:`Int8WarpMma`); the swizzle moves 16-byte units either way, so the bytes are
+    where TMA or a copy put them.  ``family="simt"``: the scalar view, swizzled as the warp
+    family's (the SIMT fallback reads a buffer a tensor-core T.gemm swizzled)."""
+    if family == "mma" and dtype.width == 8:  # int8 mma.sync: bytes in 16-bit pairs along K
+        dtype, cols = _PAIR, cols // 2
     esize = dtype.width // 8
     outer = _outer(rows, cols, swizzle // esize, mn_major, chunk_rows)
     bits = _swizzle_bits(swizzle)
@@ -101,7 +110,8 @@ def tiled_mma(family: str, a_dtype, b_dtype, acc_dtype, a_mn_major: bool, b_mn_m
     """The tiled MMA of one ``T.gemm`` with an ``n``-column tile: ``warps = (along M,
     along N)`` in warpgroups for wgmma (each warpgroup a 64 x ``n / warps[1]`` part, in
     instructions of up to 256 columns: :func:`wgmma_instruction_n`; ``a_regs``: A from
-    registers, the RS form), in warps for mma.sync."""
+    registers, the RS form), in warps for mma.sync (8-bit integer operands: an
+    :class:`Int8WarpMma`)."""
     if family == "wgmma":
         n = wgmma_instruction_n(n // warps[1])
         if a_dtype.width == 16:
@@ -117,6 +127,10 @@ def tiled_mma(family: str, a_dtype, b_dtype, acc_dtype, a_mn_major: bool, b_mn_m
                                    warpgroup.OperandSource.SMEM, _major(a_mn_major),
                                    _major(b_mn_major))
         return cute.make_tiled_mma(cute.make_mma_atom(op), (warps[0], warps[1], 1))
+    if a_dtype.width == 8:  # m16n8k32 s8/u8: the f16 m16n8k16 partition over byte pairs
+        tiled = tiled_mma(family, _PAIR, _PAIR, cutlass.Float32, a_mn_major, b_mn_major,
+                          warps, n)
+        return Int8WarpMma(tiled, a_dtype, b_dtype)
     if a_dtype.width == 32:
         op, shape = warp.MmaTF32Op((16, 8, 8)), (16, 8, 8)
     else:
@@ -126,6 +140,53 @@ def tiled_mma(family: str, a_dtype, b_dtype, acc_dtype, a_mn_major: bool, b_mn_m
     return cute.make_tiled_mma(op, cute.make_layout((warps[0], warps[1], 1)),
                                permutation_mnk=(warps[0] * shape[0],
                                                 warps[1] * mma_n_step(n, warps[1]), shape[2]))
+
+
+# 8-bit integer operands of mma.sync, viewed two bytes (adjacent along K) an element
+_PAIR = cutlass.Float16
+
+
+class Int8WarpMma:
+    """The tiled MMA of an 8-bit integer (s8 / u8, either mix) x 8-bit -> int32 T.gemm on
+    warp ``mma.sync.aligned.m16n8k32.row.col.s32``: CuTe DSL has no warp-level int8 MMA
+    atom, so the operands are partitioned and loaded (``ldmatrix``) as those of the f16
+    m16n8k16 MMA, ``tiled`` here, each 16-bit element being two int8 adjacent along K
+    (:func:`operand`), and :func:`gemm_warp` issues each m16n8k32 by inline PTX.  The PTX
+    fragments agree register for register (PTX ISA, "Matrix Fragments for mma.m16n8k32"
+    and "for mma.m16n8k16" with 16-bit types), for lane ``4 g + t``: A's four registers
+    hold K bytes ``4t..4t+3`` of row ``g``, of row ``g + 8``, then the same 16 bytes on;
+    the f16 A's hold K elements ``2t, 2t+1`` in that order, which over byte pairs are those
+    bytes (CuTe's A values ``(2, 2, 2)``: K pair, row + 8, K + 8; read two by two as
+    32-bit words).  B's two registers likewise (K bytes ``4t..4t+3`` of column ``g``, then
+    16 on), and the int32 accumulator's four registers are the f32 accumulator's (rows
+    ``g``, ``g + 8``, columns ``2t, 2t+1``), so :func:`accumulator` serves."""
+
+    def __init__(self, tiled, a_dtype, b_dtype):
+        self.tiled = tiled
+        self.kinds = (_int8_kind(a_dtype), _int8_kind(b_dtype))
+
+
+def _int8_kind(dtype) -> str:
+    if dtype is cutlass.Int8:
+        return "s8"
+    if dtype is cutlass.Uint8:
+        return "u8"
+    raise TypeError(f"mma.sync m16n8k32 takes s8 or u8 operands, not {dtype}")
+
+
+def mma_i8(kinds: tuple, d, a, b) -> None:
+    """``d += a @ b`` for one m16n8k32: ``d`` this thread's 4 int32 accumulator registers,
+    ``a`` its 4 and ``b`` its 2 32-bit operand registers (4 bytes each), in PTX order."""
+    code = (f"mma.sync.aligned.m16n8k32.row.col.s32.{kinds[0]}.{kinds[1]}.s32 "
+            "{$0, $1, $2, $3}, {$4, $5, $6, $7}, {$8, $9}, {$0, $1, $2, $3};")
+    i32 = cutlass.Int32.mlir_type
+    args = [cutlass.Int32(x).ir_value() for x in
+            [a[0], a[1], a[2], a[3], b[0], b[1], d[0], d[1], d[2], d[3]]]
+    out = _llvm.inline_asm(_llvm.StructType.get_literal([i32] * 4), args, code,
+                           "=r,=r,=r,=r,r,r,r,r,r,r,0,1,2,3", has_side_effects=False,
+                           is_align_stack=False, asm_dialect=_llvm.AsmDialect.AD_ATT)
+    for i in range(4):
+        d[i] = cutlass.Int32(_llvm.extractvalue(i32, out, [i]))
 
 
 def mma_n_step(n: int, warps_n: int) -> int:
@@ -258,29 +319,50 @@ def gemm_warp(mma, tid, acc, sa, sb, a_mn_major: bool, b_mn_major: bool,
     """``acc += sa @ sb^T`` with mma.sync: per K step, shared -> registers (``ldmatrix``
     for 16-bit types, transposing for MN-major operands) then the MMAs.  With ``a_regs``,
     ``sa`` is this thread's registers from :func:`a_fragment` (A from registers, TileLang's
-    gemm_rs); only B is loaded."""
-    thr = mma.get_slice(tid)
-    fb = mma.make_fragment_B(thr.partition_B(sb))
+    gemm_rs); only B is loaded.  ``mma`` an :class:`Int8WarpMma`: its f16 tiled MMA loads
+    the byte pairs, and each MMA is an m16n8k32 (:func:`mma_step`)."""
+    tiled = mma.tiled if isinstance(mma, Int8WarpMma) else mma
+    if isinstance(mma, Int8WarpMma) and (a_regs or sa.element_type is not _PAIR or
+                                         sb.element_type is not _PAIR):
+        raise TypeError("int8 mma.sync reads A and B from shared memory as byte pairs: "
+                        "views from tcm.operand(..., 'mma') of K-major swizzled buffers")
+    thr = tiled.get_slice(tid)
+    fb = tiled.make_fragment_B(thr.partition_B(sb))
     if not accumulate:
         acc.fill(0)
     # (a warp's B step is 16 x 16 for ldmatrix.x4, or one 8-column atom for .x2)
-    b_step = mma.get_tile_size(1) // cute.size(mma.thr_layout_vmnk, mode=[2])
+    b_step = tiled.get_tile_size(1) // cute.size(tiled.thr_layout_vmnk, mode=[2])
     copy_b = cute.make_tiled_copy_B(_s2r_atom(sb.element_type, b_mn_major, b_step // 4),
-                                    mma).get_slice(tid)
+                                    tiled).get_slice(tid)
     src_b, dst_b = copy_b.partition_S(sb), copy_b.retile(fb)
     if a_regs:
         fa = _a_view(sa)
         for k in range(cute.size(fa, mode=[2])):
             cute.copy(copy_b, src_b[None, None, k], dst_b[None, None, k])
-            cute.gemm(mma, acc, fa[None, None, k], fb[None, None, k], acc)
+            mma_step(mma, acc, fa[None, None, k], fb[None, None, k])
         return
-    fa = mma.make_fragment_A(thr.partition_A(sa))
-    copy_a = cute.make_tiled_copy_A(_s2r_atom(sa.element_type, a_mn_major), mma).get_slice(tid)
+    fa = tiled.make_fragment_A(thr.partition_A(sa))
+    copy_a = cute.make_tiled_copy_A(_s2r_atom(sa.element_type, a_mn_major), tiled).get_slice(tid)
     src_a, dst_a = copy_a.partition_S(sa), copy_a.retile(fa)
     for k in range(cute.size(fa, mode=[2])):
         cute.copy(copy_a, src_a[None, None, k], dst_a[None, None, k])
         cute.copy(copy_b, src_b[None, None, k], dst_b[None, None, k])
-        cute.gemm(mma, acc, fa[None, None, k], fb[None, None, k], acc)
+        mma_step(mma, acc, fa[None, None, k], fb[None, None, k])
+
+
+def mma_step(mma, acc, fa, fb) -> None:
+    """One K step of mma.sync: ``acc += fa @ fb`` over this thread's fragments of every
+    atom (``fa`` ``(values, M atoms)``, ``fb`` ``(values, N atoms)``).  An
+    :class:`Int8WarpMma` issues an m16n8k32 per atom, reading the 16-bit byte pairs of
+    the operand fragments as 32-bit registers (A: 4, B: 2, in PTX's order)."""
+    if not isinstance(mma, Int8WarpMma):
+        cute.gemm(mma, acc, fa, fb, acc)
+        return
+    a = cute.recast_tensor(fa, cutlass.Int32)
+    b = cute.recast_tensor(fb, cutlass.Int32)
+    for m in range(cute.size(acc, mode=[1])):
+        for n in range(cute.size(acc, mode=[2])):
+            mma_i8(mma.kinds, acc[None, m, n], a[None, m], b[None, n])
 
 
 def _a_view(regs):
