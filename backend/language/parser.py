@@ -617,6 +617,9 @@ class _Parser:
         self.reduce_scopes: list[_CommReducer] = []
         self.view_roots: dict[str, N.Buffer] = {}  # a view's name -> the buffer it views
         self.pending: Optional[list] = None  # see stmt: what a T.ldg*/T.lds* needs first
+        # a comprehension's allocations: named after the assigned name, counted per name
+        self.comprehension_name: Optional[str] = None
+        self.comprehension_count: dict[str, int] = {}
         # TileLang's function attributes, set by top-level statements: the T.empty outputs
         # (name -> (buffer, statement)), the names `return` gives, in order (None: no
         # return), T.annotate_pass_configs' and T.annotate_compile_flags' values
@@ -2184,18 +2187,97 @@ class _Parser:
             raise self.error(node, f"{what} must be positive ints known at parse time, got {v!r}")
         return v
 
+    def python_iterable(self, node, value, what: str):
+        """``value`` (of ``node``) iterated while parsing: TileLang's builder refuses a TIR
+        expression or buffer (``python_iterable``) and anything that is not iterable."""
+        if _is_ir(value) or VL.is_vector(value) or \
+                isinstance(value, (_BufferRef, _RegionRef, _VarRef, _VectorVarRef, F.Form)):
+            raise self.error(node, f"{what} over `{ast.unparse(node)}`: a TIR expression or "
+                                   "buffer is not iterable; use range(n) or T.serial(n) to "
+                                   "loop over a runtime extent, or iterate over a Python "
+                                   "container")
+        try:
+            return list(value)
+        except TypeError:
+            raise self.error(node, f"{what} over `{ast.unparse(node)}`: expected range, "
+                                   "T.serial, T.Parallel, T.unroll, T.Pipelined, ... or a "
+                                   f"Python iterable, got {type(value).__name__}") from None
+
+    def bind_python_target(self, target, value, s) -> None:
+        """Bind a Python loop's or comprehension's target (a name or nested tuple of names)
+        to one item, as Python does."""
+        if isinstance(target, ast.Name):
+            self.bind(target.id, value)
+            return
+        if isinstance(target, (ast.Tuple, ast.List)) and \
+                not any(isinstance(t, ast.Starred) for t in target.elts):
+            try:
+                items = list(value)
+            except TypeError:
+                raise self.error(s, f"cannot unpack {type(value).__name__} into "
+                                    f"`{ast.unparse(target)}`") from None
+            if len(items) != len(target.elts):
+                raise self.error(s, f"cannot unpack {len(items)} values into "
+                                    f"{len(target.elts)} names (`{ast.unparse(target)}`)")
+            for t, v in zip(target.elts, items):
+                self.bind_python_target(t, v, s)
+            return
+        raise self.error(s, f"a Python loop target is a name or a tuple of names, not "
+                            f"`{ast.unparse(target)}`")
+
+    def python_loop(self, s: ast.For) -> list[N.Stmt]:
+        """``for w in taps:`` / ``for i, (x, t) in enumerate(zip(xs, tiles)):`` over a
+        Python iterable: TileLang's builder runs the body once per item while tracing (no
+        loop in the kernel, no new scope); ``break`` / ``continue`` end the expansion or the
+        item, and under a runtime condition are TileLang's NotImplementedError."""
+        items = self.python_iterable(s.iter, self.expr(s.iter), "a for loop")
+        out: list[N.Stmt] = []
+        for item in items:
+            self.bind_python_target(s.target, item, s)
+            body = list(self.block(s.body))
+            stop = None
+            for k, st in enumerate(body):
+                if isinstance(st, (_Break, _Continue)) and st.form != "T.loop_break":
+                    stop = "break" if isinstance(st, _Break) else "continue"
+                    body = body[:k]
+                    break
+                self.python_loop_exit_under_if(st, s)
+            out.extend(body)
+            if stop == "break":
+                break
+        return out
+
+    def python_loop_exit_under_if(self, st, s) -> None:
+        """A ``break``/``continue`` of a Python loop under a runtime ``if`` (not inside a
+        kernel loop of its own): TileLang cannot lower it (no runtime loop to leave)."""
+        if isinstance(st, (N.For, N.While)):
+            return
+        if isinstance(st, (_Break, _Continue)) and st.form != "T.loop_break":
+            raise self.error(s, f"{st.form} of a loop over a Python iterable under a runtime "
+                                "condition: the expanded loop has no runtime target "
+                                "(TileLang's NotImplementedError); loop with T.serial, or "
+                                "branch on a parse-time condition")
+        for f in getattr(st, "__dataclass_fields__", {}):
+            v = getattr(st, f, None)
+            if isinstance(v, tuple):
+                for x in v:
+                    if isinstance(x, N.Stmt):
+                        self.python_loop_exit_under_if(x, s)
+
     def for_stmt(self, s: ast.For) -> list[N.Stmt]:
         if s.orelse:
             raise self.error(s, "for-else is not supported")
         it = s.iter
         loops = "T.Parallel(...), T.serial(...), T.unroll(...), T.Pipelined(...) or range(...)"
-        if not isinstance(it, ast.Call):
-            raise self.error(s, f"loop over {loops}")
-        form = self.form_of(it.func)
-        if form is None and isinstance(it.func, ast.Name) and it.func.id == "range" \
-                and self.lookup("range", it) is range:
+        form = self.form_of(it.func) if isinstance(it, ast.Call) else None
+        if form is None and isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and \
+                it.func.id == "range" and self.lookup("range", it) is range:
             form = F.FORMS["serial"]  # range(start, stop, step) binds like T.serial
-        if form is None or form.kind != "for":
+        if form is None:
+            # TileLang's builder: a loop over a Python iterable (a list, a tuple, zip(...),
+            # enumerate(...)) expands its body once per item while the kernel is traced
+            return self.python_loop(s)
+        if form.kind != "for":
             raise self.error(s, f"loop over {loops}")
         if not self.in_kernel:
             raise self.error(s, "loops must be inside a T.Kernel block")
@@ -2895,7 +2977,11 @@ class _Parser:
             return self.unpack(target, s)
         if not isinstance(target, ast.Name):
             raise self.error(s, "assign to a name or to a buffer element `A[i, j] = ...`")
-        return self.assign_name(target, s.value, s)
+        outer, self.comprehension_name = self.comprehension_name, target.id
+        try:
+            return self.assign_name(target, s.value, s)
+        finally:
+            self.comprehension_name = outer
 
     def assert_stmt(self, s: ast.Assert) -> list[N.Stmt]:
         """Python's ``assert`` on parse-time values (a macro's ``assert M == M_`` on shapes):
@@ -7345,13 +7431,85 @@ class _Parser:
                 raise self.error(node, f"`{ast.unparse(node.value)}` is a scalar, not a buffer")
             if isinstance(base, _RegionRef):
                 raise base.refuse(self, node, "indexing an element")
-            return base[self.expr(node.slice)]
+            key = self.expr(node.slice)
+            if isinstance(base, (list, tuple)) and (_is_ir(key) or (
+                    isinstance(key, tuple) and any(_is_ir(k) for k in key))):
+                raise self.error(node, f"`{ast.unparse(node.value)}` is a Python "
+                                       f"{type(base).__name__}, indexed here by the runtime "
+                                       f"value `{ast.unparse(node.slice)}` (a loop over "
+                                       "range(n) is T.serial, as in TileLang): index it by a "
+                                       "Python int, e.g. loop over the list itself or "
+                                       "enumerate(...)")
+            return base[key]
         if isinstance(node, ast.Call):
             return self.call(node)
+        if isinstance(node, (ast.ListComp, ast.GeneratorExp, ast.SetComp, ast.DictComp)):
+            return self.comprehension(node)
         if isinstance(node, ast.Slice):
             return slice(self.expr(node.lower) if node.lower else None,
                          self.expr(node.upper) if node.upper else None)
         raise self.error(node, f"`{type(node).__name__}` expressions are not supported")
+
+    def comprehension(self, node):
+        """``[T.alloc_shared((bm, w), dtype) for w in widths]``, ``{b: layout(b) for b in
+        bufs}``, ``sum(w for w in ws)``: Python's comprehension, evaluated while parsing (as
+        TileLang's builder leaves it to Python), in a scope of its own.  An allocation in
+        it is one buffer per item, named after the assigned name (``tiles_0``, ...)."""
+        items: list = []
+        self.push(control=False)
+        try:
+            def walk(k):
+                if k == len(node.generators):
+                    if isinstance(node, ast.DictComp):
+                        items.append((self.comprehension_item(node.key, node),
+                                      self.comprehension_item(node.value, node)))
+                    else:
+                        items.append(self.comprehension_item(node.elt, node))
+                    return
+                g = node.generators[k]
+                if g.is_async:
+                    raise self.error(node, "an async comprehension is not supported")
+                for v in self.python_iterable(g.iter, self.expr(g.iter), "a comprehension"):
+                    self.bind_python_target(g.target, v, node)
+                    keep = True
+                    for c in g.ifs:
+                        cv = self.expr(c)
+                        if _is_ir(cv) or VL.is_vector(cv):
+                            raise self.error(c, f"a comprehension's condition "
+                                                f"`{ast.unparse(c)}` is a runtime value; it "
+                                                "is decided while parsing")
+                        if not cv:
+                            keep = False
+                            break
+                    if keep:
+                        walk(k + 1)
+            walk(0)
+        finally:
+            self.pop()
+        if isinstance(node, ast.ListComp):
+            return items
+        if isinstance(node, ast.SetComp):
+            return set(items)
+        if isinstance(node, ast.DictComp):
+            return dict(items)
+        return iter(items)
+
+    def comprehension_item(self, elt, node):
+        if isinstance(elt, ast.Call):
+            form = self.form_of(elt.func)
+            if form is not None and form.kind == "alloc":
+                if form.__name__ in ("alloc_var", "alloc_barrier", "alloc_cluster_barrier"):
+                    raise self.error(elt, f"T.{form.__name__} in a comprehension is not "
+                                          "supported by tilecute: bind each to a name")
+                if self.pending is None:
+                    raise self.error(elt, f"T.{form.__name__} in a comprehension allocates: "
+                                          "use the comprehension in an assignment")
+                base = self.comprehension_name or form.__name__.replace("alloc_", "")
+                name = f"{base}_{self.comprehension_count.get(base, 0)}"
+                self.comprehension_count[base] = self.comprehension_count.get(base, 0) + 1
+                self.pending += self.allocate(name, form, elt, node)
+                return self.lookup_local(name)
+        return self.expr(elt)
 
     def unary(self, node: ast.UnaryOp, a):
         """``-a``, ``+a``, ``not a``, ``~a`` on one value (a parse-time one in Python)."""
