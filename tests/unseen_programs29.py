@@ -636,3 +636,88 @@ def _relu_sq_func(N=5000, block=128):
 
 relu_squared_wrapped = tilecute.jit(out_idx=[-1], pass_configs={"tl.disable_tma_lower": True})(_relu_sq_func)
 relu_squared_wrapped.__doc__ = "relu(x) ** 2 via tilecute.jit(...) applied as a call to a helper factory."
+
+
+def _softmax_row_per_thread(M, N, dtype):
+    """Narrow rows: one thread a row, the row walked serially."""
+
+    @T.prim_func
+    def narrow(X: T.Tensor((M, N), dtype), Y: T.Tensor((M, N), dtype)):
+        with T.Kernel(T.ceildiv(M, 128), threads=128) as bx:
+            tx = T.get_thread_binding()
+            r = bx * 128 + tx
+            if r < M:
+                mx = T.alloc_var(T.float32, init=-T.infinity(T.float32))
+                sm = T.alloc_var(T.float32, init=0.0)
+                for j in T.serial(N):
+                    mx = T.max(mx, T.cast(X[r, j], T.float32))
+                for j in T.serial(N):
+                    sm += T.exp(T.cast(X[r, j], T.float32) - mx)
+                for j in T.serial(N):
+                    Y[r, j] = T.cast(T.exp(T.cast(X[r, j], T.float32) - mx) / sm, dtype)
+
+    return narrow
+
+
+def _softmax_row_per_block(M, N, dtype):
+    """Wide rows: one block a row, tile reductions."""
+
+    @T.prim_func
+    def wide(X: T.Tensor((M, N), dtype), Y: T.Tensor((M, N), dtype)):
+        with T.Kernel(M, threads=256) as bx:
+            x = T.alloc_fragment((N,), T.float32)
+            m = T.alloc_fragment((1,), T.float32)
+            s = T.alloc_fragment((1,), T.float32)
+            T.copy(X[bx, 0:N], x)
+            T.reduce_max(x, m, dim=0)
+            for j in T.Parallel(N):
+                x[j] = T.exp(x[j] - m[0])
+            T.reduce_sum(x, s, dim=0)
+            for j in T.Parallel(N):
+                x[j] = x[j] / s[0]
+            T.copy(x, Y[bx, 0:N])
+
+    return wide
+
+
+@tilecute.jit(out_idx=[-1])
+def softmax_dispatch_by_width(M=300, N=16, *, dtype="float16", narrow_limit=64):
+    """A factory choosing between two helper prim_func builders by a Python condition on
+    the row width (the pattern of libraries that dispatch on shape)."""
+    build = _softmax_row_per_thread if N <= narrow_limit else _softmax_row_per_block
+    return build(M, N, dtype)
+
+
+@tilecute.jit(out_idx=[2])
+def triton_matmul_masked_flat(M=200, N=136, K=72, *, BLOCK_M=64, BLOCK_N=64, BLOCK_K=32, GROUP_M=None):
+    """Triton's matmul tutorial shape in TileLang: A and B passed as flat storage with
+    Python-computed strides, tiles gathered into shared memory with masked loads
+    (T.if_then_else(..., 0)) on every edge, T.gemm on the tiles, a masked store; the
+    grid padded up with T.ceildiv and GROUP_M (unused when None) a Python conditional."""
+    stride_am, stride_ak = K, 1
+    stride_bk, stride_bn = N, 1
+    k_tiles = (K + BLOCK_K - 1) // BLOCK_K
+    threads = 128 if GROUP_M is None else 256
+
+    @T.prim_func
+    def main(A: T.Tensor((M * K,), T.float16), B: T.Tensor((K * N,), T.float16), C: T.Tensor((M, N), T.float32)):
+        with T.Kernel(T.ceildiv(N, BLOCK_N), T.ceildiv(M, BLOCK_M), threads=threads) as (pid_n, pid_m):
+            a_s = T.alloc_shared((BLOCK_M, BLOCK_K), T.float16)
+            b_s = T.alloc_shared((BLOCK_K, BLOCK_N), T.float16)
+            acc = T.alloc_fragment((BLOCK_M, BLOCK_N), T.float32)
+            T.clear(acc)
+            for kt in T.serial(k_tiles):
+                for i, k in T.Parallel(BLOCK_M, BLOCK_K):
+                    rm = pid_m * BLOCK_M + i
+                    rk = kt * BLOCK_K + k
+                    a_s[i, k] = T.if_then_else((rm < M) & (rk < K), A[rm * stride_am + rk * stride_ak], T.float16(0))
+                for k, j in T.Parallel(BLOCK_K, BLOCK_N):
+                    rk = kt * BLOCK_K + k
+                    rn = pid_n * BLOCK_N + j
+                    b_s[k, j] = T.if_then_else((rk < K) & (rn < N), B[rk * stride_bk + rn * stride_bn], T.float16(0))
+                T.gemm(a_s, b_s, acc)
+            for i, j in T.Parallel(BLOCK_M, BLOCK_N):
+                if (pid_m * BLOCK_M + i < M) & (pid_n * BLOCK_N + j < N):
+                    C[pid_m * BLOCK_M + i, pid_n * BLOCK_N + j] = acc[i, j]
+
+    return main

@@ -7138,6 +7138,17 @@ class _Parser:
             ref = self.lookup(node.id, node)
             if isinstance(ref, _RegionRef):
                 return ref.region
+        if isinstance(node, ast.Subscript) and isinstance(
+                self.python_value(node.value), (list, tuple, dict)):
+            # `accs[h]` of a Python list of buffers: the item (a buffer or a region alias);
+            # a whole buffer as its full region (`accs_0[0:64, 0:64]`), not the element form
+            # a subscript of a buffer is
+            item = self.expr(node)
+            if isinstance(item, _RegionRef):
+                return item.region
+            buf = self.buffer_of(node)
+            return N.Region(buf.name, tuple(N.Const(0, "int32") for _ in buf.shape),
+                            tuple(N.as_expr(d) for d in buf.shape))
         if isinstance(node, ast.Subscript):
             buf = self.buffer_of(node.value)
             idx = self.indices(node)

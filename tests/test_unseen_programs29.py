@@ -1,0 +1,141 @@
+"""A twenty-ninth set of programs in TileLang's idioms (tests/unseen_programs29.py): kernels built
+on the Python side as real repositories build them -- factories with keyword-only parameters,
+dtype spellings (strings, T.* objects, torch dtypes), shapes and tunables computed in Python,
+trace-time loops over Python lists / tuples / zip / enumerate, comprehensions allocating
+buffers, buffers in lists and dicts, macros with defaults / keywords / closures / return
+values, prim_funcs built by helpers, mixed symbolic shapes, threads= tuples and lists,
+T.annotate_layout from a dict comprehension, T.use_swizzle, and Triton ports on flat storage.
+CPU: each builds to an sm_90a cubin and what matters is checked in the generated source.
+GPU: each matches a torch reference (run: pytest -q -m gpu tests/test_unseen_programs29.py)."""
+
+import pytest
+
+import unseen_programs29 as P
+
+PROGRAMS = ["bias_act_rows", "gemm_from_config", "torch_dtype_rmsnorm", "prod_flatten_scale",
+            "conditional_tiles_colsum", "stencil_python_taps", "concat_widths_zip", "multi_head_accumulators",
+            "dict_buffers_layernorm", "python_loop_over_list_of_scales", "macro_defaults_and_keywords",
+            "macro_closure_group_quant", "composed_rowscale", "mixed_symbolic_batched_add",
+            "transpose_threads_tuple", "threads_list_rowmax", "gemm_layout_dict", "triton_softmax_flat",
+            "triton_clamp_relu_flat", "triton_layernorm_view", "triton_strided_batch_transpose",
+            "triton_fused_add_gelu_reshape", "gemm_epilogue_pipeline", "relu_squared_wrapped",
+            "softmax_dispatch_by_width", "triton_matmul_masked_flat"]
+
+
+@pytest.fixture(autouse=True)
+def _arch(monkeypatch):
+    monkeypatch.setenv("TILECUTE_ARCH", "sm_90a")
+
+
+def _body(name, **kw):
+    """The @cute.kernel functions' text (not the launch wrapper)."""
+    src = getattr(P, name)(**kw).get_kernel_source()
+    return src.split("\n@cute.kernel\n", 1)[1].split("\n@cute.jit", 1)[0]
+
+
+def test_every_program_is_listed():
+    defined = [n for n, f in vars(P).items() if hasattr(f, "get_kernel_source") or hasattr(f, "compile")]
+    assert sorted(n for n in defined if n not in ("tilecute", "T", "torch")) == sorted(PROGRAMS)
+
+
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_program_builds_a_cubin(name):
+    assert getattr(P, name)().ensure_cubin()
+
+
+# ---- what the generated source says ------------------------------------------------------
+def test_factory_parameters():
+    src = _body("bias_act_rows")  # relu by a Python string: T.max(v, 0) on the float32 sum
+    assert "cutlass.Float16(cute.arch.fmax(v, cutlass.Float32(0.0)))" in src and "B_ptr" in src
+    src = _body("bias_act_rows", with_bias=False, act="silu")  # no bias parameter at all
+    assert "B_ptr" not in src and "cute.math.exp(" in src and "fmax" not in src
+    src = _body("torch_dtype_rmsnorm")  # torch.bfloat16 is bfloat16; 4096 // 1024 rows a block
+    assert "cute.make_rmem_tensor((8,), cutlass.BFloat16)" in src
+    assert "cute.make_layout((64, 1024,), stride=(1024, 1,))" in src
+    src = _body("prod_flatten_scale")  # math.prod(shape) = 12288, the 4-D tensor viewed flat
+    assert "xf = cute.make_tensor(X_ptr, cute.make_layout((12288,), stride=(1,)))  # T.view of X" in src
+    assert "yf[g] = xf[g] * cutlass.Float32(0.5) + cutlass.Float32(g - g // 16 * 16)" in src
+    src = _body("gemm_from_config")  # the panel of 4 in column order remaps the block indices
+    assert "panel_first + 4 <= 4" in src and "by_1_ =" in src
+    src = _body("gemm_from_config", config="large")
+    assert "(2, 1)" in src or "256" in src  # 256 threads: two warpgroups
+    src = _body("softmax_dispatch_by_width")  # N=16 picks the thread-a-row builder
+    assert "def tilecute_narrow_0(" in src
+    assert "def tilecute_wide_0(" in _body("softmax_dispatch_by_width", N=1024)
+
+
+def test_python_loops_unroll_at_trace_time():
+    src = _body("stencil_python_taps")  # three taps, three masked reads, no loop
+    assert "for " not in src.split("acc[0] = cutlass.Float32(0.0)", 1)[1]
+    for name, w in (("src", "0.25"), ("src_1_", "0.5"), ("src_2_", "0.25")):
+        assert f"acc[0] = acc[0] + cutlass.Float32({w}) * cutlass.select_({name} >= 0 and {name} < 4096" in src
+    assert "src = g + -1" in src and "src_2_ = g + 1" in src
+    src = _body("python_loop_over_list_of_scales")
+    for s in ("1.0", "-2.0", "0.5", "3.0"):
+        assert f"cute.arch.fmax(x_f[tc_lane" in src and f"* cutlass.Float32({s}), cutlass.Float32(0.0))" in src
+    src = _body("python_loop_over_list_of_scales", scales=[0.0, 2.0])  # the zero scale is skipped
+    assert src.count("cute.arch.fmax(") == 1 and "cutlass.Float32(2.0)" in src
+    src = _body("gemm_epilogue_pipeline")  # stages applied in the tuple's order
+    assert src.index("* cutlass.Float32(0.5)") < src.index("Bias.iterator") < src.index("cute.arch.fmax(acc[")
+    src = _body("gemm_epilogue_pipeline", epilogue=("relu",))
+    assert "Bias.iterator" not in src and "Float32(0.5)" not in src and "cute.arch.fmax(acc[" in src
+
+
+def test_buffers_in_python_containers():
+    src = _body("concat_widths_zip")  # one shared tile per width, named after the list
+    assert "tiles_0_ = " in src and "tiles_1_ = " in src and "tiles_2_ = " in src
+    assert "cute.make_layout(2048))" in src and "cute.make_layout(1024))" in src and "cute.make_layout(3072))" in src
+    # each input lands at its column offset (0, 64, 96) of the 192-wide output
+    assert "* 192 + 0 + j" in src and "* 192 + 64 + j_1_" in src and "* 192 + 96 + j_2_" in src
+    src = _body("multi_head_accumulators")
+    assert "# T.gemm(xs_0, ws_0, accs_0): accs_0 = xs_0 @ ws_0" in src
+    assert "# T.gemm(xs_1, ws_1, accs_1): accs_1 = xs_1 @ ws_1" in src
+    assert "tct.store(Y_desc, tc_smem + 0, (0, bx * 64)" in src and "tct.store(Y_desc, tc_smem + 0, (64, bx * 64)" in src
+    src = _body("dict_buffers_layernorm")
+    assert "stats_0_ = cute.make_rmem_tensor((4,), cutlass.Float32)" in src
+    assert "cute.math.rsqrt(tcr.pick(stats_1_, i_2_, 4) / cutlass.Float32(512.0)" in src
+    assert "* cutlass.Float32(2.0)" not in src  # affine=False: the branch is never traced
+    assert "* cutlass.Float32(2.0)" in _body("dict_buffers_layernorm", affine=True)
+    src = _body("gemm_layout_dict")  # the dict comprehension's layouts swizzle both tiles
+    assert src.count("tcm.operand(") == 2
+    assert "False, \"wgmma\")" in src and "True, \"wgmma\")" in src
+
+
+def test_macros():
+    src = _body("macro_defaults_and_keywords")
+    # the default kind="max" then kind="sum"; the keyword call's default scale=1.0
+    assert src.index('"max"') < src.index("cute.math.exp(") < src.index('"sum"')
+    src = _body("macro_closure_group_quant")  # the helper's group (32) and range (127)
+    assert "sc = amax[0] / cutlass.Float32(127.0)" in src and "S[g] = sc" in src
+    assert "for t in cutlass.range(0, 32):" in src and "cutlass.Float32(-127.0)" in src
+    src = _body("macro_closure_group_quant", group=16, bits=4)
+    assert "cutlass.Float32(7.0)" in src and "cutlass.range(0, 16)" in src
+
+
+def test_symbolic_shapes_and_threads():
+    src = _body("composed_rowscale")
+    assert "M: cutlass.Int32" in src and "if bx * 8 + i < M:" in src
+    src = _body("mixed_symbolic_batched_add")
+    assert "B: cutlass.Int32, L: cutlass.Int32" in src
+    assert "cute.make_layout((B, L, 128,), stride=(128 * L, 128, 1,))" in src
+    src = _body("transpose_threads_tuple")
+    assert "tc_tid = tc_tx + tc_ty * 32" in src and "s[(ty + r * 8) * 33 + tx]" in src
+    src = _body("threads_list_rowmax")
+    assert "tc_tid = tc_tx + tc_ty * 64" in src and "part[" in src
+
+
+def test_triton_ports():
+    src = _body("triton_softmax_flat")  # BLOCK = 1024 (next power of two of 781), masked -inf
+    assert 'cutlass.select_((c + tc_lane3) < 781, tc_ld4, cutlass.Float32(float("-inf")))' in src
+    assert "Y[pid * 781 + (c_2_ + tc_lane18)] = row[" in src
+    src = _body("triton_clamp_relu_flat")  # tl::clamp keeps a NaN; relu is fmax(x, 0)
+    assert "cute.math.isnan(cutlass.Float32(x))" in src and "cutlass.Float32(-1.5)" in src
+    assert "cute.arch.fmax(cutlass.Float32(x), cutlass.Float32(0.0))" in src
+    src = _body("triton_layernorm_view")
+    assert "X = cute.make_tensor(Xf_ptr, cute.make_layout((64, 384,), stride=(384, 1,)))  # T.view of Xf" in src
+    assert "cutlass.select_(col < 384, cutlass.Float32(tc_ld3), cutlass.Float32(0.0))" in src
+    src = _body("triton_strided_batch_transpose")
+    assert "Y[pb * 3840 + c * 48 + r] = X[pb * 3840 + r * 80 + c]" in src
+    src = _body("triton_matmul_masked_flat")
+    assert "tc_ld5 = A[rm * 72 + rk * 1]" in src and "tc_ld8 = B[rk_1_ * 136 + rn * 1]" in src
+    assert "C[pid_m * 64 + i_1_, pid_n * 64 + (j_1_ + tc_lane10)] = acc[" in src
