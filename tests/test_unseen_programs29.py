@@ -139,3 +139,156 @@ def test_triton_ports():
     src = _body("triton_matmul_masked_flat")
     assert "tc_ld5 = A[rm * 72 + rk * 1]" in src and "tc_ld8 = B[rk_1_ * 136 + rn * 1]" in src
     assert "C[pid_m * 64 + i_1_, pid_n * 64 + (j_1_ + tc_lane10)] = acc[" in src
+
+
+# ---- GPU: against torch --------------------------------------------------------------------
+def _close(got, want, tol):
+    import torch
+    torch.testing.assert_close(got.float(), want.float(), atol=tol, rtol=tol)
+
+
+@pytest.mark.gpu
+def test_factories_on_gpu():
+    import torch
+    torch.manual_seed(0)
+    dev = "cuda"
+    x = torch.randn(256, 512, device=dev).half()
+    b = torch.randn(512, device=dev).half()
+    _close(P.bias_act_rows()(x, b), torch.relu(x.float() + b.float()), 1e-2)
+    _close(P.bias_act_rows(with_bias=False, act="silu")(x), torch.nn.functional.silu(x.float()), 1e-2)
+
+    for cfg in ("small", "large"):
+        a = torch.randn(256, 256, device=dev).half()
+        w = torch.randn(256, 256, device=dev).half()
+        _close(P.gemm_from_config(config=cfg)(a, w), a.float() @ w.float(), 5e-1)
+
+    x = torch.randn(64, 1024, device=dev).bfloat16()
+    w = torch.rand(1024, device=dev) + 0.5
+    xf = x.float()
+    want = xf * torch.rsqrt((xf * xf).mean(1, keepdim=True) + 1e-6) * w
+    _close(P.torch_dtype_rmsnorm()(x, w), want, 3e-2)
+
+    x = torch.randn(4, 6, 32, 16, device=dev)
+    col = torch.arange(16, device=dev, dtype=torch.float32)
+    _close(P.prod_flatten_scale()(x), x * 0.5 + col, 1e-6)
+
+    x = torch.randn(256, 1024, device=dev).half()
+    _close(P.conditional_tiles_colsum()(x), x.float().sum(0), 5e-2)
+    x = torch.randn(64, 512, device=dev).half()
+    _close(P.conditional_tiles_colsum(M=64, N=512)(x), x.float().sum(0), 5e-2)
+
+    for n, d in ((300, 16), (64, 1024)):
+        x = torch.randn(n, d, device=dev).half() * 3
+        _close(P.softmax_dispatch_by_width(M=n, N=d)(x), torch.softmax(x.float(), 1), 2e-3)
+
+
+@pytest.mark.gpu
+def test_trace_time_python_on_gpu():
+    import torch
+    torch.manual_seed(1)
+    dev = "cuda"
+    x = torch.randn(4096, device=dev)
+    want = torch.nn.functional.conv1d(x.view(1, 1, -1), torch.tensor([[[0.25, 0.5, 0.25]]], device=dev),
+                                      padding=1).view(-1)
+    _close(P.stencil_python_taps()(x), want, 1e-5)
+
+    xs = [torch.randn(128, w, device=dev).half() for w in (64, 32, 96)]
+    assert torch.equal(P.concat_widths_zip()(*xs), torch.cat(xs, 1))
+
+    x = torch.randn(128, 128, device=dev).half()
+    w = torch.randn(2, 64, 64, device=dev).half() / 8
+    want = torch.cat([x[:, :64].float() @ w[0].float(), x[:, 64:].float() @ w[1].float()], 1)
+    _close(P.multi_head_accumulators()(x, w), want, 3e-2)
+
+    x = torch.randn(256, 512, device=dev) * 2 + 1
+    _close(P.dict_buffers_layernorm()(x), torch.nn.functional.layer_norm(x, (512,), eps=1e-5), 1e-4)
+    _close(P.dict_buffers_layernorm(affine=True)(x), 2 * torch.nn.functional.layer_norm(x, (512,), eps=1e-5), 1e-4)
+
+    x = torch.randn(2048, device=dev)
+    want = sum(torch.relu(s * x) for s in (1.0, -2.0, 0.5, 3.0))
+    _close(P.python_loop_over_list_of_scales()(x), want, 1e-5)
+
+    a = torch.randn(256, 128, device=dev).half()
+    b = torch.randn(128, 256, device=dev).half()
+    bias = torch.randn(256, device=dev)
+    want = torch.relu((a.float() @ b.float()) * 0.5 + bias)
+    _close(P.gemm_epilogue_pipeline()(a, b, bias), want, 5e-2)
+    _close(P.gemm_epilogue_pipeline(epilogue=("bias", "scale"), alpha=2.0)(a, b, bias),
+           (a.float() @ b.float() + bias) * 2.0, 2e-1)
+
+
+@pytest.mark.gpu
+def test_macros_on_gpu():
+    import torch
+    torch.manual_seed(2)
+    dev = "cuda"
+    x = torch.randn(128, 256, device=dev) * 3
+    _close(P.macro_defaults_and_keywords()(x), torch.softmax(x, 1), 1e-5)
+
+    x = torch.randn(8192, device=dev) * 4
+    q, s = P.macro_closure_group_quant()(x)
+    g = x.view(-1, 32)
+    want_s = g.abs().amax(1).clamp_min(1e-8) / 127.0
+    _close(s, want_s, 1e-6)
+    want_q = torch.round(g / want_s[:, None]).clamp(-127, 127).to(torch.int8).view(-1)
+    assert (q.int() - want_q.int()).abs().max().item() <= 1
+
+
+@pytest.mark.gpu
+def test_symbolic_shapes_and_threads_on_gpu():
+    import torch
+    torch.manual_seed(3)
+    dev = "cuda"
+    for m in (5, 64, 77):
+        x = torch.randn(m, 256, device=dev).half()
+        s = torch.randn(m, device=dev)
+        _close(P.composed_rowscale()(x, s), x.float() * s[:, None], 1e-2)
+
+    for bsz, seq in ((1, 50), (3, 128), (2, 200)):
+        x = torch.randn(bsz, seq, 128, device=dev)
+        p = torch.randn(seq, 128, device=dev)
+        _close(P.mixed_symbolic_batched_add()(x, p), x + p, 0)
+
+    x = torch.randn(256, 512, device=dev)
+    assert torch.equal(P.transpose_threads_tuple()(x), x.t().contiguous())
+    x = torch.randn(64, 256, device=dev)
+    _close(P.threads_list_rowmax()(x), x.amax(1), 0)
+
+    a = torch.randn(256, 256, device=dev).half()
+    b = torch.randn(256, 256, device=dev).half()
+    _close(P.gemm_layout_dict()(a, b), a.float() @ b.float(), 5e-1)
+
+
+@pytest.mark.gpu
+def test_triton_ports_on_gpu():
+    import torch
+    torch.manual_seed(4)
+    dev = "cuda"
+    x = torch.randn(100, 781, device=dev) * 3
+    _close(P.triton_softmax_flat()(x.view(-1)).view(100, 781), torch.softmax(x, 1), 1e-5)
+
+    x = (torch.randn(10000, device=dev) * 3).half()
+    x[:3] = float("nan")
+    y = P.triton_clamp_relu_flat()(x)
+    assert bool(torch.isnan(y[:3]).all())
+    xf = x.float()[3:]
+    _close(y[3:], xf.clamp(-1.5, 2.0) + torch.relu(xf), 1e-2)
+
+    x = torch.randn(64, 384, device=dev).half()
+    want = torch.nn.functional.layer_norm(x.float(), (384,), eps=1e-5)
+    _close(P.triton_layernorm_view()(x.view(-1)).view(64, 384), want, 1e-2)
+
+    x = torch.randn(4, 48, 80, device=dev)
+    y = P.triton_strided_batch_transpose()(x.view(-1)).view(4, 80, 48)
+    assert torch.equal(y, x.transpose(1, 2))
+
+    x = torch.randn(8, 16, 96, device=dev)
+    r = torch.randn(8, 16, 96, device=dev)
+    _close(P.triton_fused_add_gelu_reshape()(x, r), torch.nn.functional.gelu(x + r, approximate="tanh"), 1e-5)
+
+    x = torch.randn(5000, device=dev)
+    _close(P.relu_squared_wrapped()(x), torch.relu(x) ** 2, 1e-6)
+
+    a = torch.randn(200, 72, device=dev).half()
+    b = torch.randn(72, 136, device=dev).half()
+    _close(P.triton_matmul_masked_flat()(a.reshape(-1), b.reshape(-1)), a.float() @ b.float(), 5e-2)
