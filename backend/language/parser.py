@@ -1583,9 +1583,11 @@ class _Parser:
         if isinstance(s, ast.Assert):
             return self.assert_stmt(s)
         if isinstance(s, ast.Break):  # TileLang's builder: T.loop_break()
-            return [_Break(loc=self.loc(s), **_written_as(s))]
+            return [_Break(loc=self.loc(s), statement=not hasattr(s, "tvm_form"),
+                           **_written_as(s))]
         if isinstance(s, ast.Continue):  # TileLang's builder: tirx.continue_loop()
-            return [_Continue(loc=self.loc(s), **_written_as(s))]
+            return [_Continue(loc=self.loc(s), statement=not hasattr(s, "tvm_form"),
+                              **_written_as(s))]
         kind = type(s).__name__
         hint = {"While": "use `for ... in T.serial(n)`", "Return": "a prim_func returns nothing",
 "Try": "", "FunctionDef": "", "Raise": ""}.get(kind, "")
@@ -2237,7 +2239,7 @@ class _Parser:
             body = list(self.block(s.body))
             stop = None
             for k, st in enumerate(body):
-                if isinstance(st, (_Break, _Continue)) and st.form != "T.loop_break":
+                if isinstance(st, (_Break, _Continue)) and st.statement:
                     stop = "break" if isinstance(st, _Break) else "continue"
                     body = body[:k]
                     break
@@ -2252,8 +2254,8 @@ class _Parser:
         kernel loop of its own): TileLang cannot lower it (no runtime loop to leave)."""
         if isinstance(st, (N.For, N.While)):
             return
-        if isinstance(st, (_Break, _Continue)) and st.form != "T.loop_break":
-            raise self.error(s, f"{st.form} of a loop over a Python iterable under a runtime "
+        if isinstance(st, (_Break, _Continue)) and st.statement:
+            raise self.error(s, f"{'`break`' if isinstance(st, _Break) else '`continue`'} of a loop over a Python iterable under a runtime "
                                 "condition: the expanded loop has no runtime target "
                                 "(TileLang's NotImplementedError); loop with T.serial, or "
                                 "branch on a parse-time condition")
@@ -7742,6 +7744,7 @@ class _Break(N.Stmt):
 
     loc: Optional[N.Loc] = None
     form: str = "T.loop_break"
+    statement: bool = False  # Python's `break` (it may end a loop over a Python iterable)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -7751,6 +7754,7 @@ class _Continue(N.Stmt):
 
     loc: Optional[N.Loc] = None
     form: str = "`continue`"
+    statement: bool = False  # Python's `continue`
 
 
 def _has_break(body, marker=_Break) -> bool:

@@ -1,0 +1,113 @@
+"""Trace-time Python in a prim_func, as TileLang's builder runs it: a ``for`` over a Python
+iterable (a list, a tuple, ``zip``, ``enumerate``) expands its body once per item (``break`` /
+``continue`` end the expansion or the item; under a runtime condition TileLang raises
+NotImplementedError), comprehensions are evaluated while parsing (an allocation in one is one
+buffer per item), and a Python list item is a whole buffer to a tile op.  ``range(n)`` stays
+TileLang's T.serial, so a Python list indexed by its variable is a named error."""
+
+import pytest
+
+import tilecute.language as T
+from tilecute.language import FrontendError
+
+
+def _script(body: str, prelude: str = "") -> str:
+    return T.from_script(prelude + '''
+@T.prim_func
+def f(X: T.Tensor((128,), "float32"), Y: T.Tensor((128,), "float32")):
+    with T.Kernel(1, threads=128) as bx:
+        tx = T.get_thread_binding()
+''' + "\n".join("        " + line for line in body.strip("\n").splitlines()) + "\n").script()
+
+
+def test_loop_over_python_tuple_with_continue_and_break():
+    src = _script('''
+acc = T.alloc_var(T.float32, init=0.0)
+for k, w in enumerate(ws):
+    if w < 0:
+        continue
+    if k == 3:
+        break
+    acc += w * X[tx]
+Y[tx] = acc
+''', "ws = (1.0, -1.0, 2.0, 3.0, 4.0)\n")
+    # item 1 skipped (continue), items 3 and 4 never traced (break at k == 3); no loop left
+    assert "acc[0] = acc[0] + T.float32(1.0) * X[tx]\n        acc[0] = acc[0] + T.float32(2.0) * X[tx]\n" \
+        "        Y[tx] = acc[0]" in src
+    assert "for " not in src and "3.0" not in src and "-1.0" not in src
+
+
+def test_nested_targets_zip_and_list_of_buffers():
+    src = _script('''
+tiles = [T.alloc_shared((128,), T.float32) for _ in range(2)]
+for i, (t, s) in enumerate(zip(tiles, (2.0, 3.0))):
+    t[tx] = X[tx] * s + i
+Y[tx] = tiles[0][tx] + tiles[1][tx]
+''')
+    assert 'tiles_0 = T.alloc_shared((128,), "float32")' in src
+    assert 'tiles_1 = T.alloc_shared((128,), "float32")' in src
+    assert "tiles_0[tx] = X[tx] * T.float32(2.0) + T.float32(0.0)" in src
+    assert "tiles_1[tx] = X[tx] * T.float32(3.0) + T.float32(1.0)" in src
+    assert "Y[tx] = tiles_0[tx] + tiles_1[tx]" in src
+
+
+def test_comprehensions_are_python():
+    src = _script('''
+total = sum(w for w in widths if w > 1)
+named = {k: v * 2 for k, v in zip(("a", "b"), widths)}
+Y[tx] = X[tx] * total + named["b"]
+''', "widths = [1, 2, 3]\n")
+    # sum over a filtered generator (2 + 3) and a dict comprehension's value (2 * 2)
+    assert "total = 5\n" in src and 'Y[tx] = X[tx] * T.Cast("float32", total) + T.float32(4.0)' in src
+
+
+def test_dict_comprehension_of_buffers_in_a_tile_op():
+    src = _script('''
+bufs = {name: T.alloc_fragment((128,), T.float32) for name in ("lo", "hi")}
+T.copy(X, bufs["lo"])
+for i in T.Parallel(128):
+    bufs["hi"][i] = bufs["lo"][i] * 2.0
+T.copy(bufs["hi"], Y)
+''')
+    assert 'bufs_0 = T.alloc_fragment((128,), "float32")' in src and "bufs_1" in src
+    # a list or dict item given to a tile op is its whole buffer
+    assert "T.copy(X, bufs_0[0:128])" in src and "T.copy(bufs_1[0:128], Y)" in src
+    assert "bufs_1[i] = bufs_0[i] * T.float32(2.0)" in src
+
+
+@pytest.mark.parametrize("body, message", [
+    # TileLang's NotImplementedError: no runtime loop for the break to leave
+    ('''
+for w in (1.0, 2.0):
+    if X[tx] > w:
+        break
+    Y[tx] = w
+''', "`break` of a loop over a Python iterable under a runtime condition"),
+    ('''
+for v in X:
+    Y[tx] = v
+''', "a TIR expression or buffer is not iterable"),
+    ('''
+for v in tx:
+    Y[tx] = v
+''', "a TIR expression or buffer is not iterable"),
+    ('''
+for v in 3:
+    Y[tx] = v
+''', "expected range, T.serial, T.Parallel, T.unroll, T.Pipelined, ... or a Python iterable, got int"),
+    ('''
+xs = [T.alloc_shared((128,), T.float32) for _ in range(2)]
+for h in range(2):
+    xs[h][tx] = X[tx]
+''', "`xs` is a Python list, indexed here by the runtime value `h`"),
+    ('''
+vs = [T.alloc_var(T.float32) for _ in range(2)]
+''', "T.alloc_var in a comprehension is not supported"),
+    ('''
+ys = [X[tx] for i in range(4) if tx > i]
+''', "a comprehension's condition `tx > i` is a runtime value"),
+])
+def test_refusals_name_the_form(body, message):
+    with pytest.raises(FrontendError, match=message.replace("(", "\\(").replace(")", "\\)")
+                       .replace("[", "\\[").replace(".", "\\.").replace("`", ".")):
+        _script(body)
