@@ -51,6 +51,24 @@ Y[tx] = tiles[0][tx] + tiles[1][tx]
     assert "Y[tx] = tiles_0[tx] + tiles_1[tx]" in src
 
 
+def test_running_python_offset_and_list_append():
+    src = _script('''
+tiles = []
+off = 0
+for w in (32, 64):
+    tiles.append(T.alloc_shared((w,), T.float32))
+    for j in T.Parallel(w):
+        tiles[-1][j] = X[off + j]
+    off += w
+Y[tx] = tiles[0][tx % 32] + tiles[1][tx % 64] + off
+''')
+    # `off += w` on a Python int stays a Python int (it was a leaked AttributeError)
+    assert "off = 0\n" in src and "off_1 = 32\n" in src and "off_2 = 96\n" in src
+    assert 'tiles_0 = T.alloc_shared((32,), "float32")' in src
+    assert 'tiles_1 = T.alloc_shared((64,), "float32")' in src
+    assert "tiles_1[j_1] = X[off_1 + j_1]" in src
+
+
 def test_comprehensions_are_python():
     src = _script('''
 total = sum(w for w in widths if w > 1)

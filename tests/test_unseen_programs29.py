@@ -19,7 +19,7 @@ PROGRAMS = ["bias_act_rows", "gemm_from_config", "torch_dtype_rmsnorm", "prod_fl
             "transpose_threads_tuple", "threads_list_rowmax", "gemm_layout_dict", "triton_softmax_flat",
             "triton_clamp_relu_flat", "triton_layernorm_view", "triton_strided_batch_transpose",
             "triton_fused_add_gelu_reshape", "gemm_epilogue_pipeline", "relu_squared_wrapped",
-            "softmax_dispatch_by_width", "triton_matmul_masked_flat"]
+            "softmax_dispatch_by_width", "triton_matmul_masked_flat", "qkv_split_running_offset"]
 
 
 @pytest.fixture(autouse=True)
@@ -99,6 +99,18 @@ def test_buffers_in_python_containers():
     src = _body("gemm_layout_dict")  # the dict comprehension's layouts swizzle both tiles
     assert src.count("tcm.operand(") == 2
     assert "False, \"wgmma\")" in src and "True, \"wgmma\")" in src
+
+
+def test_running_offsets_and_list_append():
+    src = _body("qkv_split_running_offset")
+    # one fragment a part (the loop's `frag` allocated anew each item), offsets 0, 64, 96
+    assert "frag_2_ = cute.make_rmem_tensor(" in src
+    assert "off = 0" in src and "off_1_ = 64" in src and "off_2_ = 96" in src
+    assert "QKV[bx * 16 + i, off + (j + tc_lane2)]) * cutlass.Float32(0.125)" in src
+    # written back V, K, Q: the reversed list's first part is frag_2_ at out_off = 0
+    assert src.index("cutlass.Float16(frag_2_[") < src.index("cutlass.Float16(frag_1_[") < \
+        src.index("cutlass.Float16(frag[")
+    assert "out_off_2_ = 64" in src
 
 
 def test_macros():
@@ -215,6 +227,17 @@ def test_trace_time_python_on_gpu():
     _close(P.gemm_epilogue_pipeline()(a, b, bias), want, 5e-2)
     _close(P.gemm_epilogue_pipeline(epilogue=("bias", "scale"), alpha=2.0)(a, b, bias),
            (a.float() @ b.float() + bias) * 2.0, 2e-1)
+
+
+@pytest.mark.gpu
+def test_running_offsets_on_gpu():
+    import torch
+    torch.manual_seed(5)
+    x = torch.randn(128, 128, device="cuda").half()
+    bq = torch.randn(64, device="cuda").half()
+    q = x[:, :64].float() * 0.125 + bq.float()
+    want = torch.cat([x[:, 96:].float(), x[:, 64:96].float(), q], 1)
+    _close(P.qkv_split_running_offset()(x, bq), want, 1e-2)
 
 
 @pytest.mark.gpu

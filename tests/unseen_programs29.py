@@ -721,3 +721,36 @@ def triton_matmul_masked_flat(M=200, N=136, K=72, *, BLOCK_M=64, BLOCK_N=64, BLO
                     C[pid_m * BLOCK_M + i, pid_n * BLOCK_N + j] = acc[i, j]
 
     return main
+
+
+@tilecute.jit(out_idx=[2])
+def qkv_split_running_offset(M=128, *, dims=(64, 32, 32), scales=(0.125, 1.0, 1.0), block_M=16):
+    """A fused QKV row split into its parts: fragments collected with list.append in a loop
+    over the part widths, the column offset a Python int advanced with `off += d`; Q is
+    scaled and biased, K and V copied, and the parts written back into one packed output in the order
+    V, K, Q (a reversed Python list)."""
+    total = sum(dims)
+
+    @T.prim_func
+    def main(QKV: T.Tensor((M, total), T.float16), Bq: T.Tensor((dims[0],), T.float16),
+             Out: T.Tensor((M, total), T.float16)):
+        with T.Kernel(M // block_M, threads=128) as bx:
+            parts = []
+            offsets = []
+            off = 0
+            for d, sc in zip(dims, scales):
+                frag = T.alloc_fragment((block_M, d), T.float32)
+                for i, j in T.Parallel(block_M, d):
+                    frag[i, j] = T.cast(QKV[bx * block_M + i, off + j], T.float32) * sc
+                parts.append(frag)
+                offsets.append(off)
+                off += d
+            for i, j in T.Parallel(block_M, dims[0]):
+                parts[0][i, j] = parts[0][i, j] + T.cast(Bq[j], T.float32)
+            out_off = 0
+            for p, d in reversed(list(zip(parts, dims))):
+                for i, j in T.Parallel(block_M, d):
+                    Out[bx * block_M + i, out_off + j] = T.cast(p[i, j], T.float16)
+                out_off += d
+
+    return main

@@ -567,6 +567,10 @@ def _written_as(s) -> dict:
     return {"form": form} if form else {}
 
 
+# Python container methods an expression statement may call while parsing
+_CONTAINER_METHODS = frozenset({"append", "extend", "insert", "update", "add", "setdefault"})
+
+
 class _Parser:
     def __init__(self, tree: ast.FunctionDef, env: dict, filename: str, line_offset: int,
                  source_lines: list[str], annotations: Optional[dict] = None):
@@ -3213,6 +3217,8 @@ class _Parser:
                                                 (self.open_blocks[-1:], self.emitted)))
             return []
         v = self.expr(value) if value is not None else known
+        if isinstance(value, ast.List) and isinstance(v, tuple):
+            v = list(v)  # `tiles = []`: a Python list, which `tiles.append(...)` may grow
         current = self.lookup_local(target.id)
         if isinstance(current, _VectorVarRef):  # `packed = T.float16x2(a, b)`
             v = self.region_vector(v, s) if isinstance(v, _RegionRef) else v
@@ -3310,7 +3316,12 @@ class _Parser:
             if not _is_ir(current):
                 raise self.error(s, f"'{s.target.id}' is a parse-time constant")
             self.check_rebind(s.target.id, s)
-            value = N.cast(self.binop(s, op, current, self.expr(s.value)), current.dtype)
+            value = self.binop(s, op, current, self.expr(s.value))
+            if isinstance(value, int) and not isinstance(value, bool):
+                # `off += w` of a name bound to a Python int and a Python int (a running
+                # offset in a loop over a Python list): TileLang's Python int arithmetic
+                return self.assign_name(s.target, None, s, value)
+            value = N.cast(value, current.dtype)
             var = N.Var(self.fresh(s.target.id), value.dtype)
             self.bind(s.target.id, var)
             return [N.Let(var, value, loc=self.loc(s))]
@@ -4143,6 +4154,20 @@ class _Parser:
                 # Python's print runs while the kernel is built, as in TileLang (whose parser
                 # runs a Python call statement): an expression prints as the script shows it
                 return self.parse_time_print(call, s)
+            if isinstance(f, ast.Attribute) and f.attr in _CONTAINER_METHODS and \
+                    not call.keywords and \
+                    isinstance(self.python_value(f.value), (list, dict, set)):
+                # `tiles.append(T.alloc_shared(...))`: Python's call, run while parsing (as
+                # TileLang's builder runs an expression statement); an allocation in its
+                # arguments is a buffer named after the container (`tiles_0`, ...)
+                outer = self.comprehension_name
+                self.comprehension_name = f.value.id if isinstance(f.value, ast.Name) else None
+                try:
+                    args = [self.comprehension_item(x, s) for x in call.args]
+                finally:
+                    self.comprehension_name = outer
+                getattr(self.python_value(f.value), f.attr)(*args)
+                return []
             if isinstance(f, ast.Attribute):
                 try:
                     module = self.eval_python(f.value)
