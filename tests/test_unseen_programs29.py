@@ -19,7 +19,8 @@ PROGRAMS = ["bias_act_rows", "gemm_from_config", "torch_dtype_rmsnorm", "prod_fl
             "transpose_threads_tuple", "threads_list_rowmax", "gemm_layout_dict", "triton_softmax_flat",
             "triton_clamp_relu_flat", "triton_layernorm_view", "triton_strided_batch_transpose",
             "triton_fused_add_gelu_reshape", "gemm_epilogue_pipeline", "relu_squared_wrapped",
-            "softmax_dispatch_by_width", "triton_matmul_masked_flat", "qkv_split_running_offset"]
+            "softmax_dispatch_by_width", "triton_matmul_masked_flat", "qkv_split_running_offset",
+            "numpy_shape_flatten_rows"]
 
 
 @pytest.fixture(autouse=True)
@@ -111,6 +112,13 @@ def test_running_offsets_and_list_append():
     assert src.index("cutlass.Float16(frag_2_[") < src.index("cutlass.Float16(frag_1_[") < \
         src.index("cutlass.Float16(frag[")
     assert "out_off_2_ = 64" in src
+
+
+def test_numpy_scalars_are_python_numbers():
+    # np.prod / np.int64 dims were refused ("a dimension must be an int ..., got np.int64(24)")
+    src = _body("numpy_shape_flatten_rows")
+    assert "cute.make_layout((24, 128,), stride=(128, 1,))" in src
+    assert "if bx * 8 + r < 24:" in src and "roundeven" not in src  # float16: the half branch
 
 
 def test_macros():
@@ -238,6 +246,14 @@ def test_running_offsets_on_gpu():
     q = x[:, :64].float() * 0.125 + bq.float()
     want = torch.cat([x[:, 96:].float(), x[:, 64:96].float(), q], 1)
     _close(P.qkv_split_running_offset()(x, bq), want, 1e-2)
+
+
+@pytest.mark.gpu
+def test_numpy_shapes_on_gpu():
+    import torch
+    x = torch.randn(4, 6, 128, device="cuda").half()
+    scale = (torch.arange(24, device="cuda") % 8 + 1).float().view(24, 1)
+    _close(P.numpy_shape_flatten_rows()(x.view(24, 128)), x.view(24, 128).float() * scale, 1e-2)
 
 
 @pytest.mark.gpu

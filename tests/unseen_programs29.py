@@ -754,3 +754,28 @@ def qkv_split_running_offset(M=128, *, dims=(64, 32, 32), scales=(0.125, 1.0, 1.
                 out_off += d
 
     return main
+
+
+@tilecute.jit(out_idx=[1])
+def numpy_shape_flatten_rows(shape=(4, 6, 128), *, block_rows=8, dtype=torch.float16):
+    """Rows of an N-D tensor scaled by their index within the block and cast: the row count
+    and width come from NumPy (np.prod over the leading dims, an np.int64 width), as
+    repositories that compute shapes with NumPy pass them; `dtype == torch.float16` picks the
+    output rounding at trace time."""
+    import numpy as np
+    rows = np.prod(shape[:-1])
+    width = np.int64(shape[-1])
+    half = dtype == torch.float16
+
+    @T.prim_func
+    def main(X: T.Tensor((rows, width), dtype), Y: T.Tensor((rows, width), dtype)):
+        with T.Kernel(T.ceildiv(rows, block_rows), threads=128) as bx:
+            for r, c in T.Parallel(block_rows, width):
+                if bx * block_rows + r < rows:
+                    v = T.cast(X[bx * block_rows + r, c], T.float32) * (r + 1)
+                    if half:
+                        Y[bx * block_rows + r, c] = T.cast(v, dtype)
+                    else:
+                        Y[bx * block_rows + r, c] = T.cast(T.round(v), dtype)
+
+    return main

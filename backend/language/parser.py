@@ -567,6 +567,15 @@ def _written_as(s) -> dict:
     return {"form": form} if form else {}
 
 
+def _python_scalar(v):
+    """A NumPy integer or float (`M = np.prod(shape)`) as Python's int or float, as TVM
+    converts it where TileLang meets it (a shape, an extent, an operand)."""
+    if type(v).__module__ == "numpy" and hasattr(v, "item") and getattr(v, "ndim", None) == 0 \
+            and getattr(getattr(v, "dtype", None), "kind", "") in "iuf":
+        return v.item()
+    return v
+
+
 # Python container methods an expression statement may call while parsing
 _CONTAINER_METHODS = frozenset({"append", "extend", "insert", "update", "add", "setdefault"})
 
@@ -651,7 +660,7 @@ class _Parser:
                     self.check_defining_region(name, scope, node)
                 return scope[name]
         if name in self.env:
-            return self.env[name]
+            return _python_scalar(self.env[name])
         import builtins
 
         if hasattr(builtins, name):
@@ -1388,6 +1397,7 @@ class _Parser:
         return var
 
     def dim(self, node, d, name) -> N.Expr:
+        d = _python_scalar(d)
         if isinstance(d, N.Const) and N.is_int(d.dtype) and not isinstance(d.value, bool):
             # `T.Tensor((T.int64(4096), ...))`: TileLang's int64 shapes; how wide offsets
             # are is the index-width pass's (64-bit where a static shape's pass int32)
