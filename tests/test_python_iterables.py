@@ -129,3 +129,40 @@ def test_refusals_name_the_form(body, message):
     with pytest.raises(FrontendError, match=message.replace("(", "\\(").replace(")", "\\)")
                        .replace("[", "\\[").replace(".", "\\.").replace("`", ".")):
         _script(body)
+
+
+def _macro_kernel(macro):
+    import tilecute
+
+    @tilecute.jit(out_idx=[-1])
+    def k(N=128):
+        @T.prim_func
+        def main(X: T.Tensor((N,), "float32"), Y: T.Tensor((N,), "float32")):
+            with T.Kernel(1, threads=128) as bx:
+                tx = T.get_thread_binding()
+                Y[tx] = macro(X[tx])
+
+        return main
+
+    return k()
+
+
+@T.macro
+def _neg_if_negative(x):
+    if x < 0:
+        return -x
+    return x
+
+
+@T.macro
+def _first_positive(x):
+    for i in T.serial(4):
+        return x + i
+    return x
+
+
+def test_macro_return_in_a_runtime_branch_is_named():
+    with pytest.raises(FrontendError, match="returns from inside a branch on the runtime value `x < 0`"):
+        _macro_kernel(_neg_if_negative).get_kernel_source()
+    with pytest.raises(FrontendError, match="returns a value from inside a loop or `with`"):
+        _macro_kernel(_first_positive).get_kernel_source()

@@ -20,7 +20,7 @@ PROGRAMS = ["bias_act_rows", "gemm_from_config", "torch_dtype_rmsnorm", "prod_fl
             "triton_clamp_relu_flat", "triton_layernorm_view", "triton_strided_batch_transpose",
             "triton_fused_add_gelu_reshape", "gemm_epilogue_pipeline", "relu_squared_wrapped",
             "softmax_dispatch_by_width", "triton_matmul_masked_flat", "qkv_split_running_offset",
-            "numpy_shape_flatten_rows"]
+            "numpy_shape_flatten_rows", "macro_optional_out_residual"]
 
 
 @pytest.fixture(autouse=True)
@@ -119,6 +119,15 @@ def test_numpy_scalars_are_python_numbers():
     src = _body("numpy_shape_flatten_rows")
     assert "cute.make_layout((24, 128,), stride=(128, 1,))" in src
     assert "if bx * 8 + r < 24:" in src and "roundeven" not in src  # float16: the half branch
+
+
+def test_macro_return_in_a_parse_time_branch():
+    # `if out is None: return ...` was refused ("returns a value from inside a branch")
+    src = _body("macro_optional_out_residual")
+    assert "h = cutlass.Float32(0.0) + X[g] + R[g]" in src  # sum() over a generator
+    assert "keep[0] = h * cutlass.Float32(1.0) + cutlass.Float32(0.0)" in src
+    assert "stored = keep[0]\n    H[g] = stored" in src
+    assert "keep[0] * cutlass.Float32(0.5) + cutlass.Float32(-0.25)" in src
 
 
 def test_macros():
@@ -254,6 +263,16 @@ def test_numpy_shapes_on_gpu():
     x = torch.randn(4, 6, 128, device="cuda").half()
     scale = (torch.arange(24, device="cuda") % 8 + 1).float().view(24, 1)
     _close(P.numpy_shape_flatten_rows()(x.view(24, 128)), x.view(24, 128).float() * scale, 1e-2)
+
+
+@pytest.mark.gpu
+def test_macro_optional_out_on_gpu():
+    import torch
+    x = torch.randn(4096, device="cuda")
+    r = torch.randn(4096, device="cuda")
+    h, y = P.macro_optional_out_residual()(x, r)
+    _close(h, x + r, 1e-6)
+    _close(y, torch.relu((x + r) * 0.5 - 0.25), 1e-6)
 
 
 @pytest.mark.gpu

@@ -779,3 +779,33 @@ def numpy_shape_flatten_rows(shape=(4, 6, 128), *, block_rows=8, dtype=torch.flo
                         Y[bx * block_rows + r, c] = T.cast(T.round(v), dtype)
 
     return main
+
+
+@tilecute.jit(out_idx=[2, 3])
+def macro_optional_out_residual(N=4096, *, block=256, cfg=None):
+    """h = x + r kept (written to H) and y = relu(h * scale + bias) through one macro with an
+    optional output buffer: `if out is None: return ...` (a branch decided while tracing)
+    returns the value, else it stores into `out` and returns what it stored; the affine
+    parameters passed as **cfg, the per-element taps summed by sum() over a generator."""
+    cfg = cfg or {"scale": 0.5, "bias": -0.25}
+
+    @T.macro
+    def affine(x, out=None, *, scale=1.0, bias=0.0):
+        if out is None:
+            return x * scale + bias
+        out[0] = x * scale + bias
+        return out[0]
+
+    @T.prim_func
+    def main(X: T.Tensor((N,), T.float32), R: T.Tensor((N,), T.float32), H: T.Tensor((N,), T.float32),
+             Y: T.Tensor((N,), T.float32)):
+        with T.Kernel(T.ceildiv(N, block), threads=block) as bx:
+            tx = T.get_thread_binding()
+            g = bx * block + tx
+            keep = T.alloc_local((1,), T.float32)
+            h = sum(v for v in (X[g], R[g]))
+            stored = affine(h, keep)  # scale 1, bias 0: h itself, kept in a local
+            H[g] = stored
+            Y[g] = T.max(affine(keep[0], **cfg), 0)
+
+    return main

@@ -567,6 +567,34 @@ def _written_as(s) -> dict:
     return {"form": form} if form else {}
 
 
+def _has_return(node) -> bool:
+    """``node`` holds a ``return`` of its own function (not a nested one's)."""
+    todo = [node]
+    while todo:
+        n = todo.pop()
+        if isinstance(n, ast.Return):
+            return True
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) and n is not node:
+            continue
+        todo.extend(ast.iter_child_nodes(n))
+    return False
+
+
+def _return_in_loop(stmts):
+    """A ``return value`` under a loop, ``with`` or ``try`` of a macro's body (``if``s are
+    decided while parsing), else None."""
+    for t in stmts:
+        if isinstance(t, ast.If):
+            found = _return_in_loop(t.body) or _return_in_loop(t.orelse)
+            if found is not None:
+                return found
+        elif isinstance(t, (ast.For, ast.While, ast.With, ast.Try)):
+            for n in ast.walk(t):
+                if isinstance(n, ast.Return) and n.value is not None:
+                    return n
+    return None
+
+
 def _python_scalar(v):
     """A NumPy integer or float (`M = np.prod(shape)`) as Python's int or float, as TVM
     converts it where TileLang meets it (a shape, an extent, an operand)."""
@@ -4319,13 +4347,14 @@ class _Parser:
         tree = ast.parse(textwrap.dedent("".join(lines)))
         fdef = tree.body[0]
         final = fdef.body[-1] if fdef.body and isinstance(fdef.body[-1], ast.Return) else None
-        for node in ast.walk(fdef):
-            if isinstance(node, ast.Return) and node.value is not None and node is not final:
-                raise self.error(s, f"{what} returns a value from inside a branch or loop "
-                                    f"(line {first + node.lineno - 1}); tilecute inlines a "
-                                    "macro and takes the value of a `return` that ends its "
-                                    "body only")
-        if want_value and (final is None or final.value is None):
+        looped = _return_in_loop(fdef.body)
+        if looped is not None:
+            raise self.error(s, f"{what} returns a value from inside a loop or `with` "
+                                f"(line {first + looped.lineno - 1}); tilecute inlines a "
+                                "macro and takes the value of a `return` that ends its body "
+                                "or a branch decided while parsing")
+        branch_returns = any(isinstance(t, ast.If) and _has_return(t) for t in fdef.body)
+        if want_value and not branch_returns and (final is None or final.value is None):
             raise self.error(s, f"{what} returns no value to assign")
         values, kwvalues = [], {}
         for a in call.args:
@@ -4358,13 +4387,35 @@ class _Parser:
             body = [t for t in fdef.body if not (isinstance(t, ast.Expr)
                                                  and isinstance(t.value, ast.Constant))]
             out: list[N.Stmt] = refs
+
+            def run(stmts):
+                """The statements up to a `return` (its node), an `if` holding one decided
+                while parsing (TileLang traces a macro as Python: `if out is None: return
+                ...` takes one branch)."""
+                for t in stmts:
+                    if isinstance(t, ast.Return):
+                        return t
+                    if isinstance(t, ast.If) and _has_return(t):
+                        cond = self.expr(t.test)
+                        if _is_ir(cond) or VL.is_vector(cond):
+                            raise self.error(t, f"{what} returns from inside a branch on the "
+                                                f"runtime value `{ast.unparse(t.test)}`; "
+                                                "tilecute inlines a macro and takes the value "
+                                                "of a `return` in a branch decided while "
+                                                "parsing only")
+                        done = run(t.body if cond else t.orelse)
+                        if done is not None:
+                            return done
+                        continue
+                    out.extend(self.stmt(t, False))
+                return None
+
+            ret = run(body)
             value = None
-            for t in body:
-                if isinstance(t, ast.Return):
-                    if t.value is not None:
-                        value = self.returned_value(t, out, fn.__name__)
-                    break
-                out.extend(self.stmt(t, False))
+            if ret is not None and ret.value is not None:
+                value = self.returned_value(ret, out, fn.__name__)
+            if want_value and value is None:
+                raise self.error(s, f"{what} returns no value to assign")
             return (out, value) if want_value else out
         finally:
             (self.scopes, self.control, self.env, self.filename, self.line_offset,
