@@ -20,7 +20,8 @@ PROGRAMS = ["bias_act_rows", "gemm_from_config", "torch_dtype_rmsnorm", "prod_fl
             "triton_clamp_relu_flat", "triton_layernorm_view", "triton_strided_batch_transpose",
             "triton_fused_add_gelu_reshape", "gemm_epilogue_pipeline", "relu_squared_wrapped",
             "softmax_dispatch_by_width", "triton_matmul_masked_flat", "qkv_split_running_offset",
-            "numpy_shape_flatten_rows", "macro_optional_out_residual"]
+            "numpy_shape_flatten_rows", "macro_optional_out_residual",
+            "vector_width_from_dtype_bytes"]
 
 
 @pytest.fixture(autouse=True)
@@ -128,6 +129,14 @@ def test_macro_return_in_a_parse_time_branch():
     assert "keep[0] = h * cutlass.Float32(1.0) + cutlass.Float32(0.0)" in src
     assert "stored = keep[0]\n    H[g] = stored" in src
     assert "keep[0] * cutlass.Float32(0.5) + cutlass.Float32(-0.25)" in src
+
+
+def test_dtype_bytes_sizes_the_vector():
+    # T.dtype(dtype).bytes was an AttributeError; bfloat16: 8 elements (16 bytes) a thread
+    src = _body("vector_width_from_dtype_bytes")
+    assert "cute.make_rmem_tensor((8,), cutlass.BFloat16)" in src and "bx * 2048" in src
+    src = _body("vector_width_from_dtype_bytes", dtype="float32")
+    assert "cute.make_rmem_tensor((4,), cutlass.Float32)" in src and "bx * 1024" in src
 
 
 def test_macros():
@@ -273,6 +282,13 @@ def test_macro_optional_out_on_gpu():
     h, y = P.macro_optional_out_residual()(x, r)
     _close(h, x + r, 1e-6)
     _close(y, torch.relu((x + r) * 0.5 - 0.25), 1e-6)
+
+
+@pytest.mark.gpu
+def test_dtype_bytes_on_gpu():
+    import torch
+    x = torch.randn(1 << 16, device="cuda").bfloat16()
+    assert torch.equal(P.vector_width_from_dtype_bytes()(x), x * 2)
 
 
 @pytest.mark.gpu

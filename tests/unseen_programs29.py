@@ -809,3 +809,20 @@ def macro_optional_out_residual(N=4096, *, block=256, cfg=None):
             Y[g] = T.max(affine(keep[0], **cfg), 0)
 
     return main
+
+
+@tilecute.jit(out_idx=[1])
+def vector_width_from_dtype_bytes(N=1 << 16, *, dtype="bfloat16", threads=256):
+    """y = x * 2 with each thread's run of elements sized to 16 bytes from the dtype's byte
+    width (T.dtype(dtype).bytes, TileLang's property), the block's tile from that."""
+    vec = 16 // T.dtype(dtype).bytes
+    tile = threads * vec
+
+    @T.prim_func
+    def main(X: T.Tensor((N,), dtype), Y: T.Tensor((N,), dtype)):
+        with T.Kernel(T.ceildiv(N, tile), threads=threads) as bx:
+            for t, v in T.Parallel(threads, vec):
+                g = bx * tile + t * vec + v
+                Y[g] = X[g] * T.cast(2, dtype)
+
+    return main
