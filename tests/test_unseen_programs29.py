@@ -21,7 +21,7 @@ PROGRAMS = ["bias_act_rows", "gemm_from_config", "torch_dtype_rmsnorm", "prod_fl
             "triton_fused_add_gelu_reshape", "gemm_epilogue_pipeline", "relu_squared_wrapped",
             "softmax_dispatch_by_width", "triton_matmul_masked_flat", "qkv_split_running_offset",
             "numpy_shape_flatten_rows", "macro_optional_out_residual",
-            "vector_width_from_dtype_bytes"]
+            "vector_width_from_dtype_bytes", "triton_grouped_pid_matmul"]
 
 
 @pytest.fixture(autouse=True)
@@ -174,6 +174,9 @@ def test_triton_ports():
     assert "cutlass.select_(col < 384, cutlass.Float32(tc_ld3), cutlass.Float32(0.0))" in src
     src = _body("triton_strided_batch_transpose")
     assert "Y[pb * 3840 + c * 48 + r] = X[pb * 3840 + r * 80 + c]" in src
+    src = _body("triton_grouped_pid_matmul")  # Triton's group formula, num_pid_in_group 32
+    assert "group_size_m = cutlass.min(6 - first_pid_m, 4)" in src
+    assert "pid_n = pid % 32 // group_size_m" in src
     src = _body("triton_matmul_masked_flat")
     assert "tc_ld5 = A[rm * 72 + rk * 1]" in src and "tc_ld8 = B[rk_1_ * 136 + rn * 1]" in src
     assert "C[pid_m * 64 + i_1_, pid_n * 64 + (j_1_ + tc_lane10)] = acc[" in src
@@ -362,6 +365,10 @@ def test_triton_ports_on_gpu():
 
     x = torch.randn(5000, device=dev)
     _close(P.relu_squared_wrapped()(x), torch.relu(x) ** 2, 1e-6)
+
+    a = torch.randn(384, 128, device=dev).half()
+    b = torch.randn(128, 512, device=dev).half()
+    _close(P.triton_grouped_pid_matmul()(a, b), a.float() @ b.float(), 1e-1)
 
     a = torch.randn(200, 72, device=dev).half()
     b = torch.randn(72, 136, device=dev).half()

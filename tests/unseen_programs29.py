@@ -826,3 +826,33 @@ def vector_width_from_dtype_bytes(N=1 << 16, *, dtype="bfloat16", threads=256):
                 Y[g] = X[g] * T.cast(2, dtype)
 
     return main
+
+
+@tilecute.jit(out_idx=[2])
+def triton_grouped_pid_matmul(M=384, N=512, K=128, *, BLOCK_M=64, BLOCK_N=64, BLOCK_K=32, GROUP_M=4):
+    """Triton's grouped ordering on a 1-D grid: pid -> (pid_m, pid_n) with the group formula
+    (num_pid_in_group = GROUP_M * num_pid_n, the last group's size by T.min), then a plain
+    tiled GEMM on the pair; the grid a Python product of ceil-divisions."""
+    num_pid_m = -(-M // BLOCK_M)
+    num_pid_n = -(-N // BLOCK_N)
+    num_pid_in_group = GROUP_M * num_pid_n
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), T.float16), B: T.Tensor((K, N), T.float16), C: T.Tensor((M, N), T.float16)):
+        with T.Kernel(num_pid_m * num_pid_n, threads=128) as pid:
+            group_id = pid // num_pid_in_group
+            first_pid_m = group_id * GROUP_M
+            group_size_m = T.min(num_pid_m - first_pid_m, GROUP_M)
+            pid_m = first_pid_m + (pid % num_pid_in_group) % group_size_m
+            pid_n = (pid % num_pid_in_group) // group_size_m
+            a_s = T.alloc_shared((BLOCK_M, BLOCK_K), T.float16)
+            b_s = T.alloc_shared((BLOCK_K, BLOCK_N), T.float16)
+            acc = T.alloc_fragment((BLOCK_M, BLOCK_N), T.float32)
+            T.clear(acc)
+            for k in T.Pipelined(T.ceildiv(K, BLOCK_K), num_stages=2):
+                T.copy(A[pid_m * BLOCK_M, k * BLOCK_K], a_s)
+                T.copy(B[k * BLOCK_K, pid_n * BLOCK_N], b_s)
+                T.gemm(a_s, b_s, acc)
+            T.copy(acc, C[pid_m * BLOCK_M, pid_n * BLOCK_N])
+
+    return main
