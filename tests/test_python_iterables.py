@@ -166,3 +166,28 @@ def test_macro_return_in_a_runtime_branch_is_named():
         _macro_kernel(_neg_if_negative).get_kernel_source()
     with pytest.raises(FrontendError, match="returns a value from inside a loop or `with`"):
         _macro_kernel(_first_positive).get_kernel_source()
+
+
+def test_allocations_in_displays_and_unpacked_comprehensions():
+    # `{"c": T.alloc_fragment(...)}` was "a statement form ... in an expression"
+    src = T.from_script('''
+shapes = [(32, 64), (64, 32)]
+
+@T.prim_func
+def f(A: T.Tensor((32, 64), "float16"), B: T.Tensor((64, 32), "float16"), C: T.Tensor((32, 32), "float32")):
+    with T.Kernel(1, threads=128) as bx:
+        A_s, B_s = [T.alloc_shared(s, "float16") for s in shapes]
+        acc = {"c": T.alloc_fragment((32, 32), "float32")}
+        pair = [T.alloc_local((2,), "float32"), T.alloc_local((2,), "float32")]
+        for name, buf in acc.items():
+            T.fill(buf, 0)
+        for src, dst in zip((A, B), (A_s, B_s)):
+            T.copy(src, dst)
+        T.gemm(A_s, B_s, acc["c"])
+        T.copy(acc["c"], C)
+''').script()
+    assert 'A_s = T.alloc_shared((32, 64), "float16")' in src and 'B_s = T.alloc_shared((64, 32), "float16")' in src
+    assert 'acc_c = T.alloc_fragment((32, 32), "float32")' in src
+    assert 'pair_0 = T.alloc_local((2,), "float32")' in src and "pair_1 = " in src
+    assert "T.fill(acc_c, T.float32(0))" in src and "T.copy(A, A_s)" in src and "T.copy(B, B_s)" in src
+    assert "T.gemm(A_s, B_s, acc_c," in src

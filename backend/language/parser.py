@@ -661,6 +661,7 @@ class _Parser:
         # a comprehension's allocations: named after the assigned name, counted per name
         self.comprehension_name: Optional[str] = None
         self.comprehension_count: dict[str, int] = {}
+        self.comprehension_targets = None  # the names a comprehension's value unpacks into
         # TileLang's function attributes, set by top-level statements: the T.empty outputs
         # (name -> (buffer, statement)), the names `return` gives, in order (None: no
         # return), T.annotate_pass_configs' and T.annotate_compile_flags' values
@@ -3182,7 +3183,15 @@ class _Parser:
                 return out
             values = [self.expr(e) for e in s.value.elts]
         else:
-            values = self.expr(s.value)
+            names = [t.id if isinstance(t, ast.Name) else None for t in target.elts]
+            outer = self.comprehension_targets
+            # `A_s, B_s = [T.alloc_shared(s, dt) for s in shapes]`: each allocation named
+            # after the name it is unpacked into
+            self.comprehension_targets = iter(names) if all(names) else None
+            try:
+                values = self.expr(s.value)
+            finally:
+                self.comprehension_targets = outer
             if not isinstance(values, (tuple, list)):
                 raise self.error(s, f"cannot unpack `{ast.unparse(s.value)}` into "
                                     f"{len(target.elts)} names")
@@ -7435,10 +7444,17 @@ class _Parser:
                                        "(`.dtype` and `.astype(dtype)` are)")
             return getattr(base, node.attr)
         if isinstance(node, (ast.Tuple, ast.List)):  # (2, *tile): Python's unpacking
+            # (an allocation among the items, `bufs = [T.alloc_shared(...), ...]`, is a
+            # buffer named after the assigned name, as in a comprehension)
             return tuple(v for e in node.elts for v in (
-                self.starred(e) if isinstance(e, ast.Starred) else (self.expr(e),)))
+                self.starred(e) if isinstance(e, ast.Starred)
+                else (self.comprehension_item(e, node),)))
         if isinstance(node, ast.Dict) and None not in node.keys:  # annotations={...}
-            return {self.expr(k): self.expr(v) for k, v in zip(node.keys, node.values)}
+            out = {}
+            for k, v in zip(node.keys, node.values):
+                key = self.expr(k)
+                out[key] = self.comprehension_item(v, node, key)
+            return out
         if isinstance(node, ast.BinOp):
             a, b = self.expr(node.left), self.expr(node.right)
             # `v = X[i:i + 2]` then `v * 2`: TileLang binds the slice's vector (a let of its
@@ -7593,7 +7609,10 @@ class _Parser:
             return dict(items)
         return iter(items)
 
-    def comprehension_item(self, elt, node):
+    def comprehension_item(self, elt, node, key=None):
+        """A comprehension's or display's item; an allocation is named after the assigned
+        name and the item's string key (`acc = {"c": T.alloc_fragment(...)}`: `acc_c`) or
+        its count (`tiles_0`, ...)."""
         if isinstance(elt, ast.Call):
             form = self.form_of(elt.func)
             if form is not None and form.kind == "alloc":
@@ -7604,8 +7623,15 @@ class _Parser:
                     raise self.error(elt, f"T.{form.__name__} in a comprehension allocates: "
                                           "use the comprehension in an assignment")
                 base = self.comprehension_name or form.__name__.replace("alloc_", "")
-                name = f"{base}_{self.comprehension_count.get(base, 0)}"
-                self.comprehension_count[base] = self.comprehension_count.get(base, 0) + 1
+                target = next(self.comprehension_targets, None) \
+                    if self.comprehension_targets is not None else None
+                if target is not None:
+                    name = target
+                elif isinstance(key, str) and key.isidentifier():
+                    name = f"{base}_{key}"
+                else:
+                    name = f"{base}_{self.comprehension_count.get(base, 0)}"
+                    self.comprehension_count[base] = self.comprehension_count.get(base, 0) + 1
                 self.pending += self.allocate(name, form, elt, node)
                 return self.lookup_local(name)
         return self.expr(elt)
