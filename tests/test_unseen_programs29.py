@@ -21,7 +21,8 @@ PROGRAMS = ["bias_act_rows", "gemm_from_config", "torch_dtype_rmsnorm", "prod_fl
             "triton_fused_add_gelu_reshape", "gemm_epilogue_pipeline", "relu_squared_wrapped",
             "softmax_dispatch_by_width", "triton_matmul_masked_flat", "qkv_split_running_offset",
             "numpy_shape_flatten_rows", "macro_optional_out_residual",
-            "vector_width_from_dtype_bytes", "triton_grouped_pid_matmul"]
+            "vector_width_from_dtype_bytes", "triton_grouped_pid_matmul",
+            "gemm_macro_zipped_loads"]
 
 
 @pytest.fixture(autouse=True)
@@ -137,6 +138,14 @@ def test_dtype_bytes_sizes_the_vector():
     assert "cute.make_rmem_tensor((8,), cutlass.BFloat16)" in src and "bx * 2048" in src
     src = _body("vector_width_from_dtype_bytes", dtype="float32")
     assert "cute.make_rmem_tensor((4,), cutlass.Float32)" in src and "bx * 1024" in src
+
+
+def test_macro_zipping_buffer_lists_in_a_pipeline():
+    src = _body("gemm_macro_zipped_loads")
+    # both loads are TMA copies into the two named, multi-buffered tiles, then one wgmma
+    assert "tct.load(A_desc, tc_smem + cute.assume(0 + (tc_j0 % 2) * 4096" in src
+    assert "(tc_j0 * 32, by * 64), 4096)" in src and "(bx * 64, tc_j0 * 32), 4096)" in src
+    assert "# T.gemm(A_s, B_s, acc): acc += A_s @ B_s" in src
 
 
 def test_macros():
@@ -292,6 +301,14 @@ def test_dtype_bytes_on_gpu():
     import torch
     x = torch.randn(1 << 16, device="cuda").bfloat16()
     assert torch.equal(P.vector_width_from_dtype_bytes()(x), x * 2)
+
+
+@pytest.mark.gpu
+def test_macro_zipped_loads_on_gpu():
+    import torch
+    a = torch.randn(256, 256, device="cuda").half()
+    b = torch.randn(256, 256, device="cuda").half()
+    _close(P.gemm_macro_zipped_loads()(a, b), a.float() @ b.float(), 5e-1)
 
 
 @pytest.mark.gpu

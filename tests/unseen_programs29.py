@@ -856,3 +856,29 @@ def triton_grouped_pid_matmul(M=384, N=512, K=128, *, BLOCK_M=64, BLOCK_N=64, BL
             T.copy(acc, C[pid_m * BLOCK_M, pid_n * BLOCK_N])
 
     return main
+
+
+@tilecute.jit(out_idx=[-1])
+def gemm_macro_zipped_loads(M=256, N=256, K=256, *, tiles=(64, 64, 32), stages=2):
+    """C = A @ B with both operand loads done by one macro that zips Python lists of
+    sources, destinations and (row, col) offsets given as a keyword; the shared tiles made by
+    a comprehension unpacked into two names; inside T.Pipelined."""
+    bm, bn, bk = tiles
+
+    @T.macro
+    def load_all(srcs, dsts, offsets):
+        for s, d, (r, c) in zip(srcs, dsts, offsets):
+            T.copy(s[r, c], d)
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), T.float16), B: T.Tensor((K, N), T.float16), C: T.Tensor((M, N), T.float16)):
+        with T.Kernel(N // bn, M // bm, threads=128) as (bx, by):
+            A_s, B_s = [T.alloc_shared(shape, T.float16) for shape in ((bm, bk), (bk, bn))]
+            acc = T.alloc_fragment((bm, bn), T.float32)
+            T.clear(acc)
+            for k in T.Pipelined(K // bk, num_stages=stages):
+                load_all((A, B), [A_s, B_s], offsets=[(by * bm, k * bk), (k * bk, bx * bn)])
+                T.gemm(A_s, B_s, acc)
+            T.copy(acc, C[by * bm, bx * bn])
+
+    return main
