@@ -99,6 +99,9 @@ HONORED = {
     # (bm is a Python int in the generated code: its float value made at run time, rounded)
     "p_host_print": ["B[t] = A[t] + tcmath.as_float(bm, cutlass.Float32)"],
     "p_print_buffer": ["msg='smem:'", "buffer=s, index=%d", "msg='frag:'", "buffer=f, index=%d"],
+    # a loop over a Python list: TileLang 0.1.15's builder expands it while tracing (it was
+    # refused here); the second store wins
+    "p_for_list": ["B[t] = A[t] * cutlass.Float32(1.0)\n    B[t] = A[t] * cutlass.Float32(2.0)"],
 }
 
 # documented forms tilecute refuses: program -> words the error must hold
@@ -106,7 +109,6 @@ REFUSED = {
     # the doc's own `i = 0; while i < N:` binds a Python int: TileLang 0.1.15 also refuses a
     # while whose condition is constant at parse time (control_flow.md: "TileLang will error")
     "p_while_plain": ["`while` with a condition that is true at parse time never ends"],
-    "p_for_list": ["loop over T.Parallel(...)", "for c in [1.0, 2.0]"],
     "p_copy_args": ["T.copy: coalesced_width=4 is not supported"],
     "p_evict": ["T.copy: eviction_policy='evict_first' is not supported"],
 }

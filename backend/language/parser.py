@@ -567,6 +567,47 @@ def _written_as(s) -> dict:
     return {"form": form} if form else {}
 
 
+def _has_return(node) -> bool:
+    """``node`` holds a ``return`` of its own function (not a nested one's)."""
+    todo = [node]
+    while todo:
+        n = todo.pop()
+        if isinstance(n, ast.Return):
+            return True
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) and n is not node:
+            continue
+        todo.extend(ast.iter_child_nodes(n))
+    return False
+
+
+def _return_in_loop(stmts):
+    """A ``return value`` under a loop, ``with`` or ``try`` of a macro's body (``if``s are
+    decided while parsing), else None."""
+    for t in stmts:
+        if isinstance(t, ast.If):
+            found = _return_in_loop(t.body) or _return_in_loop(t.orelse)
+            if found is not None:
+                return found
+        elif isinstance(t, (ast.For, ast.While, ast.With, ast.Try)):
+            for n in ast.walk(t):
+                if isinstance(n, ast.Return) and n.value is not None:
+                    return n
+    return None
+
+
+def _python_scalar(v):
+    """A NumPy integer or float (`M = np.prod(shape)`) as Python's int or float, as TVM
+    converts it where TileLang meets it (a shape, an extent, an operand)."""
+    if type(v).__module__ == "numpy" and hasattr(v, "item") and getattr(v, "ndim", None) == 0 \
+            and getattr(getattr(v, "dtype", None), "kind", "") in "iuf":
+        return v.item()
+    return v
+
+
+# Python container methods an expression statement may call while parsing
+_CONTAINER_METHODS = frozenset({"append", "extend", "insert", "update", "add", "setdefault"})
+
+
 class _Parser:
     def __init__(self, tree: ast.FunctionDef, env: dict, filename: str, line_offset: int,
                  source_lines: list[str], annotations: Optional[dict] = None):
@@ -617,6 +658,10 @@ class _Parser:
         self.reduce_scopes: list[_CommReducer] = []
         self.view_roots: dict[str, N.Buffer] = {}  # a view's name -> the buffer it views
         self.pending: Optional[list] = None  # see stmt: what a T.ldg*/T.lds* needs first
+        # a comprehension's allocations: named after the assigned name, counted per name
+        self.comprehension_name: Optional[str] = None
+        self.comprehension_count: dict[str, int] = {}
+        self.comprehension_targets = None  # the names a comprehension's value unpacks into
         # TileLang's function attributes, set by top-level statements: the T.empty outputs
         # (name -> (buffer, statement)), the names `return` gives, in order (None: no
         # return), T.annotate_pass_configs' and T.annotate_compile_flags' values
@@ -644,7 +689,7 @@ class _Parser:
                     self.check_defining_region(name, scope, node)
                 return scope[name]
         if name in self.env:
-            return self.env[name]
+            return _python_scalar(self.env[name])
         import builtins
 
         if hasattr(builtins, name):
@@ -1381,6 +1426,7 @@ class _Parser:
         return var
 
     def dim(self, node, d, name) -> N.Expr:
+        d = _python_scalar(d)
         if isinstance(d, N.Const) and N.is_int(d.dtype) and not isinstance(d.value, bool):
             # `T.Tensor((T.int64(4096), ...))`: TileLang's int64 shapes; how wide offsets
             # are is the index-width pass's (64-bit where a static shape's pass int32)
@@ -1580,9 +1626,11 @@ class _Parser:
         if isinstance(s, ast.Assert):
             return self.assert_stmt(s)
         if isinstance(s, ast.Break):  # TileLang's builder: T.loop_break()
-            return [_Break(loc=self.loc(s), **_written_as(s))]
+            return [_Break(loc=self.loc(s), statement=not hasattr(s, "tvm_form"),
+                           **_written_as(s))]
         if isinstance(s, ast.Continue):  # TileLang's builder: tirx.continue_loop()
-            return [_Continue(loc=self.loc(s), **_written_as(s))]
+            return [_Continue(loc=self.loc(s), statement=not hasattr(s, "tvm_form"),
+                              **_written_as(s))]
         kind = type(s).__name__
         hint = {"While": "use `for ... in T.serial(n)`", "Return": "a prim_func returns nothing",
 "Try": "", "FunctionDef": "", "Raise": ""}.get(kind, "")
@@ -2184,18 +2232,97 @@ class _Parser:
             raise self.error(node, f"{what} must be positive ints known at parse time, got {v!r}")
         return v
 
+    def python_iterable(self, node, value, what: str):
+        """``value`` (of ``node``) iterated while parsing: TileLang's builder refuses a TIR
+        expression or buffer (``python_iterable``) and anything that is not iterable."""
+        if _is_ir(value) or VL.is_vector(value) or \
+                isinstance(value, (_BufferRef, _RegionRef, _VarRef, _VectorVarRef, F.Form)):
+            raise self.error(node, f"{what} over `{ast.unparse(node)}`: a TIR expression or "
+                                   "buffer is not iterable; use range(n) or T.serial(n) to "
+                                   "loop over a runtime extent, or iterate over a Python "
+                                   "container")
+        try:
+            return list(value)
+        except TypeError:
+            raise self.error(node, f"{what} over `{ast.unparse(node)}`: expected range, "
+                                   "T.serial, T.Parallel, T.unroll, T.Pipelined, ... or a "
+                                   f"Python iterable, got {type(value).__name__}") from None
+
+    def bind_python_target(self, target, value, s) -> None:
+        """Bind a Python loop's or comprehension's target (a name or nested tuple of names)
+        to one item, as Python does."""
+        if isinstance(target, ast.Name):
+            self.bind(target.id, value)
+            return
+        if isinstance(target, (ast.Tuple, ast.List)) and \
+                not any(isinstance(t, ast.Starred) for t in target.elts):
+            try:
+                items = list(value)
+            except TypeError:
+                raise self.error(s, f"cannot unpack {type(value).__name__} into "
+                                    f"`{ast.unparse(target)}`") from None
+            if len(items) != len(target.elts):
+                raise self.error(s, f"cannot unpack {len(items)} values into "
+                                    f"{len(target.elts)} names (`{ast.unparse(target)}`)")
+            for t, v in zip(target.elts, items):
+                self.bind_python_target(t, v, s)
+            return
+        raise self.error(s, f"a Python loop target is a name or a tuple of names, not "
+                            f"`{ast.unparse(target)}`")
+
+    def python_loop(self, s: ast.For) -> list[N.Stmt]:
+        """``for w in taps:`` / ``for i, (x, t) in enumerate(zip(xs, tiles)):`` over a
+        Python iterable: TileLang's builder runs the body once per item while tracing (no
+        loop in the kernel, no new scope); ``break`` / ``continue`` end the expansion or the
+        item, and under a runtime condition are TileLang's NotImplementedError."""
+        items = self.python_iterable(s.iter, self.expr(s.iter), "a for loop")
+        out: list[N.Stmt] = []
+        for item in items:
+            self.bind_python_target(s.target, item, s)
+            body = list(self.block(s.body))
+            stop = None
+            for k, st in enumerate(body):
+                if isinstance(st, (_Break, _Continue)) and st.statement:
+                    stop = "break" if isinstance(st, _Break) else "continue"
+                    body = body[:k]
+                    break
+                self.python_loop_exit_under_if(st, s)
+            out.extend(body)
+            if stop == "break":
+                break
+        return out
+
+    def python_loop_exit_under_if(self, st, s) -> None:
+        """A ``break``/``continue`` of a Python loop under a runtime ``if`` (not inside a
+        kernel loop of its own): TileLang cannot lower it (no runtime loop to leave)."""
+        if isinstance(st, (N.For, N.While)):
+            return
+        if isinstance(st, (_Break, _Continue)) and st.statement:
+            raise self.error(s, f"{'`break`' if isinstance(st, _Break) else '`continue`'} of a loop over a Python iterable under a runtime "
+                                "condition: the expanded loop has no runtime target "
+                                "(TileLang's NotImplementedError); loop with T.serial, or "
+                                "branch on a parse-time condition")
+        for f in getattr(st, "__dataclass_fields__", {}):
+            v = getattr(st, f, None)
+            if isinstance(v, tuple):
+                for x in v:
+                    if isinstance(x, N.Stmt):
+                        self.python_loop_exit_under_if(x, s)
+
     def for_stmt(self, s: ast.For) -> list[N.Stmt]:
         if s.orelse:
             raise self.error(s, "for-else is not supported")
         it = s.iter
         loops = "T.Parallel(...), T.serial(...), T.unroll(...), T.Pipelined(...) or range(...)"
-        if not isinstance(it, ast.Call):
-            raise self.error(s, f"loop over {loops}")
-        form = self.form_of(it.func)
-        if form is None and isinstance(it.func, ast.Name) and it.func.id == "range" \
-                and self.lookup("range", it) is range:
+        form = self.form_of(it.func) if isinstance(it, ast.Call) else None
+        if form is None and isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and \
+                it.func.id == "range" and self.lookup("range", it) is range:
             form = F.FORMS["serial"]  # range(start, stop, step) binds like T.serial
-        if form is None or form.kind != "for":
+        if form is None:
+            # TileLang's builder: a loop over a Python iterable (a list, a tuple, zip(...),
+            # enumerate(...)) expands its body once per item while the kernel is traced
+            return self.python_loop(s)
+        if form.kind != "for":
             raise self.error(s, f"loop over {loops}")
         if not self.in_kernel:
             raise self.error(s, "loops must be inside a T.Kernel block")
@@ -2895,7 +3022,11 @@ class _Parser:
             return self.unpack(target, s)
         if not isinstance(target, ast.Name):
             raise self.error(s, "assign to a name or to a buffer element `A[i, j] = ...`")
-        return self.assign_name(target, s.value, s)
+        outer, self.comprehension_name = self.comprehension_name, target.id
+        try:
+            return self.assign_name(target, s.value, s)
+        finally:
+            self.comprehension_name = outer
 
     def assert_stmt(self, s: ast.Assert) -> list[N.Stmt]:
         """Python's ``assert`` on parse-time values (a macro's ``assert M == M_`` on shapes):
@@ -3052,7 +3183,15 @@ class _Parser:
                 return out
             values = [self.expr(e) for e in s.value.elts]
         else:
-            values = self.expr(s.value)
+            names = [t.id if isinstance(t, ast.Name) else None for t in target.elts]
+            outer = self.comprehension_targets
+            # `A_s, B_s = [T.alloc_shared(s, dt) for s in shapes]`: each allocation named
+            # after the name it is unpacked into
+            self.comprehension_targets = iter(names) if all(names) else None
+            try:
+                values = self.expr(s.value)
+            finally:
+                self.comprehension_targets = outer
             if not isinstance(values, (tuple, list)):
                 raise self.error(s, f"cannot unpack `{ast.unparse(s.value)}` into "
                                     f"{len(target.elts)} names")
@@ -3125,6 +3264,8 @@ class _Parser:
                                                 (self.open_blocks[-1:], self.emitted)))
             return []
         v = self.expr(value) if value is not None else known
+        if isinstance(value, ast.List) and isinstance(v, tuple):
+            v = list(v)  # `tiles = []`: a Python list, which `tiles.append(...)` may grow
         current = self.lookup_local(target.id)
         if isinstance(current, _VectorVarRef):  # `packed = T.float16x2(a, b)`
             v = self.region_vector(v, s) if isinstance(v, _RegionRef) else v
@@ -3222,7 +3363,12 @@ class _Parser:
             if not _is_ir(current):
                 raise self.error(s, f"'{s.target.id}' is a parse-time constant")
             self.check_rebind(s.target.id, s)
-            value = N.cast(self.binop(s, op, current, self.expr(s.value)), current.dtype)
+            value = self.binop(s, op, current, self.expr(s.value))
+            if isinstance(value, int) and not isinstance(value, bool):
+                # `off += w` of a name bound to a Python int and a Python int (a running
+                # offset in a loop over a Python list): TileLang's Python int arithmetic
+                return self.assign_name(s.target, None, s, value)
+            value = N.cast(value, current.dtype)
             var = N.Var(self.fresh(s.target.id), value.dtype)
             self.bind(s.target.id, var)
             return [N.Let(var, value, loc=self.loc(s))]
@@ -4055,6 +4201,20 @@ class _Parser:
                 # Python's print runs while the kernel is built, as in TileLang (whose parser
                 # runs a Python call statement): an expression prints as the script shows it
                 return self.parse_time_print(call, s)
+            if isinstance(f, ast.Attribute) and f.attr in _CONTAINER_METHODS and \
+                    not call.keywords and \
+                    isinstance(self.python_value(f.value), (list, dict, set)):
+                # `tiles.append(T.alloc_shared(...))`: Python's call, run while parsing (as
+                # TileLang's builder runs an expression statement); an allocation in its
+                # arguments is a buffer named after the container (`tiles_0`, ...)
+                outer = self.comprehension_name
+                self.comprehension_name = f.value.id if isinstance(f.value, ast.Name) else None
+                try:
+                    args = [self.comprehension_item(x, s) for x in call.args]
+                finally:
+                    self.comprehension_name = outer
+                getattr(self.python_value(f.value), f.attr)(*args)
+                return []
             if isinstance(f, ast.Attribute):
                 try:
                     module = self.eval_python(f.value)
@@ -4196,13 +4356,14 @@ class _Parser:
         tree = ast.parse(textwrap.dedent("".join(lines)))
         fdef = tree.body[0]
         final = fdef.body[-1] if fdef.body and isinstance(fdef.body[-1], ast.Return) else None
-        for node in ast.walk(fdef):
-            if isinstance(node, ast.Return) and node.value is not None and node is not final:
-                raise self.error(s, f"{what} returns a value from inside a branch or loop "
-                                    f"(line {first + node.lineno - 1}); tilecute inlines a "
-                                    "macro and takes the value of a `return` that ends its "
-                                    "body only")
-        if want_value and (final is None or final.value is None):
+        looped = _return_in_loop(fdef.body)
+        if looped is not None:
+            raise self.error(s, f"{what} returns a value from inside a loop or `with` "
+                                f"(line {first + looped.lineno - 1}); tilecute inlines a "
+                                "macro and takes the value of a `return` that ends its body "
+                                "or a branch decided while parsing")
+        branch_returns = any(isinstance(t, ast.If) and _has_return(t) for t in fdef.body)
+        if want_value and not branch_returns and (final is None or final.value is None):
             raise self.error(s, f"{what} returns no value to assign")
         values, kwvalues = [], {}
         for a in call.args:
@@ -4235,13 +4396,35 @@ class _Parser:
             body = [t for t in fdef.body if not (isinstance(t, ast.Expr)
                                                  and isinstance(t.value, ast.Constant))]
             out: list[N.Stmt] = refs
+
+            def run(stmts):
+                """The statements up to a `return` (its node), an `if` holding one decided
+                while parsing (TileLang traces a macro as Python: `if out is None: return
+                ...` takes one branch)."""
+                for t in stmts:
+                    if isinstance(t, ast.Return):
+                        return t
+                    if isinstance(t, ast.If) and _has_return(t):
+                        cond = self.expr(t.test)
+                        if _is_ir(cond) or VL.is_vector(cond):
+                            raise self.error(t, f"{what} returns from inside a branch on the "
+                                                f"runtime value `{ast.unparse(t.test)}`; "
+                                                "tilecute inlines a macro and takes the value "
+                                                "of a `return` in a branch decided while "
+                                                "parsing only")
+                        done = run(t.body if cond else t.orelse)
+                        if done is not None:
+                            return done
+                        continue
+                    out.extend(self.stmt(t, False))
+                return None
+
+            ret = run(body)
             value = None
-            for t in body:
-                if isinstance(t, ast.Return):
-                    if t.value is not None:
-                        value = self.returned_value(t, out, fn.__name__)
-                    break
-                out.extend(self.stmt(t, False))
+            if ret is not None and ret.value is not None:
+                value = self.returned_value(ret, out, fn.__name__)
+            if want_value and value is None:
+                raise self.error(s, f"{what} returns no value to assign")
             return (out, value) if want_value else out
         finally:
             (self.scopes, self.control, self.env, self.filename, self.line_offset,
@@ -7052,6 +7235,17 @@ class _Parser:
             ref = self.lookup(node.id, node)
             if isinstance(ref, _RegionRef):
                 return ref.region
+        if isinstance(node, ast.Subscript) and isinstance(
+                self.python_value(node.value), (list, tuple, dict)):
+            # `accs[h]` of a Python list of buffers: the item (a buffer or a region alias);
+            # a whole buffer as its full region (`accs_0[0:64, 0:64]`), not the element form
+            # a subscript of a buffer is
+            item = self.expr(node)
+            if isinstance(item, _RegionRef):
+                return item.region
+            buf = self.buffer_of(node)
+            return N.Region(buf.name, tuple(N.Const(0, "int32") for _ in buf.shape),
+                            tuple(N.as_expr(d) for d in buf.shape))
         if isinstance(node, ast.Subscript):
             buf = self.buffer_of(node.value)
             idx = self.indices(node)
@@ -7250,10 +7444,17 @@ class _Parser:
                                        "(`.dtype` and `.astype(dtype)` are)")
             return getattr(base, node.attr)
         if isinstance(node, (ast.Tuple, ast.List)):  # (2, *tile): Python's unpacking
+            # (an allocation among the items, `bufs = [T.alloc_shared(...), ...]`, is a
+            # buffer named after the assigned name, as in a comprehension)
             return tuple(v for e in node.elts for v in (
-                self.starred(e) if isinstance(e, ast.Starred) else (self.expr(e),)))
+                self.starred(e) if isinstance(e, ast.Starred)
+                else (self.comprehension_item(e, node),)))
         if isinstance(node, ast.Dict) and None not in node.keys:  # annotations={...}
-            return {self.expr(k): self.expr(v) for k, v in zip(node.keys, node.values)}
+            out = {}
+            for k, v in zip(node.keys, node.values):
+                key = self.expr(k)
+                out[key] = self.comprehension_item(v, node, key)
+            return out
         if isinstance(node, ast.BinOp):
             a, b = self.expr(node.left), self.expr(node.right)
             # `v = X[i:i + 2]` then `v * 2`: TileLang binds the slice's vector (a let of its
@@ -7345,13 +7546,95 @@ class _Parser:
                 raise self.error(node, f"`{ast.unparse(node.value)}` is a scalar, not a buffer")
             if isinstance(base, _RegionRef):
                 raise base.refuse(self, node, "indexing an element")
-            return base[self.expr(node.slice)]
+            key = self.expr(node.slice)
+            if isinstance(base, (list, tuple)) and (_is_ir(key) or (
+                    isinstance(key, tuple) and any(_is_ir(k) for k in key))):
+                raise self.error(node, f"`{ast.unparse(node.value)}` is a Python "
+                                       f"{type(base).__name__}, indexed here by the runtime "
+                                       f"value `{ast.unparse(node.slice)}` (a loop over "
+                                       "range(n) is T.serial, as in TileLang): index it by a "
+                                       "Python int, e.g. loop over the list itself or "
+                                       "enumerate(...)")
+            return base[key]
         if isinstance(node, ast.Call):
             return self.call(node)
+        if isinstance(node, (ast.ListComp, ast.GeneratorExp, ast.SetComp, ast.DictComp)):
+            return self.comprehension(node)
         if isinstance(node, ast.Slice):
             return slice(self.expr(node.lower) if node.lower else None,
                          self.expr(node.upper) if node.upper else None)
         raise self.error(node, f"`{type(node).__name__}` expressions are not supported")
+
+    def comprehension(self, node):
+        """``[T.alloc_shared((bm, w), dtype) for w in widths]``, ``{b: layout(b) for b in
+        bufs}``, ``sum(w for w in ws)``: Python's comprehension, evaluated while parsing (as
+        TileLang's builder leaves it to Python), in a scope of its own.  An allocation in
+        it is one buffer per item, named after the assigned name (``tiles_0``, ...)."""
+        items: list = []
+        self.push(control=False)
+        try:
+            def walk(k):
+                if k == len(node.generators):
+                    if isinstance(node, ast.DictComp):
+                        items.append((self.comprehension_item(node.key, node),
+                                      self.comprehension_item(node.value, node)))
+                    else:
+                        items.append(self.comprehension_item(node.elt, node))
+                    return
+                g = node.generators[k]
+                if g.is_async:
+                    raise self.error(node, "an async comprehension is not supported")
+                for v in self.python_iterable(g.iter, self.expr(g.iter), "a comprehension"):
+                    self.bind_python_target(g.target, v, node)
+                    keep = True
+                    for c in g.ifs:
+                        cv = self.expr(c)
+                        if _is_ir(cv) or VL.is_vector(cv):
+                            raise self.error(c, f"a comprehension's condition "
+                                                f"`{ast.unparse(c)}` is a runtime value; it "
+                                                "is decided while parsing")
+                        if not cv:
+                            keep = False
+                            break
+                    if keep:
+                        walk(k + 1)
+            walk(0)
+        finally:
+            self.pop()
+        if isinstance(node, ast.ListComp):
+            return items
+        if isinstance(node, ast.SetComp):
+            return set(items)
+        if isinstance(node, ast.DictComp):
+            return dict(items)
+        return iter(items)
+
+    def comprehension_item(self, elt, node, key=None):
+        """A comprehension's or display's item; an allocation is named after the assigned
+        name and the item's string key (`acc = {"c": T.alloc_fragment(...)}`: `acc_c`) or
+        its count (`tiles_0`, ...)."""
+        if isinstance(elt, ast.Call):
+            form = self.form_of(elt.func)
+            if form is not None and form.kind == "alloc":
+                if form.__name__ in ("alloc_var", "alloc_barrier", "alloc_cluster_barrier"):
+                    raise self.error(elt, f"T.{form.__name__} in a comprehension is not "
+                                          "supported by tilecute: bind each to a name")
+                if self.pending is None:
+                    raise self.error(elt, f"T.{form.__name__} in a comprehension allocates: "
+                                          "use the comprehension in an assignment")
+                base = self.comprehension_name or form.__name__.replace("alloc_", "")
+                target = next(self.comprehension_targets, None) \
+                    if self.comprehension_targets is not None else None
+                if target is not None:
+                    name = target
+                elif isinstance(key, str) and key.isidentifier():
+                    name = f"{base}_{key}"
+                else:
+                    name = f"{base}_{self.comprehension_count.get(base, 0)}"
+                    self.comprehension_count[base] = self.comprehension_count.get(base, 0) + 1
+                self.pending += self.allocate(name, form, elt, node)
+                return self.lookup_local(name)
+        return self.expr(elt)
 
     def unary(self, node: ast.UnaryOp, a):
         """``-a``, ``+a``, ``not a``, ``~a`` on one value (a parse-time one in Python)."""
@@ -7573,6 +7856,7 @@ class _Break(N.Stmt):
 
     loc: Optional[N.Loc] = None
     form: str = "T.loop_break"
+    statement: bool = False  # Python's `break` (it may end a loop over a Python iterable)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -7582,6 +7866,7 @@ class _Continue(N.Stmt):
 
     loc: Optional[N.Loc] = None
     form: str = "`continue`"
+    statement: bool = False  # Python's `continue`
 
 
 def _has_break(body, marker=_Break) -> bool:

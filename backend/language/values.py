@@ -58,6 +58,12 @@ class DType(str):
     def bits(self) -> int:
         return DTYPES[str(self)].bits
 
+    @property
+    def bytes(self) -> int:
+        """TileLang's ``dtype.bytes`` (TVM's ``itemsize``: the bits rounded up to bytes),
+        which factories use for vector widths (``16 // T.dtype(dtype).bytes``)."""
+        return (self.bits + 7) // 8
+
 
 _SYMBOLS = [0]
 
