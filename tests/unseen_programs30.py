@@ -1,0 +1,453 @@
+"""A thirtieth set of programs in TileLang's idioms (written for tilecute, not taken from
+TileLang), in two halves.
+
+Schedules users write by hand on Hopper: producer / consumer warp specialization with
+``T.ws(...)`` and with ``tx`` ranges, rings of ``T.alloc_barrier`` mbarriers driven by
+``T.mbarrier_wait_parity`` / ``T.mbarrier_arrive`` and ``T.tma_copy(..., barrier=)``, the
+register budgets ``T.dec_max_nreg`` / ``T.inc_max_nreg`` / ``T.annotate_producer_reg_dealloc``,
+``T.Persistent``, ``T.wgmma_gemm`` + ``T.wait_wgmma`` overlapping other work,
+``T.fence_proxy_async`` after thread-written operands, ``T.sync_threads(id, count)`` inside a
+role, ``T.gemm(..., wg_wait=, clear_accum=, k_pack=)`` and ``T.Pipelined(order=, stage=,
+group=)`` -- each a whole kernel (GEMM, attention, reduction).
+
+The sm_80 target: kernels built with ``target="cuda -arch=sm_80"`` (and sm_86 / sm_89),
+mma.sync GEMMs in fp16 / bf16 / tf32 / int8 / fp8, cp.async pipelines, register-A GEMMs
+(ldmatrix), transposes through shared memory, attention forward and a dequantizing GEMM.
+
+``tests/test_unseen_programs30.py`` builds each to a cubin on the CPU, checks what matters in
+the generated source, and on a GPU compares it with a torch reference."""
+
+import tilecute
+import tilecute.language as T
+
+
+# ======================================================================================
+# Hopper: hand-written schedules
+# ======================================================================================
+def ws_attention_tma_ring(stages=2, B=1, H=2, S=256, D=64, bm=64, bn=64):
+    """Non-causal attention forward, warp-specialized by hand: warpgroup 1 (the producer,
+    ``T.dec_max_nreg(40)``) loads the K and V tiles with ``T.tma_copy`` into a ring of
+    ``stages`` buffers on ``k_full`` / ``v_full``; warpgroup 0 (``T.inc_max_nreg(232)``)
+    keeps the online softmax and releases each stage on ``k_free`` / ``v_free``."""
+    scale = (1.0 / D) ** 0.5 * 1.44269504
+
+    @T.prim_func
+    def main(Q: T.Tensor((B, S, H, D), T.float16), K: T.Tensor((B, S, H, D), T.float16),
+             V: T.Tensor((B, S, H, D), T.float16), O: T.Tensor((B, S, H, D), T.float16)):
+        with T.Kernel(S // bm, H, B, threads=256) as (bx, by, bz):
+            Q_s = T.alloc_shared((bm, D), T.float16)
+            K_s = T.alloc_shared((stages, bn, D), T.float16)
+            V_s = T.alloc_shared((stages, bn, D), T.float16)
+            P_s = T.alloc_shared((bm, bn), T.float16)
+            acc_s = T.alloc_fragment((bm, bn), T.float32)
+            acc_o = T.alloc_fragment((bm, D), T.float32)
+            m = T.alloc_fragment((bm,), T.float32)
+            m_prev = T.alloc_fragment((bm,), T.float32)
+            l = T.alloc_fragment((bm,), T.float32)
+            rs = T.alloc_fragment((bm,), T.float32)
+            k_full = T.alloc_barrier([128] * stages)
+            v_full = T.alloc_barrier([128] * stages)
+            k_free = T.alloc_barrier([128] * stages)
+            v_free = T.alloc_barrier([128] * stages)
+            q_bar = T.alloc_barrier(128)
+            nk = S // bn
+            with T.ws(1):
+                T.dec_max_nreg(40)
+                T.tma_copy(Q[bz, bx * bm:(bx + 1) * bm, by, :], Q_s, barrier=q_bar)
+                T.mbarrier_arrive(q_bar)
+                for t in T.serial(nk):
+                    T.mbarrier_wait_parity(k_free[t % stages], ((t // stages) & 1) ^ 1)
+                    T.tma_copy(K[bz, t * bn:(t + 1) * bn, by, :], K_s[t % stages, :, :],
+                               barrier=k_full[t % stages])
+                    T.mbarrier_arrive(k_full[t % stages])
+                    T.mbarrier_wait_parity(v_free[t % stages], ((t // stages) & 1) ^ 1)
+                    T.tma_copy(V[bz, t * bn:(t + 1) * bn, by, :], V_s[t % stages, :, :],
+                               barrier=v_full[t % stages])
+                    T.mbarrier_arrive(v_full[t % stages])
+            with T.ws(0):
+                T.inc_max_nreg(232)
+                T.fill(acc_o, 0)
+                T.fill(l, 0)
+                T.fill(m, -T.infinity(T.float32))
+                T.mbarrier_wait_parity(q_bar, 0)
+                for t in T.serial(nk):
+                    T.mbarrier_wait_parity(k_full[t % stages], (t // stages) & 1)
+                    T.gemm(Q_s, K_s[t % stages, :, :], acc_s, transpose_B=True, clear_accum=True)
+                    T.mbarrier_arrive(k_free[t % stages])
+                    T.copy(m, m_prev)
+                    T.reduce_max(acc_s, m, dim=1, clear=False)
+                    for i in T.Parallel(bm):
+                        rs[i] = T.exp2(m_prev[i] * scale - m[i] * scale)
+                    for i, j in T.Parallel(bm, bn):
+                        acc_s[i, j] = T.exp2(acc_s[i, j] * scale - m[i] * scale)
+                    for i, j in T.Parallel(bm, D):
+                        acc_o[i, j] *= rs[i]
+                    T.reduce_sum(acc_s, m_prev, dim=1)
+                    for i in T.Parallel(bm):
+                        l[i] = l[i] * rs[i] + m_prev[i]
+                    T.copy(acc_s, P_s)
+                    T.mbarrier_wait_parity(v_full[t % stages], (t // stages) & 1)
+                    T.gemm(P_s, V_s[t % stages, :, :], acc_o)
+                    T.mbarrier_arrive(v_free[t % stages])
+                for i, j in T.Parallel(bm, D):
+                    acc_o[i, j] /= l[i]
+                T.copy(acc_o, O[bz, bx * bm, by, 0])
+
+    return main
+
+
+def ws_rowsum_tma_ring(stages=3, M=256, N=2048, bm=64, bn=256):
+    """A reduction pipelined by hand: the last warp group (``tx >= 128``, lowering its
+    registers) streams column tiles of X into a ring by TMA; threads 0..127 wait, add each
+    tile's squares into a fragment and release the stage.  Y[i] = sum_j X[i, j] ** 2."""
+
+    @T.prim_func
+    def main(X: T.Tensor((M, N), T.float32), Y: T.Tensor((M,), T.float32)):
+        with T.Kernel(M // bm, threads=256) as bx:
+            X_s = T.alloc_shared((stages, bm, bn), T.float32)
+            acc = T.alloc_fragment((bm, bn), T.float32)
+            s = T.alloc_fragment((bm,), T.float32)
+            full = T.alloc_barrier([1] * stages)
+            empty = T.alloc_barrier([128] * stages)
+            tx = T.get_thread_binding()
+            if tx >= 128:
+                T.set_max_nreg(40, 0)
+                for k in T.serial(N // bn):
+                    T.mbarrier_wait_parity(empty[k % stages], ((k // stages) & 1) ^ 1)
+                    if tx == 128:
+                        T.tma_copy(X[bx * bm:(bx + 1) * bm, k * bn:(k + 1) * bn], X_s[k % stages, :, :],
+                                   barrier=full[k % stages])
+                        T.mbarrier_arrive(full[k % stages])
+            else:
+                T.set_max_nreg(232, 1)
+                T.clear(acc)
+                for k in T.serial(N // bn):
+                    T.mbarrier_wait_parity(full[k % stages], (k // stages) & 1)
+                    for i, j in T.Parallel(bm, bn):
+                        acc[i, j] += X_s[k % stages, i, j] * X_s[k % stages, i, j]
+                    T.mbarrier_arrive(empty[k % stages])
+                T.reduce_sum(acc, s, dim=1)
+                T.copy(s, Y[bx * bm])
+
+    return main
+
+
+def persistent_gemm_primitive(M=384, N=320, K=256, bm=128, bn=64, bk=64, workers=7, group=4):
+    """C = A @ B by ``workers`` blocks that walk the output tiles with ``T.Persistent``
+    (tiles grouped ``group`` wide along N), each tile a pipelined GEMM into a cleared
+    accumulator and a copy out through shared memory."""
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), T.float16), B: T.Tensor((K, N), T.float16), C: T.Tensor((M, N), T.float16)):
+        with T.Kernel(workers, threads=128) as wid:
+            A_s = T.alloc_shared((bm, bk), T.float16)
+            B_s = T.alloc_shared((bk, bn), T.float16)
+            C_s = T.alloc_shared((bm, bn), T.float16)
+            acc = T.alloc_fragment((bm, bn), T.float32)
+            for tm, tn in T.Persistent([T.ceildiv(M, bm), T.ceildiv(N, bn)], workers, wid, group_size=group):
+                T.clear(acc)
+                for k in T.Pipelined(T.ceildiv(K, bk), num_stages=2):
+                    T.copy(A[tm * bm, k * bk], A_s)
+                    T.copy(B[k * bk, tn * bn], B_s)
+                    T.gemm(A_s, B_s, acc)
+                T.copy(acc, C_s)
+                T.copy(C_s, C[tm * bm, tn * bn])
+
+    return main
+
+
+def persistent_serial_swizzled_gemm(M=320, N=384, K=128, bm=64, bn=128, bk=64, workers=5, group=3):
+    """The hand-written persistent walk TileLang's GEMM example writes next to
+    ``T.Persistent``: ``for w in T.serial(waves)``, a tile id ``workers * w + wid`` mapped to
+    (m, n) in groups of ``group`` N tiles, the body guarded to tiles inside C; B stored
+    (N, K)."""
+    m_tiles = T.ceildiv(M, bm)
+    n_tiles = T.ceildiv(N, bn)
+    waves = T.ceildiv(m_tiles * n_tiles, workers)
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), T.bfloat16), B: T.Tensor((N, K), T.bfloat16), C: T.Tensor((M, N), T.float32)):
+        with T.Kernel(workers, threads=128) as wid:
+            A_s = T.alloc_shared((bm, bk), T.bfloat16)
+            B_s = T.alloc_shared((bn, bk), T.bfloat16)
+            acc = T.alloc_fragment((bm, bn), T.float32)
+            for w in T.serial(waves):
+                tile = workers * w + wid
+                tm = (tile // group) % m_tiles
+                tn = tile % group + (tile // group) // m_tiles * group
+                if tm * bm < M and tn * bn < N:
+                    for k in T.Pipelined(T.ceildiv(K, bk), num_stages=2):
+                        T.copy(A[tm * bm, k * bk], A_s)
+                        T.copy(B[tn * bn, k * bk], B_s)
+                        T.gemm(A_s, B_s, acc, transpose_B=True, clear_accum=k == 0)
+                    T.copy(acc, C[tm * bm, tn * bn])
+
+    return main
+
+
+def wgmma_scores_overlap_rowmax(M=128, N=256, D=64, bm=64):
+    """Scores S = Q K^T issued with ``T.wgmma_gemm`` (no wait) while the block loads and
+    scales a bias row; ``T.wait_wgmma(0)`` before the scores are read; then a row softmax of
+    S + bias: O = softmax(Q K^T * 0.125 + bias)."""
+
+    @T.prim_func
+    def main(Q: T.Tensor((M, D), T.float16), Kt: T.Tensor((N, D), T.float16), bias: T.Tensor((N,), T.float32),
+             O: T.Tensor((M, N), T.float32)):
+        with T.Kernel(M // bm, threads=128) as bx:
+            Q_s = T.alloc_shared((bm, D), T.float16)
+            K_s = T.alloc_shared((N, D), T.float16)
+            S_f = T.alloc_fragment((bm, N), T.float32)
+            b_f = T.alloc_fragment((bm, N), T.float32)
+            mx = T.alloc_fragment((bm,), T.float32)
+            sm = T.alloc_fragment((bm,), T.float32)
+            T.copy(Q[bx * bm, 0], Q_s)
+            T.copy(Kt[0, 0], K_s)
+            T.wgmma_gemm(Q_s, K_s, S_f, transpose_B=True, clear_accum=True)
+            for i, j in T.Parallel(bm, N):
+                b_f[i, j] = bias[j] * 0.5
+            T.wait_wgmma(0)
+            for i, j in T.Parallel(bm, N):
+                S_f[i, j] = S_f[i, j] * 0.125 + b_f[i, j]
+            T.reduce_max(S_f, mx, dim=1)
+            for i, j in T.Parallel(bm, N):
+                S_f[i, j] = T.exp(S_f[i, j] - mx[i])
+            T.reduce_sum(S_f, sm, dim=1)
+            for i, j in T.Parallel(bm, N):
+                S_f[i, j] = S_f[i, j] / sm[i]
+            T.copy(S_f, O[bx * bm, 0])
+
+    return main
+
+
+def fence_thread_scaled_operand(M=256, N=128, K=256, bm=64, bn=128, bk=64):
+    """C = A @ (diag(s) B): each step's B tile is written by the threads (scaled by the row
+    scale s[k]), then ``T.fence_proxy_async()`` and a block barrier make the generic writes
+    visible to the async proxy before ``T.wgmma_gemm`` reads them; ``T.wait_wgmma(0)``
+    before the tile is overwritten."""
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), T.float16), B: T.Tensor((K, N), T.float16), s: T.Tensor((K,), T.float16),
+             C: T.Tensor((M, N), T.float32)):
+        with T.Kernel(M // bm, threads=128) as bx:
+            A_s = T.alloc_shared((bm, bk), T.float16)
+            B_s = T.alloc_shared((bk, bn), T.float16)
+            acc = T.alloc_fragment((bm, bn), T.float32)
+            T.clear(acc)
+            for k in T.serial(K // bk):
+                T.copy(A[bx * bm, k * bk], A_s)
+                for i, j in T.Parallel(bk, bn):
+                    B_s[i, j] = B[k * bk + i, j] * s[k * bk + i]
+                T.fence_proxy_async()
+                T.sync_threads()
+                T.wgmma_gemm(A_s, B_s, acc)
+                T.wait_wgmma(0)
+                T.sync_threads()
+            T.copy(acc, C[bx * bm, 0])
+
+    return main
+
+
+def ws_named_barrier_colmax(M=256, N=256, bm=32):
+    """Two warp groups, each its own half of the columns: each stages its half in shared
+    memory, meets its own 128 threads at named barrier ``T.sync_threads(1 + g, 128)`` and
+    reads the half transposed (column maxima of |X| per row tile)."""
+
+    @T.prim_func
+    def main(X: T.Tensor((M, N), T.float32), Y: T.Tensor((M // bm, N), T.float32)):
+        with T.Kernel(M // bm, threads=256) as bx:
+            S = T.alloc_shared((bm, N), T.float32)
+            with T.ws(0):
+                for i, j in T.Parallel(bm, N // 2):
+                    S[i, j] = T.abs(X[bx * bm + i, j])
+                T.sync_threads(1, 128)
+                for j in T.Parallel(N // 2):
+                    mx = T.alloc_var(T.float32, init=0.0)
+                    for i in T.serial(bm):
+                        mx = T.max(mx, S[i, j])
+                    Y[bx, j] = mx
+            with T.ws(1):
+                for i, j in T.Parallel(bm, N // 2):
+                    S[i, N // 2 + j] = T.abs(X[bx * bm + i, N // 2 + j])
+                T.sync_threads(2, 128)
+                for j in T.Parallel(N // 2):
+                    mx = T.alloc_var(T.float32, init=0.0)
+                    for i in T.serial(bm):
+                        mx = T.max(mx, S[i, N // 2 + j])
+                    Y[bx, N // 2 + j] = mx
+
+    return main
+
+
+def gemm_wg_wait_two_accumulators(M=256, N=128, K=512, bm=64, bn=128, bk=64):
+    """Gate and up projections in one loop: ``T.gemm(..., wg_wait=-1)`` leaves the gate GEMM
+    in flight while the up GEMM is issued, ``wg_wait=0`` on the second waits for both;
+    then SiLU(gate) * up."""
+
+    @T.prim_func
+    def main(X: T.Tensor((M, K), T.float16), Wg: T.Tensor((K, N), T.float16), Wu: T.Tensor((K, N), T.float16),
+             Y: T.Tensor((M, N), T.float16)):
+        with T.Kernel(M // bm, threads=128) as bx:
+            X_s = T.alloc_shared((bm, bk), T.float16)
+            G_s = T.alloc_shared((bk, bn), T.float16)
+            U_s = T.alloc_shared((bk, bn), T.float16)
+            g = T.alloc_fragment((bm, bn), T.float32)
+            u = T.alloc_fragment((bm, bn), T.float32)
+            T.clear(g)
+            T.clear(u)
+            for k in T.Pipelined(K // bk, num_stages=2):
+                T.copy(X[bx * bm, k * bk], X_s)
+                T.copy(Wg[k * bk, 0], G_s)
+                T.copy(Wu[k * bk, 0], U_s)
+                T.gemm(X_s, G_s, g, wg_wait=-1)
+                T.gemm(X_s, U_s, u, wg_wait=0)
+            for i, j in T.Parallel(bm, bn):
+                g[i, j] = g[i, j] / (1.0 + T.exp(-g[i, j])) * u[i, j]
+            T.copy(g, Y[bx * bm, 0])
+
+    return main
+
+
+def gemm_order_stage_group_epilogue(M=256, N=256, K=512, bm=128, bn=128, bk=32):
+    """A GEMM whose loop is scheduled by hand: ``order``/``stage`` put the two loads a stage
+    ahead of the GEMM and ``group`` keeps them together, with a per-step row scale read into
+    a fragment in the GEMM's stage: C = diag(r) (A @ B) accumulated as sum_k r * A_k B_k."""
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), T.float16), B: T.Tensor((K, N), T.float16), r: T.Tensor((M,), T.float32),
+             C: T.Tensor((M, N), T.float32)):
+        with T.Kernel(N // bn, M // bm, threads=256) as (bx, by):
+            A_s = T.alloc_shared((bm, bk), T.float16)
+            B_s = T.alloc_shared((bk, bn), T.float16)
+            acc = T.alloc_fragment((bm, bn), T.float32)
+            rf = T.alloc_fragment((bm,), T.float32)
+            T.clear(acc)
+            for i in T.Parallel(bm):
+                rf[i] = r[by * bm + i]
+            for k in T.Pipelined(K // bk, order=[0, 1, 2], stage=[0, 0, 1], group=[[0], [1], [2]]):
+                T.copy(A[by * bm, k * bk], A_s)
+                T.copy(B[k * bk, bx * bn], B_s)
+                T.gemm(A_s, B_s, acc)
+            for i, j in T.Parallel(bm, bn):
+                acc[i, j] *= rf[i]
+            T.copy(acc, C[by * bm, bx * bn])
+
+    return main
+
+
+def gemm_kpack_clear_accum_fullcol(M=256, N=256, K=256, bm=64, bn=256, bk=64):
+    """bf16 C = A^T B (A stored (K, M)) on two warpgroups side by side along N
+    (``policy=FullCol``), ``k_pack=2``, the accumulator cleared by the first step's GEMM
+    (``clear_accum=k == 0``)."""
+
+    @T.prim_func
+    def main(A: T.Tensor((K, M), T.bfloat16), B: T.Tensor((K, N), T.bfloat16), C: T.Tensor((M, N), T.bfloat16)):
+        with T.Kernel(N // bn, M // bm, threads=256) as (bx, by):
+            A_s = T.alloc_shared((bk, bm), T.bfloat16)
+            B_s = T.alloc_shared((bk, bn), T.bfloat16)
+            acc = T.alloc_fragment((bm, bn), T.float32)
+            for k in T.Pipelined(K // bk, num_stages=3):
+                T.copy(A[k * bk, by * bm], A_s)
+                T.copy(B[k * bk, bx * bn], B_s)
+                T.gemm(A_s, B_s, acc, transpose_A=True, clear_accum=k == 0, k_pack=2,
+                       policy=T.GemmWarpPolicy.FullCol)
+            T.copy(acc, C[by * bm, bx * bn])
+
+    return main
+
+
+def ws_annotated_regs_gemm_bias(M=256, N=256, K=384, bm=128, bn=128, bk=64):
+    """A T.Pipelined GEMM whose producer warpgroup the compiler makes, with the register
+    budgets set by annotation (``T.annotate_producer_reg_dealloc(24)``,
+    ``T.annotate_consumer_reg_alloc(240)``) and a column bias in the epilogue."""
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), T.float16), B: T.Tensor((K, N), T.float16), bias: T.Tensor((N,), T.float32),
+             C: T.Tensor((M, N), T.float16)):
+        with T.Kernel(N // bn, M // bm, threads=128) as (bx, by):
+            T.annotate_producer_reg_dealloc(24)
+            T.annotate_consumer_reg_alloc(240)
+            A_s = T.alloc_shared((bm, bk), T.float16)
+            B_s = T.alloc_shared((bk, bn), T.float16)
+            acc = T.alloc_fragment((bm, bn), T.float32)
+            T.clear(acc)
+            for k in T.Pipelined(K // bk, num_stages=3):
+                T.copy(A[by * bm, k * bk], A_s)
+                T.copy(B[k * bk, bx * bn], B_s)
+                T.gemm(A_s, B_s, acc)
+            for i, j in T.Parallel(bm, bn):
+                acc[i, j] += bias[bx * bn + j]
+            T.copy(acc, C[by * bm, bx * bn])
+
+    return main
+
+
+def ws_producer_thread_copies_split_gemm(M=128, N=256, K=256, bm=128, bn=256, bk=64):
+    """TileLang's split warp specialization: A's tile is loaded by every thread, then each
+    warp group (``T.ws(0)`` / ``T.ws(1)``) loads and multiplies its own half of B's columns
+    into its own accumulator and stores its own half of C."""
+    hn = bn // 2
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), T.float16), B: T.Tensor((K, N), T.float16), C: T.Tensor((M, N), T.float16)):
+        with T.Kernel(N // bn, M // bm, threads=256) as (bx, by):
+            A_s = T.alloc_shared((bm, bk), T.float16)
+            B0 = T.alloc_shared((bk, hn), T.float16)
+            B1 = T.alloc_shared((bk, hn), T.float16)
+            c0 = T.alloc_fragment((bm, hn), T.float32)
+            c1 = T.alloc_fragment((bm, hn), T.float32)
+            with T.ws(0):
+                T.clear(c0)
+            with T.ws(1):
+                T.clear(c1)
+            for k in T.Pipelined(K // bk, num_stages=0):
+                T.copy(A[by * bm, k * bk], A_s)
+                with T.ws(0):
+                    T.copy(B[k * bk, bx * bn], B0)
+                    T.gemm(A_s, B0, c0)
+                with T.ws(1):
+                    T.copy(B[k * bk, bx * bn + hn], B1)
+                    T.gemm(A_s, B1, c1)
+            with T.ws(0):
+                T.copy(c0, C[by * bm, bx * bn])
+            with T.ws(1):
+                T.copy(c1, C[by * bm, bx * bn + hn])
+
+    return main
+
+
+def ws_tma_store_epilogue_ring(stages=2, M=256, N=256, K=256, bm=128, bn=128, bk=64):
+    """A hand ring (warp group 1 loads by TMA, warp group 0 multiplies), whose consumer
+    writes the tile back by ``T.tma_copy`` from shared memory and waits for the bulk store
+    with ``T.tma_store_wait()`` before leaving."""
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), T.float16), B: T.Tensor((K, N), T.float16), C: T.Tensor((M, N), T.float16)):
+        with T.Kernel(N // bn, M // bm, threads=256) as (bx, by):
+            A_s = T.alloc_shared((stages, bm, bk), T.float16)
+            B_s = T.alloc_shared((stages, bk, bn), T.float16)
+            C_s = T.alloc_shared((bm, bn), T.float16)
+            acc = T.alloc_fragment((bm, bn), T.float32)
+            full = T.alloc_barrier([128] * stages)
+            empty = T.alloc_barrier([128] * stages)
+            with T.ws(1):
+                for k in T.serial(K // bk):
+                    T.mbarrier_wait_parity(empty[k % stages], ((k // stages) & 1) ^ 1)
+                    T.tma_copy(A[by * bm:(by + 1) * bm, k * bk:(k + 1) * bk], A_s[k % stages, :, :],
+                               barrier=full[k % stages])
+                    T.tma_copy(B[k * bk:(k + 1) * bk, bx * bn:(bx + 1) * bn], B_s[k % stages, :, :],
+                               barrier=full[k % stages])
+                    T.mbarrier_arrive(full[k % stages])
+            with T.ws(0):
+                T.clear(acc)
+                for k in T.serial(K // bk):
+                    T.mbarrier_wait_parity(full[k % stages], (k // stages) & 1)
+                    T.gemm(A_s[k % stages, :, :], B_s[k % stages, :, :], acc)
+                    T.mbarrier_arrive(empty[k % stages])
+                T.copy(acc, C_s)
+                T.fence_proxy_async()
+                T.sync_threads(1, 128)
+                T.tma_copy(C_s, C[by * bm:(by + 1) * bm, bx * bn:(bx + 1) * bn])
+                T.tma_store_arrive()
+                T.tma_store_wait()
+
+    return main
