@@ -451,3 +451,323 @@ def ws_tma_store_epilogue_ring(stages=2, M=256, N=256, K=256, bm=128, bn=128, bk
                 T.tma_store_wait()
 
     return main
+
+
+# ======================================================================================
+# The sm_80 target (sm_80 / sm_86 / sm_89 GPUs: mma.sync, cp.async, ldmatrix; no TMA/wgmma)
+# ======================================================================================
+SM80 = "cuda -arch=sm_80"
+
+
+@tilecute.jit(out_idx=[2], target=SM80)
+def sm80_gemm_fp16_swizzled(M=512, N=384, K=512, bm=128, bn=128, bk=32, stages=4):
+    """fp16 C = A @ B for an sm_80 target (TVM's target string): a 4-stage cp.async
+    pipeline, rasterized blocks (``T.use_swizzle(4)``), mma.sync with ldmatrix loads."""
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), T.float16), B: T.Tensor((K, N), T.float16), C: T.Tensor((M, N), T.float16)):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=128) as (bx, by):
+            A_s = T.alloc_shared((bm, bk), T.float16)
+            B_s = T.alloc_shared((bk, bn), T.float16)
+            acc = T.alloc_fragment((bm, bn), T.float32)
+            T.use_swizzle(4)
+            T.clear(acc)
+            for k in T.Pipelined(T.ceildiv(K, bk), num_stages=stages):
+                T.copy(A[by * bm, k * bk], A_s)
+                T.copy(B[k * bk, bx * bn], B_s)
+                T.gemm(A_s, B_s, acc)
+            T.copy(acc, C[by * bm, bx * bn])
+
+    return main
+
+
+@tilecute.jit(out_idx=[2], target="sm_86")
+def sm86_gemm_bf16_nt_ragged(M=200, N=136, K=328, bm=64, bn=64, bk=64):
+    """bf16 C = A @ B^T (B stored (N, K)) with ragged M, N and K on sm_86 (100 KB of shared
+    memory), three stages, float32 output."""
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), T.bfloat16), B: T.Tensor((N, K), T.bfloat16), C: T.Tensor((M, N), T.float32)):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=128) as (bx, by):
+            A_s = T.alloc_shared((bm, bk), T.bfloat16)
+            B_s = T.alloc_shared((bn, bk), T.bfloat16)
+            acc = T.alloc_fragment((bm, bn), T.float32)
+            T.clear(acc)
+            for k in T.Pipelined(T.ceildiv(K, bk), num_stages=3):
+                T.copy(A[by * bm, k * bk], A_s)
+                T.copy(B[bx * bn, k * bk], B_s)
+                T.gemm(A_s, B_s, acc, transpose_B=True)
+            T.copy(acc, C[by * bm, bx * bn])
+
+    return main
+
+
+def sm80_gemm_tf32(M=256, N=256, K=256, bm=64, bn=64, bk=32):
+    """float32 operands multiplied as tf32 on mma.sync (both K-major: B stored (N, K))."""
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), T.float32), B: T.Tensor((N, K), T.float32), C: T.Tensor((M, N), T.float32)):
+        with T.Kernel(N // bn, M // bm, threads=128) as (bx, by):
+            A_s = T.alloc_shared((bm, bk), T.float32)
+            B_s = T.alloc_shared((bn, bk), T.float32)
+            acc = T.alloc_fragment((bm, bn), T.float32)
+            T.clear(acc)
+            for k in T.Pipelined(K // bk, num_stages=2):
+                T.copy(A[by * bm, k * bk], A_s)
+                T.copy(B[bx * bn, k * bk], B_s)
+                T.gemm(A_s, B_s, acc, transpose_B=True)
+            T.copy(acc, C[by * bm, bx * bn])
+
+    return main
+
+
+def sm80_gemm_int8_tn(M=256, N=256, K=512, bm=64, bn=64, bk=64):
+    """int8 x int8 -> int32 (TN: B stored (N, K)) on sm_80."""
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), T.int8), B: T.Tensor((N, K), T.int8), C: T.Tensor((M, N), T.int32)):
+        with T.Kernel(N // bn, M // bm, threads=128) as (bx, by):
+            A_s = T.alloc_shared((bm, bk), T.int8)
+            B_s = T.alloc_shared((bn, bk), T.int8)
+            acc = T.alloc_fragment((bm, bn), T.int32)
+            T.clear(acc)
+            for k in T.Pipelined(K // bk, num_stages=2):
+                T.copy(A[by * bm, k * bk], A_s)
+                T.copy(B[bx * bn, k * bk], B_s)
+                T.gemm(A_s, B_s, acc, transpose_B=True)
+            T.copy(acc, C[by * bm, bx * bn])
+
+    return main
+
+
+def sm89_gemm_fp8_e4m3(M=128, N=128, K=256, bm=64, bn=64, bk=64):
+    """float8_e4m3 x float8_e4m3 -> float32 (TN) with a per-tensor scale, for sm_89 (fp8
+    converts exist there, not on sm_80)."""
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), T.float8_e4m3), B: T.Tensor((N, K), T.float8_e4m3), scale: T.float32,
+             C: T.Tensor((M, N), T.float32)):
+        with T.Kernel(N // bn, M // bm, threads=128) as (bx, by):
+            A_s = T.alloc_shared((bm, bk), T.float8_e4m3)
+            B_s = T.alloc_shared((bn, bk), T.float8_e4m3)
+            acc = T.alloc_fragment((bm, bn), T.float32)
+            T.clear(acc)
+            for k in T.Pipelined(K // bk, num_stages=2):
+                T.copy(A[by * bm, k * bk], A_s)
+                T.copy(B[bx * bn, k * bk], B_s)
+                T.gemm(A_s, B_s, acc, transpose_B=True)
+            for i, j in T.Parallel(bm, bn):
+                acc[i, j] *= scale
+            T.copy(acc, C[by * bm, bx * bn])
+
+    return main
+
+
+def sm80_transpose_pipelined(M=512, N=384, bm=64, bn=64):
+    """Y = X^T for float16 through shared memory, a row panel of X walked by a 2-stage
+    cp.async ``T.Pipelined`` loop and written out transposed."""
+
+    @T.prim_func
+    def main(X: T.Tensor((M, N), T.float16), Y: T.Tensor((N, M), T.float16)):
+        with T.Kernel(M // bm, threads=128) as bx:
+            S = T.alloc_shared((bm, bn), T.float16)
+            for j in T.Pipelined(N // bn, num_stages=2):
+                T.copy(X[bx * bm, j * bn], S)
+                for c, r in T.Parallel(bn, bm):
+                    Y[j * bn + c, bx * bm + r] = S[r, c]
+
+    return main
+
+
+def sm80_flash_fwd_causal(B=1, H=4, S=256, D=64, bm=64, bn=64):
+    """Causal attention forward (BHSD) on sm_80: mma.sync for both GEMMs, a one-stage
+    cp.async pipeline over key tiles that stops at the diagonal."""
+    scale = (1.0 / D) ** 0.5 * 1.44269504
+
+    @T.prim_func
+    def main(Q: T.Tensor((B, H, S, D), T.float16), K: T.Tensor((B, H, S, D), T.float16),
+             V: T.Tensor((B, H, S, D), T.float16), O: T.Tensor((B, H, S, D), T.float16)):
+        with T.Kernel(S // bm, H, B, threads=128) as (bx, by, bz):
+            Q_s = T.alloc_shared((bm, D), T.float16)
+            K_s = T.alloc_shared((bn, D), T.float16)
+            V_s = T.alloc_shared((bn, D), T.float16)
+            P_s = T.alloc_shared((bm, bn), T.float16)
+            s = T.alloc_fragment((bm, bn), T.float32)
+            o = T.alloc_fragment((bm, D), T.float32)
+            m = T.alloc_fragment((bm,), T.float32)
+            mp = T.alloc_fragment((bm,), T.float32)
+            l = T.alloc_fragment((bm,), T.float32)
+            rs = T.alloc_fragment((bm,), T.float32)
+            T.copy(Q[bz, by, bx * bm, 0], Q_s)
+            T.fill(o, 0)
+            T.fill(l, 0)
+            T.fill(m, -T.infinity(T.float32))
+            for t in T.Pipelined(bx + 1, num_stages=1):
+                T.copy(K[bz, by, t * bn, 0], K_s)
+                for i, j in T.Parallel(bm, bn):
+                    s[i, j] = T.if_then_else(bx * bm + i >= t * bn + j, 0, -T.infinity(T.float32))
+                T.gemm(Q_s, K_s, s, transpose_B=True)
+                T.copy(m, mp)
+                T.reduce_max(s, m, dim=1, clear=False)
+                for i in T.Parallel(bm):
+                    rs[i] = T.exp2(mp[i] * scale - m[i] * scale)
+                for i, j in T.Parallel(bm, bn):
+                    s[i, j] = T.exp2(s[i, j] * scale - m[i] * scale)
+                T.reduce_sum(s, mp, dim=1)
+                for i in T.Parallel(bm):
+                    l[i] = l[i] * rs[i] + mp[i]
+                for i, j in T.Parallel(bm, D):
+                    o[i, j] *= rs[i]
+                T.copy(s, P_s)
+                T.copy(V[bz, by, t * bn, 0], V_s)
+                T.gemm(P_s, V_s, o)
+            for i, j in T.Parallel(bm, D):
+                o[i, j] /= l[i]
+            T.copy(o, O[bz, by, bx * bm, 0])
+
+    return main
+
+
+def sm80_dequant_uint4_gemm(M=128, N=256, K=512, bm=64, bn=64, bk=64, group=128):
+    """C = A @ dequant(W)^T on sm_80: W holds two unsigned 4-bit values a byte along K
+    (low nibble first), per-(n, group) scales; each step unpacks its tile in registers into
+    a float16 shared tile that mma.sync reads."""
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), T.float16), W: T.Tensor((N, K // 2), T.uint8),
+             Sc: T.Tensor((N, K // group), T.float16), C: T.Tensor((M, N), T.float16)):
+        with T.Kernel(N // bn, M // bm, threads=128) as (bx, by):
+            A_s = T.alloc_shared((bm, bk), T.float16)
+            W_s = T.alloc_shared((bn, bk // 2), T.uint8)
+            B_s = T.alloc_shared((bn, bk), T.float16)
+            acc = T.alloc_fragment((bm, bn), T.float32)
+            T.clear(acc)
+            for k in T.Pipelined(K // bk, num_stages=2):
+                T.copy(A[by * bm, k * bk], A_s)
+                T.copy(W[bx * bn, k * bk // 2], W_s)
+                for n, j in T.Parallel(bn, bk):
+                    B_s[n, j] = T.cast((W_s[n, j // 2] >> T.cast((j % 2) * 4, T.uint8)) & T.uint8(15), T.float16) - \
+                        T.float16(8)
+                for n, j in T.Parallel(bn, bk):
+                    B_s[n, j] = B_s[n, j] * Sc[bx * bn + n, (k * bk + j) // group]
+                T.gemm(A_s, B_s, acc, transpose_B=True)
+            T.copy(acc, C[by * bm, bx * bn])
+
+    return main
+
+
+def sm80_gemm_register_a_gelu(M=256, N=128, K=256, bm=64, bn=128, bk=32):
+    """C = gelu_tanh(A) @ B on sm_80: each A tile is read from shared memory into a float16
+    register fragment, transformed there, and fed to T.gemm as the A operand (mma.sync's
+    register operand)."""
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), T.float16), B: T.Tensor((K, N), T.float16), C: T.Tensor((M, N), T.float32)):
+        with T.Kernel(N // bn, M // bm, threads=128) as (bx, by):
+            A_s = T.alloc_shared((bm, bk), T.float16)
+            B_s = T.alloc_shared((bk, bn), T.float16)
+            A_f = T.alloc_fragment((bm, bk), T.float16)
+            acc = T.alloc_fragment((bm, bn), T.float32)
+            T.clear(acc)
+            for k in T.Pipelined(K // bk, num_stages=2):
+                T.copy(A[by * bm, k * bk], A_s)
+                T.copy(B[k * bk, bx * bn], B_s)
+                T.copy(A_s, A_f)
+                for i, j in T.Parallel(bm, bk):
+                    x = T.cast(A_f[i, j], T.float32)
+                    A_f[i, j] = T.cast(0.5 * x * (1.0 + T.tanh(0.7978845608 * (x + 0.044715 * x * x * x))),
+                                       T.float16)
+                T.gemm(A_f, B_s, acc)
+            T.copy(acc, C[by * bm, bx * bn])
+
+    return main
+
+
+def sm80_layernorm_pipelined(M=256, N=1024, bm=8, bn=256, eps=1e-5):
+    """Layer norm of float16 rows on sm_80: two passes over the row, each a cp.async
+    ``T.Pipelined`` loop of column tiles (sums and sums of squares, then normalize)."""
+
+    @T.prim_func
+    def main(X: T.Tensor((M, N), T.float16), G: T.Tensor((N,), T.float16), Y: T.Tensor((M, N), T.float16)):
+        with T.Kernel(M // bm, threads=128) as bx:
+            X_s = T.alloc_shared((bm, bn), T.float16)
+            xf = T.alloc_fragment((bm, bn), T.float32)
+            s1 = T.alloc_fragment((bm,), T.float32)
+            s2 = T.alloc_fragment((bm,), T.float32)
+            t1 = T.alloc_fragment((bm,), T.float32)
+            t2 = T.alloc_fragment((bm,), T.float32)
+            T.clear(s1)
+            T.clear(s2)
+            for k in T.Pipelined(N // bn, num_stages=2):
+                T.copy(X[bx * bm, k * bn], X_s)
+                T.copy(X_s, xf)
+                T.reduce_sum(xf, t1, dim=1)
+                for i, j in T.Parallel(bm, bn):
+                    xf[i, j] = xf[i, j] * xf[i, j]
+                T.reduce_sum(xf, t2, dim=1)
+                for i in T.Parallel(bm):
+                    s1[i] += t1[i]
+                    s2[i] += t2[i]
+            for i in T.Parallel(bm):
+                s1[i] = s1[i] / N
+                s2[i] = T.rsqrt(s2[i] / N - s1[i] * s1[i] + eps)
+            for k in T.Pipelined(N // bn, num_stages=2):
+                T.copy(X[bx * bm, k * bn], X_s)
+                for i, j in T.Parallel(bm, bn):
+                    Y[bx * bm + i, k * bn + j] = T.cast((T.cast(X_s[i, j], T.float32) - s1[i]) * s2[i] *
+                                                        T.cast(G[k * bn + j], T.float32), T.float16)
+
+    return main
+
+
+def sm80_splitk_atomic_gemm(M=128, N=128, K=1024, bm=64, bn=64, bk=32, splits=4):
+    """Split-K on sm_80: blockIdx.z takes a K range, a 3-stage cp.async GEMM over it and a
+    tile ``T.atomic_add`` of the float32 partial into C (zeroed by the caller)."""
+    kk = K // splits
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), T.float16), B: T.Tensor((K, N), T.float16), C: T.Tensor((M, N), T.float32)):
+        with T.Kernel(N // bn, M // bm, splits, threads=128) as (bx, by, bz):
+            A_s = T.alloc_shared((bm, bk), T.float16)
+            B_s = T.alloc_shared((bk, bn), T.float16)
+            acc = T.alloc_fragment((bm, bn), T.float32)
+            T.clear(acc)
+            for k in T.Pipelined(kk // bk, num_stages=3):
+                T.copy(A[by * bm, bz * kk + k * bk], A_s)
+                T.copy(B[bz * kk + k * bk, bx * bn], B_s)
+                T.gemm(A_s, B_s, acc)
+            T.atomic_add(C[by * bm:(by + 1) * bm, bx * bn:(bx + 1) * bn], acc)
+
+    return main
+
+
+def sm80_ws_mbarrier_handoff(M=256, N=512, bm=64, bn=128):
+    """Warp specialization without TMA, as a program for sm_80 writes it: warp group 1
+    copies column tiles of X into a 2-slot shared ring with thread copies and arrives on
+    ``full``; warp group 0 waits, accumulates the tile's column sums and frees the slot on
+    ``empty`` (mbarriers are sm_80's; the waits test the phase in a loop).  Y[j] = sum over
+    the block's rows."""
+
+    @T.prim_func
+    def main(X: T.Tensor((M, N), T.float32), Y: T.Tensor((M // bm, N), T.float32)):
+        with T.Kernel(M // bm, threads=256) as bx:
+            R = T.alloc_shared((2, bm, bn), T.float32)
+            full = T.alloc_barrier([128, 128])
+            empty = T.alloc_barrier([128, 128])
+            with T.ws(1):
+                for k in T.serial(N // bn):
+                    T.mbarrier_wait_parity(empty[k % 2], ((k // 2) & 1) ^ 1)
+                    for i, j in T.Parallel(bm, bn):
+                        R[k % 2, i, j] = X[bx * bm + i, k * bn + j]
+                    T.mbarrier_arrive(full[k % 2])
+            with T.ws(0):
+                for k in T.serial(N // bn):
+                    T.mbarrier_wait_parity(full[k % 2], (k // 2) & 1)
+                    for j in T.Parallel(bn):
+                        c = T.alloc_var(T.float32, init=0.0)
+                        for i in T.serial(bm):
+                            c += R[k % 2, i, j]
+                        Y[bx, k * bn + j] = c
+                    T.mbarrier_arrive(empty[k % 2])
+
+    return main

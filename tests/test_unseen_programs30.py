@@ -1,0 +1,416 @@
+"""A thirtieth set of programs in TileLang's idioms (tests/unseen_programs30.py).
+
+Hopper schedules written by hand (``T.ws`` and ``tx``-range producer / consumer roles, rings
+of mbarriers fed by ``T.tma_copy``, register budgets, ``T.Persistent``, ``T.wgmma_gemm`` +
+``T.wait_wgmma`` overlaps, ``T.fence_proxy_async``, named barriers, ``wg_wait``,
+``order``/``stage``/``group``, ``k_pack`` + ``clear_accum``) and the sm_80 target
+(``target="cuda -arch=sm_80"``, sm_86, sm_89: mma.sync in fp16 / bf16 / tf32, SIMT int8 /
+fp8, cp.async pipelines, a register-A GEMM, transposes, attention, a dequantizing GEMM).
+CPU: each builds to a cubin for its arch and what matters is read in the generated source;
+what sm_80 cannot run is refused naming the form and the arch.
+GPU: each matches a torch reference (``pytest -m gpu tests/test_unseen_programs30.py``)."""
+
+import pytest
+
+import tilecute
+import unseen_programs30 as P
+
+HOPPER = ["ws_attention_tma_ring", "ws_rowsum_tma_ring", "persistent_gemm_primitive",
+          "persistent_serial_swizzled_gemm", "wgmma_scores_overlap_rowmax", "fence_thread_scaled_operand",
+          "ws_named_barrier_colmax", "gemm_wg_wait_two_accumulators", "gemm_order_stage_group_epilogue",
+          "gemm_kpack_clear_accum_fullcol", "ws_annotated_regs_gemm_bias",
+          "ws_producer_thread_copies_split_gemm", "ws_tma_store_epilogue_ring"]
+# prim_func factories of the sm_80 half and the arch each is built for
+SM80 = {"sm80_gemm_tf32": "sm_80", "sm80_gemm_int8_tn": "sm_80", "sm89_gemm_fp8_e4m3": "sm_89",
+        "sm80_transpose_pipelined": "sm_80", "sm80_flash_fwd_causal": "sm_80",
+        "sm80_dequant_uint4_gemm": "sm_80", "sm80_gemm_register_a_gelu": "sm_80",
+        "sm80_layernorm_pipelined": "sm_80", "sm80_splitk_atomic_gemm": "sm_80",
+        "sm80_ws_mbarrier_handoff": "sm_80"}
+# @tilecute.jit programs carrying their own target
+JIT_TARGETS = {"sm80_gemm_fp16_swizzled": 80, "sm86_gemm_bf16_nt_ragged": 86}
+# Hopper programs sm_80 refuses, and the words naming the form and the arch
+SM80_REFUSED = {
+    "ws_attention_tma_ring": "T.tma_copy needs TMA \\(sm_90 or newer\\); the target is sm_80",
+    "ws_rowsum_tma_ring": "T.tma_copy needs TMA \\(sm_90 or newer\\); the target is sm_80",
+    "ws_tma_store_epilogue_ring": "T.tma_copy needs TMA \\(sm_90 or newer\\); the target is sm_80",
+    "wgmma_scores_overlap_rowmax": "T.wgmma_gemm runs on wgmma only: wgmma needs sm_90a; the target is sm_80",
+    "fence_thread_scaled_operand": "T.wgmma_gemm runs on wgmma only: wgmma needs sm_90a; the target is sm_80",
+}
+
+
+@pytest.fixture(autouse=True)
+def _arch(monkeypatch):
+    monkeypatch.setenv("TILECUTE_ARCH", "sm_90a")
+    monkeypatch.setenv("CUTE_DSL_ARCH", "sm_90a")
+
+
+def _body(src):
+    """The @cute.kernel functions' text (not the launch wrapper)."""
+    return src.split("\n@cute.kernel\n", 1)[1].split("\n@cute.jit", 1)[0]
+
+
+def body(name, arch="sm_90a", **kw):
+    return _body(tilecute.compile(getattr(P, name)(**kw), target=arch).get_kernel_source())
+
+
+def test_every_program_is_listed():
+    import types
+    defined = {n for n, f in vars(P).items() if isinstance(f, types.FunctionType) or hasattr(f, "get_tir")}
+    assert defined == set(HOPPER) | set(SM80) | set(JIT_TARGETS)
+
+
+# ---- every program builds for its arch ------------------------------------------------------
+@pytest.mark.parametrize("name", HOPPER)
+def test_hopper_program_builds_a_cubin(name, tmp_path):
+    assert tilecute.build_cubin(getattr(P, name)(), "sm_90a", out_dir=str(tmp_path)).kernel_names
+
+
+@pytest.mark.parametrize("name", sorted(SM80))
+def test_sm80_program_builds_a_cubin(name, tmp_path):
+    assert tilecute.build_cubin(getattr(P, name)(), SM80[name], out_dir=str(tmp_path)).kernel_names
+
+
+@pytest.mark.parametrize("name", sorted(JIT_TARGETS))
+def test_jit_target_decides_the_cubin_arch(name):
+    """``@tilecute.jit(target="cuda -arch=sm_80")`` / ``target="sm_86"`` build for that arch
+    whatever TILECUTE_ARCH says (sm_90a here): the cubin's ELF flags carry the SM number."""
+    from elftools.elf.elffile import ELFFile
+
+    path = getattr(P, name)().ensure_cubin()
+    with open(path, "rb") as f:
+        assert ELFFile(f).header.e_flags & 0xFF == JIT_TARGETS[name]
+
+
+@pytest.mark.parametrize("name", sorted(SM80_REFUSED))
+def test_sm80_refuses_hopper_forms_by_name(name, tmp_path):
+    with pytest.raises(Exception, match=SM80_REFUSED[name]):
+        tilecute.build_cubin(getattr(P, name)(), "sm_80", out_dir=str(tmp_path))
+
+
+@pytest.mark.parametrize("name", sorted(set(HOPPER) - set(SM80_REFUSED) - {"ws_rowsum_tma_ring"}))
+def test_hopper_schedules_without_tma_or_wgmma_build_for_sm80(name, tmp_path):
+    """The rest of the Hopper half has nothing sm_80 lacks (T.gemm falls to mma.sync, tile
+    copies to cp.async, T.ws roles and mbarriers exist there; the register annotations
+    name no instruction without a producer warpgroup)."""
+    assert tilecute.build_cubin(getattr(P, name)(), "sm_80", out_dir=str(tmp_path)).kernel_names
+
+
+def test_sm80_refuses_fp8_gemm_and_setmaxnreg(tmp_path):
+    with pytest.raises(Exception, match="T.gemm on float8_e4m3 operands: float8 values convert only on sm_89\\+ "
+                                        ".*the target is sm_80"):
+        tilecute.build_cubin(P.sm89_gemm_fp8_e4m3(), "sm_80", out_dir=str(tmp_path))
+    import tilecute.language as T
+
+    @T.prim_func
+    def regs(X: T.Tensor((256,), T.float32), Y: T.Tensor((256,), T.float32)):
+        with T.Kernel(1, threads=256) as bx:
+            with T.ws(1):
+                T.dec_max_nreg(40)
+                Y[T.get_thread_binding() - 128] = X[T.get_thread_binding() - 128]
+            with T.ws(0):
+                T.inc_max_nreg(232)
+
+    with pytest.raises(Exception, match="T.set_max_nreg is setmaxnreg, an sm_90a instruction; the target is sm_80"):
+        tilecute.build_cubin(regs, "sm_80", out_dir=str(tmp_path))
+
+
+# ---- what the generated source says: Hopper ----------------------------------------------------
+def test_ws_attention_ring_roles():
+    src = body("ws_attention_tma_ring")
+    prod, cons = src.split("# T.ws(1): threads 128..255")[1].split("# T.ws(0): threads 0..127")
+    assert "cute.arch.setmaxregister_decrease(40)" in prod and "cute.arch.setmaxregister_increase(232)" in cons
+    # the producer waits for the stage to be free on the phase before, loads by TMA, arrives
+    assert "tct.wait(k_free + t % 2, t // 2 & 1 ^ 1)" in prod and "tct.arrive(k_full + t % 2)" in prod
+    assert prod.count("tct.load(") == 3 and "tcm.gemm" not in prod
+    # the consumer waits on full, and frees K's stage right after its GEMM, V's after the second
+    assert cons.index("tct.wait(k_full + t_1_ % 2") < cons.index("tcm.gemm(") < cons.index("tct.arrive(k_free")
+    assert cons.index("tct.wait(v_full + t_1_ % 2") < cons.rindex("tcm.gemm(") < cons.index("tct.arrive(v_free")
+
+
+def test_tx_range_rowsum_ring():
+    src = body("ws_rowsum_tma_ring")
+    assert "cute.arch.setmaxregister_decrease(40)" in src and "cute.arch.setmaxregister_increase(232)" in src
+    assert "tct.init_barriers(full, 3, 1)" in src and "tct.init_barriers(empty, 3, 128)" in src
+    # the one thread tx == 128 (the region's thread 0) issues each stage's TMA and arrives
+    assert "if tx == 128:" in src and "if tc_wtid1 == 0:" in src
+    assert "full + k % 3, (k * 256, bx * 64), 65536, arrive=False)" in src
+    assert "X_s.iterator + cute.assume(k_1_ % 3 * 16384 + i * 256 + j" in src  # stage k % 3 read
+
+
+def test_persistent_walks():
+    src = body("persistent_gemm_primitive")
+    # TileLang's T.Persistent: waves of 7 over the 3 x 5 tiles padded to groups of 4 columns
+    assert "for w in cutlass.range(0, 4):" in src and "tile_id = w * 7 + wid" in src
+    assert "tm = tile_id // 4 - tile_id // 4 // 3 * 3" in src
+    assert "tn = tile_id // 4 // 3 * 4 + (tile_id - tile_id // 4 * 4)" in src and "if tn < 5:" in src
+    src = body("persistent_serial_swizzled_gemm")
+    assert "if tm * 64 < 320 and tn * 128 < 384:" in src and "accumulate=not k == 0" in src
+
+
+def test_wgmma_overlaps():
+    src = body("wgmma_scores_overlap_rowmax")
+    # the bias loads run while the wgmma batch is in flight; the scores are read after the wait
+    gemm = src.index("tcm.gemm(tc_mma0")
+    assert "wait=None" in src[gemm:src.index("\n", gemm)]
+    assert gemm < src.index("bias.iterator") < src.index("tcm.wait_batches(0)") < src.index("* cutlass.Float32(0.125)")
+    src = body("fence_thread_scaled_operand")
+    loop = src[src.index("for k in cutlass.range(0, 4):"):]
+    # the threads' stores are fenced for the async proxy before the barrier before wgmma
+    stores = loop.index("s[k * 64")
+    assert stores < loop.index('cute.arch.fence_proxy("async.shared", space="cta")', stores) < \
+        loop.index("tcm.gemm(tc_mma0") < loop.index("tcm.wait_batches(0)")
+    src = body("gemm_wg_wait_two_accumulators")
+    g = src.index("tcm.gemm(tc_mma0")
+    u = src.index("tcm.gemm(tc_mma1")
+    assert "wait=None" in src[g:src.index("\n", g)] and "wait=None" not in src[u:src.index("\n", u)]
+    assert u < src.index("tcm.fence_registers(g)")
+
+
+def test_named_barriers_per_role():
+    src = body("ws_named_barrier_colmax")
+    r0, r1 = src.split("# T.ws(0): threads 0..127")[1].split("# T.ws(1): threads 128..255")
+    assert "cute.arch.barrier(barrier_id=1, number_of_threads=128)" in r0
+    assert "cute.arch.barrier(barrier_id=2, number_of_threads=128)" in r1
+    assert "sync_threads()" not in r0 + r1
+
+
+def test_gemm_arguments():
+    src = body("gemm_kpack_clear_accum_fullcol")
+    # FullCol: two warpgroups side by side along N; A read MN-major; cleared by the first step
+    assert 'tcm.tiled_mma("wgmma", cutlass.BFloat16, cutlass.BFloat16, cutlass.Float32, True, True, (1, 2), 256)' in src
+    assert "accumulate=not k == 0" in src
+    src = body("ws_annotated_regs_gemm_bias")
+    assert "cute.arch.setmaxregister_decrease(24)" in src and "cute.arch.setmaxregister_increase(240)" in src
+    src = body("gemm_order_stage_group_epilogue")
+    assert src.count("tct.load(") == 2 and "tcm.gemm(tc_mma0" in src
+
+
+def test_split_warpgroups_and_store_ring():
+    src = body("ws_producer_thread_copies_split_gemm")
+    assert src.count("tcm.gemm(") == 2
+    src = body("ws_tma_store_epilogue_ring")
+    cons = src.split("# T.ws(0): threads 0..127")[1]
+    # the consumer's stores into C_s are fenced and met at barrier 1 before one thread's TMA store
+    assert cons.index('cute.arch.fence_proxy("async.shared", space="cta")') < \
+        cons.index("cute.arch.barrier(barrier_id=1, number_of_threads=128)") < cons.index("tct.store(C_desc")
+
+
+# ---- what the generated source says: sm_80 -------------------------------------------------------
+def test_sm80_gemm_families():
+    src = _body(P.sm80_gemm_fp16_swizzled().get_kernel_source())
+    assert 'tcm.tiled_mma("mma", cutlass.Float16, cutlass.Float16, cutlass.Float32' in src
+    assert "cute.arch.cp_async_wait_group(6)" in src  # 4 stages, two copies each: 3 steps ahead
+    assert "by_1_ = panel_offset" in src  # T.use_swizzle's rasterization
+    src = _body(P.sm86_gemm_bf16_nt_ragged().get_kernel_source())
+    assert 'tcm.tiled_mma("mma", cutlass.BFloat16, cutlass.BFloat16, cutlass.Float32, False, False' in src
+    src = body("sm80_gemm_tf32", "sm_80")
+    assert 'tcm.tiled_mma("mma", cutlass.TFloat32, cutlass.TFloat32, cutlass.Float32' in src
+    # int8 and fp8: no warp-level MMA atom in CuTe DSL for them here: scalar multiply-adds
+    assert "tcm.gemm_simt(acc, tcm.simt_operand(" in body("sm80_gemm_int8_tn", "sm_80")
+    assert "cutlass.Float8E4M3FN, 64, 64, False)" in body("sm89_gemm_fp8_e4m3", "sm_89")
+
+
+def test_sm80_pipelines_and_register_a():
+    src = body("sm80_gemm_register_a_gelu", "sm_80")
+    assert "a_regs=True" in src and "tcm.gemm_warp(tc_mma0, tc_tid, acc, A_f," in src
+    src = body("sm80_flash_fwd_causal", "sm_80")
+    assert "for t in cutlass.range(0, bx + 1 - 0):" in src and src.count("tcm.gemm_warp(") == 2
+    src = body("sm80_ws_mbarrier_handoff", "sm_80")
+    # sm_80's mbarriers: test_wait loops, .cta arrives, no fence.mbarrier_init
+    assert "tct.wait_test(empty + k % 2, k // 2 & 1 ^ 1)" in src and "tct.arrive_cta(full + k % 2)" in src
+    assert "tct.init_barriers(full, 2, 128, fence=False)" in src
+    # the copies of the slot are waited on by each thread before it arrives
+    assert src.index("cute.arch.cp_async_wait_group(0)  # this thread's cp.async") < src.index("tct.arrive_cta(full")
+    src = body("sm80_splitk_atomic_gemm", "sm_80")
+    assert "tca.atomic_add(C, (by * 64 + i7, bx * 64 + (i8 + tc_lane22)), acc[tc_r21 + tc_lane22])" in src
+
+
+# ---- GPU: against torch ----------------------------------------------------------------------
+def _close(got, want, tol):
+    import torch
+    torch.testing.assert_close(got.float(), want.float(), atol=tol, rtol=tol)
+
+
+def _run(name, arch, *args):
+    return tilecute.compile(getattr(P, name)(), target=arch)(*args)
+
+
+def _attn(q, k, v, causal=False):
+    import torch
+    s = q.float() @ k.float().transpose(-1, -2) / q.shape[-1] ** 0.5
+    if causal:
+        n = s.shape[-1]
+        s = s.masked_fill(torch.ones(n, n, dtype=torch.bool, device=s.device).triu(1), float("-inf"))
+    return torch.softmax(s, -1) @ v.float()
+
+
+@pytest.mark.gpu
+def test_hopper_schedules_on_gpu():
+    import torch
+    torch.manual_seed(0)
+    dev = "cuda"
+    h = torch.float16
+
+    q, k, v = (torch.randn(1, 256, 2, 64, device=dev, dtype=h) for _ in range(3))
+    o = torch.empty_like(q)
+    _run("ws_attention_tma_ring", "sm_90a", q, k, v, o)
+    want = _attn(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)).transpose(1, 2)
+    _close(o, want, 2e-2)
+
+    x = torch.randn(256, 2048, device=dev)
+    y = torch.empty(256, device=dev)
+    _run("ws_rowsum_tma_ring", "sm_90a", x, y)
+    _close(y, (x * x).sum(1), 1e-2)
+
+    a, b = torch.randn(384, 256, device=dev, dtype=h), torch.randn(256, 320, device=dev, dtype=h)
+    c = torch.zeros(384, 320, device=dev, dtype=h)
+    _run("persistent_gemm_primitive", "sm_90a", a, b, c)
+    _close(c, a.float() @ b.float(), 5e-2)
+
+    a = torch.randn(320, 128, device=dev, dtype=torch.bfloat16)
+    b = torch.randn(384, 128, device=dev, dtype=torch.bfloat16)
+    c = torch.full((320, 384), float("nan"), device=dev)
+    _run("persistent_serial_swizzled_gemm", "sm_90a", a, b, c)
+    _close(c, a.float() @ b.float().T, 2e-2)
+
+    q, kt = torch.randn(128, 64, device=dev, dtype=h), torch.randn(256, 64, device=dev, dtype=h)
+    bias = torch.randn(256, device=dev)
+    o = torch.empty(128, 256, device=dev)
+    _run("wgmma_scores_overlap_rowmax", "sm_90a", q, kt, bias, o)
+    _close(o, torch.softmax(q.float() @ kt.float().T * 0.125 + bias * 0.5, -1), 1e-3)
+
+    a, b = torch.randn(256, 256, device=dev, dtype=h), torch.randn(256, 128, device=dev, dtype=h)
+    s = torch.rand(256, device=dev, dtype=h) + 0.5
+    c = torch.empty(256, 128, device=dev)
+    _run("fence_thread_scaled_operand", "sm_90a", a, b, s, c)
+    _close(c, a.float() @ (b * s[:, None]).float(), 5e-2)
+
+    x = torch.randn(256, 256, device=dev)
+    y = torch.empty(8, 256, device=dev)
+    _run("ws_named_barrier_colmax", "sm_90a", x, y)
+    _close(y, x.abs().view(8, 32, 256).amax(1), 0)
+
+
+@pytest.mark.gpu
+def test_hopper_gemm_arguments_on_gpu():
+    import torch
+    torch.manual_seed(1)
+    dev = "cuda"
+    h = torch.float16
+
+    x = torch.randn(256, 512, device=dev, dtype=h) / 8
+    wg, wu = torch.randn(512, 128, device=dev, dtype=h) / 8, torch.randn(512, 128, device=dev, dtype=h) / 8
+    y = torch.empty(256, 128, device=dev, dtype=h)
+    _run("gemm_wg_wait_two_accumulators", "sm_90a", x, wg, wu, y)
+    g, u = x.float() @ wg.float(), x.float() @ wu.float()
+    _close(y, torch.nn.functional.silu(g) * u, 2e-2)
+
+    a, b = torch.randn(256, 512, device=dev, dtype=h), torch.randn(512, 256, device=dev, dtype=h)
+    r = torch.randn(256, device=dev)
+    c = torch.empty(256, 256, device=dev)
+    _run("gemm_order_stage_group_epilogue", "sm_90a", a, b, r, c)
+    _close(c, (a.float() @ b.float()) * r[:, None], 5e-2)
+
+    a = torch.randn(256, 256, device=dev, dtype=torch.bfloat16)  # stored (K, M)
+    b = torch.randn(256, 256, device=dev, dtype=torch.bfloat16)
+    c = torch.full((256, 256), float("nan"), device=dev, dtype=torch.bfloat16)
+    _run("gemm_kpack_clear_accum_fullcol", "sm_90a", a, b, c)
+    _close(c, a.float().T @ b.float(), 2e-1)
+
+    a, b = torch.randn(256, 384, device=dev, dtype=h), torch.randn(384, 256, device=dev, dtype=h)
+    bias = torch.randn(256, device=dev)
+    c = torch.empty(256, 256, device=dev, dtype=h)
+    _run("ws_annotated_regs_gemm_bias", "sm_90a", a, b, bias, c)
+    _close(c, a.float() @ b.float() + bias, 1e-1)
+
+    a, b = torch.randn(128, 256, device=dev, dtype=h), torch.randn(256, 256, device=dev, dtype=h)
+    c = torch.empty(128, 256, device=dev, dtype=h)
+    _run("ws_producer_thread_copies_split_gemm", "sm_90a", a, b, c)
+    _close(c, a.float() @ b.float(), 1e-1)
+
+    a, b = torch.randn(256, 256, device=dev, dtype=h), torch.randn(256, 256, device=dev, dtype=h)
+    c = torch.empty(256, 256, device=dev, dtype=h)
+    _run("ws_tma_store_epilogue_ring", "sm_90a", a, b, c)
+    _close(c, a.float() @ b.float(), 1e-1)
+
+
+@pytest.mark.gpu
+def test_sm80_gemms_on_gpu():
+    """sm_80 / sm_86 / sm_89 cubins run on the H200 too."""
+    import torch
+    torch.manual_seed(2)
+    dev = "cuda"
+    h = torch.float16
+
+    a, b = torch.randn(512, 512, device=dev, dtype=h), torch.randn(512, 384, device=dev, dtype=h)
+    _close(P.sm80_gemm_fp16_swizzled()(a, b), a.float() @ b.float(), 1e-1)
+
+    a = torch.randn(200, 328, device=dev, dtype=torch.bfloat16)
+    b = torch.randn(136, 328, device=dev, dtype=torch.bfloat16)
+    _close(P.sm86_gemm_bf16_nt_ragged()(a, b), a.float() @ b.float().T, 5e-2)
+
+    a, b = torch.randn(256, 256, device=dev), torch.randn(256, 256, device=dev)
+    c = torch.empty(256, 256, device=dev)
+    _run("sm80_gemm_tf32", "sm_80", a, b, c)
+    _close(c, a @ b.T, 5e-2)  # tf32 products
+
+    a = torch.randint(-128, 128, (256, 512), device=dev, dtype=torch.int8)
+    b = torch.randint(-128, 128, (256, 512), device=dev, dtype=torch.int8)
+    c = torch.empty(256, 256, device=dev, dtype=torch.int32)
+    _run("sm80_gemm_int8_tn", "sm_80", a, b, c)
+    assert torch.equal(c, (a.long() @ b.long().T).int())
+
+    a = (torch.randn(128, 256, device=dev) * 2).to(torch.float8_e4m3fn)
+    b = (torch.randn(128, 256, device=dev) * 2).to(torch.float8_e4m3fn)
+    c = torch.empty(128, 128, device=dev)
+    _run("sm89_gemm_fp8_e4m3", "sm_89", a, b, 0.25, c)
+    _close(c, (a.float() @ b.float().T) * 0.25, 1e-2)
+
+    a, b = torch.randn(128, 1024, device=dev, dtype=h), torch.randn(1024, 128, device=dev, dtype=h)
+    c = torch.zeros(128, 128, device=dev)
+    _run("sm80_splitk_atomic_gemm", "sm_80", a, b, c)
+    _close(c, a.float() @ b.float(), 1e-1)
+
+
+@pytest.mark.gpu
+def test_sm80_kernels_on_gpu():
+    import torch
+    torch.manual_seed(3)
+    dev = "cuda"
+    h = torch.float16
+
+    x = torch.randn(512, 384, device=dev, dtype=h)
+    y = torch.empty(384, 512, device=dev, dtype=h)
+    _run("sm80_transpose_pipelined", "sm_80", x, y)
+    assert torch.equal(y, x.T)
+
+    q, k, v = (torch.randn(1, 4, 256, 64, device=dev, dtype=h) for _ in range(3))
+    o = torch.empty_like(q)
+    _run("sm80_flash_fwd_causal", "sm_80", q, k, v, o)
+    _close(o, _attn(q, k, v, causal=True), 2e-2)
+
+    a = torch.randn(128, 512, device=dev, dtype=h)
+    w = torch.randint(0, 256, (256, 256), device=dev, dtype=torch.uint8)
+    sc = torch.rand(256, 4, device=dev, dtype=h) * 0.1 + 0.01
+    c = torch.empty(128, 256, device=dev, dtype=h)
+    _run("sm80_dequant_uint4_gemm", "sm_80", a, w, sc, c)
+    q4 = torch.stack([w & 15, w >> 4], -1).reshape(256, 512).float() - 8  # low nibble first
+    wd = (q4 * sc.float().repeat_interleave(128, 1)).half().float()
+    _close(c, a.float() @ wd.T, 5e-2)
+
+    a, b = torch.randn(256, 256, device=dev, dtype=h), torch.randn(256, 128, device=dev, dtype=h)
+    c = torch.empty(256, 128, device=dev)
+    _run("sm80_gemm_register_a_gelu", "sm_80", a, b, c)
+    ga = torch.nn.functional.gelu(a.float(), approximate="tanh").half().float()
+    _close(c, ga @ b.float(), 5e-2)
+
+    x = torch.randn(256, 1024, device=dev, dtype=h)
+    g = torch.randn(1024, device=dev, dtype=h)
+    y = torch.empty_like(x)
+    _run("sm80_layernorm_pipelined", "sm_80", x, g, y)
+    _close(y, torch.nn.functional.layer_norm(x.float(), (1024,), eps=1e-5) * g.float(), 2e-2)
+
+    x = torch.randn(256, 512, device=dev)
+    y = torch.empty(4, 512, device=dev)
+    _run("sm80_ws_mbarrier_handoff", "sm_80", x, y)
+    _close(y, x.view(4, 64, 512).sum(1), 1e-4)
