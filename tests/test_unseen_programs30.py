@@ -19,7 +19,8 @@ HOPPER = ["ws_attention_tma_ring", "ws_rowsum_tma_ring", "persistent_gemm_primit
           "persistent_serial_swizzled_gemm", "wgmma_scores_overlap_rowmax", "fence_thread_scaled_operand",
           "ws_named_barrier_colmax", "gemm_wg_wait_two_accumulators", "gemm_order_stage_group_epilogue",
           "gemm_kpack_clear_accum_fullcol", "ws_annotated_regs_gemm_bias",
-          "ws_producer_thread_copies_split_gemm", "ws_tma_store_epilogue_ring"]
+          "ws_producer_thread_copies_split_gemm", "ws_tma_store_epilogue_ring",
+          "ws_ring_release_previous_stage", "wgmma_register_p_attention"]
 # prim_func factories of the sm_80 half and the arch each is built for
 SM80 = {"sm80_gemm_tf32": "sm_80", "sm80_gemm_int8_tn": "sm_80", "sm89_gemm_fp8_e4m3": "sm_89",
         "sm80_transpose_pipelined": "sm_80", "sm80_flash_fwd_causal": "sm_80",
@@ -35,6 +36,8 @@ SM80_REFUSED = {
     "ws_tma_store_epilogue_ring": "T.tma_copy needs TMA \\(sm_90 or newer\\); the target is sm_80",
     "wgmma_scores_overlap_rowmax": "T.wgmma_gemm runs on wgmma only: wgmma needs sm_90a; the target is sm_80",
     "fence_thread_scaled_operand": "T.wgmma_gemm runs on wgmma only: wgmma needs sm_90a; the target is sm_80",
+    "ws_ring_release_previous_stage": "T.tma_copy needs TMA \\(sm_90 or newer\\); the target is sm_80",
+    "wgmma_register_p_attention": "T.wgmma_gemm runs on wgmma only: wgmma needs sm_90a; the target is sm_80",
 }
 
 
@@ -195,6 +198,24 @@ def test_split_warpgroups_and_store_ring():
         cons.index("cute.arch.barrier(barrier_id=1, number_of_threads=128)") < cons.index("tct.store(C_desc")
 
 
+def test_one_batch_in_flight_frees_the_stage_before():
+    src = body("ws_ring_release_previous_stage")
+    cons = src.split("# T.ws(0): threads 0..127")[1]
+    gemm = cons.index("tcm.gemm(tc_mma0")
+    assert cons[gemm:cons.index("\n", gemm)].endswith("wait=1)")  # one batch left in flight
+    assert "if k_1_ > 0:\n                tct.arrive(empty + ((k_1_ - 1) - (k_1_ - 1) // 3 * 3))" in cons
+    # after the loop: every batch waited for, then the last stage (15 % 3 == 0) freed
+    assert cons.index("tcm.wait_batches(0)") < cons.index("tct.arrive(empty)\n")
+
+
+def test_register_p_second_wgmma():
+    src = body("wgmma_register_p_attention")
+    assert 'tcm.a_fragment("wgmma", (1, 1), (64, 256), cutlass.Float16, tc_tid)' in src
+    assert "tcm.gemm(tc_mma1, tc_tid, o, p, " in src and "a_regs=True, wait=None)" in src
+    assert src.index("p[tc_r3 + tc_lane4] = cutlass.Float16(s[tc_r3 + tc_lane4])") < src.index("tcm.gemm(tc_mma1")
+    assert src.index("tcm.gemm(tc_mma1") < src.rindex("tcm.wait_batches(0)") < src.index("/ sm[")
+
+
 # ---- what the generated source says: sm_80 -------------------------------------------------------
 def test_sm80_gemm_families():
     src = _body(P.sm80_gemm_fp16_swizzled().get_kernel_source())
@@ -332,6 +353,17 @@ def test_hopper_gemm_arguments_on_gpu():
     c = torch.empty(256, 256, device=dev, dtype=h)
     _run("ws_tma_store_epilogue_ring", "sm_90a", a, b, c)
     _close(c, a.float() @ b.float(), 1e-1)
+
+    a, b = torch.randn(256, 1024, device=dev, dtype=h), torch.randn(1024, 256, device=dev, dtype=h)
+    c = torch.empty(256, 256, device=dev)
+    _run("ws_ring_release_previous_stage", "sm_90a", a, b, c)
+    _close(c, a.float() @ b.float(), 1e-1)
+
+    q, k, v = (torch.randn(256, 64, device=dev, dtype=h) for _ in range(3))
+    o = torch.empty(256, 64, device=dev)
+    _run("wgmma_register_p_attention", "sm_90a", q, k, v, o)
+    p = torch.exp((q.float() @ k.float().T - (q.float() @ k.float().T).amax(1, keepdim=True)) * 0.125)
+    _close(o, p.half().float() @ v.float() / p.sum(1, keepdim=True), 2e-2)
 
 
 @pytest.mark.gpu

@@ -771,3 +771,78 @@ def sm80_ws_mbarrier_handoff(M=256, N=512, bm=64, bn=128):
                     T.mbarrier_arrive(empty[k % 2])
 
     return main
+
+
+# ---- more Hopper schedules (appended) ----------------------------------------------------------
+def ws_ring_release_previous_stage(stages=3, M=256, N=256, K=1024, bm=128, bn=128, bk=64):
+    """The consumer keeps one wgmma batch in flight (``T.gemm(..., wg_wait=1)``), so it may
+    free only the stage the batch before read: ``empty[(k - 1) % stages]`` after each GEMM,
+    the last stage after ``T.wait_wgmma(0)``.  The producer (``T.ws(1)``) loads by TMA."""
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), T.float16), B: T.Tensor((K, N), T.float16), C: T.Tensor((M, N), T.float32)):
+        with T.Kernel(N // bn, M // bm, threads=256) as (bx, by):
+            A_s = T.alloc_shared((stages, bm, bk), T.float16)
+            B_s = T.alloc_shared((stages, bk, bn), T.float16)
+            acc = T.alloc_fragment((bm, bn), T.float32)
+            full = T.alloc_barrier([128] * stages)
+            empty = T.alloc_barrier([128] * stages)
+            nk = K // bk
+            with T.ws(1):
+                for k in T.serial(nk):
+                    T.mbarrier_wait_parity(empty[k % stages], ((k // stages) & 1) ^ 1)
+                    T.tma_copy(A[by * bm:(by + 1) * bm, k * bk:(k + 1) * bk], A_s[k % stages, :, :],
+                               barrier=full[k % stages])
+                    T.tma_copy(B[k * bk:(k + 1) * bk, bx * bn:(bx + 1) * bn], B_s[k % stages, :, :],
+                               barrier=full[k % stages])
+                    T.mbarrier_arrive(full[k % stages])
+            with T.ws(0):
+                T.clear(acc)
+                for k in T.serial(nk):
+                    T.mbarrier_wait_parity(full[k % stages], (k // stages) & 1)
+                    T.gemm(A_s[k % stages, :, :], B_s[k % stages, :, :], acc, wg_wait=1)
+                    if k > 0:
+                        T.mbarrier_arrive(empty[(k - 1) % stages])
+                T.wait_wgmma(0)
+                T.mbarrier_arrive(empty[(nk - 1) % stages])
+                T.copy(acc, C[by * bm, bx * bn])
+
+    return main
+
+
+def wgmma_register_p_attention(S=256, D=64, bm=64):
+    """One head of non-causal attention with both GEMMs issued by ``T.wgmma_gemm``: the
+    scores waited for with ``T.wait_wgmma(0)``, the probabilities cast into a float16
+    register fragment that is the A operand of the second ``T.wgmma_gemm`` (register A),
+    waited for before the output is normalised."""
+    scale = (1.0 / D) ** 0.5
+
+    @T.prim_func
+    def main(Q: T.Tensor((S, D), T.float16), K: T.Tensor((S, D), T.float16), V: T.Tensor((S, D), T.float16),
+             O: T.Tensor((S, D), T.float32)):
+        with T.Kernel(S // bm, threads=128) as bx:
+            Q_s = T.alloc_shared((bm, D), T.float16)
+            K_s = T.alloc_shared((S, D), T.float16)
+            V_s = T.alloc_shared((S, D), T.float16)
+            s = T.alloc_fragment((bm, S), T.float32)
+            p = T.alloc_fragment((bm, S), T.float16)
+            o = T.alloc_fragment((bm, D), T.float32)
+            mx = T.alloc_fragment((bm,), T.float32)
+            sm = T.alloc_fragment((bm,), T.float32)
+            T.copy(Q[bx * bm, 0], Q_s)
+            T.copy(K[0, 0], K_s)
+            T.copy(V[0, 0], V_s)
+            T.wgmma_gemm(Q_s, K_s, s, transpose_B=True, clear_accum=True)
+            T.wait_wgmma(0)
+            T.reduce_max(s, mx, dim=1)
+            for i, j in T.Parallel(bm, S):
+                s[i, j] = T.exp((s[i, j] - mx[i]) * scale)
+            T.reduce_sum(s, sm, dim=1)
+            T.copy(s, p)
+            T.wgmma_gemm(p, V_s, o, clear_accum=True)
+            T.wait_wgmma(0)
+            for i, j in T.Parallel(bm, D):
+                o[i, j] = o[i, j] / sm[i]
+            T.copy(o, O[bx * bm, 0])
+
+    return main
