@@ -20,7 +20,7 @@ HOPPER = ["ws_attention_tma_ring", "ws_rowsum_tma_ring", "persistent_gemm_primit
           "ws_named_barrier_colmax", "gemm_wg_wait_two_accumulators", "gemm_order_stage_group_epilogue",
           "gemm_kpack_clear_accum_fullcol", "ws_annotated_regs_gemm_bias",
           "ws_producer_thread_copies_split_gemm", "ws_tma_store_epilogue_ring",
-          "ws_ring_release_previous_stage", "wgmma_register_p_attention"]
+          "ws_ring_release_previous_stage", "wgmma_register_p_attention", "ws_pingpong_consumers_gemm"]
 # prim_func factories of the sm_80 half and the arch each is built for
 SM80 = {"sm80_gemm_tf32": "sm_80", "sm80_gemm_int8_tn": "sm_80", "sm89_gemm_fp8_e4m3": "sm_89",
         "sm80_transpose_pipelined": "sm_80", "sm80_flash_fwd_causal": "sm_80",
@@ -38,6 +38,7 @@ SM80_REFUSED = {
     "fence_thread_scaled_operand": "T.wgmma_gemm runs on wgmma only: wgmma needs sm_90a; the target is sm_80",
     "ws_ring_release_previous_stage": "T.tma_copy needs TMA \\(sm_90 or newer\\); the target is sm_80",
     "wgmma_register_p_attention": "T.wgmma_gemm runs on wgmma only: wgmma needs sm_90a; the target is sm_80",
+    "ws_pingpong_consumers_gemm": "T.tma_copy needs TMA \\(sm_90 or newer\\); the target is sm_80",
 }
 
 
@@ -115,6 +116,28 @@ def test_sm80_refuses_fp8_gemm_and_setmaxnreg(tmp_path):
 
     with pytest.raises(Exception, match="T.set_max_nreg is setmaxnreg, an sm_90a instruction; the target is sm_80"):
         tilecute.build_cubin(regs, "sm_80", out_dir=str(tmp_path))
+
+
+@pytest.mark.parametrize("target", ["cuda -arch=sm_90", "sm_90", {"kind": "cuda", "arch": "sm_90"}])
+def test_sm90_target_builds_sm90a_code(target):
+    """TileLang compiles a compute-9.0 target as sm_90a (its nvcc ``get_target_arch``); a
+    plain ``sm_90`` target was planned for wgmma / setmaxnreg / TMA like sm_90a and then
+    crashed inside CuTe DSL ("expects arch to be sm_90a, but got sm_90", or libNVVM's
+    "unsupported operation" for setmaxnreg).  Its cubin is now an sm_90a one."""
+    from elftools.elf.elffile import ELFFile
+
+    def flags(name, t):
+        with open(tilecute.compile(getattr(P, name)(), target=t).ensure_cubin(), "rb") as f:
+            return ELFFile(f).header.e_flags
+
+    for name in ("ws_rowsum_tma_ring", "wgmma_scores_overlap_rowmax"):
+        assert flags(name, target) == flags(name, "sm_90a")
+
+
+def test_device_arch():
+    from tilecute.runtime.arch import device_arch
+
+    assert [device_arch(a) for a in ("sm_90", "sm_90a", "sm_80", "sm_89")] == ["sm_90a", "sm_90a", "sm_80", "sm_89"]
 
 
 # ---- what the generated source says: Hopper ----------------------------------------------------
@@ -214,6 +237,21 @@ def test_register_p_second_wgmma():
     assert "tcm.gemm(tc_mma1, tc_tid, o, p, " in src and "a_regs=True, wait=None)" in src
     assert src.index("p[tc_r3 + tc_lane4] = cutlass.Float16(s[tc_r3 + tc_lane4])") < src.index("tcm.gemm(tc_mma1")
     assert src.index("tcm.gemm(tc_mma1") < src.rindex("tcm.wait_batches(0)") < src.index("/ sm[")
+
+
+def test_pingpong_consumers_take_turns():
+    src = body("ws_pingpong_consumers_gemm")
+    wg0 = src.split("# T.ws(0): threads 0..127")[1].split("# T.ws(1)")[0]
+    wg1 = src.split("# T.ws(1): threads 128..255")[1]
+    # warp group 0 waits for its turn (5) before its GEMM and passes the turn (6) after it
+    assert wg0.index("cute.arch.barrier(barrier_id=5, number_of_threads=256)") < wg0.index("tcm.gemm(") < \
+        wg0.index("cute.arch.barrier_arrive(barrier_id=6, number_of_threads=256)")
+    # warp group 1 lets warp group 0 go first, then alternates; its last turn is not passed on
+    assert wg1.index("cute.arch.barrier_arrive(barrier_id=5, number_of_threads=256)") < wg1.index("for k_2_")
+    assert "if k_2_ < 7:\n                cute.arch.barrier_arrive(barrier_id=5, number_of_threads=256)" in wg1
+    # each consumer multiplies its own 64 rows of the stage (warp group 1's start 64 rows in)
+    assert "tcm.gemm(tc_mma1, tc_wtid7, c1, tcm.operand(tc_smem + cute.assume(8192 + (k_2_ % 2) * 16384" in wg1
+    assert "if tcvote.elect_one_sync(tc_tx // 32 % 4 == 0):" in src
 
 
 # ---- what the generated source says: sm_80 -------------------------------------------------------
@@ -359,9 +397,14 @@ def test_hopper_gemm_arguments_on_gpu():
     _run("ws_ring_release_previous_stage", "sm_90a", a, b, c)
     _close(c, a.float() @ b.float(), 1e-1)
 
+    a, b = torch.randn(256, 512, device=dev, dtype=h), torch.randn(512, 256, device=dev, dtype=h)
+    c = torch.empty(256, 256, device=dev)
+    _run("ws_pingpong_consumers_gemm", "sm_90a", a, b, c)
+    _close(c, a.float() @ b.float(), 1e-1)
+
     q, k, v = (torch.randn(256, 64, device=dev, dtype=h) for _ in range(3))
     o = torch.empty(256, 64, device=dev)
-    _run("wgmma_register_p_attention", "sm_90a", q, k, v, o)
+    _run("wgmma_register_p_attention", "cuda -arch=sm_90", q, k, v, o)  # TileLang's sm_90: sm_90a
     p = torch.exp((q.float() @ k.float().T - (q.float() @ k.float().T).amax(1, keepdim=True)) * 0.125)
     _close(o, p.half().float() @ v.float() / p.sum(1, keepdim=True), 2e-2)
 

@@ -846,3 +846,57 @@ def wgmma_register_p_attention(S=256, D=64, bm=64):
             T.copy(o, O[bx * bm, 0])
 
     return main
+
+
+def ws_pingpong_consumers_gemm(stages=2, M=256, N=256, K=512, bm=128, bn=128, bk=64):
+    """Two consumer warp groups in ping-pong (each its own 64 rows of the tile, its own
+    accumulator) and a producer warp group (``T.ws(2)``, one elected thread issuing the TMA
+    loads): the consumers take turns to issue their GEMMs through the named barriers 5 and
+    6 (``T.sync_threads(id, 256)`` waits for the other's ``T.named_barrier_arrive(id,
+    256)``), warp group 1 letting warp group 0 go first; both release each stage."""
+    h = bm // 2
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), T.float16), B: T.Tensor((K, N), T.float16), C: T.Tensor((M, N), T.float32)):
+        with T.Kernel(N // bn, M // bm, threads=384) as (bx, by):
+            A_s = T.alloc_shared((stages, bm, bk), T.float16)
+            B_s = T.alloc_shared((stages, bk, bn), T.float16)
+            c0 = T.alloc_fragment((h, bn), T.float32)
+            c1 = T.alloc_fragment((h, bn), T.float32)
+            full = T.alloc_barrier([1] * stages)
+            empty = T.alloc_barrier([256] * stages)
+            nk = K // bk
+            with T.ws(2):
+                T.dec_max_nreg(24)
+                for k in T.serial(nk):
+                    T.mbarrier_wait_parity(empty[k % stages], ((k // stages) & 1) ^ 1)
+                    if T.shuffle_elect(128):
+                        T.tma_copy(A[by * bm:(by + 1) * bm, k * bk:(k + 1) * bk], A_s[k % stages, :, :],
+                                   barrier=full[k % stages])
+                        T.tma_copy(B[k * bk:(k + 1) * bk, bx * bn:(bx + 1) * bn], B_s[k % stages, :, :],
+                                   barrier=full[k % stages])
+                        T.mbarrier_arrive(full[k % stages])
+            with T.ws(0):
+                T.inc_max_nreg(240)
+                T.clear(c0)
+                for k in T.serial(nk):
+                    T.mbarrier_wait_parity(full[k % stages], (k // stages) & 1)
+                    T.sync_threads(5, 256)
+                    T.gemm(A_s[k % stages, 0:h, :], B_s[k % stages, :, :], c0)
+                    T.named_barrier_arrive(6, 256)
+                    T.mbarrier_arrive(empty[k % stages])
+                T.copy(c0, C[by * bm, bx * bn])
+            with T.ws(1):
+                T.inc_max_nreg(240)
+                T.clear(c1)
+                T.named_barrier_arrive(5, 256)
+                for k in T.serial(nk):
+                    T.mbarrier_wait_parity(full[k % stages], (k // stages) & 1)
+                    T.sync_threads(6, 256)
+                    T.gemm(A_s[k % stages, h:bm, :], B_s[k % stages, :, :], c1)
+                    if k < nk - 1:
+                        T.named_barrier_arrive(5, 256)
+                    T.mbarrier_arrive(empty[k % stages])
+                T.copy(c1, C[by * bm + h, bx * bn])
+
+    return main
