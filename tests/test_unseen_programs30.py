@@ -28,7 +28,7 @@ SM80 = {"sm80_gemm_tf32": "sm_80", "sm80_gemm_int8_tn": "sm_80", "sm89_gemm_fp8_
         "sm80_layernorm_pipelined": "sm_80", "sm80_splitk_atomic_gemm": "sm_80",
         "sm80_ws_mbarrier_handoff": "sm_80"}
 # @tilecute.jit programs carrying their own target
-JIT_TARGETS = {"sm80_gemm_fp16_swizzled": 80, "sm86_gemm_bf16_nt_ragged": 86}
+JIT_TARGETS = {"sm80_gemm_fp16_swizzled": 80, "sm86_gemm_bf16_nt_ragged": 86, "a100_tag_softmax_rows": 80}
 # Hopper programs sm_80 refuses, and the words naming the form and the arch
 SM80_REFUSED = {
     "ws_attention_tma_ring": "T.tma_copy needs TMA \\(sm_90 or newer\\); the target is sm_80",
@@ -132,6 +132,33 @@ def test_sm90_target_builds_sm90a_code(target):
 
     for name in ("ws_rowsum_tma_ring", "wgmma_scores_overlap_rowmax"):
         assert flags(name, target) == flags(name, "sm_90a")
+
+
+def test_tvm_cuda_tags_name_their_arch():
+    """TileLang hands its target to TVM's Target, so a CUDA tag (``"nvidia/nvidia-a100"``) is
+    a target it takes; it was refused as "not an architecture tilecute supports"."""
+    import tilecute.language as T
+    from tilecute.api import _arch
+    from tilecute.runtime.arch import TargetError
+
+    assert [_arch(t, "f") for t in ("nvidia/nvidia-a100", "nvidia/geforce-rtx-3090", "nvidia/geforce-rtx-4090",
+                                    "nvidia/jetson-agx-orin-64gb", "nvidia/nvidia-h100")] == \
+        ["sm_80", "sm_86", "sm_89", "sm_87", "sm_90a"]
+    with pytest.raises(TargetError, match="f: target 'nvidia/geforce-rtx-2080': a TVM target tag of a GPU "
+                                          "tilecute does not build for"):
+        _arch("nvidia/geforce-rtx-2080", "f")
+
+    # a tag of an older GPU is refused when compiled, not when decorated (TileLang reads it then)
+    @tilecute.jit(target="nvidia/geforce-rtx-2080")
+    def old(N=128):
+        @T.prim_func
+        def main(X: T.Tensor((N,), T.float32)):
+            with T.Kernel(1, threads=N) as bx:
+                X[T.get_thread_binding()] = 0.0
+        return main
+
+    with pytest.raises(TargetError, match="nvidia/geforce-rtx-2080"):
+        old()
 
 
 def test_device_arch():
@@ -489,3 +516,6 @@ def test_sm80_kernels_on_gpu():
     y = torch.empty(4, 512, device=dev)
     _run("sm80_ws_mbarrier_handoff", "sm_80", x, y)
     _close(y, x.view(4, 64, 512).sum(1), 1e-4)
+
+    x = torch.randn(256, 2048, device=dev, dtype=h) * 3
+    _close(P.a100_tag_softmax_rows()(x), torch.softmax(x.float(), -1), 2e-3)

@@ -900,3 +900,38 @@ def ws_pingpong_consumers_gemm(stages=2, M=256, N=256, K=512, bm=128, bn=128, bk
                 T.copy(c1, C[by * bm + h, bx * bn])
 
     return main
+
+
+@tilecute.jit(out_idx=[1], target="nvidia/nvidia-a100")
+def a100_tag_softmax_rows(M=256, N=2048, bm=4, bn=512):
+    """Row softmax for a target given as TVM's CUDA tag of the A100 (sm_80): a max pass and
+    a sum pass over column tiles loaded by cp.async ``T.Pipelined`` loops, then a third
+    normalising pass."""
+
+    @T.prim_func
+    def main(X: T.Tensor((M, N), T.float16), Y: T.Tensor((M, N), T.float16)):
+        with T.Kernel(M // bm, threads=128) as bx:
+            X_s = T.alloc_shared((bm, bn), T.float16)
+            xf = T.alloc_fragment((bm, bn), T.float32)
+            mx = T.alloc_fragment((bm,), T.float32)
+            t = T.alloc_fragment((bm,), T.float32)
+            sm = T.alloc_fragment((bm,), T.float32)
+            T.fill(mx, -T.infinity(T.float32))
+            T.clear(sm)
+            for k in T.Pipelined(N // bn, num_stages=2):
+                T.copy(X[bx * bm, k * bn], X_s)
+                T.copy(X_s, xf)
+                T.reduce_max(xf, mx, dim=1, clear=False)
+            for k in T.Pipelined(N // bn, num_stages=2):
+                T.copy(X[bx * bm, k * bn], X_s)
+                for i, j in T.Parallel(bm, bn):
+                    xf[i, j] = T.exp(T.cast(X_s[i, j], T.float32) - mx[i])
+                T.reduce_sum(xf, t, dim=1)
+                for i in T.Parallel(bm):
+                    sm[i] += t[i]
+            for k in T.Pipelined(N // bn, num_stages=2):
+                T.copy(X[bx * bm, k * bn], X_s)
+                for i, j in T.Parallel(bm, bn):
+                    Y[bx * bm + i, k * bn + j] = T.cast(T.exp(T.cast(X_s[i, j], T.float32) - mx[i]) / sm[i], T.float16)
+
+    return main
