@@ -20,7 +20,8 @@ HOPPER = ["ws_attention_tma_ring", "ws_rowsum_tma_ring", "persistent_gemm_primit
           "ws_named_barrier_colmax", "gemm_wg_wait_two_accumulators", "gemm_order_stage_group_epilogue",
           "gemm_kpack_clear_accum_fullcol", "ws_annotated_regs_gemm_bias",
           "ws_producer_thread_copies_split_gemm", "ws_tma_store_epilogue_ring",
-          "ws_ring_release_previous_stage", "wgmma_register_p_attention", "ws_pingpong_consumers_gemm"]
+          "ws_ring_release_previous_stage", "wgmma_register_p_attention", "ws_pingpong_consumers_gemm",
+          "wgmma_split_d_scores_wait_one"]
 # prim_func factories of the sm_80 half and the arch each is built for
 SM80 = {"sm80_gemm_tf32": "sm_80", "sm80_gemm_int8_tn": "sm_80", "sm89_gemm_fp8_e4m3": "sm_89",
         "sm80_transpose_pipelined": "sm_80", "sm80_flash_fwd_causal": "sm_80",
@@ -39,6 +40,7 @@ SM80_REFUSED = {
     "ws_ring_release_previous_stage": "T.tma_copy needs TMA \\(sm_90 or newer\\); the target is sm_80",
     "wgmma_register_p_attention": "T.wgmma_gemm runs on wgmma only: wgmma needs sm_90a; the target is sm_80",
     "ws_pingpong_consumers_gemm": "T.tma_copy needs TMA \\(sm_90 or newer\\); the target is sm_80",
+    "wgmma_split_d_scores_wait_one": "T.wgmma_gemm runs on wgmma only: wgmma needs sm_90a; the target is sm_80",
 }
 
 
@@ -281,6 +283,18 @@ def test_pingpong_consumers_take_turns():
     assert "if tcvote.elect_one_sync(tc_tx // 32 % 4 == 0):" in src
 
 
+def test_split_d_scores_and_wait_one():
+    src = body("wgmma_split_d_scores_wait_one")
+    # two batches into one accumulator, the row-max copy between them and the wait
+    assert src.count("tcm.gemm(") == 4 and src.count("wait=None)") == 4
+    assert src.index("tcm.gemm(tc_mma1") < src.index("mp[tc_q4] = mx[tc_q4]") < src.index("tcm.wait_batches(0)")
+    # wait_wgmma(1) before the first half of P is zeroed; the zeros never reach the GEMMs
+    # (the block barrier before the stores drains the batch still in flight)
+    one = src.index("tcm.wait_batches(1)")
+    assert src.index("tcm.gemm(tc_mma3") < one < src.index("tcm.drain(o)") < src.index("cutlass.Float16(0.0)")
+    assert src.index("cutlass.Float16(0.0)") < src.rindex("tcm.wait_batches(0)") < src.index("/ sm[")
+
+
 # ---- what the generated source says: sm_80 -------------------------------------------------------
 def test_sm80_gemm_families():
     src = _body(P.sm80_gemm_fp16_swizzled().get_kernel_source())
@@ -433,6 +447,13 @@ def test_hopper_gemm_arguments_on_gpu():
     o = torch.empty(256, 64, device=dev)
     _run("wgmma_register_p_attention", "cuda -arch=sm_90", q, k, v, o)  # TileLang's sm_90: sm_90a
     p = torch.exp((q.float() @ k.float().T - (q.float() @ k.float().T).amax(1, keepdim=True)) * 0.125)
+    _close(o, p.half().float() @ v.float() / p.sum(1, keepdim=True), 2e-2)
+
+    q, k, v = (torch.randn(128, 128, device=dev, dtype=h) for _ in range(3))
+    o = torch.empty(128, 128, device=dev)
+    _run("wgmma_split_d_scores_wait_one", "sm_90a", q, k, v, o)
+    s = q.float() @ k.float().T
+    p = torch.exp2((s - s.amax(1, keepdim=True)) * 0.1275)
     _close(o, p.half().float() @ v.float() / p.sum(1, keepdim=True), 2e-2)
 
 

@@ -935,3 +935,53 @@ def a100_tag_softmax_rows(M=256, N=2048, bm=4, bn=512):
                     Y[bx * bm + i, k * bn + j] = T.cast(T.exp(T.cast(X_s[i, j], T.float32) - mx[i]) / sm[i], T.float16)
 
     return main
+
+
+def wgmma_split_d_scores_wait_one(S=128, D=128, bm=64):
+    """Attention of one head whose score GEMM is split along the head dim into two
+    ``T.wgmma_gemm`` into one filled accumulator (``Q_s[:, :64]`` / ``Q_s[:, 64:]``) with
+    the row-max copy issued before ``T.wait_wgmma(0)``; then O = P V as two
+    ``T.wgmma_gemm`` over the two halves of the keys.  ``T.wait_wgmma(1)`` means the first of
+    those is done, so the program overwrites the first half of P's tile (zeros) while the
+    second may still be reading the other half; ``T.wait_wgmma(0)`` before O is read."""
+    h = S // 2
+
+    @T.prim_func
+    def main(Q: T.Tensor((S, D), T.float16), K: T.Tensor((S, D), T.float16), V: T.Tensor((S, D), T.float16),
+             O: T.Tensor((S, D), T.float32)):
+        with T.Kernel(S // bm, threads=128) as bx:
+            Q_s = T.alloc_shared((bm, D), T.float16)
+            K_s = T.alloc_shared((S, D), T.float16)
+            V_s = T.alloc_shared((S, D), T.float16)
+            P_s = T.alloc_shared((bm, S), T.float16)
+            s = T.alloc_fragment((bm, S), T.float32)
+            o = T.alloc_fragment((bm, D), T.float32)
+            mx = T.alloc_fragment((bm,), T.float32)
+            mp = T.alloc_fragment((bm,), T.float32)
+            sm = T.alloc_fragment((bm,), T.float32)
+            T.copy(Q[bx * bm, 0], Q_s)
+            T.copy(K[0, 0], K_s)
+            T.copy(V[0, 0], V_s)
+            T.fill(mx, -T.infinity(T.float32))
+            T.fill(s, 0)
+            T.wgmma_gemm(Q_s[:, :D // 2], K_s[:, :D // 2], s, transpose_B=True)
+            T.wgmma_gemm(Q_s[:, D // 2:], K_s[:, D // 2:], s, transpose_B=True)
+            T.copy(mx, mp)
+            T.wait_wgmma(0)
+            T.reduce_max(s, mx, dim=1, clear=False)
+            for i, j in T.Parallel(bm, S):
+                s[i, j] = T.exp2((s[i, j] - mx[i]) * 0.1275)
+            T.reduce_sum(s, sm, dim=1)
+            T.copy(s, P_s)
+            T.fill(o, 0)
+            T.wgmma_gemm(P_s[:, 0:h], V_s[0:h, :], o)
+            T.wgmma_gemm(P_s[:, h:S], V_s[h:S, :], o)
+            T.wait_wgmma(1)
+            for i, j in T.Parallel(bm, h):
+                P_s[i, j] = T.float16(0)
+            T.wait_wgmma(0)
+            for i, j in T.Parallel(bm, D):
+                o[i, j] = o[i, j] / sm[i]
+            T.copy(o, O[bx * bm, 0])
+
+    return main
