@@ -169,6 +169,66 @@ def test_device_arch():
     assert [device_arch(a) for a in ("sm_90", "sm_90a", "sm_80", "sm_89")] == ["sm_90a", "sm_90a", "sm_80", "sm_89"]
 
 
+def _gemm_with(call, wgmma=False):
+    import tilecute.language as T
+
+    return T.from_script(
+        "@T.prim_func\n"
+        "def g(A: T.Tensor((64, 64), 'float16'), B: T.Tensor((64, 64), 'float16'),"
+        " C: T.Tensor((64, 64), 'float32')):\n"
+        "    with T.Kernel(1, threads=128) as bx:\n"
+        "        As = T.alloc_shared((64, 64), 'float16')\n"
+        "        Bs = T.alloc_shared((64, 64), 'float16')\n"
+        "        c = T.alloc_fragment((64, 64), 'float32')\n"
+        "        T.copy(A, As)\n"
+        "        T.copy(B, Bs)\n"
+        "        T.clear(c)\n"
+        f"        {call}\n"
+        + ("        T.wait_wgmma(0)\n" if wgmma else "") +
+        "        T.copy(c, C)\n")
+
+
+def test_gemm_knobs_in_annotations():
+    """TileLang 0.1.15's T.gemm has no k_pack / wg_wait keywords: they ride in
+    ``annotations`` (its GEMM op reads the keys "k_pack" and "wg_wait"; T.wgmma_gemm sets
+    "wg_wait" -1 only where it is not given).  They were refused ("tilecute takes no
+    annotations")."""
+    from tilecute.ir import nodes as N
+    from tilecute.language import FrontendError
+
+    from tilecute.ir.visitor import walk_stmts
+
+    def gemm(call, wgmma=False):
+        func = _gemm_with(call, wgmma)
+        (g,) = [s for k in func.kernels for s in walk_stmts(k.body) if isinstance(s, N.Gemm)]
+        return g
+
+    assert gemm("T.gemm(As, Bs, c, annotations={'wg_wait': 1})").wg_wait == 1
+    assert gemm("T.gemm(As, Bs, c, annotations={'wg_wait': -1})").wg_wait == N.NO_WAIT
+    assert gemm("T.gemm(As, Bs, c, annotations={'k_pack': 2, 'wg_wait': 0})").wg_wait == 0
+    assert gemm("T.gemm(As, Bs, c, wg_wait=1, annotations={'wg_wait': 1})").wg_wait == 1
+    assert gemm("T.wgmma_gemm(As, Bs, c)", True).wg_wait == N.NO_WAIT
+    # T.wgmma_gemm with a wait: the batch issued, then waited for right there
+    func = _gemm_with("T.wgmma_gemm(As, Bs, c, annotations={'wg_wait': 0})")
+    body = [s for k in func.kernels for s in walk_stmts(k.body) if isinstance(s, (N.Gemm, N.WaitWgmma))]
+    assert [type(s).__name__ for s in body] == ["Gemm", "WaitWgmma"]
+    assert body[0].wgmma_only and body[0].wg_wait == N.NO_WAIT and body[1].pending == 0
+    with pytest.raises(FrontendError, match=r"T.gemm: annotations=\{'wg_wait': 0\} and wg_wait=1 disagree"):
+        gemm("T.gemm(As, Bs, c, wg_wait=1, annotations={'wg_wait': 0})")
+    with pytest.raises(FrontendError, match=r"T.gemm: k_pack=4; TileLang's T.gemm takes 1 or 2"):
+        gemm("T.gemm(As, Bs, c, annotations={'k_pack': 4})")
+    with pytest.raises(FrontendError, match=r"T.gemm: annotations=\{'is_wgmma': True\} is not supported: "
+                                            "TileLang's T.wgmma_gemm sets it"):
+        gemm("T.gemm(As, Bs, c, annotations={'is_wgmma': True})")
+    with pytest.raises(FrontendError, match=r"T.wgmma_gemm: annotations=\{'color': 1\} is not supported: "
+                                            "tilecute does not know this annotation"):
+        gemm("T.wgmma_gemm(As, Bs, c, annotations={'color': 1})", True)
+    # the wait reaches the generated code
+    src = _body(tilecute.compile(_gemm_with("T.gemm(As, Bs, c, annotations={'wg_wait': -1})"),
+                                 target="sm_90a").get_kernel_source())
+    assert "wait=None)" in src and src.index("tcm.gemm(") < src.index("tcm.drain(c)")
+
+
 # ---- what the generated source says: Hopper ----------------------------------------------------
 def test_ws_attention_ring_roles():
     src = body("ws_attention_tma_ring")
