@@ -21,7 +21,7 @@ HOPPER = ["ws_attention_tma_ring", "ws_rowsum_tma_ring", "persistent_gemm_primit
           "gemm_kpack_clear_accum_fullcol", "ws_annotated_regs_gemm_bias",
           "ws_producer_thread_copies_split_gemm", "ws_tma_store_epilogue_ring",
           "ws_ring_release_previous_stage", "wgmma_register_p_attention", "ws_pingpong_consumers_gemm",
-          "wgmma_split_d_scores_wait_one"]
+          "wgmma_split_d_scores_wait_one", "gemm_annotation_waits_0115"]
 # prim_func factories of the sm_80 half and the arch each is built for
 SM80 = {"sm80_gemm_tf32": "sm_80", "sm80_gemm_int8_tn": "sm_80", "sm89_gemm_fp8_e4m3": "sm_89",
         "sm80_transpose_pipelined": "sm_80", "sm80_flash_fwd_causal": "sm_80",
@@ -343,6 +343,14 @@ def test_pingpong_consumers_take_turns():
     assert "if tcvote.elect_one_sync(tc_tx // 32 % 4 == 0):" in src
 
 
+def test_annotation_waits_program():
+    src = body("gemm_annotation_waits_0115")
+    g1 = src.index("tcm.gemm(tc_mma0")
+    g2 = src.index("tcm.gemm(tc_mma1")
+    assert "wait=None)" in src[g1:src.index("\n", g1)] and "wait=None" not in src[g2:src.index("\n", g2)]
+    assert "accumulate=not k == 0" in src[g1:src.index("\n", g1)]
+
+
 def test_split_d_scores_and_wait_one():
     src = body("wgmma_split_d_scores_wait_one")
     # two batches into one accumulator, the row-max copy between them and the wait
@@ -508,6 +516,12 @@ def test_hopper_gemm_arguments_on_gpu():
     _run("wgmma_register_p_attention", "cuda -arch=sm_90", q, k, v, o)  # TileLang's sm_90: sm_90a
     p = torch.exp((q.float() @ k.float().T - (q.float() @ k.float().T).amax(1, keepdim=True)) * 0.125)
     _close(o, p.half().float() @ v.float() / p.sum(1, keepdim=True), 2e-2)
+
+    x = torch.randn(128, 256, device=dev, dtype=torch.bfloat16) / 4
+    w1, w2 = (torch.randn(256, 256, device=dev, dtype=torch.bfloat16) / 4 for _ in range(2))
+    y = torch.empty(128, 256, device=dev, dtype=torch.bfloat16)
+    _run("gemm_annotation_waits_0115", "sm_90a", x, w1, w2, y)
+    _close(y, (x.float() @ w1.float()) * torch.sigmoid(x.float() @ w2.float()), 3e-2)
 
     q, k, v = (torch.randn(128, 128, device=dev, dtype=h) for _ in range(3))
     o = torch.empty(128, 128, device=dev)

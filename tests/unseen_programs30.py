@@ -985,3 +985,31 @@ def wgmma_split_d_scores_wait_one(S=128, D=128, bm=64):
             T.copy(o, O[bx * bm, 0])
 
     return main
+
+
+def gemm_annotation_waits_0115(M=128, N=256, K=256, bm=64, bn=128, bk=64):
+    """TileLang 0.1.15's spelling of the GEMM knobs, in ``annotations`` (its T.gemm has no
+    ``wg_wait`` / ``k_pack`` keywords): x @ W1 issued with ``{"wg_wait": -1}`` (left in
+    flight) while x @ W2 is issued with ``{"wg_wait": 0, "k_pack": 2}``; bf16 operands,
+    out = (x W1) * sigmoid(x W2) in bf16."""
+
+    @T.prim_func
+    def main(X: T.Tensor((M, K), T.bfloat16), W1: T.Tensor((K, N), T.bfloat16), W2: T.Tensor((K, N), T.bfloat16),
+             Y: T.Tensor((M, N), T.bfloat16)):
+        with T.Kernel(N // bn, M // bm, threads=128) as (bx, by):
+            X_s = T.alloc_shared((bm, bk), T.bfloat16)
+            A_s = T.alloc_shared((bk, bn), T.bfloat16)
+            B_s = T.alloc_shared((bk, bn), T.bfloat16)
+            a = T.alloc_fragment((bm, bn), T.float32)
+            b = T.alloc_fragment((bm, bn), T.float32)
+            for k in T.Pipelined(K // bk, num_stages=2):
+                T.copy(X[by * bm, k * bk], X_s)
+                T.copy(W1[k * bk, bx * bn], A_s)
+                T.copy(W2[k * bk, bx * bn], B_s)
+                T.gemm(X_s, A_s, a, clear_accum=k == 0, annotations={"wg_wait": -1})
+                T.gemm(X_s, B_s, b, clear_accum=k == 0, annotations={"wg_wait": 0, "k_pack": 2})
+            for i, j in T.Parallel(bm, bn):
+                a[i, j] = a[i, j] * T.sigmoid(b[i, j])
+            T.copy(a, Y[by * bm, bx * bn])
+
+    return main
