@@ -61,8 +61,9 @@ def body(name, arch="sm_90a", **kw):
 
 def test_every_program_is_listed():
     import types
-    defined = {n for n, f in vars(P).items() if isinstance(f, types.FunctionType) or hasattr(f, "get_tir")}
-    assert defined == set(HOPPER) | set(SM80) | set(JIT_TARGETS)
+    defined = {n for n, f in vars(P).items()
+               if isinstance(f, types.FunctionType) or hasattr(f, "get_tir") or hasattr(f, "compile")}
+    assert defined - {"tilecute", "T"} == set(HOPPER) | set(SM80) | set(JIT_TARGETS) | set(P.EAGER_SHAPES)
 
 
 # ---- every program builds for its arch ------------------------------------------------------
@@ -343,6 +344,17 @@ def test_pingpong_consumers_take_turns():
     assert "if tcvote.elect_one_sync(tc_tx // 32 % 4 == 0):" in src
 
 
+def test_eager_ring_in_one_barrier_array():
+    k = P.eager_ws_one_barrier_array.compile(**P.EAGER_SHAPES["eager_ws_one_barrier_array"])
+    assert k.ensure_cubin()
+    src = _body(k.get_kernel_source())
+    assert "tct.init_barriers(mbars, 6, 128)" in src
+    prod, cons = src.split("# T.ws(1): threads 128..255")[1].split("# T.ws(0): threads 0..127")[:2]
+    # the producer waits on the empty half (k % 3 + 3), loads into and arrives on the full half
+    assert "tct.wait(mbars + (k % 3 + 3), k // 3 & 1 ^ 1)" in prod and "tct.arrive(mbars + k % 3)" in prod
+    assert "tct.wait(mbars + k % 3, k // 3 & 1)" in cons and "tct.arrive(mbars + (k % 3 + 3))" in cons
+
+
 def test_annotation_waits_program():
     src = body("gemm_annotation_waits_0115")
     g1 = src.index("tcm.gemm(tc_mma0")
@@ -516,6 +528,10 @@ def test_hopper_gemm_arguments_on_gpu():
     _run("wgmma_register_p_attention", "cuda -arch=sm_90", q, k, v, o)  # TileLang's sm_90: sm_90a
     p = torch.exp((q.float() @ k.float().T - (q.float() @ k.float().T).amax(1, keepdim=True)) * 0.125)
     _close(o, p.half().float() @ v.float() / p.sum(1, keepdim=True), 2e-2)
+
+    a, b = torch.randn(256, 512, device=dev, dtype=h), torch.randn(256, 512, device=dev, dtype=h)
+    sc = torch.rand(256, device=dev) + 0.5
+    _close(P.eager_ws_one_barrier_array(a, b, sc), (a.float() @ b.float().T) * sc, 1e-1)
 
     x = torch.randn(128, 256, device=dev, dtype=torch.bfloat16) / 4
     w1, w2 = (torch.randn(256, 256, device=dev, dtype=torch.bfloat16) / 4 for _ in range(2))

@@ -1013,3 +1013,43 @@ def gemm_annotation_waits_0115(M=128, N=256, K=256, bm=64, bn=128, bk=64):
             T.copy(a, Y[by * bm, bx * bn])
 
     return main
+
+
+@tilecute.jit
+def eager_ws_one_barrier_array(A, B, s, block_M=128, block_N=128, block_K=64, stages=3):
+    """TileLang's newest @jit style (shapes from ``T.const``, the output from ``T.empty``) around
+    a hand ring whose full and empty mbarriers share one ``T.alloc_barrier`` array of
+    ``2 * stages`` (``mbars[k % stages]`` full, ``mbars[k % stages + stages]`` empty), called
+    by keyword: C = (A @ B^T) * s[None, :] with B stored (N, K)."""
+    M, N, K = T.const("M, N, K")
+    A: T.Tensor((M, K), T.float16)
+    B: T.Tensor((N, K), T.float16)
+    s: T.Tensor((N,), T.float32)
+    C = T.empty((M, N), T.float32)
+    with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=256) as (bx, by):
+        A_s = T.alloc_shared((stages, block_M, block_K), T.float16)
+        B_s = T.alloc_shared((stages, block_N, block_K), T.float16)
+        acc = T.alloc_fragment((block_M, block_N), T.float32)
+        mbars = T.alloc_barrier([128] * (2 * stages))
+        with T.ws(0):
+            T.clear(acc)
+        for k in range(T.ceildiv(K, block_K)):
+            with T.ws(1):
+                T.mbarrier_wait_parity(mbarrier=mbars[k % stages + stages], parity=((k // stages) & 1) ^ 1)
+                T.tma_copy(A[by * block_M:(by + 1) * block_M, k * block_K:(k + 1) * block_K],
+                           A_s[k % stages, :, :], barrier=mbars[k % stages])
+                T.tma_copy(B[bx * block_N:(bx + 1) * block_N, k * block_K:(k + 1) * block_K],
+                           B_s[k % stages, :, :], barrier=mbars[k % stages])
+                T.mbarrier_arrive(mbarrier=mbars[k % stages])
+            with T.ws(0):
+                T.mbarrier_wait_parity(mbarrier=mbars[k % stages], parity=(k // stages) & 1)
+                T.gemm(A_s[k % stages, :, :], B_s[k % stages, :, :], acc, transpose_B=True)
+                T.mbarrier_arrive(mbarrier=mbars[k % stages + stages])
+        with T.ws(0):
+            for i, j in T.Parallel(block_M, block_N):
+                acc[i, j] *= s[bx * block_N + j]
+            T.copy(acc, C[by * block_M, bx * block_N])
+    return C
+
+
+EAGER_SHAPES = {"eager_ws_one_barrier_array": dict(M=256, N=256, K=512)}
