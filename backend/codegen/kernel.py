@@ -1039,8 +1039,9 @@ class KernelEmitter:
 
     def set_max_nreg(self, s: N.SetMaxNReg, depth: int) -> None:
         if not self.plan.arch.startswith("sm_90"):
-            self.fail(s, f"T.set_max_nreg is setmaxnreg, an sm_90a instruction; the target is "
-                         f"{self.plan.arch}")
+            form = "T.inc_max_nreg" if s.increase else "T.dec_max_nreg"
+            self.fail(s, f"T.set_max_nreg ({form}({s.count})) is setmaxnreg, an sm_90a "
+                         f"instruction; the target is {self.plan.arch}")
         fn = "increase" if s.increase else "decrease"
         self.out.line(depth, f"cute.arch.setmaxregister_{fn}({s.count})", "registers per thread of this warpgroup")
 
