@@ -122,6 +122,26 @@ def test_sm80_refuses_fp8_gemm_and_setmaxnreg(tmp_path):
         tilecute.build_cubin(regs, "sm_80", out_dir=str(tmp_path))
 
 
+def test_sm80_refuses_shuffle_elect_by_name(tmp_path):
+    """T.shuffle_elect is elect.sync (sm_90+; TileLang's tl_shuffle_elect static_asserts
+    below it): on sm_80 it was a ptxas failure with no line; now the statement reading it
+    is refused, naming the form and the arch.  sm_90a builds it."""
+    import tilecute.language as T
+
+    @T.prim_func
+    def elect(X: T.Tensor((256,), T.int32)):
+        with T.Kernel(1, threads=256) as bx:
+            tx = T.get_thread_binding()
+            if T.shuffle_elect(128):
+                X[tx] = 1
+
+    with pytest.raises(Exception, match="T.shuffle_elect is elect.sync, sm_90\\+ .*; the target is sm_80"):
+        tilecute.build_cubin(elect, "sm_80", out_dir=str(tmp_path))
+    with pytest.raises(Exception, match="T.shuffle_elect is elect.sync, sm_90\\+ .*; the target is sm_86"):
+        tilecute.build_cubin(elect, "sm_86", out_dir=str(tmp_path))
+    assert tilecute.build_cubin(elect, "sm_90a", out_dir=str(tmp_path)).kernel_names
+
+
 @pytest.mark.parametrize("target", ["cuda -arch=sm_90", "sm_90", {"kind": "cuda", "arch": "sm_90"}])
 def test_sm90_target_builds_sm90a_code(target):
     """TileLang compiles a compute-9.0 target as sm_90a (its nvcc ``get_target_arch``); a

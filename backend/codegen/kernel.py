@@ -1199,9 +1199,22 @@ class KernelEmitter:
                                  f"sm_89+ (cvt e4m3/e5m2; tilecute computes on them in "
                                  f"float32); the target is {self.plan.arch}")
 
+    def check_elect(self) -> None:
+        """``T.shuffle_elect`` is ``elect.sync``, sm_90+ (TileLang's ``tl_shuffle_elect``
+        static_asserts "requires sm_90 or later" below it): below sm_90 refuse the statement
+        that reads it, naming the form and the arch (ptxas failed with no line)."""
+        if arch_at_least(self.plan.arch, 90):
+            return
+        for s in walk_stmts(self.scope.body):
+            shallow = dataclasses.replace(s, **{f: () for f in BODY_FIELDS.get(type(s), ())})
+            if any(isinstance(x, N.Call) and x.name == "elect_one_sync" for x in walk_nodes(shallow)):
+                self.fail(s, f"T.shuffle_elect is elect.sync, sm_90+ (TileLang's requires sm_90 or "
+                             f"later); the target is {self.plan.arch}")
+
     def emit(self) -> list[str]:
         plan, k, out = self.plan, self.scope, self.out
         self.check_float8_conversions()
+        self.check_elect()
         launch = plan.abi.kernels[self.index]
         params = [f"{ident(p.name)}: {param_type(p)}" for p in launch.params]
         if k.tma_descriptors:
