@@ -142,6 +142,27 @@ def test_sm80_refuses_shuffle_elect_by_name(tmp_path):
     assert tilecute.build_cubin(elect, "sm_90a", out_dir=str(tmp_path)).kernel_names
 
 
+def test_sm80_refuses_remote_arrive_by_name(tmp_path):
+    """T.mbarrier_arrive(bar, cta_id) (an arrive on another block's barrier: mapa +
+    shared::cluster, sm_90+) in a kernel not launched in clusters built for sm_80 crashed
+    inside CuTe DSL ("Unsupported GPU architecture 'sm_80'"); now it is refused by name."""
+    import tilecute.language as T
+
+    @T.prim_func
+    def remote(X: T.Tensor((128,), T.float32)):
+        with T.Kernel(1, threads=128) as bx:
+            bar = T.alloc_cluster_barrier(128)
+            T.mbarrier_arrive(bar, 0)
+            T.mbarrier_wait_parity(bar, 0)
+            X[T.get_thread_binding()] = 1.0
+
+    with pytest.raises(Exception, match=r"T.mbarrier_arrive\(mbarrier, cta_id\) arrives on a barrier of another "
+                                        r"block of the cluster \(distributed shared memory, sm_90\+\); the target "
+                                        r"is sm_80"):
+        tilecute.build_cubin(remote, "sm_80", out_dir=str(tmp_path))
+    assert tilecute.build_cubin(remote, "sm_90a", out_dir=str(tmp_path)).kernel_names
+
+
 @pytest.mark.parametrize("target", ["cuda -arch=sm_90", "sm_90", {"kind": "cuda", "arch": "sm_90"}])
 def test_sm90_target_builds_sm90a_code(target):
     """TileLang compiles a compute-9.0 target as sm_90a (its nvcc ``get_target_arch``); a

@@ -966,6 +966,10 @@ class KernelEmitter:
                                      "block=cute.arch.lane_idx())")
             return
         if s.block is not None:  # T.mbarrier_arrive(bar, cta_id): a block of the cluster's
+            if not arch_at_least(self.plan.arch, 90):  # (mapa + shared::cluster: sm_90+)
+                self.fail(s, f"T.mbarrier_arrive(mbarrier, cta_id) arrives on a barrier of "
+                             f"another block of the cluster (distributed shared memory, "
+                             f"sm_90+); the target is {self.plan.arch}")
             self.out.line(depth, f"tct.arrive({self.barrier_ref(s.barrier)}, "
                                  f"block={self.exprs.expr(s.block)})",
                           "on that block's barrier in the cluster")
