@@ -27,7 +27,7 @@ SM80 = {"sm80_gemm_tf32": "sm_80", "sm80_gemm_int8_tn": "sm_80", "sm89_gemm_fp8_
         "sm80_transpose_pipelined": "sm_80", "sm80_flash_fwd_causal": "sm_80",
         "sm80_dequant_uint4_gemm": "sm_80", "sm80_gemm_register_a_gelu": "sm_80",
         "sm80_layernorm_pipelined": "sm_80", "sm80_splitk_atomic_gemm": "sm_80",
-        "sm80_ws_mbarrier_handoff": "sm_80"}
+        "sm80_ws_mbarrier_handoff": "sm_80", "sm80_flash_order_stage_group": "sm_80"}
 # @tilecute.jit programs carrying their own target
 JIT_TARGETS = {"sm80_gemm_fp16_swizzled": 80, "sm86_gemm_bf16_nt_ragged": 86, "a100_tag_softmax_rows": 80}
 # Hopper programs sm_80 refuses, and the words naming the form and the arch
@@ -443,6 +443,10 @@ def test_sm80_pipelines_and_register_a():
     assert "tct.init_barriers(full, 2, 128, fence=False)" in src
     # the copies of the slot are waited on by each thread before it arrives
     assert src.index("cute.arch.cp_async_wait_group(0)  # this thread's cp.async") < src.index("tct.arrive_cta(full")
+    src = body("sm80_flash_order_stage_group", "sm_80")
+    # before sm_90 the scheduled attention runs in source order, P from registers (mma.sync)
+    assert src.count("tcm.gemm_warp(") == 2 and "a_regs=True" in src
+    assert src.index("tcm.gemm_warp(tc_mma0") < src.index("T.reduce_max") < src.index("tcm.gemm_warp(tc_mma1")
     src = body("sm80_splitk_atomic_gemm", "sm_80")
     assert "tca.atomic_add(C, (by * 64 + i7, bx * 64 + (i8 + tc_lane22)), acc[tc_r21 + tc_lane22])" in src
 
@@ -669,6 +673,11 @@ def test_sm80_kernels_on_gpu():
     y = torch.empty(4, 512, device=dev)
     _run("sm80_ws_mbarrier_handoff", "sm_80", x, y)
     _close(y, x.view(4, 64, 512).sum(1), 1e-4)
+
+    q, k, v = (torch.randn(256, 64, device=dev, dtype=h) for _ in range(3))
+    o = torch.empty_like(q)
+    _run("sm80_flash_order_stage_group", "sm_80", q, k, v, o)
+    _close(o, _attn(q, k, v), 2e-2)
 
     x = torch.randn(256, 2048, device=dev, dtype=h) * 3
     _close(P.a100_tag_softmax_rows()(x), torch.softmax(x.float(), -1), 2e-3)

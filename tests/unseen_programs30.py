@@ -1053,3 +1053,54 @@ def eager_ws_one_barrier_array(A, B, s, block_M=128, block_N=128, block_K=64, st
 
 
 EAGER_SHAPES = {"eager_ws_one_barrier_array": dict(M=256, N=256, K=512)}
+
+
+def sm80_flash_order_stage_group(S=256, D=64, bm=64, bn=64):
+    """Attention forward (one head) for sm_80 written with the pipelined attention schedule
+    (``order=[-1, 0, 3, 1, -1, 2], stage=[-1, 0, 0, 1, -1, 1]`` over six groups: K load,
+    QK^T, softmax, rescale, V load, PV), P kept in a float16 register fragment as the PV
+    GEMM's A operand; before sm_90 the statements run in source order."""
+    scale = (1.0 / D) ** 0.5 * 1.44269504
+
+    @T.prim_func
+    def main(Q: T.Tensor((S, D), T.float16), K: T.Tensor((S, D), T.float16), V: T.Tensor((S, D), T.float16),
+             O: T.Tensor((S, D), T.float16)):
+        with T.Kernel(S // bm, threads=128) as bx:
+            Q_s = T.alloc_shared((bm, D), T.float16)
+            K_s = T.alloc_shared((bn, D), T.float16)
+            V_s = T.alloc_shared((bn, D), T.float16)
+            s = T.alloc_fragment((bm, bn), T.float32)
+            p = T.alloc_fragment((bm, bn), T.float16)
+            o = T.alloc_fragment((bm, D), T.float32)
+            m = T.alloc_fragment((bm,), T.float32)
+            mp = T.alloc_fragment((bm,), T.float32)
+            l = T.alloc_fragment((bm,), T.float32)
+            rs = T.alloc_fragment((bm,), T.float32)
+            T.copy(Q[bx * bm, 0], Q_s)
+            T.fill(o, 0)
+            T.fill(l, 0)
+            T.fill(m, -T.infinity(T.float32))
+            for t in T.Pipelined(S // bn, num_stages=2, order=[-1, 0, 3, 1, -1, 2], stage=[-1, 0, 0, 1, -1, 1],
+                                 group=[[0], [1, 2], [3, 4, 5, 6, 7, 8, 9], [10], [11], [12]]):
+                T.copy(K[t * bn, 0], K_s)
+                T.clear(s)
+                T.gemm(Q_s, K_s, s, transpose_B=True)
+                T.copy(m, mp)
+                T.reduce_max(s, m, dim=1, clear=False)
+                for i in T.Parallel(bm):
+                    rs[i] = T.exp2(mp[i] * scale - m[i] * scale)
+                for i, j in T.Parallel(bm, bn):
+                    s[i, j] = T.exp2(s[i, j] * scale - m[i] * scale)
+                T.reduce_sum(s, mp, dim=1)
+                for i in T.Parallel(bm):
+                    l[i] = l[i] * rs[i] + mp[i]
+                T.copy(s, p)
+                for i, j in T.Parallel(bm, D):
+                    o[i, j] *= rs[i]
+                T.copy(V[t * bn, 0], V_s)
+                T.gemm(p, V_s, o)
+            for i, j in T.Parallel(bm, D):
+                o[i, j] /= l[i]
+            T.copy(o, O[bx * bm, 0])
+
+    return main
