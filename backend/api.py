@@ -21,11 +21,42 @@ from .runtime.arch import TargetError, check_arch
 from .runtime.kernel import Kernel, check_release_gil, resolve_out_idx
 
 
+# TVM's CUDA target tags (``target="nvidia/nvidia-a100"``, which TileLang passes to TVM's
+# Target and so accepts) of the GPUs tilecute builds for: the tag's arch.  A tag of an
+# older GPU, or one not listed, is refused by name.  sm_90 / sm_120 tags build as sm_90a /
+# sm_120a, as TileLang's nvcc target does for compute 9.0 and up.
+_TVM_CUDA_TAGS = {
+    **dict.fromkeys(("nvidia-a100", "nvidia-a30"), "sm_80"),
+    **dict.fromkeys(("nvidia-a40", "nvidia-a10", "nvidia-a10g", "nvidia-a16", "nvidia-a2",
+                     "rtx-a6000", "geforce-rtx-3090-ti", "geforce-rtx-3090",
+                     "geforce-rtx-3080-ti", "geforce-rtx-3080", "geforce-rtx-3070-ti",
+                     "geforce-rtx-3070", "geforce-rtx-3060"), "sm_86"),
+    **dict.fromkeys(("jetson-orin-nano", "jetson-agx-orin-32gb", "jetson-agx-orin-64gb"),
+                    "sm_87"),
+    "geforce-rtx-4090": "sm_89", "nvidia-h100": "sm_90a", "nvidia-b100": "sm_100a",
+    "geforce-rtx-5060-ti": "sm_120a",
+}
+
+
+def _tag_arch(tag: str) -> str:
+    """The arch of TVM CUDA target tag ``tag`` (``"nvidia/nvidia-a100"``: ``sm_80``)."""
+    arch = _TVM_CUDA_TAGS.get(tag[len("nvidia/"):])
+    if arch is None:
+        raise TargetError(f"target {tag!r}: a TVM target tag of a GPU tilecute does not build "
+                          f"for (it knows the tags of sm_80 and newer GPUs: "
+                          f"{', '.join('nvidia/' + t for t in _TVM_CUDA_TAGS)}); give the arch, "
+                          f"e.g. target=\"cuda -arch=sm_80\"")
+    return arch
+
+
 def _arch(target: Optional[str], function: str) -> str:
     """The arch ``target`` names (``"sm_90a"``, ``"cuda:sm_90a"``, TVM's ``"cuda -arch=sm_90a"``
-    or ``{"kind": "cuda", "arch": "sm_90a"}``; None, ``"auto"``, ``"cuda"`` or ``"cutedsl"``:
-    the GPU's, else ``TILECUTE_ARCH``), checked against the supported ones."""
+    or ``{"kind": "cuda", "arch": "sm_90a"}``, a TVM CUDA tag ``"nvidia/nvidia-a100"``; None,
+    ``"auto"``, ``"cuda"`` or ``"cutedsl"``: the GPU's, else ``TILECUTE_ARCH``), checked
+    against the supported ones."""
     try:
+        if isinstance(target, str) and target.strip().startswith("nvidia/"):  # TVM's tag
+            return check_arch(_tag_arch(target.strip().split()[0]), f"target={target!r}")
         if isinstance(target, dict):  # TVM's target dict: {"kind": "cuda", "arch": "sm_90"}
             kind = target.get("kind", "cuda")
             if kind not in ("cuda", "cutedsl"):
@@ -48,9 +79,12 @@ def _arch(target: Optional[str], function: str) -> str:
 
 def _names_an_arch(target) -> bool:
     """Whether ``target`` (any spelling :func:`_arch` takes) names a CUDA arch, ``sm_<n>``
-    with an optional ``a``/``f`` suffix, supported or not."""
+    with an optional ``a``/``f`` suffix, or is a TVM CUDA tag (``nvidia/...``), supported
+    or not."""
     import re
 
+    if isinstance(target, str) and target.strip().startswith("nvidia/"):  # a TVM CUDA tag
+        return True
     if isinstance(target, dict):
         target = target.get("arch") if target.get("kind", "cuda") in ("cuda", "cutedsl") else None
     elif isinstance(target, str) and target.startswith(("cuda ", "cutedsl ")) and \
@@ -118,8 +152,11 @@ def compile(func: N.PrimFunc, out_idx: Optional[Sequence[int]] = None,  # noqa: 
             target_host=None, verbose: Optional[bool] = None,
             pass_configs: Optional[dict] = None, compile_flags=None, *,
             options: Optional[dict] = None, release_gil: Optional[bool] = None) -> Kernel:
-    """Compile ``func`` for ``target`` (``"sm_90a"``, ``"sm_80"``...; default: the GPU's
-    arch, else ``TILECUTE_ARCH``) and return the callable kernel.  The positional order is
+    """Compile ``func`` for ``target`` (``"sm_90a"``, ``"sm_80"``..., TVM's ``"cuda
+    -arch=sm_80"``, ``{"kind": "cuda", "arch": "sm_86"}`` or CUDA tag
+    ``"nvidia/nvidia-a100"``; default: the GPU's arch, else ``TILECUTE_ARCH``; an ``sm_90``
+    target builds sm_90a code, as TileLang's nvcc target does) and return the callable
+    kernel.  The positional order is
     TileLang's ``tilelang.compile(func, out_idx, execution_backend, target, target_host,
     verbose, pass_configs, compile_flags)``; tilecute's ``options`` and ``release_gil`` are
     keywords.

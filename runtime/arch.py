@@ -15,6 +15,15 @@ SUPPORTED_ARCHS = ("sm_80", "sm_86", "sm_87", "sm_89", "sm_90", "sm_90a",
                    "sm_100a", "sm_103a", "sm_120a")
 
 
+def device_arch(arch: str) -> str:
+    """The arch a cubin for target ``arch`` is compiled with: ``sm_90`` builds as ``sm_90a``,
+    as TileLang's nvcc target does (``get_target_arch``: compute capability 9.0 and up get
+    the arch-specific ``a``), so wgmma, ``setmaxnreg`` and the other sm_90a instructions
+    the passes plan for a Hopper target are there (CuTe DSL refuses them for plain
+    ``sm_90``); an sm_90a cubin runs on every sm_90 GPU.  Other archs are themselves."""
+    return "sm_90a" if arch == "sm_90" else arch
+
+
 class TargetError(ValueError):
     """A target architecture tilecute does not compile for; the message names the valid ones."""
 

@@ -17,7 +17,7 @@ import shlex
 import tempfile
 
 from .abi import LaunchABI
-from .arch import check_arch
+from .arch import check_arch, device_arch
 from .cubin import CubinInfo, check_abi, read_cubin
 from .entry import import_source
 
@@ -67,7 +67,7 @@ def compile_cubin(source_path: str, function: str, arch: str, out_dir: str,
     for ``arch``; return the path of the cubin written under ``out_dir``.
     ``ptxas_options``: ptxas flags (compile option ``ptxas_options``, checked there); with
     ``-v`` CuTe DSL's ptxas remarks are on, so ptxas' report is printed (stderr)."""
-    check_arch(arch)
+    arch = device_arch(check_arch(arch))  # sm_90: sm_90a, as TileLang's nvcc target
     os.environ.setdefault("CUTE_DSL_ARCH", arch)
     import cutlass.cute as cute  # noqa: F401  (first CUTLASS import of the process, if lazy)
 

@@ -966,6 +966,10 @@ class KernelEmitter:
                                      "block=cute.arch.lane_idx())")
             return
         if s.block is not None:  # T.mbarrier_arrive(bar, cta_id): a block of the cluster's
+            if not arch_at_least(self.plan.arch, 90):  # (mapa + shared::cluster: sm_90+)
+                self.fail(s, f"T.mbarrier_arrive(mbarrier, cta_id) arrives on a barrier of "
+                             f"another block of the cluster (distributed shared memory, "
+                             f"sm_90+); the target is {self.plan.arch}")
             self.out.line(depth, f"tct.arrive({self.barrier_ref(s.barrier)}, "
                                  f"block={self.exprs.expr(s.block)})",
                           "on that block's barrier in the cluster")
@@ -1039,8 +1043,9 @@ class KernelEmitter:
 
     def set_max_nreg(self, s: N.SetMaxNReg, depth: int) -> None:
         if not self.plan.arch.startswith("sm_90"):
-            self.fail(s, f"T.set_max_nreg is setmaxnreg, an sm_90a instruction; the target is "
-                         f"{self.plan.arch}")
+            form = "T.inc_max_nreg" if s.increase else "T.dec_max_nreg"
+            self.fail(s, f"T.set_max_nreg ({form}({s.count})) is setmaxnreg, an sm_90a "
+                         f"instruction; the target is {self.plan.arch}")
         fn = "increase" if s.increase else "decrease"
         self.out.line(depth, f"cute.arch.setmaxregister_{fn}({s.count})", "registers per thread of this warpgroup")
 
@@ -1198,9 +1203,22 @@ class KernelEmitter:
                                  f"sm_89+ (cvt e4m3/e5m2; tilecute computes on them in "
                                  f"float32); the target is {self.plan.arch}")
 
+    def check_elect(self) -> None:
+        """``T.shuffle_elect`` is ``elect.sync``, sm_90+ (TileLang's ``tl_shuffle_elect``
+        static_asserts "requires sm_90 or later" below it): below sm_90 refuse the statement
+        that reads it, naming the form and the arch (ptxas failed with no line)."""
+        if arch_at_least(self.plan.arch, 90):
+            return
+        for s in walk_stmts(self.scope.body):
+            shallow = dataclasses.replace(s, **{f: () for f in BODY_FIELDS.get(type(s), ())})
+            if any(isinstance(x, N.Call) and x.name == "elect_one_sync" for x in walk_nodes(shallow)):
+                self.fail(s, f"T.shuffle_elect is elect.sync, sm_90+ (TileLang's requires sm_90 or "
+                             f"later); the target is {self.plan.arch}")
+
     def emit(self) -> list[str]:
         plan, k, out = self.plan, self.scope, self.out
         self.check_float8_conversions()
+        self.check_elect()
         launch = plan.abi.kernels[self.index]
         params = [f"{ident(p.name)}: {param_type(p)}" for p in launch.params]
         if k.tma_descriptors:

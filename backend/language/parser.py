@@ -223,6 +223,13 @@ _NO_COMMIT = ("TileLang's pipeline pass sets it on the copies it makes asynchron
               "T.copy is synchronous and T.async_copy commits its own group: write "
               "T.async_copy with T.ptx_wait_group")
 _TMA_COPY_KEY = "T.tma_copy's / T.copy_cluster's (barrier, multicast and leader scope of a TMA copy)"
+# T.gemm annotation keys of TileLang's GEMM op that its other forms set
+_GEMM_ANNOTATIONS_REFUSED = {
+    "is_wgmma": "TileLang's T.wgmma_gemm sets it: write T.wgmma_gemm",
+    "is_tcgen05": "TileLang's T.tcgen05_gemm sets it (Blackwell's tcgen05 MMA, which tilecute "
+                  "does not build)",
+    "use_2cta": "Blackwell's two-block tcgen05 MMA (sm_100), which tilecute does not build",
+}
 _COPY_ANNOTATIONS_REFUSED = {
     "no_implicit_async_commit_wait": _NO_COMMIT,
     "is_tma_copy": _TMA_COPY_KEY, "barrier": _TMA_COPY_KEY, "cluster_mask": _TMA_COPY_KEY,
@@ -4925,22 +4932,46 @@ class _Parser:
         self.reducer_access(buf.name, node, "use")
         return [N.Clear(buf.name, loc=self.loc(s))]
 
-    def stmt_gemm(self, a: _Args, s) -> list[N.Stmt]:
+    def gemm_knobs(self, a: _Args, wait: int) -> int:
+        """``k_pack`` and ``wg_wait`` of a T.gemm / T.wgmma_gemm; returns the wait.  TileLang
+        0.1.15's T.gemm takes them in ``annotations`` (``{"k_pack": 2, "wg_wait": 1}``:
+        its GEMM op reads those keys; T.wgmma_gemm sets ``wg_wait`` -1 unless given), its
+        earlier releases as keywords; given both ways they must agree.  ``wait``: the
+        form's default."""
+        ann = a.annotations(("k_pack", "wg_wait"), _GEMM_ANNOTATIONS_REFUSED)
+        knobs = {}
+        for key, default in (("k_pack", 1), ("wg_wait", wait)):
+            kw = a.static_int(key) if a.given(key) else None
+            v = ann.get(key)
+            if isinstance(v, N.Expr):
+                f = self.folded(v)
+                v = f.value if isinstance(f, N.Const) and N.is_int(f.dtype) and f.dtype != "bool" else v
+            if v is not None and not (isinstance(v, int) and not isinstance(v, bool)):
+                raise a.fail("annotations", f"annotations={{{key!r}: {_show(v)}}}: {key} is an "
+                                            "int known at parse time")
+            if v is not None and kw is not None and v != kw:
+                raise a.fail("annotations", f"annotations={{{key!r}: {v}}} and {key}={kw} "
+                                            "disagree")
+            knobs[key] = v if v is not None else kw if kw is not None else default
         # k_pack packs K for AMD's MFMA: TileLang checks it is 1 or 2 and reads it there
         # only, so on NVIDIA's wgmma and mma.sync (tilecute's targets) either is the same GEMM
-        if a.static_int("k_pack") not in (1, 2):
-            raise a.fail("k_pack", f"k_pack={a.static_int('k_pack')}; TileLang's T.gemm takes "
-                                   "1 or 2 (its MFMA packing, for AMD only)")
+        if knobs["k_pack"] not in (1, 2):
+            where = "k_pack" if a.given("k_pack") and "k_pack" not in ann else "annotations"
+            raise a.fail(where, f"k_pack={knobs['k_pack']}; TileLang's T.gemm takes 1 or 2 "
+                                "(its MFMA packing, for AMD only)")
+        # on wgmma, wgmma.wait_group(wg_wait) after the issue (at most wg_wait batches left
+        # in flight), no wait at all for a negative one; elsewhere (mma.sync) the GEMM
+        # completes in the statement and wg_wait is unread
+        if knobs["wg_wait"] < N.NO_WAIT:
+            where = "wg_wait" if a.given("wg_wait") and "wg_wait" not in ann else "annotations"
+            raise a.fail(where, f"wg_wait={knobs['wg_wait']}: a count of wgmma batches left in "
+                                f"flight (>= 0), or {N.NO_WAIT} for no wait")
+        return knobs["wg_wait"]
+
+    def stmt_gemm(self, a: _Args, s) -> list[N.Stmt]:
         a.refuse_unless("mbar", (None,), "tilecute's T.gemm completes (or, with wg_wait=1, "
                                          "leaves one wgmma batch in flight) without an mbarrier")
-        # TileLang's earlier T.gemm: on wgmma, wgmma.wait_group(wg_wait) after the issue
-        # (at most wg_wait batches left in flight), no wait at all for a negative one;
-        # elsewhere (mma.sync) the GEMM completes in the statement and wg_wait is unread
-        wait = a.static_int("wg_wait")
-        if wait < N.NO_WAIT:
-            raise a.fail("wg_wait", f"wg_wait={wait}: a count of wgmma batches left in flight "
-                                    f"(>= 0), or {N.NO_WAIT} for no wait")
-        return [self.gemm(a, s, wait)]
+        return [self.gemm(a, s, self.gemm_knobs(a, 0))]
 
     def stmt_gemm_sp(self, a: _Args, s) -> list[N.Stmt]:
         """TileLang's ``T.gemm_sp``: ``A`` decompressed from ``A_sparse`` and its metadata
@@ -5023,7 +5054,11 @@ class _Parser:
     def stmt_wgmma_gemm(self, a: _Args, s) -> list[N.Stmt]:
         """TileLang's explicit Hopper GEMM: wgmma only, no wait (``Gemm.wg_wait`` NO_WAIT;
         the gemm pass refuses it where wgmma cannot run it)."""
-        return [dataclasses.replace(self.gemm(a, s, N.NO_WAIT), wgmma_only=True)]
+        wait = self.gemm_knobs(a, N.NO_WAIT)
+        gemm = dataclasses.replace(self.gemm(a, s, N.NO_WAIT), wgmma_only=True)
+        # annotations={"wg_wait": n}: TileLang's wgmma.wait_group(n) right after the issue,
+        # which is T.wait_wgmma(n) as the next statement
+        return [gemm] + ([N.WaitWgmma(wait, loc=self.loc(s))] if wait != N.NO_WAIT else [])
 
     def gemm(self, a: _Args, s, wait: int) -> N.Gemm:
         (A, a_index, a_part), (B, b_index, b_part), (C, _, _) = \
@@ -5032,7 +5067,6 @@ class _Parser:
         if policy not in tuple(GemmWarpPolicy) or isinstance(policy, bool):
             raise a.fail("policy", f"policy={_show(policy)}: expected a T.GemmWarpPolicy "
                                    "(Square, FullRow, FullCol)")
-        a.no_annotations()
         clear = a.value("clear_accum")  # (TileLang's PrimExpr: clear_accum=(k == 0) too)
         if _is_ir(clear):
             if clear.dtype != "bool":
