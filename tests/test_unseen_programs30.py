@@ -427,8 +427,9 @@ def test_sm80_gemm_families():
     assert 'tcm.tiled_mma("mma", cutlass.BFloat16, cutlass.BFloat16, cutlass.Float32, False, False' in src
     src = body("sm80_gemm_tf32", "sm_80")
     assert 'tcm.tiled_mma("mma", cutlass.TFloat32, cutlass.TFloat32, cutlass.Float32' in src
-    # int8 and fp8: no warp-level MMA atom in CuTe DSL for them here: scalar multiply-adds
-    assert "tcm.gemm_simt(acc, tcm.simt_operand(" in body("sm80_gemm_int8_tn", "sm_80")
+    # int8: warp mma.sync m16n8k32 (inline PTX); fp8 on sm_89: scalar multiply-adds
+    assert 'tcm.tiled_mma("mma", cutlass.Int8, cutlass.Int8, cutlass.Int32' in \
+        body("sm80_gemm_int8_tn", "sm_80")
     assert "cutlass.Float8E4M3FN, 64, 64, False)" in body("sm89_gemm_fp8_e4m3", "sm_89")
 
 
