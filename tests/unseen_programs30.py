@@ -91,7 +91,7 @@ def ws_attention_tma_ring(stages=2, B=1, H=2, S=256, D=64, bm=64, bn=64):
                     T.mbarrier_arrive(v_free[t % stages])
                 for i, j in T.Parallel(bm, D):
                     acc_o[i, j] /= l[i]
-                T.copy(acc_o, O[bz, bx * bm, by, 0])
+                T.copy(acc_o, O[bz, bx * bm:(bx + 1) * bm, by, :])
 
     return main
 

@@ -117,6 +117,19 @@ def _fp8(dtype: str) -> bool:
     return N.is_float(dtype) and DTYPES[dtype].bits == 8 and dtype != E8M0
 
 
+def _self_sum(e) -> bool:
+    """Is ``e`` an integer ``x + x``?  CuTe DSL 4.8 (its MLIR/LLVM lowering) folds a
+    signed ``(i + i) // c`` or ``% c`` over a loop index as if it were ``i // c``
+    (``sum((i + i) // 4 for i in range(6))`` came out 2, not 6: fuzzer scalar seed 4424),
+    while ``i * 2`` divides right: such a sum is printed as ``x * 2``."""
+    return isinstance(e, N.BinOp) and e.op == "add" and N.is_int(e.dtype) and \
+        e.dtype != "bool" and e.a == e.b
+
+
+def _doubled(e: N.BinOp) -> N.BinOp:
+    return N.BinOp("mul", e.a, N.Const(2, e.dtype), e.dtype)
+
+
 def _bool_arith(e) -> bool:
     """``+``, ``-`` or ``*`` of two bools (TVM keeps the bool dtype; C computes it in int,
     so ``(a > 0) + (b > 0)`` is 2 where both hold; CuTe DSL's Boolean arithmetic gives a
@@ -278,6 +291,8 @@ class ExprPrinter:
         """``e`` as C computes an 8- or 16-bit integer expression: its ``PROMOTED_OPS``
         in Int32 (operands widened first), so a product or sum does not wrap at the narrow
         width; any other value widened (an Int32 of it)."""
+        if _self_sum(e):
+            e = _doubled(e)
         if _promotes(e):
             if _int_abs(e):
                 return f"abs({self.promoted(e.args[0], 0)})"
@@ -335,6 +350,8 @@ class ExprPrinter:
         if isinstance(e, N.Const):
             return const(e), ATOM
         if isinstance(e, N.BinOp):
+            if _self_sum(e):
+                return self._expr(_doubled(e))
             if _bool_arith(e):  # C's int value, as a bool: nonzero
                 return f"{self.bool_int(e, PREC['cmp'] + 1)} != 0", PREC["cmp"]
             if _width_sensitive(e):  # C's value, computed in Int32, at the narrow width
