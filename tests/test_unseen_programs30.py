@@ -629,7 +629,7 @@ def test_sm80_gemms_on_gpu():
     b = torch.randint(-128, 128, (256, 512), device=dev, dtype=torch.int8)
     c = torch.empty(256, 256, device=dev, dtype=torch.int32)
     _run("sm80_gemm_int8_tn", "sm_80", a, b, c)
-    assert torch.equal(c, (a.long() @ b.long().T).int())
+    assert torch.equal(c.cpu(), (a.cpu().long() @ b.cpu().long().T).int())
 
     a = (torch.randn(128, 256, device=dev) * 2).to(torch.float8_e4m3fn)
     b = (torch.randn(128, 256, device=dev) * 2).to(torch.float8_e4m3fn)
@@ -693,3 +693,13 @@ def test_sm80_kernels_on_gpu():
 
     x = torch.randn(256, 2048, device=dev, dtype=h) * 3
     _close(_on_gpu(P.a100_tag_softmax_rows.get_tir(), "sm_80", out_idx=[1])(x), torch.softmax(x.float(), -1), 2e-3)
+
+
+def test_order_stage_group_with_wgmma_off_runs_in_source_order():
+    """On sm_90a with wgmma off the T.gemms are warp mma.sync, whose overlap tilecute does
+    not schedule: the loop runs in source order, as on sm_80 (it was an OverlapError)."""
+    kernel = tilecute.compile(P.sm80_flash_order_stage_group(), target="sm_90a",
+                              options={"disable_wgmma": True, "disable_tma": True})
+    src = _body(kernel.get_kernel_source())
+    assert src.count("tcm.gemm_warp(") == 2 and "wgmma" not in src
+    assert src.index("tcm.gemm_warp(tc_mma0") < src.index("tcm.gemm_warp(tc_mma1")

@@ -577,10 +577,11 @@ class _Plain(StmtMutator):
 def overlap_mma(func: N.PrimFunc, arch: str, options: dict) -> N.PrimFunc:
     asked = any(isinstance(s, N.For) and s.overlap_mma for k in func.kernels
                 for s in walk_stmts(k.body))
-    if not arch.startswith("sm_90"):
-        # the overlap is a schedule of wgmma batches; before sm_90 the loop runs its
-        # statements in their source order, which a software pipeline's stages and order
-        # compute the same values as (TileLang compiles such loops on sm_80 too)
+    if not arch.startswith("sm_90") or options.get("disable_wgmma"):
+        # the overlap is a schedule of wgmma batches; before sm_90 (or with wgmma off) the
+        # loop runs its statements in their source order, which a software pipeline's
+        # stages and order compute the same values as (TileLang compiles such loops on
+        # sm_80 too)
         return _Plain().run(func) if asked else func
     auto = not options.get("disable_mma_overlap")
     if not auto and not asked:
