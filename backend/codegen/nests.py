@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from ..ir import nodes as N
 from ..runtime.dtypes import DTYPES
 from ..ir.visitor import substitute, walk_nodes, walk_stmts
-from ..transform.analysis import accesses, let_values, mentions, parallel_nest, value_range
+from ..transform.analysis import PURE_CALLS, accesses, let_values, mentions, parallel_nest, value_range
 from ..transform.layout_inference import packed_divisor
 from .expr import FP4, PREC, Py, chain, register_type
 from .memory import flat_index, vector_view
@@ -332,8 +332,20 @@ class NestEmitter:
         out.line(depth, f"{ident(loops[0].var.name)} = {k.mma.rows[frag]}[{q}]")
         k.ranges[loops[0].var.name] = (0, int(loops[0].extent.value) - 1)
         k.exprs.bind(loops[0].var.name, Py.CUTLASS)  # (a row of the thread's)
-        for lp in loops[1:]:
+        split = self.quad_split(loops, frag)
+        for n, lp in enumerate(loops[1:]):
             start, stop = int(lp.start.value), int(lp.start.value + lp.extent.value)
+            if n == 0 and split:
+                # the quad's four lanes take every fourth column each (one store per element)
+                steps = out.fresh("c")
+                out.line(depth, f"for {steps} in cutlass.range_constexpr({(stop - start) // 4}):")
+                first = f"{start} + " if start else ""
+                out.line(depth + 1, f"{ident(lp.var.name)} = {first}{steps} * 4 + "
+                                    "cute.arch.lane_idx() % 4")
+                k.ranges[lp.var.name] = (start, stop - 1)
+                k.exprs.bind(lp.var.name, Py.CUTLASS)
+                depth += 1
+                continue
             out.line(depth, f"for {ident(lp.var.name)} in cutlass.range({start}, {stop}):")
             k.ranges[lp.var.name] = (start, stop - 1)
             k.exprs.bind(lp.var.name, Py.CUTLASS)
@@ -342,6 +354,31 @@ class NestEmitter:
         with self.fetched_once(loops, frag):
             self.lanes(loops[-1], 1, depth)
         self.row_reg = self.line_frag = None
+
+    def quad_split(self, loops, frag: str) -> bool:
+        """Does a nest over the rows of row fragment ``frag`` split its second loop among
+        the four lanes of the quad holding a row (lane ``% 4`` takes every fourth
+        iteration), instead of every holder running it whole?  Where the row's holders are
+        one quad (one warp along N), that loop's extent is a constant multiple of 4 (at most
+        256), and its body only stores to shared or global memory (no fragment or local
+        written, no atomic, no other statement): each element is then written once, by one
+        thread, a quarter of the work each (TileLang runs such a nest in one lane of the
+        quad; the other three wait)."""
+        layout = self.k.layouts.get(frag)
+        if len(loops) < 2 or layout is None or tuple(layout.warps)[1:] != (1,):
+            return False
+        extent = loops[1].extent
+        if not isinstance(extent, N.Const) or extent.value % 4 or not 4 <= extent.value <= 256 \
+                or not isinstance(loops[1].start, N.Const):
+            return False
+        body = loops[-1].body
+        if not all(isinstance(t, (N.Store, N.Let)) for t in body):
+            return False
+        if any(isinstance(x, N.Call) and (x.name in N.ATOMIC_RETURNS or x.name not in PURE_CALLS)
+               for x in walk_nodes(body)):
+            return False
+        return all(self.k.buffers[b].scope in ("shared", "global")
+                   for b, _, w in accesses(body) if w)
 
     def over_cols(self, loops, frag: str, depth: int) -> None:
         """A ``T.Parallel(N)`` nest over column fragments (the layout pass's ``cols``
