@@ -1,0 +1,285 @@
+"""A thirty-first set of programs in TileLang's idioms (tests/unseen_programs31.py): TileLang
+0.1.15's eager / lazy JIT surface and kernel objects -- eager kernels called with tensors
+(T.const / T.dynamic / signature-annotated dims, T.empty outputs, runtime scalars, one kernel
+per shape or dtype), out_idx as int / list / negative, the same prim_func compiled twice,
+T.StridedTensor views, helpers from another module, functools.partial and keyword-only
+factories.  CPU: each builds to an sm_90a cubin; the kernel objects and the generated source
+are checked.  GPU: each matches torch (run: pytest -q -m gpu tests/test_unseen_programs31.py)."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import tilecute  # noqa: E402
+import tilecute.language as T  # noqa: E402
+import unseen_programs31 as P  # noqa: E402
+from tilecute.language import FrontendError  # noqa: E402
+
+h, f32, bf = torch.float16, torch.float32, torch.bfloat16
+
+
+def _z(*shape, dtype=f32):
+    return torch.zeros(*shape, dtype=dtype)
+
+
+# name -> a builder on CPU tensors / shapes (the kernel objects the tests read)
+BUILD = {
+    "eager_gemm": lambda: P.eager_gemm.compile(_z(256, 128, dtype=h), _z(128, 192, dtype=h)),
+    "eager_rmsnorm": lambda: P.eager_rmsnorm.compile(_z(100, 256, dtype=h), _z(256, dtype=h)),
+    "eager_softmax_sig": lambda: P.eager_softmax_sig.compile(_z(37, 256)),
+    "eager_dtype_cast": lambda: P.eager_dtype_cast.compile(_z(1000, dtype=bf), in_dtype="bfloat16"),
+    "eager_scaled_add": lambda: P.eager_scaled_add.compile(_z(33, 65), _z(33, 65), 1.0, 2.0),
+    "eager_two_outputs": lambda: P.eager_two_outputs.compile(_z(64, 128)),
+    "eager_cumsum_rows": lambda: P.eager_cumsum_rows.compile(_z(16, 64)),
+    "eager_macro_softmax": lambda: P.eager_macro_softmax.compile(_z(64, 128), scale=0.5),
+    "eager_strided_rows": lambda: P.eager_strided_rows.compile(_z(64, 128)[:, :96]),
+    "eager_strided_dynamic": lambda: P.eager_strided_dynamic.compile(_z(64, 100)[:, :96]),
+    "layernorm_out_int": lambda: P.layernorm_out_int(64, 256),
+    "split_gate_up": lambda: P.split_gate_up(64, 128),
+    "silu_mul_two_outputs": lambda: P.silu_mul_two_outputs(16, 256),
+    "gemm_prim": lambda: tilecute.compile(P.gemm_prim(128, 128, 64), out_idx=-1),
+    "strided_rows_copy": lambda: P.strided_rows_copy(64, 96, 128),
+    "transposed_view_sum": lambda: P.transposed_view_sum(64, 128),
+    "helper_rowscale": lambda: P.helper_rowscale(64, 128),
+    "tile_copy_macro": lambda: P.tile_copy_macro(64, 128),
+    "attn_scores": lambda: P.attn_scores(batch=1, heads=2, seq=128, dim=64),
+    "attn_scores_fixed_scale": lambda: P.attn_scores_fixed_scale(batch=1, heads=2, seq=128, dim=64),
+    "chunk_scan": lambda: P.chunk_scan(B=4, L=256),
+    "gemm_bias_relu": lambda: P.gemm_bias_relu(128, 128, 64),
+    "gemm_bias_linear": lambda: P.gemm_bias_linear(128, 128, 64),
+}
+
+
+@pytest.fixture(autouse=True)
+def _arch(monkeypatch):
+    monkeypatch.setenv("TILECUTE_ARCH", "sm_90a")
+
+
+def _body(kernel):
+    src = kernel.get_kernel_source()
+    return src.split("\n@cute.kernel\n", 1)[1].split("\n@cute.jit", 1)[0]
+
+
+def _params(kernel):
+    return [(p.name, p.dtype, list(p.shape)) for p in kernel.params]
+
+
+def test_every_program_is_built():
+    defined = {n for n, f in vars(P).items() if hasattr(f, "get_kernel_source") or hasattr(f, "compile")
+               or (callable(f) and n in ("gemm_prim",))}
+    defined -= {"tilecute", "T", "H", "functools"}
+    assert sorted(defined | {"attn_scores_fixed_scale", "gemm_bias_linear"}) == sorted(BUILD)
+
+
+@pytest.mark.parametrize("name", sorted(BUILD))
+def test_program_builds_a_cubin(name):
+    assert Path(BUILD[name]().ensure_cubin()).stat().st_size > 0
+
+
+# ---- eager kernels: binding, one kernel per shape / dtype, errors ------------------------
+def test_eager_shapes_bind_from_the_call():
+    k = BUILD["eager_gemm"]()
+    assert _params(k) == [("A", "float16", [256, 128]), ("B", "float16", [128, 192]), ("C", "float16", [256, 192])]
+    k2 = P.eager_gemm.compile(_z(64, 32, dtype=h), _z(32, 64, dtype=h))
+    assert k2 is not k and _params(k2)[2] == ("C", "float16", [64, 64])
+    assert P.eager_gemm.compile(_z(256, 128, dtype=h), _z(128, 192, dtype=h)) is k
+    assert "T.gemm(A_s, B_s, C_f)" in _body(k)
+    with pytest.raises(ValueError, match=r"T.const K is 128 by 'A' \(shape 1\) but 64 by 'B'"):
+        P.eager_gemm.compile(_z(256, 128, dtype=h), _z(64, 192, dtype=h))
+
+
+def test_dynamic_dims_share_one_kernel():
+    a = BUILD["eager_rmsnorm"]()
+    assert P.eager_rmsnorm.compile(_z(7, 256, dtype=h), _z(256, dtype=h)) is a
+    assert _params(a) == [("X", "float16", ["M", 256]), ("W", "float16", [256]), ("Y", "float16", ["M", 256])]
+    assert "M: cutlass.Int32" in a.get_kernel_source()
+    # a dim annotated in the signature with a module-level T.dynamic
+    s = BUILD["eager_softmax_sig"]()
+    assert P.eager_softmax_sig.compile(_z(5, 256)) is s
+    assert _params(s) == [("X", "float32", ["ROWS", 256]), ("Y", "float32", ["ROWS", 256])]
+    with pytest.raises(ValueError, match=r"eager_softmax_sig: 'X' is declared with shape \('\*', 256\).*\(37, 128\)"):
+        P.eager_softmax_sig.compile(_z(37, 128))
+
+
+def test_dtype_keyword_gives_one_kernel_each():
+    k16 = P.eager_dtype_cast.compile(_z(1000, dtype=h))
+    kbf = BUILD["eager_dtype_cast"]()
+    assert k16 is not kbf
+    assert _params(k16)[0] == ("X", "float16", [1000]) and _params(kbf)[0] == ("X", "bfloat16", [1000])
+    assert "cutlass.BFloat16" in kbf.get_kernel_source() and "cutlass.BFloat16" not in k16.get_kernel_source()
+
+
+def test_calls_with_wrong_tensors_name_the_kernel_and_argument():
+    with pytest.raises(ValueError, match=r"eager_gemm: argument 'A': expected dtype float16, got float32"):
+        P.eager_gemm(_z(256, 128), _z(128, 192, dtype=h))
+    with pytest.raises(ValueError, match=r"eager_gemm: argument 'A': expected a contiguous \(row-major\) tensor"):
+        P.eager_gemm(_z(128, 256, dtype=h).t(), _z(128, 192, dtype=h))
+    k = BUILD["layernorm_out_int"]()
+    with pytest.raises(ValueError, match=r"main: argument 'X': expected dtype float16, got float32"):
+        k(_z(64, 256))
+    with pytest.raises(ValueError, match=r"main: argument 'X': expected a contiguous"):
+        k(_z(256, 64, dtype=h).t())
+
+
+def test_runtime_scalars_and_two_outputs():
+    k = BUILD["eager_scaled_add"]()
+    assert [(a.name, a.kind) for a in k.abi.args] == [("X", "tensor"), ("Y", "tensor"), ("alpha", "scalar"),
+                                                     ("beta", "scalar"), ("Z", "tensor")]
+    assert P.eager_scaled_add.compile(_z(33, 65), _z(33, 65), -3.0, 0.25) is k
+    assert "= alpha * tc_ld2 + beta * tc_ld3" in _body(k)  # the runtime scalars, not constants
+    t = BUILD["eager_two_outputs"]()
+    assert [p[0] for p in _params(t)] == ["X", "RowMax", "RowSum"]
+
+
+def test_strided_views():
+    k = BUILD["eager_strided_rows"]()  # ld bound from the view's stride: 128
+    assert "cute.make_layout((64, 96,), stride=(128, 1,))" in k.get_kernel_source()
+    assert P.eager_strided_rows.compile(_z(64, 100)[:, :96]) is not k
+    d = BUILD["eager_strided_dynamic"]()  # ld a runtime argument, no vector access along j
+    assert P.eager_strided_dynamic.compile(_z(64, 128)[:, :96]) is d
+    assert "stride=(ld, 1,)" in d.get_kernel_source() and "divby" not in _body(d).split("Y = ", 1)[0]
+    s = BUILD["strided_rows_copy"]()
+    assert "cute.make_layout((64, 96,), stride=(128, 1,))" in s.get_kernel_source()
+    with pytest.raises(ValueError, match=r"main: argument 'X': expected strides\[0\] == 128, got 96"):
+        s(_z(64, 96))
+    # an odd leading dimension: no 4-wide access that would assume 16-byte rows
+    assert "divby" not in _body(P.strided_rows_copy(64, 96, 97))
+    c = BUILD["transposed_view_sum"]()  # a .t() view is what it takes; a row-major one is refused
+    assert "stride=(1, 64,)" in c.get_kernel_source()
+    with pytest.raises(ValueError, match=r"main: argument 'X': expected strides\[0\] == 1, got 128"):
+        c(_z(64, 128))
+
+
+def test_tensor_strides_keyword_is_refused_as_in_tilelang():
+    # TileLang 0.1.15's T.Tensor(shape, dtype, data, scope) takes no strides= (T.StridedTensor does)
+    def bad():
+        @T.prim_func
+        def main(X: T.Tensor((64, 64), T.float32, strides=(1, 64)), Y: T.Tensor((64,), T.float32)):
+            with T.Kernel(1, threads=64) as bx:
+                for i in T.Parallel(64):
+                    Y[i] = X[i, 0]
+        return main
+
+    with pytest.raises(FrontendError, match=r"'main'.*parameter 'X': T.Tensor: got an unexpected keyword argument 'strides'"):
+        bad()
+
+
+# ---- lazy kernel objects ----------------------------------------------------------------
+def test_out_idx_forms():
+    assert BUILD["layernorm_out_int"]().out_idx == [1]
+    k = BUILD["split_gate_up"]()
+    assert k.out_idx == [1, 2]
+    with pytest.raises(TypeError, match=r"main: expected 1 argument \(GU\).*G, U \(out_idx \[1, 2\]\) are allocated"):
+        k(_z(64, 256, dtype=h), _z(64, 128, dtype=h), _z(64, 128, dtype=h))
+    assert BUILD["silu_mul_two_outputs"]().out_idx == [2, 3]
+
+
+def test_same_prim_func_compiled_twice_with_other_options():
+    func = P.gemm_prim(128, 128, 64)
+    a = tilecute.compile(func, out_idx=[-1])
+    b = tilecute.compile(func, out_idx=None, pass_configs={"tl.disable_tma_lower": True})
+    assert a is not b and a.out_idx == [2] and b.out_idx == []
+    assert "tct.load(" in _body(a) and "tct.load(" not in _body(b)
+    assert tilecute.compile(func, out_idx=[-1]).get_kernel_source() == a.get_kernel_source()
+
+
+def test_helpers_from_another_module_partial_and_keyword_factories():
+    src = _body(BUILD["helper_rowscale"]())
+    assert "s[bx * 32 + i]" in src
+    src = _body(BUILD["tile_copy_macro"]())  # H.load_tile's T.copy at (by * 32, bx * 64)
+    assert "tct.load(X_desc, tc_smem + 0, tc_bar0, (bx * 64, by * 32), 4096)" in src
+    src = _body(BUILD["attn_scores"]())
+    assert "cutlass.Float32(0.125)" in src  # dim ** -0.5 for dim=64
+    fixed = _body(P.attn_scores_fixed_scale(batch=1, heads=2, seq=128, dim=128))
+    assert "cutlass.Float32(0.125)" in fixed and "0.08838" not in fixed  # partial's sm_scale wins
+    assert "0.08838" in _body(P.attn_scores(batch=1, heads=2, seq=128, dim=128))
+    lin, relu = _body(BUILD["gemm_bias_linear"]()), _body(BUILD["gemm_bias_relu"]())
+    assert "fmax" in relu and "fmax" not in lin
+    with pytest.raises(TypeError):
+        P.chunk_scan(4, 256)  # keyword-only factory
+
+
+# ---- GPU -----------------------------------------------------------------------------
+def _rand(*shape, dtype=f32):
+    return torch.randn(*shape, dtype=dtype, device="cuda")
+
+
+@pytest.mark.gpu
+def test_eager_programs_on_the_gpu():
+    a, b = _rand(256, 128, dtype=h), _rand(128, 192, dtype=h)
+    torch.testing.assert_close(P.eager_gemm(a, b).float(), a.float() @ b.float(), atol=5e-2, rtol=2e-2)
+    a, b = _rand(64, 32, dtype=h), _rand(32, 64, dtype=h)
+    torch.testing.assert_close(P.eager_gemm(a, b).float(), a.float() @ b.float(), atol=5e-2, rtol=2e-2)
+    for m in (100, 7):
+        x, w = _rand(m, 256, dtype=h), _rand(256, dtype=h)
+        ref = x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + 1e-6) * w.float()
+        torch.testing.assert_close(P.eager_rmsnorm(x, w).float(), ref, atol=2e-2, rtol=2e-2)
+    for m in (37, 5):
+        x = _rand(m, 256)
+        torch.testing.assert_close(P.eager_softmax_sig(x), torch.softmax(x, -1), atol=1e-5, rtol=1e-4)
+    x = _rand(1000, dtype=h)
+    torch.testing.assert_close(P.eager_dtype_cast(x), x.float() * 2)
+    x = _rand(1000, dtype=bf)
+    torch.testing.assert_close(P.eager_dtype_cast(x, in_dtype="bfloat16"), x.float() * 2)
+    x, y = _rand(33, 65), _rand(33, 65)
+    for al, be in ((1.0, 2.0), (-3.0, 0.25)):
+        torch.testing.assert_close(P.eager_scaled_add(x, y, al, be), al * x + be * y)
+    x = _rand(64, 128)
+    mx, sm = P.eager_two_outputs(x)
+    torch.testing.assert_close(mx, x.amax(-1))
+    torch.testing.assert_close(sm, x.sum(-1), atol=1e-4, rtol=1e-4)
+    x = _rand(16, 64)
+    torch.testing.assert_close(P.eager_cumsum_rows(x), x.cumsum(-1), atol=1e-4, rtol=1e-4)
+    x = _rand(64, 128)
+    torch.testing.assert_close(P.eager_macro_softmax(x, scale=0.5), torch.softmax(x * 0.5, -1), atol=1e-5, rtol=1e-4)
+    for width in (128, 100):
+        base = _rand(64, width)
+        v = base[:, :96]
+        torch.testing.assert_close(P.eager_strided_rows(v), v + 1)
+        torch.testing.assert_close(P.eager_strided_dynamic(v), v + 1)
+
+
+@pytest.mark.gpu
+def test_lazy_programs_on_the_gpu():
+    x = _rand(64, 256, dtype=h)
+    ref = torch.nn.functional.layer_norm(x.float(), (256,), eps=1e-5)
+    torch.testing.assert_close(P.layernorm_out_int(64, 256)(x).float(), ref, atol=2e-2, rtol=2e-2)
+    gu = _rand(64, 256, dtype=h)
+    g, u = P.split_gate_up(64, 128)(gu)
+    assert torch.equal(g, gu[:, :128]) and torch.equal(u, gu[:, 128:])
+    g, u = _rand(16, 256), _rand(16, 256)
+    out, act = P.silu_mul_two_outputs(16, 256)(g, u)
+    torch.testing.assert_close(act, torch.nn.functional.silu(g), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(out, torch.nn.functional.silu(g) * u, atol=1e-5, rtol=1e-5)
+    func = P.gemm_prim(128, 128, 64)
+    a, b = _rand(128, 64, dtype=h), _rand(128, 64, dtype=h)
+    ref = a.float() @ b.float().t()
+    torch.testing.assert_close(tilecute.compile(func, out_idx=[-1])(a, b), ref, atol=1e-2, rtol=1e-2)
+    c = torch.empty(128, 128, device="cuda")
+    tilecute.compile(func, pass_configs={"tl.disable_tma_lower": True})(a, b, c)
+    torch.testing.assert_close(c, ref, atol=1e-2, rtol=1e-2)
+    base = _rand(64, 128)
+    torch.testing.assert_close(P.strided_rows_copy(64, 96, 128)(base[:, :96]), base[:, :96] * 2)
+    base = _rand(64, 97)
+    torch.testing.assert_close(P.strided_rows_copy(64, 96, 97)(base[:, :96]), base[:, :96] * 2)
+    xt = _rand(128, 64).t()
+    torch.testing.assert_close(P.transposed_view_sum(64, 128)(xt), xt.sum(0), atol=1e-4, rtol=1e-4)
+    x, s = _rand(64, 128, dtype=h), _rand(64)
+    torch.testing.assert_close(P.helper_rowscale(64, 128)(x, s).float(), x.float() * s[:, None], atol=2e-2, rtol=2e-2)
+    torch.testing.assert_close(P.tile_copy_macro(64, 128)(x), x + 1)
+    q, k = _rand(1, 2, 128, 64, dtype=h), _rand(1, 2, 128, 64, dtype=h)
+    ref = torch.softmax(q.float() @ k.float().transpose(-1, -2) * 64 ** -0.5, -1)
+    torch.testing.assert_close(P.attn_scores(batch=1, heads=2, seq=128, dim=64)(q, k), ref, atol=1e-3, rtol=1e-2)
+    q, k = _rand(1, 2, 128, 128, dtype=h), _rand(1, 2, 128, 128, dtype=h)
+    ref = torch.softmax(q.float() @ k.float().transpose(-1, -2) * 0.125, -1)
+    torch.testing.assert_close(P.attn_scores_fixed_scale(batch=1, heads=2, seq=128, dim=128)(q, k), ref,
+                               atol=1e-3, rtol=1e-2)
+    x = _rand(4, 256)
+    torch.testing.assert_close(P.chunk_scan(B=4, L=256)(x), x.cumsum(-1), atol=1e-3, rtol=1e-4)
+    a, b, bias = _rand(128, 64, dtype=h), _rand(64, 128, dtype=h), _rand(128)
+    lin = a.float() @ b.float() + bias
+    torch.testing.assert_close(P.gemm_bias_relu(128, 128, 64)(a, b, bias).float(), lin.relu(), atol=5e-2, rtol=2e-2)
+    torch.testing.assert_close(P.gemm_bias_linear(128, 128, 64)(a, b, bias).float(), lin, atol=5e-2, rtol=2e-2)

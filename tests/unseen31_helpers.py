@@ -1,0 +1,31 @@
+"""Helpers imported by tests/unseen_programs31.py: T.macro and T.prim_func builders defined in
+another module, as repositories keep them in a ``kernels/common.py``."""
+
+import tilecute.language as T
+
+
+@T.macro
+def row_reduce_max_sum(frag, row_max, row_sum, scale):
+    """row_max = max over the row of frag * scale; frag <- exp(frag * scale - row_max);
+    row_sum = the row's sum."""
+    T.reduce_max(frag, row_max, dim=1)
+    for i, j in T.Parallel(frag.shape[0], frag.shape[1]):
+        frag[i, j] = T.exp(frag[i, j] * scale - row_max[i] * scale)
+    T.reduce_sum(frag, row_sum, dim=1)
+
+
+@T.macro
+def load_tile(src, dst, row0, col0):
+    T.copy(src[row0, col0], dst)
+
+
+def make_rowscale(M, N, block_M=32, dtype=T.float16):
+    """A prim_func builder in another module: Y[i, :] = X[i, :] * s[i]."""
+
+    @T.prim_func
+    def rowscale(X: T.Tensor((M, N), dtype), s: T.Tensor((M,), T.float32), Y: T.Tensor((M, N), dtype)):
+        with T.Kernel(T.ceildiv(M, block_M), threads=128) as bx:
+            for i, j in T.Parallel(block_M, N):
+                Y[bx * block_M + i, j] = T.cast(T.cast(X[bx * block_M + i, j], T.float32) * s[bx * block_M + i], dtype)
+
+    return rowscale
