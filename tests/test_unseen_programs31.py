@@ -37,6 +37,8 @@ BUILD = {
     "eager_macro_softmax": lambda: P.eager_macro_softmax.compile(_z(64, 128), scale=0.5),
     "eager_strided_rows": lambda: P.eager_strided_rows.compile(_z(64, 128)[:, :96]),
     "eager_strided_dynamic": lambda: P.eager_strided_dynamic.compile(_z(64, 100)[:, :96]),
+    "eager_shape_from_tensor": lambda: P.eager_shape_from_tensor.compile(_z(16, 256, dtype=bf), _z(256)),
+    "eager_sig_shape_rows": lambda: P.eager_sig_shape_rows.compile(_z(16, 128, dtype=h)),
     "layernorm_out_int": lambda: P.layernorm_out_int(64, 256),
     "split_gate_up": lambda: P.split_gate_up(64, 128),
     "silu_mul_two_outputs": lambda: P.silu_mul_two_outputs(16, 256),
@@ -167,6 +169,37 @@ def test_tensor_strides_keyword_is_refused_as_in_tilelang():
         bad()
 
 
+def test_python_statements_read_a_declared_tensor():
+    # `M, N = X.shape` and `T.empty(..., X.dtype)` after `X: T.Tensor(...)` (TileLang binds X
+    # to the matched buffer there) were a NameError: the declarations never bound the name
+    k = BUILD["eager_shape_from_tensor"]()
+    assert _params(k) == [("X", "bfloat16", [16, 256]), ("W", "float32", [256]), ("Y", "bfloat16", [16, 256])]
+    assert "/ cutlass.Float32(256.0)" in _body(k) or "* cutlass.Float32(0.00390625)" in _body(k)
+    with pytest.raises(ValueError, match=r"T.const N is 256 by 'X' \(shape 1\) but 128 by 'W'"):
+        P.eager_shape_from_tensor.compile(_z(16, 256, dtype=bf), _z(128))
+    s = BUILD["eager_sig_shape_rows"]()  # a signature-annotated tensor's dims: SEQ stays symbolic
+    assert _params(s) == [("X", "float16", ["SEQ", 128]), ("Y", "float16", ["SEQ", 128])]
+    assert P.eager_sig_shape_rows.compile(_z(40, 128, dtype=h)) is s
+
+
+@tilecute.jit
+def _empty_of_shape(X, block: int = 64):
+    N = T.const("N")
+    X: T.Tensor((N,), T.float32)
+    Y = T.empty(X.shape, X.dtype)
+    with T.Kernel(T.ceildiv(N, block), threads=block) as bx:
+        for i in T.Parallel(block):
+            Y[bx * block + i] = X[bx * block + i]
+    return Y
+
+
+def test_empty_of_a_tensors_shape_is_refused_as_in_tilelang():
+    # TileLang's T.empty takes a tuple or list; a buffer's .shape (a TVM Array) raises there
+    with pytest.raises(FrontendError, match=r"_empty_of_shape.*T.empty for 'Y': the shape is a tuple or "
+                                            r"list of dims, got DeclaredShape \[128\].*tuple\(A.shape\)"):
+        _empty_of_shape.compile(_z(128))
+
+
 # ---- lazy kernel objects ----------------------------------------------------------------
 def test_out_idx_forms():
     assert BUILD["layernorm_out_int"]().out_idx == [1]
@@ -235,6 +268,12 @@ def test_eager_programs_on_the_gpu():
     torch.testing.assert_close(P.eager_cumsum_rows(x), x.cumsum(-1), atol=1e-4, rtol=1e-4)
     x = _rand(64, 128)
     torch.testing.assert_close(P.eager_macro_softmax(x, scale=0.5), torch.softmax(x * 0.5, -1), atol=1e-5, rtol=1e-4)
+    x, w = _rand(16, 256, dtype=bf), _rand(256)
+    ref = torch.nn.functional.layer_norm(x.float(), (256,), eps=1e-5) * w
+    torch.testing.assert_close(P.eager_shape_from_tensor(x, w).float(), ref, atol=3e-2, rtol=2e-2)
+    for m in (16, 40):
+        x = _rand(m, 128, dtype=h)
+        torch.testing.assert_close(P.eager_sig_shape_rows(x), x.abs())
     for width in (128, 100):
         base = _rand(64, width)
         v = base[:, :96]

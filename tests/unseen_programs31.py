@@ -193,6 +193,44 @@ def eager_strided_dynamic(X, block_M: int = 16):
     return Y
 
 
+@tilecute.jit
+def eager_shape_from_tensor(X, W, eps: float = 1e-5, block_M: int = 4):
+    """LayerNorm with weight: the row count and width read back from the declared tensor
+    (``M, N = X.shape``), the output dtype from ``X.dtype``."""
+    rows, width = T.const("M, N")
+    X: T.Tensor((rows, width), T.bfloat16)
+    M, N = X.shape
+    W: T.Tensor((N,), T.float32)
+    Y = T.empty((M, N), X.dtype)
+    with T.Kernel(T.ceildiv(M, block_M), threads=128) as bx:
+        xf = T.alloc_fragment((block_M, N), T.float32)
+        sq = T.alloc_fragment((block_M, N), T.float32)
+        mean = T.alloc_fragment((block_M,), T.float32)
+        var = T.alloc_fragment((block_M,), T.float32)
+        T.copy(X[bx * block_M, 0], xf)
+        T.reduce_sum(xf, mean, dim=1)
+        for i in T.Parallel(block_M):
+            mean[i] = mean[i] / N
+        for i, j in T.Parallel(block_M, N):
+            sq[i, j] = (xf[i, j] - mean[i]) * (xf[i, j] - mean[i])
+        T.reduce_sum(sq, var, dim=1)
+        for i, j in T.Parallel(block_M, N):
+            xf[i, j] = (xf[i, j] - mean[i]) * T.rsqrt(var[i] / N + eps) * W[j]
+        T.copy(xf, Y[bx * block_M, 0])
+    return Y
+
+
+@tilecute.jit
+def eager_sig_shape_rows(X: T.Tensor((SEQ, 128), T.float16), block_M: int = 16):
+    """Y = |X| with the dims read from a signature-annotated tensor's shape."""
+    rows, cols = X.shape
+    Y = T.empty((rows, cols), X.dtype)
+    with T.Kernel(T.ceildiv(rows, block_M), threads=128) as bx:
+        for i, j in T.Parallel(block_M, cols):
+            Y[bx * block_M + i, j] = T.abs(X[bx * block_M + i, j])
+    return Y
+
+
 # ---- lazy factories and kernel objects ----------------------------------------------------
 @tilecute.jit(out_idx=-1)
 def layernorm_out_int(M, N, block_M=8, dtype=T.float16, eps=1e-5):

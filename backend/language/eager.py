@@ -40,6 +40,7 @@ import linecache
 import sys
 import textwrap
 import threading
+from collections.abc import Sequence
 from typing import Any, Hashable, Optional
 
 from ..ir import nodes as N
@@ -325,6 +326,7 @@ class EagerKernel:
             elif isinstance(s, ast.AnnAssign) and s.value is None and \
                     isinstance(s.target, ast.Name) and s.target.id in params:
                 self.decls[s.target.id] = s.annotation
+                self.python.append(s)  # (in order: later statements read `A.shape`)
             elif any(_t_call(n, ("match_buffer",), env) for n in ast.walk(s)):
                 raise self.error(s, "T.match_buffer in an eager kernel is not supported by "
                                     "tilecute: declare the tensor in the body, `A: "
@@ -502,6 +504,25 @@ class EagerKernel:
             return self._eval(self.decls[name], env)
         return self.sig_ann[name]
 
+    def _bind_declared(self, env: dict) -> None:
+        """Tensors typed in the signature, as the body's Python statements see them."""
+        for name in self.tensors:
+            if name not in self.decls and isinstance(self.sig_ann.get(name), TensorSpec):
+                env[name] = DeclaredTensor(name, self.sig_ann[name])
+
+    def _declare(self, s: ast.stmt, env: dict) -> bool:
+        """``A: T.Tensor(shape, dtype)`` among the body's Python statements: TileLang binds
+        ``A`` to the matched buffer there, so the statements after it read ``A.shape`` /
+        ``A.dtype`` (``M, N = A.shape``).  True if ``s`` is a tensor's declaration."""
+        if not (isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name) and
+                self.decls.get(s.target.id) is s.annotation):
+            return False
+        if s.target.id in self.tensors:
+            declared = self._eval(s.annotation, env)
+            if isinstance(declared, TensorSpec):
+                env[s.target.id] = DeclaredTensor(s.target.id, declared)
+        return True
+
     # ---- binding ------------------------------------------------------------------------
     def _probe(self, spec: dict, key) -> _Probe:
         """TileLang's phase 1 for these specialization arguments (cached)."""
@@ -512,9 +533,11 @@ class EagerKernel:
         env.update(spec)
         symbols = {c: N.Var(c, "int32") for c in self.consts}
         env.update({t: symbols[c] for t, c in self.const_targets.items()})
+        self._bind_declared(env)
         for s in self.python:
             try:
-                self._exec(s, env)
+                if not self._declare(s, env):
+                    self._exec(s, env)
             except Exception:  # noqa: BLE001 - a statement symbols cannot run; phase 2 runs it
                 pass
         uses: dict[str, list] = {}
@@ -625,9 +648,11 @@ class EagerKernel:
         env = _function_env(self.fn)
         env.update(spec)
         env.update({t: consts[c] for t, c in self.const_targets.items()})
+        self._bind_declared(env)
         for s in self.python:
             try:
-                self._exec(s, env)
+                if not self._declare(s, env):
+                    self._exec(s, env)
             except AssertionError as e:
                 if not isinstance(s, ast.Assert):
                     raise
@@ -699,6 +724,8 @@ class EagerKernel:
         ast.copy_location(fdef, self.fdef)
         for a in args.args:
             ast.copy_location(a, self.fdef)
+        # (the kernel's statements read the parameters themselves, not the declared views)
+        env = {k: v for k, v in env.items() if not isinstance(v, DeclaredTensor)}
         return _Parser(fdef, env, self.filename, self.offset, self.lines, annotations).parse(), expected
 
     def _empty(self, name: str, call: ast.Call, env: dict) -> TensorSpec:
@@ -821,6 +848,45 @@ def par_compile(compile_one, configs, num_workers: Optional[int] = None,
     configs = list(configs)
     with cf.ThreadPoolExecutor(num_workers or min(len(configs), os.cpu_count() or 1) or 1) as ex:
         return list(ex.map(one, configs))
+
+
+class DeclaredShape(Sequence):
+    """A declared tensor's ``shape`` as the eager body's Python sees it: a sequence (``M,
+    N = A.shape``, ``A.shape[0]``, ``len(A.shape)``) but, like the TVM Array that TileLang's
+    buffer gives, no tuple or list (TileLang's ``T.empty(A.shape, ...)`` raises)."""
+
+    def __init__(self, dims):
+        self._dims = tuple(dims)
+
+    def __getitem__(self, i):
+        return self._dims[i]
+
+    def __len__(self) -> int:
+        return len(self._dims)
+
+    def __eq__(self, other) -> bool:
+        return tuple(self) == tuple(other) if isinstance(other, (Sequence,)) else NotImplemented
+
+    def __repr__(self) -> str:
+        return repr(list(self._dims))
+
+
+class DeclaredTensor:
+    """A tensor parameter after its declaration ``A: T.Tensor(shape, dtype)``, as the
+    eager body's Python statements (and ``T.empty``'s arguments) read it: TileLang binds
+    the name to the matched buffer, whose ``shape``, ``dtype`` and ``strides`` these are
+    (the dims ints, or symbols for ``T.dynamic`` ones and, while the constants are bound,
+    theirs)."""
+
+    def __init__(self, name: str, spec: TensorSpec):
+        self.name = name
+        self.shape = DeclaredShape(spec.shape)
+        self.dtype = _dtype_text(spec.dtype) or spec.dtype
+        self.strides = DeclaredShape(spec.strides or ())
+        self.ndim = len(spec.shape)
+
+    def __repr__(self) -> str:
+        return f"{self.name}: T.Tensor({list(self.shape)}, {self.dtype!r})"
 
 
 def _shape_nodes(ann) -> Optional[list]:
