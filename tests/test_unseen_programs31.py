@@ -39,6 +39,7 @@ BUILD = {
     "eager_strided_dynamic": lambda: P.eager_strided_dynamic.compile(_z(64, 100)[:, :96]),
     "eager_shape_from_tensor": lambda: P.eager_shape_from_tensor.compile(_z(16, 256, dtype=bf), _z(256)),
     "eager_sig_shape_rows": lambda: P.eager_sig_shape_rows.compile(_z(16, 128, dtype=h)),
+    "eager_transpose_tuple_consts": lambda: P.eager_transpose_tuple_consts.compile(_z(64, 96, dtype=h)),
     "layernorm_out_int": lambda: P.layernorm_out_int(64, 256),
     "split_gate_up": lambda: P.split_gate_up(64, 128),
     "silu_mul_two_outputs": lambda: P.silu_mul_two_outputs(16, 256),
@@ -182,6 +183,16 @@ def test_python_statements_read_a_declared_tensor():
     assert P.eager_sig_shape_rows.compile(_z(40, 128, dtype=h)) is s
 
 
+def test_t_const_inline_and_one_call_each():
+    # T.const inside a declaration, and `M, N = T.const("M"), T.const("N")`, were refused
+    # ("T.const is a TileLang form that tilecute does not support"); TileLang takes both
+    k = P.eager_shape_from_tensor.compile(M=8, N=128)
+    assert _params(k) == [("X", "bfloat16", [8, 128]), ("W", "float32", [128]), ("Y", "bfloat16", [8, 128])]
+    t = BUILD["eager_transpose_tuple_consts"]()
+    assert _params(t) == [("X", "float16", [64, 96]), ("Y", "float16", [96, 64])]
+    assert P.eager_transpose_tuple_consts.compile(M=64, N=96) is t
+
+
 @tilecute.jit
 def _empty_of_shape(X, block: int = 64):
     N = T.const("N")
@@ -274,6 +285,9 @@ def test_eager_programs_on_the_gpu():
     for m in (16, 40):
         x = _rand(m, 128, dtype=h)
         torch.testing.assert_close(P.eager_sig_shape_rows(x), x.abs())
+    for shape in ((64, 96), (32, 160)):
+        x = _rand(*shape, dtype=h)
+        torch.testing.assert_close(P.eager_transpose_tuple_consts(x), x.t().contiguous())
     for width in (128, 100):
         base = _rand(64, width)
         v = base[:, :96]

@@ -195,10 +195,9 @@ def eager_strided_dynamic(X, block_M: int = 16):
 
 @tilecute.jit
 def eager_shape_from_tensor(X, W, eps: float = 1e-5, block_M: int = 4):
-    """LayerNorm with weight: the row count and width read back from the declared tensor
-    (``M, N = X.shape``), the output dtype from ``X.dtype``."""
-    rows, width = T.const("M, N")
-    X: T.Tensor((rows, width), T.bfloat16)
+    """LayerNorm with weight: the dims declared inline (``T.const`` inside the declaration),
+    read back from the declared tensor (``M, N = X.shape``), the output dtype ``X.dtype``."""
+    X: T.Tensor((T.const("M"), T.const("N")), T.bfloat16)
     M, N = X.shape
     W: T.Tensor((N,), T.float32)
     Y = T.empty((M, N), X.dtype)
@@ -228,6 +227,21 @@ def eager_sig_shape_rows(X: T.Tensor((SEQ, 128), T.float16), block_M: int = 16):
     with T.Kernel(T.ceildiv(rows, block_M), threads=128) as bx:
         for i, j in T.Parallel(block_M, cols):
             Y[bx * block_M + i, j] = T.abs(X[bx * block_M + i, j])
+    return Y
+
+
+@tilecute.jit
+def eager_transpose_tuple_consts(X, block: int = 32):
+    """Y = X^T through a shared tile; the constants declared one call each
+    (``M, N = T.const("M"), T.const("N")``)."""
+    M, N = T.const("M"), T.const("N")
+    X: T.Tensor((M, N), T.float16)
+    Y = T.empty((N, M), T.float16)
+    with T.Kernel(T.ceildiv(N, block), T.ceildiv(M, block), threads=128) as (bx, by):
+        s = T.alloc_shared((block, block), T.float16)
+        T.copy(X[by * block, bx * block], s)
+        for i, j in T.Parallel(block, block):
+            Y[bx * block + i, by * block + j] = s[j, i]
     return Y
 
 

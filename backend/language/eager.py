@@ -318,6 +318,10 @@ class EagerKernel:
                 continue
             if isinstance(s, ast.Assign) and _t_call(s.value, ("const",), env):
                 self._const(s)
+                continue
+            s = self._inline_consts(s, env)
+            if isinstance(s, ast.Assign) and _t_call(s.value, ("const",), env):
+                self._const(s)
             elif isinstance(s, ast.Assign) and _t_call(s.value, ("empty",), env):
                 names = self._targets(s)
                 if len(names) != 1:
@@ -417,6 +421,40 @@ class EagerKernel:
         for t, n in zip(targets, names):
             self.consts.append(n)
             self.const_targets[t] = n
+
+    def _inline_consts(self, s: ast.stmt, env: dict) -> ast.stmt:
+        """TileLang's T.const where it is not a whole assignment's value: ``M, N =
+        T.const("M"), T.const("N")`` or a declaration's dim ``A: T.Tensor((T.const("M"),
+        64), ...)`` (phase 1 makes it a symbol, phase 2 its value, as for ``M =
+        T.const("M")``).  Each such call becomes a name bound to the constant."""
+        import re
+
+        if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) or \
+                not any(_t_call(n, ("const",), env) for n in ast.walk(s)):
+            return s
+        owner = self
+
+        class Inline(ast.NodeTransformer):
+            def visit_Call(self, node):
+                if not _t_call(node, ("const",), env):
+                    return self.generic_visit(node)
+                if not (node.args and isinstance(node.args[0], ast.Constant) and
+                        isinstance(node.args[0].value, str)):
+                    raise owner.error(node, "T.const takes the constants' names as a string: "
+                                            "T.const(\"M\") or T.const(\"M, N\")")
+                names = [n for n in re.split(r"\s*,\s*|\s+", node.args[0].value.strip()) if n]
+                refs = []
+                for n in names:
+                    target = f"tc_const_{n}"
+                    if n not in owner.consts:
+                        owner.consts.append(n)
+                    owner.const_targets[target] = n
+                    refs.append(ast.copy_location(ast.Name(id=target, ctx=ast.Load()), node))
+                if len(refs) == 1:
+                    return refs[0]
+                return ast.copy_location(ast.Tuple(elts=refs, ctx=ast.Load()), node)
+
+        return ast.fix_missing_locations(Inline().visit(copy.deepcopy(s)))
 
     def _returned(self, s: ast.Return, env: dict) -> list[str]:
         v = s.value
