@@ -40,6 +40,7 @@ BUILD = {
     "eager_shape_from_tensor": lambda: P.eager_shape_from_tensor.compile(_z(16, 256, dtype=bf), _z(256)),
     "eager_sig_shape_rows": lambda: P.eager_sig_shape_rows.compile(_z(16, 128, dtype=h)),
     "eager_transpose_tuple_consts": lambda: P.eager_transpose_tuple_consts.compile(_z(64, 96, dtype=h)),
+    "eager_masked_tail_scale": lambda: P.eager_masked_tail_scale.compile(_z(1000), 300, 2.0),
     "layernorm_out_int": lambda: P.layernorm_out_int(64, 256),
     "split_gate_up": lambda: P.split_gate_up(64, 128),
     "silu_mul_two_outputs": lambda: P.silu_mul_two_outputs(16, 256),
@@ -193,6 +194,18 @@ def test_t_const_inline_and_one_call_each():
     assert P.eager_transpose_tuple_consts.compile(M=64, N=96) is t
 
 
+def test_python_statements_read_runtime_scalars():
+    # `n_blocks = T.ceildiv(n_valid, block)` after `n_valid: T.int32` (and `scale * 0.5` of a
+    # signature's `scale: T.float32`) were a NameError; they are the kernel's parameters
+    k = BUILD["eager_masked_tail_scale"]()
+    assert [(a.name, a.kind) for a in k.abi.args] == [("X", "tensor"), ("n_valid", "scalar"),
+                                                     ("scale", "scalar"), ("Y", "tensor")]
+    src = _body(k)
+    assert "bx < (n_valid + 256 - 1) // 256 and g < n_valid" in src
+    assert "scale * cutlass.Float32(0.5) + scale * cutlass.Float32(0.5)" in src
+    assert P.eager_masked_tail_scale.compile(_z(1000), 7, -1.0) is k
+
+
 @tilecute.jit
 def _empty_of_shape(X, block: int = 64):
     N = T.const("N")
@@ -288,6 +301,10 @@ def test_eager_programs_on_the_gpu():
     for shape in ((64, 96), (32, 160)):
         x = _rand(*shape, dtype=h)
         torch.testing.assert_close(P.eager_transpose_tuple_consts(x), x.t().contiguous())
+    x = _rand(1000)
+    for n, sc in ((300, 2.0), (1000, -0.5), (0, 1.0)):
+        ref = torch.where(torch.arange(1000, device="cuda") < n, x * sc, torch.zeros_like(x))
+        torch.testing.assert_close(P.eager_masked_tail_scale(x, n, sc), ref)
     for width in (128, 100):
         base = _rand(64, width)
         v = base[:, :96]

@@ -245,6 +245,25 @@ def eager_transpose_tuple_consts(X, block: int = 32):
     return Y
 
 
+@tilecute.jit
+def eager_masked_tail_scale(X, n_valid, scale: T.float32, block: int = 256):
+    """Y[:n_valid] = X[:n_valid] * scale, zero after: the grid computed in a Python
+    statement from the runtime scalar n_valid (declared in the body) and one from the
+    signature's scalar scale (neither a constant: one kernel for every value)."""
+    N = T.const("N")
+    X: T.Tensor((N,), T.float32)
+    n_valid: T.int32
+    n_blocks = T.ceildiv(n_valid, block)
+    half = scale * 0.5
+    Y = T.empty((N,), T.float32)
+    with T.Kernel(T.ceildiv(N, block), threads=block) as bx:
+        for i in T.Parallel(block):
+            g = bx * block + i
+            if g < N:
+                Y[g] = T.if_then_else(bx < n_blocks and g < n_valid, X[g] * (half + half), 0.0)
+    return Y
+
+
 # ---- lazy factories and kernel objects ----------------------------------------------------
 @tilecute.jit(out_idx=-1)
 def layernorm_out_int(M, N, block_M=8, dtype=T.float16, eps=1e-5):

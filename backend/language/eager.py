@@ -543,10 +543,15 @@ class EagerKernel:
         return self.sig_ann[name]
 
     def _bind_declared(self, env: dict) -> None:
-        """Tensors typed in the signature, as the body's Python statements see them."""
+        """Tensors and scalars typed in the signature, as the body's Python statements see
+        them (a scalar: the kernel parameter's variable)."""
         for name in self.tensors:
             if name not in self.decls and isinstance(self.sig_ann.get(name), TensorSpec):
                 env[name] = DeclaredTensor(name, self.sig_ann[name])
+        for name in self.scalar_args:  # `n: T.int32` in the signature
+            ann = self.sig_ann.get(name)
+            if name not in self.decls and isinstance(ann, str) and _dtype_text(ann):
+                env[name] = N.Var(name, _dtype_text(ann))
 
     def _declare(self, s: ast.stmt, env: dict) -> bool:
         """``A: T.Tensor(shape, dtype)`` among the body's Python statements: TileLang binds
@@ -555,10 +560,15 @@ class EagerKernel:
         if not (isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name) and
                 self.decls.get(s.target.id) is s.annotation):
             return False
-        if s.target.id in self.tensors:
+        name = s.target.id
+        if name in self.tensors:
             declared = self._eval(s.annotation, env)
             if isinstance(declared, TensorSpec):
-                env[s.target.id] = DeclaredTensor(s.target.id, declared)
+                env[name] = DeclaredTensor(name, declared)
+        elif name in self.scalar_args:  # `n: T.int32`: the kernel's scalar (`T.ceildiv(n, 128)`)
+            declared = self._eval(s.annotation, env)
+            if isinstance(declared, str) and _dtype_text(declared):
+                env[name] = N.Var(name, _dtype_text(declared))
         return True
 
     # ---- binding ------------------------------------------------------------------------
@@ -763,7 +773,8 @@ class EagerKernel:
         for a in args.args:
             ast.copy_location(a, self.fdef)
         # (the kernel's statements read the parameters themselves, not the declared views)
-        env = {k: v for k, v in env.items() if not isinstance(v, DeclaredTensor)}
+        env = {k: v for k, v in env.items() if not (isinstance(v, DeclaredTensor) or
+                                                    k in self.scalar_args and isinstance(v, N.Var))}
         return _Parser(fdef, env, self.filename, self.offset, self.lines, annotations).parse(), expected
 
     def _empty(self, name: str, call: ast.Call, env: dict) -> TensorSpec:
