@@ -15,6 +15,7 @@ torch = pytest.importorskip("torch")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import tilecute  # noqa: E402
 import tilecute.language as T  # noqa: E402
+import unseen31_helpers as H  # noqa: E402
 import unseen_programs31 as P  # noqa: E402
 from tilecute.language import FrontendError  # noqa: E402
 
@@ -44,6 +45,7 @@ BUILD = {
     "layernorm_out_int": lambda: P.layernorm_out_int(64, 256),
     "split_gate_up": lambda: P.split_gate_up(64, 128),
     "silu_mul_two_outputs": lambda: P.silu_mul_two_outputs(16, 256),
+    "fixed_axpby": lambda: tilecute.compile(H.fixed_axpby, out_idx=-1),
     "gemm_prim": lambda: tilecute.compile(P.gemm_prim(128, 128, 64), out_idx=-1),
     "strided_rows_copy": lambda: P.strided_rows_copy(64, 96, 128),
     "transposed_view_sum": lambda: P.transposed_view_sum(64, 128),
@@ -75,7 +77,7 @@ def test_every_program_is_built():
     defined = {n for n, f in vars(P).items() if hasattr(f, "get_kernel_source") or hasattr(f, "compile")
                or (callable(f) and n in ("gemm_prim",))}
     defined -= {"tilecute", "T", "H", "functools"}
-    assert sorted(defined | {"attn_scores_fixed_scale", "gemm_bias_linear"}) == sorted(BUILD)
+    assert sorted(defined | {"attn_scores_fixed_scale", "gemm_bias_linear", "fixed_axpby"}) == sorted(BUILD)
 
 
 @pytest.mark.parametrize("name", sorted(BUILD))
@@ -243,6 +245,17 @@ def test_same_prim_func_compiled_twice_with_other_options():
     assert tilecute.compile(func, out_idx=[-1]).get_kernel_source() == a.get_kernel_source()
 
 
+def test_module_level_prim_func_from_the_helper_module_compiled_twice():
+    a = BUILD["fixed_axpby"]()
+    b = tilecute.compile(H.fixed_axpby)  # no out_idx: Z is passed
+    assert a is not b and a.out_idx == [3] and b.out_idx == []
+    assert [(p.name, p.dtype, p.shape) for p in a.params] == [
+        ("X", "float32", [4096]), ("Y", "float32", [4096]), ("alpha", "float32", []), ("Z", "float32", [4096])]
+    assert _body(a) == _body(b) and "alpha * " in _body(a)
+    with pytest.raises(TypeError, match=r"fixed_axpby: expected 3 arguments \(X, Y, alpha\)"):
+        a(_z(4096), _z(4096), 1.0, _z(4096))
+
+
 def test_helpers_from_another_module_partial_and_keyword_factories():
     src = _body(BUILD["helper_rowscale"]())
     assert "s[bx * 32 + i]" in src
@@ -331,6 +344,11 @@ def test_lazy_programs_on_the_gpu():
     c = torch.empty(128, 128, device="cuda")
     tilecute.compile(func, pass_configs={"tl.disable_tma_lower": True})(a, b, c)
     torch.testing.assert_close(c, ref, atol=1e-2, rtol=1e-2)
+    x, y = _rand(4096), _rand(4096)
+    torch.testing.assert_close(tilecute.compile(H.fixed_axpby, out_idx=-1)(x, y, 0.5), 0.5 * x + y)
+    z = torch.empty(4096, device="cuda")
+    tilecute.compile(H.fixed_axpby)(x, y, -2.0, z)
+    torch.testing.assert_close(z, -2.0 * x + y)
     base = _rand(64, 128)
     torch.testing.assert_close(P.strided_rows_copy(64, 96, 128)(base[:, :96]), base[:, :96] * 2)
     base = _rand(64, 97)

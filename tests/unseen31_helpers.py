@@ -29,3 +29,12 @@ def make_rowscale(M, N, block_M=32, dtype=T.float16):
                 Y[bx * block_M + i, j] = T.cast(T.cast(X[bx * block_M + i, j], T.float32) * s[bx * block_M + i], dtype)
 
     return rowscale
+
+
+@T.prim_func
+def fixed_axpby(X: T.Tensor((4096,), T.float32), Y: T.Tensor((4096,), T.float32), alpha: T.float32,
+                Z: T.Tensor((4096,), T.float32)):
+    """A module-level prim_func with fixed shapes (compiled by the tests with tilecute.compile)."""
+    with T.Kernel(32, threads=128) as bx:
+        for i in T.Parallel(128):
+            Z[bx * 128 + i] = alpha * X[bx * 128 + i] + Y[bx * 128 + i]
