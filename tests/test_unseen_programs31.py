@@ -42,6 +42,8 @@ BUILD = {
     "eager_sig_shape_rows": lambda: P.eager_sig_shape_rows.compile(_z(16, 128, dtype=h)),
     "eager_transpose_tuple_consts": lambda: P.eager_transpose_tuple_consts.compile(_z(64, 96, dtype=h)),
     "eager_masked_tail_scale": lambda: P.eager_masked_tail_scale.compile(_z(1000), 300, 2.0),
+    "eager_strided_both": lambda: P.eager_strided_both.compile(_z(16, 128)[:, ::2]),
+    "eager_qkv_slice_rmsnorm": lambda: P.eager_qkv_slice_rmsnorm.compile(_z(2, 32, 3 * 64, dtype=h)[:, :, :64]),
     "layernorm_out_int": lambda: P.layernorm_out_int(64, 256),
     "split_gate_up": lambda: P.split_gate_up(64, 128),
     "silu_mul_two_outputs": lambda: P.silu_mul_two_outputs(16, 256),
@@ -157,6 +159,18 @@ def test_strided_views():
     assert "stride=(1, 64,)" in c.get_kernel_source()
     with pytest.raises(ValueError, match=r"main: argument 'X': expected strides\[0\] == 1, got 128"):
         c(_z(64, 128))
+
+
+def test_views_with_every_stride_bound():
+    k = BUILD["eager_strided_both"]()  # every other column: strides (128, 2)
+    assert "cute.make_layout((16, 64,), stride=(128, 2,))" in k.get_kernel_source()
+    t = P.eager_strided_both.compile(_z(64, 16).t())  # a transpose: strides (1, 16)
+    assert t is not k and "cute.make_layout((16, 64,), stride=(1, 16,))" in t.get_kernel_source()
+    q = BUILD["eager_qkv_slice_rmsnorm"]()
+    assert q.abi.args[0].strides == ("sb", "ss", 1)
+    assert P.eager_qkv_slice_rmsnorm.compile(_z(2, 32, 2 * 64, dtype=h)[:, :, :64]) is q
+    with pytest.raises(ValueError, match=r"eager_qkv_slice_rmsnorm: argument 'Q': expected strides\[2\] == 1"):
+        P.eager_qkv_slice_rmsnorm(_z(2, 64, 32, dtype=h).transpose(1, 2))
 
 
 def test_tensor_strides_keyword_is_refused_as_in_tilelang():
@@ -318,6 +332,15 @@ def test_eager_programs_on_the_gpu():
     for n, sc in ((300, 2.0), (1000, -0.5), (0, 1.0)):
         ref = torch.where(torch.arange(1000, device="cuda") < n, x * sc, torch.zeros_like(x))
         torch.testing.assert_close(P.eager_masked_tail_scale(x, n, sc), ref)
+    base = _rand(16, 128)
+    torch.testing.assert_close(P.eager_strided_both(base[:, ::2]), base[:, ::2] * 3)
+    xt = _rand(64, 16).t()
+    torch.testing.assert_close(P.eager_strided_both(xt), xt * 3)
+    for parts in (3, 2):
+        qkv = _rand(2, 32, parts * 64, dtype=h)
+        q = qkv[:, :, :64]
+        ref = q.float() * torch.rsqrt(q.float().pow(2).mean(-1, keepdim=True) + 1e-6)
+        torch.testing.assert_close(P.eager_qkv_slice_rmsnorm(q).float(), ref, atol=2e-2, rtol=2e-2)
     for width in (128, 100):
         base = _rand(64, width)
         v = base[:, :96]

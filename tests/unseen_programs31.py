@@ -264,6 +264,40 @@ def eager_masked_tail_scale(X, n_valid, scale: T.float32, block: int = 256):
     return Y
 
 
+@tilecute.jit
+def eager_strided_both(X, block: int = 64):
+    """Y = 3 X over any 2-D view (every other column, a transpose): both strides T.const,
+    bound from the view (one kernel a layout)."""
+    M, N, s0, s1 = T.const("M, N, s0, s1")
+    X: T.StridedTensor((M, N), (s0, s1), T.float32)
+    Y = T.empty((M, N), T.float32)
+    with T.Kernel(M, threads=block) as bx:
+        for j in T.Parallel(N):
+            Y[bx, j] = X[bx, j] * 3.0
+    return Y
+
+
+@tilecute.jit
+def eager_qkv_slice_rmsnorm(Q, eps: float = 1e-6):
+    """Per-head RMS norm of the Q part of a packed (B, S, 3 * D) QKV tensor, passed as the
+    slice qkv[:, :, :D]: batch and row strides T.dynamic (one kernel for every packing)."""
+    B, S, D = T.const("B, S, D")
+    sb, ss = T.dynamic("sb, ss")
+    Q: T.StridedTensor((B, S, D), (sb, ss, 1), T.float16)
+    Y = T.empty((B, S, D), T.float16)
+    with T.Kernel(S, B, threads=128) as (bx, by):
+        row = T.alloc_fragment((1, D), T.float32)
+        sq = T.alloc_fragment((1, D), T.float32)
+        acc = T.alloc_fragment((1,), T.float32)
+        for j in T.Parallel(D):
+            row[0, j] = T.cast(Q[by, bx, j], T.float32)
+            sq[0, j] = row[0, j] * row[0, j]
+        T.reduce_sum(sq, acc, dim=1)
+        for j in T.Parallel(D):
+            Y[by, bx, j] = T.cast(row[0, j] * T.rsqrt(acc[0] / D + eps), T.float16)
+    return Y
+
+
 # ---- lazy factories and kernel objects ----------------------------------------------------
 @tilecute.jit(out_idx=-1)
 def layernorm_out_int(M, N, block_M=8, dtype=T.float16, eps=1e-5):
