@@ -44,6 +44,7 @@ BUILD = {
     "eager_masked_tail_scale": lambda: P.eager_masked_tail_scale.compile(_z(1000), 300, 2.0),
     "eager_strided_both": lambda: P.eager_strided_both.compile(_z(16, 128)[:, ::2]),
     "eager_qkv_slice_rmsnorm": lambda: P.eager_qkv_slice_rmsnorm.compile(_z(2, 32, 3 * 64, dtype=h)[:, :, :64]),
+    "eager_flash_fwd": lambda: P.eager_flash_fwd.compile(*(_z(256, 64, dtype=h) for _ in range(3))),
     "layernorm_out_int": lambda: P.layernorm_out_int(64, 256),
     "split_gate_up": lambda: P.split_gate_up(64, 128),
     "silu_mul_two_outputs": lambda: P.silu_mul_two_outputs(16, 256),
@@ -222,6 +223,14 @@ def test_python_statements_read_runtime_scalars():
     assert P.eager_masked_tail_scale.compile(_z(1000), 7, -1.0) is k
 
 
+def test_eager_body_calls_a_helper_modules_macro_chain():
+    src = _body(BUILD["eager_flash_fwd"]())
+    # scale (D ** -0.5, a Python statement of the body) times the helper module's LOG2E,
+    # folded; the inner macro's exp2 over the scores after the row max
+    assert "r[tc_q8] = cute.math.exp2((m_prev[tc_q8] - m[tc_q8]) * cutlass.Float32(0.18033688011112042))" in src
+    assert "cute.math.exp2((acc_s[" in src and src.count("cutlass.Float32(0.18033688011112042)") == 2
+
+
 @tilecute.jit
 def _empty_of_shape(X, block: int = 64):
     N = T.const("N")
@@ -341,6 +350,9 @@ def test_eager_programs_on_the_gpu():
         q = qkv[:, :, :64]
         ref = q.float() * torch.rsqrt(q.float().pow(2).mean(-1, keepdim=True) + 1e-6)
         torch.testing.assert_close(P.eager_qkv_slice_rmsnorm(q).float(), ref, atol=2e-2, rtol=2e-2)
+    q, k, v = (_rand(256, 64, dtype=h) for _ in range(3))
+    ref = torch.softmax(q.float() @ k.float().t() * 0.125, -1) @ v.float()
+    torch.testing.assert_close(P.eager_flash_fwd(q, k, v).float(), ref, atol=2e-2, rtol=2e-2)
     for width in (128, 100):
         base = _rand(64, width)
         v = base[:, :96]

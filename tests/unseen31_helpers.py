@@ -38,3 +38,26 @@ def fixed_axpby(X: T.Tensor((4096,), T.float32), Y: T.Tensor((4096,), T.float32)
     with T.Kernel(32, threads=128) as bx:
         for i in T.Parallel(128):
             Z[bx * 128 + i] = alpha * X[bx * 128 + i] + Y[bx * 128 + i]
+
+
+LOG2E = 1.4426950408889634
+
+
+@T.macro
+def exp2_scaled(frag, row_max, scale):
+    """frag <- 2^((frag - row_max) * scale * log2 e): a macro using a module constant."""
+    for i, j in T.Parallel(frag.shape[0], frag.shape[1]):
+        frag[i, j] = T.exp2((frag[i, j] - row_max[i]) * (scale * LOG2E))
+
+
+@T.macro
+def online_softmax_step(scores, row_max, row_max_prev, row_sum, rescale, scale):
+    """One online-softmax step: a helper macro calling another of this module."""
+    T.copy(row_max, row_max_prev)
+    T.reduce_max(scores, row_max, dim=1, clear=False)
+    for i in T.Parallel(scores.shape[0]):
+        rescale[i] = T.exp2((row_max_prev[i] - row_max[i]) * (scale * LOG2E))
+    exp2_scaled(scores, row_max, scale)
+    for i in T.Parallel(scores.shape[0]):
+        row_sum[i] = row_sum[i] * rescale[i]
+    T.reduce_sum(scores, row_sum, dim=1, clear=False)

@@ -298,6 +298,47 @@ def eager_qkv_slice_rmsnorm(Q, eps: float = 1e-6):
     return Y
 
 
+@tilecute.jit
+def eager_flash_fwd(Q, K, V, block_M: int = 64, block_N: int = 64):
+    """Single-head flash attention forward, the online softmax step a macro of the helper
+    module (which calls another of its macros and reads a module constant)."""
+    S, D = T.const("S, D")
+    Q: T.Tensor((S, D), T.float16)
+    K: T.Tensor((S, D), T.float16)
+    V: T.Tensor((S, D), T.float16)
+    O = T.empty((S, D), T.float16)
+    scale = D ** -0.5
+    with T.Kernel(T.ceildiv(S, block_M), threads=128) as bx:
+        Q_s = T.alloc_shared((block_M, D), T.float16)
+        K_s = T.alloc_shared((block_N, D), T.float16)
+        V_s = T.alloc_shared((block_N, D), T.float16)
+        P_s = T.alloc_shared((block_M, block_N), T.float16)
+        acc_s = T.alloc_fragment((block_M, block_N), T.float32)
+        acc_o = T.alloc_fragment((block_M, D), T.float32)
+        m = T.alloc_fragment((block_M,), T.float32)
+        m_prev = T.alloc_fragment((block_M,), T.float32)
+        l = T.alloc_fragment((block_M,), T.float32)
+        r = T.alloc_fragment((block_M,), T.float32)
+        T.copy(Q[bx * block_M, 0], Q_s)
+        T.clear(acc_o)
+        T.clear(l)
+        T.fill(m, -T.infinity(T.float32))
+        for k in T.Pipelined(T.ceildiv(S, block_N), num_stages=1):
+            T.copy(K[k * block_N, 0], K_s)
+            T.copy(V[k * block_N, 0], V_s)
+            T.clear(acc_s)
+            T.gemm(Q_s, K_s, acc_s, transpose_B=True)
+            H.online_softmax_step(acc_s, m, m_prev, l, r, scale)
+            for i, j in T.Parallel(block_M, D):
+                acc_o[i, j] = acc_o[i, j] * r[i]
+            T.copy(acc_s, P_s)
+            T.gemm(P_s, V_s, acc_o)
+        for i, j in T.Parallel(block_M, D):
+            acc_o[i, j] = acc_o[i, j] / l[i]
+        T.copy(acc_o, O[bx * block_M, 0])
+    return O
+
+
 # ---- lazy factories and kernel objects ----------------------------------------------------
 @tilecute.jit(out_idx=-1)
 def layernorm_out_int(M, N, block_M=8, dtype=T.float16, eps=1e-5):
