@@ -231,6 +231,23 @@ def test_eager_body_calls_a_helper_modules_macro_chain():
     assert "cute.math.exp2((acc_s[" in src and src.count("cutlass.Float32(0.18033688011112042)") == 2
 
 
+def test_debug_root_path_on_an_eager_kernel(tmp_path):
+    # TileLang's JITImpl.compile writes an eager kernel's source and program too; it was refused
+    @tilecute.jit(debug_root_path=str(tmp_path / "dbg"))
+    def halve(X, block: int = 64):
+        N = T.const("N")
+        X: T.Tensor((N,), T.float32)
+        Y = T.empty((N,), T.float32)
+        with T.Kernel(T.ceildiv(N, block), threads=block) as bx:
+            for i in T.Parallel(block):
+                Y[bx * block + i] = X[bx * block + i] * 0.5
+        return Y
+
+    k = halve.compile(_z(256))
+    assert (tmp_path / "dbg" / "tilelang_jit_kernel_halve.py").read_text().strip() == k.get_kernel_source().strip()
+    assert "def halve(" in (tmp_path / "dbg" / "tilelang_jit_program_halve.py").read_text()
+
+
 @tilecute.jit
 def _empty_of_shape(X, block: int = 64):
     N = T.const("N")

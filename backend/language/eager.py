@@ -282,8 +282,12 @@ class EagerKernel:
     tensors (and specialization arguments), or ``.compile(...)`` for the kernel."""
 
     def __init__(self, fn, target: Optional[str] = None, options: Optional[dict] = None,
-                 verbose: Optional[bool] = None, release_gil: Optional[bool] = None):
+                 verbose: Optional[bool] = None, release_gil: Optional[bool] = None,
+                 debug_root_path: Optional[str] = None):
         self.fn, self.target, self.options = fn, target, dict(options or {})
+        # TileLang's jit(debug_root_path=...): each kernel compiled writes its source and
+        # program there (tilelang_jit_kernel_<name>.py, tilelang_jit_program_<name>.py)
+        self.debug_root_path = debug_root_path
         self.verbose = verbose  # TileLang's jit(verbose=...): tilecute.compile's
         self.release_gil = release_gil  # tilecute.compile's, for every kernel compiled
         self.__name__ = fn.__name__
@@ -728,6 +732,10 @@ class EagerKernel:
         out_idx = None if self.macro_return else [len(self.runtime) + i for i in range(outputs)]
         kernel = tilecute.compile(func, out_idx=out_idx, target=self.target, options=self.options,
                                   verbose=self.verbose, release_gil=self.release_gil)
+        if self.debug_root_path is not None:
+            from ..api import _write_debug
+
+            _write_debug(kernel, func, self.debug_root_path)
         order = list(range(outputs)) if self.macro_return else \
             [list(self.outputs).index(r) for r in (self.returns or [])]
         kernel = _Returning(kernel, order)
