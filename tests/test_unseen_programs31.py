@@ -45,6 +45,7 @@ BUILD = {
     "eager_strided_both": lambda: P.eager_strided_both.compile(_z(16, 128)[:, ::2]),
     "eager_qkv_slice_rmsnorm": lambda: P.eager_qkv_slice_rmsnorm.compile(_z(2, 32, 3 * 64, dtype=h)[:, :, :64]),
     "eager_flash_fwd": lambda: P.eager_flash_fwd.compile(*(_z(256, 64, dtype=h) for _ in range(3))),
+    "eager_residual_inplace": lambda: P.eager_residual_inplace.compile(_z(64, 256, dtype=h), _z(64, 256, dtype=h)),
     "layernorm_out_int": lambda: P.layernorm_out_int(64, 256),
     "split_gate_up": lambda: P.split_gate_up(64, 128),
     "silu_mul_two_outputs": lambda: P.silu_mul_two_outputs(16, 256),
@@ -199,6 +200,15 @@ def test_python_statements_read_a_declared_tensor():
     s = BUILD["eager_sig_shape_rows"]()  # a signature-annotated tensor's dims: SEQ stays symbolic
     assert _params(s) == [("X", "float16", ["SEQ", 128]), ("Y", "float16", ["SEQ", 128])]
     assert P.eager_sig_shape_rows.compile(_z(40, 128, dtype=h)) is s
+
+
+def test_a_declaration_from_another_tensors_shape():
+    # `R: T.Tensor(X.shape, X.dtype)`: TileLang's T.Tensor takes the buffer's shape Array
+    k = BUILD["eager_residual_inplace"]()
+    assert _params(k) == [("X", "float16", [64, 256]), ("R", "float16", [64, 256])]
+    assert k.kernel.out_idx == []
+    with pytest.raises(ValueError, match=r"T.const N is 256 by 'X' \(shape 1\) but 128 by 'R' \(shape 1\)"):
+        P.eager_residual_inplace.compile(_z(64, 256, dtype=h), _z(64, 128, dtype=h))
 
 
 def test_t_const_inline_and_one_call_each():
@@ -370,6 +380,10 @@ def test_eager_programs_on_the_gpu():
     q, k, v = (_rand(256, 64, dtype=h) for _ in range(3))
     ref = torch.softmax(q.float() @ k.float().t() * 0.125, -1) @ v.float()
     torch.testing.assert_close(P.eager_flash_fwd(q, k, v).float(), ref, atol=2e-2, rtol=2e-2)
+    x, r = _rand(64, 256, dtype=h), _rand(64, 256, dtype=h)
+    ref = (r.float() + 0.5 * x.float()).half()
+    assert P.eager_residual_inplace(x, r, alpha=0.5) is None
+    torch.testing.assert_close(r, ref, atol=1e-3, rtol=1e-3)
     for width in (128, 100):
         base = _rand(64, width)
         v = base[:, :96]

@@ -339,6 +339,19 @@ def eager_flash_fwd(Q, K, V, block_M: int = 64, block_N: int = 64):
     return O
 
 
+@tilecute.jit
+def eager_residual_inplace(X, R, alpha: float = 1.0, block_M: int = 8):
+    """R += alpha * X in place (no T.empty: the call returns None); R declared from X's
+    shape and dtype (``R: T.Tensor(X.shape, X.dtype)``)."""
+    M, N = T.const("M, N")
+    X: T.Tensor((M, N), T.float16)
+    R: T.Tensor(X.shape, X.dtype)
+    with T.Kernel(T.ceildiv(M, block_M), threads=128) as bx:
+        for i, j in T.Parallel(block_M, N):
+            R[bx * block_M + i, j] = T.cast(T.cast(R[bx * block_M + i, j], T.float32) +
+                                            alpha * T.cast(X[bx * block_M + i, j], T.float32), T.float16)
+
+
 # ---- lazy factories and kernel objects ----------------------------------------------------
 @tilecute.jit(out_idx=-1)
 def layernorm_out_int(M, N, block_M=8, dtype=T.float16, eps=1e-5):
