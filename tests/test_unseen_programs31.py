@@ -50,6 +50,7 @@ BUILD = {
     "split_gate_up": lambda: P.split_gate_up(64, 128),
     "silu_mul_two_outputs": lambda: P.silu_mul_two_outputs(16, 256),
     "fixed_axpby": lambda: tilecute.compile(H.fixed_axpby, out_idx=-1),
+    "eager_rowscale_sig": lambda: H.eager_rowscale_sig.compile(_z(10, 128), 2.0),
     "gemm_prim": lambda: tilecute.compile(P.gemm_prim(128, 128, 64), out_idx=-1),
     "strided_rows_copy": lambda: P.strided_rows_copy(64, 96, 128),
     "transposed_view_sum": lambda: P.transposed_view_sum(64, 128),
@@ -81,7 +82,8 @@ def test_every_program_is_built():
     defined = {n for n, f in vars(P).items() if hasattr(f, "get_kernel_source") or hasattr(f, "compile")
                or (callable(f) and n in ("gemm_prim",))}
     defined -= {"tilecute", "T", "H", "functools"}
-    assert sorted(defined | {"attn_scores_fixed_scale", "gemm_bias_linear", "fixed_axpby"}) == sorted(BUILD)
+    assert sorted(defined | {"attn_scores_fixed_scale", "gemm_bias_linear", "fixed_axpby",
+                                       "eager_rowscale_sig"}) == sorted(BUILD)
 
 
 @pytest.mark.parametrize("name", sorted(BUILD))
@@ -306,6 +308,15 @@ def test_module_level_prim_func_from_the_helper_module_compiled_twice():
         a(_z(4096), _z(4096), 1.0, _z(4096))
 
 
+def test_postponed_annotations_in_the_helper_module():
+    k = BUILD["eager_rowscale_sig"]()
+    assert [(a.name, a.kind) for a in k.abi.args] == [("X", "tensor"), ("s", "scalar"), ("Y", "tensor")]
+    assert _params(k)[0] == ("X", "float32", ["ROWS", 128])
+    assert H.eager_rowscale_sig.compile(_z(3, 128), -1.0) is k
+    src = _body(k)  # s the runtime scalar, ROWS a launch argument
+    assert "ROWS: cutlass.Int32, s: cutlass.Float32)" in src and "tc_vec3[tc_lane5] = tc_vec4[tc_lane5] * s" in src
+
+
 def test_helpers_from_another_module_partial_and_keyword_factories():
     src = _body(BUILD["helper_rowscale"]())
     assert "s[bx * 32 + i]" in src
@@ -384,6 +395,8 @@ def test_eager_programs_on_the_gpu():
     ref = (r.float() + 0.5 * x.float()).half()
     assert P.eager_residual_inplace(x, r, alpha=0.5) is None
     torch.testing.assert_close(r, ref, atol=1e-3, rtol=1e-3)
+    x = _rand(10, 128)
+    torch.testing.assert_close(H.eager_rowscale_sig(x, 2.0), 2 * x)
     for width in (128, 100):
         base = _rand(64, width)
         v = base[:, :96]

@@ -1,7 +1,13 @@
 """Helpers imported by tests/unseen_programs31.py: T.macro and T.prim_func builders defined in
-another module, as repositories keep them in a ``kernels/common.py``."""
+another module, as repositories keep them in a ``kernels/common.py`` (with postponed
+annotations, ``from __future__ import annotations``, as many such modules have)."""
 
+from __future__ import annotations
+
+import tilecute
 import tilecute.language as T
+
+ROWS = T.dynamic("ROWS")
 
 
 @T.macro
@@ -61,3 +67,14 @@ def online_softmax_step(scores, row_max, row_max_prev, row_sum, rescale, scale):
     for i in T.Parallel(scores.shape[0]):
         row_sum[i] = row_sum[i] * rescale[i]
     T.reduce_sum(scores, row_sum, dim=1, clear=False)
+
+
+@tilecute.jit
+def eager_rowscale_sig(X: T.Tensor((ROWS, 128), T.float32), s: T.float32, block_M: int = 8):
+    """Y = s * X, an eager kernel whose signature annotations are strings (postponed)."""
+    rows, cols = X.shape
+    Y = T.empty((rows, cols), T.float32)
+    with T.Kernel(T.ceildiv(rows, block_M), threads=128) as bx:
+        for i, j in T.Parallel(block_M, cols):
+            Y[bx * block_M + i, j] = X[bx * block_M + i, j] * s
+    return Y
