@@ -46,6 +46,7 @@ BUILD = {
     "eager_qkv_slice_rmsnorm": lambda: P.eager_qkv_slice_rmsnorm.compile(_z(2, 32, 3 * 64, dtype=h)[:, :, :64]),
     "eager_flash_fwd": lambda: P.eager_flash_fwd.compile(*(_z(256, 64, dtype=h) for _ in range(3))),
     "eager_residual_inplace": lambda: P.eager_residual_inplace.compile(_z(64, 256, dtype=h), _z(64, 256, dtype=h)),
+    "log_softmax_rows": lambda: P.log_softmax_rows(64, 256),
     "layernorm_out_int": lambda: P.layernorm_out_int(64, 256),
     "split_gate_up": lambda: P.split_gate_up(64, 128),
     "silu_mul_two_outputs": lambda: P.silu_mul_two_outputs(16, 256),
@@ -81,7 +82,7 @@ def _params(kernel):
 def test_every_program_is_built():
     defined = {n for n, f in vars(P).items() if hasattr(f, "get_kernel_source") or hasattr(f, "compile")
                or (callable(f) and n in ("gemm_prim",))}
-    defined -= {"tilecute", "T", "H", "functools"}
+    defined -= {"tilecute", "T", "H", "functools", "jit_out_last"}
     assert sorted(defined | {"attn_scores_fixed_scale", "gemm_bias_linear", "fixed_axpby",
                                        "eager_rowscale_sig"}) == sorted(BUILD)
 
@@ -308,6 +309,13 @@ def test_module_level_prim_func_from_the_helper_module_compiled_twice():
         a(_z(4096), _z(4096), 1.0, _z(4096))
 
 
+def test_partial_of_tilecute_jit_as_a_decorator():
+    k = BUILD["log_softmax_rows"]()
+    assert k.out_idx == [1] and P.log_softmax_rows(N=256, M=64) is k
+    src = _body(k)  # tl.disable_tma_lower from the partial: no TMA load of X
+    assert "tct.load(" not in src and "cute.math.log(" in src
+
+
 def test_postponed_annotations_in_the_helper_module():
     k = BUILD["eager_rowscale_sig"]()
     assert [(a.name, a.kind) for a in k.abi.args] == [("X", "tensor"), ("s", "scalar"), ("Y", "tensor")]
@@ -395,6 +403,8 @@ def test_eager_programs_on_the_gpu():
     ref = (r.float() + 0.5 * x.float()).half()
     assert P.eager_residual_inplace(x, r, alpha=0.5) is None
     torch.testing.assert_close(r, ref, atol=1e-3, rtol=1e-3)
+    x = _rand(64, 256)
+    torch.testing.assert_close(P.log_softmax_rows(64, 256)(x), torch.log_softmax(x, -1), atol=1e-5, rtol=1e-5)
     x = _rand(10, 128)
     torch.testing.assert_close(H.eager_rowscale_sig(x, 2.0), 2 * x)
     for width in (128, 100):

@@ -554,3 +554,30 @@ def gemm_bias_relu(M, N, K, block_M=64, block_N=64, block_K=32, relu=True):
 
 
 gemm_bias_linear = functools.partial(gemm_bias_relu, relu=False)
+
+
+# a decorator made by functools.partial of tilecute.jit (a repository's `jit_out_last`)
+jit_out_last = functools.partial(tilecute.jit, out_idx=[-1], pass_configs={"tl.disable_tma_lower": True})
+
+
+@jit_out_last
+def log_softmax_rows(M, N, block_M=4, dtype=T.float32):
+    """Y = log_softmax(X) over rows."""
+
+    @T.prim_func
+    def main(X: T.Tensor((M, N), dtype), Y: T.Tensor((M, N), dtype)):
+        with T.Kernel(T.ceildiv(M, block_M), threads=128) as bx:
+            f = T.alloc_fragment((block_M, N), T.float32)
+            e = T.alloc_fragment((block_M, N), T.float32)
+            mx = T.alloc_fragment((block_M,), T.float32)
+            sm = T.alloc_fragment((block_M,), T.float32)
+            T.copy(X[bx * block_M, 0], f)
+            T.reduce_max(f, mx, dim=1)
+            for i, j in T.Parallel(block_M, N):
+                e[i, j] = T.exp(f[i, j] - mx[i])
+            T.reduce_sum(e, sm, dim=1)
+            for i, j in T.Parallel(block_M, N):
+                f[i, j] = f[i, j] - mx[i] - T.log(sm[i])
+            T.copy(f, Y[bx * block_M, 0])
+
+    return main
