@@ -439,12 +439,9 @@ def jit(fn=None, *, out_idx: Optional[Sequence[int]] = None, target: Optional[st
             if out_idx is not None:
                 raise TypeError(f"{factory.__name__}: an eager kernel's outputs are its "
                                 "T.empty tensors (returned); out_idx does not apply")
-            if debug_root is not None:
-                raise TypeError(f"{factory.__name__}: debug_root_path is not supported on an "
-                                "eager kernel; use it with a factory, or read "
-                                "kernel.get_kernel_source() of f.compile(...)")
+            # (debug_root_path: TileLang's JITImpl.compile writes an eager kernel's files too)
             return EagerKernel(factory, target=target, options=merged, verbose=verbose,
-                               release_gil=release_gil)
+                               release_gil=release_gil, debug_root_path=debug_root)
 
         specializations = {}  # (args, kwargs) -> kernel, what `tilecute export` reads
         sealed = []

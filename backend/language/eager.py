@@ -40,6 +40,7 @@ import linecache
 import sys
 import textwrap
 import threading
+from collections.abc import Sequence
 from typing import Any, Hashable, Optional
 
 from ..ir import nodes as N
@@ -281,8 +282,12 @@ class EagerKernel:
     tensors (and specialization arguments), or ``.compile(...)`` for the kernel."""
 
     def __init__(self, fn, target: Optional[str] = None, options: Optional[dict] = None,
-                 verbose: Optional[bool] = None, release_gil: Optional[bool] = None):
+                 verbose: Optional[bool] = None, release_gil: Optional[bool] = None,
+                 debug_root_path: Optional[str] = None):
         self.fn, self.target, self.options = fn, target, dict(options or {})
+        # TileLang's jit(debug_root_path=...): each kernel compiled writes its source and
+        # program there (tilelang_jit_kernel_<name>.py, tilelang_jit_program_<name>.py)
+        self.debug_root_path = debug_root_path
         self.verbose = verbose  # TileLang's jit(verbose=...): tilecute.compile's
         self.release_gil = release_gil  # tilecute.compile's, for every kernel compiled
         self.__name__ = fn.__name__
@@ -317,6 +322,10 @@ class EagerKernel:
                 continue
             if isinstance(s, ast.Assign) and _t_call(s.value, ("const",), env):
                 self._const(s)
+                continue
+            s = self._inline_consts(s, env)
+            if isinstance(s, ast.Assign) and _t_call(s.value, ("const",), env):
+                self._const(s)
             elif isinstance(s, ast.Assign) and _t_call(s.value, ("empty",), env):
                 names = self._targets(s)
                 if len(names) != 1:
@@ -325,6 +334,7 @@ class EagerKernel:
             elif isinstance(s, ast.AnnAssign) and s.value is None and \
                     isinstance(s.target, ast.Name) and s.target.id in params:
                 self.decls[s.target.id] = s.annotation
+                self.python.append(s)  # (in order: later statements read `A.shape`)
             elif any(_t_call(n, ("match_buffer",), env) for n in ast.walk(s)):
                 raise self.error(s, "T.match_buffer in an eager kernel is not supported by "
                                     "tilecute: declare the tensor in the body, `A: "
@@ -416,6 +426,40 @@ class EagerKernel:
             self.consts.append(n)
             self.const_targets[t] = n
 
+    def _inline_consts(self, s: ast.stmt, env: dict) -> ast.stmt:
+        """TileLang's T.const where it is not a whole assignment's value: ``M, N =
+        T.const("M"), T.const("N")`` or a declaration's dim ``A: T.Tensor((T.const("M"),
+        64), ...)`` (phase 1 makes it a symbol, phase 2 its value, as for ``M =
+        T.const("M")``).  Each such call becomes a name bound to the constant."""
+        import re
+
+        if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) or \
+                not any(_t_call(n, ("const",), env) for n in ast.walk(s)):
+            return s
+        owner = self
+
+        class Inline(ast.NodeTransformer):
+            def visit_Call(self, node):
+                if not _t_call(node, ("const",), env):
+                    return self.generic_visit(node)
+                if not (node.args and isinstance(node.args[0], ast.Constant) and
+                        isinstance(node.args[0].value, str)):
+                    raise owner.error(node, "T.const takes the constants' names as a string: "
+                                            "T.const(\"M\") or T.const(\"M, N\")")
+                names = [n for n in re.split(r"\s*,\s*|\s+", node.args[0].value.strip()) if n]
+                refs = []
+                for n in names:
+                    target = f"tc_const_{n}"
+                    if n not in owner.consts:
+                        owner.consts.append(n)
+                    owner.const_targets[target] = n
+                    refs.append(ast.copy_location(ast.Name(id=target, ctx=ast.Load()), node))
+                if len(refs) == 1:
+                    return refs[0]
+                return ast.copy_location(ast.Tuple(elts=refs, ctx=ast.Load()), node)
+
+        return ast.fix_missing_locations(Inline().visit(copy.deepcopy(s)))
+
     def _returned(self, s: ast.Return, env: dict) -> list[str]:
         v = s.value
         if v is None or (isinstance(v, ast.Constant) and v.value is None):
@@ -502,6 +546,35 @@ class EagerKernel:
             return self._eval(self.decls[name], env)
         return self.sig_ann[name]
 
+    def _bind_declared(self, env: dict) -> None:
+        """Tensors and scalars typed in the signature, as the body's Python statements see
+        them (a scalar: the kernel parameter's variable)."""
+        for name in self.tensors:
+            if name not in self.decls and isinstance(self.sig_ann.get(name), TensorSpec):
+                env[name] = DeclaredTensor(name, self.sig_ann[name])
+        for name in self.scalar_args:  # `n: T.int32` in the signature
+            ann = self.sig_ann.get(name)
+            if name not in self.decls and isinstance(ann, str) and _dtype_text(ann):
+                env[name] = N.Var(name, _dtype_text(ann))
+
+    def _declare(self, s: ast.stmt, env: dict) -> bool:
+        """``A: T.Tensor(shape, dtype)`` among the body's Python statements: TileLang binds
+        ``A`` to the matched buffer there, so the statements after it read ``A.shape`` /
+        ``A.dtype`` (``M, N = A.shape``).  True if ``s`` is a tensor's declaration."""
+        if not (isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name) and
+                self.decls.get(s.target.id) is s.annotation):
+            return False
+        name = s.target.id
+        if name in self.tensors:
+            declared = self._eval(s.annotation, env)
+            if isinstance(declared, TensorSpec):
+                env[name] = DeclaredTensor(name, declared)
+        elif name in self.scalar_args:  # `n: T.int32`: the kernel's scalar (`T.ceildiv(n, 128)`)
+            declared = self._eval(s.annotation, env)
+            if isinstance(declared, str) and _dtype_text(declared):
+                env[name] = N.Var(name, _dtype_text(declared))
+        return True
+
     # ---- binding ------------------------------------------------------------------------
     def _probe(self, spec: dict, key) -> _Probe:
         """TileLang's phase 1 for these specialization arguments (cached)."""
@@ -512,9 +585,11 @@ class EagerKernel:
         env.update(spec)
         symbols = {c: N.Var(c, "int32") for c in self.consts}
         env.update({t: symbols[c] for t, c in self.const_targets.items()})
+        self._bind_declared(env)
         for s in self.python:
             try:
-                self._exec(s, env)
+                if not self._declare(s, env):
+                    self._exec(s, env)
             except Exception:  # noqa: BLE001 - a statement symbols cannot run; phase 2 runs it
                 pass
         uses: dict[str, list] = {}
@@ -625,9 +700,11 @@ class EagerKernel:
         env = _function_env(self.fn)
         env.update(spec)
         env.update({t: consts[c] for t, c in self.const_targets.items()})
+        self._bind_declared(env)
         for s in self.python:
             try:
-                self._exec(s, env)
+                if not self._declare(s, env):
+                    self._exec(s, env)
             except AssertionError as e:
                 if not isinstance(s, ast.Assert):
                     raise
@@ -655,6 +732,10 @@ class EagerKernel:
         out_idx = None if self.macro_return else [len(self.runtime) + i for i in range(outputs)]
         kernel = tilecute.compile(func, out_idx=out_idx, target=self.target, options=self.options,
                                   verbose=self.verbose, release_gil=self.release_gil)
+        if self.debug_root_path is not None:
+            from ..api import _write_debug
+
+            _write_debug(kernel, func, self.debug_root_path)
         order = list(range(outputs)) if self.macro_return else \
             [list(self.outputs).index(r) for r in (self.returns or [])]
         kernel = _Returning(kernel, order)
@@ -699,6 +780,9 @@ class EagerKernel:
         ast.copy_location(fdef, self.fdef)
         for a in args.args:
             ast.copy_location(a, self.fdef)
+        # (the kernel's statements read the parameters themselves, not the declared views)
+        env = {k: v for k, v in env.items() if not (isinstance(v, DeclaredTensor) or
+                                                    k in self.scalar_args and isinstance(v, N.Var))}
         return _Parser(fdef, env, self.filename, self.offset, self.lines, annotations).parse(), expected
 
     def _empty(self, name: str, call: ast.Call, env: dict) -> TensorSpec:
@@ -821,6 +905,45 @@ def par_compile(compile_one, configs, num_workers: Optional[int] = None,
     configs = list(configs)
     with cf.ThreadPoolExecutor(num_workers or min(len(configs), os.cpu_count() or 1) or 1) as ex:
         return list(ex.map(one, configs))
+
+
+class DeclaredShape(Sequence):
+    """A declared tensor's ``shape`` as the eager body's Python sees it: a sequence (``M,
+    N = A.shape``, ``A.shape[0]``, ``len(A.shape)``) but, like the TVM Array that TileLang's
+    buffer gives, no tuple or list (TileLang's ``T.empty(A.shape, ...)`` raises)."""
+
+    def __init__(self, dims):
+        self._dims = tuple(dims)
+
+    def __getitem__(self, i):
+        return self._dims[i]
+
+    def __len__(self) -> int:
+        return len(self._dims)
+
+    def __eq__(self, other) -> bool:
+        return tuple(self) == tuple(other) if isinstance(other, (Sequence,)) else NotImplemented
+
+    def __repr__(self) -> str:
+        return repr(list(self._dims))
+
+
+class DeclaredTensor:
+    """A tensor parameter after its declaration ``A: T.Tensor(shape, dtype)``, as the
+    eager body's Python statements (and ``T.empty``'s arguments) read it: TileLang binds
+    the name to the matched buffer, whose ``shape``, ``dtype`` and ``strides`` these are
+    (the dims ints, or symbols for ``T.dynamic`` ones and, while the constants are bound,
+    theirs)."""
+
+    def __init__(self, name: str, spec: TensorSpec):
+        self.name = name
+        self.shape = DeclaredShape(spec.shape)
+        self.dtype = _dtype_text(spec.dtype) or spec.dtype
+        self.strides = DeclaredShape(spec.strides or ())
+        self.ndim = len(spec.shape)
+
+    def __repr__(self) -> str:
+        return f"{self.name}: T.Tensor({list(self.shape)}, {self.dtype!r})"
 
 
 def _shape_nodes(ann) -> Optional[list]:

@@ -75,6 +75,12 @@ def empty_args(name: str, args: list, kw: dict, fail) -> tuple:
             dtype = args[1]
     elif args and all(isinstance(a, (int, N.Expr)) and not isinstance(a, bool) for a in args):
         shape = tuple(args)
+    elif args and hasattr(args[0], "__len__") and hasattr(args[0], "__getitem__") and \
+            not isinstance(args[0], (str, bytes)):
+        # TileLang's T.empty takes a tuple or list; a buffer's .shape is a TVM Array there
+        raise fail(f"T.empty for '{name}': the shape is a tuple or list of dims, got "
+                   f"{type(args[0]).__name__} {list(args[0])} (TileLang's T.empty refuses a tensor's "
+                   ".shape, a TVM Array, too: write tuple(A.shape))")
     else:
         raise fail(f"T.empty for '{name}': the shape is a tuple or list of dims (or the dims "
                    "themselves), then the dtype")

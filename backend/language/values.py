@@ -7,6 +7,7 @@ it imports neither of them.  Nothing here builds statements.
 
 from __future__ import annotations
 
+import collections.abc
 import enum
 import inspect
 import re
@@ -267,7 +268,12 @@ def signature_error(form: str, sig: inspect.Signature, args: list, kwargs: dict)
 
 
 def _shape_tuple(shape) -> tuple:
-    return tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
+    # (a Sequence: an eager body's declared tensor's `.shape`, TileLang's buffer shape Array,
+    # which TileLang's T.Tensor takes as the shape: `B: T.Tensor(A.shape, A.dtype)`)
+    if isinstance(shape, (tuple, list)) or \
+            isinstance(shape, collections.abc.Sequence) and not isinstance(shape, (str, bytes)):
+        return tuple(shape)
+    return (shape,)
 
 
 def _refused(**given) -> tuple:
