@@ -305,3 +305,41 @@ def mixed_half_float_scale(n=1024, blk=256):
             for i in T.Parallel(blk):
                 Y[bx * blk + i] = A[bx * blk + i] * S[bx * blk + i]
     return main
+
+
+def big_flat_axpy(n=2**32, blk=1024):
+    """``Y = a * X + Y`` over a flat 2^32-element float16 tensor: ``bx * blk`` passes 2^31
+    for the upper half of the grid, so the offset must be 64-bit (compile-only)."""
+
+    @T.prim_func
+    def main(X: T.Tensor((n,), T.float16), Y: T.Tensor((n,), T.float16)):
+        with T.Kernel(n // blk, threads=256) as bx:
+            for i in T.Parallel(blk):
+                Y[bx * blk + i] = X[bx * blk + i] * T.float16(0.5) + Y[bx * blk + i]
+    return main
+
+
+def int64_shape_rows_copy(M=2**20, N=4096, bm=4):
+    """A copy with ``T.int64`` shapes (M * N = 2^32 elements) through a shared tile, rows
+    addressed ``by * bm`` (compile-only)."""
+
+    @T.prim_func
+    def main(A: T.Tensor((T.int64(M), T.int64(N)), T.float16),
+             B: T.Tensor((T.int64(M), T.int64(N)), T.float16)):
+        with T.Kernel(M // bm, threads=128) as by:
+            s = T.alloc_shared((bm, N), T.float16)
+            T.copy(A[by * bm, 0], s)
+            T.copy(s, B[by * bm, 0])
+    return main
+
+
+def big_flat_even_gather(n=2**32, blk=256):
+    """``Y[k] = X[2 * k]`` over a 2^32-element X: the strided read is a scalar access whose
+    index ``(bx * blk + i) * 2`` passes 2^31 (compile-only)."""
+
+    @T.prim_func
+    def main(X: T.Tensor((n,), T.float32), Y: T.Tensor((n // 2,), T.float32)):
+        with T.Kernel(n // 2 // blk, threads=blk) as bx:
+            for i in T.Parallel(blk):
+                Y[bx * blk + i] = X[(bx * blk + i) * 2] + X[(bx * blk + i) * 2 + 1]
+    return main
