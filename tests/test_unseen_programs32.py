@@ -46,6 +46,9 @@ def test_flat_index_past_int32_is_64_bit():
     assert "X[(cutlass.Int64(bx) * 256 + cutlass.Int64(i)) * 2]" in src
     assert "X[(cutlass.Int64(bx) * 256 + cutlass.Int64(i)) * 2 + 1]" in src
     assert "Y[cutlass.Int64(bx) * 256 + cutlass.Int64(i)]" in src
+    src = _body("big_flat_atomic_add")  # the atomic helper's coordinate too
+    assert ("tca.atomic_add(Y, (cutlass.Int64(bx) * 256 + cutlass.Int64(i),), "
+            "X[cutlass.Int64(bx) * 256 + cutlass.Int64(i)])") in src
 
 
 def test_index_inside_int32_stays_32_bit():

@@ -343,3 +343,15 @@ def big_flat_even_gather(n=2**32, blk=256):
             for i in T.Parallel(blk):
                 Y[bx * blk + i] = X[(bx * blk + i) * 2] + X[(bx * blk + i) * 2 + 1]
     return main
+
+
+def big_flat_atomic_add(n=2**32, blk=256):
+    """``Y += X`` with ``T.atomic_add`` over 2^32-element tensors (the atomic's coordinate
+    passes 2^31; compile-only)."""
+
+    @T.prim_func
+    def main(X: T.Tensor((n,), T.float32), Y: T.Tensor((n,), T.float32)):
+        with T.Kernel(n // blk, threads=blk) as bx:
+            for i in T.Parallel(blk):
+                T.atomic_add(Y[bx * blk + i], X[bx * blk + i])
+    return main
