@@ -96,6 +96,9 @@ def test_integer_semantics_in_source():
     assert "h ^ h >> cutlass.Uint32(16)" in src  # (Python: >> binds tighter than ^)
     src = _body("unsigned_compare_select")
     assert "cutlass.Uint32(A[bx * 128 + i]) > cutlass.Uint32(1)" in src
+    src = _body("select_mixed_dtypes")
+    assert "cutlass.Int32(cutlass.select_(A[k] > cutlass.Int8(0), cutlass.Int32(A[k]), 1000))" in src
+    assert "cutlass.select_(H[k] > cutlass.Float16(0.0), cutlass.Float32(H[k]), cutlass.Float32(0.1))" in src
     src = _body("int_clamp_quant")
     assert "cutlass.Int8(cutlass.min(cutlass.max(A[bx * 256 + i] * 3 >> 4, -128), 127))" in src
 
@@ -246,6 +249,16 @@ def test_integer_semantics_on_gpu():
 
     a = torch.randint(-2000, 2000, (1024,), device="cuda", dtype=torch.int32)
     _eq(_run("int_clamp_quant", [1], a), torch.clamp((a * 3) >> 4, -128, 127).to(torch.int8))
+
+    a = torch.randint(-128, 128, (512,), device="cuda", dtype=torch.int8)
+    a[:3] = torch.tensor([-128, 127, 0])
+    h = torch.randn(512, device="cuda").half()
+    y, z, w = _run("select_mixed_dtypes", [2, 3, 4], a, h)
+    ai = a.int()
+    _eq(y, torch.where(a > 0, ai, torch.full_like(ai, 1000)))
+    _eq(z, torch.where(h > 0, h.float(), torch.full_like(h.float(), 0.1)))
+    _eq(w, torch.where(a > 0, ai * ai, ai - 100))
+    assert w[1].item() == 16129 and w[0].item() == -228
 
     v = torch.randint(0, 2**32, (512,), dtype=torch.int64)
     v[:4] = torch.tensor([0, 1, 2, 2**32 - 1])

@@ -355,3 +355,21 @@ def big_flat_atomic_add(n=2**32, blk=256):
             for i in T.Parallel(blk):
                 T.atomic_add(Y[bx * blk + i], X[bx * blk + i])
     return main
+
+
+def select_mixed_dtypes(n=512, blk=128):
+    """``T.if_then_else`` whose branches differ in dtype: an int8 beside a Python int (int32:
+    1000 is not wrapped), a float16 beside a Python float (float32, as TVM types the float),
+    and int8 arithmetic in both branches (C's promotions: ``a * a`` is the whole int product,
+    ``a - 100`` is not wrapped)."""
+
+    @T.prim_func
+    def main(A: T.Tensor((n,), T.int8), H: T.Tensor((n,), T.float16), Y: T.Tensor((n,), T.int32),
+             Z: T.Tensor((n,), T.float32), W: T.Tensor((n,), T.int32)):
+        with T.Kernel(n // blk, threads=blk) as bx:
+            for i in T.Parallel(blk):
+                k = bx * blk + i
+                Y[k] = T.if_then_else(A[k] > 0, A[k], 1000)
+                Z[k] = T.if_then_else(H[k] > T.float16(0), H[k], 0.1)
+                W[k] = T.if_then_else(A[k] > 0, A[k] * A[k], A[k] - 100)
+    return main
