@@ -66,6 +66,14 @@ def test_rows_past_int32_use_64_bit_strides():
     assert "B.iterator + cute.assume(cutlass.Int64(by * 4 + i3) * 4096 + i4, divby=8)" in src
 
 
+def test_int64_serial_loop_variable():
+    # TVM's loop variable has its given range's dtype: T.serial(T.int64(n)) counts in int64
+    assert "for j in cutlass.range(cutlass.Int64(0), 512):" in _body("int64_serial_rowsum")
+    src = _body("int64_page_offsets")
+    assert "for p in cutlass.range(cutlass.Int64(0), 16):" in src
+    assert "Offs[bx, p] = (cutlass.Int64(bx * 16) + p) * cutlass.Int64(4194304)" in src
+
+
 def test_cast_int64_offset():
     assert "off = cutlass.Int64(bx) * cutlass.Int64(256) + cutlass.Int64(tx)" in _body("cast_int64_flat_copy")
 
@@ -150,6 +158,11 @@ def test_index_widths_on_gpu():
     _eq(_run("cast_int64_flat_copy", [1], a), a + 1.0)
     a = torch.randn(64, 512, device="cuda")
     _close(_run("int64_serial_rowsum", [1], a), a.sum(1), 1e-4)
+    offs = _run("int64_page_offsets", [0])
+    b = torch.arange(64, dtype=torch.int64)[:, None]
+    p = torch.arange(16, dtype=torch.int64)[None, :]
+    _eq(offs, (b * 16 + p) * 2**22)
+    assert offs[63, 15].item() == 1023 * 2**22  # past 2^31
 
 
 @pytest.mark.gpu

@@ -373,3 +373,18 @@ def select_mixed_dtypes(n=512, blk=128):
                 Z[k] = T.if_then_else(H[k] > T.float16(0), H[k], 0.1)
                 W[k] = T.if_then_else(A[k] > 0, A[k] * A[k], A[k] - 100)
     return main
+
+
+def int64_page_offsets(B=64, pages=16, page_bytes=2**22):
+    """A paged-cache offset table: ``Offs[b, p] = (b * pages + p) * page_bytes`` over
+    ``T.serial(T.int64(pages))``; the int64 loop variable carries the product past 2^31
+    (int32 would wrap from page 512 on)."""
+
+    @T.prim_func
+    def main(Offs: T.Tensor((B, pages), T.int64)):
+        with T.Kernel(B, threads=32) as bx:
+            tx = T.get_thread_binding()
+            if tx == 0:
+                for p in T.serial(T.int64(pages)):
+                    Offs[bx, p] = (bx * pages + p) * page_bytes
+    return main
