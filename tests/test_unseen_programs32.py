@@ -107,6 +107,9 @@ def test_integer_semantics_in_source():
     src = _body("select_mixed_dtypes")
     assert "cutlass.Int32(cutlass.select_(A[k] > cutlass.Int8(0), cutlass.Int32(A[k]), 1000))" in src
     assert "cutlass.select_(H[k] > cutlass.Float16(0.0), cutlass.Float32(H[k]), cutlass.Float32(0.1))" in src
+    src = _body("unsigned_underflow_compare")  # uint16 promoted to int, uint32 not
+    assert "cutlass.select_(cutlass.Int32(cutlass.Uint16(U[k])) - 1 < 10, 1, 0)" in src
+    assert "cutlass.select_(cutlass.Uint32(V[k]) - cutlass.Uint32(1) < cutlass.Uint32(10), 1, 0)" in src
     src = _body("int_clamp_quant")
     assert "cutlass.Int8(cutlass.min(cutlass.max(A[bx * 256 + i] * 3 >> 4, -128), 127))" in src
 
@@ -272,6 +275,21 @@ def test_integer_semantics_on_gpu():
     _eq(z, torch.where(h > 0, h.float(), torch.full_like(h.float(), 0.1)))
     _eq(w, torch.where(a > 0, ai * ai, ai - 100))
     assert w[1].item() == 16129 and w[0].item() == -228
+
+    u = torch.randint(0, 2**16, (512,), dtype=torch.int64)
+    v = torch.randint(0, 2**32, (512,), dtype=torch.int64)
+    u[:4] = torch.tensor([0, 1, 10, 65535])
+    v[:4] = torch.tensor([0, 1, 11, 2**32 - 1])
+    y = _run("unsigned_underflow_compare", [2],
+             u.to(torch.int32).to(torch.int16).view(torch.uint16).cuda(), _as_uint32(v).cuda())
+
+    def as_int32(x):  # int64 values modulo 2^32 as int32 bits
+        x = x % 2**32
+        return torch.where(x >= 2**31, x - 2**32, x).to(torch.int32)
+    want = torch.stack([((u - 1) < 10).int(), (((v - 1) % 2**32) < 10).int(),
+                        as_int32(u * u), as_int32((v * v) % 2**32)], 1)
+    _eq(y, want)
+    assert y[0, 0].item() == 1 and y[0, 1].item() == 0 and y[3, 2].item() == -131071
 
     v = torch.randint(0, 2**32, (512,), dtype=torch.int64)
     v[:4] = torch.tensor([0, 1, 2, 2**32 - 1])

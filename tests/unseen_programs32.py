@@ -388,3 +388,21 @@ def int64_page_offsets(B=64, pages=16, page_bytes=2**22):
                 for p in T.serial(T.int64(pages)):
                     Offs[bx, p] = (bx * pages + p) * page_bytes
     return main
+
+
+def unsigned_underflow_compare(n=512, blk=128):
+    """Unsigned arithmetic compared and widened as TileLang's CUDA C does it: a uint16
+    ``u - 1`` is promoted to int (0 - 1 is -1, below 10), a uint32 ``v - 1`` wraps (0 - 1 is
+    4294967295, not below 10); ``u * u`` of uint16s is an int product, ``v * v`` of uint32s
+    wraps modulo 2^32."""
+
+    @T.prim_func
+    def main(U: T.Tensor((n,), T.uint16), V: T.Tensor((n,), T.uint32), Y: T.Tensor((n, 4), T.int32)):
+        with T.Kernel(n // blk, threads=blk) as bx:
+            for i in T.Parallel(blk):
+                k = bx * blk + i
+                Y[k, 0] = T.if_then_else(U[k] - T.uint16(1) < T.uint16(10), 1, 0)
+                Y[k, 1] = T.if_then_else(V[k] - T.uint32(1) < T.uint32(10), 1, 0)
+                Y[k, 2] = T.cast(U[k] * U[k], "int32")
+                Y[k, 3] = T.cast(V[k] * V[k], "int32")
+    return main
