@@ -340,8 +340,24 @@ class ExprPrinter:
         return f"({text})" if p < min_prec else text
 
     def index_tuple(self, indices) -> str:
-        parts = [self.expr(i) for i in indices]
+        """A global tensor's coordinate ``indices``: an index whose value may pass int32 is
+        computed in 64 bits (:meth:`wide_index`; only a tensor of 64-bit offsets has one)."""
+        parts = [self.expr(self.wide_index(i)) for i in indices]
         return ", ".join(parts) if len(parts) > 1 else parts[0]
+
+    def wide_index(self, e: N.Expr) -> N.Expr:
+        """TileLang's index legalization (ConfigIndexBitwidth's IndexLegalizer): an integer
+        index narrower than 64 bits whose bounds reach past int32 (``bx * 1024 + i`` with
+        ``bx`` up to 2^22 over a 2^32-element tensor) is computed in int64, each of its
+        variables and loads cast to Int64 first, as TVM's Int64Promoter rewrites it;
+        otherwise ``e`` itself (a product computed in Int32 wraps before any stride
+        widens it)."""
+        if not N.is_int(e.dtype) or DTYPES[e.dtype].bits >= 64:
+            return e
+        lo, hi = value_range(e, self.ranges)
+        if not ((hi is not None and hi >= 2**31 - 1) or (lo is not None and lo < -2**31)):
+            return e
+        return _int64_promoted(e)
 
     def _expr(self, e: N.Expr) -> tuple[str, int]:
         """Source text of ``e`` and its Python precedence."""
@@ -787,3 +803,13 @@ def flatten_logic(e: N.Logic):
         else:
             yield a
 
+
+
+def _int64_promoted(e: N.Expr) -> N.Expr:
+    """Integer index ``e`` computed in int64: its variables and loads cast to int64, its
+    arithmetic int64 (constants stay Python ints, which an Int64 operand widens)."""
+    if isinstance(e, N.Const) or not N.is_int(e.dtype) or DTYPES[e.dtype].bits >= 64:
+        return e
+    if isinstance(e, N.BinOp):
+        return N.BinOp(e.op, _int64_promoted(e.a), _int64_promoted(e.b), "int64")
+    return N.Cast("int64", e)

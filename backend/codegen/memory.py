@@ -88,6 +88,8 @@ def vector_view(exprs: ExprPrinter, buf: N.Buffer, layout: N.Layout | None, indi
     else:
         terms = []
         for idx, stride in zip(indices, row_major_strides(buf, wide)):
+            if wide:  # an index past int32 computed in int64 (TileLang's index legalization)
+                idx = exprs.wide_index(idx)
             # (a constant stride is a Python int: its product with an Int64 is one)
             st = str(int(stride.value)) if isinstance(stride, N.Const) else \
                 exprs.operand(stride, PREC['mul'] + 1)

@@ -2371,6 +2371,7 @@ class _Parser:
         copy_instruction, loop_layout = "", None
         warp_specialize = None
         step = None
+        given_int64 = False
         if kind == "parallel":
             extents = [self.parallel_extent(self.folded(self.arg_index(r, "Parallel")), s, "Parallel")
                        for r in a.ref("extents")]
@@ -2434,6 +2435,9 @@ class _Parser:
                 start, stop = N.Const(0, "int32"), start
             else:
                 stop = self.arg_index(a.ref("stop"), form.__name__)
+            # TVM's loop variable has the dtype of the range as given: T.serial(T.int64(8))
+            # binds an int64 one, though its constant extent folds to an int32 8 below
+            given_int64 = "int64" in (start.dtype, stop.dtype)
             if kind == "pipelined":
                 num_stages = a.static_int("num_stages", 0)
                 a.refuse_unless("sync", (None, (), []), "tilecute schedules pipelined loops "
@@ -2474,6 +2478,8 @@ class _Parser:
                     extent = N.Const(0, extent.dtype)
             if isinstance(step, int) and step > 1:
                 extent = ops.ceildiv(extent, step)
+            if given_int64 and isinstance(start, N.Const) and start.dtype != "int64":
+                start = N.Const(int(start.value), "int64")  # (the variable counts in Int64)
             ranges = [(start, extent)]
             if kind in ("serial", "unrolled") and not isinstance(step, N.Expr) and \
                     step in (None, 1) and isinstance(extent, N.Const) and extent.value == 1 \
@@ -2491,7 +2497,7 @@ class _Parser:
         for nm, (start, extent) in zip(names, ranges):
             # TVM's loop variable has its range's dtype: int64 over an int64 start or extent
             # (T.serial(T.ceildiv(n, 512)) of an int64 n)
-            dtype = "int64" if "int64" in (start.dtype, extent.dtype) else "int32"
+            dtype = "int64" if "int64" in (start.dtype, extent.dtype) or given_int64 else "int32"
             if step is not None and (isinstance(step, N.Expr) or step != 1):
                 counter = N.Var(self.fresh(f"{nm.id}_iter"), dtype)
                 v = N.Var(self.fresh(nm.id), dtype)
