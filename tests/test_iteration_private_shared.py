@@ -201,3 +201,54 @@ def test_shared_row_statistics_on_gpu(mma_rows):
         torch.testing.assert_close(d, torch.full_like(d, float("inf")) + rise, rtol=0, atol=0)
     else:
         torch.testing.assert_close(d, torch.full_like(d, 4.0), rtol=0, atol=0)
+
+
+def thread_transpose(M=128, N=256, tile=32, rows=8, read_back=False):
+    """Y = X^T written at thread level (threads=(32, 8)): each thread stores ``tile / rows``
+    elements of a padded shared tile in an unrolled loop, one barrier, then reads the
+    transposed ones.  The store loop's steps store at one same index expression (TVM's
+    sync pass: the same thread's elements), so no barrier between them; ``read_back``: the
+    loop also reads the tile (another thread's element), which keeps one per step."""
+
+    @T.prim_func
+    def transpose(X: T.Tensor((M, N), "float32"), Y: T.Tensor((N, M), "float32")):
+        with T.Kernel(N // tile, M // tile, threads=(tile, rows)) as (bx, by):
+            tx, ty, _ = T.get_thread_bindings()
+            s = T.alloc_shared((tile, tile + 1), "float32")
+            for r in T.unroll(tile // rows):
+                if read_back:
+                    s[ty + r * rows, tx] = X[by * tile + ty + r * rows, bx * tile + tx] + \
+                        s[tx, (ty + r * rows + 1) % tile] * 0.0
+                else:
+                    s[ty + r * rows, tx] = X[by * tile + ty + r * rows, bx * tile + tx]
+            T.sync_threads()
+            for r in T.unroll(tile // rows):
+                Y[bx * tile + ty + r * rows, by * tile + tx] = s[tx, ty + r * rows]
+
+    return transpose
+
+
+def _first_loop(func):
+    lines = print_func(run_passes(func, "sm_90a", until="insert_barriers")).splitlines()
+    at = next(n for n, line in enumerate(lines) if "for r in T.unroll(" in line)
+    depth = len(lines[at]) - len(lines[at].lstrip())
+    body = []
+    for line in lines[at + 1:]:
+        if len(line) - len(line.lstrip()) <= depth:
+            break
+        body.append(line)
+    return "\n".join(body)
+
+
+def test_a_store_loop_at_one_index_needs_no_barrier_per_step():
+    assert "T.sync_threads(" not in _first_loop(thread_transpose())
+    assert "T.sync_threads(" in _first_loop(thread_transpose(read_back=True))
+
+
+@pytest.mark.gpu
+def test_thread_transpose_on_gpu():
+    torch.manual_seed(0)
+    x = torch.randn(128, 256, device="cuda")
+    y = torch.empty(256, 128, device="cuda")
+    tilecute.compile(thread_transpose())(x, y)
+    assert torch.equal(y, x.T)

@@ -238,6 +238,40 @@ class _Sync:
                 return set()
         return clash
 
+    def rewritten_alike(self, loop) -> set:
+        """The shared buffers ``loop``'s body only writes, by plain stores all at one same
+        index (``s[ty + r * 8, tx] = ...`` in an unrolled loop of a hand-written transpose),
+        touching no buffer on their bytes: a step's store and another step's at that index
+        are the same statement at the same index, which TileLang's sync pass (TVM's: the
+        same index is the same thread's element) does not order, so neither does this one
+        (the body's own order, and the reads after the loop, still are)."""
+        stores: dict[str, set] = {}
+        for b, index, write in accesses(loop.body):
+            if b in self.shared:
+                stores.setdefault(b, set()).add(repr(index) if write else None)
+        writes: dict[str, int] = {}  # buffer -> its write accesses; and its plain stores
+        for b, _, write in accesses(loop.body):
+            writes[b] = writes.get(b, 0) + bool(write)
+        lanes = {t.var.name for t in walk_stmts(loop.body)
+                 if isinstance(t, N.For) and t.kind == "parallel"}
+        plain: dict[str, int] = {}
+        shared_by_all = set()  # stored at an index naming no thread
+        for t in walk_stmts(loop.body):
+            if isinstance(t, N.Store):
+                plain[t.buffer] = plain.get(t.buffer, 0) + 1
+                # (as TVM's rule, the index must name the thread: its index, or a parallel
+                # nest's variable; ``s[0] = ...`` by every thread is not each one's own)
+                if not (self.divergent(t.indices) or var_names(t.indices) & lanes):
+                    shared_by_all.add(t.buffer)
+            elif isinstance(t, (N.TmaCopy, N.ClusterCopy)) or \
+                    isinstance(t, N.For) and t.async_copy:
+                return set()  # (other writers of shared memory: left as they were)
+        return {b for b, idx in stores.items()
+                if len(idx) == 1 and None not in idx and plain.get(b) == writes[b] and
+                b not in shared_by_all and
+                not (self.aliases.get(b, set()) - {b}) & set(stores) and
+                not _is_call_anywhere(loop.body, b)}
+
     def loads_onto(self, loop, touched: set) -> bool:
         """Does a TMA load in ``loop`` write the bytes of a buffer in ``touched``?"""
         return any(isinstance(t, N.TmaCopy) and t.src.buffer not in self.shared and
@@ -358,7 +392,8 @@ class _Sync:
                     isinstance(t, N.TmaCopy) and t.src.buffer in self.shared
                     for t in walk_stmts(s.body))  # (a store at its end, before the start)
                 reads, writes, _ = self.touches(s)
-                private = self.iteration_private(s)  # (no iteration touches another's)
+                # (no iteration touches another's; or each rewrites what it wrote before)
+                private = self.iteration_private(s) | self.rewritten_alike(s)
                 summary.read |= reads - private
                 for b in writes - private:
                     summary.written[b] = _async_writes(s)
@@ -654,6 +689,13 @@ def _apart(a, b) -> bool:
     return a is not None and b is not None and len(a) == len(b) and \
         all(isinstance(x, N.Const) for x in (*a, *b)) and \
         any(x.value != y.value for x, y in zip(a, b))
+
+
+def _is_call_anywhere(body, name: str) -> bool:
+    """Does a call in ``body`` take buffer ``name`` (an atomic, a raw cp.async)?"""
+    return any(isinstance(x, N.Call) and any(isinstance(a, N.Load) and a.buffer == name
+                                             for a in x.args)
+               for t in walk_stmts(body) for x in walk_nodes(t) if isinstance(x, N.Call))
 
 
 def _loop_step_index(x, var: str) -> bool:
