@@ -18,7 +18,7 @@ from typing import Optional, Sequence
 from .ir import nodes as N
 from .ir.serialize import canonical_json
 from .runtime.arch import TargetError, check_arch
-from .runtime.kernel import Kernel, check_release_gil, resolve_out_idx
+from .runtime.kernel import Kernel, check_release_gil, resolve_out_idx, write_debug_files
 
 
 # TVM's CUDA target tags (``target="nvidia/nvidia-a100"``, which TileLang passes to TVM's
@@ -140,11 +140,7 @@ def _verbose(verbose) -> bool:
 
 def _write_debug(kernel, func: N.PrimFunc, debug_root_path: str) -> None:
     """TileLang's ``debug_root_path``: the kernel's source and the program, as files."""
-    os.makedirs(debug_root_path, exist_ok=True)
-    with open(os.path.join(debug_root_path, f"tilelang_jit_kernel_{func.name}.py"), "w") as f:
-        print(kernel.get_kernel_source(), file=f)
-    with open(os.path.join(debug_root_path, f"tilelang_jit_program_{func.name}.py"), "w") as f:
-        print(func.script(), file=f)
+    write_debug_files(kernel, func.name, func.script(), debug_root_path)
 
 
 def compile(func: N.PrimFunc, out_idx: Optional[Sequence[int]] = None,  # noqa: A001

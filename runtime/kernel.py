@@ -554,3 +554,14 @@ def load(path, out_idx: Optional[Sequence[int]] = None,
     if problems:
         raise RuntimeError(f"tilecute.load({str(path)!r}): the entry is damaged: " + "; ".join(problems))
     return Kernel(path, out_idx, release_gil)
+
+
+def write_debug_files(kernel, name: str, program: str, debug_root_path: str) -> None:
+    """TileLang's ``debug_root_path`` (``tilelang.jit``, lazy and eager): the kernel's source
+    and its program's text, as ``tilelang_jit_kernel_<name>.py`` and
+    ``tilelang_jit_program_<name>.py`` in that folder."""
+    os.makedirs(debug_root_path, exist_ok=True)
+    with open(os.path.join(debug_root_path, f"tilelang_jit_kernel_{name}.py"), "w") as f:
+        print(kernel.get_kernel_source(), file=f)
+    with open(os.path.join(debug_root_path, f"tilelang_jit_program_{name}.py"), "w") as f:
+        print(program, file=f)

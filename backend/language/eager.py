@@ -46,6 +46,7 @@ from typing import Any, Hashable, Optional
 from ..ir import nodes as N
 from .parser import _INT_SCALAR_DIMS, FrontendError, _function_env, _Parser, empty_args
 from ..runtime.dtypes import element_dims
+from ..runtime.kernel import write_debug_files
 from .values import DType, Macro, Pointer, TensorSpec
 
 
@@ -733,9 +734,7 @@ class EagerKernel:
         kernel = tilecute.compile(func, out_idx=out_idx, target=self.target, options=self.options,
                                   verbose=self.verbose, release_gil=self.release_gil)
         if self.debug_root_path is not None:
-            from ..api import _write_debug
-
-            _write_debug(kernel, func, self.debug_root_path)
+            write_debug_files(kernel, func.name, func.script(), self.debug_root_path)
         order = list(range(outputs)) if self.macro_return else \
             [list(self.outputs).index(r) for r in (self.returns or [])]
         kernel = _Returning(kernel, order)
