@@ -46,9 +46,10 @@ def step_maxima(steps=8, rows=64, cols=64, previous=False):
     return kept
 
 
-def _loop_body(func):
+def _loop_body(func, head="for k in T.serial("):
+    """The lines of the first loop starting with ``head`` after the barrier pass."""
     lines = print_func(run_passes(func, "sm_90a", until="insert_barriers")).splitlines()
-    at = next(n for n, line in enumerate(lines) if "for k in T.serial(" in line)
+    at = next(n for n, line in enumerate(lines) if head in line)
     depth = len(lines[at]) - len(lines[at].lstrip())
     body = []
     for line in lines[at + 1:]:
@@ -228,21 +229,9 @@ def thread_transpose(M=128, N=256, tile=32, rows=8, read_back=False):
     return transpose
 
 
-def _first_loop(func):
-    lines = print_func(run_passes(func, "sm_90a", until="insert_barriers")).splitlines()
-    at = next(n for n, line in enumerate(lines) if "for r in T.unroll(" in line)
-    depth = len(lines[at]) - len(lines[at].lstrip())
-    body = []
-    for line in lines[at + 1:]:
-        if len(line) - len(line.lstrip()) <= depth:
-            break
-        body.append(line)
-    return "\n".join(body)
-
-
 def test_a_store_loop_at_one_index_needs_no_barrier_per_step():
-    assert "T.sync_threads(" not in _first_loop(thread_transpose())
-    assert "T.sync_threads(" in _first_loop(thread_transpose(read_back=True))
+    assert "T.sync_threads(" not in _loop_body(thread_transpose(), "for r in T.unroll(")
+    assert "T.sync_threads(" in _loop_body(thread_transpose(read_back=True), "for r in T.unroll(")
 
 
 @pytest.mark.gpu

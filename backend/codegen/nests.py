@@ -342,11 +342,8 @@ class NestEmitter:
                 first = f"{start} + " if start else ""
                 out.line(depth + 1, f"{ident(lp.var.name)} = {first}{steps} * 4 + "
                                     "cute.arch.lane_idx() % 4")
-                k.ranges[lp.var.name] = (start, stop - 1)
-                k.exprs.bind(lp.var.name, Py.CUTLASS)
-                depth += 1
-                continue
-            out.line(depth, f"for {ident(lp.var.name)} in cutlass.range({start}, {stop}):")
+            else:
+                out.line(depth, f"for {ident(lp.var.name)} in cutlass.range({start}, {stop}):")
             k.ranges[lp.var.name] = (start, stop - 1)
             k.exprs.bind(lp.var.name, Py.CUTLASS)
             depth += 1
@@ -367,9 +364,8 @@ class NestEmitter:
         layout = self.k.layouts.get(frag)
         if len(loops) < 2 or layout is None or tuple(layout.warps)[1:] != (1,):
             return False
-        extent = loops[1].extent
-        if not isinstance(extent, N.Const) or extent.value % 4 or not 4 <= extent.value <= 256 \
-                or not isinstance(loops[1].start, N.Const):
+        extent = int(loops[1].extent.value)  # (constant: the loops of such a nest are)
+        if extent % 4 or not 4 <= extent <= 256:
             return False
         body = loops[-1].body
         if not all(isinstance(t, (N.Store, N.Let)) for t in body):

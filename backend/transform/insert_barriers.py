@@ -105,8 +105,8 @@ class _Sync:
         # option disable_barrier_insertion (TileLang's tl.disable_thread_storage_sync): the
         # program's T.sync_threads order the statements; only a tile op's own barriers stay
         self.program_orders = program_orders
-        self.shared = {s.buffer.name for s in _allocs(scope.body) if s.buffer.scope == "shared"}
         self.allocs = {s.buffer.name: s for s in _allocs(scope.body)}
+        self.shared = {b for b, a in self.allocs.items() if a.buffer.scope == "shared"}
         self.aliases = overlapping(scope)  # buffers placed on the same bytes
         # TMA stores may leave their wait for the shared tile's read to the next barrier
         # (see :meth:`tma_copy`) where every barrier is this pass's or the program's block
@@ -245,12 +245,11 @@ class _Sync:
         are the same statement at the same index, which TileLang's sync pass (TVM's: the
         same index is the same thread's element) does not order, so neither does this one
         (the body's own order, and the reads after the loop, still are)."""
-        stores: dict[str, set] = {}
+        stores: dict[str, set] = {}  # shared buffer -> its write indices (None: a read)
+        writes: dict[str, int] = {}  # buffer -> its write accesses; and its plain stores
         for b, index, write in accesses(loop.body):
             if b in self.shared:
                 stores.setdefault(b, set()).add(repr(index) if write else None)
-        writes: dict[str, int] = {}  # buffer -> its write accesses; and its plain stores
-        for b, _, write in accesses(loop.body):
             writes[b] = writes.get(b, 0) + bool(write)
         lanes = {t.var.name for t in walk_stmts(loop.body)
                  if isinstance(t, N.For) and t.kind == "parallel"}
@@ -694,8 +693,7 @@ def _apart(a, b) -> bool:
 def _is_call_anywhere(body, name: str) -> bool:
     """Does a call in ``body`` take buffer ``name`` (an atomic, a raw cp.async)?"""
     return any(isinstance(x, N.Call) and any(isinstance(a, N.Load) and a.buffer == name
-                                             for a in x.args)
-               for t in walk_stmts(body) for x in walk_nodes(t) if isinstance(x, N.Call))
+                                             for a in x.args) for x in walk_nodes(body))
 
 
 def _loop_step_index(x, var: str) -> bool:
