@@ -48,6 +48,13 @@ def _timer(warm: bool):
     import torch
 
     def bench(fn, *_, quantiles=None, **__):
+        _IN_BENCH.append(fn)
+        try:
+            return _bench(fn, quantiles)
+        finally:
+            _IN_BENCH.pop()
+
+    def _bench(fn, quantiles):
         fn()
         if torch.cuda.is_available():  # (the warm-up pass also runs on a CPU machine)
             torch.cuda.synchronize()
@@ -77,15 +84,68 @@ def _timer(warm: bool):
     return bench
 
 
+_IN_BENCH: list = []  # the functions being timed now (a kernel call inside one is not timed again)
+
+
+def _time_kernel_calls(compiler: str, bench) -> None:
+    """``--kernel-calls``: every compiled kernel's first call from each line of the example is
+    timed too (the same timer, calling it again with the same arguments), for the examples
+    whose ``main()`` times nothing.  The kernel objects of both compilers are wrapped alike:
+    TileLang's ``JITKernel.__call__``; tilecute's ``Kernel`` (a class per instance, whose
+    ``__call__`` the first call replaces by the loaded function: the wrapper keeps its place)."""
+    timed = set()
+
+    def timing(call):
+        def wrapper(self, *args, **kwargs):
+            out = call(self, *args, **kwargs)
+            if not _IN_BENCH and os.environ.get("TLBENCH_WARM") != "1":
+                site = _site()
+                if site not in timed:
+                    timed.add(site)
+                    bench(lambda: call(self, *args, **kwargs))
+            return out
+        return wrapper
+
+    if compiler == "tilelang":
+        from tilelang.jit.kernel import JITKernel
+        JITKernel.__call__ = timing(JITKernel.__call__)
+        return
+    from tilecute.runtime.kernel import Kernel
+
+    class _KeepCall(type):
+        def __setattr__(cls, name, value):
+            if name != "__call__":
+                super().__setattr__(name, value)
+
+    init = Kernel.__init__
+
+    def patched_init(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        cls = type(self)
+        self.__class__ = _KeepCall(cls.__name__, (cls,), {"__call__": timing(cls.__call__)})
+
+    Kernel.__init__ = patched_init
+
+
 def _site() -> str:
-    example = os.path.abspath(os.environ["TLBENCH_EXAMPLE"])
-    frame = sys._getframe(2)
-    while frame is not None and os.path.abspath(frame.f_code.co_filename) != example:
-        frame = frame.f_back
-    if frame is None:
-        return "?"
+    """The example's line that called (``N: source``); else the nearest line of a module
+    beside it (``file.py:N: source``, the example's own helpers); else ``?``."""
     import linecache
-    return f"{frame.f_lineno}: {linecache.getline(example, frame.f_lineno).strip()[:80]}"
+    example = os.path.abspath(os.environ["TLBENCH_EXAMPLE"])
+    folder = os.path.dirname(example)
+    near = None
+    frame = sys._getframe(2)
+    while frame is not None:
+        path = os.path.abspath(frame.f_code.co_filename)
+        if path == example:
+            return f"{frame.f_lineno}: {linecache.getline(example, frame.f_lineno).strip()[:80]}"
+        if near is None and os.path.dirname(path) == folder:
+            near = (path, frame.f_lineno)
+        frame = frame.f_back
+    if near is None:
+        return "?"
+    path, line = near
+    return f"{os.path.basename(path)}:{line}: {linecache.getline(path, line).strip()[:80]}"
 
 
 def child(compiler: str, example: str) -> None:
@@ -105,6 +165,8 @@ def child(compiler: str, example: str) -> None:
         import tilelang.profiler as pub
         import tilelang.profiler.bench as prof
         prof.do_bench = pub.do_bench = bench
+    if os.environ.get("TLBENCH_KERNELS") == "1":
+        _time_kernel_calls(compiler, bench)
     sys.argv = [example]
     sys.path.insert(0, os.path.dirname(os.path.abspath(example)))
     os.chdir(os.path.dirname(os.path.abspath(example)))
@@ -123,6 +185,7 @@ def _run(compiler: str, example: str, args, warm: bool) -> tuple:
         results = f.name
     env = dict(os.environ, TLBENCH_RESULTS=results, TLBENCH_WARM="1" if warm else "0",
                TLBENCH_EXAMPLE=os.path.join(args.tilelang_src, "examples", example),
+               TLBENCH_KERNELS="1" if args.kernel_calls else "0",
                PYTHONUNBUFFERED="1")
     path = env.get("PYTHONPATH", "")
     if compiler == "tilelang":  # TileLang's site first: its apache-tvm-ffi, not tilecute's
@@ -221,6 +284,9 @@ def main() -> None:
     ap.add_argument("--logs", help="a folder for each process's output")
     ap.add_argument("--each", action="store_true",
                     help="also print each time as it is measured (a run cut short keeps them)")
+    ap.add_argument("--kernel-calls", action="store_true",
+                    help="also time each kernel's first call from each line of the example "
+                         "(for examples whose main() times nothing)")
     args = ap.parse_args()
     args.tilelang_src = os.path.abspath(args.tilelang_src)
     parent(args)

@@ -68,3 +68,50 @@ def test_a_failing_example_is_reported_per_compiler(tmp_path):
     assert sorted(r["compiler"] for r in rows) == ["tilecute", "tilelang"]
     assert all("the example's own check failed" in r["error"] and r["phase"] == "warm-up"
                for r in rows)
+
+
+def test_kernel_calls_are_timed_once_per_line(monkeypatch):
+    """``--kernel-calls``: a tilecute kernel's first call from each line of the example is timed
+    (the benchmark's timer calls it again); later calls from that line, and calls inside a
+    do_bench-timed function, are not."""
+    import importlib.util
+
+    import torch
+
+    import tilecute
+    import tilecute.language as T
+    from tilecute.runtime.kernel import Kernel
+
+    spec = importlib.util.spec_from_file_location("tlbench", BENCH)
+    bench_mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench_mod)
+    monkeypatch.setattr(Kernel, "__init__", Kernel.__init__)  # restored after the test
+    monkeypatch.setenv("TLBENCH_EXAMPLE", __file__)
+    monkeypatch.setenv("TLBENCH_WARM", "0")
+    timed = []
+
+    def bench(fn):
+        bench_mod._IN_BENCH.append(fn)
+        try:
+            timed.append(fn())
+        finally:
+            bench_mod._IN_BENCH.pop()
+
+    bench_mod._time_kernel_calls("tilecute", bench)
+
+    @T.prim_func
+    def scale(A: T.Tensor((128,), "float32"), B: T.Tensor((128,), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            for i in T.Parallel(128):
+                B[i] = A[i] * 2.0
+
+    kernel = tilecute.compile(scale)
+    launched = []
+    kernel._func = lambda *args: launched.append(args) or len(launched)
+    a, b = torch.zeros(128), torch.zeros(128)
+    for _ in range(3):
+        kernel(a, b)  # one line: timed on its first call only
+    kernel(a, b)  # another line
+    assert len(timed) == 2 and len(launched) == 4 + 2
+    bench(lambda: kernel(a, b))  # inside the timer: not timed again
+    assert len(timed) == 3 and len(launched) == 7
