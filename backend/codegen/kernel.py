@@ -422,14 +422,14 @@ class KernelEmitter:
             self.buffers.update(saved)
 
     def picks_registers(self, s: N.For) -> bool:
-        """Does the loop's variable pick the register of a fragment one column a thread
-        (``b[k, j]`` of a ``(K, J)`` blocked fragment of one lane: the layout pass's
-        ``"outer"`` accesses)?  Unrolled, the register index is a constant: the fragment
+        """Does the loop's variable pick the register of a blocked fragment by its row
+        (``b[k, j]`` of a ``(K, J)`` fragment: the layout pass's ``"outer"`` and 2-D
+        ``"col"`` accesses)?  Unrolled, the register index is a constant: the fragment
         stays in registers (TileLang's loop, which nvcc unrolls)."""
         for n in walk_nodes(s.body):
             if isinstance(n, (N.Load, N.Store)) and len(n.indices) == 2:
                 layout = self.layouts.get(n.buffer)
-                if layout is not None and layout.kind == "blocked" and layout.vector == 1 and \
+                if layout is not None and layout.kind == "blocked" and \
                         mentions(n.indices[0], s.var.name):
                     return True
         return False

@@ -116,18 +116,28 @@ class NestEmitter:
         (a ``(J,)`` fragment blocked with the nest's V, ``J`` whole rounds of the threads'
         V-element pieces) in a nest over ``(..., j)`` is register ``(step % (J / (threads
         V))) * V + lane``: in every row the thread meets the columns its step would give it
-        in a nest over ``j`` alone."""
+        in a nest over ``j`` alone; ``b[k, j]`` of a ``(K, J)`` one so blocked is that
+        register of row ``k``, ``(k * (J / (threads V)) + step % (J / (threads V))) * V +
+        lane``."""
         loops, (step, width) = self.loops, self.step
         if not loops or len(indices) != buf.ndim:
             return None
         names = [lp.var.name for lp in loops]
-        if buf.ndim == 1 and len(loops) >= 2 and isinstance(indices[0], N.Var) and \
-                indices[0].name == names[-1] and layout.vector == width and \
-                buf.shape[0] == loops[-1].extent:
-            rounds = int(buf.shape[0].value) // (layout.threads * width)
-            reg = step if rounds > 1 else "0"
-            if reg != "0" and rounds > 1:
-                reg = f"({step} % {rounds})"
+        if buf.ndim in (1, 2) and len(loops) >= 2 and isinstance(indices[-1], N.Var) and \
+                indices[-1].name == names[-1] and layout.vector == width and \
+                buf.shape[-1] == loops[-1].extent and \
+                not (buf.ndim == 2 and any(mentions(indices[0], v) for v in names)):
+            rounds = int(buf.shape[-1].value) // (layout.threads * width)
+            reg = f"({step} % {rounds})" if rounds > 1 and step != "0" else "0"
+            if buf.ndim == 2:  # b[k, j]: row k's pieces come k * rounds pieces in
+                row = indices[0]
+                if isinstance(row, N.Const):
+                    first = str(int(row.value) * rounds) if row.value else "0"
+                else:
+                    first = self.k.exprs.operand(row, PREC["mul"])
+                    first = first if rounds == 1 else f"{first} * {rounds}"
+                reg = first if reg == "0" else (reg if first == "0" else f"{first} + {reg}")
+                reg = f"({reg})" if "+" in reg and width > 1 else reg
             lane = self.lane or "0"
             reg = f"{reg} * {width}" if reg != "0" and width > 1 else reg
             return lane if reg == "0" else (reg if lane == "0" else f"{reg} + {lane}")

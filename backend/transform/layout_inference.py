@@ -19,6 +19,16 @@ Fragments
   fragment, and otherwise only at ``[j]`` in ``T.Parallel(N)`` nests that fill it or
   store it (``col_fragments``), is *mma_cols*: each thread holds the columns its
   registers of that fragment cover, as TileLang lays it out by that loop.
+  A ``(K, J)`` fragment read at ``[k, j]`` in a nest over ``(..., j)`` of last extent ``J``,
+  ``k`` free of the nest's variables (``x[i, j] += a[k, i] * b[k, j]`` under a serial ``k``),
+  is blocked with that nest's ``V`` when ``J`` is whole rounds of the threads' ``V``-element
+  pieces: each thread then holds every row of the columns it meets (:meth:`fit_columns`).
+  A fragment replicated by a read no layout here serves (``x[i, jj * 4 + j]`` in a nest
+  over ``(i, j)``) and larger than a thread's registers (``REPLICATED_BYTES``) moves to
+  shared memory when the kernel's shared memory has room (``large_replicated``): the
+  nests writing it spread over the threads, and every thread reads it after a barrier.
+  TileLang lays such a fragment out by the loop that reads it (or as a T.gemm register
+  operand); tilecute has no layout for that, and local memory is far slower.
   A fragment read packed, ``b[i, j // c]`` in a nest over ``(i, j)`` (a dequantization's
   bytes), is blocked with ``V / c`` lanes where that nest runs ``V`` (:meth:`fit_packed`);
   where the nest walks a T.gemm register operand it moves to shared memory (small ones)
@@ -95,7 +105,7 @@ from ..ir import nodes as N
 from ..ir.printer import expr_str, layout_str
 from ..ir.visitor import StmtMutator, rebuild, replace_exprs, substitute, walk_nodes, walk_stmts
 from ..runtime.dtypes import DTYPES
-from ..target import VECTOR_BYTES, WARP
+from ..target import VECTOR_BYTES, WARP, target
 from .analysis import (LoopVars, accesses, allreduce_steps, independent_view, is_unit, linear_form, mentions,
                        parallel_nest, plain_statements, squeeze, value_range, view_bases, view_layout)
 from .lower_tile_ops import move_columns_last, reduce_identity, reduce_update
@@ -105,6 +115,9 @@ from .lower_tile_ops import move_columns_last, reduce_identity, reduce_update
 _MEETS_THREADS = frozenset(("sync_grid",) + N.BLOCK_VOTES + N.SHUFFLES + N.WARP_VOTES +
                            N.WARP_MATCHES + N.WARP_REDUCTIONS)
 MMA_LANES = 2  # MMA accumulators hold pairs of adjacent columns in adjacent registers
+# a fragment replicated by reads no layout serves moves to shared memory above this size
+# (256 32-bit registers a thread: past what a thread can hold, so local memory)
+REPLICATED_BYTES = 1024
 
 
 def packed_divisor(loops, buf: N.Buffer, idx) -> int:
@@ -172,6 +185,11 @@ class _Nest:
     def extents(self):
         return tuple(lp.extent for lp in self.loops)
 
+    @property
+    def lets(self):
+        """The variables its body binds by ``Let`` (they may stand for its own)."""
+        return tuple(s.var.name for s in walk_stmts(self.loops[-1].body) if isinstance(s, N.Let))
+
     def identity(self, indices) -> bool:
         return len(indices) == len(self.loops) and all(
             isinstance(i, N.Var) and i.name == v for i, v in zip(indices, self.vars))
@@ -238,6 +256,7 @@ class _Kernel:
         self.region = (0, self.threads)
         self.frag_region: dict[str, tuple] = {}  # fragment -> the T.ws region its nests run in
         self.thread_vars: set[str] = set()  # Let names bound to the thread index
+        self.direct_writes: set[str] = set()  # buffers written outside any nest
         self.narrowed = None  # the enclosing `if` that selects some of the region's threads
         self.bases = view_bases(scope.body)  # view -> the buffer it views
         self.cols = self.col_fragments()  # fragment -> its mma_cols layout
@@ -660,7 +679,9 @@ class _Kernel:
     def direct(self, accs, s) -> None:
         """Accesses outside any nest: every thread runs them, so a fragment indexed there
         is replicated (every thread holds all of it; a reduction's output already is)."""
-        for b, _, _ in accs:
+        for b, _, w in accs:
+            if w:
+                self.direct_writes.add(b)
             if b in self.rows:
                 self.fail(s, f"fragment '{b}' holds one value per row of a T.gemm accumulator; "
                              "index it inside a T.Parallel loop over its rows")
@@ -758,10 +779,13 @@ class _Kernel:
         a ``(K, J)`` fragment at ``[k, j]`` in a nest over ``j`` (extent ``J``), ``k`` not a
         variable of the nest (an enclosing loop's: ``lse[k, j]`` for the split ``k``);
         ``"col"``: a ``(J,)`` fragment read at ``[j]`` in a nest over ``(..., j)`` whose
-        last extent is ``J`` (a column's factor: ``y[i, j] = x[i, j] * w[j]``).
+        last extent is ``J`` (a column's factor: ``y[i, j] = x[i, j] * w[j]``), or a
+        ``(K, J)`` one read at ``[k, j]`` there, ``k`` free of the nest's variables (an
+        inner serial loop's: ``x[i, j] += a[k, i] * b[k, j]``).
         TileLang lays them out by their loops: thread ``i`` of the block holds row ``i``
         (the nest's ``(I, J)`` fragments whole rows a thread, ``x`` one element), column
-        ``j`` of ``b``, and of ``w`` the columns the thread meets (:meth:`fit_columns`).
+        ``j`` of ``b``, and of ``w`` the columns the thread meets in every row of ``w``
+        (:meth:`fit_columns`).
         None for any other access, or without ``specials``."""
         if not self.allow_specials or self.mma_layout(b) is not None or b in self.reducers \
                 or b in self.bases or b in self.bases.values() or \
@@ -784,6 +808,11 @@ class _Kernel:
                 and isinstance(idx[0], N.Var) and idx[0].name == nest.vars[-1] and \
                 buf.shape[0] == nest.loops[-1].extent:
             return "col"
+        if buf.ndim == 2 and len(nest.loops) >= 2 and not write and cols and \
+                isinstance(idx[1], N.Var) and idx[1].name == nest.vars[-1] and \
+                buf.shape[1] == nest.loops[-1].extent and \
+                not any(mentions(idx[0], v) for v in nest.vars + nest.lets):
+            return "col"  # (b[k, j]: every row of the columns the thread meets)
         if owners and self.allow_packed and not write and packed_divisor(nest.loops, buf, idx):
             return "packed"
         return None
@@ -880,6 +909,43 @@ class _Kernel:
                         b not in self.reducers:
                     found.setdefault(b, nest.loops[0])
         return found
+
+    def large_replicated(self) -> dict[str, N.Stmt]:
+        """Fragments replicated by a read at elements other threads' iterations give them
+        (``x[i, jj * 4 + j]`` in a nest over ``(i, j)``: no layout here holds them where
+        that nest runs), too large for registers (over ``REPLICATED_BYTES``: each thread
+        would keep all of it in local memory, and every nest writing it would run whole on
+        every thread).  They move to shared memory (``infer_layouts``), where the nests
+        writing them spread over the threads and every thread reads them after a barrier.
+        Not moved: reducers, reductions' operands, views and their bases, fragments a
+        program laid out, those replicated only because a replicated nest reads them (their
+        cause moves instead) and those some thread may write with its own value (outside
+        a nest, or from the thread index)."""
+        self.spread_replication()
+        found: dict[str, N.Stmt] = {}
+        for name in sorted(self.replicated):
+            a = self.allocs.get(name)
+            if a is None or a.buffer.scope != "fragment" or name in self.reducers or \
+                    name in self.given or name in self.spread or name in self.bases or \
+                    name in self.bases.values() or name in self.direct_writes or \
+                    any(name in (r.src, r.dst) for r in self.reduces) or \
+                    not all(isinstance(d, N.Const) for d in a.buffer.shape):
+                continue
+            size = math.prod(int(d.value) for d in a.buffer.shape) * DTYPES[a.buffer.dtype].bytes
+            if size <= REPLICATED_BYTES:
+                continue
+            if any(w and b == name for nest in self.nests for b, _, w in nest.accesses
+                   if self.thread_dependent(nest)):
+                continue
+            found[name] = self.why[name]
+        return found
+
+    def thread_dependent(self, nest: _Nest) -> bool:
+        """Does the nest's body read the thread index (a value each thread has its own of)?"""
+        return any(isinstance(n, N.Var) and n.name in self.thread_vars or
+                   isinstance(n, N.Call) and ("thread" in n.name or "lane" in n.name or
+                                              "warp" in n.name)
+                   for n in walk_nodes(nest.loops[-1].body))
 
     def spread_replication(self) -> None:
         """A nest that writes a replicated fragment at its own loop variables runs whole
@@ -1165,7 +1231,7 @@ class _Kernel:
             if mode != "blocked" or root is None:
                 raise _NoOwnerLayout(f"'{b}' is read by a nest not spread over the threads", cols=True)
             v, t = vector[root], self.region_threads(b)
-            cols = int(self.buffers[b].shape[0].value)
+            cols = int(self.buffers[b].shape[-1].value)
             while v > 1 and cols % (t * v):
                 v //= 2
             if v < vector[root]:
@@ -1186,7 +1252,7 @@ class _Kernel:
         for nest, b in cols_of:
             mode, root = next(m for n, m in zip(self.nests, nest_mode) if n is nest)
             v, t = vector[root], self.region_threads(b)
-            cols = int(self.buffers[b].shape[0].value)
+            cols = int(self.buffers[b].shape[-1].value)
             if self.frag_region.get(b, (0, self.threads)) != nest.region or cols % (t * v):
                 raise _NoOwnerLayout(f"columns of '{b}' are not whole rounds of {t} x {v}", cols=True)
             group = find(b)
@@ -2003,9 +2069,25 @@ def _fold_replicated_reduces(func: N.PrimFunc, scope: N.KernelScope, k: _Kernel)
     return _FoldReplicatedReduces(func, k.buffers, {id(r) for r in folded}).visit_kernel(scope), folded
 
 
-def infer_layouts(func: N.PrimFunc) -> N.PrimFunc:
-    return dataclasses.replace(func, kernels=tuple(_infer_kernel(func, scope)
+def infer_layouts(func: N.PrimFunc, arch: str = "sm_90a") -> N.PrimFunc:
+    shared = target(arch).shared_per_block
+    return dataclasses.replace(func, kernels=tuple(_infer_kernel(func, scope, shared=shared)
                                                    for scope in func.kernels))
+
+
+def _shared_estimate(scope: N.KernelScope) -> int:
+    """The bytes of the kernel's shared buffers, each counted with as many stages as it
+    has or as the kernel's deepest T.Pipelined loop may give it later (the cp.async
+    pipelining), whichever is more: above what the shared-memory pass will need (it also
+    reuses the bytes of buffers whose lifetimes do not overlap)."""
+    deepest = max([s.num_stages for s in walk_stmts(scope.body) if isinstance(s, N.For)] + [1])
+    total = 0
+    for s in walk_stmts(scope.body):
+        if isinstance(s, N.Allocate) and s.buffer.scope == "shared" and not s.view_of and \
+                all(isinstance(d, N.Const) for d in s.buffer.shape):
+            size = math.prod(int(d.value) for d in s.buffer.shape) * DTYPES[s.buffer.dtype].bytes
+            total += size * max(s.stages, deepest)
+    return total
 
 
 def _to_shared(func: N.PrimFunc, scope: N.KernelScope, names: dict) -> N.KernelScope:
@@ -2033,17 +2115,33 @@ def _to_shared(func: N.PrimFunc, scope: N.KernelScope, names: dict) -> N.KernelS
                               f"{why}; write it in a loop over the accumulator's (i, j), or "
                               "keep it one value per row")
 
+    hoisted = []  # (a shared buffer lives at the top level of its kernel)
+
     class _Demote(StmtMutator):
+        depth = 0
+
         def visit_allocate(self, a):
             if a.buffer.name in names:
-                return dataclasses.replace(a, buffer=dataclasses.replace(a.buffer, scope="shared"),
-                                           layout=None)
+                a = dataclasses.replace(a, buffer=dataclasses.replace(a.buffer, scope="shared"),
+                                        layout=None)
+                if self.depth:
+                    hoisted.append(a)
+                    return None
             return a
-    return _Demote().visit_kernel(scope)
+
+        def generic(self, s):
+            self.depth += 1
+            try:
+                return super().generic(s)
+            finally:
+                self.depth -= 1
+
+    scope = _Demote().visit_kernel(scope)
+    return dataclasses.replace(scope, body=tuple(hoisted) + scope.body)
 
 
 def _infer_kernel(func: N.PrimFunc, scope: N.KernelScope, again: bool = True,
-                  specials=True, packed: bool = True) -> N.KernelScope:
+                  specials=True, packed: bool = True, shared: int = 0) -> N.KernelScope:
     """One kernel's layouts (the module docstring)."""
     given = scope
     scope = _StageUnpairedFragments(func, scope).visit_kernel(scope)
@@ -2076,7 +2174,20 @@ def _infer_kernel(func: N.PrimFunc, scope: N.KernelScope, again: bool = True,
     demote = k.replicated_written_by_rows() if again else {}
     if demote:  # (see replicated_written_by_rows) laid out again with them in shared
         return _infer_kernel(func, _to_shared(func, scope, demote), again=False,
-                             specials=specials, packed=packed)
+                             specials=specials, packed=packed, shared=shared)
+    large = k.large_replicated() if again else {}
+    moved = scope
+    for name, why in large.items():  # (see large_replicated) laid out again in shared
+        buf = k.buffers[name]
+        size = math.prod(int(d.value) for d in buf.shape) * DTYPES[buf.dtype].bytes
+        if _shared_estimate(moved) + size > shared:
+            continue  # (no room: stays)
+        try:
+            moved = _to_shared(func, moved, {name: why})
+        except LayoutError:  # (needed in registers: stays)
+            pass
+    if moved is not scope:
+        return _infer_kernel(func, moved, again=False, specials=specials, packed=packed, shared=shared)
     try:
         nest_mode, vector = k.decide()
     except _NoOwnerLayout as e:  # laid out again with the special accesses' fragments
@@ -2090,15 +2201,15 @@ def _infer_kernel(func: N.PrimFunc, scope: N.KernelScope, again: bool = True,
             except LayoutError:  # (needed in registers too: replicated instead)
                 moved = None
             if moved is not None:
-                return _infer_kernel(func, moved, again, specials=specials, packed=packed)
+                return _infer_kernel(func, moved, again, specials=specials, packed=packed, shared=shared)
         if e.packed:
-            return _infer_kernel(func, given, again, specials=specials, packed=False)
+            return _infer_kernel(func, given, again, specials=specials, packed=False, shared=shared)
         fewer = ("rows" if e.cols else "cols") if specials is True else False
-        return _infer_kernel(func, given, again, specials=fewer, packed=packed)
+        return _infer_kernel(func, given, again, specials=fewer, packed=packed, shared=shared)
     except LayoutError:  # a packed read's fragment, not replicated, met a replicated nest:
         # laid out as before the packed layouts (replicated)
         if packed and any(kind == "packed" for _, _, kind in k.specials):
-            return _infer_kernel(func, given, again, specials=specials, packed=False)
+            return _infer_kernel(func, given, again, specials=specials, packed=False, shared=shared)
         raise
     return k.rewrite(nest_mode, vector)
 
