@@ -89,6 +89,8 @@ def known_multiple(e: N.Expr) -> int:
             return a * b if a and b else 0
         if e.op in ("add", "sub"):
             return math.gcd(a, b)
+        if e.op == "mod" and N.is_int(e.dtype) and isinstance(e.b, N.Const) and e.b.value:
+            return math.gcd(a, b)  # x - c * floor(x / c)
     if isinstance(e, N.Cast) and N.is_int(e.dtype):
         return known_multiple(e.value)
     return 1

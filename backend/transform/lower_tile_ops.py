@@ -230,6 +230,7 @@ class _Lowerer(StmtMutator):
     def visit_kernel(self, scope: N.KernelScope) -> N.KernelScope:
         self.staging: list[N.Allocate] = []  # shared tiles a fragment scan goes through
         self.threads = scope.num_threads
+        self.safe_values = {name for name, _ in scope.safe_values}
         scope = super().visit_kernel(scope)
         return dataclasses.replace(scope, body=tuple(self.staging) + scope.body)
 
@@ -377,6 +378,10 @@ class _Lowerer(StmtMutator):
         oh = b("add", b("floordiv", b("sub", b("add", h_, i32(2 * P)), i32(D * (K - 1) + 1)), i32(S)), i32(1))
         ow = b("add", b("floordiv", b("sub", b("add", w_, i32(2 * P)), i32(D * (K - 1) + 1)), i32(S)), i32(1))
 
+        if isinstance(c_, N.Const) and isinstance(bk, N.Const) and c_.value % bk.value == 0 \
+                and img.name not in self.safe_values:
+            return self.nest(s, (bm, bk), lambda vs: self.im2col_rows(s, img, col, vs, oh, ow))
+
         def body(vs):
             i, j = vs
             m, q = self.fresh("im2col_m"), self.fresh("im2col_k")
@@ -400,6 +405,31 @@ class _Lowerer(StmtMutator):
         return self.nest(s, (bm, bk), body)
 
     visit_im2_col = visit_im2col  # (the visitor's snake_case of "Im2Col")
+
+    def im2col_rows(self, s: N.Im2Col, img: N.Buffer, col: N.Buffer, vs, oh, ow) -> tuple:
+        """The body of an im2col whose ``BK`` columns lie in one filter tap (``C`` a
+        multiple of ``BK``): column ``j`` is channel ``c0 + j`` of that tap, so the image is
+        read at ``[n, h, w, c0 + j]`` with ``n, h, w, c0`` the same for the whole row: a
+        copy (one store of one load, which the vectorizer moves 16 bytes at a time, by
+        cp.async where it can).  The padding and the rows past the matrix are the image
+        read out of bounds, which reads 0 (the kernel's safe memory access; a tensor with
+        a safe value of its own keeps the general form)."""
+        i, j = vs
+        i32 = lambda v: N.Const(v, "int32")  # noqa: E731
+        b = N.binop
+        K, S, D, P = s.kernel, s.stride, s.dilation, s.pad
+        c_ = img.shape[3]
+        m = b("add", b("mul", s.nhw_step, col.shape[0]), i)  # the output pixel
+        q = b("mul", s.c_step, col.shape[1])  # the tile's first column
+        h = b("sub", b("add", b("mul", b("floordiv", b("mod", m, b("mul", oh, ow)), ow), i32(S)),
+                              b("mul", b("floordiv", q, b("mul", i32(K), c_)), i32(D))), i32(P))
+        w = b("sub", b("add", b("mul", b("mod", m, ow), i32(S)),
+                              b("mul", b("mod", b("floordiv", q, c_), i32(K)), i32(D))), i32(P))
+        # a column tile past the last tap reads 0: image n out of bounds
+        n = N.Select(N.cmp("lt", q, b("mul", i32(K * K), c_)), b("floordiv", m, b("mul", oh, ow)),
+                     img.shape[0], "int32")
+        value = N.Load(img.name, fold_constants((n, h, w, b("add", b("mod", q, c_), j))), img.dtype)
+        return (N.Store(col.name, (i, j), value, loc=s.loc),)
 
     def visit_copy(self, s: N.Copy) -> N.Stmt:
         return self.copy(s)
