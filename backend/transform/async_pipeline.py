@@ -133,7 +133,7 @@ class _Kernel:
     def dsts(self, nest: N.For) -> set[str]:
         return {b for b, _, w in accesses([nest]) if w}
 
-    def qualifies(self, loop: N.For, nest: N.For, before: list, lets: dict) -> bool:
+    def qualifies(self, loop: N.For, nest: N.For, before: list, lets: dict, body=None) -> bool:
         dsts = self.dsts(nest)
         outside = [t for t in self.scope.body if t is not loop and not isinstance(t, N.Allocate)]
         if any(b not in self.allocs or self.allocs[b].stages != 1 or b in self.views or
@@ -143,7 +143,7 @@ class _Kernel:
             return False  # (a reader or writer outside the loop: one buffer for it)
         if dsts & _names(tuple(before)):
             return False  # (the body reads last step's tile before the copy)
-        rest = [t for t in loop.body if t is not nest]
+        rest = [t for t in (loop.body if body is None else body) if t is not nest]
         reads = _names(substitute(nest, lets) if lets else nest) - dsts - \
             {lp.var.name for lp in parallel_nest(nest)}
         if reads & _bound(rest):
@@ -153,7 +153,8 @@ class _Kernel:
 
     def pipelined(self, loop: N.For) -> list | None:
         S = min(loop.num_stages, self.cap)
-        copies = [t for t in loop.body if _async_nest(t)]
+        guard, body = _guard(loop)  # (a body all under one `if` the step decides)
+        copies = [t for t in body if _async_nest(t)]
         if S < 2 or not copies or loop.warp_specialize or loop.stage_base is not None or \
                 any(_program_async(t) for t in walk_stmts(loop.body)):
             return None
@@ -167,11 +168,11 @@ class _Kernel:
         if any(_async_nest(t) for t in walk_stmts(loop.body) if not any(t is c for c in copies)
                and not any(t is x for c in copies for x in walk_stmts([c]))):
             return None  # (a cp.async nest nested deeper: its waits are the barrier pass's)
-        lets = _step_lets(loop)
+        lets = _step_lets(dataclasses.replace(loop, body=body))
         before = []
-        for t in loop.body:
+        for t in body:
             if any(t is c for c in copies):
-                if not self.qualifies(loop, t, before, lets):
+                if not self.qualifies(loop, t, before, lets, body):
                     return None
             before.append(t)
         for c in copies:
@@ -193,25 +194,37 @@ class _Kernel:
                 out.append(dataclasses.replace(c, fill_stage=stage))
             return tuple(out)
 
+        def guarded(it: N.Expr, stage: N.Expr) -> tuple:
+            """The copies of step ``it`` where its guard holds (empty groups where not)."""
+            if guard is None:
+                return fill(it, stage)
+            cond = fold_constants(substitute(guard, {loop.var.name: it}))
+            return (N.If(cond, fill(it, stage), empty(), loc=loop.loc),)
+
         prologue = []
         for p in range(S - 1):
             it = N.binop("add", a, i32(p)) if p else a
             if isinstance(n, N.Const):
-                prologue += fill(it, i32(p)) if p < n.value else empty()
+                prologue += guarded(it, i32(p)) if p < n.value else empty()
             else:
-                prologue.append(N.If(N.Cmp("lt", i32(p), n), fill(it, i32(p)), empty(), loc=loop.loc))
+                prologue.append(N.If(N.Cmp("lt", i32(p), n), guarded(it, i32(p)), empty(), loc=loop.loc))
         rel = N.binop("add", sub(loop.var, a), i32(S - 1))
-        refill = N.If(N.Cmp("lt", rel, n), fill(N.binop("add", loop.var, i32(S - 1)),
-                                                N.binop("mod", rel, i32(S))), empty(), loc=loop.loc)
+        refill = N.If(N.Cmp("lt", rel, n), guarded(N.binop("add", loop.var, i32(S - 1)),
+                                                   N.binop("mod", rel, i32(S))), empty(), loc=loop.loc)
         wait = N.Evaluate(N.Call("ptx_wait_group", (i32(G * (S - 1)),), "int32"), loc=loop.loc)
-        body, placed = [], False
-        for t in loop.body:
+        rest, placed = [], False
+        for t in body:
             if any(t is c for c in copies):
                 if not placed:
-                    body += [refill, wait]
+                    rest += [refill, wait]
                     placed = True
                 continue
-            body.append(t)
+            rest.append(t)
+        if guard is not None:  # the refill and its wait run every step, the rest where it holds
+            head = rest.index(wait) + 1
+            body = rest[:head] + [dataclasses.replace(loop.body[0], then=tuple(rest[head:]))]
+        else:
+            body = rest
         drained = N.Evaluate(N.Call("ptx_wait_group", (i32(0),), "int32"), loc=loop.loc)
         # cp.async copies before the loop that the barrier pass waits for (a Q tile) would
         # make every barrier of the body wait for all groups, the prefetched steps' too (its
@@ -219,6 +232,21 @@ class _Kernel:
         landed = [N.AsyncCopyWait(loc=loop.loc)] if self.waited_before(loop) else []
         return [*landed, *prologue, dataclasses.replace(loop, body=tuple(body), num_stages=S),
                 drained]
+
+
+def _guard(loop: N.For) -> tuple:
+    """``(cond, then)`` of a body that is one ``if cond:`` with no ``else`` whose condition
+    each step decides alone (it reads the loop variable, values from outside the loop and
+    buffers the loop does not write, calling only pure math: a block-sparse mask, ``if
+    Mask[by, bx, k]:``), so a later step's copies can be guarded by it; else ``(None,
+    body)``.  TileLang pipelines such a body too, each statement under the step's guard."""
+    body = loop.body
+    if len(body) == 1 and isinstance(body[0], N.If) and not body[0].orelse:
+        cond = body[0].cond
+        if not (_names(cond) & _bound(body)) and all(
+                c.name in PURE_CALLS for c in walk_nodes(cond) if isinstance(c, N.Call)):
+            return cond, body[0].then
+    return None, body
 
 
 def _step_lets(loop: N.For) -> dict:

@@ -1,0 +1,76 @@
+"""A ``T.Pipelined`` body that is one ``if`` each step decides by itself (a block-sparse
+mask: ``if Mask[by, bx, k]:``) is software-pipelined like an unguarded one: the cp.async
+copies of step ``k + S - 1`` are issued under that step's condition (empty groups where it
+fails), the rest of the body runs under step ``k``'s.  TileLang pipelines such a loop too;
+tilecute ran it with one buffer and no overlap (TileLang's block-sparse GEMM example at
+0.66x TileLang's time).  Programs written for these tests in TileLang's idioms."""
+
+import pytest
+import torch
+
+import tilecute
+import tilecute.language as T
+
+
+def masked_tiles_gemm(M=256, N=256, K=512, bm=64, bn=64, bk=32, stages=3, flag_in_body=False):
+    @T.prim_func
+    def bsgemm(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"),
+               Mask: T.Tensor((M // bm, N // bn, K // bk), "int8"), C: T.Tensor((M, N), "float32"),
+               Used: T.Tensor((M // bm, N // bn), "int32")):
+        with T.Kernel(N // bn, M // bm, threads=128) as (bx, by):
+            a_s = T.alloc_shared((bm, bk), "float16")
+            b_s = T.alloc_shared((bk, bn), "float16")
+            acc = T.alloc_fragment((bm, bn), "float32")
+            seen = T.alloc_shared((1,), "int32")
+            T.clear(acc)
+            seen[0] = 0
+            for k in T.Pipelined(K // bk, num_stages=stages):
+                if (Mask[by, bx, k] != 0) if not flag_in_body else (seen[0] >= 0):
+                    T.copy(A[by * bm, k * bk], a_s)
+                    T.copy(B[k * bk, bx * bn], b_s)
+                    T.gemm(a_s, b_s, acc)
+                    if flag_in_body:
+                        seen[0] = seen[0] + 1
+            T.copy(acc, C[by * bm, bx * bn])
+            Used[by, bx] = seen[0]
+
+    return bsgemm
+
+
+def test_guarded_body_is_pipelined():
+    src = tilecute.compile(masked_tiles_gemm(), target="sm_90a").get_kernel_source()
+    # the refill of step k + 2 under that step's mask, the GEMM under step k's
+    assert "if Mask[by, bx, k + 2] != cutlass.Int8(0):" in src, src
+    assert "tc_a_s_stage" in src and "cute.arch.cp_async_wait_group(4)" in src, src
+
+
+def test_guard_the_body_changes_is_not_pipelined():
+    src = tilecute.compile(masked_tiles_gemm(flag_in_body=True), target="sm_90a").get_kernel_source()
+    assert "tc_a_s_stage" not in src
+
+
+def _reference(a, b, mask, bm, bn, bk):
+    M, K = a.shape
+    N = b.shape[1]
+    keep = mask.bool().repeat_interleave(bm, 0).repeat_interleave(bn, 1)  # (M, N, K // bk)
+    out = torch.zeros(M, N, device=a.device)
+    for k in range(K // bk):
+        part = a[:, k * bk:(k + 1) * bk].float() @ b[k * bk:(k + 1) * bk].float()
+        out += torch.where(keep[:, :, k], part, torch.zeros_like(part))
+    return out
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("stages", [2, 3])
+def test_masked_tiles_gemm_gpu(stages):
+    torch.manual_seed(0)
+    M, N, K, bm, bn, bk = 256, 256, 512, 64, 64, 32
+    a = torch.randn(M, K, device="cuda").half()
+    b = torch.randn(K, N, device="cuda").half()
+    mask = (torch.rand(M // bm, N // bn, K // bk, device="cuda") > 0.5).to(torch.int8)
+    mask[0, 0] = 0  # a tile with no step at all
+    c = torch.empty(M, N, device="cuda")
+    used = torch.empty(M // bm, N // bn, device="cuda", dtype=torch.int32)
+    tilecute.compile(masked_tiles_gemm(M, N, K, bm, bn, bk, stages))(a, b, mask, c, used)
+    torch.testing.assert_close(c, _reference(a, b, mask, bm, bn, bk), atol=1e-2, rtol=1e-3)
+    assert (c[:bm, :bn] == 0).all()
