@@ -17,7 +17,7 @@ from ..ir import nodes as N
 from ..ir.printer import expr_str, gemm_operand, layout_str
 from ..runtime.dtypes import DTYPES
 from ..target import arch_at_least
-from ..transform.analysis import (all_names, allreduce_steps, column_slice, has_pdl_calls, loads as _loads,
+from ..transform.analysis import (accesses, all_names, allreduce_steps, column_slice, has_pdl_calls, loads as _loads,
                                   matrix_slice, mentions, row_slice, row_major_strides, value_range,
                                   stage_bytes, view_bases, walk_stmts)
 from ..transform.launch_abi import KernelPlan
@@ -68,6 +68,9 @@ class KernelEmitter:
         self.smem.init_fence = arch_at_least(self.plan.arch, 90)
         self.mma = MmaEmitter(self.out, self.buffers, self.layouts, self.smem, self.exprs)
         self.nests = NestEmitter(self)
+        # a row reduction's result as each thread computed it (rows held by lane groups):
+        # dst -> (per-round registers, (rows, row), lanes, threads), while dst is unchanged
+        self.row_results: dict[str, tuple] = {}
         self.one_thread = False  # inside `if tc_tid == <t>:`
         self.replicas = False  # inside a nest every thread runs whole (NestEmitter.replicated)
         # the threads the statements being emitted map onto: the block's, or inside a T.ws
@@ -254,6 +257,19 @@ class KernelEmitter:
                 self.stmt(s, depth)
 
     def stmt(self, s: N.Stmt, depth: int) -> None:
+        if not self.row_results:
+            return self.emit_stmt(s, depth)
+        # a reduction's per-round result stands for its dst until a statement writes it;
+        # one set inside a loop or branch ends there (its registers are that body's)
+        written = {b for b, _, w in accesses([s]) if w} | \
+            {t.dst for t in walk_stmts([s]) if isinstance(t, N.Reduce)}
+        kept = {d: r for d, r in self.row_results.items() if d not in written}
+        self.row_results = dict(kept)
+        self.emit_stmt(s, depth)
+        if BODY_FIELDS.get(type(s)):
+            self.row_results = kept
+
+    def emit_stmt(self, s: N.Stmt, depth: int) -> None:
         with self.bounds.statement():
             if isinstance(s, (N.Let, N.Store, N.If, N.Evaluate, N.ThreadAllReduce)):
                 self.bounds.hoist_branches(_checked_part(s), depth, self.nests.vector)
@@ -697,6 +713,10 @@ class KernelEmitter:
         out.line(depth, f"tcr.grouped_rows({red}, {all_rows}, {ident(s.scratch)}, {per_round}, "
                         f"{group}, {self.tid}{self.reduce_barrier(False)})")
         self.store_reduced(s, all_rows, rows, op, depth, c)
+        views = view_bases(self.scope.body)
+        if s.clear and s.dim == src.ndim - 1 and s.dst not in views and s.dst not in views.values():
+            # (read back by nests laid out as src: NestEmitter.row_result)
+            self.row_results[s.dst] = (red, (rows, row), v, threads)
 
     def scan(self, s: N.Scan, depth: int) -> None:
         """T.cumsum / T.cummax of a shared buffer: each warp takes whole lines (the

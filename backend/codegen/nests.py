@@ -97,6 +97,9 @@ class NestEmitter:
             reg = self.lane if step == "0" else (
                 f"{step} * {width} + {self.lane}" if width > 1 else step)
             return f"{ident(name)}[{reg}]"
+        cached = self.row_result(name, indices) if read else None
+        if cached is not None:
+            return cached
         flat = flat_index(k.exprs, buf, indices)
         size = math.prod(int(d.value) for d in buf.shape) if all(
             isinstance(d, N.Const) for d in buf.shape) else 0
@@ -105,6 +108,27 @@ class NestEmitter:
             k.out.use("reduce")
             return f"tcr.pick({ident(name)}, {flat}, {size})"
         return f"{ident(name)}[{flat}]"
+
+    def row_result(self, name: str, indices) -> str | None:
+        """``d[i]`` read in a nest over ``(i, j)`` laid out as the source of the row
+        reduction that last wrote ``d`` (rows held by lane groups: ``KernelEmitter.
+        reduce_grouped``): at each step the thread's row is the one its reduction round of
+        the same number computed, so the value is that round's register (a compile-time
+        index), not ``d`` indexed by a row known at run time (local memory, TileLang's
+        top-k example)."""
+        hit = self.k.row_results.get(name)
+        if hit is None or self.step is None or self.mma_reg is not None or \
+                self.row_reg is not None or not self.loops or len(self.loops) != 2:
+            return None
+        red, shape, v, threads = hit
+        step, width = self.step
+        if len(indices) != 1 or not isinstance(indices[0], N.Var) or \
+                indices[0].name != self.loops[0].var.name or width != v or \
+                threads != self.k.threads or \
+                tuple(int(lp.extent.value) for lp in self.loops) != shape or \
+                any(int(lp.start.value) for lp in self.loops):
+            return None
+        return f"{red}[{step}]"
 
     def owner_register(self, buf: N.Buffer, layout: N.Layout, indices):
         """The register of a blocked fragment read at an element the layout pass gave this

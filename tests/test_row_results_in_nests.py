@@ -1,0 +1,107 @@
+"""A row reduction whose rows are held by lane groups (rows shorter than threads x lanes)
+leaves, in each thread, the result of the rows that thread holds, one register a round.
+A nest over ``(i, j)`` laid out as the reduction's source reads ``m[i]`` as that
+register, where it read the replicated ``m`` at a row known only at run time (local
+memory: TileLang's top-k example at 0.55x TileLang's time).  A write to ``m`` in between
+(or a reduction with ``clear=False``) ends it.  Programs written for these tests in
+TileLang's idioms."""
+
+import re
+
+import pytest
+import torch
+
+import tilecute
+import tilecute.language as T
+
+
+def short_row_softmax(M=256, N=128, bm=32, threads=128, rescale=False):
+    @T.prim_func
+    def softmax(X: T.Tensor((M, N), "float32"), Y: T.Tensor((M, N), "float32")):
+        with T.Kernel(M // bm, threads=threads) as bx:
+            x = T.alloc_fragment((bm, N), "float32")
+            mx = T.alloc_fragment((bm,), "float32")
+            sm = T.alloc_fragment((bm,), "float32")
+            T.copy(X[bx * bm, 0], x)
+            T.reduce_max(x, mx, dim=1)
+            if rescale:
+                for i in T.Parallel(bm):
+                    mx[i] = mx[i] * 0.5
+            for i, j in T.Parallel(bm, N):
+                x[i, j] = T.exp(x[i, j] - mx[i])
+            T.reduce_sum(x, sm, dim=1)
+            for i, j in T.Parallel(bm, N):
+                x[i, j] = x[i, j] / sm[i]
+            T.copy(x, Y[bx * bm, 0])
+
+    return softmax
+
+
+def iterative_argmax(M=96, N=64, k=3, bm=32, threads=128):
+    """The k largest values of each row and their columns, by k rounds of max, first index
+    of it, and masking (TileLang's top-k idiom)."""
+
+    @T.prim_func
+    def topk(X: T.Tensor((M, N), "float32"), V: T.Tensor((M, k), "float32"),
+             I: T.Tensor((M, k), "int32")):
+        with T.Kernel(M // bm, threads=threads) as bx:
+            x = T.alloc_fragment((bm, N), "float32")
+            idx = T.alloc_fragment((bm, N), "int32")
+            mv = T.alloc_fragment((bm,), "float32")
+            mi = T.alloc_fragment((bm,), "int32")
+            T.copy(X[bx * bm, 0], x)
+            for r in T.serial(k):
+                T.reduce_max(x, mv, dim=1)
+                for i, j in T.Parallel(bm, N):
+                    idx[i, j] = T.if_then_else(x[i, j] == mv[i], N - j, 0)
+                T.reduce_max(idx, mi, dim=1)
+                for i, j in T.Parallel(bm, N):
+                    x[i, j] = T.if_then_else(N - j == mi[i], -1e30, x[i, j])
+                for i in T.Parallel(bm):
+                    V[bx * bm + i, r] = mv[i]
+                    I[bx * bm + i, r] = N - mi[i]
+
+    return topk
+
+
+def _line(src: str, needle: str) -> str:
+    return next(ln for ln in src.splitlines() if needle in ln)
+
+
+def test_nests_read_the_rounds_registers():
+    src = tilecute.compile(short_row_softmax()).get_kernel_source()
+    # 128 columns over 128 threads x 4 lanes: a row is 32 threads, 4 rows a round
+    assert "a row is 32 threads x 4 registers" in src
+    assert re.search(r"- tc_red\d+\[tc_k\d+\]\)", _line(src, "cute.math.exp")), src
+    assert re.search(r"/ tc_red\d+\[tc_k\d+\]$", _line(src, "] / ")), src
+
+
+def test_a_write_between_ends_it():
+    src = tilecute.compile(short_row_softmax(rescale=True)).get_kernel_source()
+    # mx was rescaled after its reduction: read as mx (the row at run time)
+    assert "tcr.pick(mx, " in _line(src, "cute.math.exp")
+    assert re.search(r"/ tc_red\d+\[tc_k\d+\]$", _line(src, "] / ")), src
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("rescale", [False, True])
+def test_short_row_softmax_gpu(rescale):
+    torch.manual_seed(0)
+    x = torch.randn(256, 128, device="cuda")
+    y = torch.empty_like(x)
+    tilecute.compile(short_row_softmax(rescale=rescale))(x, y)
+    shift = x.max(1, keepdim=True).values * (0.5 if rescale else 1.0)
+    e = torch.exp(x - shift)
+    torch.testing.assert_close(y, e / e.sum(1, keepdim=True), atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.gpu
+def test_iterative_argmax_gpu():
+    torch.manual_seed(0)
+    x = torch.randn(96, 64, device="cuda")
+    v = torch.empty(96, 3, device="cuda")
+    i = torch.empty(96, 3, device="cuda", dtype=torch.int32)
+    tilecute.compile(iterative_argmax())(x, v, i)
+    ref = x.topk(3, dim=1)
+    torch.testing.assert_close(v, ref.values)
+    assert torch.equal(i.long(), ref.indices)
