@@ -146,6 +146,8 @@ def test_large_replicated_tile_moves_to_shared():
     assert "xf" not in sizes, sizes  # no longer 8192 registers a thread
     assert sizes["x16"] == 64, sizes  # the bf16 tile it is filled from: blocked, 8 lanes
     assert re.search(r"xf = cute\.make_tensor\(cute\.recast_ptr\(tc_smem", src), src
+    # the T.gemm reads it where it is, in the A operand's layout (no staging copy)
+    assert "# T.gemm(xf, w_s, acc)" in src and "xf_shared" not in src
 
 
 def _scope_of(func, name, **patch):

@@ -103,7 +103,7 @@ import math
 
 from ..ir import nodes as N
 from ..ir.printer import expr_str, layout_str
-from ..ir.visitor import StmtMutator, rebuild, replace_exprs, substitute, walk_nodes, walk_stmts
+from ..ir.visitor import BODY_FIELDS, StmtMutator, rebuild, replace_exprs, substitute, walk_nodes, walk_stmts
 from ..runtime.dtypes import DTYPES
 from ..target import VECTOR_BYTES, WARP, target
 from .analysis import (LoopVars, accesses, allreduce_steps, independent_view, is_unit, linear_form, mentions,
@@ -2140,6 +2140,87 @@ def _to_shared(func: N.PrimFunc, scope: N.KernelScope, names: dict) -> N.KernelS
     return dataclasses.replace(scope, body=tuple(hoisted) + scope.body)
 
 
+def _unstage(scope: N.KernelScope, names: set) -> N.KernelScope:
+    """``scope`` with the T.gemm operands staged from the fragments ``names`` (now shared
+    buffers: ``large_replicated``) read from those buffers themselves: ``select_mma``
+    copied each such fragment into a shared tile of the operand's layout just before the
+    T.gemm; the buffer takes that layout (its other accesses go through it), the copy and
+    the tile go.  Only where the tile is named by that copy and that T.gemm alone."""
+    allocs = {s.buffer.name: s for s in walk_stmts(scope.body) if isinstance(s, N.Allocate)}
+    found: dict[str, str] = {}  # staging tile -> the buffer it copies
+    copies: set = set()
+
+    def staging_copy(t, tile: str):
+        """The fragment ``t`` copies whole into ``tile`` (a nest of one plain store)."""
+        if not (isinstance(t, N.For) and t.kind == "parallel"):
+            return None
+        loops = parallel_nest(t)
+        body = loops[-1].body
+        if len(body) != 1 or not isinstance(body[0], N.Store) or body[0].buffer != tile or \
+                not isinstance(body[0].value, N.Load):
+            return None
+        st, ld = body[0], body[0].value
+        names_ = tuple(N.Var(lp.var.name, "int32") for lp in loops)
+        if ld.buffer not in names or st.indices != ld.indices or \
+                tuple(getattr(i, "name", None) for i in st.indices) != tuple(v.name for v in names_):
+            return None
+        return ld.buffer
+
+    def named(t) -> set:
+        return {getattr(n, "buffer", None) for n in walk_nodes(t)} | \
+            {x for n in walk_nodes(t) if isinstance(n, N.Gemm) for x in (n.a, n.b, n.c)}
+
+    def scan(stmts):
+        for at, b in enumerate(stmts):
+            if not isinstance(b, N.Gemm):
+                continue
+            for tile in (b.a, b.b):
+                for back in range(at - 1, -1, -1):  # (past statements naming neither)
+                    a = stmts[back]
+                    src = staging_copy(a, tile)
+                    if src is not None:
+                        break
+                    if named(a) & ({tile} | names):
+                        break
+                if src is not None and tile in allocs and src in allocs and \
+                        allocs[tile].buffer.dtype == allocs[src].buffer.dtype and \
+                        allocs[tile].buffer.shape == allocs[src].buffer.shape:
+                    found[tile] = src
+                    copies.add(id(a))
+        for t in stmts:
+            for field in BODY_FIELDS.get(type(t), ()):
+                scan(getattr(t, field))
+
+    scan(scope.body)
+    for tile in list(found):  # named anywhere else: kept
+        uses = [n for n in walk_nodes(scope.body) if n is not allocs[tile]
+                and getattr(n, "buffer", None) == tile or isinstance(n, N.Gemm) and tile in (n.a, n.b)]
+        if len(uses) != 2:  # (the copy's store and the T.gemm)
+            del found[tile]
+            continue
+    if not found:
+        return scope
+    layout = {src: allocs[tile].layout for tile, src in found.items()}
+
+    class _Unstage(StmtMutator):
+        def visit_allocate(self, a):
+            if a.buffer.name in found:
+                return None
+            if a.buffer.name in layout:
+                return dataclasses.replace(a, layout=layout[a.buffer.name])
+            return a
+
+        def visit_for(self, t):
+            if id(t) in copies and any(staging_copy(t, tile) for tile in found):
+                return None
+            return self.generic(t)
+
+        def visit_gemm(self, g):
+            return dataclasses.replace(g, a=found.get(g.a, g.a), b=found.get(g.b, g.b))
+
+    return _Unstage().visit_kernel(scope)
+
+
 def _infer_kernel(func: N.PrimFunc, scope: N.KernelScope, again: bool = True,
                   specials=True, packed: bool = True, shared: int = 0) -> N.KernelScope:
     """One kernel's layouts (the module docstring)."""
@@ -2187,6 +2268,7 @@ def _infer_kernel(func: N.PrimFunc, scope: N.KernelScope, again: bool = True,
         except LayoutError:  # (needed in registers: stays)
             pass
     if moved is not scope:
+        moved = _unstage(moved, set(large))
         return _infer_kernel(func, moved, again=False, specials=specials, packed=packed, shared=shared)
     try:
         nest_mode, vector = k.decide()
