@@ -49,6 +49,35 @@ def test_guard_the_body_changes_is_not_pipelined():
     assert "tc_a_s_stage" not in src
 
 
+def selected_tiles_gemm(M=128, N=128, K=512, nsel=6, bm=64, bn=64, bk=32, stages=2):
+    """C = sum over the K tiles a row block lists (Idx[by, s], -1 for none) of A_k @ B_k:
+    the step's tile is a Let read from the index tensor, the body guarded by it."""
+
+    @T.prim_func
+    def selgemm(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"),
+                Idx: T.Tensor((M // bm, nsel), "int32"), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(N // bn, M // bm, threads=128) as (bx, by):
+            a_s = T.alloc_shared((bm, bk), "float16")
+            b_s = T.alloc_shared((bk, bn), "float16")
+            acc = T.alloc_fragment((bm, bn), "float32")
+            T.clear(acc)
+            for s in T.Pipelined(nsel, num_stages=stages):
+                kb = Idx[by, s]
+                if kb >= 0:
+                    T.copy(A[by * bm, kb * bk], a_s)
+                    T.copy(B[kb * bk, bx * bn], b_s)
+                    T.gemm(a_s, b_s, acc)
+            T.copy(acc, C[by * bm, bx * bn])
+
+    return selgemm
+
+
+def test_guard_through_the_steps_let_is_pipelined():
+    src = tilecute.compile(selected_tiles_gemm(), target="sm_90a").get_kernel_source()
+    assert "if Idx[by, s + 1] >= 0:" in src, src
+    assert "tc_a_s_stage" in src
+
+
 def _reference(a, b, mask, bm, bn, bk):
     M, K = a.shape
     N = b.shape[1]
@@ -74,3 +103,21 @@ def test_masked_tiles_gemm_gpu(stages):
     tilecute.compile(masked_tiles_gemm(M, N, K, bm, bn, bk, stages))(a, b, mask, c, used)
     torch.testing.assert_close(c, _reference(a, b, mask, bm, bn, bk), atol=1e-2, rtol=1e-3)
     assert (c[:bm, :bn] == 0).all()
+
+
+@pytest.mark.gpu
+def test_selected_tiles_gemm_gpu():
+    torch.manual_seed(0)
+    M, N, K, nsel, bm, bn, bk = 128, 128, 512, 6, 64, 64, 32
+    a = torch.randn(M, K, device="cuda").half()
+    b = torch.randn(K, N, device="cuda").half()
+    idx = torch.tensor([[3, -1, 0, 15, -1, 7], [-1, -1, -1, -1, -1, -1]], device="cuda", dtype=torch.int32)
+    c = torch.empty(M, N, device="cuda")
+    tilecute.compile(selected_tiles_gemm(M, N, K, nsel, bm, bn, bk))(a, b, idx, c)
+    ref = torch.zeros(M, N, device="cuda")
+    for r in range(M // bm):
+        for t in idx[r].tolist():
+            if t >= 0:
+                ref[r * bm:(r + 1) * bm] += a[r * bm:(r + 1) * bm, t * bk:(t + 1) * bk].float() @ \
+                    b[t * bk:(t + 1) * bk].float()
+    torch.testing.assert_close(c, ref, atol=1e-2, rtol=1e-3)

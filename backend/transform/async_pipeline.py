@@ -153,7 +153,7 @@ class _Kernel:
 
     def pipelined(self, loop: N.For) -> list | None:
         S = min(loop.num_stages, self.cap)
-        guard, body = _guard(loop)  # (a body all under one `if` the step decides)
+        guard, prefix, body = _guard(loop)  # (a body under one `if` the step decides)
         copies = [t for t in body if _async_nest(t)]
         if S < 2 or not copies or loop.warp_specialize or loop.stage_base is not None or \
                 any(_program_async(t) for t in walk_stmts(loop.body)):
@@ -168,7 +168,12 @@ class _Kernel:
         if any(_async_nest(t) for t in walk_stmts(loop.body) if not any(t is c for c in copies)
                and not any(t is x for c in copies for x in walk_stmts([c]))):
             return None  # (a cp.async nest nested deeper: its waits are the barrier pass's)
-        lets = _step_lets(dataclasses.replace(loop, body=body))
+        lets = _step_lets(dataclasses.replace(loop, body=prefix + body))
+        if guard is not None:  # (its Lets' values: what it reads for another step)
+            guard = substitute(guard, lets) if lets else guard
+            if _names(guard) & _bound(loop.body) or not all(
+                    c.name in PURE_CALLS for c in walk_nodes(guard) if isinstance(c, N.Call)):
+                return None
         before = []
         for t in body:
             if any(t is c for c in copies):
@@ -212,19 +217,19 @@ class _Kernel:
         refill = N.If(N.Cmp("lt", rel, n), guarded(N.binop("add", loop.var, i32(S - 1)),
                                                    N.binop("mod", rel, i32(S))), empty(), loc=loop.loc)
         wait = N.Evaluate(N.Call("ptx_wait_group", (i32(G * (S - 1)),), "int32"), loc=loop.loc)
-        rest, placed = [], False
-        for t in body:
-            if any(t is c for c in copies):
-                if not placed:
-                    rest += [refill, wait]
-                    placed = True
-                continue
-            rest.append(t)
         if guard is not None:  # the refill and its wait run every step, the rest where it holds
-            head = rest.index(wait) + 1
-            body = rest[:head] + [dataclasses.replace(loop.body[0], then=tuple(rest[head:]))]
+            branch = loop.body[len(prefix)]
+            kept = tuple(t for t in body if not any(t is c for c in copies))
+            body = [*prefix, refill, wait, dataclasses.replace(branch, then=kept)]
         else:
-            body = rest
+            body, placed = [], False
+            for t in loop.body:
+                if any(t is c for c in copies):
+                    if not placed:
+                        body += [refill, wait]
+                        placed = True
+                    continue
+                body.append(t)
         drained = N.Evaluate(N.Call("ptx_wait_group", (i32(0),), "int32"), loc=loop.loc)
         # cp.async copies before the loop that the barrier pass waits for (a Q tile) would
         # make every barrier of the body wait for all groups, the prefetched steps' too (its
@@ -235,18 +240,22 @@ class _Kernel:
 
 
 def _guard(loop: N.For) -> tuple:
-    """``(cond, then)`` of a body that is one ``if cond:`` with no ``else`` whose condition
-    each step decides alone (it reads the loop variable, values from outside the loop and
-    buffers the loop does not write, calling only pure math: a block-sparse mask, ``if
-    Mask[by, bx, k]:``), so a later step's copies can be guarded by it; else ``(None,
-    body)``.  TileLang pipelines such a body too, each statement under the step's guard."""
+    """``(cond, lets, then)`` of a body that is one ``if cond:`` with no ``else``, after
+    ``Let``s: the caller pipelines it when the condition each step decides alone (through
+    the step's Lets it reads the loop variable, values from outside the loop and buffers
+    the loop does not write, calling only pure math: a block-sparse mask, ``if Mask[by, bx,
+    k]:``, ``i_s = Idx[b, h, k]; if i_s >= 0:``), so a later step's copies can be guarded
+    by it; else ``(None, (), body)``.  TileLang pipelines such a body too, each statement
+    under the step's guard."""
     body = loop.body
-    if len(body) == 1 and isinstance(body[0], N.If) and not body[0].orelse:
-        cond = body[0].cond
-        if not (_names(cond) & _bound(body)) and all(
-                c.name in PURE_CALLS for c in walk_nodes(cond) if isinstance(c, N.Call)):
-            return cond, body[0].then
-    return None, body
+    n = 0
+    while n < len(body) and isinstance(body[n], N.Let):
+        n += 1
+    if len(body) == n + 1 and isinstance(body[n], N.If) and not body[n].orelse:
+        # (Lets before it, ``i_s = Idx[b, k]; if i_s >= 0:``: the caller resolves the
+        # condition through the step's Lets, or gives up)
+        return body[n].cond, tuple(body[:n]), body[n].then
+    return None, (), body
 
 
 def _step_lets(loop: N.For) -> dict:
