@@ -7,8 +7,8 @@ from __future__ import annotations
 import dataclasses
 
 from ..ir import nodes as N
-from ..ir.visitor import substitute
-from .analysis import all_names, batch_may_stay_in_flight
+from ..ir.visitor import substitute, walk_stmts
+from .analysis import all_names, batch_may_stay_in_flight, buffers_used
 from .tma_copies import is_pending_load
 
 
@@ -76,6 +76,30 @@ class KernelTma:
         last = rest[-1] if rest else None
         return isinstance(last, N.Gemm) and self.wgmma(last) and last.wg_wait == 0 and \
             bool({last.a, last.b} & {c.dst.buffer for c in loads})
+
+    def mma_then_registers(self, rest, loads) -> bool:
+        """Is the body's last statement on the tiles it loads a wgmma ``T.gemm``, followed
+        only by register work: statements touching fragments and locals alone, with no
+        GEMM, reduction, barrier, atomic or call (FP8's promotion of the accumulator every
+        few steps: ``if (k + 1) % 2 == 0: acc2 += acc; T.clear(acc)``)?  The compute
+        warpgroups run it as they run the GEMM; TileLang specializes such a loop too."""
+        tiles = {c.dst.buffer for c in loads}
+        users = [i for i, s in enumerate(rest) if buffers_used(s) & tiles]
+        if not users:
+            return False
+        g = rest[users[-1]]
+        if not (isinstance(g, N.Gemm) and self.wgmma(g) and g.wg_wait == 0 and {g.a, g.b} & tiles):
+            return False
+        for s in rest[users[-1] + 1:]:
+            used = buffers_used(s)
+            if any(b not in self.allocs or self.allocs[b].buffer.scope not in ("fragment", "local")
+                   for b in used):
+                return False
+            if any(isinstance(t, (N.Gemm, N.Reduce, N.AtomicAdd, N.Evaluate, N.TmaCopy, N.Scan))
+                   or not isinstance(t, (N.For, N.If, N.Let, N.Store, N.Fill, N.Clear, N.Copy))
+                   for t in walk_stmts([s])):
+                return False
+        return True
 
     def finish(self, body) -> N.KernelScope:
         """The kernel with ``body``, the stage counts on its allocations and the new

@@ -119,7 +119,8 @@ class _Specializer:
         ws = loop.warp_specialize
         if ws is False:
             return [loop]
-        refusal = self.refusal(loop, loads, self.k.mma_tail(rest, loads), path)
+        refusal = self.refusal(loop, loads, self.k.mma_tail(rest, loads) or
+                               self.k.mma_then_registers(rest, loads), path)
         blocks = self.k.scope.min_blocks_per_sm
         if refusal is None and blocks > 1:
             refusal = (f"the kernel asks for {blocks} blocks per SM "
@@ -186,7 +187,8 @@ class _Specializer:
         count = j if pbase is None else N.binop("add", N.Load(pbase.name, (i32(0),), "int32"), j)
         stage = N.binop("mod", count, i32(S))
         it = j if isinstance(a, N.Const) and a.value == 0 else N.binop("add", a, j)  # a + j
-        shared_a = k.stays_in_flight(rest[-1], S)  # (else each step's MMAs end in it)
+        # (else each step's MMAs end in it; a GEMM followed by register work ends there)
+        shared_a = isinstance(rest[-1], N.Gemm) and k.stays_in_flight(rest[-1], S)
         if shared_a:  # step k's MMAs stay in flight: release step k - 1's stage
             rest[-1] = dataclasses.replace(rest[-1], wg_wait=1)
         feed, waits, releases = [], {}, {}
