@@ -14,7 +14,8 @@ import tilecute.language as T
 def promoted_fp8_gemm(M=256, N=256, K=2048, bm=128, bn=128, bk=64, every=2, tail="registers"):
     @T.prim_func
     def gemm(A: T.Tensor((M, K), "float8_e4m3"), B: T.Tensor((N, K), "float8_e4m3"),
-             C: T.Tensor((M, N), "float32"), Seen: T.Tensor((M // bm, N // bn), "int32")):
+             C: T.Tensor((M, N), "float32"), Seen: T.Tensor((M // bm, N // bn), "int32"),
+             Sc: T.Tensor((K // bk,), "float32")):
         with T.Kernel(N // bn, M // bm, threads=128) as (bx, by):
             a_s = T.alloc_shared((bm, bk), "float8_e4m3")
             b_s = T.alloc_shared((bn, bk), "float8_e4m3")
@@ -28,7 +29,7 @@ def promoted_fp8_gemm(M=256, N=256, K=2048, bm=128, bn=128, bk=64, every=2, tail
                 T.gemm(a_s, b_s, part, transpose_B=True)
                 if (k + 1) % every == 0:
                     for i, j in T.Parallel(bm, bn):
-                        total[i, j] += part[i, j]
+                        total[i, j] += part[i, j] * Sc[k]  # (a global the kernel only reads)
                     T.clear(part)
                     if tail == "global":
                         Seen[by, bx] = k
@@ -57,8 +58,13 @@ def test_promoted_fp8_gemm_gpu(every):
     b = (torch.randn(N, K, device="cuda") * 4).to(torch.float8_e4m3fn)
     c = torch.empty(M, N, device="cuda")
     seen = torch.zeros(M // 128, N // 128, device="cuda", dtype=torch.int32)
-    tilecute.compile(promoted_fp8_gemm(M, N, K, every=every))(a, b, c, seen)
-    # the last promotion is at the last multiple of `every`: steps after it are not added
+    sc = torch.randint(1, 4, (K // 64,), device="cuda").float()
+    tilecute.compile(promoted_fp8_gemm(M, N, K, every=every))(a, b, c, seen, sc)
+    # the last promotion is at the last multiple of `every`: steps after it are not added;
+    # each promotion scales the partial sum of its `every` steps by Sc at its step
     steps = (K // 64) // every * every
-    ref = a[:, :steps * 64].float() @ b[:, :steps * 64].float().T
+    ref = torch.zeros(M, N, device="cuda")
+    for k0 in range(0, steps, every):
+        lo, hi = k0 * 64, (k0 + every) * 64
+        ref += (a[:, lo:hi].float() @ b[:, lo:hi].float().T) * sc[k0 + every - 1]
     torch.testing.assert_close(c, ref, atol=1e-2, rtol=1e-4)

@@ -8,7 +8,7 @@ import dataclasses
 
 from ..ir import nodes as N
 from ..ir.visitor import substitute, walk_stmts
-from .analysis import all_names, batch_may_stay_in_flight, buffers_used
+from .analysis import accesses, all_names, batch_may_stay_in_flight, buffers_used
 from .tma_copies import is_pending_load
 
 
@@ -79,7 +79,8 @@ class KernelTma:
 
     def mma_then_registers(self, rest, loads) -> bool:
         """Is the body's last statement on the tiles it loads a wgmma ``T.gemm``, followed
-        only by register work: statements touching fragments and locals alone, with no
+        only by register work: statements touching fragments and locals (and reading
+        global tensors the kernel never writes) alone, with no
         GEMM, reduction, barrier, atomic or call (FP8's promotion of the accumulator every
         few steps: ``if (k + 1) % 2 == 0: acc2 += acc; T.clear(acc)``)?  The compute
         warpgroups run it as they run the GEMM; TileLang specializes such a loop too."""
@@ -90,10 +91,12 @@ class KernelTma:
         g = rest[users[-1]]
         if not (isinstance(g, N.Gemm) and self.wgmma(g) and g.wg_wait == 0 and {g.a, g.b} & tiles):
             return False
+        written = {b for b, _, w in accesses(self.scope.body) if w}
         for s in rest[users[-1] + 1:]:
             used = buffers_used(s)
-            if any(b not in self.allocs or self.allocs[b].buffer.scope not in ("fragment", "local")
-                   for b in used):
+            # (registers, and global tensors the kernel only reads: deepgemm's scales)
+            if any(b in written if b not in self.allocs else
+                   self.allocs[b].buffer.scope not in ("fragment", "local") for b in used):
                 return False
             if any(isinstance(t, (N.Gemm, N.Reduce, N.AtomicAdd, N.Evaluate, N.TmaCopy, N.Scan))
                    or not isinstance(t, (N.For, N.If, N.Let, N.Store, N.Fill, N.Clear, N.Copy))
