@@ -2066,7 +2066,8 @@ def gen_dequant(rng, seed):
     # the packing: along K (the weight (N, K // per), TileLang's layout) or along N
     wpack = "k" if i8 else rng.choice(["k", "k", "n"])
     role = rng.choice(["B", "B", "A"]) if wpack == "k" else "B"
-    flip = role == "B" and not i8 and rng.random() < 0.3  # the tile written transposed
+    # the tile written transposed (int8: an MN-major B operand; dense, the weight stored (K, N))
+    flip = role == "B" and rng.random() < (0.2 if i8 else 0.3)
     src = "dense" if dense else rng.choice(["global", "shared", "frag"])
     if role == "A":
         wscope = rng.choice(["frag", "frag", "shared"])
@@ -2116,7 +2117,7 @@ def gen_dequant(rng, seed):
         lines.append("T.copy(Bs, Bl)")
     wname = "Wf" if wscope == "frag" else "Ws"
     if dense:
-        lines.append(f"T.copy(Bp[bx * bn, k * bk], {wname})")
+        lines.append(f"T.copy(Bp[{'k * bk, bx * bn' if flip else 'bx * bn, k * bk'}], {wname})")
     else:
         q = _unpack_expr(mode, byte, pos, bits)
         val = f"T.Cast(dtype, {q})"
@@ -2185,7 +2186,7 @@ def gen_dequant(rng, seed):
                f"        C[{r_i}, {c_j}] = acc[i, j]"]
     epilogue = "\n".join(" " * 12 + ln for ln in epi)
     loop = f"T.Pipelined(K // bk, num_stages={stages})" if stages else "T.serial(K // bk)"
-    bshape = "(N, K)" if dense else ("(N, K // per)" if wpack == "k" else "(K, N // per)")
+    bshape = ("(K, N)" if flip else "(N, K)") if dense else ("(N, K // per)" if wpack == "k" else "(K, N // per)")
     params_txt = [f"A: T.Tensor((M, K), dtype)", f"Bp: T.Tensor({bshape}, storage)"]
     if scaled:
         params_txt.append("Sc: T.Tensor((N, K // group), sdt)")
@@ -2213,7 +2214,7 @@ def gen_dequant(rng, seed):
         g = _gen(seed)
         a = _ints(g, (M, K), -3, 4, dtype) if i8 else _ints(g, (M, K), -2, 3, dtype)
         if dense:
-            bp = _ints(g, (N, K), -8, 8, "int8")
+            bp = _ints(g, (K, N) if flip else (N, K), -8, 8, "int8")
         else:
             lo, hi = (-128, 128) if storage == "int8" else (0, 256)
             bp = _ints(g, (N, K // per) if wpack == "k" else (K, N // per), lo, hi, storage)
@@ -2228,7 +2229,7 @@ def gen_dequant(rng, seed):
     def reference(inputs):
         a, bp = inputs[0].cpu(), inputs[1].cpu()
         if dense:
-            w = bp.to(torch.int64)
+            w = (bp.T if flip else bp).to(torch.int64)
         elif wpack == "k":
             w = _unpack_ref(bp, bits, mode, 1)
         else:
