@@ -2074,6 +2074,7 @@ def gen_dequant(rng, seed):
     else:
         wscope = rng.choice(["shared", "shared", "frag"])  # frag: unpacked, then T.copy to shared
     copy2 = role == "A" and wscope == "frag" and rng.random() < 0.4  # TileLang's prev_local copy
+    helper = not dense and rng.random() < 0.3
     stages = rng.choice([0, 1, 2, 3])
     policy = rng.choice(_POLICIES)
     nk = rng.choice([1, 2, 3, 4])
@@ -2119,7 +2120,9 @@ def gen_dequant(rng, seed):
     if dense:
         lines.append(f"T.copy(Bp[{'k * bk, bx * bn' if flip else 'bx * bn, k * bk'}], {wname})")
     else:
-        q = _unpack_expr(mode, byte, pos, bits)
+        # the expression inline, or a plain Python helper the nest calls (TileLang's examples'
+        # _tir_u8_to_i4_to_i8(nbit, val, pos, dtype), run over the kernel's expressions)
+        q = f"unpack({byte}, {pos})" if helper else _unpack_expr(mode, byte, pos, bits)
         val = f"T.Cast(dtype, {q})"
         if scaled:
             val = f"{val} * Sc[bx * bn + {nl}, (k * bk + {kl}) // group]"
@@ -2195,8 +2198,10 @@ def gen_dequant(rng, seed):
     params_txt.append(f"C: T.Tensor({cshape}, out)")
     out_pos = len(params_txt) - 1
     allocs_txt = "\n".join(" " * 12 + ln for ln in allocs)
+    helper_txt = ("def unpack(val, pos):\n"
+                  f"        return {_unpack_expr(mode, 'val', 'pos', bits)}\n\n    ") if helper else ""
     src_text = f'''
-    @T.prim_func
+    {helper_txt}@T.prim_func
     def main({", ".join(params_txt)}):
         with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=threads) as (bx, by):
 {allocs_txt}

@@ -252,7 +252,8 @@ def test_dequant_reference_unpacks_as_the_frontend_reads_the_expression(bits, mo
 def test_family_generators_cover_their_corners():
     # over 40 seeds each family writes each of its forms (so the GPU runs meet them all)
     deq = [p.source for p in F.programs(0, 40, "dequant")]
-    for needle in ["& 0xf)", "& 0x3)", ") - 8)", "T.if_then_else(((", "T.reinterpret(T.Cast(\"uint8\"",
+    for needle in ["& 0xf)", "& 0x3)", ") - 8)", "def unpack(val, pos):", "T.Cast(dtype, unpack(",
+                   "T.if_then_else(((", "T.reinterpret(T.Cast(\"uint8\"",
                    "T.Cast(\"int8\", Bp[", "Sc[bx * bn + i, (k * bk + j) // group]", "T.copy(Bs, Bl)",
                    "Bl[i, j // per]", "Bs[j, i // per]", "T.gemm(Wf, As, acc, transpose_B=True",
                    "T.gemm(Wf2, As", "T.copy(Wf, Ws)", "acc = T.alloc_fragment((bm, bn), \"int32\")",
