@@ -2188,6 +2188,13 @@ def gen_dequant(rng, seed):
                f"    if {r_i} < {rlim} and {c_j} < {clim}:",
                f"        C[{r_i}, {c_j}] = acc[i, j]"]
     epilogue = "\n".join(" " * 12 + ln for ln in epi)
+    # TileLang's examples swizzle the packed tile (and the operand) with T.annotate_layout
+    packed_row = (bk if wpack == "k" else bn) // per  # (bytes: a swizzle needs 32 or more)
+    swz = [b for b, ok in (("Bs", src in ("shared", "frag") and packed_row >= 32),
+                           ("Ws", role == "B" or wscope == "shared")) if ok and rng.random() < 0.3]
+    if swz:
+        allocs.append("T.annotate_layout({" + ", ".join(f"{b}: tilecute.layout.make_swizzled_layout({b})"
+                                                         for b in swz) + "})")
     loop = f"T.Pipelined(K // bk, num_stages={stages})" if stages else "T.serial(K // bk)"
     bshape = ("(K, N)" if flip else "(N, K)") if dense else ("(N, K // per)" if wpack == "k" else "(K, N // per)")
     params_txt = [f"A: T.Tensor((M, K), dtype)", f"Bp: T.Tensor({bshape}, storage)"]
