@@ -2495,7 +2495,7 @@ def gen_gemm2(rng, seed):
     T.clear first), an elementwise step on S, P the cast of S -- ``T.copy(S, P)`` into a 16-bit
     fragment (registers) or shared tile, or written transposed into shared by the threads and
     read with transpose_A -- then O += P V (V transposed or not) under T.Pipelined with 0..3
-    stages over the second GEMM's K; M / N / K tiles of 16..128, 128 or 256 threads, the warp
+    stages over the second GEMM's K (S sometimes over D in two chunks, a T.serial loop inside); M / N / K tiles of 16..128, 128 or 256 threads, the warp
     policies of both GEMMs, the output's columns split over a second grid dim, ragged rows and
     keys.  Integer data: S and P exact in 16 bits, O exact in float32."""
     dtype = rng.choice(["float16", "bfloat16"])
@@ -2525,23 +2525,33 @@ def gen_gemm2(rng, seed):
     Nk = _ragged(rng, bn, 4)
     out = rng.choice(["float32", "float32", dtype])
     store = rng.choice(["copy", "copy", "guarded"])
+    # S over D in two chunks: a serial loop inside the pipelined one, Q and K loaded a chunk
+    # at a time, S cleared before it
+    dsplit = D >= 32 and rng.random() < 0.25
+    bd = D // 2 if dsplit else D
+    if dsplit:
+        clear1 = False
 
     def smem(st):
-        return 2 * (bm * D + st * bn * (D + dv) + (bm * bn if p_mode != "frag" else 0))
+        return 2 * (bm * bd + st * bn * (bd + dv) + (bm * bn if p_mode != "frag" else 0))
     while stages > 1 and smem(stages) > 200 * 1024:
         stages -= 1
-    q_shape, q_tile, q_at = ("(D, M)", "(D, bm)", "0, bx * bm") if ta else ("(M, D)", "(bm, D)", "bx * bm, 0")
-    k_shape, k_tile, k_at = ("(Nk, D)", "(bn, D)", "k * bn, 0") if tk else ("(D, Nk)", "(D, bn)", "0, k * bn")
+    d0 = "d * bd" if dsplit else "0"
+    q_shape, q_tile, q_at = ("(D, M)", "(bd, bm)", f"{d0}, bx * bm") if ta else ("(M, D)", "(bm, bd)", f"bx * bm, {d0}")
+    k_shape, k_tile, k_at = ("(Nk, D)", "(bn, bd)", f"k * bn, {d0}") if tk else ("(D, Nk)", "(bd, bn)", f"{d0}, k * bn")
     v_shape, v_tile, v_at = ("(DV, Nk)", "(dv, bn)", "by * dv, k * bn") if tv else ("(Nk, DV)", "(bn, dv)",
                                                                                    "k * bn, by * dv")
     g1 = f"T.gemm(qs, ks, s{_kw(('transpose_A', ta or None), ('transpose_B', tk or None), ('clear_accum', clear1 or None), ('policy', _pol(pol1)))})"
-    body = [f"T.copy(K[{k_at}], ks)"]
     vcopy = f"T.copy(V[{v_at}], vs)"
-    if v_early:
-        body.append(vcopy)
-    if not clear1:
-        body.append("T.clear(s)")
-    body.append(g1)
+    body = [vcopy] if v_early else []
+    if dsplit:
+        body += ["T.clear(s)", "for d in T.serial(D // bd):", f"    T.copy(Q[{q_at}], qs)", f"    T.copy(K[{k_at}], ks)",
+                 f"    {g1}"]
+    else:
+        body.insert(0, f"T.copy(K[{k_at}], ks)")
+        if not clear1:
+            body.append("T.clear(s)")
+        body.append(g1)
     mid_expr = {"none": None, "half": "s[i, j] * 0.5", "relu": "T.max(s[i, j], 0)", "minus1": "s[i, j] - 1"}[mid]
     if mid_expr:
         body += ["for i, j in T.Parallel(bm, bn):", f"    s[i, j] = {mid_expr}"]
@@ -2570,7 +2580,7 @@ def gen_gemm2(rng, seed):
             s = T.alloc_fragment((bm, bn), "float32")
             {p_alloc}
             o = T.alloc_fragment((bm, dv), "float32")
-            T.copy(Q[{q_at}], qs)
+            {"" if dsplit else f"T.copy(Q[{q_at}], qs)"}
             T.clear(o)
             for k in {loop}:
 {chr(10).join(" " * 16 + ln for ln in body)}
@@ -2578,7 +2588,8 @@ def gen_gemm2(rng, seed):
 
     return main
     '''
-    params = dict(M=M, Nk=Nk, D=D, DV=DV, bm=bm, bn=bn, dv=dv, threads=threads, dtype=dtype, out=out)
+    src_text = "\n".join(ln for ln in src_text.split("\n") if ln.strip() or not ln)
+    params = dict(M=M, Nk=Nk, D=D, DV=DV, bm=bm, bn=bn, bd=bd, dv=dv, threads=threads, dtype=dtype, out=out)
 
     def make_inputs(device):
         g = _gen(seed)

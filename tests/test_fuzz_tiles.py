@@ -273,7 +273,7 @@ def test_family_generators_cover_their_corners():
     for needle in ["p = T.alloc_fragment((bm, bn), dtype)", "p = T.alloc_shared((bm, bn), dtype)",
                    "p[j, i] = s[i, j]", "transpose_A=True", "T.gemm(qs, ks, s, transpose_B=True",
                    "T.gemm(qs, ks, s)", "clear_accum=True", "T.clear(s)", "num_stages=3", "T.serial(T.ceildiv(Nk",
-                   "T.gemm(p, vs, o, transpose_B=True", "threads=threads", "policy=T.GemmWarpPolicy.FullCol"]:
+                   "T.gemm(p, vs, o, transpose_B=True", "policy=T.GemmWarpPolicy.FullCol", "for d in T.serial(D // bd):"]:
         assert any(needle in s for s in g2), needle
     assert {p.args["threads"] for p in F.programs(0, 40, "gemm2")} == {128, 256}
     assert {p.args["bm"] for p in F.programs(0, 40, "gemm2")} >= {16, 32, 64, 128}
