@@ -2042,13 +2042,16 @@ def gen_dequant(rng, seed):
     """A weight of 4-bit or 2-bit fields packed two or four to a byte (uint8, or int8 read with
     sign-extending shifts), unpacked in a T.Parallel nest the way TileLang's dequantizing
     GEMMs write it -- ``(B[i, j // 2] >> (4 * (j % 2))) & 0xF``, zero points, sign extension
-    by T.if_then_else / T.reinterpret / int8 shifts, ``T.Cast``, per-group scales
-    ``Scale[n, k // group]`` -- from global memory, from a shared tile, or from a fragment
-    copied out of it, into a fragment or a shared tile (also written transposed) that is the
-    B operand (transposed or not) or the A operand (the fragment A of TileLang's W4A8
-    example: C^T = W A^T) of a T.gemm, float16 / bfloat16 into float32; or int8 weights
-    (dense, or unpacked int4) in an int8 x int8 -> int32 T.gemm, rescaled by row and column
-    scales through a float32 fragment or in a guarded store."""
+    by T.if_then_else / T.reinterpret / int8 shifts, ``T.Cast``, inline or in a plain Python
+    helper, per-group scales ``Scale[n, k // group]`` (read from global memory, or staged by
+    a T.copy into a shared tile / fragment read packed, ``ss[n, k // group]``) -- from global
+    memory, from a shared tile, or from a fragment copied out of it, into a fragment or a
+    shared tile (also written transposed; swizzled by T.annotate_layout) that is the B
+    operand (transposed or not; a fragment given as it is, or copied to shared) or the A
+    operand (the fragment A of TileLang's W4A8 example: C^T = W A^T) of a T.gemm, float16 /
+    bfloat16 into float32; or int8 weights (dense, or unpacked int4) in an int8 x int8 ->
+    int32 T.gemm (K-major, or MN-major B), rescaled by row and column scales through a
+    float32 fragment or in a guarded store."""
     i8 = rng.random() < 0.3
     dtype = "int8" if i8 else rng.choice(["float16", "bfloat16"])
     acc_t = "int32" if i8 else "float32"
@@ -2075,6 +2078,9 @@ def gen_dequant(rng, seed):
         wscope = rng.choice(["shared", "shared", "frag"])  # frag: unpacked, then T.copy to shared
     copy2 = role == "A" and wscope == "frag" and rng.random() < 0.4  # TileLang's prev_local copy
     helper = not dense and rng.random() < 0.3
+    # a fragment B operand given to T.gemm as it is (TileLang's register B, gemm_sr), or
+    # copied to a shared tile first
+    frag_b = role == "B" and wscope == "frag" and rng.random() < 0.4
     stages = rng.choice([0, 1, 2, 3])
     policy = rng.choice(_POLICIES)
     nk = rng.choice([1, 2, 3, 4])
@@ -2086,6 +2092,9 @@ def gen_dequant(rng, seed):
     scaled = not i8 and mode != "dense" and rng.random() < 0.7
     group = rng.choice([g for g in (16, 32, bk // 2, bk, 2 * bk, K) if g >= 16 and K % g == 0])
     sdt = rng.choice([dtype, "float32"]) if scaled else None
+    # the step's scales staged by a T.copy into a shared tile or a fragment, read packed
+    # (``ss[n, k // group]``, as the bytes are), or read from global memory
+    sc_stage = rng.choice([None, "shared", "frag"]) if scaled and group <= bk else None
     out = rng.choice(["float32", "float32", "float16" if dtype != "bfloat16" else "bfloat16"])
 
     def smem(st):
@@ -2116,6 +2125,8 @@ def gen_dequant(rng, seed):
         lines.append(f"T.copy(Bp[{p_at}], Bs)")
     if src == "frag":
         lines.append("T.copy(Bs, Bl)")
+    if sc_stage:
+        lines.append("T.copy(Sc[bx * bn, k * (bk // group)], Ss)")
     wname = "Wf" if wscope == "frag" else "Ws"
     if dense:
         lines.append(f"T.copy(Bp[{'k * bk, bx * bn' if flip else 'bx * bn, k * bk'}], {wname})")
@@ -2125,13 +2136,14 @@ def gen_dequant(rng, seed):
         q = f"unpack({byte}, {pos})" if helper else _unpack_expr(mode, byte, pos, bits)
         val = f"T.Cast(dtype, {q})"
         if scaled:
-            val = f"{val} * Sc[bx * bn + {nl}, (k * bk + {kl}) // group]"
+            sc = f"Ss[{nl}, {kl} // group]" if sc_stage else f"Sc[bx * bn + {nl}, (k * bk + {kl}) // group]"
+            val = f"{val} * {sc}"
             if sdt != dtype:
                 val = f"T.Cast(dtype, {val})"
         if ragged_n and (src == "global" or scaled):  # (rows of the weight past N: no read)
             val = f"T.if_then_else(bx * bn + {nl} < N, {val}, T.cast(0, dtype))"
         lines += [f"for i, j in T.Parallel({wshape[0]}, {wshape[1]}):", f"    {wname}[i, j] = {val}"]
-    if role == "B" and wscope == "frag":
+    if role == "B" and wscope == "frag" and not frag_b:
         lines.append("T.copy(Wf, Ws)")
         wname = "Ws"
     if copy2:
@@ -2149,11 +2161,13 @@ def gen_dequant(rng, seed):
         allocs.append(f"Bs = T.alloc_shared({ptile}, storage)")
     if src == "frag":
         allocs.append(f"Bl = T.alloc_fragment({ptile}, storage)")
+    if sc_stage:
+        allocs.append(f"Ss = T.alloc_{'shared' if sc_stage == 'shared' else 'fragment'}((bn, bk // group), sdt)")
     if wscope == "frag":
         allocs.append(f"Wf = T.alloc_fragment(({wshape[0]}, {wshape[1]}), dtype)")
     if copy2:
         allocs.append(f"Wf2 = T.alloc_fragment(({wshape[0]}, {wshape[1]}), dtype)")
-    if role == "B" or wscope == "shared":
+    if (role == "B" and not frag_b) or wscope == "shared":
         allocs.append(f"Ws = T.alloc_shared(({wshape[0]}, {wshape[1]}), dtype)")
     ashape = "(bn, bm)" if role == "A" else "(bm, bn)"
     allocs.append(f"acc = T.alloc_fragment({ashape}, \"{acc_t}\")")
@@ -2191,7 +2205,7 @@ def gen_dequant(rng, seed):
     # TileLang's examples swizzle the packed tile (and the operand) with T.annotate_layout
     packed_row = (bk if wpack == "k" else bn) // per  # (bytes: a swizzle needs 32 or more)
     swz = [b for b, ok in (("Bs", src in ("shared", "frag") and packed_row >= 32),
-                           ("Ws", role == "B" or wscope == "shared")) if ok and rng.random() < 0.3]
+                           ("Ws", (role == "B" and not frag_b) or wscope == "shared")) if ok and rng.random() < 0.3]
     if swz:
         allocs.append("T.annotate_layout({" + ", ".join(f"{b}: tilecute.layout.make_swizzled_layout({b})"
                                                          for b in swz) + "})")
@@ -2509,6 +2523,12 @@ def gen_gemm2(rng, seed):
             dv //= 2
         else:
             bn //= 2
+    # (mostly) enough m16n8 tiles for every warp: TileLang finds no warp partition otherwise
+    if rng.random() < 0.85:
+        while (bm // 16) * (bn // 8) < threads // 32:
+            bn *= 2
+        while (bm // 16) * (dv // 8) < threads // 32:
+            dv *= 2
     splits = rng.choice([1, 1, 2])
     DV = dv * splits
     ta = rng.random() < 0.2

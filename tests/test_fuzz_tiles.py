@@ -258,6 +258,8 @@ def test_family_generators_cover_their_corners():
                    "Bl[i, j // per]", "Bs[j, i // per]", "T.gemm(Wf, As, acc, transpose_B=True",
                    "T.gemm(Wf2, As", "T.copy(Wf, Ws)", "acc = T.alloc_fragment((bm, bn), \"int32\")",
                    "T.copy(acc, accf)", "Bp: T.Tensor((K, N // per), storage)", "T.gemm(As, Ws, acc, transpose_B=True",
+                   "T.gemm(As, Wf, acc", "T.copy(Sc[bx * bn, k * (bk // group)], Ss)", "* Ss[i, j // group]",
+                   "Ss = T.alloc_shared((bn, bk // group), sdt)", "Ss = T.alloc_fragment((bn, bk // group), sdt)",
                    "Bs: tilecute.layout.make_swizzled_layout(Bs)", "Ws: tilecute.layout.make_swizzled_layout(Ws)"]:
         assert any(needle in s for s in deq), needle
     assert any("T.gemm(As, Ws, acc" in s and "transpose_B" not in s.split("T.gemm(As, Ws, acc")[1].split("\n")[0]
