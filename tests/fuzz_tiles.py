@@ -36,13 +36,23 @@ registers or shared, Q gathered by the threads, TileLang's overlapped-GEMM sched
 more; 128..512 threads, 1..4 stages, float16 / bfloat16 / float8_e4m3), ``smem_gemm`` (GEMM
 operands the threads write into shared memory), ``acc_lines`` (row / column statistics of
 accumulators with atomics and guarded stores), ``pipe_order`` (``T.Pipelined`` order /
-stage lists, three copies a step), ``macro`` (``T.macro`` helpers) and ``scalar`` (per-thread
+stage lists, three copies a step), ``macro`` (``T.macro`` helpers), ``scalar`` (per-thread
 scalar code over constant-unrolled loops, whose indices are Python ints in the generated
-code: local accumulators, index math, integer and float intrinsics of them).
+code: local accumulators, index math, integer and float intrinsics of them); and the forms
+where recent miscompiles clustered: ``dequant`` (4-bit / 2-bit fields packed in uint8 /
+int8 tiles, unpacked in ``T.Parallel`` nests as TileLang's dequantizing GEMMs write them --
+shifts and masks, zero points, sign extension, ``T.Cast``, per-group scales
+``Scale[n, k // group]`` -- from global, shared or fragment tiles into the fragment or
+shared A / B operand of a float16 / bfloat16 ``T.gemm``, and int8 x int8 -> int32 GEMMs
+rescaled after), ``acc_chain`` (an accumulator through several ``T.Parallel`` nests: row /
+column statistics broadcast back, vectors from global, transposed and shifted reads through
+shared, fragment copies to other dtypes, masks against run-time bounds) and ``gemm2`` (two
+chained GEMMs, ``S = Q K^T`` then ``O = P V`` with P the cast of S in registers or shared,
+16..128 tiles, transposes, policies, ``T.Pipelined`` over the second GEMM's K).
 
 A Program holds ``name`` (form + seed), ``factory`` (the loaded ``@tilecute.jit`` factory),
 ``args`` (its keyword arguments), ``make_inputs(device)`` (the arguments that are not
-outputs, in order), ``reference(inputs)`` (a dict from parameter position to the expected
+outputs, in order: tensors, and Python ints for scalar parameters), ``reference(inputs)`` (a dict from parameter position to the expected
 tensor; a position in ``out_idx`` is a returned output, any other an argument written in place)
 and ``tol`` (atol, rtol).  ``run_program`` runs one on a device and compares.
 
@@ -1992,14 +2002,644 @@ def gen_scalar(rng, seed):
     return _module(src_text, [1, 2], params), params, [1, 2], make_inputs, reference, (0.0, 0.0)
 
 
-NEW_FORMS = ["attn", "gemm_grid", "smem_gemm", "acc_lines", "pipe_order", "macro", "scalar"]
+# ---- packed integer tiles unpacked for T.gemm ---------------------------------------------------
+def _unpack_expr(mode, byte, pos, bits):
+    """The text of a ``bits``-wide field ``pos`` of the packed byte ``byte`` as TileLang's
+    dequantizing examples unpack it: ``u`` unsigned (``(b >> (bits * pos)) & mask``),
+    ``zp`` that minus a zero point, ``sel`` sign-extended by a T.if_then_else, ``reint``
+    by ``T.reinterpret`` of the field moved to the byte's top then an arithmetic shift,
+    ``i8`` (an int8 byte) by a T.Cast to int8 of the byte shifted left, then shifted right."""
+    mask, half = (1 << bits) - 1, 1 << (bits - 1)
+    u = f"(({byte} >> ({bits} * {pos})) & {hex(mask)})"
+    if mode == "u":
+        return u
+    if mode == "zp":
+        return f"({u} - {half})"
+    if mode == "sel":
+        return f"T.if_then_else({u} >= {half}, {u} - {1 << bits}, {u})"
+    if mode == "reint":
+        return f"(T.reinterpret(T.Cast(\"uint8\", {u} << {8 - bits}), \"int8\") >> {8 - bits})"
+    return f"(T.Cast(\"int8\", {byte} << ({8 - bits} - {bits} * {pos})) >> {8 - bits})"
+
+
+def _unpack_ref(packed, bits, mode, dim):
+    """``packed`` (an integer tensor of bytes) unpacked along ``dim`` (each byte's fields in
+    order, lowest bits first) into int64 values, as ``_unpack_expr``'s ``mode`` reads them."""
+    b = packed.to(torch.int64) & 0xFF
+    per, mask, half = 8 // bits, (1 << bits) - 1, 1 << (bits - 1)
+    fields = torch.stack([(b >> (bits * p)) & mask for p in range(per)], dim=dim + 1)
+    shape = list(b.shape)
+    shape[dim] *= per
+    v = fields.reshape(shape)
+    if mode == "zp":
+        return v - half
+    if mode in ("sel", "reint", "i8"):
+        return v - (v >= half).to(torch.int64) * (1 << bits)
+    return v
+
+
+def gen_dequant(rng, seed):
+    """A weight of 4-bit or 2-bit fields packed two or four to a byte (uint8, or int8 read with
+    sign-extending shifts), unpacked in a T.Parallel nest the way TileLang's dequantizing
+    GEMMs write it -- ``(B[i, j // 2] >> (4 * (j % 2))) & 0xF``, zero points, sign extension
+    by T.if_then_else / T.reinterpret / int8 shifts, ``T.Cast``, inline or in a plain Python
+    helper, per-group scales ``Scale[n, k // group]`` (read from global memory, or staged by
+    a T.copy into a shared tile / fragment read packed, ``ss[n, k // group]``) -- from global
+    memory, from a shared tile, or from a fragment copied out of it, into a fragment or a
+    shared tile (also written transposed; swizzled by T.annotate_layout) that is the B
+    operand (transposed or not; a fragment given as it is, or copied to shared) or the A
+    operand (the fragment A of TileLang's W4A8 example: C^T = W A^T) of a T.gemm, float16 /
+    bfloat16 into float32; or int8 weights (dense, or unpacked int4) in an int8 x int8 ->
+    int32 T.gemm (K-major, or MN-major B), rescaled by row and column scales through a
+    float32 fragment or in a guarded store."""
+    i8 = rng.random() < 0.3
+    dtype = "int8" if i8 else rng.choice(["float16", "bfloat16"])
+    acc_t = "int32" if i8 else "float32"
+    threads = rng.choice([128, 128, 256])
+    bits = rng.choice([4, 4, 2]) if not i8 else 4
+    per = 8 // bits
+    dense = i8 and rng.random() < 0.3  # int8 x int8, no packing
+    storage = "int8" if dense else rng.choice(["uint8", "uint8", "int8"])
+    mode = "dense" if dense else ("i8" if storage == "int8" else rng.choice(["u", "zp", "sel", "reint"]))
+    if i8 and mode == "u":
+        mode = "zp"
+    bm = rng.choice([64, 64, 128, 32, 16])
+    bn = rng.choice([32, 64, 128])
+    bk = rng.choice([32, 64, 128]) if i8 else rng.choice([32, 64, 64, 128])
+    # the packing: along K (the weight (N, K // per), TileLang's layout) or along N
+    wpack = "k" if i8 else rng.choice(["k", "k", "n"])
+    role = rng.choice(["B", "B", "A"]) if wpack == "k" else "B"
+    # the tile written transposed (int8: an MN-major B operand; dense, the weight stored (K, N))
+    flip = role == "B" and rng.random() < (0.2 if i8 else 0.3)
+    src = "dense" if dense else rng.choice(["global", "shared", "frag"])
+    if role == "A":
+        wscope = rng.choice(["frag", "frag", "shared"])
+    else:
+        wscope = rng.choice(["shared", "shared", "frag"])  # frag: unpacked, then T.copy to shared
+    copy2 = role == "A" and wscope == "frag" and rng.random() < 0.4  # TileLang's prev_local copy
+    helper = not dense and rng.random() < 0.3
+    # a fragment B operand given to T.gemm as it is (TileLang's register B, gemm_sr), or
+    # copied to a shared tile first
+    frag_b = role == "B" and wscope == "frag" and rng.random() < 0.4
+    stages = rng.choice([0, 1, 2, 3])
+    policy = rng.choice(_POLICIES)
+    nk = rng.choice([1, 2, 3, 4])
+    K = nk * bk
+    M = _ragged(rng, bm, 2)
+    N = _ragged(rng, bn, 2)
+    if wpack == "n":
+        N = max(per, N - N % per)
+    scaled = not i8 and mode != "dense" and rng.random() < 0.7
+    group = rng.choice([g for g in (16, 32, bk // 2, bk, 2 * bk, K) if g >= 16 and K % g == 0])
+    sdt = rng.choice([dtype, "float32"]) if scaled else None
+    # the step's scales staged by a T.copy into a shared tile or a fragment, read packed
+    # (``ss[n, k // group]``, as the bytes are), or read from global memory
+    sc_stage = rng.choice([None, "shared", "frag"]) if scaled and group <= bk else None
+    out = rng.choice(["float32", "float32", "float16" if dtype != "bfloat16" else "bfloat16"])
+
+    def smem(st):
+        a = bm * bk * (1 if i8 else 2)
+        w = bn * bk * (1 if i8 else 2)
+        p = 0 if src in ("global", "dense") else bn * bk // per
+        return st * (a + p) + w + (st * w if dense else 0)
+    while stages > 1 and smem(stages) > 160 * 1024:
+        stages -= 1
+
+    # the weight tile's own shape, and the (n, k) of its element [i, j]
+    if role == "A" or (wpack == "k" and not flip) or (wpack == "n" and flip):
+        wshape, nl, kl = ("bn", "bk"), "i", "j"
+    else:
+        wshape, nl, kl = ("bk", "bn"), "j", "i"
+    if wpack == "k":
+        ptile, p_at = "(bn, bk // per)", "bx * bn, k * (bk // per)"
+        local, pos = f"[{nl}, {kl} // per]", f"({kl} % per)"
+        glob = f"Bp[bx * bn + {nl}, k * (bk // per) + {kl} // per]"
+    else:
+        ptile, p_at = "(bk, bn // per)", "k * bk, bx * (bn // per)"
+        local, pos = f"[{kl}, {nl} // per]", f"({nl} % per)"
+        glob = f"Bp[k * bk + {kl}, bx * (bn // per) + {nl} // per]"
+    byte = {"global": glob, "shared": "Bs" + local, "frag": "Bl" + local, "dense": None}[src]
+    ragged_n = N % bn != 0
+    lines = ["T.copy(A[by * bm, k * bk], As)"]
+    if src in ("shared", "frag"):
+        lines.append(f"T.copy(Bp[{p_at}], Bs)")
+    if src == "frag":
+        lines.append("T.copy(Bs, Bl)")
+    if sc_stage:
+        lines.append("T.copy(Sc[bx * bn, k * (bk // group)], Ss)")
+    wname = "Wf" if wscope == "frag" else "Ws"
+    if dense:
+        lines.append(f"T.copy(Bp[{'k * bk, bx * bn' if flip else 'bx * bn, k * bk'}], {wname})")
+    else:
+        # the expression inline, or a plain Python helper the nest calls (TileLang's examples'
+        # _tir_u8_to_i4_to_i8(nbit, val, pos, dtype), run over the kernel's expressions)
+        q = f"unpack({byte}, {pos})" if helper else _unpack_expr(mode, byte, pos, bits)
+        val = f"T.Cast(dtype, {q})"
+        if scaled:
+            sc = f"Ss[{nl}, {kl} // group]" if sc_stage else f"Sc[bx * bn + {nl}, (k * bk + {kl}) // group]"
+            val = f"{val} * {sc}"
+            if sdt != dtype:
+                val = f"T.Cast(dtype, {val})"
+        if ragged_n and (src == "global" or scaled):  # (rows of the weight past N: no read)
+            val = f"T.if_then_else(bx * bn + {nl} < N, {val}, T.cast(0, dtype))"
+        lines += [f"for i, j in T.Parallel({wshape[0]}, {wshape[1]}):", f"    {wname}[i, j] = {val}"]
+    if role == "B" and wscope == "frag" and not frag_b:
+        lines.append("T.copy(Wf, Ws)")
+        wname = "Ws"
+    if copy2:
+        lines.append("T.copy(Wf, Wf2)")
+        wname = "Wf2"
+    pol = _pol(policy)
+    if role == "A":
+        lines.append(f"T.gemm({wname}, As, acc, transpose_B=True{_kw(('policy', pol))})")
+    else:
+        tb = wshape == ("bn", "bk")
+        lines.append(f"T.gemm(As, {wname}, acc{_kw(('transpose_B', tb or None), ('policy', pol))})")
+    body = "\n".join(" " * 16 + ln for ln in lines)
+    allocs = ["As = T.alloc_shared((bm, bk), dtype)"]
+    if src in ("shared", "frag"):
+        allocs.append(f"Bs = T.alloc_shared({ptile}, storage)")
+    if src == "frag":
+        allocs.append(f"Bl = T.alloc_fragment({ptile}, storage)")
+    if sc_stage:
+        allocs.append(f"Ss = T.alloc_{'shared' if sc_stage == 'shared' else 'fragment'}((bn, bk // group), sdt)")
+    if wscope == "frag":
+        allocs.append(f"Wf = T.alloc_fragment(({wshape[0]}, {wshape[1]}), dtype)")
+    if copy2:
+        allocs.append(f"Wf2 = T.alloc_fragment(({wshape[0]}, {wshape[1]}), dtype)")
+    if (role == "B" and not frag_b) or wscope == "shared":
+        allocs.append(f"Ws = T.alloc_shared(({wshape[0]}, {wshape[1]}), dtype)")
+    ashape = "(bn, bm)" if role == "A" else "(bm, bn)"
+    allocs.append(f"acc = T.alloc_fragment({ashape}, \"{acc_t}\")")
+    # the epilogue: int32 rescaled by row (activation) and column (weight) scales
+    if role == "A":
+        cshape, c_at = "(N, M)", "bx * bn, by * bm"
+        r_i, c_j, ext = "bx * bn + i", "by * bm + j", "(bn, bm)"
+    else:
+        cshape, c_at = "(M, N)", "by * bm, bx * bn"
+        r_i, c_j, ext = "by * bm + i", "bx * bn + j", "(bm, bn)"
+    rlim, clim = ("N", "M") if role == "A" else ("M", "N")
+    epi_kind = rng.choice(["frag", "guarded"]) if i8 else rng.choice(["copy", "copy", "guarded", "shared"])
+    if i8:
+        sr, sc_ = ("Sb", "Sa") if role == "A" else ("Sa", "Sb")
+        if epi_kind == "frag":  # T.copy of the int32 accumulator to a float32 fragment, scaled there
+            epi = [f"accf = T.alloc_fragment({ext}, \"float32\")",
+                   "T.copy(acc, accf)",
+                   f"for i, j in T.Parallel{ext}:",
+                   f"    accf[i, j] = accf[i, j] * {sr}[{r_i}] * {sc_}[{c_j}]",
+                   f"T.copy(accf, C[{c_at}])"]
+        else:
+            epi = [f"for i, j in T.Parallel{ext}:",
+                   f"    if {r_i} < {rlim} and {c_j} < {clim}:",
+                   f"        C[{r_i}, {c_j}] = T.Cast(out, T.Cast(\"float32\", acc[i, j]) * {sr}[{r_i}]"
+                   f" * {sc_}[{c_j}])"]
+    elif epi_kind == "copy":
+        epi = [f"T.copy(acc, C[{c_at}])"]
+    elif epi_kind == "shared":
+        epi = [f"cs = T.alloc_shared({ext}, out)", "T.copy(acc, cs)", f"T.copy(cs, C[{c_at}])"]
+    else:
+        epi = [f"for i, j in T.Parallel{ext}:",
+               f"    if {r_i} < {rlim} and {c_j} < {clim}:",
+               f"        C[{r_i}, {c_j}] = acc[i, j]"]
+    epilogue = "\n".join(" " * 12 + ln for ln in epi)
+    # TileLang's examples swizzle the packed tile (and the operand) with T.annotate_layout
+    packed_row = (bk if wpack == "k" else bn) // per  # (bytes: a swizzle needs 32 or more)
+    swz = [b for b, ok in (("Bs", src in ("shared", "frag") and packed_row >= 32),
+                           ("Ws", (role == "B" and not frag_b) or wscope == "shared")) if ok and rng.random() < 0.3]
+    if swz:
+        allocs.append("T.annotate_layout({" + ", ".join(f"{b}: tilecute.layout.make_swizzled_layout({b})"
+                                                         for b in swz) + "})")
+    loop = f"T.Pipelined(K // bk, num_stages={stages})" if stages else "T.serial(K // bk)"
+    bshape = ("(K, N)" if flip else "(N, K)") if dense else ("(N, K // per)" if wpack == "k" else "(K, N // per)")
+    params_txt = [f"A: T.Tensor((M, K), dtype)", f"Bp: T.Tensor({bshape}, storage)"]
+    if scaled:
+        params_txt.append("Sc: T.Tensor((N, K // group), sdt)")
+    if i8:
+        params_txt += ["Sa: T.Tensor((M,), \"float32\")", "Sb: T.Tensor((N,), \"float32\")"]
+    params_txt.append(f"C: T.Tensor({cshape}, out)")
+    out_pos = len(params_txt) - 1
+    allocs_txt = "\n".join(" " * 12 + ln for ln in allocs)
+    helper_txt = ("def unpack(val, pos):\n"
+                  f"        return {_unpack_expr(mode, 'val', 'pos', bits)}\n\n    ") if helper else ""
+    src_text = f'''
+    {helper_txt}@T.prim_func
+    def main({", ".join(params_txt)}):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=threads) as (bx, by):
+{allocs_txt}
+            T.clear(acc)
+            for k in {loop}:
+{body}
+{epilogue}
+
+    return main
+    '''
+    params = dict(M=M, N=N, K=K, bm=bm, bn=bn, bk=bk, per=per, group=group, threads=threads, dtype=dtype,
+                  storage=storage, sdt=sdt, out=out)
+
+    def make_inputs(device):
+        g = _gen(seed)
+        a = _ints(g, (M, K), -3, 4, dtype) if i8 else _ints(g, (M, K), -2, 3, dtype)
+        if dense:
+            bp = _ints(g, (K, N) if flip else (N, K), -8, 8, "int8")
+        else:
+            lo, hi = (-128, 128) if storage == "int8" else (0, 256)
+            bp = _ints(g, (N, K // per) if wpack == "k" else (K, N // per), lo, hi, storage)
+        ins = [a, bp]
+        if scaled:
+            ins.append((2.0 ** torch.randint(-2, 2, (N, K // group), generator=g)).to(_TORCH[sdt]))
+        if i8:
+            ins.append(2.0 ** torch.randint(-3, 2, (M,), generator=g))
+            ins.append(2.0 ** torch.randint(-2, 3, (N,), generator=g))
+        return [x.to(device) for x in ins]
+
+    def reference(inputs):
+        a, bp = inputs[0].cpu(), inputs[1].cpu()
+        if dense:
+            w = (bp.T if flip else bp).to(torch.int64)
+        elif wpack == "k":
+            w = _unpack_ref(bp, bits, mode, 1)
+        else:
+            w = _unpack_ref(bp, bits, mode, 1).T
+        w = w.double()
+        if not i8:
+            w = _round(w, dtype)
+        if scaled:
+            w = _round(w * inputs[2].cpu().double().repeat_interleave(group, dim=1), dtype)
+        c = a.double() @ w.T
+        if i8:
+            c = c * inputs[-2].cpu().double().view(M, 1) * inputs[-1].cpu().double().view(1, N)
+        if role == "A":
+            c = c.T
+        return {out_pos: c.to(_TORCH[out])}
+
+    return _module(src_text, [out_pos], params), params, [out_pos], make_inputs, reference, (0.0, 0.0)
+
+
+# ---- accumulators post-processed by chains of T.Parallel nests -------------------------------------
+_CHAIN_RED = {"sum": lambda x, d: x.sum(d, keepdim=True), "max": lambda x, d: x.amax(d, keepdim=True),
+              "min": lambda x, d: x.amin(d, keepdim=True), "absmax": lambda x, d: x.abs().amax(d, keepdim=True)}
+
+
+def gen_acc_chain(rng, seed):
+    """A T.gemm accumulator post-processed by 2..5 T.Parallel nests over varied index forms,
+    each a step of the chain: row statistics (T.reduce_sum / max / min / absmax along dim 1)
+    broadcast back (``acc[i, j] - r[i]``), column sums (dim 0, ``acc[i, j] - c[j]``), a column
+    vector from global memory (a T.Parallel load or a T.copy into a fragment) scaling it
+    (``acc[i, j] * v[j]``), a row vector, the accumulator written transposed into shared
+    (``st[j, i] = acc[i, j]``) and read back at other places (rows flipped, columns rolled),
+    ``T.copy(acc, shared)`` read at other indices, fragment -> fragment copies to float16 /
+    bfloat16 / int32 (rounding, floor ``%``), ``T.if_then_else`` / ``if`` masks on ``i`` / ``j``
+    against run-time bounds (scalar parameters); then stored with T.copy (direct or through
+    shared) or per element under guards.  Integer data: every value exact in float32."""
+    dtype = rng.choice(["float16", "bfloat16"])
+    threads = rng.choice([128, 128, 256])
+    bm = rng.choice([64, 64, 128, 32, 16])
+    bn = rng.choice([32, 64, 128])
+    bk = rng.choice([32, 64])
+    while bm * bn > 128 * 64 and threads == 128:
+        bn //= 2
+    tb = rng.random() < 0.4
+    policy = rng.choice(_POLICIES)
+    stages = rng.choice([0, 1, 2])
+    M, N = _ragged(rng, bm, 2), _ragged(rng, bn, 3)
+    K = rng.choice([bk, 2 * bk, bk + 16])
+    gm, gn = -(-M // bm), -(-N // bn)
+    m_lim, n_lim = rng.randint(0, M), rng.randint(0, N)
+    bound = 4.0 * K
+    steps, allocs, refs = [], [], []
+    need_v = need_u = need_lims = False
+    used = set()
+    n_steps = rng.randint(2, 5)
+    tries = 0
+    while len(refs) < n_steps and tries < 40:
+        tries += 1
+        kind = rng.choice(["row", "row", "col", "colvec", "rowvec", "shared_t", "copy_shared", "cast", "cast",
+                           "mask", "mask"])
+        k = len(refs)
+        if kind == "row":
+            red, op = rng.choice(list(_CHAIN_RED)), rng.choice(["-", "+", "max_half"])
+            nb = bound * (bn if red == "sum" else 1) + bound
+            if nb > 2 ** 22:
+                continue
+            expr = f"acc[i, j] {op} r{k}[i]" if op != "max_half" else f"T.max(acc[i, j], r{k}[i] * 0.5)"
+            allocs.append(f"r{k} = T.alloc_fragment((bm,), \"float32\")")
+            steps += [f"T.reduce_{red}(acc, r{k}, dim=1)", "for i, j in T.Parallel(bm, bn):", f"    acc[i, j] = {expr}"]
+
+            def f(x, R, C, red=red, op=op):
+                r = _CHAIN_RED[red](x, -1)
+                return x - r if op == "-" else x + r if op == "+" else torch.maximum(x, r * 0.5)
+        elif kind == "col":
+            red = rng.choice(["sum", "max"])
+            nb = bound * (bm if red == "sum" else 1) + bound
+            if nb > 2 ** 22:
+                continue
+            allocs.append(f"c{k} = T.alloc_fragment((bn,), \"float32\")")
+            steps += [f"T.reduce_{red}(acc, c{k}, dim=0)", "for i, j in T.Parallel(bm, bn):",
+                      f"    acc[i, j] = acc[i, j] - c{k}[j]"]
+
+            def f(x, R, C, red=red):
+                return x - _CHAIN_RED[red](x, -2)
+        elif kind == "colvec":
+            if "colvec" in used:
+                continue
+            need_v = True
+            nb = bound * 2 + 2
+            allocs.append("v = T.alloc_fragment((bn,), \"float32\")")
+            if rng.random() < 0.5:
+                steps += ["for j in T.Parallel(bn):", "    v[j] = V[bx * bn + j]"]
+            else:
+                steps += ["T.copy(V[bx * bn:(bx + 1) * bn], v)"]
+            plus = rng.random() < 0.5
+            steps += ["for i, j in T.Parallel(bm, bn):", f"    acc[i, j] = acc[i, j] * v[j]{' + v[j]' if plus else ''}"]
+            f = ("colvec", plus)  # (reads the input V: applied in the reference)
+        elif kind == "rowvec":
+            if "rowvec" in used:
+                continue
+            need_u = True
+            nb = bound + 6
+            allocs.append("u = T.alloc_fragment((bm,), \"float32\")")
+            steps += ["for i in T.Parallel(bm):", "    u[i] = U[by * bm + i]",
+                      "for i, j in T.Parallel(bm, bn):", "    acc[i, j] = acc[i, j] + u[i] * 3"]
+            f = ("rowvec",)
+        elif kind == "shared_t":
+            nb = 2 * bound
+            read = rng.choice(["flip", "roll"])
+            allocs.append(f"st{k} = T.alloc_shared((bn, bm), \"float32\")")
+            rd = f"acc[i, j] - st{k}[j, bm - 1 - i]" if read == "flip" else f"acc[i, j] + st{k}[(j + 1) % bn, i]"
+            steps += ["for i, j in T.Parallel(bm, bn):", f"    st{k}[j, i] = acc[i, j]",
+                      "for i, j in T.Parallel(bm, bn):", f"    acc[i, j] = {rd}"]
+
+            def f(x, R, C, read=read):
+                return x - x.flip(-2) if read == "flip" else x + x.roll(-1, -1)
+        elif kind == "copy_shared":
+            nb = 3 * bound
+            sdt = rng.choice(["float32", dtype])
+            if sdt == "float16" and bound > 30000:  # (no infinities: fmaxf and torch differ on NaN)
+                sdt = "float32"
+            read = rng.choice(["flip", "shift"])
+            allocs.append(f"cs{k} = T.alloc_shared((bm, bn), \"{sdt}\")")
+            rd = f"cs{k}[i, bn - 1 - j]" if read == "flip" else f"cs{k}[(i + 3) % bm, j]"
+            steps += [f"T.copy(acc, cs{k})", "for i, j in T.Parallel(bm, bn):",
+                      f"    acc[i, j] = {rd} * 2 - acc[i, j]" if sdt == "float32" else
+                      f"    acc[i, j] = T.Cast(\"float32\", {rd}) * 2 - acc[i, j]"]
+
+            def f(x, R, C, sdt=sdt, read=read):
+                y = _round(x, sdt)
+                y = y.flip(-1) if read == "flip" else y.roll(-3, -2)
+                return y * 2 - x
+        elif kind == "cast":
+            fdt = rng.choice([dtype, "int32"])
+            if fdt == "float16" and bound > 30000:
+                fdt = "int32"
+            nb = 2 * bound + 5
+            allocs.append(f"h{k} = T.alloc_fragment((bm, bn), \"{fdt}\")")
+            if fdt == "int32":
+                rd = f"acc[i, j] + T.Cast(\"float32\", h{k}[i, j] % 5)"
+            else:
+                rd = f"acc[i, j] - T.Cast(\"float32\", h{k}[i, j]) * 2"
+            steps += [f"T.copy(acc, h{k})", "for i, j in T.Parallel(bm, bn):", f"    acc[i, j] = {rd}"]
+
+            def f(x, R, C, fdt=fdt):
+                if fdt == "int32":
+                    return x + torch.remainder(x.trunc(), 5)
+                return x - _round(x, fdt) * 2
+        else:  # mask
+            need_lims = True
+            nb = bound
+            fill = rng.choice(["0", "-1", "acc[i, j] * 2"])
+            nb = 2 * bound if fill != "0" else bound
+            if rng.random() < 0.5:
+                steps += ["for i, j in T.Parallel(bm, bn):",
+                          f"    acc[i, j] = T.if_then_else(by * bm + i < m_lim and bx * bn + j < n_lim, acc[i, j], {fill})"]
+            else:
+                steps += ["for i, j in T.Parallel(bm, bn):",
+                          "    if by * bm + i >= m_lim or bx * bn + j >= n_lim:",
+                          f"        acc[i, j] = {fill}"]
+
+            def f(x, R, C, fill=fill):
+                keep = (R < m_lim) & (C < n_lim)
+                other = {"0": torch.zeros_like(x), "-1": torch.full_like(x, -1.0), "acc[i, j] * 2": x * 2}[fill]
+                return torch.where(keep, x, other)
+        if nb > 2 ** 22:
+            continue
+        bound = nb
+        used.add(kind)
+        refs.append(f)
+    out = rng.choice(["float32", "float32", dtype if dtype != "float16" or bound < 60000 else "float32"])
+    store = rng.choice(["copy", "guarded", "shared"])
+    if store == "copy":
+        st = ["T.copy(acc, C[by * bm, bx * bn])"]
+    elif store == "shared":
+        st = ["co = T.alloc_shared((bm, bn), out)", "T.copy(acc, co)",
+              "T.copy(co, C[by * bm:(by + 1) * bm, bx * bn:(bx + 1) * bn])"]
+    else:
+        st = ["for i, j in T.Parallel(bm, bn):", "    if by * bm + i < M and bx * bn + j < N:",
+              "        C[by * bm + i, bx * bn + j] = acc[i, j]"]
+    b_shape, b_tile, b_at = ("(N, K)", "(bn, bk)", "bx * bn, k * bk") if tb else ("(K, N)", "(bk, bn)", "k * bk, bx * bn")
+    params_txt = ["A: T.Tensor((M, K), dtype)", f"B: T.Tensor({b_shape}, dtype)"]
+    if need_v:
+        params_txt.append("V: T.Tensor((gn * bn,), \"float32\")")
+    if need_u:
+        params_txt.append("U: T.Tensor((gm * bm,), \"float32\")")
+    if need_lims:
+        params_txt += ["m_lim: T.int32", "n_lim: T.int32"]
+    params_txt.append("C: T.Tensor((M, N), out)")
+    out_pos = len(params_txt) - 1
+    loop = f"T.Pipelined(T.ceildiv(K, bk), num_stages={stages})" if stages else "T.serial(T.ceildiv(K, bk))"
+    ind = " " * 12
+    src_text = f'''
+    @T.prim_func
+    def main({", ".join(params_txt)}):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=threads) as (bx, by):
+            As = T.alloc_shared((bm, bk), dtype)
+            Bs = T.alloc_shared({b_tile}, dtype)
+            acc = T.alloc_fragment((bm, bn), "float32")
+{chr(10).join(ind + ln for ln in allocs)}
+            T.clear(acc)
+            for k in {loop}:
+                T.copy(A[by * bm, k * bk], As)
+                T.copy(B[{b_at}], Bs)
+                T.gemm(As, Bs, acc{_kw(("transpose_B", tb or None), ("policy", _pol(policy)))})
+{chr(10).join(ind + ln for ln in steps + st)}
+
+    return main
+    '''
+    params = dict(M=M, N=N, K=K, gm=gm, gn=gn, bm=bm, bn=bn, bk=bk, threads=threads, dtype=dtype, out=out)
+
+    def make_inputs(device):
+        g = _gen(seed)
+        ins = [_ints(g, (M, K), -2, 3, dtype), _ints(g, (N, K) if tb else (K, N), -2, 3, dtype)]
+        if need_v:
+            ins.append(_ints(g, (gn * bn,), -2, 3, "float32"))
+        if need_u:
+            ins.append(_ints(g, (gm * bm,), -2, 3, "float32"))
+        ins = [x.to(device) for x in ins]
+        if need_lims:
+            ins += [m_lim, n_lim]
+        return ins
+
+    def reference(inputs):
+        a, b = inputs[0].cpu().double(), inputs[1].cpu().double()
+        c = a @ (b.T if tb else b)
+        pad = torch.zeros(gm * bm, gn * bn, dtype=torch.float64)
+        pad[:M, :N] = c
+        x = pad.view(gm, bm, gn, bn).permute(0, 2, 1, 3)  # (gm, gn, bm, bn): each block's tile
+        R = torch.arange(gm).view(gm, 1, 1, 1) * bm + torch.arange(bm).view(1, 1, bm, 1)
+        C = torch.arange(gn).view(1, gn, 1, 1) * bn + torch.arange(bn).view(1, 1, 1, bn)
+        pos = 2
+        v = u = None
+        if need_v:
+            v, pos = inputs[pos].cpu().double().view(1, gn, 1, bn), pos + 1
+        if need_u:
+            u = inputs[pos].cpu().double().view(gm, 1, bm, 1)
+        for f in refs:
+            if isinstance(f, tuple):
+                x = x * v + (v if f[1] else 0) if f[0] == "colvec" else x + u * 3
+            else:
+                x = f(x, R, C)
+        y = x.permute(0, 2, 1, 3).reshape(gm * bm, gn * bn)[:M, :N]
+        return {out_pos: y.to(_TORCH[out])}
+
+    return _module(src_text, [out_pos], params), params, [out_pos], make_inputs, reference, (0.0, 0.0)
+
+
+# ---- back-to-back GEMMs --------------------------------------------------------------------------
+def gen_gemm2(rng, seed):
+    """Two chained T.gemm: per key tile, S = Q K^T (Q and K transposed or not; clear_accum or a
+    T.clear first), an elementwise step on S, P the cast of S -- ``T.copy(S, P)`` into a 16-bit
+    fragment (registers) or shared tile, or written transposed into shared by the threads and
+    read with transpose_A -- then O += P V (V transposed or not) under T.Pipelined with 0..3
+    stages over the second GEMM's K (S sometimes over D in two chunks, a T.serial loop inside); M / N / K tiles of 16..128, 128 or 256 threads, the warp
+    policies of both GEMMs, the output's columns split over a second grid dim, ragged rows and
+    keys.  Integer data: S and P exact in 16 bits, O exact in float32."""
+    dtype = rng.choice(["float16", "bfloat16"])
+    threads = rng.choice([128, 128, 256])
+    bm = rng.choice([16, 32, 64, 64, 128])
+    bn = rng.choice([16, 32, 64, 64, 128])
+    D = rng.choice([16, 32, 64, 128])
+    dv = rng.choice([16, 32, 64, 128])
+    while bm * (bn + dv + bn // 2) > 160 * threads:
+        if dv >= bn and dv > 16:
+            dv //= 2
+        else:
+            bn //= 2
+    # (mostly) enough m16n8 tiles for every warp: TileLang finds no warp partition otherwise
+    if rng.random() < 0.85:
+        while (bm // 16) * (bn // 8) < threads // 32:
+            bn *= 2
+        while (bm // 16) * (dv // 8) < threads // 32:
+            dv *= 2
+    splits = rng.choice([1, 1, 2])
+    DV = dv * splits
+    ta = rng.random() < 0.2
+    tk = rng.random() < 0.7  # K stored (Nk, D): S = Q K^T with transpose_B
+    tv = rng.random() < 0.3  # V stored (DV, Nk): transpose_B on the second GEMM
+    p_mode = rng.choice(["frag", "frag", "shared", "shared_t"])
+    mid = rng.choice(["none", "half", "relu", "minus1"])
+    clear1 = rng.random() < 0.6
+    pol1 = rng.choice(_POLICIES)
+    pol2 = pol1 if rng.random() < 0.7 else rng.choice(_POLICIES)
+    stages = rng.choice([0, 1, 2, 2, 3])
+    v_early = rng.random() < 0.5
+    M = _ragged(rng, bm, 2)
+    Nk = _ragged(rng, bn, 4)
+    out = rng.choice(["float32", "float32", dtype])
+    store = rng.choice(["copy", "copy", "guarded"])
+    # S over D in two chunks: a serial loop inside the pipelined one, Q and K loaded a chunk
+    # at a time, S cleared before it
+    dsplit = D >= 32 and rng.random() < 0.25
+    bd = D // 2 if dsplit else D
+    if dsplit:
+        clear1 = False
+
+    def smem(st):
+        return 2 * (bm * bd + st * bn * (bd + dv) + (bm * bn if p_mode != "frag" else 0))
+    while stages > 1 and smem(stages) > 200 * 1024:
+        stages -= 1
+    d0 = "d * bd" if dsplit else "0"
+    q_shape, q_tile, q_at = ("(D, M)", "(bd, bm)", f"{d0}, bx * bm") if ta else ("(M, D)", "(bm, bd)", f"bx * bm, {d0}")
+    k_shape, k_tile, k_at = ("(Nk, D)", "(bn, bd)", f"k * bn, {d0}") if tk else ("(D, Nk)", "(bd, bn)", f"{d0}, k * bn")
+    v_shape, v_tile, v_at = ("(DV, Nk)", "(dv, bn)", "by * dv, k * bn") if tv else ("(Nk, DV)", "(bn, dv)",
+                                                                                   "k * bn, by * dv")
+    g1 = f"T.gemm(qs, ks, s{_kw(('transpose_A', ta or None), ('transpose_B', tk or None), ('clear_accum', clear1 or None), ('policy', _pol(pol1)))})"
+    vcopy = f"T.copy(V[{v_at}], vs)"
+    body = [vcopy] if v_early else []
+    if dsplit:
+        body += ["T.clear(s)", "for d in T.serial(D // bd):", f"    T.copy(Q[{q_at}], qs)", f"    T.copy(K[{k_at}], ks)",
+                 f"    {g1}"]
+    else:
+        body.insert(0, f"T.copy(K[{k_at}], ks)")
+        if not clear1:
+            body.append("T.clear(s)")
+        body.append(g1)
+    mid_expr = {"none": None, "half": "s[i, j] * 0.5", "relu": "T.max(s[i, j], 0)", "minus1": "s[i, j] - 1"}[mid]
+    if mid_expr:
+        body += ["for i, j in T.Parallel(bm, bn):", f"    s[i, j] = {mid_expr}"]
+    if p_mode == "shared_t":
+        body += ["for i, j in T.Parallel(bm, bn):", "    p[j, i] = s[i, j]"]
+    else:
+        body.append("T.copy(s, p)")
+    if not v_early:
+        body.append(vcopy)
+    body.append(f"T.gemm(p, vs, o{_kw(('transpose_A', (p_mode == 'shared_t') or None), ('transpose_B', tv or None), ('policy', _pol(pol2)))})")
+    p_alloc = {"frag": "p = T.alloc_fragment((bm, bn), dtype)", "shared": "p = T.alloc_shared((bm, bn), dtype)",
+               "shared_t": "p = T.alloc_shared((bn, bm), dtype)"}[p_mode]
+    if store == "copy":
+        st = ["T.copy(o, O[bx * bm, by * dv])"]
+    else:
+        st = ["for i, j in T.Parallel(bm, dv):", "    if bx * bm + i < M:", "        O[bx * bm + i, by * dv + j] = o[i, j]"]
+    loop = f"T.Pipelined(T.ceildiv(Nk, bn), num_stages={stages})" if stages else "T.serial(T.ceildiv(Nk, bn))"
+    src_text = f'''
+    @T.prim_func
+    def main(Q: T.Tensor({q_shape}, dtype), K: T.Tensor({k_shape}, dtype), V: T.Tensor({v_shape}, dtype),
+             O: T.Tensor((M, DV), out)):
+        with T.Kernel(T.ceildiv(M, bm), DV // dv, threads=threads) as (bx, by):
+            qs = T.alloc_shared({q_tile}, dtype)
+            ks = T.alloc_shared({k_tile}, dtype)
+            vs = T.alloc_shared({v_tile}, dtype)
+            s = T.alloc_fragment((bm, bn), "float32")
+            {p_alloc}
+            o = T.alloc_fragment((bm, dv), "float32")
+            {"" if dsplit else f"T.copy(Q[{q_at}], qs)"}
+            T.clear(o)
+            for k in {loop}:
+{chr(10).join(" " * 16 + ln for ln in body)}
+{chr(10).join(" " * 12 + ln for ln in st)}
+
+    return main
+    '''
+    src_text = "\n".join(ln for ln in src_text.split("\n") if ln.strip() or not ln)
+    params = dict(M=M, Nk=Nk, D=D, DV=DV, bm=bm, bn=bn, bd=bd, dv=dv, threads=threads, dtype=dtype, out=out)
+
+    def make_inputs(device):
+        g = _gen(seed)
+        q = _ints(g, (D, M) if ta else (M, D), -1, 2, dtype)
+        k = _ints(g, (Nk, D) if tk else (D, Nk), -1, 2, dtype)
+        v = _ints(g, (DV, Nk) if tv else (Nk, DV), -2, 3, dtype)
+        return [q.to(device), k.to(device), v.to(device)]
+
+    def reference(inputs):
+        q, k, v = (x.cpu().double() for x in inputs)
+        q, k, v = (q.T if ta else q), (k if tk else k.T), (v.T if tv else v)
+        s = q @ k.T  # (M, Nk)
+        # the key tail: zero rows of K and V (TileLang's copies read 0 past the tensor), so S
+        # is 0 there before the elementwise step and P V adds nothing
+        s = {"none": s, "half": s * 0.5, "relu": s.clamp(min=0), "minus1": s - 1}[mid]
+        return {3: (_round(s, dtype) @ v).to(_TORCH[out])}
+
+    return _module(src_text, [3], params), params, [3], make_inputs, reference, (0.0, 0.0)
+
+
+NEW_FORMS = ["attn", "gemm_grid", "smem_gemm", "acc_lines", "pipe_order", "macro", "scalar", "dequant", "acc_chain",
+             "gemm2"]
 
 
 _GENS = {"copy": gen_copy, "index": gen_index, "reduce": gen_reduce, "cumsum": gen_cumsum, "cast": gen_cast,
          "atomic": gen_atomic, "gemm": gen_gemm, "serial": gen_serial, "pipeline": gen_pipeline,
          "stencil": gen_stencil, "softmax": gen_softmax, "rank3": gen_rank3, "reuse": gen_reuse,
          "attn": gen_attn, "gemm_grid": gen_gemm_grid, "smem_gemm": gen_smem_gemm, "acc_lines": gen_acc_lines,
-         "pipe_order": gen_pipe_order, "macro": gen_macro, "scalar": gen_scalar}
+         "pipe_order": gen_pipe_order, "macro": gen_macro, "scalar": gen_scalar, "dequant": gen_dequant,
+         "acc_chain": gen_acc_chain, "gemm2": gen_gemm2}
 
 
 def generate(seed, form=None):
@@ -2072,7 +2712,7 @@ def run_program(prog, device="cuda", on_built=None):
     if on_built is not None:
         on_built()
     inputs = prog.make_inputs(device)
-    before = [x.clone() for x in inputs]
+    before = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]  # (scalars too)
     try:
         outputs = kernel(*inputs)
         if device == "cuda":
