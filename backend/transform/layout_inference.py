@@ -257,6 +257,7 @@ class _Kernel:
         self.frag_region: dict[str, tuple] = {}  # fragment -> the T.ws region its nests run in
         self.thread_vars: set[str] = set()  # Let names bound to the thread index
         self.direct_writes: set[str] = set()  # buffers written outside any nest
+        self.per_thread: set[str] | None = None  # (thread_dependent)
         self.narrowed = None  # the enclosing `if` that selects some of the region's threads
         self.bases = view_bases(scope.body)  # view -> the buffer it views
         self.cols = self.col_fragments()  # fragment -> its mma_cols layout
@@ -941,11 +942,26 @@ class _Kernel:
         return found
 
     def thread_dependent(self, nest: _Nest) -> bool:
-        """Does the nest's body read the thread index (a value each thread has its own of)?"""
-        return any(isinstance(n, N.Var) and n.name in self.thread_vars or
-                   isinstance(n, N.Call) and ("thread" in n.name or "lane" in n.name or
-                                              "warp" in n.name)
-                   for n in walk_nodes(nest.loops[-1].body))
+        """May the nest's body compute a value each thread has its own of: does it read the
+        thread index (or a ``Let`` computed from it), a thread's local buffer, or a
+        shuffle, vote or warp reduction?"""
+        if self.per_thread is None:  # the Lets whose values may differ between threads
+            self.per_thread = set(self.thread_vars)
+            for t in walk_stmts(self.scope.body):
+                if isinstance(t, N.Let) and self.varies(t.value):
+                    self.per_thread.add(t.var.name)
+        return self.varies(nest.loops[-1].body)
+
+    def varies(self, x) -> bool:
+        for n in walk_nodes(x):
+            if isinstance(n, N.Var) and n.name in (self.per_thread or self.thread_vars):
+                return True
+            if isinstance(n, N.Call) and (n.name in _MEETS_THREADS or "thread" in n.name or
+                                          "lane" in n.name or "warp" in n.name):
+                return True
+            if isinstance(n, N.Load) and self.scope_of(n.buffer) == "local":
+                return True
+        return False
 
     def spread_replication(self) -> None:
         """A nest that writes a replicated fragment at its own loop variables runs whole
