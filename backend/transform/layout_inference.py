@@ -935,9 +935,11 @@ class _Kernel:
             size = math.prod(int(d.value) for d in a.buffer.shape) * DTYPES[a.buffer.dtype].bytes
             if size <= REPLICATED_BYTES:
                 continue
-            if any(w and b == name for nest in self.nests for b, _, w in nest.accesses
-                   if self.thread_dependent(nest)):
+            writers = [nest for nest in self.nests if any(w and b == name for b, _, w in nest.accesses)]
+            if any(self.thread_dependent(nest) for nest in writers):
                 continue
+            if any(self.mma_layout(b) is not None for nest in writers for b, _, _ in nest.accesses):
+                continue  # (a nest over a T.gemm register fragment: its own rules)
             found[name] = self.why[name]
         return found
 
