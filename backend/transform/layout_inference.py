@@ -2274,20 +2274,6 @@ def _infer_kernel(func: N.PrimFunc, scope: N.KernelScope, again: bool = True,
     if demote:  # (see replicated_written_by_rows) laid out again with them in shared
         return _infer_kernel(func, _to_shared(func, scope, demote), again=False,
                              specials=specials, packed=packed, shared=shared)
-    large = k.large_replicated() if again else {}
-    moved = scope
-    for name, why in large.items():  # (see large_replicated) laid out again in shared
-        buf = k.buffers[name]
-        size = math.prod(int(d.value) for d in buf.shape) * DTYPES[buf.dtype].bytes
-        if _shared_estimate(moved) + size > shared:
-            continue  # (no room: stays)
-        try:
-            moved = _to_shared(func, moved, {name: why})
-        except LayoutError:  # (needed in registers: stays)
-            pass
-    if moved is not scope:
-        moved = _unstage(moved, set(large))
-        return _infer_kernel(func, moved, again=False, specials=specials, packed=packed, shared=shared)
     try:
         nest_mode, vector = k.decide()
     except _NoOwnerLayout as e:  # laid out again with the special accesses' fragments
@@ -2311,6 +2297,21 @@ def _infer_kernel(func: N.PrimFunc, scope: N.KernelScope, again: bool = True,
         if packed and any(kind == "packed" for _, _, kind in k.specials):
             return _infer_kernel(func, given, again, specials=specials, packed=False, shared=shared)
         raise
+    # (only where the layouts hold: a program refused by name stays refused)
+    large = k.large_replicated() if again else {}
+    moved = scope
+    for name, why in large.items():  # (see large_replicated) laid out again in shared
+        buf = k.buffers[name]
+        size = math.prod(int(d.value) for d in buf.shape) * DTYPES[buf.dtype].bytes
+        if _shared_estimate(moved) + size > shared:
+            continue  # (no room: stays)
+        try:
+            moved = _to_shared(func, moved, {name: why})
+        except LayoutError:  # (needed in registers: stays)
+            pass
+    if moved is not scope:
+        moved = _unstage(moved, set(large))
+        return _infer_kernel(func, moved, again=False, specials=specials, packed=packed, shared=shared)
     return k.rewrite(nest_mode, vector)
 
 
