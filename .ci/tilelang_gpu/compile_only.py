@@ -176,6 +176,7 @@ def _no_bench(*args, **kwargs):
 
 
 tilecute.profiler.do_bench = _no_bench
+_profiling.do_bench = _no_bench  # a Profiler's do_bench (its warm-up would run the reference on the CPU)
 
 
 def _untuned(self, *args, **kwargs):
@@ -192,12 +193,16 @@ def _untuned(self, *args, **kwargs):
     fill = {k: v for k, v in configs[0].items() if k in sig.parameters
             and k not in bound.arguments and sig.parameters[k].default is None}
     kernel = self._direct(args, {**kwargs, **fill})
-    if self.supply_prog is None and (self.inputs or get_autotune_inputs()) is None:
-        self._check_scalar_inputs(kernel)  # the tuner's check before timing
+    if (self.supply_prog is None and (self.inputs or get_autotune_inputs()) is None
+            and not self._given_tunables(args, kwargs, configs)):
+        self._check_scalar_inputs(kernel)  # the tuner's check before timing (none untuned)
     if getattr(kernel, "config", None) is None:  # a tuned kernel's, which AutoTuner.run reads
         bound = sig.bind_partial(*args, **{**kwargs, **fill})
         bound.apply_defaults()
         kernel.config = {k: bound.arguments[k] for k in configs[0] if k in bound.arguments}
+    for name in ("latency", "ref_latency"):  # what a tuned kernel carries (do_bench's 1 ms here)
+        if getattr(kernel, name, None) is None:
+            setattr(kernel, name, 1.0)
     return kernel
 
 
