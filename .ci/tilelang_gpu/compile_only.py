@@ -181,17 +181,24 @@ _profiling.do_bench = _no_bench  # a Profiler's do_bench (its warm-up would run 
 
 def _untuned(self, *args, **kwargs):
     """The call's own config, untuned; a tuned parameter the call leaves at a ``None``
-    default (``block_M=None``: TileLang's tuner always binds one) takes the first config's
-    value, as no timing picks one here."""
+    default or without one (``block_M=None``: TileLang's tuner always binds one) takes the
+    first config's value, as no timing picks one here."""
     import inspect
 
-    if self.eager is not None:
-        return self._direct(args, kwargs)
     configs = self.config_list(args, kwargs)
+    if self.eager is not None:  # an eager kernel's tuned parameters: given, or the tuner's
+        call = kwargs if self._given_tunables(args, kwargs, configs) else {**configs[0], **kwargs}
+        kernel = self._direct(args, call)
+        if getattr(kernel, "config", None) is None:
+            kernel.config = {k: call[k] for k in configs[0] if k in call}
+        for name in ("latency", "ref_latency"):
+            if getattr(kernel, name, None) is None:
+                setattr(kernel, name, 1.0)
+        return kernel
     sig = inspect.signature(self.factory)
     bound = sig.bind_partial(*args, **kwargs)
-    fill = {k: v for k, v in configs[0].items() if k in sig.parameters
-            and k not in bound.arguments and sig.parameters[k].default is None}
+    fill = {k: v for k, v in configs[0].items() if k in sig.parameters and k not in bound.arguments
+            and sig.parameters[k].default in (None, inspect.Parameter.empty)}
     kernel = self._direct(args, {**kwargs, **fill})
     if (self.supply_prog is None and (self.inputs or get_autotune_inputs()) is None
             and not self._given_tunables(args, kwargs, configs)):

@@ -13,7 +13,8 @@ gives the tuned parameters or not, also builds its configs for the call's other 
 of them, or a deterministic sample of ``--max`` (8; ``--variant-max``, 2, in a variant run) that
 first covers every value of every tuned parameter once.  Each config is one row,
 ``OK`` / ``REFUSED`` (a tilecute error naming a form) / ``CRASH`` (an error inside tilecute or
-CuTe DSL that is no refusal) / ``TIMEOUT``; the example's own run is a row too (as
+CuTe DSL that is no refusal) / ``TIMEOUT`` / ``INVALID`` (the example's own factory asserts the
+config away); the example's own run is a row too (as
 ``compile_example.py`` reports it; ``STOPPED``: the example stopped outside tilecute).
 
 Writes ``<out>/rows.jsonl`` (a row per config and per run) and prints the table: example,
@@ -79,12 +80,12 @@ PLAN: dict[str, list[list[str]]] = {
         ["--batch", "1", "--heads", "2", "--seq_q", "256", "--seq_kv", "256", "--dim", "64", "--window_size", "128",
          "--dtype", "bfloat16"]],
     "attention_sink/example_mha_sink_bwd_bhsd.py": [
-        ["--batch", "1", "--h", "2", "--n_ctx", "256", "--d_head", "128"],
-        ["--batch", "1", "--h", "2", "--n_ctx", "256", "--d_head", "64", "--window_size", "128",
+        ["--batch", "1", "--h", "64", "--n_ctx", "256", "--d_head", "128"],
+        ["--batch", "1", "--h", "64", "--n_ctx", "256", "--d_head", "64", "--window_size", "128",
          "--dtype", "bfloat16"]],
     "attention_sink/example_gqa_sink_bwd_bhsd.py": [
-        ["--batch", "1", "--h", "4", "--n_ctx", "256", "--d_head", "128", "--groups", "2", "--window_size", "128"],
-        ["--batch", "1", "--h", "4", "--n_ctx", "256", "--d_head", "64", "--groups", "4", "--window_size", "64",
+        ["--batch", "1", "--h", "64", "--n_ctx", "256", "--d_head", "128", "--groups", "8", "--window_size", "128"],
+        ["--batch", "1", "--h", "64", "--n_ctx", "256", "--d_head", "64", "--groups", "16", "--window_size", "64",
          "--dtype", "bfloat16"]],
     "attention_sink/example_gqa_sink_fwd_varlen.py": [
         ["--batch", "2", "--heads", "4", "--groups", "2", "--q_seqlen", "256", "--k_seqlen", "256", "--dim", "128"],
@@ -125,6 +126,7 @@ PLAN: dict[str, list[list[str]]] = {
     "dequantize_gemm/example_dequant_gemm_bf16_fp4_hopper.py": [[]],
     "dequantize_gemm/example_dequant_gemm_bf16_mxfp4_hopper.py": [[]],
     "deepseek_mhc/example_mhc_bwd.py": [[]],
+    "deepseek_v32/fp8_lighting_indexer.py": [[]],
     "gdn/example_chunk_delta_h.py": [[]],
     "gemm/example_gemm_autotune.py": [
         ["--m", "512", "--n", "512", "--k", "512", "--use_autotune"]],
@@ -132,6 +134,17 @@ PLAN: dict[str, list[list[str]]] = {
         ["--n", "2", "--c", "64", "--h", "16", "--w", "16", "--f", "64", "--use_autotune"]],
     "gemm_fp8/example_tilelang_gemm_amd.py": [[]],
     "gemm_fp8/example_tilelang_gemm_amd_fp8_preshuffle.py": [[]],
+    "gemm/example_gemm_autotune_pass_configs.py": [["--m", "512", "--n", "512", "--k", "512"]],
+    "gemm/example_gemm_autotune_early_stop.py": [[]],
+    "amd/example_amd_flash_attn_fwd.py": [
+        ["--batch", "1", "--heads", "2", "--seq_len", "256", "--dim", "128"],
+        ["--batch", "1", "--heads", "4", "--seq_len", "256", "--dim", "64", "--is_causal", "--groups", "2"]],
+    "amd/example_amd_flash_attn_bwd.py": [
+        ["--batch", "1", "--heads", "2", "--seq_len", "256", "--dim", "64"],
+        ["--batch", "1", "--heads", "4", "--seq_len", "256", "--dim", "128", "--is_causal", "--groups", "2"]],
+    "deepseek_nsa/benchmark/benchmark_nsa_fwd.py": [
+        ["--batch", "2", "--seq_len", "256", "--heads", "1", "--head_query", "16", "--impl", "tilelang",
+         "--iterations", "1", "--warmup", "1"]],
     # argparse variants only (no config space)
     "gemm_sp/example_gemm_sp.py": [
         ["--m", "512", "--n", "512", "--k", "512"],
@@ -160,7 +173,13 @@ for _kda in ("chunk_o", "chunk_bwd_dv", "chunk_bwd_gla_dA", "chunk_bwd_intra", "
 # FLA's triton kernels); a stand-in's every name is a callable returning a stand-in, so the
 # TileLang kernels after the reference still compile (the run's own check may then stop it)
 STUBS = {"kda/": ["FLA_KDA"]}
-SAMPLE_MAX = {"kda/": 4}  # a smaller sample where each config is a large kernel
+SAMPLE_MAX = {"kda/": 4}
+# runs whose example goes on after its kernels with work too slow for the CPU (mhc_bwd: 8192^2
+# matmuls as a warm-up): a shorter limit, the timeout's row says so
+RUN_TIMEOUT = {"deepseek_mhc/example_mhc_bwd.py": 150}
+# example -> its @jit factories that its get_configs() configures although no @autotune reads it
+FACTORIES = {"flash_decoding/example_gqa_decode_varlen_logits.py": ["flashattn"],
+             "deepseek_v32/fp8_lighting_indexer.py": ["mqa_attn_return_logits"]}  # a smaller sample where each config is a large kernel
 
 
 class _Inert:
@@ -213,7 +232,7 @@ def classify(e: BaseException) -> str:
                  or os.sep + "runtime" + os.sep in f.filename for f in tb[-3:])
     if isinstance(e, TimeoutError):
         return "TIMEOUT"
-    if inside and isinstance(e, (ValueError, NotImplementedError, TypeError)):
+    if inside and isinstance(e, (ValueError, NotImplementedError, TypeError, SyntaxError)):  # FrontendError
         return "REFUSED"
     return "CRASH" if inside else "STOPPED"
 
@@ -269,8 +288,11 @@ def child(log_path: str, example: str, argv: list[str]) -> None:
     def sweeping(self, *args, **kwargs):
         configs = self.config_list(args, kwargs)
         sig = inspect.signature(self.factory)
-        bound = sig.bind_partial(*args, **kwargs)
-        rest = {k: v for k, v in bound.arguments.items() if k not in configs[0]}
+        try:
+            given = sig.bind_partial(*args, **kwargs).arguments
+        except TypeError:  # an eager kernel's call (its symbolic sizes by keyword)
+            sig, given = None, {**dict(enumerate(args)), **kwargs}
+        rest = {k: v for k, v in given.items() if k not in configs[0]}
         memo = (self.__name__, _describe(rest))
         if memo not in swept:
             swept.add(memo)
@@ -282,19 +304,23 @@ def child(log_path: str, example: str, argv: list[str]) -> None:
                 signal.alarm(per_config_s)
                 try:
                     params, options = _split_config(config, self.options, self.__name__)
-                    b = sig.bind_partial(*args, **kwargs)
-                    b.arguments.update(params)
-                    if self.eager is not None:
-                        kernel = self.eager.compile(*b.args, **b.kwargs)
+                    if sig is not None:
+                        b = sig.bind_partial(*args, **kwargs)
+                        b.arguments.update(params)
+                        c_args, c_kwargs = b.args, b.kwargs
                     else:
-                        kernel = compile_func(self.factory(*b.args, **b.kwargs), out_idx=self.out_idx,
+                        c_args, c_kwargs = args, {**kwargs, **params}
+                    if self.eager is not None:
+                        kernel = self.eager.compile(*c_args, **c_kwargs)
+                    else:
+                        kernel = compile_func(self.factory(*c_args, **c_kwargs), out_idx=self.out_idx,
                                               target=arch, options=options)
                     kernel.ensure_cubin()
                     status, msg = "OK", ""
                 except Exception as e:  # noqa: BLE001 -- every config is a row
                     status, msg = classify(e), describe(e)
-                    if status == "STOPPED":  # raised in the example's own factory code
-                        status = "CRASH" if not isinstance(e, (ValueError, AssertionError)) else "REFUSED"
+                    if status == "STOPPED":  # raised in the example's own factory code: its check
+                        status = "INVALID" if isinstance(e, (ValueError, AssertionError)) else "CRASH"
                 finally:
                     signal.alarm(0)
                 row(kind="config", run=run_id, kernel=self.__name__, space=len(configs), config=config,
@@ -303,6 +329,21 @@ def child(log_path: str, example: str, argv: list[str]) -> None:
         return untuned(self, *args, **kwargs)
 
     AutoTuner.compile = sweeping
+    tuned = [n for n in os.environ.get("SWEEP_FACTORIES", "").split(",") if n]
+    if tuned:  # factories whose module's get_configs() no @autotune reads: a tuner of them
+        import tilecute.jit as jit_module
+
+        plain_jit = jit_module._jit
+
+        def jit_tuning(fn=None, **options):
+            def wrap(f):
+                jitted = plain_jit(f, **options)
+                if f.__name__ not in tuned:
+                    return jitted
+                return AutoTuner(jitted, lambda *a, **k: f.__globals__["get_configs"]())
+            return wrap(fn) if fn is not None else wrap
+
+        jit_module._jit = jit_tuning
     if os.environ.get("SWEEP_STUBS"):
         install_stubs(os.environ["SWEEP_STUBS"].split(","))
     import runpy
@@ -329,7 +370,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("examples", help="TileLang's examples/ folder")
     ap.add_argument("out")
-    ap.add_argument("--only", default="", help="run only examples whose path contains this")
+    ap.add_argument("--only", default="", help="run only examples whose path contains one of these (comma-separated)")
     ap.add_argument("--max", type=int, default=8, help="configs per tuner in a sweep run")
     ap.add_argument("--variant-max", type=int, default=2, help="configs per tuner in a variant run")
     ap.add_argument("--timeout", type=int, default=900, help="seconds per run")
@@ -339,27 +380,30 @@ def main() -> None:
     log = os.path.join(a.out, "rows.jsonl")
     if not a.table_only:
         for example, runs in PLAN.items():
-            if a.only not in example:
+            if not any(o in example for o in a.only.split(",")):
                 continue
             for n, argv in enumerate(runs):
                 path = os.path.join(a.examples, example)
                 top = next((v for k, v in SAMPLE_MAX.items() if example.startswith(k)), a.max)
                 stubs = next((v for k, v in STUBS.items() if example.startswith(k)), [])
                 env = dict(os.environ, SWEEP_MAX=str(top if n == 0 else a.variant_max), PYTHONUNBUFFERED="1",
-                           SWEEP_NAME=example, SWEEP_STUBS=",".join(stubs))
+                           SWEEP_NAME=example, SWEEP_STUBS=",".join(stubs),
+                           SWEEP_FACTORIES=",".join(FACTORIES.get(example, [])))
                 t0 = time.time()
                 name = example.replace("/", "_") + f".{n}.log"
                 with open(os.path.join(a.out, name), "w") as out:
                     try:
                         rc = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", os.path.abspath(log),
                                              os.path.abspath(path), *argv], cwd=os.path.dirname(path), stdout=out,
-                                            stderr=subprocess.STDOUT, timeout=a.timeout, env=env).returncode
+                                            stderr=subprocess.STDOUT, timeout=RUN_TIMEOUT.get(example, a.timeout),
+                                            env=env).returncode
                     except subprocess.TimeoutExpired:
                         rc = "timeout"
                 print(f"{example} {' '.join(argv)}: rc={rc} {time.time() - t0:.0f}s", flush=True)
                 if rc != 0:  # the child died before its run row (a signal, a timeout)
                     with open(log, "a") as f:
-                        f.write(json.dumps({"example": example, "argv": argv, "kind": "run", "status": "CRASH",
+                        f.write(json.dumps({"example": example, "argv": argv, "kind": "run",
+                                            "status": "TIMEOUT" if rc == "timeout" else "CRASH",
                                             "run": " ".join([example, *argv]), "error": f"child rc={rc}, see {name}"})
                                 + "\n")
     table(log)
@@ -369,17 +413,17 @@ def table(log: str) -> None:
     rows = [json.loads(line) for line in open(log)]
     by: dict = {}
     for r in rows:
-        s = by.setdefault(r["example"], {"configs": 0, "OK": 0, "REFUSED": 0, "CRASH": 0, "TIMEOUT": 0, "runs": 0,
-                                         "runs_ok": 0})
+        s = by.setdefault(r["example"], {"configs": 0, "OK": 0, "REFUSED": 0, "CRASH": 0, "TIMEOUT": 0, "INVALID": 0,
+                                         "runs": 0, "runs_ok": 0})
         if r["kind"] == "config":
             s["configs"] += 1
             s[r["status"]] = s.get(r["status"], 0) + 1
         else:
             s["runs"] += 1
             s["runs_ok"] += r["status"] == "OK"
-    print(f"{'example':64} {'configs':>7} {'OK':>4} {'REF':>4} {'CRASH':>5} {'TMO':>4} {'runs ok':>8}")
+    print(f"{'example':64} {'configs':>7} {'OK':>4} {'REF':>4} {'CRASH':>5} {'TMO':>4} {'INV':>4} {'runs ok':>8}")
     for ex, s in by.items():
-        print(f"{ex:64} {s['configs']:7} {s['OK']:4} {s['REFUSED']:4} {s['CRASH']:5} {s['TIMEOUT']:4} "
+        print(f"{ex:64} {s['configs']:7} {s['OK']:4} {s['REFUSED']:4} {s['CRASH']:5} {s['TIMEOUT']:4} {s['INVALID']:4} "
               f"{s['runs_ok']:>4}/{s['runs']}")
     print("\nnot OK:")
     for r in rows:
