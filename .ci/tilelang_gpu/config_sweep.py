@@ -172,7 +172,7 @@ for _kda in ("chunk_o", "chunk_bwd_dv", "chunk_bwd_gla_dA", "chunk_bwd_intra", "
 # folder -> packages the child replaces by inert stand-ins (references it cannot run here:
 # FLA's triton kernels); a stand-in's every name is a callable returning a stand-in, so the
 # TileLang kernels after the reference still compile (the run's own check may then stop it)
-STUBS = {"kda/": ["FLA_KDA"]}
+STUBS = {"kda/": ["FLA_KDA", "test_utils_kda"], "deepseek_v32/": ["triton"]}
 SAMPLE_MAX = {"kda/": 4}
 # runs whose example goes on after its kernels with work too slow for the CPU (mhc_bwd: 8192^2
 # matmuls as a warm-up): a shorter limit, the timeout's row says so
@@ -197,6 +197,16 @@ class _Inert:
     def __getitem__(self, key):
         return _Inert(self._name + "[]")
 
+    def __iter__(self):
+        """``a, b, c = reference(...)``: as many stand-ins as the caller's unpacking takes."""
+        import dis
+
+        frame = sys._getframe(1)
+        for ins in dis.get_instructions(frame.f_code):
+            if ins.offset == frame.f_lasti and ins.opname == "UNPACK_SEQUENCE":
+                return iter([_Inert(f"{self._name}[{i}]") for i in range(ins.arg)])
+        return iter(())
+
 
 def install_stubs(packages: list[str]) -> None:
     import importlib.abc
@@ -212,11 +222,14 @@ def install_stubs(packages: list[str]) -> None:
             module = types.ModuleType(spec.name)
             module.__path__ = []
             module.__getattr__ = lambda attr: _Inert(f"{spec.name}.{attr}")
+            for attr, value in vars(kept.get(spec.name, types.SimpleNamespace())).items():
+                setattr(module, attr, value)  # compile_only's triton.cdiv / next_power_of_2
             return module
 
         def exec_module(self, module):
             pass
 
+    kept = {name: sys.modules.pop(name) for name in packages if name in sys.modules}
     sys.meta_path.insert(0, Finder())
 
 
