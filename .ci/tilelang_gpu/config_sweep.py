@@ -7,7 +7,8 @@ variants, on a machine with no GPU (sm_90a cubins, nothing launched):
 
 Each run of ``PLAN`` (an example and the arguments it is run with: small sizes, since its
 reference runs on the CPU; the first run of an example is its config sweep, the others its
-argparse variants) runs in a child process in compile-only mode (``compile_only.py``, so
+argparse variants; ``["@call", "main(...)"]`` calls a function of the example instead of its
+``__main__``) runs in a child process in compile-only mode (``compile_only.py``, so
 ``tilelang`` is tilecute).  There every ``@autotune`` tuner the example calls, whether the call
 gives the tuned parameters or not, also builds its configs for the call's other arguments: all
 of them, or a deterministic sample of ``--max`` (8; ``--variant-max``, 2, in a variant run) that
@@ -123,13 +124,20 @@ PLAN: dict[str, list[list[str]]] = {
         ["--m", "256", "--n", "256", "--k", "256", "--tune"]],
     "dequantize_gemm/example_dequant_gemm_w4a8.py": [
         ["--m", "256", "--n", "256", "--k", "256", "--tune"]],
-    "dequantize_gemm/example_dequant_gemm_bf16_fp4_hopper.py": [[]],
-    "dequantize_gemm/example_dequant_gemm_bf16_mxfp4_hopper.py": [[]],
+    "dequantize_gemm/example_dequant_gemm_bf16_fp4_hopper.py": [
+        [], ["@call", "main(256, 256, 256, fast_dequant=False)"]],
+    "dequantize_gemm/example_dequant_gemm_bf16_mxfp4_hopper.py": [
+        [], ["@call", "main(256, 256, 256, 32, fast_dequant=False, with_bias=True)"],
+        ["@call", "main(256, 256, 256, 32, fast_dequant=False, with_bias=False)"]],
     "deepseek_mhc/example_mhc_bwd.py": [[]],
     "deepseek_v32/fp8_lighting_indexer.py": [[]],
     "gdn/example_chunk_delta_h.py": [[]],
     "gemm/example_gemm_autotune.py": [
-        ["--m", "512", "--n", "512", "--k", "512", "--use_autotune"]],
+        ["--m", "512", "--n", "512", "--k", "512", "--use_autotune"],
+        ["--m", "512", "--n", "512", "--k", "512", "--use_autotune", "--with_roller"]],
+    "gemm/example_gemm_advanced_autotune.py": [
+        ["--m", "512", "--n", "512", "--k", "512", "--use_autotune", "--enable_grouped_compile", "--use_pipeline"],
+        ["--m", "512", "--n", "512", "--k", "512", "--use_autotune", "--with_roller"]],
     "convolution/example_convolution_autotune.py": [
         ["--n", "2", "--c", "64", "--h", "16", "--w", "16", "--f", "64", "--use_autotune"]],
     "gemm_fp8/example_tilelang_gemm_amd.py": [[]],
@@ -365,7 +373,11 @@ def child(log_path: str, example: str, argv: list[str]) -> None:
     sys.path.insert(0, os.path.dirname(os.path.abspath(example)))
     t0 = time.time()
     try:
-        runpy.run_path(example, run_name="__main__")
+        if argv[:1] == ["@call"]:  # a call of the example's own function instead of its __main__
+            sys.argv = [example]
+            eval(argv[1], runpy.run_path(example, run_name="__sweep__"))
+        else:
+            runpy.run_path(example, run_name="__main__")
         status, msg = "OK", ""
     except SystemExit as e:
         status, msg = ("OK", "") if not e.code else ("STOPPED", f"exit({e.code})")
@@ -399,7 +411,7 @@ def main() -> None:
                 path = os.path.join(a.examples, example)
                 top = next((v for k, v in SAMPLE_MAX.items() if example.startswith(k)), a.max)
                 stubs = next((v for k, v in STUBS.items() if example.startswith(k)), [])
-                env = dict(os.environ, SWEEP_MAX=str(top if n == 0 else a.variant_max), PYTHONUNBUFFERED="1",
+                env = dict(os.environ, SWEEP_MAX=str(top if n == 0 or argv[:1] == ["@call"] else a.variant_max), PYTHONUNBUFFERED="1",
                            SWEEP_NAME=example, SWEEP_STUBS=",".join(stubs),
                            SWEEP_FACTORIES=",".join(FACTORIES.get(example, [])))
                 t0 = time.time()
