@@ -83,11 +83,13 @@ PLAN: dict[str, list[list[str]]] = {
     "attention_sink/example_mha_sink_bwd_bhsd.py": [
         ["--batch", "1", "--h", "64", "--n_ctx", "256", "--d_head", "128"],
         ["--batch", "1", "--h", "64", "--n_ctx", "256", "--d_head", "64", "--window_size", "128",
-         "--dtype", "bfloat16"]],
+         "--dtype", "bfloat16"],
+        ["--batch", "1", "--h", "2", "--n_ctx", "256", "--d_head", "128"]],  # heads < block_M
     "attention_sink/example_gqa_sink_bwd_bhsd.py": [
         ["--batch", "1", "--h", "64", "--n_ctx", "256", "--d_head", "128", "--groups", "8", "--window_size", "128"],
         ["--batch", "1", "--h", "64", "--n_ctx", "256", "--d_head", "64", "--groups", "16", "--window_size", "64",
-         "--dtype", "bfloat16"]],
+         "--dtype", "bfloat16"],
+        ["--batch", "1", "--h", "4", "--n_ctx", "256", "--d_head", "128", "--groups", "2", "--window_size", "128"]],
     "attention_sink/example_gqa_sink_fwd_varlen.py": [
         ["--batch", "2", "--heads", "4", "--groups", "2", "--q_seqlen", "256", "--k_seqlen", "256", "--dim", "128"],
         ["--batch", "2", "--heads", "4", "--groups", "2", "--q_seqlen", "256", "--k_seqlen", "256", "--dim", "64",
