@@ -199,3 +199,56 @@ def test_results_on_gpu():
     kg = (k.float() * torch.exp2(gk) * b[:, None]).half().float()
     ref = torch.cat([wt[i:i + 64].float() @ kg[i:i + 64].T for i in range(0, 256, 64)])
     torch.testing.assert_close(out, ref, rtol=2e-2, atol=2e-2)
+
+
+def staged_scale(with_spare: bool, S=256, D=512):
+    """Y = 2 * X through two (64, 256) float32 stages of a T.Pipelined loop (128 KiB), with a
+    third (64, 256) float32 shared tile allocated and, where ``with_spare`` is false, never
+    touched (TileLang's example_dequant_gemm_bf16_mxfp4_hopper allocates its Bias tile
+    whether or not the kernel adds a bias); where it is true, the kernel copies X's first
+    tile into it before the loop and back over Y's first tile after it, so its 64 KiB are
+    its own through the loop."""
+
+    @T.prim_func
+    def staged_scale(X: T.Tensor((S, D), "float32"), Y: T.Tensor((S, D), "float32")):
+        with T.Kernel(S // 64, threads=128) as bs:
+            spare = T.alloc_shared((64, 256), "float32")
+            tile = T.alloc_shared((64, 256), "float32")
+            out = T.alloc_fragment((64, 256), "float32")
+            if with_spare:
+                T.copy(X[bs * 64, 0], spare)
+            for k in T.Pipelined(D // 256, num_stages=2):
+                T.copy(X[bs * 64, k * 256], tile)
+                for i, j in T.Parallel(64, 256):
+                    out[i, j] = tile[i, j] * 2.0
+                T.copy(out, Y[bs * 64, k * 256])
+            if with_spare:
+                T.copy(spare, Y[bs * 64, 0])
+
+    return staged_scale
+
+
+def test_a_shared_buffer_never_used_takes_no_bytes():
+    unused = run_passes(staged_scale(False), "sm_90a").kernels[0]
+    used = run_passes(staged_scale(True), "sm_90a").kernels[0]
+    assert unused.shared_bytes < 2 * 64 * 256 * 4 + 1024  # the two stages (and barriers) alone
+    assert used.shared_bytes >= 3 * 64 * 256 * 4  # a used tile keeps its bytes
+
+
+def test_a_never_used_buffer_keeps_its_bytes_without_reuse():
+    k = run_passes(staged_scale(False), "sm_90a", {"disable_shared_memory_reuse": True}).kernels[0]
+    assert k.shared_bytes >= 3 * 64 * 256 * 4
+
+
+def test_never_used_buffer_builds_for_sm90a(cache_dir):
+    assert tilecute.compile(staged_scale(False), target="sm_90a").ensure_cubin()
+
+
+@pytest.mark.gpu
+def test_never_used_buffer_matches_torch(cache_dir):
+    import torch
+
+    x = torch.randn(256, 512, device="cuda")
+    y = torch.empty_like(x)
+    tilecute.compile(staged_scale(False))(x, y)
+    torch.testing.assert_close(y, 2 * x)

@@ -176,28 +176,40 @@ def _no_bench(*args, **kwargs):
 
 
 tilecute.profiler.do_bench = _no_bench
+_profiling.do_bench = _no_bench  # a Profiler's do_bench (its warm-up would run the reference on the CPU)
 
 
 def _untuned(self, *args, **kwargs):
     """The call's own config, untuned; a tuned parameter the call leaves at a ``None``
-    default (``block_M=None``: TileLang's tuner always binds one) takes the first config's
-    value, as no timing picks one here."""
+    default or without one (``block_M=None``: TileLang's tuner always binds one) takes the
+    first config's value, as no timing picks one here."""
     import inspect
 
-    if self.eager is not None:
-        return self._direct(args, kwargs)
     configs = self.config_list(args, kwargs)
+    if self.eager is not None:  # an eager kernel's tuned parameters: given, or the tuner's
+        call = kwargs if self._given_tunables(args, kwargs, configs) else {**configs[0], **kwargs}
+        kernel = self._direct(args, call)
+        if getattr(kernel, "config", None) is None:
+            kernel.config = {k: call[k] for k in configs[0] if k in call}
+        for name in ("latency", "ref_latency"):
+            if getattr(kernel, name, None) is None:
+                setattr(kernel, name, 1.0)
+        return kernel
     sig = inspect.signature(self.factory)
     bound = sig.bind_partial(*args, **kwargs)
-    fill = {k: v for k, v in configs[0].items() if k in sig.parameters
-            and k not in bound.arguments and sig.parameters[k].default is None}
+    fill = {k: v for k, v in configs[0].items() if k in sig.parameters and k not in bound.arguments
+            and sig.parameters[k].default in (None, inspect.Parameter.empty)}
     kernel = self._direct(args, {**kwargs, **fill})
-    if self.supply_prog is None and (self.inputs or get_autotune_inputs()) is None:
-        self._check_scalar_inputs(kernel)  # the tuner's check before timing
+    if (self.supply_prog is None and (self.inputs or get_autotune_inputs()) is None
+            and not self._given_tunables(args, kwargs, configs)):
+        self._check_scalar_inputs(kernel)  # the tuner's check before timing (none untuned)
     if getattr(kernel, "config", None) is None:  # a tuned kernel's, which AutoTuner.run reads
         bound = sig.bind_partial(*args, **{**kwargs, **fill})
         bound.apply_defaults()
         kernel.config = {k: bound.arguments[k] for k in configs[0] if k in bound.arguments}
+    for name in ("latency", "ref_latency"):  # what a tuned kernel carries (do_bench's 1 ms here)
+        if getattr(kernel, name, None) is None:
+            setattr(kernel, name, 1.0)
     return kernel
 
 

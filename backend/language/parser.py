@@ -34,6 +34,7 @@ from ..ir.printer import expr_str, layout_str
 from ..ir.visitor import linear_form, rebuild, substitute, var_names, walk_nodes, walk_stmts
 from ..ir.rasterization import panel_order
 from ..ir.validate import RESERVED, RESERVED_PREFIXES, validate
+from .fragment_extents import widen_loop_fragments
 from .negative_index import lane_wrap, legalize_negative_indices
 from ..target import WARP
 from ..runtime.dtypes import DTYPES, UnknownDTypeError
@@ -925,6 +926,7 @@ class _Parser:
                                        * (k // math.gcd(k, self.symbols[n].multiple)))
                 for n, k in self.assumed_divisors.items()})
         func = legalize_negative_indices(func)  # TileLang's A[-1]: counted from the end
+        func = widen_loop_fragments(func)  # frag[i] in T.Parallel(M): the nest's layout, M values
         validate(func, compiling=False)  # a prim_func with no T.Kernel parses (TileLang's)
         return func
 

@@ -124,6 +124,9 @@ def loop_body_lifetimes(scope: N.KernelScope, alive: dict, pinned: set) -> dict:
     return out
 
 
+_NEVER = ((-3, 0), (-2, 0))  # a lifetime before every other: overlaps none of theirs
+
+
 def _first_fit(sized) -> tuple[dict, int]:
     """Each buffer of ``sized`` in turn at the lowest offset (a multiple of its alignment)
     where it overlaps no buffer placed before it that is alive at the same time: the
@@ -182,8 +185,11 @@ def place(scope: N.KernelScope, reuse: bool = True) -> N.KernelScope:
         align = _align(a)
         stride = _round_up(stage_bytes(a.buffer), align)
         mbarrier = a.layout is not None and a.layout.kind == "mbarrier"
-        life = forever if mbarrier or a.buffer.name in remote else \
-            alive.get(a.buffer.name, forever)
+        if reuse and a.buffer.name not in alive and not mbarrier and a.buffer.name not in remote \
+                and a.buffer.name not in bases.values():
+            life = _NEVER  # allocated, never used (TileLang's lowering drops it): no bytes of its own
+        else:
+            life = forever if mbarrier or a.buffer.name in remote else alive.get(a.buffer.name, forever)
         sized.append((a, align, stride, stride * (a.stages - 1) + stage_bytes(a.buffer), life))
     # first fit in allocation order, or with the most aligned buffers first where that
     # needs fewer bytes (a 1024-aligned TMA tile may not start where a 128-aligned buffer
