@@ -121,3 +121,30 @@ def test_selected_tiles_gemm_gpu():
                 ref[r * bm:(r + 1) * bm] += a[r * bm:(r + 1) * bm, t * bk:(t + 1) * bk].float() @ \
                     b[t * bk:(t + 1) * bk].float()
     torch.testing.assert_close(c, ref, atol=1e-2, rtol=1e-3)
+
+
+def test_a_guard_of_the_thread_index_is_not_pipelined():
+    """A guard each thread decides for itself would put the refill's barrier in a branch
+    some threads skip: such a loop keeps one buffer."""
+    M, K, bm, bk = 128, 256, 64, 32
+
+    @T.prim_func
+    def per_thread(A: T.Tensor((M, K), "float16"), C: T.Tensor((M, bk), "float32")):
+        with T.Kernel(M // bm, threads=128) as by:
+            tx = T.get_thread_binding()
+            a_s = T.alloc_shared((bm, bk), "float16")
+            acc = T.alloc_fragment((bm, bk), "float32")
+            T.clear(acc)
+            for k in T.Pipelined(K // bk, num_stages=2):
+                if (tx + k) % 2 >= 0:
+                    T.copy(A[by * bm, k * bk], a_s)
+                    for i, j in T.Parallel(bm, bk):
+                        acc[i, j] += a_s[i, j]
+            T.copy(acc, C[by * bm, 0])
+
+    from tilecute.transform.pipeline import run_passes
+    from tilecute.ir import nodes as N
+    from tilecute.ir.visitor import walk_stmts
+    out = run_passes(per_thread, "sm_90a", until="pipeline_async_copies")
+    stages = {s.buffer.name: s.stages for s in walk_stmts(out.kernels[0].body) if isinstance(s, N.Allocate)}
+    assert stages["a_s"] == 1, stages

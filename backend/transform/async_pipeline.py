@@ -114,6 +114,15 @@ class _Kernel:
             out.append(s)
         return tuple(out)
 
+    def per_thread(self) -> set[str]:
+        """The kernel's Lets whose values read the thread index (or such a Let)."""
+        out: set[str] = set()
+        for t in walk_stmts(self.scope.body):
+            if isinstance(t, N.Let) and (_names(t.value) & out or any(
+                    isinstance(c, N.Call) and c.name == "thread_idx" for c in walk_nodes(t.value))):
+                out.add(t.var.name)
+        return out
+
     def waited_before(self, loop: N.For) -> bool:
         """May a cp.async nest the barrier pass waits for be in flight when ``loop``
         starts: one before it in the kernel, or in a loop around it?"""
@@ -171,9 +180,11 @@ class _Kernel:
         lets = _step_lets(dataclasses.replace(loop, body=prefix + body))
         if guard is not None:  # (its Lets' values: what it reads for another step)
             guard = substitute(guard, lets) if lets else guard
-            if _names(guard) & _bound(loop.body) or not all(
-                    c.name in PURE_CALLS for c in walk_nodes(guard) if isinstance(c, N.Call)):
-                return None
+            if _names(guard) & (_bound(loop.body) | self.per_thread()) or not all(
+                    c.name in PURE_CALLS and c.name != "thread_idx"
+                    for c in walk_nodes(guard) if isinstance(c, N.Call)):
+                return None  # (a guard a thread decides for itself: the refill's barrier
+                # would be in a branch some threads skip)
         before = []
         for t in body:
             if any(t is c for c in copies):
