@@ -162,8 +162,8 @@ def _prog(body: str):
 
 
 @pytest.mark.parametrize("body,message", [
-    ("T.async_copy(A[bx * 64, 0], s, coalesced_width=4)",
-     "T.async_copy: coalesced_width=4 is not supported"),
+    ("T.async_copy(A[bx * 64, 0], s, coalesced_width=2.5)",
+     "T.async_copy: coalesced_width=2.5: coalesced_width must be an int >= 1"),
     ('T.async_copy(A[bx * 64, 0], s, annotations={"eviction_policy": 1})',
      "T.async_copy: annotations={'eviction_policy': 1} is not supported"),
     ('T.async_copy(A[bx * 64, 0], s, annotations={"no_implicit_async_commit_wait": True})',

@@ -109,7 +109,8 @@ REFUSED = {
     # the doc's own `i = 0; while i < N:` binds a Python int: TileLang 0.1.15 also refuses a
     # while whose condition is constant at parse time (control_flow.md: "TileLang will error")
     "p_while_plain": ["`while` with a condition that is true at parse time never ends"],
-    "p_copy_args": ["T.copy: coalesced_width=4 is not supported"],
+    # (coalesced_width=4 of its first copy is honored; its second's eviction policy is not)
+    "p_copy_args": ["T.copy: eviction_policy='evict_first' is not supported"],
     "p_evict": ["T.copy: eviction_policy='evict_first' is not supported"],
 }
 

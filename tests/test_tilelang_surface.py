@@ -440,7 +440,7 @@ REFUSED = [
     ('T.gemm(a, b, c, k_pack=4)', "T.gemm: k_pack=4; TileLang's T.gemm takes 1 or 2"),
     ('T.gemm(a, b, c, mbar=bars[0])', "T.gemm: mbar="),
     ('T.copy(A[0, 0], a, eviction_policy="evict_first")', "T.copy: eviction_policy='evict_first' is not supported"),
-    ('T.copy(A[0, 0], a, coalesced_width=4)', "T.copy: coalesced_width=4 is not supported"),
+    ('T.copy(A[0, 0], a, coalesced_width=0)', "T.copy: coalesced_width=0: coalesced_width must be an int >= 1"),
     ('T.reduce_sum(c, r, batch=0)', "T.reduce_sum: batch must be >= 1, got 0"),
     ('T.reduce_max(c, r, annotations={"x": 1})', "T.reduce_max: annotations={'x': 1} is not supported"),
     ('T.reduce_bitand(c, r)', "T.reduce_bitand: 'c' is float32; bitwise reductions take integers"),

@@ -945,6 +945,10 @@ class Copy(Stmt):
     # passes choose.  Every choice keeps T.copy synchronous, as in TileLang.  ASYNC_COPY
     # ("async"): TileLang's T.async_copy, asynchronous (printed T.async_copy(src, dst))
     instruction: str = ""
+    # TileLang's T.copy(..., coalesced_width=w): the copy's nest runs w consecutive elements
+    # of its innermost dim a thread step (its loop's vector_width); 0: the passes choose.  A
+    # copy that becomes TMA has no such loop (TileLang applies it to the SIMT loop alone)
+    vector_width: int = 0
 
 
 @dataclass(frozen=True)

@@ -258,6 +258,8 @@ def _stmt(s: N.Stmt, indent: int, out: list[str]) -> None:
         kw = ", disable_tma=True" if s.disable_tma else ""
         if s.instruction and s.instruction != N.ASYNC_COPY:
             kw += f', prefer_instruction="{s.instruction}"'
+        if s.vector_width:
+            kw += f", coalesced_width={s.vector_width}"
         form = "T.async_copy" if s.instruction == N.ASYNC_COPY else "T.copy"
         out.append(f"{pad}{form}({_region(s.src)}, {_region(s.dst)}{kw})")
     elif isinstance(s, N.TmaCopy):

@@ -4572,7 +4572,7 @@ class _Parser:
             instruction = N.ASYNC_COPY
         src, dst = self.copy_regions(a, s)
         return [N.Copy(src, dst, loc=self.loc(s), disable_tma=no_tma,
-                       instruction=instruction or "")]
+                       instruction=instruction or "", vector_width=self.copy_width(a, given))]
 
     def stmt_copy_cluster(self, a: _Args, s) -> list[N.Stmt]:
         """``T.copy_cluster(src, dst, *, dst_block=, cluster_mask=, remote_barrier=)``:
@@ -4595,6 +4595,10 @@ class _Parser:
         given = _annotated_args(a, ann)
 
         self.copy_options(a, given)
+        width, arg, shown = given("coalesced_width", "coalesced_width", None)
+        if width is not None:
+            raise a.fail(arg, f"{shown} is not supported: a cluster copy's lanes are chosen by "
+                              "tilecute's vectorization pass")
         if not self.in_kernel:
             raise self.error(s, "T.copy_cluster belongs inside a T.Kernel / T.ClusterKernel")
         block, _, shown_block = given("dst_block", "dst_block", None)
@@ -4774,16 +4778,23 @@ class _Parser:
             isinstance(x, N.Const) and x.value == 1 for x in src.extents) and \
             isinstance(a.node("src"), ast.Subscript) and isinstance(a.node("dst"), ast.Subscript) \
             and not ann
-        return [N.Copy(src, dst, loc=self.loc(s), instruction="" if single else N.ASYNC_COPY)]
+        return [N.Copy(src, dst, loc=self.loc(s), instruction="" if single else N.ASYNC_COPY,
+                       vector_width=0 if single else self.copy_width(a, given))]
+
+    def copy_width(self, a: _Args, given) -> int:
+        """T.copy's / T.async_copy's ``coalesced_width`` (its annotation key too): the lanes
+        a thread step of the copy's loop, as TileLang's loop partition takes it; 0 when not
+        given."""
+        width, arg, shown = given("coalesced_width", "coalesced_width", None)
+        if width is None:
+            return 0
+        if not isinstance(width, int) or isinstance(width, bool) or width < 1:
+            raise a.fail(arg, f"{shown}: coalesced_width must be an int >= 1 known at parse time")
+        return width
 
     def copy_options(self, a: _Args, given) -> None:
-        """The arguments T.copy and T.async_copy refuse: ``coalesced_width``,
-        ``loop_layout`` (their annotation keys too), an eviction policy other than normal."""
-        width, arg, shown = given("coalesced_width", "coalesced_width", None)
-        if width is not None:
-            raise a.fail(arg, f"{shown} is not supported: the copy's vector width is chosen by "
-                              "tilecute's vectorization pass (T.Parallel(..., coalesced_width=...) "
-                              "sets it for an explicit loop)")
+        """The arguments T.copy and T.async_copy refuse: ``loop_layout`` (its annotation key
+        too), an eviction policy other than normal."""
         if "eviction_policy" in a.sig.parameters:
             policy, arg, shown = given("eviction_policy", "eviction_policy", None)
             if policy not in (None, "evict_normal", 0) or isinstance(policy, bool):

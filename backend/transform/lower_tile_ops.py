@@ -176,6 +176,8 @@ class _Lowerer(StmtMutator):
             nest = with_innermost(nest, loop_layout=N.Layout("replicated"))
         if s.instruction:
             nest = with_innermost(nest, copy_instruction=s.instruction)
+        if s.vector_width:  # (coalesced_width: the loop's lanes, as T.Parallel's)
+            nest = _with_lanes(nest, s.vector_width)
         return nest
 
     def no_tma_reason(self, s: N.Copy) -> str:
@@ -540,3 +542,11 @@ def _kept_dims(extents, rank: int) -> list[int]:
 def lower_tile_ops(func: N.PrimFunc) -> N.PrimFunc:
     """``func`` with copies, fills, clears and tile atomics turned into parallel nests."""
     return _Lowerer(func).run(func)
+
+
+def _with_lanes(nest: N.For, width: int) -> N.For:
+    """``nest`` running ``width`` lanes a thread step: its innermost loop's ``vector_width``,
+    1 on the others (as the frontend marks ``T.Parallel(..., coalesced_width=width)``)."""
+    if len(nest.body) == 1 and isinstance(nest.body[0], N.For) and nest.body[0].kind == "parallel":
+        return dataclasses.replace(nest, vector_width=1, body=(_with_lanes(nest.body[0], width),))
+    return dataclasses.replace(nest, vector_width=width)
