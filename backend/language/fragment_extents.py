@@ -34,6 +34,13 @@ def _widen(kernel: N.KernelScope) -> N.KernelScope:
              and all(isinstance(d, N.Const) for d in s.buffer.shape)}
     if not frags:
         return kernel
+    # a fragment a tile op names whole (T.copy, T.fill, T.reduce, T.gemm ...: their extents
+    # are the declared shape's, as TileLang's frontend builds their regions from it) or that
+    # has views keeps its shape: widened, a T.copy(f, Out[0, 0]) would write more than
+    # TileLang's
+    frags = {n: b for n, b in frags.items() if n not in _named_whole(kernel.body)}
+    if not frags:
+        return kernel
     need: dict[str, list[int]] = {}
     _visit(kernel.body, {}, frags, need)
     widened = {name: N.Buffer(buf.name, buf.dtype, tuple(N.const(e, d.dtype) if e > d.value else d
@@ -45,6 +52,25 @@ def _widen(kernel: N.KernelScope) -> N.KernelScope:
         return kernel
     return rebuild(kernel, lambda n: widened[n.name] if isinstance(n, N.Buffer) and n.scope == "fragment"
                    and n.name in widened and n == frags[n.name] else None)
+
+
+def _named_whole(body) -> set[str]:
+    """Buffers named other than by an element access: by a tile op's region or buffer
+    field, or by a view (either side)."""
+    out: set[str] = set()
+    for s in _stmts(body):
+        if isinstance(s, N.Allocate) and s.view_of:
+            out |= {s.view_of, s.buffer.name}
+        if isinstance(s, (N.For, N.If, N.While, N.Let, N.Store, N.Evaluate, N.Allocate)):
+            continue
+        for f in dataclasses.fields(s):
+            v = getattr(s, f.name)
+            if isinstance(v, str):
+                out.add(v)
+    for n in walk_nodes(body):
+        if isinstance(n, N.Region):
+            out.add(n.buffer)
+    return out
 
 
 def _stmts(body):
