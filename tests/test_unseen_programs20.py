@@ -9,6 +9,8 @@ batch-norm backward, FP8 delayed scaling.  CPU: each builds to an sm_90a and an 
 cubin, and what each means is checked in the generated source.  GPU: each matches a torch
 reference."""
 
+import re
+
 import pytest
 
 import tilecute
@@ -169,8 +171,11 @@ def test_rope_backward_rotates_back():
 
 def test_interleaved_rope_pairs_keep_their_strides():
     src = _body(_src("rope_interleaved_bwd_pairs"))
-    assert "o[i * 64 + 2 * j] = cutlass.BFloat16(g[i * 64 + 2 * j] * c + g[i * 64 + 2 * j + 1] * s)" in src
-    assert "o[i * 64 + 2 * j + 1] = cutlass.BFloat16(g[i * 64 + 2 * j + 1] * c - g[i * 64 + 2 * j] * s)" in src
+    # (g and o, 4 and 2 KiB read across threads, live in shared memory: the lanes' pairs)
+    assert re.search(r"o\[i \* 64 \+ 2 \* \(j \+ (tc_lane\d+)\)\] = cutlass\.BFloat16\(g\[i \* 64 \+ "
+                     r"2 \* \(j \+ \1\)\] \* c \+ g\[i \* 64 \+ 2 \* \(j \+ \1\) \+ 1\] \* s\)", src), src
+    assert re.search(r"o\[i \* 64 \+ 2 \* \(j \+ (tc_lane\d+)\) \+ 1\] = cutlass\.BFloat16\(g\[i \* 64 \+ "
+                     r"2 \* \(j \+ \1\) \+ 1\] \* c - g\[i \* 64 \+ 2 \* \(j \+ \1\)\] \* s\)", src), src
 
 
 def test_linear_backward_gemms_transpose_their_operands():
