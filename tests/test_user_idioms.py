@@ -65,8 +65,12 @@ def test_pipelined_tile_skip_keeps_the_loaded_bounds_test():
     src = _body("kv_tiles_skip_by_ranges")
     assert "q_start = starts[qt]" in src and "q_end = ends[qt]" in src
     cond = src.index("if q_start <= kv and kv < q_end:")
-    # the Q tile's copy and both GEMMs run only under the test
-    assert cond < src.index("tcc.copy_async(") < src.index("tcm.gemm(tc_mma0") < src.index("tcm.gemm(tc_mma1")
+    # the Q tile's copy runs only under its step's test, issued a step ahead (the next step's
+    # bounds read there: the pipelined guard); both GEMMs only under this step's
+    ahead = src.index("if starts[qt + 1] <= kv and kv < ends[qt + 1]:")
+    assert ahead < src.index("tcc.copy_async(", ahead) < cond
+    assert "if starts[0] <= kv and kv < ends[0]:" in src  # (the prologue's step 0)
+    assert cond < src.index("tcm.gemm(tc_mma0") < src.index("tcm.gemm(tc_mma1")
     assert "accumulate=False" in src.split("tcm.gemm(tc_mma0")[1].split("\n")[0]  # clear_accum=True
 
 
@@ -168,7 +172,10 @@ def test_fragment_forms():
     src = _body("fragment_width_not_multiple")
     assert src.count("if tc_f") == 3 and "< 192:" in src  # 48 threads hold the 192 elements
     src = _body("fragment_partial_rows")
-    assert "F[(i_1_ + 3) * 64 + j_1_] = A[i_1_, j_1_]" in src
+    # (the 4 KiB fragment written at shifted rows lives in shared memory: rows 3.. by
+    # cp.async, after a barrier that orders them behind the first nest's stores)
+    assert "F.iterator + cute.assume((i_1_ + 3) * 64 + j_1_" in src
+    assert src.index("cute.arch.sync_threads()") < src.index("F.iterator + cute.assume((i_1_ + 3)")
     src = _body("fragment_slice_copy")
     assert "F[3 + i2] = A[i2]" in src and "range_constexpr(0, 8)" in src
     src = _body("col_max_dim0")
