@@ -82,10 +82,10 @@ class KernelEmitter:
         self.pointers: dict[str, str] = {}  # tensor parameter -> its pointer parameter
         # local buffers that share registers with a view (or are one): one flat register
         # tensor indexed in row-major order, which a view's flat index shares
-        bases = view_bases(self.scope.body)
+        self.viewed = {n for pair in view_bases(self.scope.body).items() for n in pair}  # views, bases
         local = {a.buffer.name for a in walk_stmts(self.scope.body)
                  if isinstance(a, N.Allocate) and a.buffer.scope == "local"}
-        self.flat_locals = {n for pair in bases.items() for n in pair} & local
+        self.flat_locals = self.viewed & local
         # 32-bit registers a thread's share of the kernel's fragments takes (all of them at
         # once: an upper bound on what is live)
         self.fragment_registers = sum(
@@ -713,8 +713,7 @@ class KernelEmitter:
         out.line(depth, f"tcr.grouped_rows({red}, {all_rows}, {ident(s.scratch)}, {per_round}, "
                         f"{group}, {self.tid}{self.reduce_barrier(False)})")
         self.store_reduced(s, all_rows, rows, op, depth, c)
-        views = view_bases(self.scope.body)
-        if s.clear and s.dim == src.ndim - 1 and s.dst not in views and s.dst not in views.values():
+        if s.clear and s.dim == src.ndim - 1 and s.dst not in self.viewed:
             # (read back by nests laid out as src: NestEmitter.row_result)
             self.row_results[s.dst] = (red, (rows, row), v, threads)
 

@@ -67,6 +67,18 @@ def names_in(x) -> set[str]:
     return out
 
 
+def tainted_lets(body, seed=(), taints=lambda value: False) -> set[str]:
+    """The names in ``seed`` and those of ``body``'s Lets (in program order) whose values
+    read such a name or satisfy ``taints``: the values that may differ where ``taints``
+    says a value does (the thread index: each thread's own)."""
+    out = set(seed)
+    for t in walk_stmts(body):
+        if isinstance(t, N.Let) and ({n.name for n in walk_nodes(t.value) if isinstance(n, N.Var)} & out
+                                     or taints(t.value)):
+            out.add(t.var.name)
+    return out
+
+
 def mentions(e, name: str) -> bool:
     if isinstance(e, N.Var):
         return e.name == name

@@ -41,7 +41,7 @@ import dataclasses
 from ..ir import nodes as N
 from ..ir.visitor import BODY_FIELDS, fold_constants, replace_stmt, substitute, walk_nodes, walk_stmts
 from ..target import target
-from .analysis import (PURE_CALLS, accesses, buffers_used, names_in as _names, parallel_nest,
+from .analysis import (PURE_CALLS, accesses, buffers_used, names_in as _names, parallel_nest, tainted_lets,
                        view_bases, with_innermost)
 from .mbarriers import i32, sub
 from .shared_memory import place
@@ -116,12 +116,8 @@ class _Kernel:
 
     def per_thread(self) -> set[str]:
         """The kernel's Lets whose values read the thread index (or such a Let)."""
-        out: set[str] = set()
-        for t in walk_stmts(self.scope.body):
-            if isinstance(t, N.Let) and (_names(t.value) & out or any(
-                    isinstance(c, N.Call) and c.name == "thread_idx" for c in walk_nodes(t.value))):
-                out.add(t.var.name)
-        return out
+        return tainted_lets(self.scope.body, taints=lambda v: any(
+            isinstance(c, N.Call) and c.name == "thread_idx" for c in walk_nodes(v)))
 
     def waited_before(self, loop: N.For) -> bool:
         """May a cp.async nest the barrier pass waits for be in flight when ``loop``

@@ -106,8 +106,9 @@ from ..ir.printer import expr_str, layout_str
 from ..ir.visitor import BODY_FIELDS, StmtMutator, rebuild, replace_exprs, substitute, walk_nodes, walk_stmts
 from ..runtime.dtypes import DTYPES
 from ..target import VECTOR_BYTES, WARP, target
-from .analysis import (LoopVars, accesses, allreduce_steps, independent_view, is_unit, linear_form, mentions,
-                       parallel_nest, plain_statements, squeeze, value_range, view_bases, view_layout)
+from .analysis import (LoopVars, accesses, allreduce_steps, buffers_used, independent_view, is_unit, linear_form,
+                       mentions, parallel_nest, plain_statements, squeeze, tainted_lets, value_range, view_bases,
+                       view_layout)
 from .lower_tile_ops import move_columns_last, reduce_identity, reduce_update
 
 # the calls through which a thread meets other threads (their partition across threads
@@ -948,22 +949,18 @@ class _Kernel:
         thread index (or a ``Let`` computed from it), a thread's local buffer, or a
         shuffle, vote or warp reduction?"""
         if self.per_thread is None:  # the Lets whose values may differ between threads
-            self.per_thread = set(self.thread_vars)
-            for t in walk_stmts(self.scope.body):
-                if isinstance(t, N.Let) and self.varies(t.value):
-                    self.per_thread.add(t.var.name)
-        return self.varies(nest.loops[-1].body)
+            self.per_thread = tainted_lets(self.scope.body, self.thread_vars, self.varies)
+        body = nest.loops[-1].body
+        return self.varies(body) or any(isinstance(n, N.Var) and n.name in self.per_thread
+                                        for n in walk_nodes(body))
 
     def varies(self, x) -> bool:
-        for n in walk_nodes(x):
-            if isinstance(n, N.Var) and n.name in (self.per_thread or self.thread_vars):
-                return True
-            if isinstance(n, N.Call) and (n.name in _MEETS_THREADS or "thread" in n.name or
-                                          "lane" in n.name or "warp" in n.name):
-                return True
-            if isinstance(n, N.Load) and self.scope_of(n.buffer) == "local":
-                return True
-        return False
+        """Does ``x`` call the thread index (or a shuffle, vote, warp reduction), or read a
+        thread's local buffer?"""
+        return any(isinstance(n, N.Call) and (n.name in _MEETS_THREADS or "thread" in n.name or
+                                              "lane" in n.name or "warp" in n.name) or
+                   isinstance(n, N.Load) and self.scope_of(n.buffer) == "local"
+                   for n in walk_nodes(x))
 
     def spread_replication(self) -> None:
         """A nest that writes a replicated fragment at its own loop variables runs whole
@@ -2178,15 +2175,10 @@ def _unstage(scope: N.KernelScope, names: set) -> N.KernelScope:
                 not isinstance(body[0].value, N.Load):
             return None
         st, ld = body[0], body[0].value
-        names_ = tuple(N.Var(lp.var.name, "int32") for lp in loops)
         if ld.buffer not in names or st.indices != ld.indices or \
-                tuple(getattr(i, "name", None) for i in st.indices) != tuple(v.name for v in names_):
+                tuple(getattr(i, "name", None) for i in st.indices) != tuple(lp.var.name for lp in loops):
             return None
         return ld.buffer
-
-    def named(t) -> set:
-        return {getattr(n, "buffer", None) for n in walk_nodes(t)} | \
-            {x for n in walk_nodes(t) if isinstance(n, N.Gemm) for x in (n.a, n.b, n.c)}
 
     def scan(stmts):
         for at, b in enumerate(stmts):
@@ -2198,7 +2190,7 @@ def _unstage(scope: N.KernelScope, names: set) -> N.KernelScope:
                     src = staging_copy(a, tile)
                     if src is not None:
                         break
-                    if named(a) & ({tile} | names):
+                    if buffers_used(a) & ({tile} | names):
                         break
                 if src is not None and tile in allocs and src in allocs and \
                         allocs[tile].buffer.dtype == allocs[src].buffer.dtype and \
@@ -2215,7 +2207,6 @@ def _unstage(scope: N.KernelScope, names: set) -> N.KernelScope:
                 and getattr(n, "buffer", None) == tile or isinstance(n, N.Gemm) and tile in (n.a, n.b)]
         if len(uses) != 2:  # (the copy's store and the T.gemm)
             del found[tile]
-            continue
     if not found:
         return scope
     layout = {src: allocs[tile].layout for tile, src in found.items()}

@@ -370,7 +370,15 @@ class _Lowerer(StmtMutator):
 
     def visit_im2col(self, s: N.Im2Col) -> N.Stmt:
         """``col[i, j]`` = the image element under filter tap ``c_step * BK + j`` of output
-        pixel ``nhw_step * BM + i``, 0 in the padding and past the matrix."""
+        pixel ``nhw_step * BM + i``, 0 in the padding and past the matrix.
+
+        Where the ``BK`` columns lie in one filter tap (``C`` a multiple of ``BK``), column
+        ``j`` is channel ``c0 + j`` of that tap, so the image is read at ``[n, h, w, c0 + j]``
+        with ``n, h, w, c0`` the same for the whole row: a copy (one store of one load, which
+        the vectorizer moves 16 bytes at a time, by cp.async where it can).  The padding and
+        the rows past the matrix are the image read out of bounds, which reads 0 (the
+        kernel's safe memory access; a tensor with a safe value of its own keeps the general
+        form, a select per element)."""
         img, col = self.buffers[s.img], self.buffers[s.col]
         n_, h_, w_, c_ = img.shape
         bm, bk = col.shape
@@ -379,10 +387,29 @@ class _Lowerer(StmtMutator):
         b = N.binop
         oh = b("add", b("floordiv", b("sub", b("add", h_, i32(2 * P)), i32(D * (K - 1) + 1)), i32(S)), i32(1))
         ow = b("add", b("floordiv", b("sub", b("add", w_, i32(2 * P)), i32(D * (K - 1) + 1)), i32(S)), i32(1))
+        kc = b("mul", i32(K), c_)
+
+        def pixel(m, q) -> tuple:
+            """The image row and column of output pixel ``m`` under filter tap ``q``."""
+            h = b("sub", b("add", b("mul", b("floordiv", b("mod", m, b("mul", oh, ow)), ow), i32(S)),
+                                  b("mul", b("floordiv", q, kc), i32(D))), i32(P))
+            w = b("sub", b("add", b("mul", b("mod", m, ow), i32(S)),
+                                  b("mul", b("mod", b("floordiv", q, c_), i32(K)), i32(D))), i32(P))
+            return h, w
 
         if isinstance(c_, N.Const) and isinstance(bk, N.Const) and c_.value % bk.value == 0 \
                 and img.name not in self.safe_values:
-            return self.nest(s, (bm, bk), lambda vs: self.im2col_rows(s, img, col, vs, oh, ow))
+            def rows(vs):
+                i, j = vs
+                m = b("add", b("mul", s.nhw_step, bm), i)  # the output pixel
+                q = b("mul", s.c_step, bk)  # the tile's first column
+                h, w = pixel(m, q)
+                # a column tile past the last tap reads 0: image n out of bounds
+                n = N.Select(N.cmp("lt", q, b("mul", i32(K), kc)), b("floordiv", m, b("mul", oh, ow)),
+                             n_, "int32")
+                value = N.Load(img.name, fold_constants((n, h, w, b("add", b("mod", q, c_), j))), img.dtype)
+                return (N.Store(col.name, (i, j), value, loc=s.loc),)
+            return self.nest(s, (bm, bk), rows)
 
         def body(vs):
             i, j = vs
@@ -390,12 +417,8 @@ class _Lowerer(StmtMutator):
             h, w = self.fresh("im2col_h"), self.fresh("im2col_w")
             lets = [N.Let(m, b("add", b("mul", s.nhw_step, bm), i), loc=s.loc),
                     N.Let(q, b("add", b("mul", s.c_step, bk), j), loc=s.loc)]
-            kc = b("mul", i32(K), c_)
-            lets.append(N.Let(h, b("sub", b("add", b("mul", b("floordiv", b("mod", m, b("mul", oh, ow)), ow), i32(S)),
-                                                   b("mul", b("floordiv", q, kc), i32(D))), i32(P)), loc=s.loc))
-            lets.append(N.Let(w, b("sub", b("add", b("mul", b("mod", m, ow), i32(S)),
-                                                   b("mul", b("mod", b("floordiv", q, c_), i32(K)), i32(D))),
-                                          i32(P)), loc=s.loc))
+            h_at, w_at = pixel(m, q)
+            lets += [N.Let(h, h_at, loc=s.loc), N.Let(w, w_at, loc=s.loc)]
             inside = N.Logic("and", (N.cmp("lt", m, b("mul", n_, b("mul", oh, ow))),
                                      N.cmp("lt", q, b("mul", i32(K), kc)),
                                      N.cmp("ge", h, 0), N.cmp("lt", h, h_),
@@ -407,31 +430,6 @@ class _Lowerer(StmtMutator):
         return self.nest(s, (bm, bk), body)
 
     visit_im2_col = visit_im2col  # (the visitor's snake_case of "Im2Col")
-
-    def im2col_rows(self, s: N.Im2Col, img: N.Buffer, col: N.Buffer, vs, oh, ow) -> tuple:
-        """The body of an im2col whose ``BK`` columns lie in one filter tap (``C`` a
-        multiple of ``BK``): column ``j`` is channel ``c0 + j`` of that tap, so the image is
-        read at ``[n, h, w, c0 + j]`` with ``n, h, w, c0`` the same for the whole row: a
-        copy (one store of one load, which the vectorizer moves 16 bytes at a time, by
-        cp.async where it can).  The padding and the rows past the matrix are the image
-        read out of bounds, which reads 0 (the kernel's safe memory access; a tensor with
-        a safe value of its own keeps the general form)."""
-        i, j = vs
-        i32 = lambda v: N.Const(v, "int32")  # noqa: E731
-        b = N.binop
-        K, S, D, P = s.kernel, s.stride, s.dilation, s.pad
-        c_ = img.shape[3]
-        m = b("add", b("mul", s.nhw_step, col.shape[0]), i)  # the output pixel
-        q = b("mul", s.c_step, col.shape[1])  # the tile's first column
-        h = b("sub", b("add", b("mul", b("floordiv", b("mod", m, b("mul", oh, ow)), ow), i32(S)),
-                              b("mul", b("floordiv", q, b("mul", i32(K), c_)), i32(D))), i32(P))
-        w = b("sub", b("add", b("mul", b("mod", m, ow), i32(S)),
-                              b("mul", b("mod", b("floordiv", q, c_), i32(K)), i32(D))), i32(P))
-        # a column tile past the last tap reads 0: image n out of bounds
-        n = N.Select(N.cmp("lt", q, b("mul", i32(K * K), c_)), b("floordiv", m, b("mul", oh, ow)),
-                     img.shape[0], "int32")
-        value = N.Load(img.name, fold_constants((n, h, w, b("add", b("mod", q, c_), j))), img.dtype)
-        return (N.Store(col.name, (i, j), value, loc=s.loc),)
 
     def visit_copy(self, s: N.Copy) -> N.Stmt:
         return self.copy(s)

@@ -79,11 +79,12 @@ class KernelTma:
 
     def mma_then_registers(self, rest, loads) -> bool:
         """Is the body's last statement on the tiles it loads a wgmma ``T.gemm``, followed
-        only by register work: statements touching fragments and locals (and reading
-        global tensors the kernel never writes) alone, with no
-        GEMM, reduction, barrier, atomic or call (FP8's promotion of the accumulator every
-        few steps: ``if (k + 1) % 2 == 0: acc2 += acc; T.clear(acc)``)?  The compute
-        warpgroups run it as they run the GEMM; TileLang specializes such a loop too."""
+        only by register work (none: ``mma_tail``): loops, branches, Lets, stores, fills
+        and copies touching fragments and locals (and reading global tensors the kernel
+        never writes) alone, so no GEMM, reduction, barrier, atomic or call (FP8's
+        promotion of the accumulator every few steps: ``if (k + 1) % 2 == 0: acc2 += acc;
+        T.clear(acc)``)?  The compute warpgroups run it as they run the GEMM; TileLang
+        specializes such a loop too."""
         tiles = {c.dst.buffer for c in loads}
         users = [i for i, s in enumerate(rest) if buffers_used(s) & tiles]
         if not users:
@@ -98,9 +99,8 @@ class KernelTma:
             if any(b in written if b not in self.allocs else
                    self.allocs[b].buffer.scope not in ("fragment", "local") for b in used):
                 return False
-            if any(isinstance(t, (N.Gemm, N.Reduce, N.AtomicAdd, N.Evaluate, N.TmaCopy, N.Scan))
-                   or not isinstance(t, (N.For, N.If, N.Let, N.Store, N.Fill, N.Clear, N.Copy))
-                   for t in walk_stmts([s])):
+            if not all(isinstance(t, (N.For, N.If, N.Let, N.Store, N.Fill, N.Clear, N.Copy))
+                       for t in walk_stmts([s])):
                 return False
         return True
 

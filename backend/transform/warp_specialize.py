@@ -119,8 +119,7 @@ class _Specializer:
         ws = loop.warp_specialize
         if ws is False:
             return [loop]
-        refusal = self.refusal(loop, loads, self.k.mma_tail(rest, loads) or
-                               self.k.mma_then_registers(rest, loads), path)
+        refusal = self.refusal(loop, loads, self.k.mma_then_registers(rest, loads), path)
         blocks = self.k.scope.min_blocks_per_sm
         if refusal is None and blocks > 1:
             refusal = (f"the kernel asks for {blocks} blocks per SM "
