@@ -174,6 +174,28 @@ def test_no_room_keeps_it_in_registers(monkeypatch):
     assert _scope_of(func, "xf") == "fragment"
 
 
+def test_room_counts_packed_fp4_tiles_at_their_bytes():
+    """The shared-memory room the move checks counts a float4_e2m1fn tile at half a byte an
+    element (two a byte, as the shared-memory pass lays it out), each stage of it."""
+    from tilecute.transform.layout_inference import _shared_estimate
+    from tilecute.transform.pipeline import run_passes
+
+    @T.prim_func
+    def fp4_tiles(A: T.Tensor((256, 512), T.float4_e2m1fn), B: T.Tensor((256, 512), T.float16)):
+        with T.Kernel(2, threads=128) as bx:
+            a_s = T.alloc_shared((128, 512), T.float4_e2m1fn)
+            o_s = T.alloc_shared((128, 64), T.float16)
+            for k in T.Pipelined(8, num_stages=2):
+                T.copy(A[bx * 128, 0], a_s)
+                for i, j in T.Parallel(128, 64):
+                    o_s[i, j] = T.cast(a_s[i, k * 64 + j], T.float16)
+                T.copy(o_s, B[bx * 128, k * 64])
+
+    kernel = run_passes(fp4_tiles, "sm_90a", until="infer_layouts").kernels[0]
+    # 2 stages x (128 x 512 / 2 bytes + 128 x 64 x 2 bytes)
+    assert _shared_estimate(kernel) == 2 * (128 * 512 // 2 + 128 * 64 * 2)
+
+
 def test_thread_dependent_fragment_stays_in_registers():
     src = tilecute.compile(thread_stamped()).get_kernel_source()
     assert _rmem_sizes(src)["f"] == 32 * 16

@@ -107,8 +107,8 @@ from ..ir.visitor import BODY_FIELDS, StmtMutator, rebuild, replace_exprs, subst
 from ..runtime.dtypes import DTYPES
 from ..target import VECTOR_BYTES, WARP, target
 from .analysis import (LoopVars, accesses, allreduce_steps, buffers_used, independent_view, is_unit, linear_form,
-                       mentions, parallel_nest, plain_statements, squeeze, tainted_lets, value_range, view_bases,
-                       view_layout)
+                       mentions, parallel_nest, plain_statements, squeeze, stage_bytes, tainted_lets, value_range,
+                       view_bases, view_layout)
 from .lower_tile_ops import move_columns_last, reduce_identity, reduce_update
 
 # the calls through which a thread meets other threads (their partition across threads
@@ -2100,7 +2100,7 @@ def _shared_estimate(scope: N.KernelScope) -> int:
     for s in walk_stmts(scope.body):
         if isinstance(s, N.Allocate) and s.buffer.scope == "shared" and not s.view_of and \
                 all(isinstance(d, N.Const) for d in s.buffer.shape):
-            size = math.prod(int(d.value) for d in s.buffer.shape) * DTYPES[s.buffer.dtype].bytes
+            size = stage_bytes(s.buffer)
             total += size * max(s.stages, deepest)
     return total
 
@@ -2293,7 +2293,7 @@ def _infer_kernel(func: N.PrimFunc, scope: N.KernelScope, again: bool = True,
     moved = scope
     for name, why in large.items():  # (see large_replicated) laid out again in shared
         buf = k.buffers[name]
-        size = math.prod(int(d.value) for d in buf.shape) * DTYPES[buf.dtype].bytes
+        size = stage_bytes(buf)
         if _shared_estimate(moved) + size > shared:
             continue  # (no room: stays)
         try:
