@@ -48,7 +48,10 @@ rescaled after), ``acc_chain`` (an accumulator through several ``T.Parallel`` ne
 column statistics broadcast back, vectors from global, transposed and shifted reads through
 shared, fragment copies to other dtypes, masks against run-time bounds) and ``gemm2`` (two
 chained GEMMs, ``S = Q K^T`` then ``O = P V`` with P the cast of S in registers or shared,
-16..128 tiles, transposes, policies, ``T.Pipelined`` over the second GEMM's K).
+16..128 tiles, transposes, policies, ``T.Pipelined`` over the second GEMM's K) and ``conv``
+(2-D convolutions over NHWC images as implicit GEMMs: ``T.im2col`` or a gather written out,
+kernels 1..5, strides, dilations, paddings, channel counts off the column tile, ragged
+pixels and filters).
 
 A Program holds ``name`` (form + seed), ``factory`` (the loaded ``@tilecute.jit`` factory),
 ``args`` (its keyword arguments), ``make_inputs(device)`` (the arguments that are not
@@ -2630,8 +2633,115 @@ def gen_gemm2(rng, seed):
     return _module(src_text, [3], params), params, [3], make_inputs, reference, (0.0, 0.0)
 
 
+# ---- convolutions as implicit GEMMs ----------------------------------------------------------
+def gen_conv(rng, seed):
+    """A 2-D convolution over an NHWC image as an implicit GEMM, as TileLang's users write it:
+    per K step the (bm, bk) image tile is ``T.im2col(X, x_s, by, ko, k, s, d, p)`` or gathered
+    by the threads with the index math written out (``T.if_then_else`` on the padding and the
+    tails), the (bk, bn) weight tile a ``T.copy`` of the (k * k * c, f) weights, ``T.gemm``
+    into a float32 accumulator, under ``T.Pipelined`` with 0..3 stages; square kernels 1..5,
+    stride 1..3, dilation 1..2, padding 0..2, channel counts that are and are not multiples of
+    the column tile, ragged output pixels and filters, an optional bias + relu epilogue.
+    Integer data: the sums are exact in float32 (and rounded once into a 16-bit output)."""
+    dtype = rng.choice(["float16", "bfloat16"])
+    k = rng.choice([1, 1, 2, 3, 3, 3, 5])
+    s = rng.choice([1, 1, 2, 3])
+    d = rng.choice([1, 1, 2]) if k > 1 else 1
+    p = rng.randint(0, min(2, (k - 1) * d))
+    c = rng.choice([8, 16, 24, 32, 48, 64, 128])
+    f = rng.choice([16, 32, 48, 64, 128])
+    n = rng.choice([1, 2])
+    span = (k - 1) * d + 1
+    h = rng.randint(max(span - 2 * p, 1), 20)
+    w = rng.randint(max(span - 2 * p, 1), 20)
+    oh = (h + 2 * p - span) // s + 1
+    ow = (w + 2 * p - span) // s + 1
+    threads = rng.choice([128, 128, 256])
+    bm = rng.choice([64, 64, 128]) if threads == 256 else rng.choice([32, 64, 64, 128])
+    bn = rng.choice([32, 64, 64, 128])
+    bk = rng.choice([16, 32, 32, 64])
+    stages = rng.choice([0, 1, 2, 3, 3])
+    gather = "im2col" if rng.random() < 0.6 else "manual"
+    epi = rng.choice(["none", "none", "bias_relu"])
+    out = rng.choice(["float32", "float32", dtype])
+    store = rng.choice(["copy", "copy", "guarded"])
+    pol = rng.choice(_POLICIES)
+    M = n * oh * ow
+    KK = k * k * c
+    steps = "T.ceildiv(KK, bk)"
+    loop = f"T.Pipelined({steps}, num_stages={stages})" if stages else f"T.serial({steps})"
+    if gather == "im2col":
+        fill = ["T.im2col(X, x_s, by, ko, k, s, d, p)"]
+    else:
+        fill = ["for i, j in T.Parallel(bm, bk):",
+                "    m = by * bm + i",
+                "    kk = ko * bk + j",
+                "    img = m // (oh * ow)",
+                "    oy = m % (oh * ow) // ow",
+                "    ox = m % ow",
+                "    kh = kk // c // k",
+                "    kw = kk // c % k",
+                "    ih = oy * s + kh * d - p",
+                "    iw = ox * s + kw * d - p",
+                "    x_s[i, j] = T.if_then_else(m < M and kk < KK and ih >= 0 and ih < h and iw >= 0 and iw < w,",
+                "                               X[img, ih, iw, kk % c], T.cast(0, dtype))"]
+    body = fill + ["T.copy(Wt[ko * bk, bx * bn], w_s)",
+                   f"T.gemm(x_s, w_s, acc{_kw(('policy', _pol(pol)))})"]
+    if epi == "bias_relu":
+        epi_lines = ["for i, j in T.Parallel(bm, bn):",
+                     "    acc[i, j] = T.max(acc[i, j] + Bias[bx * bn + j], 0)"]
+        bias_param = ", Bias: T.Tensor((f,), \"float32\")"
+    else:
+        epi_lines, bias_param = [], ""
+    if store == "copy":
+        st = ["T.copy(acc, Y[by * bm, bx * bn])"]
+    else:
+        st = ["for i, j in T.Parallel(bm, bn):",
+              "    if by * bm + i < M and bx * bn + j < f:",
+              "        Y[by * bm + i, bx * bn + j] = acc[i, j]"]
+    src_text = f'''
+    @T.prim_func
+    def main(X: T.Tensor((n, h, w, c), dtype), Wt: T.Tensor((KK, f), dtype){bias_param},
+             Y: T.Tensor((M, f), out)):
+        with T.Kernel(T.ceildiv(f, bn), T.ceildiv(M, bm), threads=threads) as (bx, by):
+            x_s = T.alloc_shared((bm, bk), dtype)
+            w_s = T.alloc_shared((bk, bn), dtype)
+            acc = T.alloc_fragment((bm, bn), "float32")
+            T.clear(acc)
+            for ko in {loop}:
+{chr(10).join(" " * 16 + ln for ln in body)}
+{chr(10).join(" " * 12 + ln for ln in epi_lines + st)}
+
+    return main
+    '''
+    src_text = "\n".join(ln for ln in src_text.split("\n") if ln.strip() or not ln)
+    params = dict(n=n, h=h, w=w, c=c, f=f, k=k, s=s, d=d, p=p, oh=oh, ow=ow, M=M, KK=KK, bm=bm, bn=bn,
+                  bk=bk, threads=threads, dtype=dtype, out=out)
+    out_pos = 3 if epi == "bias_relu" else 2
+
+    def make_inputs(device):
+        g = _gen(seed)
+        x = _ints(g, (n, h, w, c), -1, 2, dtype)
+        wt = _ints(g, (KK, f), -2, 3, dtype)
+        ins = [x.to(device), wt.to(device)]
+        if epi == "bias_relu":
+            ins.append(_ints(g, (f,), -4, 5, "float32").to(device))
+        return ins
+
+    def reference(inputs):
+        x, wt = inputs[0].cpu().double(), inputs[1].cpu().double()
+        wk = wt.view(k, k, c, f).permute(3, 2, 0, 1)
+        y = torch.nn.functional.conv2d(x.permute(0, 3, 1, 2), wk, stride=s, padding=p, dilation=d)
+        y = y.permute(0, 2, 3, 1).reshape(M, f)
+        if epi == "bias_relu":
+            y = (y + inputs[2].cpu().double()).clamp(min=0)
+        return {out_pos: y.to(_TORCH[out])}
+
+    return _module(src_text, [out_pos], params), params, [out_pos], make_inputs, reference, (0.0, 0.0)
+
+
 NEW_FORMS = ["attn", "gemm_grid", "smem_gemm", "acc_lines", "pipe_order", "macro", "scalar", "dequant", "acc_chain",
-             "gemm2"]
+             "gemm2", "conv"]
 
 
 _GENS = {"copy": gen_copy, "index": gen_index, "reduce": gen_reduce, "cumsum": gen_cumsum, "cast": gen_cast,
@@ -2639,7 +2749,7 @@ _GENS = {"copy": gen_copy, "index": gen_index, "reduce": gen_reduce, "cumsum": g
          "stencil": gen_stencil, "softmax": gen_softmax, "rank3": gen_rank3, "reuse": gen_reuse,
          "attn": gen_attn, "gemm_grid": gen_gemm_grid, "smem_gemm": gen_smem_gemm, "acc_lines": gen_acc_lines,
          "pipe_order": gen_pipe_order, "macro": gen_macro, "scalar": gen_scalar, "dequant": gen_dequant,
-         "acc_chain": gen_acc_chain, "gemm2": gen_gemm2}
+         "acc_chain": gen_acc_chain, "gemm2": gen_gemm2, "conv": gen_conv}
 
 
 def generate(seed, form=None):
