@@ -21,7 +21,7 @@ The build before the launch has its own limit (``--build-timeout``, 600 s).
       # the forms of NEW_FORMS (attention loops, small-grid GEMMs, thread-written GEMM
       # operands, accumulator rows / columns, ordered pipelines, macros, scalar code,
       # packed / dequantized GEMM operands, accumulator chains, back-to-back GEMMs,
-      # implicit-GEMM convolutions)
+      # implicit-GEMM convolutions, block-sparse loops)
     python tests/fuzz_run.py --form dequant --first 0 --count 200 --jobs 12 --timeout 30
       # one form of them alone (also acc_chain, gemm2, conv, ...)"""
 

@@ -46,12 +46,13 @@ shifts and masks, zero points, sign extension, ``T.Cast``, per-group scales
 shared A / B operand of a float16 / bfloat16 ``T.gemm``, and int8 x int8 -> int32 GEMMs
 rescaled after), ``acc_chain`` (an accumulator through several ``T.Parallel`` nests: row /
 column statistics broadcast back, vectors from global, transposed and shifted reads through
-shared, fragment copies to other dtypes, masks against run-time bounds) and ``gemm2`` (two
+shared, fragment copies to other dtypes, masks against run-time bounds), ``gemm2`` (two
 chained GEMMs, ``S = Q K^T`` then ``O = P V`` with P the cast of S in registers or shared,
-16..128 tiles, transposes, policies, ``T.Pipelined`` over the second GEMM's K) and ``conv``
+16..128 tiles, transposes, policies, ``T.Pipelined`` over the second GEMM's K), ``conv``
 (2-D convolutions over NHWC images as implicit GEMMs: ``T.im2col`` or a gather written out,
 kernels 1..5, strides, dilations, paddings, channel counts off the column tile, ragged
-pixels and filters).
+pixels and filters) and ``sparse`` (block-sparse GEMMs: the ``T.Pipelined`` body one ``if``
+on a mask tensor, or on a block index read first).
 
 A Program holds ``name`` (form + seed), ``factory`` (the loaded ``@tilecute.jit`` factory),
 ``args`` (its keyword arguments), ``make_inputs(device)`` (the arguments that are not
@@ -2740,8 +2741,105 @@ def gen_conv(rng, seed):
     return _module(src_text, [out_pos], params), params, [out_pos], make_inputs, reference, (0.0, 0.0)
 
 
+# ---- block-sparse loops ----------------------------------------------------------------------------
+def gen_sparse(rng, seed):
+    """A GEMM whose K steps are taken or skipped by data, as TileLang's block-sparse GEMM and
+    sparse decode kernels write it: the ``T.Pipelined`` body is one ``if`` on a mask tensor
+    (``if Mask[by, bx, k]:``), or on a block index read first (``i_s = Idx[by, k]`` then
+    ``if i_s >= 0:``, the tiles read at ``i_s``), holding the two copies and ``T.gemm``;
+    0..3 stages, float16 / bfloat16, tiles 32..128, 128 or 256 threads, ragged M / N, an
+    optional row scale after the loop.  Integer data: exact in float32."""
+    dtype = rng.choice(["float16", "bfloat16"])
+    threads = rng.choice([128, 128, 256])
+    bm = rng.choice([64, 128]) if threads == 256 else rng.choice([32, 64, 64, 128])
+    bn = rng.choice([32, 64, 64, 128])
+    bk = rng.choice([32, 64, 64])
+    KT = rng.randint(1, 6)
+    K = KT * bk
+    M = _ragged(rng, bm, 2)
+    N = _ragged(rng, bn, 2)
+    stages = rng.choice([0, 1, 2, 3, 3])
+    kind = rng.choice(["mask", "mask", "index"])
+    density = rng.choice([0.0, 0.3, 0.6, 1.0])
+    scale = rng.random() < 0.3
+    out = rng.choice(["float32", "float32", dtype])
+    pol = rng.choice(_POLICIES)
+    gm, gn = -(-M // bm), -(-N // bn)
+    loop = f"T.Pipelined(KT, num_stages={stages})" if stages else "T.serial(KT)"
+    gemm = f"T.gemm(a_s, b_s, acc{_kw(('policy', _pol(pol)))})"
+    if kind == "mask":
+        sel_param = "Mask: T.Tensor((gm, gn, KT), \"bool\")"
+        body = ["if Mask[by, bx, k]:",
+                "    T.copy(A[by * bm, k * bk], a_s)",
+                "    T.copy(B[k * bk, bx * bn], b_s)",
+                f"    {gemm}"]
+    else:
+        sel_param = "Idx: T.Tensor((gm, KT), \"int32\")"
+        body = ["i_s = Idx[by, k]",
+                "if i_s >= 0:",
+                "    T.copy(A[by * bm, i_s * bk], a_s)",
+                "    T.copy(B[i_s * bk, bx * bn], b_s)",
+                f"    {gemm}"]
+    tail = []
+    if scale:
+        tail = ["for i, j in T.Parallel(bm, bn):", "    acc[i, j] = acc[i, j] * S[by * bm + i]"]
+    src_text = f'''
+    @T.prim_func
+    def main(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), {sel_param}, S: T.Tensor((M,), "float32"),
+             C: T.Tensor((M, N), out)):
+        with T.Kernel(gn, gm, threads=threads) as (bx, by):
+            a_s = T.alloc_shared((bm, bk), dtype)
+            b_s = T.alloc_shared((bk, bn), dtype)
+            acc = T.alloc_fragment((bm, bn), "float32")
+            T.clear(acc)
+            for k in {loop}:
+{chr(10).join(" " * 16 + ln for ln in body)}
+{chr(10).join(" " * 12 + ln for ln in tail)}
+            T.copy(acc, C[by * bm, bx * bn])
+
+    return main
+    '''
+    src_text = "\n".join(ln for ln in src_text.split("\n") if ln.strip() or not ln)
+    params = dict(M=M, N=N, K=K, KT=KT, gm=gm, gn=gn, bm=bm, bn=bn, bk=bk, threads=threads, dtype=dtype, out=out)
+
+    def make_inputs(device):
+        g = _gen(seed)
+        a = _ints(g, (M, K), -1, 2, dtype)
+        b = _ints(g, (K, N), -2, 3, dtype)
+        if kind == "mask":
+            sel = torch.rand((gm, gn, KT), generator=g) < density
+        else:
+            # each row block's taken K blocks (in order, no repeats), then -1s
+            sel = torch.full((gm, KT), -1, dtype=torch.int32)
+            for r in range(gm):
+                taken = sorted(torch.randperm(KT, generator=g)[:int(round(KT * density))].tolist())
+                sel[r, :len(taken)] = torch.tensor(taken, dtype=torch.int32)
+        sc = _ints(g, (M,), -3, 4, "float32")
+        return [a.to(device), b.to(device), sel.to(device), sc.to(device)]
+
+    def reference(inputs):
+        a, b, sel, sc = (x.cpu() for x in inputs)
+        a, b = a.double(), b.double()
+        c = torch.zeros(M, N, dtype=torch.float64)
+        for r in range(gm):
+            rows = slice(r * bm, min(M, (r + 1) * bm))
+            for q in range(gn):
+                cols = slice(q * bn, min(N, (q + 1) * bn))
+                for k in range(KT):
+                    kb = (k if bool(sel[r, q, k]) else None) if kind == "mask" else \
+                        (int(sel[r, k]) if int(sel[r, k]) >= 0 else None)
+                    if kb is not None:
+                        ks = slice(kb * bk, (kb + 1) * bk)
+                        c[rows, cols] += a[rows, ks] @ b[ks, cols]
+        if scale:
+            c = c * sc.double()[:, None]
+        return {4: c.to(_TORCH[out])}
+
+    return _module(src_text, [4], params), params, [4], make_inputs, reference, (0.0, 0.0)
+
+
 NEW_FORMS = ["attn", "gemm_grid", "smem_gemm", "acc_lines", "pipe_order", "macro", "scalar", "dequant", "acc_chain",
-             "gemm2", "conv"]
+             "gemm2", "conv", "sparse"]
 
 
 _GENS = {"copy": gen_copy, "index": gen_index, "reduce": gen_reduce, "cumsum": gen_cumsum, "cast": gen_cast,
@@ -2749,7 +2847,7 @@ _GENS = {"copy": gen_copy, "index": gen_index, "reduce": gen_reduce, "cumsum": g
          "stencil": gen_stencil, "softmax": gen_softmax, "rank3": gen_rank3, "reuse": gen_reuse,
          "attn": gen_attn, "gemm_grid": gen_gemm_grid, "smem_gemm": gen_smem_gemm, "acc_lines": gen_acc_lines,
          "pipe_order": gen_pipe_order, "macro": gen_macro, "scalar": gen_scalar, "dequant": gen_dequant,
-         "acc_chain": gen_acc_chain, "gemm2": gen_gemm2, "conv": gen_conv}
+         "acc_chain": gen_acc_chain, "gemm2": gen_gemm2, "conv": gen_conv, "sparse": gen_sparse}
 
 
 def generate(seed, form=None):
