@@ -24,11 +24,13 @@ _LAZY = {
     "register_cuda_postproc": ("tilecute.engine", "register_cuda_postproc"),
     "register_hip_postproc": ("tilecute.engine", "register_hip_postproc"),
     "register_c_postproc": ("tilecute.engine", "register_c_postproc"),
+    "Layout": ("tilecute.layout", "Layout"),
+    "Fragment": ("tilecute.layout", "Fragment"),
 }
 # submodules reachable as attributes after a bare `import tilecute` (TileLang's layout)
 _SUBMODULES = ("profiler", "utils", "testing", "language", "options", "autotuner", "layout",
                "transform", "math", "env", "engine", "contrib", "cuda", "carver", "tvm", "cache",
-               "jit")  # tilecute.jit: the decorator, callable, and TileLang's jit package
+               "jit", "tileop")  # tilecute.jit: the decorator, callable, and TileLang's jit package
 
 
 def cdiv(a, b):
@@ -81,6 +83,8 @@ def __getattr__(name):
         return getattr(importlib.import_module(module), attr)
     if name in _SUBMODULES:
         return importlib.import_module(f"tilecute.{name}")
+    if name == "dtypes":  # (TileLang's tilelang.dtypes is its language's dtypes module)
+        return importlib.import_module("tilecute.language.dtypes")
     raise AttributeError(f"module 'tilecute' has no attribute {name!r}")
 
 

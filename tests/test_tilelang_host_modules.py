@@ -330,7 +330,11 @@ def test_small_top_level_names(monkeypatch):
     assert issubclass(tilecute.runtime.kernel.Kernel, tilecute.JITKernel)
     assert tilecute.next_power_of_2(5) == 8 == tilecute.math.next_power_of_2(8)
     assert tilecute.math.next_power_of_2(1) == 1 and tilecute.math.cdiv(7, 2) == 4
-    assert GemmWarpPolicy is T.GemmWarpPolicy
+    assert GemmWarpPolicy is T.GemmWarpPolicy is tilecute.tileop.base.GemmWarpPolicy
+    # tilelang.Layout / tilelang.Fragment are its layout constructors, tilelang.dtypes its
+    # language's dtypes module
+    assert tilecute.Layout is tilecute.layout.Layout and tilecute.Fragment is tilecute.layout.Fragment
+    assert tilecute.dtypes.bfloat16 == T.bfloat16 and tilecute.dtypes is tilecute.language.dtypes
     assert determine_fp8_type() == T.float8_e4m3 and determine_fp8_type("e5m2") == T.float8_e5m2
     monkeypatch.delenv("TILECUTE_DISABLE_CACHE", raising=False)
     tilecute.disable_cache()
