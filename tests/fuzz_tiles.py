@@ -51,8 +51,10 @@ chained GEMMs, ``S = Q K^T`` then ``O = P V`` with P the cast of S in registers 
 16..128 tiles, transposes, policies, ``T.Pipelined`` over the second GEMM's K), ``conv``
 (2-D convolutions over NHWC images as implicit GEMMs: ``T.im2col`` or a gather written out,
 kernels 1..5, strides, dilations, paddings, channel counts off the column tile, ragged
-pixels and filters) and ``sparse`` (block-sparse GEMMs: the ``T.Pipelined`` body one ``if``
-on a mask tensor, or on a block index read first).
+pixels and filters), ``sparse`` (block-sparse GEMMs: the ``T.Pipelined`` body one ``if``
+on a mask tensor, or on a block index read first) and ``attn_bwd`` (FlashAttention's backward
+for a head: a block per key tile, P and dS recomputed from the saved log-sum-exp, dQ added
+by ``T.atomic_add``, causal or not).
 
 A Program holds ``name`` (form + seed), ``factory`` (the loaded ``@tilecute.jit`` factory),
 ``args`` (its keyword arguments), ``make_inputs(device)`` (the arguments that are not
@@ -2838,8 +2840,126 @@ def gen_sparse(rng, seed):
     return _module(src_text, [4], params), params, [4], make_inputs, reference, (0.0, 0.0)
 
 
+# ---- attention backward ----------------------------------------------------------------------------
+def gen_attn_bwd(rng, seed):
+    """FlashAttention's backward for one head, as TileLang's users write it: a block per key
+    tile holds K and V in shared memory and dK / dV in registers; its ``T.Pipelined`` walk
+    over query tiles (from the diagonal when causal) recomputes P^T = exp2(K Q^T * scale - lse)
+    from the saved log-sum-exp, dP^T = V dO^T, dV += P^T dO (P^T cast to 16 bits in
+    registers), dS^T = P^T (dP^T - delta) * sm_scale, dK += dS^T Q, and dQ = dS K through a
+    shared dS^T tile (``transpose_A``) added with ``T.atomic_add`` into a float32 dQ; tiles
+    32..128, head dims 16..128, 128 or 256 threads, 0..2 stages, ragged sequences."""
+    dtype = rng.choice(["float16", "bfloat16"])
+    threads = rng.choice([128, 128, 256])
+    bn = 128 if threads == 256 else rng.choice([64, 64, 128])
+    bm = rng.choice([64, 128]) if threads == 256 else rng.choice([32, 64, 64, 128])
+    D = rng.choice([16, 32, 64, 64, 128])
+    while (2 * bm * bn + 2 * bn * D + bm * D) > 150 * threads:
+        if bm > 32 and bm >= D:
+            bm //= 2
+        else:
+            D //= 2
+    causal = rng.random() < 0.5
+    stages = rng.choice([0, 1, 2, 2])
+    S = _ragged(rng, max(bm, bn), 3)
+    sm_scale = 1.0 / (D ** 0.5)
+    log2e = 1.4426950408889634
+    out = rng.choice(["float32", dtype])
+    start = "T.floordiv(bx * bn, bm)" if causal else "0"
+    loop = (f"T.Pipelined({start}, T.ceildiv(S, bm), num_stages={stages})" if stages else
+            f"T.serial({start}, T.ceildiv(S, bm))")
+    mask = ["for i, j in T.Parallel(bn, bm):",
+            "    pT[i, j] = T.if_then_else(bx * bn + i <= k * bm + j, pT[i, j], 0)"] if causal else []
+    body = ["T.copy(Q[k * bm, 0], q_s)",
+            "T.clear(pT)",
+            "T.gemm(k_s, q_s, pT, transpose_B=True)",
+            "T.copy(LSE[k * bm], lse_s)",
+            "for i, j in T.Parallel(bn, bm):",
+            "    pT[i, j] = T.exp2(pT[i, j] * scale_log2 - lse_s[j])",
+            *mask,
+            "T.copy(dO[k * bm, 0], do_s)",
+            "T.clear(dpT)",
+            "T.gemm(v_s, do_s, dpT, transpose_B=True)",
+            "T.copy(pT, pT_h)",
+            "T.gemm(pT_h, do_s, dv)",
+            "T.copy(Delta[k * bm], delta_s)",
+            "for i, j in T.Parallel(bn, bm):",
+            "    dsT_h[i, j] = pT[i, j] * (dpT[i, j] - delta_s[j]) * sm_scale",
+            "T.gemm(dsT_h, q_s, dk)",
+            "T.copy(dsT_h, dsT_s)",
+            "T.clear(dq)",
+            "T.gemm(dsT_s, k_s, dq, transpose_A=True)",
+            "for i, j in T.Parallel(bm, D):",
+            "    if k * bm + i < S:",
+            "        T.atomic_add(dQ[k * bm + i, j], dq[i, j])"]
+    src_text = f'''
+    @T.prim_func
+    def main(Q: T.Tensor((S, D), dtype), K: T.Tensor((S, D), dtype), V: T.Tensor((S, D), dtype),
+             dO: T.Tensor((S, D), dtype), LSE: T.Tensor((S,), "float32"), Delta: T.Tensor((S,), "float32"),
+             dQ: T.Tensor((S, D), "float32"), dK: T.Tensor((S, D), out), dV: T.Tensor((S, D), out)):
+        with T.Kernel(T.ceildiv(S, bn), threads=threads) as bx:
+            k_s = T.alloc_shared((bn, D), dtype)
+            v_s = T.alloc_shared((bn, D), dtype)
+            q_s = T.alloc_shared((bm, D), dtype)
+            do_s = T.alloc_shared((bm, D), dtype)
+            lse_s = T.alloc_shared((bm,), "float32")
+            delta_s = T.alloc_shared((bm,), "float32")
+            dsT_s = T.alloc_shared((bn, bm), dtype)
+            pT = T.alloc_fragment((bn, bm), "float32")
+            dpT = T.alloc_fragment((bn, bm), "float32")
+            pT_h = T.alloc_fragment((bn, bm), dtype)
+            dsT_h = T.alloc_fragment((bn, bm), dtype)
+            dv = T.alloc_fragment((bn, D), "float32")
+            dk = T.alloc_fragment((bn, D), "float32")
+            dq = T.alloc_fragment((bm, D), "float32")
+            T.copy(K[bx * bn, 0], k_s)
+            T.copy(V[bx * bn, 0], v_s)
+            T.clear(dv)
+            T.clear(dk)
+            for k in {loop}:
+{chr(10).join(" " * 16 + ln for ln in body)}
+            T.copy(dv, dV[bx * bn, 0])
+            T.copy(dk, dK[bx * bn, 0])
+
+    return main
+    '''
+    src_text = "\n".join(ln for ln in src_text.split("\n") if ln.strip() or not ln)
+    params = dict(S=S, D=D, bm=bm, bn=bn, threads=threads, dtype=dtype, out=out, sm_scale=sm_scale,
+                  scale_log2=sm_scale * log2e)
+
+    def forward(q, k, v):
+        s = (q @ k.T) * sm_scale
+        if causal:
+            s = s.masked_fill(torch.ones(S, S, dtype=torch.bool).triu(1), float("-inf"))
+        return s
+
+    def make_inputs(device):
+        g = _gen(seed)
+        q, k, v, do = ((torch.randn((S, D), generator=g) * 0.5).to(_TORCH[dtype]) for _ in range(4))
+        s = forward(q.double(), k.double(), v.double())
+        lse = torch.logsumexp(s, dim=1)
+        o = torch.softmax(s, dim=1) @ v.double()
+        delta = (do.double() * o).sum(1)
+        lse2 = (lse * log2e).float()
+        return [x.to(device) for x in (q, k, v, do, lse2, delta.float(), torch.zeros(S, D))]
+
+    def reference(inputs):
+        q, k, v, do, lse2, delta, _ = (x.cpu().double() for x in inputs)
+        s = forward(q, k, v)
+        p = torch.exp2(s * log2e - lse2[:, None])  # (query, key), as the kernel recomputes it
+        p16 = _round(p, dtype)
+        dv = p16.T @ do
+        dp = do @ v.T
+        ds16 = _round(p * (dp - delta[:, None]) * sm_scale, dtype)
+        dk = ds16.T @ q
+        dq = ds16 @ k
+        return {6: dq.float(), 7: dk.to(_TORCH[out]), 8: dv.to(_TORCH[out])}
+
+    return _module(src_text, [7, 8], params), params, [7, 8], make_inputs, reference, (2e-2, 2e-2)
+
+
 NEW_FORMS = ["attn", "gemm_grid", "smem_gemm", "acc_lines", "pipe_order", "macro", "scalar", "dequant", "acc_chain",
-             "gemm2", "conv", "sparse"]
+             "gemm2", "conv", "sparse", "attn_bwd"]
 
 
 _GENS = {"copy": gen_copy, "index": gen_index, "reduce": gen_reduce, "cumsum": gen_cumsum, "cast": gen_cast,
@@ -2847,7 +2967,8 @@ _GENS = {"copy": gen_copy, "index": gen_index, "reduce": gen_reduce, "cumsum": g
          "stencil": gen_stencil, "softmax": gen_softmax, "rank3": gen_rank3, "reuse": gen_reuse,
          "attn": gen_attn, "gemm_grid": gen_gemm_grid, "smem_gemm": gen_smem_gemm, "acc_lines": gen_acc_lines,
          "pipe_order": gen_pipe_order, "macro": gen_macro, "scalar": gen_scalar, "dequant": gen_dequant,
-         "acc_chain": gen_acc_chain, "gemm2": gen_gemm2, "conv": gen_conv, "sparse": gen_sparse}
+         "acc_chain": gen_acc_chain, "gemm2": gen_gemm2, "conv": gen_conv, "sparse": gen_sparse,
+         "attn_bwd": gen_attn_bwd}
 
 
 def generate(seed, form=None):
