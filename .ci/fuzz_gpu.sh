@@ -6,7 +6,7 @@
 #   FUZZ_FORM=new bash .ci/fuzz_gpu.sh 0 300 14    # the forms of NEW_FORMS (attention loops,
 #                                                  # small-grid GEMMs, ...; see fuzz_tiles.py)
 #   FUZZ_FORM=dequant bash .ci/fuzz_gpu.sh 0 200 12  # one of them alone (dequant, acc_chain,
-#                                                  # gemm2, attn, ...)
+#                                                  # gemm2, attn, conv, sparse, attn_bwd, ...)
 #
 # Each program runs in a child process under a per-launch limit (FUZZ_TIMEOUT, 30 s): a
 # launch that does not end in time is reported as SEED NAME hang (a failure) and the next
