@@ -77,6 +77,18 @@ def _tensor_to(self, *args, **kwargs):
 
 
 torch.Tensor.to = _tensor_to
+_Generator = torch.Generator
+
+
+class _CpuGenerator(_Generator):  # torch.Generator(device="cuda") seeds a CPU generator (still a Generator)
+    def __new__(cls, device="cpu"):
+        return _Generator.__new__(cls, device=_cpu(device))
+
+    def __init__(self, device="cpu"):
+        pass
+
+
+torch.Generator = _CpuGenerator
 torch.Tensor.cuda = lambda self, *a, **k: self
 _set_default_device = torch.set_default_device
 torch.set_default_device = lambda d: _set_default_device(_cpu(d))
@@ -125,7 +137,7 @@ class _Stream:  # torch.cuda.Stream / torch.cuda.stream(s): nothing launches on 
         return True
 
 
-torch.cuda.synchronize = lambda *a, **k: None
+torch.cuda.synchronize = torch.cuda.init = lambda *a, **k: None
 torch.cuda.Stream = _Stream
 torch.cuda.stream = lambda s=None: _Stream()
 torch.cuda.current_stream = torch.cuda.default_stream = lambda *a, **k: _Stream()
