@@ -80,7 +80,12 @@ torch.Tensor.to = _tensor_to
 _Generator = torch.Generator
 
 
-class _CpuGenerator(_Generator):  # torch.Generator(device="cuda") seeds a CPU generator (still a Generator)
+class _AnyGenerator(type(_Generator)):  # torch's own generators (torch.default_generator) stay torch.Generators
+    def __instancecheck__(cls, obj):
+        return isinstance(obj, _Generator)
+
+
+class _CpuGenerator(_Generator, metaclass=_AnyGenerator):  # torch.Generator(device="cuda") seeds a CPU one
     def __new__(cls, device="cpu"):
         return _Generator.__new__(cls, device=_cpu(device))
 
@@ -154,6 +159,9 @@ torch.cuda.device_count = lambda: 1
 torch.cuda.Event = _Event
 torch.cuda.profiler.start = torch.cuda.profiler.stop = lambda *a, **k: None
 torch.cuda.empty_cache = lambda *a, **k: None
+# CUDA's generator: seeding is a no-op, its state the CPU's (torch.random.fork_rng(devices=[0]))
+torch.cuda.manual_seed = torch.cuda.manual_seed_all = torch.cuda.set_rng_state = lambda *a, **k: None
+torch.cuda.get_rng_state = lambda *a, **k: torch.get_rng_state()
 torch.allclose = lambda *a, **k: True
 torch.testing.assert_close = lambda *a, **k: None
 # TileLang's own check (tilelang.testing / utils.tensor.torch_assert_close, the profiler's
