@@ -2,8 +2,9 @@
 as a pytest plugin, ``-p compile_only``, after ``tlalias``): tensors asked for on ``cuda`` are
 made on the CPU; a tilecute kernel's first call builds its cubin (the arch from TILECUTE_ARCH)
 and records its name in ``built``, and no call launches anything (outputs keep whatever their
-allocation held); ``do_bench`` times nothing; the device properties are an H100's (and torch says one is there); autotuned
-factories compile the call's own (default) config instead of tuning (a tuned parameter left at a
+allocation held); ``do_bench`` times nothing; the device properties are an H100's (and torch
+says one is there), and so are the CUDA driver's attributes ``tilecute.carver.arch.driver``
+reads; torch's CUDA generators and seeding are the CPU's; autotuned factories compile the call's own (default) config instead of tuning (a tuned parameter left at a
 ``None`` default takes the first config's; a scalar input with no ``set_autotune_inputs`` is the
 tuner's ValueError); ``torch.compile`` is the
 identity; ``torch.allclose`` / ``torch.testing.assert_close`` and TileLang's
@@ -151,6 +152,17 @@ _H100 = type("DeviceProperties", (), dict(name="NVIDIA H100 80GB HBM3", major=9,
                                           total_memory=80 * 2**30, L2_cache_size=50 * 2**20))()
 torch.cuda.get_device_properties = lambda *a, **k: _H100
 torch.cuda.get_device_capability = lambda *a, **k: (9, 0)
+# the CUDA driver's attributes of that H100 (tilecute.carver.arch.driver reads them through
+# libcuda, absent here: TileLang's carver CUDA("cuda") target asks for them); others still raise
+import tilecute.carver.arch.driver as _driver  # noqa: E402
+
+_H100_ATTRIBUTES = {_driver.MAX_SHARED_MEMORY_PER_BLOCK: 48 * 1024, _driver.MAX_REGISTERS_PER_BLOCK: 65536,
+                    _driver.MULTIPROCESSOR_COUNT: 132, _driver.L2_CACHE_SIZE: 50 * 2**20,
+                    _driver.MAX_SHARED_MEMORY_PER_MULTIPROCESSOR: 228 * 1024,
+                    _driver.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: 227 * 1024}
+_device_attribute = _driver.get_device_attribute
+_driver.get_device_attribute = lambda attr, device_id=0: (
+    _H100_ATTRIBUTES[attr] if attr in _H100_ATTRIBUTES else _device_attribute(attr, device_id))
 torch.cuda.current_device = lambda: 0
 torch.cuda.set_device = lambda *a, **k: None
 torch.cuda.device = lambda *a, **k: _Stream()  # `with torch.cuda.device(d):` selects nothing
