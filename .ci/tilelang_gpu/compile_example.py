@@ -19,6 +19,7 @@ import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from compile_only import built  # noqa: E402  (installs compile-only mode)
+from tilecute.language import FrontendError  # noqa: E402
 
 path = sys.argv[1]
 sys.argv = [path, *sys.argv[2:]]  # the example's own arguments (smaller sizes: its reference runs on the CPU)
@@ -33,8 +34,8 @@ except SystemExit as e:
 except BaseException as e:  # noqa: BLE001 -- every failure is a row of the report
     tb = traceback.extract_tb(e.__traceback__)
     inside = any(os.sep + "backend" + os.sep in f.filename or "cutlass" in f.filename for f in tb[-3:])
-    if inside and isinstance(e, (ValueError, NotImplementedError, TypeError)):
-        status = "COMPILE REFUSED"  # tilecute's errors are ValueErrors naming the form
+    if inside and isinstance(e, (ValueError, NotImplementedError, TypeError, FrontendError)):
+        status = "COMPILE REFUSED"  # tilecute's errors are ValueErrors (or the frontend's FrontendError) naming the form
     elif inside:
         status = "COMPILE CRASH"
     else:

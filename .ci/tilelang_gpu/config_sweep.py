@@ -192,57 +192,6 @@ FACTORIES = {"flash_decoding/example_gqa_decode_varlen_logits.py": ["flashattn"]
              "deepseek_v32/fp8_lighting_indexer.py": ["mqa_attn_return_logits"]}  # a smaller sample where each config is a large kernel
 
 
-class _Inert:
-    def __init__(self, name="stand-in"):
-        self._name = name
-
-    def __call__(self, *a, **k):
-        return _Inert(self._name + "()")
-
-    def __getattr__(self, name):
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return _Inert(f"{self._name}.{name}")
-
-    def __getitem__(self, key):
-        return _Inert(self._name + "[]")
-
-    def __iter__(self):
-        """``a, b, c = reference(...)``: as many stand-ins as the caller's unpacking takes."""
-        import dis
-
-        frame = sys._getframe(1)
-        for ins in dis.get_instructions(frame.f_code):
-            if ins.offset == frame.f_lasti and ins.opname == "UNPACK_SEQUENCE":
-                return iter([_Inert(f"{self._name}[{i}]") for i in range(ins.arg)])
-        return iter(())
-
-
-def install_stubs(packages: list[str]) -> None:
-    import importlib.abc
-    import importlib.util
-    import types
-
-    class Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-        def find_spec(self, name, path=None, target=None):
-            if name.split(".")[0] in packages:
-                return importlib.util.spec_from_loader(name, self, is_package=True)
-
-        def create_module(self, spec):
-            module = types.ModuleType(spec.name)
-            module.__path__ = []
-            module.__getattr__ = lambda attr: _Inert(f"{spec.name}.{attr}")
-            for attr, value in vars(kept.get(spec.name, types.SimpleNamespace())).items():
-                setattr(module, attr, value)  # compile_only's triton.cdiv / next_power_of_2
-            return module
-
-        def exec_module(self, module):
-            pass
-
-    kept = {name: sys.modules.pop(name) for name in packages if name in sys.modules}
-    sys.meta_path.insert(0, Finder())
-
-
 # -- the child: one example run, every tuner it calls sweeping its configs ---------------------
 
 
@@ -285,7 +234,7 @@ def sample(configs: list[dict], k: int, seed: str) -> list[dict]:
 
 def child(log_path: str, example: str, argv: list[str]) -> None:
     sys.path.insert(0, HERE)
-    from compile_only import built  # noqa: F401  (installs compile-only mode)
+    from compile_only import built, install_stubs  # noqa: F401  (installs compile-only mode)
     import inspect
 
     from tilecute.api import _arch
