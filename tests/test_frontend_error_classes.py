@@ -8,7 +8,7 @@ import pytest
 
 import tilecute.language as T
 from tilecute.language import FrontendError
-from tilecute.language.parser import FrontendTypeError, FrontendValueError
+from tilecute.language.parser import FrontendAssertionError, FrontendTypeError, FrontendValueError
 
 HEAD = '''import tilecute.language as T
 
@@ -43,12 +43,26 @@ def refuse(body: str):
     ('        s = T.alloc_shared((64,), "int32")\n'
      '        T.annotate_layout({s: T.Layout((64,), lambda i: i // 2)})\n',
      "T.Layout on shared buffer `s` must be injective"),
+    # TileLang's T.view: ValueError("T.view shape and dtype must preserve the logical bit count")
+    ('        s = T.alloc_shared((64,), "float16")\n'
+     '        v = T.view(s, (16,), "float32")\n',
+     "the view (16,) float32 holds 512 bits but 's' (64,) float16 holds 1024"),
 ])
 def test_value_errors_of_tilelang_are_value_errors(body, message):
     err = refuse(body)
     assert isinstance(err, FrontendValueError) and isinstance(err, ValueError), type(err)
     assert isinstance(err, SyntaxError)
     assert message in str(err), str(err)
+
+
+def test_reshape_bit_count_is_an_assertion_error():
+    # TileLang's T.reshape asserts the bit count (an AssertionError), its T.view raises
+    # ValueError for the same check
+    err = refuse('        s = T.alloc_shared((64,), "float16")\n'
+                 '        v = T.reshape(s, (8, 4))\n')
+    assert isinstance(err, FrontendAssertionError) and isinstance(err, AssertionError), type(err)
+    assert not isinstance(err, ValueError)
+    assert "T.reshape: 'v': the view (8, 4) float16 holds 512 bits" in str(err)
 
 
 def test_a_helpers_type_error_stays_a_type_error():

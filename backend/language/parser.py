@@ -111,6 +111,11 @@ class FrontendValueError(FrontendError, ValueError):
     ValueError`` written for TileLang catches it."""
 
 
+class FrontendAssertionError(FrontendError, AssertionError):
+    """A FrontendError where TileLang's helper asserts (``T.reshape``'s bit-count check),
+    so ``except AssertionError`` written for TileLang catches it."""
+
+
 class FrontendTypeError(FrontendError, TypeError):
     """A FrontendError where TileLang raises TypeError (a T.* helper that raises
     TypeError on its arguments, as TileLang's own helper does)."""
@@ -3835,10 +3840,12 @@ class _Parser:
                                       f"{_shape_text(dims)} {dt} holds the bits of '{base.name}' "
                                       f"{_shape_text(root.shape)} {root.dtype}")
         elif bits != base_bits and (exact or not _fits(bits, base_bits)):
+            # (TileLang's T.reshape asserts the bit count, its T.view raises ValueError)
+            kind = {"reshape": FrontendAssertionError, "view": FrontendValueError}.get(a.name)
             raise a.fail("shape", f"'{name}': the view {_shape_text(dims)} {dt} holds "
                                   f"{_bits_text(bits)} bits but '{base.name}' "
                                   f"{_shape_text(base.shape)} {base.dtype} holds "
-                                  f"{_bits_text(base_bits)}; {what} keeps the bits")
+                                  f"{_bits_text(base_bits)}; {what} keeps the bits", kind)
         if dt != root.dtype and root.scope == "fragment":
             raise a.fail("dtype", f"'{name}': a view of fragment '{base.name}' as {dt} (it holds "
                                   f"{root.dtype}) is not supported by tilecute: a fragment's "
