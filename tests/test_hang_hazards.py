@@ -239,3 +239,34 @@ def test_a_hazard_warns_by_default_and_raises_when_asked(monkeypatch):
     monkeypatch.setenv("TILECUTE_HANG_CHECK", "eror")  # a typo: refused, not a quiet warn
     with pytest.raises(ValueError, match="TILECUTE_HANG_CHECK='eror': use warn"):
         check_hangs(g, "sm_90a")
+
+
+def test_a_programs_own_barrier_is_named_as_the_programs(monkeypatch):
+    """A hazard at the program's own barrier (named barrier 1 synced with two thread counts)
+    is reported at its line, and the message says the program's synchronization may be at
+    fault, not only tilecute's passes."""
+    import tilecute
+    import tilecute.language as T
+    from tilecute.transform.hang_check import HangWarning
+
+    f = T.from_script('''import tilecute.language as T
+
+
+@T.prim_func
+def two_counts(A: T.Tensor((256,), "float32")):
+    with T.Kernel(1, threads=256):
+        tx = T.get_thread_binding()
+        s = T.alloc_shared((256,), "float32")
+        s[tx] = A[tx]
+        if tx < 64:
+            T.sync_threads(1, 64)
+        else:
+            T.sync_threads(1, 192)
+        A[tx] = s[255 - tx]
+''')
+    monkeypatch.setenv("TILECUTE_HANG_CHECK", "warn")
+    with pytest.warns(HangWarning) as w:
+        tilecute.compile(f, target="sm_90a")
+    (msg,) = [str(x.message) for x in w if issubclass(x.category, HangWarning)]
+    assert "<script>:11: prim_func 'two_counts': named barrier 1 is given different thread counts [64, 192]" in msg
+    assert "the program's synchronization is at fault" in msg

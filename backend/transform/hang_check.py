@@ -39,7 +39,8 @@ from ..target import arch_at_least, target
 
 
 class HangError(ValueError):
-    """A kernel the passes built that would wait forever on the GPU (an internal error)."""
+    """A kernel that would wait forever on the GPU: an internal error of the passes, or the
+    program's own barriers used so that some never complete."""
 
 
 class HangWarning(UserWarning):
@@ -430,9 +431,12 @@ def check_hangs(func: N.PrimFunc, arch: str) -> N.PrimFunc:
         return func
     hazards = find_hazards(func, arch)
     if hazards:
-        text = ("the lowered kernel could hang on the GPU (an internal error of tilecute's "
-                "passes; please report it):\n  " + "\n  ".join(hazards))
+        text = ("the lowered kernel could hang on the GPU:\n  " + "\n  ".join(hazards) +
+                "\n(where the line names the program's own barrier -- T.sync_threads / "
+                "T.barrier_* with a count or id, an mbarrier it allocated -- the program's "
+                "synchronization is at fault; otherwise it is an internal error of tilecute's "
+                "passes: please report it)")
         if mode == "error":
-            raise HangError("internal error: " + text)
+            raise HangError(text)
         warnings.warn(text, HangWarning, stacklevel=2)
     return func
