@@ -7160,9 +7160,11 @@ class _Parser:
         symbols and integer / bool scalar params only) where no loop or branch encloses it
         goes to ``PrimFunc.assumes``, which the launcher checks at every call, as TileLang
         checks such an assume at run time (its ``RuntimeError`` "Assume: ..."; a top-level
-        ``N % k == 0`` too, its ``k`` then left out of the symbol's binding check).  Anything
-        else is a hint that changes no code (tilecute emits no bounds checks for it to
-        remove)."""
+        ``N % k == 0`` too, its ``k`` then left out of the symbol's binding check).  Inside
+        a ``T.Kernel`` it is also a statement, ``Evaluate(Call("assume", (cond,)))``, that
+        emits no code: the bounds checks (codegen/bounds.py) take it as a fact for the rest
+        of its body, as TileLang's LegalizeSafeMemoryAccess trusts an assume over its
+        scope."""
         cond = a.value("cond")
         self.check_value(a.node("cond"), cond)
         if not _is_ir(cond):
@@ -7183,7 +7185,11 @@ class _Parser:
                                            self.pointers)
             if N.is_host_condition(cond, names):
                 self.host_assumes.append(cond)
-        return []
+        if not self.in_kernel:
+            return []
+        if cond.dtype != "bool":
+            cond = N.cmp("ne", cond, 0)
+        return [N.Evaluate(N.Call("assume", (cond,), "bool"), loc=self.loc(s))]
 
     def stmt_device_assert(self, a: _Args, s) -> list[N.Stmt]:
         cond = a.value("condition")

@@ -1,0 +1,146 @@
+"""A thirty-third set of programs in TileLang's idioms (tests/unseen_programs33.py):
+``T.assume`` inside a kernel.
+
+CPU: each builds to an sm_90a cubin, and the bounds checks are read in the generated
+source: an access an assume proves in bounds has none (TileLang's LegalizeSafeMemoryAccess
+trusts the assume over the rest of its scope), one outside the assume's body keeps its.
+GPU: each matches a torch reference (run: ``pytest -q -m gpu tests/test_unseen_programs33.py``);
+not run in the session that wrote them (no GPU)."""
+
+import types
+
+import pytest
+
+import tilecute
+import unseen_programs33 as P
+
+NAMES = sorted(n for n, f in vars(P).items() if isinstance(f, types.FunctionType))
+
+
+@pytest.fixture(autouse=True)
+def _arch(monkeypatch):
+    monkeypatch.setenv("TILECUTE_ARCH", "sm_90a")
+    monkeypatch.setenv("CUTE_DSL_ARCH", "sm_90a")
+
+
+def _body(name, **kw):
+    """The @cute.kernel functions' text (not the launch wrapper)."""
+    src = tilecute.compile(getattr(P, name)(**kw), target="sm_90a").get_kernel_source()
+    return src.split("\n@cute.kernel\n", 1)[1].split("\n@cute.jit", 1)[0]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_program_builds_a_cubin(name, tmp_path):
+    assert tilecute.build_cubin(getattr(P, name)(), "sm_90a", out_dir=str(tmp_path)).kernel_names
+
+
+def test_assume_in_a_serial_loop_drops_the_check():
+    src = _body("assume_window_zero")
+    assert "        # T.assume(l + i >= 0 and l + i < N)\n        A[l + i] = cutlass.Float32(0.0)" in src
+    assert "if " not in src
+
+
+def test_assume_before_a_loop_covers_the_loop():
+    src = _body("assume_thread_row_copy")
+    assert "    # T.assume(row < M)\n" in src
+    assert "        B[row, j] = A[row, j] * cutlass.Float16(2.0)" in src
+    assert "if " not in src and "tc_ld" not in src
+
+
+def test_assume_in_a_parallel_body():
+    src = _body("assume_parallel_tail")
+    assert "    Y[bx * 128 + i] = X[bx * 128 + i] * cutlass.Float32(3.0)" in src
+    assert "if " not in src
+
+
+def test_assume_reaches_the_end_of_its_branch_only():
+    src = _body("assume_in_branch_only")
+    assert "    if k > 0:\n        # T.assume(t + k < N)\n        B[t + k] = 1\n" in src
+    assert "    if t < N:\n        A[t] = 2" in src  # after the branch: checked
+
+
+def test_assume_on_a_loaded_variable_keeps_the_check():
+    src = _body("assume_offset_load")
+    assert "# T.assume(off[0] >= 0 and off[0] < N)" in src
+    assert "if off[0] >= 0 and off[0] < N:\n        tc_ld1 = X[off[0]]" in src
+
+
+def test_assume_at_the_top_of_a_vectorized_body_covers_the_vector_path():
+    # the epilogue's 2-wide vector stores of C: the row assume holds at every lane, so no
+    # per-lane fallback path is emitted
+    src = _body("assume_pipelined_gemm")
+    assert "cute.make_tensor(C.iterator + cute.assume((by1 * 64 + i) * 256 + bx1 * 64 + j, divby=2)" in src
+    assert "else:" not in src and "< M" not in src.replace("T.assume(by1 * 64 + i < M)", "")
+
+
+def test_assume_is_kept_in_the_script():
+    import tilecute.language as T
+    text = P.assume_window_zero().script()
+    assert "            T.assume(l + i >= 0 and l + i < N)\n            A[l + i] = " in text
+    assert "T.assume(l + i >= 0 and l + i < N)" in T.from_script(text).script()
+
+
+# ---- GPU: against torch ----------------------------------------------------------------------
+def _gpu():
+    import torch
+    return torch
+
+
+@pytest.mark.gpu
+def test_gpu_assume_window_zero():
+    torch = _gpu()
+    A = torch.ones(100, device="cuda")
+    tilecute.compile(P.assume_window_zero())(A, 10, 40)
+    ref = torch.ones(100)
+    ref[10:41] = 0
+    assert torch.equal(A.cpu(), ref)
+
+
+@pytest.mark.gpu
+def test_gpu_assume_thread_row_copy():
+    torch = _gpu()
+    A = torch.randn(64, 37, device="cuda", dtype=torch.float16)
+    B = torch.empty_like(A)
+    tilecute.compile(P.assume_thread_row_copy())(A, B)
+    assert torch.equal(B, A * 2)
+
+
+@pytest.mark.gpu
+def test_gpu_assume_parallel_tail():
+    torch = _gpu()
+    X = torch.randn(1024, device="cuda")
+    Y = torch.empty_like(X)
+    tilecute.compile(P.assume_parallel_tail())(X, Y)
+    assert torch.equal(Y, X * 3)
+
+
+@pytest.mark.gpu
+def test_gpu_assume_in_branch_only():
+    torch = _gpu()
+    A = torch.zeros(40, dtype=torch.int32, device="cuda")
+    B = torch.zeros(40, dtype=torch.int32, device="cuda")
+    tilecute.compile(P.assume_in_branch_only())(A, B, 5)
+    ref_a, ref_b = torch.zeros(40, dtype=torch.int32), torch.zeros(40, dtype=torch.int32)
+    ref_a[:32] = 2
+    ref_b[5:37] = 1
+    assert torch.equal(A.cpu(), ref_a) and torch.equal(B.cpu(), ref_b)
+
+
+@pytest.mark.gpu
+def test_gpu_assume_offset_load():
+    torch = _gpu()
+    X = torch.randn(500, device="cuda")
+    Idx = torch.randint(0, 500, (64,), dtype=torch.int32, device="cuda")
+    Y = torch.empty(64, device="cuda")
+    tilecute.compile(P.assume_offset_load())(X, Idx, Y)
+    assert torch.equal(Y, X[Idx.long()])
+
+
+@pytest.mark.gpu
+def test_gpu_assume_pipelined_gemm():
+    torch = _gpu()
+    A = torch.randn(192, 256, device="cuda", dtype=torch.float16)
+    B = torch.randn(256, 256, device="cuda", dtype=torch.float16)
+    C = torch.empty(192, 256, device="cuda")
+    tilecute.compile(P.assume_pipelined_gemm())(A, B, C)
+    torch.testing.assert_close(C, A.float() @ B.float(), rtol=1e-2, atol=1e-2)

@@ -1,0 +1,111 @@
+"""A thirty-third set of programs in TileLang's idioms (written for tilecute, not taken from
+TileLang): ``T.assume`` inside a kernel.  TileLang's LegalizeSafeMemoryAccess trusts an
+assume over the rest of its scope, so a global access the assume proves in bounds gets no
+bounds check; an assume's fact does not reach past the body it stands in.
+
+``tests/test_unseen_programs33.py`` builds each to a cubin on the CPU, checks the bounds
+checks in the generated source, and on a GPU compares it with a torch reference."""
+
+import tilecute.language as T
+
+
+def assume_window_zero():
+    """Zeroes ``A[l : r + 1]`` of a dynamic-length vector; ``T.assume(0 <= l + i < N)``
+    promises the window lies inside ``A``."""
+    N = T.dynamic("N")
+
+    @T.prim_func
+    def main(A: T.Tensor((N,), T.float32), l: T.int32, r: T.int32):
+        with T.Kernel(1, threads=32):
+            for i in T.serial(r - l + 1):
+                T.assume(l + i >= 0 and l + i < N)
+                A[l + i] = 0
+    return main
+
+
+def assume_thread_row_copy(threads=64):
+    """Each thread copies one row of an (M, N) tensor, ``M`` and ``N`` dynamic; the kernel
+    assumes ``tid < M`` once, before the column loop (M >= threads)."""
+    M = T.dynamic("M")
+    N = T.dynamic("N")
+
+    @T.prim_func
+    def main(A: T.Tensor((M, N), T.float16), B: T.Tensor((M, N), T.float16)):
+        with T.Kernel(1, threads=threads):
+            row = T.get_thread_binding()
+            T.assume(row < M)
+            for j in T.serial(N):
+                B[row, j] = A[row, j] * T.float16(2)
+    return main
+
+
+def assume_parallel_tail(block=128):
+    """A scale over blocks of a dynamic-length vector whose length the caller promises is a
+    multiple of the block: ``T.assume(bx * block + i < N)`` in the ``T.Parallel`` body."""
+    N = T.dynamic("N")
+
+    @T.prim_func
+    def main(X: T.Tensor((N,), T.float32), Y: T.Tensor((N,), T.float32)):
+        with T.Kernel(T.ceildiv(N, block), threads=block) as bx:
+            for i in T.Parallel(block):
+                T.assume(bx * block + i < N)
+                Y[bx * block + i] = X[bx * block + i] * 3.0
+    return main
+
+
+def assume_in_branch_only():
+    """An assume inside an ``if`` proves the access in that branch only: the store after
+    the branch keeps its check."""
+    N = T.dynamic("N")
+
+    @T.prim_func
+    def main(A: T.Tensor((N,), T.int32), B: T.Tensor((N,), T.int32), k: T.int32):
+        with T.Kernel(1, threads=32):
+            t = T.get_thread_binding()
+            if k > 0:
+                T.assume(t + k < N)
+                B[t + k] = 1
+            A[t] = 2
+    return main
+
+
+def assume_offset_load(n_idx=64):
+    """A gather whose offsets come from memory through a ``T.alloc_var``:
+    ``T.assume(0 <= off < N)`` reads the variable, which a later store may change, so
+    tilecute keeps the load's check (TileLang's git HEAD trusts an assume on a
+    ``local.var`` too; keeping the check gives the same answer when the assume holds)."""
+    N = T.dynamic("N")
+
+    @T.prim_func
+    def main(X: T.Tensor((N,), T.float32), Idx: T.Tensor((n_idx,), T.int32),
+             Y: T.Tensor((n_idx,), T.float32)):
+        with T.Kernel(1, threads=n_idx):
+            t = T.get_thread_binding()
+            off = T.alloc_var(T.int32)
+            off = Idx[t]
+            T.assume(off >= 0 and off < N)
+            Y[t] = X[off]
+    return main
+
+
+def assume_pipelined_gemm(block_M=64, block_N=64, block_K=32, N=256, K=256):
+    """A GEMM over a dynamic number of rows, pipelined over K, whose kernel assumes the
+    rows come in whole blocks (``T.assume(by * block_M + i < M)`` where it stores C)."""
+    M = T.dynamic("M")
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), T.float16), B: T.Tensor((K, N), T.float16),
+             C: T.Tensor((M, N), T.float32)):
+        with T.Kernel(N // block_N, T.ceildiv(M, block_M), threads=128) as (bx, by):
+            A_s = T.alloc_shared((block_M, block_K), T.float16)
+            B_s = T.alloc_shared((block_K, block_N), T.float16)
+            acc = T.alloc_fragment((block_M, block_N), T.float32)
+            T.clear(acc)
+            for k in T.Pipelined(K // block_K, num_stages=2):
+                T.copy(A[by * block_M, k * block_K], A_s)
+                T.copy(B[k * block_K, bx * block_N], B_s)
+                T.gemm(A_s, B_s, acc)
+            for i, j in T.Parallel(block_M, block_N):
+                T.assume(by * block_M + i < M)
+                C[by * block_M + i, bx * block_N + j] = acc[i, j]
+    return main
