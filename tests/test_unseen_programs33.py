@@ -73,6 +73,17 @@ def test_assume_at_the_top_of_a_vectorized_body_covers_the_vector_path():
     assert "else:" not in src and "< M" not in src.replace("T.assume(by1 * 64 + i < M)", "")
 
 
+def test_assume_in_a_vectorized_loop_body():
+    # the body's assume does not stop T.vectorized from becoming vector instructions, and
+    # covers their check: no per-lane fallback
+    src = _body("assume_vectorized_row_chunk")
+    assert "tc_vec2.store(cute.make_tensor(A.iterator + cute.assume(t * N + t * 4 + i, divby=4), " \
+        "cute.make_layout(4)).load())" in src
+    assert "cute.make_tensor(B.iterator + cute.assume(t * N + t * 4 + i, divby=4), " \
+        "cute.make_layout(4)).store(tc_vec1.load())" in src
+    assert "if " not in src and "else:" not in src
+
+
 def test_assume_is_kept_in_the_script():
     import tilecute.language as T
     text = P.assume_window_zero().script()
@@ -144,3 +155,15 @@ def test_gpu_assume_pipelined_gemm():
     C = torch.empty(192, 256, device="cuda")
     tilecute.compile(P.assume_pipelined_gemm())(A, B, C)
     torch.testing.assert_close(C, A.float() @ B.float(), rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.gpu
+def test_gpu_assume_vectorized_row_chunk():
+    torch = _gpu()
+    A = torch.randn(128, 512, device="cuda")
+    B = torch.zeros_like(A)
+    tilecute.compile(P.assume_vectorized_row_chunk())(A, B)
+    ref = torch.zeros_like(A)
+    for t in range(128):
+        ref[t, t * 4:t * 4 + 4] = A[t, t * 4:t * 4 + 4] + 1
+    assert torch.equal(B, ref)

@@ -109,3 +109,21 @@ def assume_pipelined_gemm(block_M=64, block_N=64, block_K=32, N=256, K=256):
                 T.assume(by * block_M + i < M)
                 C[by * block_M + i, bx * block_N + j] = acc[i, j]
     return main
+
+
+def assume_vectorized_row_chunk(M=128):
+    """Each thread copies 4 consecutive elements of its row of an (M, N) tensor (``N``
+    dynamic) with ``T.vectorized(4)``; ``T.assume(N % 4 == 0)`` makes the row stride a
+    multiple of 4 and ``T.assume(t * 4 + i < N)`` opens the loop body: one unchecked
+    16-byte vector load and store."""
+    N = T.dynamic("N")
+
+    @T.prim_func
+    def main(A: T.Tensor((M, N), T.float32), B: T.Tensor((M, N), T.float32)):
+        with T.Kernel(1, threads=M):
+            t = T.get_thread_binding()
+            T.assume(N % 4 == 0)
+            for i in T.vectorized(4):
+                T.assume(t * 4 + i < N)
+                B[t, t * 4 + i] = A[t, t * 4 + i] + 1.0
+    return main

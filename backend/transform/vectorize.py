@@ -295,11 +295,11 @@ class _Vectorizer(StmtMutator):
         step, its contiguous global and shared accesses one vector instruction per chunk
         (:func:`vector_accesses`), as TileLang vectorizes the loop.  ``W``: 16 bytes of the
         narrowest dtype of those buffers, halved until it divides the extent.  Only a
-        straight-line body (stores and lets) is vectorized: its vector loads run before
-        the step's stores, which in a branch or an inner loop they might not."""
+        straight-line body (stores, lets and ``T.assume``s) is vectorized: its vector loads
+        run before the step's stores, which in a branch or an inner loop they might not."""
         if not (isinstance(loop.start, N.Const) and loop.start.value == 0 and
                 isinstance(loop.extent, N.Const)) or loop.unroll_factor or \
-                not all(isinstance(t, (N.Store, N.Let)) for t in loop.body):
+                not all(isinstance(t, (N.Store, N.Let)) or N.is_assume(t) for t in loop.body):
             return loop
         memory = [self.buffers[b] for b, _, _ in accesses(loop.body)
                   if b in self.buffers and self.buffers[b].scope in ("global", "shared")]
