@@ -91,6 +91,46 @@ def test_assume_is_kept_in_the_script():
     assert "T.assume(l + i >= 0 and l + i < N)" in T.from_script(text).script()
 
 
+# ---- raw cp.async widened over a T.vectorized loop -----------------------------------------
+def test_narrow_cp_async_lanes_widen_to_one_copy():
+    src = _body("cp_async_lanes_half")  # 8 float16 lanes of 2 bytes: one 16-byte copy
+    assert "    for i in cutlass.range_constexpr(0, 1):\n        tcc.copy_async(cute.make_tensor(" \
+        "A.iterator + cute.assume(bx * 256 + t * 8 + i * 8, divby=8), cute.make_layout(8)), " \
+        "cute.make_tensor(S.iterator + cute.assume(t * 8 + i * 8, divby=8), cute.make_layout(8)), 128)" in src
+    src = _body("cp_async_lanes_int8_pairs")  # 4 lanes of 2 int8: one 8-byte copy
+    assert "cute.make_tensor(S.iterator + cute.assume(t * 8 + i * 4 * 2, divby=8), cute.make_layout(8)), 64)" in src
+
+
+def test_narrow_cp_async_lanes_past_16_bytes_take_steps():
+    src = _body("cp_async_lanes_bf16_two_steps")  # 16 lanes of 2 bytes from start 16
+    assert "    for i in cutlass.range_constexpr(0, 2):\n" in src
+    assert "cute.make_tensor(S.iterator + cute.assume(t * 16 + (16 + i * 8) - 16, divby=8), " \
+        "cute.make_layout(8)), 128)" in src
+    assert src.count("tcc.copy_async(") == 1
+
+
+def _narrow_in(lanes):
+    import tilecute.language as T
+
+    @T.prim_func
+    def main(A: T.Tensor((64,), T.float16)):
+        with T.Kernel(1, threads=32):
+            S = T.alloc_shared((64,), T.float16)
+            for i in T.vectorized(lanes):
+                T.ptx_cp_async(T.access_ptr(S[i * 2], "w", 1), T.access_ptr(A[i * 2], "r", 1), 1)
+            T.ptx_commit_group()
+            T.ptx_wait_group(0)
+    return main
+
+
+def test_narrow_cp_async_that_does_not_widen_is_refused_by_name():
+    from tilecute.language import FrontendError
+    # lanes two elements apart are not contiguous: TileLang's vectorizer leaves them 2 bytes
+    with pytest.raises(FrontendError, match=r"test_unseen_programs33.py:\d+: in prim_func 'main': "
+                       r"T.ptx_cp_async: 1 float16 elements are 2 bytes; cp.async copies 4, 8 or 16"):
+        _narrow_in(4)
+
+
 # ---- GPU: against torch ----------------------------------------------------------------------
 def _gpu():
     import torch
@@ -167,3 +207,20 @@ def test_gpu_assume_vectorized_row_chunk():
     for t in range(128):
         ref[t, t * 4:t * 4 + 4] = A[t, t * 4:t * 4 + 4] + 1
     assert torch.equal(B, ref)
+
+
+@pytest.mark.gpu
+def test_gpu_cp_async_lanes():
+    torch = _gpu()
+    A = torch.randn(4096, device="cuda", dtype=torch.float16)
+    B = torch.empty_like(A)
+    tilecute.compile(P.cp_async_lanes_half())(A, B)
+    assert torch.equal(B, A * 2)
+    A8 = torch.randint(-100, 100, (2048,), device="cuda", dtype=torch.int8)
+    B8 = torch.empty_like(A8)
+    tilecute.compile(P.cp_async_lanes_int8_pairs())(A8, B8)
+    assert torch.equal(B8, A8 + 1)
+    Ab = torch.randn(4096, device="cuda", dtype=torch.bfloat16)
+    Bf = torch.empty(4096, device="cuda")
+    tilecute.compile(P.cp_async_lanes_bf16_two_steps())(Ab, Bf)
+    assert torch.equal(Bf, Ab.float())

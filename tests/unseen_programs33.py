@@ -127,3 +127,66 @@ def assume_vectorized_row_chunk(M=128):
                 T.assume(t * 4 + i < N)
                 B[t, t * 4 + i] = A[t, t * 4 + i] + 1.0
     return main
+
+
+# ---- raw cp.async widened over a T.vectorized loop -----------------------------------------
+def cp_async_lanes_half(n=4096, threads=32, per=8):
+    """Each thread stages ``per`` consecutive float16 elements of its block's 256-element
+    tile with ``for i in T.vectorized(per): T.ptx_cp_async(..., 1)`` (2 bytes a lane): the
+    lanes widen to one 16-byte cp.async; then the tile is doubled into B."""
+    tile = threads * per
+
+    @T.prim_func
+    def main(A: T.Tensor((n,), T.float16), B: T.Tensor((n,), T.float16)):
+        with T.Kernel(n // tile, threads=threads) as bx:
+            S = T.alloc_shared((tile,), T.float16)
+            t = T.get_thread_binding()
+            for i in T.vectorized(per):
+                T.ptx_cp_async(T.access_ptr(S[t * per + i], "w", 1),
+                               T.access_ptr(A[bx * tile + t * per + i], "r", 1), 1)
+            T.ptx_commit_group()
+            T.ptx_wait_group(0)
+            T.sync_threads()
+            for j in T.Parallel(tile):
+                B[bx * tile + j] = S[j] * T.float16(2)
+    return main
+
+
+def cp_async_lanes_int8_pairs(n=2048, threads=64):
+    """int8 pairs (``num_elems=2``, 2 bytes) over ``T.vectorized(4)``: the pairs are
+    contiguous (``S[t * 8 + i * 2]``), one 8-byte cp.async per thread."""
+
+    @T.prim_func
+    def main(A: T.Tensor((n,), T.int8), B: T.Tensor((n,), T.int8)):
+        with T.Kernel(n // (threads * 8), threads=threads) as bx:
+            S = T.alloc_shared((threads * 8,), T.int8)
+            t = T.get_thread_binding()
+            for i in T.vectorized(4):
+                T.ptx_cp_async(T.access_ptr(S[t * 8 + i * 2], "w", 2),
+                               T.access_ptr(A[bx * threads * 8 + t * 8 + i * 2], "r", 2), 2)
+            T.ptx_commit_group()
+            T.ptx_wait_group(0)
+            T.sync_threads()
+            for j in T.Parallel(threads * 8):
+                B[bx * threads * 8 + j] = S[j] + T.int8(1)
+    return main
+
+
+def cp_async_lanes_bf16_two_steps(n=4096, threads=16):
+    """16 bfloat16 lanes of 1 element (32 bytes) from a non-zero loop start: two 16-byte
+    cp.async steps, at lanes 0 and 8 of the loop's range."""
+
+    @T.prim_func
+    def main(A: T.Tensor((n,), T.bfloat16), B: T.Tensor((n,), T.float32)):
+        with T.Kernel(n // (threads * 16), threads=threads) as bx:
+            S = T.alloc_shared((threads * 16,), T.bfloat16)
+            t = T.get_thread_binding()
+            for i in T.vectorized(16, 32):
+                T.ptx_cp_async(T.access_ptr(S[t * 16 + i - 16], "w", 1),
+                               T.access_ptr(A[bx * threads * 16 + t * 16 + i - 16], "r", 1), 1)
+            T.ptx_commit_group()
+            T.ptx_wait_group(0)
+            T.sync_threads()
+            for j in T.Parallel(threads * 16):
+                B[bx * threads * 16 + j] = T.cast(S[j], T.float32)
+    return main
