@@ -77,11 +77,28 @@ def test_assume_in_a_vectorized_loop_body():
     # the body's assume does not stop T.vectorized from becoming vector instructions, and
     # covers their check: no per-lane fallback
     src = _body("assume_vectorized_row_chunk")
-    assert "tc_vec2.store(cute.make_tensor(A.iterator + cute.assume(t * N + t * 4 + i, divby=4), " \
+    assert "tc_vec2.store(cute.make_tensor(A.iterator + cute.assume(t * N + base + i, divby=4), " \
         "cute.make_layout(4)).load())" in src
-    assert "cute.make_tensor(B.iterator + cute.assume(t * N + t * 4 + i, divby=4), " \
+    assert "cute.make_tensor(B.iterator + cute.assume(t * N + base + i, divby=4), " \
         "cute.make_layout(4)).store(tc_vec1.load())" in src
     assert "if " not in src and "else:" not in src
+
+
+def test_host_assume_is_a_fact_in_the_kernels():
+    src = _body("assume_top_level_window")
+    assert "    B[bx * 128 + i] = A[l + bx * 128 + i] * cutlass.Float32(2.0)" in src
+    assert "if " not in src
+
+
+def test_vectorized_loop_over_a_let_bound_offset():
+    src = _body("vectorized_let_base")
+    assert "tc_vec2.store(cute.make_tensor(A.iterator + cute.assume(base + i, divby=4), " \
+        "cute.make_layout(4)).load())" in src
+    assert "cute.make_tensor(B.iterator + cute.assume(base + i, divby=4), cute.make_layout(4))" \
+        ".store(tc_vec1.load())" in src
+    src = _body("vectorized_let_base_pairs")  # an even offset: pairs
+    assert "for i in cutlass.range_constexpr(0, 6, 2):" in src
+    assert "cute.make_tensor(A.iterator + cute.assume(base + i, divby=2), cute.make_layout(2))" in src
 
 
 def test_assume_is_kept_in_the_script():
@@ -224,3 +241,28 @@ def test_gpu_cp_async_lanes():
     Bf = torch.empty(4096, device="cuda")
     tilecute.compile(P.cp_async_lanes_bf16_two_steps())(Ab, Bf)
     assert torch.equal(Bf, Ab.float())
+
+
+@pytest.mark.gpu
+def test_gpu_assume_top_level_window():
+    torch = _gpu()
+    A = torch.randn(1000, device="cuda")
+    B = torch.empty(256, device="cuda")
+    k = tilecute.compile(P.assume_top_level_window())
+    k(A, B, 700)
+    assert torch.equal(B, A[700:956] * 2)
+    with pytest.raises(RuntimeError, match="Assume"):
+        k(A, B, 800)  # the launcher checks the host assume
+
+
+@pytest.mark.gpu
+def test_gpu_vectorized_let_base():
+    torch = _gpu()
+    A = torch.randn(4096, device="cuda")
+    B = torch.empty_like(A)
+    tilecute.compile(P.vectorized_let_base())(A, B)
+    assert torch.equal(B, A * 2)
+    A = torch.randn(3072, device="cuda")
+    B = torch.empty_like(A)
+    tilecute.compile(P.vectorized_let_base_pairs())(A, B)
+    assert torch.equal(B, A + 1)

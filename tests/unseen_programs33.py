@@ -114,8 +114,8 @@ def assume_pipelined_gemm(block_M=64, block_N=64, block_K=32, N=256, K=256):
 def assume_vectorized_row_chunk(M=128):
     """Each thread copies 4 consecutive elements of its row of an (M, N) tensor (``N``
     dynamic) with ``T.vectorized(4)``; ``T.assume(N % 4 == 0)`` makes the row stride a
-    multiple of 4 and ``T.assume(t * 4 + i < N)`` opens the loop body: one unchecked
-    16-byte vector load and store."""
+    multiple of 4, ``base = t * 4`` is bound before the loop and ``T.assume(base + i < N)``
+    opens its body: one unchecked 16-byte vector load and store."""
     N = T.dynamic("N")
 
     @T.prim_func
@@ -123,9 +123,10 @@ def assume_vectorized_row_chunk(M=128):
         with T.Kernel(1, threads=M):
             t = T.get_thread_binding()
             T.assume(N % 4 == 0)
+            base = t * 4
             for i in T.vectorized(4):
-                T.assume(t * 4 + i < N)
-                B[t, t * 4 + i] = A[t, t * 4 + i] + 1.0
+                T.assume(base + i < N)
+                B[t, base + i] = A[t, base + i] + 1.0
     return main
 
 
@@ -189,4 +190,49 @@ def cp_async_lanes_bf16_two_steps(n=4096, threads=16):
             T.sync_threads()
             for j in T.Parallel(threads * 16):
                 B[bx * threads * 16 + j] = T.cast(S[j], T.float32)
+    return main
+
+
+def assume_top_level_window(N_rows=256):
+    """``T.assume(l >= 0 and l + 256 <= N)`` at the top of the body, before the kernel: a
+    host assume (the launcher checks it at every call) that TileLang also moves into the
+    device function, so the window read ``A[l + bx * 128 + i]`` needs no check."""
+    N = T.dynamic("N")
+
+    @T.prim_func
+    def main(A: T.Tensor((N,), T.float32), B: T.Tensor((N_rows,), T.float32), l: T.int32):
+        T.assume(l >= 0 and l + N_rows <= N)
+        with T.Kernel(N_rows // 128, threads=128) as bx:
+            for i in T.Parallel(128):
+                B[bx * 128 + i] = A[l + bx * 128 + i] * 2.0
+    return main
+
+
+# ---- T.vectorized over an offset bound before the loop ------------------------------------
+def vectorized_let_base(n=4096):
+    """``base = bx * 512 + tx * 4`` bound before ``for i in T.vectorized(4)``: the offset is
+    a multiple of 4 (TileLang's vectorizer reads it through the binding), so the accesses
+    are 16-byte vectors."""
+
+    @T.prim_func
+    def main(A: T.Tensor((n,), T.float32), B: T.Tensor((n,), T.float32)):
+        with T.Kernel(n // 512, threads=128) as bx:
+            tx = T.get_thread_binding()
+            base = bx * 512 + tx * 4
+            for i in T.vectorized(4):
+                B[base + i] = A[base + i] * 2.0
+    return main
+
+
+def vectorized_let_base_pairs(n=768 * 4):
+    """``base = bx * 768 + tx * 6`` and ``T.vectorized(6)``: the offset is only even, so
+    the float32 accesses move as 8-byte pairs."""
+
+    @T.prim_func
+    def main(A: T.Tensor((n,), T.float32), B: T.Tensor((n,), T.float32)):
+        with T.Kernel(n // 768, threads=128) as bx:
+            tx = T.get_thread_binding()
+            base = bx * 768 + tx * 6
+            for i in T.vectorized(6):
+                B[base + i] = A[base + i] + 1.0
     return main

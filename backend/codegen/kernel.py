@@ -62,6 +62,8 @@ class KernelEmitter:
         safe.update({v: safe[b] for v, b in view_bases(self.scope.body).items()
                      if b in safe and v not in safe})
         self.bounds.safe = safe
+        for cond in self.func.assumes:  # TileLang moves the host's assumes into the device
+            self.bounds.known.assume(cond, True)  # function; the launcher checks them too
         self.exprs.held = lambda e: self.bounds.hoisted.get(e) \
             if isinstance(e, (N.Call, N.Cast)) else None
         self.smem = SharedMemory(self.scope, self.out)

@@ -72,7 +72,7 @@ def legal_width(inner: N.For, buffers: dict[str, N.Buffer],
 
 
 def vector_accesses(inner: N.For, buffers: dict[str, N.Buffer], layouts: dict[str, N.Layout],
-                    width: int, arch: str | None = None) -> dict[tuple, int]:
+                    width: int, arch: str | None = None, outer: dict | None = None) -> dict[tuple, int]:
     """The accesses of the innermost parallel loop ``inner`` (running ``width`` lanes per
     thread step) that become vector loads/stores: ``(buffer, indices) -> chunk`` elements
     per instruction (at most 16 bytes).  Only straight-line accesses at the top of the
@@ -87,7 +87,9 @@ def vector_accesses(inner: N.For, buffers: dict[str, N.Buffer], layouts: dict[st
     up to ``.v8`` for 16-bit floats; sm_80: ``f16x2``), as TileLang's ``AtomicAddx2`` /
     ``x4``; each element is still added atomically on its own.  The vectorizer and the
     codegen both call this, so the alignment the launcher checks is exactly what the kernel
-    assumes."""
+    assumes.  ``outer``: the values of the Lets bound before the loop (``base = tx * 4``),
+    through which an offset's divisibility is read (``B[base + i]`` starts at a multiple of
+    4)."""
     if width < 2:
         return {}
     j = inner.var.name
@@ -148,7 +150,7 @@ def vector_accesses(inner: N.For, buffers: dict[str, N.Buffer], layouts: dict[st
         if c is None or not (isinstance(strides[-1], N.Const) and strides[-1].value == 1):
             continue
         chunk = min(width, vector_elements(buf.dtype))
-        multiple = known_multiple(c)
+        multiple = known_multiple(substitute(c, outer) if outer else c)
         if buf.scope == "shared" and kind == "tma_swizzled":
             # rows of swizzle bytes, whose 16-byte pieces the swizzle only permutes: a
             # vector inside one piece stays contiguous
@@ -266,6 +268,14 @@ class _Vectorizer(StmtMutator):
         self.buffers = {p.name: p for p in func.params if isinstance(p, N.Buffer)}
         self.layouts: dict[str, N.Layout] = {}
         self.threads = 0  # the threads a nest spreads over: the block's or a T.ws region's
+        # the values of the Lets visited so far (names are unique in a function), in terms
+        # of no other Let: what a T.vectorized loop's offsets are multiples of
+        self.lets: dict[str, N.Expr] = {}
+
+    def visit_let(self, s: N.Let) -> N.Let:
+        if N.is_int(s.var.dtype):
+            self.lets[s.var.name] = substitute(s.value, self.lets) if self.lets else s.value
+        return s
 
     def visit_kernel(self, scope: N.KernelScope) -> N.KernelScope:
         self.threads = scope.num_threads
@@ -311,7 +321,7 @@ class _Vectorizer(StmtMutator):
         if width < 2:
             return loop
         vec = vector_accesses(dataclasses.replace(loop, vector_width=width), self.buffers,
-                              self.layouts, width)
+                              self.layouts, width, outer=self.lets)
         if not vec:
             return loop
         return dataclasses.replace(loop, vector_width=width, vectors=tuple(
