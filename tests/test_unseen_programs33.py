@@ -59,6 +59,11 @@ def test_assume_reaches_the_end_of_its_branch_only():
     assert "    if t < N:\n        A[t] = 2" in src  # after the branch: checked
 
 
+def test_assume_of_a_disjunction_keeps_the_check():
+    src = _body("assume_either_keeps_checks")
+    assert "    # T.assume(k < 0 or t + k < N)\n    if t + k >= 0 and t + k < N:\n        A[t + k] = 7" in src
+
+
 def test_assume_on_a_loaded_variable_keeps_the_check():
     src = _body("assume_offset_load")
     assert "# T.assume(off[0] >= 0 and off[0] < N)" in src
@@ -116,6 +121,11 @@ def test_narrow_cp_async_lanes_widen_to_one_copy():
         "cute.make_tensor(S.iterator + cute.assume(t * 8 + i * 8, divby=8), cute.make_layout(8)), 128)" in src
     src = _body("cp_async_lanes_int8_pairs")  # 4 lanes of 2 int8: one 8-byte copy
     assert "cute.make_tensor(S.iterator + cute.assume(t * 8 + i * 4 * 2, divby=8), cute.make_layout(8)), 64)" in src
+
+
+def test_narrow_cp_async_uint8_lanes_make_four_bytes():
+    src = _body("cp_async_lanes_uint8_quad")
+    assert "cute.make_tensor(S.iterator + cute.assume(t * 4 + i * 4, divby=4), cute.make_layout(4)), 32)" in src
 
 
 def test_narrow_cp_async_lanes_past_16_bytes_take_steps():
@@ -237,6 +247,11 @@ def test_gpu_cp_async_lanes():
     B8 = torch.empty_like(A8)
     tilecute.compile(P.cp_async_lanes_int8_pairs())(A8, B8)
     assert torch.equal(B8, A8 + 1)
+    Au = torch.randint(0, 255, (1024,), device="cuda", dtype=torch.uint8)
+    Bu = torch.empty_like(Au)
+    tilecute.compile(P.cp_async_lanes_uint8_quad())(Au, Bu)
+    ref = torch.cat([torch.roll(Au[b * 256:(b + 1) * 256], -4) for b in range(4)])
+    assert torch.equal(Bu, ref)
     Ab = torch.randn(4096, device="cuda", dtype=torch.bfloat16)
     Bf = torch.empty(4096, device="cuda")
     tilecute.compile(P.cp_async_lanes_bf16_two_steps())(Ab, Bf)
@@ -266,3 +281,13 @@ def test_gpu_vectorized_let_base():
     B = torch.empty_like(A)
     tilecute.compile(P.vectorized_let_base_pairs())(A, B)
     assert torch.equal(B, A + 1)
+
+
+@pytest.mark.gpu
+def test_gpu_assume_either_keeps_checks():
+    torch = _gpu()
+    A = torch.zeros(40, dtype=torch.int32, device="cuda")
+    tilecute.compile(P.assume_either_keeps_checks())(A, 8)  # (the assume holds: t + 8 < 40)
+    ref = torch.zeros(40, dtype=torch.int32)
+    ref[8:] = 7
+    assert torch.equal(A.cpu(), ref)

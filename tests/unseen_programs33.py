@@ -69,6 +69,20 @@ def assume_in_branch_only():
     return main
 
 
+def assume_either_keeps_checks():
+    """``T.assume(k < 0 or t + k < N)``: a disjunction states no bound by itself, so the
+    store keeps its check (TileLang's analyzer takes no fact from an ``or`` either)."""
+    N = T.dynamic("N")
+
+    @T.prim_func
+    def main(A: T.Tensor((N,), T.int32), k: T.int32):
+        with T.Kernel(1, threads=32):
+            t = T.get_thread_binding()
+            T.assume(k < 0 or t + k < N)
+            A[t + k] = 7
+    return main
+
+
 def assume_offset_load(n_idx=64):
     """A gather whose offsets come from memory through a ``T.alloc_var``:
     ``T.assume(0 <= off < N)`` reads the variable, which a later store may change, so
@@ -170,6 +184,25 @@ def cp_async_lanes_int8_pairs(n=2048, threads=64):
             T.sync_threads()
             for j in T.Parallel(threads * 8):
                 B[bx * threads * 8 + j] = S[j] + T.int8(1)
+    return main
+
+
+def cp_async_lanes_uint8_quad(n=1024, threads=64):
+    """Four uint8 lanes of one byte: one 4-byte cp.async (cp.async's narrowest)."""
+
+    @T.prim_func
+    def main(A: T.Tensor((n,), T.uint8), B: T.Tensor((n,), T.uint8)):
+        with T.Kernel(n // (threads * 4), threads=threads) as bx:
+            S = T.alloc_shared((threads * 4,), T.uint8)
+            t = T.get_thread_binding()
+            for i in T.vectorized(4):
+                T.ptx_cp_async(T.access_ptr(S[t * 4 + i], "w", 1),
+                               T.access_ptr(A[bx * threads * 4 + t * 4 + i], "r", 1), 1)
+            T.ptx_commit_group()
+            T.ptx_wait_group(0)
+            T.sync_threads()
+            for j in T.Parallel(threads * 4):
+                B[bx * threads * 4 + j] = S[(j + 4) % (threads * 4)]
     return main
 
 
