@@ -5555,8 +5555,8 @@ class _Parser:
             return ranges, body
         first = narrow[0]
         dtype = dtypes[first.value.args[0].buffer]
-        (start, extent), = ranges if len(ranges) == 1 else [(None, None)]
-        folded = start is not None and cp_async_lanes.fold(var, start, extent, body, dtype)
+        start, extent = ranges[0]  # (a T.vectorized loop has one variable)
+        folded = cp_async_lanes.fold(var, start, extent, body, dtype)
         if not folded:
             raise FrontendError(cp_async_lanes.narrow_error(first, dtype), first.loc, self.fname)
         steps, stmt = folded
