@@ -106,6 +106,18 @@ def test_vectorized_loop_over_a_let_bound_offset():
     assert "cute.make_tensor(A.iterator + cute.assume(base + i, divby=2), cute.make_layout(2))" in src
 
 
+def test_vectorized_loop_down_a_column_major_tensor():
+    src = _body("vectorized_column_major_copy")
+    assert "for row in cutlass.range_constexpr(0, 128, 4):" in src
+    assert "tc_vec2.store(cute.make_tensor(A.iterator + cute.assume(row + col * 132, divby=4), " \
+        "cute.make_layout(4)).load())" in src
+    assert "cute.make_tensor(B.iterator + cute.assume(row + col * 128, divby=4), " \
+        "cute.make_layout(4)).store(tc_vec1.load())" in src
+    src = _body("vectorized_column_major_copy", stride_a=130)  # even columns only: pairs
+    assert "cute.make_tensor(tc_vec2.iterator + 2, cute.make_layout(2)).store(" \
+        "cute.make_tensor(A.iterator + cute.assume(row + col * 130 + 2, divby=2), cute.make_layout(2)).load())" in src
+
+
 def test_assume_is_kept_in_the_script():
     import tilecute.language as T
     text = P.assume_window_zero().script()
@@ -291,3 +303,15 @@ def test_gpu_assume_either_keeps_checks():
     ref = torch.zeros(40, dtype=torch.int32)
     ref[8:] = 7
     assert torch.equal(A.cpu(), ref)
+
+
+@pytest.mark.gpu
+def test_gpu_vectorized_column_major_copy():
+    torch = _gpu()
+    for sa in (132, 130):
+        base_a = torch.randn(256, sa, device="cuda")
+        base_b = torch.zeros(256, 128, device="cuda")
+        A = torch.as_strided(base_a, (128, 256), (1, sa))
+        B = torch.as_strided(base_b, (128, 256), (1, 128))
+        tilecute.compile(P.vectorized_column_major_copy(stride_a=sa))(A, B)
+        assert torch.equal(B, A * 0.5)

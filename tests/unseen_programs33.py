@@ -269,3 +269,19 @@ def vectorized_let_base_pairs(n=768 * 4):
             for i in T.vectorized(6):
                 B[base + i] = A[base + i] + 1.0
     return main
+
+
+def vectorized_column_major_copy(N=128, M=256, stride_a=132, stride_b=128):
+    """A copy between two column-major ``T.StridedTensor``s (``strides=(1, s)``), one
+    column a thread, ``T.vectorized`` down its rows: the rows are the unit-stride dim, so
+    the lanes are contiguous; with both column strides multiples of 4, 16-byte vectors
+    (``stride_a=130``: the source's columns start only at even offsets, 8-byte pairs)."""
+
+    @T.prim_func
+    def main(A: T.StridedTensor((N, M), (1, stride_a), T.float32),
+             B: T.StridedTensor((N, M), (1, stride_b), T.float32)):
+        with T.Kernel(M // 128, threads=128) as bx:
+            col = bx * 128 + T.get_thread_binding()
+            for row in T.vectorized(N):
+                B[row, col] = A[row, col] * 0.5
+    return main

@@ -72,7 +72,8 @@ def legal_width(inner: N.For, buffers: dict[str, N.Buffer],
 
 
 def vector_accesses(inner: N.For, buffers: dict[str, N.Buffer], layouts: dict[str, N.Layout],
-                    width: int, arch: str | None = None, outer: dict | None = None) -> dict[tuple, int]:
+                    width: int, arch: str | None = None, outer: dict | None = None,
+                    any_dim: bool = False) -> dict[tuple, int]:
     """The accesses of the innermost parallel loop ``inner`` (running ``width`` lanes per
     thread step) that become vector loads/stores: ``(buffer, indices) -> chunk`` elements
     per instruction (at most 16 bytes).  Only straight-line accesses at the top of the
@@ -89,7 +90,8 @@ def vector_accesses(inner: N.For, buffers: dict[str, N.Buffer], layouts: dict[st
     codegen both call this, so the alignment the launcher checks is exactly what the kernel
     assumes.  ``outer``: the values of the Lets bound before the loop (``base = tx * 4``),
     through which an offset's divisibility is read (``B[base + i]`` starts at a multiple of
-    4)."""
+    4); ``any_dim``: a global tensor's unit-stride dim need not be its last (a
+    ``T.StridedTensor`` with ``strides=(1, s)``, the loop running down its rows)."""
     if width < 2:
         return {}
     j = inner.var.name
@@ -141,13 +143,17 @@ def vector_accesses(inner: N.For, buffers: dict[str, N.Buffer], layouts: dict[st
                 # element may lie outside the buffer elsewhere (s[i, j - 1] at j == 0)
         elif buf.scope != "global":
             continue
+        dim = len(indices) - 1  # the dim the lanes run along
+        if any_dim and buf.scope == "global" and DTYPES[buf.dtype].pack == 1:
+            along = [d for d, i in enumerate(indices) if mentions(i, j)]
+            dim = along[0] if len(along) == 1 else dim
         if any(not _lane_invariant(ld, j, written | stored, buffers) for ld in _loads(indices)) or \
-                any(mentions(i, j) for i in indices[:-1]) \
+                any(mentions(i, j) for d, i in enumerate(indices) if d != dim) \
                 or _draws(indices):
             continue  # (a Let's T.rng_rand() substituted into an index would draw again)
-        c = affine_in(indices[-1], j)
+        c = affine_in(indices[dim], j)
         strides = row_major_strides(buf)
-        if c is None or not (isinstance(strides[-1], N.Const) and strides[-1].value == 1):
+        if c is None or not (isinstance(strides[dim], N.Const) and strides[dim].value == 1):
             continue
         chunk = min(width, vector_elements(buf.dtype))
         multiple = known_multiple(substitute(c, outer) if outer else c)
@@ -156,8 +162,9 @@ def vector_accesses(inner: N.For, buffers: dict[str, N.Buffer], layouts: dict[st
             # vector inside one piece stays contiguous
             multiple = math.gcd(multiple, layouts[name].swizzle // DTYPES[buf.dtype].bytes)
         else:
-            for stride in strides[:-1]:
-                multiple = math.gcd(multiple, known_multiple(stride))
+            for d, stride in enumerate(strides):
+                if d != dim:
+                    multiple = math.gcd(multiple, known_multiple(stride))
         while chunk > 1 and multiple and multiple % chunk:
             chunk //= 2
         if chunk > 1:
@@ -321,7 +328,7 @@ class _Vectorizer(StmtMutator):
         if width < 2:
             return loop
         vec = vector_accesses(dataclasses.replace(loop, vector_width=width), self.buffers,
-                              self.layouts, width, outer=self.lets)
+                              self.layouts, width, outer=self.lets, any_dim=True)
         if not vec:
             return loop
         return dataclasses.replace(loop, vector_width=width, vectors=tuple(
