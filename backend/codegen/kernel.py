@@ -62,6 +62,8 @@ class KernelEmitter:
         safe.update({v: safe[b] for v, b in view_bases(self.scope.body).items()
                      if b in safe and v not in safe})
         self.bounds.safe = safe
+        for cond in self.func.assumes:  # TileLang moves the host's assumes into the device
+            self.bounds.known.assume(cond, True)  # function; the launcher checks them too
         self.exprs.held = lambda e: self.bounds.hoisted.get(e) \
             if isinstance(e, (N.Call, N.Cast)) else None
         self.smem = SharedMemory(self.scope, self.out)
@@ -250,7 +252,7 @@ class KernelEmitter:
 
     # ---- statements ----------------------------------------------------------------------
     def body(self, stmts, depth: int) -> None:
-        if not stmts:
+        if all(N.is_assume(s) for s in stmts):  # (none, or only comments)
             self.out.line(depth, "pass")
         with self.bounds.known.scope():
             for s in stmts:
@@ -271,7 +273,8 @@ class KernelEmitter:
 
     def emit_stmt(self, s: N.Stmt, depth: int) -> None:
         with self.bounds.statement():
-            if isinstance(s, (N.Let, N.Store, N.If, N.Evaluate, N.ThreadAllReduce)):
+            if isinstance(s, (N.Let, N.Store, N.If, N.Evaluate, N.ThreadAllReduce)) and \
+                    not N.is_assume(s):
                 self.bounds.hoist_branches(_checked_part(s), depth, self.nests.vector)
                 self.bounds.hoist(_checked_part(s), depth, self.nests.vector)
             method = _STATEMENTS.get(type(s))
@@ -348,6 +351,9 @@ class KernelEmitter:
             return self.sync_grid(s, depth)
         if isinstance(s.value, N.Call) and s.value.name == "ptx_cp_async":
             return self.ptx_cp_async(s, depth)
+        if N.is_assume(s):  # a fact for the bounds checks of the rest of the body
+            self.bounds.known.assume(s.value.args[0], True)
+            return self.out.line(depth, f"# T.assume({expr_str(s.value.args[0])})")
         self.out.line(depth, self.exprs.expr(s.value))
 
     def ptx_cp_async(self, s: N.Evaluate, depth: int) -> None:

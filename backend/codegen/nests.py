@@ -489,7 +489,13 @@ class NestEmitter:
         # vector instructions and their bounds run before the body's Lets are bound: they
         # read the Lets' values (the vectorizer proved them free of loads)
         self.lets = let_values(inner.body)
-        conds = self.vector_bounds(inner, vec, width)
+        known = self.k.bounds.known
+        with known.scope():  # the T.assume's the body opens with hold at every lane
+            for s in inner.body[:next((n for n, s in enumerate(inner.body)
+                                       if not isinstance(s, N.Let) and not N.is_assume(s)), None)]:
+                if N.is_assume(s):
+                    known.assume(s.value.args[0], True)
+            conds = self.vector_bounds(inner, vec, width)
         if conds:
             pre = self.preload(inner, vec, width, depth)
             self.lanes_checked = True

@@ -196,6 +196,10 @@ INTRINSICS = {
     "thread_idx": 1,
     # TileLang's T.block_rank_in_cluster(): the block's rank in its cluster (%cluster_ctarank)
     "block_rank_in_cluster": 0,
+    # TileLang's T.assume(cond) inside a kernel (a statement, T.evaluate of it): ``cond``
+    # (bool) holds from there to the end of the enclosing body; it emits no code, the bounds
+    # checks take it as a fact (TileLang's assume, trusted by LegalizeSafeMemoryAccess)
+    "assume": 1,
     # TVM's tir math (TileLang's T.tan ...): float argument(s), the argument's dtype;
     # round: halfway cases to even (TVM's round), round_ties_away_from_zero: C's roundf
     "tan": 1, "atan": 1, "acos": 1, "asin": 1, "sinh": 1, "cosh": 1, "erf": 1, "log10": 1,
@@ -753,6 +757,11 @@ class Store(Stmt):
 class Evaluate(Stmt):
     value: Expr
     loc: Optional[Loc] = _loc()
+
+
+def is_assume(s: Stmt) -> bool:
+    """A kernel's ``T.assume(cond)`` statement (``INTRINSICS["assume"]``)."""
+    return isinstance(s, Evaluate) and isinstance(s.value, Call) and s.value.name == "assume"
 
 
 WARPGROUP_THREADS = 128

@@ -221,7 +221,8 @@ def _stmt(s: N.Stmt, indent: int, out: list[str]) -> None:
     elif isinstance(s, N.Evaluate) and isinstance(s.value, N.Call) and \
             s.value.name in N.STMT_CALLS:
         out.append(f"{pad}T.{s.value.name}()")
-    elif isinstance(s, N.Evaluate) and isinstance(s.value, N.Call) and s.value.name == "rng_init":
+    elif isinstance(s, N.Evaluate) and isinstance(s.value, N.Call) and \
+            s.value.name in ("rng_init", "assume"):
         out.append(f"{pad}{expr_str(s.value)}")
     elif isinstance(s, N.Evaluate):
         out.append(f"{pad}T.evaluate({expr_str(s.value)})")

@@ -31,10 +31,11 @@ from typing import Any, Optional
 from ..ir import nodes as N
 from ..refusals import Refused
 from ..ir.printer import expr_str, layout_str
-from ..ir.visitor import linear_form, rebuild, substitute, var_names, walk_nodes, walk_stmts
+from ..ir.visitor import fold_constants, linear_form, rebuild, substitute, var_names, walk_nodes, walk_stmts
 from ..ir.rasterization import panel_order
 from ..ir.validate import RESERVED, RESERVED_PREFIXES, validate
 from .fragment_extents import widen_loop_fragments
+from . import cp_async_lanes
 from .negative_index import lane_wrap, legalize_negative_indices
 from ..target import WARP
 from ..runtime.dtypes import DTYPES, UnknownDTypeError
@@ -669,6 +670,7 @@ class _Parser:
         self.address_tensors: set[str] = set()  # the buffers T.make_tensor made
         self.used_names.add(self.fname)  # the function's own name is taken too
         self.in_kernel = False
+        self.vectorized_loops = 0  # T.vectorized loops around the statement parsed now
         # T.alloc_var's declared without init: TileLang zeroes them once, at the kernel's top
         self.default_zero_vars: set[str] = set()
         self.in_ws = False  # inside `with T.ws(...)` (or a branch made a region)
@@ -2518,10 +2520,15 @@ class _Parser:
                 self.bind(nm.id, v)
         if prologue:
             ranges = [(N.Const(0, ranges[0][1].dtype), ranges[0][1])]
+        vectorized = form.__name__ in ("vectorized", "Vectorized")
+        self.vectorized_loops += vectorized
         try:
             body = tuple(prologue) + self.block(s.body)
         finally:
             self.pop()
+            self.vectorized_loops -= vectorized
+        if vectorized:
+            ranges, body = self.widen_cp_async(loop_vars[0], ranges, body)
         if kind == "parallel":
             self.parallel_semantic_check(s, body, loop_vars)
         overlap = kind == "pipelined" and a.given("overlap_mma") and a.static_bool("overlap_mma")
@@ -2541,7 +2548,7 @@ class _Parser:
                           copy_instruction=copy_instruction if d == innermost else "",
                           loop_layout=loop_layout if d == innermost else None,
                           unroll_factor=unroll_factor, loads_last=loads_last,
-                          vectorized=form.__name__ in ("vectorized", "Vectorized")),)
+                          vectorized=vectorized),)
             if d == innermost and _has_break(body[0].body, _Continue):
                 body = self.continue_loop(body[0], kind)
             if d == innermost and _has_break(body[-1].body):
@@ -5519,21 +5526,55 @@ class _Parser:
             raise a.fail("src_access_ptr", f"'{gb.name}' is {gb.dtype} and '{sb.name}' {sb.dtype}: "
                                            "cp.async copies bytes between elements of one dtype")
         nbytes = n * DTYPES[sb.dtype].bytes
-        if nbytes not in (4, 8, 16):
+        call = N.Call("ptx_cp_async", (dst, src, N.Const(n, "int32")), "int32")
+        if nbytes not in cp_async_lanes.CP_ASYNC_BYTES:
+            if self.vectorized_loops:  # (the loop widens it, or refuses it: widen_cp_async)
+                return [N.Evaluate(call, loc=self.loc(s))]
             raise a.fail("num_elems", f"{n} {sb.dtype} elements are {nbytes} bytes; cp.async "
                                       "copies 4, 8 or 16")
         for ptr, name in ((dst, "dst_access_ptr"), (src, "src_access_ptr")):
-            # cp.async of nbytes reads and writes nbytes-aligned addresses (the code assumes
-            # so): an element at a known offset that is not is refused here, by name
-            buf = self.buffer_named(ptr.buffer)
-            offset = _static_offset(ptr.indices, buf)
-            if offset is not None and offset * DTYPES[buf.dtype].bytes % nbytes:
-                raise a.fail(name, f"`{ast.unparse(a.node(name))}` is byte "
-                                   f"{offset * DTYPES[buf.dtype].bytes} of '{buf.name}', not a "
-                                   f"multiple of the {nbytes} bytes the cp.async copies (it "
-                                   "needs both addresses aligned to its size)")
-        call = N.Call("ptx_cp_async", (dst, src, N.Const(n, "int32")), "int32")
+            misaligned = self.cp_async_misaligned(ptr, nbytes)
+            if misaligned:
+                raise a.fail(name, f"`{ast.unparse(a.node(name))}` {misaligned}")
         return [N.Evaluate(call, loc=self.loc(s))]
+
+    def cp_async_misaligned(self, ptr: N.Load, nbytes: int) -> str:
+        """cp.async of nbytes reads and writes nbytes-aligned addresses (the code assumes
+        so): why the element ``ptr`` at a known offset is not ("" when it is, or its
+        offset is not known at parse time)."""
+        buf = self.buffer_named(ptr.buffer)
+        offset = _static_offset(fold_constants(ptr.indices), buf)
+        if offset is not None and offset * DTYPES[buf.dtype].bytes % nbytes:
+            return (f"is byte {offset * DTYPES[buf.dtype].bytes} of '{buf.name}', not a multiple "
+                    f"of the {nbytes} bytes the cp.async copies (it needs both addresses "
+                    "aligned to its size)")
+        return ""
+
+    def widen_cp_async(self, var: N.Var, ranges: list, body: tuple) -> tuple[list, tuple]:
+        """A ``T.vectorized`` loop's ranges and body with its raw cp.async narrower than 4
+        bytes widened over the lanes (language/cp_async_lanes.py), as TileLang's
+        vectorizer widens it; one that does not widen is refused by name."""
+        dtypes = {b.name: b.dtype for b in map(self.buffer_named, {
+            x.args[0].buffer for x in walk_nodes(body)
+            if isinstance(x, N.Call) and x.name == "ptx_cp_async"})}
+        narrow = cp_async_lanes.narrow(body, dtypes)
+        if not narrow:
+            return ranges, body
+        first = narrow[0]
+        dtype = dtypes[first.value.args[0].buffer]
+        start, extent = ranges[0]  # (a T.vectorized loop has one variable)
+        folded = cp_async_lanes.fold(var, start, extent, body, dtype)
+        if not folded:
+            raise FrontendError(cp_async_lanes.narrow_error(first, dtype), first.loc, self.fname)
+        steps, stmt = folded
+        lane0 = substitute(stmt.value.args[:2], {var.name: N.Const(0, var.dtype)})
+        nbytes = cp_async_lanes.copy_bytes(stmt.value, dtype)
+        for ptr, name in zip(lane0, ("dst_access_ptr", "src_access_ptr")):
+            misaligned = self.cp_async_misaligned(ptr, nbytes)
+            if misaligned:
+                raise FrontendError(f"T.ptx_cp_async: {name} `{expr_str(ptr)}` widened over the "
+                                    f"T.vectorized loop {misaligned}", first.loc, self.fname)
+        return [(N.Const(0, steps.dtype), steps)], (stmt,)
 
     def access_ptr(self, a: _Args, name: str) -> N.Load:
         """The element ``T.access_ptr(buffer[indices], access_type="r", *extents, offset=0,
@@ -7167,9 +7208,11 @@ class _Parser:
         symbols and integer / bool scalar params only) where no loop or branch encloses it
         goes to ``PrimFunc.assumes``, which the launcher checks at every call, as TileLang
         checks such an assume at run time (its ``RuntimeError`` "Assume: ..."; a top-level
-        ``N % k == 0`` too, its ``k`` then left out of the symbol's binding check).  Anything
-        else is a hint that changes no code (tilecute emits no bounds checks for it to
-        remove)."""
+        ``N % k == 0`` too, its ``k`` then left out of the symbol's binding check).  Inside
+        a ``T.Kernel`` it is also a statement, ``Evaluate(Call("assume", (cond,)))``, that
+        emits no code: the bounds checks (codegen/bounds.py) take it as a fact for the rest
+        of its body, as TileLang's LegalizeSafeMemoryAccess trusts an assume over its
+        scope."""
         cond = a.value("cond")
         self.check_value(a.node("cond"), cond)
         if not _is_ir(cond):
@@ -7190,7 +7233,11 @@ class _Parser:
                                            self.pointers)
             if N.is_host_condition(cond, names):
                 self.host_assumes.append(cond)
-        return []
+        if not self.in_kernel:
+            return []
+        if cond.dtype != "bool":
+            cond = N.cmp("ne", cond, 0)
+        return [N.Evaluate(N.Call("assume", (cond,), "bool"), loc=self.loc(s))]
 
     def stmt_device_assert(self, a: _Args, s) -> list[N.Stmt]:
         cond = a.value("condition")

@@ -72,7 +72,8 @@ def legal_width(inner: N.For, buffers: dict[str, N.Buffer],
 
 
 def vector_accesses(inner: N.For, buffers: dict[str, N.Buffer], layouts: dict[str, N.Layout],
-                    width: int, arch: str | None = None) -> dict[tuple, int]:
+                    width: int, arch: str | None = None, outer: dict | None = None,
+                    any_dim: bool = False) -> dict[tuple, int]:
     """The accesses of the innermost parallel loop ``inner`` (running ``width`` lanes per
     thread step) that become vector loads/stores: ``(buffer, indices) -> chunk`` elements
     per instruction (at most 16 bytes).  Only straight-line accesses at the top of the
@@ -87,7 +88,10 @@ def vector_accesses(inner: N.For, buffers: dict[str, N.Buffer], layouts: dict[st
     up to ``.v8`` for 16-bit floats; sm_80: ``f16x2``), as TileLang's ``AtomicAddx2`` /
     ``x4``; each element is still added atomically on its own.  The vectorizer and the
     codegen both call this, so the alignment the launcher checks is exactly what the kernel
-    assumes."""
+    assumes.  ``outer``: the values of the Lets bound before the loop (``base = tx * 4``),
+    through which an offset's divisibility is read (``B[base + i]`` starts at a multiple of
+    4); ``any_dim``: a global tensor's unit-stride dim need not be its last (a
+    ``T.StridedTensor`` with ``strides=(1, s)``, the loop running down its rows)."""
     if width < 2:
         return {}
     j = inner.var.name
@@ -139,23 +143,28 @@ def vector_accesses(inner: N.For, buffers: dict[str, N.Buffer], layouts: dict[st
                 # element may lie outside the buffer elsewhere (s[i, j - 1] at j == 0)
         elif buf.scope != "global":
             continue
+        dim = len(indices) - 1  # the dim the lanes run along
+        if any_dim and buf.scope == "global" and DTYPES[buf.dtype].pack == 1:
+            along = [d for d, i in enumerate(indices) if mentions(i, j)]
+            dim = along[0] if len(along) == 1 else dim
         if any(not _lane_invariant(ld, j, written | stored, buffers) for ld in _loads(indices)) or \
-                any(mentions(i, j) for i in indices[:-1]) \
+                any(mentions(i, j) for d, i in enumerate(indices) if d != dim) \
                 or _draws(indices):
             continue  # (a Let's T.rng_rand() substituted into an index would draw again)
-        c = affine_in(indices[-1], j)
+        c = affine_in(indices[dim], j)
         strides = row_major_strides(buf)
-        if c is None or not (isinstance(strides[-1], N.Const) and strides[-1].value == 1):
+        if c is None or not (isinstance(strides[dim], N.Const) and strides[dim].value == 1):
             continue
         chunk = min(width, vector_elements(buf.dtype))
-        multiple = known_multiple(c)
+        multiple = known_multiple(substitute(c, outer) if outer else c)
         if buf.scope == "shared" and kind == "tma_swizzled":
             # rows of swizzle bytes, whose 16-byte pieces the swizzle only permutes: a
             # vector inside one piece stays contiguous
             multiple = math.gcd(multiple, layouts[name].swizzle // DTYPES[buf.dtype].bytes)
         else:
-            for stride in strides[:-1]:
-                multiple = math.gcd(multiple, known_multiple(stride))
+            for d, stride in enumerate(strides):
+                if d != dim:
+                    multiple = math.gcd(multiple, known_multiple(stride))
         while chunk > 1 and multiple and multiple % chunk:
             chunk //= 2
         if chunk > 1:
@@ -266,6 +275,14 @@ class _Vectorizer(StmtMutator):
         self.buffers = {p.name: p for p in func.params if isinstance(p, N.Buffer)}
         self.layouts: dict[str, N.Layout] = {}
         self.threads = 0  # the threads a nest spreads over: the block's or a T.ws region's
+        # the values of the Lets visited so far (names are unique in a function), in terms
+        # of no other Let: what a T.vectorized loop's offsets are multiples of
+        self.lets: dict[str, N.Expr] = {}
+
+    def visit_let(self, s: N.Let) -> N.Let:
+        if N.is_int(s.var.dtype):
+            self.lets[s.var.name] = substitute(s.value, self.lets) if self.lets else s.value
+        return s
 
     def visit_kernel(self, scope: N.KernelScope) -> N.KernelScope:
         self.threads = scope.num_threads
@@ -295,11 +312,11 @@ class _Vectorizer(StmtMutator):
         step, its contiguous global and shared accesses one vector instruction per chunk
         (:func:`vector_accesses`), as TileLang vectorizes the loop.  ``W``: 16 bytes of the
         narrowest dtype of those buffers, halved until it divides the extent.  Only a
-        straight-line body (stores and lets) is vectorized: its vector loads run before
-        the step's stores, which in a branch or an inner loop they might not."""
+        straight-line body (stores, lets and ``T.assume``s) is vectorized: its vector loads
+        run before the step's stores, which in a branch or an inner loop they might not."""
         if not (isinstance(loop.start, N.Const) and loop.start.value == 0 and
                 isinstance(loop.extent, N.Const)) or loop.unroll_factor or \
-                not all(isinstance(t, (N.Store, N.Let)) for t in loop.body):
+                not all(isinstance(t, (N.Store, N.Let)) or N.is_assume(t) for t in loop.body):
             return loop
         memory = [self.buffers[b] for b, _, _ in accesses(loop.body)
                   if b in self.buffers and self.buffers[b].scope in ("global", "shared")]
@@ -311,7 +328,7 @@ class _Vectorizer(StmtMutator):
         if width < 2:
             return loop
         vec = vector_accesses(dataclasses.replace(loop, vector_width=width), self.buffers,
-                              self.layouts, width)
+                              self.layouts, width, outer=self.lets, any_dim=True)
         if not vec:
             return loop
         return dataclasses.replace(loop, vector_width=width, vectors=tuple(
