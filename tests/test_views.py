@@ -399,19 +399,84 @@ def test_view_of_a_gemm_accumulator_other_than_a_split_is_refused():
     (32, "af[i, j] + acc[i, j]"),  # the view reads bytes the base wrote
     (16, "acc[i, j]"),  # the view's statements do not begin by writing all of it
 ], ids=["reads_base_bytes", "partial_write"])
-def test_view_with_other_row_bytes_of_a_swizzled_operand_is_refused(rows, value):
-    msg = _refused(f'''
-        a = T.alloc_shared((64, 64), "float16")
-        af = T.view(a, (32, 64), "float32")
-        acc = T.alloc_fragment((64, 64), "float32")
-        T.copy(A, a)
-        T.gemm(a, a, acc, transpose_B=True, clear_accum=True)
-        for i, j in T.Parallel({rows}, 64):
-            af[i, j] = {value}
-    ''', LayoutError)
-    assert "<script>:9:" in msg and "shared view 'af' of 'a'" in msg
-    assert "rows have 256 bytes and the rows of 'a' 128" in msg
+def test_view_with_other_row_bytes_of_a_chunked_swizzled_operand_is_refused(rows, value):
+    # 'a' has 256-byte rows: its 128-byte swizzle stores each row as two chunks, a layout
+    # over its rows that a view with 512-byte rows cannot read
+    text = textwrap.dedent(f'''
+        import tilecute.language as T
+
+        @T.prim_func
+        def k(A: T.Tensor((64, 128), "float16"), B: T.Tensor((64, 64), "float32")):
+            with T.Kernel(1, threads=128) as bx:
+                a = T.alloc_shared((64, 128), "float16")
+                af = T.view(a, (32, 128), "float32")
+                acc = T.alloc_fragment((64, 64), "float32")
+                T.copy(A, a)
+                T.gemm(a, a, acc, transpose_B=True, clear_accum=True)
+                for i, j in T.Parallel({rows}, 64):
+                    af[i, j] = {value}
+    ''')
+    with pytest.raises(LayoutError) as e:
+        run_passes(T.from_script(text))
+    msg = str(e.value)
+    assert "<script>:8:" in msg and "shared view 'af' of 'a'" in msg
+    assert "rows have 512 bytes and the rows of 'a' 256" in msg
+    assert "cuts its rows into 128-byte chunks" in msg
     assert "write all of the view before reading it" in msg
+
+
+def _operand_bytes_view():
+    """A float32 view with 256-byte rows of a GEMM operand's fp16 tile of 128-byte rows
+    (one chunk of its 128-byte swizzle a row), read after the GEMM: the view's element
+    (i, j) is the bytes 8 * (i * 64 + j) of the tile as loaded."""
+    @T.prim_func
+    def operand_bytes(A: T.Tensor((64, 64), "float16"), B: T.Tensor((32, 64), "float32"),
+                      C: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=128) as _:
+            a = T.alloc_shared((64, 64), "float16")
+            af = T.view(a, (32, 64), "float32")
+            acc = T.alloc_fragment((64, 64), "float32")
+            T.copy(A, a)
+            T.gemm(a, a, acc, transpose_B=True, clear_accum=True)
+            T.copy(acc, C)
+            for i, j in T.Parallel(32, 64):
+                B[i, j] = af[i, j]
+    return operand_bytes
+
+
+def _swizzled_reshape(n, m, dtype, shape):
+    """TileLang's T.reshape of a shared tile it swizzles (``make_mma_swizzle_layout``: rows
+    of one 128-byte chunk), copied out through the reshape."""
+    from tilecute.cuda.intrinsics import make_mma_swizzle_layout
+
+    @T.prim_func
+    def swizzled_reshape(A: T.Tensor((n // m, m), dtype), B: T.Tensor(shape, dtype)):
+        with T.Kernel(1, threads=32) as _:
+            a_s = T.alloc_shared((n // m, m), dtype)
+            T.annotate_layout({a_s: make_mma_swizzle_layout(a_s)})
+            T.copy(A, a_s)
+            r = T.reshape(a_s, shape)
+            T.copy(r, B)
+    return swizzled_reshape
+
+
+def test_views_of_a_one_chunk_swizzled_tile_read_its_flat_offsets(tmp_path):
+    # the base's rows fit one chunk, so its pattern is on its flat offset: a view with
+    # other rows takes the same pattern on its own flat offset (flat=True)
+    func = run_passes(_swizzled_reshape(1024, 32, "float32", (1024,)))
+    a = _allocs(func)
+    assert a["a_s"].layout == N.Layout("tma_swizzled", swizzle=128)
+    assert a["r"].layout == N.Layout("tma_swizzled", swizzle=128, flat=True)
+    assert 'T.Layout("tma_swizzled", swizzle=128, flat=True)' in func.script()
+    src = tilecute.compile(_swizzled_reshape(1024, 32, "float32", (1024,))).get_kernel_source()
+    # 16-byte vectors of the 1-D view at its flat index, XORed as the base's bytes
+    assert "r.iterator + cute.assume((i1) ^ (((i1) >> 3) & 28), divby=4)" in src
+    src = tilecute.compile(_swizzled_reshape(2048, 64, "float16", (16, 128))).get_kernel_source()
+    assert "^ (((i1 * 128 + i2) >> 3) & 56)" in src
+    func = run_passes(_operand_bytes_view())
+    assert _allocs(func)["af"].layout == N.Layout("tma_swizzled", swizzle=128, flat=True)
+    for make in (lambda: _swizzled_reshape(2048, 64, "float16", (2048,)), _operand_bytes_view):
+        assert tilecute.build_cubin(make(), "sm_90a", out_dir=str(tmp_path)).kernel_names
 
 
 def _scratch_view(k_tiles: int):
@@ -438,12 +503,15 @@ def _scratch_view(k_tiles: int):
     return scratch_view
 
 
-def test_scratch_view_of_a_swizzled_operand_has_its_own_layout(tmp_path):
+def test_scratch_view_of_a_swizzled_operand_shares_its_pattern(tmp_path):
     func = run_passes(_scratch_view(3))
     a = _allocs(func)
     base, view = a["a"], a["af"]
-    assert base.layout.kind == "tma_swizzled" and view.layout == N.Layout("row_major")
-    assert view.slot == base.slot  # the same bytes, each read by its own layout
+    # the operand's 128-byte rows are one chunk of its swizzle: the view reads the same
+    # pattern on its flat offset (before, a row-major layout of its own)
+    assert base.layout == N.Layout("tma_swizzled", swizzle=128)
+    assert view.layout == N.Layout("tma_swizzled", swizzle=128, flat=True)
+    assert view.slot == base.slot  # the same bytes
     text = func.script()  # the view's writes wait for the GEMM's reads of the operand
     assert text.index("T.gemm(") < text.index("T.sync_threads()", text.index("T.gemm(")) \
         < text.index("af[i")
@@ -599,3 +667,27 @@ def test_view_gemm_operand_on_gpu():
     c = torch.empty(128, 64, device="cuda")
     tilecute.compile(_stacked_operand())(a, b, c)
     torch.testing.assert_close(c, a.reshape(128, 64).float() @ b.float().T, atol=1e-2, rtol=1e-2)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n, m, dtype, shape", [
+    (1024, 32, "float32", (1024,)), (2048, 64, "float16", (2048,)), (2048, 64, "float16", (16, 128))])
+def test_swizzled_reshape_on_gpu(n, m, dtype, shape):
+    import torch
+
+    a = torch.randn(n // m, m, device="cuda").to(getattr(torch, dtype))
+    b = torch.empty(shape, device="cuda", dtype=a.dtype)
+    tilecute.compile(_swizzled_reshape(n, m, dtype, shape))(a, b)
+    assert torch.equal(b, a.reshape(shape))
+
+
+@pytest.mark.gpu
+def test_operand_bytes_view_on_gpu():
+    import torch
+
+    a = torch.randn(64, 64, device="cuda").half()
+    b = torch.empty(32, 64, device="cuda")
+    c = torch.empty(64, 64, device="cuda")
+    tilecute.compile(_operand_bytes_view())(a, b, c)
+    assert torch.equal(b.view(torch.int16), a.view(torch.int16).view(32, 128))
+    torch.testing.assert_close(c, a.float() @ a.float().T, atol=1e-2, rtol=1e-3)

@@ -52,7 +52,7 @@ def shared_index(exprs: ExprPrinter, buf: N.Buffer, layout: N.Layout | None, ind
         mask = TMA_SWIZZLE_MASK[layout.swizzle] >> (DTYPES[buf.dtype].bytes.bit_length() - 1)
         width = layout.swizzle // DTYPES[buf.dtype].bytes
         cols = int(buf.shape[-1].value)
-        if cols <= width:
+        if cols <= width or layout.flat:  # (one chunk a row, or no chunks: the flat index)
             e = flat_index(exprs, buf, indices)
         else:  # the matrix, chunk c // width of the last dim, then the row, then c % width
             rows = int(buf.shape[-2].value) if buf.ndim > 1 else 1

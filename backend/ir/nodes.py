@@ -840,7 +840,10 @@ class Layout:
       column chunks (32, 64 or 128), stored chunk after chunk, each chunk row-major over
       the rows; with TMA's pattern on byte offsets (``b ^ ((b >> 3) & mask)``, ``mask``
       0x10/0x30/0x70): what TMA copies with that swizzle write, one box per chunk (and
-      matrix), and the layout tensor-core MMAs read operands from;
+      matrix), and the layout tensor-core MMAs read operands from; with ``flat``: no
+      column chunks, the pattern on the buffer's row-major flat index (a view whose rows
+      differ from those of a base whose rows fit one chunk: the base's flat index is the
+      view's, T.reshape of a swizzled tile);
       ``mbarrier``: an array of mbarriers (dtype uint64), each expecting ``threads``
       arrivals per phase (``T.alloc_barrier(n, arrive_count=threads)``).
     """
@@ -855,6 +858,7 @@ class Layout:
     # fragments used inside a ``T.ws`` region: the first thread of the region, whose
     # ``threads`` threads (numbered from 0 there) hold it; 0 for the block's threads
     first_thread: int = 0
+    flat: bool = False  # tma_swizzled only: the pattern on the flat index (no chunks)
 
 
 @dataclass(frozen=True)

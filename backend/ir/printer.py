@@ -157,7 +157,7 @@ def _loop_range(s: N.For) -> str:
 
 def layout_str(layout: N.Layout) -> str:
     args = [f'"{layout.kind}"']
-    for name in ("threads", "vector", "swizzle", "mma", "warps", "operand", "first_thread"):
+    for name in ("threads", "vector", "swizzle", "mma", "warps", "operand", "first_thread", "flat"):
         value = getattr(layout, name)
         if value:
             args.append(f'{name}="{value}"' if isinstance(value, str) else f"{name}={value}")

@@ -741,6 +741,8 @@ class _Validator:
                     and b.scope != "shared":
                 self.fail(f"buffer '{b.name}': layout {s.layout.kind} is a shared-memory layout; "
                           f"'{b.name}' is a {b.scope} buffer")
+            if s.layout is not None and s.layout.flat and s.layout.kind != "tma_swizzled":
+                self.fail(f"buffer '{b.name}': flat=True belongs to a tma_swizzled layout")
             if s.layout is not None and s.layout.kind == "tma_swizzled" and \
                     s.layout.swizzle not in (32, 64, 128):
                 self.fail(f"buffer '{b.name}': a tma_swizzled layout swizzles 32, 64 or 128 bytes, "

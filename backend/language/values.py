@@ -594,7 +594,7 @@ class GemmWarpPolicy(enum.IntEnum):
 
 # ---- layouts ------------------------------------------------------------------------------
 def Layout(kind: str, threads: int = 0, vector: int = 0, swizzle: int = 0, mma: str = "",  # noqa: N802
-           warps: tuple = (), operand: str = "", first_thread: int = 0) -> _N.Layout:
+           warps: tuple = (), operand: str = "", first_thread: int = 0, flat: bool = False) -> _N.Layout:
     """A buffer layout, as the layout pass prints it (``T.alloc_fragment(..., layout=...)``);
     see ``tilecute.ir.nodes.Layout``."""
     if not isinstance(kind, str):  # TileLang's T.Layout(shape, forward_fn)
@@ -609,7 +609,7 @@ def Layout(kind: str, threads: int = 0, vector: int = 0, swizzle: int = 0, mma: 
         return IndexMapLayout(kind, threads)
     if kind not in _N.LAYOUT_KINDS:
         raise ValueError(f"T.Layout: kind must be one of {_N.LAYOUT_KINDS}, got {kind!r}")
-    return _N.Layout(kind, threads, vector, swizzle, mma, tuple(warps), operand, first_thread)
+    return _N.Layout(kind, threads, vector, swizzle, mma, tuple(warps), operand, first_thread, bool(flat))
 
 
 # ---- macros -------------------------------------------------------------------------------

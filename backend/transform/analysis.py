@@ -625,7 +625,9 @@ def view_layout(base: N.Buffer, layout: Optional[N.Layout], view: N.Buffer) -> N
     """The layout of shared ``view`` under which each of its elements is the bytes it
     views of ``base`` laid out by ``layout`` (None: row-major), or why there is none.
     Row-major bases give row-major views; a TMA-swizzled base gives its swizzle to views
-    whose rows have the base's bytes (the chunks and the XOR pattern are on bytes of rows);
+    whose rows have the base's bytes (the chunks and the XOR pattern are on bytes of rows),
+    and, when its rows fit one chunk (the pattern is then on its flat byte offset), to any
+    view of whole-byte elements as the same pattern on the view's flat offset (``flat``);
     a column-swizzled base (``c ^ (r % s)``) gives its swizzle to views of its dtype, its
     row length and 2 or more dims, when both have whole ``s``-row groups per matrix."""
     if layout is None or layout.kind == "row_major":
@@ -635,8 +637,13 @@ def view_layout(base: N.Buffer, layout: Optional[N.Layout], view: N.Buffer) -> N
         rows, vrows = int(base.shape[-1].value) * esize, int(view.shape[-1].value) * vsize
         if rows == vrows:
             return layout
+        if rows <= layout.swizzle and DTYPES[base.dtype].pack == DTYPES[view.dtype].pack == 1:
+            # the base's rows fit one chunk: the pattern is on its flat (byte) offset, which
+            # is the view's (TileLang's T.reshape of a swizzled tile)
+            return dataclasses.replace(layout, flat=True)
         return (f"its rows have {vrows} bytes and the rows of '{base.name}' {rows}; the "
-                f"{layout.swizzle}-byte TMA swizzle of '{base.name}' is a pattern over its rows")
+                f"{layout.swizzle}-byte TMA swizzle of '{base.name}' cuts its rows into "
+                f"{layout.swizzle}-byte chunks")
     if layout.kind == "swizzled":
         s = layout.swizzle
         if view.dtype != base.dtype or view.ndim < 2 or view.shape[-1] != base.shape[-1]:

@@ -157,7 +157,7 @@ def vector_accesses(inner: N.For, buffers: dict[str, N.Buffer], layouts: dict[st
             continue
         chunk = min(width, vector_elements(buf.dtype))
         multiple = known_multiple(substitute(c, outer) if outer else c)
-        if buf.scope == "shared" and kind == "tma_swizzled":
+        if buf.scope == "shared" and kind == "tma_swizzled" and not layouts[name].flat:
             # rows of swizzle bytes, whose 16-byte pieces the swizzle only permutes: a
             # vector inside one piece stays contiguous
             multiple = math.gcd(multiple, layouts[name].swizzle // DTYPES[buf.dtype].bytes)
