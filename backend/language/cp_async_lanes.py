@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Optional
 
 from ..ir import nodes as N
-from ..ir.visitor import fold_constants, linear_form, substitute, walk_nodes, walk_stmts
+from ..ir.visitor import fold_constants, linear_form, substitute, var_names, walk_stmts
 from ..runtime.dtypes import DTYPES
 
 CP_ASYNC_BYTES = (4, 8, 16)
@@ -40,8 +40,7 @@ def narrow_error(s: N.Evaluate, dtype: str) -> str:
 def _step(idx: N.Expr, var: N.Var) -> Optional[int]:
     """How far ``idx`` moves when ``var`` grows by one, where it is linear in ``var``."""
     def atom(x):
-        if isinstance(x, (N.Const, N.Var)) or any(isinstance(y, N.Var) and y.name == var.name
-                                                  for y in walk_nodes(x)):
+        if isinstance(x, (N.Const, N.Var)) or var.name in var_names(x):
             return None
         return ("opaque", x)
     form = linear_form(idx, atom)
@@ -65,8 +64,7 @@ def fold(var: N.Var, start: N.Expr, extent: N.Expr, body: tuple, dtype: str
     dst, src, n = s.value.args
     n = int(n.value)
     for ld in (dst, src):
-        if any(any(isinstance(y, N.Var) and y.name == var.name for y in walk_nodes(i))
-               for i in ld.indices[:-1]) or _step(ld.indices[-1], var) != n:
+        if var.name in var_names(ld.indices[:-1]) or _step(ld.indices[-1], var) != n:
             return None
     size = DTYPES[dtype].bytes
     total = int(extent.value)

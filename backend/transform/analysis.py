@@ -11,7 +11,7 @@ from typing import Optional
 
 from ..ir import nodes as N
 from ..ir.printer import expr_str
-from ..ir.visitor import (Range, linear_form, replace_stmt, substitute, value_range,  # noqa: F401
+from ..ir.visitor import (Range, linear_form, replace_stmt, substitute, value_range, var_names,  # noqa: F401
                           walk_nodes, walk_stmts)
 from ..runtime.dtypes import DTYPES, storage_bytes
 from ..target import TMA_MAX_BOX, TMA_MAX_RANK, WARP, arch_at_least  # noqa: F401
@@ -73,8 +73,7 @@ def tainted_lets(body, seed=(), taints=lambda value: False) -> set[str]:
     says a value does (the thread index: each thread's own)."""
     out = set(seed)
     for t in walk_stmts(body):
-        if isinstance(t, N.Let) and ({n.name for n in walk_nodes(t.value) if isinstance(n, N.Var)} & out
-                                     or taints(t.value)):
+        if isinstance(t, N.Let) and (var_names(t.value) & out or taints(t.value)):
             out.add(t.var.name)
     return out
 

@@ -103,7 +103,8 @@ import math
 
 from ..ir import nodes as N
 from ..ir.printer import expr_str, layout_str
-from ..ir.visitor import BODY_FIELDS, StmtMutator, rebuild, replace_exprs, substitute, walk_nodes, walk_stmts
+from ..ir.visitor import (BODY_FIELDS, StmtMutator, rebuild, replace_exprs, substitute, var_names, walk_nodes,
+                          walk_stmts)
 from ..runtime.dtypes import DTYPES
 from ..target import VECTOR_BYTES, WARP, target
 from .analysis import (LoopVars, accesses, allreduce_steps, buffers_used, independent_view, is_unit, linear_form,
@@ -951,8 +952,7 @@ class _Kernel:
         if self.per_thread is None:  # the Lets whose values may differ between threads
             self.per_thread = tainted_lets(self.scope.body, self.thread_vars, self.varies)
         body = nest.loops[-1].body
-        return self.varies(body) or any(isinstance(n, N.Var) and n.name in self.per_thread
-                                        for n in walk_nodes(body))
+        return self.varies(body) or bool(var_names(body) & self.per_thread)
 
     def varies(self, x) -> bool:
         """Does ``x`` call the thread index (or a shuffle, vote, warp reduction), or read a

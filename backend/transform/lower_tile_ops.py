@@ -388,6 +388,7 @@ class _Lowerer(StmtMutator):
         oh = b("add", b("floordiv", b("sub", b("add", h_, i32(2 * P)), i32(D * (K - 1) + 1)), i32(S)), i32(1))
         ow = b("add", b("floordiv", b("sub", b("add", w_, i32(2 * P)), i32(D * (K - 1) + 1)), i32(S)), i32(1))
         kc = b("mul", i32(K), c_)
+        taps = b("mul", i32(K), kc)  # the matrix's columns: K * K * C
 
         def pixel(m, q) -> tuple:
             """The image row and column of output pixel ``m`` under filter tap ``q``."""
@@ -405,7 +406,7 @@ class _Lowerer(StmtMutator):
                 q = b("mul", s.c_step, bk)  # the tile's first column
                 h, w = pixel(m, q)
                 # a column tile past the last tap reads 0: image n out of bounds
-                n = N.Select(N.cmp("lt", q, b("mul", i32(K), kc)), b("floordiv", m, b("mul", oh, ow)),
+                n = N.Select(N.cmp("lt", q, taps), b("floordiv", m, b("mul", oh, ow)),
                              n_, "int32")
                 value = N.Load(img.name, fold_constants((n, h, w, b("add", b("mod", q, c_), j))), img.dtype)
                 return (N.Store(col.name, (i, j), value, loc=s.loc),)
@@ -420,7 +421,7 @@ class _Lowerer(StmtMutator):
             h_at, w_at = pixel(m, q)
             lets += [N.Let(h, h_at, loc=s.loc), N.Let(w, w_at, loc=s.loc)]
             inside = N.Logic("and", (N.cmp("lt", m, b("mul", n_, b("mul", oh, ow))),
-                                     N.cmp("lt", q, b("mul", i32(K), kc)),
+                                     N.cmp("lt", q, taps),
                                      N.cmp("ge", h, 0), N.cmp("lt", h, h_),
                                      N.cmp("ge", w, 0), N.cmp("lt", w, w_)))
             value = N.Load(img.name, (b("floordiv", m, b("mul", oh, ow)), h, w, b("mod", q, c_)), img.dtype)
