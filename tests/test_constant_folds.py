@@ -46,11 +46,14 @@ def neg_div(A: T.Tensor((32,), "int32"), Q: T.Tensor((32, 16), "int32")):
 """
 
 
-def test_division_by_a_negative_constant_divides_by_the_positive_one():
+def test_division_by_a_negative_constant_divides_by_the_positive_one_without_negating():
     kernel = tilecute.compile(T.from_script(NEG_DIV))
     src = kernel.get_kernel_source()
-    assert "Q[tx, i] = (0 - i) // 2" in src
-    assert "Q[tx, i + 5] = 0 - ((0 - i) - (0 - i) // 3 * 3)" in src
+    # q = a // c and r = a % c of the positive c, then -q - (r != 0) and (r - c if r else 0):
+    # no step negates a (0 - a wraps at the dtype's minimum: INT64_MIN // -3 came out negative)
+    assert "Q[tx, i] = 0 - i // 2 - cutlass.Int32(cutlass.select_(i % 2 != 0, 1, 0))" in src
+    assert "Q[tx, i + 5] = cutlass.Int32(cutlass.select_(i % 3 != 0, i % 3 - 3, 0))" in src
+    assert "(0 - i)" not in src and "(0 - A" not in src
     assert "// -" not in src
     kernel.ensure_cubin()
 
@@ -60,6 +63,7 @@ def test_division_by_a_negative_constant_matches_python():
     import torch
 
     a = torch.arange(-16, 16, device="cuda", dtype=torch.int32)
+    a[0] = -2**31  # (its negation wraps: the division must not negate it)
     q = torch.zeros(32, 16, device="cuda", dtype=torch.int32)
     tilecute.compile(T.from_script(NEG_DIV))(a, q)
     got = q.cpu().tolist()

@@ -299,7 +299,8 @@ def int_minmax_abs_clamp(dtype=T.int8, lo=-5, hi=7, n=N):
 def float_minmax_nan(dtype=T.float32, n=N):
     """``T.max`` / ``T.min`` on floats are C's ``fmaxf`` / ``fminf`` (CUDA's ``__hmax`` /
     ``__hmin`` on halves): NaN-quiet, a NaN operand gives the other; ``T.clamp(nan, -1, 1)``
-    is -1 (max first); ``T.abs(-0.0)`` is +0.0.  Rows: max, min, clamp, abs."""
+    is NaN (TileLang 0.1.15's ``tl::clamp`` keeps a NaN ``x``, as ``torch.clamp``);
+    ``T.abs(-0.0)`` is +0.0.  Rows: max, min, clamp, abs."""
 
     @T.prim_func
     def fmm(A: T.Tensor((n,), dtype), B: T.Tensor((n,), dtype), O: T.Tensor((4, n), dtype)):

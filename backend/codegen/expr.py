@@ -590,16 +590,21 @@ class ExprPrinter:
         return (value if e.dtype == "float32" else f"{cute_type(e.dtype)}({value})"), ATOM
 
     def _by_negative_constant(self, e: N.BinOp):
-        """``a // -c`` and ``a % -c`` (floor division and modulo, ``c`` > 0) as ``(0 - a) // c``
-        and ``0 - ((0 - a) - (0 - a) // c * c)``: CuTe DSL's ``arith.floordivsi`` by a negative
-        constant of a loop index gave wrong quotients on an H200 (``i // -2`` for ``i`` in
-        ``cutlass.range(2, 7)``: -2 at 5 and 6; the fuzzer's scalar form), while floor
-        division by a positive constant is right.  (``0 - a`` wraps for the dtype's minimum.)"""
-        c = f"{cute_type(e.dtype)}({-int(e.b.value)})" if e.dtype != "int32" else str(-int(e.b.value))
-        neg = f"(0 - {self.operand(e.a, PREC['sub'] + 1)})"
+        """``a // -c`` and ``a % -c`` (floor division and modulo, ``c`` > 0) through ``q = a // c``
+        and ``r = a % c`` (``r`` in ``[0, c)``): ``0 - q - (r != 0)`` and ``r - c if r != 0 else 0``.
+        CuTe DSL's ``arith.floordivsi`` by a negative constant of a loop index gave wrong
+        quotients on an H200 (``i // -2`` for ``i`` in ``cutlass.range(2, 7)``: -2 at 5 and 6;
+        the fuzzer's scalar form), while floor division by a positive constant is right.  No
+        step overflows: ``0 - a`` would wrap for the dtype's minimum (``INT64_MIN // -3`` came
+        out negative)."""
+        t = e.dtype
+        c, zero, one = N.Const(-int(e.b.value), t), N.Const(0, t), N.Const(1, t)
+        q, r = N.BinOp("floordiv", e.a, c, t), N.BinOp("mod", e.a, c, t)
+        nonzero = N.Cmp("ne", r, zero)
         if e.op == "floordiv":
-            return f"{neg} // {c}", PREC["floordiv"]
-        return f"0 - ({neg} - {neg} // {c} * {c})", PREC["sub"]
+            neg_q = N.BinOp("sub", zero, q, t)
+            return self._expr(N.BinOp("sub", neg_q, N.Select(nonzero, one, zero, t), t))
+        return self._expr(N.Select(nonzero, N.BinOp("sub", r, c, t), zero, t))
 
     def select_fn(self, cond: N.Expr) -> str:
         """``cutlass.select_``, which takes a runtime condition only; where the condition
