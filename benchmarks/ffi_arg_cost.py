@@ -112,6 +112,20 @@ def run(device: str, samples: int) -> list[dict]:
         calls[("noop(*torch tensors)", n)] = lambda ts=ts: noop(*ts)
         calls[("touch(*torch tensors)", n)] = lambda ts=ts: touch(*ts)
         calls[("noop(*tvm_ffi.Tensor, converted once)", n)] = lambda fs=fs: noop(*fs)
+    # tilecute's call path (runtime/fastcall.py): the same function, torch tensors handed
+    # over as DLTensor pointers filled on the stack, the current stream as an argument
+    from tilecute.runtime.fastcall import wrap
+
+    fast = {n: wrap(noop, n) for n in (1, 3, 10, 14)}
+    if all(fast.values()):
+        for n in (1, 3, 10):
+            calls[("fast call (*torch tensors)", n)] = lambda ts=tensors[:n], f=fast[n]: f(*ts)
+        calls[("fast call (10 torch tensors, 2 floats, 2 ints)", 14)] = lambda f=fast[14]: f(*many)
+        KF = type("KF", (), {"__call__": staticmethod(fast[3])})
+        kf = KF()
+        calls[("kernel(a, b, c), __call__ = staticmethod(fast call) (tilecute's form)", 3)] = lambda: kf(a, b, c)
+    else:
+        print(json.dumps({"fast call": "not available", "why": _fast_call_missing()}), flush=True)
     for n in (1, 4, 10):
         ints, floats = [1] * n, [1.0] * n
         calls[("noop(*ints)", n)] = lambda ints=ints: noop(*ints)
@@ -130,12 +144,18 @@ def run(device: str, samples: int) -> list[dict]:
     return rows
 
 
+def _fast_call_missing() -> str:
+    from tilecute.toolchain import fastcall_build_error
+
+    return fastcall_build_error() or "no Python headers, TILECUTE_FAST_CALL=0, or torch lacks the exchange API"
+
+
 def slopes(rows: list[dict]) -> dict:
     """ns per extra argument, from the 1- and 10-argument lines of each kind."""
     by = {(r["what"], r["args"]): r["ns_per_call"] for r in rows}
     out = {}
     for what in ("noop(*torch tensors)", "touch(*torch tensors)", "noop(*ints)", "noop(*floats)",
-                 "noop(*tvm_ffi.Tensor, converted once)"):
+                 "noop(*tvm_ffi.Tensor, converted once)", "fast call (*torch tensors)"):
         if (what, 1) in by and (what, 10) in by:
             out[what] = round((by[(what, 10)] - by[(what, 1)]) / 9, 1)
     if ("noop(*torch tensors)", 10) in by and ("noop(*ints)", 10) in by:

@@ -5,7 +5,10 @@ Each of ``--threads`` threads launches a tiny fp16 vector add (1024 elements) on
 CUDA stream for ``--seconds``; the launches of all threads are counted.  Cases, one run:
 
 * ``torch.add``: the same load with ``torch.add(a, b, out=c)`` (the peer);
-* ``tilecute``: the tilecute kernel, nothing else running;
+* ``tilecute``: the tilecute kernel, nothing else running (its default call path:
+  torch tensors handed to the launcher as DLTensor pointers, ``runtime/fastcall.py``);
+* ``tilecute (TVM FFI binding)``: the kernel's TVM FFI function called directly, as
+  every call was before the fast call path (TVM FFI converts each torch tensor);
 * ``tilecute (release_gil=False)``: the same kernel compiled with ``release_gil=False``
   (each call holds the GIL through the launch; docs/performance.md, "Launching from
   several threads");
@@ -18,7 +21,7 @@ CUDA stream for ``--seconds``; the launches of all threads are counted.  Cases, 
 * ``tilecute+compile-inproc``: the same with ``TILECUTE_CUBIN_WORKER=0`` (cute.compile in
   the launching process, holding its interpreter).
 
-The four steady cases run ``--rounds`` times, interleaved, each reported as its median
+The five steady cases run ``--rounds`` times, interleaved, each reported as its median
 with the per-round rates and the median of its per-round ratios to ``torch.add``.
 Prints one JSON line per case (launches/s, and for the compile cases the ratio to the
 ``tilecute`` case: the goal is >= 0.8) and the compile thread's wall time.
@@ -130,6 +133,13 @@ def main():
         c = torch.empty_like(a)
         return lambda: k(a, a, c)
 
+    def binding_fn():
+        a = torch.randn(1024, device="cuda", dtype=torch.float16)
+        c = torch.empty_like(a)
+        kernel(a, a, c)  # (loaded)
+        f = kernel._func
+        return lambda: f(a, a, c)
+
     def torch_fn():
         a = torch.randn(1024, device="cuda", dtype=torch.float16)
         c = torch.empty_like(a)
@@ -151,6 +161,7 @@ def main():
     # the steady cases, interleaved over --rounds (the rate drifts between runs by more
     # than the cases differ): the median of each, and of its per-round ratio to torch.add
     steady = {"torch.add": torch_fn, "tilecute": tilecute_fn,
+              "tilecute (TVM FFI binding)": binding_fn,
               "tilecute (release_gil=False)": lambda: tilecute_fn(holding),
               "tilecute (ffi.Tensor args, stream handle)": prepared_fn}
     rates = {name: [] for name in steady}
@@ -168,7 +179,8 @@ def main():
     os.environ.pop("TILECUTE_CUBIN_WORKER")
     for name, rate, compile_s in cases:
         line = {"case": name, "threads": args.threads, "launches_per_s": round(rate),
-                "ratio_to_tilecute_alone": round(rate / base, 3), "device": device}
+                "ratio_to_tilecute_alone": round(rate / base, 3), "device": device,
+                "fast_call": kernel._call is not kernel._func}
         if name in rates:
             line["rounds"] = [round(x) for x in rates[name]]
             line["ratio_to_torch_add"] = round(statistics.median(

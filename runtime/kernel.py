@@ -2,8 +2,9 @@
 
 ``tilecute.load(path)`` and ``tilecute.compile`` both end here.  The first call
 produces the cubin if needed and loads the launcher; after that, calling the kernel calls
-the TVM FFI function directly (the kernel's class ``__call__`` becomes that function),
-so no Python frame of tilecute's runs per call.  With ``out_idx`` the outputs are
+the TVM FFI function directly (the kernel's class ``__call__`` becomes that function, behind
+the call path of ``runtime/fastcall.py`` where torch is imported: torch tensors handed over
+as DLTensor pointers), so no Python frame of tilecute's runs per call.  With ``out_idx`` the outputs are
 allocated with torch first, which keeps one Python frame per call.  ``release_gil``
 says whether that function lets go of the GIL while it launches (docs/performance.md,
 "Launching from several threads").
@@ -163,7 +164,8 @@ class Kernel:
         self._plan = ...  # the allocation plan, made at the first call that allocates
         self._lock = threading.Lock()
         self._module = None
-        self._func = None
+        self._func = None  # the launcher's TVM FFI function
+        self._call = None  # what a call calls: that function, or it behind runtime.fastcall
         # what the launcher's function gets when it is loaded (None: TVM FFI's default)
         self._release_gil = check_release_gil(release_gil, self.name)
         # a class per instance, so that __call__ can become the TVM FFI function itself
@@ -326,6 +328,8 @@ class Kernel:
             self._release_gil = value
             if self._func is not None:
                 self._func.release_gil = value
+                if self._call is not self._func:
+                    self._call.release_gil = value
 
     def _load(self):
         with self._lock:
@@ -335,12 +339,15 @@ class Kernel:
                 func = self._module[self.name]
                 if self._release_gil is not None:
                     func.release_gil = self._release_gil
+                from .fastcall import wrap
+
+                self._call = wrap(func, len(self.abi.args)) or func
                 self._func = func
                 # unload modules and release contexts while the driver is still up
                 atexit.register(_cleanup_at_exit, self._module["cleanup"])
                 if not self.out_idx and not self.workspace_idx:
-                    type(self).__call__ = staticmethod(self._func)
-        return self._func
+                    type(self).__call__ = staticmethod(self._call)
+        return self._call
 
     def _check_entry(self) -> None:
         """The files the first call loads, checked against the manifest just before: the
@@ -373,7 +380,7 @@ class Kernel:
     def __call__(self, *args):
         if self.out_idx or self.workspace_idx:
             return self._call_with_outputs(args)
-        return (self._func or self._load())(*args)
+        return (self._call or self._load())(*args)
 
     def allocate_outputs(self, inputs) -> list:
         """torch tensors for the ``out_idx`` outputs, shaped by the symbols the ``inputs``
@@ -502,7 +509,7 @@ class Kernel:
         outs = self._allocate_planned(args)
         if outs is None:
             outs = self._allocate(args[:n_in], self.out_idx + self.workspace_idx)
-        func = self._func or self._load()
+        func = self._call or self._load()
         inputs, allocated = iter(args[:n_in]), iter(outs)
         full = [next(allocated) if i in self.out_idx or i in self.workspace_idx else next(inputs)
                 for i in range(len(self.abi.args))]

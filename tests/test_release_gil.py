@@ -54,8 +54,18 @@ def entry(program):
 
 def _called_function(k):
     """What ``kernel(...)`` runs once loaded: the class's __call__ (the TVM FFI function
-    itself for a kernel without outputs to allocate)."""
+    itself for a kernel without outputs to allocate, behind runtime.fastcall's call path)."""
     return type(k).__dict__.get("__call__")
+
+
+def _goes_to_function(k) -> bool:
+    """A call runs the kernel's TVM FFI function, straight or through the fast call path
+    (tilecute_fastcall), with that function's GIL setting."""
+    called = _called_function(k).__func__
+    assert called is k._call
+    if called is k._func:
+        return True
+    return called.function is k._func and bool(called.release_gil) is bool(k._func.release_gil)
 
 
 def test_default_is_tvm_ffis_and_the_loaded_function_releases(entry):
@@ -63,7 +73,7 @@ def test_default_is_tvm_ffis_and_the_loaded_function_releases(entry):
     assert k.release_gil is True and k._func is None  # nothing loaded to answer it
     k.launcher
     assert k._func.release_gil is True and k.release_gil is True
-    assert _called_function(k).__func__ is k._func  # calls go straight to that function
+    assert _goes_to_function(k)  # calls go straight to that function
 
 
 def test_property_before_load_is_applied_when_the_launcher_loads(entry):
@@ -72,16 +82,16 @@ def test_property_before_load_is_applied_when_the_launcher_loads(entry):
     assert k._func is None and k.release_gil is False
     k.launcher
     assert k._func.release_gil is False
-    assert _called_function(k).__func__ is k._func
+    assert _goes_to_function(k)
 
 
 def test_property_after_load_sets_the_function(entry):
     k = Kernel(entry)
     k.launcher
     k.release_gil = False
-    assert k._func.release_gil is False and k.release_gil is False
+    assert k._func.release_gil is False and k.release_gil is False and _goes_to_function(k)
     k.release_gil = True
-    assert k._func.release_gil is True and k.release_gil is True
+    assert k._func.release_gil is True and k.release_gil is True and _goes_to_function(k)
 
 
 def test_each_kernel_object_has_its_own_switch(entry):
@@ -103,9 +113,11 @@ def test_out_idx_kernel_calls_the_function_it_set(entry):
     with pytest.raises(Exception, match="CUDA|cuda"):
         k(a, a)
     assert k._func is not None and k._func.release_gil is False
+    assert k._call is k._func or k._call.release_gil is False  # (the fast call path's)
     assert "__call__" not in type(k).__dict__  # still the allocating __call__
     k.release_gil = True
     assert k._func.release_gil is True
+    assert k._call is k._func or k._call.release_gil is True
 
 
 def test_values_other_than_bools_are_refused(entry, program):

@@ -519,7 +519,7 @@ def test_outputs_return_in_out_idx_order():
     assert tilecute.compile(func, out_idx=[3, 4])._return_order is None
     # the call's return (the launch itself replaced: no GPU here)
     seen = []
-    kernel._func = lambda *full: seen.append([tuple(t.shape) for t in full if hasattr(t, "shape")])
+    kernel._call = lambda *full: seen.append([tuple(t.shape) for t in full if hasattr(t, "shape")])
     count, y = kernel(_z(9), _z(9, dtype=torch.bool), 0.0)
     assert tuple(count.shape) == (1,) and tuple(y.shape) == (9,)
     assert seen == [[(9,), (9,), (9,), (1,)]]  # the launcher still gets parameter order
