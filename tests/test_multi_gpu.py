@@ -82,6 +82,25 @@ def test_first_call_on_gpu1_after_10k_calls_on_gpu0(vadd):
     assert torch.cuda.current_device() == 0
 
 
+def test_the_streams_are_the_tensors_devices(vadd):
+    """The call path passes torch's current stream of the tensors' device (cuda:1 here,
+    with cuda:0 current): the launch is ordered behind work queued on that stream."""
+    vadd(*_inputs("cuda:0", 1024))
+    assert vadd._call is not vadd._func  # (the call path in use)
+    torch.cuda.set_device(0)
+    s1 = torch.cuda.Stream(device=1)
+    big = torch.randn(8192, 8192, device="cuda:1")
+    a, b, c = _inputs("cuda:1")
+    with torch.cuda.stream(s1):  # (current stream of device 1; device 0 stays current)
+        big @ big
+        a2 = a * 1  # written on s1, read by the kernel on s1
+        vadd(a2, b, c)
+        got = c.clone()
+    s1.synchronize()
+    assert torch.cuda.current_device() == 0
+    assert torch.equal(got, a + b)
+
+
 def test_tensors_on_two_devices_are_a_value_error(vadd):
     a0, b0, c0 = _inputs("cuda:0", 1024)
     a1 = a0.to("cuda:1")
