@@ -91,7 +91,7 @@ def test_the_streams_are_the_tensors_devices(vadd):
     s1 = torch.cuda.Stream(device=1)
     big = torch.randn(8192, 8192, device="cuda:1")
     a, b, c = _inputs("cuda:1")
-    with torch.cuda.stream(s1):  # (current stream of device 1; device 0 stays current)
+    with torch.cuda.stream(s1):  # (current stream of device 1)
         big @ big
         a2 = a * 1  # written on s1, read by the kernel on s1
         vadd(a2, b, c)
