@@ -4,8 +4,8 @@ TVM FFI's Python binding converts each torch tensor argument into an owning DLPa
 and an ``ffi.Tensor`` (two allocations, freed after the call); ``tilecute_fastcall``
 (templates/tilecute_fastcall.c, a CPython extension compiled once per toolchain beside the
 launcher runtime) fills a DLTensor on the stack through torch's DLPack C exchange API
-instead, passes torch's current stream as the launcher's explicit stream argument, and
-calls the same TVM FFI function.  Any call it does not take whole (another argument count,
+instead, passes torch's current stream as the launcher's explicit stream argument (unless
+the call ends with its own int stream handle), and calls the same TVM FFI function.  Any call it does not take whole (another argument count,
 keywords, a tensor subclass, another framework's array, a big int) goes to the TVM FFI
 function itself.  docs/performance.md ("The call's argument conversion") has the numbers.
 

@@ -10,7 +10,8 @@
  * DLTensor* (kTVMFFIDLTensorPtr, which the launcher reads like an ffi.Tensor), ints, floats,
  * bools and None are passed as values, the current torch stream of the first non-CPU tensor's
  * device is passed as the launcher's optional trailing stream argument (TVM FFI would set it
- * as the environment stream: the launcher uses either the same way), and the same TVM FFI
+ * as the environment stream: the launcher uses either the same way) unless the call gave one
+ * (an int handle after the parameters, as Kernel.launch passes it), and the same TVM FFI
  * function is called through TVMFFIFunctionCall, the GIL released around it unless the kernel
  * holds it (release_gil).
  *
@@ -81,7 +82,10 @@ static PyObject* fastcall_vectorcall(PyObject* callable, PyObject* const* args, 
                                      PyObject* kwnames) {
   FastCall* self = (FastCall*)callable;
   Py_ssize_t n = PyVectorcall_NARGS(nargsf);
-  if (kwnames != NULL || n != self->num_args || n > TC_MAX_ARGS) {
+  /* the parameters, and optionally an explicit stream as an int handle (Kernel.launch) */
+  int explicit_stream = n == self->num_args + 1 && PyLong_CheckExact(args[n - 1]);
+  if (explicit_stream) n -= 1;
+  if (kwnames != NULL || n != self->num_args) {
     return fallback(self, args, nargsf, kwnames);
   }
   TVMFFIAny packed[TC_MAX_ARGS + 1];
@@ -125,7 +129,18 @@ static PyObject* fastcall_vectorcall(PyObject* callable, PyObject* const* args, 
     }
   }
   int32_t num_packed = (int32_t)n;
-  if (device_type != -1) {
+  if (explicit_stream) {
+    int overflow = 0;
+    long long handle = PyLong_AsLongLongAndOverflow(args[n], &overflow);
+    if (overflow != 0 || (handle == -1 && PyErr_Occurred())) {
+      PyErr_Clear();
+      return fallback(self, args, nargsf, kwnames);
+    }
+    packed[n].type_index = kTVMFFIInt; /* (a negative handle: the launcher's error) */
+    packed[n].zero_padding = 0;
+    packed[n].v_int64 = handle;
+    num_packed += 1;
+  } else if (device_type != -1) {
     void* stream = NULL;
     if (self->api->current_work_stream((DLDeviceType)device_type, device_id, &stream) != 0) {
       PyErr_Clear();

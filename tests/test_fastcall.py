@@ -55,7 +55,11 @@ class _Param(torch.Tensor):  # a tensor subclass: not converted by the fast path
 @pytest.mark.parametrize("args", [
     (CPU, CPU, CPU),                                     # converted, refused by the launcher
     (CPU, CPU),                                          # another count: TVM FFI's call
-    (CPU, CPU, CPU, 0),                                  # with a stream: TVM FFI's call
+    (CPU, CPU, CPU, 0),                                  # with a stream handle
+    (CPU, CPU, CPU, -1),                                 # a negative stream handle
+    (CPU, CPU, CPU, 2 ** 70),                            # a handle past int64: TVM FFI's call
+    (CPU, CPU, CPU, 0, 0),                               # one argument too many
+    (CPU, CPU, CPU, CPU),                                # a tensor for the stream
     (CPU, CPU, CPU.float()),                             # dtype
     (CPU, CPU, 3),                                       # an int for a tensor
     (CPU, 2.5, CPU),                                     # a float for a tensor
@@ -65,7 +69,8 @@ class _Param(torch.Tensor):  # a tensor subclass: not converted by the fast path
     (CPU, CPU, CPU.as_subclass(_Param)),                 # a subclass: TVM FFI's call
     (CPU, CPU, CPU.numpy()),                             # another framework's array
     (CPU, CPU, torch.zeros(1024, dtype=torch.float16).reshape(32, 32)),  # rank
-], ids=["cpu", "count", "stream", "dtype", "int", "float", "none", "bool", "bigint",
+], ids=["cpu", "count", "stream", "negative-stream", "big-stream", "too-many",
+        "tensor-stream", "dtype", "int", "float", "none", "bool", "bigint",
         "subclass", "numpy", "rank"])
 def test_errors_are_the_tvm_ffi_functions(entry, args):
     k = _loaded(entry)
@@ -169,6 +174,14 @@ def test_results_and_streams_match_the_function(entry):
         done = c.clone()
     s.synchronize()
     torch.testing.assert_close(done, want, rtol=0, atol=0)
+    # an explicit stream (Kernel.launch passes its int handle after the parameters)
+    c = torch.zeros_like(a)
+    with torch.cuda.stream(s):
+        big @ big
+        a3 = a * 1
+    k.launch(a3, b, c, stream=s)
+    s.synchronize()
+    torch.testing.assert_close(c, want, rtol=0, atol=0)
 
 
 @pytest.mark.gpu
