@@ -397,6 +397,21 @@ def promote(a: str, b: str) -> str:
 
 
 def _int_binop(op: str, a, b) -> Expr:
+    if op in ("bitand", "bitor", "bitxor"):
+        a_bool, b_bool = (isinstance(x, bool) or isinstance(x, Expr) and x.dtype == "bool"
+                          for x in (a, b))
+        if a_bool and b_bool:
+            # TVM's bool is a one-bit unsigned integer: `&`, `|`, `^` of two conditions (a
+            # Python helper's `(o > me) | ((o == me) & (j < k))`) are their logical and, or
+            # and inequality, as the parser reads them in a kernel body
+            a, b = as_expr(a), as_expr(b)
+            return Logic({"bitand": "and", "bitor": "or"}[op], (a, b)) if op != "bitxor" \
+                else cmp("ne", a, b)
+        if a_bool != b_bool:  # a condition against an integer: its 0 or 1 in the integer's dtype
+            t = (b if a_bool else a)
+            t = t.dtype if isinstance(t, Expr) else "int32"
+            if is_int(t):
+                a, b = (cast(as_expr(a), t), b) if a_bool else (a, cast(as_expr(b), t))
     e = binop(op, a, b)
     if not is_int(e.dtype):
         raise TypeError(f"{op} on {e.dtype}: Python's & | ^ << >> on expressions take "
