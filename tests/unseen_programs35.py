@@ -88,7 +88,8 @@ def bitnet_int2_prefill(M=256, N=512, K=1024, block_M=64, block_N=128, block_K=6
                         num_stages=2, threads=128):
     """C = (A @ W^T) * s: the packed ternary weight tile (block_N, block_K // 4) is loaded by
     T.copy into shared, decoded into a shared int8 (block_N, block_K) tile, and fed with the
-    int8 activation tile to T.gemm (transpose_B) into an int32 accumulator."""
+    int8 activation tile to T.gemm (transpose_B) into an int32 accumulator; the decoded tile
+    annotated swizzled, the blocks rasterized in panels of 4 (T.use_swizzle)."""
 
     @T.prim_func
     def prefill(A: T.Tensor((M, K), "int8"), Wq: T.Tensor((N, K // 4), "uint8"),
@@ -99,6 +100,8 @@ def bitnet_int2_prefill(M=256, N=512, K=1024, block_M=64, block_N=128, block_K=6
             W_s = T.alloc_shared((block_N, block_K), "int8")
             acc = T.alloc_fragment((block_M, block_N), "int32")
             out = T.alloc_fragment((block_M, block_N), "float32")
+            T.annotate_layout({W_s: tilelang.layout.make_swizzled_layout(W_s)})
+            T.use_swizzle(panel_size=4)
             T.clear(acc)
             for ko in T.Pipelined(K // block_K, num_stages=num_stages):
                 T.copy(A[by * block_M, ko * block_K], A_s)
@@ -115,10 +118,12 @@ def bitnet_int2_prefill(M=256, N=512, K=1024, block_M=64, block_N=128, block_K=6
 
 # ---- chunked linear attention: (I + A)^-1 by forward substitution -------------------------
 @tilelang.jit(out_idx=[1])
-def solve_unit_lower(NB=64, C=64, threads=64):
+def solve_unit_lower(C=64, threads=64):
     """X = (I + A)^-1 for each strictly lower-triangular (C, C) chunk A (the WY / UT transform
     of DeltaNet-style kernels): row i of X is e_i - sum_{k < i} A[i, k] X[k, :], rows in
-    order, the row being solved in registers, the solved rows in shared memory."""
+    order, the row being solved in registers, the solved rows in shared memory.  The number
+    of chunks is a T.dynamic size, the output allocated from it (out_idx)."""
+    NB = T.dynamic("NB")
 
     @T.prim_func
     def solve(A: T.Tensor((NB, C, C), "float32"), X: T.Tensor((NB, C, C), "float32")):
@@ -177,7 +182,7 @@ def sparse24_prune(M=512, K=1024, block_M=32, block_K=128, threads=128):
 @tilelang.jit
 def lamb_update_norms(N=1 << 20, block=2048, threads=256):
     """Adam moments in place, the raw update u = m_hat / (sqrt(v_hat) + eps) + wd * w into a
-    workspace, and sum(w^2), sum(u^2) accumulated by one atomic per block each."""
+    workspace, and sum(w^2), sum(u^2) accumulated by one atomic per block each (thread 0's)."""
 
     @T.prim_func
     def upd(Wt: T.Tensor((N,), "float32"), G: T.Tensor((N,), "float32"),
@@ -203,8 +208,9 @@ def lamb_update_norms(N=1 << 20, block=2048, threads=256):
                 u2[j] = u * u
             T.reduce_sum(w2, w_sum, dim=0)
             T.reduce_sum(u2, u_sum, dim=0)
-            T.atomic_add(Norms[0], w_sum[0])
-            T.atomic_add(Norms[1], u_sum[0])
+            if T.get_thread_binding() == 0:  # (every thread holds the sums)
+                T.atomic_add(Norms[0], w_sum[0])
+                T.atomic_add(Norms[1], u_sum[0])
 
     return upd
 
@@ -257,9 +263,11 @@ def topk_radix_threshold(R=64, N=8192, topk=100, threads=256):
 
 # ---- Jensen-Shannon divergence over the vocabulary ----------------------------------------------
 @tilelang.jit(out_idx=[2])
-def jsd_loss(M=128, V=16384, block_V=2048, threads=256):
+def jsd_loss(V=16384, block_V=2048, threads=256):
     """JSD(p || q) per row for logits X (student) and Y (teacher): one pass for both
-    log-sum-exps (online max / sum), a second for 0.5 * sum p log(p/m) + q log(q/m)."""
+    log-sum-exps (online max / sum), a second for 0.5 * sum p log(p/m) + q log(q/m).  The
+    row count is symbolic (T.symbolic)."""
+    M = T.symbolic("M")
 
     @T.prim_func
     def jsd(X: T.Tensor((M, V), "float16"), Y: T.Tensor((M, V), "float16"),
@@ -429,3 +437,44 @@ def mish_bwd(M=1024, N=4096, block_M=16, block_N=256, threads=256):
             T.copy(o, dX[by * block_M, bx * block_N])
 
     return bwd
+
+
+# ---- vision: 2-D rotary embedding -----------------------------------------------------------------
+@T.macro
+def _rotate_half_pair(x, pos, i, j, half, theta):
+    """x[i, j] rotated with its partner in the other half of a head's ``2 * half`` lanes."""
+    k = j % half
+    inv = T.exp2(-T.log2(theta) * (2.0 * T.cast(k, "float32") / (2 * half)))
+    ang = T.cast(pos, "float32") * inv
+    partner = T.if_then_else(j < half, -x[i, j + half], x[i, j - half])
+    return x[i, j] * T.cos(ang) + partner * T.sin(ang)
+
+
+@tilelang.jit(out_idx=[2])
+def rope_2d_vision(H=8, D=64, block_S=32, threads=128, theta=10000.0):
+    """A vision transformer's 2-D RoPE on a (S, H, D) bf16 tensor of patch tokens: the first
+    D / 2 lanes of each head rotate by the token's patch row Pos[s, 0], the last D / 2 by its
+    column Pos[s, 1], each half NeoX-style (lane k paired with k + D / 4); tokens in a
+    T.dynamic count, each half loaded into a shared tile per (token block, head) (a lane
+    reads its partner's element: TileLang refuses that read of a fragment)."""
+    S = T.dynamic("S")
+    half = D // 4
+
+    @T.prim_func
+    def rope2d(X: T.Tensor((S, H, D), "bfloat16"), Pos: T.Tensor((S, 2), "int32"),
+               Y: T.Tensor((S, H, D), "bfloat16")):
+        with T.Kernel(T.ceildiv(S, block_S), H, threads=threads) as (bx, h):
+            xr = T.alloc_shared((block_S, D // 2), "float32")
+            xc = T.alloc_shared((block_S, D // 2), "float32")
+            o_r = T.alloc_fragment((block_S, D // 2), "bfloat16")
+            o_c = T.alloc_fragment((block_S, D // 2), "bfloat16")
+            T.copy(X[bx * block_S:(bx + 1) * block_S, h, 0:D // 2], xr)
+            T.copy(X[bx * block_S:(bx + 1) * block_S, h, D // 2:D], xc)
+            for i, j in T.Parallel(block_S, D // 2):
+                s = T.min(bx * block_S + i, S - 1)
+                o_r[i, j] = T.cast(_rotate_half_pair(xr, Pos[s, 0], i, j, half, theta), "bfloat16")
+                o_c[i, j] = T.cast(_rotate_half_pair(xc, Pos[s, 1], i, j, half, theta), "bfloat16")
+            T.copy(o_r, Y[bx * block_S:(bx + 1) * block_S, h, 0:D // 2])
+            T.copy(o_c, Y[bx * block_S:(bx + 1) * block_S, h, D // 2:D])
+
+    return rope2d
