@@ -24,7 +24,7 @@ import unseen_programs35 as P
 NAMES = ["welford_layernorm", "bitnet_int2_gemv", "bitnet_int2_prefill", "solve_unit_lower",
          "sparse24_prune", "lamb_update_norms", "lamb_apply", "topk_radix_threshold",
          "jsd_loss", "nms_iou_mask", "nms_greedy", "fft_rows_stockham", "mish_bwd",
-         "rope_2d_vision"]
+         "rope_2d_vision", "lm_head_argmax"]
 
 
 @pytest.fixture(autouse=True)
@@ -209,6 +209,18 @@ def test_rope_2d_partner_from_shared_and_ragged_tokens():
     assert "s = cutlass.min(bx * 32 + i, S - 1)" in src
 
 
+def test_lm_head_running_argmax_over_accumulator_rows():
+    src = _body("lm_head_argmax")
+    # per vocabulary tile: the accumulator cleared, the row max and the first column at it
+    tile = src.index("for n in cutlass.range(0, 32)", src.index("setmaxregister_increase"))
+    assert src.index("acc[tc_r3 + tc_lane4] = cutlass.Float32(0.0)", tile) < src.index("tcm.gemm(", tile)
+    assert 'tcrow.reduce_rows(acc, t_max, "max", clear=True)' in src
+    assert "cutlass.select_(acc[tc_r5 + tc_lane6] == t_max[tcrow.row_of(col, tc_r5)], n * 128 + (j + tc_lane6), 4096)" in src
+    assert 'tcrow.reduce_rows(col, t_idx, "min", clear=True)' in src
+    # strictly greater: a tie keeps the earlier tile's index
+    assert "if t_max[tc_q7] > best[tc_q7]:" in src
+
+
 # ---- GPU -----------------------------------------------------------------------------------
 @pytest.mark.gpu
 def test_welford_layernorm_gpu():
@@ -385,3 +397,21 @@ def test_rope_2d_vision_gpu():
 
     ref = torch.cat([rot(x.float()[..., :D // 2], pos[:, 0]), rot(x.float()[..., D // 2:], pos[:, 1])], -1)
     torch.testing.assert_close(y.float(), ref, atol=3e-2, rtol=2e-2)
+
+
+@pytest.mark.gpu
+def test_lm_head_argmax_gpu():
+    torch.manual_seed(0)
+    h = torch.randn(128, 512, device="cuda").bfloat16()
+    w = torch.randn(4096, 512, device="cuda").bfloat16()
+    w[1000] = w[3000]  # a tie across tiles: the first column wins
+    h[5] = w[3000] * 4
+    best, idx = P.lm_head_argmax()(h, w)
+    logits = h.float() @ w.float().T
+    ref_best, ref_idx = logits.max(1)
+    torch.testing.assert_close(best, ref_best, atol=1e-2, rtol=1e-3)
+    # where the top two logits are apart by more than the summation-order error, the index
+    top2 = logits.topk(2, 1).values
+    clear = (top2[:, 0] - top2[:, 1]) > 1e-2
+    assert torch.equal(idx[clear].long(), ref_idx[clear])
+    assert idx[5].item() == 1000

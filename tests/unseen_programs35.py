@@ -478,3 +478,46 @@ def rope_2d_vision(H=8, D=64, block_S=32, threads=128, theta=10000.0):
             T.copy(o_c, Y[bx * block_S:(bx + 1) * block_S, h, D // 2:D])
 
     return rope2d
+
+
+# ---- LM head greedy decoding: GEMM tiles + a running argmax ------------------------------------
+@tilelang.jit(out_idx=[2, 3])
+def lm_head_argmax(M=128, V=4096, K=512, block_M=64, block_N=128, block_K=64, num_stages=2,
+                   threads=128):
+    """The greedy token per row of H @ W^T without writing the logits: vocabulary tiles in a
+    serial loop, each a pipelined T.gemm into a cleared accumulator, its row maximum and the
+    first column holding it (a T.reduce_min of masked column indices, int32) merged into a
+    running (max, index) kept in fragments across tiles; ties keep the earlier tile."""
+
+    @T.prim_func
+    def argmax(H: T.Tensor((M, K), "bfloat16"), W: T.Tensor((V, K), "bfloat16"),
+               Best: T.Tensor((M,), "float32"), Idx: T.Tensor((M,), "int32")):
+        with T.Kernel(T.ceildiv(M, block_M), threads=threads) as bx:
+            H_s = T.alloc_shared((block_M, block_K), "bfloat16")
+            W_s = T.alloc_shared((block_N, block_K), "bfloat16")
+            acc = T.alloc_fragment((block_M, block_N), "float32")
+            col = T.alloc_fragment((block_M, block_N), "int32")
+            t_max = T.alloc_fragment((block_M,), "float32")
+            t_idx = T.alloc_fragment((block_M,), "int32")
+            best = T.alloc_fragment((block_M,), "float32")
+            best_idx = T.alloc_fragment((block_M,), "int32")
+            T.fill(best, -T.infinity("float32"))
+            T.fill(best_idx, 0)
+            for n in T.serial(V // block_N):
+                T.clear(acc)
+                for ko in T.Pipelined(K // block_K, num_stages=num_stages):
+                    T.copy(H[bx * block_M, ko * block_K], H_s)
+                    T.copy(W[n * block_N, ko * block_K], W_s)
+                    T.gemm(H_s, W_s, acc, transpose_B=True)
+                T.reduce_max(acc, t_max, dim=1)
+                for i, j in T.Parallel(block_M, block_N):
+                    col[i, j] = T.if_then_else(acc[i, j] == t_max[i], n * block_N + j, V)
+                T.reduce_min(col, t_idx, dim=1)
+                for i in T.Parallel(block_M):
+                    if t_max[i] > best[i]:
+                        best[i] = t_max[i]
+                        best_idx[i] = t_idx[i]
+            T.copy(best, Best[bx * block_M])
+            T.copy(best_idx, Idx[bx * block_M])
+
+    return argmax
