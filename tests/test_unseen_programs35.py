@@ -24,7 +24,7 @@ import unseen_programs35 as P
 NAMES = ["welford_layernorm", "bitnet_int2_gemv", "bitnet_int2_prefill", "solve_unit_lower",
          "sparse24_prune", "lamb_update_norms", "lamb_apply", "topk_radix_threshold",
          "jsd_loss", "nms_iou_mask", "nms_greedy", "fft_rows_stockham", "mish_bwd",
-         "rope_2d_vision", "lm_head_argmax"]
+         "rope_2d_vision", "lm_head_argmax", "flash_fwd_head_dim"]
 
 
 @pytest.fixture(autouse=True)
@@ -221,6 +221,22 @@ def test_lm_head_running_argmax_over_accumulator_rows():
     assert "if t_max[tc_q7] > best[tc_q7]:" in src
 
 
+def test_flash_head_dims_80_and_256():
+    src = _body("flash_fwd_head_dim")
+    # D = 80: the P @ V wgmma is 80 wide, the loads five 16-column boxes (32-byte rows)
+    assert "tcm.tiled_mma(\"wgmma\", cutlass.Float16, cutlass.Float16, cutlass.Float32, False, True, (1, 1), 80, a_regs=True)" in src
+    assert "TMA load of 5 1x64x1x16 boxes of K" in src
+    assert "cute.math.exp2((m_prev[" in src
+    src = _body("flash_fwd_head_dim", D=256)
+    assert "(1, 1), 256, a_regs=True)" in src
+
+
+def test_flash_head_dim_not_a_multiple_of_16_is_refused():
+    # TileLang refuses it too ("block_K (40) must be a multiple of micro_size_k (16)")
+    with pytest.raises(Exception, match=r"T.gemm\(Q_s, K_s, s\): K = 40 is not a multiple of 16"):
+        P.flash_fwd_head_dim(D=40).get_kernel_source()
+
+
 # ---- GPU -----------------------------------------------------------------------------------
 @pytest.mark.gpu
 def test_welford_layernorm_gpu():
@@ -415,3 +431,14 @@ def test_lm_head_argmax_gpu():
     clear = (top2[:, 0] - top2[:, 1]) > 1e-2
     assert torch.equal(idx[clear].long(), ref_idx[clear])
     assert idx[5].item() == 1000
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("d", [80, 256])
+def test_flash_head_dim_gpu(d):
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 512, 4, d, device="cuda").half() for _ in range(3))
+    o = P.flash_fwd_head_dim(D=d)(q, k, v)
+    ref = torch.nn.functional.scaled_dot_product_attention(
+        *(x.transpose(1, 2).float() for x in (q, k, v))).transpose(1, 2)
+    torch.testing.assert_close(o.float(), ref, atol=1e-2, rtol=1e-2)

@@ -521,3 +521,56 @@ def lm_head_argmax(M=128, V=4096, K=512, block_M=64, block_N=128, block_K=64, nu
             T.copy(best_idx, Idx[bx * block_M])
 
     return argmax
+
+
+# ---- attention at head sizes the earlier rounds skip -------------------------------------------
+@tilelang.jit(out_idx=[3])
+def flash_fwd_head_dim(B=2, H=4, S=512, D=80, block_M=64, block_N=64, num_stages=2,
+                       threads=128):
+    """Non-causal FlashAttention forward (BSHD, fp16) at a head size D the earlier rounds skip:
+    80 (ViT-H, not a power of two) and 256 (Gemma); exp2 with the log2(e) / sqrt(D) scale
+    folded in, the output rescaled each step and normalised at the end."""
+    scale = (1.0 / D) ** 0.5 * 1.44269504
+
+    @T.prim_func
+    def attn(Q: T.Tensor((B, S, H, D), "float16"), K: T.Tensor((B, S, H, D), "float16"),
+             V: T.Tensor((B, S, H, D), "float16"), O: T.Tensor((B, S, H, D), "float16")):
+        with T.Kernel(T.ceildiv(S, block_M), H, B, threads=threads) as (bx, by, bz):
+            Q_s = T.alloc_shared((block_M, D), "float16")
+            K_s = T.alloc_shared((block_N, D), "float16")
+            V_s = T.alloc_shared((block_N, D), "float16")
+            s = T.alloc_fragment((block_M, block_N), "float32")
+            p = T.alloc_fragment((block_M, block_N), "float16")
+            o = T.alloc_fragment((block_M, D), "float32")
+            m = T.alloc_fragment((block_M,), "float32")
+            m_prev = T.alloc_fragment((block_M,), "float32")
+            alpha = T.alloc_fragment((block_M,), "float32")
+            l = T.alloc_fragment((block_M,), "float32")
+            l_step = T.alloc_fragment((block_M,), "float32")
+            T.copy(Q[bz, bx * block_M:(bx + 1) * block_M, by, :], Q_s)
+            T.fill(o, 0)
+            T.fill(l, 0)
+            T.fill(m, -T.infinity("float32"))
+            for kb in T.Pipelined(T.ceildiv(S, block_N), num_stages=num_stages):
+                T.copy(K[bz, kb * block_N:(kb + 1) * block_N, by, :], K_s)
+                T.clear(s)
+                T.gemm(Q_s, K_s, s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+                T.copy(m, m_prev)
+                T.reduce_max(s, m, dim=1, clear=False)
+                for i in T.Parallel(block_M):
+                    alpha[i] = T.exp2((m_prev[i] - m[i]) * scale)
+                for i, j in T.Parallel(block_M, block_N):
+                    s[i, j] = T.exp2(s[i, j] * scale - m[i] * scale)
+                T.reduce_sum(s, l_step, dim=1)
+                for i in T.Parallel(block_M):
+                    l[i] = l[i] * alpha[i] + l_step[i]
+                T.copy(s, p)
+                for i, j in T.Parallel(block_M, D):
+                    o[i, j] *= alpha[i]
+                T.copy(V[bz, kb * block_N:(kb + 1) * block_N, by, :], V_s)
+                T.gemm(p, V_s, o, policy=T.GemmWarpPolicy.FullRow)
+            for i, j in T.Parallel(block_M, D):
+                o[i, j] /= l[i]
+            T.copy(o, O[bz, bx * block_M:(bx + 1) * block_M, by, :])
+
+    return attn
