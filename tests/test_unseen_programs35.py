@@ -24,7 +24,7 @@ import unseen_programs35 as P
 NAMES = ["welford_layernorm", "bitnet_int2_gemv", "bitnet_int2_prefill", "solve_unit_lower",
          "sparse24_prune", "lamb_update_norms", "lamb_apply", "topk_radix_threshold",
          "jsd_loss", "nms_iou_mask", "nms_greedy", "fft_rows_stockham", "mish_bwd",
-         "rope_2d_vision", "lm_head_argmax", "flash_fwd_head_dim"]
+         "rope_2d_vision", "lm_head_argmax", "flash_fwd_head_dim", "cholesky_blocks"]
 
 
 @pytest.fixture(autouse=True)
@@ -237,6 +237,19 @@ def test_flash_head_dim_not_a_multiple_of_16_is_refused():
         P.flash_fwd_head_dim(D=40).get_kernel_source()
 
 
+def test_cholesky_column_steps_are_separated_by_barriers():
+    src = _body("cholesky_blocks")
+    col = src.index("for k in cutlass.range(0, 64)")
+    body = src[col:src.index("for tc_k8", col)]
+    # pivot read / column scaled / trailing update / pivot written: each after a barrier
+    assert body.count("cute.arch.sync_threads()") == 4
+    order = [body.index(x) for x in ("piv[0] = cute.math.sqrt(", "/ piv[0]", "* a[j * 64 + (k ^ (j & 31))]",
+                                     "if tc_tid == 0:")]
+    assert order == sorted(order)
+    # the shared tile's swizzle is the same for the load and every access
+    assert "a[i1 * 64 + ((i2 + tc_lane4) ^ (i1 & 31))] = tc_vec3[tc_lane4]" in src
+
+
 # ---- GPU -----------------------------------------------------------------------------------
 @pytest.mark.gpu
 def test_welford_layernorm_gpu():
@@ -442,3 +455,12 @@ def test_flash_head_dim_gpu(d):
     ref = torch.nn.functional.scaled_dot_product_attention(
         *(x.transpose(1, 2).float() for x in (q, k, v))).transpose(1, 2)
     torch.testing.assert_close(o.float(), ref, atol=1e-2, rtol=1e-2)
+
+
+@pytest.mark.gpu
+def test_cholesky_gpu():
+    torch.manual_seed(0)
+    g = torch.randn(32, 64, 64, device="cuda")
+    a = g @ g.transpose(1, 2) / 64 + torch.eye(64, device="cuda")
+    out = P.cholesky_blocks()(a)
+    torch.testing.assert_close(out, torch.linalg.cholesky(a), atol=1e-4, rtol=1e-4)

@@ -574,3 +574,32 @@ def flash_fwd_head_dim(B=2, H=4, S=512, D=80, block_M=64, block_N=64, num_stages
             T.copy(o, O[bz, bx * block_M:(bx + 1) * block_M, by, :])
 
     return attn
+
+
+# ---- batched dense linear algebra: Cholesky of small SPD blocks ---------------------------------
+@tilelang.jit(out_idx=[1])
+def cholesky_blocks(NB=32, C=64, threads=128):
+    """L with L @ L^T = A for each (C, C) symmetric positive-definite block, right-looking in
+    shared memory: per column k the pivot's square root, the column below it scaled, then the
+    trailing lower triangle updated by the column's outer product; the upper part zeroed."""
+
+    @T.prim_func
+    def chol(A: T.Tensor((NB, C, C), "float32"), L: T.Tensor((NB, C, C), "float32")):
+        with T.Kernel(NB, threads=threads) as b:
+            a = T.alloc_shared((C, C), "float32")
+            piv = T.alloc_var("float32")
+            T.copy(A[b, :, :], a)
+            for k in T.serial(C):
+                piv = T.sqrt(a[k, k])
+                for i in T.Parallel(C):
+                    if i > k:
+                        a[i, k] = a[i, k] / piv
+                for i, j in T.Parallel(C, C):
+                    if j > k and i >= j:
+                        a[i, j] -= a[i, k] * a[j, k]
+                if T.get_thread_binding() == 0:
+                    a[k, k] = piv
+            for i, j in T.Parallel(C, C):
+                L[b, i, j] = T.if_then_else(j <= i, a[i, j], 0.0)
+
+    return chol
