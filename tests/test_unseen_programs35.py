@@ -240,7 +240,7 @@ def test_flash_head_dim_not_a_multiple_of_16_is_refused():
 def test_cholesky_column_steps_are_separated_by_barriers():
     src = _body("cholesky_blocks")
     col = src.index("for k in cutlass.range(0, 64)")
-    body = src[col:src.index("for tc_k8", col)]
+    body = src[col:src.index("    cute.arch.sync_threads()\n    for tc_k8", col)]
     # pivot read / column scaled / trailing update / pivot written: each after a barrier
     assert body.count("cute.arch.sync_threads()") == 4
     order = [body.index(x) for x in ("piv[0] = cute.math.sqrt(", "/ piv[0]", "* a[j * 64 + (k ^ (j & 31))]",
