@@ -24,7 +24,8 @@ import unseen_programs35 as P
 NAMES = ["welford_layernorm", "bitnet_int2_gemv", "bitnet_int2_prefill", "solve_unit_lower",
          "sparse24_prune", "lamb_update_norms", "lamb_apply", "topk_radix_threshold",
          "jsd_loss", "nms_iou_mask", "nms_greedy", "fft_rows_stockham", "mish_bwd",
-         "rope_2d_vision", "lm_head_argmax", "flash_fwd_head_dim", "cholesky_blocks"]
+         "rope_2d_vision", "lm_head_argmax", "flash_fwd_head_dim", "cholesky_blocks",
+         "csr_spmm_pipelined"]
 
 
 @pytest.fixture(autouse=True)
@@ -250,6 +251,19 @@ def test_cholesky_column_steps_are_separated_by_barriers():
     assert "a[i1 * 64 + ((i2 + tc_lane4) ^ (i1 & 31))] = tc_vec3[tc_lane4]" in src
 
 
+def test_spmm_gathers_rows_named_by_the_staged_indices():
+    src = _body("csr_spmm_pipelined")
+    # a trip count read from the row pointers
+    assert "for c in cutlass.range(0, (end - start + 32 - 1) // 32)" in src
+    # past the row's end: index 0 and value 0, the reads guarded
+    assert "cols_s[z] = cutlass.Int32(cutlass.select_(idx < end, tc_ld4, 0))" in src
+    assert "if idx < end and idx >= 0 and idx < 8192:" in src
+    # the B rows gathered at the staged column indices, after those are written
+    gather = src.index("B.iterator + cute.assume(cols_s[z_1_] * 256")
+    assert src.rindex("cute.arch.sync_threads()", 0, gather) > src.index("vals_s[z] = ")
+    assert "vals_s[z_2_] * cutlass.Float32(B_s[z_2_ * 128 + (j_1_ + tc_lane11)])" in src
+
+
 # ---- GPU -----------------------------------------------------------------------------------
 @pytest.mark.gpu
 def test_welford_layernorm_gpu():
@@ -471,3 +485,21 @@ def test_cholesky_gpu():
     a = g @ g.transpose(1, 2) / 64 + torch.eye(64, device="cuda")
     out = P.cholesky_blocks()(a)
     torch.testing.assert_close(out, torch.linalg.cholesky(a), atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.gpu
+def test_csr_spmm_pipelined_gpu():
+    torch.manual_seed(0)
+    M, K, N, nnz = 512, 1024, 256, 8192
+    rows = torch.sort(torch.randint(0, M, (nnz,))).values
+    rows[rows == 7] = 8  # an empty row
+    cols = torch.randint(0, K, (nnz,))
+    vals = torch.randn(nnz)
+    rowptr = torch.zeros(M + 1, dtype=torch.int64)
+    rowptr[1:] = torch.cumsum(torch.bincount(rows, minlength=M), 0)
+    b = torch.randn(K, N, device="cuda").half()
+    c = P.csr_spmm_pipelined()(rowptr.int().cuda(), cols.int().cuda(), vals.cuda(), b)
+    dense = torch.zeros(M, K, dtype=torch.float64)
+    dense.index_put_((rows, cols), vals.double(), accumulate=True)
+    ref = (dense.cuda() @ b.double()).float()
+    torch.testing.assert_close(c, ref, atol=1e-3, rtol=1e-3)

@@ -603,3 +603,39 @@ def cholesky_blocks(NB=32, C=64, threads=128):
                 L[b, i, j] = T.if_then_else(j <= i, a[i, j], 0.0)
 
     return chol
+
+
+# ---- sparse: CSR x dense with a software pipeline over each row's nonzeros --------------------
+@tilelang.jit(out_idx=[4])
+def csr_spmm_pipelined(M=512, K=1024, N=256, nnz=8192, block_N=128, block_nz=32,
+                       num_stages=2, threads=128):
+    """C[r, :] = sum over the row's nonzeros v * B[col, :]: one row and one column tile per
+    block; the nonzeros in chunks of block_nz under T.Pipelined (a trip count read from the
+    row pointers), each chunk's indices and values staged in shared memory, then the B rows
+    they name gathered into a shared tile and accumulated per column (fp16 B, fp32 sums)."""
+
+    @T.prim_func
+    def spmm(RowPtr: T.Tensor((M + 1,), "int32"), ColIdx: T.Tensor((nnz,), "int32"),
+             Val: T.Tensor((nnz,), "float32"), B: T.Tensor((K, N), "float16"),
+             C: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, block_N), M, threads=threads) as (bx, r):
+            cols_s = T.alloc_shared((block_nz,), "int32")
+            vals_s = T.alloc_shared((block_nz,), "float32")
+            B_s = T.alloc_shared((block_nz, block_N), "float16")
+            acc = T.alloc_fragment((block_N,), "float32")
+            start = RowPtr[r]
+            end = RowPtr[r + 1]
+            T.clear(acc)
+            for c in T.Pipelined(T.ceildiv(end - start, block_nz), num_stages=num_stages):
+                for z in T.Parallel(block_nz):
+                    idx = start + c * block_nz + z
+                    cols_s[z] = T.if_then_else(idx < end, ColIdx[idx], 0)
+                    vals_s[z] = T.if_then_else(idx < end, Val[idx], 0.0)
+                for z, j in T.Parallel(block_nz, block_N):
+                    B_s[z, j] = B[cols_s[z], bx * block_N + j]
+                for j in T.Parallel(block_N):
+                    for z in T.serial(block_nz):
+                        acc[j] += vals_s[z] * T.cast(B_s[z, j], "float32")
+            T.copy(acc, C[r, bx * block_N])
+
+    return spmm
