@@ -8,8 +8,11 @@ generated source.  Two fixes came from these programs: an int32 fragment every t
 read at a run-time index and converted to float (BitNet's row sums scaled to float32), failed
 to compile (``tcr.pick``'s select chain came back signless); ``&`` / ``|`` of two conditions
 inside a plain Python helper called from a kernel (2:4 pruning's rank test) were refused
-("bitand on bool") where the kernel body itself takes them.  A part of a buffer given to
-``T.reduce_*`` is refused by name (TileLang drops the part's offset).
+("bitand on bool") where the kernel body itself takes them; a run-time value used as a
+Python bool inside such a helper (``if a > 0:``, ``max(a, b)``, ``a if a > b else b``) took
+one branch for every value (``max(A[i], 1.0)`` compiled to ``1.0``) and is now refused, as
+TVM's ValueError refuses it in TileLang.  A part of a buffer given to ``T.reduce_*`` is
+refused by name (TileLang drops the part's offset).
 GPU: each matches a torch reference (``pytest -q -m gpu tests/test_unseen_programs35.py``)."""
 
 
@@ -126,6 +129,46 @@ def test_bool_bit_operators_in_a_python_helper():
     assert "cutlass.select_(A[i] > cutlass.Float32(0.0) and B[i] > cutlass.Float32(0.0), 1, 0)" in src
     assert "cutlass.select_((A[i] > cutlass.Float32(0.0)) != (B[i] > cutlass.Float32(0.0)), 2, 0)" in src
     assert "cutlass.Int32(A[i] > cutlass.Float32(1.0) or B[i] > cutlass.Float32(1.0)) * 4" in src
+
+
+def _abs_by_branch(a, _unused):
+    if a > 0:  # a run-time value as a Python bool: TVM's ValueError in TileLang
+        return a
+    return -a
+
+
+def _larger(a, b):
+    return max(a, b)  # Python's max compares with `>` and takes its truth
+
+
+def _larger_ternary(a, b):
+    return a if a > b else b
+
+
+@pytest.mark.parametrize("helper", [_abs_by_branch, _larger, _larger_ternary])
+def test_python_bool_of_a_run_time_value_in_a_helper_is_refused(helper):
+    # these compiled, every value taking one branch (`max(A[i], 1.0)` was 1.0)
+    with pytest.raises(FrontendError, match=r"cannot evaluate `helper\(A\[i\], 1.0\)`: a run-time "
+                                            r"value used as a Python bool .* TileLang refuses it too"):
+        @T.prim_func
+        def f(A: T.Tensor((128,), "float32"), B: T.Tensor((128,), "float32")):
+            with T.Kernel(1, threads=128) as _:
+                for i in T.Parallel(128):
+                    B[i] = helper(A[i], 1.0)
+
+
+def test_helper_equality_and_kernel_body_max_still_read():
+    def same_or_neg(a, b):
+        return a if a == b else -a  # `==` in a helper: structural equality, as TVM's EqualOp
+
+    @T.prim_func
+    def f(A: T.Tensor((128,), "float32"), B: T.Tensor((128,), "float32")):
+        with T.Kernel(1, threads=128) as _:
+            for i in T.Parallel(128):
+                B[i] = same_or_neg(A[i], 1.0) + max(A[i], 2.0)
+
+    src = tilecute.compile(f, target="sm_90a").get_kernel_source()
+    assert "B[i] = cutlass.Float32(0.0) - A[i] + cute.arch.fmax(A[i], cutlass.Float32(2.0))" in src
 
 
 def test_reduce_into_a_part_of_a_buffer_is_refused():
