@@ -209,7 +209,9 @@ def test_integer_forms():
     assert "while b[0] != 0:" in src and "while e[0] > cutlass.Uint64(0):" in src
     src = _src("int_div_mod_negative_forms")
     assert "Out[i, 0] = x // 7" in src and "Out[i, 1] = x - x // 7 * 7" in src
-    assert "Out[i, 3] = 0 - ((0 - x) - (0 - x) // 3 * 3)" in src
+    # floor by -3 without negating x (0 - x wraps at INT32_MIN): q, r of the positive 3
+    assert "Out[i, 2] = 0 - x // 3 - cutlass.Int32(cutlass.select_(x - x // 3 * 3 != 0, 1, 0))" in src
+    assert "Out[i, 3] = cutlass.Int32(cutlass.select_(x - x // 3 * 3 != 0, x - x // 3 * 3 - 3, 0))" in src
     assert "tcmath.truncdiv(x, 7)" in src and "tcmath.truncmod(x, 7)" in src
     assert "Out[i, 6] = x >> 2" in src and "tcmath.truncdiv(x, q2)" in src
     src = _src("circular_conv1d_wrap")

@@ -60,7 +60,9 @@ def test_integer_division_and_shifts():
     assert "tcmath.truncdiv(a, b)" in src and "tcmath.truncmod(a, b)" in src
     src = _body("const_div_mod_negative")
     assert "R[bx * 128 + i, 0] = v - v // 8 * 8" in src  # v may be negative: no plain %
-    assert "R[bx * 128 + i, 1] = 0 - ((0 - v) - (0 - v) // 8 * 8)" in src
+    # % -8: r = v % 8 (floor, of the positive divisor), then r - 8 where r != 0 (no 0 - v,
+    # which wraps at INT32_MIN)
+    assert "R[bx * 128 + i, 1] = cutlass.Int32(cutlass.select_(v - v // 8 * 8 != 0, v - v // 8 * 8 - 8, 0))" in src
     src = _body("shifts_signed_unsigned")
     assert "S[bx * 128 + i, 0] = A[bx * 128 + i] >> 3" in src  # arithmetic on int32
     assert "cutlass.Uint32(B[bx * 128 + i]) >> cutlass.Uint32(3)" in src  # logical on uint32

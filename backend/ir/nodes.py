@@ -55,6 +55,17 @@ class Expr:
 
     dtype: str
 
+    def __bool__(self):
+        """The truth of an expression in Python (``if e:``, ``e and f``, ``max(a, b)``): True,
+        except while a kernel's plain Python helper runs, where TileLang runs the helper on
+        TVM ``PrimExpr``s and ``bool()`` of a run-time value is TVM's ValueError (the
+        helper's ``if a > 0:`` or ``max(a, b)`` would otherwise take one branch for every
+        value); a constant is its value, a helper's ``==``/``!=`` its structural
+        (in)equality (:class:`Cmp`)."""
+        if _PRIMEXPR_EQ[0]:
+            raise ValueError(_HELPER_BOOL)
+        return True
+
     def __ne__(self, o):
         if _PRIMEXPR_EQ[0] and isinstance(o, (Expr, int, float)):
             return _equal_op("ne", self, o)
@@ -126,6 +137,9 @@ class Const(Expr):
     value: Union[int, float, bool]
     dtype: str
 
+    def __bool__(self):
+        return bool(self.value)
+
 
 BINOPS = ("add", "sub", "mul", "div", "floordiv", "mod", "min", "max",
           "bitand", "bitor", "bitxor", "shl", "shr")
@@ -148,11 +162,13 @@ class Cmp(Expr):
     dtype: str = "bool"
 
     def __bool__(self):
-        """An expression is true in a Python ``if``; a comparison a helper's ``==``/``!=``
-        built is, while the helper runs, its operands' structural (in)equality, as
-        ``bool()`` of TVM's ``EqualOp``."""
+        """A comparison a helper's ``==``/``!=`` built is, while the helper runs, its
+        operands' structural (in)equality, as ``bool()`` of TVM's ``EqualOp``; an ordering
+        comparison there is TVM's ValueError (:meth:`Expr.__bool__`); elsewhere True."""
         truth = self.__dict__.get("_structural")
-        return True if truth is None or not _PRIMEXPR_EQ[0] else truth
+        if truth is not None and _PRIMEXPR_EQ[0]:
+            return truth
+        return Expr.__bool__(self)
 
 
 @dataclass(frozen=True)
@@ -397,6 +413,21 @@ def promote(a: str, b: str) -> str:
 
 
 def _int_binop(op: str, a, b) -> Expr:
+    if op in ("bitand", "bitor", "bitxor"):
+        a_bool, b_bool = (isinstance(x, bool) or isinstance(x, Expr) and x.dtype == "bool"
+                          for x in (a, b))
+        if a_bool and b_bool:
+            # TVM's bool is a one-bit unsigned integer: `&`, `|`, `^` of two conditions (a
+            # Python helper's `(o > me) | ((o == me) & (j < k))`) are their logical and, or
+            # and inequality, as the parser reads them in a kernel body
+            a, b = as_expr(a), as_expr(b)
+            return Logic({"bitand": "and", "bitor": "or"}[op], (a, b)) if op != "bitxor" \
+                else cmp("ne", a, b)
+        if a_bool != b_bool:  # a condition against an integer: its 0 or 1 in the integer's dtype
+            t = (b if a_bool else a)
+            t = t.dtype if isinstance(t, Expr) else "int32"
+            if is_int(t):
+                a, b = (cast(as_expr(a), t), b) if a_bool else (a, cast(as_expr(b), t))
     e = binop(op, a, b)
     if not is_int(e.dtype):
         raise TypeError(f"{op} on {e.dtype}: Python's & | ^ << >> on expressions take "
@@ -1596,6 +1627,10 @@ class PrimFunc:
 
 # ---- TVM's ==/!= in the plain Python helpers a kernel calls ------------------------------------
 _PRIMEXPR_EQ = [0]  # how many plain Python helpers of a kernel are running
+_HELPER_BOOL = ("a run-time value used as a Python bool (`if`, `and` / `or` / `not`, "
+                "`x if c else y`, max() / min() of run-time values) in a plain Python helper: "
+                "TileLang refuses it too (TVM's \"Cannot use and / or / not operator to Expr\"); "
+                "use T.if_then_else, T.max / T.min, T.And / T.Or")
 
 
 @contextmanager

@@ -5196,8 +5196,7 @@ class _Parser:
         if kind not in N.REDUCE_KINDS:
             raise self.error(s, f"{what} is not supported: tilecute's Reduce has the kinds "
                                 f"{', '.join(N.REDUCE_KINDS)}")
-        src = self.buffer_of(a.node("buffer"))
-        dst = self.buffer_of(a.node("out"))
+        src, dst = (self.reduce_operand(a, arg, what) for arg in ("buffer", "out"))
         if kind in N.BITWISE_REDUCE_KINDS and not N.is_int(src.dtype):
             raise a.fail("buffer", f"'{src.name}' is {src.dtype}; bitwise reductions take integers")
         dim = a.static_int("dim")
@@ -5238,6 +5237,24 @@ class _Parser:
             scratch = self.buffer_of(a.node("scratch")).name
         return N.Reduce(kind, src.name, dst.name, dim, a.static_bool("clear"),
                         scratch, nan_propagate=nan, loc=self.loc(s))
+
+    def reduce_operand(self, a: _Args, arg: str, what: str) -> N.Buffer:
+        """A T.reduce_* operand: a buffer, or a slice of all of one (``x[0:64]``).  A part
+        of a buffer is refused: TileLang 0.1.15 reduces over / into the part's whole buffer
+        from its start, the part's offset dropped (``T.reduce_sum(x, part[1:2])`` writes
+        ``part[0]``)."""
+        node = a.node(arg)
+        if isinstance(node, ast.Subscript) and any(
+                isinstance(x, ast.Slice) for x in ast.walk(node.slice)):
+            r = self.region(node)
+            buf = self.buffer_named(r.buffer)
+            if not _whole_region(r, buf):
+                raise a.fail(arg, f"{arg}={ast.unparse(node)} is a part of '{r.buffer}': "
+                                  f"{what} takes whole buffers (TileLang reduces over the "
+                                  "buffer from its start, not the part); use a buffer of the "
+                                  "part's shape and T.copy it")
+            return buf
+        return self.buffer_of(node)
 
     def batch_hint(self, a: _Args, total: int | None = None) -> None:
         """TileLang's ``batch=`` of ``T.reduce_*`` / ``T.finalize_reducer``: how many

@@ -35,7 +35,9 @@ def pick(frag, index, n: int):
     value = frag[0]
     for c in range(1, n):
         value = cutlass.select_(index == c, frag[c], value)
-    return value
+    # select_ of two integers comes back signless, which CuTe DSL refuses to convert to a
+    # float (an int32 row sum scaled to float32): re-typed as the fragment's element
+    return frag.element_type(value)
 
 
 def combine(a, b, op):
