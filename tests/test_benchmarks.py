@@ -196,9 +196,30 @@ def test_ffi_arg_cost_runs_on_cpu():
     assert lines[0]["env"] == "versions" and "torch.Tensor.__dlpack_c_exchange_api__" in lines[0]
     rows = {(r["what"], r["args"]): r["ns_per_call"] for r in lines if "what" in r}
     assert ("noop(*torch tensors)", 10) in rows and ("noop(*ints)", 10) in rows
+    assert ("fast call (*torch tensors)", 10) in rows  # tilecute's call path, beside TVM FFI's
     assert all(ns > 0 for ns in rows.values())
     (summary,) = [r for r in lines if "summary" in r]
     assert "noop(*torch tensors)" in summary and "torch tensor minus int, per argument (10 of each)" in summary
+
+
+def test_fragment_vector_compares_two_plans():
+    """benchmarks/fragment_vector.py: the forced T.Fragment gives TileLang's plan (one
+    element on each of 128 threads), the default tilecute's (4 on 32 threads), and the
+    control case the same layout either way; without a GPU the script builds every case."""
+    sys.path.insert(0, str(BENCH))
+    import fragment_vector as F
+
+    def layout(v, block=128, threads=128):
+        src = tilecute.compile(F.program(1 << 14, block, threads, "float32", False, v)).get_kernel_source()
+        return [line.strip() for line in src.splitlines() if line.strip().startswith("a = ")][0]
+
+    assert "(4,)" in layout(None) and "4 consecutive" in layout(None)
+    assert F.tilelang_vector(128, 128, "float32") == 1 and "(1,)" in layout(1)
+    assert F.tilelang_vector(1024, 256, "float32") == 4 and layout(None, 1024, 256) == layout(4, 1024, 256)
+    run = subprocess.run([sys.executable, str(BENCH / "fragment_vector.py"), "--n", "65536"],
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout.splitlines()[-1]) == {"skipped": "no GPU; the programs built"}
 
 
 def test_launcher_cpu_calls_every_case_through_the_null_driver(tmp_path):
