@@ -26,6 +26,11 @@ def _gemm(M, N, K, threads, policy, options=None):
 @pytest.mark.parametrize("shape, options, detail", [
     ((64, 40, 32, 384, T.GemmWarpPolicy.FullCol), None,
      r"no arrangement of 3 warpgroup\(s\) tiles 64 x 40 with policy FullCol"),
+    # M = 16 on two warpgroups: TileLang (and tilecute) fall back to mma.sync, whose 8 warps
+    # cannot tile 16 x 8 either: the message says both
+    ((16, 8, 32, 256, T.GemmWarpPolicy.Square), None,
+     r"no arrangement of 2 warpgroup\(s\) tiles 16 x 8 .* 64-row steps; nor does any "
+     r"arrangement of 8 warps on mma.sync tile it in 16 x 8 steps"),
     ((48, 40, 32, 128, T.GemmWarpPolicy.FullCol), {"disable_wgmma": True},
      r"no arrangement of 4 warps tiles 48 x 40 in 16 x 8 steps with policy FullCol"),
 ])

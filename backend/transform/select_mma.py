@@ -310,10 +310,16 @@ class _Kernel:
                 if s.policy != "FullRow":
                     why.append(f"N = {n} does not split into {wg} warpgroups of a multiple of 8 "
                                "columns")
+                mma = ""
+                if a.dtype in MMA_TYPES and self.threads % WARP == 0:
+                    # (the mma.sync fallback above, TileLang's for such tiles, found none either)
+                    mma = (f"; nor does any arrangement of {self.threads // WARP} warps on "
+                           f"mma.sync tile it in 16 x 8 steps (each warp a multiple of 16 rows "
+                           "and 8 columns, as TileLang's)")
                 self.fail(s, f"No valid warp partition (TileLang's words): no arrangement "
                              f"of {wg} warpgroup(s) tiles {m} x {n} with "
                              f"policy {s.policy}: {' and '.join(why)}; each warpgroup takes "
-                             "64-row steps; change the tile, the thread count or the policy")
+                             f"64-row steps{mma}; change the tile, the thread count or the policy")
             need = wgmma_instruction_regs(n // warps[1], c.dtype) + WGMMA_SPARE_REGS
             cap = target(self.arch).launch_regs(self.scope.num_threads)
             if need > cap:
