@@ -4,7 +4,8 @@ examples are checked on a machine with no GPU, so what it reports must be what t
 
 - A program that, besides its kernel, imports triton.language for a reference, seeds a
   ``cuda`` generator, forks CUDA's RNG and profiles CUDA activity (the habits of
-  deepseek_v32, dsa_hisa, flash_decoding) still builds its kernel: ``COMPILE OK kernels=1``.
+  deepseek_v32, dsa_hisa, flash_decoding) and asks for the free memory still builds its
+  kernel: ``COMPILE OK kernels=1``.
 - A form tilecute refuses at parse time (a FrontendError naming it at its line) is
   ``COMPILE REFUSED`` naming the form, not a ``CRASH``.
 - TileLang's carver ``CUDA("cuda")`` target reads the driver's attributes: an H100's here.
@@ -66,6 +67,8 @@ def test_reference_habits_do_not_stop_the_kernel(tmp_path):
             torch.cuda.manual_seed_all(0)
             a = torch.randn(1024, device="cuda", generator=g)
         assert triton.cdiv(1000, 128) == 8
+        free, total = torch.cuda.mem_get_info()  # (inputs sized by the free memory)
+        assert free == total == 80 * 2**30
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]):
             b = double(1024)(a)
     """)
