@@ -96,12 +96,61 @@ def test_short_row_softmax_gpu(rescale):
 
 
 @pytest.mark.gpu
-def test_iterative_argmax_gpu():
+@pytest.mark.parametrize("M,N,bm", [(96, 64, 32), (320, 128, 64), (36, 32, 18)])
+def test_iterative_argmax_gpu(M, N, bm):
     torch.manual_seed(0)
-    x = torch.randn(96, 64, device="cuda")
-    v = torch.empty(96, 3, device="cuda")
-    i = torch.empty(96, 3, device="cuda", dtype=torch.int32)
-    tilecute.compile(iterative_argmax())(x, v, i)
+    x = torch.randn(M, N, device="cuda")
+    v = torch.empty(M, 3, device="cuda")
+    i = torch.empty(M, 3, device="cuda", dtype=torch.int32)
+    tilecute.compile(iterative_argmax(M, N, bm=bm))(x, v, i)
     ref = x.topk(3, dim=1)
     torch.testing.assert_close(v, ref.values)
     assert torch.equal(i.long(), ref.indices)
+
+
+def test_a_nest_over_the_rows_runs_as_the_reduction_left_them(tmp_path):
+    """``V[.., r] = mv[i]`` in a ``T.Parallel(bm)`` nest: each lane group's first thread
+    stores the rows of its rounds from their registers (TileLang lays the loop out by the
+    reduced fragment), instead of thread ``i`` reading the replicated ``mv`` at run-time row
+    ``i`` (local memory: 528 bytes a thread in TileLang's top-k example)."""
+    src = tilecute.compile(iterative_argmax()).get_kernel_source()
+    # 64 columns over 128 threads x 4 lanes: a row is 16 threads, 8 rows a round, 4 rounds
+    assert re.search(r"if tc_tid % 16 == 0:  # rows of mi, mv ", src), src
+    row = re.search(r"(i\w*) = (tc_c\d+) \* 8 \+ tc_tid // 16$", src, re.M)
+    assert row, src
+    i, c = row.groups()
+    assert re.search(rf"V\[bx \* 32 \+ {i}, r\] = tc_red\d+\[{c}\]$", src, re.M), src
+    assert re.search(rf"I\[bx \* 32 \+ {i}, r\] = 64 - tc_red\d+\[{c}\]$", src, re.M), src
+    # 64 rows of 128 (the top-k example's tile): 528 bytes of local memory a thread before
+    built = tilecute.build_cubin(iterative_argmax(M=128, N=128, bm=64), "sm_90a",
+                                 out_dir=str(tmp_path))
+    (kernel,) = built.kernels.values()
+    assert kernel.frame_bytes == 0 and 0 < kernel.registers <= 128, kernel
+
+
+def test_a_rows_nest_over_a_last_round_the_rows_do_not_fill():
+    # 18 rows of 32 on 128 threads x 4 lanes: 16 rows a round, the second round's first 2
+    src = tilecute.compile(iterative_argmax(M=36, N=32, bm=18)).get_kernel_source()
+    assert re.search(r"for (tc_c\d+) in cutlass.range_constexpr\(2\):\n +(i\w*) = \1 \* 16 \+ "
+                     r"tc_tid // 8\n +if \2 < 18:\n +V\[bx \* 18 \+ \2, r\] = tc_red\d+\[\1\]", src), src
+
+
+def test_a_rows_nest_writing_a_fragment_keeps_the_spread_layout():
+    """A ``T.Parallel(bm)`` nest that also writes a fragment runs on thread ``i`` as before
+    (its writes are that thread's): the rows nest is for nests that only read results."""
+    M, N, bm = 64, 64, 32
+
+    @T.prim_func
+    def rowmax_twice(X: T.Tensor((M, N), "float32"), Y: T.Tensor((M,), "float32")):
+        with T.Kernel(M // bm, threads=128) as bx:
+            x = T.alloc_fragment((bm, N), "float32")
+            mv = T.alloc_fragment((bm,), "float32")
+            dbl = T.alloc_fragment((bm,), "float32")
+            T.copy(X[bx * bm, 0], x)
+            T.reduce_max(x, mv, dim=1)
+            for i in T.Parallel(bm):
+                dbl[i] = mv[i] * 2.0
+                Y[bx * bm + i] = mv[i]
+
+    src = tilecute.compile(rowmax_twice).get_kernel_source()
+    assert "as their reduction's lane groups hold them" not in src

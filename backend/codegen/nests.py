@@ -50,6 +50,7 @@ class NestEmitter:
         self.mma_frag: str | None = None  # the accumulator an mma_reg indexes
         self.row_reg: str | None = None  # the row register of a nest over row fragments
         self.col_reg: str | None = None  # the first column register of a nest over column ones
+        self.round: str | None = None  # the reduction round of a nest over row results' rows
         self.line_frag: str | None = None  # the row / column fragment such a nest walks
         self.vector: dict[tuple, str] = {}
         self.lets: dict[str, N.Expr] = {}  # the Lets of the innermost body being emitted
@@ -117,6 +118,8 @@ class NestEmitter:
         index), not ``d`` indexed by a row known at run time (local memory, TileLang's
         top-k example)."""
         hit = self.k.row_results.get(name)
+        if hit is not None and self.round is not None:  # (a nest over the rows: over_row_results)
+            return f"{hit[0]}[{self.round}]"
         if hit is None or self.step is None or self.mma_reg is not None or \
                 self.row_reg is not None or not self.loops or len(self.loops) != 2:
             return None
@@ -215,6 +218,8 @@ class NestEmitter:
             self.over_rows(loops, rows[0], depth)
         elif cols:
             self.over_cols(loops, cols[0], depth)
+        elif self.row_results_nest(loops):
+            self.over_row_results(loops, depth)
         else:
             self.spread(loops, depth)
         if loops[-1].async_copy:  # the nest's cp.async copies form one group
@@ -385,6 +390,54 @@ class NestEmitter:
         with self.fetched_once(loops, frag):
             self.lanes(loops[-1], 1, depth)
         self.row_reg = self.line_frag = None
+
+    def row_results_nest(self, loops):
+        """The row reduction results a ``T.Parallel(rows)`` nest reads (``out[r] = m[r]``
+        after ``T.reduce_max(x, m)``): one geometry (``KernelEmitter.row_results``) for
+        every fragment it touches, each read at ``[r]``, and a body that writes no fragment
+        or local (it may run on a thread other than the one ``r`` would spread to); else
+        an empty list."""
+        k = self.k
+        (loop, *rest), touched = loops, accesses(loops[-1].body)
+        frags = {b for b, _, _ in touched if k.buffers[b].scope == "fragment"}
+        hits = {k.row_results[b][1:] if b in k.row_results else None for b in frags}
+        if rest or not frags or None in hits or len(hits) != 1 or k.one_thread or k.replicas or \
+                loop.vectors or int(loop.start.value) != 0 or \
+                any(w and k.buffers[b].scope == "local" for b, _, w in touched):
+            return []
+        (rows, _), _, threads = hits.pop()
+        if threads != k.threads or int(loop.extent.value) != rows or any(
+                w or idx != (loop.var,) for b, idx, w in touched if b in frags):
+            return []
+        return sorted(frags)
+
+    def over_row_results(self, loops, depth: int) -> None:
+        """A ``T.Parallel(rows)`` nest reading row reductions' results (:meth:`row_results_nest`)
+        walks the rows as the reductions left them, TileLang's loop laid out by the
+        reduced fragment: round ``c`` of a thread is row ``c * per_round + tid // group``,
+        its value the round's register, and the group's first thread runs it (the others
+        hold the same rows).  Not the rows spread one a thread, each read from the
+        replicated result at a run-time index (local memory)."""
+        k, out = self.k, self.k.out
+        (loop,) = loops
+        frags = self.row_results_nest(loops)
+        _, (rows, row), v, threads = k.row_results[frags[0]]
+        group, per_round = row // v, threads * v // row
+        rounds = -(-rows // per_round)
+        c, r = out.fresh("c"), ident(loop.var.name)
+        out.line(depth, f"if {k.tid} % {group} == 0:",
+                 f"rows of {', '.join(frags)} as their reduction's lane groups hold them")
+        out.line(depth + 1, f"for {c} in cutlass.range_constexpr({rounds}):")
+        depth += 2
+        out.line(depth, f"{r} = {c} * {per_round} + {k.tid} // {group}")
+        if rows % per_round:
+            out.line(depth, f"if {r} < {rows}:")
+            depth += 1
+        k.ranges[loop.var.name] = (0, rows - 1)
+        k.exprs.bind(loop.var.name, Py.CUTLASS)
+        self.round = c
+        self.lanes(loop, 1, depth)
+        self.round = None
 
     def quad_split(self, loops, frag: str) -> bool:
         """Does a nest over the rows of row fragment ``frag`` split its second loop among
