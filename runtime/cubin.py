@@ -4,7 +4,8 @@ The parameter table of each kernel lives in its ``.nv.info.<kernel>`` ELF sectio
 ``EIATTR_KPARAM_INFO`` records (ordinal, byte offset, size); its register count and
 local-memory frame (what ``ptxas -v`` reports: ``Used N registers``, ``N bytes stack
 frame``) in the cubin's ``.nv.info`` as ``EIATTR_REGCOUNT`` / ``EIATTR_FRAME_SIZE``
-records (symbol index, value).  pyelftools reads the ELF;
+records (symbol index, value); the named barriers it uses (``used N barriers``) in bits
+20..26 of its ``.text.<kernel>`` section's flags.  pyelftools reads the ELF;
 the ``.nv.info`` records are decoded here because no library knows them.
 
 Imports pyelftools only; no CUTLASS, no torch, no compiler modules.
@@ -40,6 +41,7 @@ class CubinKernel:
     param_bytes: int  # size of the parameter buffer the cubin declares
     registers: int = 0  # registers per thread
     frame_bytes: int = 0  # local memory per thread (arrays indexed at run time, spills)
+    barriers: int = 0  # barriers (bar.sync ids) the kernel uses
 
 
 @dataclass(frozen=True)
@@ -106,6 +108,10 @@ def read_cubin(path: str, arch: str = "") -> CubinInfo:
                     index, amount = struct.unpack("<II", value)
                     field = "registers" if attr == _EIATTR_REGCOUNT else "frame_bytes"
                     resources.setdefault(symtab.get_symbol(index).name, {})[field] = amount
+            for name in kernels:
+                text = elf.get_section_by_name(".text." + name)
+                if text is not None:
+                    resources.setdefault(name, {})["barriers"] = (text["sh_flags"] >> 20) & 0x7F
             for name, fields in resources.items():
                 if name in kernels:
                     kernels[name] = dataclasses.replace(kernels[name], **fields)
