@@ -109,7 +109,10 @@ def test_row_kernel_forms():
     assert "c = 5 + c_iter * -1" in src and "tc_pos13 = 127 - (tc_lane9 * 4 + tc_c11)" in src
     assert src.rindex("cute.arch.sync_threads()") < src.index("carry[0] = tail[0]")
     src = _body("column_sum_atomic")
-    assert "db[j] = cutlass.Float32(0.0)" in src and "tca.atomic_add(db, (j_1_,), cs[j_1_])" in src
+    # each column sum added once, by the first thread of the 16 holding its row of the
+    # transposed partials, from the round's register (not cs[j] at a run-time j)
+    assert "db[j] = cutlass.Float32(0.0)" in src and "if tc_tid % 16 == 0:" in src
+    assert re.search(r"tca.atomic_add\(db, \(j_1_,\), tc_red\d+\[tc_c\d+\]\)", src), src
 
 
 def test_attention_forms():
