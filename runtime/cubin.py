@@ -1,7 +1,11 @@
 """Read a cubin's kernels and parameter tables, and check them against a launch ABI.
 
 The parameter table of each kernel lives in its ``.nv.info.<kernel>`` ELF section as
-``EIATTR_KPARAM_INFO`` records (ordinal, byte offset, size).  pyelftools reads the ELF;
+``EIATTR_KPARAM_INFO`` records (ordinal, byte offset, size); its register count and
+local-memory frame (what ``ptxas -v`` reports: ``Used N registers``, ``N bytes stack
+frame``) in the cubin's ``.nv.info`` as ``EIATTR_REGCOUNT`` / ``EIATTR_FRAME_SIZE``
+records (symbol index, value); the named barriers it uses (``used N barriers``) in bits
+20..26 of its ``.text.<kernel>`` section's flags.  pyelftools reads the ELF;
 the ``.nv.info`` records are decoded here because no library knows them.
 
 Imports pyelftools only; no CUTLASS, no torch, no compiler modules.
@@ -9,6 +13,7 @@ Imports pyelftools only; no CUTLASS, no torch, no compiler modules.
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 from dataclasses import dataclass
 
@@ -18,6 +23,8 @@ from .abi import LaunchABI
 _EIFMT_NVAL, _EIFMT_BVAL, _EIFMT_HVAL, _EIFMT_SVAL = 1, 2, 3, 4
 _EIATTR_KPARAM_INFO = 0x17
 _EIATTR_CBANK_PARAM_SIZE = 0x19
+_EIATTR_FRAME_SIZE = 0x11
+_EIATTR_REGCOUNT = 0x2F
 
 
 @dataclass(frozen=True)
@@ -32,6 +39,9 @@ class CubinKernel:
     name: str
     params: tuple[CubinParam, ...]  # by ordinal
     param_bytes: int  # size of the parameter buffer the cubin declares
+    registers: int = 0  # registers per thread
+    frame_bytes: int = 0  # local memory per thread (arrays indexed at run time, spills)
+    barriers: int = 0  # barriers (bar.sync ids) the kernel uses
 
 
 @dataclass(frozen=True)
@@ -90,6 +100,21 @@ def read_cubin(path: str, arch: str = "") -> CubinInfo:
                 if (sym["st_info"]["type"] == "STT_FUNC" and sym["st_info"]["bind"] == "STB_GLOBAL"
                         and sym.name not in kernels):
                     kernels[sym.name] = CubinKernel(sym.name, (), 0)
+        info = elf.get_section_by_name(".nv.info")
+        if symtab is not None and info is not None:
+            resources: dict[str, dict] = {}
+            for attr, value in _records(info.data()):
+                if attr in (_EIATTR_REGCOUNT, _EIATTR_FRAME_SIZE):
+                    index, amount = struct.unpack("<II", value)
+                    field = "registers" if attr == _EIATTR_REGCOUNT else "frame_bytes"
+                    resources.setdefault(symtab.get_symbol(index).name, {})[field] = amount
+            for name in kernels:
+                text = elf.get_section_by_name(".text." + name)
+                if text is not None:
+                    resources.setdefault(name, {})["barriers"] = (text["sh_flags"] >> 20) & 0x7F
+            for name, fields in resources.items():
+                if name in kernels:
+                    kernels[name] = dataclasses.replace(kernels[name], **fields)
     return CubinInfo(path=str(path), arch=arch, kernels=kernels)
 
 

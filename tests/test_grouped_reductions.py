@@ -12,7 +12,9 @@ from tilecute.transform.layout_inference import LayoutError
 from tilecute.transform.pipeline import lower
 
 
-def _row_stats(rows, cols, threads, kind="sum", clear=True, dtype="float16"):
+def _row_stats(rows, cols, threads, kind="sum", clear=True, dtype="float16", whole=False):
+    """``whole``: the statistic is stored reversed (``S[i] = s[rows - 1 - i]``), a read of
+    rows other than the thread's own, so the rows are shared out."""
     @T.prim_func
     def row_stats(X: T.Tensor((rows, cols), dtype), Y: T.Tensor((rows, cols), "float32"),
                   S: T.Tensor((rows,), "float32")):
@@ -29,16 +31,24 @@ def _row_stats(rows, cols, threads, kind="sum", clear=True, dtype="float16"):
             for i, j in T.Parallel(rows, cols):  # the row statistic broadcast back
                 y[i, j] = T.cast(x[i, j], "float32") - s[i]
             T.copy(y, Y)
-            T.copy(s, S)
+            if whole:
+                for i in T.Parallel(rows):
+                    S[i] = s[rows - 1 - i]
+            else:
+                T.copy(s, S)
     return row_stats
 
 
 @pytest.mark.parametrize("rows,cols,threads", [(32, 32, 128), (64, 16, 256), (16, 64, 128),
                                               (128, 8, 128)])
-def test_short_rows_reduce_in_lane_groups(rows, cols, threads, tmp_path):
-    func = _row_stats(rows, cols, threads)
+@pytest.mark.parametrize("whole", [False, True])
+def test_short_rows_reduce_in_lane_groups(rows, cols, threads, whole, tmp_path):
+    func = _row_stats(rows, cols, threads, whole=whole)
     source = emit_cute(lower(func, "sm_90a"))
-    assert "tcr.grouped_rows(" in source
+    # read whole, the rows meet in shared memory; read only by nests over the rows (the
+    # broadcast back, T.copy(s, S)), each thread keeps its own rows' results
+    assert ("tcr.grouped_rows(" in source) == whole
+    assert ("# s: its rows stay in tc_red" in source) != whole
     assert tilecute.build_cubin(func, "sm_90a", out_dir=str(tmp_path)).kernel_names
 
 
@@ -51,10 +61,11 @@ def test_rows_that_no_lane_group_covers_are_refused():
 @pytest.mark.parametrize("rows,cols,threads,kind,clear", [
     (32, 32, 128, "sum", True), (64, 16, 256, "max", True), (16, 64, 128, "sum", False),
     (128, 8, 128, "max", False)])
-def test_short_rows_on_gpu(rows, cols, threads, kind, clear):
+@pytest.mark.parametrize("whole", [False, True])
+def test_short_rows_on_gpu(rows, cols, threads, kind, clear, whole):
     import torch
 
-    kernel = tilecute.compile(_row_stats(rows, cols, threads, kind, clear))
+    kernel = tilecute.compile(_row_stats(rows, cols, threads, kind, clear, whole=whole))
     x = torch.randn(rows, cols, device="cuda", dtype=torch.float16)
     y = torch.empty(rows, cols, device="cuda")
     s = torch.empty(rows, device="cuda")
@@ -62,7 +73,7 @@ def test_short_rows_on_gpu(rows, cols, threads, kind, clear):
     ref = x.float().sum(1) if kind == "sum" else x.float().amax(1)
     if not clear:
         ref = ref + 1.0 if kind == "sum" else torch.maximum(ref, torch.ones_like(ref))
-    torch.testing.assert_close(s, ref, atol=1e-2, rtol=1e-3)
+    torch.testing.assert_close(s, ref.flip(0) if whole else ref, atol=1e-2, rtol=1e-3)
     torch.testing.assert_close(y, x.float() - ref[:, None], atol=1e-2, rtol=1e-3)
 
 
@@ -71,7 +82,7 @@ def test_rows_of_whole_warps_reduce_across_the_group(rows, cols, threads, tmp_pa
     # a row of `cols` float32 elements held by cols // 1 consecutive threads, more than a
     # warp (TileLang's dim-0 reduction of a (64, 2) fragment on 128 threads): each warp
     # shuffles, then the group's warps meet in shared, then the rows are shared out
-    func = _row_stats(rows, cols, threads, dtype="float32")
+    func = _row_stats(rows, cols, threads, dtype="float32", whole=True)
     source = emit_cute(lower(func, "sm_90a"))
     assert "tcr.block_allreduce(" in source and f", {threads // 32}, {cols // 32})" in source
     assert "tcr.grouped_rows(" in source

@@ -219,7 +219,8 @@ def test_reductions_run_in_the_destinations_dtype(src, dst, kind, tmp_path):
     source = emit_cute(lower(convert_reduce, "sm_90a"))
     acc = {"float16": "cutlass.Float16", "float32": "cutlass.Float32",
            "bfloat16": "cutlass.BFloat16"}[dst]
-    assert f"cute.make_rmem_tensor((4,), {acc})\n" in source
+    # (each row's result in its lane group's register, 8 threads x 4 registers a row)
+    assert f"cute.make_rmem_tensor((1,), {acc})  # T.reduce_{kind}(x, y): a row is 8 threads" in source
     assert f"= {'cute.math.absf(' if kind == 'absmax' else ''}{acc}(x[" in source
     assert tilecute.build_cubin(convert_reduce, "sm_90a", out_dir=str(tmp_path)).kernel_names
 

@@ -277,9 +277,10 @@ def test_accumulator_rows_reduce_in_regions():
     assert re.search(rf"\(1, 2\), 64, {wtid}, 256, ([2-9]|1[0-5])\)", call), call
 
 
-def row_sums_in_upper_warpgroup(rows=128, cols=128):
+def row_sums_in_upper_warpgroup(rows=128, cols=128, whole=False):
     """Warpgroup 1 reduces the rows of a rows x cols fragment it loads: a reduction inside a
-    region, its warps meeting on the region's named barrier."""
+    region, its warps meeting on the region's named barrier.  ``whole``: the sums are
+    stored reversed (each thread reads rows other than its own)."""
     src = '''
 @T.prim_func
 def red(A: T.Tensor((ROWS, COLS), "float32"), R: T.Tensor((ROWS,), "float32")):
@@ -290,9 +291,12 @@ def red(A: T.Tensor((ROWS, COLS), "float32"), R: T.Tensor((ROWS,), "float32")):
         if tx >= 128:
             T.copy(A, a)
             T.reduce_sum(a, r, dim=1)
-            T.copy(r, R)
+            STORE
 '''
-    return T.from_script(src.replace("ROWS", str(rows)).replace("COLS", str(cols)))
+    store = "for i in T.Parallel(ROWS):\n                R[i] = r[ROWS - 1 - i]" if whole \
+        else "T.copy(r, R)"
+    return T.from_script(src.replace("STORE", store).replace("ROWS", str(rows))
+                         .replace("COLS", str(cols)))
 
 
 def test_reduce_in_a_region_syncs_the_region():
@@ -307,12 +311,19 @@ def test_reduce_in_a_region_syncs_the_region():
     assert "sync_threads()" not in region and wtid
     # rows of 128: a warp each (32 threads x 4 registers), the rows shared out through
     # shared memory on the region's barrier, its threads numbered from 0
-    src = emit_cute(lower(row_sums_in_upper_warpgroup(), "sm_90a"))
+    src = emit_cute(lower(row_sums_in_upper_warpgroup(whole=True), "sm_90a"))
     region = src[src.index("# T.ws(1)"):]
     wtid = [ln for ln in region.splitlines() if "= tc_tid - 128" in ln][0].split("=")[0].strip()
     call = [ln for ln in region.splitlines() if "tcr.grouped_rows(" in ln][0]
     assert re.search(rf", 4, 32, {wtid}, 128, ([2-9]|1[0-5])\)$", call), call
     assert "sync_threads()" not in region
+    # stored as T.copy(r, R): each warp's first thread stores its rows, the region's
+    # thread index numbering the rows
+    src = emit_cute(lower(row_sums_in_upper_warpgroup(), "sm_90a"))
+    region = src[src.index("# T.ws(1)"):]
+    wtid = [ln for ln in region.splitlines() if "= tc_tid - 128" in ln][0].split("=")[0].strip()
+    assert "tcr.grouped_rows(" not in region and f"if {wtid} % 32 == 0:" in region
+    assert re.search(rf"= tc_c\d+ \* 4 \+ {wtid} // 32$", region, re.M), region
 
 
 def mix_rows(n=4, c=256):

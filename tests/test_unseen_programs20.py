@@ -70,9 +70,12 @@ def test_rows_of_1000_are_refused_as_tilelang_refuses_them():
 # ---- what the generated source says ------------------------------------------------------
 def test_rmsnorm_backward_adds_column_sums_once_per_element():
     src = _body(_src("rmsnorm_bwd_atomic_dw"))
-    # dW: 384 column sums added by 128 threads, three elements each, each once
-    atomic = src.split("tca.atomic_add(dW,", 1)[0].rsplit("for ", 1)[1]
-    assert atomic.startswith("tc_k") and "range_constexpr(3)" in atomic
+    # dW: 384 column sums, each added once: by the first thread of the two holding its
+    # row of the transposed partials, 6 rounds of 64 rows
+    before = src.split("tca.atomic_add(dW,", 1)[0]
+    atomic = before.rsplit("for ", 1)[1]
+    assert atomic.startswith("tc_c") and "range_constexpr(6)" in atomic
+    assert before.rsplit("\n", 4)[-4].lstrip().startswith("if tc_tid % 2 == 0:")
     # (dy w - xhat c / N) rstd; a replicated row value read at the thread's row is a select
     # over its registers (tcr.pick) since helper U's change
     assert "/ cutlass.Float32(384.0)) * r[" in src or "/ cutlass.Float32(384.0)) * tcr.pick(r, " in src

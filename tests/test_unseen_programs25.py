@@ -80,8 +80,11 @@ def test_lazy_factories_read_their_annotations():
 def test_quantisation_and_norm_forms():
     src = _body("act_quant_group_fp8")
     # T.clamp(x / s, -448, 448): max with the low bound, then min with the high one
-    assert "cute.arch.fmin(cute.arch.fmax(x_f[tc_k14 * 16 + tc_lane16] / tcr.pick(s_f, i_1_, 32), cutlass.Float32(-448.0)), cutlass.Float32(448.0))" in src
-    assert "s_f[i] = cute.arch.fmax(amax[i] / cutlass.Float32(448.0), cutlass.Float32(0.0001))" in src
+    # (the scales computed per row where the lane groups hold the rows, in registers of
+    # their own, tc_rows15: no exchange of amax, no pick of the thread's row)
+    assert "cute.arch.fmin(cute.arch.fmax(x_f[tc_k16 * 16 + tc_lane18] / tc_rows15[tc_k16], cutlass.Float32(-448.0)), cutlass.Float32(448.0))" in src
+    assert "tc_rows15[tc_c14] = cute.arch.fmax(tc_red9[tc_c14] / cutlass.Float32(448.0), cutlass.Float32(0.0001))" in src
+    assert "tcr.grouped_rows(" not in src and "= tc_rows15[tc_c" in src  # the scales' store
     src = _body("int4_dequant_gemm")
     # the low nibble first, then the high one; signed after the - 8
     assert ">> k % 2 * 4 & 15" in src and "cutlass.Float16(q - 8) * Scale[bx * 64 + n, (kt * 64 + k) // 64]" in src
@@ -156,7 +159,9 @@ def test_mhc_roles_and_tf32_forms():
     # block-wide sync_threads after the branch opens
     region = src.split("if tc_tid < 32:  # thread region: threads 0..31", 1)[1].split("if tc_tid >= 32:", 1)[0]
     assert "sync_threads" not in region and "cute.arch.barrier(barrier_id=2, number_of_threads=32)" in region
-    assert region.count("tcr.grouped_rows(") == 4  # row max, row sum, then column / row sums in the loop
+    # row max, row sum, and the loop's row sums stay in their reductions' registers (only
+    # nests over the rows read them); the loop's column sums, read whole, are shared out
+    assert region.count("tcr.grouped_rows(") == 1 and region.count("its rows stay in") == 3
     assert "for u__ in cutlass.range(0, 3):" in region
     assert "cm[tc_lane40] / (tcr.pick(csum, (k_3_ + tc_lane40), 4) + cutlass.Float32(1e-06))" in region
     other = src.split("if tc_tid >= 32:  # thread region: threads 32..95", 1)[1]

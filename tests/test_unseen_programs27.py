@@ -97,7 +97,9 @@ def test_row_kernel_forms():
     assert 'm[tc_c10] = tcr.combine(m[tc_c10], tc_rows9[tc_c10], "max")' in src
     src = _body("topk_repeated_max")
     assert re.search(r"cutlass\.select_\(x_f\[tc_lane16\] == tc_red\d+\[0\], \(j \+ tc_lane16\), 64\)", src), src
-    assert "I[bx * 4 + i_1_, t] = tcr.pick(am, i_1_, 4)" in src
+    # (each row's index stored by its warp's first thread from the round's register)
+    assert re.search(r"I\[bx \* 4 \+ i_1_, t\] = tc_red\d+\[tc_c\d+\]", src), src
+    assert "tcr.grouped_rows(" not in src
     src = _body("chunked_cumsum_carry")
     assert "Y[bx, c * 256 + j] = x_s[j] + carry[0]" in src and "carry[0] = carry[0] + x_s[255]" in src
     # the carry reads the scanned tile before the next chunk's copy overwrites it
@@ -107,7 +109,10 @@ def test_row_kernel_forms():
     assert "c = 5 + c_iter * -1" in src and "tc_pos13 = 127 - (tc_lane9 * 4 + tc_c11)" in src
     assert src.rindex("cute.arch.sync_threads()") < src.index("carry[0] = tail[0]")
     src = _body("column_sum_atomic")
-    assert "db[j] = cutlass.Float32(0.0)" in src and "tca.atomic_add(db, (j_1_,), cs[j_1_])" in src
+    # each column sum added once, by the first thread of the 16 holding its row of the
+    # transposed partials, from the round's register (not cs[j] at a run-time j)
+    assert "db[j] = cutlass.Float32(0.0)" in src and "if tc_tid % 16 == 0:" in src
+    assert re.search(r"tca.atomic_add\(db, \(j_1_,\), tc_red\d+\[tc_c\d+\]\)", src), src
 
 
 def test_attention_forms():

@@ -34,7 +34,14 @@ def emit_cute(plan: KernelPlan) -> str:
     kernels, uses = [], set()
     for i in range(len(plan.func.kernels)):
         emitter = KernelEmitter(plan, i)
-        kernels.append(emitter.emit())
+        lines = emitter.emit()
+        while emitter.rows_read:  # fragments whose rows some nest reads whole after all
+            # (each round shares more of them out: a nest over the rows that wrote one
+            # runs on every row then, and reads its inputs whole)
+            exchanged = emitter.exchanged | emitter.rows_read
+            emitter = KernelEmitter(plan, i, exchanged=exchanged)
+            lines = emitter.emit()
+        kernels.append(lines)
         uses |= emitter.out.uses
     out = header(plan, uses)
     for i, lines in enumerate(kernels):

@@ -17,8 +17,8 @@ from ..ir import nodes as N
 from ..ir.printer import expr_str, gemm_operand, layout_str
 from ..runtime.dtypes import DTYPES
 from ..target import arch_at_least
-from ..transform.analysis import (accesses, all_names, allreduce_steps, column_slice, has_pdl_calls, loads as _loads,
-                                  matrix_slice, mentions, row_slice, row_major_strides, value_range,
+from ..transform.analysis import (accesses, all_names, allreduce_steps, buffers_used, column_slice, has_pdl_calls, loads as _loads,
+                                  matrix_slice, mentions, parallel_nest, row_slice, row_major_strides, value_range,
                                   stage_bytes, view_bases, walk_stmts)
 from ..transform.launch_abi import KernelPlan
 from ..transform.overlap_mma import TURN_BARRIER
@@ -44,7 +44,7 @@ class KernelEmitter:
     """Emits kernel ``index`` of ``plan``.  ``buffers``, ``layouts`` and ``ranges`` grow
     as the body's allocations and loops are reached; the parts share them."""
 
-    def __init__(self, plan: KernelPlan, index: int):
+    def __init__(self, plan: KernelPlan, index: int, exchanged: frozenset = frozenset()):
         self.plan, self.func = plan, plan.func
         self.index = index
         self.scope = plan.func.kernels[index]
@@ -73,6 +73,12 @@ class KernelEmitter:
         # a row reduction's result as each thread computed it (rows held by lane groups):
         # dst -> (per-round registers, (rows, row), lanes, threads), while dst is unchanged
         self.row_results: dict[str, tuple] = {}
+        # grouped row reductions whose rows are not shared out (``reduce_grouped``): those
+        # read only in nests, less ``exchanged``; a nest reading one from its rows all the
+        # same adds it to ``rows_read`` (``emit_cute`` then emits the kernel again)
+        self.exchanged = exchanged | _read_outside_nests(self.scope.body)
+        self.unshared: set[str] = set()
+        self.rows_read: set[str] = set()
         self.one_thread = False  # inside `if tc_tid == <t>:`
         self.replicas = False  # inside a nest every thread runs whole (NestEmitter.replicated)
         # the threads the statements being emitted map onto: the block's, or inside a T.ws
@@ -265,11 +271,16 @@ class KernelEmitter:
         # one set inside a loop or branch ends there (its registers are that body's)
         written = {b for b, _, w in accesses([s]) if w} | \
             {t.dst for t in walk_stmts([s]) if isinstance(t, N.Reduce)}
+        written -= self.nests.round_written  # (a nest over the rows writes their registers)
         kept = {d: r for d, r in self.row_results.items() if d not in written}
-        self.row_results = dict(kept)
+        if not (isinstance(s, N.For) and s.kind == "parallel" and
+                self.nests.row_results_nest(parallel_nest(s)) is not None):
+            self.row_results = dict(kept)  # (a nest over the rows reads the old ones)
         self.emit_stmt(s, depth)
         if BODY_FIELDS.get(type(s)):
             self.row_results = kept
+        self.row_results.update(self.nests.made)  # (the rows a nest over them wrote)
+        self.nests.made = {}
 
     def emit_stmt(self, s: N.Stmt, depth: int) -> None:
         with self.bounds.statement():
@@ -715,11 +726,19 @@ class KernelEmitter:
         if group > 32:  # a row spans group // 32 warps
             out.line(depth, f"tcr.block_allreduce({red}, {op}, {ident(s.scratch)}, {threads // 32}, "
                             f"{group // 32}{self.reduce_barrier(True)})")
-        out.line(depth, f"{all_rows} = cute.make_rmem_tensor(({rows},), {acc_type})")
-        out.line(depth, f"tcr.grouped_rows({red}, {all_rows}, {ident(s.scratch)}, {per_round}, "
-                        f"{group}, {self.tid}{self.reduce_barrier(False)})")
-        self.store_reduced(s, all_rows, rows, op, depth, c)
-        if s.clear and s.dim == src.ndim - 1 and s.dst not in self.viewed:
+        kept = s.clear and s.dim == src.ndim - 1 and s.dst not in self.viewed
+        if kept and s.dst not in self.exchanged:
+            # every read of dst is a nest's that takes the rounds' registers (TileLang's
+            # per-thread rows): no exchange through shared memory, no barriers
+            out.comment(depth, f"{s.dst}: its rows stay in {red} (no nest reads them whole)")
+            out.use("reduce")
+            self.unshared.add(s.dst)
+        else:
+            out.line(depth, f"{all_rows} = cute.make_rmem_tensor(({rows},), {acc_type})")
+            out.line(depth, f"tcr.grouped_rows({red}, {all_rows}, {ident(s.scratch)}, {per_round}, "
+                            f"{group}, {self.tid}{self.reduce_barrier(False)})")
+            self.store_reduced(s, all_rows, rows, op, depth, c)
+        if kept:
             # (read back by nests laid out as src: NestEmitter.row_result)
             self.row_results[s.dst] = (red, (rows, row), v, threads)
 
@@ -1341,6 +1360,24 @@ _PRINTED = {
 
 
 _COMPOUND = (N.For, N.If, N.While, N.KernelScope, N.WarpGroups)
+
+
+def _read_outside_nests(body) -> frozenset:
+    """The buffers a statement other than a ``T.Parallel`` nest names (loops' and branches'
+    own parts, other statements whole), a reduction's source, and the destination of a
+    reduction with ``clear=False`` (it combines with the old rows)."""
+    found: set[str] = set()
+    for s in body:
+        if isinstance(s, N.For) and s.kind == "parallel" or isinstance(s, N.Allocate):
+            continue
+        if isinstance(s, N.Reduce):
+            found.update((s.src,) if s.clear else (s.src, s.dst))
+            continue
+        fields = BODY_FIELDS.get(type(s), ())
+        found |= buffers_used(dataclasses.replace(s, **{f: () for f in fields}))
+        for f in fields:
+            found |= _read_outside_nests(getattr(s, f))
+    return frozenset(found)
 
 
 def _printf_text(text: str) -> str:

@@ -19,7 +19,7 @@ from ..runtime.dtypes import DTYPES
 from ..ir.visitor import substitute, walk_nodes, walk_stmts
 from ..transform.analysis import PURE_CALLS, accesses, let_values, mentions, parallel_nest, value_range
 from ..transform.layout_inference import packed_divisor
-from .expr import FP4, PREC, Py, chain, register_type
+from .expr import FP4, PREC, Py, chain, cute_type, register_type
 from .memory import flat_index, vector_view
 from .source import ident
 
@@ -50,6 +50,9 @@ class NestEmitter:
         self.mma_frag: str | None = None  # the accumulator an mma_reg indexes
         self.row_reg: str | None = None  # the row register of a nest over row fragments
         self.col_reg: str | None = None  # the first column register of a nest over column ones
+        self.round: str | None = None  # the reduction round of a nest over row results' rows
+        self.round_written: set = set()  # the fragments such a nest writes
+        self.made: dict = {}  # the row results such a nest left (KernelEmitter.stmt keeps them)
         self.line_frag: str | None = None  # the row / column fragment such a nest walks
         self.vector: dict[tuple, str] = {}
         self.lets: dict[str, N.Expr] = {}  # the Lets of the innermost body being emitted
@@ -97,9 +100,11 @@ class NestEmitter:
             reg = self.lane if step == "0" else (
                 f"{step} * {width} + {self.lane}" if width > 1 else step)
             return f"{ident(name)}[{reg}]"
-        cached = self.row_result(name, indices) if read else None
+        cached = self.row_result(name, indices) if read or self.round is not None else None
         if cached is not None:
             return cached
+        if name in k.unshared:  # (its rows were not shared out: emit_cute emits again)
+            k.rows_read.add(name)
         flat = flat_index(k.exprs, buf, indices)
         size = math.prod(int(d.value) for d in buf.shape) if all(
             isinstance(d, N.Const) for d in buf.shape) else 0
@@ -117,6 +122,8 @@ class NestEmitter:
         index), not ``d`` indexed by a row known at run time (local memory, TileLang's
         top-k example)."""
         hit = self.k.row_results.get(name)
+        if hit is not None and self.round is not None:  # (a nest over the rows: over_row_results)
+            return f"{hit[0]}[{self.round}]"
         if hit is None or self.step is None or self.mma_reg is not None or \
                 self.row_reg is not None or not self.loops or len(self.loops) != 2:
             return None
@@ -207,7 +214,9 @@ class NestEmitter:
         mma = [b for b, _, _ in accesses(loops[-1].body) if b in k.mma.coords]
         rows = [b for b, _, _ in accesses(loops[-1].body) if b in k.mma.rows]
         cols = [b for b, _, _ in accesses(loops[-1].body) if b in k.mma.cols]
-        if loops[-1].replicated:
+        if not (mma or rows or cols) and self.row_results_nest(loops):
+            self.over_row_results(loops, depth)
+        elif loops[-1].replicated:
             self.replicated(loops, depth)
         elif mma:
             self.over_accumulator(loops, mma[0], depth)
@@ -386,6 +395,83 @@ class NestEmitter:
             self.lanes(loops[-1], 1, depth)
         self.row_reg = self.line_frag = None
 
+    def row_results_nest(self, loops):
+        """``(read, written)`` for a ``T.Parallel(rows)`` nest over row reductions' results
+        (``out[r] = m[r]``, ``m[r] = T.max(m[r], eps)`` after ``T.reduce_max(x, m)``): every
+        fragment it touches is touched at ``[r]``, one geometry (``KernelEmitter.
+        row_results``) for those it reads, which are such results; the fragments it writes
+        (``written``) are 1-D replicated ones of ``rows`` elements that no statement other
+        than a nest names (not ``KernelEmitter.exchanged``), their rows then held as the
+        results' are; a nest that writes fragments stores nothing to memory (each thread of a
+        lane group runs it), and none writes a local.  Else None."""
+        k = self.k
+        (loop, *rest), touched = loops, accesses(loops[-1].body)
+        if rest or k.one_thread or k.replicas or loop.vectors or int(loop.start.value) != 0 or \
+                not isinstance(loop.extent, N.Const):
+            return None
+        frags = {b for b, _, _ in touched if k.buffers[b].scope == "fragment"}
+        written = {b for b, _, w in touched if w and b in frags}
+        read = {b for b, _, w in touched if not w and b in frags}
+        rows = int(loop.extent.value)
+        hits = {k.row_results[b][1:] if b in k.row_results else None for b in read}
+        if not read or None in hits or len(hits) != 1 or any(
+                idx != (loop.var,) for b, idx, _ in touched if b in frags):
+            return None
+        (shape_rows, _), _, threads = next(iter(hits))
+        if threads != k.threads or shape_rows != rows:
+            return None
+        memory = any(w and k.buffers[b].scope != "fragment" for b, _, w in touched)
+        if written and (memory or any(
+                b in k.exchanged or b in k.viewed or
+                [getattr(d, "value", None) for d in k.buffers[b].shape] != [rows]
+                or k.layouts.get(b, N.Layout("replicated")).kind != "replicated" for b in written)):
+            return None
+        return sorted(read), sorted(written)
+
+    def over_row_results(self, loops, depth: int) -> None:
+        """A ``T.Parallel(rows)`` nest over row reductions' results (:meth:`row_results_nest`)
+        walks the rows as the reductions left them, TileLang's loop laid out by the
+        reduced fragment: round ``c`` of a thread is row ``c * per_round + tid // group``,
+        its values the rounds' registers.  A nest storing to memory runs in the group's
+        first thread (the others hold the same rows); one writing fragments in every
+        thread, into registers of its own a round (the fragments' rows from then on, read
+        as the results' are).  Not the rows spread one a thread, or every row on every
+        thread, each read from a replicated fragment at a run-time index (local memory)."""
+        k, out = self.k, self.k.out
+        (loop,) = loops
+        read, written = self.row_results_nest(loops)
+        red, (rows, row), v, threads = k.row_results[read[0]]
+        group, per_round = row // v, threads * v // row
+        rounds = -(-rows // per_round)
+        c, r = out.fresh("c"), ident(loop.var.name)
+        made = {}
+        for b in written:
+            made[b] = out.fresh("rows")
+            dtype = cute_type(k.buffers[b].dtype)
+            out.line(depth, f"{made[b]} = cute.make_rmem_tensor(({rounds},), {dtype})",
+                     f"{b}: its rows as the lane groups hold them")
+        if not written:
+            out.line(depth, f"if {k.tid} % {group} == 0:",
+                     f"rows of {', '.join(read)} as their reduction's lane groups hold them")
+            depth += 1
+        out.line(depth, f"for {c} in cutlass.range_constexpr({rounds}):")
+        depth += 1
+        for b in written:
+            if b in k.row_results:  # (its old rows, which the body may read)
+                out.line(depth, f"{made[b]}[{c}] = {k.row_results[b][0]}[{c}]")
+            k.row_results[b] = (made[b], (rows, row), v, threads)
+        out.line(depth, f"{r} = {c} * {per_round} + {k.tid} // {group}")
+        if rows % per_round:
+            out.line(depth, f"if {r} < {rows}:")
+            depth += 1
+        k.ranges[loop.var.name] = (0, rows - 1)
+        k.exprs.bind(loop.var.name, Py.CUTLASS)
+        self.round, self.round_written = c, set(written)
+        self.lanes(loop, 1, depth)
+        self.round, self.round_written = None, set()
+        k.unshared.update(written)
+        self.made = {b: k.row_results[b] for b in written}
+
     def quad_split(self, loops, frag: str) -> bool:
         """Does a nest over the rows of row fragment ``frag`` split its second loop among
         the four lanes of the quad holding a row (lane ``% 4`` takes every fourth
@@ -557,6 +643,8 @@ class NestEmitter:
         return substitute(indices, self.lets) if self.lets else indices
 
     def view(self, name: str, indices, chunk: int, extra: int = 0) -> str:
+        if name in self.k.unshared:
+            self.k.rows_read.add(name)
         return vector_view(self.k.exprs, self.k.buffers[name], self.k.layouts.get(name),
                            self.resolve(indices), chunk, extra,
                            wide=name in self.k.plan.func.wide_tensors)
