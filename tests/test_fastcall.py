@@ -14,8 +14,7 @@ import torch
 import tilecute
 from tilecute.runtime.kernel import Kernel
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))
-import elementwise as E  # noqa: E402
+import elementwise as E  # noqa: E402 (examples/, on the path by conftest)
 
 
 @pytest.fixture(scope="module")
@@ -97,7 +96,7 @@ def test_an_error_keeps_tvm_ffis_traceback_frames(entry):
 def test_the_switch_turns_it_off_and_the_kernel_calls_the_function():
     code = textwrap.dedent(f"""
         import os, sys
-        sys.path.insert(0, {os.path.join(os.path.dirname(__file__), "..", "examples")!r})
+        sys.path.insert(0, {os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")!r})
         import torch, tilecute, elementwise as E
         k = tilecute.compile(E.vector_add("float16"))
         k.launcher

@@ -73,9 +73,13 @@ def test_bitnet_gemv_decodes_two_bit_codes_and_scales_int_rows():
     # the byte read unsigned, shifted by 2 * (k % 4), masked to two bits, minus one
     assert "cutlass.Int32(cutlass.Uint8(Wq[" in src and ">> 2 * ((k + tc_lane7) % 4) & 3" in src
     assert "* (code - 1)" in src
-    # the int32 row sum every thread holds, read at the thread's row, converted to float:
-    # the select chain is re-typed (it came back signless and failed to compile)
-    assert "cutlass.Float32(tcr.pick(row, i_1_, 8)) * S[0]" in src
+    # the int32 row sums stay in the reduction round's registers, stored by each lane group's
+    # first thread and converted to float
+    assert "cutlass.Float32(tc_red12[tc_c17]) * S[0]" in src and "tcr.pick" not in src
+    # read at another thread's row (reversed), the sums every thread holds are picked at a
+    # run-time index: the select chain is re-typed (it came back signless and failed to compile)
+    src = _body("bitnet_int2_gemv", reverse=True)
+    assert "cutlass.Float32(tcr.pick(row, 7 - i_1_, 8)) * S[0]" in src
     import inspect
     from tilecute.runtime.cute import reduce as tcr
     assert "frag.element_type(value)" in inspect.getsource(tcr.pick)

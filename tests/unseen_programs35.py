@@ -60,9 +60,10 @@ def welford_layernorm(M=256, N=6144, block_N=1024, threads=256, eps=1e-5):
 
 # ---- BitNet b1.58: int8 activations x ternary weights packed four to a byte ----------------
 @tilelang.jit(out_idx=[3])
-def bitnet_int2_gemv(N=2048, K=4096, block_N=8, block_K=512, threads=128):
+def bitnet_int2_gemv(N=2048, K=4096, block_N=8, block_K=512, threads=128, reverse=False):
     """y[n] = s * sum_k a[k] * w[n, k], w in {-1, 0, 1} stored as the 2-bit code w + 1, weight
-    k of a byte at bits 2 * (k % 4); int32 partial products in a fragment, one row reduction."""
+    k of a byte at bits 2 * (k % 4); int32 partial products in a fragment, one row reduction.
+    ``reverse``: the block's rows stored last to first (each thread reads another's row)."""
 
     @T.prim_func
     def gemv(A: T.Tensor((K,), "int8"), Wq: T.Tensor((N, K // 4), "uint8"),
@@ -78,7 +79,10 @@ def bitnet_int2_gemv(N=2048, K=4096, block_N=8, block_K=512, threads=128):
                     acc[i, k] += T.cast(A[kk], "int32") * (T.cast(code, "int32") - 1)
             T.reduce_sum(acc, row, dim=1)
             for i in T.Parallel(block_N):
-                Y[bx * block_N + i] = T.cast(row[i], "float32") * S[0]
+                if reverse:
+                    Y[bx * block_N + block_N - 1 - i] = T.cast(row[block_N - 1 - i], "float32") * S[0]
+                else:
+                    Y[bx * block_N + i] = T.cast(row[i], "float32") * S[0]
 
     return gemv
 
