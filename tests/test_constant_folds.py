@@ -213,3 +213,33 @@ def test_integer_arithmetic_on_constants_wraps_in_its_type():
     assert N.binop("sub", N.Const(0, "uint32"), N.Const(1, "uint32")) == N.Const(2 ** 32 - 1, "uint32")
     assert N.binop("mul", N.Const(2 ** 20, "int64"), N.Const(2 ** 20, "int64")) == \
         N.Const(2 ** 40, "int64")
+
+
+HALF_CONST = """
+import tilecute.language as T
+
+
+@T.prim_func
+def half_const(H: T.Tensor((256,), "float16"), B: T.Tensor((256,), "bfloat16"),
+               O: T.Tensor((2, 256), "float32")):
+    with T.Kernel(2, threads=128) as bx:
+        for i in T.Parallel(128):
+            O[0, bx * 128 + i] = T.Cast("float32", H[bx * 128 + i] + T.float16(0.1))
+            O[1, bx * 128 + i] = T.Cast("float32", B[bx * 128 + i] * T.bfloat16(0.1))
+"""
+
+
+def test_a_16_bit_float_constant_holds_its_types_value():
+    """T.float16(0.1) is 0.0999755859375 (TVM's FloatImm and the GPU's conversion), also
+    where the generated code computes 16-bit arithmetic in float32: the literal printed is
+    the rounded value, not 0.1."""
+    from tilecute.ir import nodes as N
+
+    assert N.const(0.1, "float16").value == 0.0999755859375
+    assert N.as_expr(0.1, "bfloat16").value == 0.10009765625
+    assert N.const(0.1, "float32").value == 0.1  # (wider: the generated literal rounds it)
+    kernel = tilecute.compile(T.from_script(HALF_CONST))
+    src = kernel.get_kernel_source()
+    assert "0.0999755859375" in src and "0.10009765625" in src
+    assert "(0.1)" not in src
+    kernel.ensure_cubin()

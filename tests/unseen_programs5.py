@@ -377,8 +377,8 @@ def half_math(dtype=T.float16, n=N):
 # ---- mixed dtypes --------------------------------------------------------------------------
 def mixed_promotion(n=N):
     """TVM's promotion with Python scalars: an int32 against a Python float is float32
-    (``i + 0.5``, ``i * 0.25``); a float16 against a Python number keeps float16 (the
-    constant is a float16: ``h + 0.1`` adds 0.0999755859375); a float16 against an int32
+    (``i + 0.5``, ``i * 0.25``); a float16 against a Python float is float32 too (TileLang
+    0.1.15: ``h + 0.1`` is ``(half_t)((float)h + 0.1f)``); a float16 against an int32
     expression converts the int to float16; int8 against a Python float is float32; an
     int32 expression divided by a float is a float division."""
 

@@ -451,13 +451,25 @@ def as_expr(x, dtype: Optional[str] = None) -> Expr:
     if isinstance(x, int):  # TVM: int32, or int64 for a literal past it
         return Const(x, dtype or (INDEX if -2 ** 31 <= x < 2 ** 31 else "int64"))
     if isinstance(x, float):
-        return Const(x, dtype or "float32")
+        return Const(_half_value(x, dtype), dtype) if dtype else Const(x, "float32")
     raise TypeError(f"cannot use {type(x).__name__} {x!r} as an IR expression")
+
+
+def _half_value(x: float, dtype: str) -> float:
+    """A float constant of a 16-bit float dtype holds the value of that type (``0.1`` as a
+    float16 is 0.0999755859375, as TVM's FloatImm and the GPU's conversion make it): the
+    generated code computes 16-bit arithmetic in float32, where the unrounded 0.1 would
+    give other sums.  Wider dtypes keep the Python value (its float32 rounding is the
+    generated literal's own)."""
+    if DTYPES[dtype].bits != 16 or not is_float(dtype):
+        return x
+    rounded = _round_float(x, dtype)
+    return x if rounded is None else rounded
 
 
 def const(value, dtype: str) -> Const:
     if is_float(dtype):
-        return Const(float(value), dtype)
+        return Const(_half_value(float(value), dtype), dtype)
     if dtype == "bool":
         return Const(bool(value), dtype)
     return Const(int(value), dtype)
