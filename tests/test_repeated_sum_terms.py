@@ -1,0 +1,60 @@
+"""An integer sum in which a term comes back (``i + (i + tx)``) is printed as each term
+times its count (``i * 2 + tx``): CuTe DSL 4.8's LLVM lowering compiled
+``T.truncmod(i + (i + tx), 9)`` over a loop index as if the sum stepped by 1 per
+iteration (fuzzer scalar seed 5572 on an H200: ``(tx + k) % 9`` for ``(tx + 2k) % 9``;
+``T.truncdiv`` alike), where ``i * 2 + tx`` divides right -- the nested form of the
+``i + i`` case the code generator already prints as ``i * 2`` (seed 4424).  A
+``T.if_then_else`` whose branches are the same term counts as that term."""
+
+import pytest
+
+import tilecute
+import tilecute.language as T
+
+FORMS = {
+    "nested": lambda i, tx: T.truncmod(i + (i + tx), 9),
+    "select": lambda i, tx: T.truncmod(T.if_then_else(i <= i, i, i) + (i + tx), 9),
+    "div": lambda i, tx: T.truncdiv(i + (tx + i), 9),
+    "three": lambda i, tx: T.truncmod((i + tx) + (i + i), 16),
+}
+WANT = {
+    "nested": lambda i, tx: (2 * i + tx) % 9,
+    "select": lambda i, tx: (2 * i + tx) % 9,
+    "div": lambda i, tx: (2 * i + tx) // 9,
+    "three": lambda i, tx: (3 * i + tx) % 16,
+}
+
+
+def _program(form):
+    f = FORMS[form]
+
+    @T.prim_func
+    def sums(O: T.Tensor((64, 8), "int32")):
+        with T.Kernel(1, threads=64) as bx:
+            tx = T.get_thread_binding()
+            for i in T.serial(8):
+                O[tx, i] = f(i, tx)
+    return sums
+
+
+@pytest.mark.parametrize("form, printed", [
+    ("nested", "tcmath.truncmod(i * 2 + tx, 9)"),
+    ("select", "tcmath.truncmod(i * 2 + tx, 9)"),
+    ("div", "tcmath.truncdiv(i * 2 + tx, 9)"),
+    ("three", "tcmath.truncmod(i * 3 + tx, 16)"),
+])
+def test_a_repeated_term_is_printed_with_its_count(form, printed):
+    kernel = tilecute.compile(_program(form))
+    assert printed in kernel.get_kernel_source()
+    kernel.ensure_cubin()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("form", sorted(FORMS))
+def test_repeated_terms_on_gpu(form):
+    import torch
+
+    o = torch.zeros(64, 8, dtype=torch.int32, device="cuda")
+    tilecute.compile(_program(form))(o)
+    want = [[WANT[form](i, tx) for i in range(8)] for tx in range(64)]
+    assert o.cpu().tolist() == want
