@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional, TypeVar
 
-from .runtime import env_switch
+from .runtime import env_switch, native
 from .runtime.entry import (
     LOCK,
     MANIFEST,
@@ -56,12 +56,11 @@ __all__ = [
 
 ENV_DIR = "TILECUTE_CACHE_DIR"
 ENV_DISABLE = "TILECUTE_DISABLE_CACHE"
-ENV_RUNTIME_DIR = "TILECUTE_LAUNCHER_RUNTIME_DIR"
+ENV_RUNTIME_DIR = native.ENV_RUNTIME_DIR
 
 _KEY = re.compile(r"[0-9a-f]{64}\Z")
 _TMP_PREFIX = ".tmp-"  # a build in progress: .tmp-<key>-<random>, made under the key's lock
 _TRASH_PREFIX = ".trash-"
-_RUNTIME = ".launcher-runtime"  # the compiled launcher runtime: <root>/.launcher-runtime/<digest>/
 _LOCKS = ".locks"
 # clear() removes a build folder whose name holds no key (made by an older tilecute) only
 # when it is this old: a younger one may belong to a build running right now
@@ -100,18 +99,7 @@ def cache_root() -> Path:
     return root
 
 
-def _make_private_dirs(folder: Path) -> None:
-    missing = []
-    p = folder
-    while not p.exists():
-        missing.append(p)
-        p = p.parent
-    for p in reversed(missing):
-        try:
-            p.mkdir(mode=0o700)
-            os.chmod(p, 0o700)  # mkdir's mode is cut by the umask
-        except FileExistsError:  # another process made it meanwhile; check_private judges it
-            pass
+_make_private_dirs = native.make_private_dirs
 
 
 def cache_key(ir_json: str, arch: str, options: dict, versions: dict) -> str:
@@ -250,19 +238,12 @@ def get_or_build(key: str, build: Callable[[Path], dict],
 
 def launcher_runtime_folder() -> Optional[Path]:
     """Where the launcher runtime is compiled once per toolchain and linked from by every
-    launcher (``tilecute.toolchain.launcher_runtime_object``):
-    ``$TILECUTE_LAUNCHER_RUNTIME_DIR``, else ``~/.cache/tilecute/.launcher-runtime`` -- the
-    default cache root's, whatever ``TILECUTE_CACHE_DIR`` says, so that many cache roots (a
-    test suite's, a tuner's fresh folders) share one.  None when it cannot be made private."""
-    folder = Path(os.environ.get(ENV_RUNTIME_DIR) or Path.home() / ".cache" / "tilecute" / _RUNTIME).expanduser()
-    if not folder.is_absolute():
-        folder = Path.cwd() / folder
-    try:
-        if not folder.parent.is_dir():
-            _make_private_dirs(folder.parent)
-        return folder
-    except OSError:
-        return None
+    launcher (``tilecute.toolchain.launcher_runtime_object``), and the kernels' call path
+    beside it: ``$TILECUTE_LAUNCHER_RUNTIME_DIR``, else ``~/.cache/tilecute/.launcher-runtime``
+    -- the default cache root's, whatever ``TILECUTE_CACHE_DIR`` says, so that many cache
+    roots (a test suite's, a tuner's fresh folders) share one (``runtime.native``).  None when
+    it cannot be made private."""
+    return native.runtime_folder()
 
 
 def published_path(key: str, folder: Path) -> Path:

@@ -43,7 +43,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from .runtime import env_switch
+from .runtime import env_switch, native
 
 LAUNCHER_LIBRARY = "launcher.so"
 # -O1, not -O2: on an H100 the launcher's per-call time at -O1 and -O2 was the same within
@@ -59,27 +59,18 @@ class LauncherBuildError(RuntimeError):
 
 def cxx_compiler() -> str:
     """The C++ compiler: ``$CXX``, else ``g++``, else ``c++``."""
-    env = os.environ.get("CXX")
-    if env:
-        return env
-    for name in ("g++", "c++"):
-        found = shutil.which(name)
-        if found:
-            return found
-    raise LauncherBuildError("no C++ compiler: set CXX or install g++")
-
-
-@functools.lru_cache(maxsize=None)
-def _compiler_version(compiler: str) -> str:
-    out = subprocess.run([compiler, "--version"], capture_output=True, text=True, check=False)
-    if out.returncode != 0 or not out.stdout.strip():
-        raise LauncherBuildError(f"`{compiler} --version` failed: {out.stderr.strip()}")
-    return out.stdout.splitlines()[0].strip()
+    try:
+        return native.cxx_compiler()
+    except native.NativeBuildError as e:
+        raise LauncherBuildError(str(e)) from None
 
 
 def cxx_version() -> str:
     """The first line of ``<compiler> --version`` (for the cache key)."""
-    return _compiler_version(cxx_compiler())
+    try:
+        return native.compiler_version(cxx_compiler())
+    except native.NativeBuildError as e:
+        raise LauncherBuildError(str(e)) from None
 
 
 def _has_cuda_headers(folder: Path) -> bool:
@@ -220,110 +211,12 @@ def launcher_runtime_object(folder: Path, sources: Path, extra_cflags: tuple[str
         return None
     sources = Path(sources)
     flags = _runtime_flags(tuple(extra_cflags))
-    return _build_once(
+    return native.build_once(
         Path(folder), _runtime_digest(sources, flags), RUNTIME_OBJECT,
         {name: sources / name for name in (RUNTIME_HEADER, RUNTIME_SOURCE)},
         lambda tmp: [cxx_compiler(), *flags, *(f"-I{d}" for d in _include_dirs()),
                      "-c", str(tmp / RUNTIME_SOURCE), "-o", str(tmp / RUNTIME_OBJECT)],
-        "the launcher runtime")
-
-
-def _build_once(folder: Path, name: str, output: str, sources: dict, command, what: str) -> Path | None:
-    """``folder/name/output``, built on first use: ``sources`` (file name -> path) copied
-    into a private temporary folder, ``command(tmp)`` run there, the folder published by one
-    rename.  None when another process holds the build's lock right now, or when ``folder``
-    cannot be made private; a failed command raises :class:`LauncherBuildError`."""
-    from .runtime.entry import UnsafeCacheError, check_private, try_lock
-
-    target = folder / name
-    built = target / output
-    try:
-        folder.mkdir(mode=0o700, exist_ok=True)
-        check_private(folder)
-        if built.is_file():
-            check_private(target)
-            return built
-        with try_lock(folder / f"{target.name}.lock") as held:
-            if not held:
-                return None
-            if built.is_file():
-                return built
-            tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=folder))
-            try:
-                for file, path in sources.items():
-                    shutil.copyfile(path, tmp / file)
-                cmd = command(tmp)
-                # the object names its source under the folder it is published as
-                cmd[1:1] = [f"-ffile-prefix-map={tmp}={target}"]
-                out = subprocess.run(cmd, capture_output=True, text=True, check=False)
-                if out.returncode != 0:
-                    raise LauncherBuildError(
-                        f"building {what} failed (exit {out.returncode}):\n"
-                        f"$ {' '.join(cmd)}\n{out.stdout}{out.stderr}")
-                os.replace(tmp, target)
-            finally:
-                shutil.rmtree(tmp, ignore_errors=True)
-        return built
-    except (OSError, UnsafeCacheError):
-        return None
-
-
-# -- the kernels' call path, compiled once (templates/tilecute_fastcall.c) ----------------------
-from .templates import FASTCALL_SOURCE  # noqa: E402
-ENV_FAST_CALL = "TILECUTE_FAST_CALL"
-FASTCALL_FLAGS = ("-x", "c", "-O2", "-fPIC", "-shared", "-fvisibility=hidden")
-
-
-@functools.lru_cache(maxsize=None)
-def fastcall_library(folder: Path) -> Path | None:
-    """The CPython extension ``tilecute_fastcall`` (a kernel's call path that hands torch
-    tensors to the launcher as DLTensor pointers, ``runtime/kernel.py``), compiled for this
-    Python, TVM FFI release and compiler as ``folder/fastcall-<digest>/``, once per
-    toolchain like the launcher runtime (about 0.3 s).  None where it cannot be had: no
-    Python headers, no compiler, the build's lock held by another process, a folder that
-    cannot be made private, or ``TILECUTE_FAST_CALL=0``; kernels then call TVM FFI's
-    binding, which does the same, slower.  A failed build is not an error for that reason
-    (the compiler's message is returned by :func:`fastcall_build_error`)."""
-    if not env_switch(ENV_FAST_CALL, True):
-        return None
-    try:
-        return _build_fastcall(Path(folder))
-    except LauncherBuildError as e:  # (no compiler, or it failed)
-        _FASTCALL_ERRORS.append(str(e))
-        return None
-
-
-def _build_fastcall(folder: Path) -> Path | None:
-    import sysconfig
-
-    from . import templates
-
-    source = Path(templates.__file__).parent / FASTCALL_SOURCE
-    python_include = sysconfig.get_paths().get("include") or ""
-    if not (Path(python_include) / "Python.h").is_file():
-        _FASTCALL_ERRORS.append(f"no Python.h in {python_include!r} (the Python headers)")
-        return None
-    libinfo = _tvm_ffi_libinfo()
-    tvm_ffi_lib = Path(libinfo.find_libtvm_ffi())
-    includes = [python_include, libinfo.find_include_path(), libinfo.find_dlpack_include_path()]
-    output = "tilecute_fastcall" + (sysconfig.get_config_var("EXT_SUFFIX") or ".so")
-    parts = [cxx_compiler(), cxx_version(), *FASTCALL_FLAGS, *includes, output, str(tvm_ffi_lib),
-             *_header_versions()[:1], source.read_text()]
-    digest = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
-    return _build_once(
-        folder, f"fastcall-{digest}", output, {FASTCALL_SOURCE: source},
-        lambda tmp: [cxx_compiler(), *FASTCALL_FLAGS, *(f"-I{d}" for d in includes),
-                     str(tmp / FASTCALL_SOURCE), "-o", str(tmp / output),
-                     f"-L{tvm_ffi_lib.parent}", f"-Wl,-rpath,{tvm_ffi_lib.parent}", "-ltvm_ffi"],
-        "the kernels' call path (tilecute_fastcall)")
-
-
-_FASTCALL_ERRORS: list = []
-
-
-def fastcall_build_error() -> str | None:
-    """The compiler's message when :func:`fastcall_library` could not build, else None."""
-    return _FASTCALL_ERRORS[-1] if _FASTCALL_ERRORS else None
+        "the launcher runtime", LauncherBuildError)
 
 
 def remove_stale_runtime_builds(folder: Path) -> int:

@@ -145,9 +145,9 @@ def run(device: str, samples: int) -> list[dict]:
 
 
 def _fast_call_missing() -> str:
-    from tilecute.toolchain import fastcall_build_error
+    from tilecute.runtime.fastcall import build_error
 
-    return fastcall_build_error() or "no Python headers, TILECUTE_FAST_CALL=0, or torch lacks the exchange API"
+    return build_error() or "no Python headers, TILECUTE_FAST_CALL=0, or torch lacks the exchange API"
 
 
 def slopes(rows: list[dict]) -> dict:

@@ -12,7 +12,7 @@ threads).  The second variant forces TileLang's plan with ``T.annotate_layout`` 
 Cases: fp32 / fp16, a light body (``a * 2``: memory-bound) and a heavy one (``exp * sigmoid +
 sin``), block / thread shapes where the two plans differ, and one where they agree (a
 control).  Prints one JSON line per case: ms (median of CUDA-event timings over 50 launches
-after warm-up), GB/s, and the ratio default / TileLang's plan (above 1: TileLang's plan is
+after warm-up, benchmarks/cuda_timing.py), GB/s, and the ratio default / TileLang's plan (above 1: TileLang's plan is
 faster).
 
     python3 benchmarks/fragment_vector.py [--n 67108864] [--rounds 5]
@@ -53,23 +53,6 @@ def program(n: int, block: int, threads: int, dtype: str, heavy: bool, plan_v=No
     return ew
 
 
-def time_ms(fn, iters: int = 50) -> float:
-    import torch
-
-    for _ in range(5):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(iters):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn()
-        e.record()
-        e.synchronize()
-        times.append(s.elapsed_time(e))
-    return statistics.median(times)
-
-
 CASES = [  # (dtype, block, threads)
     ("float32", 128, 128), ("float16", 128, 128), ("float16", 512, 128),
     ("float32", 256, 256), ("float32", 1024, 256),  # the last: both plans agree (control)
@@ -82,6 +65,8 @@ def main():
     p.add_argument("--rounds", type=int, default=5)
     args = p.parse_args()
     import torch
+
+    from cuda_timing import time_us
 
     if not torch.cuda.is_available():
         for dtype, block, threads in CASES:  # (CPU: the programs build)
@@ -103,7 +88,7 @@ def main():
             for r in range(args.rounds):
                 for name in (list(kernels) if r % 2 == 0 else list(kernels)[::-1]):
                     k, o = kernels[name], outs[name]
-                    ms[name].append(time_ms(lambda: k(a, o)))
+                    ms[name].append(time_us(lambda: k(a, o), reps=50, inner=1) / 1e3)
             med = {name: statistics.median(x) for name, x in ms.items()}
             gbs = {name: 2 * a.numel() * a.element_size() / (t * 1e6) for name, t in med.items()}
             print(json.dumps({"dtype": dtype, "block": block, "threads": threads,

@@ -347,7 +347,7 @@ class Kernel:
                 atexit.register(_cleanup_at_exit, self._module["cleanup"])
                 if not self.out_idx and not self.workspace_idx:
                     type(self).__call__ = staticmethod(self._call)
-        return self._call
+        return self._call or self._func  # (a _func set from outside: a test's, a benchmark's)
 
     def _check_entry(self) -> None:
         """The files the first call loads, checked against the manifest just before: the

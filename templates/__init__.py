@@ -6,6 +6,3 @@
 RUNTIME_HEADER = "tilecute_launcher.h"
 RUNTIME_SOURCE = "tilecute_launcher_runtime.cpp"
 
-# the kernels' call path: a CPython extension compiled once per toolchain
-# (tilecute.toolchain.fastcall_library), loaded by tilecute.runtime.kernel
-FASTCALL_SOURCE = "tilecute_fastcall.c"

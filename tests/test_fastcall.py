@@ -124,9 +124,9 @@ def test_a_failed_build_leaves_the_function(tmp_path):
     compiler's message kept for the benchmark to show, and kernels call TVM FFI's binding."""
     code = textwrap.dedent(f"""
         from pathlib import Path
-        from tilecute import toolchain
-        assert toolchain.fastcall_library(Path({str(tmp_path / 'rt')!r})) is None
-        print(toolchain.fastcall_build_error().splitlines()[0])
+        from tilecute.runtime import fastcall
+        assert fastcall.library(Path({str(tmp_path / 'rt')!r})) is None
+        print(fastcall.build_error().splitlines()[0])
     """)
     env = dict(os.environ, CXX="false")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
@@ -135,14 +135,14 @@ def test_a_failed_build_leaves_the_function(tmp_path):
 
 
 def test_the_library_is_built_once_per_toolchain(tmp_path):
-    from tilecute import toolchain
+    from tilecute.runtime import fastcall
 
-    first = toolchain.fastcall_library(tmp_path / "rt")
+    first = fastcall.library(tmp_path / "rt")
     assert first is not None and first.parent.name.startswith("fastcall-")
-    assert toolchain.fastcall_library(tmp_path / "rt") == first
+    assert fastcall.library(tmp_path / "rt") == first
     # a second process finds it built: same path, not rebuilt
-    code = (f"from pathlib import Path; from tilecute import toolchain; "
-            f"print(toolchain.fastcall_library(Path({str(tmp_path / 'rt')!r})))")
+    code = (f"from pathlib import Path; from tilecute.runtime import fastcall; "
+            f"print(fastcall.library(Path({str(tmp_path / 'rt')!r})))")
     mtime = first.stat().st_mtime_ns
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.stdout.strip() == str(first) and first.stat().st_mtime_ns == mtime
