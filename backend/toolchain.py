@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import importlib.metadata
 import importlib.util
 import os
 import shutil
@@ -181,7 +180,7 @@ def _header_versions() -> tuple[str, ...]:
 
     cuda_h = (cuda_include_dir() / "cuda.h").read_text(errors="replace")
     found = re.search(r"#define\s+CUDA_VERSION\s+(\d+)", cuda_h)
-    return (f"apache-tvm-ffi {_dist_version('apache-tvm-ffi')}",
+    return (f"apache-tvm-ffi {native.dist_version('apache-tvm-ffi')}",
             f"CUDA_VERSION {found.group(1) if found else 'unknown'}")
 
 
@@ -287,7 +286,7 @@ def tool_versions() -> dict:
 
 @functools.lru_cache(maxsize=1)
 def _tool_versions() -> tuple:
-    versions = {name: _dist_version(name)
+    versions = {name: native.dist_version(name)
                 for name in ("tilecute", "nvidia-cutlass-dsl", "apache-tvm-ffi")}
     if versions["tilecute"] == "none":  # running from a source tree that is not installed
         from . import __version__
@@ -326,10 +325,3 @@ def source_fingerprint() -> str:
             digest.update(f"{package}/{f.relative_to(root).as_posix()}".encode() + b"\0")
             digest.update(f.read_bytes())
     return digest.hexdigest()[:12]
-
-
-def _dist_version(dist: str) -> str:
-    try:
-        return importlib.metadata.version(dist)
-    except importlib.metadata.PackageNotFoundError:
-        return "none"

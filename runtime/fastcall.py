@@ -102,7 +102,7 @@ def _build(folder: Path) -> Optional[Path]:
     output = "tilecute_fastcall" + (sysconfig.get_config_var("EXT_SUFFIX") or ".so")
     cxx = native.cxx_compiler()
     parts = [cxx, native.compiler_version(cxx), *FLAGS, *includes, output, str(tvm_ffi_lib),
-             _tvm_ffi_version(), source.read_text()]
+             native.dist_version("apache-tvm-ffi"), source.read_text()]
     digest = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
     return native.build_once(
         folder, f"fastcall-{digest}", output, {SOURCE: source},
@@ -110,15 +110,6 @@ def _build(folder: Path) -> Optional[Path]:
                      "-o", str(tmp / output), f"-L{tvm_ffi_lib.parent}",
                      f"-Wl,-rpath,{tvm_ffi_lib.parent}", "-ltvm_ffi"],
         "the kernels' call path (tilecute_fastcall)")
-
-
-def _tvm_ffi_version() -> str:
-    import importlib.metadata
-
-    try:
-        return importlib.metadata.version("apache-tvm-ffi")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"
 
 
 def wrap(func, num_args: int):

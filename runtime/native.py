@@ -56,6 +56,16 @@ def make_private_dirs(folder: Path) -> None:
             pass
 
 
+def dist_version(dist: str) -> str:
+    """The installed version of distribution ``dist``, or ``"none"``."""
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return "none"
+
+
 def cxx_compiler() -> str:
     """The C++ compiler: ``$CXX``, else ``g++``, else ``c++``."""
     env = os.environ.get("CXX")

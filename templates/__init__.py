@@ -5,4 +5,3 @@
 # (tilecute.toolchain)
 RUNTIME_HEADER = "tilecute_launcher.h"
 RUNTIME_SOURCE = "tilecute_launcher_runtime.cpp"
-

@@ -117,22 +117,14 @@ def _fp8(dtype: str) -> bool:
     return N.is_float(dtype) and DTYPES[dtype].bits == 8 and dtype != E8M0
 
 
-def _self_sum(e) -> bool:
-    """Is ``e`` an integer ``x + x``?  CuTe DSL 4.8 (its MLIR/LLVM lowering) folds a
-    signed ``(i + i) // c`` or ``% c`` over a loop index as if it were ``i // c``
-    (``sum((i + i) // 4 for i in range(6))`` came out 2, not 6: fuzzer scalar seed 4424),
-    while ``i * 2`` divides right: such a sum is printed as ``x * 2``."""
-    return isinstance(e, N.BinOp) and e.op == "add" and N.is_int(e.dtype) and \
-        e.dtype != "bool" and e.a == e.b
-
-
-def _doubled(e: N.BinOp) -> N.BinOp:
-    return N.BinOp("mul", e.a, N.Const(2, e.dtype), e.dtype)
+def _int_add(e) -> bool:
+    """Is ``e`` an integer (not bool) ``+``?"""
+    return isinstance(e, N.BinOp) and e.op == "add" and N.is_int(e.dtype) and e.dtype != "bool"
 
 
 def _sum_terms(e) -> list:
     """The terms of an integer ``+`` chain, left to right (``x + (x + y)``: x, x, y)."""
-    if isinstance(e, N.BinOp) and e.op == "add" and N.is_int(e.dtype) and e.dtype != "bool":
+    if _int_add(e):
         return _sum_terms(e.a) + _sum_terms(e.b)
     while isinstance(e, N.Select) and e.a == e.b:  # (either branch: MLIR folds it to it)
         e = e.a
@@ -140,13 +132,14 @@ def _sum_terms(e) -> list:
 
 
 def _repeated_sum(e) -> N.Expr | None:
-    """An integer ``+`` chain in which a term comes back (``i + (i + tx)``, ``(i + j) + i``)
-    as the sum of each term times its count (``i * 2 + tx``), else None.  The same LLVM
-    folding as :func:`_self_sum`'s, through a nested sum: CuTe DSL 4.8 compiled
-    ``T.truncmod(i + (i + tx), 9)`` over a loop index as ``(tx + k) % 9`` for the k-th
-    iteration, stepping by 1 where the sum steps by 2 (fuzzer scalar seed 5572 on an H200;
-    ``truncdiv`` alike), while ``(i * 2 + tx) % 9`` is right."""
-    if not (isinstance(e, N.BinOp) and e.op == "add" and N.is_int(e.dtype) and e.dtype != "bool"):
+    """An integer ``+`` chain in which a term comes back (``i + i``, ``i + (i + tx)``,
+    ``(i + j) + i``) as the sum of each term times its count (``i * 2``, ``i * 2 + tx``),
+    else None.  CuTe DSL 4.8's MLIR/LLVM lowering folds such a sum over a loop index as if
+    it stepped by 1: a signed ``(i + i) // c`` or ``% c`` came out as ``i // c``
+    (``sum((i + i) // 4 for i in range(6))`` was 2, not 6: fuzzer scalar seed 4424), and
+    ``T.truncmod(i + (i + tx), 9)`` as ``(tx + k) % 9`` for the k-th iteration (seed 5572
+    on an H200; ``truncdiv`` alike), while ``i * 2`` and ``(i * 2 + tx) % 9`` are right."""
+    if not _int_add(e):
         return None
     terms = _sum_terms(e)
     counts: dict = {}
@@ -322,8 +315,7 @@ class ExprPrinter:
         """``e`` as C computes an 8- or 16-bit integer expression: its ``PROMOTED_OPS``
         in Int32 (operands widened first), so a product or sum does not wrap at the narrow
         width; any other value widened (an Int32 of it)."""
-        if _self_sum(e):
-            e = _doubled(e)
+        e = _repeated_sum(e) or e
         if _promotes(e):
             if _int_abs(e):
                 return f"abs({self.promoted(e.args[0], 0)})"
@@ -397,8 +389,6 @@ class ExprPrinter:
         if isinstance(e, N.Const):
             return const(e), ATOM
         if isinstance(e, N.BinOp):
-            if _self_sum(e):
-                return self._expr(_doubled(e))
             repeated = _repeated_sum(e)
             if repeated is not None:
                 return self._expr(repeated)
