@@ -126,6 +126,7 @@ class Knowledge:
         self.ranges = ranges
         self.bounds: dict[str, tuple] = {}
         self.lets: dict[str, N.Expr] = {}
+        self.written: dict[str, N.Expr] = {}  # those Lets' values as written (not expanded)
         self.let_ranges: dict[str, tuple] = {}
         self.facts: list[dict] = []
 
@@ -136,7 +137,7 @@ class Knowledge:
         stays an atom bounded as a block index is, rather than standing for its value."""
         if not N.is_int(var.dtype):
             return
-        value = self.expand(value)
+        written, value = value, self.expand(value)
         if within is not None:
             top = N.binop("sub", self.expand(within), N.Const(1, within.dtype))
             self.let_ranges[var.name] = (0, self.highest(self.linear(top)))
@@ -144,6 +145,7 @@ class Knowledge:
                 self.bounds[var.name] = (N.Const(0, within.dtype), top)
         elif _pure(value):
             self.lets[var.name] = value
+            self.written[var.name] = written
         else:
             self.let_ranges[var.name] = self.span(self.linear(value))
 
@@ -183,11 +185,12 @@ class Knowledge:
     @contextmanager
     def scope(self):
         """Lets, bounds and facts of a nested body are not known after it."""
-        saved = (dict(self.lets), dict(self.let_ranges), dict(self.bounds), list(self.facts))
+        saved = (dict(self.lets), dict(self.written), dict(self.let_ranges), dict(self.bounds),
+                 list(self.facts))
         try:
             yield
         finally:
-            self.lets, self.let_ranges, self.bounds, self.facts = saved
+            self.lets, self.written, self.let_ranges, self.bounds, self.facts = saved
 
     # ---- proofs -----------------------------------------------------------------------------
     def below(self, idx: N.Expr, dim: N.Expr) -> bool:

@@ -131,17 +131,33 @@ def _sum_terms(e) -> list:
     return [e]
 
 
-def _repeated_sum(e) -> N.Expr | None:
+def _let_terms(t, lets: dict) -> list:
+    """The terms of the sum a Let bound ``t`` to, and of the sums its terms were bound to
+    (``k = j + 1``, ``j = i + tx``: i, tx, 1), through Lets of one variable to another
+    (``k = j``); else ``[t]``."""
+    value = t
+    while isinstance(value, N.Var) and value.name in lets:
+        value = lets[value.name]
+    return [x for u in _sum_terms(value) for x in _let_terms(u, lets)] if _int_add(value) else [t]
+
+
+def _repeated_sum(e, lets: dict | None = None) -> N.Expr | None:
     """An integer ``+`` chain in which a term comes back (``i + i``, ``i + (i + tx)``,
     ``(i + j) + i``) as the sum of each term times its count (``i * 2``, ``i * 2 + tx``),
     else None.  CuTe DSL 4.8's MLIR/LLVM lowering folds such a sum over a loop index as if
     it stepped by 1: a signed ``(i + i) // c`` or ``% c`` came out as ``i // c``
     (``sum((i + i) // 4 for i in range(6))`` was 2, not 6: fuzzer scalar seed 4424), and
     ``T.truncmod(i + (i + tx), 9)`` as ``(tx + k) % 9`` for the k-th iteration (seed 5572
-    on an H200; ``truncdiv`` alike), while ``i * 2`` and ``(i * 2 + tx) % 9`` are right."""
+    on an H200; ``truncdiv`` alike), while ``i * 2`` and ``(i * 2 + tx) % 9`` are right.
+    ``lets`` (a variable's name -> the load-free value a Let in scope bound it to, the
+    bounds prover's): a term that is such a variable bound to a sum counts as that sum's
+    terms (:func:`_let_terms`) where that makes a term come back (``j = i + tx`` then ``i + j``, one SSA value in
+    the MLIR as ``i + (i + tx)`` is)."""
     if not _int_add(e):
         return None
     terms = _sum_terms(e)
+    if len(set(terms)) == len(terms) and lets:
+        terms = [x for t in terms for x in _let_terms(t, lets)]
     counts: dict = {}
     for t in terms:
         counts[t] = counts.get(t, 0) + 1
@@ -294,6 +310,9 @@ class ExprPrinter:
         # the holders' lane mask) so an atomic with a result runs once, in the owner, and
         # its value is shuffled to the holders; None elsewhere (the kernel emitter sets it)
         self.fetch_once: tuple[str, str, str] | None = None
+        # an integer Let's name -> its load-free value, where known (the kernel emitter
+        # sets it to the bounds prover's map): :func:`_repeated_sum` looks through it
+        self.lets: Callable[[], dict[str, N.Expr]] = dict
 
     def global_coord(self, name: str, indices) -> str:
         """A global tensor element's index tuple, as the atomic helpers take it."""
@@ -315,7 +334,7 @@ class ExprPrinter:
         """``e`` as C computes an 8- or 16-bit integer expression: its ``PROMOTED_OPS``
         in Int32 (operands widened first), so a product or sum does not wrap at the narrow
         width; any other value widened (an Int32 of it)."""
-        e = _repeated_sum(e) or e
+        e = _repeated_sum(e, self.lets()) or e
         if _promotes(e):
             if _int_abs(e):
                 return f"abs({self.promoted(e.args[0], 0)})"
@@ -389,7 +408,7 @@ class ExprPrinter:
         if isinstance(e, N.Const):
             return const(e), ATOM
         if isinstance(e, N.BinOp):
-            repeated = _repeated_sum(e)
+            repeated = _repeated_sum(e, self.lets())
             if repeated is not None:
                 return self._expr(repeated)
             if _bool_arith(e):  # C's int value, as a bool: nonzero

@@ -57,6 +57,7 @@ class KernelEmitter:
         self.exprs.block_barrier = self.barrier_of_threads
         self.exprs.atomic_coord = self.atomic_coord
         self.bounds = Bounds(self.out, self.exprs, self.buffers, self.ranges)
+        self.exprs.lets = lambda: self.bounds.known.written
         safe = dict(self.scope.safe_values)  # T.annotate_safe_value, views of the tensors too
         # (a view with a value of its own, a T.sblock scope's, keeps it: scope_safe_values)
         safe.update({v: safe[b] for v, b in view_bases(self.scope.body).items()
