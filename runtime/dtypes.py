@@ -30,7 +30,7 @@ class DTypeInfo:
 
     @property
     def pack(self) -> int:
-        """Elements per byte in memory: 2 for the 4-bit float4_e2m1fn (TileLang's
+        """Elements per byte in memory: 2 for the 4-bit float4_e2m1fn and int4 (TileLang's
         "subtype": element ``i`` of a row is the low nibble of byte ``i // 2`` when ``i`` is
         even, the high nibble when odd), 1 for every other dtype."""
         return 8 // self.bits if self.bits < 8 else 1
@@ -57,6 +57,12 @@ _ROWS = [
     # (Uint8), as CUDA's __nv_fp8_e8m0 (TileLang's fp8_e8_t) has no arithmetic
     DTypeInfo("float8_e8m0fnu", 8, DL_FLOAT8_E8M0FNU, "Uint8", "uint8_t", "float"),
     DTypeInfo("int8", 8, DL_INT, "Int8", "int8_t", "int"),
+    # 4-bit signed integers (-8 .. 7; TileLang's T.int4), two to a byte in memory as
+    # float4_e2m1fn is (DTypeInfo.pack; a tensor argument is any tensor of 8-bit elements
+    # whose last dim counts bytes: TileLang packs them into int8 tensors); in registers
+    # one 4-bit code a byte: loaded, stored, copied, selected, cast and multiplied (T.gemm
+    # on mma.sync), nothing else computed on them
+    DTypeInfo("int4", 4, DL_INT, "Int4", "uint8_t", "int"),
     DTypeInfo("int16", 16, DL_INT, "Int16", "int16_t", "int"),
     DTypeInfo("int32", 32, DL_INT, "Int32", "int32_t", "int"),
     DTypeInfo("int64", 64, DL_INT, "Int64", "int64_t", "int"),
@@ -84,7 +90,8 @@ ALIASES = {
 
 # torch's name of each dtype's tensors where it differs from tilecute's
 TORCH_NAMES = {"float8_e4m3": "float8_e4m3fn", "tfloat32": "float32",
-               "float4_e2m1fn": "float4_e2m1fn_x2"}  # (a pair of fp4 per torch element)
+               "float4_e2m1fn": "float4_e2m1fn_x2",  # (a pair of fp4 per torch element)
+               "int4": "int8"}  # (a pair of int4 per byte, as TileLang packs them)
 
 
 def element_dims(dtype: str, dims, strides: bool = False) -> tuple:

@@ -358,7 +358,7 @@ def test_tilelang_dtype_names_tilecute_lacks_are_refused_by_name():
     torch = pytest.importorskip("torch")
     assert T.int == T.int32 and T.long == "int64" and T.short == "int16" and T.ulong == "uint64"
     assert T.float8_e4m3fn.as_torch() is torch.float8_e4m3fn and T.bfloat16.bits == 16
-    assert "a TileLang dtype tilecute does not have" in repr(T.int4)
+    assert "a TileLang dtype tilecute does not have" in repr(T.int2)
     assert repr(T.float16x2).startswith("<T.float16x2:") and repr(T.float4_e2m1fn)
     with pytest.raises(AttributeError):
         T.int3  # noqa: B018  (not a TileLang dtype either)
@@ -367,17 +367,17 @@ def test_tilelang_dtype_names_tilecute_lacks_are_refused_by_name():
 
 
         @T.prim_func
-        def packed(A: T.Tensor((64, 64), T.int4), B: T.Tensor((64, 64), T.int32)):
+        def packed(A: T.Tensor((64, 64), T.int2), B: T.Tensor((64, 64), T.int32)):
             with T.Kernel(1, threads=128) as bx:
                 for i, j in T.Parallel(64, 64):
                     B[i, j] = 0
         """)
     with pytest.raises(T.FrontendError, match=r"<script>:5: .*parameter 'A': unknown dtype "
-                                              r"<T.int4: a TileLang dtype tilecute does not have>"):
+                                              r"<T.int2: a TileLang dtype tilecute does not have>"):
         T.from_script(text)
-    with pytest.raises(NotImplementedError, match="T.int4 is a TileLang dtype that tilecute does "
+    with pytest.raises(NotImplementedError, match="T.int2 is a TileLang dtype that tilecute does "
                                                   "not have"):
-        T.int4(3)
+        T.int2(3)
 
 
 def test_utils_device():

@@ -16,7 +16,7 @@ from typing import Callable
 from ..ir import nodes as N
 # FP4: codes two to a byte in memory; E8M0: its bytes in CuTe code (DTypeInfo.cute: Uint8),
 # cast by runtime.cute.e8m0 (the validator's names, which bound what is done with them)
-from ..ir.validate import E8M0, FP4
+from ..ir.validate import E8M0, FP4, INT4, PACKED
 from ..runtime.dtypes import DTYPES, e2m1_code, e8m0_code
 from ..transform.analysis import value_range
 from ..ir.visitor import decided
@@ -247,14 +247,14 @@ def cute_type(dtype: str) -> str:
 def memory_type(dtype: str) -> str:
     """The CuTe type of ``dtype`` elements in global or shared memory: bool is a byte
     there (as in DLPack and torch; CuTe keeps i1 to registers); float4_e2m1fn tensors are
-    their bytes, two elements to a byte (``runtime.cute.fp4``)."""
-    return "cutlass.Uint8" if dtype in ("bool", FP4) else cute_type(dtype)
+    their bytes, two elements to a byte (``runtime.cute.fp4``), and so are int4 ones."""
+    return "cutlass.Uint8" if dtype in ("bool",) + PACKED else cute_type(dtype)
 
 
 def register_type(dtype: str) -> str:
-    """The CuTe type of a ``dtype`` value in registers: an fp4 value is its code in a
-    Uint8 (CuTe DSL has no scalar sub-byte registers)."""
-    return "cutlass.Uint8" if dtype == FP4 else cute_type(dtype)
+    """The CuTe type of a ``dtype`` value in registers: an fp4 or int4 value is its code
+    in a Uint8 (CuTe DSL has no scalar sub-byte registers)."""
+    return "cutlass.Uint8" if dtype in PACKED else cute_type(dtype)
 
 
 def mma_type(dtype: str) -> str:
@@ -465,6 +465,8 @@ class ExprPrinter:
                 return held, ATOM
             if FP4 in (e.dtype, e.value.dtype) and e.dtype != e.value.dtype:
                 return self._fp4_cast(e), ATOM
+            if INT4 in (e.dtype, e.value.dtype) and e.dtype != e.value.dtype:
+                return self._int4_cast(e), ATOM
             if E8M0 in (e.dtype, e.value.dtype):
                 return self._e8m0_cast(e), ATOM
             if _bool_arith(e.value) and e.dtype != "bool":
@@ -527,6 +529,16 @@ class ExprPrinter:
             return value if e.dtype == "float32" else f"{cute_type(e.dtype)}({value})"
         x = e.value if e.value.dtype in ("float32", "float64") else N.Cast("float32", e.value)
         return f"tcfp4.encode({self.expr(x)})"
+
+    def _int4_cast(self, e: N.Cast) -> str:
+        """A cast from or to int4 (``runtime.cute.fp4``): from, the code's sign-extended
+        Int32 converted on; to, the value's Int32 (a float truncated toward zero, as C
+        converts it) kept to its low 4 bits."""
+        self.use("fp4")
+        if e.value.dtype == INT4:
+            value = f"tcfp4.decode_int4({self.expr(e.value)})"
+            return value if e.dtype == "int32" else f"{cute_type(e.dtype)}({value})"
+        return f"tcfp4.encode_int4({self.expr(N.Cast('int32', e.value))})"
 
     def _e8m0_cast(self, e: N.Cast) -> str:
         """A cast from or to float8_e8m0fnu (``runtime.cute.e8m0``, CUDA's conversions as

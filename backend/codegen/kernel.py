@@ -24,7 +24,7 @@ from ..transform.launch_abi import KernelPlan
 from ..transform.overlap_mma import TURN_BARRIER
 from ..ir.visitor import BODY_FIELDS, walk_nodes
 from .bounds import Bounds, load_key
-from .expr import E8M0, FP4, PREC, ExprPrinter, Py, chain, cute_type, memory_type, register_type
+from .expr import E8M0, PACKED, PREC, ExprPrinter, Py, chain, cute_type, memory_type, register_type
 from .memory import SharedMemory, flat_index, shared_index, vector_view
 from .mma import MmaEmitter, merge
 from .nests import NestEmitter
@@ -185,7 +185,7 @@ class KernelEmitter:
         if key in self.nests.vector:
             return f"{self.nests.vector[key]}[{self.nests.lane}]"
         memory = self.buffers[e.buffer].scope in ("global", "shared")
-        if e.dtype == FP4 and memory:  # the element's nibble of its byte
+        if e.dtype in PACKED and memory:  # the element's nibble of its byte
             self.out.use("fp4")
             tensor, coord, index = self.packed_element(e.buffer, e.indices)
             return f"tcfp4.nibble({tensor}[{coord}], {index})"
@@ -238,7 +238,7 @@ class KernelEmitter:
         shape = [self.exprs.expr(d) for d in buf.shape]
         wide = buf.name in self.plan.func.wide_tensors
         strides = [self.stride_text(buf, d) for d in row_major_strides(buf, wide)]
-        if buf.dtype == FP4:
+        if buf.dtype in PACKED:
             shape[-1] = f"({shape[-1]}) // 2" if not shape[-1].isdigit() else str(int(shape[-1]) // 2)
             strides[:-1] = [str(int(x) // 2) if x.isdigit() else f"({x}) // 2" for x in strides[:-1]]
         return (f"cute.make_tensor({ptr}, cute.make_layout(({', '.join(shape)},), "
@@ -312,7 +312,7 @@ class KernelEmitter:
             self.out.line(depth, f"{self.nests.vector[key]}[{self.nests.lane}] = {expr(s.value)}")
             return
         value = expr(s.value)
-        if self.buffers[s.buffer].dtype == FP4 and self.buffers[s.buffer].scope in ("global", "shared"):
+        if self.buffers[s.buffer].dtype in PACKED and self.buffers[s.buffer].scope in ("global", "shared"):
             self.out.use("fp4")  # one nibble of a byte another thread may be writing the other of
             tensor, coord, index = self.packed_element(s.buffer, s.indices)
             coord = f"({coord},)" if self.buffers[s.buffer].ndim == 1 or \

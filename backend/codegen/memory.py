@@ -48,9 +48,11 @@ def shared_index(exprs: ExprPrinter, buf: N.Buffer, layout: N.Layout | None, ind
     """The element offset of ``buf[indices]`` in a shared buffer of ``layout``."""
     if layout is not None and layout.kind == "tma_swizzled":
         # TMA's pattern on byte offsets: b ^ ((b >> 3) & mask); in elements of 2^l bytes
-        # that is e ^ ((e >> 3) & (mask >> l))
-        mask = TMA_SWIZZLE_MASK[layout.swizzle] >> (DTYPES[buf.dtype].bytes.bit_length() - 1)
-        width = layout.swizzle // DTYPES[buf.dtype].bytes
+        # that is e ^ ((e >> 3) & (mask >> l)) (l = -1, two elements a byte: mask << 1)
+        bits = DTYPES[buf.dtype].bits
+        mask = TMA_SWIZZLE_MASK[layout.swizzle] * 8 // bits if bits < 8 else \
+            TMA_SWIZZLE_MASK[layout.swizzle] >> (DTYPES[buf.dtype].bytes.bit_length() - 1)
+        width = layout.swizzle * 8 // bits
         cols = int(buf.shape[-1].value)
         if cols <= width or layout.flat:  # (one chunk a row, or no chunks: the flat index)
             e = flat_index(exprs, buf, indices)

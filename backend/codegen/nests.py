@@ -19,7 +19,7 @@ from ..runtime.dtypes import DTYPES
 from ..ir.visitor import substitute, walk_nodes, walk_stmts
 from ..transform.analysis import PURE_CALLS, accesses, let_values, mentions, parallel_nest, value_range
 from ..transform.layout_inference import packed_divisor
-from .expr import FP4, PREC, Py, chain, cute_type, register_type
+from .expr import PACKED, PREC, Py, chain, cute_type, register_type
 from .memory import flat_index, vector_view
 from .source import ident
 
@@ -609,7 +609,7 @@ class NestEmitter:
         for key, chunk in vec.items():
             name, indices = key
             dtype = self.k.buffers[name].dtype
-            if key in stored or dtype == FP4 or not self.reads_once(name, indices, written, True) \
+            if key in stored or dtype in PACKED or not self.reads_once(name, indices, written, True) \
                     or self.vector_bounds(inner, {key: chunk}, width):
                 continue
             tmp = out.fresh("vec")
@@ -697,7 +697,7 @@ class NestEmitter:
                 at = depth + 1
             for c in range(0, width, chunk):
                 view = self.view(name, indices, chunk, c)
-                if dtype == FP4:  # chunk // 2 bytes, one code per register
+                if dtype in PACKED:  # chunk // 2 bytes, one code per register
                     out.use("fp4")
                     out.line(at, f"tcfp4.unpack({view}, {tmp}, {c}, {chunk})")
                     continue
@@ -714,7 +714,7 @@ class NestEmitter:
             name, indices = key
             for c in range(0, width, chunk):
                 view = self.view(name, indices, chunk, c)
-                if self.k.buffers[name].dtype == FP4:  # whole bytes: no neighbour to keep
+                if self.k.buffers[name].dtype in PACKED:  # whole bytes: no neighbour to keep
                     out.use("fp4")
                     out.line(depth, f"tcfp4.pack({tmp}, {c}, {chunk}, {view})")
                     continue

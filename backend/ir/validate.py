@@ -18,6 +18,8 @@ from .visitor import BODY_FIELDS
 
 FP4 = "float4_e2m1fn"  # two to a byte in memory (DTypeInfo.pack)
 E8M0 = "float8_e8m0fnu"  # MX scales: a storage dtype, as CUDA's __nv_fp8_e8m0 has no arithmetic
+INT4 = "int4"  # two to a byte, as FP4; a T.gemm operand (mma.sync s4), else a storage dtype
+PACKED = (FP4, INT4)  # a 4-bit code a register, two to a byte in memory
 
 # the tile ops refused on FP4 / E8M0 operands (ir/validate's narrow_dtype_statement), with
 # what the message says, and each op's operands
@@ -27,14 +29,19 @@ _NARROW_REFUSALS = {
              E8M0: "T.gemm: no MMA takes float8_e8m0fnu operands (they are scales: multiply "
                    "by their float32 values)"},
     N.Reduce: {FP4: "T.reduce: reduce float4_e2m1fn values after casting them to float32",
-               E8M0: "T.reduce: cast float8_e8m0fnu values to float32, then reduce"},
+               E8M0: "T.reduce: cast float8_e8m0fnu values to float32, then reduce",
+               INT4: "T.reduce: reduce int4 values after casting them to int32"},
     N.Scan: {FP4: "T.scan: reduce float4_e2m1fn values after casting them to float32",
-             E8M0: "T.cumsum: cast float8_e8m0fnu values to float32, then scan"},
+             E8M0: "T.cumsum: cast float8_e8m0fnu values to float32, then scan",
+             INT4: "T.cumsum: cast int4 values to int32, then scan"},
     N.AtomicAdd: {FP4: "T.atomic_add: no atomic add on float4_e2m1fn",
-                  E8M0: "T.atomic_add: no atomic arithmetic on float8_e8m0fnu"},
+                  E8M0: "T.atomic_add: no atomic arithmetic on float8_e8m0fnu",
+                  INT4: "T.atomic_add: no atomic add on int4"},
     N.TmaCopy: {FP4: "a TMA copy (T.tma_copy): tilecute moves float4_e2m1fn by cp.async and "
-                     "thread copies (TMA's 4-bit types are sm_100's)"},
-    N.Im2Col: {FP4: "T.c2d_im2col", E8M0: "T.c2d_im2col"},
+                     "thread copies (TMA's 4-bit types are sm_100's)",
+                INT4: "a TMA copy (T.tma_copy): tilecute moves int4 by cp.async and thread "
+                      "copies"},
+    N.Im2Col: {FP4: "T.c2d_im2col", E8M0: "T.c2d_im2col", INT4: "T.c2d_im2col"},
 }
 _NARROW_OPERANDS = {
     N.Gemm: lambda s: (s.a, s.b, s.c), N.Reduce: lambda s: (s.src, s.dst),
@@ -46,7 +53,7 @@ _NARROW_OPERANDS = {
 def _operand_name(x):
     """The buffer a tile op's operand names (a name, a region, a load), else None."""
     return x if isinstance(x, str) else x.buffer if isinstance(x, (N.Region, N.Load)) else None
-CODED = (FP4, E8M0)  # loaded, stored, selected and cast, nothing computed on them
+CODED = (FP4, E8M0, INT4)  # loaded, stored, selected and cast, nothing computed on them
 
 # names the generated CuTe DSL source uses itself
 RESERVED = {"cute", "cutlass", "_", "placeholder_args"}
@@ -231,11 +238,11 @@ class _Validator:
                           f"holds {base_bits}")
         if s.view_of in self.reducers:
             self.fail(f"view '{b.name}': its base '{base.name}' is a reducer")
-        if FP4 in (b.dtype, base.dtype) and b.scope in ("fragment", "local") and \
-                b.dtype != base.dtype:
-            self.fail(f"view '{b.name}': a {b.scope} float4_e2m1fn buffer holds one value a "
-                      "register, so it has no bytes to view as another dtype (view shared or "
-                      "global float4_e2m1fn memory)")
+        packed = next((d for d in (b.dtype, base.dtype) if d in PACKED), None)
+        if packed and b.scope in ("fragment", "local") and b.dtype != base.dtype:
+            self.fail(f"view '{b.name}': a {b.scope} {packed} buffer holds one value a "
+                      f"register, so it has no bytes to view as another dtype (view shared or "
+                      f"global {packed} memory)")
         if b.scope == "fragment" and b.dtype != base.dtype:
             self.fail(f"view '{b.name}': a fragment view keeps its base's dtype ({base.dtype})")
         self.views[b.name] = base.name
@@ -270,21 +277,21 @@ class _Validator:
                       "(its elements are packed two a byte)")
 
     def packed_param(self, p: N.Buffer) -> None:
-        """A float4_e2m1fn tensor parameter is its bytes, two elements each along its last
+        """A float4_e2m1fn or int4 tensor parameter is its bytes, two elements each along its last
         dim (TileLang's binding: the tensor's last dim times 2, its other strides times 2,
         its last stride 1): a static last dim and static outer strides must be even, the
         last stride 1."""
         last = p.shape[-1]
         if isinstance(last, N.Const) and last.value % 2:
-            self.fail(f"parameter '{p.name}': a float4_e2m1fn tensor's last dim counts two "
+            self.fail(f"parameter '{p.name}': a {p.dtype} tensor's last dim counts two "
                       f"elements a byte, so it is even; got {last.value}")
         if p.strides is not None:
             if not (isinstance(p.strides[-1], N.Const) and p.strides[-1].value == 1):
-                self.fail(f"parameter '{p.name}': a float4_e2m1fn tensor's last stride is 1 "
+                self.fail(f"parameter '{p.name}': a {p.dtype} tensor's last stride is 1 "
                           "(its elements are packed two a byte along the last dim)")
             for d in p.strides[:-1]:
                 if isinstance(d, N.Const) and d.value % 2:
-                    self.fail(f"parameter '{p.name}': a float4_e2m1fn tensor's strides count "
+                    self.fail(f"parameter '{p.name}': a {p.dtype} tensor's strides count "
                               f"elements, two a byte, so they are even; got {d.value}")
 
     def run(self):
@@ -1133,9 +1140,10 @@ class _Validator:
                 self.fail(f"unknown operator {e.op!r}")
             coded = [d for d in (e.a.dtype, e.b.dtype) if d in CODED]
             if coded:
+                wide = "int32" if coded[0] == INT4 else "float32"
                 self.fail(f"{e.op} of {coded[0]} values: {coded[0]} values are loaded, "
-                          "stored, selected and cast; cast them to float32 (T.cast(x, "
-                          "'float32')) to compute with them")
+                          f"stored, selected and cast; cast them to {wide} (T.cast(x, "
+                          f"'{wide}')) to compute with them")
             self.expr(e.a, vars_, bufs)
             self.expr(e.b, vars_, bufs)
             if e.a.dtype != e.b.dtype:
@@ -1184,7 +1192,8 @@ class _Validator:
             coded = [d for d in [a.dtype for a in e.args] + [e.dtype] if d in CODED]
             if coded:
                 self.fail(f"{e.name} of a {coded[0]} value: {coded[0]} values are "
-                          "loaded, stored, selected and cast; cast to float32 first")
+                          "loaded, stored, selected and cast; cast to "
+                          f"{'int32' if coded[0] == INT4 else 'float32'} first")
             if e.name in N.SHUFFLES and not (N.is_int(e.args[2].dtype) and N.is_int(e.args[3].dtype)
                                              and N.is_int(e.args[1].dtype)):
                 self.fail(f"T.{e.name}: the lane, width and mask are integers")

@@ -112,7 +112,7 @@ class ScalarDecl:
 
 
 class UnsupportedDType:
-    """``T.<name>`` for a TileLang dtype tilecute does not have (``T.int4``,
+    """``T.<name>`` for a TileLang dtype tilecute does not have (``T.int2``,
     ``T.float4_e2m1fn``, ``T.float16x2`` ...): a parameter, buffer or cast of it is an
     error naming it (the parser prints its repr), and so is calling it."""
 
@@ -139,7 +139,7 @@ def tilelang_only_dtype(name: str) -> bool:
 
 
 _TILELANG_ONLY_DTYPES = frozenset("""
-    int1 int2 int4 uint1 uint2 uint4 float8_e3m4 float8_e4m3b11fnuz float8_e4m3fnuz
+    int1 int2 uint1 uint2 uint4 float8_e3m4 float8_e4m3b11fnuz float8_e4m3fnuz
     float8_e5m2fnuz float6_e2m3fn float6_e3m2fn
     float4_e2m1_unpacked
 """.split())

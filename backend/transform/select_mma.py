@@ -57,7 +57,7 @@ import math
 from ..ir import nodes as N
 from ..ir.printer import expr_str, gemm_operand
 from ..ir.visitor import BODY_FIELDS, StmtMutator, walk_nodes, walk_stmts
-from ..runtime.dtypes import DTYPES
+from ..runtime.dtypes import DTYPES, storage_bytes
 from .analysis import accesses, known_multiple, parallel_nest, whole
 from ..target import (MMA_ACCUMULATORS, MMA_INSTR_K, MMA_TYPES, TMA_SWIZZLES, WARP, WARPGROUP,
                       WGMMA_TYPES, arch_at_least, target)
@@ -356,37 +356,37 @@ class _Kernel:
                                                     first_thread=self.first))
                 continue
             rows, cols = (int(d.value) for d in buf.shape[-2:])
-            esize = DTYPES[buf.dtype].bytes
+            row_bytes = storage_bytes(buf.dtype, cols)  # (int4: two elements a byte)
             # the chunks must also tile every part of the buffer some T.gemm reads
-            bounds = self.part_bounds.get(buf.name, cols * esize)
-            swizzle = operand_swizzle(math.gcd(cols * esize, bounds))
+            bounds = self.part_bounds.get(buf.name, row_bytes)
+            swizzle = operand_swizzle(math.gcd(row_bytes, bounds))
             given = self.allocs[buf.name].layout  # the program's (T.annotate_layout, layout=)
             if family == "mma" and given is None:
                 # (a chunk width the warps' tile along a chunked MN dim can be cut from; else
                 # the rows unswizzled, as ldmatrix reads them)
                 mn_major = s.transpose_a if what == "A" else not s.transpose_b
                 swizzle = self.warp_swizzle(swizzle, buf, mn_major, what, warps, n)
-                if not swizzle and rows % 8 == 0 and (cols * esize) % 16 == 0 and \
-                        bounds % (cols * esize) == 0:
+                if not swizzle and rows % 8 == 0 and (row_bytes) % 16 == 0 and \
+                        bounds % (row_bytes) == 0:
                     self.check_rows(s, buf, what, s.a_part if buf is a else s.b_part)
                     self.set_layout(s, buf.name, N.Layout("row_major"))
                     continue
             if not swizzle or rows % 8:
                 self.fail(s, f"{what} ('{buf.name}') is {rows} x {cols} {buf.dtype}: its rows must "
                              "be a multiple of 32 bytes and its row count a multiple of 8"
-                             + ("" if swizzle or bounds % (cols * esize) == 0 else
+                             + ("" if swizzle or bounds % (row_bytes) == 0 else
                                 f"; and the column ranges T.gemm reads of it (at a multiple of "
                                 f"{bounds} bytes) must start and end on 32-byte chunks of the "
                                 "swizzled layout"))
             self.check_rows(s, buf, what, s.a_part if buf is a else s.b_part)
             if given is not None and given.kind == "tma_swizzled" and \
-                    math.gcd(cols * esize, bounds) % given.swizzle:
+                    math.gcd(row_bytes, bounds) % given.swizzle:
                 self.fail(s, f"{what} ('{buf.name}') has a {given.swizzle}-byte swizzle from the "
                              f"program, and a part of it T.gemm reads starts or ends within a "
                              f"{given.swizzle}-byte chunk (a multiple of {bounds} bytes into a "
                              f"row); annotate a {swizzle}-byte swizzle or leave it to tilecute")
             if given is not None and given.kind == "tma_swizzled" and \
-                    cols * esize % given.swizzle == 0:
+                    row_bytes % given.swizzle == 0:
                 swizzle = given.swizzle  # a narrower swizzle than the widest: as asked
             elif given is not None and given.kind != "tma_swizzled":
                 self.fail(s, f"{what} ('{buf.name}') has layout {given.kind} from the program "
@@ -585,8 +585,8 @@ class _Kernel:
         for g, _ in gemms:
             for name, part in ((g.a, g.a_part), (g.b, g.b_part)):
                 if part:
-                    (start, n), esize = part[1], DTYPES[self.buffers[name].dtype].bytes
-                    bound = math.gcd(known_multiple(start) * esize, n * esize)
+                    (start, n), bits = part[1], DTYPES[self.buffers[name].dtype].bits
+                    bound = math.gcd(known_multiple(start) * bits, n * bits) // 8  # (bytes)
                     self.part_bounds[name] = math.gcd(self.part_bounds.get(name, 0), bound)
         for g, region in gemms:
             # in a T.ws region the MMA is its warpgroups' (TileLang's thread range there)

@@ -17,6 +17,11 @@ Usage in generated code::
     tcfp4.store(A, (i, j >> 1), j, c)        # one element, atomically beside its neighbour
     tcfp4.unpack(bytes_view, regs, first, n) # n codes from n // 2 bytes
     tcfp4.pack(regs, first, n, bytes_view)   # n codes into n // 2 bytes
+
+The same bytes, nibbles and codes serve TileLang's ``int4`` (two's complement, -8 .. 7)::
+
+    v = tcfp4.decode_int4(code)              # Int32, sign-extended
+    c = tcfp4.encode_int4(v)                 # Uint8 code: the low 4 bits of the Int32 value
 """
 
 import cutlass
@@ -58,6 +63,17 @@ def encode(x):
     negative = cutlass.select_(nan, cutlass.Uint32(0), _sign_bit(v))
     code = cutlass.select_(nan, cutlass.Uint32(7), code) | (negative << 3)
     return cutlass.Uint8(code)
+
+
+def decode_int4(code):
+    """The Int32 value of the int4 ``code`` (its low 4 bits, two's complement)."""
+    return (cutlass.Int32(cutlass.Uint8(code)) << 28) >> 28
+
+
+def encode_int4(x):
+    """The int4 code (a ``Uint8``) of the Int32 ``x``: its low 4 bits (the value wraps at
+    4 bits, as a narrowing integer conversion does)."""
+    return cutlass.Uint8(cutlass.Int32(x) & 0xF)
 
 
 def _sign_bit(v):

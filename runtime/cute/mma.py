@@ -80,8 +80,8 @@ def operand(smem, dtype, rows: int, cols: int, swizzle: int, mn_major: bool, fam
     (:class:`Int8WarpMma`); the swizzle moves 16-byte units either way, so the bytes are
     where TMA or a copy put them.  ``family="simt"``: the scalar view, swizzled as the warp
     family's (the SIMT fallback reads a buffer a tensor-core T.gemm swizzled)."""
-    if family == "mma" and dtype.width == 8:  # int8 mma.sync: bytes in 16-bit pairs along K
-        dtype, cols = _PAIR, cols // 2
+    if family == "mma" and dtype.width in (4, 8):  # int8 / int4 mma.sync: 16-bit units along K
+        dtype, cols = _PAIR, cols * dtype.width // 16
     esize = dtype.width // 8
     outer = _outer(rows, cols, swizzle // esize, mn_major, chunk_rows)
     bits = _swizzle_bits(swizzle)
@@ -127,7 +127,7 @@ def tiled_mma(family: str, a_dtype, b_dtype, acc_dtype, a_mn_major: bool, b_mn_m
                                    warpgroup.OperandSource.SMEM, _major(a_mn_major),
                                    _major(b_mn_major))
         return cute.make_tiled_mma(cute.make_mma_atom(op), (warps[0], warps[1], 1))
-    if a_dtype.width == 8:  # m16n8k32 s8/u8: the f16 m16n8k16 partition over byte pairs
+    if a_dtype.width in (4, 8):  # m16n8k32 s8/u8, m16n8k64 s4: the f16 m16n8k16 partition
         tiled = tiled_mma(family, _PAIR, _PAIR, cutlass.Float32, a_mn_major, b_mn_major,
                           warps, n)
         return Int8WarpMma(tiled, a_dtype, b_dtype)
@@ -171,13 +171,18 @@ def _int8_kind(dtype) -> str:
         return "s8"
     if dtype is cutlass.Uint8:
         return "u8"
-    raise TypeError(f"mma.sync m16n8k32 takes s8 or u8 operands, not {dtype}")
+    if dtype is cutlass.Int4:
+        return "s4"
+    raise TypeError(f"mma.sync m16n8k32 takes s8 or u8 operands (m16n8k64: s4), not {dtype}")
 
 
 def mma_i8(kinds: tuple, d, a, b) -> None:
-    """``d += a @ b`` for one m16n8k32: ``d`` this thread's 4 int32 accumulator registers,
-    ``a`` its 4 and ``b`` its 2 32-bit operand registers (4 bytes each), in PTX order."""
-    code = (f"mma.sync.aligned.m16n8k32.row.col.s32.{kinds[0]}.{kinds[1]}.s32 "
+    """``d += a @ b`` for one m16n8k32 (s8 / u8; m16n8k64 for s4, whose fragments are the
+    same registers over nibbles: PTX ISA, "Matrix Fragments for mma.m16n8k64"): ``d``
+    this thread's 4 int32 accumulator registers, ``a`` its 4 and ``b`` its 2 32-bit
+    operand registers (4 bytes, or 8 nibbles, each), in PTX order."""
+    k = 64 if kinds[0] == "s4" else 32
+    code = (f"mma.sync.aligned.m16n8k{k}.row.col.s32.{kinds[0]}.{kinds[1]}.s32 "
             "{$0, $1, $2, $3}, {$4, $5, $6, $7}, {$8, $9}, {$0, $1, $2, $3};")
     i32 = cutlass.Int32.mlir_type
     args = [cutlass.Int32(x).ir_value() for x in

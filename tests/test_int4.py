@@ -1,0 +1,129 @@
+"""TileLang's ``T.int4``: two's-complement 4-bit integers, two a byte (element ``j`` of a
+row the low nibble of byte ``j // 2`` when ``j`` is even), bound from int8 / uint8
+tensors whose last dim counts bytes, as TileLang packs them.  Values are loaded, stored,
+copied, selected and cast (to int32 and on); ``T.gemm`` multiplies int4 x int4 into int32
+on warp ``mma.sync`` m16n8k64 (sm_80+; no wgmma takes int4, so sm_90a uses it too)."""
+
+import re
+
+import pytest
+
+import tilecute
+import tilecute.language as T
+
+
+def int4_gemm(M, N, K, block_M, block_N, block_K, threads=128, stages=3):
+    @T.prim_func
+    def gemm_s4(A: T.Tensor((M, K), T.int4), B: T.Tensor((N, K), T.int4),
+                C: T.Tensor((M, N), T.int32)):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
+            A_s = T.alloc_shared((block_M, block_K), T.int4)
+            B_s = T.alloc_shared((block_N, block_K), T.int4)
+            acc = T.alloc_fragment((block_M, block_N), T.int32)
+            T.clear(acc)
+            for ko in T.Pipelined(T.ceildiv(K, block_K), num_stages=stages):
+                T.copy(A[by * block_M, ko * block_K], A_s)
+                T.copy(B[bx * block_N, ko * block_K], B_s)
+                T.gemm(A_s, B_s, acc, transpose_B=True)
+            T.copy(acc, C[by * block_M, bx * block_N])
+    return gemm_s4
+
+
+def int4_elementwise(M=64, N=128):
+    @T.prim_func
+    def widen(A: T.Tensor((M, N), T.int4), W: T.Tensor((M, N), T.int32),
+              P: T.Tensor((M, N), T.int4)):
+        with T.Kernel(M, threads=64) as bx:
+            for j in T.Parallel(N):
+                W[bx, j] = T.cast(A[bx, j], "int32") * 3
+                P[bx, j] = T.cast(T.cast(A[bx, j], "int32") + 1, "int4")  # 7 + 1 wraps to -8
+    return widen
+
+
+@pytest.mark.parametrize("arch", ["sm_90a", "sm_80"])
+def test_int4_gemm_runs_on_mma_sync(arch):
+    kernel = tilecute.compile(int4_gemm(256, 256, 512, 128, 128, 64), target=arch)
+    src = kernel.get_kernel_source()
+    assert 'tcm.tiled_mma("mma", cutlass.Int4, cutlass.Int4, cutlass.Int32' in src
+    assert "tcm.gemm_warp(" in src and "gemm_simt" not in src
+    # int4 tiles move as bytes: 16-byte cp.async pieces, 32 elements each
+    assert "tcc.copy_async(" in src and "// 2, divby=16), cute.make_layout(16)" in src
+    kernel.ensure_cubin()
+
+
+def test_int4_shared_operand_swizzle_counts_nibbles():
+    """A 64-element int4 row is 32 bytes: TMA's 32-byte swizzle XORs byte bit 4 from bit 7,
+    element bit 5 from bit 8."""
+    src = tilecute.compile(int4_gemm(256, 256, 512, 128, 128, 64)).get_kernel_source()
+    assert "((i3 * 64 + i4) ^ (((i3 * 64 + i4) >> 3) & 32)) // 2" in src
+
+
+def test_int4_values_are_cast_to_compute():
+    kernel = tilecute.compile(int4_elementwise())
+    src = kernel.get_kernel_source()
+    # (two elements a thread: one byte unpacked into two codes, two packed back)
+    assert re.search(r"tcfp4\.decode_int4\(\w+\[\w+\]\) \* 3", src)
+    assert "tcfp4.encode_int4(" in src and "tcfp4.unpack(" in src and "tcfp4.pack(" in src
+    kernel.ensure_cubin()
+
+
+def test_int4_arithmetic_is_refused_by_name():
+    with pytest.raises(Exception, match=r"add of int4 values.*cast them to int32"):
+        @T.prim_func
+        def add_int4(A: T.Tensor((64,), T.int4), B: T.Tensor((64,), T.int4)):
+            with T.Kernel(1, threads=64) as bx:
+                for i in T.Parallel(64):
+                    B[i] = A[i] + A[i]
+        tilecute.compile(add_int4)
+
+
+def test_int4_gemm_k_must_be_a_multiple_of_64():
+    with pytest.raises(Exception, match=r"K = 32 is not a multiple of 64"):
+        tilecute.compile(int4_gemm(128, 128, 256, 64, 64, 32))
+
+
+def test_int4_reduce_is_refused_by_name():
+    with pytest.raises(Exception, match=r"reduce int4 values after casting them to int32"):
+        @T.prim_func
+        def rowsum(A: T.Tensor((64, 64), T.int4), S: T.Tensor((64,), T.int32)):
+            with T.Kernel(1, threads=64) as bx:
+                a = T.alloc_fragment((64, 64), T.int4)
+                s = T.alloc_fragment((64,), T.int4)
+                T.copy(A, a)
+                T.reduce_sum(a, s, dim=1)
+                for i in T.Parallel(64):
+                    S[i] = T.cast(s[i], "int32")
+        tilecute.compile(rowsum)
+
+
+def _pack(t):
+    """Two int4 values a byte, element 2k in the low nibble (TileLang's packing)."""
+    import torch
+    t16 = t.to(torch.int16)
+    return ((t16[..., ::2] & 0xF) | ((t16[..., 1::2] & 0xF) << 4)).to(torch.int8).contiguous()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", [(256, 256, 512, 128, 128, 64), (128, 192, 256, 64, 64, 128),
+                                   (512, 256, 1024, 128, 256, 64)])
+def test_int4_gemm_on_gpu(shape):
+    import torch
+    M, N, K = shape[:3]
+    a = torch.randint(-8, 8, (M, K), dtype=torch.int8, device="cuda")
+    b = torch.randint(-8, 8, (N, K), dtype=torch.int8, device="cuda")
+    c = torch.empty(M, N, dtype=torch.int32, device="cuda")
+    tilecute.compile(int4_gemm(*shape))(_pack(a), _pack(b), c)
+    want = a.cpu().to(torch.int32) @ b.cpu().to(torch.int32).T
+    assert torch.equal(c.cpu(), want)
+
+
+@pytest.mark.gpu
+def test_int4_elementwise_on_gpu():
+    import torch
+    a = torch.randint(-8, 8, (64, 128), dtype=torch.int8, device="cuda")
+    w = torch.empty(64, 128, dtype=torch.int32, device="cuda")
+    p = torch.zeros(64, 64, dtype=torch.int8, device="cuda")
+    tilecute.compile(int4_elementwise())(_pack(a), w, p)
+    assert torch.equal(w.cpu(), a.cpu().to(torch.int32) * 3)
+    wrapped = ((a.cpu().to(torch.int32) + 1 + 8) % 16 - 8).to(torch.int8)
+    assert torch.equal(p.cpu(), _pack(wrapped))
