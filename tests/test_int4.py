@@ -82,6 +82,22 @@ def test_int4_gemm_k_must_be_a_multiple_of_64():
         tilecute.compile(int4_gemm(128, 128, 256, 64, 64, 32))
 
 
+def test_int4_gemm_needs_k_major_operands():
+    @T.prim_func
+    def mn_major(A: T.Tensor((128, 128), T.int4), B: T.Tensor((128, 128), T.int4),
+                 C: T.Tensor((128, 128), T.int32)):
+        with T.Kernel(1, threads=128) as bx:
+            A_s = T.alloc_shared((128, 128), T.int4)
+            B_s = T.alloc_shared((128, 128), T.int4)
+            acc = T.alloc_fragment((128, 128), T.int32)
+            T.copy(A, A_s)
+            T.copy(B, B_s)
+            T.gemm(A_s, B_s, acc)  # B (K, N): MN-major
+            T.copy(acc, C)
+    with pytest.raises(Exception, match=r"T.gemm on int4 operands runs on mma.sync only.*K-major"):
+        tilecute.compile(mn_major)
+
+
 def test_int4_reduce_is_refused_by_name():
     with pytest.raises(Exception, match=r"reduce int4 values after casting them to int32"):
         @T.prim_func
@@ -105,7 +121,9 @@ def _pack(t):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("shape", [(256, 256, 512, 128, 128, 64), (128, 192, 256, 64, 64, 128),
-                                   (512, 256, 1024, 128, 256, 64)])
+                                   (512, 256, 1024, 128, 256, 64),
+                                   (256, 256, 1024, 128, 128, 256, 256),  # 128-byte swizzle
+                                   (128, 128, 256, 64, 64, 64, 32)])  # one warp
 def test_int4_gemm_on_gpu(shape):
     import torch
     M, N, K = shape[:3]

@@ -263,6 +263,8 @@ class _Kernel:
         family, why = self.family(a.dtype, c.dtype, not (a_mn or b_mn))
         if family == "simt":
             self.no_fallback(s, family, why, a.dtype, m, n)
+            if "int4" in (a.dtype, b.dtype):  # (no scalar 4-bit elements in CuTe DSL)
+                self.fail(s, f"T.gemm on int4 operands runs on mma.sync only, and here {why}")
             self.plan_simt(s, a, b, why)
             return "simt"
         if k % MMA_INSTR_K[a.dtype]:
