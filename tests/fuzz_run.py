@@ -175,7 +175,7 @@ def main(argv=None):
     ap.add_argument("--first", type=int, default=0)
     ap.add_argument("--count", type=int, default=300)
     ap.add_argument("--seeds", default="", help="comma-separated seeds (instead of --first/--count)")
-    ap.add_argument("--form", default=None, choices=F.FORMS + F.NEW_FORMS + ["new"],
+    ap.add_argument("--form", default=None, choices=F.FORMS + F.NEW_FORMS + F.EXTRA_FORMS + ["new"],
                     help="one form, or \"new\": the seed picks one of the forms of NEW_FORMS")
     ap.add_argument("--build-only", action="store_true", help="build the cubins only (no GPU)")
     ap.add_argument("--arch", default=os.environ.get("TILECUTE_ARCH", "sm_90a"))

@@ -2958,8 +2958,76 @@ def gen_attn_bwd(rng, seed):
     return _module(src_text, [7, 8], params), params, [7, 8], make_inputs, reference, (2e-2, 2e-2)
 
 
+# ---- int4 GEMMs (mma.sync m16n8k64) ------------------------------------------------------------
+def _pack_int4(t):
+    """Two int4 values a byte, element 2k in the low nibble (TileLang's packing)."""
+    t16 = t.to(torch.int16)
+    return ((t16[..., ::2] & 0xF) | ((t16[..., 1::2] & 0xF) << 4)).to(torch.int8).contiguous()
+
+
+def gen_int4_gemm(rng, seed):
+    """T.int4 x T.int4 -> int32 T.gemm (K-major, packed int8 tensors), ragged M / N / K
+    tails, pipelined or not, a policy, an epilogue on the accumulator.  Not among
+    NEW_FORMS (its seeds would move theirs): ``--form int4_gemm``."""
+    threads = rng.choice([32, 64, 128, 128, 256])
+    bm = rng.choice([16, 32, 64, 128])
+    bn = rng.choice([16, 32, 64, 128, 256])
+    bk = rng.choice([64, 64, 128, 256])
+    while bm * bn > 128 * 128:
+        bn //= 2
+    stages = rng.choice([0, 1, 2, 3])
+    policy = rng.choice(["Square", "FullRow", "FullCol", None])
+    M, N = _ragged(rng, bm, 2), _ragged(rng, bn, 2)
+    K = rng.choice([bk, 2 * bk, 3 * bk, 2 * bk - 64, bk + 64]) if bk > 64 else rng.choice([64, 128, 192, 320])
+    epi = rng.choice(["none", "none", "relu", "rowscale"])
+    kws = f", policy=T.GemmWarpPolicy.{policy}" if policy else ""
+    loop = f"T.Pipelined(T.ceildiv(K, bk), num_stages={stages})" if stages else "T.serial(T.ceildiv(K, bk))"
+    epilogue = {"none": "", "relu": """
+            for i, j in T.Parallel(bm, bn):
+                Cf[i, j] = T.max(Cf[i, j], 0)""", "rowscale": """
+            for i, j in T.Parallel(bm, bn):
+                Cf[i, j] = Cf[i, j] * (by * bm + i + 1) - (bx * bn + j)"""}[epi]
+    src_text = f'''
+    @T.prim_func
+    def main(A: T.Tensor((M, K), T.int4), B: T.Tensor((N, K), T.int4), C: T.Tensor((M, N), "int32")):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=threads) as (bx, by):
+            As = T.alloc_shared((bm, bk), T.int4)
+            Bs = T.alloc_shared((bn, bk), T.int4)
+            Cf = T.alloc_fragment((bm, bn), "int32")
+            T.clear(Cf)
+            for k in {loop}:
+                T.copy(A[by * bm, k * bk], As)
+                T.copy(B[bx * bn, k * bk], Bs)
+                T.gemm(As, Bs, Cf, transpose_B=True{kws}){epilogue}
+            T.copy(Cf, C[by * bm, bx * bn])
+
+    return main
+    '''
+    params = dict(M=M, N=N, K=K, bm=bm, bn=bn, bk=bk, threads=threads)
+
+    def values(g):
+        return (torch.randint(-8, 8, (M, K), generator=g, dtype=torch.int8),
+                torch.randint(-8, 8, (N, K), generator=g, dtype=torch.int8))
+
+    def make_inputs(device):
+        a, b = values(_gen(seed))
+        return [_pack_int4(a).to(device), _pack_int4(b).to(device)]
+
+    def reference(inputs):
+        a, b = values(_gen(seed))
+        c = a.to(torch.int64) @ b.to(torch.int64).T
+        if epi == "relu":
+            c = c.clamp(min=0)
+        if epi == "rowscale":
+            c = c * (torch.arange(M).view(M, 1) + 1) - torch.arange(N).view(1, N)
+        return {2: c.to(torch.int32)}
+
+    return _module(src_text, [2], params), params, [2], make_inputs, reference, (0.0, 0.0)
+
+
 NEW_FORMS = ["attn", "gemm_grid", "smem_gemm", "acc_lines", "pipe_order", "macro", "scalar", "dequant", "acc_chain",
              "gemm2", "conv", "sparse", "attn_bwd"]
+EXTRA_FORMS = ["int4_gemm"]  # (only by name: adding them to NEW_FORMS would move its seeds)
 
 
 _GENS = {"copy": gen_copy, "index": gen_index, "reduce": gen_reduce, "cumsum": gen_cumsum, "cast": gen_cast,
@@ -2968,12 +3036,13 @@ _GENS = {"copy": gen_copy, "index": gen_index, "reduce": gen_reduce, "cumsum": g
          "attn": gen_attn, "gemm_grid": gen_gemm_grid, "smem_gemm": gen_smem_gemm, "acc_lines": gen_acc_lines,
          "pipe_order": gen_pipe_order, "macro": gen_macro, "scalar": gen_scalar, "dequant": gen_dequant,
          "acc_chain": gen_acc_chain, "gemm2": gen_gemm2, "conv": gen_conv, "sparse": gen_sparse,
-         "attn_bwd": gen_attn_bwd}
+         "attn_bwd": gen_attn_bwd, "int4_gemm": gen_int4_gemm}
 
 
 def generate(seed, form=None):
     """The program of ``seed``: its form picked by the seed among FORMS unless ``form`` is
-    given -- one of FORMS or NEW_FORMS, or ``"new"``: picked by the seed among NEW_FORMS."""
+    given -- one of FORMS, NEW_FORMS or EXTRA_FORMS, or ``"new"``: picked by the seed
+    among NEW_FORMS."""
     rng = random.Random(seed * 7919 + 17)
     if form == "new":
         form = NEW_FORMS[seed % len(NEW_FORMS)]

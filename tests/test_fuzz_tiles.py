@@ -179,6 +179,27 @@ def test_gpu_new_form_matches_its_reference(seed):
     assert status in ("ok", "refused"), f"{prog.name} {prog.args}: {status} {detail}\n{prog.source}"
 
 
+# ---- the forms of EXTRA_FORMS (by name only) -------------------------------------------------
+# int4_gemm 0: a pipelined 64-row tile whose B copy is element by element (ragged N) into a
+# swizzled stage, which named the buffer instead of the stage (NameError in CuTe DSL)
+EXTRA_CASES = [(form, seed) for form in F.EXTRA_FORMS for seed in (0, 1, 2)]
+
+
+@pytest.mark.parametrize("form, seed", EXTRA_CASES)
+def test_extra_form_builds_or_is_refused_by_name(form, seed):
+    prog = F.generate(seed, form)
+    status, detail = F.build_program(prog)
+    assert status in ("ok", "refused"), f"{prog.name}: {detail}\n{prog.source}"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("form, seed", EXTRA_CASES)
+def test_gpu_extra_form_matches_its_reference(form, seed):
+    prog = F.generate(seed, form)
+    status, detail = F.run_program(prog, "cuda")
+    assert status in ("ok", "refused"), f"{prog.name} {prog.args}: {status} {detail}\n{prog.source}"
+
+
 # ---- the scalar form: per-thread code over constant-unrolled loops ------------------------------
 SCALAR_SEEDS = [0, 1, 2, 3]
 

@@ -219,14 +219,15 @@ class KernelEmitter:
         return self.exprs.global_coord(name, indices)
 
     def packed_element(self, name: str, indices) -> tuple[str, str, str]:
-        """A float4_e2m1fn element in global or shared memory: (its tensor of bytes, the
-        byte's coordinate there, the element's index, whose parity picks the nibble).  A
-        global tensor's bytes are its rows halved (the last index // 2); a shared
-        buffer's, its element offset under its layout // 2."""
+        """A float4_e2m1fn or int4 element in global or shared memory: (its tensor of
+        bytes, the byte's coordinate there, the element's index, whose parity picks the
+        nibble).  A global tensor's bytes are its rows halved (the last index // 2); a
+        shared buffer's, its element offset under its layout // 2 (of the stage a filling
+        nest writes, as :meth:`element`)."""
         buf = self.buffers[name]
         if buf.scope == "shared":
             e = shared_index(self.exprs, buf, self.layouts.get(name), indices)
-            return ident(name), f"({e}) >> 1", f"({e})" if " " in e else e
+            return ident(buf.name), f"({e}) >> 1", f"({e})" if " " in e else e
         last = self.exprs.operand(indices[-1], PREC["shr"] + 1)
         coord = [self.exprs.expr(i) for i in indices[:-1]] + [f"{last} >> 1"]
         return ident(name), ", ".join(coord), last
