@@ -40,6 +40,39 @@ def int4_elementwise(M=64, N=128):
     return widen
 
 
+def w4a16_gemm(M=256, N=256, K=512, bm=64, bn=64, bk=64, threads=128):
+    """int4 weights with a scale per output channel, dequantized in registers to float16
+    (a shared int4 tile copied into an int4 fragment, cast, staged) for a float16 T.gemm."""
+    @T.prim_func
+    def w4a16(A: T.Tensor((M, K), T.float16), W: T.Tensor((N, K), T.int4),
+              S: T.Tensor((N,), T.float16), C: T.Tensor((M, N), T.float16)):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=threads) as (bx, by):
+            A_s = T.alloc_shared((bm, bk), T.float16)
+            Wq_s = T.alloc_shared((bn, bk), T.int4)
+            Wq_f = T.alloc_fragment((bn, bk), T.int4)
+            W_f = T.alloc_fragment((bn, bk), T.float16)
+            W_s = T.alloc_shared((bn, bk), T.float16)
+            acc = T.alloc_fragment((bm, bn), T.float32)
+            T.clear(acc)
+            for k in T.Pipelined(K // bk, num_stages=2):
+                T.copy(A[by * bm, k * bk], A_s)
+                T.copy(W[bx * bn, k * bk], Wq_s)
+                T.copy(Wq_s, Wq_f)
+                for i, j in T.Parallel(bn, bk):
+                    W_f[i, j] = T.cast(Wq_f[i, j], "float16") * S[bx * bn + i]
+                T.copy(W_f, W_s)
+                T.gemm(A_s, W_s, acc, transpose_B=True)
+            T.copy(acc, C[by * bm, bx * bn])
+    return w4a16
+
+
+def test_w4a16_dequant_unpacks_bytes_in_registers():
+    kernel = tilecute.compile(w4a16_gemm())
+    src = kernel.get_kernel_source()
+    assert "tcfp4.unpack(" in src and "cutlass.Float16(tcfp4.decode_int4(" in src
+    kernel.ensure_cubin()
+
+
 @pytest.mark.parametrize("arch", ["sm_90a", "sm_80"])
 def test_int4_gemm_runs_on_mma_sync(arch):
     kernel = tilecute.compile(int4_gemm(256, 256, 512, 128, 128, 64), target=arch)
@@ -145,3 +178,17 @@ def test_int4_elementwise_on_gpu():
     assert torch.equal(w.cpu(), a.cpu().to(torch.int32) * 3)
     wrapped = ((a.cpu().to(torch.int32) + 1 + 8) % 16 - 8).to(torch.int8)
     assert torch.equal(p.cpu(), _pack(wrapped))
+
+
+@pytest.mark.gpu
+def test_w4a16_dequant_gemm_on_gpu():
+    import torch
+    g = torch.Generator().manual_seed(4)
+    a = (torch.randn(256, 512, generator=g) / 8).half()
+    w = torch.randint(-8, 8, (256, 512), generator=g, dtype=torch.int8)
+    s = (torch.rand(256, generator=g) / 4 + 0.01).half()
+    c = torch.empty(256, 256, dtype=torch.float16, device="cuda")
+    tilecute.compile(w4a16_gemm())(a.cuda(), _pack(w).cuda(), s.cuda(), c)
+    deq = (w.half() * s[:, None]).double()  # (the kernel's float16 products)
+    want = a.double() @ deq.T
+    torch.testing.assert_close(c.cpu().double(), want, atol=2e-2, rtol=1e-2)
