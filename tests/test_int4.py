@@ -100,6 +100,27 @@ def test_int4_values_are_cast_to_compute():
     kernel.ensure_cubin()
 
 
+def int4_constants(M=64, N=64):
+    @T.prim_func
+    def consts(A: T.Tensor((M, N), T.int4), B: T.Tensor((M, N), T.int4)):
+        with T.Kernel(1, threads=64) as bx:
+            f = T.alloc_fragment((M, N), T.int4)
+            T.fill(f, -3)
+            for i, j in T.Parallel(M, N):
+                if T.cast(A[i, j], "int32") > 0:
+                    B[i, j] = f[i, j]
+                else:
+                    B[i, j] = T.if_then_else(j % 2 == 0, 5, A[i, j])
+    return consts
+
+
+def test_int4_constants_are_their_codes():
+    kernel = tilecute.compile(int4_constants())
+    src = kernel.get_kernel_source()
+    assert "cutlass.Uint8(13)" in src and "cutlass.Uint8(5)" in src  # (-3: 0b1101)
+    kernel.ensure_cubin()
+
+
 def test_int4_arithmetic_is_refused_by_name():
     with pytest.raises(Exception, match=r"add of int4 values.*cast them to int32"):
         @T.prim_func
@@ -192,3 +213,14 @@ def test_w4a16_dequant_gemm_on_gpu():
     deq = (w.half() * s[:, None]).double()  # (the kernel's float16 products)
     want = a.double() @ deq.T
     torch.testing.assert_close(c.cpu().double(), want, atol=2e-2, rtol=1e-2)
+
+
+@pytest.mark.gpu
+def test_int4_constants_on_gpu():
+    import torch
+    a = torch.randint(-8, 8, (64, 64), dtype=torch.int8)
+    b = torch.zeros(64, 32, dtype=torch.int8, device="cuda")
+    tilecute.compile(int4_constants())(_pack(a).cuda(), b)
+    even = (torch.arange(64) % 2 == 0).view(1, 64)
+    want = torch.where(a > 0, torch.full_like(a, -3), torch.where(even, torch.full_like(a, 5), a))
+    assert torch.equal(b.cpu(), _pack(want))

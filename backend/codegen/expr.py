@@ -267,6 +267,8 @@ def const(e: N.Const) -> str:
         return f"cutlass.Uint8({e2m1_code(float(e.value))})"
     if e.dtype == E8M0:  # likewise
         return f"cutlass.Uint8({e8m0_code(float(e.value))})"
+    if e.dtype == INT4:  # its code: the value's low 4 bits
+        return f"cutlass.Uint8({int(e.value) & 0xF})"
     if e.dtype == "bool":
         return "True" if e.value else "False"
     if e.dtype == "int32":
