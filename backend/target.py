@@ -40,15 +40,16 @@ WGMMA_TYPES = ("float16", "bfloat16", "float8_e4m3", "float8_e5m2", "int8", "uin
 # warp mma.sync (sm_80+): float32 multiplies as tf32; int8 / uint8 (m16n8k32, K-major
 # operands) by inline PTX, as CuTe DSL has no warp-level int8 atom; int4 (m16n8k64, K-major,
 # no wgmma takes it) alike
-MMA_TYPES = ("float16", "bfloat16", "float32", "tfloat32", "int8", "uint8", "int4")
+MMA_TYPES = ("float16", "bfloat16", "float32", "tfloat32", "int8", "uint8", "int4", "uint4")
 MMA_INSTR_K = {"float16": 16, "bfloat16": 16, "float32": 8, "tfloat32": 8, "float8_e4m3": 32,
-               "float8_e5m2": 32, "int8": 32, "uint8": 32, "int4": 64}
+               "float8_e5m2": 32, "int8": 32, "uint8": 32, "int4": 64,
+               "uint4": 64}
 # the accumulator dtypes each operand dtype's tensor-core MMAs take (float16 accumulators:
 # wgmma and mma.sync for float16, wgmma for float8; int32 for int8: both)
 MMA_ACCUMULATORS = {"float16": ("float32", "float16"), "bfloat16": ("float32",),
                     "float32": ("float32",), "tfloat32": ("float32",), "float8_e4m3": ("float32", "float16"),
                     "float8_e5m2": ("float32", "float16"), "int8": ("int32",), "uint8": ("int32",),
-                    "int4": ("int32",)}
+                    "int4": ("int32",), "uint4": ("int32",)}
 
 PRODUCER_REGS = 24  # registers per thread a TMA producer warpgroup keeps (TileLang, FA3: 24)
 

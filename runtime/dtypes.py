@@ -63,6 +63,9 @@ _ROWS = [
     # one 4-bit code a byte: loaded, stored, copied, selected, cast and multiplied (T.gemm
     # on mma.sync), nothing else computed on them
     DTypeInfo("int4", 4, DL_INT, "Int4", "uint8_t", "int"),
+    # 4-bit unsigned integers (0 .. 15; T.uint4), as int4 is (CuTe DSL has no Uint4 class:
+    # generated code names runtime.cute.mma's Uint4 where an MMA operand type is printed)
+    DTypeInfo("uint4", 4, DL_UINT, "Uint4", "uint8_t", "uint"),
     DTypeInfo("int16", 16, DL_INT, "Int16", "int16_t", "int"),
     DTypeInfo("int32", 32, DL_INT, "Int32", "int32_t", "int"),
     DTypeInfo("int64", 64, DL_INT, "Int64", "int64_t", "int"),
@@ -91,7 +94,7 @@ ALIASES = {
 # torch's name of each dtype's tensors where it differs from tilecute's
 TORCH_NAMES = {"float8_e4m3": "float8_e4m3fn", "tfloat32": "float32",
                "float4_e2m1fn": "float4_e2m1fn_x2",  # (a pair of fp4 per torch element)
-               "int4": "int8"}  # (a pair of int4 per byte, as TileLang packs them)
+               "int4": "int8", "uint4": "uint8"}  # (a pair of 4-bit ints per byte, as TileLang packs them)
 
 
 def element_dims(dtype: str, dims, strides: bool = False) -> tuple:

@@ -12,13 +12,14 @@ import tilecute
 import tilecute.language as T
 
 
-def int4_gemm(M, N, K, block_M, block_N, block_K, threads=128, stages=3):
+def int4_gemm(M, N, K, block_M, block_N, block_K, threads=128, stages=3, a_dtype=T.int4,
+              b_dtype=T.int4):
     @T.prim_func
-    def gemm_s4(A: T.Tensor((M, K), T.int4), B: T.Tensor((N, K), T.int4),
+    def gemm_s4(A: T.Tensor((M, K), a_dtype), B: T.Tensor((N, K), b_dtype),
                 C: T.Tensor((M, N), T.int32)):
         with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
-            A_s = T.alloc_shared((block_M, block_K), T.int4)
-            B_s = T.alloc_shared((block_N, block_K), T.int4)
+            A_s = T.alloc_shared((block_M, block_K), a_dtype)
+            B_s = T.alloc_shared((block_N, block_K), b_dtype)
             acc = T.alloc_fragment((block_M, block_N), T.int32)
             T.clear(acc)
             for ko in T.Pipelined(T.ceildiv(K, block_K), num_stages=stages):
@@ -82,6 +83,27 @@ def test_int4_gemm_runs_on_mma_sync(arch):
     # int4 tiles move as bytes: 16-byte cp.async pieces, 32 elements each
     assert "tcc.copy_async(" in src and "// 2, divby=16), cute.make_layout(16)" in src
     kernel.ensure_cubin()
+
+
+@pytest.mark.parametrize("a_dtype, b_dtype, kinds", [(T.uint4, T.uint4, "u4.u4"),
+                                                     (T.int4, T.uint4, "s4.u4"),
+                                                     (T.int4, T.int4, "s4.s4")])
+def test_uint4_gemm_names_its_operand_kinds(a_dtype, b_dtype, kinds, tmp_path, monkeypatch):
+    """The PTX multiplies on mma.sync m16n8k64 of the operands' signedness."""
+    import cutlass.cute as cute
+
+    from tilecute.runtime.cubingen import import_source
+
+    func = int4_gemm(128, 128, 256, 64, 64, 64, a_dtype=a_dtype, b_dtype=b_dtype)
+    src = tilecute.compile(func).get_kernel_source()
+    assert ("tcm.Uint4" in src) == ("u4" in kinds) and "cutlass.Uint4" not in src
+    path = tmp_path / "kernel_cute.py"
+    path.write_text(src)
+    module = import_source(str(path), f"tilecute_uint4_{tmp_path.name}")
+    monkeypatch.setenv("CUTE_DSL_ARCH", "sm_90a")
+    ptx = cute.compile(getattr(module, func.name), *module.placeholder_args(),
+                       options=f"--keep-ptx --gpu-arch sm_90a --dump-dir {tmp_path}").__ptx__
+    assert f"mma.sync.aligned.m16n8k64.row.col.s32.{kinds}.s32" in ptx
 
 
 def test_int4_shared_operand_swizzle_counts_nibbles():
@@ -224,3 +246,37 @@ def test_int4_constants_on_gpu():
     even = (torch.arange(64) % 2 == 0).view(1, 64)
     want = torch.where(a > 0, torch.full_like(a, -3), torch.where(even, torch.full_like(a, 5), a))
     assert torch.equal(b.cpu(), _pack(want))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("a_dtype, b_dtype", [(T.uint4, T.uint4), (T.int4, T.uint4), (T.uint4, T.int4)])
+def test_uint4_gemm_on_gpu(a_dtype, b_dtype):
+    import torch
+
+    def values(dtype, shape):
+        return torch.randint(0, 16, shape, dtype=torch.int16) if dtype == T.uint4 else \
+            torch.randint(-8, 8, shape, dtype=torch.int16)
+    a, b = values(a_dtype, (128, 256)), values(b_dtype, (192, 256))
+    c = torch.empty(128, 192, dtype=torch.int32, device="cuda")
+    kernel = tilecute.compile(int4_gemm(128, 192, 256, 64, 64, 64, a_dtype=a_dtype, b_dtype=b_dtype))
+    kernel(_pack(a).cuda(), _pack(b).cuda(), c)
+    assert torch.equal(c.cpu(), a.to(torch.int32) @ b.to(torch.int32).T)
+
+
+@pytest.mark.gpu
+def test_uint4_casts_on_gpu():
+    import torch
+
+    @T.prim_func
+    def widen(A: T.Tensor((64, 64), T.uint4), W: T.Tensor((64, 64), T.int32),
+              P: T.Tensor((64, 64), T.uint4)):
+        with T.Kernel(64, threads=32) as bx:
+            for j in T.Parallel(64):
+                W[bx, j] = T.cast(A[bx, j], "int32") - 8
+                P[bx, j] = T.cast(T.cast(A[bx, j], "int32") + 1, "uint4")  # 15 + 1 wraps to 0
+    a = torch.randint(0, 16, (64, 64), dtype=torch.int16)
+    w = torch.empty(64, 64, dtype=torch.int32, device="cuda")
+    p = torch.zeros(64, 32, dtype=torch.int8, device="cuda")
+    tilecute.compile(widen)(_pack(a).cuda(), w, p)
+    assert torch.equal(w.cpu(), a.to(torch.int32) - 8)
+    assert torch.equal(p.cpu(), _pack((a + 1) % 16))

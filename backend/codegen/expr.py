@@ -16,7 +16,7 @@ from typing import Callable
 from ..ir import nodes as N
 # FP4: codes two to a byte in memory; E8M0: its bytes in CuTe code (DTypeInfo.cute: Uint8),
 # cast by runtime.cute.e8m0 (the validator's names, which bound what is done with them)
-from ..ir.validate import E8M0, FP4, INT4, PACKED
+from ..ir.validate import E8M0, FP4, INTS4, PACKED, UINT4
 from ..runtime.dtypes import DTYPES, e2m1_code, e8m0_code
 from ..transform.analysis import value_range
 from ..ir.visitor import decided
@@ -258,7 +258,10 @@ def register_type(dtype: str) -> str:
 
 
 def mma_type(dtype: str) -> str:
-    """The CuTe type of a T.gemm operand: float32 and tfloat32 operands multiply as tf32."""
+    """The CuTe type of a T.gemm operand: float32 and tfloat32 operands multiply as tf32;
+    uint4 is runtime.cute.mma's ``Uint4`` (CuTe DSL has none)."""
+    if dtype == UINT4:
+        return "tcm.Uint4"
     return "cutlass.TFloat32" if dtype in ("float32", "tfloat32") else cute_type(dtype)
 
 
@@ -267,7 +270,7 @@ def const(e: N.Const) -> str:
         return f"cutlass.Uint8({e2m1_code(float(e.value))})"
     if e.dtype == E8M0:  # likewise
         return f"cutlass.Uint8({e8m0_code(float(e.value))})"
-    if e.dtype == INT4:  # its code: the value's low 4 bits
+    if e.dtype in INTS4:  # its code: the value's low 4 bits
         return f"cutlass.Uint8({int(e.value) & 0xF})"
     if e.dtype == "bool":
         return "True" if e.value else "False"
@@ -467,7 +470,7 @@ class ExprPrinter:
                 return held, ATOM
             if FP4 in (e.dtype, e.value.dtype) and e.dtype != e.value.dtype:
                 return self._fp4_cast(e), ATOM
-            if INT4 in (e.dtype, e.value.dtype) and e.dtype != e.value.dtype:
+            if {e.dtype, e.value.dtype} & set(INTS4) and e.dtype != e.value.dtype:
                 return self._int4_cast(e), ATOM
             if E8M0 in (e.dtype, e.value.dtype):
                 return self._e8m0_cast(e), ATOM
@@ -533,12 +536,15 @@ class ExprPrinter:
         return f"tcfp4.encode({self.expr(x)})"
 
     def _int4_cast(self, e: N.Cast) -> str:
-        """A cast from or to int4 (``runtime.cute.fp4``): from, the code's sign-extended
-        Int32 converted on; to, the value's Int32 (a float truncated toward zero, as C
-        converts it) kept to its low 4 bits."""
+        """A cast from or to int4 / uint4 (``runtime.cute.fp4``): from, the code sign- (or
+        zero-) extended to an Int32 converted on; to, the value's Int32 (a float truncated
+        toward zero, as C converts it) kept to its low 4 bits.  (Between int4 and uint4:
+        the same code.)"""
         self.use("fp4")
-        if e.value.dtype == INT4:
-            value = f"tcfp4.decode_int4({self.expr(e.value)})"
+        if e.value.dtype in INTS4 and e.dtype in INTS4:
+            return self.expr(e.value)
+        if e.value.dtype in INTS4:
+            value = f"tcfp4.decode_{e.value.dtype}({self.expr(e.value)})"
             return value if e.dtype == "int32" else f"{cute_type(e.dtype)}({value})"
         return f"tcfp4.encode_int4({self.expr(N.Cast('int32', e.value))})"
 

@@ -19,7 +19,9 @@ from .visitor import BODY_FIELDS
 FP4 = "float4_e2m1fn"  # two to a byte in memory (DTypeInfo.pack)
 E8M0 = "float8_e8m0fnu"  # MX scales: a storage dtype, as CUDA's __nv_fp8_e8m0 has no arithmetic
 INT4 = "int4"  # two to a byte, as FP4; a T.gemm operand (mma.sync s4), else a storage dtype
-PACKED = (FP4, INT4)  # a 4-bit code a register, two to a byte in memory
+UINT4 = "uint4"  # likewise (mma.sync u4)
+INTS4 = (INT4, UINT4)
+PACKED = (FP4, INT4, UINT4)  # a 4-bit code a register, two to a byte in memory
 
 # the tile ops refused on FP4 / E8M0 operands (ir/validate's narrow_dtype_statement), with
 # what the message says, and each op's operands
@@ -30,18 +32,24 @@ _NARROW_REFUSALS = {
                    "by their float32 values)"},
     N.Reduce: {FP4: "T.reduce: reduce float4_e2m1fn values after casting them to float32",
                E8M0: "T.reduce: cast float8_e8m0fnu values to float32, then reduce",
-               INT4: "T.reduce: reduce int4 values after casting them to int32"},
+               INT4: "T.reduce: reduce int4 values after casting them to int32",
+               UINT4: "T.reduce: reduce uint4 values after casting them to int32"},
     N.Scan: {FP4: "T.scan: reduce float4_e2m1fn values after casting them to float32",
              E8M0: "T.cumsum: cast float8_e8m0fnu values to float32, then scan",
-             INT4: "T.cumsum: cast int4 values to int32, then scan"},
+             INT4: "T.cumsum: cast int4 values to int32, then scan",
+             UINT4: "T.cumsum: cast uint4 values to int32, then scan"},
     N.AtomicAdd: {FP4: "T.atomic_add: no atomic add on float4_e2m1fn",
                   E8M0: "T.atomic_add: no atomic arithmetic on float8_e8m0fnu",
-                  INT4: "T.atomic_add: no atomic add on int4"},
+                  INT4: "T.atomic_add: no atomic add on int4",
+                  UINT4: "T.atomic_add: no atomic add on uint4"},
     N.TmaCopy: {FP4: "a TMA copy (T.tma_copy): tilecute moves float4_e2m1fn by cp.async and "
                      "thread copies (TMA's 4-bit types are sm_100's)",
                 INT4: "a TMA copy (T.tma_copy): tilecute moves int4 by cp.async and thread "
-                      "copies"},
-    N.Im2Col: {FP4: "T.c2d_im2col", E8M0: "T.c2d_im2col", INT4: "T.c2d_im2col"},
+                      "copies",
+                UINT4: "a TMA copy (T.tma_copy): tilecute moves uint4 by cp.async and thread "
+                       "copies"},
+    N.Im2Col: {FP4: "T.c2d_im2col", E8M0: "T.c2d_im2col", INT4: "T.c2d_im2col",
+               UINT4: "T.c2d_im2col"},
 }
 _NARROW_OPERANDS = {
     N.Gemm: lambda s: (s.a, s.b, s.c), N.Reduce: lambda s: (s.src, s.dst),
@@ -53,7 +61,7 @@ _NARROW_OPERANDS = {
 def _operand_name(x):
     """The buffer a tile op's operand names (a name, a region, a load), else None."""
     return x if isinstance(x, str) else x.buffer if isinstance(x, (N.Region, N.Load)) else None
-CODED = (FP4, E8M0, INT4)  # loaded, stored, selected and cast, nothing computed on them
+CODED = (FP4, E8M0, INT4, UINT4)  # loaded, stored, selected and cast, nothing computed on them
 
 # names the generated CuTe DSL source uses itself
 RESERVED = {"cute", "cutlass", "_", "placeholder_args"}
@@ -1140,7 +1148,7 @@ class _Validator:
                 self.fail(f"unknown operator {e.op!r}")
             coded = [d for d in (e.a.dtype, e.b.dtype) if d in CODED]
             if coded:
-                wide = "int32" if coded[0] == INT4 else "float32"
+                wide = "int32" if coded[0] in INTS4 else "float32"
                 self.fail(f"{e.op} of {coded[0]} values: {coded[0]} values are loaded, "
                           f"stored, selected and cast; cast them to {wide} (T.cast(x, "
                           f"'{wide}')) to compute with them")
@@ -1193,7 +1201,7 @@ class _Validator:
             if coded:
                 self.fail(f"{e.name} of a {coded[0]} value: {coded[0]} values are "
                           "loaded, stored, selected and cast; cast to "
-                          f"{'int32' if coded[0] == INT4 else 'float32'} first")
+                          f"{'int32' if coded[0] in INTS4 else 'float32'} first")
             if e.name in N.SHUFFLES and not (N.is_int(e.args[2].dtype) and N.is_int(e.args[3].dtype)
                                              and N.is_int(e.args[1].dtype)):
                 self.fail(f"T.{e.name}: the lane, width and mask are integers")

@@ -139,7 +139,7 @@ def tilelang_only_dtype(name: str) -> bool:
 
 
 _TILELANG_ONLY_DTYPES = frozenset("""
-    int1 int2 uint1 uint2 uint4 float8_e3m4 float8_e4m3b11fnuz float8_e4m3fnuz
+    int1 int2 uint1 uint2 float8_e3m4 float8_e4m3b11fnuz float8_e4m3fnuz
     float8_e5m2fnuz float6_e2m3fn float6_e3m2fn
     float4_e2m1_unpacked
 """.split())

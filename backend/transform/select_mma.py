@@ -65,7 +65,8 @@ from ..target import (MMA_ACCUMULATORS, MMA_INSTR_K, MMA_TYPES, TMA_SWIZZLES, WA
 # operand dtypes that may differ between A and B (the MMAs take either of each pair)
 # A fragments an MMA reads from registers (wgmma's RS form; mma.sync for 16-bit types)
 RS_TYPES = ("float16", "bfloat16")
-MIXED = (("float8_e4m3", "float8_e5m2"), ("int8", "uint8"), ("float32", "tfloat32"))
+MIXED = (("float8_e4m3", "float8_e5m2"), ("int8", "uint8"), ("int4", "uint4"),
+         ("float32", "tfloat32"))
 TF32 = ("float32", "tfloat32")  # operands the tensor cores multiply as tf32
 
 
@@ -263,8 +264,8 @@ class _Kernel:
         family, why = self.family(a.dtype, c.dtype, not (a_mn or b_mn))
         if family == "simt":
             self.no_fallback(s, family, why, a.dtype, m, n)
-            if "int4" in (a.dtype, b.dtype):  # (no scalar 4-bit elements in CuTe DSL)
-                self.fail(s, f"T.gemm on int4 operands runs on mma.sync only, and here {why}")
+            if {a.dtype, b.dtype} & {"int4", "uint4"}:  # (no scalar 4-bit elements in CuTe DSL)
+                self.fail(s, f"T.gemm on {a.dtype} operands runs on mma.sync only, and here {why}")
             self.plan_simt(s, a, b, why)
             return "simt"
         if k % MMA_INSTR_K[a.dtype]:

@@ -18,10 +18,12 @@ Usage in generated code::
     tcfp4.unpack(bytes_view, regs, first, n) # n codes from n // 2 bytes
     tcfp4.pack(regs, first, n, bytes_view)   # n codes into n // 2 bytes
 
-The same bytes, nibbles and codes serve TileLang's ``int4`` (two's complement, -8 .. 7)::
+The same bytes, nibbles and codes serve TileLang's ``int4`` (two's complement, -8 .. 7)
+and ``uint4`` (0 .. 15)::
 
-    v = tcfp4.decode_int4(code)              # Int32, sign-extended
+    v = tcfp4.decode_int4(code)              # Int32, sign-extended (decode_uint4: zero-)
     c = tcfp4.encode_int4(v)                 # Uint8 code: the low 4 bits of the Int32 value
+                                             # (int4 and uint4 alike)
 """
 
 import cutlass
@@ -68,6 +70,11 @@ def encode(x):
 def decode_int4(code):
     """The Int32 value of the int4 ``code`` (its low 4 bits, two's complement)."""
     return (cutlass.Int32(cutlass.Uint8(code)) << 28) >> 28
+
+
+def decode_uint4(code):
+    """The Int32 value of the uint4 ``code`` (its low 4 bits, 0 .. 15)."""
+    return cutlass.Int32(cutlass.Uint8(code)) & 0xF
 
 
 def encode_int4(x):

@@ -166,6 +166,12 @@ class Int8WarpMma:
         self.kinds = (_int8_kind(a_dtype), _int8_kind(b_dtype))
 
 
+class Uint4:
+    """T.uint4 operands of mma.sync (CuTe DSL has no Uint4 numeric class; the operands
+    are read as 16-bit units, so only the width counts)."""
+    width = 4
+
+
 def _int8_kind(dtype) -> str:
     if dtype is cutlass.Int8:
         return "s8"
@@ -173,6 +179,8 @@ def _int8_kind(dtype) -> str:
         return "u8"
     if dtype is cutlass.Int4:
         return "s4"
+    if dtype is Uint4:
+        return "u4"
     raise TypeError(f"mma.sync m16n8k32 takes s8 or u8 operands (m16n8k64: s4), not {dtype}")
 
 
@@ -181,7 +189,7 @@ def mma_i8(kinds: tuple, d, a, b) -> None:
     same registers over nibbles: PTX ISA, "Matrix Fragments for mma.m16n8k64"): ``d``
     this thread's 4 int32 accumulator registers, ``a`` its 4 and ``b`` its 2 32-bit
     operand registers (4 bytes, or 8 nibbles, each), in PTX order."""
-    k = 64 if kinds[0] == "s4" else 32
+    k = 64 if kinds[0] in ("s4", "u4") else 32
     code = (f"mma.sync.aligned.m16n8k{k}.row.col.s32.{kinds[0]}.{kinds[1]}.s32 "
             "{$0, $1, $2, $3}, {$4, $5, $6, $7}, {$8, $9}, {$0, $1, $2, $3};")
     i32 = cutlass.Int32.mlir_type
