@@ -2966,7 +2966,7 @@ def _pack_int4(t):
 
 
 def gen_int4_gemm(rng, seed):
-    """T.int4 x T.int4 -> int32 T.gemm (K-major, packed int8 tensors), ragged M / N / K
+    """T.int4 / T.uint4 -> int32 T.gemm (K-major, packed byte tensors), ragged M / N / K
     tails, pipelined or not, a policy, an epilogue on the accumulator.  Not among
     NEW_FORMS (its seeds would move theirs): ``--form int4_gemm``."""
     threads = rng.choice([32, 64, 128, 128, 256])
@@ -2980,6 +2980,7 @@ def gen_int4_gemm(rng, seed):
     M, N = _ragged(rng, bm, 2), _ragged(rng, bn, 2)
     K = rng.choice([bk, 2 * bk, 3 * bk, 2 * bk - 64, bk + 64]) if bk > 64 else rng.choice([64, 128, 192, 320])
     epi = rng.choice(["none", "none", "relu", "rowscale"])
+    ad, bd = rng.choice(["int4", "int4", "uint4"]), rng.choice(["int4", "int4", "uint4"])
     kws = f", policy=T.GemmWarpPolicy.{policy}" if policy else ""
     loop = f"T.Pipelined(T.ceildiv(K, bk), num_stages={stages})" if stages else "T.serial(T.ceildiv(K, bk))"
     epilogue = {"none": "", "relu": """
@@ -2989,10 +2990,10 @@ def gen_int4_gemm(rng, seed):
                 Cf[i, j] = Cf[i, j] * (by * bm + i + 1) - (bx * bn + j)"""}[epi]
     src_text = f'''
     @T.prim_func
-    def main(A: T.Tensor((M, K), T.int4), B: T.Tensor((N, K), T.int4), C: T.Tensor((M, N), "int32")):
+    def main(A: T.Tensor((M, K), ad), B: T.Tensor((N, K), bd), C: T.Tensor((M, N), "int32")):
         with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=threads) as (bx, by):
-            As = T.alloc_shared((bm, bk), T.int4)
-            Bs = T.alloc_shared((bn, bk), T.int4)
+            As = T.alloc_shared((bm, bk), ad)
+            Bs = T.alloc_shared((bn, bk), bd)
             Cf = T.alloc_fragment((bm, bn), "int32")
             T.clear(Cf)
             for k in {loop}:
@@ -3003,11 +3004,12 @@ def gen_int4_gemm(rng, seed):
 
     return main
     '''
-    params = dict(M=M, N=N, K=K, bm=bm, bn=bn, bk=bk, threads=threads)
+    params = dict(M=M, N=N, K=K, bm=bm, bn=bn, bk=bk, threads=threads, ad=ad, bd=bd)
 
     def values(g):
-        return (torch.randint(-8, 8, (M, K), generator=g, dtype=torch.int8),
-                torch.randint(-8, 8, (N, K), generator=g, dtype=torch.int8))
+        lo = {"int4": -8, "uint4": 0}
+        return (torch.randint(lo[ad], lo[ad] + 16, (M, K), generator=g, dtype=torch.int16),
+                torch.randint(lo[bd], lo[bd] + 16, (N, K), generator=g, dtype=torch.int16))
 
     def make_inputs(device):
         a, b = values(_gen(seed))
