@@ -439,3 +439,113 @@ def shared_reshape_group_absmax(M=256, N=1024, block_M=32, block_N=128, group=4,
                 Neg[by * block_M + i, bx] = cnt
 
     return main
+
+
+# ---- GEMM: B stored (K, N), its columns split over two warpgroups ------------------------------------
+@tilelang.jit(out_idx=[2])
+def gemm_nn_split_n_warpgroups(M=256, N=384, K=512, block_M=64, block_N=96, block_K=32,
+                               threads=256):
+    """C = A @ B with B stored (K, N) (N-major for the MMA): a 64-row tile on two
+    warpgroups puts them side by side along N, 48 columns each; with block_M=192 and
+    block_N=48 each would take 24 columns."""
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"),
+             C: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
+            A_s = T.alloc_shared((block_M, block_K), "float16")
+            B_s = T.alloc_shared((block_K, block_N), "float16")
+            acc = T.alloc_fragment((block_M, block_N), "float32")
+            T.clear(acc)
+            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=2):
+                T.copy(A[by * block_M, k * block_K], A_s)
+                T.copy(B[k * block_K, bx * block_N], B_s)
+                T.gemm(A_s, B_s, acc)
+            T.copy(acc, C[by * block_M, bx * block_N])
+
+    return main
+
+
+# ---- KV cache quantization: keys to e4m3, values to e5m2 -------------------------------------------------
+@tilelang.jit(out_idx=[2, 3, 4, 5])
+def kv_quant_e4m3_e5m2(Ntok=512, D=128, block_T=32, threads=128):
+    """Per token: keys scaled by 448 / amax into float8_e4m3, values by 57344 / amax into
+    float8_e5m2 (amax from ``T.reduce_absmax`` of a register tile), through a float8
+    register tile (a fragment-to-fragment T.copy that converts); the scales returned."""
+
+    @T.prim_func
+    def quant(Kx: T.Tensor((Ntok, D), "bfloat16"), Vx: T.Tensor((Ntok, D), "bfloat16"),
+              Kq: T.Tensor((Ntok, D), "float8_e4m3"), Vq: T.Tensor((Ntok, D), "float8_e5m2"),
+              Ks: T.Tensor((Ntok,), "float32"), Vs: T.Tensor((Ntok,), "float32")):
+        with T.Kernel(Ntok // block_T, threads=threads) as bx:
+            k = T.alloc_fragment((block_T, D), "float32")
+            v = T.alloc_fragment((block_T, D), "float32")
+            k8 = T.alloc_fragment((block_T, D), "float8_e4m3")
+            v8 = T.alloc_fragment((block_T, D), "float8_e5m2")
+            ka = T.alloc_fragment((block_T,), "float32")
+            va = T.alloc_fragment((block_T,), "float32")
+            T.copy(Kx[bx * block_T, 0], k)
+            T.copy(Vx[bx * block_T, 0], v)
+            T.reduce_absmax(k, ka, dim=1)
+            T.reduce_absmax(v, va, dim=1)
+            for t, d in T.Parallel(block_T, D):
+                k[t, d] = k[t, d] * (448.0 / T.max(ka[t], 1e-6))
+                v[t, d] = v[t, d] * (57344.0 / T.max(va[t], 1e-6))
+            T.copy(k, k8)
+            T.copy(v, v8)
+            T.copy(k8, Kq[bx * block_T, 0])
+            T.copy(v8, Vq[bx * block_T, 0])
+            for t in T.Parallel(block_T):
+                Ks[bx * block_T + t] = T.max(ka[t], 1e-6) / 448.0
+                Vs[bx * block_T + t] = T.max(va[t], 1e-6) / 57344.0
+
+    return quant
+
+
+# ---- a shared tile with a layout given as a function -------------------------------------------------------
+@tilelang.jit(out_idx=[1])
+def transpose_custom_layout(M=512, N=256, block=64, threads=128):
+    """Y = X^T through a (64, 64) shared tile whose layout is a Python function, the XOR of
+    the column with the row's low bits (T.Layout), written by T.copy and read transposed."""
+
+    @T.prim_func
+    def main(X: T.Tensor((M, N), "float32"), Y: T.Tensor((N, M), "float32")):
+        with T.Kernel(N // block, M // block, threads=threads) as (bx, by):
+            s = T.alloc_shared((block, block), "float32")
+            T.annotate_layout({s: T.Layout((block, block), lambda i, j: [i, j ^ (i % 32)])})
+            T.copy(X[by * block, bx * block], s)
+            for j, i in T.Parallel(block, block):
+                Y[bx * block + j, by * block + i] = s[i, j]
+
+    return main
+
+
+# ---- warp shuffles: half-warp segments ---------------------------------------------------------------------
+@tilelang.jit(out_idx=[1, 2])
+def halfwarp_scan_broadcast(R=256, threads=128):
+    """Each half-warp (16 lanes) holds 16 values of a row segment: an inclusive prefix sum by
+    ``T.shfl_up`` (width 16), the segment total broadcast from its last lane by
+    ``T.tvm_warp_shuffle`` (width 16) and the segment maximum by ``T.shfl_xor``."""
+
+    @T.prim_func
+    def main(X: T.Tensor((R, 16), "float32"), Scan: T.Tensor((R, 16), "float32"),
+             Stat: T.Tensor((R, 2), "float32")):
+        with T.Kernel(R * 16 // threads, threads=threads) as bx:
+            tx = T.get_thread_binding()
+            seg = bx * (threads // 16) + tx // 16
+            lane = tx % 16
+            x = T.alloc_var("float32", init=X[seg, lane])
+            m = T.alloc_var("float32", init=x)
+            for o in T.unroll(4):
+                y = T.shfl_up(x, 1 << o, 16)
+                if lane >= (1 << o):
+                    x += y
+            for o in T.unroll(4):
+                m = T.max(m, T.shfl_xor(m, 8 >> o, 16))
+            total = T.tvm_warp_shuffle(T.uint32(0xFFFFFFFF), x, 15, 16, 32)
+            Scan[seg, lane] = x
+            if lane == 0:
+                Stat[seg, 0] = total
+                Stat[seg, 1] = m
+
+    return main

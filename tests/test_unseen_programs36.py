@@ -1,0 +1,451 @@
+"""A thirty-sixth set of programs in TileLang's idioms (tests/unseen_programs36.py): a 192x96
+three-warpgroup TT GEMM, k-means assignment, RWKV-6, Hamming nearest neighbours, grid_sample,
+survival cumsums, a 3-D convolution, segment boxes by atomics, a hand warp-specialized
+softmax with two consumer warpgroups, nested macros over stepped loops, a while / break CDF
+search, a reshaped shared tile, an NN GEMM split along N over warpgroups, fp8 KV
+quantization, a custom-layout transpose and half-warp shuffles.
+
+CPU: each builds to an sm_90a and (but the fp8 one) an sm_80 cubin, and what decides its
+result is read in the generated source.  Two fixes came from these programs: a T.gemm whose
+B is stored (K, N) and whose warpgroups sit side by side along N in parts that a 64- or
+128-byte swizzle chunk does not tile (a 64 x 96 tile on two warpgroups: 48 columns each)
+failed in CuTe DSL ("failed to partition ... with tiled_mma"); the operand now takes the
+widest swizzle whose chunks tile each warpgroup's part (32 bytes there), and where none does
+(24 columns) the T.gemm runs on mma.sync.  A tile op after other statements in a T.Parallel
+body (``T.atomic_add(dst[s, 0:4], v[0:4])``) is refused naming the op and TileLang's
+elementwise-only rule, not as a "T.Parallel loop inside a T.Parallel body".
+GPU: each matches a torch reference (``pytest -q -m gpu tests/test_unseen_programs36.py``)."""
+
+import pytest
+import torch
+
+import tilecute
+import tilecute.language as T
+from tilecute.codegen.source import CodegenError
+import unseen_programs36 as P
+
+NAMES = ["gemm_192x96_three_warpgroups", "kmeans_assign", "rwkv6_recurrent", "hamming_nearest",
+         "grid_sample_bilinear", "survival_and_colmax", "conv3d_ndhwc_implicit_gemm",
+         "segment_boxes_atomic", "ws_softmax_two_consumers", "macro_nested_stepped",
+         "cdf_search_while_break", "shared_reshape_group_absmax", "gemm_nn_split_n_warpgroups",
+         "kv_quant_e4m3_e5m2", "transpose_custom_layout", "halfwarp_scan_broadcast"]
+NO_SM80 = {"kv_quant_e4m3_e5m2"}  # float8 conversions need sm_89+
+
+
+@pytest.fixture(autouse=True)
+def _arch(monkeypatch):
+    monkeypatch.setenv("TILECUTE_ARCH", "sm_90a")
+    monkeypatch.setenv("CUTE_DSL_ARCH", "sm_90a")
+
+
+def _body(name, **kw):
+    """The @cute.kernel functions' text (not the launch wrapper)."""
+    src = getattr(P, name)(**kw).get_kernel_source()
+    return src.split("\n@cute.kernel\n", 1)[1].split("\n@cute.jit", 1)[0]
+
+
+def test_every_program_is_listed():
+    assert sorted(NAMES) == sorted(n for n in dir(P) if hasattr(getattr(P, n), "get_tir"))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_program_builds_a_cubin(name):
+    assert getattr(P, name)().ensure_cubin()
+
+
+@pytest.mark.parametrize("name", sorted(set(NAMES) - NO_SM80))
+def test_program_builds_an_sm80_cubin(name, tmp_path):
+    assert tilecute.build_cubin(getattr(P, name).get_tir(), "sm_80", out_dir=str(tmp_path)).kernel_names
+
+
+def test_fp8_quant_is_refused_on_sm80(tmp_path):
+    with pytest.raises(Exception, match="float8 values convert only on sm_89"):
+        tilecute.build_cubin(P.kv_quant_e4m3_e5m2.get_tir(), "sm_80", out_dir=str(tmp_path))
+
+
+def test_three_warpgroups_tt_gemm():
+    src = _body("gemm_192x96_three_warpgroups")
+    # three consumer warpgroups along M (FullRow), both operands transposed, a TMA producer
+    assert 'tcm.tiled_mma("wgmma", cutlass.Float16, cutlass.Float16, cutlass.Float32, True, False, (3, 1), 96)' in src
+    assert "TMA load of 3 64x64 boxes of A" in src and "if tc_tx >= 384:" in src
+    # three stages of A and B, the GEMM one batch behind (stage=[0, 0, 2])
+    assert "# A_s: 3 stages" in src and "wait=1)" in src
+    assert "cutlass.BFloat16(acc[tc_r3 + tc_lane5])" in src
+
+
+def test_kmeans_argmin_from_the_accumulator():
+    src = _body("kmeans_assign")
+    assert 'tcrow.reduce_rows(acc, best, "min", clear=True)' in src
+    assert "cutlass.select_(acc[tc_r4 + tc_lane5] == best[tcrow.row_of(cand, tc_r4)], (j_1_ + tc_lane5), 256)" in src
+    assert 'tcrow.reduce_rows(cand, arg, "min", clear=True)' in src
+    # the ragged last tile's rows are not stored
+    assert "if bx * 64 + i_2_ < NP:" in src
+
+
+def test_rwkv6_reduces_dim0_of_the_state_product():
+    src = _body("rwkv6_recurrent")
+    assert "w_s[i] = cute.math.exp(cute.math.exp(W[h, t, i]) * cutlass.Float32(-1.0))" in src
+    assert "S[tc_k8 * 4 + tc_lane11] = S[tc_k8 * 4 + tc_lane11] * w_s[i_1_] + kv" in src
+    # the dim-0 sum: the tile moved through shared memory with its columns as rows
+    assert "tmp_moved2[" in src and 'tcr.warp_allreduce(tc_acc26, "sum", 16)' in src
+    # the state is read before it is updated in the same iteration
+    body = src[src.index("kv = k_s[i_1_]"):]
+    assert body.index("u_s[i_1_] * kv + S[") < body.index("S[tc_k8 * 4 + tc_lane11] = ")
+
+
+def test_hamming_popcount_clz_and_bool_mask():
+    src = _body("hamming_nearest")
+    assert "cute.arch.popc(cutlass.Uint32(q_s[i * 8 + w]) ^ cutlass.Uint32(d_s[" in src
+    assert "cutlass.select_((Valid[c * 128 + (j + tc_lane10)] != 0), acc[0], 1073741824)" in src
+    assert "cute.arch.clz(cutlass.Uint32(Q[q, 0]) ^ tc_ld38)" in src
+
+
+def test_grid_sample_guards_each_tap():
+    src = _body("grid_sample_bilinear")
+    assert "bx, oy, n = cute.arch.block_idx()" in src
+    assert "x0 = cutlass.Int32(cute.math.floor(fx))" in src
+    # a tap outside the image is never read
+    assert "if cutlass.and_(x0 + 1 >= 0, x0 + 1 < 48, y0 + 1 >= 0, y0 + 1 < 32" in src
+    assert src.count("cutlass.Float16(0)") == 4
+
+
+def test_survival_reverse_cumsum_and_column_max():
+    src = _body("survival_and_colmax")
+    assert "p32[tc_k3] = cutlass.Float32(p16[tc_k3])" in src
+    assert "mx[0] = cute.arch.fmax(mx[0], p32[k2])" in src
+    assert "T.cumsum(p32_scan_5, p32_scan_5, dim=0, reverse=True)" in src
+    assert "tc_pos12 = 63 - (tc_lane8 * 2 + tc_c10)" in src
+
+
+def test_conv3d_gathers_with_zero_padding():
+    src = _body("conv3d_ndhwc_implicit_gemm")
+    # the voxel's depth plus the tap's, less the padding; a tap outside the volume is not read
+    assert "zd = m // 256 - m // 256 // 8 * 8 + tap // 9 - 1" in src
+    assert "inside = cutlass.and_(zd >= 0, zd < 8, zh >= 0, zh < 16, zw >= 0, zw < 16)" in src
+    assert "tc_ld5 = X[m // 2048, zd, zh, zw, kk - kk // 32 * 32]" in src
+    assert "cutlass.select_(inside, tc_ld5, cutlass.Float16(0.0))" in src
+    # the output stored through the (voxels, F) view of Y
+    assert "Yf = cute.make_tensor(Y_ptr, cute.make_layout((4096, 64,), stride=(64, 1,)))  # T.view of Y" in src
+    assert "tcm.gemm(" in src
+
+
+def test_segment_boxes_float_min_max_and_x4_add():
+    src = _body("segment_boxes_atomic")
+    assert "tca.atomic_min(Lo, (s, c_1_), v[c_1_])" in src
+    assert "tca.atomic_max(Hi, (s, c_1_), v[c_1_])" in src
+    assert all(f"tca.atomic_add(Sums, (s, {c}), v[{c}])" in src for c in range(4))
+
+
+def test_region_atomic_inside_parallel_is_refused_by_name():
+    @T.prim_func
+    def f(A: T.Tensor((256, 4), "float32"), B: T.Tensor((256, 4), "float32")):
+        with T.Kernel(1, threads=128) as _:
+            for p in T.Parallel(256):
+                v = T.alloc_local((4,), "float32")
+                for c in T.vectorized(4):
+                    v[c] = A[p, c] * 2.0
+                T.atomic_add(B[p, 0:4], v[0:4])
+
+    with pytest.raises(CodegenError, match=r"T\.atomic_add\(B\[p:p \+ 1, 0:4\], v\[0:4\]\) inside a "
+                                           r"T\.Parallel loop: only elementwise operations"):
+        tilecute.compile(f, target="sm_90a")
+
+
+def test_ws_two_consumer_groups_phases():
+    src = _body("ws_softmax_two_consumers")
+    assert "tct.init_barriers(full, 2, 128)" in src and "tct.init_barriers(empty, 2, 256)" in src
+    assert "if tc_tid >= 256:  # T.ws(2): threads 256..383" in src
+    assert "tct.wait(empty + slot, it // 2 & 1 ^ 1)" in src
+    assert "if tc_tid < 256:  # T.ws(0, 1): threads 0..255" in src
+    assert "tct.wait(full + slot_1_, it_1_ // 2 & 1)" in src
+    # the consumers' row reductions span their 256 threads only
+    assert 'tcr.block_allreduce(tc_red12, "max", mx_scratch, 8, 4, 256, 3)' in src
+    # the slot is released only after it is read
+    assert src.index("tct.arrive(empty + slot_1_)") > src.index("ring.iterator + cute.assume(slot_1_ * 8192")
+
+
+def test_nested_macros_and_stepped_loop():
+    src = _body("macro_nested_stepped")
+    assert "for j_iter in cutlass.range(0, (Cn + 2 - 1) // 2):" in src
+    assert "j = 0 + j_iter * 2" in src
+    assert "Y[row, j] = Y[row, j] + a * X[row, j]" in src
+    assert "if j + 1 < Cn:\n                    Y[row, j + 1] = Y[row, j + 1] + b * X[row, j + 1]" in src
+
+
+def test_cdf_search_break():
+    src = _body("cdf_search_while_break")
+    assert "while k[0] < 1000 and broke[0] == 0:" in src
+    assert "pick[0] = k[0]\n                broke[0] = 1" in src
+    assert "if broke[0] == 0:\n                k[0] = k[0] + 1" in src
+
+
+def test_reshape_and_view_alias_the_tile():
+    src = _body("shared_reshape_group_absmax")
+    assert "grp = cute.make_tensor(cute.recast_ptr(tc_smem + 0, dtype=cutlass.Float16)" in src
+    assert "bits = cute.make_tensor(cute.recast_ptr(tc_smem + 0, dtype=cutlass.Uint16)" in src
+    assert "cute.math.absf(grp[g * 4 + 3])" in src
+    assert "cutlass.Uint16(bits[i * 128 + j]) >> cutlass.Uint16(15)" in src
+
+
+def test_nn_gemm_split_along_n_takes_a_chunk_each_part_holds():
+    # 64 x 96 on two warpgroups: 48 columns of B each; 64-byte chunks would be cut in halves
+    src = _body("gemm_nn_split_n_warpgroups")
+    assert 'tcm.tiled_mma("wgmma", cutlass.Float16, cutlass.Float16, cutlass.Float32, False, True, (1, 2), 96)' in src
+    assert "cutlass.Float16, 32, 96, 32, True, \"wgmma\")" in src
+    # one warpgroup (no split): the widest chunk of a 96-column row, 64 bytes
+    src = _body("gemm_nn_split_n_warpgroups", threads=128)
+    assert "cutlass.Float16, 32, 96, 64, True, \"wgmma\")" in src
+    # 24 columns a warpgroup (48 bytes): no chunk tiles them, mma.sync takes the T.gemm
+    src = _body("gemm_nn_split_n_warpgroups", block_M=192, block_N=48, M=384, N=384)
+    assert 'tcm.tiled_mma("mma", cutlass.Float16' in src
+
+
+def test_split_part_without_chunks_on_wgmma_only_is_refused():
+    from tilecute.transform.select_mma import GemmError
+
+    @T.prim_func
+    def f(A: T.Tensor((64, 32), "float16"), B: T.Tensor((32, 48), "float16"),
+          C: T.Tensor((64, 48), "float32")):
+        with T.Kernel(1, threads=256) as _:
+            A_s = T.alloc_shared((64, 32), "float16")
+            B_s = T.alloc_shared((32, 48), "float16")
+            acc = T.alloc_fragment((64, 48), "float32")
+            T.copy(A, A_s)
+            T.copy(B, B_s)
+            T.wgmma_gemm(A_s, B_s, acc, clear_accum=True)
+            T.copy(acc, C)
+
+    # (T.gemm would run it on mma.sync; T.wgmma_gemm does not fall back)
+    with pytest.raises(GemmError, match=r"T\.wgmma_gemm runs on wgmma only: its 2 warpgroups along "
+                                        r"N \(policy Square\) take 24 columns each of B, stored "
+                                        r"\(K, N\): 48 bytes"):
+        tilecute.compile(f, target="sm_90a")
+
+
+def test_fp8_quant_converts_register_tiles():
+    src = _body("kv_quant_e4m3_e5m2")
+    assert "k8 = cute.make_rmem_tensor((32,), cutlass.Float8E4M3FN)" in src
+    assert "v8[tc_k33 * 16 + tc_lane35] = cutlass.Float8E5M2(v[tc_k33 * 16 + tc_lane35])" in src
+    assert "cute.math.absf(k[tc_c15 * 16])" in src
+    assert "(cutlass.Float32(57344.0) / cute.arch.fmax(tc_red22[tc_k27], cutlass.Float32(1e-06)))" in src
+
+
+def test_custom_layout_function_places_both_sides():
+    src = _body("transpose_custom_layout")
+    assert "s[i_1_ * 64 + ((i_2_ + tc_lane4) ^ i_1_ % 32)] = tc_vec3[tc_lane4]" in src
+    assert "tc_vec7[tc_lane8] = s[(i + tc_lane8) * 64 + (j ^ (i + tc_lane8) % 32)]" in src
+
+
+def test_halfwarp_shuffles_keep_width_16():
+    src = _body("halfwarp_scan_broadcast")
+    # (32 - width) << 8 in the clamp: 16-lane segments; up: no upper clamp, bfly/idx: 31
+    assert "cute.arch.shuffle_sync_up(x[0], offset=1 << o, mask_and_clamp=4096)" in src
+    assert "cute.arch.shuffle_sync_bfly(m[0], offset=8 >> o_1_, mask_and_clamp=4127)" in src
+    assert "total = cute.arch.shuffle_sync(x[0], offset=15, mask_and_clamp=4127)" in src
+
+
+# ---- GPU ------------------------------------------------------------------------------------
+@pytest.mark.gpu
+def test_gemm_192x96_gpu():
+    torch.manual_seed(0)
+    a = torch.randn(512, 576, device="cuda").half()   # (K, M)
+    b = torch.randn(288, 512, device="cuda").half()   # (N, K)
+    c = P.gemm_192x96_three_warpgroups()(a, b)
+    torch.testing.assert_close(c.float(), (a.float().T @ b.float().T), atol=0.5, rtol=2e-2)
+
+
+@pytest.mark.gpu
+def test_kmeans_assign_gpu():
+    torch.manual_seed(0)
+    x = torch.randn(1000, 64, device="cuda").half()
+    cen = torch.randn(256, 64, device="cuda").half()
+    csq = (cen.float() ** 2).sum(1)
+    label, dist = P.kmeans_assign()(x, cen, csq)
+    d = (x.float()[:, None, :] - cen.float()[None]).pow(2).sum(-1)
+    ref_d, ref_l = d.min(1)
+    torch.testing.assert_close(dist, ref_d, atol=5e-2, rtol=1e-3)
+    # the chosen centroid is (within rounding) as near as the best one
+    picked = d.gather(1, label.long()[:, None])[:, 0]
+    torch.testing.assert_close(picked, ref_d, atol=5e-2, rtol=1e-3)
+
+
+@pytest.mark.gpu
+def test_rwkv6_gpu():
+    torch.manual_seed(0)
+    BH, L, K, V = 8, 64, 64, 64
+    r = torch.randn(BH, L, K, device="cuda").bfloat16()
+    k = (torch.randn(BH, L, K, device="cuda") * 0.3).bfloat16()
+    v = torch.randn(BH, L, V, device="cuda").bfloat16()
+    w = torch.randn(BH, L, K, device="cuda") * 0.5 - 1
+    u = torch.randn(BH, K, device="cuda") * 0.5
+    o = P.rwkv6_recurrent()(r, k, v, w, u)
+    S = torch.zeros(BH, K, V, device="cuda")
+    ref = torch.empty(BH, L, V, device="cuda")
+    for t in range(L):
+        kv = k[:, t].float()[:, :, None] * v[:, t].float()[:, None, :]
+        ref[:, t] = (r[:, t].float()[:, :, None] * (u[:, :, None] * kv + S)).sum(1)
+        S = S * torch.exp(-torch.exp(w[:, t]))[:, :, None] + kv
+    torch.testing.assert_close(o.float(), ref, atol=5e-2, rtol=2e-2)
+
+
+@pytest.mark.gpu
+def test_hamming_gpu():
+    torch.manual_seed(0)
+    q = torch.randint(0, 2 ** 32, (256, 8), device="cuda", dtype=torch.int64).to(torch.uint32)
+    db = torch.randint(0, 2 ** 32, (2048, 8), device="cuda", dtype=torch.int64).to(torch.uint32)
+    db[100] = q[3]  # an exact match
+    valid = torch.rand(2048, device="cuda") > 0.1
+    valid[100] = True
+    idx, dist, lead = P.hamming_nearest()(q, db, valid)
+    qb = q.to(torch.int64) & 0xFFFFFFFF
+    dbb = db.to(torch.int64) & 0xFFFFFFFF
+    x = qb[:, None, :] ^ dbb[None, :, :]
+    pc = torch.zeros_like(x)
+    for bit in range(32):
+        pc += (x >> bit) & 1
+    d = pc.sum(-1)
+    d[:, ~valid] = 1 << 30
+    ref_d = d.min(1).values
+    ref_i = (d == ref_d[:, None]).int().argmax(1)  # the lowest index reaching the minimum
+    assert torch.equal(dist, ref_d.int()) and torch.equal(idx, ref_i.int())
+    assert dist[3].item() == 0 and lead[3].item() == 32
+    x0 = (qb[:, 0] ^ dbb[ref_i, 0])
+    ref_lead = torch.where(x0 == 0, 32, 31 - torch.floor(torch.log2(x0.double().clamp(min=1))).long())
+    assert torch.equal(lead.long(), ref_lead)
+
+
+@pytest.mark.gpu
+def test_grid_sample_gpu():
+    torch.manual_seed(0)
+    x = torch.randn(2, 32, 48, 64, device="cuda").half()
+    g = torch.rand(2, 40, 40, 2, device="cuda") * 2.4 - 1.2  # some taps outside
+    y = P.grid_sample_bilinear()(x, g)
+    ref = torch.nn.functional.grid_sample(x.float().permute(0, 3, 1, 2), g, mode="bilinear",
+                                          padding_mode="zeros", align_corners=False)
+    torch.testing.assert_close(y.float(), ref.permute(0, 2, 3, 1), atol=1e-2, rtol=1e-2)
+
+
+@pytest.mark.gpu
+def test_survival_gpu():
+    torch.manual_seed(0)
+    p = torch.rand(64, 1024, device="cuda").bfloat16()
+    s, mx = P.survival_and_colmax()(p)
+    torch.testing.assert_close(s, p.float().flip(0).cumsum(0).flip(0), atol=1e-4, rtol=1e-5)
+    torch.testing.assert_close(mx, p.float().max(0).values)
+
+
+@pytest.mark.gpu
+def test_conv3d_gpu():
+    torch.manual_seed(0)
+    x = torch.randn(2, 8, 16, 16, 32, device="cuda").half()
+    w = torch.randn(3, 3, 3, 32, 64, device="cuda").half() * 0.1
+    y = P.conv3d_ndhwc_implicit_gemm()(x, w.reshape(27 * 32, 64))
+    ref = torch.nn.functional.conv3d(x.float().permute(0, 4, 1, 2, 3), w.float().permute(4, 3, 0, 1, 2),
+                                     padding=1)
+    torch.testing.assert_close(y.float(), ref.permute(0, 2, 3, 4, 1), atol=5e-2, rtol=1e-2)
+
+
+@pytest.mark.gpu
+def test_segment_boxes_gpu():
+    torch.manual_seed(0)
+    pts = torch.randn(4096, 4, device="cuda") * 3
+    seg = torch.randint(-1, 32, (4096,), device="cuda", dtype=torch.int32)
+    lo = torch.full((32, 3), float("inf"), device="cuda")
+    hi = torch.full((32, 3), float("-inf"), device="cuda")
+    sums = torch.zeros(32, 4, device="cuda")
+    P.segment_boxes_atomic()(pts, seg, lo, hi, sums)
+    for s in range(32):
+        sel = pts[seg == s]
+        torch.testing.assert_close(lo[s], sel[:, :3].min(0).values)
+        torch.testing.assert_close(hi[s], sel[:, :3].max(0).values)
+        torch.testing.assert_close(sums[s, :3], sel[:, :3].sum(0), atol=1e-3, rtol=1e-4)
+        assert sums[s, 3].item() == sel.shape[0]
+
+
+@pytest.mark.gpu
+def test_ws_softmax_gpu():
+    torch.manual_seed(0)
+    x = torch.randn(1024, 512, device="cuda") * 3
+    torch.testing.assert_close(P.ws_softmax_two_consumers()(x), torch.softmax(x, 1), atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.gpu
+def test_macro_nested_stepped_gpu():
+    torch.manual_seed(0)
+    for rows, cols in ((200, 33), (64, 8)):
+        x = torch.randn(rows, cols, device="cuda")
+        y = P.macro_nested_stepped()(x, 1.5, -0.5)
+        ref = x.clone()
+        ref[:, 0::2] *= 1.5
+        ref[:, 1::2] *= -0.5
+        torch.testing.assert_close(y, ref)
+
+
+@pytest.mark.gpu
+def test_cdf_search_gpu():
+    torch.manual_seed(0)
+    p = torch.softmax(torch.randn(512, 1000, device="cuda"), 1)
+    u = torch.rand(512, device="cuda")
+    u[0] = 2.0  # never passed: the last index
+    out = P.cdf_search_while_break()(p, u)
+    c = torch.zeros(512, device="cuda")
+    ref = torch.full((512,), 999, device="cuda", dtype=torch.int32)
+    done = torch.zeros(512, dtype=torch.bool, device="cuda")
+    for k in range(1000):  # the same float32 order of sums as the kernel
+        c = c + p[:, k]
+        hit = (c > u) & ~done
+        ref[hit] = k
+        done |= hit
+    assert torch.equal(out, ref)
+
+
+@pytest.mark.gpu
+def test_shared_reshape_gpu():
+    torch.manual_seed(0)
+    x = torch.randn(256, 1024, device="cuda").half()
+    amax, neg = P.shared_reshape_group_absmax()(x)
+    torch.testing.assert_close(amax, x.abs().reshape(256, 256, 4).max(-1).values)
+    assert torch.equal(neg, (x.view(torch.int16) < 0).reshape(256, 8, 128).sum(-1).int())
+
+
+@pytest.mark.gpu
+def test_gemm_nn_split_n_gpu():
+    torch.manual_seed(0)
+    a = torch.randn(256, 512, device="cuda").half()
+    b = torch.randn(512, 384, device="cuda").half()
+    torch.testing.assert_close(P.gemm_nn_split_n_warpgroups()(a, b), a.float() @ b.float(), atol=0.1, rtol=1e-2)
+    a = torch.randn(384, 512, device="cuda").half()
+    c = P.gemm_nn_split_n_warpgroups(M=384, block_M=192, block_N=48)(a, b)
+    torch.testing.assert_close(c, a.float() @ b.float(), atol=0.1, rtol=1e-2)
+
+
+@pytest.mark.gpu
+def test_kv_quant_gpu():
+    torch.manual_seed(0)
+    k = torch.randn(512, 128, device="cuda").bfloat16()
+    v = torch.randn(512, 128, device="cuda").bfloat16() * 10
+    kq, vq, ks, vs = P.kv_quant_e4m3_e5m2()(k, v)
+    ka = k.float().abs().amax(1).clamp(min=1e-6)
+    va = v.float().abs().amax(1).clamp(min=1e-6)
+    torch.testing.assert_close(ks, ka / 448.0)
+    torch.testing.assert_close(vs, va / 57344.0)
+    ref_k = (k.float() * (448.0 / ka[:, None])).to(torch.float8_e4m3fn)
+    ref_v = (v.float() * (57344.0 / va[:, None])).to(torch.float8_e5m2)
+    assert torch.equal(kq.view(torch.uint8), ref_k.view(torch.uint8))
+    assert torch.equal(vq.view(torch.uint8), ref_v.view(torch.uint8))
+
+
+@pytest.mark.gpu
+def test_transpose_custom_layout_gpu():
+    x = torch.randn(512, 256, device="cuda")
+    assert torch.equal(P.transpose_custom_layout()(x), x.T.contiguous())
+
+
+@pytest.mark.gpu
+def test_halfwarp_shuffles_gpu():
+    torch.manual_seed(0)
+    x = torch.randn(256, 16, device="cuda")
+    scan, stat = P.halfwarp_scan_broadcast()(x)
+    torch.testing.assert_close(scan, x.cumsum(1), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(stat[:, 0], x.sum(1), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(stat[:, 1], x.max(1).values)
