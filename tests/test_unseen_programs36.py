@@ -222,6 +222,41 @@ def test_split_part_without_chunks_on_wgmma_only_is_refused():
         tilecute.compile(f, target="sm_90a")
 
 
+def test_rows_of_two_partitions_are_named_in_words():
+    """P @ V with V stored (keys, 80): two warpgroups of a 64-row tile would take 40 columns
+    each (80 bytes, no swizzle chunk tiles them), so P @ V runs on mma.sync while Q K^T is
+    wgmma; the row statistics both use are refused naming the two partitions."""
+    from tilecute.transform.layout_inference import LayoutError
+
+    @T.prim_func
+    def attn(Q: T.Tensor((128, 80), "float16"), K: T.Tensor((128, 80), "float16"),
+             V: T.Tensor((128, 80), "float16"), O: T.Tensor((128, 80), "float32")):
+        with T.Kernel(2, threads=256) as bx:
+            Q_s = T.alloc_shared((64, 80), "float16")
+            K_s = T.alloc_shared((128, 80), "float16")
+            V_s = T.alloc_shared((128, 80), "float16")
+            s = T.alloc_fragment((64, 128), "float32")
+            p = T.alloc_fragment((64, 128), "float16")
+            o = T.alloc_fragment((64, 80), "float32")
+            mx = T.alloc_fragment((64,), "float32")
+            T.copy(Q[bx * 64, 0], Q_s)
+            T.copy(K, K_s)
+            T.copy(V, V_s)
+            T.gemm(Q_s, K_s, s, transpose_B=True, clear_accum=True)
+            T.reduce_max(s, mx, dim=1)
+            for i, j in T.Parallel(64, 128):
+                p[i, j] = T.exp(s[i, j] - mx[i])
+            T.gemm(p, V_s, o, clear_accum=True)
+            for i, j in T.Parallel(64, 80):
+                o[i, j] = o[i, j] * mx[i]
+            T.copy(o, O[bx * 64, 0])
+
+    with pytest.raises(LayoutError, match=r"fragment 'mx' holds row statistics of two T\.gemm "
+                                          r"accumulators with different register layouts \(wgmma, "
+                                          r"1 x 2 warpgroups and mma\.sync, \d x \d warps\)"):
+        tilecute.compile(attn, target="sm_90a")
+
+
 def test_fp8_quant_converts_register_tiles():
     src = _body("kv_quant_e4m3_e5m2")
     assert "k8 = cute.make_rmem_tensor((32,), cutlass.Float8E4M3FN)" in src
