@@ -28,7 +28,8 @@ NAMES = ["gemm_192x96_three_warpgroups", "kmeans_assign", "rwkv6_recurrent", "ha
          "grid_sample_bilinear", "survival_and_colmax", "conv3d_ndhwc_implicit_gemm",
          "segment_boxes_atomic", "ws_softmax_two_consumers", "macro_nested_stepped",
          "cdf_search_while_break", "shared_reshape_group_absmax", "gemm_nn_split_n_warpgroups",
-         "kv_quant_e4m3_e5m2", "transpose_custom_layout", "halfwarp_scan_broadcast"]
+         "kv_quant_e4m3_e5m2", "transpose_custom_layout", "halfwarp_scan_broadcast",
+         "sparse_mqa_gather_sink"]
 NO_SM80 = {"kv_quant_e4m3_e5m2"}  # float8 conversions need sm_89+
 
 
@@ -255,6 +256,19 @@ def test_rows_of_two_partitions_are_named_in_words():
                                           r"accumulators with different register layouts \(wgmma, "
                                           r"1 x 2 warpgroups and mma\.sync, \d x \d warps\)"):
         tilecute.compile(attn, target="sm_90a")
+
+
+def test_sparse_mqa_one_swizzle_for_both_reads_of_the_kv_tile():
+    src = _body("sparse_mqa_gather_sink")
+    # KV_s is B of Q K^T (K-major) and of P @ V (N-major, two warpgroups of 32 columns):
+    # one 64-byte swizzle serves both (128 bytes for the first alone failed: two layouts)
+    assert "tcm.operand(tc_smem + 8192, cutlass.BFloat16, 64, 64, 64, False, \"wgmma\")" in src
+    assert "tcm.operand(tc_smem + 8192, cutlass.BFloat16, 64, 64, 64, True, \"wgmma\")" in src
+    # the bool mask, a column fragment of the score tile, initialises the scores
+    assert "valid, tc_valid_j = tcrow.col_fragment(\"wgmma\", (1, 2), 64, cutlass.Boolean, tc_tid)" in src
+    assert "cutlass.select_(valid[tcrow.col_of(s, tc_r15 + tc_lane16)], cutlass.Float32(0.0), cutlass.Float32(float(\"-inf\")))" in src
+    # the sink joins the combined denominators
+    assert src.index("tcrow.combine_rows(l, tc_l_i, \"sum\"") < src.index("cute.math.exp2(Sink[h_5_]")
 
 
 def test_fp8_quant_converts_register_tiles():
@@ -484,3 +498,21 @@ def test_halfwarp_shuffles_gpu():
     torch.testing.assert_close(scan, x.cumsum(1), atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(stat[:, 0], x.sum(1), atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(stat[:, 1], x.max(1).values)
+
+
+@pytest.mark.gpu
+def test_sparse_mqa_gather_sink_gpu():
+    torch.manual_seed(0)
+    q = torch.randn(1, 128, 64, 64, device="cuda").bfloat16()
+    kv = torch.randn(1, 512, 64, device="cuda").bfloat16()
+    idx = torch.randint(0, 512, (1, 128, 128), device="cuda", dtype=torch.int32)
+    idx[:, :, 100:] = -1  # padding
+    sink = torch.randn(64, device="cuda")
+    out = P.sparse_mqa_gather_sink()(q, kv, idx, sink)
+    g = kv[0][idx[0].clamp(min=0).long()].float()  # (S, topk, D)
+    sc = torch.einsum("shd,std->sht", q[0].float(), g) / 8.0
+    sc = sc.masked_fill((idx[0] < 0)[:, None, :], float("-inf"))
+    full = torch.cat([sc, sink[None, :, None].expand(128, 64, 1)], -1)
+    p = torch.softmax(full, -1)[..., :-1]
+    ref = torch.einsum("sht,std->shd", p, g)
+    torch.testing.assert_close(out[0].float(), ref, atol=2e-2, rtol=2e-2)

@@ -549,3 +549,63 @@ def halfwarp_scan_broadcast(R=256, threads=128):
                 Stat[seg, 1] = m
 
     return main
+
+
+# ---- sparse MQA over gathered keys with a per-head sink -------------------------------------------------------
+@tilelang.jit(out_idx=[3])
+def sparse_mqa_gather_sink(B=1, S=128, SKV=512, H=64, D=64, topk=128, block_N=64, threads=256):
+    """Each query token attends to ``topk`` gathered positions of one shared key/value tensor
+    (index -1: padding, masked through a bool register tile); 64 heads of one token form the
+    rows of the score tile; each head's sink logit joins the softmax denominator.  The
+    output is parameter 3 with the sinks after it; the grid (token, batch)."""
+    scale = (1.0 / D) ** 0.5 * 1.44269504
+
+    @T.prim_func
+    def attn(Q: T.Tensor((B, S, H, D), "bfloat16"), KV: T.Tensor((B, SKV, D), "bfloat16"),
+             Idx: T.Tensor((B, S, topk), "int32"), Out: T.Tensor((B, S, H, D), "bfloat16"),
+             Sink: T.Tensor((H,), "float32")):
+        with T.Kernel(S, B, threads=threads) as (t, b):
+            Q_s = T.alloc_shared((H, D), "bfloat16")
+            KV_s = T.alloc_shared((block_N, D), "bfloat16")
+            P_s = T.alloc_shared((H, block_N), "bfloat16")
+            valid = T.alloc_fragment((block_N,), "bool")
+            s = T.alloc_fragment((H, block_N), "float32")
+            o = T.alloc_fragment((H, D), "float32")
+            m = T.alloc_fragment((H,), "float32")
+            m_prev = T.alloc_fragment((H,), "float32")
+            alpha = T.alloc_fragment((H,), "float32")
+            l = T.alloc_fragment((H,), "float32")
+            l_blk = T.alloc_fragment((H,), "float32")
+            T.copy(Q[b, t, :, :], Q_s)
+            T.fill(o, 0)
+            T.fill(l, 0)
+            T.fill(m, -(2.0 ** 30))
+            for c in T.Pipelined(topk // block_N, num_stages=2):
+                for j in T.Parallel(block_N):
+                    valid[j] = Idx[b, t, c * block_N + j] >= 0
+                for j, d in T.Parallel(block_N, D):
+                    pos = T.max(Idx[b, t, c * block_N + j], 0)
+                    KV_s[j, d] = KV[b, pos, d]
+                for h, j in T.Parallel(H, block_N):
+                    s[h, j] = T.if_then_else(valid[j], 0, -T.infinity("float32"))
+                T.gemm(Q_s, KV_s, s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+                T.copy(m, m_prev)
+                T.reduce_max(s, m, dim=1, clear=False)
+                for h in T.Parallel(H):
+                    alpha[h] = T.exp2((m_prev[h] - m[h]) * scale)
+                for h, j in T.Parallel(H, block_N):
+                    s[h, j] = T.exp2((s[h, j] - m[h]) * scale)
+                T.reduce_sum(s, l_blk, dim=1)
+                for h, d in T.Parallel(H, D):
+                    o[h, d] *= alpha[h]
+                T.copy(s, P_s)
+                T.gemm(P_s, KV_s, o, policy=T.GemmWarpPolicy.FullRow)
+                for h in T.Parallel(H):
+                    l[h] = l[h] * alpha[h] + l_blk[h]
+            for h in T.Parallel(H):
+                l[h] += T.exp2(Sink[h] * 1.44269504 - m[h] * scale)
+            for h, d in T.Parallel(H, D):
+                o[h, d] /= l[h]
+            T.copy(o, Out[b, t, :, :])
+
+    return attn

@@ -534,6 +534,30 @@ class _Kernel:
         self.fail(s, f"T.wgmma_gemm runs on wgmma only: {reason}; T.gemm would run it on "
                      f"{family if family == 'simt' else 'mma.sync'}")
 
+    def warpgroup_part_bounds(self, gemms: list) -> None:
+        """Each warpgroup's part of a shared operand a wgmma T.gemm reads MN-major split
+        along MN joins the operand's part bounds, so that every T.gemm reading the buffer
+        takes one swizzle whose chunks tile those parts too (a 64-column bf16 KV tile read
+        K-major by Q K^T and MN-major by P @ V on two warpgroups, 32 columns each: 64-byte
+        chunks for both)."""
+        if not (self.wgmma and arch_at_least(self.arch, 90)):
+            return
+        for g, region in gemms:
+            threads = region.num_threads if region is not None else self.scope.num_threads
+            c = self.buffers[g.c]
+            if threads % WARPGROUP or len(c.shape) != 2 or \
+                    not all(isinstance(d, N.Const) for d in c.shape):
+                continue
+            m, n = (int(d.value) for d in c.shape)
+            warps = wgmma_warps(m, n, threads // WARPGROUP, g.policy)
+            for what, name in (("A", g.a), ("B", g.b)):
+                buf = self.buffers[name]
+                if warps is None or buf.scope != "shared" or buf.dtype not in WGMMA_TYPES:
+                    continue
+                part = wgmma_part_swizzle(g, what, buf.dtype, warps, m, n)
+                if 0 < part < 128:
+                    self.part_bounds[name] = math.gcd(self.part_bounds.get(name, 0), part)
+
     def warpgroup_swizzle(self, widest: int, buf: N.Buffer, what: str, s: N.Gemm,
                           warps: tuple, m: int, n: int) -> int:
         """The widest swizzle up to ``widest`` whose chunks also tile each warpgroup's part
@@ -633,6 +657,7 @@ class _Kernel:
                     (start, n), esize = part[1], DTYPES[self.buffers[name].dtype].bytes
                     bound = math.gcd(known_multiple(start) * esize, n * esize)
                     self.part_bounds[name] = math.gcd(self.part_bounds.get(name, 0), bound)
+        self.warpgroup_part_bounds(gemms)
         for g, region in gemms:
             # in a T.ws region the MMA is its warpgroups' (TileLang's thread range there)
             self.threads = region.num_threads if region is not None else self.scope.num_threads
