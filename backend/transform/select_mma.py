@@ -525,7 +525,7 @@ class _Kernel:
                       f"of {WARPGROUP}, each 64-row steps, policy {s.policy})")
             warps = None if self.threads % WARPGROUP else \
                 wgmma_warps(m, n, self.threads // WARPGROUP, s.policy)
-            if warps is not None and warps[1] > 1 and not s.transpose_b:
+            if warps is not None and not wgmma_part_swizzle(s, "B", dtype, warps, m, n):
                 part = n // warps[1]
                 reason = (f"its {warps[1]} warpgroups along N (policy {s.policy}) take {part} "
                           f"columns each of B, stored (K, N): {part * DTYPES[dtype].bytes} bytes, "
@@ -545,9 +545,9 @@ class _Kernel:
         for g, region in gemms:
             threads = region.num_threads if region is not None else self.scope.num_threads
             c = self.buffers[g.c]
-            if threads % WARPGROUP or len(c.shape) != 2 or \
+            if threads % WARPGROUP or g.policy not in N.GEMM_POLICIES or len(c.shape) != 2 or \
                     not all(isinstance(d, N.Const) for d in c.shape):
-                continue
+                continue  # (plan refuses a policy that is not one)
             m, n = (int(d.value) for d in c.shape)
             warps = wgmma_warps(m, n, threads // WARPGROUP, g.policy)
             for what, name in (("A", g.a), ("B", g.b)):
