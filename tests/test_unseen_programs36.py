@@ -3,7 +3,8 @@ three-warpgroup TT GEMM, k-means assignment, RWKV-6, Hamming nearest neighbours,
 survival cumsums, a 3-D convolution, segment boxes by atomics, a hand warp-specialized
 softmax with two consumer warpgroups, nested macros over stepped loops, a while / break CDF
 search, a reshaped shared tile, an NN GEMM split along N over warpgroups, fp8 KV
-quantization, a custom-layout transpose and half-warp shuffles.
+quantization, a custom-layout transpose, half-warp shuffles, a sparse MQA with sinks and
+an eager fp8 / fp4 quantizer.
 
 CPU: each builds to an sm_90a and (but the fp8 one) an sm_80 cubin, and what decides its
 result is read in the generated source.  Two fixes came from these programs: a T.gemm whose
@@ -11,7 +12,9 @@ B is stored (K, N) and whose warpgroups sit side by side along N in parts that a
 128-byte swizzle chunk does not tile (a 64 x 96 tile on two warpgroups: 48 columns each)
 failed in CuTe DSL ("failed to partition ... with tiled_mma"); the operand now takes the
 widest swizzle whose chunks tile each warpgroup's part (32 bytes there), and where none does
-(24 columns) the T.gemm runs on mma.sync.  A tile op after other statements in a T.Parallel
+(24 columns) the T.gemm runs on mma.sync; a shared tile two T.gemms read, one of them in
+such parts (the sparse MQA's KV tile: K-major for Q K^T, N-major in 32-column parts for
+P @ V), takes the narrower swizzle for both (it was refused: two layouts).  A tile op after other statements in a T.Parallel
 body (``T.atomic_add(dst[s, 0:4], v[0:4])``) is refused naming the op and TileLang's
 elementwise-only rule, not as a "T.Parallel loop inside a T.Parallel body".
 GPU: each matches a torch reference (``pytest -q -m gpu tests/test_unseen_programs36.py``)."""
@@ -29,8 +32,11 @@ NAMES = ["gemm_192x96_three_warpgroups", "kmeans_assign", "rwkv6_recurrent", "ha
          "segment_boxes_atomic", "ws_softmax_two_consumers", "macro_nested_stepped",
          "cdf_search_while_break", "shared_reshape_group_absmax", "gemm_nn_split_n_warpgroups",
          "kv_quant_e4m3_e5m2", "transpose_custom_layout", "halfwarp_scan_broadcast",
-         "sparse_mqa_gather_sink"]
-NO_SM80 = {"kv_quant_e4m3_e5m2"}  # float8 conversions need sm_89+
+         "sparse_mqa_gather_sink", "eager_pow2_fp8_fp4_quant"]
+NO_SM80 = {"kv_quant_e4m3_e5m2", "eager_pow2_fp8_fp4_quant"}  # float8 conversions need sm_89+
+# eager kernels are built from the tensors they are called with (CPU tensors give the shapes)
+EAGER = {"eager_pow2_fp8_fp4_quant": lambda: P.eager_pow2_fp8_fp4_quant.compile(
+    torch.zeros(100, 256, dtype=torch.bfloat16))}
 
 
 @pytest.fixture(autouse=True)
@@ -39,9 +45,13 @@ def _arch(monkeypatch):
     monkeypatch.setenv("CUTE_DSL_ARCH", "sm_90a")
 
 
+def _kernel(name, **kw):
+    return EAGER[name]() if name in EAGER else getattr(P, name)(**kw)
+
+
 def _body(name, **kw):
     """The @cute.kernel functions' text (not the launch wrapper)."""
-    src = getattr(P, name)(**kw).get_kernel_source()
+    src = _kernel(name, **kw).get_kernel_source()
     return src.split("\n@cute.kernel\n", 1)[1].split("\n@cute.jit", 1)[0]
 
 
@@ -51,7 +61,7 @@ def test_every_program_is_listed():
 
 @pytest.mark.parametrize("name", NAMES)
 def test_program_builds_a_cubin(name):
-    assert getattr(P, name)().ensure_cubin()
+    assert _kernel(name).ensure_cubin()
 
 
 @pytest.mark.parametrize("name", sorted(set(NAMES) - NO_SM80))
@@ -269,6 +279,18 @@ def test_sparse_mqa_one_swizzle_for_both_reads_of_the_kv_tile():
     assert "cutlass.select_(valid[tcrow.col_of(s, tc_r15 + tc_lane16)], cutlass.Float32(0.0), cutlass.Float32(float(\"-inf\")))" in src
     # the sink joins the combined denominators
     assert src.index("tcrow.combine_rows(l, tc_l_i, \"sum\"") < src.index("cute.math.exp2(Sink[h_5_]")
+
+
+def test_eager_pow2_scales_from_bits_and_fp4_nibbles():
+    src = _body("eager_pow2_fp8_fp4_quant")
+    # ceil(log2(amax / 448)) from the exponent bits and a nonzero mantissa; 2**e from bits
+    assert "tcmath.reinterpret(a * cutlass.Float32(0.002232142857142857), cutlass.Uint32) >> cutlass.Uint32(23) & cutlass.Uint32(255)" in src
+    assert "<< 23, cutlass.Float32)" in src
+    # disable_tma: the ragged row tile arrives by cp.async, rows past M zero-filled
+    assert "tcc.copy_async(" in src and "TMA load" not in src
+    # each fp4 value is stored as its nibble; values clamped (NaN kept) before the casts
+    assert "tcfp4.store(q4, (r, by * 32 + (j + tc_lane20) >> 1), by * 32 + (j + tc_lane20), tcfp4.encode(" in src
+    assert "q8[r, by * 32 + (j + tc_lane20)] = cutlass.Float8E4M3FN(cutlass.select_(cutlass.Boolean(cute.math.isnan(" in src
 
 
 def test_fp8_quant_converts_register_tiles():
@@ -516,3 +538,25 @@ def test_sparse_mqa_gather_sink_gpu():
     p = torch.softmax(full, -1)[..., :-1]
     ref = torch.einsum("sht,std->shd", p, g)
     torch.testing.assert_close(out[0].float(), ref, atol=2e-2, rtol=2e-2)
+
+
+@pytest.mark.gpu
+def test_eager_pow2_fp8_fp4_quant_gpu():
+    torch.manual_seed(0)
+    x = (torch.randn(100, 256, device="cuda") * 3).bfloat16()
+    q8, q4, s8, s4 = P.eager_pow2_fp8_fp4_quant(x)
+    g = x.float().reshape(100, 8, 32)
+    amax = g.abs().amax(-1).clamp(min=1e-4)
+    ref_s8 = torch.exp2(torch.ceil(torch.log2(amax / 448.0)))
+    torch.testing.assert_close(s8, ref_s8)
+    torch.testing.assert_close(s4, amax / 6.0)
+    ref8 = (g / ref_s8[..., None]).clamp(-448, 448).reshape(100, 256).to(torch.float8_e4m3fn)
+    assert torch.equal(q8.view(torch.uint8), ref8.view(torch.uint8))
+    # fp4 codes decoded: within half a step of e2m1's grid of the scaled values
+    grid = torch.tensor([0, 0.5, 1, 1.5, 2, 3, 4, 6], device="cuda")
+    codes = q4.view(torch.uint8)
+    lo, hi = codes & 15, codes >> 4
+    nib = torch.stack([lo, hi], -1).reshape(100, 256).long()
+    val = grid[nib & 7] * torch.where(nib >= 8, -1.0, 1.0)
+    scaled = (g / (amax / 6.0)[..., None]).clamp(-6, 6).reshape(100, 256)
+    assert ((val - scaled).abs() <= 1.0 + 1e-6).all()

@@ -9,8 +9,12 @@ survival (reverse cumsum) and column maxima of a register tile copied between dt
 implicit-GEMM 3-D convolution, point-cloud segment boxes by float atomic min/max and
 vectorized atomic adds, a hand warp-specialized row softmax (one producer warpgroup, two
 consumer warpgroups, ``T.barrier_arrive`` / ``T.barrier_wait`` phases), macros calling
-macros over stepped serial loops, a CDF search by ``while`` and ``break``, and a shared
-tile read through ``T.reshape`` / ``T.view``.
+macros over stepped serial loops, a CDF search by ``while`` and ``break``, a shared
+tile read through ``T.reshape`` / ``T.view``, a GEMM with B stored (K, N) split along N over
+warpgroups, KV quantization to float8_e4m3 / e5m2 through float8 register tiles, a transpose
+through a shared tile laid out by a Python function, half-warp shuffles, a sparse MQA over
+gathered keys with a bool mask and per-head sinks, and an eager-style fp8 / fp4 group
+quantizer with power-of-two scales from the float's bits.
 
 The file reads as TileLang after swapping its two import lines (``import tilelang`` /
 ``import tilelang.language as T``); ``tests/test_unseen_programs36.py`` builds each to a cubin
@@ -609,3 +613,55 @@ def sparse_mqa_gather_sink(B=1, S=128, SKV=512, H=64, D=64, topk=128, block_N=64
             T.copy(o, Out[b, t, :, :])
 
     return attn
+
+
+# ---- eager style: power-of-two fp8 scales, fp4 groups ------------------------------------------------------
+def _log2_ceil(x):
+    """ceil(log2(x)) of a positive float32 from its bits."""
+    bits = T.reinterpret(x, "uint32")
+    return T.Cast("int32", ((bits >> 23) & 0xFF) - 127 + T.if_then_else((bits & 0x7FFFFF) != 0, 1, 0))
+
+
+def _pow2(e):
+    """2 ** e for an int32 e in float32's normal range, from its bits."""
+    return T.reinterpret((e + 127) << 23, "float32")
+
+
+@tilelang.jit(pass_configs={tilelang.PassConfigKey.TL_DISABLE_WARP_SPECIALIZED: True})
+def eager_pow2_fp8_fp4_quant(x, group=32):
+    """Eager style (``T.const`` / ``T.dynamic`` shapes, ``T.empty`` outputs): each row group
+    of ``group`` values into float8_e4m3 with a power-of-two scale (ceil(log2(amax / 448)),
+    from the float's bits) and into float4_e2m1fn with scale amax / 6, values clamped; a
+    one-step T.Pipelined body with loads that are never TMA (``disable_tma``)."""
+    M = T.dynamic("M")
+    N = T.const("N")
+    x: T.Tensor[(M, N), T.bfloat16]
+    q8 = T.empty((M, N), T.float8_e4m3)
+    q4 = T.empty((M, N), T.float4_e2m1fn)
+    s8 = T.empty((M, N // group), T.float32)
+    s4 = T.empty((M, N // group), T.float32)
+    rows = 32
+    with T.Kernel(T.ceildiv(M, rows), N // group, threads=128) as (bx, by):
+        x_s = T.alloc_shared((rows, group), T.bfloat16)
+        xf = T.alloc_fragment((rows, group), T.float32)
+        amax = T.alloc_fragment((rows,), T.float32)
+        sc8 = T.alloc_fragment((rows,), T.float32)
+        sc4 = T.alloc_fragment((rows,), T.float32)
+        for _ in T.Pipelined(1, num_stages=0):
+            T.copy(x[bx * rows, by * group], x_s, disable_tma=True)
+            T.copy(x_s, xf)
+            T.reduce_absmax(xf, amax, dim=1)
+            for i in T.Parallel(rows):
+                a = T.max(amax[i], 1e-4)
+                sc8[i] = _pow2(_log2_ceil(a * (1.0 / 448.0)))
+                sc4[i] = a / 6.0
+            for i, j in T.Parallel(rows, group):
+                r = bx * rows + i
+                if r < M:
+                    q8[r, by * group + j] = T.clamp(xf[i, j] / sc8[i], -448.0, 448.0)
+                    q4[r, by * group + j] = T.clamp(xf[i, j] / sc4[i], -6.0, 6.0)
+            for i in T.Parallel(rows):
+                if bx * rows + i < M:
+                    s8[bx * rows + i, by] = sc8[i]
+                    s4[bx * rows + i, by] = sc4[i]
+    return q8, q4, s8, s4
