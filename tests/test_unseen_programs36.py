@@ -25,6 +25,7 @@ import torch
 import tilecute
 import tilecute.language as T
 from tilecute.codegen.source import CodegenError
+from tilecute.language.parser import FrontendError
 import unseen_programs36 as P
 
 NAMES = ["gemm_192x96_three_warpgroups", "kmeans_assign", "rwkv6_recurrent", "hamming_nearest",
@@ -32,7 +33,7 @@ NAMES = ["gemm_192x96_three_warpgroups", "kmeans_assign", "rwkv6_recurrent", "ha
          "segment_boxes_atomic", "ws_softmax_two_consumers", "macro_nested_stepped",
          "cdf_search_while_break", "shared_reshape_group_absmax", "gemm_nn_split_n_warpgroups",
          "kv_quant_e4m3_e5m2", "transpose_custom_layout", "halfwarp_scan_broadcast",
-         "sparse_mqa_gather_sink", "eager_pow2_fp8_fp4_quant"]
+         "sparse_mqa_gather_sink", "eager_pow2_fp8_fp4_quant", "rownorm_thread_return"]
 NO_SM80 = {"kv_quant_e4m3_e5m2", "eager_pow2_fp8_fp4_quant"}  # float8 conversions need sm_89+
 # eager kernels are built from the tensors they are called with (CPU tensors give the shapes)
 EAGER = {"eager_pow2_fp8_fp4_quant": lambda: P.eager_pow2_fp8_fp4_quant.compile(
@@ -291,6 +292,40 @@ def test_eager_pow2_scales_from_bits_and_fp4_nibbles():
     # each fp4 value is stored as its nibble; values clamped (NaN kept) before the casts
     assert "tcfp4.store(q4, (r, by * 32 + (j + tc_lane20) >> 1), by * 32 + (j + tc_lane20), tcfp4.encode(" in src
     assert "q8[r, by * 32 + (j + tc_lane20)] = cutlass.Float8E4M3FN(cutlass.select_(cutlass.Boolean(cute.math.isnan(" in src
+
+
+def test_thread_return_runs_the_rest_in_the_other_branch():
+    src = _body("rownorm_thread_return")
+    assert "if r >= 1000:\n        pass\n    else:" in src
+    body = src[src.index("    else:"):]
+    assert "if n <= 0:" in body and "Y[r] = cutlass.Float32(0.0)\n        else:" in body
+    assert "Y[r] = cute.math.sqrt(acc[0])" in body.split("else:", 2)[2]
+
+
+def _returning(after):
+    @T.prim_func
+    def f(A: T.Tensor((128,), "float32"), B: T.Tensor((128,), "float32")):
+        with T.Kernel(1, threads=128) as _:
+            s = T.alloc_shared((128,), "float32")
+            if after == "loop":
+                for k in T.serial(4):
+                    if A[k] < 0:
+                        T.thread_return()
+                    B[k] = A[k]
+            else:
+                if T.get_thread_binding() >= 100:
+                    T.thread_return()
+                T.copy(A, s)
+                T.copy(s, B)
+    return f
+
+
+def test_thread_return_refusals_name_the_rule():
+    with pytest.raises(FrontendError, match=r"T\.thread_return\(\) inside a loop or a region"):
+        _returning("loop")
+    with pytest.raises(FrontendError, match=r"a statement after T\.thread_return\(\) needs every "
+                                            r"thread of the block .*T\.thread_return\(\) at line"):
+        _returning("copy")
 
 
 def test_fp8_quant_converts_register_tiles():
@@ -560,3 +595,14 @@ def test_eager_pow2_fp8_fp4_quant_gpu():
     val = grid[nib & 7] * torch.where(nib >= 8, -1.0, 1.0)
     scaled = (g / (amax / 6.0)[..., None]).clamp(-6, 6).reshape(100, 256)
     assert ((val - scaled).abs() <= 1.0 + 1e-6).all()
+
+
+@pytest.mark.gpu
+def test_rownorm_thread_return_gpu():
+    torch.manual_seed(0)
+    x = torch.randn(1000, 64, device="cuda")
+    n = torch.randint(-2, 80, (1000,), device="cuda", dtype=torch.int32)
+    y = P.rownorm_thread_return()(x, n)
+    mask = torch.arange(64, device="cuda")[None, :] < n[:, None]
+    ref = torch.where(n > 0, (x * x * mask).sum(1).sqrt(), torch.zeros(1000, device="cuda"))
+    torch.testing.assert_close(y, ref, atol=1e-5, rtol=1e-5)

@@ -665,3 +665,29 @@ def eager_pow2_fp8_fp4_quant(x, group=32):
                     s8[bx * rows + i, by] = sc8[i]
                     s4[bx * rows + i, by] = sc4[i]
     return q8, q4, s8, s4
+
+
+# ---- early exit: T.thread_return -------------------------------------------------------------------------------
+@tilelang.jit(out_idx=[2])
+def rownorm_thread_return(R=1000, D=64, threads=128):
+    """One thread a row: threads past the last row, and rows marked empty (length 0),
+    return early with ``T.thread_return()``; the others store the row's L2 norm over its
+    first ``Len[r]`` entries (an empty row's output is written 0 before it returns)."""
+
+    @T.prim_func
+    def norm(X: T.Tensor((R, D), "float32"), Len: T.Tensor((R,), "int32"),
+             Y: T.Tensor((R,), "float32")):
+        with T.Kernel(T.ceildiv(R, threads), threads=threads) as bx:
+            r = bx * threads + T.get_thread_binding()
+            if r >= R:
+                T.thread_return()
+            n = Len[r]
+            if n <= 0:
+                Y[r] = 0.0
+                T.thread_return()
+            acc = T.alloc_var("float32", init=0.0)
+            for j in T.serial(T.min(n, D)):
+                acc += X[r, j] * X[r, j]
+            Y[r] = T.sqrt(acc)
+
+    return norm
