@@ -300,6 +300,7 @@ def test_thread_return_runs_the_rest_in_the_other_branch():
     body = src[src.index("    else:"):]
     assert "if n <= 0:" in body and "Y[r] = cutlass.Float32(0.0)\n        else:" in body
     assert "Y[r] = cute.math.sqrt(acc[0])" in body.split("else:", 2)[2]
+    assert "tca.atomic_add(Total, (0,), acc[0])" in body.split("else:", 2)[2]
 
 
 def _returning(after):
@@ -602,7 +603,11 @@ def test_rownorm_thread_return_gpu():
     torch.manual_seed(0)
     x = torch.randn(1000, 64, device="cuda")
     n = torch.randint(-2, 80, (1000,), device="cuda", dtype=torch.int32)
-    y = P.rownorm_thread_return()(x, n)
+    y = torch.full((1000,), -1.0, device="cuda")
+    total = torch.zeros(1, device="cuda")
+    P.rownorm_thread_return()(x, n, y, total)
     mask = torch.arange(64, device="cuda")[None, :] < n[:, None]
-    ref = torch.where(n > 0, (x * x * mask).sum(1).sqrt(), torch.zeros(1000, device="cuda"))
+    sq = (x * x * mask).sum(1)
+    ref = torch.where(n > 0, sq.sqrt(), torch.zeros(1000, device="cuda"))
     torch.testing.assert_close(y, ref, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(total[0], sq[n > 0].sum(), atol=1e-2, rtol=1e-5)

@@ -668,15 +668,16 @@ def eager_pow2_fp8_fp4_quant(x, group=32):
 
 
 # ---- early exit: T.thread_return -------------------------------------------------------------------------------
-@tilelang.jit(out_idx=[2])
+@tilelang.jit
 def rownorm_thread_return(R=1000, D=64, threads=128):
     """One thread a row: threads past the last row, and rows marked empty (length 0),
     return early with ``T.thread_return()``; the others store the row's L2 norm over its
-    first ``Len[r]`` entries (an empty row's output is written 0 before it returns)."""
+    first ``Len[r]`` entries (an empty row's output is written 0 before it returns), and
+    add its square into ``Total`` (an element atomic: one thread's update)."""
 
     @T.prim_func
     def norm(X: T.Tensor((R, D), "float32"), Len: T.Tensor((R,), "int32"),
-             Y: T.Tensor((R,), "float32")):
+             Y: T.Tensor((R,), "float32"), Total: T.Tensor((1,), "float32")):
         with T.Kernel(T.ceildiv(R, threads), threads=threads) as bx:
             r = bx * threads + T.get_thread_binding()
             if r >= R:
@@ -689,5 +690,6 @@ def rownorm_thread_return(R=1000, D=64, threads=128):
             for j in T.serial(T.min(n, D)):
                 acc += X[r, j] * X[r, j]
             Y[r] = T.sqrt(acc)
+            T.atomic_add(Total[0], acc)
 
     return norm

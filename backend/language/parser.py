@@ -6974,8 +6974,10 @@ class _Parser:
         first = next(k for k, x in enumerate(body)
                      if any(isinstance(y, _Return) for y in walk_stmts((x,))))
         for x in walk_stmts(body[first + 1:]):
-            collective = isinstance(x, N.TILE_OPS + (N.Barrier, N.WarpGroups)) or \
-                isinstance(x, N.For) and x.kind in ("parallel", "pipelined")
+            element_atomic = isinstance(x, N.AtomicAdd) and not isinstance(x.value, N.Region) \
+                and x.dst.extents is None  # (one thread's update: T.atomic_add(C[i], v))
+            collective = isinstance(x, N.TILE_OPS + (N.Barrier, N.WarpGroups)) and \
+                not element_atomic or isinstance(x, N.For) and x.kind in ("parallel", "pipelined")
             if collective:
                 raise FrontendError(
                     "a statement after T.thread_return() needs every thread of the block (a "
