@@ -128,7 +128,7 @@ CALLS = {
     **{name: ("expr", "bx, 1") for name in ("EQ", "NE", "LT", "LE", "GT", "GE")},
     "infinity": ("expr", '"float32"'), "max_value": ("expr", '"float32"'),
     "min_value": ("expr", '"float32"'), "get_thread_binding": ("expr", "0"),
-    "loop_break": ("stmt", ""), "atomic_addx2": ("stmt", "C[0], C[0]"),
+    "loop_break": ("stmt", ""), "thread_return": ("stmt", ""), "atomic_addx2": ("stmt", "C[0], C[0]"),
     "atomic_addx4": ("stmt", "C[0], C[0]"), "print": ("stmt", "x"),
     "device_assert": ("stmt", "bx >= 0"), "assume": ("stmt", "bx >= 0"),
     "align_up": ("expr", "bx, 2"), "index_to_coordinates": ("unpack", "bx, (2, 4, 16)"), "atomic_load": ("expr", "C[0]"),

@@ -199,7 +199,14 @@ class NestEmitter:
     def parallel(self, s: N.For, depth: int) -> None:
         k = self.k
         loops = parallel_nest(s)
-        if _has_parallel(loops[-1].body):
+        inner = _inner_parallel(loops[-1].body)
+        if inner is not None and inner.loc is not None and inner.loc.form:
+            # a tile op's nest (T.atomic_add of a region after another statement ...)
+            k.fail(inner, f"{inner.loc.form} inside a T.Parallel loop: only elementwise "
+                          "operations are allowed in a parallel loop's body (TileLang's "
+                          "semantic check refuses a tile op there); write it element by "
+                          "element, in a T.serial or T.vectorized loop")
+        if inner is not None:
             k.fail(s, "a T.Parallel loop inside a T.Parallel body must be the whole body "
                       "(write `for i, j in T.Parallel(a, b)`)")
         if any(not isinstance(lp.extent, N.Const) or not isinstance(lp.start, N.Const)
@@ -760,14 +767,20 @@ PICK_LIMIT = 32  # the most registers a run-time read selects among (tcr.pick); 
 # fragment read so stays an indexed array (local memory), as TileLang's
 
 
-def _has_parallel(body) -> bool:
+def _inner_parallel(body) -> N.For | None:
+    """The first T.Parallel loop in ``body`` (under serial loops and branches too)."""
     for s in body:
         if isinstance(s, N.For):
-            if s.kind == "parallel" or _has_parallel(s.body):
-                return True
-        elif isinstance(s, N.If) and (_has_parallel(s.then) or _has_parallel(s.orelse)):
-            return True
-    return False
+            if s.kind == "parallel":
+                return s
+            found = _inner_parallel(s.body)
+        elif isinstance(s, N.If):
+            found = _inner_parallel(s.then) or _inner_parallel(s.orelse)
+        else:
+            continue
+        if found is not None:
+            return found
+    return None
 
 
 def _chunk(tmp: str, c: int, chunk: int, width: int) -> str:

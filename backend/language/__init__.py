@@ -52,7 +52,7 @@ from .forms import fence_proxy_async, wgmma_gemm  # noqa: F401
 from .forms import tma_store_arrive, tma_store_wait  # noqa: F401
 from .forms import cp_async_barrier_noinc, ptx_cp_async  # noqa: F401
 from .forms import async_copy, copy_cluster, ptx_commit_group, ptx_wait_group  # noqa: F401
-from .forms import assume, atomic_addx2, atomic_addx4, device_assert, loop_break  # noqa: F401
+from .forms import assume, atomic_addx2, atomic_addx4, device_assert, loop_break, thread_return  # noqa: F401
 from .forms import atomic_or, atomic_store, dp4a  # noqa: F401
 from .forms import make_tensor, make_tensor_from_addr, reshape, view  # noqa: F401
 from .forms import decl_buffer, match_buffer  # noqa: F401

@@ -549,6 +549,15 @@ def loop_break():
     ``T.unroll``, ``range``, ``T.grid``'s innermost, ``while``) now."""
 
 
+@_form("stmt")
+def thread_return(span=None):
+    """``T.thread_return()`` (TVM's builtin, as TileLang programs write it): the thread
+    runs no more of the kernel.  Honored as the last statement of an ``if`` branch in the
+    ``T.Kernel`` body (``if i >= n: T.thread_return()``): the statements after the ``if``
+    run in its other branch (TileLang's CuTe DSL backend lowers it so); ``span`` is TVM's
+    source span, nothing to honor."""
+
+
 @_form("stmt", "print")
 def _print(obj=None, msg="", warp_group_id=0, warp_id=0, *, buffer=None, index=None):
     """``T.print(x, msg="")``: TileLang's device print of a value (by every thread that
@@ -994,7 +1003,7 @@ TILELANG_ONLY = frozenset("""
     has_let_value get_let_value KernelLaunchFrame BaseTileScheduler
     gemm_blockscaled annotate_ws_pipeline_depth PartialFragment ptx_fence_barrier_init
     block_name_suffix_context sblock_alloc_buffer bind get_active_lane_mask call_kernel
-    handle_add_byte_offset thread_return continue_loop break_loop
+    handle_add_byte_offset continue_loop break_loop
 """.split()) | frozenset("""
     Add Any AnyDType Assert BufferLoad Call CallEffectKind CommReducer Div
     FloatImm FloorDiv FloorMod IntImm IterVar JITFunc Let LetStmt Max Min

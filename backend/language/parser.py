@@ -2231,6 +2231,7 @@ class _Parser:
                              "reg_alloc": True, "safe_values": (), "l2_hit_ratios": ()}
         try:
             body = self.top_tensor_views(s) + self.block(self.top_views + list(s.body))
+            body = self.fold_thread_returns(body)
         finally:
             self.in_kernel = False
             self.pop()
@@ -6959,6 +6960,42 @@ class _Parser:
     def stmt_loop_break(self, a: _Args, s) -> list[N.Stmt]:
         return [_Break(loc=self.loc(s))]
 
+    def stmt_thread_return(self, a: _Args, s) -> list[N.Stmt]:
+        return [_Return(loc=self.loc(s))]
+
+    def fold_thread_returns(self, body: tuple) -> tuple:
+        """The T.Kernel body with each ``if`` whose branch ends in ``T.thread_return()``
+        running what follows it in its other branch (TileLang's CuTe DSL lowering).  What
+        follows may not hold tile ops, T.Parallel / T.Pipelined loops or barriers (they
+        need every thread of the block, and the threads that returned never reach them),
+        and a T.thread_return() anywhere else (in a loop, a T.ws region) is refused."""
+        if not any(isinstance(x, _Return) for x in walk_stmts(body)):
+            return body
+        first = next(k for k, x in enumerate(body)
+                     if any(isinstance(y, _Return) for y in walk_stmts((x,))))
+        for x in walk_stmts(body[first + 1:]):
+            element_atomic = isinstance(x, N.AtomicAdd) and not isinstance(x.value, N.Region) \
+                and x.dst.extents is None  # (one thread's update: T.atomic_add(C[i], v))
+            collective = isinstance(x, N.TILE_OPS + (N.Barrier, N.WarpGroups)) and \
+                not element_atomic or isinstance(x, N.For) and x.kind in ("parallel", "pipelined")
+            if collective:
+                raise FrontendError(
+                    "a statement after T.thread_return() needs every thread of the block (a "
+                    "tile op, a T.Parallel or T.Pipelined loop, a barrier), and the threads "
+                    "that returned never reach it; return only past the block's collective "
+                    f"work, or guard the per-thread statements with an `if` instead "
+                    f"(T.thread_return() at line {body[first].loc.line if body[first].loc else '?'})",
+                    x.loc, self.fname, linecache.getline(x.loc.file, x.loc.line) if x.loc else "")
+        folded = _fold_continues(body, _Return)
+        left = next((x for x in walk_stmts(folded) if isinstance(x, _Return)), None)
+        if left is not None:
+            raise FrontendError(
+                "T.thread_return() inside a loop or a region: tilecute honors it as the last "
+                "statement of an `if` branch in the T.Kernel body (the statements after the "
+                "`if` then run in its other branch)", left.loc, self.fname,
+                linecache.getline(left.loc.file, left.loc.line) if left.loc else "")
+        return folded
+
     def stmt_atomic_addx2(self, a: _Args, s, lanes: int = 2) -> list[N.Stmt]:
         """``T.atomic_addx2/x4(dst, value)``: the ``lanes`` elements from ``dst`` and from
         ``value`` along their last dims; each added atomically, as scalar atomic adds
@@ -7990,6 +8027,14 @@ class _Break(N.Stmt):
 
 
 @dataclasses.dataclass(frozen=True)
+class _Return(N.Stmt):
+    """``T.thread_return()`` while the T.Kernel body is parsed; the kernel folds it
+    (``fold_thread_returns``)."""
+
+    loc: Optional[N.Loc] = None
+
+
+@dataclasses.dataclass(frozen=True)
 class _Continue(N.Stmt):
     """``continue`` while its loop is parsed; the loop lowers it (``continue_loop``).
     ``form``: what the program wrote, for errors."""
@@ -8019,18 +8064,19 @@ def _breaks(body) -> bool:
     return False
 
 
-def _fold_continues(body) -> tuple:
+def _fold_continues(body, marker=_Continue) -> tuple:
     """A T.Parallel body without its continues: what follows an ``if`` that may continue
     runs in each of its branches that does not (TileLang's ``continue`` skips the rest of
-    the element's body); no flag, so the nest keeps no per-element state."""
+    the element's body); no flag, so the nest keeps no per-element state.  ``marker=
+    _Return``: a T.Kernel body without its T.thread_return() calls, alike."""
     out: list[N.Stmt] = []
     for k, s in enumerate(body):
-        if isinstance(s, _Continue):
+        if isinstance(s, marker):
             return tuple(out)
-        if isinstance(s, N.If) and (_has_break(s.then, _Continue) or _has_break(s.orelse, _Continue)):
+        if isinstance(s, N.If) and (_has_break(s.then, marker) or _has_break(s.orelse, marker)):
             rest = tuple(body[k + 1:])
-            out.append(dataclasses.replace(s, then=_fold_continues(tuple(s.then) + rest),
-                                           orelse=_fold_continues(tuple(s.orelse) + rest)))
+            out.append(dataclasses.replace(s, then=_fold_continues(tuple(s.then) + rest, marker),
+                                           orelse=_fold_continues(tuple(s.orelse) + rest, marker)))
             return tuple(out)
         out.append(s)
     return tuple(out)

@@ -302,7 +302,11 @@ class _Kernel:
                 return False
             if name in rows and rows[name] != layout:
                 self.fail(s, f"fragment '{name}' holds row statistics of two T.gemm accumulators "
-                             f"with different register layouts ({rows[name]} and {layout})")
+                             f"with different register layouts ({_partition(rows[name])} and "
+                             f"{_partition(layout)}): a thread holds other rows of each.  Give "
+                             "the T.gemms one family and arrangement (the same policy, tiles the "
+                             "block's warps cut alike; a T.gemm runs on mma.sync where wgmma "
+                             "cannot tile it or read its operands: docs/tile-ops.md, \"T.gemm\")")
             new = name not in rows
             rows[name], extent[name] = layout, m
             return new
@@ -2322,3 +2326,10 @@ def _columns_per_thread(k: _Kernel, off: set) -> set:
                 and int(src.shape[1].value) % k.threads == 0:
             out.add(id(r))
     return out
+
+
+def _partition(layout: N.Layout) -> str:
+    """An accumulator's partition in words: ``wgmma, 1 x 2 warpgroups`` (along M x N)."""
+    if layout.mma == "wgmma":
+        return f"wgmma, {layout.warps[0]} x {layout.warps[1]} warpgroups"
+    return f"mma.sync, {layout.warps[0]} x {layout.warps[1]} warps"

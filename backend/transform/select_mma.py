@@ -108,6 +108,18 @@ def wgmma_warps(m: int, n: int, warpgroups: int, policy: str = "Square") -> tupl
         next((w for w in order if fits(*w, n)), None)
 
 
+def wgmma_part_swizzle(s: N.Gemm, what: str, dtype: str, warps: tuple, m: int, n: int) -> int:
+    """The widest swizzle whose chunks tile each warpgroup's part of operand ``what`` of
+    ``s`` ("A" / "B") where it is MN-major and split over warpgroups along its MN dim
+    (``warps``: wgmma's (along M, along N)); 128 where it is neither.  0: wgmma cannot
+    read the parts (B stored (K, N), 24 columns of 16-bit values each: 48 bytes)."""
+    mn_major, parts, extent = (s.transpose_a, warps[0], m) if what == "A" else \
+        (not s.transpose_b, warps[1], n)
+    if not mn_major or parts == 1:
+        return 128
+    return operand_swizzle(extent // parts * DTYPES[dtype].bytes)
+
+
 def operand_swizzle(inner_bytes: int) -> int:
     """The widest TMA swizzle whose chunks tile a row of ``inner_bytes`` (0 if none)."""
     return next((s for s in TMA_SWIZZLES if inner_bytes % s == 0), 0)
@@ -274,11 +286,15 @@ class _Kernel:
         # mma.sync with A from registers puts every warp along M: each warp's A rows are
         # its accumulator rows, with K whole (register r of the A fragment holds the
         # (i, k) of register r of an accumulator with K columns)
+        wg_warps = None if self.threads % WARPGROUP else \
+            wgmma_warps(m, n, self.threads // WARPGROUP, s.policy)
         if family == "wgmma" and a.dtype in MMA_TYPES and (
-                self.threads % WARPGROUP or
-                wgmma_warps(m, n, self.threads // WARPGROUP, s.policy) is None) and \
+                wg_warps is None or not all(wgmma_part_swizzle(s, w, o.dtype, wg_warps, m, n)
+                                            for w, o in (("A", a), ("B", b)))) and \
                 self.threads % WARP == 0 and mma_warps(m, n, self.threads // WARP, s.policy, a_regs):
-            family = "mma"  # wgmma cannot tile it with these threads: warp mma.sync, as TileLang
+            # wgmma cannot tile it with these threads (or cannot read the warpgroups' parts of
+            # an MN-major operand: 24 columns of 16-bit B each): warp mma.sync, as TileLang
+            family = "mma"
         if family == "wgmma" and a.dtype in ("int8", "uint8", "float8_e4m3", "float8_e5m2") \
                 and not s.wgmma_only and (
                 self.threads % WARPGROUP or
@@ -364,6 +380,8 @@ class _Kernel:
             bounds = self.part_bounds.get(buf.name, row_bytes)
             swizzle = operand_swizzle(math.gcd(row_bytes, bounds))
             given = self.allocs[buf.name].layout  # the program's (T.annotate_layout, layout=)
+            if family == "wgmma":
+                swizzle = self.warpgroup_swizzle(swizzle, buf, what, s, warps, m, n)
             if family == "mma" and given is None:
                 # (a chunk width the warps' tile along a chunked MN dim can be cut from; else
                 # the rows unswizzled, as ldmatrix reads them)
@@ -508,8 +526,59 @@ class _Kernel:
         else:
             reason = (f"wgmma cannot tile {m} x {n} with {self.threads} threads (warpgroups "
                       f"of {WARPGROUP}, each 64-row steps, policy {s.policy})")
+            warps = None if self.threads % WARPGROUP else \
+                wgmma_warps(m, n, self.threads // WARPGROUP, s.policy)
+            if warps is not None and not wgmma_part_swizzle(s, "B", dtype, warps, m, n):
+                part = n // warps[1]
+                reason = (f"its {warps[1]} warpgroups along N (policy {s.policy}) take {part} "
+                          f"columns each of B, stored (K, N): {part * DTYPES[dtype].bytes} bytes, "
+                          "which no 32-, 64- or 128-byte swizzle chunk tiles (wgmma reads an "
+                          "MN-major operand in whole chunks)")
         self.fail(s, f"T.wgmma_gemm runs on wgmma only: {reason}; T.gemm would run it on "
                      f"{family if family == 'simt' else 'mma.sync'}")
+
+    def warpgroup_part_bounds(self, gemms: list) -> None:
+        """Each warpgroup's part of a shared operand a wgmma T.gemm reads MN-major split
+        along MN joins the operand's part bounds, so that every T.gemm reading the buffer
+        takes one swizzle whose chunks tile those parts too (a 64-column bf16 KV tile read
+        K-major by Q K^T and MN-major by P @ V on two warpgroups, 32 columns each: 64-byte
+        chunks for both)."""
+        if not (self.wgmma and arch_at_least(self.arch, 90)):
+            return
+        for g, region in gemms:
+            threads = region.num_threads if region is not None else self.scope.num_threads
+            c = self.buffers[g.c]
+            if threads % WARPGROUP or g.policy not in N.GEMM_POLICIES or len(c.shape) != 2 or \
+                    not all(isinstance(d, N.Const) for d in c.shape):
+                continue  # (plan refuses a policy that is not one)
+            m, n = (int(d.value) for d in c.shape)
+            warps = wgmma_warps(m, n, threads // WARPGROUP, g.policy)
+            for what, name in (("A", g.a), ("B", g.b)):
+                buf = self.buffers[name]
+                if warps is None or buf.scope != "shared" or buf.dtype not in WGMMA_TYPES:
+                    continue
+                part = wgmma_part_swizzle(g, what, buf.dtype, warps, m, n)
+                if 0 < part < 128:
+                    self.part_bounds[name] = math.gcd(self.part_bounds.get(name, 0), part)
+
+    def warpgroup_swizzle(self, widest: int, buf: N.Buffer, what: str, s: N.Gemm,
+                          warps: tuple, m: int, n: int) -> int:
+        """The widest swizzle up to ``widest`` whose chunks also tile each warpgroup's part
+        of an MN-major wgmma operand split over warpgroups along its MN dim (B stored
+        (K, N) cut into 48-column parts of a 96-column tile: 32-byte chunks, as CuTe DSL
+        cannot cut 64-byte ones in halves)."""
+        part = wgmma_part_swizzle(s, what, buf.dtype, warps, m, n)
+        if widest and not part:  # (and mma.sync could not take the T.gemm instead)
+            dim, fix = ("M", "transpose_A=False") if what == "A" else ("N", "transpose_B=True")
+            parts = warps[0] if what == "A" else warps[1]
+            extent = (m if what == "A" else n) // parts
+            self.fail(s, f"{what} ('{buf.name}') is stored {dim}-major and each of the {parts} "
+                         f"warpgroups along {dim} (policy {s.policy}) takes {extent} of its "
+                         f"{dim} elements ({extent * DTYPES[buf.dtype].bytes} bytes), which no "
+                         "32-, 64- or 128-byte swizzle chunk tiles (wgmma reads an MN-major "
+                         f"operand in whole chunks); store it K-major ({fix}), or change the "
+                         "policy, the thread count or the tile")
+        return math.gcd(widest, part) if widest else 0
 
     @staticmethod
     def warp_swizzle(widest: int, buf: N.Buffer, mn_major: bool, what: str, warps: tuple,
@@ -591,6 +660,7 @@ class _Kernel:
                     (start, n), bits = part[1], DTYPES[self.buffers[name].dtype].bits
                     bound = math.gcd(known_multiple(start) * bits, n * bits) // 8  # (bytes)
                     self.part_bounds[name] = math.gcd(self.part_bounds.get(name, 0), bound)
+        self.warpgroup_part_bounds(gemms)
         for g, region in gemms:
             # in a T.ws region the MMA is its warpgroups' (TileLang's thread range there)
             self.threads = region.num_threads if region is not None else self.scope.num_threads
