@@ -5,8 +5,10 @@ memory the Tensor Memory Accelerator moves.
   buffer) becomes a ``TmaCopy`` with no barrier yet — a load waiting for the
   scheduling passes (:mod:`.warp_specialize`, :mod:`.software_pipeline`) to give it an
   mbarrier and a stage — when TMA can do it (:func:`tma_box`) and the copy stands at the
-  top level of the kernel, or at the top level of a ``T.Pipelined`` body with an origin
-  that depends only on the loop variable, values from outside the loop and the body's
+  top level of the kernel, or at the top level of a ``T.Pipelined`` body (or of its one
+  ``if`` whose condition each step decides alone, after the step's Lets: ``if
+  BlockMask[by, bx, k]:``, read again by a producer warpgroup for each step;
+  :meth:`_Kernel.step_guard`) with an origin that depends only on the loop variable, values from outside the loop and the body's
   Lets before it that read no buffer the kernel writes (inlined into the origin: a
   paged load's ``page = block_table[b, k]``), into a
   buffer touched neither before it in the body, nor outside the loop, nor by an earlier

@@ -16,7 +16,14 @@ only compute.  Two passes:
           if k > 0: mbarrier_arrive(empty[(k - 1) % S])
 
   With A in registers (wgmma RS) the MMAs end within the step, so each step releases
-  its own stage.  A stage the threads read themselves is released after a proxy fence
+  its own stage.  A body that is one ``if`` each step decides alone (``if BlockMask[by,
+  bx, k]:``, after the step's Lets: :func:`.analysis.guarded_body`; the TMA pass made its
+  branch's loads pending only then) gets a producer too: it issues step ``j``'s loads
+  under step ``j``'s condition, the compute warpgroups wait, compute and release under
+  step ``k``'s, and both count only the steps that load (a skipped step takes 1 off a
+  local count, the loop's ``stage_base``), as TileLang's producer and consumer phase
+  counters do; without a producer (or in a loop inside an outer loop) the branch's loads
+  are put back as copies (:func:`_loop_back`).  A stage the threads read themselves is released after a proxy fence
   (:func:`_release`).  ``warp_specialize=True`` asks for it (an error naming the reason when
   the loop does not qualify), ``False`` refuses it, and the default (``None``) turns it
   on where the loop qualifies and the block is alone on its SM anyway (its shared memory,
