@@ -330,3 +330,73 @@ def test_streams_mix_on_gpu(streams, width):
     x = X.float()
     want = (Wt[None, :, None] * x).sum(1) * torch.rsqrt(x.pow(2).mean((1, 2)) + 1e-6)[:, None]
     torch.testing.assert_close(Y.float(), want, atol=2e-2, rtol=2e-2)
+
+
+def weighted_streams(streams=4, width=512, threads=64, tokens=16, stages=2, chunks=2):
+    """Each token's ``(streams, width * chunks)`` rows summed with per-stream weights, a
+    ``width`` chunk a step: the chunk copied to shared memory (bfloat16 to float32), to a
+    fragment, then ``y[j] += w * x[s, j]`` in a nest over ``j`` under a serial loop over
+    the streams (``s`` an enclosing loop's, ``w`` read from shared memory there)."""
+    total = width * chunks
+
+    @T.prim_func
+    def wsum(X: T.Tensor((tokens, streams, total), "bfloat16"), Wt: T.Tensor((tokens, streams), "float32"),
+             Y: T.Tensor((tokens, total), "bfloat16")):
+        with T.Kernel(tokens, threads=threads) as t:
+            ws = T.alloc_shared((streams,), "float32")
+            for q in T.Parallel(streams):
+                ws[q] = Wt[t, q]
+            for c in T.Pipelined(chunks, num_stages=stages):
+                xs = T.alloc_shared((streams, width), "float32")
+                x = T.alloc_fragment((streams, width), "float32")
+                T.copy(X[t, 0, c * width], xs)
+                T.copy(xs, x)
+                y = T.alloc_fragment((width,), "float32")
+                T.clear(y)
+                for s in T.serial(streams):
+                    w = ws[s]
+                    for j in T.Parallel(width):
+                        y[j] += w * x[s, j]
+                T.copy(y, Y[t, c * width])
+    return wsum
+
+
+@pytest.mark.parametrize("width,threads,held", [(512, 64, 8), (384, 64, 2), (256, 128, 2)])
+def test_rows_read_under_an_enclosing_serial_loop_are_blocked_with_the_nests_lanes(
+        monkeypatch, width, threads, held):
+    """``x[s, j]`` in a nest over ``j`` alone, ``s`` an enclosing serial loop's: ``x`` is
+    blocked with the nest's lanes (``held`` consecutive columns a thread, every row of
+    them), so the shared-to-fragment copy reads 16-byte vectors and ``y`` stores ``held``
+    bfloat16 values at once; TileLang lays ``x`` out by that copy (4 float32 columns a
+    thread) and reads it in place.  It had one column a thread (scalar shared loads, 2-byte
+    stores)."""
+    monkeypatch.setenv("TILECUTE_ARCH", "sm_90a")
+    src = _source(weighted_streams(width=width, threads=threads))
+    for name in ("x", "y"):
+        assert _declared(src, name) == f"blocked: {held} consecutive elements per thread step", src
+    rounds = width // (threads * held)
+    reg = f"s * {held} + tc_lane" if rounds == 1 else f"(s * {rounds} + (tc_k"
+    assert f"w * x[{reg}" in src, src
+    assert f"Y.iterator + cute.assume(t * {2 * width} + c * {width} + " in src
+    assert f"cute.make_layout({held})).store(" in src
+
+
+def test_a_reduced_fragment_read_under_an_enclosing_loop_keeps_a_column_a_thread(monkeypatch):
+    """The split combine's ``lse[s, i]`` (``T.reduce_max(lse, mx, dim=0)`` folds its columns):
+    one column a thread, as before."""
+    monkeypatch.setenv("TILECUTE_ARCH", "sm_90a")
+    src = _source(split_combine())
+    assert "lse = cute.make_rmem_tensor((4,)" in src
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("width,threads", [(512, 64), (384, 64), (256, 128)])
+def test_weighted_streams_on_gpu(width, threads):
+    import torch
+    torch.manual_seed(width + threads)
+    X = torch.randn(16, 4, 2 * width, device="cuda").bfloat16()
+    Wt = torch.randn(16, 4, device="cuda")
+    Y = torch.empty(16, 2 * width, device="cuda", dtype=torch.bfloat16)
+    tilecute.compile(weighted_streams(width=width, threads=threads))(X, Wt, Y)
+    want = (Wt[:, :, None] * X.float()).sum(1)
+    torch.testing.assert_close(Y.float(), want, atol=3e-2, rtol=2e-2)

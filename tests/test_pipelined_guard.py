@@ -37,8 +37,11 @@ def masked_tiles_gemm(M=256, N=256, K=512, bm=64, bn=64, bk=32, stages=3, flag_i
     return bsgemm
 
 
+NO_PRODUCER = {"disable_warp_specialize": True}  # (the cp.async pipeline's tests)
+
+
 def test_guarded_body_is_pipelined():
-    src = tilecute.compile(masked_tiles_gemm(), target="sm_90a").get_kernel_source()
+    src = tilecute.compile(masked_tiles_gemm(), target="sm_90a", options=NO_PRODUCER).get_kernel_source()
     # the refill of step k + 2 under that step's mask, the GEMM under step k's
     assert "if Mask[by, bx, k + 2] != cutlass.Int8(0):" in src, src
     assert "tc_a_s_stage" in src and "cute.arch.cp_async_wait_group(4)" in src, src
@@ -73,9 +76,53 @@ def selected_tiles_gemm(M=128, N=128, K=512, nsel=6, bm=64, bn=64, bk=32, stages
 
 
 def test_guard_through_the_steps_let_is_pipelined():
-    src = tilecute.compile(selected_tiles_gemm(), target="sm_90a").get_kernel_source()
+    src = tilecute.compile(selected_tiles_gemm(), target="sm_90a", options=NO_PRODUCER).get_kernel_source()
     assert "if Idx[by, s + 1] >= 0:" in src, src
     assert "tc_a_s_stage" in src
+
+
+def test_guarded_body_gets_a_producer_warpgroup():
+    """Where the block is alone on its SM (16 blocks), the guarded loop gets TileLang's
+    schedule: a producer warpgroup issues the TMA loads of the steps whose mask is set, and
+    both roles count only those steps (a skipped step takes 1 off the count), so the
+    stages and mbarrier phases follow the loads; no cp.async, no block barrier a step."""
+    src = tilecute.compile(masked_tiles_gemm(), target="sm_90a").get_kernel_source()
+    assert "block=[256, 1, 1]" in src and "cp_async" not in src, src
+    producer = src[src.index("if tc_tx >= 128:"):src.index("    else:\n        cute.arch.setmaxregister_increase")]
+    assert "if Mask[by, bx, tc_j0] != cutlass.Int8(0):" in producer, producer
+    assert producer.count("tct.load(") == 2 and "tc_pbase0[0] = tc_pbase0[0] - 1" in producer, producer
+    loop = src[src.index("for k in cutlass.range(0, 16):"):]
+    assert "if Mask[by, bx, k] != cutlass.Int8(0):" in loop, loop
+    assert "tct.wait(tc_bar0 + ((tc_cbase0[0] + k) - (tc_cbase0[0] + k) // 3 * 3), (tc_cbase0[0] + k) // 3 & 1)" \
+        in loop, loop
+    assert "tc_cbase0[0] = tc_cbase0[0] - 1" in loop and "sync_threads" not in loop, loop
+    # the GEMM reads the stage of the steps that loaded
+    assert "tcm.operand(tc_smem + cute.assume(0 + ((tc_cbase0[0] + k) % 3) * 4096" in loop, loop
+
+
+def test_guard_through_the_steps_let_gets_a_producer_warpgroup():
+    """The guard read through the step's Let (``kb = Idx[by, s]; if kb >= 0:``): the
+    producer reads it for each step (the Let inlined), the compute warpgroups keep it."""
+    src = tilecute.compile(selected_tiles_gemm(), target="sm_90a").get_kernel_source()
+    assert "if Idx[by, tc_j0] >= 0:" in src and "tc_origin0 = Idx[by, tc_j0]" in src, src
+    assert "(tc_origin0 * 32, by * 64)" in src, src
+    assert "kb = Idx[by, s]\n            if kb >= 0:" in src, src
+    assert "cp_async" not in src
+
+
+def test_guarded_loop_of_a_large_grid_keeps_the_async_pipeline():
+    """A grid of more blocks than SMs gets no producer warpgroup by default (its
+    occupancy): the guarded branch's loads are put back as copies, pipelined by cp.async."""
+    src = tilecute.compile(masked_tiles_gemm(M=2048, N=2048), target="sm_90a").get_kernel_source()
+    assert "tct.load(" not in src and "block=[128, 1, 1]" in src, src
+    assert ", k + 2] != cutlass.Int8(0):" in src and "tc_a_s_stage" in src, src  # (its block order: by1, bx1)
+
+
+def test_a_guard_the_body_changes_gets_no_producer():
+    """A guard reading what the body writes (shared memory) holds only for its own step:
+    its loads stay copies, the loop keeps one buffer."""
+    src = tilecute.compile(masked_tiles_gemm(flag_in_body=True), target="sm_90a").get_kernel_source()
+    assert "tct.load(" not in src and "block=[128, 1, 1]" in src, src
 
 
 def _reference(a, b, mask, bm, bn, bk):
@@ -90,8 +137,9 @@ def _reference(a, b, mask, bm, bn, bk):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("options", [None, NO_PRODUCER], ids=["producer", "cp_async"])
 @pytest.mark.parametrize("stages", [2, 3])
-def test_masked_tiles_gemm_gpu(stages):
+def test_masked_tiles_gemm_gpu(stages, options):
     torch.manual_seed(0)
     M, N, K, bm, bn, bk = 256, 256, 512, 64, 64, 32
     a = torch.randn(M, K, device="cuda").half()
@@ -100,20 +148,21 @@ def test_masked_tiles_gemm_gpu(stages):
     mask[0, 0] = 0  # a tile with no step at all
     c = torch.empty(M, N, device="cuda")
     used = torch.empty(M // bm, N // bn, device="cuda", dtype=torch.int32)
-    tilecute.compile(masked_tiles_gemm(M, N, K, bm, bn, bk, stages))(a, b, mask, c, used)
+    tilecute.compile(masked_tiles_gemm(M, N, K, bm, bn, bk, stages), options=options)(a, b, mask, c, used)
     torch.testing.assert_close(c, _reference(a, b, mask, bm, bn, bk), atol=1e-2, rtol=1e-3)
     assert (c[:bm, :bn] == 0).all()
 
 
 @pytest.mark.gpu
-def test_selected_tiles_gemm_gpu():
+@pytest.mark.parametrize("options", [None, NO_PRODUCER], ids=["producer", "cp_async"])
+def test_selected_tiles_gemm_gpu(options):
     torch.manual_seed(0)
     M, N, K, nsel, bm, bn, bk = 128, 128, 512, 6, 64, 64, 32
     a = torch.randn(M, K, device="cuda").half()
     b = torch.randn(K, N, device="cuda").half()
     idx = torch.tensor([[3, -1, 0, 15, -1, 7], [-1, -1, -1, -1, -1, -1]], device="cuda", dtype=torch.int32)
     c = torch.empty(M, N, device="cuda")
-    tilecute.compile(selected_tiles_gemm(M, N, K, nsel, bm, bn, bk))(a, b, idx, c)
+    tilecute.compile(selected_tiles_gemm(M, N, K, nsel, bm, bn, bk), options=options)(a, b, idx, c)
     ref = torch.zeros(M, N, device="cuda")
     for r in range(M // bm):
         for t in idx[r].tolist():

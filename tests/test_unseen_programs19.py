@@ -157,12 +157,13 @@ def test_sparse_programs():
     assert "for e in cutlass.range(row_ptr[r], " in src
     src = _src("blocksparse_gemm_a_tile_mask")
     assert "if (Mask[by, k] != 0):" in src
-    # pipelined under the mask: step k + 1's copies issued under its own mask, step k's GEMM
-    # under step k's (the copies and GEMM are skipped where the mask is 0)
-    ahead = src.split("if (Mask[by, k + 1] != 0):", 1)[1].split("if (Mask[by, k] != 0):", 1)[0]
-    assert "copy_async" in ahead
-    masked = src.split("if (Mask[by, k] != 0):", 1)[1].split("cp_async_wait_group(0)", 1)[0]
-    assert "tcm.gemm(" in masked
+    # pipelined under the mask (16 blocks: a producer warpgroup): the producer loads step j's
+    # tiles under step j's mask, step k's GEMM runs under step k's (the loads and GEMM are
+    # skipped where the mask is 0)
+    ahead = src.split("if (Mask[by, tc_j0] != 0):", 1)[1].split("else:", 1)[0]
+    assert ahead.count("tct.load(") == 2
+    masked = src.split("if (Mask[by, k] != 0):", 1)[1].split("else:", 1)[0]
+    assert "tcm.gemm(" in masked and "tct.wait(tc_bar0" in masked
 
 
 def test_gathers_and_scatters():

@@ -65,11 +65,12 @@ def test_pipelined_tile_skip_keeps_the_loaded_bounds_test():
     src = _body("kv_tiles_skip_by_ranges")
     assert "q_start = starts[qt]" in src and "q_end = ends[qt]" in src
     cond = src.index("if q_start <= kv and kv < q_end:")
-    # the Q tile's copy runs only under its step's test, issued a step ahead (the next step's
-    # bounds read there: the pipelined guard); both GEMMs only under this step's
-    ahead = src.index("if starts[qt + 1] <= kv and kv < ends[qt + 1]:")
-    assert ahead < src.index("tcc.copy_async(", ahead) < cond
-    assert "if starts[0] <= kv and kv < ends[0]:" in src  # (the prologue's step 0)
+    # the Q tile's load runs only under its step's test: the producer warpgroup reads each
+    # step's bounds and loads the tiles of the steps that pass (the guarded pipeline); both
+    # GEMMs only under this step's test, at the stage of the steps that loaded
+    ahead = src.index("if starts[tc_j0] <= kv and kv < ends[tc_j0]:")
+    assert ahead < src.index("tct.load(Q_desc", ahead) < cond
+    assert "tc_cbase0[0] = tc_cbase0[0] - 1" in src[cond:]  # (a skipped step loads nothing)
     assert cond < src.index("tcm.gemm(tc_mma0") < src.index("tcm.gemm(tc_mma1")
     assert "accumulate=False" in src.split("tcm.gemm(tc_mma0")[1].split("\n")[0]  # clear_accum=True
 

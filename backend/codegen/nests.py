@@ -149,12 +149,12 @@ class NestEmitter:
         V))) * V + lane``: in every row the thread meets the columns its step would give it
         in a nest over ``j`` alone; ``b[k, j]`` of a ``(K, J)`` one so blocked is that
         register of row ``k``, ``(k * (J / (threads V)) + step % (J / (threads V))) * V +
-        lane``."""
+        lane``, in a nest over ``j`` alone too (``k`` an enclosing loop's, V > 1)."""
         loops, (step, width) = self.loops, self.step
         if not loops or len(indices) != buf.ndim:
             return None
         names = [lp.var.name for lp in loops]
-        if buf.ndim in (1, 2) and len(loops) >= 2 and isinstance(indices[-1], N.Var) and \
+        if (len(loops) >= 2 or buf.ndim == 2 and width > 1) and isinstance(indices[-1], N.Var) and \
                 indices[-1].name == names[-1] and layout.vector == width and \
                 buf.shape[-1] == loops[-1].extent and \
                 not (buf.ndim == 2 and any(mentions(indices[0], v) for v in names)):

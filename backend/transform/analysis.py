@@ -689,6 +689,25 @@ def nested_pipelined(s) -> list | None:
     return found[0] if len(found) == 1 else None
 
 
+def guarded_body(body) -> tuple:
+    """``(cond, lets, then)`` of a pipelined loop's body that is one ``if cond:`` with no
+    ``else``, after ``Let``s: the callers pipeline it (the cp.async pipeline, the TMA loads
+    of a producer warpgroup) when the condition each step decides alone (through
+    the step's Lets it reads the loop variable, values from outside the loop and buffers
+    the loop does not write, calling only pure math: a block-sparse mask, ``if Mask[by, bx,
+    k]:``, ``i_s = Idx[b, h, k]; if i_s >= 0:``), so a later step's copies can be guarded
+    by it; else ``(None, (), body)``.  TileLang pipelines such a body too, each statement
+    under the step's guard."""
+    n = 0
+    while n < len(body) and isinstance(body[n], N.Let):
+        n += 1
+    if len(body) == n + 1 and isinstance(body[n], N.If) and not body[n].orelse:
+        # (Lets before it, ``i_s = Idx[b, k]; if i_s >= 0:``: the caller resolves the
+        # condition through the step's Lets, or gives up)
+        return body[n].cond, tuple(body[:n]), body[n].then
+    return None, (), body
+
+
 def without_body(body, loop) -> tuple:
     """``body`` with ``loop``'s body emptied (what the statements around a nested loop
     touch)."""

@@ -41,7 +41,7 @@ import dataclasses
 from ..ir import nodes as N
 from ..ir.visitor import BODY_FIELDS, fold_constants, replace_stmt, substitute, walk_nodes, walk_stmts
 from ..target import target
-from .analysis import (PURE_CALLS, accesses, buffers_used, names_in as _names, parallel_nest, tainted_lets,
+from .analysis import (PURE_CALLS, accesses, buffers_used, guarded_body, names_in as _names, parallel_nest, tainted_lets,
                        view_bases, with_innermost)
 from .mbarriers import i32, sub
 from .shared_memory import place
@@ -158,7 +158,7 @@ class _Kernel:
 
     def pipelined(self, loop: N.For) -> list | None:
         S = min(loop.num_stages, self.cap)
-        guard, prefix, body = _guard(loop)  # (a body under one `if` the step decides)
+        guard, prefix, body = guarded_body(loop.body)  # (a body under one `if` the step decides)
         copies = [t for t in body if _async_nest(t)]
         if S < 2 or not copies or loop.warp_specialize or loop.stage_base is not None or \
                 any(_program_async(t) for t in walk_stmts(loop.body)):
@@ -244,25 +244,6 @@ class _Kernel:
         landed = [N.AsyncCopyWait(loc=loop.loc)] if self.waited_before(loop) else []
         return [*landed, *prologue, dataclasses.replace(loop, body=tuple(body), num_stages=S),
                 drained]
-
-
-def _guard(loop: N.For) -> tuple:
-    """``(cond, lets, then)`` of a body that is one ``if cond:`` with no ``else``, after
-    ``Let``s: the caller pipelines it when the condition each step decides alone (through
-    the step's Lets it reads the loop variable, values from outside the loop and buffers
-    the loop does not write, calling only pure math: a block-sparse mask, ``if Mask[by, bx,
-    k]:``, ``i_s = Idx[b, h, k]; if i_s >= 0:``), so a later step's copies can be guarded
-    by it; else ``(None, (), body)``.  TileLang pipelines such a body too, each statement
-    under the step's guard."""
-    body = loop.body
-    n = 0
-    while n < len(body) and isinstance(body[n], N.Let):
-        n += 1
-    if len(body) == n + 1 and isinstance(body[n], N.If) and not body[n].orelse:
-        # (Lets before it, ``i_s = Idx[b, k]; if i_s >= 0:``: the caller resolves the
-        # condition through the step's Lets, or gives up)
-        return body[n].cond, tuple(body[:n]), body[n].then
-    return None, (), body
 
 
 def _step_lets(loop: N.For) -> dict:

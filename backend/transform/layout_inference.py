@@ -227,6 +227,8 @@ class _Kernel:
         self.allocs: dict[str, N.Allocate] = {}
         self.nests: list[_Nest] = []
         self.reduces: list[N.Reduce] = []
+        # the fragments some T.reduce_* reduces (anywhere in the kernel: special_access)
+        self.folded_srcs = {r.src for r in walk_stmts(scope.body) if isinstance(r, N.Reduce)}
         self.replicated: set[str] = set()
         self.why: dict[str, N.Stmt] = {}  # fragment -> a statement that makes it replicated
         # fragment -> the replicated fragment written by the nest (``why``) that reads it
@@ -788,7 +790,11 @@ class _Kernel:
         ``"col"``: a ``(J,)`` fragment read at ``[j]`` in a nest over ``(..., j)`` whose
         last extent is ``J`` (a column's factor: ``y[i, j] = x[i, j] * w[j]``), or a
         ``(K, J)`` one read at ``[k, j]`` there, ``k`` free of the nest's variables (an
-        inner serial loop's: ``x[i, j] += a[k, i] * b[k, j]``).
+        inner serial loop's: ``x[i, j] += a[k, i] * b[k, j]``), also in a nest over ``j``
+        alone, ``k`` an enclosing loop's (mHC pre's ``for k in T.serial(4): ... ol[j] += pre
+        * xl[k, j]``: TileLang lays ``xl`` out by the copy that fills it, 4 columns a thread,
+        and the nest reads them in place) unless ``T.reduce`` reduces it (``"outer"`` then,
+        as where the columns are not whole rounds of the threads' pieces).
         TileLang lays them out by their loops: thread ``i`` of the block holds row ``i``
         (the nest's ``(I, J)`` fragments whole rows a thread, ``x`` one element), column
         ``j`` of ``b``, and of ``w`` the columns the thread meets in every row of ``w``
@@ -807,10 +813,17 @@ class _Kernel:
                 isinstance(idx[0], N.Var) and idx[0].name == nest.vars[0] and \
                 buf.shape[0] == nest.loops[0].extent:
             return "row"
-        if buf.ndim == 2 and len(nest.loops) == 1 and isinstance(idx[1], N.Var) and owners and \
+        if buf.ndim == 2 and len(nest.loops) == 1 and isinstance(idx[1], N.Var) and \
                 idx[1].name == nest.vars[0] and buf.shape[1] == nest.loops[0].extent and \
                 not mentions(idx[0], nest.vars[0]):
-            return "outer"
+            inner = {t.var.name for t in walk_stmts(nest.loops[0].body) if isinstance(t, N.For)}
+            if cols and not write and b not in self.folded_srcs and \
+                    not any(mentions(idx[0], v) for v in inner):
+                # (k an enclosing loop's: its columns blocked with the nest's V, every row
+                # of them a thread, as a 2-D nest's b[k, j]; where that fails, or for a k
+                # of a loop inside the nest (a column fold), one column a thread: "outer")
+                return "col"
+            return "outer" if owners else None
         if buf.ndim == 1 and len(nest.loops) >= 2 and not write and cols \
                 and isinstance(idx[0], N.Var) and idx[0].name == nest.vars[-1] and \
                 buf.shape[0] == nest.loops[-1].extent:

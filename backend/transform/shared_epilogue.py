@@ -12,7 +12,8 @@ fewer blocks fitting on an SM.  What experts write by hand for the last few perc
 ``disable_shared_epilogue`` keeps the direct copy, as ``T.copy(acc, C[...],
 disable_tma=True)`` (or any ``prefer_instruction=``: the program chose the copy's
 instruction) does for one copy.  The new allocation and copies are visible in the printed
-IR."""
+IR.  A tile the program stages itself (``C_s = T.alloc_shared(...)``, ``T.copy(acc, C_s)``,
+``T.copy(C_s, C[...])``) gets the same swizzle (:func:`_swizzle_own_tile`)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from ..ir import nodes as N
 from ..ir.visitor import walk_stmts
 from ..runtime.dtypes import DTYPES
 from ..target import TMA_SWIZZLES, arch_at_least, target
-from .analysis import all_names, lifetimes, stage_bytes, tma_box, whole
+from .analysis import all_names, buffers_used, lifetimes, stage_bytes, tma_box, whole
 
 BARRIER_SLACK = 1024  # bytes the TMA passes may still add (mbarriers, alignment)
 
@@ -93,10 +94,57 @@ def _kernel(func: N.PrimFunc, scope: N.KernelScope, arch: str, names: set[str]) 
     return dataclasses.replace(scope, body=tuple(body)) if changed else scope
 
 
+def _swizzle_own_tile(func: N.PrimFunc, scope: N.KernelScope) -> N.KernelScope:
+    """The program's own epilogue tile (TileLang's block-sparse GEMM: ``C_shared =
+    T.alloc_shared((M, N), dtype)``, ``T.copy(C_local, C_shared)``, ``T.copy(C_shared,
+    C[...])``) gets the layout of the staged epilogue's: a shared buffer with no layout of
+    the program's, written whole by copies from T.gemm accumulators and read whole by copies
+    to global tensors that TMA can store from that swizzle, and touched by nothing else,
+    is ``tma_swizzled``. Row-major, the accumulator's register pairs met 8 rows a warp in
+    one bank group (an 8-way conflict a store; TileLang swizzles such a tile too)."""
+    allocs = {s.buffer.name: s for s in scope.body if isinstance(s, N.Allocate)}
+    params = {p.name: p for p in func.params if isinstance(p, N.Buffer)}
+    writes: dict[str, list] = {}
+    reads: dict[str, list] = {}
+    others: set[str] = set()
+    for s in walk_stmts(scope.body):
+        if isinstance(s, N.Copy):
+            if s.dst.buffer in allocs and _accumulator(allocs.get(s.src.buffer)):
+                writes.setdefault(s.dst.buffer, []).append(s)
+                continue
+            if s.src.buffer in allocs and s.dst.buffer in params:
+                reads.setdefault(s.src.buffer, []).append(s)
+                continue
+        if not isinstance(s, (N.For, N.If, N.While, N.KernelScope, N.Allocate)):
+            others |= buffers_used(s)
+    swizzled = {}
+    for name in set(writes) & set(reads) - others:
+        a = allocs[name]
+        buf = a.buffer
+        if buf.scope != "shared" or a.layout is not None or a.view_of or a.stages != 1 or \
+                buf.ndim != 2 or not all(isinstance(d, N.Const) for d in buf.shape) or \
+                any(b.view_of == name for b in allocs.values()):
+            continue
+        row_bytes = int(buf.shape[-1].value) * DTYPES[buf.dtype].bytes
+        swizzle = next((w for w in TMA_SWIZZLES if row_bytes % w == 0), 0)
+        if not swizzle or DTYPES[buf.dtype].pack != 1 or \
+                not all(whole(c.dst, buf) for c in writes[name]) or \
+                not all(whole(c.src, buf) and not c.disable_tma and c.instruction in ("", "tma")
+                        and isinstance(tma_box(params[c.dst.buffer], c.dst, buf, swizzle), tuple)
+                        for c in reads[name]):
+            continue
+        swizzled[name] = swizzle
+    if not swizzled:
+        return scope
+    return dataclasses.replace(scope, body=tuple(
+        dataclasses.replace(s, layout=N.Layout("tma_swizzled", swizzle=swizzled[s.buffer.name]))
+        if isinstance(s, N.Allocate) and s.buffer.name in swizzled else s for s in scope.body))
+
+
 def stage_epilogue(func: N.PrimFunc, arch: str, options: dict) -> N.PrimFunc:
     if not arch_at_least(arch, 90) or options.get("disable_tma") or \
             options.get("disable_shared_epilogue"):
         return func
     names = all_names(func)
-    kernels = tuple(_kernel(func, k, arch, names) for k in func.kernels)
+    kernels = tuple(_swizzle_own_tile(func, _kernel(func, k, arch, names)) for k in func.kernels)
     return dataclasses.replace(func, kernels=kernels)

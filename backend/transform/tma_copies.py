@@ -5,8 +5,10 @@ memory the Tensor Memory Accelerator moves.
   buffer) becomes a ``TmaCopy`` with no barrier yet — a load waiting for the
   scheduling passes (:mod:`.warp_specialize`, :mod:`.software_pipeline`) to give it an
   mbarrier and a stage — when TMA can do it (:func:`tma_box`) and the copy stands at the
-  top level of the kernel, or at the top level of a ``T.Pipelined`` body with an origin
-  that depends only on the loop variable, values from outside the loop and the body's
+  top level of the kernel, or at the top level of a ``T.Pipelined`` body (or of its one
+  ``if`` whose condition each step decides alone, after the step's Lets: ``if
+  BlockMask[by, bx, k]:``, read again by a producer warpgroup for each step;
+  :meth:`_Kernel.step_guard`) with an origin that depends only on the loop variable, values from outside the loop and the body's
   Lets before it that read no buffer the kernel writes (inlined into the origin: a
   paged load's ``page = block_table[b, k]``), into a
   buffer touched neither before it in the body, nor outside the loop, nor by an earlier
@@ -48,7 +50,7 @@ from ..ir.visitor import (StmtMutator, fold_constants, linear_form, substitute, 
                           walk_nodes, walk_stmts)
 from ..runtime.dtypes import DTYPES
 from ..target import arch_at_least
-from .analysis import (accesses, aliased, all_names, matrix_of, matrix_slice, mentions,  # noqa: F401
+from .analysis import (accesses, aliased, all_names, guarded_body, matrix_of, matrix_slice, mentions,  # noqa: F401
                        nested_pipelined, parallel_nest, row_slice, tma_box, tma_swizzle, view_bases,
                        view_layout, whole, without_body, written_globals)
 
@@ -258,7 +260,21 @@ class _Kernel(StmtMutator):
         return all(isinstance(u, N.Gemm) and id(u) in loop_stmts for u in others)
 
     def pipelined_loop(self, loop: N.For) -> N.For:
-        steps = self.unroll_loads(loop.body)
+        cond, prefix, then = guarded_body(loop.body)
+        if cond is not None and self.step_guard(loop, cond, prefix) is not None:
+            # a body under one ``if`` each step decides alone (``if BlockMask[by, bx, k]:``):
+            # its branch's loads too, for a producer warpgroup to issue under the step's
+            # guard (:mod:`.warp_specialize`, which puts them back as copies otherwise)
+            (guard,) = loop.body[len(prefix):]
+            body = self.pipelined_body(loop, prefix + then)
+            return dataclasses.replace(loop, body=body[:len(prefix)] + (
+                dataclasses.replace(guard, then=body[len(prefix):]),))
+        return dataclasses.replace(loop, body=self.pipelined_body(loop, loop.body))
+
+    def pipelined_body(self, loop: N.For, stmts) -> tuple:
+        """``stmts`` (``loop``'s body, or its guarded branch after the Lets before it) with
+        the loads a pipeline can issue steps ahead made pending TMA loads."""
+        steps = self.unroll_loads(stmts)
         inner = let_names(loop.body) | let_names(steps)
         outside = buffer_names(
             [t for t in without_body(self.scope.body, loop) if not isinstance(t, N.Allocate)])
@@ -282,9 +298,8 @@ class _Kernel(StmtMutator):
         # the Lets of unrolled loads that only their (now TMA) copies read
         read = {x.name for t in body if not (isinstance(t, N.Let) and t.var.name in self.unrolled_lets)
                 for x in walk_nodes(t) if isinstance(x, N.Var)}
-        body = [t for t in body if not (isinstance(t, N.Let) and t.var.name in self.unrolled_lets
-                                        and t.var.name not in read)]
-        return dataclasses.replace(loop, body=tuple(body))
+        return tuple(t for t in body if not (isinstance(t, N.Let) and t.var.name in self.unrolled_lets
+                                             and t.var.name not in read))
 
     def unroll_loads(self, body) -> list:
         """``body`` with each small constant ``T.serial`` / ``T.unroll`` loop of Lets and
@@ -330,6 +345,24 @@ class _Kernel(StmtMutator):
             name = f"{stem}_{n}"
         self.names.add(name)
         return name
+
+    def step_guard(self, loop: N.For, cond: N.Expr, prefix: tuple) -> N.Expr | None:
+        """The guard of a guarded pipelined body (:func:`guarded_body`) as its step alone
+        decides it: the prefix Lets it names inlined, reading the loop variable, values
+        from outside the loop and global tensors the kernel never writes, and not the
+        thread index; None when it reads anything else (a producer warpgroup could not
+        decide it for another step)."""
+        written = self.written()
+        lets: dict = {}
+        for t in prefix:
+            if not self.reads_mutable(t.value, written):
+                lets[t.var.name] = substitute(t.value, lets)
+        cond = substitute(cond, lets) if lets else cond
+        if var_names(cond) & let_names(loop.body) or self.reads_mutable(cond, written) or any(
+                isinstance(c, N.Call) and c.name in ("thread_idx", "shuffle_elect")
+                for c in walk_nodes(cond)):
+            return None
+        return cond
 
     def reads_mutable(self, e, written: set[str]) -> bool:
         """Does ``e`` read a buffer other than a global one the kernel never writes (a

@@ -16,7 +16,14 @@ only compute.  Two passes:
           if k > 0: mbarrier_arrive(empty[(k - 1) % S])
 
   With A in registers (wgmma RS) the MMAs end within the step, so each step releases
-  its own stage.  A stage the threads read themselves is released after a proxy fence
+  its own stage.  A body that is one ``if`` each step decides alone (``if BlockMask[by,
+  bx, k]:``, after the step's Lets: :func:`.analysis.guarded_body`; the TMA pass made its
+  branch's loads pending only then) gets a producer too: it issues step ``j``'s loads
+  under step ``j``'s condition, the compute warpgroups wait, compute and release under
+  step ``k``'s, and both count only the steps that load (a skipped step takes 1 off a
+  local count, the loop's ``stage_base``), as TileLang's producer and consumer phase
+  counters do; without a producer (or in a loop inside an outer loop) the branch's loads
+  are put back as copies (:func:`_loop_back`).  A stage the threads read themselves is released after a proxy fence
   (:func:`_release`).  ``warp_specialize=True`` asks for it (an error naming the reason when
   the loop does not qualify), ``False`` refuses it, and the default (``None``) turns it
   on where the loop qualifies and the block is alone on its SM anyway (its shared memory,
@@ -33,11 +40,11 @@ import dataclasses
 import math
 
 from ..ir import nodes as N
-from ..ir.visitor import (fold_constants, replace_exprs, replace_stmt, var_names, walk_nodes,
-                          walk_stmts)
+from ..ir.visitor import (fold_constants, replace_exprs, replace_stmt, substitute, var_names,
+                          walk_nodes, walk_stmts)
 from ..target import MAX_THREADS, PRODUCER_REGS, WARPGROUP, arch_at_least, target
-from .analysis import (buffers_used, lifetimes, loads as expr_loads, nested_pipelined, stage_bytes,
-                       syncs_grid, top_loads, written_globals)
+from .analysis import (buffers_used, guarded_body, let_values, lifetimes, loads as expr_loads,
+                       nested_pipelined, stage_bytes, syncs_grid, top_loads, written_globals)
 from .tma_copies import TmaError, is_pending_load
 from .mbarriers import KernelTma, full_wait, i32, issuer, schedule, split_body, sub
 
@@ -85,8 +92,7 @@ class _Specializer:
             if len(out) == 1 or not run_loads:
                 body = replace_stmt(body, c, [_copy_back(c, self.k.func)])
         if len(out) == 1:  # no producer
-            back = tuple(_copy_back(s, self.k.func) for s in loop.body)
-            return list(replace_stmt(body, loop, [dataclasses.replace(loop, body=back)]))
+            return list(replace_stmt(body, loop, [_loop_back(loop, self.k.func)]))
         producer, inits, compute, run_wait, run_done = out
         body = replace_stmt(body, loop, compute)
         if run_loads:  # the compute warpgroups wait for the tile's loads where they stood
@@ -108,18 +114,21 @@ class _Specializer:
         return out
 
     def loop(self, loop: N.For, path: list | None = None, run_loads=()) -> list:
-        loads = self.k.pending(loop.body)
+        guard = _guard(loop, self.k.func)  # (a body under one ``if`` the step decides)
+        loads = self.k.pending(loop.body if guard is None else guard[2])
         if not loads:
             if loop.warp_specialize:
                 self.fail(loop, self.refusal(loop, [], False))
             return [loop]
-        rest, wait_at = split_body(loop.body, loads)
+        if guard is not None and (loop.warp_specialize is False or loop.overlap_mma):
+            return [_loop_back(loop, self.k.func)]
+        rest, wait_at = split_body(loop.body if guard is None else guard[2], loads)
         staged = {**self.staged, **{c.dst.buffer: loop.num_stages for c in loads}}
         self.staged = staged
         ws = loop.warp_specialize
         if ws is False:
             return [loop]
-        refusal = self.refusal(loop, loads, self.k.mma_then_registers(rest, loads), path)
+        refusal = self.refusal(loop, loads, self.k.mma_then_registers(rest, loads), path, guard)
         blocks = self.k.scope.min_blocks_per_sm
         if refusal is None and blocks > 1:
             refusal = (f"the kernel asks for {blocks} blocks per SM "
@@ -145,11 +154,11 @@ class _Specializer:
         # (a loop whose GEMMs the program asked to overlap needs the producer warpgroup)
         if refusal is not None or not (ws or loop.overlap_mma or (
                 self.auto and self.alone_on_sm(staged))):
-            return [loop]
-        return self.specialize(loop, loads, rest, wait_at, path, run_loads)
+            return [loop if guard is None else _loop_back(loop, self.k.func)]
+        return self.specialize(loop, loads, rest, wait_at, path, run_loads, guard)
 
     def specialize(self, loop: N.For, loads, rest, wait_at, path: list | None = None,
-                   run_loads=()) -> list:
+                   run_loads=(), guard: tuple | None = None) -> list:
         """The producer's loop and the compute loop.  Loads whose tiles are first used by
         different statements (attention: K by the first GEMM, V by the second) get a
         pipeline each (FlashAttention's separate K and V pipelines): the compute loop
@@ -179,15 +188,18 @@ class _Specializer:
         # a loop inside an outer loop counts on from its earlier runs: each role keeps the
         # count of its steps so far in a local (tc_pbase: the producer's, tc_cbase: the
         # compute warpgroups'); the stage and phase of step j are those of step base + j
+        # A guarded body (``if BlockMask[by, bx, k]:``, ``guard``) uses a stage only in the
+        # steps its guard holds: a skipped step takes 1 off both counts (TileLang counts
+        # such steps the same way), so the stages and phases follow the steps that load
         pbase = cbase = None
-        if path is not None:
+        if path is not None or guard is not None:
             pbase = N.Buffer(k.fresh("tc_pbase"), "int32", (i32(1),), "local")
             cbase = N.Buffer(k.fresh("tc_cbase"), "int32", (i32(1),), "local")
         count = j if pbase is None else N.binop("add", N.Load(pbase.name, (i32(0),), "int32"), j)
         stage = N.binop("mod", count, i32(S))
         it = j if isinstance(a, N.Const) and a.value == 0 else N.binop("add", a, j)  # a + j
         # (else each step's MMAs end in it; a GEMM followed by register work ends there)
-        shared_a = isinstance(rest[-1], N.Gemm) and k.stays_in_flight(rest[-1], S)
+        shared_a = isinstance(rest[-1], N.Gemm) and k.stays_in_flight(rest[-1], S) and guard is None
         if shared_a:  # step k's MMAs stay in flight: release step k - 1's stage
             rest[-1] = dataclasses.replace(rest[-1], wg_wait=1)
         feed, waits, releases = [], {}, {}
@@ -224,9 +236,15 @@ class _Specializer:
             feed.extend(issuer(loop, group, bar)(it, stage))
             waits.setdefault(at, []).append(full)
         feed = read_origins_first(feed, written_globals(k.func, k.scope.body), k.fresh, loop.loc)
+        if guard is not None:  # (the step's guard, read again for step it)
+            feed = [N.If(substitute(guard[0], {loop.var.name: it}), tuple(feed),
+                         (_skipped(pbase, loop.loc),), loc=loop.loc)]
         tid = N.Call("thread_idx", (i32(0),), "int32")
         issuing: tuple = (N.For(j, i32(0), n, "serial", tuple(feed), loc=loop.loc),)
-        inits, run_wait, run_done = list(_local(cbase, loop.loc)) if path else [], None, ()
+        if guard is not None:
+            issuing = _local(pbase, loop.loc) + issuing
+        inits = list(_local(cbase, loop.loc)) if cbase is not None else []
+        run_wait, run_done = None, ()
         if run_loads:
             loc = loop.loc
             full = k.barrier(len(run_loads), 1, loc)
@@ -267,9 +285,12 @@ class _Specializer:
         for i, s in enumerate(rest):
             body += releases.get(i, []) + waits.get(i, []) + [s]
         body += waits.get(len(rest), []) + releases.get(len(rest), [])
+        if guard is not None:
+            cond, prefix, _ = guarded_body(loop.body)
+            body = [*prefix, N.If(cond, tuple(body), (_skipped(cbase, loop.loc),), loc=loop.loc)]
         compute = dataclasses.replace(loop, body=tuple(body), stage_base=base)
         if path is None:
-            return [self.producer, compute]
+            return [self.producer, *inits, compute]
         return [self.producer, inits, [compute, *tail, *_counted(cbase, n, loop.loc, ())],
                 run_wait, run_done]
 
@@ -281,7 +302,8 @@ class _Specializer:
         return any(buffers_used(s) & bufs and not (isinstance(s, N.Gemm) and self.k.wgmma(s))
                    for s in stmts)
 
-    def refusal(self, loop: N.For, loads, mma_tail: bool, path: list | None = None) -> str | None:
+    def refusal(self, loop: N.For, loads, mma_tail: bool, path: list | None = None,
+                guard: tuple | None = None) -> str | None:
         """Why ``loop`` cannot be warp-specialized (an error when the program asks, the
         default staying off otherwise), or None."""
         scope = self.k.scope
@@ -298,13 +320,19 @@ class _Specializer:
                     f"{MAX_THREADS - WARPGROUP}); the kernel has threads={scope.threads}")
         if self.producer is not None:
             return "a kernel has at most one T.Pipelined(warp_specialize=True) loop"
-        needs = var_names((loop.start, loop.extent) + tuple(c.src for c in loads)) - {loop.var.name}
+        if guard is not None and path is not None:
+            return ("T.Pipelined(warp_specialize=True): a body under an `if` in a loop inside an "
+                    "outer loop (the producer warpgroup issues guarded loads only for a loop at "
+                    "the kernel's top level)")
+        guards = () if guard is None else (guard[0],)  # (the producer decides it too)
+        needs = var_names((loop.start, loop.extent) + tuple(c.src for c in loads) + guards) - \
+            {loop.var.name}
         if path is not None:  # (it replays the ifs around the loop too)
             needs |= var_names(tuple(s.cond for s in path if isinstance(s, N.If)))
         hidden = sorted(needs - self.producer_sees(path[0] if path else loop, path))
         # a bound or origin read from a buffer the kernel allocates (a T.alloc_var's lo /
         # hi): the producer's branch has none of the compute warpgroups' locals
-        bounds = (loop.start, loop.extent) + tuple(c.src for c in loads)
+        bounds = (loop.start, loop.extent) + tuple(c.src for c in loads) + guards
         if path is not None:
             bounds += tuple(s.cond for s in path if isinstance(s, N.If))
         hidden += sorted({x.buffer for x in walk_nodes(bounds)
@@ -425,6 +453,33 @@ def _copy_back(s, func):
     if not is_pending_load(s, func):
         return s
     return N.Copy(s.src, s.dst, loc=s.loc, instruction="tma" if s.required else "")
+
+
+def _guard(loop: N.For, func: N.PrimFunc) -> tuple | None:
+    """``(cond, prefix, then)`` of a pipelined body under one ``if`` whose branch holds
+    pending TMA loads (:func:`guarded_body`; the TMA pass took them only where the step
+    alone decides the guard), ``cond`` with the prefix Lets it names inlined (what the
+    producer reads for each step); None for any other body."""
+    cond, prefix, then = guarded_body(loop.body)
+    if cond is None or not any(is_pending_load(s, func) for s in then):
+        return None
+    return substitute(cond, let_values(prefix)), prefix, then
+
+
+def _loop_back(loop: N.For, func: N.PrimFunc) -> N.For:
+    """``loop`` with its pending TMA loads, at the top of its body or of its guarded
+    branch, put back as copies (a loop that gets no producer warpgroup)."""
+    body = tuple(_copy_back(s, func) for s in loop.body)
+    if body and isinstance(body[-1], N.If) and _guard(loop, func) is not None:
+        body = body[:-1] + (dataclasses.replace(
+            body[-1], then=tuple(_copy_back(s, func) for s in body[-1].then)),)
+    return dataclasses.replace(loop, body=body)
+
+
+def _skipped(buf: N.Buffer, loc) -> N.Store:
+    """A skipped step of a guarded body: the count ``buf`` one lower."""
+    return N.Store(buf.name, (i32(0),), N.binop("sub", N.Load(buf.name, (i32(0),), "int32"), i32(1)),
+                   loc=loc)
 
 
 def _local(buf: N.Buffer, loc) -> tuple:
