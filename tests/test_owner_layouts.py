@@ -400,3 +400,18 @@ def test_weighted_streams_on_gpu(width, threads):
     tilecute.compile(weighted_streams(width=width, threads=threads))(X, Wt, Y)
     want = (Wt[:, :, None] * X.float()).sum(1)
     torch.testing.assert_close(Y.float(), want, atol=3e-2, rtol=2e-2)
+
+
+def test_rank3_fragment_nest_keeps_its_step_registers():
+    """A (4, 16, 32) fragment filled by a 3-loop nest (T.copy) keeps each thread step's
+    registers (``x[step * 4 + lane]``): the owner-register rule for a nest over ``j`` alone
+    is for 1- and 2-D fragments (a 3-D one read ``x[lane]`` for every step, a wrong answer
+    in every rank-3 reduction on the H200)."""
+    import re
+    import sys
+    import os
+    sys.path.insert(0, os.path.dirname(__file__))
+    from test_reduce_dims import _reduce
+    src = tilecute.compile(_reduce((4, 16, 32), 1, "sum")).get_kernel_source()
+    assert re.search(r"\bx\[tc_k\d+ \* 4 \+ tc_lane\d+\] = tc_vec\d+\[tc_lane\d+\]", src), src
+    assert not re.search(r"\bx\[tc_lane\d+\] = ", src)

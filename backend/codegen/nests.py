@@ -154,7 +154,8 @@ class NestEmitter:
         if not loops or len(indices) != buf.ndim:
             return None
         names = [lp.var.name for lp in loops]
-        if (len(loops) >= 2 or buf.ndim == 2 and width > 1) and isinstance(indices[-1], N.Var) and \
+        if (buf.ndim in (1, 2) and len(loops) >= 2 or buf.ndim == 2 and width > 1) and \
+                isinstance(indices[-1], N.Var) and \
                 indices[-1].name == names[-1] and layout.vector == width and \
                 buf.shape[-1] == loops[-1].extent and \
                 not (buf.ndim == 2 and any(mentions(indices[0], v) for v in names)):
