@@ -498,7 +498,8 @@ class ExprPrinter:
                 # cutlass.select_ gives an MLIR value without a sign: a conversion of it
                 # would extend it by the target's sign (a uint8 to Int32 sign-extended) and
                 # a float conversion is refused, so the value is named with its own type
-                text = f"{cute_type(e.dtype)}({text})"
+                # (an int4 / uint4 code's is its register type, a Uint8)
+                text = f"{register_type(e.dtype)}({text})"
             return text, ATOM
         if isinstance(e, N.Load):
             return self.load(e), ATOM

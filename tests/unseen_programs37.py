@@ -1,0 +1,295 @@
+"""A thirty-seventh set of programs in TileLang's idioms (written for tilecute, not taken from
+TileLang), most on TileLang's 4-bit integers: an AWQ-style w4a16 GEMM (uint4 weights with a
+float16 scale and a uint4 zero point per group of 64, dequantized in registers), a GPTQ-style
+one reading its weights as packed uint8 bytes and unpacking nibbles by shifts and masks, a
+w4a8 GEMM (int8 activations, int4 weights cast to int8 in registers, int8 T.gemm), an int4 x
+int4 GEMM with per-row / per-column scales applied to the int32 accumulator into float16,
+int4 KV-cache quantization on write (a per-token absmax scale) with a decode attention that
+reads the int4 cache back, uint4 nibble shuffles (swap, clamp by T.if_then_else, T.fill),
+early-exit kernels by ``T.thread_return`` under a bounds test, a GEMM whose T.Pipelined loop
+names order / stage / group with a bias + GELU epilogue, a fragment copied between dtypes, a
+symbolic-M GEMM with a ragged tail, ``out_idx`` outputs beside a ``T.empty`` one, a
+``T.annotate_layout`` with a ``T.Fragment``, and a ``T.macro`` that returns a value.
+
+The file reads as TileLang after swapping its two import lines (``import tilelang`` /
+``import tilelang.language as T``); ``tests/test_unseen_programs37.py`` builds each to a cubin
+on the CPU, checks what decides the result in the generated source, and on a GPU compares it
+with torch."""
+
+import tilecute as tilelang
+import tilecute.language as T
+
+
+# ---- AWQ-style w4a16: uint4 weights, per-group float16 scales and uint4 zero points -----------
+@tilelang.jit(out_idx=[4])
+def awq_w4a16_group_gemm(M=128, N=256, K=512, group=64, block_M=64, block_N=64, block_K=64,
+                         threads=128):
+    """C = A @ dequant(W)^T with W[n, k] = (q[n, k] - z[n, k // group]) * s[n, k // group]:
+    the uint4 tile lands in shared memory as bytes, is copied to a uint4 register tile,
+    dequantized there to float16 and staged for a float16 T.gemm."""
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), T.float16), Wq: T.Tensor((N, K), T.uint4),
+             S: T.Tensor((N, K // group), T.float16), Z: T.Tensor((N, K // group), T.uint4),
+             C: T.Tensor((M, N), T.float16)):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
+            A_s = T.alloc_shared((block_M, block_K), T.float16)
+            Wq_s = T.alloc_shared((block_N, block_K), T.uint4)
+            Wq_l = T.alloc_fragment((block_N, block_K), T.uint4)
+            W_l = T.alloc_fragment((block_N, block_K), T.float16)
+            W_s = T.alloc_shared((block_N, block_K), T.float16)
+            acc = T.alloc_fragment((block_M, block_N), T.float32)
+            T.clear(acc)
+            for k in T.Pipelined(K // block_K, num_stages=2):
+                T.copy(A[by * block_M, k * block_K], A_s)
+                T.copy(Wq[bx * block_N, k * block_K], Wq_s)
+                T.copy(Wq_s, Wq_l)
+                for i, j in T.Parallel(block_N, block_K):
+                    g = (k * block_K + j) // group
+                    W_l[i, j] = (T.cast(Wq_l[i, j], T.float16)
+                                 - T.cast(Z[bx * block_N + i, g], T.float16)) * S[bx * block_N + i, g]
+                T.copy(W_l, W_s)
+                T.gemm(A_s, W_s, acc, transpose_B=True)
+            T.copy(acc, C[by * block_M, bx * block_N])
+
+    return main
+
+
+# ---- GPTQ-style: weights as packed uint8 bytes, nibbles by shift and mask ----------------------
+@tilelang.jit(out_idx=[3])
+def gptq_packed_u8_gemm(M=128, N=128, K=256, group=128, block_M=64, block_N=64, block_K=64,
+                        threads=128):
+    """The same GEMM with the weights bound as uint8 (N, K // 2) and decoded by hand, as older
+    TileLang programs do: element j of a row is byte j // 2 shifted by 4 * (j % 2), masked to
+    four bits, minus a symmetric zero point of 8, times a per-group float16 scale."""
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), T.float16), Bq: T.Tensor((N, K // 2), T.uint8),
+             S: T.Tensor((N, K // group), T.float16), C: T.Tensor((M, N), T.float16)):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
+            A_s = T.alloc_shared((block_M, block_K), T.float16)
+            Bq_s = T.alloc_shared((block_N, block_K // 2), T.uint8)
+            Bq_l = T.alloc_fragment((block_N, block_K // 2), T.uint8)
+            B_l = T.alloc_fragment((block_N, block_K), T.float16)
+            acc = T.alloc_fragment((block_M, block_N), T.float32)
+            T.clear(acc)
+            for k in T.Pipelined(K // block_K, num_stages=3):
+                T.copy(A[by * block_M, k * block_K], A_s)
+                T.copy(Bq[bx * block_N, k * block_K // 2], Bq_s)
+                T.copy(Bq_s, Bq_l)
+                for i, j in T.Parallel(block_N, block_K):
+                    code = (Bq_l[i, j // 2] >> (T.cast(j % 2, T.uint8) * T.uint8(4))) & T.uint8(0xF)
+                    B_l[i, j] = ((T.cast(code, T.float16) - T.float16(8))
+                                 * S[bx * block_N + i, (k * block_K + j) // group])
+                T.gemm(A_s, B_l, acc, transpose_B=True)
+            T.copy(acc, C[by * block_M, bx * block_N])
+
+    return main
+
+
+# ---- w4a8: int8 activations x int4 weights (int4 -> int8 in registers), int8 T.gemm ------------
+@tilelang.jit(out_idx=[4])
+def w4a8_gemm_dequant_epilogue(M=128, N=128, K=256, block_M=64, block_N=64, block_K=128,
+                               threads=128):
+    """int8 A times int4 W (bound as packed int8), the weight tile cast to int8 in registers and
+    staged in shared memory for an int8 x int8 -> int32 T.gemm; the epilogue scales by a per-row
+    activation scale and a per-channel weight scale into bfloat16."""
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), T.int8), W: T.Tensor((N, K), T.int4),
+             sa: T.Tensor((M,), T.float32), sw: T.Tensor((N,), T.float32),
+             C: T.Tensor((M, N), T.bfloat16)):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
+            A_s = T.alloc_shared((block_M, block_K), T.int8)
+            W_s4 = T.alloc_shared((block_N, block_K), T.int4)
+            W_l4 = T.alloc_fragment((block_N, block_K), T.int4)
+            W_l8 = T.alloc_fragment((block_N, block_K), T.int8)
+            W_s8 = T.alloc_shared((block_N, block_K), T.int8)
+            acc = T.alloc_fragment((block_M, block_N), T.int32)
+            T.clear(acc)
+            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=2):
+                T.copy(A[by * block_M, k * block_K], A_s)
+                T.copy(W[bx * block_N, k * block_K], W_s4)
+                T.copy(W_s4, W_l4)
+                T.copy(W_l4, W_l8)  # a register tile copied between dtypes: int4 -> int8
+                T.copy(W_l8, W_s8)
+                T.gemm(A_s, W_s8, acc, transpose_B=True)
+            for i, j in T.Parallel(block_M, block_N):
+                C[by * block_M + i, bx * block_N + j] = T.cast(
+                    T.cast(acc[i, j], T.float32) * sa[by * block_M + i] * sw[bx * block_N + j],
+                    T.bfloat16)
+
+    return main
+
+
+# ---- int4 x int4 GEMM with a per-row / per-column scale epilogue -------------------------------
+@tilelang.jit(out_idx=[4])
+def int4_gemm_scaled_fp16(M=256, N=256, K=512, block_M=128, block_N=128, block_K=128,
+                          threads=256):
+    """int4 A (M, K) and int4 B (N, K) into int32 on mma.sync m16n8k64, then
+    C = acc * row_scale[m] * col_scale[n] in float16 through a shared tile."""
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), T.int4), B: T.Tensor((N, K), T.int4),
+             rs: T.Tensor((M,), T.float16), cs: T.Tensor((N,), T.float16),
+             C: T.Tensor((M, N), T.float16)):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
+            A_s = T.alloc_shared((block_M, block_K), T.int4)
+            B_s = T.alloc_shared((block_N, block_K), T.int4)
+            acc = T.alloc_fragment((block_M, block_N), T.int32)
+            out = T.alloc_fragment((block_M, block_N), T.float16)
+            C_s = T.alloc_shared((block_M, block_N), T.float16)
+            T.clear(acc)
+            for ko in T.Pipelined(T.ceildiv(K, block_K), num_stages=3):
+                T.copy(A[by * block_M, ko * block_K], A_s)
+                T.copy(B[bx * block_N, ko * block_K], B_s)
+                T.gemm(A_s, B_s, acc, transpose_B=True)
+            for i, j in T.Parallel(block_M, block_N):
+                out[i, j] = T.cast(T.cast(acc[i, j], T.float32)
+                                   * T.cast(rs[by * block_M + i], T.float32)
+                                   * T.cast(cs[bx * block_N + j], T.float32), T.float16)
+            T.copy(out, C_s)
+            T.copy(C_s, C[by * block_M, bx * block_N])
+
+    return main
+
+
+# ---- int4 KV cache: quantize on write ------------------------------------------------------------
+@tilelang.jit(out_idx=[-2, -1])
+def kv_int4_quant_write(T_tok=200, H=4, D=128, block_T=32, threads=128):
+    """Per token and head: scale = absmax / 7 (1 where the row is all zeros), q = round(x /
+    scale) clamped to -8 .. 7, stored as int4 (two a byte) beside the float32 scale; the token
+    count is ragged against the 32-token block."""
+
+    @T.prim_func
+    def main(K: T.Tensor((T_tok, H, D), T.float16), Kq: T.Tensor((T_tok, H, D), T.int4),
+             Ks: T.Tensor((T_tok, H), T.float32)):
+        with T.Kernel(T.ceildiv(T_tok, block_T), H, threads=threads) as (bt, h):
+            x = T.alloc_fragment((block_T, D), T.float32)
+            amax = T.alloc_fragment((block_T,), T.float32)
+            q = T.alloc_fragment((block_T, D), T.int4)
+            for t, d in T.Parallel(block_T, D):
+                x[t, d] = T.if_then_else(bt * block_T + t < T_tok,
+                                         T.cast(K[bt * block_T + t, h, d], T.float32), 0.0)
+            T.reduce_absmax(x, amax, dim=1)
+            for t in T.Parallel(block_T):
+                amax[t] = T.if_then_else(amax[t] > 0.0, amax[t] / 7.0, 1.0)
+            for t, d in T.Parallel(block_T, D):
+                q[t, d] = T.cast(T.clamp(T.round(x[t, d] / amax[t]), -8.0, 7.0), T.int4)
+            for t, d in T.Parallel(block_T, D):
+                if bt * block_T + t < T_tok:
+                    Kq[bt * block_T + t, h, d] = q[t, d]
+            for t in T.Parallel(block_T):
+                if bt * block_T + t < T_tok:
+                    Ks[bt * block_T + t, h] = amax[t]
+
+    return main
+
+
+# ---- decode attention over an int4 KV cache -----------------------------------------------------
+@tilelang.jit(out_idx=[5])
+def decode_attn_int4_kv(B=2, H=8, S=512, D=128, block_S=64, threads=128):
+    """One query token per (batch, head): K and V stored int4 (B, S, H, D) with a float32 scale
+    per (token, head); each 64-token block is dequantized into float16 shared tiles, scores by
+    T.gemm of the query (padded to 16 rows? no: a (1, D) row broadcast over a register loop),
+    an online softmax over the blocks, the output normalized at the end."""
+
+    @T.prim_func
+    def main(Q: T.Tensor((B, H, D), T.float16), Kq: T.Tensor((B, S, H, D), T.int4),
+             Ks: T.Tensor((B, S, H), T.float32), Vq: T.Tensor((B, S, H, D), T.int4),
+             Vs: T.Tensor((B, S, H), T.float32), O: T.Tensor((B, H, D), T.float16)):
+        with T.Kernel(H, B, threads=threads) as (h, b):
+            q = T.alloc_fragment((D,), T.float32)
+            k_l = T.alloc_fragment((block_S, D), T.float32)
+            v_l = T.alloc_fragment((block_S, D), T.float32)
+            s = T.alloc_fragment((block_S,), T.float32)
+            m_prev = T.alloc_var(T.float32)
+            m_new = T.alloc_var(T.float32)
+            l_sum = T.alloc_var(T.float32)
+            blk_max = T.alloc_fragment((1,), T.float32)
+            blk_sum = T.alloc_fragment((1,), T.float32)
+            s2 = T.alloc_fragment((1, block_S), T.float32)
+            pv = T.alloc_fragment((D,), T.float32)
+            o = T.alloc_fragment((D,), T.float32)
+            scale = 1.44269504 / (D ** 0.5)
+            for d in T.Parallel(D):
+                q[d] = T.cast(Q[b, h, d], T.float32)
+            T.clear(o)
+            m_prev = -T.infinity(T.float32)
+            l_sum = 0.0
+            for sb in T.serial(S // block_S):
+                for t, d in T.Parallel(block_S, D):
+                    k_l[t, d] = (T.cast(Kq[b, sb * block_S + t, h, d], T.float32)
+                                 * Ks[b, sb * block_S + t, h] * q[d])
+                T.reduce_sum(k_l, s, dim=1)
+                for t in T.Parallel(block_S):
+                    s2[0, t] = s[t] * scale
+                T.reduce_max(s2, blk_max, dim=1)
+                m_new = T.max(m_prev, blk_max[0])
+                for t in T.Parallel(block_S):
+                    s2[0, t] = T.exp2(s2[0, t] - m_new)
+                T.reduce_sum(s2, blk_sum, dim=1)
+                for t, d in T.Parallel(block_S, D):
+                    v_l[t, d] = (T.cast(Vq[b, sb * block_S + t, h, d], T.float32)
+                                 * Vs[b, sb * block_S + t, h] * s2[0, t])
+                T.reduce_sum(v_l, pv, dim=0)
+                for d in T.Parallel(D):
+                    o[d] = o[d] * T.exp2(m_prev - m_new) + pv[d]
+                l_sum = l_sum * T.exp2(m_prev - m_new) + blk_sum[0]
+                m_prev = m_new
+            for d in T.Parallel(D):
+                O[b, h, d] = T.cast(o[d] / l_sum, T.float16)
+
+    return main
+
+
+# ---- uint4 nibble shuffles ------------------------------------------------------------------------
+@tilelang.jit(out_idx=[1, 2])
+def uint4_nibble_shuffle(M=64, N=256, threads=128):
+    """From uint4 codes X: Y swaps each pair of neighbouring codes (element 2k <-> 2k + 1, i.e.
+    the two nibbles of every byte) and clamps codes above 12 to 12 by T.if_then_else; Z is a
+    uint4 tile filled with 15 where X's code is even and X's code otherwise, copied out whole."""
+
+    @T.prim_func
+    def main(X: T.Tensor((M, N), T.uint4), Y: T.Tensor((M, N), T.uint4),
+             Z: T.Tensor((M, N), T.uint4)):
+        with T.Kernel(M // 16, threads=threads) as bx:
+            x = T.alloc_fragment((16, N), T.uint4)
+            z = T.alloc_fragment((16, N), T.uint4)
+            T.copy(X[bx * 16, 0], x)
+            T.fill(z, 15)
+            for i, j in T.Parallel(16, N):
+                c = T.cast(x[i, j ^ 1], T.int32)
+                Y[bx * 16 + i, j] = T.if_then_else(c > 12, T.cast(12, T.uint4), x[i, j ^ 1])
+            for i, j in T.Parallel(16, N):
+                if T.cast(x[i, j], T.int32) % 2 == 1:
+                    z[i, j] = x[i, j]
+            T.copy(z, Z[bx * 16, 0])
+
+    return main
+
+
+# ---- early exit: T.thread_return under bounds tests, int4 in and out --------------------------------
+@tilelang.jit
+def int4_requant_thread_return(R=1000, N=64, threads=128):
+    """One thread a row of int4 codes: threads past R return; a row whose scale is zero writes
+    zeros and returns; the others requantize q * scale_in / scale_out (round, clamp) back to int4."""
+
+    @T.prim_func
+    def main(X: T.Tensor((R, N), T.int4), s_in: T.Tensor((R,), T.float32),
+             s_out: T.Tensor((R,), T.float32), Y: T.Tensor((R, N), T.int4)):
+        with T.Kernel(T.ceildiv(R, threads), threads=threads) as bx:
+            tx = T.get_thread_binding()
+            r = bx * threads + tx
+            if r >= R:
+                T.thread_return()
+            if s_out[r] == 0.0:
+                for j in T.serial(N):
+                    Y[r, j] = T.cast(0, T.int4)
+                T.thread_return()
+            f = s_in[r] / s_out[r]
+            for j in T.serial(N):
+                v = T.round(T.cast(X[r, j], T.float32) * f)
+                Y[r, j] = T.cast(T.clamp(v, -8.0, 7.0), T.int4)
+
+    return main
