@@ -190,9 +190,9 @@ def kv_int4_quant_write(T_tok=200, H=4, D=128, block_T=32, threads=128):
 @tilelang.jit(out_idx=[5])
 def decode_attn_int4_kv(B=2, H=8, S=512, D=128, block_S=64, threads=128):
     """One query token per (batch, head): K and V stored int4 (B, S, H, D) with a float32 scale
-    per (token, head); each 64-token block is dequantized into float16 shared tiles, scores by
-    T.gemm of the query (padded to 16 rows? no: a (1, D) row broadcast over a register loop),
-    an online softmax over the blocks, the output normalized at the end."""
+    per (token, head); each 64-token block is read element by element, dequantized in
+    registers and multiplied with the query row (scores by a dim=1 reduction, the weighted V
+    by a dim=0 one), an online softmax over the blocks, the output normalized at the end."""
 
     @T.prim_func
     def main(Q: T.Tensor((B, H, D), T.float16), Kq: T.Tensor((B, S, H, D), T.int4),
@@ -291,5 +291,215 @@ def int4_requant_thread_return(R=1000, N=64, threads=128):
             for j in T.serial(N):
                 v = T.round(T.cast(X[r, j], T.float32) * f)
                 Y[r, j] = T.cast(T.clamp(v, -8.0, 7.0), T.int4)
+
+    return main
+
+
+# ---- w4a8 with the weights decoded by hand: T.reinterpret + arithmetic shift, a T.macro ----------
+@T.macro
+def _u8_nibble_to_i8(byte, pos):
+    """The signed 4-bit value in nibble ``pos`` of a uint8 ``byte``: moved to the top of the
+    byte, reinterpreted as int8 and shifted back arithmetically (sign-extending)."""
+    nib = (byte >> (T.cast(pos, T.uint8) * T.uint8(4))) & T.uint8(0xF)
+    return T.reinterpret(nib << T.uint8(4), T.int8) >> T.int8(4)
+
+
+@tilelang.jit(out_idx=[2])
+def w4a8_u8_macro_gemm(M=128, N=128, K=256, block_M=64, block_N=64, block_K=128, threads=128):
+    """int8 A times int4 weights stored as uint8 bytes (N, K // 2), the nibbles decoded to int8
+    by a T.macro returning a value, into an int8 x int8 -> int32 T.gemm whose B is a register
+    tile copied to shared memory (the register tile copied from a second one first)."""
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), T.int8), Bq: T.Tensor((N, K // 2), T.uint8),
+             C: T.Tensor((M, N), T.int32)):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
+            A_s = T.alloc_shared((block_M, block_K), T.int8)
+            Bq_s = T.alloc_shared((block_N, block_K // 2), T.uint8)
+            Bq_l = T.alloc_fragment((block_N, block_K // 2), T.uint8)
+            B_l = T.alloc_fragment((block_N, block_K), T.int8)
+            B_s = T.alloc_shared((block_N, block_K), T.int8)
+            acc = T.alloc_fragment((block_M, block_N), T.int32)
+            T.clear(acc)
+            for k in T.Pipelined(K // block_K, num_stages=2):
+                T.copy(A[by * block_M, k * block_K], A_s)
+                T.copy(Bq[bx * block_N, k * block_K // 2], Bq_s)
+                T.copy(Bq_s, Bq_l)
+                for i, j in T.Parallel(block_N, block_K):
+                    B_l[i, j] = _u8_nibble_to_i8(Bq_l[i, j // 2], j % 2)
+                T.copy(B_l, B_s)
+                T.gemm(A_s, B_s, acc, transpose_B=True)
+            T.copy(acc, C[by * block_M, bx * block_N])
+
+    return main
+
+
+# ---- w4a16 GEMV: uint4 weights, a per-group scale, threads split K --------------------------------
+@tilelang.jit(out_idx=[3])
+def gemv_w4a16_uint4(N=1024, K=2048, group=128, block_N=8, threads=128):
+    """y = W x with uint4 weights (N, K), zero point 8 and a float16 scale per group of 128:
+    each block takes 8 rows, its 128 threads 16 columns each per step (a serial loop over
+    K), the partial sums reduced over a (8, 128) register tile along dim 1."""
+    per = K // threads
+
+    @T.prim_func
+    def main(x: T.Tensor((K,), T.float16), W: T.Tensor((N, K), T.uint4),
+             S: T.Tensor((N, K // group), T.float16), y: T.Tensor((N,), T.float16)):
+        with T.Kernel(T.ceildiv(N, block_N), threads=threads) as bn:
+            part = T.alloc_fragment((block_N, threads), T.float32)
+            tot = T.alloc_fragment((block_N,), T.float32)
+            T.clear(part)
+            for n, t in T.Parallel(block_N, threads):
+                for kk in T.serial(per):
+                    kc = t * per + kk
+                    w = (T.cast(W[bn * block_N + n, kc], T.float32) - 8.0) \
+                        * T.cast(S[bn * block_N + n, kc // group], T.float32)
+                    part[n, t] += w * T.cast(x[kc], T.float32)
+            T.reduce_sum(part, tot, dim=1)
+            for n in T.Parallel(block_N):
+                y[bn * block_N + n] = T.cast(tot[n], T.float16)
+
+    return main
+
+
+# ---- int4 GEMM over a symbolic M with a ragged tail, an explicit pipeline schedule -----------------
+@tilelang.jit(out_idx=[2])
+def int4_gemm_dynamic_m_pipelined(N=256, K=512, block_M=64, block_N=128, block_K=128, threads=128):
+    """C = A @ B^T, int4 into int32, M a T.dynamic (the last tile ragged: its rows past M are
+    neither read from nor written to global memory); the T.Pipelined loop names its order,
+    stages and groups, and the epilogue adds a per-column int32 bias after a ReLU-style clamp."""
+    M = T.dynamic("m")
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), T.int4), B: T.Tensor((N, K), T.int4),
+             C: T.Tensor((M, N), T.int32), bias: T.Tensor((N,), T.int32)):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
+            A_s = T.alloc_shared((block_M, block_K), T.int4)
+            B_s = T.alloc_shared((block_N, block_K), T.int4)
+            acc = T.alloc_fragment((block_M, block_N), T.int32)
+            T.clear(acc)
+            for ko in T.Pipelined(K // block_K, num_stages=2, order=[0, 1, 2], stage=[0, 0, 1],
+                                  group=[[0], [1], [2]]):
+                T.copy(A[by * block_M, ko * block_K], A_s)
+                T.copy(B[bx * block_N, ko * block_K], B_s)
+                T.gemm(A_s, B_s, acc, transpose_B=True)
+            for i, j in T.Parallel(block_M, block_N):
+                acc[i, j] = T.max(acc[i, j], 0) + bias[bx * block_N + j]
+            T.copy(acc, C[by * block_M, bx * block_N])
+
+    return main
+
+
+# ---- eager style: an int4 output from T.empty, shapes from T.const ---------------------------------
+@tilelang.jit
+def eager_int4_row_quant(X, block_M=16):
+    """Symmetric per-row int4 quantization, TileLang's newest @jit style: the row count and
+    width come from X's shape (T.const), the codes and scales are T.empty outputs returned."""
+    M, N = T.const("M, N")
+    X: T.Tensor((M, N), T.float32)
+    Q = T.empty((M, N), T.int4)
+    S = T.empty((M,), T.float32)
+    with T.Kernel(T.ceildiv(M, block_M), threads=128) as bm:
+        x = T.alloc_fragment((block_M, N), T.float32)
+        q = T.alloc_fragment((block_M, N), T.int4)
+        amax = T.alloc_fragment((block_M,), T.float32)
+        T.copy(X[bm * block_M, 0], x)
+        T.reduce_absmax(x, amax, dim=1)
+        for i in T.Parallel(block_M):
+            amax[i] = T.max(amax[i], 1e-6) / 7.0
+        for i, j in T.Parallel(block_M, N):
+            q[i, j] = T.cast(T.round(x[i, j] / amax[i]), T.int4)
+        T.copy(q, Q[bm * block_M, 0])
+        T.copy(amax, S[bm * block_M])
+    return Q, S
+
+
+# ---- split-K int4 GEMM: a ragged K, int32 atomics into C ----------------------------------------
+@tilelang.jit
+def int4_gemm_splitk_atomic(M=128, N=128, K=576, block_M=64, block_N=64, block_K=128, split=2,
+                            threads=128):
+    """C += A @ B^T over int4 operands with K split over blockIdx.z: each split takes
+    ceil(ceil(K / block_K) / split) steps (K = 576: four and a half 128-wide steps, three for
+    the first split, two for the second, whose last is ragged), the loads past K zero-filled; partial int32 tiles are
+    added into C by T.atomic_add of the whole fragment."""
+    steps = (K + block_K - 1) // block_K
+    per = (steps + split - 1) // split
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), T.int4), B: T.Tensor((N, K), T.int4),
+             C: T.Tensor((M, N), T.int32)):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), split, threads=threads) as (bx, by, bz):
+            A_s = T.alloc_shared((block_M, block_K), T.int4)
+            B_s = T.alloc_shared((block_N, block_K), T.int4)
+            acc = T.alloc_fragment((block_M, block_N), T.int32)
+            T.clear(acc)
+            for ko in T.Pipelined(T.min(per, steps - bz * per), num_stages=2):
+                T.copy(A[by * block_M, (bz * per + ko) * block_K], A_s)
+                T.copy(B[bx * block_N, (bz * per + ko) * block_K], B_s)
+                T.gemm(A_s, B_s, acc, transpose_B=True)
+            T.atomic_add(C[by * block_M, bx * block_N], acc)
+
+    return main
+
+
+# ---- GQA decode over a uint4 KV cache: dequantized tiles, T.gemm, an online softmax ---------------
+@tilelang.jit(out_idx=[6])
+def gqa_decode_uint4_kv_gemm(B=2, H=32, G=8, S=1024, D=128, block_S=64, threads=128):
+    """Each block takes the 4 query heads of one KV head (padded to 16 rows for the MMA) and
+    walks the cache: the uint4 K / V tiles (zero point 8, a float16 scale per token and KV head)
+    are dequantized from shared memory into float16 shared tiles, S = Q K^T and O += P V run as
+    T.gemm, an online softmax in between, masked past the sequence length ``L[b]``."""
+    rep = H // G
+    pad = 16
+
+    @T.prim_func
+    def main(Q: T.Tensor((B, H, D), T.float16), Kq: T.Tensor((B, G, S, D), T.uint4),
+             Ks: T.Tensor((B, G, S), T.float16), Vq: T.Tensor((B, G, S, D), T.uint4),
+             Vs: T.Tensor((B, G, S), T.float16), L: T.Tensor((B,), T.int32),
+             O: T.Tensor((B, H, D), T.float16)):
+        with T.Kernel(G, B, threads=threads) as (g, b):
+            Q_s = T.alloc_shared((pad, D), T.float16)
+            Kq_s = T.alloc_shared((block_S, D), T.uint4)
+            Vq_s = T.alloc_shared((block_S, D), T.uint4)
+            K_s = T.alloc_shared((block_S, D), T.float16)
+            V_s = T.alloc_shared((block_S, D), T.float16)
+            P_s = T.alloc_shared((pad, block_S), T.float16)
+            s = T.alloc_fragment((pad, block_S), T.float32)
+            o = T.alloc_fragment((pad, D), T.float32)
+            m = T.alloc_fragment((pad,), T.float32)
+            m_old = T.alloc_fragment((pad,), T.float32)
+            l = T.alloc_fragment((pad,), T.float32)
+            rs = T.alloc_fragment((pad,), T.float32)
+            sm_scale = 1.44269504 / (D ** 0.5)
+            n = L[b]
+            for i, d in T.Parallel(pad, D):
+                Q_s[i, d] = T.if_then_else(i < rep, Q[b, g * rep + T.min(i, rep - 1), d], 0.0)
+            T.clear(o)
+            T.clear(l)
+            T.fill(m, -T.infinity(T.float32))
+            for sb in T.Pipelined(T.ceildiv(n, block_S), num_stages=2):
+                T.copy(Kq[b, g, sb * block_S, 0], Kq_s)
+                T.copy(Vq[b, g, sb * block_S, 0], Vq_s)
+                for t, d in T.Parallel(block_S, D):
+                    K_s[t, d] = (T.cast(Kq_s[t, d], T.float16) - T.float16(8)) * Ks[b, g, sb * block_S + t]
+                    V_s[t, d] = (T.cast(Vq_s[t, d], T.float16) - T.float16(8)) * Vs[b, g, sb * block_S + t]
+                T.gemm(Q_s, K_s, s, transpose_B=True, clear_accum=True)
+                for i, t in T.Parallel(pad, block_S):
+                    s[i, t] = T.if_then_else(sb * block_S + t < n, s[i, t] * sm_scale,
+                                             -T.infinity(T.float32))
+                T.copy(m, m_old)
+                T.reduce_max(s, m, dim=1, clear=False)
+                for i, t in T.Parallel(pad, block_S):
+                    s[i, t] = T.exp2(s[i, t] - m[i])
+                T.reduce_sum(s, rs, dim=1)
+                for i in T.Parallel(pad):
+                    l[i] = l[i] * T.exp2(m_old[i] - m[i]) + rs[i]
+                for i, d in T.Parallel(pad, D):
+                    o[i, d] *= T.exp2(m_old[i] - m[i])
+                T.copy(s, P_s)
+                T.gemm(P_s, V_s, o)
+            for i, d in T.Parallel(pad, D):
+                if i < rep:
+                    O[b, g * rep + i, d] = T.cast(o[i, d] / l[i], T.float16)
 
     return main
