@@ -4,13 +4,17 @@ in registers, or decoded from uint8 bytes by a T.macro with T.reinterpret and an
 shift), an int4 x int4 GEMM with a scale epilogue, int4 KV quantization on write and two decode
 attentions reading an int4 / uint4 cache, uint4 nibble shuffles, an early-exit int4 requantizer
 (T.thread_return), a uint4 GEMV, an int4 GEMM over a T.dynamic M with an explicit pipeline
-schedule, an eager int4 quantizer with T.empty outputs and a split-K int4 GEMM with a ragged K.
+schedule, an eager int4 quantizer with T.empty outputs, a split-K int4 GEMM with a ragged K and
+a w4afp8 GEMM (int4 weights cast to float8_e4m3 in registers).
 
-CPU: each builds to an sm_90a and an sm_80 cubin, and what decides its result is read in the
+CPU: each builds to an sm_90a and (but the fp8 one) an sm_80 cubin, and what decides its result is read in the
 generated source.  One fix came from these programs: a T.if_then_else whose value is int4 /
 uint4 (``T.if_then_else(c > 12, T.cast(12, T.uint4), x[i, j ^ 1])``) named its select
 ``cutlass.Uint4(...)``, which CuTe DSL does not have (the cubin build failed); it is now named
-by the code's register type, a Uint8.
+by the code's register type, a Uint8.  A cast from an integer (int4 included) to float8 failed
+in NVVM (MLIR folds CuTe DSL's ``Float8E4M3FN(Float32(i))`` into an sitofp to f8, which LLVM
+refuses) and one from float8 to an integer had no lowering: both go through float32 now, as
+CUTLASS's ``float_e4m3_t(int)`` does (tests/test_fp8_elementwise.py too).
 GPU: each matches a torch reference (``pytest -q -m gpu tests/test_unseen_programs37.py``)."""
 
 import re
@@ -26,7 +30,8 @@ NAMES = ["awq_w4a16_group_gemm", "gptq_packed_u8_gemm", "w4a8_gemm_dequant_epilo
          "int4_gemm_scaled_fp16", "kv_int4_quant_write", "decode_attn_int4_kv",
          "uint4_nibble_shuffle", "int4_requant_thread_return", "w4a8_u8_macro_gemm",
          "gemv_w4a16_uint4", "int4_gemm_dynamic_m_pipelined", "eager_int4_row_quant",
-         "int4_gemm_splitk_atomic", "gqa_decode_uint4_kv_gemm"]
+         "int4_gemm_splitk_atomic", "gqa_decode_uint4_kv_gemm", "w4afp8_gemm"]
+NO_SM80 = {"w4afp8_gemm"}  # float8 conversions need sm_89+
 # eager kernels are built from the tensors they are called with (CPU tensors give the shapes)
 EAGER = {"eager_int4_row_quant": lambda: P.eager_int4_row_quant.compile(
     torch.zeros(100, 256, dtype=torch.float32))}
@@ -57,9 +62,21 @@ def test_program_builds_a_cubin(name):
     assert _kernel(name).ensure_cubin()
 
 
-@pytest.mark.parametrize("name", sorted(set(NAMES) - set(EAGER)))
+@pytest.mark.parametrize("name", sorted(set(NAMES) - set(EAGER) - NO_SM80))
 def test_program_builds_an_sm80_cubin(name, tmp_path):
     assert tilecute.build_cubin(getattr(P, name).get_tir(), "sm_80", out_dir=str(tmp_path)).kernel_names
+
+
+def test_w4afp8_is_refused_on_sm80(tmp_path):
+    with pytest.raises(Exception, match="float8 values convert only on sm_89"):
+        tilecute.build_cubin(P.w4afp8_gemm.get_tir(), "sm_80", out_dir=str(tmp_path))
+
+
+def test_w4afp8_casts_int4_codes_through_float32():
+    src = _body("w4afp8_gemm")
+    # the cast failed in NVVM before (MLIR folded truncf(sitofp) into an sitofp to f8)
+    assert "tcmath.fp8_from_int(tcfp4.decode_int4(" in src and "cutlass.Float8E4M3FN)" in src
+    assert 'tcm.tiled_mma("wgmma", cutlass.Float8E4M3FN, cutlass.Float8E4M3FN, cutlass.Float32' in src
 
 
 def test_awq_dequantizes_codes_and_zero_points_in_registers():
@@ -362,3 +379,15 @@ def test_gqa_decode_uint4_on_gpu():
     sc = sc.masked_fill(torch.arange(S, device="cuda")[None, None, :] >= L[:, None, None], float("-inf"))
     ref = torch.einsum("bhs,bhsd->bhd", sc.softmax(-1), Vf)
     torch.testing.assert_close(O.float(), ref, rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.gpu
+def test_w4afp8_on_gpu():
+    torch.manual_seed(14)
+    M, N, K = 128, 128, 256
+    A = (torch.randn(M, K, device="cuda") * 2).to(torch.float8_e4m3fn)
+    w = torch.randint(-8, 8, (N, K), device="cuda")
+    sw = torch.rand(N, device="cuda") * 0.1
+    C = P.w4afp8_gemm()(A, _pack(w).view(torch.int8), sw)
+    ref = (A.float() @ w.float().T) * sw[None, :]
+    torch.testing.assert_close(C.float(), ref, rtol=2e-2, atol=2e-2)

@@ -1,15 +1,17 @@
 """A thirty-seventh set of programs in TileLang's idioms (written for tilecute, not taken from
 TileLang), most on TileLang's 4-bit integers: an AWQ-style w4a16 GEMM (uint4 weights with a
 float16 scale and a uint4 zero point per group of 64, dequantized in registers), a GPTQ-style
-one reading its weights as packed uint8 bytes and unpacking nibbles by shifts and masks, a
-w4a8 GEMM (int8 activations, int4 weights cast to int8 in registers, int8 T.gemm), an int4 x
-int4 GEMM with per-row / per-column scales applied to the int32 accumulator into float16,
-int4 KV-cache quantization on write (a per-token absmax scale) with a decode attention that
-reads the int4 cache back, uint4 nibble shuffles (swap, clamp by T.if_then_else, T.fill),
-early-exit kernels by ``T.thread_return`` under a bounds test, a GEMM whose T.Pipelined loop
-names order / stage / group with a bias + GELU epilogue, a fragment copied between dtypes, a
-symbolic-M GEMM with a ragged tail, ``out_idx`` outputs beside a ``T.empty`` one, a
-``T.annotate_layout`` with a ``T.Fragment``, and a ``T.macro`` that returns a value.
+one reading its weights as packed uint8 bytes and unpacking nibbles by shifts and masks, two
+w4a8 GEMMs (int4 weights cast to int8 through a register-tile T.copy, or decoded from uint8
+bytes by a T.macro returning ``T.reinterpret(...) >> 4``), an int4 x int4 GEMM with per-row /
+per-column scales applied to the int32 accumulator, int4 KV-cache quantization on write (a
+per-token absmax scale) with two decode attentions reading an int4 / uint4 cache back (one by
+register reductions, one GQA by T.gemm on dequantized tiles with a length mask), uint4 nibble
+shuffles (neighbour swap, T.if_then_else on codes, T.fill), an early-exit requantizer by
+``T.thread_return`` under bounds tests, a uint4 GEMV, an int4 GEMM over a ``T.dynamic`` M whose
+T.Pipelined loop names order / stage / group, an eager quantizer with ``T.empty`` int4 outputs,
+a split-K int4 GEMM with a ragged K step and int32 atomics, and a w4afp8 GEMM (int4 weights
+cast to float8_e4m3).
 
 The file reads as TileLang after swapping its two import lines (``import tilelang`` /
 ``import tilelang.language as T``); ``tests/test_unseen_programs37.py`` builds each to a cubin
@@ -501,5 +503,36 @@ def gqa_decode_uint4_kv_gemm(B=2, H=32, G=8, S=1024, D=128, block_S=64, threads=
             for i, d in T.Parallel(pad, D):
                 if i < rep:
                     O[b, g * rep + i, d] = T.cast(o[i, d] / l[i], T.float16)
+
+    return main
+
+
+# ---- w4afp8: int4 weights cast to float8_e4m3 in registers for an fp8 T.gemm ----------------------
+@tilelang.jit(out_idx=[3])
+def w4afp8_gemm(M=128, N=128, K=256, block_M=64, block_N=64, block_K=128, threads=128):
+    """float8_e4m3 activations times int4 weights: the int4 tile is cast to float8_e4m3 in
+    registers (exact: -8 .. 7 are e4m3 values), staged in shared memory, multiplied by an fp8
+    T.gemm into float32 and scaled per output channel into bfloat16."""
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), T.float8_e4m3), W: T.Tensor((N, K), T.int4),
+             sw: T.Tensor((N,), T.float32), C: T.Tensor((M, N), T.bfloat16)):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
+            A_s = T.alloc_shared((block_M, block_K), T.float8_e4m3)
+            W_s4 = T.alloc_shared((block_N, block_K), T.int4)
+            W_l = T.alloc_fragment((block_N, block_K), T.float8_e4m3)
+            W_s = T.alloc_shared((block_N, block_K), T.float8_e4m3)
+            acc = T.alloc_fragment((block_M, block_N), T.float32)
+            T.clear(acc)
+            for k in T.Pipelined(K // block_K, num_stages=2):
+                T.copy(A[by * block_M, k * block_K], A_s)
+                T.copy(W[bx * block_N, k * block_K], W_s4)
+                for i, j in T.Parallel(block_N, block_K):
+                    W_l[i, j] = T.cast(W_s4[i, j], T.float8_e4m3)
+                T.copy(W_l, W_s)
+                T.gemm(A_s, W_s, acc, transpose_B=True)
+            for i, j in T.Parallel(block_M, block_N):
+                C[by * block_M + i, bx * block_N + j] = T.cast(acc[i, j] * sw[bx * block_N + j],
+                                                               T.bfloat16)
 
     return main
