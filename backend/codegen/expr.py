@@ -550,11 +550,13 @@ class ExprPrinter:
         """A cast from or to int4 / uint4 (``runtime.cute.fp4``): from, the code sign- (or
         zero-) extended to an Int32 converted on; to, the value's Int32 (a float truncated
         toward zero, as C converts it) kept to its low 4 bits.  (Between int4 and uint4:
-        the same code.)"""
+        the same code; to bool, whether the code is nonzero.)"""
         self.use("fp4")
         if e.value.dtype in INTS4 and e.dtype in INTS4:
             return self.expr(e.value)
         if e.value.dtype in INTS4:
+            if e.dtype == "bool":  # nonzero: a nonzero code
+                return f"({self.expr(e.value)} != 0)"
             if e.dtype != "int32":  # the code's Int32, converted on as an int32 is
                 return self.expr(N.Cast(e.dtype, N.Cast("int32", e.value)))
             return f"tcfp4.decode_{e.value.dtype}({self.expr(e.value)})"
