@@ -5,7 +5,8 @@ shift), an int4 x int4 GEMM with a scale epilogue, int4 KV quantization on write
 attentions reading an int4 / uint4 cache, uint4 nibble shuffles, an early-exit int4 requantizer
 (T.thread_return), a uint4 GEMV, an int4 GEMM over a T.dynamic M with an explicit pipeline
 schedule, an eager int4 quantizer with T.empty outputs, a split-K int4 GEMM with a ragged K and
-a w4afp8 GEMM (int4 weights cast to float8_e4m3 in registers).
+a w4afp8 GEMM (int4 weights cast to float8_e4m3 in registers) and a hand double-buffered int4
+GEMM reading 64-wide K parts of stage-indexed shared tiles.
 
 CPU: each builds to an sm_90a and (but the fp8 one) an sm_80 cubin, and what decides its result is read in the
 generated source.  One fix came from these programs: a T.if_then_else whose value is int4 /
@@ -14,7 +15,12 @@ uint4 (``T.if_then_else(c > 12, T.cast(12, T.uint4), x[i, j ^ 1])``) named its s
 by the code's register type, a Uint8.  A cast from an integer (int4 included) to float8 failed
 in NVVM (MLIR folds CuTe DSL's ``Float8E4M3FN(Float32(i))`` into an sitofp to f8, which LLVM
 refuses) and one from float8 to an integer had no lowering: both go through float32 now, as
-CUTLASS's ``float_e4m3_t(int)`` does (tests/test_fp8_elementwise.py too).
+CUTLASS's ``float_e4m3_t(int)`` does (tests/test_fp8_elementwise.py too).  A T.gemm on one
+matrix of a stage-indexed int4 tile (``A_s[k % 2, :, :]``) or on a K part of one
+(``A_s[:, kk * 64:(kk + 1) * 64]``) addressed the operand in elements where its bytes were
+meant (two int4 a byte): stage 1 read from twice its offset (inside B_s) and part kk from
+part 2 kk, silently wrong; the offsets are now bytes.  int4 / uint4 <-> bool casts, refused
+before, convert as integers do (tests/test_int4.py).
 GPU: each matches a torch reference (``pytest -q -m gpu tests/test_unseen_programs37.py``)."""
 
 import re
@@ -30,7 +36,8 @@ NAMES = ["awq_w4a16_group_gemm", "gptq_packed_u8_gemm", "w4a8_gemm_dequant_epilo
          "int4_gemm_scaled_fp16", "kv_int4_quant_write", "decode_attn_int4_kv",
          "uint4_nibble_shuffle", "int4_requant_thread_return", "w4a8_u8_macro_gemm",
          "gemv_w4a16_uint4", "int4_gemm_dynamic_m_pipelined", "eager_int4_row_quant",
-         "int4_gemm_splitk_atomic", "gqa_decode_uint4_kv_gemm", "w4afp8_gemm"]
+         "int4_gemm_splitk_atomic", "gqa_decode_uint4_kv_gemm", "w4afp8_gemm",
+         "int4_gemm_hand_stages_kparts"]
 NO_SM80 = {"w4afp8_gemm"}  # float8 conversions need sm_89+
 # eager kernels are built from the tensors they are called with (CPU tensors give the shapes)
 EAGER = {"eager_int4_row_quant": lambda: P.eager_int4_row_quant.compile(
@@ -77,6 +84,15 @@ def test_w4afp8_casts_int4_codes_through_float32():
     # the cast failed in NVVM before (MLIR folded truncf(sitofp) into an sitofp to f8)
     assert "tcmath.fp8_from_int(tcfp4.decode_int4(" in src and "cutlass.Float8E4M3FN)" in src
     assert 'tcm.tiled_mma("wgmma", cutlass.Float8E4M3FN, cutlass.Float8E4M3FN, cutlass.Float32' in src
+
+
+def test_int4_stage_and_k_part_offsets_are_bytes():
+    src = _body("int4_gemm_hand_stages_kparts")
+    # a stage of (128, 256) uint4 is 16384 bytes; a 64-wide K part of 128 rows 4096
+    assert "tcm.operand(tc_smem + cute.assume(0 + (k % 2) * 16384 + (kk * 64 * 64), divby=1024), tcm.Uint4" in src
+    assert "tcm.operand(tc_smem + cute.assume(32768 + (k % 2) * 16384 + (kk * 64 * 64), divby=1024), cutlass.Int4" in src
+    # the copies fill stage (k + 1) % 2 at element (k + 1) % 2 * 32768, byte 16384
+    assert re.search(r"\(\(\(k \+ 1\) % 2\) \* 32768 \+ \(i\d+ >> 6\) \* 8192 \+ ", src)
 
 
 def test_awq_dequantizes_codes_and_zero_points_in_registers():
@@ -391,3 +407,12 @@ def test_w4afp8_on_gpu():
     C = P.w4afp8_gemm()(A, _pack(w).view(torch.int8), sw)
     ref = (A.float() @ w.float().T) * sw[None, :]
     torch.testing.assert_close(C.float(), ref, rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.gpu
+def test_int4_hand_stages_kparts_on_gpu():
+    torch.manual_seed(15)
+    M, N, K = 256, 128, 1024
+    a, b = torch.randint(0, 16, (M, K), device="cuda"), torch.randint(-8, 8, (N, K), device="cuda")
+    C = P.int4_gemm_hand_stages_kparts()(_pack(a), _pack(b).view(torch.int8))
+    assert torch.equal(C, (a.double() @ b.double().T).to(torch.int32))

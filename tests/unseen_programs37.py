@@ -536,3 +536,33 @@ def w4afp8_gemm(M=128, N=128, K=256, block_M=64, block_N=64, block_K=128, thread
                                                                T.bfloat16)
 
     return main
+
+
+# ---- a hand double-buffered int4 GEMM: stage-indexed operands read in 64-wide K parts --------------
+@tilelang.jit(out_idx=[2])
+def int4_gemm_hand_stages_kparts(M=256, N=128, K=1024, block_M=128, block_N=128, block_K=256,
+                                 threads=128):
+    """C = A @ B^T (uint4 A, int4 B) double-buffered by hand: the next K block is copied into
+    ``A_s[(k + 1) % 2, :, :]`` while the T.gemm runs on ``A_s[k % 2, :, kk * 64:(kk + 1) * 64]``,
+    four 64-wide K parts (one m16n8k64 step each) of the current stage."""
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), T.uint4), B: T.Tensor((N, K), T.int4),
+             C: T.Tensor((M, N), T.int32)):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
+            A_s = T.alloc_shared((2, block_M, block_K), T.uint4)
+            B_s = T.alloc_shared((2, block_N, block_K), T.int4)
+            acc = T.alloc_fragment((block_M, block_N), T.int32)
+            T.clear(acc)
+            T.copy(A[by * block_M, 0], A_s[0, :, :])
+            T.copy(B[bx * block_N, 0], B_s[0, :, :])
+            for k in T.serial(K // block_K):
+                if k + 1 < K // block_K:
+                    T.copy(A[by * block_M, (k + 1) * block_K], A_s[(k + 1) % 2, :, :])
+                    T.copy(B[bx * block_N, (k + 1) * block_K], B_s[(k + 1) % 2, :, :])
+                for kk in T.unroll(block_K // 64):
+                    T.gemm(A_s[k % 2, :, kk * 64:(kk + 1) * 64], B_s[k % 2, :, kk * 64:(kk + 1) * 64],
+                           acc, transpose_B=True)
+            T.copy(acc, C[by * block_M, bx * block_N])
+
+    return main
