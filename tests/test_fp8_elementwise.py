@@ -88,14 +88,15 @@ def test_fp8_conversions_below_sm89_are_refused_by_statement(dt, tmp_path):
 
 
 def _int_fp8_casts(dt: str, it: str):
-    """Integers to fp8 and back (CUDA's __nv_fp8_e4m3(int) / (int)x: through float)."""
+    """Integers and bools to fp8 and back (CUDA's __nv_fp8_e4m3(int) / (int)x: through float)."""
     return T.from_script(textwrap.dedent(f"""\
         import tilecute.language as T
 
         @T.prim_func
         def int_fp8(A: T.Tensor((512,), "{it}"), Q: T.Tensor((512,), T.int4),
                     B: T.Tensor((512,), "{dt}"), C: T.Tensor((512,), "int32"),
-                    D: T.Tensor((512,), "{dt}"), E: T.Tensor((512,), "uint8")):
+                    D: T.Tensor((512,), "{dt}"), E: T.Tensor((512,), "uint8"),
+                    F: T.Tensor((512,), "bool"), G: T.Tensor((512,), "{dt}")):
             with T.Kernel(4, threads=128) as bx:
                 for j in T.Parallel(128):
                     i = bx * 128 + j
@@ -103,6 +104,8 @@ def _int_fp8_casts(dt: str, it: str):
                     C[i] = T.cast(B[i], "int32")
                     D[i] = T.cast(Q[i], "{dt}")
                     E[i] = T.cast(T.abs(B[i]), "uint8")
+                    F[i] = T.cast(B[i], "bool")
+                    G[i] = T.cast(A[i] > 0, "{dt}")
         """))
 
 
@@ -114,8 +117,9 @@ def test_integer_fp8_casts_build(dt, it, tmp_path):
     func = _int_fp8_casts(dt, it)
     assert tilecute.build_cubin(func, "sm_90a", out_dir=str(tmp_path)).kernel_names
     src = (tmp_path / "kernel_cute.py").read_text()
-    assert src.count("tcmath.fp8_from_int(") == 2
+    assert src.count("tcmath.fp8_from_int(") == 3
     assert "cutlass.Int32(cutlass.Float32(" in src and "cutlass.Uint8(cutlass.Float32(" in src
+    assert "cutlass.Boolean(cutlass.Float32(" in src
 
 
 @pytest.mark.gpu
@@ -130,9 +134,13 @@ def test_integer_fp8_casts_match_torch(dt):
     C = torch.empty(512, dtype=torch.int32, device="cuda")
     D = torch.empty(512, dtype=tdt, device="cuda")
     E = torch.empty(512, dtype=torch.uint8, device="cuda")
-    tilecute.compile(_int_fp8_casts(dt, "int32"))(A, Q, B, C, D, E)
+    F = torch.empty(512, dtype=torch.bool, device="cuda")
+    G = torch.empty(512, dtype=tdt, device="cuda")
+    tilecute.compile(_int_fp8_casts(dt, "int32"))(A, Q, B, C, D, E, F, G)
     ref = A.float().to(tdt)
     assert torch.equal(B.view(torch.uint8), ref.view(torch.uint8))
     assert torch.equal(C, ref.float().to(torch.int32))
     assert torch.equal(D.float(), q.float())
     assert torch.equal(E, ref.float().abs().to(torch.uint8))
+    assert torch.equal(F, ref.float() != 0)
+    assert torch.equal(G.float(), (A > 0).float())

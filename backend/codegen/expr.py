@@ -474,15 +474,15 @@ class ExprPrinter:
                 return self._int4_cast(e), ATOM
             if E8M0 in (e.dtype, e.value.dtype):
                 return self._e8m0_cast(e), ATOM
-            if _fp8(e.dtype) and N.is_int(e.value.dtype) and e.value.dtype != "bool":
+            if _fp8(e.dtype) and (N.is_int(e.value.dtype) or e.value.dtype == "bool"):
                 # through float32, as CUDA's __nv_fp8_e4m3(int) converts (CuTe DSL's
                 # Float8E4M3FN(Float32(i)) folds to an sitofp to fp8, which LLVM refuses)
                 self.use("math")
                 value = self.expr(e.value)
                 return f"tcmath.fp8_from_int({value}, {cute_type(e.dtype)})", ATOM
-            if _fp8(e.value.dtype) and N.is_int(e.dtype) and e.dtype != "bool":
-                # (int)__nv_fp8_e4m3 converts its float value likewise (CuTe DSL has no
-                # direct fp8 to integer conversion)
+            if _fp8(e.value.dtype) and (N.is_int(e.dtype) or e.dtype == "bool"):
+                # (int)__nv_fp8_e4m3 and (bool) convert its float value likewise (CuTe DSL
+                # has no direct fp8 to integer or i1 conversion)
                 return self._expr(N.Cast(e.dtype, N.Cast("float32", e.value)))
             if _bool_arith(e.value) and e.dtype != "bool":
                 return f"{cute_type(e.dtype)}({self.bool_int(e.value, 0)})", ATOM

@@ -101,9 +101,10 @@ def reinterpret(value, target, *, loc=None, ip=None):
 
 @dsl_user_op
 def fp8_from_int(value, kind, *, loc=None, ip=None):
-    """An integer ``value`` as fp8 ``kind`` through float32, as CUDA's ``__nv_fp8_e4m3(int)``
-    converts: MLIR folds ``truncf(sitofp(x))`` into one ``sitofp`` to the 8-bit float, which
-    LLVM's NVPTX backend refuses, so the float32 passes through an opaque ``mov`` first."""
+    """An integer (or bool) ``value`` as fp8 ``kind`` through float32, as CUDA's
+    ``__nv_fp8_e4m3(int)`` converts: MLIR folds ``truncf(sitofp(x))`` into one ``sitofp`` to
+    the 8-bit float, which LLVM's NVPTX backend refuses, so the float32 passes through an
+    opaque ``mov`` first."""
     wide = _asm_f32("mov.b32 $0, $1;", cutlass.Float32(value), loc=loc, ip=ip)
     return kind(wide)
 
