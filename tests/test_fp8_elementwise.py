@@ -85,3 +85,62 @@ def test_fp8_conversions_below_sm89_are_refused_by_statement(dt, tmp_path):
         tilecute.build_cubin(_gemm_fp8(dt), "sm_80", out_dir=str(tmp_path / "b"))
     for i, f in enumerate((program("max", dt), _gemm_fp8(dt))):
         assert tilecute.build_cubin(f, "sm_89", out_dir=str(tmp_path / f"c{i}")).kernel_names
+
+
+def _int_fp8_casts(dt: str, it: str):
+    """Integers and bools to fp8 and back (CUDA's __nv_fp8_e4m3(int) / (int)x: through float)."""
+    return T.from_script(textwrap.dedent(f"""\
+        import tilecute.language as T
+
+        @T.prim_func
+        def int_fp8(A: T.Tensor((512,), "{it}"), Q: T.Tensor((512,), T.int4),
+                    B: T.Tensor((512,), "{dt}"), C: T.Tensor((512,), "int32"),
+                    D: T.Tensor((512,), "{dt}"), E: T.Tensor((512,), "uint8"),
+                    F: T.Tensor((512,), "bool"), G: T.Tensor((512,), "{dt}")):
+            with T.Kernel(4, threads=128) as bx:
+                for j in T.Parallel(128):
+                    i = bx * 128 + j
+                    B[i] = T.cast(A[i], "{dt}")
+                    C[i] = T.cast(B[i], "int32")
+                    D[i] = T.cast(Q[i], "{dt}")
+                    E[i] = T.cast(T.abs(B[i]), "uint8")
+                    F[i] = T.cast(B[i], "bool")
+                    G[i] = T.cast(A[i] > 0, "{dt}")
+        """))
+
+
+@pytest.mark.parametrize("dt", ["float8_e4m3", "float8_e5m2"])
+@pytest.mark.parametrize("it", ["int32", "int8", "uint16"])
+def test_integer_fp8_casts_build(dt, it, tmp_path):
+    """CuTe DSL's Float8E4M3FN(Float32(i)) folds into an sitofp to the 8-bit float, which
+    LLVM refuses, and Int32(fp8) has no lowering: both now pass through float32."""
+    func = _int_fp8_casts(dt, it)
+    assert tilecute.build_cubin(func, "sm_90a", out_dir=str(tmp_path)).kernel_names
+    src = (tmp_path / "kernel_cute.py").read_text()
+    assert src.count("tcmath.fp8_from_int(") == 3
+    assert "cutlass.Int32(cutlass.Float32(" in src and "cutlass.Uint8(cutlass.Float32(" in src
+    assert "cutlass.Boolean(cutlass.Float32(" in src
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dt", ["float8_e4m3", "float8_e5m2"])
+def test_integer_fp8_casts_match_torch(dt):
+    import torch
+    tdt = getattr(torch, {"float8_e4m3": "float8_e4m3fn", "float8_e5m2": "float8_e5m2"}[dt])
+    A = torch.randint(-300, 300, (512,), dtype=torch.int32, device="cuda")
+    q = torch.randint(-8, 8, (512,), device="cuda")
+    Q = ((q[::2] & 0xF) | ((q[1::2] & 0xF) << 4)).to(torch.int8)
+    B = torch.empty(512, dtype=tdt, device="cuda")
+    C = torch.empty(512, dtype=torch.int32, device="cuda")
+    D = torch.empty(512, dtype=tdt, device="cuda")
+    E = torch.empty(512, dtype=torch.uint8, device="cuda")
+    F = torch.empty(512, dtype=torch.bool, device="cuda")
+    G = torch.empty(512, dtype=tdt, device="cuda")
+    tilecute.compile(_int_fp8_casts(dt, "int32"))(A, Q, B, C, D, E, F, G)
+    ref = A.float().to(tdt)
+    assert torch.equal(B.view(torch.uint8), ref.view(torch.uint8))
+    assert torch.equal(C, ref.float().to(torch.int32))
+    assert torch.equal(D.float(), q.float())
+    assert torch.equal(E, ref.float().abs().to(torch.uint8))
+    assert torch.equal(F, ref.float() != 0)
+    assert torch.equal(G.float(), (A > 0).float())

@@ -280,3 +280,34 @@ def test_uint4_casts_on_gpu():
     tilecute.compile(widen)(_pack(a).cuda(), w, p)
     assert torch.equal(w.cpu(), a.to(torch.int32) - 8)
     assert torch.equal(p.cpu(), _pack((a + 1) % 16))
+
+
+def int4_bool_casts(M=64, N=64):
+    @T.prim_func
+    def flags(A: T.Tensor((M, N), T.int4), F: T.Tensor((M, N), T.bool), B: T.Tensor((M, N), T.uint4)):
+        with T.Kernel(1, threads=128) as bx:
+            for i, j in T.Parallel(M, N):
+                F[i, j] = T.cast(A[i, j], T.bool)  # nonzero
+                B[i, j] = T.cast(T.cast(A[i, j], T.bool), T.uint4)  # 0 / 1
+    return flags
+
+
+def test_int4_bool_casts_are_integer_casts():
+    """TileLang casts int4 to bool as any integer (nonzero) and bool to int4 as 0 / 1; they
+    were refused ("a cast between int4 and bool")."""
+    kernel = tilecute.compile(int4_bool_casts())
+    src = kernel.get_kernel_source()
+    assert re.search(r"\(tcfp4\.nibble\(A\[[^]]+\], [^)]+\) != 0\)", src)
+    assert "tcfp4.encode_int4(cutlass.Int32(" in src
+    kernel.ensure_cubin()
+
+
+@pytest.mark.gpu
+def test_int4_bool_casts_on_gpu():
+    import torch
+    a = torch.randint(-8, 8, (64, 64), device="cuda")
+    F = torch.empty(64, 64, dtype=torch.bool, device="cuda")
+    B = torch.empty(64, 32, dtype=torch.uint8, device="cuda")
+    tilecute.compile(int4_bool_casts())(_pack(a), F, B)
+    assert torch.equal(F, a != 0)
+    assert torch.equal(B.view(torch.int8), _pack((a != 0).long()))

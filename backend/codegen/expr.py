@@ -474,6 +474,16 @@ class ExprPrinter:
                 return self._int4_cast(e), ATOM
             if E8M0 in (e.dtype, e.value.dtype):
                 return self._e8m0_cast(e), ATOM
+            if _fp8(e.dtype) and (N.is_int(e.value.dtype) or e.value.dtype == "bool"):
+                # through float32, as CUDA's __nv_fp8_e4m3(int) converts (CuTe DSL's
+                # Float8E4M3FN(Float32(i)) folds to an sitofp to fp8, which LLVM refuses)
+                self.use("math")
+                value = self.expr(e.value)
+                return f"tcmath.fp8_from_int({value}, {cute_type(e.dtype)})", ATOM
+            if _fp8(e.value.dtype) and (N.is_int(e.dtype) or e.dtype == "bool"):
+                # (int)__nv_fp8_e4m3 and (bool) convert its float value likewise (CuTe DSL
+                # has no direct fp8 to integer or i1 conversion)
+                return self._expr(N.Cast(e.dtype, N.Cast("float32", e.value)))
             if _bool_arith(e.value) and e.dtype != "bool":
                 return f"{cute_type(e.dtype)}({self.bool_int(e.value, 0)})", ATOM
             promoted = _promotes(e.value)
@@ -498,7 +508,8 @@ class ExprPrinter:
                 # cutlass.select_ gives an MLIR value without a sign: a conversion of it
                 # would extend it by the target's sign (a uint8 to Int32 sign-extended) and
                 # a float conversion is refused, so the value is named with its own type
-                text = f"{cute_type(e.dtype)}({text})"
+                # (an int4 / uint4 code's is its register type, a Uint8)
+                text = f"{register_type(e.dtype)}({text})"
             return text, ATOM
         if isinstance(e, N.Load):
             return self.load(e), ATOM
@@ -539,13 +550,16 @@ class ExprPrinter:
         """A cast from or to int4 / uint4 (``runtime.cute.fp4``): from, the code sign- (or
         zero-) extended to an Int32 converted on; to, the value's Int32 (a float truncated
         toward zero, as C converts it) kept to its low 4 bits.  (Between int4 and uint4:
-        the same code.)"""
+        the same code; to bool, whether the code is nonzero.)"""
         self.use("fp4")
         if e.value.dtype in INTS4 and e.dtype in INTS4:
             return self.expr(e.value)
         if e.value.dtype in INTS4:
-            value = f"tcfp4.decode_{e.value.dtype}({self.expr(e.value)})"
-            return value if e.dtype == "int32" else f"{cute_type(e.dtype)}({value})"
+            if e.dtype == "bool":  # nonzero: a nonzero code
+                return f"({self.expr(e.value)} != 0)"
+            if e.dtype != "int32":  # the code's Int32, converted on as an int32 is
+                return self.expr(N.Cast(e.dtype, N.Cast("int32", e.value)))
+            return f"tcfp4.decode_{e.value.dtype}({self.expr(e.value)})"
         return f"tcfp4.encode_int4({self.expr(N.Cast('int32', e.value))})"
 
     def _e8m0_cast(self, e: N.Cast) -> str:

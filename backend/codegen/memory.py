@@ -221,7 +221,7 @@ class SharedMemory:
         if not index:
             return self.ptr(buf.name, stage, offset=offset)
         lead = N.Buffer(buf.name, buf.dtype, buf.shape[:-2])
-        size = math.prod(int(d.value) for d in buf.shape[-2:]) * DTYPES[buf.dtype].bytes
+        size = storage_bytes(buf.dtype, math.prod(int(d.value) for d in buf.shape[-2:]))
         if all(isinstance(i, N.Const) for i in index):
             at = str(sum(int(i.value) * int(st.value)
                          for i, st in zip(index, row_major_strides(lead))))

@@ -17,6 +17,21 @@ from .memory import SharedMemory
 from .source import Writer, ident, quote
 
 
+
+def _bytes(elements: N.Expr, factor: int, dtype: str) -> N.Expr:
+    """The bytes that ``elements * factor`` elements of ``dtype`` take (a packed int4
+    operand's: half as many; the parts and matrices a T.gemm reads start on whole bytes),
+    kept a product where it can be so that the operand's alignment stays known."""
+    info = DTYPES[dtype]
+    if info.pack == 1:
+        return N.binop("mul", elements, N.as_expr(factor * info.bytes))
+    if factor % info.pack == 0:
+        return N.binop("mul", elements, N.as_expr(factor // info.pack))
+    if (isinstance(elements, N.BinOp) and elements.op == "mul" and isinstance(elements.b, N.Const)
+            and int(elements.b.value) * factor % info.pack == 0):
+        return N.binop("mul", elements.a, N.as_expr(int(elements.b.value) * factor // info.pack))
+    return N.binop("floordiv", N.binop("mul", elements, N.as_expr(factor)), N.as_expr(info.pack))
+
 class MmaEmitter:
     def __init__(self, out: Writer, buffers: dict[str, N.Buffer], layouts: dict[str, N.Layout],
                  smem: SharedMemory, exprs: ExprPrinter):
@@ -267,18 +282,19 @@ class MmaEmitter:
         first element's address; the rows of the whole matrix set the chunks' stride)."""
         rows, cols = (int(d.value) for d in buf.shape[-2:])
         layout = self.layouts.get(buf.name) or N.Layout("row_major")
-        esize = DTYPES[buf.dtype].bytes
         offset, stride = None, ""
         if part:
             (r0, rows), (c0, cols) = part
             full_rows, full_cols = (int(d.value) for d in buf.shape[-2:])
             if layout.kind == "tma_swizzled":  # chunk c0 / width, row r0 of each chunk
-                offset = N.binop("add", N.binop("mul", c0, N.as_expr(full_rows * esize)),
+                offset = N.binop("add", _bytes(c0, full_rows, buf.dtype),
                                  N.binop("mul", r0, N.as_expr(layout.swizzle)))
                 stride = f", chunk_rows={full_rows}" if rows != full_rows else ""
             else:  # row-major
-                offset = N.binop("mul", N.binop("add", N.binop("mul", r0, N.as_expr(full_cols)),
-                                                c0), N.as_expr(esize))
+                offset = (N.binop("mul", N.binop("add", N.binop("mul", r0, N.as_expr(full_cols)), c0),
+                                  N.as_expr(DTYPES[buf.dtype].bytes))
+                          if DTYPES[buf.dtype].pack == 1 else
+                          N.binop("add", _bytes(r0, full_cols, buf.dtype), _bytes(c0, 1, buf.dtype)))
                 stride = f", row_stride={full_cols}" if cols != full_cols else ""
         ptr = self.smem.matrix_ptr(self.exprs, buf, index, stage, offset)
         if layout.kind == "tma_swizzled":

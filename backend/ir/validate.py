@@ -1169,7 +1169,8 @@ class _Validator:
             self.boolean(e.a, "the operand of not")
         elif isinstance(e, N.Cast):
             self.expr(e.value, vars_, bufs)
-            coded = [d for d in (e.dtype, e.value.dtype) if d in CODED]
+            # (int4 / uint4 and bool convert as integers do: nonzero, 0 / 1)
+            coded = [d for d in (e.dtype, e.value.dtype) if d in CODED and d not in INTS4]
             if coded and "bool" in (e.dtype, e.value.dtype):
                 self.fail(f"a cast between {coded[0]} and bool (compare the float32 value "
                           "instead)")

@@ -99,6 +99,16 @@ def reinterpret(value, target, *, loc=None, ip=None):
     return target(arith.bitcast(target.mlir_type, value.ir_value(loc=loc, ip=ip), loc=loc, ip=ip))
 
 
+@dsl_user_op
+def fp8_from_int(value, kind, *, loc=None, ip=None):
+    """An integer (or bool) ``value`` as fp8 ``kind`` through float32, as CUDA's
+    ``__nv_fp8_e4m3(int)`` converts: MLIR folds ``truncf(sitofp(x))`` into one ``sitofp`` to
+    the 8-bit float, which LLVM's NVPTX backend refuses, so the float32 passes through an
+    opaque ``mov`` first."""
+    wide = _asm_f32("mov.b32 $0, $1;", cutlass.Float32(value), loc=loc, ip=ip)
+    return kind(wide)
+
+
 # ---- float forms that CuTe DSL's math does not spell (TVM's libm forms, TileLang's IEEE
 # forms): each takes and returns cutlass values of one float type ---------------------------
 F16, BF16, F32, F64 = cutlass.Float16, cutlass.BFloat16, cutlass.Float32, cutlass.Float64
