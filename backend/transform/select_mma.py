@@ -153,13 +153,18 @@ def mma_warps(m: int, n: int, warps: int, policy: str = "Square",
 
 class _Kernel:
     def __init__(self, func: N.PrimFunc, scope: N.KernelScope, arch: str, wgmma: bool = True,
-                 forced: dict | None = None):
+                 forced: dict | None = None, moved: frozenset = frozenset()):
         self.func, self.scope, self.arch = func, scope, arch
         self.wgmma = wgmma
         # id(T.gemm) -> the (warps_m, warps_n) it must take on mma.sync (shared_partitions)
         self.forced: dict[int, tuple[int, int]] = forced or {}
-        # id(T.gemm on mma.sync) -> (M, N, its warps, the threads it runs on, whether its A
-        # is a fragment in a form mma.sync reads from registers with every warp along M)
+        # ids of the T.gemms wgmma would take that run on mma.sync with the T.gemms they
+        # share rows with (shared_partitions)
+        self.moved = moved
+        # id(T.gemm on a tensor-core family) -> (M, N, its warps on mma.sync (for one on
+        # wgmma: those it would take there, or None), the threads it runs on, whether its A
+        # is a fragment in a form mma.sync reads from registers with every warp along M,
+        # its family, whether it may run on mma.sync instead)
         self.planned: dict[int, tuple] = {}
         self.buffers = {p.name: p for p in func.params if isinstance(p, N.Buffer)}
         self.allocs: dict[str, N.Allocate] = {}
@@ -295,6 +300,8 @@ class _Kernel:
             # wgmma cannot tile it with these threads (or cannot read the warpgroups' parts of
             # an MN-major operand: 24 columns of 16-bit B each): warp mma.sync, as TileLang
             family = "mma"
+        if family == "wgmma" and id(s) in self.moved:
+            family = "mma"  # (with the T.gemms it shares rows with: shared_partitions)
         if family == "wgmma" and a.dtype in ("int8", "uint8", "float8_e4m3", "float8_e5m2") \
                 and not s.wgmma_only and (
                 self.threads % WARPGROUP or
@@ -354,6 +361,13 @@ class _Kernel:
                     (n // warps[1]) % 16 == 0 or n // warps[1] in (8, 24)):
                 self.fail(s, f"each of {warps[1]} warpgroup(s) along N takes {n // warps[1]} "
                              f"columns; wgmma on {a.dtype} takes 8, 24 or a multiple of 16")
+            movable = a.dtype in MMA_TYPES and b.dtype in MMA_TYPES and not s.wgmma_only and \
+                self.threads % WARP == 0
+            alone = mma_warps(m, n, self.threads // WARP, s.policy) if movable else None
+            a0 = self.buffers[s.a]  # (before staging)
+            self.planned[id(s)] = (m, n, alone, (self.first, self.threads),
+                                   a0.scope == "fragment" and self.rs_form(s, a0, b, c),
+                                   family, movable)
         else:
             if self.threads % WARP:
                 self.fail(s, f"mma.sync runs on whole warps; the block has {self.threads} threads")
@@ -361,7 +375,8 @@ class _Kernel:
                 mma_warps(m, n, self.threads // WARP, s.policy, a_regs)
             a0 = self.buffers[s.a]  # (before staging)
             self.planned[id(s)] = (m, n, warps, (self.first, self.threads),
-                                   a0.scope == "fragment" and self.rs_form(s, a0, b, c))
+                                   a0.scope == "fragment" and self.rs_form(s, a0, b, c),
+                                   family, True)
             if warps is None:
                 self.fail(s, f"No valid warp partition (TileLang's words): no arrangement of "
                              f"{self.threads // WARP} warps tiles {m} x {n} in 16 x 8 steps "
@@ -441,6 +456,8 @@ class _Kernel:
             mma_warps(m, n, self.threads // WARP, s.policy, True) is not None
         if id(s) in self.forced:  # one partition with the T.gemms it shares rows with
             mma_fits = self.forced[id(s)][1] == 1
+        if id(s) in self.moved:  # (on mma.sync with them)
+            return mma_fits
         if family == "wgmma":  # (mma.sync reads it only where wgmma cannot tile the T.gemm)
             return wgmma_fits or (a.dtype in MMA_TYPES and mma_fits and warps is None)
         return family == "mma" and mma_fits
@@ -452,7 +469,7 @@ class _Kernel:
         return not (s.transpose_a or s.a_index or s.a_part or a.ndim != 2 or
                     b.scope != "shared" or c.ndim != 2 or a.dtype not in RS_TYPES)
 
-    def shared_partitions(self) -> dict[int, tuple[int, int]]:
+    def shared_partitions(self) -> tuple[dict[int, tuple[int, int]], frozenset]:
         """One warp partition for the mma.sync T.gemms whose register layouts meet: an
         accumulator that is copied into another T.gemm's A fragment, or whose row
         statistics (``m[i]`` beside ``acc[i, j]``) another accumulator's rows use too
@@ -464,13 +481,19 @@ class _Kernel:
         disagrees: every warp along M when a member reads A from registers and that tiles
         every member (flash attention's layout, FA2's), else the first member's partition
         that tiles them all (A fragments of a partition with warps along N go through
-        shared memory); a group no partition tiles keeps its own (the layout pass then
-        names the fragment)."""
+        shared memory), each warp a multiple of 16 x 16 where one does, else of 16 x 8; a
+        group no partition tiles keeps its own (the layout pass then names the fragment).
+
+        A group of wgmma T.gemms and mma.sync ones (P @ V on mma.sync because wgmma cannot
+        read V's 40-column parts at head dim 80, Q K^T on wgmma) runs on mma.sync whole,
+        the wgmma members with it (the second member of the pair returned: their ids), as
+        no wgmma layout is an mma.sync one; it keeps wgmma where a member cannot run on
+        mma.sync (T.wgmma_gemm, float8 operands)."""
         root = linked_fragments(self.scope.body)
         groups: dict[tuple, list] = {}
         for g, _ in self.gemms:
             if id(g) not in self.planned:
-                continue  # (wgmma and SIMT T.gemms keep theirs)
+                continue  # (SIMT T.gemms keep theirs)
             key = self.planned[id(g)][3]
             names = [g.c] + ([g.a] if self.buffers[g.a].scope == "fragment" else [])
             hit = [k for k, members in groups.items() if k[0] == key and
@@ -479,21 +502,26 @@ class _Kernel:
             roots = frozenset(root.get(x, x) for x in names) | \
                 frozenset(r for k in hit for r in k[1])
             groups[(key, roots)] = merged
-        forced = {}
+        forced, moved = {}, set()
         for (key, _), members in groups.items():
             plans = [self.planned[id(g)] for g in members]
-            if len({p[2] for p in plans}) < 2:
+            families = {p[5] for p in plans}
+            if families == {"wgmma"} or "wgmma" in families and not all(p[6] for p in plans):
+                continue  # (all on wgmma, or one that cannot leave it)
+            if families == {"mma"} and len({p[2] for p in plans}) < 2:
                 continue
             warps = key[1] // WARP
 
-            def tiles(w):
-                return all(m % (16 * w[0]) == 0 and n % (16 * w[1]) == 0 for m, n, *_ in plans)
+            def tiles(w, step):
+                return all(m % (16 * w[0]) == 0 and n % (step * w[1]) == 0 for m, n, *_ in plans)
             order = ([(warps, 1)] if any(p[4] for p in plans) else []) + \
                 [p[2] for p in plans if p[2] is not None]
-            choice = next((w for w in order if tiles(w)), None)
+            choice = next((w for w in order if tiles(w, 16)), None) or \
+                next((w for w in order if tiles(w, 8)), None)
             if choice is not None:
                 forced.update({id(g): choice for g in members})
-        return forced
+                moved |= {id(g) for g, p in zip(members, plans) if p[5] == "wgmma"}
+        return forced, frozenset(moved)
 
     def stage(self, s: N.Gemm, frag: N.Buffer) -> N.Buffer:
         """A shared buffer of ``frag``'s shape and dtype that a copy fills from the fragment
@@ -548,7 +576,7 @@ class _Kernel:
         for g, region in gemms:
             threads = region.num_threads if region is not None else self.scope.num_threads
             c = self.buffers[g.c]
-            if threads % WARPGROUP or g.policy not in N.GEMM_POLICIES or len(c.shape) != 2 or \
+            if id(g) in self.moved or threads % WARPGROUP or g.policy not in N.GEMM_POLICIES or len(c.shape) != 2 or \
                     not all(isinstance(d, N.Const) for d in c.shape):
                 continue  # (plan refuses a policy that is not one)
             m, n = (int(d.value) for d in c.shape)
@@ -778,6 +806,6 @@ def select_mma(func: N.PrimFunc, arch: str, wgmma: bool = True) -> N.PrimFunc:
     for k in func.kernels:
         first = _Kernel(func, k, arch, wgmma)
         scope = first.run()
-        forced = first.shared_partitions()
-        kernels.append(_Kernel(func, k, arch, wgmma, forced).run() if forced else scope)
+        forced, moved = first.shared_partitions()
+        kernels.append(_Kernel(func, k, arch, wgmma, forced, moved).run() if forced else scope)
     return dataclasses.replace(func, kernels=tuple(kernels))
