@@ -141,6 +141,30 @@ def test_unlinked_gemms_keep_their_families():
     assert gemms["c"].family == "wgmma" and gemms["d"].family == "mma"
 
 
+def test_whole_tiles_of_two_families_stay_as_planned():
+    """A wgmma accumulator added into a tf32 one (mma.sync) in one T.Parallel nest shares
+    no row statistics: the layout pass stages the wgmma tile through shared memory, and
+    both keep their families (only row statistics move a group to mma.sync)."""
+    @T.prim_func
+    def two(A: T.Tensor((64, 64), "float16"), X: T.Tensor((64, 32), "float32"),
+            C: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=128):
+            a_s = T.alloc_shared((64, 64), "float16")
+            x_s = T.alloc_shared((64, 32), "float32")
+            c1 = T.alloc_fragment((64, 64), "float32")
+            c2 = T.alloc_fragment((64, 64), "float32")
+            T.copy(A, a_s)
+            T.copy(X, x_s)
+            T.gemm(a_s, a_s, c1, transpose_B=True, clear_accum=True)
+            T.gemm(x_s, x_s, c2, transpose_B=True, clear_accum=True)
+            for i, j in T.Parallel(64, 64):
+                c2[i, j] += c1[i, j]
+            T.copy(c2, C)
+
+    gemms, _ = _plan(two)
+    assert gemms["c1"].family == "wgmma" and gemms["c2"].family == "mma"
+
+
 # (dim, block_M, block_N, threads): the mixed groups of examples/attention.py's kernel
 MIXED = [(80, 64, 64, 256), (80, 64, 128, 256), (80, 64, 176, 256), (48, 64, 128, 256),
          (112, 64, 64, 256), (96, 64, 64, 512)]

@@ -32,7 +32,8 @@ Families (``runtime/cute/mma.py`` issues them), by operand -> accumulator dtype
   operands only) below sm_90a and for tiles wgmma cannot take with the block's
   warpgroups (a 32-row tile, TileLang's w4a8 dequant GEMM), as TileLang.  Warps are
   arranged ``(warps_m, warps_n)`` over the tile by the policy; T.gemms whose rows meet
-  share one arrangement (:meth:`_Kernel.shared_partitions`).
+  share one arrangement, and those whose row statistics meet such a T.gemm's join it on
+  mma.sync where wgmma could take them (:meth:`_Kernel.shared_partitions`).
 * ``simt`` where no tensor-core MMA serves the dtypes, majorness, arch or tile (float64;
   float32, float8 or int8 MN-major; float8 below sm_90a or on a tile wgmma cannot take;
   int8 on a tile neither wgmma nor mma.sync can take; other accumulators such as
@@ -484,31 +485,26 @@ class _Kernel:
         shared memory), each warp a multiple of 16 x 16 where one does, else of 16 x 8; a
         group no partition tiles keeps its own (the layout pass then names the fragment).
 
-        A group of wgmma T.gemms and mma.sync ones (P @ V on mma.sync because wgmma cannot
-        read V's 40-column parts at head dim 80, Q K^T on wgmma) runs on mma.sync whole,
-        the wgmma members with it (the second member of the pair returned: their ids), as
-        no wgmma layout is an mma.sync one; it keeps wgmma where a member cannot run on
-        mma.sync (T.wgmma_gemm, float8 operands)."""
-        root = linked_fragments(self.scope.body)
-        groups: dict[tuple, list] = {}
-        for g, _ in self.gemms:
-            if id(g) not in self.planned:
-                continue  # (SIMT T.gemms keep theirs)
-            key = self.planned[id(g)][3]
-            names = [g.c] + ([g.a] if self.buffers[g.a].scope == "fragment" else [])
-            hit = [k for k, members in groups.items() if k[0] == key and
-                   any(root.get(x, x) in k[1] for x in names)]
-            merged = [g] + [h for k in hit for h in groups.pop(k)]
-            roots = frozenset(root.get(x, x) for x in names) | \
-                frozenset(r for k in hit for r in k[1])
-            groups[(key, roots)] = merged
-        forced, moved = {}, set()
-        for (key, _), members in groups.items():
+        T.gemms on wgmma whose row statistics meet those of one on mma.sync (P @ V on
+        mma.sync because wgmma cannot read V's 40-column parts at head dim 80, Q K^T on
+        wgmma) join it on mma.sync in such a partition, as no wgmma layout is an mma.sync
+        one; their ids are the second member of the pair returned.  They stay on wgmma
+        where a member cannot leave it (T.wgmma_gemm, float8 operands) or no partition
+        tiles the group, and where only whole tiles meet (``c2[i, j] += c1[i, j]``: the
+        layout pass stages the wgmma one's through shared memory)."""
+        moved = set()
+        for _, members in self.linked_groups(linked_fragments(self.scope.body, rows_only=True),
+                                             lambda g: True):
             plans = [self.planned[id(g)] for g in members]
-            families = {p[5] for p in plans}
-            if families == {"wgmma"} or "wgmma" in families and not all(p[6] for p in plans):
-                continue  # (all on wgmma, or one that cannot leave it)
-            if families == {"mma"} and len({p[2] for p in plans}) < 2:
+            if {p[5] for p in plans} == {"wgmma", "mma"} and all(p[6] for p in plans):
+                moved |= {id(g) for g, p in zip(members, plans) if p[5] == "wgmma"}
+        forced = {}
+        for key, members in self.linked_groups(linked_fragments(self.scope.body),
+                                               lambda g: self.planned[id(g)][5] == "mma"
+                                               or id(g) in moved):
+            plans = [self.planned[id(g)] for g in members]
+            joining = {id(g) for g in members} & moved
+            if not joining and len({p[2] for p in plans}) < 2:
                 continue
             warps = key[1] // WARP
 
@@ -520,8 +516,24 @@ class _Kernel:
                 next((w for w in order if tiles(w, 8)), None)
             if choice is not None:
                 forced.update({id(g): choice for g in members})
-                moved |= {id(g) for g, p in zip(members, plans) if p[5] == "wgmma"}
-        return forced, frozenset(moved)
+        return forced, frozenset(moved & forced.keys())
+
+    def linked_groups(self, root: dict[str, str], take) -> list[tuple[tuple, list]]:
+        """The planned T.gemms ``take`` accepts, in groups whose accumulators (or A
+        fragments) ``root`` (:func:`linked_fragments`) links, each with the threads it
+        runs on (the block's, or a T.ws region's: (first, count))."""
+        groups: dict[tuple, list] = {}
+        for g, _ in self.gemms:
+            if id(g) not in self.planned or not take(g):
+                continue  # (SIMT T.gemms keep theirs)
+            key = self.planned[id(g)][3]
+            names = [g.c] + ([g.a] if self.buffers[g.a].scope == "fragment" else [])
+            hit = [k for k in groups if k[0] == key and any(root.get(x, x) in k[1] for x in names)]
+            merged = [g] + [h for k in hit for h in groups.pop(k)]
+            roots = frozenset(root.get(x, x) for x in names) | \
+                frozenset(r for k in hit for r in k[1])
+            groups[(key, roots)] = merged
+        return [(key, members) for (key, _), members in groups.items()]
 
     def stage(self, s: N.Gemm, frag: N.Buffer) -> N.Buffer:
         """A shared buffer of ``frag``'s shape and dtype that a copy fills from the fragment
@@ -751,12 +763,14 @@ class _SetLayouts(StmtMutator):
         return s if layout is None else dataclasses.replace(s, layout=layout)
 
 
-def linked_fragments(body) -> dict[str, str]:
+def linked_fragments(body, rows_only: bool = False) -> dict[str, str]:
     """Fragments whose register layouts must agree row by row, as sets (name -> a
     representative): 2-D fragments a ``T.Parallel(i, j)`` nest walks at ``[i, j]`` or a
     whole ``T.copy`` moves between, 1-D ones such a nest reads or writes at ``[i]`` (row
     statistics), a row reduction's source and output, and 1-D fragments a
-    ``T.Parallel(i)`` nest or a ``T.copy`` combines."""
+    ``T.Parallel(i)`` nest or a ``T.copy`` combines.  ``rows_only``: linked through row
+    statistics alone (2-D fragments only where a nest walking them reads or writes a 1-D
+    one at ``[i]``; no copies between 2-D fragments)."""
     parent: dict[str, str] = {}
 
     def find(x):
@@ -786,9 +800,10 @@ def linked_fragments(body) -> dict[str, str]:
             rows = [b for b, idx, _ in accesses(loops[-1].body) if b in frags
                     and frags[b].ndim == 1 and len(idx) == 1
                     and getattr(idx[0], "name", None) == names[0]]
-            if at or len(names) == 1:
+            if (rows if rows_only and len(names) == 2 else at or len(names) == 1):
                 union(at + rows)
-        elif isinstance(s, N.Copy) and s.src.buffer in frags and s.dst.buffer in frags:
+        elif isinstance(s, N.Copy) and s.src.buffer in frags and s.dst.buffer in frags and \
+                not (rows_only and frags[s.src.buffer].ndim != 1):
             src, dst = frags[s.src.buffer], frags[s.dst.buffer]
             if src.shape == dst.shape and whole(s.src, src) and whole(s.dst, dst):
                 union([src.name, dst.name])
