@@ -193,7 +193,8 @@ def test_warp_specialized_pipeline_needs_wgmma_by_name():
     func = A.flash_attention(4, 80, block_M=64, block_N=64, threads=256, warp_specialize=True,
                              persistent=False)
     with pytest.raises(WarpSpecializeError, match=r"warp_specialize=True\) needs sm_90a and a "
-                                                  r"body .* ends with a wgmma T\.gemm"):
+                                                  r"body .* ends with a wgmma T\.gemm on the "
+                                                  r"loaded tiles"):
         tilecute.compile(func, target="sm_90a")
 
 

@@ -588,9 +588,9 @@ class _Kernel:
         for g, region in gemms:
             threads = region.num_threads if region is not None else self.scope.num_threads
             c = self.buffers[g.c]
-            if id(g) in self.moved or threads % WARPGROUP or g.policy not in N.GEMM_POLICIES or len(c.shape) != 2 or \
-                    not all(isinstance(d, N.Const) for d in c.shape):
-                continue  # (plan refuses a policy that is not one)
+            if id(g) in self.moved or threads % WARPGROUP or g.policy not in N.GEMM_POLICIES \
+                    or len(c.shape) != 2 or not all(isinstance(d, N.Const) for d in c.shape):
+                continue  # (plan refuses a policy that is not one; moved: on mma.sync)
             m, n = (int(d.value) for d in c.shape)
             warps = wgmma_warps(m, n, threads // WARPGROUP, g.policy)
             for what, name in (("A", g.a), ("B", g.b)):
@@ -770,7 +770,7 @@ def linked_fragments(body, rows_only: bool = False) -> dict[str, str]:
     statistics), a row reduction's source and output, and 1-D fragments a
     ``T.Parallel(i)`` nest or a ``T.copy`` combines.  ``rows_only``: linked through row
     statistics alone (2-D fragments only where a nest walking them reads or writes a 1-D
-    one at ``[i]``; no copies between 2-D fragments)."""
+    one at ``[i]``; no copies between 2-D fragments): a subset of the links without it."""
     parent: dict[str, str] = {}
 
     def find(x):
@@ -800,7 +800,7 @@ def linked_fragments(body, rows_only: bool = False) -> dict[str, str]:
             rows = [b for b, idx, _ in accesses(loops[-1].body) if b in frags
                     and frags[b].ndim == 1 and len(idx) == 1
                     and getattr(idx[0], "name", None) == names[0]]
-            if (rows if rows_only and len(names) == 2 else at or len(names) == 1):
+            if (at and rows) if rows_only and len(names) == 2 else (at or len(names) == 1):
                 union(at + rows)
         elif isinstance(s, N.Copy) and s.src.buffer in frags and s.dst.buffer in frags and \
                 not (rows_only and frags[s.src.buffer].ndim != 1):
