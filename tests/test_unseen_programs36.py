@@ -234,11 +234,13 @@ def test_split_part_without_chunks_on_wgmma_only_is_refused():
         tilecute.compile(f, target="sm_90a")
 
 
-def test_rows_of_two_partitions_are_named_in_words():
+def test_rows_of_two_families_run_on_mma_sync_together():
     """P @ V with V stored (keys, 80): two warpgroups of a 64-row tile would take 40 columns
-    each (80 bytes, no swizzle chunk tiles them), so P @ V runs on mma.sync while Q K^T is
-    wgmma; the row statistics both use are refused naming the two partitions."""
-    from tilecute.transform.layout_inference import LayoutError
+    each (80 bytes, no swizzle chunk tiles them), so P @ V runs on mma.sync; Q K^T, which
+    wgmma could take, shares its row statistics (mx) and joins it on mma.sync in one warp
+    partition (was: refused, "fragment 'mx' holds row statistics of two T.gemm accumulators
+    ... (wgmma, 1 x 2 warpgroups and mma.sync, 4 x 2 warps)").  More forms:
+    tests/test_linked_gemm_families.py."""
 
     @T.prim_func
     def attn(Q: T.Tensor((128, 80), "float16"), K: T.Tensor((128, 80), "float16"),
@@ -263,10 +265,13 @@ def test_rows_of_two_partitions_are_named_in_words():
                 o[i, j] = o[i, j] * mx[i]
             T.copy(o, O[bx * 64, 0])
 
-    with pytest.raises(LayoutError, match=r"fragment 'mx' holds row statistics of two T\.gemm "
-                                          r"accumulators with different register layouts \(wgmma, "
-                                          r"1 x 2 warpgroups and mma\.sync, \d x \d warps\)"):
-        tilecute.compile(attn, target="sm_90a")
+    kernel = tilecute.compile(attn, target="sm_90a")
+    src = kernel.get_kernel_source()
+    assert 'tcm.tiled_mma("mma", cutlass.Float16, cutlass.Float16, cutlass.Float32, False, ' \
+           'False, (4, 2), 128)  # T.gemm(Q_s, K_s, s)' in src
+    assert '(4, 2), 80)  # T.gemm(p_shared, V_s, o)' in src
+    assert "wgmma" not in src
+    assert kernel.ensure_cubin()
 
 
 def test_sparse_mqa_one_swizzle_for_both_reads_of_the_kv_tile():

@@ -32,7 +32,8 @@ Families (``runtime/cute/mma.py`` issues them), by operand -> accumulator dtype
   operands only) below sm_90a and for tiles wgmma cannot take with the block's
   warpgroups (a 32-row tile, TileLang's w4a8 dequant GEMM), as TileLang.  Warps are
   arranged ``(warps_m, warps_n)`` over the tile by the policy; T.gemms whose rows meet
-  share one arrangement (:meth:`_Kernel.shared_partitions`).
+  share one arrangement, and those whose row statistics meet such a T.gemm's join it on
+  mma.sync where wgmma could take them (:meth:`_Kernel.shared_partitions`).
 * ``simt`` where no tensor-core MMA serves the dtypes, majorness, arch or tile (float64;
   float32, float8 or int8 MN-major; float8 below sm_90a or on a tile wgmma cannot take;
   int8 on a tile neither wgmma nor mma.sync can take; other accumulators such as
@@ -153,13 +154,18 @@ def mma_warps(m: int, n: int, warps: int, policy: str = "Square",
 
 class _Kernel:
     def __init__(self, func: N.PrimFunc, scope: N.KernelScope, arch: str, wgmma: bool = True,
-                 forced: dict | None = None):
+                 forced: dict | None = None, moved: frozenset = frozenset()):
         self.func, self.scope, self.arch = func, scope, arch
         self.wgmma = wgmma
         # id(T.gemm) -> the (warps_m, warps_n) it must take on mma.sync (shared_partitions)
         self.forced: dict[int, tuple[int, int]] = forced or {}
-        # id(T.gemm on mma.sync) -> (M, N, its warps, the threads it runs on, whether its A
-        # is a fragment in a form mma.sync reads from registers with every warp along M)
+        # ids of the T.gemms wgmma would take that run on mma.sync with the T.gemms they
+        # share rows with (shared_partitions)
+        self.moved = moved
+        # id(T.gemm on a tensor-core family) -> (M, N, its warps on mma.sync (for one on
+        # wgmma: those it would take there, or None), the threads it runs on, whether its A
+        # is a fragment in a form mma.sync reads from registers with every warp along M,
+        # its family, whether it may run on mma.sync instead)
         self.planned: dict[int, tuple] = {}
         self.buffers = {p.name: p for p in func.params if isinstance(p, N.Buffer)}
         self.allocs: dict[str, N.Allocate] = {}
@@ -295,6 +301,8 @@ class _Kernel:
             # wgmma cannot tile it with these threads (or cannot read the warpgroups' parts of
             # an MN-major operand: 24 columns of 16-bit B each): warp mma.sync, as TileLang
             family = "mma"
+        if family == "wgmma" and id(s) in self.moved:
+            family = "mma"  # (with the T.gemms it shares rows with: shared_partitions)
         if family == "wgmma" and a.dtype in ("int8", "uint8", "float8_e4m3", "float8_e5m2") \
                 and not s.wgmma_only and (
                 self.threads % WARPGROUP or
@@ -354,6 +362,13 @@ class _Kernel:
                     (n // warps[1]) % 16 == 0 or n // warps[1] in (8, 24)):
                 self.fail(s, f"each of {warps[1]} warpgroup(s) along N takes {n // warps[1]} "
                              f"columns; wgmma on {a.dtype} takes 8, 24 or a multiple of 16")
+            movable = a.dtype in MMA_TYPES and b.dtype in MMA_TYPES and not s.wgmma_only and \
+                self.threads % WARP == 0
+            alone = mma_warps(m, n, self.threads // WARP, s.policy) if movable else None
+            a0 = self.buffers[s.a]  # (before staging)
+            self.planned[id(s)] = (m, n, alone, (self.first, self.threads),
+                                   a0.scope == "fragment" and self.rs_form(s, a0, b, c),
+                                   family, movable)
         else:
             if self.threads % WARP:
                 self.fail(s, f"mma.sync runs on whole warps; the block has {self.threads} threads")
@@ -361,7 +376,8 @@ class _Kernel:
                 mma_warps(m, n, self.threads // WARP, s.policy, a_regs)
             a0 = self.buffers[s.a]  # (before staging)
             self.planned[id(s)] = (m, n, warps, (self.first, self.threads),
-                                   a0.scope == "fragment" and self.rs_form(s, a0, b, c))
+                                   a0.scope == "fragment" and self.rs_form(s, a0, b, c),
+                                   family, True)
             if warps is None:
                 self.fail(s, f"No valid warp partition (TileLang's words): no arrangement of "
                              f"{self.threads // WARP} warps tiles {m} x {n} in 16 x 8 steps "
@@ -441,6 +457,8 @@ class _Kernel:
             mma_warps(m, n, self.threads // WARP, s.policy, True) is not None
         if id(s) in self.forced:  # one partition with the T.gemms it shares rows with
             mma_fits = self.forced[id(s)][1] == 1
+        if id(s) in self.moved:  # (on mma.sync with them)
+            return mma_fits
         if family == "wgmma":  # (mma.sync reads it only where wgmma cannot tile the T.gemm)
             return wgmma_fits or (a.dtype in MMA_TYPES and mma_fits and warps is None)
         return family == "mma" and mma_fits
@@ -452,7 +470,7 @@ class _Kernel:
         return not (s.transpose_a or s.a_index or s.a_part or a.ndim != 2 or
                     b.scope != "shared" or c.ndim != 2 or a.dtype not in RS_TYPES)
 
-    def shared_partitions(self) -> dict[int, tuple[int, int]]:
+    def shared_partitions(self) -> tuple[dict[int, tuple[int, int]], frozenset]:
         """One warp partition for the mma.sync T.gemms whose register layouts meet: an
         accumulator that is copied into another T.gemm's A fragment, or whose row
         statistics (``m[i]`` beside ``acc[i, j]``) another accumulator's rows use too
@@ -464,36 +482,58 @@ class _Kernel:
         disagrees: every warp along M when a member reads A from registers and that tiles
         every member (flash attention's layout, FA2's), else the first member's partition
         that tiles them all (A fragments of a partition with warps along N go through
-        shared memory); a group no partition tiles keeps its own (the layout pass then
-        names the fragment)."""
-        root = linked_fragments(self.scope.body)
+        shared memory), each warp a multiple of 16 x 16 where one does, else of 16 x 8; a
+        group no partition tiles keeps its own (the layout pass then names the fragment).
+
+        T.gemms on wgmma whose row statistics meet those of one on mma.sync (P @ V on
+        mma.sync because wgmma cannot read V's 40-column parts at head dim 80, Q K^T on
+        wgmma) join it on mma.sync in such a partition, as no wgmma layout is an mma.sync
+        one; their ids are the second member of the pair returned.  They stay on wgmma
+        where a member cannot leave it (T.wgmma_gemm, float8 operands) or no partition
+        tiles the group, and where only whole tiles meet (``c2[i, j] += c1[i, j]``: the
+        layout pass stages the wgmma one's through shared memory)."""
+        moved = set()
+        for _, members in self.linked_groups(linked_fragments(self.scope.body, rows_only=True),
+                                             lambda g: True):
+            plans = [self.planned[id(g)] for g in members]
+            if {p[5] for p in plans} == {"wgmma", "mma"} and all(p[6] for p in plans):
+                moved |= {id(g) for g, p in zip(members, plans) if p[5] == "wgmma"}
+        forced = {}
+        for key, members in self.linked_groups(linked_fragments(self.scope.body),
+                                               lambda g: self.planned[id(g)][5] == "mma"
+                                               or id(g) in moved):
+            plans = [self.planned[id(g)] for g in members]
+            joining = {id(g) for g in members} & moved
+            if not joining and len({p[2] for p in plans}) < 2:
+                continue
+            warps = key[1] // WARP
+
+            def tiles(w, step):
+                return all(m % (16 * w[0]) == 0 and n % (step * w[1]) == 0 for m, n, *_ in plans)
+            order = ([(warps, 1)] if any(p[4] for p in plans) else []) + \
+                [p[2] for p in plans if p[2] is not None]
+            choice = next((w for w in order if tiles(w, 16)), None) or \
+                next((w for w in order if tiles(w, 8)), None)
+            if choice is not None:
+                forced.update({id(g): choice for g in members})
+        return forced, frozenset(moved & forced.keys())
+
+    def linked_groups(self, root: dict[str, str], take) -> list[tuple[tuple, list]]:
+        """The planned T.gemms ``take`` accepts, in groups whose accumulators (or A
+        fragments) ``root`` (:func:`linked_fragments`) links, each with the threads it
+        runs on (the block's, or a T.ws region's: (first, count))."""
         groups: dict[tuple, list] = {}
         for g, _ in self.gemms:
-            if id(g) not in self.planned:
-                continue  # (wgmma and SIMT T.gemms keep theirs)
+            if id(g) not in self.planned or not take(g):
+                continue  # (SIMT T.gemms keep theirs)
             key = self.planned[id(g)][3]
             names = [g.c] + ([g.a] if self.buffers[g.a].scope == "fragment" else [])
-            hit = [k for k, members in groups.items() if k[0] == key and
-                   any(root.get(x, x) in k[1] for x in names)]
+            hit = [k for k in groups if k[0] == key and any(root.get(x, x) in k[1] for x in names)]
             merged = [g] + [h for k in hit for h in groups.pop(k)]
             roots = frozenset(root.get(x, x) for x in names) | \
                 frozenset(r for k in hit for r in k[1])
             groups[(key, roots)] = merged
-        forced = {}
-        for (key, _), members in groups.items():
-            plans = [self.planned[id(g)] for g in members]
-            if len({p[2] for p in plans}) < 2:
-                continue
-            warps = key[1] // WARP
-
-            def tiles(w):
-                return all(m % (16 * w[0]) == 0 and n % (16 * w[1]) == 0 for m, n, *_ in plans)
-            order = ([(warps, 1)] if any(p[4] for p in plans) else []) + \
-                [p[2] for p in plans if p[2] is not None]
-            choice = next((w for w in order if tiles(w)), None)
-            if choice is not None:
-                forced.update({id(g): choice for g in members})
-        return forced
+        return [(key, members) for (key, _), members in groups.items()]
 
     def stage(self, s: N.Gemm, frag: N.Buffer) -> N.Buffer:
         """A shared buffer of ``frag``'s shape and dtype that a copy fills from the fragment
@@ -548,9 +588,9 @@ class _Kernel:
         for g, region in gemms:
             threads = region.num_threads if region is not None else self.scope.num_threads
             c = self.buffers[g.c]
-            if threads % WARPGROUP or g.policy not in N.GEMM_POLICIES or len(c.shape) != 2 or \
-                    not all(isinstance(d, N.Const) for d in c.shape):
-                continue  # (plan refuses a policy that is not one)
+            if id(g) in self.moved or threads % WARPGROUP or g.policy not in N.GEMM_POLICIES \
+                    or len(c.shape) != 2 or not all(isinstance(d, N.Const) for d in c.shape):
+                continue  # (plan refuses a policy that is not one; moved: on mma.sync)
             m, n = (int(d.value) for d in c.shape)
             warps = wgmma_warps(m, n, threads // WARPGROUP, g.policy)
             for what, name in (("A", g.a), ("B", g.b)):
@@ -723,12 +763,14 @@ class _SetLayouts(StmtMutator):
         return s if layout is None else dataclasses.replace(s, layout=layout)
 
 
-def linked_fragments(body) -> dict[str, str]:
+def linked_fragments(body, rows_only: bool = False) -> dict[str, str]:
     """Fragments whose register layouts must agree row by row, as sets (name -> a
     representative): 2-D fragments a ``T.Parallel(i, j)`` nest walks at ``[i, j]`` or a
     whole ``T.copy`` moves between, 1-D ones such a nest reads or writes at ``[i]`` (row
     statistics), a row reduction's source and output, and 1-D fragments a
-    ``T.Parallel(i)`` nest or a ``T.copy`` combines."""
+    ``T.Parallel(i)`` nest or a ``T.copy`` combines.  ``rows_only``: linked through row
+    statistics alone (2-D fragments only where a nest walking them reads or writes a 1-D
+    one at ``[i]``; no copies between 2-D fragments): a subset of the links without it."""
     parent: dict[str, str] = {}
 
     def find(x):
@@ -758,9 +800,10 @@ def linked_fragments(body) -> dict[str, str]:
             rows = [b for b, idx, _ in accesses(loops[-1].body) if b in frags
                     and frags[b].ndim == 1 and len(idx) == 1
                     and getattr(idx[0], "name", None) == names[0]]
-            if at or len(names) == 1:
+            if (at and rows) if rows_only and len(names) == 2 else (at or len(names) == 1):
                 union(at + rows)
-        elif isinstance(s, N.Copy) and s.src.buffer in frags and s.dst.buffer in frags:
+        elif isinstance(s, N.Copy) and s.src.buffer in frags and s.dst.buffer in frags and \
+                not (rows_only and frags[s.src.buffer].ndim != 1):
             src, dst = frags[s.src.buffer], frags[s.dst.buffer]
             if src.shape == dst.shape and whole(s.src, src) and whole(s.dst, dst):
                 union([src.name, dst.name])
@@ -778,6 +821,6 @@ def select_mma(func: N.PrimFunc, arch: str, wgmma: bool = True) -> N.PrimFunc:
     for k in func.kernels:
         first = _Kernel(func, k, arch, wgmma)
         scope = first.run()
-        forced = first.shared_partitions()
-        kernels.append(_Kernel(func, k, arch, wgmma, forced).run() if forced else scope)
+        forced, moved = first.shared_partitions()
+        kernels.append(_Kernel(func, k, arch, wgmma, forced, moved).run() if forced else scope)
     return dataclasses.replace(func, kernels=tuple(kernels))
