@@ -57,6 +57,40 @@ def count_while_positive(rows=256, cols=16, threads=128):
     return count_while_positive
 
 
+def halving_scan(threads=128):
+    """Threads at or past ``n`` return at once; the others walk an 8 x 8 block of their
+    row (an unrolled loop inside a serial one), returning from the inner loop with the
+    negated running value at the first entry above 5, halving it after each inner loop."""
+
+    @T.prim_func
+    def halving_scan(x: T.Tensor((threads, 8, 8), "float32"), y: T.Tensor((threads,), "float32"),
+                     n: T.int32):
+        with T.Kernel(1, threads=threads) as _:
+            tx = T.get_thread_binding()
+            if tx >= n:
+                T.thread_return()
+            acc = T.alloc_var("float32", init=0.0)
+            for a in T.serial(8):
+                for c in T.unroll(8):
+                    if x[tx, a, c] > 5.0:
+                        y[tx] = -acc
+                        T.thread_return()
+                    acc += x[tx, a, c]
+                acc *= 0.5
+            y[tx] = acc
+    return halving_scan
+
+
+def test_return_in_nested_loops(tmp_path):
+    func = halving_scan()
+    src = tilecute.compile(func, target="sm_90a").get_kernel_source()
+    assert "    if tx >= n:\n        returned[0] = 1\n    if returned[0] == 0:" in src
+    assert "for c in cutlass.range_constexpr(0, 8):\n                    if returned[0] == 0:" in src
+    assert "                if returned[0] == 0:\n                    acc[0] = acc[0] * " in src
+    assert "        if returned[0] == 0:\n            y[tx] = acc[0]" in src
+    assert tilecute.build_cubin(func, "sm_90a", out_dir=str(tmp_path)).path.endswith(".cubin")
+
+
 def test_return_in_serial_loop(tmp_path):
     func = prefix_until_negative()
     src = tilecute.compile(func, target="sm_90a").get_kernel_source()
@@ -126,7 +160,7 @@ def test_return_in_serial_loop_matches_torch():
     cols = torch.arange(16, device="cuda")[None, :]
     partial = (x * (cols < first[:, None])).sum(1)
     want = torch.where(neg.any(1), partial, 2.0 * partial)
-    torch.testing.assert_close(y, want)
+    torch.testing.assert_close(y, want, rtol=1e-5, atol=1e-4)
 
 
 @pytest.mark.gpu
@@ -146,3 +180,29 @@ def test_return_in_while_loop_matches_torch():
             k += 1
         want.append(k if out is None else out)
     assert y.tolist() == want
+
+
+@pytest.mark.gpu
+def test_return_in_nested_loops_matches_torch():
+    import torch
+
+    x = torch.rand(128, 8, 8, device="cuda") * 5.5
+    y = torch.full((128,), 7.0, device="cuda")
+    tilecute.compile(halving_scan())(x, y, 100)
+    want = []
+    for t, block in enumerate(x.tolist()):
+        if t >= 100:
+            want.append(7.0)  # returned at once: untouched
+            continue
+        acc, done = 0.0, False
+        for row in block:
+            for v in row:
+                if v > 5.0:
+                    acc, done = -acc, True
+                    break
+                acc += v
+            if done:
+                break
+            acc *= 0.5
+        want.append(acc)
+    torch.testing.assert_close(y, torch.tensor(want, device="cuda"), rtol=1e-5, atol=1e-4)

@@ -7001,9 +7001,7 @@ class _Parser:
                     any(isinstance(y, _Return) for y in walk_stmts((x,))):
                 kind = "a T.ws region" if isinstance(x, N.WarpGroups) else \
                     f"a T.{x.kind.capitalize()} loop" if isinstance(x, N.For) and \
-                    x.kind in ("parallel", "pipelined") else \
-                    f"a {x.kind} loop" if isinstance(x, N.For) and x.kind not in ("serial", "unrolled") \
-                    else None
+                    x.kind in ("parallel", "pipelined") else None
                 if kind is not None:
                     raise FrontendError(
                         f"T.thread_return() inside {kind}: tilecute honors it as the last "
