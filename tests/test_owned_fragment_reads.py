@@ -98,6 +98,35 @@ def test_read_into_global(tmp_path):
     assert tilecute.build_cubin(func, "sm_90a", out_dir=str(tmp_path)).path.endswith(".cubin")
 
 
+def shifted_window(rows=64, threads=64, shift=8):
+    """y[i, j] = x[i, j + shift] over ``T.Parallel(rows, 64 - shift)``: a nest narrower than
+    the fragment's rows, which TileLang lays out by the fragment (a row of iterations a
+    thread); tilecute runs it ``64 - shift`` lanes a thread step, the fragment 64."""
+
+    @T.prim_func
+    def shifted_window(x: T.Tensor((rows, 64), "float32"), y: T.Tensor((rows, 64 - shift), "float32")):
+        with T.Kernel(1, threads=threads) as _:
+            acc = T.alloc_fragment((rows, 64), "float32")
+            T.annotate_layout({acc: T.Fragment(acc.shape, forward_thread_fn=lambda i, j: i % threads,
+                                               forward_index_fn=lambda i, j: (i // threads) * 64 + j)})
+            T.copy(x, acc)
+            for i, j in T.Parallel(rows, 64 - shift):
+                y[i, j] = acc[i, j + shift] * 2.0
+    return shifted_window
+
+
+@pytest.mark.parametrize("rows, register", [
+    (64, r"tc_vec\d+\[(tc_lane\d+)\] = acc\[8 \+ \1\] \* "),
+    (128, r"acc\[8 \+ 64 \* tc_k\d+ \+ tc_lane\d+\] \* "),
+])
+def test_narrower_nest_reads_own_row(tmp_path, rows, register):
+    func = shifted_window(rows=rows)
+    src = tilecute.compile(func, target="sm_90a").get_kernel_source()
+    assert re.search(register, src)
+    assert re.search(r"= \(?tc_tid\)? \* 56|= \(tc_k\d+ \* 64 \+ tc_tid\) \* 56", src)  # 56 lanes a step
+    assert tilecute.build_cubin(func, "sm_90a", out_dir=str(tmp_path)).path.endswith(".cubin")
+
+
 def test_read_across_threads_still_refused():
     @T.prim_func
     def row_flip(x: T.Tensor((64, 64), "float32"), y: T.Tensor((64, 64), "float32")):
@@ -135,3 +164,14 @@ def test_read_into_global_matches_torch():
     y = torch.empty_like(x)
     tilecute.compile(row_to_global(COLUMN_MAPS["reversed"]))(x, y)
     torch.testing.assert_close(y, x.flip(1))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("rows", [64, 128])
+def test_narrower_nest_matches_torch(rows):
+    import torch
+
+    x = torch.randn(rows, 64, device="cuda")
+    y = torch.empty(rows, 56, device="cuda")
+    tilecute.compile(shifted_window(rows=rows))(x, y)
+    torch.testing.assert_close(y, x[:, 8:] * 2.0)

@@ -206,12 +206,12 @@ class NestEmitter:
         fragment's register count (``(lane + 8) % 64``), else a table indexed by ``step *
         V + lane``; None for the iteration's own element."""
         loops, (step, width) = self.loops, self.step
-        if not loops or width != layout.vector or \
+        if not loops or width == layout.vector and \
                 [i.name if isinstance(i, N.Var) else None for i in indices] == \
                 [lp.var.name for lp in loops]:
             return None
-        regs = owned_registers(loops, buf, layout, indices)
-        if regs is None or regs == tuple(range(len(regs))):
+        regs = owned_registers(loops, buf, layout, indices, width)
+        if regs is None or regs == tuple(range(len(regs))) and width == layout.vector:
             return None
         lane = self.lane or "0"
         count = math.prod(int(d.value) for d in buf.shape) // layout.threads
@@ -244,17 +244,19 @@ class NestEmitter:
 
     def own_row_register(self, buf: N.Buffer, layout: N.Layout, indices, regs):
         """``step * V + g(lane)`` for a read of the iteration's own row at column ``g(j)``
-        (``acc[i, j ^ 1]``) where each thread step holds whole rows (``V`` the row's
-        length) and the registers ``regs`` are so, else None."""
+        (``acc[i, j ^ 1]``) where each thread step holds whole rows, of the fragment (``V``
+        the row's length) and of the nest (its lanes its innermost extent), and the
+        registers ``regs`` are so, else None."""
         loops, (step, width) = self.loops, self.step
         names = [lp.var.name for lp in loops]
-        if self.lane is None or buf.shape[-1] != loops[-1].extent or \
+        v = layout.vector
+        if self.lane is None or int(buf.shape[-1].value) != v or \
                 int(loops[-1].extent.value) != width or any(int(lp.start.value) for lp in loops) or \
                 [i.name if isinstance(i, N.Var) else None for i in indices[:-1]] != names[:-1]:
             return None
         row = indices[-1]
-        if any(mentions(row, v) for v in names[:-1]) or any(
-                regs[s * width + lane] != s * width + int_value(row, {names[-1]: lane})
+        if any(mentions(row, x) for x in names[:-1]) or any(
+                regs[s * width + lane] != s * v + int_value(row, {names[-1]: lane})
                 for s in range(len(regs) // width) for lane in range(width)):
             return None
         subst = self.k.exprs.subst
@@ -267,7 +269,7 @@ class NestEmitter:
                 del subst[names[-1]]
             else:
                 subst[names[-1]] = saved
-        return col if step == "0" else f"{step} * {width} + {col}"
+        return col if step == "0" else f"{step} * {v} + {col}"
 
     # ---- nests ----------------------------------------------------------------------------
     def parallel(self, s: N.For, depth: int) -> None:

@@ -169,11 +169,12 @@ _INT_OPS = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda 
             "bitand": lambda a, b: a & b, "bitor": lambda a, b: a | b, "bitxor": lambda a, b: a ^ b}
 
 
-def owned_registers(loops, buf: N.Buffer, layout: N.Layout, idx) -> tuple | None:
+def owned_registers(loops, buf: N.Buffer, layout: N.Layout, idx, width: int = 0) -> tuple | None:
     """The registers that ``buf[idx]`` reads, a fragment laid out ``blocked`` (``layout``,
-    the program's T.Fragment), under the nest ``loops`` spread with the layout's ``V``
-    lanes a thread step (iteration ``F = (step * threads + tid) * V + lane``, row-major
-    over the loops), one per ``step * V + lane``; or None unless every iteration reads an
+    the program's T.Fragment), under the nest ``loops`` spread with ``width`` lanes a
+    thread step (the layout's ``V`` unless given; iteration ``F = (step * threads + tid) *
+    width + lane``, row-major over the loops), one per ``step * width + lane``; or None
+    unless every iteration reads an
     element its own thread holds (element ``e`` lives on thread ``(e // V) % threads`` in
     register ``(e // (threads V)) V + e % V``) at a register that does not depend on the
     thread.  ``acc[i, 63 - j]`` under ``T.Parallel(64, 64)`` with ``acc`` one row a thread
@@ -186,7 +187,8 @@ def owned_registers(loops, buf: N.Buffer, layout: N.Layout, idx) -> tuple | None
         return None
     extents = [int(lp.extent.value) for lp in loops]
     total, v, threads = math.prod(extents), layout.vector, layout.threads
-    if total > OWNED_CHECK_LIMIT or total % v:
+    w = width or v
+    if total > OWNED_CHECK_LIMIT or total % w:
         return None
     shape = [int(d.value) for d in buf.shape]
     regs: dict[int, int] = {}
@@ -201,9 +203,9 @@ def owned_registers(loops, buf: N.Buffer, layout: N.Layout, idx) -> tuple | None
             if x is None or not 0 <= x < d:
                 return None
             e = e * d + x
-        if (e // v) % threads != (f // v) % threads:
+        if (e // v) % threads != (f // w) % threads:
             return None  # another thread's element
-        slot, reg = f // (v * threads) * v + f % v, e // (v * threads) * v + e % v
+        slot, reg = f // (w * threads) * w + f % w, e // (v * threads) * v + e % v
         if regs.setdefault(slot, reg) != reg:
             return None  # a register that depends on the thread
     return tuple(regs[s] for s in sorted(regs))
@@ -294,6 +296,10 @@ class _Kernel:
         # the fragment is walked by the nest (one layout), the code generator picks the
         # registers
         self.owned: set[tuple] = set()
+        # nest id -> its lanes a thread step, for a nest whose only fragment accesses are
+        # such reads at another width than the fragments' (``acc[i, j + 8]`` under
+        # ``T.Parallel(64, 56)``, ``acc`` a row a thread: 56 lanes, a row a thread too)
+        self.owned_nests: dict[int, int] = {}
         self.buffers = {p.name: p for p in func.params if isinstance(p, N.Buffer)}
         self.allocs: dict[str, N.Allocate] = {}
         self.nests: list[_Nest] = []
@@ -603,8 +609,13 @@ class _Kernel:
                         pass  # read at the column of the MMA fragment walked (col_fragments)
                     elif self.scope_of(b) == "fragment" and not self.identity_shape(nest, b, idx):
                         kind = self.special_access(nest, b, idx, write)
-                        if kind is None and not write and self.owned_read(nest, b, idx):
+                        width = self.owned_read(nest, b, idx) if kind is None and not write else 0
+                        if width and width == self.given[b].vector:
                             self.owned.add((id(nest), b))
+                        elif width:  # (the nest runs its own lanes: owned_width)
+                            self.owned_nests[id(nest)] = width
+                            self.specials.append((nest, b, "owned"))
+                            self.special_ids.add((id(nest), b))
                         elif kind is None:
                             self.make_replicated(b, s)
                         else:
@@ -848,15 +859,29 @@ class _Kernel:
             stride *= int(lp.extent.value)
         return {v: c for v, c in flat.items() if c} == want
 
-    def owned_read(self, nest: _Nest, b: str, idx) -> bool:
-        """Does the nest read fragment ``b``, which the program laid out blocked over the
-        threads (T.annotate_layout's T.Fragment), at elements each iteration's own thread
-        holds under that layout (:func:`owned_registers`)?  TileLang proves the same through
-        the layout's thread map and reads the thread's own registers."""
+    def owned_read(self, nest: _Nest, b: str, idx) -> int:
+        """The lanes a thread step (``width``) at which the nest reads fragment ``b``, which
+        the program laid out blocked over the threads (T.annotate_layout's T.Fragment), at
+        elements each iteration's own thread holds under that layout
+        (:func:`owned_registers`), or 0.  TileLang proves the same through the layout's
+        thread map and reads the thread's own registers.  The fragment's ``V`` first (the
+        nest then walks it as its own); else the nest's innermost extent where every
+        fragment the nest touches is so read (TileLang lays the loop out by the fragment:
+        one row of iterations a thread)."""
         lay = self.given.get(b)
-        return lay is not None and lay.kind == "blocked" and b not in self.bases and \
-            b not in self.bases.values() and \
-            owned_registers(nest.loops, self.buffers[b], lay, idx) is not None
+        if lay is None or lay.kind != "blocked" or b in self.bases or b in self.bases.values():
+            return 0
+        if owned_registers(nest.loops, self.buffers[b], lay, idx) is not None:
+            return lay.vector
+        width = int(nest.loops[-1].extent.value) if isinstance(nest.loops[-1].extent, N.Const) else 0
+        frags = [(x, i, w) for x, i, w in nest.accesses if self.scope_of(x) == "fragment"]
+        if not width or nest.loops[-1].loop_layout is not None or nest.region != \
+                (lay.first_thread, lay.threads) or any(
+                w or x not in self.given or self.given[x].kind != "blocked" or
+                owned_registers(nest.loops, self.buffers[x], self.given[x], i, width) is None
+                for x, i, w in frags):
+            return 0
+        return width
 
     def walked(self, nest: _Nest, among, special: bool = False) -> list[str]:
         """The fragments of ``among`` the nest walks at its own elements (sorted), or with
@@ -934,7 +959,7 @@ class _Kernel:
                 raise _NoOwnerLayout(f"'{root}' would need {forced[root]} and {v} lanes")
 
         for nest, b, kind in self.specials:
-            if b in self.replicated or kind == "packed":  # (packed: fit_packed)
+            if b in self.replicated or kind in ("packed", "owned"):  # (packed: fit_packed)
                 continue  # (read whole by a nest every thread runs whole)
             t = self.region_threads(b)
             if self.frag_region.get(b, (0, self.threads)) != nest.region:
@@ -1128,6 +1153,9 @@ class _Kernel:
                 forced.setdefault(find(f), []).append((lay, self.allocs[f]))
         owner = self.owner_vectors(find, parent)
         for nest in self.nests:
+            if id(nest) in self.owned_nests:  # (its own lanes: owned_read)
+                nest_mode.append(("owned", self.owned_nests[id(nest)]))
+                continue
             touched, special = self.walked(nest, parent), self.walked(nest, parent, special=True)
             if special and not touched:  # (runs on the threads holding what it reads)
                 if any(w and self.scope_of(b) in ("local", "fragment") for b, _, w in nest.accesses):
@@ -1703,6 +1731,8 @@ class _Kernel:
                 if s.kind != "parallel":
                     return self.generic(s)
                 nest, (mode, root) = next(nest_iter)
+                if mode == "owned":  # (root: the nest's own lanes)
+                    return kernel.rewrite_nest(nest, "blocked", root)
                 return kernel.rewrite_nest(nest, mode, vector.get(root, 0))
 
             def visit_reduce(self, s: N.Reduce) -> N.Reduce:
