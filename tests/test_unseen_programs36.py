@@ -314,7 +314,7 @@ def _returning(after):
         with T.Kernel(1, threads=128) as _:
             s = T.alloc_shared((128,), "float32")
             if after == "loop":
-                for k in T.serial(4):
+                for k in T.Parallel(128):
                     if A[k] < 0:
                         T.thread_return()
                     B[k] = A[k]
@@ -327,7 +327,7 @@ def _returning(after):
 
 
 def test_thread_return_refusals_name_the_rule():
-    with pytest.raises(FrontendError, match=r"T\.thread_return\(\) inside a loop or a region"):
+    with pytest.raises(FrontendError, match=r"T\.thread_return\(\) inside a T\.Parallel loop"):
         _returning("loop")
     with pytest.raises(FrontendError, match=r"a statement after T\.thread_return\(\) needs every "
                                             r"thread of the block .*T\.thread_return\(\) at line"):

@@ -18,7 +18,7 @@ from ..ir import nodes as N
 from ..runtime.dtypes import DTYPES
 from ..ir.visitor import substitute, walk_nodes, walk_stmts
 from ..transform.analysis import PURE_CALLS, accesses, let_values, mentions, parallel_nest, value_range
-from ..transform.layout_inference import packed_divisor
+from ..transform.layout_inference import int_value, owned_registers, packed_divisor
 from .expr import PACKED, PREC, Py, chain, cute_type, register_type
 from .memory import flat_index, vector_view
 from .source import ident
@@ -95,6 +95,8 @@ class NestEmitter:
                 k.fail(None, f"internal: fragment '{name}' accessed outside its nest")
             step, width = self.step
             special = self.owner_register(buf, layout, indices)
+            if special is None:
+                special = self.owned_register(buf, layout, indices)
             if special is not None:
                 return f"{ident(name)}[{special}]"
             reg = self.lane if step == "0" else (
@@ -195,6 +197,79 @@ class NestEmitter:
             outer = k if per == 1 else f"{k} * {per}"
             return outer if step == "0" else f"{outer} + {step}"
         return None
+
+    def owned_register(self, buf: N.Buffer, layout: N.Layout, indices):
+        """The register of a program-laid-out fragment read at an element of this thread
+        other than the iteration's own (``acc[i, 63 - j]``; the layout pass proved it,
+        :func:`owned_registers`), as a compile-time expression of the step and lane:
+        ``c + a * step + b * lane`` where the registers are so, else the same modulo the
+        fragment's register count (``(lane + 8) % 64``), else a table indexed by ``step *
+        V + lane``; None for the iteration's own element."""
+        loops, (step, width) = self.loops, self.step
+        if not loops or width == layout.vector and \
+                [i.name if isinstance(i, N.Var) else None for i in indices] == \
+                [lp.var.name for lp in loops]:
+            return None
+        regs = owned_registers(loops, buf, layout, indices, width)
+        if regs is None or regs == tuple(range(len(regs))) and width == layout.vector:
+            return None
+        lane = self.lane or "0"
+        count = math.prod(int(d.value) for d in buf.shape) // layout.threads
+        c = regs[0]
+        b = regs[1] - c if width > 1 else 0
+        a = regs[width] - c if len(regs) > width else 0
+        for modulo in (None, count):
+            def fits(s, l):
+                r = c + a * s + b * l
+                return regs[s * width + l] == (r if modulo is None else r % modulo)
+            if all(fits(s, l) for s in range(len(regs) // width) for l in range(width)):
+                terms = [str(c)] if c else []
+                for coef, var in ((a, step), (b, lane)):
+                    if coef and var != "0":
+                        terms.append(f"{'- ' if coef < 0 else '+ ' if terms else ''}"
+                                     f"{'' if abs(coef) == 1 else f'{abs(coef)} * '}{var}")
+                text = " ".join(terms) or "0"
+                return text if modulo is None else f"({text}) % {modulo}"
+            if modulo is None:
+                own_row = self.own_row_register(buf, layout, indices, regs)
+                if own_row is not None:
+                    return own_row
+                a, b, c = a % count, b % count, c % count
+                own_row = self.own_row_register(buf, layout, indices, regs)
+                if own_row is not None:
+                    return own_row
+        table = ", ".join(map(str, regs))  # (no closed form found)
+        at = lane if step == "0" else (f"{step} * {width} + {lane}" if width > 1 else step)
+        return f"({table},)[{at}]"
+
+    def own_row_register(self, buf: N.Buffer, layout: N.Layout, indices, regs):
+        """``step * V + g(lane)`` for a read of the iteration's own row at column ``g(j)``
+        (``acc[i, j ^ 1]``) where each thread step holds whole rows, of the fragment (``V``
+        the row's length) and of the nest (its lanes its innermost extent), and the
+        registers ``regs`` are so, else None."""
+        loops, (step, width) = self.loops, self.step
+        names = [lp.var.name for lp in loops]
+        v = layout.vector
+        if self.lane is None or int(buf.shape[-1].value) != v or \
+                int(loops[-1].extent.value) != width or any(int(lp.start.value) for lp in loops) or \
+                [i.name if isinstance(i, N.Var) else None for i in indices[:-1]] != names[:-1]:
+            return None
+        row = indices[-1]
+        if any(mentions(row, x) for x in names[:-1]) or any(
+                regs[s * width + lane] != s * v + int_value(row, {names[-1]: lane})
+                for s in range(len(regs) // width) for lane in range(width)):
+            return None
+        subst = self.k.exprs.subst
+        saved = subst.get(names[-1])
+        subst[names[-1]] = self.lane
+        try:
+            col = self.k.exprs.operand(row, 0 if step == "0" else PREC["add"] + 1)
+        finally:
+            if saved is None:
+                del subst[names[-1]]
+            else:
+                subst[names[-1]] = saved
+        return col if step == "0" else f"{step} * {v} + {col}"
 
     # ---- nests ----------------------------------------------------------------------------
     def parallel(self, s: N.For, depth: int) -> None:

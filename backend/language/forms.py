@@ -554,8 +554,10 @@ def thread_return(span=None):
     """``T.thread_return()`` (TVM's builtin, as TileLang programs write it): the thread
     runs no more of the kernel.  Honored as the last statement of an ``if`` branch in the
     ``T.Kernel`` body (``if i >= n: T.thread_return()``): the statements after the ``if``
-    run in its other branch (TileLang's CuTe DSL backend lowers it so); ``span`` is TVM's
-    source span, nothing to honor."""
+    run in its other branch (TileLang's CuTe DSL backend lowers it so); inside a
+    per-thread loop (T.serial, T.unroll, range, while; TileLang's CUDA ``return;``) it sets
+    a per-thread ``returned`` flag that guards the rest of the loop, its later iterations
+    and what follows it.  ``span`` is TVM's source span, nothing to honor."""
 
 
 @_form("stmt", "print")

@@ -6967,34 +6967,55 @@ class _Parser:
         """The T.Kernel body with each ``if`` whose branch ends in ``T.thread_return()``
         running what follows it in its other branch (TileLang's CuTe DSL lowering).  What
         follows may not hold tile ops, T.Parallel / T.Pipelined loops or barriers (they
-        need every thread of the block, and the threads that returned never reach them),
-        and a T.thread_return() anywhere else (in a loop, a T.ws region) is refused."""
+        need every thread of the block, and the threads that returned never reach them).
+        A T.thread_return() inside a per-thread loop (T.serial, T.unroll, range, while:
+        TileLang's CUDA ``return;`` leaves the kernel from there) sets a per-thread
+        ``returned`` flag instead: the rest of the loop body, the loop's later iterations
+        and everything after the loop run only while it is clear (:func:`_guard_returns`);
+        the loop may then hold no collective statement either (a thread that returned in
+        one iteration would miss it in the next).  One in a T.Parallel / T.Pipelined loop
+        or a T.ws region is refused."""
         if not any(isinstance(x, _Return) for x in walk_stmts(body)):
             return body
         first = next(k for k, x in enumerate(body)
                      if any(isinstance(y, _Return) for y in walk_stmts((x,))))
-        for x in walk_stmts(body[first + 1:]):
-            element_atomic = isinstance(x, N.AtomicAdd) and not isinstance(x.value, N.Region) \
-                and x.dst.extents is None  # (one thread's update: T.atomic_add(C[i], v))
-            collective = isinstance(x, N.TILE_OPS + (N.Barrier, N.WarpGroups)) and \
-                not element_atomic or isinstance(x, N.For) and x.kind in ("parallel", "pipelined")
-            if collective:
-                raise FrontendError(
-                    "a statement after T.thread_return() needs every thread of the block (a "
-                    "tile op, a T.Parallel or T.Pipelined loop, a barrier), and the threads "
-                    "that returned never reach it; return only past the block's collective "
-                    f"work, or guard the per-thread statements with an `if` instead "
-                    f"(T.thread_return() at line {body[first].loc.line if body[first].loc else '?'})",
-                    x.loc, self.fname, linecache.getline(x.loc.file, x.loc.line) if x.loc else "")
+        where = body[first].loc
+
+        def refuse_collectives(stmts, what: str):
+            for x in walk_stmts(stmts):
+                if _collective(x):
+                    raise FrontendError(
+                        f"{what} needs every thread of the block (a tile op, a T.Parallel "
+                        "or T.Pipelined loop, a barrier), and the threads that returned "
+                        "never reach it; return only past the block's collective work, or "
+                        "guard the per-thread statements with an `if` instead "
+                        f"(T.thread_return() at line {where.line if where else '?'})",
+                        x.loc, self.fname, linecache.getline(x.loc.file, x.loc.line) if x.loc else "")
+        refuse_collectives(body[first + 1:], "a statement after T.thread_return()")
         folded = _fold_continues(body, _Return)
         left = next((x for x in walk_stmts(folded) if isinstance(x, _Return)), None)
-        if left is not None:
-            raise FrontendError(
-                "T.thread_return() inside a loop or a region: tilecute honors it as the last "
-                "statement of an `if` branch in the T.Kernel body (the statements after the "
-                "`if` then run in its other branch)", left.loc, self.fname,
-                linecache.getline(left.loc.file, left.loc.line) if left.loc else "")
-        return folded
+        if left is None:
+            return folded
+        for x in walk_stmts(folded):  # the scopes a return stays inside
+            if isinstance(x, (N.For, N.While, N.WarpGroups)) and \
+                    any(isinstance(y, _Return) for y in walk_stmts((x,))):
+                kind = "a T.ws region" if isinstance(x, N.WarpGroups) else \
+                    f"a T.{x.kind.capitalize()} loop" if isinstance(x, N.For) and \
+                    x.kind in ("parallel", "pipelined") else None
+                if kind is not None:
+                    raise FrontendError(
+                        f"T.thread_return() inside {kind}: tilecute honors it as the last "
+                        "statement of an `if` branch in the T.Kernel body, or inside a "
+                        "per-thread loop (T.serial, T.unroll, range, while) with no "
+                        "collective statement in the loop or after it", left.loc, self.fname,
+                        linecache.getline(left.loc.file, left.loc.line) if left.loc else "")
+        refuse_collectives(body[first:first + 1], "a statement in the loop that holds a "
+                                                  "T.thread_return()")
+        i32 = lambda v: N.Const(v, "int32")  # noqa: E731
+        flag = N.Buffer(self.fresh("returned"), "int32", (i32(1),), "local")
+        return tuple(body[:first]) + (N.Allocate(flag, loc=where),
+                                      N.Store(flag.name, (i32(0),), i32(0), loc=where)) + \
+            _guard_returns(tuple(body[first:]), flag.name, where)
 
     def stmt_atomic_addx2(self, a: _Args, s, lanes: int = 2) -> list[N.Stmt]:
         """``T.atomic_addx2/x4(dst, value)``: the ``lanes`` elements from ``dst`` and from
@@ -8100,6 +8121,47 @@ def _guard_breaks(body, flag: str, loc, marker=_Break) -> tuple:
                 out.append(N.If(N.cmp("eq", N.Load(flag, (zero,), "int32"), 0), rest, loc=loc))
             return tuple(out)
         out.append(s)
+    return tuple(out)
+
+
+def _collective(x) -> bool:
+    """Does statement ``x`` need every thread of the block (a tile op other than one
+    thread's element atomic ``T.atomic_add(C[i], v)``, a barrier, a T.ws region, a
+    T.Parallel or T.Pipelined loop)?"""
+    element_atomic = isinstance(x, N.AtomicAdd) and not isinstance(x.value, N.Region) \
+        and x.dst.extents is None
+    return isinstance(x, N.TILE_OPS + (N.Barrier, N.WarpGroups)) and not element_atomic or \
+        isinstance(x, N.For) and x.kind in ("parallel", "pipelined")
+
+
+def _guard_returns(body, flag: str, loc) -> tuple:
+    """``body`` with each ``T.thread_return()`` setting the per-thread ``flag``, and what
+    may run after one (the rest of its block, the later iterations of the loops around
+    it, what follows those loops) running only while the flag is clear: a serial loop's
+    body is guarded whole, a ``while`` also stops on the flag."""
+    zero = N.Const(0, "int32")
+    running = N.cmp("eq", N.Load(flag, (zero,), "int32"), 0)
+    out: list[N.Stmt] = []
+    for k, s in enumerate(body):
+        if isinstance(s, _Return):
+            out.append(N.Store(flag, (zero,), N.Const(1, "int32"), loc=s.loc))
+            return tuple(out)
+        if not any(isinstance(y, _Return) for y in walk_stmts((s,))):
+            out.append(s)
+            continue
+        if isinstance(s, N.If):
+            out.append(dataclasses.replace(s, then=_guard_returns(s.then, flag, loc),
+                                           orelse=_guard_returns(s.orelse, flag, loc)))
+        elif isinstance(s, N.While):
+            out.append(dataclasses.replace(s, cond=N.Logic("and", (s.cond, running)),
+                                           body=_guard_returns(s.body, flag, loc)))
+        else:  # a serial or unrolled loop (fold_thread_returns refused the others)
+            out.append(dataclasses.replace(s, body=(N.If(running, _guard_returns(
+                s.body, flag, loc), loc=s.loc),)))
+        rest = _guard_returns(body[k + 1:], flag, loc)
+        if rest:
+            out.append(N.If(running, rest, loc=loc))
+        return tuple(out)
     return tuple(out)
 
 

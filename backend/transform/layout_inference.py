@@ -143,6 +143,74 @@ def packed_divisor(loops, buf: N.Buffer, idx) -> int:
     return c
 
 
+# the most iterations of a nest over which :func:`owned_registers` checks each read
+OWNED_CHECK_LIMIT = 1 << 16
+
+
+def int_value(e: N.Expr, env: dict):
+    """The integer value of ``e`` with the variables of ``env`` bound, or None where it
+    reads anything else (a load, a let, an enclosing loop's variable)."""
+    if isinstance(e, N.Const):
+        return int(e.value) if N.is_int(e.dtype) else None
+    if isinstance(e, N.Var):
+        return env.get(e.name)
+    if isinstance(e, N.Cast) and N.is_int(e.dtype):
+        return int_value(e.value, env)
+    if isinstance(e, N.BinOp) and e.op in _INT_OPS:
+        a, b = int_value(e.a, env), int_value(e.b, env)
+        if a is None or b is None or e.op in ("floordiv", "mod") and b == 0:
+            return None
+        return _INT_OPS[e.op](a, b)
+    return None
+
+
+_INT_OPS = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+            "floordiv": lambda a, b: a // b, "mod": lambda a, b: a % b, "min": min, "max": max,
+            "bitand": lambda a, b: a & b, "bitor": lambda a, b: a | b, "bitxor": lambda a, b: a ^ b}
+
+
+def owned_registers(loops, buf: N.Buffer, layout: N.Layout, idx, width: int = 0) -> tuple | None:
+    """The registers that ``buf[idx]`` reads, a fragment laid out ``blocked`` (``layout``,
+    the program's T.Fragment), under the nest ``loops`` spread with ``width`` lanes a
+    thread step (the layout's ``V`` unless given; iteration ``F = (step * threads + tid) *
+    width + lane``, row-major over the loops), one per ``step * width + lane``; or None
+    unless every iteration reads an
+    element its own thread holds (element ``e`` lives on thread ``(e // V) % threads`` in
+    register ``(e // (threads V)) V + e % V``) at a register that does not depend on the
+    thread.  ``acc[i, 63 - j]`` under ``T.Parallel(64, 64)`` with ``acc`` one row a thread
+    (TileLang's ``T.Fragment(..., forward_thread_fn=lambda i, j: i)``) reads register
+    ``63 - lane`` of its own row.  Checked by running every iteration (constant extents,
+    an index of the nest's variables and constants alone)."""
+    if layout.kind != "blocked" or len(idx) != buf.ndim or \
+            not all(isinstance(d, N.Const) for d in buf.shape) or \
+            not all(isinstance(lp.start, N.Const) and isinstance(lp.extent, N.Const) for lp in loops):
+        return None
+    extents = [int(lp.extent.value) for lp in loops]
+    total, v, threads = math.prod(extents), layout.vector, layout.threads
+    w = width or v
+    if total > OWNED_CHECK_LIMIT or total % w:
+        return None
+    shape = [int(d.value) for d in buf.shape]
+    regs: dict[int, int] = {}
+    for f in range(total):
+        env, rest = {}, total
+        for lp, extent in zip(loops, extents):
+            rest //= extent
+            env[lp.var.name] = f // rest % extent + int(lp.start.value)
+        e = 0
+        for d, i in zip(shape, idx):
+            x = int_value(i, env)
+            if x is None or not 0 <= x < d:
+                return None
+            e = e * d + x
+        if (e // v) % threads != (f // w) % threads:
+            return None  # another thread's element
+        slot, reg = f // (w * threads) * w + f % w, e // (v * threads) * v + e % v
+        if regs.setdefault(slot, reg) != reg:
+            return None  # a register that depends on the thread
+    return tuple(regs[s] for s in sorted(regs))
+
+
 # the largest fragment read packed in a nest over a T.gemm operand that moves to shared
 # memory (fit_packed); a larger one stays replicated
 PACKED_TO_SHARED_BYTES = 16384
@@ -223,6 +291,15 @@ class _Kernel:
         self.allow_specials = specials
         self.specials: list[tuple] = []
         self.special_ids: set[tuple] = set()
+        # (nest id, fragment): the nest reads the program-laid-out fragment at elements its
+        # own threads hold, not at its own (``acc[i, 63 - j]``: :func:`owned_registers`);
+        # the fragment is walked by the nest (one layout), the code generator picks the
+        # registers
+        self.owned: set[tuple] = set()
+        # nest id -> its lanes a thread step, for a nest whose only fragment accesses are
+        # such reads at another width than the fragments' (``acc[i, j + 8]`` under
+        # ``T.Parallel(64, 56)``, ``acc`` a row a thread: 56 lanes, a row a thread too)
+        self.owned_nests: dict[int, int] = {}
         self.buffers = {p.name: p for p in func.params if isinstance(p, N.Buffer)}
         self.allocs: dict[str, N.Allocate] = {}
         self.nests: list[_Nest] = []
@@ -532,7 +609,14 @@ class _Kernel:
                         pass  # read at the column of the MMA fragment walked (col_fragments)
                     elif self.scope_of(b) == "fragment" and not self.identity_shape(nest, b, idx):
                         kind = self.special_access(nest, b, idx, write)
-                        if kind is None:
+                        width = self.owned_read(nest, b, idx) if kind is None and not write else 0
+                        if width and width == self.given[b].vector:
+                            self.owned.add((id(nest), b))
+                        elif width:  # (the nest runs its own lanes: owned_width)
+                            self.owned_nests[id(nest)] = width
+                            self.specials.append((nest, b, "owned"))
+                            self.special_ids.add((id(nest), b))
+                        elif kind is None:
                             self.make_replicated(b, s)
                         else:
                             self.specials.append((nest, b, kind))
@@ -775,6 +859,30 @@ class _Kernel:
             stride *= int(lp.extent.value)
         return {v: c for v, c in flat.items() if c} == want
 
+    def owned_read(self, nest: _Nest, b: str, idx) -> int:
+        """The lanes a thread step (``width``) at which the nest reads fragment ``b``, which
+        the program laid out blocked over the threads (T.annotate_layout's T.Fragment), at
+        elements each iteration's own thread holds under that layout
+        (:func:`owned_registers`), or 0.  TileLang proves the same through the layout's
+        thread map and reads the thread's own registers.  The fragment's ``V`` first (the
+        nest then walks it as its own); else the nest's innermost extent where every
+        fragment the nest touches is so read (TileLang lays the loop out by the fragment:
+        one row of iterations a thread)."""
+        lay = self.given.get(b)
+        if lay is None or lay.kind != "blocked" or b in self.bases or b in self.bases.values():
+            return 0
+        if owned_registers(nest.loops, self.buffers[b], lay, idx) is not None:
+            return lay.vector
+        width = int(nest.loops[-1].extent.value) if isinstance(nest.loops[-1].extent, N.Const) else 0
+        frags = [(x, i, w) for x, i, w in nest.accesses if self.scope_of(x) == "fragment"]
+        if not width or nest.loops[-1].loop_layout is not None or nest.region != \
+                (lay.first_thread, lay.threads) or any(
+                w or x not in self.given or self.given[x].kind != "blocked" or
+                owned_registers(nest.loops, self.buffers[x], self.given[x], i, width) is None
+                for x, i, w in frags):
+            return 0
+        return width
+
     def walked(self, nest: _Nest, among, special: bool = False) -> list[str]:
         """The fragments of ``among`` the nest walks at its own elements (sorted), or with
         ``special`` those it reads at elements the owner layouts give it
@@ -851,7 +959,7 @@ class _Kernel:
                 raise _NoOwnerLayout(f"'{root}' would need {forced[root]} and {v} lanes")
 
         for nest, b, kind in self.specials:
-            if b in self.replicated or kind == "packed":  # (packed: fit_packed)
+            if b in self.replicated or kind in ("packed", "owned"):  # (packed: fit_packed)
                 continue  # (read whole by a nest every thread runs whole)
             t = self.region_threads(b)
             if self.frag_region.get(b, (0, self.threads)) != nest.region:
@@ -1045,6 +1153,9 @@ class _Kernel:
                 forced.setdefault(find(f), []).append((lay, self.allocs[f]))
         owner = self.owner_vectors(find, parent)
         for nest in self.nests:
+            if id(nest) in self.owned_nests:  # (its own lanes: owned_read)
+                nest_mode.append(("owned", self.owned_nests[id(nest)]))
+                continue
             touched, special = self.walked(nest, parent), self.walked(nest, parent, special=True)
             if special and not touched:  # (runs on the threads holding what it reads)
                 if any(w and self.scope_of(b) in ("local", "fragment") for b, _, w in nest.accesses):
@@ -1074,7 +1185,8 @@ class _Kernel:
                                          "accumulator or over its rows")
             if touched:
                 for b in touched:
-                    if squeeze(tuple(self.buffers[b].shape)) != squeeze(nest.extents) and not all(
+                    if squeeze(tuple(self.buffers[b].shape)) != squeeze(nest.extents) and \
+                            (id(nest), b) not in self.owned and not all(
                             self.flat_identity(nest, b, idx) for x, idx, _ in nest.accesses if x == b):
                         self.fail(nest.loops[0], f"fragment '{b}' is walked by a T.Parallel "
                                                  "loop whose extents differ from its shape")
@@ -1619,6 +1731,8 @@ class _Kernel:
                 if s.kind != "parallel":
                     return self.generic(s)
                 nest, (mode, root) = next(nest_iter)
+                if mode == "owned":  # (root: the nest's own lanes)
+                    return kernel.rewrite_nest(nest, "blocked", root)
                 return kernel.rewrite_nest(nest, mode, vector.get(root, 0))
 
             def visit_reduce(self, s: N.Reduce) -> N.Reduce:
