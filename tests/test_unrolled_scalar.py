@@ -226,14 +226,16 @@ def test_python_valued_forms_are_python_values():
     assert "tcmath.as_float(cutlass.Int32(tcmath.select(i < 5, i * 1000 + 1, 7)), cutlass.Float16)" in src
     assert "tcmath.as_float(cutlass.Float64(i * 1000 + 3), cutlass.Float16)" in src
     assert "tcmath.as_float(i * 1000 + 7, cutlass.Float16)" in src
-    assert "tcmath.as_float(i * 3 + 2, cutlass.Float8E4M3FN)" in src
+    # (an integer to fp8 goes through a Float32 the compiler cannot fold away: MLIR would fold
+    # the two conversions into one NVPTX refuses; tcmath.fp8_from_int)
+    assert "tcmath.fp8_from_int(i * 3 + 2, cutlass.Float8E4M3FN)" in src
     import struct
     with open(kernel.ensure_cubin(), "rb") as f:
         cubin = f.read()
     # B: 3001, 4001 -> float16's 3000, 4000; C: 3003, 5003 -> 3004, 5004; D: 3007, 5007 ->
-    # 3008, 5008; E: 23 -> float8_e4m3's 24, 17 -> 16
+    # 3008, 5008 (E is rounded to float8_e4m3 at run time: its GPU test checks 23 -> 24)
     for rounded, unrounded in ((3000, 3001), (4000, 4001), (3004, 3003), (5004, 5003),
-                               (3008, 3007), (5008, 5007), (24, 23), (16, 17)):
+                               (3008, 3007), (5008, 5007)):
         assert struct.pack("<f", rounded) in cubin and struct.pack("<f", unrounded) not in cubin
 
 
