@@ -32,24 +32,18 @@ _NARROW_REFUSALS = {
                    "by their float32 values)"},
     N.Reduce: {FP4: "T.reduce: reduce float4_e2m1fn values after casting them to float32",
                E8M0: "T.reduce: cast float8_e8m0fnu values to float32, then reduce",
-               INT4: "T.reduce: reduce int4 values after casting them to int32",
-               UINT4: "T.reduce: reduce uint4 values after casting them to int32"},
+               **{d: f"T.reduce: reduce {d} values after casting them to int32" for d in INTS4}},
     N.Scan: {FP4: "T.scan: reduce float4_e2m1fn values after casting them to float32",
              E8M0: "T.cumsum: cast float8_e8m0fnu values to float32, then scan",
-             INT4: "T.cumsum: cast int4 values to int32, then scan",
-             UINT4: "T.cumsum: cast uint4 values to int32, then scan"},
+             **{d: f"T.cumsum: cast {d} values to int32, then scan" for d in INTS4}},
     N.AtomicAdd: {FP4: "T.atomic_add: no atomic add on float4_e2m1fn",
                   E8M0: "T.atomic_add: no atomic arithmetic on float8_e8m0fnu",
-                  INT4: "T.atomic_add: no atomic add on int4",
-                  UINT4: "T.atomic_add: no atomic add on uint4"},
+                  **{d: f"T.atomic_add: no atomic add on {d}" for d in INTS4}},
     N.TmaCopy: {FP4: "a TMA copy (T.tma_copy): tilecute moves float4_e2m1fn by cp.async and "
                      "thread copies (TMA's 4-bit types are sm_100's)",
-                INT4: "a TMA copy (T.tma_copy): tilecute moves int4 by cp.async and thread "
-                      "copies",
-                UINT4: "a TMA copy (T.tma_copy): tilecute moves uint4 by cp.async and thread "
-                       "copies"},
-    N.Im2Col: {FP4: "T.c2d_im2col", E8M0: "T.c2d_im2col", INT4: "T.c2d_im2col",
-               UINT4: "T.c2d_im2col"},
+                **{d: f"a TMA copy (T.tma_copy): tilecute moves {d} by cp.async and thread "
+                      "copies" for d in INTS4}},
+    N.Im2Col: {d: "T.c2d_im2col" for d in (FP4, E8M0) + INTS4},
 }
 _NARROW_OPERANDS = {
     N.Gemm: lambda s: (s.a, s.b, s.c), N.Reduce: lambda s: (s.src, s.dst),

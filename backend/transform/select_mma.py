@@ -57,6 +57,7 @@ import math
 
 from ..ir import nodes as N
 from ..ir.printer import expr_str, gemm_operand
+from ..ir.validate import INTS4
 from ..ir.visitor import BODY_FIELDS, StmtMutator, walk_nodes, walk_stmts
 from ..runtime.dtypes import DTYPES, storage_bytes
 from .analysis import accesses, known_multiple, parallel_nest, whole
@@ -66,7 +67,7 @@ from ..target import (MMA_ACCUMULATORS, MMA_INSTR_K, MMA_TYPES, TMA_SWIZZLES, WA
 # operand dtypes that may differ between A and B (the MMAs take either of each pair)
 # A fragments an MMA reads from registers (wgmma's RS form; mma.sync for 16-bit types)
 RS_TYPES = ("float16", "bfloat16")
-MIXED = (("float8_e4m3", "float8_e5m2"), ("int8", "uint8"), ("int4", "uint4"),
+MIXED = (("float8_e4m3", "float8_e5m2"), ("int8", "uint8"), INTS4,
          ("float32", "tfloat32"))
 TF32 = ("float32", "tfloat32")  # operands the tensor cores multiply as tf32
 
@@ -282,7 +283,7 @@ class _Kernel:
         family, why = self.family(a.dtype, c.dtype, not (a_mn or b_mn))
         if family == "simt":
             self.no_fallback(s, family, why, a.dtype, m, n)
-            if {a.dtype, b.dtype} & {"int4", "uint4"}:  # (no scalar 4-bit elements in CuTe DSL)
+            if {a.dtype, b.dtype} & set(INTS4):  # (no scalar 4-bit elements in CuTe DSL)
                 self.fail(s, f"T.gemm on {a.dtype} operands runs on mma.sync only, and here {why}")
             self.plan_simt(s, a, b, why)
             return "simt"
