@@ -47,11 +47,11 @@ def flat_index(exprs: ExprPrinter, buf: N.Buffer, indices) -> str:
 def shared_index(exprs: ExprPrinter, buf: N.Buffer, layout: N.Layout | None, indices) -> str:
     """The element offset of ``buf[indices]`` in a shared buffer of ``layout``."""
     if layout is not None and layout.kind == "tma_swizzled":
-        # TMA's pattern on byte offsets: b ^ ((b >> 3) & mask); in elements of 2^l bytes
-        # that is e ^ ((e >> 3) & (mask >> l)) (l = -1, two elements a byte: mask << 1)
+        # TMA's pattern on byte offsets: b ^ ((b >> 3) & mask); in elements of b bits that
+        # is e ^ ((e >> 3) & (mask * 8 / b)) (exact: the masks' low 4 bits are 0; two int4
+        # elements a byte: mask << 1)
         bits = DTYPES[buf.dtype].bits
-        mask = TMA_SWIZZLE_MASK[layout.swizzle] * 8 // bits if bits < 8 else \
-            TMA_SWIZZLE_MASK[layout.swizzle] >> (DTYPES[buf.dtype].bytes.bit_length() - 1)
+        mask = TMA_SWIZZLE_MASK[layout.swizzle] * 8 // bits
         width = layout.swizzle * 8 // bits
         cols = int(buf.shape[-1].value)
         if cols <= width or layout.flat:  # (one chunk a row, or no chunks: the flat index)
