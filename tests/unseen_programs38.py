@@ -1,0 +1,548 @@
+"""A thirty-eighth set of programs in TileLang's idioms (written for tilecute, not taken from
+TileLang), families earlier rounds had not tried: a QK projection with rotary embedding fused
+into its epilogue (half-split over a T.dynamic token count with a positions tensor, and
+interleaved from a cos / sin cache for the q / k heads of a fused QKV projection), MoE token
+permutation and weighted un-permutation through index tensors over a T.dynamic token count, a
+planar complex GEMM (three accumulators), a 3xBF16 split GEMM emulating float32 precision with
+three T.gemm calls into one accumulator, a lower-triangular SYRK (upper blocks zero-filled,
+the diagonal block masked), a fused linear cross-entropy (vocabulary chunks in a serial loop,
+each a pipelined GEMM, an online logsumexp and the target's logit picked by a masked
+reduction, through a T.macro), Swin's shifted-window partition and its reverse with a
+residual add, multi-section rotary embedding (Qwen2-VL's M-RoPE: three position rows chosen by
+frequency section), differential attention (two online softmaxes, their outputs subtracted),
+a col2im fold by float32 atomics over a stepped serial loop, and a flash attention with an
+in-kernel hash dropout on P.
+
+The file reads as TileLang after swapping its two import lines (``import tilelang`` /
+``import tilelang.language as T``); ``tests/test_unseen_programs38.py`` builds each to a cubin
+on the CPU, checks what decides the result in the generated source, and on a GPU compares it
+with torch."""
+
+import tilecute as tilelang
+import tilecute.language as T
+
+
+# ---- QK projection, rotary (half-split, NeoX) in the epilogue, T.dynamic tokens ----------------
+@tilelang.jit(out_idx=[4])
+def qk_proj_rope_half_split(N=256, K=256, head_dim=128, block_M=64, block_K=64, threads=128):
+    """Y = rope(X @ W^T) per head of head_dim columns: the accumulator goes through a float32
+    shared tile so that column j can read its partner (j + half) % head_dim; the angle is
+    pos[t] * inv_freq[j % half], the token count a T.dynamic (the last tile ragged)."""
+    M = T.dynamic("tokens")
+    half = head_dim // 2
+
+    @T.prim_func
+    def main(X: T.Tensor((M, K), T.float16), W: T.Tensor((N, K), T.float16),
+             pos: T.Tensor((M,), T.int32), inv_freq: T.Tensor((half,), T.float32),
+             Y: T.Tensor((M, N), T.float16)):
+        with T.Kernel(N // head_dim, T.ceildiv(M, block_M), threads=threads) as (bh, bm):
+            X_s = T.alloc_shared((block_M, block_K), T.float16)
+            W_s = T.alloc_shared((head_dim, block_K), T.float16)
+            acc = T.alloc_fragment((block_M, head_dim), T.float32)
+            C_s = T.alloc_shared((block_M, head_dim), T.float32)
+            out = T.alloc_fragment((block_M, head_dim), T.float16)
+            T.clear(acc)
+            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=2):
+                T.copy(X[bm * block_M, k * block_K], X_s)
+                T.copy(W[bh * head_dim, k * block_K], W_s)
+                T.gemm(X_s, W_s, acc, transpose_B=True)
+            T.copy(acc, C_s)
+            for i, j in T.Parallel(block_M, head_dim):
+                t = bm * block_M + i
+                p = T.if_then_else(t < M, pos[T.min(t, M - 1)], 0)
+                theta = T.cast(p, T.float32) * inv_freq[j % half]
+                partner = C_s[i, (j + half) % head_dim]
+                rot = T.if_then_else(j < half, -partner, partner)
+                out[i, j] = T.cast(C_s[i, j] * T.cos(theta) + rot * T.sin(theta), T.float16)
+            T.copy(out, Y[bm * block_M, bh * head_dim])
+
+    return main
+
+
+# ---- fused QKV projection, interleaved rotary on the q / k heads from a cos / sin cache --------
+@tilelang.jit(out_idx=[4])
+def qkv_proj_rope_interleaved(M=192, K=128, heads_q=2, heads_k=1, heads_v=1, head_dim=64,
+                              max_pos=4096, block_M=64, block_K=32, threads=128):
+    """QKV = X @ W^T, W stacking q, k and v heads; the q and k heads (block columns below
+    heads_q + heads_k) rotate pairs (2p, 2p + 1) by cos / sin[pos[t], p] read from a cache,
+    partner j ^ 1 with sign -1 on even j; the v heads are stored as computed."""
+    N = (heads_q + heads_k + heads_v) * head_dim
+
+    @T.prim_func
+    def main(X: T.Tensor((M, K), T.bfloat16), W: T.Tensor((N, K), T.bfloat16),
+             pos: T.Tensor((M,), T.int64), cs: T.Tensor((max_pos, head_dim), T.float32),
+             QKV: T.Tensor((M, N), T.bfloat16)):
+        with T.Kernel(N // head_dim, T.ceildiv(M, block_M), threads=threads) as (bh, bm):
+            X_s = T.alloc_shared((block_M, block_K), T.bfloat16)
+            W_s = T.alloc_shared((head_dim, block_K), T.bfloat16)
+            acc = T.alloc_fragment((block_M, head_dim), T.float32)
+            C_s = T.alloc_shared((block_M, head_dim), T.float32)
+            T.clear(acc)
+            for k in T.Pipelined(K // block_K, num_stages=3):
+                T.copy(X[bm * block_M, k * block_K], X_s)
+                T.copy(W[bh * head_dim, k * block_K], W_s)
+                T.gemm(X_s, W_s, acc, transpose_B=True)
+            if bh < heads_q + heads_k:
+                T.copy(acc, C_s)
+                for i, j in T.Parallel(block_M, head_dim):
+                    p = pos[bm * block_M + i]
+                    c = cs[p, (j // 2) * 2]  # the cache interleaves cos, sin per pair
+                    s = cs[p, (j // 2) * 2 + 1]
+                    sign = T.if_then_else(j % 2 == 0, T.float32(-1), T.float32(1))
+                    acc[i, j] = C_s[i, j] * c + sign * C_s[i, j ^ 1] * s
+            T.copy(acc, QKV[bm * block_M, bh * head_dim])
+
+    return main
+
+
+# ---- MoE permutation: tokens to their experts' rows, index tensors, T.dynamic tokens ----------
+@tilelang.jit(out_idx=[2])
+def moe_permute_rows(hidden=512, topk=2, block_T=16, block_H=256, threads=128):
+    """Xp[dst[t, k], :] = X[t, :] for each of a token's top-k slots; the destination rows come
+    from an index tensor (the experts' sorted order), the token count T.dynamic, so the
+    permuted buffer has tokens * topk rows; a slot of -1 (a dropped token) writes nothing."""
+    M = T.dynamic("tokens")
+
+    @T.prim_func
+    def main(X: T.Tensor((M, hidden), T.bfloat16), dst: T.Tensor((M, topk), T.int32),
+             Xp: T.Tensor((M * topk, hidden), T.bfloat16)):
+        with T.Kernel(T.ceildiv(M, block_T), hidden // block_H, threads=threads) as (bt, bh):
+            x = T.alloc_fragment((block_T, block_H), T.bfloat16)
+            T.copy(X[bt * block_T, bh * block_H], x)
+            for k in T.serial(topk):
+                for i, j in T.Parallel(block_T, block_H):
+                    t = bt * block_T + i
+                    if t < M:
+                        row = dst[t, k]
+                        if row >= 0:
+                            Xp[row, bh * block_H + j] = x[i, j]
+
+    return main
+
+
+@tilelang.jit(out_idx=[3])
+def moe_unpermute_weighted(hidden=384, topk=4, block_T=32, block_H=128, threads=128):
+    """Y[t, :] = sum_k w[t, k] * Yp[src[t, k], :] in float32 (a dropped slot, -1, adds nothing),
+    the expert outputs gathered back through the same index tensor; T.dynamic tokens and
+    permuted rows, a bfloat16 result stored through a ragged T.copy."""
+    M = T.dynamic("tokens")
+    R = T.dynamic("rows")
+
+    @T.prim_func
+    def main(Yp: T.Tensor((R, hidden), T.bfloat16), src: T.Tensor((M, topk), T.int32),
+             w: T.Tensor((M, topk), T.float32), Y: T.Tensor((M, hidden), T.bfloat16)):
+        with T.Kernel(T.ceildiv(M, block_T), T.ceildiv(hidden, block_H), threads=threads) as (bt, bh):
+            acc = T.alloc_fragment((block_T, block_H), T.float32)
+            out = T.alloc_fragment((block_T, block_H), T.bfloat16)
+            T.clear(acc)
+            for k in T.serial(topk):
+                for i, j in T.Parallel(block_T, block_H):
+                    t = bt * block_T + i
+                    if t < M:
+                        r = src[t, k]
+                        acc[i, j] += T.if_then_else(
+                            r >= 0, w[t, k] * T.cast(Yp[T.max(r, 0), bh * block_H + j], T.float32), 0.0)
+            T.copy(acc, out)
+            T.copy(out, Y[bt * block_T, bh * block_H])
+
+    return main
+
+
+# ---- planar complex GEMM: three accumulators ---------------------------------------------------
+@tilelang.jit(out_idx=[4, 5])
+def complex_gemm_planar(M=128, N=128, K=256, block_M=64, block_N=64, block_K=32, threads=128):
+    """(Cr + i Ci) = (Ar + i Ai)(Br + i Bi) with planes in separate tensors: Ar Br and Ai Bi into
+    two accumulators (subtracted in the epilogue), Ar Bi + Ai Br into a third."""
+
+    @T.prim_func
+    def main(Ar: T.Tensor((M, K), T.float16), Ai: T.Tensor((M, K), T.float16),
+             Br: T.Tensor((K, N), T.float16), Bi: T.Tensor((K, N), T.float16),
+             Cr: T.Tensor((M, N), T.float32), Ci: T.Tensor((M, N), T.float32)):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
+            Ar_s = T.alloc_shared((block_M, block_K), T.float16)
+            Ai_s = T.alloc_shared((block_M, block_K), T.float16)
+            Br_s = T.alloc_shared((block_K, block_N), T.float16)
+            Bi_s = T.alloc_shared((block_K, block_N), T.float16)
+            rr = T.alloc_fragment((block_M, block_N), T.float32)
+            ii = T.alloc_fragment((block_M, block_N), T.float32)
+            im = T.alloc_fragment((block_M, block_N), T.float32)
+            T.clear(rr)
+            T.clear(ii)
+            T.clear(im)
+            for k in T.Pipelined(K // block_K, num_stages=2):
+                T.copy(Ar[by * block_M, k * block_K], Ar_s)
+                T.copy(Ai[by * block_M, k * block_K], Ai_s)
+                T.copy(Br[k * block_K, bx * block_N], Br_s)
+                T.copy(Bi[k * block_K, bx * block_N], Bi_s)
+                T.gemm(Ar_s, Br_s, rr)
+                T.gemm(Ai_s, Bi_s, ii)
+                T.gemm(Ar_s, Bi_s, im)
+                T.gemm(Ai_s, Br_s, im)
+            for i, j in T.Parallel(block_M, block_N):
+                rr[i, j] = rr[i, j] - ii[i, j]
+            T.copy(rr, Cr[by * block_M, bx * block_N])
+            T.copy(im, Ci[by * block_M, bx * block_N])
+
+    return main
+
+
+# ---- 3xBF16: float32 operands split into high and low bfloat16 parts ---------------------------
+@tilelang.jit(out_idx=[2])
+def gemm_3xbf16_split(M=128, N=128, K=256, block_M=64, block_N=64, block_K=32, threads=128):
+    """C = A @ B^T for float32 A, B at near-float32 accuracy: each tile is split in registers
+    into hi = bf16(x) and lo = bf16(x - hi), staged in shared memory, and hi.hi + hi.lo + lo.hi
+    accumulate into one float32 accumulator (lo.lo is dropped, as the trick does)."""
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), T.float32), B: T.Tensor((N, K), T.float32),
+             C: T.Tensor((M, N), T.float32)):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
+            a = T.alloc_fragment((block_M, block_K), T.float32)
+            b = T.alloc_fragment((block_N, block_K), T.float32)
+            a_hi = T.alloc_shared((block_M, block_K), T.bfloat16)
+            a_lo = T.alloc_shared((block_M, block_K), T.bfloat16)
+            b_hi = T.alloc_shared((block_N, block_K), T.bfloat16)
+            b_lo = T.alloc_shared((block_N, block_K), T.bfloat16)
+            acc = T.alloc_fragment((block_M, block_N), T.float32)
+            T.clear(acc)
+            for k in T.serial(K // block_K):
+                T.copy(A[by * block_M, k * block_K], a)
+                T.copy(B[bx * block_N, k * block_K], b)
+                for i, j in T.Parallel(block_M, block_K):
+                    h = T.cast(a[i, j], T.bfloat16)
+                    a_hi[i, j] = h
+                    a_lo[i, j] = T.cast(a[i, j] - T.cast(h, T.float32), T.bfloat16)
+                for i, j in T.Parallel(block_N, block_K):
+                    h = T.cast(b[i, j], T.bfloat16)
+                    b_hi[i, j] = h
+                    b_lo[i, j] = T.cast(b[i, j] - T.cast(h, T.float32), T.bfloat16)
+                T.gemm(a_lo, b_hi, acc, transpose_B=True)
+                T.gemm(a_hi, b_lo, acc, transpose_B=True)
+                T.gemm(a_hi, b_hi, acc, transpose_B=True)
+            T.copy(acc, C[by * block_M, bx * block_N])
+
+    return main
+
+
+# ---- SYRK, lower triangle: C = A A^T, upper blocks zero, the diagonal block masked -------------
+@tilelang.jit(out_idx=[1])
+def syrk_lower_blocks(N=256, K=128, block=64, block_K=64, threads=128):
+    """C[i, j] = sum_k A[i, k] A[j, k] for i >= j and 0 above the diagonal: both operands are
+    row panels of A; a block strictly above the diagonal stores zeros without a GEMM."""
+
+    @T.prim_func
+    def main(A: T.Tensor((N, K), T.float16), C: T.Tensor((N, N), T.float32)):
+        with T.Kernel(N // block, N // block, threads=threads) as (bx, by):
+            A_s = T.alloc_shared((block, block_K), T.float16)
+            B_s = T.alloc_shared((block, block_K), T.float16)
+            acc = T.alloc_fragment((block, block), T.float32)
+            T.clear(acc)
+            if bx <= by:
+                for k in T.Pipelined(K // block_K, num_stages=2):
+                    T.copy(A[by * block, k * block_K], A_s)
+                    T.copy(A[bx * block, k * block_K], B_s)
+                    T.gemm(A_s, B_s, acc, transpose_B=True)
+                if bx == by:
+                    for i, j in T.Parallel(block, block):
+                        acc[i, j] = T.if_then_else(i >= j, acc[i, j], 0.0)
+            T.copy(acc, C[by * block, bx * block])
+
+    return main
+
+
+# ---- fused linear cross-entropy: vocabulary chunks, online logsumexp, the target's logit ------
+@T.macro
+def _online_lse(logits, m, l, m_prev, rowmax, rowsum, block_M, block_V):
+    T.copy(m, m_prev)
+    T.reduce_max(logits, rowmax, dim=1)
+    for i in T.Parallel(block_M):
+        m[i] = T.max(m_prev[i], rowmax[i])
+    for i, j in T.Parallel(block_M, block_V):
+        logits[i, j] = T.exp(logits[i, j] - m[i])
+    T.reduce_sum(logits, rowsum, dim=1)
+    for i in T.Parallel(block_M):
+        l[i] = l[i] * T.exp(m_prev[i] - m[i]) + rowsum[i]
+
+
+@tilelang.jit(out_idx=[3])
+def fused_linear_cross_entropy(D=256, V=1024, block_M=64, block_V=128, block_K=64, threads=128,
+                               ignore_index=-100):
+    """loss[t] = logsumexp_v(h[t] . W[v]) - h[t] . W[target[t]] without materialising logits:
+    a serial loop over vocabulary chunks, each a pipelined GEMM into a fresh accumulator, the
+    target's logit picked by a masked row reduction (accumulated, clear=False), the running
+    max / sum updated by a T.macro; a token whose target is ignore_index gets 0; T.dynamic
+    tokens."""
+    M = T.dynamic("tokens")
+
+    @T.prim_func
+    def main(H: T.Tensor((M, D), T.float16), W: T.Tensor((V, D), T.float16),
+             target: T.Tensor((M,), T.int32), loss: T.Tensor((M,), T.float32)):
+        with T.Kernel(T.ceildiv(M, block_M), threads=threads) as bm:
+            H_s = T.alloc_shared((block_M, block_K), T.float16)
+            W_s = T.alloc_shared((block_V, block_K), T.float16)
+            logits = T.alloc_fragment((block_M, block_V), T.float32)
+            picked = T.alloc_fragment((block_M, block_V), T.float32)
+            tgt = T.alloc_fragment((block_M,), T.float32)
+            m = T.alloc_fragment((block_M,), T.float32)
+            m_prev = T.alloc_fragment((block_M,), T.float32)
+            l = T.alloc_fragment((block_M,), T.float32)
+            rowmax = T.alloc_fragment((block_M,), T.float32)
+            rowsum = T.alloc_fragment((block_M,), T.float32)
+            tid = T.alloc_fragment((block_M,), T.int32)
+            T.fill(m, -T.infinity(T.float32))
+            T.fill(l, 0)
+            T.fill(tgt, 0)
+            for i in T.Parallel(block_M):
+                tid[i] = T.if_then_else(bm * block_M + i < M, target[bm * block_M + i], ignore_index)
+            for v in T.serial(V // block_V):
+                T.clear(logits)
+                for k in T.Pipelined(D // block_K, num_stages=2):
+                    T.copy(H[bm * block_M, k * block_K], H_s)
+                    T.copy(W[v * block_V, k * block_K], W_s)
+                    T.gemm(H_s, W_s, logits, transpose_B=True)
+                for i, j in T.Parallel(block_M, block_V):
+                    picked[i, j] = T.if_then_else(v * block_V + j == tid[i], logits[i, j], 0.0)
+                T.reduce_sum(picked, tgt, dim=1, clear=False)
+                _online_lse(logits, m, l, m_prev, rowmax, rowsum, block_M, block_V)
+            for i in T.Parallel(block_M):
+                if bm * block_M + i < M:
+                    loss[bm * block_M + i] = T.if_then_else(
+                        tid[i] == ignore_index, 0.0, T.log(l[i]) + m[i] - tgt[i])
+
+    return main
+
+
+# ---- Swin: shifted-window partition and its reverse with a residual ----------------------------
+@tilelang.jit(out_idx=[1])
+def swin_window_partition_shift(B=2, H=28, W=28, C=96, ws=7, shift=3, threads=128):
+    """windows[b * nW + wh * nWw + ww, r * ws + c, :] = x[b, (wh * ws + r + shift) % H,
+    (ww * ws + c + shift) % W, :]: torch.roll(x, (-shift, -shift)) then the window split, one
+    block a window."""
+    nWh, nWw = H // ws, W // ws
+
+    @T.prim_func
+    def main(x: T.Tensor((B, H, W, C), T.float16),
+             win: T.Tensor((B * nWh * nWw, ws * ws, C), T.float16)):
+        with T.Kernel(nWw, nWh, B, threads=threads) as (ww, wh, b):
+            tile = T.alloc_shared((ws * ws, C), T.float16)
+            for p, ch in T.Parallel(ws * ws, C):
+                tile[p, ch] = x[b, (wh * ws + p // ws + shift) % H, (ww * ws + p % ws + shift) % W, ch]
+            T.copy(tile, win[(b * nWh + wh) * nWw + ww, 0, 0])
+
+    return main
+
+
+@tilelang.jit(out_idx=[2])
+def swin_window_reverse_residual(B=2, H=28, W=28, C=96, ws=7, shift=3, threads=128):
+    """out[b, y, x, :] = shortcut[b, y, x, :] + windows[window of ((y - shift) mod H, (x - shift)
+    mod W)]: the reverse (window merge then torch.roll by +shift) fused with the residual add,
+    a row of W pixels a block; the negative shift kept non-negative by adding H / W first."""
+    nWh, nWw = H // ws, W // ws
+
+    @T.prim_func
+    def main(shortcut: T.Tensor((B, H, W, C), T.float16),
+             win: T.Tensor((B * nWh * nWw, ws * ws, C), T.float16),
+             out: T.Tensor((B, H, W, C), T.float16)):
+        with T.Kernel(H, B, threads=threads) as (y, b):
+            acc = T.alloc_fragment((W, C), T.float32)
+            ys = (y - shift + H) % H
+            for xx, ch in T.Parallel(W, C):
+                xs = (xx - shift + W) % W
+                wi = (b * nWh + ys // ws) * nWw + xs // ws
+                acc[xx, ch] = (T.cast(shortcut[b, y, xx, ch], T.float32)
+                               + T.cast(win[wi, (ys % ws) * ws + xs % ws, ch], T.float32))
+            T.copy(acc, out[b, y, 0, 0])
+
+    return main
+
+
+# ---- M-RoPE: three position rows chosen by frequency section ----------------------------------
+@tilelang.jit
+def mrope_sections_inplace(heads=4, head_dim=128, sections=(16, 24, 24), block_T=8, threads=128,
+                           theta=1000000.0):
+    """Qwen2-VL's multimodal rotary embedding, in place on q (tokens, heads, head_dim), half-
+    split: frequency f < half uses pos[0, t] for f in the first section, pos[1, t] in the
+    second, pos[2, t] in the third; inv_freq computed in kernel as theta ** (-2 f / head_dim);
+    T.dynamic tokens."""
+    M = T.dynamic("tokens")
+    half = head_dim // 2
+    s0, s1 = sections[0], sections[0] + sections[1]
+    assert sections[0] + sections[1] + sections[2] == half
+
+    @T.prim_func
+    def main(q: T.Tensor((M, heads, head_dim), T.bfloat16), pos: T.Tensor((3, M), T.int32)):
+        with T.Kernel(T.ceildiv(M, block_T), threads=threads) as bt:
+            for i, h, f in T.Parallel(block_T, heads, half):
+                t = bt * block_T + i
+                if t < M:
+                    sec = T.if_then_else(f < s0, 0, T.if_then_else(f < s1, 1, 2))
+                    inv = T.pow(T.float32(theta), T.cast(-2 * f, T.float32) / head_dim)
+                    ang = T.cast(pos[sec, t], T.float32) * inv
+                    x1 = T.cast(q[t, h, f], T.float32)
+                    x2 = T.cast(q[t, h, f + half], T.float32)
+                    q[t, h, f] = T.cast(x1 * T.cos(ang) - x2 * T.sin(ang), T.bfloat16)
+                    q[t, h, f + half] = T.cast(x2 * T.cos(ang) + x1 * T.sin(ang), T.bfloat16)
+
+    return main
+
+
+# ---- differential attention: two softmaxes, their outputs subtracted ---------------------------
+@tilelang.jit(out_idx=[6])
+def diff_attention_fwd(B=1, H=4, S=256, D=64, Dv=64, block_M=64, block_N=64, threads=128):
+    """O = softmax(Q1 K1^T / sqrt(D)) V - lam[h] * softmax(Q2 K2^T / sqrt(D)) V with one pass over
+    the keys: two running maxes and sums, two output accumulators rescaled each step, the
+    per-head lambda from a tensor."""
+    scale = (1.0 / D) ** 0.5 * 1.44269504  # log2(e)
+
+    @T.prim_func
+    def main(Q1: T.Tensor((B, H, S, D), T.float16), Q2: T.Tensor((B, H, S, D), T.float16),
+             K1: T.Tensor((B, H, S, D), T.float16), K2: T.Tensor((B, H, S, D), T.float16),
+             V: T.Tensor((B, H, S, Dv), T.float16), lam: T.Tensor((H,), T.float32),
+             O: T.Tensor((B, H, S, Dv), T.float16)):
+        with T.Kernel(T.ceildiv(S, block_M), H, B, threads=threads) as (bx, h, b):
+            Q1_s = T.alloc_shared((block_M, D), T.float16)
+            Q2_s = T.alloc_shared((block_M, D), T.float16)
+            K_s = T.alloc_shared((block_N, D), T.float16)
+            V_s = T.alloc_shared((block_N, Dv), T.float16)
+            P_s = T.alloc_shared((block_M, block_N), T.float16)
+            s = T.alloc_fragment((block_M, block_N), T.float32)
+            o1 = T.alloc_fragment((block_M, Dv), T.float32)
+            o2 = T.alloc_fragment((block_M, Dv), T.float32)
+            m1 = T.alloc_fragment((block_M,), T.float32)
+            m2 = T.alloc_fragment((block_M,), T.float32)
+            mp = T.alloc_fragment((block_M,), T.float32)
+            l1 = T.alloc_fragment((block_M,), T.float32)
+            l2 = T.alloc_fragment((block_M,), T.float32)
+            rs = T.alloc_fragment((block_M,), T.float32)
+            T.copy(Q1[b, h, bx * block_M, 0], Q1_s)
+            T.copy(Q2[b, h, bx * block_M, 0], Q2_s)
+            T.fill(m1, -T.infinity(T.float32))
+            T.fill(m2, -T.infinity(T.float32))
+            T.fill(l1, 0)
+            T.fill(l2, 0)
+            T.clear(o1)
+            T.clear(o2)
+            for n in T.Pipelined(T.ceildiv(S, block_N), num_stages=1):
+                T.copy(V[b, h, n * block_N, 0], V_s)
+                # map 1
+                T.copy(K1[b, h, n * block_N, 0], K_s)
+                T.clear(s)
+                T.gemm(Q1_s, K_s, s, transpose_B=True)
+                T.copy(m1, mp)
+                T.reduce_max(s, m1, dim=1, clear=False)
+                for i, j in T.Parallel(block_M, block_N):
+                    s[i, j] = T.exp2(s[i, j] * scale - m1[i] * scale)
+                T.reduce_sum(s, rs, dim=1)
+                for i in T.Parallel(block_M):
+                    l1[i] = l1[i] * T.exp2(mp[i] * scale - m1[i] * scale) + rs[i]
+                for i, j in T.Parallel(block_M, Dv):
+                    o1[i, j] *= T.exp2(mp[i] * scale - m1[i] * scale)
+                T.copy(s, P_s)
+                T.gemm(P_s, V_s, o1)
+                # map 2
+                T.copy(K2[b, h, n * block_N, 0], K_s)
+                T.clear(s)
+                T.gemm(Q2_s, K_s, s, transpose_B=True)
+                T.copy(m2, mp)
+                T.reduce_max(s, m2, dim=1, clear=False)
+                for i, j in T.Parallel(block_M, block_N):
+                    s[i, j] = T.exp2(s[i, j] * scale - m2[i] * scale)
+                T.reduce_sum(s, rs, dim=1)
+                for i in T.Parallel(block_M):
+                    l2[i] = l2[i] * T.exp2(mp[i] * scale - m2[i] * scale) + rs[i]
+                for i, j in T.Parallel(block_M, Dv):
+                    o2[i, j] *= T.exp2(mp[i] * scale - m2[i] * scale)
+                T.copy(s, P_s)
+                T.gemm(P_s, V_s, o2)
+            for i, j in T.Parallel(block_M, Dv):
+                o1[i, j] = o1[i, j] / l1[i] - lam[h] * o2[i, j] / l2[i]
+            T.copy(o1, O[b, h, bx * block_M, 0])
+
+    return main
+
+
+# ---- col2im (fold): patch columns added into the image by float32 atomics ----------------------
+@tilelang.jit
+def col2im_fold_atomic(B=2, C=8, H=20, W=20, kh=3, kw=3, stride=2, pad=1, block_L=64,
+                       threads=128):
+    """img[b, c, y, x] += cols[b, c * kh * kw + ky * kw + kx, l] for the patch l = oy * OW + ox
+    with y = oy * stride - pad + ky (torch.nn.functional.fold): a serial loop over the kernel
+    taps stepping by kw (one kernel row a step, its kw taps unrolled), atomics where patches
+    overlap, taps in the padding skipped."""
+    OH = (H + 2 * pad - kh) // stride + 1
+    OW = (W + 2 * pad - kw) // stride + 1
+    L = OH * OW
+
+    @T.prim_func
+    def main(cols: T.Tensor((B, C * kh * kw, L), T.float32), img: T.Tensor((B, C, H, W), T.float32)):
+        with T.Kernel(T.ceildiv(L, block_L), C, B, threads=threads) as (bl, c, b):
+            for t in T.serial(0, kh * kw, kw):
+                for dx, li in T.Parallel(kw, block_L):
+                    l = bl * block_L + li
+                    y = (l // OW) * stride - pad + t // kw
+                    x = (l % OW) * stride - pad + dx
+                    if l < L and y >= 0 and y < H and x >= 0 and x < W:
+                        T.atomic_add(img[b, c, y, x], cols[b, c * kh * kw + t + dx, l])
+
+    return main
+
+
+# ---- flash attention with an in-kernel hash dropout on P ---------------------------------------
+@tilelang.jit(out_idx=[3])
+def flash_fwd_hash_dropout(B=1, H=2, S=256, D=64, block_M=64, block_N=64, threads=128,
+                           p_drop=0.25):
+    """O = dropout(softmax(Q K^T / sqrt(D))) V, the dropout mask a hash of (b, h, row, col, seed)
+    (uint32 multiply / xor-shift rounds) compared with a threshold, kept values scaled by
+    1 / (1 - p); the row sums use the undropped probabilities (as dropout after softmax does);
+    the seed a scalar argument."""
+    scale = (1.0 / D) ** 0.5 * 1.44269504
+    threshold = int(p_drop * 4294967296.0)
+    keep_scale = 1.0 / (1.0 - p_drop)
+
+    @T.prim_func
+    def main(Q: T.Tensor((B, H, S, D), T.float16), K: T.Tensor((B, H, S, D), T.float16),
+             V: T.Tensor((B, H, S, D), T.float16), O: T.Tensor((B, H, S, D), T.float16),
+             seed: T.uint32):
+        with T.Kernel(T.ceildiv(S, block_M), H, B, threads=threads) as (bx, h, b):
+            Q_s = T.alloc_shared((block_M, D), T.float16)
+            K_s = T.alloc_shared((block_N, D), T.float16)
+            V_s = T.alloc_shared((block_N, D), T.float16)
+            P_s = T.alloc_shared((block_M, block_N), T.float16)
+            s = T.alloc_fragment((block_M, block_N), T.float32)
+            o = T.alloc_fragment((block_M, D), T.float32)
+            m = T.alloc_fragment((block_M,), T.float32)
+            mp = T.alloc_fragment((block_M,), T.float32)
+            l = T.alloc_fragment((block_M,), T.float32)
+            rs = T.alloc_fragment((block_M,), T.float32)
+            T.copy(Q[b, h, bx * block_M, 0], Q_s)
+            T.fill(m, -T.infinity(T.float32))
+            T.fill(l, 0)
+            T.clear(o)
+            for n in T.Pipelined(T.ceildiv(S, block_N), num_stages=2):
+                T.copy(K[b, h, n * block_N, 0], K_s)
+                T.copy(V[b, h, n * block_N, 0], V_s)
+                T.clear(s)
+                T.gemm(Q_s, K_s, s, transpose_B=True)
+                T.copy(m, mp)
+                T.reduce_max(s, m, dim=1, clear=False)
+                for i, j in T.Parallel(block_M, block_N):
+                    s[i, j] = T.exp2(s[i, j] * scale - m[i] * scale)
+                T.reduce_sum(s, rs, dim=1)
+                for i in T.Parallel(block_M):
+                    l[i] = l[i] * T.exp2(mp[i] * scale - m[i] * scale) + rs[i]
+                for i, j in T.Parallel(block_M, D):
+                    o[i, j] *= T.exp2(mp[i] * scale - m[i] * scale)
+                for i, j in T.Parallel(block_M, block_N):
+                    hsh = (T.cast((b * H + h) * S + bx * block_M + i, T.uint32) * T.uint32(2654435761)
+                           ^ T.cast(n * block_N + j, T.uint32) * T.uint32(2246822519)) ^ seed
+                    hsh = hsh ^ (hsh >> 16)
+                    hsh = hsh * T.uint32(2146121005)
+                    hsh = hsh ^ (hsh >> 15)
+                    P_s[i, j] = T.if_then_else(hsh >= T.uint32(threshold),
+                                               T.cast(s[i, j] * keep_scale, T.float16), T.float16(0))
+                T.gemm(P_s, V_s, o)
+            for i, j in T.Parallel(block_M, D):
+                o[i, j] = o[i, j] / l[i]
+            T.copy(o, O[b, h, bx * block_M, 0])
+
+    return main
