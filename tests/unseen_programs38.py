@@ -546,3 +546,202 @@ def flash_fwd_hash_dropout(B=1, H=2, S=256, D=64, block_M=64, block_N=64, thread
             T.copy(o, O[b, h, bx * block_M, 0])
 
     return main
+
+
+# ---- SageAttention-style: int8 Q / K with per-block scales, int32 scores, fp16 P V -------------
+@tilelang.jit(out_idx=[5])
+def sage_int8_qk_attention(B=1, H=2, S=256, D=64, block_M=64, block_N=64, threads=128):
+    """scores = (Q8 K8^T as int32) * q_scale[b, h, query block] * k_scale[b, h, key block]: an
+    int8 x int8 -> int32 T.gemm per key block, converted to float32 and scaled, then the online
+    softmax and a float16 P V; the keys' scale read per block inside the pipelined loop."""
+    sm = (1.0 / D) ** 0.5 * 1.44269504
+
+    @T.prim_func
+    def main(Q: T.Tensor((B, H, S, D), T.int8), K: T.Tensor((B, H, S, D), T.int8),
+             V: T.Tensor((B, H, S, D), T.float16), qs: T.Tensor((B, H, S // block_M), T.float32),
+             ks: T.Tensor((B, H, S // block_N), T.float32), O: T.Tensor((B, H, S, D), T.float16)):
+        with T.Kernel(S // block_M, H, B, threads=threads) as (bx, h, b):
+            Q_s = T.alloc_shared((block_M, D), T.int8)
+            K_s = T.alloc_shared((block_N, D), T.int8)
+            V_s = T.alloc_shared((block_N, D), T.float16)
+            P_s = T.alloc_shared((block_M, block_N), T.float16)
+            si = T.alloc_fragment((block_M, block_N), T.int32)
+            s = T.alloc_fragment((block_M, block_N), T.float32)
+            o = T.alloc_fragment((block_M, D), T.float32)
+            m = T.alloc_fragment((block_M,), T.float32)
+            mp = T.alloc_fragment((block_M,), T.float32)
+            l = T.alloc_fragment((block_M,), T.float32)
+            rs = T.alloc_fragment((block_M,), T.float32)
+            T.copy(Q[b, h, bx * block_M, 0], Q_s)
+            T.fill(m, -T.infinity(T.float32))
+            T.fill(l, 0)
+            T.clear(o)
+            for n in T.Pipelined(S // block_N, num_stages=2):
+                T.copy(K[b, h, n * block_N, 0], K_s)
+                T.copy(V[b, h, n * block_N, 0], V_s)
+                T.gemm(Q_s, K_s, si, transpose_B=True, clear_accum=True)
+                for i, j in T.Parallel(block_M, block_N):
+                    s[i, j] = T.cast(si[i, j], T.float32) * (qs[b, h, bx] * ks[b, h, n] * sm)
+                T.copy(m, mp)
+                T.reduce_max(s, m, dim=1, clear=False)
+                for i, j in T.Parallel(block_M, block_N):
+                    s[i, j] = T.exp2(s[i, j] - m[i])
+                T.reduce_sum(s, rs, dim=1)
+                for i in T.Parallel(block_M):
+                    l[i] = l[i] * T.exp2(mp[i] - m[i]) + rs[i]
+                for i, j in T.Parallel(block_M, D):
+                    o[i, j] *= T.exp2(mp[i] - m[i])
+                T.copy(s, P_s)
+                T.gemm(P_s, V_s, o)
+            for i, j in T.Parallel(block_M, D):
+                o[i, j] /= l[i]
+            T.copy(o, O[b, h, bx * block_M, 0])
+
+    return main
+
+
+# ---- tree attention (speculative decoding): a packed bitmask per query row ---------------------
+@tilelang.jit(out_idx=[4])
+def tree_attention_bitmask(H=4, prefix=192, tree=64, D=64, block_N=64, threads=128):
+    """tree query tokens attend all prefix keys and the tree keys their packed mask allows: bit
+    (k % 32) of mask[q, k // 32] for tree key k, the bits tested in registers after the score
+    GEMM; keys = prefix + tree (one key block of each kind per step, a serial loop)."""
+    S = prefix + tree
+    W = tree // 32
+    scale = (1.0 / D) ** 0.5 * 1.44269504
+
+    @T.prim_func
+    def main(Q: T.Tensor((H, tree, D), T.bfloat16), K: T.Tensor((H, S, D), T.bfloat16),
+             V: T.Tensor((H, S, D), T.bfloat16), mask: T.Tensor((tree, W), T.uint32),
+             O: T.Tensor((H, tree, D), T.bfloat16)):
+        with T.Kernel(H, threads=threads) as h:
+            Q_s = T.alloc_shared((tree, D), T.bfloat16)
+            K_s = T.alloc_shared((block_N, D), T.bfloat16)
+            V_s = T.alloc_shared((block_N, D), T.bfloat16)
+            P_s = T.alloc_shared((tree, block_N), T.bfloat16)
+            bits = T.alloc_shared((tree, W), T.uint32)
+            s = T.alloc_fragment((tree, block_N), T.float32)
+            o = T.alloc_fragment((tree, D), T.float32)
+            m = T.alloc_fragment((tree,), T.float32)
+            mp = T.alloc_fragment((tree,), T.float32)
+            l = T.alloc_fragment((tree,), T.float32)
+            rs = T.alloc_fragment((tree,), T.float32)
+            T.copy(Q[h, 0, 0], Q_s)
+            T.copy(mask, bits)
+            T.fill(m, -T.infinity(T.float32))
+            T.fill(l, 0)
+            T.clear(o)
+            for n in T.serial(T.ceildiv(S, block_N)):
+                T.copy(K[h, n * block_N, 0], K_s)
+                T.copy(V[h, n * block_N, 0], V_s)
+                T.clear(s)
+                T.gemm(Q_s, K_s, s, transpose_B=True)
+                for i, j in T.Parallel(tree, block_N):
+                    k = n * block_N + j
+                    t = k - prefix
+                    keep = (k < prefix) or ((bits[i, T.max(t, 0) // 32] >> T.cast(t % 32, T.uint32)) & T.uint32(1)) == T.uint32(1)
+                    s[i, j] = T.if_then_else(keep, s[i, j] * scale, -T.infinity(T.float32))
+                T.copy(m, mp)
+                T.reduce_max(s, m, dim=1, clear=False)
+                for i, j in T.Parallel(tree, block_N):
+                    s[i, j] = T.exp2(s[i, j] - m[i])
+                T.reduce_sum(s, rs, dim=1)
+                for i in T.Parallel(tree):
+                    l[i] = l[i] * T.exp2(mp[i] - m[i]) + rs[i]
+                for i, j in T.Parallel(tree, D):
+                    o[i, j] *= T.exp2(mp[i] - m[i])
+                T.copy(s, P_s)
+                T.gemm(P_s, V_s, o)
+            for i, j in T.Parallel(tree, D):
+                o[i, j] /= l[i]
+            T.copy(o, O[h, 0, 0])
+
+    return main
+
+
+# ---- Muon's Newton-Schulz orthogonalisation: a chain of GEMMs on one tile ----------------------
+@tilelang.jit(out_idx=[1])
+def muon_newton_schulz(M=64, N=128, steps=5, threads=128, a=3.4445, b=-4.7750, c=2.0315):
+    """X <- a X + (b A + c A A) X with A = X X^T, five times, X normalised first by its
+    Frobenius norm: X X^T is one shared tile used as both GEMM operands, A A likewise
+    (A symmetric), each product staged in bfloat16 shared tiles for the next GEMM."""
+
+    @T.prim_func
+    def main(G: T.Tensor((M, N), T.bfloat16), Y: T.Tensor((M, N), T.bfloat16)):
+        with T.Kernel(1, threads=threads) as _:
+            X_s = T.alloc_shared((M, N), T.bfloat16)
+            A_s = T.alloc_shared((M, M), T.bfloat16)
+            Bm_s = T.alloc_shared((M, M), T.bfloat16)
+            x = T.alloc_fragment((M, N), T.float32)
+            sq = T.alloc_fragment((M, N), T.float32)
+            rows = T.alloc_fragment((M,), T.float32)
+            tot = T.alloc_fragment((1,), T.float32)
+            A = T.alloc_fragment((M, M), T.float32)
+            AA = T.alloc_fragment((M, M), T.float32)
+            Xn = T.alloc_fragment((M, N), T.float32)
+            T.copy(G, x)
+            for i, j in T.Parallel(M, N):
+                sq[i, j] = x[i, j] * x[i, j]
+            T.reduce_sum(sq, rows, dim=1)
+            T.reduce_sum(rows, tot, dim=0)
+            for i, j in T.Parallel(M, N):
+                x[i, j] = x[i, j] / (T.sqrt(tot[0]) + 1e-7)
+            T.copy(x, X_s)
+            for _it in T.serial(steps):
+                T.gemm(X_s, X_s, A, transpose_B=True, clear_accum=True)
+                T.copy(A, A_s)
+                T.gemm(A_s, A_s, AA, clear_accum=True)
+                for i, j in T.Parallel(M, M):
+                    Bm_s[i, j] = T.cast(b * A[i, j] + c * AA[i, j], T.bfloat16)
+                T.gemm(Bm_s, X_s, Xn, clear_accum=True)
+                T.copy(X_s, x)
+                for i, j in T.Parallel(M, N):
+                    x[i, j] = a * x[i, j] + Xn[i, j]
+                T.copy(x, X_s)
+            T.copy(X_s, Y)
+
+    return main
+
+
+# ---- bitonic top-k in shared memory: nested while loops over T.alloc_var strides --------------
+@tilelang.jit(out_idx=[1, 2])
+def bitonic_topk_while(R=64, N=1024, k=16, threads=256):
+    """Each block sorts one row of N floats in shared memory (descending, the index carried
+    along) by a bitonic network written as two nested ``while`` loops over T.alloc_var
+    sizes (size doubles, stride halves), each step a T.Parallel compare-and-swap; the first k
+    values and their indices are stored."""
+
+    @T.prim_func
+    def main(X: T.Tensor((R, N), T.float32), V: T.Tensor((R, k), T.float32),
+             I: T.Tensor((R, k), T.int32)):
+        with T.Kernel(R, threads=threads) as r:
+            val = T.alloc_shared((N,), T.float32)
+            idx = T.alloc_shared((N,), T.int32)
+            size = T.alloc_var(T.int32)
+            stride = T.alloc_var(T.int32)
+            for t in T.Parallel(N):
+                val[t] = X[r, t]
+                idx[t] = t
+            size = 2
+            while size <= N:
+                stride = size // 2
+                while stride > 0:
+                    for t in T.Parallel(N):
+                        p = t ^ stride
+                        if p > t:
+                            desc = (t & size) == 0
+                            a = val[t]
+                            bv = val[p]
+                            if (a < bv) == desc:
+                                val[t] = bv
+                                val[p] = a
+                                ia = idx[t]
+                                idx[t] = idx[p]
+                                idx[p] = ia
+                    stride = stride // 2
+                size = size * 2
+            for t in T.Parallel(k):
+                V[r, t] = val[t]
+                I[r, t] = idx[t]
+
+    return main

@@ -1146,6 +1146,9 @@ class _Kernel:
                              "T.Parallel loops walk with their own loop variables")
         find = self.fragment_groups(blocked)
         parent = set(blocked)
+        # groups holding a T.gemm register fragment: each member takes the MMA's layout
+        # below, so a nest walking any member walks the accumulator's rows
+        mma_groups = {find(f) for f in blocked if self.mma_layout(f) is not None}
         nest_mode = []
         forced: dict[str, list] = {}  # group -> [(blocked layout, the stmt giving it)]
         for f, lay in self.given.items():
@@ -1178,7 +1181,7 @@ class _Kernel:
             if row_frags and not touched:  # each thread walks the rows it holds
                 nest_mode.append(("rows", None))
                 continue
-            if row_frags and not any(self.mma_layout(b) for b in touched):
+            if row_frags and not any(find(b) in mma_groups for b in touched):
                 self.fail(nest.loops[0], f"{_this(nest)} walks fragment '{touched[0]}' and "
                                          f"reads '{sorted(row_frags)[0]}', which holds one value per "
                                          "row of a T.gemm accumulator: read it in loops over the "
