@@ -282,10 +282,13 @@ def test_rows_of_a_fragment_laid_out_as_an_accumulator_match_torch():
     torch.testing.assert_close(d2, 2 * want, atol=4e-2, rtol=1e-3)
 
 
-def _scaled_scores_softmax():
-    """SageAttention's idiom: int8 scores into an int32 accumulator, converted and scaled into
-    a float32 fragment by a T.Parallel nest, whose rows are then reduced and read back as
-    ``s[i, j] - m[i]`` in a nest over the float32 fragment (not the accumulator)."""
+
+def _scaled_scores_softmax(form):
+    """Row softmax of int8 scores (an int32 accumulator) in a float32 fragment ``s`` that
+    shares loops with the accumulator: ``scaled`` (SageAttention's idiom: ``s = cast(acc) *
+    0.01`` in a T.Parallel nest, then ``s``'s rows reduced and read as ``s[i, j] - m[i]``),
+    ``copied`` (``T.copy(acc, s)`` first) or ``exp_of_acc`` (the maximum taken over the
+    accumulator, ``s = exp(acc * 0.01 - m[i])``, then ``s[i, j] / l[i]``)."""
     @T.prim_func
     def scaled_softmax(Q: T.Tensor((64, 64), "int8"), K: T.Tensor((64, 64), "int8"),
                        P: T.Tensor((64, 64), "float32")):
@@ -299,11 +302,23 @@ def _scaled_scores_softmax():
             T.copy(Q, q_s)
             T.copy(K, k_s)
             T.gemm(q_s, k_s, si, transpose_B=True, clear_accum=True)
-            for i, j in T.Parallel(64, 64):
-                s[i, j] = T.cast(si[i, j], "float32") * 0.01
-            T.reduce_max(s, m, dim=1)
-            for i, j in T.Parallel(64, 64):
-                s[i, j] = T.exp(s[i, j] - m[i])
+            if form == "exp_of_acc":
+                for i, j in T.Parallel(64, 64):
+                    s[i, j] = T.cast(si[i, j], "float32") * 0.01
+                T.reduce_max(s, m, dim=1)
+                for i, j in T.Parallel(64, 64):
+                    s[i, j] = T.exp(T.cast(si[i, j], "float32") * 0.01 - m[i])
+            else:
+                if form == "copied":
+                    T.copy(si, s)
+                    for i, j in T.Parallel(64, 64):
+                        s[i, j] = s[i, j] * 0.01
+                else:
+                    for i, j in T.Parallel(64, 64):
+                        s[i, j] = T.cast(si[i, j], "float32") * 0.01
+                T.reduce_max(s, m, dim=1)
+                for i, j in T.Parallel(64, 64):
+                    s[i, j] = T.exp(s[i, j] - m[i])
             T.reduce_sum(s, l, dim=1)
             for i, j in T.Parallel(64, 64):
                 s[i, j] = s[i, j] / l[i]
@@ -311,27 +326,32 @@ def _scaled_scores_softmax():
     return scaled_softmax
 
 
+FORMS = ["scaled", "copied", "exp_of_acc"]
+
+
+@pytest.mark.parametrize("form", FORMS)
 @pytest.mark.parametrize("arch", ["sm_90a", "sm_80"])
-def test_row_statistics_read_in_a_nest_over_a_fragment_laid_out_as_an_accumulator(arch, tmp_path):
-    """The nest ``s[i, j] = exp(s[i, j] - m[i])`` walks ``s``, which shares a nest with the
-    accumulator and so takes its register layout: ``m[i]`` is the row ``i`` its register
-    holds (it was a LayoutError: "walks fragment 's' and reads 'm', which holds one value
-    per row of a T.gemm accumulator", the check asking for the accumulator itself)."""
-    func = _scaled_scores_softmax()
+def test_row_statistics_read_in_a_nest_over_a_fragment_laid_out_as_an_accumulator(arch, form, tmp_path):
+    """A nest walking ``s``, which shares a nest with the accumulator and so takes its
+    register layout, reads ``m[i]`` / ``l[i]`` as the row its register holds (it was a
+    LayoutError: "walks fragment 's' and reads 'm', which holds one value per row of a
+    T.gemm accumulator", the check asking for the accumulator itself)."""
+    func = _scaled_scores_softmax(form)
     layouts = _layouts(run_passes(func, arch, until="infer_layouts"))
     assert layouts["s"].kind == layouts["si"].kind == "mma"
     assert layouts["m"].kind == layouts["l"].kind == "mma_rows"
     src = emit_cute(lower(func, arch))
-    assert re.search(r"cute\.math\.exp\(s\[tc_r\d+ \+ tc_lane\d+\] - m\[tcrow\.row_of\(s, tc_r\d+\)\]\)", src)
+    assert re.search(r"s\[(tc_r\d+ \+ tc_lane\d+)\] = s\[\1\] / l\[tcrow\.row_of\(s, tc_r\d+\)\]", src)
     assert tilecute.build_cubin(func, arch, out_dir=str(tmp_path)).kernel_names
 
 
 @pytest.mark.gpu
-def test_row_statistics_of_a_scaled_accumulator_copy_match_torch():
+@pytest.mark.parametrize("form", FORMS)
+def test_row_statistics_of_a_scaled_accumulator_copy_match_torch(form):
     import torch
 
-    q, k = (torch.randint(-64, 64, (64, 64), device="cuda", dtype=torch.int8) for _ in range(2))
+    q, k = (torch.randint(-8, 8, (64, 64), device="cuda", dtype=torch.int8) for _ in range(2))
     p = torch.empty(64, 64, device="cuda")
-    tilecute.compile(_scaled_scores_softmax())(q, k, p)
+    tilecute.compile(_scaled_scores_softmax(form))(q, k, p)
     want = ((q.double() @ k.double().T) * 0.01).softmax(-1).float()
     torch.testing.assert_close(p, want, atol=1e-5, rtol=1e-4)
