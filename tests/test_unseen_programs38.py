@@ -6,7 +6,8 @@ planar complex GEMM, a 3xBF16 split GEMM, a lower-triangular SYRK, a fused linea
 cross-entropy, Swin's shifted-window partition and reverse, M-RoPE, differential attention,
 a col2im fold by atomics, flash attention with an in-kernel hash dropout, SageAttention-style
 int8 QK scores, tree attention through a packed bitmask, Muon's Newton-Schulz iteration and
-a bitonic top-k by nested while loops.
+a bitonic top-k by nested while loops, a GEMM with a bias + residual + LayerNorm epilogue over
+whole rows and an MoE router (gate GEMM, softmax, top-k by rounds of max).
 
 CPU: each builds to an sm_90a and an sm_80 cubin, and what decides its result is read in the
 generated source.  One fix came from these programs: SageAttention's idiom converts the
@@ -15,7 +16,9 @@ the accumulator's register layout), reduces its rows, and reads the row maxima a
 ``s[i, j] - m[i]`` in a nest over the float32 fragment; the layout pass refused that nest
 ("reads 'm', which holds one value per row of a T.gemm accumulator"), asking for the
 accumulator itself where a fragment sharing its layout serves as well
-(tests/test_row_reductions.py).
+(tests/test_row_reductions.py); the LayerNorm epilogue (``h = acc + bias + residual``,
+then ``h[i, j] - mean[i]``) and the router (``T.copy(acc, p)``, then ``p[i, j] - mx[i]``)
+met the same refusal.
 GPU: each matches a torch reference (``pytest -q -m gpu tests/test_unseen_programs38.py``)."""
 
 import re
@@ -31,7 +34,8 @@ NAMES = ["qk_proj_rope_half_split", "qkv_proj_rope_interleaved", "moe_permute_ro
          "fused_linear_cross_entropy", "swin_window_partition_shift",
          "swin_window_reverse_residual", "mrope_sections_inplace", "diff_attention_fwd",
          "col2im_fold_atomic", "flash_fwd_hash_dropout", "sage_int8_qk_attention",
-         "tree_attention_bitmask", "muon_newton_schulz", "bitonic_topk_while"]
+         "tree_attention_bitmask", "muon_newton_schulz", "bitonic_topk_while",
+         "gemm_bias_residual_layernorm", "router_gemm_softmax_topk"]
 
 
 @pytest.fixture(autouse=True)
@@ -191,6 +195,23 @@ def test_bitonic_while_loops_sync_each_step():
                      r"\n\s+cute\.arch\.sync_threads\(\)", src)
     assert "desc = t_1_ & size[0] == 0" in src  # (t & size) == 0 by Python's precedence
 
+
+
+def test_layernorm_epilogue_reads_row_statistics_over_its_fragment():
+    src = _body("gemm_bias_residual_layernorm")
+    assert "h, tc_h_ij = tcm.accumulator(" in src and "sq, tc_sq_ij = tcm.accumulator(" in src
+    # two warpgroups along N: each row's partial sums meet in shared memory
+    assert 'tcrow.reduce_rows_across(h, mean, tc_mean_i, "sum"' in src
+    assert re.search(r"h\[(tc_r\d+ \+ tc_lane\d+)\] = h\[\1\] - mean\[tcrow\.row_of\(h, tc_r\d+\)\]", src)
+    assert "cute.math.rsqrt(var[" in src
+
+
+def test_router_takes_rounds_of_max_over_the_probabilities():
+    src = _body("router_gemm_softmax_topk")
+    assert "p, tc_p_ij = tcm.accumulator(" in src and "col, tc_col_ij = tcm.accumulator(" in src
+    assert 'tcrow.reduce_rows(col, arg, "min", clear=True)' in src
+    assert re.search(r"p\[(tc_r\d+ \+ tc_lane\d+)\] = p\[\1\] / sm\[tcrow\.row_of\(p, tc_r\d+\)\]", src)
+    assert "wk[" in src and "/ tot[" in src
 
 # ---- GPU ------------------------------------------------------------------------------------------
 def _rope_half(C, pos, inv_freq):
@@ -451,3 +472,32 @@ def test_bitonic_topk_on_gpu():
     V, I = P.bitonic_topk_while()(X)
     ref = torch.topk(X, 16, dim=1)
     assert torch.equal(V, ref.values) and torch.equal(I.long(), ref.indices)
+
+
+@pytest.mark.gpu
+def test_gemm_layernorm_epilogue_on_gpu():
+    torch.manual_seed(18)
+    kernel = P.gemm_bias_residual_layernorm()
+    for M in (200, 128):
+        X = torch.randn(M, 256, device="cuda", dtype=torch.float16)
+        W = (torch.randn(256, 256, device="cuda") * 0.06).half()
+        bias = torch.randn(256, device="cuda") * 0.1
+        R = torch.randn(M, 256, device="cuda", dtype=torch.float16)
+        gb = torch.stack((torch.rand(256, device="cuda") + 0.5, torch.randn(256, device="cuda") * 0.1))
+        Y = kernel(X, W, bias, R, gb)
+        h = X.double() @ W.double().T + bias.double() + R.double()
+        ref = torch.nn.functional.layer_norm(h, (256,), gb[0].double(), gb[1].double(), eps=1e-5)
+        torch.testing.assert_close(Y.double(), ref, rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.gpu
+def test_router_topk_on_gpu():
+    torch.manual_seed(19)
+    M = 100
+    x = torch.randn(M, 512, device="cuda", dtype=torch.bfloat16)
+    Wg = (torch.randn(64, 512, device="cuda") * 0.1).bfloat16()
+    w, ids = P.router_gemm_softmax_topk()(x, Wg)
+    prob = (x.double() @ Wg.double().T).softmax(-1)
+    top = prob.topk(4, -1)
+    assert torch.equal(ids.long(), top.indices)
+    torch.testing.assert_close(w.double(), top.values / top.values.sum(-1, keepdim=True), rtol=1e-4, atol=1e-5)

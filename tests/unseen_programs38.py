@@ -745,3 +745,106 @@ def bitonic_topk_while(R=64, N=1024, k=16, threads=256):
                 I[r, t] = idx[t]
 
     return main
+
+
+# ---- GEMM with a LayerNorm epilogue over whole rows (BERT's output projection) -----------------
+@tilelang.jit(out_idx=[5])
+def gemm_bias_residual_layernorm(N=256, K=256, block_M=64, block_K=64, threads=256, eps=1e-5):
+    """Y = LayerNorm(X @ W^T + bias + R) * gamma + beta, a block holding whole rows (block_N =
+    N): the accumulator plus bias and residual land in a float32 fragment of its layout, whose
+    rows' mean and variance (two reductions) are read back as h[i, j] - mean[i]; T.dynamic
+    rows, the last tile ragged."""
+    M = T.dynamic("rows")
+
+    @T.prim_func
+    def main(X: T.Tensor((M, K), T.float16), W: T.Tensor((N, K), T.float16),
+             bias: T.Tensor((N,), T.float32), R: T.Tensor((M, N), T.float16),
+             gb: T.Tensor((2, N), T.float32), Y: T.Tensor((M, N), T.float16)):
+        with T.Kernel(T.ceildiv(M, block_M), threads=threads) as bm:
+            X_s = T.alloc_shared((block_M, block_K), T.float16)
+            W_s = T.alloc_shared((N, block_K), T.float16)
+            R_s = T.alloc_shared((block_M, N), T.float16)
+            acc = T.alloc_fragment((block_M, N), T.float32)
+            h = T.alloc_fragment((block_M, N), T.float32)
+            sq = T.alloc_fragment((block_M, N), T.float32)
+            mean = T.alloc_fragment((block_M,), T.float32)
+            var = T.alloc_fragment((block_M,), T.float32)
+            T.clear(acc)
+            T.copy(R[bm * block_M, 0], R_s)
+            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=2):
+                T.copy(X[bm * block_M, k * block_K], X_s)
+                T.copy(W[0, k * block_K], W_s)
+                T.gemm(X_s, W_s, acc, transpose_B=True)
+            for i, j in T.Parallel(block_M, N):
+                h[i, j] = acc[i, j] + bias[j] + T.cast(R_s[i, j], T.float32)
+            T.reduce_sum(h, mean, dim=1)
+            for i in T.Parallel(block_M):
+                mean[i] = mean[i] / N
+            for i, j in T.Parallel(block_M, N):
+                h[i, j] = h[i, j] - mean[i]
+                sq[i, j] = h[i, j] * h[i, j]
+            T.reduce_sum(sq, var, dim=1)
+            for i in T.Parallel(block_M):
+                var[i] = T.rsqrt(var[i] / N + eps)
+            for i, j in T.Parallel(block_M, N):
+                acc[i, j] = h[i, j] * var[i] * gb[0, j] + gb[1, j]
+            T.copy(acc, Y[bm * block_M, 0])
+
+    return main
+
+
+# ---- MoE router: gate GEMM, softmax and top-k by rounds of max over a register tile -----------
+@tilelang.jit(out_idx=[2, 3])
+def router_gemm_softmax_topk(D=512, E=64, topk=4, block_M=64, block_K=64, threads=128):
+    """logits = x @ Wg^T (E experts), probabilities by a row softmax in a float32 fragment
+    sharing the accumulator's layout, then top-k by k rounds of: row max, the first column
+    holding it (a row minimum over an int32 fragment), masking that column, the round's
+    weight and expert kept in (block_M, topk) fragments; the chosen weights renormalised;
+    T.dynamic tokens."""
+    M = T.dynamic("tokens")
+
+    @T.prim_func
+    def main(x: T.Tensor((M, D), T.bfloat16), Wg: T.Tensor((E, D), T.bfloat16),
+             w: T.Tensor((M, topk), T.float32), ids: T.Tensor((M, topk), T.int32)):
+        with T.Kernel(T.ceildiv(M, block_M), threads=threads) as bm:
+            x_s = T.alloc_shared((block_M, block_K), T.bfloat16)
+            W_s = T.alloc_shared((E, block_K), T.bfloat16)
+            acc = T.alloc_fragment((block_M, E), T.float32)
+            p = T.alloc_fragment((block_M, E), T.float32)
+            col = T.alloc_fragment((block_M, E), T.int32)
+            mx = T.alloc_fragment((block_M,), T.float32)
+            sm = T.alloc_fragment((block_M,), T.float32)
+            arg = T.alloc_fragment((block_M,), T.int32)
+            tot = T.alloc_fragment((block_M,), T.float32)
+            wk = T.alloc_fragment((block_M, topk), T.float32)
+            ik = T.alloc_fragment((block_M, topk), T.int32)
+            T.clear(acc)
+            for k in T.Pipelined(D // block_K, num_stages=2):
+                T.copy(x[bm * block_M, k * block_K], x_s)
+                T.copy(Wg[0, k * block_K], W_s)
+                T.gemm(x_s, W_s, acc, transpose_B=True)
+            T.copy(acc, p)
+            T.reduce_max(p, mx, dim=1)
+            for i, j in T.Parallel(block_M, E):
+                p[i, j] = T.exp(p[i, j] - mx[i])
+            T.reduce_sum(p, sm, dim=1)
+            for i, j in T.Parallel(block_M, E):
+                p[i, j] = p[i, j] / sm[i]
+            T.fill(tot, 0)
+            for r in T.serial(topk):
+                T.reduce_max(p, mx, dim=1)
+                for i, j in T.Parallel(block_M, E):
+                    col[i, j] = T.if_then_else(p[i, j] == mx[i], j, E)
+                T.reduce_min(col, arg, dim=1)
+                for i, j in T.Parallel(block_M, E):
+                    p[i, j] = T.if_then_else(j == arg[i], -1.0, p[i, j])
+                for i in T.Parallel(block_M):
+                    tot[i] += mx[i]
+                    wk[i, r] = mx[i]
+                    ik[i, r] = arg[i]
+            for i, r in T.Parallel(block_M, topk):
+                if bm * block_M + i < M:
+                    w[bm * block_M + i, r] = wk[i, r] / tot[i]
+                    ids[bm * block_M + i, r] = ik[i, r]
+
+    return main
