@@ -7,7 +7,8 @@ cross-entropy, Swin's shifted-window partition and reverse, M-RoPE, differential
 a col2im fold by atomics, flash attention with an in-kernel hash dropout, SageAttention-style
 int8 QK scores, tree attention through a packed bitmask, Muon's Newton-Schulz iteration and
 a bitonic top-k by nested while loops, a GEMM with a bias + residual + LayerNorm epilogue over
-whole rows and an MoE router (gate GEMM, softmax, top-k by rounds of max).
+whole rows, an MoE router (gate GEMM, softmax, top-k by rounds of max) and a paged MQA decode
+walking a sequence's pages by a while loop through its block table.
 
 CPU: each builds to an sm_90a and an sm_80 cubin, and what decides its result is read in the
 generated source.  One fix came from these programs: SageAttention's idiom converts the
@@ -35,7 +36,7 @@ NAMES = ["qk_proj_rope_half_split", "qkv_proj_rope_interleaved", "moe_permute_ro
          "swin_window_reverse_residual", "mrope_sections_inplace", "diff_attention_fwd",
          "col2im_fold_atomic", "flash_fwd_hash_dropout", "sage_int8_qk_attention",
          "tree_attention_bitmask", "muon_newton_schulz", "bitonic_topk_while",
-         "gemm_bias_residual_layernorm", "router_gemm_softmax_topk"]
+         "gemm_bias_residual_layernorm", "router_gemm_softmax_topk", "paged_mqa_decode_while"]
 
 
 @pytest.fixture(autouse=True)
@@ -212,6 +213,14 @@ def test_router_takes_rounds_of_max_over_the_probabilities():
     assert 'tcrow.reduce_rows(col, arg, "min", clear=True)' in src
     assert re.search(r"p\[(tc_r\d+ \+ tc_lane\d+)\] = p\[\1\] / sm\[tcrow\.row_of\(p, tc_r\d+\)\]", src)
     assert "wk[" in src and "/ tot[" in src
+
+
+def test_paged_decode_walks_pages_in_a_while_loop():
+    src = _body("paged_mqa_decode_while")
+    assert "while p[0] * 64 < lens[b]:" in src
+    assert "Kc.iterator + cute.assume(block_table[b, p[0]] * 4096 + " in src
+    assert "p[0] = p[0] + 1" in src
+    assert src.count("tcm.gemm(") == 2
 
 # ---- GPU ------------------------------------------------------------------------------------------
 def _rope_half(C, pos, inv_freq):
@@ -501,3 +510,20 @@ def test_router_topk_on_gpu():
     top = prob.topk(4, -1)
     assert torch.equal(ids.long(), top.indices)
     torch.testing.assert_close(w.double(), top.values / top.values.sum(-1, keepdim=True), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.gpu
+def test_paged_mqa_decode_on_gpu():
+    torch.manual_seed(20)
+    B, H, D, page = 4, 64, 64, 64
+    Q = torch.randn(B, H, D, device="cuda", dtype=torch.float16)
+    Kc, Vc = (torch.randn(256, page, D, device="cuda", dtype=torch.float16) for _ in range(2))
+    bt = torch.randperm(256, device="cuda")[:B * 16].to(torch.int32).view(B, 16)
+    lens = torch.tensor([1024, 1, 500, 64], device="cuda", dtype=torch.int32)
+    O = P.paged_mqa_decode_while()(Q, Kc, Vc, bt, lens)
+    for b in range(B):
+        n = int(lens[b])
+        rows = bt[b].long().repeat_interleave(page)[:n], torch.arange(n, device="cuda") % page
+        K, V = Kc[rows].double(), Vc[rows].double()
+        ref = ((Q[b].double() @ K.T) / D ** 0.5).softmax(-1) @ V
+        torch.testing.assert_close(O[b].double(), ref, rtol=2e-2, atol=2e-2)

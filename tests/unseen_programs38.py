@@ -848,3 +848,59 @@ def router_gemm_softmax_topk(D=512, E=64, topk=4, block_M=64, block_K=64, thread
                     ids[bm * block_M + i, r] = ik[i, r]
 
     return main
+
+
+# ---- paged MQA decode: a while loop over a sequence's pages through its block table ----------
+@tilelang.jit(out_idx=[5])
+def paged_mqa_decode_while(B=4, H=64, D=64, page=64, pages=256, max_pages=16, threads=128):
+    """One block per sequence, its H query heads the rows of the score tile against one shared
+    K / V head: a ``while`` loop over a T.alloc_var page counter runs while p * page < lens[b],
+    each step copying page block_table[b, p] of the caches (a data-dependent T.copy source),
+    masking keys past the length and updating an online softmax."""
+    scale = (1.0 / D) ** 0.5 * 1.44269504
+
+    @T.prim_func
+    def main(Q: T.Tensor((B, H, D), T.float16), Kc: T.Tensor((pages, page, D), T.float16),
+             Vc: T.Tensor((pages, page, D), T.float16), block_table: T.Tensor((B, max_pages), T.int32),
+             lens: T.Tensor((B,), T.int32), O: T.Tensor((B, H, D), T.float16)):
+        with T.Kernel(B, threads=threads) as b:
+            Q_s = T.alloc_shared((H, D), T.float16)
+            K_s = T.alloc_shared((page, D), T.float16)
+            V_s = T.alloc_shared((page, D), T.float16)
+            P_s = T.alloc_shared((H, page), T.float16)
+            s = T.alloc_fragment((H, page), T.float32)
+            o = T.alloc_fragment((H, D), T.float32)
+            m = T.alloc_fragment((H,), T.float32)
+            mp = T.alloc_fragment((H,), T.float32)
+            l = T.alloc_fragment((H,), T.float32)
+            rs = T.alloc_fragment((H,), T.float32)
+            p = T.alloc_var(T.int32)
+            T.copy(Q[b, 0, 0], Q_s)
+            T.fill(m, -T.infinity(T.float32))
+            T.fill(l, 0)
+            T.clear(o)
+            p = 0
+            while p * page < lens[b]:
+                T.copy(Kc[block_table[b, p], 0, 0], K_s)
+                T.copy(Vc[block_table[b, p], 0, 0], V_s)
+                T.clear(s)
+                T.gemm(Q_s, K_s, s, transpose_B=True)
+                for i, j in T.Parallel(H, page):
+                    s[i, j] = T.if_then_else(p * page + j < lens[b], s[i, j] * scale, -T.infinity(T.float32))
+                T.copy(m, mp)
+                T.reduce_max(s, m, dim=1, clear=False)
+                for i, j in T.Parallel(H, page):
+                    s[i, j] = T.exp2(s[i, j] - m[i])
+                T.reduce_sum(s, rs, dim=1)
+                for i in T.Parallel(H):
+                    l[i] = l[i] * T.exp2(mp[i] - m[i]) + rs[i]
+                for i, j in T.Parallel(H, D):
+                    o[i, j] *= T.exp2(mp[i] - m[i])
+                T.copy(s, P_s)
+                T.gemm(P_s, V_s, o)
+                p += 1
+            for i, j in T.Parallel(H, D):
+                o[i, j] /= l[i]
+            T.copy(o, O[b, 0, 0])
+
+    return main
