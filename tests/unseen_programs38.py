@@ -10,8 +10,15 @@ each a pipelined GEMM, an online logsumexp and the target's logit picked by a ma
 reduction, through a T.macro), Swin's shifted-window partition and its reverse with a
 residual add, multi-section rotary embedding (Qwen2-VL's M-RoPE: three position rows chosen by
 frequency section), differential attention (two online softmaxes, their outputs subtracted),
-a col2im fold by float32 atomics over a stepped serial loop, and a flash attention with an
-in-kernel hash dropout on P.
+a col2im fold by float32 atomics over a stepped serial loop, a flash attention with an
+in-kernel hash dropout on P, SageAttention-style int8 QK scores (an int32 accumulator
+converted and scaled into a float32 fragment), tree attention through a packed per-query
+bitmask, Muon's Newton-Schulz iteration (a chain of GEMMs on one shared tile), a bitonic
+top-k by nested while loops over T.alloc_var strides, a GEMM with a bias + residual +
+LayerNorm epilogue over whole rows, an MoE router (gate GEMM, softmax, top-k by rounds of
+max) and a paged MQA decode walking its pages by a while loop through a block table.  The
+attention programs share their online-softmax step as a T.macro (the differential attention
+calls it twice a key block).
 
 The file reads as TileLang after swapping its two import lines (``import tilelang`` /
 ``import tilelang.language as T``); ``tests/test_unseen_programs38.py`` builds each to a cubin
@@ -387,6 +394,21 @@ def mrope_sections_inplace(heads=4, head_dim=128, sections=(16, 24, 24), block_T
 
 
 # ---- differential attention: two softmaxes, their outputs subtracted ---------------------------
+@T.macro
+def _online_softmax(s, o, m, m_prev, l, rowsum, rows, cols, dv):
+    """One key block of an online softmax over scores already scaled by log2(e) / sqrt(d):
+    each row's running max and sum updated, s turned into exp2(s - max), o rescaled."""
+    T.copy(m, m_prev)
+    T.reduce_max(s, m, dim=1, clear=False)
+    for i, j in T.Parallel(rows, cols):
+        s[i, j] = T.exp2(s[i, j] - m[i])
+    T.reduce_sum(s, rowsum, dim=1)
+    for i in T.Parallel(rows):
+        l[i] = l[i] * T.exp2(m_prev[i] - m[i]) + rowsum[i]
+    for i, j in T.Parallel(rows, dv):
+        o[i, j] *= T.exp2(m_prev[i] - m[i])
+
+
 @tilelang.jit(out_idx=[6])
 def diff_attention_fwd(B=1, H=4, S=256, D=64, Dv=64, block_M=64, block_N=64, threads=128):
     """O = softmax(Q1 K1^T / sqrt(D)) V - lam[h] * softmax(Q2 K2^T / sqrt(D)) V with one pass over
@@ -428,30 +450,18 @@ def diff_attention_fwd(B=1, H=4, S=256, D=64, Dv=64, block_M=64, block_N=64, thr
                 T.copy(K1[b, h, n * block_N, 0], K_s)
                 T.clear(s)
                 T.gemm(Q1_s, K_s, s, transpose_B=True)
-                T.copy(m1, mp)
-                T.reduce_max(s, m1, dim=1, clear=False)
                 for i, j in T.Parallel(block_M, block_N):
-                    s[i, j] = T.exp2(s[i, j] * scale - m1[i] * scale)
-                T.reduce_sum(s, rs, dim=1)
-                for i in T.Parallel(block_M):
-                    l1[i] = l1[i] * T.exp2(mp[i] * scale - m1[i] * scale) + rs[i]
-                for i, j in T.Parallel(block_M, Dv):
-                    o1[i, j] *= T.exp2(mp[i] * scale - m1[i] * scale)
+                    s[i, j] *= scale
+                _online_softmax(s, o1, m1, mp, l1, rs, block_M, block_N, Dv)
                 T.copy(s, P_s)
                 T.gemm(P_s, V_s, o1)
                 # map 2
                 T.copy(K2[b, h, n * block_N, 0], K_s)
                 T.clear(s)
                 T.gemm(Q2_s, K_s, s, transpose_B=True)
-                T.copy(m2, mp)
-                T.reduce_max(s, m2, dim=1, clear=False)
                 for i, j in T.Parallel(block_M, block_N):
-                    s[i, j] = T.exp2(s[i, j] * scale - m2[i] * scale)
-                T.reduce_sum(s, rs, dim=1)
-                for i in T.Parallel(block_M):
-                    l2[i] = l2[i] * T.exp2(mp[i] * scale - m2[i] * scale) + rs[i]
-                for i, j in T.Parallel(block_M, Dv):
-                    o2[i, j] *= T.exp2(mp[i] * scale - m2[i] * scale)
+                    s[i, j] *= scale
+                _online_softmax(s, o2, m2, mp, l2, rs, block_M, block_N, Dv)
                 T.copy(s, P_s)
                 T.gemm(P_s, V_s, o2)
             for i, j in T.Parallel(block_M, Dv):
@@ -523,15 +533,9 @@ def flash_fwd_hash_dropout(B=1, H=2, S=256, D=64, block_M=64, block_N=64, thread
                 T.copy(V[b, h, n * block_N, 0], V_s)
                 T.clear(s)
                 T.gemm(Q_s, K_s, s, transpose_B=True)
-                T.copy(m, mp)
-                T.reduce_max(s, m, dim=1, clear=False)
                 for i, j in T.Parallel(block_M, block_N):
-                    s[i, j] = T.exp2(s[i, j] * scale - m[i] * scale)
-                T.reduce_sum(s, rs, dim=1)
-                for i in T.Parallel(block_M):
-                    l[i] = l[i] * T.exp2(mp[i] * scale - m[i] * scale) + rs[i]
-                for i, j in T.Parallel(block_M, D):
-                    o[i, j] *= T.exp2(mp[i] * scale - m[i] * scale)
+                    s[i, j] *= scale
+                _online_softmax(s, o, m, mp, l, rs, block_M, block_N, D)
                 for i, j in T.Parallel(block_M, block_N):
                     hsh = (T.cast((b * H + h) * S + bx * block_M + i, T.uint32) * T.uint32(2654435761)
                            ^ T.cast(n * block_N + j, T.uint32) * T.uint32(2246822519)) ^ seed
@@ -582,15 +586,7 @@ def sage_int8_qk_attention(B=1, H=2, S=256, D=64, block_M=64, block_N=64, thread
                 T.gemm(Q_s, K_s, si, transpose_B=True, clear_accum=True)
                 for i, j in T.Parallel(block_M, block_N):
                     s[i, j] = T.cast(si[i, j], T.float32) * (qs[b, h, bx] * ks[b, h, n] * sm)
-                T.copy(m, mp)
-                T.reduce_max(s, m, dim=1, clear=False)
-                for i, j in T.Parallel(block_M, block_N):
-                    s[i, j] = T.exp2(s[i, j] - m[i])
-                T.reduce_sum(s, rs, dim=1)
-                for i in T.Parallel(block_M):
-                    l[i] = l[i] * T.exp2(mp[i] - m[i]) + rs[i]
-                for i, j in T.Parallel(block_M, D):
-                    o[i, j] *= T.exp2(mp[i] - m[i])
+                _online_softmax(s, o, m, mp, l, rs, block_M, block_N, D)
                 T.copy(s, P_s)
                 T.gemm(P_s, V_s, o)
             for i, j in T.Parallel(block_M, D):
@@ -641,15 +637,7 @@ def tree_attention_bitmask(H=4, prefix=192, tree=64, D=64, block_N=64, threads=1
                     t = k - prefix
                     keep = (k < prefix) or ((bits[i, T.max(t, 0) // 32] >> T.cast(t % 32, T.uint32)) & T.uint32(1)) == T.uint32(1)
                     s[i, j] = T.if_then_else(keep, s[i, j] * scale, -T.infinity(T.float32))
-                T.copy(m, mp)
-                T.reduce_max(s, m, dim=1, clear=False)
-                for i, j in T.Parallel(tree, block_N):
-                    s[i, j] = T.exp2(s[i, j] - m[i])
-                T.reduce_sum(s, rs, dim=1)
-                for i in T.Parallel(tree):
-                    l[i] = l[i] * T.exp2(mp[i] - m[i]) + rs[i]
-                for i, j in T.Parallel(tree, D):
-                    o[i, j] *= T.exp2(mp[i] - m[i])
+                _online_softmax(s, o, m, mp, l, rs, tree, block_N, D)
                 T.copy(s, P_s)
                 T.gemm(P_s, V_s, o)
             for i, j in T.Parallel(tree, D):
@@ -887,15 +875,7 @@ def paged_mqa_decode_while(B=4, H=64, D=64, page=64, pages=256, max_pages=16, th
                 T.gemm(Q_s, K_s, s, transpose_B=True)
                 for i, j in T.Parallel(H, page):
                     s[i, j] = T.if_then_else(p * page + j < lens[b], s[i, j] * scale, -T.infinity(T.float32))
-                T.copy(m, mp)
-                T.reduce_max(s, m, dim=1, clear=False)
-                for i, j in T.Parallel(H, page):
-                    s[i, j] = T.exp2(s[i, j] - m[i])
-                T.reduce_sum(s, rs, dim=1)
-                for i in T.Parallel(H):
-                    l[i] = l[i] * T.exp2(mp[i] - m[i]) + rs[i]
-                for i, j in T.Parallel(H, D):
-                    o[i, j] *= T.exp2(mp[i] - m[i])
+                _online_softmax(s, o, m, mp, l, rs, H, page, D)
                 T.copy(s, P_s)
                 T.gemm(P_s, V_s, o)
                 p += 1
