@@ -5,21 +5,23 @@ fused QKV projection), MoE permutation / weighted un-permutation through index t
 planar complex GEMM, a 3xBF16 split GEMM, a lower-triangular SYRK, a fused linear
 cross-entropy, Swin's shifted-window partition and reverse, M-RoPE, differential attention,
 a col2im fold by atomics, flash attention with an in-kernel hash dropout, SageAttention-style
-int8 QK scores, tree attention through a packed bitmask, Muon's Newton-Schulz iteration and
-a bitonic top-k by nested while loops, a GEMM with a bias + residual + LayerNorm epilogue over
-whole rows, an MoE router (gate GEMM, softmax, top-k by rounds of max) and a paged MQA decode
-walking a sequence's pages by a while loop through its block table.
+int8 QK scores, tree attention through a packed bitmask, Muon's Newton-Schulz iteration, a
+bitonic top-k by nested while loops, a GEMM with a bias + residual + LayerNorm epilogue over
+whole rows, an MoE router (gate GEMM, softmax, top-k by rounds of max), a paged MQA decode
+walking a sequence's pages by a while loop through its block table and a W8A8 GEMM
+dequantized per token x per channel and requantized to float8 per token.
 
-CPU: each builds to an sm_90a and an sm_80 cubin, and what decides its result is read in the
-generated source.  One fix came from these programs: SageAttention's idiom converts the
-int32 score accumulator into a float32 fragment in a T.Parallel nest (so that fragment takes
-the accumulator's register layout), reduces its rows, and reads the row maxima as
-``s[i, j] - m[i]`` in a nest over the float32 fragment; the layout pass refused that nest
-("reads 'm', which holds one value per row of a T.gemm accumulator"), asking for the
-accumulator itself where a fragment sharing its layout serves as well
-(tests/test_row_reductions.py); the LayerNorm epilogue (``h = acc + bias + residual``,
-then ``h[i, j] - mean[i]``) and the router (``T.copy(acc, p)``, then ``p[i, j] - mx[i]``)
-met the same refusal.
+CPU: each builds to an sm_90a and (but the float8 one) an sm_80 cubin, and what decides its
+result is read in the generated source.  One fix came from these programs: SageAttention's
+idiom converts the int32 score accumulator into a float32 fragment in a T.Parallel nest (so
+that fragment takes the accumulator's register layout), reduces its rows, and reads the row
+maxima as ``s[i, j] - m[i]`` in a nest over the float32 fragment; the layout pass refused
+that nest ("reads 'm', which holds one value per row of a T.gemm accumulator"), asking for
+the accumulator itself where a fragment sharing its layout serves as well
+(tests/test_row_reductions.py).  The LayerNorm epilogue (``h = acc + bias + residual``, then
+``h[i, j] - mean[i]``), the router (``T.copy(acc, p)``, then ``p[i, j] - mx[i]``) and the
+W8A8 requantizer (``y = cast(acc) * sa[i] * sw[j]``, then ``y[i, j] / amax[i]``) met the
+same refusal.
 GPU: each matches a torch reference (``pytest -q -m gpu tests/test_unseen_programs38.py``)."""
 
 import re
@@ -36,7 +38,9 @@ NAMES = ["qk_proj_rope_half_split", "qkv_proj_rope_interleaved", "moe_permute_ro
          "swin_window_reverse_residual", "mrope_sections_inplace", "diff_attention_fwd",
          "col2im_fold_atomic", "flash_fwd_hash_dropout", "sage_int8_qk_attention",
          "tree_attention_bitmask", "muon_newton_schulz", "bitonic_topk_while",
-         "gemm_bias_residual_layernorm", "router_gemm_softmax_topk", "paged_mqa_decode_while"]
+         "gemm_bias_residual_layernorm", "router_gemm_softmax_topk", "paged_mqa_decode_while",
+         "w8a8_gemm_fp8_requant"]
+NO_SM80 = {"w8a8_gemm_fp8_requant"}  # float8 conversions need sm_89+
 
 
 @pytest.fixture(autouse=True)
@@ -60,9 +64,14 @@ def test_program_builds_a_cubin(name):
     assert getattr(P, name)().ensure_cubin()
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", sorted(set(NAMES) - NO_SM80))
 def test_program_builds_an_sm80_cubin(name, tmp_path):
     assert tilecute.build_cubin(getattr(P, name).get_tir(), "sm_80", out_dir=str(tmp_path)).kernel_names
+
+
+def test_fp8_requant_is_refused_on_sm80(tmp_path):
+    with pytest.raises(Exception, match="float8 values convert only on sm_89"):
+        tilecute.build_cubin(P.w8a8_gemm_fp8_requant.get_tir(), "sm_80", out_dir=str(tmp_path))
 
 
 def test_half_split_rope_reads_the_partner_column_from_shared():
@@ -70,7 +79,8 @@ def test_half_split_rope_reads_the_partner_column_from_shared():
     assert ", tokens: cutlass.Int32" in src
     # the partner column (j + 64) % 128 of the staged accumulator, negated for the first half
     assert re.search(r"partner = C_s\[i \* 128 \+ \(\(j \+ tc_lane\d+\) \+ 64\) % 128\]", src)
-    assert re.search(r"rot = cutlass\.select_\(\(j \+ tc_lane\d+\) < 64, partner \* cutlass\.Float32\(-1\.0\), partner\)", src)
+    assert re.search(r"rot = cutlass\.select_\(\(j \+ tc_lane\d+\) < 64, "
+                     r"partner \* cutlass\.Float32\(-1\.0\), partner\)", src)
     assert "inv_freq[(j + tc_lane" in src and "cute.math.cos(theta)" in src
     assert "< tokens:" in src  # the ragged last token tile
 
@@ -171,7 +181,8 @@ def test_sage_scores_take_the_int32_accumulators_layout():
     src = _body("sage_int8_qk_attention")
     assert 'tcm.tiled_mma("wgmma", cutlass.Int8, cutlass.Int8, cutlass.Int32' in src
     assert "s, tc_s_ij = tcm.accumulator(" in src
-    assert re.search(r"s\[(tc_r\d+ \+ tc_lane\d+)\] = cutlass\.Float32\(si\[\1\]\) \* \(qs\[b, h, bx\] \* ks\[b, h, n\]", src)
+    assert re.search(r"s\[(tc_r\d+ \+ tc_lane\d+)\] = cutlass\.Float32\(si\[\1\]\) \* "
+                     r"\(qs\[b, h, bx\] \* ks\[b, h, n\]", src)
     assert re.search(r"cute\.math\.exp2\(s\[tc_r\d+ \+ tc_lane\d+\] - m\[tcrow\.row_of\(s, tc_r\d+\)\]\)", src)
 
 
@@ -222,6 +233,15 @@ def test_paged_decode_walks_pages_in_a_while_loop():
     assert "p[0] = p[0] + 1" in src
     assert src.count("tcm.gemm(") == 2
 
+
+def test_w8a8_requant_scales_dequantized_rows_into_fp8():
+    src = _body("w8a8_gemm_fp8_requant")
+    assert 'tcm.tiled_mma("wgmma", cutlass.Int8, cutlass.Int8, cutlass.Int32' in src
+    assert 'tcrow.reduce_rows_across(y, amax, tc_amax_i, "absmax"' in src
+    assert re.search(r"cutlass\.Float8E4M3FN\(cutlass\.select_\(cutlass\.Boolean\(cute\.math\.isnan\("
+                     r"y\[tc_r\d+ \+ tc_lane\d+\] / amax\[tcrow\.row_of\(q, tc_r\d+\)\]\)\)", src)
+    assert "sy[bm * 64 + " in src
+
 # ---- GPU ------------------------------------------------------------------------------------------
 def _rope_half(C, pos, inv_freq):
     ang = pos.double()[:, None] * inv_freq.double().repeat(2)[None, :]
@@ -252,7 +272,8 @@ def test_qkv_proj_rope_interleaved_on_gpu():
     X = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
     W = (torch.randn(256, K, device="cuda") * 0.1).bfloat16()
     pos = torch.randint(0, 4096, (M,), device="cuda", dtype=torch.int64)
-    ang = torch.arange(4096, device="cuda").double()[:, None] / (10000.0 ** (torch.arange(32, device="cuda") / 32))
+    inv = 10000.0 ** (-torch.arange(32, device="cuda").double() / 32)
+    ang = torch.arange(4096, device="cuda").double()[:, None] * inv
     cs = torch.stack((ang.cos(), ang.sin()), -1).reshape(4096, 64).float()
     Y = P.qkv_proj_rope_interleaved()(X, W, pos, cs)
     C = X.double() @ W.double().T
@@ -433,7 +454,8 @@ def test_sage_int8_attention_on_gpu():
     qs, ks = (torch.rand(1, 2, 4, device="cuda") * 0.05 + 0.05 for _ in range(2))
     O = P.sage_int8_qk_attention()(Q, K, V, qs, ks)
     sc = Q.double() @ K.double().transpose(-1, -2)
-    sc = sc * qs.double().repeat_interleave(64, -1)[..., :, None] * ks.double().repeat_interleave(64, -1)[..., None, :]
+    rq, rk = (x.double().repeat_interleave(64, -1) for x in (qs, ks))  # each block's scale per row
+    sc = sc * rq[..., :, None] * rk[..., None, :]
     ref = (sc / 8.0).softmax(-1) @ V.double()
     torch.testing.assert_close(O.double(), ref, rtol=2e-2, atol=2e-2)
 
@@ -444,7 +466,8 @@ def test_tree_attention_on_gpu():
     H, pre, tree, D = 4, 192, 64, 64
     Q = torch.randn(H, tree, D, device="cuda", dtype=torch.bfloat16)
     K, V = (torch.randn(H, pre + tree, D, device="cuda", dtype=torch.bfloat16) for _ in range(2))
-    allow = (torch.rand(tree, tree, device="cuda") < 0.3).tril() | torch.eye(tree, device="cuda", dtype=torch.bool)
+    allow = (torch.rand(tree, tree, device="cuda") < 0.3).tril()
+    allow |= torch.eye(tree, device="cuda", dtype=torch.bool)  # ancestors and itself
     weights = 1 << torch.arange(32, device="cuda", dtype=torch.int64)
     words = (allow.view(tree, 2, 32).long() * weights).sum(-1)  # bit k % 32 of word k // 32
     words = torch.where(words >= 1 << 31, words - (1 << 32), words).to(torch.int32).view(torch.uint32)
@@ -509,7 +532,8 @@ def test_router_topk_on_gpu():
     prob = (x.double() @ Wg.double().T).softmax(-1)
     top = prob.topk(4, -1)
     assert torch.equal(ids.long(), top.indices)
-    torch.testing.assert_close(w.double(), top.values / top.values.sum(-1, keepdim=True), rtol=1e-4, atol=1e-5)
+    want = top.values / top.values.sum(-1, keepdim=True)
+    torch.testing.assert_close(w.double(), want, rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.gpu
@@ -527,3 +551,19 @@ def test_paged_mqa_decode_on_gpu():
         K, V = Kc[rows].double(), Vc[rows].double()
         ref = ((Q[b].double() @ K.T) / D ** 0.5).softmax(-1) @ V
         torch.testing.assert_close(O[b].double(), ref, rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.gpu
+def test_w8a8_fp8_requant_on_gpu():
+    torch.manual_seed(21)
+    kernel = P.w8a8_gemm_fp8_requant()
+    for M in (200, 64):
+        A = torch.randint(-128, 128, (M, 512), device="cuda", dtype=torch.int8)
+        W = torch.randint(-128, 128, (256, 512), device="cuda", dtype=torch.int8)
+        sa, sw = torch.rand(M, device="cuda") * 1e-3, torch.rand(256, device="cuda") * 1e-2
+        Y, sy = kernel(A, W, sa, sw)
+        y = (A.double() @ W.double().T) * sa.double()[:, None] * sw.double()[None, :]
+        scale = y.abs().amax(-1).clamp(min=1e-6) / 448
+        torch.testing.assert_close(sy.double(), scale, rtol=1e-5, atol=1e-9)
+        ref = (y / scale[:, None]).float().to(torch.float8_e4m3fn)
+        torch.testing.assert_close(Y.float(), ref.float(), rtol=0.07, atol=0.02)

@@ -635,7 +635,8 @@ def tree_attention_bitmask(H=4, prefix=192, tree=64, D=64, block_N=64, threads=1
                 for i, j in T.Parallel(tree, block_N):
                     k = n * block_N + j
                     t = k - prefix
-                    keep = (k < prefix) or ((bits[i, T.max(t, 0) // 32] >> T.cast(t % 32, T.uint32)) & T.uint32(1)) == T.uint32(1)
+                    word = bits[i, T.max(t, 0) // 32]
+                    keep = (k < prefix) or ((word >> T.cast(t % 32, T.uint32)) & T.uint32(1)) == T.uint32(1)
                     s[i, j] = T.if_then_else(keep, s[i, j] * scale, -T.infinity(T.float32))
                 _online_softmax(s, o, m, mp, l, rs, tree, block_N, D)
                 T.copy(s, P_s)
@@ -882,5 +883,46 @@ def paged_mqa_decode_while(B=4, H=64, D=64, page=64, pages=256, max_pages=16, th
             for i, j in T.Parallel(H, D):
                 o[i, j] /= l[i]
             T.copy(o, O[b, 0, 0])
+
+    return main
+
+
+# ---- W8A8 GEMM, dequantized per token x per channel, requantized to fp8 per token -------------
+@tilelang.jit(out_idx=[4, 5])
+def w8a8_gemm_fp8_requant(N=256, K=512, block_M=64, block_K=128, threads=256):
+    """y = (A8 @ W8^T as int32) * sa[m] * sw[n] in a float32 fragment of the accumulator's
+    layout (a block holds whole rows, N = 256 over two warpgroups), then each row requantized
+    for the next layer: amax by T.reduce_absmax, Y = y / (amax / 448) as float8_e4m3 and the
+    row's scale stored; T.dynamic tokens."""
+    M = T.dynamic("tokens")
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), T.int8), W: T.Tensor((N, K), T.int8), sa: T.Tensor((M,), T.float32),
+             sw: T.Tensor((N,), T.float32), Y: T.Tensor((M, N), T.float8_e4m3fn),
+             sy: T.Tensor((M,), T.float32)):
+        with T.Kernel(T.ceildiv(M, block_M), threads=threads) as bm:
+            A_s = T.alloc_shared((block_M, block_K), T.int8)
+            W_s = T.alloc_shared((N, block_K), T.int8)
+            acc = T.alloc_fragment((block_M, N), T.int32)
+            y = T.alloc_fragment((block_M, N), T.float32)
+            q = T.alloc_fragment((block_M, N), T.float8_e4m3fn)
+            amax = T.alloc_fragment((block_M,), T.float32)
+            T.clear(acc)
+            for k in T.Pipelined(K // block_K, num_stages=3):
+                T.copy(A[bm * block_M, k * block_K], A_s)
+                T.copy(W[0, k * block_K], W_s)
+                T.gemm(A_s, W_s, acc, transpose_B=True)
+            for i, j in T.Parallel(block_M, N):
+                t = T.min(bm * block_M + i, M - 1)
+                y[i, j] = T.cast(acc[i, j], T.float32) * sa[t] * sw[j]
+            T.reduce_absmax(y, amax, dim=1)
+            for i in T.Parallel(block_M):
+                amax[i] = T.max(amax[i], 1e-6) / 448.0
+            for i, j in T.Parallel(block_M, N):
+                q[i, j] = T.cast(T.clamp(y[i, j] / amax[i], -448.0, 448.0), T.float8_e4m3fn)
+            T.copy(q, Y[bm * block_M, 0])
+            for i in T.Parallel(block_M):
+                if bm * block_M + i < M:
+                    sy[bm * block_M + i] = amax[i]
 
     return main
