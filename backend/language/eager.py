@@ -37,6 +37,7 @@ import ast
 import copy
 import inspect
 import linecache
+import operator
 import sys
 import textwrap
 import threading
@@ -623,8 +624,10 @@ class EagerKernel:
 
     def _bind(self, tensors: dict, given: dict, probe: _Probe) -> dict:
         """The constants: given by keyword, else from the tensors where a declared dim is
-        the constant itself; every such dim must agree."""
-        consts = {c: int(v) for c, v in given.items()}
+        the constant itself; every such dim must agree.  A keyword may give a symbol
+        (``M=T.dynamic("m")``, as TileLang's phase 2 substitutes it): that dim stays
+        dynamic, one kernel for every size, bound at launch."""
+        consts = {c: self._given_const(c, v) for c, v in given.items()}
         source: dict[str, str] = {c: "the keyword argument" for c in consts}
         for name, t in tensors.items():
             rank = probe.ranks.get(name)
@@ -644,12 +647,26 @@ class EagerKernel:
                     raise ValueError(f"{self.__name__}: '{name}' has no dim {i} (shape "
                                      f"{tuple(t.shape)}) for T.const {c}")
                 size = int(sizes[i])
+                if isinstance(consts.get(c), N.Var):
+                    continue  # a symbol by keyword: the launch binds it from the tensor
                 if c not in consts:
                     consts[c], source[c] = size, f"'{name}' ({field} {i})"
                 elif consts[c] != size:
                     raise ValueError(f"{self.__name__}: T.const {c} is {consts[c]} by "
                                      f"{source[c]} but {size} by '{name}' ({field} {i})")
         return consts
+
+    def _given_const(self, name: str, value):
+        """A ``T.const`` value given by keyword: an integer, or a ``T.dynamic`` symbol."""
+        if isinstance(value, N.Var):
+            return value
+        try:
+            if isinstance(value, bool):
+                raise TypeError
+            return operator.index(value)
+        except TypeError:
+            raise TypeError(f"{self.__name__}: T.const {name} is given {value!r}; a constant is "
+                            f"an int, or a T.dynamic symbol for a dim bound at launch") from None
 
     def _resolve(self, args, kwargs, partial: bool):
         """Split a call into (kernel arguments present, specialization arguments,
