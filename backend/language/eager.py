@@ -714,12 +714,20 @@ class EagerKernel:
         key = (tuple(sorted(consts.items())), spec_key)
         return runtime, spec, consts, key
 
-    def _env(self, consts: dict, spec: dict) -> dict:
+    def _env(self, consts: dict, spec: dict) -> tuple[dict, list]:
+        """The body's Python statements run with these constants: (the names they bind,
+        the ``assert``s on symbols, which the kernel's statements take)."""
         env = _function_env(self.fn)
         env.update(spec)
         env.update({t: consts[c] for t, c in self.const_targets.items()})
         self._bind_declared(env)
+        symbolic = []
         for s in self.python:
+            if isinstance(s, ast.Assert) and self._symbolic(s.test, env):
+                # TileLang's builder makes an assert on symbols an Assert, checked at every
+                # call (a T.dynamic dim, or a T.const given one): the parser's top-level assert
+                symbolic.append(s)
+                continue
             try:
                 if not self._declare(s, env):
                     self._exec(s, env)
@@ -729,7 +737,19 @@ class EagerKernel:
                 why = f" ({e})" if str(e) else ""
                 raise ValueError(f"{self.__name__}: line {s.lineno + self.offset}: "
                                  f"{ast.unparse(s)} failed for {consts}{why}") from None
-        return env
+        return env, symbolic
+
+    def _symbolic(self, test: ast.expr, env: dict) -> bool:
+        """An ``assert``'s test is a run-time condition: evaluated as TileLang's builder
+        does (``==`` builds a comparison), it comes to an expression, not a value."""
+        try:
+            with N.primexpr_equality():
+                value = self._eval(test, env)
+        except ValueError:  # bool() of a run-time comparison (`M >= 64 and ...`)
+            return True
+        except Exception:  # noqa: BLE001 - Python's assert reports it
+            return False
+        return isinstance(value, N.Expr) and not isinstance(value, N.Const)
 
     def _build(self, consts: dict, spec: dict, key):
         with self._lock:
@@ -763,7 +783,7 @@ class EagerKernel:
     def _prim_func(self, consts: dict, spec: dict):
         """The body as a ``prim_func`` for these constants (TileLang's phase 2), and each
         tensor's declared shape (ints, None for symbolic dims)."""
-        env = self._env(consts, spec)
+        env, asserts = self._env(consts, spec)
         annotations, expected = {}, {}
         for name in self.runtime:
             declared = self._declared(name, env)
@@ -791,7 +811,7 @@ class EagerKernel:
         args = ast.arguments(posonlyargs=[], args=[ast.arg(arg=n, annotation=ast.Name(
             id="T", ctx=ast.Load())) for n in names], vararg=None, kwonlyargs=[],
             kw_defaults=[], kwarg=None, defaults=[])
-        fdef = ast.FunctionDef(name=self.fdef.name, args=args, body=self.body or [ast.Pass()],
+        fdef = ast.FunctionDef(name=self.fdef.name, args=args, body=asserts + self.body or [ast.Pass()],
                                decorator_list=[], returns=None, type_comment=None)
         ast.copy_location(fdef, self.fdef)
         for a in args.args:

@@ -1615,6 +1615,10 @@ class _Parser:
             if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and \
                     self.python_value(s.value.func) is print:
                 return self.parse_time_print(s.value, s)
+            if isinstance(s, ast.Assert):
+                # checked now on parse-time values; on the symbols and scalar parameters
+                # TileLang's host Assert, checked at every call (assert_stmt)
+                return self.assert_stmt(s)
             if self.is_thread_binding_loop(s):
                 return [self.with_stmt(self.binding_loops_as_kernel(s))]
             raise self.top_level_error(s)
@@ -3064,21 +3068,32 @@ class _Parser:
 
     def assert_stmt(self, s: ast.Assert) -> list[N.Stmt]:
         """Python's ``assert`` on parse-time values (a macro's ``assert M == M_`` on shapes):
-        checked while parsing, a false one a ``FrontendError`` with its message; on a
-        runtime value it is refused (``T.device_assert`` checks one on the device)."""
+        checked while parsing, a false one a ``FrontendError`` with its message.  At the
+        top level (outside the ``T.Kernel`` blocks, no loop or branch around it) one on the
+        symbolic dims and integer / bool scalar parameters (``assert N % 64 == 0``, ``assert
+        n1 == n2`` on two symbols) is TileLang's host ``Assert``, checked at every call: it
+        joins ``PrimFunc.assumes`` as a ``T.assume`` does.  Another on a runtime value is
+        refused (``T.device_assert`` checks one on the device)."""
         cond = self.expr(s.test)
         def value(e):
             while isinstance(e, N.Var) and e.name in self.let_values:
                 e = self.let_values[e.name]
             return e
 
+        host = not self.in_kernel and not self.context()
         if isinstance(cond, N.Cmp) and cond.op in ("eq", "ne"):
             # TVM's bool(a == b) on expressions: whether they are the same expression
-            # (`assert M == M_` on two shapes' symbols)
+            # (`assert M == M_` on two shapes' symbols); TileLang's builder makes the
+            # comparison of two different ones an Assert, checked when the call binds them
             a, b = value(cond.a), value(cond.b)
-            if a == b or (self.host_only(a) and self.host_only(b)):
+            if a == b or (self.host_only(a) and self.host_only(b) and not (
+                    host and self.host_condition(N.cmp(cond.op, a, b)))):
                 cond = (a == b) == (cond.op == "eq")
+            else:
+                cond = N.cmp(cond.op, a, b)
         if _is_ir(cond) and not isinstance(cond, N.Const):
+            if host and self.host_condition(cond):
+                return self.assume_condition(cond, s)
             raise self.error(s, f"`assert {ast.unparse(s.test)}` tests a runtime value: use "
                                 "T.device_assert(cond, msg) to check it on the device")
         if not (cond.value if isinstance(cond, N.Const) else cond):
@@ -7298,16 +7313,26 @@ class _Parser:
             if not cond.value:
                 raise a.fail("cond", f"`{ast.unparse(a.node('cond'))}` is false at compile time")
             return []
+        return self.assume_condition(cond, s)
+
+    def host_condition(self, cond: N.Expr) -> bool:
+        """``cond`` reads only the function's symbols and integer / bool scalar parameters
+        (``N.is_host_condition``): the launcher can check it before the launch."""
+        names = N.host_condition_names(self.symbols.values(), self.scalar_vars.values(),
+                                       self.pointers)
+        return N.is_host_condition(cond, names)
+
+    def assume_condition(self, cond: N.Expr, s) -> list[N.Stmt]:
+        """A run-time condition assumed (``T.assume``) or asserted at the top level: a
+        symbol's ``multiple_of`` for ``N % k == 0``, a host check (``PrimFunc.assumes``)
+        where no loop or branch encloses it, a fact for the bounds checks in a kernel."""
         divisor = N.assumed_divisor(cond)
         if divisor is not None and divisor[0] in self.symbols \
                 and self.symbols[divisor[0]] == cond.a.a:
             name, k = divisor
             self.assumed_divisors[name] = math.lcm(self.assumed_divisors.get(name, 1), k)
-        if not self.context() and cond not in self.host_assumes:
-            names = N.host_condition_names(self.symbols.values(), self.scalar_vars.values(),
-                                           self.pointers)
-            if N.is_host_condition(cond, names):
-                self.host_assumes.append(cond)
+        if not self.context() and cond not in self.host_assumes and self.host_condition(cond):
+            self.host_assumes.append(cond)
         if not self.in_kernel:
             return []
         if cond.dtype != "bool":
