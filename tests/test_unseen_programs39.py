@@ -13,7 +13,10 @@ given a ``T.dynamic`` symbol by keyword (``gemm_nt.compile(M=T.dynamic("m"), N=2
 as TileLang's eager autotune test compiles its GEMM) was a bare ``TypeError`` from ``int()``;
 the dim now stays dynamic (a kernel parameter bound at launch, the output allocated from the
 input's size), and a constant given anything but an int or a symbol is a ``TypeError`` naming
-it.
+it.  With it, an eager body's ``assert L % chunk == 0`` on such a symbol ran as Python, where
+``==`` on expressions is structural equality (always false here) and ``>=`` always true: a
+top-level assert on symbols is now TileLang's host Assert, checked at every call
+(tests/test_host_assumes.py).
 GPU: each matches a torch reference (``pytest -q -m gpu tests/test_unseen_programs39.py``)."""
 
 import inspect
@@ -155,6 +158,9 @@ def test_cumsum_row_count_is_dynamic_and_reverse_is_honoured():
     assert k is P.chunked_row_cumsum.compile(_z(5, 256), reverse=True)  # one kernel for every M
     with pytest.raises(ValueError, match="the width is whole chunks"):
         P.chunked_row_cumsum.compile(_z(5, 100))
+    # the width given as a symbol: the assert is TileLang's host Assert, checked at each call
+    # (it ran as Python before, where `l % 64 == 0` is structural equality: always false)
+    assert "T.assume(l % 64 == 0)" in P.chunked_row_cumsum.get_tir(L=T.dynamic("l")).script()
 
 
 def test_blocksparse_reads_the_mask_at_swizzled_blocks():
