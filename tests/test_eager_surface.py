@@ -235,6 +235,22 @@ def test_python_statements_of_the_body_run_with_the_constants():
     assert a is not b and "0.5" in a.get_kernel_source()
 
 
+def test_the_truth_of_a_dynamic_dim_in_the_bodys_python_is_refused():
+    """``rows = min(block, M)`` on a T.dynamic M: TileLang's builder raises (TVM's bool of
+    a PrimExpr); tilecute took every comparison for true (rows was M, one block)."""
+    @tilecute.jit
+    def rows_of(X, block=64):
+        M = T.dynamic("M")
+        X: T.Tensor((M, 8), T.float32)
+        rows = min(block, M)
+        with T.Kernel(T.ceildiv(M, rows), threads=128) as bx:
+            X[bx, 0] = 0.0
+
+    with pytest.raises(FrontendError, match=r"`rows = min\(block, M\)` uses a run-time value "
+                                            r"\(a T.dynamic dim\) as a Python bool"):
+        rows_of.compile(torch.zeros(8, 8))
+
+
 # ---- autotune over eager kernels ---------------------------------------------------------
 def test_autotune_over_an_eager_kernel_compiles_every_config():
     tuned = tilecute.autotune(configs=[{"block_M": 32}, {"block_M": 64}])(E.add)

@@ -730,13 +730,24 @@ class EagerKernel:
                 continue
             try:
                 if not self._declare(s, env):
-                    self._exec(s, env)
+                    # as TileLang's builder runs them on PrimExprs: the truth of a run-time
+                    # value (`min(128, M)` on a T.dynamic M) is an error, not True
+                    with N.primexpr_equality():
+                        self._exec(s, env)
             except AssertionError as e:
                 if not isinstance(s, ast.Assert):
                     raise
                 why = f" ({e})" if str(e) else ""
                 raise ValueError(f"{self.__name__}: line {s.lineno + self.offset}: "
                                  f"{ast.unparse(s)} failed for {consts}{why}") from None
+            except ValueError as e:
+                if str(e) != N._HELPER_BOOL:
+                    raise
+                raise self.error(s, f"`{ast.unparse(s).splitlines()[0]}` uses a run-time value "
+                                    "(a T.dynamic dim) as a Python bool (`if`, `and` / `or`, "
+                                    "min() / max()): TileLang's builder refuses it too (TVM's "
+                                    "\"Cannot use and / or / not operator to Expr\"); use "
+                                    "T.min / T.max / T.if_then_else in the kernel") from None
         return env, symbolic
 
     def _symbolic(self, test: ast.expr, env: dict) -> bool:
