@@ -45,7 +45,8 @@ from collections.abc import Sequence
 from typing import Any, Hashable, Optional
 
 from ..ir import nodes as N
-from .parser import _INT_SCALAR_DIMS, FrontendError, _function_env, _Parser, empty_args
+from .parser import (_INT_SCALAR_DIMS, FrontendError, _function_env, _Parser, empty_args,
+                     holds_kernel)
 from ..runtime.dtypes import element_dims
 from ..runtime.kernel import write_debug_files
 from .values import DType, Macro, Pointer, TensorSpec
@@ -498,7 +499,23 @@ class EagerKernel:
         if isinstance(s, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.Pass, ast.If)):
             return True
         return isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and \
-            not _is_t(s.value.func, env) and not self._calls_macro(s.value, env)
+            not _is_t(s.value.func, env) and not self._calls_macro(s.value, env) and \
+            not self._calls_kernel_function(s.value, env)
+
+    def _calls_kernel_function(self, call: ast.Call, env: dict) -> bool:
+        """``call`` calls a plain Python function holding ``with T.Kernel(...)`` blocks
+        (``copy_tiles(A, B)``): TileLang's builder runs it in the kernel being built, so
+        it is a kernel statement, inlined by the parser, not Python to run now."""
+        node, path = call.func, []
+        while isinstance(node, ast.Attribute):
+            path.append(node.attr)
+            node = node.value
+        if not isinstance(node, ast.Name):
+            return False
+        value = env.get(node.id)
+        for attr in reversed(path):
+            value = getattr(value, attr, None)
+        return inspect.isfunction(value) and holds_kernel(value)
 
     def _calls_macro(self, call: ast.Call, env: dict) -> bool:
         """``call`` calls a ``T.macro`` (one of the function's environment, or one defined

@@ -600,6 +600,20 @@ def _has_return(node) -> bool:
     return False
 
 
+def holds_kernel(fn) -> bool:
+    """A plain Python function whose own body opens a ``with T.Kernel(...)`` (or
+    ``T.ClusterKernel``) block: called at the top level of a prim_func or an eager kernel,
+    TileLang's builder runs it there and its blocks are the function's kernels."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+    except (OSError, TypeError, SyntaxError):
+        return False
+    return any(isinstance(n, ast.With) and any(
+        isinstance(i.context_expr, ast.Call) and isinstance(i.context_expr.func, ast.Attribute)
+        and i.context_expr.func.attr in ("Kernel", "ClusterKernel") for i in n.items)
+        for n in ast.walk(tree))
+
+
 def _return_in_loop(stmts):
     """A ``return value`` under a loop, ``with`` or ``try`` of a macro's body (``if``s are
     decided while parsing), else None."""
@@ -1582,6 +1596,17 @@ class _Parser:
             if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and \
                     self.macro_of(s.value.func) is not None:  # a macro holding T.Kernel blocks
                 return self.top_level_macro(s)
+            if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call):
+                helper = self.python_helper_of(s.value.func)
+                if helper is not None and holds_kernel(helper):
+                    # a plain Python function holding T.Kernel blocks: TileLang's builder
+                    # runs it here, so its blocks are the function's (a macro's are too)
+                    return self.top_level_kernels(
+                        self.inline_function(helper, f"function {helper.__name__!r}", s.value, s),
+                        lambda st: self.error(s, f"`{ast.unparse(s.value)}` at the top level of "
+                                                 "a prim_func may hold only `with T.Kernel(...)` "
+                                                 "blocks and names bound to shapes and scalar "
+                                                 "parameters"))
             if isinstance(s, ast.Assign) and self.is_alloc_global(s.value):
                 return self.assign(s)
             if isinstance(s, ast.If):
