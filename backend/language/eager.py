@@ -63,6 +63,20 @@ def _t_call(node, names: tuple[str, ...], env: dict) -> bool:
     return isinstance(node, ast.Call) and _is_t(node.func, env) and node.func.attr in names
 
 
+def _callee(call: ast.Call, env: dict):
+    """What a call's callee (a name or an attribute path) is in ``env``, or None."""
+    node, path = call.func, []
+    while isinstance(node, ast.Attribute):
+        path.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    value = env.get(node.id)
+    for attr in reversed(path):
+        value = getattr(value, attr, None)
+    return value
+
+
 def _source(fn):
     try:
         lines, first = inspect.getsourcelines(fn)
@@ -506,32 +520,15 @@ class EagerKernel:
         """``call`` calls a plain Python function holding ``with T.Kernel(...)`` blocks
         (``copy_tiles(A, B)``): TileLang's builder runs it in the kernel being built, so
         it is a kernel statement, inlined by the parser, not Python to run now."""
-        node, path = call.func, []
-        while isinstance(node, ast.Attribute):
-            path.append(node.attr)
-            node = node.value
-        if not isinstance(node, ast.Name):
-            return False
-        value = env.get(node.id)
-        for attr in reversed(path):
-            value = getattr(value, attr, None)
+        value = _callee(call, env)
         return inspect.isfunction(value) and holds_kernel(value)
 
     def _calls_macro(self, call: ast.Call, env: dict) -> bool:
         """``call`` calls a ``T.macro`` (one of the function's environment, or one defined
         earlier in its body): a kernel statement, as in TileLang, not Python to run."""
-        node, path = call.func, []
-        while isinstance(node, ast.Attribute):
-            path.append(node.attr)
-            node = node.value
-        if not isinstance(node, ast.Name):
-            return False
-        if not path and node.id in self._local_macros:
+        if isinstance(call.func, ast.Name) and call.func.id in self._local_macros:
             return True
-        value = env.get(node.id)
-        for attr in reversed(path):
-            value = getattr(value, attr, None)
-        return isinstance(value, Macro)
+        return isinstance(_callee(call, env), Macro)
 
     def _signature_annotations(self, env: dict) -> dict:
         """Signature annotations that make a parameter a kernel argument: a tensor type,
