@@ -770,8 +770,8 @@ class EagerKernel:
         try:
             with N.primexpr_equality():
                 value = self._eval(test, env)
-        except ValueError:  # bool() of a run-time comparison (`M >= 64 and ...`)
-            return True
+        except ValueError as e:  # bool() of a run-time comparison (`M >= 64 and ...`)
+            return str(e) == N._HELPER_BOOL
         except Exception:  # noqa: BLE001 - Python's assert reports it
             return False
         return isinstance(value, N.Expr) and not isinstance(value, N.Const)
