@@ -5,7 +5,9 @@ with a runtime eps and its outputs returned out of order, an autotuned top-k, a 
 flag-chosen epilogue, a per-token-group fp8 cast, a convolution through a hand-written im2col
 gather, a causal flash attention forward, a w4a16 dequant GEMM, a chunked row scan over a
 ``T.dynamic`` row count, a block-sparse GEMM under a bool mask, an in-place softmax through a
-``T.macro``, a transpose of a strided view and a GEMM compiled with ``M=T.dynamic("m")``.
+``T.macro``, a transpose of a strided view, a GEMM compiled with ``M=T.dynamic("m")`` and
+two launches over a ``T.dynamic`` row count, one from a plain Python function, one from a
+``T.macro``, both called at the top level.
 
 CPU: each builds to an sm_90a cubin from CPU tensors (they give the shapes), and what decides
 its result is read in the generated source.  One fix came from these programs: a ``T.const``
@@ -55,6 +57,7 @@ BUILDS = {
     "softmax_inplace": lambda: P.softmax_inplace.compile(_z(64, 512, dtype=f16), 0.5),
     "strided_transpose": lambda: P.strided_transpose.compile(_z(200, 2, 300, 2)[:, 0, :, 0]),
     "gemm_nt": lambda: P.gemm_nt.compile(M=T.dynamic("m"), N=256, K=256),
+    "absmax_normalize_two_launches": lambda: P.absmax_normalize_two_launches.compile(_z(100, 256)),
 }
 
 
@@ -197,6 +200,17 @@ def test_a_dynamic_symbol_given_for_a_const_keeps_the_dim_dynamic():
     with pytest.raises(TypeError, match=r"gemm_nt: T.const M is given 64.5; a constant is an int, "
                                         r"or a T.dynamic symbol"):
         P.gemm_nt.compile(M=64.5, N=256, K=256)
+
+
+def test_a_plain_function_and_a_macro_each_launch_a_kernel():
+    k = BUILDS["absmax_normalize_two_launches"]()
+    src = k.get_kernel_source()
+    assert src.count("\n@cute.kernel\n") == 2 and "Y_ptr: cute.Pointer, M: cutlass.Int32):" in src
+    assert re.search(r'tcr\.combine\(tc_acc\d+, cute\.math\.absf\(x\[[^]]+\]\), "max"\)', src)
+    assert "Y[bm_1_ * 16 + i, j] = X[bm_1_ * 16 + i, j] / cute.arch.fmax(S[bm_1_ * 16 + i], " \
+        "cutlass.Float32(1e-06))" in src
+    assert k is P.absmax_normalize_two_launches.compile(_z(7, 256))  # one kernel for every M
+    assert k.order == [1, 0]  # `return Y, S`, S declared first
 
 
 # ---- GPU: each against torch -------------------------------------------------------------------
@@ -351,3 +365,15 @@ def test_gemm_dynamic_m_on_gpu():
         C = kernel(A, B)
         assert C.shape == (M, 256)
         torch.testing.assert_close(C.float(), A.float() @ B.float().T, rtol=2e-2, atol=5e-2)
+
+
+@pytest.mark.gpu
+def test_absmax_normalize_on_gpu():
+    torch.manual_seed(13)
+    for M in (100, 7):
+        X = torch.randn(M, 256, device="cuda")
+        X[3] = 0  # an all-zero row: divided by 1e-6
+        Y, S = P.absmax_normalize_two_launches(X)
+        s = X.abs().amax(-1)
+        torch.testing.assert_close(S, s)
+        torch.testing.assert_close(Y, X / s.clamp(min=1e-6)[:, None])

@@ -12,8 +12,10 @@ forward (its softmax scale computed in Python from the head dim), a w4a16 dequan
 packed weight dim is ``K // 2``, a chunked row scan (``T.cumsum``) over a ``T.dynamic`` row count,
 a block-sparse GEMM reading a bool mask whose shape is a Python tuple of quotients, an in-place
 softmax calling a ``T.macro`` with a runtime ``scale`` scalar, a transpose of a strided view
-(``T.StridedTensor`` with constant strides) and a GEMM compiled with a ``T.dynamic`` value given
-for a ``T.const`` by keyword (TileLang's ``matmul.compile(M=T.dynamic("m"), N=..., K=...)``).
+(``T.StridedTensor`` with constant strides), a GEMM compiled with a ``T.dynamic`` value given
+for a ``T.const`` by keyword (TileLang's ``matmul.compile(M=T.dynamic("m"), N=..., K=...)``) and
+a row absmax / normalize pair of launches over a ``T.dynamic`` row count, the first opened by a
+plain Python function, the second by a ``T.macro``, both called at the top level.
 
 The file reads as TileLang after swapping its two import lines (``import tilelang`` /
 ``import tilelang.language as T``); ``tests/test_unseen_programs39.py`` builds each to a cubin on
@@ -407,3 +409,39 @@ def gemm_nt(A, B, block_M=64, block_N=64, block_K=32, num_stages=2, threads=128)
             T.gemm(A_s, B_s, acc, transpose_B=True)
         T.copy(acc, C[by * block_M, bx * block_N])
     return C
+
+
+# ---- two launches from plain Python functions, over a T.dynamic row count ----------------------
+def _launch_row_absmax(X, S, block_M):
+    """A plain Python function (no T.macro) opening a kernel of tile ops only: TileLang's
+    builder runs it where the eager body calls it."""
+    M, N = X.shape
+    with T.Kernel(T.ceildiv(M, block_M), threads=128) as bm:
+        x = T.alloc_fragment((block_M, N), T.float32)
+        amax = T.alloc_fragment((block_M,), T.float32)
+        T.copy(X[bm * block_M, 0], x)
+        T.reduce_absmax(x, amax, dim=1)
+        T.copy(amax, S[bm * block_M])
+
+
+@T.macro
+def _launch_row_normalize(X, S, Y, block_M):
+    M, N = X.shape
+    with T.Kernel(T.ceildiv(M, block_M), threads=128) as bm:
+        for i, j in T.Parallel(block_M, N):
+            if bm * block_M + i < M:
+                Y[bm * block_M + i, j] = X[bm * block_M + i, j] / T.max(S[bm * block_M + i], 1e-6)
+
+
+@tilelang.jit
+def absmax_normalize_two_launches(X, block_M=16):
+    """S = max |X| per row, Y = X / S: the first kernel from a plain Python function, the
+    second from a T.macro, both called at the top level; M is T.dynamic, N a constant."""
+    M = T.dynamic("M")
+    N = T.const("N")
+    X: T.Tensor((M, N), T.float32)
+    S = T.empty((M,), T.float32)
+    Y = T.empty((M, N), T.float32)
+    _launch_row_absmax(X, S, block_M)
+    _launch_row_normalize(X, S, Y, block_M)
+    return Y, S
