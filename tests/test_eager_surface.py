@@ -265,6 +265,22 @@ def test_a_plain_function_holding_the_kernel_is_called_at_the_top_level():
         _copy_row_blocks(A, B, 16)
     assert doubled_pf.script().split("\n", 4)[4] == text.split("\n", 4)[4].replace("doubled(", "doubled_pf(")
 
+    def doubled_out(A, block):  # returning its T.empty output, as `return macro(A)` does
+        M, N = A.shape
+        B = T.empty((M, N), A.dtype)
+        _copy_row_blocks(A, B, block)
+        return B
+
+    @tilecute.jit
+    def doubled_returned(A, block=16):
+        M, N = T.const("M, N")
+        A: T.Tensor((M, N), T.float32)
+        return doubled_out(A, block)
+
+    text = doubled_returned.get_tir(torch.zeros(64, 32)).script()
+    assert '    B = T.empty((64, 32), "float32")' in text and text.endswith("    return B\n")
+    assert "B[bx * 16 + i, j] = A[bx * 16 + i, j] * T.float32(2.0)" in text
+
 
 def test_the_truth_of_a_dynamic_dim_in_the_bodys_python_is_refused():
     """``rows = min(block, M)`` on a T.dynamic M: TileLang's builder raises (TVM's bool of

@@ -482,7 +482,8 @@ class EagerKernel:
         if v is None or (isinstance(v, ast.Constant) and v.value is None):
             return []
         elts = v.elts if isinstance(v, ast.Tuple) else [v]
-        if any(isinstance(e, ast.Call) and self._calls_macro(e, env) for e in elts):
+        if any(isinstance(e, ast.Call) and (self._calls_macro(e, env) or
+                                            self._calls_kernel_function(e, env)) for e in elts):
             # `return copy_impl(A)`: TileLang allocates the macro's T.empty as the output.
             # The parser inlines the macro where the body returns it (its outputs become
             # the prim_func's, after the tensors and scalars): the kernel statement is the

@@ -602,16 +602,24 @@ def _has_return(node) -> bool:
 
 def holds_kernel(fn) -> bool:
     """A plain Python function whose own body opens a ``with T.Kernel(...)`` (or
-    ``T.ClusterKernel``) block: called at the top level of a prim_func or an eager kernel,
-    TileLang's builder runs it there and its blocks are the function's kernels."""
+    ``T.ClusterKernel``) block or declares a ``T.empty`` output: called at the top level of
+    a prim_func or an eager kernel, TileLang's builder runs it there, and its blocks and
+    outputs are the function's."""
     try:
         tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
     except (OSError, TypeError, SyntaxError):
         return False
-    return any(isinstance(n, ast.With) and any(
-        isinstance(i.context_expr, ast.Call) and isinstance(i.context_expr.func, ast.Attribute)
-        and i.context_expr.func.attr in ("Kernel", "ClusterKernel") for i in n.items)
-        for n in ast.walk(tree))
+
+    env = _function_env(fn)
+
+    def attr_call(node, names):  # `T.<name>(...)`, T the tilecute.language module
+        return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+            node.func.attr in names and isinstance(node.func.value, ast.Name) and \
+            env.get(node.func.value.id) is sys.modules[__package__]
+
+    return any(isinstance(n, ast.With) and any(attr_call(i.context_expr, ("Kernel", "ClusterKernel"))
+                                               for i in n.items) or attr_call(n, ("empty",))
+               for n in ast.walk(tree))
 
 
 def _return_in_loop(stmts):
@@ -1245,7 +1253,7 @@ class _Parser:
         elts = v.elts if isinstance(v, (ast.Tuple, ast.List)) else [v]
         names, kernels, bad = [], [], []
         for e in elts:
-            if isinstance(e, ast.Call) and self.macro_of(e.func) is not None:
+            if isinstance(e, ast.Call) and self.top_function_of(e.func) is not None:
                 # `return copy_impl(A)` (TileLang's eager kernels): the macro's T.empty
                 # outputs, which it returns, are the function's; its kernels run here
                 found, got = self.top_level_macro_outputs(e, s)
@@ -1269,12 +1277,11 @@ class _Parser:
         """``return macro(A)`` at the top level: the macro inlined as a top-level macro
         (its ``T.empty`` outputs declared as the function's, its ``T.Kernel`` blocks the
         function's), and the names of the outputs it returns."""
-        macro = self.macro_of(call.func)
-        what = f"T.macro {macro.__name__!r}"
+        fn, what = self.top_function_of(call.func)
         saved = self.macro_at_top
         self.macro_at_top = True
         try:
-            stmts, value = self.inline_function(macro.fn, what, call, s, want_value=True)
+            stmts, value = self.inline_function(fn, what, call, s, want_value=True)
         finally:
             self.macro_at_top = saved
         def refuse(st):
@@ -1594,19 +1601,8 @@ class _Parser:
             if isinstance(s, ast.Return):
                 return self.return_outputs(s)
             if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and \
-                    self.macro_of(s.value.func) is not None:  # a macro holding T.Kernel blocks
+                    self.top_function_of(s.value.func) is not None:  # holding T.Kernel blocks
                 return self.top_level_macro(s)
-            if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call):
-                helper = self.python_helper_of(s.value.func)
-                if helper is not None and holds_kernel(helper):
-                    # a plain Python function holding T.Kernel blocks: TileLang's builder
-                    # runs it here, so its blocks are the function's (a macro's are too)
-                    return self.top_level_kernels(
-                        self.inline_function(helper, f"function {helper.__name__!r}", s.value, s),
-                        lambda st: self.error(s, f"`{ast.unparse(s.value)}` at the top level of "
-                                                 "a prim_func may hold only `with T.Kernel(...)` "
-                                                 "blocks and names bound to shapes and scalar "
-                                                 "parameters"))
             if isinstance(s, ast.Assign) and self.is_alloc_global(s.value):
                 return self.assign(s)
             if isinstance(s, ast.If):
@@ -1870,11 +1866,13 @@ class _Parser:
 
     def top_level_macro(self, s: ast.Expr) -> list[N.Stmt]:
         """A ``T.macro`` call at the top level of a prim_func (TileLang's eager kernels call
-        one holding the ``T.Kernel`` blocks): its names bound to expressions of the
+        one holding the ``T.Kernel`` blocks), or one of a plain Python function opening
+        them (``top_function_of``): its names bound to expressions of the
         function's symbols and scalar parameters (``M, N = A.shape``) are substituted into
         the blocks that follow; anything else but a ``T.Kernel`` block is refused."""
+        fn, what = self.top_function_of(s.value.func)
         return self.top_level_kernels(
-            self.inline_macro(self.macro_of(s.value.func), s.value, s),
+            self.inline_function(fn, what, s.value, s),
             lambda st: self.error(s, f"`{ast.unparse(s.value)}` at the top level of a prim_func "
                                      "may hold only `with T.Kernel(...)` blocks and names bound "
                                      "to shapes and scalar parameters"))
@@ -4397,6 +4395,18 @@ class _Parser:
         for attr in reversed(path):
             value = getattr(value, attr, None)
         return value if isinstance(value, Macro) else None
+
+    def top_function_of(self, node):
+        """What a top-level call may inline, holding the function's ``T.Kernel`` blocks: a
+        ``T.macro``, or a plain Python function opening one (TileLang's builder runs
+        either where the body calls it), as (function, how messages name it), or None."""
+        macro = self.macro_of(node)
+        if macro is not None:
+            return macro.fn, f"T.macro {macro.__name__!r}"
+        helper = self.python_helper_of(node)
+        if helper is not None and holds_kernel(helper):
+            return helper, f"function {helper.__name__!r}"
+        return None
 
     def python_helper_of(self, node):
         """A plain Python function (not a ``T.*`` form or a ``T.macro``) that a statement
