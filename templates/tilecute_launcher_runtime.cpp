@@ -174,9 +174,10 @@ std::string tc_hex(const void* ptr) {
 
 void tc_fail_assume(const TcLauncher& L, const char* condition) {
   // TileLang's host code raises a RuntimeError "Assume: <condition>" for a host-evaluable
-  // T.assume the call's arguments break
+  // T.assume the call's arguments break (and for a top-level assert on them, its Assert)
   tc_raise_runtime_error(L, std::string(L.function) + ": Assume: " + condition +
-                                " does not hold for this call's arguments (T.assume, checked at every call)");
+                                " does not hold for this call's arguments (a T.assume or top-level "
+                                "assert, checked at every call)");
 }
 
 void tc_fail_grid_division(const TcLauncher& L) {

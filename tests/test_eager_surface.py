@@ -235,6 +235,69 @@ def test_python_statements_of_the_body_run_with_the_constants():
     assert a is not b and "0.5" in a.get_kernel_source()
 
 
+def _copy_row_blocks(A, B, block):
+    """A plain Python function (no T.macro) holding the kernel: TileLang's builder runs it
+    where the body calls it."""
+    M, N = A.shape
+    with T.Kernel(T.ceildiv(M, block), threads=128) as bx:
+        for i, j in T.Parallel(block, N):
+            B[bx * block + i, j] = A[bx * block + i, j] * 2.0
+
+
+def test_a_plain_function_holding_the_kernel_is_called_at_the_top_level():
+    """It ran as Python before (an eager body's statement call), where T.Kernel raised
+    without naming the kernel or line; a @T.prim_func refused it as a top-level
+    statement.  Both inline it as they inline a top-level T.macro."""
+    @tilecute.jit
+    def doubled(A, B, block=16):
+        M, N = T.const("M, N")
+        A: T.Tensor((M, N), T.float32)
+        B: T.Tensor((M, N), T.float32)
+        _copy_row_blocks(A, B, block)
+
+    text = doubled.get_tir(torch.zeros(64, 32), torch.zeros(64, 32)).script()
+    assert "with T.Kernel(T.ceildiv(64, 16), threads=128) as bx:" in text
+    assert "B[bx * 16 + i, j] = A[bx * 16 + i, j] * T.float32(2.0)" in text
+    assert doubled.compile(torch.zeros(64, 32), torch.zeros(64, 32)).ensure_cubin()
+
+    @T.prim_func
+    def doubled_pf(A: T.Tensor((64, 32), T.float32), B: T.Tensor((64, 32), T.float32)):
+        _copy_row_blocks(A, B, 16)
+    assert doubled_pf.script().split("\n", 4)[4] == text.split("\n", 4)[4].replace("doubled(", "doubled_pf(")
+
+    def doubled_out(A, block):  # returning its T.empty output, as `return macro(A)` does
+        M, N = A.shape
+        B = T.empty((M, N), A.dtype)
+        _copy_row_blocks(A, B, block)
+        return B
+
+    @tilecute.jit
+    def doubled_returned(A, block=16):
+        M, N = T.const("M, N")
+        A: T.Tensor((M, N), T.float32)
+        return doubled_out(A, block)
+
+    text = doubled_returned.get_tir(torch.zeros(64, 32)).script()
+    assert '    B = T.empty((64, 32), "float32")' in text and text.endswith("    return B\n")
+    assert "B[bx * 16 + i, j] = A[bx * 16 + i, j] * T.float32(2.0)" in text
+
+
+def test_the_truth_of_a_dynamic_dim_in_the_bodys_python_is_refused():
+    """``rows = min(block, M)`` on a T.dynamic M: TileLang's builder raises (TVM's bool of
+    a PrimExpr); tilecute took every comparison for true (rows was M, one block)."""
+    @tilecute.jit
+    def rows_of(X, block=64):
+        M = T.dynamic("M")
+        X: T.Tensor((M, 8), T.float32)
+        rows = min(block, M)
+        with T.Kernel(T.ceildiv(M, rows), threads=128) as bx:
+            X[bx, 0] = 0.0
+
+    with pytest.raises(FrontendError, match=r"`rows = min\(block, M\)` uses a run-time value "
+                                            r"\(a T.dynamic dim\) as a Python bool"):
+        rows_of.compile(torch.zeros(8, 8))
+
+
 # ---- autotune over eager kernels ---------------------------------------------------------
 def test_autotune_over_an_eager_kernel_compiles_every_config():
     tuned = tilecute.autotune(configs=[{"block_M": 32}, {"block_M": 64}])(E.add)

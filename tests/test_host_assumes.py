@@ -17,6 +17,7 @@ from fake_cuda import FakeTensor, raises
 from tilecute.ir.serialize import from_json, to_json
 from tilecute.ir.validate import ValidationError, validate
 from tilecute.ir import nodes as N
+from tilecute.language.parser import FrontendError
 
 
 def _window():
@@ -140,3 +141,55 @@ def test_a_divisibility_assume_on_gpu():
     with pytest.raises(RuntimeError, match="Assume: n % 4 == 0"):
         k(torch.empty(2, device="cuda"))
 
+
+
+def test_a_top_level_assert_on_symbols_is_checked_at_every_call(cache_dir):
+    """TileLang's builder makes ``assert`` on symbolic dims or scalar parameters at the
+    top level a host Assert, checked at every call.  tilecute refused it as a top-level
+    statement in a @T.prim_func; in an eager kernel it ran as Python, where ``==`` on two
+    expressions is their structural equality (``assert L % 64 == 0`` failed for every L)
+    and ``>=`` always true (``assert M >= 64`` checked nothing).  Both are host checks now;
+    parse-time ones stay parse-time, and one inside a kernel stays refused."""
+    m, m2 = T.dynamic("m"), T.dynamic("m2")
+
+    @T.prim_func
+    def pair(A: T.Tensor((m,), "float32"), B: T.Tensor((m2,), "float32"), k: T.int32):
+        assert m == m2, "one length"
+        assert m >= k and k > 0
+        assert 4 * 4 == 16  # parse time
+        with T.Kernel(T.ceildiv(m, 64), threads=64) as bx:
+            for i in T.Parallel(64):
+                if bx * 64 + i < m:
+                    B[bx * 64 + i] = A[bx * 64 + i]
+    text = pair.script()
+    assert len(pair.assumes) == 2 and "    T.assume(m == m2)" in text and \
+        "    T.assume(m >= k and k > 0)" in text, text
+    k = tilecute.compile(pair)
+    raises(RuntimeError, ["pair: Assume: m == m2 does not hold", "top-level assert"], k,
+           FakeTensor((128,)), FakeTensor((64,)), 1)
+    raises(RuntimeError, ["Assume: m >= k and k > 0"], k, FakeTensor((8,)), FakeTensor((8,)), 9)
+    with pytest.raises(FrontendError, match=r"assertion failed: `4 \* 4 == 17`"):
+        @T.prim_func
+        def bad(A: T.Tensor((m,), "float32")):
+            assert 4 * 4 == 17
+            with T.Kernel(1, threads=32):
+                A[0] = 1.0
+
+    @tilecute.jit
+    def rows(X, block=64):
+        M = T.dynamic("M")
+        L = T.const("L")
+        X: T.Tensor((M, L), T.float32)
+        assert M % block == 0, "whole blocks"
+        assert L >= block  # a constant's value: checked when the kernel is built
+        with T.Kernel(T.ceildiv(M, block), threads=block) as bx:
+            for i in T.Parallel(block):
+                X[bx * block + i, 0] = 0.0
+    f = rows.get_tir(FakeTensor((128, 64)))
+    assert f.assumes == (N.cmp("eq", N.binop("mod", f.symbols[0], 64), 0),)
+    assert f.symbols[0].multiple == 64
+    with pytest.raises(ValueError, match=r"assert L >= block failed for \{'L': 32\}"):
+        rows.get_tir(FakeTensor((128, 32)))
+    # a T.const given a symbol by keyword: its assert is checked at the call too
+    g = rows.get_tir(L=T.dynamic("l"))
+    assert "T.assume(l >= 64)" in g.script()

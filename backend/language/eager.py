@@ -37,6 +37,7 @@ import ast
 import copy
 import inspect
 import linecache
+import operator
 import sys
 import textwrap
 import threading
@@ -44,7 +45,8 @@ from collections.abc import Sequence
 from typing import Any, Hashable, Optional
 
 from ..ir import nodes as N
-from .parser import _INT_SCALAR_DIMS, FrontendError, _function_env, _Parser, empty_args
+from .parser import (_INT_SCALAR_DIMS, FrontendError, _function_env, _Parser, empty_args,
+                     holds_kernel)
 from ..runtime.dtypes import element_dims
 from ..runtime.kernel import write_debug_files
 from .values import DType, Macro, Pointer, TensorSpec
@@ -59,6 +61,20 @@ def _is_t(node, env: dict) -> bool:
 def _t_call(node, names: tuple[str, ...], env: dict) -> bool:
     """``node`` is a call ``T.<name>(...)``."""
     return isinstance(node, ast.Call) and _is_t(node.func, env) and node.func.attr in names
+
+
+def _callee(call: ast.Call, env: dict):
+    """What a call's callee (a name or an attribute path) is in ``env``, or None."""
+    node, path = call.func, []
+    while isinstance(node, ast.Attribute):
+        path.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    value = env.get(node.id)
+    for attr in reversed(path):
+        value = getattr(value, attr, None)
+    return value
 
 
 def _source(fn):
@@ -466,7 +482,8 @@ class EagerKernel:
         if v is None or (isinstance(v, ast.Constant) and v.value is None):
             return []
         elts = v.elts if isinstance(v, ast.Tuple) else [v]
-        if any(isinstance(e, ast.Call) and self._calls_macro(e, env) for e in elts):
+        if any(isinstance(e, ast.Call) and (self._calls_macro(e, env) or
+                                            self._calls_kernel_function(e, env)) for e in elts):
             # `return copy_impl(A)`: TileLang allocates the macro's T.empty as the output.
             # The parser inlines the macro where the body returns it (its outputs become
             # the prim_func's, after the tensors and scalars): the kernel statement is the
@@ -497,23 +514,22 @@ class EagerKernel:
         if isinstance(s, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.Pass, ast.If)):
             return True
         return isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and \
-            not _is_t(s.value.func, env) and not self._calls_macro(s.value, env)
+            not _is_t(s.value.func, env) and not self._calls_macro(s.value, env) and \
+            not self._calls_kernel_function(s.value, env)
+
+    def _calls_kernel_function(self, call: ast.Call, env: dict) -> bool:
+        """``call`` calls a plain Python function holding ``with T.Kernel(...)`` blocks
+        (``copy_tiles(A, B)``): TileLang's builder runs it in the kernel being built, so
+        it is a kernel statement, inlined by the parser, not Python to run now."""
+        value = _callee(call, env)
+        return inspect.isfunction(value) and holds_kernel(value)
 
     def _calls_macro(self, call: ast.Call, env: dict) -> bool:
         """``call`` calls a ``T.macro`` (one of the function's environment, or one defined
         earlier in its body): a kernel statement, as in TileLang, not Python to run."""
-        node, path = call.func, []
-        while isinstance(node, ast.Attribute):
-            path.append(node.attr)
-            node = node.value
-        if not isinstance(node, ast.Name):
-            return False
-        if not path and node.id in self._local_macros:
+        if isinstance(call.func, ast.Name) and call.func.id in self._local_macros:
             return True
-        value = env.get(node.id)
-        for attr in reversed(path):
-            value = getattr(value, attr, None)
-        return isinstance(value, Macro)
+        return isinstance(_callee(call, env), Macro)
 
     def _signature_annotations(self, env: dict) -> dict:
         """Signature annotations that make a parameter a kernel argument: a tensor type,
@@ -623,8 +639,10 @@ class EagerKernel:
 
     def _bind(self, tensors: dict, given: dict, probe: _Probe) -> dict:
         """The constants: given by keyword, else from the tensors where a declared dim is
-        the constant itself; every such dim must agree."""
-        consts = {c: int(v) for c, v in given.items()}
+        the constant itself; every such dim must agree.  A keyword may give a symbol
+        (``M=T.dynamic("m")``, as TileLang's phase 2 substitutes it): that dim stays
+        dynamic, one kernel for every size, bound at launch."""
+        consts = {c: self._given_const(c, v) for c, v in given.items()}
         source: dict[str, str] = {c: "the keyword argument" for c in consts}
         for name, t in tensors.items():
             rank = probe.ranks.get(name)
@@ -644,12 +662,26 @@ class EagerKernel:
                     raise ValueError(f"{self.__name__}: '{name}' has no dim {i} (shape "
                                      f"{tuple(t.shape)}) for T.const {c}")
                 size = int(sizes[i])
+                if isinstance(consts.get(c), N.Var):
+                    continue  # a symbol by keyword: the launch binds it from the tensor
                 if c not in consts:
                     consts[c], source[c] = size, f"'{name}' ({field} {i})"
                 elif consts[c] != size:
                     raise ValueError(f"{self.__name__}: T.const {c} is {consts[c]} by "
                                      f"{source[c]} but {size} by '{name}' ({field} {i})")
         return consts
+
+    def _given_const(self, name: str, value):
+        """A ``T.const`` value given by keyword: an integer, or a ``T.dynamic`` symbol."""
+        if isinstance(value, N.Var):
+            return value
+        try:
+            if isinstance(value, bool):
+                raise TypeError
+            return operator.index(value)
+        except TypeError:
+            raise TypeError(f"{self.__name__}: T.const {name} is given {value!r}; a constant is "
+                            f"an int, or a T.dynamic symbol for a dim bound at launch") from None
 
     def _resolve(self, args, kwargs, partial: bool):
         """Split a call into (kernel arguments present, specialization arguments,
@@ -697,22 +729,53 @@ class EagerKernel:
         key = (tuple(sorted(consts.items())), spec_key)
         return runtime, spec, consts, key
 
-    def _env(self, consts: dict, spec: dict) -> dict:
+    def _env(self, consts: dict, spec: dict) -> tuple[dict, list]:
+        """The body's Python statements run with these constants: (the names they bind,
+        the ``assert``s on symbols, which the kernel's statements take)."""
         env = _function_env(self.fn)
         env.update(spec)
         env.update({t: consts[c] for t, c in self.const_targets.items()})
         self._bind_declared(env)
+        symbolic = []
         for s in self.python:
+            if isinstance(s, ast.Assert) and self._symbolic(s.test, env):
+                # TileLang's builder makes an assert on symbols an Assert, checked at every
+                # call (a T.dynamic dim, or a T.const given one): the parser's top-level assert
+                symbolic.append(s)
+                continue
             try:
                 if not self._declare(s, env):
-                    self._exec(s, env)
+                    # as TileLang's builder runs them on PrimExprs: the truth of a run-time
+                    # value (`min(128, M)` on a T.dynamic M) is an error, not True
+                    with N.primexpr_equality():
+                        self._exec(s, env)
             except AssertionError as e:
                 if not isinstance(s, ast.Assert):
                     raise
                 why = f" ({e})" if str(e) else ""
                 raise ValueError(f"{self.__name__}: line {s.lineno + self.offset}: "
                                  f"{ast.unparse(s)} failed for {consts}{why}") from None
-        return env
+            except ValueError as e:
+                if str(e) != N._HELPER_BOOL:
+                    raise
+                raise self.error(s, f"`{ast.unparse(s).splitlines()[0]}` uses a run-time value "
+                                    "(a T.dynamic dim) as a Python bool (`if`, `and` / `or`, "
+                                    "min() / max()): TileLang's builder refuses it too (TVM's "
+                                    "\"Cannot use and / or / not operator to Expr\"); use "
+                                    "T.min / T.max / T.if_then_else in the kernel") from None
+        return env, symbolic
+
+    def _symbolic(self, test: ast.expr, env: dict) -> bool:
+        """An ``assert``'s test is a run-time condition: evaluated as TileLang's builder
+        does (``==`` builds a comparison), it comes to an expression, not a value."""
+        try:
+            with N.primexpr_equality():
+                value = self._eval(test, env)
+        except ValueError as e:  # bool() of a run-time comparison (`M >= 64 and ...`)
+            return str(e) == N._HELPER_BOOL
+        except Exception:  # noqa: BLE001 - Python's assert reports it
+            return False
+        return isinstance(value, N.Expr) and not isinstance(value, N.Const)
 
     def _build(self, consts: dict, spec: dict, key):
         with self._lock:
@@ -746,7 +809,7 @@ class EagerKernel:
     def _prim_func(self, consts: dict, spec: dict):
         """The body as a ``prim_func`` for these constants (TileLang's phase 2), and each
         tensor's declared shape (ints, None for symbolic dims)."""
-        env = self._env(consts, spec)
+        env, asserts = self._env(consts, spec)
         annotations, expected = {}, {}
         for name in self.runtime:
             declared = self._declared(name, env)
@@ -774,7 +837,7 @@ class EagerKernel:
         args = ast.arguments(posonlyargs=[], args=[ast.arg(arg=n, annotation=ast.Name(
             id="T", ctx=ast.Load())) for n in names], vararg=None, kwonlyargs=[],
             kw_defaults=[], kwarg=None, defaults=[])
-        fdef = ast.FunctionDef(name=self.fdef.name, args=args, body=self.body or [ast.Pass()],
+        fdef = ast.FunctionDef(name=self.fdef.name, args=args, body=asserts + self.body or [ast.Pass()],
                                decorator_list=[], returns=None, type_comment=None)
         ast.copy_location(fdef, self.fdef)
         for a in args.args:

@@ -600,6 +600,28 @@ def _has_return(node) -> bool:
     return False
 
 
+def holds_kernel(fn) -> bool:
+    """A plain Python function whose own body opens a ``with T.Kernel(...)`` (or
+    ``T.ClusterKernel``) block or declares a ``T.empty`` output: called at the top level of
+    a prim_func or an eager kernel, TileLang's builder runs it there, and its blocks and
+    outputs are the function's."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+    except (OSError, TypeError, SyntaxError):
+        return False
+
+    env = _function_env(fn)
+
+    def attr_call(node, names):  # `T.<name>(...)`, T the tilecute.language module
+        return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+            node.func.attr in names and isinstance(node.func.value, ast.Name) and \
+            env.get(node.func.value.id) is sys.modules[__package__]
+
+    return any(isinstance(n, ast.With) and any(attr_call(i.context_expr, ("Kernel", "ClusterKernel"))
+                                               for i in n.items) or attr_call(n, ("empty",))
+               for n in ast.walk(tree))
+
+
 def _return_in_loop(stmts):
     """A ``return value`` under a loop, ``with`` or ``try`` of a macro's body (``if``s are
     decided while parsing), else None."""
@@ -1231,7 +1253,7 @@ class _Parser:
         elts = v.elts if isinstance(v, (ast.Tuple, ast.List)) else [v]
         names, kernels, bad = [], [], []
         for e in elts:
-            if isinstance(e, ast.Call) and self.macro_of(e.func) is not None:
+            if isinstance(e, ast.Call) and self.top_function_of(e.func) is not None:
                 # `return copy_impl(A)` (TileLang's eager kernels): the macro's T.empty
                 # outputs, which it returns, are the function's; its kernels run here
                 found, got = self.top_level_macro_outputs(e, s)
@@ -1255,12 +1277,11 @@ class _Parser:
         """``return macro(A)`` at the top level: the macro inlined as a top-level macro
         (its ``T.empty`` outputs declared as the function's, its ``T.Kernel`` blocks the
         function's), and the names of the outputs it returns."""
-        macro = self.macro_of(call.func)
-        what = f"T.macro {macro.__name__!r}"
+        fn, what = self.top_function_of(call.func)
         saved = self.macro_at_top
         self.macro_at_top = True
         try:
-            stmts, value = self.inline_function(macro.fn, what, call, s, want_value=True)
+            stmts, value = self.inline_function(fn, what, call, s, want_value=True)
         finally:
             self.macro_at_top = saved
         def refuse(st):
@@ -1580,7 +1601,7 @@ class _Parser:
             if isinstance(s, ast.Return):
                 return self.return_outputs(s)
             if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and \
-                    self.macro_of(s.value.func) is not None:  # a macro holding T.Kernel blocks
+                    self.top_function_of(s.value.func) is not None:  # holding T.Kernel blocks
                 return self.top_level_macro(s)
             if isinstance(s, ast.Assign) and self.is_alloc_global(s.value):
                 return self.assign(s)
@@ -1615,6 +1636,10 @@ class _Parser:
             if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and \
                     self.python_value(s.value.func) is print:
                 return self.parse_time_print(s.value, s)
+            if isinstance(s, ast.Assert):
+                # checked now on parse-time values; on the symbols and scalar parameters
+                # TileLang's host Assert, checked at every call (assert_stmt)
+                return self.assert_stmt(s)
             if self.is_thread_binding_loop(s):
                 return [self.with_stmt(self.binding_loops_as_kernel(s))]
             raise self.top_level_error(s)
@@ -1841,11 +1866,13 @@ class _Parser:
 
     def top_level_macro(self, s: ast.Expr) -> list[N.Stmt]:
         """A ``T.macro`` call at the top level of a prim_func (TileLang's eager kernels call
-        one holding the ``T.Kernel`` blocks): its names bound to expressions of the
+        one holding the ``T.Kernel`` blocks), or one of a plain Python function opening
+        them (``top_function_of``): its names bound to expressions of the
         function's symbols and scalar parameters (``M, N = A.shape``) are substituted into
         the blocks that follow; anything else but a ``T.Kernel`` block is refused."""
+        fn, what = self.top_function_of(s.value.func)
         return self.top_level_kernels(
-            self.inline_macro(self.macro_of(s.value.func), s.value, s),
+            self.inline_function(fn, what, s.value, s),
             lambda st: self.error(s, f"`{ast.unparse(s.value)}` at the top level of a prim_func "
                                      "may hold only `with T.Kernel(...)` blocks and names bound "
                                      "to shapes and scalar parameters"))
@@ -3064,21 +3091,32 @@ class _Parser:
 
     def assert_stmt(self, s: ast.Assert) -> list[N.Stmt]:
         """Python's ``assert`` on parse-time values (a macro's ``assert M == M_`` on shapes):
-        checked while parsing, a false one a ``FrontendError`` with its message; on a
-        runtime value it is refused (``T.device_assert`` checks one on the device)."""
+        checked while parsing, a false one a ``FrontendError`` with its message.  At the
+        top level (outside the ``T.Kernel`` blocks, no loop or branch around it) one on the
+        symbolic dims and integer / bool scalar parameters (``assert N % 64 == 0``, ``assert
+        n1 == n2`` on two symbols) is TileLang's host ``Assert``, checked at every call: it
+        joins ``PrimFunc.assumes`` as a ``T.assume`` does.  Another on a runtime value is
+        refused (``T.device_assert`` checks one on the device)."""
         cond = self.expr(s.test)
         def value(e):
             while isinstance(e, N.Var) and e.name in self.let_values:
                 e = self.let_values[e.name]
             return e
 
+        host = not self.in_kernel and not self.context()
         if isinstance(cond, N.Cmp) and cond.op in ("eq", "ne"):
             # TVM's bool(a == b) on expressions: whether they are the same expression
-            # (`assert M == M_` on two shapes' symbols)
+            # (`assert M == M_` on two shapes' symbols); TileLang's builder makes the
+            # comparison of two different ones an Assert, checked when the call binds them
             a, b = value(cond.a), value(cond.b)
-            if a == b or (self.host_only(a) and self.host_only(b)):
+            if a == b or (self.host_only(a) and self.host_only(b) and not (
+                    host and self.host_condition(N.cmp(cond.op, a, b)))):
                 cond = (a == b) == (cond.op == "eq")
+            else:
+                cond = N.cmp(cond.op, a, b)
         if _is_ir(cond) and not isinstance(cond, N.Const):
+            if host and self.host_condition(cond):
+                return self.assume_condition(cond, s)
             raise self.error(s, f"`assert {ast.unparse(s.test)}` tests a runtime value: use "
                                 "T.device_assert(cond, msg) to check it on the device")
         if not (cond.value if isinstance(cond, N.Const) else cond):
@@ -4357,6 +4395,18 @@ class _Parser:
         for attr in reversed(path):
             value = getattr(value, attr, None)
         return value if isinstance(value, Macro) else None
+
+    def top_function_of(self, node):
+        """What a top-level call may inline, holding the function's ``T.Kernel`` blocks: a
+        ``T.macro``, or a plain Python function opening one (TileLang's builder runs
+        either where the body calls it), as (function, how messages name it), or None."""
+        macro = self.macro_of(node)
+        if macro is not None:
+            return macro.fn, f"T.macro {macro.__name__!r}"
+        helper = self.python_helper_of(node)
+        if helper is not None and holds_kernel(helper):
+            return helper, f"function {helper.__name__!r}"
+        return None
 
     def python_helper_of(self, node):
         """A plain Python function (not a ``T.*`` form or a ``T.macro``) that a statement
@@ -7298,16 +7348,26 @@ class _Parser:
             if not cond.value:
                 raise a.fail("cond", f"`{ast.unparse(a.node('cond'))}` is false at compile time")
             return []
+        return self.assume_condition(cond, s)
+
+    def host_condition(self, cond: N.Expr) -> bool:
+        """``cond`` reads only the function's symbols and integer / bool scalar parameters
+        (``N.is_host_condition``): the launcher can check it before the launch."""
+        names = N.host_condition_names(self.symbols.values(), self.scalar_vars.values(),
+                                       self.pointers)
+        return N.is_host_condition(cond, names)
+
+    def assume_condition(self, cond: N.Expr, s) -> list[N.Stmt]:
+        """A run-time condition assumed (``T.assume``) or asserted at the top level: a
+        symbol's ``multiple_of`` for ``N % k == 0``, a host check (``PrimFunc.assumes``)
+        where no loop or branch encloses it, a fact for the bounds checks in a kernel."""
         divisor = N.assumed_divisor(cond)
         if divisor is not None and divisor[0] in self.symbols \
                 and self.symbols[divisor[0]] == cond.a.a:
             name, k = divisor
             self.assumed_divisors[name] = math.lcm(self.assumed_divisors.get(name, 1), k)
-        if not self.context() and cond not in self.host_assumes:
-            names = N.host_condition_names(self.symbols.values(), self.scalar_vars.values(),
-                                           self.pointers)
-            if N.is_host_condition(cond, names):
-                self.host_assumes.append(cond)
+        if not self.context() and cond not in self.host_assumes and self.host_condition(cond):
+            self.host_assumes.append(cond)
         if not self.in_kernel:
             return []
         if cond.dtype != "bool":
