@@ -66,6 +66,11 @@ OPTIONS = {
                                  "(T.sync_threads where the program wrote it; tile ops keep "
                                  "their own inner barriers); TileLang's "
                                  "tl.disable_thread_storage_sync",
+    "disable_load_staging": "a T.Parallel nest (or T.copy) from global tensors to a global "
+                            "tensor runs as written, a thread's loads and stores in turn (by "
+                            "default, where a thread has 17 to 128 bytes of results, it "
+                            "loads them all into registers first, then stores them: what "
+                            "TileLang's __restrict__ parameters let nvcc do)",
     "disable_shared_memory_reuse": "every shared buffer of a kernel gets bytes of its own (by "
                                    "default buffers in use at different times share bytes); "
                                    "TileLang's tl.disable_shared_memory_reuse",

@@ -14,7 +14,7 @@ from ..ir.validate import validate
 from ..options import check_options
 from . import (accumulator_views, async_pipeline, defer_row_sums, early_async_copies, fast_math,
                fragment_thread_regions, hang_check,
-               hoist_parallel_locals, index_width,
+               hoist_parallel_locals, index_width, stage_loads,
                insert_barriers, layout_inference, lower_tile_ops,
                overlap_mma, rasterize, scope_safe_values, select_mma, shared_epilogue, shared_memory,
                software_pipeline, tma_copies, tma_descriptors, tma_multicast, vectorize,
@@ -56,6 +56,7 @@ PASSES = (
          lambda f, arch, o: tma_descriptors.assign_tma_descriptors(f, arch)),
     Pass("lower_tile_ops", lambda f, arch, o: lower_tile_ops.lower_tile_ops(f)),
     Pass("hoist_parallel_locals", lambda f, arch, o: hoist_parallel_locals.hoist_parallel_locals(f)),
+    Pass("stage_global_loads", lambda f, arch, o: stage_loads.stage_global_loads(f, o)),
     Pass("fragment_thread_regions",
          lambda f, arch, o: fragment_thread_regions.fragment_thread_regions(f)),
     Pass("infer_layouts", lambda f, arch, o: layout_inference.infer_layouts(f, arch)),
