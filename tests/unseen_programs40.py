@@ -576,3 +576,815 @@ def stencil5_haloed_tile(H=100, W=130, bh=16, bw=32, alpha=0.2):
                     Y[gy, gx] = c + alpha * lap
 
     return main
+
+
+# ---- Adam over a pointer table (multi-tensor apply) -------------------------------------------------
+@tilelang.jit
+def adam_pointer_table(G=3, block=512, threads=128, beta1=0.9, beta2=0.999, eps=1e-8, wd=0.0):
+    """torch.optim.Adam's update for G tensors of different lengths reached through tables of
+    addresses (``T.Tensor([G], T.ptr)``: fp32 params, bf16 grads, fp32 moments) and a length
+    table; the bias corrections 1 - beta^step come from T.pow of the int step argument; the
+    grid is (chunks of the longest, G) and a chunk past its tensor's end does nothing."""
+
+    @T.prim_func
+    def main(Params: T.Tensor([G], T.ptr), Grads: T.Tensor([G], T.ptr),
+             ExpAvg: T.Tensor([G], T.ptr), ExpAvgSq: T.Tensor([G], T.ptr),
+             Sizes: T.Tensor([G], T.int32), lr: T.float32, step: T.int32, max_size: T.int32):
+        with T.Kernel(T.ceildiv(max_size, block), G, threads=threads) as (bx, g):
+            n = Sizes[g]
+            p = T.make_tensor(Params[g], (n,), T.float32)
+            gr = T.make_tensor(Grads[g], (n,), T.bfloat16)
+            m = T.make_tensor(ExpAvg[g], (n,), T.float32)
+            v = T.make_tensor(ExpAvgSq[g], (n,), T.float32)
+            bc1 = 1.0 - T.pow(beta1, T.cast(step, T.float32))
+            bc2 = 1.0 - T.pow(beta2, T.cast(step, T.float32))
+            step_size = lr / bc1
+            for i in T.Parallel(block):
+                k = bx * block + i
+                if k < n:
+                    gk = T.cast(gr[k], T.float32) + wd * p[k]
+                    mk = beta1 * m[k] + (1.0 - beta1) * gk
+                    vk = beta2 * v[k] + (1.0 - beta2) * gk * gk
+                    m[k] = mk
+                    v[k] = vk
+                    p[k] = p[k] - step_size * mk / (T.sqrt(vk / bc2) + eps)
+
+    return main
+
+
+# ---- layer-norm backward: dx and per-block dgamma / dbeta partials, then their sum ----------------
+@tilelang.jit(out_idx=[5, 6, 7])
+def layernorm_bwd_partials_dim0(M=200, N=512, block_M=8, threads=256):
+    """dx = rstd * (dy*g - mean(dy*g) - xhat * mean(dy*g*xhat)) per row, with the block's
+    dgamma / dbeta contributions (sum over its block_M rows of dy * xhat and dy) reduced over
+    dim 0 of (block_M, N) fragments by T.reduce_sum and stored as one row of the partials
+    [ceil(M / block_M), N]; rows past M (a ragged last block) are masked."""
+    nb = T.ceildiv(M, block_M)
+
+    @T.prim_func
+    def main(X: T.Tensor((M, N), T.float16), dY: T.Tensor((M, N), T.float16),
+             Gamma: T.Tensor((N,), T.float32), Mean: T.Tensor((M,), T.float32),
+             Rstd: T.Tensor((M,), T.float32), dX: T.Tensor((M, N), T.float16),
+             dGp: T.Tensor((nb, N), T.float32), dBp: T.Tensor((nb, N), T.float32)):
+        with T.Kernel(nb, threads=threads) as bx:
+            xh = T.alloc_fragment((block_M, N), T.float32)
+            dy = T.alloc_fragment((block_M, N), T.float32)
+            wdy = T.alloc_fragment((block_M, N), T.float32)
+            t = T.alloc_fragment((block_M, N), T.float32)
+            c1 = T.alloc_fragment((block_M,), T.float32)
+            c2 = T.alloc_fragment((block_M,), T.float32)
+            dg = T.alloc_fragment((N,), T.float32)
+            db = T.alloc_fragment((N,), T.float32)
+            for i, j in T.Parallel(block_M, N):
+                r = bx * block_M + i
+                ok = r < M
+                xh[i, j] = T.if_then_else(ok, (T.cast(X[r, j], T.float32) - Mean[r]) * Rstd[r], 0.0)
+                dy[i, j] = T.if_then_else(ok, T.cast(dY[r, j], T.float32), 0.0)
+                wdy[i, j] = dy[i, j] * Gamma[j]
+            T.reduce_sum(wdy, c1, dim=1)
+            for i, j in T.Parallel(block_M, N):
+                t[i, j] = wdy[i, j] * xh[i, j]
+            T.reduce_sum(t, c2, dim=1)
+            for i, j in T.Parallel(block_M, N):
+                r = bx * block_M + i
+                if r < M:
+                    dX[r, j] = T.cast(Rstd[r] * (wdy[i, j] - c1[i] / N - xh[i, j] * c2[i] / N), T.float16)
+            for i, j in T.Parallel(block_M, N):
+                t[i, j] = dy[i, j] * xh[i, j]
+            T.reduce_sum(t, dg, dim=0)
+            T.reduce_sum(dy, db, dim=0)
+            T.copy(dg, dGp[bx, :])
+            T.copy(db, dBp[bx, :])
+
+    return main
+
+
+@tilelang.jit(out_idx=[1])
+def partials_sum_dim0(P=25, N=512, block_P=8, block_N=128, threads=128):
+    """The second pass: out[n] = sum over p of Part[p, n], T.Pipelined over (block_P,
+    block_N) shared tiles (the last one ragged, zero-filled by T.copy) with T.reduce_sum over
+    dim 0 accumulating across steps (clear=False)."""
+
+    @T.prim_func
+    def main(Part: T.Tensor((P, N), T.float32), Out: T.Tensor((N,), T.float32)):
+        with T.Kernel(N // block_N, threads=threads) as bx:
+            tile = T.alloc_shared((block_P, block_N), T.float32)
+            acc = T.alloc_fragment((block_N,), T.float32)
+            T.clear(acc)
+            for p in T.Pipelined(T.ceildiv(P, block_P), num_stages=2):
+                T.copy(Part[p * block_P, bx * block_N], tile)
+                T.reduce_sum(tile, acc, dim=0, clear=False)
+            T.copy(acc, Out[bx * block_N])
+
+    return main
+
+
+# ---- GRU cell fused with its two gate GEMMs ---------------------------------------------------------
+@tilelang.jit(out_idx=[4])
+def gru_cell_fused(Bt=96, I=128, Hd=128, block_M=64, block_N=32, block_K=64, threads=128):
+    """PyTorch's GRUCell: gi = x W_ih^T + b_ih, gh = h W_hh^T + b_hh (gate order r, z, n);
+    r = sigmoid(gi_r + gh_r), z = sigmoid(gi_z + gh_z), n = tanh(gi_n + r * gh_n),
+    h' = (1 - z) n + z h.  The n gate keeps x's and h's products apart, so the block holds
+    four accumulators (r, z summed over both GEMMs, n_x, n_h), each a T.gemm per K step of
+    two T.Pipelined loops; Bt is ragged against block_M."""
+
+    @T.prim_func
+    def main(X: T.Tensor((Bt, I), T.bfloat16), Hp: T.Tensor((Bt, Hd), T.bfloat16),
+             Wih: T.Tensor((3 * Hd, I), T.bfloat16), Whh: T.Tensor((3 * Hd, Hd), T.bfloat16),
+             Hn: T.Tensor((Bt, Hd), T.bfloat16), Bih: T.Tensor((3 * Hd,), T.float32),
+             Bhh: T.Tensor((3 * Hd,), T.float32)):
+        with T.Kernel(Hd // block_N, T.ceildiv(Bt, block_M), threads=threads) as (bx, by):
+            A_s = T.alloc_shared((block_M, block_K), T.bfloat16)
+            Wr = T.alloc_shared((block_N, block_K), T.bfloat16)
+            Wz = T.alloc_shared((block_N, block_K), T.bfloat16)
+            Wn = T.alloc_shared((block_N, block_K), T.bfloat16)
+            ar = T.alloc_fragment((block_M, block_N), T.float32)
+            az = T.alloc_fragment((block_M, block_N), T.float32)
+            anx = T.alloc_fragment((block_M, block_N), T.float32)
+            anh = T.alloc_fragment((block_M, block_N), T.float32)
+            T.clear(ar)
+            T.clear(az)
+            T.clear(anx)
+            T.clear(anh)
+            n0 = bx * block_N
+            for k in T.Pipelined(I // block_K, num_stages=2):
+                T.copy(X[by * block_M, k * block_K], A_s)
+                T.copy(Wih[n0, k * block_K], Wr)
+                T.copy(Wih[Hd + n0, k * block_K], Wz)
+                T.copy(Wih[2 * Hd + n0, k * block_K], Wn)
+                T.gemm(A_s, Wr, ar, transpose_B=True)
+                T.gemm(A_s, Wz, az, transpose_B=True)
+                T.gemm(A_s, Wn, anx, transpose_B=True)
+            for k in T.Pipelined(Hd // block_K, num_stages=2):
+                T.copy(Hp[by * block_M, k * block_K], A_s)
+                T.copy(Whh[n0, k * block_K], Wr)
+                T.copy(Whh[Hd + n0, k * block_K], Wz)
+                T.copy(Whh[2 * Hd + n0, k * block_K], Wn)
+                T.gemm(A_s, Wr, ar, transpose_B=True)
+                T.gemm(A_s, Wz, az, transpose_B=True)
+                T.gemm(A_s, Wn, anh, transpose_B=True)
+            for i, j in T.Parallel(block_M, block_N):
+                row = by * block_M + i
+                col = n0 + j
+                if row < Bt:
+                    r = T.sigmoid(ar[i, j] + Bih[col] + Bhh[col])
+                    z = T.sigmoid(az[i, j] + Bih[Hd + col] + Bhh[Hd + col])
+                    n = T.tanh(anx[i, j] + Bih[2 * Hd + col] + r * (anh[i, j] + Bhh[2 * Hd + col]))
+                    Hn[row, col] = T.cast((1.0 - z) * n + z * T.cast(Hp[row, col], T.float32), T.bfloat16)
+
+    return main
+
+
+# ---- top-p filtering by pivot search (no sort) -------------------------------------------------------
+@tilelang.jit(out_idx=[2])
+def top_p_pivot_mask(B=4, V=2048, threads=256, iters=24):
+    """Top-p (nucleus) filtering without sorting: probabilities of the row (softmax of
+    logits / 1) are held in registers; a bisection on a probability threshold t (a T.serial
+    loop over T.alloc_var bounds, a T.reduce_sum per step) finds the largest t whose kept
+    mass sum(p >= t) is still >= top_p; logits below it become -inf."""
+
+    @T.prim_func
+    def main(Logits: T.Tensor((B, V), T.float32), TopP: T.Tensor((B,), T.float32),
+             Out: T.Tensor((B, V), T.float32)):
+        with T.Kernel(B, threads=threads) as b:
+            p = T.alloc_fragment((V,), T.float32)
+            kept = T.alloc_fragment((V,), T.float32)
+            mx = T.alloc_fragment((1,), T.float32)
+            s = T.alloc_fragment((1,), T.float32)
+            lo = T.alloc_var(T.float32, init=0.0)
+            hi = T.alloc_var(T.float32, init=1.0)
+            T.copy(Logits[b, :], p)
+            T.reduce_max(p, mx, dim=0)
+            for j in T.Parallel(V):
+                p[j] = T.exp(p[j] - mx[0])
+            T.reduce_sum(p, s, dim=0)
+            for j in T.Parallel(V):
+                p[j] = p[j] / s[0]
+            top_p = TopP[b]
+            for _ in T.serial(iters):
+                mid = (lo + hi) * 0.5
+                for j in T.Parallel(V):
+                    kept[j] = T.if_then_else(p[j] >= mid, p[j], 0.0)
+                T.reduce_sum(kept, s, dim=0)
+                if s[0] >= top_p:
+                    lo = mid
+                else:
+                    hi = mid
+            for j in T.Parallel(V):
+                Out[b, j] = T.if_then_else(p[j] >= lo, Logits[b, j], -T.infinity(T.float32))
+
+    return main
+
+
+# ---- KV-cache reshape into vLLM's paged key layout [blocks, H, D / x, block_size, x] --------------
+@tilelang.jit
+def kv_cache_vllm_layout(T_new=50, H=4, D=128, num_blocks=8, block_size=16, x=8, threads=128):
+    """vLLM's reshape_and_cache: keys go to Kc[blk, h, d // x, off, x] (x elements of 16
+    bytes together), values to Vc[blk, h, d, off]; the slot mapping gives blk and off,
+    negative slots are skipped.  One block per token, a T.Parallel over (H, D)."""
+
+    @T.prim_func
+    def main(K: T.Tensor((T_new, H, D), T.float16), V: T.Tensor((T_new, H, D), T.float16),
+             Kc: T.Tensor((num_blocks, H, D // x, block_size, x), T.float16),
+             Vc: T.Tensor((num_blocks, H, D, block_size), T.float16),
+             Slot: T.Tensor((T_new,), T.int64)):
+        with T.Kernel(T_new, threads=threads) as t:
+            slot = Slot[t]
+            if slot >= 0:
+                blk = slot // block_size
+                off = slot % block_size
+                for h, d in T.Parallel(H, D):
+                    Kc[blk, h, d // x, off, d % x] = K[t, h, d]
+                    Vc[blk, h, d, off] = V[t, h, d]
+
+    return main
+
+
+# ---- DeepSeek-style fp8 GEMM with the activation scales staged through shared memory -------------
+@tilelang.jit(out_idx=[4])
+def fp8_gemm_scales_shared(N=256, K=512, block_M=128, block_N=128, threads=256):
+    """As fp8_gemm_deepseek_scales, but each K block's activation scales (a block_M slice of
+    Sa[kb, :], ragged at the T.dynamic M) are T.copy'd into a shared vector beside the
+    operand tiles in the pipelined loop and read from there in the promotion; the weight
+    scale is one scalar per (N block, K block); float32 output."""
+    M = T.dynamic("M")
+    bk = 128
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), T.float8_e4m3), B: T.Tensor((N, K), T.float8_e4m3),
+             Sa: T.Tensor((K // bk, M), T.float32), Sb: T.Tensor((N // bk, K // bk), T.float32),
+             C: T.Tensor((M, N), T.float32)):
+        with T.Kernel(N // block_N, T.ceildiv(M, block_M), threads=threads) as (bx, by):
+            A_s = T.alloc_shared((block_M, bk), T.float8_e4m3)
+            B_s = T.alloc_shared((block_N, bk), T.float8_e4m3)
+            sa_s = T.alloc_shared((block_M,), T.float32)
+            part = T.alloc_fragment((block_M, block_N), T.float32)
+            acc = T.alloc_fragment((block_M, block_N), T.float32)
+            T.clear(acc)
+            for kb in T.Pipelined(K // bk, num_stages=2):
+                T.copy(A[by * block_M, kb * bk], A_s)
+                T.copy(B[bx * block_N, kb * bk], B_s)
+                T.copy(Sa[kb, by * block_M], sa_s)
+                T.gemm(A_s, B_s, part, transpose_B=True, clear_accum=True)
+                sb = Sb[bx, kb]
+                for i, j in T.Parallel(block_M, block_N):
+                    acc[i, j] += part[i, j] * sa_s[i] * sb
+            T.copy(acc, C[by * block_M, bx * block_N])
+
+    return main
+
+
+# ---- speculative decoding: one block for the batch, a T.Parallel over rows with a break ----------
+@tilelang.jit(out_idx=[3])
+def spec_accept_parallel_break(B=48, K=4, threads=64):
+    """Probabilistic verification (the uniform draw given): draft token j of row b is accepted
+    while u[b, j] <= p_target / p_draft of it; the first rejection ends the row (a ``break``
+    out of a T.serial loop inside a T.Parallel over rows), Acc[b] = accepted count; draft
+    probabilities of 0 never reject (the ratio reads as +inf)."""
+
+    @T.prim_func
+    def main(Pt: T.Tensor((B, K), T.float32), Pd: T.Tensor((B, K), T.float32),
+             U: T.Tensor((B, K), T.float32), Acc: T.Tensor((B,), T.int32)):
+        with T.Kernel(1, threads=threads) as _:
+            for b in T.Parallel(B):
+                n = T.alloc_var(T.int32, init=0)
+                for j in T.serial(K):
+                    ratio = T.if_then_else(Pd[b, j] > 0.0, Pt[b, j] / Pd[b, j], T.infinity(T.float32))
+                    if U[b, j] > ratio:
+                        break
+                    n += 1
+                Acc[b] = n
+
+    return main
+
+
+# ---- GEMV: a warp-shaped fragment of partials, reduced over lanes then over warps ------------------
+@tilelang.jit(out_idx=[2])
+def gemv_warp_fragment(N=300, K=2048, threads=128):
+    """y[n] = sum_k W[n, k] x[k], one output a block: the (4, 32) fragment part[w, l] holds
+    lane l of warp w's strided sum over its quarter of K (a T.serial loop inside a T.Parallel
+    over the fragment); T.reduce_sum over dim 1 gives each warp's total, T.reduce_sum over
+    dim 0 of those the output."""
+    warps = threads // 32
+    kq = K // warps
+
+    @T.prim_func
+    def main(W: T.Tensor((N, K), T.float16), x: T.Tensor((K,), T.float16),
+             y: T.Tensor((N,), T.float16)):
+        with T.Kernel(N, threads=threads) as n:
+            part = T.alloc_fragment((warps, 32), T.float32)
+            per_warp = T.alloc_fragment((warps,), T.float32)
+            tot = T.alloc_fragment((1,), T.float32)
+            for w, l in T.Parallel(warps, 32):
+                part[w, l] = 0.0
+                for k in T.serial(kq // 32):
+                    kk = w * kq + k * 32 + l
+                    part[w, l] += T.cast(W[n, kk], T.float32) * T.cast(x[kk], T.float32)
+            T.reduce_sum(part, per_warp, dim=1)
+            T.reduce_sum(per_warp, tot, dim=0)
+            y[n] = T.cast(tot[0], T.float16)
+
+    return main
+
+
+# ---- embedding backward: scalar bf16 atomics of float32 values ------------------------------------
+@tilelang.jit
+def embedding_bwd_scalar_bf16(T_tok=200, V=500, D=96, threads=96, scale=0.5):
+    """dW[ids[t], d] += scale * dY[t, d] with dW bf16 and the added value computed in float32
+    (T.atomic_add converts it to dW's dtype); ids are int64."""
+
+    @T.prim_func
+    def main(Ids: T.Tensor((T_tok,), T.int64), dY: T.Tensor((T_tok, D), T.float32),
+             dW: T.Tensor((V, D), T.bfloat16)):
+        with T.Kernel(T_tok, threads=threads) as t:
+            idx = Ids[t]
+            for d in T.Parallel(D):
+                T.atomic_add(dW[idx, d], dY[t, d] * scale)
+
+    return main
+
+
+# ---- per-block fp8 KV quantization: amax by atomic_max, then the scale and the cast ---------------
+@tilelang.jit
+def kv_block_amax_scales(T_new=64, H=4, D=128, num_blocks=8, block_size=16, threads=128):
+    """Kernel 1 of a per-(block, head) fp8 scaling: each token's |k| max over D (T.reduce_absmax
+    of a fragment) goes into Amax[blk, h] by T.atomic_max (Amax zeroed by the caller), the
+    token's block taken from its slot."""
+
+    @T.prim_func
+    def main(K: T.Tensor((T_new, H, D), T.bfloat16), Slot: T.Tensor((T_new,), T.int32),
+             Amax: T.Tensor((num_blocks, H), T.float32)):
+        with T.Kernel(T_new, H, threads=threads) as (t, h):
+            k = T.alloc_fragment((D,), T.float32)
+            a = T.alloc_fragment((1,), T.float32)
+            slot = Slot[t]
+            for d in T.Parallel(D):
+                k[d] = T.cast(K[t, h, d], T.float32)
+            T.reduce_absmax(k, a, dim=0)
+            if slot >= 0 and T.get_thread_binding() == 0:
+                T.atomic_max(Amax[slot // block_size, h], a[0])
+
+    return main
+
+
+# ---- Adam by grid-stride loops whose bounds come from a length table -------------------------------
+@tilelang.jit
+def adamw_grid_stride(G=4, blocks=8, threads=128, beta1=0.9, beta2=0.95, eps=1e-8):
+    """AdamW over G segments of one flat buffer: segment g spans [Off[g], Off[g] + Len[g]) and
+    has its own weight decay; each block walks it by a grid-stride loop (T.serial(start, stop,
+    step) with start and stop read from the tables), bias corrections from scalar arguments."""
+    N = T.dynamic("N")
+
+    @T.prim_func
+    def main(P: T.Tensor((N,), T.float32), Gr: T.Tensor((N,), T.float32),
+             M: T.Tensor((N,), T.float32), Vv: T.Tensor((N,), T.float32),
+             Off: T.Tensor((G,), T.int32), Len: T.Tensor((G,), T.int32),
+             Wd: T.Tensor((G,), T.float32), lr: T.float32, bc1: T.float32, bc2: T.float32):
+        with T.Kernel(blocks, G, threads=threads) as (bx, g):
+            tx = T.get_thread_binding()
+            lo = Off[g]
+            hi = lo + Len[g]
+            wd = Wd[g]
+            for k in T.serial(lo + bx * threads + tx, hi, blocks * threads):
+                p = P[k] * (1.0 - lr * wd)
+                m = beta1 * M[k] + (1.0 - beta1) * Gr[k]
+                v = beta2 * Vv[k] + (1.0 - beta2) * Gr[k] * Gr[k]
+                M[k] = m
+                Vv[k] = v
+                P[k] = p - lr * (m / bc1) / (T.sqrt(v / bc2) + eps)
+
+    return main
+
+
+# ---- paged KV append by tile copies (global to global, converting) ---------------------------------
+@tilelang.jit
+def paged_kv_copy_tiles(T_new=40, H=8, D=64, num_blocks=10, block_size=8, threads=128):
+    """Keys and values of the new tokens copied to a paged cache [blocks, block_size, H, D]
+    by T.copy of a token's (H, D) slab straight from global to global at the slot's
+    (block, offset); the key cache is float16 like the input, the value cache float8_e4m3 (the
+    copy converts).  Negative slots are skipped."""
+
+    @T.prim_func
+    def main(K: T.Tensor((T_new, H, D), T.float16), V: T.Tensor((T_new, H, D), T.float16),
+             Slot: T.Tensor((T_new,), T.int32),
+             Kc: T.Tensor((num_blocks, block_size, H, D), T.float16),
+             Vc: T.Tensor((num_blocks, block_size, H, D), T.float8_e4m3)):
+        with T.Kernel(T_new, threads=threads) as t:
+            slot = Slot[t]
+            if slot >= 0:
+                T.copy(K[t, :, :], Kc[slot // block_size, slot % block_size, :, :])
+                T.copy(V[t, :, :], Vc[slot // block_size, slot % block_size, :, :])
+
+    return main
+
+
+# ---- layer-norm backward: dgamma / dbeta added as tiles by T.atomic_add ------------------------------
+@tilelang.jit
+def ln_bwd_weight_grads_atomic(M=300, N=256, block_M=16, threads=128):
+    """dgamma[n] += sum over the block's rows of dy * xhat, dbeta[n] += sum of dy: (block_M, N)
+    fragments reduced over dim 0 and added into the float32 outputs by a whole-buffer
+    T.atomic_add (rows past M read as 0)."""
+
+    @T.prim_func
+    def main(X: T.Tensor((M, N), T.bfloat16), dY: T.Tensor((M, N), T.bfloat16),
+             Mean: T.Tensor((M,), T.float32), Rstd: T.Tensor((M,), T.float32),
+             dG: T.Tensor((N,), T.float32), dB: T.Tensor((N,), T.float32)):
+        with T.Kernel(T.ceildiv(M, block_M), threads=threads) as bx:
+            x = T.alloc_shared((block_M, N), T.bfloat16)
+            g = T.alloc_shared((block_M, N), T.bfloat16)
+            t = T.alloc_fragment((block_M, N), T.float32)
+            dyf = T.alloc_fragment((block_M, N), T.float32)
+            dg = T.alloc_fragment((N,), T.float32)
+            db = T.alloc_fragment((N,), T.float32)
+            T.copy(X[bx * block_M, 0], x)
+            T.copy(dY[bx * block_M, 0], g)
+            for i, j in T.Parallel(block_M, N):
+                r = T.min(bx * block_M + i, M - 1)
+                dyf[i, j] = T.cast(g[i, j], T.float32)
+                t[i, j] = dyf[i, j] * (T.cast(x[i, j], T.float32) - Mean[r]) * Rstd[r]
+            T.reduce_sum(t, dg, dim=0)
+            T.reduce_sum(dyf, db, dim=0)
+            T.atomic_add(dG, dg)
+            T.atomic_add(dB, db)
+
+    return main
+
+
+# ---- cross-entropy over a T.dynamic vocab, chunks through shared memory ------------------------------
+@tilelang.jit(out_idx=[2])
+def ce_dynamic_vocab_pipelined(R=16, chunk=2048, threads=256, ignore_index=-1):
+    """loss[r] = logsumexp(x[r, :]) - x[r, y[r]] (0 where y[r] == ignore_index) with V =
+    T.dynamic: a T.Pipelined loop T.copy's slices ``X[r, c * chunk:(c + 1) * chunk]`` (ragged at
+    V, zero-filled) into shared memory, an online max / sum runs in registers."""
+    V = T.dynamic("V")
+
+    @T.prim_func
+    def main(X: T.Tensor((R, V), T.float16), Y: T.Tensor((R,), T.int32),
+             Loss: T.Tensor((R,), T.float32)):
+        with T.Kernel(R, threads=threads) as r:
+            xs = T.alloc_shared((chunk,), T.float16)
+            x = T.alloc_fragment((chunk,), T.float32)
+            cm = T.alloc_fragment((1,), T.float32)
+            cs = T.alloc_fragment((1,), T.float32)
+            m = T.alloc_var(T.float32, init=-T.infinity(T.float32))
+            s = T.alloc_var(T.float32, init=0.0)
+            for c in T.Pipelined(T.ceildiv(V, chunk), num_stages=3):
+                T.copy(X[r, c * chunk:(c + 1) * chunk], xs)
+                for j in T.Parallel(chunk):
+                    x[j] = T.if_then_else(c * chunk + j < V, T.cast(xs[j], T.float32),
+                                          -T.infinity(T.float32))
+                T.reduce_max(x, cm, dim=0)
+                m_new = T.max(m, cm[0])
+                for j in T.Parallel(chunk):
+                    x[j] = T.exp2((x[j] - m_new) * 1.4426950408889634)
+                T.reduce_sum(x, cs, dim=0)
+                s = s * T.exp2((m - m_new) * 1.4426950408889634) + cs[0]
+                m = m_new
+            y = Y[r]
+            if y == ignore_index:
+                Loss[r] = 0.0
+            else:
+                Loss[r] = m + T.log(s) - T.cast(X[r, y], T.float32)
+
+    return main
+
+
+# ---- no-repeat penalty with a shared bool table -----------------------------------------------------
+@tilelang.jit
+def banned_tokens_bool_table(B=3, V=2000, L=40, threads=128):
+    """Tokens listed in Ban[b, :] (-1 = none) get logit -inf: a shared bool table of the vocab
+    is cleared, marked through the list, and read back over the row."""
+
+    @T.prim_func
+    def main(Logits: T.Tensor((B, V), T.float16), Ban: T.Tensor((B, L), T.int32)):
+        with T.Kernel(B, threads=threads) as b:
+            seen = T.alloc_shared((V,), T.bool)
+            for v in T.Parallel(V):
+                seen[v] = False
+            for t in T.Parallel(L):
+                if Ban[b, t] >= 0:
+                    seen[Ban[b, t]] = True
+            for v in T.Parallel(V):
+                if seen[v]:
+                    Logits[b, v] = -T.infinity(T.float16)
+
+    return main
+
+
+# ---- argmax across blocks by a 64-bit atomic max of (ordered value bits, reversed index) ----------
+@tilelang.jit
+def argmax_u64_atomic(B=4, V=50000, chunk=4096, threads=256):
+    """Greedy argmax split over blocks: each block finds its chunk's (max, first index) and
+    publishes key = (ordered bits of the float max) << 32 | (2^32 - 1 - index) into Key[b]
+    (uint64, zeroed by the caller) by T.atomic_max, so the larger value wins and a tie goes to
+    the lower index; the float's bits are made ordered by flipping all bits of a negative
+    value and the sign bit of a positive one (T.reinterpret to uint32)."""
+
+    @T.prim_func
+    def main(Logits: T.Tensor((B, V), T.float32), Key: T.Tensor((B,), T.uint64)):
+        with T.Kernel(T.ceildiv(V, chunk), B, threads=threads) as (bx, b):
+            x = T.alloc_fragment((chunk,), T.float32)
+            ix = T.alloc_fragment((chunk,), T.int32)
+            cm = T.alloc_fragment((1,), T.float32)
+            ci = T.alloc_fragment((1,), T.int32)
+            for j in T.Parallel(chunk):
+                col = bx * chunk + j
+                x[j] = T.if_then_else(col < V, Logits[b, col], -T.infinity(T.float32))
+            T.reduce_max(x, cm, dim=0)
+            for j in T.Parallel(chunk):
+                ix[j] = T.if_then_else(x[j] == cm[0], bx * chunk + j, V)
+            T.reduce_min(ix, ci, dim=0)
+            if T.get_thread_binding() == 0:
+                bits = T.reinterpret(cm[0], T.uint32)
+                ordered = T.if_then_else(bits >= T.uint32(0x80000000), ~bits, bits | T.uint32(0x80000000))
+                key = (T.cast(ordered, T.uint64) << T.uint64(32)) | T.cast(T.uint32(0xFFFFFFFF) - T.cast(ci[0], T.uint32), T.uint64)
+                T.atomic_max(Key[b], key)
+
+    return main
+
+
+# ---- speculative tree verification: walk a node's parents ----------------------------------------------
+@tilelang.jit(out_idx=[3])
+def spec_tree_path_length(B=8, Nn=16, threads=32):
+    """For a draft token tree (Parent[b, i] = parent node, -1 at the root; node i accepted
+    where Ok[b, i] != 0), a node is usable if it and every ancestor is accepted; Depth[b, i] =
+    the number of its accepted ancestors-and-self, or -1 where the chain breaks -- a while
+    loop on a T.alloc_var chasing Parent pointers, one thread a node."""
+
+    @T.prim_func
+    def main(Parent: T.Tensor((B, Nn), T.int32), Ok: T.Tensor((B, Nn), T.int8),
+             Dummy: T.Tensor((B,), T.int32), Depth: T.Tensor((B, Nn), T.int32)):
+        with T.Kernel(B, threads=threads) as b:
+            for i in T.Parallel(Nn):
+                node = T.alloc_var(T.int32, init=i)
+                d = T.alloc_var(T.int32, init=0)
+                while node >= 0:
+                    if Ok[b, node] != 0:
+                        d += 1
+                        node = Parent[b, node]
+                    else:
+                        d = -1
+                        node = -1
+                Depth[b, i] = d
+
+    return main
+
+
+# ---- layer-norm backward weight grads: a persistent loop over rows, partials in registers ----------
+@tilelang.jit(out_idx=[4, 5])
+def ln_bwd_persistent_partials(M=1000, N=256, blocks=16, rows=4, threads=128):
+    """Each of `blocks` blocks walks row groups bx, bx + blocks, ... (T.serial with a step) of
+    `rows` rows, adding dy * xhat and dy into (N,) fragments by T.reduce_sum over dim 0 with
+    clear=False; the block's partials go to row bx of [blocks, N] outputs at the end."""
+
+    @T.prim_func
+    def main(X: T.Tensor((M, N), T.float32), dY: T.Tensor((M, N), T.float32),
+             Mean: T.Tensor((M,), T.float32), Rstd: T.Tensor((M,), T.float32),
+             dGp: T.Tensor((blocks, N), T.float32), dBp: T.Tensor((blocks, N), T.float32)):
+        with T.Kernel(blocks, threads=threads) as bx:
+            t = T.alloc_fragment((rows, N), T.float32)
+            dy = T.alloc_fragment((rows, N), T.float32)
+            dg = T.alloc_fragment((N,), T.float32)
+            db = T.alloc_fragment((N,), T.float32)
+            T.clear(dg)
+            T.clear(db)
+            for g in T.serial(bx, T.ceildiv(M, rows), blocks):
+                for i, j in T.Parallel(rows, N):
+                    r = g * rows + i
+                    dy[i, j] = T.if_then_else(r < M, dY[r, j], 0.0)
+                    t[i, j] = T.if_then_else(r < M, dy[i, j] * (X[r, j] - Mean[r]) * Rstd[r], 0.0)
+                T.reduce_sum(t, dg, dim=0, clear=False)
+                T.reduce_sum(dy, db, dim=0, clear=False)
+            T.copy(dg, dGp[bx, :])
+            T.copy(db, dBp[bx, :])
+
+    return main
+
+
+# ---- Gumbel-max sampling with TileLang's Philox generator -----------------------------------------------
+@tilelang.jit(out_idx=[1])
+def gumbel_sample_philox(B=4, V=3000, threads=128, seed=1234):
+    """token = argmax(logits + Gumbel noise) with the noise drawn in the kernel: each thread
+    starts Philox at subsequence (row, thread) by T.rng_init and draws one uniform per
+    element it owns with T.rng_rand_float(), in a T.serial loop with a step over the row."""
+
+    @T.prim_func
+    def main(Logits: T.Tensor((B, V), T.float32), Tok: T.Tensor((B,), T.int32)):
+        with T.Kernel(B, threads=threads) as b:
+            tx = T.get_thread_binding()
+            best = T.alloc_var(T.float32, init=-T.infinity(T.float32))
+            best_i = T.alloc_var(T.int32, init=V)
+            vals = T.alloc_shared((threads,), T.float32)
+            idxs = T.alloc_shared((threads,), T.int32)
+            T.rng_init(seed, b * threads + tx, 0)
+            for j in T.serial(tx, V, threads):
+                u = T.rng_rand_float()
+                g = Logits[b, j] - T.log(-T.log(u))
+                if g > best:
+                    best = g
+                    best_i = j
+            vals[tx] = best
+            idxs[tx] = best_i
+            T.sync_threads()
+            if tx == 0:
+                bv = T.alloc_var(T.float32, init=-T.infinity(T.float32))
+                bi = T.alloc_var(T.int32, init=V)
+                for t in T.serial(threads):
+                    if vals[t] > bv or (vals[t] == bv and idxs[t] < bi):
+                        bv = vals[t]
+                        bi = idxs[t]
+                Tok[b] = bi
+
+    return main
+
+
+# ---- LSTM cell with its loads in a T.macro and the gates as Python lists of buffers ---------------
+@tilelang.jit(out_idx=[4, 5])
+def lstm_cell_macro_gates(Bt=64, I=128, Hd=128, block_M=64, block_N=32, block_K=64, threads=128):
+    """The LSTM cell over one concatenated weight Wc [4H, I + H] and input [x, h] (two
+    tensors): a T.macro loads a K step's A tile (from x or h by the step) and the four gate
+    tiles, which the program keeps in Python lists and walks with enumerate / zip (unrolled as
+    Python loops); the
+    bias slab is T.copy'd into a shared tile and read in the epilogue."""
+    kx = I // block_K
+    kt = (I + Hd) // block_K
+
+    @T.macro
+    def load_step(X, Hp, Wc, A_s, W_tiles, by, n0, k):
+        if k < kx:
+            T.copy(X[by * block_M, k * block_K], A_s)
+        else:
+            T.copy(Hp[by * block_M, (k - kx) * block_K], A_s)
+        for q, W_t in enumerate(W_tiles):
+            T.copy(Wc[q * Hd + n0, k * block_K], W_t)
+
+    @T.prim_func
+    def main(X: T.Tensor((Bt, I), T.bfloat16), Hp: T.Tensor((Bt, Hd), T.bfloat16),
+             Wc: T.Tensor((4 * Hd, I + Hd), T.bfloat16), Cp: T.Tensor((Bt, Hd), T.float32),
+             Hn: T.Tensor((Bt, Hd), T.bfloat16), Cn: T.Tensor((Bt, Hd), T.float32),
+             bias: T.Tensor((4, Hd), T.float32)):
+        with T.Kernel(Hd // block_N, T.ceildiv(Bt, block_M), threads=threads) as (bx, by):
+            A_s = T.alloc_shared((block_M, block_K), T.bfloat16)
+            W_tiles = [T.alloc_shared((block_N, block_K), T.bfloat16) for _ in range(4)]
+            accs = [T.alloc_fragment((block_M, block_N), T.float32) for _ in range(4)]
+            b_s = T.alloc_shared((4, block_N), T.float32)
+            n0 = bx * block_N
+            T.copy(bias[0:4, n0:n0 + block_N], b_s)
+            for acc in accs:
+                T.clear(acc)
+            for k in T.Pipelined(kt, num_stages=2):
+                load_step(X, Hp, Wc, A_s, W_tiles, by, n0, k)
+                for W_t, acc in zip(W_tiles, accs):
+                    T.gemm(A_s, W_t, acc, transpose_B=True)
+            for i, j in T.Parallel(block_M, block_N):
+                r = by * block_M + i
+                ig = T.sigmoid(accs[0][i, j] + b_s[0, j])
+                fg = T.sigmoid(accs[1][i, j] + b_s[1, j])
+                gg = T.tanh(accs[2][i, j] + b_s[2, j])
+                og = T.sigmoid(accs[3][i, j] + b_s[3, j])
+                c = fg * Cp[r, n0 + j] + ig * gg
+                Cn[r, n0 + j] = c
+                Hn[r, n0 + j] = T.cast(og * T.tanh(c), T.bfloat16)
+
+    return main
+
+
+# ---- bilinear resize backward: scatter by atomics ---------------------------------------------------
+@tilelang.jit
+def resize_bilinear_bwd(N=2, C=2, H=20, W=24, OH=33, OW=47, align_corners=False, block=128):
+    """The gradient of bilinear resizing (torch's half-pixel source coordinates, clamped at 0,
+    or align_corners): each output gradient is split among its four source pixels by
+    T.atomic_add into dX (float32, zeroed by the caller); four taps can fall on one pixel at
+    the border, the atomics add them all."""
+    total = N * C * OH * OW
+    sh = (H - 1) / (OH - 1) if align_corners else H / OH
+    sw = (W - 1) / (OW - 1) if align_corners else W / OW
+
+    @T.prim_func
+    def main(dY: T.Tensor((N, C, OH, OW), T.float32), dX: T.Tensor((N, C, H, W), T.float32)):
+        with T.Kernel(T.ceildiv(total, block), threads=block) as bx:
+            for i in T.Parallel(block):
+                f = bx * block + i
+                if f < total:
+                    ox = f % OW
+                    oy = f // OW % OH
+                    c = f // (OW * OH) % C
+                    n = f // (OW * OH * C)
+                    fy = T.cast(oy, T.float32) * sh if align_corners else \
+                        T.max((T.cast(oy, T.float32) + 0.5) * sh - 0.5, 0.0)
+                    fx = T.cast(ox, T.float32) * sw if align_corners else \
+                        T.max((T.cast(ox, T.float32) + 0.5) * sw - 0.5, 0.0)
+                    y0 = T.min(T.cast(fy, T.int32), H - 1)
+                    x0 = T.min(T.cast(fx, T.int32), W - 1)
+                    y1 = T.min(y0 + 1, H - 1)
+                    x1 = T.min(x0 + 1, W - 1)
+                    wy = fy - y0
+                    wx = fx - x0
+                    g = dY[n, c, oy, ox]
+                    T.atomic_add(dX[n, c, y0, x0], g * (1.0 - wy) * (1.0 - wx))
+                    T.atomic_add(dX[n, c, y0, x1], g * (1.0 - wy) * wx)
+                    T.atomic_add(dX[n, c, y1, x0], g * wy * (1.0 - wx))
+                    T.atomic_add(dX[n, c, y1, x1], g * wy * wx)
+
+    return main
+
+
+# ---- DeepSeek-style fp8 GEMM on two warpgroups, a 64-row tile (FullRow) --------------------------
+@tilelang.jit(out_idx=[4])
+def fp8_gemm_two_wg_fullrow(M=192, N=384, K=768, block_M=64, block_N=256, threads=256):
+    """The 1x128 / 128x128-scaled fp8 GEMM with a (64, 256) tile on two warpgroups split along
+    N (GemmWarpPolicy.FullRow: a 64-row tile cannot be split along M), N ragged against the
+    tile (384 = 1.5 tiles), the weight scale indexed by the column's own 128-block (two per
+    tile) in the promotion, bf16 out."""
+    bk = 128
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), T.float8_e4m3), B: T.Tensor((N, K), T.float8_e4m3),
+             Sa: T.Tensor((M, K // bk), T.float32), Sb: T.Tensor((N // bk, K // bk), T.float32),
+             C: T.Tensor((M, N), T.bfloat16)):
+        with T.Kernel(T.ceildiv(N, block_N), M // block_M, threads=threads) as (bx, by):
+            A_s = T.alloc_shared((block_M, bk), T.float8_e4m3)
+            B_s = T.alloc_shared((block_N, bk), T.float8_e4m3)
+            part = T.alloc_fragment((block_M, block_N), T.float32)
+            acc = T.alloc_fragment((block_M, block_N), T.float32)
+            T.clear(acc)
+            for kb in T.Pipelined(K // bk, num_stages=2):
+                T.copy(A[by * block_M, kb * bk], A_s)
+                T.copy(B[bx * block_N, kb * bk], B_s)
+                T.gemm(A_s, B_s, part, transpose_B=True, clear_accum=True,
+                       policy=T.GemmWarpPolicy.FullRow)
+                for i, j in T.Parallel(block_M, block_N):
+                    col = T.min(bx * block_N + j, N - 1)
+                    acc[i, j] += part[i, j] * Sa[by * block_M + i, kb] * Sb[col // bk, kb]
+            T.copy(acc, C[by * block_M, bx * block_N])
+
+    return main
+
+
+# ---- top-p over probabilities sorted by the caller: a chunked cumsum with a carry --------------
+@tilelang.jit
+def top_p_sorted_cumsum(B=4, V=3000, chunk=1024, threads=128):
+    """vLLM-style top-p after a sort: Ps[b, :] holds the row's probabilities in descending order
+    and Ids[b, :] their token ids; a token is dropped where the mass before it (the inclusive
+    cumsum minus itself) already exceeds top_p (the first token always stays).  T.cumsum runs
+    over a shared chunk (ragged at V) and a T.alloc_var carries the sum across chunks; the
+    dropped tokens' logits are set to -inf through the id list."""
+    n_chunks = T.ceildiv(V, chunk)
+
+    @T.prim_func
+    def main(Ps: T.Tensor((B, V), T.float32), Ids: T.Tensor((B, V), T.int32),
+             TopP: T.Tensor((B,), T.float32), Logits: T.Tensor((B, V), T.float32)):
+        with T.Kernel(B, threads=threads) as b:
+            cs = T.alloc_shared((chunk,), T.float32)
+            carry = T.alloc_var(T.float32, init=0.0)
+            top_p = TopP[b]
+            for c in T.serial(n_chunks):
+                T.copy(Ps[b, c * chunk], cs)
+                T.cumsum(cs, dim=0)
+                for j in T.Parallel(chunk):
+                    col = c * chunk + j
+                    if col < V and col > 0:
+                        before = carry + cs[j] - Ps[b, col]
+                        if before > top_p:
+                            Logits[b, Ids[b, col]] = -T.infinity(T.float32)
+                carry += cs[chunk - 1]
+                T.sync_threads()
+
+    return main
+
+
+# ---- small serving forms together: chained bounds, a reverse serial loop, int64 vars, tickets ------
+@tilelang.jit(out_idx=[2, 3])
+def spec_last_accept_reverse(B=40, K=6, threads=64):
+    """Per row: the last draft position whose token was accepted (a reverse T.serial(K - 1,
+    -1, -1) loop with a break, -1 if none), and the row's emitted tokens appended to one flat
+    output list at a position taken by an atomic ticket (T.atomic_add(..., return_prev=True)
+    on Count[0], zeroed by the caller), the bounds written as a chained comparison and the
+    running count held in an int64 T.alloc_var."""
+
+    @T.prim_func
+    def main(Ok: T.Tensor((B, K), T.int32), Tok: T.Tensor((B, K), T.int64),
+             Last: T.Tensor((B,), T.int32), Count: T.Tensor((1,), T.int32),
+             Flat: T.Tensor((B * K,), T.int64), Where: T.Tensor((B,), T.int32)):
+        with T.Kernel(T.ceildiv(B, threads), threads=threads) as bx:
+            for t in T.Parallel(threads):
+                r = bx * threads + t
+                if 0 <= r < B:
+                    last = T.alloc_var(T.int32, init=-1)
+                    for j in T.serial(K - 1, -1, -1):
+                        if Ok[r, j] != 0:
+                            last = j
+                            break
+                    Last[r] = last
+                    n = T.alloc_var(T.int64, init=0)
+                    for j in T.serial(K):
+                        n += T.if_then_else(Ok[r, j] != 0, 1, 0)
+                    base = T.atomic_add(Count[0], T.cast(n, T.int32), return_prev=True)
+                    Where[r] = base
+                    w = T.alloc_var(T.int32, init=0)
+                    for j in T.serial(K):
+                        if Ok[r, j] != 0:
+                            Flat[base + w] = Tok[r, j]
+                            w += 1
+
+    return main
