@@ -1,17 +1,25 @@
 """A fortieth set of programs in TileLang's idioms (written for tilecute, not taken from
-TileLang), on LLM serving and training utilities: presence / frequency / repetition penalties
-from a token-id list (counts by shared-memory atomics), a greedy argmax over a T.dynamic vocab
-with ties to the lowest index, min-p filtering then Gumbel-max sampling with a hash RNG,
-speculative-decoding verification (accept lengths by a while loop over T.alloc_var), a KV-cache
-append into paged fp8 blocks through a slot mapping with a scale per block and head, a Lion
-step over a multi-tensor offset table (flat fp32 master weights and bf16 params), global
-grad-norm clipping in two kernels (partial squares by atomics, then a scale), an embedding
-backward adding bf16 row slices atomically, bilinear resizing with align_corners both ways,
-an LSTM cell whose four gate GEMMs share one pipelined loop and are fused with the cell
-update, a DeepSeek-style fp8 GEMM (1x128 activation scales stored M-major, 128x128 weight
-scales) over a T.dynamic M, a GEMV split over K across warps (a warp-shaped shared tile reduced
-over dim 0), label-smoothed cross-entropy forward and backward with an ignore index, and a
-5-point stencil through a haloed shared tile.
+TileLang), on LLM serving and training utilities.  Sampling: presence / frequency /
+repetition penalties from a token-id list (counts by shared-memory atomics), greedy argmax
+over a T.dynamic vocab with ties to the lowest index, and across blocks by a 64-bit
+T.atomic_max of (ordered float bits, reversed index), min-p then Gumbel-max with a uint32 hash
+RNG or with T.rng_init / T.rng_rand_float (Philox), top-p by a bisection on the threshold or by
+a chunked T.cumsum over caller-sorted probabilities, a shared bool ban table.  Speculative
+decoding: accept lengths by a while loop on a T.alloc_var, a ``break`` out of a T.serial loop
+inside a T.Parallel over rows, a reverse T.serial(K - 1, -1, -1), a walk up parent pointers,
+atomic tickets for a flat output list.  KV caches: paged fp8 append with a scale per (block,
+head), vLLM's [blocks, H, D / x, block_size, x] key layout, global-to-global T.copy of a
+token's slab (converting to fp8), per-block amax by T.atomic_max.  Optimizers: Lion over a
+multi-tensor offset table, Adam over tables of T.ptr addresses (T.make_tensor), AdamW by
+grid-stride loops whose bounds are read from tables; grad-norm clipping in two kernels.
+Losses and the rest: embedding backward with bf16 atomics (vector and scalar), label-smoothed
+cross-entropy forward and backward, cross-entropy over a T.dynamic vocab through a
+T.Pipelined shared chunk, a 5-point stencil through a haloed shared tile, bilinear resize
+forward and backward (align_corners both ways), LSTM and GRU cells fused with their gate
+GEMMs (one with a T.macro and Python lists of tiles), DeepSeek-style fp8 GEMMs (1x128
+activation / 128x128 weight scales, M-major or K-major, staged through shared memory, on two
+warpgroups), split-K GEMVs over warps, and layer-norm backward (dgamma / dbeta partials over
+dim 0, a second pass, tile atomics, a persistent loop).
 
 The file reads as TileLang after swapping its two import lines (``import tilelang`` /
 ``import tilelang.language as T``); ``tests/test_unseen_programs40.py`` builds each to a cubin
@@ -1104,7 +1112,7 @@ def argmax_u64_atomic(B=4, V=50000, chunk=4096, threads=256):
 
 
 # ---- speculative tree verification: walk a node's parents ----------------------------------------------
-@tilelang.jit(out_idx=[3])
+@tilelang.jit(out_idx=[2])
 def spec_tree_path_length(B=8, Nn=16, threads=32):
     """For a draft token tree (Parent[b, i] = parent node, -1 at the root; node i accepted
     where Ok[b, i] != 0), a node is usable if it and every ancestor is accepted; Depth[b, i] =
@@ -1113,7 +1121,7 @@ def spec_tree_path_length(B=8, Nn=16, threads=32):
 
     @T.prim_func
     def main(Parent: T.Tensor((B, Nn), T.int32), Ok: T.Tensor((B, Nn), T.int8),
-             Dummy: T.Tensor((B,), T.int32), Depth: T.Tensor((B, Nn), T.int32)):
+             Depth: T.Tensor((B, Nn), T.int32)):
         with T.Kernel(B, threads=threads) as b:
             for i in T.Parallel(Nn):
                 node = T.alloc_var(T.int32, init=i)
@@ -1354,7 +1362,7 @@ def top_p_sorted_cumsum(B=4, V=3000, chunk=1024, threads=128):
 
 
 # ---- small serving forms together: chained bounds, a reverse serial loop, int64 vars, tickets ------
-@tilelang.jit(out_idx=[2, 3])
+@tilelang.jit(out_idx=[2])
 def spec_last_accept_reverse(B=40, K=6, threads=64):
     """Per row: the last draft position whose token was accepted (a reverse T.serial(K - 1,
     -1, -1) loop with a break, -1 if none), and the row's emitted tokens appended to one flat
