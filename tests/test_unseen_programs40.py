@@ -14,10 +14,13 @@ backward (dgamma / dbeta partials reduced over dim 0, a second pass, tile atomic
 loop).
 
 CPU: each builds to an sm_90a and (but the float8 ones) an sm_80 cubin, and what decides its
-result is read in the generated source.  One change came from these programs: two block
+result is read in the generated source.  Two changes came from these programs: two block
 reductions into the same destination (``T.reduce_sum(p, s)`` then ``T.reduce_sum(kept, s)``)
 declared ``s_scratch`` twice, the first declaration's shared bytes left unused; they now share
-one allocation.
+one allocation.  An eager kernel's ``A: T.ptr`` with ``A = T.match_buffer(A, shape, dtype)``
+(TileLang's eager-jit form for a tensor parameter) was refused; it is now the declaration
+``A: T.Tensor(shape, dtype)`` (``T.StridedTensor`` with strides), as TileLang's eager jit makes
+its annotations match_buffer's.
 GPU: each matches a torch reference (``pytest -q -m gpu tests/test_unseen_programs40.py``)."""
 
 import math
@@ -26,7 +29,9 @@ import pytest
 import torch
 
 import tilecute
+import tilecute.language as T
 import unseen_programs40 as P
+from tilecute.language.parser import FrontendError
 
 NAMES = ["penalties_from_token_ids", "argmax_vocab_ties_dynamic", "min_p_gumbel_sample",
          "spec_verify_accept_while", "kv_append_paged_fp8", "lion_multi_tensor",
@@ -40,10 +45,18 @@ NAMES = ["penalties_from_token_ids", "argmax_vocab_ties_dynamic", "min_p_gumbel_
          "banned_tokens_bool_table", "argmax_u64_atomic", "spec_tree_path_length",
          "ln_bwd_persistent_partials", "gumbel_sample_philox", "lstm_cell_macro_gates",
          "resize_bilinear_bwd", "fp8_gemm_two_wg_fullrow", "top_p_sorted_cumsum",
-         "spec_last_accept_reverse"]
+         "spec_last_accept_reverse", "eager_capped_argmax", "eager_adam_ref_macro",
+         "eager_kv_append_match_buffer"]
 # float8 values convert only on sm_89+
 NO_SM80 = {"kv_append_paged_fp8", "fp8_gemm_deepseek_scales", "fp8_gemm_scales_shared",
            "paged_kv_copy_tiles", "fp8_gemm_two_wg_fullrow"}
+
+
+# eager kernels are built from the arguments they are called with (CPU tensors give the shapes)
+EAGER = {"eager_capped_argmax": lambda: P.eager_capped_argmax.compile(torch.zeros(4, 3000), P.softcap30),
+         "eager_adam_ref_macro": lambda: P.eager_adam_ref_macro.compile(*[torch.zeros(5000)] * 4),
+         "eager_kv_append_match_buffer": lambda: P.eager_kv_append_match_buffer.compile(
+             0, 0, torch.zeros(10, dtype=torch.int64), 10, 64)}
 
 
 @pytest.fixture(autouse=True)
@@ -52,9 +65,13 @@ def _arch(monkeypatch):
     monkeypatch.setenv("CUTE_DSL_ARCH", "sm_90a")
 
 
+def _kernel(name, **kw):
+    return EAGER[name]() if name in EAGER else getattr(P, name)(**kw)
+
+
 def _body(name, **kw):
     """The @cute.kernel functions' text (not the launch wrapper)."""
-    src = getattr(P, name)(**kw).get_kernel_source()
+    src = _kernel(name, **kw).get_kernel_source()
     return src.split("\n@cute.kernel\n", 1)[1].split("\n@cute.jit", 1)[0]
 
 
@@ -64,10 +81,10 @@ def test_every_program_is_listed():
 
 @pytest.mark.parametrize("name", NAMES)
 def test_program_builds_a_cubin(name):
-    assert getattr(P, name)().ensure_cubin()
+    assert _kernel(name).ensure_cubin()
 
 
-@pytest.mark.parametrize("name", sorted(set(NAMES) - NO_SM80))
+@pytest.mark.parametrize("name", sorted(set(NAMES) - NO_SM80 - set(EAGER)))
 def test_program_builds_an_sm80_cubin(name, tmp_path):
     assert tilecute.build_cubin(getattr(P, name).get_tir(), "sm_80", out_dir=str(tmp_path)).kernel_names
 
@@ -86,6 +103,47 @@ def test_reductions_into_one_dst_share_one_scratch():
     assert src.count('tcr.block_allreduce(') == 3 and src.count(', s_scratch, 8, 8)') == 2
     src = _body("min_p_gumbel_sample")
     assert src.count("cm_scratch = ") == 1 and "# 160 bytes" in src
+
+
+# ---- the fix: T.match_buffer on a T.ptr parameter of an eager kernel ----------------------------------
+def test_eager_match_buffer_binds_the_parameter():
+    """TileLang's eager jit documents `A: T.ptr` + `A = T.match_buffer(A, shape, dtype)` (its
+    body annotations become match_buffer's); tilecute refused it, now it is the declaration
+    `A: T.Tensor(shape, dtype)`: the tensor passed for A is checked against that shape."""
+    src = _body("eager_kv_append_match_buffer")
+    assert "cache = cute.make_tensor(cache_ptr, cute.make_layout((64, 8, 64,), stride=(512, 64, 1,)))" in src
+    assert "k_new = cute.make_tensor(k_new_ptr, cute.make_layout((10, 8, 64,)" in src
+    kernel = P.eager_kv_append_match_buffer
+    assert kernel.tensors == ["k_new", "cache", "slots"] and kernel.scalars == ["T_new", "num_slots", "H", "D"]
+
+
+@tilecute.jit
+def _strided_match(A: T.ptr, n: int = 64):
+    A = T.match_buffer(A, (n, 32), T.float16, strides=("sa", 1), align=16)  # noqa: F841
+    B = T.empty((n, 32), T.float16)
+    with T.Kernel(1, threads=128) as _:
+        for i, j in T.Parallel(n, 32):
+            B[i, j] = A[i, j]
+    return B
+
+
+def test_eager_match_buffer_strides_and_refusals():
+    src = _strided_match.compile(torch.zeros(64, 48, dtype=torch.float16)[:, :32]).get_kernel_source()
+    assert "stride=(sa, 1,)" in src
+    with pytest.raises(FrontendError, match=r"binds a parameter to a shape under its own name"):
+        @tilecute.jit
+        def renamed(A: T.ptr):
+            X = T.match_buffer(A, (64,), T.float32)  # noqa: F841
+            with T.Kernel(1, threads=64) as _:
+                for i in T.Parallel(64):
+                    X[i] = 0.0
+    with pytest.raises(FrontendError, match=r"T.match_buffer\(..., data=B\) in an eager kernel"):
+        @tilecute.jit
+        def with_data(A: T.ptr, B: T.ptr):
+            A = T.match_buffer(A, (64,), T.float32, data=B)  # noqa: F841
+            with T.Kernel(1, threads=64) as _:
+                for i in T.Parallel(64):
+                    A[i] = 0.0
 
 
 # ---- what decides each program's result ------------------------------------------------------------
@@ -783,3 +841,32 @@ def test_gumbel_philox_on_gpu():
     sure = _cuda(4, 3000)
     sure[:, 1234] = 1e4
     assert (P.gumbel_sample_philox()(sure) == 1234).all()
+
+
+def test_eager_programs_inline_their_macros():
+    src = _body("eager_capped_argmax")
+    assert "B: cutlass.Int32" in src and "cutlass.Float32(30.0) * cute.math.tanh(tc_vec2[tc_lane3] / cutlass.Float32(30.0))" in src
+    src = _body("eager_adam_ref_macro")  # the T.Ref macro stores into the buffer element
+    assert "m[k] = cutlass.Float32(0.9) * m[k] + cutlass.Float32(0.09999999999999998) * gk" in src
+    assert "v[k] = cutlass.Float32(0.999) * v[k]" in src and "lr: cutlass.Float32, step: cutlass.Int32" in src
+
+
+@pytest.mark.gpu
+def test_eager_programs_on_gpu():
+    x = _cuda(5, 3000) * 40
+    x[2, 17] = x[2, 2999] = 1e3  # equal after the cap: the first wins
+    tok = P.eager_capped_argmax(x, P.softcap30)
+    assert torch.equal(tok.long(), (30 * torch.tanh(x / 30)).argmax(1))
+    p, g, m, v = _cuda(5000), _cuda(5000, seed=1), _cuda(5000, seed=2) * 0.1, _cuda(5000, seed=3).abs() * 0.01
+    rp, rm, rv = _adam_ref(p, g, m, v, 2e-3, 7, 0.9, 0.999, 1e-8)
+    P.eager_adam_ref_macro(p, g, m, v, 2e-3, 7)
+    torch.testing.assert_close(p, rp)
+    torch.testing.assert_close(m, rm)
+    torch.testing.assert_close(v, rv)
+    k = _cuda(10, 8, 64, dtype=torch.bfloat16)
+    cache = torch.zeros(64, 8, 64, device="cuda", dtype=torch.bfloat16)
+    slots = torch.tensor([3, -1, 60, 0, 1, 2, 63, 10, 11, -1], device="cuda")
+    P.eager_kv_append_match_buffer(k, cache, slots, 10, 64)
+    ref = torch.zeros_like(cache)
+    ref[slots[slots >= 0]] = k[slots >= 0]
+    assert torch.equal(cache, ref)

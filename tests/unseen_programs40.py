@@ -19,7 +19,9 @@ forward and backward (align_corners both ways), LSTM and GRU cells fused with th
 GEMMs (one with a T.macro and Python lists of tiles), DeepSeek-style fp8 GEMMs (1x128
 activation / 128x128 weight scales, M-major or K-major, staged through shared memory, on two
 warpgroups), split-K GEMVs over warps, and layer-norm backward (dgamma / dbeta partials over
-dim 0, a second pass, tile atomics, a persistent loop).
+dim 0, a second pass, tile atomics, a persistent loop).  Three are eager-jit kernels: a
+soft-capped argmax taking its cap as a T.macro argument, Adam through a T.macro with T.Ref
+parameters, and a KV append whose T.ptr parameters are bound by T.match_buffer.
 
 The file reads as TileLang after swapping its two import lines (``import tilelang`` /
 ``import tilelang.language as T``); ``tests/test_unseen_programs40.py`` builds each to a cubin
@@ -1396,3 +1398,83 @@ def spec_last_accept_reverse(B=40, K=6, threads=64):
                             w += 1
 
     return main
+
+
+# ---- eager-style serving kernels (TileLang's eager jit: annotations in the body, T.empty) ---------
+@T.macro
+def softcap30(x):
+    return 30.0 * T.tanh(x / 30.0)
+
+
+@tilelang.jit
+def eager_capped_argmax(logits, cap, chunk: int = 1024):
+    """Greedy decoding over soft-capped logits (Gemma-style), written for the eager jit: the
+    batch is T.dynamic and the vocab T.const, the cap a T.macro passed as an argument, the
+    token ids returned from T.empty; ties go to the lowest index."""
+    B = T.dynamic("B")
+    V = T.const("V")
+    logits: T.Tensor[[B, V], T.float32]
+    tok = T.empty((B,), T.int32)
+    with T.Kernel(B, threads=256) as b:
+        x = T.alloc_fragment((chunk,), T.float32)
+        ix = T.alloc_fragment((chunk,), T.int32)
+        cm = T.alloc_fragment((1,), T.float32)
+        ci = T.alloc_fragment((1,), T.int32)
+        best = T.alloc_var(T.float32, init=-T.infinity(T.float32))
+        best_i = T.alloc_var(T.int32, init=0)
+        for c in T.serial(T.ceildiv(V, chunk)):
+            for j in T.Parallel(chunk):
+                x[j] = T.if_then_else(c * chunk + j < V, cap(logits[b, c * chunk + j]),
+                                      -T.infinity(T.float32))
+            T.reduce_max(x, cm, dim=0)
+            for j in T.Parallel(chunk):
+                ix[j] = T.if_then_else(x[j] == cm[0], c * chunk + j, V)
+            T.reduce_min(ix, ci, dim=0)
+            if cm[0] > best:
+                best = cm[0]
+                best_i = ci[0]
+        tok[b] = best_i
+    return tok
+
+
+@T.macro
+def ema_(m: T.Ref, g, beta):
+    m = beta * m + (1.0 - beta) * g
+
+
+@tilelang.jit
+def eager_adam_ref_macro(p, g, m, v, lr: T.float32 = 1e-3, step: T.int32 = 1, block: int = 1024):
+    """Adam in place for the eager jit: N = T.dynamic, both moments moved by a T.macro taking
+    a T.Ref to the buffer element, lr and step scalar annotations with defaults; returns
+    nothing (the kernel writes its arguments)."""
+    N = T.dynamic("N")
+    p: T.Tensor[[N], T.float32]
+    g: T.Tensor[[N], T.float32]
+    m: T.Tensor[[N], T.float32]
+    v: T.Tensor[[N], T.float32]
+    with T.Kernel(T.ceildiv(N, block), threads=256) as bx:
+        for i in T.Parallel(block):
+            k = bx * block + i
+            if k < N:
+                gk = g[k]
+                ema_(m[k], gk, 0.9)
+                ema_(v[k], gk * gk, 0.999)
+                bc1 = 1.0 - T.pow(0.9, T.cast(step, T.float32))
+                bc2 = 1.0 - T.pow(0.999, T.cast(step, T.float32))
+                p[k] = p[k] - lr / bc1 * m[k] / (T.sqrt(v[k] / bc2) + 1e-8)
+
+
+@tilelang.jit
+def eager_kv_append_match_buffer(k_new: T.ptr, cache: T.ptr, slots, T_new: int, num_slots: int,
+                                 H: int = 8, D: int = 64):
+    """KV append for the eager jit with T.ptr parameters bound by T.match_buffer to shapes
+    given as Python ints ([T, H, D] new keys, a flat [slots, H, D] cache), the slot mapping an
+    int64 tensor annotated in the body; negative slots skipped."""
+    k_new = T.match_buffer(k_new, [T_new, H, D], T.bfloat16)
+    cache = T.match_buffer(cache, [num_slots, H, D], T.bfloat16)
+    slots: T.Tensor[[T_new], T.int64]
+    with T.Kernel(T_new, threads=128) as t:
+        s = slots[t]
+        if s >= 0:
+            for h, d in T.Parallel(H, D):
+                cache[s, h, d] = k_new[t, h, d]
