@@ -286,8 +286,8 @@ def test_eager_match_buffer_on_a_ptr_parameter_declares_it():
 
 def test_eager_match_buffer_nested_is_refused_naming_the_form():
     with pytest.raises(FrontendError, match=r"test_match_buffer.py:\d+: .*T.match_buffer in an "
-                                            r"eager kernel is not supported by tilecute: "
-                                            r"declare the tensor in the body"):
+                                            r"eager kernel is not supported by tilecute "
+                                            r"inside another statement"):
         @tilecute.jit
         def add_one(A: T.ptr, is_2d: bool = True):
             if is_2d:

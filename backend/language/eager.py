@@ -344,11 +344,10 @@ class EagerKernel:
                 self.python.append(decl)
             elif any(_t_call(n, ("match_buffer",), env) for n in ast.walk(s)):
                 raise self.error(s, "T.match_buffer in an eager kernel is not supported by "
-                                    "tilecute: declare the tensor in the body, `A: "
-                                    "T.Tensor(shape, dtype)` (T.StridedTensor(shape, strides, "
-                                    "dtype) for strides), or take `A: T.ptr` and `A = "
-                                    "T.make_tensor(A, shape, dtype)`; a @T.prim_func takes "
-                                    "T.match_buffer on a T.handle parameter")
+                                    "tilecute inside another statement (an `if` on a "
+                                    "specialization argument, say): bind the parameter at the "
+                                    "top of the body, `A = T.match_buffer(A, shape, dtype)`, "
+                                    "or declare the tensor there, `A: T.Tensor(shape, dtype)`")
             elif isinstance(s, ast.Return):
                 self.returns = self._returned(s, env)
             elif self._is_python(s, env):
