@@ -146,6 +146,25 @@ def test_eager_match_buffer_strides_and_refusals():
                     A[i] = 0.0
 
 
+def test_eager_tensor_dim_of_a_runtime_scalar_is_refused_by_name():
+    """TileLang's `M: T.int32` then `A: T.Tensor[[M, N], ...]` (it asserts A's dim equals
+    the argument): an IR validation error ('M' bound twice) before, a refusal naming it now."""
+    @tilecute.jit
+    def twice(A, M, N):
+        M: T.int32
+        N: T.int32
+        A: T.Tensor[[M, N], T.float16]
+        B = T.empty((M, N), T.float32)
+        with T.Kernel(T.ceildiv(M, 32), threads=128) as bx:
+            for i, j in T.Parallel(32, N):
+                if bx * 32 + i < M:
+                    B[bx * 32 + i, j] = T.cast(A[bx * 32 + i, j], T.float32)
+        return B
+    with pytest.raises(FrontendError, match=r"'A': a dim is the scalar parameter 'M' \(M: "
+                                            r"T.int32\); tilecute binds a tensor's dims"):
+        twice.compile(torch.zeros(100, 64, dtype=torch.float16), 100, 64)
+
+
 # ---- what decides each program's result ------------------------------------------------------------
 def test_penalties_count_ids_in_shared_atomics():
     src = _body("penalties_from_token_ids")

@@ -44,7 +44,7 @@ from collections.abc import Sequence
 from typing import Any, Hashable, Optional
 
 from ..ir import nodes as N
-from .parser import _INT_SCALAR_DIMS, FrontendError, _function_env, _Parser, empty_args
+from .parser import _INT_SCALAR_DIMS, FrontendError, _function_env, _Parser, _walk_exprs, empty_args
 from ..runtime.dtypes import element_dims
 from ..runtime.kernel import write_debug_files
 from .values import DType, Macro, Pointer, TensorSpec
@@ -816,6 +816,18 @@ class EagerKernel:
                 if not isinstance(declared, TensorSpec):
                     raise self.error(node, f"'{name}' is declared {ast.unparse(node)}; a tensor "
                                            "parameter is declared T.Tensor(shape, dtype)")
+                dims = tuple(declared.shape) + tuple(declared.strides or ())
+                scalar = next((x.name for x in _walk_exprs(dims) if isinstance(x, N.Var)
+                               and x.name in self.scalar_args), None)
+                if scalar is not None:  # (as the prim_func parser refuses it in T.match_buffer)
+                    raise self.error(node, f"'{name}': a dim is the scalar parameter '{scalar}' "
+                                           f"({scalar}: T.int32); tilecute binds a tensor's dims "
+                                           "from the tensor itself and does not check them "
+                                           "against a scalar argument (TileLang asserts they "
+                                           f"agree): declare the dim a symbol (`{scalar} = "
+                                           "T.dynamic(...)` or T.const) in place of the scalar "
+                                           "parameter, or pass it as a plain int (a "
+                                           "specialization argument)")
                 expected[name] = (tuple(int(d) if isinstance(d, int) else None for d in declared.shape),
                                   _dtype_text(declared.dtype))
             elif not isinstance(declared, (str, Pointer)):
