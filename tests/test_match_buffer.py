@@ -270,17 +270,31 @@ def late(a: T.handle, B: T.Tensor((4,), "float32")):
             "        B[0] = 1.0\n"))
 
 
-def test_eager_match_buffer_is_refused_naming_the_form():
+def test_eager_match_buffer_on_a_ptr_parameter_declares_it():
+    """TileLang's eager jit: `A: T.ptr` and `A = T.match_buffer(A, [M, N], T.float32)` bind
+    the tensor passed for A (its T.const dims from the tensor), as `A: T.Tensor(...)`."""
+    @tilecute.jit
+    def add_one(A: T.ptr, block: int = 64):
+        M, N = T.const("M, N")
+        A = T.match_buffer(A, [M, N], T.float32)
+        with T.Kernel(T.ceildiv(N, block), M, threads=64) as (bx, by):
+            for j in T.Parallel(block):
+                A[by, bx * block + j] = A[by, bx * block + j] + 1.0
+    src = add_one.compile(torch.zeros(3, 128)).get_kernel_source()
+    assert "A = cute.make_tensor(A_ptr, cute.make_layout((3, 128,), stride=(128, 1,)))" in src
+
+
+def test_eager_match_buffer_nested_is_refused_naming_the_form():
     with pytest.raises(FrontendError, match=r"test_match_buffer.py:\d+: .*T.match_buffer in an "
-                                            r"eager kernel is not supported by tilecute: "
-                                            r"declare the tensor in the body"):
+                                            r"eager kernel is not supported by tilecute "
+                                            r"inside another statement"):
         @tilecute.jit
-        def add_one(A: T.ptr, block: int = 64):
-            M, N = T.const("M, N")
-            A = T.match_buffer(A, [M, N], T.float32)
-            with T.Kernel(T.ceildiv(N, block), M, threads=64) as (bx, by):
-                for j in T.Parallel(block):
-                    A[by, bx * block + j] = A[by, bx * block + j] + 1.0
+        def add_one(A: T.ptr, is_2d: bool = True):
+            if is_2d:
+                M, N = T.const("M, N")
+                A = T.match_buffer(A, [M, N], T.float32)
+                with T.Kernel(M, threads=64) as by:
+                    A[by, 0] = A[by, 0] + 1.0
 
 
 def test_decl_buffer_refuses_tvm_buffer_details():

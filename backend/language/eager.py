@@ -45,8 +45,8 @@ from collections.abc import Sequence
 from typing import Any, Hashable, Optional
 
 from ..ir import nodes as N
-from .parser import (_INT_SCALAR_DIMS, FrontendError, _function_env, _Parser, empty_args,
-                     holds_kernel)
+from .parser import (_INT_SCALAR_DIMS, FrontendError, _function_env, _Parser, _walk_exprs,
+                     empty_args, holds_kernel)
 from ..runtime.dtypes import element_dims
 from ..runtime.kernel import write_debug_files
 from .values import DType, Macro, Pointer, TensorSpec
@@ -352,13 +352,18 @@ class EagerKernel:
                     isinstance(s.target, ast.Name) and s.target.id in params:
                 self.decls[s.target.id] = s.annotation
                 self.python.append(s)  # (in order: later statements read `A.shape`)
+            elif isinstance(s, ast.Assign) and _t_call(s.value, ("match_buffer",), env):
+                # `A = T.match_buffer(A, shape, dtype)` on an `A: T.ptr` parameter: TileLang's
+                # eager jit binds the tensor passed for A to that shape, as a declaration
+                decl = self._match_buffer_decl(s, params)
+                self.decls[decl.target.id] = decl.annotation
+                self.python.append(decl)
             elif any(_t_call(n, ("match_buffer",), env) for n in ast.walk(s)):
                 raise self.error(s, "T.match_buffer in an eager kernel is not supported by "
-                                    "tilecute: declare the tensor in the body, `A: "
-                                    "T.Tensor(shape, dtype)` (T.StridedTensor(shape, strides, "
-                                    "dtype) for strides), or take `A: T.ptr` and `A = "
-                                    "T.make_tensor(A, shape, dtype)`; a @T.prim_func takes "
-                                    "T.match_buffer on a T.handle parameter")
+                                    "tilecute inside another statement (an `if` on a "
+                                    "specialization argument, say): bind the parameter at the "
+                                    "top of the body, `A = T.match_buffer(A, shape, dtype)`, "
+                                    "or declare the tensor there, `A: T.Tensor(shape, dtype)`")
             elif isinstance(s, ast.Return):
                 self.returns = self._returned(s, env)
             elif self._is_python(s, env):
@@ -416,6 +421,62 @@ class EagerKernel:
         lineno = getattr(node, "lineno", 0)
         line = self.lines[lineno - 1] if 0 < lineno <= len(self.lines) else ""
         return FrontendError(msg, N.Loc(self.filename, lineno + self.offset), self.__name__, line)
+
+    def _match_buffer_decl(self, s: ast.Assign, params: list) -> ast.AnnAssign:
+        """``A = T.match_buffer(A, shape, dtype="float32", strides=None)`` at the top of an
+        eager body, ``A`` a parameter: the declaration ``A: T.Tensor(shape, dtype)`` (or
+        ``T.StridedTensor(shape, strides, dtype)``), which TileLang's eager jit makes of it
+        too (its annotations become match_buffer's).  Other arguments are refused by name."""
+        call = s.value
+        fields = ("param", "shape", "dtype", "data", "strides", "elem_offset", "scope",
+                  "align", "offset_factor", "buffer_type", "axis_separators")
+        if len(call.args) > len(fields):
+            raise self.error(s, f"T.match_buffer takes at most {len(fields)} arguments")
+        given = dict(zip(fields, call.args))
+        for kw in call.keywords:
+            if kw.arg not in fields or kw.arg in given:
+                raise self.error(s, f"T.match_buffer: unexpected or repeated argument "
+                                    f"'{kw.arg}'")
+            given[kw.arg] = kw.value
+        target = s.targets[0] if len(s.targets) == 1 else None
+        param = given.get("param")
+        if not (isinstance(target, ast.Name) and isinstance(param, ast.Name) and
+                param.id == target.id and param.id in params and "shape" in given):
+            raise self.error(s, "T.match_buffer in an eager kernel binds a parameter to a "
+                                "shape under its own name: `A = T.match_buffer(A, shape, "
+                                "dtype)` (A a parameter, `A: T.ptr`)")
+        # (as the prim_func parser takes them: defaults, and align a power of two)
+        accepted = {"data": (None,), "elem_offset": (None, 0), "scope": ("global",),
+                    "offset_factor": (0, 1), "buffer_type": ("default", ""),
+                    "axis_separators": (None,)}
+        align = given.pop("align", None)
+        if align is not None and not (isinstance(align, ast.Constant) and
+                                      type(align.value) is int and
+                                      (align.value <= 0 or not align.value & (align.value - 1))):
+            raise self.error(s, f"T.match_buffer: align is an int (a power of two, or -1/0: "
+                                f"TVM's default), got {ast.unparse(align)}")
+        for name, values in accepted.items():
+            node = given.get(name)
+            if node is not None and not (isinstance(node, ast.Constant) and node.value in values):
+                raise self.error(s, f"T.match_buffer(..., {name}={ast.unparse(node)}) in an "
+                                    "eager kernel is not supported by tilecute (a parameter "
+                                    "binds a global tensor of its shape, dtype and strides)")
+        dtype = given.get("dtype", ast.Constant("float32"))
+        strides = given.get("strides")
+        if strides is not None and isinstance(strides, ast.Constant) and strides.value is None:
+            strides = None
+        if isinstance(strides, (ast.Tuple, ast.List)):  # TVM: a string stride is an int32 symbol
+            strides = type(strides)(elts=[
+                ast.Call(func=ast.Attribute(value=call.func.value, attr="dynamic", ctx=ast.Load()),
+                         args=[e], keywords=[])
+                if isinstance(e, ast.Constant) and isinstance(e.value, str) else e
+                for e in strides.elts], ctx=ast.Load())
+        func = ast.Attribute(value=call.func.value, attr="Tensor" if strides is None else
+                             "StridedTensor", ctx=ast.Load())
+        args = [given["shape"], dtype] if strides is None else [given["shape"], strides, dtype]
+        decl = ast.AnnAssign(target=ast.Name(target.id, ast.Store()),
+                             annotation=ast.Call(func=func, args=args, keywords=[]), simple=1)
+        return ast.fix_missing_locations(ast.copy_location(decl, s))
 
     def _targets(self, s: ast.Assign) -> list[str]:
         if len(s.targets) != 1:
@@ -818,6 +879,18 @@ class EagerKernel:
                 if not isinstance(declared, TensorSpec):
                     raise self.error(node, f"'{name}' is declared {ast.unparse(node)}; a tensor "
                                            "parameter is declared T.Tensor(shape, dtype)")
+                dims = tuple(declared.shape) + tuple(declared.strides or ())
+                scalar = next((x.name for x in _walk_exprs(dims) if isinstance(x, N.Var)
+                               and x.name in self.scalar_args), None)
+                if scalar is not None:  # (as the prim_func parser refuses it in T.match_buffer)
+                    raise self.error(node, f"'{name}': a dim is the scalar parameter '{scalar}' "
+                                           f"({scalar}: T.int32); tilecute binds a tensor's dims "
+                                           "from the tensor itself and does not check them "
+                                           "against a scalar argument (TileLang asserts they "
+                                           f"agree): declare the dim a symbol (`{scalar} = "
+                                           "T.dynamic(...)` or T.const) in place of the scalar "
+                                           "parameter, or pass it as a plain int (a "
+                                           "specialization argument)")
                 expected[name] = (tuple(int(d) if isinstance(d, int) else None for d in declared.shape),
                                   _dtype_text(declared.dtype))
             elif not isinstance(declared, (str, Pointer)):

@@ -1782,9 +1782,17 @@ class _Kernel:
                 if (held <= 1 and not grouped) or s.scratch or s.dst in kernel.rows:
                     return s  # (rows held by lane groups meet in shared; rows of an accumulator too)
                 name = f"{s.dst}_scratch"  # (the reduction runs in dst's dtype, as TileLang's)
-                buf = N.Buffer(name, kernel.buffers[s.dst].dtype,
-                               (N.Const(rows * max(held, 1), "int32"),), "shared")
-                scratch_allocs.append(N.Allocate(buf, N.Layout("row_major"), loc=s.loc))
+                size = rows * max(held, 1)
+                # reductions into one dst share its scratch (one allocation, the largest size)
+                known = next((n for n, a in enumerate(scratch_allocs) if a.buffer.name == name), None)
+                if known is None or int(scratch_allocs[known].buffer.shape[0].value) < size:
+                    buf = N.Buffer(name, kernel.buffers[s.dst].dtype, (N.Const(size, "int32"),),
+                                   "shared")
+                    alloc = N.Allocate(buf, N.Layout("row_major"), loc=s.loc)
+                    if known is None:
+                        scratch_allocs.append(alloc)
+                    else:
+                        scratch_allocs[known] = alloc
                 return dataclasses.replace(s, scratch=name)
 
             def visit_finalize_reducer(self, s: N.FinalizeReducer) -> N.FinalizeReducer:
