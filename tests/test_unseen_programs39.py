@@ -207,8 +207,9 @@ def test_a_plain_function_and_a_macro_each_launch_a_kernel():
     src = k.get_kernel_source()
     assert src.count("\n@cute.kernel\n") == 2 and "Y_ptr: cute.Pointer, M: cutlass.Int32):" in src
     assert re.search(r'tcr\.combine\(tc_acc\d+, cute\.math\.absf\(x\[[^]]+\]\), "max"\)', src)
-    assert "Y[bm_1_ * 16 + i, j] = X[bm_1_ * 16 + i, j] / cute.arch.fmax(S[bm_1_ * 16 + i], " \
-        "cutlass.Float32(1e-06))" in src
+    # (global -> global: staged, every load before the first store)
+    assert re.search(r"Y_staged\[tc_k\d+ \* 4 \+ tc_lane\d+\] = X\[bm_1_ \* 16 \+ i, \(j \+ tc_lane\d+\)\] / "
+                     r"cute\.arch\.fmax\(S\[bm_1_ \* 16 \+ i\], cutlass\.Float32\(1e-06\)\)", src), src
     assert k is P.absmax_normalize_two_launches.compile(_z(7, 256))  # one kernel for every M
     assert k.order == [1, 0]  # `return Y, S`, S declared first
 
