@@ -490,7 +490,8 @@ def atomic_min(dst, value, memory_order=None, return_prev=False, annotations=Non
 @_form("stmt")
 def atomic_store(dst, src, memory_order="seq_cst"):
     """``T.atomic_store(flag[i], v, memory_order="release")``: ``dst = src`` atomically at
-    device scope (one element of a global tensor; orders relaxed, release, seq_cst)."""
+    device scope (one element of a global tensor or a shared buffer; orders relaxed,
+    release, seq_cst)."""
 
 
 @_form("stmt")
