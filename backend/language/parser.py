@@ -8328,8 +8328,9 @@ def _hoist_shared(body: tuple) -> tuple:
 def _hoist_default_vars(body: tuple, names: set, error) -> tuple:
     """A kernel body with each ``T.alloc_var`` declared without init inside a serial,
     unrolled or ``while`` loop declared, and zeroed, once before the top-level statement
-    holding the loop: TileLang declares it at the kernel's top (``float s = 0;``) and its
-    place in the loop stores nothing, so it keeps its value from one iteration to the next
+    holding the loop (inside a thread region: at the region's top): TileLang declares it at
+    the kernel's top (``float s = 0;``) and its place in the loop stores nothing, so it
+    keeps its value from one iteration to the next
     (TileLang warns that it is read before written); an ``init`` (even 0) stays a store
     where it is written.  Inside a ``T.Parallel`` body such a variable read before it is
     written is refused: TileLang's value there is what the thread's previous iteration
@@ -8419,6 +8420,13 @@ def _hoist_default_vars(body: tuple, names: set, error) -> tuple:
             return s
     out: list = []
     for s in body:
+        if isinstance(s, N.WarpGroups):
+            # a thread region (`T.ws`, a branch on the thread index): declared and zeroed
+            # at the top of the region, where only its threads run it -- before the region,
+            # every thread's store would stand between it and a side-by-side region and
+            # order the two by a block barrier (a hang where they hand data to each other)
+            out.append(dataclasses.replace(s, body=_hoist_default_vars(s.body, names, error)))
+            continue
         t = _Take().visit_block((s,))
         out.extend(hoisted)
         hoisted.clear()
