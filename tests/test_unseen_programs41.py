@@ -6,16 +6,22 @@ privatized histogram, warp-per-row CSR SpMV over a T.dynamic nnz, a radix digit 
 (counts, then a stable ballot-ranked scatter), a bitonic sort of 1024 key / value pairs, a
 register-blocked SGEMM on CUDA cores, a padded-tile transpose, a separable blur with a halo,
 n-body forces over shared tiles, a Julia set by a capped while loop, grid-stride loops over a
-T.dynamic length and a warp argmax with ties broken low.
+T.dynamic length, a warp argmax with ties broken low, a persistent work queue on an atomic
+ticket, label propagation until a round changes nothing, and a producer warp handing rows to
+a consumer warp through shared flags.
 
 CPU: each builds to an sm_90a and an sm_80 cubin, and what decides its result is read in the
 generated source.  All built as first written but the bitonic sort's first form, which swapped
 the pair inside ``if (a > b) == up:`` (``ks[lo] = b; ks[hi] = a; va = vs[lo]; ...``): the
 barrier pass cannot prove two threads' ``lo`` / ``hi`` apart and refuses to split that
 divergent branch (TileLang's sync pass sees the same write-after-write conflict); the program
-now reads both elements and writes both through selects.  Probing the same family found one
-gap, fixed in tests/test_atomic_memory_orders.py: ``T.atomic_store`` / ``T.atomic_load`` on a
-shared flag (TileLang's atomic_ref takes any address) were refused.
+now reads both elements and writes both through selects.  Two fixes came from this family:
+``T.atomic_store`` / ``T.atomic_load`` on a shared flag (TileLang's atomic_ref takes any
+address) were refused (tests/test_atomic_memory_orders.py); and in the warp handoff the
+consumer branch's ``v = T.alloc_var(...)`` (no init, in its serial loop) was hoisted with its
+zero store to before the branch, where that store split the two side-by-side branches and the
+barrier pass put a block barrier between them -- a hang, warp 0 waiting for a slot warp 1
+frees only after that barrier (tests/test_thread_branches.py).
 GPU: each matches a torch reference (``pytest -q -m gpu tests/test_unseen_programs41.py``)."""
 
 import re
@@ -31,7 +37,8 @@ NAMES = ["tree_reduce_then_shuffle", "kogge_stone_block_scan", "scan_add_block_o
          "csr_spmv_warp_per_row", "radix_digit_counts_pass", "radix_digit_scatter_pass",
          "bitonic_sort_pairs_1024", "sgemm_register_blocked", "transpose_padded_tile",
          "gaussian_blur_separable", "nbody_forces_shared_tiles", "julia_escape_counts",
-         "grid_stride_axpy_and_norm", "warp_argmax_ties_low"]
+         "grid_stride_axpy_and_norm", "warp_argmax_ties_low", "persistent_ticket_queue",
+         "label_propagation_until_stable", "warp_handoff_shared_flags"]
 
 
 @pytest.fixture(autouse=True)
@@ -188,6 +195,35 @@ def test_argmax_ties_low():
     assert "shuffle_sync_bfly(bi[0], offset=off[0], mask_and_clamp=31)" in src
 
 
+def test_ticket_queue_loops_on_a_flag():
+    src = _body("persistent_ticket_queue")
+    assert "while go[0] == 1:" in src
+    assert 'start[0] = tca.atomic_fetch(Ctr, (0,), 128, "add")' in src
+    assert re.search(r"if b >= 10000:\s+go\[0\] = 0\s+else:", src)
+
+
+def test_label_propagation_rounds_until_unchanged():
+    src = _body("label_propagation_until_stable")
+    loop = src.split("while go[0] != 0:", 1)[1]
+    assert "m[0] = cutlass.min(m[0], lab[nb[k_1_]])" in loop
+    # the round reads every label before any is written, and the flag after every write
+    reads, writes = loop.split("if m[0] < lab[tx]:", 1)
+    assert reads.rstrip().endswith("cute.arch.sync_threads()")
+    assert re.search(r"changed\[0\] = 1\s+cute\.arch\.sync_threads\(\)\s+go\[0\] = changed\[0\]", writes)
+
+
+def test_handoff_regions_side_by_side_with_shared_flags():
+    src = _body("warp_handoff_shared_flags")
+    regions = src[src.index("# thread region: threads 0..31"):]
+    assert "sync_threads()" not in regions  # no block barrier between producer and consumer
+    producer, consumer = regions.split("# thread region: threads 32..63", 1)
+    assert 'while tca.atomic_load(done, (s,), "acquire") != c - 2 + 1:' in producer
+    assert 'tca.atomic_store(full, s, c + 1, "release")' in producer
+    assert 'while tca.atomic_load(full, (s_1_,), "acquire") != c_1_ + 1:' in consumer
+    assert 'tca.atomic_store(done, s_1_, c_1_ + 1, "release")' in consumer
+    assert "v = cute.make_rmem_tensor((1,), cutlass.Float32)" in consumer
+
+
 # ---- GPU ---------------------------------------------------------------------------------------
 @pytest.mark.gpu
 def test_tree_reduce_then_shuffle_on_gpu():
@@ -334,3 +370,42 @@ def test_warp_argmax_ties_low_on_gpu():
     assert torch.equal(mx, X.max(1).values)
     first = (X == X.max(1, keepdim=True).values).int().argmax(1)
     assert torch.equal(ix.long(), first)
+
+
+@pytest.mark.gpu
+def test_persistent_ticket_queue_on_gpu():
+    X = torch.randn(10000, device="cuda")
+    ctr = torch.zeros(1, device="cuda", dtype=torch.int32)
+    Y = P.persistent_ticket_queue()(X, ctr)
+    torch.testing.assert_close(Y, X * 2.0 + 1.0)
+
+
+@pytest.mark.gpu
+def test_label_propagation_on_gpu():
+    g = torch.Generator().manual_seed(0)
+    n = 512
+    nbr = torch.full((n, 4), -1, dtype=torch.int32)
+    deg = torch.zeros(n, dtype=torch.int64)
+    for _ in range(300):  # random undirected edges, at most 4 per vertex
+        a, b = torch.randint(0, n, (2,), generator=g).tolist()
+        if a != b and deg[a] < 4 and deg[b] < 4 and b not in nbr[a].tolist():
+            nbr[a, deg[a]], nbr[b, deg[b]] = b, a
+            deg[a] += 1
+            deg[b] += 1
+    ref = torch.arange(n)
+    while True:  # the same rounds on the CPU
+        m = ref.clone()
+        for k in range(4):
+            ok = nbr[:, k] >= 0
+            m[ok] = torch.minimum(m[ok], ref[nbr[ok, k].long()])
+        if torch.equal(m, ref):
+            break
+        ref = m
+    L = P.label_propagation_until_stable()(torch.arange(n, dtype=torch.int32).cuda(), nbr.cuda())
+    assert torch.equal(L.cpu().long(), ref)
+
+
+@pytest.mark.gpu
+def test_warp_handoff_shared_flags_on_gpu():
+    X = torch.randn(16, 32, device="cuda")
+    torch.testing.assert_close(P.warp_handoff_shared_flags()(X), X.sum(1), rtol=1e-5, atol=1e-5)

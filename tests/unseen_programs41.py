@@ -10,7 +10,10 @@ SpMV with one warp per row over a T.dynamic nnz, a radix-sort digit pass (counts
 stable scatter), a bitonic sort of 1024 key / value pairs in shared memory, a register-blocked
 SGEMM on CUDA cores, a matrix transpose through a padded shared tile, a separable Gaussian
 blur with a halo, n-body force accumulation with shared tiles, a Julia set by a capped while
-loop, a grid-stride loop over a T.dynamic length and a warp-level argmax with ties broken low.
+loop, a grid-stride loop over a T.dynamic length, a warp-level argmax with ties broken low, a
+persistent work queue on an atomic ticket, label propagation until a round changes nothing
+(a while loop on a shared flag) and a producer warp handing rows to a consumer warp through
+a ring of shared slots with acquire / release flags.
 
 The file reads as TileLang after swapping its two import lines (``import tilelang`` /
 ``import tilelang.language as T``); ``tests/test_unseen_programs41.py`` builds each to a cubin
@@ -639,5 +642,123 @@ def warp_argmax_ties_low(rows=64, n=1000):
             if lane == 0:
                 Mx[r] = bv
                 Ix[r] = bi
+
+    return main
+
+
+# ---- a persistent work queue: blocks take chunks by an atomic ticket until none is left --------
+@tilelang.jit(out_idx=[2])
+def persistent_ticket_queue(n=10000, blocks=8, threads=128):
+    """Y = 2 X + 1 by a few persistent blocks: thread 0 takes the next chunk of `threads`
+    elements from a global counter (atomic add, previous value), the block reads the chunk's
+    start from shared memory and stops once it passes n (TileLang refuses `while True`, so the
+    loop runs on a T.alloc_var flag)."""
+
+    @T.prim_func
+    def main(X: T.Tensor((n,), T.float32), Ctr: T.Tensor((1,), T.int32),
+             Y: T.Tensor((n,), T.float32)):
+        with T.Kernel(blocks, threads=threads) as bx:
+            tx = T.get_thread_binding()
+            start = T.alloc_shared((1,), T.int32)
+            go = T.alloc_var(T.int32, init=1)
+            while go == 1:
+                if tx == 0:
+                    start[0] = T.atomic_add(Ctr[0], threads, return_prev=True)
+                T.sync_threads()
+                b = start[0]
+                T.sync_threads()
+                if b >= n:
+                    go = 0
+                elif b + tx < n:
+                    Y[b + tx] = X[b + tx] * 2.0 + 1.0
+
+    return main
+
+
+# ---- label propagation until stable: a while loop on a shared "changed" flag -----------------
+@tilelang.jit(out_idx=[2])
+def label_propagation_until_stable(n=512):
+    """Connected components of a graph on n vertices given as neighbour lists (Nbr[v, k], -1 for
+    none, up to 4 each): every vertex takes the minimum label among itself and its neighbours,
+    one round per iteration (read all, barrier, write), until a round changes nothing -- the
+    loop's T.alloc_var reads a shared flag the round's writers set."""
+
+    @T.prim_func
+    def main(L0: T.Tensor((n,), T.int32), Nbr: T.Tensor((n, 4), T.int32),
+             L: T.Tensor((n,), T.int32)):
+        with T.Kernel(1, threads=n) as bx:
+            tx = T.get_thread_binding()
+            lab = T.alloc_shared((n,), T.int32)
+            changed = T.alloc_shared((1,), T.int32)
+            nb = T.alloc_local((4,), T.int32)
+            for k in T.unroll(4):
+                nb[k] = Nbr[tx, k]
+            lab[tx] = L0[tx]
+            go = T.alloc_var(T.int32, init=1)
+            while go != 0:
+                if tx == 0:
+                    changed[0] = 0
+                T.sync_threads()
+                m = T.alloc_var(T.int32)
+                m = lab[tx]
+                for k in T.unroll(4):
+                    if nb[k] >= 0:
+                        m = T.min(m, lab[nb[k]])
+                T.sync_threads()
+                if m < lab[tx]:
+                    lab[tx] = m
+                    changed[0] = 1
+                T.sync_threads()
+                go = changed[0]
+                T.sync_threads()
+            L[tx] = lab[tx]
+
+    return main
+
+
+# ---- a producer warp hands chunks to a consumer warp through shared flags --------------------
+@tilelang.jit(out_idx=[1])
+def warp_handoff_shared_flags(chunks=16, slots=2):
+    """Row sums of `chunks` rows of 32 floats by two warps of one block with no block barrier
+    in the loop: warp 0 writes row c into ring slot c % slots once the consumer has released
+    the slot (acquire loads of Done[s]), then publishes Full[s] = c + 1 (a release store on a
+    shared flag); warp 1 spins on Full[s] (acquire), reduces the slot by shuffles and releases
+    it (Done[s] = c + 1)."""
+
+    @T.prim_func
+    def main(X: T.Tensor((chunks, 32), T.float32), S: T.Tensor((chunks,), T.float32)):
+        with T.Kernel(1, threads=64) as bx:
+            tx = T.get_thread_binding()
+            lane = tx % 32
+            ring = T.alloc_shared((slots, 32), T.float32)
+            full = T.alloc_shared((slots,), T.int32)
+            done = T.alloc_shared((slots,), T.int32)
+            if tx < slots:
+                full[tx] = 0
+                done[tx] = 0
+            T.sync_threads()
+            if tx < 32:
+                for c in T.serial(chunks):
+                    s = c % slots
+                    if c >= slots:
+                        while T.atomic_load(done[s], memory_order="acquire") != c - slots + 1:
+                            pass
+                    ring[s, lane] = X[c, lane]
+                    T.sync_warp()
+                    if lane == 0:
+                        T.atomic_store(full[s], c + 1, memory_order="release")
+            else:
+                for c in T.serial(chunks):
+                    s = c % slots
+                    while T.atomic_load(full[s], memory_order="acquire") != c + 1:
+                        pass
+                    v = T.alloc_var(T.float32)
+                    v = ring[s, lane]
+                    for o in T.unroll(5):
+                        v += T.shfl_xor(v, 16 >> o)
+                    T.sync_warp()
+                    if lane == 0:
+                        S[c] = v
+                        T.atomic_store(done[s], c + 1, memory_order="release")
 
     return main
