@@ -1,7 +1,7 @@
 """TileLang's ordered single-element atomics: ``T.atomic_load(x[i], memory_order)`` (an
 expression), ``T.atomic_store(x[i], v, memory_order)`` and ``T.atomic_or(x[i], bits,
-memory_order)`` on global tensors at device scope, as cuda::atomic_ref's orders (the load
-and the store on shared buffers too: a flag one warp raises and another spins on).
+memory_order)`` on global tensors and shared buffers (a flag one warp raises and another
+spins on) at device scope, as cuda::atomic_ref's orders.
 CPU: IR, printer round trip, serialization, generated source, the PTX of the runtime
 helpers for every order, refusals naming form / argument / line, an sm_90a cubin of a
 flag handoff between blocks; GPU: that handoff and a bit mask vs torch."""
@@ -105,6 +105,13 @@ def test_generated_source_and_cubin(tmp_path):
     assert len(info.kernels) == 1
 
 
+def test_shared_or_source():
+    f = T.from_script(_one('T.atomic_or(S[tx // 32], T.shift_left(1, tx % 32), memory_order="release")')
+                      .replace("bx:", "bx:\n        tx = T.get_thread_binding()"))
+    assert [(s.op, s.order) for s in _atomics(f)] == [("or", "release")]
+    assert re.search(r'tca\.atomic_or\(S, tx // 32, .*, "release"\)', emit_cute(lower(f, "sm_90a")))
+
+
 def test_shared_flag_source_and_cubin(tmp_path):
     src = emit_cute(lower(shared_flag(), "sm_90a"))
     assert 'while tca.atomic_load(flag, (1,), "acquire") == cutlass.Uint32(0):' in src
@@ -144,6 +151,7 @@ def _ordered_kernel(p: cute.Pointer, q: cute.Pointer, order: cutlass.Constexpr,
     elif cutlass.const_expr(kind == "shared"):  # a shared flag: .shared state space
         smem = cutlass.memory.SmemAllocator().allocate_tensor(x.element_type, cute.make_layout(64), 16)
         tca.atomic_store(smem, (tx,), y[tx] + 1, order[1])
+        tca.atomic_or(smem, (tx // 2,), y[tx], order[1])
         y[tx] = tca.atomic_load(smem, ((tx + 1) % 64,), order[0])
     else:
         tca.atomic_or(x, (tx // 2,), y[tx], order)
@@ -186,6 +194,7 @@ def test_shared_load_store_ptx(load, store, tmp_path, monkeypatch):
     ssem = "release" if store == "release" else "relaxed"
     assert re.search(rf"ld\.{lsem}\.gpu\.shared(::cta)?\.(b|s|u)32", ptx), ptx[-2000:]
     assert re.search(rf"st\.{ssem}\.gpu\.shared(::cta)?\.(b|s|u)32", ptx), ptx[-2000:]
+    assert re.search(rf"red\.{store}\.gpu\.shared(::cta)?\.or\.b32", ptx), ptx[-2000:]
     assert ("fence.sc.gpu" in ptx) == (load == "seq_cst")
 
 
@@ -224,8 +233,8 @@ def main(G: T.Tensor((8,), "int32"), F: T.Tensor((8,), "float32"), H: T.Tensor((
     ('T.atomic_store(G[0:2], 1)', r"T.atomic_store: dst must be one element \(`flag\[i\]`\)"),
     ('T.atomic_store(L[0], 1)', "'L' is a local buffer; tilecute's T.atomic_store writes an "
                                 "element of a global tensor or a shared buffer"),
-    ('T.atomic_or(S[0], 1)', "'S' is a shared buffer; tilecute's T.atomic_or writes an element "
-                             "of a global tensor\n"),
+    ('T.atomic_or(L[0], 1)', "'L' is a local buffer; tilecute's T.atomic_or writes an element "
+                             "of a global tensor or a shared buffer"),
     ('T.atomic_store(H[0], 1.0)', "'H' is float16; T.atomic_store writes 32 or 64 bits"),
     ('T.atomic_or(F[0], 1)', "'F' is float32; T.atomic_or writes a 32- or 64-bit integer"),
     ('T.atomic_or(G[0], F[0])', "T.atomic_or: value must be an integer, got a float32"),

@@ -976,10 +976,10 @@ class _Validator:
                 self.fail(f"unknown atomic op {s.op!r}; expected one of {', '.join(N.ATOMIC_OPS)}")
             dst_dtype = self.buffer(s.dst.buffer, bufs).dtype
             if s.op in ("or", "store"):
-                scopes = ("global", "shared") if s.op == "store" else ("global",)
-                if self.buffer(s.dst.buffer, bufs).scope not in scopes or isinstance(s.value, N.Region):
-                    self.fail(f"T.atomic_{s.op} writes one element of a global tensor"
-                              + (" or a shared buffer" if s.op == "store" else ""))
+                if self.buffer(s.dst.buffer, bufs).scope not in ("global", "shared") or \
+                        isinstance(s.value, N.Region):
+                    self.fail(f"T.atomic_{s.op} writes one element of a global tensor or a "
+                              "shared buffer")
                 orders = N.ATOMIC_STORE_ORDERS if s.op == "store" else N.MEMORY_ORDERS
                 if s.order not in orders:
                     self.fail(f"T.atomic_{s.op}: memory order {s.order!r}; expected one of "

@@ -497,7 +497,8 @@ def atomic_store(dst, src, memory_order="seq_cst"):
 @_form("stmt")
 def atomic_or(dst, value, memory_order=None):
     """``T.atomic_or(mask[i], bits)``: ``dst |= value`` atomically at device scope (one
-    32- or 64-bit integer element of a global tensor; any of the six memory orders, None:
+    32- or 64-bit integer element of a global tensor or a shared buffer; any of the six
+    memory orders, None:
     relaxed)."""
 
 

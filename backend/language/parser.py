@@ -5473,9 +5473,8 @@ class _Parser:
 
     def stmt_atomic_store(self, a: _Args, s, op: str = "store") -> list[N.Stmt]:
         """``T.atomic_store(dst, src, memory_order)`` / ``T.atomic_or(dst, value,
-        memory_order)``: one element of a global tensor (or, for the store, of a shared
-        buffer: a flag another warp spins on), written atomically at device scope with
-        TileLang's memory order."""
+        memory_order)``: one element of a global tensor or a shared buffer (a flag another
+        warp spins on), written atomically at device scope with TileLang's memory order."""
         name = f"T.atomic_{op}"
         order = a.value("memory_order")
         orders = N.ATOMIC_STORE_ORDERS if op == "store" else N.MEMORY_ORDERS
@@ -5492,11 +5491,9 @@ class _Parser:
             raise a.fail("dst", f"dst must be one element (`flag[i]`), got `{ast.unparse(node)}`")
         dst = self.region(node)
         buf = self.buffer_named(dst.buffer)
-        scopes = ("global", "shared") if op == "store" else ("global",)
-        if buf.scope not in scopes:
+        if buf.scope not in ("global", "shared"):
             raise a.fail("dst", f"'{buf.name}' is a {buf.scope} buffer; tilecute's {name} "
-                                "writes an element of a global tensor"
-                                + (" or a shared buffer" if op == "store" else ""))
+                                "writes an element of a global tensor or a shared buffer")
         ints = ("int32", "uint32", "int64", "uint64")
         if op == "or" and buf.dtype not in ints or DTYPES[buf.dtype].bits not in (32, 64) \
                 or buf.dtype == "bool":

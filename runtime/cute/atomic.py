@@ -431,13 +431,13 @@ _OR_DTYPES = (cutlass.Int32, cutlass.Uint32, cutlass.Int64, cutlass.Uint64)
 
 def atomic_or(tensor, coord, value, order: str) -> None:
     """``tensor[coord] |= value`` atomically at device scope, result unused (32- or 64-bit
-    integers, global memory).  relaxed / release: ``red.{order}.gpu.global.or.b32/.b64``
+    integers, global or shared memory).  relaxed / release: ``red.{order}.gpu.global.or.b32/.b64``
     (TileLang's); acquire, consume, acq_rel: ``atom.{acquire|acq_rel}.gpu.or``; seq_cst:
     ``fence.sc.gpu`` then the acquire ``atom``."""
     dtype = tensor.element_type
     if dtype not in _OR_DTYPES:
         raise TypeError(f"tilecute atomic_or: no atomic or for {dtype.__name__}")
-    ptr = _global_ptr(tensor, coord, "atomic_or")
+    ptr, _ = _flag_ptr(tensor, coord, "atomic_or")  # (red / atom take the pointer's space)
     if order in ("relaxed", "release"):
         cute.arch.red(ptr, dtype(value), op="or", dtype="b32" if dtype.width == 32 else "b64",
                       sem=order, scope="gpu")
