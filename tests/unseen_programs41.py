@@ -25,12 +25,13 @@ import tilecute.language as T
 
 
 # ---- tree reduction: shared memory, sequential addressing, then a warp of shuffles ----------
-@tilelang.jit(out_idx=[1])
+@tilelang.jit
 def tree_reduce_then_shuffle(threads=256, items=4):
     """Sum of a T.dynamic-length vector: each thread adds `items` elements of a grid-stride
     sweep, the block halves its shared partials while more than a warp remains (stride s,
     threads below s add s away, a barrier after each step), the last warp finishes with
-    shfl_down and lane 0 adds the block's sum to Out by an atomic."""
+    shfl_down and lane 0 adds the block's sum to Out by an atomic (Out zeroed by the
+    caller, so it is an argument, not an out_idx output)."""
     n = T.dynamic("n")
 
     @T.prim_func
@@ -230,11 +231,12 @@ def decoupled_lookback_scan(n=8192, block=256):
 
 
 # ---- histogram: privatized in shared memory, merged by atomics ------------------------------
-@tilelang.jit(out_idx=[1])
+@tilelang.jit
 def histogram_shared_private(bins=256, threads=512, blocks=16):
     """Byte histogram of a T.dynamic-length uint8 array: each block zeroes a shared histogram,
     sweeps the input with a grid-stride loop (a T.serial with a run-time step), counts by
-    shared atomics, then adds its non-zero bins to the global histogram by atomics."""
+    shared atomics, then adds its non-zero bins to the global histogram (zeroed by the
+    caller) by atomics."""
     n = T.dynamic("n")
 
     @T.prim_func
@@ -586,7 +588,7 @@ def grid_stride_axpy_and_norm(blocks=8, threads=128, alpha=2.5):
     """Y = alpha * X + Y2 over a T.dynamic length by a grid-stride while loop (a thread's
     index moves by blocks * threads), and the squared norm of the result by a second,
     T.serial-stepped sweep whose per-thread partials meet by warp shuffles and one atomic per
-    warp."""
+    warp into Norm2 (zeroed by the caller)."""
     n = T.dynamic("n")
 
     @T.prim_func
