@@ -1,6 +1,7 @@
 """TileLang's ordered single-element atomics: ``T.atomic_load(x[i], memory_order)`` (an
 expression), ``T.atomic_store(x[i], v, memory_order)`` and ``T.atomic_or(x[i], bits,
-memory_order)`` on global tensors at device scope, as cuda::atomic_ref's orders.
+memory_order)`` on global tensors and shared buffers (a flag one warp raises and another
+spins on) at device scope, as cuda::atomic_ref's orders.
 CPU: IR, printer round trip, serialization, generated source, the PTX of the runtime
 helpers for every order, refusals naming form / argument / line, an sm_90a cubin of a
 flag handoff between blocks; GPU: that handoff and a bit mask vs torch."""
@@ -45,6 +46,32 @@ def handoff(n=128):
     return main
 
 
+def shared_flag(n=256):
+    """Warp 0 of each block writes a shared tile and raises a shared flag (release store);
+    warp 1 spins on it (acquire loads) and copies the tile out: a handoff without a block
+    barrier, as libcu++'s atomic_ref on a shared address (TileLang's AtomicStore / Load)."""
+
+    @T.prim_func
+    def main(X: T.Tensor((n,), "float32"), Y: T.Tensor((n,), "float32")):
+        with T.Kernel(n // 32, threads=64) as bx:
+            tx = T.get_thread_binding()
+            flag = T.alloc_shared((2,), "uint32")
+            data = T.alloc_shared((32,), "float32")
+            if tx == 0:
+                flag[1] = 0
+            T.sync_threads()
+            if tx >= 32:
+                while T.atomic_load(flag[1], memory_order="acquire") == 0:
+                    pass
+                Y[bx * 32 + tx - 32] = data[tx - 32]
+            else:
+                data[tx] = X[bx * 32 + tx] * 3.0
+                T.sync_warp()
+                if tx == 0:
+                    T.atomic_store(flag[1], T.uint32(1), memory_order="release")
+    return main
+
+
 def _atomics(f):
     return [s for k in f.kernels for s in walk_stmts(k.body) if isinstance(s, N.AtomicAdd)]
 
@@ -78,6 +105,30 @@ def test_generated_source_and_cubin(tmp_path):
     assert len(info.kernels) == 1
 
 
+def test_shared_or_source():
+    f = T.from_script(_one('T.atomic_or(S[tx // 32], T.shift_left(1, tx % 32), memory_order="release")')
+                      .replace("bx:", "bx:\n        tx = T.get_thread_binding()"))
+    assert [(s.op, s.order) for s in _atomics(f)] == [("or", "release")]
+    assert re.search(r'tca\.atomic_or\(S, tx // 32, .*, "release"\)', emit_cute(lower(f, "sm_90a")))
+
+
+def test_shared_flag_source_and_cubin(tmp_path):
+    src = emit_cute(lower(shared_flag(), "sm_90a"))
+    assert 'while tca.atomic_load(flag, (1,), "acquire") == cutlass.Uint32(0):' in src
+    assert 'tca.atomic_store(flag, 1, cutlass.Uint32(1), "release")' in src
+    assert 'T.atomic_store(flag[1], T.uint32(1), memory_order="release")' in print_func(shared_flag())
+    assert tilecute.build_cubin(shared_flag(), "sm_80", out_dir=str(tmp_path)).kernel_names
+
+
+@pytest.mark.gpu
+def test_shared_flag_on_gpu():
+    import torch
+    X = torch.randn(256, device="cuda")
+    Y = torch.zeros_like(X)
+    tilecute.compile(shared_flag())(X, Y)
+    torch.testing.assert_close(Y, X * 3.0)
+
+
 # ---- the runtime helpers' PTX, every order ------------------------------------------------
 cutlass = pytest.importorskip("cutlass")
 cute = pytest.importorskip("cutlass.cute")
@@ -97,6 +148,11 @@ def _ordered_kernel(p: cute.Pointer, q: cute.Pointer, order: cutlass.Constexpr,
         y[tx] = tca.atomic_load(x, (tx,), order)
     elif cutlass.const_expr(kind == "store"):
         tca.atomic_store(x, (tx,), y[tx] + 1, order)
+    elif cutlass.const_expr(kind == "shared"):  # a shared flag: .shared state space
+        smem = cutlass.memory.SmemAllocator().allocate_tensor(x.element_type, cute.make_layout(64), 16)
+        tca.atomic_store(smem, (tx,), y[tx] + 1, order[1])
+        tca.atomic_or(smem, (tx // 2,), y[tx], order[1])
+        y[tx] = tca.atomic_load(smem, ((tx + 1) % 64,), order[0])
     else:
         tca.atomic_or(x, (tx // 2,), y[tx], order)
 
@@ -131,6 +187,17 @@ def test_store_ptx(order, tmp_path, monkeypatch):
     assert ("fence.sc.gpu" in ptx) == (order == "seq_cst")
 
 
+@pytest.mark.parametrize("load,store", [("acquire", "release"), ("seq_cst", "relaxed")])
+def test_shared_load_store_ptx(load, store, tmp_path, monkeypatch):
+    ptx = _ptx("shared", (load, store), cutlass.Int32, tmp_path, monkeypatch)
+    lsem = "relaxed" if load == "relaxed" else "acquire"
+    ssem = "release" if store == "release" else "relaxed"
+    assert re.search(rf"ld\.{lsem}\.gpu\.shared(::cta)?\.(b|s|u)32", ptx), ptx[-2000:]
+    assert re.search(rf"st\.{ssem}\.gpu\.shared(::cta)?\.(b|s|u)32", ptx), ptx[-2000:]
+    assert re.search(rf"red\.{store}\.gpu\.shared(::cta)?\.or\.b32", ptx), ptx[-2000:]
+    assert ("fence.sc.gpu" in ptx) == (load == "seq_cst")
+
+
 @pytest.mark.parametrize("order", list(N.MEMORY_ORDERS))
 @pytest.mark.parametrize("dtype", ["Uint32", "Int64"])
 def test_or_ptx(order, dtype, tmp_path, monkeypatch):
@@ -154,6 +221,7 @@ def _one(stmt: str) -> str:
 def main(G: T.Tensor((8,), "int32"), F: T.Tensor((8,), "float32"), H: T.Tensor((8,), "float16")):
     with T.Kernel(1, threads=32) as bx:
         S = T.alloc_shared((8,), "int32")
+        L = T.alloc_local((8,), "int32")
         {stmt}
 '''
 
@@ -163,14 +231,18 @@ def main(G: T.Tensor((8,), "int32"), F: T.Tensor((8,), "float32"), H: T.Tensor((
      r"T.atomic_store does not support memory_order='acquire'; expected one of"),
     ('T.atomic_store(G[0], 1, memory_order="acq_rel")', "memory_order='acq_rel'"),
     ('T.atomic_store(G[0:2], 1)', r"T.atomic_store: dst must be one element \(`flag\[i\]`\)"),
-    ('T.atomic_store(S[0], 1)', "'S' is a shared buffer; tilecute's T.atomic_store"),
+    ('T.atomic_store(L[0], 1)', "'L' is a local buffer; tilecute's T.atomic_store writes an "
+                                "element of a global tensor or a shared buffer"),
+    ('T.atomic_or(L[0], 1)', "'L' is a local buffer; tilecute's T.atomic_or writes an element "
+                             "of a global tensor or a shared buffer"),
     ('T.atomic_store(H[0], 1.0)', "'H' is float16; T.atomic_store writes 32 or 64 bits"),
     ('T.atomic_or(F[0], 1)', "'F' is float32; T.atomic_or writes a 32- or 64-bit integer"),
     ('T.atomic_or(G[0], F[0])', "T.atomic_or: value must be an integer, got a float32"),
     ('T.atomic_or(G[0], 1, memory_order="weak")', "T.atomic_or: memory_order='weak' is not supported"),
     ('G[1] = T.atomic_load(G[0], memory_order="release")',
      r"T.atomic_load does not support memory_order='release'"),
-    ('G[1] = T.atomic_load(S[0])', "'S' is a shared buffer; tilecute's atomic loads"),
+    ('G[1] = T.atomic_load(L[0])', "'L' is a local buffer; tilecute's atomic loads read an "
+                                   "element of a global tensor or a shared buffer"),
     ('F[1] = T.atomic_load(H[0])', "'H' is float16; atomic loads read 32- or 64-bit"),
     ('G[1] = T.atomic_load(bx)', "src must be one element of a global tensor"),
     ('T.atomic_store(G[0], 1, "seq_cst", 4)', "T.atomic_store"),
@@ -178,7 +250,7 @@ def main(G: T.Tensor((8,), "int32"), F: T.Tensor((8,), "float32"), H: T.Tensor((
 def test_refusals_name_the_form_and_line(stmt, msg):
     with pytest.raises(FrontendError, match=msg) as e:
         T.from_script(_one(stmt))
-    assert "<script>:8" in str(e.value)
+    assert "<script>:9" in str(e.value)
 
 
 def test_validator_takes_an_ordered_add_and_refuses_an_unknown_order():

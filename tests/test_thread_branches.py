@@ -265,6 +265,73 @@ def test_no_block_barrier_between_the_branches():
     assert "sync_threads()" not in src[first:]
 
 
+def flag_handoff_loop_var(chunks=8):
+    """Warp 0 writes rows into a shared slot and raises a shared flag; warp 1 spins on it and
+    sums each row into a ``T.alloc_var`` declared without init inside its serial loop
+    (TileLang declares it once, zeroed, so it is hoisted out of the loop)."""
+
+    @T.prim_func
+    def main(X: T.Tensor((chunks, 32), "float32"), S: T.Tensor((chunks,), "float32")):
+        with T.Kernel(1, threads=64) as bx:
+            tx = T.get_thread_binding()
+            ring = T.alloc_shared((32,), "float32")
+            full = T.alloc_shared((1,), "int32")
+            done = T.alloc_shared((1,), "int32")
+            if tx == 0:
+                full[0] = 0
+                done[0] = 0
+            T.sync_threads()
+            if tx < 32:
+                for c in T.serial(chunks):
+                    while T.atomic_load(done[0], memory_order="acquire") != c:
+                        pass
+                    ring[tx] = X[c, tx]
+                    T.sync_warp()
+                    if tx == 0:
+                        T.atomic_store(full[0], c + 1, memory_order="release")
+            else:
+                for c in T.serial(chunks):
+                    while T.atomic_load(full[0], memory_order="acquire") != c + 1:
+                        pass
+                    v = T.alloc_var("float32")
+                    v = ring[tx - 32]
+                    for o in T.unroll(5):
+                        v += T.shfl_xor(v, 16 >> o)
+                    T.sync_warp()
+                    if tx == 32:
+                        S[c] = v
+                        T.atomic_store(done[0], c + 1, memory_order="release")
+    return main
+
+
+def test_loop_var_of_a_branch_is_declared_inside_its_region():
+    """The hoisted declaration (and its zero) of the consumer's loop variable stays in its
+    region: before the region, every thread's zero store stood between the two branches and
+    the barrier pass ordered them by a block barrier, which warp 0 reached only after all its
+    chunks -- waiting on warp 1, which waited at the barrier (a hang)."""
+    f = flag_handoff_loop_var()
+    body = f.kernels[0].body
+    assert [type(s).__name__ for s in body[-2:]] == ["WarpGroups", "WarpGroups"]
+    second = body[-1].body
+    assert isinstance(second[0], N.Allocate) and second[0].buffer.name == "v"
+    assert isinstance(second[1], N.Store) and second[1].buffer == "v"
+    src = emit_cute(lower(f, "sm_90a"))
+    regions = src[src.index("# thread region: threads 0..31"):]
+    assert "sync_threads()" not in regions
+    consumer = regions[regions.index("# thread region: threads 32..63"):]
+    assert consumer.index("v = cute.make_rmem_tensor((1,), cutlass.Float32)") < \
+        consumer.index("for c_1_ in cutlass.range(0, 8)")
+
+
+@pytest.mark.gpu
+def test_loop_var_of_a_branch_on_gpu():
+    import torch
+    X = torch.randn(8, 32, device="cuda")
+    S = torch.zeros(8, device="cuda")
+    tilecute.compile(flag_handoff_loop_var())(X, S)
+    torch.testing.assert_close(S, X.sum(1), rtol=1e-5, atol=1e-5)
+
+
 def test_accumulator_rows_reduce_in_regions():
     src = emit_cute(lower(handoff(), "sm_90a"))
     region = src[src.index("# T.ws(1, 2)"):]

@@ -811,8 +811,9 @@ class ExprPrinter:
         return f'tcmath.match_sync({value}, {mask}, "{e.name[len("match_"):]}")', ATOM
 
     def _atomic_load(self, e: N.Call):
-        """``tca.atomic_load(tensor, coord, order)``: the global element's ``ld.{relaxed,
-        acquire}.gpu`` (seq_cst: after ``fence.sc.gpu``); the Load names the element."""
+        """``tca.atomic_load(tensor, coord, order)``: the global (or shared) element's
+        ``ld.{relaxed, acquire}.gpu`` (seq_cst: after ``fence.sc.gpu``); the Load names the
+        element."""
         self.use("atomic")
         src, order = e.args
         coord = self.index_tuple(src.indices)

@@ -976,8 +976,10 @@ class _Validator:
                 self.fail(f"unknown atomic op {s.op!r}; expected one of {', '.join(N.ATOMIC_OPS)}")
             dst_dtype = self.buffer(s.dst.buffer, bufs).dtype
             if s.op in ("or", "store"):
-                if self.buffer(s.dst.buffer, bufs).scope != "global" or isinstance(s.value, N.Region):
-                    self.fail(f"T.atomic_{s.op} writes one element of a global tensor")
+                if self.buffer(s.dst.buffer, bufs).scope not in ("global", "shared") or \
+                        isinstance(s.value, N.Region):
+                    self.fail(f"T.atomic_{s.op} writes one element of a global tensor or a "
+                              "shared buffer")
                 orders = N.ATOMIC_STORE_ORDERS if s.op == "store" else N.MEMORY_ORDERS
                 if s.order not in orders:
                     self.fail(f"T.atomic_{s.op}: memory order {s.order!r}; expected one of "
@@ -1224,11 +1226,12 @@ class _Validator:
                 self.fail("ptx_wait_group takes an int32 Const >= 0 (the groups left pending)")
             if e.name == "atomic_load":
                 src, order = e.args
-                if not (isinstance(src, N.Load) and self.buffer(src.buffer, bufs).scope == "global"
+                if not (isinstance(src, N.Load) and self.buffer(src.buffer, bufs).scope in ("global", "shared")
                         and e.dtype == src.dtype and DTYPES[e.dtype].bits in (32, 64)
                         and isinstance(order, N.Const) and order.value in
                         [N.MEMORY_ORDERS.index(o) for o in N.ATOMIC_LOAD_ORDERS]):
-                    self.fail("atomic_load takes a 32- or 64-bit element of a global tensor and a "
+                    self.fail("atomic_load takes a 32- or 64-bit element of a global tensor or a "
+                              "shared buffer and a "
                               "load memory order's id, and is of the element's dtype")
             if e.name in N.ATOMIC_RETURNS:
                 dst, value, order = e.args

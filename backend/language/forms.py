@@ -490,13 +490,15 @@ def atomic_min(dst, value, memory_order=None, return_prev=False, annotations=Non
 @_form("stmt")
 def atomic_store(dst, src, memory_order="seq_cst"):
     """``T.atomic_store(flag[i], v, memory_order="release")``: ``dst = src`` atomically at
-    device scope (one element of a global tensor; orders relaxed, release, seq_cst)."""
+    device scope (one element of a global tensor or a shared buffer; orders relaxed,
+    release, seq_cst)."""
 
 
 @_form("stmt")
 def atomic_or(dst, value, memory_order=None):
     """``T.atomic_or(mask[i], bits)``: ``dst |= value`` atomically at device scope (one
-    32- or 64-bit integer element of a global tensor; any of the six memory orders, None:
+    32- or 64-bit integer element of a global tensor or a shared buffer; any of the six
+    memory orders, None:
     relaxed)."""
 
 

@@ -636,17 +636,18 @@ def abs2(x):
 def atomic_load(src, memory_order="seq_cst", *, buffer_of=None):
     """``T.atomic_load(flag[i], memory_order="acquire")``: the element read atomically at
     device scope (TileLang's ``cuda::atomic_ref<T, thread_scope_device>::load``); one
-    32- or 64-bit element of a global tensor; orders relaxed, consume, acquire, seq_cst."""
+    32- or 64-bit element of a global tensor or a shared buffer (a flag one warp raises
+    and another spins on); orders relaxed, consume, acquire, seq_cst."""
     if memory_order not in _N.ATOMIC_LOAD_ORDERS:
         raise ValueError(f"T.atomic_load does not support memory_order={memory_order!r}; "
                          f"expected one of {sorted(_N.ATOMIC_LOAD_ORDERS)}")
     if not isinstance(src, _N.Load):
-        raise ValueError(f"T.atomic_load: src must be one element of a global tensor "
-                         f"(`flag[i]`), got {src!r}")
+        raise ValueError(f"T.atomic_load: src must be one element of a global tensor or a "
+                         f"shared buffer (`flag[i]`), got {src!r}")
     buf = buffer_of(src.buffer)
-    if buf.scope != "global":
+    if buf.scope not in ("global", "shared"):
         raise ValueError(f"T.atomic_load: '{buf.name}' is a {buf.scope} buffer; tilecute's "
-                         "atomic loads read an element of a global tensor")
+                         "atomic loads read an element of a global tensor or a shared buffer")
     if DTYPES[buf.dtype].bits not in (32, 64) or buf.dtype == "bool":
         raise ValueError(f"T.atomic_load: '{buf.name}' is {buf.dtype}; atomic loads read 32- "
                          "or 64-bit elements")

@@ -5473,8 +5473,8 @@ class _Parser:
 
     def stmt_atomic_store(self, a: _Args, s, op: str = "store") -> list[N.Stmt]:
         """``T.atomic_store(dst, src, memory_order)`` / ``T.atomic_or(dst, value,
-        memory_order)``: one element of a global tensor, written atomically at device
-        scope with TileLang's memory order."""
+        memory_order)``: one element of a global tensor or a shared buffer (a flag another
+        warp spins on), written atomically at device scope with TileLang's memory order."""
         name = f"T.atomic_{op}"
         order = a.value("memory_order")
         orders = N.ATOMIC_STORE_ORDERS if op == "store" else N.MEMORY_ORDERS
@@ -5491,9 +5491,9 @@ class _Parser:
             raise a.fail("dst", f"dst must be one element (`flag[i]`), got `{ast.unparse(node)}`")
         dst = self.region(node)
         buf = self.buffer_named(dst.buffer)
-        if buf.scope != "global":
+        if buf.scope not in ("global", "shared"):
             raise a.fail("dst", f"'{buf.name}' is a {buf.scope} buffer; tilecute's {name} "
-                                "writes an element of a global tensor")
+                                "writes an element of a global tensor or a shared buffer")
         ints = ("int32", "uint32", "int64", "uint64")
         if op == "or" and buf.dtype not in ints or DTYPES[buf.dtype].bits not in (32, 64) \
                 or buf.dtype == "bool":
@@ -8325,8 +8325,9 @@ def _hoist_shared(body: tuple) -> tuple:
 def _hoist_default_vars(body: tuple, names: set, error) -> tuple:
     """A kernel body with each ``T.alloc_var`` declared without init inside a serial,
     unrolled or ``while`` loop declared, and zeroed, once before the top-level statement
-    holding the loop: TileLang declares it at the kernel's top (``float s = 0;``) and its
-    place in the loop stores nothing, so it keeps its value from one iteration to the next
+    holding the loop (inside a thread region: at the region's top): TileLang declares it at
+    the kernel's top (``float s = 0;``) and its place in the loop stores nothing, so it
+    keeps its value from one iteration to the next
     (TileLang warns that it is read before written); an ``init`` (even 0) stays a store
     where it is written.  Inside a ``T.Parallel`` body such a variable read before it is
     written is refused: TileLang's value there is what the thread's previous iteration
@@ -8416,6 +8417,13 @@ def _hoist_default_vars(body: tuple, names: set, error) -> tuple:
             return s
     out: list = []
     for s in body:
+        if isinstance(s, N.WarpGroups):
+            # a thread region (`T.ws`, a branch on the thread index): declared and zeroed
+            # at the top of the region, where only its threads run it -- before the region,
+            # every thread's store would stand between it and a side-by-side region and
+            # order the two by a block barrier (a hang where they hand data to each other)
+            out.append(dataclasses.replace(s, body=_hoist_default_vars(s.body, names, error)))
+            continue
         t = _Take().visit_block((s,))
         out.extend(hoisted)
         hoisted.clear()

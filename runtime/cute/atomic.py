@@ -390,30 +390,40 @@ def _global_ptr(tensor, coord, what: str):
     return element_ptr(tensor, coord)
 
 
+def _flag_ptr(tensor, coord, what: str):
+    """The element's pointer and its state space for ``ld`` / ``st``: None (``.global``)
+    for global memory, ``"cta"`` (``.shared::cta``) for shared memory."""
+    space = tensor.iterator.memspace
+    if space not in (cute.AddressSpace.gmem, cute.AddressSpace.smem):
+        raise TypeError(f"tilecute {what}: the element must be in global or shared memory")
+    return element_ptr(tensor, coord), ("cta" if space == cute.AddressSpace.smem else None)
+
+
 def atomic_load(tensor, coord, order: str):
     """``tensor[coord]`` read atomically at device (``.gpu``) scope with ``order``
     (relaxed, consume, acquire or seq_cst): ``ld.relaxed.gpu`` / ``ld.acquire.gpu`` /
-    ``fence.sc.gpu; ld.acquire.gpu``.  Global memory."""
+    ``fence.sc.gpu; ld.acquire.gpu``.  Global or shared memory (TileLang's
+    ``cuda::atomic_ref<T, thread_scope_device>`` takes either)."""
     if order not in ("relaxed", "consume", "acquire", "seq_cst"):
         raise ValueError(f"tilecute atomic_load: no {order} load")
-    ptr = _global_ptr(tensor, coord, "atomic_load")
+    ptr, ss = _flag_ptr(tensor, coord, "atomic_load")
     if order == "seq_cst":
         fence_sc_gpu()
     return cute.arch.load(ptr, tensor.element_type, sem="relaxed" if order == "relaxed" else "acquire",
-                          scope="gpu")
+                          scope="gpu", ss=ss)
 
 
 def atomic_store(tensor, coord, value, order: str) -> None:
     """``tensor[coord] = value`` atomically at device scope with ``order`` (relaxed,
     release or seq_cst): ``st.relaxed.gpu`` / ``st.release.gpu`` / ``fence.sc.gpu;
-    st.relaxed.gpu``.  Global memory; ``value`` converted to the element type."""
+    st.relaxed.gpu``.  Global or shared memory; ``value`` converted to the element type."""
     if order not in ("relaxed", "release", "seq_cst"):
         raise ValueError(f"tilecute atomic_store: no {order} store")
-    ptr = _global_ptr(tensor, coord, "atomic_store")
+    ptr, ss = _flag_ptr(tensor, coord, "atomic_store")
     if order == "seq_cst":
         fence_sc_gpu()
     cute.arch.store(ptr, tensor.element_type(value), sem="release" if order == "release" else "relaxed",
-                    scope="gpu")
+                    scope="gpu", ss=ss)
 
 
 _OR_DTYPES = (cutlass.Int32, cutlass.Uint32, cutlass.Int64, cutlass.Uint64)
@@ -421,13 +431,13 @@ _OR_DTYPES = (cutlass.Int32, cutlass.Uint32, cutlass.Int64, cutlass.Uint64)
 
 def atomic_or(tensor, coord, value, order: str) -> None:
     """``tensor[coord] |= value`` atomically at device scope, result unused (32- or 64-bit
-    integers, global memory).  relaxed / release: ``red.{order}.gpu.global.or.b32/.b64``
+    integers, global or shared memory).  relaxed / release: ``red.{order}.gpu.global.or.b32/.b64``
     (TileLang's); acquire, consume, acq_rel: ``atom.{acquire|acq_rel}.gpu.or``; seq_cst:
     ``fence.sc.gpu`` then the acquire ``atom``."""
     dtype = tensor.element_type
     if dtype not in _OR_DTYPES:
         raise TypeError(f"tilecute atomic_or: no atomic or for {dtype.__name__}")
-    ptr = _global_ptr(tensor, coord, "atomic_or")
+    ptr, _ = _flag_ptr(tensor, coord, "atomic_or")  # (red / atom take the pointer's space)
     if order in ("relaxed", "release"):
         cute.arch.red(ptr, dtype(value), op="or", dtype="b32" if dtype.width == 32 else "b64",
                       sem=order, scope="gpu")
