@@ -519,14 +519,14 @@ class Bounds:
                     self.known.assume(c, True)
                 conds += self.predicate(ld.buffer, ld.indices)
             t = self.out.fresh("ld")
-            self.hoisted[key] = t
             if self.never(conds):
                 self.unchecked(t, ld.buffer, ld.dtype, depth)
-                continue
-            self.out.line(depth, f"{t} = {self.fallback(ld.buffer, ld.dtype)}")
-            self.out.line(depth, f"if {chain('and', conds)}:")
-            value = expr(ld)
-            self.out.line(depth + 1, f"{t} = {value}")
+            else:
+                self.out.line(depth, f"{t} = {self.fallback(ld.buffer, ld.dtype)}")
+                self.out.line(depth, f"if {chain('and', conds)}:")
+                value = expr(ld)
+                self.out.line(depth + 1, f"{t} = {value}")
+            self.hoisted[key] = t
 
     @contextmanager
     def statement(self):
