@@ -6,16 +6,11 @@ body does stays (a fragment's zero fill, TileLang's padding), and the ``else`` g
 nothing is left.  A lane-dependent check (a column tail) keeps its per-lane fallback.
 CPU: the generated CuTe DSL of sm_90a cubins; GPU: values against torch, tails included."""
 
-import os
-import sys
-
+import elementwise  # (examples/: conftest puts it on the path)
 import pytest
 
 import tilecute
 import tilecute.language as T
-
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))
-import elementwise  # noqa: E402
 
 
 # ---- programs -------------------------------------------------------------------------------

@@ -705,6 +705,7 @@ class NestEmitter:
         if failed and all(id(s) in k.dropped or N.is_assume(s) or
                           isinstance(s, N.Let) and plain_statements((s,)) for s in inner.body):
             k.out.rewind(mark)
+        k.dropped = set()
 
     def preload(self, inner: N.For, vec, width: int, depth: int) -> dict:
         """Before a bounds-checked vector path: the vector loads that read the same elements
