@@ -356,6 +356,20 @@ class Bounds:
         # global tensor (a view too) -> its T.annotate_safe_value (what an out-of-bounds
         # read gives instead of 0); the kernel emitter sets it
         self.safe: dict[str, N.Expr] = {}
+        # bounds checks of which at least one is false where code is being emitted (the
+        # per-lane path of a vector nest whose checks do not depend on the lane): a guard
+        # holding all of them never passes (:meth:`never`)
+        self.failed: frozenset[str] = frozenset()
+
+    def never(self, conds) -> bool:
+        """Whether the ``and`` of ``conds`` is known false here: it holds every one of the
+        :attr:`failed` checks, of which one at least is false."""
+        return bool(self.failed) and self.failed <= set(conds)
+
+    def unchecked(self, t: str, buffer: str, dtype: str, depth: int) -> None:
+        """A guarded read that never passes (:meth:`never`): ``t`` is what it gives out
+        of bounds."""
+        self.out.line(depth, f"{t} = {self.fallback(buffer, dtype)}", "out of bounds")
 
     def fallback(self, buffer: str, dtype: str) -> str:
         """Source text of what an out-of-bounds read of ``buffer`` gives as ``dtype``: 0,
@@ -372,6 +386,10 @@ class Bounds:
     def predicate(self, buffer: str, indices, lower: bool = True, upper: bool = True) -> list[str]:
         """Conditions for ``buffer[indices]`` to be in bounds that cannot be proved.  As in
         TileLang, an index with no variable in it is not checked."""
+        return [text for _, text in self.checks(buffer, indices, lower, upper)]
+
+    def checks(self, buffer: str, indices, lower: bool = True, upper: bool = True) -> list[tuple]:
+        """:meth:`predicate`'s conditions, each with the index it checks."""
         buf = self.buffers.get(buffer)
         if buf is None or buf.scope != "global":
             return []
@@ -381,9 +399,9 @@ class Bounds:
             if _constant(idx):
                 continue
             if lower and not self.known.nonnegative(idx):
-                conds.append(f"{expr(idx)} >= 0")
+                conds.append((idx, f"{expr(idx)} >= 0"))
             if upper and not self.known.below(idx, dim):
-                conds.append(f"{expr(idx)} < {expr(dim)}")
+                conds.append((idx, f"{expr(idx)} < {expr(dim)}"))
         return conds
 
     def within(self, buffer: str, indices) -> bool:
@@ -423,7 +441,11 @@ class Bounds:
             if load_key(dst) in registers or key in self.hoisted:
                 continue
             conds = self.predicate(dst.buffer, dst.indices)
-            if conds:
+            if conds and self.never(conds):  # (its read, or atomic, never runs here)
+                t = self.out.fresh("at" if isinstance(x, N.Call) else "ld")
+                self.unchecked(t, dst.buffer, x.dtype, depth)
+                self.hoisted[key] = t
+            elif conds:
                 t = self.out.fresh("at" if isinstance(x, N.Call) else "ld")
                 self.out.line(depth, f"{t} = {self.fallback(dst.buffer, x.dtype)}")
                 self.out.line(depth, f"if {chain('and', conds)}:")
@@ -497,10 +519,13 @@ class Bounds:
                     self.known.assume(c, True)
                 conds += self.predicate(ld.buffer, ld.indices)
             t = self.out.fresh("ld")
-            self.out.line(depth, f"{t} = {self.fallback(ld.buffer, ld.dtype)}")
-            self.out.line(depth, f"if {chain('and', conds)}:")
-            value = expr(ld)
-            self.out.line(depth + 1, f"{t} = {value}")
+            if self.never(conds):
+                self.unchecked(t, ld.buffer, ld.dtype, depth)
+            else:
+                self.out.line(depth, f"{t} = {self.fallback(ld.buffer, ld.dtype)}")
+                self.out.line(depth, f"if {chain('and', conds)}:")
+                value = expr(ld)
+                self.out.line(depth + 1, f"{t} = {value}")
             self.hoisted[key] = t
 
     @contextmanager

@@ -18,7 +18,7 @@ from ..ir.printer import expr_str, gemm_operand, layout_str
 from ..runtime.dtypes import DTYPES
 from ..target import arch_at_least
 from ..transform.analysis import (accesses, all_names, allreduce_steps, buffers_used, column_slice, has_pdl_calls, loads as _loads,
-                                  matrix_slice, mentions, parallel_nest, row_slice, row_major_strides, value_range,
+                                  matrix_slice, mentions, parallel_nest, plain_statements, row_slice, row_major_strides, value_range,
                                   stage_bytes, view_bases, walk_stmts)
 from ..transform.launch_abi import KernelPlan
 from ..transform.overlap_mma import TURN_BARRIER
@@ -82,6 +82,8 @@ class KernelEmitter:
         self.rows_read: set[str] = set()
         self.one_thread = False  # inside `if tc_tid == <t>:`
         self.replicas = False  # inside a nest every thread runs whole (NestEmitter.replicated)
+        self.dropped: set[int] = set()  # ids of statements not emitted: they never run
+        # where they are (never_runs)
         # the threads the statements being emitted map onto: the block's, or inside a T.ws
         # region its warpgroups' (their thread index from 0, their count, their barrier)
         self.tid, self.threads, self.region_barrier = "tc_tid", self.scope.num_threads, 0
@@ -262,9 +264,13 @@ class KernelEmitter:
     def body(self, stmts, depth: int) -> None:
         if all(N.is_assume(s) for s in stmts):  # (none, or only comments)
             self.out.line(depth, "pass")
+        start = len(self.out.lines)
         with self.bounds.known.scope():
             for s in stmts:
                 self.stmt(s, depth)
+        if all(line.lstrip().startswith("#") for line in self.out.lines[start:]) and \
+                any(id(s) in self.dropped for s in stmts):
+            self.out.line(depth, "pass")  # (its statements never run here: never_runs)
 
     def stmt(self, s: N.Stmt, depth: int) -> None:
         if not self.row_results:
@@ -285,6 +291,9 @@ class KernelEmitter:
         self.nests.made = {}
 
     def emit_stmt(self, s: N.Stmt, depth: int) -> None:
+        if self.never_runs(s):
+            self.dropped.add(id(s))
+            return
         with self.bounds.statement():
             if isinstance(s, (N.Let, N.Store, N.If, N.Evaluate, N.ThreadAllReduce)) and \
                     not N.is_assume(s):
@@ -298,6 +307,15 @@ class KernelEmitter:
                              "is not implemented yet in this tilecute")
             else:
                 self.fail(s, f"statement {type(s).__name__} has no CuTe DSL form")
+
+    def never_runs(self, s: N.Stmt) -> bool:
+        """A store to a global tensor whose bounds check cannot pass here
+        (:meth:`Bounds.never`) and whose indices and value call nothing with an effect:
+        it does nothing, and is not emitted."""
+        return bool(self.bounds.failed) and isinstance(s, N.Store) and plain_statements((s,)) and \
+            (s.buffer, s.indices) not in self.nests.vector and \
+            self.buffers[s.buffer].scope == "global" and \
+            self.bounds.never(self.bounds.predicate(s.buffer, s.indices))
 
     def let(self, s: N.Let, depth: int) -> None:
         self.out.line(depth, f"{ident(s.var.name)} = {self.exprs.expr(s.value)}")
@@ -913,6 +931,9 @@ class KernelEmitter:
             # holding a row (the lanes of a quad, the warps along N) run it alike; the first
             # of them runs its atomics, as TileLang guards them to the fragment's replica 0
             conds.insert(0, self.mma.owners[self.nests.line_frag])
+        if self.bounds.never(conds):  # (it never runs here: not emitted)
+            self.dropped.add(id(s))
+            return
         self.predicated(conds, f"tca.atomic_{s.op}({ident(buf.name)}, {coord}, {value}{order})", depth)
         self.out.use("atomic")
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from ..ir import nodes as N
 from ..runtime.dtypes import DTYPES
 from ..ir.visitor import substitute, walk_nodes, walk_stmts
-from ..transform.analysis import PURE_CALLS, accesses, let_values, mentions, parallel_nest, value_range
+from ..transform.analysis import PURE_CALLS, accesses, let_values, mentions, parallel_nest, plain_statements, value_range
 from ..transform.layout_inference import int_value, owned_registers, packed_divisor
 from .expr import PACKED, PREC, Py, chain, cute_type, register_type
 from .memory import flat_index, vector_view
@@ -664,17 +664,48 @@ class NestEmitter:
                                        if not isinstance(s, N.Let) and not N.is_assume(s)), None)]:
                 if N.is_assume(s):
                     known.assume(s.value.args[0], True)
-            conds = self.vector_bounds(inner, vec, width)
+            checks = self.vector_checks(inner, vec, width)
+        conds = list(dict.fromkeys(text for _, text in checks))
         if conds:
             pre = self.preload(inner, vec, width, depth)
             self.lanes_checked = True
             self.k.out.line(depth, f"if {chain('and', conds)}:")
             self.lanes_fast(inner, width, vec, depth + 1, pre)
-            self.k.out.line(depth, "else:")
-            self.lanes_loop(inner, width, dict(pre), depth + 1)
+            self.lanes_fallback(inner, width, dict(pre), conds if self.lane_invariant(inner, checks)
+                                else (), depth)
             self.lanes_checked = False
         else:
             self.lanes_fast(inner, width, vec, depth)
+
+    def lane_invariant(self, inner: N.For, checks) -> bool:
+        """Whether the vector bounds ``checks`` are the same at every lane and in the
+        per-lane path: no checked index reads the nest's variable, a variable its body
+        binds, or a tensor its body writes."""
+        body = inner.body
+        bound = {inner.var.name} | {s.var.name for s in walk_stmts(body) if isinstance(s, (N.Let, N.For))}
+        written = {b for b, _, w in accesses(body) if w}
+        return not any(mentions(idx, name) for idx, _ in checks for name in bound) and \
+            not any(ld.buffer in written for idx, _ in checks for ld in _loads_of(idx))
+
+    def lanes_fallback(self, inner: N.For, width: int, temps, failed, depth: int) -> None:
+        """The ``else`` of the vector path: the lanes one by one, each access checked.  With
+        lane-invariant checks (``failed``: one of them at least is false here) a guarded
+        access that needs them all never runs: it is not emitted (a global store), or
+        reads its out-of-bounds value (a load); where nothing else is left (Lets of
+        pure values), there is no ``else``.  What else the body does stays: a zero fill
+        of a fragment or shared tile (TileLang's padding), a store under other guards."""
+        k = self.k
+        mark = k.out.mark()
+        k.out.line(depth, "else:")
+        saved, k.bounds.failed, k.dropped = k.bounds.failed, frozenset(failed), set()
+        try:
+            self.lanes_loop(inner, width, temps, depth + 1)
+        finally:
+            k.bounds.failed = saved
+        if failed and all(id(s) in k.dropped or N.is_assume(s) or
+                          isinstance(s, N.Let) and plain_statements((s,)) for s in inner.body):
+            k.out.rewind(mark)
+        k.dropped = set()
 
     def preload(self, inner: N.For, vec, width: int, depth: int) -> dict:
         """Before a bounds-checked vector path: the vector loads that read the same elements
@@ -706,21 +737,25 @@ class NestEmitter:
 
     def vector_bounds(self, inner: N.For, vec, width: int) -> list[str]:
         """Bounds conditions of the vector accesses at the first and the last lane."""
+        return list(dict.fromkeys(text for _, text in self.vector_checks(inner, vec, width)))
+
+    def vector_checks(self, inner: N.For, vec, width: int) -> list[tuple]:
+        """:meth:`vector_bounds`, each condition with the index (lets resolved) it checks."""
         k = self.k
         j = inner.var.name
-        conds = []
+        checks = []
         # indices grow with the lane: lower bounds at the first lane, upper at the last
         for (name, indices) in vec:
-            conds += k.bounds.predicate(name, self.resolve(indices), upper=width == 1)
+            checks += k.bounds.checks(name, self.resolve(indices), upper=width == 1)
         if width > 1:
             lo, hi = k.ranges[j]
             k.exprs.subst[j] = f"({ident(j)} + {width - 1})"
             k.ranges[j] = (lo + width - 1, hi)
             for (name, indices) in vec:
-                conds += k.bounds.predicate(name, self.resolve(indices), lower=False)
+                checks += k.bounds.checks(name, self.resolve(indices), lower=False)
             k.ranges[j] = (lo, hi)
             del k.exprs.subst[j]
-        return list(dict.fromkeys(conds))
+        return checks
 
     def resolve(self, indices):
         return substitute(indices, self.lets) if self.lets else indices

@@ -129,3 +129,13 @@ class Writer:
 
     def use(self, helper: str) -> None:
         self.uses.add(helper)
+
+    def mark(self) -> tuple:
+        """Where the source is now, for :meth:`rewind`."""
+        return len(self.lines), set(self.uses)
+
+    def rewind(self, mark: tuple) -> None:
+        """Takes back what was written since ``mark``: code that turned out to do nothing
+        (its temporaries' numbers stay used)."""
+        del self.lines[mark[0]:]
+        self.uses = set(mark[1])
