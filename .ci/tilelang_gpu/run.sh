@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # TileLang's own programs on a GPU under tilecute: its examples (each example's reference check
 # decides) and its tests (language/, issue/, kernel/, jit/, layout/, ... listed below; pytest with
-# `tilelang` aliased to `tilecute`).  Not part of .ci/run (it needs a GPU and a TileLang checkout, whose code is TileLang's, never ours):
+# `tilelang` aliased to `tilecute`).  Not part of .ci/run (it needs a GPU and a TileLang
+# checkout, whose code is TileLang's, never ours):
 #
 #   bash .ci/tilelang_gpu/run.sh <tilelang checkout> <out dir> [parallel jobs]
 #
