@@ -231,6 +231,10 @@ def test_index_map_layout_methods():
     assert not rows.is_equal(T.Fragment((16, 8), forward_fn=lambda i, j: (i, j)))
     with pytest.raises(MapError, match="the shape .* is not a tuple of ints"):
         T.Layout([T.dynamic("n"), 8], lambda i, j: i * 8 + j).get_output_shape()
+    with pytest.raises(NotImplementedError, match="T.Layout.expand is not supported"):
+        rows.expand([4])
+    with pytest.raises(NotImplementedError, match="T.Layout.get_linearized_forward_index"):
+        rows.get_linearized_forward_index()
 
 
 # ---- refusals ------------------------------------------------------------------------------

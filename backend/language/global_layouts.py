@@ -75,6 +75,16 @@ class IndexMapLayout:
         a, b = self._values(), other._values()
         return len(a) == len(b) and all(np.array_equal(x, y) for x, y in zip(a, b))
 
+    def __getattr__(self, name):
+        """TileLang's other Layout methods (TVM expressions, layouts tilecute does not
+        build): ``NotImplementedError`` naming the method, as ``T.Fragment``'s."""
+        from .custom_layouts import _FRAGMENT_UNSUPPORTED
+
+        if name in _FRAGMENT_UNSUPPORTED and name not in ("map_forward_thread", "thread"):
+            raise NotImplementedError(f"T.Layout.{name} is not supported by tilecute: "
+                                      f"{_FRAGMENT_UNSUPPORTED[name]}")
+        raise AttributeError(f"'T.Layout' object has no attribute {name!r}")
+
 
 class BufferProxy:
     """What a Python helper that builds a layout (``make_dq_layout(dQ)``) sees for a buffer
