@@ -216,6 +216,27 @@ def test_fragment_methods():
         base.map_forward_thread([0])
 
 
+def test_index_map_layout_methods():
+    """TileLang's Layout.is_equal / get_input_shape / get_output_shape on T.Layout's index
+    map: the maps compared by their values at every index, not by their expressions."""
+    rows = T.Layout([16, 8], lambda i, j: i * 8 + j)
+    assert rows.get_input_shape() == [16, 8] and rows.get_output_shape() == [128]
+    assert rows.is_equal(T.Layout([16, 8], lambda r, c: c + r * 8))  # same map, other names
+    assert not rows.is_equal(T.Layout([16, 8], lambda i, j: j * 16 + i))  # transposed
+    assert not rows.is_equal(T.Layout([8, 16], lambda i, j: i * 16 + j))  # other shape
+    assert not rows.is_equal(T.Layout([16, 8], lambda i, j: [i, j]))  # two outputs
+    pair = T.Layout([4, 6], lambda i, j: [j // 2, i * 2 + j % 2])
+    assert pair.get_output_shape() == [3, 8]
+    assert pair.is_equal(T.Layout([4, 6], lambda i, j: [j // 2, j % 2 + 2 * i]))
+    assert not rows.is_equal(T.Fragment((16, 8), forward_fn=lambda i, j: (i, j)))
+    with pytest.raises(MapError, match="the shape .* is not a tuple of ints"):
+        T.Layout([T.dynamic("n"), 8], lambda i, j: i * 8 + j).get_output_shape()
+    with pytest.raises(NotImplementedError, match="T.Layout.expand is not supported"):
+        rows.expand([4])
+    with pytest.raises(NotImplementedError, match="T.Layout.get_linearized_forward_index"):
+        rows.get_linearized_forward_index()
+
+
 # ---- refusals ------------------------------------------------------------------------------
 def refusal(body: str, threads: int = 128, extra: str = "") -> str:
     text = f"""\

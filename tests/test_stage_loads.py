@@ -83,6 +83,24 @@ def through_fragment(n=4096, block=1024):
     return through_fragment
 
 
+def halves_copy(rows=64, cols=64):
+    """A copy whose loop_layout runs it on both halves of the block (replicate=2: element f
+    on threads f // 2 % 64 and 64 + f // 2 % 64), which tilecute runs on every thread."""
+    def both_halves(i, j, rep):
+        f = i * cols + j
+        return f // 2 % 64 + rep * 64, f % 2 + f // 128 * 2
+
+    layout = T.Fragment((rows, cols), forward_fn=both_halves, replicate=2)
+
+    @T.prim_func
+    def halves_copy(x: T.Tensor((rows, cols), "float32"), y: T.Tensor((rows, cols), "float32")):
+        with T.Kernel(1, threads=128):
+            for i, j in T.Parallel(rows, cols, loop_layout=layout):
+                y[i, j] = x[i, j] * 3
+
+    return halves_copy
+
+
 def staged(func, options=None) -> bool:
     f = run_passes(func, "sm_90a", options or {})
     return any(n.endswith("_staged") for n in re.findall(r"\b(\w+) = T.alloc_fragment", f.script()))
@@ -96,10 +114,20 @@ def test_global_nests_are_staged(factory):
     assert tilecute.build_cubin(func, "sm_90a").kernel_names
 
 
-@pytest.mark.parametrize("factory", [in_place, small_per_thread, through_fragment])
+@pytest.mark.parametrize("factory", [in_place, small_per_thread, through_fragment, halves_copy])
 def test_nests_left_as_written(factory):
-    """The store's tensor read in the nest, one vector a thread, a fragment read: no split."""
+    """The store's tensor read in the nest, one vector a thread, a fragment read, a
+    replicated loop_layout: no split."""
     assert not staged(factory())
+
+
+def test_replicated_loop_layout_copy_builds():
+    """A replicated loop_layout's nest stays one nest on every thread (staged, its fragment
+    was not replicated: the layout pass refused the program naming that fragment)."""
+    func = halves_copy()
+    assert 'loop_layout=T.Layout("replicated")' in run_passes(func, "sm_90a", {}).script()
+    src = tilecute.compile(func, target="sm_90a").get_kernel_source()
+    assert "y[i, j] = x[i, j] * cutlass.Float32(3" in src, src
 
 
 def test_permuted_copy_loads_before_stores(tmp_path, monkeypatch):

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # TileLang's own programs on a GPU under tilecute: its examples (each example's reference check
-# decides) and its language/issue tests (pytest with `tilelang` aliased to `tilecute`).  Not part
-# of .ci/run (it needs a GPU and a TileLang checkout, whose code is TileLang's, never ours):
+# decides) and its tests (language/, issue/, kernel/, jit/, layout/, ... listed below; pytest with
+# `tilelang` aliased to `tilecute`).  Not part of .ci/run (it needs a GPU and a TileLang
+# checkout, whose code is TileLang's, never ours):
 #
 #   bash .ci/tilelang_gpu/run.sh <tilelang checkout> <out dir> [parallel jobs]
 #
@@ -31,6 +32,18 @@ if [ -n "$LIST" ]; then sed 's|^|./|' "$LIST"; else find . -name "example_*.py" 
 [ -n "$LIST" ] && { grep -c "RESULT OK" "$OUT/examples.txt"; exit 0; }
 mkdir -p "$OUT/tests"
 cd "$TL/testing/python"
-ls language/test_*.py issue/test_*.py kernel/test_*.py 2>/dev/null | xargs -P "$P" -I{} sh -c \
+# the directories whose tests build T.* programs; of transform/ and analysis/ (mostly TileLang's
+# own passes on TIR) the files that compile or run kernels (TRANSFORM_TESTS)
+TRANSFORM_TESTS="transform/test_nullable_buffer_params.py transform/test_readonly_param_const_codegen.py
+  transform/test_tilelang_transform_config_index_bitwidth.py transform/test_tilelang_transform_decouple_type_cast.py
+  transform/test_tilelang_transform_disable_memory_reuse.py transform/test_tilelang_transform_hoist_broadcast_values.py
+  transform/test_tilelang_transform_lexical_alloc_scope.py transform/test_tilelang_transform_loop_unswitching.py
+  transform/test_tilelang_transform_lower_ldgstg.py transform/test_tilelang_transform_preserve_loop_step.py
+  transform/test_tilelang_transform_verify_buffer_init.py analysis/test_tilelang_fragment_loop_checker.py
+  analysis/test_tilelang_nested_loop_checker.py analysis/test_tilelang_parallel_local_index_checker.py"
+ls language/test_*.py issue/test_*.py kernel/test_*.py jit/test_*.py layout/test_*.py autotune/test_*.py \
+  cuda/test_*.py components/test_*.py debug/test_*.py fastmath/test_*.py math/test_*.py quantize/test_*.py \
+  tilelibrary/test_*.py cache/test_*.py profiler/test_*.py runtime/test_*.py utils/test_*.py $TRANSFORM_TESTS \
+  2>/dev/null | xargs -P "$P" -I{} sh -c \
   'n=$(echo {} | tr / _); cd $(dirname {}) && PYTHONPATH='"$HERE"':${PYTHONPATH:-} timeout ${TMO:-240} python3 -m pytest -q -p tlalias -p no:cacheprovider -o addopts="" -c /dev/null $(basename {}) -rf --tb=short > '"$OUT"'/tests/$n.txt 2>&1; echo "{} $(tail -1 '"$OUT"'/tests/$n.txt)" >> '"$OUT"'/tests/summary.txt'
 grep -c "RESULT OK" "$OUT/examples.txt"

@@ -40,6 +40,51 @@ class IndexMapLayout:
     def __repr__(self) -> str:
         return f"T.Layout({self.shape}, {getattr(self.forward_fn, '__name__', 'fn')})"
 
+    # ---- TileLang's methods (host side: what a program asks of a layout it builds) ----
+    def _values(self) -> list:
+        """The map's output indices at every input index: one int64 array per output, over
+        the input shape's elements in row-major order (``MapError`` for what an index map
+        cannot hold, a symbolic shape included)."""
+        import numpy as np
+
+        from .custom_layouts import _grid, _int_shape, _outputs, evaluate
+
+        shape = _int_shape(self.shape, "T.Layout")
+        vars_ = [N.Var(f"i{k}", "int32") for k in range(len(shape))]
+        cols, _ = _grid(shape)
+        env = {v.name: c[:, 0] for v, c in zip(vars_, cols)}
+        n = cols[0].shape[0]
+        return [np.broadcast_to(np.asarray(evaluate(N.as_expr(e), env), dtype=np.int64), (n,))
+                for e in _outputs(self.forward_fn(*vars_))]
+
+    def get_input_shape(self) -> list:
+        return list(self.shape)
+
+    def get_output_shape(self) -> list:
+        """One past the largest value of each output index over the input shape."""
+        return [int(v.max()) + 1 for v in self._values()]
+
+    def is_equal(self, other) -> bool:
+        """TileLang's ``Layout.is_equal``: the same input shape and the same output indices
+        at every input index (tilecute compares the maps' values, so ``i * 8 + j`` and
+        ``j + i * 8`` are equal)."""
+        import numpy as np
+
+        if not isinstance(other, IndexMapLayout) or list(other.shape) != list(self.shape):
+            return False
+        a, b = self._values(), other._values()
+        return len(a) == len(b) and all(np.array_equal(x, y) for x, y in zip(a, b))
+
+    def __getattr__(self, name):
+        """TileLang's other Layout methods (TVM expressions, layouts tilecute does not
+        build): ``NotImplementedError`` naming the method, as ``T.Fragment``'s."""
+        from .custom_layouts import _FRAGMENT_UNSUPPORTED
+
+        if name in _FRAGMENT_UNSUPPORTED and name not in ("map_forward_thread", "thread"):
+            raise NotImplementedError(f"T.Layout.{name} is not supported by tilecute: "
+                                      f"{_FRAGMENT_UNSUPPORTED[name]}")
+        raise AttributeError(f"'T.Layout' object has no attribute {name!r}")
+
 
 class BufferProxy:
     """What a Python helper that builds a layout (``make_dq_layout(dQ)``) sees for a buffer

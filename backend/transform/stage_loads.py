@@ -23,7 +23,9 @@ reads no memory) into a global tensor that the nest does not read; every load fr
 global tensor, none in the store's indices or condition; pure math; at least two results
 per thread, at most 128 bytes, more than 16 unless the nest gathers (one 16-byte vector
 a thread is one load already); not inside an ``if``, a ``T.ws`` or
-warp-group region, or another nest.  Option ``disable_load_staging`` keeps nests as
+warp-group region, or another nest; not a nest whose ``loop_layout`` runs every iteration
+on every thread (a replicated map: each thread's part is the whole nest, and a fragment
+walked by such a loop must be replicated, which the staged one is not).  Option ``disable_load_staging`` keeps nests as
 written.
 
 Imports the IR only.
@@ -78,6 +80,7 @@ class _Stage(StmtMutator):
         loops = parallel_nest(s)
         if any(not isinstance(lp.extent, N.Const) or not isinstance(lp.start, N.Const)
                or lp.vector_width or lp.replicated or lp.async_copy or lp.copy_instruction
+               or (lp.loop_layout is not None and lp.loop_layout.kind == "replicated")
                for lp in loops):
             return None
         body = loops[-1].body
