@@ -593,7 +593,8 @@ def test_fp8_deepseek_gemms_on_gpu():
         torch.testing.assert_close(c.float(), ref, rtol=2e-2, atol=0.5)
         a, b, sa, sb, ref = _fp8_blocks(M, 256, 512, False, seed=3)
         c = P.fp8_gemm_scales_shared()(a, b, sa, sb)
-        torch.testing.assert_close(c, ref, rtol=1e-3, atol=1e-2)
+        # (wgmma's fp8 accumulator is narrower than float32: 0.095 off on values ~200 on the H200)
+        torch.testing.assert_close(c, ref, rtol=2e-2, atol=0.5)
     a, b, sa, sb, ref = _fp8_blocks(192, 384, 768, True, seed=5)
     c = P.fp8_gemm_two_wg_fullrow()(a, b, sa, sb)
     torch.testing.assert_close(c.float(), ref, rtol=2e-2, atol=0.5)
@@ -670,10 +671,13 @@ def test_adamw_grid_stride_on_gpu():
     N = 7100
     p, g, m, v = _cuda(N), _cuda(N, seed=1), _cuda(N, seed=2) * 0.1, _cuda(N, seed=3).abs() * 0.01
     lr, bc1, bc2 = 1e-3, 1 - 0.9 ** 3, 1 - 0.95 ** 3
-    wds = torch.repeat_interleave(wd, ln.long())
-    mr = 0.9 * m + 0.1 * g
-    vr = 0.95 * v + 0.05 * g * g
-    pr = p * (1 - lr * wds) - lr * (mr / bc1) / ((vr / bc2).sqrt() + 1e-8)
+    # segment g covers [off[g], off[g] + ln[g]); elements 5000..5099 are in none (unchanged)
+    wds, inside = torch.zeros(N, device="cuda"), torch.zeros(N, device="cuda", dtype=torch.bool)
+    for o, n, w in zip(off.tolist(), ln.tolist(), wd.tolist()):
+        wds[o:o + n], inside[o:o + n] = w, True
+    mr = torch.where(inside, 0.9 * m + 0.1 * g, m)
+    vr = torch.where(inside, 0.95 * v + 0.05 * g * g, v)
+    pr = torch.where(inside, p * (1 - lr * wds) - lr * (mr / bc1) / ((vr / bc2).sqrt() + 1e-8), p)
     P.adamw_grid_stride()(p, g, m, v, off, ln, wd, lr, bc1, bc2)
     torch.testing.assert_close(p, pr)
     torch.testing.assert_close(m, mr)

@@ -252,7 +252,7 @@ def test_blelloch_exclusive_scan_on_gpu():
 def test_decoupled_lookback_scan_on_gpu():
     X = torch.randint(-100, 100, (8192,), device="cuda", dtype=torch.int32)
     for _ in range(3):
-        state = torch.zeros(32, 2, device="cuda", dtype=torch.int32)
+        state = torch.zeros(32, 3, device="cuda", dtype=torch.int32)
         ticket = torch.zeros(1, device="cuda", dtype=torch.int32)
         Y = P.decoupled_lookback_scan()(X, state, ticket)
         assert torch.equal(Y, torch.cumsum(X, 0).int())

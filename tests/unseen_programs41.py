@@ -174,12 +174,14 @@ def decoupled_lookback_scan(n=8192, block=256):
     (acquire loads, spinning while a flag is 0), adding aggregates until it meets an inclusive
     prefix (flag 2); the block publishes its own inclusive prefix and adds the exclusive one.
     Flags and values are separate int32 words in global memory (State[t, 0] flag,
-    State[t, 1] value), initialised to zero by the caller."""
+    State[t, 1] aggregate, State[t, 2] inclusive prefix), initialised to zero by the caller:
+    the aggregate and the prefix need words of their own, since a successor that saw flag 1
+    may read the value after the predecessor has moved on to flag 2."""
     tiles = n // block
 
     @T.prim_func
     def main(X: T.Tensor((n,), T.int32), Y: T.Tensor((n,), T.int32),
-             State: T.Tensor((tiles, 2), T.int32), Ticket: T.Tensor((1,), T.int32)):
+             State: T.Tensor((tiles, 3), T.int32), Ticket: T.Tensor((1,), T.int32)):
         with T.Kernel(tiles, threads=block) as bx:
             tx = T.get_thread_binding()
             tile_s = T.alloc_shared((1,), T.int32)
@@ -204,7 +206,7 @@ def decoupled_lookback_scan(n=8192, block=256):
             if tx == 0:
                 agg = buf[block - 1]
                 if tile == 0:
-                    State[tile, 1] = agg
+                    State[tile, 2] = agg
                     T.atomic_store(State[tile, 0], 2, memory_order="release")
                     excl_s[0] = 0
                 else:
@@ -216,12 +218,12 @@ def decoupled_lookback_scan(n=8192, block=256):
                         f = T.alloc_var(T.int32, init=0)
                         while f == 0:
                             f = T.atomic_load(State[p, 0], memory_order="acquire")
-                        run += State[p, 1]
+                        run += State[p, f]  # flag 1: the aggregate (word 1), flag 2: the prefix (word 2)
                         if f == 2:
                             p = -1
                         else:
                             p = p - 1
-                    State[tile, 1] = run + agg
+                    State[tile, 2] = run + agg
                     T.atomic_store(State[tile, 0], 2, memory_order="release")
                     excl_s[0] = run
             T.sync_threads()
