@@ -28,8 +28,10 @@ def _kernel(func, arch="sm_90a") -> str:
 
 def _fallbacks(src: str) -> list[str]:
     """The starting values of the bounds-checked temporaries (``tc_ldN = <value>`` right
-    before its ``if``)."""
-    return [m[1] for m in re.findall(r"\n( +)tc_(?:ld|at)\d+ = (.+)\n\1if ", src)]
+    before its ``if``), and the values of loads on a per-lane path whose checks cannot pass
+    there (``tc_ldN = <value>  # out of bounds``)."""
+    return [m[1] for m in re.findall(r"\n( +)tc_(?:ld|at)\d+ = (.+)\n\1if ", src)] + \
+        re.findall(r"tc_(?:ld|at)\d+ = (.+)  # out of bounds\n", src)
 
 
 # ---- programs ------------------------------------------------------------------------------------

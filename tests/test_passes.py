@@ -713,6 +713,7 @@ def test_every_pass_has_a_test():
                                        "defer_row_sums",
                                        "assign_shared_memory", "choose_index_width", "fast_math",
                                        "programmatic_launch", "scope_safe_values",
+                                       "stage_global_loads",  # (tests/test_stage_loads.py)
                                        "check_hangs"}  # (tests/test_hang_hazards.py)
     assert tested == set(NAMES)
 

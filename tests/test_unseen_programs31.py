@@ -6,6 +6,7 @@ T.StridedTensor views, helpers from another module, functools.partial and keywor
 factories.  CPU: each builds to an sm_90a cubin; the kernel objects and the generated source
 are checked.  GPU: each matches torch (run: pytest -q -m gpu tests/test_unseen_programs31.py)."""
 
+import re
 import sys
 from pathlib import Path
 
@@ -159,7 +160,8 @@ def test_strided_views():
     with pytest.raises(ValueError, match=r"main: argument 'X': expected strides\[0\] == 128, got 96"):
         s(_z(64, 96))
     # an odd leading dimension: no 4-wide access that would assume 16-byte rows
-    assert "divby" not in _body(P.strided_rows_copy(64, 96, 97))
+    # (Y, contiguous, is stored in vectors after the loads are staged; X is read element-wise)
+    assert "X.iterator" not in _body(P.strided_rows_copy(64, 96, 97))
     c = BUILD["transposed_view_sum"]()  # a .t() view is what it takes; a row-major one is refused
     assert "stride=(1, 64,)" in c.get_kernel_source()
     with pytest.raises(ValueError, match=r"main: argument 'X': expected strides\[0\] == 1, got 128"):
@@ -322,7 +324,8 @@ def test_postponed_annotations_in_the_helper_module():
     assert _params(k)[0] == ("X", "float32", ["ROWS", 128])
     assert H.eager_rowscale_sig.compile(_z(3, 128), -1.0) is k
     src = _body(k)  # s the runtime scalar, ROWS a launch argument
-    assert "ROWS: cutlass.Int32, s: cutlass.Float32)" in src and "tc_vec3[tc_lane5] = tc_vec4[tc_lane5] * s" in src
+    assert "ROWS: cutlass.Int32, s: cutlass.Float32)" in src
+    assert re.search(r"Y_staged\[tc_k\d+ \* 4 \+ tc_lane\d+\] = tc_vec\d+\[tc_lane\d+\] \* s", src), src
 
 
 def test_helpers_from_another_module_partial_and_keyword_factories():

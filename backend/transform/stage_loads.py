@@ -20,7 +20,7 @@ so a thread's loads issue back to back.  T.Parallel's iterations have no order, 
 reading all before writing any is one of its orders.  Only where it pays and cannot
 change what a thread sees: constant extents; one store (under an ``if`` whose condition
 reads no memory) into a global tensor that the nest does not read; every load from a
-global tensor, none in the store's indices or condition; pure math; at least two results
+global tensor, none packed (fp4 / int4 nests keep their own vector widths), none in the store's indices or condition; pure math; at least two results
 per thread, at most 128 bytes, more than 16 unless the nest gathers (one 16-byte vector
 a thread is one load already); not inside an ``if``, a ``T.ws`` or
 warp-group region, or another nest; not a nest whose ``loop_layout`` runs every iteration
@@ -98,7 +98,8 @@ class _Stage(StmtMutator):
         if not read or any(self.scopes.get(ld.buffer) != "global" or ld.buffer == store.buffer
                            for ld in read):
             return None
-        if N.DTYPES[dst.dtype].bits < 8:  # packed (fp4, int4) elements: not split
+        if any(N.DTYPES[self.buffers[b].dtype].bits < 8 for b in {store.buffer} | {
+                ld.buffer for ld in read}):  # packed (fp4, int4): their own vector widths
             return None
         total = math.prod(int(lp.extent.value) for lp in loops)
         if self.threads <= 0 or total % self.threads:
