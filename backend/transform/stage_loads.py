@@ -23,11 +23,10 @@ reads no memory) into a global tensor that the nest does not read; every load fr
 global tensor, none packed (fp4 / int4 nests keep their own vector widths), none in the
 store's indices or condition; pure math; at least two results per thread, at most 128
 bytes, more than 16 unless the nest gathers (one 16-byte vector a thread is one load
-already); not inside an ``if``, a ``T.ws`` or
-warp-group region, or another nest; not a nest whose ``loop_layout`` runs every iteration
-on every thread (a replicated map: each thread's part is the whole nest, and a fragment
-walked by such a loop must be replicated, which the staged one is not).  Option ``disable_load_staging`` keeps nests as
-written.
+already); not inside an ``if``, a ``T.ws`` or warp-group region, or another nest; not a
+nest whose ``loop_layout`` runs every iteration on every thread (a replicated map: each
+thread's part is the whole nest, and a fragment walked by such a loop must be replicated,
+which the staged one is not).  Option ``disable_load_staging`` keeps nests as written.
 
 Imports the IR only.
 """
