@@ -191,3 +191,15 @@ def test_staged_results_on_gpu(factory):
         ref = x[idx.long()]
     torch.testing.assert_close(outs[0], ref)
     torch.testing.assert_close(outs[1], ref)
+
+
+def test_a_view_of_the_stored_tensor_is_the_same_storage():
+    """``y = T.view(x, ...)`` then ``y[i] = x[i] * 2``: one storage, so no split."""
+    @T.prim_func
+    def scale_view(x: T.Tensor((4096,), "float32")):
+        with T.Kernel(4, threads=128) as bx:
+            y = T.view(x, (4096,), "float32")
+            for i in T.Parallel(1024):
+                y[bx * 1024 + i] = x[bx * 1024 + i] * 2
+
+    assert not staged(scale_view)

@@ -16,17 +16,17 @@ own thread layout, so every thread reads back the registers it wrote)::
     for i, j in T.Parallel(a, b): dst_staged[i, j] = f(src[...])
     for i, j in T.Parallel(a, b): dst[...] = dst_staged[i, j]
 
-so a thread's loads issue back to back.  T.Parallel's iterations have no order, so
-reading all before writing any is one of its orders.  Only where it pays and cannot
-change what a thread sees: constant extents; one store (under an ``if`` whose condition
-reads no memory) into a global tensor that the nest does not read; every load from a
+so a thread's loads issue back to back. T.Parallel's iterations have no order, so reading
+all before writing any is one of its orders. Only where it pays and cannot change what a
+thread sees: constant extents; one store (under an ``if`` whose condition reads no memory)
+into a global tensor that the nest does not read (nor a view of it); every load from a
 global tensor, none packed (fp4 / int4 nests keep their own vector widths), none in the
-store's indices or condition; pure math; at least two results per thread, at most 128
-bytes, more than 16 unless the nest gathers (one 16-byte vector a thread is one load
-already); not inside an ``if``, a ``T.ws`` or warp-group region, or another nest; not a
-nest whose ``loop_layout`` runs every iteration on every thread (a replicated map: each
-thread's part is the whole nest, and a fragment walked by such a loop must be replicated,
-which the staged one is not).  Option ``disable_load_staging`` keeps nests as written.
+store's indices or condition; pure math; at least two results per thread, at most 128 bytes,
+more than 16 unless the nest gathers (one 16-byte vector a thread is one load already); not
+inside an ``if``, a ``T.ws`` or warp-group region, or another nest; not a nest whose
+``loop_layout`` runs every iteration on every thread (a replicated map: each thread's part
+is the whole nest, and a fragment walked by such a loop must be replicated, which the staged
+one is not). Option ``disable_load_staging`` keeps nests as written.
 
 Imports the IR only.
 """
@@ -38,7 +38,7 @@ import math
 
 from ..ir import nodes as N
 from ..ir.visitor import StmtMutator, walk_stmts
-from .analysis import all_names, loads, parallel_nest, plain_statements
+from .analysis import all_names, loads, parallel_nest, plain_statements, view_bases, view_family
 
 MAX_STAGED_BYTES = 128  # per thread: 32 registers
 MIN_STAGED_BYTES = 17  # one 16-byte vector a thread needs no staging
@@ -50,6 +50,7 @@ class _Stage(StmtMutator):
         self.names = all_names(func)
         self.buffers: dict[str, N.Buffer] = {}
         self.scopes: dict[str, str] = {}
+        self.bases: dict[str, str] = {}
         self.allocs: list[N.Allocate] = []
         self.threads = 0
 
@@ -59,6 +60,7 @@ class _Stage(StmtMutator):
         self.buffers.update({s.buffer.name: s.buffer for s in walk_stmts(scope.body)
                              if isinstance(s, N.Allocate)})
         self.scopes = {name: b.scope for name, b in self.buffers.items()}
+        self.bases = view_bases(scope.body)
         self.allocs = []
         body = self.visit_block(scope.body)
         return dataclasses.replace(scope, body=tuple(self.allocs) + body)
@@ -95,7 +97,8 @@ class _Stage(StmtMutator):
         if dst is None or dst.scope != "global" or any(loads(store.indices)):
             return None
         read = list(loads(store.value))
-        if not read or any(self.scopes.get(ld.buffer) != "global" or ld.buffer == store.buffer
+        same = view_family(self.bases, store.buffer)  # (a T.view of it is the same storage)
+        if not read or any(self.scopes.get(ld.buffer) != "global" or ld.buffer in same
                            for ld in read):
             return None
         if any(N.DTYPES[self.buffers[b].dtype].bits < 8 for b in {store.buffer} | {
