@@ -5,7 +5,8 @@ Kernels, each over 2**26 elements (TileLang-style programs): a layout-annotated 
 fp16 copy (TileLang's FlashAttention-backward dQ post-processing: scalar loads), a gather
 ``out[i] = x[idx[i]]``, a 2-D add (fp32 and bf16, 32 x 32 tiles on 128 threads and 32 x
 128 tiles on 256), and a strided column copy.  Each number is the median of ``--reps``
-CUDA-event timings after warm-up (no L2 flush: each kernel moves 3-6 times the L2).
+CUDA-event timings after warm-up (benchmarks/cuda_timing.py; no L2 flush: each kernel
+moves 3-6 times the L2).
 Prints one JSON line per (kernel, variant): microseconds, GB/s, and the staged kernel's
 speed-up over the unstaged one.
 
@@ -16,29 +17,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 
 import torch
 
 import tilecute
 import tilecute.language as T
+from cuda_timing import time_us  # (benchmarks/: the script's own folder)
 
 ELEMENTS = 1 << 26
-
-
-def time_us(fn, reps: int) -> float:
-    for _ in range(5):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1e3)
-    return statistics.median(times)
 
 
 def dq_post(batch=8, seq=4096, heads=32, dim=64):
@@ -91,9 +77,9 @@ def both(func, reps, name, nbytes, args, peer=None):
     times = {}
     for variant, options in (("unstaged", {"disable_load_staging": True}), ("staged", {})):
         k = tilecute.compile(func, options=options)
-        times[variant] = time_us(lambda: k(*args), reps)
+        times[variant] = time_us(lambda: k(*args), reps, inner=1)
     if peer is not None:
-        times["torch"] = time_us(peer, reps)
+        times["torch"] = time_us(peer, reps, inner=1)
     for variant, us in times.items():
         row = {"kernel": name, "variant": variant, "us": round(us, 2),
                "GBps": round(nbytes / us / 1e3, 1)}
