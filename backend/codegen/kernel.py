@@ -314,7 +314,6 @@ class KernelEmitter:
         it does nothing, and is not emitted."""
         return bool(self.bounds.failed) and isinstance(s, N.Store) and plain_statements((s,)) and \
             (s.buffer, s.indices) not in self.nests.vector and \
-            self.buffers[s.buffer].scope == "global" and \
             self.bounds.never(self.bounds.predicate(s.buffer, s.indices))
 
     def let(self, s: N.Let, depth: int) -> None:

@@ -665,7 +665,7 @@ class NestEmitter:
                 if N.is_assume(s):
                     known.assume(s.value.args[0], True)
             checks = self.vector_checks(inner, vec, width)
-        conds = list(dict.fromkeys(text for _, text in checks))
+        conds = _texts(checks)
         if conds:
             pre = self.preload(inner, vec, width, depth)
             self.lanes_checked = True
@@ -737,7 +737,7 @@ class NestEmitter:
 
     def vector_bounds(self, inner: N.For, vec, width: int) -> list[str]:
         """Bounds conditions of the vector accesses at the first and the last lane."""
-        return list(dict.fromkeys(text for _, text in self.vector_checks(inner, vec, width)))
+        return _texts(self.vector_checks(inner, vec, width))
 
     def vector_checks(self, inner: N.For, vec, width: int) -> list[tuple]:
         """:meth:`vector_bounds`, each condition with the index (lets resolved) it checks."""
@@ -898,3 +898,8 @@ def _chunk(tmp: str, c: int, chunk: int, width: int) -> str:
     """Registers ``c .. c + chunk`` of a lanes' register tensor ``tmp`` (``width`` long)."""
     return f"cute.make_tensor({tmp}.iterator + {c}, cute.make_layout({chunk}))" \
         if chunk < width else tmp
+
+
+def _texts(checks) -> list[str]:
+    """The conditions of bounds ``checks`` ((index, text) pairs), each once, in order."""
+    return list(dict.fromkeys(text for _, text in checks))

@@ -49,7 +49,6 @@ class _Stage(StmtMutator):
         self.func = func
         self.names = all_names(func)
         self.buffers: dict[str, N.Buffer] = {}
-        self.scopes: dict[str, str] = {}
         self.bases: dict[str, str] = {}
         self.allocs: list[N.Allocate] = []
         self.threads = 0
@@ -59,7 +58,6 @@ class _Stage(StmtMutator):
         self.buffers = {p.name: p for p in self.func.params if isinstance(p, N.Buffer)}
         self.buffers.update({s.buffer.name: s.buffer for s in walk_stmts(scope.body)
                              if isinstance(s, N.Allocate)})
-        self.scopes = {name: b.scope for name, b in self.buffers.items()}
         self.bases = view_bases(scope.body)
         self.allocs = []
         body = self.visit_block(scope.body)
@@ -98,8 +96,8 @@ class _Stage(StmtMutator):
             return None
         read = list(loads(store.value))
         same = view_family(self.bases, store.buffer)  # (a T.view of it is the same storage)
-        if not read or any(self.scopes.get(ld.buffer) != "global" or ld.buffer in same
-                           for ld in read):
+        if not read or any(getattr(self.buffers.get(ld.buffer), "scope", None) != "global"
+                           or ld.buffer in same for ld in read):
             return None
         if any(N.DTYPES[self.buffers[b].dtype].bits < 8 for b in {store.buffer} | {
                 ld.buffer for ld in read}):  # packed (fp4, int4): their own vector widths
@@ -117,7 +115,6 @@ class _Stage(StmtMutator):
         shape = tuple(lp.extent for lp in loops)
         frag = N.Buffer(name, dst.dtype, shape, "fragment")
         self.allocs.append(N.Allocate(frag, loc=s.loc))
-        self.scopes[name] = "fragment"
         at = tuple(lp.var if lp.start.value == 0 else
                    N.BinOp("sub", lp.var, lp.start, lp.var.dtype) for lp in loops)
         fill = N.Store(name, at, store.value, loc=store.loc)

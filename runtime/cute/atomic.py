@@ -384,12 +384,6 @@ def fence_sc(scope: str) -> None:
     (fence_sc_gpu if scope == "gpu" else fence_sc_cta)()
 
 
-def _global_ptr(tensor, coord, what: str):
-    if tensor.iterator.memspace != cute.AddressSpace.gmem:
-        raise TypeError(f"tilecute {what}: the element must be in global memory")
-    return element_ptr(tensor, coord)
-
-
 def _flag_ptr(tensor, coord, what: str):
     """The element's pointer and its state space for ``ld`` / ``st``: None (``.global``)
     for global memory, ``"cta"`` (``.shared::cta``) for shared memory."""
