@@ -4584,7 +4584,8 @@ class _Parser:
         for e in elts:
             made = isinstance(e, ast.Subscript) and self.is_slice_of_buffer(e) or \
                 isinstance(e, ast.Call) and (f := self.form_of(e.func)) is not None and \
-                f.kind == "alloc"
+                f.kind == "alloc" or self.is_storage_view(ast.Assign(
+                    targets=[ast.Name(f"{fn_name}_result", ast.Store())], value=e))
             if not made:  # an expression (or a name's binding) is the value itself
                 values.append(self.macro_arg(e))
                 continue
@@ -7515,11 +7516,16 @@ class _Parser:
                         extents.append(N.Const(1, "int32"))
                 return N.Region(buf.name, tuple(starts), tuple(extents))
             return N.Region(buf.name, tuple(idx))
-        buf = self.buffer_of(node)
+        value = self.expr(node) if isinstance(node, ast.Call) else None
+        if isinstance(value, _RegionRef):  # `T.copy(tile_of(X, i), s)`: a macro's region
+            return value.region
+        buf = self.buffer_of(node, value)
         return N.Region(buf.name, tuple(N.Const(0, "int32") for _ in buf.shape))
 
-    def buffer_of(self, node) -> N.Buffer:
-        v = self.expr(node) if not isinstance(node, ast.Name) else self.lookup(node.id, node)
+    def buffer_of(self, node, value=None) -> N.Buffer:
+        """The buffer ``node`` names (``value``: its value, when the caller has it)."""
+        v = value if value is not None else self.expr(node) if not isinstance(node, ast.Name) \
+            else self.lookup(node.id, node)
         if isinstance(v, _RegionRef):
             raise v.refuse(self, node, self.current_form)
         if isinstance(v, _ElemRef):
@@ -7910,9 +7916,17 @@ class _Parser:
 
     def call(self, node: ast.Call):
         macro = self.macro_of(node.func)
-        if macro is not None:  # `row, col = tile_of(i)`: the macro's body, then its value
-            what = f"T.macro {macro.__name__!r}"
-            stmts, value = self.inline_function(macro.fn, what, node, node, want_value=True)
+        inlined = (macro.fn, f"T.macro {macro.__name__!r}") if macro is not None else None
+        if inlined is None and self.passes_buffer(node):
+            # `v = scaled(res, i)`, `xv = head_view(X, h)`: a plain Python helper given a
+            # buffer; TileLang runs it as Python on the buffer while the kernel is built,
+            # tilecute inlines it as a T.macro (its value: an expression, a region, a view)
+            helper = self.python_helper_of(node.func)
+            if helper is not None and helper.__name__ != "<lambda>":  # (a `def`'s source)
+                inlined = (helper, f"helper {helper.__name__!r}")
+        if inlined is not None:  # `row, col = tile_of(i)`: the macro's body, then its value
+            fn, what = inlined
+            stmts, value = self.inline_function(fn, what, node, node, want_value=True)
             if stmts and self.pending is None:
                 raise self.error(node, f"{what} makes statements, and its call here would run "
                                        "them more than once or not at all (a loop range or "
@@ -8030,6 +8044,17 @@ class _Parser:
             return N.cast(args[0], "int32")
         with N.primexpr_equality():  # TileLang runs it on PrimExprs: `e == 0` is an EqualOp
             return fn(*args, **kwargs)
+
+    def passes_buffer(self, node: ast.Call) -> bool:
+        """A call's argument (positional or keyword) names a buffer or a region of one
+        (``f(A, i)``, ``f(A[0:4, :])``), read from the source with nothing parsed."""
+        for a in list(node.args) + [k.value for k in node.keywords]:
+            if isinstance(a, ast.Name) and isinstance(self.lookup_local(a.id), _BufferRef):
+                return True
+            if isinstance(a, ast.Subscript) and isinstance(a.value, ast.Name) and \
+                    self.is_slice_of_buffer(a):
+                return True
+        return False
 
     def check_value(self, node, v):
         if isinstance(v, _BufferRef):

@@ -1,0 +1,85 @@
+"""A plain Python helper (not a ``T.macro``) called in an expression with a buffer argument:
+TileLang 0.1.15 runs it as Python on the buffer while the kernel is built, so its value -- an
+expression of the buffer's elements, a region of it -- stands where it is called; tilecute
+inlines its body as it inlines a ``T.macro``'s (model ports pass tensors to epilogue and
+tile helpers this way).  A view it returns with an element offset is refused by name."""
+
+import pytest
+
+import tilecute
+import tilecute.language as T
+from tilecute.language.parser import FrontendError
+
+
+def _kernel_body(func):
+    src = tilecute.compile(func, target="sm_90a").get_kernel_source()
+    return src.split("\n@cute.kernel\n", 1)[1].split("\n@cute.jit", 1)[0]
+
+
+def scaled_plus(v, extra, i):
+    """v * 2 + extra[i] in fp32 (a helper taking the tensor it reads)."""
+    w = v * 2.0
+    return w + T.cast(extra[i], "float32")
+
+
+def row_tile(buf, row, rows):
+    """Rows [row * rows, (row + 1) * rows) of a 2-D tensor, all columns: a region."""
+    return buf[row * rows:(row + 1) * rows, :]
+
+
+def test_a_helper_given_a_tensor_yields_its_value():
+    @T.prim_func
+    def epilogue(X: T.Tensor((128,), "float32"), R: T.Tensor((128,), "float16"),
+                 Y: T.Tensor((128,), "float32")):
+        with T.Kernel(1, threads=128):
+            for i in T.Parallel(128):
+                Y[i] = scaled_plus(X[i], R, i)
+
+    src = _kernel_body(epilogue)
+    assert "w = X[i] * cutlass.Float32(2.0)" in src
+    assert "Y[i] = w + cutlass.Float32(R[i])" in src
+
+
+def test_a_helper_given_a_tensor_yields_a_region_to_copy():
+    @T.prim_func
+    def tiles(X: T.Tensor((64, 32), "float16"), Y: T.Tensor((64, 32), "float16")):
+        with T.Kernel(4, threads=128) as bx:
+            s = T.alloc_shared((16, 32), "float16")
+            T.copy(row_tile(X, bx, 16), s)
+            T.copy(s, row_tile(Y, bx, 16))
+
+    src = _kernel_body(tiles)
+    assert "tct.load(X_desc, tc_smem + 0, tc_bar0, (0, bx * 16), 1024)" in src  # rows bx*16..
+    assert "tct.store(Y_desc, tc_smem + 0, (0, bx * 16)" in src
+    assert tilecute.compile(tiles, target="sm_90a").ensure_cubin()
+
+
+def head_view(buf, head):
+    """Head `head` of a [heads, ...] tensor as a tensor of its own (TVM's buffer over the
+    same storage from an element offset)."""
+    size = 1
+    for d in buf.shape[1:]:
+        size *= d
+    return T.Buffer(list(buf.shape[1:]), buf.dtype, data=buf.data, elem_offset=head * size)
+
+
+def test_a_view_at_an_element_offset_is_refused_by_name():
+    with pytest.raises(FrontendError, match=r"T\.Buffer: elem_offset=.* is not supported"):
+        @T.prim_func
+        def per_head(X: T.Tensor((4, 8, 16), "float32"), Y: T.Tensor((4, 8, 16), "float32")):
+            with T.Kernel(4, threads=128) as h:
+                xv = head_view(X, h)
+                for i, j in T.Parallel(8, 16):
+                    Y[h, i, j] = xv[i, j]
+
+
+plus_one = lambda buf, i: buf[i] + 1.0  # noqa: E731  (a lambda: no `def` to inline)
+
+
+def test_a_lambda_given_a_tensor_is_still_refused():
+    with pytest.raises(FrontendError, match="buffer 'X' passed to `plus_one`"):
+        @T.prim_func
+        def lam(X: T.Tensor((32,), "float32"), Y: T.Tensor((32,), "float32")):
+            with T.Kernel(1, threads=32):
+                for i in T.Parallel(32):
+                    Y[i] = plus_one(X, i)
