@@ -8,11 +8,13 @@ bitonic top-k in a T.SharedBuffer macro, Sinkhorn normalization of 4 x 4 fragmen
 attention over gathered KV rows with a sink, a split-KV combine by log-sum-exps, fp8 index
 scores, e4m3 bytes in uint32 words decoded by bit arithmetic, an eager-form RMSNorm, split-K
 with paired atomics, a tutorial row-per-thread GEMV with no threads=, a block-scaled fp8
-GEMM and an in-place shared cumsum.
+GEMM, an in-place shared cumsum, and the gathered attention again warp-specialized (a
+producer warpgroup filling two KV slots handed over on mbarriers, T.set_max_nreg, wg_wait=-1
+with T.wait_wgmma, one macro per role given its buffers and a tuple of state).
 
 CPU: each builds to an sm_90a cubin (and to sm_80 but the three on float8 operands, which
-convert only on sm_89+ in tilecute as in TileLang), and what decides its result is read in
-the generated source.  All built as first written but the GEMV's epilogue: a plain Python
+convert only on sm_89+ in tilecute as in TileLang, and the warp-specialized one, whose
+setmaxnreg is sm_90a's), and what decides its result is read in the generated source.  All built as first written but the GEMV's epilogue: a plain Python
 helper called in an expression with a tensor argument (`epilogue(acc[i], extra, idx)`,
 TileLang runs it as Python on the buffer) was refused ("buffer 'extra' passed to ...");
 tilecute now inlines such a helper as a T.macro (tests/test_python_helper_values.py).
@@ -30,11 +32,12 @@ import unseen_programs42 as P
 FACTORIES = ["group_quant_pow2", "windowed_topk_softmax", "sigmoid_sinkhorn",
              "gathered_kv_attention", "combine_partials_lse", "fp8_index_scores",
              "packed_e4m3_rows_to_bf16", "fp8_block_scaled_gemm", "row_cumsum_shared",
-             "gemv_relu_sq_residual"]
+             "gemv_relu_sq_residual", "producer_consumer_gathered_attention"]
 BUILDERS = ["build_im2col_conv_gelu", "build_direct_conv_hardtanh", "build_split_k_gemm",
             "build_rowwise_gemv"]
 PER_HEADS = ["l2norm_rows", "groupnorm_rows"]  # jit factories of the head count H
 FLOAT8 = {"group_quant_pow2", "fp8_index_scores", "fp8_block_scaled_gemm"}
+HOPPER = {"producer_consumer_gathered_attention"}  # T.set_max_nreg: setmaxnreg is sm_90a's
 
 
 @pytest.fixture(autouse=True)
@@ -71,7 +74,7 @@ def test_program_builds_a_cubin(name):
     assert _kernel(name).ensure_cubin()
 
 
-@pytest.mark.parametrize("name", [n for n in FACTORIES if n not in FLOAT8])
+@pytest.mark.parametrize("name", [n for n in FACTORIES if n not in FLOAT8 | HOPPER])
 def test_program_builds_an_sm80_cubin(name, tmp_path):
     assert tilecute.build_cubin(getattr(P, name).get_tir(), "sm_80", out_dir=str(tmp_path)).kernel_names
 
@@ -90,6 +93,12 @@ def test_per_head_kernel_builds_an_sm80_cubin(name, tmp_path):
 def test_float8_programs_are_refused_for_sm80_by_name(name, tmp_path):
     with pytest.raises(Exception, match=r"float8 values convert only on sm_89\+.*sm_80"):
         tilecute.build_cubin(getattr(P, name).get_tir(), "sm_80", out_dir=str(tmp_path))
+
+
+def test_setmaxnreg_program_is_refused_for_sm80_by_name(tmp_path):
+    with pytest.raises(Exception, match=r"T\.set_max_nreg .* an sm_90a instruction; the target is sm_80"):
+        tilecute.build_cubin(P.producer_consumer_gathered_attention.get_tir(), "sm_80",
+                             out_dir=str(tmp_path))
 
 
 def test_pow2_scale_from_the_bits():
@@ -159,6 +168,25 @@ def test_gathered_rows_masked_and_sink_added():
            'cutlass.Float32(float("-inf")))' in src
     assert "cutlass.Float32(-1073741824.0)" in src  # -(2**30), not -inf
     assert "cute.math.exp2(Sink[" in src and "cutlass.Float32(1.44269504)" in src
+
+
+def test_producer_and_consumer_hand_slots_over_on_mbarriers():
+    src = _body("producer_consumer_gathered_attention")
+    consumer, producer = src.split("if tc_tid < 128:", 1)[1].split("if tc_tid >= 128:", 1)
+    assert "cute.arch.setmaxregister_increase(240)" in consumer
+    assert "cute.arch.setmaxregister_decrease(80)" in producer
+    # the consumer waits for each slot, its QK^T is waited for by T.wait_wgmma, it frees the slot
+    assert consumer.index("tct.wait(ready0, i & 1)") < consumer.index("wait=None)") < \
+        consumer.index("tcm.wait_batches(0)") < consumer.index("tct.arrive(free0)") < \
+        consumer.index("tct.wait(ready1, i & 1)") < consumer.index("tct.arrive(free1)")
+    # the producer waits for a free slot (first pass: the phase before), fills it, arrives
+    assert producer.index("tct.wait(free0, i_1_ & 1 ^ 1)") < \
+        producer.index("cute.arch.cp_async_mbarrier_arrive_noinc(ready0)") < \
+        producer.index("tct.wait(free1, i_1_ & 1 ^ 1)") < \
+        producer.index("cute.arch.cp_async_mbarrier_arrive_noinc(ready1)")
+    assert "ok0[row] = cutlass.Uint8(idx_now[0] >= 0)" in producer
+    # the output is staged in Q's tile (O_s = Q_s), after the last QK^T has read it
+    assert "cute.make_tensor(Q_s.iterator + cute.assume((i13 * 64 + i14)" in consumer
 
 
 def test_combine_weights_by_lse():
@@ -317,6 +345,22 @@ def test_gathered_kv_attention_on_gpu():
     p = torch.exp(s - mx)
     den = p.sum(-1, keepdim=True) + torch.exp(sink[None, None, :, None] - mx)
     ref = torch.einsum("bshk,bskd->bshd", p / den, kv)
+    torch.testing.assert_close(out.float(), ref, rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.gpu
+def test_producer_consumer_gathered_attention_on_gpu():
+    S, SKV, H, D, K = 5, 1000, 64, 64, 256
+    Q = torch.randn(S, H, D, device="cuda").bfloat16()
+    KV = torch.randn(SKV, D, device="cuda").bfloat16()
+    ind = torch.randint(0, SKV, (S, K), device="cuda", dtype=torch.int32)
+    ind[:, 200:] = -1
+    ind[1, 5:70] = -1  # a whole slot but for a few rows
+    out = P.producer_consumer_gathered_attention()(Q, KV, ind)
+    kv = KV[ind.clamp_min(0).long()].float()  # S K D
+    s = torch.einsum("shd,skd->shk", Q.float(), kv) / math.sqrt(D)
+    s = s.masked_fill((ind < 0)[:, None, :], float("-inf"))
+    ref = torch.einsum("shk,skd->shd", torch.softmax(s, -1), kv)
     torch.testing.assert_close(out.float(), ref, rtol=2e-2, atol=2e-2)
 
 

@@ -12,7 +12,10 @@ one-element fragments and ``T.warp_reduce_sum``; a ``T.macro`` with a keyword-on
 parameter and a Python epilogue closure; ``T.SharedBuffer`` macro parameters; gathers
 through an index tensor into shared memory with ``-T.infinity(acc.dtype)`` masks; packed
 uint32 words decoded with ``T.uint32`` constants; the eager form (``T.const`` /
-``T.empty``); split-K with ``T.atomic_addx2``; a grid with no ``threads=``.
+``T.empty``); split-K with ``T.atomic_addx2``; a grid with no ``threads=``; a producer and a
+consumer warpgroup on ``T.alloc_barrier`` mbarriers (``T.set_max_nreg``, ``wg_wait=-1``,
+``T.attr("default", "async_scope", 1)``, ``T.cp_async_barrier_noinc``, a shared tile
+reused by ``O_s = Q_s``).
 
 The file reads as TileLang after swapping its two import lines; builder functions take a
 ``target`` (``"cuda"`` as their authors write it) so the tests can build them for sm_80
@@ -432,6 +435,111 @@ def gathered_kv_attention(heads=16, dim=64, topk=128, block_I=64, num_stages=2, 
             for h, d in T.Parallel(heads, dim):
                 acc_o[h, d] /= l_i[h]
             T.copy(acc_o, Output[b_i, s_i, :, :])
+
+    return main
+
+
+# ---- the same gather, warp-specialized: a producer warpgroup and a consumer on mbarriers -----
+@tilelang.jit(out_idx=[-1], pass_configs=pass_configs)
+def producer_consumer_gathered_attention(H=64, D=64, topk=256, BI=64):
+    """Threads 128..255 gather the KV rows of two BI-row slots (K0 / K1) through the index
+    row (an invalid index repeats the last valid row, masked), each slot handed over by a
+    `ready` mbarrier (cp.async arrive, no increment) and handed back by a `free` one; threads
+    0..127 wait for a slot, run QK^T (wg_wait=-1, then T.wait_wgmma), the base-2 online
+    softmax and PV.  One macro serves both slots, given its buffers and its state as a tuple;
+    the output is staged in Q's shared tile (`O_s = Q_s`)."""
+    NI = topk // BI
+    scale = (1.0 / D) ** 0.5 * 1.44269504
+    seq = T.symbolic("seq")
+    skv = T.symbolic("skv")
+    dtype, accum_dtype = "bfloat16", "float"
+
+    @T.macro
+    def consume(K_slot, ok_slot, ready, free, i, state):
+        Q_s, S_s, acc_s, acc_o, m_i, m_prev, l_i, l_blk, alpha = state
+        T.barrier_wait(ready[0], i & 1)
+        for h, r in T.Parallel(H, BI):
+            acc_s[h, r] = T.if_then_else(ok_slot[r], 0, -T.infinity(acc_s.dtype))
+        T.gemm(Q_s, K_slot, acc_s, transpose_B=True, wg_wait=-1)
+        T.wait_wgmma(0)
+        T.copy(m_i, m_prev)
+        T.reduce_max(acc_s, m_i, dim=1, clear=False)
+        for h in T.Parallel(H):
+            alpha[h] = T.exp2((m_prev[h] - m_i[h]) * scale)
+        for h, r in T.Parallel(H, BI):
+            acc_s[h, r] = T.exp2(acc_s[h, r] * scale - m_i[h] * scale)
+        T.reduce_sum(acc_s, l_blk, dim=1)
+        for h in T.Parallel(H):
+            l_i[h] = l_i[h] * alpha[h] + l_blk[h]
+        for h, d in T.Parallel(H, D):
+            acc_o[h, d] *= alpha[h]
+        T.copy(acc_s, S_s)
+        T.gemm(S_s, K_slot, acc_o)
+        T.barrier_arrive(free[0])
+
+    @T.macro
+    def produce(K_slot, ok_slot, ready, free, i, block, KV, Ind, bx, tx, idx_last, idx_now):
+        T.barrier_wait(free[0], (i & 1) ^ 1)
+        for r in T.serial(BI // 16):
+            row = r * 16 + (tx - 128) // 8
+            idx_now[0] = Ind[bx, block * BI + row]
+            ok_slot[row] = idx_now[0] >= 0
+            if ok_slot[row]:
+                idx_last[0] = idx_now[0]
+            with T.attr("default", "async_scope", 1):
+                for v in T.vectorized(8):
+                    K_slot[row, (tx - 128) % 8 * 8 + v] = KV[idx_last[0], (tx - 128) % 8 * 8 + v]
+        T.cp_async_barrier_noinc(ready[0])
+
+    @T.prim_func
+    def main(Q: T.Tensor([seq, H, D], dtype), KV: T.Tensor([skv, D], dtype),
+             Ind: T.Tensor([seq, topk], "int32"), Out: T.Tensor([seq, H, D], dtype)):
+        with T.Kernel(seq, threads=256) as bx:
+            Q_s = T.alloc_shared([H, D], dtype)
+            K0 = T.alloc_shared([BI, D], dtype)
+            K1 = T.alloc_shared([BI, D], dtype)
+            O_s = Q_s
+            ok0 = T.alloc_shared([BI], "bool", scope="shared")
+            ok1 = T.alloc_shared([BI], "bool", scope="shared")
+            S_s = T.alloc_shared([H, BI], dtype)
+            acc_o = T.alloc_fragment([H, D], accum_dtype)
+            acc_s = T.alloc_fragment([H, BI], accum_dtype)
+            m_i = T.alloc_fragment([H], accum_dtype)
+            m_prev = T.alloc_fragment([H], accum_dtype)
+            l_i = T.alloc_fragment([H], accum_dtype)
+            l_blk = T.alloc_fragment([H], accum_dtype)
+            alpha = T.alloc_fragment([H], accum_dtype)
+            idx_last = T.alloc_local([1], "int32")
+            idx_now = T.alloc_local([1], "int32")
+            bar_q = T.alloc_barrier(arrive_count=256)
+            ready0 = T.alloc_barrier(arrive_count=128)
+            ready1 = T.alloc_barrier(arrive_count=128)
+            free0 = T.alloc_barrier(arrive_count=128)
+            free1 = T.alloc_barrier(arrive_count=128)
+            tx = T.get_thread_binding()
+            T.copy(Q[bx, 0:H, :], Q_s)
+            T.barrier_arrive(bar_q)
+            if tx < 128:
+                T.set_max_nreg(240, 1)
+                T.fill(acc_o, 0)
+                T.fill(l_i, 0)
+                T.fill(m_i, -(2**30))
+                T.barrier_wait(bar_q, 0)
+                state = (Q_s, S_s, acc_s, acc_o, m_i, m_prev, l_i, l_blk, alpha)
+                for i in T.serial(NI // 2):
+                    consume(K0, ok0, ready0, free0, i, state)
+                    consume(K1, ok1, ready1, free1, i, state)
+                for h, d in T.Parallel(H, D):
+                    acc_o[h, d] /= l_i[h]
+                T.copy(acc_o, O_s)
+                T.copy(O_s, Out[bx, 0:H, :])
+            else:
+                T.set_max_nreg(80, 0)
+                idx_last[0] = 0
+                for i in T.serial(NI // 2):
+                    produce(K0, ok0, ready0, free0, i, i * 2, KV, Ind, bx, tx, idx_last, idx_now)
+                    produce(K1, ok1, ready1, free1, i, i * 2 + 1, KV, Ind, bx, tx, idx_last,
+                            idx_now)
 
     return main
 
