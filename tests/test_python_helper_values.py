@@ -2,7 +2,9 @@
 TileLang 0.1.15 runs it as Python on the buffer while the kernel is built, so its value -- an
 expression of the buffer's elements, a region of it -- stands where it is called; tilecute
 inlines its body as it inlines a ``T.macro``'s (model ports pass tensors to epilogue and
-tile helpers this way).  A view it returns with an element offset is refused by name."""
+tile helpers this way).  A view it returns with an element offset is refused by name.
+And a buffer chosen by a conditional expression: by a Python condition it is that buffer,
+by a runtime one it is refused by name (TileLang's ifexp is T.if_then_else, of values)."""
 
 import pytest
 
@@ -83,3 +85,37 @@ def test_a_lambda_given_a_tensor_is_still_refused():
             with T.Kernel(1, threads=32):
                 for i in T.Parallel(32):
                     Y[i] = plus_one(X, i)
+
+
+# ---- a buffer chosen by a condition ------------------------------------------------------------
+@T.macro
+def _doubled_from(A, B, Y, which, base):
+    src = A if which == 0 else B  # `which` is the macro's Python argument: decided while parsing
+    for i in T.Parallel(64):
+        Y[base + i] = src[i] * 2.0
+
+
+def test_a_buffer_chosen_by_a_python_condition():
+    @T.prim_func
+    def chosen(A: T.Tensor((64,), "float32"), B: T.Tensor((64,), "float32"),
+               Y: T.Tensor((128,), "float32")):
+        with T.Kernel(1, threads=64):
+            _doubled_from(A, B, Y, 0, 0)
+            _doubled_from(A, B, Y, 1, 64)
+
+    src = _kernel_body(chosen)
+    assert "Y[0 + i] = A[i] * cutlass.Float32(2.0)" in src
+    assert "Y[64 + i_1_] = B[i_1_] * cutlass.Float32(2.0)" in src
+
+
+def test_a_buffer_chosen_by_a_runtime_condition_is_refused_by_name():
+    # TileLang 0.1.15: ifexp on a PrimExpr is T.if_then_else, which takes no buffer (TypeError)
+    with pytest.raises(TypeError, match=r"`A if half == 0 else B`: `A` is a buffer, chosen by the "
+                                        r"runtime condition `half == 0`"):
+        @T.prim_func
+        def runtime_pick(A: T.Tensor((64,), "float32"), B: T.Tensor((64,), "float32"),
+                         Y: T.Tensor((2,), "float32")):
+            with T.Kernel(1, threads=32):
+                for half in T.unroll(2):
+                    s = A if half == 0 else B
+                    Y[half] = s[0]

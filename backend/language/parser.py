@@ -7770,6 +7770,17 @@ class _Parser:
             if not _is_ir(c):
                 return self.expr(node.body) if c else self.expr(node.orelse)
             a, b = self.expr(node.body), self.expr(node.orelse)
+            for branch, v in ((node.body, a), (node.orelse, b)):
+                if isinstance(v, (_BufferRef, _RegionRef)):
+                    # TileLang's ifexp on a PrimExpr is T.if_then_else, of values (its
+                    # TypeError: "Expected `ir.PrimExpr` but got `tirx.Buffer`")
+                    raise self.error(node, f"`{ast.unparse(node)}`: `{ast.unparse(branch)}` is "
+                                           "a buffer, chosen by the runtime condition "
+                                           f"`{ast.unparse(node.test)}`; a buffer can be chosen "
+                                           "by a condition known while parsing (a Python "
+                                           "value: a macro's argument), a runtime one picks "
+                                           "values (index each buffer: `A[i] if c else B[i]`)",
+                                     FrontendTypeError)
             a, b, t = N._coerce(a, b)
             return N.Select(_truth(c), a, b, t)
         if isinstance(node, ast.Subscript):
