@@ -6,6 +6,8 @@ tile helpers this way).  A view it returns with an element offset is refused by 
 And a buffer chosen by a conditional expression: by a Python condition it is that buffer,
 by a runtime one it is refused by name (TileLang's ifexp is T.if_then_else, of values)."""
 
+import re
+
 import pytest
 
 import tilecute
@@ -119,3 +121,21 @@ def test_a_buffer_chosen_by_a_runtime_condition_is_refused_by_name():
                 for half in T.unroll(2):
                     s = A if half == 0 else B
                     Y[half] = s[0]
+
+
+def doubled_after_bump(v):
+    v = v + 1.0  # rebinds the helper's own name: the caller's variable keeps its value
+    return v * 2.0
+
+
+def test_a_helper_given_an_alloc_var_gets_its_value():
+    @T.prim_func
+    def by_value(X: T.Tensor((32,), "float32"), Y: T.Tensor((32,), "float32")):
+        with T.Kernel(1, threads=32):
+            for i in T.Parallel(32):
+                acc = T.alloc_var("float32", init=X[i])
+                Y[i] = doubled_after_bump(acc) + acc
+
+    src = _kernel_body(by_value)
+    assert "acc[0] = acc[0] + " not in src  # the helper's rebinding does not store into acc
+    assert re.search(r"Y\[i\] = \(acc\[0\] \+ cutlass\.Float32\(1\.0\)\) \* cutlass\.Float32\(2\.0\) \+ acc\[0\]", src)

@@ -8058,10 +8058,12 @@ class _Parser:
 
     def passes_buffer(self, node: ast.Call) -> bool:
         """A call's argument (positional or keyword) names a buffer or a region of one
-        (``f(A, i)``, ``f(A[0:4, :])``), read from the source with nothing parsed."""
+        (``f(A, i)``, ``f(A[0:4, :])``; not a ``T.alloc_var``), read from the source with
+        nothing parsed."""
         for a in list(node.args) + [k.value for k in node.keywords]:
-            if isinstance(a, ast.Name) and isinstance(self.lookup_local(a.id), _BufferRef):
-                return True
+            ref = self.lookup_local(a.id) if isinstance(a, ast.Name) else None
+            if isinstance(ref, _BufferRef) and not isinstance(ref, _VarRef):
+                return True  # (a T.alloc_var is passed by its value, as TileLang reads it)
             if isinstance(a, ast.Subscript) and isinstance(a.value, ast.Name) and \
                     self.is_slice_of_buffer(a):
                 return True
