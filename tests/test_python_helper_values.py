@@ -139,3 +139,23 @@ def test_a_helper_given_an_alloc_var_gets_its_value():
     src = _kernel_body(by_value)
     assert "acc[0] = acc[0] + " not in src  # the helper's rebinding does not store into acc
     assert re.search(r"Y\[i\] = \(acc\[0\] \+ cutlass\.Float32\(1\.0\)\) \* cutlass\.Float32\(2\.0\) \+ acc\[0\]", src)
+
+
+def bumped_plus(v, extra, i):
+    v = v + 1.0  # the helper's own name, though a tensor argument has it inlined
+    return v + extra[i]
+
+
+def test_an_inlined_helper_gets_an_alloc_vars_value():
+    @T.prim_func
+    def mixed(X: T.Tensor((32,), "float32"), R: T.Tensor((32,), "float32"),
+              Y: T.Tensor((32,), "float32")):
+        with T.Kernel(1, threads=32):
+            for i in T.Parallel(32):
+                acc = T.alloc_var("float32", init=X[i])
+                Y[i] = bumped_plus(acc, R, i) * acc
+
+    src = _kernel_body(mixed)
+    assert "acc[0] = acc[0] + cutlass.Float32(1.0)" not in src
+    assert re.search(r"v = acc\[0\] \+ cutlass\.Float32\(1\.0\)", src)
+    assert re.search(r"Y\[i\] = \(v \+ R\[i\]\) \* acc\[0\]", src)

@@ -4428,13 +4428,16 @@ class _Parser:
     def inline_macro(self, macro: "Macro", call: ast.Call, s) -> list[N.Stmt]:
         return self.inline_function(macro.fn, f"T.macro {macro.__name__!r}", call, s)
 
-    def inline_function(self, fn, what: str, call: ast.Call, s, want_value=False):
+    def inline_function(self, fn, what: str, call: ast.Call, s, want_value=False,
+                        vars_by_value=False):
         """The function's body (a ``T.macro``'s, or a plain Python helper's), parsed here
         with its parameters bound to the call's arguments and its other names resolved in
-        its own module and closure.  A ``return value`` may end the body (TileLang's macros
-        return values: an expression, a tuple of them, a buffer, a ``T.alloc_var``); with
-        ``want_value`` the result is (statements, value), else the value is dropped, as
-        Python drops the value of a call made as a statement."""
+        its own module and closure (``vars_by_value``: a ``T.alloc_var`` argument is bound
+        to its value, as TileLang hands a Python helper the variable's value, so the
+        helper's rebinding of its parameter stays its own).  A ``return value`` may end the
+        body (TileLang's macros return values: an expression, a tuple of them, a buffer, a
+        ``T.alloc_var``); with ``want_value`` the result is (statements, value), else the
+        value is dropped, as Python drops the value of a call made as a statement."""
         try:
             lines, first = inspect.getsourcelines(fn)
         except (OSError, TypeError) as e:
@@ -4462,6 +4465,12 @@ class _Parser:
                 kwvalues.update(self.eval_python(k.value))
             else:
                 kwvalues[k.arg] = self.macro_arg(k.value)
+        if vars_by_value:
+            def value_of(v):
+                return N.Load(v.buffer.name, tuple(v.indices), v.buffer.dtype) \
+                    if isinstance(v, _VarRef) else v
+            values = [value_of(v) for v in values]
+            kwvalues = {k: value_of(v) for k, v in kwvalues.items()}
         try:
             bound = inspect.signature(fn).bind(*values, **kwvalues)
         except TypeError as e:
@@ -7937,7 +7946,8 @@ class _Parser:
                 inlined = (helper, f"helper {helper.__name__!r}")
         if inlined is not None:  # `row, col = tile_of(i)`: the macro's body, then its value
             fn, what = inlined
-            stmts, value = self.inline_function(fn, what, node, node, want_value=True)
+            stmts, value = self.inline_function(fn, what, node, node, want_value=True,
+                                                vars_by_value=macro is None)
             if stmts and self.pending is None:
                 raise self.error(node, f"{what} makes statements, and its call here would run "
                                        "them more than once or not at all (a loop range or "
