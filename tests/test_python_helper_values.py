@@ -159,3 +159,22 @@ def test_an_inlined_helper_gets_an_alloc_vars_value():
     assert "acc[0] = acc[0] + cutlass.Float32(1.0)" not in src
     assert re.search(r"v = acc\[0\] \+ cutlass\.Float32\(1\.0\)", src)
     assert re.search(r"Y\[i\] = \(v \+ R\[i\]\) \* acc\[0\]", src)
+
+
+def fill_doubled(dst, v):
+    v = v * 2.0  # the helper's own name (TileLang hands it the variable's value)
+    T.fill(dst, v)
+
+
+def test_a_statement_helper_gets_an_alloc_vars_value():
+    @T.prim_func
+    def filled(X: T.Tensor((32,), "float32"), Y: T.Tensor((32,), "float32"),
+               Z: T.Tensor((1,), "float32")):
+        with T.Kernel(1, threads=32):
+            acc = T.alloc_var("float32", init=X[0])
+            fill_doubled(Y, acc)
+            Z[0] = acc
+
+    src = _kernel_body(filled)
+    assert "acc[0] = acc[0] * cutlass.Float32(2.0)" not in src
+    assert "Z[0] = acc[0]" in src

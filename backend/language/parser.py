@@ -4260,7 +4260,8 @@ class _Parser:
                 raise self.error(s, f"T.{form.__name__} is not a statement here")
             helper = self.python_helper_of(call.func)
             if helper is not None:
-                return self.inline_function(helper, f"helper {helper.__name__!r}", call, s)
+                return self.inline_function(helper, f"helper {helper.__name__!r}", call, s,
+                                            vars_by_value=True)
             stores = self.scheduler_stores(call)
             if stores is not None:
                 return [self.store_value(buf, _VarRef.indices, v, s) for buf, v in stores]
