@@ -178,3 +178,43 @@ def test_a_statement_helper_gets_an_alloc_vars_value():
     src = _kernel_body(filled)
     assert "acc[0] = acc[0] * cutlass.Float32(2.0)" not in src
     assert "Z[0] = acc[0]" in src
+
+
+# ---- a T.macro given a T.alloc_var it rebinds ----------------------------------------------------
+@T.macro
+def _doubled_into(v, Y, i):
+    v = v * 2.0  # the macro's own name: TileLang 0.1.15 binds `v: T.float32 = acc[0]`
+    Y[i] = v
+
+
+def test_a_macro_rebinding_its_alloc_var_parameter_leaves_the_variable():
+    @T.prim_func
+    def doubled(X: T.Tensor((32,), "float32"), Y: T.Tensor((32,), "float32"),
+                Z: T.Tensor((32,), "float32")):
+        with T.Kernel(1, threads=32):
+            for i in T.Parallel(32):
+                acc = T.alloc_var("float32", init=X[i])
+                _doubled_into(acc, Y, i)
+                Z[i] = acc  # X[i], as TileLang: not 2 * X[i]
+
+    src = _kernel_body(doubled)
+    assert "acc[0] = acc[0] * cutlass.Float32(2.0)" not in src
+    assert "v = acc[0] * cutlass.Float32(2.0)" in src and "Z[i] = acc[0]" in src
+
+
+@T.macro
+def _warp_total(v):
+    for o in T.unroll(5):
+        v = v + T.shfl_xor(v, 1 << o)  # a rebinding inside the loop body only
+    return v
+
+
+def test_a_parameter_rebound_in_a_loop_and_returned_is_refused_as_tilelang_does():
+    # TileLang: "Immutable variable `v` is used outside its defining region"
+    with pytest.raises(FrontendError, match=r"'v' is read after the loop/if body that rebinds it"):
+        @T.prim_func
+        def totals(X: T.Tensor((32,), "float32"), Y: T.Tensor((32,), "float32")):
+            with T.Kernel(1, threads=32):
+                tx = T.get_thread_binding()
+                part = T.alloc_var("float32", init=X[tx])
+                Y[tx] = _warp_total(part)

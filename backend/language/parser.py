@@ -795,7 +795,7 @@ class _Parser:
         inner_control = max(i for i, c in enumerate(self.control) if c or i == 0)
         for i in range(len(self.scopes) - 1, -1, -1):
             if name in self.scopes[i]:
-                if i < inner_control and isinstance(self.scopes[i][name], (N.Var, float, bool)):
+                if i < inner_control and isinstance(self.scopes[i][name], (N.Expr, float, bool)):
                     self.rebound_inside.setdefault(name, []).append(
                         (self.scopes[i], self.scopes[-1], getattr(node, "lineno", 0)
                          + self.line_offset))
@@ -4260,8 +4260,7 @@ class _Parser:
                 raise self.error(s, f"T.{form.__name__} is not a statement here")
             helper = self.python_helper_of(call.func)
             if helper is not None:
-                return self.inline_function(helper, f"helper {helper.__name__!r}", call, s,
-                                            vars_by_value=True)
+                return self.inline_function(helper, f"helper {helper.__name__!r}", call, s)
             stores = self.scheduler_stores(call)
             if stores is not None:
                 return [self.store_value(buf, _VarRef.indices, v, s) for buf, v in stores]
@@ -4429,16 +4428,17 @@ class _Parser:
     def inline_macro(self, macro: "Macro", call: ast.Call, s) -> list[N.Stmt]:
         return self.inline_function(macro.fn, f"T.macro {macro.__name__!r}", call, s)
 
-    def inline_function(self, fn, what: str, call: ast.Call, s, want_value=False,
-                        vars_by_value=False):
+    def inline_function(self, fn, what: str, call: ast.Call, s, want_value=False):
         """The function's body (a ``T.macro``'s, or a plain Python helper's), parsed here
         with its parameters bound to the call's arguments and its other names resolved in
-        its own module and closure (``vars_by_value``: a ``T.alloc_var`` argument is bound
-        to its value, as TileLang hands a Python helper the variable's value, so the
-        helper's rebinding of its parameter stays its own).  A ``return value`` may end the
-        body (TileLang's macros return values: an expression, a tuple of them, a buffer, a
-        ``T.alloc_var``); with ``want_value`` the result is (statements, value), else the
-        value is dropped, as Python drops the value of a call made as a statement."""
+        its own module and closure.  A ``T.alloc_var`` given to a parameter the body
+        rebinds (``v = v * 2``, not annotated ``T.Ref``) is bound to its value: TileLang
+        0.1.15 hands a macro or a helper the variable's value (``v: T.float32 = acc[0]``),
+        so the rebinding is the function's own and the caller's variable keeps its value.
+        A ``return value`` may end the body (TileLang's macros return values: an
+        expression, a tuple of them, a buffer, a ``T.alloc_var``); with ``want_value`` the
+        result is (statements, value), else the value is dropped, as Python drops the
+        value of a call made as a statement."""
         try:
             lines, first = inspect.getsourcelines(fn)
         except (OSError, TypeError) as e:
@@ -4466,17 +4466,16 @@ class _Parser:
                 kwvalues.update(self.eval_python(k.value))
             else:
                 kwvalues[k.arg] = self.macro_arg(k.value)
-        if vars_by_value:
-            def value_of(v):
-                return N.Load(v.buffer.name, tuple(v.indices), v.buffer.dtype) \
-                    if isinstance(v, _VarRef) else v
-            values = [value_of(v) for v in values]
-            kwvalues = {k: value_of(v) for k, v in kwvalues.items()}
         try:
             bound = inspect.signature(fn).bind(*values, **kwvalues)
         except TypeError as e:
             raise self.error(s, f"{what}: {e}") from None
         bound.apply_defaults()
+        rebound = _reassigned_names(fdef)
+        for name, value in bound.arguments.items():
+            if name in rebound and type(value) is _VarRef and not _by_reference(fn, name):
+                bound.arguments[name] = N.Load(value.buffer.name, value.indices,
+                                               value.buffer.dtype)
         refs = self.reference_args(fn, what, bound.arguments, s)
         saved = (self.scopes, self.control, self.env, self.filename, self.line_offset,
                  self.source_lines, self.reassigned)
@@ -4613,6 +4612,8 @@ class _Parser:
         if isinstance(node, ast.Name):
             value = self.lookup_local(node.id)
             if value is not None:
+                if node.id in self.rebound_inside:  # (a rebinding's value read past its body)
+                    self.lookup(node.id, node)
                 return value
         if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and \
                 self.is_slice_of_buffer(node):  # `A[4:6]`: that region of A
@@ -7947,8 +7948,7 @@ class _Parser:
                 inlined = (helper, f"helper {helper.__name__!r}")
         if inlined is not None:  # `row, col = tile_of(i)`: the macro's body, then its value
             fn, what = inlined
-            stmts, value = self.inline_function(fn, what, node, node, want_value=True,
-                                                vars_by_value=macro is None)
+            stmts, value = self.inline_function(fn, what, node, node, want_value=True)
             if stmts and self.pending is None:
                 raise self.error(node, f"{what} makes statements, and its call here would run "
                                        "them more than once or not at all (a loop range or "
@@ -8478,6 +8478,21 @@ def _hoist_default_vars(body: tuple, names: set, error) -> tuple:
         hoisted.clear()
         out.extend(t)
     return tuple(out)
+
+
+def _by_reference(fn, name: str) -> bool:
+    """Parameter ``name`` of ``fn`` is annotated ``T.Ref`` (or the deprecated ``T.Var``):
+    TileLang passes it by reference."""
+    from . import Ref  # (the package imports this module)
+    from .values import Var
+
+    try:
+        ann = inspect.signature(fn).parameters[name].annotation
+    except (TypeError, ValueError, KeyError):
+        return False
+    if isinstance(ann, str):  # `from __future__ import annotations`
+        return ann in ("T.Ref", "T.Var", "Ref", "Var")
+    return ann is Ref or ann is Var or ann is N.Var
 
 
 def _reassigned_names(fdef) -> set:
