@@ -4532,7 +4532,6 @@ class _Parser:
         any other argument is an error, as TileLang's ``ValueError``.  Returns the ``Let``
         statements of the indices."""
         from . import Ref  # (the package imports this module)
-        from .values import Var
 
         out: list[N.Stmt] = []
         try:
@@ -4540,11 +4539,9 @@ class _Parser:
         except (TypeError, ValueError):
             return out
         for name, p in params.items():
-            ann = p.annotation
-            if isinstance(ann, str):  # `from __future__ import annotations`
-                ann = {"T.Ref": Ref, "T.Var": Var, "Ref": Ref, "Var": Var}.get(ann, ann)
-            if not (ann is Ref or ann is Var or ann is N.Var) or name not in arguments:
+            if not _by_reference(fn, name) or name not in arguments:
                 continue
+            ann = p.annotation
             value = arguments[name]
             if isinstance(value, (_VarRef, _BufferRef, _RegionRef)):
                 continue  # a T.alloc_var, a buffer or a region: itself
@@ -4560,7 +4557,7 @@ class _Parser:
                     idx.append(var)
                 arguments[name] = _ElemRef(buf, tuple(idx), name)
                 continue
-            kind = "T.Ref" if ann is Ref else "T.Var"
+            kind = "T.Ref" if ann is Ref or ann in ("T.Ref", "Ref") else "T.Var"
             raise self.error(s, f"{what}: parameter '{name}' is annotated {kind} (passed by "
                                 "reference): the argument must be a T.alloc_var, a buffer "
                                 f"element or a buffer region, got {_show(value)}",
