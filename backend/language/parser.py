@@ -795,7 +795,7 @@ class _Parser:
         inner_control = max(i for i, c in enumerate(self.control) if c or i == 0)
         for i in range(len(self.scopes) - 1, -1, -1):
             if name in self.scopes[i]:
-                if i < inner_control and isinstance(self.scopes[i][name], (N.Var, float, bool)):
+                if i < inner_control and isinstance(self.scopes[i][name], (N.Expr, float, bool)):
                     self.rebound_inside.setdefault(name, []).append(
                         (self.scopes[i], self.scopes[-1], getattr(node, "lineno", 0)
                          + self.line_offset))
@@ -4431,10 +4431,14 @@ class _Parser:
     def inline_function(self, fn, what: str, call: ast.Call, s, want_value=False):
         """The function's body (a ``T.macro``'s, or a plain Python helper's), parsed here
         with its parameters bound to the call's arguments and its other names resolved in
-        its own module and closure.  A ``return value`` may end the body (TileLang's macros
-        return values: an expression, a tuple of them, a buffer, a ``T.alloc_var``); with
-        ``want_value`` the result is (statements, value), else the value is dropped, as
-        Python drops the value of a call made as a statement."""
+        its own module and closure.  A ``T.alloc_var`` given to a parameter the body
+        rebinds (``v = v * 2``, not annotated ``T.Ref``) is bound to its value: TileLang
+        0.1.15 hands a macro or a helper the variable's value (``v: T.float32 = acc[0]``),
+        so the rebinding is the function's own and the caller's variable keeps its value.
+        A ``return value`` may end the body (TileLang's macros return values: an
+        expression, a tuple of them, a buffer, a ``T.alloc_var``); with ``want_value`` the
+        result is (statements, value), else the value is dropped, as Python drops the
+        value of a call made as a statement."""
         try:
             lines, first = inspect.getsourcelines(fn)
         except (OSError, TypeError) as e:
@@ -4467,6 +4471,11 @@ class _Parser:
         except TypeError as e:
             raise self.error(s, f"{what}: {e}") from None
         bound.apply_defaults()
+        rebound = _reassigned_names(fdef)
+        for name, value in bound.arguments.items():
+            if name in rebound and type(value) is _VarRef and not _by_reference(fn, name):
+                bound.arguments[name] = N.Load(value.buffer.name, value.indices,
+                                               value.buffer.dtype)
         refs = self.reference_args(fn, what, bound.arguments, s)
         saved = (self.scopes, self.control, self.env, self.filename, self.line_offset,
                  self.source_lines, self.reassigned)
@@ -4523,7 +4532,6 @@ class _Parser:
         any other argument is an error, as TileLang's ``ValueError``.  Returns the ``Let``
         statements of the indices."""
         from . import Ref  # (the package imports this module)
-        from .values import Var
 
         out: list[N.Stmt] = []
         try:
@@ -4531,11 +4539,9 @@ class _Parser:
         except (TypeError, ValueError):
             return out
         for name, p in params.items():
-            ann = p.annotation
-            if isinstance(ann, str):  # `from __future__ import annotations`
-                ann = {"T.Ref": Ref, "T.Var": Var, "Ref": Ref, "Var": Var}.get(ann, ann)
-            if not (ann is Ref or ann is Var or ann is N.Var) or name not in arguments:
+            if not _by_reference(fn, name) or name not in arguments:
                 continue
+            ann = p.annotation
             value = arguments[name]
             if isinstance(value, (_VarRef, _BufferRef, _RegionRef)):
                 continue  # a T.alloc_var, a buffer or a region: itself
@@ -4551,7 +4557,7 @@ class _Parser:
                     idx.append(var)
                 arguments[name] = _ElemRef(buf, tuple(idx), name)
                 continue
-            kind = "T.Ref" if ann is Ref else "T.Var"
+            kind = "T.Ref" if ann is Ref or ann in ("T.Ref", "Ref") else "T.Var"
             raise self.error(s, f"{what}: parameter '{name}' is annotated {kind} (passed by "
                                 "reference): the argument must be a T.alloc_var, a buffer "
                                 f"element or a buffer region, got {_show(value)}",
@@ -4584,7 +4590,8 @@ class _Parser:
         for e in elts:
             made = isinstance(e, ast.Subscript) and self.is_slice_of_buffer(e) or \
                 isinstance(e, ast.Call) and (f := self.form_of(e.func)) is not None and \
-                f.kind == "alloc"
+                f.kind == "alloc" or self.is_storage_view(ast.Assign(
+                    targets=[ast.Name(f"{fn_name}_result", ast.Store())], value=e))
             if not made:  # an expression (or a name's binding) is the value itself
                 values.append(self.macro_arg(e))
                 continue
@@ -4602,6 +4609,8 @@ class _Parser:
         if isinstance(node, ast.Name):
             value = self.lookup_local(node.id)
             if value is not None:
+                if node.id in self.rebound_inside:  # (a rebinding's value read past its body)
+                    self.lookup(node.id, node)
                 return value
         if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and \
                 self.is_slice_of_buffer(node):  # `A[4:6]`: that region of A
@@ -7515,11 +7524,16 @@ class _Parser:
                         extents.append(N.Const(1, "int32"))
                 return N.Region(buf.name, tuple(starts), tuple(extents))
             return N.Region(buf.name, tuple(idx))
-        buf = self.buffer_of(node)
+        value = self.expr(node) if isinstance(node, ast.Call) else None
+        if isinstance(value, _RegionRef):  # `T.copy(tile_of(X, i), s)`: a macro's region
+            return value.region
+        buf = self.buffer_of(node, value)
         return N.Region(buf.name, tuple(N.Const(0, "int32") for _ in buf.shape))
 
-    def buffer_of(self, node) -> N.Buffer:
-        v = self.expr(node) if not isinstance(node, ast.Name) else self.lookup(node.id, node)
+    def buffer_of(self, node, value=None) -> N.Buffer:
+        """The buffer ``node`` names (``value``: its value, when the caller has it)."""
+        v = value if value is not None else self.expr(node) if not isinstance(node, ast.Name) \
+            else self.lookup(node.id, node)
         if isinstance(v, _RegionRef):
             raise v.refuse(self, node, self.current_form)
         if isinstance(v, _ElemRef):
@@ -7764,6 +7778,17 @@ class _Parser:
             if not _is_ir(c):
                 return self.expr(node.body) if c else self.expr(node.orelse)
             a, b = self.expr(node.body), self.expr(node.orelse)
+            for branch, v in ((node.body, a), (node.orelse, b)):
+                if isinstance(v, (_BufferRef, _RegionRef)):
+                    # TileLang's ifexp on a PrimExpr is T.if_then_else, of values (its
+                    # TypeError: "Expected `ir.PrimExpr` but got `tirx.Buffer`")
+                    raise self.error(node, f"`{ast.unparse(node)}`: `{ast.unparse(branch)}` is "
+                                           "a buffer, chosen by the runtime condition "
+                                           f"`{ast.unparse(node.test)}`; a buffer can be chosen "
+                                           "by a condition known while parsing (a Python "
+                                           "value: a macro's argument), a runtime one picks "
+                                           "values (index each buffer: `A[i] if c else B[i]`)",
+                                     FrontendTypeError)
             a, b, t = N._coerce(a, b)
             return N.Select(_truth(c), a, b, t)
         if isinstance(node, ast.Subscript):
@@ -7910,9 +7935,17 @@ class _Parser:
 
     def call(self, node: ast.Call):
         macro = self.macro_of(node.func)
-        if macro is not None:  # `row, col = tile_of(i)`: the macro's body, then its value
-            what = f"T.macro {macro.__name__!r}"
-            stmts, value = self.inline_function(macro.fn, what, node, node, want_value=True)
+        inlined = (macro.fn, f"T.macro {macro.__name__!r}") if macro is not None else None
+        if inlined is None and self.passes_buffer(node):
+            # `v = scaled(res, i)`, `xv = head_view(X, h)`: a plain Python helper given a
+            # buffer; TileLang runs it as Python on the buffer while the kernel is built,
+            # tilecute inlines it as a T.macro (its value: an expression, a region, a view)
+            helper = self.python_helper_of(node.func)
+            if helper is not None and helper.__name__ != "<lambda>":  # (a `def`'s source)
+                inlined = (helper, f"helper {helper.__name__!r}")
+        if inlined is not None:  # `row, col = tile_of(i)`: the macro's body, then its value
+            fn, what = inlined
+            stmts, value = self.inline_function(fn, what, node, node, want_value=True)
             if stmts and self.pending is None:
                 raise self.error(node, f"{what} makes statements, and its call here would run "
                                        "them more than once or not at all (a loop range or "
@@ -8030,6 +8063,19 @@ class _Parser:
             return N.cast(args[0], "int32")
         with N.primexpr_equality():  # TileLang runs it on PrimExprs: `e == 0` is an EqualOp
             return fn(*args, **kwargs)
+
+    def passes_buffer(self, node: ast.Call) -> bool:
+        """A call's argument (positional or keyword) names a buffer or a region of one
+        (``f(A, i)``, ``f(A[0:4, :])``; not a ``T.alloc_var``), read from the source with
+        nothing parsed."""
+        for a in list(node.args) + [k.value for k in node.keywords]:
+            ref = self.lookup_local(a.id) if isinstance(a, ast.Name) else None
+            if isinstance(ref, _BufferRef) and not isinstance(ref, _VarRef):
+                return True  # (a T.alloc_var is passed by its value, as TileLang reads it)
+            if isinstance(a, ast.Subscript) and isinstance(a.value, ast.Name) and \
+                    self.is_slice_of_buffer(a):
+                return True
+        return False
 
     def check_value(self, node, v):
         if isinstance(v, _BufferRef):
@@ -8429,6 +8475,21 @@ def _hoist_default_vars(body: tuple, names: set, error) -> tuple:
         hoisted.clear()
         out.extend(t)
     return tuple(out)
+
+
+def _by_reference(fn, name: str) -> bool:
+    """Parameter ``name`` of ``fn`` is annotated ``T.Ref`` (or the deprecated ``T.Var``):
+    TileLang passes it by reference."""
+    from . import Ref  # (the package imports this module)
+    from .values import Var
+
+    try:
+        ann = inspect.signature(fn).parameters[name].annotation
+    except (TypeError, ValueError, KeyError):
+        return False
+    if isinstance(ann, str):  # `from __future__ import annotations`
+        return ann in ("T.Ref", "T.Var", "Ref", "Var")
+    return ann is Ref or ann is Var or ann is N.Var
 
 
 def _reassigned_names(fdef) -> set:
