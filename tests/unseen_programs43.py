@@ -105,13 +105,14 @@ def mla_decode_latent512_rope64(batch=2, heads=128, max_kv=320, kv_lora=512, pe_
 # ---- flash-decoding over 16-token pages: split-KV partials with LSE, then a combine ---------
 @tilelang.jit(out_idx=[5, 6])
 def paged16_decode_split(batch=3, heads=32, kv_heads=4, dim=128, page=16, num_blocks=96,
-                         max_pages=32, num_split=4, block_N=64, block_H=16, threads=128):
+                         max_pages=30, num_split=4, block_N=64, block_H=16, threads=128):
     """Split-KV GQA decode over a paged cache of 16-token pages: a key tile of 64 tokens spans
     four pages, so K / V are gathered row by row through block_table (token t lives in page
     block_table[b, t // 16], slot t % 16).  The query group (8 heads of one KV head, padded to
-    block_H rows) shares the tiles.  Split s takes an equal share of the sequence's tiles and
-    writes its un-normalised-by-others output and its log2-sum-exp; an empty split writes
-    LSE = -inf and zeros."""
+    block_H rows) shares the tiles; the table's 30 pages (480 tokens) end inside the last
+    tile, whose rows past the sequence are zeros.  Split s takes an equal share of the tiles
+    and writes its output (normalised by its own sum) and its log2-sum-exp; an empty split
+    writes LSE = -inf and zeros."""
     scale = (1.0 / dim) ** 0.5 * LOG2E
     dtype, accum = T.float16, T.float32
     group = heads // kv_heads
