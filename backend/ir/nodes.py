@@ -1080,7 +1080,7 @@ class Reduce(Stmt):
     dim: int
     clear: bool = True
     scratch: str = ""  # shared buffer for the cross-warp step; set by the layout pass
-    # TileLang's nan_propagate: max/min/absmax of float16/bfloat16 combine NaN-propagating
+    # TileLang's nan_propagate: max/min/absmax into a float dtype combine NaN-propagating
     # (a NaN element makes its row's result NaN, CUDA __hmax_nan); set by the parser only
     # for those kinds and dtypes (TileLang ignores it elsewhere)
     nan_propagate: bool = False

@@ -931,9 +931,9 @@ class _Validator:
             if s.kind in N.BITWISE_REDUCE_KINDS and not N.is_int(src.dtype):
                 self.fail(f"T.reduce_{s.kind} takes integers; '{src.name}' is {src.dtype}")
             if s.nan_propagate and (s.kind not in ("max", "min", "absmax") or
-                                    dst.dtype not in ("float16", "bfloat16")):
+                                    not N.is_float(dst.dtype)):
                 self.fail(f"T.reduce_{s.kind}({s.src}, {s.dst}): nan_propagate is for max, min "
-                          f"and absmax into float16 or bfloat16 (dst is {dst.dtype})")
+                          f"and absmax into a float dtype (dst is {dst.dtype})")
             if not 0 <= s.dim < src.ndim:
                 self.fail(f"reduce over dim {s.dim} of '{src.name}', which has {src.ndim} dims")
             # TileLang's scopes: shared or fragment into shared or fragment; local into local

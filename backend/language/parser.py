@@ -5275,14 +5275,11 @@ class _Parser:
                 nan, nan_arg = bool(annotations["nan_propagate"]), "annotations"
         else:
             a.no_annotations()
-        if nan and kind in ("max", "min", "absmax"):
-            # TileLang: NaN-propagating max/min (__hmax_nan) of a float16/bfloat16 out; any
-            # other out dtype is TileLang 0.1.15's error (ReduceOp's check)
-            if dst.dtype not in ("float16", "bfloat16"):
-                raise a.fail(nan_arg, f"nan_propagate=True needs a float16 or bfloat16 out; "
-                                      f"'{dst.name}' is {dst.dtype} (TileLang refuses it too)")
-        else:
-            nan = False
+        # TileLang (HEAD; 0.1.15 refused other dtypes): max/min/absmax combine
+        # NaN-propagating (a NaN element makes its row's result NaN); every float out
+        # propagates it (float16/bfloat16 as __hmax_nan, float32 as max.NaN.f32, others by
+        # compares), an integer out has no NaN to propagate and other kinds ignore it
+        nan = nan and kind in ("max", "min", "absmax") and N.is_float(dst.dtype)
         scratch = ""
         if "scratch" in a.sig.parameters and a.value("scratch") is not None:
             scratch = self.buffer_of(a.node("scratch")).name
