@@ -5067,11 +5067,15 @@ class _Parser:
         """TileLang's ``T.gemm_sp``: ``A`` decompressed from ``A_sparse`` and its metadata
         ``E`` into a dense shared tile (``<A_sparse>_dense``, (M, K), allocated once per
         block), then ``T.gemm`` of that tile with ``B`` into ``C`` (tilecute has no sparse
-        MMA: the same product on dense tensor cores).  Group ``g`` of a row (K elements
-        ``4g .. 4g + 3``) holds ``A_sparse[.., 2g]`` at the position in bits 0-1 of field
-        ``g`` of its metadata and ``A_sparse[.., 2g + 1]`` at bits 2-3, the others 0; field
-        ``g`` is bits ``4 (g % f) ..`` of ``E[.., g // f]``, ``f`` the fields per ``E``
-        element (TileLang's ``compress`` and ``get_e_factor``)."""
+        MMA: the same product on dense tensor cores).  8- and 16-bit values are 2:4 sparse:
+        group ``g`` of a row (K elements ``4g .. 4g + 3``) holds ``A_sparse[.., 2g]`` at the
+        position in bits 0-1 of field ``g`` of its metadata and ``A_sparse[.., 2g + 1]`` at
+        bits 2-3, the others 0.  float32 (TileLang's tf32 ``mma.sp``) is 1:2 sparse: group
+        ``g`` (K elements ``2g, 2g + 1``) holds ``A_sparse[.., g]`` at position ``(field & 3)
+        >> 1`` (the field names the pair of 16-bit halves the value fills: 0b0100 the
+        first element, 0b1110 the second), the other 0.  Field ``g`` is bits ``4 (g % f) ..``
+        of ``E[.., g // f]``, ``f`` the fields per ``E`` element (TileLang's ``compress`` and
+        ``get_e_factor``)."""
         loc = self.loc(s)
         sparse, meta = (self.buffer_of(a.node(n)) for n in ("A_sparse", "E"))
         for name, buf in (("A_sparse", sparse), ("E", meta)):
@@ -5081,11 +5085,10 @@ class _Parser:
                                    f"constant shape (a tile the program copied in), got a "
                                    f"{buf.scope} buffer of shape "
                                    f"{tuple(_show(d) for d in buf.shape)}")
-        if sparse.dtype not in ("float16", "bfloat16", "int8", "uint8", "float8_e4m3",
-                                "float8_e5m2"):
-            raise a.fail("A_sparse", f"'{sparse.name}' is {sparse.dtype}: tilecute's T.gemm_sp "
-                                     "takes 2:4 sparsity of 8- and 16-bit values (TileLang's "
-                                     "1:2 float32 form is not supported)")
+        if sparse.dtype not in ("float32", "float16", "bfloat16", "int8", "uint8",
+                                "float8_e4m3", "float8_e5m2"):
+            raise a.fail("A_sparse", f"'{sparse.name}' is {sparse.dtype}: T.gemm_sp takes 2:4 "
+                                     "sparsity of 8- and 16-bit values and 1:2 of float32")
         if meta.dtype not in ("int8", "uint8", "int16", "uint16", "int32", "uint32"):
             raise a.fail("E", f"'{meta.name}' is {meta.dtype}: the metadata is an integer "
                               "dtype of 8, 16 or 32 bits")
@@ -5094,12 +5097,13 @@ class _Parser:
         rows, half = (int(d.value) for d in sparse.shape)
         M, half = (half, rows) if ta else (rows, half)
         K = 2 * half
-        fields = DTYPES[meta.dtype].bits // 4  # groups of four per metadata element
-        want = (K // (4 * fields), M) if te else (M, K // (4 * fields))
-        if K % (4 * fields) or tuple(int(d.value) for d in meta.shape) != want:
+        group = 2 if sparse.dtype == "float32" else 4  # TileLang's GROUP_CONFIG: 1:2 or 2:4
+        fields = DTYPES[meta.dtype].bits // 4  # groups per metadata element
+        want = (K // (group * fields), M) if te else (M, K // (group * fields))
+        if K % (group * fields) or tuple(int(d.value) for d in meta.shape) != want:
             raise a.fail("E", f"'{meta.name}' has shape {tuple(int(d.value) for d in meta.shape)};"
-                              f" {M} rows of K = {K} ({K // 4} groups of four, {fields} per "
-                              f"{meta.dtype}) need {want}" + (" (transpose_E)" if te else ""))
+                              f" {M} rows of K = {K} ({K // group} groups of {group}, {fields} "
+                              f"per {meta.dtype}) need {want}" + (" (transpose_E)" if te else ""))
         i32 = "int32"
         dense = N.Buffer(self.fresh(f"{sparse.name}_dense"), sparse.dtype,
                          (N.Const(M, i32), N.Const(K, i32)), "shared")
@@ -5118,19 +5122,26 @@ class _Parser:
         word = N.cast(at(meta, i, N.binop("floordiv", g, c(fields)), te), i32)
         field, field_let = let("sp_field", N.binop("bitand", N.binop("shr", word, N.binop(
             "mul", c(4), N.binop("mod", g, c(fields)))), c(15)))
-        first, first_let = let("sp_first", at(sparse, i, N.binop("mul", c(2), g), ta))
-        second, second_let = let("sp_second", at(sparse, i, N.binop(
-            "add", N.binop("mul", c(2), g), c(1)), ta))
-        pos0, pos1 = N.binop("bitand", field, c(3)), N.binop("shr", field, c(2))
         zero = N.Const(0, sparse.dtype)
-        stores = (field_let, first_let, second_let) + tuple(
-            N.Store(dense.name, (i, N.binop("add", N.binop("mul", c(4), g), c(p))),
-                    N.Select(N.Cmp("eq", pos0, c(p)), first,
-                             N.Select(N.Cmp("eq", pos1, c(p)), second, zero, sparse.dtype),
-                             sparse.dtype), loc=loc)
-            for p in range(4))
+
+        def place(p, value, rest):  # dense[i, group * g + p]
+            return N.Store(dense.name, (i, N.binop("add", N.binop("mul", c(group), g), c(p))),
+                           N.Select(N.Cmp("eq", pos0, c(p)), value, rest, sparse.dtype), loc=loc)
+
+        if group == 2:
+            only, only_let = let("sp_value", at(sparse, i, g, ta))
+            pos0 = N.binop("shr", N.binop("bitand", field, c(3)), c(1))
+            stores = (field_let, only_let) + tuple(place(p, only, zero) for p in range(2))
+        else:
+            first, first_let = let("sp_first", at(sparse, i, N.binop("mul", c(2), g), ta))
+            second, second_let = let("sp_second", at(sparse, i, N.binop(
+                "add", N.binop("mul", c(2), g), c(1)), ta))
+            pos0, pos1 = N.binop("bitand", field, c(3)), N.binop("shr", field, c(2))
+            stores = (field_let, first_let, second_let) + tuple(
+                place(p, first, N.Select(N.Cmp("eq", pos1, c(p)), second, zero, sparse.dtype))
+                for p in range(4))
         nest = N.For(i, c(0), c(M), "parallel",
-                     (N.For(g, c(0), c(K // 4), "parallel", stores, loc=loc),), loc=loc)
+                     (N.For(g, c(0), c(K // group), "parallel", stores, loc=loc),), loc=loc)
         ref = self.fresh(f"{sparse.name}_dense_ref")
         self.bind(ref, _BufferRef(dense))
         keep = [n for n in ("transpose_B", "policy", "clear_accum", "k_pack", "wg_wait")
