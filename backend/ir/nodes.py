@@ -1005,6 +1005,12 @@ class Copy(Stmt):
     # of its innermost dim a thread step (its loop's vector_width); 0: the passes choose.  A
     # copy that becomes TMA has no such loop (TileLang applies it to the SIMT loop alone)
     vector_width: int = 0
+    # TileLang's T.copy(..., loop_layout=T.Fragment(shape, ...)): the map of the copy's loop
+    # (over its non-unit extents) onto the threads, as For.loop_layout (blocked or
+    # replicated); such a copy is never TMA (TileLang's is a plain or cp.async copy).
+    # ``loop_shape``: the Fragment's shape, which the copy's loop must have; () unchecked
+    loop_layout: Optional["Layout"] = None
+    loop_shape: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

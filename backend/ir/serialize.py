@@ -112,6 +112,8 @@ def _encode(x):
                     isinstance(x, nodes.Gemm) and f.name == "wgmma_only" and not value or \
                     isinstance(x, nodes.Allocate) and f.name == "address" and value is None or \
                     isinstance(x, nodes.For) and f.name == "loop_layout" and value is None or \
+                    isinstance(x, nodes.Copy) and f.name in ("loop_layout", "loop_shape") and \
+                    not value or \
                     isinstance(x, nodes.For) and f.name == "unroll_factor" and not value or \
                     isinstance(x, nodes.For) and f.name == "loads_last" and not value or \
                     isinstance(x, nodes.For) and f.name == "vectorized" and not value or \

@@ -607,11 +607,8 @@ class _Validator:
                           + (" (T.Parallel needs at least one)" if s.kind == "parallel" else ""))
             if s.warp_specialize is not None and s.kind != "pipelined":
                 self.fail("warp_specialize is a T.Pipelined option")
-            if s.loop_layout is not None and (
-                    s.kind != "parallel" or not isinstance(s.loop_layout, N.Layout)
-                    or s.loop_layout.kind not in ("blocked", "replicated")
-                    or s.loop_layout.kind == "blocked" and (s.loop_layout.vector < 1
-                                                            or s.loop_layout.threads < 1)):
+            if s.loop_layout is not None and (s.kind != "parallel" or
+                                              not _loop_layout_ok(s.loop_layout)):
                 self.fail("loop_layout is a T.Parallel loop's blocked (threads, vector >= 1) or "
                           f"replicated layout, got {s.loop_layout!r} on a {s.kind} loop")
             if s.stage_base is not None:
@@ -841,6 +838,11 @@ class _Validator:
                           f"{', '.join(map(repr, N.COPY_INSTRUCTIONS))}")
             if s.instruction == "tma" and s.disable_tma:
                 self.fail('T.copy prefer_instruction="tma" conflicts with disable_tma=True')
+            if s.loop_layout is not None and (s.instruction == "tma" or
+                                              not _loop_layout_ok(s.loop_layout)):
+                self.fail("T.copy's loop_layout is a blocked (threads, vector >= 1) or "
+                          f"replicated layout of a copy the threads run (not TMA), got "
+                          f"{s.loop_layout!r} with prefer_instruction={s.instruction!r}")
             if s.instruction == "tma" and self.has_safe_value(s.src.buffer):
                 self.fail(f'T.copy prefer_instruction="tma" from \'{s.src.buffer}\', which has a '
                           "T.annotate_safe_value: TMA fills the elements out of bounds with "
@@ -1568,3 +1570,11 @@ def validate(func: N.PrimFunc, compiling: bool = True) -> N.PrimFunc:
     v.run()
     _StaticBounds(v).run()
     return func
+
+
+def _loop_layout_ok(layout) -> bool:
+    """A loop's map onto the threads (``For.loop_layout``, ``Copy.loop_layout``): blocked
+    with threads and vector >= 1, or replicated."""
+    return isinstance(layout, N.Layout) and (
+        layout.kind == "replicated" or
+        layout.kind == "blocked" and layout.vector >= 1 and layout.threads >= 1)

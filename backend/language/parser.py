@@ -2639,9 +2639,22 @@ class _Parser:
         the tilecute layout with the same map (:func:`.custom_layouts.match_fragment`), or
         tilecute's own ``T.Layout("blocked" | "replicated", ...)`` (as the printer writes
         it); the layout pass runs the nest so."""
-        from .custom_layouts import Fragment, MapError, match_fragment
+        given = self.given_loop_layout(a, ann, "T.Parallel")
+        if given is None or isinstance(given[0], N.Layout):
+            return given and given[0]
+        value, arg = given
+        if not all(isinstance(e, N.Const) for e in extents):
+            raise a.fail(arg, "loop_layout needs constant extents (tilecute evaluates the "
+                              "T.Fragment over them)")
+        return self.match_loop_layout(a, arg, value, [e.value for e in extents])
 
-        given = [(v, n) for v, n in ((self.python_arg(a, "loop_layout", "T.Parallel: loop_layout"),
+    def given_loop_layout(self, a: "_Args", ann: dict, form: str):
+        """The ``loop_layout`` argument of ``a`` (or its annotation key
+        ``parallel_loop_layout``) and the argument an error names: a ``T.Fragment``, or
+        tilecute's own ``T.Layout("blocked" | "replicated", ...)``; None when not given."""
+        from .custom_layouts import Fragment
+
+        given = [(v, n) for v, n in ((self.python_arg(a, "loop_layout", f"{form}: loop_layout"),
                                       "loop_layout"),
                                      (ann.get("parallel_loop_layout"), "annotations"))
                  if v is not None]
@@ -2655,16 +2668,17 @@ class _Parser:
             if value.kind not in ("blocked", "replicated"):
                 raise a.fail(arg, f"loop_layout={layout_str(value)}: a loop layout is blocked "
                                   "or replicated")
-            return value
-        if not isinstance(value, Fragment):
+        elif not isinstance(value, Fragment):
             raise a.fail(arg, f"loop_layout is a T.Fragment over the loop's extents, got "
                               f"{_show(value)}")
-        if not all(isinstance(e, N.Const) for e in extents):
-            raise a.fail(arg, "loop_layout needs constant extents (tilecute evaluates the "
-                              "T.Fragment over them)")
+        return value, arg
+
+    def match_loop_layout(self, a: "_Args", arg: str, frag, extents) -> N.Layout:
+        """The tilecute layout of ``T.Fragment`` ``frag`` over a loop of ``extents``."""
+        from .custom_layouts import MapError, match_fragment
+
         try:
-            return match_fragment(value, [e.value for e in extents], self.block_threads(),
-                                  "loop_layout")
+            return match_fragment(frag, extents, self.block_threads(), "loop_layout")
         except MapError as e:
             raise a.fail(arg, str(e)) from None
 
@@ -4635,9 +4649,14 @@ class _Parser:
             raise a.fail(arg, f'{shown} conflicts with disable_tma=True')
         if explicit_async:  # (TileLang's copy lowering: the async keys win over the others)
             instruction = N.ASYNC_COPY
+        layout = self.copy_loop_layout(a, ann, "T.copy")
+        if layout and instruction == "tma":  # TileLang: "loop layout annotation requires SIMT"
+            raise a.fail("loop_layout", f"loop_layout and {shown}: a loop layout is for a "
+                                        "copy the threads run (TileLang's), not a TMA copy")
         src, dst = self.copy_regions(a, s)
         return [N.Copy(src, dst, loc=self.loc(s), disable_tma=no_tma,
-                       instruction=instruction or "", vector_width=self.copy_width(a, given))]
+                       instruction=instruction or "", vector_width=self.copy_width(a, given),
+                       **layout)]
 
     def stmt_copy_cluster(self, a: _Args, s) -> list[N.Stmt]:
         """``T.copy_cluster(src, dst, *, dst_block=, cluster_mask=, remote_barrier=)``:
@@ -4660,10 +4679,12 @@ class _Parser:
         given = _annotated_args(a, ann)
 
         self.copy_options(a, given)
-        width, arg, shown = given("coalesced_width", "coalesced_width", None)
-        if width is not None:
-            raise a.fail(arg, f"{shown} is not supported: a cluster copy's lanes are chosen by "
-                              "tilecute's vectorization pass")
+        for name, key in (("coalesced_width", "coalesced_width"),
+                          ("loop_layout", "parallel_loop_layout")):
+            value, arg, shown = given(name, key, None)
+            if value is not None:
+                raise a.fail(arg, f"{shown} is not supported: a cluster copy's lanes and "
+                                  "threads are chosen by tilecute's vectorization pass")
         if not self.in_kernel:
             raise self.error(s, "T.copy_cluster belongs inside a T.Kernel / T.ClusterKernel")
         block, _, shown_block = given("dst_block", "dst_block", None)
@@ -4838,13 +4859,14 @@ class _Parser:
         given = _annotated_args(a, ann)
 
         self.copy_options(a, given)
+        layout = self.copy_loop_layout(a, ann, "T.async_copy")
         src, dst = self.copy_regions(a, s, "T.async_copy")
         single = src.extents is not None and all(
             isinstance(x, N.Const) and x.value == 1 for x in src.extents) and \
             isinstance(a.node("src"), ast.Subscript) and isinstance(a.node("dst"), ast.Subscript) \
-            and not ann
+            and not ann and not layout
         return [N.Copy(src, dst, loc=self.loc(s), instruction="" if single else N.ASYNC_COPY,
-                       vector_width=0 if single else self.copy_width(a, given))]
+                       vector_width=0 if single else self.copy_width(a, given), **layout)]
 
     def copy_width(self, a: _Args, given) -> int:
         """T.copy's / T.async_copy's ``coalesced_width`` (its annotation key too): the lanes
@@ -4858,17 +4880,29 @@ class _Parser:
         return width
 
     def copy_options(self, a: _Args, given) -> None:
-        """The arguments T.copy and T.async_copy refuse: ``loop_layout`` (its annotation key
-        too), an eviction policy other than normal."""
+        """The argument T.copy, T.async_copy and T.copy_cluster refuse: an eviction policy
+        other than normal."""
         if "eviction_policy" in a.sig.parameters:
             policy, arg, shown = given("eviction_policy", "eviction_policy", None)
             if policy not in (None, "evict_normal", 0) or isinstance(policy, bool):
                 raise a.fail(arg, f"{shown} is not supported: tilecute's copies use the normal "
                                   "eviction policy")
-        layout, arg, shown = given("loop_layout", "parallel_loop_layout", None)
-        if layout is not None:
-            raise a.fail(arg, f"{shown} is not supported: tilecute's layout pass lays out "
-                              "copies itself")
+
+    def copy_loop_layout(self, a: _Args, ann: dict, form: str) -> dict:
+        """``T.copy(..., loop_layout=T.Fragment(shape, ...))`` (or the annotation key
+        ``parallel_loop_layout``): TileLang's map of the copy's SIMT loop (over its non-unit
+        extents) onto the threads, as ``T.Parallel(..., loop_layout=)``; the copy is then
+        never a TMA copy (TileLang takes it for a plain or cp.async copy only).  The
+        ``Copy`` fields: ``loop_layout`` and the Fragment's shape, which the copy's lowering
+        checks against its loop."""
+        given = self.given_loop_layout(a, ann, form)
+        if given is None:
+            return {}
+        value, arg = given
+        if isinstance(value, N.Layout):  # tilecute's own form, as the printer writes it
+            return {"loop_layout": value}
+        return {"loop_layout": self.match_loop_layout(a, arg, value, value.shape),
+                "loop_shape": tuple(value.shape)}
 
     def copy_regions(self, a: _Args, s, form: str = "T.copy") -> tuple[N.Region, N.Region]:
         """T.copy's / T.async_copy's source and destination regions (two single elements:

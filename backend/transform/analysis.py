@@ -853,3 +853,10 @@ def independent_view(body, view: str, others: set, buffers: dict) -> bool:
             return False
         prev = side
     return True
+
+
+def tma_allowed(s: N.Copy) -> bool:
+    """May the TMA pass move copy ``s`` by TMA: not ``disable_tma``, no ``loop_layout``
+    (a map of the threads' loop, TileLang's SIMT copy), and the program did not ask for
+    another instruction (``prefer_instruction="cp_async"`` / ``"sync"``)?"""
+    return not s.disable_tma and s.loop_layout is None and s.instruction in ("", "tma")
