@@ -601,7 +601,10 @@ class _Kernel:
                 for lp in loops:
                     if not (isinstance(lp.extent, N.Const) and isinstance(lp.start, N.Const)):
                         if any(self.scope_of(b) == "fragment" for b, _, _ in nest.accesses):
-                            self.fail(lp, "a T.Parallel loop over fragments needs constant extents")
+                            self.fail(lp, "a T.Parallel loop over fragments needs constant "
+                                          "extents, or a run-time one whose variable indexes "
+                                          "a fragment dim as it is (f[i]: the loop then walks "
+                                          "that dim, guarded, as TileLang's)")
                 for b, idx, write in nest.accesses:
                     if b in self.rows:
                         self.check_row_access(nest, b, idx, write, s)
