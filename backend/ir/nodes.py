@@ -1483,6 +1483,10 @@ class KernelScope(Stmt):
     tma_descriptors: tuple["TmaDescriptor", ...] = ()
     # bytes of dynamic shared memory (the shared-memory pass)
     shared_bytes: int = 0
+    # a shared buffer sized at launch (TileLang's dynamic shared memory): its bytes, an
+    # expression of the function's symbols and scalar parameters, after the `shared_bytes`
+    # (the shared-memory pass places it there; the launcher adds them up and checks them)
+    launch_shared_bytes: Optional[Expr] = None
     # Programmatic Dependent Launch (option `pdl`): the kernel may start while the previous
     # kernel on the stream finishes; it waits for it (griddepcontrol.wait) before its body
     pdl: bool = False

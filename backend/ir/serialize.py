@@ -121,6 +121,8 @@ def _encode(x):
                     isinstance(x, nodes.ClusterSync) and f.name == "kind" and value == "sync" or \
                     isinstance(x, nodes.MBarrierArrive) and f.name == "block" and value is None or \
                     isinstance(x, nodes.KernelScope) and f.name == "l2_hit_ratios" and not value or \
+                    isinstance(x, nodes.KernelScope) and f.name == "launch_shared_bytes" and \
+                    value is None or \
                     isinstance(x, nodes.Let) and f.name == "within" and value is None:
                 # (TileLang's function attributes, T.wgmma_gemm's flag, an address, a loop
                 # layout, an unroll factor, loads issued last, a region's own barriers, a

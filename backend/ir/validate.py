@@ -14,7 +14,7 @@ from ..runtime.dtypes import DTYPES, valid_dtypes_text
 from ..target import MAX_THREADS, TMA_REDUCE_ADD_TYPES
 from ..target import WARP
 from . import nodes as N
-from .visitor import BODY_FIELDS
+from .visitor import BODY_FIELDS, walk_nodes
 
 FP4 = "float4_e2m1fn"  # two to a byte in memory (DTypeInfo.pack)
 E8M0 = "float8_e8m0fnu"  # MX scales: a storage dtype, as CUDA's __nv_fp8_e8m0 has no arithmetic
@@ -411,6 +411,7 @@ class _Validator:
             self.fail(f"a prim_func's kernels are T.Kernel scopes, got {type(k).__name__}")
         if self.compiling:  # (TileLang checks when it compiles, not at @T.prim_func)
             self.nested_loops(k.body, False)
+        self.host_vars = dict(vars_)  # what the launcher knows: symbols, scalar parameters
         if not isinstance(k.grid, tuple) or not 1 <= len(k.grid) <= 3:
             self.fail(f"T.Kernel takes 1 to 3 grid extents, got {k.grid!r}")
         if not isinstance(k.block_vars, tuple) or len(k.block_vars) != len(k.grid):
@@ -733,11 +734,24 @@ class _Validator:
             elif b.scope not in ("shared", "fragment", "local"):
                 self.fail(f"buffer '{b.name}': allocations are shared, fragment or local")
             if (not s.view_of or b.scope != "global") and s.address is None:
-                if not isinstance(b.shape, tuple) or not b.shape or not all(
-                        isinstance(d, N.Const) for d in b.shape):
+                if not isinstance(b.shape, tuple) or not b.shape:
                     self.fail(f"buffer '{b.name}': allocation shapes are positive constants")
+                launch_sized = b.scope == "shared" and not s.view_of
                 for d in b.shape:
-                    self.dim(d, f"buffer '{b.name}'", vars_)
+                    if isinstance(d, N.Const):
+                        self.dim(d, f"buffer '{b.name}'", vars_)
+                    elif not launch_sized:
+                        self.fail(f"buffer '{b.name}': allocation shapes are positive constants")
+                    else:  # sized at launch (TileLang's dynamic shared memory)
+                        self.expr(d, self.host_vars, bufs)
+                        if not N.is_int(d.dtype) or any(isinstance(x, N.Load)
+                                                        for x in walk_nodes(d)):
+                            self.fail(f"buffer '{b.name}': a shared buffer sized at launch has "
+                                      "integer dims of the function's symbols and scalar "
+                                      f"parameters, got {d!r}")
+                if not all(isinstance(d, N.Const) for d in b.shape) and s.stages != 1:
+                    self.fail(f"buffer '{b.name}': a shared buffer sized at launch has one "
+                              "stage")
             self.integer(s.stages, f"buffer '{b.name}': stages", 1)
             if s.layout is not None and s.layout.kind == "mbarrier" and \
                     (b.scope != "shared" or b.dtype != "uint64" or b.ndim != 1 or s.layout.threads < 1):

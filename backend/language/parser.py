@@ -3998,7 +3998,10 @@ class _Parser:
         # a name bound in the kernel to a constant (`n = 64`: TileLang keeps it an int)
         shape = tuple(f.value if isinstance(f := self.folded(d), N.Const) and N.is_int(f.dtype)
                       else d for d in shape)
-        if not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in shape):
+        if not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in shape) \
+                and not (form.__name__ in ("alloc_shared", "alloc_buffer")
+                         and self.scope_arg(a, name) == "shared"
+                         and self.launch_sized(a, name, shape)):
             raise a.fail("shape", f"'{name}': the shape must be positive ints known at parse "
                                   f"time, got {shape!r}")
         vector = a.value("dtype")
@@ -4018,9 +4021,32 @@ class _Parser:
         if layout is not None and not isinstance(layout, N.Layout):
             raise a.fail("layout", f"'{name}': layout= takes a T.Layout(...), got {layout!r}")
         stages = a.static_int("stages", 1) if "stages" in a.sig.parameters else 1
-        buf = N.Buffer(self.fresh(name), dt, tuple(N.Const(d, "int32") for d in shape), scope)
+        dims = tuple(N.Const(d, "int32") if isinstance(d, int) else d for d in shape)
+        if not all(isinstance(d, N.Const) for d in dims) and (layout is not None or stages != 1):
+            raise a.fail("layout" if layout is not None else "stages",
+                         f"'{name}': a shared buffer sized at launch takes no layout= or "
+                         "stages= (tilecute lays it out row-major, once)")
+        buf = N.Buffer(self.fresh(name), dt, dims, scope)
         self.bind(name, _BufferRef(buf))
         return [N.Allocate(buf, layout, loc=self.loc(s), stages=stages)]
+
+    def launch_sized(self, a: _Args, name: str, shape: tuple) -> bool:
+        """Is ``shape`` a shared buffer's shape sized at launch: positive ints and integer
+        expressions of the prim_func's symbols (``T.dynamic``) and scalar parameters, which
+        the launcher evaluates (TileLang sizes dynamic shared memory from their values)?"""
+        known = set(self.scalar_vars) | set(self.symbols)
+        for d in shape:
+            if isinstance(d, int) and not isinstance(d, bool):
+                if d <= 0:
+                    return False
+            elif not (isinstance(d, N.Expr) and N.is_int(d.dtype) and
+                      not any(isinstance(x, N.Load) for x in walk_nodes(d)) and
+                      all(v.name in known for v in walk_nodes(d) if isinstance(v, N.Var))):
+                raise a.fail("shape", f"'{name}': a shared buffer's dims are ints or integer "
+                                      "expressions of the prim_func's T.dynamic symbols and "
+                                      f"scalar parameters (the launcher sizes it), got "
+                                      f"{_show(d)}")
+        return True
 
     def alloc_vectors(self, name: str, form, a: _Args, shape: tuple, vector: VL.VectorDType,
                       s) -> list[N.Stmt]:

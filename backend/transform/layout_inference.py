@@ -107,9 +107,9 @@ from ..ir.visitor import (BODY_FIELDS, StmtMutator, rebuild, replace_exprs, subs
                           walk_stmts)
 from ..runtime.dtypes import DTYPES
 from ..target import VECTOR_BYTES, WARP, target
-from .analysis import (LoopVars, accesses, allreduce_steps, buffers_used, independent_view, is_unit, linear_form,
-                       mentions, parallel_nest, plain_statements, squeeze, stage_bytes, tainted_lets, value_range,
-                       view_bases, view_layout)
+from .analysis import (LoopVars, accesses, allreduce_steps, buffers_used, independent_view, is_unit,
+                       launch_sized, linear_form, mentions, parallel_nest, plain_statements, squeeze,
+                       stage_bytes, tainted_lets, value_range, view_bases, view_layout)
 from .lower_tile_ops import move_columns_last, reduce_identity, reduce_update
 
 # the calls through which a thread meets other threads (their partition across threads
@@ -1664,6 +1664,8 @@ class _Kernel:
                 # held by the threads its nests run on: the block's, or a T.ws region's
                 first, count = self.frag_region.get(name, (0, self.threads))
                 return N.Layout("blocked", threads=count, vector=vector[name], first_thread=first)
+            if buf.scope == "shared" and launch_sized(buf):
+                return N.Layout("row_major")  # (sized at launch: no swizzle)
             if buf.scope == "shared":
                 row = int(buf.shape[-1].value)
                 if name in self.column_walked and name not in self.scanned | self.tma_copied \

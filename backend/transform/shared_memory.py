@@ -29,8 +29,9 @@ import dataclasses
 
 from ..ir import nodes as N
 from ..ir.visitor import walk_stmts
+from ..runtime.dtypes import DTYPES
 from ..target import SHARED_ALIGN, TMA_SWIZZLE_ALIGN, target
-from .analysis import buffers_used, lifetimes, loads, stage_bytes, view_bases
+from .analysis import buffers_used, launch_sized, lifetimes, loads, stage_bytes, view_bases
 from .warp_specialize import producer_branch
 
 
@@ -180,7 +181,7 @@ def place(scope: N.KernelScope, reuse: bool = True) -> N.KernelScope:
     forever = ((-1, -1), (len(scope.body), _END))
     sized = []  # (allocation, alignment, stage stride, bytes, lifetime), in allocation order
     for a in allocs:
-        if a.buffer.name in bases:
+        if a.buffer.name in bases or launch_sized(a.buffer):
             continue
         align = _align(a)
         stride = _round_up(stage_bytes(a.buffer), align)
@@ -196,6 +197,17 @@ def place(scope: N.KernelScope, reuse: bool = True) -> N.KernelScope:
     # that ended its life left a gap)
     slots, total = min((_first_fit(sized), _first_fit(sorted(sized, key=lambda x: -x[1]))),
                        key=lambda placed: placed[1])
+    launch_bytes = None
+    for a in allocs:  # after the static bytes, alive the whole kernel (TileLang's dynamic
+        if launch_sized(a.buffer):  # shared memory, sized at launch)
+            if launch_bytes is not None:
+                where = f"{a.loc}: " if a.loc else ""
+                raise SharedMemoryError(f"{where}shared buffer '{a.buffer.name}': tilecute sizes "
+                                        "one shared buffer a kernel at launch; give the others "
+                                        "constant shapes")
+            total = _round_up(total, SHARED_ALIGN)
+            slots[a.buffer.name] = N.SharedSlot(total, 0, SHARED_ALIGN)
+            launch_bytes = launch_size(a.buffer)
     for a in allocs:
         if a.buffer.name in bases:
             base = next(b for b in allocs if b.buffer.name == bases[a.buffer.name])
@@ -208,7 +220,20 @@ def place(scope: N.KernelScope, reuse: bool = True) -> N.KernelScope:
     body = tuple(dataclasses.replace(s, slot=slots[s.buffer.name])
                  if isinstance(s, N.Allocate) and s.buffer.name in slots else s
                  for s in scope.body)
-    return dataclasses.replace(scope, body=body, shared_bytes=total)
+    return dataclasses.replace(scope, body=body, shared_bytes=total,
+                               launch_shared_bytes=launch_bytes)
+
+
+def launch_size(buf: N.Buffer) -> N.Expr:
+    """The bytes of a shared buffer sized at launch, as an int64 expression of its dims."""
+    wide = [d if d.dtype == "int64" else N.cast(d, "int64") for d in buf.shape]
+    count = wide[0]
+    for d in wide[1:]:
+        count = N.binop("mul", count, d)
+    info = DTYPES[buf.dtype]
+    if info.pack > 1:  # (sub-byte elements: rounded up to whole bytes, as storage_bytes)
+        return N.ceildiv(count, N.Const(info.pack, "int64"))
+    return N.binop("mul", count, N.Const(info.bytes, "int64"))
 
 
 def overlapping(scope: N.KernelScope) -> dict[str, set[str]]:
