@@ -79,36 +79,28 @@ def test_gemm_sp_is_a_dense_gemm_of_the_decompressed_tile(tmp_path):
                                 "sm_90a", out_dir=str(tmp_path / "c")).kernel_names
 
 
+def _one_tile(dtype, e_cols, acc="float32"):
+    """One (128, 64) x (64, 128) T.gemm_sp of shared tiles, ``e_cols`` int16 metadata columns."""
+    @T.prim_func
+    def one_tile(A: T.Tensor((128, 32), dtype)):
+        with T.Kernel(1, threads=128) as _:
+            A_s = T.alloc_shared((128, 32), dtype)
+            E_s = T.alloc_shared((128, e_cols), T.int16)
+            B_s = T.alloc_shared((64, 128), dtype)
+            C_f = T.alloc_fragment((128, 128), acc)
+            T.gemm_sp(A_s, E_s, B_s, C_f)
+    return one_tile
+
+
 def test_gemm_sp_refusals_name_the_argument():
     with pytest.raises(FrontendError, match=r"T.gemm_sp: 'E_s' has shape \(128, 8\);"):
-        @T.prim_func
-        def bad(A: T.Tensor((128, 32), T.float16), B: T.Tensor((64, 128), T.float16)):
-            with T.Kernel(1, threads=128) as _:
-                A_s = T.alloc_shared((128, 32), T.float16)
-                E_s = T.alloc_shared((128, 8), T.int16)  # 64 // 16 = 4 columns
-                B_s = T.alloc_shared((64, 128), T.float16)
-                C_f = T.alloc_fragment((128, 128), T.float32)
-                T.gemm_sp(A_s, E_s, B_s, C_f)
+        _one_tile(T.float16, 8)  # 64 // 16 = 4 columns
     with pytest.raises(FrontendError, match=r"T.gemm_sp: 'A_s' is float64"):
-        @T.prim_func
-        def bad64(A: T.Tensor((128, 32), T.float64)):
-            with T.Kernel(1, threads=128) as _:
-                A_s = T.alloc_shared((128, 32), T.float64)
-                E_s = T.alloc_shared((128, 4), T.int16)
-                B_s = T.alloc_shared((64, 128), T.float64)
-                C_f = T.alloc_fragment((128, 128), T.float64)
-                T.gemm_sp(A_s, E_s, B_s, C_f)
+        _one_tile(T.float64, 4, T.float64)
     # float32 is 1:2: an int16 indexes 8 values, so K = 64 has 8 columns of metadata
     with pytest.raises(FrontendError, match=r"'E_s' has shape \(128, 4\); 128 rows of K = 64 "
                                             r"\(32 groups of 2, 4 per int16\) need \(128, 8\)"):
-        @T.prim_func
-        def bad32(A: T.Tensor((128, 32), T.float32)):
-            with T.Kernel(1, threads=128) as _:
-                A_s = T.alloc_shared((128, 32), T.float32)
-                E_s = T.alloc_shared((128, 4), T.int16)
-                B_s = T.alloc_shared((64, 128), T.float32)
-                C_f = T.alloc_fragment((128, 128), T.float32)
-                T.gemm_sp(A_s, E_s, B_s, C_f)
+        _one_tile(T.float32, 4)
 
 
 # ---- float32: TileLang's 1:2 sparsity (tf32 mma.sp) ----------------------------------------

@@ -7,14 +7,11 @@ against the device's limit, naming the kernel."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-
 import pytest
 
 import tilecute
 import tilecute.language as T
+from fake_cuda import DRIVE_HEAD
 from tilecute.ir import nodes as N
 from tilecute.transform.pipeline import lower, run_passes
 
@@ -143,16 +140,7 @@ def test_refusals_name_the_buffer(body, words):
 
 # -- the launcher against the fake driver ----------------------------------------------------
 
-DRIVE = r"""
-import json, sys
-sys.path.insert(0, sys.argv[1])
-import tvm_ffi
-from fake_cuda import FakeTensor, open_driver
-paths = json.loads(sys.argv[2])
-cuda = open_driver()
-out = {}
-mod = tvm_ffi.load_module(paths["launcher"])
-mod["__tilecute_set_cubin"](paths["cubin"])
+DRIVE = DRIVE_HEAD + r"""
 for n in (1000, 58112):  # 4000 bytes; 232448, the device's limit
     a = FakeTensor((n,), "float32", data=0x100000)
     mod["reverse"](a, a)
@@ -170,23 +158,11 @@ print(json.dumps(out))
 @pytest.fixture(scope="module")
 def driven(tmp_path_factory):
     pytest.importorskip("tvm_ffi")
-    from fake_cuda import TESTS, driver_env, fake_libcuda, text_cubin
-    from tilecute.host.launcher import write_launcher
-    from tilecute.toolchain import build_launcher
+    from fake_cuda import drive_launcher
 
-    root = tmp_path_factory.mktemp("launch_sized")
-    plan = lower(reverse_in_shared(), "sm_90a")
-    source = write_launcher(plan.abi, root, tilecute_version=tilecute.__version__)
-    text = source.read_text()
-    launcher = build_launcher(source, root, extra_cflags=("-Wall", "-Wextra", "-Werror"))
-    cubin = text_cubin(root / "fake.cubin", plan.abi.kernels)
-    script = root / "drive.py"
-    script.write_text(DRIVE)
-    run = subprocess.run([sys.executable, str(script), str(TESTS),
-                          json.dumps({"launcher": str(launcher), "cubin": str(cubin)})],
-                         capture_output=True, text=True, env=driver_env(fake_libcuda()), timeout=300)
-    assert run.returncode == 0, run.stdout + run.stderr
-    return {"source": text, **json.loads(run.stdout.strip().splitlines()[-1])}
+    source, out = drive_launcher(lower(reverse_in_shared(), "sm_90a").abi,
+                                 tmp_path_factory.mktemp("launch_sized"), DRIVE)
+    return {"source": source, **out}
 
 
 def test_the_launcher_computes_the_bytes_per_call(driven):
