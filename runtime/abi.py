@@ -319,7 +319,8 @@ class KernelLaunch:
     expressions over the launcher's symbol variables (``sym_<name>``), rendered by the
     compiler, never computed by a template.  ``launch_smem``: a C++ expression of the same
     kind, the bytes of the kernel's shared buffer sized at launch (TileLang's dynamic shared
-    memory), which the launch takes after the ``dynamic_smem`` static bytes; "" for none.
+    memory; all of them, where there are several), which the launch takes after the
+    ``dynamic_smem`` static bytes; "" for none.
     """
 
     symbol: str

@@ -945,7 +945,7 @@ inline void tc_check_coresident(const TcLauncher& L, const DeviceSlot& slot, int
   tc_raise_value_error(
       L, std::string(L.function) + ": kernel '" + info.symbol + "' needs " + tc_str(bytes) +
              " bytes of dynamic shared memory at these arguments (" + tc_str(info.dynamic_smem) +
-             " static, then its shared buffer sized at launch), " +
+             " static, then its shared buffers sized at launch), " +
              (bytes < info.dynamic_smem ? std::string("a negative size for that buffer")
                                         : "above the " + tc_str(slot.max_smem) + " bytes a block may have on cuda:" +
                                               tc_str(device_id)));

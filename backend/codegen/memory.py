@@ -188,6 +188,8 @@ class SharedMemory:
         if stage is None:
             stage = self.stage_of.get(name)
         terms, align = [str(slot.offset)], slot.align
+        if slot.launch_offset is not None:  # past the shared buffers sized at launch before it
+            terms.append(self.exprs.operand(slot.launch_offset, PREC["add"]))
         if name in self.staged and stage is not None and stage.isdigit():
             terms[0] = str(slot.offset + int(stage) * slot.stride)
         elif name in self.staged and stage is not None:

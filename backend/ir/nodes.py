@@ -950,6 +950,10 @@ class SharedSlot:
     offset: int
     stride: int
     align: int
+    # after another shared buffer sized at launch: the bytes before it past ``offset``, an
+    # int64 expression of the function's symbols and scalar parameters (a multiple of
+    # ``align``); None: at ``offset``
+    launch_offset: Optional[Expr] = None
 
 
 @dataclass(frozen=True)
@@ -1483,9 +1487,9 @@ class KernelScope(Stmt):
     tma_descriptors: tuple["TmaDescriptor", ...] = ()
     # bytes of dynamic shared memory (the shared-memory pass)
     shared_bytes: int = 0
-    # a shared buffer sized at launch (TileLang's dynamic shared memory): its bytes, an
+    # the shared buffers sized at launch (TileLang's dynamic shared memory): their bytes, an
     # expression of the function's symbols and scalar parameters, after the `shared_bytes`
-    # (the shared-memory pass places it there; the launcher adds them up and checks them)
+    # (the shared-memory pass places them there; the launcher adds them up and checks them)
     launch_shared_bytes: Optional[Expr] = None
     # Programmatic Dependent Launch (option `pdl`): the kernel may start while the previous
     # kernel on the stream finishes; it waits for it (griddepcontrol.wait) before its body

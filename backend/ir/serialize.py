@@ -123,6 +123,8 @@ def _encode(x):
                     isinstance(x, nodes.KernelScope) and f.name == "l2_hit_ratios" and not value or \
                     isinstance(x, nodes.KernelScope) and f.name == "launch_shared_bytes" and \
                     value is None or \
+                    isinstance(x, nodes.SharedSlot) and f.name == "launch_offset" and \
+                    value is None or \
                     isinstance(x, nodes.Let) and f.name == "within" and value is None:
                 # (TileLang's function attributes, T.wgmma_gemm's flag, an address, a loop
                 # layout, an unroll factor, loads issued last, a region's own barriers, a

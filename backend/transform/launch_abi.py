@@ -327,7 +327,7 @@ def build_abi(func: N.PrimFunc, arch: str) -> KernelPlan:
         tma = tuple(KernelParam(d.name, "tma_desc", d.dtype, d.tensor, tma=d.spec)
                     for d in k.tma_descriptors)
         launch_smem = ""
-        if k.launch_shared_bytes is not None:  # a shared buffer sized at launch
+        if k.launch_shared_bytes is not None:  # shared buffers sized at launch
             if cooperative[i]:
                 raise LoweringError(f"{k.loc}: prim_func '{func.name}': T.sync_grid() in a "
                                     "kernel with a shared buffer sized at launch: tilecute "
