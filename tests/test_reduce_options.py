@@ -79,6 +79,24 @@ def test_nan_propagate_clear_false_updates_through_a_nan_select(dtype, tmp_path)
     assert tilecute.build_cubin(func, "sm_90a", out_dir=str(tmp_path)).kernel_names
 
 
+@pytest.mark.parametrize("kind, instruction", [("max", "max.NaN.f32"), ("min", "min.NaN.f32"),
+                                               ("absmax", "max.NaN.f32")])
+def test_nan_propagate_float32_is_ptx_max_nan(kind, instruction, tmp_path, monkeypatch):
+    import re
+
+    import cutlass.cute as cute
+    from tilecute.runtime.cubingen import import_source
+
+    path = tmp_path / "kernel_cute.py"
+    path.write_text(emit_cute(lower(_row_max("float32", kind, nan=True), "sm_90a")))
+    module = import_source(str(path), f"tilecute_test_nan_{kind}")
+    monkeypatch.setenv("CUTE_DSL_ARCH", "sm_90a")
+    ptx = cute.compile(module.row_max, *module.placeholder_args(),
+                       options=f"--keep-ptx --gpu-arch sm_90a --dump-dir {tmp_path}").__ptx__
+    found = set(re.findall(r"\b(?:max|min)\.[\w.]+", ptx))
+    assert found == {instruction}, found
+
+
 def test_nan_propagate_ignored_where_there_is_no_nan():
     # an integer out has no NaN to propagate (TileLang HEAD: plain max); reduce_sum has no
     # nan_propagate argument at all
