@@ -146,6 +146,20 @@ def test_a_second_buffer_lies_past_the_first():
         launch.launch_smem
 
 
+def test_a_pipelined_copy_into_it_keeps_one_stage():
+    text = ("import tilecute.language as T\n\nR = T.dynamic('R')\n\n@T.prim_func\n"
+            "def f(A: T.Tensor((R * 4, 64), 'float16'), C: T.Tensor((R, 64), 'float32')):\n"
+            "    with T.Kernel(1, threads=128):\n"
+            "        s = T.alloc_shared((R, 64), 'float16')\n"
+            "        for k in T.Pipelined(4, num_stages=2):\n"
+            "            T.copy(A[k * R:k * R + R, 0:64], s)\n"
+            "            for i, j in T.Parallel(R, 64):\n"
+            "                C[i, j] += s[i, j]\n")
+    (k,) = run_passes(T.from_script(text), "sm_90a").kernels
+    (s,) = [a for a in k.body if isinstance(a, N.Allocate) and a.buffer.name == "s"]
+    assert s.stages == 1 and k.launch_shared_bytes is not None
+
+
 @pytest.mark.parametrize("factory", [reverse_in_shared, row_tiles, window_sums, two_halves])
 def test_launch_sized_programs_build(factory, tmp_path):
     assert tilecute.build_cubin(factory(), "sm_90a", out_dir=str(tmp_path)).kernel_names
@@ -167,6 +181,12 @@ def _refusal(body: str, params: str = "") -> str:
      ["'s'", "takes no layout= or stages="]),
     ("        f = T.alloc_fragment((N,), 'float32')\n        f[0] = A[0]",
      ["'f'", "the shape must be positive ints known at parse time"]),
+    ("        s = T.alloc_shared((N,), 'float32')\n        r = T.alloc_fragment((1,), 'float32')\n"
+     "        T.copy(A, s)\n        T.reduce_sum(s, r, dim=0)\n        A[0] = r[0]",
+     ["T.reduce_sum takes buffers of constant shape; 's' is a shared buffer sized at launch"]),
+    ("        s = T.alloc_shared((N, 16), 'float16')\n        b = T.alloc_shared((16, 16), 'float16')\n"
+     "        c = T.alloc_fragment((64, 16), 'float32')\n        T.gemm(s, b, c)",
+     ["T.gemm takes buffers of constant shape; 's' is a shared buffer sized at launch"]),
 ])
 def test_refusals_name_the_buffer(body, words):
     msg = _refusal(body)

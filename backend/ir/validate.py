@@ -161,6 +161,15 @@ class _Validator:
         elif isinstance(v, bool) or not isinstance(v, (int, float)):
             self.fail(f"{where}a {e.dtype} constant holds {type(v).__name__} {v!r}")
 
+    def static_shapes(self, form: str, buffers) -> None:
+        """``form`` takes buffers of constant shape: a shared buffer sized at launch is
+        refused, naming it."""
+        for b in buffers:
+            if b.scope == "shared" and not all(isinstance(d, N.Const) for d in b.shape):
+                self.fail(f"{form} takes buffers of constant shape; '{b.name}' is a shared "
+                          "buffer sized at launch (copy the part it needs into a tile of "
+                          "constant shape)")
+
     def dim(self, d, what: str, vars_, expr: bool = False) -> None:
         """A buffer dim or stride: a positive int32 or int64 constant or a declared int32 or
         int64 symbol; with ``expr`` (a parameter's dims) also an expression of them (+, -,
@@ -654,6 +663,7 @@ class _Validator:
         elif isinstance(s, N.Scan):
             src, dst = self.buffer(s.src, bufs), self.buffer(s.dst, bufs)
             fn = {"sum": "T.cumsum", "max": "T.cummax"}.get(s.kind)
+            self.static_shapes(fn or "T.cumsum", (src, dst))
             if fn is None:
                 self.fail(f"unknown scan {s.kind!r}; expected one of {', '.join(N.SCAN_KINDS)}")
             if src.scope not in ("shared", "fragment") or dst.scope not in ("shared", "fragment"):
@@ -869,6 +879,7 @@ class _Validator:
         elif isinstance(s, N.Gemm):
             for name in (s.a, s.b, s.c):
                 self.buffer(name, bufs)
+            self.static_shapes("T.gemm", [bufs[n] for n in (s.a, s.b, s.c)])
             if self.buffer(s.c, bufs).scope != "fragment":
                 self.fail(f"T.gemm accumulates into a fragment; '{s.c}' is {bufs[s.c].scope}")
             if s.stage is not None:
@@ -942,6 +953,7 @@ class _Validator:
                 self.fail(f"T.reduce_{s.kind}(partial=True) is the deferred row sums pass's "
                           "decision, not an input")
             src, dst = self.buffer(s.src, bufs), self.buffer(s.dst, bufs)
+            self.static_shapes(f"T.reduce_{s.kind}", (src, dst))
             if s.kind not in N.REDUCE_KINDS:
                 self.fail(f"unknown reduction {s.kind!r}")
             if s.kind in N.BITWISE_REDUCE_KINDS and not N.is_int(src.dtype):
