@@ -94,7 +94,31 @@ def masked_columns(rows=16, cols=128):
     return masked_columns
 
 
-@pytest.mark.parametrize("factory", [scale_head, row_tail_max, masked_columns])
+def gemm_rows(M=128, N=64, K=64):
+    """A T.gemm tile whose first ``rows`` rows (a scalar argument) are stored: a run-time
+    extent over the MMA accumulator."""
+    @T.prim_func
+    def gemm_rows(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"),
+                  C: T.Tensor((M, N), "float32"), rows: T.int32):
+        with T.Kernel(1, threads=128):
+            a = T.alloc_shared((M, K), "float16")
+            b = T.alloc_shared((K, N), "float16")
+            c = T.alloc_fragment((M, N), "float32")
+            T.copy(A, a)
+            T.copy(B, b)
+            T.gemm(a, b, c, clear_accum=True)
+            for i, j in T.Parallel(rows, N):
+                C[i, j] = c[i, j]
+    return gemm_rows
+
+
+def test_a_run_time_extent_over_an_accumulator_walks_its_registers():
+    src = tilecute.compile(gemm_rows(), target="sm_90a").get_kernel_source()
+    assert "for tc_r1 in cutlass.range(0, cute.size(c), 2, unroll_full=True):" in src, src
+    assert "if i < rows:" in src, src
+
+
+@pytest.mark.parametrize("factory", [scale_head, row_tail_max, masked_columns, gemm_rows])
 def test_run_time_extents_over_fragments_build(factory, tmp_path):
     func = factory()
     assert tilecute.build_cubin(func, "sm_90a", out_dir=str(tmp_path)).kernel_names
@@ -131,6 +155,14 @@ def test_run_time_extents_on_gpu():
         o = torch.empty(M, device="cuda")
         tilecute.compile(row_tail_max())(x, o)
         torch.testing.assert_close(o, x.amax(1))
+
+    a = torch.randn(128, 64, device="cuda").half()
+    b = torch.randn(64, 64, device="cuda").half()
+    c = torch.zeros(128, 64, device="cuda")
+    tilecute.compile(gemm_rows())(a, b, c, 77)
+    want = torch.zeros_like(c)
+    want[:77] = (a.float() @ b.float())[:77]
+    torch.testing.assert_close(c, want, rtol=1e-2, atol=1e-2)
 
     x = torch.randn(16, 128, device="cuda").half()
     y = torch.empty_like(x)
