@@ -5346,10 +5346,11 @@ class _Parser:
                 nan, nan_arg = bool(annotations["nan_propagate"]), "annotations"
         else:
             a.no_annotations()
-        # TileLang (HEAD; 0.1.15 refused other dtypes): max/min/absmax combine
-        # NaN-propagating (a NaN element makes its row's result NaN); every float out
-        # propagates it (float16/bfloat16 as __hmax_nan, float32 as max.NaN.f32, others by
-        # compares), an integer out has no NaN to propagate and other kinds ignore it
+        # TileLang's nan_propagate (HEAD takes any out dtype; 0.1.15 refused all but 16-bit
+        # ones): max/min/absmax combine NaN-propagating (a NaN element makes its row's
+        # result NaN) into every float out (float16/bfloat16 as __hmax_nan, float32 as
+        # max.NaN.f32, where HEAD's code still calls fmaxf; float64 by compares); an integer
+        # out has no NaN to propagate, and other kinds ignore it
         nan = nan and kind in ("max", "min", "absmax") and N.is_float(dst.dtype)
         scratch = ""
         if "scratch" in a.sig.parameters and a.value("scratch") is not None:
