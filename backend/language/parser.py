@@ -5183,6 +5183,11 @@ class _Parser:
         field, field_let = let("sp_field", N.binop("bitand", N.binop("shr", word, N.binop(
             "mul", c(4), N.binop("mod", g, c(fields)))), c(15)))
         zero = N.Const(0, sparse.dtype)
+        # the first kept value's position in its group: bits 0-1 of the field, or for 1:2
+        # float32 the 16-bit half pair they name (0: the first element, 2: the second)
+        pos0 = N.binop("bitand", field, c(3))
+        if group == 2:
+            pos0 = N.binop("shr", pos0, c(1))
 
         def place(p, value, rest):  # dense[i, group * g + p]
             return N.Store(dense.name, (i, N.binop("add", N.binop("mul", c(group), g), c(p))),
@@ -5190,13 +5195,12 @@ class _Parser:
 
         if group == 2:
             only, only_let = let("sp_value", at(sparse, i, g, ta))
-            pos0 = N.binop("shr", N.binop("bitand", field, c(3)), c(1))
             stores = (field_let, only_let) + tuple(place(p, only, zero) for p in range(2))
         else:
             first, first_let = let("sp_first", at(sparse, i, N.binop("mul", c(2), g), ta))
             second, second_let = let("sp_second", at(sparse, i, N.binop(
                 "add", N.binop("mul", c(2), g), c(1)), ta))
-            pos0, pos1 = N.binop("bitand", field, c(3)), N.binop("shr", field, c(2))
+            pos1 = N.binop("shr", field, c(2))
             stores = (field_let, first_let, second_let) + tuple(
                 place(p, first, N.Select(N.Cmp("eq", pos1, c(p)), second, zero, sparse.dtype))
                 for p in range(4))
