@@ -42,7 +42,8 @@ def flat_index(exprs: ExprPrinter, buf: N.Buffer, indices) -> str:
         elif isinstance(stride, N.Const):
             terms.append(f"{exprs.operand(idx, PREC['mul'])} * {int(stride.value)}")
         else:  # a shared buffer sized at launch: a stride of its run-time dims
-            terms.append(f"{exprs.operand(idx, PREC['mul'])} * {exprs.operand(stride, PREC['mul'])}")
+            terms.append(f"{exprs.operand(idx, PREC['mul'])} * "
+                         f"{exprs.operand(stride, PREC['mul'])}")
     return " + ".join(terms)
 
 
@@ -149,9 +150,9 @@ class SharedMemory:
             return
         out = self.out
         align = max(a.slot.align for a in self.allocs)
-        launch = [a.buffer.name for a in self.allocs if launch_sized(a.buffer)]
+        launch = ", ".join(f"'{a.buffer.name}'" for a in self.allocs if launch_sized(a.buffer))
         out.line(depth, f"tc_smem = cute.arch.get_dyn_smem(cutlass.Int8, alignment={align})",
-                 f"{self.total} bytes" + (f", then '{launch[0]}' sized at launch" if launch else ""))
+                 f"{self.total} bytes" + (f", then {launch} sized at launch" if launch else ""))
         barriers = []
         for a in self.allocs:
             b = a.buffer

@@ -41,8 +41,8 @@ import dataclasses
 from ..ir import nodes as N
 from ..ir.visitor import BODY_FIELDS, fold_constants, replace_stmt, substitute, walk_nodes, walk_stmts
 from ..target import target
-from .analysis import (PURE_CALLS, accesses, buffers_used, guarded_body, launch_sized, names_in as _names,
-                       parallel_nest, tainted_lets, view_bases, with_innermost)
+from .analysis import (PURE_CALLS, accesses, buffers_used, guarded_body, launch_sized,
+                       names_in as _names, parallel_nest, tainted_lets, view_bases, with_innermost)
 from .mbarriers import i32, sub
 from .shared_memory import place
 

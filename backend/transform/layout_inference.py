@@ -107,9 +107,10 @@ from ..ir.visitor import (BODY_FIELDS, StmtMutator, rebuild, replace_exprs, subs
                           walk_stmts)
 from ..runtime.dtypes import DTYPES
 from ..target import VECTOR_BYTES, WARP, target
-from .analysis import (LoopVars, accesses, allreduce_steps, buffers_used, independent_view, is_unit,
-                       launch_sized, linear_form, mentions, parallel_nest, plain_statements, squeeze,
-                       stage_bytes, tainted_lets, value_range, view_bases, view_layout)
+from .analysis import (LoopVars, accesses, allreduce_steps, buffers_used, independent_view,
+                       is_unit, launch_sized, linear_form, mentions, parallel_nest,
+                       plain_statements, squeeze, stage_bytes, tainted_lets, value_range,
+                       view_bases, view_layout)
 from .lower_tile_ops import move_columns_last, reduce_identity, reduce_update
 
 # the calls through which a thread meets other threads (their partition across threads

@@ -51,8 +51,8 @@ from ..ir.visitor import (StmtMutator, fold_constants, linear_form, substitute, 
 from ..runtime.dtypes import DTYPES
 from ..target import arch_at_least
 from .analysis import (accesses, aliased, all_names, guarded_body, matrix_of, matrix_slice, mentions,  # noqa: F401
-                       nested_pipelined, parallel_nest, row_slice, tma_allowed, tma_box, tma_swizzle,
-                       view_bases, view_layout, whole, without_body, written_globals)
+                       nested_pipelined, parallel_nest, row_slice, tma_allowed, tma_box,
+                       tma_swizzle, view_bases, view_layout, whole, without_body, written_globals)
 
 
 class TmaError(ValueError):
