@@ -89,6 +89,8 @@ def test_the_copy_carries_the_layout_and_is_not_tma(use_annotation):
     load = _copies(func)[0]
     assert load.loop_layout == N.Layout("blocked", threads=128, vector=2)
     assert load.loop_shape == (64, 64)
+    from tilecute.ir.serialize import from_json, to_json
+    assert from_json(to_json(func)) == func  # (the IR JSON keeps both fields)
     assert 'loop_layout=T.Layout("blocked", threads=128, vector=2)' in func.script()
     lowered = run_passes(func, "sm_90a").script()
     assert "T.tma_copy(A" not in lowered, lowered  # the load the threads run

@@ -133,7 +133,11 @@ def two_halves():
 
 
 def test_a_second_buffer_lies_past_the_first():
-    (k,) = run_passes(two_halves(), "sm_90a").kernels
+    from tilecute.ir.serialize import from_json, to_json
+
+    lowered = run_passes(two_halves(), "sm_90a")
+    assert from_json(to_json(lowered)) == lowered  # (launch_offset, launch_shared_bytes)
+    (k,) = lowered.kernels
     slots = {s.buffer.name: s.slot for s in k.body if isinstance(s, N.Allocate)}
     assert slots["h"].offset == slots["f"].offset == 0 and slots["h"].launch_offset is None
     src = tilecute.compile(two_halves(), target="sm_90a").get_kernel_source()
