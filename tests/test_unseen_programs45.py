@@ -11,7 +11,10 @@ layout and send positions, a persistent grouped GEMM over a tile schedule comput
 launch, align-then-permute under programmatic dependent launch, and a decode GEMV per slot.
 
 CPU: each builds to an sm_90a cubin (and an sm_80 one where it uses no fp8), and what decides
-its result is read in the generated source.  All built and read right as first written.
+its result is read in the generated source.  All built and read right as first written but
+fused_moe_padding_exit: ``if eid[0] < 0: T.thread_return()`` before the block's tile work was
+refused (a collective statement after a return); a condition every thread of the block
+evaluates alike now leaves with the whole block (tests/test_thread_return_block_uniform.py).
 GPU: each matches a torch reference (``pytest -q -m gpu tests/test_unseen_programs45.py``)."""
 
 import inspect
@@ -45,7 +48,7 @@ def _body(name):
 
 
 def test_every_program_is_listed():
-    assert len(NAMES) == 19 and SM90_ONLY <= set(NAMES)
+    assert len(NAMES) == 20 and SM90_ONLY <= set(NAMES)
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -224,6 +227,16 @@ def test_group_max_router_masks_groups_from_shared():
     assert "cutlass.select_(keep[i_6_ * 8 + (e_2_ + tc_lane59) // 8] != 0, p[" in src
 
 
+def test_padding_block_exits_before_the_tile_work():
+    src = _body("fused_moe_padding_exit")
+    assert re.search(r"eid\[0\] = expert_ids\[bx_1_\]\s+if eid\[0\] < 0:\s+pass\s+else:", src)
+    # FullRow with 64 rows: one warpgroup's worth, so the two split N (TileLang's fallback)
+    assert "tcm.accumulator(\"wgmma\", (1, 2), (64, 128)" in src
+    assert "W.iterator + cute.assume(eid[0] * 131072" in src
+    assert "A[cutlass.min(ids[i_1_] // 2, tokens - 1), k * 64 + i3]" in src  # row i_1_'s slice
+    assert "panel_index" in src  # T.use_swizzle(8)
+
+
 # ---- GPU ----------------------------------------------------------------------------------------
 def _align(topk_ids, E, block):
     """moe_align_block_size in torch: sorted ids (padding tokens * topk), expert per block,
@@ -337,6 +350,25 @@ def test_fused_moe_swap_ab_on_gpu():
     C = P.fused_moe_swap_ab()(A, W, sorted_ids, expert_ids, topk_w)
     e = topk_ids.flatten().long()
     ref = torch.einsum("tk,tnk->tn", A.float().repeat_interleave(topk, 0), W.float()[e]) * topk_w[:, None]
+    torch.testing.assert_close(C.float(), ref, rtol=2e-2, atol=5e-2)
+
+
+@pytest.mark.gpu
+def test_fused_moe_padding_exit_on_gpu():
+    torch.manual_seed(19)
+    M, topk, E, N, K = 150, 2, 8, 512, 256
+    A = torch.randn(M, K, device="cuda", dtype=bf16)
+    W = torch.randn(E, N, K, device="cuda", dtype=bf16) * 0.1
+    topk_ids = _distinct_topk(M, E, topk)
+    topk_w = torch.rand(M * topk, device="cuda").to(bf16)
+    sorted_ids, expert_ids, _ = _align(topk_ids, E, 64)
+    pad = 3  # blocks past the padded total: expert -1, they return at once
+    sorted_ids = torch.cat([sorted_ids, torch.full((pad * 64,), M * topk, dtype=i32, device="cuda")])
+    expert_ids = torch.cat([expert_ids, torch.full((pad,), -1, dtype=i32, device="cuda")])
+    C = P.fused_moe_padding_exit()(A, W, sorted_ids, expert_ids, topk_w)
+    e = topk_ids.flatten().long()
+    ref = torch.einsum("tk,tnk->tn", A.float().repeat_interleave(topk, 0), W.float()[e])
+    ref = ref.to(bf16).float() * topk_w.float()[:, None]
     torch.testing.assert_close(C.float(), ref, rtol=2e-2, atol=5e-2)
 
 

@@ -14,7 +14,8 @@ whose epilogue gathers the routed outputs, a gated shared expert added at the co
 (Qwen2-MoE), the expert-parallel dispatch layout (tokens per rank / per expert, the token-rank
 mask), a persistent grouped GEMM walking a tile schedule a first launch computed on the device
 into a T.alloc_global workspace, and a decode GEMV per (token, expert) slot over a T.dynamic
-number of active slots.
+number of active slots; and the fused-MoE GEMM again with SGLang's early exit of a padding
+block (T.thread_return() under the block's expert id), row-slice copies and T.use_swizzle.
 
 The file reads as TileLang after swapping its two import lines (``import tilelang`` /
 ``import tilelang.language as T``); ``tests/test_unseen_programs45.py`` builds each to a cubin
@@ -870,5 +871,49 @@ def router_group_max_fragments(E=64, n_group=8, topk_group=3, topk=6, block_M=32
                     if bm * block_M + i < M:
                         w[bm * block_M + i, r] = mx[i]
                         ids[bm * block_M + i, r] = arg[i]
+
+    return main
+
+
+# ---- fused MoE, padding blocks leave early; rows copied slice by slice; a rasterized grid ------
+@tilelang.jit(out_idx=[-1])
+def fused_moe_padding_exit(E=8, N=512, K=256, topk=2, block_M=64, block_N=128, block_K=64,
+                           num_stages=3, threads=256):
+    """The fused-MoE GEMM as SGLang's kernels exit a padding block: the expert id read into a
+    local (T.alloc_local), ``if eid[0] < 0: T.thread_return()`` before any tile work; each
+    gathered A row copied as a row slice (``T.copy(A[t, k0:k1], A_s[i, :])`` in a serial loop
+    over the block's rows); GemmWarpPolicy.FullRow over two warpgroups (64 rows are one
+    warpgroup's, so they split N, as TileLang's partition falls back); T.use_swizzle on the grid; the bfloat16 routed weight multiplied into the tile read back from shared."""
+    M = T.dynamic("tokens")
+    NB = T.dynamic("blocks")
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), T.bfloat16), W: T.Tensor((E, N, K), T.bfloat16),
+             sorted_ids: T.Tensor((NB * block_M,), T.int32), expert_ids: T.Tensor((NB,), T.int32),
+             topk_w: T.Tensor((M * topk,), T.bfloat16), C: T.Tensor((M * topk, N), T.bfloat16)):
+        with T.Kernel(NB, T.ceildiv(N, block_N), threads=threads) as (bx, by):
+            A_s = T.alloc_shared((block_M, block_K), T.bfloat16)
+            B_s = T.alloc_shared((block_N, block_K), T.bfloat16)
+            ids = T.alloc_shared((block_M,), T.int32)
+            eid = T.alloc_local((1,), T.int32)
+            acc = T.alloc_fragment((block_M, block_N), T.float32)
+            C_s = T.alloc_shared((block_M, block_N), T.bfloat16)
+            T.use_swizzle(8)
+            eid[0] = expert_ids[bx]
+            if eid[0] < 0:
+                T.thread_return()
+            for i in T.Parallel(block_M):
+                ids[i] = sorted_ids[bx * block_M + i]
+            T.clear(acc)
+            for k in T.Pipelined(K // block_K, num_stages=num_stages):
+                for i in T.serial(block_M):
+                    T.copy(A[T.min(ids[i] // topk, M - 1), k * block_K:(k + 1) * block_K], A_s[i, :])
+                T.copy(W[eid[0], by * block_N, k * block_K], B_s)
+                T.gemm(A_s, B_s, acc, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+            T.copy(acc, C_s)
+            for i, j in T.Parallel(block_M, block_N):
+                if ids[i] < M * topk:
+                    C[ids[i], by * block_N + j] = T.cast(
+                        T.cast(C_s[i, j], T.float32) * T.cast(topk_w[ids[i]], T.float32), T.bfloat16)
 
     return main
