@@ -7,8 +7,10 @@ the block's expert read from a tensor, padded ids masked, the routed weight in t
 wgmma and mma.sync), its swap-AB decode form, SiLU-and-mul with fp8 group quantisation, an fp8
 block-scaled down projection, combines (float32 atomics, half2 atomics, a shared expert's GEMM
 epilogue, a gated shared expert), moe_sum over a 3-d fragment, the expert-parallel dispatch
-layout and send positions, a persistent grouped GEMM over a tile schedule computed by a first
-launch, align-then-permute under programmatic dependent launch, and a decode GEMV per slot.
+layout, send positions and all-to-all offsets (T.cumsum along both dims), a persistent grouped
+GEMM over a tile schedule computed by a first launch, align-then-permute under programmatic
+dependent launch, a decode GEMV per slot, a padding block's early T.thread_return(), and one
+expert's MLP whose down GEMM takes its A operand from registers.
 
 CPU: each builds to an sm_90a cubin (and an sm_80 one where it uses no fp8), and what decides
 its result is read in the generated source.  All built and read right as first written but
@@ -48,7 +50,7 @@ def _body(name):
 
 
 def test_every_program_is_listed():
-    assert len(NAMES) == 20 and SM90_ONLY <= set(NAMES)
+    assert len(NAMES) == 22 and SM90_ONLY <= set(NAMES)
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -235,6 +237,23 @@ def test_padding_block_exits_before_the_tile_work():
     assert "W.iterator + cute.assume(eid[0] * 131072" in src
     assert "A[cutlass.min(ids[i_1_] // 2, tokens - 1), k * 64 + i3]" in src  # row i_1_'s slice
     assert "panel_index" in src  # T.use_swizzle(8)
+
+
+def test_recv_offsets_scan_both_dims():
+    src = _body("ep_recv_offsets")
+    assert "# T.cumsum(a, a, dim=0)" in src and "a[tc_pos8 * 16 + tc_line5 % 16" in src  # down a column
+    assert "# T.cumsum(b, b, dim=1)" in src
+    assert "# T.cumsum(d, d, dim=1, reverse=True)" in src and "15 - (tc_lane14" in src
+    assert "recv_off[r, e] = a[r * 16 + e] - c[r * 16 + e]" in src
+
+
+def test_expert_mlp_feeds_the_down_gemm_from_registers():
+    src = _body("fused_expert_mlp")
+    assert "a_regs=True)  # T.gemm(h, D_s, o)" in src
+    assert re.search(r"tcm\.gemm\(tc_mma2, tc_tid, o, h, tcm\.operand\(.*accumulate=False, a_regs=True\)", src)
+    assert re.search(r"h\[(\w+) \+ (\w+)\] = cutlass\.Float16\(g\[\1 \+ \2\] \* \(cutlass\.Float32\(1\.0\) / "
+                     r"\(cutlass\.Float32\(1\.0\) \+ cute\.math\.exp\(cutlass\.Float32\(0\.0\) - g\[\1 \+ \2\]\)\)\) "
+                     r"\* u\[\1 \+ \2\]\)", src)
 
 
 # ---- GPU ----------------------------------------------------------------------------------------
@@ -579,3 +598,28 @@ def test_router_group_max_fragments_on_gpu():
     top, ref_ids = masked.topk(6, dim=-1)
     assert torch.equal(ids.long(), ref_ids)
     torch.testing.assert_close(w, top, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.gpu
+def test_ep_recv_offsets_on_gpu():
+    torch.manual_seed(20)
+    counts = torch.randint(0, 50, (4, 16), dtype=i32, device="cuda")
+    outs = [torch.empty(4, 16, dtype=i32, device="cuda") for _ in range(3)]
+    P.ep_recv_offsets()(counts, *outs)
+    recv, send, tail = outs
+    assert torch.equal(recv, counts.cumsum(0, dtype=i32) - counts)
+    assert torch.equal(send, counts.cumsum(1, dtype=i32) - counts)
+    assert torch.equal(tail, counts.flip(1).cumsum(1, dtype=i32).flip(1))
+
+
+@pytest.mark.gpu
+def test_fused_expert_mlp_on_gpu():
+    torch.manual_seed(21)
+    X = torch.randn(150, 256, device="cuda", dtype=f16)
+    Wg = torch.randn(128, 256, device="cuda", dtype=f16) * 0.05
+    Wu = torch.randn(128, 256, device="cuda", dtype=f16) * 0.05
+    Wd = torch.randn(256, 128, device="cuda", dtype=f16) * 0.05
+    out = P.fused_expert_mlp()(X, Wg, Wu, Wd)
+    g, u = X.float() @ Wg.float().T, X.float() @ Wu.float().T
+    h = (torch.nn.functional.silu(g) * u).half().float()
+    torch.testing.assert_close(out.float(), h @ Wd.float().T, rtol=2e-2, atol=2e-2)

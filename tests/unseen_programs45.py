@@ -15,7 +15,9 @@ whose epilogue gathers the routed outputs, a gated shared expert added at the co
 mask), a persistent grouped GEMM walking a tile schedule a first launch computed on the device
 into a T.alloc_global workspace, and a decode GEMV per (token, expert) slot over a T.dynamic
 number of active slots; and the fused-MoE GEMM again with SGLang's early exit of a padding
-block (T.thread_return() under the block's expert id), row-slice copies and T.use_swizzle.
+block (T.thread_return() under the block's expert id), row-slice copies and T.use_swizzle;
+the all-to-all offsets by T.cumsum along both dims of a shared tile (one reversed); and one
+expert's whole MLP with its intermediate kept in registers (the down GEMM's A from a fragment).
 
 The file reads as TileLang after swapping its two import lines (``import tilelang`` /
 ``import tilelang.language as T``); ``tests/test_unseen_programs45.py`` builds each to a cubin
@@ -915,5 +917,75 @@ def fused_moe_padding_exit(E=8, N=512, K=256, topk=2, block_M=64, block_N=128, b
                 if ids[i] < M * topk:
                     C[ids[i], by * block_N + j] = T.cast(
                         T.cast(C_s[i, j], T.float32) * T.cast(topk_w[ids[i]], T.float32), T.bfloat16)
+
+    return main
+
+
+# ---- expert parallelism: the all-to-all offsets by scans along both dims ------------------------
+@tilelang.jit
+def ep_recv_offsets(ranks=4, E=16, threads=128):
+    """The all-to-all offsets from counts[r, e] (tokens rank r sends to expert e): recv_off[r, e]
+    where rank r's tokens start in expert e's receive buffer (an exclusive prefix over the
+    ranks: T.cumsum along dim 0, minus the count), send_off[r, e] where expert e's tokens start
+    in rank r's send buffer (along dim 1), tail[r, e] the tokens rank r sends to experts e and
+    after (T.cumsum(dim=1, reverse=True)); one block, shared tiles."""
+
+    @T.prim_func
+    def main(counts: T.Tensor((ranks, E), T.int32), recv_off: T.Tensor((ranks, E), T.int32),
+             send_off: T.Tensor((ranks, E), T.int32), tail: T.Tensor((ranks, E), T.int32)):
+        with T.Kernel(1, threads=threads) as _:
+            c = T.alloc_shared((ranks, E), T.int32)
+            a = T.alloc_shared((ranks, E), T.int32)
+            b = T.alloc_shared((ranks, E), T.int32)
+            d = T.alloc_shared((ranks, E), T.int32)
+            T.copy(counts, c)
+            T.copy(c, a)
+            T.copy(c, b)
+            T.copy(c, d)
+            T.cumsum(a, dim=0)
+            T.cumsum(b, dim=1)
+            T.cumsum(d, dim=1, reverse=True)
+            for r, e in T.Parallel(ranks, E):
+                recv_off[r, e] = a[r, e] - c[r, e]
+                send_off[r, e] = b[r, e] - c[r, e]
+                tail[r, e] = d[r, e]
+
+    return main
+
+
+# ---- one expert's MLP in registers: gate/up GEMMs, SiLU-and-mul, the down GEMM from registers --
+@tilelang.jit(out_idx=[-1])
+def fused_expert_mlp(H=256, I=128, block_M=64, block_K=64, threads=128):
+    """One expert's whole MLP for a block of its (already permuted) rows, the intermediate never
+    leaving the registers: gate and up GEMMs pipelined over H, h = silu(gate) * up cast into a
+    float16 fragment, then the down GEMM with h as the register A operand (wgmma RS):
+    out = h @ Wd^T.  T.dynamic rows."""
+    R = T.dynamic("rows")
+
+    @T.prim_func
+    def main(X: T.Tensor((R, H), T.float16), Wg: T.Tensor((I, H), T.float16), Wu: T.Tensor((I, H), T.float16),
+             Wd: T.Tensor((H, I), T.float16), out: T.Tensor((R, H), T.float16)):
+        with T.Kernel(T.ceildiv(R, block_M), threads=threads) as bm:
+            X_s = T.alloc_shared((block_M, block_K), T.float16)
+            G_s = T.alloc_shared((I, block_K), T.float16)
+            U_s = T.alloc_shared((I, block_K), T.float16)
+            D_s = T.alloc_shared((H, I), T.float16)
+            g = T.alloc_fragment((block_M, I), T.float32)
+            u = T.alloc_fragment((block_M, I), T.float32)
+            h = T.alloc_fragment((block_M, I), T.float16)
+            o = T.alloc_fragment((block_M, H), T.float32)
+            T.clear(g)
+            T.clear(u)
+            for k in T.Pipelined(H // block_K, num_stages=2):
+                T.copy(X[bm * block_M, k * block_K], X_s)
+                T.copy(Wg[0, k * block_K], G_s)
+                T.copy(Wu[0, k * block_K], U_s)
+                T.gemm(X_s, G_s, g, transpose_B=True)
+                T.gemm(X_s, U_s, u, transpose_B=True)
+            for i, j in T.Parallel(block_M, I):
+                h[i, j] = T.cast(g[i, j] * T.sigmoid(g[i, j]) * u[i, j], T.float16)
+            T.copy(Wd, D_s)
+            T.gemm(h, D_s, o, transpose_B=True, clear_accum=True)
+            T.copy(o, out[bm * block_M, 0])
 
     return main
