@@ -283,6 +283,19 @@ def _agree(ids, ref_ids, at_least=0.99):
     return same
 
 
+def _moe_case(seed, M, topk, E, N, K, dtype, block):
+    """A GEMM's rows, the experts' weights, distinct top-k ids, routed weights and their
+    alignment to `block`; the expected rows x W[expert]^T before the routed weight."""
+    torch.manual_seed(seed)
+    A = torch.randn(M, K, device="cuda", dtype=dtype)
+    W = torch.randn(E, N, K, device="cuda", dtype=dtype) * 0.1
+    topk_ids = _distinct_topk(M, E, topk)
+    topk_w = torch.rand(M * topk, device="cuda")
+    e = topk_ids.flatten().long()
+    ref = torch.einsum("tk,tnk->tn", A.float().repeat_interleave(topk, 0), W.float()[e])
+    return A, W, topk_w, _align(topk_ids, E, block), ref
+
+
 @pytest.mark.gpu
 def test_router_topk_then_softmax_on_gpu():
     torch.manual_seed(0)
@@ -344,51 +357,27 @@ def test_moe_align_block_size_on_gpu():
 
 @pytest.mark.gpu
 def test_fused_moe_gemm_on_gpu():
-    torch.manual_seed(3)
-    M, topk, E, N, K = 150, 2, 8, 512, 256
-    A = torch.randn(M, K, device="cuda", dtype=f16)
-    W = torch.randn(E, N, K, device="cuda", dtype=f16) * 0.1
-    topk_ids = _distinct_topk(M, E, topk)
-    topk_w = torch.rand(M * topk, device="cuda")
-    sorted_ids, expert_ids, total = _align(topk_ids, E, 64)
+    A, W, topk_w, (sorted_ids, expert_ids, total), ref = _moe_case(3, 150, 2, 8, 512, 256, f16, 64)
     C = P.fused_moe_gemm()(A, W, sorted_ids, expert_ids, topk_w, total)
-    e = topk_ids.flatten().long()
-    ref = torch.einsum("tk,tnk->tn", A.float().repeat_interleave(topk, 0), W.float()[e]) * topk_w[:, None]
-    torch.testing.assert_close(C.float(), ref, rtol=1e-2, atol=5e-2)
+    torch.testing.assert_close(C.float(), ref * topk_w[:, None], rtol=1e-2, atol=5e-2)
 
 
 @pytest.mark.gpu
 def test_fused_moe_swap_ab_on_gpu():
-    torch.manual_seed(4)
-    M, topk, E, N, K = 5, 2, 8, 512, 512
-    A = torch.randn(M, K, device="cuda", dtype=bf16)
-    W = torch.randn(E, N, K, device="cuda", dtype=bf16) * 0.1
-    topk_ids = _distinct_topk(M, E, topk)
-    topk_w = torch.rand(M * topk, device="cuda")
-    sorted_ids, expert_ids, _ = _align(topk_ids, E, 16)
+    A, W, topk_w, (sorted_ids, expert_ids, _), ref = _moe_case(4, 5, 2, 8, 512, 512, bf16, 16)
     C = P.fused_moe_swap_ab()(A, W, sorted_ids, expert_ids, topk_w)
-    e = topk_ids.flatten().long()
-    ref = torch.einsum("tk,tnk->tn", A.float().repeat_interleave(topk, 0), W.float()[e]) * topk_w[:, None]
-    torch.testing.assert_close(C.float(), ref, rtol=2e-2, atol=5e-2)
+    torch.testing.assert_close(C.float(), ref * topk_w[:, None], rtol=2e-2, atol=5e-2)
 
 
 @pytest.mark.gpu
 def test_fused_moe_padding_exit_on_gpu():
-    torch.manual_seed(19)
-    M, topk, E, N, K = 150, 2, 8, 512, 256
-    A = torch.randn(M, K, device="cuda", dtype=bf16)
-    W = torch.randn(E, N, K, device="cuda", dtype=bf16) * 0.1
-    topk_ids = _distinct_topk(M, E, topk)
-    topk_w = torch.rand(M * topk, device="cuda").to(bf16)
-    sorted_ids, expert_ids, _ = _align(topk_ids, E, 64)
+    A, W, topk_w, (sorted_ids, expert_ids, _), ref = _moe_case(19, 150, 2, 8, 512, 256, bf16, 64)
+    topk_w = topk_w.to(bf16)
     pad = 3  # blocks past the padded total: expert -1, they return at once
-    sorted_ids = torch.cat([sorted_ids, torch.full((pad * 64,), M * topk, dtype=i32, device="cuda")])
+    sorted_ids = torch.cat([sorted_ids, torch.full((pad * 64,), 300, dtype=i32, device="cuda")])
     expert_ids = torch.cat([expert_ids, torch.full((pad,), -1, dtype=i32, device="cuda")])
     C = P.fused_moe_padding_exit()(A, W, sorted_ids, expert_ids, topk_w)
-    e = topk_ids.flatten().long()
-    ref = torch.einsum("tk,tnk->tn", A.float().repeat_interleave(topk, 0), W.float()[e])
-    ref = ref.to(bf16).float() * topk_w.float()[:, None]
-    torch.testing.assert_close(C.float(), ref, rtol=2e-2, atol=5e-2)
+    torch.testing.assert_close(C.float(), ref.to(bf16).float() * topk_w.float()[:, None], rtol=2e-2, atol=5e-2)
 
 
 @pytest.mark.gpu

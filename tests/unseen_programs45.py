@@ -28,6 +28,21 @@ import tilecute as tilelang
 import tilecute.language as T
 
 
+@T.macro
+def _insert_topk(best, arg, v: T.Ref, vi: T.Ref, tmp: T.Ref, tmpi: T.Ref, topk):
+    """One thread's top-k lists in registers, best first: (v, vi) goes in at its place and the
+    entries after it move down one (an equal value stays behind the earlier entry);
+    v / vi / tmp / tmpi are the caller's T.alloc_var scratch, passed by reference (T.Ref)."""
+    for r in T.unroll(topk):
+        if v > best[r]:
+            tmp = best[r]
+            tmpi = arg[r]
+            best[r] = v
+            arg[r] = vi
+            v = tmp
+            vi = tmpi
+
+
 # ---- router: gate GEMM, top-k of the logits by insertion per token, softmax over the k --------
 @tilelang.jit(out_idx=[2, 3])
 def router_topk_then_softmax(D=512, E=8, topk=2, block_M=64, block_K=128, threads=128):
@@ -66,14 +81,7 @@ def router_topk_then_softmax(D=512, E=8, topk=2, block_M=64, block_K=128, thread
                 for e in T.serial(E):
                     v = L[tx, e]
                     vi = e
-                    for r in T.unroll(topk):
-                        if v > best[r]:
-                            tmp = best[r]
-                            tmpi = arg[r]
-                            best[r] = v
-                            arg[r] = vi
-                            v = tmp
-                            vi = tmpi
+                    _insert_topk(best, arg, v, vi, tmp, tmpi, topk)
                 top = best[0]
                 tot = 0.0
                 for r in T.unroll(topk):
@@ -156,14 +164,7 @@ def router_grouped_topk_sigmoid(D=256, E=64, n_group=8, topk_group=4, topk=6, bl
                     if keep[e // gsz] != 0:
                         v = S[tx, e]
                         vi = e
-                        for r in T.unroll(topk):
-                            if v > best[r]:
-                                tmp = best[r]
-                                tmpi = arg[r]
-                                best[r] = v
-                                arg[r] = vi
-                                v = tmp
-                                vi = tmpi
+                        _insert_topk(best, arg, v, vi, tmp, tmpi, topk)
                 tot = 0.0
                 for r in T.unroll(topk):
                     best[r] = best[r] - bias[arg[r]]

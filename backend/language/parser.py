@@ -4520,8 +4520,10 @@ class _Parser:
         """TileLang's pass-by-reference macro parameters (``x: T.Ref``, or the deprecated
         ``x: T.Var``): a buffer element argument becomes an :class:`_ElemRef` (its indices
         bound to names here, once), a ``T.alloc_var`` or a buffer region stays what it is;
-        any other argument is an error, as TileLang's ``ValueError``.  Returns the ``Let``
-        statements of the indices."""
+        any other argument is an error, as TileLang's ``ValueError``.  A parameter without
+        the annotation given a ``T.alloc_var`` (or a reference) takes its value at the call,
+        a ``Let`` (TileLang binds it so): assigning the parameter in the macro leaves the
+        caller's variable alone.  Returns the ``Let`` statements of the indices and values."""
         from . import Ref  # (the package imports this module)
         from .values import Var
 
@@ -4534,9 +4536,17 @@ class _Parser:
             ann = p.annotation
             if isinstance(ann, str):  # `from __future__ import annotations`
                 ann = {"T.Ref": Ref, "T.Var": Var, "Ref": Ref, "Var": Var}.get(ann, ann)
-            if not (ann is Ref or ann is Var or ann is N.Var) or name not in arguments:
+            if name not in arguments:
                 continue
             value = arguments[name]
+            if not (ann is Ref or ann is Var or ann is N.Var):
+                if isinstance(value, _VarRef):  # (by value)
+                    load = N.Load(value.buffer.name, tuple(value.indices), value.buffer.dtype)
+                    var = N.Var(self.fresh(name), load.dtype)
+                    self.let_values[var.name] = load
+                    out.append(N.Let(var, load, loc=self.loc(s)))
+                    arguments[name] = var
+                continue
             if isinstance(value, (_VarRef, _BufferRef, _RegionRef)):
                 continue  # a T.alloc_var, a buffer or a region: itself
             if isinstance(value, N.Load):
