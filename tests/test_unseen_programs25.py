@@ -176,8 +176,11 @@ def test_prefetch_ring_waits_and_fences():
     src = _body("vertical_prefetch_async")
     loop = src.split("for t in cutlass.range(0, nblk):", 1)[1]
     nxt = loop.split("if t + 1 < nblk:", 1)[1]
-    # the next stage is overwritten only after a barrier behind the last iteration's gemms
-    assert nxt.lstrip().startswith('cute.arch.fence_proxy("async.shared", space="cta")\n            cute.arch.sync_threads()')
+    # the macro's `cnt: T.int32` takes the variable's value at the call (a Let, as TileLang
+    # binds it); the next stage is overwritten only after a barrier behind the last
+    # iteration's gemms
+    assert nxt.lstrip().startswith('cnt_2_ = cnt[0]\n            cute.arch.fence_proxy("async.shared", '
+                                   'space="cta")\n            cute.arch.sync_threads()')
     assert "(t + 1) % 2 * 2048" in nxt or "((t + 1) % 2) * 2048" in nxt
     assert "cute.arch.cp_async_commit_group()\n            cute.arch.cp_async_wait_group(1)" in nxt
     assert "else:\n            cute.arch.cp_async_wait_group(0)" in loop
@@ -187,7 +190,8 @@ def test_prefetch_ring_waits_and_fences():
     assert "cute.assume(8192 + (t % 2) * 4096, divby=1024)" in loop[g:]
     assert "cute.assume(16384 + (t % 2) * 4096, divby=1024)" in loop  # V from the same stage
     # rows past the count are zero, not gathered
-    assert "cutlass.select_(0 + i < cnt[0], tc_vec9[tc_lane10], cutlass.Float16(0.0))" in src
+    assert "cnt_1_ = cnt[0]" in src
+    assert "cutlass.select_(0 + i < cnt_1_, tc_vec9[tc_lane10], cutlass.Float16(0.0))" in src
 
 
 def test_shifted_fragment_slabs_read_the_right_rows():

@@ -4511,11 +4511,6 @@ class _Parser:
         except TypeError as e:
             raise self.error(s, f"{what}: {e}") from None
         bound.apply_defaults()
-        rebound = _reassigned_names(fdef)
-        for name, value in bound.arguments.items():
-            if name in rebound and type(value) is _VarRef and not _by_reference(fn, name):
-                bound.arguments[name] = N.Load(value.buffer.name, value.indices,
-                                               value.buffer.dtype)
         refs = self.reference_args(fn, what, bound.arguments, s)
         saved = (self.scopes, self.control, self.env, self.filename, self.line_offset,
                  self.source_lines, self.reassigned)
@@ -4569,8 +4564,10 @@ class _Parser:
         """TileLang's pass-by-reference macro parameters (``x: T.Ref``, or the deprecated
         ``x: T.Var``): a buffer element argument becomes an :class:`_ElemRef` (its indices
         bound to names here, once), a ``T.alloc_var`` or a buffer region stays what it is;
-        any other argument is an error, as TileLang's ``ValueError``.  Returns the ``Let``
-        statements of the indices."""
+        any other argument is an error, as TileLang's ``ValueError``.  A parameter without
+        the annotation given a ``T.alloc_var`` (or a reference) takes its value at the call,
+        a ``Let`` (TileLang binds it so): assigning the parameter in the macro leaves the
+        caller's variable alone.  Returns the ``Let`` statements of the indices and values."""
         from . import Ref  # (the package imports this module)
 
         out: list[N.Stmt] = []
@@ -4579,10 +4576,17 @@ class _Parser:
         except (TypeError, ValueError):
             return out
         for name, p in params.items():
-            if not _by_reference(fn, name) or name not in arguments:
+            if name not in arguments:
                 continue
-            ann = p.annotation
             value = arguments[name]
+            if not _by_reference(fn, name):
+                if isinstance(value, _VarRef):  # (by value)
+                    load = N.Load(value.buffer.name, tuple(value.indices), value.buffer.dtype)
+                    var = N.Var(self.fresh(name), load.dtype)
+                    self.let_values[var.name] = load
+                    out.append(N.Let(var, load, loc=self.loc(s)))
+                    arguments[name] = var
+                continue
             if isinstance(value, (_VarRef, _BufferRef, _RegionRef)):
                 continue  # a T.alloc_var, a buffer or a region: itself
             if isinstance(value, N.Load):
@@ -4597,7 +4601,7 @@ class _Parser:
                     idx.append(var)
                 arguments[name] = _ElemRef(buf, tuple(idx), name)
                 continue
-            kind = "T.Ref" if ann is Ref or ann in ("T.Ref", "Ref") else "T.Var"
+            kind = "T.Ref" if p.annotation in (Ref, "T.Ref", "Ref") else "T.Var"
             raise self.error(s, f"{what}: parameter '{name}' is annotated {kind} (passed by "
                                 "reference): the argument must be a T.alloc_var, a buffer "
                                 f"element or a buffer region, got {_show(value)}",
@@ -7099,7 +7103,8 @@ class _Parser:
         """The T.Kernel body with each ``if`` whose branch ends in ``T.thread_return()``
         running what follows it in its other branch (TileLang's CuTe DSL lowering).  What
         follows may not hold tile ops, T.Parallel / T.Pipelined loops or barriers (they
-        need every thread of the block, and the threads that returned never reach them).
+        need every thread of the block, and the threads that returned never reach them),
+        unless the whole block leaves together (:meth:`block_exits`).
         A T.thread_return() inside a per-thread loop (T.serial, T.unroll, range, while:
         TileLang's CUDA ``return;`` leaves the kernel from there) sets a per-thread
         ``returned`` flag instead: the rest of the loop body, the loop's later iterations
@@ -7109,6 +7114,8 @@ class _Parser:
         or a T.ws region is refused."""
         if not any(isinstance(x, _Return) for x in walk_stmts(body)):
             return body
+        if self.block_exits(body):
+            return _fold_continues(body, _Return)
         first = next(k for k, x in enumerate(body)
                      if any(isinstance(y, _Return) for y in walk_stmts((x,))))
         where = body[first].loc
@@ -7148,6 +7155,65 @@ class _Parser:
         return tuple(body[:first]) + (N.Allocate(flag, loc=where),
                                       N.Store(flag.name, (i32(0),), i32(0), loc=where)) + \
             _guard_returns(tuple(body[first:]), flag.name, where)
+
+    def block_exits(self, body: tuple) -> bool:
+        """Does every T.thread_return() in the T.Kernel body end a branch of an ``if`` at
+        the body's top level (or nested in such a branch, no loop between) whose condition
+        every thread of the block evaluates alike (:meth:`alike_in_block`)?  Then the whole
+        block leaves together (``if expert_ids[bx] < 0: T.thread_return()``, a fused MoE's
+        padding block), and what follows runs in the other branch with every thread of the
+        block, its collective work (tile ops, T.Pipelined loops, barriers) included."""
+        alike = self.alike_in_block(body)
+
+        def exits(stmts) -> bool:
+            for x in stmts:
+                if isinstance(x, _Return) or not any(isinstance(y, _Return) for y in walk_stmts((x,))):
+                    continue
+                if not (isinstance(x, N.If) and alike(x.cond) and exits(x.then) and exits(x.orelse)):
+                    return False
+            return True
+        return exits(body)
+
+    def alike_in_block(self, body: tuple):
+        """A test of whether an expression of the T.Kernel body ``body`` has one value for
+        every thread of the block: built from constants, block indices, scalar parameters
+        and symbolic dims, global tensors read at such indices, names bound to such values,
+        and local variables (``T.alloc_var`` / ``T.alloc_local``) only ever set by
+        statements at the body's top level to such values; not the thread index, a shared
+        or fragment buffer, a shuffle, vote, warp reduction or atomic's result."""
+        scopes = {x.buffer.name: x.buffer.scope for x in walk_stmts(body) if isinstance(x, N.Allocate)}
+        top = {id(x) for x in body}
+        sets: dict[str, list] = {}  # a local buffer -> the (indices, value) set at the top level
+        others: set[str] = set()  # buffers some other statement names (writes, maybe)
+        for x in walk_stmts(body):
+            if isinstance(x, N.Store) and id(x) in top:
+                sets.setdefault(x.buffer, []).append((x.indices, x.value))
+            elif not isinstance(x, N.Allocate):
+                others.update(v.buffer if isinstance(v, N.Region) else v for v in vars(x).values()
+                              if isinstance(v, (str, N.Region)))
+        local = {n for n in sets if scopes.get(n, "").startswith("local") and n not in others}
+
+        def alike(e, seen=frozenset()) -> bool:
+            if isinstance(e, N.Call) and e.name in _PER_THREAD_CALLS:
+                return False
+            if isinstance(e, N.Var) and e.name in self.let_values and e.name not in seen:
+                return alike(self.let_values[e.name], seen | {e.name})
+            if isinstance(e, N.Load) and scopes.get(e.buffer, "global") != "global" and \
+                    e.buffer not in local:
+                return False
+            if isinstance(e, N.Expr):
+                return all(alike(v, seen) for v in vars(e).values())
+            if isinstance(e, tuple):
+                return all(alike(v, seen) for v in e)
+            return True
+        changed = True
+        while changed:  # a local set from another local that is not alike is not alike
+            changed = False
+            for n in sorted(local):
+                if not all(alike(idx) and alike(v) for idx, v in sets[n]):
+                    local.discard(n)
+                    changed = True
+        return alike
 
     def stmt_atomic_addx2(self, a: _Args, s, lanes: int = 2) -> list[N.Stmt]:
         """``T.atomic_addx2/x4(dst, value)``: the ``lanes`` elements from ``dst`` and from
@@ -8301,6 +8367,13 @@ def _guard_breaks(body, flag: str, loc, marker=_Break) -> tuple:
             return tuple(out)
         out.append(s)
     return tuple(out)
+
+
+# calls whose value may differ between the threads of a block (Parser.alike_in_block)
+_PER_THREAD_CALLS = frozenset(("thread_idx", "atomic_add_ret", "atomic_max_ret", "atomic_min_ret",
+                               "atomic_load", "activemask", "warp_activemask", "elect_one_sync",
+                               "rng_rand", "rng_normal", "rng_uniform") +
+                              N.SHUFFLES + N.WARP_VOTES + N.WARP_MATCHES + N.WARP_REDUCTIONS)
 
 
 def _collective(x) -> bool:
