@@ -38,7 +38,7 @@ import math
 
 from ..ir import nodes as N
 from ..ir.visitor import StmtMutator, walk_stmts
-from .analysis import all_names, loads, parallel_nest, plain_statements, view_bases, view_family
+from .analysis import all_names, fresh_name, loads, parallel_nest, plain_statements, view_bases, view_family
 
 MAX_STAGED_BYTES = 128  # per thread: 32 registers
 MIN_STAGED_BYTES = 17  # one 16-byte vector a thread needs no staging
@@ -111,7 +111,7 @@ class _Stage(StmtMutator):
         if elements < 2 or per_thread > MAX_STAGED_BYTES or \
                 (per_thread < MIN_STAGED_BYTES and not gather):
             return None
-        name = self.fresh(f"{store.buffer}_staged")
+        name = fresh_name(self.names, f"{store.buffer}_staged")
         shape = tuple(lp.extent for lp in loops)
         frag = N.Buffer(name, dst.dtype, shape, "fragment")
         self.allocs.append(N.Allocate(frag, loc=s.loc))
@@ -123,13 +123,6 @@ class _Stage(StmtMutator):
             fill = N.If(guard, (fill,), loc=store.loc)
             drain = N.If(guard, (drain,), loc=store.loc)
         return [_rebuild(loops, fill), _rebuild(loops, drain)]
-
-    def fresh(self, base: str) -> str:
-        name, n = base, 1
-        while name in self.names:
-            name, n = f"{base}_{n}", n + 1
-        self.names.add(name)
-        return name
 
 
 def _rebuild(loops: list, inner: N.Stmt) -> N.For:
