@@ -16,6 +16,7 @@ import pytest
 
 import tilecute
 
+import rounds
 import unseen_programs22 as P
 
 PROGRAMS = ["bias_add_broadcast", "scale_rows_cols_3d", "swiglu_halves", "row_softmax",
@@ -29,9 +30,7 @@ PROGRAMS = ["bias_add_broadcast", "scale_rows_cols_3d", "swiglu_halves", "row_so
             "bias_add_dynamic_rows", "row_scale_global", "add_via_shared_tiles", "row_argmax"]
 
 
-@pytest.fixture(autouse=True)
-def _arch(monkeypatch):
-    monkeypatch.setenv("TILECUTE_ARCH", "sm_90a")
+_arch = rounds.use_arch("TILECUTE_ARCH")
 
 
 def _src(name, **kw):
@@ -58,18 +57,14 @@ def _count(ptx: str, pattern: str) -> int:
     return len(re.findall(pattern, re.sub(r"//[^\n]*", "", ptx)))
 
 
-@pytest.mark.parametrize("name", PROGRAMS)
-def test_program_builds_a_cubin(name):
-    assert getattr(P, name)().ensure_cubin()
+test_program_builds_a_cubin = rounds.builds_a_cubin(PROGRAMS, lambda n: getattr(P, n)())
 
 
 FP8 = ["fp8_quant_per_row", "fp8_quant_per_group"]
 
 
-@pytest.mark.parametrize("name", [n for n in PROGRAMS if n not in FP8])
-def test_program_builds_an_sm80_cubin(name, tmp_path):
-    func = getattr(P, name).get_tir()
-    assert tilecute.build_cubin(func, "sm_80", out_dir=str(tmp_path)).kernel_names
+test_program_builds_an_sm80_cubin = rounds.builds_cubin(
+    [n for n in PROGRAMS if n not in FP8], lambda n: getattr(P, n).get_tir(), "sm_80")
 
 
 @pytest.mark.parametrize("name", FP8)
