@@ -36,6 +36,22 @@ def kernel_body(kernel) -> str:
     return src.split("\n@cute.kernel\n", 1)[1].split("\n@cute.jit", 1)[0]
 
 
+def kernel_of(P, eager=None):
+    """name -> the round's kernel: ``P.name(**kw)``, or ``eager[name]()`` (an eager kernel
+    built from CPU tensors that give its shapes)."""
+    eager = eager or {}
+
+    def kernel(name, **kw):
+        return eager[name]() if name in eager else getattr(P, name)(**kw)
+
+    return kernel
+
+
+def body_of(kernel):
+    """name -> the @cute.kernel text of ``kernel(name, **kw)``."""
+    return lambda name, **kw: kernel_body(kernel(name, **kw))
+
+
 def source(func, arch=ARCH, **kw) -> str:
     """The CuTe DSL source ``func`` compiles to for ``arch``."""
     return tilecute.compile(func, target=arch, **kw).get_kernel_source()

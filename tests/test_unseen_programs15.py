@@ -34,12 +34,7 @@ PROGRAMS = ["fa_varlen_bottom_right", "fa_window_left_right", "fa_alibi_slopes_t
 
 
 _arch = rounds.use_arch("TILECUTE_ARCH")
-
-
-def _kernel(name, **kw):
-    return getattr(P, name)(**kw)
-
-
+_kernel = rounds.kernel_of(P)
 test_program_builds_a_cubin = rounds.builds_a_cubin(PROGRAMS, _kernel)
 
 

@@ -39,7 +39,7 @@ def _src(name, **kw):
     return getattr(P, name)(**kw).get_kernel_source()
 
 
-test_program_builds_a_cubin = rounds.builds_a_cubin(PROGRAMS, lambda n: getattr(P, n)())
+test_program_builds_a_cubin = rounds.builds_a_cubin(PROGRAMS, rounds.kernel_of(P))
 test_program_builds_an_sm80_cubin = rounds.builds_cubin(
     [n for n in PROGRAMS if n not in FP8], lambda n: getattr(P, n).get_tir(), "sm_80")
 

@@ -55,7 +55,7 @@ def _src(name, **kw):
     return getattr(P, name)(**kw).get_kernel_source()
 
 
-test_program_builds_a_cubin = rounds.builds_a_cubin(PROGRAMS, lambda n: getattr(P, n)())
+test_program_builds_a_cubin = rounds.builds_a_cubin(PROGRAMS, rounds.kernel_of(P))
 
 
 @pytest.mark.parametrize("name", SM80)

@@ -56,7 +56,7 @@ BIG = {"fa_causal_boundary_only": dict(BIG_KW, num_stages=2),
 
 
 _arch = rounds.use_arch("TILECUTE_ARCH")
-test_program_builds_a_cubin = rounds.builds_a_cubin(PROGRAMS, lambda n: getattr(P, n)())
+test_program_builds_a_cubin = rounds.builds_a_cubin(PROGRAMS, rounds.kernel_of(P))
 
 
 @pytest.mark.parametrize("name", sorted(BIG))

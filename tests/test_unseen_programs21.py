@@ -55,7 +55,7 @@ def _z(*shape, dtype=torch.float32):
 CPU = "expected a CUDA tensor, got cpu"  # every value check passed
 
 
-test_program_builds_a_cubin = rounds.builds_a_cubin(PROGRAMS, lambda n: getattr(P, n)())
+test_program_builds_a_cubin = rounds.builds_a_cubin(PROGRAMS, rounds.kernel_of(P))
 
 
 FP8 = ["fp8_rows_dequant_bf16", "fp8_e5m2_to_half_scale"]

@@ -57,7 +57,7 @@ def _count(ptx: str, pattern: str) -> int:
     return len(re.findall(pattern, re.sub(r"//[^\n]*", "", ptx)))
 
 
-test_program_builds_a_cubin = rounds.builds_a_cubin(PROGRAMS, lambda n: getattr(P, n)())
+test_program_builds_a_cubin = rounds.builds_a_cubin(PROGRAMS, rounds.kernel_of(P))
 
 
 FP8 = ["fp8_quant_per_row", "fp8_quant_per_group"]

@@ -27,13 +27,8 @@ PROGRAMS = ["csr_spmv_warp_per_row", "csr_spmv_group_fragment", "coo_spmv_atomic
 
 
 _arch = rounds.use_arch("TILECUTE_ARCH")
-
-
-def _body(name, **kw):
-    return rounds.kernel_body(getattr(P, name)(**kw))
-
-
-test_program_builds_a_cubin = rounds.builds_a_cubin(PROGRAMS, lambda n: getattr(P, n)())
+_body = rounds.body_of(rounds.kernel_of(P))
+test_program_builds_a_cubin = rounds.builds_a_cubin(PROGRAMS, rounds.kernel_of(P))
 test_program_builds_an_sm80_cubin = rounds.builds_cubin(
     PROGRAMS, lambda n: getattr(P, n).get_tir(), "sm_80")
 
@@ -270,8 +265,7 @@ def _parallel_var_written_in_a_loop(N=256, threads=128):
     return k
 
 
-def _kernel_text(k):
-    return k.get_kernel_source().split("\n@cute.kernel\n", 1)[1].split("\n@cute.jit", 1)[0]
+_kernel_text = rounds.kernel_body
 
 
 def test_alloc_var_without_init_in_a_loop_is_zeroed_once():

@@ -37,10 +37,7 @@ def _kernel(name, **kw):
     return f(**kw)
 
 
-def _body(name, **kw):
-    return rounds.kernel_body(_kernel(name, **kw))
-
-
+_body = rounds.body_of(_kernel)
 test_every_program_is_listed = rounds.every_kernel_is_listed(P, PROGRAMS, ("tilecute", "T", "math"))
 test_program_builds_a_cubin = rounds.builds_a_cubin(PROGRAMS, _kernel)
 

@@ -33,14 +33,9 @@ PROGRAMS = ["int_div_mod_signs", "const_div_mod_negative", "shifts_signed_unsign
 
 
 _arch = rounds.use_arch("TILECUTE_ARCH")
-
-
-def _body(name, **kw):
-    return rounds.kernel_body(getattr(P, name)(**kw))
-
-
+_body = rounds.body_of(rounds.kernel_of(P))
 test_every_program_is_listed = rounds.every_kernel_is_listed(P, PROGRAMS)
-test_program_builds_a_cubin = rounds.builds_a_cubin(PROGRAMS, lambda n: getattr(P, n)())
+test_program_builds_a_cubin = rounds.builds_a_cubin(PROGRAMS, rounds.kernel_of(P))
 
 
 # ---- what the generated source says ------------------------------------------------------

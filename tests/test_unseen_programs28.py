@@ -26,14 +26,9 @@ PROGRAMS = ["explicit_unroll_poly", "rowsum_scalar_fadd", "pow_negative_exp", "v
 
 
 _arch = rounds.use_arch("TILECUTE_ARCH")
-
-
-def _body(name, **kw):
-    return rounds.kernel_body(getattr(P, name)(**kw))
-
-
+_body = rounds.body_of(rounds.kernel_of(P))
 test_every_program_is_listed = rounds.every_kernel_is_listed(P, PROGRAMS)
-test_program_builds_a_cubin = rounds.builds_a_cubin(PROGRAMS, lambda n: getattr(P, n)())
+test_program_builds_a_cubin = rounds.builds_a_cubin(PROGRAMS, rounds.kernel_of(P))
 
 
 # ---- what the generated source says ------------------------------------------------------

@@ -18,14 +18,9 @@ NAMES = ["cross_entropy_fwd", "cross_entropy_bwd", "causal_conv1d", "selective_s
 
 
 _arch = rounds.use_arch("TILECUTE_ARCH", "CUTE_DSL_ARCH")
-
-
-def _body(name, **kw):
-    return rounds.kernel_body(getattr(P, name)(**kw))
-
-
+_body = rounds.body_of(rounds.kernel_of(P))
 test_every_program_is_listed = rounds.every_program_is_listed(P, NAMES)
-test_program_builds_a_cubin = rounds.builds_a_cubin(NAMES, lambda n: getattr(P, n)())
+test_program_builds_a_cubin = rounds.builds_a_cubin(NAMES, rounds.kernel_of(P))
 test_program_builds_an_sm80_cubin = rounds.builds_cubin(
     NAMES, lambda n: getattr(P, n).get_tir(), "sm_80")
 

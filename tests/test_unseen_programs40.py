@@ -61,16 +61,8 @@ EAGER = {"eager_capped_argmax": lambda: P.eager_capped_argmax.compile(torch.zero
 
 
 _arch = rounds.use_arch("TILECUTE_ARCH", "CUTE_DSL_ARCH")
-
-
-def _kernel(name, **kw):
-    return EAGER[name]() if name in EAGER else getattr(P, name)(**kw)
-
-
-def _body(name, **kw):
-    return rounds.kernel_body(_kernel(name, **kw))
-
-
+_kernel = rounds.kernel_of(P, EAGER)
+_body = rounds.body_of(_kernel)
 test_every_program_is_listed = rounds.every_program_is_listed(P, NAMES)
 test_program_builds_a_cubin = rounds.builds_a_cubin(NAMES, _kernel)
 test_program_builds_an_sm80_cubin = rounds.builds_cubin(
