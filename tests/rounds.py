@@ -47,6 +47,11 @@ def kernel_of(P, eager=None):
     return kernel
 
 
+def tir_of(P):
+    """name -> the prim_func of ``P.name`` (its ``get_tir()``)."""
+    return lambda name: getattr(P, name).get_tir()
+
+
 def body_of(kernel):
     """name -> the @cute.kernel text of ``kernel(name, **kw)``."""
     return lambda name, **kw: kernel_body(kernel(name, **kw))
@@ -110,12 +115,13 @@ def assert_builds(func, out_dir, arch=ARCH) -> None:
 
 
 def builds_sm90a_cubins(names, funcs):
-    """The test, one per name, that each of ``funcs(name)`` builds an sm_90a cubin (a
-    prim_func by ``tilecute.build_cubin``, a compiled @tilecute.jit kernel by its own)."""
+    """The test, one per name, that ``funcs(name)`` (one or a list) each build an sm_90a
+    cubin (a prim_func by ``tilecute.build_cubin``, a compiled @tilecute.jit kernel by its
+    own)."""
 
     @pytest.mark.parametrize("name", names)
     def test(name, tmp_path):
-        for i, f in enumerate(funcs(name)):
+        for i, f in enumerate(as_list(funcs(name))):
             if hasattr(f, "ensure_cubin"):  # a compiled @tilecute.jit kernel
                 assert f.ensure_cubin()
                 continue

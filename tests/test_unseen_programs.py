@@ -27,7 +27,7 @@ PROGRAMS = ["scale_add_2d", "relu_bf16_tiles", "softmax_rows", "layernorm", "rms
 
 
 _arch = rounds.use_arch("TILECUTE_ARCH")
-test_program_builds_a_cubin = rounds.builds_sm90a_cubins(PROGRAMS, lambda n: [getattr(P, n)()])
+test_program_builds_a_cubin = rounds.builds_sm90a_cubins(PROGRAMS, rounds.kernel_of(P))
 
 
 def test_tile_atomic_split_k_builds(tmp_path):

@@ -31,14 +31,8 @@ PROGRAMS = ["attn_bwd_all", "gqa_bwd_tile_atomics", "varlen_attn_fwd", "sliding_
 
 
 _arch = rounds.use_arch("TILECUTE_ARCH")
-
-
-def _funcs(name):
-    return rounds.as_list(getattr(P, name)())
-
-
 _src = rounds.source
-test_program_builds_a_cubin = rounds.builds_sm90a_cubins(PROGRAMS, _funcs)
+test_program_builds_a_cubin = rounds.builds_sm90a_cubins(PROGRAMS, rounds.kernel_of(P))
 
 
 # ---- what the generated code says -------------------------------------------------------------

@@ -34,14 +34,8 @@ PROGRAMS = ["moe_group_limited_router", "grouped_gemm_while_walk", "moe_sort_by_
 
 
 _arch = rounds.use_arch("TILECUTE_ARCH")
-
-
-def _funcs(name):
-    return rounds.as_list(getattr(P, name)())
-
-
 _src = rounds.source
-test_program_builds_a_cubin = rounds.builds_sm90a_cubins(PROGRAMS, _funcs)
+test_program_builds_a_cubin = rounds.builds_sm90a_cubins(PROGRAMS, rounds.kernel_of(P))
 
 
 # ---- what the generated code says -------------------------------------------------------------

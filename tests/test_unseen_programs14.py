@@ -34,14 +34,8 @@ PROGRAMS = ['gemm_int8_ragged_k', 'gemm_int8_rowcol_dequant', 'gemm_fp8_e4m3_ten
 
 
 _arch = rounds.use_arch("TILECUTE_ARCH")
-
-
-def _funcs(name):
-    return rounds.as_list(getattr(P, name)())
-
-
 _src = rounds.source
-test_program_builds_a_cubin = rounds.builds_sm90a_cubins(PROGRAMS, _funcs)
+test_program_builds_a_cubin = rounds.builds_sm90a_cubins(PROGRAMS, rounds.kernel_of(P))
 
 
 # ---- what the generated code says -------------------------------------------------------------

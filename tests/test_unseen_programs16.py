@@ -41,7 +41,7 @@ def _src(name, **kw):
 
 test_program_builds_a_cubin = rounds.builds_a_cubin(PROGRAMS, rounds.kernel_of(P))
 test_program_builds_an_sm80_cubin = rounds.builds_cubin(
-    [n for n in PROGRAMS if n not in FP8], lambda n: getattr(P, n).get_tir(), "sm_80")
+    [n for n in PROGRAMS if n not in FP8], rounds.tir_of(P), "sm_80")
 
 
 def test_geglu_erf_builds_and_uses_erf():

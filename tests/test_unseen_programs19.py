@@ -40,8 +40,7 @@ def _src(name, **kw):
 
 
 test_program_builds_a_cubin = rounds.builds_a_cubin(PROGRAMS, rounds.kernel_of(P))
-test_program_builds_an_sm80_cubin = rounds.builds_cubin(
-    PROGRAMS, lambda n: getattr(P, n).get_tir(), "sm_80")
+test_program_builds_an_sm80_cubin = rounds.builds_cubin(PROGRAMS, rounds.tir_of(P), "sm_80")
 
 
 # ---- what the generated source says ------------------------------------------------------

@@ -27,7 +27,7 @@ PROGRAMS = ["flash_attn_gqa_causal", "flash_attn_overlap", "gemv_warp_reduce", "
 
 
 _arch = rounds.use_arch("TILECUTE_ARCH")
-test_program_builds_a_cubin = rounds.builds_sm90a_cubins(PROGRAMS, lambda n: [getattr(P, n)()])
+test_program_builds_a_cubin = rounds.builds_sm90a_cubins(PROGRAMS, rounds.kernel_of(P))
 
 
 def test_variants_build(tmp_path):

@@ -38,8 +38,7 @@ def _src(name, **kw):
 
 _body = rounds.kernel_body
 test_program_builds_a_cubin = rounds.builds_a_cubin(PROGRAMS, rounds.kernel_of(P))
-test_program_builds_an_sm80_cubin = rounds.builds_cubin(
-    PROGRAMS, lambda n: getattr(P, n).get_tir(), "sm_80")
+test_program_builds_an_sm80_cubin = rounds.builds_cubin(PROGRAMS, rounds.tir_of(P), "sm_80")
 
 
 # ---- refusals ----------------------------------------------------------------------------

@@ -62,7 +62,7 @@ FP8 = ["fp8_rows_dequant_bf16", "fp8_e5m2_to_half_scale"]
 
 
 test_program_builds_an_sm80_cubin = rounds.builds_cubin(
-    [n for n in PROGRAMS if n not in FP8], lambda n: getattr(P, n).get_tir(), "sm_80")
+    [n for n in PROGRAMS if n not in FP8], rounds.tir_of(P), "sm_80")
 
 
 @pytest.mark.parametrize("name", FP8)

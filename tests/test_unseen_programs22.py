@@ -64,7 +64,7 @@ FP8 = ["fp8_quant_per_row", "fp8_quant_per_group"]
 
 
 test_program_builds_an_sm80_cubin = rounds.builds_cubin(
-    [n for n in PROGRAMS if n not in FP8], lambda n: getattr(P, n).get_tir(), "sm_80")
+    [n for n in PROGRAMS if n not in FP8], rounds.tir_of(P), "sm_80")
 
 
 @pytest.mark.parametrize("name", FP8)

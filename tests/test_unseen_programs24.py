@@ -29,8 +29,7 @@ PROGRAMS = ["csr_spmv_warp_per_row", "csr_spmv_group_fragment", "coo_spmv_atomic
 _arch = rounds.use_arch("TILECUTE_ARCH")
 _body = rounds.body_of(rounds.kernel_of(P))
 test_program_builds_a_cubin = rounds.builds_a_cubin(PROGRAMS, rounds.kernel_of(P))
-test_program_builds_an_sm80_cubin = rounds.builds_cubin(
-    PROGRAMS, lambda n: getattr(P, n).get_tir(), "sm_80")
+test_program_builds_an_sm80_cubin = rounds.builds_cubin(PROGRAMS, rounds.tir_of(P), "sm_80")
 
 
 # ---- refusals ----------------------------------------------------------------------------

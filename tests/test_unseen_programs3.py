@@ -23,7 +23,7 @@ PROGRAMS = ["copy_ragged_tiles", "copy_ragged_left_top", "copy_dtype_casts",
 
 
 _arch = rounds.use_arch("TILECUTE_ARCH")
-test_program_builds_a_cubin = rounds.builds_sm90a_cubins(PROGRAMS, lambda n: [getattr(P, n)()])
+test_program_builds_a_cubin = rounds.builds_sm90a_cubins(PROGRAMS, rounds.kernel_of(P))
 
 
 @pytest.mark.parametrize("stages", [1, 2, 4])

@@ -26,7 +26,7 @@ def _body(name, **kw):
     return rounds.kernel_body(rounds.source(getattr(P, name)(**kw)))
 
 
-test_program_builds_a_cubin = rounds.builds_cubin(NAMES, lambda n: getattr(P, n)(), "sm_90a")
+test_program_builds_a_cubin = rounds.builds_cubin(NAMES, rounds.kernel_of(P), "sm_90a")
 
 
 # ---- index widths --------------------------------------------------------------------------

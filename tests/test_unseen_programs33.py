@@ -25,7 +25,7 @@ def _body(name, **kw):
     return rounds.kernel_body(rounds.source(getattr(P, name)(**kw)))
 
 
-test_program_builds_a_cubin = rounds.builds_cubin(NAMES, lambda n: getattr(P, n)(), "sm_90a")
+test_program_builds_a_cubin = rounds.builds_cubin(NAMES, rounds.kernel_of(P), "sm_90a")
 
 
 def test_assume_in_a_serial_loop_drops_the_check():

@@ -49,7 +49,7 @@ _body = rounds.body_of(rounds.kernel_of(P))
 test_every_program_is_listed = rounds.every_program_is_listed(P, NAMES)
 test_program_builds_a_cubin = rounds.builds_a_cubin(NAMES, rounds.kernel_of(P))
 test_program_builds_an_sm80_cubin = rounds.builds_cubin(
-    sorted(set(NAMES) - NO_SM80), lambda n: getattr(P, n).get_tir(), "sm_80")
+    sorted(set(NAMES) - NO_SM80), rounds.tir_of(P), "sm_80")
 
 
 def test_fp8_requant_is_refused_on_sm80(tmp_path):

@@ -54,7 +54,7 @@ def _pid(v):
 
 
 _arch = rounds.use_arch("TILECUTE_ARCH")
-test_program_builds_a_cubin = rounds.builds_sm90a_cubins(PROGRAMS, lambda n: [getattr(P, n)()])
+test_program_builds_a_cubin = rounds.builds_sm90a_cubins(PROGRAMS, rounds.kernel_of(P))
 
 
 @pytest.mark.parametrize("kw", PLACEMENTS, ids=_pid)

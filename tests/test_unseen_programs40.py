@@ -66,7 +66,7 @@ _body = rounds.body_of(_kernel)
 test_every_program_is_listed = rounds.every_program_is_listed(P, NAMES)
 test_program_builds_a_cubin = rounds.builds_a_cubin(NAMES, _kernel)
 test_program_builds_an_sm80_cubin = rounds.builds_cubin(
-    sorted(set(NAMES) - NO_SM80 - set(EAGER)), lambda n: getattr(P, n).get_tir(), "sm_80")
+    sorted(set(NAMES) - NO_SM80 - set(EAGER)), rounds.tir_of(P), "sm_80")
 
 
 @pytest.mark.parametrize("name", sorted(NO_SM80))

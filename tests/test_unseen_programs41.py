@@ -45,8 +45,7 @@ _arch = rounds.use_arch("TILECUTE_ARCH", "CUTE_DSL_ARCH")
 _body = rounds.body_of(rounds.kernel_of(P))
 test_every_program_is_listed = rounds.every_program_is_listed(P, NAMES)
 test_program_builds_a_cubin = rounds.builds_a_cubin(NAMES, rounds.kernel_of(P))
-test_program_builds_an_sm80_cubin = rounds.builds_cubin(
-    NAMES, lambda n: getattr(P, n).get_tir(), "sm_80")
+test_program_builds_an_sm80_cubin = rounds.builds_cubin(NAMES, rounds.tir_of(P), "sm_80")
 
 
 def test_tree_reduction_halves_with_barriers_then_shuffles():

@@ -26,7 +26,7 @@ STAGED = ["pipelined_short", "pipelined_short_symbolic", "pipelined_gather", "ea
 
 
 _arch = rounds.use_arch("TILECUTE_ARCH")
-test_program_builds_a_cubin = rounds.builds_sm90a_cubins(PROGRAMS, lambda n: [getattr(P, n)()])
+test_program_builds_a_cubin = rounds.builds_sm90a_cubins(PROGRAMS, rounds.kernel_of(P))
 
 
 @pytest.mark.parametrize("stages", [1, 3, 4])

@@ -36,8 +36,8 @@ TRANSPOSES = [(False, False), (False, True), (True, False), (True, True)]
 
 _arch = rounds.use_arch("TILECUTE_ARCH")
 _src = rounds.source
-test_program_builds_a_cubin = rounds.builds_sm90a_cubins(PROGRAMS, lambda n: [getattr(P, n)()])
-test_program_builds_an_sm80_cubin = rounds.builds_cubin(SM80, lambda n: getattr(P, n)(), "sm_80")
+test_program_builds_a_cubin = rounds.builds_sm90a_cubins(PROGRAMS, rounds.kernel_of(P))
+test_program_builds_an_sm80_cubin = rounds.builds_cubin(SM80, rounds.kernel_of(P), "sm_80")
 
 
 @pytest.mark.parametrize("arch", ["sm_90a", "sm_89"])

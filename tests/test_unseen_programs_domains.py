@@ -26,7 +26,7 @@ PROGRAMS = ["chunk_cumsum_gates", "chunk_gla_fwd", "chunk_delta_h", "chunk_kkt_b
 
 
 _arch = rounds.use_arch("TILECUTE_ARCH")
-test_program_builds_a_cubin = rounds.builds_sm90a_cubins(PROGRAMS, lambda n: [getattr(P, n)()])
+test_program_builds_a_cubin = rounds.builds_sm90a_cubins(PROGRAMS, rounds.kernel_of(P))
 
 
 def test_variants_build(tmp_path):
