@@ -28,6 +28,10 @@ inside an ``if``, a ``T.ws`` or warp-group region, or another nest; not a nest w
 is the whole nest, and a fragment walked by such a loop must be replicated, which the staged
 one is not). Option ``disable_load_staging`` keeps nests as written.
 
+The fill names the store that reads it back (``Store.feeds``): where that store's bounds
+check cannot pass (a row tail), nothing reads the element and the code generator leaves the
+fill out.
+
 Imports the IR only.
 """
 
@@ -38,7 +42,8 @@ import math
 
 from ..ir import nodes as N
 from ..ir.visitor import StmtMutator, walk_stmts
-from .analysis import all_names, fresh_name, loads, parallel_nest, plain_statements, view_bases, view_family
+from .analysis import (all_names, fresh_name, loads, parallel_nest, plain_statements, view_bases,
+                       view_family)
 
 MAX_STAGED_BYTES = 128  # per thread: 32 registers
 MIN_STAGED_BYTES = 17  # one 16-byte vector a thread needs no staging
@@ -117,7 +122,7 @@ class _Stage(StmtMutator):
         self.allocs.append(N.Allocate(frag, loc=s.loc))
         at = tuple(lp.var if lp.start.value == 0 else
                    N.BinOp("sub", lp.var, lp.start, lp.var.dtype) for lp in loops)
-        fill = N.Store(name, at, store.value, loc=store.loc)
+        fill = N.Store(name, at, store.value, loc=store.loc, feeds=(store.buffer, store.indices))
         drain = dataclasses.replace(store, value=N.Load(name, at, dst.dtype))
         if guard is not None:
             fill = N.If(guard, (fill,), loc=store.loc)
