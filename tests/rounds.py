@@ -6,7 +6,7 @@ A round file binds the tests under its own names, so pytest collects them there:
 
     _arch = rounds.use_arch("TILECUTE_ARCH")
     test_every_program_is_listed = rounds.every_program_is_listed(P, NAMES)
-    test_program_builds_a_cubin = rounds.builds_a_cubin(NAMES, lambda n: getattr(P, n)())
+    test_program_builds_a_cubin = rounds.builds_a_cubin(NAMES, rounds.kernel_of(P))
 """
 
 import inspect
@@ -82,7 +82,8 @@ def every_kernel_is_listed(P, names, imports=("tilecute", "T")):
     ``compile`` (the modules ``P`` imports under the names ``imports`` aside)."""
 
     def test():
-        defined = [n for n, f in vars(P).items() if hasattr(f, "get_kernel_source") or hasattr(f, "compile")]
+        defined = [n for n, f in vars(P).items()
+                   if hasattr(f, "get_kernel_source") or hasattr(f, "compile")]
         assert sorted(n for n in defined if n not in imports) == sorted(names)
 
     return test
@@ -92,8 +93,9 @@ def every_public_program_is_listed(P, names):
     """The test that ``names`` are exactly ``P``'s public names with ``compile`` (no module)."""
 
     def test():
-        assert sorted(names) == sorted(n for n in dir(P) if not n.startswith("_") and
-                                        hasattr(getattr(P, n), "compile") and not inspect.ismodule(getattr(P, n)))
+        public = [(n, getattr(P, n)) for n in dir(P) if not n.startswith("_")]
+        assert sorted(names) == sorted(n for n, f in public
+                                       if hasattr(f, "compile") and not inspect.ismodule(f))
 
     return test
 
