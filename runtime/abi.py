@@ -317,7 +317,10 @@ class KernelLaunch:
 
     ``symbol`` is the exact name of the kernel in the cubin.  ``grid`` holds three C++
     expressions over the launcher's symbol variables (``sym_<name>``), rendered by the
-    compiler, never computed by a template.
+    compiler, never computed by a template.  ``launch_smem``: a C++ expression of the same
+    kind, the bytes of the kernel's shared buffer sized at launch (TileLang's dynamic shared
+    memory; all of them, where there are several), which the launch takes after the
+    ``dynamic_smem`` static bytes; "" for none.
     """
 
     symbol: str
@@ -330,6 +333,7 @@ class KernelLaunch:
     # launched cooperatively (CU_LAUNCH_ATTRIBUTE_COOPERATIVE): the kernel calls
     # T.sync_grid(), so every block must be resident at once
     cooperative: bool = False
+    launch_smem: str = ""
 
     def param_offsets(self) -> list[int]:
         """Byte offset of each parameter in the kernel's parameter buffer, as the cubin
@@ -443,6 +447,7 @@ class LaunchABI:
                     "params": [param_dict(p) for p in k.params],
                     **({"pdl": True} if k.pdl else {}),
                     **({"cooperative": True} if k.cooperative else {}),
+                    **({"launch_smem": k.launch_smem} if k.launch_smem else {}),
                 }
                 for k in self.kernels
             ],
@@ -498,6 +503,7 @@ class LaunchABI:
                     cluster=None if k["cluster"] is None else tuple(k["cluster"]),
                     pdl=k.get("pdl", False),
                     cooperative=k.get("cooperative", False),
+                    launch_smem=k.get("launch_smem", ""),
                 )
                 for k in d["kernels"]
             ),

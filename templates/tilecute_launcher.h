@@ -53,6 +53,7 @@ struct TcKernelInfo {
   bool non_portable_cluster;      // more than 8 blocks per cluster
   bool pdl;                       // Programmatic Dependent Launch (option pdl)
   bool cooperative;               // calls T.sync_grid(): a cooperative launch, every block resident
+  bool launch_sized_smem = false; // a shared buffer sized at launch: TcLaunch.smem bytes in all
 };
 
 // One TMA descriptor parameter (the launch ABI's TmaSpec), encoded on every call.  The
@@ -189,6 +190,7 @@ struct TcStreamArg {
 struct TcLaunch {
   int64_t grid[3];
   void** params;
+  int64_t smem = 0;  // TcKernelInfo.launch_sized_smem: this call's bytes of dynamic shared memory
 };
 
 // Phase timing (docs/performance.md): compiled in only with -DTILECUTE_PHASE_TIMING, in the

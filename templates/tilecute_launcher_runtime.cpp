@@ -388,12 +388,14 @@ struct CudaDriver {
   PFN_cuFuncSetAttribute_v9000 FuncSetAttribute = nullptr;
   PFN_cuLaunchKernel_v4000 LaunchKernel = nullptr;
   PFN_cuLaunchKernelEx_v11060 LaunchKernelEx = nullptr;
+  // a device's limits: its SMs (T.sync_grid()), its shared memory a block may have (a shared
+  // buffer sized at launch)
+  PFN_cuDeviceGetAttribute_v2000 DeviceGetAttribute = nullptr;
   // resolved only for a launcher with T.sync_grid() (TcLauncher::uses_grid_barrier)
   PFN_cuMemAlloc_v3020 MemAlloc = nullptr;
   PFN_cuMemFree_v3020 MemFree = nullptr;
   PFN_cuMemsetD32_v3020 MemsetD32 = nullptr;
   PFN_cuCtxSynchronize_v2000 CtxSynchronize = nullptr;
-  PFN_cuDeviceGetAttribute_v2000 DeviceGetAttribute = nullptr;
   PFN_cuOccupancyMaxActiveBlocksPerMultiprocessor_v6050 OccupancyMaxActiveBlocksPerMultiprocessor = nullptr;
   // the TMA encoders are tc_cuda_encode_tma_tiled / _im2col (tilecute_launcher.h)
 };
@@ -477,6 +479,7 @@ void tc_load_driver(bool encodes_tiled_tma, bool encodes_im2col_tma, bool uses_g
                         tc_resolve(get_proc, "cuFuncSetAttribute", &g_cuda.FuncSetAttribute) &&
                         tc_resolve(get_proc, "cuLaunchKernel", &g_cuda.LaunchKernel) &&
                         tc_resolve(get_proc, "cuLaunchKernelEx", &g_cuda.LaunchKernelEx) &&
+                        tc_resolve(get_proc, "cuDeviceGetAttribute", &g_cuda.DeviceGetAttribute) &&
                         (!encodes_tiled_tma ||
                          tc_resolve(get_proc, "cuTensorMapEncodeTiled", &tc_cuda_encode_tma_tiled)) &&
                         (!encodes_im2col_tma ||
@@ -486,7 +489,6 @@ void tc_load_driver(bool encodes_tiled_tma, bool encodes_im2col_tma, bool uses_g
                           tc_resolve(get_proc, "cuMemFree", &g_cuda.MemFree) &&
                           tc_resolve(get_proc, "cuMemsetD32", &g_cuda.MemsetD32) &&
                           tc_resolve(get_proc, "cuCtxSynchronize", &g_cuda.CtxSynchronize) &&
-                          tc_resolve(get_proc, "cuDeviceGetAttribute", &g_cuda.DeviceGetAttribute) &&
                           tc_resolve(get_proc, "cuOccupancyMaxActiveBlocksPerMultiprocessor",
                                      &g_cuda.OccupancyMaxActiveBlocksPerMultiprocessor)));
   if (!resolved) return;
@@ -687,6 +689,10 @@ struct DeviceSlot {
   CUdeviceptr grid_barrier = 0;
   std::unique_ptr<int[]> blocks_per_sm;
   int sms = 0;
+  // the bytes of dynamic shared memory a block may have on the device (its opt-in maximum),
+  // to which the kernels with a shared buffer sized at launch are allowed: a launch above
+  // it is refused naming the kernel
+  int max_smem = 0;
 };
 
 DeviceSlot g_slots[kMaxDevices];
@@ -753,6 +759,7 @@ void tc_fill_slot(const TcLauncher& L, DeviceSlot& slot, int device_id) {
       failure = "loading the cubin '" + g_cubin_path + "' failed: " + tc_cuda_error(status);
     }
   }
+  int max_smem = 0;  // (queried when a kernel has a shared buffer sized at launch)
   for (int k = 0; failure.empty() && k < L.num_kernels; ++k) {
     const TcKernelInfo& info = L.kernels[k];
     status = g_cuda.ModuleGetFunction(&kernels[k], module, info.symbol);
@@ -761,7 +768,21 @@ void tc_fill_slot(const TcLauncher& L, DeviceSlot& slot, int device_id) {
                 "': " + tc_cuda_error(status);
       break;
     }
-    if (info.raise_dynamic_smem_limit) {
+    if (info.launch_sized_smem && max_smem == 0) {
+      status = g_cuda.DeviceGetAttribute(&max_smem, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+                                         device);
+      if (status != CUDA_SUCCESS) {
+        failure = tc_describe_failure("cuDeviceGetAttribute(MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)", status);
+        break;
+      }
+    }
+    if (info.launch_sized_smem) {  // any size up to the device's maximum, checked per launch
+      status = g_cuda.FuncSetAttribute(kernels[k], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, max_smem);
+      if (status != CUDA_SUCCESS) {
+        failure = std::string("kernel '") + info.symbol + "': allowing " + tc_str(max_smem) +
+                  " bytes of dynamic shared memory failed: " + tc_cuda_error(status);
+      }
+    } else if (info.raise_dynamic_smem_limit) {
       status = g_cuda.FuncSetAttribute(kernels[k], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                        static_cast<int>(info.dynamic_smem));
       if (status != CUDA_SUCCESS) {
@@ -823,6 +844,7 @@ void tc_fill_slot(const TcLauncher& L, DeviceSlot& slot, int device_id) {
   slot.grid_barrier = grid_barrier;
   slot.blocks_per_sm = std::move(blocks_per_sm);
   slot.sms = sms;
+  slot.max_smem = max_smem;
 }
 
 // The slot of a device whose slot is not filled yet: fills it (or raises why not).
@@ -915,17 +937,44 @@ inline void tc_check_coresident(const TcLauncher& L, const DeviceSlot& slot, int
   }
 }
 
+// A kernel's shared buffer sized at launch (TileLang's dynamic shared memory) needs more than a
+// block may have on the device (or a negative size): refused before anything launches.
+[[noreturn]] TC_COLD void tc_fail_launch_smem(const TcLauncher& L, const DeviceSlot& slot, int kernel,
+                                              int64_t bytes, int device_id) {
+  const TcKernelInfo& info = L.kernels[kernel];
+  tc_raise_value_error(
+      L, std::string(L.function) + ": kernel '" + info.symbol + "' needs " + tc_str(bytes) +
+             " bytes of dynamic shared memory at these arguments (" + tc_str(info.dynamic_smem) +
+             " static, then its shared buffers sized at launch), " +
+             (bytes < info.dynamic_smem ? std::string("a negative size for that buffer")
+                                        : "above the " + tc_str(slot.max_smem) + " bytes a block may have on cuda:" +
+                                              tc_str(device_id)));
+}
+
+// The bytes of dynamic shared memory of this launch: the kernel's static bytes, or with a shared
+// buffer sized at launch the call's, checked against the device.
+inline unsigned tc_launch_smem(const TcLauncher& L, const DeviceSlot& slot, int kernel, const TcLaunch& launch,
+                               int device_id) {
+  const TcKernelInfo& info = L.kernels[kernel];
+  if (!info.launch_sized_smem) return info.dynamic_smem;
+  if (TC_UNLIKELY(launch.smem < info.dynamic_smem || launch.smem > slot.max_smem)) {
+    tc_fail_launch_smem(L, slot, kernel, launch.smem, device_id);
+  }
+  return static_cast<unsigned>(launch.smem);
+}
+
 // `window`: the L2 access policy window the launch carries, or nullptr.
 inline void tc_launch(const TcLauncher& L, const DeviceSlot& slot, int kernel, const TcLaunch& launch,
                       CUstream stream, int device_id, const CUaccessPolicyWindow* window = nullptr) {
   const int64_t grid_x = launch.grid[0], grid_y = launch.grid[1], grid_z = launch.grid[2];
   const TcKernelInfo& info = L.kernels[kernel];
+  const unsigned smem = tc_launch_smem(L, slot, kernel, launch, device_id);
   if (info.cooperative) tc_check_coresident(L, slot, kernel, launch, device_id);
   CUresult status;
   if (info.cluster[0] == 0 && !info.pdl && !info.cooperative && window == nullptr) {
     status = g_cuda.LaunchKernel(slot.kernels[kernel], static_cast<unsigned>(grid_x), static_cast<unsigned>(grid_y),
                                  static_cast<unsigned>(grid_z), info.block[0], info.block[1], info.block[2],
-                                 info.dynamic_smem, stream, launch.params, nullptr);
+                                 smem, stream, launch.params, nullptr);
   } else {
     CUlaunchAttribute attrs[4];
     std::memset(attrs, 0, sizeof(attrs));
@@ -960,7 +1009,7 @@ inline void tc_launch(const TcLauncher& L, const DeviceSlot& slot, int kernel, c
     config.blockDimX = info.block[0];
     config.blockDimY = info.block[1];
     config.blockDimZ = info.block[2];
-    config.sharedMemBytes = info.dynamic_smem;
+    config.sharedMemBytes = smem;
     config.hStream = stream;
     config.attrs = attrs;
     config.numAttrs = num_attrs;

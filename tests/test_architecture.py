@@ -30,6 +30,7 @@ PASS_MODULES = {
     "pipeline_tma_loads": "tilecute.transform.software_pipeline",
     "assign_tma_descriptors": "tilecute.transform.tma_descriptors",
     "lower_tile_ops": "tilecute.transform.lower_tile_ops",
+    "fragment_loop_bounds": "tilecute.transform.fragment_loop_bounds",
     "infer_layouts": "tilecute.transform.layout_inference",
     "vectorize": "tilecute.transform.vectorize",
     "insert_barriers": "tilecute.transform.insert_barriers",

@@ -1,6 +1,6 @@
-"""TileLang's ``T.gemm_sp`` (2:4 structured-sparse A, compressed, with its metadata) as a
-dense GEMM of the decompressed tile: tilecute has no sparse MMA, and the product is the
-same.  The metadata is TileLang's natural row-major layout (``compress`` of its gemm_sp
+"""TileLang's ``T.gemm_sp`` (2:4 structured-sparse A, compressed, with its metadata; 1:2 for
+float32, TileLang's tf32 ``mma.sp``) as a dense GEMM of the decompressed tile: tilecute has
+no sparse MMA, and the product is the same.  The metadata is TileLang's natural row-major layout (``compress`` of its gemm_sp
 example, and ``tilelang.cuda.intrinsics.sparse_layout``'s factors)."""
 
 import pytest
@@ -79,25 +79,96 @@ def test_gemm_sp_is_a_dense_gemm_of_the_decompressed_tile(tmp_path):
                                 "sm_90a", out_dir=str(tmp_path / "c")).kernel_names
 
 
+def _one_tile(dtype, e_cols, acc="float32"):
+    """One (128, 64) x (64, 128) T.gemm_sp of shared tiles, ``e_cols`` int16 metadata columns."""
+    @T.prim_func
+    def one_tile(A: T.Tensor((128, 32), dtype)):
+        with T.Kernel(1, threads=128) as _:
+            A_s = T.alloc_shared((128, 32), dtype)
+            E_s = T.alloc_shared((128, e_cols), T.int16)
+            B_s = T.alloc_shared((64, 128), dtype)
+            C_f = T.alloc_fragment((128, 128), acc)
+            T.gemm_sp(A_s, E_s, B_s, C_f)
+    return one_tile
+
+
 def test_gemm_sp_refusals_name_the_argument():
     with pytest.raises(FrontendError, match=r"T.gemm_sp: 'E_s' has shape \(128, 8\);"):
-        @T.prim_func
-        def bad(A: T.Tensor((128, 32), T.float16), B: T.Tensor((64, 128), T.float16)):
-            with T.Kernel(1, threads=128) as _:
-                A_s = T.alloc_shared((128, 32), T.float16)
-                E_s = T.alloc_shared((128, 8), T.int16)  # 64 // 16 = 4 columns
-                B_s = T.alloc_shared((64, 128), T.float16)
-                C_f = T.alloc_fragment((128, 128), T.float32)
-                T.gemm_sp(A_s, E_s, B_s, C_f)
-    with pytest.raises(FrontendError, match=r"T.gemm_sp: 'A_s' is float32"):
-        @T.prim_func
-        def bad32(A: T.Tensor((128, 32), T.float32)):
-            with T.Kernel(1, threads=128) as _:
-                A_s = T.alloc_shared((128, 32), T.float32)
-                E_s = T.alloc_shared((128, 4), T.int16)
-                B_s = T.alloc_shared((64, 128), T.float32)
-                C_f = T.alloc_fragment((128, 128), T.float32)
-                T.gemm_sp(A_s, E_s, B_s, C_f)
+        _one_tile(T.float16, 8)  # 64 // 16 = 4 columns
+    with pytest.raises(FrontendError, match=r"T.gemm_sp: 'A_s' is float64"):
+        _one_tile(T.float64, 4, T.float64)
+    # float32 is 1:2: an int16 indexes 8 values, so K = 64 has 8 columns of metadata
+    with pytest.raises(FrontendError, match=r"'E_s' has shape \(128, 4\); 128 rows of K = 64 "
+                                            r"\(32 groups of 2, 4 per int16\) need \(128, 8\)"):
+        _one_tile(T.float32, 4)
+
+
+# ---- float32: TileLang's 1:2 sparsity (tf32 mma.sp) ----------------------------------------
+def compress32(dense, e_dtype):
+    """1:2 compression of float32 with TileLang's metadata: per pair the kept value, and a
+    4-bit field naming the 16-bit halves it fills (0b0100: the first, 0b1110: the second)."""
+    import torch
+
+    m, k = dense.shape
+    pairs = dense.view(m, k // 2, 2)
+    second = (pairs[..., 0] == 0) & (pairs[..., 1] != 0)
+    kept = torch.where(second, pairs[..., 1], pairs[..., 0]).contiguous()
+    fields = torch.where(second, 0b1110, 0b0100).long()
+    per = {torch.int16: 4, torch.int32: 8, torch.int8: 2}[e_dtype]
+    fields = fields.view(m, k // (2 * per), per)
+    meta = sum(fields[..., j] << (4 * j) for j in range(per))
+    bits = {torch.int16: 16, torch.int32: 32, torch.int8: 8}[e_dtype]
+    meta = torch.where(meta >= 1 << (bits - 1), meta - (1 << bits), meta)
+    return kept, meta.to(e_dtype).contiguous()
+
+
+def half_sparse(m, k, device="cpu"):
+    import torch
+
+    a = torch.randn(m, k, device=device)
+    a.view(m, k // 2, 2).scatter_(-1, torch.randint(0, 2, (m, k // 2, 1), device=device), 0)
+    return a
+
+
+def test_gemm_sp_float32_decompresses_one_of_two(tmp_path):
+    func = sparse_matmul(dtype="float32", e_dtype="int16", trans_b=True, bk=32)
+    src = tilecute.compile(func, target="sm_90a").get_kernel_source()
+    # one kept value a pair, placed by bit 1 of its field, then a tf32 mma.sync GEMM
+    assert "(sp_field & 3) >> 1 == 0, sp_value" in src and "(sp_field & 3) >> 1 == 1" in src
+    assert "sp_second" not in src and "cutlass.TFloat32" in src
+    for i, kw in enumerate([dict(trans_b=False, bk=32), dict(e_dtype="int32", bk=64),
+                            dict(e_dtype="int8", bk=32, trans_b=True)]):
+        f = sparse_matmul(dtype="float32", **{"e_dtype": "int16", **kw})
+        assert tilecute.build_cubin(f, "sm_90a", out_dir=str(tmp_path / str(i))).kernel_names
+
+
+def test_compress32_round_trips_on_cpu():
+    import torch
+
+    torch.manual_seed(0)
+    a = half_sparse(8, 64)
+    kept, meta = compress32(a, torch.int16)
+    fields = torch.stack([(meta.long() >> (4 * j)) & 15 for j in range(4)], -1).view(8, 32)
+    back = torch.zeros(8, 32, 2)
+    back.scatter_(-1, ((fields & 3) >> 1).unsqueeze(-1), kept.unsqueeze(-1))
+    assert torch.equal(back.view(8, 64), a)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("e_dtype,trans_b,bk", [("int16", True, 32), ("int16", False, 32),
+                                                ("int32", True, 64)])
+def test_gemm_sp_float32_matches_torch(e_dtype, trans_b, bk):
+    import torch
+
+    torch.manual_seed(2)
+    a = half_sparse(256, 256, "cuda")
+    b = torch.randn(256, 256, device="cuda")
+    kept, meta = compress32(a, getattr(torch, e_dtype))
+    c = torch.empty(256, 256, device="cuda")
+    kernel = tilecute.compile(sparse_matmul(dtype="float32", e_dtype=e_dtype, trans_b=trans_b,
+                                            bk=bk))
+    kernel(kept, meta, b.t().contiguous() if trans_b else b, c)
+    torch.testing.assert_close(c, a @ b, rtol=2e-2, atol=5e-2)  # tf32 products
 
 
 def test_compress_round_trips_on_cpu():

@@ -14,8 +14,6 @@ three of them over more than 2**31 elements."""
 
 import json
 import re
-import subprocess
-import sys
 
 import pytest
 
@@ -347,22 +345,10 @@ print(json.dumps(cuda.fake_log().decode().splitlines()))
 
 def test_launcher_passes_an_int64_symbol_as_8_bytes(tmp_path):
     pytest.importorskip("tvm_ffi")
-    from fake_cuda import TESTS, driver_env, fake_libcuda, parse_launch, text_cubin
-    from tilecute.host.launcher import write_launcher
-    from tilecute.toolchain import build_launcher
+    from fake_cuda import drive_launcher, parse_launch
 
-    plan = lower(fill(n64()), "sm_90a")
-    source = write_launcher(plan.abi, tmp_path, tilecute_version=tilecute.__version__)
-    launcher = build_launcher(source, tmp_path, extra_cflags=("-Wall", "-Wextra", "-Werror"))
-    cubin = text_cubin(tmp_path / "fake.cubin", plan.abi.kernels)
-    script = tmp_path / "drive.py"
-    script.write_text(DRIVE)
-    run = subprocess.run([sys.executable, str(script), str(TESTS),
-                          json.dumps({"launcher": str(launcher), "cubin": str(cubin)})],
-                         capture_output=True, text=True, env=driver_env(fake_libcuda()), timeout=300)
-    assert run.returncode == 0, run.stdout + run.stderr
-    (launch,) = [parse_launch(x) for x in json.loads(run.stdout.strip().splitlines()[-1])
-                 if x.startswith("launch")]
+    _, log = drive_launcher(lower(fill(n64()), "sm_90a").abi, tmp_path, DRIVE)
+    (launch,) = [parse_launch(x) for x in log if x.startswith("launch")]
     assert launch["grid"] == f"{2 ** 23 + 1},1,1"
     assert launch["params"] == [(0x100000).to_bytes(8, "little").hex(),
                                 (2 ** 32 + 8).to_bytes(8, "little").hex()]

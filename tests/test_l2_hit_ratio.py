@@ -9,13 +9,12 @@ limit restored after, a failed launch included), an sm_90a cubin, and on a GPU t
 against torch with the caller's persisting-L2 limit left as it was."""
 
 import json
-import subprocess
-import sys
 
 import pytest
 
 import tilecute
 import tilecute.language as T
+from fake_cuda import DRIVE_HEAD
 from tilecute.ir.serialize import from_json, to_json
 from tilecute.ir.validate import ValidationError
 from tilecute.language import FrontendError
@@ -150,16 +149,7 @@ def f(A: T.Tensor((64,), T.float32), B: T.Tensor((64,), T.float32)):
 
 # ---- the launcher against the fake driver ---------------------------------------------------
 
-DRIVE = r"""
-import json, sys
-sys.path.insert(0, sys.argv[1])
-import tvm_ffi
-from fake_cuda import FakeTensor, open_driver
-paths = json.loads(sys.argv[2])
-cuda = open_driver()
-out = {}
-mod = tvm_ffi.load_module(paths["launcher"])
-mod["__tilecute_set_cubin"](paths["cubin"])
+DRIVE = DRIVE_HEAD + r"""
 cuda.fake_set_persisting_limit(0, 5000)  # the caller's limit, restored after each call
 x = FakeTensor((100, 1024), "float32", data=0x100000)
 y = FakeTensor((100, 1024), "float32", data=0x200000)
@@ -186,22 +176,10 @@ print(json.dumps(out))
 @pytest.fixture(scope="module")
 def driven(tmp_path_factory):
     pytest.importorskip("tvm_ffi")
-    from fake_cuda import TESTS, driver_env, fake_libcuda, text_cubin
-    from tilecute.host.launcher import write_launcher
-    from tilecute.toolchain import build_launcher
+    from fake_cuda import drive_launcher
 
-    root = tmp_path_factory.mktemp("l2_window")
-    plan = lower(scaled_rows(), "sm_90a")
-    source = write_launcher(plan.abi, root, tilecute_version=tilecute.__version__)
-    launcher = build_launcher(source, root, extra_cflags=("-Wall", "-Wextra", "-Werror"))
-    cubin = text_cubin(root / "fake.cubin", plan.abi.kernels)
-    script = root / "drive.py"
-    script.write_text(DRIVE)
-    run = subprocess.run([sys.executable, str(script), str(TESTS),
-                          json.dumps({"launcher": str(launcher), "cubin": str(cubin)})],
-                         capture_output=True, text=True, env=driver_env(fake_libcuda()), timeout=300)
-    assert run.returncode == 0, run.stdout + run.stderr
-    return json.loads(run.stdout.strip().splitlines()[-1])
+    return drive_launcher(lower(scaled_rows(), "sm_90a").abi, tmp_path_factory.mktemp("l2_window"),
+                          DRIVE)[1]
 
 
 def _calls(log: list[str]) -> list[list[str]]:

@@ -6,6 +6,8 @@ body does stays (a fragment's zero fill, TileLang's padding), and the ``else`` g
 nothing is left.  A lane-dependent check (a column tail) keeps its per-lane fallback.
 CPU: the generated CuTe DSL of sm_90a cubins; GPU: values against torch, tails included."""
 
+import re
+
 import elementwise  # (examples/: conftest puts it on the path)
 import pytest
 
@@ -66,6 +68,21 @@ def row_scatter(rows=64, D=256, n=48):
                 out[ids[b], d] = src[b, d]
     return scatter
 
+
+
+def paged_rows(num_pages=32, page=16, D=128, max_pages=6, rows=64):
+    """out[t, :] = cache[table[t // page], t % page, :] for the tokens the table holds, 0
+    past them: the tiles of 64 tokens run past its 96 (``T.if_then_else`` keeps the table
+    from being read there)."""
+    @T.prim_func
+    def paged(cache: T.Tensor((num_pages, page, D), T.float16), table: T.Tensor((max_pages,), T.int32),
+              out: T.Tensor((2 * rows, D), T.float16)):
+        with T.Kernel(2, threads=128) as bx:
+            for j, d in T.Parallel(rows, D):
+                tok = bx * rows + j
+                out[tok, d] = T.if_then_else(tok < max_pages * page,
+                                             cache[table[tok // page], tok % page, d], 0)
+    return paged
 
 def _body(func, **options) -> str:
     kernel = tilecute.compile(func, target="sm_90a", options=options or None)
@@ -143,6 +160,22 @@ def test_gather_and_scatter_under_a_loaded_row():
     assert "else:" not in src
 
 
+
+def test_a_row_through_a_table_reads_the_table_in_bounds():
+    # the vector path's check of the page id reads the table first, itself bounds checked:
+    # a tile past the table's end (tokens 96..127) must not read table[6], table[7] (the
+    # checks run whole: no short-circuit), as the lanes' path does not
+    src = _body(paged_rows(), disable_load_staging=True)
+    hoisted = re.search(r"(tc_ld\d+) = cutlass\.Int32\(0\)\n\s+if \(bx \* 64 \+ j\) // 16 < 6:\n"
+                        r"\s+\1 = table\[\(bx \* 64 \+ j\) // 16\]\n\s+if \1 >= 0 and \1 < 32:", src)
+    assert hoisted, src
+    fast = src.split(hoisted.group(0), 1)[1].split("else:", 1)[0]
+    assert f"cache.iterator + cute.assume({hoisted.group(1)} * 2048" in fast
+    lines = (src.split(hoisted.group(0), 1)[0] + fast).splitlines()
+    for n, line in enumerate(lines):  # any other read of the table is under its own check
+        if "table[" in line:
+            assert lines[n - 1].strip().startswith("if ") and "// 16 < 6" in lines[n - 1], line
+
 # ---- GPU: values against torch -------------------------------------------------------------
 @pytest.mark.gpu
 @pytest.mark.parametrize("staging", [True, False])
@@ -199,4 +232,18 @@ def test_gpu_gather_and_scatter_rows_out_of_range():
     want = torch.full_like(out, -7.0)
     keep = (ids >= 0) & (ids < 64)
     want[ids[keep].long()] = src[keep]
+    torch.testing.assert_close(out, want, rtol=0, atol=0)
+
+
+
+@pytest.mark.gpu
+def test_gpu_rows_through_a_table_past_its_end():
+    import torch
+
+    cache = torch.randn(32, 16, 128, device="cuda").half()
+    table = torch.randperm(32, device="cuda")[:6].int()
+    out = torch.full((128, 128), float("nan"), device="cuda").half()
+    tilecute.compile(paged_rows(), options={"disable_load_staging": True})(cache, table, out)
+    want = torch.zeros_like(out)
+    want[:96] = cache[table.long()].reshape(96, 128)
     torch.testing.assert_close(out, want, rtol=0, atol=0)

@@ -750,7 +750,8 @@ def test_driver_entry_points_pinned_to_cuda_12(driver):
     names = ["cuGetErrorName", "cuGetErrorString", "cuInit", "cuDeviceGet", "cuDevicePrimaryCtxRetain",
              "cuDevicePrimaryCtxRelease", "cuCtxGetCurrent", "cuCtxSetCurrent", "cuCtxGetDevice",
              "cuModuleLoadData",
-             "cuModuleUnload", "cuModuleGetFunction", "cuFuncSetAttribute", "cuLaunchKernel", "cuLaunchKernelEx"]
+             "cuModuleUnload", "cuModuleGetFunction", "cuFuncSetAttribute", "cuLaunchKernel", "cuLaunchKernelEx",
+             "cuDeviceGetAttribute"]
     assert driver["requests"] == [f"{name} 12000 1" for name in names]
 
 

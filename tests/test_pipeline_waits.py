@@ -3,7 +3,8 @@ statement that names its buffer, so the work before it (another copy's plain loa
 ``T.clear``) runs while the TMA lands; loads of one pipelined step read by different
 statements (K by the first T.gemm, V by the second, as in flash decoding) get an mbarrier
 array each, and the first GEMM waits for K alone; a load before a pipelined loop that
-reads it is waited for after the loop's prologue has issued the first stages."""
+reads it is waited for after the loop's prologue has issued the first stages; one read
+in a T.ws region (a consumer branch) is waited for at the region's start."""
 
 import pytest
 
@@ -130,6 +131,63 @@ def test_one_barrier_where_one_statement_reads_every_load():
     assert sum(x.startswith("T.mbarrier_wait_parity(") for x in lines) == 1
     assert sum("T.alloc_barrier(" in x for x in lines) == 1
 
+
+
+def _handoff(stages=2, n=4, rows=64, dim=64):
+    """A tile TMA-loaded before ``if tx >= 128: <producer> else: <consumer>`` (a consumer
+    reading it, the two sides handing K tiles over by mbarriers), as TileLang's
+    hand-specialised kernels write it."""
+    @T.prim_func
+    def handoff(Q: T.Tensor((rows, dim), "float16"), K: T.Tensor((n * rows, dim), "float16"),
+                O: T.Tensor((rows, rows), "float32")):
+        with T.Kernel(1, threads=256) as bx:
+            q_s = T.alloc_shared((rows, dim), "float16")
+            k_s = T.alloc_shared((stages, rows, dim), "float16")
+            acc = T.alloc_fragment((rows, rows), "float32")
+            full = T.alloc_barrier([128] * stages)
+            free = T.alloc_barrier([128] * stages)
+            tx = T.get_thread_binding()
+            T.copy(Q, q_s)
+            if tx >= 128:
+                for t in T.serial(n):
+                    T.barrier_wait(free[t % stages], ((t // stages) & 1) ^ 1)
+                    T.copy(K[t * rows:(t + 1) * rows, :], k_s[t % stages, :, :])
+                    T.barrier_arrive(full[t % stages])
+            else:
+                T.clear(acc)
+                for t in T.serial(n):
+                    T.barrier_wait(full[t % stages], (t // stages) & 1)
+                    T.gemm(q_s, k_s[t % stages, :, :], acc, transpose_B=True)
+                    T.barrier_arrive(free[t % stages])
+                T.copy(acc, O)
+    return handoff
+
+
+def test_a_load_read_in_a_ws_branch_is_waited_for_inside_it():
+    """The wait for Q's TMA load stands at the start of the consumer's region: between the
+    two regions it split them, and the barrier pass ordered the consumer after the whole
+    producer with a block barrier (the producer waits on ``free``, which only the consumer
+    arrives on: a hang)."""
+    lines = _lines(_handoff())
+    cons = lines.index("with T.ws(0):")
+    assert lines[cons + 1].startswith("T.mbarrier_wait_parity(tc_bar")
+    assert not any(x.startswith("T.mbarrier_wait_parity(tc_bar") for x in lines[:cons])
+    src = tilecute.compile(_handoff(), target="sm_90a").get_kernel_source()
+    between = src.split("if tc_tid >= 128:", 1)[1].split("if tc_tid < 128:", 1)[0]
+    assert "sync_threads" not in between and "tct.wait(tc_bar" not in between
+    assert "tct.wait(tc_bar" in src.split("if tc_tid < 128:", 1)[1].split("tcm.gemm", 1)[0]
+
+
+@pytest.mark.gpu
+def test_ws_branch_handoff_matches_torch():
+    import torch
+
+    q = torch.randn(64, 64, device="cuda", dtype=torch.float16)
+    k = torch.randn(256, 64, device="cuda", dtype=torch.float16)
+    out = torch.empty(64, 64, device="cuda")
+    tilecute.compile(_handoff(), target="sm_90a")(q, k, out)
+    ref = sum(q.float() @ k[t * 64:(t + 1) * 64].float().T for t in range(4))
+    torch.testing.assert_close(out, ref, rtol=1e-3, atol=1e-2)
 
 def test_decode_builds(tmp_path):
     assert tilecute.build_cubin(decode(), "sm_90a", out_dir=str(tmp_path)).kernel_names

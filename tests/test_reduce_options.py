@@ -1,5 +1,5 @@
 """TileLang's reduction options: ``batch=`` (a performance hint, validated as TileLang
-does), ``nan_propagate=`` (NaN-propagating max/min of float16/bfloat16), the
+does), ``nan_propagate=`` (NaN-propagating max/min of float outs), the
 ``tl.reducer_force_baseline`` pass config, and reductions written in a plain Python helper
 that a kernel calls as a statement (TileLang runs it while building the kernel)."""
 
@@ -54,8 +54,11 @@ def _reduces(func):
 
 # ---- nan_propagate ------------------------------------------------------------------------
 @pytest.mark.parametrize("kind", ["max", "min", "absmax"])
-@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
 def test_nan_propagate_selects_nan_combines(kind, dtype, tmp_path):
+    # TileLang HEAD takes nan_propagate on any out dtype (0.1.15 refused all but 16-bit
+    # ones): float32 combines with max.NaN / min.NaN (cute.arch.fmax(nan=True)), float64
+    # (no max.NaN.f64) with the NaN side selected in tcr.combine
     func = _row_max(dtype, kind, nan=True)
     (r,) = _reduces(func)
     assert r.nan_propagate and "nan_propagate=True" in func.script()
@@ -66,24 +69,60 @@ def test_nan_propagate_selects_nan_combines(kind, dtype, tmp_path):
     assert tilecute.build_cubin(func, "sm_90a", out_dir=str(tmp_path)).kernel_names
 
 
-def test_nan_propagate_clear_false_updates_through_a_nan_select(tmp_path):
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+def test_nan_propagate_clear_false_updates_through_a_nan_select(dtype, tmp_path):
     # a shared destination with clear=False: the result meets dst in a T.Parallel update,
     # where a NaN on either side wins (x != x selects)
-    func = _row_max("float16", "max", nan=True, clear=False, src_scope="shared")
+    func = _row_max(dtype, "max", nan=True, clear=False, src_scope="shared")
     text = run_passes(func, "sm_90a").script()
     assert "T.if_then_else(" in text and " != " in text, text
     assert tilecute.build_cubin(func, "sm_90a", out_dir=str(tmp_path)).kernel_names
 
 
-@pytest.mark.parametrize("dtype,kind", [("float32", "max"), ("float16", "sum")])
-def test_nan_propagate_is_refused_elsewhere(dtype, kind):
-    # TileLang uses __hmax_nan / __hmin_nan only for float16/bfloat16 max/min/absmax, and
-    # 0.1.15's ReduceOp refuses nan_propagate=True on another out dtype ("requires float16
-    # or bfloat16 output"); reduce_sum has no nan_propagate at all
-    with pytest.raises(FrontendError, match="nan_propagate"):
-        _row_max(dtype, kind, nan=True)
-    (r,) = _reduces(_row_max(dtype, kind))
+@pytest.mark.parametrize("kind, instruction", [("max", "max.NaN.f32"), ("min", "min.NaN.f32"),
+                                               ("absmax", "max.NaN.f32")])
+def test_nan_propagate_float32_is_ptx_max_nan(kind, instruction, tmp_path, monkeypatch):
+    import re
+
+    import cutlass.cute as cute
+    from tilecute.runtime.cubingen import import_source
+
+    path = tmp_path / "kernel_cute.py"
+    path.write_text(emit_cute(lower(_row_max("float32", kind, nan=True), "sm_90a")))
+    module = import_source(str(path), f"tilecute_test_nan_{kind}")
+    monkeypatch.setenv("CUTE_DSL_ARCH", "sm_90a")
+    ptx = cute.compile(module.row_max, *module.placeholder_args(),
+                       options=f"--keep-ptx --gpu-arch sm_90a --dump-dir {tmp_path}").__ptx__
+    found = set(re.findall(r"\b(?:max|min)\.[\w.]+", ptx))
+    assert found == {instruction}, found
+
+
+def test_nan_propagate_ignored_where_there_is_no_nan():
+    # an integer out has no NaN to propagate (TileLang HEAD: plain max); reduce_sum has no
+    # nan_propagate argument at all
+    (r,) = _reduces(_row_max("int32", "max", nan=True))
     assert not r.nan_propagate
+    with pytest.raises(FrontendError, match="nan_propagate"):
+        _row_max("float16", "sum", nan=True)
+    (r,) = _reduces(_row_max("float32", "max"))
+    assert not r.nan_propagate
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind", ["max", "min", "absmax"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_nan_propagate_wider_floats_on_gpu(kind, dtype):
+    import torch
+
+    kernel = tilecute.compile(_row_max(dtype, kind, nan=True))
+    x = torch.randn(8, 64, device="cuda", dtype=getattr(torch, dtype))
+    x[1, 0] = x[4, 33] = float("nan")
+    y = torch.empty(8, device="cuda", dtype=x.dtype)
+    kernel(x, y)
+    vals = x.abs() if kind == "absmax" else x  # torch's max / min propagate NaN
+    ref = vals.min(dim=1).values if kind == "min" else vals.max(dim=1).values
+    assert torch.isnan(y[1]) and torch.isnan(y[4])
+    torch.testing.assert_close(y, ref, equal_nan=True)
 
 
 @pytest.mark.gpu
@@ -275,7 +314,7 @@ def test_the_validator_checks_nan_propagate():
 
     from tilecute.ir.validate import validate
 
-    func = _row_max("float32", "max")
+    func = _row_max("int32", "max")
 
     def mark(stmts):
         return tuple(dataclasses.replace(s, nan_propagate=True) if isinstance(s, N.Reduce)
@@ -283,5 +322,5 @@ def test_the_validator_checks_nan_propagate():
     kernel = func.kernels[0]
     bad = dataclasses.replace(func, kernels=(dataclasses.replace(kernel, body=mark(kernel.body)),))
     with pytest.raises(Exception, match="nan_propagate is for max, min and absmax into "
-                                        r"float16 or bfloat16 \(dst is float32\)"):
+                                        r"a float dtype \(dst is int32\)"):
         validate(bad)

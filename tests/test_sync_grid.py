@@ -9,15 +9,13 @@ two-phase kernel whose second phase reads what other blocks wrote in the first.
 
 from __future__ import annotations
 
-import json
 import re
-import subprocess
-import sys
 
 import pytest
 
 import tilecute
 import tilecute.language as T
+from fake_cuda import DRIVE_HEAD
 from tilecute.codegen.cute import emit_cute
 from tilecute.transform.launch_abi import LoweringError
 from tilecute.transform.pipeline import lower
@@ -113,16 +111,7 @@ def test_cubin_parameter_table_matches_the_abi(tmp_path):
 
 # -- the launcher against the fake driver ----------------------------------------------------
 
-DRIVE = r"""
-import json, sys
-sys.path.insert(0, sys.argv[1])
-import tvm_ffi
-from fake_cuda import FakeTensor, open_driver
-paths = json.loads(sys.argv[2])
-cuda = open_driver()
-out = {}
-mod = tvm_ffi.load_module(paths["launcher"])
-mod["__tilecute_set_cubin"](paths["cubin"])
+DRIVE = DRIVE_HEAD + r"""
 a = FakeTensor((384,), "float32", data=0x100000)
 b = FakeTensor((384,), "float32", data=0x200000)
 cuda.fake_clear_requests()
@@ -145,23 +134,12 @@ print(json.dumps(out))
 @pytest.fixture(scope="module")
 def driven(tmp_path_factory):
     pytest.importorskip("tvm_ffi")
-    from fake_cuda import TESTS, driver_env, fake_libcuda, text_cubin
-    from tilecute.host.launcher import write_launcher
-    from tilecute.toolchain import build_launcher
+    from fake_cuda import drive_launcher
 
-    root = tmp_path_factory.mktemp("sync_grid")
-    plan = lower(two_phase(), "sm_90a")
-    source = write_launcher(plan.abi, root, tilecute_version=tilecute.__version__)
-    assert "CU_LAUNCH_ATTRIBUTE_COOPERATIVE" not in source.read_text()  # the runtime's, not per launcher
-    launcher = build_launcher(source, root, extra_cflags=("-Wall", "-Wextra", "-Werror"))
-    cubin = text_cubin(root / "fake.cubin", plan.abi.kernels)
-    script = root / "drive.py"
-    script.write_text(DRIVE)
-    run = subprocess.run([sys.executable, str(script), str(TESTS),
-                          json.dumps({"launcher": str(launcher), "cubin": str(cubin)})],
-                         capture_output=True, text=True, env=driver_env(fake_libcuda()), timeout=300)
-    assert run.returncode == 0, run.stdout + run.stderr
-    return json.loads(run.stdout.strip().splitlines()[-1])
+    source, out = drive_launcher(lower(two_phase(), "sm_90a").abi,
+                                 tmp_path_factory.mktemp("sync_grid"), DRIVE)
+    assert "CU_LAUNCH_ATTRIBUTE_COOPERATIVE" not in source  # the runtime's, not per launcher
+    return out
 
 
 def test_launcher_launches_cooperatively_with_the_devices_barrier_word(driven):

@@ -211,7 +211,11 @@ def test_router_takes_rounds_of_max_over_the_probabilities():
 def test_paged_decode_walks_pages_in_a_while_loop():
     src = _body("paged_mqa_decode_while")
     assert "while p[0] * 64 < lens[b]:" in src
-    assert "Kc.iterator + cute.assume(block_table[b, p[0]] * 4096 + " in src
+    # the page id read bounds-checked first (the table's row ends at max_pages), the copy's
+    # address from it
+    page = re.search(r"(tc_ld\d+) = cutlass\.Int32\(0\)\n\s+if p\[0\] >= 0 and p\[0\] < 16:\n"
+                     r"\s+\1 = block_table\[b, p\[0\]\]\n\s+if \1 >= 0 and \1 < 256:", src)
+    assert page and f"Kc.iterator + cute.assume({page.group(1)} * 4096 + " in src
     assert "p[0] = p[0] + 1" in src
     assert src.count("tcm.gemm(") == 2
 

@@ -68,6 +68,7 @@ class KernelEmitter:
         self.exprs.held = lambda e: self.bounds.hoisted.get(e) \
             if isinstance(e, (N.Call, N.Cast)) else None
         self.smem = SharedMemory(self.scope, self.out)
+        self.smem.exprs = self.exprs  # (the run-time dims of a shared buffer sized at launch)
         self.smem.init_fence = arch_at_least(self.plan.arch, 90)
         self.mma = MmaEmitter(self.out, self.buffers, self.layouts, self.smem, self.exprs)
         self.nests = NestEmitter(self)

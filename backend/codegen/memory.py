@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from ..ir import nodes as N
 from ..runtime.dtypes import DTYPES, storage_bytes
 from ..ir.visitor import fold_constants, walk_stmts
-from ..transform.analysis import known_multiple, row_major_strides
+from ..transform.analysis import known_multiple, launch_sized, row_major_strides
 from ..transform.shared_memory import shared_allocs
 from .expr import PREC, ExprPrinter, memory_type
 from .source import CodegenError, Writer, ident
@@ -39,8 +39,11 @@ def flat_index(exprs: ExprPrinter, buf: N.Buffer, indices) -> str:
     for idx, stride in zip(indices, row_major_strides(buf)):
         if isinstance(stride, N.Const) and stride.value == 1:
             terms.append(exprs.operand(idx, PREC["add"]))
-        else:
+        elif isinstance(stride, N.Const):
             terms.append(f"{exprs.operand(idx, PREC['mul'])} * {int(stride.value)}")
+        else:  # a shared buffer sized at launch: a stride of its run-time dims
+            terms.append(f"{exprs.operand(idx, PREC['mul'])} * "
+                         f"{exprs.operand(stride, PREC['mul'])}")
     return " + ".join(terms)
 
 
@@ -147,8 +150,9 @@ class SharedMemory:
             return
         out = self.out
         align = max(a.slot.align for a in self.allocs)
+        launch = ", ".join(f"'{a.buffer.name}'" for a in self.allocs if launch_sized(a.buffer))
         out.line(depth, f"tc_smem = cute.arch.get_dyn_smem(cutlass.Int8, alignment={align})",
-                 f"{self.total} bytes")
+                 f"{self.total} bytes" + (f", then {launch} sized at launch" if launch else ""))
         barriers = []
         for a in self.allocs:
             b = a.buffer
@@ -185,6 +189,8 @@ class SharedMemory:
         if stage is None:
             stage = self.stage_of.get(name)
         terms, align = [str(slot.offset)], slot.align
+        if slot.launch_offset is not None:  # past the shared buffers sized at launch before it
+            terms.append(self.exprs.operand(slot.launch_offset, PREC["add"]))
         if name in self.staged and stage is not None and stage.isdigit():
             terms[0] = str(slot.offset + int(stage) * slot.stride)
         elif name in self.staged and stage is not None:
@@ -231,8 +237,19 @@ class SharedMemory:
 
     def view(self, a: N.Allocate, stage: str | None = None) -> str:
         b = a.buffer
+        count = memory_elements(b) if not launch_sized(b) else self.launch_count(b)
         return (f"cute.make_tensor(cute.recast_ptr({self.ptr(b.name, stage)}, "
-                f"dtype={memory_type(b.dtype)}), cute.make_layout({memory_elements(b)}))")
+                f"dtype={memory_type(b.dtype)}), cute.make_layout({count}))")
+
+    def launch_count(self, b: N.Buffer) -> str:
+        """The elements (bytes, for a sub-byte dtype) of a shared buffer sized at launch,
+        as an expression of the kernel's symbol and scalar parameters."""
+        count = b.shape[0]
+        for d in b.shape[1:]:
+            count = N.binop("mul", count, d)
+        if DTYPES[b.dtype].pack > 1:
+            count = N.ceildiv(count, N.Const(DTYPES[b.dtype].pack, count.dtype))
+        return self.exprs.expr(fold_constants(count))
 
     @contextmanager
     def pipelined(self, stages: int, step: str, indexed: set[str], operands: set[str], depth: int):

@@ -658,6 +658,10 @@ class NestEmitter:
         # vector instructions and their bounds run before the body's Lets are bound: they
         # read the Lets' values (the vectorizer proved them free of loads)
         self.lets = let_values(inner.body)
+        with self.k.bounds.statement():  # (the nest's hoisted index loads end with it)
+            self.lanes_checked_or_fast(inner, width, vec, depth)
+
+    def lanes_checked_or_fast(self, inner: N.For, width: int, vec, depth: int) -> None:
         known = self.k.bounds.known
         with known.scope():  # the T.assume's the body opens with hold at every lane
             for s in inner.body[:next((n for n, s in enumerate(inner.body)
@@ -665,6 +669,16 @@ class NestEmitter:
                 if N.is_assume(s):
                     known.assume(s.value.args[0], True)
             checks = self.vector_checks(inner, vec, width)
+            # an index read from a tensor (a page through a block table) is read, bounds
+            # checked, into a temporary before the checks: they run whole (CuTe's `and`
+            # does not short-circuit), and the table's own index may be out of bounds where
+            # the program's T.if_then_else would not have read it (the lanes' path reads
+            # it only in bounds)
+            nested = [ld for idx, _ in checks for ld in _loads_of(idx)
+                      if not mentions(ld, inner.var.name)]
+            if nested:
+                self.k.bounds.hoist(tuple(nested), depth, set(vec))
+                checks = self.vector_checks(inner, vec, width)
         conds = _texts(checks)
         if conds:
             pre = self.preload(inner, vec, width, depth)

@@ -11,7 +11,7 @@ import builtins
 from .. import __version__
 from ..runtime.dtypes import DTYPES
 from ..transform.launch_abi import KernelPlan
-from .expr import ExprPrinter, cute_type, memory_type
+from .expr import PREC, ExprPrinter, cute_type, memory_type
 from .kernel import param_type
 from .source import HELPERS, INDENT, MODULE_NAMES, CodegenError, comment, ident, quote
 
@@ -56,7 +56,11 @@ def jit_wrapper(plan: KernelPlan) -> list[str]:
             names.append(ident(p.name))
         grid = [exprs.expr(g) for g in k.grid] + ["1"] * (3 - len(k.grid))
         extra = f", cluster=[{', '.join(map(str, launch.cluster))}]" if launch.cluster else ""
-        if launch.dynamic_smem:
+        if k.launch_shared_bytes is not None:  # a shared buffer sized at launch
+            size = exprs.operand(k.launch_shared_bytes, PREC["add"])
+            extra += f", smem={launch.dynamic_smem} + {size}" if launch.dynamic_smem else \
+                f", smem={size}"
+        elif launch.dynamic_smem:
             extra += f", smem={launch.dynamic_smem}"
         if k.producer_threads and k.min_blocks_per_sm > 1:
             raise CodegenError(f"prim_func '{f.name}': T.annotate_min_blocks_per_sm"

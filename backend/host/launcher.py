@@ -805,13 +805,15 @@ def _kernel_context(abi: LaunchABI, k: KernelLaunch, index: int) -> dict:
     symbols = {s.name for s in abi.symbols}
     int_scalars = {a.name for a in abi.args if isinstance(a, ScalarArg)
                    and DTYPES[a.dtype].kind not in ("bool", "float")}
-    for expr in k.grid:
+    for what, expr in [("grid", g) for g in k.grid] + \
+            ([("shared memory", k.launch_smem)] if k.launch_smem else []):
         unknown = sorted(set(_SYMBOL_USE.findall(expr)) - symbols)
         if unknown:
-            raise _fail(abi, f"{label}: grid expression {expr!r} uses undeclared symbols {unknown}")
+            raise _fail(abi, f"{label}: {what} expression {expr!r} uses undeclared symbols "
+                             f"{unknown}")
         unknown = sorted(set(_SCALAR_USE.findall(expr)) - int_scalars)
         if unknown:
-            raise _fail(abi, f"{label}: grid expression {expr!r} uses {unknown}, not integer "
+            raise _fail(abi, f"{label}: {what} expression {expr!r} uses {unknown}, not integer "
                              "scalar arguments")
     if any(b < 1 for b in k.block) or k.block[0] * k.block[1] * k.block[2] > MAX_THREADS_PER_BLOCK:
         raise _fail(abi, f"{label}: block {tuple(k.block)} is not a valid CUDA block "
@@ -826,7 +828,8 @@ def _kernel_context(abi: LaunchABI, k: KernelLaunch, index: int) -> dict:
     params = []
     grid_vars = [f"k{index}_grid_{c}" for c in "xyz"]
     params_var = f"k{index}_params"
-    used: set[str] = {*grid_vars, params_var}  # locals a parameter must not shadow
+    smem_var = f"k{index}_smem"
+    used: set[str] = {*grid_vars, params_var, smem_var}  # locals a parameter must not shadow
     for p in k.params:
         base = f"k{index}_" + re.sub(r"\W", "_", p.name)
         var, n = base, 1
@@ -846,6 +849,9 @@ def _kernel_context(abi: LaunchABI, k: KernelLaunch, index: int) -> dict:
         "block": list(k.block),
         "dynamic_smem": k.dynamic_smem,
         "raise_dynamic_smem_limit": _cpp_bool(k.dynamic_smem > DEFAULT_DYNAMIC_SMEM_LIMIT),
+        "launch_smem": k.launch_smem,
+        "launch_sized_smem": _cpp_bool(bool(k.launch_smem)),
+        "smem_var": smem_var,
         "cluster": cluster if cluster is not None else [0, 0, 0],
         "non_portable_cluster": _cpp_bool(cluster_size > PORTABLE_CLUSTER_SIZE),
         "pdl": _cpp_bool(k.pdl),

@@ -956,6 +956,10 @@ class SharedSlot:
     offset: int
     stride: int
     align: int
+    # after another shared buffer sized at launch: the bytes before it past ``offset``, an
+    # int64 expression of the function's symbols and scalar parameters (a multiple of
+    # ``align``); None: at ``offset``
+    launch_offset: Optional[Expr] = None
 
 
 @dataclass(frozen=True)
@@ -1011,6 +1015,12 @@ class Copy(Stmt):
     # of its innermost dim a thread step (its loop's vector_width); 0: the passes choose.  A
     # copy that becomes TMA has no such loop (TileLang applies it to the SIMT loop alone)
     vector_width: int = 0
+    # TileLang's T.copy(..., loop_layout=T.Fragment(shape, ...)): the map of the copy's loop
+    # (over its non-unit extents) onto the threads, as For.loop_layout (blocked or
+    # replicated); such a copy is never TMA (TileLang's is a plain or cp.async copy).
+    # ``loop_shape``: the Fragment's shape, which the copy's loop must have; () unchecked
+    loop_layout: Optional["Layout"] = None
+    loop_shape: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -1086,7 +1096,7 @@ class Reduce(Stmt):
     dim: int
     clear: bool = True
     scratch: str = ""  # shared buffer for the cross-warp step; set by the layout pass
-    # TileLang's nan_propagate: max/min/absmax of float16/bfloat16 combine NaN-propagating
+    # TileLang's nan_propagate: max/min/absmax into a float dtype combine NaN-propagating
     # (a NaN element makes its row's result NaN, CUDA __hmax_nan); set by the parser only
     # for those kinds and dtypes (TileLang ignores it elsewhere)
     nan_propagate: bool = False
@@ -1483,6 +1493,10 @@ class KernelScope(Stmt):
     tma_descriptors: tuple["TmaDescriptor", ...] = ()
     # bytes of dynamic shared memory (the shared-memory pass)
     shared_bytes: int = 0
+    # the shared buffers sized at launch (TileLang's dynamic shared memory): their bytes, an
+    # expression of the function's symbols and scalar parameters, after the `shared_bytes`
+    # (the shared-memory pass places them there; the launcher adds them up and checks them)
+    launch_shared_bytes: Optional[Expr] = None
     # Programmatic Dependent Launch (option `pdl`): the kernel may start while the previous
     # kernel on the stream finishes; it waits for it (griddepcontrol.wait) before its body
     pdl: bool = False

@@ -261,6 +261,8 @@ def _stmt(s: N.Stmt, indent: int, out: list[str]) -> None:
             kw += f', prefer_instruction="{s.instruction}"'
         if s.vector_width:
             kw += f", coalesced_width={s.vector_width}"
+        if s.loop_layout is not None:
+            kw += f", loop_layout={layout_str(s.loop_layout)}"
         form = "T.async_copy" if s.instruction == N.ASYNC_COPY else "T.copy"
         out.append(f"{pad}{form}({_region(s.src)}, {_region(s.dst)}{kw})")
     elif isinstance(s, N.TmaCopy):

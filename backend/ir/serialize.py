@@ -112,6 +112,8 @@ def _encode(x):
                     isinstance(x, nodes.Gemm) and f.name == "wgmma_only" and not value or \
                     isinstance(x, nodes.Allocate) and f.name == "address" and value is None or \
                     isinstance(x, nodes.For) and f.name == "loop_layout" and value is None or \
+                    isinstance(x, nodes.Copy) and f.name in ("loop_layout", "loop_shape") and \
+                    not value or \
                     isinstance(x, nodes.For) and f.name == "unroll_factor" and not value or \
                     isinstance(x, nodes.For) and f.name == "loads_last" and not value or \
                     isinstance(x, nodes.For) and f.name == "vectorized" and not value or \
@@ -119,6 +121,10 @@ def _encode(x):
                     isinstance(x, nodes.ClusterSync) and f.name == "kind" and value == "sync" or \
                     isinstance(x, nodes.MBarrierArrive) and f.name == "block" and value is None or \
                     isinstance(x, nodes.KernelScope) and f.name == "l2_hit_ratios" and not value or \
+                    isinstance(x, nodes.KernelScope) and f.name == "launch_shared_bytes" and \
+                    value is None or \
+                    isinstance(x, nodes.SharedSlot) and f.name == "launch_offset" and \
+                    value is None or \
                     isinstance(x, nodes.Let) and f.name == "within" and value is None or \
                     isinstance(x, nodes.Store) and f.name == "feeds" and value is None:
                 # (TileLang's function attributes, T.wgmma_gemm's flag, an address, a loop

@@ -14,7 +14,7 @@ from ..runtime.dtypes import DTYPES, valid_dtypes_text
 from ..target import MAX_THREADS, TMA_REDUCE_ADD_TYPES
 from ..target import WARP
 from . import nodes as N
-from .visitor import BODY_FIELDS
+from .visitor import BODY_FIELDS, walk_nodes
 
 FP4 = "float4_e2m1fn"  # two to a byte in memory (DTypeInfo.pack)
 E8M0 = "float8_e8m0fnu"  # MX scales: a storage dtype, as CUDA's __nv_fp8_e8m0 has no arithmetic
@@ -160,6 +160,15 @@ class _Validator:
                 self.fail(f"{where}the {e.dtype} constant {v} is out of range ({lo}..{hi})")
         elif isinstance(v, bool) or not isinstance(v, (int, float)):
             self.fail(f"{where}a {e.dtype} constant holds {type(v).__name__} {v!r}")
+
+    def static_shapes(self, form: str, buffers) -> None:
+        """``form`` takes buffers of constant shape: a shared buffer sized at launch is
+        refused, naming it."""
+        for b in buffers:
+            if b.scope == "shared" and not all(isinstance(d, N.Const) for d in b.shape):
+                self.fail(f"{form} takes buffers of constant shape; '{b.name}' is a shared "
+                          "buffer sized at launch (copy the part it needs into a tile of "
+                          "constant shape)")
 
     def dim(self, d, what: str, vars_, expr: bool = False) -> None:
         """A buffer dim or stride: a positive int32 or int64 constant or a declared int32 or
@@ -411,6 +420,7 @@ class _Validator:
             self.fail(f"a prim_func's kernels are T.Kernel scopes, got {type(k).__name__}")
         if self.compiling:  # (TileLang checks when it compiles, not at @T.prim_func)
             self.nested_loops(k.body, False)
+        self.host_vars = dict(vars_)  # what the launcher knows: symbols, scalar parameters
         if not isinstance(k.grid, tuple) or not 1 <= len(k.grid) <= 3:
             self.fail(f"T.Kernel takes 1 to 3 grid extents, got {k.grid!r}")
         if not isinstance(k.block_vars, tuple) or len(k.block_vars) != len(k.grid):
@@ -607,11 +617,8 @@ class _Validator:
                           + (" (T.Parallel needs at least one)" if s.kind == "parallel" else ""))
             if s.warp_specialize is not None and s.kind != "pipelined":
                 self.fail("warp_specialize is a T.Pipelined option")
-            if s.loop_layout is not None and (
-                    s.kind != "parallel" or not isinstance(s.loop_layout, N.Layout)
-                    or s.loop_layout.kind not in ("blocked", "replicated")
-                    or s.loop_layout.kind == "blocked" and (s.loop_layout.vector < 1
-                                                            or s.loop_layout.threads < 1)):
+            if s.loop_layout is not None and (s.kind != "parallel" or
+                                              not _loop_layout_ok(s.loop_layout)):
                 self.fail("loop_layout is a T.Parallel loop's blocked (threads, vector >= 1) or "
                           f"replicated layout, got {s.loop_layout!r} on a {s.kind} loop")
             if s.stage_base is not None:
@@ -656,6 +663,7 @@ class _Validator:
         elif isinstance(s, N.Scan):
             src, dst = self.buffer(s.src, bufs), self.buffer(s.dst, bufs)
             fn = {"sum": "T.cumsum", "max": "T.cummax"}.get(s.kind)
+            self.static_shapes(fn or "T.cumsum", (src, dst))
             if fn is None:
                 self.fail(f"unknown scan {s.kind!r}; expected one of {', '.join(N.SCAN_KINDS)}")
             if src.scope not in ("shared", "fragment") or dst.scope not in ("shared", "fragment"):
@@ -736,11 +744,24 @@ class _Validator:
             elif b.scope not in ("shared", "fragment", "local"):
                 self.fail(f"buffer '{b.name}': allocations are shared, fragment or local")
             if (not s.view_of or b.scope != "global") and s.address is None:
-                if not isinstance(b.shape, tuple) or not b.shape or not all(
-                        isinstance(d, N.Const) for d in b.shape):
+                if not isinstance(b.shape, tuple) or not b.shape:
                     self.fail(f"buffer '{b.name}': allocation shapes are positive constants")
+                launch_sized = b.scope == "shared" and not s.view_of
                 for d in b.shape:
-                    self.dim(d, f"buffer '{b.name}'", vars_)
+                    if isinstance(d, N.Const):
+                        self.dim(d, f"buffer '{b.name}'", vars_)
+                    elif not launch_sized:
+                        self.fail(f"buffer '{b.name}': allocation shapes are positive constants")
+                    else:  # sized at launch (TileLang's dynamic shared memory)
+                        self.expr(d, self.host_vars, bufs)
+                        if not N.is_int(d.dtype) or any(isinstance(x, N.Load)
+                                                        for x in walk_nodes(d)):
+                            self.fail(f"buffer '{b.name}': a shared buffer sized at launch has "
+                                      "integer dims of the function's symbols and scalar "
+                                      f"parameters, got {d!r}")
+                if not all(isinstance(d, N.Const) for d in b.shape) and s.stages != 1:
+                    self.fail(f"buffer '{b.name}': a shared buffer sized at launch has one "
+                              "stage")
             self.integer(s.stages, f"buffer '{b.name}': stages", 1)
             if s.layout is not None and s.layout.kind == "mbarrier" and \
                     (b.scope != "shared" or b.dtype != "uint64" or b.ndim != 1 or s.layout.threads < 1):
@@ -841,6 +862,11 @@ class _Validator:
                           f"{', '.join(map(repr, N.COPY_INSTRUCTIONS))}")
             if s.instruction == "tma" and s.disable_tma:
                 self.fail('T.copy prefer_instruction="tma" conflicts with disable_tma=True')
+            if s.loop_layout is not None and (s.instruction == "tma" or
+                                              not _loop_layout_ok(s.loop_layout)):
+                self.fail("T.copy's loop_layout is a blocked (threads, vector >= 1) or "
+                          f"replicated layout of a copy the threads run (not TMA), got "
+                          f"{s.loop_layout!r} with prefer_instruction={s.instruction!r}")
             if s.instruction == "tma" and self.has_safe_value(s.src.buffer):
                 self.fail(f'T.copy prefer_instruction="tma" from \'{s.src.buffer}\', which has a '
                           "T.annotate_safe_value: TMA fills the elements out of bounds with "
@@ -853,6 +879,7 @@ class _Validator:
         elif isinstance(s, N.Gemm):
             for name in (s.a, s.b, s.c):
                 self.buffer(name, bufs)
+            self.static_shapes("T.gemm", [bufs[n] for n in (s.a, s.b, s.c)])
             if self.buffer(s.c, bufs).scope != "fragment":
                 self.fail(f"T.gemm accumulates into a fragment; '{s.c}' is {bufs[s.c].scope}")
             if s.stage is not None:
@@ -926,14 +953,15 @@ class _Validator:
                 self.fail(f"T.reduce_{s.kind}(partial=True) is the deferred row sums pass's "
                           "decision, not an input")
             src, dst = self.buffer(s.src, bufs), self.buffer(s.dst, bufs)
+            self.static_shapes(f"T.reduce_{s.kind}", (src, dst))
             if s.kind not in N.REDUCE_KINDS:
                 self.fail(f"unknown reduction {s.kind!r}")
             if s.kind in N.BITWISE_REDUCE_KINDS and not N.is_int(src.dtype):
                 self.fail(f"T.reduce_{s.kind} takes integers; '{src.name}' is {src.dtype}")
             if s.nan_propagate and (s.kind not in ("max", "min", "absmax") or
-                                    dst.dtype not in ("float16", "bfloat16")):
+                                    not N.is_float(dst.dtype)):
                 self.fail(f"T.reduce_{s.kind}({s.src}, {s.dst}): nan_propagate is for max, min "
-                          f"and absmax into float16 or bfloat16 (dst is {dst.dtype})")
+                          f"and absmax into a float dtype (dst is {dst.dtype})")
             if not 0 <= s.dim < src.ndim:
                 self.fail(f"reduce over dim {s.dim} of '{src.name}', which has {src.ndim} dims")
             # TileLang's scopes: shared or fragment into shared or fragment; local into local
@@ -1568,3 +1596,11 @@ def validate(func: N.PrimFunc, compiling: bool = True) -> N.PrimFunc:
     v.run()
     _StaticBounds(v).run()
     return func
+
+
+def _loop_layout_ok(layout) -> bool:
+    """A loop's map onto the threads (``For.loop_layout``, ``Copy.loop_layout``): blocked
+    with threads and vector >= 1, or replicated."""
+    return isinstance(layout, N.Layout) and (
+        layout.kind == "replicated" or
+        layout.kind == "blocked" and layout.vector >= 1 and layout.threads >= 1)

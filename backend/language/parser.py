@@ -795,7 +795,7 @@ class _Parser:
         inner_control = max(i for i, c in enumerate(self.control) if c or i == 0)
         for i in range(len(self.scopes) - 1, -1, -1):
             if name in self.scopes[i]:
-                if i < inner_control and isinstance(self.scopes[i][name], (N.Var, float, bool)):
+                if i < inner_control and isinstance(self.scopes[i][name], (N.Expr, float, bool)):
                     self.rebound_inside.setdefault(name, []).append(
                         (self.scopes[i], self.scopes[-1], getattr(node, "lineno", 0)
                          + self.line_offset))
@@ -2639,9 +2639,22 @@ class _Parser:
         the tilecute layout with the same map (:func:`.custom_layouts.match_fragment`), or
         tilecute's own ``T.Layout("blocked" | "replicated", ...)`` (as the printer writes
         it); the layout pass runs the nest so."""
-        from .custom_layouts import Fragment, MapError, match_fragment
+        given = self.given_loop_layout(a, ann, "T.Parallel")
+        if given is None or isinstance(given[0], N.Layout):
+            return given and given[0]
+        value, arg = given
+        if not all(isinstance(e, N.Const) for e in extents):
+            raise a.fail(arg, "loop_layout needs constant extents (tilecute evaluates the "
+                              "T.Fragment over them)")
+        return self.match_loop_layout(a, arg, value, [e.value for e in extents])
 
-        given = [(v, n) for v, n in ((self.python_arg(a, "loop_layout", "T.Parallel: loop_layout"),
+    def given_loop_layout(self, a: "_Args", ann: dict, form: str):
+        """The ``loop_layout`` argument of ``a`` (or its annotation key
+        ``parallel_loop_layout``) and the argument an error names: a ``T.Fragment``, or
+        tilecute's own ``T.Layout("blocked" | "replicated", ...)``; None when not given."""
+        from .custom_layouts import Fragment
+
+        given = [(v, n) for v, n in ((self.python_arg(a, "loop_layout", f"{form}: loop_layout"),
                                       "loop_layout"),
                                      (ann.get("parallel_loop_layout"), "annotations"))
                  if v is not None]
@@ -2655,16 +2668,17 @@ class _Parser:
             if value.kind not in ("blocked", "replicated"):
                 raise a.fail(arg, f"loop_layout={layout_str(value)}: a loop layout is blocked "
                                   "or replicated")
-            return value
-        if not isinstance(value, Fragment):
+        elif not isinstance(value, Fragment):
             raise a.fail(arg, f"loop_layout is a T.Fragment over the loop's extents, got "
                               f"{_show(value)}")
-        if not all(isinstance(e, N.Const) for e in extents):
-            raise a.fail(arg, "loop_layout needs constant extents (tilecute evaluates the "
-                              "T.Fragment over them)")
+        return value, arg
+
+    def match_loop_layout(self, a: "_Args", arg: str, frag, extents) -> N.Layout:
+        """The tilecute layout of ``T.Fragment`` ``frag`` over a loop of ``extents``."""
+        from .custom_layouts import MapError, match_fragment
+
         try:
-            return match_fragment(value, [e.value for e in extents], self.block_threads(),
-                                  "loop_layout")
+            return match_fragment(frag, extents, self.block_threads(), "loop_layout")
         except MapError as e:
             raise a.fail(arg, str(e)) from None
 
@@ -3984,7 +3998,10 @@ class _Parser:
         # a name bound in the kernel to a constant (`n = 64`: TileLang keeps it an int)
         shape = tuple(f.value if isinstance(f := self.folded(d), N.Const) and N.is_int(f.dtype)
                       else d for d in shape)
-        if not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in shape):
+        if not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in shape) \
+                and not (form.__name__ in ("alloc_shared", "alloc_buffer")
+                         and self.scope_arg(a, name) == "shared"
+                         and self.launch_sized(a, name, shape)):
             raise a.fail("shape", f"'{name}': the shape must be positive ints known at parse "
                                   f"time, got {shape!r}")
         vector = a.value("dtype")
@@ -4004,9 +4021,32 @@ class _Parser:
         if layout is not None and not isinstance(layout, N.Layout):
             raise a.fail("layout", f"'{name}': layout= takes a T.Layout(...), got {layout!r}")
         stages = a.static_int("stages", 1) if "stages" in a.sig.parameters else 1
-        buf = N.Buffer(self.fresh(name), dt, tuple(N.Const(d, "int32") for d in shape), scope)
+        dims = tuple(N.Const(d, "int32") if isinstance(d, int) else d for d in shape)
+        if not all(isinstance(d, N.Const) for d in dims) and (layout is not None or stages != 1):
+            raise a.fail("layout" if layout is not None else "stages",
+                         f"'{name}': a shared buffer sized at launch takes no layout= or "
+                         "stages= (tilecute lays it out row-major, once)")
+        buf = N.Buffer(self.fresh(name), dt, dims, scope)
         self.bind(name, _BufferRef(buf))
         return [N.Allocate(buf, layout, loc=self.loc(s), stages=stages)]
+
+    def launch_sized(self, a: _Args, name: str, shape: tuple) -> bool:
+        """Is ``shape`` a shared buffer's shape sized at launch: positive ints and integer
+        expressions of the prim_func's symbols (``T.dynamic``) and scalar parameters, which
+        the launcher evaluates (TileLang sizes dynamic shared memory from their values)?"""
+        known = set(self.scalar_vars) | set(self.symbols)
+        for d in shape:
+            if isinstance(d, int) and not isinstance(d, bool):
+                if d <= 0:
+                    return False
+            elif not (isinstance(d, N.Expr) and N.is_int(d.dtype) and
+                      not any(isinstance(x, N.Load) for x in walk_nodes(d)) and
+                      all(v.name in known for v in walk_nodes(d) if isinstance(v, N.Var))):
+                raise a.fail("shape", f"'{name}': a shared buffer's dims are ints or integer "
+                                      "expressions of the prim_func's T.dynamic symbols and "
+                                      f"scalar parameters (the launcher sizes it), got "
+                                      f"{_show(d)}")
+        return True
 
     def alloc_vectors(self, name: str, form, a: _Args, shape: tuple, vector: VL.VectorDType,
                       s) -> list[N.Stmt]:
@@ -4431,10 +4471,14 @@ class _Parser:
     def inline_function(self, fn, what: str, call: ast.Call, s, want_value=False):
         """The function's body (a ``T.macro``'s, or a plain Python helper's), parsed here
         with its parameters bound to the call's arguments and its other names resolved in
-        its own module and closure.  A ``return value`` may end the body (TileLang's macros
-        return values: an expression, a tuple of them, a buffer, a ``T.alloc_var``); with
-        ``want_value`` the result is (statements, value), else the value is dropped, as
-        Python drops the value of a call made as a statement."""
+        its own module and closure.  A ``T.alloc_var`` given to a parameter the body
+        rebinds (``v = v * 2``, not annotated ``T.Ref``) is bound to its value: TileLang
+        0.1.15 hands a macro or a helper the variable's value (``v: T.float32 = acc[0]``),
+        so the rebinding is the function's own and the caller's variable keeps its value.
+        A ``return value`` may end the body (TileLang's macros return values: an
+        expression, a tuple of them, a buffer, a ``T.alloc_var``); with ``want_value`` the
+        result is (statements, value), else the value is dropped, as Python drops the
+        value of a call made as a statement."""
         try:
             lines, first = inspect.getsourcelines(fn)
         except (OSError, TypeError) as e:
@@ -4467,6 +4511,11 @@ class _Parser:
         except TypeError as e:
             raise self.error(s, f"{what}: {e}") from None
         bound.apply_defaults()
+        rebound = _reassigned_names(fdef)
+        for name, value in bound.arguments.items():
+            if name in rebound and type(value) is _VarRef and not _by_reference(fn, name):
+                bound.arguments[name] = N.Load(value.buffer.name, value.indices,
+                                               value.buffer.dtype)
         refs = self.reference_args(fn, what, bound.arguments, s)
         saved = (self.scopes, self.control, self.env, self.filename, self.line_offset,
                  self.source_lines, self.reassigned)
@@ -4523,7 +4572,6 @@ class _Parser:
         any other argument is an error, as TileLang's ``ValueError``.  Returns the ``Let``
         statements of the indices."""
         from . import Ref  # (the package imports this module)
-        from .values import Var
 
         out: list[N.Stmt] = []
         try:
@@ -4531,11 +4579,9 @@ class _Parser:
         except (TypeError, ValueError):
             return out
         for name, p in params.items():
-            ann = p.annotation
-            if isinstance(ann, str):  # `from __future__ import annotations`
-                ann = {"T.Ref": Ref, "T.Var": Var, "Ref": Ref, "Var": Var}.get(ann, ann)
-            if not (ann is Ref or ann is Var or ann is N.Var) or name not in arguments:
+            if not _by_reference(fn, name) or name not in arguments:
                 continue
+            ann = p.annotation
             value = arguments[name]
             if isinstance(value, (_VarRef, _BufferRef, _RegionRef)):
                 continue  # a T.alloc_var, a buffer or a region: itself
@@ -4551,7 +4597,7 @@ class _Parser:
                     idx.append(var)
                 arguments[name] = _ElemRef(buf, tuple(idx), name)
                 continue
-            kind = "T.Ref" if ann is Ref else "T.Var"
+            kind = "T.Ref" if ann is Ref or ann in ("T.Ref", "Ref") else "T.Var"
             raise self.error(s, f"{what}: parameter '{name}' is annotated {kind} (passed by "
                                 "reference): the argument must be a T.alloc_var, a buffer "
                                 f"element or a buffer region, got {_show(value)}",
@@ -4584,7 +4630,8 @@ class _Parser:
         for e in elts:
             made = isinstance(e, ast.Subscript) and self.is_slice_of_buffer(e) or \
                 isinstance(e, ast.Call) and (f := self.form_of(e.func)) is not None and \
-                f.kind == "alloc"
+                f.kind == "alloc" or self.is_storage_view(ast.Assign(
+                    targets=[ast.Name(f"{fn_name}_result", ast.Store())], value=e))
             if not made:  # an expression (or a name's binding) is the value itself
                 values.append(self.macro_arg(e))
                 continue
@@ -4602,6 +4649,8 @@ class _Parser:
         if isinstance(node, ast.Name):
             value = self.lookup_local(node.id)
             if value is not None:
+                if node.id in self.rebound_inside:  # (a rebinding's value read past its body)
+                    self.lookup(node.id, node)
                 return value
         if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and \
                 self.is_slice_of_buffer(node):  # `A[4:6]`: that region of A
@@ -4635,9 +4684,14 @@ class _Parser:
             raise a.fail(arg, f'{shown} conflicts with disable_tma=True')
         if explicit_async:  # (TileLang's copy lowering: the async keys win over the others)
             instruction = N.ASYNC_COPY
+        layout = self.copy_loop_layout(a, ann, "T.copy")
+        if layout and instruction == "tma":  # TileLang: "loop layout annotation requires SIMT"
+            raise a.fail("loop_layout", f"loop_layout and {shown}: a loop layout is for a "
+                                        "copy the threads run (TileLang's), not a TMA copy")
         src, dst = self.copy_regions(a, s)
         return [N.Copy(src, dst, loc=self.loc(s), disable_tma=no_tma,
-                       instruction=instruction or "", vector_width=self.copy_width(a, given))]
+                       instruction=instruction or "", vector_width=self.copy_width(a, given),
+                       **layout)]
 
     def stmt_copy_cluster(self, a: _Args, s) -> list[N.Stmt]:
         """``T.copy_cluster(src, dst, *, dst_block=, cluster_mask=, remote_barrier=)``:
@@ -4660,10 +4714,12 @@ class _Parser:
         given = _annotated_args(a, ann)
 
         self.copy_options(a, given)
-        width, arg, shown = given("coalesced_width", "coalesced_width", None)
-        if width is not None:
-            raise a.fail(arg, f"{shown} is not supported: a cluster copy's lanes are chosen by "
-                              "tilecute's vectorization pass")
+        for name, key in (("coalesced_width", "coalesced_width"),
+                          ("loop_layout", "parallel_loop_layout")):
+            value, arg, shown = given(name, key, None)
+            if value is not None:
+                raise a.fail(arg, f"{shown} is not supported: a cluster copy's lanes and "
+                                  "threads are chosen by tilecute's vectorization pass")
         if not self.in_kernel:
             raise self.error(s, "T.copy_cluster belongs inside a T.Kernel / T.ClusterKernel")
         block, _, shown_block = given("dst_block", "dst_block", None)
@@ -4838,13 +4894,14 @@ class _Parser:
         given = _annotated_args(a, ann)
 
         self.copy_options(a, given)
+        layout = self.copy_loop_layout(a, ann, "T.async_copy")
         src, dst = self.copy_regions(a, s, "T.async_copy")
         single = src.extents is not None and all(
             isinstance(x, N.Const) and x.value == 1 for x in src.extents) and \
             isinstance(a.node("src"), ast.Subscript) and isinstance(a.node("dst"), ast.Subscript) \
-            and not ann
+            and not ann and not layout
         return [N.Copy(src, dst, loc=self.loc(s), instruction="" if single else N.ASYNC_COPY,
-                       vector_width=0 if single else self.copy_width(a, given))]
+                       vector_width=0 if single else self.copy_width(a, given), **layout)]
 
     def copy_width(self, a: _Args, given) -> int:
         """T.copy's / T.async_copy's ``coalesced_width`` (its annotation key too): the lanes
@@ -4858,17 +4915,29 @@ class _Parser:
         return width
 
     def copy_options(self, a: _Args, given) -> None:
-        """The arguments T.copy and T.async_copy refuse: ``loop_layout`` (its annotation key
-        too), an eviction policy other than normal."""
+        """The argument T.copy, T.async_copy and T.copy_cluster refuse: an eviction policy
+        other than normal."""
         if "eviction_policy" in a.sig.parameters:
             policy, arg, shown = given("eviction_policy", "eviction_policy", None)
             if policy not in (None, "evict_normal", 0) or isinstance(policy, bool):
                 raise a.fail(arg, f"{shown} is not supported: tilecute's copies use the normal "
                                   "eviction policy")
-        layout, arg, shown = given("loop_layout", "parallel_loop_layout", None)
-        if layout is not None:
-            raise a.fail(arg, f"{shown} is not supported: tilecute's layout pass lays out "
-                              "copies itself")
+
+    def copy_loop_layout(self, a: _Args, ann: dict, form: str) -> dict:
+        """``T.copy(..., loop_layout=T.Fragment(shape, ...))`` (or the annotation key
+        ``parallel_loop_layout``): TileLang's map of the copy's SIMT loop (over its non-unit
+        extents) onto the threads, as ``T.Parallel(..., loop_layout=)``; the copy is then
+        never a TMA copy (TileLang takes it for a plain or cp.async copy only).  The
+        ``Copy`` fields: ``loop_layout`` and the Fragment's shape, which the copy's lowering
+        checks against its loop."""
+        given = self.given_loop_layout(a, ann, form)
+        if given is None:
+            return {}
+        value, arg = given
+        if isinstance(value, N.Layout):  # tilecute's own form, as the printer writes it
+            return {"loop_layout": value}
+        return {"loop_layout": self.match_loop_layout(a, arg, value, value.shape),
+                "loop_shape": tuple(value.shape)}
 
     def copy_regions(self, a: _Args, s, form: str = "T.copy") -> tuple[N.Region, N.Region]:
         """T.copy's / T.async_copy's source and destination regions (two single elements:
@@ -5067,11 +5136,15 @@ class _Parser:
         """TileLang's ``T.gemm_sp``: ``A`` decompressed from ``A_sparse`` and its metadata
         ``E`` into a dense shared tile (``<A_sparse>_dense``, (M, K), allocated once per
         block), then ``T.gemm`` of that tile with ``B`` into ``C`` (tilecute has no sparse
-        MMA: the same product on dense tensor cores).  Group ``g`` of a row (K elements
-        ``4g .. 4g + 3``) holds ``A_sparse[.., 2g]`` at the position in bits 0-1 of field
-        ``g`` of its metadata and ``A_sparse[.., 2g + 1]`` at bits 2-3, the others 0; field
-        ``g`` is bits ``4 (g % f) ..`` of ``E[.., g // f]``, ``f`` the fields per ``E``
-        element (TileLang's ``compress`` and ``get_e_factor``)."""
+        MMA: the same product on dense tensor cores).  8- and 16-bit values are 2:4 sparse:
+        group ``g`` of a row (K elements ``4g .. 4g + 3``) holds ``A_sparse[.., 2g]`` at the
+        position in bits 0-1 of field ``g`` of its metadata and ``A_sparse[.., 2g + 1]`` at
+        bits 2-3, the others 0.  float32 (TileLang's tf32 ``mma.sp``) is 1:2 sparse: group
+        ``g`` (K elements ``2g, 2g + 1``) holds ``A_sparse[.., g]`` at position ``(field & 3)
+        >> 1`` (the field names the pair of 16-bit halves the value fills: 0b0100 the
+        first element, 0b1110 the second), the other 0.  Field ``g`` is bits ``4 (g % f) ..``
+        of ``E[.., g // f]``, ``f`` the fields per ``E`` element (TileLang's ``compress`` and
+        ``get_e_factor``)."""
         loc = self.loc(s)
         sparse, meta = (self.buffer_of(a.node(n)) for n in ("A_sparse", "E"))
         for name, buf in (("A_sparse", sparse), ("E", meta)):
@@ -5081,11 +5154,10 @@ class _Parser:
                                    f"constant shape (a tile the program copied in), got a "
                                    f"{buf.scope} buffer of shape "
                                    f"{tuple(_show(d) for d in buf.shape)}")
-        if sparse.dtype not in ("float16", "bfloat16", "int8", "uint8", "float8_e4m3",
-                                "float8_e5m2"):
-            raise a.fail("A_sparse", f"'{sparse.name}' is {sparse.dtype}: tilecute's T.gemm_sp "
-                                     "takes 2:4 sparsity of 8- and 16-bit values (TileLang's "
-                                     "1:2 float32 form is not supported)")
+        if sparse.dtype not in ("float32", "float16", "bfloat16", "int8", "uint8",
+                                "float8_e4m3", "float8_e5m2"):
+            raise a.fail("A_sparse", f"'{sparse.name}' is {sparse.dtype}: T.gemm_sp takes 2:4 "
+                                     "sparsity of 8- and 16-bit values and 1:2 of float32")
         if meta.dtype not in ("int8", "uint8", "int16", "uint16", "int32", "uint32"):
             raise a.fail("E", f"'{meta.name}' is {meta.dtype}: the metadata is an integer "
                               "dtype of 8, 16 or 32 bits")
@@ -5094,12 +5166,13 @@ class _Parser:
         rows, half = (int(d.value) for d in sparse.shape)
         M, half = (half, rows) if ta else (rows, half)
         K = 2 * half
-        fields = DTYPES[meta.dtype].bits // 4  # groups of four per metadata element
-        want = (K // (4 * fields), M) if te else (M, K // (4 * fields))
-        if K % (4 * fields) or tuple(int(d.value) for d in meta.shape) != want:
+        group = 2 if sparse.dtype == "float32" else 4  # TileLang's GROUP_CONFIG: 1:2 or 2:4
+        fields = DTYPES[meta.dtype].bits // 4  # groups per metadata element
+        want = (K // (group * fields), M) if te else (M, K // (group * fields))
+        if K % (group * fields) or tuple(int(d.value) for d in meta.shape) != want:
             raise a.fail("E", f"'{meta.name}' has shape {tuple(int(d.value) for d in meta.shape)};"
-                              f" {M} rows of K = {K} ({K // 4} groups of four, {fields} per "
-                              f"{meta.dtype}) need {want}" + (" (transpose_E)" if te else ""))
+                              f" {M} rows of K = {K} ({K // group} groups of {group}, {fields} "
+                              f"per {meta.dtype}) need {want}" + (" (transpose_E)" if te else ""))
         i32 = "int32"
         dense = N.Buffer(self.fresh(f"{sparse.name}_dense"), sparse.dtype,
                          (N.Const(M, i32), N.Const(K, i32)), "shared")
@@ -5118,19 +5191,30 @@ class _Parser:
         word = N.cast(at(meta, i, N.binop("floordiv", g, c(fields)), te), i32)
         field, field_let = let("sp_field", N.binop("bitand", N.binop("shr", word, N.binop(
             "mul", c(4), N.binop("mod", g, c(fields)))), c(15)))
-        first, first_let = let("sp_first", at(sparse, i, N.binop("mul", c(2), g), ta))
-        second, second_let = let("sp_second", at(sparse, i, N.binop(
-            "add", N.binop("mul", c(2), g), c(1)), ta))
-        pos0, pos1 = N.binop("bitand", field, c(3)), N.binop("shr", field, c(2))
         zero = N.Const(0, sparse.dtype)
-        stores = (field_let, first_let, second_let) + tuple(
-            N.Store(dense.name, (i, N.binop("add", N.binop("mul", c(4), g), c(p))),
-                    N.Select(N.Cmp("eq", pos0, c(p)), first,
-                             N.Select(N.Cmp("eq", pos1, c(p)), second, zero, sparse.dtype),
-                             sparse.dtype), loc=loc)
-            for p in range(4))
+        # the first kept value's position in its group: bits 0-1 of the field, or for 1:2
+        # float32 the 16-bit half pair they name (0: the first element, 2: the second)
+        pos0 = N.binop("bitand", field, c(3))
+        if group == 2:
+            pos0 = N.binop("shr", pos0, c(1))
+
+        def place(p, value, rest):  # dense[i, group * g + p]
+            return N.Store(dense.name, (i, N.binop("add", N.binop("mul", c(group), g), c(p))),
+                           N.Select(N.Cmp("eq", pos0, c(p)), value, rest, sparse.dtype), loc=loc)
+
+        if group == 2:
+            only, only_let = let("sp_value", at(sparse, i, g, ta))
+            stores = (field_let, only_let) + tuple(place(p, only, zero) for p in range(2))
+        else:
+            first, first_let = let("sp_first", at(sparse, i, N.binop("mul", c(2), g), ta))
+            second, second_let = let("sp_second", at(sparse, i, N.binop(
+                "add", N.binop("mul", c(2), g), c(1)), ta))
+            pos1 = N.binop("shr", field, c(2))
+            stores = (field_let, first_let, second_let) + tuple(
+                place(p, first, N.Select(N.Cmp("eq", pos1, c(p)), second, zero, sparse.dtype))
+                for p in range(4))
         nest = N.For(i, c(0), c(M), "parallel",
-                     (N.For(g, c(0), c(K // 4), "parallel", stores, loc=loc),), loc=loc)
+                     (N.For(g, c(0), c(K // group), "parallel", stores, loc=loc),), loc=loc)
         ref = self.fresh(f"{sparse.name}_dense_ref")
         self.bind(ref, _BufferRef(dense))
         keep = [n for n in ("transpose_B", "policy", "clear_accum", "k_pack", "wg_wait")
@@ -5275,14 +5359,12 @@ class _Parser:
                 nan, nan_arg = bool(annotations["nan_propagate"]), "annotations"
         else:
             a.no_annotations()
-        if nan and kind in ("max", "min", "absmax"):
-            # TileLang: NaN-propagating max/min (__hmax_nan) of a float16/bfloat16 out; any
-            # other out dtype is TileLang 0.1.15's error (ReduceOp's check)
-            if dst.dtype not in ("float16", "bfloat16"):
-                raise a.fail(nan_arg, f"nan_propagate=True needs a float16 or bfloat16 out; "
-                                      f"'{dst.name}' is {dst.dtype} (TileLang refuses it too)")
-        else:
-            nan = False
+        # TileLang's nan_propagate (HEAD takes any out dtype; 0.1.15 refused all but 16-bit
+        # ones): max/min/absmax combine NaN-propagating (a NaN element makes its row's
+        # result NaN) into every float out (float16/bfloat16 as __hmax_nan, float32 as
+        # max.NaN.f32, where HEAD's code still calls fmaxf; float64 by compares); an integer
+        # out has no NaN to propagate, and other kinds ignore it
+        nan = nan and kind in ("max", "min", "absmax") and N.is_float(dst.dtype)
         scratch = ""
         if "scratch" in a.sig.parameters and a.value("scratch") is not None:
             scratch = self.buffer_of(a.node("scratch")).name
@@ -7515,11 +7597,16 @@ class _Parser:
                         extents.append(N.Const(1, "int32"))
                 return N.Region(buf.name, tuple(starts), tuple(extents))
             return N.Region(buf.name, tuple(idx))
-        buf = self.buffer_of(node)
+        value = self.expr(node) if isinstance(node, ast.Call) else None
+        if isinstance(value, _RegionRef):  # `T.copy(tile_of(X, i), s)`: a macro's region
+            return value.region
+        buf = self.buffer_of(node, value)
         return N.Region(buf.name, tuple(N.Const(0, "int32") for _ in buf.shape))
 
-    def buffer_of(self, node) -> N.Buffer:
-        v = self.expr(node) if not isinstance(node, ast.Name) else self.lookup(node.id, node)
+    def buffer_of(self, node, value=None) -> N.Buffer:
+        """The buffer ``node`` names (``value``: its value, when the caller has it)."""
+        v = value if value is not None else self.expr(node) if not isinstance(node, ast.Name) \
+            else self.lookup(node.id, node)
         if isinstance(v, _RegionRef):
             raise v.refuse(self, node, self.current_form)
         if isinstance(v, _ElemRef):
@@ -7764,6 +7851,17 @@ class _Parser:
             if not _is_ir(c):
                 return self.expr(node.body) if c else self.expr(node.orelse)
             a, b = self.expr(node.body), self.expr(node.orelse)
+            for branch, v in ((node.body, a), (node.orelse, b)):
+                if isinstance(v, (_BufferRef, _RegionRef)):
+                    # TileLang's ifexp on a PrimExpr is T.if_then_else, of values (its
+                    # TypeError: "Expected `ir.PrimExpr` but got `tirx.Buffer`")
+                    raise self.error(node, f"`{ast.unparse(node)}`: `{ast.unparse(branch)}` is "
+                                           "a buffer, chosen by the runtime condition "
+                                           f"`{ast.unparse(node.test)}`; a buffer can be chosen "
+                                           "by a condition known while parsing (a Python "
+                                           "value: a macro's argument), a runtime one picks "
+                                           "values (index each buffer: `A[i] if c else B[i]`)",
+                                     FrontendTypeError)
             a, b, t = N._coerce(a, b)
             return N.Select(_truth(c), a, b, t)
         if isinstance(node, ast.Subscript):
@@ -7910,9 +8008,17 @@ class _Parser:
 
     def call(self, node: ast.Call):
         macro = self.macro_of(node.func)
-        if macro is not None:  # `row, col = tile_of(i)`: the macro's body, then its value
-            what = f"T.macro {macro.__name__!r}"
-            stmts, value = self.inline_function(macro.fn, what, node, node, want_value=True)
+        inlined = (macro.fn, f"T.macro {macro.__name__!r}") if macro is not None else None
+        if inlined is None and self.passes_buffer(node):
+            # `v = scaled(res, i)`, `xv = head_view(X, h)`: a plain Python helper given a
+            # buffer; TileLang runs it as Python on the buffer while the kernel is built,
+            # tilecute inlines it as a T.macro (its value: an expression, a region, a view)
+            helper = self.python_helper_of(node.func)
+            if helper is not None and helper.__name__ != "<lambda>":  # (a `def`'s source)
+                inlined = (helper, f"helper {helper.__name__!r}")
+        if inlined is not None:  # `row, col = tile_of(i)`: the macro's body, then its value
+            fn, what = inlined
+            stmts, value = self.inline_function(fn, what, node, node, want_value=True)
             if stmts and self.pending is None:
                 raise self.error(node, f"{what} makes statements, and its call here would run "
                                        "them more than once or not at all (a loop range or "
@@ -8030,6 +8136,19 @@ class _Parser:
             return N.cast(args[0], "int32")
         with N.primexpr_equality():  # TileLang runs it on PrimExprs: `e == 0` is an EqualOp
             return fn(*args, **kwargs)
+
+    def passes_buffer(self, node: ast.Call) -> bool:
+        """A call's argument (positional or keyword) names a buffer or a region of one
+        (``f(A, i)``, ``f(A[0:4, :])``; not a ``T.alloc_var``), read from the source with
+        nothing parsed."""
+        for a in list(node.args) + [k.value for k in node.keywords]:
+            ref = self.lookup_local(a.id) if isinstance(a, ast.Name) else None
+            if isinstance(ref, _BufferRef) and not isinstance(ref, _VarRef):
+                return True  # (a T.alloc_var is passed by its value, as TileLang reads it)
+            if isinstance(a, ast.Subscript) and isinstance(a.value, ast.Name) and \
+                    self.is_slice_of_buffer(a):
+                return True
+        return False
 
     def check_value(self, node, v):
         if isinstance(v, _BufferRef):
@@ -8429,6 +8548,21 @@ def _hoist_default_vars(body: tuple, names: set, error) -> tuple:
         hoisted.clear()
         out.extend(t)
     return tuple(out)
+
+
+def _by_reference(fn, name: str) -> bool:
+    """Parameter ``name`` of ``fn`` is annotated ``T.Ref`` (or the deprecated ``T.Var``):
+    TileLang passes it by reference."""
+    from . import Ref  # (the package imports this module)
+    from .values import Var
+
+    try:
+        ann = inspect.signature(fn).parameters[name].annotation
+    except (TypeError, ValueError, KeyError):
+        return False
+    if isinstance(ann, str):  # `from __future__ import annotations`
+        return ann in ("T.Ref", "T.Var", "Ref", "Var")
+    return ann is Ref or ann is Var or ann is N.Var
 
 
 def _reassigned_names(fdef) -> set:

@@ -130,8 +130,17 @@ def affine_in(e: N.Expr, name: str) -> Optional[N.Expr]:
     return None
 
 
+def launch_sized(buf: N.Buffer) -> bool:
+    """Is ``buf`` a shared buffer sized at launch (TileLang's dynamic shared memory: a dim
+    of the function's symbols or scalar parameters)?"""
+    return buf.scope == "shared" and not all(isinstance(x, N.Const) for x in buf.shape)
+
+
 def stage_bytes(buf: N.Buffer) -> int:
-    """Bytes of one stage of a shared buffer (its shape is static)."""
+    """Bytes of one stage of a shared buffer of static shape; 0 for one sized at launch
+    (:func:`launch_sized`: its bytes follow the static ones, counted by the launcher)."""
+    if launch_sized(buf):
+        return 0
     return storage_bytes(buf.dtype, math.prod(int(x.value) for x in buf.shape))
 
 
@@ -446,6 +455,9 @@ def tma_box(glob: N.Buffer, region: N.Region, shared: N.Buffer, swizzle: int,
         return no_tma_coordinates(glob)
     if not 1 <= glob.ndim <= TMA_MAX_RANK:
         return f"'{glob.name}' has {glob.ndim} dims; TMA tensors have 1 to {TMA_MAX_RANK}"
+    if launch_sized(shared):
+        return (f"'{shared.name}' is sized at launch; a TMA box is fixed when the descriptor "
+                "is built")
     tile = [int(d.value) for d in shared.shape]
     if rows is not None:
         tile[0] = rows
@@ -864,3 +876,10 @@ def independent_view(body, view: str, others: set, buffers: dict) -> bool:
             return False
         prev = side
     return True
+
+
+def tma_allowed(s: N.Copy) -> bool:
+    """May the TMA pass move copy ``s`` by TMA: not ``disable_tma``, no ``loop_layout``
+    (a map of the threads' loop, TileLang's SIMT copy), and the program did not ask for
+    another instruction (``prefer_instruction="cp_async"`` / ``"sync"``)?"""
+    return not s.disable_tma and s.loop_layout is None and s.instruction in ("", "tma")

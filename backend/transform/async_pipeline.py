@@ -41,8 +41,8 @@ import dataclasses
 from ..ir import nodes as N
 from ..ir.visitor import BODY_FIELDS, fold_constants, replace_stmt, substitute, walk_nodes, walk_stmts
 from ..target import target
-from .analysis import (PURE_CALLS, accesses, buffers_used, guarded_body, names_in as _names, parallel_nest, tainted_lets,
-                       view_bases, with_innermost)
+from .analysis import (PURE_CALLS, accesses, buffers_used, guarded_body, launch_sized,
+                       names_in as _names, parallel_nest, tainted_lets, view_bases, with_innermost)
 from .mbarriers import i32, sub
 from .shared_memory import place
 
@@ -181,6 +181,9 @@ class _Kernel:
                     for c in walk_nodes(guard) if isinstance(c, N.Call)):
                 return None  # (a guard a thread decides for itself: the refill's barrier
                 # would be in a branch some threads skip)
+        if any(b in self.allocs and launch_sized(self.allocs[b].buffer)
+               for c in copies for b in self.dsts(c)):
+            return None  # (a shared buffer sized at launch keeps one stage)
         before = []
         for t in body:
             if any(t is c for c in copies):

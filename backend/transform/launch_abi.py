@@ -326,8 +326,17 @@ def build_abi(func: N.PrimFunc, arch: str) -> KernelPlan:
         cluster = None if k.cluster is None else tuple(k.cluster) + (1,) * (3 - len(k.cluster))
         tma = tuple(KernelParam(d.name, "tma_desc", d.dtype, d.tensor, tma=d.spec)
                     for d in k.tma_descriptors)
+        launch_smem = ""
+        if k.launch_shared_bytes is not None:  # shared buffers sized at launch
+            if cooperative[i]:
+                raise LoweringError(f"{k.loc}: prim_func '{func.name}': T.sync_grid() in a "
+                                    "kernel with a shared buffer sized at launch: tilecute "
+                                    "checks a cooperative grid's residency at the static "
+                                    "shared memory")
+            launch_smem = grid_cpp(k.launch_shared_bytes, func)
         kernels.append(KernelLaunch(f"{prefix}_{i}", grid, block, params + tma, k.shared_bytes,
-                                    cluster, pdl=k.pdl, cooperative=cooperative[i]))
+                                    cluster, pdl=k.pdl, cooperative=cooperative[i],
+                                    launch_smem=launch_smem))
     windows = {pair for k in func.kernels for pair in k.l2_hit_ratios}  # (the validator: one)
     l2_window = L2Window(*windows.pop()) if windows else None
     assumes = tuple(HostAssume(assume_cpp(a, func), expr_str(a)) for a in func.assumes)

@@ -107,8 +107,9 @@ from ..ir.visitor import (BODY_FIELDS, StmtMutator, rebuild, replace_exprs, subs
                           walk_stmts)
 from ..runtime.dtypes import DTYPES
 from ..target import VECTOR_BYTES, WARP, target
-from .analysis import (LoopVars, accesses, allreduce_steps, buffers_used, independent_view, is_unit, linear_form,
-                       mentions, parallel_nest, plain_statements, squeeze, stage_bytes, tainted_lets, value_range,
+from .analysis import (LoopVars, accesses, allreduce_steps, buffers_used, independent_view,
+                       is_unit, launch_sized, linear_form, mentions, parallel_nest,
+                       plain_statements, squeeze, stage_bytes, tainted_lets, value_range,
                        view_bases, view_layout)
 from .lower_tile_ops import move_columns_last, reduce_identity, reduce_update
 
@@ -601,7 +602,10 @@ class _Kernel:
                 for lp in loops:
                     if not (isinstance(lp.extent, N.Const) and isinstance(lp.start, N.Const)):
                         if any(self.scope_of(b) == "fragment" for b, _, _ in nest.accesses):
-                            self.fail(lp, "a T.Parallel loop over fragments needs constant extents")
+                            self.fail(lp, "a T.Parallel loop over fragments needs constant "
+                                          "extents, or a run-time one whose variable indexes "
+                                          "a fragment dim as it is (f[i]: the loop then walks "
+                                          "that dim, guarded, as TileLang's)")
                 for b, idx, write in nest.accesses:
                     if b in self.rows:
                         self.check_row_access(nest, b, idx, write, s)
@@ -1661,6 +1665,8 @@ class _Kernel:
                 # held by the threads its nests run on: the block's, or a T.ws region's
                 first, count = self.frag_region.get(name, (0, self.threads))
                 return N.Layout("blocked", threads=count, vector=vector[name], first_thread=first)
+            if buf.scope == "shared" and launch_sized(buf):
+                return N.Layout("row_major")  # (sized at launch: no swizzle)
             if buf.scope == "shared":
                 row = int(buf.shape[-1].value)
                 if name in self.column_walked and name not in self.scanned | self.tma_copied \

@@ -21,9 +21,11 @@ from __future__ import annotations
 import dataclasses
 
 from ..ir import nodes as N
+from ..ir.printer import expr_str
 from ..ir.visitor import StmtMutator, fold_constants
 from ..runtime.dtypes import DTYPES
-from .analysis import LoopVars, is_unit, no_tma_coordinates, squeeze, with_innermost
+from .analysis import (LoopVars, is_unit, no_tma_coordinates, parallel_nest, squeeze,
+                       with_innermost)
 
 
 class TileOpError(ValueError):
@@ -170,7 +172,15 @@ class _Lowerer(StmtMutator):
                              f"'{s.dst.buffer}' is {self.buffers[s.dst.buffer].dtype}")
         nest = self.copy_nest(s)
         scopes = {self.buffers[s.src.buffer].scope, self.buffers[s.dst.buffer].scope}
-        if "local" in scopes and "fragment" not in scopes:
+        if s.loop_layout is not None:  # the program's map of the loop (T.copy(loop_layout=))
+            extents = [lp.extent for lp in parallel_nest(nest)]
+            if s.loop_shape and _static(extents) != s.loop_shape:
+                shown = ", ".join(expr_str(e) for e in extents)
+                self.fail(s, f"{copy_text(s)}: loop_layout is a T.Fragment of shape "
+                             f"{s.loop_shape}, but the copy's loop runs over ({shown}) (its "
+                             "non-unit extents, as TileLang's)")
+            nest = with_innermost(nest, loop_layout=s.loop_layout)
+        elif "local" in scopes and "fragment" not in scopes:
             # a thread's own buffer: every thread copies all of it (TileLang lowers a copy
             # with a local side to a plain per-thread loop, never partitioned over threads)
             nest = with_innermost(nest, loop_layout=N.Layout("replicated"))

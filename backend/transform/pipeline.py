@@ -13,7 +13,7 @@ from ..ir import nodes as N
 from ..ir.validate import validate
 from ..options import check_options
 from . import (accumulator_views, async_pipeline, defer_row_sums, early_async_copies, fast_math,
-               fragment_thread_regions, hang_check,
+               fragment_loop_bounds, fragment_thread_regions, hang_check,
                hoist_parallel_locals, index_width, stage_loads,
                insert_barriers, layout_inference, lower_tile_ops,
                overlap_mma, rasterize, scope_safe_values, select_mma, shared_epilogue, shared_memory,
@@ -55,6 +55,7 @@ PASSES = (
     Pass("assign_tma_descriptors",
          lambda f, arch, o: tma_descriptors.assign_tma_descriptors(f, arch)),
     Pass("lower_tile_ops", lambda f, arch, o: lower_tile_ops.lower_tile_ops(f)),
+    Pass("fragment_loop_bounds", lambda f, arch, o: fragment_loop_bounds.fragment_loop_bounds(f)),
     Pass("hoist_parallel_locals", lambda f, arch, o: hoist_parallel_locals.hoist_parallel_locals(f)),
     Pass("stage_global_loads", lambda f, arch, o: stage_loads.stage_global_loads(f, o)),
     Pass("fragment_thread_regions",

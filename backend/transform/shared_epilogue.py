@@ -23,7 +23,8 @@ from ..ir import nodes as N
 from ..ir.visitor import walk_stmts
 from ..runtime.dtypes import DTYPES
 from ..target import TMA_SWIZZLES, arch_at_least, target
-from .analysis import all_names, buffers_used, lifetimes, stage_bytes, tma_box, whole
+from .analysis import (all_names, buffers_used, lifetimes, stage_bytes, tma_allowed, tma_box,
+                       whole)
 
 BARRIER_SLACK = 1024  # bytes the TMA passes may still add (mbarriers, alignment)
 
@@ -65,7 +66,7 @@ def _kernel(func: N.PrimFunc, scope: N.KernelScope, arch: str, names: set[str]) 
     body = []
     changed = False
     for i, s in enumerate(scope.body):
-        if not (isinstance(s, N.Copy) and not s.disable_tma and not s.instruction
+        if not (isinstance(s, N.Copy) and tma_allowed(s) and not s.instruction
                 and _accumulator(allocs.get(s.src.buffer))
                 and s.dst.buffer in params and whole(s.src, allocs[s.src.buffer].buffer)
                 and DTYPES[params[s.dst.buffer].dtype].pack == 1):  # (no fp4 TMA store)
@@ -129,7 +130,7 @@ def _swizzle_own_tile(func: N.PrimFunc, scope: N.KernelScope) -> N.KernelScope:
         swizzle = next((w for w in TMA_SWIZZLES if row_bytes % w == 0), 0)
         if not swizzle or DTYPES[buf.dtype].pack != 1 or \
                 not all(whole(c.dst, buf) for c in writes[name]) or \
-                not all(whole(c.src, buf) and not c.disable_tma and c.instruction in ("", "tma")
+                not all(whole(c.src, buf) and tma_allowed(c)
                         and isinstance(tma_box(params[c.dst.buffer], c.dst, buf, swizzle), tuple)
                         for c in reads[name]):
             continue

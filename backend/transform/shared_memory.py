@@ -21,16 +21,21 @@ bytes).  Mbarrier arrays live the whole kernel.  A buffer with ``stages`` holds 
 copies, ``stride`` bytes apart (one stage rounded up to the alignment).  A view
 (``Allocate.view_of``) takes its base's slot, and the base lives as long as any of its
 views is used.  Option disable_shared_memory_reuse (TileLang's
-tl.disable_shared_memory_reuse) gives every buffer bytes of its own."""
+tl.disable_shared_memory_reuse) gives every buffer bytes of its own.  Shared buffers sized at
+launch (dims of the function's symbols and scalar parameters: TileLang's dynamic shared
+memory) follow all of that, alive the whole kernel, one after another
+(``SharedSlot.launch_offset``); their bytes (``KernelScope.launch_shared_bytes``) are the
+launcher's to add up and check."""
 
 from __future__ import annotations
 
 import dataclasses
 
 from ..ir import nodes as N
-from ..ir.visitor import walk_stmts
+from ..ir.visitor import fold_constants, walk_stmts
+from ..runtime.dtypes import DTYPES
 from ..target import SHARED_ALIGN, TMA_SWIZZLE_ALIGN, target
-from .analysis import buffers_used, lifetimes, loads, stage_bytes, view_bases
+from .analysis import buffers_used, launch_sized, lifetimes, loads, stage_bytes, view_bases
 from .warp_specialize import producer_branch
 
 
@@ -180,7 +185,7 @@ def place(scope: N.KernelScope, reuse: bool = True) -> N.KernelScope:
     forever = ((-1, -1), (len(scope.body), _END))
     sized = []  # (allocation, alignment, stage stride, bytes, lifetime), in allocation order
     for a in allocs:
-        if a.buffer.name in bases:
+        if a.buffer.name in bases or launch_sized(a.buffer):
             continue
         align = _align(a)
         stride = _round_up(stage_bytes(a.buffer), align)
@@ -196,6 +201,22 @@ def place(scope: N.KernelScope, reuse: bool = True) -> N.KernelScope:
     # that ended its life left a gap)
     slots, total = min((_first_fit(sized), _first_fit(sorted(sized, key=lambda x: -x[1]))),
                        key=lambda placed: placed[1])
+    # the buffers sized at launch (TileLang's dynamic shared memory) after the static bytes,
+    # one after another in allocation order, each alive the whole kernel: the first at a
+    # static offset, the next ones past the bytes of those before (rounded up to the
+    # alignment; SharedSlot.launch_offset); launch_bytes: all their bytes
+    launched = [a for a in allocs if launch_sized(a.buffer) and a.buffer.name not in bases]
+    launch_bytes = None
+    if launched:
+        total = _round_up(total, SHARED_ALIGN)
+    for a in launched:
+        before = None if launch_bytes is None else fold_constants(launch_bytes)
+        slots[a.buffer.name] = N.SharedSlot(total, 0, SHARED_ALIGN, launch_offset=before)
+        size = launch_size(a.buffer)
+        if a is not launched[-1]:
+            align = N.Const(SHARED_ALIGN, "int64")
+            size = N.binop("mul", N.ceildiv(size, align), align)
+        launch_bytes = size if launch_bytes is None else N.binop("add", launch_bytes, size)
     for a in allocs:
         if a.buffer.name in bases:
             base = next(b for b in allocs if b.buffer.name == bases[a.buffer.name])
@@ -208,7 +229,20 @@ def place(scope: N.KernelScope, reuse: bool = True) -> N.KernelScope:
     body = tuple(dataclasses.replace(s, slot=slots[s.buffer.name])
                  if isinstance(s, N.Allocate) and s.buffer.name in slots else s
                  for s in scope.body)
-    return dataclasses.replace(scope, body=body, shared_bytes=total)
+    return dataclasses.replace(scope, body=body, shared_bytes=total,
+                               launch_shared_bytes=launch_bytes)
+
+
+def launch_size(buf: N.Buffer) -> N.Expr:
+    """The bytes of a shared buffer sized at launch, as an int64 expression of its dims."""
+    wide = [d if d.dtype == "int64" else N.cast(d, "int64") for d in buf.shape]
+    count = wide[0]
+    for d in wide[1:]:
+        count = N.binop("mul", count, d)
+    info = DTYPES[buf.dtype]
+    if info.pack > 1:  # (sub-byte elements: rounded up to whole bytes, as storage_bytes)
+        return N.ceildiv(count, N.Const(info.pack, "int64"))
+    return N.binop("mul", count, N.Const(info.bytes, "int64"))
 
 
 def overlapping(scope: N.KernelScope) -> dict[str, set[str]]:

@@ -32,7 +32,8 @@ V read only by the second ``T.gemm``: the first GEMM waits for K alone, as TileL
 pipeline, one barrier per copy, does); at the top level the wait of the loads before a
 pipelined loop that reads them moves after that loop's prologue, so the first stages'
 loads are issued before it.  A load whose buffer nothing names after it (or that
-something names before it in the body) keeps its wait where it stood.
+something names before it in the body) keeps its wait where it stood.  A ``T.ws`` region
+that reads them waits at its own start (so no wait stands between side-by-side regions).
 """
 
 from __future__ import annotations
@@ -84,6 +85,14 @@ class _Pipeliner:
                 after = [w for n, w in due if not n & filled]
                 stmts = self.pipelined(s)
                 out += first + stmts[:-1] + after + stmts[-1:]
+            elif due and isinstance(s, N.WarpGroups):
+                # a T.ws region reads the loads: its threads wait at its start.  Between
+                # side-by-side regions (``if tx >= 128: ... else: ...``) a wait would split
+                # them, and the barrier pass would order the second after the first (a
+                # hang where the first waits on mbarriers the second arrives on); later
+                # readers outside the region wait too
+                out.append(dataclasses.replace(s, body=(*(w for _, w in due), *s.body)))
+                waits += [w for w in due if any(w[0] & _names(t) for t in body[i + 1:])]
             else:
                 out += [w for _, w in due] + [s]
             i += 1

@@ -51,8 +51,8 @@ from ..ir.visitor import (StmtMutator, fold_constants, linear_form, substitute, 
 from ..runtime.dtypes import DTYPES
 from ..target import arch_at_least
 from .analysis import (accesses, aliased, all_names, fresh_name, guarded_body, matrix_of, matrix_slice,  # noqa: F401
-                       mentions, nested_pipelined, parallel_nest, row_slice, tma_box, tma_swizzle,
-                       view_bases, view_layout, whole, without_body, written_globals)
+                       mentions, nested_pipelined, parallel_nest, row_slice, tma_allowed, tma_box,
+                       tma_swizzle, view_bases, view_layout, whole, without_body, written_globals)
 
 
 class TmaError(ValueError):
@@ -90,12 +90,6 @@ def read_start_may_misalign(start: N.Expr, esize: int, lets: dict, scalars=froze
     if form is None:
         return True
     return any(c * esize % 16 for k, c in form.items() if isinstance(k, tuple) or k in scalars)
-
-
-def tma_allowed(s: N.Copy) -> bool:
-    """May the TMA pass move copy ``s`` by TMA: not ``disable_tma``, and the program did
-    not ask for another instruction (``prefer_instruction="cp_async"`` / ``"sync"``)?"""
-    return not s.disable_tma and s.instruction in ("", "tma")
 
 
 def tma_of(s: N.Copy, src: N.Region | None = None) -> N.TmaCopy:

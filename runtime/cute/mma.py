@@ -250,6 +250,11 @@ def gemm(mma, tid, acc, sa, sb, accumulate: bool = True, wait=0,
     ``wait`` batches are in flight (then :func:`drain` before reading ``acc``); ``wait=None``
     (TileLang's T.wgmma_gemm) does not wait at all.
     ``accumulate=False`` overwrites ``acc`` (``clear_accum``)."""
+    # ACCUMULATE is set on a copy of the tiled MMA: a value set on the caller's object
+    # inside a branch would outlive the branch, and the next call on that object (the same
+    # T.gemm in a T.unroll's next copy of the branch) would use a value that does not
+    # dominate it -- the cubin build fails.  Every call sets ACCUMULATE before its first MMA
+    mma = cutlass.new_from_mlir_values(mma, cutlass.extract_mlir_values(mma))
     # the shared-memory descriptors depend only on the warpgroup: slicing by a value the
     # compiler knows is warp-uniform keeps them in uniform registers (a per-thread value
     # makes every wgmma wait for a per-thread descriptor conversion)

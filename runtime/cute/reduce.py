@@ -44,7 +44,8 @@ def combine(a, b, op):
     """``a + b``, ``max(a, b)``, ``min(a, b)``, ``a & b``, ``a | b`` or ``a ^ b`` for ``op``
     "sum" / "max" / "min" / "bitand" / "bitor" / "bitxor" (the last three on integers);
     "max_nan" / "min_nan": max / min propagating NaN (``max.NaN.f32``, CUDA's
-    ``__hmax_nan`` through Float32 for Float16/BFloat16; integers as "max" / "min").
+    ``__hmax_nan`` through Float32 for Float16/BFloat16; Float64 "max" / "min" with a NaN
+    operand selected over it; integers as "max" / "min").
     ``op`` may also be a function, the combiner itself: ``op(a, b)``, or for tuples of
     values ``op(*a, *b)`` (TVM's reducer of several values, returning a tuple).
 
@@ -78,7 +79,11 @@ def combine(a, b, op):
         f = cute.arch.fmax if op.startswith("max") else cute.arch.fmin
         r = f(cutlass.Float32(a), cutlass.Float32(b), nan=nan)
         return r if dtype is cutlass.Float32 else dtype(r)
-    return cutlass.max(a, b) if op.startswith("max") else cutlass.min(a, b)
+    r = cutlass.max(a, b) if op.startswith("max") else cutlass.min(a, b)
+    if nan and issubclass(dtype, cutlass.Float):  # Float64 (no max.NaN.f64): a NaN side wins
+        r = cutlass.select_(b != b, dtype(b), r)
+        r = cutlass.select_(a != a, dtype(a), r)
+    return r
 
 
 def warp_allreduce(value, op, width: int, stride: int = 1):

@@ -82,6 +82,46 @@ def driver_env(folder: Path, **extra: str) -> dict[str, str]:
     return dict(os.environ, LD_LIBRARY_PATH=f"{folder}:{os.environ.get('LD_LIBRARY_PATH', '')}", **extra)
 
 
+# The start of a script :func:`drive_launcher` runs: the fake driver opened (``cuda``), the
+# launcher loaded (``mod``) with its cubin set, and ``out``, the dict it prints as JSON last.
+DRIVE_HEAD = r"""
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import tvm_ffi
+from fake_cuda import FakeTensor, open_driver
+paths = json.loads(sys.argv[2])
+cuda = open_driver()
+out = {}
+mod = tvm_ffi.load_module(paths["launcher"])
+mod["__tilecute_set_cubin"](paths["cubin"])
+"""
+
+
+def drive_launcher(abi, root: Path, drive: str):
+    """Build the launcher of launch ABI ``abi`` in ``root`` (warnings as errors) with a text
+    "cubin" of its kernels, run the script ``drive`` in a child process on the fake driver
+    (its ``sys.argv[1]``: the folder holding this package, ``sys.argv[2]``: JSON
+    ``{"launcher": path, "cubin": path}``) and return the launcher's source text and the
+    JSON the script printed last."""
+    import json
+    import sys
+
+    import tilecute
+    from tilecute.host.launcher import write_launcher
+    from tilecute.toolchain import build_launcher
+
+    source = write_launcher(abi, root, tilecute_version=tilecute.__version__)
+    launcher = build_launcher(source, root, extra_cflags=("-Wall", "-Wextra", "-Werror"))
+    cubin = text_cubin(root / "fake.cubin", abi.kernels)
+    script = root / "drive.py"
+    script.write_text(drive)
+    run = subprocess.run([sys.executable, str(script), str(TESTS),
+                          json.dumps({"launcher": str(launcher), "cubin": str(cubin)})],
+                         capture_output=True, text=True, env=driver_env(fake_libcuda()), timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    return source.read_text(), json.loads(run.stdout.strip().splitlines()[-1])
+
+
 def text_cubin(path: Path, kernels) -> Path:
     """Write the fake driver's "cubin" for ``kernels`` (launch ABI ``KernelLaunch`` values):
     one ``kernel <symbol> <param sizes...>`` line each.  Returns ``path``."""

@@ -197,6 +197,10 @@ CUresult fake_cuDeviceGetAttribute(int* value, CUdevice_attribute attribute, CUd
     *value = g_max_persisting_l2;
     return CUDA_SUCCESS;
   }
+  if (attribute == CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN) {
+    *value = 232448;  // an H100's / H200's 227 KiB
+    return CUDA_SUCCESS;
+  }
   if (attribute != CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT) return CUDA_ERROR_NOT_SUPPORTED;
   *value = 132;
   return CUDA_SUCCESS;

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from ...language import dtype as _dtype
 
-# dtype of A -> (values kept, group size): 2 of every 4 (TileLang's 1 of 2 for float32,
-# which tilecute's T.gemm_sp refuses)
+# dtype of A -> (values kept, group size): 2 of every 4, 1 of 2 for float32 (tf32)
 GROUP_CONFIG = {_dtype(name): kept for name, kept in (
     ("float32", (1, 2)), ("float16", (2, 4)), ("bfloat16", (2, 4)), ("int8", (2, 4)),
     ("uint8", (2, 4)), ("float8_e4m3", (2, 4)), ("float8_e5m2", (2, 4)))}
