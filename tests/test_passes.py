@@ -714,6 +714,7 @@ def test_every_pass_has_a_test():
                                        "assign_shared_memory", "choose_index_width", "fast_math",
                                        "programmatic_launch", "scope_safe_values",
                                        "stage_global_loads",  # (tests/test_stage_loads.py)
+                                       "fragment_loop_bounds",  # (tests/test_fragment_loop_bounds.py)
                                        "check_hangs"}  # (tests/test_hang_hazards.py)
     assert tested == set(NAMES)
 
